@@ -1,0 +1,23 @@
+/** Injection token of the resolved {@link ResolvedOutboxOptions}. */
+export const OUTBOX_OPTIONS = Symbol('nestjs-outbox:options');
+/** Injection token of the {@link OutboxStore} the module talks to. */
+export const OUTBOX_STORE = Symbol('nestjs-outbox:store');
+/** Injection token of the {@link OutboxPublisher} the dispatcher sends through. */
+export const OUTBOX_PUBLISHER = Symbol('nestjs-outbox:publisher');
+/** Injection token of the {@link OutboxObserver} that receives dispatch events. */
+export const OUTBOX_OBSERVER = Symbol('nestjs-outbox:observer');
+
+/** Metadata key written by `@OutboxEvent()` on event classes. */
+export const OUTBOX_EVENT_METADATA = 'outbox:event';
+
+/** Header names the module writes itself; user headers may not use this prefix. */
+export const OUTBOX_HEADER_PREFIX = 'x-outbox-';
+export const OUTBOX_HEADER_MESSAGE_ID = 'x-outbox-message-id';
+export const OUTBOX_HEADER_TYPE = 'x-outbox-type';
+
+/** Names under which the workers are registered in `SchedulerRegistry`. */
+export const DISPATCHER_INTERVAL = 'nestjs-outbox:dispatcher';
+export const UNLOCKER_INTERVAL = 'nestjs-outbox:unlocker';
+export const CLEANER_INTERVAL = 'nestjs-outbox:cleaner';
+/** Injection token of the TypeORM DataSource holding the outbox table. */
+export const OUTBOX_DATA_SOURCE = Symbol('nestjs-outbox:data-source');

@@ -1,0 +1,36 @@
+/**
+ * Every message text the module produces, in one place so wording stays consistent and each
+ * error says how to fix what it reports.
+ */
+export const OutboxMessages = {
+  optionInvalid: (path: string, problem: string, fix: string): string =>
+    `Invalid OutboxModule option "${path}": ${problem}. ${fix}`,
+  transactionRequired: (): string =>
+    'OutboxService.enqueue() needs the EntityManager of an open transaction: call it inside ' +
+    'dataSource.transaction(async (manager) => outbox.enqueue(event, manager)) or with ' +
+    'queryRunner.manager after queryRunner.startTransaction(), or configure the ambient ' +
+    'transaction (see "transactions" in the README). Writing an outbox row outside the business ' +
+    'transaction would break the outbox guarantee.',
+  missingEventMetadata: (className: string): string =>
+    `Class ${className} has no @OutboxEvent() metadata: decorate it with ` +
+    `@OutboxEvent({ topic: '...' }) or enqueue a plain message { topic, payload }.`,
+  notSerialisable: (detail: string): string =>
+    `The payload is not JSON-serialisable (${detail}). Payloads must be plain data: objects, ` +
+    `arrays, strings, finite numbers, booleans and null.`,
+  payloadTooLarge: (bytes: number, limit: number): string =>
+    `The payload is ${bytes} bytes, over the limit of ${limit} bytes (option maxPayloadBytes). ` +
+    `Store large data elsewhere and enqueue a reference to it.`,
+  invalidField: (field: string, problem: string): string => `Invalid message ${field}: ${problem}.`,
+  reservedHeader: (name: string): string =>
+    `Header "${name}" is reserved (the module sets x-outbox-* itself; CC and BCC would reroute ` +
+    `RabbitMQ messages). Use another header name.`,
+  tableMissing: (table: string): string =>
+    `The outbox table ${table} does not exist: run the migration from createOutboxMigration() ` +
+    `or the SQL in the README before starting the app.`,
+  unsupportedDatabase: (type: string): string =>
+    `Database type "${type}" is not supported by nestjs-outbox: use postgres, mysql, mariadb ` +
+    `or better-sqlite3.`,
+  sqliteNeedsFile: (): string =>
+    'The outbox dispatcher on SQLite needs a database file (not ":memory:"), because it uses a ' +
+    'connection of its own so that its writes never join an application transaction.',
+} as const;

@@ -1,0 +1,16 @@
+import { ConfigurableModuleBuilder } from '@nestjs/common';
+import type { OutboxModuleExtras, OutboxModuleOptions } from './outbox.options';
+
+export const {
+  ConfigurableModuleClass: ConfigurableOutboxModule,
+  MODULE_OPTIONS_TOKEN: OUTBOX_MODULE_OPTIONS,
+  OPTIONS_TYPE: OUTBOX_OPTIONS_TYPE,
+  ASYNC_OPTIONS_TYPE: OUTBOX_ASYNC_OPTIONS_TYPE,
+} = new ConfigurableModuleBuilder<OutboxModuleOptions>({ moduleName: 'Outbox' })
+  .setClassMethodName('forRoot')
+  .setFactoryMethodName('createOutboxOptions')
+  .setExtras<Required<OutboxModuleExtras>>({ isGlobal: true, workers: true }, (definition, extras) => ({
+    ...definition,
+    global: extras.isGlobal,
+  }))
+  .build();

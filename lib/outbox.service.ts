@@ -1,0 +1,95 @@
+import { Inject, Injectable, type OnApplicationShutdown } from '@nestjs/common';
+import type { DataSource, EntityManager } from 'typeorm';
+import { OutboxError } from './errors/outbox.error';
+import { OutboxTransactionRequiredError } from './errors/outbox-transaction-required.error';
+import type { EnqueueOptions, OutboxMessage } from './interfaces/outbox-message.interface';
+import type { OutboxStats, OutboxStore } from './interfaces/outbox-store.interface';
+import { CommitWatcher } from './internal/commit-watcher';
+import { OutboxMessageSerializer } from './internal/outbox-message.serializer';
+import { OUTBOX_DATA_SOURCE, OUTBOX_OPTIONS, OUTBOX_STORE } from './outbox.constants';
+import type { ResolvedOutboxOptions } from './resolve-outbox-options';
+
+/** What `enqueue()` accepts: an `@OutboxEvent()` instance or a plain message. */
+export type OutboxInput = object | OutboxMessage;
+
+/**
+ * Writes messages into the outbox inside the caller's transaction, and gives operators access to
+ * dead letters and counts.
+ */
+@Injectable()
+export class OutboxService implements OnApplicationShutdown {
+  private readonly serializer: OutboxMessageSerializer;
+  /** @internal wakes the local dispatcher after a commit that enqueued messages. */
+  readonly commits: CommitWatcher;
+
+  constructor(
+    @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
+    @Inject(OUTBOX_STORE) private readonly store: OutboxStore,
+    @Inject(OUTBOX_DATA_SOURCE) private readonly dataSource: DataSource,
+  ) {
+    this.serializer = new OutboxMessageSerializer(options.maxPayloadBytes);
+    this.commits = new CommitWatcher(dataSource);
+  }
+
+  /**
+   * Writes one message, or many in one statement, in the transaction of `manager`. Resolves to
+   * the message id(s). Throws `OutboxInvalidMessageError` for bad input and
+   * `OutboxTransactionRequiredError` when no transaction is open; either way nothing is written,
+   * and the error rolls back the caller's transaction when left to propagate.
+   *
+   * @param manager the EntityManager of the open transaction (`dataSource.transaction(m => …)` or
+   *   `queryRunner.manager`); optional when an ambient transaction is configured.
+   */
+  enqueue(message: OutboxInput, manager?: EntityManager, options?: EnqueueOptions): Promise<string>;
+  enqueue(messages: readonly OutboxInput[], manager?: EntityManager, options?: EnqueueOptions): Promise<string[]>;
+  async enqueue(
+    input: OutboxInput | readonly OutboxInput[],
+    manager?: EntityManager,
+    options?: EnqueueOptions,
+  ): Promise<string | string[]> {
+    const list: readonly OutboxInput[] = Array.isArray(input) ? input : [input as OutboxInput];
+    // Validate everything before touching the database: a bad message writes nothing.
+    const rows = list.map((item, index) => this.serializer.toRow(item, index, options));
+    const tx = this.transactionOf(manager);
+    if (rows.length > 0) {
+      await this.store.insert(tx, rows, this.options.ordering.enabled);
+      this.commits.track(tx.queryRunner);
+    }
+    const ids = rows.map((r) => r.messageId);
+    return Array.isArray(input) ? ids : (ids[0] as string);
+  }
+
+  /** Puts dead-lettered messages back to pending with their attempts reset (all when no ids). */
+  retryDead(ids?: readonly string[]): Promise<number> {
+    return this.store.requeueDead(ids);
+  }
+
+  /** Deletes dead-lettered messages older than `olderThanMs` (all by default), up to `limit`. */
+  purgeDead(olderThanMs = 0, limit = 10_000): Promise<number> {
+    return this.store.purge('dead', olderThanMs, limit);
+  }
+
+  /** Counts by status and the age of the oldest pending message. */
+  stats(): Promise<OutboxStats> {
+    return this.store.stats();
+  }
+
+  async onApplicationShutdown(): Promise<void> {
+    this.commits.detach();
+    await this.store.close();
+  }
+
+  private transactionOf(manager: EntityManager | undefined): EntityManager {
+    const tx = manager ?? this.options.ambientTransaction?.currentManager();
+    if (tx === undefined || tx.queryRunner?.isTransactionActive !== true) {
+      throw new OutboxTransactionRequiredError();
+    }
+    if (tx.connection !== this.dataSource) {
+      throw new OutboxError(
+        'The EntityManager belongs to another DataSource than the one OutboxModule was given: ' +
+          'the message would not commit with the outbox table. Pass a manager of the outbox DataSource.',
+      );
+    }
+    return tx;
+  }
+}

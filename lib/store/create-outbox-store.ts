@@ -1,0 +1,27 @@
+import type { DataSource } from 'typeorm';
+import type { OutboxStore } from '../interfaces/outbox-store.interface';
+import { MysqlOutboxStore } from './mysql.store';
+import { outboxDialectOf, tableNamesFor } from './outbox-dialect';
+import { PostgresOutboxStore } from './postgres.store';
+import { SqliteOutboxStore } from './sqlite.store';
+
+/** Picks the store for the DataSource's database; opens what the dispatcher needs when asked. */
+export async function createOutboxStore(
+  dataSource: DataSource,
+  table: { tableName: string; schema: string | null },
+  dispatch: { enabled: boolean; notify: boolean },
+): Promise<OutboxStore> {
+  const dialect = outboxDialectOf(dataSource.options.type);
+  const names = tableNamesFor(dialect, { tableName: table.tableName, schema: table.schema ?? undefined });
+  switch (dialect) {
+    case 'postgres':
+      return new PostgresOutboxStore(dataSource, names, dispatch.notify);
+    case 'mysql':
+      return new MysqlOutboxStore(dataSource, names);
+    case 'sqlite': {
+      const store = new SqliteOutboxStore(dataSource, names);
+      if (dispatch.enabled) await store.open();
+      return store;
+    }
+  }
+}

@@ -1,0 +1,61 @@
+import type { OutboxHeaders } from '../interfaces/outbox-message.interface';
+import type { ClaimedRecord } from '../interfaces/outbox-store.interface';
+
+/** The columns every dialect's claim returns, with driver-dependent types. */
+export interface ClaimedRow {
+  id: string | number;
+  message_id: string;
+  topic: string;
+  message_key: string | null;
+  event_type: string;
+  payload: string;
+  headers: string;
+  attempts: number | string;
+  created_at: Date | string;
+  age_ms: number | string;
+}
+
+const EMPTY_HEADERS: OutboxHeaders = Object.freeze({});
+
+function toDate(value: Date | string): Date {
+  if (value instanceof Date) return value;
+  // SQLite and MySQL strings are UTC without a zone marker.
+  return new Date(value.includes('T') || value.endsWith('Z') ? value : `${value.replace(' ', 'T')}Z`);
+}
+
+/** Maps a claimed row to a record, in claim (id) order. */
+export function toClaimedRecords(rows: readonly ClaimedRow[]): ClaimedRecord[] {
+  const records = rows.map(
+    (row): ClaimedRecord => ({
+      id: String(row.id),
+      messageId: row.message_id,
+      topic: row.topic,
+      key: row.message_key,
+      type: row.event_type,
+      payload: row.payload,
+      headers: row.headers === '{}' ? EMPTY_HEADERS : (JSON.parse(row.headers) as OutboxHeaders),
+      attempts: Number(row.attempts),
+      createdAt: toDate(row.created_at),
+      ageMs: Math.max(0, Number(row.age_ms)),
+    }),
+  );
+  return records.sort(compareIds);
+}
+
+/** Orders decimal id strings numerically without converting them to (lossy) numbers. */
+export function compareIds(a: { id: string }, b: { id: string }): number {
+  return a.id.length - b.id.length || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
+}
+
+/** A stable 31-bit hash of a key (FNV-1a), for per-key locks. */
+export function hashKey(key: string): number {
+  let hash = 0x811c9dc5;
+  for (let i = 0; i < key.length; i++) {
+    hash ^= key.charCodeAt(i);
+    hash = Math.imul(hash, 0x01000193);
+  }
+  return (hash >>> 1) & 0x7fffffff;
+}
+
+/** Error texts are stored truncated: enough to diagnose, never a whole stack or payload. */
+export const MAX_ERROR_LENGTH = 2_000;

@@ -1,0 +1,56 @@
+import { OutboxOptionsError } from '../errors/outbox-options.error';
+import { OutboxMessages } from '../outbox.messages';
+
+// Letters, digits and underscores, not starting with a digit: portable across PostgreSQL,
+// MySQL and SQLite and never in need of escaping. Anything else is refused, not escaped.
+const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
+
+/** Validates a table or schema name given in the options; throws at bootstrap when unsafe. */
+export function assertIdentifier(value: unknown, option: string): asserts value is string {
+  if (typeof value !== 'string' || !IDENTIFIER.test(value)) {
+    throw new OutboxOptionsError(
+      OutboxMessages.optionInvalid(
+        option,
+        `${JSON.stringify(value)} is not a safe SQL identifier`,
+        'Use 1 to 63 letters, digits or underscores, starting with a letter or underscore.',
+      ),
+      option,
+    );
+  }
+}
+
+/** A validated, quoted table reference and the names derived from it. */
+export interface OutboxTableNames {
+  /** Quoted, schema-qualified table, ready to splice into SQL. */
+  readonly table: string;
+  /** Quoted per-key lock table (MySQL/MariaDB only). */
+  readonly lockTable: string;
+  /** Unquoted names, for index names and notifications. */
+  readonly tableName: string;
+  readonly schema: string | null;
+  /** Quotes an index or constraint name derived from the table name. */
+  readonly quote: (name: string) => string;
+}
+
+export type IdentifierQuoting = 'double' | 'backtick';
+
+/** Builds the quoted names once; the inputs must have passed `assertIdentifier`. */
+export function outboxTableNames(
+  tableName: string,
+  schema: string | null,
+  quoting: IdentifierQuoting,
+): OutboxTableNames {
+  const quote = (name: string): string => {
+    assertIdentifier(name, 'tableName');
+    return quoting === 'double' ? `"${name}"` : `\`${name}\``;
+  };
+  const qualify = (name: string): string =>
+    schema === null ? quote(name) : `${quote(schema)}.${quote(name)}`;
+  return {
+    table: qualify(tableName),
+    lockTable: qualify(`${tableName}_key_lock`),
+    tableName,
+    schema,
+    quote,
+  };
+}

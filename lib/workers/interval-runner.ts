@@ -1,0 +1,68 @@
+import type { Logger } from '@nestjs/common';
+import type { SchedulerRegistry } from '@nestjs/schedule';
+import { describeError } from '../internal/describe-error';
+
+/**
+ * Runs one task on a `SchedulerRegistry` interval without ever overlapping itself: a tick that
+ * finds the previous run still going is skipped. Errors are logged, never thrown out of the timer.
+ */
+export class IntervalRunner<T> {
+  private current: Promise<void> | undefined;
+  private timer: NodeJS.Timeout | undefined;
+
+  constructor(
+    private readonly name: string,
+    private readonly registry: SchedulerRegistry,
+    private readonly logger: Logger,
+    private readonly task: () => Promise<T>,
+  ) {}
+
+  get running(): boolean {
+    return this.current !== undefined;
+  }
+
+  start(intervalMs: number): void {
+    if (this.timer !== undefined) return;
+    this.timer = setInterval(() => this.tick(), intervalMs);
+    this.registry.addInterval(this.name, this.timer);
+  }
+
+  stop(): void {
+    if (this.timer === undefined) return;
+    clearInterval(this.timer);
+    if (this.registry.doesExist('interval', this.name)) this.registry.deleteInterval(this.name);
+    this.timer = undefined;
+  }
+
+  /** Starts a run unless one is going; failures are logged. */
+  tick(): void {
+    if (this.current !== undefined) return;
+    this.run().then(() => undefined).catch((error: unknown) => this.logger.error(`${this.name} failed: ${describeError(error)}`));
+  }
+
+  /** Runs the task once the run in progress (if any) has finished; resolves with its result. */
+  run(): Promise<T> {
+    return this.exclusive(this.task);
+  }
+
+  /** Runs `fn` alone: never alongside the task or another exclusive run. */
+  async exclusive<R>(fn: () => Promise<R>): Promise<R> {
+    while (this.current !== undefined) await this.idle();
+    const run = fn();
+    const current = run.then(
+      () => undefined,
+      () => undefined,
+    );
+    this.current = current;
+    try {
+      return await run;
+    } finally {
+      if (this.current === current) this.current = undefined;
+    }
+  }
+
+  /** Resolves when the run in progress (if any) has finished, whatever its outcome. */
+  async idle(): Promise<void> {
+    await this.current;
+  }
+}

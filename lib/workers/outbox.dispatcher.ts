@@ -1,0 +1,306 @@
+import {
+  Inject,
+  Injectable,
+  Logger,
+  type BeforeApplicationShutdown,
+  type OnApplicationBootstrap,
+} from '@nestjs/common';
+import { SchedulerRegistry } from '@nestjs/schedule';
+import { PermanentPublishError } from '../errors/permanent-publish.error';
+import { PublishTimeoutError } from '../errors/publish-timeout.error';
+import { PublisherUnavailableError } from '../errors/publisher-unavailable.error';
+import type { OutboxBatchReport, OutboxObserver } from '../interfaces/outbox-observer.interface';
+import type { OutboxPublisher, PublishOutcome } from '../interfaces/outbox-publisher.interface';
+import type { ClaimedRecord, OutboxStore, Settlement } from '../interfaces/outbox-store.interface';
+import { describeError } from '../internal/describe-error';
+import { DISPATCHER_INTERVAL, OUTBOX_OPTIONS, OUTBOX_STORE } from '../outbox.constants';
+import { OutboxService } from '../outbox.service';
+import type { ResolvedOutboxOptions } from '../resolve-outbox-options';
+import { IntervalRunner } from './interval-runner';
+import { retryDelay } from './retry-backoff';
+
+const SETTLE_RETRIES = 3;
+const EMPTY_REPORT: OutboxBatchReport = Object.freeze({ claimed: 0, published: 0, retried: 0, deadLettered: 0, released: 0, fenced: 0, durationMs: 0 });
+
+type Verdict =
+  | { kind: 'delivered' }
+  | { kind: 'retry'; delayMs: number; error: unknown }
+  | { kind: 'dead'; error: unknown }
+  | { kind: 'release' };
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Claims due messages, publishes them and settles the outcome, in a loop that survives broker
+ * and database failures. Runs on a `SchedulerRegistry` interval, on LISTEN/NOTIFY wake-ups and
+ * after local commits; runs never overlap.
+ */
+@Injectable()
+export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicationShutdown {
+  private readonly logger = new Logger(OutboxDispatcher.name);
+  private readonly runner: IntervalRunner<number>;
+  private readonly publisher: OutboxPublisher;
+  private readonly observer: OutboxObserver;
+  private stopping = false;
+  private wakeRequested = false;
+  private pausedUntil = 0;
+  private outagePauseMs = 0;
+  private unlisten: (() => Promise<void>) | undefined;
+  /** Aborted when shutdown gives up waiting for in-flight publishes. */
+  private readonly shutdown = new AbortController();
+
+  constructor(
+    @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
+    @Inject(OUTBOX_STORE) private readonly store: OutboxStore,
+    private readonly registry: SchedulerRegistry,
+    private readonly service: OutboxService,
+  ) {
+    if (options.publisher === undefined) throw new Error('OutboxDispatcher needs a publisher');
+    this.publisher = options.publisher;
+    this.observer = options.observer;
+    this.runner = new IntervalRunner(DISPATCHER_INTERVAL, registry, this.logger, () => this.drainLoop());
+  }
+
+  async onApplicationBootstrap(): Promise<void> {
+    if (this.options.autoStart) await this.start();
+  }
+
+  /** Starts polling, wake-ups and the commit nudge (done at bootstrap unless `autoStart: false`). */
+  async start(): Promise<void> {
+    this.stopping = false;
+    this.runner.start(this.options.dispatcher.pollIntervalMs);
+    this.service.commits.attach(() => this.wake());
+    if (this.options.dispatcher.listen && this.store.listen !== undefined && this.unlisten === undefined) {
+      try {
+        this.unlisten = await this.store.listen(() => this.wake());
+      } catch (error) {
+        this.logger.warn(`LISTEN unavailable, polling only: ${describeError(error)}`);
+      }
+    }
+    this.wake();
+  }
+
+  /** Asks for a drain as soon as possible; coalesces with a drain already running. */
+  wake(): void {
+    if (this.stopping) return;
+    if (this.runner.running) this.wakeRequested = true;
+    else this.runner.tick();
+  }
+
+  /**
+   * Claims, publishes and settles one batch now (waiting for a run in progress first) and
+   * reports what happened. For tests and apps that drive the dispatcher themselves.
+   */
+  async runOnce(): Promise<OutboxBatchReport> {
+    return this.runner.exclusive(() => this.batch());
+  }
+
+  /** Runs batches until nothing is due; resolves to the number of messages published. */
+  drain(): Promise<number> {
+    return this.runner.run();
+  }
+
+  async beforeApplicationShutdown(): Promise<void> {
+    this.stopping = true;
+    this.runner.stop();
+    this.service.commits.detach();
+    const unlisten = this.unlisten;
+    this.unlisten = undefined;
+    await unlisten?.().catch(() => undefined);
+    const deadline = sleep(this.options.dispatcher.shutdownTimeoutMs).then(() => 'timeout' as const);
+    const finished = await Promise.race([this.runner.idle().then(() => 'idle' as const), deadline]);
+    if (finished === 'timeout') {
+      // In-flight publishes get an abort; their batch then releases its leases (see batch()).
+      this.shutdown.abort(new PublisherUnavailableError('dispatcher shutting down'));
+      await this.runner.idle();
+    }
+    await this.publisher.close?.().catch((error: unknown) => this.logger.warn(`Publisher close failed: ${describeError(error)}`));
+  }
+
+  private async drainLoop(): Promise<number> {
+    let published = 0;
+    do {
+      this.wakeRequested = false;
+      if (this.stopping || Date.now() < this.pausedUntil) break;
+      const report = await this.batch();
+      published += report.published;
+      if (report.claimed < this.options.dispatcher.batchSize && !this.wakeRequested) break;
+    } while (!this.stopping);
+    return published;
+  }
+
+  private async batch(): Promise<OutboxBatchReport> {
+    if (this.stopping || Date.now() < this.pausedUntil) return EMPTY_REPORT;
+    const started = performance.now();
+    const { dispatcher, ordering } = this.options;
+    let claimed;
+    try {
+      claimed = await this.store.claim({
+        limit: dispatcher.batchSize,
+        owner: this.options.instanceId,
+        leaseMs: dispatcher.leaseMs,
+        ordered: ordering.enabled,
+        deadBlocksKey: ordering.onDeadLetter === 'block',
+      });
+    } catch (error) {
+      this.pause(error, 'claim failed (database unavailable?)');
+      return EMPTY_REPORT;
+    }
+    const { token, records } = claimed;
+    if (records.length === 0) {
+      this.outagePauseMs = 0;
+      return EMPTY_REPORT;
+    }
+
+    const outcomes = await this.publish(records);
+    const verdicts = outcomes === undefined ? records.map((): Verdict => ({ kind: 'release' })) : records.map((r, i) => this.judge(r, outcomes[i]));
+    const settlement = this.settlement(records, verdicts);
+    const changed = await this.settle(token, settlement);
+    const report: OutboxBatchReport = {
+      claimed: records.length,
+      published: settlement.delivered.length,
+      retried: settlement.retry.length,
+      deadLettered: settlement.dead.length,
+      released: settlement.release.length,
+      fenced: changed === undefined ? 0 : records.length - changed,
+      durationMs: performance.now() - started,
+    };
+    if (report.fenced > 0) {
+      this.logger.warn(`${report.fenced} message(s) of a batch were taken over by another dispatcher after this one's lease expired; their outcome here was discarded`);
+    }
+    this.notify(records, verdicts, report);
+    return report;
+  }
+
+  /** Publishes under a deadline; undefined means the whole batch is to be released (outage). */
+  private async publish(records: readonly ClaimedRecord[]): Promise<readonly PublishOutcome[] | undefined> {
+    const timeoutMs = this.options.dispatcher.publishTimeoutMs;
+    const controller = new AbortController();
+    const signal = AbortSignal.any([controller.signal, this.shutdown.signal]);
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<'timeout'>((resolve) => {
+      timer = setTimeout(() => resolve('timeout'), timeoutMs);
+      signal.addEventListener('abort', () => resolve('timeout'), { once: true });
+    });
+    try {
+      const result = await Promise.race([this.publisher.publish(records, signal), deadline]);
+      if (result === 'timeout') {
+        controller.abort(new PublishTimeoutError(timeoutMs));
+        this.pause(signal.reason ?? new PublishTimeoutError(timeoutMs), 'publish did not finish in time');
+        return undefined;
+      }
+      if (result.length !== records.length) {
+        this.logger.error(`Publisher returned ${result.length} outcomes for ${records.length} messages; releasing the batch`);
+        return undefined;
+      }
+      const failures = result.filter((o) => !o.ok);
+      if (failures.length === result.length && failures.every((o) => !o.ok && this.isOutage(o.error))) {
+        this.pause((failures[0] as { error: unknown }).error, 'every publish of the batch failed');
+        return undefined;
+      }
+      this.outagePauseMs = 0;
+      return result;
+    } catch (error) {
+      this.pause(error, 'publisher failed');
+      return undefined;
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  private isOutage(error: unknown): boolean {
+    return error instanceof PublisherUnavailableError || error instanceof PublishTimeoutError;
+  }
+
+  private judge(record: ClaimedRecord, outcome: PublishOutcome | undefined): Verdict {
+    if (outcome === undefined) return { kind: 'release' };
+    if (outcome.ok) return { kind: 'delivered' };
+    const { error } = outcome;
+    if (error instanceof PublisherUnavailableError) return { kind: 'release' };
+    const retry = this.options.retry;
+    if (error instanceof PermanentPublishError) return { kind: 'dead', error };
+    if (retry.retryIf !== undefined && !this.safely(() => retry.retryIf?.(error, record) ?? true, true)) {
+      return { kind: 'dead', error };
+    }
+    const attempt = record.attempts + 1;
+    if (attempt >= retry.maxAttempts) return { kind: 'dead', error };
+    const delayMs = retryDelay(attempt, retry);
+    if (retry.maxAgeMs > 0 && record.ageMs + delayMs > retry.maxAgeMs) return { kind: 'dead', error };
+    return { kind: 'retry', delayMs, error };
+  }
+
+  private settlement(records: readonly ClaimedRecord[], verdicts: readonly Verdict[]): Settlement {
+    const delivered: string[] = [];
+    const retry: { id: string; delayMs: number; error: string }[] = [];
+    const dead: { id: string; error: string }[] = [];
+    const release: string[] = [];
+    records.forEach((record, i) => {
+      const verdict = verdicts[i] ?? { kind: 'release' };
+      switch (verdict.kind) {
+        case 'delivered':
+          delivered.push(record.id);
+          break;
+        case 'retry':
+          retry.push({ id: record.id, delayMs: verdict.delayMs, error: describeError(verdict.error) });
+          break;
+        case 'dead':
+          dead.push({ id: record.id, error: describeError(verdict.error) });
+          break;
+        case 'release':
+          release.push(record.id);
+          break;
+      }
+    });
+    return { delivered, retry, dead, release };
+  }
+
+  /** Settles with a few retries: a failed settle would otherwise mean re-publishing after the lease. */
+  private async settle(token: string, settlement: Settlement): Promise<number | undefined> {
+    const deleteDelivered = this.options.cleaner.deliveredRetentionMs === 0;
+    for (let attempt = 1; ; attempt++) {
+      try {
+        return await this.store.settle(token, settlement, deleteDelivered);
+      } catch (error) {
+        if (attempt >= SETTLE_RETRIES) {
+          this.logger.error(`Settling a batch failed ${attempt} times; its messages will be published again once their lease expires: ${describeError(error)}`);
+          return undefined;
+        }
+        await sleep(100 * 2 ** attempt);
+      }
+    }
+  }
+
+  private pause(error: unknown, what: string): void {
+    const base = this.options.dispatcher.pollIntervalMs;
+    this.outagePauseMs = Math.min(this.options.dispatcher.maxOutagePauseMs, this.outagePauseMs === 0 ? base : this.outagePauseMs * 2);
+    this.pausedUntil = Date.now() + this.outagePauseMs;
+    this.logger.warn(`${what}: ${describeError(error)}; pausing claims for ${this.outagePauseMs} ms (no attempt counted)`);
+    const pauseMs = this.outagePauseMs;
+    this.safely(() => this.observer.onOutage?.(error, pauseMs), undefined);
+  }
+
+  private notify(records: readonly ClaimedRecord[], verdicts: readonly Verdict[], report: OutboxBatchReport): void {
+    const published: ClaimedRecord[] = [];
+    records.forEach((record, i) => {
+      const verdict = verdicts[i];
+      if (verdict?.kind === 'delivered') published.push(record);
+      else if (verdict?.kind === 'retry') this.safely(() => this.observer.onRetry?.(record, verdict.error, verdict.delayMs), undefined);
+      else if (verdict?.kind === 'dead') {
+        this.logger.warn(`Message ${record.messageId} (${record.type} to ${record.topic}) dead-lettered after ${record.attempts + 1} attempt(s): ${describeError(verdict.error)}`);
+        this.safely(() => this.observer.onDeadLetter?.(record, verdict.error), undefined);
+      }
+    });
+    if (published.length > 0) this.safely(() => this.observer.onPublished?.(published), undefined);
+    this.safely(() => this.observer.onBatch?.(report), undefined);
+  }
+
+  /** Observer hooks and user callbacks must never stop delivery. */
+  private safely<T>(fn: () => T, fallback: T): T {
+    try {
+      return fn();
+    } catch (error) {
+      this.logger.error(`An outbox hook threw: ${describeError(error)}`);
+      return fallback;
+    }
+  }
+}

@@ -1,0 +1,62 @@
+import {
+  Inject,
+  Injectable,
+  Logger,
+  type BeforeApplicationShutdown,
+  type OnApplicationBootstrap,
+} from '@nestjs/common';
+import { SchedulerRegistry } from '@nestjs/schedule';
+import type { OutboxStore } from '../interfaces/outbox-store.interface';
+import { describeError } from '../internal/describe-error';
+import { OUTBOX_OPTIONS, OUTBOX_STORE, UNLOCKER_INTERVAL } from '../outbox.constants';
+import type { ResolvedOutboxOptions } from '../resolve-outbox-options';
+import { IntervalRunner } from './interval-runner';
+
+/**
+ * Clears the expired leases of dispatchers that crashed or stalled. Claims already treat an
+ * expired lease as free; the unlocker makes the table tell the truth and reports the count.
+ */
+@Injectable()
+export class OutboxUnlocker implements OnApplicationBootstrap, BeforeApplicationShutdown {
+  private readonly logger = new Logger(OutboxUnlocker.name);
+  private readonly runner: IntervalRunner<number>;
+
+  constructor(
+    @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
+    @Inject(OUTBOX_STORE) private readonly store: OutboxStore,
+    registry: SchedulerRegistry,
+  ) {
+    this.runner = new IntervalRunner(UNLOCKER_INTERVAL, registry, this.logger, () => this.release());
+  }
+
+  onApplicationBootstrap(): void {
+    if (this.options.autoStart) this.start();
+  }
+
+  start(): void {
+    this.runner.start(this.options.unlocker.intervalMs);
+  }
+
+  /** Releases expired leases now; resolves to how many. */
+  runOnce(): Promise<number> {
+    return this.runner.run();
+  }
+
+  async beforeApplicationShutdown(): Promise<void> {
+    this.runner.stop();
+    await this.runner.idle();
+  }
+
+  private async release(): Promise<number> {
+    const count = await this.store.releaseExpired();
+    if (count > 0) {
+      this.logger.warn(`Released ${count} expired lease(s) of a crashed or stalled dispatcher`);
+      try {
+        this.options.observer.onLeasesReleased?.(count);
+      } catch (error) {
+        this.logger.error(`An outbox hook threw: ${describeError(error)}`);
+      }
+    }
+    return count;
+  }
+}
