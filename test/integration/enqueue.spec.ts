@@ -1,0 +1,212 @@
+import { Test, type TestingModule } from '@nestjs/testing';
+import type { DataSource } from 'typeorm';
+import {
+  OutboxEvent,
+  OutboxInvalidMessageError,
+  OutboxModule,
+  OutboxService,
+  OutboxTransactionRequiredError,
+  fromClsTransactionHost,
+} from '../../lib';
+import { readOutbox, TEST_DATABASES, TestOrder, uniqueTable } from '../support/databases';
+import { describeWith } from '../support/services';
+
+@OutboxEvent({ topic: 'orders', type: 'order.created', key: (e: OrderCreated) => e.orderId, headers: { source: 'test' } })
+class OrderCreated {
+  constructor(
+    readonly orderId: string,
+    readonly total: number,
+  ) {}
+}
+
+@OutboxEvent({ topic: 'orders', key: 'orderId' })
+class OrderShipped {
+  constructor(readonly orderId: number) {}
+}
+
+class Undecorated {
+  constructor(readonly value = 1) {}
+}
+
+for (const db of TEST_DATABASES) {
+  describeWith(db.service === null ? [] : [db.service], `enqueue on ${db.name}`, () => {
+    let ds: DataSource;
+    let moduleRef: TestingModule;
+    let outbox: OutboxService;
+    const table = uniqueTable();
+
+    beforeAll(async () => {
+      ds = await db.open(table);
+      moduleRef = await Test.createTestingModule({
+        imports: [OutboxModule.forRoot({ dataSource: ds, tableName: table, workers: false, maxPayloadBytes: 1_024 })],
+      }).compile();
+      await moduleRef.init();
+      outbox = moduleRef.get(OutboxService);
+    });
+
+    afterAll(async () => {
+      await moduleRef?.close();
+      if (ds !== undefined) await db.close(ds, table);
+    });
+
+    beforeEach(async () => {
+      await ds.query(`DELETE FROM ${ds.options.type === 'mariadb' ? `\`${table}\`` : `"${table}"`}`);
+    });
+
+    const orders = () => ds.getRepository(TestOrder);
+
+    it('writes the business row and the message when the transaction commits', async () => {
+      const before = await orders().count();
+      const id = await ds.transaction(async (manager) => {
+        const order = await manager.save(TestOrder, { customer: 'c-1' });
+        return outbox.enqueue(new OrderCreated(String(order.id), 42.5), manager);
+      });
+      expect(await orders().count()).toBe(before + 1);
+      const rows = await readOutbox(ds, table);
+      expect(rows).toHaveLength(1);
+      const [row] = rows;
+      expect(row).toMatchObject({
+        messageId: id,
+        topic: 'orders',
+        type: 'order.created',
+        payload: { orderId: expect.any(String), total: 42.5 },
+        headers: { source: 'test' },
+        status: 'pending',
+        attempts: 0,
+        lockedBy: null,
+      });
+      expect(row?.key).toBe((row?.payload as { orderId: string }).orderId);
+      // UUIDv7: version nibble 7, RFC variant.
+      expect(id).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    });
+
+    it('uses the class name as type and a property as key', async () => {
+      await ds.transaction((m) => outbox.enqueue(new OrderShipped(7), m));
+      const [row] = await readOutbox(ds, table);
+      expect(row).toMatchObject({ type: 'OrderShipped', key: '7', payload: { orderId: 7 }, headers: {} });
+    });
+
+    it('writes plain messages and keeps their order within one call', async () => {
+      const messages = Array.from({ length: 250 }, (_, i) => ({
+        topic: 'audit',
+        key: i % 2 === 0 ? 'even' : null,
+        type: 'audit.entry',
+        payload: { i, text: 'é✓' },
+        headers: { 'x-tenant': 't1' },
+      }));
+      const ids = await ds.transaction((m) => outbox.enqueue(messages, m));
+      const rows = await readOutbox(ds, table);
+      expect(rows.map((r) => r.messageId)).toEqual(ids);
+      expect(rows.map((r) => (r.payload as { i: number }).i)).toEqual(messages.map((m) => m.payload.i));
+      expect(rows[0]).toMatchObject({ key: 'even', headers: { 'x-tenant': 't1' }, payload: { text: 'é✓' } });
+      expect(rows[1]?.key).toBeNull();
+    });
+
+    it('writes nothing when the transaction rolls back', async () => {
+      const before = await orders().count();
+      await expect(
+        ds.transaction(async (m) => {
+          await m.save(TestOrder, { customer: 'c-2' });
+          await outbox.enqueue(new OrderCreated('o-2', 1), m);
+          throw new Error('business rule failed after enqueue');
+        }),
+      ).rejects.toThrow('business rule failed after enqueue');
+      expect(await orders().count()).toBe(before);
+      expect(await readOutbox(ds, table)).toHaveLength(0);
+    });
+
+    it('writes nothing after an explicit rollback of a QueryRunner transaction', async () => {
+      const runner = ds.createQueryRunner();
+      await runner.connect();
+      await runner.startTransaction();
+      await outbox.enqueue(new OrderCreated('o-3', 1), runner.manager);
+      await runner.rollbackTransaction();
+      await runner.release();
+      expect(await readOutbox(ds, table)).toHaveLength(0);
+    });
+
+    it('commits through a QueryRunner transaction', async () => {
+      const runner = ds.createQueryRunner();
+      await runner.connect();
+      await runner.startTransaction();
+      await outbox.enqueue(new OrderCreated('o-4', 1), runner.manager);
+      await runner.commitTransaction();
+      await runner.release();
+      expect(await readOutbox(ds, table)).toHaveLength(1);
+    });
+
+    it('drops the message of a rolled-back savepoint and keeps the outer one', async () => {
+      const runner = ds.createQueryRunner();
+      await runner.connect();
+      await runner.startTransaction();
+      await outbox.enqueue(new OrderCreated('outer', 1), runner.manager);
+      await runner.startTransaction(); // nested: a savepoint
+      await outbox.enqueue(new OrderCreated('inner', 1), runner.manager);
+      await runner.rollbackTransaction();
+      await runner.commitTransaction();
+      await runner.release();
+      const rows = await readOutbox(ds, table);
+      expect(rows.map((r) => r.key)).toEqual(['outer']);
+    });
+
+    it('refuses to write outside a transaction', async () => {
+      await expect(outbox.enqueue(new OrderCreated('o-5', 1))).rejects.toBeInstanceOf(OutboxTransactionRequiredError);
+      await expect(outbox.enqueue(new OrderCreated('o-5', 1), ds.manager)).rejects.toBeInstanceOf(OutboxTransactionRequiredError);
+      expect(await readOutbox(ds, table)).toHaveLength(0);
+    });
+
+    const cyclic: Record<string, unknown> = { a: 1 };
+    cyclic.self = cyclic;
+    const badInputs: [string, object, string][] = [
+      ['a class without @OutboxEvent', new Undecorated(), 'missing-metadata'],
+      ['a cyclic payload', { topic: 't', payload: cyclic }, 'not-serialisable'],
+      ['a BigInt payload', { topic: 't', payload: { n: 10n } }, 'not-serialisable'],
+      ['a function in the payload', { topic: 't', payload: { f: () => 1 } }, 'not-serialisable'],
+      ['NaN in the payload', { topic: 't', payload: { n: NaN } }, 'not-serialisable'],
+      ['a payload over the limit', { topic: 't', payload: { s: 'x'.repeat(2_000) } }, 'payload-too-large'],
+      ['an empty topic', { topic: '', payload: {} }, 'invalid-topic'],
+      ['a non-string header value', { topic: 't', payload: {}, headers: { n: 1 } }, 'invalid-header'],
+      ['a reserved CC header', { topic: 't', payload: {}, headers: { CC: 'other-queue' } }, 'reserved-header'],
+      ['a reserved x-outbox- header', { topic: 't', payload: {}, headers: { 'x-outbox-message-id': 'forged' } }, 'reserved-header'],
+      ['an object key', { topic: 't', payload: {}, key: { id: 1 } }, 'invalid-key'],
+      ['an invalid availableAt', { topic: 't', payload: {}, availableAt: new Date('nope') }, 'invalid-schedule'],
+    ];
+    it.each(badInputs)('rejects %s, rolling back the whole transaction', async (_name, input, reason) => {
+      const before = await orders().count();
+      const attempt = ds.transaction(async (m) => {
+        await m.save(TestOrder, { customer: 'bad-input' });
+        await outbox.enqueue([new OrderCreated('good', 1), input], m);
+      });
+      await expect(attempt).rejects.toBeInstanceOf(OutboxInvalidMessageError);
+      await expect(attempt).rejects.toMatchObject({ reason, index: 1 });
+      expect(await orders().count()).toBe(before);
+      expect(await readOutbox(ds, table)).toHaveLength(0);
+    });
+
+    it('schedules delayed messages on the database clock', async () => {
+      await ds.transaction((m) => outbox.enqueue({ topic: 't', payload: {}, delayMs: 3_600_000 }, m));
+      const t = ds.options.type === 'mariadb' ? `\`${table}\`` : `"${table}"`;
+      const due = ds.options.type === 'postgres' ? 'available_at > now() + interval \'59 minutes\'' : ds.options.type === 'mariadb' ? 'available_at > UTC_TIMESTAMP(6) + INTERVAL 59 MINUTE' : "available_at > strftime('%Y-%m-%d %H:%M:%f', 'now', '+59 minutes')";
+      const [{ n }] = (await ds.query(`SELECT COUNT(*) AS n FROM ${t} WHERE ${due}`)) as [{ n: string | number }];
+      expect(Number(n)).toBe(1);
+    });
+
+    it('joins the ambient transaction of an AmbientTransaction adapter', async () => {
+      // The same contract @nestjs-cls/transactional's TransactionHost fulfils.
+      let active: import('typeorm').EntityManager | undefined;
+      const host = { isTransactionActive: () => active !== undefined, get tx() { return active as import('typeorm').EntityManager; } };
+      const ref = await Test.createTestingModule({
+        imports: [OutboxModule.forRoot({ dataSource: ds, tableName: table, workers: false, ambientTransaction: fromClsTransactionHost(host) })],
+      }).compile();
+      const ambientOutbox = ref.get(OutboxService);
+      await ds.transaction(async (m) => {
+        active = m;
+        await ambientOutbox.enqueue(new OrderCreated('ambient', 1));
+        active = undefined;
+      });
+      await expect(ambientOutbox.enqueue(new OrderCreated('none', 1))).rejects.toBeInstanceOf(OutboxTransactionRequiredError);
+      await ref.close();
+      expect((await readOutbox(ds, table)).map((r) => r.key)).toEqual(['ambient']);
+    });
+  });
+}

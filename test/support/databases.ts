@@ -1,0 +1,143 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Column, DataSource, Entity, PrimaryGeneratedColumn } from 'typeorm';
+import { ensureOutboxTable } from '../../lib/store/outbox-dialect';
+import { SERVICES, type ServiceName } from './services';
+
+/** A business row written next to outbox messages in the tests' transactions. */
+@Entity('outbox_test_order')
+export class TestOrder {
+  @PrimaryGeneratedColumn()
+  id!: number;
+
+  @Column({ type: 'varchar', length: 64 })
+  customer!: string;
+}
+
+export interface TestDatabase {
+  readonly name: 'postgres' | 'mariadb' | 'sqlite';
+  readonly service: ServiceName | null;
+  /** A fresh, initialised DataSource with an outbox table of its own (`table`). */
+  open(table: string): Promise<DataSource>;
+  /** Drops the outbox table and closes the DataSource. */
+  close(dataSource: DataSource, table: string): Promise<void>;
+}
+
+const sqliteDirs = new Map<DataSource, string>();
+
+export const TEST_DATABASES: readonly TestDatabase[] = [
+  {
+    name: 'postgres',
+    service: 'postgres',
+    async open(table) {
+      const ds = new DataSource({
+        type: 'postgres',
+        host: SERVICES.postgres.host,
+        port: SERVICES.postgres.port,
+        username: process.env.PGUSER ?? 'postgres',
+        password: process.env.PGPASSWORD,
+        database: process.env.PGDATABASE ?? 'test',
+        entities: [TestOrder],
+        synchronize: true,
+        poolSize: 20,
+      });
+      await ds.initialize();
+      await ensureOutboxTable(ds, { tableName: table });
+      return ds;
+    },
+    async close(ds, table) {
+      await ds.query(`DROP TABLE IF EXISTS "${table}"`);
+      await ds.destroy();
+    },
+  },
+  {
+    name: 'mariadb',
+    service: 'mariadb',
+    async open(table) {
+      const ds = new DataSource({
+        type: 'mariadb',
+        host: SERVICES.mariadb.host,
+        port: SERVICES.mariadb.port,
+        username: process.env.MYSQL_USER ?? 'root',
+        password: process.env.MYSQL_PASSWORD ?? '',
+        database: process.env.MYSQL_DATABASE ?? 'test',
+        entities: [TestOrder],
+        synchronize: true,
+        poolSize: 20,
+      });
+      await ds.initialize();
+      await ensureOutboxTable(ds, { tableName: table });
+      return ds;
+    },
+    async close(ds, table) {
+      await ds.query(`DROP TABLE IF EXISTS \`${table}_key_lock\``);
+      await ds.query(`DROP TABLE IF EXISTS \`${table}\``);
+      await ds.destroy();
+    },
+  },
+  {
+    name: 'sqlite',
+    service: null,
+    async open(table) {
+      const dir = mkdtempSync(join(tmpdir(), 'outbox-sqlite-'));
+      const ds = new DataSource({
+        type: 'better-sqlite3',
+        database: join(dir, 'test.sqlite'),
+        entities: [TestOrder],
+        synchronize: true,
+        enableWAL: true,
+      });
+      await ds.initialize();
+      await ensureOutboxTable(ds, { tableName: table });
+      sqliteDirs.set(ds, dir);
+      return ds;
+    },
+    async close(ds) {
+      await ds.destroy();
+      const dir = sqliteDirs.get(ds);
+      if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
+    },
+  },
+];
+
+let counter = 0;
+/** A table name unique to this test process and call. */
+export function uniqueTable(prefix = 'outbox_t'): string {
+  counter += 1;
+  return `${prefix}_${process.pid}_${counter}`;
+}
+
+/** Reads the outbox rows in id order, with columns normalised across dialects. */
+export async function readOutbox(ds: DataSource, table: string): Promise<OutboxRow[]> {
+  const q = ds.options.type === 'postgres' ? `"${table}"` : ds.options.type === 'better-sqlite3' ? `"${table}"` : `\`${table}\``;
+  const payload = ds.options.type === 'postgres' ? 'payload::text AS payload, headers::text AS headers, message_id::text AS message_id' : 'payload, headers, message_id';
+  const rows = (await ds.query(`SELECT id, ${payload}, topic, message_key, event_type, status, attempts, last_error, locked_by FROM ${q} ORDER BY id`)) as Record<string, unknown>[];
+  return rows.map((r) => ({
+    id: String(r.id),
+    messageId: String(r.message_id),
+    topic: String(r.topic),
+    key: r.message_key === null ? null : String(r.message_key),
+    type: String(r.event_type),
+    payload: JSON.parse(String(r.payload)) as unknown,
+    headers: JSON.parse(String(r.headers)) as Record<string, string>,
+    status: String(r.status),
+    attempts: Number(r.attempts),
+    lastError: r.last_error === null ? null : String(r.last_error),
+    lockedBy: r.locked_by === null ? null : String(r.locked_by),
+  }));
+}
+
+export interface OutboxRow {
+  id: string;
+  messageId: string;
+  topic: string;
+  key: string | null;
+  type: string;
+  payload: unknown;
+  headers: Record<string, string>;
+  status: string;
+  attempts: number;
+  lastError: string | null;
+  lockedBy: string | null;
+}
