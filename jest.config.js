@@ -2,7 +2,7 @@
 const base = {
   preset: 'ts-jest',
   testEnvironment: 'node',
-  transform: { '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.json', isolatedModules: true }] },
+  transform: { '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.json' }] },
   moduleNameMapper: { '^nestjs-outbox$': '<rootDir>/lib/index.ts', '^nestjs-outbox/(.*)$': '<rootDir>/lib/$1/index.ts' },
 };
 

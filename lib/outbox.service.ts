@@ -47,7 +47,7 @@ export class OutboxService implements OnApplicationShutdown {
     manager?: EntityManager,
     options?: EnqueueOptions,
   ): Promise<string | string[]> {
-    const list: readonly OutboxInput[] = Array.isArray(input) ? input : [input as OutboxInput];
+    const list: readonly OutboxInput[] = Array.isArray(input) ? input : [input];
     // Validate everything before touching the database: a bad message writes nothing.
     const rows = list.map((item, index) => this.serializer.toRow(item, index, options));
     const tx = this.transactionOf(manager);

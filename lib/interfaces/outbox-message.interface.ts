@@ -45,4 +45,4 @@ export interface OutboxEventOptions<TEvent = object> {
 }
 
 /** Per-call options of `OutboxService.enqueue()`. */
-export interface EnqueueOptions extends OutboxSchedule {}
+export type EnqueueOptions = OutboxSchedule;

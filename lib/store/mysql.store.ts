@@ -30,6 +30,8 @@ import type { OutboxTableNames } from './sql-identifier';
 // mysql2 allows 65 535 placeholders per statement; stay well below with the widest row (8).
 const MAX_ROWS_PER_INSERT = 4_000;
 
+type StatsRow = Record<'pending' | 'leased' | 'delivered' | 'dead', string | number> & { oldest_ms: string | number | null };
+
 function utc(date: Date): string {
   return date.toISOString().replace('T', ' ').replace('Z', '');
 }
@@ -126,9 +128,7 @@ export class MysqlOutboxStore implements OutboxStore {
   }
 
   async stats(): Promise<OutboxStats> {
-    const [row] = (await this.dataSource.query(mysqlStats(this.names))) as {
-      pending: string | number; leased: string | number; delivered: string | number; dead: string | number; oldest_ms: string | number | null;
-    }[];
+    const [row] = await this.dataSource.query<StatsRow[]>(mysqlStats(this.names));
     return {
       pending: Number(row?.pending ?? 0),
       leased: Number(row?.leased ?? 0),
@@ -145,7 +145,7 @@ export class MysqlOutboxStore implements OutboxStore {
   private affected(result: unknown): number {
     // mysql2 answers an OkPacket / ResultSetHeader for UPDATE and DELETE.
     if (result !== null && typeof result === 'object' && 'affectedRows' in result) {
-      return Number((result as { affectedRows: unknown }).affectedRows);
+      return Number(result.affectedRows);
     }
     return 0;
   }

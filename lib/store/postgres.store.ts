@@ -32,6 +32,8 @@ interface PostgresDriverLike {
   obtainMasterConnection(): Promise<[NotifyingClient, (error?: unknown) => void]>;
 }
 
+type StatsRow = Record<'pending' | 'leased' | 'delivered' | 'dead', number> & { oldest_ms: string | number | null };
+
 const RELISTEN_DELAY_MS = 1_000;
 
 /** PostgreSQL: single-statement claim with SKIP LOCKED, advisory locks per key, LISTEN/NOTIFY. */
@@ -84,7 +86,7 @@ export class PostgresOutboxStore implements OutboxStore {
       this.claimSql.set(variant, sql);
     }
     const token = randomUUID();
-    const rows = (await this.dataSource.query(sql, [options.owner, token, options.leaseMs, options.limit])) as ClaimedRow[];
+    const rows = await this.dataSource.query<ClaimedRow[]>(sql, [options.owner, token, options.leaseMs, options.limit]);
     return { token, records: toClaimedRecords(rows) };
   }
 
@@ -102,7 +104,7 @@ export class PostgresOutboxStore implements OutboxStore {
     if (groups.retry) params.push(s.retry.map((r) => r.id), s.retry.map((r) => r.delayMs), s.retry.map((r) => r.error));
     if (groups.dead) params.push(s.dead.map((r) => r.id), s.dead.map((r) => r.error));
     if (groups.release) params.push(s.release);
-    const rows = (await this.dataSource.query(sql, params)) as { changed: number }[];
+    const rows = await this.dataSource.query<{ changed: number }[]>(sql, params);
     return rows[0]?.changed ?? 0;
   }
 
@@ -120,9 +122,7 @@ export class PostgresOutboxStore implements OutboxStore {
   }
 
   async stats(): Promise<OutboxStats> {
-    const [row] = (await this.dataSource.query(postgresStats(this.names))) as {
-      pending: number; leased: number; delivered: number; dead: number; oldest_ms: string | number | null;
-    }[];
+    const [row] = await this.dataSource.query<StatsRow[]>(postgresStats(this.names));
     return {
       pending: row?.pending ?? 0,
       leased: row?.leased ?? 0,
