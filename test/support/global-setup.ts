@@ -1,7 +1,9 @@
 import { execFileSync } from 'node:child_process';
+import { join } from 'node:path';
 import { canConnect, recordServiceStatus, SERVICES, type ServiceName } from './services';
 
-// Services a default run needs. Kafka is started by `npm run kafka:start` (CI does it first).
+// Services a default run needs. Kafka is not a machine service: when it is not running, the
+// setup starts the project's local broker (scripts/kafka.sh, jars from Maven Central).
 const REQUIRED: readonly ServiceName[] = ['postgres', 'mariadb', 'rabbitmq', 'nats', 'redis', 'mqtt', 'kafka'];
 
 async function dockerAvailable(): Promise<boolean> {
@@ -40,6 +42,16 @@ async function startContainer(name: ServiceName): Promise<boolean> {
   return true;
 }
 
+function startLocalKafka(): boolean {
+  try {
+    execFileSync('bash', [join(__dirname, '../../scripts/kafka.sh'), 'start'], { stdio: ['ignore', 'inherit', 'inherit'], timeout: 300_000 });
+    process.env.OUTBOX_TEST_STARTED_KAFKA = '1';
+    return true;
+  } catch {
+    return false;
+  }
+}
+
 export default async function globalSetup(): Promise<void> {
   const ci = process.env.CI === 'true';
   const status: Partial<Record<ServiceName, string | true>> = {};
@@ -47,6 +59,10 @@ export default async function globalSetup(): Promise<void> {
   for (const name of REQUIRED) {
     const { host, port } = SERVICES[name];
     if (await canConnect(host, port)) {
+      status[name] = true;
+      continue;
+    }
+    if (name === 'kafka' && startLocalKafka()) {
       status[name] = true;
       continue;
     }

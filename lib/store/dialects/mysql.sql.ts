@@ -9,7 +9,8 @@ const NOW = 'UTC_TIMESTAMP(6)';
 /** DDL of the outbox table on MySQL 8.0.13+ and MariaDB 10.6+. */
 export function mysqlCreateTable(n: OutboxTableNames): string[] {
   const t = n.table;
-  const buckets = Array.from({ length: MYSQL_KEY_LOCK_BUCKETS }, (_, i) => `(${i})`).join(',');
+  // 4^5 = MYSQL_KEY_LOCK_BUCKETS rows from five base-4 digits (recursive CTEs stop at 1000 rows).
+  const digit = '(SELECT 0 AS n UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3)';
   return [
     `CREATE TABLE IF NOT EXISTS ${t} (
   id BIGINT NOT NULL AUTO_INCREMENT,
@@ -36,7 +37,8 @@ export function mysqlCreateTable(n: OutboxTableNames): string[] {
     // Enqueue locks these rows (never inserts them) so that a key's writers commit in id order;
     // locking existing primary-key rows takes no gap locks, so it cannot deadlock with inserts.
     `CREATE TABLE IF NOT EXISTS ${n.lockTable} (bucket INT NOT NULL PRIMARY KEY) ENGINE=InnoDB`,
-    `INSERT IGNORE INTO ${n.lockTable} (bucket) VALUES ${buckets}`,
+    `INSERT IGNORE INTO ${n.lockTable} (bucket)
+SELECT a.n + 4 * b.n + 16 * c.n + 64 * d.n + 256 * e.n FROM ${digit} AS a, ${digit} AS b, ${digit} AS c, ${digit} AS d, ${digit} AS e`,
   ];
 }
 
