@@ -1,5 +1,7 @@
 import type { DataSource } from 'typeorm';
+import { OutboxError } from '../errors/outbox.error';
 import type { OutboxStore } from '../interfaces/outbox-store.interface';
+import { OutboxMessages } from '../outbox.messages';
 import { MysqlOutboxStore } from './mysql.store';
 import { outboxDialectOf, tableNamesFor } from './outbox-dialect';
 import { PostgresOutboxStore } from './postgres.store';
@@ -13,6 +15,14 @@ export async function createOutboxStore(
 ): Promise<OutboxStore> {
   const dialect = outboxDialectOf(dataSource.options.type);
   const names = tableNamesFor(dialect, { tableName: table.tableName, schema: table.schema ?? undefined });
+  if (dataSource.isInitialized) {
+    // Fail at bootstrap, not at the first enqueue, when the migration has not run.
+    try {
+      await dataSource.query(`SELECT 1 FROM ${names.table} WHERE 1 = 0`);
+    } catch (error) {
+      throw new OutboxError(OutboxMessages.tableMissing(names.table), { cause: error });
+    }
+  }
   switch (dialect) {
     case 'postgres':
       return new PostgresOutboxStore(dataSource, names, dispatch.notify);

@@ -175,8 +175,12 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
   /** Publishes under a deadline; undefined means the whole batch is to be released (outage). */
   private async publish(records: readonly ClaimedRecord[]): Promise<readonly PublishOutcome[] | undefined> {
     const timeoutMs = this.options.dispatcher.publishTimeoutMs;
+    // One controller per batch, aborted by its own deadline or by shutdown. (Not AbortSignal.any:
+    // a listener per batch on the long-lived shutdown signal must be removed, not accumulated.)
     const controller = new AbortController();
-    const signal = AbortSignal.any([controller.signal, this.shutdown.signal]);
+    const { signal } = controller;
+    const onShutdown = (): void => controller.abort(this.shutdown.signal.reason);
+    this.shutdown.signal.addEventListener('abort', onShutdown, { once: true });
     let timer: NodeJS.Timeout | undefined;
     const deadline = new Promise<'timeout'>((resolve) => {
       timer = setTimeout(() => resolve('timeout'), timeoutMs);
@@ -205,6 +209,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
       return undefined;
     } finally {
       clearTimeout(timer);
+      this.shutdown.signal.removeEventListener('abort', onShutdown);
     }
   }
 
