@@ -86,7 +86,7 @@ export class PostgresOutboxStore implements OutboxStore {
       this.claimSql.set(variant, sql);
     }
     const token = randomUUID();
-    const rows = await this.dataSource.query<ClaimedRow[]>(sql, [options.owner, token, options.leaseMs, options.limit]);
+    const { records: rows } = await this.run<ClaimedRow>(sql, [options.owner, token, options.leaseMs, options.limit]);
     return { token, records: toClaimedRecords(rows) };
   }
 
@@ -104,25 +104,25 @@ export class PostgresOutboxStore implements OutboxStore {
     if (groups.retry) params.push(s.retry.map((r) => r.id), s.retry.map((r) => r.delayMs), s.retry.map((r) => r.error));
     if (groups.dead) params.push(s.dead.map((r) => r.id), s.dead.map((r) => r.error));
     if (groups.release) params.push(s.release);
-    const rows = await this.dataSource.query<{ changed: number }[]>(sql, params);
+    const { records: rows } = await this.run<{ changed: number }>(sql, params);
     return rows[0]?.changed ?? 0;
   }
 
   async releaseExpired(): Promise<number> {
-    return this.affected(await this.dataSource.query(postgresReleaseExpired(this.names)));
+    return (await this.run(postgresReleaseExpired(this.names), [])).affected ?? 0;
   }
 
   async purge(status: 'delivered' | 'dead', olderThanMs: number, limit: number): Promise<number> {
-    return this.affected(await this.dataSource.query(postgresPurge(this.names), [status, olderThanMs, limit]));
+    return (await this.run(postgresPurge(this.names), [status, olderThanMs, limit])).affected ?? 0;
   }
 
   async requeueDead(ids?: readonly string[]): Promise<number> {
     const withIds = ids !== undefined;
-    return this.affected(await this.dataSource.query(postgresRequeueDead(this.names, withIds), withIds ? [ids] : []));
+    return (await this.run(postgresRequeueDead(this.names, withIds), withIds ? [ids] : [])).affected ?? 0;
   }
 
   async stats(): Promise<OutboxStats> {
-    const [row] = await this.dataSource.query<StatsRow[]>(postgresStats(this.names));
+    const [row] = (await this.run<StatsRow>(postgresStats(this.names), [])).records;
     return {
       pending: row?.pending ?? 0,
       leased: row?.leased ?? 0,
@@ -185,9 +185,17 @@ export class PostgresOutboxStore implements OutboxStore {
     // The DataSource belongs to the application; nothing of ours to close.
   }
 
-  private affected(result: unknown): number {
-    // TypeORM's postgres driver answers [rows, rowCount] for UPDATE/DELETE.
-    if (Array.isArray(result) && typeof result[1] === 'number') return result[1];
-    return 0;
+  /**
+   * Runs one statement with TypeORM's structured result: `DataSource.query` answers UPDATE …
+   * RETURNING as [rows, count] on PostgreSQL, which would hide the rows.
+   */
+  private async run<T = unknown>(sql: string, params: unknown[]): Promise<{ records: T[]; affected: number | undefined }> {
+    const runner = this.dataSource.createQueryRunner();
+    try {
+      const result = await runner.query(sql, params, true);
+      return { records: result.records as T[], affected: result.affected };
+    } finally {
+      await runner.release();
+    }
   }
 }
