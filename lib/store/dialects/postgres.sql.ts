@@ -70,9 +70,9 @@ export function postgresClaim(n: OutboxTableNames, ordered: boolean, deadBlocksK
       SELECT 1 FROM ${n.table} AS e
       WHERE e.message_key = c.message_key AND e.id < c.id AND e.status <> 'delivered' AND ${blocking}))`
     : '';
-  return `UPDATE ${n.table} AS o
-SET locked_by = $1, lock_token = $2::uuid, locked_until = now() + $3 * interval '1 millisecond'
-WHERE o.id IN (
+  // A materialised CTE runs the locking subquery exactly once, so the LIMIT holds even when the
+  // planner would otherwise re-scan an IN (SELECT ...) subquery.
+  return `WITH c AS MATERIALIZED (
   SELECT c.id FROM ${n.table} AS c
   WHERE c.status = 'pending' AND c.available_at <= now()
     AND (c.locked_until IS NULL OR c.locked_until < now())
@@ -80,6 +80,9 @@ WHERE o.id IN (
   ORDER BY c.id
   LIMIT $4
   FOR UPDATE SKIP LOCKED)
+UPDATE ${n.table} AS o
+SET locked_by = $1, lock_token = $2::uuid, locked_until = now() + $3 * interval '1 millisecond'
+FROM c WHERE o.id = c.id
 RETURNING ${RETURNING}`;
 }
 
