@@ -14,6 +14,8 @@ export const OUTBOX_EVENT_METADATA = 'outbox:event';
 export const OUTBOX_HEADER_PREFIX = 'x-outbox-';
 export const OUTBOX_HEADER_MESSAGE_ID = 'x-outbox-message-id';
 export const OUTBOX_HEADER_TYPE = 'x-outbox-type';
+/** The message key, on transports without a key of their own (RabbitMQ). */
+export const OUTBOX_HEADER_KEY = 'x-outbox-key';
 
 /** Names under which the workers are registered in `SchedulerRegistry`. */
 export const DISPATCHER_INTERVAL = 'nestjs-outbox:dispatcher';

@@ -40,8 +40,10 @@ export class OutboxService implements OnApplicationShutdown {
    * @param manager the EntityManager of the open transaction (`dataSource.transaction(m => …)` or
    *   `queryRunner.manager`); optional when an ambient transaction is configured.
    */
-  enqueue(message: OutboxInput, manager?: EntityManager, options?: EnqueueOptions): Promise<string>;
+  // The array overload comes first: an array is also an `object`, so the single-message
+  // overload would otherwise match it and type the result as one id.
   enqueue(messages: readonly OutboxInput[], manager?: EntityManager, options?: EnqueueOptions): Promise<string[]>;
+  enqueue(message: OutboxInput, manager?: EntityManager, options?: EnqueueOptions): Promise<string>;
   async enqueue(
     input: OutboxInput | readonly OutboxInput[],
     manager?: EntityManager,

@@ -1,19 +1,22 @@
 import {
   ClientKafka,
   ClientMqtt,
+  ClientNats,
   ClientRMQ,
   MqttRecordBuilder,
+  NatsRecordBuilder,
+  RmqRecord,
   RmqRecordBuilder,
   type ClientProxy,
 } from '@nestjs/microservices';
-import { lastValueFrom, timeout as rxTimeout, TimeoutError } from 'rxjs';
+import type { Observable, Subscription } from 'rxjs';
 import { PublishTimeoutError } from '../errors/publish-timeout.error';
 import { PublisherUnavailableError } from '../errors/publisher-unavailable.error';
 import type { OutboxPublisher, PublishOutcome } from '../interfaces/outbox-publisher.interface';
 import type { OutboxRecord } from '../interfaces/outbox-record.interface';
 import { OUTBOX_HEADER_MESSAGE_ID, OUTBOX_HEADER_TYPE } from '../outbox.constants';
 
-/** The envelope sent on transports without message headers (TCP, Redis, NATS by default). */
+/** The envelope sent on transports without message headers (TCP, Redis) and on NATS and MQTT (which also get headers). */
 export interface OutboxEnvelope<TPayload = unknown> {
   readonly messageId: string;
   readonly type: string;
@@ -22,113 +25,353 @@ export interface OutboxEnvelope<TPayload = unknown> {
   readonly payload: TPayload;
 }
 
+/**
+ * Any `@nestjs/microservices` client: `ClientProxy` of any transport (`ClientTCP`, `ClientKafka`,
+ * ... are `ClientProxy<TheirEvents, TheirStatus>`, which a plain `ClientProxy` parameter would reject).
+ */
+export type OutboxClientProxy = Pick<ClientProxy, 'connect' | 'close' | 'emit' | 'send' | 'unwrap'>;
+
 export interface ClientProxyPublisherOptions {
-  /** How long one `emit` may wait for the transport's acknowledgement. @default 5000 */
+  /** How long connecting, and then one `emit`/`send`, may wait for the transport's answer. @default 5000 */
   timeoutMs?: number;
   /** The event pattern a message is emitted under. @default the message's topic */
   pattern?: (record: OutboxRecord) => string;
-  /** Builds the emitted data; overrides the per-transport default. */
+  /**
+   * Builds the emitted data; overrides the per-transport default. A throw fails only that message
+   * (it is retried, then dead-lettered). On `ClientRMQ` the result is still sent persistent: plain
+   * data is wrapped in an `RmqRecord` with the default properties, and an `RmqRecord` whose options
+   * do not say `persistent` gets `persistent: true`.
+   */
   toData?: (record: OutboxRecord) => unknown;
+  /**
+   * `'emit'` (default): fire an event; "published" means what the transport's `emit` confirms (see
+   * the table on {@link ClientProxyPublisher}). `'send'`: request-response; "published" means the
+   * consumer's `@MessagePattern` handler answered, an end-to-end acknowledgement on any transport,
+   * at the cost of one round trip to the consumer per message (still pipelined).
+   */
+  mode?: 'emit' | 'send';
   /** Also close the client when the module shuts down. @default false (the client is yours) */
   closeClient?: boolean;
 }
 
 // Error codes and texts of a transport that cannot reach its broker at all.
-const CONNECTION_CODES = new Set(['ECONNREFUSED', 'ECONNRESET', 'EPIPE', 'ENOTFOUND', 'EHOSTUNREACH', 'ETIMEDOUT', 'ENETUNREACH', 'CONNECTION_REFUSED']);
-const CONNECTION_TEXT = /ECONNREFUSED|ECONNRESET|connection (closed|refused|lost|is closed)|socket (closed|hang up)|not connected|disconnected|broker.*(not available|unavailable)|Connection is closed/i;
+const CONNECTION_CODES = new Set([
+  'ECONNREFUSED',
+  'ECONNRESET',
+  'EPIPE',
+  'ENOTFOUND',
+  'EHOSTUNREACH',
+  'ETIMEDOUT',
+  'ENETUNREACH',
+  'CONNECTION_REFUSED',
+  'ERR_STREAM_DESTROYED',
+  'ERR_SOCKET_CLOSED',
+]);
+const CONNECTION_TEXT =
+  /ECONNREFUSED|ECONNRESET|connection (closed|refused|lost|is closed)|channel (closed|ended)|socket (closed|hang up)|not connected|disconnected|broker.*(not available|unavailable)|Connection is closed|Not initialized\. Please call the "connect" method first/i;
+// A Nest client whose socket or channel went away between connect() and the dispatch.
+const CLOSED_HANDLE =
+  /Cannot read propert(y|ies) of (null|undefined) \(reading '(sendMessage|sendToQueue|publish|send)'\)/;
 
 function isConnectionError(error: unknown): boolean {
-  if (typeof error !== 'object' || error === null) return typeof error === 'string' && CONNECTION_TEXT.test(error);
+  if (typeof error === 'string') return CONNECTION_TEXT.test(error);
+  if (typeof error !== 'object' || error === null) return false;
   const { code, message } = error as { code?: unknown; message?: unknown };
-  return (typeof code === 'string' && CONNECTION_CODES.has(code)) || (typeof message === 'string' && CONNECTION_TEXT.test(message));
+  if (typeof code === 'string' && CONNECTION_CODES.has(code)) return true;
+  return (
+    typeof message === 'string' &&
+    (CONNECTION_TEXT.test(message) || (error instanceof TypeError && CLOSED_HANDLE.test(message)))
+  );
+}
+
+/** The abort reason as an Error (the dispatcher aborts with a PublishTimeoutError or PublisherUnavailableError). */
+function abortReason(signal: AbortSignal): Error {
+  const reason: unknown = signal.reason;
+  return reason instanceof Error
+    ? reason
+    : new PublisherUnavailableError('The publish was aborted', { cause: reason });
+}
+
+interface AbortWatch {
+  /** Rejects with the signal's reason once it aborts; never resolves. */
+  readonly aborted: Promise<never>;
+  dispose(): void;
+}
+
+function watchAbort(signal: AbortSignal): AbortWatch {
+  let onAbort: (() => void) | undefined;
+  const aborted = new Promise<never>((_, reject) => {
+    onAbort = () => reject(abortReason(signal));
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
+  });
+  aborted.catch(() => undefined);
+  return {
+    aborted,
+    dispose: () => onAbort !== undefined && signal.removeEventListener('abort', onAbort),
+  };
+}
+
+/** Races `work` against the abort signal and a timeout that rejects with `PublishTimeoutError`. */
+async function bounded<T>(
+  work: Promise<T>,
+  timeoutMs: number,
+  aborted: Promise<never>,
+): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const timedOut = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new PublishTimeoutError(timeoutMs)), timeoutMs);
+  });
+  try {
+    return await Promise.race([work, aborted, timedOut]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /**
- * Publishes through any `@nestjs/microservices` client with `emit()`, awaiting each emit's
+ * Waits for an `emit`/`send` observable to complete. Errors that surface only through the
+ * observable (the way Nest reports them) reject; so do the timeout and the abort signal, which
+ * also unsubscribe, so nothing is left waiting on a transport that never answers.
+ */
+function completion(
+  source: Observable<unknown>,
+  timeoutMs: number,
+  signal: AbortSignal,
+): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    if (signal.aborted) {
+      reject(abortReason(signal));
+      return;
+    }
+    const handle: { subscription?: Subscription } = {};
+    let done = false;
+    const finish = (settle: () => void): void => {
+      if (done) return;
+      done = true;
+      clearTimeout(timer);
+      signal.removeEventListener('abort', onAbort);
+      handle.subscription?.unsubscribe();
+      settle();
+    };
+    const onAbort = (): void => finish(() => reject(abortReason(signal)));
+    const timer = setTimeout(
+      () => finish(() => reject(new PublishTimeoutError(timeoutMs))),
+      timeoutMs,
+    );
+    signal.addEventListener('abort', onAbort, { once: true });
+    handle.subscription = source.subscribe({
+      // Nest reports transport errors as whatever the client library threw (not always an Error).
+      // eslint-disable-next-line @typescript-eslint/prefer-promise-reject-errors
+      error: (error: unknown) => finish(() => reject(error)),
+      complete: () => finish(resolve),
+    });
+    if (done) handle.subscription.unsubscribe();
+  });
+}
+
+/**
+ * Publishes through any `@nestjs/microservices` client, awaiting each `emit()` (or `send()`)
  * observable under a timeout so that an error or a silent transport is never taken for success.
- * Kafka gets a record (key, value, headers), RabbitMQ a persistent message with id and type, MQTT a
- * QoS 1 message with user properties, and the other transports an {@link OutboxEnvelope}.
+ * Every message of a batch is in flight at once. Kafka gets a record (key, value = the payload's
+ * JSON, headers), RabbitMQ a persistent message (messageId, type, headers, JSON payload), NATS
+ * and MQTT an {@link OutboxEnvelope} plus headers (NATS headers; MQTT 5 user properties, QoS 1),
+ * TCP and Redis an {@link OutboxEnvelope}. Headers always include `x-outbox-message-id` and
+ * `x-outbox-type`.
+ *
+ * What "published" (`ok`) means in `'emit'` mode, per transport (Nest 11 clients):
+ *
+ * | Transport | `ok` means | Not covered |
+ * |---|---|---|
+ * | RMQ (`ClientRMQ`) | The broker confirmed the message: `ClientRMQ` publishes through an amqp-connection-manager `ChannelWrapper`, which opens a confirm channel by default (Nest passes no `confirm` option), and `emit` resolves in the `sendToQueue`/`publish` confirm callback; a nack rejects. Persistent (`deliveryMode` 2) because this publisher says so (Nest's default is transient). | No `mandatory` flag and no `basic.return` handling: a message the broker cannot route (queue deleted, `noAssert`, an exchange without a matching binding in `wildcards`/`fanout` mode) is confirmed and dropped. While disconnected the wrapper buffers publishes in memory (no `publishTimeout`): the emit times out here and the message is retried, and the buffered copy may still go out on reconnect (a duplicate). |
+ * | Kafka (`ClientKafka`) | `producer.send()` resolved: the write was acknowledged as the producer's `acks` say (kafkajs default `-1`, all in-sync replicas). | Use `producerOnlyMode: true`; set `producer.idempotent: true` (or `maxInFlightRequests: 1`) and an explicit `createPartitioner` so retries cannot reorder and keys map to partitions stably. |
+ * | NATS core (`ClientNats`) | The server has the message: `publish()` only appends to the client's buffer, so after each batch this publisher calls `flush()` (PING/PONG) and fails the batch as an outage if that does not answer. | No subscriber acknowledgement: a message with no subscriber is dropped. JetStream is not used. |
+ * | Redis (`ClientRedis`) | The server answered `PUBLISH`. | Pub/sub: a message published while no subscriber listens is dropped (the receiver count is not checked). ioredis queues commands while disconnected; a timed-out publish may still be sent later (a duplicate). |
+ * | MQTT (`ClientMqtt`) | QoS 1: the broker's `PUBACK`. User properties need `protocolVersion: 5` on the client (otherwise they are left out and the envelope still carries id, type and headers). | A broker with no subscriber (and no retained/persistent session) drops it. |
+ * | TCP (`ClientTCP`) | Handed to the client's socket buffer: no acknowledgement of any kind. | A message emitted just as the peer goes away is lost without an error; use `mode: 'send'` for an application-level answer. |
+ *
+ * With `mode: 'send'` every transport gets an end-to-end answer from the consumer's handler.
+ * A connection that cannot be opened (or is lost) is reported as `PublisherUnavailableError`,
+ * so the dispatcher releases the batch without counting attempts.
  */
 export class ClientProxyPublisher implements OutboxPublisher {
   private readonly timeoutMs: number;
   private readonly toData: (record: OutboxRecord) => unknown;
   private readonly pattern: (record: OutboxRecord) => string;
+  private readonly mode: 'emit' | 'send';
+  private readonly isRmq: boolean;
+  private readonly flushesNats: boolean;
 
   constructor(
-    private readonly client: ClientProxy,
+    private readonly client: OutboxClientProxy,
     private readonly options: ClientProxyPublisherOptions = {},
   ) {
     this.timeoutMs = options.timeoutMs ?? 5_000;
     this.pattern = options.pattern ?? ((record) => record.topic);
+    this.mode = options.mode ?? 'emit';
+    this.isRmq = client instanceof ClientRMQ;
+    this.flushesNats = client instanceof ClientNats && this.mode === 'emit';
     this.toData = options.toData ?? this.defaultData(client);
   }
 
   async publish(records: readonly OutboxRecord[], signal: AbortSignal): Promise<PublishOutcome[]> {
+    if (records.length === 0) return [];
+    const watch = watchAbort(signal);
     try {
-      await this.client.connect();
-    } catch (error) {
-      throw new PublisherUnavailableError('The microservices client could not connect', { cause: error });
+      try {
+        await bounded(
+          Promise.resolve().then(() => this.client.connect()),
+          this.timeoutMs,
+          watch.aborted,
+        );
+      } catch (error) {
+        throw new PublisherUnavailableError('The microservices client could not connect', {
+          cause: error,
+        });
+      }
+      const outcomes = await Promise.all(records.map((record) => this.publishOne(record, signal)));
+      return this.flushesNats ? await this.flushNats(outcomes, watch.aborted) : outcomes;
+    } finally {
+      watch.dispose();
     }
-    const aborted = new Promise<never>((_, reject) => {
-      if (signal.aborted) reject(signal.reason);
-      signal.addEventListener('abort', () => reject(signal.reason), { once: true });
-    });
-    aborted.catch(() => undefined);
-    return Promise.all(records.map((record) => this.publishOne(record, aborted)));
   }
 
+  /**
+   * Closes the client when `closeClient` is set, waiting at most `timeoutMs`: some clients wait
+   * for acknowledgements that may never come (ClientMqtt's close waits for every QoS 1 PUBACK).
+   */
   async close(): Promise<void> {
-    if (this.options.closeClient === true) await this.client.close();
+    if (this.options.closeClient !== true) return;
+    await bounded(
+      Promise.resolve().then(async (): Promise<void> => {
+        await (this.client.close() as unknown);
+      }),
+      this.timeoutMs,
+      new Promise<never>(() => undefined),
+    );
   }
 
-  private async publishOne(record: OutboxRecord, aborted: Promise<never>): Promise<PublishOutcome> {
+  private async publishOne(record: OutboxRecord, signal: AbortSignal): Promise<PublishOutcome> {
+    let source: Observable<unknown>;
     try {
-      const emitted = this.client.emit(this.pattern(record), this.toData(record)).pipe(rxTimeout(this.timeoutMs));
-      await Promise.race([lastValueFrom(emitted, { defaultValue: undefined }), aborted]);
+      const pattern = this.pattern(record);
+      const data = this.prepare(record);
+      source =
+        this.mode === 'send' ? this.client.send(pattern, data) : this.client.emit(pattern, data);
+    } catch (error) {
+      // This message cannot be built (a throwing toData, say): its own failure, retried with backoff.
+      return { ok: false, error };
+    }
+    try {
+      await completion(source, this.timeoutMs, signal);
       return { ok: true };
     } catch (error) {
-      if (error instanceof TimeoutError) return { ok: false, error: new PublishTimeoutError(this.timeoutMs) };
+      if (error instanceof PublishTimeoutError || error instanceof PublisherUnavailableError)
+        return { ok: false, error };
       if (isConnectionError(error)) {
-        return { ok: false, error: new PublisherUnavailableError('The transport lost its connection', { cause: error }) };
+        return {
+          ok: false,
+          error: new PublisherUnavailableError('The transport lost its connection', {
+            cause: error,
+          }),
+        };
       }
       return { ok: false, error };
     }
   }
 
-  private defaultData(client: ClientProxy): (record: OutboxRecord) => unknown {
+  /** NATS core `publish()` only buffers; a PONG after a flush means the server has every message before it. */
+  private async flushNats(
+    outcomes: PublishOutcome[],
+    aborted: Promise<never>,
+  ): Promise<PublishOutcome[]> {
+    if (!outcomes.some((o) => o.ok)) return outcomes;
+    try {
+      const connection = this.client.unwrap<{ flush(): Promise<void> }>();
+      await bounded(connection.flush(), this.timeoutMs, aborted);
+      return outcomes;
+    } catch (cause) {
+      const error = new PublisherUnavailableError(
+        'The NATS server did not confirm the batch (flush failed)',
+        { cause },
+      );
+      return outcomes.map((o) => (o.ok ? { ok: false, error } : o));
+    }
+  }
+
+  private prepare(record: OutboxRecord): unknown {
+    const data = this.toData(record);
+    if (!this.isRmq) return data;
+    // ClientRMQ sends transient messages unless told otherwise; a broker restart would lose them.
+    if (data instanceof RmqRecord) {
+      return data.options?.persistent === undefined
+        ? new RmqRecord(data.data, { ...(data.options ?? {}), persistent: true })
+        : data;
+    }
+    return new RmqRecord(data, this.rmqProperties(record));
+  }
+
+  private defaultData(client: OutboxClientProxy): (record: OutboxRecord) => unknown {
     if (client instanceof ClientKafka) {
       return (r) => ({
         key: r.key,
         // The JSON text as is: Nest's Kafka deserializer parses it on the consumer side.
         value: r.payload,
-        headers: { ...r.headers, [OUTBOX_HEADER_MESSAGE_ID]: r.messageId, [OUTBOX_HEADER_TYPE]: r.type },
+        headers: this.headers(r),
       });
     }
     if (client instanceof ClientRMQ) {
       return (r) =>
         new RmqRecordBuilder(JSON.parse(r.payload) as unknown)
-          .setOptions({
-            // ClientRMQ sends transient messages unless told otherwise; a broker restart would lose them.
-            persistent: true,
-            messageId: r.messageId,
-            type: r.type,
-            contentType: 'application/json',
-            timestamp: r.createdAt.getTime(),
-            headers: { ...r.headers, [OUTBOX_HEADER_MESSAGE_ID]: r.messageId, [OUTBOX_HEADER_TYPE]: r.type },
-          })
+          .setOptions(this.rmqProperties(r))
           .build();
     }
     if (client instanceof ClientMqtt) {
-      return (r) =>
-        new MqttRecordBuilder(this.envelope(r))
-          .setQoS(1)
-          .setProperties({ userProperties: { ...r.headers, [OUTBOX_HEADER_MESSAGE_ID]: r.messageId, [OUTBOX_HEADER_TYPE]: r.type } })
-          .build();
+      const v5 =
+        (client as unknown as { options?: { protocolVersion?: number } }).options
+          ?.protocolVersion === 5;
+      return (r) => {
+        const builder = new MqttRecordBuilder(this.envelope(r)).setQoS(1);
+        // MQTT 3.1.1 has no user properties; the envelope carries id, type and headers either way.
+        return (v5 ? builder.setProperties({ userProperties: this.headers(r) }) : builder).build();
+      };
+    }
+    if (client instanceof ClientNats) {
+      // ClientNats loaded `nats` already; it is an optional peer, so it is not imported at the top.
+      // eslint-disable-next-line @typescript-eslint/no-require-imports
+      const nats = require('nats') as typeof import('nats');
+      return (r) => {
+        const headers = nats.headers();
+        for (const [name, value] of Object.entries(this.headers(r))) headers.set(name, value);
+        return new NatsRecordBuilder(this.envelope(r)).setHeaders(headers).build();
+      };
     }
     return (r) => this.envelope(r);
   }
 
+  private rmqProperties(r: OutboxRecord): NonNullable<RmqRecord['options']> {
+    return {
+      persistent: true,
+      messageId: r.messageId,
+      type: r.type,
+      contentType: 'application/json',
+      // AMQP timestamps are seconds since the epoch.
+      timestamp: Math.floor(r.createdAt.getTime() / 1_000),
+      headers: this.headers(r),
+    };
+  }
+
+  private headers(r: OutboxRecord): Record<string, string> {
+    return { ...r.headers, [OUTBOX_HEADER_MESSAGE_ID]: r.messageId, [OUTBOX_HEADER_TYPE]: r.type };
+  }
+
   private envelope(r: OutboxRecord): OutboxEnvelope {
-    return { messageId: r.messageId, type: r.type, key: r.key, headers: r.headers, payload: JSON.parse(r.payload) as unknown };
+    return {
+      messageId: r.messageId,
+      type: r.type,
+      key: r.key,
+      headers: r.headers,
+      payload: JSON.parse(r.payload) as unknown,
+    };
   }
 }

@@ -2,5 +2,6 @@
 export {
   ClientProxyPublisher,
   type ClientProxyPublisherOptions,
+  type OutboxClientProxy,
   type OutboxEnvelope,
 } from './client-proxy.publisher';

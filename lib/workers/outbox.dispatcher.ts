@@ -107,8 +107,13 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     const unlisten = this.unlisten;
     this.unlisten = undefined;
     await unlisten?.().catch(() => undefined);
-    const deadline = sleep(this.options.dispatcher.shutdownTimeoutMs).then(() => 'timeout' as const);
+    // A cleared timer: a pending one would keep the process alive for the whole timeout after close().
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<'timeout'>((resolve) => {
+      timer = setTimeout(() => resolve('timeout'), this.options.dispatcher.shutdownTimeoutMs);
+    });
     const finished = await Promise.race([this.runner.idle().then(() => 'idle' as const), deadline]);
+    clearTimeout(timer);
     if (finished === 'timeout') {
       // In-flight publishes get an abort; their batch then releases its leases (see batch()).
       this.shutdown.abort(new PublisherUnavailableError('dispatcher shutting down'));
@@ -124,7 +129,10 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
       if (this.stopping || Date.now() < this.pausedUntil) break;
       const report = await this.batch();
       published += report.published;
-      if (report.claimed < this.options.dispatcher.batchSize && !this.wakeRequested) break;
+      // A full batch means more is waiting. So may a partial one that made progress: with
+      // ordering on, settling a key's head makes its next message claimable at once.
+      const progressed = report.published > 0 || report.deadLettered > 0;
+      if (report.claimed < this.options.dispatcher.batchSize && !progressed && !this.wakeRequested) break;
     } while (!this.stopping);
     return published;
   }
