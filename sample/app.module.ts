@@ -1,0 +1,46 @@
+import { Logger, Module, type BeforeApplicationShutdown, type DynamicModule } from '@nestjs/common';
+import { ClientProxyFactory } from '@nestjs/microservices';
+import { DataSource } from 'typeorm';
+import { OutboxModule } from '../lib';
+import { ClientProxyPublisher } from '../lib/microservices';
+import { SampleConfigModule } from './config/sample-config.module';
+import { SampleConfig } from './config/sample.config';
+import { clientOptions } from './config/transport.options';
+import { ConsumerModule } from './consumer/consumer.module';
+import { DatabaseModule } from './database/database.module';
+import { OrdersModule } from './orders/orders.module';
+import { OutboxStatsController } from './outbox/outbox-stats.controller';
+
+@Module({})
+export class AppModule implements BeforeApplicationShutdown {
+  private readonly logger = new Logger(AppModule.name);
+
+  beforeApplicationShutdown(signal?: string): void {
+    if (signal !== undefined) this.logger.log(`${signal} received: shutting down`);
+  }
+
+  static forRoot(config: SampleConfig): DynamicModule {
+    return {
+      module: AppModule,
+      imports: [
+        SampleConfigModule.forRoot(config),
+        DatabaseModule,
+        OutboxModule.forRootAsync({
+          inject: [DataSource, SampleConfig],
+          useFactory: (dataSource: DataSource, cfg: SampleConfig) => ({
+            dataSource,
+            schema: cfg.database.type === 'postgres' ? cfg.database.schema : undefined,
+            // The client is created here and handed over: the publisher closes it on shutdown.
+            publisher: new ClientProxyPublisher(
+              ClientProxyFactory.create(clientOptions(cfg.transport)),
+              { closeClient: true },
+            ),
+          }),
+        }),
+        OrdersModule,
+        ConsumerModule,
+      ],
+      controllers: [OutboxStatsController],
+    };
+  }
+}

@@ -1,0 +1,13 @@
+import { Controller, Get } from '@nestjs/common';
+import { OutboxService, type OutboxStats } from '../../lib';
+
+/** Operator view of the outbox: counts by status and the age of the oldest pending message. */
+@Controller('outbox')
+export class OutboxStatsController {
+  constructor(private readonly outbox: OutboxService) {}
+
+  @Get('stats')
+  stats(): Promise<OutboxStats> {
+    return this.outbox.stats();
+  }
+}
