@@ -19,6 +19,7 @@ export {
   OUTBOX_EVENT_METADATA,
   OUTBOX_HEADER_MESSAGE_ID,
   OUTBOX_HEADER_TYPE,
+  OUTBOX_HEADER_KEY,
 } from './outbox.constants';
 export { OUTBOX_MODULE_OPTIONS } from './outbox.module-definition';
 
