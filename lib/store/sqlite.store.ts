@@ -27,6 +27,17 @@ import type { OutboxTableNames } from './sql-identifier';
 
 const MAX_ROWS_PER_INSERT = 4_000;
 const BUSY_TIMEOUT_MS = 5_000;
+const MAX_BUSY_RETRY_DELAY_MS = 50;
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** The write lock is held elsewhere (an application transaction on the file). */
+function isBusy(error: unknown): boolean {
+  if (typeof error !== 'object' || error === null) return false;
+  const { code, driverError } = error as { code?: unknown; driverError?: { code?: unknown } };
+  const busy = (c: unknown) => typeof c === 'string' && (c.startsWith('SQLITE_BUSY') || c.startsWith('SQLITE_LOCKED'));
+  return busy(code) || busy(driverError?.code);
+}
 
 function utc(date: Date): string {
   return date.toISOString().replace('T', ' ').replace('Z', '');
@@ -52,10 +63,14 @@ export class SqliteOutboxStore implements OutboxStore {
     if (typeof database !== 'string' || database === '' || database === ':memory:') {
       throw new OutboxOptionsError(OutboxMessages.sqliteNeedsFile(), 'dataSource');
     }
+    // better-sqlite3 waits for a lock synchronously, freezing the event loop, and with it the
+    // application transaction in this process that holds the lock, for the whole timeout. So the
+    // dispatcher's connection never waits inside SQLite (timeout 0): busy statements are retried
+    // with asynchronous pauses instead (see retryBusy).
     const dispatch =
       this.dataSource.options.type === 'sqlite'
         ? new DataSource({ type: 'sqlite', database, enableWAL: true, busyTimeout: BUSY_TIMEOUT_MS })
-        : new DataSource({ type: 'better-sqlite3', database, enableWAL: true, timeout: BUSY_TIMEOUT_MS });
+        : new DataSource({ type: 'better-sqlite3', database, enableWAL: true, timeout: 0 });
     await dispatch.initialize();
     this.dispatch = dispatch;
   }
@@ -139,12 +154,26 @@ export class SqliteOutboxStore implements OutboxStore {
   }
 
   private async query(sql: string, params: unknown[]): Promise<unknown> {
-    return (await this.connection()).query(sql, params);
+    const connection = await this.connection();
+    return this.retryBusy(() => connection.query(sql, params));
   }
 
   private async run(sql: string, params: unknown[]): Promise<number> {
     const runner = (await this.connection()).createQueryRunner();
-    const result = await runner.query(sql, params, true);
+    const result = await this.retryBusy(() => runner.query(sql, params, true));
     return result.affected ?? 0;
+  }
+
+  /** Every statement here is a single autocommit statement: a busy one did nothing and can rerun. */
+  private async retryBusy<T>(statement: () => Promise<T>): Promise<T> {
+    const deadline = Date.now() + BUSY_TIMEOUT_MS;
+    for (let delay = 2; ; delay = Math.min(delay * 2, MAX_BUSY_RETRY_DELAY_MS)) {
+      try {
+        return await statement();
+      } catch (error) {
+        if (!isBusy(error) || Date.now() >= deadline) throw error;
+        await sleep(delay);
+      }
+    }
   }
 }
