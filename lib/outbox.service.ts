@@ -61,9 +61,12 @@ export class OutboxService implements OnApplicationShutdown {
     return Array.isArray(input) ? ids : (ids[0] as string);
   }
 
-  /** Puts dead-lettered messages back to pending with their attempts reset (all when no ids). */
-  retryDead(ids?: readonly string[]): Promise<number> {
-    return this.store.requeueDead(ids);
+  /**
+   * Puts dead-lettered messages back to pending with their attempts reset: those with the given
+   * message ids (as logged and as sent in `x-outbox-message-id`), or all of them.
+   */
+  retryDead(messageIds?: readonly string[]): Promise<number> {
+    return this.store.requeueDead(messageIds);
   }
 
   /** Deletes dead-lettered messages older than `olderThanMs` (all by default), up to `limit`. */

@@ -68,8 +68,8 @@ export interface OutboxStore {
   releaseExpired(): Promise<number>;
   /** Deletes up to `limit` rows of `status` older than `olderThanMs`; returns how many. */
   purge(status: 'delivered' | 'dead', olderThanMs: number, limit: number): Promise<number>;
-  /** Puts dead messages back to pending with attempts reset; all of them without ids. */
-  requeueDead(ids?: readonly string[]): Promise<number>;
+  /** Puts dead messages back to pending with attempts reset: those with these message ids, or all. */
+  requeueDead(messageIds?: readonly string[]): Promise<number>;
   stats(): Promise<OutboxStats>;
   /** Wake-ups from other processes (PostgreSQL LISTEN). Resolves to an unsubscribe function. */
   listen?(onWake: () => void): Promise<() => Promise<void>>;

@@ -118,6 +118,7 @@ export class PostgresOutboxStore implements OutboxStore {
 
   async requeueDead(ids?: readonly string[]): Promise<number> {
     const withIds = ids !== undefined;
+    if (withIds && ids.length === 0) return 0;
     return (await this.run(postgresRequeueDead(this.names, withIds), withIds ? [ids] : [])).affected ?? 0;
   }
 

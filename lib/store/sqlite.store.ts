@@ -126,7 +126,7 @@ export class SqliteOutboxStore implements OutboxStore {
   }
 
   requeueDead(ids?: readonly string[]): Promise<number> {
-    return this.run(sqliteRequeueDead(this.names, ids !== undefined), ids === undefined ? [] : [JSON.stringify(ids.map(Number))]);
+    return this.run(sqliteRequeueDead(this.names, ids !== undefined), ids === undefined ? [] : [JSON.stringify(ids)]);
   }
 
   async stats(): Promise<OutboxStats> {

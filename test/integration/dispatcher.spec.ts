@@ -531,6 +531,23 @@ for (const db of TEST_DATABASES) {
       expect(await h.outbox.retryDead()).toBe(0);
     });
 
+    it('retryDead(messageIds) requeues only the named dead messages', async () => {
+      const publisher = new RecordingPublisher();
+      const h = await boot(publisher);
+      const [first, second] = (await h.commit([msg('a'), msg('b')])) as [string, string];
+      publisher.fail(first, 'permanent');
+      publisher.fail(second, 'permanent');
+      await h.runUntilIdle();
+      expect(await h.outbox.stats()).toMatchObject({ dead: 2 });
+
+      publisher.heal();
+      expect(await h.outbox.retryDead([second, '00000000-0000-7000-8000-000000000000'])).toBe(1);
+      expect(await h.outbox.retryDead([])).toBe(0);
+      await h.runUntilIdle();
+      expect(await h.row(first)).toMatchObject({ status: 'dead' });
+      expect(await h.row(second)).toMatchObject({ status: 'delivered' });
+    });
+
     it('releases the leases of a hung publish on shutdown within shutdownTimeoutMs', async () => {
       const publisher = new RecordingPublisher();
       const h = await boot(publisher, { dispatcher: { shutdownTimeoutMs: 300, leaseMs: 30_000, publishTimeoutMs: 20_000 } });

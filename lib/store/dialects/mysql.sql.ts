@@ -127,7 +127,7 @@ export function mysqlPurge(n: OutboxTableNames, status: 'delivered' | 'dead'): s
 
 export function mysqlRequeueDead(n: OutboxTableNames, count: number | null): string {
   return `UPDATE ${n.table} SET status = 'pending', attempts = 0, available_at = ${NOW}, last_error = NULL, ${UNLOCK}
-WHERE status = 'dead'${count === null ? '' : ` AND id IN (${placeholders(count)})`}`;
+WHERE status = 'dead'${count === null ? '' : ` AND message_id IN (${placeholders(count)})`}`;
 }
 
 export function mysqlStats(n: OutboxTableNames): string {

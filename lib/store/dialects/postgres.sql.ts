@@ -136,7 +136,7 @@ export function postgresPurge(n: OutboxTableNames): string {
 
 export function postgresRequeueDead(n: OutboxTableNames, withIds: boolean): string {
   return `UPDATE ${n.table} SET status = 'pending', attempts = 0, available_at = now(), last_error = NULL, ${UNLOCK}
-WHERE status = 'dead'${withIds ? ' AND id = ANY($1::int8[])' : ''}`;
+WHERE status = 'dead'${withIds ? ' AND message_id = ANY($1::uuid[])' : ''}`;
 }
 
 export function postgresStats(n: OutboxTableNames): string {

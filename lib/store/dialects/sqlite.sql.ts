@@ -95,10 +95,10 @@ export function sqlitePurge(n: OutboxTableNames, status: 'delivered' | 'dead'): 
   SELECT id FROM ${n.table} WHERE status = ? AND ${ts} < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || (? / 1000.0) || ' seconds') ORDER BY id LIMIT ?)`;
 }
 
-/** Params: JSON array of ids, when given. */
+/** Params: JSON array of message ids, when given. */
 export function sqliteRequeueDead(n: OutboxTableNames, withIds: boolean): string {
   return `UPDATE ${n.table} SET status = 'pending', attempts = 0, available_at = ${NOW}, last_error = NULL, ${UNLOCK}
-WHERE status = 'dead'${withIds ? ' AND id IN (SELECT value FROM json_each(?))' : ''}`;
+WHERE status = 'dead'${withIds ? ' AND message_id IN (SELECT value FROM json_each(?))' : ''}`;
 }
 
 export function sqliteStats(n: OutboxTableNames): string {
