@@ -23,7 +23,11 @@ export {
 } from './outbox.constants';
 export { OUTBOX_MODULE_OPTIONS } from './outbox.module-definition';
 
-export { OutboxEvent, getOutboxEventMetadata, type OutboxEventMetadata } from './decorators/outbox-event.decorator';
+export {
+  OutboxEvent,
+  getOutboxEventMetadata,
+  type OutboxEventMetadata,
+} from './decorators/outbox-event.decorator';
 
 export type {
   OutboxMessage,
@@ -50,7 +54,10 @@ export type { AmbientTransaction } from './interfaces/ambient-transaction.interf
 export { OutboxError } from './errors/outbox.error';
 export { OutboxOptionsError } from './errors/outbox-options.error';
 export { OutboxTransactionRequiredError } from './errors/outbox-transaction-required.error';
-export { OutboxInvalidMessageError, type OutboxInvalidMessageReason } from './errors/outbox-invalid-message.error';
+export {
+  OutboxInvalidMessageError,
+  type OutboxInvalidMessageReason,
+} from './errors/outbox-invalid-message.error';
 export { PermanentPublishError } from './errors/permanent-publish.error';
 export { PublisherUnavailableError } from './errors/publisher-unavailable.error';
 export { PublishTimeoutError } from './errors/publish-timeout.error';
@@ -69,4 +76,7 @@ export { OutboxUnlocker } from './workers/outbox.unlocker';
 export { OutboxCleaner, type OutboxCleanReport } from './workers/outbox.cleaner';
 export { retryDelay, type BackoffPolicy } from './workers/retry-backoff';
 
-export { fromClsTransactionHost, type ClsTransactionHostLike } from './transactions/cls-transaction.adapter';
+export {
+  fromClsTransactionHost,
+  type ClsTransactionHostLike,
+} from './transactions/cls-transaction.adapter';

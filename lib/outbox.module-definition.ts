@@ -9,8 +9,11 @@ export const {
 } = new ConfigurableModuleBuilder<OutboxModuleOptions>({ moduleName: 'Outbox' })
   .setClassMethodName('forRoot')
   .setFactoryMethodName('createOutboxOptions')
-  .setExtras<Required<OutboxModuleExtras>>({ isGlobal: true, workers: true }, (definition, extras) => ({
-    ...definition,
-    global: extras.isGlobal,
-  }))
+  .setExtras<Required<OutboxModuleExtras>>(
+    { isGlobal: true, workers: true },
+    (definition, extras) => ({
+      ...definition,
+      global: extras.isGlobal,
+    }),
+  )
   .build();

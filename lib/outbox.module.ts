@@ -32,7 +32,8 @@ function coreProviders(workers: boolean): Provider[] {
       useFactory: (options: ResolvedOutboxOptions, moduleRef: ModuleRef): DataSource => {
         if (typeof options.dataSource !== 'string') return options.dataSource;
         // The tokens @nestjs/typeorm registers DataSources under (getDataSourceToken).
-        const token = options.dataSource === 'default' ? DataSource : `${options.dataSource}DataSource`;
+        const token =
+          options.dataSource === 'default' ? DataSource : `${options.dataSource}DataSource`;
         return moduleRef.get<DataSource>(token, { strict: false });
       },
     },
@@ -40,7 +41,10 @@ function coreProviders(workers: boolean): Provider[] {
       provide: OUTBOX_STORE,
       inject: [OUTBOX_OPTIONS, OUTBOX_DATA_SOURCE],
       useFactory: (options: ResolvedOutboxOptions, dataSource: DataSource) =>
-        createOutboxStore(dataSource, options, { enabled: workers, notify: options.dispatcher.listen }),
+        createOutboxStore(dataSource, options, {
+          enabled: workers,
+          notify: options.dispatcher.listen,
+        }),
     },
     OutboxService,
     ...(workers ? WORKERS : []),

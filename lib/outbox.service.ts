@@ -42,7 +42,11 @@ export class OutboxService implements OnApplicationShutdown {
    */
   // The array overload comes first: an array is also an `object`, so the single-message
   // overload would otherwise match it and type the result as one id.
-  enqueue(messages: readonly OutboxInput[], manager?: EntityManager, options?: EnqueueOptions): Promise<string[]>;
+  enqueue(
+    messages: readonly OutboxInput[],
+    manager?: EntityManager,
+    options?: EnqueueOptions,
+  ): Promise<string[]>;
   enqueue(message: OutboxInput, manager?: EntityManager, options?: EnqueueOptions): Promise<string>;
   async enqueue(
     input: OutboxInput | readonly OutboxInput[],

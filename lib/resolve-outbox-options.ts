@@ -72,7 +72,11 @@ function integer(
 ): number {
   if (value === undefined) return fallback;
   if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
-    fail(option, `${describe(value)} is not a whole number from ${min} to ${max}${unit}`, `Set it within that range or leave it out for the default (${fallback}).`);
+    fail(
+      option,
+      `${describe(value)} is not a whole number from ${min} to ${max}${unit}`,
+      `Set it within that range or leave it out for the default (${fallback}).`,
+    );
   }
   return value;
 }
@@ -80,21 +84,30 @@ function integer(
 function real(value: unknown, fallback: number, option: string, min: number, max: number): number {
   if (value === undefined) return fallback;
   if (typeof value !== 'number' || !Number.isFinite(value) || value < min || value > max) {
-    fail(option, `${describe(value)} is not a number from ${min} to ${max}`, `Set it within that range or leave it out for the default (${fallback}).`);
+    fail(
+      option,
+      `${describe(value)} is not a number from ${min} to ${max}`,
+      `Set it within that range or leave it out for the default (${fallback}).`,
+    );
   }
   return value;
 }
 
 function bool(value: unknown, fallback: boolean, option: string): boolean {
   if (value === undefined) return fallback;
-  if (typeof value !== 'boolean') fail(option, `${describe(value)} is not a boolean`, 'Use true or false.');
+  if (typeof value !== 'boolean')
+    fail(option, `${describe(value)} is not a boolean`, 'Use true or false.');
   return value;
 }
 
 function section<T extends object>(value: T | undefined, option: string): Partial<T> {
   if (value === undefined) return {};
   if (value === null || typeof value !== 'object' || Array.isArray(value)) {
-    fail(option, `${describe(value)} is not an object`, 'Pass an object or leave it out for the defaults.');
+    fail(
+      option,
+      `${describe(value)} is not an object`,
+      'Pass an object or leave it out for the defaults.',
+    );
   }
   return value;
 }
@@ -125,73 +138,153 @@ export function resolveOutboxOptions(
   workers = true,
 ): ResolvedOutboxOptions {
   if (options === null || typeof options !== 'object') {
-    fail('options', `${describe(options)} is not an object`, 'Pass { dataSource, publisher, ... }.');
+    fail(
+      'options',
+      `${describe(options)} is not an object`,
+      'Pass { dataSource, publisher, ... }.',
+    );
   }
   const { dataSource } = options;
   if (typeof dataSource === 'string') {
     if (dataSource.trim() === '') {
-      fail('dataSource', 'the name is empty', 'Pass the DataSource instance or the name it was registered under.');
+      fail(
+        'dataSource',
+        'the name is empty',
+        'Pass the DataSource instance or the name it was registered under.',
+      );
     }
   } else if (!isDataSourceLike(dataSource)) {
-    fail('dataSource', 'it is missing or not a TypeORM DataSource', 'Pass the DataSource (inject it in forRootAsync) or its registered name.');
+    fail(
+      'dataSource',
+      'it is missing or not a TypeORM DataSource',
+      'Pass the DataSource (inject it in forRootAsync) or its registered name.',
+    );
   }
 
   const publisher = options.publisher;
-  if (publisher !== undefined && (typeof publisher !== 'object' || publisher === null || typeof publisher.publish !== 'function')) {
-    fail('publisher', 'it has no publish(messages) method', 'Pass an OutboxPublisher such as new ClientProxyPublisher(client).');
+  if (
+    publisher !== undefined &&
+    (typeof publisher !== 'object' || publisher === null || typeof publisher.publish !== 'function')
+  ) {
+    fail(
+      'publisher',
+      'it has no publish(messages) method',
+      'Pass an OutboxPublisher such as new ClientProxyPublisher(client).',
+    );
   }
   if (workers && publisher === undefined) {
-    fail('publisher', 'it is required when the workers are enabled', 'Pass a publisher, or register the module with { workers: false } for an enqueue-only app.');
+    fail(
+      'publisher',
+      'it is required when the workers are enabled',
+      'Pass a publisher, or register the module with { workers: false } for an enqueue-only app.',
+    );
   }
 
   const tableName = options.tableName ?? 'outbox';
   assertIdentifier(tableName, 'tableName');
   if (tableName.length > MAX_TABLE_NAME) {
-    fail('tableName', `"${tableName}" is longer than ${MAX_TABLE_NAME} characters`, 'Use a shorter name: index and lock-table names are derived from it.');
+    fail(
+      'tableName',
+      `"${tableName}" is longer than ${MAX_TABLE_NAME} characters`,
+      'Use a shorter name: index and lock-table names are derived from it.',
+    );
   }
   const schema = options.schema ?? null;
   if (schema !== null) assertIdentifier(schema, 'schema');
 
   const ambient = options.ambientTransaction;
-  if (ambient !== undefined && (typeof ambient !== 'object' || ambient === null || typeof ambient.currentManager !== 'function')) {
-    fail('ambientTransaction', 'it has no currentManager() method', 'Use fromClsTransactionHost(txHost) or implement AmbientTransaction.');
+  if (
+    ambient !== undefined &&
+    (typeof ambient !== 'object' ||
+      ambient === null ||
+      typeof ambient.currentManager !== 'function')
+  ) {
+    fail(
+      'ambientTransaction',
+      'it has no currentManager() method',
+      'Use fromClsTransactionHost(txHost) or implement AmbientTransaction.',
+    );
   }
 
   const instanceId = options.instanceId ?? defaultInstanceId();
   if (typeof instanceId !== 'string' || instanceId.trim() === '' || instanceId.length > 128) {
-    fail('instanceId', `${describe(instanceId)} is not a string of 1 to 128 characters`, 'Leave it out to use host name and pid.');
+    fail(
+      'instanceId',
+      `${describe(instanceId)} is not a string of 1 to 128 characters`,
+      'Leave it out to use host name and pid.',
+    );
   }
 
   const ordering = section(options.ordering, 'ordering');
   const onDeadLetter = ordering.onDeadLetter ?? 'block';
   if (onDeadLetter !== 'block' && onDeadLetter !== 'skip') {
-    fail('ordering.onDeadLetter', `${describe(onDeadLetter)} is not a policy`, "Use 'block' (hold the key until an operator acts) or 'skip'.");
+    fail(
+      'ordering.onDeadLetter',
+      `${describe(onDeadLetter)} is not a policy`,
+      "Use 'block' (hold the key until an operator acts) or 'skip'.",
+    );
   }
 
   const d = section(options.dispatcher, 'dispatcher');
   const leaseMs = integer(d.leaseMs, 30_000, 'dispatcher.leaseMs', 1_000, DAY, ' ms');
-  const publishTimeoutMs = integer(d.publishTimeoutMs, Math.min(10_000, Math.floor(leaseMs / 2)), 'dispatcher.publishTimeoutMs', 100, DAY, ' ms');
+  const publishTimeoutMs = integer(
+    d.publishTimeoutMs,
+    Math.min(10_000, Math.floor(leaseMs / 2)),
+    'dispatcher.publishTimeoutMs',
+    100,
+    DAY,
+    ' ms',
+  );
   if (publishTimeoutMs >= leaseMs) {
-    fail('dispatcher.publishTimeoutMs', `${publishTimeoutMs} ms is not below dispatcher.leaseMs (${leaseMs} ms)`, 'A publish must time out before its lease expires, or two dispatchers could publish the same message: lower publishTimeoutMs or raise leaseMs.');
+    fail(
+      'dispatcher.publishTimeoutMs',
+      `${publishTimeoutMs} ms is not below dispatcher.leaseMs (${leaseMs} ms)`,
+      'A publish must time out before its lease expires, or two dispatchers could publish the same message: lower publishTimeoutMs or raise leaseMs.',
+    );
   }
-  const pollIntervalMs = integer(d.pollIntervalMs, 1_000, 'dispatcher.pollIntervalMs', 10, HOUR, ' ms');
+  const pollIntervalMs = integer(
+    d.pollIntervalMs,
+    1_000,
+    'dispatcher.pollIntervalMs',
+    10,
+    HOUR,
+    ' ms',
+  );
 
   const r = section(options.retry, 'retry');
   const initialDelayMs = integer(r.initialDelayMs, 1_000, 'retry.initialDelayMs', 0, DAY, ' ms');
-  const maxDelayMs = integer(r.maxDelayMs, Math.max(300_000, initialDelayMs), 'retry.maxDelayMs', 0, 30 * DAY, ' ms');
+  const maxDelayMs = integer(
+    r.maxDelayMs,
+    Math.max(300_000, initialDelayMs),
+    'retry.maxDelayMs',
+    0,
+    30 * DAY,
+    ' ms',
+  );
   if (maxDelayMs < initialDelayMs) {
-    fail('retry.maxDelayMs', `${maxDelayMs} ms is below retry.initialDelayMs (${initialDelayMs} ms)`, 'Raise maxDelayMs or lower initialDelayMs.');
+    fail(
+      'retry.maxDelayMs',
+      `${maxDelayMs} ms is below retry.initialDelayMs (${initialDelayMs} ms)`,
+      'Raise maxDelayMs or lower initialDelayMs.',
+    );
   }
   if (r.retryIf !== undefined && typeof r.retryIf !== 'function') {
     fail('retry.retryIf', 'it is not a function', 'Pass (error, record) => boolean.');
   }
 
   const c = section(options.cleaner, 'cleaner');
-  const deadRetentionMs = c.deadRetentionMs === undefined || c.deadRetentionMs === null ? null : integer(c.deadRetentionMs, 0, 'cleaner.deadRetentionMs', MINUTE, 3650 * DAY, ' ms');
+  const deadRetentionMs =
+    c.deadRetentionMs === undefined || c.deadRetentionMs === null
+      ? null
+      : integer(c.deadRetentionMs, 0, 'cleaner.deadRetentionMs', MINUTE, 3650 * DAY, ' ms');
 
   const observer = options.observer ?? {};
   if (typeof observer !== 'object' || observer === null) {
-    fail('observer', `${describe(observer)} is not an object`, 'Pass an object with optional hooks such as onBatch(report).');
+    fail(
+      'observer',
+      `${describe(observer)} is not an object`,
+      'Pass an object with optional hooks such as onBatch(report).',
+    );
   }
 
   return {
@@ -199,7 +292,14 @@ export function resolveOutboxOptions(
     publisher,
     tableName,
     schema,
-    maxPayloadBytes: integer(options.maxPayloadBytes, 262_144, 'maxPayloadBytes', 1, 64 * 1024 * 1024, ' bytes'),
+    maxPayloadBytes: integer(
+      options.maxPayloadBytes,
+      262_144,
+      'maxPayloadBytes',
+      1,
+      64 * 1024 * 1024,
+      ' bytes',
+    ),
     ambientTransaction: ambient,
     instanceId,
     autoStart: bool(options.autoStart, true, 'autoStart'),
@@ -210,8 +310,22 @@ export function resolveOutboxOptions(
       leaseMs,
       publishTimeoutMs,
       listen: bool(d.listen, true, 'dispatcher.listen'),
-      shutdownTimeoutMs: integer(d.shutdownTimeoutMs, 10_000, 'dispatcher.shutdownTimeoutMs', 0, 10 * MINUTE, ' ms'),
-      maxOutagePauseMs: integer(d.maxOutagePauseMs, Math.max(30_000, pollIntervalMs), 'dispatcher.maxOutagePauseMs', pollIntervalMs, HOUR, ' ms'),
+      shutdownTimeoutMs: integer(
+        d.shutdownTimeoutMs,
+        10_000,
+        'dispatcher.shutdownTimeoutMs',
+        0,
+        10 * MINUTE,
+        ' ms',
+      ),
+      maxOutagePauseMs: integer(
+        d.maxOutagePauseMs,
+        Math.max(30_000, pollIntervalMs),
+        'dispatcher.maxOutagePauseMs',
+        pollIntervalMs,
+        HOUR,
+        ' ms',
+      ),
     },
     retry: {
       maxAttempts: integer(r.maxAttempts, 10, 'retry.maxAttempts', 1, 1_000),
@@ -222,10 +336,26 @@ export function resolveOutboxOptions(
       maxAgeMs: integer(r.maxAgeMs, 0, 'retry.maxAgeMs', 0, 3650 * DAY, ' ms'),
       retryIf: r.retryIf,
     },
-    unlocker: { intervalMs: integer(section(options.unlocker, 'unlocker').intervalMs, 30_000, 'unlocker.intervalMs', 100, DAY, ' ms') },
+    unlocker: {
+      intervalMs: integer(
+        section(options.unlocker, 'unlocker').intervalMs,
+        30_000,
+        'unlocker.intervalMs',
+        100,
+        DAY,
+        ' ms',
+      ),
+    },
     cleaner: {
       intervalMs: integer(c.intervalMs, 60_000, 'cleaner.intervalMs', 100, DAY, ' ms'),
-      deliveredRetentionMs: integer(c.deliveredRetentionMs, DAY, 'cleaner.deliveredRetentionMs', 0, 3650 * DAY, ' ms'),
+      deliveredRetentionMs: integer(
+        c.deliveredRetentionMs,
+        DAY,
+        'cleaner.deliveredRetentionMs',
+        0,
+        3650 * DAY,
+        ' ms',
+      ),
       deadRetentionMs,
       batchSize: integer(c.batchSize, 1_000, 'cleaner.batchSize', 1, 100_000),
     },

@@ -1,7 +1,8 @@
 import type { OutboxRecord } from './outbox-record.interface';
 
 /** The broker's answer for one message. */
-export type PublishOutcome = { readonly ok: true } | { readonly ok: false; readonly error: unknown };
+export type PublishOutcome =
+  { readonly ok: true } | { readonly ok: false; readonly error: unknown };
 
 /**
  * Sends claimed messages to a broker. `publish` resolves to one outcome per message, in input
@@ -12,7 +13,10 @@ export type PublishOutcome = { readonly ok: true } | { readonly ok: false; reado
  * at all: the batch is then released without burning attempts.
  */
 export interface OutboxPublisher {
-  publish(messages: readonly OutboxRecord[], signal: AbortSignal): Promise<readonly PublishOutcome[]>;
+  publish(
+    messages: readonly OutboxRecord[],
+    signal: AbortSignal,
+  ): Promise<readonly PublishOutcome[]>;
   /** Called once when the module shuts down. */
   close?(): Promise<void>;
 }

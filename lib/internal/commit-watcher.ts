@@ -1,4 +1,9 @@
-import type { DataSource, EntitySubscriberInterface, QueryRunner, TransactionCommitEvent } from 'typeorm';
+import type {
+  DataSource,
+  EntitySubscriberInterface,
+  QueryRunner,
+  TransactionCommitEvent,
+} from 'typeorm';
 
 /**
  * Tells the local dispatcher when a transaction that enqueued messages commits, so they go out

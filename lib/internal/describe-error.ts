@@ -2,7 +2,8 @@ import { MAX_ERROR_LENGTH } from '../store/outbox-row.mapper';
 
 // user:password@ in connection URLs, and password-like key=value pairs.
 const URL_CREDENTIALS = /([a-z][a-z0-9+.-]*:\/\/)([^:@/\s]*):([^@/\s]*)@/gi;
-const SECRET_PAIRS = /\b(password|passwd|pwd|secret|token|api[_-]?key|sasl[_-]?password)(["']?\s*[:=]\s*["']?)([^\s"',;&]+)/gi;
+const SECRET_PAIRS =
+  /\b(password|passwd|pwd|secret|token|api[_-]?key|sasl[_-]?password)(["']?\s*[:=]\s*["']?)([^\s"',;&]+)/gi;
 
 /** Removes credentials from text that may reach logs or the `last_error` column. */
 export function redactSecrets(text: string): string {

@@ -54,7 +54,10 @@ export class OutboxMessageSerializer {
     const invalid = (message: string, reason: OutboxInvalidMessageReason, cause?: unknown) =>
       new OutboxInvalidMessageError(message, reason, index, { cause });
     if (input === null || typeof input !== 'object') {
-      throw invalid(OutboxMessages.invalidField('input', 'expected an event instance or a message object'), 'missing-metadata');
+      throw invalid(
+        OutboxMessages.invalidField('input', 'expected an event instance or a message object'),
+        'missing-metadata',
+      );
     }
 
     let topic: unknown, type: unknown, key: unknown, headers: unknown, payload: unknown;
@@ -68,7 +71,10 @@ export class OutboxMessageSerializer {
     } else {
       const meta = getOutboxEventMetadata(input);
       if (meta === undefined) {
-        throw invalid(OutboxMessages.missingEventMetadata(input.constructor?.name ?? 'Object'), 'missing-metadata');
+        throw invalid(
+          OutboxMessages.missingEventMetadata(input.constructor?.name ?? 'Object'),
+          'missing-metadata',
+        );
       }
       topic = meta.topic;
       type = meta.type;
@@ -78,18 +84,46 @@ export class OutboxMessageSerializer {
       headers = typeof meta.headers === 'function' ? meta.headers(input) : meta.headers;
     }
 
-    if (typeof topic !== 'string' || topic.trim() === '' || topic.length > MAX_NAME || CONTROL_CHARS.test(topic)) {
-      throw invalid(OutboxMessages.invalidField('topic', `expected a non-empty string of at most ${MAX_NAME} characters without control characters, got ${JSON.stringify(topic) ?? String(topic)}`), 'invalid-topic');
+    if (
+      typeof topic !== 'string' ||
+      topic.trim() === '' ||
+      topic.length > MAX_NAME ||
+      CONTROL_CHARS.test(topic)
+    ) {
+      throw invalid(
+        OutboxMessages.invalidField(
+          'topic',
+          `expected a non-empty string of at most ${MAX_NAME} characters without control characters, got ${JSON.stringify(topic) ?? String(topic)}`,
+        ),
+        'invalid-topic',
+      );
     }
-    if (typeof type !== 'string' || type.trim() === '' || type.length > MAX_NAME || CONTROL_CHARS.test(type)) {
-      throw invalid(OutboxMessages.invalidField('type', `expected a non-empty string of at most ${MAX_NAME} characters`), 'invalid-type');
+    if (
+      typeof type !== 'string' ||
+      type.trim() === '' ||
+      type.length > MAX_NAME ||
+      CONTROL_CHARS.test(type)
+    ) {
+      throw invalid(
+        OutboxMessages.invalidField(
+          'type',
+          `expected a non-empty string of at most ${MAX_NAME} characters`,
+        ),
+        'invalid-type',
+      );
     }
     let keyText: string | null = null;
     if (key !== undefined && key !== null) {
       if (typeof key === 'number' && Number.isFinite(key)) keyText = String(key);
       else if (typeof key === 'string' && key !== '' && key.length <= MAX_NAME) keyText = key;
       else {
-        throw invalid(OutboxMessages.invalidField('key', `expected a non-empty string of at most ${MAX_NAME} characters, a finite number or null, got ${typeof key}`), 'invalid-key');
+        throw invalid(
+          OutboxMessages.invalidField(
+            'key',
+            `expected a non-empty string of at most ${MAX_NAME} characters, a finite number or null, got ${typeof key}`,
+          ),
+          'invalid-key',
+        );
       }
     }
 
@@ -104,12 +138,20 @@ export class OutboxMessageSerializer {
     };
   }
 
-  private serialise(payload: unknown, invalid: (m: string, r: OutboxInvalidMessageReason, c?: unknown) => Error): string {
+  private serialise(
+    payload: unknown,
+    invalid: (m: string, r: OutboxInvalidMessageReason, c?: unknown) => Error,
+  ): string {
     let json: string | undefined;
     try {
       json = JSON.stringify(payload, strictReplacer);
     } catch (error) {
-      const detail = error instanceof NotSerialisable ? error.message : /circular/i.test(String(error)) ? 'a circular reference' : String(error);
+      const detail =
+        error instanceof NotSerialisable
+          ? error.message
+          : /circular/i.test(String(error))
+            ? 'a circular reference'
+            : String(error);
       throw invalid(OutboxMessages.notSerialisable(detail), 'not-serialisable', error);
     }
     if (json === undefined) {
@@ -119,20 +161,32 @@ export class OutboxMessageSerializer {
     if (json.length * 3 > this.maxPayloadBytes) {
       const bytes = Buffer.byteLength(json, 'utf8');
       if (bytes > this.maxPayloadBytes) {
-        throw invalid(OutboxMessages.payloadTooLarge(bytes, this.maxPayloadBytes), 'payload-too-large');
+        throw invalid(
+          OutboxMessages.payloadTooLarge(bytes, this.maxPayloadBytes),
+          'payload-too-large',
+        );
       }
     }
     return json;
   }
 
-  private headers(headers: unknown, invalid: (m: string, r: OutboxInvalidMessageReason) => Error): string {
+  private headers(
+    headers: unknown,
+    invalid: (m: string, r: OutboxInvalidMessageReason) => Error,
+  ): string {
     if (headers === undefined || headers === null) return '{}';
     if (typeof headers !== 'object' || Array.isArray(headers)) {
-      throw invalid(OutboxMessages.invalidField('headers', 'expected an object of string values'), 'invalid-header');
+      throw invalid(
+        OutboxMessages.invalidField('headers', 'expected an object of string values'),
+        'invalid-header',
+      );
     }
     const entries = Object.entries(headers);
     if (entries.length > MAX_HEADERS) {
-      throw invalid(OutboxMessages.invalidField('headers', `more than ${MAX_HEADERS} headers`), 'invalid-header');
+      throw invalid(
+        OutboxMessages.invalidField('headers', `more than ${MAX_HEADERS} headers`),
+        'invalid-header',
+      );
     }
     for (const [name, value] of entries) {
       const lower = name.toLowerCase();
@@ -140,28 +194,61 @@ export class OutboxMessageSerializer {
         throw invalid(OutboxMessages.reservedHeader(name), 'reserved-header');
       }
       if (name === '' || name.length > MAX_NAME || CONTROL_CHARS.test(name)) {
-        throw invalid(OutboxMessages.invalidField(`header name ${JSON.stringify(name)}`, `expected 1 to ${MAX_NAME} characters without control characters`), 'invalid-header');
+        throw invalid(
+          OutboxMessages.invalidField(
+            `header name ${JSON.stringify(name)}`,
+            `expected 1 to ${MAX_NAME} characters without control characters`,
+          ),
+          'invalid-header',
+        );
       }
       if (typeof value !== 'string' || value.length > MAX_HEADER_VALUE) {
-        throw invalid(OutboxMessages.invalidField(`header "${name}"`, `expected a string of at most ${MAX_HEADER_VALUE} characters, got ${typeof value}`), 'invalid-header');
+        throw invalid(
+          OutboxMessages.invalidField(
+            `header "${name}"`,
+            `expected a string of at most ${MAX_HEADER_VALUE} characters, got ${typeof value}`,
+          ),
+          'invalid-header',
+        );
       }
     }
     return entries.length === 0 ? '{}' : JSON.stringify(headers);
   }
 
-  private schedule(availableAt: unknown, delayMs: unknown, invalid: (m: string, r: OutboxInvalidMessageReason) => Error): { availableAt: Date | null; delayMs: number | null } {
+  private schedule(
+    availableAt: unknown,
+    delayMs: unknown,
+    invalid: (m: string, r: OutboxInvalidMessageReason) => Error,
+  ): { availableAt: Date | null; delayMs: number | null } {
     if (availableAt !== undefined && availableAt !== null) {
       if (!(availableAt instanceof Date) || Number.isNaN(availableAt.getTime())) {
-        throw invalid(OutboxMessages.invalidField('availableAt', 'expected a valid Date'), 'invalid-schedule');
+        throw invalid(
+          OutboxMessages.invalidField('availableAt', 'expected a valid Date'),
+          'invalid-schedule',
+        );
       }
       if (delayMs !== undefined && delayMs !== null) {
-        throw invalid(OutboxMessages.invalidField('schedule', 'give availableAt or delayMs, not both'), 'invalid-schedule');
+        throw invalid(
+          OutboxMessages.invalidField('schedule', 'give availableAt or delayMs, not both'),
+          'invalid-schedule',
+        );
       }
       return { availableAt, delayMs: null };
     }
     if (delayMs !== undefined && delayMs !== null) {
-      if (typeof delayMs !== 'number' || !Number.isInteger(delayMs) || delayMs < 0 || delayMs > 3_650 * 86_400_000) {
-        throw invalid(OutboxMessages.invalidField('delayMs', 'expected a whole number of milliseconds from 0 to 10 years'), 'invalid-schedule');
+      if (
+        typeof delayMs !== 'number' ||
+        !Number.isInteger(delayMs) ||
+        delayMs < 0 ||
+        delayMs > 3_650 * 86_400_000
+      ) {
+        throw invalid(
+          OutboxMessages.invalidField(
+            'delayMs',
+            'expected a whole number of milliseconds from 0 to 10 years',
+          ),
+          'invalid-schedule',
+        );
       }
       return { availableAt: null, delayMs };
     }

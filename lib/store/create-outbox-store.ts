@@ -14,7 +14,10 @@ export async function createOutboxStore(
   dispatch: { enabled: boolean; notify: boolean },
 ): Promise<OutboxStore> {
   const dialect = outboxDialectOf(dataSource.options.type);
-  const names = tableNamesFor(dialect, { tableName: table.tableName, schema: table.schema ?? undefined });
+  const names = tableNamesFor(dialect, {
+    tableName: table.tableName,
+    schema: table.schema ?? undefined,
+  });
   if (dataSource.isInitialized) {
     // Fail at bootstrap, not at the first enqueue, when the migration has not run.
     try {

@@ -30,7 +30,9 @@ import type { OutboxTableNames } from './sql-identifier';
 // mysql2 allows 65 535 placeholders per statement; stay well below with the widest row (8).
 const MAX_ROWS_PER_INSERT = 4_000;
 
-type StatsRow = Record<'pending' | 'leased' | 'delivered' | 'dead', string | number> & { oldest_ms: string | number | null };
+type StatsRow = Record<'pending' | 'leased' | 'delivered' | 'dead', string | number> & {
+  oldest_ms: string | number | null;
+};
 
 function utc(date: Date): string {
   return date.toISOString().replace('T', ' ').replace('Z', '');
@@ -43,10 +45,19 @@ export class MysqlOutboxStore implements OutboxStore {
     private readonly names: OutboxTableNames,
   ) {}
 
-  async insert(manager: EntityManager, rows: readonly NewOutboxRow[], lockKeys: boolean): Promise<void> {
+  async insert(
+    manager: EntityManager,
+    rows: readonly NewOutboxRow[],
+    lockKeys: boolean,
+  ): Promise<void> {
     if (lockKeys) {
-      const buckets = [...new Set(rows.flatMap((r) => (r.key === null ? [] : [hashKey(r.key) % MYSQL_KEY_LOCK_BUCKETS])))].sort((a, b) => a - b);
-      if (buckets.length > 0) await manager.query(mysqlLockKeys(this.names, buckets.length), buckets);
+      const buckets = [
+        ...new Set(
+          rows.flatMap((r) => (r.key === null ? [] : [hashKey(r.key) % MYSQL_KEY_LOCK_BUCKETS])),
+        ),
+      ].sort((a, b) => a - b);
+      if (buckets.length > 0)
+        await manager.query(mysqlLockKeys(this.names, buckets.length), buckets);
     }
     for (let start = 0; start < rows.length; start += MAX_ROWS_PER_INSERT) {
       const chunk = rows.slice(start, start + MAX_ROWS_PER_INSERT);
@@ -54,7 +65,8 @@ export class MysqlOutboxStore implements OutboxStore {
       const params: unknown[] = [];
       for (const r of chunk) {
         params.push(r.messageId, r.topic, r.key, r.type, r.payload, r.headers);
-        if (scheduled) params.push(r.availableAt === null ? null : utc(r.availableAt), r.delayMs ?? 0);
+        if (scheduled)
+          params.push(r.availableAt === null ? null : utc(r.availableAt), r.delayMs ?? 0);
       }
       await manager.query(mysqlInsert(this.names, chunk.length, scheduled), params);
     }
@@ -77,14 +89,21 @@ export class MysqlOutboxStore implements OutboxStore {
     }
   }
 
-  private async claimIn(runner: QueryRunner, options: ClaimOptions, token: string): Promise<ClaimedRow[]> {
+  private async claimIn(
+    runner: QueryRunner,
+    options: ClaimOptions,
+    token: string,
+  ): Promise<ClaimedRow[]> {
     const candidates = (await runner.query(
       mysqlClaimCandidates(this.names, options.ordered, options.deadBlocksKey),
       [options.limit],
     )) as { id: string | number }[];
     if (candidates.length === 0) return [];
     const ids = candidates.map((c) => c.id);
-    const locked = (await runner.query(mysqlClaimLock(this.names, ids.length), ids)) as ClaimedRow[];
+    const locked = (await runner.query(
+      mysqlClaimLock(this.names, ids.length),
+      ids,
+    )) as ClaimedRow[];
     if (locked.length === 0) return [];
     await runner.query(mysqlClaimLease(this.names, locked.length), [
       options.owner,
@@ -98,18 +117,35 @@ export class MysqlOutboxStore implements OutboxStore {
   async settle(token: string, s: Settlement, deleteDelivered: boolean): Promise<number> {
     let changed = 0;
     if (s.delivered.length > 0) {
-      changed += this.affected(await this.dataSource.query(mysqlSettleDelivered(this.names, s.delivered.length, deleteDelivered), [token, ...s.delivered]));
+      changed += this.affected(
+        await this.dataSource.query(
+          mysqlSettleDelivered(this.names, s.delivered.length, deleteDelivered),
+          [token, ...s.delivered],
+        ),
+      );
     }
     if (s.retry.length > 0) {
       const params = s.retry.flatMap((r) => [r.id, r.delayMs, r.error]);
-      changed += this.affected(await this.dataSource.query(mysqlSettleRetry(this.names, s.retry.length), [...params, token]));
+      changed += this.affected(
+        await this.dataSource.query(mysqlSettleRetry(this.names, s.retry.length), [
+          ...params,
+          token,
+        ]),
+      );
     }
     if (s.dead.length > 0) {
       const params = s.dead.flatMap((r) => [r.id, r.error]);
-      changed += this.affected(await this.dataSource.query(mysqlSettleDead(this.names, s.dead.length), [...params, token]));
+      changed += this.affected(
+        await this.dataSource.query(mysqlSettleDead(this.names, s.dead.length), [...params, token]),
+      );
     }
     if (s.release.length > 0) {
-      changed += this.affected(await this.dataSource.query(mysqlRelease(this.names, s.release.length), [token, ...s.release]));
+      changed += this.affected(
+        await this.dataSource.query(mysqlRelease(this.names, s.release.length), [
+          token,
+          ...s.release,
+        ]),
+      );
     }
     return changed;
   }
@@ -119,12 +155,18 @@ export class MysqlOutboxStore implements OutboxStore {
   }
 
   async purge(status: 'delivered' | 'dead', olderThanMs: number, limit: number): Promise<number> {
-    return this.affected(await this.dataSource.query(mysqlPurge(this.names, status), [status, olderThanMs, limit]));
+    return this.affected(
+      await this.dataSource.query(mysqlPurge(this.names, status), [status, olderThanMs, limit]),
+    );
   }
 
   async requeueDead(ids?: readonly string[]): Promise<number> {
     if (ids !== undefined && ids.length === 0) return 0;
-    return this.affected(await this.dataSource.query(mysqlRequeueDead(this.names, ids?.length ?? null), [...(ids ?? [])]));
+    return this.affected(
+      await this.dataSource.query(mysqlRequeueDead(this.names, ids?.length ?? null), [
+        ...(ids ?? []),
+      ]),
+    );
   }
 
   async stats(): Promise<OutboxStats> {
@@ -134,7 +176,10 @@ export class MysqlOutboxStore implements OutboxStore {
       leased: Number(row?.leased ?? 0),
       delivered: Number(row?.delivered ?? 0),
       dead: Number(row?.dead ?? 0),
-      oldestPendingAgeMs: row?.oldest_ms === null || row?.oldest_ms === undefined ? null : Math.round(Number(row.oldest_ms)),
+      oldestPendingAgeMs:
+        row?.oldest_ms === null || row?.oldest_ms === undefined
+          ? null
+          : Math.round(Number(row.oldest_ms)),
     };
   }
 

@@ -33,12 +33,19 @@ export interface OutboxTableOptions {
   schema?: string;
 }
 
-export function tableNamesFor(dialect: OutboxDialect, options: OutboxTableOptions = {}): OutboxTableNames {
+export function tableNamesFor(
+  dialect: OutboxDialect,
+  options: OutboxTableOptions = {},
+): OutboxTableNames {
   const tableName = options.tableName ?? 'outbox';
   assertIdentifier(tableName, 'tableName');
   const schema = options.schema ?? null;
   if (schema !== null) assertIdentifier(schema, 'schema');
-  return outboxTableNames(tableName, dialect === 'sqlite' ? null : schema, dialect === 'mysql' ? 'backtick' : 'double');
+  return outboxTableNames(
+    tableName,
+    dialect === 'sqlite' ? null : schema,
+    dialect === 'mysql' ? 'backtick' : 'double',
+  );
 }
 
 /** The statements that create the outbox table (and its indexes) on one dialect. */
@@ -54,7 +61,10 @@ export function outboxTableDdl(dialect: OutboxDialect, options: OutboxTableOptio
   }
 }
 
-export function outboxTableDropDdl(dialect: OutboxDialect, options: OutboxTableOptions = {}): string[] {
+export function outboxTableDropDdl(
+  dialect: OutboxDialect,
+  options: OutboxTableOptions = {},
+): string[] {
   const names = tableNamesFor(dialect, options);
   switch (dialect) {
     case 'postgres':
@@ -67,7 +77,10 @@ export function outboxTableDropDdl(dialect: OutboxDialect, options: OutboxTableO
 }
 
 /** Creates the outbox table if it does not exist, e.g. in tests or at the start of a sample app. */
-export async function ensureOutboxTable(dataSource: DataSource, options: OutboxTableOptions = {}): Promise<void> {
+export async function ensureOutboxTable(
+  dataSource: DataSource,
+  options: OutboxTableOptions = {},
+): Promise<void> {
   for (const sql of outboxTableDdl(outboxDialectOf(dataSource.options.type), options)) {
     await dataSource.query(sql);
   }

@@ -20,25 +20,25 @@ const EMPTY_HEADERS: OutboxHeaders = Object.freeze({});
 function toDate(value: Date | string): Date {
   if (value instanceof Date) return value;
   // SQLite and MySQL strings are UTC without a zone marker.
-  return new Date(value.includes('T') || value.endsWith('Z') ? value : `${value.replace(' ', 'T')}Z`);
+  return new Date(
+    value.includes('T') || value.endsWith('Z') ? value : `${value.replace(' ', 'T')}Z`,
+  );
 }
 
 /** Maps a claimed row to a record, in claim (id) order. */
 export function toClaimedRecords(rows: readonly ClaimedRow[]): ClaimedRecord[] {
-  const records = rows.map(
-    (row): ClaimedRecord => ({
-      id: String(row.id),
-      messageId: row.message_id,
-      topic: row.topic,
-      key: row.message_key,
-      type: row.event_type,
-      payload: row.payload,
-      headers: row.headers === '{}' ? EMPTY_HEADERS : (JSON.parse(row.headers) as OutboxHeaders),
-      attempts: Number(row.attempts),
-      createdAt: toDate(row.created_at),
-      ageMs: Math.max(0, Number(row.age_ms)),
-    }),
-  );
+  const records = rows.map((row): ClaimedRecord => ({
+    id: String(row.id),
+    messageId: row.message_id,
+    topic: row.topic,
+    key: row.message_key,
+    type: row.event_type,
+    payload: row.payload,
+    headers: row.headers === '{}' ? EMPTY_HEADERS : (JSON.parse(row.headers) as OutboxHeaders),
+    attempts: Number(row.attempts),
+    createdAt: toDate(row.created_at),
+    ageMs: Math.max(0, Number(row.age_ms)),
+  }));
   return records.sort(compareIds);
 }
 

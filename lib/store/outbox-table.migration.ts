@@ -1,5 +1,10 @@
 import type { MigrationInterface, QueryRunner } from 'typeorm';
-import { outboxDialectOf, outboxTableDdl, outboxTableDropDdl, type OutboxTableOptions } from './outbox-dialect';
+import {
+  outboxDialectOf,
+  outboxTableDdl,
+  outboxTableDropDdl,
+  type OutboxTableOptions,
+} from './outbox-dialect';
 
 /**
  * Returns a TypeORM migration class that creates the outbox table on PostgreSQL, MySQL/MariaDB or
@@ -19,13 +24,19 @@ export function createOutboxMigration(
     readonly name = migrationName;
 
     async up(queryRunner: QueryRunner): Promise<void> {
-      for (const sql of outboxTableDdl(outboxDialectOf(queryRunner.connection.options.type), options)) {
+      for (const sql of outboxTableDdl(
+        outboxDialectOf(queryRunner.connection.options.type),
+        options,
+      )) {
         await queryRunner.query(sql);
       }
     }
 
     async down(queryRunner: QueryRunner): Promise<void> {
-      for (const sql of outboxTableDropDdl(outboxDialectOf(queryRunner.connection.options.type), options)) {
+      for (const sql of outboxTableDropDdl(
+        outboxDialectOf(queryRunner.connection.options.type),
+        options,
+      )) {
         await queryRunner.query(sql);
       }
     }

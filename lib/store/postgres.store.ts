@@ -32,7 +32,9 @@ interface PostgresDriverLike {
   obtainMasterConnection(): Promise<[NotifyingClient, (error?: unknown) => void]>;
 }
 
-type StatsRow = Record<'pending' | 'leased' | 'delivered' | 'dead', number> & { oldest_ms: string | number | null };
+type StatsRow = Record<'pending' | 'leased' | 'delivered' | 'dead', number> & {
+  oldest_ms: string | number | null;
+};
 
 const RELISTEN_DELAY_MS = 1_000;
 
@@ -53,9 +55,17 @@ export class PostgresOutboxStore implements OutboxStore {
     this.lockNamespace = hashKey(`nestjs-outbox:${this.channel}`);
   }
 
-  async insert(manager: EntityManager, rows: readonly NewOutboxRow[], lockKeys: boolean): Promise<void> {
+  async insert(
+    manager: EntityManager,
+    rows: readonly NewOutboxRow[],
+    lockKeys: boolean,
+  ): Promise<void> {
     const scheduled = rows.some((r) => r.availableAt !== null || r.delayMs !== null);
-    const keys = lockKeys ? [...new Set(rows.flatMap((r) => (r.key === null ? [] : [hashKey(r.key)])))].sort((a, b) => a - b) : [];
+    const keys = lockKeys
+      ? [...new Set(rows.flatMap((r) => (r.key === null ? [] : [hashKey(r.key)])))].sort(
+          (a, b) => a - b,
+        )
+      : [];
     const lock = keys.length > 0;
     const variant = `${scheduled}:${lock}:${this.notify}`;
     let sql = this.insertSql.get(variant);
@@ -72,7 +82,11 @@ export class PostgresOutboxStore implements OutboxStore {
       rows.map((r) => r.payload),
       rows.map((r) => r.headers),
     ];
-    if (scheduled) params.push(rows.map((r) => r.availableAt), rows.map((r) => r.delayMs));
+    if (scheduled)
+      params.push(
+        rows.map((r) => r.availableAt),
+        rows.map((r) => r.delayMs),
+      );
     if (lock) params.push(this.lockNamespace, keys);
     if (this.notify) params.push(this.channel);
     await manager.query(sql, params);
@@ -86,7 +100,12 @@ export class PostgresOutboxStore implements OutboxStore {
       this.claimSql.set(variant, sql);
     }
     const token = randomUUID();
-    const { records: rows } = await this.run<ClaimedRow>(sql, [options.owner, token, options.leaseMs, options.limit]);
+    const { records: rows } = await this.run<ClaimedRow>(sql, [
+      options.owner,
+      token,
+      options.leaseMs,
+      options.limit,
+    ]);
     return { token, records: toClaimedRecords(rows) };
   }
 
@@ -101,8 +120,17 @@ export class PostgresOutboxStore implements OutboxStore {
     const sql = postgresSettle(this.names, groups, deleteDelivered);
     const params: unknown[] = [token];
     if (groups.delivered) params.push(s.delivered);
-    if (groups.retry) params.push(s.retry.map((r) => r.id), s.retry.map((r) => r.delayMs), s.retry.map((r) => r.error));
-    if (groups.dead) params.push(s.dead.map((r) => r.id), s.dead.map((r) => r.error));
+    if (groups.retry)
+      params.push(
+        s.retry.map((r) => r.id),
+        s.retry.map((r) => r.delayMs),
+        s.retry.map((r) => r.error),
+      );
+    if (groups.dead)
+      params.push(
+        s.dead.map((r) => r.id),
+        s.dead.map((r) => r.error),
+      );
     if (groups.release) params.push(s.release);
     const { records: rows } = await this.run<{ changed: number }>(sql, params);
     return rows[0]?.changed ?? 0;
@@ -119,7 +147,9 @@ export class PostgresOutboxStore implements OutboxStore {
   async requeueDead(ids?: readonly string[]): Promise<number> {
     const withIds = ids !== undefined;
     if (withIds && ids.length === 0) return 0;
-    return (await this.run(postgresRequeueDead(this.names, withIds), withIds ? [ids] : [])).affected ?? 0;
+    return (
+      (await this.run(postgresRequeueDead(this.names, withIds), withIds ? [ids] : [])).affected ?? 0
+    );
   }
 
   async stats(): Promise<OutboxStats> {
@@ -129,7 +159,10 @@ export class PostgresOutboxStore implements OutboxStore {
       leased: row?.leased ?? 0,
       delivered: row?.delivered ?? 0,
       dead: row?.dead ?? 0,
-      oldestPendingAgeMs: row?.oldest_ms === null || row?.oldest_ms === undefined ? null : Math.round(Number(row.oldest_ms)),
+      oldestPendingAgeMs:
+        row?.oldest_ms === null || row?.oldest_ms === undefined
+          ? null
+          : Math.round(Number(row.oldest_ms)),
     };
   }
 
@@ -190,7 +223,10 @@ export class PostgresOutboxStore implements OutboxStore {
    * Runs one statement with TypeORM's structured result: `DataSource.query` answers UPDATE …
    * RETURNING as [rows, count] on PostgreSQL, which would hide the rows.
    */
-  private async run<T = unknown>(sql: string, params: unknown[]): Promise<{ records: T[]; affected: number | undefined }> {
+  private async run<T = unknown>(
+    sql: string,
+    params: unknown[],
+  ): Promise<{ records: T[]; affected: number | undefined }> {
     const runner = this.dataSource.createQueryRunner();
     try {
       const result = await runner.query(sql, params, true);

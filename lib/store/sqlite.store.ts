@@ -35,7 +35,8 @@ const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout
 function isBusy(error: unknown): boolean {
   if (typeof error !== 'object' || error === null) return false;
   const { code, driverError } = error as { code?: unknown; driverError?: { code?: unknown } };
-  const busy = (c: unknown) => typeof c === 'string' && (c.startsWith('SQLITE_BUSY') || c.startsWith('SQLITE_LOCKED'));
+  const busy = (c: unknown) =>
+    typeof c === 'string' && (c.startsWith('SQLITE_BUSY') || c.startsWith('SQLITE_LOCKED'));
   return busy(code) || busy(driverError?.code);
 }
 
@@ -69,7 +70,12 @@ export class SqliteOutboxStore implements OutboxStore {
     // with asynchronous pauses instead (see retryBusy).
     const dispatch =
       this.dataSource.options.type === 'sqlite'
-        ? new DataSource({ type: 'sqlite', database, enableWAL: true, busyTimeout: BUSY_TIMEOUT_MS })
+        ? new DataSource({
+            type: 'sqlite',
+            database,
+            enableWAL: true,
+            busyTimeout: BUSY_TIMEOUT_MS,
+          })
         : new DataSource({ type: 'better-sqlite3', database, enableWAL: true, timeout: 0 });
     await dispatch.initialize();
     this.dispatch = dispatch;
@@ -83,7 +89,8 @@ export class SqliteOutboxStore implements OutboxStore {
       const params: unknown[] = [];
       for (const r of chunk) {
         params.push(r.messageId, r.topic, r.key, r.type, r.payload, r.headers);
-        if (scheduled) params.push(r.availableAt === null ? null : utc(r.availableAt), r.delayMs ?? 0);
+        if (scheduled)
+          params.push(r.availableAt === null ? null : utc(r.availableAt), r.delayMs ?? 0);
       }
       await manager.query(sqliteInsert(this.names, chunk.length, scheduled), params);
     }
@@ -91,28 +98,38 @@ export class SqliteOutboxStore implements OutboxStore {
 
   async claim(options: ClaimOptions): Promise<ClaimedBatch> {
     const token = randomUUID();
-    const rows = (await this.query(sqliteClaim(this.names, options.ordered, options.deadBlocksKey), [
-      options.owner,
-      token,
-      options.leaseMs,
-      options.limit,
-    ])) as ClaimedRow[];
+    const rows = (await this.query(
+      sqliteClaim(this.names, options.ordered, options.deadBlocksKey),
+      [options.owner, token, options.leaseMs, options.limit],
+    )) as ClaimedRow[];
     return { token, records: toClaimedRecords(rows) };
   }
 
   async settle(token: string, s: Settlement, deleteDelivered: boolean): Promise<number> {
     let changed = 0;
     if (s.delivered.length > 0) {
-      changed += await this.run(sqliteSettleDelivered(this.names, deleteDelivered), [token, JSON.stringify(s.delivered.map(Number))]);
+      changed += await this.run(sqliteSettleDelivered(this.names, deleteDelivered), [
+        token,
+        JSON.stringify(s.delivered.map(Number)),
+      ]);
     }
     if (s.retry.length > 0) {
-      changed += await this.run(sqliteSettleRetry(this.names), [JSON.stringify(s.retry.map((r) => [Number(r.id), r.delayMs, r.error])), token]);
+      changed += await this.run(sqliteSettleRetry(this.names), [
+        JSON.stringify(s.retry.map((r) => [Number(r.id), r.delayMs, r.error])),
+        token,
+      ]);
     }
     if (s.dead.length > 0) {
-      changed += await this.run(sqliteSettleDead(this.names), [JSON.stringify(s.dead.map((r) => [Number(r.id), r.error])), token]);
+      changed += await this.run(sqliteSettleDead(this.names), [
+        JSON.stringify(s.dead.map((r) => [Number(r.id), r.error])),
+        token,
+      ]);
     }
     if (s.release.length > 0) {
-      changed += await this.run(sqliteRelease(this.names), [token, JSON.stringify(s.release.map(Number))]);
+      changed += await this.run(sqliteRelease(this.names), [
+        token,
+        JSON.stringify(s.release.map(Number)),
+      ]);
     }
     return changed;
   }
@@ -126,19 +143,27 @@ export class SqliteOutboxStore implements OutboxStore {
   }
 
   requeueDead(ids?: readonly string[]): Promise<number> {
-    return this.run(sqliteRequeueDead(this.names, ids !== undefined), ids === undefined ? [] : [JSON.stringify(ids)]);
+    return this.run(
+      sqliteRequeueDead(this.names, ids !== undefined),
+      ids === undefined ? [] : [JSON.stringify(ids)],
+    );
   }
 
   async stats(): Promise<OutboxStats> {
     const [row] = (await this.query(sqliteStats(this.names), [])) as {
-      pending: number; leased: number; delivered: number; dead: number; oldest_ms: number | null;
+      pending: number;
+      leased: number;
+      delivered: number;
+      dead: number;
+      oldest_ms: number | null;
     }[];
     return {
       pending: Number(row?.pending ?? 0),
       leased: Number(row?.leased ?? 0),
       delivered: Number(row?.delivered ?? 0),
       dead: Number(row?.dead ?? 0),
-      oldestPendingAgeMs: row?.oldest_ms === null || row?.oldest_ms === undefined ? null : Math.round(row.oldest_ms),
+      oldestPendingAgeMs:
+        row?.oldest_ms === null || row?.oldest_ms === undefined ? null : Math.round(row.oldest_ms),
     };
   }
 

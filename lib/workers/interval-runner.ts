@@ -37,7 +37,9 @@ export class IntervalRunner<T> {
   /** Starts a run unless one is going; failures are logged. */
   tick(): void {
     if (this.current !== undefined) return;
-    this.run().then(() => undefined).catch((error: unknown) => this.logger.error(`${this.name} failed: ${describeError(error)}`));
+    this.run()
+      .then(() => undefined)
+      .catch((error: unknown) => this.logger.error(`${this.name} failed: ${describeError(error)}`));
   }
 
   /** Runs the task once the run in progress (if any) has finished; resolves with its result. */

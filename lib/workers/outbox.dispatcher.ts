@@ -20,7 +20,15 @@ import { IntervalRunner } from './interval-runner';
 import { retryDelay } from './retry-backoff';
 
 const SETTLE_RETRIES = 3;
-const EMPTY_REPORT: OutboxBatchReport = Object.freeze({ claimed: 0, published: 0, retried: 0, deadLettered: 0, released: 0, fenced: 0, durationMs: 0 });
+const EMPTY_REPORT: OutboxBatchReport = Object.freeze({
+  claimed: 0,
+  published: 0,
+  retried: 0,
+  deadLettered: 0,
+  released: 0,
+  fenced: 0,
+  durationMs: 0,
+});
 
 type Verdict =
   | { kind: 'delivered' }
@@ -58,7 +66,9 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     if (options.publisher === undefined) throw new Error('OutboxDispatcher needs a publisher');
     this.publisher = options.publisher;
     this.observer = options.observer;
-    this.runner = new IntervalRunner(DISPATCHER_INTERVAL, registry, this.logger, () => this.drainLoop());
+    this.runner = new IntervalRunner(DISPATCHER_INTERVAL, registry, this.logger, () =>
+      this.drainLoop(),
+    );
   }
 
   async onApplicationBootstrap(): Promise<void> {
@@ -70,7 +80,11 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     this.stopping = false;
     this.runner.start(this.options.dispatcher.pollIntervalMs);
     this.service.commits.attach(() => this.wake());
-    if (this.options.dispatcher.listen && this.store.listen !== undefined && this.unlisten === undefined) {
+    if (
+      this.options.dispatcher.listen &&
+      this.store.listen !== undefined &&
+      this.unlisten === undefined
+    ) {
       try {
         this.unlisten = await this.store.listen(() => this.wake());
       } catch (error) {
@@ -119,7 +133,11 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
       this.shutdown.abort(new PublisherUnavailableError('dispatcher shutting down'));
       await this.runner.idle();
     }
-    await this.publisher.close?.().catch((error: unknown) => this.logger.warn(`Publisher close failed: ${describeError(error)}`));
+    await this.publisher
+      .close?.()
+      .catch((error: unknown) =>
+        this.logger.warn(`Publisher close failed: ${describeError(error)}`),
+      );
   }
 
   private async drainLoop(): Promise<number> {
@@ -132,7 +150,8 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
       // A full batch means more is waiting. So may a partial one that made progress: with
       // ordering on, settling a key's head makes its next message claimable at once.
       const progressed = report.published > 0 || report.deadLettered > 0;
-      if (report.claimed < this.options.dispatcher.batchSize && !progressed && !this.wakeRequested) break;
+      if (report.claimed < this.options.dispatcher.batchSize && !progressed && !this.wakeRequested)
+        break;
     } while (!this.stopping);
     return published;
   }
@@ -161,7 +180,10 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     }
 
     const outcomes = await this.publish(records);
-    const verdicts = outcomes === undefined ? records.map((): Verdict => ({ kind: 'release' })) : records.map((r, i) => this.judge(r, outcomes[i]));
+    const verdicts =
+      outcomes === undefined
+        ? records.map((): Verdict => ({ kind: 'release' }))
+        : records.map((r, i) => this.judge(r, outcomes[i]));
     const settlement = this.settlement(records, verdicts);
     const changed = await this.settle(token, settlement);
     const report: OutboxBatchReport = {
@@ -174,14 +196,18 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
       durationMs: performance.now() - started,
     };
     if (report.fenced > 0) {
-      this.logger.warn(`${report.fenced} message(s) of a batch were taken over by another dispatcher after this one's lease expired; their outcome here was discarded`);
+      this.logger.warn(
+        `${report.fenced} message(s) of a batch were taken over by another dispatcher after this one's lease expired; their outcome here was discarded`,
+      );
     }
     this.notify(records, verdicts, report);
     return report;
   }
 
   /** Publishes under a deadline; undefined means the whole batch is to be released (outage). */
-  private async publish(records: readonly ClaimedRecord[]): Promise<readonly PublishOutcome[] | undefined> {
+  private async publish(
+    records: readonly ClaimedRecord[],
+  ): Promise<readonly PublishOutcome[] | undefined> {
     const timeoutMs = this.options.dispatcher.publishTimeoutMs;
     // One controller per batch, aborted by its own deadline or by shutdown. (Not AbortSignal.any:
     // a listener per batch on the long-lived shutdown signal must be removed, not accumulated.)
@@ -198,15 +224,23 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
       const result = await Promise.race([this.publisher.publish(records, signal), deadline]);
       if (result === 'timeout') {
         controller.abort(new PublishTimeoutError(timeoutMs));
-        this.pause(signal.reason ?? new PublishTimeoutError(timeoutMs), 'publish did not finish in time');
+        this.pause(
+          signal.reason ?? new PublishTimeoutError(timeoutMs),
+          'publish did not finish in time',
+        );
         return undefined;
       }
       if (result.length !== records.length) {
-        this.logger.error(`Publisher returned ${result.length} outcomes for ${records.length} messages; releasing the batch`);
+        this.logger.error(
+          `Publisher returned ${result.length} outcomes for ${records.length} messages; releasing the batch`,
+        );
         return undefined;
       }
       const failures = result.filter((o) => !o.ok);
-      if (failures.length === result.length && failures.every((o) => !o.ok && this.isOutage(o.error))) {
+      if (
+        failures.length === result.length &&
+        failures.every((o) => !o.ok && this.isOutage(o.error))
+      ) {
         this.pause((failures[0] as { error: unknown }).error, 'every publish of the batch failed');
         return undefined;
       }
@@ -232,13 +266,17 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     if (error instanceof PublisherUnavailableError) return { kind: 'release' };
     const retry = this.options.retry;
     if (error instanceof PermanentPublishError) return { kind: 'dead', error };
-    if (retry.retryIf !== undefined && !this.safely(() => retry.retryIf?.(error, record) ?? true, true)) {
+    if (
+      retry.retryIf !== undefined &&
+      !this.safely(() => retry.retryIf?.(error, record) ?? true, true)
+    ) {
       return { kind: 'dead', error };
     }
     const attempt = record.attempts + 1;
     if (attempt >= retry.maxAttempts) return { kind: 'dead', error };
     const delayMs = retryDelay(attempt, retry);
-    if (retry.maxAgeMs > 0 && record.ageMs + delayMs > retry.maxAgeMs) return { kind: 'dead', error };
+    if (retry.maxAgeMs > 0 && record.ageMs + delayMs > retry.maxAgeMs)
+      return { kind: 'dead', error };
     return { kind: 'retry', delayMs, error };
   }
 
@@ -254,7 +292,11 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
           delivered.push(record.id);
           break;
         case 'retry':
-          retry.push({ id: record.id, delayMs: verdict.delayMs, error: describeError(verdict.error) });
+          retry.push({
+            id: record.id,
+            delayMs: verdict.delayMs,
+            error: describeError(verdict.error),
+          });
           break;
         case 'dead':
           dead.push({ id: record.id, error: describeError(verdict.error) });
@@ -275,7 +317,9 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
         return await this.store.settle(token, settlement, deleteDelivered);
       } catch (error) {
         if (attempt >= SETTLE_RETRIES) {
-          this.logger.error(`Settling a batch failed ${attempt} times; its messages will be published again once their lease expires: ${describeError(error)}`);
+          this.logger.error(
+            `Settling a batch failed ${attempt} times; its messages will be published again once their lease expires: ${describeError(error)}`,
+          );
           return undefined;
         }
         await sleep(100 * 2 ** attempt);
@@ -285,21 +329,36 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
 
   private pause(error: unknown, what: string): void {
     const base = this.options.dispatcher.pollIntervalMs;
-    this.outagePauseMs = Math.min(this.options.dispatcher.maxOutagePauseMs, this.outagePauseMs === 0 ? base : this.outagePauseMs * 2);
+    this.outagePauseMs = Math.min(
+      this.options.dispatcher.maxOutagePauseMs,
+      this.outagePauseMs === 0 ? base : this.outagePauseMs * 2,
+    );
     this.pausedUntil = Date.now() + this.outagePauseMs;
-    this.logger.warn(`${what}: ${describeError(error)}; pausing claims for ${this.outagePauseMs} ms (no attempt counted)`);
+    this.logger.warn(
+      `${what}: ${describeError(error)}; pausing claims for ${this.outagePauseMs} ms (no attempt counted)`,
+    );
     const pauseMs = this.outagePauseMs;
     this.safely(() => this.observer.onOutage?.(error, pauseMs), undefined);
   }
 
-  private notify(records: readonly ClaimedRecord[], verdicts: readonly Verdict[], report: OutboxBatchReport): void {
+  private notify(
+    records: readonly ClaimedRecord[],
+    verdicts: readonly Verdict[],
+    report: OutboxBatchReport,
+  ): void {
     const published: ClaimedRecord[] = [];
     records.forEach((record, i) => {
       const verdict = verdicts[i];
       if (verdict?.kind === 'delivered') published.push(record);
-      else if (verdict?.kind === 'retry') this.safely(() => this.observer.onRetry?.(record, verdict.error, verdict.delayMs), undefined);
+      else if (verdict?.kind === 'retry')
+        this.safely(
+          () => this.observer.onRetry?.(record, verdict.error, verdict.delayMs),
+          undefined,
+        );
       else if (verdict?.kind === 'dead') {
-        this.logger.warn(`Message ${record.messageId} (${record.type} to ${record.topic}) dead-lettered after ${record.attempts + 1} attempt(s): ${describeError(verdict.error)}`);
+        this.logger.warn(
+          `Message ${record.messageId} (${record.type} to ${record.topic}) dead-lettered after ${record.attempts + 1} attempt(s): ${describeError(verdict.error)}`,
+        );
         this.safely(() => this.observer.onDeadLetter?.(record, verdict.error), undefined);
       }
     });

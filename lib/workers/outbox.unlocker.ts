@@ -26,7 +26,9 @@ export class OutboxUnlocker implements OnApplicationBootstrap, BeforeApplication
     @Inject(OUTBOX_STORE) private readonly store: OutboxStore,
     registry: SchedulerRegistry,
   ) {
-    this.runner = new IntervalRunner(UNLOCKER_INTERVAL, registry, this.logger, () => this.release());
+    this.runner = new IntervalRunner(UNLOCKER_INTERVAL, registry, this.logger, () =>
+      this.release(),
+    );
   }
 
   onApplicationBootstrap(): void {

@@ -11,7 +11,11 @@ export interface BackoffPolicy {
  * randomised downwards by up to `jitter` of itself so that messages failed together do not
  * come back together.
  */
-export function retryDelay(attempt: number, policy: BackoffPolicy, random: () => number = Math.random): number {
+export function retryDelay(
+  attempt: number,
+  policy: BackoffPolicy,
+  random: () => number = Math.random,
+): number {
   const exponential = policy.initialDelayMs * Math.pow(policy.factor, Math.max(0, attempt - 1));
   const capped = Math.min(policy.maxDelayMs, exponential);
   return Math.max(0, Math.round(capped * (1 - policy.jitter * random())));

@@ -54,7 +54,12 @@ class DatabaseModule {}
     OutboxModule.forRootAsync({
       imports: [DatabaseModule],
       inject: [DataSource],
-      useFactory: (dataSource: DataSource) => ({ dataSource, tableName: table, publisher, autoStart: false }),
+      useFactory: (dataSource: DataSource) => ({
+        dataSource,
+        tableName: table,
+        publisher,
+        autoStart: false,
+      }),
     }),
   ],
 })
@@ -66,7 +71,9 @@ async function main(): Promise<void> {
   const dataSource = app.get(DataSource);
   try {
     const outbox = app.get(OutboxService);
-    const id = await dataSource.transaction((manager) => outbox.enqueue(new OrderCreated('o-1'), manager));
+    const id = await dataSource.transaction((manager) =>
+      outbox.enqueue(new OrderCreated('o-1'), manager),
+    );
     const report = await app.get(OutboxDispatcher).runOnce();
     if (report.published !== 1 || received[0] !== '{"orderId":"o-1"}') {
       throw new Error(`unexpected outcome: ${JSON.stringify({ report, received })}`);
@@ -74,7 +81,9 @@ async function main(): Promise<void> {
     console.log(`pack-smoke: enqueued ${id} and published it from the installed tarball`);
   } finally {
     await dataSource.query(`DROP TABLE IF EXISTS "${table}"`);
-    await dataSource.query(`DELETE FROM migrations WHERE name LIKE 'CreateOutboxTable%'`).catch(() => undefined);
+    await dataSource
+      .query(`DELETE FROM migrations WHERE name LIKE 'CreateOutboxTable%'`)
+      .catch(() => undefined);
     await app.close();
     await dataSource.destroy();
   }

@@ -11,7 +11,9 @@ describe('bootstrap checks', () => {
     const ds = await sqlite.open(table);
     try {
       const compile = Test.createTestingModule({
-        imports: [OutboxModule.forRoot({ dataSource: ds, tableName: 'no_such_outbox', workers: false })],
+        imports: [
+          OutboxModule.forRoot({ dataSource: ds, tableName: 'no_such_outbox', workers: false }),
+        ],
       }).compile();
       await expect(compile).rejects.toBeInstanceOf(OutboxError);
       await expect(compile).rejects.toThrow(/"no_such_outbox" does not exist: run the migration/);
@@ -29,7 +31,9 @@ describe('bootstrap checks', () => {
     const publisher = { publish: () => Promise.resolve([]) };
     try {
       await expect(
-        Test.createTestingModule({ imports: [OutboxModule.forRoot({ dataSource: ds, publisher, autoStart: false })] }).compile(),
+        Test.createTestingModule({
+          imports: [OutboxModule.forRoot({ dataSource: ds, publisher, autoStart: false })],
+        }).compile(),
       ).rejects.toBeInstanceOf(OutboxOptionsError);
     } finally {
       await ds.destroy();

@@ -33,7 +33,12 @@ const CONCURRENT_DISPATCHERS = 4;
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
-const msg = (key: string | null, payload: Record<string, unknown> = {}): OutboxMessage => ({ topic: 'orders', type: 'order.event', key, payload });
+const msg = (key: string | null, payload: Record<string, unknown> = {}): OutboxMessage => ({
+  topic: 'orders',
+  type: 'order.event',
+  key,
+  payload,
+});
 
 /** Per key, the message ids in id (= commit) order, from the table. */
 function idOrderByKey(rows: readonly OutboxRow[]): Map<string | null, string[]> {
@@ -68,11 +73,16 @@ for (const db of TEST_DATABASES) {
     });
 
     /** A fresh table and an enqueue-only module on it. */
-    async function freshTable(): Promise<{ table: string; commit(messages: OutboxMessage[]): Promise<string[]> }> {
+    async function freshTable(): Promise<{
+      table: string;
+      commit(messages: OutboxMessage[]): Promise<string[]>;
+    }> {
       const table = uniqueTable('outbox_f');
       tables.push(table);
       await ensureOutboxTable(ds, { tableName: table });
-      const moduleRef = await Test.createTestingModule({ imports: [OutboxModule.forRoot({ dataSource: ds, tableName: table, workers: false })] }).compile();
+      const moduleRef = await Test.createTestingModule({
+        imports: [OutboxModule.forRoot({ dataSource: ds, tableName: table, workers: false })],
+      }).compile();
       await moduleRef.init();
       cleanups.push(() => moduleRef.close());
       const outbox = moduleRef.get(OutboxService);
@@ -90,7 +100,12 @@ for (const db of TEST_DATABASES) {
     async function tcpDispatcher(
       table: string,
       port: number,
-      options: { ack?: boolean; instanceId: string; dispatcher?: OutboxDispatcherOptions; observer?: OutboxObserver },
+      options: {
+        ack?: boolean;
+        instanceId: string;
+        dispatcher?: OutboxDispatcherOptions;
+        observer?: OutboxObserver;
+      },
     ): Promise<TestingModule> {
       const client = new ClientTCP({ host: '127.0.0.1', port });
       const moduleRef = await Test.createTestingModule({
@@ -98,7 +113,11 @@ for (const db of TEST_DATABASES) {
           OutboxModule.forRoot({
             dataSource: ds,
             tableName: table,
-            publisher: new ClientProxyPublisher(client, { timeoutMs: 2_000, closeClient: true, mode: options.ack === true ? 'send' : 'emit' }),
+            publisher: new ClientProxyPublisher(client, {
+              timeoutMs: 2_000,
+              closeClient: true,
+              mode: options.ack === true ? 'send' : 'emit',
+            }),
             instanceId: options.instanceId,
             dispatcher: { pollIntervalMs: 100, ...options.dispatcher },
             observer: options.observer,
@@ -117,21 +136,34 @@ for (const db of TEST_DATABASES) {
       return child;
     }
 
-    async function waitForRows(table: string, predicate: (rows: OutboxRow[]) => boolean, timeoutMs: number, what: string): Promise<OutboxRow[]> {
+    async function waitForRows(
+      table: string,
+      predicate: (rows: OutboxRow[]) => boolean,
+      timeoutMs: number,
+      what: string,
+    ): Promise<OutboxRow[]> {
       const deadline = Date.now() + timeoutMs;
       for (;;) {
         const rows = await readOutbox(ds, table);
         if (predicate(rows)) return rows;
         if (Date.now() > deadline) {
-          const statuses = rows.reduce<Record<string, number>>((acc, r) => ({ ...acc, [r.status]: (acc[r.status] ?? 0) + 1 }), {});
-          throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}: ${JSON.stringify(statuses)}`);
+          const statuses = rows.reduce<Record<string, number>>(
+            (acc, r) => ({ ...acc, [r.status]: (acc[r.status] ?? 0) + 1 }),
+            {},
+          );
+          throw new Error(
+            `timed out after ${timeoutMs} ms waiting for ${what}: ${JSON.stringify(statuses)}`,
+          );
         }
         await sleep(100);
       }
     }
 
     /** Leases held by `owner`: message id and milliseconds left, on the database clock. */
-    async function leasesOf(table: string, owner: string): Promise<{ messageId: string; remainingMs: number }[]> {
+    async function leasesOf(
+      table: string,
+      owner: string,
+    ): Promise<{ messageId: string; remainingMs: number }[]> {
       const remaining =
         db.name === 'postgres'
           ? 'extract(epoch FROM (locked_until - now())) * 1000'
@@ -146,14 +178,16 @@ for (const db of TEST_DATABASES) {
       return rows.map((r) => ({ messageId: r.message_id, remainingMs: Number(r.remaining) }));
     }
 
-    const sqlitePath = (): string | undefined => (db.name === 'sqlite' ? String(ds.options.database) : undefined);
+    const sqlitePath = (): string | undefined =>
+      db.name === 'sqlite' ? String(ds.options.database) : undefined;
 
     it('loses nothing when a dispatcher process is SIGKILLed mid-batch: another publishes its messages after the lease', async () => {
       const consumer = await consumerOn();
       const { table, commit } = await freshTable();
       const keys = Array.from({ length: 10 }, (_, k) => `key-${k}`);
       const ids: string[] = [];
-      for (let tx = 0; tx < 12; tx++) ids.push(...(await commit(keys.map((key) => msg(key, { tx })))));
+      for (let tx = 0; tx < 12; tx++)
+        ids.push(...(await commit(keys.map((key) => msg(key, { tx })))));
 
       const doomed = await startChild({
         db: db.name,
@@ -161,7 +195,13 @@ for (const db of TEST_DATABASES) {
         table,
         instanceId: 'doomed-child',
         tcpPort: consumer.port,
-        dispatcher: { leaseMs: 3_000, publishTimeoutMs: 2_900, batchSize: 20, pollIntervalMs: 50, listen: false },
+        dispatcher: {
+          leaseMs: 3_000,
+          publishTimeoutMs: 2_900,
+          batchSize: 20,
+          pollIntervalMs: 50,
+          listen: false,
+        },
         hangAfter: 25,
       });
       const hanging = await doomed.waitFor('hanging', 20_000);
@@ -174,13 +214,25 @@ for (const db of TEST_DATABASES) {
       expect(exit.signal).toBe('SIGKILL');
       const leaseEnds = Date.now() + Math.max(...leases.map((l) => l.remainingMs));
       // What it handed to the socket before dying arrived; its rows are still leased to it.
-      await consumer.until((c) => hanging.published.every((id) => c.counts().has(id)), 5_000, 'the half batch the child sent');
+      await consumer.until(
+        (c) => hanging.published.every((id) => c.counts().has(id)),
+        5_000,
+        'the half batch the child sent',
+      );
       expect((await leasesOf(table, 'doomed-child')).length).toBe(hanging.claimed.length);
       const beforeTakeover = consumer.arrivals.length;
 
-      await tcpDispatcher(table, consumer.port, { instanceId: 'survivor', dispatcher: { leaseMs: 1_500, pollIntervalMs: 100, batchSize: 50 } });
+      await tcpDispatcher(table, consumer.port, {
+        instanceId: 'survivor',
+        dispatcher: { leaseMs: 1_500, pollIntervalMs: 100, batchSize: 50 },
+      });
       await consumer.until((c) => ids.every((id) => c.counts().has(id)), 30_000, 'every message');
-      const rows = await waitForRows(table, (rs) => rs.every((r) => r.status === 'delivered'), 10_000, 'every row delivered');
+      const rows = await waitForRows(
+        table,
+        (rs) => rs.every((r) => r.status === 'delivered'),
+        10_000,
+        'every row delivered',
+      );
 
       // Nothing lost; the only duplicates are messages the dead child sent but never settled.
       const counts = consumer.counts();
@@ -189,7 +241,9 @@ for (const db of TEST_DATABASES) {
       expect(Math.max(...counts.values())).toBe(2);
       // The survivor took the child's messages over only after the child's lease had expired.
       const claimed = new Set(hanging.claimed);
-      const takenOver = consumer.arrivals.slice(beforeTakeover).filter((a) => claimed.has(a.messageId));
+      const takenOver = consumer.arrivals
+        .slice(beforeTakeover)
+        .filter((a) => claimed.has(a.messageId));
       expect(takenOver).toHaveLength(hanging.claimed.length);
       for (const a of takenOver) expect(a.at).toBeGreaterThanOrEqual(leaseEnds - 250);
       // Per-key order of first publications is commit order.
@@ -200,7 +254,16 @@ for (const db of TEST_DATABASES) {
 
     it('fences a settle whose lease was taken over: it changes nothing, whatever its outcome (store)', async () => {
       const { table, commit } = await freshTable();
-      const moduleRef = await Test.createTestingModule({ imports: [OutboxModule.forRoot({ dataSource: ds, tableName: table, publisher: new RecordingPublisher(), autoStart: false })] }).compile();
+      const moduleRef = await Test.createTestingModule({
+        imports: [
+          OutboxModule.forRoot({
+            dataSource: ds,
+            tableName: table,
+            publisher: new RecordingPublisher(),
+            autoStart: false,
+          }),
+        ],
+      }).compile();
       await moduleRef.init();
       cleanups.push(() => moduleRef.close());
       const store = moduleRef.get<OutboxStore>(OUTBOX_STORE);
@@ -210,20 +273,46 @@ for (const db of TEST_DATABASES) {
       const a = await store.claim({ ...claim, owner: 'slow-a', leaseMs: 200 });
       expect(a.records.map((r) => r.messageId)).toEqual(ids);
       // While A's lease is live, nobody else gets the rows.
-      expect((await store.claim({ ...claim, owner: 'b', leaseMs: 60_000 })).records).toHaveLength(0);
+      expect((await store.claim({ ...claim, owner: 'b', leaseMs: 60_000 })).records).toHaveLength(
+        0,
+      );
       await sleep(350);
       const b = await store.claim({ ...claim, owner: 'b', leaseMs: 60_000 });
       expect(b.records.map((r) => r.messageId)).toEqual(ids);
       const [r0, r1, r2, r3] = b.records.map((r) => r.id) as [string, string, string, string];
 
       // A wakes up and settles every way it could: nothing changes.
-      const late = { delivered: [r0], retry: [{ id: r1, delayMs: 1_000, error: 'late retry' }], dead: [{ id: r2, error: 'late dead' }], release: [r3] };
+      const late = {
+        delivered: [r0],
+        retry: [{ id: r1, delayMs: 1_000, error: 'late retry' }],
+        dead: [{ id: r2, error: 'late dead' }],
+        release: [r3],
+      };
       expect(await store.settle(a.token, late, false)).toBe(0);
-      expect(await store.settle(a.token, { delivered: [r0, r1, r2, r3], retry: [], dead: [], release: [] }, true)).toBe(0);
-      expect((await readOutbox(ds, table)).map((r) => [r.status, r.lockedBy, r.attempts, r.lastError])).toEqual(ids.map(() => ['pending', 'b', 0, null]));
+      expect(
+        await store.settle(
+          a.token,
+          { delivered: [r0, r1, r2, r3], retry: [], dead: [], release: [] },
+          true,
+        ),
+      ).toBe(0);
+      expect(
+        (await readOutbox(ds, table)).map((r) => [r.status, r.lockedBy, r.attempts, r.lastError]),
+      ).toEqual(ids.map(() => ['pending', 'b', 0, null]));
 
       // B's outcome stands, and A's later attempts still change nothing.
-      expect(await store.settle(b.token, { delivered: [r0, r1], retry: [], dead: [{ id: r2, error: 'rejected by b' }], release: [r3] }, false)).toBe(4);
+      expect(
+        await store.settle(
+          b.token,
+          {
+            delivered: [r0, r1],
+            retry: [],
+            dead: [{ id: r2, error: 'rejected by b' }],
+            release: [r3],
+          },
+          false,
+        ),
+      ).toBe(4);
       expect(await store.settle(a.token, late, false)).toBe(0);
       const rows = await readOutbox(ds, table);
       expect(rows.map((r) => [r.status, r.lockedBy, r.attempts, r.lastError])).toEqual([
@@ -233,14 +322,25 @@ for (const db of TEST_DATABASES) {
         ['pending', null, 0, null],
       ]);
       // Settling twice with the same token is also a no-op.
-      expect(await store.settle(b.token, { delivered: [r3], retry: [], dead: [], release: [] }, false)).toBe(0);
+      expect(
+        await store.settle(b.token, { delivered: [r3], retry: [], dead: [], release: [] }, false),
+      ).toBe(0);
     });
 
     it('a dispatcher that stalls past its lease is fenced off: the take-over outcome stands and it reports fenced', async () => {
       const { table, commit } = await freshTable();
       const boot = async (instanceId: string, publisher: RecordingPublisher) => {
         const ref = await Test.createTestingModule({
-          imports: [OutboxModule.forRoot({ dataSource: ds, tableName: table, publisher, instanceId, autoStart: false, dispatcher: { leaseMs: 1_000, publishTimeoutMs: 500 } })],
+          imports: [
+            OutboxModule.forRoot({
+              dataSource: ds,
+              tableName: table,
+              publisher,
+              instanceId,
+              autoStart: false,
+              dispatcher: { leaseMs: 1_000, publishTimeoutMs: 500 },
+            }),
+          ],
         }).compile();
         ref.useLogger(['error', 'fatal']);
         await ref.init();
@@ -316,7 +416,9 @@ for (const db of TEST_DATABASES) {
         await Promise.all(
           Array.from({ length: 4 }, async () => {
             for (let tx = nextTx++; tx < txCount; tx = nextTx++) {
-              const batch = Array.from({ length: perTx }, (_, j) => msg(`key-${(tx * 7 + j * 4) % CONCURRENT_KEYS}`, { tx, j }));
+              const batch = Array.from({ length: perTx }, (_, j) =>
+                msg(`key-${(tx * 7 + j * 4) % CONCURRENT_KEYS}`, { tx, j }),
+              );
               ids.push(...(await commit(batch)));
             }
           }),
@@ -324,8 +426,17 @@ for (const db of TEST_DATABASES) {
         const enqueued = Date.now();
         expect(ids).toHaveLength(CONCURRENT_TOTAL);
 
-        await consumer.until((c) => c.arrivals.length >= CONCURRENT_TOTAL, 240_000, 'every message');
-        const rows = await waitForRows(table, (rs) => rs.every((r) => r.status === 'delivered'), 30_000, 'every row delivered');
+        await consumer.until(
+          (c) => c.arrivals.length >= CONCURRENT_TOTAL,
+          240_000,
+          'every message',
+        );
+        const rows = await waitForRows(
+          table,
+          (rs) => rs.every((r) => r.status === 'delivered'),
+          30_000,
+          'every row delivered',
+        );
         const delivered = Date.now();
         const totals = await Promise.all(children.map((c) => c.stop()));
         await sleep(200); // anything still in flight would show up as a duplicate
@@ -336,7 +447,8 @@ for (const db of TEST_DATABASES) {
         const firsts = consumer.firstArrivalsByKey();
         expect(firsts.size).toBe(CONCURRENT_KEYS);
         let keysInOrder = 0;
-        for (const [key, order] of idOrderByKey(rows)) if (JSON.stringify(firsts.get(key)) === JSON.stringify(order)) keysInOrder += 1;
+        for (const [key, order] of idOrderByKey(rows))
+          if (JSON.stringify(firsts.get(key)) === JSON.stringify(order)) keysInOrder += 1;
         expect(keysInOrder).toBe(CONCURRENT_KEYS);
         expect(rows.every((r) => r.attempts === 0 && r.lockedBy === null)).toBe(true);
         // Every dispatcher did part of the work; no settle was fenced.
@@ -357,30 +469,49 @@ for (const db of TEST_DATABASES) {
       const d = await tcpDispatcher(table, consumer.port, {
         ack: true,
         instanceId: 'outage-survivor',
-        dispatcher: { pollIntervalMs: 50, maxOutagePauseMs: 400, batchSize, leaseMs: 5_000, publishTimeoutMs: 3_000 },
+        dispatcher: {
+          pollIntervalMs: 50,
+          maxOutagePauseMs: 400,
+          batchSize,
+          leaseMs: 5_000,
+          publishTimeoutMs: 3_000,
+        },
         observer: { onOutage: () => (outages += 1) },
       });
       const keys = Array.from({ length: 20 }, (_, k) => `key-${k}`);
       const ids: string[] = [];
-      for (let tx = 0; tx < 20; tx++) ids.push(...(await commit(keys.map((key) => msg(key, { tx })))));
+      for (let tx = 0; tx < 20; tx++)
+        ids.push(...(await commit(keys.map((key) => msg(key, { tx })))));
 
       await consumer.until((c) => c.arrivals.length >= 100, 20_000, 'the first deliveries');
       await consumer.stop();
       const cut = consumer.arrivals.length;
       expect(cut).toBeLessThan(ids.length);
       // Messages committed during the outage.
-      for (let tx = 20; tx < 25; tx++) ids.push(...(await commit(keys.map((key) => msg(key, { tx })))));
+      for (let tx = 20; tx < 25; tx++)
+        ids.push(...(await commit(keys.map((key) => msg(key, { tx })))));
       await sleep(1_500);
       expect(outages).toBeGreaterThan(1);
       const during = await readOutbox(ds, table);
       expect(during.filter((r) => r.status === 'pending').length).toBeGreaterThan(100);
-      expect(during.every((r) => r.status !== 'dead' && r.attempts === 0 && r.lastError === null)).toBe(true);
+      expect(
+        during.every((r) => r.status !== 'dead' && r.attempts === 0 && r.lastError === null),
+      ).toBe(true);
       expect(consumer.arrivals).toHaveLength(cut);
 
       await consumer.start();
       const back = Date.now();
-      await consumer.until((c) => ids.every((id) => c.counts().has(id)), 20_000, 'the backlog after the outage');
-      const rows = await waitForRows(table, (rs) => rs.every((r) => r.status === 'delivered'), 10_000, 'every row delivered');
+      await consumer.until(
+        (c) => ids.every((id) => c.counts().has(id)),
+        20_000,
+        'the backlog after the outage',
+      );
+      const rows = await waitForRows(
+        table,
+        (rs) => rs.every((r) => r.status === 'delivered'),
+        10_000,
+        'every row delivered',
+      );
       const drainedIn = Date.now() - back;
       expect(drainedIn).toBeLessThan(5_000 + 50 + 400 + 5_000);
       expect(rows.every((r) => r.attempts === 0 && r.lockedBy === null)).toBe(true);
@@ -391,7 +522,11 @@ for (const db of TEST_DATABASES) {
 
       // Still alive afterwards.
       const [after] = await commit([msg('after-outage')]);
-      await consumer.until((c) => c.counts().has(after as string), 5_000, 'a message after the outage');
+      await consumer.until(
+        (c) => c.counts().has(after as string),
+        5_000,
+        'a message after the outage',
+      );
       expect(d.get(OutboxDispatcher)).toBeDefined();
     });
   });

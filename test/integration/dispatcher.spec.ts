@@ -14,7 +14,13 @@ import {
   type OutboxModuleOptions,
   type OutboxStore,
 } from '../../lib';
-import { readOutbox, TEST_DATABASES, TestOrder, uniqueTable, type OutboxRow } from '../support/databases';
+import {
+  readOutbox,
+  TEST_DATABASES,
+  TestOrder,
+  uniqueTable,
+  type OutboxRow,
+} from '../support/databases';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
 
@@ -46,7 +52,11 @@ interface Harness {
   close(): Promise<void>;
 }
 
-const msg = (key: string | null, payload: Record<string, unknown> = {}, extra: Partial<OutboxMessage> = {}): OutboxMessage => ({
+const msg = (
+  key: string | null,
+  payload: Record<string, unknown> = {},
+  extra: Partial<OutboxMessage> = {},
+): OutboxMessage => ({
   topic: 'orders',
   type: 'order.event',
   key,
@@ -89,7 +99,10 @@ for (const db of TEST_DATABASES) {
       }
     };
 
-    async function boot(publisher: RecordingPublisher, overrides: Overrides = {}): Promise<Harness> {
+    async function boot(
+      publisher: RecordingPublisher,
+      overrides: Overrides = {},
+    ): Promise<Harness> {
       const table = uniqueTable('outbox_d');
       tables.push(table);
       await ensureOutboxTable(ds, { tableName: table });
@@ -103,8 +116,20 @@ for (const db of TEST_DATABASES) {
             instanceId,
             autoStart: false,
             ...overrides,
-            dispatcher: { pollIntervalMs: 50, batchSize: 50, leaseMs: 10_000, shutdownTimeoutMs: 2_000, ...overrides.dispatcher },
-            retry: { maxAttempts: 5, initialDelayMs: 300, factor: 2, jitter: 0, ...overrides.retry },
+            dispatcher: {
+              pollIntervalMs: 50,
+              batchSize: 50,
+              leaseMs: 10_000,
+              shutdownTimeoutMs: 2_000,
+              ...overrides.dispatcher,
+            },
+            retry: {
+              maxAttempts: 5,
+              initialDelayMs: 300,
+              factor: 2,
+              jitter: 0,
+              ...overrides.retry,
+            },
           }),
         ],
       }).compile();
@@ -144,7 +169,10 @@ for (const db of TEST_DATABASES) {
         },
         async dueInMs(messageId) {
           const idColumn = db.name === 'postgres' ? 'message_id::text' : 'message_id';
-          const [row] = await ds.query<{ due: string | number }[]>(`SELECT ${dueSql()} AS due FROM ${quote(table)} WHERE ${idColumn} = ${db.name === 'postgres' ? '$1' : '?'}`, [messageId]);
+          const [row] = await ds.query<{ due: string | number }[]>(
+            `SELECT ${dueSql()} AS due FROM ${quote(table)} WHERE ${idColumn} = ${db.name === 'postgres' ? '$1' : '?'}`,
+            [messageId],
+          );
           return Number(row?.due);
         },
         async close() {
@@ -157,7 +185,8 @@ for (const db of TEST_DATABASES) {
       return harness;
     }
 
-    const published = (reports: readonly OutboxBatchReport[]) => reports.reduce((n, r) => n + r.published, 0);
+    const published = (reports: readonly OutboxBatchReport[]) =>
+      reports.reduce((n, r) => n + r.published, 0);
 
     it('publishes every committed message exactly once, in per-key commit order, and never a rolled-back one', async () => {
       const publisher = new RecordingPublisher();
@@ -165,7 +194,9 @@ for (const db of TEST_DATABASES) {
       const committed: string[] = [];
       const byKey = new Map<string | null, string[]>();
       for (let tx = 0; tx < 5; tx++) {
-        const messages = Array.from({ length: 8 }, (_, i) => msg(i % 4 === 3 ? null : `k${(tx + i) % 3}`, { tx, i }));
+        const messages = Array.from({ length: 8 }, (_, i) =>
+          msg(i % 4 === 3 ? null : `k${(tx + i) % 3}`, { tx, i }),
+        );
         const ids = await h.commit(messages);
         committed.push(...ids);
         ids.forEach((id, i) => {
@@ -178,7 +209,12 @@ for (const db of TEST_DATABASES) {
         await expect(
           ds.transaction(async (manager) => {
             await manager.save(TestOrder, { customer: 'rolled-back' });
-            rolledBack.push(...(await h.outbox.enqueue([msg('k0', { ghost: tx }), msg(null, { ghost: tx })], manager)));
+            rolledBack.push(
+              ...(await h.outbox.enqueue(
+                [msg('k0', { ghost: tx }), msg(null, { ghost: tx })],
+                manager,
+              )),
+            );
             throw new Error('business failure after enqueue');
           }),
         ).rejects.toThrow('business failure after enqueue');
@@ -191,11 +227,20 @@ for (const db of TEST_DATABASES) {
       expect(new Set(publisher.sentIds).size).toBe(committed.length);
       expect([...publisher.sentIds].sort()).toEqual([...committed].sort());
       for (const ghost of rolledBack) expect(publisher.attemptsOf(ghost)).toBe(0);
-      for (const [key, ids] of byKey) if (key !== null) expect(publisher.sentForKey(key)).toEqual(ids);
+      for (const [key, ids] of byKey)
+        if (key !== null) expect(publisher.sentForKey(key)).toEqual(ids);
 
       const rows = await h.rows();
       expect(rows).toHaveLength(committed.length);
-      expect(rows.every((r) => r.status === 'delivered' && r.attempts === 0 && r.lockedBy === null && r.lastError === null)).toBe(true);
+      expect(
+        rows.every(
+          (r) =>
+            r.status === 'delivered' &&
+            r.attempts === 0 &&
+            r.lockedBy === null &&
+            r.lastError === null,
+        ),
+      ).toBe(true);
 
       // Nothing is due any more: another run publishes nothing.
       expect(await h.dispatcher.runOnce()).toMatchObject({ claimed: 0, published: 0 });
@@ -204,16 +249,23 @@ for (const db of TEST_DATABASES) {
 
     it('delivers on its own when autoStart is on', async () => {
       const publisher = new RecordingPublisher();
-      const h = await boot(publisher, { autoStart: true, dispatcher: { pollIntervalMs: 100, batchSize: 5 } });
+      const h = await boot(publisher, {
+        autoStart: true,
+        dispatcher: { pollIntervalMs: 100, batchSize: 5 },
+      });
       const ids: string[] = [];
-      for (let tx = 0; tx < 4; tx++) ids.push(...(await h.commit(Array.from({ length: 6 }, (_, i) => msg(`k${i % 2}`, { tx, i })))));
+      for (let tx = 0; tx < 4; tx++)
+        ids.push(
+          ...(await h.commit(Array.from({ length: 6 }, (_, i) => msg(`k${i % 2}`, { tx, i })))),
+        );
       await publisher.until((p) => p.sent.length >= ids.length, 15_000, `${ids.length} deliveries`);
       const deadline = Date.now() + 5_000;
-      while ((await h.rows()).some((r) => r.status !== 'delivered') && Date.now() < deadline) await sleep(50);
+      while ((await h.rows()).some((r) => r.status !== 'delivered') && Date.now() < deadline)
+        await sleep(50);
       expect((await h.rows()).map((r) => r.status)).toEqual(ids.map(() => 'delivered'));
       expect([...publisher.sentIds].sort()).toEqual([...ids].sort());
-      expect(publisher.sentForKey('k0')).toEqual(ids.filter((_, i) => i % 6 % 2 === 0));
-      expect(publisher.sentForKey('k1')).toEqual(ids.filter((_, i) => i % 6 % 2 === 1));
+      expect(publisher.sentForKey('k0')).toEqual(ids.filter((_, i) => (i % 6) % 2 === 0));
+      expect(publisher.sentForKey('k1')).toEqual(ids.filter((_, i) => (i % 6) % 2 === 1));
     });
 
     it('never stalls an enqueuing transaction that is open while the dispatcher runs', async () => {
@@ -245,7 +297,9 @@ for (const db of TEST_DATABASES) {
       const ids = await h.commit([msg('a'), msg('b'), msg(null)]);
       await sleep(400); // eight poll intervals
       expect(publisher.calls).toHaveLength(0);
-      expect((await h.rows()).every((r) => r.status === 'pending' && r.lockedBy === null)).toBe(true);
+      expect((await h.rows()).every((r) => r.status === 'pending' && r.lockedBy === null)).toBe(
+        true,
+      );
       expect(await h.dispatcher.runOnce()).toMatchObject({ claimed: 3, published: 3 });
       expect([...publisher.sentIds].sort()).toEqual([...ids].sort());
     });
@@ -254,14 +308,21 @@ for (const db of TEST_DATABASES) {
       // Only a key's head is claimable, so each batch holds one message of the key; the next one
       // is due as soon as the head settles, not one poll interval later.
       const publisher = new RecordingPublisher();
-      const h = await boot(publisher, { autoStart: true, dispatcher: { pollIntervalMs: 5_000, batchSize: 10 } });
+      const h = await boot(publisher, {
+        autoStart: true,
+        dispatcher: { pollIntervalMs: 5_000, batchSize: 10 },
+      });
       await sleep(100); // the first (empty) run at start
       const ids = await h.commit(Array.from({ length: 25 }, (_, i) => msg('hot', { i })));
       await publisher.until((p) => p.sent.length >= ids.length, 3_000, 'the one-key backlog');
       expect(publisher.sentForKey('hot')).toEqual(ids);
       // drain() likewise runs until nothing is due.
       const more = await h.commit(Array.from({ length: 5 }, (_, i) => msg('hot', { i })));
-      await publisher.until((p) => p.sent.length >= ids.length + more.length, 3_000, 'the second backlog');
+      await publisher.until(
+        (p) => p.sent.length >= ids.length + more.length,
+        3_000,
+        'the second backlog',
+      );
       const manual = await boot(new RecordingPublisher(), { autoStart: false });
       await manual.commit(Array.from({ length: 8 }, (_, i) => msg('hot', { i })));
       expect(await manual.dispatcher.drain()).toBe(8);
@@ -269,12 +330,24 @@ for (const db of TEST_DATABASES) {
 
     it('retries a failing message with backoff and dead-letters it after maxAttempts', async () => {
       const publisher = new RecordingPublisher();
-      const h = await boot(publisher, { retry: { maxAttempts: 3, initialDelayMs: 300, factor: 2, jitter: 0 } });
+      const h = await boot(publisher, {
+        retry: { maxAttempts: 3, initialDelayMs: 300, factor: 2, jitter: 0 },
+      });
       const [bad, good] = (await h.commit([msg('bad'), msg('good')])) as [string, string];
       publisher.fail(bad, 'retryable', { error: new Error('broker said no') });
 
-      expect(await h.dispatcher.runOnce()).toMatchObject({ claimed: 2, published: 1, retried: 1, deadLettered: 0 });
-      expect(await h.row(bad)).toMatchObject({ status: 'pending', attempts: 1, lockedBy: null, lastError: expect.stringContaining('broker said no') });
+      expect(await h.dispatcher.runOnce()).toMatchObject({
+        claimed: 2,
+        published: 1,
+        retried: 1,
+        deadLettered: 0,
+      });
+      expect(await h.row(bad)).toMatchObject({
+        status: 'pending',
+        attempts: 1,
+        lockedBy: null,
+        lastError: expect.stringContaining('broker said no'),
+      });
       expect(await h.row(good)).toMatchObject({ status: 'delivered', attempts: 0 });
       // available_at = settle time + 300 ms (jitter 0), on the database clock.
       let due = await h.dueInMs(bad);
@@ -292,7 +365,12 @@ for (const db of TEST_DATABASES) {
 
       await sleep(due + 30);
       expect(await h.dispatcher.runOnce()).toMatchObject({ claimed: 1, deadLettered: 1 });
-      expect(await h.row(bad)).toMatchObject({ status: 'dead', attempts: 3, lockedBy: null, lastError: expect.stringContaining('broker said no') });
+      expect(await h.row(bad)).toMatchObject({
+        status: 'dead',
+        attempts: 3,
+        lockedBy: null,
+        lastError: expect.stringContaining('broker said no'),
+      });
       expect(publisher.attemptsOf(bad)).toBe(3);
       expect(publisher.sentIds).toEqual([good]);
       // A dead message stays dead.
@@ -302,11 +380,23 @@ for (const db of TEST_DATABASES) {
     it('dead-letters a PermanentPublishError at once', async () => {
       const publisher = new RecordingPublisher();
       const deadLetters: string[] = [];
-      const h = await boot(publisher, { observer: { onDeadLetter: (record) => deadLetters.push(record.messageId) } });
+      const h = await boot(publisher, {
+        observer: { onDeadLetter: (record) => deadLetters.push(record.messageId) },
+      });
       const [poison, fine] = (await h.commit([msg('p'), msg('f')])) as [string, string];
       publisher.fail(poison, 'permanent', { error: new PermanentPublishError('schema rejected') });
-      expect(await h.dispatcher.runOnce()).toMatchObject({ claimed: 2, published: 1, deadLettered: 1, retried: 0 });
-      expect(await h.row(poison)).toMatchObject({ status: 'dead', attempts: 1, lockedBy: null, lastError: expect.stringContaining('schema rejected') });
+      expect(await h.dispatcher.runOnce()).toMatchObject({
+        claimed: 2,
+        published: 1,
+        deadLettered: 1,
+        retried: 0,
+      });
+      expect(await h.row(poison)).toMatchObject({
+        status: 'dead',
+        attempts: 1,
+        lockedBy: null,
+        lastError: expect.stringContaining('schema rejected'),
+      });
       expect(await h.row(fine)).toMatchObject({ status: 'delivered' });
       expect(deadLetters).toEqual([poison]);
       expect(publisher.attemptsOf(poison)).toBe(1);
@@ -324,9 +414,15 @@ for (const db of TEST_DATABASES) {
         },
       });
       const [invalid, flaky] = (await h.commit([msg('i'), msg('f')])) as [string, string];
-      publisher.fail(invalid, 'retryable', { error: new Error('invalid payload for this exchange') });
+      publisher.fail(invalid, 'retryable', {
+        error: new Error('invalid payload for this exchange'),
+      });
       publisher.fail(flaky, 'retryable', { error: new Error('temporarily overloaded') });
-      expect(await h.dispatcher.runOnce()).toMatchObject({ claimed: 2, deadLettered: 1, retried: 1 });
+      expect(await h.dispatcher.runOnce()).toMatchObject({
+        claimed: 2,
+        deadLettered: 1,
+        retried: 1,
+      });
       expect(await h.row(invalid)).toMatchObject({ status: 'dead', attempts: 1 });
       expect(await h.row(flaky)).toMatchObject({ status: 'pending', attempts: 1 });
       expect(seen.sort()).toEqual([invalid, flaky].sort());
@@ -337,7 +433,8 @@ for (const db of TEST_DATABASES) {
       const h = await boot(publisher, { retry: { initialDelayMs: 500, jitter: 0 } });
       // One transaction per message, keys interleaved: commit order A1 B1 A2 B2 A3 B3.
       const ids: Record<string, string> = {};
-      for (const name of ['A1', 'B1', 'A2', 'B2', 'A3', 'B3']) ids[name] = (await h.commit([msg(name[0] as string, { name })]))[0] as string;
+      for (const name of ['A1', 'B1', 'A2', 'B2', 'A3', 'B3'])
+        ids[name] = (await h.commit([msg(name[0] as string, { name })]))[0] as string;
       publisher.fail(ids.A1 as string, 'retryable', { times: 1 });
 
       const first = await h.runUntilIdle();
@@ -348,7 +445,11 @@ for (const db of TEST_DATABASES) {
       expect(publisher.attemptsOf(ids.A2 as string)).toBe(0);
       expect(publisher.attemptsOf(ids.A3 as string)).toBe(0);
       expect(await h.row(ids.A1 as string)).toMatchObject({ status: 'pending', attempts: 1 });
-      expect(await h.row(ids.A2 as string)).toMatchObject({ status: 'pending', attempts: 0, lockedBy: null });
+      expect(await h.row(ids.A2 as string)).toMatchObject({
+        status: 'pending',
+        attempts: 0,
+        lockedBy: null,
+      });
 
       await sleep((await h.dueInMs(ids.A1 as string)) + 30);
       const second = await h.runUntilIdle();
@@ -361,7 +462,8 @@ for (const db of TEST_DATABASES) {
       const publisher = new RecordingPublisher();
       const h = await boot(publisher, { ordering: { onDeadLetter: 'block' } });
       const ids: Record<string, string> = {};
-      for (const name of ['A1', 'B1', 'A2', 'B2', 'A3', 'B3']) ids[name] = (await h.commit([msg(name[0] as string, { name })]))[0] as string;
+      for (const name of ['A1', 'B1', 'A2', 'B2', 'A3', 'B3'])
+        ids[name] = (await h.commit([msg(name[0] as string, { name })]))[0] as string;
       publisher.fail(ids.A1 as string, 'permanent');
 
       await h.runUntilIdle();
@@ -371,7 +473,11 @@ for (const db of TEST_DATABASES) {
       expect(publisher.sentForKey('A')).toEqual([]);
       expect(await h.row(ids.A1 as string)).toMatchObject({ status: 'dead', attempts: 1 });
       for (const later of [ids.A2, ids.A3] as string[]) {
-        expect(await h.row(later)).toMatchObject({ status: 'pending', attempts: 0, lockedBy: null });
+        expect(await h.row(later)).toMatchObject({
+          status: 'pending',
+          attempts: 0,
+          lockedBy: null,
+        });
         expect(publisher.attemptsOf(later)).toBe(0);
       }
 
@@ -386,7 +492,8 @@ for (const db of TEST_DATABASES) {
       const publisher = new RecordingPublisher();
       const h = await boot(publisher, { ordering: { onDeadLetter: 'skip' } });
       const ids: Record<string, string> = {};
-      for (const name of ['A1', 'B1', 'A2', 'B2', 'A3', 'B3']) ids[name] = (await h.commit([msg(name[0] as string, { name })]))[0] as string;
+      for (const name of ['A1', 'B1', 'A2', 'B2', 'A3', 'B3'])
+        ids[name] = (await h.commit([msg(name[0] as string, { name })]))[0] as string;
       publisher.fail(ids.A1 as string, 'permanent');
 
       await h.runUntilIdle();
@@ -448,15 +555,21 @@ for (const db of TEST_DATABASES) {
       const h = await boot(publisher);
       const [now] = await h.commit([msg(null, { when: 'now' })]);
       const [delayed] = await h.commit([msg(null, { when: 'delayed' }, { delayMs: 1_000 })]);
-      const [past] = await h.commit([msg(null, { when: 'past' }, { availableAt: new Date(Date.now() - 60_000) })]);
-      const [future] = await h.commit([msg(null, { when: 'future' }, { availableAt: new Date(Date.now() + 1_000) })]);
+      const [past] = await h.commit([
+        msg(null, { when: 'past' }, { availableAt: new Date(Date.now() - 60_000) }),
+      ]);
+      const [future] = await h.commit([
+        msg(null, { when: 'future' }, { availableAt: new Date(Date.now() + 1_000) }),
+      ]);
 
       expect(await h.dispatcher.runOnce()).toMatchObject({ claimed: 2, published: 2 });
       expect([...publisher.sentIds].sort()).toEqual([now, past].sort());
       expect(await h.row(delayed as string)).toMatchObject({ status: 'pending', attempts: 0 });
       expect(await h.row(future as string)).toMatchObject({ status: 'pending', attempts: 0 });
 
-      await sleep(Math.max(await h.dueInMs(delayed as string), await h.dueInMs(future as string)) + 50);
+      await sleep(
+        Math.max(await h.dueInMs(delayed as string), await h.dueInMs(future as string)) + 50,
+      );
       expect(await h.dispatcher.runOnce()).toMatchObject({ claimed: 2, published: 2 });
       expect([...publisher.sentIds].sort()).toEqual([now, past, delayed, future].sort());
     });
@@ -467,7 +580,12 @@ for (const db of TEST_DATABASES) {
       const ids = await h.commit([msg('a'), msg('b'), msg(null), msg('retry'), msg('dead')]);
       publisher.fail(ids[3] as string, 'retryable');
       publisher.fail(ids[4] as string, 'permanent');
-      expect(await h.dispatcher.runOnce()).toMatchObject({ claimed: 5, published: 3, retried: 1, deadLettered: 1 });
+      expect(await h.dispatcher.runOnce()).toMatchObject({
+        claimed: 5,
+        published: 3,
+        retried: 1,
+        deadLettered: 1,
+      });
       const rows = await h.rows();
       expect(rows.map((r) => [r.messageId, r.status])).toEqual([
         [ids[3], 'pending'],
@@ -478,7 +596,10 @@ for (const db of TEST_DATABASES) {
     it('the cleaner purges delivered rows past retention and keeps dead ones', async () => {
       const publisher = new RecordingPublisher();
       const purged: [string, number][] = [];
-      const h = await boot(publisher, { cleaner: { deliveredRetentionMs: 1_000 }, observer: { onPurged: (status, count) => purged.push([status, count]) } });
+      const h = await boot(publisher, {
+        cleaner: { deliveredRetentionMs: 1_000 },
+        observer: { onPurged: (status, count) => purged.push([status, count]) },
+      });
       const ids = await h.commit([msg('a'), msg('b'), msg('c'), msg('d'), msg('poison')]);
       publisher.fail(ids[4] as string, 'permanent');
       await h.runUntilIdle();
@@ -495,12 +616,28 @@ for (const db of TEST_DATABASES) {
       const h = await boot(publisher);
       const ids = await h.commit([msg('a'), msg('b'), msg('c')]);
       // A dispatcher that crashed after claiming two messages, and a live one holding the third.
-      const crashed = await h.store.claim({ limit: 2, owner: 'crashed-dispatcher', leaseMs: 1_000, ordered: true, deadBlocksKey: true });
+      const crashed = await h.store.claim({
+        limit: 2,
+        owner: 'crashed-dispatcher',
+        leaseMs: 1_000,
+        ordered: true,
+        deadBlocksKey: true,
+      });
       expect(crashed.records.map((r) => r.messageId)).toEqual(ids.slice(0, 2));
-      const alive = await h.store.claim({ limit: 5, owner: 'live-dispatcher', leaseMs: 60_000, ordered: true, deadBlocksKey: true });
+      const alive = await h.store.claim({
+        limit: 5,
+        owner: 'live-dispatcher',
+        leaseMs: 60_000,
+        ordered: true,
+        deadBlocksKey: true,
+      });
       expect(alive.records.map((r) => r.messageId)).toEqual(ids.slice(2));
       expect(await h.unlocker.runOnce()).toBe(0);
-      expect((await h.rows()).map((r) => r.lockedBy)).toEqual(['crashed-dispatcher', 'crashed-dispatcher', 'live-dispatcher']);
+      expect((await h.rows()).map((r) => r.lockedBy)).toEqual([
+        'crashed-dispatcher',
+        'crashed-dispatcher',
+        'live-dispatcher',
+      ]);
 
       await sleep(1_100);
       expect(await h.unlocker.runOnce()).toBe(2);
@@ -520,11 +657,21 @@ for (const db of TEST_DATABASES) {
       const [poison, other] = (await h.commit([msg('p'), msg('o')])) as [string, string];
       publisher.fail(poison, 'permanent');
       await h.runUntilIdle();
-      expect(await h.outbox.stats()).toMatchObject({ pending: 0, leased: 0, delivered: 1, dead: 1 });
+      expect(await h.outbox.stats()).toMatchObject({
+        pending: 0,
+        leased: 0,
+        delivered: 1,
+        dead: 1,
+      });
 
       publisher.heal();
       expect(await h.outbox.retryDead()).toBe(1);
-      expect(await h.row(poison)).toMatchObject({ status: 'pending', attempts: 0, lastError: null, lockedBy: null });
+      expect(await h.row(poison)).toMatchObject({
+        status: 'pending',
+        attempts: 0,
+        lastError: null,
+        lockedBy: null,
+      });
       expect(await h.dispatcher.runOnce()).toMatchObject({ claimed: 1, published: 1 });
       expect(await h.row(poison)).toMatchObject({ status: 'delivered' });
       expect(publisher.sentIds).toEqual([other, poison]);
@@ -550,7 +697,9 @@ for (const db of TEST_DATABASES) {
 
     it('releases the leases of a hung publish on shutdown within shutdownTimeoutMs', async () => {
       const publisher = new RecordingPublisher();
-      const h = await boot(publisher, { dispatcher: { shutdownTimeoutMs: 300, leaseMs: 30_000, publishTimeoutMs: 20_000 } });
+      const h = await boot(publisher, {
+        dispatcher: { shutdownTimeoutMs: 300, leaseMs: 30_000, publishTimeoutMs: 20_000 },
+      });
       const ids = await h.commit([msg('a'), msg('b'), msg(null), msg(null)]);
       publisher.fail(() => true, 'hang');
       const run = h.dispatcher.runOnce();
@@ -562,8 +711,16 @@ for (const db of TEST_DATABASES) {
       const took = Date.now() - started;
       expect(took).toBeGreaterThanOrEqual(250);
       expect(took).toBeLessThan(2_000);
-      expect(await run).toMatchObject({ claimed: 4, published: 0, released: 4, retried: 0, fenced: 0 });
-      expect((await h.rows()).map((r) => [r.status, r.lockedBy, r.attempts])).toEqual(ids.map(() => ['pending', null, 0]));
+      expect(await run).toMatchObject({
+        claimed: 4,
+        published: 0,
+        released: 4,
+        retried: 0,
+        fenced: 0,
+      });
+      expect((await h.rows()).map((r) => [r.status, r.lockedBy, r.attempts])).toEqual(
+        ids.map(() => ['pending', null, 0]),
+      );
       expect(publisher.sent).toHaveLength(0);
       expect(publisher.closed).toBe(true);
     });
@@ -572,7 +729,11 @@ for (const db of TEST_DATABASES) {
       const publisher = new RecordingPublisher();
       const h = await boot(publisher);
       const [id] = (await h.commit([msg('x')])) as [string];
-      publisher.fail(id, 'retryable', { error: new Error('cannot open amqp://user:secret@rabbit.internal:5672/vhost (password=hunter2)') });
+      publisher.fail(id, 'retryable', {
+        error: new Error(
+          'cannot open amqp://user:secret@rabbit.internal:5672/vhost (password=hunter2)',
+        ),
+      });
       await h.dispatcher.runOnce();
       const row = await h.row(id);
       expect(row.lastError).toContain('amqp://user:***@rabbit.internal:5672/vhost');
@@ -589,21 +750,29 @@ for (const db of TEST_DATABASES) {
         observer: { onOutage: (_error, pauseMs) => pauses.push(pauseMs) },
       });
       const ids = await h.commit(Array.from({ length: 10 }, (_, i) => msg(`k${i % 3}`, { i })));
-      await publisher.until((p) => p.calls.length >= 5, 10_000, 'repeated publish attempts during the outage');
+      await publisher.until(
+        (p) => p.calls.length >= 5,
+        10_000,
+        'repeated publish attempts during the outage',
+      );
       // The pause after each failed batch doubles from pollIntervalMs and is capped.
       expect(pauses.slice(0, 4)).toEqual([50, 100, 200, 200]);
       const during = await h.rows();
-      expect(during.every((r) => r.status === 'pending' && r.attempts === 0 && r.lastError === null)).toBe(true);
+      expect(
+        during.every((r) => r.status === 'pending' && r.attempts === 0 && r.lastError === null),
+      ).toBe(true);
       expect(publisher.sent).toHaveLength(0);
 
       publisher.comeBack();
       await publisher.until((p) => p.sent.length >= ids.length, 10_000, 'the backlog to drain');
       const deadline = Date.now() + 5_000;
-      while ((await h.rows()).some((r) => r.status !== 'delivered') && Date.now() < deadline) await sleep(50);
+      while ((await h.rows()).some((r) => r.status !== 'delivered') && Date.now() < deadline)
+        await sleep(50);
       const after = await h.rows();
       expect(after.map((r) => [r.status, r.attempts])).toEqual(ids.map(() => ['delivered', 0]));
       expect([...publisher.sentIds].sort()).toEqual([...ids].sort());
-      for (const key of ['k0', 'k1', 'k2']) expect(publisher.sentForKey(key)).toEqual(ids.filter((_, i) => `k${i % 3}` === key));
+      for (const key of ['k0', 'k1', 'k2'])
+        expect(publisher.sentForKey(key)).toEqual(ids.filter((_, i) => `k${i % 3}` === key));
     });
 
     it('releases a message whose outcome is PublisherUnavailableError without an attempt', async () => {
@@ -611,8 +780,18 @@ for (const db of TEST_DATABASES) {
       const h = await boot(publisher);
       const [lost, ok] = (await h.commit([msg('l'), msg('o')])) as [string, string];
       publisher.fail(lost, 'unavailable', { times: 1 });
-      expect(await h.dispatcher.runOnce()).toMatchObject({ claimed: 2, published: 1, released: 1, retried: 0 });
-      expect(await h.row(lost)).toMatchObject({ status: 'pending', attempts: 0, lockedBy: null, lastError: null });
+      expect(await h.dispatcher.runOnce()).toMatchObject({
+        claimed: 2,
+        published: 1,
+        released: 1,
+        retried: 0,
+      });
+      expect(await h.row(lost)).toMatchObject({
+        status: 'pending',
+        attempts: 0,
+        lockedBy: null,
+        lastError: null,
+      });
       expect(await h.row(ok)).toMatchObject({ status: 'delivered' });
       expect(await h.dispatcher.runOnce()).toMatchObject({ claimed: 1, published: 1 });
       expect(publisher.sentIds).toEqual([ok, lost]);
@@ -620,7 +799,9 @@ for (const db of TEST_DATABASES) {
 
     it('a whole batch failing with PublisherUnavailableError outcomes pauses claims without attempts', async () => {
       const publisher = new RecordingPublisher();
-      const h = await boot(publisher, { dispatcher: { pollIntervalMs: 200, maxOutagePauseMs: 200 } });
+      const h = await boot(publisher, {
+        dispatcher: { pollIntervalMs: 200, maxOutagePauseMs: 200 },
+      });
       const ids = await h.commit([msg('a'), msg('b')]);
       publisher.fail(() => true, 'unavailable', { times: 2 });
       expect(await h.dispatcher.runOnce()).toMatchObject({ claimed: 2, released: 2, published: 0 });
@@ -629,7 +810,9 @@ for (const db of TEST_DATABASES) {
       expect(publisher.calls).toHaveLength(1);
       await sleep(250);
       expect(await h.dispatcher.runOnce()).toMatchObject({ claimed: 2, published: 2 });
-      expect((await h.rows()).map((r) => [r.status, r.attempts])).toEqual(ids.map(() => ['delivered', 0]));
+      expect((await h.rows()).map((r) => [r.status, r.attempts])).toEqual(
+        ids.map(() => ['delivered', 0]),
+      );
     });
   });
 }

@@ -11,7 +11,12 @@ import {
 import { readOutbox, TEST_DATABASES, TestOrder, uniqueTable } from '../support/databases';
 import { describeWith } from '../support/services';
 
-@OutboxEvent({ topic: 'orders', type: 'order.created', key: (e: OrderCreated) => e.orderId, headers: { source: 'test' } })
+@OutboxEvent({
+  topic: 'orders',
+  type: 'order.created',
+  key: (e: OrderCreated) => e.orderId,
+  headers: { source: 'test' },
+})
 class OrderCreated {
   constructor(
     readonly orderId: string,
@@ -38,7 +43,14 @@ for (const db of TEST_DATABASES) {
     beforeAll(async () => {
       ds = await db.open(table);
       moduleRef = await Test.createTestingModule({
-        imports: [OutboxModule.forRoot({ dataSource: ds, tableName: table, workers: false, maxPayloadBytes: 1_024 })],
+        imports: [
+          OutboxModule.forRoot({
+            dataSource: ds,
+            tableName: table,
+            workers: false,
+            maxPayloadBytes: 1_024,
+          }),
+        ],
       }).compile();
       await moduleRef.init();
       outbox = moduleRef.get(OutboxService);
@@ -50,7 +62,9 @@ for (const db of TEST_DATABASES) {
     });
 
     beforeEach(async () => {
-      await ds.query(`DELETE FROM ${ds.options.type === 'mariadb' ? `\`${table}\`` : `"${table}"`}`);
+      await ds.query(
+        `DELETE FROM ${ds.options.type === 'mariadb' ? `\`${table}\`` : `"${table}"`}`,
+      );
     });
 
     const orders = () => ds.getRepository(TestOrder);
@@ -83,7 +97,12 @@ for (const db of TEST_DATABASES) {
     it('uses the class name as type and a property as key', async () => {
       await ds.transaction((m) => outbox.enqueue(new OrderShipped(7), m));
       const [row] = await readOutbox(ds, table);
-      expect(row).toMatchObject({ type: 'OrderShipped', key: '7', payload: { orderId: 7 }, headers: {} });
+      expect(row).toMatchObject({
+        type: 'OrderShipped',
+        key: '7',
+        payload: { orderId: 7 },
+        headers: {},
+      });
     });
 
     it('writes plain messages and keeps their order within one call', async () => {
@@ -97,8 +116,14 @@ for (const db of TEST_DATABASES) {
       const ids = await ds.transaction((m) => outbox.enqueue(messages, m));
       const rows = await readOutbox(ds, table);
       expect(rows.map((r) => r.messageId)).toEqual(ids);
-      expect(rows.map((r) => (r.payload as { i: number }).i)).toEqual(messages.map((m) => m.payload.i));
-      expect(rows[0]).toMatchObject({ key: 'even', headers: { 'x-tenant': 't1' }, payload: { text: 'é✓' } });
+      expect(rows.map((r) => (r.payload as { i: number }).i)).toEqual(
+        messages.map((m) => m.payload.i),
+      );
+      expect(rows[0]).toMatchObject({
+        key: 'even',
+        headers: { 'x-tenant': 't1' },
+        payload: { text: 'é✓' },
+      });
       expect(rows[1]?.key).toBeNull();
     });
 
@@ -150,8 +175,12 @@ for (const db of TEST_DATABASES) {
     });
 
     it('refuses to write outside a transaction', async () => {
-      await expect(outbox.enqueue(new OrderCreated('o-5', 1))).rejects.toBeInstanceOf(OutboxTransactionRequiredError);
-      await expect(outbox.enqueue(new OrderCreated('o-5', 1), ds.manager)).rejects.toBeInstanceOf(OutboxTransactionRequiredError);
+      await expect(outbox.enqueue(new OrderCreated('o-5', 1))).rejects.toBeInstanceOf(
+        OutboxTransactionRequiredError,
+      );
+      await expect(outbox.enqueue(new OrderCreated('o-5', 1), ds.manager)).rejects.toBeInstanceOf(
+        OutboxTransactionRequiredError,
+      );
       expect(await readOutbox(ds, table)).toHaveLength(0);
     });
 
@@ -163,40 +192,84 @@ for (const db of TEST_DATABASES) {
       ['a BigInt payload', { topic: 't', payload: { n: 10n } }, 'not-serialisable'],
       ['a function in the payload', { topic: 't', payload: { f: () => 1 } }, 'not-serialisable'],
       ['NaN in the payload', { topic: 't', payload: { n: NaN } }, 'not-serialisable'],
-      ['a payload over the limit', { topic: 't', payload: { s: 'x'.repeat(2_000) } }, 'payload-too-large'],
+      [
+        'a payload over the limit',
+        { topic: 't', payload: { s: 'x'.repeat(2_000) } },
+        'payload-too-large',
+      ],
       ['an empty topic', { topic: '', payload: {} }, 'invalid-topic'],
-      ['a non-string header value', { topic: 't', payload: {}, headers: { n: 1 } }, 'invalid-header'],
-      ['a reserved CC header', { topic: 't', payload: {}, headers: { CC: 'other-queue' } }, 'reserved-header'],
-      ['a reserved x-outbox- header', { topic: 't', payload: {}, headers: { 'x-outbox-message-id': 'forged' } }, 'reserved-header'],
+      [
+        'a non-string header value',
+        { topic: 't', payload: {}, headers: { n: 1 } },
+        'invalid-header',
+      ],
+      [
+        'a reserved CC header',
+        { topic: 't', payload: {}, headers: { CC: 'other-queue' } },
+        'reserved-header',
+      ],
+      [
+        'a reserved x-outbox- header',
+        { topic: 't', payload: {}, headers: { 'x-outbox-message-id': 'forged' } },
+        'reserved-header',
+      ],
       ['an object key', { topic: 't', payload: {}, key: { id: 1 } }, 'invalid-key'],
-      ['an invalid availableAt', { topic: 't', payload: {}, availableAt: new Date('nope') }, 'invalid-schedule'],
+      [
+        'an invalid availableAt',
+        { topic: 't', payload: {}, availableAt: new Date('nope') },
+        'invalid-schedule',
+      ],
     ];
-    it.each(badInputs)('rejects %s, rolling back the whole transaction', async (_name, input, reason) => {
-      const before = await orders().count();
-      const attempt = ds.transaction(async (m) => {
-        await m.save(TestOrder, { customer: 'bad-input' });
-        await outbox.enqueue([new OrderCreated('good', 1), input], m);
-      });
-      await expect(attempt).rejects.toBeInstanceOf(OutboxInvalidMessageError);
-      await expect(attempt).rejects.toMatchObject({ reason, index: 1 });
-      expect(await orders().count()).toBe(before);
-      expect(await readOutbox(ds, table)).toHaveLength(0);
-    });
+    it.each(badInputs)(
+      'rejects %s, rolling back the whole transaction',
+      async (_name, input, reason) => {
+        const before = await orders().count();
+        const attempt = ds.transaction(async (m) => {
+          await m.save(TestOrder, { customer: 'bad-input' });
+          await outbox.enqueue([new OrderCreated('good', 1), input], m);
+        });
+        await expect(attempt).rejects.toBeInstanceOf(OutboxInvalidMessageError);
+        await expect(attempt).rejects.toMatchObject({ reason, index: 1 });
+        expect(await orders().count()).toBe(before);
+        expect(await readOutbox(ds, table)).toHaveLength(0);
+      },
+    );
 
     it('schedules delayed messages on the database clock', async () => {
-      await ds.transaction((m) => outbox.enqueue({ topic: 't', payload: {}, delayMs: 3_600_000 }, m));
+      await ds.transaction((m) =>
+        outbox.enqueue({ topic: 't', payload: {}, delayMs: 3_600_000 }, m),
+      );
       const t = ds.options.type === 'mariadb' ? `\`${table}\`` : `"${table}"`;
-      const due = ds.options.type === 'postgres' ? 'available_at > now() + interval \'59 minutes\'' : ds.options.type === 'mariadb' ? 'available_at > UTC_TIMESTAMP(6) + INTERVAL 59 MINUTE' : "available_at > strftime('%Y-%m-%d %H:%M:%f', 'now', '+59 minutes')";
-      const [{ n }] = (await ds.query(`SELECT COUNT(*) AS n FROM ${t} WHERE ${due}`)) as [{ n: string | number }];
+      const due =
+        ds.options.type === 'postgres'
+          ? "available_at > now() + interval '59 minutes'"
+          : ds.options.type === 'mariadb'
+            ? 'available_at > UTC_TIMESTAMP(6) + INTERVAL 59 MINUTE'
+            : "available_at > strftime('%Y-%m-%d %H:%M:%f', 'now', '+59 minutes')";
+      const [{ n }] = await ds.query<[{ n: string | number }]>(
+        `SELECT COUNT(*) AS n FROM ${t} WHERE ${due}`,
+      );
       expect(Number(n)).toBe(1);
     });
 
     it('joins the ambient transaction of an AmbientTransaction adapter', async () => {
       // The same contract @nestjs-cls/transactional's TransactionHost fulfils.
       let active: import('typeorm').EntityManager | undefined;
-      const host = { isTransactionActive: () => active !== undefined, get tx() { return active as import('typeorm').EntityManager; } };
+      const host = {
+        isTransactionActive: () => active !== undefined,
+        get tx() {
+          return active as import('typeorm').EntityManager;
+        },
+      };
       const ref = await Test.createTestingModule({
-        imports: [OutboxModule.forRoot({ dataSource: ds, tableName: table, workers: false, ambientTransaction: fromClsTransactionHost(host) })],
+        imports: [
+          OutboxModule.forRoot({
+            dataSource: ds,
+            tableName: table,
+            workers: false,
+            ambientTransaction: fromClsTransactionHost(host),
+          }),
+        ],
       }).compile();
       const ambientOutbox = ref.get(OutboxService);
       await ds.transaction(async (m) => {
@@ -204,7 +277,9 @@ for (const db of TEST_DATABASES) {
         await ambientOutbox.enqueue(new OrderCreated('ambient', 1));
         active = undefined;
       });
-      await expect(ambientOutbox.enqueue(new OrderCreated('none', 1))).rejects.toBeInstanceOf(OutboxTransactionRequiredError);
+      await expect(ambientOutbox.enqueue(new OrderCreated('none', 1))).rejects.toBeInstanceOf(
+        OutboxTransactionRequiredError,
+      );
       await ref.close();
       expect((await readOutbox(ds, table)).map((r) => r.key)).toEqual(['ambient']);
     });

@@ -110,22 +110,46 @@ export function uniqueTable(prefix = 'outbox_t'): string {
 
 /** Reads the outbox rows in id order, with columns normalised across dialects. */
 export async function readOutbox(ds: DataSource, table: string): Promise<OutboxRow[]> {
-  const q = ds.options.type === 'postgres' ? `"${table}"` : ds.options.type === 'better-sqlite3' ? `"${table}"` : `\`${table}\``;
-  const payload = ds.options.type === 'postgres' ? 'payload::text AS payload, headers::text AS headers, message_id::text AS message_id' : 'payload, headers, message_id';
-  const rows = (await ds.query(`SELECT id, ${payload}, topic, message_key, event_type, status, attempts, last_error, locked_by FROM ${q} ORDER BY id`)) as Record<string, unknown>[];
+  const q =
+    ds.options.type === 'postgres'
+      ? `"${table}"`
+      : ds.options.type === 'better-sqlite3'
+        ? `"${table}"`
+        : `\`${table}\``;
+  const payload =
+    ds.options.type === 'postgres'
+      ? 'payload::text AS payload, headers::text AS headers, message_id::text AS message_id'
+      : 'payload, headers, message_id';
+  const rows = await ds.query<RawOutboxRow[]>(
+    `SELECT id, ${payload}, topic, message_key, event_type, status, attempts, last_error, locked_by FROM ${q} ORDER BY id`,
+  );
   return rows.map((r) => ({
     id: String(r.id),
     messageId: String(r.message_id),
     topic: String(r.topic),
-    key: r.message_key === null ? null : String(r.message_key),
+    key: r.message_key,
     type: String(r.event_type),
     payload: JSON.parse(String(r.payload)) as unknown,
     headers: JSON.parse(String(r.headers)) as Record<string, string>,
     status: String(r.status),
     attempts: Number(r.attempts),
-    lastError: r.last_error === null ? null : String(r.last_error),
-    lockedBy: r.locked_by === null ? null : String(r.locked_by),
+    lastError: r.last_error,
+    lockedBy: r.locked_by,
   }));
+}
+
+interface RawOutboxRow {
+  id: string | number;
+  message_id: string;
+  topic: string;
+  message_key: string | null;
+  event_type: string;
+  payload: string;
+  headers: string;
+  status: string;
+  attempts: string | number;
+  last_error: string | null;
+  locked_by: string | null;
 }
 
 export interface OutboxRow {

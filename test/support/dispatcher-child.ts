@@ -9,7 +9,13 @@ import 'reflect-metadata';
 import { NestFactory } from '@nestjs/core';
 import { ClientTCP } from '@nestjs/microservices';
 import { DataSource } from 'typeorm';
-import { OutboxModule, type OutboxBatchReport, type OutboxPublisher, type OutboxRecord, type PublishOutcome } from '../../lib';
+import {
+  OutboxModule,
+  type OutboxBatchReport,
+  type OutboxPublisher,
+  type OutboxRecord,
+  type PublishOutcome,
+} from '../../lib';
 import { ClientProxyPublisher } from '../../lib/microservices';
 import type { ChildConfig, ChildMessage, ParentMessage } from './children/child-protocol';
 
@@ -42,7 +48,12 @@ function dataSource(): DataSource {
         poolSize: 5,
       });
     case 'sqlite':
-      return new DataSource({ type: 'better-sqlite3', database: config.sqlitePath ?? '', enableWAL: true, timeout: 5_000 });
+      return new DataSource({
+        type: 'better-sqlite3',
+        database: config.sqlitePath ?? '',
+        enableWAL: true,
+        timeout: 5_000,
+      });
   }
 }
 
@@ -59,7 +70,10 @@ class HangingPublisher implements OutboxPublisher {
     private readonly after: number,
   ) {}
 
-  async publish(records: readonly OutboxRecord[], signal: AbortSignal): Promise<readonly PublishOutcome[]> {
+  async publish(
+    records: readonly OutboxRecord[],
+    signal: AbortSignal,
+  ): Promise<readonly PublishOutcome[]> {
     if (this.hung || this.published + records.length <= this.after) {
       const outcomes = await this.inner.publish(records, signal);
       this.published += outcomes.filter((o) => o.ok).length;
@@ -81,9 +95,21 @@ async function main(): Promise<void> {
   const ds = dataSource();
   await ds.initialize();
   const client = new ClientTCP({ host: '127.0.0.1', port: config.tcpPort });
-  const tcp = new ClientProxyPublisher(client, { timeoutMs: config.publishTimeoutMs ?? 5_000, mode: config.ack === true ? 'send' : 'emit' });
-  const publisher = config.hangAfter === undefined ? tcp : new HangingPublisher(tcp, config.hangAfter);
-  const totals = { batches: 0, claimed: 0, published: 0, fenced: 0, released: 0, retried: 0, deadLettered: 0 };
+  const tcp = new ClientProxyPublisher(client, {
+    timeoutMs: config.publishTimeoutMs ?? 5_000,
+    mode: config.ack === true ? 'send' : 'emit',
+  });
+  const publisher =
+    config.hangAfter === undefined ? tcp : new HangingPublisher(tcp, config.hangAfter);
+  const totals = {
+    batches: 0,
+    claimed: 0,
+    published: 0,
+    fenced: 0,
+    released: 0,
+    retried: 0,
+    deadLettered: 0,
+  };
   const app = await NestFactory.createApplicationContext(
     OutboxModule.forRoot({
       dataSource: ds,
@@ -119,7 +145,8 @@ async function main(): Promise<void> {
     process.disconnect?.();
   };
   process.on('message', (message: ParentMessage) => {
-    if (message.type === 'stop') void stop().catch((error: unknown) => tell({ type: 'error', error: String(error) }));
+    if (message.type === 'stop')
+      void stop().catch((error: unknown) => tell({ type: 'error', error: String(error) }));
   });
   process.on('SIGTERM', () => void stop());
   // Orphaned (the parent died): shut down instead of dispatching forever.
@@ -128,7 +155,10 @@ async function main(): Promise<void> {
 }
 
 main().catch((error: unknown) => {
-  tell({ type: 'error', error: error instanceof Error ? (error.stack ?? error.message) : String(error) });
+  tell({
+    type: 'error',
+    error: error instanceof Error ? (error.stack ?? error.message) : String(error),
+  });
   process.exitCode = 1;
   process.disconnect?.();
 });

@@ -4,7 +4,15 @@ import { canConnect, recordServiceStatus, SERVICES, type ServiceName } from './s
 
 // Services a default run needs. Kafka is not a machine service: when it is not running, the
 // setup starts the project's local broker (scripts/kafka.sh, jars from Maven Central).
-const REQUIRED: readonly ServiceName[] = ['postgres', 'mariadb', 'rabbitmq', 'nats', 'redis', 'mqtt', 'kafka'];
+const REQUIRED: readonly ServiceName[] = [
+  'postgres',
+  'mariadb',
+  'rabbitmq',
+  'nats',
+  'redis',
+  'mqtt',
+  'kafka',
+];
 
 async function dockerAvailable(): Promise<boolean> {
   try {
@@ -19,10 +27,38 @@ async function dockerAvailable(): Promise<boolean> {
 /** Starts a missing service with testcontainers and points the environment at it. */
 async function startContainer(name: ServiceName): Promise<boolean> {
   const tc = await import('testcontainers');
-  const images: Partial<Record<ServiceName, { image: string; port: number; env?: Record<string, string>; hostVar: string; portVar: string }>> = {
-    postgres: { image: 'postgres:16-alpine', port: 5432, env: { POSTGRES_HOST_AUTH_METHOD: 'trust', POSTGRES_DB: 'test' }, hostVar: 'PGHOST', portVar: 'PGPORT' },
-    mariadb: { image: 'mariadb:11', port: 3306, env: { MARIADB_ALLOW_EMPTY_ROOT_PASSWORD: '1', MARIADB_DATABASE: 'test' }, hostVar: 'MYSQL_HOST', portVar: 'MYSQL_PORT' },
-    rabbitmq: { image: 'rabbitmq:3.13-alpine', port: 5672, hostVar: 'RABBITMQ_HOST', portVar: 'RABBITMQ_PORT' },
+  const images: Partial<
+    Record<
+      ServiceName,
+      {
+        image: string;
+        port: number;
+        env?: Record<string, string>;
+        hostVar: string;
+        portVar: string;
+      }
+    >
+  > = {
+    postgres: {
+      image: 'postgres:16-alpine',
+      port: 5432,
+      env: { POSTGRES_HOST_AUTH_METHOD: 'trust', POSTGRES_DB: 'test' },
+      hostVar: 'PGHOST',
+      portVar: 'PGPORT',
+    },
+    mariadb: {
+      image: 'mariadb:11',
+      port: 3306,
+      env: { MARIADB_ALLOW_EMPTY_ROOT_PASSWORD: '1', MARIADB_DATABASE: 'test' },
+      hostVar: 'MYSQL_HOST',
+      portVar: 'MYSQL_PORT',
+    },
+    rabbitmq: {
+      image: 'rabbitmq:3.13-alpine',
+      port: 5672,
+      hostVar: 'RABBITMQ_HOST',
+      portVar: 'RABBITMQ_PORT',
+    },
     nats: { image: 'nats:2.10-alpine', port: 4222, hostVar: 'NATS_HOST', portVar: 'NATS_PORT' },
     redis: { image: 'redis:7-alpine', port: 6379, hostVar: 'REDIS_HOST', portVar: 'REDIS_PORT' },
     mqtt: { image: 'eclipse-mosquitto:2', port: 1883, hostVar: 'MQTT_HOST', portVar: 'MQTT_PORT' },
@@ -36,7 +72,9 @@ async function startContainer(name: ServiceName): Promise<boolean> {
     .start();
   process.env[spec.hostVar] = container.getHost();
   process.env[spec.portVar] = String(container.getMappedPort(spec.port));
-  const started = (globalThis as { __outboxContainers?: { stop(): Promise<unknown> }[] }).__outboxContainers ?? [];
+  const started =
+    (globalThis as { __outboxContainers?: { stop(): Promise<unknown> }[] }).__outboxContainers ??
+    [];
   started.push(container);
   (globalThis as { __outboxContainers?: unknown[] }).__outboxContainers = started;
   return true;
@@ -44,7 +82,10 @@ async function startContainer(name: ServiceName): Promise<boolean> {
 
 function startLocalKafka(): boolean {
   try {
-    execFileSync('bash', [join(__dirname, '../../scripts/kafka.sh'), 'start'], { stdio: ['ignore', 'inherit', 'inherit'], timeout: 300_000 });
+    execFileSync('bash', [join(__dirname, '../../scripts/kafka.sh'), 'start'], {
+      stdio: ['ignore', 'inherit', 'inherit'],
+      timeout: 300_000,
+    });
     process.env.OUTBOX_TEST_STARTED_KAFKA = '1';
     return true;
   } catch {
@@ -71,12 +112,28 @@ export default async function globalSetup(): Promise<void> {
       status[name] = true;
       continue;
     }
-    status[name] = `not reachable at ${host}:${port}${docker ? '' : ' and no Docker engine for testcontainers'}`;
+    status[name] =
+      `not reachable at ${host}:${port}${docker ? '' : ' and no Docker engine for testcontainers'}`;
   }
   if (status.postgres === true) {
     // Schemas the suites use; the database itself is `test`.
     try {
-      execFileSync('psql', ['-h', SERVICES.postgres.host, '-p', String(SERVICES.postgres.port), '-U', process.env.PGUSER ?? 'postgres', '-d', 'test', '-qc', 'CREATE SCHEMA IF NOT EXISTS outbox_test'], { stdio: 'ignore' });
+      execFileSync(
+        'psql',
+        [
+          '-h',
+          SERVICES.postgres.host,
+          '-p',
+          String(SERVICES.postgres.port),
+          '-U',
+          process.env.PGUSER ?? 'postgres',
+          '-d',
+          'test',
+          '-qc',
+          'CREATE SCHEMA IF NOT EXISTS outbox_test',
+        ],
+        { stdio: 'ignore' },
+      );
     } catch {
       // psql missing: the suites create what they need themselves.
     }
@@ -88,6 +145,8 @@ export default async function globalSetup(): Promise<void> {
     if (ci) {
       throw new Error(`CI=true and required services are missing:\n${lines}`);
     }
-    process.stderr.write(`\n*** nestjs-outbox tests: suites needing these services are SKIPPED ***\n${lines}\n\n`);
+    process.stderr.write(
+      `\n*** nestjs-outbox tests: suites needing these services are SKIPPED ***\n${lines}\n\n`,
+    );
   }
 }

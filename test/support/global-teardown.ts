@@ -2,7 +2,9 @@ import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
 
 export default async function globalTeardown(): Promise<void> {
-  const containers = (globalThis as { __outboxContainers?: { stop(): Promise<unknown> }[] }).__outboxContainers ?? [];
+  const containers =
+    (globalThis as { __outboxContainers?: { stop(): Promise<unknown> }[] }).__outboxContainers ??
+    [];
   await Promise.all(containers.map((c) => c.stop()));
   if (process.env.OUTBOX_TEST_STARTED_KAFKA === '1') {
     // Only the broker this run started: one started by hand or by CI is left alone.

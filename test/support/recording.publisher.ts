@@ -1,4 +1,10 @@
-import { PermanentPublishError, PublisherUnavailableError, type OutboxPublisher, type OutboxRecord, type PublishOutcome } from '../../lib';
+import {
+  PermanentPublishError,
+  PublisherUnavailableError,
+  type OutboxPublisher,
+  type OutboxRecord,
+  type PublishOutcome,
+} from '../../lib';
 
 /**
  * How a scripted message fails:
@@ -10,7 +16,10 @@ import { PermanentPublishError, PublisherUnavailableError, type OutboxPublisher,
 export type FailureKind = 'retryable' | 'permanent' | 'unavailable' | 'hang';
 
 /** Which messages a rule applies to: a message id, `{ key }`, `{ messageId }` or a predicate. */
-export type MessageMatcher = string | { readonly key?: string | null; readonly messageId?: string } | ((record: OutboxRecord) => boolean);
+export type MessageMatcher =
+  | string
+  | { readonly key?: string | null; readonly messageId?: string }
+  | ((record: OutboxRecord) => boolean);
 
 interface FailureRule {
   readonly match: (record: OutboxRecord) => boolean;
@@ -22,11 +31,14 @@ interface FailureRule {
 function toPredicate(matcher: MessageMatcher): (record: OutboxRecord) => boolean {
   if (typeof matcher === 'function') return matcher;
   if (typeof matcher === 'string') return (r) => r.messageId === matcher;
-  return (r) => (matcher.messageId === undefined || r.messageId === matcher.messageId) && (matcher.key === undefined || r.key === matcher.key);
+  return (r) =>
+    (matcher.messageId === undefined || r.messageId === matcher.messageId) &&
+    (matcher.key === undefined || r.key === matcher.key);
 }
 
 /** The dispatcher aborts with an Error (PublishTimeoutError / PublisherUnavailableError). */
-const reasonOf = (signal: AbortSignal): Error => (signal.reason instanceof Error ? signal.reason : new Error(String(signal.reason)));
+const reasonOf = (signal: AbortSignal): Error =>
+  signal.reason instanceof Error ? signal.reason : new Error(String(signal.reason));
 
 const sleep = (ms: number, signal?: AbortSignal): Promise<void> =>
   new Promise((resolve, reject) => {
@@ -59,13 +71,24 @@ export class RecordingPublisher implements OutboxPublisher {
   private readonly waiters = new Set<() => void>();
 
   /** Makes matching messages fail the given way, `times` times (default: every time). */
-  fail(matcher: MessageMatcher, kind: FailureKind, options: { times?: number; error?: unknown } = {}): this {
-    this.rules.push({ match: toPredicate(matcher), kind, error: options.error, remaining: options.times ?? Infinity });
+  fail(
+    matcher: MessageMatcher,
+    kind: FailureKind,
+    options: { times?: number; error?: unknown } = {},
+  ): this {
+    this.rules.push({
+      match: toPredicate(matcher),
+      kind,
+      error: options.error,
+      remaining: options.times ?? Infinity,
+    });
     return this;
   }
 
   /** Every `publish()` throws (a broker outage) until `comeBack()`. */
-  goDown(error: Error = new PublisherUnavailableError('connect ECONNREFUSED 127.0.0.1:5672')): this {
+  goDown(
+    error: Error = new PublisherUnavailableError('connect ECONNREFUSED 127.0.0.1:5672'),
+  ): this {
     this.down = error;
     return this;
   }
@@ -100,15 +123,25 @@ export class RecordingPublisher implements OutboxPublisher {
 
   /** How many times `publish()` was handed this message (successful or not). */
   attemptsOf(messageId: string): number {
-    return this.calls.reduce((n, call) => n + call.filter((r) => r.messageId === messageId).length, 0);
+    return this.calls.reduce(
+      (n, call) => n + call.filter((r) => r.messageId === messageId).length,
+      0,
+    );
   }
 
   /** Resolves once `predicate` holds; rejects after `timeoutMs`. */
-  async until(predicate: (p: this) => boolean, timeoutMs = 10_000, what = 'condition'): Promise<void> {
+  async until(
+    predicate: (p: this) => boolean,
+    timeoutMs = 10_000,
+    what = 'condition',
+  ): Promise<void> {
     const deadline = Date.now() + timeoutMs;
     while (!predicate(this)) {
       const left = deadline - Date.now();
-      if (left <= 0) throw new Error(`RecordingPublisher: timed out after ${timeoutMs} ms waiting for ${what} (sent ${this.sent.length}, calls ${this.calls.length})`);
+      if (left <= 0)
+        throw new Error(
+          `RecordingPublisher: timed out after ${timeoutMs} ms waiting for ${what} (sent ${this.sent.length}, calls ${this.calls.length})`,
+        );
       await new Promise<void>((resolve) => {
         const timer = setTimeout(done, Math.min(left, 50));
         this.waiters.add(done);
@@ -146,11 +179,21 @@ export class RecordingPublisher implements OutboxPublisher {
       }
       switch (rule.kind) {
         case 'permanent':
-          return { ok: false, error: rule.error ?? new PermanentPublishError(`rejected by the broker: ${m.messageId}`) };
+          return {
+            ok: false,
+            error:
+              rule.error ?? new PermanentPublishError(`rejected by the broker: ${m.messageId}`),
+          };
         case 'unavailable':
-          return { ok: false, error: rule.error ?? new PublisherUnavailableError('connection lost') };
+          return {
+            ok: false,
+            error: rule.error ?? new PublisherUnavailableError('connection lost'),
+          };
         default:
-          return { ok: false, error: rule.error ?? new Error(`scripted failure of ${m.messageId}`) };
+          return {
+            ok: false,
+            error: rule.error ?? new Error(`scripted failure of ${m.messageId}`),
+          };
       }
     });
     this.notify();

@@ -3,12 +3,24 @@ import { Socket } from 'node:net';
 /** The real services the suites run against; settings come from the environment. */
 export const SERVICES = {
   postgres: { host: process.env.PGHOST ?? '127.0.0.1', port: Number(process.env.PGPORT ?? 5432) },
-  mariadb: { host: process.env.MYSQL_HOST ?? '127.0.0.1', port: Number(process.env.MYSQL_PORT ?? 3306) },
-  rabbitmq: { host: process.env.RABBITMQ_HOST ?? '127.0.0.1', port: Number(process.env.RABBITMQ_PORT ?? 5672) },
+  mariadb: {
+    host: process.env.MYSQL_HOST ?? '127.0.0.1',
+    port: Number(process.env.MYSQL_PORT ?? 3306),
+  },
+  rabbitmq: {
+    host: process.env.RABBITMQ_HOST ?? '127.0.0.1',
+    port: Number(process.env.RABBITMQ_PORT ?? 5672),
+  },
   nats: { host: process.env.NATS_HOST ?? '127.0.0.1', port: Number(process.env.NATS_PORT ?? 4222) },
-  redis: { host: process.env.REDIS_HOST ?? '127.0.0.1', port: Number(process.env.REDIS_PORT ?? 6379) },
+  redis: {
+    host: process.env.REDIS_HOST ?? '127.0.0.1',
+    port: Number(process.env.REDIS_PORT ?? 6379),
+  },
   mqtt: { host: process.env.MQTT_HOST ?? '127.0.0.1', port: Number(process.env.MQTT_PORT ?? 1883) },
-  kafka: { host: process.env.KAFKA_HOST ?? '127.0.0.1', port: Number(process.env.KAFKA_PORT ?? 9092) },
+  kafka: {
+    host: process.env.KAFKA_HOST ?? '127.0.0.1',
+    port: Number(process.env.KAFKA_PORT ?? 9092),
+  },
 } as const;
 
 export type ServiceName = keyof typeof SERVICES;
@@ -36,7 +48,8 @@ export function recordServiceStatus(status: Partial<Record<ServiceName, string |
 /** true when reachable, otherwise the reason it is not. */
 export function serviceStatus(name: ServiceName): true | string {
   const raw = process.env[STATUS_VAR];
-  const status = raw === undefined ? {} : (JSON.parse(raw) as Partial<Record<ServiceName, string | true>>);
+  const status =
+    raw === undefined ? {} : (JSON.parse(raw) as Partial<Record<ServiceName, string | true>>);
   return status[name] ?? `${name} was not probed`;
 }
 
@@ -46,7 +59,9 @@ export function serviceStatus(name: ServiceName): true | string {
  * setup fails the run instead, so a missing service can never pass silently.
  */
 export function describeWith(services: readonly ServiceName[], name: string, fn: () => void): void {
-  const missing = services.map((s) => [s, serviceStatus(s)] as const).filter(([, status]) => status !== true);
+  const missing = services
+    .map((s) => [s, serviceStatus(s)] as const)
+    .filter(([, status]) => status !== true);
   if (missing.length === 0) {
     describe(name, fn);
   } else {

@@ -1,8 +1,16 @@
 import { Test } from '@nestjs/testing';
 import { DataSource } from 'typeorm';
-import { OutboxModule, OutboxOptionsError, resolveOutboxOptions, type OutboxModuleOptions, type OutboxPublisher } from '../../lib';
+import {
+  OutboxModule,
+  OutboxOptionsError,
+  resolveOutboxOptions,
+  type OutboxModuleOptions,
+  type OutboxPublisher,
+} from '../../lib';
 
-const publisher: OutboxPublisher = { publish: (messages) => Promise.resolve(messages.map(() => ({ ok: true as const }))) };
+const publisher: OutboxPublisher = {
+  publish: (messages) => Promise.resolve(messages.map(() => ({ ok: true as const }))),
+};
 const dataSource = new DataSource({ type: 'better-sqlite3', database: ':memory:' });
 const valid: OutboxModuleOptions = { dataSource, publisher };
 
@@ -25,8 +33,21 @@ describe('resolveOutboxOptions', () => {
       maxPayloadBytes: 262_144,
       autoStart: true,
       ordering: { enabled: true, onDeadLetter: 'block' },
-      dispatcher: { batchSize: 200, pollIntervalMs: 1_000, leaseMs: 30_000, publishTimeoutMs: 10_000, listen: true },
-      retry: { maxAttempts: 10, initialDelayMs: 1_000, maxDelayMs: 300_000, factor: 2, jitter: 0.2, maxAgeMs: 0 },
+      dispatcher: {
+        batchSize: 200,
+        pollIntervalMs: 1_000,
+        leaseMs: 30_000,
+        publishTimeoutMs: 10_000,
+        listen: true,
+      },
+      retry: {
+        maxAttempts: 10,
+        initialDelayMs: 1_000,
+        maxDelayMs: 300_000,
+        factor: 2,
+        jitter: 0.2,
+        maxAgeMs: 0,
+      },
       cleaner: { deliveredRetentionMs: 86_400_000, deadRetentionMs: null, batchSize: 1_000 },
     });
     expect(resolved.instanceId).toMatch(/:\d+:[0-9a-f]{6}$/);
@@ -60,12 +81,15 @@ describe('resolveOutboxOptions', () => {
     ['retry', 'factor', 0.5],
     ['retry', 'jitter', 2],
     ['cleaner', 'deliveredRetentionMs', -5],
-  ])('rejects %s.%s = %p with a message that names the option and the range', (section, key, value) => {
-    const error = errorOf({ ...valid, [section]: { [key]: value } });
-    expect(error.option).toBe(`${section}.${key}`);
-    expect(error.message).toContain(`"${section}.${key}"`);
-    expect(error.message).toMatch(/from .* to /);
-  });
+  ])(
+    'rejects %s.%s = %p with a message that names the option and the range',
+    (section, key, value) => {
+      const error = errorOf({ ...valid, [section]: { [key]: value } });
+      expect(error.option).toBe(`${section}.${key}`);
+      expect(error.message).toContain(`"${section}.${key}"`);
+      expect(error.message).toMatch(/from .* to /);
+    },
+  );
 
   it('rejects a publish timeout that is not below the lease', () => {
     const error = errorOf({ ...valid, dispatcher: { leaseMs: 5_000, publishTimeoutMs: 5_000 } });
@@ -80,7 +104,9 @@ describe('resolveOutboxOptions', () => {
   });
 
   it('rejects an unknown dead-letter policy', () => {
-    expect(errorOf({ ...valid, ordering: { onDeadLetter: 'drop' } }).option).toBe('ordering.onDeadLetter');
+    expect(errorOf({ ...valid, ordering: { onDeadLetter: 'drop' } }).option).toBe(
+      'ordering.onDeadLetter',
+    );
   });
 
   it('fails the Nest bootstrap with the typed error', async () => {
@@ -92,7 +118,11 @@ describe('resolveOutboxOptions', () => {
 
   it('fails forRootAsync bootstrap with the typed error too', async () => {
     const moduleRef = Test.createTestingModule({
-      imports: [OutboxModule.forRootAsync({ useFactory: () => ({ dataSource, publisher, dispatcher: { batchSize: -3 } }) })],
+      imports: [
+        OutboxModule.forRootAsync({
+          useFactory: () => ({ dataSource, publisher, dispatcher: { batchSize: -3 } }),
+        }),
+      ],
     });
     await expect(moduleRef.compile()).rejects.toThrow(/dispatcher\.batchSize/);
   });

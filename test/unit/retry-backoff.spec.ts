@@ -5,7 +5,9 @@ describe('retryDelay', () => {
   const policy = { initialDelayMs: 100, maxDelayMs: 1_000, factor: 2, jitter: 0 };
 
   it('grows exponentially and is capped', () => {
-    expect([1, 2, 3, 4, 5, 6].map((a) => retryDelay(a, policy))).toEqual([100, 200, 400, 800, 1_000, 1_000]);
+    expect([1, 2, 3, 4, 5, 6].map((a) => retryDelay(a, policy))).toEqual([
+      100, 200, 400, 800, 1_000, 1_000,
+    ]);
   });
 
   it('jitters downwards by at most the jitter fraction', () => {
@@ -16,9 +18,13 @@ describe('retryDelay', () => {
 
 describe('describeError', () => {
   it('redacts credentials from URLs and key=value pairs', () => {
-    expect(redactSecrets('connect amqp://app:s3cret@rabbit:5672/vh failed')).toBe('connect amqp://app:***@rabbit:5672/vh failed');
+    expect(redactSecrets('connect amqp://app:s3cret@rabbit:5672/vh failed')).toBe(
+      'connect amqp://app:***@rabbit:5672/vh failed',
+    );
     expect(redactSecrets('password=hunter2 user=bob')).toBe('password=*** user=bob');
-    expect(describeError(new Error('postgres://u:p@db/x refused'))).toBe('Error: postgres://u:***@db/x refused');
+    expect(describeError(new Error('postgres://u:p@db/x refused'))).toBe(
+      'Error: postgres://u:***@db/x refused',
+    );
   });
 
   it('truncates long errors', () => {

@@ -64,7 +64,11 @@ const DUE = `c.status = 'pending' AND c.available_at <= ${NOW} AND (c.locked_unt
  * apart from the locking step because a locking read could skip a locked earlier message in the
  * head check and wrongly let a later one of the same key through.
  */
-export function mysqlClaimCandidates(n: OutboxTableNames, ordered: boolean, deadBlocksKey: boolean): string {
+export function mysqlClaimCandidates(
+  n: OutboxTableNames,
+  ordered: boolean,
+  deadBlocksKey: boolean,
+): string {
   const blocking = deadBlocksKey ? `e.status IN ('pending', 'dead')` : `e.status = 'pending'`;
   const head = ordered
     ? `AND (c.message_key IS NULL OR NOT EXISTS (SELECT 1 FROM ${n.table} AS e WHERE e.message_key = c.message_key AND ${blocking} AND e.id < c.id))`
@@ -88,7 +92,11 @@ export function mysqlClaimLease(n: OutboxTableNames, count: number): string {
 
 const UNLOCK = 'locked_by = NULL, lock_token = NULL, locked_until = NULL';
 
-export function mysqlSettleDelivered(n: OutboxTableNames, count: number, deleteDelivered: boolean): string {
+export function mysqlSettleDelivered(
+  n: OutboxTableNames,
+  count: number,
+  deleteDelivered: boolean,
+): string {
   return deleteDelivered
     ? `DELETE FROM ${n.table} WHERE lock_token = ? AND id IN (${placeholders(count)})`
     : `UPDATE ${n.table} SET status = 'delivered', delivered_at = ${NOW}, ${UNLOCK} WHERE lock_token = ? AND id IN (${placeholders(count)})`;
@@ -96,7 +104,9 @@ export function mysqlSettleDelivered(n: OutboxTableNames, count: number, deleteD
 
 /** Params: token, then (id, delay ms, error) per row. */
 export function mysqlSettleRetry(n: OutboxTableNames, count: number): string {
-  const rows = Array.from({ length: count }, (_, i) => (i === 0 ? 'SELECT ? AS id, ? AS delay_ms, ? AS err' : 'SELECT ?, ?, ?')).join(' UNION ALL ');
+  const rows = Array.from({ length: count }, (_, i) =>
+    i === 0 ? 'SELECT ? AS id, ? AS delay_ms, ? AS err' : 'SELECT ?, ?, ?',
+  ).join(' UNION ALL ');
   return `UPDATE ${n.table} AS o JOIN (${rows}) AS u ON o.id = u.id
 SET o.attempts = o.attempts + 1, o.available_at = ${NOW} + INTERVAL u.delay_ms * 1000 MICROSECOND, o.last_error = u.err,
   o.locked_by = NULL, o.lock_token = NULL, o.locked_until = NULL
@@ -105,7 +115,9 @@ WHERE o.lock_token = ?`;
 
 /** Params: (id, error) per row, then token. */
 export function mysqlSettleDead(n: OutboxTableNames, count: number): string {
-  const rows = Array.from({ length: count }, (_, i) => (i === 0 ? 'SELECT ? AS id, ? AS err' : 'SELECT ?, ?')).join(' UNION ALL ');
+  const rows = Array.from({ length: count }, (_, i) =>
+    i === 0 ? 'SELECT ? AS id, ? AS err' : 'SELECT ?, ?',
+  ).join(' UNION ALL ');
   return `UPDATE ${n.table} AS o JOIN (${rows}) AS u ON o.id = u.id
 SET o.status = 'dead', o.attempts = o.attempts + 1, o.last_error = u.err, o.locked_by = NULL, o.lock_token = NULL, o.locked_until = NULL
 WHERE o.lock_token = ?`;

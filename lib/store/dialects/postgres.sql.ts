@@ -42,7 +42,12 @@ export function postgresDropTable(n: OutboxTableNames): string[] {
  * order. The lock subquery is an aggregate, so every lock is held before the first row gets its
  * id; that makes a key's id order its commit order.
  */
-export function postgresInsert(n: OutboxTableNames, scheduled: boolean, lockKeys: boolean, notify: boolean): string {
+export function postgresInsert(
+  n: OutboxTableNames,
+  scheduled: boolean,
+  lockKeys: boolean,
+  notify: boolean,
+): string {
   const cols = 'message_id, topic, message_key, event_type, payload, headers';
   const arrays = '$1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[]';
   let next = 7;
@@ -63,7 +68,11 @@ const RETURNING = `o.id::text AS id, o.message_id::text AS message_id, o.topic, 
   extract(epoch FROM (now() - o.created_at)) * 1000 AS age_ms`;
 
 /** $1 owner, $2 token, $3 lease ms, $4 limit. */
-export function postgresClaim(n: OutboxTableNames, ordered: boolean, deadBlocksKey: boolean): string {
+export function postgresClaim(
+  n: OutboxTableNames,
+  ordered: boolean,
+  deadBlocksKey: boolean,
+): string {
   const blocking = deadBlocksKey ? `e.status IN ('pending', 'dead')` : `e.status = 'pending'`;
   const head = ordered
     ? `AND (c.message_key IS NULL OR NOT EXISTS (
@@ -94,7 +103,11 @@ const UNLOCK = 'locked_by = NULL, lock_token = NULL, locked_until = NULL';
  * Parameters: $1 token, then per present group in this order: delivered ids; retry ids, delays,
  * errors; dead ids, errors; released ids.
  */
-export function postgresSettle(n: OutboxTableNames, groups: { delivered: boolean; retry: boolean; dead: boolean; release: boolean }, deleteDelivered: boolean): string {
+export function postgresSettle(
+  n: OutboxTableNames,
+  groups: { delivered: boolean; retry: boolean; dead: boolean; release: boolean },
+  deleteDelivered: boolean,
+): string {
   const t = n.table;
   const ctes: string[] = [];
   let next = 2;
@@ -117,7 +130,9 @@ export function postgresSettle(n: OutboxTableNames, groups: { delivered: boolean
   FROM ${u} AS u(id, err) WHERE o.id = u.id AND o.lock_token = $1::uuid RETURNING 1)`);
   }
   if (groups.release) {
-    ctes.push(`l AS (UPDATE ${t} SET ${UNLOCK} WHERE id = ANY($${next++}::int8[]) AND lock_token = $1::uuid RETURNING 1)`);
+    ctes.push(
+      `l AS (UPDATE ${t} SET ${UNLOCK} WHERE id = ANY($${next++}::int8[]) AND lock_token = $1::uuid RETURNING 1)`,
+    );
   }
   const counts = ctes.map((cte) => `(SELECT count(*) FROM ${cte.slice(0, 1)})`).join(' + ');
   return `WITH ${ctes.join(',\n')}\nSELECT (${counts})::int AS changed`;

@@ -2,7 +2,8 @@ import type { OutboxTableNames } from '../sql-identifier';
 
 // SQLite has no timestamp type: times are UTC text with milliseconds, which sorts correctly.
 const NOW = `strftime('%Y-%m-%d %H:%M:%f', 'now')`;
-const plusMs = (param: string): string => `strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || (${param} / 1000.0) || ' seconds')`;
+const plusMs = (param: string): string =>
+  `strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || (${param} / 1000.0) || ' seconds')`;
 
 /** DDL of the outbox table on SQLite 3.35+. */
 export function sqliteCreateTable(n: OutboxTableNames): string[] {

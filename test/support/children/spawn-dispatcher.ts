@@ -35,7 +35,11 @@ export class DispatcherChild {
     const child = fork(SCRIPT, [], {
       cwd: ROOT,
       execArgv: ['-r', 'ts-node/register/transpile-only'],
-      env: { ...process.env, OUTBOX_CHILD: JSON.stringify(config), TS_NODE_PROJECT: resolve(ROOT, 'tsconfig.json') },
+      env: {
+        ...process.env,
+        OUTBOX_CHILD: JSON.stringify(config),
+        TS_NODE_PROJECT: resolve(ROOT, 'tsconfig.json'),
+      },
       stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
     });
     const handle = new DispatcherChild(config, child);
@@ -53,15 +57,27 @@ export class DispatcherChild {
   }
 
   /** Resolves with the first message of `type`; rejects on timeout or if the child dies first. */
-  async waitFor<T extends ChildMessage['type']>(type: T, timeoutMs: number): Promise<Extract<ChildMessage, { type: T }>> {
+  async waitFor<T extends ChildMessage['type']>(
+    type: T,
+    timeoutMs: number,
+  ): Promise<Extract<ChildMessage, { type: T }>> {
     const deadline = Date.now() + timeoutMs;
     for (;;) {
       const found = this.messages.find((m) => m.type === type);
       if (found !== undefined) return found as Extract<ChildMessage, { type: T }>;
       const error = this.messages.find((m) => m.type === 'error');
-      if (error !== undefined) throw new Error(`dispatcher child ${this.config.instanceId} failed: ${(error as { error: string }).error}\n${this.output}`);
-      if (this.exit !== undefined) throw new Error(`dispatcher child ${this.config.instanceId} exited (${JSON.stringify(this.exit)}) before "${type}"\n${this.output}`);
-      if (Date.now() > deadline) throw new Error(`dispatcher child ${this.config.instanceId}: no "${type}" within ${timeoutMs} ms\n${this.output}`);
+      if (error !== undefined)
+        throw new Error(
+          `dispatcher child ${this.config.instanceId} failed: ${(error as { error: string }).error}\n${this.output}`,
+        );
+      if (this.exit !== undefined)
+        throw new Error(
+          `dispatcher child ${this.config.instanceId} exited (${JSON.stringify(this.exit)}) before "${type}"\n${this.output}`,
+        );
+      if (Date.now() > deadline)
+        throw new Error(
+          `dispatcher child ${this.config.instanceId}: no "${type}" within ${timeoutMs} ms\n${this.output}`,
+        );
       await new Promise((r) => setTimeout(r, 20));
     }
   }
@@ -74,10 +90,14 @@ export class DispatcherChild {
 
   /** Graceful stop through IPC; resolves to the dispatcher's totals. */
   async stop(timeoutMs = 20_000): Promise<ChildTotals> {
-    if (this.exit !== undefined) throw new Error(`dispatcher child ${this.config.instanceId} already exited\n${this.output}`);
+    if (this.exit !== undefined)
+      throw new Error(`dispatcher child ${this.config.instanceId} already exited\n${this.output}`);
     this.child.send({ type: 'stop' });
     const stopped = await this.waitFor('stopped', timeoutMs);
-    const exit = await Promise.race([this.exited, new Promise<undefined>((r) => setTimeout(() => r(undefined), 5_000))]);
+    const exit = await Promise.race([
+      this.exited,
+      new Promise<undefined>((r) => setTimeout(() => r(undefined), 5_000)),
+    ]);
     if (exit === undefined) this.child.kill('SIGKILL');
     return stopped.totals;
   }

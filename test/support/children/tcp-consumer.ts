@@ -96,7 +96,10 @@ export class TcpConsumer {
   async until(predicate: (c: this) => boolean, timeoutMs: number, what: string): Promise<void> {
     const deadline = Date.now() + timeoutMs;
     while (!predicate(this)) {
-      if (Date.now() > deadline) throw new Error(`TcpConsumer: timed out after ${timeoutMs} ms waiting for ${what} (${this.arrivals.length} arrivals)`);
+      if (Date.now() > deadline)
+        throw new Error(
+          `TcpConsumer: timed out after ${timeoutMs} ms waiting for ${what} (${this.arrivals.length} arrivals)`,
+        );
       await new Promise((resolve) => setTimeout(resolve, 20));
     }
   }
@@ -129,4 +132,3 @@ export class TcpConsumer {
     });
   }
 }
-
