@@ -134,9 +134,18 @@ broker_answers() {
     --bootstrap-server "$HOST:$KAFKA_PORT" >/dev/null 2>&1
 }
 
+# A broker started by this script for this data dir whose pid file was lost (e.g. two runs
+# raced): adopt it, so that stop and the tests' restart can find it.
+adopt_running_broker() {
+  local pid
+  pid="$(pgrep -f "kafka\.Kafka $KAFKA_DATA_DIR/server\.properties" | head -n 1 || true)"
+  [[ "$pid" =~ ^[0-9]+$ ]] || return 1
+  echo "$pid" >"$PID_FILE"
+}
+
 pid_alive() {
   local pid
-  [[ -f "$PID_FILE" ]] || return 1
+  [[ -f "$PID_FILE" ]] || adopt_running_broker || return 1
   pid="$(cat "$PID_FILE" 2>/dev/null || true)"
   [[ "$pid" =~ ^[0-9]+$ ]] || return 1
   kill -0 "$pid" 2>/dev/null
@@ -252,6 +261,7 @@ cmd_start() {
 
   if port_open "$KAFKA_PORT"; then
     if broker_answers; then
+      pid_alive || true
       log "already running on $HOST:$KAFKA_PORT"
       return 0
     fi
