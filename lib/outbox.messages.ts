@@ -3,8 +3,8 @@
  * error says how to fix what it reports.
  */
 export const OutboxMessages = {
-  optionInvalid: (path: string, problem: string, fix: string): string =>
-    `Invalid OutboxModule option "${path}": ${problem}. ${fix}`,
+  optionInvalid: (path: string, problem: string, fix: string, subject = 'OutboxModule'): string =>
+    `Invalid ${subject} option "${path}": ${problem}. ${fix}`,
   transactionRequired: (): string =>
     'OutboxService.enqueue() needs the EntityManager of an open transaction: call it inside ' +
     'dataSource.transaction(async (manager) => outbox.enqueue(event, manager)) or with ' +

@@ -1,12 +1,11 @@
 import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type { DataSource } from 'typeorm';
-import { OutboxOptionsError } from './errors/outbox-options.error';
 import type { AmbientTransaction } from './interfaces/ambient-transaction.interface';
 import type { OutboxObserver } from './interfaces/outbox-observer.interface';
 import type { OutboxPublisher } from './interfaces/outbox-publisher.interface';
 import type { OutboxRecord } from './interfaces/outbox-record.interface';
-import { OutboxMessages } from './outbox.messages';
+import { OptionChecks, type OptionFailure } from './internal/option-checks';
 import type { OutboxModuleOptions } from './outbox.options';
 import { assertIdentifier } from './store/sql-identifier';
 
@@ -53,52 +52,9 @@ const DAY = 86_400_000;
 // Derived names (<table>_key_lock, <table>_pending_idx …) must stay within 63 characters.
 const MAX_TABLE_NAME = 48;
 
-function fail(option: string, problem: string, fix: string): never {
-  throw new OutboxOptionsError(OutboxMessages.optionInvalid(option, problem, fix), option);
-}
-
-function describe(value: unknown): string {
-  if (typeof value === 'number' || typeof value === 'bigint') return String(value);
-  return JSON.stringify(value) ?? typeof value;
-}
-
-function integer(
-  value: unknown,
-  fallback: number,
-  option: string,
-  min: number,
-  max: number,
-  unit = '',
-): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
-    fail(
-      option,
-      `${describe(value)} is not a whole number from ${min} to ${max}${unit}`,
-      `Set it within that range or leave it out for the default (${fallback}).`,
-    );
-  }
-  return value;
-}
-
-function real(value: unknown, fallback: number, option: string, min: number, max: number): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !Number.isFinite(value) || value < min || value > max) {
-    fail(
-      option,
-      `${describe(value)} is not a number from ${min} to ${max}`,
-      `Set it within that range or leave it out for the default (${fallback}).`,
-    );
-  }
-  return value;
-}
-
-function bool(value: unknown, fallback: boolean, option: string): boolean {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'boolean')
-    fail(option, `${describe(value)} is not a boolean`, 'Use true or false.');
-  return value;
-}
+const checks = new OptionChecks('OutboxModule');
+const fail: OptionFailure = checks.fail;
+const { show: describe, integer, real, bool } = checks;
 
 function section<T extends object>(value: T | undefined, option: string): Partial<T> {
   if (value === undefined) return {};

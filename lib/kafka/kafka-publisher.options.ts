@@ -8,7 +8,7 @@ import {
   type RetryOptions,
   type SASLOptions,
 } from 'kafkajs';
-import { OutboxOptionsError } from '../errors/outbox-options.error';
+import { OptionChecks, type OptionFailure } from '../internal/option-checks';
 import type { OutboxRecord } from '../interfaces/outbox-record.interface';
 
 /** Producer settings a `KafkaPublisher` lets you change; the rest is fixed for correctness. */
@@ -96,35 +96,9 @@ const PRODUCER_KEYS = new Set([
   'metadataMaxAge',
 ]);
 
-// Worded like OutboxMessages.optionInvalid, naming the publisher rather than the module.
-function fail(option: string, problem: string, fix: string): never {
-  throw new OutboxOptionsError(
-    `Invalid KafkaPublisher option "${option}": ${problem}. ${fix}`,
-    option,
-  );
-}
-
-function show(value: unknown): string {
-  return typeof value === 'number' ? String(value) : (JSON.stringify(value) ?? typeof value);
-}
-
-function integer(
-  value: unknown,
-  fallback: number,
-  option: string,
-  min: number,
-  max: number,
-): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
-    fail(
-      option,
-      `${show(value)} is not a whole number from ${min} to ${max}`,
-      `Set it within that range or leave it out for the default (${fallback}).`,
-    );
-  }
-  return value;
-}
+const checks = new OptionChecks('KafkaPublisher');
+const fail: OptionFailure = checks.fail;
+const { show, integer } = checks;
 
 /**
  * Merges the defaults into `KafkaPublisher` options and rejects settings that would lose or

@@ -1,5 +1,5 @@
 import type { Channel, Options } from 'amqplib';
-import { OutboxOptionsError } from '../errors/outbox-options.error';
+import { OptionChecks, type OptionFailure } from '../internal/option-checks';
 import type { OutboxRecord } from '../interfaces/outbox-record.interface';
 
 /** Options of {@link RabbitMqPublisher}. */
@@ -62,35 +62,9 @@ export interface ResolvedRabbitMqPublisherOptions {
   readonly appId: string | undefined;
 }
 
-// Worded like OutboxMessages.optionInvalid, naming the publisher rather than the module.
-function fail(option: string, problem: string, fix: string): never {
-  throw new OutboxOptionsError(
-    `Invalid RabbitMqPublisher option "${option}": ${problem}. ${fix}`,
-    option,
-  );
-}
-
-function show(value: unknown): string {
-  return typeof value === 'number' ? String(value) : (JSON.stringify(value) ?? typeof value);
-}
-
-function integer(
-  value: unknown,
-  fallback: number,
-  option: string,
-  min: number,
-  max: number,
-): number {
-  if (value === undefined) return fallback;
-  if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
-    fail(
-      option,
-      `${show(value)} is not a whole number from ${min} to ${max}`,
-      `Set it within that range or leave it out for the default (${fallback}).`,
-    );
-  }
-  return value;
-}
+const checks = new OptionChecks('RabbitMqPublisher');
+const fail: OptionFailure = checks.fail;
+const { show, integer } = checks;
 
 /**
  * Merges the defaults into `RabbitMqPublisher` options and rejects invalid ones with a message

@@ -1,0 +1,70 @@
+import { OutboxOptionsError } from '../errors/outbox-options.error';
+import { OutboxMessages } from '../outbox.messages';
+
+/**
+ * The checks every options resolver uses (the module's and each publisher's), so that all of
+ * them reject bad values the same way: an `OutboxOptionsError` naming the option, the problem
+ * and the fix.
+ */
+/** Throws; typed explicitly so that TypeScript narrows after a call. */
+export type OptionFailure = (option: string, problem: string, fix: string) => never;
+
+export class OptionChecks {
+  constructor(private readonly subject: string) {}
+
+  readonly fail: OptionFailure = (option, problem, fix) => {
+    throw new OutboxOptionsError(
+      OutboxMessages.optionInvalid(option, problem, fix, this.subject),
+      option,
+    );
+  };
+
+  readonly show = (value: unknown): string => {
+    if (typeof value === 'number' || typeof value === 'bigint') return String(value);
+    return JSON.stringify(value) ?? typeof value;
+  };
+
+  readonly integer = (
+    value: unknown,
+    fallback: number,
+    option: string,
+    min: number,
+    max: number,
+    unit = '',
+  ): number => {
+    if (value === undefined) return fallback;
+    if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
+      this.fail(
+        option,
+        `${this.show(value)} is not a whole number from ${min} to ${max}${unit}`,
+        `Set it within that range or leave it out for the default (${fallback}).`,
+      );
+    }
+    return value;
+  };
+
+  readonly real = (
+    value: unknown,
+    fallback: number,
+    option: string,
+    min: number,
+    max: number,
+  ): number => {
+    if (value === undefined) return fallback;
+    if (typeof value !== 'number' || !Number.isFinite(value) || value < min || value > max) {
+      this.fail(
+        option,
+        `${this.show(value)} is not a number from ${min} to ${max}`,
+        `Set it within that range or leave it out for the default (${fallback}).`,
+      );
+    }
+    return value;
+  };
+
+  readonly bool = (value: unknown, fallback: boolean, option: string): boolean => {
+    if (value === undefined) return fallback;
+    if (typeof value !== 'boolean')
+      this.fail(option, `${this.show(value)} is not a boolean`, 'Use true or false.');
+    return value;
+  };
+}
