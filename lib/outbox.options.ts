@@ -7,6 +7,11 @@ import type { OutboxRecord } from './interfaces/outbox-record.interface';
 export interface OutboxDispatcherOptions {
   /** Most messages claimed and published in one batch. @default 200 */
   batchSize?: number;
+  /**
+   * Batches publishing at once: the next claim overlaps the current publish. Per-key order is
+   * unaffected (a key has at most one message in flight). @default 2
+   */
+  batchesInFlight?: number;
   /** Time between polls when the table has no due work. @default 1000 */
   pollIntervalMs?: number;
   /** How long a claim is owned before another dispatcher may take it over. @default 30000 */

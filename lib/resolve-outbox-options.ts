@@ -22,6 +22,7 @@ export interface ResolvedOutboxOptions {
   readonly ordering: { readonly enabled: boolean; readonly onDeadLetter: 'block' | 'skip' };
   readonly dispatcher: {
     readonly batchSize: number;
+    readonly batchesInFlight: number;
     readonly pollIntervalMs: number;
     readonly leaseMs: number;
     readonly publishTimeoutMs: number;
@@ -262,6 +263,7 @@ export function resolveOutboxOptions(
     ordering: { enabled: bool(ordering.enabled, true, 'ordering.enabled'), onDeadLetter },
     dispatcher: {
       batchSize: integer(d.batchSize, 200, 'dispatcher.batchSize', 1, 10_000),
+      batchesInFlight: integer(d.batchesInFlight, 2, 'dispatcher.batchesInFlight', 1, 8),
       pollIntervalMs,
       leaseMs,
       publishTimeoutMs,

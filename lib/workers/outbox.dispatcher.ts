@@ -11,7 +11,12 @@ import { PublishTimeoutError } from '../errors/publish-timeout.error';
 import { PublisherUnavailableError } from '../errors/publisher-unavailable.error';
 import type { OutboxBatchReport, OutboxObserver } from '../interfaces/outbox-observer.interface';
 import type { OutboxPublisher, PublishOutcome } from '../interfaces/outbox-publisher.interface';
-import type { ClaimedRecord, OutboxStore, Settlement } from '../interfaces/outbox-store.interface';
+import type {
+  ClaimedBatch,
+  ClaimedRecord,
+  OutboxStore,
+  Settlement,
+} from '../interfaces/outbox-store.interface';
 import { describeError } from '../internal/describe-error';
 import { DISPATCHER_INTERVAL, OUTBOX_OPTIONS, OUTBOX_STORE } from '../outbox.constants';
 import { OutboxService } from '../outbox.service';
@@ -140,27 +145,54 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
       );
   }
 
+  /**
+   * Claims and delivers until nothing is due, with up to `batchesInFlight` batches publishing at
+   * once: the next claim overlaps the current publish. Safe for ordering, because a claim only
+   * takes the head of a key and a key whose head is in flight has no claimable message.
+   */
   private async drainLoop(): Promise<number> {
     let published = 0;
-    do {
-      this.wakeRequested = false;
-      if (this.stopping || Date.now() < this.pausedUntil) break;
-      const report = await this.batch();
-      published += report.published;
-      // A full batch means more is waiting. So may a partial one that made progress: with
-      // ordering on, settling a key's head makes its next message claimable at once.
-      const progressed = report.published > 0 || report.deadLettered > 0;
-      if (report.claimed < this.options.dispatcher.batchSize && !progressed && !this.wakeRequested)
-        break;
-    } while (!this.stopping);
+    const inFlight: Promise<OutboxBatchReport>[] = [];
+    const settleOldest = async (): Promise<OutboxBatchReport | undefined> => {
+      const report = await inFlight.shift();
+      if (report !== undefined) published += report.published;
+      return report;
+    };
+    try {
+      while (!this.stopping) {
+        this.wakeRequested = false;
+        if (Date.now() < this.pausedUntil) break;
+        const started = performance.now();
+        const claimed = await this.claim();
+        if (claimed === undefined) {
+          // Nothing claimable now; settling what is in flight may free the next message of
+          // its keys, so look again if it made progress.
+          const report = await settleOldest();
+          if (report === undefined) break;
+          const progressed = report.published > 0 || report.deadLettered > 0;
+          if (!progressed && !this.wakeRequested && inFlight.length === 0) break;
+          continue;
+        }
+        inFlight.push(this.deliver(claimed, started));
+        if (inFlight.length >= this.options.dispatcher.batchesInFlight) await settleOldest();
+      }
+    } finally {
+      while (inFlight.length > 0) await settleOldest();
+    }
     return published;
   }
 
   private async batch(): Promise<OutboxBatchReport> {
-    if (this.stopping || Date.now() < this.pausedUntil) return EMPTY_REPORT;
     const started = performance.now();
+    const claimed = await this.claim();
+    return claimed === undefined ? EMPTY_REPORT : this.deliver(claimed, started);
+  }
+
+  /** One claim; undefined when nothing was claimed (or the claim failed and claims paused). */
+  private async claim(): Promise<ClaimedBatch | undefined> {
+    if (this.stopping || Date.now() < this.pausedUntil) return undefined;
     const { dispatcher, ordering } = this.options;
-    let claimed;
+    let claimed: ClaimedBatch;
     try {
       claimed = await this.store.claim({
         limit: dispatcher.batchSize,
@@ -171,14 +203,18 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
       });
     } catch (error) {
       this.pause(error, 'claim failed (database unavailable?)');
-      return EMPTY_REPORT;
+      return undefined;
     }
-    const { token, records } = claimed;
-    if (records.length === 0) {
-      this.outagePauseMs = 0;
-      return EMPTY_REPORT;
-    }
+    // An empty claim says nothing about the broker: the outage backoff only resets when a
+    // publish gets through.
+    return claimed.records.length === 0 ? undefined : claimed;
+  }
 
+  /** Publishes a claimed batch and settles the outcome; never throws. */
+  private async deliver(
+    { token, records }: ClaimedBatch,
+    started: number,
+  ): Promise<OutboxBatchReport> {
     const outcomes = await this.publish(records);
     const verdicts =
       outcomes === undefined
