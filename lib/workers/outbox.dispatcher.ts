@@ -6,6 +6,7 @@ import {
   type OnApplicationBootstrap,
 } from '@nestjs/common';
 import { SchedulerRegistry } from '@nestjs/schedule';
+import { setMaxListeners } from 'node:events';
 import { PermanentPublishError } from '../errors/permanent-publish.error';
 import { PublishTimeoutError } from '../errors/publish-timeout.error';
 import { PublisherUnavailableError } from '../errors/publisher-unavailable.error';
@@ -249,6 +250,8 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     // a listener per batch on the long-lived shutdown signal must be removed, not accumulated.)
     const controller = new AbortController();
     const { signal } = controller;
+    // Publishers may watch the signal once per message; that is no listener leak.
+    setMaxListeners(records.length + 10, signal);
     const onShutdown = (): void => controller.abort(this.shutdown.signal.reason);
     this.shutdown.signal.addEventListener('abort', onShutdown, { once: true });
     let timer: NodeJS.Timeout | undefined;

@@ -1,0 +1,276 @@
+/**
+ * `npm run bench`: the performance scenarios P1–P8 of issue 5 against the local services.
+ *
+ *   npm run bench                          quick profile (scaled-down sizes, 3 runs each, < 5 min)
+ *   npm run bench -- --full                the issue's sizes, 5 runs each
+ *   npm run bench -- --only P1,P4          some scenarios
+ *   npm run bench -- --runs 5              override the repetitions
+ *   npm run bench -- --profile             CPU profile of the module's P1 drain (node --cpu-prof)
+ *   npm run bench -- --wait-quiet 20       first wait (up to 20 min) until no jest process runs
+ *   npm run bench -- --configure-postgres  wal_level=logical (+ pg_stat_statements) and restart PostgreSQL
+ *
+ * Writes bench/results/latest.json and bench/results/throughput.svg.
+ */
+import 'reflect-metadata';
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { renderChart } from './support/chart';
+import { PROFILES, ISSUE_SIZES, type BenchProfile } from './support/config';
+import {
+  closeDataSource,
+  ensureMariaDatabase,
+  ensurePgDatabase,
+  openMaria,
+  openPostgres,
+} from './support/databases';
+import { openRabbit } from './support/rabbit';
+import {
+  renderTable,
+  scenarioJson,
+  writeJson,
+  type BenchContext,
+  type ScenarioResult,
+} from './support/report';
+import {
+  CONFIGURE_HINT,
+  configurePostgres,
+  kafkaVersion,
+  libraryRevision,
+  machine,
+  otherJestProcesses,
+  pgSettings,
+} from './support/services';
+import { sleep } from './support/stats';
+import { p1 } from './scenarios/p1-drain-rabbitmq';
+import { p2 } from './scenarios/p2-drain-kafka';
+import { p3 } from './scenarios/p3-other-databases';
+import { p4 } from './scenarios/p4-latency';
+import { p5 } from './scenarios/p5-enqueue-overhead';
+import { p6 } from './scenarios/p6-scale-out';
+import { p7 } from './scenarios/p7-history';
+import { p8 } from './scenarios/p8-idle-rss';
+import { profileDrain } from './scenarios/profile-drain';
+
+const SCENARIOS: Record<string, (ctx: BenchContext) => Promise<ScenarioResult>> = {
+  P1: p1,
+  P2: p2,
+  P3: p3,
+  P4: p4,
+  P5: p5,
+  P6: p6,
+  P7: p7,
+  P8: p8,
+};
+
+const RESULTS = join(__dirname, 'results');
+
+interface Args {
+  full: boolean;
+  only: string[];
+  runs: number | undefined;
+  configure: boolean;
+  profile: boolean;
+  waitQuietMin: number;
+}
+
+function parseArgs(argv: string[]): Args {
+  const args: Args = {
+    full: false,
+    only: Object.keys(SCENARIOS),
+    runs: undefined,
+    configure: false,
+    profile: false,
+    waitQuietMin: 0,
+  };
+  for (let i = 0; i < argv.length; i++) {
+    const a = argv[i] as string;
+    const value = (): string => {
+      const [, inline] = a.split('=');
+      if (inline !== undefined) return inline;
+      i++;
+      return argv[i] ?? '';
+    };
+    if (a === '--full') args.full = true;
+    else if (a === '--quick') args.full = false;
+    else if (a.startsWith('--only'))
+      args.only = value()
+        .split(',')
+        .map((s) => s.trim().toUpperCase())
+        .filter((s) => s !== '');
+    else if (a.startsWith('--runs')) args.runs = Number(value());
+    else if (a === '--configure-postgres') args.configure = true;
+    else if (a === '--profile') args.profile = true;
+    else if (a.startsWith('--wait-quiet')) args.waitQuietMin = Number(value() || 20);
+    else if (a === '--help' || a === '-h') {
+      console.log(readFileSync(__filename, 'utf8').split('*/')[0]);
+      process.exit(0);
+    } else throw new Error(`unknown argument ${a} (see --help)`);
+  }
+  return args;
+}
+
+async function waitQuiet(minutes: number, log: (l: string) => void): Promise<boolean> {
+  const deadline = Date.now() + minutes * 60_000;
+  for (;;) {
+    const n = otherJestProcesses();
+    if (n === 0) return true;
+    if (Date.now() > deadline) return false;
+    log(`waiting for ${n} jest process(es) to finish (quiet machine for measurements)…`);
+    await sleep(30_000);
+  }
+}
+
+async function mariaVersion(): Promise<string> {
+  try {
+    await ensureMariaDatabase();
+    const ds = await openMaria();
+    const rows = await ds.query<{ v: string }[]>('SELECT VERSION() AS v');
+    await closeDataSource(ds);
+    return rows[0]?.v ?? '?';
+  } catch (error) {
+    return `unavailable (${error instanceof Error ? error.message : String(error)})`;
+  }
+}
+
+async function main(): Promise<void> {
+  const args = parseArgs(process.argv.slice(2));
+  const started = Date.now();
+  const log = (line: string): void =>
+    console.log(`[${((Date.now() - started) / 1000).toFixed(1).padStart(6)}s] ${line}`);
+
+  if (args.configure) {
+    const busy = otherJestProcesses();
+    if (busy > 0)
+      log(
+        `warning: ${busy} jest process(es) running; the restart drops their PostgreSQL connections`,
+      );
+    await configurePostgres(log);
+    return;
+  }
+
+  const profile: BenchProfile = PROFILES[args.full ? 'full' : 'quick'];
+  const runs = args.runs ?? profile.runs;
+  const quiet =
+    args.waitQuietMin > 0 ? await waitQuiet(args.waitQuietMin, log) : otherJestProcesses() === 0;
+
+  await ensurePgDatabase();
+  const settings = await pgSettings();
+  const pg = await openPostgres();
+  const rabbit = await openRabbit();
+  const mariadb = await mariaVersion();
+  const env = {
+    machine: machine(),
+    postgres: settings.version,
+    walLevel: settings.walLevel,
+    pgStatStatements: settings.statStatements,
+    mariadb,
+    rabbitmq: rabbit.version,
+    kafka: kafkaVersion(),
+    library: libraryRevision(),
+  };
+  log(
+    `profile ${profile.name}, ${runs} run(s) per measurement; ${env.machine.cores} cores, ${env.machine.memoryGiB} GiB, Node ${env.machine.node}`,
+  );
+  log(
+    `library at ${env.library.commit}${env.library.libDirty ? ' with uncommitted changes in lib/' : ''}`,
+  );
+  log(
+    `PostgreSQL ${env.postgres} (wal_level ${env.walLevel}), MariaDB ${env.mariadb}, RabbitMQ ${env.rabbitmq}, Kafka ${env.kafka}`,
+  );
+  if (settings.walLevel !== 'logical') log(`note: ${CONFIGURE_HINT}`);
+  if (!quiet)
+    log(`note: ${otherJestProcesses()} other jest process(es) are running: numbers are noisy`);
+  if (profile.name === 'quick') {
+    log(
+      `quick profile: sizes scaled down (P1 ${profile.p1Messages} instead of ${ISSUE_SIZES.p1Messages}, P7 history ${profile.p7History} instead of ${ISSUE_SIZES.p7History}, P8 drain ${profile.p8DrainMessages} instead of ${ISSUE_SIZES.p8DrainMessages}); use --full for the issue's sizes`,
+    );
+  }
+
+  const ctx: BenchContext = { profile, runs, pg, rabbit, pgSettings: settings, log };
+  const results: ScenarioResult[] = [];
+  try {
+    if (args.profile) {
+      await profileDrain(ctx, RESULTS);
+      return;
+    }
+    for (const id of args.only) {
+      const scenario = SCENARIOS[id];
+      if (scenario === undefined) throw new Error(`unknown scenario ${id}`);
+      log(`${id} …`);
+      try {
+        results.push(await scenario(ctx));
+      } catch (error) {
+        log(
+          `${id} failed: ${error instanceof Error ? (error.stack ?? error.message) : String(error)}`,
+        );
+        results.push({
+          id,
+          title: 'failed',
+          metrics: [],
+          values: {},
+          targets: [],
+          notes: [],
+          skipped: [`${id} failed: ${error instanceof Error ? error.message : String(error)}`],
+        });
+      }
+    }
+  } finally {
+    await rabbit.close();
+    await closeDataSource(pg);
+  }
+
+  const quietAtEnd = otherJestProcesses() === 0;
+  const libraryAtEnd = libraryRevision();
+  const libraryChanged =
+    libraryAtEnd.commit !== env.library.commit || libraryAtEnd.libDirty !== env.library.libDirty;
+  if (libraryChanged)
+    log(
+      `warning: the library changed during the run (${env.library.commit} → ${libraryAtEnd.commit}); child processes may have measured the newer code`,
+    );
+  console.log(renderTable(results));
+  const scenarios = Object.fromEntries(results.map((r) => [r.id, scenarioJson(r)]));
+  const flat: Record<string, unknown> = {};
+  for (const r of results) for (const [k, v] of Object.entries(r.values)) flat[k] = v;
+  const targets = results.flatMap((r) =>
+    r.targets.map((t) => ({ scenario: r.id, key: t.key, met: t.met })),
+  );
+  const json = {
+    generatedAt: new Date().toISOString(),
+    profile: profile.name,
+    runs,
+    scaledDown:
+      profile.name === 'quick'
+        ? {
+            p1Messages: [profile.p1Messages, ISSUE_SIZES.p1Messages],
+            p7History: [profile.p7History, ISSUE_SIZES.p7History],
+            p8DrainMessages: [profile.p8DrainMessages, ISSUE_SIZES.p8DrainMessages],
+          }
+        : null,
+    sizes: profile,
+    environment: env,
+    quietMachine: { atStart: quiet, atEnd: quietAtEnd },
+    libraryChangedDuringRun: libraryChanged,
+    durationS: Math.round((Date.now() - started) / 1000),
+    scenarios,
+    ratios: flat,
+    targetsMet: targets.filter((t) => t.met).length,
+    targetsMissed: targets.filter((t) => !t.met).map((t) => `${t.scenario}.${t.key}`),
+  };
+  const partial = args.only.length < Object.keys(SCENARIOS).length;
+  const file = partial ? 'partial.json' : 'latest.json';
+  writeJson(join(RESULTS, file), json);
+  // The last complete run of each profile is kept as well (quick.json / full.json).
+  if (!partial) writeJson(join(RESULTS, `${profile.name}.json`), json);
+  if (!partial) renderChart(join(RESULTS, 'throughput.svg'), json);
+  log(
+    `wrote bench/results/${file}${partial ? '' : ' and bench/results/throughput.svg'} (${targets.filter((t) => t.met).length}/${targets.length} targets met)`,
+  );
+}
+
+main().then(
+  () => process.exit(0),
+  (error: unknown) => {
+    console.error(error);
+    process.exit(1);
+  },
+);

@@ -1,0 +1,282 @@
+/**
+ * P1: drain a backlog PostgreSQL → RabbitMQ with one dispatcher, ordering on, 1 000 keys; beside
+ * it, on the same table shape, queue and services: the bare pipelined relay, the naive relay and
+ * pg-transactional-outbox (README configuration and fastest configuration). The module's runs
+ * are checked at the consumer (duplicates, per-key order, missing messages).
+ */
+import { bareRabbitRelay } from '../baselines/bare-relay';
+import { naiveRelay } from '../baselines/naive-relay';
+import { PgtoBaseline, type PgtoMode, type PgtoRun } from '../baselines/pgto-relay';
+import {
+  analyse,
+  dropOutboxTable,
+  pgPool,
+  resetOutboxTable,
+  seedOutbox,
+  truncateOutbox,
+} from '../support/databases';
+import { drainAll, measured, rabbitPublisher, startOutboxApp } from '../support/outbox-app';
+import { ConfirmLink, purgeQueue, queueDepth, readAndCheck, resetQueue } from '../support/rabbit';
+import {
+  addMetric,
+  addTarget,
+  newResult,
+  type BenchContext,
+  type ScenarioResult,
+} from '../support/report';
+import { CONFIGURE_HINT } from '../support/services';
+import { ratio, round } from '../support/stats';
+
+const TABLE = 'bench_p1';
+const QUEUE = 'bench.p1';
+
+export async function p1(ctx: BenchContext): Promise<ScenarioResult> {
+  const { profile, pg, rabbit, log } = ctx;
+  const n = profile.p1Messages;
+  const result = newResult(
+    'P1',
+    `Drain PostgreSQL → RabbitMQ, 1 dispatcher, ordering on, 1 000 keys, 1 KiB payloads (${n.toLocaleString('en-US')} msgs)`,
+  );
+  await resetOutboxTable(pg, TABLE);
+  await resetQueue(rabbit, QUEUE);
+
+  const app = await startOutboxApp({
+    dataSource: pg,
+    tableName: TABLE,
+    publisher: rabbitPublisher(QUEUE),
+    autoStart: false,
+    instanceId: 'bench-p1',
+    ordering: { enabled: true },
+  });
+  const pool = pgPool(4);
+  const link = new ConfirmLink(1_000);
+  const pgtoModes: PgtoMode[] = ctx.pgSettings.walLevel === 'logical' ? ['fast', 'readme'] : [];
+  if (pgtoModes.length === 0) {
+    result.skipped.push(
+      `pg-transactional-outbox baseline: wal_level is ${ctx.pgSettings.walLevel}, not logical. ${CONFIGURE_HINT}`,
+    );
+  }
+
+  const moduleRates: number[] = [];
+  const bareRates: number[] = [];
+  const naiveRates: number[] = [];
+  const pgtoRates: Record<PgtoMode, number[]> = { fast: [], readme: [] };
+  const pgtoRuns: Record<PgtoMode, PgtoRun[]> = { fast: [], readme: [] };
+  let duplicates = 0;
+  let orderViolations = 0;
+  let missing = 0;
+
+  const prepare = async (count: number): Promise<void> => {
+    await truncateOutbox(pg, TABLE);
+    await seedOutbox(pg, TABLE, count);
+    await analyse(pg, TABLE);
+    await purgeQueue(rabbit, QUEUE);
+  };
+  const timed = async (fn: () => Promise<unknown>): Promise<number> => {
+    const t = performance.now();
+    await fn();
+    return (performance.now() - t) / 1000;
+  };
+  const bare = async (): Promise<number> => {
+    const { window } = await link.get();
+    return bareRabbitRelay({ pool, table: TABLE, window, queue: QUEUE });
+  };
+  const naive = async (): Promise<number> => {
+    const { channel } = await link.get();
+    return naiveRelay({ pool, table: TABLE, channel, queue: QUEUE });
+  };
+
+  try {
+    // Warm-up (connections, JIT, plans); not measured.
+    await measured('P1 warm-up', log, async () => {
+      await prepare(2_000);
+      await drainAll(app, pg, TABLE);
+      await prepare(2_000);
+      await bare();
+    });
+
+    for (let run = 1; run <= ctx.runs; run++) {
+      const m = await measured(
+        `P1 run ${run} module`,
+        log,
+        async () => {
+          await prepare(n);
+          const s = await timed(() => drainAll(app, pg, TABLE));
+          return { s, check: await readAndCheck(QUEUE, n) };
+        },
+        [app],
+      );
+      moduleRates.push(n / m.s);
+      duplicates += m.check.duplicates;
+      orderViolations += m.check.orderViolations;
+      missing += m.check.missing;
+      log(
+        `P1 run ${run}: module ${Math.round(n / m.s)} msgs/s (received ${m.check.received}, dup ${m.check.duplicates}, order violations ${m.check.orderViolations}, missing ${m.check.missing})`,
+      );
+
+      const b = await measured(`P1 run ${run} bare relay`, log, async () => {
+        await prepare(n);
+        return timed(bare);
+      });
+      bareRates.push(n / b);
+      log(
+        `P1 run ${run}: bare relay ${Math.round(n / b)} msgs/s (queue holds ${await queueDepth(rabbit, QUEUE)})`,
+      );
+
+      const nn = profile.naiveMessages;
+      const v = await measured(`P1 run ${run} naive relay`, log, async () => {
+        await prepare(nn);
+        return timed(naive);
+      });
+      naiveRates.push(nn / v);
+      log(`P1 run ${run}: naive relay ${Math.round(nn / v)} msgs/s`);
+    }
+  } finally {
+    await app.close();
+    await pool.end();
+  }
+
+  for (const mode of pgtoModes) {
+    const baseline = new PgtoBaseline(mode, link, QUEUE);
+    try {
+      await baseline.setup();
+      const count = mode === 'fast' ? profile.pgtoMessages : profile.pgtoReadmeMessages;
+      for (let run = 1; run <= ctx.runs; run++) {
+        const { r, check } = await measured(
+          `P1 run ${run} pg-transactional-outbox (${mode})`,
+          log,
+          async () => {
+            await purgeQueue(rabbit, QUEUE);
+            const r = await baseline.drainBacklog(count, 5_000);
+            return { r, check: await readAndCheck(QUEUE, count, { quietMs: 200 }) };
+          },
+        );
+        pgtoRuns[mode].push({ ...r, unprocessed: Math.max(r.unprocessed, count - check.unique) });
+        pgtoRates[mode].push(r.processed / r.seconds);
+        log(
+          `P1 run ${run}: pg-transactional-outbox (${mode}) ${Math.round(r.processed / r.seconds)} msgs/s, unpublished ${count - check.unique}/${count}${Object.keys(r.warnings).length > 0 ? `, warnings ${JSON.stringify(r.warnings)}` : ''}`,
+        );
+      }
+      if (mode === 'fast') {
+        // Loss under concurrency: the listener runs while 8 writers commit.
+        const { r, check } = await measured('P1 pg-transactional-outbox live', log, async () => {
+          await purgeQueue(rabbit, QUEUE);
+          const r = await baseline.live(profile.pgtoMessages, 5_000);
+          return { r, check: await readAndCheck(QUEUE, profile.pgtoMessages, { quietMs: 200 }) };
+        });
+        const lost = Math.max(r.unprocessed, profile.pgtoMessages - check.unique);
+        result.values.pgto_live_committed = r.committed;
+        result.values.pgto_live_lost = lost;
+        result.values.pgto_live_lost_pct = round((100 * lost) / r.committed, 3);
+        log(
+          `P1: pg-transactional-outbox (fast) live with 8 writers: ${lost}/${r.committed} never published${Object.keys(r.warnings).length > 0 ? `, warnings ${JSON.stringify(r.warnings)}` : ''}`,
+        );
+      }
+    } catch (error) {
+      result.skipped.push(
+        `pg-transactional-outbox (${mode}): ${error instanceof Error ? error.message : String(error)}`,
+      );
+    } finally {
+      await baseline.teardown();
+    }
+  }
+  await link.close();
+  await dropOutboxTable(pg, TABLE);
+  await rabbit.deleteQueue(QUEUE);
+
+  const module = addMetric(
+    result,
+    'module_msgs_per_s',
+    'nestjs-outbox (RabbitMqPublisher, defaults)',
+    'msgs/s',
+    moduleRates,
+    n,
+  );
+  const bareS = addMetric(
+    result,
+    'bare_msgs_per_s',
+    'bare pipelined relay (claim 500, ≤1 000 confirms)',
+    'msgs/s',
+    bareRates,
+    n,
+  );
+  const naiveS = addMetric(
+    result,
+    'naive_msgs_per_s',
+    'naive relay (select 100, publish+update each)',
+    'msgs/s',
+    naiveRates,
+    profile.naiveMessages,
+  );
+  addTarget(
+    result,
+    'p1_vs_bare',
+    'module ÷ bare relay',
+    ratio(module.median, bareS.median),
+    '>=',
+    0.9,
+  );
+  addTarget(
+    result,
+    'p1_vs_naive',
+    'module ÷ naive relay',
+    ratio(module.median, naiveS.median),
+    '>=',
+    7,
+  );
+  if (pgtoRates.fast.length > 0) {
+    const fast = addMetric(
+      result,
+      'pgto_fast_msgs_per_s',
+      'pg-transactional-outbox, replication, 10 handlers',
+      'msgs/s',
+      pgtoRates.fast,
+      profile.pgtoMessages,
+    );
+    addTarget(
+      result,
+      'p1_vs_pgto',
+      'module ÷ pg-transactional-outbox (fastest)',
+      ratio(module.median, fast.median),
+      '>=',
+      8,
+    );
+    const lost = pgtoRuns.fast.reduce((a, r) => a + r.unprocessed, 0);
+    const committed = pgtoRuns.fast.reduce((a, r) => a + r.committed, 0);
+    result.values.pgto_fast_backlog_lost = lost;
+    result.values.pgto_fast_backlog_lost_pct = round((100 * lost) / committed, 3);
+  }
+  if (pgtoRates.readme.length > 0) {
+    const readme = addMetric(
+      result,
+      'pgto_readme_msgs_per_s',
+      'pg-transactional-outbox, README config (sequential)',
+      'msgs/s',
+      pgtoRates.readme,
+      profile.pgtoReadmeMessages,
+    );
+    result.values.p1_vs_pgto_readme = round(ratio(module.median, readme.median), 3);
+    const lost = pgtoRuns.readme.reduce((a, r) => a + r.unprocessed, 0);
+    const committed = pgtoRuns.readme.reduce((a, r) => a + r.committed, 0);
+    result.values.pgto_readme_backlog_lost = lost;
+    result.values.pgto_readme_backlog_lost_pct = round((100 * lost) / committed, 3);
+  }
+  addTarget(
+    result,
+    'p1_duplicates',
+    'duplicates at the consumer (module, all runs)',
+    duplicates,
+    '==',
+    0,
+  );
+  addTarget(
+    result,
+    'p1_order_violations',
+    'per-key order violations (module, all runs)',
+    orderViolations,
+    '==',
+    0,
+  );
+  addTarget(result, 'p1_missing', 'messages missing at the consumer (module)', missing, '==', 0);
+  return result;
+}

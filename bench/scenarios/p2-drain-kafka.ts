@@ -1,0 +1,149 @@
+/** P2: drain a backlog PostgreSQL → Kafka (kafkajs), module vs a bare `sendBatch` relay. */
+import { KafkaPublisher } from '../../lib/kafka';
+import { bareKafkaRelay } from '../baselines/bare-relay';
+import { SERVICES } from '../support/config';
+import {
+  analyse,
+  dropOutboxTable,
+  pgPool,
+  resetOutboxTable,
+  seedOutbox,
+  truncateOutbox,
+} from '../support/databases';
+import { bareProducer, deleteTopic, ensureKafka, resetTopic, topicCount } from '../support/kafka';
+import { drainAll, measured, startOutboxApp } from '../support/outbox-app';
+import {
+  addMetric,
+  addTarget,
+  newResult,
+  type BenchContext,
+  type ScenarioResult,
+} from '../support/report';
+import { ratio } from '../support/stats';
+
+const TABLE = 'bench_p2';
+
+export async function p2(ctx: BenchContext): Promise<ScenarioResult> {
+  const n = ctx.profile.p2Messages;
+  const result = newResult(
+    'P2',
+    `Drain PostgreSQL → Kafka (kafkajs, acks=-1, 3 partitions), ordering on, 1 000 keys (${n.toLocaleString('en-US')} msgs)`,
+  );
+  const stopKafka = await ensureKafka(ctx.log);
+  if (stopKafka === undefined) {
+    result.skipped.push(
+      `Kafka is not reachable at ${SERVICES.kafka.brokers.join(',')} and could not be started: start it with \`npm run kafka:start\``,
+    );
+    return result;
+  }
+  try {
+    return await measure(ctx, result);
+  } finally {
+    stopKafka();
+  }
+}
+
+async function measure(ctx: BenchContext, result: ScenarioResult): Promise<ScenarioResult> {
+  const { profile, pg } = ctx;
+  const n = profile.p2Messages;
+  await resetOutboxTable(pg, TABLE);
+  const moduleTopic = 'bench-p2-module';
+  const bareTopic = 'bench-p2-bare';
+  const publisher = new KafkaPublisher({
+    brokers: [...SERVICES.kafka.brokers],
+    clientId: 'outbox-bench',
+    topic: () => moduleTopic,
+  });
+  const app = await startOutboxApp({
+    dataSource: pg,
+    tableName: TABLE,
+    publisher,
+    autoStart: false,
+    instanceId: 'bench-p2',
+    ordering: { enabled: true },
+  });
+  const producer = await bareProducer();
+  const pool = pgPool(4);
+  const moduleRates: number[] = [];
+  const bareRates: number[] = [];
+  let extra = 0;
+  let short = 0;
+  const prepare = async (count: number): Promise<void> => {
+    await truncateOutbox(pg, TABLE);
+    await seedOutbox(pg, TABLE, count);
+    await analyse(pg, TABLE);
+  };
+  try {
+    await resetTopic(moduleTopic);
+    await resetTopic(bareTopic);
+    await prepare(2_000);
+    await drainAll(app, pg, TABLE);
+    await prepare(2_000);
+    await bareKafkaRelay({ pool, table: TABLE, producer, topic: bareTopic });
+
+    for (let run = 1; run <= ctx.runs; run++) {
+      const m = await measured(
+        `P2 run ${run} module`,
+        ctx.log,
+        async () => {
+          await resetTopic(moduleTopic);
+          await prepare(n);
+          const t = performance.now();
+          await drainAll(app, pg, TABLE);
+          return { s: (performance.now() - t) / 1000, count: await topicCount(moduleTopic) };
+        },
+        [app],
+      );
+      moduleRates.push(n / m.s);
+      if (m.count > n) extra += m.count - n;
+      if (m.count < n) short += n - m.count;
+      ctx.log(`P2 run ${run}: module ${Math.round(n / m.s)} msgs/s (topic holds ${m.count})`);
+
+      const b = await measured(`P2 run ${run} bare relay`, ctx.log, async () => {
+        await resetTopic(bareTopic);
+        await prepare(n);
+        const t = performance.now();
+        await bareKafkaRelay({ pool, table: TABLE, producer, topic: bareTopic });
+        return (performance.now() - t) / 1000;
+      });
+      bareRates.push(n / b);
+      ctx.log(
+        `P2 run ${run}: bare sendBatch relay ${Math.round(n / b)} msgs/s (topic holds ${await topicCount(bareTopic)})`,
+      );
+    }
+  } finally {
+    await app.close();
+    await producer.disconnect();
+    await pool.end();
+    await deleteTopic(moduleTopic);
+    await deleteTopic(bareTopic);
+    await dropOutboxTable(pg, TABLE);
+  }
+  const module = addMetric(
+    result,
+    'module_msgs_per_s',
+    'nestjs-outbox (KafkaPublisher, idempotent)',
+    'msgs/s',
+    moduleRates,
+    n,
+  );
+  const bare = addMetric(
+    result,
+    'bare_kafka_msgs_per_s',
+    'bare relay (claim 500, sendBatch, 2 in flight)',
+    'msgs/s',
+    bareRates,
+    n,
+  );
+  addTarget(
+    result,
+    'p2_vs_bare_kafka',
+    'module ÷ bare kafkajs sendBatch relay',
+    ratio(module.median, bare.median),
+    '>=',
+    0.9,
+  );
+  addTarget(result, 'p2_extra_records', 'records beyond the messages (duplicates)', extra, '==', 0);
+  addTarget(result, 'p2_missing_records', 'messages missing from the topic', short, '==', 0);
+  return result;
+}

@@ -1,0 +1,232 @@
+/**
+ * P4: commit → broker latency under a steady load. 8 writers in this process commit 1 000
+ * messages/s through an enqueue-only OutboxModule; the dispatcher runs in another process (as
+ * another app instance would), woken by LISTEN/NOTIFY — or, for comparison, by polling only.
+ * A RabbitMQ consumer in this process stamps each arrival; latency = arrival − commit, both on
+ * this process's clock.
+ */
+import * as amqp from 'amqplib';
+import type { OutboxService } from '../../lib';
+import { forkTs, type Child } from '../support/child';
+import { SERVICES } from '../support/config';
+import { keyOf, payloadOf, resetOutboxTable, dropOutboxTable } from '../support/databases';
+import type { DispatcherChildConfig } from '../support/dispatcher-process';
+import { startOutboxApp } from '../support/outbox-app';
+import { purgeQueue, resetQueue } from '../support/rabbit';
+import {
+  addMetric,
+  addTarget,
+  newResult,
+  type BenchContext,
+  type ScenarioResult,
+} from '../support/report';
+import { nowMs, percentile, round, sleep } from '../support/stats';
+
+const TABLE = 'bench_p4';
+const QUEUE = 'bench.p4';
+const WARMUP_MS = 1_000;
+
+type Variant = 'listen' | 'polling';
+
+interface Window {
+  latencies: number[];
+  committed: number;
+  achievedRate: number;
+  lost: number;
+  outages: number;
+}
+
+export async function p4(ctx: BenchContext): Promise<ScenarioResult> {
+  const { profile, pg, rabbit } = ctx;
+  const result = newResult(
+    'P4',
+    `Commit → broker latency, PostgreSQL → RabbitMQ, steady ${profile.p4Rate} msgs/s from ${profile.p4Writers} writers (${profile.p4DurationMs / 1000} s windows)`,
+  );
+  await resetOutboxTable(pg, TABLE);
+  await resetQueue(rabbit, QUEUE);
+  const writerApp = await startOutboxApp({ dataSource: pg, tableName: TABLE, workers: false });
+  const stats: Record<
+    Variant,
+    { p50: number[]; p90: number[]; p99: number[]; max: number[]; rate: number[]; lost: number }
+  > = {
+    listen: { p50: [], p90: [], p99: [], max: [], rate: [], lost: 0 },
+    polling: { p50: [], p90: [], p99: [], max: [], rate: [], lost: 0 },
+  };
+  try {
+    // One dispatcher process per variant, reused for its windows (never two dispatching at once).
+    for (const variant of ['listen', 'polling'] as const) {
+      const child = forkTs('../support/dispatcher-process.ts', {
+        mode: 'serve',
+        table: TABLE,
+        queue: QUEUE,
+        instanceId: `bench-p4-${variant}`,
+        dispatcher: { listen: variant === 'listen' },
+      } satisfies DispatcherChildConfig);
+      try {
+        await child.next('ready', 60_000);
+        for (let run = 1; run <= ctx.runs; run++) {
+          let w = await measureWindow(ctx, writerApp.outbox, child, variant);
+          for (let attempt = 2; w.outages > 0 && attempt <= 3; attempt++) {
+            ctx.log(
+              `P4 run ${run} ${variant}: ${w.outages} outage(s) during the window; repeating it`,
+            );
+            w = await measureWindow(ctx, writerApp.outbox, child, variant);
+          }
+          const sorted = [...w.latencies].sort((a, b) => a - b);
+          const s = stats[variant];
+          s.p50.push(percentile(sorted, 50));
+          s.p90.push(percentile(sorted, 90));
+          s.p99.push(percentile(sorted, 99));
+          s.max.push(sorted[sorted.length - 1] ?? Number.NaN);
+          s.rate.push(w.achievedRate);
+          s.lost += w.lost;
+          ctx.log(
+            `P4 run ${run} ${variant}: p50 ${percentile(sorted, 50).toFixed(1)} ms, p99 ${percentile(sorted, 99).toFixed(1)} ms, max ${(sorted[sorted.length - 1] ?? NaN).toFixed(1)} ms over ${w.latencies.length} msgs at ${Math.round(w.achievedRate)} msgs/s${w.lost > 0 ? `, ${w.lost} not received` : ''}`,
+          );
+        }
+      } finally {
+        child.send({ type: 'exit' });
+        await child.exit();
+      }
+    }
+  } finally {
+    await writerApp.close();
+    await dropOutboxTable(pg, TABLE);
+    await rabbit.deleteQueue(QUEUE);
+  }
+  const p50 = addMetric(
+    result,
+    'listen_p50_ms',
+    'LISTEN/NOTIFY: p50 commit → consumer',
+    'ms',
+    stats.listen.p50,
+  );
+  addMetric(result, 'listen_p90_ms', 'LISTEN/NOTIFY: p90', 'ms', stats.listen.p90);
+  const p99 = addMetric(result, 'listen_p99_ms', 'LISTEN/NOTIFY: p99', 'ms', stats.listen.p99);
+  addMetric(result, 'listen_max_ms', 'LISTEN/NOTIFY: max', 'ms', stats.listen.max);
+  addMetric(
+    result,
+    'listen_rate',
+    'LISTEN/NOTIFY: achieved enqueue rate',
+    'msgs/s',
+    stats.listen.rate,
+  );
+  const pp50 = addMetric(
+    result,
+    'polling_p50_ms',
+    'polling only (pollIntervalMs 1000): p50',
+    'ms',
+    stats.polling.p50,
+  );
+  const pp99 = addMetric(result, 'polling_p99_ms', 'polling only: p99', 'ms', stats.polling.p99);
+  addMetric(
+    result,
+    'polling_rate',
+    'polling only: achieved enqueue rate',
+    'msgs/s',
+    stats.polling.rate,
+  );
+  addTarget(result, 'p4_p50_ms', 'LISTEN/NOTIFY p50 (ms)', p50.median, '<=', 10);
+  addTarget(result, 'p4_p99_ms', 'LISTEN/NOTIFY p99 (ms)', p99.median, '<=', 50);
+  result.values.p4_polling_p50_ms = round(pp50.median, 2);
+  result.values.p4_polling_p99_ms = round(pp99.median, 2);
+  addTarget(
+    result,
+    'p4_not_received',
+    'committed messages never received',
+    stats.listen.lost + stats.polling.lost,
+    '==',
+    0,
+  );
+  return result;
+}
+
+async function measureWindow(
+  ctx: BenchContext,
+  outbox: OutboxService,
+  child: Child,
+  variant: Variant,
+): Promise<Window> {
+  const { profile, pg } = ctx;
+  const connection = await amqp.connect(SERVICES.rabbitmq.url);
+  const channel = await connection.createChannel();
+  const committedAt = new Map<string, number>();
+  const receivedAt = new Map<string, number>();
+  try {
+    child.send({ type: 'go' });
+    await channel.consume(
+      QUEUE,
+      (msg) => {
+        if (msg !== null) receivedAt.set(String(msg.properties.messageId), nowMs());
+      },
+      { noAck: true },
+    );
+
+    const start = nowMs();
+    const measureFrom = start + WARMUP_MS;
+    const end = measureFrom + profile.p4DurationMs;
+    const intervalMs = (1_000 * profile.p4Writers) / profile.p4Rate;
+    let seq = 0;
+    let measured = 0;
+    const writer = async (index: number): Promise<void> => {
+      let due = start + (index * intervalMs) / profile.p4Writers;
+      while (due < end) {
+        const wait = due - nowMs();
+        if (wait > 0) await sleep(wait);
+        const s = ++seq;
+        const key = keyOf(s);
+        const id = await pg.transaction((manager) =>
+          outbox.enqueue(
+            {
+              topic: 'bench',
+              key,
+              type: 'order.created',
+              payload: JSON.parse(payloadOf(s, key)) as object,
+            },
+            manager,
+          ),
+        );
+        const at = nowMs();
+        if (at >= measureFrom) {
+          committedAt.set(id, at);
+          measured++;
+        }
+        due += intervalMs;
+        // A writer that fell behind skips the missed slots instead of bursting to catch up.
+        if (due < nowMs() - intervalMs) due = nowMs();
+      }
+    };
+    await Promise.all(Array.from({ length: profile.p4Writers }, (_, i) => writer(i)));
+    const achievedRate = measured / (profile.p4DurationMs / 1000);
+    const deadline = nowMs() + 10_000;
+    while (nowMs() < deadline && [...committedAt.keys()].some((id) => !receivedAt.has(id)))
+      await sleep(50);
+    const latencies: number[] = [];
+    let lost = 0;
+    for (const [id, at] of committedAt) {
+      const got = receivedAt.get(id);
+      if (got === undefined) lost++;
+      else latencies.push(got - at);
+    }
+    child.send({ type: 'stop' });
+    const done = await child.next('done');
+    return {
+      latencies,
+      committed: committedAt.size,
+      achievedRate,
+      lost,
+      outages: Number(done.outages ?? 0),
+    };
+  } finally {
+    await channel.close().catch(() => undefined);
+    await connection.close().catch(() => undefined);
+    // Leave nothing for the next window.
+    const leftover = await pg.query<{ n: string }[]>(
+      `SELECT count(*) AS n FROM "${TABLE}" WHERE status = 'pending'`,
+    );
+    if (Number(leftover[0]?.n) > 0)
+      ctx.log(`P4 ${variant}: ${leftover[0]?.n} message(s) still pending after the window`);
+    await pg.query(`TRUNCATE "${TABLE}" RESTART IDENTITY`);
+    await purgeQueue(ctx.rabbit, QUEUE);
+  }
+}

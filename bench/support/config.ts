@@ -1,0 +1,141 @@
+/** Sizes and settings of one benchmark profile, and where the services are. */
+
+export type ProfileName = 'quick' | 'full';
+
+export interface BenchProfile {
+  readonly name: ProfileName;
+  /** Repetitions of each measurement. */
+  readonly runs: number;
+  /** P1: backlog drained by the module and the bare relay (the issue's size is 200 000). */
+  readonly p1Messages: number;
+  /** P1: backlog for the naive relay (about 1 300 msgs/s, so smaller in the quick profile). */
+  readonly naiveMessages: number;
+  /** P1: backlog for pg-transactional-outbox (about 1 100 msgs/s at best). */
+  readonly pgtoMessages: number;
+  /** P1: backlog for pg-transactional-outbox as its README configures it (sequential). */
+  readonly pgtoReadmeMessages: number;
+  readonly p2Messages: number;
+  readonly p3Messages: number;
+  /** P4: length of each steady-load window, and the load. */
+  readonly p4DurationMs: number;
+  readonly p4Rate: number;
+  readonly p4Writers: number;
+  /** P5: transactions per measurement (one order + one event), and batches of 100 events. */
+  readonly p5Transactions: number;
+  readonly p5Batches: number;
+  readonly p6Messages: number;
+  /** P7: delivered rows kept in the table, and the backlog drained over them. */
+  readonly p7History: number;
+  readonly p7Messages: number;
+  /** P8: idle window, and the drain whose RSS is sampled. */
+  readonly p8IdleMs: number;
+  readonly p8DrainMessages: number;
+}
+
+const BASE_PROFILES: Record<ProfileName, BenchProfile> = {
+  quick: {
+    name: 'quick',
+    runs: 3,
+    p1Messages: 20_000,
+    naiveMessages: 5_000,
+    pgtoMessages: 5_000,
+    pgtoReadmeMessages: 1_000,
+    p2Messages: 20_000,
+    p3Messages: 10_000,
+    p4DurationMs: 4_000,
+    p4Rate: 1_000,
+    p4Writers: 8,
+    p5Transactions: 600,
+    p5Batches: 60,
+    p6Messages: 20_000,
+    p7History: 200_000,
+    p7Messages: 20_000,
+    p8IdleMs: 6_000,
+    p8DrainMessages: 100_000,
+  },
+  full: {
+    name: 'full',
+    runs: 5,
+    p1Messages: 200_000,
+    naiveMessages: 50_000,
+    pgtoMessages: 50_000,
+    pgtoReadmeMessages: 10_000,
+    p2Messages: 200_000,
+    p3Messages: 100_000,
+    p4DurationMs: 20_000,
+    p4Rate: 1_000,
+    p4Writers: 8,
+    p5Transactions: 3_000,
+    p5Batches: 300,
+    p6Messages: 100_000,
+    p7History: 1_000_000,
+    p7Messages: 100_000,
+    p8IdleMs: 30_000,
+    p8DrainMessages: 1_000_000,
+  },
+};
+
+/**
+ * The profiles; BENCH_SCALE (e.g. 0.1) shrinks every size, for trying the harness out quickly.
+ */
+export const PROFILES: Record<ProfileName, BenchProfile> = scaled(
+  BASE_PROFILES,
+  Number(process.env.BENCH_SCALE ?? 1),
+);
+
+function scaled(
+  profiles: Record<ProfileName, BenchProfile>,
+  factor: number,
+): Record<ProfileName, BenchProfile> {
+  if (!(factor > 0) || factor === 1) return profiles;
+  const shrink = (p: BenchProfile): BenchProfile =>
+    Object.fromEntries(
+      Object.entries(p).map(([k, v]) => [
+        k,
+        typeof v === 'number' && !['runs', 'p4Rate', 'p4Writers'].includes(k)
+          ? Math.max(100, Math.round(v * factor))
+          : v,
+      ]),
+    ) as unknown as BenchProfile;
+  return { quick: shrink(profiles.quick), full: shrink(profiles.full) };
+}
+
+/** The issue's sizes, printed next to scaled-down ones. */
+export const ISSUE_SIZES = {
+  p1Messages: 200_000,
+  p7History: 1_000_000,
+  p8DrainMessages: 1_000_000,
+} as const;
+
+/** Number of distinct message keys in every backlog (P1: ordering on, 1 000 keys). */
+export const KEYS = 1_000;
+/** Size of each message's JSON payload. */
+export const PAYLOAD_BYTES = 1_024;
+
+const env = process.env;
+
+export const SERVICES = {
+  postgres: {
+    host: env.PGHOST ?? '127.0.0.1',
+    port: Number(env.PGPORT ?? 5432),
+    user: env.PGUSER ?? 'postgres',
+    password: env.PGPASSWORD,
+    /** The bench works in a database of its own (created when missing) so its counters are its own. */
+    database: env.BENCH_PGDATABASE ?? 'outbox_bench',
+    cluster: env.BENCH_PG_CLUSTER ?? '15 main',
+  },
+  mariadb: {
+    host: env.MYSQL_HOST ?? '127.0.0.1',
+    port: Number(env.MYSQL_PORT ?? 3306),
+    user: env.MYSQL_USER ?? 'root',
+    password: env.MYSQL_PASSWORD ?? '',
+    database: env.BENCH_MYSQL_DATABASE ?? 'outbox_bench',
+  },
+  rabbitmq: {
+    url:
+      env.RABBITMQ_URL ??
+      `amqp://guest:guest@${env.RABBITMQ_HOST ?? '127.0.0.1'}:${env.RABBITMQ_PORT ?? 5672}`,
+  },
+  kafka: { brokers: [`${env.KAFKA_HOST ?? '127.0.0.1'}:${env.KAFKA_PORT ?? 9092}`] },
+  tcp: { host: '127.0.0.1', port: Number(env.BENCH_TCP_PORT ?? 4599) },
+} as const;

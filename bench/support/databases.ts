@@ -1,0 +1,280 @@
+/** Database connections, outbox tables and backlog seeding for every dialect the bench uses. */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { Client, Pool, type PgConfig } from './pg';
+import {
+  Column,
+  DataSource,
+  Entity,
+  PrimaryGeneratedColumn,
+  type Logger as TypeOrmLogger,
+} from 'typeorm';
+import { ensureOutboxTable } from '../../lib/store/outbox-dialect';
+import { KEYS, PAYLOAD_BYTES, SERVICES } from './config';
+
+/** The business row of P5's transactions. */
+@Entity('bench_order')
+export class BenchOrder {
+  @PrimaryGeneratedColumn()
+  id!: number;
+
+  @Column({ type: 'varchar', length: 64 })
+  customer!: string;
+
+  @Column({ type: 'int' })
+  total!: number;
+}
+
+export function pgConfig(database: string = SERVICES.postgres.database): PgConfig {
+  const { host, port, user, password } = SERVICES.postgres;
+  return { host, port, user, password, database };
+}
+
+/** Creates the bench database when it does not exist (its statistics then only count the bench). */
+export async function ensurePgDatabase(): Promise<void> {
+  const name = SERVICES.postgres.database;
+  const admin = new Client(pgConfig('postgres'));
+  await admin.connect();
+  try {
+    const { rowCount } = await admin.query('SELECT 1 FROM pg_database WHERE datname = $1', [name]);
+    if (rowCount === 0) await admin.query(`CREATE DATABASE "${name.replace(/"/g, '""')}"`);
+  } finally {
+    await admin.end();
+  }
+}
+
+export async function ensureMariaDatabase(): Promise<void> {
+  const ds = new DataSource({
+    type: 'mariadb',
+    host: SERVICES.mariadb.host,
+    port: SERVICES.mariadb.port,
+    username: SERVICES.mariadb.user,
+    password: SERVICES.mariadb.password,
+  });
+  await ds.initialize();
+  try {
+    await ds.query(`CREATE DATABASE IF NOT EXISTS \`${SERVICES.mariadb.database}\``);
+  } finally {
+    await ds.destroy();
+  }
+}
+
+/** Counts every statement TypeORM runs (P8's client-side query count). */
+export class CountingLogger implements TypeOrmLogger {
+  count = 0;
+  readonly texts = new Map<string, number>();
+  logQuery(query: string): void {
+    this.count++;
+    const head = query.replace(/\s+/g, ' ').slice(0, 60);
+    this.texts.set(head, (this.texts.get(head) ?? 0) + 1);
+  }
+  logQueryError(): void {}
+  logQuerySlow(): void {}
+  logSchemaBuild(): void {}
+  logMigration(): void {}
+  log(): void {}
+}
+
+export async function openPostgres(
+  options: { poolSize?: number; logger?: TypeOrmLogger } = {},
+): Promise<DataSource> {
+  const { host, port, user, password, database } = SERVICES.postgres;
+  const ds = new DataSource({
+    type: 'postgres',
+    host,
+    port,
+    username: user,
+    password,
+    database,
+    entities: [BenchOrder],
+    synchronize: true,
+    poolSize: options.poolSize ?? 20,
+    ...(options.logger === undefined ? {} : { logging: ['query'], logger: options.logger }),
+  });
+  await ds.initialize();
+  return ds;
+}
+
+export async function openMaria(): Promise<DataSource> {
+  const { host, port, user, password, database } = SERVICES.mariadb;
+  const ds = new DataSource({
+    type: 'mariadb',
+    host,
+    port,
+    username: user,
+    password,
+    database,
+    entities: [BenchOrder],
+    synchronize: true,
+    poolSize: 20,
+  });
+  await ds.initialize();
+  return ds;
+}
+
+const sqliteDirs = new Map<DataSource, string>();
+
+export async function openSqlite(): Promise<DataSource> {
+  const dir = mkdtempSync(join(tmpdir(), 'outbox-bench-'));
+  const ds = new DataSource({
+    type: 'better-sqlite3',
+    database: join(dir, 'bench.sqlite'),
+    entities: [BenchOrder],
+    synchronize: true,
+    enableWAL: true,
+  });
+  await ds.initialize();
+  sqliteDirs.set(ds, dir);
+  return ds;
+}
+
+export async function closeDataSource(ds: DataSource): Promise<void> {
+  if (ds.isInitialized) await ds.destroy();
+  const dir = sqliteDirs.get(ds);
+  if (dir !== undefined) rmSync(dir, { recursive: true, force: true });
+}
+
+export type Dialect = 'postgres' | 'mariadb' | 'sqlite';
+
+export function dialectOf(ds: DataSource): Dialect {
+  const type = ds.options.type;
+  return type === 'postgres'
+    ? 'postgres'
+    : type === 'mariadb' || type === 'mysql'
+      ? 'mariadb'
+      : 'sqlite';
+}
+
+export function quoteTable(ds: DataSource, table: string): string {
+  return dialectOf(ds) === 'mariadb' ? `\`${table}\`` : `"${table}"`;
+}
+
+/** A fresh, empty outbox table (dropped first if it exists). */
+export async function resetOutboxTable(ds: DataSource, table: string): Promise<void> {
+  await dropOutboxTable(ds, table);
+  await ensureOutboxTable(ds, { tableName: table });
+}
+
+export async function dropOutboxTable(ds: DataSource, table: string): Promise<void> {
+  if (dialectOf(ds) === 'mariadb') await ds.query(`DROP TABLE IF EXISTS \`${table}_key_lock\``);
+  await ds.query(`DROP TABLE IF EXISTS ${quoteTable(ds, table)}`);
+}
+
+/** Empties the table (and restarts its ids) between runs. */
+export async function truncateOutbox(ds: DataSource, table: string): Promise<void> {
+  switch (dialectOf(ds)) {
+    case 'postgres':
+      await ds.query(`TRUNCATE ${quoteTable(ds, table)} RESTART IDENTITY`);
+      break;
+    case 'mariadb':
+      await ds.query(`TRUNCATE TABLE ${quoteTable(ds, table)}`);
+      break;
+    case 'sqlite':
+      await ds.query(`DELETE FROM ${quoteTable(ds, table)}`);
+      break;
+  }
+}
+
+/** The padding that makes each payload about {@link PAYLOAD_BYTES} bytes of JSON. */
+export const PAD = 'x'.repeat(PAYLOAD_BYTES - 48);
+
+/** The JSON payload of message `seq` (same shape the SQL seeders write). */
+export function payloadOf(seq: number, key: string): string {
+  return `{"seq":${seq},"key":"${key}","pad":"${PAD}"}`;
+}
+
+export const keyOf = (seq: number, keys = KEYS): string => `k${seq % keys}`;
+
+/**
+ * Writes `count` pending messages (seq `from`…`from+count-1`, key `k<seq % keys>`, 1 KiB JSON)
+ * in one statement, the way a backlog of committed messages looks to a dispatcher. `status`
+ * 'delivered' writes history instead.
+ */
+export async function seedOutbox(
+  ds: DataSource,
+  table: string,
+  count: number,
+  options: { from?: number; topic?: string; status?: 'pending' | 'delivered'; keys?: number } = {},
+): Promise<void> {
+  const from = options.from ?? 1;
+  const to = from + count - 1;
+  const topic = options.topic ?? 'bench';
+  const keys = options.keys ?? KEYS;
+  const delivered = options.status === 'delivered';
+  const t = quoteTable(ds, table);
+  switch (dialectOf(ds)) {
+    case 'postgres': {
+      // In slices, so a million-row history does not become one giant transaction.
+      for (let start = from; start <= to; start += 100_000) {
+        const end = Math.min(to, start + 99_999);
+        await ds.query(
+          `INSERT INTO ${t} (message_id, topic, message_key, event_type, payload, headers${delivered ? ', status, delivered_at' : ''})
+SELECT gen_random_uuid(), $1, 'k' || (g % $2), 'order.created', ('{"seq":' || g || ',"key":"k' || (g % $2) || '","pad":"' || $3 || '"}')::json, '{}'${delivered ? `, 'delivered', now()` : ''}
+FROM generate_series($4::int, $5::int) AS g ORDER BY g`,
+          [topic, keys, PAD, start, end],
+        );
+      }
+      break;
+    }
+    case 'mariadb': {
+      for (let start = from; start <= to; start += 50_000) {
+        const end = Math.min(to, start + 49_999);
+        await ds.query(
+          `INSERT INTO ${t} (message_id, topic, message_key, event_type, payload, headers${delivered ? ', status, delivered_at' : ''})
+SELECT UUID(), ?, CONCAT('k', seq % ?), 'order.created', CONCAT('{"seq":', seq, ',"key":"k', seq % ?, '","pad":"', ?, '"}'), '{}'${delivered ? `, 'delivered', UTC_TIMESTAMP(6)` : ''}
+FROM seq_${start}_to_${end} ORDER BY seq`,
+          [topic, keys, keys, PAD],
+        );
+      }
+      break;
+    }
+    case 'sqlite': {
+      await ds.query(
+        `WITH RECURSIVE g(x) AS (SELECT ? UNION ALL SELECT x + 1 FROM g WHERE x < ?)
+INSERT INTO ${t} (message_id, topic, message_key, event_type, payload, headers${delivered ? ', status, delivered_at' : ''})
+SELECT lower(hex(randomblob(4)) || '-' || hex(randomblob(2)) || '-' || hex(randomblob(2)) || '-' || hex(randomblob(2)) || '-' || hex(randomblob(6))),
+  ?, 'k' || (x % ?), 'order.created', '{"seq":' || x || ',"key":"k' || (x % ?) || '","pad":"' || ? || '"}', '{}'${delivered ? `, 'delivered', strftime('%Y-%m-%d %H:%M:%f', 'now')` : ''}
+FROM g`,
+        [from, to, topic, keys, keys, PAD],
+      );
+      break;
+    }
+  }
+}
+
+/** Refreshes planner statistics (and the visibility map on PostgreSQL) after seeding. */
+export async function analyse(ds: DataSource, table: string): Promise<void> {
+  switch (dialectOf(ds)) {
+    case 'postgres':
+      await ds.query(`VACUUM ANALYZE ${quoteTable(ds, table)}`);
+      break;
+    case 'mariadb':
+      await ds.query(`ANALYZE TABLE ${quoteTable(ds, table)}`);
+      break;
+    case 'sqlite':
+      await ds.query('ANALYZE');
+      break;
+  }
+}
+
+export async function countByStatus(
+  ds: DataSource,
+  table: string,
+): Promise<Record<string, number>> {
+  const rows = await ds.query<{ status: string; n: string | number }[]>(
+    `SELECT status, count(*) AS n FROM ${quoteTable(ds, table)} GROUP BY status`,
+  );
+  return Object.fromEntries(rows.map((r) => [r.status, Number(r.n)]));
+}
+
+export async function pendingCount(ds: DataSource, table: string): Promise<number> {
+  const rows = await ds.query<{ n: string | number }[]>(
+    `SELECT count(*) AS n FROM ${quoteTable(ds, table)} WHERE status = 'pending'`,
+  );
+  return Number(rows[0]?.n ?? 0);
+}
+
+export function pgPool(max = 10): Pool {
+  return new Pool({ ...pgConfig(), max });
+}

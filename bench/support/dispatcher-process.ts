@@ -1,0 +1,145 @@
+/**
+ * A dispatcher in a process of its own (P4, P6, P8 and the CPU profile): the real OutboxModule
+ * on PostgreSQL with the library's RabbitMqPublisher.
+ *
+ * Modes: 'drain'  — on "go", drain until nothing is pending, report timings (and phase times);
+ *        'serve'  — autoStart (LISTEN/NOTIFY or polling) until "stop";
+ *        'idle'   — like serve, counting the statements TypeORM runs between "go" and "stop";
+ *        'rss'    — drain, sampling the resident set size.
+ */
+import 'reflect-metadata';
+import type { OutboxDispatcherOptions } from '../../lib';
+import { childSide } from './child';
+import { CountingLogger, closeDataSource, openPostgres, pendingCount } from './databases';
+import { connectPublisher, instrument, rabbitPublisher, startOutboxApp } from './outbox-app';
+import { nowMs, sleep } from './stats';
+
+export interface DispatcherChildConfig {
+  readonly mode: 'drain' | 'serve' | 'idle' | 'rss';
+  readonly table: string;
+  readonly queue: string;
+  readonly instanceId: string;
+  readonly dispatcher?: OutboxDispatcherOptions;
+  readonly phases?: boolean;
+}
+
+async function main(): Promise<void> {
+  const { config, send, next } = childSide<DispatcherChildConfig>();
+  const logger = config.mode === 'idle' ? new CountingLogger() : undefined;
+  const ds = await openPostgres({ poolSize: 10, logger });
+  const publisher = rabbitPublisher(config.queue);
+  const serving = config.mode === 'serve' || config.mode === 'idle';
+  let progress = 0;
+  const app = await startOutboxApp({
+    dataSource: ds,
+    tableName: config.table,
+    publisher,
+    instanceId: config.instanceId,
+    autoStart: serving,
+    ordering: { enabled: true },
+    dispatcher: config.dispatcher,
+    observer: { onBatch: (report) => void (progress += report.published) },
+  });
+  const dispatcher = app.dispatcher;
+  if (dispatcher === undefined) throw new Error('no dispatcher');
+
+  if (!serving) await connectPublisher(publisher);
+  const phases = config.phases === true ? instrument(app.store, publisher) : undefined;
+  send({ type: 'ready' });
+
+  // Any number of go → done (drain, rss) or go → stop → done (serve, idle) cycles, then exit.
+  for (;;) {
+    const command = await next(['go', 'exit']);
+    if (command.type === 'exit') break;
+    const outagesBefore = app.outages.count;
+    if (serving) {
+      if (logger !== undefined) {
+        logger.count = 0;
+        logger.texts.clear();
+      }
+      const startedAt = nowMs();
+      await next('stop');
+      const seconds = (nowMs() - startedAt) / 1000;
+      send({
+        type: 'done',
+        outages: app.outages.count - outagesBefore,
+        queries: logger?.count ?? 0,
+        seconds,
+        texts: logger === undefined ? {} : Object.fromEntries(logger.texts),
+      });
+      continue;
+    }
+    progress = 0;
+    if (phases !== undefined) {
+      phases.claimMs.length = 0;
+      phases.settleMs.length = 0;
+      phases.publishMs.length = 0;
+    }
+    const startedAt = nowMs();
+    const rss: { t: number; published: number; rssMb: number; heapMb: number }[] = [];
+    const gcHeap: { at: string; heapMb: number }[] = [];
+    let published = 0;
+    let sampler: NodeJS.Timeout | undefined;
+    const collect = (at: string): void => {
+      const gc = (globalThis as { gc?: () => void }).gc;
+      if (gc === undefined) return;
+      gc();
+      gcHeap.push({ at, heapMb: process.memoryUsage().heapUsed / 2 ** 20 });
+    };
+    if (config.mode === 'rss') {
+      const total = Number(command.expected ?? 0);
+      let collectedWarm = false;
+      const sample = (): void => {
+        if (!collectedWarm && total > 0 && progress >= total * 0.1) {
+          collectedWarm = true;
+          collect('10%');
+        }
+        const m = process.memoryUsage();
+        rss.push({
+          t: nowMs() - startedAt,
+          published: progress,
+          rssMb: m.rss / 2 ** 20,
+          heapMb: m.heapUsed / 2 ** 20,
+        });
+      };
+      sample();
+      sampler = setInterval(sample, 250);
+    }
+    const cpu = process.cpuUsage();
+    const hrStartUs = Number(process.hrtime.bigint() / 1000n);
+    for (;;) {
+      const n = await dispatcher.drain();
+      published += n;
+      if (n === 0 && (await pendingCount(ds, config.table)) === 0) break;
+      if (n === 0) await sleep(2);
+    }
+    const finishedAt = nowMs();
+    const hrEndUs = Number(process.hrtime.bigint() / 1000n);
+    if (sampler !== undefined) {
+      clearInterval(sampler);
+      collect('end');
+    }
+    const used = process.cpuUsage(cpu);
+    send({
+      type: 'done',
+      outages: app.outages.count - outagesBefore,
+      published,
+      startedAt,
+      finishedAt,
+      hrStartUs,
+      hrEndUs,
+      rss,
+      gcHeap,
+      phases,
+      cpuMs: (used.user + used.system) / 1000,
+    });
+  }
+  await app.close();
+  await closeDataSource(ds);
+  process.exit(0);
+}
+
+main().catch((error: unknown) => {
+  console.error('dispatcher child failed:', error);
+  process.exit(1);
+});

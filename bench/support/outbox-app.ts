@@ -1,0 +1,179 @@
+/** The real OutboxModule in a Nest application context, and timing hooks around its parts. */
+import { Module, type INestApplicationContext } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import type { DataSource } from 'typeorm';
+import {
+  OUTBOX_STORE,
+  OutboxDispatcher,
+  OutboxModule,
+  OutboxService,
+  type OutboxModuleOptions,
+  type OutboxPublisher,
+  type OutboxStore,
+} from '../../lib';
+import { RabbitMqPublisher } from '../../lib/rabbitmq';
+import { SERVICES } from './config';
+import { pendingCount } from './databases';
+import { sleep } from './stats';
+
+export interface OutboxApp {
+  readonly app: INestApplicationContext;
+  /** Broker or database outages the dispatcher reported (a run they hit is repeated). */
+  readonly outages: { count: number };
+  readonly dispatcher: OutboxDispatcher | undefined;
+  readonly outbox: OutboxService;
+  readonly store: OutboxStore;
+  close(): Promise<void>;
+}
+
+export type AppOptions = Omit<OutboxModuleOptions, 'dataSource'> & {
+  dataSource: DataSource;
+  workers?: boolean;
+};
+
+export async function startOutboxApp(options: AppOptions): Promise<OutboxApp> {
+  const { workers = true, ...rest } = options;
+  const outages = { count: 0 };
+  const observer = {
+    ...rest.observer,
+    onOutage: (error: unknown, pauseMs: number): void => {
+      outages.count++;
+      rest.observer?.onOutage?.(error, pauseMs);
+    },
+  };
+
+  @Module({ imports: [OutboxModule.forRoot({ ...rest, observer, workers })] })
+  class BenchOutboxModule {}
+
+  const app = await NestFactory.createApplicationContext(BenchOutboxModule, {
+    logger: ['error', 'warn'],
+  });
+  return {
+    app,
+    outages,
+    dispatcher: workers ? app.get(OutboxDispatcher) : undefined,
+    outbox: app.get(OutboxService),
+    store: app.get<OutboxStore>(OUTBOX_STORE),
+    close: () => app.close(),
+  };
+}
+
+const WARMUP_TOPIC = '__bench_warmup';
+
+/** The library's own RabbitMQ publisher, on the default exchange (routing key = queue). */
+export function rabbitPublisher(queue: string): RabbitMqPublisher {
+  return new RabbitMqPublisher({
+    url: SERVICES.rabbitmq.url,
+    routingKey: (r) => (r.topic === WARMUP_TOPIC ? 'bench.nowhere' : queue),
+    connectionName: 'outbox-bench',
+  });
+}
+
+/** Opens the publisher's connection before a measurement (one unroutable message; its failure is expected). */
+export async function connectPublisher(publisher: OutboxPublisher): Promise<void> {
+  const record = {
+    id: '0',
+    messageId: '00000000-0000-7000-8000-000000000000',
+    topic: WARMUP_TOPIC,
+    key: null,
+    type: 'warmup',
+    payload: '{}',
+    headers: {},
+    attempts: 0,
+    createdAt: new Date(),
+  };
+  await publisher.publish([record], new AbortController().signal).catch(() => undefined);
+}
+
+/**
+ * Drains until the table has nothing pending (drain() stops at the first partial batch; the loop
+ * covers batches shortened by per-key heads or other dispatchers). Resolves to messages published.
+ */
+export async function drainAll(
+  app: OutboxApp,
+  ds: DataSource,
+  table: string,
+  timeoutMs = 600_000,
+): Promise<number> {
+  const dispatcher = app.dispatcher;
+  if (dispatcher === undefined) throw new Error('no dispatcher');
+  const deadline = Date.now() + timeoutMs;
+  let published = 0;
+  for (;;) {
+    published += await dispatcher.drain();
+    if ((await pendingCount(ds, table)) === 0) return published;
+    if (Date.now() > deadline) throw new Error(`drain did not finish within ${timeoutMs} ms`);
+    await sleep(1);
+  }
+}
+
+/** Wall time spent in the store's claim and settle and in the publisher, per batch. */
+export interface PhaseTimes {
+  claimMs: number[];
+  settleMs: number[];
+  publishMs: number[];
+}
+
+/** Wraps the store and publisher of a running app with timers (bench instrumentation only). */
+export function instrument(store: OutboxStore, publisher?: OutboxPublisher): PhaseTimes {
+  const times: PhaseTimes = { claimMs: [], settleMs: [], publishMs: [] };
+  const claim = store.claim.bind(store);
+  const settle = store.settle.bind(store);
+  if (publisher !== undefined) {
+    const publish = publisher.publish.bind(publisher);
+    publisher.publish = async (records, signal) => {
+      const t = performance.now();
+      try {
+        return await publish(records, signal);
+      } finally {
+        times.publishMs.push(performance.now() - t);
+      }
+    };
+  }
+  store.claim = async (o) => {
+    const t = performance.now();
+    try {
+      return await claim(o);
+    } finally {
+      times.claimMs.push(performance.now() - t);
+    }
+  };
+  store.settle = async (token, s, d) => {
+    const t = performance.now();
+    try {
+      return await settle(token, s, d);
+    } finally {
+      times.settleMs.push(performance.now() - t);
+    }
+  };
+  return times;
+}
+
+/**
+ * Runs one measurement, repeating it (up to `attempts` times) when it threw or when one of the
+ * watched apps reported an outage during it: other test suites on this machine restart RabbitMQ
+ * or raise its memory alarm now and then, and such a run measures them, not the outbox.
+ */
+export async function measured<T>(
+  label: string,
+  log: (line: string) => void,
+  fn: () => Promise<T>,
+  watch: readonly OutboxApp[] = [],
+  attempts = 3,
+): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    const before = watch.reduce((a, w) => a + w.outages.count, 0);
+    try {
+      const value = await fn();
+      const outages = watch.reduce((a, w) => a + w.outages.count, 0) - before;
+      if (outages === 0 || attempt >= attempts) return value;
+      log(
+        `${label}: ${outages} outage(s) during the run (a service was restarted or blocked); repeating it`,
+      );
+    } catch (error) {
+      if (attempt >= attempts) throw error;
+      log(`${label}: ${error instanceof Error ? error.message : String(error)}; repeating it`);
+    }
+    await sleep(3_000);
+  }
+}
