@@ -451,9 +451,10 @@ for (const db of TEST_DATABASES) {
           if (JSON.stringify(firsts.get(key)) === JSON.stringify(order)) keysInOrder += 1;
         expect(keysInOrder).toBe(CONCURRENT_KEYS);
         expect(rows.every((r) => r.attempts === 0 && r.lockedBy === null)).toBe(true);
-        // Every dispatcher did part of the work; no settle was fenced.
+        // Together they published each message once, and no settle was fenced. (How the work
+        // splits between them is timing, not a promise: one may take it all.)
         expect(totals.reduce((n, t) => n + t.published, 0)).toBe(CONCURRENT_TOTAL);
-        expect(totals.every((t) => t.published > 0 && t.fenced === 0)).toBe(true);
+        expect(totals.map((t) => t.fenced)).toEqual(totals.map(() => 0));
         process.stdout.write(
           `[${db.name}] ${CONCURRENT_DISPATCHERS} dispatchers, ${CONCURRENT_TOTAL} messages: boot ${booted - started} ms, enqueue ${enqueued - booted} ms, ` +
             `delivered ${delivered - booted} ms after boot; per dispatcher ${totals.map((t) => t.published).join('/')}\n`,
