@@ -18,6 +18,7 @@ import { renderChart } from './support/chart';
 import { PROFILES, ISSUE_SIZES, type BenchProfile } from './support/config';
 import {
   closeDataSource,
+  dropStaleRunObjects,
   ensureMariaDatabase,
   ensurePgDatabase,
   openMaria,
@@ -154,6 +155,7 @@ async function main(): Promise<void> {
     args.waitQuietMin > 0 ? await waitQuiet(args.waitQuietMin, log) : otherJestProcesses() === 0;
 
   await ensurePgDatabase();
+  await dropStaleRunObjects(log);
   const settings = await pgSettings();
   const pg = await openPostgres();
   const rabbit = await openRabbit();

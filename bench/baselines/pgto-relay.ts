@@ -19,16 +19,16 @@ import {
   type ReplicationListenerConfig,
   type TransactionalMessage,
 } from 'pg-transactional-outbox';
-import { KEYS } from '../support/config';
+import { KEYS, named } from '../support/config';
 import { PAD, pgConfig } from '../support/databases';
 import { sleep, toError } from '../support/stats';
 
 export type PgtoMode = 'readme' | 'fast';
 
 const SCHEMA = 'public';
-const TABLE = 'pgto_outbox';
-const PUBLICATION = 'pgto_bench_pub';
-const SLOT = 'pgto_bench_slot';
+const TABLE = named('pgto_outbox');
+const PUBLICATION = named('pgto_bench_pub');
+const SLOT = named('pgto_bench_slot');
 
 /** A pino-compatible logger that keeps warnings and errors (the reasons messages are skipped). */
 class CountingPgtoLogger {

@@ -4,6 +4,7 @@
  * pg-transactional-outbox (README configuration and fastest configuration). The module's runs
  * are checked at the consumer (duplicates, per-key order, missing messages).
  */
+import { named } from '../support/config';
 import { bareRabbitRelay } from '../baselines/bare-relay';
 import { naiveRelay } from '../baselines/naive-relay';
 import { PgtoBaseline, type PgtoMode, type PgtoRun } from '../baselines/pgto-relay';
@@ -27,8 +28,8 @@ import {
 import { CONFIGURE_HINT } from '../support/services';
 import { ratio, round } from '../support/stats';
 
-const TABLE = 'bench_p1';
-const QUEUE = 'bench.p1';
+const TABLE = named('bench_p1');
+const QUEUE = named('bench.p1', '.');
 
 export async function p1(ctx: BenchContext): Promise<ScenarioResult> {
   const { profile, pg, rabbit, log } = ctx;

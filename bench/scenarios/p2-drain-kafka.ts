@@ -1,7 +1,7 @@
 /** P2: drain a backlog PostgreSQL → Kafka (kafkajs), module vs a bare `sendBatch` relay. */
 import { KafkaPublisher } from '../../lib/kafka';
 import { bareKafkaRelay } from '../baselines/bare-relay';
-import { SERVICES } from '../support/config';
+import { SERVICES, named } from '../support/config';
 import {
   analyse,
   dropOutboxTable,
@@ -21,7 +21,7 @@ import {
 } from '../support/report';
 import { ratio } from '../support/stats';
 
-const TABLE = 'bench_p2';
+const TABLE = named('bench_p2');
 
 export async function p2(ctx: BenchContext): Promise<ScenarioResult> {
   const n = ctx.profile.p2Messages;
@@ -47,8 +47,8 @@ async function measure(ctx: BenchContext, result: ScenarioResult): Promise<Scena
   const { profile, pg } = ctx;
   const n = profile.p2Messages;
   await resetOutboxTable(pg, TABLE);
-  const moduleTopic = 'bench-p2-module';
-  const bareTopic = 'bench-p2-bare';
+  const moduleTopic = named('bench-p2-module', '-');
+  const bareTopic = named('bench-p2-bare', '-');
   const publisher = new KafkaPublisher({
     brokers: [...SERVICES.kafka.brokers],
     clientId: 'outbox-bench',

@@ -7,7 +7,7 @@ import { ClientTCP } from '@nestjs/microservices';
 import type { DataSource } from 'typeorm';
 import { ClientProxyPublisher } from '../../lib/microservices';
 import { forkTs } from '../support/child';
-import { SERVICES } from '../support/config';
+import { SERVICES, named } from '../support/config';
 import {
   analyse,
   closeDataSource,
@@ -30,8 +30,8 @@ import { purgeQueue, readAndCheck, resetQueue } from '../support/rabbit';
 import { addMetric, newResult, type BenchContext, type ScenarioResult } from '../support/report';
 import { ratio, round, sleep } from '../support/stats';
 
-const TABLE = 'bench_p3';
-const QUEUE = 'bench.p3';
+const TABLE = named('bench_p3');
+const QUEUE = named('bench.p3', '.');
 
 async function timedDrain(
   app: OutboxApp,

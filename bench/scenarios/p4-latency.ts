@@ -8,7 +8,7 @@
 import * as amqp from 'amqplib';
 import type { OutboxService } from '../../lib';
 import { forkTs, type Child } from '../support/child';
-import { SERVICES } from '../support/config';
+import { SERVICES, named } from '../support/config';
 import { keyOf, payloadOf, resetOutboxTable, dropOutboxTable } from '../support/databases';
 import type { DispatcherChildConfig } from '../support/dispatcher-process';
 import { startOutboxApp } from '../support/outbox-app';
@@ -22,8 +22,8 @@ import {
 } from '../support/report';
 import { nowMs, percentile, round, sleep } from '../support/stats';
 
-const TABLE = 'bench_p4';
-const QUEUE = 'bench.p4';
+const TABLE = named('bench_p4');
+const QUEUE = named('bench.p4', '.');
 const WARMUP_MS = 1_000;
 
 type Variant = 'listen' | 'polling';

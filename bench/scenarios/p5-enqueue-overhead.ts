@@ -4,6 +4,7 @@
  * in one call against a hand-written multi-row INSERT. Sequential transactions on one connection
  * at a time, the variants interleaved in blocks so drift hits both alike.
  */
+import { named } from '../support/config';
 import { randomUUID } from 'node:crypto';
 import type { EntityManager } from 'typeorm';
 import { OutboxEvent } from '../../lib';
@@ -25,7 +26,7 @@ import {
 } from '../support/report';
 import { percentile, summarise } from '../support/stats';
 
-const TABLE = 'bench_p5';
+const TABLE = named('bench_p5');
 const BLOCK = 20;
 
 @OutboxEvent({ topic: 'orders', type: 'order.created', key: (e: OrderCreated) => e.key })

@@ -3,6 +3,7 @@
  * PostgreSQL table into one RabbitMQ queue, ordering on; every message checked at the consumer
  * for duplicates and per-key order.
  */
+import { named } from '../support/config';
 import { forkTs, type Child, type ChildMessage } from '../support/child';
 import {
   analyse,
@@ -22,8 +23,8 @@ import {
 } from '../support/report';
 import { nowMs, ratio, round } from '../support/stats';
 
-const TABLE = 'bench_p6';
-const QUEUE = 'bench.p6';
+const TABLE = named('bench_p6');
+const QUEUE = named('bench.p6', '.');
 const COUNTS = [1, 2, 4] as const;
 
 export async function p6(ctx: BenchContext): Promise<ScenarioResult> {

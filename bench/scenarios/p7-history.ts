@@ -3,6 +3,7 @@
  * that retains a large delivered history (default retention keeps delivered rows a day) and
  * from an empty table; claim time per batch timed around the store.
  */
+import { named } from '../support/config';
 import {
   analyse,
   dropOutboxTable,
@@ -28,9 +29,9 @@ import {
 } from '../support/report';
 import { percentile, ratio } from '../support/stats';
 
-const EMPTY = 'bench_p7_empty';
-const HISTORY = 'bench_p7_history';
-const QUEUE = 'bench.p7';
+const EMPTY = named('bench_p7_empty');
+const HISTORY = named('bench_p7_history');
+const QUEUE = named('bench.p7', '.');
 
 export async function p7(ctx: BenchContext): Promise<ScenarioResult> {
   const { profile, pg, rabbit } = ctx;

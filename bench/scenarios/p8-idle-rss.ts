@@ -5,6 +5,7 @@
  * dispatcher process's RSS sampled through a long drain, and its heap after a full GC at 10 % and
  * at the end (a leak shows as retained heap, not as the GC sawtooth of RSS).
  */
+import { named } from '../support/config';
 import { forkTs } from '../support/child';
 import { analyse, dropOutboxTable, resetOutboxTable, seedOutbox } from '../support/databases';
 import type { DispatcherChildConfig } from '../support/dispatcher-process';
@@ -18,8 +19,8 @@ import {
 } from '../support/report';
 import { round, sleep } from '../support/stats';
 
-const TABLE = 'bench_p8';
-const QUEUE = 'bench.p8';
+const TABLE = named('bench_p8');
+const QUEUE = named('bench.p8', '.');
 
 interface RssSample {
   t: number;

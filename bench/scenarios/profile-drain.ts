@@ -6,6 +6,7 @@
  * summarised by category and by function. Writes bench/results/profile.json and profile.md;
  * the .cpuprofile (open it in Chrome DevTools) stays in bench/results/profile/.
  */
+import { named } from '../support/config';
 import { mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { forkTs } from '../support/child';
@@ -17,8 +18,8 @@ import { resetQueue } from '../support/rabbit';
 import { writeJson, type BenchContext } from '../support/report';
 import { percentile, round } from '../support/stats';
 
-const TABLE = 'bench_profile';
-const QUEUE = 'bench.profile';
+const TABLE = named('bench_profile');
+const QUEUE = named('bench.profile', '.');
 
 export async function profileDrain(ctx: BenchContext, resultsDir: string): Promise<void> {
   const { pg, rabbit } = ctx;

@@ -139,3 +139,13 @@ export const SERVICES = {
   kafka: { brokers: [`${env.KAFKA_HOST ?? '127.0.0.1'}:${env.KAFKA_PORT ?? 9092}`] },
   tcp: { host: '127.0.0.1', port: Number(env.BENCH_TCP_PORT ?? 4599) },
 } as const;
+
+/**
+ * Names of everything a run creates (tables, queues, topics, the replication slot) carry this
+ * run's id, so that two benches on one machine never drop each other's tables or slot. Children
+ * inherit it through the environment.
+ */
+export const RUN_ID = (process.env.BENCH_RUN_ID ??= `r${process.pid}`);
+
+/** `base` made unique to this run (`sep` joins: '_' for SQL names, '.' for queues, '-' for topics). */
+export const named = (base: string, sep = '_'): string => `${base}${sep}${RUN_ID}`;

@@ -1,5 +1,5 @@
 /** Database connections, outbox tables and backlog seeding for every dialect the bench uses. */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { Client, Pool, type PgConfig } from './pg';
@@ -277,4 +277,39 @@ export async function pendingCount(ds: DataSource, table: string): Promise<numbe
 
 export function pgPool(max = 10): Pool {
   return new Pool({ ...pgConfig(), max });
+}
+
+/**
+ * Drops what killed bench runs left behind in the bench database: tables, publications and — above
+ * all — logical replication slots (a forgotten slot retains WAL forever). Only objects of runs
+ * whose process no longer exists are touched; a concurrent run keeps its own.
+ */
+export async function dropStaleRunObjects(log: (line: string) => void): Promise<void> {
+  const client = new Client(pgConfig());
+  await client.connect();
+  const dead = (name: string): boolean => {
+    const pid = /_r(\d+)$/.exec(name)?.[1];
+    return pid !== undefined && !existsSync(`/proc/${pid}`);
+  };
+  try {
+    const slots = await client.query<{ slot_name: string }>(
+      `SELECT slot_name FROM pg_replication_slots WHERE slot_name LIKE 'pgto\\_bench\\_slot\\_r%' AND NOT active`,
+    );
+    for (const { slot_name } of slots.rows.filter((r) => dead(r.slot_name))) {
+      await client.query('SELECT pg_drop_replication_slot($1)', [slot_name]);
+      log(`dropped the replication slot ${slot_name} of a bench run that no longer exists`);
+    }
+    const pubs = await client.query<{ pubname: string }>(
+      `SELECT pubname FROM pg_publication WHERE pubname LIKE 'pgto\\_bench\\_pub\\_r%'`,
+    );
+    for (const { pubname } of pubs.rows.filter((r) => dead(r.pubname)))
+      await client.query(`DROP PUBLICATION IF EXISTS "${pubname}"`);
+    const tables = await client.query<{ tablename: string }>(
+      `SELECT tablename FROM pg_tables WHERE schemaname = current_schema() AND (tablename LIKE 'bench\\_%\\_r%' OR tablename LIKE 'pgto\\_outbox\\_r%')`,
+    );
+    for (const { tablename } of tables.rows.filter((r) => dead(r.tablename)))
+      await client.query(`DROP TABLE IF EXISTS "${tablename}"`);
+  } finally {
+    await client.end();
+  }
 }
