@@ -224,7 +224,7 @@ async function main(): Promise<void> {
   const quietAtEnd = otherJestProcesses() === 0;
   const libraryAtEnd = libraryRevision();
   const libraryChanged =
-    libraryAtEnd.commit !== env.library.commit || libraryAtEnd.libDirty !== env.library.libDirty;
+    libraryAtEnd.libTree !== env.library.libTree || libraryAtEnd.libDirty !== env.library.libDirty;
   if (libraryChanged)
     log(
       `warning: the library changed during the run (${env.library.commit} → ${libraryAtEnd.commit}); child processes may have measured the newer code`,

@@ -3,6 +3,7 @@ import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
 import { Socket } from 'node:net';
 import { cpus, totalmem } from 'node:os';
+import { join } from 'node:path';
 import { Client } from './pg';
 import { SERVICES } from './config';
 import { pgConfig } from './databases';
@@ -114,7 +115,17 @@ export function kafkaVersion(): string {
   } catch {
     // not Linux
   }
-  return process.env.KAFKA_VERSION ?? 'unknown';
+  // Not running now (P2 starts it): the version scripts/kafka.sh runs.
+  if (process.env.KAFKA_VERSION !== undefined)
+    return `${process.env.KAFKA_VERSION} (KRaft, single node, via scripts/kafka.sh)`;
+  try {
+    const script = readFileSync(join(__dirname, '../../scripts/kafka.sh'), 'utf8');
+    const version = /KAFKA_VERSION="\$\{KAFKA_VERSION:-([\d.]+)\}"/.exec(script)?.[1];
+    if (version !== undefined) return `${version} (KRaft, single node, via scripts/kafka.sh)`;
+  } catch {
+    // no script
+  }
+  return 'unknown';
 }
 
 export function machine(): { cores: number; memoryGiB: number; cpu: string; node: string } {
@@ -137,17 +148,17 @@ export function otherJestProcesses(): number {
   }
 }
 
-/** The commit the library was measured at, and whether lib/ had uncommitted changes. */
-export function libraryRevision(): { commit: string; libDirty: boolean } {
+/** The commit the library was measured at, its lib/ tree, and whether lib/ had uncommitted changes. */
+export function libraryRevision(): { commit: string; libTree: string; libDirty: boolean } {
   try {
-    const commit = execFileSync('git', ['rev-parse', '--short', 'HEAD'], {
-      encoding: 'utf8',
-    }).trim();
-    const dirty =
-      execFileSync('git', ['status', '--porcelain', '--', 'lib'], { encoding: 'utf8' }).trim() !==
-      '';
-    return { commit, libDirty: dirty };
+    const git = (...args: string[]): string =>
+      execFileSync('git', args, { encoding: 'utf8' }).trim();
+    return {
+      commit: git('rev-parse', '--short', 'HEAD'),
+      libTree: git('rev-parse', '--short', 'HEAD:lib'),
+      libDirty: git('status', '--porcelain', '--', 'lib') !== '',
+    };
   } catch {
-    return { commit: 'unknown', libDirty: false };
+    return { commit: 'unknown', libTree: 'unknown', libDirty: false };
   }
 }
