@@ -91,6 +91,13 @@ export interface OutboxModuleOptions {
   cleaner?: OutboxCleanerOptions;
   /** Metrics and tracing hooks. */
   observer?: OutboxObserver;
+  /**
+   * Called once per `enqueue()` call, synchronously in the caller's context; the headers it
+   * returns are added to every message of the call, under the message's own headers (which win
+   * on a clash). For context propagation, e.g. `outboxTraceHeaders()` of
+   * `nestjs-outbox/opentelemetry`. @default none
+   */
+  headersProvider?: () => Readonly<Record<string, string>> | undefined;
 }
 
 /** Options that decide which providers exist, so they are given outside the async factory. */

@@ -1,12 +1,19 @@
 import { Inject, Injectable, type OnApplicationShutdown } from '@nestjs/common';
 import type { DataSource, EntityManager } from 'typeorm';
 import { OutboxError } from './errors/outbox.error';
+import { OutboxInvalidMessageError } from './errors/outbox-invalid-message.error';
 import { OutboxTransactionRequiredError } from './errors/outbox-transaction-required.error';
 import type { EnqueueOptions, OutboxMessage } from './interfaces/outbox-message.interface';
-import type { OutboxStats, OutboxStore } from './interfaces/outbox-store.interface';
+import type { NewOutboxRow, OutboxStats, OutboxStore } from './interfaces/outbox-store.interface';
 import { CommitWatcher } from './internal/commit-watcher';
 import { OutboxMessageSerializer } from './internal/outbox-message.serializer';
-import { OUTBOX_DATA_SOURCE, OUTBOX_OPTIONS, OUTBOX_STORE } from './outbox.constants';
+import {
+  OUTBOX_DATA_SOURCE,
+  OUTBOX_HEADER_PREFIX,
+  OUTBOX_OPTIONS,
+  OUTBOX_STORE,
+} from './outbox.constants';
+import { OutboxMessages } from './outbox.messages';
 import type { ResolvedOutboxOptions } from './resolve-outbox-options';
 
 /** What `enqueue()` accepts: an `@OutboxEvent()` instance or a plain message. */
@@ -55,7 +62,9 @@ export class OutboxService implements OnApplicationShutdown {
   ): Promise<string | string[]> {
     const list: readonly OutboxInput[] = Array.isArray(input) ? input : [input];
     // Validate everything before touching the database: a bad message writes nothing.
-    const rows = list.map((item, index) => this.serializer.toRow(item, index, options));
+    const rows = this.withProvidedHeaders(
+      list.map((item, index) => this.serializer.toRow(item, index, options)),
+    );
     const tx = this.transactionOf(manager);
     if (rows.length > 0) {
       await this.store.insert(tx, rows, this.options.ordering.enabled);
@@ -86,6 +95,42 @@ export class OutboxService implements OnApplicationShutdown {
   async onApplicationShutdown(): Promise<void> {
     this.commits.detach();
     await this.store.close();
+  }
+
+  /** Adds the `headersProvider` headers to each row, under the message's own headers. */
+  private withProvidedHeaders(rows: NewOutboxRow[]): NewOutboxRow[] {
+    // Called before any await, so the provider sees the caller's async context (active span).
+    const provided = rows.length > 0 ? this.options.headersProvider?.() : undefined;
+    if (provided === undefined) return rows;
+    const entries = Object.entries(provided);
+    if (entries.length === 0) return rows;
+    for (const [name, value] of entries) {
+      const lower = name.toLowerCase();
+      if (
+        typeof value !== 'string' ||
+        name === '' ||
+        lower === 'cc' ||
+        lower === 'bcc' ||
+        lower.startsWith(OUTBOX_HEADER_PREFIX)
+      ) {
+        throw new OutboxInvalidMessageError(
+          OutboxMessages.invalidField(
+            `header ${JSON.stringify(name)} from the headersProvider option`,
+            'expected a string value under a name that is not reserved (x-outbox-*, CC, BCC)',
+          ),
+          'invalid-header',
+          0,
+        );
+      }
+    }
+    const alone = JSON.stringify(provided);
+    return rows.map((row) => ({
+      ...row,
+      headers:
+        row.headers === '{}'
+          ? alone
+          : JSON.stringify({ ...provided, ...(JSON.parse(row.headers) as Record<string, string>) }),
+    }));
   }
 
   private transactionOf(manager: EntityManager | undefined): EntityManager {

@@ -47,6 +47,7 @@ export interface ResolvedOutboxOptions {
     readonly batchSize: number;
   };
   readonly observer: OutboxObserver;
+  readonly headersProvider: (() => Readonly<Record<string, string>> | undefined) | undefined;
 }
 
 const DAY = 86_400_000;
@@ -244,6 +245,14 @@ export function resolveOutboxOptions(
     );
   }
 
+  if (options.headersProvider !== undefined && typeof options.headersProvider !== 'function') {
+    fail(
+      'headersProvider',
+      'it is not a function',
+      'Pass () => ({ header: value }), e.g. outboxTraceHeaders() from nestjs-outbox/opentelemetry.',
+    );
+  }
+
   return {
     dataSource,
     publisher,
@@ -318,5 +327,6 @@ export function resolveOutboxOptions(
       batchSize: integer(c.batchSize, 1_000, 'cleaner.batchSize', 1, 100_000),
     },
     observer,
+    headersProvider: options.headersProvider,
   };
 }
