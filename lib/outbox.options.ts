@@ -18,6 +18,13 @@ export interface OutboxDispatcherOptions {
   leaseMs?: number;
   /** How long one publish may wait for the broker; must be below `leaseMs`. @default 10000 */
   publishTimeoutMs?: number;
+  /**
+   * Longest time one dispatcher database call (claim, settle, park) may take: enforced by the
+   * server where it can (PostgreSQL `statement_timeout`) and by a watchdog that logs, gives up
+   * on the call and pauses. `publishTimeoutMs + dbTimeoutMs` must not exceed `leaseMs`.
+   * @default min(10000, leaseMs - publishTimeoutMs)
+   */
+  dbTimeoutMs?: number;
   /** Wake up on PostgreSQL NOTIFY from other instances (ignored on other databases). @default true */
   listen?: boolean;
   /** On shutdown, how long in-flight publishes may finish before their leases are released. @default 10000 */

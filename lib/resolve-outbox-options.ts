@@ -26,6 +26,7 @@ export interface ResolvedOutboxOptions {
     readonly pollIntervalMs: number;
     readonly leaseMs: number;
     readonly publishTimeoutMs: number;
+    readonly dbTimeoutMs: number;
     readonly listen: boolean;
     readonly shutdownTimeoutMs: number;
     readonly maxOutagePauseMs: number;
@@ -200,6 +201,23 @@ export function resolveOutboxOptions(
       'A publish must time out before its lease expires, or two dispatchers could publish the same message: lower publishTimeoutMs or raise leaseMs.',
     );
   }
+  // The settle must fit in the lease after the publish: a settle that lands after the lease
+  // expired is fenced off and the batch is published again.
+  const dbTimeoutMs = integer(
+    d.dbTimeoutMs,
+    Math.max(100, Math.min(10_000, leaseMs - publishTimeoutMs)),
+    'dispatcher.dbTimeoutMs',
+    100,
+    10 * MINUTE,
+    ' ms',
+  );
+  if (publishTimeoutMs + dbTimeoutMs > leaseMs) {
+    fail(
+      'dispatcher.dbTimeoutMs',
+      `publishTimeoutMs (${publishTimeoutMs} ms) + dbTimeoutMs (${dbTimeoutMs} ms) exceed dispatcher.leaseMs (${leaseMs} ms)`,
+      'A batch must be published and settled within its lease, or another dispatcher may publish it again: raise leaseMs or lower publishTimeoutMs/dbTimeoutMs.',
+    );
+  }
   const pollIntervalMs = integer(
     d.pollIntervalMs,
     1_000,
@@ -276,6 +294,7 @@ export function resolveOutboxOptions(
       pollIntervalMs,
       leaseMs,
       publishTimeoutMs,
+      dbTimeoutMs,
       listen: bool(d.listen, true, 'dispatcher.listen'),
       shutdownTimeoutMs: integer(
         d.shutdownTimeoutMs,
