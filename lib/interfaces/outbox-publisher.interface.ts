@@ -19,4 +19,10 @@ export interface OutboxPublisher {
   ): Promise<readonly PublishOutcome[]>;
   /** Called once when the module shuts down. */
   close?(): Promise<void>;
+  /**
+   * Checks, without publishing anything, that the broker can be reached now (for health checks):
+   * resolves when it can, rejects with the reason when it cannot. Should answer within a few
+   * seconds and give up when `signal` aborts.
+   */
+  ping?(signal: AbortSignal): Promise<void>;
 }
