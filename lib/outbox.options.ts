@@ -101,7 +101,7 @@ export interface OutboxModuleOptions {
   /**
    * Called once per `enqueue()` call, synchronously in the caller's context; the headers it
    * returns are added to every message of the call, under the message's own headers (which win
-   * on a clash). For context propagation, e.g. `outboxTraceHeaders()` of
+   * on a clash). For context propagation, e.g. `traceContextHeaders` of
    * `nestjs-outbox/opentelemetry`. @default none
    */
   headersProvider?: () => Readonly<Record<string, string>> | undefined;

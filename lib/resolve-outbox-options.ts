@@ -267,7 +267,7 @@ export function resolveOutboxOptions(
     fail(
       'headersProvider',
       'it is not a function',
-      'Pass () => ({ header: value }), e.g. outboxTraceHeaders() from nestjs-outbox/opentelemetry.',
+      'Pass () => ({ header: value }), e.g. traceContextHeaders from nestjs-outbox/opentelemetry.',
     );
   }
 
