@@ -49,6 +49,7 @@ export type {
   Settlement,
 } from './interfaces/outbox-store.interface';
 export type { OutboxObserver, OutboxBatchReport } from './interfaces/outbox-observer.interface';
+export { combineObservers } from './observers/combine-observers';
 export type { AmbientTransaction } from './interfaces/ambient-transaction.interface';
 
 export { OutboxError } from './errors/outbox.error';
