@@ -5,11 +5,26 @@
 export const OutboxMessages = {
   optionInvalid: (path: string, problem: string, fix: string, subject = 'OutboxModule'): string =>
     `Invalid ${subject} option "${path}": ${problem}. ${fix}`,
+  unknownOption: (
+    path: string,
+    suggestion: string | undefined,
+    known: readonly string[],
+    subject = 'OutboxModule',
+  ): string =>
+    `Invalid ${subject} options: ${path} is not an option` +
+    (suggestion !== undefined
+      ? `; did you mean ${suggestion}?`
+      : `. Known options here: ${known.join(', ')}.`),
+  extraInFactoryResult: (key: string): string =>
+    `Invalid OutboxModule option "${key}": it decides which providers the module has, so it is ` +
+    `read when the module is defined, not from the options the factory returns. Pass it next ` +
+    `to useFactory: OutboxModule.forRootAsync({ ${key}: ..., useFactory: ... }).`,
   transactionRequired: (): string =>
     'OutboxService.enqueue() needs the EntityManager of an open transaction: call it inside ' +
     'dataSource.transaction(async (manager) => outbox.enqueue(event, manager)) or with ' +
     'queryRunner.manager after queryRunner.startTransaction(), or configure the ambient ' +
-    'transaction (see "transactions" in the README). Writing an outbox row outside the business ' +
+    'transaction (see "3. Enqueue inside your transaction" in the README: ' +
+    'README.md#3-enqueue-inside-your-transaction). Writing an outbox row outside the business ' +
     'transaction would break the outbox guarantee.',
   missingEventMetadata: (className: string): string =>
     `Class ${className} has no @OutboxEvent() metadata: decorate it with ` +

@@ -8,7 +8,7 @@ import {
   type RetryOptions,
   type SASLOptions,
 } from 'kafkajs';
-import { OptionChecks, type OptionFailure } from '../internal/option-checks';
+import { OptionChecks, type KnownOptionKeys, type OptionFailure } from '../internal/option-checks';
 import type { OutboxRecord } from '../interfaces/outbox-record.interface';
 
 /** Producer settings a `KafkaPublisher` lets you change; the rest is fixed for correctness. */
@@ -96,6 +96,33 @@ const PRODUCER_KEYS = new Set([
   'metadataMaxAge',
 ]);
 
+// Every other key is refused (a misspelt option would silently keep its default); `producer`
+// has its own check below, with the reason some kafkajs settings are not accepted.
+const OPTION_KEYS = {
+  '': {
+    brokers: true,
+    clientId: true,
+    ssl: true,
+    sasl: true,
+    topic: true,
+    connectionTimeout: true,
+    requestTimeout: true,
+    retry: true,
+    acks: true,
+    compression: true,
+    logLevel: true,
+    producer: true,
+  } satisfies Record<keyof KafkaPublisherOptions, true>,
+  retry: {
+    retries: true,
+    initialRetryTime: true,
+    maxRetryTime: true,
+    factor: true,
+    multiplier: true,
+    restartOnFailure: true,
+  } satisfies Record<keyof RetryOptions, true>,
+} satisfies KnownOptionKeys;
+
 const checks = new OptionChecks('KafkaPublisher');
 const fail: OptionFailure = checks.fail;
 const { show, integer } = checks;
@@ -110,6 +137,7 @@ export function resolveKafkaPublisherOptions(
   if (options === null || typeof options !== 'object') {
     fail('options', `${show(options)} is not an object`, "Pass { brokers: ['host:9092'] }.");
   }
+  checks.knownKeys(options, OPTION_KEYS);
   const { brokers } = options;
   if (typeof brokers !== 'function') {
     if (

@@ -1,5 +1,5 @@
 import type { Channel, Options } from 'amqplib';
-import { OptionChecks, type OptionFailure } from '../internal/option-checks';
+import { OptionChecks, type KnownOptionKeys, type OptionFailure } from '../internal/option-checks';
 import type { OutboxRecord } from '../interfaces/outbox-record.interface';
 
 /** Options of {@link RabbitMqPublisher}. */
@@ -62,6 +62,28 @@ export interface ResolvedRabbitMqPublisherOptions {
   readonly appId: string | undefined;
 }
 
+// Every other key is refused: a misspelt option would silently keep its default.
+const OPTION_KEYS = {
+  '': {
+    url: true,
+    socketOptions: true,
+    exchange: true,
+    routingKey: true,
+    assertTopology: true,
+    maxOutstandingConfirms: true,
+    publishTimeoutMs: true,
+    heartbeat: true,
+    connectionTimeoutMs: true,
+    reconnect: true,
+    connectionName: true,
+    appId: true,
+  } satisfies Record<keyof RabbitMqPublisherOptions, true>,
+  reconnect: { initialDelayMs: true, maxDelayMs: true } satisfies Record<
+    keyof NonNullable<RabbitMqPublisherOptions['reconnect']>,
+    true
+  >,
+} satisfies KnownOptionKeys;
+
 const checks = new OptionChecks('RabbitMqPublisher');
 const fail: OptionFailure = checks.fail;
 const { show, integer } = checks;
@@ -80,6 +102,7 @@ export function resolveRabbitMqPublisherOptions(
       "Pass { url: 'amqp://user:pass@host:5672' }.",
     );
   }
+  checks.knownKeys(options, OPTION_KEYS);
   const { url } = options;
   if (typeof url === 'string') {
     if (!/^amqps?:\/\/[^\s]+$/i.test(url))
