@@ -55,6 +55,7 @@ export type { AmbientTransaction } from './interfaces/ambient-transaction.interf
 export { OutboxError } from './errors/outbox.error';
 export { OutboxOptionsError } from './errors/outbox-options.error';
 export { OutboxTransactionRequiredError } from './errors/outbox-transaction-required.error';
+export { OutboxTableMissingError } from './errors/outbox-table-missing.error';
 export {
   OutboxInvalidMessageError,
   type OutboxInvalidMessageReason,

@@ -19,6 +19,9 @@ export const OutboxMessages = {
     `Invalid OutboxModule option "${key}": it decides which providers the module has, so it is ` +
     `read when the module is defined, not from the options the factory returns. Pass it next ` +
     `to useFactory: OutboxModule.forRootAsync({ ${key}: ..., useFactory: ... }).`,
+  moduleOptionBesideFactory: (key: string): string =>
+    `Invalid OutboxModule.forRootAsync() option "${key}": it is a module option, so it belongs ` +
+    `in the object that useFactory returns (or createOutboxOptions() of useClass/useExisting).`,
   transactionRequired: (): string =>
     'OutboxService.enqueue() needs the EntityManager of an open transaction: call it inside ' +
     'dataSource.transaction(async (manager) => outbox.enqueue(event, manager)) or with ' +
@@ -39,9 +42,9 @@ export const OutboxMessages = {
   reservedHeader: (name: string): string =>
     `Header "${name}" is reserved (the module sets x-outbox-* itself; CC and BCC would reroute ` +
     `RabbitMQ messages). Use another header name.`,
-  tableMissing: (table: string): string =>
-    `The outbox table ${table} does not exist: run the migration from createOutboxMigration() ` +
-    `or the SQL in the README before starting the app.`,
+  tableMissing: (table: string, reason: string): string =>
+    `The outbox table ${table} cannot be read (${reason}): run the migrations from ` +
+    `createOutboxMigration() or the SQL in the README before starting the app.`,
   unsupportedDatabase: (type: string): string =>
     `Database type "${type}" is not supported by nestjs-outbox: use postgres, mysql, mariadb ` +
     `or better-sqlite3.`,

@@ -2,6 +2,8 @@ import { Module, type DynamicModule, type Provider } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
 import { ScheduleModule } from '@nestjs/schedule';
 import { DataSource } from 'typeorm';
+import { OutboxOptionsError } from './errors/outbox-options.error';
+import { OptionChecks } from './internal/option-checks';
 import { OUTBOX_DATA_SOURCE, OUTBOX_OPTIONS, OUTBOX_STORE } from './outbox.constants';
 import {
   ConfigurableOutboxModule,
@@ -11,13 +13,44 @@ import {
 } from './outbox.module-definition';
 import type { OutboxModuleOptions } from './outbox.options';
 import { OutboxService } from './outbox.service';
-import { resolveOutboxOptions, type ResolvedOutboxOptions } from './resolve-outbox-options';
+import { OutboxMessages } from './outbox.messages';
+import {
+  OUTBOX_OPTION_KEYS,
+  resolveOutboxOptions,
+  type ResolvedOutboxOptions,
+} from './resolve-outbox-options';
 import { createOutboxStore } from './store/create-outbox-store';
 import { OutboxCleaner } from './workers/outbox.cleaner';
 import { OutboxDispatcher } from './workers/outbox.dispatcher';
 import { OutboxUnlocker } from './workers/outbox.unlocker';
 
 const WORKERS = [OutboxDispatcher, OutboxUnlocker, OutboxCleaner];
+
+const ASYNC_OPTION_KEYS = {
+  imports: true,
+  inject: true,
+  useFactory: true,
+  useClass: true,
+  useExisting: true,
+  provideInjectionTokensFrom: true,
+  isGlobal: true,
+  workers: true,
+} satisfies Record<keyof typeof OUTBOX_ASYNC_OPTIONS_TYPE, true>;
+
+const asyncChecks = new OptionChecks('OutboxModule.forRootAsync()');
+
+/**
+ * Rejects unknown keys beside the factory when the module is defined: a module option given
+ * there (`dataSource`, `retry` …) or a misspelt `workers` would otherwise be silently ignored.
+ */
+function checkAsyncOptions(options: object): void {
+  for (const key of Object.keys(options)) {
+    if (!Object.hasOwn(ASYNC_OPTION_KEYS, key) && Object.hasOwn(OUTBOX_OPTION_KEYS[''], key)) {
+      throw new OutboxOptionsError(OutboxMessages.moduleOptionBesideFactory(key), key);
+    }
+  }
+  asyncChecks.knownKeys(options, { '': ASYNC_OPTION_KEYS });
+}
 
 function coreProviders(workers: boolean): Provider[] {
   return [
@@ -62,6 +95,7 @@ export class OutboxModule extends ConfigurableOutboxModule {
   }
 
   static forRootAsync(options: typeof OUTBOX_ASYNC_OPTIONS_TYPE): DynamicModule {
+    checkAsyncOptions(options);
     return OutboxModule.withProviders(super.forRootAsync(options), options.workers ?? true);
   }
 

@@ -5,9 +5,19 @@ import type { AmbientTransaction } from './interfaces/ambient-transaction.interf
 import type { OutboxObserver } from './interfaces/outbox-observer.interface';
 import type { OutboxPublisher } from './interfaces/outbox-publisher.interface';
 import type { OutboxRecord } from './interfaces/outbox-record.interface';
-import { OptionChecks, type OptionFailure } from './internal/option-checks';
-import type { OutboxModuleOptions } from './outbox.options';
-import { assertIdentifier } from './store/sql-identifier';
+import { OptionChecks, type KnownOptionKeys, type OptionFailure } from './internal/option-checks';
+import { OutboxOptionsError } from './errors/outbox-options.error';
+import { OutboxMessages } from './outbox.messages';
+import type {
+  OutboxCleanerOptions,
+  OutboxDispatcherOptions,
+  OutboxModuleExtras,
+  OutboxModuleOptions,
+  OutboxOrderingOptions,
+  OutboxRetryOptions,
+  OutboxUnlockerOptions,
+} from './outbox.options';
+import { assertIdentifier, MAX_TABLE_NAME_LENGTH } from './store/sql-identifier';
 
 /** Options with every default applied and every value checked. */
 export interface ResolvedOutboxOptions {
@@ -51,9 +61,71 @@ export interface ResolvedOutboxOptions {
   readonly headersProvider: (() => Readonly<Record<string, string>> | undefined) | undefined;
 }
 
+/**
+ * Every option key, by group. Any other key fails at bootstrap, naming the option it most likely
+ * meant: a misspelt option would otherwise be ignored and silently keep its default. To add an
+ * option, add it to its interface in `outbox.options.ts` and here (`satisfies` fails the build
+ * until both agree), then resolve and check its value below.
+ */
+export const OUTBOX_OPTION_KEYS = {
+  '': {
+    dataSource: true,
+    publisher: true,
+    tableName: true,
+    schema: true,
+    maxPayloadBytes: true,
+    ambientTransaction: true,
+    instanceId: true,
+    autoStart: true,
+    ordering: true,
+    dispatcher: true,
+    retry: true,
+    unlocker: true,
+    cleaner: true,
+    observer: true,
+    headersProvider: true,
+  } satisfies Record<keyof OutboxModuleOptions, true>,
+  dispatcher: {
+    batchSize: true,
+    batchesInFlight: true,
+    pollIntervalMs: true,
+    leaseMs: true,
+    publishTimeoutMs: true,
+    dbTimeoutMs: true,
+    listen: true,
+    shutdownTimeoutMs: true,
+    maxOutagePauseMs: true,
+  } satisfies Record<keyof OutboxDispatcherOptions, true>,
+  retry: {
+    maxAttempts: true,
+    initialDelayMs: true,
+    maxDelayMs: true,
+    factor: true,
+    jitter: true,
+    maxAgeMs: true,
+    retryIf: true,
+  } satisfies Record<keyof OutboxRetryOptions, true>,
+  ordering: { enabled: true, onDeadLetter: true } satisfies Record<
+    keyof OutboxOrderingOptions,
+    true
+  >,
+  unlocker: { intervalMs: true } satisfies Record<keyof OutboxUnlockerOptions, true>,
+  cleaner: {
+    intervalMs: true,
+    deliveredRetentionMs: true,
+    deadRetentionMs: true,
+    batchSize: true,
+  } satisfies Record<keyof OutboxCleanerOptions, true>,
+} satisfies KnownOptionKeys;
+
+// `forRoot()` strips these before the options reach the resolver; found here, they came from a
+// `forRootAsync()` factory, too late to decide which providers exist.
+const MODULE_EXTRAS = { isGlobal: true, workers: true } satisfies Record<
+  keyof OutboxModuleExtras,
+  true
+>;
+
 const DAY = 86_400_000;
-// Derived names (<table>_key_lock, <table>_pending_idx …) must stay within 63 characters.
-const MAX_TABLE_NAME = 48;
 
 const checks = new OptionChecks('OutboxModule');
 const fail: OptionFailure = checks.fail;
@@ -103,6 +175,12 @@ export function resolveOutboxOptions(
       'Pass { dataSource, publisher, ... }.',
     );
   }
+  for (const extra of Object.keys(MODULE_EXTRAS)) {
+    if (Object.hasOwn(options, extra)) {
+      throw new OutboxOptionsError(OutboxMessages.extraInFactoryResult(extra), extra);
+    }
+  }
+  checks.knownKeys(options, OUTBOX_OPTION_KEYS);
   const { dataSource } = options;
   if (typeof dataSource === 'string') {
     if (dataSource.trim() === '') {
@@ -140,14 +218,14 @@ export function resolveOutboxOptions(
   }
 
   const tableName = options.tableName ?? 'outbox';
-  assertIdentifier(tableName, 'tableName');
-  if (tableName.length > MAX_TABLE_NAME) {
+  if (typeof tableName === 'string' && tableName.length > MAX_TABLE_NAME_LENGTH) {
     fail(
       'tableName',
-      `"${tableName}" is longer than ${MAX_TABLE_NAME} characters`,
+      `"${tableName}" is longer than ${MAX_TABLE_NAME_LENGTH} characters`,
       'Use a shorter name: index and lock-table names are derived from it.',
     );
   }
+  assertIdentifier(tableName, 'tableName');
   const schema = options.schema ?? null;
   if (schema !== null) assertIdentifier(schema, 'schema');
 

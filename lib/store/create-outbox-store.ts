@@ -1,6 +1,7 @@
 import type { DataSource } from 'typeorm';
-import { OutboxError } from '../errors/outbox.error';
+import { OutboxTableMissingError } from '../errors/outbox-table-missing.error';
 import type { OutboxStore } from '../interfaces/outbox-store.interface';
+import { describeError } from '../internal/describe-error';
 import { OutboxMessages } from '../outbox.messages';
 import { MysqlOutboxStore } from './mysql.store';
 import { outboxDialectOf, tableNamesFor } from './outbox-dialect';
@@ -23,7 +24,11 @@ export async function createOutboxStore(
     try {
       await dataSource.query(`SELECT 1 FROM ${names.table} WHERE 1 = 0`);
     } catch (error) {
-      throw new OutboxError(OutboxMessages.tableMissing(names.table), { cause: error });
+      throw new OutboxTableMissingError(
+        OutboxMessages.tableMissing(names.table, describeError(error)),
+        names.table,
+        { cause: error },
+      );
     }
   }
   switch (dialect) {

@@ -3,16 +3,30 @@ import { OutboxMessages } from '../outbox.messages';
 
 // Letters, digits and underscores, not starting with a digit: portable across PostgreSQL,
 // MySQL and SQLite and never in need of escaping. Anything else is refused, not escaped.
-const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
+const IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]*$/;
+// PostgreSQL truncates longer names (MySQL allows 64).
+const MAX_IDENTIFIER_LENGTH = 63;
+/**
+ * Longest table name: the longest name derived from it, `<table>_message_id_key`, must stay
+ * within the 63 characters of an identifier.
+ */
+export const MAX_TABLE_NAME_LENGTH = MAX_IDENTIFIER_LENGTH - '_message_id_key'.length;
 
-/** Validates a table or schema name given in the options; throws at bootstrap when unsafe. */
-export function assertIdentifier(value: unknown, option: string): asserts value is string {
-  if (typeof value !== 'string' || !IDENTIFIER.test(value)) {
+/**
+ * Validates a table or schema name given in the options; throws at bootstrap when unsafe. The
+ * table name has the shorter limit of {@link MAX_TABLE_NAME_LENGTH}.
+ */
+export function assertIdentifier(
+  value: unknown,
+  option: string,
+  maxLength = option === 'tableName' ? MAX_TABLE_NAME_LENGTH : MAX_IDENTIFIER_LENGTH,
+): asserts value is string {
+  if (typeof value !== 'string' || !IDENTIFIER.test(value) || value.length > maxLength) {
     throw new OutboxOptionsError(
       OutboxMessages.optionInvalid(
         option,
         `${JSON.stringify(value)} is not a safe SQL identifier`,
-        'Use 1 to 63 letters, digits or underscores, starting with a letter or underscore.',
+        `Use 1 to ${maxLength} letters, digits or underscores, starting with a letter or underscore.`,
       ),
       option,
     );
@@ -41,7 +55,8 @@ export function outboxTableNames(
   quoting: IdentifierQuoting,
 ): OutboxTableNames {
   const quote = (name: string): string => {
-    assertIdentifier(name, 'tableName');
+    // Derived names (indexes, constraints, the lock table) may use the full identifier length.
+    assertIdentifier(name, 'tableName', MAX_IDENTIFIER_LENGTH);
     return quoting === 'double' ? `"${name}"` : `\`${name}\``;
   };
   const qualify = (name: string): string =>

@@ -1,12 +1,17 @@
 import { Test } from '@nestjs/testing';
 import { DataSource } from 'typeorm';
 import {
+  OutboxDispatcher,
   OutboxModule,
   OutboxOptionsError,
+  OutboxService,
   resolveOutboxOptions,
   type OutboxModuleOptions,
   type OutboxPublisher,
 } from '../../lib';
+import { resolveKafkaPublisherOptions, type KafkaPublisherOptions } from '../../lib/kafka';
+import { resolveRabbitMqPublisherOptions, type RabbitMqPublisherOptions } from '../../lib/rabbitmq';
+import { OUTBOX_OPTION_KEYS } from '../../lib/resolve-outbox-options';
 
 const publisher: OutboxPublisher = {
   publish: (messages) => Promise.resolve(messages.map(() => ({ ok: true as const }))),
@@ -63,6 +68,16 @@ describe('resolveOutboxOptions', () => {
     const error = errorOf({ ...valid, tableName });
     expect(error.option).toBe(option);
     expect(error.message).toMatch(/letters, digits or underscores|shorter name/);
+    // The limit a user reads is the one enforced: 48, so that derived index names fit in 63.
+    expect(error.message).toContain('48');
+    expect(error.message).not.toContain('63');
+  });
+
+  it('accepts a 48-character table name and states the 63-character limit for schemas', () => {
+    expect(resolveOutboxOptions({ ...valid, tableName: 'a'.repeat(48) }).tableName).toHaveLength(
+      48,
+    );
+    expect(errorOf({ ...valid, schema: 'bad schema' }).message).toContain('1 to 63');
   });
 
   it('rejects an unsafe schema name', () => {
@@ -107,6 +122,117 @@ describe('resolveOutboxOptions', () => {
     expect(errorOf({ ...valid, ordering: { onDeadLetter: 'drop' } }).option).toBe(
       'ordering.onDeadLetter',
     );
+  });
+
+  describe('unknown and misplaced keys', () => {
+    it('names a misspelt key, its path and the option it most likely meant', () => {
+      const error = errorOf({ ...valid, retry: { maxAttemps: 3 } });
+      expect(error.option).toBe('retry.maxAttemps');
+      expect(error.message).toContain(
+        'retry.maxAttemps is not an option; did you mean retry.maxAttempts?',
+      );
+    });
+
+    it.each([
+      [{ tablename: 'x' }, 'tablename', 'tableName'],
+      [{ dispatcher: { leasMs: 5_000 } }, 'dispatcher.leasMs', 'dispatcher.leaseMs'],
+      [{ dispatcher: { batchsize: 5 } }, 'dispatcher.batchsize', 'dispatcher.batchSize'],
+      [{ retry: { maxAtetmpts: 3 } }, 'retry.maxAtetmpts', 'retry.maxAttempts'],
+      [{ ordering: { enable: false } }, 'ordering.enable', 'ordering.enabled'],
+      [
+        { cleaner: { deliveredRetention: 0 } },
+        'cleaner.deliveredRetention',
+        'cleaner.deliveredRetentionMs',
+      ],
+      [{ cleaner: { purgeAfter: 0 } }, 'cleaner.purgeAfter', null],
+      [{ unlocker: { every: 100 } }, 'unlocker.every', null],
+      // Given at the wrong level: the same name in the group where it belongs.
+      [{ batchSize: 10 }, 'batchSize', 'dispatcher.batchSize'],
+      [{ maxAttempts: 3 }, 'maxAttempts', 'retry.maxAttempts'],
+      [{ retry: { leaseMs: 5_000 } }, 'retry.leaseMs', 'dispatcher.leaseMs'],
+      [{ retyr: { maxAttempts: 3 } }, 'retyr', 'retry'],
+    ])('rejects %j as %s, suggesting %s', (extra, path, suggestion) => {
+      const error = errorOf({ ...valid, ...extra });
+      expect(error.option).toBe(path);
+      if (suggestion === null) {
+        expect(error.message).toContain(`${path} is not an option. Known options here:`);
+      } else {
+        expect(error.message).toContain(`${path} is not an option; did you mean ${suggestion}?`);
+      }
+    });
+
+    it('checks every group of options, and accepts every documented key', () => {
+      for (const [group, keys] of Object.entries(OUTBOX_OPTION_KEYS)) {
+        const where = (value: object) => (group === '' ? value : { [group]: value });
+        expect(errorOf({ ...valid, ...where({ zzzUnknown: 1 }) }).option).toBe(
+          group === '' ? 'zzzUnknown' : `${group}.zzzUnknown`,
+        );
+        // Every listed key passes the key check (undefined values take the defaults).
+        const all = Object.fromEntries(Object.keys(keys).map((k) => [k, undefined]));
+        if (group !== '')
+          expect(() => resolveOutboxOptions({ ...valid, ...where(all) })).not.toThrow();
+      }
+    });
+
+    it.each(['workers', 'isGlobal'])(
+      'refuses %s in the options a factory returns, telling to pass it next to useFactory',
+      (extra) => {
+        const error = errorOf({ ...valid, [extra]: false });
+        expect(error.option).toBe(extra);
+        expect(error.message).toContain(`OutboxModule.forRootAsync({ ${extra}: ..., useFactory`);
+      },
+    );
+
+    it('the native publishers refuse unknown keys the same way', () => {
+      const kafka = () =>
+        resolveKafkaPublisherOptions({
+          brokers: ['127.0.0.1:9092'],
+          retry: { retires: 2 },
+        } as unknown as KafkaPublisherOptions);
+      expect(kafka).toThrow(OutboxOptionsError);
+      expect(kafka).toThrow('retry.retires is not an option; did you mean retry.retries?');
+      const rabbit = () =>
+        resolveRabbitMqPublisherOptions({
+          url: 'amqp://127.0.0.1',
+          publishTimeout: 1_000,
+        } as unknown as RabbitMqPublisherOptions);
+      expect(rabbit).toThrow('publishTimeout is not an option; did you mean publishTimeoutMs?');
+    });
+  });
+
+  describe('forRootAsync', () => {
+    const factory = () => ({ dataSource, publisher, autoStart: false });
+
+    it('fails bootstrap when the factory returns workers: false, instead of ignoring it', async () => {
+      const moduleRef = Test.createTestingModule({
+        imports: [
+          OutboxModule.forRootAsync({
+            useFactory: () => ({ ...factory(), workers: false }) as OutboxModuleOptions,
+          }),
+        ],
+      });
+      await expect(moduleRef.compile()).rejects.toThrow(/pass it next to useFactory/i);
+    });
+
+    it('honours workers: false given next to useFactory: no dispatcher', async () => {
+      const moduleRef = await Test.createTestingModule({
+        imports: [OutboxModule.forRootAsync({ workers: false, useFactory: factory })],
+      }).compile();
+      try {
+        expect(moduleRef.get(OutboxService)).toBeInstanceOf(OutboxService);
+        expect(() => moduleRef.get(OutboxDispatcher)).toThrow();
+      } finally {
+        await moduleRef.close();
+      }
+    });
+
+    it('refuses a module option or a misspelt key beside the factory when the module is defined', () => {
+      const define = (options: object) => () =>
+        OutboxModule.forRootAsync({ useFactory: factory, ...options });
+      expect(define({ dataSource })).toThrow(OutboxOptionsError);
+      expect(define({ dataSource })).toThrow(/belongs in the object that useFactory returns/);
+      expect(define({ worker: false })).toThrow('worker is not an option; did you mean workers?');
+    });
   });
 
   it('fails the Nest bootstrap with the typed error', async () => {
