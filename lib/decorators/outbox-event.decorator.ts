@@ -12,6 +12,10 @@ export interface OutboxEventMetadata extends OutboxEventOptions<object> {
  * published to `topic`, keyed by `key`. Only stores metadata; the resolved topic, type, key and
  * headers are written on the row, so the dispatcher never needs the class.
  *
+ * `key` and `headers` functions run inside `enqueue()`: if one throws, the call fails with
+ * `OutboxInvalidMessageError` (reason `invalid-key` or `invalid-header`, the thrown error as
+ * `cause`) and writes nothing.
+ *
  * @example
  * ＠OutboxEvent({ topic: 'orders', type: 'order.created', key: 'orderId' })
  * export class OrderCreated { constructor(readonly orderId: string) {} }

@@ -7,6 +7,7 @@ import type { EnqueueOptions, OutboxMessage } from '../interfaces/outbox-message
 import type { NewOutboxRow } from '../interfaces/outbox-store.interface';
 import { OUTBOX_HEADER_PREFIX } from '../outbox.constants';
 import { OutboxMessages } from '../outbox.messages';
+import { describeError } from './describe-error';
 import { UuidV7Generator } from './uuidv7';
 
 const MAX_NAME = 255;
@@ -18,26 +19,202 @@ const RESERVED_HEADERS = new Set(['cc', 'bcc']);
 // eslint-disable-next-line no-control-regex
 const CONTROL_CHARS = /[\u0000-\u001f\u007f]/;
 
-class NotSerialisable extends Error {}
+// PostgreSQL `text` cannot hold U+0000 and its `json` type stores the \u0000 escape but cannot
+// read it back (->> fails); a lone surrogate reaches any database or broker as U+FFFD. Both are
+// rejected on every database, so that a message means the same wherever it is stored.
+// eslint-disable-next-line no-control-regex
+const UNPORTABLE_TEXT = /\u0000|\p{Cs}/u;
+const NUL_PROBLEM =
+  'contains a NUL character (\\u0000), which PostgreSQL cannot store; it is rejected on every ' +
+  'database so that messages stay portable';
+const SURROGATE_PROBLEM =
+  'contains a lone surrogate (half of a UTF-16 pair, as left by cutting a string inside an ' +
+  'emoji), which would be stored as U+FFFD';
+// 1970-01-01 to 9999-12-31 UTC: a later date does not fit MariaDB's DATETIME and sorts before
+// today as SQLite text (+010000-…), so it would be published at once instead of never.
+const MIN_AVAILABLE_AT = Date.UTC(1970, 0, 1);
+const MAX_AVAILABLE_AT = Date.UTC(9999, 11, 31, 23, 59, 59, 999);
+const MAX_DELAY_MS = 3_650 * 86_400_000;
 
-// Throws where JSON.stringify would silently drop or coerce a value, so that what reaches the
-// consumer is exactly what the caller enqueued.
-function strictReplacer(this: unknown, key: string, value: unknown): unknown {
-  switch (typeof value) {
-    case 'function':
-      throw new NotSerialisable(`a function at "${key || '(root)'}"`);
-    case 'symbol':
-      throw new NotSerialisable(`a symbol at "${key || '(root)'}"`);
-    case 'bigint':
-      throw new NotSerialisable(`a BigInt at "${key || '(root)'}": convert it to a string`);
-    case 'number':
-      if (!Number.isFinite(value)) {
-        throw new NotSerialisable(`${String(value)} at "${key || '(root)'}"`);
-      }
-      return value;
-    default:
-      return value;
+function textProblem(text: string): string | undefined {
+  if (!UNPORTABLE_TEXT.test(text)) return undefined;
+  return text.includes('\u0000') ? NUL_PROBLEM : SURROGATE_PROBLEM;
+}
+
+// Why a payload cannot be stored as it is; `unportable` marks text that JSON could hold.
+class PayloadProblem extends Error {
+  constructor(
+    readonly detail: string,
+    readonly path: string,
+    readonly unportable = false,
+  ) {
+    super(detail);
   }
+}
+
+function childPath(parent: string, holder: unknown, key: string): string {
+  if (Array.isArray(holder)) return `${parent}[${key}]`;
+  return /^[A-Za-z_$][\w$]*$/.test(key) ? `${parent}.${key}` : `${parent}[${JSON.stringify(key)}]`;
+}
+
+// Objects JSON.stringify turns into {} or a map of indices, silently losing their content.
+function objectProblem(value: object): string | undefined {
+  if (Array.isArray(value)) return undefined;
+  const proto: unknown = Object.getPrototypeOf(value);
+  if (proto === Object.prototype || proto === null) return undefined;
+  if (value instanceof Map) {
+    return 'is a Map, which JSON would store as {}: convert it, e.g. with Object.fromEntries(map)';
+  }
+  if (value instanceof Set)
+    return 'is a Set, which JSON would store as {}: convert it, e.g. with [...set]';
+  if (
+    value instanceof WeakMap ||
+    value instanceof WeakSet ||
+    value instanceof WeakRef ||
+    value instanceof Promise ||
+    value instanceof RegExp ||
+    value instanceof Error
+  ) {
+    return `is a ${value.constructor.name}, which JSON would store as {}`;
+  }
+  if (ArrayBuffer.isView(value) || value instanceof ArrayBuffer) {
+    return `is a ${value.constructor.name}, which JSON would not store as its bytes: convert it to an array or a base64 string`;
+  }
+  if (value instanceof Number && !Number.isFinite(value.valueOf())) {
+    return `is ${String(value)}, which JSON would store as null`;
+  }
+  // Other class instances are stored as their own enumerable properties, like the event itself.
+  return undefined;
+}
+
+// JSON text of a payload, exactly as the consumer will read it back. Throws a PayloadProblem
+// naming the path of the first value JSON would drop or turn into null or {}, or that a database
+// cannot store. Objects with toJSON() (Date, Buffer) are stored as what it returns.
+function payloadJson(payload: unknown): string {
+  // Path of every object being serialised, keyed by the object: the replacer only sees the
+  // holder of each value, not where that holder sits.
+  const paths = new Map<unknown, string>();
+  let root = true;
+  let lastPath = 'payload';
+  // Built only for objects and failures: most values are neither.
+  const pathOf = (holder: unknown, key: string, atRoot: boolean): string =>
+    atRoot ? 'payload' : childPath(paths.get(holder) ?? 'payload', holder, key);
+  const replacer = function (this: unknown, key: string, value: unknown): unknown {
+    const atRoot = root;
+    root = false;
+    if (!atRoot && !Array.isArray(this)) {
+      const problem = textProblem(key);
+      if (problem !== undefined) {
+        throw new PayloadProblem(
+          `has a property name that ${problem}`,
+          pathOf(this, key, atRoot),
+          true,
+        );
+      }
+    }
+    switch (typeof value) {
+      case 'string': {
+        const problem = textProblem(value);
+        if (problem !== undefined)
+          throw new PayloadProblem(problem, pathOf(this, key, atRoot), true);
+        return value;
+      }
+      case 'number':
+        if (!Number.isFinite(value)) {
+          throw new PayloadProblem(
+            `is ${String(value)}, which JSON would store as null`,
+            pathOf(this, key, atRoot),
+          );
+        }
+        return value;
+      case 'undefined':
+        throw new PayloadProblem(
+          atRoot
+            ? 'is undefined'
+            : Array.isArray(this)
+              ? 'is undefined, which JSON would store as null: use null, or leave the element out'
+              : 'is undefined, which JSON would drop: use null, or leave the property out',
+          pathOf(this, key, atRoot),
+        );
+      case 'function':
+        throw new PayloadProblem('is a function', pathOf(this, key, atRoot));
+      case 'symbol':
+        throw new PayloadProblem('is a symbol', pathOf(this, key, atRoot));
+      case 'bigint':
+        throw new PayloadProblem('is a BigInt: convert it to a string', pathOf(this, key, atRoot));
+      case 'object': {
+        if (value === null) {
+          // toJSON() of an invalid Date returns null: look at what the holder really had.
+          const original: unknown = (this as Record<string, unknown>)[key];
+          if (original instanceof Date) {
+            throw new PayloadProblem(
+              'is an invalid Date, which JSON would store as null',
+              pathOf(this, key, atRoot),
+            );
+          }
+          return value;
+        }
+        const problem = objectProblem(value);
+        if (problem !== undefined) throw new PayloadProblem(problem, pathOf(this, key, atRoot));
+        lastPath = pathOf(this, key, atRoot);
+        paths.set(value, lastPath);
+        return value;
+      }
+      default:
+        return value;
+    }
+  };
+  try {
+    return JSON.stringify(payload, replacer);
+  } catch (error) {
+    if (error instanceof PayloadProblem) throw error;
+    // The cycle check runs after the replacer has seen the value that closes the circle.
+    if (error instanceof TypeError && /circular/i.test(error.message)) {
+      throw new PayloadProblem(
+        'refers back to an object that contains it (a circular reference)',
+        lastPath,
+      );
+    }
+    throw error;
+  }
+}
+
+type Invalid = (message: string, reason: OutboxInvalidMessageReason, cause?: unknown) => Error;
+
+// Says what a bad value was without echoing its content: keys and header values may carry
+// personal data or tokens, and this text ends up in logs.
+function describeValue(value: unknown): string {
+  if (value === null) return 'null';
+  if (value instanceof Date) {
+    return Number.isNaN(value.getTime()) ? 'an invalid Date' : value.toISOString();
+  }
+  switch (typeof value) {
+    case 'string':
+      return value === '' ? 'an empty string' : `a string of ${value.length} characters`;
+    case 'number':
+      return String(value);
+    case 'object':
+      return Array.isArray(value)
+        ? 'an array'
+        : `an object (${value.constructor?.name ?? 'Object'})`;
+    default:
+      return `a ${typeof value}`;
+  }
+}
+
+// Topic, type and header names are routing data, not personal data: quoting them helps.
+function nameProblem(value: unknown): string | undefined {
+  if (typeof value !== 'string' || value.trim() === '' || value.length > MAX_NAME) {
+    return `expected a non-empty string of at most ${MAX_NAME} characters, got ${describeValue(value)}`;
+  }
+  const text = textProblem(value);
+  if (text !== undefined) return `${JSON.stringify(value)} ${text}`;
+  const control = CONTROL_CHARS.exec(value);
+  if (control !== null) {
+    const code = control[0].charCodeAt(0).toString(16).toUpperCase().padStart(4, '0');
+    return `${JSON.stringify(value)} contains the control character U+${code}`;
+  }
+  return undefined;
 }
 
 function isPlainMessage(value: object): value is OutboxMessage {
@@ -51,7 +228,7 @@ export class OutboxMessageSerializer {
   constructor(private readonly maxPayloadBytes: number) {}
 
   toRow(input: object, index: number, options?: EnqueueOptions): NewOutboxRow {
-    const invalid = (message: string, reason: OutboxInvalidMessageReason, cause?: unknown) =>
+    const invalid: Invalid = (message, reason, cause) =>
       new OutboxInvalidMessageError(message, reason, index, { cause });
     if (input === null || typeof input !== 'object') {
       throw invalid(
@@ -70,92 +247,98 @@ export class OutboxMessageSerializer {
       delayMs = input.delayMs ?? delayMs;
     } else {
       const meta = getOutboxEventMetadata(input);
+      const className = input.constructor?.name ?? 'Object';
       if (meta === undefined) {
-        throw invalid(
-          OutboxMessages.missingEventMetadata(input.constructor?.name ?? 'Object'),
-          'missing-metadata',
-        );
+        throw invalid(OutboxMessages.missingEventMetadata(className), 'missing-metadata');
       }
       topic = meta.topic;
       type = meta.type;
       payload = input;
-      if (typeof meta.key === 'function') key = meta.key(input);
-      else if (typeof meta.key === 'string') key = (input as Record<string, unknown>)[meta.key];
-      headers = typeof meta.headers === 'function' ? meta.headers(input) : meta.headers;
-    }
-
-    if (
-      typeof topic !== 'string' ||
-      topic.trim() === '' ||
-      topic.length > MAX_NAME ||
-      CONTROL_CHARS.test(topic)
-    ) {
-      throw invalid(
-        OutboxMessages.invalidField(
-          'topic',
-          `expected a non-empty string of at most ${MAX_NAME} characters without control characters, got ${JSON.stringify(topic) ?? String(topic)}`,
-        ),
-        'invalid-topic',
-      );
-    }
-    if (
-      typeof type !== 'string' ||
-      type.trim() === '' ||
-      type.length > MAX_NAME ||
-      CONTROL_CHARS.test(type)
-    ) {
-      throw invalid(
-        OutboxMessages.invalidField(
-          'type',
-          `expected a non-empty string of at most ${MAX_NAME} characters`,
-        ),
-        'invalid-type',
-      );
-    }
-    let keyText: string | null = null;
-    if (key !== undefined && key !== null) {
-      if (typeof key === 'number' && Number.isFinite(key)) keyText = String(key);
-      else if (typeof key === 'string' && key !== '' && key.length <= MAX_NAME) keyText = key;
-      else {
+      // The key and headers functions are user code run inside enqueue(): what they throw is
+      // bad input of this message, and must fail the call like any other.
+      try {
+        if (typeof meta.key === 'function') key = meta.key(input);
+        else if (typeof meta.key === 'string') key = (input as Record<string, unknown>)[meta.key];
+      } catch (error) {
         throw invalid(
           OutboxMessages.invalidField(
             'key',
-            `expected a non-empty string of at most ${MAX_NAME} characters, a finite number or null, got ${typeof key}`,
+            `the key of @OutboxEvent() on ${className} threw ${describeError(error)}`,
           ),
           'invalid-key',
+          error,
+        );
+      }
+      try {
+        headers = typeof meta.headers === 'function' ? meta.headers(input) : meta.headers;
+      } catch (error) {
+        throw invalid(
+          OutboxMessages.invalidField(
+            'headers',
+            `the headers function of @OutboxEvent() on ${className} threw ${describeError(error)}`,
+          ),
+          'invalid-header',
+          error,
         );
       }
     }
 
+    const topicProblem = nameProblem(topic);
+    if (topicProblem !== undefined) {
+      throw invalid(OutboxMessages.invalidField('topic', topicProblem), 'invalid-topic');
+    }
+    const typeProblem = nameProblem(type);
+    if (typeProblem !== undefined) {
+      throw invalid(OutboxMessages.invalidField('type', typeProblem), 'invalid-type');
+    }
     return {
       messageId: this.ids.next(),
-      topic,
-      key: keyText,
-      type,
+      topic: topic as string,
+      key: this.key(key, invalid),
+      type: type as string,
       payload: this.serialise(payload, invalid),
       headers: this.headers(headers, invalid),
       ...this.schedule(availableAt, delayMs, invalid),
     };
   }
 
-  private serialise(
-    payload: unknown,
-    invalid: (m: string, r: OutboxInvalidMessageReason, c?: unknown) => Error,
-  ): string {
-    let json: string | undefined;
-    try {
-      json = JSON.stringify(payload, strictReplacer);
-    } catch (error) {
-      const detail =
-        error instanceof NotSerialisable
-          ? error.message
-          : /circular/i.test(String(error))
-            ? 'a circular reference'
-            : String(error);
-      throw invalid(OutboxMessages.notSerialisable(detail), 'not-serialisable', error);
+  private key(key: unknown, invalid: Invalid): string | null {
+    if (key === undefined || key === null) return null;
+    if (typeof key === 'number' && Number.isFinite(key)) return String(key);
+    if (typeof key !== 'string' || key === '' || key.length > MAX_NAME) {
+      throw invalid(
+        OutboxMessages.invalidField(
+          'key',
+          `expected a non-empty string of at most ${MAX_NAME} characters, a finite number or null, got ${describeValue(key)}`,
+        ),
+        'invalid-key',
+      );
     }
-    if (json === undefined) {
-      throw invalid(OutboxMessages.notSerialisable('undefined'), 'not-serialisable');
+    const problem = textProblem(key);
+    if (problem !== undefined) {
+      throw invalid(OutboxMessages.invalidField('key', `it ${problem}`), 'invalid-key');
+    }
+    return key;
+  }
+
+  private serialise(payload: unknown, invalid: Invalid): string {
+    let json: string;
+    try {
+      json = payloadJson(payload);
+    } catch (error) {
+      if (error instanceof PayloadProblem) {
+        throw invalid(
+          error.unportable
+            ? OutboxMessages.invalidField(error.path, `it ${error.detail}`)
+            : OutboxMessages.notSerialisable(`${error.path} ${error.detail}`),
+          'not-serialisable',
+        );
+      }
+      throw invalid(
+        OutboxMessages.notSerialisable(`serialising it threw ${describeError(error)}`),
+        'not-serialisable',
+        error,
+      );
     }
     // UTF-8 length is at most 3 bytes per UTF-16 unit: skip the exact count for small payloads.
     if (json.length * 3 > this.maxPayloadBytes) {
@@ -170,10 +353,7 @@ export class OutboxMessageSerializer {
     return json;
   }
 
-  private headers(
-    headers: unknown,
-    invalid: (m: string, r: OutboxInvalidMessageReason) => Error,
-  ): string {
+  private headers(headers: unknown, invalid: Invalid): string {
     if (headers === undefined || headers === null) return '{}';
     if (typeof headers !== 'object' || Array.isArray(headers)) {
       throw invalid(
@@ -193,12 +373,10 @@ export class OutboxMessageSerializer {
       if (RESERVED_HEADERS.has(lower) || lower.startsWith(OUTBOX_HEADER_PREFIX)) {
         throw invalid(OutboxMessages.reservedHeader(name), 'reserved-header');
       }
-      if (name === '' || name.length > MAX_NAME || CONTROL_CHARS.test(name)) {
+      const problem = nameProblem(name);
+      if (problem !== undefined) {
         throw invalid(
-          OutboxMessages.invalidField(
-            `header name ${JSON.stringify(name)}`,
-            `expected 1 to ${MAX_NAME} characters without control characters`,
-          ),
+          OutboxMessages.invalidField(`header name ${JSON.stringify(name)}`, problem),
           'invalid-header',
         );
       }
@@ -206,8 +384,15 @@ export class OutboxMessageSerializer {
         throw invalid(
           OutboxMessages.invalidField(
             `header "${name}"`,
-            `expected a string of at most ${MAX_HEADER_VALUE} characters, got ${typeof value}`,
+            `expected a string of at most ${MAX_HEADER_VALUE} characters, got ${describeValue(value)}`,
           ),
+          'invalid-header',
+        );
+      }
+      const valueProblem = textProblem(value);
+      if (valueProblem !== undefined) {
+        throw invalid(
+          OutboxMessages.invalidField(`header "${name}"`, `its value ${valueProblem}`),
           'invalid-header',
         );
       }
@@ -218,12 +403,16 @@ export class OutboxMessageSerializer {
   private schedule(
     availableAt: unknown,
     delayMs: unknown,
-    invalid: (m: string, r: OutboxInvalidMessageReason) => Error,
+    invalid: Invalid,
   ): { availableAt: Date | null; delayMs: number | null } {
     if (availableAt !== undefined && availableAt !== null) {
-      if (!(availableAt instanceof Date) || Number.isNaN(availableAt.getTime())) {
+      const time = availableAt instanceof Date ? availableAt.getTime() : Number.NaN;
+      if (!(time >= MIN_AVAILABLE_AT && time <= MAX_AVAILABLE_AT)) {
         throw invalid(
-          OutboxMessages.invalidField('availableAt', 'expected a valid Date'),
+          OutboxMessages.invalidField(
+            'availableAt',
+            `expected a valid Date from 1970-01-01 to 9999-12-31 (UTC), got ${describeValue(availableAt)}`,
+          ),
           'invalid-schedule',
         );
       }
@@ -233,19 +422,19 @@ export class OutboxMessageSerializer {
           'invalid-schedule',
         );
       }
-      return { availableAt, delayMs: null };
+      return { availableAt: availableAt as Date, delayMs: null };
     }
     if (delayMs !== undefined && delayMs !== null) {
       if (
         typeof delayMs !== 'number' ||
         !Number.isInteger(delayMs) ||
         delayMs < 0 ||
-        delayMs > 3_650 * 86_400_000
+        delayMs > MAX_DELAY_MS
       ) {
         throw invalid(
           OutboxMessages.invalidField(
             'delayMs',
-            'expected a whole number of milliseconds from 0 to 10 years',
+            `expected a whole number of milliseconds from 0 to 10 years (${MAX_DELAY_MS}), got ${describeValue(delayMs)}`,
           ),
           'invalid-schedule',
         );

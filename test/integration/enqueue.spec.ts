@@ -33,6 +33,22 @@ class Undecorated {
   constructor(readonly value = 1) {}
 }
 
+@OutboxEvent({
+  topic: 'orders',
+  key: () => {
+    throw new Error('key lookup failed');
+  },
+})
+class KeyThrows {}
+
+@OutboxEvent({
+  topic: 'orders',
+  headers: () => {
+    throw new Error('tenant missing');
+  },
+})
+class HeadersThrow {}
+
 for (const db of TEST_DATABASES) {
   describeWith(db.service === null ? [] : [db.service], `enqueue on ${db.name}`, () => {
     let ds: DataSource;
@@ -219,6 +235,56 @@ for (const db of TEST_DATABASES) {
         { topic: 't', payload: {}, availableAt: new Date('nope') },
         'invalid-schedule',
       ],
+      // Before the audit of issue 8: PostgreSQL failed the INSERT with a raw QueryFailedError.
+      ['NUL in the key', { topic: 't', payload: {}, key: 'a\u0000b' }, 'invalid-key'],
+      ['NUL in the topic', { topic: 'a\u0000b', payload: {} }, 'invalid-topic'],
+      ['NUL in the type', { topic: 't', type: 'a\u0000b', payload: {} }, 'invalid-type'],
+      [
+        'NUL in a header name',
+        { topic: 't', payload: {}, headers: { 'a\u0000b': 'v' } },
+        'invalid-header',
+      ],
+      [
+        'NUL in a header value',
+        { topic: 't', payload: {}, headers: { tenant: 'a\u0000b' } },
+        'invalid-header',
+      ],
+      ['NUL in a payload string', { topic: 't', payload: { s: 'a\u0000b' } }, 'not-serialisable'],
+      ['a lone surrogate in the key', { topic: 't', payload: {}, key: 'a\ud83d' }, 'invalid-key'],
+      // Before: stored as {}, [1,null,3], null, or dropped.
+      [
+        'a Map in the payload',
+        { topic: 't', payload: { m: new Map([['a', 1]]) } },
+        'not-serialisable',
+      ],
+      ['a Set in the payload', { topic: 't', payload: { s: new Set([1]) } }, 'not-serialisable'],
+      ['undefined in an array', { topic: 't', payload: [1, undefined, 3] }, 'not-serialisable'],
+      ['an undefined property', { topic: 't', payload: { a: undefined } }, 'not-serialisable'],
+      [
+        'an invalid Date in the payload',
+        { topic: 't', payload: { at: new Date('nope') } },
+        'not-serialisable',
+      ],
+      ['Infinity in the payload', { topic: 't', payload: { n: Infinity } }, 'not-serialisable'],
+      // Before: accepted; on SQLite '+010000-…' sorts before today, so it was due at once.
+      [
+        'an availableAt in year 10000',
+        { topic: 't', payload: {}, availableAt: new Date('+010000-01-01T00:00:00Z') },
+        'invalid-schedule',
+      ],
+      [
+        'an availableAt before 1970',
+        { topic: 't', payload: {}, availableAt: new Date(-1) },
+        'invalid-schedule',
+      ],
+      [
+        'a delayMs over 10 years',
+        { topic: 't', payload: {}, delayMs: 3_650 * 86_400_000 + 1 },
+        'invalid-schedule',
+      ],
+      // Before: the user function's own error escaped enqueue() untyped.
+      ['a throwing key function', new KeyThrows(), 'invalid-key'],
+      ['a throwing headers function', new HeadersThrow(), 'invalid-header'],
     ];
     it.each(badInputs)(
       'rejects %s, rolling back the whole transaction',
@@ -234,6 +300,35 @@ for (const db of TEST_DATABASES) {
         expect(await readOutbox(ds, table)).toHaveLength(0);
       },
     );
+
+    it('keeps the cause of a throwing key function', async () => {
+      const attempt = ds.transaction((m) => outbox.enqueue(new KeyThrows(), m));
+      await expect(attempt).rejects.toMatchObject({
+        reason: 'invalid-key',
+        cause: { message: 'key lookup failed' },
+      });
+      expect(await readOutbox(ds, table)).toHaveLength(0);
+    });
+
+    it('stores an availableAt of 9999-12-31 as not due', async () => {
+      await ds.transaction((m) =>
+        outbox.enqueue(
+          { topic: 't', payload: {}, availableAt: new Date('9999-12-31T23:59:59.999Z') },
+          m,
+        ),
+      );
+      const t = ds.options.type === 'mariadb' ? `\`${table}\`` : `"${table}"`;
+      const later =
+        ds.options.type === 'postgres'
+          ? "available_at > now() + interval '7000 years'"
+          : ds.options.type === 'mariadb'
+            ? 'available_at > UTC_TIMESTAMP(6) + INTERVAL 7000 YEAR'
+            : "available_at > strftime('%Y-%m-%d %H:%M:%f', 'now', '+7000 years')";
+      const [{ n }] = await ds.query<[{ n: string | number }]>(
+        `SELECT COUNT(*) AS n FROM ${t} WHERE ${later}`,
+      );
+      expect(Number(n)).toBe(1);
+    });
 
     it('schedules delayed messages on the database clock', async () => {
       await ds.transaction((m) =>

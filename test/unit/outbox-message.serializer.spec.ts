@@ -79,7 +79,280 @@ describe('OutboxMessageSerializer', () => {
     } catch (error) {
       expect(error).toBeInstanceOf(OutboxInvalidMessageError);
       expect((error as OutboxInvalidMessageError).index).toBe(3);
-      expect((error as Error).message).toMatch(/a function at "f".*message #3/);
+      expect((error as Error).message).toMatch(/payload\.f is a function.*message #3/);
+    }
+  });
+
+  const cyclic: Record<string, unknown> = { a: { b: 1 } };
+  (cyclic.a as Record<string, unknown>).back = cyclic;
+  class Money {
+    constructor(
+      readonly amount: number,
+      readonly currency: string,
+    ) {}
+  }
+  // [case, message, reason, what the error message must say]
+  const rejected: [string, object, string, RegExp][] = [
+    [
+      'NUL in the key',
+      { topic: 't', payload: 1, key: 'a\u0000b' },
+      'invalid-key',
+      /key: it contains a NUL/,
+    ],
+    [
+      'NUL in the topic',
+      { topic: 'a\u0000b', payload: 1 },
+      'invalid-topic',
+      /topic: "a\\u0000b" contains a NUL/,
+    ],
+    ['NUL in the type', { topic: 't', type: 'x\u0000', payload: 1 }, 'invalid-type', /type: .*NUL/],
+    [
+      'a newline in the topic',
+      { topic: 'a\nb', payload: 1 },
+      'invalid-topic',
+      /control character U\+000A/,
+    ],
+    [
+      'NUL in a header name',
+      { topic: 't', payload: 1, headers: { 'a\u0000': 'v' } },
+      'invalid-header',
+      /header name "a\\u0000": .*NUL/,
+    ],
+    [
+      'NUL in a header value',
+      { topic: 't', payload: 1, headers: { tenant: 'a\u0000' } },
+      'invalid-header',
+      /header "tenant": its value contains a NUL/,
+    ],
+    [
+      'NUL in a payload string',
+      { topic: 't', payload: { items: ['ok', 'a\u0000b'] } },
+      'not-serialisable',
+      /payload\.items\[1\]: it contains a NUL character.*rejected on every database/,
+    ],
+    [
+      'NUL in a payload property name',
+      { topic: 't', payload: { 'a\u0000': 1 } },
+      'not-serialisable',
+      /payload\["a\\u0000"\]: it has a property name that contains a NUL/,
+    ],
+    [
+      'a lone surrogate in a payload string',
+      { topic: 't', payload: { name: '\ud83d' } },
+      'not-serialisable',
+      /payload\.name: it contains a lone surrogate/,
+    ],
+    [
+      'a lone surrogate in the key',
+      { topic: 't', payload: 1, key: 'x\udc00' },
+      'invalid-key',
+      /lone surrogate/,
+    ],
+    [
+      'a Map',
+      { topic: 't', payload: { byId: new Map([[1, 'a']]) } },
+      'not-serialisable',
+      /payload\.byId is a Map, which JSON would store as \{\}/,
+    ],
+    [
+      'a Set',
+      { topic: 't', payload: { tags: new Set(['a']) } },
+      'not-serialisable',
+      /payload\.tags is a Set/,
+    ],
+    [
+      'undefined in an array',
+      { topic: 't', payload: { items: [1, undefined, 3] } },
+      'not-serialisable',
+      /payload\.items\[1\] is undefined, which JSON would store as null/,
+    ],
+    [
+      'an undefined property',
+      { topic: 't', payload: { a: undefined } },
+      'not-serialisable',
+      /payload\.a is undefined, which JSON would drop/,
+    ],
+    [
+      'an invalid Date',
+      { topic: 't', payload: { at: new Date('nope') } },
+      'not-serialisable',
+      /payload\.at is an invalid Date/,
+    ],
+    [
+      'a symbol',
+      { topic: 't', payload: { s: Symbol('s') } },
+      'not-serialisable',
+      /payload\.s is a symbol/,
+    ],
+    [
+      'a BigInt',
+      { topic: 't', payload: { n: [10n] } },
+      'not-serialisable',
+      /payload\.n\[0\] is a BigInt/,
+    ],
+    ['NaN', { topic: 't', payload: { n: NaN } }, 'not-serialisable', /payload\.n is NaN/],
+    [
+      'Infinity',
+      { topic: 't', payload: { 'a b': -Infinity } },
+      'not-serialisable',
+      /payload\["a b"\] is -Infinity/,
+    ],
+    [
+      'a circular reference',
+      { topic: 't', payload: cyclic },
+      'not-serialisable',
+      /payload\.a\.back refers back to an object that contains it/,
+    ],
+    [
+      'an Error',
+      { topic: 't', payload: { e: new Error('x') } },
+      'not-serialisable',
+      /payload\.e is a Error/,
+    ],
+    [
+      'a Uint8Array',
+      { topic: 't', payload: new Uint8Array(2) },
+      'not-serialisable',
+      /payload is a Uint8Array/,
+    ],
+    [
+      'a throwing toJSON()',
+      {
+        topic: 't',
+        payload: {
+          toJSON() {
+            throw new Error('password=hunter2 broke');
+          },
+        },
+      },
+      'not-serialisable',
+      /serialising it threw Error: password=\*\*\* broke/,
+    ],
+    [
+      'availableAt in year 10000',
+      { topic: 't', payload: 1, availableAt: new Date('+010000-01-01T00:00:00Z') },
+      'invalid-schedule',
+      /from 1970-01-01 to 9999-12-31 .*got \+010000-01-01/,
+    ],
+    [
+      'availableAt before 1970',
+      { topic: 't', payload: 1, availableAt: new Date('1969-12-31T23:59:59.999Z') },
+      'invalid-schedule',
+      /availableAt/,
+    ],
+    [
+      'availableAt that is not a Date',
+      { topic: 't', payload: 1, availableAt: Date.now() },
+      'invalid-schedule',
+      /got \d+/,
+    ],
+    [
+      'a fractional delayMs',
+      { topic: 't', payload: 1, delayMs: 1.5 },
+      'invalid-schedule',
+      /delayMs/,
+    ],
+    ['a negative delayMs', { topic: 't', payload: 1, delayMs: -1 }, 'invalid-schedule', /delayMs/],
+    [
+      'an infinite delayMs',
+      { topic: 't', payload: 1, delayMs: Infinity },
+      'invalid-schedule',
+      /delayMs/,
+    ],
+    [
+      'a delayMs over 10 years',
+      { topic: 't', payload: 1, delayMs: 3_650 * 86_400_000 + 1 },
+      'invalid-schedule',
+      /delayMs/,
+    ],
+  ];
+  const large = new OutboxMessageSerializer(10_000);
+
+  it.each(rejected)('rejects %s', (_name, input, reason, text) => {
+    let caught: unknown;
+    try {
+      large.toRow(input, 0);
+    } catch (error) {
+      caught = error;
+    }
+    expect(caught).toBeInstanceOf(OutboxInvalidMessageError);
+    expect(caught).toMatchObject({ reason, index: 0 });
+    expect((caught as Error).message).toMatch(text);
+  });
+
+  it('does not echo a bad key or header value into the message', () => {
+    expect(() =>
+      large.toRow({ topic: 't', payload: 1, headers: { auth: 'tok\u0000en-secret' } }, 0),
+    ).toThrow(expect.objectContaining({ message: expect.not.stringContaining('secret') }));
+    expect(() => large.toRow({ topic: 't', payload: 1, key: 'ann@example.com\u0000' }, 0)).toThrow(
+      expect.objectContaining({ message: expect.not.stringContaining('ann@') }),
+    );
+  });
+
+  it('keeps what JSON represents faithfully', () => {
+    const at = new Date('2030-01-02T03:04:05.678Z');
+    const row = large.toRow(
+      {
+        topic: 't',
+        payload: { at, money: new Money(5, 'EUR'), emoji: '😀', nothing: null, list: [1, null] },
+        availableAt: new Date('9999-12-31T23:59:59.999Z'),
+      },
+      0,
+    );
+    expect(JSON.parse(row.payload)).toEqual({
+      at: '2030-01-02T03:04:05.678Z',
+      money: { amount: 5, currency: 'EUR' },
+      emoji: '😀',
+      nothing: null,
+      list: [1, null],
+    });
+    expect(row.availableAt?.toISOString()).toBe('9999-12-31T23:59:59.999Z');
+    // The same object twice is not a cycle.
+    const shared = { x: 1 };
+    expect(JSON.parse(large.toRow({ topic: 't', payload: [shared, shared] }, 0).payload)).toEqual([
+      { x: 1 },
+      { x: 1 },
+    ]);
+  });
+
+  it('turns a throwing key or headers function into OutboxInvalidMessageError with the cause', () => {
+    const failure = new Error('no tenant');
+    @OutboxEvent({
+      topic: 't',
+      key: () => {
+        throw failure;
+      },
+    })
+    class BadKey {}
+    @OutboxEvent({
+      topic: 't',
+      headers: () => {
+        throw failure;
+      },
+    })
+    class BadHeaders {}
+    @OutboxEvent({ topic: 't', key: 'id' })
+    class BadGetter {
+      get id(): string {
+        throw failure;
+      }
+    }
+    for (const [event, reason] of [
+      [new BadKey(), 'invalid-key'],
+      [new BadHeaders(), 'invalid-header'],
+      [new BadGetter(), 'invalid-key'],
+    ] as const) {
+      let caught: unknown;
+      try {
+        large.toRow(event, 2);
+      } catch (error) {
+        caught = error;
+      }
+      expect(caught).toBeInstanceOf(OutboxInvalidMessageError);
+      expect(caught).toMatchObject({ reason, index: 2, cause: failure });
+      expect((caught as Error).message).toMatch(
+        new RegExp(`@OutboxEvent\\(\\) on ${event.constructor.name} threw Error: no tenant`),
+      );
     }
   });
 });
