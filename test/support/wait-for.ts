@@ -1,0 +1,64 @@
+/**
+ * Bounded waits on conditions, for tests that must not order events by sleeping. The bound is
+ * only a failure deadline: a test never claims that something happened within it, only that it
+ * happened at all (or, for `expectNever`, that it did not happen while the window was open).
+ */
+
+export interface WaitOptions {
+  /** Give up (and fail) after this long. @default 10000 */
+  readonly timeoutMs?: number;
+  /** Time between probes. @default 25 */
+  readonly intervalMs?: number;
+}
+
+const pause = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/**
+ * Probes until `probe` returns something truthy and resolves to it; rejects after `timeoutMs`
+ * with `what` and the last value probed. An error thrown by the probe fails the wait at once.
+ */
+export async function waitFor<T>(
+  what: string,
+  probe: () => T | Promise<T>,
+  options: WaitOptions = {},
+): Promise<Exclude<T, false | null | undefined | 0 | ''>> {
+  const { timeoutMs = 10_000, intervalMs = 25 } = options;
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const value = await probe();
+    if (value) return value as Exclude<T, false | null | undefined | 0 | ''>;
+    if (Date.now() >= deadline) {
+      throw new Error(
+        `timed out after ${timeoutMs} ms waiting for ${what} (last probe: ${describe(value)})`,
+      );
+    }
+    await pause(Math.min(intervalMs, Math.max(1, deadline - Date.now())));
+  }
+}
+
+/**
+ * Probes for `windowMs` and fails as soon as `probe` returns something truthy. Only for
+ * asserting that nothing can happen in the window, never for waiting for something to happen.
+ */
+export async function expectNever(
+  what: string,
+  probe: () => unknown,
+  windowMs: number,
+  intervalMs = 25,
+): Promise<void> {
+  const end = Date.now() + windowMs;
+  for (;;) {
+    const value = await probe();
+    if (value) throw new Error(`${what} happened (${describe(value)})`);
+    if (Date.now() >= end) return;
+    await pause(Math.min(intervalMs, Math.max(1, end - Date.now())));
+  }
+}
+
+function describe(value: unknown): string {
+  try {
+    return JSON.stringify(value) ?? String(value);
+  } catch {
+    return String(value);
+  }
+}
