@@ -1,0 +1,7 @@
+// nestjs-outbox/testing: helpers for testing your own code that uses the outbox.
+export {
+  RecordingPublisher,
+  type RecordingFailure,
+  type RecordingFailureOptions,
+  type RecordingMatcher,
+} from './recording.publisher';
