@@ -9,6 +9,7 @@ import type {
   OutboxStore,
   Settlement,
 } from '../interfaces/outbox-store.interface';
+import { describeError } from '../internal/describe-error';
 import {
   postgresClaim,
   postgresInsert,
@@ -178,7 +179,7 @@ export class PostgresOutboxStore implements OutboxStore {
       client.on('notification', onWake);
       client.on('error', (error: Error) => {
         // A dropped LISTEN connection only costs latency (polling continues); reconnect.
-        this.logger.warn(`LISTEN connection lost: ${error.message}; reconnecting`);
+        this.logger.warn(`LISTEN connection lost: ${describeError(error)}; reconnecting`);
         drop(error);
         schedule();
       });
@@ -196,7 +197,7 @@ export class PostgresOutboxStore implements OutboxStore {
       retry = setTimeout(() => {
         retry = undefined;
         connect().then(onWake, (error: unknown) => {
-          this.logger.warn(`LISTEN reconnect failed: ${String(error)}`);
+          this.logger.warn(`LISTEN reconnect failed: ${describeError(error)}`);
           drop(error);
           schedule();
         });
