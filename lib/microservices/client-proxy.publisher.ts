@@ -14,6 +14,8 @@ import { PublishTimeoutError } from '../errors/publish-timeout.error';
 import { PublisherUnavailableError } from '../errors/publisher-unavailable.error';
 import type { OutboxPublisher, PublishOutcome } from '../interfaces/outbox-publisher.interface';
 import type { OutboxRecord } from '../interfaces/outbox-record.interface';
+import { describeError } from '../internal/describe-error';
+import { classifyKafkaError } from '../kafka/kafka-error.classifier';
 import { OUTBOX_HEADER_MESSAGE_ID, OUTBOX_HEADER_TYPE } from '../outbox.constants';
 
 /** The envelope sent on transports without message headers (TCP, Redis) and on NATS and MQTT (which also get headers). */
@@ -54,7 +56,8 @@ export interface ClientProxyPublisherOptions {
   closeClient?: boolean;
 }
 
-// Error codes and texts of a transport that cannot reach its broker at all.
+// Error codes of a client that cannot reach its broker: Node socket and DNS errors (TCP, Redis,
+// MQTT, RabbitMQ) and the nats.js connection error codes.
 const CONNECTION_CODES = new Set([
   'ECONNREFUSED',
   'ECONNRESET',
@@ -63,24 +66,48 @@ const CONNECTION_CODES = new Set([
   'EHOSTUNREACH',
   'ETIMEDOUT',
   'ENETUNREACH',
-  'CONNECTION_REFUSED',
+  'EAI_AGAIN',
   'ERR_STREAM_DESTROYED',
+  'ERR_STREAM_WRITE_AFTER_END',
   'ERR_SOCKET_CLOSED',
+  'CONNECTION_REFUSED',
+  'CONNECTION_CLOSED',
+  'CONNECTION_TIMEOUT',
+  'CONNECTION_DRAINING',
+  'DISCONNECT',
 ]);
-const CONNECTION_TEXT =
-  /ECONNREFUSED|ECONNRESET|connection (closed|refused|lost|is closed)|channel (closed|ended)|socket (closed|hang up)|not connected|disconnected|broker.*(not available|unavailable)|Connection is closed|Not initialized\. Please call the "connect" method first/i;
-// A Nest client whose socket or channel went away between connect() and the dispatch.
-const CLOSED_HANDLE =
-  /Cannot read propert(y|ies) of (null|undefined) \(reading '(sendMessage|sendToQueue|publish|send)'\)/;
 
+/**
+ * Whether a failure is the client's own connection error: an `Error` (or one in its `cause`
+ * chain) with a connection error code, or a kafkajs connection error (ClientKafka). Only `Error`
+ * instances count: what a consumer answers in `'send'` mode arrives deserialised (plain objects
+ * and strings), so a consumer's reply can never pass for the transport's failure, whatever its
+ * text or fields say. Message text is never looked at.
+ */
 function isConnectionError(error: unknown): boolean {
-  if (typeof error === 'string') return CONNECTION_TEXT.test(error);
-  if (typeof error !== 'object' || error === null) return false;
-  const { code, message } = error as { code?: unknown; message?: unknown };
-  if (typeof code === 'string' && CONNECTION_CODES.has(code)) return true;
-  return (
-    typeof message === 'string' &&
-    (CONNECTION_TEXT.test(message) || (error instanceof TypeError && CLOSED_HANDLE.test(message)))
+  if (!(error instanceof Error)) return false;
+  if (classifyKafkaError(error) === 'outage') return true;
+  let current: unknown = error;
+  for (let depth = 0; current instanceof Error && depth < 8; depth++) {
+    const { code } = current as { code?: unknown };
+    if (typeof code === 'string' && CONNECTION_CODES.has(code)) return true;
+    current = current.cause;
+  }
+  return false;
+}
+
+/** A message's outcome, and whether it was handed to the client at all (a throwing `toData` is not). */
+interface Attempt {
+  readonly outcome: PublishOutcome;
+  readonly sent: boolean;
+}
+
+function lostConnection(error: unknown, probe?: unknown): PublisherUnavailableError {
+  return new PublisherUnavailableError(
+    probe === undefined
+      ? `The transport lost its connection: ${describeError(error)}`
+      : `The transport lost its connection (it cannot reconnect: ${describeError(probe)})`,
+    { cause: error },
   );
 }
 
@@ -190,9 +217,15 @@ function completion(
  * | MQTT (`ClientMqtt`) | QoS 1: the broker's `PUBACK`. User properties need `protocolVersion: 5` on the client (otherwise they are left out and the envelope still carries id, type and headers). | A broker with no subscriber (and no retained/persistent session) drops it. |
  * | TCP (`ClientTCP`) | Handed to the client's socket buffer: no acknowledgement of any kind. | A message emitted just as the peer goes away is lost without an error; use `mode: 'send'` for an application-level answer. |
  *
- * With `mode: 'send'` every transport gets an end-to-end answer from the consumer's handler.
- * A connection that cannot be opened (or is lost) is reported as `PublisherUnavailableError`,
- * so the dispatcher releases the batch without counting attempts.
+ * With `mode: 'send'` every transport gets an end-to-end answer from the consumer's handler; an
+ * error the handler answers with is an ordinary failure of that message, whatever it says.
+ *
+ * Outages are recognised without reading error text: a client that cannot `connect()` fails the
+ * whole batch with `PublisherUnavailableError`; a message whose failure carries a connection
+ * error code (socket, DNS, nats.js codes, kafkajs connection errors) is reported as
+ * `PublisherUnavailableError`; and when other failures come back, the client is asked to
+ * `connect()` once more: if it cannot (the Nest clients reject while their connection is down),
+ * those failures are the outage, otherwise they are the messages' own.
  */
 export class ClientProxyPublisher implements OutboxPublisher {
   private readonly timeoutMs: number;
@@ -229,7 +262,8 @@ export class ClientProxyPublisher implements OutboxPublisher {
           cause: error,
         });
       }
-      const outcomes = await Promise.all(records.map((record) => this.publishOne(record, signal)));
+      const attempts = await Promise.all(records.map((record) => this.publishOne(record, signal)));
+      const outcomes = await this.classify(attempts, signal, watch.aborted);
       return this.flushesNats ? await this.flushNats(outcomes, watch.aborted) : outcomes;
     } finally {
       watch.dispose();
@@ -251,7 +285,7 @@ export class ClientProxyPublisher implements OutboxPublisher {
     );
   }
 
-  private async publishOne(record: OutboxRecord, signal: AbortSignal): Promise<PublishOutcome> {
+  private async publishOne(record: OutboxRecord, signal: AbortSignal): Promise<Attempt> {
     let source: Observable<unknown>;
     try {
       const pattern = this.pattern(record);
@@ -260,23 +294,56 @@ export class ClientProxyPublisher implements OutboxPublisher {
         this.mode === 'send' ? this.client.send(pattern, data) : this.client.emit(pattern, data);
     } catch (error) {
       // This message cannot be built (a throwing toData, say): its own failure, retried with backoff.
-      return { ok: false, error };
+      return { outcome: { ok: false, error }, sent: false };
     }
     try {
       await completion(source, this.timeoutMs, signal);
-      return { ok: true };
+      return { outcome: { ok: true }, sent: true };
     } catch (error) {
+      return { outcome: { ok: false, error }, sent: true };
+    }
+  }
+
+  /**
+   * Decides which failures are an outage. Timeouts and aborts are already typed. A connection
+   * error is one by its code. For the rest, the client tells: Nest's clients reject `connect()`
+   * while their connection is down (TCP opens a new socket, Redis, NATS, MQTT and RMQ hold a
+   * rejected promise until they reconnect), so a `connect()` that fails right after means these
+   * failures were the connection's; one that succeeds means they were the messages' own (a
+   * consumer's error answer in `'send'` mode, a nack, ...).
+   */
+  private async classify(
+    attempts: readonly Attempt[],
+    signal: AbortSignal,
+    aborted: Promise<never>,
+  ): Promise<PublishOutcome[]> {
+    const unexplained: number[] = [];
+    const classified = attempts.map(({ outcome, sent }, i): PublishOutcome => {
+      if (outcome.ok || !sent) return outcome;
+      const { error } = outcome;
       if (error instanceof PublishTimeoutError || error instanceof PublisherUnavailableError)
-        return { ok: false, error };
-      if (isConnectionError(error)) {
-        return {
-          ok: false,
-          error: new PublisherUnavailableError('The transport lost its connection', {
-            cause: error,
-          }),
-        };
+        return outcome;
+      if (isConnectionError(error)) return { ok: false, error: lostConnection(error) };
+      unexplained.push(i);
+      return outcome;
+    });
+    if (unexplained.length === 0) return classified;
+    try {
+      await bounded(
+        Promise.resolve().then(() => this.client.connect()),
+        this.timeoutMs,
+        aborted,
+      );
+      return classified;
+    } catch (probe) {
+      // Aborted while asking: the dispatcher has moved on, and no verdict is better than a guess.
+      if (signal.aborted) return classified;
+      for (const i of unexplained) {
+        const outcome = classified[i];
+        if (outcome !== undefined && !outcome.ok)
+          classified[i] = { ok: false, error: lostConnection(outcome.error, probe) };
       }
-      return { ok: false, error };
+      return classified;
     }
   }
 

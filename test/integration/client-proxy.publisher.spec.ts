@@ -7,23 +7,20 @@ import {
   ClientRMQ,
   ClientTCP,
   RmqRecord,
+  RpcException,
   Transport,
+  type MicroserviceOptions,
 } from '@nestjs/microservices';
-import { Test, type TestingModule } from '@nestjs/testing';
 import { logLevel, Partitioners } from 'kafkajs';
 import type { MqttClient } from 'mqtt';
 import type { DataSource } from 'typeorm';
 import {
-  ensureOutboxTable,
   OUTBOX_HEADER_MESSAGE_ID,
   OUTBOX_HEADER_TYPE,
   OutboxDispatcher,
-  OutboxModule,
-  OutboxService,
   PublisherUnavailableError,
   PublishTimeoutError,
   type OutboxMessage,
-  type OutboxModuleOptions,
   type OutboxPublisher,
   type OutboxRecord,
 } from '../../lib';
@@ -32,8 +29,18 @@ import {
   type OutboxClientProxy,
   type OutboxEnvelope,
 } from '../../lib/microservices';
-import { readOutbox, TEST_DATABASES, uniqueTable, type OutboxRow } from '../support/databases';
-import { describeWith, SERVICES, type ServiceName } from '../support/services';
+import { TEST_DATABASES, uniqueTable } from '../support/databases';
+import {
+  openOutboxHarness,
+  type HarnessOverrides,
+  type OutboxHarness,
+} from '../support/outbox-harness';
+import {
+  describeWith,
+  describeWithPackages,
+  SERVICES,
+  type ServiceName,
+} from '../support/services';
 import {
   KAFKA_BROKERS,
   MQTT_URL,
@@ -76,17 +83,7 @@ interface Seen {
   readonly headers?: Record<string, string>;
 }
 
-interface Harness {
-  readonly table: string;
-  readonly outbox: OutboxService;
-  readonly dispatcher: OutboxDispatcher;
-  /** Errors the dispatcher reported as outages (batch released, no attempt counted). */
-  readonly outages: unknown[];
-  rows(): Promise<OutboxRow[]>;
-  close(): Promise<void>;
-}
-
-type Overrides = Omit<Partial<OutboxModuleOptions>, 'dataSource' | 'publisher' | 'tableName'>;
+type Harness = OutboxHarness;
 
 // One DataSource for the file; a table of its own for every test.
 let ds: DataSource | undefined;
@@ -100,46 +97,29 @@ async function dataSource(): Promise<DataSource> {
   return ds;
 }
 
-async function openOutbox(publisher: OutboxPublisher, overrides: Overrides = {}): Promise<Harness> {
-  const source = await dataSource();
-  const table = uniqueTable('outbox_cpp');
-  await ensureOutboxTable(source, { tableName: table });
-  const outages: unknown[] = [];
-  const moduleRef: TestingModule = await Test.createTestingModule({
-    imports: [
-      OutboxModule.forRoot({
-        dataSource: source,
-        tableName: table,
-        publisher,
-        autoStart: false,
-        isGlobal: false,
-        retry: { initialDelayMs: 60_000 },
-        observer: { onOutage: (error) => outages.push(error) },
-        ...overrides,
-        dispatcher: {
-          pollIntervalMs: POLL_MS,
-          maxOutagePauseMs: 200,
-          leaseMs: 10_000,
-          publishTimeoutMs: 5_000,
-          listen: false,
-          shutdownTimeoutMs: 1_000,
-          ...overrides.dispatcher,
-        },
-      }),
-    ],
-  }).compile();
-  await moduleRef.init();
-  const harness: Harness = {
-    table,
-    outbox: moduleRef.get(OutboxService),
-    dispatcher: moduleRef.get(OutboxDispatcher),
-    outages,
-    rows: () => readOutbox(source, table),
-    close: async () => {
-      await moduleRef.close();
-      await source.query(`DROP TABLE IF EXISTS "${table}"`);
+async function openOutbox(
+  publisher: OutboxPublisher,
+  overrides: HarnessOverrides = {},
+): Promise<Harness> {
+  const harness = await openOutboxHarness(
+    await dataSource(),
+    publisher,
+    {
+      isGlobal: false,
+      retry: { initialDelayMs: 60_000 },
+      ...overrides,
+      dispatcher: {
+        pollIntervalMs: POLL_MS,
+        maxOutagePauseMs: 200,
+        leaseMs: 10_000,
+        publishTimeoutMs: 5_000,
+        listen: false,
+        shutdownTimeoutMs: 1_000,
+        ...overrides.dispatcher,
+      },
     },
-  };
+    'outbox_cpp',
+  );
   openHarnesses.push(harness);
   return harness;
 }
@@ -166,9 +146,8 @@ beforeAll(() => {
 });
 
 /** Enqueues the messages in one committed transaction; resolves to their ids. */
-async function commit(h: Harness, messages: readonly OutboxMessage[]): Promise<string[]> {
-  const source = await dataSource();
-  return source.transaction((m) => h.outbox.enqueue(messages, m));
+function commit(h: Harness, messages: readonly OutboxMessage[]): Promise<string[]> {
+  return h.enqueue(messages);
 }
 
 /**
@@ -288,52 +267,18 @@ function fromEnvelope(envelope: OutboxEnvelope, headers?: Record<string, string>
 
 const topicFor = (transport: string): string => `outbox.${transport}.${process.pid}.${Date.now()}`;
 
-function record(n: number): OutboxRecord {
+function record(n: number, topic = 'direct'): OutboxRecord {
   return {
     id: String(n),
     messageId: `m-${n}`,
-    topic: 'direct',
+    topic,
     key: null,
     type: 'direct',
-    payload: '{"n":1}',
+    payload: JSON.stringify({ n }),
     headers: {},
     attempts: 0,
     createdAt: new Date(),
   };
-}
-
-function canResolve(name: string): boolean {
-  try {
-    require.resolve(name);
-    return true;
-  } catch {
-    return false;
-  }
-}
-
-/** describeWith, plus an npm package the transport's Nest client loads (a missing one is loud too). */
-function describeTransport(
-  services: readonly ServiceName[],
-  packages: readonly string[],
-  name: string,
-  fn: () => void,
-): void {
-  const missing = packages.filter((p) => !canResolve(p));
-  if (missing.length === 0) {
-    describeWith(services, name, fn);
-    return;
-  }
-  const reason = `npm package(s) not installed: ${missing.join(', ')}`;
-  if (process.env.CI === 'true') {
-    describe(name, () =>
-      it(`needs ${missing.join(', ')}`, () => {
-        throw new Error(`CI=true and ${reason}`);
-      }),
-    );
-  } else {
-    process.stderr.write(`\n*** ${name}: SKIPPED, ${reason} ***\n`);
-    describe.skip(`${name} [skipped: ${reason}]`, fn);
-  }
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -444,6 +389,49 @@ describeWith(['postgres'], 'ClientProxyPublisher over TCP (Nest TCP microservice
     const items = await received.settle(6);
     expect(items.map((i) => (i.data as OutboxEnvelope).messageId).sort()).toEqual([...ids].sort());
     await expectAllDelivered(h, 6);
+  });
+
+  it('a TCP server that goes away: the sends it dropped and the next batch are an outage (PublisherUnavailableError), then delivery resumes', async () => {
+    const port = await freePort();
+    const pattern = topicFor('tcp-gone');
+    // A handler that never answers, so the sends are in flight when the server stops.
+    const first = await startNestConsumer(
+      { transport: Transport.TCP, options: { host, port } },
+      [pattern],
+      'message',
+      () => new Promise<never>(() => undefined),
+    );
+    closers.push(() => first.close());
+    const publisher = new ClientProxyPublisher(track(new ClientTCP({ host, port })), {
+      mode: 'send',
+      timeoutMs: 5_000,
+    });
+    const signal = new AbortController().signal;
+
+    const inFlight = publisher.publish(
+      [1, 2, 3].map((n) => record(n, pattern)),
+      signal,
+    );
+    await first.received.waitFor(3);
+    await first.close(); // closes the server and its open sockets
+    const outcomes = await inFlight;
+    expect(outcomes).toHaveLength(3);
+    for (const outcome of outcomes) {
+      expect(outcome.ok).toBe(false);
+      expect(!outcome.ok && outcome.error).toBeInstanceOf(PublisherUnavailableError);
+    }
+
+    // Nothing listens now: the next batch cannot connect.
+    await expect(publisher.publish([record(4, pattern)], signal)).rejects.toBeInstanceOf(
+      PublisherUnavailableError,
+    );
+
+    const second = await consumer(port, [pattern], 'message');
+    // ClientTCP holds on to a refused attempt until its socket's close callback, a later turn of
+    // the event loop; the dispatcher's outage pause is far longer than this.
+    await sleep(100);
+    expect(await publisher.publish([record(4, pattern)], signal)).toEqual([{ ok: true }]);
+    expect(second.received.items.map((i) => (i.data as OutboxEnvelope).messageId)).toEqual(['m-4']);
   });
 
   it('fails only the message whose toData throws (retried with an attempt); the others are delivered', async () => {
@@ -562,7 +550,7 @@ describeWith(['postgres'], 'ClientProxyPublisher when the transport never acknow
 // ---------------------------------------------------------------------------------------------
 // RabbitMQ through Nest's ClientRMQ, consumed with amqplib.
 
-describeTransport(
+describeWithPackages(
   ['postgres', 'rabbitmq'],
   ['amqp-connection-manager', 'amqplib'],
   'ClientProxyPublisher over RabbitMQ (ClientRMQ, amqplib consumer)',
@@ -808,3 +796,139 @@ describeWith(
     });
   },
 );
+
+// ---------------------------------------------------------------------------------------------
+// mode 'send': whatever a consumer's error answer says (even "disconnected", "connection refused"
+// or an ECONNRESET code), it is that message's own failure, never an outage. Real Nest servers
+// on every transport that has request-response.
+
+/** Error answers by message number; the others are answered 'ack'. */
+const ERROR_ANSWERS = new Map<number, string | Record<string, string>>([
+  [1, 'The inventory service disconnected'],
+  [2, 'connect ECONNREFUSED 10.0.0.7:5432 (connection refused)'],
+  [3, { message: 'Connection is closed.', code: 'ECONNRESET' }],
+]);
+
+/** The number a consumer got: envelope transports carry it in `payload`, RMQ as the data itself. */
+function numberIn(data: unknown): number {
+  const d = data as { n?: number; payload?: { n?: number } };
+  return d.payload?.n ?? d.n ?? -1;
+}
+
+interface SendTransport {
+  readonly name: string;
+  readonly services: readonly ServiceName[];
+  readonly packages: readonly string[];
+  /** The Nest server's options and a client that reaches it. */
+  setup(pattern: string): Promise<{ server: MicroserviceOptions; client: () => OutboxClientProxy }>;
+}
+
+const SEND_TRANSPORTS: readonly SendTransport[] = [
+  {
+    name: 'TCP',
+    services: [],
+    packages: [],
+    async setup() {
+      const port = await freePort();
+      return {
+        server: { transport: Transport.TCP, options: { host: '127.0.0.1', port } },
+        client: () => new ClientTCP({ host: '127.0.0.1', port }),
+      };
+    },
+  },
+  {
+    name: 'Redis',
+    services: ['redis'],
+    packages: ['ioredis'],
+    setup() {
+      const options = { host: SERVICES.redis.host, port: SERVICES.redis.port };
+      return Promise.resolve({
+        server: { transport: Transport.REDIS, options },
+        client: () => new ClientRedis(options),
+      });
+    },
+  },
+  {
+    name: 'NATS',
+    services: ['nats'],
+    packages: ['nats'],
+    setup() {
+      return Promise.resolve({
+        server: { transport: Transport.NATS, options: { servers: [NATS_URL] } },
+        client: () => new ClientNats({ servers: [NATS_URL] }),
+      });
+    },
+  },
+  {
+    name: 'MQTT',
+    services: ['mqtt'],
+    packages: ['mqtt'],
+    setup() {
+      return Promise.resolve({
+        server: { transport: Transport.MQTT, options: { url: MQTT_URL } },
+        client: () => new ClientMqtt({ url: MQTT_URL }),
+      });
+    },
+  },
+  {
+    name: 'RabbitMQ',
+    services: ['rabbitmq'],
+    packages: ['amqp-connection-manager', 'amqplib'],
+    setup(pattern) {
+      // A queue of this test's own, gone once its consumer (the server) disconnects.
+      const options = {
+        urls: [RABBITMQ_URL],
+        queue: pattern,
+        queueOptions: { durable: false, autoDelete: true },
+      };
+      return Promise.resolve({
+        server: { transport: Transport.RMQ, options },
+        client: () => new ClientRMQ(options),
+      });
+    },
+  },
+];
+
+for (const transport of SEND_TRANSPORTS) {
+  describeWithPackages(
+    transport.services,
+    transport.packages,
+    `ClientProxyPublisher mode 'send' over ${transport.name}: a consumer's error answer`,
+    () => {
+      it("is that message's own failure, even when it speaks of disconnection or refused connections", async () => {
+        const pattern = topicFor(`${transport.name.toLowerCase()}-answers`);
+        const { server, client } = await transport.setup(pattern);
+        const consumer = await startNestConsumer(server, [pattern], 'message', (_p, data) => {
+          const answer = ERROR_ANSWERS.get(numberIn(data));
+          if (answer === undefined) return 'ack';
+          throw new RpcException(answer);
+        });
+        closers.push(() => consumer.close());
+        const publisher = new ClientProxyPublisher(track(client()), {
+          mode: 'send',
+          timeoutMs: 5_000,
+        });
+
+        const outcomes = await publisher.publish(
+          [0, 1, 2, 3].map((n) => record(n, pattern)),
+          new AbortController().signal,
+        );
+
+        expect(outcomes[0]).toEqual({ ok: true });
+        for (const [n, answer] of ERROR_ANSWERS) {
+          const outcome = outcomes[n];
+          expect(outcome?.ok).toBe(false);
+          const error = outcome !== undefined && !outcome.ok ? outcome.error : undefined;
+          expect(error).not.toBeInstanceOf(PublisherUnavailableError);
+          // The consumer's answer itself, as Nest's RPC exception filter sent it.
+          expect(error).toMatchObject(
+            typeof answer === 'string' ? { status: 'error', message: answer } : answer,
+          );
+        }
+        expect((await consumer.received.settle(4)).map((i) => numberIn(i.data)).sort()).toEqual([
+          0, 1, 2, 3,
+        ]);
+      });
+    },
+  );
+}

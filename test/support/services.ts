@@ -69,3 +69,41 @@ export function describeWith(services: readonly ServiceName[], name: string, fn:
     describe.skip(`${name} [skipped: ${reason}]`, fn);
   }
 }
+
+function canResolve(name: string): boolean {
+  try {
+    require.resolve(name);
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+/**
+ * `describeWith`, for a suite that also needs npm packages (the optional peers a transport's
+ * client loads). A missing package skips the suite with the reason in its name, or under CI=true
+ * fails the run, just like a missing service.
+ */
+export function describeWithPackages(
+  services: readonly ServiceName[],
+  packages: readonly string[],
+  name: string,
+  fn: () => void,
+): void {
+  const missing = packages.filter((p) => !canResolve(p));
+  if (missing.length === 0) {
+    describeWith(services, name, fn);
+    return;
+  }
+  const reason = `npm package(s) not installed: ${missing.join(', ')}`;
+  if (process.env.CI === 'true') {
+    describe(name, () =>
+      it(`needs ${missing.join(', ')}`, () => {
+        throw new Error(`CI=true and ${reason}`);
+      }),
+    );
+  } else {
+    process.stderr.write(`\n*** ${name}: SKIPPED, ${reason} ***\n`);
+    describe.skip(`${name} [skipped: ${reason}]`, fn);
+  }
+}

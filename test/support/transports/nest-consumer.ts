@@ -13,15 +13,19 @@ export interface NestConsumer {
   close(): Promise<void>;
 }
 
+/** What a `@MessagePattern` handler answers; it may throw (an `RpcException`) or never settle. */
+export type NestAnswer = (pattern: string, data: unknown) => unknown;
+
 /**
  * A real Nest microservice (any transport) with one handler per pattern that records what it
- * gets: `@EventPattern` handlers by default, `@MessagePattern` handlers answering `'ack'` with
- * `kind: 'message'` (for the publisher's `mode: 'send'`).
+ * gets: `@EventPattern` handlers by default, `@MessagePattern` handlers with `kind: 'message'`
+ * (for the publisher's `mode: 'send'`), answering `'ack'` unless `answer` says otherwise.
  */
 export async function startNestConsumer(
   options: MicroserviceOptions,
   patterns: readonly string[],
   kind: 'event' | 'message' = 'event',
+  answer: NestAnswer = () => 'ack',
 ): Promise<NestConsumer> {
   const received = new Collector<NestReceived>();
 
@@ -31,7 +35,7 @@ export async function startNestConsumer(
     Object.defineProperty(ConsumerController.prototype, name, {
       value: (data: unknown) => {
         received.push({ pattern, data });
-        return kind === 'message' ? 'ack' : undefined;
+        return kind === 'message' ? answer(pattern, data) : undefined;
       },
       writable: true,
       configurable: true,
