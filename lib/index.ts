@@ -47,6 +47,8 @@ export type {
   ClaimedBatch,
   ClaimedRecord,
   Settlement,
+  OutboxQueuePolicy,
+  RequeueReport,
 } from './interfaces/outbox-store.interface';
 export type { OutboxObserver, OutboxBatchReport } from './interfaces/outbox-observer.interface';
 export { combineObservers } from './observers/combine-observers';
@@ -63,6 +65,7 @@ export {
 export { PermanentPublishError } from './errors/permanent-publish.error';
 export { PublisherUnavailableError } from './errors/publisher-unavailable.error';
 export { PublishTimeoutError } from './errors/publish-timeout.error';
+export { OutboxDatabaseTimeoutError } from './errors/outbox-database-timeout.error';
 
 export { createOutboxMigration } from './store/outbox-table.migration';
 export {

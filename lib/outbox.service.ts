@@ -75,11 +75,15 @@ export class OutboxService implements OnApplicationShutdown {
   }
 
   /**
-   * Puts dead-lettered messages back to pending with their attempts reset: those with the given
-   * message ids (as logged and as sent in `x-outbox-message-id`), or all of them.
+   * Puts dead-lettered messages back in the queue with their attempts reset: those with the
+   * given message ids (as logged and as sent in `x-outbox-message-id`), or all of them. A dead
+   * message goes back to the head of its key when its key waited for it (`onDeadLetter:
+   * 'block'`); when later messages of its key went ahead (`'skip'`), it goes to the end of its
+   * key's queue, so it never runs alongside or overtakes them. Resolves to how many.
    */
-  retryDead(messageIds?: readonly string[]): Promise<number> {
-    return this.store.requeueDead(messageIds);
+  async retryDead(messageIds?: readonly string[]): Promise<number> {
+    const { requeued, resequenced } = await this.store.requeueDead(messageIds);
+    return requeued + resequenced;
   }
 
   /** Deletes dead-lettered messages older than `olderThanMs` (all by default), up to `limit`. */

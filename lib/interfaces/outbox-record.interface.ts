@@ -12,7 +12,10 @@ export interface OutboxRecord {
   /** The payload exactly as serialised at enqueue time (JSON text). */
   readonly payload: string;
   readonly headers: OutboxHeaders;
-  /** Failed attempts so far. */
+  /**
+   * Attempts started, this one included: counted when a dispatcher claims the message, so an
+   * attempt cut short by a crash counts too; an outage or shutdown gives its attempt back.
+   */
   readonly attempts: number;
   /** When the message was enqueued (database clock). */
   readonly createdAt: Date;

@@ -19,6 +19,11 @@ export interface NewOutboxRow {
 export interface ClaimedBatch {
   readonly token: string;
   readonly records: readonly ClaimedRecord[];
+  /**
+   * Keys seen during the claim with due messages queued behind an earlier undelivered message
+   * of the same key. `park` takes those followers out of the claim's path until their turn.
+   */
+  readonly blockedKeys: readonly string[];
 }
 
 export interface ClaimedRecord extends OutboxRecord {
@@ -31,8 +36,13 @@ export interface Settlement {
   readonly delivered: readonly string[];
   readonly retry: readonly { id: string; delayMs: number; error: string }[];
   readonly dead: readonly { id: string; error: string }[];
-  /** Handed back untouched: no attempt counted (outage, shutdown). */
-  readonly release: readonly string[];
+  /**
+   * Handed back with the claim's attempt given back (outage, shutdown), due again after
+   * `delayMs`; `error` (an outage's cause) replaces `last_error` when not null.
+   */
+  readonly release: readonly { id: string; delayMs: number; error: string | null }[];
+  /** Keys whose head left the queue (delivered, or dead when dead messages do not block). */
+  readonly advancedKeys: readonly string[];
 }
 
 export interface OutboxStats {
@@ -48,10 +58,25 @@ export interface ClaimOptions {
   readonly limit: number;
   readonly owner: string;
   readonly leaseMs: number;
-  /** Only the head of each key is claimable. */
+}
+
+/** How a store queues the messages of one key; fixed for the store's life. */
+export interface OutboxQueuePolicy {
+  /** Only the head of each key is claimable; the others wait for their turn. */
   readonly ordered: boolean;
   /** A dead message blocks the later messages of its key. */
   readonly deadBlocksKey: boolean;
+}
+
+/** What `requeueDead` did. */
+export interface RequeueReport {
+  /** Messages put back in place, as the head of their key. */
+  readonly requeued: number;
+  /**
+   * Messages moved to the end of their key's queue because later messages of the key had
+   * already moved past them (dead messages that did not block their key).
+   */
+  readonly resequenced: number;
 }
 
 /**
@@ -61,15 +86,33 @@ export interface ClaimOptions {
 export interface OutboxStore {
   /** Writes rows in the caller's transaction; with `lockKeys`, serialises writers per key first. */
   insert(manager: EntityManager, rows: readonly NewOutboxRow[], lockKeys: boolean): Promise<void>;
+  /**
+   * Leases up to `limit` due head-of-key messages and counts an attempt for each. Looks at a
+   * bounded window of due rows, so its cost does not grow with backlogs queued behind a stuck
+   * key: those are reported in `blockedKeys` for `park`.
+   */
   claim(options: ClaimOptions): Promise<ClaimedBatch>;
-  /** Applies a batch outcome; only rows still holding `token` change. Returns rows changed. */
+  /** Marks the due followers of these keys `waiting`; returns how many. */
+  park(keys: readonly string[]): Promise<number>;
+  /**
+   * Applies a batch outcome; only rows still holding `token` change, then promotes the next
+   * waiting message of each advanced key. Atomic. Returns rows changed.
+   */
   settle(token: string, settlement: Settlement, deleteDelivered: boolean): Promise<number>;
   /** Clears expired leases; returns how many. */
   releaseExpired(): Promise<number>;
+  /**
+   * Promotes waiting messages that no longer have an earlier undelivered message of their key
+   * (a safety net, e.g. after `ordering.onDeadLetter` changed); returns how many.
+   */
+  promoteOrphans(limit: number): Promise<number>;
   /** Deletes up to `limit` rows of `status` older than `olderThanMs`; returns how many. */
   purge(status: 'delivered' | 'dead', olderThanMs: number, limit: number): Promise<number>;
-  /** Puts dead messages back to pending with attempts reset: those with these message ids, or all. */
-  requeueDead(messageIds?: readonly string[]): Promise<number>;
+  /**
+   * Puts dead messages back in the queue with attempts reset: those with these message ids,
+   * or all. A message whose key has since moved on goes to the end of its key's queue.
+   */
+  requeueDead(messageIds?: readonly string[]): Promise<RequeueReport>;
   stats(): Promise<OutboxStats>;
   /** Wake-ups from other processes (PostgreSQL LISTEN). Resolves to an unsubscribe function. */
   listen?(onWake: () => void): Promise<() => Promise<void>>;

@@ -1,6 +1,6 @@
 import type { DataSource } from 'typeorm';
 import { OutboxTableMissingError } from '../errors/outbox-table-missing.error';
-import type { OutboxStore } from '../interfaces/outbox-store.interface';
+import type { OutboxQueuePolicy, OutboxStore } from '../interfaces/outbox-store.interface';
 import { describeError } from '../internal/describe-error';
 import { OutboxMessages } from '../outbox.messages';
 import { MysqlOutboxStore } from './mysql.store';
@@ -11,9 +11,19 @@ import { SqliteOutboxStore } from './sqlite.store';
 /** Picks the store for the DataSource's database; opens what the dispatcher needs when asked. */
 export async function createOutboxStore(
   dataSource: DataSource,
-  table: { tableName: string; schema: string | null },
+  table: {
+    tableName: string;
+    schema: string | null;
+    ordering?: { enabled: boolean; onDeadLetter: 'block' | 'skip' };
+    dispatcher?: { dbTimeoutMs: number };
+  },
   dispatch: { enabled: boolean; notify: boolean },
 ): Promise<OutboxStore> {
+  const policy: OutboxQueuePolicy = {
+    ordered: table.ordering?.enabled ?? true,
+    deadBlocksKey: (table.ordering?.onDeadLetter ?? 'block') === 'block',
+  };
+  const timeoutMs = table.dispatcher?.dbTimeoutMs ?? 10_000;
   const dialect = outboxDialectOf(dataSource.options.type);
   const names = tableNamesFor(dialect, {
     tableName: table.tableName,
@@ -22,7 +32,10 @@ export async function createOutboxStore(
   if (dataSource.isInitialized) {
     // Fail at bootstrap, not at the first enqueue, when the migration has not run.
     try {
-      await dataSource.query(`SELECT 1 FROM ${names.table} WHERE 1 = 0`);
+      // The columns added in 0.2 are probed too: an older table fails here, not mid-dispatch.
+      await dataSource.query(
+        `SELECT 1 FROM ${names.table} WHERE 1 = 0 AND last_attempt_at IS NULL AND dead_at IS NULL`,
+      );
     } catch (error) {
       throw new OutboxTableMissingError(
         OutboxMessages.tableMissing(names.table, describeError(error)),
@@ -33,11 +46,11 @@ export async function createOutboxStore(
   }
   switch (dialect) {
     case 'postgres':
-      return new PostgresOutboxStore(dataSource, names, dispatch.notify);
+      return new PostgresOutboxStore(dataSource, names, dispatch.notify, policy, timeoutMs);
     case 'mysql':
-      return new MysqlOutboxStore(dataSource, names);
+      return new MysqlOutboxStore(dataSource, names, policy);
     case 'sqlite': {
-      const store = new SqliteOutboxStore(dataSource, names);
+      const store = new SqliteOutboxStore(dataSource, names, policy);
       if (dispatch.enabled) await store.open();
       return store;
     }

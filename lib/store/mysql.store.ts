@@ -1,29 +1,43 @@
 import { randomUUID } from 'node:crypto';
-import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
+import type { DataSource, EntityManager } from 'typeorm';
 import type {
   ClaimOptions,
   ClaimedBatch,
   NewOutboxRow,
+  OutboxQueuePolicy,
   OutboxStats,
   OutboxStore,
+  RequeueReport,
   Settlement,
 } from '../interfaces/outbox-store.interface';
 import {
+  MYSQL_DISPATCH_LOCK_OFFSET,
   MYSQL_KEY_LOCK_BUCKETS,
-  mysqlClaimCandidates,
   mysqlClaimLease,
   mysqlClaimLock,
+  mysqlClaimWindow,
+  mysqlDeadToRequeue,
+  mysqlDeleteByIds,
+  mysqlFirstBlocking,
+  mysqlFirstWaiting,
   mysqlInsert,
   mysqlLockKeys,
-  mysqlPurge,
+  mysqlOrphanKeys,
+  mysqlPark,
+  mysqlPromote,
+  mysqlPurgeCandidates,
+  mysqlReinsert,
   mysqlRelease,
+  mysqlReleaseAllWaiting,
   mysqlReleaseExpired,
-  mysqlRequeueDead,
+  mysqlRequeueInPlace,
   mysqlSettleDead,
   mysqlSettleDelivered,
   mysqlSettleRetry,
   mysqlStats,
+  mysqlStillHeld,
 } from './dialects/mysql.sql';
+import { claimWindow } from './claim-window';
 import { hashKey, toClaimedRecords, type ClaimedRow } from './outbox-row.mapper';
 import type { OutboxTableNames } from './sql-identifier';
 
@@ -43,6 +57,7 @@ export class MysqlOutboxStore implements OutboxStore {
   constructor(
     private readonly dataSource: DataSource,
     private readonly names: OutboxTableNames,
+    private readonly policy: OutboxQueuePolicy,
   ) {}
 
   async insert(
@@ -51,11 +66,7 @@ export class MysqlOutboxStore implements OutboxStore {
     lockKeys: boolean,
   ): Promise<void> {
     if (lockKeys) {
-      const buckets = [
-        ...new Set(
-          rows.flatMap((r) => (r.key === null ? [] : [hashKey(r.key) % MYSQL_KEY_LOCK_BUCKETS])),
-        ),
-      ].sort((a, b) => a - b);
+      const buckets = bucketsOf(rows.map((r) => r.key));
       if (buckets.length > 0)
         await manager.query(mysqlLockKeys(this.names, buckets.length), buckets);
     }
@@ -74,99 +85,238 @@ export class MysqlOutboxStore implements OutboxStore {
 
   async claim(options: ClaimOptions): Promise<ClaimedBatch> {
     const token = randomUUID();
+    return this.transaction(async (query) => {
+      const window = (await query(mysqlClaimWindow(this.names, this.policy), [
+        claimWindow(options.limit),
+      ])) as { id: string | number; message_key: string | null; behind: number | string }[];
+      const heads = window.filter((r) => Number(r.behind) === 0).slice(0, options.limit);
+      const blockedKeys = [
+        ...new Set(
+          window.flatMap((r) =>
+            Number(r.behind) !== 0 && r.message_key !== null ? [r.message_key] : [],
+          ),
+        ),
+      ];
+      if (heads.length === 0) return { token, records: [], blockedKeys };
+      const ids = heads.map((c) => c.id);
+      const locked = (await query(mysqlClaimLock(this.names, ids.length), ids)) as ClaimedRow[];
+      if (locked.length > 0) {
+        await query(mysqlClaimLease(this.names, locked.length), [
+          options.owner,
+          token,
+          options.leaseMs,
+          options.leaseMs,
+          ...locked.map((r) => r.id),
+        ]);
+      }
+      return { token, records: toClaimedRecords(locked), blockedKeys };
+    });
+  }
+
+  async park(keys: readonly string[]): Promise<number> {
+    if (keys.length === 0) return 0;
+    return this.transaction(async (query) => {
+      await this.lockForDispatch(query, keys);
+      const heads = (await query(
+        mysqlFirstBlocking(this.names, this.policy, keys.length),
+        keys,
+      )) as { k: string; first: string | number }[];
+      if (heads.length === 0) return 0;
+      return affected(
+        await query(
+          mysqlPark(this.names, heads.length),
+          heads.flatMap((h) => [h.k, h.first]),
+        ),
+      );
+    });
+  }
+
+  async settle(token: string, s: Settlement, deleteDelivered: boolean): Promise<number> {
+    // One transaction: a crash between the groups must not leave half a batch settled.
+    return this.transaction(async (query) => {
+      const keys = this.policy.ordered ? s.advancedKeys : [];
+      await this.lockForDispatch(query, keys);
+      let changed = 0;
+      if (s.delivered.length > 0) {
+        changed += affected(
+          await query(mysqlSettleDelivered(this.names, s.delivered.length, deleteDelivered), [
+            token,
+            ...s.delivered,
+          ]),
+        );
+      }
+      if (s.retry.length > 0) {
+        changed += affected(
+          await query(mysqlSettleRetry(this.names, s.retry.length), [
+            ...s.retry.flatMap((r) => [r.id, r.delayMs, r.error]),
+            token,
+          ]),
+        );
+      }
+      if (s.dead.length > 0) {
+        changed += affected(
+          await query(mysqlSettleDead(this.names, s.dead.length), [
+            ...s.dead.flatMap((r) => [r.id, r.error]),
+            token,
+          ]),
+        );
+      }
+      if (s.release.length > 0) {
+        changed += affected(
+          await query(mysqlRelease(this.names, s.release.length), [
+            ...s.release.flatMap((r) => [r.id, r.delayMs, r.error]),
+            token,
+          ]),
+        );
+      }
+      await this.promote(query, keys);
+      return changed;
+    });
+  }
+
+  async releaseExpired(): Promise<number> {
+    return affected(await this.dataSource.query(mysqlReleaseExpired(this.names)));
+  }
+
+  async promoteOrphans(limit: number): Promise<number> {
+    if (!this.policy.ordered) {
+      return affected(await this.dataSource.query(mysqlReleaseAllWaiting(this.names), [limit]));
+    }
+    const rows = await this.dataSource.query<{ k: string }[]>(
+      mysqlOrphanKeys(this.names, this.policy),
+      [limit],
+    );
+    if (rows.length === 0) return 0;
+    const keys = rows.map((r) => r.k);
+    return this.transaction(async (query) => {
+      await this.lockForDispatch(query, keys);
+      return this.promote(query, keys);
+    });
+  }
+
+  async purge(status: 'delivered' | 'dead', olderThanMs: number, limit: number): Promise<number> {
+    return this.transaction(async (query) => {
+      const rows = (await query(mysqlPurgeCandidates(this.names, status), [
+        status,
+        olderThanMs,
+        limit,
+      ])) as { id: string | number; k: string | null }[];
+      if (rows.length === 0) return 0;
+      // A purged dead message no longer blocks its key: the next one may go. Locks first, so
+      // the promotion below cannot miss a park.
+      const keys =
+        status === 'dead' && this.policy.ordered
+          ? [...new Set(rows.flatMap((r) => (r.k === null ? [] : [r.k])))]
+          : [];
+      await this.lockForDispatch(query, keys);
+      const deleted = affected(
+        await query(mysqlDeleteByIds(this.names, rows.length), [status, ...rows.map((r) => r.id)]),
+      );
+      await this.promote(query, keys);
+      return deleted;
+    });
+  }
+
+  async requeueDead(ids?: readonly string[]): Promise<RequeueReport> {
+    if (ids !== undefined && ids.length === 0) return { requeued: 0, resequenced: 0 };
+    return this.transaction(async (query) => {
+      const rows = (await query(mysqlDeadToRequeue(this.names, ids?.length ?? null), [
+        ...(ids ?? []),
+      ])) as (Record<
+        'message_id' | 'topic' | 'event_type' | 'payload' | 'headers' | 'created_at',
+        string
+      > & {
+        id: string | number;
+        message_key: string | null;
+        overtaken: number | string;
+      })[];
+      const inPlace = rows.filter((r) => Number(r.overtaken) === 0).map((r) => r.id);
+      const moved = rows.filter((r) => Number(r.overtaken) !== 0);
+      const requeued =
+        inPlace.length === 0
+          ? 0
+          : affected(await query(mysqlRequeueInPlace(this.names, inPlace.length), inPlace));
+      if (moved.length > 0) {
+        // Like an enqueue: the keys' enqueue locks make the new row ids follow commit order.
+        await this.lockBuckets(
+          query,
+          moved.map((r) => r.message_key),
+          0,
+        );
+        await query(mysqlDeleteByIds(this.names, moved.length), [
+          'dead',
+          ...moved.map((r) => r.id),
+        ]);
+        for (let start = 0; start < moved.length; start += MAX_ROWS_PER_INSERT) {
+          const chunk = moved.slice(start, start + MAX_ROWS_PER_INSERT);
+          await query(
+            mysqlReinsert(this.names, chunk.length),
+            chunk.flatMap((r) => [
+              r.message_id,
+              r.topic,
+              r.message_key,
+              r.event_type,
+              r.payload,
+              r.headers,
+              r.created_at,
+            ]),
+          );
+        }
+      }
+      return { requeued, resequenced: moved.length };
+    });
+  }
+
+  /** Makes the first waiting message of each key claimable when nothing earlier holds it. */
+  private async promote(query: Query, keys: readonly string[]): Promise<number> {
+    if (keys.length === 0) return 0;
+    const firsts = (await query(mysqlFirstWaiting(this.names, keys.length), [...keys])) as {
+      k: string;
+      first: string | number;
+    }[];
+    if (firsts.length === 0) return 0;
+    const held = new Set(
+      (
+        (await query(
+          mysqlStillHeld(this.names, this.policy, firsts.length),
+          firsts.flatMap((f) => [f.k, f.first]),
+        )) as { k: string }[]
+      ).map((r) => r.k),
+    );
+    const ids = firsts.filter((f) => !held.has(f.k)).map((f) => f.first);
+    if (ids.length === 0) return 0;
+    return affected(await query(mysqlPromote(this.names, ids.length), ids));
+  }
+
+  private lockForDispatch(query: Query, keys: readonly (string | null)[]): Promise<void> {
+    return this.lockBuckets(query, keys, MYSQL_DISPATCH_LOCK_OFFSET);
+  }
+
+  /** Locks existing bucket rows by primary key, in ascending order: record locks only. */
+  private async lockBuckets(
+    query: Query,
+    keys: readonly (string | null)[],
+    offset: number,
+  ): Promise<void> {
+    const buckets = bucketsOf(keys).map((b) => b + offset);
+    if (buckets.length > 0) await query(mysqlLockKeys(this.names, buckets.length), buckets);
+  }
+
+  /** A READ COMMITTED transaction on a connection of its own. */
+  private async transaction<T>(work: (query: Query) => Promise<T>): Promise<T> {
     const runner = this.dataSource.createQueryRunner('master');
     try {
       await runner.connect();
       await runner.startTransaction('READ COMMITTED');
-      const rows = await this.claimIn(runner, options, token);
+      const value = await work((sql, params) => runner.query(sql, [...params]));
       await runner.commitTransaction();
-      return { token, records: toClaimedRecords(rows) };
+      return value;
     } catch (error) {
       if (runner.isTransactionActive) await runner.rollbackTransaction().catch(() => undefined);
       throw error;
     } finally {
       await runner.release();
     }
-  }
-
-  private async claimIn(
-    runner: QueryRunner,
-    options: ClaimOptions,
-    token: string,
-  ): Promise<ClaimedRow[]> {
-    const candidates = (await runner.query(
-      mysqlClaimCandidates(this.names, options.ordered, options.deadBlocksKey),
-      [options.limit],
-    )) as { id: string | number }[];
-    if (candidates.length === 0) return [];
-    const ids = candidates.map((c) => c.id);
-    const locked = (await runner.query(
-      mysqlClaimLock(this.names, ids.length),
-      ids,
-    )) as ClaimedRow[];
-    if (locked.length === 0) return [];
-    await runner.query(mysqlClaimLease(this.names, locked.length), [
-      options.owner,
-      token,
-      options.leaseMs,
-      ...locked.map((r) => r.id),
-    ]);
-    return locked;
-  }
-
-  async settle(token: string, s: Settlement, deleteDelivered: boolean): Promise<number> {
-    let changed = 0;
-    if (s.delivered.length > 0) {
-      changed += this.affected(
-        await this.dataSource.query(
-          mysqlSettleDelivered(this.names, s.delivered.length, deleteDelivered),
-          [token, ...s.delivered],
-        ),
-      );
-    }
-    if (s.retry.length > 0) {
-      const params = s.retry.flatMap((r) => [r.id, r.delayMs, r.error]);
-      changed += this.affected(
-        await this.dataSource.query(mysqlSettleRetry(this.names, s.retry.length), [
-          ...params,
-          token,
-        ]),
-      );
-    }
-    if (s.dead.length > 0) {
-      const params = s.dead.flatMap((r) => [r.id, r.error]);
-      changed += this.affected(
-        await this.dataSource.query(mysqlSettleDead(this.names, s.dead.length), [...params, token]),
-      );
-    }
-    if (s.release.length > 0) {
-      changed += this.affected(
-        await this.dataSource.query(mysqlRelease(this.names, s.release.length), [
-          token,
-          ...s.release,
-        ]),
-      );
-    }
-    return changed;
-  }
-
-  async releaseExpired(): Promise<number> {
-    return this.affected(await this.dataSource.query(mysqlReleaseExpired(this.names)));
-  }
-
-  async purge(status: 'delivered' | 'dead', olderThanMs: number, limit: number): Promise<number> {
-    return this.affected(
-      await this.dataSource.query(mysqlPurge(this.names, status), [status, olderThanMs, limit]),
-    );
-  }
-
-  async requeueDead(ids?: readonly string[]): Promise<number> {
-    if (ids !== undefined && ids.length === 0) return 0;
-    return this.affected(
-      await this.dataSource.query(mysqlRequeueDead(this.names, ids?.length ?? null), [
-        ...(ids ?? []),
-      ]),
-    );
   }
 
   async stats(): Promise<OutboxStats> {
@@ -186,12 +336,21 @@ export class MysqlOutboxStore implements OutboxStore {
   async close(): Promise<void> {
     // The DataSource belongs to the application.
   }
+}
 
-  private affected(result: unknown): number {
-    // mysql2 answers an OkPacket / ResultSetHeader for UPDATE and DELETE.
-    if (result !== null && typeof result === 'object' && 'affectedRows' in result) {
-      return Number(result.affectedRows);
-    }
-    return 0;
+type Query = (sql: string, params: readonly unknown[]) => Promise<unknown>;
+
+/** Distinct buckets of keys, ascending, so that every locker takes them in one order. */
+function bucketsOf(keys: readonly (string | null)[]): number[] {
+  return [
+    ...new Set(keys.flatMap((k) => (k === null ? [] : [hashKey(k) % MYSQL_KEY_LOCK_BUCKETS]))),
+  ].sort((a, b) => a - b);
+}
+
+function affected(result: unknown): number {
+  // mysql2 answers an OkPacket / ResultSetHeader for UPDATE and DELETE.
+  if (result !== null && typeof result === 'object' && 'affectedRows' in result) {
+    return Number(result.affectedRows);
   }
+  return 0;
 }

@@ -5,20 +5,30 @@ import type {
   ClaimOptions,
   ClaimedBatch,
   NewOutboxRow,
+  OutboxQueuePolicy,
   OutboxStats,
   OutboxStore,
+  RequeueReport,
   Settlement,
 } from '../interfaces/outbox-store.interface';
 import { describeError } from '../internal/describe-error';
 import {
   postgresClaim,
+  postgresDeadToRequeue,
   postgresInsert,
+  postgresLockKeys,
+  postgresOrphanKeys,
+  postgresPark,
+  postgresPromote,
   postgresPurge,
+  postgresReleaseAllWaiting,
   postgresReleaseExpired,
-  postgresRequeueDead,
+  postgresRequeueInPlace,
+  postgresResequence,
   postgresSettle,
   postgresStats,
 } from './dialects/postgres.sql';
+import { claimWindow } from './claim-window';
 import { hashKey, toClaimedRecords, type ClaimedRow } from './outbox-row.mapper';
 import type { OutboxTableNames } from './sql-identifier';
 
@@ -43,17 +53,24 @@ const RELISTEN_DELAY_MS = 1_000;
 export class PostgresOutboxStore implements OutboxStore {
   private readonly logger = new Logger('OutboxStore');
   private readonly channel: string;
+  /** Advisory-lock namespace of enqueues: a key's writers commit in id order. */
   private readonly lockNamespace: number;
+  /** Advisory-lock namespace of parking and promotion, apart so they never wait on enqueues. */
+  private readonly dispatchNamespace: number;
   private readonly insertSql = new Map<string, string>();
-  private readonly claimSql = new Map<string, string>();
+  private readonly claimSql: string;
 
   constructor(
     private readonly dataSource: DataSource,
     private readonly names: OutboxTableNames,
     private readonly notify: boolean,
+    private readonly policy: OutboxQueuePolicy,
+    private readonly timeoutMs: number,
   ) {
     this.channel = `${names.schema ?? 'public'}_${names.tableName}`.slice(0, 63);
     this.lockNamespace = hashKey(`nestjs-outbox:${this.channel}`);
+    this.dispatchNamespace = hashKey(`nestjs-outbox-dispatch:${this.channel}`);
+    this.claimSql = postgresClaim(names, policy);
   }
 
   async insert(
@@ -62,11 +79,7 @@ export class PostgresOutboxStore implements OutboxStore {
     lockKeys: boolean,
   ): Promise<void> {
     const scheduled = rows.some((r) => r.availableAt !== null || r.delayMs !== null);
-    const keys = lockKeys
-      ? [...new Set(rows.flatMap((r) => (r.key === null ? [] : [hashKey(r.key)])))].sort(
-          (a, b) => a - b,
-        )
-      : [];
+    const keys = lockKeys ? sortedLockIds(rows.map((r) => r.key)) : [];
     const lock = keys.length > 0;
     const variant = `${scheduled}:${lock}:${this.notify}`;
     let sql = this.insertSql.get(variant);
@@ -94,20 +107,30 @@ export class PostgresOutboxStore implements OutboxStore {
   }
 
   async claim(options: ClaimOptions): Promise<ClaimedBatch> {
-    const variant = `${options.ordered}:${options.deadBlocksKey}`;
-    let sql = this.claimSql.get(variant);
-    if (sql === undefined) {
-      sql = postgresClaim(this.names, options.ordered, options.deadBlocksKey);
-      this.claimSql.set(variant, sql);
-    }
     const token = randomUUID();
-    const { records: rows } = await this.run<ClaimedRow>(sql, [
-      options.owner,
+    const { records: rows } = await this.transaction((run) =>
+      run<ClaimRow>(this.claimSql, [
+        options.owner,
+        token,
+        options.leaseMs,
+        options.limit,
+        claimWindow(options.limit),
+      ]),
+    );
+    const claimed = rows.filter((row): row is ClaimedRow & ClaimRow => row.id !== null);
+    return {
       token,
-      options.leaseMs,
-      options.limit,
-    ]);
-    return { token, records: toClaimedRecords(rows) };
+      records: toClaimedRecords(claimed),
+      blockedKeys: rows[0]?.blocked ?? [],
+    };
+  }
+
+  async park(keys: readonly string[]): Promise<number> {
+    if (keys.length === 0) return 0;
+    return this.transaction(async (run) => {
+      await this.lockForDispatch(run, keys);
+      return (await run(postgresPark(this.names, this.policy), [keys])).affected ?? 0;
+    });
   }
 
   async settle(token: string, s: Settlement, deleteDelivered: boolean): Promise<number> {
@@ -132,25 +155,76 @@ export class PostgresOutboxStore implements OutboxStore {
         s.dead.map((r) => r.id),
         s.dead.map((r) => r.error),
       );
-    if (groups.release) params.push(s.release);
-    const { records: rows } = await this.run<{ changed: number }>(sql, params);
-    return rows[0]?.changed ?? 0;
+    if (groups.release)
+      params.push(
+        s.release.map((r) => r.id),
+        s.release.map((r) => r.delayMs),
+        s.release.map((r) => r.error),
+      );
+    return this.transaction(async (run) => {
+      const keys = this.policy.ordered ? s.advancedKeys : [];
+      // The dispatch locks come first so that the promotion below sees every park committed
+      // before it, and a park after it sees this settle (see `park`).
+      await this.lockForDispatch(run, keys);
+      const { records: rows } = await run<{ changed: number }>(sql, params);
+      if (keys.length > 0) await run(postgresPromote(this.names, this.policy), [keys]);
+      return rows[0]?.changed ?? 0;
+    });
   }
 
   async releaseExpired(): Promise<number> {
     return (await this.run(postgresReleaseExpired(this.names), [])).affected ?? 0;
   }
 
-  async purge(status: 'delivered' | 'dead', olderThanMs: number, limit: number): Promise<number> {
-    return (await this.run(postgresPurge(this.names), [status, olderThanMs, limit])).affected ?? 0;
+  async promoteOrphans(limit: number): Promise<number> {
+    if (!this.policy.ordered) {
+      return (await this.run(postgresReleaseAllWaiting(this.names), [limit])).affected ?? 0;
+    }
+    const { records } = await this.run<{ key: string | null }>(
+      postgresOrphanKeys(this.names, this.policy),
+      [limit],
+    );
+    const keys = records.flatMap((r) => (r.key === null ? [] : [r.key]));
+    if (keys.length === 0) return 0;
+    return this.promoteKeys(keys);
   }
 
-  async requeueDead(ids?: readonly string[]): Promise<number> {
-    const withIds = ids !== undefined;
-    if (withIds && ids.length === 0) return 0;
-    return (
-      (await this.run(postgresRequeueDead(this.names, withIds), withIds ? [ids] : [])).affected ?? 0
-    );
+  async purge(status: 'delivered' | 'dead', olderThanMs: number, limit: number): Promise<number> {
+    const { records } = await this.run<{ key: string | null }>(postgresPurge(this.names), [
+      status,
+      olderThanMs,
+      limit,
+    ]);
+    // A purged dead message no longer blocks its key: the next one may go.
+    if (status === 'dead' && this.policy.ordered) {
+      const keys = [...new Set(records.flatMap((r) => (r.key === null ? [] : [r.key])))];
+      if (keys.length > 0) await this.promoteKeys(keys);
+    }
+    return records.length;
+  }
+
+  async requeueDead(messageIds?: readonly string[]): Promise<RequeueReport> {
+    if (messageIds !== undefined && messageIds.length === 0) return { requeued: 0, resequenced: 0 };
+    return this.transaction(async (run) => {
+      const { records } = await run<{ id: string; key: string | null; overtaken: boolean }>(
+        postgresDeadToRequeue(this.names),
+        [messageIds ?? null],
+      );
+      const inPlace = records.filter((r) => !r.overtaken).map((r) => r.id);
+      const moved = records.filter((r) => r.overtaken);
+      let resequenced = 0;
+      if (moved.length > 0) {
+        // Like an enqueue: the keys' enqueue locks make the new row ids follow commit order.
+        await run(postgresLockKeys(), [this.lockNamespace, sortedLockIds(moved.map((r) => r.key))]);
+        resequenced =
+          (await run(postgresResequence(this.names), [moved.map((r) => r.id)])).affected ?? 0;
+      }
+      const requeued =
+        inPlace.length === 0
+          ? 0
+          : ((await run(postgresRequeueInPlace(this.names), [inPlace])).affected ?? 0);
+      return { requeued, resequenced };
+    });
   }
 
   async stats(): Promise<OutboxStats> {
@@ -220,6 +294,44 @@ export class PostgresOutboxStore implements OutboxStore {
     // The DataSource belongs to the application; nothing of ours to close.
   }
 
+  /** Promotes the next waiting message of each key, under the keys' dispatch locks. */
+  private promoteKeys(keys: readonly string[]): Promise<number> {
+    return this.transaction(async (run) => {
+      await this.lockForDispatch(run, keys);
+      return (await run(postgresPromote(this.names, this.policy), [keys])).affected ?? 0;
+    });
+  }
+
+  private async lockForDispatch(run: Run, keys: readonly (string | null)[]): Promise<void> {
+    const ids = sortedLockIds(keys);
+    if (ids.length > 0) await run(postgresLockKeys(), [this.dispatchNamespace, ids]);
+  }
+
+  /**
+   * Runs statements in one READ COMMITTED transaction whose statements the server cancels
+   * after `dbTimeoutMs`, so a stuck lock or connection cannot hold the dispatcher forever.
+   */
+  private async transaction<T>(work: (run: Run) => Promise<T>): Promise<T> {
+    const runner = this.dataSource.createQueryRunner('master');
+    try {
+      await runner.connect();
+      await runner.startTransaction('READ COMMITTED');
+      const run: Run = async <R>(sql: string, params: unknown[]) => {
+        const result = await runner.query(sql, params, true);
+        return { records: result.records as R[], affected: result.affected };
+      };
+      await run(`SELECT set_config('statement_timeout', $1, true)`, [String(this.timeoutMs)]);
+      const value = await work(run);
+      await runner.commitTransaction();
+      return value;
+    } catch (error) {
+      if (runner.isTransactionActive) await runner.rollbackTransaction().catch(() => undefined);
+      throw error;
+    } finally {
+      await runner.release();
+    }
+  }
+
   /**
    * Runs one statement with TypeORM's structured result: `DataSource.query` answers UPDATE …
    * RETURNING as [rows, count] on PostgreSQL, which would hide the rows.
@@ -236,4 +348,17 @@ export class PostgresOutboxStore implements OutboxStore {
       await runner.release();
     }
   }
+}
+
+/** A claim answers one row even when it leased nothing, to carry the blocked keys. */
+type ClaimRow = Omit<ClaimedRow, 'id'> & { id: ClaimedRow['id'] | null; blocked: string[] | null };
+
+type Run = <R = unknown>(
+  sql: string,
+  params: unknown[],
+) => Promise<{ records: R[]; affected: number | undefined }>;
+
+/** Distinct lock ids of keys, ascending: every locker takes them in one order, so none deadlock. */
+function sortedLockIds(keys: readonly (string | null)[]): number[] {
+  return [...new Set(keys.flatMap((k) => (k === null ? [] : [hashKey(k)])))].sort((a, b) => a - b);
 }

@@ -5,23 +5,34 @@ import type {
   ClaimOptions,
   ClaimedBatch,
   NewOutboxRow,
+  OutboxQueuePolicy,
   OutboxStats,
   OutboxStore,
+  RequeueReport,
   Settlement,
 } from '../interfaces/outbox-store.interface';
 import { OutboxMessages } from '../outbox.messages';
 import {
-  sqliteClaim,
+  sqliteClaimLease,
+  sqliteClaimWindow,
+  sqliteDeadToRequeue,
+  sqliteDeleteDead,
   sqliteInsert,
+  sqliteOrphanKeys,
+  sqlitePark,
+  sqlitePromote,
   sqlitePurge,
+  sqliteReinsert,
   sqliteRelease,
+  sqliteReleaseAllWaiting,
   sqliteReleaseExpired,
-  sqliteRequeueDead,
+  sqliteRequeueInPlace,
   sqliteSettleDead,
   sqliteSettleDelivered,
   sqliteSettleRetry,
   sqliteStats,
 } from './dialects/sqlite.sql';
+import { claimWindow } from './claim-window';
 import { toClaimedRecords, type ClaimedRow } from './outbox-row.mapper';
 import type { OutboxTableNames } from './sql-identifier';
 
@@ -44,17 +55,46 @@ function utc(date: Date): string {
   return date.toISOString().replace('T', ' ').replace('Z', '');
 }
 
+/** The part of better-sqlite3 the dispatcher's transactions use. */
+interface SqliteStatement {
+  all(...params: unknown[]): unknown[];
+  run(...params: unknown[]): { changes: number };
+}
+interface SqliteDatabase {
+  prepare(sql: string): SqliteStatement;
+  transaction<T>(fn: () => T): { immediate(): T };
+}
+
+/** Statements of one synchronous transaction. */
+interface SqliteTx {
+  all<R>(sql: string, params: readonly unknown[]): R[];
+  run(sql: string, params: readonly unknown[]): number;
+}
+
 /**
  * SQLite (better-sqlite3), the embedded default. TypeORM shares one connection for every
  * transaction on SQLite, so the dispatcher works on a connection of its own to the same file:
  * otherwise its settles could land inside, and roll back with, an application transaction.
+ *
+ * Each dispatcher transaction runs synchronously, start to commit. better-sqlite3 waits for a
+ * lock synchronously, freezing the event loop: were a dispatcher transaction to await between
+ * statements, an application write in this process could block the loop waiting for it while it
+ * waits for the loop. So the dispatcher's connection never waits inside SQLite (timeout 0), and
+ * a transaction that finds the write lock taken starts over after an asynchronous pause.
  */
 export class SqliteOutboxStore implements OutboxStore {
   private dispatch: DataSource | undefined;
+  private database: SqliteDatabase | undefined;
+  private readonly statements = new Map<string, SqliteStatement>();
+  private readonly tx: SqliteTx = {
+    all: <R>(sql: string, params: readonly unknown[]) => this.statement(sql).all(...params) as R[],
+    run: (sql, params) => this.statement(sql).run(...params).changes,
+  };
 
   constructor(
     private readonly dataSource: DataSource,
     private readonly names: OutboxTableNames,
+    private readonly policy: OutboxQueuePolicy,
   ) {}
 
   /** Opens the dispatcher's own connection; only apps that run workers need it. */
@@ -64,21 +104,17 @@ export class SqliteOutboxStore implements OutboxStore {
     if (typeof database !== 'string' || database === '' || database === ':memory:') {
       throw new OutboxOptionsError(OutboxMessages.sqliteNeedsFile(), 'dataSource');
     }
-    // better-sqlite3 waits for a lock synchronously, freezing the event loop, and with it the
-    // application transaction in this process that holds the lock, for the whole timeout. So the
-    // dispatcher's connection never waits inside SQLite (timeout 0): busy statements are retried
-    // with asynchronous pauses instead (see retryBusy).
-    const dispatch =
-      this.dataSource.options.type === 'sqlite'
-        ? new DataSource({
-            type: 'sqlite',
-            database,
-            enableWAL: true,
-            busyTimeout: BUSY_TIMEOUT_MS,
-          })
-        : new DataSource({ type: 'better-sqlite3', database, enableWAL: true, timeout: 0 });
+    const dispatch = new DataSource({
+      type: 'better-sqlite3',
+      database,
+      enableWAL: true,
+      timeout: 0,
+    });
     await dispatch.initialize();
     this.dispatch = dispatch;
+    this.database = (
+      dispatch.driver as unknown as { databaseConnection: SqliteDatabase }
+    ).databaseConnection;
   }
 
   async insert(manager: EntityManager, rows: readonly NewOutboxRow[]): Promise<void> {
@@ -96,67 +132,154 @@ export class SqliteOutboxStore implements OutboxStore {
     }
   }
 
-  async claim(options: ClaimOptions): Promise<ClaimedBatch> {
+  claim(options: ClaimOptions): Promise<ClaimedBatch> {
     const token = randomUUID();
-    const rows = (await this.query(
-      sqliteClaim(this.names, options.ordered, options.deadBlocksKey),
-      [options.owner, token, options.leaseMs, options.limit],
-    )) as ClaimedRow[];
-    return { token, records: toClaimedRecords(rows) };
+    return this.transaction((tx) => {
+      const window = tx.all<{ id: number; message_key: string | null; behind: number }>(
+        sqliteClaimWindow(this.names, this.policy),
+        [claimWindow(options.limit)],
+      );
+      const heads = window.filter((r) => !r.behind).slice(0, options.limit);
+      const blockedKeys = [
+        ...new Set(
+          window.flatMap((r) => (r.behind && r.message_key !== null ? [r.message_key] : [])),
+        ),
+      ];
+      const rows =
+        heads.length === 0
+          ? []
+          : tx.all<ClaimedRow>(sqliteClaimLease(this.names), [
+              options.owner,
+              token,
+              options.leaseMs,
+              options.leaseMs,
+              JSON.stringify(heads.map((r) => r.id)),
+            ]);
+      return { token, records: toClaimedRecords(rows), blockedKeys };
+    });
   }
 
-  async settle(token: string, s: Settlement, deleteDelivered: boolean): Promise<number> {
-    let changed = 0;
-    if (s.delivered.length > 0) {
-      changed += await this.run(sqliteSettleDelivered(this.names, deleteDelivered), [
-        token,
-        JSON.stringify(s.delivered.map(Number)),
-      ]);
-    }
-    if (s.retry.length > 0) {
-      changed += await this.run(sqliteSettleRetry(this.names), [
-        JSON.stringify(s.retry.map((r) => [Number(r.id), r.delayMs, r.error])),
-        token,
-      ]);
-    }
-    if (s.dead.length > 0) {
-      changed += await this.run(sqliteSettleDead(this.names), [
-        JSON.stringify(s.dead.map((r) => [Number(r.id), r.error])),
-        token,
-      ]);
-    }
-    if (s.release.length > 0) {
-      changed += await this.run(sqliteRelease(this.names), [
-        token,
-        JSON.stringify(s.release.map(Number)),
-      ]);
-    }
-    return changed;
-  }
-
-  releaseExpired(): Promise<number> {
-    return this.run(sqliteReleaseExpired(this.names), []);
-  }
-
-  purge(status: 'delivered' | 'dead', olderThanMs: number, limit: number): Promise<number> {
-    return this.run(sqlitePurge(this.names, status), [status, olderThanMs, limit]);
-  }
-
-  requeueDead(ids?: readonly string[]): Promise<number> {
-    return this.run(
-      sqliteRequeueDead(this.names, ids !== undefined),
-      ids === undefined ? [] : [JSON.stringify(ids)],
+  park(keys: readonly string[]): Promise<number> {
+    if (keys.length === 0) return Promise.resolve(0);
+    return this.transaction((tx) =>
+      tx.run(sqlitePark(this.names, this.policy), [JSON.stringify(keys)]),
     );
   }
 
+  settle(token: string, s: Settlement, deleteDelivered: boolean): Promise<number> {
+    // One transaction: a crash between the groups must not leave half a batch settled.
+    return this.transaction((tx) => {
+      let changed = 0;
+      if (s.delivered.length > 0) {
+        changed += tx.run(sqliteSettleDelivered(this.names, deleteDelivered), [
+          token,
+          JSON.stringify(s.delivered.map(Number)),
+        ]);
+      }
+      if (s.retry.length > 0) {
+        changed += tx.run(sqliteSettleRetry(this.names), [
+          JSON.stringify(s.retry.map((r) => [Number(r.id), r.delayMs, r.error])),
+          token,
+        ]);
+      }
+      if (s.dead.length > 0) {
+        changed += tx.run(sqliteSettleDead(this.names), [
+          JSON.stringify(s.dead.map((r) => [Number(r.id), r.error])),
+          token,
+        ]);
+      }
+      if (s.release.length > 0) {
+        changed += tx.run(sqliteRelease(this.names), [
+          JSON.stringify(s.release.map((r) => [Number(r.id), r.delayMs, r.error])),
+          token,
+        ]);
+      }
+      if (this.policy.ordered && s.advancedKeys.length > 0) {
+        tx.run(sqlitePromote(this.names, this.policy), [JSON.stringify(s.advancedKeys)]);
+      }
+      return changed;
+    });
+  }
+
+  releaseExpired(): Promise<number> {
+    return this.transaction((tx) => tx.run(sqliteReleaseExpired(this.names), []));
+  }
+
+  promoteOrphans(limit: number): Promise<number> {
+    return this.transaction((tx) => {
+      if (!this.policy.ordered) return tx.run(sqliteReleaseAllWaiting(this.names), [limit]);
+      const keys = tx
+        .all<{ key: string }>(sqliteOrphanKeys(this.names, this.policy), [limit])
+        .map((r) => r.key);
+      if (keys.length === 0) return 0;
+      return tx.run(sqlitePromote(this.names, this.policy), [JSON.stringify(keys)]);
+    });
+  }
+
+  purge(status: 'delivered' | 'dead', olderThanMs: number, limit: number): Promise<number> {
+    return this.transaction((tx) => {
+      const rows = tx.all<{ key: string | null }>(sqlitePurge(this.names, status), [
+        status,
+        olderThanMs,
+        limit,
+      ]);
+      // A purged dead message no longer blocks its key: the next one may go.
+      const keys = [...new Set(rows.flatMap((r) => (r.key === null ? [] : [r.key])))];
+      if (status === 'dead' && this.policy.ordered && keys.length > 0) {
+        tx.run(sqlitePromote(this.names, this.policy), [JSON.stringify(keys)]);
+      }
+      return rows.length;
+    });
+  }
+
+  requeueDead(ids?: readonly string[]): Promise<RequeueReport> {
+    if (ids !== undefined && ids.length === 0) {
+      return Promise.resolve({ requeued: 0, resequenced: 0 });
+    }
+    return this.transaction((tx) => {
+      const rows = tx.all<DeadRow>(
+        sqliteDeadToRequeue(this.names, ids !== undefined),
+        ids === undefined ? [] : [JSON.stringify(ids)],
+      );
+      const inPlace = rows.filter((r) => !r.overtaken).map((r) => r.id);
+      const moved = rows.filter((r) => r.overtaken);
+      const requeued =
+        inPlace.length === 0
+          ? 0
+          : tx.run(sqliteRequeueInPlace(this.names), [JSON.stringify(inPlace)]);
+      if (moved.length > 0) {
+        // Same message, new row id: the end of its key's queue (one writer at a time on SQLite).
+        tx.run(sqliteDeleteDead(this.names), [JSON.stringify(moved.map((r) => r.id))]);
+        for (let start = 0; start < moved.length; start += MAX_ROWS_PER_INSERT) {
+          const chunk = moved.slice(start, start + MAX_ROWS_PER_INSERT);
+          tx.run(
+            sqliteReinsert(this.names, chunk.length),
+            chunk.flatMap((r) => [
+              r.message_id,
+              r.topic,
+              r.message_key,
+              r.event_type,
+              r.payload,
+              r.headers,
+              r.created_at,
+            ]),
+          );
+        }
+      }
+      return { requeued, resequenced: moved.length };
+    });
+  }
+
   async stats(): Promise<OutboxStats> {
-    const [row] = (await this.query(sqliteStats(this.names), [])) as {
-      pending: number;
-      leased: number;
-      delivered: number;
-      dead: number;
-      oldest_ms: number | null;
-    }[];
+    const [row] = await this.connectionFor().query<
+      {
+        pending: number;
+        leased: number;
+        delivered: number;
+        dead: number;
+        oldest_ms: number | null;
+      }[]
+    >(sqliteStats(this.names), []);
     return {
       pending: Number(row?.pending ?? 0),
       leased: Number(row?.leased ?? 0),
@@ -170,31 +293,39 @@ export class SqliteOutboxStore implements OutboxStore {
   async close(): Promise<void> {
     const dispatch = this.dispatch;
     this.dispatch = undefined;
+    this.database = undefined;
+    this.statements.clear();
     if (dispatch?.isInitialized) await dispatch.destroy();
   }
 
-  private async connection(): Promise<DataSource> {
+  /** Reads go through the dispatcher's connection when open (a fresh WAL snapshot), else the app's. */
+  private connectionFor(): DataSource {
+    return this.dispatch ?? this.dataSource;
+  }
+
+  private statement(sql: string): SqliteStatement {
+    let statement = this.statements.get(sql);
+    if (statement === undefined) {
+      if (this.database === undefined)
+        throw new Error('The SQLite dispatcher connection is closed');
+      statement = this.database.prepare(sql);
+      this.statements.set(sql, statement);
+    }
+    return statement;
+  }
+
+  /** One IMMEDIATE transaction, run synchronously; a busy one rolled back and starts over. */
+  private async transaction<T>(work: (tx: SqliteTx) => T): Promise<T> {
     await this.open();
-    return this.dispatch as DataSource;
+    const database = this.database as SqliteDatabase;
+    return this.retryBusy(() => database.transaction(() => work(this.tx)).immediate());
   }
 
-  private async query(sql: string, params: unknown[]): Promise<unknown> {
-    const connection = await this.connection();
-    return this.retryBusy(() => connection.query(sql, params));
-  }
-
-  private async run(sql: string, params: unknown[]): Promise<number> {
-    const runner = (await this.connection()).createQueryRunner();
-    const result = await this.retryBusy(() => runner.query(sql, params, true));
-    return result.affected ?? 0;
-  }
-
-  /** Every statement here is a single autocommit statement: a busy one did nothing and can rerun. */
-  private async retryBusy<T>(statement: () => Promise<T>): Promise<T> {
+  private async retryBusy<T>(attempt: () => T): Promise<T> {
     const deadline = Date.now() + BUSY_TIMEOUT_MS;
     for (let delay = 2; ; delay = Math.min(delay * 2, MAX_BUSY_RETRY_DELAY_MS)) {
       try {
-        return await statement();
+        return attempt();
       } catch (error) {
         if (!isBusy(error) || Date.now() >= deadline) throw error;
         await sleep(delay);
@@ -202,3 +333,8 @@ export class SqliteOutboxStore implements OutboxStore {
     }
   }
 }
+
+type DeadRow = Record<
+  'message_id' | 'topic' | 'event_type' | 'payload' | 'headers' | 'created_at',
+  string
+> & { id: number; message_key: string | null; overtaken: number };

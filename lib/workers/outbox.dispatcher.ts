@@ -22,6 +22,7 @@ import { describeError } from '../internal/describe-error';
 import { DISPATCHER_INTERVAL, OUTBOX_OPTIONS, OUTBOX_STORE } from '../outbox.constants';
 import { OutboxService } from '../outbox.service';
 import type { ResolvedOutboxOptions } from '../resolve-outbox-options';
+import { DatabaseWatchdog } from './database-watchdog';
 import { IntervalRunner } from './interval-runner';
 import { retryDelay } from './retry-backoff';
 
@@ -42,6 +43,18 @@ type Verdict =
   | { kind: 'dead'; error: unknown }
   | { kind: 'release' };
 
+/** What the broker side of a batch came to. */
+type PublishResult =
+  | { kind: 'outcomes'; outcomes: readonly PublishOutcome[] }
+  /** The broker could not be reached: the batch goes back with its attempts given back. */
+  | { kind: 'outage'; error: unknown }
+  /** The deadline passed: the broker may have the messages, so each counts as an attempt. */
+  | { kind: 'timeout'; error: PublishTimeoutError }
+  | { kind: 'shutdown' };
+
+/** A claim's result: a batch, nothing due, or only parked followers (look again at once). */
+type ClaimResult = ClaimedBatch | 'idle' | 'parked';
+
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
@@ -53,6 +66,7 @@ const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout
 export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicationShutdown {
   private readonly logger = new Logger(OutboxDispatcher.name);
   private readonly runner: IntervalRunner<number>;
+  private readonly watchdog: DatabaseWatchdog;
   private readonly publisher: OutboxPublisher;
   private readonly observer: OutboxObserver;
   private stopping = false;
@@ -71,6 +85,8 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
   ) {
     if (options.publisher === undefined) throw new Error('OutboxDispatcher needs a publisher');
     this.publisher = options.publisher;
+    // A little past the server's own statement timeout, which should fire first.
+    this.watchdog = new DatabaseWatchdog(options.dispatcher.dbTimeoutMs + 1_000, this.logger);
     this.observer = options.observer;
     this.runner = new IntervalRunner(DISPATCHER_INTERVAL, registry, this.logger, () =>
       this.drainLoop(),
@@ -165,7 +181,8 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
         if (Date.now() < this.pausedUntil) break;
         const started = performance.now();
         const claimed = await this.claim();
-        if (claimed === undefined) {
+        if (claimed === 'parked') continue;
+        if (claimed === 'idle') {
           // Nothing claimable now; settling what is in flight may free the next message of
           // its keys, so look again if it made progress.
           const report = await settleOldest();
@@ -185,30 +202,42 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
 
   private async batch(): Promise<OutboxBatchReport> {
     const started = performance.now();
-    const claimed = await this.claim();
-    return claimed === undefined ? EMPTY_REPORT : this.deliver(claimed, started);
+    let claimed = await this.claim();
+    // A claim that only parked followers freed its window; the next one finds what is due.
+    for (let i = 0; claimed === 'parked' && i < 100; i++) claimed = await this.claim();
+    return typeof claimed === 'string' ? EMPTY_REPORT : this.deliver(claimed, started);
   }
 
-  /** One claim; undefined when nothing was claimed (or the claim failed and claims paused). */
-  private async claim(): Promise<ClaimedBatch | undefined> {
-    if (this.stopping || Date.now() < this.pausedUntil) return undefined;
-    const { dispatcher, ordering } = this.options;
+  /** One claim, then parking of the followers it found queued behind their key's head. */
+  private async claim(): Promise<ClaimResult> {
+    if (this.stopping || Date.now() < this.pausedUntil) return 'idle';
+    const { dispatcher } = this.options;
     let claimed: ClaimedBatch;
     try {
-      claimed = await this.store.claim({
-        limit: dispatcher.batchSize,
-        owner: this.options.instanceId,
-        leaseMs: dispatcher.leaseMs,
-        ordered: ordering.enabled,
-        deadBlocksKey: ordering.onDeadLetter === 'block',
-      });
+      claimed = await this.watchdog.run('claim', () =>
+        this.store.claim({
+          limit: dispatcher.batchSize,
+          owner: this.options.instanceId,
+          leaseMs: dispatcher.leaseMs,
+        }),
+      );
     } catch (error) {
       this.pause(error, 'claim failed (database unavailable?)');
-      return undefined;
+      return 'idle';
+    }
+    let parked = 0;
+    if (claimed.blockedKeys.length > 0) {
+      try {
+        parked = await this.watchdog.run('park', () => this.store.park(claimed.blockedKeys));
+      } catch (error) {
+        // Parking only keeps claims cheap; the next claim finds those rows again.
+        this.logger.warn(`Parking queued messages failed: ${describeError(error)}`);
+      }
     }
     // An empty claim says nothing about the broker: the outage backoff only resets when a
     // publish gets through.
-    return claimed.records.length === 0 ? undefined : claimed;
+    if (claimed.records.length > 0) return claimed;
+    return parked > 0 ? 'parked' : 'idle';
   }
 
   /** Publishes a claimed batch and settles the outcome; never throws. */
@@ -216,12 +245,26 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     { token, records }: ClaimedBatch,
     started: number,
   ): Promise<OutboxBatchReport> {
-    const outcomes = await this.publish(records);
-    const verdicts =
-      outcomes === undefined
-        ? records.map((): Verdict => ({ kind: 'release' }))
-        : records.map((r, i) => this.judge(r, outcomes[i]));
-    const settlement = this.settlement(records, verdicts);
+    // Claimed more often than maxAttempts allows: earlier claims never reported back (their
+    // dispatcher crashed or lost its lease mid-publish), so this one is not tried again.
+    const exhausted = records.filter((r) => r.attempts > this.options.retry.maxAttempts);
+    const fresh = exhausted.length === 0 ? records : records.filter((r) => !exhausted.includes(r));
+    const result: PublishResult =
+      fresh.length === 0 ? { kind: 'outcomes', outcomes: [] } : await this.publish(fresh);
+    const verdicts = new Map<ClaimedRecord, Verdict>();
+    for (const record of exhausted) {
+      verdicts.set(record, {
+        kind: 'dead',
+        error: new Error(
+          `claimed ${record.attempts} times, more than retry.maxAttempts (${this.options.retry.maxAttempts}), without an outcome: the dispatchers holding it crashed or lost their lease while publishing`,
+        ),
+      });
+    }
+    fresh.forEach((record, i) => verdicts.set(record, this.verdictOf(record, result, i)));
+    const ordered = records.map((r): Verdict => verdicts.get(r) ?? { kind: 'release' });
+    const releaseDelayMs = result.kind === 'outage' ? this.outagePauseMs : 0;
+    const releaseError = result.kind === 'outage' ? describeError(result.error) : null;
+    const settlement = this.settlement(records, ordered, releaseDelayMs, releaseError);
     const changed = await this.settle(token, settlement);
     const report: OutboxBatchReport = {
       claimed: records.length,
@@ -237,14 +280,24 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
         `${report.fenced} message(s) of a batch were taken over by another dispatcher after this one's lease expired; their outcome here was discarded`,
       );
     }
-    this.notify(records, verdicts, report);
+    this.notify(records, ordered, report);
     return report;
   }
 
-  /** Publishes under a deadline; undefined means the whole batch is to be released (outage). */
-  private async publish(
-    records: readonly ClaimedRecord[],
-  ): Promise<readonly PublishOutcome[] | undefined> {
+  private verdictOf(record: ClaimedRecord, result: PublishResult, index: number): Verdict {
+    switch (result.kind) {
+      case 'outage':
+      case 'shutdown':
+        return { kind: 'release' };
+      case 'timeout':
+        return this.judge(record, { ok: false, error: result.error });
+      case 'outcomes':
+        return this.judge(record, result.outcomes[index]);
+    }
+  }
+
+  /** Publishes under a deadline and says what the broker side came to. */
+  private async publish(records: readonly ClaimedRecord[]): Promise<PublishResult> {
     const timeoutMs = this.options.dispatcher.publishTimeoutMs;
     // One controller per batch, aborted by its own deadline or by shutdown. (Not AbortSignal.any:
     // a listener per batch on the long-lived shutdown signal must be removed, not accumulated.)
@@ -262,47 +315,49 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     try {
       const result = await Promise.race([this.publisher.publish(records, signal), deadline]);
       if (result === 'timeout') {
-        controller.abort(new PublishTimeoutError(timeoutMs));
-        this.pause(
-          signal.reason ?? new PublishTimeoutError(timeoutMs),
-          'publish did not finish in time',
-        );
-        return undefined;
+        if (this.shutdown.signal.aborted) return { kind: 'shutdown' };
+        const error = new PublishTimeoutError(timeoutMs);
+        controller.abort(error);
+        // The broker may be hanging: claim less eagerly, but the attempts count, so a message
+        // that always times out reaches maxAttempts instead of looping.
+        this.pause(error, 'publish did not finish in time', 'each message counts an attempt');
+        return { kind: 'timeout', error };
       }
       if (result.length !== records.length) {
-        this.logger.error(
-          `Publisher returned ${result.length} outcomes for ${records.length} messages; releasing the batch`,
+        const error = new Error(
+          `Publisher returned ${result.length} outcomes for ${records.length} messages`,
         );
-        return undefined;
+        this.pause(error, 'publisher broke its contract');
+        return { kind: 'outage', error };
       }
+      // Only a batch that failed as a whole for being unable to reach the broker is an outage;
+      // one message "unavailable" while others went through is that message's failure.
       const failures = result.filter((o) => !o.ok);
+      const first = failures[0];
       if (
+        first !== undefined &&
         failures.length === result.length &&
-        failures.every((o) => !o.ok && this.isOutage(o.error))
+        failures.every((o) => !o.ok && o.error instanceof PublisherUnavailableError)
       ) {
-        this.pause((failures[0] as { error: unknown }).error, 'every publish of the batch failed');
-        return undefined;
+        this.pause(first.error, 'every publish of the batch failed');
+        return { kind: 'outage', error: first.error };
       }
       this.outagePauseMs = 0;
-      return result;
+      return { kind: 'outcomes', outcomes: result };
     } catch (error) {
+      if (this.shutdown.signal.aborted) return { kind: 'shutdown' };
       this.pause(error, 'publisher failed');
-      return undefined;
+      return { kind: 'outage', error };
     } finally {
       clearTimeout(timer);
       this.shutdown.signal.removeEventListener('abort', onShutdown);
     }
   }
 
-  private isOutage(error: unknown): boolean {
-    return error instanceof PublisherUnavailableError || error instanceof PublishTimeoutError;
-  }
-
   private judge(record: ClaimedRecord, outcome: PublishOutcome | undefined): Verdict {
     if (outcome === undefined) return { kind: 'release' };
     if (outcome.ok) return { kind: 'delivered' };
     const { error } = outcome;
-    if (error instanceof PublisherUnavailableError) return { kind: 'release' };
     const retry = this.options.retry;
     if (error instanceof PermanentPublishError) return { kind: 'dead', error };
     if (
@@ -311,7 +366,8 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     ) {
       return { kind: 'dead', error };
     }
-    const attempt = record.attempts + 1;
+    // The claim counted this attempt already.
+    const attempt = record.attempts;
     if (attempt >= retry.maxAttempts) return { kind: 'dead', error };
     const delayMs = retryDelay(attempt, retry);
     if (retry.maxAgeMs > 0 && record.ageMs + delayMs > retry.maxAgeMs)
@@ -319,16 +375,25 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     return { kind: 'retry', delayMs, error };
   }
 
-  private settlement(records: readonly ClaimedRecord[], verdicts: readonly Verdict[]): Settlement {
+  private settlement(
+    records: readonly ClaimedRecord[],
+    verdicts: readonly Verdict[],
+    releaseDelayMs: number,
+    releaseError: string | null,
+  ): Settlement {
     const delivered: string[] = [];
     const retry: { id: string; delayMs: number; error: string }[] = [];
     const dead: { id: string; error: string }[] = [];
-    const release: string[] = [];
+    const release: { id: string; delayMs: number; error: string | null }[] = [];
+    const advanced = new Set<string>();
+    // A dead message advances its key only when dead messages do not block.
+    const deadAdvances = this.options.ordering.onDeadLetter === 'skip';
     records.forEach((record, i) => {
       const verdict = verdicts[i] ?? { kind: 'release' };
       switch (verdict.kind) {
         case 'delivered':
           delivered.push(record.id);
+          if (record.key !== null) advanced.add(record.key);
           break;
         case 'retry':
           retry.push({
@@ -339,13 +404,14 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
           break;
         case 'dead':
           dead.push({ id: record.id, error: describeError(verdict.error) });
+          if (deadAdvances && record.key !== null) advanced.add(record.key);
           break;
         case 'release':
-          release.push(record.id);
+          release.push({ id: record.id, delayMs: releaseDelayMs, error: releaseError });
           break;
       }
     });
-    return { delivered, retry, dead, release };
+    return { delivered, retry, dead, release, advancedKeys: [...advanced] };
   }
 
   /** Settles with a few retries: a failed settle would otherwise mean re-publishing after the lease. */
@@ -353,7 +419,9 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     const deleteDelivered = this.options.cleaner.deliveredRetentionMs === 0;
     for (let attempt = 1; ; attempt++) {
       try {
-        return await this.store.settle(token, settlement, deleteDelivered);
+        return await this.watchdog.run('settle', () =>
+          this.store.settle(token, settlement, deleteDelivered),
+        );
       } catch (error) {
         if (attempt >= SETTLE_RETRIES) {
           this.logger.error(
@@ -366,7 +434,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     }
   }
 
-  private pause(error: unknown, what: string): void {
+  private pause(error: unknown, what: string, counted = 'no attempt counted'): void {
     const base = this.options.dispatcher.pollIntervalMs;
     this.outagePauseMs = Math.min(
       this.options.dispatcher.maxOutagePauseMs,
@@ -374,7 +442,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     );
     this.pausedUntil = Date.now() + this.outagePauseMs;
     this.logger.warn(
-      `${what}: ${describeError(error)}; pausing claims for ${this.outagePauseMs} ms (no attempt counted)`,
+      `${what}: ${describeError(error)}; pausing claims for ${this.outagePauseMs} ms (${counted})`,
     );
     const pauseMs = this.outagePauseMs;
     this.safely(() => this.observer.onOutage?.(error, pauseMs), undefined);
@@ -396,7 +464,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
         );
       else if (verdict?.kind === 'dead') {
         this.logger.warn(
-          `Message ${record.messageId} (${record.type} to ${record.topic}) dead-lettered after ${record.attempts + 1} attempt(s): ${describeError(verdict.error)}`,
+          `Message ${record.messageId} (${record.type} to ${record.topic}) dead-lettered after ${record.attempts} attempt(s): ${describeError(verdict.error)}`,
         );
         this.safely(() => this.observer.onDeadLetter?.(record, verdict.error), undefined);
       }

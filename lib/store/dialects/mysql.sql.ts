@@ -1,7 +1,14 @@
+import type { OutboxQueuePolicy } from '../../interfaces/outbox-store.interface';
 import type { OutboxTableNames } from '../sql-identifier';
 
-/** Number of per-key lock rows; keys hash onto them, so unrelated keys rarely wait on each other. */
-export const MYSQL_KEY_LOCK_BUCKETS = 1024;
+/**
+ * Per-key lock rows for enqueues; keys hash onto them. Two transactions enqueueing different
+ * keys share a row with probability 1 in 65 536 per pair of keys (they then take turns); see
+ * the README on MySQL key locks for why rows are pre-created instead of made per key.
+ */
+export const MYSQL_KEY_LOCK_BUCKETS = 65_536;
+/** A second set of lock rows, after the enqueue ones, serialises parking and promotion. */
+export const MYSQL_DISPATCH_LOCK_OFFSET = MYSQL_KEY_LOCK_BUCKETS;
 
 // Every timestamp is UTC_TIMESTAMP(6): DATETIME has no zone, and sessions may differ in theirs.
 const NOW = 'UTC_TIMESTAMP(6)';
@@ -9,8 +16,9 @@ const NOW = 'UTC_TIMESTAMP(6)';
 /** DDL of the outbox table on MySQL 8.0.13+ and MariaDB 10.6+. */
 export function mysqlCreateTable(n: OutboxTableNames): string[] {
   const t = n.table;
-  // 4^5 = MYSQL_KEY_LOCK_BUCKETS rows from five base-4 digits (recursive CTEs stop at 1000 rows).
+  // 2 × 4^8 = 2 × MYSQL_KEY_LOCK_BUCKETS rows from base-4 digits (recursive CTEs stop at 1000).
   const digit = '(SELECT 0 AS n UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3)';
+  const digits = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'];
   return [
     `CREATE TABLE IF NOT EXISTS ${t} (
   id BIGINT NOT NULL AUTO_INCREMENT,
@@ -27,18 +35,21 @@ export function mysqlCreateTable(n: OutboxTableNames): string[] {
   lock_token CHAR(36) CHARACTER SET ascii NULL,
   locked_until DATETIME(6) NULL,
   last_error TEXT NULL,
+  last_attempt_at DATETIME(6) NULL,
   created_at DATETIME(6) NOT NULL DEFAULT (${NOW}),
   delivered_at DATETIME(6) NULL,
+  dead_at DATETIME(6) NULL,
   PRIMARY KEY (id),
   UNIQUE KEY ${n.quote(`${n.tableName}_message_id_key`)} (message_id),
-  KEY ${n.quote(`${n.tableName}_pending_idx`)} (status, id),
+  KEY ${n.quote(`${n.tableName}_pending_idx`)} (status, available_at, id),
   KEY ${n.quote(`${n.tableName}_key_idx`)} (message_key, status, id)
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
     // Enqueue locks these rows (never inserts them) so that a key's writers commit in id order;
     // locking existing primary-key rows takes no gap locks, so it cannot deadlock with inserts.
     `CREATE TABLE IF NOT EXISTS ${n.lockTable} (bucket INT NOT NULL PRIMARY KEY) ENGINE=InnoDB`,
     `INSERT IGNORE INTO ${n.lockTable} (bucket)
-SELECT a.n + 4 * b.n + 16 * c.n + 64 * d.n + 256 * e.n FROM ${digit} AS a, ${digit} AS b, ${digit} AS c, ${digit} AS d, ${digit} AS e`,
+SELECT ${digits.map((d, i) => `${4 ** i} * ${d}.n`).join(' + ')} + ${MYSQL_DISPATCH_LOCK_OFFSET} * z.n
+FROM ${digits.map((d) => `${digit} AS ${d}`).join(', ')}, (SELECT 0 AS n UNION ALL SELECT 1) AS z`,
   ];
 }
 
@@ -52,42 +63,98 @@ export function mysqlLockKeys(n: OutboxTableNames, count: number): string {
 
 export function mysqlInsert(n: OutboxTableNames, rows: number, scheduled: boolean): string {
   const row = scheduled
-    ? `(?, ?, ?, ?, ?, ?, COALESCE(?, ${NOW} + INTERVAL ? * 1000 MICROSECOND))`
+    ? `(?, ?, ?, ?, ?, ?, COALESCE(?, UTC_TIMESTAMP(6) + INTERVAL ? * 1000 MICROSECOND))`
     : '(?, ?, ?, ?, ?, ?)';
   return `INSERT INTO ${n.table} (message_id, topic, message_key, event_type, payload, headers${scheduled ? ', available_at' : ''}) VALUES ${Array.from({ length: rows }, () => row).join(', ')}`;
 }
 
-const DUE = `c.status = 'pending' AND c.available_at <= ${NOW} AND (c.locked_until IS NULL OR c.locked_until < ${NOW})`;
+function blocking(deadBlocksKey: boolean): string {
+  return deadBlocksKey ? `('pending', 'waiting', 'dead')` : `('pending', 'waiting')`;
+}
 
 /**
- * Step 1 of the claim, a plain (non-locking) read: due messages that head their key. It is kept
- * apart from the locking step because a locking read could skip a locked earlier message in the
- * head check and wrongly let a later one of the same key through.
+ * Step 1 of the claim, a plain (non-locking) read: the window of due rows in due order, each
+ * flagged when an earlier message of its key holds it back. It is kept apart from the locking
+ * step because a locking read could skip a locked earlier message in the head check and wrongly
+ * let a later one of the same key through. Params: window.
  */
-export function mysqlClaimCandidates(
-  n: OutboxTableNames,
-  ordered: boolean,
-  deadBlocksKey: boolean,
-): string {
-  const blocking = deadBlocksKey ? `e.status IN ('pending', 'dead')` : `e.status = 'pending'`;
-  const head = ordered
-    ? `AND (c.message_key IS NULL OR NOT EXISTS (SELECT 1 FROM ${n.table} AS e WHERE e.message_key = c.message_key AND ${blocking} AND e.id < c.id))`
-    : '';
-  return `SELECT c.id FROM ${n.table} AS c WHERE ${DUE} ${head} ORDER BY c.id LIMIT ?`;
+export function mysqlClaimWindow(n: OutboxTableNames, policy: OutboxQueuePolicy): string {
+  const behind = policy.ordered
+    ? `(c.message_key IS NOT NULL AND EXISTS (SELECT 1 FROM ${n.table} AS e WHERE e.message_key = c.message_key AND e.status IN ${blocking(policy.deadBlocksKey)} AND e.id < c.id))`
+    : '0';
+  return `SELECT c.id, c.message_key, ${behind} AS behind FROM ${n.table} AS c
+WHERE c.status = 'pending' AND c.available_at <= ${NOW}
+ORDER BY c.available_at, c.id LIMIT ?`;
 }
 
-/** Step 2: lock the candidates that are still due, skipping those another dispatcher holds. */
+/** Step 2: lock the heads that are still due, skipping those another dispatcher holds. */
 export function mysqlClaimLock(n: OutboxTableNames, count: number): string {
-  return `SELECT c.id, c.message_id, c.topic, c.message_key, c.event_type, c.payload, c.headers, c.attempts,
+  return `SELECT c.id, c.message_id, c.topic, c.message_key, c.event_type, c.payload, c.headers, c.attempts + 1 AS attempts,
   DATE_FORMAT(c.created_at, '%Y-%m-%d %H:%i:%s.%f') AS created_at,
   TIMESTAMPDIFF(MICROSECOND, c.created_at, ${NOW}) / 1000 AS age_ms
-FROM ${n.table} AS c WHERE c.id IN (${placeholders(count)}) AND ${DUE}
-ORDER BY c.id FOR UPDATE SKIP LOCKED`;
+FROM ${n.table} AS c WHERE c.id IN (${placeholders(count)}) AND c.status = 'pending' AND c.available_at <= ${NOW}
+ORDER BY c.available_at, c.id FOR UPDATE SKIP LOCKED`;
 }
 
-/** Step 3: write the lease. Params: owner, token, lease ms, ids. */
+/** Step 3: write the lease and count the attempt. Params: owner, token, lease ms, lease ms, ids. */
 export function mysqlClaimLease(n: OutboxTableNames, count: number): string {
-  return `UPDATE ${n.table} SET locked_by = ?, lock_token = ?, locked_until = ${NOW} + INTERVAL ? * 1000 MICROSECOND WHERE id IN (${placeholders(count)})`;
+  return `UPDATE ${n.table} SET locked_by = ?, lock_token = ?, locked_until = ${NOW} + INTERVAL ? * 1000 MICROSECOND,
+  available_at = ${NOW} + INTERVAL ? * 1000 MICROSECOND, attempts = attempts + 1, last_attempt_at = ${NOW}
+WHERE id IN (${placeholders(count)})`;
+}
+
+/** Params: keys. The first message holding back each key (its head). */
+export function mysqlFirstBlocking(
+  n: OutboxTableNames,
+  policy: OutboxQueuePolicy,
+  count: number,
+): string {
+  return `SELECT message_key AS k, MIN(id) AS first FROM ${n.table}
+WHERE message_key IN (${placeholders(count)}) AND status IN ${blocking(policy.deadBlocksKey)}
+GROUP BY message_key`;
+}
+
+/** Params: (key, first id) per key. Parks the due followers of each head. */
+export function mysqlPark(n: OutboxTableNames, count: number): string {
+  const pairs = Array.from({ length: count }, () => '(message_key = ? AND id > ?)').join(' OR ');
+  return `UPDATE ${n.table} SET status = 'waiting'
+WHERE status = 'pending' AND (locked_until IS NULL OR locked_until < ${NOW}) AND (${pairs})`;
+}
+
+/** Params: keys. The first waiting message of each key. */
+export function mysqlFirstWaiting(n: OutboxTableNames, count: number): string {
+  return `SELECT message_key AS k, MIN(id) AS first FROM ${n.table}
+WHERE message_key IN (${placeholders(count)}) AND status = 'waiting'
+GROUP BY message_key`;
+}
+
+/** Params: (key, id) per candidate. The keys whose candidate still has something before it. */
+export function mysqlStillHeld(
+  n: OutboxTableNames,
+  policy: OutboxQueuePolicy,
+  count: number,
+): string {
+  const pairs = Array.from({ length: count }, () => '(message_key = ? AND id < ?)').join(' OR ');
+  return `SELECT DISTINCT message_key AS k FROM ${n.table}
+WHERE status IN ${blocking(policy.deadBlocksKey)} AND (${pairs})`;
+}
+
+/** Params: ids. */
+export function mysqlPromote(n: OutboxTableNames, count: number): string {
+  return `UPDATE ${n.table} SET status = 'pending' WHERE status = 'waiting' AND id IN (${placeholders(count)})`;
+}
+
+/** Params: limit. Keys whose first waiting message has nothing earlier holding it back. */
+export function mysqlOrphanKeys(n: OutboxTableNames, policy: OutboxQueuePolicy): string {
+  return `SELECT DISTINCT w.message_key AS k FROM ${n.table} AS w
+WHERE w.status = 'waiting' AND w.message_key IS NOT NULL
+  AND NOT EXISTS (SELECT 1 FROM ${n.table} AS e WHERE e.message_key = w.message_key AND e.id < w.id AND e.status IN ${blocking(policy.deadBlocksKey)})
+LIMIT ?`;
+}
+
+/** Params: limit. Without ordering nothing waits. */
+export function mysqlReleaseAllWaiting(n: OutboxTableNames): string {
+  return `UPDATE ${n.table} SET status = 'pending' WHERE status = 'waiting' LIMIT ?`;
 }
 
 const UNLOCK = 'locked_by = NULL, lock_token = NULL, locked_until = NULL';
@@ -102,53 +169,81 @@ export function mysqlSettleDelivered(
     : `UPDATE ${n.table} SET status = 'delivered', delivered_at = ${NOW}, ${UNLOCK} WHERE lock_token = ? AND id IN (${placeholders(count)})`;
 }
 
-/** Params: token, then (id, delay ms, error) per row. */
+function rowsOf(count: number, columns: readonly string[]): string {
+  const first = `SELECT ${columns.map((c) => `? AS ${c}`).join(', ')}`;
+  const next = `SELECT ${columns.map(() => '?').join(', ')}`;
+  return Array.from({ length: count }, (_, i) => (i === 0 ? first : next)).join(' UNION ALL ');
+}
+
+/** Params: (id, delay ms, error) per row, then token. The claim counted the attempt. */
 export function mysqlSettleRetry(n: OutboxTableNames, count: number): string {
-  const rows = Array.from({ length: count }, (_, i) =>
-    i === 0 ? 'SELECT ? AS id, ? AS delay_ms, ? AS err' : 'SELECT ?, ?, ?',
-  ).join(' UNION ALL ');
-  return `UPDATE ${n.table} AS o JOIN (${rows}) AS u ON o.id = u.id
-SET o.attempts = o.attempts + 1, o.available_at = ${NOW} + INTERVAL u.delay_ms * 1000 MICROSECOND, o.last_error = u.err,
+  return `UPDATE ${n.table} AS o JOIN (${rowsOf(count, ['id', 'delay_ms', 'err'])}) AS u ON o.id = u.id
+SET o.available_at = ${NOW} + INTERVAL u.delay_ms * 1000 MICROSECOND, o.last_error = u.err,
   o.locked_by = NULL, o.lock_token = NULL, o.locked_until = NULL
 WHERE o.lock_token = ?`;
 }
 
 /** Params: (id, error) per row, then token. */
 export function mysqlSettleDead(n: OutboxTableNames, count: number): string {
-  const rows = Array.from({ length: count }, (_, i) =>
-    i === 0 ? 'SELECT ? AS id, ? AS err' : 'SELECT ?, ?',
-  ).join(' UNION ALL ');
-  return `UPDATE ${n.table} AS o JOIN (${rows}) AS u ON o.id = u.id
-SET o.status = 'dead', o.attempts = o.attempts + 1, o.last_error = u.err, o.locked_by = NULL, o.lock_token = NULL, o.locked_until = NULL
+  return `UPDATE ${n.table} AS o JOIN (${rowsOf(count, ['id', 'err'])}) AS u ON o.id = u.id
+SET o.status = 'dead', o.dead_at = ${NOW}, o.last_error = u.err, o.locked_by = NULL, o.lock_token = NULL, o.locked_until = NULL
 WHERE o.lock_token = ?`;
 }
 
+/** Params: (id, delay ms, error or null) per row, then token. Gives the claim's attempt back. */
 export function mysqlRelease(n: OutboxTableNames, count: number): string {
-  return `UPDATE ${n.table} SET ${UNLOCK} WHERE lock_token = ? AND id IN (${placeholders(count)})`;
+  return `UPDATE ${n.table} AS o JOIN (${rowsOf(count, ['id', 'delay_ms', 'err'])}) AS u ON o.id = u.id
+SET o.attempts = GREATEST(o.attempts - 1, 0), o.available_at = ${NOW} + INTERVAL u.delay_ms * 1000 MICROSECOND,
+  o.last_error = COALESCE(u.err, o.last_error), o.locked_by = NULL, o.lock_token = NULL, o.locked_until = NULL
+WHERE o.lock_token = ?`;
 }
 
 export function mysqlReleaseExpired(n: OutboxTableNames): string {
   return `UPDATE ${n.table} SET ${UNLOCK} WHERE status = 'pending' AND locked_until < ${NOW}`;
 }
 
-/** Params: status, age ms, limit. */
-export function mysqlPurge(n: OutboxTableNames, status: 'delivered' | 'dead'): string {
-  const ts = status === 'delivered' ? 'delivered_at' : 'created_at';
-  return `DELETE FROM ${n.table} WHERE status = ? AND ${ts} < ${NOW} - INTERVAL ? * 1000 MICROSECOND ORDER BY id LIMIT ?`;
+/** Params: status, age ms, limit. The rows to purge, with their keys. */
+export function mysqlPurgeCandidates(n: OutboxTableNames, status: 'delivered' | 'dead'): string {
+  const ts = status === 'delivered' ? 'delivered_at' : 'COALESCE(dead_at, created_at)';
+  return `SELECT id, message_key AS k FROM ${n.table} WHERE status = ? AND ${ts} < ${NOW} - INTERVAL ? * 1000 MICROSECOND ORDER BY id LIMIT ?`;
 }
 
-export function mysqlRequeueDead(n: OutboxTableNames, count: number | null): string {
-  return `UPDATE ${n.table} SET status = 'pending', attempts = 0, available_at = ${NOW}, last_error = NULL, ${UNLOCK}
-WHERE status = 'dead'${count === null ? '' : ` AND message_id IN (${placeholders(count)})`}`;
+/** Params: status, ids. */
+export function mysqlDeleteByIds(n: OutboxTableNames, count: number): string {
+  return `DELETE FROM ${n.table} WHERE status = ? AND id IN (${placeholders(count)})`;
+}
+
+const REQUEUE_COLUMNS = ['message_id', 'topic', 'message_key', 'event_type', 'payload', 'headers'];
+
+/** Params: message ids, when given. See PostgreSQL's postgresDeadToRequeue. */
+export function mysqlDeadToRequeue(n: OutboxTableNames, count: number | null): string {
+  return `SELECT d.id, ${REQUEUE_COLUMNS.map((c) => `d.${c}`).join(', ')},
+  DATE_FORMAT(d.created_at, '%Y-%m-%d %H:%i:%s.%f') AS created_at,
+  (d.message_key IS NOT NULL AND EXISTS (
+    SELECT 1 FROM ${n.table} AS e WHERE e.message_key = d.message_key AND e.id > d.id AND e.status = 'pending')) AS overtaken
+FROM ${n.table} AS d WHERE d.status = 'dead'${count === null ? '' : ` AND d.message_id IN (${placeholders(count)})`}
+ORDER BY d.id`;
+}
+
+/** Params: ids. */
+export function mysqlRequeueInPlace(n: OutboxTableNames, count: number): string {
+  return `UPDATE ${n.table} SET status = 'pending', attempts = 0, available_at = ${NOW}, last_error = NULL, dead_at = NULL, ${UNLOCK}
+WHERE status = 'dead' AND id IN (${placeholders(count)})`;
+}
+
+/** Params: per row, the requeue columns then created_at. */
+export function mysqlReinsert(n: OutboxTableNames, rows: number): string {
+  const row = `(${[...REQUEUE_COLUMNS, 'created_at'].map(() => '?').join(', ')})`;
+  return `INSERT INTO ${n.table} (${REQUEUE_COLUMNS.join(', ')}, created_at) VALUES ${Array.from({ length: rows }, () => row).join(', ')}`;
 }
 
 export function mysqlStats(n: OutboxTableNames): string {
   return `SELECT
-  CAST(COALESCE(SUM(status = 'pending' AND (locked_until IS NULL OR locked_until < ${NOW})), 0) AS SIGNED) AS pending,
+  CAST(COALESCE(SUM(status = 'waiting' OR (status = 'pending' AND (locked_until IS NULL OR locked_until < ${NOW}))), 0) AS SIGNED) AS pending,
   CAST(COALESCE(SUM(status = 'pending' AND locked_until >= ${NOW}), 0) AS SIGNED) AS leased,
   CAST(COALESCE(SUM(status = 'delivered'), 0) AS SIGNED) AS delivered,
   CAST(COALESCE(SUM(status = 'dead'), 0) AS SIGNED) AS dead,
-  TIMESTAMPDIFF(MICROSECOND, MIN(CASE WHEN status = 'pending' THEN created_at END), ${NOW}) / 1000 AS oldest_ms
+  TIMESTAMPDIFF(MICROSECOND, MIN(CASE WHEN status IN ('pending', 'waiting') THEN created_at END), ${NOW}) / 1000 AS oldest_ms
 FROM ${n.table}`;
 }
 

@@ -1,3 +1,4 @@
+import type { OutboxQueuePolicy } from '../../interfaces/outbox-store.interface';
 import type { OutboxTableNames } from '../sql-identifier';
 
 /** DDL of the outbox table on PostgreSQL 12+. */
@@ -21,14 +22,16 @@ export function postgresCreateTable(n: OutboxTableNames): string[] {
   lock_token uuid,
   locked_until timestamptz,
   last_error text,
+  last_attempt_at timestamptz,
   created_at timestamptz NOT NULL DEFAULT now(),
   delivered_at timestamptz,
+  dead_at timestamptz,
   CONSTRAINT ${n.quote(`${n.tableName}_message_id_key`)} UNIQUE (message_id),
-  CONSTRAINT ${n.quote(`${n.tableName}_status_check`)} CHECK (status IN ('pending', 'delivered', 'dead'))
+  CONSTRAINT ${n.quote(`${n.tableName}_status_check`)} CHECK (status IN ('pending', 'waiting', 'delivered', 'dead'))
 )`,
-    // The claim scans pending rows in id order; delivered history stays out of this index.
-    `CREATE INDEX IF NOT EXISTS ${n.quote(`${n.tableName}_pending_idx`)} ON ${t} (id) WHERE status = 'pending'`,
-    // The head-of-key check looks up earlier undelivered rows of one key.
+    // The claim reads due rows in due order; waiting, delivered and dead rows stay out of it.
+    `CREATE INDEX IF NOT EXISTS ${n.quote(`${n.tableName}_pending_idx`)} ON ${t} (available_at, id) WHERE status = 'pending'`,
+    // Head-of-key checks, parking and promotion look up the undelivered rows of one key.
     `CREATE INDEX IF NOT EXISTS ${n.quote(`${n.tableName}_key_idx`)} ON ${t} (message_key, id) WHERE status <> 'delivered' AND message_key IS NOT NULL`,
   ];
 }
@@ -57,8 +60,10 @@ export function postgresInsert(
     extra += ` CROSS JOIN (SELECT count(pg_advisory_xact_lock($${next++}::int4, k)) FROM unnest($${next++}::int4[]) AS k) AS lk`;
   }
   if (notify) extra += ` CROSS JOIN (SELECT pg_notify($${next++}::text, '')) AS nt`;
+  // A delay counts from the enqueue call (clock_timestamp), not from the start of the business
+  // transaction (now()), which may have begun long before.
   return `INSERT INTO ${n.table} (${cols}${scheduled ? ', available_at' : ''})
-SELECT u.m, u.t, u.k, u.y, u.p::json, u.h::json${scheduled ? `, COALESCE(u.a, now() + u.d * interval '1 millisecond')` : ''}
+SELECT u.m, u.t, u.k, u.y, u.p::json, u.h::json${scheduled ? `, COALESCE(u.a, clock_timestamp() + u.d * interval '1 millisecond')` : ''}
 FROM unnest(${arrays}${schedule}) WITH ORDINALITY AS u(m, t, k, y, p, h${scheduled ? ', a, d' : ''}, ord)${extra}
 ORDER BY u.ord`;
 }
@@ -67,41 +72,113 @@ const RETURNING = `o.id::text AS id, o.message_id::text AS message_id, o.topic, 
   o.payload::text AS payload, o.headers::text AS headers, o.attempts, o.created_at,
   extract(epoch FROM (now() - o.created_at)) * 1000 AS age_ms`;
 
-/** $1 owner, $2 token, $3 lease ms, $4 limit. */
-export function postgresClaim(
-  n: OutboxTableNames,
-  ordered: boolean,
-  deadBlocksKey: boolean,
-): string {
-  const blocking = deadBlocksKey ? `e.status IN ('pending', 'dead')` : `e.status = 'pending'`;
-  const head = ordered
-    ? `AND (c.message_key IS NULL OR NOT EXISTS (
-      SELECT 1 FROM ${n.table} AS e
-      WHERE e.message_key = c.message_key AND e.id < c.id AND e.status <> 'delivered' AND ${blocking}))`
-    : '';
-  // A materialised CTE runs the locking subquery exactly once, so the LIMIT holds even when the
-  // planner would otherwise re-scan an IN (SELECT ...) subquery.
-  return `WITH c AS MATERIALIZED (
-  SELECT c.id FROM ${n.table} AS c
+/** The statuses that hold back the later messages of a key. */
+export function blockingStatuses(deadBlocksKey: boolean): string {
+  return deadBlocksKey ? `('pending', 'waiting', 'dead')` : `('pending', 'waiting')`;
+}
+
+/**
+ * $1 owner, $2 token, $3 lease ms, $4 limit, $5 window.
+ *
+ * The claim reads a bounded window of due rows (in due order, through the pending index), finds
+ * the ones that head their key, and leases them; a leased row's `available_at` moves to its
+ * lease end, so it leaves the window until the lease expires. Rows found queued behind an
+ * earlier message of their key are reported (`blocked`) so the dispatcher parks them: the
+ * window never fills up with the backlog of a stuck key. The whole claim is one statement.
+ */
+export function postgresClaim(n: OutboxTableNames, policy: OutboxQueuePolicy): string {
+  const t = n.table;
+  const behind = policy.ordered
+    ? `(c.message_key IS NOT NULL AND EXISTS (
+      SELECT 1 FROM ${t} AS e
+      WHERE e.message_key = c.message_key AND e.id < c.id AND e.status IN ${blockingStatuses(policy.deadBlocksKey)}))`
+    : 'false';
+  const lease = `now() + $3 * interval '1 millisecond'`;
+  // Materialised CTEs run once each, so the LIMITs hold and SKIP LOCKED applies exactly once.
+  return `WITH w AS MATERIALIZED (
+  SELECT c.id, c.message_key, ${behind} AS behind
+  FROM ${t} AS c
   WHERE c.status = 'pending' AND c.available_at <= now()
-    AND (c.locked_until IS NULL OR c.locked_until < now())
-    ${head}
-  ORDER BY c.id
+  ORDER BY c.available_at, c.id
+  LIMIT $5),
+p AS MATERIALIZED (
+  SELECT c.id FROM ${t} AS c
+  WHERE c.id IN (SELECT w.id FROM w WHERE NOT w.behind)
+    AND c.status = 'pending' AND c.available_at <= now()
+  ORDER BY c.available_at, c.id
   LIMIT $4
-  FOR UPDATE SKIP LOCKED)
-UPDATE ${n.table} AS o
-SET locked_by = $1, lock_token = $2::uuid, locked_until = now() + $3 * interval '1 millisecond'
-FROM c WHERE o.id = c.id
-RETURNING ${RETURNING}`;
+  FOR UPDATE OF c SKIP LOCKED),
+o AS (
+  UPDATE ${t} AS o
+  SET locked_by = $1, lock_token = $2::uuid, locked_until = ${lease}, available_at = ${lease},
+    attempts = o.attempts + 1, last_attempt_at = now()
+  FROM p WHERE o.id = p.id
+  RETURNING ${RETURNING})
+SELECT o.*, b.blocked FROM (
+  SELECT array_agg(DISTINCT w.message_key) FILTER (WHERE w.behind) AS blocked FROM w) AS b
+LEFT JOIN o ON true`;
+}
+
+/** $1 namespace, $2 sorted lock ids: transaction locks that serialise parking and promotion. */
+export function postgresLockKeys(): string {
+  return `SELECT count(pg_advisory_xact_lock($1::int4, k))::int AS locked FROM unnest($2::int4[]) AS k`;
+}
+
+/**
+ * $1 keys. Marks `waiting` the due, unleased messages of these keys that have an earlier
+ * message of their key still holding them back. Runs under the keys' dispatch locks.
+ */
+export function postgresPark(n: OutboxTableNames, policy: OutboxQueuePolicy): string {
+  const t = n.table;
+  return `UPDATE ${t} AS w SET status = 'waiting'
+FROM (
+  SELECT e.message_key, min(e.id) AS first FROM ${t} AS e
+  WHERE e.message_key = ANY($1::text[]) AND e.status IN ${blockingStatuses(policy.deadBlocksKey)}
+  GROUP BY e.message_key) AS b
+WHERE w.message_key = b.message_key AND w.status = 'pending' AND w.id > b.first
+  AND (w.locked_until IS NULL OR w.locked_until < now())`;
+}
+
+/**
+ * $1 keys. Makes the first waiting message of each key claimable when nothing earlier of its key
+ * holds it back. Runs under the keys' dispatch locks, after the change that advanced the key.
+ */
+export function postgresPromote(n: OutboxTableNames, policy: OutboxQueuePolicy): string {
+  const t = n.table;
+  return `UPDATE ${t} SET status = 'pending'
+WHERE id IN (
+  SELECT w.id FROM unnest($1::text[]) AS k(key)
+  CROSS JOIN LATERAL (
+    SELECT x.id FROM ${t} AS x WHERE x.message_key = k.key AND x.status = 'waiting' ORDER BY x.id LIMIT 1) AS w
+  WHERE NOT EXISTS (
+    SELECT 1 FROM ${t} AS e
+    WHERE e.message_key = k.key AND e.id < w.id AND e.status IN ${blockingStatuses(policy.deadBlocksKey)}))`;
+}
+
+/** $1 limit. Keys whose first waiting message has nothing earlier holding it back. */
+export function postgresOrphanKeys(n: OutboxTableNames, policy: OutboxQueuePolicy): string {
+  const t = n.table;
+  const held = policy.ordered
+    ? `AND EXISTS (SELECT 1 FROM ${t} AS e WHERE e.message_key = w.message_key AND e.id < w.id AND e.status IN ${blockingStatuses(policy.deadBlocksKey)})`
+    : '';
+  return `SELECT DISTINCT w.message_key AS key FROM ${t} AS w
+WHERE w.status = 'waiting' AND NOT (w.message_key IS NOT NULL ${held})
+LIMIT $1`;
+}
+
+/** Without ordering nothing waits: $1 limit. */
+export function postgresReleaseAllWaiting(n: OutboxTableNames): string {
+  return `UPDATE ${n.table} SET status = 'pending' WHERE id IN (SELECT id FROM ${n.table} WHERE status = 'waiting' LIMIT $1)`;
 }
 
 const UNLOCK = 'locked_by = NULL, lock_token = NULL, locked_until = NULL';
 
 /**
- * The whole settlement in one round trip: one data-modifying CTE per non-empty group, each
- * guarded by the lease token so that a dispatcher which lost its lease changes nothing.
- * Parameters: $1 token, then per present group in this order: delivered ids; retry ids, delays,
- * errors; dead ids, errors; released ids.
+ * The batch outcome in one statement: one data-modifying CTE per non-empty group, each guarded
+ * by the lease token so that a dispatcher which lost its lease changes nothing. The attempt was
+ * counted by the claim; a release gives it back. Parameters: $1 token, then per present group
+ * in this order: delivered ids; retry ids, delays, errors; dead ids, errors; release ids,
+ * delays, errors.
  */
 export function postgresSettle(
   n: OutboxTableNames,
@@ -121,18 +198,19 @@ export function postgresSettle(
   }
   if (groups.retry) {
     const u = `unnest($${next++}::int8[], $${next++}::int8[], $${next++}::text[])`;
-    ctes.push(`r AS (UPDATE ${t} AS o SET attempts = o.attempts + 1, available_at = now() + u.delay * interval '1 millisecond', last_error = u.err, ${UNLOCK}
+    ctes.push(`r AS (UPDATE ${t} AS o SET available_at = now() + u.delay * interval '1 millisecond', last_error = u.err, ${UNLOCK}
   FROM ${u} AS u(id, delay, err) WHERE o.id = u.id AND o.lock_token = $1::uuid RETURNING 1)`);
   }
   if (groups.dead) {
     const u = `unnest($${next++}::int8[], $${next++}::text[])`;
-    ctes.push(`x AS (UPDATE ${t} AS o SET status = 'dead', attempts = o.attempts + 1, last_error = u.err, ${UNLOCK}
+    ctes.push(`x AS (UPDATE ${t} AS o SET status = 'dead', dead_at = now(), last_error = u.err, ${UNLOCK}
   FROM ${u} AS u(id, err) WHERE o.id = u.id AND o.lock_token = $1::uuid RETURNING 1)`);
   }
   if (groups.release) {
-    ctes.push(
-      `l AS (UPDATE ${t} SET ${UNLOCK} WHERE id = ANY($${next++}::int8[]) AND lock_token = $1::uuid RETURNING 1)`,
-    );
+    const u = `unnest($${next++}::int8[], $${next++}::int8[], $${next++}::text[])`;
+    ctes.push(`l AS (UPDATE ${t} AS o SET attempts = greatest(o.attempts - 1, 0), available_at = now() + u.delay * interval '1 millisecond',
+    last_error = coalesce(u.err, o.last_error), ${UNLOCK}
+  FROM ${u} AS u(id, delay, err) WHERE o.id = u.id AND o.lock_token = $1::uuid RETURNING 1)`);
   }
   const counts = ctes.map((cte) => `(SELECT count(*) FROM ${cte.slice(0, 1)})`).join(' + ');
   return `WITH ${ctes.join(',\n')}\nSELECT (${counts})::int AS changed`;
@@ -142,24 +220,53 @@ export function postgresReleaseExpired(n: OutboxTableNames): string {
   return `UPDATE ${n.table} SET ${UNLOCK} WHERE status = 'pending' AND locked_until < now()`;
 }
 
-/** $1 status, $2 age ms, $3 limit. */
+/** $1 status, $2 age ms, $3 limit. Returns the keys of the deleted rows. */
 export function postgresPurge(n: OutboxTableNames): string {
-  const ts = `CASE WHEN $1 = 'delivered' THEN delivered_at ELSE created_at END`;
+  const ts = `CASE WHEN $1 = 'delivered' THEN delivered_at ELSE coalesce(dead_at, created_at) END`;
   return `DELETE FROM ${n.table} WHERE id IN (
-  SELECT id FROM ${n.table} WHERE status = $1 AND ${ts} < now() - $2 * interval '1 millisecond' ORDER BY id LIMIT $3)`;
+  SELECT id FROM ${n.table} WHERE status = $1 AND ${ts} < now() - $2 * interval '1 millisecond' ORDER BY id LIMIT $3)
+RETURNING message_key AS key`;
 }
 
-export function postgresRequeueDead(n: OutboxTableNames, withIds: boolean): string {
-  return `UPDATE ${n.table} SET status = 'pending', attempts = 0, available_at = now(), last_error = NULL, ${UNLOCK}
-WHERE status = 'dead'${withIds ? ' AND message_id = ANY($1::uuid[])' : ''}`;
+/**
+ * $1 message ids (or null: every dead message). The dead messages to requeue, with whether a
+ * later message of their key is already on its way (pending): those must not be put back in
+ * front of it.
+ */
+export function postgresDeadToRequeue(n: OutboxTableNames): string {
+  const t = n.table;
+  return `SELECT d.id::text AS id, d.message_key AS key,
+  (d.message_key IS NOT NULL AND EXISTS (
+    SELECT 1 FROM ${t} AS e WHERE e.message_key = d.message_key AND e.id > d.id AND e.status = 'pending')) AS overtaken
+FROM ${t} AS d
+WHERE d.status = 'dead' AND ($1::uuid[] IS NULL OR d.message_id = ANY($1::uuid[]))
+ORDER BY d.id`;
+}
+
+/** $1 ids. Back at the head of their key, attempts reset. */
+export function postgresRequeueInPlace(n: OutboxTableNames): string {
+  return `UPDATE ${n.table} SET status = 'pending', attempts = 0, available_at = now(), last_error = NULL, dead_at = NULL, ${UNLOCK}
+WHERE status = 'dead' AND id = ANY($1::int8[])`;
+}
+
+/**
+ * $1 ids. Moves dead messages to the end of their key's queue: same message id and content, a
+ * new row id (the queue position). Runs under the keys' enqueue locks, like an enqueue.
+ */
+export function postgresResequence(n: OutboxTableNames): string {
+  const t = n.table;
+  const cols = 'message_id, topic, message_key, event_type, payload, headers, created_at';
+  return `WITH d AS (DELETE FROM ${t} WHERE status = 'dead' AND id = ANY($1::int8[]) RETURNING id, ${cols})
+INSERT INTO ${t} (${cols})
+SELECT ${cols} FROM d ORDER BY d.id`;
 }
 
 export function postgresStats(n: OutboxTableNames): string {
   return `SELECT
-  count(*) FILTER (WHERE status = 'pending' AND (locked_until IS NULL OR locked_until < now()))::int AS pending,
+  count(*) FILTER (WHERE status = 'waiting' OR (status = 'pending' AND (locked_until IS NULL OR locked_until < now())))::int AS pending,
   count(*) FILTER (WHERE status = 'pending' AND locked_until >= now())::int AS leased,
   count(*) FILTER (WHERE status = 'delivered')::int AS delivered,
   count(*) FILTER (WHERE status = 'dead')::int AS dead,
-  extract(epoch FROM (now() - min(created_at) FILTER (WHERE status = 'pending'))) * 1000 AS oldest_ms
+  extract(epoch FROM (now() - min(created_at) FILTER (WHERE status IN ('pending', 'waiting')))) * 1000 AS oldest_ms
 FROM ${n.table}`;
 }

@@ -1,3 +1,4 @@
+import type { OutboxQueuePolicy } from '../../interfaces/outbox-store.interface';
 import type { OutboxTableNames } from '../sql-identifier';
 
 // SQLite has no timestamp type: times are UTC text with milliseconds, which sorts correctly.
@@ -17,17 +18,20 @@ export function sqliteCreateTable(n: OutboxTableNames): string[] {
   event_type TEXT NOT NULL,
   payload TEXT NOT NULL,
   headers TEXT NOT NULL DEFAULT '{}',
-  status TEXT NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'delivered', 'dead')),
+  status TEXT NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'waiting', 'delivered', 'dead')),
   attempts INTEGER NOT NULL DEFAULT 0,
   available_at TEXT NOT NULL DEFAULT (${NOW}),
   locked_by TEXT,
   lock_token TEXT,
   locked_until TEXT,
   last_error TEXT,
+  last_attempt_at TEXT,
   created_at TEXT NOT NULL DEFAULT (${NOW}),
-  delivered_at TEXT
+  delivered_at TEXT,
+  dead_at TEXT
 )`,
-    `CREATE INDEX IF NOT EXISTS ${n.quote(`${n.tableName}_pending_idx`)} ON ${t} (id) WHERE status = 'pending'`,
+    // The claim reads due rows in due order; waiting, delivered and dead rows stay out of it.
+    `CREATE INDEX IF NOT EXISTS ${n.quote(`${n.tableName}_pending_idx`)} ON ${t} (available_at, id) WHERE status = 'pending'`,
     `CREATE INDEX IF NOT EXISTS ${n.quote(`${n.tableName}_key_idx`)} ON ${t} (message_key, id) WHERE status <> 'delivered' AND message_key IS NOT NULL`,
   ];
 }
@@ -41,19 +45,64 @@ export function sqliteInsert(n: OutboxTableNames, rows: number, scheduled: boole
   return `INSERT INTO ${n.table} (message_id, topic, message_key, event_type, payload, headers${scheduled ? ', available_at' : ''}) VALUES ${Array.from({ length: rows }, () => row).join(', ')}`;
 }
 
-/** Params: owner, token, lease ms, limit. SQLite serialises writers, so one UPDATE is atomic. */
-export function sqliteClaim(n: OutboxTableNames, ordered: boolean, deadBlocksKey: boolean): string {
-  const blocking = deadBlocksKey ? `e.status IN ('pending', 'dead')` : `e.status = 'pending'`;
-  const head = ordered
-    ? `AND (c.message_key IS NULL OR NOT EXISTS (SELECT 1 FROM ${n.table} AS e WHERE e.message_key = c.message_key AND e.status <> 'delivered' AND ${blocking} AND e.id < c.id))`
-    : '';
-  return `UPDATE ${n.table} SET locked_by = ?, lock_token = ?, locked_until = ${plusMs('?')}
-WHERE id IN (
-  SELECT c.id FROM ${n.table} AS c
-  WHERE c.status = 'pending' AND c.available_at <= ${NOW} AND (c.locked_until IS NULL OR c.locked_until < ${NOW}) ${head}
-  ORDER BY c.id LIMIT ?)
+function blocking(deadBlocksKey: boolean): string {
+  return deadBlocksKey ? `('pending', 'waiting', 'dead')` : `('pending', 'waiting')`;
+}
+
+/**
+ * Params: window. The due rows in due order, each flagged when an earlier message of its key
+ * holds it back. Runs inside the claim's write transaction (see SqliteOutboxStore.claim).
+ */
+export function sqliteClaimWindow(n: OutboxTableNames, policy: OutboxQueuePolicy): string {
+  const t = n.table;
+  const behind = policy.ordered
+    ? `(c.message_key IS NOT NULL AND EXISTS (SELECT 1 FROM ${t} AS e WHERE e.message_key = c.message_key AND e.id < c.id AND e.status IN ${blocking(policy.deadBlocksKey)}))`
+    : '0';
+  return `SELECT c.id, c.message_key, ${behind} AS behind FROM ${t} AS c INDEXED BY ${n.quote(`${n.tableName}_pending_idx`)}
+WHERE c.status = 'pending' AND c.available_at <= ${NOW}
+ORDER BY c.available_at, c.id LIMIT ?`;
+}
+
+/** Params: owner, token, lease ms, lease ms, JSON array of ids. Leases and counts an attempt. */
+export function sqliteClaimLease(n: OutboxTableNames): string {
+  return `UPDATE ${n.table} SET locked_by = ?, lock_token = ?, locked_until = ${plusMs('?')}, available_at = ${plusMs('?')},
+  attempts = attempts + 1, last_attempt_at = ${NOW}
+WHERE status = 'pending' AND id IN (SELECT value FROM json_each(?))
 RETURNING id, message_id, topic, message_key, event_type, payload, headers, attempts, created_at,
   (julianday('now') - julianday(created_at)) * 86400000.0 AS age_ms`;
+}
+
+/** Params: JSON array of keys. See PostgreSQL's park. */
+export function sqlitePark(n: OutboxTableNames, policy: OutboxQueuePolicy): string {
+  const t = n.table;
+  return `UPDATE ${t} SET status = 'waiting'
+WHERE status = 'pending' AND message_key IN (SELECT value FROM json_each(?))
+  AND (locked_until IS NULL OR locked_until < ${NOW})
+  AND id > (SELECT min(e.id) FROM ${t} AS e WHERE e.message_key = ${t}.message_key AND e.status IN ${blocking(policy.deadBlocksKey)})`;
+}
+
+/** Params: JSON array of keys. See PostgreSQL's promote. */
+export function sqlitePromote(n: OutboxTableNames, policy: OutboxQueuePolicy): string {
+  const t = n.table;
+  return `UPDATE ${t} SET status = 'pending'
+WHERE id IN (
+  SELECT (SELECT x.id FROM ${t} AS x WHERE x.message_key = k.value AND x.status = 'waiting' ORDER BY x.id LIMIT 1)
+  FROM json_each(?) AS k)
+  AND NOT EXISTS (SELECT 1 FROM ${t} AS e WHERE e.message_key = ${t}.message_key AND e.id < ${t}.id AND e.status IN ${blocking(policy.deadBlocksKey)})`;
+}
+
+/** Params: limit. Keys whose first waiting message has nothing earlier holding it back. */
+export function sqliteOrphanKeys(n: OutboxTableNames, policy: OutboxQueuePolicy): string {
+  const t = n.table;
+  return `SELECT DISTINCT w.message_key AS key FROM ${t} AS w
+WHERE w.status = 'waiting' AND w.message_key IS NOT NULL
+  AND NOT EXISTS (SELECT 1 FROM ${t} AS e WHERE e.message_key = w.message_key AND e.id < w.id AND e.status IN ${blocking(policy.deadBlocksKey)})
+LIMIT ?`;
+}
+
+/** Params: limit. Without ordering nothing waits. */
+export function sqliteReleaseAllWaiting(n: OutboxTableNames): string {
+  return `UPDATE ${n.table} SET status = 'pending' WHERE id IN (SELECT id FROM ${n.table} WHERE status = 'waiting' LIMIT ?)`;
 }
 
 const UNLOCK = 'locked_by = NULL, lock_token = NULL, locked_until = NULL';
@@ -66,48 +115,77 @@ export function sqliteSettleDelivered(n: OutboxTableNames, deleteDelivered: bool
     : `UPDATE ${n.table} SET status = 'delivered', delivered_at = ${NOW}, ${UNLOCK} WHERE lock_token = ? AND ${ids}`;
 }
 
-/** Params: JSON array of [id, delay ms, error], token. */
+/** Params: JSON array of [id, delay ms, error], token. The claim counted the attempt. */
 export function sqliteSettleRetry(n: OutboxTableNames): string {
-  return `UPDATE ${n.table} SET attempts = attempts + 1, available_at = ${plusMs('u.delay')}, last_error = u.err, ${UNLOCK}
+  return `UPDATE ${n.table} SET available_at = ${plusMs('u.delay')}, last_error = u.err, ${UNLOCK}
 FROM (SELECT value ->> 0 AS id, value ->> 1 AS delay, value ->> 2 AS err FROM json_each(?)) AS u
 WHERE ${n.table}.id = u.id AND ${n.table}.lock_token = ?`;
 }
 
 /** Params: JSON array of [id, error], token. */
 export function sqliteSettleDead(n: OutboxTableNames): string {
-  return `UPDATE ${n.table} SET status = 'dead', attempts = attempts + 1, last_error = u.err, ${UNLOCK}
+  return `UPDATE ${n.table} SET status = 'dead', dead_at = ${NOW}, last_error = u.err, ${UNLOCK}
 FROM (SELECT value ->> 0 AS id, value ->> 1 AS err FROM json_each(?)) AS u
 WHERE ${n.table}.id = u.id AND ${n.table}.lock_token = ?`;
 }
 
-/** Params: token, JSON array of ids. */
+/** Params: JSON array of [id, delay ms, error or null], token. Gives the claim's attempt back. */
 export function sqliteRelease(n: OutboxTableNames): string {
-  return `UPDATE ${n.table} SET ${UNLOCK} WHERE lock_token = ? AND id IN (SELECT value FROM json_each(?))`;
+  return `UPDATE ${n.table} SET attempts = max(attempts - 1, 0), available_at = ${plusMs('u.delay')},
+  last_error = coalesce(u.err, ${n.table}.last_error), ${UNLOCK}
+FROM (SELECT value ->> 0 AS id, value ->> 1 AS delay, value ->> 2 AS err FROM json_each(?)) AS u
+WHERE ${n.table}.id = u.id AND ${n.table}.lock_token = ?`;
 }
 
 export function sqliteReleaseExpired(n: OutboxTableNames): string {
   return `UPDATE ${n.table} SET ${UNLOCK} WHERE status = 'pending' AND locked_until < ${NOW}`;
 }
 
-/** Params: status, age ms, limit. */
+/** Params: status, age ms, limit. Returns the keys of the deleted rows. */
 export function sqlitePurge(n: OutboxTableNames, status: 'delivered' | 'dead'): string {
-  const ts = status === 'delivered' ? 'delivered_at' : 'created_at';
+  const ts = status === 'delivered' ? 'delivered_at' : 'coalesce(dead_at, created_at)';
   return `DELETE FROM ${n.table} WHERE id IN (
-  SELECT id FROM ${n.table} WHERE status = ? AND ${ts} < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || (? / 1000.0) || ' seconds') ORDER BY id LIMIT ?)`;
+  SELECT id FROM ${n.table} WHERE status = ? AND ${ts} < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || (? / 1000.0) || ' seconds') ORDER BY id LIMIT ?)
+RETURNING message_key AS key`;
 }
 
-/** Params: JSON array of message ids, when given. */
-export function sqliteRequeueDead(n: OutboxTableNames, withIds: boolean): string {
-  return `UPDATE ${n.table} SET status = 'pending', attempts = 0, available_at = ${NOW}, last_error = NULL, ${UNLOCK}
-WHERE status = 'dead'${withIds ? ' AND message_id IN (SELECT value FROM json_each(?))' : ''}`;
+const REQUEUE_COLUMNS = 'message_id, topic, message_key, event_type, payload, headers, created_at';
+
+/** Params: JSON array of message ids, when given. See PostgreSQL's postgresDeadToRequeue. */
+export function sqliteDeadToRequeue(n: OutboxTableNames, withIds: boolean): string {
+  const t = n.table;
+  return `SELECT d.id, ${REQUEUE_COLUMNS.split(', ')
+    .map((c) => `d.${c}`)
+    .join(', ')},
+  (d.message_key IS NOT NULL AND EXISTS (
+    SELECT 1 FROM ${t} AS e WHERE e.message_key = d.message_key AND e.id > d.id AND e.status = 'pending')) AS overtaken
+FROM ${t} AS d WHERE d.status = 'dead'${withIds ? ' AND d.message_id IN (SELECT value FROM json_each(?))' : ''}
+ORDER BY d.id`;
+}
+
+/** Params: JSON array of ids. */
+export function sqliteRequeueInPlace(n: OutboxTableNames): string {
+  return `UPDATE ${n.table} SET status = 'pending', attempts = 0, available_at = ${NOW}, last_error = NULL, dead_at = NULL, ${UNLOCK}
+WHERE status = 'dead' AND id IN (SELECT value FROM json_each(?))`;
+}
+
+/** Params: JSON array of ids. */
+export function sqliteDeleteDead(n: OutboxTableNames): string {
+  return `DELETE FROM ${n.table} WHERE status = 'dead' AND id IN (SELECT value FROM json_each(?))`;
+}
+
+/** Re-inserts requeued rows at the end of the queue: params, per row, the REQUEUE_COLUMNS. */
+export function sqliteReinsert(n: OutboxTableNames, rows: number): string {
+  const row = '(?, ?, ?, ?, ?, ?, ?)';
+  return `INSERT INTO ${n.table} (${REQUEUE_COLUMNS}) VALUES ${Array.from({ length: rows }, () => row).join(', ')}`;
 }
 
 export function sqliteStats(n: OutboxTableNames): string {
   return `SELECT
-  COALESCE(SUM(status = 'pending' AND (locked_until IS NULL OR locked_until < ${NOW})), 0) AS pending,
+  COALESCE(SUM(status = 'waiting' OR (status = 'pending' AND (locked_until IS NULL OR locked_until < ${NOW}))), 0) AS pending,
   COALESCE(SUM(status = 'pending' AND locked_until >= ${NOW}), 0) AS leased,
   COALESCE(SUM(status = 'delivered'), 0) AS delivered,
   COALESCE(SUM(status = 'dead'), 0) AS dead,
-  (julianday('now') - julianday(MIN(CASE WHEN status = 'pending' THEN created_at END))) * 86400000.0 AS oldest_ms
+  (julianday('now') - julianday(MIN(CASE WHEN status IN ('pending', 'waiting') THEN created_at END))) * 86400000.0 AS oldest_ms
 FROM ${n.table}`;
 }
