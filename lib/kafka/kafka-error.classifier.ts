@@ -1,9 +1,12 @@
 /**
- * What a failed kafkajs send means for the messages in it:
+ * What a failed kafkajs send means for the messages in it, decided from the kafkajs error classes
+ * (`name`), the Kafka protocol error `type`, the `retriable` flag and socket error `code`s in the
+ * error's cause chain, never from message text (which a broker or a proxy may word differently):
  * - `outage`: the cluster cannot be reached (connection refused or lost, request timed out,
  *   authentication failed); nothing is wrong with the messages.
- * - `unavailable`: some partitions are not serving (no leader, not enough in-sync replicas);
- *   possibly one topic only, still nothing wrong with the messages.
+ * - `unavailable`: some partitions are not serving (no leader, not enough in-sync replicas, or
+ *   any other protocol error Kafka marks retriable that outlasted kafkajs' retries); possibly one
+ *   topic only, still nothing wrong with the messages.
  * - `producer`: the producer's idempotence state is out of step with the broker; a new producer
  *   fixes it, the messages are fine.
  * - `topic`: one topic cannot take messages (unknown, invalid name, not authorised).
@@ -76,14 +79,12 @@ const OUTAGE_CODES = new Set([
   'ENETUNREACH',
   'EAI_AGAIN',
 ]);
-const OUTAGE_TEXT =
-  /producer is disconnect|closed connection|connection (error|timeout|closed)|ECONNREFUSED|ECONNRESET/i;
 
 interface ErrorLike {
   name?: unknown;
   type?: unknown;
   code?: unknown;
-  message?: unknown;
+  retriable?: unknown;
   cause?: unknown;
   originalError?: unknown;
 }
@@ -123,14 +124,14 @@ export function classifyKafkaError(error: unknown): KafkaFailureKind {
   if (
     types.some((t) => OUTAGE_TYPES.has(t)) ||
     names.some((n) => OUTAGE_NAMES.has(n)) ||
-    errors.some(
-      (e) =>
-        (typeof e.code === 'string' && OUTAGE_CODES.has(e.code)) ||
-        (typeof e.message === 'string' && OUTAGE_TEXT.test(e.message)),
-    )
+    errors.some((e) => typeof e.code === 'string' && OUTAGE_CODES.has(e.code))
   ) {
     return 'outage';
   }
+  // A protocol error Kafka itself calls retriable (and kafkajs retried until it gave up): the
+  // broker is not serving these partitions right now; it says nothing against the messages.
+  if (errors.some((e) => e.name === 'KafkaJSProtocolError' && e.retriable === true))
+    return 'unavailable';
   return 'other';
 }
 

@@ -9,6 +9,7 @@ import {
   type TopicMessages,
 } from 'kafkajs';
 import { PermanentPublishError } from '../errors/permanent-publish.error';
+import { PublishTimeoutError } from '../errors/publish-timeout.error';
 import { PublisherUnavailableError } from '../errors/publisher-unavailable.error';
 import type { OutboxPublisher, PublishOutcome } from '../interfaces/outbox-publisher.interface';
 import type { OutboxRecord } from '../interfaces/outbox-record.interface';
@@ -30,6 +31,21 @@ interface Outgoing {
 
 type Outcomes = (PublishOutcome | undefined)[];
 
+/**
+ * A connected producer shared by every batch, and the sends still running on it. A producer that
+ * has to be replaced is retired: new batches get a fresh one, and the old one is disconnected only
+ * once its last send has settled, so that replacing it never fails another batch's send.
+ */
+interface ProducerHandle {
+  readonly producer: Producer;
+  /** Settles when the batch sending now (and every one queued before it) is done. */
+  tail: Promise<void>;
+  sends: number;
+  retired: boolean;
+  /** Set once `disconnect()` was called: a send failing after that failed because of it. */
+  disconnected: boolean;
+}
+
 // Kafka's own rule for topic names (clients/src/main/java/.../internals/Topic.java).
 const TOPIC_NAME = /^[a-zA-Z0-9._-]{1,249}$/;
 const LOG_FIELDS = ['broker', 'topic', 'partition', 'retryCount', 'retryTime', 'error', 'groupId'];
@@ -44,6 +60,13 @@ const LOG_FIELDS = ['broker', 'topic', 'partition', 'retryCount', 'retryTime', '
  * halves) so that only the culprit fails and everything else is published; the producer's
  * idempotence makes the broker drop the copies of partitions it had already appended. Connection
  * failures report an outage, so the dispatcher releases the batch without counting attempts.
+ * Failures are told apart by kafkajs error classes, Kafka protocol error types and socket error
+ * codes, never by message text.
+ *
+ * Batches share one producer, and several may be in flight at once. An aborted batch (its
+ * deadline passed) stops waiting and reports what Kafka had not answered with the abort reason;
+ * its request is left to finish, and the producer and the other batches' sends are untouched.
+ * Only a connection or producer-state failure replaces the producer.
  *
  * Connects on the first publish; `close()` disconnects.
  */
@@ -54,8 +77,10 @@ export class KafkaPublisher implements OutboxPublisher {
   readonly #kafka: Kafka;
   /** The partition each message was assigned on its last send, to narrow failures down. */
   readonly #partitions = new WeakMap<Message, number>();
-  #producer: Producer | undefined;
-  #connecting: Promise<Producer> | undefined;
+  #current: ProducerHandle | undefined;
+  #connecting: Promise<ProducerHandle> | undefined;
+  /** Every producer not yet disconnected, the current one and retired ones still sending. */
+  readonly #handles = new Set<ProducerHandle>();
 
   constructor(options: KafkaPublisherOptions) {
     this.#options = resolveKafkaPublisherOptions(options);
@@ -96,29 +121,30 @@ export class KafkaPublisher implements OutboxPublisher {
       outgoing.push({ index, topic, message: this.toMessage(record) });
     });
 
-    if (outgoing.length > 0) {
-      const producer = await this.connect();
-      const onAbort = (): void => void this.discardProducer(producer);
-      signal.addEventListener('abort', onAbort, { once: true });
-      try {
-        await this.send(producer, outgoing, outcomes, signal);
-      } finally {
-        signal.removeEventListener('abort', onAbort);
+    if (outgoing.length > 0 && !signal.aborted) {
+      const handle = await untilAborted(this.connect(), signal);
+      if (handle !== undefined) {
+        handle.sends++;
+        const sending = this.inTurn(handle, () =>
+          this.send(handle, outgoing, outcomes, signal),
+        ).finally(() => this.sendSettled(handle));
+        // On abort, stop waiting: the request is left to finish (or fail) on its own. Tearing the
+        // producer down instead would fail every other batch in flight on it.
+        await untilAborted(sending, signal);
       }
     }
-    return outcomes.map(
-      (o) =>
-        o ?? {
-          ok: false,
-          error: new PublisherUnavailableError('The publish was abandoned before Kafka answered'),
-        },
-    );
+    const unanswered = signal.aborted
+      ? abortReason(signal)
+      : new PublisherUnavailableError('The publish was abandoned before Kafka answered');
+    // A copy: an abandoned send may still write into `outcomes` later.
+    return outcomes.map((o) => o ?? { ok: false, error: unanswered });
   }
 
-  /** Disconnects the producer; a later publish connects again. */
+  /** Disconnects every producer, including ones an abandoned send still uses; a later publish connects again. */
   async close(): Promise<void> {
     await this.#connecting?.catch(() => undefined);
-    await this.discardProducer(this.#producer);
+    this.#current = undefined;
+    await Promise.all([...this.#handles].map((handle) => this.disconnect(handle)));
   }
 
   private toMessage(record: OutboxRecord): Message {
@@ -138,15 +164,15 @@ export class KafkaPublisher implements OutboxPublisher {
    * fail, are handed back (outage), or are narrowed down to find the one the broker refused.
    */
   private async send(
-    producer: Producer,
+    handle: ProducerHandle,
     batch: readonly Outgoing[],
     outcomes: Outcomes,
     signal: AbortSignal,
     depth = 0,
   ): Promise<void> {
-    if (signal.aborted) return; // left undefined: reported as unavailable
+    if (signal.aborted) return; // left undefined: reported with the abort reason
     try {
-      await producer.sendBatch({
+      await handle.producer.sendBatch({
         topicMessages: groupByTopic(batch),
         acks: -1,
         timeout: this.#options.requestTimeout,
@@ -155,15 +181,29 @@ export class KafkaPublisher implements OutboxPublisher {
       for (const { index } of batch) outcomes[index] = { ok: true };
       return;
     } catch (error) {
-      if (signal.aborted) return;
+      if (handle.disconnected) {
+        // close() disconnected the producer under this send: nothing is wrong with the messages.
+        this.fail(
+          batch,
+          outcomes,
+          new PublisherUnavailableError('The Kafka producer was closed before Kafka answered', {
+            cause: error,
+          }),
+        );
+        return;
+      }
       const kind = classifyKafkaError(error);
+      if (kind === 'outage' || kind === 'producer') {
+        // A fresh producer for the next batches: new connections, metadata and producer id (the
+        // old one's sequence numbers may no longer match what the broker holds). Even for an
+        // abandoned send: the failure says the producer itself is broken.
+        this.retire(handle);
+      }
+      if (signal.aborted) return;
       const topics = distinct(batch, (m) => m.topic);
       switch (kind) {
         case 'outage':
         case 'producer': {
-          // A fresh producer next time: new connections, metadata and producer id (the old
-          // one's sequence numbers may no longer match what the broker holds).
-          await this.discardProducer(producer);
           const reason =
             kind === 'outage' ? 'Kafka is unreachable' : 'the Kafka producer had to be reset';
           this.fail(
@@ -174,7 +214,7 @@ export class KafkaPublisher implements OutboxPublisher {
           return;
         }
         case 'unavailable':
-          if (topics.size > 1) return this.split(producer, topics, outcomes, signal, depth, false);
+          if (topics.size > 1) return this.split(handle, topics, outcomes, signal, depth, false);
           this.fail(
             batch,
             outcomes,
@@ -186,7 +226,7 @@ export class KafkaPublisher implements OutboxPublisher {
           return;
         case 'topic':
         case 'other':
-          if (topics.size > 1) return this.split(producer, topics, outcomes, signal, depth, false);
+          if (topics.size > 1) return this.split(handle, topics, outcomes, signal, depth, false);
           this.fail(batch, outcomes, this.failure(error, batch));
           return;
         case 'message': {
@@ -196,16 +236,16 @@ export class KafkaPublisher implements OutboxPublisher {
               `Kafka refused a request of ${batch.length} messages for its content (${describeError(error)}); sending it in parts to find the message(s) at fault`,
             );
           }
-          if (topics.size > 1) return this.split(producer, topics, outcomes, signal, depth, false);
+          if (topics.size > 1) return this.split(handle, topics, outcomes, signal, depth, false);
           const partitions = distinct(batch, (m) => String(this.#partitions.get(m.message) ?? -1));
           if (partitions.size > 1)
-            return this.split(producer, partitions, outcomes, signal, depth, false);
+            return this.split(handle, partitions, outcomes, signal, depth, false);
           const half = Math.ceil(batch.length / 2);
           const halves = new Map([
             ['left', batch.slice(0, half)],
             ['right', batch.slice(half)],
           ]);
-          return this.split(producer, halves, outcomes, signal, depth, true);
+          return this.split(handle, halves, outcomes, signal, depth, true);
         }
       }
     }
@@ -218,7 +258,7 @@ export class KafkaPublisher implements OutboxPublisher {
    * partition go in order.
    */
   private async split(
-    producer: Producer,
+    handle: ProducerHandle,
     groups: Map<string, Outgoing[]>,
     outcomes: Outcomes,
     signal: AbortSignal,
@@ -227,13 +267,11 @@ export class KafkaPublisher implements OutboxPublisher {
   ): Promise<void> {
     if (sequential) {
       for (const group of groups.values()) {
-        await this.send(producer, group, outcomes, signal, depth + 1);
+        await this.send(handle, group, outcomes, signal, depth + 1);
       }
     } else {
       await Promise.all(
-        [...groups.values()].map((group) =>
-          this.send(producer, group, outcomes, signal, depth + 1),
-        ),
+        [...groups.values()].map((group) => this.send(handle, group, outcomes, signal, depth + 1)),
       );
     }
   }
@@ -255,8 +293,8 @@ export class KafkaPublisher implements OutboxPublisher {
     for (const { index } of batch) outcomes[index] ??= { ok: false, error };
   }
 
-  private connect(): Promise<Producer> {
-    if (this.#producer !== undefined) return Promise.resolve(this.#producer);
+  private connect(): Promise<ProducerHandle> {
+    if (this.#current !== undefined) return Promise.resolve(this.#current);
     this.#connecting ??= (async () => {
       const p = this.#options.producer;
       const producer = this.#kafka.producer({
@@ -275,18 +313,63 @@ export class KafkaPublisher implements OutboxPublisher {
           cause: error,
         });
       }
-      this.#producer = producer;
-      return producer;
+      const handle: ProducerHandle = {
+        producer,
+        tail: Promise.resolve(),
+        sends: 0,
+        retired: false,
+        disconnected: false,
+      };
+      this.#handles.add(handle);
+      this.#current = handle;
+      return handle;
     })().finally(() => {
       this.#connecting = undefined;
     });
     return this.#connecting;
   }
 
-  private async discardProducer(producer: Producer | undefined): Promise<void> {
-    if (producer === undefined) return;
-    if (this.#producer === producer) this.#producer = undefined;
-    await producer
+  /**
+   * Runs one batch's sends (narrowing included) while no other batch sends on the producer.
+   * kafkajs rolls back the idempotence sequence numbers of every partition of a refused request,
+   * also of partitions the broker did append; resending those same messages next is recognised
+   * as a duplicate, but a request of another batch to such a partition in between is rejected as
+   * OUT_OF_ORDER_SEQUENCE_NUMBER. With one request in flight per broker (the default) kafkajs
+   * queues requests anyway, so this costs next to nothing.
+   */
+  private async inTurn(handle: ProducerHandle, work: () => Promise<void>): Promise<void> {
+    const previous = handle.tail;
+    let done: () => void = () => undefined;
+    handle.tail = new Promise<void>((resolve) => {
+      done = resolve;
+    });
+    try {
+      await previous;
+      await work();
+    } finally {
+      done();
+    }
+  }
+
+  /** No new batch uses `handle`; it is disconnected once its last send settles. */
+  private retire(handle: ProducerHandle): void {
+    if (this.#current === handle) this.#current = undefined;
+    handle.retired = true;
+    if (handle.sends === 0) void this.disconnect(handle);
+  }
+
+  private sendSettled(handle: ProducerHandle): void {
+    handle.sends--;
+    if (handle.retired && handle.sends === 0) void this.disconnect(handle);
+  }
+
+  /** Never rejects (failures are logged), so callers may leave it unawaited. */
+  private async disconnect(handle: ProducerHandle): Promise<void> {
+    if (handle.disconnected) return;
+    handle.disconnected = true;
+    handle.retired = true;
+    this.#handles.delete(handle);
+    await handle.producer
       .disconnect()
       .catch((error: unknown) =>
         this.logger.warn(`Disconnecting the Kafka producer failed: ${describeError(error)}`),
@@ -318,6 +401,31 @@ export class KafkaPublisher implements OutboxPublisher {
     else if (level === KafkaLogLevel.WARN) this.logger.warn(text);
     else if (level === KafkaLogLevel.INFO) this.logger.log(text);
     else this.logger.debug(text);
+  }
+}
+
+/** The abort reason as the outcome of unanswered messages (the dispatcher aborts with a PublishTimeoutError). */
+function abortReason(signal: AbortSignal): Error {
+  const reason: unknown = signal.reason;
+  return reason instanceof PublishTimeoutError || reason instanceof PublisherUnavailableError
+    ? reason
+    : new PublisherUnavailableError('The publish was aborted before Kafka answered', {
+        cause: reason,
+      });
+}
+
+/** Resolves to the result of `work`, or to undefined as soon as `signal` aborts. */
+async function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T | undefined> {
+  if (signal.aborted) return undefined;
+  let onAbort: (() => void) | undefined;
+  const aborted = new Promise<undefined>((resolve) => {
+    onAbort = () => resolve(undefined);
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+  try {
+    return await Promise.race([work, aborted]);
+  } finally {
+    if (onAbort !== undefined) signal.removeEventListener('abort', onAbort);
   }
 }
 

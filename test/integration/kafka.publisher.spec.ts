@@ -2,7 +2,6 @@ import { execFile } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
 import { promisify } from 'node:util';
-import { Test, type TestingModule } from '@nestjs/testing';
 import {
   Kafka,
   logLevel,
@@ -15,24 +14,29 @@ import type { DataSource } from 'typeorm';
 import {
   OUTBOX_HEADER_MESSAGE_ID,
   OUTBOX_HEADER_TYPE,
-  OutboxDispatcher,
-  OutboxModule,
-  OutboxService,
-  type OutboxMessage,
-  type OutboxModuleOptions,
+  PublishTimeoutError,
+  type OutboxRecord,
 } from '../../lib';
 import { KafkaPublisher, type KafkaPublisherOptions } from '../../lib/kafka';
-import { ensureOutboxTable } from '../../lib/store/outbox-dialect';
-import { readOutbox, TEST_DATABASES, uniqueTable, type OutboxRow } from '../support/databases';
+import { TEST_DATABASES, uniqueTable } from '../support/databases';
+import {
+  allSettled,
+  dispatchUntil,
+  openOutboxHarness,
+  sleep,
+  type HarnessOverrides,
+  type OutboxHarness,
+} from '../support/outbox-harness';
 import { describeWith, SERVICES } from '../support/services';
+import { waitFor } from '../support/wait-for';
 
 // PostgreSQL → KafkaPublisher → a real single-node Kafka broker (scripts/kafka.sh) → a kafkajs
-// consumer. Every test asserts what the consumer received and what the outbox table says.
+// consumer. Every test asserts what the consumer received and what the outbox table says (or,
+// driving the publisher directly, what publish() returned).
 
 const db = TEST_DATABASES[0] as (typeof TEST_DATABASES)[number]; // PostgreSQL
 const BROKERS = [`${SERVICES.kafka.host}:${SERVICES.kafka.port}`];
 const PARTITIONS = 3;
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 const run = promisify(execFile);
 const KAFKA_SCRIPT = join(__dirname, '../../scripts/kafka.sh');
 // The restart test may only stop a broker that scripts/kafka.sh started (and will start again).
@@ -46,32 +50,25 @@ interface Received {
   readonly headers: Record<string, string>;
 }
 
-interface Harness {
-  readonly table: string;
-  readonly outbox: OutboxService;
-  readonly dispatcher: OutboxDispatcher;
-  readonly outages: unknown[];
-  rows(): Promise<OutboxRow[]>;
-  enqueue(messages: OutboxMessage | OutboxMessage[]): Promise<string[]>;
-  close(): Promise<void>;
-}
+type Harness = OutboxHarness<KafkaPublisher>;
 
 let counter = 0;
 const uniqueTopic = (): string =>
   `outbox-kafka-it-${process.pid}-${Date.now() % 1_000_000}-${++counter}`;
 
-async function waitFor(
-  what: string,
-  check: () => boolean | Promise<boolean>,
-  timeoutMs = 30_000,
-  everyMs = 50,
-): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline)
-      throw new Error(`Timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(everyMs);
-  }
+/** A record as the dispatcher would hand it over, for tests that drive publish() directly. */
+function record(topic: string, n: number, payload = `{"n":${n}}`): OutboxRecord {
+  return {
+    id: String(n),
+    messageId: `${topic}-m-${n}`,
+    topic,
+    key: `key-${n}`,
+    type: 'direct',
+    payload,
+    headers: {},
+    attempts: 1,
+    createdAt: new Date(),
+  };
 }
 
 describeWith(['postgres', 'kafka'], 'KafkaPublisher (PostgreSQL → Kafka)', () => {
@@ -79,9 +76,9 @@ describeWith(['postgres', 'kafka'], 'KafkaPublisher (PostgreSQL → Kafka)', () 
   let kafka: Kafka;
   let admin: Admin;
   const baseTable = uniqueTable('outbox_kafka');
-  const tables: string[] = [];
   const consumers: Consumer[] = [];
   const harnesses: Harness[] = [];
+  const publishers: KafkaPublisher[] = [];
 
   beforeAll(async () => {
     ds = await db.open(baseTable);
@@ -97,11 +94,11 @@ describeWith(['postgres', 'kafka'], 'KafkaPublisher (PostgreSQL → Kafka)', () 
   afterEach(async () => {
     await Promise.all(consumers.splice(0).map((c) => c.disconnect().catch(() => undefined)));
     await Promise.all(harnesses.splice(0).map((h) => h.close()));
+    await Promise.all(publishers.splice(0).map((p) => p.close().catch(() => undefined)));
   });
 
   afterAll(async () => {
     await admin?.disconnect().catch(() => undefined);
-    for (const table of tables) await ds?.query(`DROP TABLE IF EXISTS "${table}"`);
     if (ds !== undefined) await db.close(ds, baseTable);
   });
 
@@ -112,49 +109,22 @@ describeWith(['postgres', 'kafka'], 'KafkaPublisher (PostgreSQL → Kafka)', () 
     });
   }
 
+  function kafkaPublisher(options: Partial<KafkaPublisherOptions> = {}): KafkaPublisher {
+    const publisher = new KafkaPublisher({ brokers: BROKERS, clientId: 'outbox-it', ...options });
+    publishers.push(publisher);
+    return publisher;
+  }
+
   async function openOutbox(
-    topicPublisher: Partial<KafkaPublisherOptions> = {},
-    overrides: Partial<OutboxModuleOptions> = {},
+    publisherOptions: Partial<KafkaPublisherOptions> = {},
+    overrides: HarnessOverrides = {},
   ): Promise<Harness> {
-    const table = uniqueTable('outbox_kafka');
-    tables.push(table);
-    await ensureOutboxTable(ds, { tableName: table });
-    const outages: unknown[] = [];
-    const publisher = new KafkaPublisher({
-      brokers: BROKERS,
-      clientId: 'outbox-it',
-      ...topicPublisher,
-    });
-    const moduleRef: TestingModule = await Test.createTestingModule({
-      imports: [
-        OutboxModule.forRoot({
-          dataSource: ds,
-          tableName: table,
-          publisher,
-          autoStart: false,
-          observer: { onOutage: (error) => outages.push(error) },
-          ...overrides,
-          dispatcher: {
-            pollIntervalMs: 50,
-            maxOutagePauseMs: 1_000,
-            listen: false,
-            ...overrides.dispatcher,
-          },
-        }),
-      ],
-    }).compile();
-    await moduleRef.init();
-    const outbox = moduleRef.get(OutboxService);
-    const harness: Harness = {
-      table,
-      outbox,
-      dispatcher: moduleRef.get(OutboxDispatcher),
-      outages,
-      rows: () => readOutbox(ds, table),
-      enqueue: (messages) =>
-        ds.transaction((m) => outbox.enqueue(Array.isArray(messages) ? messages : [messages], m)),
-      close: () => moduleRef.close(),
-    };
+    const harness = await openOutboxHarness(
+      ds,
+      kafkaPublisher(publisherOptions),
+      overrides,
+      'outbox_kafka',
+    );
     harnesses.push(harness);
     return harness;
   }
@@ -188,27 +158,6 @@ describeWith(['postgres', 'kafka'], 'KafkaPublisher (PostgreSQL → Kafka)', () 
     return { received: into, consumer };
   }
 
-  /** Runs the dispatcher until `done()` holds. */
-  async function dispatchUntil(
-    h: Harness,
-    what: string,
-    done: () => boolean | Promise<boolean>,
-    timeoutMs = 30_000,
-  ): Promise<void> {
-    await waitFor(
-      what,
-      async () => {
-        await h.dispatcher.drain();
-        return done();
-      },
-      timeoutMs,
-      20,
-    );
-  }
-
-  const allSettled = (h: Harness) => async () =>
-    (await h.rows()).every((r) => r.status !== 'pending');
-
   it('delivers committed messages with key, JSON value and headers; rolled-back ones never arrive', async () => {
     const topic = uniqueTopic();
     await createTopic(topic);
@@ -234,7 +183,9 @@ describeWith(['postgres', 'kafka'], 'KafkaPublisher (PostgreSQL → Kafka)', () 
 
     const { received } = await consume(topic);
     await dispatchUntil(h, 'the outbox to drain', allSettled(h));
-    await waitFor('20 messages at the consumer', () => received.length >= 20);
+    await waitFor('20 messages at the consumer', () => received.length >= 20, {
+      timeoutMs: 30_000,
+    });
     await sleep(500); // anything else (a ghost, a duplicate) would arrive by now
 
     expect(received).toHaveLength(20);
@@ -253,7 +204,8 @@ describeWith(['postgres', 'kafka'], 'KafkaPublisher (PostgreSQL → Kafka)', () 
     expect(received.some((r) => r.value.includes('ghost'))).toBe(false);
     const rows = await h.rows();
     expect(rows.map((r) => r.messageId)).toEqual(ids);
-    expect(rows.every((r) => r.status === 'delivered' && r.attempts === 0)).toBe(true);
+    // One attempt each (counted at claim), and it succeeded.
+    expect(rows.every((r) => r.status === 'delivered' && r.attempts === 1)).toBe(true);
   });
 
   it('puts each key in the partition the murmur2 DefaultPartitioner picks (like the Java client)', async () => {
@@ -266,7 +218,7 @@ describeWith(['postgres', 'kafka'], 'KafkaPublisher (PostgreSQL → Kafka)', () 
     );
     const { received } = await consume(topic);
     await dispatchUntil(h, 'the outbox to drain', allSettled(h));
-    await waitFor('40 messages', () => received.length >= keys.length);
+    await waitFor('40 messages', () => received.length >= keys.length, { timeoutMs: 30_000 });
 
     const partitioner = Partitioners.DefaultPartitioner();
     const metadata: PartitionMetadata[] = Array.from({ length: PARTITIONS }, (_, partitionId) => ({
@@ -321,7 +273,9 @@ describeWith(['postgres', 'kafka'], 'KafkaPublisher (PostgreSQL → Kafka)', () 
       producing = false;
     }
     await dispatching;
-    await waitFor('5000 messages at the consumer', () => received.length >= KEYS * PER_KEY, 30_000);
+    await waitFor('5000 messages at the consumer', () => received.length >= KEYS * PER_KEY, {
+      timeoutMs: 30_000,
+    });
     await sleep(300);
 
     expect(received).toHaveLength(KEYS * PER_KEY);
@@ -357,7 +311,7 @@ describeWith(['postgres', 'kafka'], 'KafkaPublisher (PostgreSQL → Kafka)', () 
     const { received } = await consume(topic);
 
     await dispatchUntil(h, 'the outbox to settle', allSettled(h));
-    await waitFor('31 small messages', () => received.length >= 31);
+    await waitFor('31 small messages', () => received.length >= 31, { timeoutMs: 30_000 });
     await sleep(500);
 
     const rows = await h.rows();
@@ -367,7 +321,7 @@ describeWith(['postgres', 'kafka'], 'KafkaPublisher (PostgreSQL → Kafka)', () 
     expect(
       rows
         .filter((r) => r.messageId !== bigId)
-        .every((r) => r.status === 'delivered' && r.attempts === 0),
+        .every((r) => r.status === 'delivered' && r.attempts === 1),
     ).toBe(true);
     // Exactly once each: partitions the broker had appended before refusing the request were
     // deduplicated by the idempotent producer when the batch was narrowed down.
@@ -378,6 +332,58 @@ describeWith(['postgres', 'kafka'], 'KafkaPublisher (PostgreSQL → Kafka)', () 
         .concat(after)
         .sort(),
     );
+  });
+
+  it('aborting one batch leaves the other in-flight batch on the shared producer alone', async () => {
+    const topic = uniqueTopic();
+    await createTopic(topic);
+    const publisher = kafkaPublisher();
+    // Connected and warm, so both batches below are in flight on the same producer at once.
+    expect(await publisher.publish([record(topic, 0)], new AbortController().signal)).toEqual([
+      { ok: true },
+    ]);
+    const { received } = await consume(topic);
+    const blob = 'x'.repeat(2_000);
+    const aborted = Array.from({ length: 300 }, (_, i) =>
+      record(topic, 1_000 + i, JSON.stringify({ n: 1_000 + i, blob })),
+    );
+    // The other batch holds a message over the broker's 1 MB limit, so it keeps sending after its
+    // first request (the refused request is narrowed down to the culprit): its later requests
+    // go out after the first batch was aborted.
+    const kept = Array.from({ length: 40 }, (_, i) => record(topic, 2_000 + i));
+    const tooLarge = record(topic, 2_100, JSON.stringify({ blob: 'y'.repeat(1_300_000) }));
+    kept.splice(20, 0, tooLarge);
+
+    const abort = new AbortController();
+    const reason = new PublishTimeoutError(1);
+    const first = publisher.publish(aborted, abort.signal);
+    const second = publisher.publish(kept, new AbortController().signal);
+    await new Promise((resolve) => setImmediate(resolve));
+    const abortedAt = Date.now();
+    abort.abort(reason);
+
+    const firstOutcomes = await first;
+    const abandonedAfterMs = Date.now() - abortedAt;
+    const secondOutcomes = await second;
+    // The aborted batch stops waiting at once; whatever Kafka had not answered carries the reason.
+    expect(abandonedAfterMs).toBeLessThan(100);
+    expect(firstOutcomes).toHaveLength(aborted.length);
+    for (const outcome of firstOutcomes) expect(outcome.ok || outcome.error === reason).toBe(true);
+    // The other batch is unaffected: only its oversize message fails, and alone; the rest arrive.
+    expect(secondOutcomes.map((o) => (o.ok ? 'ok' : (o.error as Error).name))).toEqual(
+      kept.map((r) => (r === tooLarge ? 'PermanentPublishError' : 'ok')),
+    );
+    const delivered = kept.filter((r) => r !== tooLarge).map((r) => r.messageId);
+    await waitFor(
+      'the other batch at the consumer',
+      () =>
+        delivered.every((id) => received.some((m) => m.headers[OUTBOX_HEADER_MESSAGE_ID] === id)),
+      { timeoutMs: 30_000 },
+    );
+    // The producer was not torn down: the next batch goes out on it.
+    expect(await publisher.publish([record(topic, 3_000)], new AbortController().signal)).toEqual([
+      { ok: true },
+    ]);
   });
 
   // Only a broker this project's script runs can be stopped and restarted by the test.
@@ -430,6 +436,7 @@ describeWith(['postgres', 'kafka'], 'KafkaPublisher (PostgreSQL → Kafka)', () 
           'a quarter delivered',
           async () =>
             (await h.rows()).filter((r) => r.status === 'delivered').length >= ids.length / 4,
+          { timeoutMs: 30_000 },
         );
         brokerDown = true;
         await run(KAFKA_SCRIPT, ['stop'], { timeout: 60_000 });
@@ -437,7 +444,7 @@ describeWith(['postgres', 'kafka'], 'KafkaPublisher (PostgreSQL → Kafka)', () 
         await waitFor(
           'the dispatcher to see the outage',
           () => h.outages.length > outagesAtStop + 1,
-          30_000,
+          { timeoutMs: 30_000 },
         );
         // Runs never overlap, so every batch published before the stop has been settled now.
         const deliveredBeforeWipe = new Set(
@@ -446,7 +453,12 @@ describeWith(['postgres', 'kafka'], 'KafkaPublisher (PostgreSQL → Kafka)', () 
         const receivedBeforeWipe = [...before];
         const duringOutage = await h.rows();
         expect(duringOutage.some((r) => r.status === 'pending')).toBe(true);
-        expect(duringOutage.every((r) => r.attempts === 0 && r.status !== 'dead')).toBe(true);
+        // An outage gives the attempt back: only a batch in flight right now holds one.
+        expect(
+          duringOutage.every(
+            (r) => r.attempts === (r.lockedBy === null ? 0 : 1) && r.status !== 'dead',
+          ),
+        ).toBe(true);
 
         await run(KAFKA_SCRIPT, ['start'], { timeout: 120_000 });
         brokerDown = false;
@@ -457,15 +469,17 @@ describeWith(['postgres', 'kafka'], 'KafkaPublisher (PostgreSQL → Kafka)', () 
         await freshAdmin.disconnect();
         const after: Received[] = [];
         await consume(topic, after);
-        await waitFor('every row delivered after the restart', allSettled(h), 60_000);
+        await waitFor('every row delivered after the restart', allSettled(h), {
+          timeoutMs: 60_000,
+        });
         await waitFor(
           'the consumer to catch up',
           () => after.length >= ids.length - deliveredBeforeWipe.size,
-          30_000,
+          { timeoutMs: 30_000 },
         );
 
         const rows = await h.rows();
-        expect(rows.every((r) => r.status === 'delivered' && r.attempts === 0)).toBe(true);
+        expect(rows.every((r) => r.status === 'delivered' && r.attempts === 1)).toBe(true);
         expect(h.outages.length).toBeGreaterThan(0);
         // Nothing lost: each message reached a consumer, except ones the broker had acknowledged
         // before the stop, whose log the restart wiped (scripts/kafka.sh formats a fresh broker).
