@@ -37,6 +37,7 @@ interface NotifyingClient {
   query(sql: string): Promise<unknown>;
   on(event: 'notification', listener: () => void): unknown;
   on(event: 'error', listener: (error: Error) => void): unknown;
+  on(event: 'end', listener: () => void): unknown;
   removeAllListeners(event: string): unknown;
 }
 interface PostgresDriverLike {
@@ -257,12 +258,21 @@ export class PostgresOutboxStore implements OutboxStore {
         drop(error);
         schedule();
       });
+      // A connection the server closes cleanly (pg_terminate_backend, a restart, an idle
+      // timeout) ends without an 'error': without this, wake-ups would stop for good.
+      client.on('end', () => {
+        if (current?.client !== client) return;
+        this.logger.warn('LISTEN connection ended; reconnecting');
+        drop(new Error('LISTEN connection ended'));
+        schedule();
+      });
       await client.query(`LISTEN ${this.names.quote(this.channel)}`);
     };
     const drop = (error?: unknown): void => {
       if (current === undefined) return;
       current.client.removeAllListeners('notification');
       current.client.removeAllListeners('error');
+      current.client.removeAllListeners('end');
       current.release(error ?? true);
       current = undefined;
     };

@@ -12,9 +12,13 @@ import { OUTBOX_OPTIONS, OUTBOX_STORE, UNLOCKER_INTERVAL } from '../outbox.const
 import type { ResolvedOutboxOptions } from '../resolve-outbox-options';
 import { IntervalRunner } from './interval-runner';
 
+const ORPHANS_PER_RUN = 1_000;
+
 /**
- * Clears the expired leases of dispatchers that crashed or stalled. Claims already treat an
- * expired lease as free; the unlocker makes the table tell the truth and reports the count.
+ * Clears the expired leases of dispatchers that crashed or stalled (claims already treat an
+ * expired lease as free; the unlocker makes the table tell the truth and reports the count),
+ * and promotes waiting messages left with nothing ahead of them, e.g. after
+ * `ordering.onDeadLetter` or `ordering.enabled` changed between deployments.
  */
 @Injectable()
 export class OutboxUnlocker implements OnApplicationBootstrap, BeforeApplicationShutdown {
@@ -50,6 +54,10 @@ export class OutboxUnlocker implements OnApplicationBootstrap, BeforeApplication
   }
 
   private async release(): Promise<number> {
+    const promoted = await this.store.promoteOrphans(ORPHANS_PER_RUN);
+    if (promoted > 0) {
+      this.logger.warn(`Promoted ${promoted} waiting message(s) that nothing was holding back`);
+    }
     const count = await this.store.releaseExpired();
     if (count > 0) {
       this.logger.warn(`Released ${count} expired lease(s) of a crashed or stalled dispatcher`);
