@@ -62,3 +62,26 @@ function describe(value: unknown): string {
     return String(value);
   }
 }
+
+/**
+ * Resolves with `promise`, or rejects once `timeoutMs` pass without it settling: a failure
+ * deadline for an operation that would otherwise hang the test, not a claim about its speed.
+ */
+export async function resolvesWithin<T>(
+  what: string,
+  promise: Promise<T>,
+  timeoutMs: number,
+): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () => reject(new Error(`${what} did not finish within ${timeoutMs} ms`)),
+      timeoutMs,
+    );
+  });
+  try {
+    return await Promise.race([promise, deadline]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
