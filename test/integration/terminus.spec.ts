@@ -1,0 +1,239 @@
+import { Controller, Get, Inject, Module, type INestApplication } from '@nestjs/common';
+import { HealthCheck, HealthCheckService, TerminusModule } from '@nestjs/terminus';
+import { Test } from '@nestjs/testing';
+import { connect, type ChannelModel } from 'amqplib';
+import type { DataSource } from 'typeorm';
+import { OutboxDispatcher, OutboxModule, OutboxService } from '../../lib';
+import { RabbitMqPublisher, type RabbitMqPublisherOptions } from '../../lib/rabbitmq';
+import { ensureOutboxTable } from '../../lib/store/outbox-dialect';
+import {
+  OutboxHealthIndicator,
+  type OutboxHealthDetails,
+  type OutboxHealthOptions,
+} from '../../lib/terminus';
+import { TEST_DATABASES, uniqueTable } from '../support/databases';
+import { describeWith, SERVICES } from '../support/services';
+import { freePort } from '../support/transports/net';
+
+// A real Nest HTTP app with @nestjs/terminus' HealthCheckService and OutboxHealthIndicator, over
+// a PostgreSQL outbox and a real RabbitMQ; the health endpoint is called over HTTP.
+
+const db = TEST_DATABASES[0] as (typeof TEST_DATABASES)[number]; // PostgreSQL
+const RABBITMQ_URL = `amqp://guest:guest@${SERVICES.rabbitmq.host}:${SERVICES.rabbitmq.port}`;
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+let counter = 0;
+const unique = (what: string): string => `outbox-health-${what}-${process.pid}-${++counter}`;
+
+/**
+ * RabbitMqPublisher with the optional `ping()` health checks use: opens (and closes) a
+ * connection to the broker. What the built-in publishers are expected to implement natively.
+ */
+class PingableRabbitMqPublisher extends RabbitMqPublisher {
+  constructor(
+    private readonly pingUrl: string,
+    options: Omit<RabbitMqPublisherOptions, 'url'> = {},
+  ) {
+    super({ ...options, url: pingUrl });
+  }
+
+  async ping(signal: AbortSignal): Promise<void> {
+    signal.throwIfAborted();
+    const connection = await connect(this.pingUrl, { timeout: 2_000 });
+    await connection.close();
+  }
+}
+
+const LIMITS = Symbol('health limits');
+
+@Controller('health')
+class HealthController {
+  constructor(
+    private readonly health: HealthCheckService,
+    private readonly outbox: OutboxHealthIndicator,
+    @Inject(LIMITS) private readonly limits: OutboxHealthOptions,
+  ) {}
+
+  @Get()
+  @HealthCheck()
+  check() {
+    return this.health.check([() => this.outbox.isHealthy('outbox', this.limits)]);
+  }
+}
+
+interface HealthResponse {
+  readonly status: number;
+  readonly body: { status: string; details: { outbox: OutboxHealthDetails & { status: string } } };
+}
+
+describeWith(['postgres', 'rabbitmq'], 'OutboxHealthIndicator (@nestjs/terminus)', () => {
+  let ds: DataSource;
+  let amqp: ChannelModel;
+  const baseTable = uniqueTable('outbox_health');
+  const tables: string[] = [];
+  const closers: (() => Promise<unknown>)[] = [];
+
+  beforeAll(async () => {
+    ds = await db.open(baseTable);
+    amqp = await connect(RABBITMQ_URL);
+    amqp.on('error', () => undefined);
+  });
+
+  afterEach(async () => {
+    for (const close of closers.splice(0).reverse()) await close().catch(() => undefined);
+  });
+
+  afterAll(async () => {
+    await amqp?.close().catch(() => undefined);
+    for (const table of tables) await ds?.query(`DROP TABLE IF EXISTS "${table}"`);
+    if (ds !== undefined) await db.close(ds, baseTable);
+  });
+
+  async function startApp(
+    publisher: RabbitMqPublisher,
+    limits: OutboxHealthOptions,
+  ): Promise<{ app: INestApplication; get: () => Promise<HealthResponse> }> {
+    const table = uniqueTable('outbox_health');
+    tables.push(table);
+    await ensureOutboxTable(ds, { tableName: table });
+
+    @Module({
+      imports: [
+        TerminusModule.forRoot({ logger: false }),
+        OutboxModule.forRoot({
+          dataSource: ds,
+          tableName: table,
+          publisher,
+          autoStart: false,
+          retry: { maxAttempts: 1 },
+          dispatcher: { listen: false, pollIntervalMs: 50, maxOutagePauseMs: 200 },
+        }),
+      ],
+      controllers: [HealthController],
+      providers: [OutboxHealthIndicator, { provide: LIMITS, useValue: limits }],
+    })
+    class AppModule {}
+
+    const moduleRef = await Test.createTestingModule({ imports: [AppModule] }).compile();
+    const app = moduleRef.createNestApplication({ logger: false });
+    await app.listen(0, '127.0.0.1');
+    closers.push(() => app.close());
+    const url = `${await app.getUrl()}/health`;
+    return {
+      app,
+      get: async () => {
+        const response = await fetch(url);
+        return { status: response.status, body: (await response.json()) as HealthResponse['body'] };
+      },
+    };
+  }
+
+  it('is healthy with the dispatcher running and the broker reachable; unhealthy past the dead-letter limit, healthy again once purged', async () => {
+    const queue = unique('q');
+    const channel = await amqp.createChannel();
+    await channel.assertQueue(queue, { durable: false });
+    closers.push(() => channel.deleteQueue(queue).then(() => channel.close()));
+    const { app, get } = await startApp(new PingableRabbitMqPublisher(RABBITMQ_URL), {
+      maxDead: 0,
+      statsMaxAgeMs: 0,
+    });
+
+    // autoStart: false, so the dispatcher does not run yet.
+    const notStarted = await get();
+    expect(notStarted.status).toBe(503);
+    expect(notStarted.body.details.outbox).toMatchObject({
+      status: 'down',
+      dispatcher: 'not started',
+      publisher: 'reachable',
+    });
+    expect(notStarted.body.details.outbox.problems).toEqual([
+      expect.stringContaining('dispatcher is not started'),
+    ]);
+
+    const dispatcher = app.get(OutboxDispatcher);
+    await dispatcher.start();
+    const outbox = app.get(OutboxService);
+    await ds.transaction((m) => outbox.enqueue({ topic: queue, payload: { ok: true } }, m));
+    await waitFor(
+      'the message to be delivered',
+      async () => (await outbox.stats()).delivered === 1,
+    );
+    expect(await channel.get(queue)).not.toBe(false);
+
+    const healthy = await get();
+    expect(healthy.status).toBe(200);
+    expect(healthy.body.status).toBe('ok');
+    expect(healthy.body.details.outbox).toEqual({
+      status: 'up',
+      dispatcher: 'running',
+      publisher: 'reachable',
+      pending: 0,
+      dead: 0,
+      oldestPendingAgeSeconds: null,
+    });
+
+    // No queue for this routing key: RabbitMQ returns the message, and with maxAttempts 1 it is
+    // dead-lettered at once; one dead letter is over maxDead 0.
+    await ds.transaction((m) =>
+      outbox.enqueue({ topic: unique('nowhere'), payload: { lost: true } }, m),
+    );
+    await waitFor('the dead letter', async () => (await outbox.stats()).dead === 1);
+    const unhealthy = await get();
+    expect(unhealthy.status).toBe(503);
+    expect(unhealthy.body.status).toBe('error');
+    expect(unhealthy.body.details.outbox).toMatchObject({
+      status: 'down',
+      dispatcher: 'running',
+      publisher: 'reachable',
+      dead: 1,
+    });
+    expect(unhealthy.body.details.outbox.problems).toEqual([
+      '1 dead-lettered message(s), over the limit of 0',
+    ]);
+
+    expect(await outbox.purgeDead()).toBe(1);
+    expect((await get()).status).toBe(200);
+  });
+
+  it('is unhealthy when the broker cannot be reached and the backlog ages past its limit', async () => {
+    const port = await freePort(); // nothing listens there
+    const { app, get } = await startApp(
+      new PingableRabbitMqPublisher(`amqp://guest:guest@127.0.0.1:${port}`, {
+        reconnect: { initialDelayMs: 50, maxDelayMs: 100 },
+      }),
+      { maxOldestPendingAgeMs: 500, statsMaxAgeMs: 0 },
+    );
+    await app.get(OutboxDispatcher).start();
+    await ds.transaction((m) =>
+      app.get(OutboxService).enqueue({ topic: unique('q'), payload: {} }, m),
+    );
+    await sleep(700);
+
+    const response = await get();
+    expect(response.status).toBe(503);
+    const details = response.body.details.outbox;
+    expect(details).toMatchObject({
+      status: 'down',
+      dispatcher: 'running',
+      publisher: 'unreachable',
+      pending: 1,
+      dead: 0,
+    });
+    expect(details.oldestPendingAgeSeconds).toBeGreaterThan(0.5);
+    expect(details.problems).toEqual([
+      expect.stringMatching(/^the publisher's broker is unreachable: .*ECONNREFUSED/),
+      expect.stringMatching(/^the oldest pending message is \d+ s old, over the limit of 0.5 s$/),
+    ]);
+  });
+});
+
+async function waitFor(
+  what: string,
+  check: () => Promise<boolean>,
+  timeoutMs = 15_000,
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!(await check())) {
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await sleep(50);
+  }
+}
