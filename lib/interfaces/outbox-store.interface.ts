@@ -108,6 +108,8 @@ export interface OutboxStore {
   promoteOrphans(limit: number): Promise<number>;
   /** Deletes up to `limit` rows of `status` older than `olderThanMs`; returns how many. */
   purge(status: 'delivered' | 'dead', olderThanMs: number, limit: number): Promise<number>;
+  /** Deletes the dead messages with these message ids (their keys move on); returns how many. */
+  deleteDead(messageIds: readonly string[]): Promise<number>;
   /**
    * Puts dead messages back in the queue with attempts reset: those with these message ids,
    * or all. A message whose key has since moved on goes to the end of its key's queue.

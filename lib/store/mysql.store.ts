@@ -16,6 +16,7 @@ import {
   mysqlClaimLease,
   mysqlClaimLock,
   mysqlClaimWindow,
+  mysqlDeadByMessageIds,
   mysqlDeadToRequeue,
   mysqlDeleteByIds,
   mysqlFirstBlocking,
@@ -195,15 +196,32 @@ export class MysqlOutboxStore implements OutboxStore {
   }
 
   async purge(status: 'delivered' | 'dead', olderThanMs: number, limit: number): Promise<number> {
+    return this.deleteWhere(status, mysqlPurgeCandidates(this.names, status), [
+      status,
+      olderThanMs,
+      limit,
+    ]);
+  }
+
+  async deleteDead(messageIds: readonly string[]): Promise<number> {
+    if (messageIds.length === 0) return 0;
+    return this.deleteWhere(
+      'dead',
+      mysqlDeadByMessageIds(this.names, messageIds.length),
+      messageIds,
+    );
+  }
+
+  /** Deletes the rows `select` finds; deleted dead messages no longer block their keys. */
+  private deleteWhere(
+    status: 'delivered' | 'dead',
+    select: string,
+    params: readonly unknown[],
+  ): Promise<number> {
     return this.transaction(async (query) => {
-      const rows = (await query(mysqlPurgeCandidates(this.names, status), [
-        status,
-        olderThanMs,
-        limit,
-      ])) as { id: string | number; k: string | null }[];
+      const rows = (await query(select, params)) as { id: string | number; k: string | null }[];
       if (rows.length === 0) return 0;
-      // A purged dead message no longer blocks its key: the next one may go. Locks first, so
-      // the promotion below cannot miss a park.
+      // Locks first, so the promotion below cannot miss a park.
       const keys =
         status === 'dead' && this.policy.ordered
           ? [...new Set(rows.flatMap((r) => (r.k === null ? [] : [r.k])))]

@@ -15,6 +15,7 @@ import { describeError } from '../internal/describe-error';
 import {
   postgresClaim,
   postgresDeadToRequeue,
+  postgresDeleteDead,
   postgresInsert,
   postgresLockKeys,
   postgresOrphanKeys,
@@ -196,12 +197,24 @@ export class PostgresOutboxStore implements OutboxStore {
       olderThanMs,
       limit,
     ]);
-    // A purged dead message no longer blocks its key: the next one may go.
-    if (status === 'dead' && this.policy.ordered) {
-      const keys = [...new Set(records.flatMap((r) => (r.key === null ? [] : [r.key])))];
-      if (keys.length > 0) await this.promoteKeys(keys);
-    }
+    if (status === 'dead') await this.advanceDeleted(records);
     return records.length;
+  }
+
+  async deleteDead(messageIds: readonly string[]): Promise<number> {
+    if (messageIds.length === 0) return 0;
+    const { records } = await this.run<{ key: string | null }>(postgresDeleteDead(this.names), [
+      messageIds,
+    ]);
+    await this.advanceDeleted(records);
+    return records.length;
+  }
+
+  /** A deleted dead message no longer blocks its key: the next one may go. */
+  private async advanceDeleted(rows: readonly { key: string | null }[]): Promise<void> {
+    if (!this.policy.ordered) return;
+    const keys = [...new Set(rows.flatMap((r) => (r.key === null ? [] : [r.key])))];
+    if (keys.length > 0) await this.promoteKeys(keys);
   }
 
   async requeueDead(messageIds?: readonly string[]): Promise<RequeueReport> {

@@ -17,6 +17,7 @@ import {
   sqliteClaimWindow,
   sqliteDeadToRequeue,
   sqliteDeleteDead,
+  sqliteDeleteDeadByMessageIds,
   sqliteInsert,
   sqliteOrphanKeys,
   sqlitePark,
@@ -223,13 +224,28 @@ export class SqliteOutboxStore implements OutboxStore {
         olderThanMs,
         limit,
       ]);
-      // A purged dead message no longer blocks its key: the next one may go.
-      const keys = [...new Set(rows.flatMap((r) => (r.key === null ? [] : [r.key])))];
-      if (status === 'dead' && this.policy.ordered && keys.length > 0) {
-        tx.run(sqlitePromote(this.names, this.policy), [JSON.stringify(keys)]);
-      }
+      if (status === 'dead') this.advanceDeleted(tx, rows);
       return rows.length;
     });
+  }
+
+  deleteDead(messageIds: readonly string[]): Promise<number> {
+    if (messageIds.length === 0) return Promise.resolve(0);
+    return this.transaction((tx) => {
+      const rows = tx.all<{ key: string | null }>(sqliteDeleteDeadByMessageIds(this.names), [
+        JSON.stringify(messageIds),
+      ]);
+      this.advanceDeleted(tx, rows);
+      return rows.length;
+    });
+  }
+
+  /** A deleted dead message no longer blocks its key: the next one may go. */
+  private advanceDeleted(tx: SqliteTx, rows: readonly { key: string | null }[]): void {
+    const keys = [...new Set(rows.flatMap((r) => (r.key === null ? [] : [r.key])))];
+    if (this.policy.ordered && keys.length > 0) {
+      tx.run(sqlitePromote(this.names, this.policy), [JSON.stringify(keys)]);
+    }
   }
 
   requeueDead(ids?: readonly string[]): Promise<RequeueReport> {

@@ -208,6 +208,11 @@ export function mysqlPurgeCandidates(n: OutboxTableNames, status: 'delivered' | 
   return `SELECT id, message_key AS k FROM ${n.table} WHERE status = ? AND ${ts} < ${NOW} - INTERVAL ? * 1000 MICROSECOND ORDER BY id LIMIT ?`;
 }
 
+/** Params: message ids. Dead rows to delete, with their keys. */
+export function mysqlDeadByMessageIds(n: OutboxTableNames, count: number): string {
+  return `SELECT id, message_key AS k FROM ${n.table} WHERE status = 'dead' AND message_id IN (${placeholders(count)})`;
+}
+
 /** Params: status, ids. */
 export function mysqlDeleteByIds(n: OutboxTableNames, count: number): string {
   return `DELETE FROM ${n.table} WHERE status = ? AND id IN (${placeholders(count)})`;

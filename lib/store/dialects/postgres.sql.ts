@@ -228,6 +228,11 @@ export function postgresPurge(n: OutboxTableNames): string {
 RETURNING message_key AS key`;
 }
 
+/** $1 message ids. Returns the keys of the deleted rows. */
+export function postgresDeleteDead(n: OutboxTableNames): string {
+  return `DELETE FROM ${n.table} WHERE status = 'dead' AND message_id = ANY($1::uuid[]) RETURNING message_key AS key`;
+}
+
 /**
  * $1 message ids (or null: every dead message). The dead messages to requeue, with whether a
  * later message of their key is already on its way (pending): those must not be put back in

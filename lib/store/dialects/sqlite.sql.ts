@@ -163,6 +163,12 @@ FROM ${t} AS d WHERE d.status = 'dead'${withIds ? ' AND d.message_id IN (SELECT 
 ORDER BY d.id`;
 }
 
+/** Params: JSON array of message ids. Returns the keys of the deleted rows. */
+export function sqliteDeleteDeadByMessageIds(n: OutboxTableNames): string {
+  return `DELETE FROM ${n.table} WHERE status = 'dead' AND message_id IN (SELECT value FROM json_each(?))
+RETURNING message_key AS key`;
+}
+
 /** Params: JSON array of ids. */
 export function sqliteRequeueInPlace(n: OutboxTableNames): string {
   return `UPDATE ${n.table} SET status = 'pending', attempts = 0, available_at = ${NOW}, last_error = NULL, dead_at = NULL, ${UNLOCK}
