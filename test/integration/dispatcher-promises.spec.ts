@@ -420,7 +420,9 @@ for (const db of TEST_DATABASES) {
 
     /**
      * One table with dead, pending (backing off) and delivered rows, some of them made two
-     * hours old. Keys are distinct, so no row holds another back.
+     * hours old in every timestamp they have (enqueued, dead-lettered, delivered …), so the
+     * tests hold whichever of them a row's age is measured from. Keys are distinct, so no row
+     * holds another back.
      */
     async function deadLetterFixture(names: Record<string, 'dead' | 'pending' | 'delivered'>) {
       const table = await freshTable('outbox_r');
@@ -478,7 +480,7 @@ for (const db of TEST_DATABASES) {
       expect(await cleaning.cleaner.runOnce()).toEqual({ delivered: 0, dead: 0 });
     });
 
-    it('purgeDead(olderThanMs, limit) deletes dead rows enqueued before the cut-off, purgeDead() all dead rows, and neither touches pending or delivered rows', async () => {
+    it('purgeDead(olderThanMs, limit) deletes dead rows older than the cut-off, purgeDead() all dead rows, and neither touches pending or delivered rows', async () => {
       const { table, id, before } = await deadLetterFixture({
         'dead-old': 'dead',
         'dead-young-1': 'dead',
