@@ -65,6 +65,7 @@ export class OutboxService implements OnApplicationShutdown {
     const rows = this.withProvidedHeaders(
       list.map((item, index) => this.serializer.toRow(item, index, options)),
     );
+    rejectRepeatedIds(rows);
     const tx = this.transactionOf(manager);
     if (rows.length > 0) {
       await this.store.insert(tx, rows, this.options.ordering.enabled);
@@ -150,4 +151,23 @@ export class OutboxService implements OnApplicationShutdown {
     }
     return tx;
   }
+}
+
+/** One call naming one message id twice is a mistake, not a retry: refuse it. */
+function rejectRepeatedIds(rows: readonly NewOutboxRow[]): void {
+  const seen = new Set<string>();
+  rows.forEach((row, index) => {
+    if (row.idempotent !== true) return;
+    if (seen.has(row.messageId)) {
+      throw new OutboxInvalidMessageError(
+        OutboxMessages.invalidField(
+          'messageId',
+          `message id ${row.messageId} (from messageId or dedupeKey) appears twice in one enqueue call`,
+        ),
+        'invalid-message-id',
+        index,
+      );
+    }
+    seen.add(row.messageId);
+  });
 }

@@ -10,7 +10,8 @@ export type OutboxInvalidMessageReason =
   | 'invalid-key'
   | 'invalid-header'
   | 'reserved-header'
-  | 'invalid-schedule';
+  | 'invalid-schedule'
+  | 'invalid-message-id';
 
 /**
  * Thrown by `enqueue()` for a message that cannot be stored. Nothing of the call is written, and

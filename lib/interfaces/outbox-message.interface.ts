@@ -3,12 +3,7 @@ export type OutboxHeaders = Readonly<Record<string, string>>;
 
 /** JSON data a payload may hold. */
 export type OutboxJson =
-  | string
-  | number
-  | boolean
-  | null
-  | readonly OutboxJson[]
-  | { readonly [key: string]: OutboxJson | undefined };
+  string | number | boolean | null | readonly OutboxJson[] | { readonly [key: string]: OutboxJson };
 
 /** When a message becomes due, if not at once. */
 export interface OutboxSchedule {
@@ -30,6 +25,16 @@ export interface OutboxMessage<TPayload = unknown> extends OutboxSchedule {
   payload: TPayload;
   /** Extra string headers. */
   headers?: Record<string, string>;
+  /**
+   * Your own message id (a UUID): enqueueing a message whose id is already in the table is
+   * skipped, so a retried business transaction does not enqueue twice. Exclusive with `dedupeKey`.
+   */
+  messageId?: string;
+  /**
+   * A business identity of the message (e.g. `order-42:created`), turned into a stable message
+   * id: the same dedupe key is enqueued once for as long as its row is kept.
+   */
+  dedupeKey?: string;
 }
 
 /** Options of `@OutboxEvent()`. */
@@ -42,6 +47,11 @@ export interface OutboxEventOptions<TEvent = object> {
   key?: (keyof TEvent & string) | ((event: TEvent) => string | number | null | undefined);
   /** Headers added to every instance: fixed, or computed from the event. */
   headers?: Record<string, string> | ((event: TEvent) => Record<string, string>);
+  /**
+   * Makes enqueueing idempotent: a property name of the event, or a function of it, giving a
+   * business identity (see `OutboxMessage.dedupeKey`).
+   */
+  dedupeKey?: (keyof TEvent & string) | ((event: TEvent) => string | undefined);
 }
 
 /** Per-call options of `OutboxService.enqueue()`. */

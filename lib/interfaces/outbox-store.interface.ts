@@ -4,6 +4,8 @@ import type { OutboxRecord } from './outbox-record.interface';
 /** A message ready to be written, already validated and serialised. */
 export interface NewOutboxRow {
   readonly messageId: string;
+  /** The id came from the caller (messageId/dedupeKey): a row with it already is skipped. */
+  readonly idempotent?: boolean;
   readonly topic: string;
   readonly key: string | null;
   readonly type: string;

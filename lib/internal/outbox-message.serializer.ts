@@ -1,3 +1,4 @@
+import { createHash } from 'node:crypto';
 import { getOutboxEventMetadata } from '../decorators/outbox-event.decorator';
 import {
   OutboxInvalidMessageError,
@@ -222,6 +223,17 @@ function isPlainMessage(value: object): value is OutboxMessage {
 }
 
 /** Turns events and plain messages into validated rows; nothing invalid gets through. */
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/** A UUIDv8 from SHA-256 of the dedupe key: stable across processes and releases. */
+export function uuidFromDedupeKey(dedupeKey: string): string {
+  const bytes = createHash('sha256').update(`nestjs-outbox:${dedupeKey}`).digest().subarray(0, 16);
+  bytes[6] = ((bytes[6] ?? 0) & 0x0f) | 0x80;
+  bytes[8] = ((bytes[8] ?? 0) & 0x3f) | 0x80;
+  const hex = bytes.toString('hex');
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
+}
+
 export class OutboxMessageSerializer {
   private readonly ids = new UuidV7Generator();
 
@@ -238,10 +250,11 @@ export class OutboxMessageSerializer {
     }
 
     let topic: unknown, type: unknown, key: unknown, headers: unknown, payload: unknown;
+    let messageId: unknown, dedupeKey: unknown;
     let availableAt: unknown = options?.availableAt;
     let delayMs: unknown = options?.delayMs;
     if (isPlainMessage(input)) {
-      ({ topic, key, headers, payload } = input);
+      ({ topic, key, headers, payload, messageId, dedupeKey } = input);
       type = input.type ?? input.topic;
       availableAt = input.availableAt ?? availableAt;
       delayMs = input.delayMs ?? delayMs;
@@ -259,6 +272,9 @@ export class OutboxMessageSerializer {
       try {
         if (typeof meta.key === 'function') key = meta.key(input);
         else if (typeof meta.key === 'string') key = (input as Record<string, unknown>)[meta.key];
+        if (typeof meta.dedupeKey === 'function') dedupeKey = meta.dedupeKey(input);
+        else if (typeof meta.dedupeKey === 'string')
+          dedupeKey = (input as Record<string, unknown>)[meta.dedupeKey];
       } catch (error) {
         throw invalid(
           OutboxMessages.invalidField(
@@ -291,8 +307,10 @@ export class OutboxMessageSerializer {
     if (typeProblem !== undefined) {
       throw invalid(OutboxMessages.invalidField('type', typeProblem), 'invalid-type');
     }
+    const supplied = this.suppliedId(messageId, dedupeKey, invalid);
     return {
-      messageId: this.ids.next(),
+      messageId: supplied ?? this.ids.next(),
+      idempotent: supplied !== undefined,
       topic: topic as string,
       key: this.key(key, invalid),
       type: type as string,
@@ -300,6 +318,49 @@ export class OutboxMessageSerializer {
       headers: this.headers(headers, invalid),
       ...this.schedule(availableAt, delayMs, invalid),
     };
+  }
+
+  /**
+   * The caller's message id, or one derived from its dedupe key: the same business operation
+   * retried in a new transaction then maps to the same row, which the insert skips.
+   */
+  private suppliedId(messageId: unknown, dedupeKey: unknown, invalid: Invalid): string | undefined {
+    if (messageId !== undefined && dedupeKey !== undefined) {
+      throw invalid(
+        OutboxMessages.invalidField('messageId', 'give either messageId or dedupeKey, not both'),
+        'invalid-message-id',
+      );
+    }
+    if (messageId !== undefined) {
+      if (typeof messageId !== 'string' || !UUID.test(messageId)) {
+        throw invalid(
+          OutboxMessages.invalidField(
+            'messageId',
+            `expected a UUID (8-4-4-4-12 hex digits), got ${describeValue(messageId)}`,
+          ),
+          'invalid-message-id',
+        );
+      }
+      return messageId.toLowerCase();
+    }
+    if (dedupeKey === undefined) return undefined;
+    if (typeof dedupeKey !== 'string' || dedupeKey === '' || dedupeKey.length > MAX_NAME) {
+      throw invalid(
+        OutboxMessages.invalidField(
+          'dedupeKey',
+          `expected a non-empty string of at most ${MAX_NAME} characters, got ${describeValue(dedupeKey)}`,
+        ),
+        'invalid-message-id',
+      );
+    }
+    const problem = textProblem(dedupeKey);
+    if (problem !== undefined) {
+      throw invalid(
+        OutboxMessages.invalidField('dedupeKey', `it ${problem}`),
+        'invalid-message-id',
+      );
+    }
+    return uuidFromDedupeKey(dedupeKey);
   }
 
   private key(key: unknown, invalid: Invalid): string | null {

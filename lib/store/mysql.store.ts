@@ -80,7 +80,8 @@ export class MysqlOutboxStore implements OutboxStore {
         if (scheduled)
           params.push(r.availableAt === null ? null : utc(r.availableAt), r.delayMs ?? 0);
       }
-      await manager.query(mysqlInsert(this.names, chunk.length, scheduled), params);
+      const idempotent = chunk.some((r) => r.idempotent === true);
+      await manager.query(mysqlInsert(this.names, chunk.length, scheduled, idempotent), params);
     }
   }
 

@@ -83,10 +83,11 @@ export class PostgresOutboxStore implements OutboxStore {
     const scheduled = rows.some((r) => r.availableAt !== null || r.delayMs !== null);
     const keys = lockKeys ? sortedLockIds(rows.map((r) => r.key)) : [];
     const lock = keys.length > 0;
-    const variant = `${scheduled}:${lock}:${this.notify}`;
+    const idempotent = rows.some((r) => r.idempotent === true);
+    const variant = `${scheduled}:${lock}:${this.notify}:${idempotent}`;
     let sql = this.insertSql.get(variant);
     if (sql === undefined) {
-      sql = postgresInsert(this.names, scheduled, lock, this.notify);
+      sql = postgresInsert(this.names, scheduled, lock, this.notify, idempotent);
       this.insertSql.set(variant, sql);
     }
     // Parameters in the order postgresInsert numbers them: arrays, then the optional groups.

@@ -129,7 +129,8 @@ export class SqliteOutboxStore implements OutboxStore {
         if (scheduled)
           params.push(r.availableAt === null ? null : utc(r.availableAt), r.delayMs ?? 0);
       }
-      await manager.query(sqliteInsert(this.names, chunk.length, scheduled), params);
+      const idempotent = chunk.some((r) => r.idempotent === true);
+      await manager.query(sqliteInsert(this.names, chunk.length, scheduled, idempotent), params);
     }
   }
 

@@ -61,11 +61,18 @@ export function mysqlLockKeys(n: OutboxTableNames, count: number): string {
   return `SELECT bucket FROM ${n.lockTable} WHERE bucket IN (${placeholders(count)}) ORDER BY bucket FOR UPDATE`;
 }
 
-export function mysqlInsert(n: OutboxTableNames, rows: number, scheduled: boolean): string {
+export function mysqlInsert(
+  n: OutboxTableNames,
+  rows: number,
+  scheduled: boolean,
+  idempotent = false,
+): string {
   const row = scheduled
     ? `(?, ?, ?, ?, ?, ?, COALESCE(?, UTC_TIMESTAMP(6) + INTERVAL ? * 1000 MICROSECOND))`
     : '(?, ?, ?, ?, ?, ?)';
-  return `INSERT INTO ${n.table} (message_id, topic, message_key, event_type, payload, headers${scheduled ? ', available_at' : ''}) VALUES ${Array.from({ length: rows }, () => row).join(', ')}`;
+  // Not INSERT IGNORE: that would also turn truncation and other errors into warnings.
+  const skip = idempotent ? ' ON DUPLICATE KEY UPDATE id = id' : '';
+  return `INSERT INTO ${n.table} (message_id, topic, message_key, event_type, payload, headers${scheduled ? ', available_at' : ''}) VALUES ${Array.from({ length: rows }, () => row).join(', ')}${skip}`;
 }
 
 function blocking(deadBlocksKey: boolean): string {

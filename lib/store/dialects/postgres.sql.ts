@@ -50,6 +50,7 @@ export function postgresInsert(
   scheduled: boolean,
   lockKeys: boolean,
   notify: boolean,
+  idempotent = false,
 ): string {
   const cols = 'message_id, topic, message_key, event_type, payload, headers';
   const arrays = '$1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[]';
@@ -65,7 +66,10 @@ export function postgresInsert(
   return `INSERT INTO ${n.table} (${cols}${scheduled ? ', available_at' : ''})
 SELECT u.m, u.t, u.k, u.y, u.p::json, u.h::json${scheduled ? `, COALESCE(u.a, clock_timestamp() + u.d * interval '1 millisecond')` : ''}
 FROM unnest(${arrays}${schedule}) WITH ORDINALITY AS u(m, t, k, y, p, h${scheduled ? ', a, d' : ''}, ord)${extra}
-ORDER BY u.ord`;
+ORDER BY u.ord${
+    // A concurrent insert of the same id waits for the first to commit, then does nothing.
+    idempotent ? '\nON CONFLICT (message_id) DO NOTHING' : ''
+  }`;
 }
 
 const RETURNING = `o.id::text AS id, o.message_id::text AS message_id, o.topic, o.message_key, o.event_type,

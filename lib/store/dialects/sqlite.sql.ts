@@ -40,9 +40,15 @@ export function sqliteDropTable(n: OutboxTableNames): string[] {
   return [`DROP TABLE IF EXISTS ${n.table}`];
 }
 
-export function sqliteInsert(n: OutboxTableNames, rows: number, scheduled: boolean): string {
+export function sqliteInsert(
+  n: OutboxTableNames,
+  rows: number,
+  scheduled: boolean,
+  idempotent = false,
+): string {
   const row = scheduled ? `(?, ?, ?, ?, ?, ?, COALESCE(?, ${plusMs('?')}))` : '(?, ?, ?, ?, ?, ?)';
-  return `INSERT INTO ${n.table} (message_id, topic, message_key, event_type, payload, headers${scheduled ? ', available_at' : ''}) VALUES ${Array.from({ length: rows }, () => row).join(', ')}`;
+  const skip = idempotent ? ' ON CONFLICT (message_id) DO NOTHING' : '';
+  return `INSERT INTO ${n.table} (message_id, topic, message_key, event_type, payload, headers${scheduled ? ', available_at' : ''}) VALUES ${Array.from({ length: rows }, () => row).join(', ')}${skip}`;
 }
 
 function blocking(deadBlocksKey: boolean): string {
