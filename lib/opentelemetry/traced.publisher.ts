@@ -11,6 +11,7 @@ import {
 import type { OutboxPublisher, PublishOutcome } from '../interfaces/outbox-publisher.interface';
 import type { OutboxRecord } from '../interfaces/outbox-record.interface';
 import { describeError } from '../internal/describe-error';
+import { OptionChecks } from '../internal/option-checks';
 
 /** Options of {@link TracedPublisher}. */
 export interface TracedPublisherOptions {
@@ -26,6 +27,11 @@ export interface TracedPublisherOptions {
   /** More span attributes for a message, e.g. a RabbitMQ routing key. @default none */
   attributes?: (record: OutboxRecord) => Attributes;
 }
+
+const checks = new OptionChecks('TracedPublisher');
+const OPTION_KEYS = {
+  '': { system: true, tracer: true, destination: true, attributes: true },
+} as const satisfies { '': Record<keyof TracedPublisherOptions, true> };
 
 /**
  * Wraps any `OutboxPublisher` so that each message gets a PRODUCER span, and its consumers the
@@ -58,12 +64,27 @@ export class TracedPublisher implements OutboxPublisher {
     options: TracedPublisherOptions,
   ) {
     if (typeof publisher?.publish !== 'function') {
-      throw new TypeError('TracedPublisher wraps an OutboxPublisher: pass one with publish()');
+      checks.fail('publisher', 'it has no publish() method', 'Wrap an OutboxPublisher.');
     }
-    if (typeof options?.system !== 'string' || options.system === '') {
-      throw new TypeError(
-        "TracedPublisher needs options.system, the messaging.system of its spans: e.g. 'kafka' or 'rabbitmq'",
+    if (options === null || typeof options !== 'object') {
+      checks.fail(
+        'options',
+        `${checks.show(options)} is not an object`,
+        "Pass { system: 'kafka' }.",
       );
+    }
+    checks.knownKeys(options, OPTION_KEYS);
+    if (typeof options.system !== 'string' || options.system === '') {
+      checks.fail(
+        'system',
+        'it is missing: the wrapper cannot tell which broker the publisher talks to',
+        "Pass the messaging.system of the spans, e.g. 'kafka', 'rabbitmq' or 'nats'.",
+      );
+    }
+    for (const name of ['destination', 'attributes'] as const) {
+      if (options[name] !== undefined && typeof options[name] !== 'function') {
+        checks.fail(name, 'it is not a function', 'Pass (record) => … or leave it out.');
+      }
     }
     this.system = options.system;
     this.tracer = options.tracer ?? trace.getTracer('nestjs-outbox');

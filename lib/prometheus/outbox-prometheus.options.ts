@@ -26,6 +26,9 @@ export interface ResolvedOutboxPrometheusOptions {
 }
 
 const checks = new OptionChecks('OutboxMetrics');
+const OPTION_KEYS = {
+  '': { registry: true, prefix: true, sampleIntervalMs: true, batchDurationBuckets: true },
+} as const satisfies { '': Record<keyof OutboxPrometheusOptions, true> };
 // Prometheus' metric name grammar: the prefix must keep every name valid.
 const METRIC_NAME_PREFIX = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
 const DEFAULT_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
@@ -41,6 +44,7 @@ export function resolveOutboxPrometheusOptions(
       'Pass { registry, prefix }.',
     );
   }
+  checks.knownKeys(options, OPTION_KEYS);
   const { registry = register, prefix = '', batchDurationBuckets = DEFAULT_BUCKETS } = options;
   if (
     typeof registry !== 'object' ||

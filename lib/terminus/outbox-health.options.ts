@@ -34,6 +34,16 @@ export interface ResolvedOutboxHealthOptions {
 }
 
 const checks = new OptionChecks('OutboxHealthIndicator');
+const OPTION_KEYS = {
+  '': {
+    maxOldestPendingAgeMs: true,
+    maxDead: true,
+    requireDispatcher: true,
+    pingTimeoutMs: true,
+    statsTimeoutMs: true,
+    statsMaxAgeMs: true,
+  },
+} as const satisfies { '': Record<keyof OutboxHealthOptions, true> };
 const DAY = 86_400_000;
 
 /** Applies the defaults and rejects bad values with an `OutboxOptionsError` that says how to fix them. */
@@ -47,6 +57,7 @@ export function resolveOutboxHealthOptions(
       'Pass e.g. { maxDead: 0 } or nothing.',
     );
   }
+  checks.knownKeys(options, OPTION_KEYS);
   const { maxOldestPendingAgeMs, maxDead } = options;
   return {
     maxOldestPendingAgeMs:

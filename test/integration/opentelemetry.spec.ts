@@ -25,6 +25,7 @@ import {
   OutboxEvent,
   OutboxInvalidMessageError,
   OutboxModule,
+  OutboxOptionsError,
   OutboxService,
   type OutboxMessage,
   type OutboxModuleOptions,
@@ -359,6 +360,47 @@ describeWith(['postgres'], 'OpenTelemetry: trace context from enqueue to consume
       });
       expect(await ds.getRepository(TestOrder).count()).toBe(before);
       expect(await readOutbox(ds, h.table)).toEqual([]);
+    });
+  });
+
+  describe('TracedPublisher', () => {
+    const inner: OutboxPublisher = {
+      publish: (messages) => Promise.resolve(messages.map(() => ({ ok: true as const }))),
+    };
+
+    it('checks its options like the rest of the module', () => {
+      expect(() => new TracedPublisher(inner, {} as { system: string })).toThrow(
+        OutboxOptionsError,
+      );
+      expect(() => new TracedPublisher(inner, {} as { system: string })).toThrow(
+        /"system": it is missing/,
+      );
+      expect(
+        () => new TracedPublisher(inner, { system: 'kafka', tracr: tracer } as { system: string }),
+      ).toThrow(/tracr is not an option; did you mean tracer\?/);
+    });
+
+    it("forwards the wrapped publisher's ping() and close(), and has no ping() when it has none", async () => {
+      const pings: AbortSignal[] = [];
+      let closed = false;
+      const pingable: OutboxPublisher = {
+        ...inner,
+        ping: (signal) => {
+          pings.push(signal);
+          return Promise.reject(new Error('connect ECONNREFUSED'));
+        },
+        close: () => {
+          closed = true;
+          return Promise.resolve();
+        },
+      };
+      const traced = new TracedPublisher(pingable, { system: 'kafka' });
+      const signal = new AbortController().signal;
+      await expect(traced.ping?.(signal)).rejects.toThrow('ECONNREFUSED');
+      expect(pings).toEqual([signal]);
+      await traced.close();
+      expect(closed).toBe(true);
+      expect(new TracedPublisher(inner, { system: 'kafka' }).ping).toBeUndefined();
     });
   });
 

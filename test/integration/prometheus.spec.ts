@@ -228,5 +228,8 @@ describeWith(['postgres', 'rabbitmq'], 'Prometheus metrics (OutboxPrometheusModu
     expect(registry.getMetricsAsArray()).toHaveLength(8);
     expect(first.registry).toBe(registry);
     expect(() => new OutboxMetrics({ registry, prefix: '9bad' })).toThrow(OutboxOptionsError);
+    expect(
+      () => new OutboxMetrics({ registry, prefx: 'x_' } as unknown as { prefix: string }),
+    ).toThrow(/prefx is not an option; did you mean prefix\?/);
   });
 });

@@ -3,11 +3,12 @@ import { HealthCheck, HealthCheckService, TerminusModule } from '@nestjs/terminu
 import { Test } from '@nestjs/testing';
 import { connect, type ChannelModel } from 'amqplib';
 import type { DataSource } from 'typeorm';
-import { OutboxDispatcher, OutboxModule, OutboxService } from '../../lib';
+import { OutboxDispatcher, OutboxModule, OutboxOptionsError, OutboxService } from '../../lib';
 import { RabbitMqPublisher, type RabbitMqPublisherOptions } from '../../lib/rabbitmq';
 import { ensureOutboxTable } from '../../lib/store/outbox-dialect';
 import {
   OutboxHealthIndicator,
+  resolveOutboxHealthOptions,
   type OutboxHealthDetails,
   type OutboxHealthOptions,
 } from '../../lib/terminus';
@@ -223,6 +224,26 @@ describeWith(['postgres', 'rabbitmq'], 'OutboxHealthIndicator (@nestjs/terminus)
       expect.stringMatching(/^the publisher's broker is unreachable: .*ECONNREFUSED/),
       expect.stringMatching(/^the oldest pending message is \d+ s old, over the limit of 0.5 s$/),
     ]);
+  });
+});
+
+describe('OutboxHealthIndicator options', () => {
+  it('applies the documented defaults and refuses unknown or invalid limits', () => {
+    expect(resolveOutboxHealthOptions()).toEqual({
+      maxOldestPendingAgeMs: 300_000,
+      maxDead: null,
+      requireDispatcher: true,
+      pingTimeoutMs: 3_000,
+      statsTimeoutMs: 5_000,
+      statsMaxAgeMs: 10_000,
+    });
+    expect(resolveOutboxHealthOptions({ maxOldestPendingAgeMs: null }).maxOldestPendingAgeMs).toBe(
+      null,
+    );
+    expect(() => resolveOutboxHealthOptions({ maxDaed: 0 } as OutboxHealthOptions)).toThrow(
+      /maxDaed is not an option; did you mean maxDead\?/,
+    );
+    expect(() => resolveOutboxHealthOptions({ maxDead: -1 })).toThrow(OutboxOptionsError);
   });
 });
 
