@@ -39,7 +39,7 @@ import {
   mysqlStillHeld,
 } from './dialects/mysql.sql';
 import { claimWindow } from './claim-window';
-import { hashKey, toClaimedRecords, type ClaimedRow } from './outbox-row.mapper';
+import { hashKey, requeueValues, toClaimedRecords, type ClaimedRow } from './outbox-row.mapper';
 import type { OutboxTableNames } from './sql-identifier';
 
 // mysql2 allows 65 535 placeholders per statement; stay well below with the widest row (8).
@@ -268,18 +268,7 @@ export class MysqlOutboxStore implements OutboxStore {
         ]);
         for (let start = 0; start < moved.length; start += MAX_ROWS_PER_INSERT) {
           const chunk = moved.slice(start, start + MAX_ROWS_PER_INSERT);
-          await query(
-            mysqlReinsert(this.names, chunk.length),
-            chunk.flatMap((r) => [
-              r.message_id,
-              r.topic,
-              r.message_key,
-              r.event_type,
-              r.payload,
-              r.headers,
-              r.created_at,
-            ]),
-          );
+          await query(mysqlReinsert(this.names, chunk.length), chunk.flatMap(requeueValues));
         }
       }
       return { requeued, resequenced: moved.length };

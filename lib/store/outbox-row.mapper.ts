@@ -42,6 +42,22 @@ export function toClaimedRecords(rows: readonly ClaimedRow[]): ClaimedRecord[] {
   return records.sort(compareIds);
 }
 
+/** A dead row read for requeueing, as the dialects' re-insert statements bind it. */
+export interface RequeuedRow {
+  message_id: string;
+  topic: string;
+  message_key: string | null;
+  event_type: string;
+  payload: string;
+  headers: string;
+  created_at: string;
+}
+
+/** The bound values of one re-inserted row, in the re-insert column order. */
+export function requeueValues(r: RequeuedRow): unknown[] {
+  return [r.message_id, r.topic, r.message_key, r.event_type, r.payload, r.headers, r.created_at];
+}
+
 /** Orders decimal id strings numerically without converting them to (lossy) numbers. */
 export function compareIds(a: { id: string }, b: { id: string }): number {
   return a.id.length - b.id.length || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);

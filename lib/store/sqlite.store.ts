@@ -34,7 +34,7 @@ import {
   sqliteStats,
 } from './dialects/sqlite.sql';
 import { claimWindow } from './claim-window';
-import { toClaimedRecords, type ClaimedRow } from './outbox-row.mapper';
+import { requeueValues, toClaimedRecords, type ClaimedRow } from './outbox-row.mapper';
 import type { OutboxTableNames } from './sql-identifier';
 
 const MAX_ROWS_PER_INSERT = 4_000;
@@ -269,18 +269,7 @@ export class SqliteOutboxStore implements OutboxStore {
         tx.run(sqliteDeleteDead(this.names), [JSON.stringify(moved.map((r) => r.id))]);
         for (let start = 0; start < moved.length; start += MAX_ROWS_PER_INSERT) {
           const chunk = moved.slice(start, start + MAX_ROWS_PER_INSERT);
-          tx.run(
-            sqliteReinsert(this.names, chunk.length),
-            chunk.flatMap((r) => [
-              r.message_id,
-              r.topic,
-              r.message_key,
-              r.event_type,
-              r.payload,
-              r.headers,
-              r.created_at,
-            ]),
-          );
+          tx.run(sqliteReinsert(this.names, chunk.length), chunk.flatMap(requeueValues));
         }
       }
       return { requeued, resequenced: moved.length };
