@@ -2,6 +2,22 @@
 // publisher live in subpath exports so the core loads none of their client libraries.
 export { OutboxModule } from './outbox.module';
 export { OutboxService, type OutboxInput } from './outbox.service';
+export { OutboxAdmin, OUTBOX_ADMIN_MAX_LIMIT, type OutboxAdminOptions } from './admin/outbox.admin';
+export type {
+  OutboxBlockedKey,
+  OutboxCounts,
+  OutboxDeadLetterFilter,
+  OutboxMessageDetail,
+  OutboxMessageFilter,
+  OutboxMessageStatus,
+  OutboxMessageSummary,
+  OutboxPage,
+  OutboxPageRequest,
+  OutboxStatusCounts,
+  OutboxStuckLease,
+  OutboxStuckLeaseQuery,
+  OutboxTopicCounts,
+} from './admin/outbox-admin.interfaces';
 export type {
   OutboxModuleOptions,
   OutboxModuleExtras,
@@ -76,7 +92,7 @@ export {
   type OutboxTableOptions,
 } from './store/outbox-dialect';
 
-export { OutboxDispatcher } from './workers/outbox.dispatcher';
+export { OutboxDispatcher, type OutboxDispatcherStatus } from './workers/outbox.dispatcher';
 export { OutboxUnlocker } from './workers/outbox.unlocker';
 export { OutboxCleaner, type OutboxCleanReport } from './workers/outbox.cleaner';
 export { retryDelay, type BackoffPolicy } from './workers/retry-backoff';

@@ -2,6 +2,8 @@ import { Module, type DynamicModule, type Provider } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
 import { ScheduleModule } from '@nestjs/schedule';
 import { DataSource } from 'typeorm';
+import { OUTBOX_ADMIN_PROVIDER } from './admin/outbox-admin.provider';
+import { OutboxAdmin } from './admin/outbox.admin';
 import { OutboxOptionsError } from './errors/outbox-options.error';
 import { OptionChecks } from './internal/option-checks';
 import { OUTBOX_DATA_SOURCE, OUTBOX_OPTIONS, OUTBOX_STORE } from './outbox.constants';
@@ -80,6 +82,7 @@ function coreProviders(workers: boolean): Provider[] {
         }),
     },
     OutboxService,
+    OUTBOX_ADMIN_PROVIDER,
     ...(workers ? WORKERS : []),
   ];
 }
@@ -100,7 +103,7 @@ export class OutboxModule extends ConfigurableOutboxModule {
   }
 
   private static withProviders(module: DynamicModule, workers: boolean): DynamicModule {
-    const exported = [OutboxService, OUTBOX_STORE, ...(workers ? WORKERS : [])];
+    const exported = [OutboxService, OutboxAdmin, OUTBOX_STORE, ...(workers ? WORKERS : [])];
     return {
       ...module,
       imports: [...(module.imports ?? []), ...(workers ? [ScheduleModule.forRoot()] : [])],

@@ -1,0 +1,76 @@
+import { SqlParams } from '../sql-params';
+import { blockingStatuses, type AdminDialect } from './admin-dialect';
+
+// Times are UTC in zone-less DATETIME columns (see the store): compared with UTC_TIMESTAMP and
+// read as formatted text, because the driver would read a DATETIME in the connection's zone.
+const NOW = 'UTC_TIMESTAMP(6)';
+const ts = (column: string, alias: string): string =>
+  `DATE_FORMAT(${column}, '%Y-%m-%d %H:%i:%s.%f') AS ${alias}`;
+const ms = (from: string): string => `TIMESTAMPDIFF(MICROSECOND, ${from}, ${NOW}) / 1000`;
+const list = (p: SqlParams, values: readonly string[]): string =>
+  values.map((v) => p.add(v)).join(', ');
+// A DATETIME literal in UTC.
+const utc = (at: Date): string => at.toISOString().replace('T', ' ').replace('Z', '');
+
+const SUMMARY = `o.id, o.message_id, o.topic, o.message_key, o.event_type, o.status, o.attempts, o.last_error,
+  ${ts('o.last_attempt_at', 'last_attempt_at')}, ${ts('o.available_at', 'available_at')},
+  ${ts('o.created_at', 'created_at')}, ${ts('o.delivered_at', 'delivered_at')}, ${ts('o.dead_at', 'dead_at')},
+  o.locked_by, ${ts('o.locked_until', 'locked_until')}, ${ms('o.created_at')} AS age_ms`;
+
+/** MySQL 8 / MariaDB 10.6+ (MariaDB has no LATERAL: correlated subqueries instead). */
+export const mysqlAdmin: AdminDialect = {
+  params: () => new SqlParams('positional'),
+  summaryColumns: SUMMARY,
+  detailColumns: `${SUMMARY}, o.payload, o.headers, o.lock_token`,
+  statusIn: (p, statuses) => `o.status IN (${list(p, statuses)})`,
+  messageIdIs: (p, messageId) => `o.message_id = ${p.add(messageId)}`,
+  // LOCATE, not LIKE: the text is searched for as it is. LOWER on both sides because the table's
+  // collation (utf8mb4_bin) compares case-sensitively.
+  errorContains: (p, text) => `LOCATE(LOWER(${p.add(text)}), LOWER(o.last_error)) > 0`,
+  createdBefore: (p, at) => `o.created_at < ${p.add(utc(at))}`,
+  createdAtOrAfter: (p, at) => `o.created_at >= ${p.add(utc(at))}`,
+  createdOlderThan: (p, olderMs) =>
+    `o.created_at < ${NOW} - INTERVAL ${p.add(Math.round(olderMs * 1000))} MICROSECOND`,
+  // Cast so the bound text compares as an integer (no float conversion of large ids).
+  idAfter: (p, id) => `o.id > CAST(${p.add(id)} AS SIGNED)`,
+  idAtMost: (p, id) => `o.id <= CAST(${p.add(id)} AS SIGNED)`,
+  maxId: (n) => `SELECT CAST(MAX(id) AS CHAR) AS id FROM ${n.table}`,
+  counts: (n, where) => `SELECT o.topic, o.status,
+  CASE WHEN o.status = 'pending' AND o.locked_until >= ${NOW} THEN 1 ELSE 0 END AS leased, COUNT(*) AS n
+FROM ${n.table} AS o WHERE ${where}
+GROUP BY 1, 2, 3`,
+  blockedKeys: (n, p, deadBlocksKey, after, limit) => {
+    const t = n.table;
+    const from = after === null ? '' : `AND o.id > CAST(${p.add(after)} AS SIGNED)`;
+    const followers = `FROM ${t} AS w WHERE w.message_key = h.k AND w.id > h.head AND w.status IN ('pending', 'waiting')`;
+    return `SELECT * FROM (
+  SELECT h.k AS message_key, CAST(o.id AS CHAR) AS head_id, o.message_id AS head_message_id, o.status AS head_status,
+    o.attempts, o.last_error, ${ts('o.available_at', 'available_at')}, o.id AS head_order,
+    (SELECT COUNT(*) ${followers}) AS waiting,
+    (SELECT ${ms('MIN(w.created_at)')} ${followers}) AS oldest_waiting_ms
+  FROM (
+    SELECT message_key AS k, MIN(id) AS head FROM ${t}
+    WHERE message_key IS NOT NULL AND status IN ${blockingStatuses(deadBlocksKey)}
+    GROUP BY message_key) AS h
+  JOIN ${t} AS o ON o.id = h.head
+  WHERE (o.status = 'dead' OR (o.status = 'pending' AND o.available_at > ${NOW}
+      AND (o.locked_until IS NULL OR o.locked_until < ${NOW}) AND (o.attempts > 0 OR o.last_error IS NOT NULL)))
+    ${from}) AS b
+WHERE b.waiting > 0
+ORDER BY b.head_order
+LIMIT ${p.add(limit)}`;
+  },
+  stuckLeases: (n, p, longerThanMs, after, limit) => {
+    const long =
+      longerThanMs === null
+        ? ''
+        : ` OR o.last_attempt_at < ${NOW} - INTERVAL ${p.add(Math.round(longerThanMs * 1000))} MICROSECOND`;
+    const from = after === null ? '' : `AND o.id > CAST(${p.add(after)} AS SIGNED)`;
+    return `SELECT ${SUMMARY},
+  CASE WHEN o.locked_until < ${NOW} THEN 1 ELSE 0 END AS lease_expired, ${ms('o.last_attempt_at')} AS leased_ms
+FROM ${n.table} AS o
+WHERE o.status = 'pending' AND o.locked_until IS NOT NULL AND (o.locked_until < ${NOW}${long}) ${from}
+ORDER BY o.id
+LIMIT ${p.add(limit)}`;
+  },
+};
