@@ -85,12 +85,27 @@ export class OutboxHealthIndicator implements OnModuleInit {
     let dispatcher: OutboxHealthDetails['dispatcher'] = 'none';
     if (this.dispatcher !== undefined) {
       // The dispatcher registers its interval when it starts and removes it when it stops.
+      const status = this.dispatcher.status();
       dispatcher =
-        this.scheduler?.doesExist('interval', DISPATCHER_INTERVAL) === true
+        status.started && this.scheduler?.doesExist('interval', DISPATCHER_INTERVAL) === true
           ? 'running'
           : 'not started';
       if (dispatcher === 'not started' && limits.requireDispatcher) {
         problems.push('the dispatcher is not started (autoStart: false, or it was stopped)');
+      }
+      if (
+        limits.maxRunMs !== null &&
+        status.runningForMs !== null &&
+        status.runningForMs > limits.maxRunMs
+      ) {
+        problems.push(
+          `the dispatcher's current run has lasted ${Math.round(status.runningForMs / 1_000)} s, over the limit of ${limits.maxRunMs / 1_000} s (stuck?)`,
+        );
+      }
+      if (status.stalledDatabaseCall !== null) {
+        problems.push(
+          `a dispatcher ${status.stalledDatabaseCall} is still waiting for the database after its timeout`,
+        );
       }
     }
 

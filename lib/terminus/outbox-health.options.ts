@@ -11,6 +11,12 @@ export interface OutboxHealthOptions {
   maxDead?: number | null;
   /** Down when this app has a dispatcher (workers on) that is not started. @default true */
   requireDispatcher?: boolean;
+  /**
+   * Down when one dispatcher run (claim, publish, settle, until nothing is due) has lasted
+   * longer than this: a stuck loop. A long backlog drain is one run, so keep it generous; null
+   * does not check. @default 600000 (10 minutes)
+   */
+  maxRunMs?: number | null;
   /** Down when the publisher's `ping()` takes longer than this. @default 3000 */
   pingTimeoutMs?: number;
   /** Down when `stats()` takes longer than this (the database is not answering). @default 5000 */
@@ -28,6 +34,7 @@ export interface ResolvedOutboxHealthOptions {
   readonly maxOldestPendingAgeMs: number | null;
   readonly maxDead: number | null;
   readonly requireDispatcher: boolean;
+  readonly maxRunMs: number | null;
   readonly pingTimeoutMs: number;
   readonly statsTimeoutMs: number;
   readonly statsMaxAgeMs: number;
@@ -39,6 +46,7 @@ const OPTION_KEYS = {
     maxOldestPendingAgeMs: true,
     maxDead: true,
     requireDispatcher: true,
+    maxRunMs: true,
     pingTimeoutMs: true,
     statsTimeoutMs: true,
     statsMaxAgeMs: true,
@@ -76,6 +84,10 @@ export function resolveOutboxHealthOptions(
         ? null
         : checks.integer(maxDead, 0, 'maxDead', 0, Number.MAX_SAFE_INTEGER),
     requireDispatcher: checks.bool(options.requireDispatcher, true, 'requireDispatcher'),
+    maxRunMs:
+      options.maxRunMs === null
+        ? null
+        : checks.integer(options.maxRunMs, 600_000, 'maxRunMs', 1_000, 3650 * DAY, ' ms'),
     pingTimeoutMs: checks.integer(options.pingTimeoutMs, 3_000, 'pingTimeoutMs', 1, 60_000, ' ms'),
     statsTimeoutMs: checks.integer(
       options.statsTimeoutMs,

@@ -16,6 +16,11 @@ export class DatabaseWatchdog {
     private readonly logger: Logger,
   ) {}
 
+  /** The operation given up on and still waiting for the database, if any. */
+  get stalled(): string | undefined {
+    return this.abandoned;
+  }
+
   async run<T>(operation: string, call: () => Promise<T>): Promise<T> {
     if (this.abandoned !== undefined) {
       throw new OutboxDatabaseTimeoutError(

@@ -55,6 +55,20 @@ type PublishResult =
 /** A claim's result: a batch, nothing due, or only parked followers (look again at once). */
 type ClaimResult = ClaimedBatch | 'idle' | 'parked';
 
+/** What the dispatcher is doing, for health checks. */
+export interface OutboxDispatcherStatus {
+  /** Polling and listening (`start()` ran, shutdown has not). */
+  readonly started: boolean;
+  /** How long the current drain has been running, or null when idle. */
+  readonly runningForMs: number | null;
+  /** When the last drain finished, or null before the first. */
+  readonly lastRunFinishedAt: Date | null;
+  /** Claims are paused after an outage until then, or null. */
+  readonly pausedUntil: Date | null;
+  /** A database call the watchdog gave up on that has still not answered, or null. */
+  readonly stalledDatabaseCall: string | null;
+}
+
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
@@ -70,6 +84,9 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
   private readonly publisher: OutboxPublisher;
   private readonly observer: OutboxObserver;
   private stopping = false;
+  private started = false;
+  private runStartedAt: number | undefined;
+  private lastRunFinishedAt: number | undefined;
   private wakeRequested = false;
   private pausedUntil = 0;
   private outagePauseMs = 0;
@@ -89,7 +106,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     this.watchdog = new DatabaseWatchdog(options.dispatcher.dbTimeoutMs + 1_000, this.logger);
     this.observer = options.observer;
     this.runner = new IntervalRunner(DISPATCHER_INTERVAL, registry, this.logger, () =>
-      this.drainLoop(),
+      this.timedDrain(),
     );
   }
 
@@ -100,6 +117,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
   /** Starts polling, wake-ups and the commit nudge (done at bootstrap unless `autoStart: false`). */
   async start(): Promise<void> {
     this.stopping = false;
+    this.started = true;
     this.runner.start(this.options.dispatcher.pollIntervalMs);
     this.service.commits.attach(() => this.wake());
     if (
@@ -136,8 +154,22 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     return this.runner.run();
   }
 
+  /** What the dispatcher is doing now (for health checks such as `nestjs-outbox/terminus`). */
+  status(): OutboxDispatcherStatus {
+    const now = Date.now();
+    return {
+      started: this.started,
+      runningForMs: this.runStartedAt === undefined ? null : now - this.runStartedAt,
+      lastRunFinishedAt:
+        this.lastRunFinishedAt === undefined ? null : new Date(this.lastRunFinishedAt),
+      pausedUntil: this.pausedUntil > now ? new Date(this.pausedUntil) : null,
+      stalledDatabaseCall: this.watchdog.stalled ?? null,
+    };
+  }
+
   async beforeApplicationShutdown(): Promise<void> {
     this.stopping = true;
+    this.started = false;
     this.runner.stop();
     this.service.commits.detach();
     const unlisten = this.unlisten;
@@ -160,6 +192,16 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
       .catch((error: unknown) =>
         this.logger.warn(`Publisher close failed: ${describeError(error)}`),
       );
+  }
+
+  private async timedDrain(): Promise<number> {
+    this.runStartedAt = Date.now();
+    try {
+      return await this.drainLoop();
+    } finally {
+      this.runStartedAt = undefined;
+      this.lastRunFinishedAt = Date.now();
+    }
   }
 
   /**

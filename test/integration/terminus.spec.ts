@@ -3,7 +3,13 @@ import { HealthCheck, HealthCheckService, TerminusModule } from '@nestjs/terminu
 import { Test } from '@nestjs/testing';
 import { connect, type ChannelModel } from 'amqplib';
 import type { DataSource } from 'typeorm';
-import { OutboxDispatcher, OutboxModule, OutboxOptionsError, OutboxService } from '../../lib';
+import {
+  OutboxDispatcher,
+  OutboxModule,
+  OutboxOptionsError,
+  OutboxService,
+  type OutboxPublisher,
+} from '../../lib';
 import { RabbitMqPublisher, type RabbitMqPublisherOptions } from '../../lib/rabbitmq';
 import { ensureOutboxTable } from '../../lib/store/outbox-dialect';
 import {
@@ -13,6 +19,7 @@ import {
   type OutboxHealthOptions,
 } from '../../lib/terminus';
 import { TEST_DATABASES, uniqueTable } from '../support/databases';
+import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith, SERVICES } from '../support/services';
 import { freePort } from '../support/transports/net';
 
@@ -90,7 +97,7 @@ describeWith(['postgres', 'rabbitmq'], 'OutboxHealthIndicator (@nestjs/terminus)
   });
 
   async function startApp(
-    publisher: RabbitMqPublisher,
+    publisher: OutboxPublisher,
     limits: OutboxHealthOptions,
   ): Promise<{ app: INestApplication; get: () => Promise<HealthResponse> }> {
     const table = uniqueTable('outbox_health');
@@ -225,6 +232,26 @@ describeWith(['postgres', 'rabbitmq'], 'OutboxHealthIndicator (@nestjs/terminus)
       expect.stringMatching(/^the oldest pending message is \d+ s old, over the limit of 0.5 s$/),
     ]);
   });
+
+  it('is unhealthy while one dispatcher run lasts longer than maxRunMs (a stuck loop)', async () => {
+    const publisher = new RecordingPublisher();
+    const { app, get } = await startApp(publisher, { maxRunMs: 1_000, statsMaxAgeMs: 0 });
+    const [id] = await ds.transaction((m) =>
+      app.get(OutboxService).enqueue([{ topic: unique('q'), payload: {} }], m),
+    );
+    // The publish hangs until the dispatcher's publish deadline (10 s by default).
+    publisher.fail(id as string, 'hang');
+    await app.get(OutboxDispatcher).start();
+    await waitFor('the health check to report the stuck run', async () => {
+      const response = await get();
+      return (
+        response.status === 503 &&
+        (response.body.details.outbox.problems ?? []).some((p) => p.includes('current run'))
+      );
+    });
+    expect(app.get(OutboxDispatcher).status()).toMatchObject({ started: true });
+    expect(app.get(OutboxDispatcher).status().runningForMs).toBeGreaterThan(1_000);
+  });
 });
 
 describe('OutboxHealthIndicator options', () => {
@@ -233,6 +260,7 @@ describe('OutboxHealthIndicator options', () => {
       maxOldestPendingAgeMs: 300_000,
       maxDead: null,
       requireDispatcher: true,
+      maxRunMs: 600_000,
       pingTimeoutMs: 3_000,
       statsTimeoutMs: 5_000,
       statsMaxAgeMs: 10_000,
