@@ -1,0 +1,448 @@
+import { Test, type TestingModule } from '@nestjs/testing';
+import type { DataSource } from 'typeorm';
+import {
+  OUTBOX_STORE,
+  OutboxAdmin,
+  OutboxDispatcher,
+  OutboxError,
+  OutboxModule,
+  OutboxService,
+  PermanentPublishError,
+  ensureOutboxTable,
+  type OutboxMessage,
+  type OutboxMessageSummary,
+  type OutboxModuleOptions,
+  type OutboxStore,
+} from '../../lib';
+import { RecordingPublisher } from '../../lib/testing';
+import { readOutbox, TEST_DATABASES, uniqueTable } from '../support/databases';
+import { dropOutboxTable, sleep } from '../support/outbox-harness';
+import { describeWith } from '../support/services';
+import { waitFor } from '../support/wait-for';
+
+// OutboxAdmin on every database, through OutboxModule's own provider: dead letters and parked
+// keys are produced by the real dispatcher (a scripted publisher), leases by real claims, and
+// every assertion reads the table or the admin API's answers.
+
+interface Ctx {
+  readonly table: string;
+  readonly admin: OutboxAdmin;
+  readonly outbox: OutboxService;
+  readonly dispatcher: OutboxDispatcher;
+  readonly store: OutboxStore;
+  readonly publisher: RecordingPublisher;
+  enqueue(messages: readonly OutboxMessage[]): Promise<string[]>;
+  close(): Promise<void>;
+}
+
+const msg = (
+  key: string | null,
+  extra: Partial<OutboxMessage> = {},
+  payload: Record<string, unknown> = {},
+): OutboxMessage => ({ topic: 'orders', type: 'order.created', key, payload, ...extra });
+
+const rejected = (text: string) => ({ error: new PermanentPublishError(text) });
+
+for (const db of TEST_DATABASES) {
+  describeWith(db.service === null ? [] : [db.service], `OutboxAdmin on ${db.name}`, () => {
+    let ds: DataSource;
+    const baseTable = uniqueTable('outbox_adm');
+
+    beforeAll(async () => {
+      ds = await db.open(baseTable);
+    });
+    afterAll(async () => {
+      await db.close(ds, baseTable);
+    });
+
+    async function open(overrides: Partial<OutboxModuleOptions> = {}): Promise<Ctx> {
+      const table = uniqueTable('outbox_adm');
+      await ensureOutboxTable(ds, { tableName: table });
+      const publisher = new RecordingPublisher();
+      const moduleRef: TestingModule = await Test.createTestingModule({
+        imports: [
+          OutboxModule.forRoot({
+            dataSource: ds,
+            tableName: table,
+            publisher,
+            autoStart: false,
+            // A retried message stays backing off for the whole test.
+            retry: { initialDelayMs: 60_000, maxDelayMs: 60_000, jitter: 0 },
+            dispatcher: { listen: false, pollIntervalMs: 50 },
+            ...overrides,
+          }),
+        ],
+      }).compile();
+      await moduleRef.init();
+      const outbox = moduleRef.get(OutboxService);
+      return {
+        table,
+        admin: moduleRef.get(OutboxAdmin),
+        outbox,
+        dispatcher: moduleRef.get(OutboxDispatcher),
+        store: moduleRef.get<OutboxStore>(OUTBOX_STORE),
+        publisher,
+        enqueue: (messages) => ds.transaction((m) => outbox.enqueue(messages, m)),
+        close: async () => {
+          await moduleRef.close();
+          await dropOutboxTable(ds, table);
+        },
+      };
+    }
+
+    let ctx: Ctx | undefined;
+    afterEach(async () => {
+      await ctx?.close();
+      ctx = undefined;
+    });
+
+    /** Every page of a listing, following the cursors. */
+    async function allPages(
+      c: Ctx,
+      list: (after: string | null) => Promise<{
+        items: readonly OutboxMessageSummary[];
+        nextCursor: string | null;
+      }>,
+    ): Promise<OutboxMessageSummary[]> {
+      const items: OutboxMessageSummary[] = [];
+      let after: string | null = null;
+      do {
+        const page = await list(after);
+        items.push(...page.items);
+        after = page.nextCursor;
+      } while (after !== null);
+      return items;
+    }
+
+    it('lists and inspects messages by status, topic, type, key, error text and age', async () => {
+      const c = (ctx = await open());
+      const [old1, old2] = await c.enqueue([msg(null), msg(null, { topic: 'billing' })]);
+      // The age filters are measured on the database clock: let the first rows age a little.
+      await sleep(1_200);
+      const ids = await c.enqueue([
+        msg('k1', {}, { n: 1 }),
+        msg('k2', { type: 'order.paid', headers: { tenant: 't-1' } }, { n: 2 }),
+        msg(null, { topic: 'billing', type: 'invoice.sent' }),
+        msg('k3'),
+        msg('k4'),
+      ]);
+      const [k1, k2, billing, k3, k4] = ids as [string, string, string, string, string];
+      c.publisher
+        .fail(k1, 'permanent', rejected('Broker REJECTED the message: schema v2 unknown'))
+        .fail(k2, 'permanent', rejected('payload too large (100% of quota)'))
+        .fail(k3, 'permanent', rejected('Connection RESET by peer'))
+        .fail(k4, 'retryable', { error: new Error('broker said: rejected for now') });
+      await c.dispatcher.drain();
+
+      const list = async (filter: Parameters<OutboxAdmin['list']>[0]) =>
+        (await c.admin.list(filter)).items.map((m) => m.messageId);
+
+      expect(await list({ status: 'dead' })).toEqual([k1, k2, k3]);
+      expect(await list({ status: ['pending', 'dead'] })).toEqual([k1, k2, k3, k4]);
+      expect(await list({ status: 'delivered' })).toEqual([old1, old2, billing]);
+      expect(await list({ topic: 'billing' })).toEqual([old2, billing]);
+      expect(await list({ type: 'invoice.sent' })).toEqual([billing]);
+      expect(await list({ key: 'k2' })).toEqual([k2]);
+      expect(await list({ key: null })).toEqual([old1, old2, billing]);
+      // Case-insensitive substring, on dead and retrying messages alike.
+      expect(await list({ errorContains: 'rejected' })).toEqual([k1, k4]);
+      expect(await list({ errorContains: 'REJECTED', status: 'dead' })).toEqual([k1]);
+      // The text is matched as it is: no LIKE wildcards.
+      expect(await list({ errorContains: '100%' })).toEqual([k2]);
+      expect(await list({ errorContains: '%' })).toEqual([k2]);
+      expect(await list({ errorContains: '_' })).toEqual([]);
+      // Age on the database clock.
+      expect(await list({ olderThanMs: 1_000 })).toEqual([old1, old2]);
+      const first = await c.admin.get(k1);
+      expect(first).not.toBeNull();
+      expect(await list({ createdAfter: first?.createdAt })).toEqual(ids);
+      expect(await list({ createdBefore: first?.createdAt })).toEqual([old1, old2]);
+      expect(
+        await list({ topic: 'orders', status: 'dead', key: 'k3', errorContains: 'reset' }),
+      ).toEqual([k3]);
+
+      const dead = await c.admin.get(k2);
+      expect(dead).toMatchObject({
+        messageId: k2,
+        topic: 'orders',
+        key: 'k2',
+        type: 'order.paid',
+        status: 'dead',
+        attempts: 1,
+        headers: { tenant: 't-1' },
+        lockedBy: null,
+        lockedUntil: null,
+        lockToken: null,
+        deliveredAt: null,
+      });
+      expect(JSON.parse(dead?.payload ?? 'null')).toEqual({ n: 2 });
+      expect(dead?.lastError).toContain('payload too large (100% of quota)');
+      expect(dead?.deadAt).toBeInstanceOf(Date);
+      expect(dead?.lastAttemptAt).toBeInstanceOf(Date);
+      expect(dead?.ageMs).toBeGreaterThanOrEqual(0);
+      const retrying = await c.admin.get(k4);
+      expect(retrying).toMatchObject({ status: 'pending', attempts: 1, deadAt: null });
+      expect(retrying?.lastError).toContain('rejected for now');
+      // Due again in about a minute (retry.initialDelayMs), on the database clock.
+      expect(
+        (retrying?.availableAt.getTime() ?? 0) - (retrying?.lastAttemptAt?.getTime() ?? 0),
+      ).toBeGreaterThan(50_000);
+      const delivered = await c.admin.get(old1);
+      expect(delivered?.deliveredAt).toBeInstanceOf(Date);
+
+      expect(await c.admin.get('0190a4f1-0000-7000-8000-000000000000')).toBeNull();
+      await expect(c.admin.get('nope')).rejects.toThrow(OutboxError);
+      await expect(c.admin.list({ status: 'lost' as 'dead' })).rejects.toThrow(/status/);
+      await expect(c.admin.list({ topik: 'orders' } as never)).rejects.toThrow(
+        /did you mean topic/,
+      );
+      await expect(c.admin.list({}, { limit: 1_001 })).rejects.toThrow(/1 to 1000/);
+      await expect(c.admin.list({}, { after: '1 OR 1=1' })).rejects.toThrow(/cursor/);
+
+      expect(await c.admin.counts()).toEqual({
+        pending: 1,
+        waiting: 0,
+        leased: 0,
+        delivered: 3,
+        dead: 3,
+        byTopic: [
+          { topic: 'billing', pending: 0, waiting: 0, leased: 0, delivered: 2, dead: 0 },
+          { topic: 'orders', pending: 1, waiting: 0, leased: 0, delivered: 1, dead: 3 },
+        ],
+      });
+      expect((await c.admin.counts({ key: 'k1' })).dead).toBe(1);
+    });
+
+    it('pages by id without gaps or duplicates while rows are added', async () => {
+      const c = (ctx = await open());
+      const before = await c.enqueue(Array.from({ length: 25 }, (_, i) => msg(`p${i % 4}`)));
+      const seen: OutboxMessageSummary[] = [];
+      const added: string[] = [];
+      let after: string | null = null;
+      let pages = 0;
+      do {
+        const page = await c.admin.list({ topic: 'orders' }, { after, limit: 7 });
+        seen.push(...page.items);
+        after = page.nextCursor;
+        pages += 1;
+        // Writers keep going between pages; their rows come after the cursor.
+        if (pages <= 3) {
+          added.push(...(await c.enqueue([msg(`p${pages}`), msg(null), msg('late')])));
+        }
+      } while (after !== null);
+
+      const seenIds = seen.map((m) => m.messageId);
+      expect(new Set(seenIds).size).toBe(seenIds.length);
+      expect(seenIds).toEqual([...before, ...added]);
+      expect(seen.map((m) => BigInt(m.id))).toEqual(
+        [...seen.map((m) => BigInt(m.id))].sort((a, b) => (a < b ? -1 : a > b ? 1 : 0)),
+      );
+      expect(pages).toBe(Math.ceil(34 / 7));
+      // A last full page reports no next page: the extra row fetched says whether there is one.
+      const exact = await c.admin.list({}, { limit: 34 });
+      expect(exact.items).toHaveLength(34);
+      expect(exact.nextCursor).toBeNull();
+    });
+
+    it('retries dead letters by filter, keeping each key in order', async () => {
+      const c = (ctx = await open());
+      const [a1, a2, a3, b1, b2, free] = await c.enqueue([
+        msg('a'),
+        msg('a'),
+        msg('a'),
+        msg('b'),
+        msg('b'),
+        msg(null, { topic: 'billing' }),
+      ]);
+      c.publisher
+        .fail(a1 as string, 'permanent', rejected('schema REJECTED'))
+        .fail(b1 as string, 'permanent', rejected('schema rejected'))
+        .fail(free as string, 'permanent', rejected('schema rejected'));
+      await c.dispatcher.drain();
+      const statuses = async () =>
+        Object.fromEntries((await readOutbox(ds, c.table)).map((r) => [r.messageId, r.status]));
+      expect(await statuses()).toEqual({
+        [a1 as string]: 'dead',
+        [a2 as string]: 'waiting',
+        [a3 as string]: 'waiting',
+        [b1 as string]: 'dead',
+        [b2 as string]: 'waiting',
+        [free as string]: 'dead',
+      });
+
+      c.publisher.heal();
+      // Only key a matches; b's head and the billing message stay dead.
+      expect(await c.admin.retryWhere({ key: 'a', errorContains: 'rejected' })).toEqual({
+        requeued: 1,
+        resequenced: 0,
+      });
+      await c.dispatcher.drain();
+      expect(c.publisher.messageIds).toEqual([a1, a2, a3]);
+      expect(await statuses()).toMatchObject({
+        [b1 as string]: 'dead',
+        [b2 as string]: 'waiting',
+        [free as string]: 'dead',
+      });
+      const requeued = await c.admin.get(a1 as string);
+      expect(requeued).toMatchObject({ status: 'delivered', attempts: 1 });
+
+      // By id: b's head goes back first, then its follower.
+      expect(await c.admin.retry([(b1 as string).toUpperCase()])).toEqual({
+        requeued: 1,
+        resequenced: 0,
+      });
+      await c.dispatcher.drain();
+      expect(c.publisher.messageIds).toEqual([a1, a2, a3, b1, b2]);
+      expect(await c.admin.retry([a1 as string])).toEqual({ requeued: 0, resequenced: 0 });
+      await expect(c.admin.retryWhere({ status: 'pending' } as never)).rejects.toThrow(
+        /only ever touch dead/,
+      );
+      expect((await c.admin.list({ status: 'dead' })).items.map((m) => m.messageId)).toEqual([
+        free,
+      ]);
+    });
+
+    it('purges dead letters by filter in pages, letting their keys move on', async () => {
+      const c = (ctx = await open({ dispatcher: { listen: false, batchSize: 500 } }));
+      // More dead letters than one page of the filter's selection (1000).
+      const bulk = await c.enqueue(
+        Array.from({ length: 1_050 }, (_, i) => msg(null, { topic: 'bulk' }, { i })),
+      );
+      const [k1, k2, keep] = await c.enqueue([msg('k'), msg('k'), msg('x')]);
+      c.publisher
+        .fail({ topic: 'bulk' }, 'permanent', rejected('bulk rejected'))
+        .fail(k1 as string, 'permanent', rejected('k rejected'))
+        .fail(keep as string, 'permanent', rejected('kept'));
+      await c.dispatcher.drain();
+      expect((await c.admin.counts()).dead).toBe(1_052);
+      expect((await c.admin.get(k2 as string))?.status).toBe('waiting');
+
+      expect(await c.admin.purgeWhere({ topic: 'bulk' })).toBe(1_050);
+      const rows = await readOutbox(ds, c.table);
+      expect(rows.filter((r) => bulk.includes(r.messageId))).toEqual([]);
+
+      c.publisher.heal();
+      expect(await c.admin.purgeWhere({ key: 'k', errorContains: 'K REJECTED' })).toBe(1);
+      // k's follower was promoted when its dead head went, and is delivered now.
+      await c.dispatcher.drain();
+      expect(c.publisher.messageIds).toEqual([k2]);
+      expect(await c.admin.purge([keep as string, k2 as string])).toBe(1);
+      expect((await readOutbox(ds, c.table)).map((r) => [r.messageId, r.status])).toEqual([
+        [k2, 'delivered'],
+      ]);
+    });
+
+    it('reports keys blocked by a dead or retrying head, with the messages parked behind it', async () => {
+      const c = (ctx = await open());
+      const [d1, d2, d3, r1, r2, lone, ok1, ok2] = await c.enqueue([
+        msg('dead-head'),
+        msg('dead-head'),
+        msg('dead-head'),
+        msg('retry-head'),
+        msg('retry-head'),
+        msg('lone-dead'),
+        msg('fine'),
+        msg('fine'),
+      ]);
+      c.publisher
+        .fail(d1 as string, 'permanent', rejected('REJECTED: unknown schema'))
+        .fail(r1 as string, 'retryable', { error: new Error('broker busy') })
+        .fail(lone as string, 'permanent', rejected('rejected'));
+      await c.dispatcher.drain();
+      expect(c.publisher.messageIds).toEqual([ok1, ok2]);
+      const waiting = (await c.admin.list({ status: 'waiting' })).items.map((m) => m.messageId);
+      expect(waiting).toEqual([d2, d3, r2]);
+
+      const { items, nextCursor } = await c.admin.blockedKeys();
+      expect(nextCursor).toBeNull();
+      expect(items).toEqual([
+        {
+          key: 'dead-head',
+          headId: expect.any(String),
+          headMessageId: d1,
+          headStatus: 'dead',
+          headAttempts: 1,
+          lastError: expect.stringContaining('REJECTED: unknown schema'),
+          nextAttemptAt: null,
+          waiting: 2,
+          oldestWaitingAgeMs: expect.any(Number),
+        },
+        {
+          key: 'retry-head',
+          headId: expect.any(String),
+          headMessageId: r1,
+          headStatus: 'retrying',
+          headAttempts: 1,
+          lastError: expect.stringContaining('broker busy'),
+          nextAttemptAt: expect.any(Date),
+          waiting: 1,
+          oldestWaitingAgeMs: expect.any(Number),
+        },
+      ]);
+      const head = await c.admin.get(r1 as string);
+      expect(items[1]?.nextAttemptAt).toEqual(head?.availableAt);
+
+      const first = await c.admin.blockedKeys({ limit: 1 });
+      expect(first.items.map((k) => k.key)).toEqual(['dead-head']);
+      const second = await c.admin.blockedKeys({ limit: 1, after: first.nextCursor });
+      expect(second.items.map((k) => k.key)).toEqual(['retry-head']);
+      expect(second.nextCursor).toBeNull();
+
+      // Retrying the dead head unblocks its key.
+      c.publisher.heal();
+      await c.admin.retry([d1 as string]);
+      expect((await c.admin.blockedKeys()).items.map((k) => k.key)).toEqual(['retry-head']);
+    });
+
+    it('reports no blocked keys when dead letters do not block (onDeadLetter: skip)', async () => {
+      const c = (ctx = await open({ ordering: { enabled: true, onDeadLetter: 'skip' } }));
+      const [s1, s2] = await c.enqueue([msg('s'), msg('s')]);
+      c.publisher.fail(s1 as string, 'permanent', rejected('rejected'));
+      await c.dispatcher.drain();
+      expect(c.publisher.messageIds).toEqual([s2]);
+      expect((await c.admin.blockedKeys()).items).toEqual([]);
+    });
+
+    it('finds claims whose lease expired, and leases held longer than asked', async () => {
+      const c = (ctx = await open());
+      const [crashed, live, idle] = await c.enqueue([msg('c'), msg('l'), msg('i')]);
+      // A dispatcher that claimed and died: its short lease runs out with nobody settling.
+      const lost = await c.store.claim({ limit: 1, owner: 'crashed-instance', leaseMs: 300 });
+      expect(lost.records.map((r) => r.messageId)).toEqual([crashed]);
+      const held = await c.store.claim({ limit: 1, owner: 'slow-instance', leaseMs: 60_000 });
+      expect(held.records.map((r) => r.messageId)).toEqual([live]);
+
+      const expired = await waitFor('the short lease to expire', async () => {
+        const page = await c.admin.stuckLeases();
+        return page.items.length > 0 ? page : null;
+      });
+      expect(expired.items).toEqual([
+        expect.objectContaining({
+          messageId: crashed,
+          status: 'pending',
+          lockedBy: 'crashed-instance',
+          leaseExpired: true,
+          attempts: 1,
+        }),
+      ]);
+      expect(expired.items[0]?.leasedForMs).toBeGreaterThanOrEqual(250);
+
+      const long = await c.admin.stuckLeases({ leasedLongerThanMs: 200 });
+      expect(long.items.map((m) => [m.messageId, m.lockedBy, m.leaseExpired])).toEqual([
+        [crashed, 'crashed-instance', true],
+        [live, 'slow-instance', false],
+      ]);
+      expect((await c.admin.stuckLeases({ leasedLongerThanMs: 60_000 })).items).toHaveLength(1);
+      expect((await c.admin.counts()).leased).toBe(1);
+
+      // The unlocker's sweep clears the expired lease: nothing stuck any more.
+      expect(await c.store.releaseExpired()).toBe(1);
+      expect((await c.admin.stuckLeases()).items).toEqual([]);
+      expect((await c.admin.list({}, {})).items.map((m) => m.messageId)).toEqual([
+        crashed,
+        live,
+        idle,
+      ]);
+    });
+  });
+}
