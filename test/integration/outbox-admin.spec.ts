@@ -96,24 +96,6 @@ for (const db of TEST_DATABASES) {
       ctx = undefined;
     });
 
-    /** Every page of a listing, following the cursors. */
-    async function allPages(
-      c: Ctx,
-      list: (after: string | null) => Promise<{
-        items: readonly OutboxMessageSummary[];
-        nextCursor: string | null;
-      }>,
-    ): Promise<OutboxMessageSummary[]> {
-      const items: OutboxMessageSummary[] = [];
-      let after: string | null = null;
-      do {
-        const page = await list(after);
-        items.push(...page.items);
-        after = page.nextCursor;
-      } while (after !== null);
-      return items;
-    }
-
     it('lists and inspects messages by status, topic, type, key, error text and age', async () => {
       const c = (ctx = await open());
       const [old1, old2] = await c.enqueue([msg(null), msg(null, { topic: 'billing' })]);
