@@ -1,91 +1,190 @@
-// A Nest app outside the repository, using nestjs-outbox from the packed tarball the way a user
-// would: forRootAsync with an injected DataSource, enqueue with an EntityManager, one dispatch.
+// A CommonJS Nest app outside the repository, using nestjs-outbox from the packed tarball the way
+// a user would. It runs the README's Usage snippets (copied next to this file by pack-smoke.sh)
+// against PostgreSQL, with the TCP consumer they publish to; then RabbitMqPublisher against
+// RabbitMQ, the strict option checks and nestjs-outbox/testing, all through require().
 import 'reflect-metadata';
-import { Module } from '@nestjs/common';
+import { createServer, type AddressInfo } from 'node:net';
+import { Controller, Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import { DataSource } from 'typeorm';
+import { EventPattern, Payload, Transport, type MicroserviceOptions } from '@nestjs/microservices';
+import { connect } from 'amqplib';
 import {
   OutboxDispatcher,
-  OutboxEvent,
   OutboxModule,
+  OutboxOptionsError,
   OutboxService,
-  createOutboxMigration,
-  type OutboxPublisher,
+  ensureOutboxTable,
 } from 'nestjs-outbox';
-import { ClientProxyPublisher } from 'nestjs-outbox/microservices';
+import { KafkaPublisher } from 'nestjs-outbox/kafka';
+import { RabbitMqPublisher } from 'nestjs-outbox/rabbitmq';
+import { RecordingPublisher } from 'nestjs-outbox/testing';
+import { DataSource } from 'typeorm';
+import { OrderCreated } from './order-created.event';
 
-@OutboxEvent({ topic: 'orders', type: 'order.created', key: 'orderId' })
-class OrderCreated {
-  constructor(readonly orderId: string) {}
+const pg = {
+  host: process.env.PGHOST ?? '127.0.0.1',
+  port: Number(process.env.PGPORT ?? 5432),
+  user: process.env.PGUSER ?? 'postgres',
+  password: process.env.PGPASSWORD ?? '',
+  database: process.env.PGDATABASE ?? 'test',
+};
+const rabbitUrl = process.env.RABBITMQ_URL ?? 'amqp://guest:guest@127.0.0.1:5672';
+// The README app creates tables `orders`, `outbox` and `migrations`: a database of its own.
+const database = `pack_smoke_${process.pid}`;
+const credentials =
+  encodeURIComponent(pg.user) + (pg.password === '' ? '' : `:${encodeURIComponent(pg.password)}`);
+const pgUrl = (db: string) => `postgres://${credentials}@${pg.host}:${pg.port}/${db}`;
+
+function check(condition: boolean, what: string, detail?: unknown): void {
+  if (!condition) throw new Error(`pack-smoke: ${what} ${JSON.stringify(detail) ?? ''}`);
 }
 
-const table = `outbox_pack_${process.pid}`;
-const received: string[] = [];
-const publisher: OutboxPublisher = {
-  publish: (messages) => {
-    received.push(...messages.map((m) => m.payload));
-    return Promise.resolve(messages.map(() => ({ ok: true as const })));
-  },
-};
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const server = createServer().once('error', reject);
+    server.listen(0, '127.0.0.1', () => {
+      const { port } = server.address() as AddressInfo;
+      server.close(() => resolve(port));
+    });
+  });
+}
 
-@Module({
-  providers: [
-    {
-      provide: DataSource,
-      useFactory: async () =>
-        new DataSource({
-          type: 'postgres',
-          host: process.env.PGHOST ?? '127.0.0.1',
-          port: Number(process.env.PGPORT ?? 5432),
-          username: process.env.PGUSER ?? 'postgres',
-          database: process.env.PGDATABASE ?? 'test',
-          migrations: [createOutboxMigration({ tableName: table })],
-          migrationsRun: true,
-        }).initialize(),
-    },
-  ],
-  exports: [DataSource],
-})
-class DatabaseModule {}
+async function eventually(probe: () => boolean, what: string, timeoutMs = 15_000): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  while (!probe()) {
+    if (Date.now() > deadline) throw new Error(`pack-smoke: timed out waiting for ${what}`);
+    await new Promise((resolve) => setTimeout(resolve, 50));
+  }
+}
 
-@Module({
-  imports: [
-    DatabaseModule,
-    OutboxModule.forRootAsync({
-      imports: [DatabaseModule],
-      inject: [DataSource],
-      useFactory: (dataSource: DataSource) => ({
-        dataSource,
-        tableName: table,
-        publisher,
-        autoStart: false,
+const received: { orderId: string; total: number }[] = [];
+
+@Controller()
+class OrderEventsController {
+  @EventPattern('orders')
+  onOrder(@Payload() envelope: { payload: { orderId: string; total: number } }): void {
+    received.push(envelope.payload);
+  }
+}
+
+@Module({ controllers: [OrderEventsController] })
+class ConsumerModule {}
+
+/** The README's app, as written: TypeORM from DATABASE_URL, publishing over TCP to EVENTS_PORT. */
+async function readmeApp(): Promise<void> {
+  const port = await freePort();
+  const consumer = await NestFactory.createMicroservice<MicroserviceOptions>(ConsumerModule, {
+    transport: Transport.TCP,
+    options: { host: '127.0.0.1', port },
+    logger: ['error', 'warn'],
+  });
+  await consumer.listen();
+  process.env.DATABASE_URL = pgUrl(database);
+  process.env.EVENTS_PORT = String(port);
+  // Loaded now: the README's AppModule reads the environment when its file is evaluated.
+  const { AppModule } = await import('./app.module.js');
+  const { OrdersService } = await import('./orders.service.js');
+  const app = await NestFactory.createApplicationContext(AppModule, { logger: ['error', 'warn'] });
+  try {
+    const order = await app.get(OrdersService).create('c-1', 42);
+    await eventually(() => received.length > 0, 'the TCP consumer to receive OrderCreated');
+    check(
+      received[0]?.orderId === order.id && received[0].total === 42,
+      'the consumer got',
+      received,
+    );
+    console.log(`pack-smoke: README app: order ${order.id} saved, OrderCreated received over TCP`);
+  } finally {
+    await app.close();
+    await consumer.close();
+  }
+}
+
+/** RabbitMqPublisher with the installed amqplib, through the dispatcher, to a real queue. */
+async function rabbitMq(dataSource: DataSource): Promise<void> {
+  const table = `outbox_pack_rmq_${process.pid}`;
+  const queue = `outbox-pack-smoke-${process.pid}`;
+  await ensureOutboxTable(dataSource, { tableName: table });
+  const app = await NestFactory.createApplicationContext(
+    OutboxModule.forRoot({
+      dataSource,
+      tableName: table,
+      autoStart: false,
+      publisher: new RabbitMqPublisher({
+        url: rabbitUrl,
+        assertTopology: async (channel) => {
+          await channel.assertQueue(queue, { durable: false });
+        },
       }),
     }),
-  ],
-})
-class AppModule {}
-
-async function main(): Promise<void> {
-  if (typeof ClientProxyPublisher !== 'function') throw new Error('subpath export missing');
-  const app = await NestFactory.createApplicationContext(AppModule, { logger: ['error', 'warn'] });
-  const dataSource = app.get(DataSource);
+    { logger: ['error', 'warn'] },
+  );
+  const connection = await connect(rabbitUrl);
   try {
-    const outbox = app.get(OutboxService);
     const id = await dataSource.transaction((manager) =>
-      outbox.enqueue(new OrderCreated('o-1'), manager),
+      app.get(OutboxService).enqueue({ topic: queue, key: 'k', payload: { n: 1 } }, manager),
     );
     const report = await app.get(OutboxDispatcher).runOnce();
-    if (report.published !== 1 || received[0] !== '{"orderId":"o-1"}') {
-      throw new Error(`unexpected outcome: ${JSON.stringify({ report, received })}`);
-    }
-    console.log(`pack-smoke: enqueued ${id} and published it from the installed tarball`);
+    check(report.published === 1, 'RabbitMQ publish report', report);
+    const channel = await connection.createChannel();
+    const message = await channel.get(queue, { noAck: true });
+    check(
+      message !== false && message.properties.messageId === id,
+      'message in the queue',
+      message === false ? null : message.properties,
+    );
+    await channel.deleteQueue(queue);
+    console.log(`pack-smoke: RabbitMqPublisher: ${id} confirmed by RabbitMQ and consumed`);
   } finally {
-    await dataSource.query(`DROP TABLE IF EXISTS "${table}"`);
-    await dataSource
-      .query(`DELETE FROM migrations WHERE name LIKE 'CreateOutboxTable%'`)
-      .catch(() => undefined);
+    await connection.close();
     await app.close();
-    await dataSource.destroy();
+    await dataSource.query(`DROP TABLE IF EXISTS "${table}"`);
+  }
+}
+
+/** Misspelt options fail at bootstrap with the typed error, in the module and the publishers. */
+async function strictOptions(dataSource: DataSource): Promise<void> {
+  const failure = await NestFactory.createApplicationContext(
+    OutboxModule.forRoot({
+      dataSource,
+      publisher: new RecordingPublisher(),
+      retry: { maxAttemps: 3 } as never,
+    }),
+    { logger: false, abortOnError: false },
+  ).then(
+    () => undefined,
+    (error: unknown) => error,
+  );
+  check(
+    failure instanceof OutboxOptionsError &&
+      failure.message.includes('did you mean retry.maxAttempts?'),
+    'misspelt option error',
+    String(failure),
+  );
+  let kafka: unknown;
+  try {
+    new KafkaPublisher({ brokers: ['127.0.0.1:9092'], clientID: 'x' } as never);
+  } catch (error) {
+    kafka = error;
+  }
+  check(kafka instanceof OutboxOptionsError, 'KafkaPublisher option error', String(kafka));
+  console.log('pack-smoke: misspelt options fail at bootstrap with OutboxOptionsError');
+}
+
+async function main(): Promise<void> {
+  check(new OrderCreated('o', 1).orderId === 'o', 'README event class');
+  const admin = await new DataSource({ type: 'postgres', url: pgUrl(pg.database) }).initialize();
+  await admin.query(`CREATE DATABASE "${database}"`);
+  let dataSource: DataSource | undefined;
+  try {
+    await readmeApp();
+    dataSource = await new DataSource({ type: 'postgres', url: pgUrl(database) }).initialize();
+    await rabbitMq(dataSource);
+    await strictOptions(dataSource);
+  } finally {
+    await dataSource?.destroy();
+    await admin.query(`DROP DATABASE IF EXISTS "${database}"`);
+    await admin.destroy();
   }
 }
 
