@@ -1,11 +1,9 @@
 import { Logger, Module, type BeforeApplicationShutdown, type DynamicModule } from '@nestjs/common';
-import { ClientProxyFactory } from '@nestjs/microservices';
 import { DataSource } from 'typeorm';
 import { OutboxModule } from '../lib';
-import { ClientProxyPublisher } from '../lib/microservices';
 import { SampleConfigModule } from './config/sample-config.module';
 import { SampleConfig } from './config/sample.config';
-import { clientOptions } from './config/transport.options';
+import { createPublisher } from './config/transport.options';
 import { ConsumerModule } from './consumer/consumer.module';
 import { DatabaseModule } from './database/database.module';
 import { OrdersModule } from './orders/orders.module';
@@ -30,11 +28,7 @@ export class AppModule implements BeforeApplicationShutdown {
           useFactory: (dataSource: DataSource, cfg: SampleConfig) => ({
             dataSource,
             schema: cfg.database.type === 'postgres' ? cfg.database.schema : undefined,
-            // The client is created here and handed over: the publisher closes it on shutdown.
-            publisher: new ClientProxyPublisher(
-              ClientProxyFactory.create(clientOptions(cfg.transport)),
-              { closeClient: true },
-            ),
+            publisher: createPublisher(cfg.transport),
           }),
         }),
         OrdersModule,

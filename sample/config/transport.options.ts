@@ -1,4 +1,12 @@
-import { Transport, type ClientOptions, type MicroserviceOptions } from '@nestjs/microservices';
+import {
+  ClientProxyFactory,
+  Transport,
+  type ClientOptions,
+  type MicroserviceOptions,
+} from '@nestjs/microservices';
+import type { OutboxPublisher } from '../../lib';
+import { ClientProxyPublisher } from '../../lib/microservices';
+import { RabbitMqPublisher } from '../../lib/rabbitmq';
 import type { TransportConfig } from './sample.config';
 
 function redisOptions(url: string) {
@@ -12,17 +20,34 @@ function redisOptions(url: string) {
   };
 }
 
-/** Options of the client the outbox publishes through. */
-export function clientOptions(t: TransportConfig): ClientOptions {
+/**
+ * The publisher the outbox sends through. RabbitMQ gets the native `RabbitMqPublisher` (broker
+ * confirms, persistent and mandatory messages, reconnection), as the README recommends; the
+ * other transports a Nest client. Either way the consumer's handler pattern is the event type.
+ */
+export function createPublisher(t: TransportConfig): OutboxPublisher {
+  if (t.type === 'rmq') {
+    return new RabbitMqPublisher({
+      url: t.url,
+      // The default exchange routes a message to the queue named by its routing key.
+      routingKey: () => t.queue,
+      assertTopology: async (channel) => {
+        await channel.assertQueue(t.queue, { durable: true });
+      },
+      connectionName: 'orders-sample',
+    });
+  }
+  // The client is created here and handed over: the publisher closes it on shutdown.
+  return new ClientProxyPublisher(ClientProxyFactory.create(clientOptions(t)), {
+    closeClient: true,
+    pattern: (record) => record.type,
+  });
+}
+
+function clientOptions(t: Exclude<TransportConfig, { type: 'rmq' }>): ClientOptions {
   switch (t.type) {
     case 'tcp':
       return { transport: Transport.TCP, options: { host: t.host, port: t.port } };
-    case 'rmq':
-      // Durable queue; the publisher marks each message persistent, so a broker restart keeps it.
-      return {
-        transport: Transport.RMQ,
-        options: { urls: [t.url], queue: t.queue, queueOptions: { durable: true } },
-      };
     case 'nats':
       return { transport: Transport.NATS, options: { servers: [t.url] } };
     case 'redis':
@@ -41,7 +66,20 @@ export function consumerOptions(t: TransportConfig): MicroserviceOptions {
       // Manual acks: a message is removed from the queue only once its handler has returned.
       return {
         transport: Transport.RMQ,
-        options: { urls: [t.url], queue: t.queue, queueOptions: { durable: true }, noAck: false },
+        options: {
+          urls: [t.url],
+          queue: t.queue,
+          queueOptions: { durable: true },
+          noAck: false,
+          // RabbitMqPublisher sends the event itself as the body, for any AMQP consumer; Nest's
+          // RMQ server routes by pattern, taken here from the AMQP `type` property.
+          deserializer: {
+            deserialize: (value: unknown, properties?: { type?: unknown }) => ({
+              pattern: typeof properties?.type === 'string' ? properties.type : undefined,
+              data: value,
+            }),
+          },
+        },
       };
     case 'nats':
       return { transport: Transport.NATS, options: { servers: [t.url] } };

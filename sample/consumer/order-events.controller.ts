@@ -16,19 +16,20 @@ const REMEMBERED_IDS = 10_000;
 
 /**
  * The consuming side, in the same process for the sake of the sample: a Nest microservice handler
- * for `orders.created`. Delivery is at least once, so it deduplicates on the outbox message id.
+ * for `order.created` events (the pattern is the event type on every transport). Delivery is at
+ * least once, so it deduplicates on the outbox message id.
  */
 @Controller()
 export class OrderEventsController {
   private readonly logger = new Logger(OrderEventsController.name);
   private readonly seen = new Set<string>();
 
-  @EventPattern('orders.created')
+  @EventPattern('order.created')
   onOrderCreated(@Payload() data: unknown, @Ctx() context: BaseRpcContext): void {
     try {
       const event = this.read(data, context);
       if (event === undefined) {
-        this.logger.warn('ignored an orders.created message without a message id or order id');
+        this.logger.warn('ignored an order.created message without a message id or order id');
       } else if (this.seen.has(event.messageId)) {
         this.logger.log(
           `duplicate order.created for order ${event.payload.orderId} ignored (message ${event.messageId})`,

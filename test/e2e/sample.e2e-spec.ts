@@ -470,7 +470,8 @@ function describeOnPostgres(
 
 describeOnPostgres('sample on PostgreSQL + TCP', [], () => ({}));
 
-// Nest's RMQ transport loads amqp-connection-manager on top of amqplib.
+// The sample publishes with RabbitMqPublisher (amqplib) and consumes with Nest's RMQ server, which
+// loads amqp-connection-manager on top of amqplib.
 let rmqTransportInstalled = true;
 try {
   require.resolve('amqp-connection-manager');
@@ -483,7 +484,7 @@ const rabbitUrl = () =>
   `amqp://guest:guest@${SERVICES.rabbitmq.host}:${SERVICES.rabbitmq.port}`;
 if (rmqTransportInstalled) {
   describeOnPostgres(
-    'sample on PostgreSQL + RabbitMQ (Nest RMQ transport)',
+    'sample on PostgreSQL + RabbitMQ (RabbitMqPublisher, Nest RMQ consumer)',
     ['rabbitmq'],
     () => ({ OUTBOX_TRANSPORT: 'rmq', RABBITMQ_URL: rabbitUrl(), OUTBOX_QUEUE: rmqQueue }),
     async () => {
