@@ -108,7 +108,7 @@ describe('README', () => {
         esModuleInterop: true,
         skipLibCheck: true,
         noEmit: true,
-        types: ['node'],
+        types: ['node', 'jest'],
         // As if installed: the package name resolves to the sources.
         baseUrl: root,
         paths: { 'nestjs-outbox': ['lib/index.ts'], 'nestjs-outbox/*': ['lib/*/index.ts'] },
