@@ -169,7 +169,7 @@ for (const db of TEST_DATABASES) {
       expect(
         (retrying?.availableAt.getTime() ?? 0) - (retrying?.lastAttemptAt?.getTime() ?? 0),
       ).toBeGreaterThan(50_000);
-      const delivered = await c.admin.get(old1);
+      const delivered = await c.admin.get(old1 as string);
       expect(delivered?.deliveredAt).toBeInstanceOf(Date);
 
       expect(await c.admin.get('0190a4f1-0000-7000-8000-000000000000')).toBeNull();

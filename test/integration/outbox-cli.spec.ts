@@ -1,0 +1,567 @@
+import { spawn } from 'node:child_process';
+import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { dirname, join, relative, resolve } from 'node:path';
+import { Test, type TestingModule } from '@nestjs/testing';
+import ts from 'typescript';
+import type { DataSource } from 'typeorm';
+import {
+  OUTBOX_STORE,
+  OutboxAdmin,
+  OutboxDispatcher,
+  OutboxModule,
+  OutboxService,
+  PermanentPublishError,
+  outboxTableDdl,
+  type OutboxDialect,
+  type OutboxMessage,
+  type OutboxStore,
+} from '../../lib';
+import { RecordingPublisher } from '../../lib/testing';
+import { readOutbox, TEST_DATABASES, uniqueTable, type TestDatabase } from '../support/databases';
+import { dropOutboxTable } from '../support/outbox-harness';
+import { SERVICES, describeWith } from '../support/services';
+import { waitFor } from '../support/wait-for';
+
+// The `outbox` command run as a child process against real databases, as an operator runs it:
+// every command's --json answer is checked, and so is the table afterwards.
+//
+// The CLI runs from lib/ transpiled once into a temporary directory (what `npm run build` emits
+// for the package's bin, without type checking): a ts-node start per invocation would cost
+// seconds each. One test runs lib/cli/main.ts through ts-node too.
+
+const root = resolve(__dirname, '../..');
+
+function transpileLib(): string {
+  const out = mkdtempSync(join(tmpdir(), 'outbox-cli-'));
+  const config = ts.readConfigFile(join(root, 'tsconfig.json'), (p) => ts.sys.readFile(p));
+  const { options } = ts.convertCompilerOptionsFromJson(config.config.compilerOptions, root);
+  const walk = (dir: string): void => {
+    for (const entry of readdirSync(dir, { withFileTypes: true })) {
+      const path = join(dir, entry.name);
+      if (entry.isDirectory()) walk(path);
+      else if (entry.name.endsWith('.ts') && !entry.name.endsWith('.d.ts')) {
+        const { outputText } = ts.transpileModule(readFileSync(path, 'utf8'), {
+          compilerOptions: { ...options, sourceMap: false, declaration: false },
+          fileName: path,
+        });
+        const target = join(out, relative(join(root, 'lib'), path)).replace(/\.ts$/, '.js');
+        mkdirSync(dirname(target), { recursive: true });
+        writeFileSync(target, outputText);
+      }
+    }
+  };
+  walk(join(root, 'lib'));
+  return out;
+}
+
+interface CliRun {
+  readonly code: number | null;
+  readonly stdout: string;
+  readonly stderr: string;
+}
+
+let built: string;
+beforeAll(() => {
+  built = transpileLib();
+});
+afterAll(() => {
+  rmSync(built, { recursive: true, force: true });
+});
+
+function run(
+  command: readonly string[],
+  args: readonly string[],
+  env: Record<string, string | undefined>,
+): Promise<CliRun> {
+  const childEnv: Record<string, string> = { NODE_PATH: join(root, 'node_modules') };
+  for (const [name, value] of Object.entries({ ...process.env, ...env })) {
+    if (value !== undefined && name !== 'NODE_OPTIONS') childEnv[name] = value;
+  }
+  if (env.DATABASE_URL === undefined) delete childEnv.DATABASE_URL;
+  return new Promise((done, fail) => {
+    const child = spawn(process.execPath, [...command, ...args], {
+      cwd: root,
+      env: childEnv,
+      stdio: ['ignore', 'pipe', 'pipe'],
+    });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.on('data', (chunk: Buffer) => (stdout += chunk.toString()));
+    child.stderr.on('data', (chunk: Buffer) => (stderr += chunk.toString()));
+    const timer = setTimeout(() => child.kill('SIGKILL'), 60_000);
+    child.once('error', fail);
+    child.once('close', (code) => {
+      clearTimeout(timer);
+      done({ code, stdout, stderr });
+    });
+  });
+}
+
+/** Runs the CLI with DATABASE_URL (or without, when `url` is undefined). */
+const outbox = (args: readonly string[], url?: string): Promise<CliRun> =>
+  run([join(built, 'cli/main.js')], args, { DATABASE_URL: url });
+
+/** Runs the CLI and parses its one JSON document; fails with its stderr when it exits non-zero. */
+async function outboxJson<T = Record<string, unknown>>(
+  args: readonly string[],
+  url: string,
+): Promise<T> {
+  const result = await outbox([...args, '--json'], url);
+  if (result.code !== 0)
+    throw new Error(`outbox ${args.join(' ')}: ${result.code}: ${result.stderr}`);
+  expect(result.stderr).toBe('');
+  return JSON.parse(result.stdout) as T;
+}
+
+const NO_STACK = /\n\s+at /;
+
+function urlFor(db: TestDatabase, ds: DataSource): string {
+  switch (db.name) {
+    case 'postgres': {
+      const user = encodeURIComponent(process.env.PGUSER ?? 'postgres');
+      const pw = process.env.PGPASSWORD;
+      const auth = pw === undefined ? user : `${user}:${encodeURIComponent(pw)}`;
+      return `postgres://${auth}@${SERVICES.postgres.host}:${SERVICES.postgres.port}/${process.env.PGDATABASE ?? 'test'}`;
+    }
+    case 'mariadb': {
+      const user = encodeURIComponent(process.env.MYSQL_USER ?? 'root');
+      const pw = process.env.MYSQL_PASSWORD ?? '';
+      const auth = pw === '' ? user : `${user}:${encodeURIComponent(pw)}`;
+      return `mariadb://${auth}@${SERVICES.mariadb.host}:${SERVICES.mariadb.port}/${process.env.MYSQL_DATABASE ?? 'test'}`;
+    }
+    case 'sqlite':
+      return `sqlite:${(ds.options as { database: string }).database}`;
+  }
+}
+
+const dialectOf: Record<TestDatabase['name'], OutboxDialect> = {
+  postgres: 'postgres',
+  mariadb: 'mysql',
+  sqlite: 'sqlite',
+};
+
+const msg = (key: string | null, extra: Partial<OutboxMessage> = {}): OutboxMessage => ({
+  topic: 'orders',
+  type: 'order.created',
+  key,
+  payload: { key },
+  ...extra,
+});
+const rejected = (text: string) => ({ error: new PermanentPublishError(text) });
+
+describe('outbox CLI without a database', () => {
+  it('prints usage for --help, and runs from the TypeScript source too', async () => {
+    const help = await run(
+      ['-r', 'ts-node/register/transpile-only', '-r', 'tsconfig-paths/register', 'lib/cli/main.ts'],
+      ['--help'],
+      {},
+    );
+    expect(help).toMatchObject({ code: 0, stderr: '' });
+    expect(help.stdout).toContain('Usage: outbox <command>');
+    expect(help.stdout).toContain('dlq purge <messageId…> | filters | --yes');
+  });
+
+  it('prints the DDL of every dialect, for the table and schema asked', async () => {
+    for (const dialect of ['postgres', 'mysql', 'sqlite'] as const) {
+      const printed = await outboxJson<{ statements: string[] }>(
+        ['schema', 'print', '--dialect', dialect, '--table', 'events_out', '--schema', 'ops'],
+        '',
+      );
+      expect(printed.statements).toEqual(
+        outboxTableDdl(dialect, { tableName: 'events_out', schema: 'ops' }),
+      );
+    }
+    const text = await outbox(['schema', 'print'], 'mariadb://u@h/db');
+    expect(text.code).toBe(0);
+    expect(text.stdout).toBe(
+      `${outboxTableDdl('mysql')
+        .map((s) => `${s};`)
+        .join('\n\n')}\n`,
+    );
+  });
+
+  it('refuses bad command lines with exit code 2 and a one-line reason', async () => {
+    const cases: [string[], string | undefined, RegExp][] = [
+      [[], undefined, /No command given/],
+      [['frobnicate'], undefined, /Unknown command "frobnicate"/],
+      [['dlq'], undefined, /needs a subcommand: list, show, retry, purge/],
+      [['dlq', 'list', '--yes'], undefined, /--yes does not apply to "outbox dlq list"/],
+      [['dlq', 'list', '--bogus'], undefined, /Unknown option '--bogus'/],
+      [
+        ['dlq', 'list', '--limit', '5000'],
+        undefined,
+        /--limit must be a whole number from 1 to 1000/,
+      ],
+      [['dlq', 'list', '--older-than', '7'], undefined, /not a duration/],
+      [['dlq', 'list', '--table', 'x; DROP TABLE y'], undefined, /not a safe SQL identifier/],
+      [['schema', 'print'], undefined, /--dialect postgres\|mysql\|sqlite, or set DATABASE_URL/],
+      [['stats'], undefined, /DATABASE_URL is not set/],
+      [['stats'], 'redis://localhost:6379', /unsupported scheme "redis:"/],
+      [['stats'], 'postgres://admin:Hunter2-Secret@db.example:notaport/app', /not a valid URL/],
+    ];
+    const results = await Promise.all(cases.map(([args, url]) => outbox(args, url)));
+    results.forEach((result, i) => {
+      const [, , reason] = cases[i] as [string[], string | undefined, RegExp];
+      expect(result.code).toBe(2);
+      expect(result.stdout).toBe('');
+      expect(result.stderr).toMatch(reason);
+      expect(result.stderr).toMatch(/^outbox: .*\nRun "outbox --help" for usage\.\n$/);
+      expect(result.stderr).not.toContain('Hunter2-Secret');
+    });
+  });
+});
+
+for (const db of TEST_DATABASES) {
+  describeWith(db.service === null ? [] : [db.service], `outbox CLI on ${db.name}`, () => {
+    let ds: DataSource;
+    let url: string;
+    const baseTable = uniqueTable('outbox_cli');
+    const table = uniqueTable('outbox_cli');
+    let moduleRef: TestingModule;
+    let app: {
+      admin: OutboxAdmin;
+      dispatcher: OutboxDispatcher;
+      store: OutboxStore;
+      publisher: RecordingPublisher;
+      enqueue(messages: readonly OutboxMessage[]): Promise<string[]>;
+    };
+
+    beforeAll(async () => {
+      ds = await db.open(baseTable);
+      url = urlFor(db, ds);
+    });
+    afterAll(async () => {
+      await moduleRef?.close();
+      await dropOutboxTable(ds, table);
+      await db.close(ds, baseTable);
+    });
+
+    const rows = () => readOutbox(ds, table);
+    const statusOf = async (messageId: string) =>
+      (await rows()).find((r) => r.messageId === messageId)?.status;
+
+    it('schema migrate creates the table once, then finds it up to date', async () => {
+      const created = await outboxJson(['schema', 'migrate', '--table', table], url);
+      expect(created).toEqual({
+        dialect: dialectOf[db.name],
+        table,
+        schema: null,
+        created: true,
+      });
+      expect(await rows()).toEqual([]);
+      const again = await outbox(['schema', 'migrate', '--table', table], url);
+      expect(again.code).toBe(0);
+      expect(again.stdout).toMatch(/already exists and is up to date; nothing changed/);
+
+      // The app runs on the table the CLI made.
+      const publisher = new RecordingPublisher();
+      moduleRef = await Test.createTestingModule({
+        imports: [
+          OutboxModule.forRoot({
+            dataSource: ds,
+            tableName: table,
+            publisher,
+            autoStart: false,
+            retry: { initialDelayMs: 60_000, maxDelayMs: 60_000, jitter: 0 },
+            dispatcher: { listen: false },
+          }),
+        ],
+      }).compile();
+      await moduleRef.init();
+      const service = moduleRef.get(OutboxService);
+      app = {
+        admin: moduleRef.get(OutboxAdmin),
+        dispatcher: moduleRef.get(OutboxDispatcher),
+        store: moduleRef.get<OutboxStore>(OUTBOX_STORE),
+        publisher,
+        enqueue: (messages) => ds.transaction((m) => service.enqueue(messages, m)),
+      };
+    });
+
+    let ids: Record<'a1' | 'a2' | 'b1' | 'b2' | 'bill1' | 'bill2' | 'ok', string>;
+
+    it('dlq list and show: filters, pages and the full message', async () => {
+      const [a1, a2, b1, b2, bill1, bill2, ok] = (await app.enqueue([
+        msg('a'),
+        msg('a'),
+        msg('b'),
+        msg('b'),
+        msg(null, { topic: 'billing', type: 'invoice.sent', headers: { tenant: 't-9' } }),
+        msg(null, { topic: 'billing', type: 'invoice.sent' }),
+        msg('c'),
+      ])) as [string, string, string, string, string, string, string];
+      ids = { a1, a2, b1, b2, bill1, bill2, ok };
+      app.publisher
+        .fail(a1, 'permanent', rejected('Schema REJECTED by broker'))
+        .fail(b1, 'permanent', rejected('message too large'))
+        .fail({ topic: 'billing' }, 'permanent', rejected('billing topic rejected'));
+      await app.dispatcher.drain();
+      expect(app.publisher.messageIds).toEqual([ok]);
+
+      type Page = { items: { messageId: string }[]; nextCursor: string | null };
+      const list = async (...args: string[]) =>
+        (await outboxJson<Page>(['dlq', 'list', '--table', table, ...args], url)).items.map(
+          (m) => m.messageId,
+        );
+      const [all, billing, byKey, byError, byType, old] = await Promise.all([
+        list(),
+        list('--topic', 'billing'),
+        list('--key', 'b'),
+        list('--error', 'rejected'),
+        list('--type', 'invoice.sent'),
+        list('--older-than', '1h'),
+      ]);
+      expect(all).toEqual([a1, b1, bill1, bill2]);
+      expect(billing).toEqual([bill1, bill2]);
+      expect(byKey).toEqual([b1]);
+      expect(byError).toEqual([a1, bill1, bill2]);
+      expect(byType).toEqual([bill1, bill2]);
+      expect(old).toEqual([]);
+
+      const first = await outboxJson<Page>(['dlq', 'list', '--table', table, '--limit', '3'], url);
+      expect(first.items.map((m) => m.messageId)).toEqual([a1, b1, bill1]);
+      expect(first.nextCursor).not.toBeNull();
+      const next = await outboxJson<Page>(
+        ['dlq', 'list', '--table', table, '--limit', '3', '--after', first.nextCursor as string],
+        url,
+      );
+      expect(next).toEqual({
+        items: [expect.objectContaining({ messageId: bill2 })],
+        nextCursor: null,
+      });
+
+      const text = await outbox(['dlq', 'list', '--table', table, '--limit', '3'], url);
+      expect(text.code).toBe(0);
+      expect(text.stdout).toMatch(/^ID +MESSAGE ID +TOPIC +KEY +TYPE +ATTEMPTS +AGE +LAST ERROR\n/);
+      expect(text.stdout).toContain(a1);
+      expect(text.stdout).toContain('Schema REJECTED by broker');
+      expect(text.stdout).toContain(`3 dead letters; next page: --after ${first.nextCursor}`);
+
+      const shown = await outboxJson<Record<string, unknown>>(
+        ['dlq', 'show', bill1, '--table', table],
+        url,
+      );
+      expect(shown).toMatchObject({
+        messageId: bill1,
+        status: 'dead',
+        topic: 'billing',
+        key: null,
+        type: 'invoice.sent',
+        attempts: 1,
+        payload: { key: null },
+        headers: { tenant: 't-9' },
+        lockedBy: null,
+        lockToken: null,
+      });
+      expect(shown.lastError).toContain('billing topic rejected');
+      expect(typeof shown.deadAt).toBe('string');
+      const showText = await outbox(['dlq', 'show', a1.toUpperCase(), '--table', table], url);
+      expect(showText.code).toBe(0);
+      expect(showText.stdout).toMatch(/^message id +[0-9a-f-]{36}\n/);
+      expect(showText.stdout).toMatch(
+        /\nlast error +PermanentPublishError: Schema REJECTED by broker\n/,
+      );
+
+      const missing = await outbox(
+        ['dlq', 'show', '0190a4f1-0000-7000-8000-000000000000', '--table', table],
+        url,
+      );
+      expect(missing).toMatchObject({ code: 1, stdout: '' });
+      expect(missing.stderr).toBe(
+        `outbox: No message 0190a4f1-0000-7000-8000-000000000000 in the outbox table ${table}.\n`,
+      );
+    });
+
+    it('dlq retry by id and by filter; the app then delivers each key in order', async () => {
+      const none = await outbox(['dlq', 'retry', '--table', table], url);
+      expect(none.code).toBe(2);
+      expect(none.stderr).toMatch(/Name the dead letters to retry/);
+
+      app.publisher.heal();
+      expect(await outboxJson(['dlq', 'retry', ids.a1, '--table', table], url)).toEqual({
+        retried: 1,
+        requeued: 1,
+        resequenced: 0,
+      });
+      expect(await statusOf(ids.a1)).toBe('pending');
+      expect(await statusOf(ids.a2)).toBe('waiting');
+      expect(
+        await outboxJson(['dlq', 'retry', '--topic', 'billing', '--table', table], url),
+      ).toEqual({ retried: 2, requeued: 2, resequenced: 0 });
+      await app.dispatcher.drain();
+      expect(app.publisher.messageIds).toEqual([ids.ok, ids.a1, ids.bill1, ids.bill2, ids.a2]);
+      expect((await rows()).map((r) => [r.messageId, r.status, r.attempts])).toEqual([
+        [ids.a1, 'delivered', 1],
+        [ids.a2, 'delivered', 1],
+        [ids.b1, 'dead', 1],
+        [ids.b2, 'waiting', 0],
+        [ids.bill1, 'delivered', 1],
+        [ids.bill2, 'delivered', 1],
+        [ids.ok, 'delivered', 1],
+      ]);
+    });
+
+    it('stats and blocked report what the table holds', async () => {
+      const stats = await outboxJson(['stats', '--table', table], url);
+      expect(stats).toEqual({
+        pending: 0,
+        waiting: 1,
+        leased: 0,
+        delivered: 5,
+        dead: 1,
+        oldestPendingAgeMs: expect.any(Number),
+        byTopic: [
+          { topic: 'billing', pending: 0, waiting: 0, leased: 0, delivered: 2, dead: 0 },
+          { topic: 'orders', pending: 0, waiting: 1, leased: 0, delivered: 3, dead: 1 },
+        ],
+      });
+      const statsText = await outbox(['stats', '--table', table], url);
+      expect(statsText.stdout).toMatch(/STATUS +COUNT\npending +0\nwaiting +1\n/);
+      expect(statsText.stdout).toMatch(/\norders +0 +1 +0 +3 +1\n/);
+
+      const blocked = await outboxJson<{ items: unknown[] }>(['blocked', '--table', table], url);
+      expect(blocked.items).toEqual([
+        expect.objectContaining({
+          key: 'b',
+          headMessageId: ids.b1,
+          headStatus: 'dead',
+          waiting: 1,
+        }),
+      ]);
+      const text = await outbox(['blocked', '--table', table], url);
+      expect(text.stdout).toMatch(/^KEY +HEAD MESSAGE ID +HEAD +ATTEMPTS +WAITING/);
+      expect(text.stdout).toContain(ids.b1);
+    });
+
+    it('dlq purge refuses to empty the dead letters without --yes, and purges by filter and id', async () => {
+      const refused = await outbox(['dlq', 'purge', '--table', table], url);
+      expect(refused).toMatchObject({ code: 2, stdout: '' });
+      expect(refused.stderr).toMatch(/Refusing to delete every dead letter without --yes/);
+      expect(await statusOf(ids.b1)).toBe('dead');
+
+      // By filter: b's dead head goes, and its follower may go now.
+      expect(await outboxJson(['dlq', 'purge', '--key', 'b', '--table', table], url)).toEqual({
+        deleted: 1,
+      });
+      expect(await statusOf(ids.b1)).toBeUndefined();
+      expect(await statusOf(ids.b2)).toBe('pending');
+      await app.dispatcher.drain();
+      expect(await statusOf(ids.b2)).toBe('delivered');
+
+      const [d1, d2, d3] = (await app.enqueue([msg('d'), msg('e'), msg('f')])) as [
+        string,
+        string,
+        string,
+      ];
+      app.publisher.fail(() => true, 'permanent', rejected('down the drain'));
+      await app.dispatcher.drain();
+      app.publisher.heal();
+      expect(await outboxJson(['dlq', 'purge', d1, '--table', table], url)).toEqual({ deleted: 1 });
+      expect(await outboxJson(['dlq', 'purge', '--yes', '--table', table], url)).toEqual({
+        deleted: 2,
+      });
+      const left = await rows();
+      expect(left.filter((r) => r.status === 'dead')).toEqual([]);
+      expect(left.filter((r) => [d1, d2, d3].includes(r.messageId))).toEqual([]);
+    });
+
+    it('leases lists a claim whose lease expired', async () => {
+      const [stuck] = (await app.enqueue([msg('lease')])) as [string];
+      const claim = await app.store.claim({ limit: 10, owner: 'crashed-pod-7', leaseMs: 200 });
+      expect(claim.records.map((r) => r.messageId)).toEqual([stuck]);
+      type Leases = { items: { messageId: string; lockedBy: string; leaseExpired: boolean }[] };
+      const found = await waitFor('the CLI to report the expired lease', async () => {
+        const page = await outboxJson<Leases>(['leases', '--table', table], url);
+        return page.items.length > 0 ? page : null;
+      });
+      expect(found.items).toEqual([
+        expect.objectContaining({
+          messageId: stuck,
+          lockedBy: 'crashed-pod-7',
+          leaseExpired: true,
+        }),
+      ]);
+      const text = await outbox(['leases', '--table', table, '--longer-than', '100ms'], url);
+      expect(text.stdout).toMatch(/crashed-pod-7 +expired/);
+      await app.dispatcher.drain();
+      expect(await statusOf(stuck)).toBe('delivered');
+    });
+
+    it('cleanup --once deletes delivered and dead rows past retention', async () => {
+      const usage = await outbox(['cleanup', '--table', table], url);
+      expect(usage.code).toBe(2);
+      expect(usage.stderr).toMatch(/pass --once/);
+
+      const [dead] = (await app.enqueue([msg('z')])) as [string];
+      app.publisher.fail(dead, 'permanent', rejected('no'));
+      await app.dispatcher.drain();
+      const delivered = (await rows()).filter((r) => r.status === 'delivered').length;
+      expect(delivered).toBeGreaterThan(0);
+
+      // The default retention (1d) keeps everything this young.
+      expect(await outboxJson(['cleanup', '--once', '--table', table], url)).toEqual({
+        delivered: 0,
+        dead: null,
+      });
+      expect(
+        await outboxJson(
+          [
+            'cleanup',
+            '--once',
+            '--delivered-retention',
+            '0',
+            '--dead-retention',
+            '0',
+            '--table',
+            table,
+          ],
+          url,
+        ),
+      ).toEqual({ delivered, dead: 1 });
+      expect(await rows()).toEqual([]);
+    });
+
+    it('fails with exit code 1 and one line, never a stack or a password', async () => {
+      const secret = 'Pa55-w0rd-n0t-for-logs';
+      const cases: [string, string][] = [];
+      switch (db.name) {
+        case 'postgres':
+          cases.push(
+            // Trust authentication ignores the password; the database does not exist.
+            [
+              `postgres://postgres:${secret}@${SERVICES.postgres.host}:${SERVICES.postgres.port}/no_such_db_xyz`,
+              'Cannot connect to the postgres database',
+            ],
+            [`postgres://postgres:${secret}@127.0.0.1:1/test`, 'ECONNREFUSED'],
+          );
+          break;
+        case 'mariadb':
+          cases.push([
+            `mariadb://root:${secret}@${SERVICES.mariadb.host}:${SERVICES.mariadb.port}/test`,
+            'Access denied',
+          ]);
+          break;
+        case 'sqlite':
+          cases.push([`sqlite:${join(tmpdir(), 'no-such-outbox-dir', 'x.db')}`, 'does not exist']);
+          break;
+      }
+      const results = await Promise.all([
+        ...cases.map(([badUrl]) => outbox(['stats', '--table', table], badUrl)),
+        outbox(['dlq', 'list', '--table', 'no_such_outbox_table'], url),
+      ]);
+      results.forEach((result, i) => {
+        expect(result.code).toBe(1);
+        expect(result.stdout).toBe('');
+        expect(result.stderr).toMatch(/^outbox: [^\n]+\n$/);
+        expect(result.stderr).not.toMatch(NO_STACK);
+        expect(result.stderr).not.toContain(secret);
+        const expected = cases[i]?.[1];
+        if (expected !== undefined) expect(result.stderr).toContain(expected);
+      });
+      expect(results[results.length - 1]?.stderr).toMatch(
+        /The outbox table .*no_such_outbox_table.* cannot be read .*Create it with "outbox schema migrate"/,
+      );
+    });
+  });
+}
