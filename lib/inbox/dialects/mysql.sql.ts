@@ -1,0 +1,44 @@
+import type { InboxTableNames } from '../inbox.interfaces';
+
+// DATETIME has no zone and sessions may differ in theirs: every timestamp is UTC, as in the outbox.
+const NOW = 'UTC_TIMESTAMP(6)';
+
+/**
+ * DDL of the inbox table on MySQL 8.0.13+ and MariaDB 10.6+. The key columns are VARBINARY so
+ * ids compare byte for byte: MariaDB's binary collations pad with spaces, so with VARCHAR the ids
+ * `a` and `a ` would be one key and the second message would be skipped as a duplicate.
+ */
+export function mysqlInboxTable(n: InboxTableNames): string[] {
+  return [
+    `CREATE TABLE IF NOT EXISTS ${n.table} (
+  consumer VARBINARY(128) NOT NULL,
+  message_id VARBINARY(255) NOT NULL,
+  received_at DATETIME(6) NOT NULL DEFAULT (${NOW}),
+  PRIMARY KEY (consumer, message_id),
+  KEY ${n.index} (received_at)
+) ENGINE=InnoDB`,
+  ];
+}
+
+export function mysqlInboxDrop(n: InboxTableNames): string[] {
+  return [`DROP TABLE IF EXISTS ${n.table}`];
+}
+
+/**
+ * Records (consumer, message id); affects 0 rows when it is already there. InnoDB checks the
+ * primary key with a locking read of the latest committed version (not the transaction's
+ * snapshot, even under REPEATABLE READ): when another transaction inserted the same key and is
+ * still open, this INSERT waits for its lock, then ignores the row if it committed or inserts it
+ * if it rolled back. IGNORE would also turn other errors into warnings (a too-long value would
+ * be truncated and could collide with another id), which is why the ids' lengths are checked
+ * before the statement runs. With three or more waiters on one key whose holder rolls back,
+ * InnoDB may pick a deadlock victim: its transaction fails and the message is redelivered.
+ */
+export function mysqlInboxInsert(n: InboxTableNames): string {
+  return `INSERT IGNORE INTO ${n.table} (consumer, message_id) VALUES (?, ?)`;
+}
+
+/** Deletes up to `?` rows received more than `?` ms ago (database clock). */
+export function mysqlInboxPurge(n: InboxTableNames): string {
+  return `DELETE FROM ${n.table} WHERE received_at < ${NOW} - INTERVAL ? * 1000 MICROSECOND ORDER BY received_at LIMIT ?`;
+}

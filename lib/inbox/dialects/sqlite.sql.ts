@@ -1,0 +1,40 @@
+import type { InboxTableNames } from '../inbox.interfaces';
+
+// Times are UTC text with milliseconds (as in the outbox table), which sorts correctly.
+const NOW = `strftime('%Y-%m-%d %H:%M:%f', 'now')`;
+
+/** DDL of the inbox table on SQLite 3.35+. */
+export function sqliteInboxTable(n: InboxTableNames): string[] {
+  return [
+    // WITHOUT ROWID: the primary key is the table, so a lookup is one B-tree search.
+    `CREATE TABLE IF NOT EXISTS ${n.table} (
+  consumer TEXT NOT NULL,
+  message_id TEXT NOT NULL,
+  received_at TEXT NOT NULL DEFAULT (${NOW}),
+  PRIMARY KEY (consumer, message_id)
+) WITHOUT ROWID`,
+    `CREATE INDEX IF NOT EXISTS ${n.index} ON ${n.table} (received_at)`,
+  ];
+}
+
+export function sqliteInboxDrop(n: InboxTableNames): string[] {
+  return [`DROP TABLE IF EXISTS ${n.table}`];
+}
+
+/**
+ * Records (consumer, message id); changes 0 rows when it is already there. SQLite has one writer
+ * per database file: a second connection's write waits (busy timeout) until the first
+ * transaction ends, and then sees its committed row. Within one process TypeORM runs every
+ * transaction on one shared connection, so the inbox serialises its own transactions instead
+ * (see Inbox.handleOnce).
+ */
+export function sqliteInboxInsert(n: InboxTableNames): string {
+  return `INSERT OR IGNORE INTO ${n.table} (consumer, message_id) VALUES (?, ?)`;
+}
+
+/** Deletes up to `?` rows received more than `?` ms ago (database clock). */
+export function sqliteInboxPurge(n: InboxTableNames): string {
+  return `DELETE FROM ${n.table} WHERE (consumer, message_id) IN (
+  SELECT consumer, message_id FROM ${n.table}
+  WHERE received_at < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || (? / 1000.0) || ' seconds') LIMIT ?)`;
+}

@@ -1,0 +1,101 @@
+import type { DataSource } from 'typeorm';
+import { OutboxOptionsError } from '../errors/outbox-options.error';
+import { outboxDialectOf, type OutboxDialect } from '../store/outbox-dialect';
+import { assertIdentifier, outboxTableNames } from '../store/sql-identifier';
+import { mysqlInboxDrop, mysqlInboxTable } from './dialects/mysql.sql';
+import { postgresInboxDrop, postgresInboxTable } from './dialects/postgres.sql';
+import { sqliteInboxDrop, sqliteInboxTable } from './dialects/sqlite.sql';
+import { INBOX_DEFAULT_TABLE } from './inbox.constants';
+import type { InboxTableNames, InboxTableOptions } from './inbox.interfaces';
+import { InboxMessages } from './inbox.messages';
+
+// The index name appends `_received_idx` (13 characters); PostgreSQL keeps 63.
+const MAX_TABLE_NAME = 48;
+
+// The outbox's identifier rule (assertIdentifier), reported with the inbox's wording.
+function isSafeIdentifier(value: unknown): value is string {
+  try {
+    assertIdentifier(value, 'identifier');
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function checkIdentifier(value: unknown, option: string, maxLength: number): string {
+  if (!isSafeIdentifier(value) || value.length > maxLength) {
+    throw new OutboxOptionsError(
+      InboxMessages.optionInvalid(
+        option,
+        `${JSON.stringify(value)} is not a safe SQL identifier of at most ${maxLength} characters`,
+        InboxMessages.identifierFix(maxLength),
+      ),
+      option,
+    );
+  }
+  return value;
+}
+
+/** Validates the table options (throws `OutboxOptionsError`) and quotes the names once. */
+export function inboxTableNames(
+  dialect: OutboxDialect,
+  options: InboxTableOptions = {},
+): InboxTableNames {
+  const tableName = checkIdentifier(
+    options.tableName ?? INBOX_DEFAULT_TABLE,
+    'tableName',
+    MAX_TABLE_NAME,
+  );
+  const schema =
+    options.schema === undefined ? null : checkIdentifier(options.schema, 'schema', 63);
+  const names = outboxTableNames(
+    tableName,
+    dialect === 'sqlite' ? null : schema,
+    dialect === 'mysql' ? 'backtick' : 'double',
+  );
+  return {
+    table: names.table,
+    index: names.quote(`${tableName}_received_idx`),
+    schema: names.schema,
+    quote: names.quote,
+  };
+}
+
+/** The statements that create the inbox table and its index on one dialect. */
+export function inboxTableDdl(dialect: OutboxDialect, options: InboxTableOptions = {}): string[] {
+  const names = inboxTableNames(dialect, options);
+  switch (dialect) {
+    case 'postgres':
+      return postgresInboxTable(names);
+    case 'mysql':
+      return mysqlInboxTable(names);
+    case 'sqlite':
+      return sqliteInboxTable(names);
+  }
+}
+
+/** The statements that drop the inbox table on one dialect. */
+export function inboxTableDropDdl(
+  dialect: OutboxDialect,
+  options: InboxTableOptions = {},
+): string[] {
+  const names = inboxTableNames(dialect, options);
+  switch (dialect) {
+    case 'postgres':
+      return postgresInboxDrop(names);
+    case 'mysql':
+      return mysqlInboxDrop(names);
+    case 'sqlite':
+      return sqliteInboxDrop(names);
+  }
+}
+
+/** Creates the inbox table if it does not exist, e.g. in tests or at the start of a sample app. */
+export async function ensureInboxTable(
+  dataSource: DataSource,
+  options: InboxTableOptions = {},
+): Promise<void> {
+  for (const sql of inboxTableDdl(outboxDialectOf(dataSource.options.type), options)) {
+    await dataSource.query(sql);
+  }
+}

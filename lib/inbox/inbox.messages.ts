@@ -1,0 +1,20 @@
+/** Every message text of the inbox, in one place; each says how to fix what it reports. */
+export const InboxMessages = {
+  optionInvalid: (path: string, problem: string, fix: string): string =>
+    `Invalid Inbox option "${path}": ${problem}. ${fix}`,
+  identifierFix: (maxLength: number): string =>
+    `Use 1 to ${maxLength} letters, digits or underscores, starting with a letter or underscore.`,
+  dataSourceRequired: (): string =>
+    'The inbox needs the TypeORM DataSource that holds the inbox table: ' +
+    'new Inbox(dataSource, { tableName }) or InboxModule.forRoot({ dataSource }).',
+  foreignManager: (): string =>
+    'The DataSource or EntityManager passed to handleOnce() belongs to another DataSource than ' +
+    "the inbox's: the message id would not be recorded in the handler's transaction. Pass the " +
+    "inbox's DataSource, or a manager of one of its transactions.",
+  invalidEntry: (field: 'messageId' | 'consumer', problem: string): string =>
+    `Invalid inbox ${field}: ${problem}.`,
+  messageIdMissing: (source: string, looked: string): string =>
+    `The ${source} message carries no message id (looked for ${looked}). Messages published by ` +
+    'nestjs-outbox always carry one; a message from another producer needs an id of its own ' +
+    'before it can be deduplicated.',
+} as const;

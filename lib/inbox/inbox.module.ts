@@ -1,0 +1,88 @@
+import { Module, type DynamicModule, type FactoryProvider } from '@nestjs/common';
+import { ModuleRef } from '@nestjs/core';
+import { DataSource } from 'typeorm';
+import { OutboxOptionsError } from '../errors/outbox-options.error';
+import { InboxMessages } from './inbox.messages';
+import {
+  ConfigurableInboxModule,
+  INBOX_ASYNC_OPTIONS_TYPE,
+  INBOX_MODULE_OPTIONS,
+  INBOX_OPTIONS_TYPE,
+} from './inbox.module-definition';
+import type { InboxModuleOptions } from './inbox.options';
+import { InboxService } from './inbox.service';
+
+/** The token @nestjs/typeorm registers a DataSource under (as its getDataSourceToken does). */
+function dataSourceToken(name: string): string | typeof DataSource {
+  if (name.trim() === '') {
+    throw new OutboxOptionsError(
+      InboxMessages.optionInvalid(
+        'dataSource',
+        'the name is empty',
+        'Pass the DataSource, or the name it was registered under with @nestjs/typeorm.',
+      ),
+      'dataSource',
+    );
+  }
+  return name === 'default' ? DataSource : `${name}DataSource`;
+}
+
+function createService(options: InboxModuleOptions, dataSource: DataSource): InboxService {
+  return new InboxService(dataSource, { tableName: options.tableName, schema: options.schema });
+}
+
+/**
+ * Provides `InboxService` for consumers. Optional: `new Inbox(dataSource, options)` works
+ * without Nest. `forRoot(options)` or `forRootAsync({ imports, inject, useFactory })`; the extra
+ * `isGlobal` (default true) is given beside the factory.
+ */
+@Module({})
+export class InboxModule extends ConfigurableInboxModule {
+  static forRoot(options: typeof INBOX_OPTIONS_TYPE = {}): DynamicModule {
+    const { dataSource = 'default' } = options;
+    // A DataSource given by name is injected by its token, so Nest creates it first (and says
+    // clearly when it is not registered).
+    const provider: FactoryProvider<InboxService> =
+      typeof dataSource === 'string'
+        ? {
+            provide: InboxService,
+            inject: [INBOX_MODULE_OPTIONS, dataSourceToken(dataSource)],
+            useFactory: createService,
+          }
+        : {
+            provide: InboxService,
+            inject: [INBOX_MODULE_OPTIONS],
+            useFactory: (resolved: InboxModuleOptions) => createService(resolved, dataSource),
+          };
+    return InboxModule.withService(super.forRoot(options), provider);
+  }
+
+  static forRootAsync(options: typeof INBOX_ASYNC_OPTIONS_TYPE): DynamicModule {
+    return InboxModule.withService(super.forRootAsync(options), {
+      provide: InboxService,
+      inject: [INBOX_MODULE_OPTIONS, ModuleRef],
+      useFactory: (resolved: InboxModuleOptions, moduleRef: ModuleRef) => {
+        const { dataSource = 'default' } = resolved;
+        // Known only once the factory ran, so looked up rather than injected: return the
+        // DataSource itself from useFactory (inject: [DataSource]) to be independent of order.
+        return createService(
+          resolved,
+          typeof dataSource === 'string'
+            ? moduleRef.get<DataSource>(dataSourceToken(dataSource), { strict: false })
+            : dataSource,
+        );
+      },
+    });
+  }
+
+  private static withService(
+    module: DynamicModule,
+    provider: FactoryProvider<InboxService>,
+  ): DynamicModule {
+    return {
+      ...module,
+      providers: [...(module.providers ?? []), provider],
+      exports: [...(module.exports ?? []), InboxService],
+    };
+  }
+}

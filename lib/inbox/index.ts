@@ -1,0 +1,27 @@
+// nestjs-outbox/inbox: exactly-once handling on the consumer side, by recording each message id
+// in the consumer's own transaction. Needs no broker client; InboxModule is optional.
+export { Inbox } from './inbox';
+export { InboxService } from './inbox.service';
+export { InboxModule } from './inbox.module';
+export { INBOX_MODULE_OPTIONS } from './inbox.module-definition';
+export type { InboxModuleOptions, InboxModuleExtras } from './inbox.options';
+export type { InboxEntry, InboxHandler, InboxOutcome, InboxPurgeOptions } from './inbox.interfaces';
+export {
+  INBOX_DEFAULT_TABLE,
+  INBOX_MAX_CONSUMER_BYTES,
+  INBOX_MAX_MESSAGE_ID_BYTES,
+} from './inbox.constants';
+export { ensureInboxTable, inboxTableDdl, inboxTableDropDdl } from './inbox-table';
+export { createInboxMigration } from './inbox-table.migration';
+export {
+  messageIdFromAmqp,
+  messageIdFromKafka,
+  messageIdFromRpcContext,
+  type AmqpMessageLike,
+  type KafkaEachMessageLike,
+  type KafkaHeaderValue,
+  type KafkaMessageLike,
+  type RpcContextLike,
+} from './message-id.extractors';
+export { MessageIdMissingError, type MessageIdSource } from './message-id-missing.error';
+export { InvalidInboxEntryError } from './invalid-inbox-entry.error';

@@ -1,0 +1,148 @@
+import { OUTBOX_HEADER_MESSAGE_ID } from '../outbox.constants';
+import { MessageIdMissingError } from './message-id-missing.error';
+
+// Structural types, so the inbox needs neither amqplib, kafkajs nor @nestjs/microservices
+// installed: their message and context objects fit these shapes.
+
+/** The part of an amqplib `ConsumeMessage` (or `GetMessage`) that carries the id. */
+export interface AmqpMessageLike {
+  readonly properties: {
+    readonly messageId?: unknown;
+    readonly headers?: Readonly<Record<string, unknown>> | null;
+  };
+}
+
+/** A Kafka header value as kafkajs delivers it (Nest's Kafka server decodes it to a string). */
+export type KafkaHeaderValue = Buffer | string | readonly (Buffer | string)[] | null | undefined;
+
+/** The part of a kafkajs `KafkaMessage` that carries the id. */
+export interface KafkaMessageLike {
+  readonly headers?: Readonly<Record<string, KafkaHeaderValue>> | null;
+}
+
+/** The part of a kafkajs `EachMessagePayload` that carries the id. */
+export interface KafkaEachMessageLike {
+  readonly message: KafkaMessageLike;
+}
+
+/** Any `@nestjs/microservices` context (`RmqContext`, `KafkaContext`, `NatsContext`, `MqttContext`, `TcpContext`, `RedisContext`). */
+export interface RpcContextLike {
+  getArgs(): unknown;
+}
+
+function text(value: unknown): string | undefined {
+  if (typeof value === 'string') return value === '' ? undefined : value;
+  if (Buffer.isBuffer(value)) return value.length === 0 ? undefined : value.toString('utf8');
+  // A repeated header arrives as an array; the outbox sets it once, so the first value is it.
+  if (Array.isArray(value)) return text(value[0]);
+  return undefined;
+}
+
+function fromAmqp(message: AmqpMessageLike): string | undefined {
+  const { headers, messageId } = message.properties;
+  // The outbox header first: it is specific to the outbox, while any producer may set messageId.
+  return text(headers?.[OUTBOX_HEADER_MESSAGE_ID]) ?? text(messageId);
+}
+
+function fromKafka(message: KafkaMessageLike): string | undefined {
+  return text(message.headers?.[OUTBOX_HEADER_MESSAGE_ID]);
+}
+
+const AMQP_LOOKED = `header ${OUTBOX_HEADER_MESSAGE_ID}, then property messageId`;
+const KAFKA_LOOKED = `header ${OUTBOX_HEADER_MESSAGE_ID}`;
+
+/**
+ * The message id of an amqplib message (`channel.consume` callback, `channel.get`): the
+ * `x-outbox-message-id` header, else the AMQP `messageId` property. Both are set by
+ * `RabbitMqPublisher` and by `ClientProxyPublisher` over `ClientRMQ`.
+ *
+ * @throws MessageIdMissingError when neither is there.
+ */
+export function messageIdFromAmqp(message: AmqpMessageLike): string {
+  const id = fromAmqp(message);
+  if (id === undefined) throw new MessageIdMissingError('amqp', AMQP_LOOKED);
+  return id;
+}
+
+/**
+ * The message id of a kafkajs message, or of the `eachMessage` payload around it: the
+ * `x-outbox-message-id` header (set by `KafkaPublisher` and by `ClientProxyPublisher` over
+ * `ClientKafka`).
+ *
+ * @throws MessageIdMissingError when the header is not there.
+ */
+export function messageIdFromKafka(message: KafkaMessageLike | KafkaEachMessageLike): string {
+  const inner: KafkaMessageLike =
+    'message' in message && typeof message.message === 'object' && message.message !== null
+      ? message.message
+      : (message as KafkaMessageLike);
+  const id = fromKafka(inner);
+  if (id === undefined) throw new MessageIdMissingError('kafka', KAFKA_LOOKED);
+  return id;
+}
+
+function isEnvelope(data: unknown): data is { messageId: string } {
+  if (typeof data !== 'object' || data === null) return false;
+  const d = data as Record<string, unknown>;
+  // The whole OutboxEnvelope shape, so a business payload that merely has a `messageId` field
+  // is never taken for the outbox's id.
+  return (
+    typeof d.messageId === 'string' &&
+    typeof d.type === 'string' &&
+    typeof d.headers === 'object' &&
+    d.headers !== null &&
+    'payload' in d
+  );
+}
+
+function fromContext(context: RpcContextLike): string | undefined {
+  const ctx = context as {
+    getMessage?: () => unknown;
+    getHeaders?: () => unknown;
+    getPacket?: () => unknown;
+  };
+  // RmqContext and KafkaContext: the transport's own message.
+  if (typeof ctx.getMessage === 'function') {
+    const message = ctx.getMessage();
+    if (typeof message === 'object' && message !== null) {
+      if ('properties' in message) return fromAmqp(message as AmqpMessageLike);
+      if ('headers' in message) return fromKafka(message as KafkaMessageLike);
+    }
+  }
+  // NatsContext: NATS headers (MsgHdrs#get answers '' for a missing header).
+  if (typeof ctx.getHeaders === 'function') {
+    const headers = ctx.getHeaders() as { get?: (name: string) => unknown } | undefined | null;
+    if (typeof headers?.get === 'function') {
+      const id = text(headers.get(OUTBOX_HEADER_MESSAGE_ID));
+      if (id !== undefined) return id;
+    }
+  }
+  // MqttContext: MQTT 5 user properties (absent on MQTT 3.1.1; the envelope has the id then).
+  if (typeof ctx.getPacket === 'function') {
+    const packet = ctx.getPacket() as
+      { properties?: { userProperties?: Record<string, unknown> } } | undefined;
+    const id = text(packet?.properties?.userProperties?.[OUTBOX_HEADER_MESSAGE_ID]);
+    if (id !== undefined) return id;
+  }
+  return undefined;
+}
+
+/**
+ * The message id in a Nest microservice handler, from its `@Ctx()` context and `@Payload()`
+ * data, wherever `ClientProxyPublisher` put it on that transport: the AMQP message's header or
+ * `messageId` property (`RmqContext`), the Kafka header (`KafkaContext`), the NATS header
+ * (`NatsContext`), the MQTT 5 user property (`MqttContext`), else the `messageId` of the
+ * `OutboxEnvelope` that is the data on TCP, Redis, NATS and MQTT.
+ *
+ * @throws MessageIdMissingError when none of them has it.
+ */
+export function messageIdFromRpcContext(context: RpcContextLike, data?: unknown): string {
+  const id = fromContext(context) ?? (isEnvelope(data) ? text(data.messageId) : undefined);
+  if (id === undefined) {
+    throw new MessageIdMissingError(
+      'rpc-context',
+      `the transport's ${OUTBOX_HEADER_MESSAGE_ID} header or AMQP messageId, then the messageId of an OutboxEnvelope payload`,
+    );
+  }
+  return id;
+}
