@@ -181,8 +181,8 @@ const zero = (): { -readonly [K in keyof OutboxStatusCounts]: number } => ({
  * Operations on the outbox table for people and tools: list and inspect messages, retry and
  * purge dead letters by id or by filter, find blocked keys and stuck leases, count.
  *
- * Injectable wherever `OutboxModule` is imported; outside Nest, build it from a DataSource and
- * the store (`createOutboxStore`). Retries and purges go through the store's `requeueDead` and
+ * Injectable wherever `OutboxModule` is imported (also with `workers: false`); the `outbox` CLI
+ * builds one of its own. Retries and purges go through the store's `requeueDead` and
  * `deleteDead`, so per-key order is kept exactly as `OutboxService.retryDead()` keeps it.
  * Listings page by row id (keyset): no page repeats or skips a row that was committed before
  * the listing began, whatever is written meanwhile.
