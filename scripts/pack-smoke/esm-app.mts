@@ -37,7 +37,10 @@ check(
 const requiredMicroservices = require('nestjs-outbox/microservices') as {
   ClientProxyPublisher: unknown;
 };
-check(requiredMicroservices.ClientProxyPublisher === ClientProxyPublisher, 'one microservices copy');
+check(
+  requiredMicroservices.ClientProxyPublisher === ClientProxyPublisher,
+  'one microservices copy',
+);
 // Every subpath whose client library is installed (pack-smoke.sh lists them): each export the
 // same through import() as through require().
 for (const subpath of (process.env.PACK_SMOKE_SUBPATHS ?? '').split(' ').filter(Boolean)) {
@@ -75,7 +78,12 @@ class DatabaseModule {}
     OutboxModule.forRootAsync({
       imports: [DatabaseModule],
       inject: [DataSource],
-      useFactory: (ds: DataSource) => ({ dataSource: ds, tableName: table, publisher, autoStart: false }),
+      useFactory: (ds: DataSource) => ({
+        dataSource: ds,
+        tableName: table,
+        publisher,
+        autoStart: false,
+      }),
     }),
   ],
 })
@@ -98,7 +106,9 @@ try {
       'recorded',
       publisher.messages,
     );
-    console.log(`pack-smoke (ESM): enqueued ${id} and published it; import and require share one copy`);
+    console.log(
+      `pack-smoke (ESM): enqueued ${id} and published it; import and require share one copy`,
+    );
   } finally {
     await app.close();
   }
