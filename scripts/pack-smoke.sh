@@ -18,7 +18,7 @@ mode=${1:-pinned}
 # The subpaths whose client libraries the modes install (oldest: all but terminus); the ES module app checks that each
 # gives the same exports through import() and require().
 subpaths="nestjs-outbox/microservices nestjs-outbox/kafka nestjs-outbox/rabbitmq nestjs-outbox/testing"
-subpaths+=" nestjs-outbox/prometheus nestjs-outbox/terminus nestjs-outbox/opentelemetry"
+subpaths+=" nestjs-outbox/inbox nestjs-outbox/prometheus nestjs-outbox/terminus nestjs-outbox/opentelemetry"
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
@@ -104,4 +104,7 @@ fi
 
 node app.js
 PACK_SMOKE_SUBPATHS="$subpaths" node esm-app.mjs
+# The package's bin is installed and starts.
+npx --no-install outbox --help > outbox-help.txt
+grep -q 'outbox' outbox-help.txt
 echo "== pack-smoke ($mode): passed"
