@@ -4,8 +4,20 @@ import { redactSecrets } from './redact-secrets';
 // Re-exported because the publishers import the redactor from here, next to describeError.
 export { redactSecrets };
 
+/**
+ * An Error, or an error from another realm (`instanceof Error` fails there): better-sqlite3's
+ * native binding creates its SqliteError once per process, so under a test runner that gives
+ * each file its own realm, or in a vm context, its errors are not instances of this Error.
+ */
+function isErrorLike(error: unknown): error is Error {
+  if (error instanceof Error) return true;
+  if (error === null || typeof error !== 'object') return false;
+  const { message, name } = error as { message?: unknown; name?: unknown };
+  return typeof message === 'string' && typeof name === 'string';
+}
+
 function rawText(error: unknown): string {
-  if (error instanceof Error) {
+  if (isErrorLike(error)) {
     let text = error.message === '' ? error.name : `${error.name}: ${error.message}`;
     // node-postgres and net report a failed connect to several addresses as an AggregateError
     // with an empty message: the reasons are in its errors.
