@@ -1,5 +1,5 @@
 /**
- * `npm run bench`: the performance scenarios P1–P8 of issue 5 against the local services.
+ * `npm run bench`: the performance scenarios P1–P8 of issue 5 (and P9 of issue 8) against the local services.
  *
  *   npm run bench                          quick profile (scaled-down sizes, 3 runs each, < 5 min)
  *   npm run bench -- --full                the issue's sizes, 5 runs each
@@ -50,6 +50,7 @@ import { p5 } from './scenarios/p5-enqueue-overhead';
 import { p6 } from './scenarios/p6-scale-out';
 import { p7 } from './scenarios/p7-history';
 import { p8 } from './scenarios/p8-idle-rss';
+import { p9 } from './scenarios/p9-blocked-backlog';
 import { profileDrain } from './scenarios/profile-drain';
 
 const SCENARIOS: Record<string, (ctx: BenchContext) => Promise<ScenarioResult>> = {
@@ -61,6 +62,7 @@ const SCENARIOS: Record<string, (ctx: BenchContext) => Promise<ScenarioResult>> 
   P6: p6,
   P7: p7,
   P8: p8,
+  P9: p9,
 };
 
 const RESULTS = join(__dirname, 'results');
@@ -261,13 +263,23 @@ async function main(): Promise<void> {
   const partial = args.only.length < Object.keys(SCENARIOS).length;
   const file = partial ? 'partial.json' : 'latest.json';
   writeJson(join(RESULTS, file), json);
+  // A run of one scenario keeps its own file as well (results/p9.json …), next to the full runs.
+  const single = args.only.length === 1 ? `${(args.only[0] as string).toLowerCase()}.json` : null;
+  if (single !== null) writeJson(join(RESULTS, single), json);
   // The last complete run of each profile is kept as well (quick.json / full.json).
   if (!partial) writeJson(join(RESULTS, `${profile.name}.json`), json);
   if (!partial) renderChart(join(RESULTS, 'throughput.svg'), json);
   log(
-    `wrote bench/results/${file}${partial ? '' : ' and bench/results/throughput.svg'} (${targets.filter((t) => t.met).length}/${targets.length} targets met)`,
+    `wrote bench/results/${file}${single === null ? '' : ` and bench/results/${single}`}${partial ? '' : ' and bench/results/throughput.svg'} (${targets.filter((t) => t.met).length}/${targets.length} targets met)`,
   );
 }
+
+// A step awaiting something that can never happen (a dead connection's close) with nothing else
+// pending would otherwise end the process silently, with exit code 0 and no results.
+process.on('beforeExit', () => {
+  console.error('bench stopped: a step was waiting for something that can no longer happen');
+  process.exit(1);
+});
 
 main().then(
   () => process.exit(0),

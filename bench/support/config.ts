@@ -30,7 +30,23 @@ export interface BenchProfile {
   /** P8: idle window, and the drain whose RSS is sampled. */
   readonly p8IdleMs: number;
   readonly p8DrainMessages: number;
+  /** P9: messages queued behind one dead-headed key, claims of 200 other-key rows timed, databases. */
+  readonly p9Blocked: number;
+  readonly p9Claims: number;
+  /** P9: other-key messages pending when the claims start (each claim pair adds 200 more). */
+  readonly p9Pool: number;
+  /** P9: time budget of one run's steady claims per database, in seconds (a slow claim ends it early). */
+  readonly p9BudgetS: number;
+  /** P9's databases; BENCH_P9_DATABASES=postgres,sqlite picks some. */
+  readonly p9Dialects: readonly ('postgres' | 'mariadb' | 'sqlite')[];
 }
+
+const P9_DATABASES = (process.env.BENCH_P9_DATABASES ?? 'postgres,mariadb,sqlite')
+  .split(',')
+  .map((s) => s.trim())
+  .filter((s): s is 'postgres' | 'mariadb' | 'sqlite' =>
+    ['postgres', 'mariadb', 'sqlite'].includes(s),
+  );
 
 const BASE_PROFILES: Record<ProfileName, BenchProfile> = {
   quick: {
@@ -52,6 +68,11 @@ const BASE_PROFILES: Record<ProfileName, BenchProfile> = {
     p7Messages: 20_000,
     p8IdleMs: 6_000,
     p8DrainMessages: 100_000,
+    p9Blocked: 100_000,
+    p9Claims: 200,
+    p9Pool: 600,
+    p9BudgetS: 60,
+    p9Dialects: P9_DATABASES,
   },
   full: {
     name: 'full',
@@ -72,6 +93,11 @@ const BASE_PROFILES: Record<ProfileName, BenchProfile> = {
     p7Messages: 100_000,
     p8IdleMs: 30_000,
     p8DrainMessages: 1_000_000,
+    p9Blocked: 100_000,
+    p9Claims: 500,
+    p9Pool: 600,
+    p9BudgetS: 300,
+    p9Dialects: P9_DATABASES,
   },
 };
 
@@ -92,7 +118,7 @@ function scaled(
     Object.fromEntries(
       Object.entries(p).map(([k, v]) => [
         k,
-        typeof v === 'number' && !['runs', 'p4Rate', 'p4Writers'].includes(k)
+        typeof v === 'number' && !['runs', 'p4Rate', 'p4Writers', 'p9BudgetS', 'p9Pool'].includes(k)
           ? Math.max(100, Math.round(v * factor))
           : v,
       ]),

@@ -49,7 +49,18 @@ export class Rabbit {
     const connection = this.connection;
     this.connection = undefined;
     this.channel = undefined;
-    await connection?.close().catch(() => undefined);
+    if (connection === undefined) return;
+    // Bounded: a connection the broker dropped while the event loop was blocked (missed
+    // heartbeats during P9's long synchronous SQLite statements) never answers its close, and
+    // with nothing else pending Node would exit mid-run without a word.
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      connection.close().catch(() => undefined),
+      new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, 5_000);
+      }),
+    ]);
+    clearTimeout(timer);
   }
 }
 
