@@ -69,6 +69,9 @@ export interface OutboxDispatcherStatus {
   readonly stalledDatabaseCall: string | null;
 }
 
+const isBrokerSilence = (error: unknown): boolean =>
+  error instanceof PublishTimeoutError || error instanceof PublisherUnavailableError;
+
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
@@ -376,13 +379,17 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
       // one message "unavailable" while others went through is that message's failure.
       const failures = result.filter((o) => !o.ok);
       const first = failures[0];
-      if (
-        first !== undefined &&
-        failures.length === result.length &&
-        failures.every((o) => !o.ok && o.error instanceof PublisherUnavailableError)
-      ) {
-        this.pause(first.error, 'every publish of the batch failed');
-        return { kind: 'outage', error: first.error };
+      if (first !== undefined && failures.length === result.length) {
+        if (failures.every((o) => !o.ok && o.error instanceof PublisherUnavailableError)) {
+          this.pause(first.error, 'every publish of the batch failed');
+          return { kind: 'outage', error: first.error };
+        }
+        // Every message timed out (or could not be sent): the broker may be hanging, so claim
+        // less eagerly; but the attempts count, as for a batch that hit the deadline.
+        if (failures.every((o) => !o.ok && isBrokerSilence(o.error))) {
+          this.pause(first.error, 'every publish of the batch timed out', 'each counts an attempt');
+          return { kind: 'outcomes', outcomes: result };
+        }
       }
       this.outagePauseMs = 0;
       return { kind: 'outcomes', outcomes: result };

@@ -245,9 +245,8 @@ async function expectAllDelivered(h: Harness, count: number): Promise<void> {
   for (const row of rows)
     expect(row).toMatchObject({
       status: 'delivered',
-      attempts: 0,
+      attempts: 1, // the claim that delivered it
       lockedBy: null,
-      lastError: null,
     });
 }
 
@@ -350,7 +349,7 @@ describeWith(['postgres'], 'ClientProxyPublisher over TCP (Nest TCP microservice
     expect(unhandled?.lastError).toMatch(/no matching message handler/i);
   });
 
-  it('treats a port where nothing listens as an outage (released, attempts 0), then delivers once a server listens', async () => {
+  it('treats a port where nothing listens as an outage (released, attempts given back, the cause on record), then delivers once a server listens', async () => {
     const port = await freePort();
     const topic = topicFor('tcp-down');
     const h = await openOutbox(
@@ -375,13 +374,13 @@ describeWith(['postgres'], 'ClientProxyPublisher over TCP (Nest TCP microservice
     expect(String(((h.outages[0] as Error).cause as Error | undefined)?.message)).toMatch(
       /ECONNREFUSED/,
     );
-    for (const row of await h.rows())
-      expect(row).toMatchObject({
-        status: 'pending',
-        attempts: 0,
-        lockedBy: null,
-        lastError: null,
-      });
+    // The three heads were released with the outage on record; the rest wait behind them.
+    const rows = await h.rows();
+    expect(rows.every((r) => r.attempts === 0 && r.lockedBy === null)).toBe(true);
+    const heads = rows.filter((r) => r.status === 'pending');
+    expect(heads).toHaveLength(3);
+    for (const head of heads)
+      expect(head.lastError).toEqual(expect.stringContaining('PublisherUnavailableError'));
 
     const { received } = await consumer(port, [topic]);
     await sleep(250); // past the outage pause (maxOutagePauseMs 200)
@@ -501,7 +500,7 @@ describeWith(['postgres'], 'ClientProxyPublisher when the transport never acknow
     );
   }
 
-  it('times out each emit (PublishTimeoutError): nothing is marked delivered and no attempt is burnt', async () => {
+  it('times out each emit (PublishTimeoutError): nothing is marked delivered, each counts an attempt, claims pause', async () => {
     const { client, published } = await blackhole();
     const h = await openOutbox(new ClientProxyPublisher(client, { timeoutMs: 300 }), {
       dispatcher: { publishTimeoutMs: 3_000 },
@@ -509,13 +508,19 @@ describeWith(['postgres'], 'ClientProxyPublisher when the transport never acknow
     await enqueueThree(h);
 
     const started = Date.now();
-    expect(await h.dispatcher.runOnce()).toMatchObject({ claimed: 3, published: 0, released: 3 });
+    expect(await h.dispatcher.runOnce()).toMatchObject({ claimed: 3, published: 0, retried: 3 });
     expect(Date.now() - started).toBeLessThan(2_500);
     expect(published()).toBeGreaterThan(0); // the publishes did reach the "broker"
     expect(h.outages).toHaveLength(1);
     expect(h.outages[0]).toBeInstanceOf(PublishTimeoutError);
+    // The broker may have them: an attempt each, so one that always times out ends dead.
     for (const row of await h.rows())
-      expect(row).toMatchObject({ status: 'pending', attempts: 0, lockedBy: null });
+      expect(row).toMatchObject({
+        status: 'pending',
+        attempts: 1,
+        lockedBy: null,
+        lastError: expect.stringContaining('PublishTimeoutError'),
+      });
   });
 
   it("stops waiting when the dispatcher's publish deadline aborts the batch", async () => {
@@ -526,12 +531,12 @@ describeWith(['postgres'], 'ClientProxyPublisher when the transport never acknow
     await enqueueThree(h);
 
     const started = Date.now();
-    expect(await h.dispatcher.runOnce()).toMatchObject({ claimed: 3, published: 0, released: 3 });
+    expect(await h.dispatcher.runOnce()).toMatchObject({ claimed: 3, published: 0, retried: 3 });
     expect(Date.now() - started).toBeLessThan(2_000);
     expect(h.outages[0]).toBeInstanceOf(PublishTimeoutError);
     expect((h.outages[0] as PublishTimeoutError).timeoutMs).toBe(400);
     for (const row of await h.rows())
-      expect(row).toMatchObject({ status: 'pending', attempts: 0, lockedBy: null });
+      expect(row).toMatchObject({ status: 'pending', attempts: 1, lockedBy: null });
   });
 
   it('resolves publish() promptly with the abort reason for every message once the signal aborts', async () => {
