@@ -55,6 +55,11 @@ function blocking(deadBlocksKey: boolean): string {
   return deadBlocksKey ? `('pending', 'waiting', 'dead')` : `('pending', 'waiting')`;
 }
 
+// SQLite uses a partial index only when the query's WHERE visibly implies the index's: every
+// lookup of a key's rows repeats `status <> 'delivered'`, or it scans the table instead of
+// `<table>_key_idx`.
+const UNDELIVERED = (alias: string): string => `${alias}.status <> 'delivered'`;
+
 /**
  * Params: window. The due rows in due order, each flagged when an earlier message of its key
  * holds it back. Runs inside the claim's write transaction (see SqliteOutboxStore.claim).
@@ -62,7 +67,7 @@ function blocking(deadBlocksKey: boolean): string {
 export function sqliteClaimWindow(n: OutboxTableNames, policy: OutboxQueuePolicy): string {
   const t = n.table;
   const behind = policy.ordered
-    ? `(c.message_key IS NOT NULL AND EXISTS (SELECT 1 FROM ${t} AS e WHERE e.message_key = c.message_key AND e.id < c.id AND e.status IN ${blocking(policy.deadBlocksKey)}))`
+    ? `(c.message_key IS NOT NULL AND EXISTS (SELECT 1 FROM ${t} AS e WHERE e.message_key = c.message_key AND ${UNDELIVERED('e')} AND e.id < c.id AND e.status IN ${blocking(policy.deadBlocksKey)}))`
     : '0';
   return `SELECT c.id, c.message_key, ${behind} AS behind FROM ${t} AS c INDEXED BY ${n.quote(`${n.tableName}_pending_idx`)}
 WHERE c.status = 'pending' AND c.available_at <= ${NOW}
@@ -82,9 +87,9 @@ RETURNING id, message_id, topic, message_key, event_type, payload, headers, atte
 export function sqlitePark(n: OutboxTableNames, policy: OutboxQueuePolicy): string {
   const t = n.table;
   return `UPDATE ${t} SET status = 'waiting'
-WHERE status = 'pending' AND message_key IN (SELECT value FROM json_each(?))
+WHERE status = 'pending' AND status <> 'delivered' AND message_key IN (SELECT value FROM json_each(?))
   AND (locked_until IS NULL OR locked_until < ${NOW})
-  AND id > (SELECT min(e.id) FROM ${t} AS e WHERE e.message_key = ${t}.message_key AND e.status IN ${blocking(policy.deadBlocksKey)})`;
+  AND id > (SELECT min(e.id) FROM ${t} AS e WHERE e.message_key = ${t}.message_key AND ${UNDELIVERED('e')} AND e.status IN ${blocking(policy.deadBlocksKey)})`;
 }
 
 /** Params: JSON array of keys. See PostgreSQL's promote. */
@@ -92,17 +97,17 @@ export function sqlitePromote(n: OutboxTableNames, policy: OutboxQueuePolicy): s
   const t = n.table;
   return `UPDATE ${t} SET status = 'pending'
 WHERE id IN (
-  SELECT (SELECT x.id FROM ${t} AS x WHERE x.message_key = k.value AND x.status = 'waiting' ORDER BY x.id LIMIT 1)
+  SELECT (SELECT x.id FROM ${t} AS x WHERE x.message_key = k.value AND ${UNDELIVERED('x')} AND x.status = 'waiting' ORDER BY x.id LIMIT 1)
   FROM json_each(?) AS k)
-  AND NOT EXISTS (SELECT 1 FROM ${t} AS e WHERE e.message_key = ${t}.message_key AND e.id < ${t}.id AND e.status IN ${blocking(policy.deadBlocksKey)})`;
+  AND NOT EXISTS (SELECT 1 FROM ${t} AS e WHERE e.message_key = ${t}.message_key AND ${UNDELIVERED('e')} AND e.id < ${t}.id AND e.status IN ${blocking(policy.deadBlocksKey)})`;
 }
 
 /** Params: limit. Keys whose first waiting message has nothing earlier holding it back. */
 export function sqliteOrphanKeys(n: OutboxTableNames, policy: OutboxQueuePolicy): string {
   const t = n.table;
   return `SELECT DISTINCT w.message_key AS key FROM ${t} AS w
-WHERE w.status = 'waiting' AND w.message_key IS NOT NULL
-  AND NOT EXISTS (SELECT 1 FROM ${t} AS e WHERE e.message_key = w.message_key AND e.id < w.id AND e.status IN ${blocking(policy.deadBlocksKey)})
+WHERE w.status = 'waiting' AND ${UNDELIVERED('w')} AND w.message_key IS NOT NULL
+  AND NOT EXISTS (SELECT 1 FROM ${t} AS e WHERE e.message_key = w.message_key AND ${UNDELIVERED('e')} AND e.id < w.id AND e.status IN ${blocking(policy.deadBlocksKey)})
 LIMIT ?`;
 }
 
@@ -164,7 +169,7 @@ export function sqliteDeadToRequeue(n: OutboxTableNames, withIds: boolean): stri
     .map((c) => `d.${c}`)
     .join(', ')},
   (d.message_key IS NOT NULL AND EXISTS (
-    SELECT 1 FROM ${t} AS e WHERE e.message_key = d.message_key AND e.id > d.id AND e.status = 'pending')) AS overtaken
+    SELECT 1 FROM ${t} AS e WHERE e.message_key = d.message_key AND ${UNDELIVERED('e')} AND e.id > d.id AND e.status = 'pending')) AS overtaken
 FROM ${t} AS d WHERE d.status = 'dead'${withIds ? ' AND d.message_id IN (SELECT value FROM json_each(?))' : ''}
 ORDER BY d.id`;
 }
