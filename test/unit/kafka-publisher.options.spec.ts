@@ -135,7 +135,12 @@ describe('classifyKafkaError', () => {
       new KafkaJSRequestTimeoutError('Request Produce(key: 0, version: 7) timed out'),
       'outage',
     ],
-    ['a disconnected producer', new Error('The producer is disconnected'), 'outage'],
+    // Never by message text: the publisher knows itself when it disconnected a producer.
+    [
+      'an untyped error that mentions a disconnect',
+      new Error('The producer is disconnected'),
+      'other',
+    ],
     [
       'no leader after retries',
       retriesExceeded(protocolError('LEADER_NOT_AVAILABLE', 5, true)),
