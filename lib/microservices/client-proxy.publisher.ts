@@ -31,7 +31,14 @@ export interface OutboxEnvelope<TPayload = unknown> {
  * Any `@nestjs/microservices` client: `ClientProxy` of any transport (`ClientTCP`, `ClientKafka`,
  * ... are `ClientProxy<TheirEvents, TheirStatus>`, which a plain `ClientProxy` parameter would reject).
  */
-export type OutboxClientProxy = Pick<ClientProxy, 'connect' | 'close' | 'emit' | 'send' | 'unwrap'>;
+interface NatsFlushable {
+  flush(): Promise<void>;
+}
+
+export type OutboxClientProxy = Pick<ClientProxy, 'connect' | 'close' | 'emit' | 'send'> & {
+  /** Nest 11+: the transport's own client (NATS needs it to flush). Absent on Nest 10. */
+  unwrap?: ClientProxy['unwrap'];
+};
 
 export interface ClientProxyPublisherOptions {
   /** How long connecting, and then one `emit`/`send`, may wait for the transport's answer. @default 5000 */
@@ -354,7 +361,12 @@ export class ClientProxyPublisher implements OutboxPublisher {
   ): Promise<PublishOutcome[]> {
     if (!outcomes.some((o) => o.ok)) return outcomes;
     try {
-      const connection = this.client.unwrap<{ flush(): Promise<void> }>();
+      // Nest 10's ClientNats has no unwrap(); its connection is the natsClient field.
+      const connection =
+        typeof this.client.unwrap === 'function'
+          ? this.client.unwrap<NatsFlushable>()
+          : (this.client as { natsClient?: NatsFlushable }).natsClient;
+      if (connection === undefined) throw new Error('the NATS connection is not open');
       await bounded(connection.flush(), this.timeoutMs, aborted);
       return outcomes;
     } catch (cause) {
