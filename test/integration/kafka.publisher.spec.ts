@@ -394,7 +394,7 @@ describeWith(['postgres', 'kafka'], 'KafkaPublisher (PostgreSQL → Kafka)', () 
     );
   }
   (restartable ? it : it.skip)(
-    'survives a Kafka broker restart mid-run (STOPS AND RESTARTS the local scripts/kafka.sh broker): nothing lost, no attempt burnt' +
+    'survives a Kafka broker restart mid-run (STOPS AND RESTARTS the local scripts/kafka.sh broker): nothing lost, none dead-lettered, no attempt burnt by the outage itself' +
       (restartable
         ? ''
         : ` [skipped: the broker on ${SERVICES.kafka.host}:${SERVICES.kafka.port} was not started by scripts/kafka.sh]`),
@@ -453,12 +453,9 @@ describeWith(['postgres', 'kafka'], 'KafkaPublisher (PostgreSQL → Kafka)', () 
         const receivedBeforeWipe = [...before];
         const duringOutage = await h.rows();
         expect(duringOutage.some((r) => r.status === 'pending')).toBe(true);
-        // An outage gives the attempt back: only a batch in flight right now holds one.
-        expect(
-          duringOutage.every(
-            (r) => r.attempts === (r.lockedBy === null ? 0 : 1) && r.status !== 'dead',
-          ),
-        ).toBe(true);
+        // An outage gives the attempt back; a batch cut off mid-flight that hit the publish
+        // deadline counts one (the broker may have it), and none is dead.
+        expect(duringOutage.every((r) => r.attempts <= 1 && r.status !== 'dead')).toBe(true);
 
         await run(KAFKA_SCRIPT, ['start'], { timeout: 120_000 });
         brokerDown = false;
@@ -479,7 +476,9 @@ describeWith(['postgres', 'kafka'], 'KafkaPublisher (PostgreSQL → Kafka)', () 
         );
 
         const rows = await h.rows();
-        expect(rows.every((r) => r.status === 'delivered' && r.attempts === 1)).toBe(true);
+        expect(
+          rows.every((r) => r.status === 'delivered' && r.attempts >= 1 && r.attempts <= 2),
+        ).toBe(true);
         expect(h.outages.length).toBeGreaterThan(0);
         // Nothing lost: each message reached a consumer, except ones the broker had acknowledged
         // before the stop, whose log the restart wiped (scripts/kafka.sh formats a fresh broker).
