@@ -1,8 +1,9 @@
 // nestjs-outbox/rabbitmq: a native RabbitMQ publisher on amqplib (an optional peer dependency).
-export { RabbitMqPublisher } from './rabbitmq.publisher';
+export { RABBITMQ_PUBLISH_ID_HEADER, RabbitMqPublisher } from './rabbitmq.publisher';
 export {
   resolveRabbitMqPublisherOptions,
   type RabbitMqPublisherOptions,
   type ResolvedRabbitMqPublisherOptions,
 } from './rabbitmq-publisher.options';
 export { RabbitMqPublishError, type RabbitMqPublishFailure } from './rabbitmq-publish.error';
+export { RabbitMqAccessRefusedError, type RabbitMqRefusal } from './rabbitmq-access-refused.error';

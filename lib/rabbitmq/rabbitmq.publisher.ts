@@ -16,12 +16,20 @@ import {
   OUTBOX_HEADER_MESSAGE_ID,
   OUTBOX_HEADER_TYPE,
 } from '../outbox.constants';
+import { RabbitMqAccessRefusedError, type RabbitMqRefusal } from './rabbitmq-access-refused.error';
 import { RabbitMqPublishError } from './rabbitmq-publish.error';
 import {
   resolveRabbitMqPublisherOptions,
   type RabbitMqPublisherOptions,
   type ResolvedRabbitMqPublisherOptions,
 } from './rabbitmq-publisher.options';
+
+/**
+ * Header naming one publish of a message (it differs on every attempt of the same message). A
+ * `basic.return` carries the message's headers back, so this is how a return is matched to the
+ * exact publish it answers. Consumers deduplicate on `x-outbox-message-id`, not on this.
+ */
+export const RABBITMQ_PUBLISH_ID_HEADER = 'x-outbox-publish-id';
 
 /** A message with its destination, and its position in the batch. */
 interface Item {
@@ -32,14 +40,19 @@ interface Item {
 }
 
 /**
- * The outcome of one publish on one channel. `bystander`: the channel was closed by another
- * message's error before this one was confirmed; it is published again on a fresh channel.
+ * The outcome of one publish on one channel. The server closed the channel (because of some
+ * message on it) before this message was confirmed (`suspect`: it may be the one at fault) or
+ * before it was written at all (`unsent`). Either way it is published again, on a channel of
+ * its own, to find the message at fault.
  */
-type RoundResult = PublishOutcome | { readonly ok: 'bystander' };
+type RoundResult = PublishOutcome | { readonly ok: 'suspect' } | { readonly ok: 'unsent' };
 
 /** A published message waiting for its confirm. */
 interface Entry {
   readonly item: Item;
+  /** Its confirm sequence number (delivery tag) on the channel. */
+  readonly tag: number;
+  readonly publishId: string;
   /** Set by `basic.return`, which RabbitMQ sends before the confirm of the same message. */
   returned: { replyCode?: number; replyText?: string } | undefined;
   result: RoundResult | undefined;
@@ -50,14 +63,16 @@ interface Entry {
 interface ChannelState {
   readonly channel: ConfirmChannel;
   /** The server's reason when it closed the channel (404 no exchange, 403, 406 …). */
-  closeError: (Error & { code?: number }) | undefined;
+  closeError: (Error & { code?: unknown }) | undefined;
   closed: boolean;
-  /** Publishes whose confirm has not arrived, including abandoned ones. */
-  outstanding: number;
+  /** Delivery tag of the last publish: RabbitMQ numbers a confirm channel's publishes from 1. */
+  lastTag: number;
+  /** Published and not confirmed yet (abandoned ones included), by delivery tag, in order. */
+  readonly unconfirmed: Map<number, Entry>;
+  /** The same entries by publish id, for `basic.return`. */
+  readonly byPublishId: Map<string, Entry>;
   /** `publish()` returned false: wait for 'drain' before writing more. */
   needsDrain: boolean;
-  /** Unconfirmed entries by message id, for `basic.return`. */
-  readonly inflight: Map<string, Entry>;
   readonly waiters: Set<() => void>;
 }
 
@@ -65,47 +80,75 @@ interface ConnectionState {
   readonly model: ChannelModel;
   blocked: string | undefined;
   closed: boolean;
+  /** The channel every batch publishes on first. */
   channel: ChannelState | undefined;
   opening: Promise<ChannelState> | undefined;
 }
 
 const RESERVED_HEADERS = new Set(['cc', 'bcc']);
-const EXCHANGE_IN_ERROR = /exchange '([^']*)'/;
+const ACCESS_REFUSED = 403;
+// amqplib reports a refused handshake only as text, in two fixed formats of its lib/connection.js
+// (the server's reply code is no property): "Handshake terminated by server: 403 (ACCESS-REFUSED)
+// with message ..." when the login is refused, and "Expected ConnectionOpenOk; got
+// <ConnectionClose ...>" when connection.open to the vhost is. Anchored on those formats only.
+const HANDSHAKE_REFUSED = /^Handshake terminated by server: (403|530) /;
+const VHOST_REFUSED = /^Expected ConnectionOpenOk; got <ConnectionClose\b/;
 
 /**
  * Publishes outbox messages to RabbitMQ with amqplib on a confirm channel: persistent, mandatory
  * messages with `messageId`, `type`, `timestamp`, `contentType: application/json` and the
- * user's headers plus `x-outbox-message-id`, `x-outbox-type` and `x-outbox-key`. A message counts
- * as published only when the broker confirmed it and did not return it as unroutable.
+ * user's headers plus `x-outbox-message-id`, `x-outbox-type`, `x-outbox-key` and
+ * `x-outbox-publish-id`. A message counts as published only when the broker confirmed it and did
+ * not return it as unroutable (returns are matched to the exact publish by its publish id).
  *
  * By default messages go to the default exchange with the topic as routing key, i.e. to the
  * queue named like the topic; set `exchange` and `routingKey` for anything else.
  *
- * Failures: an unroutable (returned) or nacked message fails alone and is retried. A publish that
- * closes the channel (an exchange that does not exist) fails that message; the other unconfirmed
- * messages of the batch are published again on a new channel. A lost connection, a blocked
- * connection (memory or disk alarm) or a failed reconnect report an outage, so the dispatcher
- * releases the batch without counting attempts; reconnection waits with exponential backoff.
+ * Failures: an unroutable (returned) or nacked message fails alone and is retried. When a publish
+ * makes the server close the channel (an exchange that does not exist, a 406), every message
+ * unconfirmed on it, of any batch, is published again on channels of its own, narrowed down until
+ * the message at fault is found: only that one fails. A lost connection, a blocked connection
+ * (memory or disk alarm) or a failed reconnect report an outage, so the dispatcher releases the
+ * batch without counting attempts; reconnection waits with exponential backoff. A refused login,
+ * vhost or permission ({@link RabbitMqAccessRefusedError}) is logged at error level on every
+ * attempt and never costs a message an attempt; {@link RabbitMqPublisher.connect} lets the
+ * application fail at bootstrap instead.
  */
 export class RabbitMqPublisher implements OutboxPublisher {
   private readonly logger = new Logger(RabbitMqPublisher.name);
   // Private fields, so that the URL's password never shows up in util.inspect or JSON.stringify.
   readonly #options: ResolvedRabbitMqPublisherOptions;
   readonly #where: string;
+  readonly #user: string | undefined;
+  readonly #vhost: string;
   #connection: ConnectionState | undefined;
   #connecting: Promise<ConnectionState> | undefined;
   #nextAttemptAt = 0;
   #delayMs = 0;
-  #lastError = '';
+  /** Why the last connection attempt failed, for the fast failures while waiting to retry. */
+  #lastFailure: PublisherUnavailableError | undefined;
+  #publishes = 0;
 
   constructor(options: RabbitMqPublisherOptions) {
     this.#options = resolveRabbitMqPublisherOptions(options);
     this.#where = describeEndpoint(this.#options.url);
+    ({ user: this.#user, vhost: this.#vhost } = identity(this.#options.url));
+  }
+
+  /**
+   * Connects now instead of on the first publish (and now, even while waiting to reconnect).
+   * Rejects with {@link RabbitMqAccessRefusedError} when RabbitMQ refuses the credentials, the
+   * vhost or the topology's permissions, and with `PublisherUnavailableError` when it cannot be
+   * reached. Await it where the publisher is built to stop a misconfigured application at
+   * bootstrap; `publish()` keeps reconnecting with backoff either way.
+   */
+  async connect(): Promise<void> {
+    await this.connection(true);
   }
 
   async publish(records: readonly OutboxRecord[], signal: AbortSignal): Promise<PublishOutcome[]> {
     const outcomes = new Array<PublishOutcome | undefined>(records.length).fill(undefined);
-    let items: Item[] = [];
+    const items: Item[] = [];
     records.forEach((record, index) => {
       try {
         items.push({
@@ -119,37 +162,30 @@ export class RabbitMqPublisher implements OutboxPublisher {
       }
     });
 
-    // A second round only re-publishes the bystanders of a channel closed by another message.
-    for (let round = 0; round < 2 && items.length > 0 && !signal.aborted; round++) {
+    if (items.length > 0 && !signal.aborted) {
       let connection: ConnectionState;
-      let channel: ChannelState;
+      let shared: ChannelState;
       try {
-        connection = await this.connect();
-        channel = await this.channel(connection);
+        connection = await this.connection(false);
+        shared = await this.sharedChannel(connection);
       } catch (error) {
-        // In the first round nothing was published yet: the whole batch is handed back.
-        if (round === 0) throw toUnavailable(error, 'Could not open a RabbitMQ channel');
-        break;
+        // Nothing was published yet: the whole batch is handed back.
+        throw toUnavailable(error, 'Could not open a RabbitMQ channel');
       }
-      const results = await this.publishOnChannel(connection, channel, items, signal);
-      const bystanders: Item[] = [];
+      const results = await this.publishOnChannel(connection, shared, items, signal);
+      const again: Item[] = [];
       results.forEach((result, k) => {
         const item = items[k];
         if (item === undefined) return;
-        if (result.ok === 'bystander') bystanders.push(item);
+        if (result.ok === 'suspect' || result.ok === 'unsent') again.push(item);
         else outcomes[item.index] = result;
       });
-      items = bystanders;
+      if (again.length > 0) await this.isolate(connection, again, outcomes, signal);
     }
-    return outcomes.map(
-      (o) =>
-        o ?? {
-          ok: false,
-          error: new PublisherUnavailableError(
-            'RabbitMQ closed the channel before confirming the message',
-          ),
-        },
-    );
+    const unanswered = signal.aborted
+      ? abortReason(signal)
+      : new PublisherUnavailableError('RabbitMQ closed the channel before confirming the message');
+    return outcomes.map((o) => o ?? { ok: false, error: unanswered });
   }
 
   /** Closes the channel and the connection; a later publish connects again. */
@@ -164,6 +200,67 @@ export class RabbitMqPublisher implements OutboxPublisher {
     await connection.model.close().catch(() => undefined);
   }
 
+  /**
+   * Publishes messages whose channel the server closed before confirming them, each group on a
+   * channel of its own, so that neither another batch nor the message at fault can disturb them.
+   * A group whose channel is closed again is split in halves; a message that is the only one
+   * unconfirmed on a closed channel is the one at fault. (The server processes a channel's
+   * publishes in order and never confirms the one it closed the channel for.)
+   */
+  private async isolate(
+    connection: ConnectionState,
+    items: readonly Item[],
+    outcomes: (PublishOutcome | undefined)[],
+    signal: AbortSignal,
+  ): Promise<void> {
+    const groups: Item[][] = [[...items]];
+    // Enough to isolate every message alone; a channel the server keeps closing for no message's
+    // fault must not loop forever.
+    let rounds = 2 * items.length + 2;
+    const refused = new Set<string>();
+    while (groups.length > 0 && !signal.aborted) {
+      const group = groups.shift() ?? [];
+      if (rounds-- <= 0) {
+        const error = new PublisherUnavailableError(
+          'RabbitMQ kept closing the channel and the message at fault could not be isolated',
+        );
+        for (const item of group) outcomes[item.index] ??= { ok: false, error };
+        continue;
+      }
+      let state: ChannelState;
+      try {
+        state = await this.openChannel(connection);
+      } catch (cause) {
+        const error = toUnavailable(cause, 'Could not open a RabbitMQ channel');
+        for (const item of [group, ...groups].flat()) outcomes[item.index] ??= { ok: false, error };
+        break;
+      }
+      const results = await this.publishOnChannel(connection, state, group, signal);
+      if (!state.closed) await state.channel.close().catch(() => undefined);
+      const unconfirmed: Item[] = [];
+      const unsent: Item[] = [];
+      results.forEach((result, k) => {
+        const item = group[k];
+        if (item === undefined) return;
+        if (result.ok === 'suspect') unconfirmed.push(item);
+        else if (result.ok === 'unsent') unsent.push(item);
+        else outcomes[item.index] = result;
+      });
+      const [only] = unconfirmed;
+      if (unconfirmed.length === 1 && only !== undefined) {
+        const error = this.channelFailure(state, only);
+        outcomes[only.index] = { ok: false, error };
+        if (error instanceof RabbitMqAccessRefusedError) refused.add(error.message);
+      } else if (unconfirmed.length > 1) {
+        const half = Math.ceil(unconfirmed.length / 2);
+        groups.unshift(unconfirmed.slice(0, half), unconfirmed.slice(half));
+      }
+      if (unsent.length > 0) groups.push(unsent);
+    }
+    // A permission problem is the operator's to fix, and retrying will not: say so at error level.
+    for (const message of refused) this.logger.error(message);
+  }
+
   /** Publishes every item on `state` and waits for their confirms, within `publishTimeoutMs`. */
   private async publishOnChannel(
     connection: ConnectionState,
@@ -174,25 +271,27 @@ export class RabbitMqPublisher implements OutboxPublisher {
     const entries: Entry[] = [];
     let unpublished = items.length;
     let stopped: RoundResult | undefined;
-    const stop = (result: RoundResult, settleInflight: boolean): void => {
+    // Settles this round's entries only: an abandoned publish stays unconfirmed on the channel
+    // until its confirm (or the channel's close) arrives, so a late return still finds it.
+    const stop = (result: RoundResult): void => {
       stopped ??= result;
-      if (settleInflight) for (const entry of entries) entry.settle(result);
+      for (const entry of entries) entry.settle(result);
       notify(state);
     };
     const timer = setTimeout(
-      () =>
-        stop({ ok: false, error: new PublishTimeoutError(this.#options.publishTimeoutMs) }, true),
+      () => stop({ ok: false, error: new PublishTimeoutError(this.#options.publishTimeoutMs) }),
       this.#options.publishTimeoutMs,
     );
-    const onAbort = (): void =>
-      stop({ ok: false, error: new PublisherUnavailableError('The publish was aborted') }, true);
-    signal.addEventListener('abort', onAbort, { once: true });
-    const onBlocked = (): void => stop(this.blockedOutcome(connection), true);
+    const onAbort = (): void => stop({ ok: false, error: abortReason(signal) });
+    // Aborted while the connection or channel was being opened: publish nothing.
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
+    const onBlocked = (): void => stop(this.blockedOutcome(connection));
     connection.model.on('blocked', onBlocked);
     try {
       for (const item of items) {
         while (
-          (state.outstanding >= this.#options.maxOutstandingConfirms || state.needsDrain) &&
+          (state.unconfirmed.size >= this.#options.maxOutstandingConfirms || state.needsDrain) &&
           this.canPublish(connection, state, stopped)
         ) {
           await changed(state);
@@ -201,7 +300,7 @@ export class RabbitMqPublisher implements OutboxPublisher {
         entries.push(this.publishOne(state, item));
         unpublished--;
       }
-      // Not sent at all: nothing is ambiguous about these, so they are handed back.
+      // Not sent at all: nothing is ambiguous about these.
       const notSent = this.notSentOutcome(connection, state, stopped);
       const results = await Promise.all(
         entries.map((entry) => new Promise<RoundResult>((resolve) => waitSettled(entry, resolve))),
@@ -221,8 +320,13 @@ export class RabbitMqPublisher implements OutboxPublisher {
   ): RoundResult {
     if (connection.blocked !== undefined) return this.blockedOutcome(connection);
     if (state.closed && state.closeError !== undefined && !connection.closed)
-      return { ok: 'bystander' };
-    if (stopped?.ok === false && stopped.error instanceof PublisherUnavailableError) return stopped;
+      return { ok: 'unsent' };
+    if (
+      stopped?.ok === false &&
+      (stopped.error instanceof PublisherUnavailableError ||
+        stopped.error instanceof PublishTimeoutError)
+    )
+      return stopped;
     const why =
       stopped === undefined
         ? 'RabbitMQ closed the channel'
@@ -244,56 +348,32 @@ export class RabbitMqPublisher implements OutboxPublisher {
   }
 
   private publishOne(state: ChannelState, item: Item): Entry {
-    const { record, exchange, routingKey } = item;
-    const entry = createEntry(item);
-    state.inflight.set(record.messageId, entry);
-    state.outstanding++;
-    let confirmed = false;
-    const onConfirm = (error: unknown): void => {
-      if (confirmed) return;
-      confirmed = true;
-      state.outstanding--;
-      if (state.inflight.get(record.messageId) === entry) state.inflight.delete(record.messageId);
-      notify(state);
-      entry.settle(this.confirmOutcome(state, entry, error));
-    };
+    const publishId = String(++this.#publishes);
+    const entry = createEntry(item, ++state.lastTag, publishId);
+    state.unconfirmed.set(entry.tag, entry);
+    state.byPublishId.set(publishId, entry);
     try {
+      // Confirms are taken from the channel's ack/nack events by delivery tag (see openChannel),
+      // not from this callback, which amqplib also calls with an error when the channel closes.
       const ok = state.channel.publish(
-        exchange,
-        routingKey,
-        Buffer.from(record.payload, 'utf8'),
-        this.properties(record),
-        onConfirm,
+        item.exchange,
+        item.routingKey,
+        Buffer.from(item.record.payload, 'utf8'),
+        this.properties(item.record, publishId),
       );
       if (!ok) state.needsDrain = true;
     } catch (error) {
       // The channel is closing under us: the message never left.
-      confirmed = true;
-      state.outstanding--;
-      state.inflight.delete(record.messageId);
+      forget(state, entry);
       entry.settle({ ok: false, error: toUnavailable(error, 'The message was not sent') });
     }
     return entry;
   }
 
-  private confirmOutcome(state: ChannelState, entry: Entry, error: unknown): RoundResult {
+  /** The outcome of a confirm (`nacked`: a basic.nack) for `entry`. */
+  private confirmOutcome(entry: Entry, nacked: boolean): PublishOutcome {
     const { exchange, routingKey } = entry.item;
-    if (error === null || error === undefined) {
-      const returned = entry.returned;
-      if (returned === undefined) return { ok: true };
-      const text = `RabbitMQ returned the message as unroutable (${returned.replyCode ?? 312} ${returned.replyText ?? 'NO_ROUTE'}): no queue is bound to exchange '${exchange}' for routing key '${routingKey}'`;
-      return {
-        ok: false,
-        error: new RabbitMqPublishError(
-          text,
-          'unroutable',
-          exchange,
-          routingKey,
-          returned.replyCode,
-        ),
-      };
-    }
-    if ((error as { message?: unknown }).message === 'message nacked') {
+    if (nacked) {
       return {
         ok: false,
         error: new RabbitMqPublishError(
@@ -304,37 +384,37 @@ export class RabbitMqPublisher implements OutboxPublisher {
         ),
       };
     }
-    const closeError = state.closeError;
-    if (closeError === undefined) {
-      // The connection went away (or the channel was closed by us): nothing wrong with the message.
-      return {
-        ok: false,
-        error: new PublisherUnavailableError(
-          `RabbitMQ connection lost before the confirm: ${describeError(error)}`,
-          { cause: error },
-        ),
-      };
-    }
-    const culprit =
-      closeError.code === 404 || closeError.code === 403
-        ? EXCHANGE_IN_ERROR.exec(closeError.message)?.[1]
-        : undefined;
-    if (culprit !== undefined && culprit !== exchange) return { ok: 'bystander' };
-    // Either this message's exchange caused the close, or the cause cannot be told apart: the
-    // message fails (retried with backoff, dead-lettered in the end) rather than loop forever.
+    const returned = entry.returned;
+    if (returned === undefined) return { ok: true };
+    const text = `RabbitMQ returned the message as unroutable (${returned.replyCode ?? 312} ${returned.replyText ?? 'NO_ROUTE'}): no queue is bound to exchange '${exchange}' for routing key '${routingKey}'`;
     return {
       ok: false,
-      error: new RabbitMqPublishError(
-        describeError(closeError),
-        'channel-error',
-        exchange,
-        routingKey,
-        closeError.code,
-      ),
+      error: new RabbitMqPublishError(text, 'unroutable', exchange, routingKey, returned.replyCode),
     };
   }
 
-  private properties(record: OutboxRecord): Options.Publish {
+  /** The failure of the message that made the server close its (own) channel. */
+  private channelFailure(state: ChannelState, item: Item): unknown {
+    const { exchange, routingKey } = item;
+    const closeError = state.closeError;
+    const code = typeof closeError?.code === 'number' ? closeError.code : undefined;
+    if (code === ACCESS_REFUSED) {
+      return this.refused(
+        'permission',
+        `publishing to exchange '${exchange}' was refused (${describeError(closeError)})`,
+        closeError,
+      );
+    }
+    return new RabbitMqPublishError(
+      closeError === undefined ? 'RabbitMQ closed the channel' : describeError(closeError),
+      'channel-error',
+      exchange,
+      routingKey,
+      code,
+    );
+  }
+
+  private properties(record: OutboxRecord, publishId: string): Options.Publish {
     const headers: Record<string, string> = {};
     for (const [name, value] of Object.entries(record.headers)) {
       // CC/BCC would copy the message to other queues (sender-selected distribution).
@@ -343,6 +423,7 @@ export class RabbitMqPublisher implements OutboxPublisher {
     headers[OUTBOX_HEADER_MESSAGE_ID] = record.messageId;
     headers[OUTBOX_HEADER_TYPE] = record.type;
     if (record.key !== null) headers[OUTBOX_HEADER_KEY] = record.key;
+    headers[RABBITMQ_PUBLISH_ID_HEADER] = publishId;
     return {
       persistent: true,
       mandatory: true,
@@ -366,8 +447,11 @@ export class RabbitMqPublisher implements OutboxPublisher {
     };
   }
 
-  /** The open connection, or a new one; fails fast while blocked or waiting to reconnect. */
-  private async connect(): Promise<ConnectionState> {
+  /**
+   * The open connection, or a new one; fails fast while blocked or waiting to reconnect (unless
+   * `now`, for `connect()`).
+   */
+  private async connection(now: boolean): Promise<ConnectionState> {
     const current = this.#connection;
     if (current !== undefined && !current.closed) {
       if (current.blocked !== undefined)
@@ -375,9 +459,12 @@ export class RabbitMqPublisher implements OutboxPublisher {
       return current;
     }
     const waitMs = this.#nextAttemptAt - Date.now();
-    if (waitMs > 0 && this.#connecting === undefined) {
+    if (!now && waitMs > 0 && this.#connecting === undefined) {
+      const last = this.#lastFailure;
+      if (last instanceof RabbitMqAccessRefusedError) throw last;
       throw new PublisherUnavailableError(
-        `RabbitMQ at ${this.#where} is unreachable (${this.#lastError}); next connection attempt in ${waitMs} ms`,
+        `RabbitMQ at ${this.#where} is unreachable (${last === undefined ? 'no attempt yet' : last.message}); next connection attempt in ${waitMs} ms`,
+        { cause: last },
       );
     }
     this.#connecting ??= this.open().finally(() => {
@@ -415,6 +502,7 @@ export class RabbitMqPublisher implements OutboxPublisher {
       this.#connection = state;
       this.#delayMs = 0;
       this.#nextAttemptAt = 0;
+      this.#lastFailure = undefined;
       this.logger.log(`Connected to RabbitMQ at ${this.#where}`);
       return state;
     } catch (error) {
@@ -425,27 +513,83 @@ export class RabbitMqPublisher implements OutboxPublisher {
         this.#delayMs === 0 ? initialDelayMs : this.#delayMs * 2,
       );
       this.#nextAttemptAt = Date.now() + this.#delayMs;
-      this.#lastError = describeError(error);
-      throw new PublisherUnavailableError(
-        `Could not connect to RabbitMQ at ${this.#where}: ${this.#lastError}`,
-        { cause: error },
+      const failure =
+        this.accessRefusal(error) ??
+        new PublisherUnavailableError(
+          `Could not connect to RabbitMQ at ${this.#where}: ${describeError(error)}`,
+          { cause: error },
+        );
+      if (failure instanceof RabbitMqAccessRefusedError) {
+        // Retrying cannot help until someone fixes the configuration: say so loudly, every time.
+        this.logger.error(`${failure.message} Next attempt in ${this.#delayMs} ms.`);
+      }
+      this.#lastFailure = failure;
+      throw failure;
+    }
+  }
+
+  /** The refusal in a failed connection attempt, if RabbitMQ refused rather than failed. */
+  private accessRefusal(error: unknown): RabbitMqAccessRefusedError | undefined {
+    const message = error instanceof Error ? error.message : '';
+    const login = HANDSHAKE_REFUSED.exec(message);
+    if (login !== null) {
+      return this.refused('login', 'the login was refused', error, Number(login[1]));
+    }
+    if (VHOST_REFUSED.test(message)) return this.refused('vhost', 'access was refused', error);
+    // A channel error of assertTopology carries the reply code as a property.
+    if ((error as { code?: unknown } | null)?.code === ACCESS_REFUSED) {
+      return this.refused(
+        'permission',
+        `declaring the topology was refused (${describeError(error)})`,
+        error,
       );
     }
+    return undefined;
+  }
+
+  private refused(
+    refusal: RabbitMqRefusal,
+    what: string,
+    cause: unknown,
+    replyCode: number | undefined = refusal === 'vhost' ? undefined : ACCESS_REFUSED,
+  ): RabbitMqAccessRefusedError {
+    const user = this.#user === undefined ? 'the default user' : `user '${this.#user}'`;
+    const fix =
+      refusal === 'login'
+        ? 'the credentials are wrong (username or password)'
+        : refusal === 'vhost'
+          ? `the credentials or vhost permissions are wrong: ${user} may not use vhost '${this.#vhost}' (or it does not exist)`
+          : `the vhost permissions are wrong: ${user} may not do this on vhost '${this.#vhost}'`;
+    return new RabbitMqAccessRefusedError(
+      `RabbitMQ at ${this.#where} refused ${user}: ${what}; ${fix}. Nothing is published until this is fixed, and no message loses an attempt.`,
+      refusal,
+      this.#where,
+      this.#user,
+      this.#vhost,
+      replyCode,
+      { cause },
+    );
   }
 
   private watch(state: ConnectionState): void {
     const { model } = state;
     model.on('error', (error: unknown) => {
-      this.#lastError = describeError(error);
+      this.#lastFailure = new PublisherUnavailableError(
+        `RabbitMQ connection error: ${describeError(error)}`,
+        { cause: error },
+      );
     });
     model.on('close', (error: unknown) => {
       state.closed = true;
       if (this.#connection === state) {
         this.#connection = undefined;
         if (error !== undefined && error !== null) {
-          this.#lastError = describeError(error);
+          this.#lastFailure = new PublisherUnavailableError(
+            `RabbitMQ connection lost: ${describeError(error)}`,
+            { cause: error },
+          );
           this.logger.warn(
-            `RabbitMQ connection to ${this.#where} lost: ${this.#lastError}; reconnecting on the next publish`,
+            `RabbitMQ connection to ${this.#where} lost: ${describeError(error)}; reconnecting on the next publish`,
           );
         }
       }
@@ -461,55 +605,104 @@ export class RabbitMqPublisher implements OutboxPublisher {
     });
   }
 
-  /** The connection's confirm channel, opened again after the server closed it. */
-  private async channel(connection: ConnectionState): Promise<ChannelState> {
+  /** The connection's shared confirm channel, opened again after the server closed it. */
+  private async sharedChannel(connection: ConnectionState): Promise<ChannelState> {
     const current = connection.channel;
     if (current !== undefined && !current.closed) return current;
-    connection.opening ??= (async () => {
-      const channel = await connection.model.createConfirmChannel();
-      const state: ChannelState = {
-        channel,
-        closeError: undefined,
-        closed: false,
-        outstanding: 0,
-        needsDrain: false,
-        inflight: new Map(),
-        waiters: new Set(),
-      };
-      channel.on('error', (error: Error & { code?: number }) => {
-        state.closeError = error;
-        this.logger.warn(
-          `RabbitMQ closed the publishing channel: ${describeError(error)}; opening a new one`,
-        );
+    connection.opening ??= this.openChannel(connection)
+      .then((state) => {
+        if (!state.closed) connection.channel = state;
+        return state;
+      })
+      .finally(() => {
+        connection.opening = undefined;
       });
-      channel.on('close', () => {
-        state.closed = true;
-        state.outstanding = 0;
-        if (connection.channel === state) connection.channel = undefined;
-        notify(state);
-      });
-      channel.on('return', (message: Message) => {
-        const id: unknown = message.properties.messageId;
-        const entry = typeof id === 'string' ? state.inflight.get(id) : undefined;
-        if (entry !== undefined)
-          entry.returned = message.fields as { replyCode?: number; replyText?: string };
-      });
-      channel.on('drain', () => {
-        state.needsDrain = false;
-        notify(state);
-      });
-      connection.channel = state;
-      return state;
-    })().finally(() => {
-      connection.opening = undefined;
-    });
     return connection.opening;
+  }
+
+  private async openChannel(connection: ConnectionState): Promise<ChannelState> {
+    const channel = await connection.model.createConfirmChannel();
+    const state: ChannelState = {
+      channel,
+      closeError: undefined,
+      closed: false,
+      lastTag: 0,
+      unconfirmed: new Map(),
+      byPublishId: new Map(),
+      needsDrain: false,
+      waiters: new Set(),
+    };
+    channel.on('error', (error: Error & { code?: unknown }) => {
+      state.closeError = error;
+      this.logger.warn(
+        `RabbitMQ closed a publishing channel: ${describeError(error)}; its unconfirmed messages are published again on channels of their own`,
+      );
+    });
+    channel.on('close', () => {
+      state.closed = true;
+      if (connection.channel === state) connection.channel = undefined;
+      // amqplib's own callbacks stop at the first confirmed hole in its window; settle all here.
+      const closed: RoundResult =
+        state.closeError !== undefined
+          ? { ok: 'suspect' }
+          : {
+              ok: false,
+              error: new PublisherUnavailableError('RabbitMQ connection lost before the confirm'),
+            };
+      for (const entry of state.unconfirmed.values()) entry.settle(closed);
+      state.unconfirmed.clear();
+      state.byPublishId.clear();
+      notify(state);
+    });
+    channel.on('ack', (fields: { deliveryTag: number; multiple: boolean }) =>
+      this.confirmed(state, fields, false),
+    );
+    channel.on('nack', (fields: { deliveryTag: number; multiple: boolean }) =>
+      this.confirmed(state, fields, true),
+    );
+    channel.on('return', (message: Message) => {
+      const headers = (message.properties.headers ?? {}) as Record<string, unknown>;
+      const id = headers[RABBITMQ_PUBLISH_ID_HEADER];
+      const entry = typeof id === 'string' ? state.byPublishId.get(id) : undefined;
+      if (entry !== undefined)
+        entry.returned = message.fields as { replyCode?: number; replyText?: string };
+    });
+    channel.on('drain', () => {
+      state.needsDrain = false;
+      notify(state);
+    });
+    return state;
+  }
+
+  /** Settles the entries a basic.ack / basic.nack confirms (one tag, or every tag up to it). */
+  private confirmed(
+    state: ChannelState,
+    { deliveryTag, multiple }: { deliveryTag: number; multiple: boolean },
+    nacked: boolean,
+  ): void {
+    const settled: Entry[] = [];
+    if (multiple) {
+      for (const [tag, entry] of state.unconfirmed) {
+        if (tag > deliveryTag) break;
+        settled.push(entry);
+      }
+    } else {
+      const entry = state.unconfirmed.get(deliveryTag);
+      if (entry !== undefined) settled.push(entry);
+    }
+    for (const entry of settled) {
+      forget(state, entry);
+      entry.settle(this.confirmOutcome(entry, nacked));
+    }
+    notify(state);
   }
 }
 
-function createEntry(item: Item): Entry {
+function createEntry(item: Item, tag: number, publishId: string): Entry {
   const entry: Entry = {
     item,
+    tag,
+    publishId,
     returned: undefined,
     result: undefined,
     listeners: [],
@@ -522,6 +715,11 @@ function createEntry(item: Item): Entry {
   return entry;
 }
 
+function forget(state: ChannelState, entry: Entry): void {
+  state.unconfirmed.delete(entry.tag);
+  state.byPublishId.delete(entry.publishId);
+}
+
 function waitSettled(entry: Entry, resolve: (result: RoundResult) => void): void {
   if (entry.result !== undefined) resolve(entry.result);
   else entry.listeners.push(resolve);
@@ -530,6 +728,14 @@ function waitSettled(entry: Entry, resolve: (result: RoundResult) => void): void
 function toUnavailable(error: unknown, what: string): PublisherUnavailableError {
   if (error instanceof PublisherUnavailableError) return error;
   return new PublisherUnavailableError(`${what}: ${describeError(error)}`, { cause: error });
+}
+
+/** The abort reason as the outcome of unanswered messages (the dispatcher aborts with a PublishTimeoutError). */
+function abortReason(signal: AbortSignal): Error {
+  const reason: unknown = signal.reason;
+  return reason instanceof PublishTimeoutError || reason instanceof PublisherUnavailableError
+    ? reason
+    : new PublisherUnavailableError('The publish was aborted', { cause: reason });
 }
 
 function notify(state: ChannelState): void {
@@ -565,5 +771,21 @@ function describeEndpoint(url: string | Options.Connect): string {
     return `${parsed.protocol}//${parsed.host}${parsed.pathname}`;
   } catch {
     return 'the configured URL';
+  }
+}
+
+/** The user and vhost we connect as (never the password), for messages about refusals. */
+function identity(url: string | Options.Connect): { user: string | undefined; vhost: string } {
+  if (typeof url !== 'string') return { user: url.username, vhost: url.vhost ?? '/' };
+  try {
+    const parsed = new URL(url);
+    const path = parsed.pathname.replace(/^\//, '');
+    return {
+      user: parsed.username === '' ? undefined : decodeURIComponent(parsed.username),
+      // amqplib's rule: an empty path means the vhost '/'; otherwise the decoded path.
+      vhost: path === '' ? '/' : decodeURIComponent(path),
+    };
+  } catch {
+    return { user: undefined, vhost: '/' };
   }
 }

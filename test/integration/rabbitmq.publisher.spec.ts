@@ -1,44 +1,48 @@
 import { execFile, execFileSync } from 'node:child_process';
 import { promisify } from 'node:util';
-import { Test, type TestingModule } from '@nestjs/testing';
+import { Logger } from '@nestjs/common';
 import { connect, type Channel, type ChannelModel, type ConsumeMessage } from 'amqplib';
 import type { DataSource } from 'typeorm';
 import {
   OUTBOX_HEADER_MESSAGE_ID,
   OUTBOX_HEADER_TYPE,
-  OutboxDispatcher,
-  OutboxModule,
-  OutboxService,
   PublisherUnavailableError,
-  type OutboxMessage,
-  type OutboxModuleOptions,
+  PublishTimeoutError,
+  type OutboxRecord,
 } from '../../lib';
-import { RabbitMqPublisher, type RabbitMqPublisherOptions } from '../../lib/rabbitmq';
-import { ensureOutboxTable } from '../../lib/store/outbox-dialect';
 import {
-  readOutbox,
-  TEST_DATABASES,
-  uniqueTable,
-  type OutboxRow,
-  type TestDatabase,
-} from '../support/databases';
+  RABBITMQ_PUBLISH_ID_HEADER,
+  RabbitMqAccessRefusedError,
+  RabbitMqPublishError,
+  RabbitMqPublisher,
+  type RabbitMqPublisherOptions,
+} from '../../lib/rabbitmq';
+import { TEST_DATABASES, uniqueTable, type TestDatabase } from '../support/databases';
+import {
+  allSettled,
+  dispatchUntil,
+  openOutboxHarness,
+  sleep,
+  type HarnessOverrides,
+  type OutboxHarness,
+} from '../support/outbox-harness';
 import { describeWith, SERVICES } from '../support/services';
+import { waitFor } from '../support/wait-for';
 
 // {PostgreSQL, MariaDB} â†’ RabbitMqPublisher â†’ a real RabbitMQ â†’ an amqplib consumer. Every test
 // asserts what the consumer received and what the outbox table says.
 
 const RABBITMQ_URL = `amqp://${process.env.RABBITMQ_USER ?? 'guest'}:${process.env.RABBITMQ_PASSWORD ?? 'guest'}@${SERVICES.rabbitmq.host}:${SERVICES.rabbitmq.port}`;
 const KEY_HEADER = 'x-outbox-key';
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 const run = promisify(execFile);
 
 /**
- * The broker-control tests need rabbitmqctl on this machine (and the relative memory watermark to
- * restore). Decided at load time so that a test that cannot run is skipped with the reason in its
- * name, and under CI=true fails the run instead of passing without checking anything.
+ * The broker-control tests need rabbitmqctl on this machine (the memory-alarm test also the
+ * relative memory watermark to restore; the access tests add users and vhosts of their own).
+ * Decided at load time so that a test that cannot run is skipped with the reason in its name, and
+ * under CI=true fails the run instead of passing without checking anything.
  */
-function probeRabbitmqctl(): { watermark: string } | { reason: string } {
-  let reason = 'rabbitmqctl is not available to this user';
+function probeRabbitmqctl(): { missing?: string; watermark?: string } {
   // rabbitmqctl status can fail for a moment while the broker (re)starts: try a few times.
   for (let attempt = 0; attempt < 3; attempt++) {
     if (attempt > 0) Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 2_000);
@@ -52,24 +56,29 @@ function probeRabbitmqctl(): { watermark: string } | { reason: string } {
     } catch {
       continue;
     }
-    const watermark = /Memory high watermark setting: ([\d.]+) of available memory/.exec(
-      status,
-    )?.[1];
-    if (watermark !== undefined) return { watermark };
-    reason = 'the memory watermark is not relative';
+    return {
+      watermark: /Memory high watermark setting: ([\d.]+) of available memory/.exec(status)?.[1],
+    };
   }
-  return { reason };
+  return { missing: 'rabbitmqctl is not available to this user' };
 }
 const RABBITMQCTL = probeRabbitmqctl();
-if ('reason' in RABBITMQCTL && process.env.CI === 'true') {
-  throw new Error(
-    `CI=true but the RabbitMQ broker-control tests cannot run: ${RABBITMQCTL.reason}`,
-  );
+const NO_ALARM_CONTROL =
+  RABBITMQCTL.missing ??
+  (RABBITMQCTL.watermark === undefined ? 'the memory watermark is not relative' : undefined);
+if (NO_ALARM_CONTROL !== undefined && process.env.CI === 'true') {
+  throw new Error(`CI=true but the RabbitMQ broker-control tests cannot run: ${NO_ALARM_CONTROL}`);
 }
 const brokerControlTest = (name: string, fn: () => Promise<void>, timeout?: number): void =>
-  'reason' in RABBITMQCTL
-    ? it.skip(`${name} [skipped: ${RABBITMQCTL.reason}]`, fn)
+  NO_ALARM_CONTROL !== undefined
+    ? it.skip(`${name} [skipped: ${NO_ALARM_CONTROL}]`, fn)
     : it(name, fn, timeout);
+/** A test that adds users, vhosts and permissions of its own with rabbitmqctl. */
+const accessControlTest = (name: string, fn: () => Promise<void>, timeout?: number): void =>
+  RABBITMQCTL.missing !== undefined
+    ? it.skip(`${name} [skipped: ${RABBITMQCTL.missing}]`, fn)
+    : it(name, fn, timeout);
+const rabbitmqctl = (...args: string[]) => run('rabbitmqctl', args, { timeout: 60_000 });
 
 interface Delivered {
   readonly messageId: string;
@@ -80,145 +89,44 @@ interface Delivered {
   readonly message: ConsumeMessage;
 }
 
-interface Harness {
-  readonly table: string;
+interface Harness extends OutboxHarness<RabbitMqPublisher> {
+  /** The durable queue the publisher declares (its topology) and publishes to by default. */
   readonly queue: string;
-  readonly outbox: OutboxService;
-  readonly dispatcher: OutboxDispatcher;
-  readonly publisher: RabbitMqPublisher;
-  readonly outages: unknown[];
-  rows(): Promise<OutboxRow[]>;
-  enqueue(messages: OutboxMessage | OutboxMessage[]): Promise<string[]>;
-  close(): Promise<void>;
 }
 
 let counter = 0;
 const uniqueName = (what: string): string => `outbox-it-${what}-${process.pid}-${++counter}`;
 
-async function waitFor(
-  what: string,
-  check: () => boolean | Promise<boolean>,
-  timeoutMs = 30_000,
-  everyMs = 50,
-): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline)
-      throw new Error(`Timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(everyMs);
-  }
-}
-
-function quoted(ds: DataSource, name: string): string {
-  return ds.options.type === 'postgres' ? `"${name}"` : `\`${name}\``;
-}
-
-/** One DataSource per database, a table and a queue per test, one amqplib consumer connection. */
-function rabbitSuite(db: TestDatabase) {
-  let ds: DataSource;
-  let consumerConnection: ChannelModel | undefined;
-  const baseTable = uniqueTable('outbox_rmq');
-  const tables: string[] = [];
+/**
+ * An amqplib consumer connection (as guest, or `url`) for one describe block: consumes queues
+ * into arrays and deletes the queues and exchanges it was told about when the block ends.
+ */
+function rabbitConsumers(url = RABBITMQ_URL) {
+  let connection: ChannelModel | undefined;
   const queues: string[] = [];
-  const harnesses: Harness[] = [];
+  const exchanges: string[] = [];
 
-  async function consumerChannel(): Promise<Channel> {
-    if (consumerConnection === undefined) {
-      const opened = await connect(RABBITMQ_URL);
+  async function channel(): Promise<Channel> {
+    if (connection === undefined) {
+      const opened = await connect(url);
       opened.on('error', () => undefined);
       opened.on('close', () => {
-        if (consumerConnection === opened) consumerConnection = undefined;
+        if (connection === opened) connection = undefined;
       });
-      consumerConnection = opened;
+      connection = opened;
     }
-    const channel = await consumerConnection.createChannel();
-    channel.on('error', () => undefined);
-    return channel;
-  }
-
-  beforeAll(async () => {
-    ds = await db.open(baseTable);
-  });
-
-  afterEach(async () => {
-    await Promise.all(harnesses.splice(0).map((h) => h.close()));
-  });
-
-  afterAll(async () => {
-    if (queues.length > 0) {
-      const channel = await consumerChannel().catch(() => undefined);
-      for (const queue of queues) await channel?.deleteQueue(queue).catch(() => undefined);
-    }
-    await consumerConnection?.close().catch(() => undefined);
-    for (const table of tables) {
-      if (ds?.options.type !== 'postgres')
-        await ds?.query(`DROP TABLE IF EXISTS ${quoted(ds, `${table}_key_lock`)}`);
-      await ds?.query(`DROP TABLE IF EXISTS ${quoted(ds, table)}`);
-    }
-    if (ds !== undefined) await db.close(ds, baseTable);
-  });
-
-  async function openOutbox(
-    publisherOptions: Partial<RabbitMqPublisherOptions> = {},
-    overrides: Partial<OutboxModuleOptions> = {},
-  ): Promise<Harness> {
-    const table = uniqueTable('outbox_rmq');
-    tables.push(table);
-    await ensureOutboxTable(ds, { tableName: table });
-    const queue = uniqueName('q');
-    queues.push(queue);
-    const outages: unknown[] = [];
-    const publisher = new RabbitMqPublisher({
-      url: RABBITMQ_URL,
-      assertTopology: async (channel) => {
-        await channel.assertQueue(queue, { durable: true });
-      },
-      reconnect: { initialDelayMs: 100, maxDelayMs: 1_000 },
-      ...publisherOptions,
-    });
-    const moduleRef: TestingModule = await Test.createTestingModule({
-      imports: [
-        OutboxModule.forRoot({
-          dataSource: ds,
-          tableName: table,
-          publisher,
-          autoStart: false,
-          observer: { onOutage: (error) => outages.push(error) },
-          ...overrides,
-          dispatcher: {
-            pollIntervalMs: 50,
-            maxOutagePauseMs: 1_000,
-            listen: false,
-            ...overrides.dispatcher,
-          },
-        }),
-      ],
-    }).compile();
-    await moduleRef.init();
-    const outbox = moduleRef.get(OutboxService);
-    const harness: Harness = {
-      table,
-      queue,
-      outbox,
-      publisher,
-      dispatcher: moduleRef.get(OutboxDispatcher),
-      outages,
-      rows: () => readOutbox(ds, table),
-      enqueue: (messages) =>
-        ds.transaction((m) => outbox.enqueue(Array.isArray(messages) ? messages : [messages], m)),
-      close: () => moduleRef.close(),
-    };
-    harnesses.push(harness);
-    return harness;
+    const created = await connection.createChannel();
+    created.on('error', () => undefined);
+    return created;
   }
 
   /** Consumes `queue` (declared durable) into an array, acknowledging each message. */
   async function consume(queue: string): Promise<Delivered[]> {
-    const channel = await consumerChannel();
-    await channel.assertQueue(queue, { durable: true });
-    await channel.prefetch(500);
+    const ch = await channel();
+    await ch.assertQueue(queue, { durable: true });
+    await ch.prefetch(500);
     const received: Delivered[] = [];
-    await channel.consume(queue, (message) => {
+    await ch.consume(queue, (message) => {
       if (message === null) return;
       const headers = (message.properties.headers ?? {}) as Record<string, unknown>;
       received.push({
@@ -229,32 +137,87 @@ function rabbitSuite(db: TestDatabase) {
         headers,
         message,
       });
-      channel.ack(message);
+      ch.ack(message);
     });
     return received;
   }
 
-  async function dispatchUntil(
-    h: Harness,
-    what: string,
-    done: () => boolean | Promise<boolean>,
-    timeoutMs = 30_000,
-  ): Promise<void> {
-    await waitFor(
-      what,
-      async () => {
-        await h.dispatcher.drain();
-        return done();
-      },
-      timeoutMs,
-      20,
+  afterAll(async () => {
+    if (queues.length + exchanges.length > 0) {
+      const ch = await channel().catch(() => undefined);
+      for (const queue of queues) await ch?.deleteQueue(queue).catch(() => undefined);
+      for (const exchange of exchanges) await ch?.deleteExchange(exchange).catch(() => undefined);
+    }
+    await connection?.close().catch(() => undefined);
+  });
+
+  return {
+    channel,
+    consume,
+    deleteAtEnd: (queue: string) => queues.push(queue),
+    deleteExchangeAtEnd: (exchange: string) => exchanges.push(exchange),
+  };
+}
+
+/** A publisher to RabbitMQ as guest that declares `queue` (durable) on connect. */
+function rabbitPublisher(
+  queue: string,
+  options: Partial<RabbitMqPublisherOptions> = {},
+): RabbitMqPublisher {
+  return new RabbitMqPublisher({
+    url: RABBITMQ_URL,
+    assertTopology: async (channel) => {
+      await channel.assertQueue(queue, { durable: true });
+    },
+    reconnect: { initialDelayMs: 100, maxDelayMs: 1_000 },
+    ...options,
+  });
+}
+
+/** One DataSource per database, a table and a queue per test, one amqplib consumer connection. */
+function rabbitSuite(db: TestDatabase) {
+  let ds: DataSource;
+  const baseTable = uniqueTable('outbox_rmq');
+  const harnesses: Harness[] = [];
+  const consumers = rabbitConsumers();
+
+  beforeAll(async () => {
+    ds = await db.open(baseTable);
+  });
+
+  afterEach(async () => {
+    await Promise.all(harnesses.splice(0).map((h) => h.close()));
+  });
+
+  afterAll(async () => {
+    if (ds !== undefined) await db.close(ds, baseTable);
+  });
+
+  async function openOutbox(
+    publisherOptions: Partial<RabbitMqPublisherOptions> = {},
+    overrides: HarnessOverrides = {},
+  ): Promise<Harness> {
+    const queue = uniqueName('q');
+    consumers.deleteAtEnd(queue);
+    const harness = await openOutboxHarness(
+      ds,
+      rabbitPublisher(queue, publisherOptions),
+      overrides,
+      'outbox_rmq',
     );
+    const withQueue: Harness = { ...harness, queue };
+    harnesses.push(withQueue);
+    return withQueue;
   }
 
-  const allSettled = (h: Harness) => async () =>
-    (await h.rows()).every((r) => r.status !== 'pending');
-
-  return { ds: () => ds, openOutbox, consume, dispatchUntil, allSettled, consumerChannel };
+  return {
+    ds: () => ds,
+    openOutbox,
+    consume: consumers.consume,
+    dispatchUntil,
+    allSettled,
+    consumerChannel: consumers.channel,
+  };
 }
 
 for (const db of TEST_DATABASES.filter((d) => d.service !== null)) {
@@ -287,7 +250,9 @@ for (const db of TEST_DATABASES.filter((d) => d.service !== null)) {
         ).rejects.toThrow('rolled back');
 
         await suite.dispatchUntil(h, 'the outbox to drain', suite.allSettled(h));
-        await waitFor('20 messages at the consumer', () => received.length >= 20);
+        await waitFor('20 messages at the consumer', () => received.length >= 20, {
+          timeoutMs: 30_000,
+        });
         await sleep(300);
 
         expect(received).toHaveLength(20);
@@ -304,6 +269,8 @@ for (const db of TEST_DATABASES.filter((d) => d.service !== null)) {
             [OUTBOX_HEADER_MESSAGE_ID]: id,
             [OUTBOX_HEADER_TYPE]: 'order.created',
             ...(i === 19 ? {} : { [KEY_HEADER]: `order-${i % 7}` }),
+            // Names this publish (differs on every attempt), so a return is matched to it.
+            [RABBITMQ_PUBLISH_ID_HEADER]: expect.stringMatching(/^\d+$/) as unknown,
           });
           expect(r.message.properties).toMatchObject({
             deliveryMode: 2,
@@ -323,7 +290,7 @@ for (const db of TEST_DATABASES.filter((d) => d.service !== null)) {
         expect(received.some((r) => r.body.includes('ghost'))).toBe(false);
         const rows = await h.rows();
         expect(rows.map((r) => r.messageId)).toEqual(ids);
-        expect(rows.every((r) => r.status === 'delivered' && r.attempts === 0)).toBe(true);
+        expect(rows.every((r) => r.status === 'delivered' && r.attempts === 1)).toBe(true);
       });
 
       it('keeps per-key order at the consumer for 50 keys Ã— 100 messages enqueued in separate transactions', async () => {
@@ -357,11 +324,9 @@ for (const db of TEST_DATABASES.filter((d) => d.service !== null)) {
           producing = false;
         }
         await dispatching;
-        await waitFor(
-          '5000 messages at the consumer',
-          () => received.length >= KEYS * PER_KEY,
-          30_000,
-        );
+        await waitFor('5000 messages at the consumer', () => received.length >= KEYS * PER_KEY, {
+          timeoutMs: 30_000,
+        });
         await sleep(300);
 
         expect(received).toHaveLength(KEYS * PER_KEY);
@@ -428,7 +393,7 @@ describeWith(['postgres', 'rabbitmq'], 'RabbitMqPublisher failures (PostgreSQL â
       /RabbitMqPublishError: RabbitMQ returned the message as unroutable \(312 NO_ROUTE\)/,
     );
     expect(
-      rows.filter((r) => r !== bad).every((r) => r.status === 'delivered' && r.attempts === 0),
+      rows.filter((r) => r !== bad).every((r) => r.status === 'delivered' && r.attempts === 1),
     ).toBe(true);
     expect(received.map((r) => r.messageId)).toEqual(ids.filter((id) => id !== ids[5]));
     const channel = await suite.consumerChannel();
@@ -473,6 +438,7 @@ describeWith(['postgres', 'rabbitmq'], 'RabbitMqPublisher failures (PostgreSQL â
     await waitFor(
       '85 messages at the consumer',
       () => new Set(received.map((r) => r.messageId)).size >= 85,
+      { timeoutMs: 30_000 },
     );
     await sleep(300);
 
@@ -481,7 +447,7 @@ describeWith(['postgres', 'rabbitmq'], 'RabbitMqPublisher failures (PostgreSQL â
     expect(
       rows
         .filter((r) => r.messageId !== badId)
-        .every((r) => r.status === 'delivered' && r.attempts === 0),
+        .every((r) => r.status === 'delivered' && r.attempts === 1),
     ).toBe(true);
     // Nothing lost. Messages whose confirm the closed channel swallowed were published again, so a
     // copy is allowed (at least once), but every one arrived.
@@ -496,14 +462,14 @@ describeWith(['postgres', 'rabbitmq'], 'RabbitMqPublisher failures (PostgreSQL â
       Array.from({ length: 150 }, (_, i) => ({ topic: h.queue, key: `k-${i}`, payload: { i } })),
     );
     expect(await h.dispatcher.runOnce()).toMatchObject({ claimed: 150, published: 150 });
-    await waitFor('150 messages', () => received.length >= 150);
+    await waitFor('150 messages', () => received.length >= 150, { timeoutMs: 30_000 });
     expect(received.map((r) => r.messageId)).toEqual(ids);
   });
 
   brokerControlTest(
     'fails fast while RabbitMQ blocks publishers (memory alarm) without burning attempts, then resumes',
     async () => {
-      const watermark = 'watermark' in RABBITMQCTL ? RABBITMQCTL.watermark : '0.4';
+      const watermark = RABBITMQCTL.watermark ?? '0.4';
       const h = await suite.openOutbox({ publishTimeoutMs: 5_000 });
       const received = await suite.consume(h.queue);
       await h.enqueue({ topic: h.queue, key: 'warm-up', payload: { warm: true } });
@@ -520,8 +486,7 @@ describeWith(['postgres', 'rabbitmq'], 'RabbitMqPublisher failures (PostgreSQL â
             await h.dispatcher.runOnce();
             return h.outages.length > 0;
           },
-          10_000,
-          20,
+          { timeoutMs: 10_000, intervalMs: 20 },
         );
         expect(Date.now() - started).toBeLessThan(5_000); // not the publish timeout: the blocked notice
         expect(
@@ -530,15 +495,20 @@ describeWith(['postgres', 'rabbitmq'], 'RabbitMqPublisher failures (PostgreSQL â
           ),
         ).toBe(true);
         const rows = await h.rows();
-        expect(rows.every((r) => r.attempts === 0 && r.status !== 'dead')).toBe(true);
+        // An outage gives the attempt back: only a batch in flight right now holds one.
+        expect(
+          rows.every((r) => r.attempts === (r.lockedBy === null ? 0 : 1) && r.status !== 'dead'),
+        ).toBe(true);
       } finally {
         await run('rabbitmqctl', ['set_vm_memory_high_watermark', watermark]);
       }
       await suite.dispatchUntil(h, 'delivery after the alarm cleared', suite.allSettled(h));
-      await waitFor('the 10 messages', () =>
-        ids.every((id) => received.some((r) => r.messageId === id)),
+      await waitFor(
+        'the 10 messages',
+        () => ids.every((id) => received.some((r) => r.messageId === id)),
+        { timeoutMs: 30_000 },
       );
-      expect((await h.rows()).every((r) => r.status === 'delivered' && r.attempts === 0)).toBe(
+      expect((await h.rows()).every((r) => r.status === 'delivered' && r.attempts === 1)).toBe(
         true,
       );
     },
@@ -577,6 +547,7 @@ describeWith(['postgres', 'rabbitmq'], 'RabbitMqPublisher failures (PostgreSQL â
           'a tenth delivered',
           async () =>
             (await h.rows()).filter((r) => r.status === 'delivered').length >= ids.length / 10,
+          { timeoutMs: 30_000 },
         );
         stopped = true;
         await run('rabbitmqctl', ['stop_app'], { timeout: 60_000 });
@@ -587,15 +558,21 @@ describeWith(['postgres', 'rabbitmq'], 'RabbitMqPublisher failures (PostgreSQL â
         await waitFor(
           'the dispatcher to see the outage',
           () => h.outages.length > outagesAtStop + 1,
-          30_000,
+          { timeoutMs: 30_000 },
         );
         const duringOutage = await h.rows();
         expect(duringOutage.some((r) => r.status === 'pending')).toBe(true);
-        expect(duringOutage.every((r) => r.attempts === 0 && r.status !== 'dead')).toBe(true);
+        expect(
+          duringOutage.every(
+            (r) => r.attempts === (r.lockedBy === null ? 0 : 1) && r.status !== 'dead',
+          ),
+        ).toBe(true);
 
         await run('rabbitmqctl', ['start_app'], { timeout: 60_000 });
         stopped = false;
-        await waitFor('every row delivered after the restart', suite.allSettled(h), 60_000);
+        await waitFor('every row delivered after the restart', suite.allSettled(h), {
+          timeoutMs: 60_000,
+        });
       } finally {
         stopDispatching = true;
         await dispatching;
@@ -607,10 +584,10 @@ describeWith(['postgres', 'rabbitmq'], 'RabbitMqPublisher failures (PostgreSQL â
       await waitFor(
         'every message at the consumer',
         () => ids.every((id) => received.some((r) => r.messageId === id)),
-        30_000,
+        { timeoutMs: 30_000 },
       );
       const rows = await h.rows();
-      expect(rows.every((r) => r.status === 'delivered' && r.attempts === 0)).toBe(true);
+      expect(rows.every((r) => r.status === 'delivered' && r.attempts === 1)).toBe(true);
       expect(h.outages.length).toBeGreaterThan(0);
       // Per key, first arrivals are in order (a message in flight during the stop may come twice).
       const firstSeen = new Map<string, number[]>();
@@ -627,3 +604,308 @@ describeWith(['postgres', 'rabbitmq'], 'RabbitMqPublisher failures (PostgreSQL â
     120_000,
   );
 });
+
+/** A record as the dispatcher hands it over, for tests that drive publish() directly. */
+function rec(topic: string, messageId: string, payload = '{"n":1}'): OutboxRecord {
+  return {
+    id: messageId,
+    messageId,
+    topic,
+    key: null,
+    type: 'direct',
+    payload,
+    headers: {},
+    attempts: 1,
+    createdAt: new Date(),
+  };
+}
+
+const anySignal = (): AbortSignal => new AbortController().signal;
+
+describeWith(
+  ['rabbitmq'],
+  'RabbitMqPublisher channel closes and returns (publish() driven directly)',
+  () => {
+    const consumers = rabbitConsumers();
+    const publishers: RabbitMqPublisher[] = [];
+
+    afterEach(async () => {
+      await Promise.all(publishers.splice(0).map((p) => p.close()));
+    });
+
+    function publisherFor(
+      queue: string,
+      options: Partial<RabbitMqPublisherOptions>,
+    ): RabbitMqPublisher {
+      consumers.deleteAtEnd(queue);
+      const publisher = rabbitPublisher(queue, options);
+      publishers.push(publisher);
+      return publisher;
+    }
+
+    it("a channel closed by one batch's messages fails only those; the other batch in flight on it is published again in full", async () => {
+      const queue = uniqueName('q-close');
+      const missing = uniqueName('missing-exchange');
+      const publisher = publisherFor(queue, {
+        exchange: (r) => (r.topic === 'missing' ? `${missing}-${r.id}` : ''),
+        routingKey: () => queue,
+      });
+      await publisher.connect();
+      const received = await consumers.consume(queue);
+      const good = (from: number, count: number): OutboxRecord[] =>
+        Array.from({ length: count }, (_, i) => rec(queue, `good-${from + i}`));
+      // Two messages to exchanges that do not exist: each closes the channel it is published on (404).
+      const culprits = [rec('missing', 'bad-1'), rec('missing', 'bad-2')];
+      const first = [
+        ...good(0, 30),
+        culprits[0] as OutboxRecord,
+        ...good(30, 30),
+        culprits[1] as OutboxRecord,
+        ...good(60, 30),
+      ];
+      const second = good(100, 90);
+
+      // Both batches on the one shared channel at once, as the dispatcher pipelines them.
+      const [a, b] = await Promise.all([
+        publisher.publish(first, anySignal()),
+        publisher.publish(second, anySignal()),
+      ]);
+
+      expect(b).toEqual(second.map(() => ({ ok: true })));
+      first.forEach((r, i) => {
+        const outcome = a[i];
+        if (!culprits.includes(r)) {
+          expect(outcome).toEqual({ ok: true });
+          return;
+        }
+        const error = outcome !== undefined && !outcome.ok ? outcome.error : undefined;
+        expect(error).toBeInstanceOf(RabbitMqPublishError);
+        expect(error).toMatchObject({
+          reason: 'channel-error',
+          replyCode: 404,
+          exchange: `${missing}-${r.id}`,
+        });
+      });
+      const goodIds = [...first, ...second]
+        .filter((r) => !culprits.includes(r))
+        .map((r) => r.messageId);
+      await waitFor('every good message at the consumer', () =>
+        goodIds.every((id) => received.some((m) => m.messageId === id)),
+      );
+      expect(received.some((m) => m.messageId.startsWith('bad'))).toBe(false);
+    });
+
+    it('a late basic.return of an abandoned publish is not taken for the return of a later publish of the same message', async () => {
+      const queue = uniqueName('q-return');
+      const noBinding = uniqueName('no-binding');
+      consumers.deleteExchangeAtEnd(noBinding);
+      const publisher = publisherFor(queue, {
+        exchange: (r) => (r.topic === 'unroutable' ? noBinding : ''),
+        routingKey: (r) => (r.topic === 'unroutable' ? 'nowhere' : queue),
+        assertTopology: async (channel) => {
+          await channel.assertExchange(noBinding, 'direct', { durable: false });
+          await channel.assertQueue(queue, { durable: true });
+        },
+      });
+      await publisher.connect();
+      const received = await consumers.consume(queue);
+      // The publishing channel is open, so the publishes below need no I/O to go out.
+      expect(await publisher.publish([rec(queue, 'warm-up')], anySignal())).toEqual([{ ok: true }]);
+
+      // First publish of message 'dup': unroutable. The dispatcher gives up on it (its deadline)
+      // and publishes it again, routable this time, all before the broker's basic.return for the
+      // first publish is read: no I/O happens between these steps, only promise jobs.
+      const abort = new AbortController();
+      const reason = new PublishTimeoutError(1);
+      const firstTry = publisher.publish([rec('unroutable', 'dup')], abort.signal);
+      for (let i = 0; i < 20; i++) await Promise.resolve(); // past connect(): written to the channel
+      abort.abort(reason);
+      // Abandoned before the broker's answer was read: neither confirmed nor returned yet.
+      const [abandoned] = await firstTry;
+      expect(abandoned?.ok).toBe(false);
+      expect(abandoned !== undefined && !abandoned.ok && abandoned.error).not.toBeInstanceOf(
+        RabbitMqPublishError,
+      );
+
+      // The same message again, routable now, on the same channel while that return is on its way.
+      const secondTry = publisher.publish([rec(queue, 'dup')], anySignal());
+      expect(await secondTry).toEqual([{ ok: true }]);
+      await waitFor('the retried message at the consumer', () =>
+        received.some((m) => m.messageId === 'dup'),
+      );
+    });
+  },
+);
+
+describeWith(
+  ['postgres', 'rabbitmq'],
+  'RabbitMqPublisher when RabbitMQ refuses the user (own users and vhost)',
+  () => {
+    const VHOST = `outbox-test-access-${process.pid}`;
+    const USER = `outbox_test_403_${process.pid}`;
+    const RIGHT = 'right-pass';
+    const WRONG = 'Wr0ng-S3cret-pass';
+    const STRANGER = `outbox_test_noperm_${process.pid}`;
+    const WRITER = `outbox_test_403w_${process.pid}`;
+    const amqpUrl = (user: string, password: string): string =>
+      `amqp://${encodeURIComponent(user)}:${encodeURIComponent(password)}@${SERVICES.rabbitmq.host}:${SERVICES.rabbitmq.port}/${encodeURIComponent(VHOST)}`;
+    const suite = rabbitSuite(postgres);
+    const consumers = rabbitConsumers(amqpUrl('guest', 'guest'));
+    const ready = RABBITMQCTL.missing === undefined;
+
+    beforeAll(async () => {
+      if (!ready) return;
+      await rabbitmqctl('add_vhost', VHOST);
+      await rabbitmqctl('set_permissions', '-p', VHOST, 'guest', '.*', '.*', '.*');
+      await rabbitmqctl('add_user', USER, RIGHT);
+      await rabbitmqctl('set_permissions', '-p', VHOST, USER, '.*', '.*', '.*');
+      await rabbitmqctl('add_user', STRANGER, RIGHT); // no permissions on the vhost at all
+      await rabbitmqctl('add_user', WRITER, RIGHT);
+      // May publish through the default exchange only.
+      await rabbitmqctl('set_permissions', '-p', VHOST, WRITER, '.*', '^amq\\.default$', '.*');
+    }, 120_000);
+
+    afterAll(async () => {
+      if (!ready) return;
+      for (const user of [USER, STRANGER, WRITER])
+        await rabbitmqctl('delete_user', user).catch(() => undefined);
+      await rabbitmqctl('delete_vhost', VHOST).catch(() => undefined);
+    }, 120_000);
+
+    let errorLogs: jest.SpyInstance;
+    beforeEach(() => {
+      errorLogs = jest.spyOn(Logger.prototype, 'error').mockImplementation(() => undefined);
+    });
+    afterEach(() => errorLogs.mockRestore());
+    const logged = (): string[] => errorLogs.mock.calls.map((call: unknown[]) => String(call[0]));
+
+    accessControlTest(
+      'a wrong password: connect() fails at once, messages wait in the outbox without losing attempts, every attempt logs an error without the password; fixed, the same publisher delivers',
+      async () => {
+        const h = await suite.openOutbox(
+          { url: amqpUrl(USER, WRONG), reconnect: { initialDelayMs: 50, maxDelayMs: 100 } },
+          { dispatcher: { maxOutagePauseMs: 100 } },
+        );
+        consumers.deleteAtEnd(h.queue);
+
+        const refused: unknown = await h.publisher.connect().then(
+          () => undefined,
+          (error: unknown) => error,
+        );
+        expect(refused).toBeInstanceOf(RabbitMqAccessRefusedError);
+        expect(refused).toBeInstanceOf(PublisherUnavailableError); // nothing is burnt for it
+        expect(refused).toMatchObject({
+          refusal: 'login',
+          user: USER,
+          vhost: VHOST,
+          replyCode: 403,
+        });
+        expect((refused as Error).message).toMatch(/credentials are wrong/);
+
+        const ids = await h.enqueue(
+          [0, 1, 2].map((n) => ({ topic: h.queue, key: `k-${n}`, payload: { n } })),
+        );
+        for (let i = 0; i < 3; i++) {
+          await sleep(150); // past the reconnect backoff and the outage pause: a real attempt
+          await h.dispatcher.runOnce();
+        }
+        expect(h.outages.length).toBeGreaterThan(0);
+        expect(h.outages.every((e) => e instanceof RabbitMqAccessRefusedError)).toBe(true);
+        for (const row of await h.rows())
+          expect(row).toMatchObject({ status: 'pending', attempts: 0, lockedBy: null });
+        const refusals = logged().filter((m) => m.includes('credentials are wrong'));
+        expect(refusals.length).toBeGreaterThanOrEqual(3); // connect() and every later attempt
+        expect(logged().join('\n')).not.toContain(WRONG);
+        expect(logged().join('\n')).not.toContain(encodeURIComponent(WRONG));
+
+        // The operator fixes it (here: the broker side); the running publisher picks it up.
+        await rabbitmqctl('change_password', USER, WRONG);
+        const received = await consumers.consume(h.queue);
+        await dispatchUntil(h, 'delivery once the credentials are right', allSettled(h));
+        await waitFor('the messages at the consumer', () =>
+          ids.every((id) => received.some((m) => m.messageId === id)),
+        );
+        expect((await h.rows()).every((r) => r.status === 'delivered')).toBe(true);
+      },
+      120_000,
+    );
+
+    accessControlTest(
+      'a user without permissions on the vhost: refused as such, loudly, and handed back',
+      async () => {
+        const publisher = new RabbitMqPublisher({
+          url: amqpUrl(STRANGER, RIGHT),
+          reconnect: { initialDelayMs: 50, maxDelayMs: 100 },
+        });
+        try {
+          const refused: unknown = await publisher.connect().then(
+            () => undefined,
+            (error: unknown) => error,
+          );
+          expect(refused).toBeInstanceOf(RabbitMqAccessRefusedError);
+          expect(refused).toMatchObject({ refusal: 'vhost', user: STRANGER, vhost: VHOST });
+          expect((refused as Error).message).toMatch(/vhost permissions are wrong/);
+          expect((refused as Error).message).toContain(`'${VHOST}'`);
+          await expect(publisher.publish([rec('q', 'm-1')], anySignal())).rejects.toBeInstanceOf(
+            RabbitMqAccessRefusedError,
+          );
+          expect(logged().some((m) => m.includes(`may not use vhost '${VHOST}'`))).toBe(true);
+        } finally {
+          await publisher.close();
+        }
+      },
+      60_000,
+    );
+
+    accessControlTest(
+      'write permission refused for one exchange: only its message is refused (RabbitMqAccessRefusedError, logged); the rest of the batch is delivered',
+      async () => {
+        const queue = uniqueName('q-writer');
+        const forbidden = uniqueName('forbidden-exchange');
+        consumers.deleteAtEnd(queue);
+        const publisher = new RabbitMqPublisher({
+          url: amqpUrl(WRITER, RIGHT),
+          exchange: (r) => (r.topic === 'forbidden' ? forbidden : ''),
+          routingKey: () => queue,
+          assertTopology: async (channel) => {
+            await channel.assertExchange(forbidden, 'fanout', { durable: false, autoDelete: true });
+            await channel.assertQueue(queue, { durable: true });
+          },
+        });
+        try {
+          await publisher.connect();
+          const received = await consumers.consume(queue);
+          const records = [
+            ...Array.from({ length: 10 }, (_, i) => rec(queue, `ok-${i}`)),
+            rec('forbidden', 'refused-1'),
+            ...Array.from({ length: 10 }, (_, i) => rec(queue, `ok-${10 + i}`)),
+          ];
+          const outcomes = await publisher.publish(records, anySignal());
+          records.forEach((r, i) => {
+            const outcome = outcomes[i];
+            if (r.topic !== 'forbidden') {
+              expect(outcome).toEqual({ ok: true });
+              return;
+            }
+            const error = outcome !== undefined && !outcome.ok ? outcome.error : undefined;
+            expect(error).toBeInstanceOf(RabbitMqAccessRefusedError);
+            expect(error).toMatchObject({ refusal: 'permission', user: WRITER, replyCode: 403 });
+          });
+          await waitFor('the other messages at the consumer', () =>
+            records
+              .filter((r) => r.topic !== 'forbidden')
+              .every((r) => received.some((m) => m.messageId === r.messageId)),
+          );
+          expect(
+            logged().some(
+              (m) => m.includes(`exchange '${forbidden}'`) && m.includes('permissions'),
+            ),
+          ).toBe(true);
+        } finally {
+          await publisher.close();
+        }
+      },
+      60_000,
+    );
+  },
+);
