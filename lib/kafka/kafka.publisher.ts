@@ -14,6 +14,7 @@ import { PublisherUnavailableError } from '../errors/publisher-unavailable.error
 import type { OutboxPublisher, PublishOutcome } from '../interfaces/outbox-publisher.interface';
 import type { OutboxRecord } from '../interfaces/outbox-record.interface';
 import { describeError, redactSecrets } from '../internal/describe-error';
+import { raceAbort } from '../internal/race-abort';
 import { OUTBOX_HEADER_MESSAGE_ID, OUTBOX_HEADER_TYPE } from '../outbox.constants';
 import { classifyKafkaError, isPermanentKafkaError } from './kafka-error.classifier';
 import {
@@ -141,6 +142,28 @@ export class KafkaPublisher implements OutboxPublisher {
   }
 
   /** Disconnects every producer, including ones an abandoned send still uses; a later publish connects again. */
+  /**
+   * For health checks: asks the cluster for its brokers over a short-lived admin connection
+   * (the producer stays "connected" while brokers are down, so it cannot tell); rejects with
+   * `PublisherUnavailableError` when Kafka does not answer.
+   */
+  async ping(signal: AbortSignal): Promise<void> {
+    const admin = this.#kafka.admin({ retry: { retries: 0 } });
+    const check = (async () => {
+      try {
+        await admin.connect();
+        await admin.describeCluster();
+      } catch (error) {
+        throw new PublisherUnavailableError(`Kafka is unreachable: ${describeError(error)}`, {
+          cause: error,
+        });
+      } finally {
+        await admin.disconnect().catch(() => undefined);
+      }
+    })();
+    await raceAbort(check, signal);
+  }
+
   async close(): Promise<void> {
     await this.#connecting?.catch(() => undefined);
     this.#current = undefined;

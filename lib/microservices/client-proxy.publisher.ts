@@ -15,6 +15,7 @@ import { PublisherUnavailableError } from '../errors/publisher-unavailable.error
 import type { OutboxPublisher, PublishOutcome } from '../interfaces/outbox-publisher.interface';
 import type { OutboxRecord } from '../interfaces/outbox-record.interface';
 import { describeError } from '../internal/describe-error';
+import { raceAbort } from '../internal/race-abort';
 import { classifyKafkaError } from '../kafka/kafka-error.classifier';
 import { OUTBOX_HEADER_MESSAGE_ID, OUTBOX_HEADER_TYPE } from '../outbox.constants';
 
@@ -355,6 +356,23 @@ export class ClientProxyPublisher implements OutboxPublisher {
   }
 
   /** NATS core `publish()` only buffers; a PONG after a flush means the server has every message before it. */
+  /**
+   * For health checks: resolves when the client is connected (Nest clients reject `connect()`
+   * while their transport is down); rejects with `PublisherUnavailableError` otherwise.
+   */
+  async ping(signal: AbortSignal): Promise<void> {
+    await raceAbort(
+      Promise.resolve()
+        .then(() => this.client.connect())
+        .catch((cause: unknown) => {
+          throw new PublisherUnavailableError('The microservices client could not connect', {
+            cause,
+          });
+        }),
+      signal,
+    );
+  }
+
   private async flushNats(
     outcomes: PublishOutcome[],
     aborted: Promise<never>,

@@ -10,6 +10,7 @@ import { PublishTimeoutError } from '../errors/publish-timeout.error';
 import { PublisherUnavailableError } from '../errors/publisher-unavailable.error';
 import type { OutboxPublisher, PublishOutcome } from '../interfaces/outbox-publisher.interface';
 import type { OutboxRecord } from '../interfaces/outbox-record.interface';
+import { raceAbort } from '../internal/race-abort';
 import { describeError } from '../internal/describe-error';
 import {
   OUTBOX_HEADER_KEY,
@@ -144,6 +145,14 @@ export class RabbitMqPublisher implements OutboxPublisher {
    */
   async connect(): Promise<void> {
     await this.connection(true);
+  }
+
+  /**
+   * For health checks: resolves when a connection to RabbitMQ is open (opening one now if
+   * needed) and RabbitMQ is not blocking publishers; rejects with the reason otherwise.
+   */
+  async ping(signal: AbortSignal): Promise<void> {
+    await raceAbort(this.connection(true), signal);
   }
 
   async publish(records: readonly OutboxRecord[], signal: AbortSignal): Promise<PublishOutcome[]> {

@@ -10,7 +10,7 @@ import {
   OutboxService,
   type OutboxPublisher,
 } from '../../lib';
-import { RabbitMqPublisher, type RabbitMqPublisherOptions } from '../../lib/rabbitmq';
+import { RabbitMqPublisher } from '../../lib/rabbitmq';
 import { ensureOutboxTable } from '../../lib/store/outbox-dialect';
 import {
   OutboxHealthIndicator,
@@ -31,25 +31,6 @@ const RABBITMQ_URL = `amqp://guest:guest@${SERVICES.rabbitmq.host}:${SERVICES.ra
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 let counter = 0;
 const unique = (what: string): string => `outbox-health-${what}-${process.pid}-${++counter}`;
-
-/**
- * RabbitMqPublisher with the optional `ping()` health checks use: opens (and closes) a
- * connection to the broker. What the built-in publishers are expected to implement natively.
- */
-class PingableRabbitMqPublisher extends RabbitMqPublisher {
-  constructor(
-    private readonly pingUrl: string,
-    options: Omit<RabbitMqPublisherOptions, 'url'> = {},
-  ) {
-    super({ ...options, url: pingUrl });
-  }
-
-  async ping(signal: AbortSignal): Promise<void> {
-    signal.throwIfAborted();
-    const connection = await connect(this.pingUrl, { timeout: 2_000 });
-    await connection.close();
-  }
-}
 
 const LIMITS = Symbol('health limits');
 
@@ -140,7 +121,7 @@ describeWith(['postgres', 'rabbitmq'], 'OutboxHealthIndicator (@nestjs/terminus)
     const channel = await amqp.createChannel();
     await channel.assertQueue(queue, { durable: false });
     closers.push(() => channel.deleteQueue(queue).then(() => channel.close()));
-    const { app, get } = await startApp(new PingableRabbitMqPublisher(RABBITMQ_URL), {
+    const { app, get } = await startApp(new RabbitMqPublisher({ url: RABBITMQ_URL }), {
       maxDead: 0,
       statsMaxAgeMs: 0,
     });
@@ -205,7 +186,8 @@ describeWith(['postgres', 'rabbitmq'], 'OutboxHealthIndicator (@nestjs/terminus)
   it('is unhealthy when the broker cannot be reached and the backlog ages past its limit', async () => {
     const port = await freePort(); // nothing listens there
     const { app, get } = await startApp(
-      new PingableRabbitMqPublisher(`amqp://guest:guest@127.0.0.1:${port}`, {
+      new RabbitMqPublisher({
+        url: `amqp://guest:guest@127.0.0.1:${port}`,
         reconnect: { initialDelayMs: 50, maxDelayMs: 100 },
       }),
       { maxOldestPendingAgeMs: 500, statsMaxAgeMs: 0 },
