@@ -478,7 +478,7 @@ describeWith(['postgres', 'rabbitmq'], 'RabbitMqPublisher failures (PostgreSQL â
   });
 
   brokerControlTest(
-    'fails fast while RabbitMQ blocks publishers (memory alarm) without burning attempts, then resumes',
+    'fails fast while RabbitMQ blocks publishers (memory alarm), dead-letters nothing, then resumes',
     async () => {
       const watermark = RABBITMQCTL.watermark ?? '0.4';
       const h = await suite.openOutbox({ publishTimeoutMs: 5_000 });
@@ -506,10 +506,9 @@ describeWith(['postgres', 'rabbitmq'], 'RabbitMqPublisher failures (PostgreSQL â
           ),
         ).toBe(true);
         const rows = await h.rows();
-        // An outage gives the attempt back: only a batch in flight right now holds one.
-        expect(
-          rows.every((r) => r.attempts === (r.lockedBy === null ? 0 : 1) && r.status !== 'dead'),
-        ).toBe(true);
+        // An outage gives the attempt back; a batch the block cut in half (some confirmed, the
+        // rest refused) counts one for the refused, and none is dead.
+        expect(rows.every((r) => r.attempts <= 1 && r.status !== 'dead')).toBe(true);
       } finally {
         await run('rabbitmqctl', ['set_vm_memory_high_watermark', watermark]);
       }
