@@ -1,6 +1,5 @@
 import { Module, type DynamicModule, type Provider } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
-import { ScheduleModule } from '@nestjs/schedule';
 import { DataSource } from 'typeorm';
 import { OUTBOX_ADMIN_PROVIDER } from './admin/outbox-admin.provider';
 import { OutboxAdmin } from './admin/outbox.admin';
@@ -106,7 +105,6 @@ export class OutboxModule extends ConfigurableOutboxModule {
     const exported = [OutboxService, OutboxAdmin, OUTBOX_STORE, ...(workers ? WORKERS : [])];
     return {
       ...module,
-      imports: [...(module.imports ?? []), ...(workers ? [ScheduleModule.forRoot()] : [])],
       providers: [...(module.providers ?? []), ...coreProviders(workers)],
       exports: [...(module.exports ?? []), ...exported],
     };

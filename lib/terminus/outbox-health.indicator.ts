@@ -1,6 +1,5 @@
 import { Injectable, Optional, type OnModuleInit } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
-import { SchedulerRegistry } from '@nestjs/schedule';
 import {
   HealthIndicatorService,
   type HealthIndicatorResult,
@@ -9,7 +8,7 @@ import {
 import type { OutboxPublisher } from '../interfaces/outbox-publisher.interface';
 import type { OutboxStats } from '../interfaces/outbox-store.interface';
 import { describeError } from '../internal/describe-error';
-import { DISPATCHER_INTERVAL, OUTBOX_OPTIONS } from '../outbox.constants';
+import { OUTBOX_OPTIONS } from '../outbox.constants';
 import { OutboxService } from '../outbox.service';
 import type { ResolvedOutboxOptions } from '../resolve-outbox-options';
 import { OutboxDispatcher } from '../workers/outbox.dispatcher';
@@ -63,9 +62,8 @@ export class OutboxHealthIndicator implements OnModuleInit {
     private readonly health: HealthIndicatorService,
     private readonly outbox: OutboxService,
     private readonly moduleRef: ModuleRef,
-    // Absent in an enqueue-only app (workers: false), which has neither.
+    // Absent in an enqueue-only app (workers: false).
     @Optional() private readonly dispatcher?: OutboxDispatcher,
-    @Optional() private readonly scheduler?: SchedulerRegistry,
   ) {}
 
   onModuleInit(): void {
@@ -84,12 +82,8 @@ export class OutboxHealthIndicator implements OnModuleInit {
 
     let dispatcher: OutboxHealthDetails['dispatcher'] = 'none';
     if (this.dispatcher !== undefined) {
-      // The dispatcher registers its interval when it starts and removes it when it stops.
       const status = this.dispatcher.status();
-      dispatcher =
-        status.started && this.scheduler?.doesExist('interval', DISPATCHER_INTERVAL) === true
-          ? 'running'
-          : 'not started';
+      dispatcher = status.started ? 'running' : 'not started';
       if (dispatcher === 'not started' && limits.requireDispatcher) {
         problems.push('the dispatcher is not started (autoStart: false, or it was stopped)');
       }

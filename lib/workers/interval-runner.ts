@@ -3,8 +3,12 @@ import type { SchedulerRegistry } from '@nestjs/schedule';
 import { describeError } from '../internal/describe-error';
 
 /**
- * Runs one task on a `SchedulerRegistry` interval without ever overlapping itself: a tick that
- * finds the previous run still going is skipped. Errors are logged, never thrown out of the timer.
+ * Runs one task on a timer of its own without ever overlapping itself: a tick that finds the
+ * previous run still going is skipped. Errors are logged, never thrown out of the timer.
+ *
+ * The timer is listed in the app's `SchedulerRegistry` when the app has one (it imported
+ * `ScheduleModule.forRoot()` itself), so it shows beside the app's own jobs; the outbox never
+ * brings a scheduler of its own, which would run every `@Interval`/`@Cron` of the app twice.
  */
 export class IntervalRunner<T> {
   private current: Promise<void> | undefined;
@@ -12,7 +16,7 @@ export class IntervalRunner<T> {
 
   constructor(
     private readonly name: string,
-    private readonly registry: SchedulerRegistry,
+    private readonly registry: SchedulerRegistry | undefined,
     private readonly logger: Logger,
     private readonly task: () => Promise<T>,
   ) {}
@@ -24,13 +28,15 @@ export class IntervalRunner<T> {
   start(intervalMs: number): void {
     if (this.timer !== undefined) return;
     this.timer = setInterval(() => this.tick(), intervalMs);
-    this.registry.addInterval(this.name, this.timer);
+    this.registry?.addInterval(this.name, this.timer);
   }
 
   stop(): void {
     if (this.timer === undefined) return;
     clearInterval(this.timer);
-    if (this.registry.doesExist('interval', this.name)) this.registry.deleteInterval(this.name);
+    if (this.registry?.doesExist('interval', this.name) === true) {
+      this.registry.deleteInterval(this.name);
+    }
     this.timer = undefined;
   }
 

@@ -2,6 +2,7 @@ import {
   Inject,
   Injectable,
   Logger,
+  Optional,
   type BeforeApplicationShutdown,
   type OnApplicationBootstrap,
 } from '@nestjs/common';
@@ -31,7 +32,8 @@ export class OutboxCleaner implements OnApplicationBootstrap, BeforeApplicationS
   constructor(
     @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
     @Inject(OUTBOX_STORE) private readonly store: OutboxStore,
-    registry: SchedulerRegistry,
+    // The app's, when it imported ScheduleModule.forRoot(); the outbox never imports one.
+    @Optional() @Inject(SchedulerRegistry) registry?: SchedulerRegistry,
   ) {
     this.runner = new IntervalRunner(CLEANER_INTERVAL, registry, this.logger, () => this.clean());
   }

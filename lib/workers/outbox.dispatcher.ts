@@ -2,6 +2,7 @@ import {
   Inject,
   Injectable,
   Logger,
+  Optional,
   type BeforeApplicationShutdown,
   type OnApplicationBootstrap,
 } from '@nestjs/common';
@@ -76,8 +77,8 @@ const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout
 
 /**
  * Claims due messages, publishes them and settles the outcome, in a loop that survives broker
- * and database failures. Runs on a `SchedulerRegistry` interval, on LISTEN/NOTIFY wake-ups and
- * after local commits; runs never overlap.
+ * and database failures. Runs on a timer of its own (see `IntervalRunner`), on LISTEN/NOTIFY
+ * wake-ups and after local commits; runs never overlap.
  */
 @Injectable()
 export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicationShutdown {
@@ -100,7 +101,8 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
   constructor(
     @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
     @Inject(OUTBOX_STORE) private readonly store: OutboxStore,
-    private readonly registry: SchedulerRegistry,
+    // The app's, when it imported ScheduleModule.forRoot(); the outbox never imports one.
+    @Optional() @Inject(SchedulerRegistry) registry: SchedulerRegistry | undefined,
     private readonly service: OutboxService,
   ) {
     if (options.publisher === undefined) throw new Error('OutboxDispatcher needs a publisher');

@@ -2,6 +2,7 @@ import {
   Inject,
   Injectable,
   Logger,
+  Optional,
   type BeforeApplicationShutdown,
   type OnApplicationBootstrap,
 } from '@nestjs/common';
@@ -28,7 +29,8 @@ export class OutboxUnlocker implements OnApplicationBootstrap, BeforeApplication
   constructor(
     @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
     @Inject(OUTBOX_STORE) private readonly store: OutboxStore,
-    registry: SchedulerRegistry,
+    // The app's, when it imported ScheduleModule.forRoot(); the outbox never imports one.
+    @Optional() @Inject(SchedulerRegistry) registry?: SchedulerRegistry,
   ) {
     this.runner = new IntervalRunner(UNLOCKER_INTERVAL, registry, this.logger, () =>
       this.release(),
