@@ -4,6 +4,7 @@ import { DataSource } from 'typeorm';
 import { OUTBOX_ADMIN_PROVIDER } from './admin/outbox-admin.provider';
 import { OutboxAdmin } from './admin/outbox.admin';
 import { OutboxOptionsError } from './errors/outbox-options.error';
+import { resolveNamedDataSource } from './internal/named-data-source';
 import { OptionChecks } from './internal/option-checks';
 import { OUTBOX_DATA_SOURCE, OUTBOX_OPTIONS, OUTBOX_STORE } from './outbox.constants';
 import {
@@ -63,13 +64,18 @@ function coreProviders(workers: boolean): Provider[] {
     {
       provide: OUTBOX_DATA_SOURCE,
       inject: [OUTBOX_OPTIONS, ModuleRef],
-      useFactory: (options: ResolvedOutboxOptions, moduleRef: ModuleRef): DataSource => {
-        if (typeof options.dataSource !== 'string') return options.dataSource;
-        // The tokens @nestjs/typeorm registers DataSources under (getDataSourceToken).
-        const token =
-          options.dataSource === 'default' ? DataSource : `${options.dataSource}DataSource`;
-        return moduleRef.get<DataSource>(token, { strict: false });
-      },
+      useFactory: (options: ResolvedOutboxOptions, moduleRef: ModuleRef): Promise<DataSource> =>
+        typeof options.dataSource === 'string'
+          ? resolveNamedDataSource(
+              moduleRef,
+              options.dataSource,
+              (problem, fix) =>
+                new OutboxOptionsError(
+                  OutboxMessages.optionInvalid('dataSource', problem, fix),
+                  'dataSource',
+                ),
+            )
+          : Promise.resolve(options.dataSource),
     },
     {
       provide: OUTBOX_STORE,

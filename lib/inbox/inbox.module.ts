@@ -2,6 +2,7 @@ import { Module, type DynamicModule, type FactoryProvider } from '@nestjs/common
 import { ModuleRef } from '@nestjs/core';
 import { DataSource } from 'typeorm';
 import { OutboxOptionsError } from '../errors/outbox-options.error';
+import { dataSourceToken, resolveNamedDataSource } from '../internal/named-data-source';
 import { InboxMessages } from './inbox.messages';
 import {
   ConfigurableInboxModule,
@@ -12,8 +13,8 @@ import {
 import type { InboxModuleOptions } from './inbox.options';
 import { InboxService } from './inbox.service';
 
-/** The token @nestjs/typeorm registers a DataSource under (as its getDataSourceToken does). */
-function dataSourceToken(name: string): string | typeof DataSource {
+/** The token of a DataSource given by name; refuses an empty name. */
+function namedDataSourceToken(name: string): string | typeof DataSource {
   if (name.trim() === '') {
     throw new OutboxOptionsError(
       InboxMessages.optionInvalid(
@@ -24,7 +25,7 @@ function dataSourceToken(name: string): string | typeof DataSource {
       'dataSource',
     );
   }
-  return name === 'default' ? DataSource : `${name}DataSource`;
+  return dataSourceToken(name);
 }
 
 function createService(options: InboxModuleOptions, dataSource: DataSource): InboxService {
@@ -46,7 +47,7 @@ export class InboxModule extends ConfigurableInboxModule {
       typeof dataSource === 'string'
         ? {
             provide: InboxService,
-            inject: [INBOX_MODULE_OPTIONS, dataSourceToken(dataSource)],
+            inject: [INBOX_MODULE_OPTIONS, namedDataSourceToken(dataSource)],
             useFactory: createService,
           }
         : {
@@ -61,15 +62,22 @@ export class InboxModule extends ConfigurableInboxModule {
     return InboxModule.withService(super.forRootAsync(options), {
       provide: InboxService,
       inject: [INBOX_MODULE_OPTIONS, ModuleRef],
-      useFactory: (resolved: InboxModuleOptions, moduleRef: ModuleRef) => {
+      useFactory: async (resolved: InboxModuleOptions, moduleRef: ModuleRef) => {
         const { dataSource = 'default' } = resolved;
-        // Known only once the factory ran, so looked up rather than injected: return the
-        // DataSource itself from useFactory (inject: [DataSource]) to be independent of order.
+        if (typeof dataSource !== 'string') return createService(resolved, dataSource);
+        // Known only once the factory ran, so taken through the injector rather than injected.
+        namedDataSourceToken(dataSource);
         return createService(
           resolved,
-          typeof dataSource === 'string'
-            ? moduleRef.get<DataSource>(dataSourceToken(dataSource), { strict: false })
-            : dataSource,
+          await resolveNamedDataSource(
+            moduleRef,
+            dataSource,
+            (problem, fix) =>
+              new OutboxOptionsError(
+                InboxMessages.optionInvalid('dataSource', problem, fix),
+                'dataSource',
+              ),
+          ),
         );
       },
     });
