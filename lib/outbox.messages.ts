@@ -1,3 +1,20 @@
+/** Which table a message is about, as the options name it. */
+export interface OutboxTableRef {
+  readonly tableName: string;
+  readonly schema?: string;
+  /** The per-key lock table beside it, on MySQL/MariaDB. */
+  readonly keyLock: boolean;
+}
+
+/** The CLI command that creates the table, with the options that name it. */
+const schemaMigrate = ({ tableName, schema }: OutboxTableRef): string =>
+  'npx outbox schema migrate' +
+  (tableName === 'outbox' ? '' : ` --table ${tableName}`) +
+  (schema === undefined ? '' : ` --schema ${schema}`);
+
+const dropIt = ({ tableName, keyLock }: OutboxTableRef): string =>
+  keyLock ? `drop it and ${tableName}_key_lock` : 'drop it';
+
 /**
  * Every message text the module produces, in one place so wording stays consistent and each
  * error says how to fix what it reports.
@@ -42,9 +59,16 @@ export const OutboxMessages = {
   reservedHeader: (name: string): string =>
     `Header "${name}" is reserved (the module sets x-outbox-* itself; CC and BCC would reroute ` +
     `RabbitMQ messages). Use another header name.`,
-  tableMissing: (table: string, reason: string): string =>
+  tableMissing: (table: string, reason: string, ref: OutboxTableRef): string =>
     `The outbox table ${table} cannot be read (${reason}): run the migrations from ` +
-    `createOutboxMigration() or the SQL in the README before starting the app.`,
+    `createOutboxMigration(), or "${schemaMigrate(ref)}" with DATABASE_URL set, before ` +
+    `starting the app. A table made by 0.1 lacks columns this version uses: drain it, ` +
+    `${dropIt(ref)}, and run either again (README: "Upgrading from 0.1").`,
+  tableOutdated: (table: string, reason: string, ref: OutboxTableRef): string =>
+    `The outbox migration cannot complete: the table ${table} exists but lacks columns this ` +
+    `version uses (${reason}), so it was made by 0.1. Drain it, ${dropIt(ref)}, and run the ` +
+    `migrations again, or "${schemaMigrate(ref)}" with DATABASE_URL set (README: "Upgrading ` +
+    `from 0.1").`,
   unsupportedDatabase: (type: string): string =>
     `Database type "${type}" is not supported by nestjs-outbox: use postgres, mysql, mariadb ` +
     `or better-sqlite3.`,

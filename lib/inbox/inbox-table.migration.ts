@@ -1,11 +1,18 @@
 import type { MigrationInterface, QueryRunner } from 'typeorm';
+import { tableMigrationName } from '../internal/migration-name';
 import { outboxDialectOf } from '../store/outbox-dialect';
 import type { InboxTableOptions } from './inbox.interfaces';
+import { INBOX_DEFAULT_TABLE } from './inbox.constants';
 import { inboxTableDdl, inboxTableDropDdl } from './inbox-table';
 
 /**
  * Returns a TypeORM migration class that creates the inbox table on PostgreSQL, MySQL/MariaDB or
- * SQLite (whichever the DataSource uses). Add it to the consumer's DataSource `migrations`.
+ * SQLite (whichever the DataSource uses). Add it to the consumer's DataSource `migrations`, once
+ * per inbox table. It is named after its table (`CreateInboxTable_inbox_1763900000000`), so
+ * several inbox tables can share one DataSource.
+ *
+ * @param timestamp where the migration sorts among the DataSource's other migrations, in
+ *   milliseconds since 1970 (TypeORM orders migrations by it). @default 1763900000000
  *
  * @example
  * new DataSource({ ..., migrations: [createInboxMigration({ tableName: 'inbox' })] })
@@ -16,7 +23,12 @@ export function createInboxMigration(
 ): new () => MigrationInterface {
   // Validate at definition time so a bad name fails before any migration runs.
   inboxTableDdl('postgres', options);
-  const migrationName = `CreateInboxTable${timestamp}`;
+  const migrationName = tableMigrationName(
+    'CreateInboxTable',
+    { tableName: options.tableName ?? INBOX_DEFAULT_TABLE, schema: options.schema },
+    timestamp,
+    'createInboxMigration()',
+  );
   return class CreateInboxTable implements MigrationInterface {
     readonly name = migrationName;
 

@@ -38,7 +38,11 @@ export async function createOutboxStore(
       );
     } catch (error) {
       throw new OutboxTableMissingError(
-        OutboxMessages.tableMissing(names.table, describeError(error)),
+        OutboxMessages.tableMissing(names.table, describeError(error), {
+          tableName: table.tableName,
+          schema: table.schema ?? undefined,
+          keyLock: dialect === 'mysql',
+        }),
         names.table,
         { cause: error },
       );

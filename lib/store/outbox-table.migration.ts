@@ -1,14 +1,28 @@
 import type { MigrationInterface, QueryRunner } from 'typeorm';
+import { OutboxTableMissingError } from '../errors/outbox-table-missing.error';
+import { describeError } from '../internal/describe-error';
+import { tableMigrationName } from '../internal/migration-name';
+import { OutboxMessages } from '../outbox.messages';
 import {
   outboxDialectOf,
   outboxTableDdl,
   outboxTableDropDdl,
+  tableNamesFor,
   type OutboxTableOptions,
 } from './outbox-dialect';
 
 /**
  * Returns a TypeORM migration class that creates the outbox table on PostgreSQL, MySQL/MariaDB or
- * SQLite (whichever the DataSource uses). Add it to the DataSource's `migrations`.
+ * SQLite (whichever the DataSource uses). Add it to the DataSource's `migrations`, once per
+ * outbox table.
+ *
+ * The migration is named after its table (`CreateOutboxTable_outbox_1763800000000`,
+ * `CreateOutboxTable_events.orders_outbox_…` with a schema), so several outbox tables can share
+ * one DataSource. It refuses to complete over a table made by 0.1, which lacks columns this
+ * version uses, so TypeORM does not record it and runs it again once that table is dropped.
+ *
+ * @param timestamp where the migration sorts among the DataSource's other migrations, in
+ *   milliseconds since 1970 (TypeORM orders migrations by it). @default 1763800000000
  *
  * @example
  * new DataSource({ ..., migrations: [createOutboxMigration({ tableName: 'outbox' })] })
@@ -19,16 +33,36 @@ export function createOutboxMigration(
 ): new () => MigrationInterface {
   // Validate at definition time so a bad name fails before any migration runs.
   outboxTableDdl('postgres', options);
-  const migrationName = `CreateOutboxTable${timestamp}`;
+  const tableName = options.tableName ?? 'outbox';
+  const migrationName = tableMigrationName(
+    'CreateOutboxTable',
+    { tableName, schema: options.schema },
+    timestamp,
+    'createOutboxMigration()',
+  );
   return class CreateOutboxTable implements MigrationInterface {
     readonly name = migrationName;
 
     async up(queryRunner: QueryRunner): Promise<void> {
-      for (const sql of outboxTableDdl(
-        outboxDialectOf(queryRunner.connection.options.type),
-        options,
-      )) {
-        await queryRunner.query(sql);
+      const dialect = outboxDialectOf(queryRunner.connection.options.type);
+      for (const sql of outboxTableDdl(dialect, options)) await queryRunner.query(sql);
+      // CREATE TABLE IF NOT EXISTS leaves an older table as it is: fail rather than record a
+      // migration whose table this version cannot use (the app start would fail on it anyway).
+      const { table } = tableNamesFor(dialect, options);
+      try {
+        await queryRunner.query(
+          `SELECT 1 FROM ${table} WHERE 1 = 0 AND last_attempt_at IS NULL AND dead_at IS NULL`,
+        );
+      } catch (error) {
+        throw new OutboxTableMissingError(
+          OutboxMessages.tableOutdated(table, describeError(error), {
+            tableName,
+            schema: options.schema,
+            keyLock: dialect === 'mysql',
+          }),
+          table,
+          { cause: error },
+        );
       }
     }
 

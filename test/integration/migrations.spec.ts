@@ -1,0 +1,178 @@
+import { Test } from '@nestjs/testing';
+import { DataSource, type MigrationInterface, type QueryRunner } from 'typeorm';
+import {
+  createOutboxMigration,
+  OutboxModule,
+  OutboxOptionsError,
+  OutboxTableMissingError,
+} from '../../lib';
+import { createInboxMigration } from '../../lib/inbox';
+import { outboxDialectOf, outboxTableDdl } from '../../lib/store/outbox-dialect';
+import { TEST_DATABASES, uniqueTable } from '../support/databases';
+import { dropOutboxTable, quoteTable } from '../support/outbox-harness';
+
+// The TypeORM migrations of the outbox and inbox tables: several in one DataSource, the upgrade
+// from a 0.1 table as the README describes it, and the boot error that says what fixes it.
+
+/** What 0.1's migration left: its name, and a table without the columns 0.2 added. */
+function version01Migration(table: string): new () => MigrationInterface {
+  return class CreateOutboxTable implements MigrationInterface {
+    readonly name = 'CreateOutboxTable1763800000000';
+
+    async up(runner: QueryRunner): Promise<void> {
+      const dialect = outboxDialectOf(runner.connection.options.type);
+      for (const sql of outboxTableDdl(dialect, { tableName: table })) await runner.query(sql);
+      const quoted = quoteTable(runner.connection, table);
+      await runner.query(`ALTER TABLE ${quoted} DROP COLUMN dead_at`);
+      await runner.query(`ALTER TABLE ${quoted} DROP COLUMN last_attempt_at`);
+    }
+
+    async down(): Promise<void> {}
+  };
+}
+
+const failureOf = (promise: Promise<unknown>): Promise<unknown> =>
+  promise.then(
+    () => undefined,
+    (error: unknown) => error,
+  );
+
+describe('createOutboxMigration() names and arguments', () => {
+  it('names each migration after its table, ending with the timestamp TypeORM sorts by', () => {
+    const name = (migration: new () => MigrationInterface): string | undefined =>
+      new migration().name;
+    expect(name(createOutboxMigration())).toBe('CreateOutboxTable_outbox_1763800000000');
+    expect(name(createOutboxMigration({ tableName: 'orders_outbox', schema: 'events' }))).toBe(
+      'CreateOutboxTable_events.orders_outbox_1763800000000',
+    );
+    expect(name(createOutboxMigration({ tableName: 'audit' }, 1_700_000_000_000))).toBe(
+      'CreateOutboxTable_audit_1700000000000',
+    );
+    expect(name(createInboxMigration({ tableName: 'orders_inbox' }))).toBe(
+      'CreateInboxTable_orders_inbox_1763900000000',
+    );
+  });
+
+  it('refuses a timestamp TypeORM could not read back from the name', () => {
+    for (const timestamp of [0, -1, 1.5, 10_000_000_000_000, Number.NaN]) {
+      expect(() => createOutboxMigration({}, timestamp)).toThrow(OutboxOptionsError);
+      expect(() => createInboxMigration({}, timestamp)).toThrow(OutboxOptionsError);
+    }
+  });
+});
+
+describe.each(TEST_DATABASES)('outbox migrations on $name', (db) => {
+  let base: DataSource;
+  let scratch: string;
+  const opened: DataSource[] = [];
+
+  beforeEach(async () => {
+    scratch = uniqueTable('outbox_mig');
+    base = await db.open(scratch);
+  });
+
+  afterEach(async () => {
+    for (const ds of opened.splice(0)) await ds.destroy();
+    await base.query(`DROP TABLE IF EXISTS ${quoteTable(base, `${scratch}_migrations`)}`);
+    await db.close(base, scratch);
+  });
+
+  /** A second DataSource on the same database, with these migrations. */
+  async function withMigrations(migrations: (new () => MigrationInterface)[]): Promise<DataSource> {
+    const ds = new DataSource({
+      ...base.options,
+      entities: [],
+      synchronize: false,
+      migrations,
+      migrationsTableName: `${scratch}_migrations`,
+    });
+    await ds.initialize();
+    opened.push(ds);
+    return ds;
+  }
+
+  const columnsOf20 = (ds: DataSource, table: string): Promise<unknown> =>
+    ds.query(`SELECT last_attempt_at, dead_at FROM ${quoteTable(ds, table)} WHERE 1 = 0`);
+
+  it('runs two outbox migrations and an inbox migration in one DataSource', async () => {
+    const [first, second, inbox] = [`${scratch}_a`, `${scratch}_b`, `${scratch}_in`];
+    const ds = await withMigrations([
+      createOutboxMigration({ tableName: first }),
+      createOutboxMigration({ tableName: second }),
+      createInboxMigration({ tableName: inbox }),
+    ]);
+    try {
+      const ran = await ds.runMigrations();
+      expect(ran.map((m) => m.name).sort()).toEqual(
+        [
+          `CreateInboxTable_${inbox}_1763900000000`,
+          `CreateOutboxTable_${first}_1763800000000`,
+          `CreateOutboxTable_${second}_1763800000000`,
+        ].sort(),
+      );
+      await columnsOf20(ds, first);
+      await columnsOf20(ds, second);
+      await ds.query(`SELECT message_id FROM ${quoteTable(ds, inbox)} WHERE 1 = 0`);
+    } finally {
+      await dropOutboxTable(base, first);
+      await dropOutboxTable(base, second);
+      await base.query(`DROP TABLE IF EXISTS ${quoteTable(base, inbox)}`);
+    }
+  });
+
+  it('upgrades a 0.1 table as the README says: drop it, run the migrations again', async () => {
+    const table = `${scratch}_up`;
+    try {
+      // Installed with 0.1: its migration is recorded, its table lacks the 0.2 columns.
+      const v01 = await withMigrations([version01Migration(table)]);
+      await v01.runMigrations();
+
+      // This version's migration refuses to record itself over the old table, naming the fix.
+      const current = await withMigrations([createOutboxMigration({ tableName: table })]);
+      const refused = await failureOf(current.runMigrations());
+      expect(refused).toBeInstanceOf(OutboxTableMissingError);
+      expect((refused as Error).message).toMatch(/drop it/);
+      expect((refused as Error).message).toContain(`npx outbox schema migrate --table ${table}`);
+
+      // The README's steps: (drain,) drop the table, run the migrations again.
+      await dropOutboxTable(base, table);
+      const ran = await current.runMigrations();
+      expect(ran.map((m) => m.name)).toEqual([`CreateOutboxTable_${table}_1763800000000`]);
+      await columnsOf20(current, table);
+
+      // …and the module starts on it.
+      const app = await Test.createTestingModule({
+        imports: [OutboxModule.forRoot({ dataSource: base, tableName: table, workers: false })],
+      }).compile();
+      await app.close();
+    } finally {
+      await dropOutboxTable(base, table);
+    }
+  });
+
+  it('names the command that fixes a missing or old table in the boot error', async () => {
+    const table = `${scratch}_old`;
+    const boot = (tableName: string) =>
+      failureOf(
+        Test.createTestingModule({
+          imports: [OutboxModule.forRoot({ dataSource: base, tableName, workers: false })],
+        }).compile(),
+      );
+    try {
+      const missing = await boot(`${scratch}_none`);
+      expect(missing).toBeInstanceOf(OutboxTableMissingError);
+      expect((missing as Error).message).toContain(
+        `npx outbox schema migrate --table ${scratch}_none`,
+      );
+
+      const v01 = await withMigrations([version01Migration(table)]);
+      await v01.runMigrations();
+      const old = await boot(table);
+      expect(old).toBeInstanceOf(OutboxTableMissingError);
+      expect((old as Error).message).toContain(`npx outbox schema migrate --table ${table}`);
+      expect((old as Error).message).toMatch(/0\.1.*drop it/s);
+    } finally {
+      await dropOutboxTable(base, table);
+    }
+  });
+});
