@@ -69,6 +69,11 @@ export const OutboxMessages = {
     `version uses (${reason}), so it was made by 0.1. Drain it, ${dropIt(ref)}, and run the ` +
     `migrations again, or "${schemaMigrate(ref)}" with DATABASE_URL set (README: "Upgrading ` +
     `from 0.1").`,
+  shutdownHooksMissing: (leaseMs: number): string =>
+    'Nothing handles SIGTERM in this process: call app.enableShutdownHooks() in main.ts ' +
+    '(README: "Usage"). Without it SIGTERM ends the process at once, and the messages the ' +
+    `dispatcher has claimed stay leased until dispatcher.leaseMs (${leaseMs} ms) ends, each ` +
+    'with an attempt counted, instead of being released for the next instance.',
   unsupportedDatabase: (type: string): string =>
     `Database type "${type}" is not supported by nestjs-outbox: use postgres, mysql, mariadb ` +
     `or better-sqlite3.`,

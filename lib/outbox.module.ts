@@ -25,6 +25,7 @@ import { createOutboxStore } from './store/create-outbox-store';
 import { OutboxCleaner } from './workers/outbox.cleaner';
 import { OutboxDispatcher } from './workers/outbox.dispatcher';
 import { OutboxUnlocker } from './workers/outbox.unlocker';
+import { ShutdownHooksCheck } from './workers/shutdown-hooks.check';
 
 const WORKERS = [OutboxDispatcher, OutboxUnlocker, OutboxCleaner];
 
@@ -88,7 +89,7 @@ function coreProviders(workers: boolean): Provider[] {
     },
     OutboxService,
     OUTBOX_ADMIN_PROVIDER,
-    ...(workers ? WORKERS : []),
+    ...(workers ? [...WORKERS, ShutdownHooksCheck] : []),
   ];
 }
 
