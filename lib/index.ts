@@ -1,6 +1,8 @@
 // Public API of nestjs-outbox. Native Kafka and RabbitMQ publishers and the Nest microservices
 // publisher live in subpath exports so the core loads none of their client libraries.
 export { OutboxModule } from './outbox.module';
+export { getOutboxToken, type OutboxProviderType } from './outbox.tokens';
+export { InjectOutbox, InjectOutboxAdmin } from './decorators/inject-outbox.decorator';
 export { OutboxService, type OutboxInput } from './outbox.service';
 export { OutboxAdmin, OUTBOX_ADMIN_MAX_LIMIT, type OutboxAdminOptions } from './admin/outbox.admin';
 export type {

@@ -17,9 +17,22 @@ export const OUTBOX_HEADER_TYPE = 'x-outbox-type';
 /** The message key, on transports without a key of their own (RabbitMQ). */
 export const OUTBOX_HEADER_KEY = 'x-outbox-key';
 
-/** Names under which the workers are registered in `SchedulerRegistry`. */
-export const DISPATCHER_INTERVAL = 'nestjs-outbox:dispatcher';
-export const UNLOCKER_INTERVAL = 'nestjs-outbox:unlocker';
-export const CLEANER_INTERVAL = 'nestjs-outbox:cleaner';
+/** The name of an `OutboxModule` registered without one. */
+export const DEFAULT_OUTBOX_NAME = 'default';
+/** Injection token of the module instance's name, one per `OutboxModule` in the app. */
+export const OUTBOX_INSTANCE_NAME = Symbol('nestjs-outbox:instance-name');
+
+/**
+ * The name a worker's timer is listed under in the app's `SchedulerRegistry`:
+ * `nestjs-outbox:dispatcher`, or `nestjs-outbox:audit:dispatcher` for the instance named audit.
+ */
+export function outboxTimerName(
+  instance: string,
+  worker: 'dispatcher' | 'unlocker' | 'cleaner',
+): string {
+  return instance === DEFAULT_OUTBOX_NAME
+    ? `nestjs-outbox:${worker}`
+    : `nestjs-outbox:${instance}:${worker}`;
+}
 /** Injection token of the TypeORM DataSource holding the outbox table. */
 export const OUTBOX_DATA_SOURCE = Symbol('nestjs-outbox:data-source');

@@ -69,6 +69,11 @@ export const OutboxMessages = {
     `version uses (${reason}), so it was made by 0.1. Drain it, ${dropIt(ref)}, and run the ` +
     `migrations again, or "${schemaMigrate(ref)}" with DATABASE_URL set (README: "Upgrading ` +
     `from 0.1").`,
+  duplicateInstance: (name: string): string =>
+    `Two OutboxModule instances named "${name}" in one app: the one registered last would ` +
+    `silently take the place of the other. Give each its own name, ` +
+    `OutboxModule.forRoot({ name: 'audit', ... }), and inject the named one with ` +
+    `@InjectOutbox('audit') (its OutboxService) or @InjectOutboxAdmin('audit').`,
   shutdownHooksMissing: (leaseMs: number): string =>
     'Nothing handles SIGTERM in this process: call app.enableShutdownHooks() in main.ts ' +
     '(README: "Usage"). Without it SIGTERM ends the process at once, and the messages the ' +

@@ -1,4 +1,5 @@
 import { ConfigurableModuleBuilder } from '@nestjs/common';
+import { DEFAULT_OUTBOX_NAME } from './outbox.constants';
 import type { OutboxModuleExtras, OutboxModuleOptions } from './outbox.options';
 
 export const {
@@ -10,7 +11,7 @@ export const {
   .setClassMethodName('forRoot')
   .setFactoryMethodName('createOutboxOptions')
   .setExtras<Required<OutboxModuleExtras>>(
-    { isGlobal: true, workers: true },
+    { isGlobal: true, workers: true, name: DEFAULT_OUTBOX_NAME },
     (definition, extras) => ({
       ...definition,
       global: extras.isGlobal,

@@ -109,6 +109,11 @@ export interface OutboxModuleOptions {
 
 /** Options that decide which providers exist, so they are given outside the async factory. */
 export interface OutboxModuleExtras {
+  /**
+   * Name of this instance, in an app with several outboxes (each with its own table, publisher
+   * and dispatcher). Inject a named instance with `@InjectOutbox(name)`. @default 'default'
+   */
+  name?: string;
   /** Register the module globally. @default true */
   isGlobal?: boolean;
   /** Provide the dispatcher, unlocker and cleaner; false for enqueue-only apps. @default true */

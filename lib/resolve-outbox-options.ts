@@ -7,6 +7,7 @@ import type { OutboxPublisher } from './interfaces/outbox-publisher.interface';
 import type { OutboxRecord } from './interfaces/outbox-record.interface';
 import { OptionChecks, type KnownOptionKeys, type OptionFailure } from './internal/option-checks';
 import { OutboxOptionsError } from './errors/outbox-options.error';
+import { DEFAULT_OUTBOX_NAME } from './outbox.constants';
 import { OutboxMessages } from './outbox.messages';
 import type {
   OutboxCleanerOptions,
@@ -21,6 +22,8 @@ import { assertIdentifier, MAX_TABLE_NAME_LENGTH } from './store/sql-identifier'
 
 /** Options with every default applied and every value checked. */
 export interface ResolvedOutboxOptions {
+  /** The module instance's name (`'default'` unless it was given one). */
+  readonly name: string;
   readonly dataSource: DataSource | string;
   readonly publisher: OutboxPublisher | undefined;
   readonly tableName: string;
@@ -120,7 +123,7 @@ export const OUTBOX_OPTION_KEYS = {
 
 // `forRoot()` strips these before the options reach the resolver; found here, they came from a
 // `forRootAsync()` factory, too late to decide which providers exist.
-const MODULE_EXTRAS = { isGlobal: true, workers: true } satisfies Record<
+const MODULE_EXTRAS = { isGlobal: true, workers: true, name: true } satisfies Record<
   keyof OutboxModuleExtras,
   true
 >;
@@ -167,6 +170,7 @@ const HOUR = 3_600_000;
 export function resolveOutboxOptions(
   options: OutboxModuleOptions,
   workers = true,
+  name = DEFAULT_OUTBOX_NAME,
 ): ResolvedOutboxOptions {
   if (options === null || typeof options !== 'object') {
     fail(
@@ -350,6 +354,7 @@ export function resolveOutboxOptions(
   }
 
   return {
+    name,
     dataSource,
     publisher,
     tableName,

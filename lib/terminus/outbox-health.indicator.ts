@@ -8,7 +8,7 @@ import {
 import type { OutboxPublisher } from '../interfaces/outbox-publisher.interface';
 import type { OutboxStats } from '../interfaces/outbox-store.interface';
 import { describeError } from '../internal/describe-error';
-import { OUTBOX_OPTIONS } from '../outbox.constants';
+import { DEFAULT_OUTBOX_NAME, OUTBOX_OPTIONS } from '../outbox.constants';
 import { OutboxService } from '../outbox.service';
 import type { ResolvedOutboxOptions } from '../resolve-outbox-options';
 import { OutboxDispatcher } from '../workers/outbox.dispatcher';
@@ -67,9 +67,14 @@ export class OutboxHealthIndicator implements OnModuleInit {
   ) {}
 
   onModuleInit(): void {
-    // The module's resolved options are not exported; the publisher is looked up, not injected.
-    const options = this.moduleRef.get<ResolvedOutboxOptions>(OUTBOX_OPTIONS, { strict: false });
-    this.publisher = options.publisher;
+    // The module's resolved options are not exported; the publisher is looked up, not injected,
+    // in the default instance (the one whose OutboxService and dispatcher are injected here).
+    const all = this.moduleRef.get<ResolvedOutboxOptions>(OUTBOX_OPTIONS, {
+      strict: false,
+      each: true,
+    });
+    const options = all.find((o) => o.name === DEFAULT_OUTBOX_NAME) ?? all[0];
+    this.publisher = options?.publisher;
   }
 
   /** Checks the outbox; resolves to a `down` result (never throws) when something is wrong. */

@@ -9,7 +9,7 @@ import {
 import { SchedulerRegistry } from '@nestjs/schedule';
 import type { OutboxStore } from '../interfaces/outbox-store.interface';
 import { describeError } from '../internal/describe-error';
-import { CLEANER_INTERVAL, OUTBOX_OPTIONS, OUTBOX_STORE } from '../outbox.constants';
+import { OUTBOX_OPTIONS, OUTBOX_STORE, outboxTimerName } from '../outbox.constants';
 import type { ResolvedOutboxOptions } from '../resolve-outbox-options';
 import { IntervalRunner } from './interval-runner';
 
@@ -35,7 +35,12 @@ export class OutboxCleaner implements OnApplicationBootstrap, BeforeApplicationS
     // The app's, when it imported ScheduleModule.forRoot(); the outbox never imports one.
     @Optional() @Inject(SchedulerRegistry) registry?: SchedulerRegistry,
   ) {
-    this.runner = new IntervalRunner(CLEANER_INTERVAL, registry, this.logger, () => this.clean());
+    this.runner = new IntervalRunner(
+      outboxTimerName(options.name, 'cleaner'),
+      registry,
+      this.logger,
+      () => this.clean(),
+    );
   }
 
   onApplicationBootstrap(): void {

@@ -20,7 +20,7 @@ import type {
   Settlement,
 } from '../interfaces/outbox-store.interface';
 import { describeError } from '../internal/describe-error';
-import { DISPATCHER_INTERVAL, OUTBOX_OPTIONS, OUTBOX_STORE } from '../outbox.constants';
+import { OUTBOX_OPTIONS, OUTBOX_STORE, outboxTimerName } from '../outbox.constants';
 import { OutboxService } from '../outbox.service';
 import type { ResolvedOutboxOptions } from '../resolve-outbox-options';
 import { DatabaseWatchdog } from './database-watchdog';
@@ -110,8 +110,11 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     // A little past the server's own statement timeout, which should fire first.
     this.watchdog = new DatabaseWatchdog(options.dispatcher.dbTimeoutMs + 1_000, this.logger);
     this.observer = options.observer;
-    this.runner = new IntervalRunner(DISPATCHER_INTERVAL, registry, this.logger, () =>
-      this.timedDrain(),
+    this.runner = new IntervalRunner(
+      outboxTimerName(options.name, 'dispatcher'),
+      registry,
+      this.logger,
+      () => this.timedDrain(),
     );
   }
 

@@ -9,7 +9,7 @@ import {
 import { SchedulerRegistry } from '@nestjs/schedule';
 import type { OutboxStore } from '../interfaces/outbox-store.interface';
 import { describeError } from '../internal/describe-error';
-import { OUTBOX_OPTIONS, OUTBOX_STORE, UNLOCKER_INTERVAL } from '../outbox.constants';
+import { OUTBOX_OPTIONS, OUTBOX_STORE, outboxTimerName } from '../outbox.constants';
 import type { ResolvedOutboxOptions } from '../resolve-outbox-options';
 import { IntervalRunner } from './interval-runner';
 
@@ -32,8 +32,11 @@ export class OutboxUnlocker implements OnApplicationBootstrap, BeforeApplication
     // The app's, when it imported ScheduleModule.forRoot(); the outbox never imports one.
     @Optional() @Inject(SchedulerRegistry) registry?: SchedulerRegistry,
   ) {
-    this.runner = new IntervalRunner(UNLOCKER_INTERVAL, registry, this.logger, () =>
-      this.release(),
+    this.runner = new IntervalRunner(
+      outboxTimerName(options.name, 'unlocker'),
+      registry,
+      this.logger,
+      () => this.release(),
     );
   }
 

@@ -75,6 +75,7 @@ describe('README', () => {
     const base = snippets.filter((s) => s.variant === '');
     expect(base.map((s) => s.file).sort()).toEqual([
       'app.module.ts',
+      'audit.module.ts',
       'main.ts',
       'order-created.event.ts',
       'order.entity.ts',
