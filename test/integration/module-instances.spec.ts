@@ -204,6 +204,17 @@ describe('several OutboxModules in one app', () => {
     ).toThrow(OutboxOptionsError);
   });
 
+  it('refuses a name returned by the factory, where it comes too late to name the tokens', async () => {
+    const failure = await bootFailure(
+      OutboxModule.forRootAsync({
+        workers: false,
+        useFactory: () => ({ dataSource: ds, tableName: first, name: 'audit' }),
+      }),
+    );
+    expect(failure).toBeInstanceOf(OutboxOptionsError);
+    expect((failure as OutboxOptionsError).option).toBe('name');
+  });
+
   it('refuses a second unnamed instance, saying how to name them', async () => {
     const failure = await bootFailure(
       OutboxModule.forRoot({ dataSource: ds, tableName: first, workers: false }),
