@@ -21,8 +21,9 @@ export interface OutboxDispatcherOptions {
   /**
    * Longest time one dispatcher database call (claim, settle, park) may take: enforced by the
    * server where it can (PostgreSQL `statement_timeout`) and by a watchdog that logs, gives up
-   * on the call and pauses. `publishTimeoutMs + dbTimeoutMs` must not exceed `leaseMs`.
-   * @default min(10000, leaseMs - publishTimeoutMs)
+   * on the call `min(1000, dbTimeoutMs)` later and pauses. `publishTimeoutMs + dbTimeoutMs` plus
+   * that margin must not exceed `leaseMs`.
+   * @default min(10000, (leaseMs - publishTimeoutMs) / 2)
    */
   dbTimeoutMs?: number;
   /** Wake up on PostgreSQL NOTIFY from other instances (ignored on other databases). @default true */

@@ -19,6 +19,7 @@ import type {
   OutboxUnlockerOptions,
 } from './outbox.options';
 import { assertIdentifier, MAX_TABLE_NAME_LENGTH } from './store/sql-identifier';
+import { watchdogMarginMs } from './workers/database-watchdog';
 
 /** Options with every default applied and every value checked. */
 export interface ResolvedOutboxOptions {
@@ -283,20 +284,22 @@ export function resolveOutboxOptions(
       'A publish must time out before its lease expires, or two dispatchers could publish the same message: lower publishTimeoutMs or raise leaseMs.',
     );
   }
-  // The settle must fit in the lease after the publish: a settle that lands after the lease
-  // expired is fenced off and the batch is published again.
+  // The settle must fit in the lease after the publish, including the watchdog's margin past
+  // dbTimeoutMs: a settle that lands after the lease expired is fenced off and the batch is
+  // published again.
   const dbTimeoutMs = integer(
     d.dbTimeoutMs,
-    Math.max(100, Math.min(10_000, leaseMs - publishTimeoutMs)),
+    Math.max(100, Math.min(10_000, Math.floor((leaseMs - publishTimeoutMs) / 2))),
     'dispatcher.dbTimeoutMs',
     100,
     10 * MINUTE,
     ' ms',
   );
-  if (publishTimeoutMs + dbTimeoutMs > leaseMs) {
+  const margin = watchdogMarginMs(dbTimeoutMs);
+  if (publishTimeoutMs + dbTimeoutMs + margin > leaseMs) {
     fail(
       'dispatcher.dbTimeoutMs',
-      `publishTimeoutMs (${publishTimeoutMs} ms) + dbTimeoutMs (${dbTimeoutMs} ms) exceed dispatcher.leaseMs (${leaseMs} ms)`,
+      `publishTimeoutMs (${publishTimeoutMs} ms) + dbTimeoutMs (${dbTimeoutMs} ms) + the database watchdog's margin (${margin} ms, min(1 s, dbTimeoutMs)) exceed dispatcher.leaseMs (${leaseMs} ms)`,
       'A batch must be published and settled within its lease, or another dispatcher may publish it again: raise leaseMs or lower publishTimeoutMs/dbTimeoutMs.',
     );
   }

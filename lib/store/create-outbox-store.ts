@@ -52,7 +52,7 @@ export async function createOutboxStore(
     case 'postgres':
       return new PostgresOutboxStore(dataSource, names, dispatch.notify, policy, timeoutMs);
     case 'mysql':
-      return new MysqlOutboxStore(dataSource, names, policy);
+      return new MysqlOutboxStore(dataSource, names, policy, timeoutMs);
     case 'sqlite': {
       const store = new SqliteOutboxStore(dataSource, names, policy);
       if (dispatch.enabled) await store.open();

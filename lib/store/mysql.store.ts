@@ -55,11 +55,17 @@ function utc(date: Date): string {
 
 /** MySQL 8 / MariaDB 10.6+: a short READ COMMITTED claim transaction with SKIP LOCKED. */
 export class MysqlOutboxStore implements OutboxStore {
+  /** InnoDB row-lock wait bound of the dispatcher's transactions, in seconds. */
+  private readonly lockWaitSeconds: number;
+
   constructor(
     private readonly dataSource: DataSource,
     private readonly names: OutboxTableNames,
     private readonly policy: OutboxQueuePolicy,
-  ) {}
+    timeoutMs = 10_000,
+  ) {
+    this.lockWaitSeconds = Math.max(1, Math.ceil(timeoutMs / 1_000));
+  }
 
   async insert(
     manager: EntityManager,
@@ -310,11 +316,19 @@ export class MysqlOutboxStore implements OutboxStore {
     if (buckets.length > 0) await query(mysqlLockKeys(this.names, buckets.length), buckets);
   }
 
-  /** A READ COMMITTED transaction on a connection of its own. */
+  /**
+   * A READ COMMITTED transaction on a connection of its own, whose row-lock waits end after
+   * `dbTimeoutMs` (rounded up to whole seconds, InnoDB's unit) instead of the server's 50 s
+   * default. The session value goes back to the server default before the connection returns
+   * to the application's pool.
+   */
   private async transaction<T>(work: (query: Query) => Promise<T>): Promise<T> {
     const runner = this.dataSource.createQueryRunner('master');
+    let bounded = false;
     try {
       await runner.connect();
+      await runner.query('SET SESSION innodb_lock_wait_timeout = ?', [this.lockWaitSeconds]);
+      bounded = true;
       await runner.startTransaction('READ COMMITTED');
       const value = await work((sql, params) => runner.query(sql, [...params]));
       await runner.commitTransaction();
@@ -323,6 +337,8 @@ export class MysqlOutboxStore implements OutboxStore {
       if (runner.isTransactionActive) await runner.rollbackTransaction().catch(() => undefined);
       throw error;
     } finally {
+      if (bounded)
+        await runner.query('SET SESSION innodb_lock_wait_timeout = DEFAULT').catch(() => undefined);
       await runner.release();
     }
   }

@@ -345,9 +345,12 @@ export class PostgresOutboxStore implements OutboxStore {
         return { records: result.records as R[], affected: result.affected };
       };
       // JIT off: a promotion over a key with a large parked backlog is estimated near
-      // jit_above_cost, and compiling it cost 15× the statement (bench P9).
+      // jit_above_cost, and compiling it cost 15× the statement (bench P9). The idle timeout
+      // ends this transaction on the server if its process freezes (SIGSTOP, a long pause)
+      // between statements, so its row and advisory locks cannot hold up other dispatchers.
       await run(
-        `SELECT set_config('statement_timeout', $1, true), set_config('jit', 'off', true)`,
+        `SELECT set_config('statement_timeout', $1, true), set_config('jit', 'off', true),
+  set_config('idle_in_transaction_session_timeout', $1, true)`,
         [String(this.timeoutMs)],
       );
       const value = await work(run);

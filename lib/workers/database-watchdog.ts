@@ -3,10 +3,31 @@ import { OutboxDatabaseTimeoutError } from '../errors/outbox-database-timeout.er
 import { describeError } from '../internal/describe-error';
 
 /**
- * Bounds every dispatcher database call. The server cancels slow statements itself where it
- * can (PostgreSQL statement_timeout); the watchdog covers what it cannot: a connection that
- * never answers. It gives up on such a call, and refuses new calls until the abandoned one
- * settles, so a dead connection cannot drain the application's pool one claim at a time.
+ * How long past `dbTimeoutMs` the watchdog waits before giving up on a call: the server's own
+ * statement timeout should fire first. Part of the lease budget (see resolveOutboxOptions).
+ */
+export function watchdogMarginMs(dbTimeoutMs: number): number {
+  return Math.min(1_000, dbTimeoutMs);
+}
+
+/** How a call behaves while an earlier one is abandoned, and what happens to a late answer. */
+export interface WatchdogCallOptions<T> {
+  /**
+   * Run even while an earlier call is still waiting for the database. Settles use it: a batch
+   * the broker accepted must get its outcome recorded, or it is published again.
+   * @default false
+   */
+  readonly evenWhileStalled?: boolean;
+  /** Receives the answer of this call if it arrives after the watchdog gave up on it. */
+  readonly onLateResult?: (value: T) => void;
+}
+
+/**
+ * Bounds every dispatcher database call, including the wait for a pool connection (which
+ * PostgreSQL's statement_timeout does not cover). The server cancels slow statements itself
+ * where it can; the watchdog covers what it cannot: a connection that never answers. It gives
+ * up on such a call, and refuses new claims until the abandoned one settles, so a dead
+ * connection cannot drain the application's pool one claim at a time.
  */
 export class DatabaseWatchdog {
   private abandoned: string | undefined;
@@ -21,8 +42,12 @@ export class DatabaseWatchdog {
     return this.abandoned;
   }
 
-  async run<T>(operation: string, call: () => Promise<T>): Promise<T> {
-    if (this.abandoned !== undefined) {
+  async run<T>(
+    operation: string,
+    call: () => Promise<T>,
+    options: WatchdogCallOptions<T> = {},
+  ): Promise<T> {
+    if (this.abandoned !== undefined && options.evenWhileStalled !== true) {
       throw new OutboxDatabaseTimeoutError(
         operation,
         this.timeoutMs,
@@ -45,13 +70,17 @@ export class DatabaseWatchdog {
       `The outbox ${operation} got no database answer within ${this.timeoutMs} ms; giving up on it and pausing (is a connection or lock stuck?)`,
     );
     pending.then(
-      () => this.recover(operation, 'finished late'),
+      (value) => {
+        this.recover(operation, 'finished late');
+        options.onLateResult?.(value);
+      },
       (error: unknown) => this.recover(operation, `failed late: ${describeError(error)}`),
     );
     throw new OutboxDatabaseTimeoutError(operation, this.timeoutMs);
   }
 
   private recover(operation: string, how: string): void {
+    if (this.abandoned === undefined) return;
     this.abandoned = undefined;
     this.logger.warn(`The abandoned outbox ${operation} ${how}; resuming`);
   }

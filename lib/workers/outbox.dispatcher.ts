@@ -8,6 +8,7 @@ import {
 } from '@nestjs/common';
 import { SchedulerRegistry } from '@nestjs/schedule';
 import { setMaxListeners } from 'node:events';
+import { OutboxDatabaseTimeoutError } from '../errors/outbox-database-timeout.error';
 import { PermanentPublishError } from '../errors/permanent-publish.error';
 import { PublishTimeoutError } from '../errors/publish-timeout.error';
 import { PublisherUnavailableError } from '../errors/publisher-unavailable.error';
@@ -23,11 +24,15 @@ import { describeError } from '../internal/describe-error';
 import { OUTBOX_OPTIONS, OUTBOX_STORE, outboxTimerName } from '../outbox.constants';
 import { OutboxService } from '../outbox.service';
 import type { ResolvedOutboxOptions } from '../resolve-outbox-options';
-import { DatabaseWatchdog } from './database-watchdog';
+import { DatabaseWatchdog, watchdogMarginMs } from './database-watchdog';
 import { IntervalRunner } from './interval-runner';
 import { retryDelay } from './retry-backoff';
 
-const SETTLE_RETRIES = 3;
+/** Settle retries back off from this, doubling, up to `SETTLE_MAX_BACKOFF_MS`. */
+const SETTLE_FIRST_BACKOFF_MS = 100;
+const SETTLE_MAX_BACKOFF_MS = 1_000;
+/** How often a paused dispatcher asks the publisher whether the broker is back. */
+const OUTAGE_PROBE_INTERVAL_MS = 500;
 const EMPTY_REPORT: OutboxBatchReport = Object.freeze({
   claimed: 0,
   published: 0,
@@ -51,10 +56,20 @@ type PublishResult =
   | { kind: 'outage'; error: unknown }
   /** The deadline passed: the broker may have the messages, so each counts as an attempt. */
   | { kind: 'timeout'; error: PublishTimeoutError }
+  /** The lease deadline passed before publishing began: nothing was sent. */
+  | { kind: 'lapsed' }
   | { kind: 'shutdown' };
 
+/**
+ * A claimed batch with its lease end on this process's monotonic clock: the claim started
+ * before the database wrote the lease, so this end is never later than the lease's own.
+ */
+interface LeasedBatch extends ClaimedBatch {
+  readonly leaseEnd: number;
+}
+
 /** A claim's result: a batch, nothing due, or only parked followers (look again at once). */
-type ClaimResult = ClaimedBatch | 'idle' | 'parked';
+type ClaimResult = LeasedBatch | 'idle' | 'parked';
 
 /** What the dispatcher is doing, for health checks. */
 export interface OutboxDispatcherStatus {
@@ -73,7 +88,15 @@ export interface OutboxDispatcherStatus {
 const isBrokerSilence = (error: unknown): boolean =>
   error instanceof PublishTimeoutError || error instanceof PublisherUnavailableError;
 
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+/** A timer that, when `unref`, does not keep a stopping process alive. */
+const sleep = (ms: number, unref = false): Promise<void> =>
+  new Promise((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    if (unref) timer.unref();
+  });
+
+/** A settle's end: recorded (`sole` when no earlier try may have landed first), or not. */
+type SettleResult = { kind: 'settled'; changed: number; sole: boolean } | { kind: 'unsettled' };
 
 /**
  * Claims due messages, publishes them and settles the outcome, in a loop that survives broker
@@ -85,6 +108,8 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
   private readonly logger = new Logger(OutboxDispatcher.name);
   private readonly runner: IntervalRunner<number>;
   private readonly watchdog: DatabaseWatchdog;
+  /** The longest one database call may take before the watchdog gives up on it. */
+  private readonly dbCallMs: number;
   private readonly publisher: OutboxPublisher;
   private readonly observer: OutboxObserver;
   private stopping = false;
@@ -94,6 +119,9 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
   private wakeRequested = false;
   private pausedUntil = 0;
   private outagePauseMs = 0;
+  private probing = false;
+  /** When the rows the last outage handed back become due again (wall clock). */
+  private releasedDueAt = 0;
   private unlisten: (() => Promise<void>) | undefined;
   /** Aborted when shutdown gives up waiting for in-flight publishes. */
   private readonly shutdown = new AbortController();
@@ -108,7 +136,9 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     if (options.publisher === undefined) throw new Error('OutboxDispatcher needs a publisher');
     this.publisher = options.publisher;
     // A little past the server's own statement timeout, which should fire first.
-    this.watchdog = new DatabaseWatchdog(options.dispatcher.dbTimeoutMs + 1_000, this.logger);
+    this.dbCallMs =
+      options.dispatcher.dbTimeoutMs + watchdogMarginMs(options.dispatcher.dbTimeoutMs);
+    this.watchdog = new DatabaseWatchdog(this.dbCallMs, this.logger);
     this.observer = options.observer;
     this.runner = new IntervalRunner(
       outboxTimerName(options.name, 'dispatcher'),
@@ -262,14 +292,20 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
   private async claim(): Promise<ClaimResult> {
     if (this.stopping || Date.now() < this.pausedUntil) return 'idle';
     const { dispatcher } = this.options;
+    const claimStarted = performance.now();
     let claimed: ClaimedBatch;
     try {
-      claimed = await this.watchdog.run('claim', () =>
-        this.store.claim({
-          limit: dispatcher.batchSize,
-          owner: this.options.instanceId,
-          leaseMs: dispatcher.leaseMs,
-        }),
+      claimed = await this.watchdog.run(
+        'claim',
+        () =>
+          this.store.claim({
+            limit: dispatcher.batchSize,
+            owner: this.options.instanceId,
+            leaseMs: dispatcher.leaseMs,
+          }),
+        // A claim given up on may still commit: hand its rows straight back with their attempt,
+        // or database stalls alone could dead-letter messages that were never published.
+        { onLateResult: (late) => this.releaseLate(late) },
       );
     } catch (error) {
       this.pause(error, 'claim failed (database unavailable?)');
@@ -286,21 +322,53 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     }
     // An empty claim says nothing about the broker: the outage backoff only resets when a
     // publish gets through.
-    if (claimed.records.length > 0) return claimed;
+    if (claimed.records.length > 0)
+      return { ...claimed, leaseEnd: claimStarted + dispatcher.leaseMs };
     return parked > 0 ? 'parked' : 'idle';
+  }
+
+  /** Gives back the rows of a claim that answered after the watchdog gave up on it. */
+  private releaseLate({ token, records }: ClaimedBatch): void {
+    if (records.length === 0) return;
+    const settlement = this.settlement(
+      records,
+      records.map((): Verdict => ({ kind: 'release' })),
+      0,
+      null,
+    );
+    this.store.settle(token, settlement, false).then(
+      (released) =>
+        this.logger.warn(
+          `A claim answered after it was given up on; released its ${released} message(s) unpublished`,
+        ),
+      (error: unknown) =>
+        this.logger.warn(
+          `Releasing the messages of a late claim failed; they return when their lease expires: ${describeError(error)}`,
+        ),
+    );
   }
 
   /** Publishes a claimed batch and settles the outcome; never throws. */
   private async deliver(
-    { token, records }: ClaimedBatch,
+    { token, records, leaseEnd }: LeasedBatch,
     started: number,
   ): Promise<OutboxBatchReport> {
     // Claimed more often than maxAttempts allows: earlier claims never reported back (their
     // dispatcher crashed or lost its lease mid-publish), so this one is not tried again.
     const exhausted = records.filter((r) => r.attempts > this.options.retry.maxAttempts);
     const fresh = exhausted.length === 0 ? records : records.filter((r) => !exhausted.includes(r));
-    const result: PublishResult =
-      fresh.length === 0 ? { kind: 'outcomes', outcomes: [] } : await this.publish(fresh);
+    // Publishing must end early enough to settle within the lease; past that point another
+    // dispatcher may already hold these messages (this process was paused, e.g. by SIGSTOP or
+    // a long GC), and publishing them would duplicate and reorder them.
+    const publishBy = leaseEnd - this.dbCallMs;
+    let result: PublishResult;
+    if (fresh.length === 0) result = { kind: 'outcomes', outcomes: [] };
+    else if (performance.now() >= publishBy) {
+      this.logger.warn(
+        `A claimed batch of ${records.length} message(s) reached its lease deadline before publishing (was the process paused?); releasing it unpublished`,
+      );
+      result = { kind: 'lapsed' };
+    } else result = await this.publish(fresh, publishBy);
     const verdicts = new Map<ClaimedRecord, Verdict>();
     for (const record of exhausted) {
       verdicts.set(record, {
@@ -312,17 +380,28 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     }
     fresh.forEach((record, i) => verdicts.set(record, this.verdictOf(record, result, i)));
     const ordered = records.map((r): Verdict => verdicts.get(r) ?? { kind: 'release' });
-    const releaseDelayMs = result.kind === 'outage' ? this.outagePauseMs : 0;
+    // Released rows wait out the pause, so that other dispatchers do not run into the same
+    // outage; where the publisher can be probed, the pause may end at the broker's return,
+    // and the rows must be due by then.
+    const releaseDelayMs =
+      result.kind !== 'outage'
+        ? 0
+        : this.publisher.ping === undefined
+          ? this.outagePauseMs
+          : Math.min(this.outagePauseMs, OUTAGE_PROBE_INTERVAL_MS * 2);
+    if (result.kind === 'outage') this.releasedDueAt = Date.now() + releaseDelayMs;
     const releaseError = result.kind === 'outage' ? describeError(result.error) : null;
     const settlement = this.settlement(records, ordered, releaseDelayMs, releaseError);
-    const changed = await this.settle(token, settlement);
+    const settled = await this.settle(token, settlement, leaseEnd);
     const report: OutboxBatchReport = {
       claimed: records.length,
       published: settlement.delivered.length,
       retried: settlement.retry.length,
       deadLettered: settlement.dead.length,
       released: settlement.release.length,
-      fenced: changed === undefined ? 0 : records.length - changed,
+      // Only a settle known to be the first to land can tell that rows were taken over: after a
+      // try that was given up on (and may have committed late), fewer changed rows prove nothing.
+      fenced: settled.kind === 'settled' && settled.sole ? records.length - settled.changed : 0,
       durationMs: performance.now() - started,
     };
     if (report.fenced > 0) {
@@ -338,6 +417,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     switch (result.kind) {
       case 'outage':
       case 'shutdown':
+      case 'lapsed':
         return { kind: 'release' };
       case 'timeout':
         return this.judge(record, { ok: false, error: result.error });
@@ -347,8 +427,16 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
   }
 
   /** Publishes under a deadline and says what the broker side came to. */
-  private async publish(records: readonly ClaimedRecord[]): Promise<PublishResult> {
-    const timeoutMs = this.options.dispatcher.publishTimeoutMs;
+  private async publish(
+    records: readonly ClaimedRecord[],
+    publishBy: number,
+  ): Promise<PublishResult> {
+    // The publish timeout, cut short by the lease: in-flight publishes are aborted when the
+    // lease deadline passes, whichever comes first.
+    const timeoutMs = Math.max(
+      0,
+      Math.min(this.options.dispatcher.publishTimeoutMs, Math.floor(publishBy - performance.now())),
+    );
     // One controller per batch, aborted by its own deadline or by shutdown. (Not AbortSignal.any:
     // a listener per batch on the long-lived shutdown signal must be removed, not accumulated.)
     const controller = new AbortController();
@@ -386,7 +474,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
       const first = failures[0];
       if (first !== undefined && failures.length === result.length) {
         if (failures.every((o) => !o.ok && o.error instanceof PublisherUnavailableError)) {
-          this.pause(first.error, 'every publish of the batch failed');
+          this.pause(first.error, 'every publish of the batch failed', undefined, true);
           return { kind: 'outage', error: first.error };
         }
         // Every message timed out (or could not be sent): the broker may be hanging, so claim
@@ -400,7 +488,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
       return { kind: 'outcomes', outcomes: result };
     } catch (error) {
       if (this.shutdown.signal.aborted) return { kind: 'shutdown' };
-      this.pause(error, 'publisher failed');
+      this.pause(error, 'publisher failed', undefined, true);
       return { kind: 'outage', error };
     } finally {
       clearTimeout(timer);
@@ -468,27 +556,49 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     return { delivered, retry, dead, release, advancedKeys: [...advanced] };
   }
 
-  /** Settles with a few retries: a failed settle would otherwise mean re-publishing after the lease. */
-  private async settle(token: string, settlement: Settlement): Promise<number | undefined> {
+  /**
+   * Settles, retrying until the lease ends: the broker has these messages, and an outcome not
+   * recorded means publishing them again. Settles run even while an earlier database call is
+   * stalled (another batch's outcome must not wait behind it).
+   */
+  private async settle(
+    token: string,
+    settlement: Settlement,
+    leaseEnd: number,
+  ): Promise<SettleResult> {
     const deleteDelivered = this.options.cleaner.deliveredRetentionMs === 0;
-    for (let attempt = 1; ; attempt++) {
+    let sole = true;
+    for (let attempt = 1, backoff = SETTLE_FIRST_BACKOFF_MS; ; attempt++) {
       try {
-        return await this.watchdog.run('settle', () =>
-          this.store.settle(token, settlement, deleteDelivered),
+        const changed = await this.watchdog.run(
+          'settle',
+          () => this.store.settle(token, settlement, deleteDelivered),
+          { evenWhileStalled: true },
         );
+        if (attempt > 1) this.logger.log(`A batch's outcome was recorded on try ${attempt}`);
+        return { kind: 'settled', changed, sole };
       } catch (error) {
-        if (attempt >= SETTLE_RETRIES) {
+        // A try that was given up on may still commit; a later try then changes no row.
+        if (error instanceof OutboxDatabaseTimeoutError) sole = false;
+        // At shutdown, or when the next try could not land within the lease, give up.
+        if (this.shutdown.signal.aborted || performance.now() + backoff >= leaseEnd) {
           this.logger.error(
-            `Settling a batch failed ${attempt} times; its messages will be published again once their lease expires: ${describeError(error)}`,
+            `Recording a batch's outcome failed ${attempt} time(s) until its lease ended; unless a late try landed, its messages will be claimed and published again: ${describeError(error)}`,
           );
-          return undefined;
+          return { kind: 'unsettled' };
         }
-        await sleep(100 * 2 ** attempt);
+        await sleep(backoff);
+        backoff = Math.min(SETTLE_MAX_BACKOFF_MS, backoff * 2);
       }
     }
   }
 
-  private pause(error: unknown, what: string, counted = 'no attempt counted'): void {
+  private pause(
+    error: unknown,
+    what: string,
+    counted = 'no attempt counted',
+    brokerOutage = false,
+  ): void {
     const base = this.options.dispatcher.pollIntervalMs;
     this.outagePauseMs = Math.min(
       this.options.dispatcher.maxOutagePauseMs,
@@ -500,6 +610,48 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     );
     const pauseMs = this.outagePauseMs;
     this.safely(() => this.observer.onOutage?.(error, pauseMs), undefined);
+    if (brokerOutage) this.probeBroker();
+  }
+
+  /**
+   * While claims are paused by a broker outage, asks the publisher (`ping()`, where it has
+   * one) every `OUTAGE_PROBE_INTERVAL_MS`, one probe at a time, and resumes as soon as the
+   * broker answers: the pause may have grown long, the return should not wait for it.
+   */
+  private probeBroker(): void {
+    const ping = this.publisher.ping?.bind(this.publisher);
+    if (ping === undefined || this.probing) return;
+    this.probing = true;
+    const probe = async (): Promise<void> => {
+      while (!this.stopping && Date.now() < this.pausedUntil) {
+        await sleep(OUTAGE_PROBE_INTERVAL_MS, true);
+        if (this.stopping || Date.now() >= this.pausedUntil) return;
+        const controller = new AbortController();
+        const timer = setTimeout(
+          () => controller.abort(new PublishTimeoutError(this.options.dispatcher.publishTimeoutMs)),
+          this.options.dispatcher.publishTimeoutMs,
+        );
+        try {
+          await ping(controller.signal);
+          this.logger.log('The broker answers again; resuming claims');
+          this.pausedUntil = 0;
+          this.wake();
+          // The batch the outage handed back becomes due a moment later: look again then.
+          const dueIn = this.releasedDueAt - Date.now();
+          if (dueIn > 0) setTimeout(() => this.wake(), dueIn + 10).unref();
+          return;
+        } catch {
+          // Still down: keep waiting, quietly (the pause was logged once).
+        } finally {
+          clearTimeout(timer);
+        }
+      }
+    };
+    probe()
+      .catch((error: unknown) => this.logger.warn(`Broker probe failed: ${describeError(error)}`))
+      .finally(() => {
+        this.probing = false;
+      });
   }
 
   private notify(

@@ -198,7 +198,7 @@ for (const db of TEST_DATABASES) {
         tcpPort: consumer.port,
         dispatcher: {
           leaseMs: 3_000,
-          publishTimeoutMs: 2_900,
+          publishTimeoutMs: 2_800,
           batchSize: 20,
           pollIntervalMs: 50,
           listen: false,

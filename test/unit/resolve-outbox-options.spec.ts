@@ -112,6 +112,27 @@ describe('resolveOutboxOptions', () => {
     expect(error.message).toMatch(/lease/);
   });
 
+  it('rejects a lease that cannot hold a publish plus one settle the watchdog may wait for', () => {
+    // The watchdog waits dbTimeoutMs + min(1 s, dbTimeoutMs) before giving up on a call.
+    const error = errorOf({
+      ...valid,
+      dispatcher: { leaseMs: 1_000, publishTimeoutMs: 500, dbTimeoutMs: 500 },
+    });
+    expect(error.option).toBe('dispatcher.dbTimeoutMs');
+    expect(error.message).toMatch(/watchdog's margin \(500 ms/);
+  });
+
+  it.each([1_000, 1_500, 4_000, 30_000])(
+    'derives default timeouts that fit a lease of %p ms with the watchdog margin',
+    (leaseMs) => {
+      const { dispatcher } = resolveOutboxOptions({ ...valid, dispatcher: { leaseMs } });
+      const margin = Math.min(1_000, dispatcher.dbTimeoutMs);
+      expect(dispatcher.publishTimeoutMs + dispatcher.dbTimeoutMs + margin).toBeLessThanOrEqual(
+        leaseMs,
+      );
+    },
+  );
+
   it('rejects a missing data source and a missing publisher when workers run', () => {
     expect(errorOf({ publisher }).option).toBe('dataSource');
     expect(errorOf({ dataSource }).message).toMatch(/workers: false/);

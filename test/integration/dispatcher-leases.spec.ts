@@ -1,0 +1,295 @@
+import { Test, type TestingModule } from '@nestjs/testing';
+import { DataSource } from 'typeorm';
+import {
+  OutboxDispatcher,
+  OutboxModule,
+  OutboxService,
+  ensureOutboxTable,
+  type OutboxBatchReport,
+  type OutboxMessage,
+  type OutboxModuleOptions,
+} from '../../lib';
+import type { ClaimOptions, OutboxStore } from '../../lib/interfaces/outbox-store.interface';
+import { OUTBOX_STORE } from '../../lib/outbox.constants';
+import { dropOutboxTable, sleep } from '../support/outbox-harness';
+import { readOutbox, TEST_DATABASES, TestOrder, uniqueTable } from '../support/databases';
+import { RecordingPublisher } from '../support/recording.publisher';
+import { describeWith, SERVICES } from '../support/services';
+import { waitFor } from '../support/wait-for';
+
+// What a dispatcher does with its lease when its process stalls, its database calls wait behind
+// the application's pool, or its broker comes back: it never publishes a batch whose lease it
+// may have lost, records the outcome of a batch the broker accepted for as long as its lease
+// lasts, and resumes as soon as the broker answers.
+
+type Overrides = Omit<Partial<OutboxModuleOptions>, 'dataSource' | 'publisher' | 'tableName'>;
+
+interface Instance {
+  readonly moduleRef: TestingModule;
+  readonly outbox: OutboxService;
+  readonly dispatcher: OutboxDispatcher;
+  readonly store: OutboxStore;
+  readonly publisher: RecordingPublisher;
+  readonly reports: OutboxBatchReport[];
+}
+
+async function instance(
+  ds: DataSource,
+  table: string,
+  instanceId: string,
+  overrides: Overrides = {},
+): Promise<Instance> {
+  const publisher = new RecordingPublisher();
+  const reports: OutboxBatchReport[] = [];
+  const moduleRef = await Test.createTestingModule({
+    imports: [
+      OutboxModule.forRoot({
+        dataSource: ds,
+        tableName: table,
+        publisher,
+        instanceId,
+        autoStart: false,
+        observer: { onBatch: (report) => reports.push(report) },
+        ...overrides,
+        dispatcher: { pollIntervalMs: 50, listen: false, ...overrides.dispatcher },
+      }),
+    ],
+  }).compile();
+  await moduleRef.init();
+  return {
+    moduleRef,
+    outbox: moduleRef.get(OutboxService),
+    dispatcher: moduleRef.get(OutboxDispatcher),
+    store: moduleRef.get<OutboxStore>(OUTBOX_STORE),
+    publisher,
+    reports,
+  };
+}
+
+const msg = (key: string | null, n: number): OutboxMessage => ({
+  topic: 'orders',
+  type: 'order.event',
+  key,
+  payload: { n },
+});
+
+/** A DataSource with a small pool, so the test can hold every connection like a busy app. */
+async function smallPool(name: 'postgres' | 'mariadb', table: string): Promise<DataSource> {
+  const ds =
+    name === 'postgres'
+      ? new DataSource({
+          type: 'postgres',
+          host: SERVICES.postgres.host,
+          port: SERVICES.postgres.port,
+          username: process.env.PGUSER ?? 'postgres',
+          password: process.env.PGPASSWORD,
+          database: process.env.PGDATABASE ?? 'test',
+          entities: [TestOrder],
+          poolSize: 3,
+        })
+      : new DataSource({
+          type: 'mariadb',
+          host: SERVICES.mariadb.host,
+          port: SERVICES.mariadb.port,
+          username: process.env.MYSQL_USER ?? 'root',
+          password: process.env.MYSQL_PASSWORD ?? '',
+          database: process.env.MYSQL_DATABASE ?? 'test',
+          entities: [TestOrder],
+          poolSize: 3,
+        });
+  await ds.initialize();
+  await ensureOutboxTable(ds, { tableName: table });
+  return ds;
+}
+
+/** Holds every connection of the pool in app transactions that sleep for `ms`. */
+function hogPool(ds: DataSource, ms: number): Promise<unknown[]> {
+  const sleepSql =
+    ds.options.type === 'postgres'
+      ? `SELECT pg_sleep(${ms / 1_000})`
+      : `SELECT SLEEP(${ms / 1_000})`;
+  return Promise.all([0, 1, 2].map(() => ds.transaction((m) => m.query(sleepSql))));
+}
+
+describe.each(TEST_DATABASES)('dispatcher leases on $name', (db) => {
+  describeWith(db.service === null ? [] : [db.service], `on ${db.name}`, () => {
+    let ds: DataSource;
+    let table: string;
+    const instances: Instance[] = [];
+
+    beforeEach(async () => {
+      table = uniqueTable('outbox_lease');
+      ds = await db.open(table);
+    });
+
+    afterEach(async () => {
+      for (const i of instances.splice(0)) await i.moduleRef.close();
+      await db.close(ds, table);
+    });
+
+    it('a dispatcher paused past its lease after claiming publishes nothing of that batch', async () => {
+      const frozen = await instance(ds, table, 'frozen', {
+        dispatcher: { leaseMs: 2_000, batchSize: 10 },
+      });
+      const healthy = await instance(ds, table, 'healthy', {
+        dispatcher: { leaseMs: 2_000, batchSize: 10 },
+      });
+      instances.push(frozen, healthy);
+      await ds.transaction((m) =>
+        frozen.outbox.enqueue(
+          Array.from({ length: 6 }, (_, n) => msg(`k${n % 3}`, n)),
+          m,
+        ),
+      );
+
+      // The whole process stalls right after the claim committed, as under SIGSTOP or a long
+      // GC pause: the event loop is blocked, so no timer fires until the lease is over.
+      const realClaim = frozen.store.claim.bind(frozen.store);
+      let claimedCount = 0;
+      frozen.store.claim = async (options: ClaimOptions) => {
+        const batch = await realClaim(options);
+        claimedCount = batch.records.length;
+        Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 2_300);
+        return batch;
+      };
+      const report = await frozen.dispatcher.runOnce();
+
+      expect(claimedCount).toBe(3);
+      expect(report.claimed).toBe(3);
+      expect(frozen.publisher.sentIds).toEqual([]);
+      expect(report.released).toBe(3);
+      // Nothing is lost: the released heads and their followers go out through the other one.
+      await waitFor(
+        'the healthy dispatcher to deliver everything',
+        async () => {
+          await healthy.dispatcher.drain();
+          return (await readOutbox(ds, table)).every((r) => r.status === 'delivered');
+        },
+        { timeoutMs: 20_000, intervalMs: 50 },
+      );
+      const rows = await readOutbox(ds, table);
+      expect(healthy.publisher.sentIds.sort()).toEqual(rows.map((r) => r.messageId).sort());
+      // The release gave the attempt back.
+      expect(rows.every((r) => r.attempts === 1)).toBe(true);
+    });
+
+    it('resumes within about a second once the broker answers again, however long the pause grew', async () => {
+      // A poll interval of 20 s makes the first outage pause 20 s long.
+      const d = await instance(ds, table, 'prober', {
+        autoStart: true,
+        dispatcher: { pollIntervalMs: 20_000, maxOutagePauseMs: 60_000 },
+      });
+      instances.push(d);
+      d.publisher.goDown();
+      const id = await ds.transaction((m) => d.outbox.enqueue(msg('k', 1), m));
+      await waitFor('the outage to be seen', () => d.dispatcher.status().pausedUntil !== null);
+      const pausedUntil = d.dispatcher.status().pausedUntil?.getTime() ?? 0;
+      expect(pausedUntil - Date.now()).toBeGreaterThan(10_000);
+
+      d.publisher.comeBack();
+      await d.publisher.until(
+        (p) => p.sentIds.includes(String(id)),
+        5_000,
+        'delivery after return',
+      );
+      expect(Date.now()).toBeLessThan(pausedUntil);
+    });
+  });
+});
+
+describe.each(TEST_DATABASES.filter((db) => db.name !== 'sqlite'))(
+  'dispatcher database calls behind a busy pool on $name',
+  (db) => {
+    describeWith(db.service === null ? [] : [db.service], `on ${db.name}`, () => {
+      let ds: DataSource;
+      let table: string;
+      const instances: Instance[] = [];
+
+      beforeEach(async () => {
+        table = uniqueTable('outbox_pool');
+        ds = await smallPool(db.name as 'postgres' | 'mariadb', table);
+      });
+
+      afterEach(async () => {
+        for (const i of instances.splice(0)) await i.moduleRef.close();
+        await dropOutboxTable(ds, table);
+        await ds.destroy();
+      });
+
+      it('records the outcome of batches the broker accepted while the app holds the pool: each message published once, none reported taken over', async () => {
+        const d = await instance(ds, table, 'busy-pool', {
+          dispatcher: {
+            leaseMs: 6_000,
+            publishTimeoutMs: 3_000,
+            dbTimeoutMs: 500,
+            batchSize: 5,
+            batchesInFlight: 2,
+          },
+        });
+        instances.push(d);
+        await ds.transaction((m) =>
+          d.outbox.enqueue(
+            Array.from({ length: 10 }, (_, n) => msg(`k${n}`, n)),
+            m,
+          ),
+        );
+        // While both batches are being published, the app takes every pool connection for
+        // longer than a database call may last (dbTimeoutMs + the watchdog's margin): the first
+        // batch's settle waits behind it and is given up on, and the second batch's settle
+        // starts while that abandoned call is still outstanding.
+        let hog: Promise<unknown[]> | undefined;
+        let calls = 0;
+        let bothInFlight!: () => void;
+        const second = new Promise<void>((resolve) => (bothInFlight = resolve));
+        const realPublish = d.publisher.publish.bind(d.publisher);
+        d.publisher.publish = async (messages, signal) => {
+          calls += 1;
+          const call = calls;
+          if (call === 2) {
+            hog = hogPool(ds, 3_500);
+            bothInFlight();
+          }
+          await Promise.race([second, sleep(3_000)]);
+          await sleep(call === 2 ? 2_000 : 100);
+          return realPublish(messages, signal);
+        };
+        await d.dispatcher.drain();
+        await hog;
+        // Past every lease: anything not recorded would now be claimed and published again.
+        await sleep(6_500);
+        await d.dispatcher.drain();
+
+        const rows = await readOutbox(ds, table);
+        expect(rows.every((r) => r.status === 'delivered')).toBe(true);
+        expect(d.publisher.sentIds.sort()).toEqual(rows.map((r) => r.messageId).sort());
+        expect(d.reports.reduce((n, r) => n + r.fenced, 0)).toBe(0);
+      });
+
+      it('hands back the rows of a claim that answered after it was given up on, with their attempt', async () => {
+        const d = await instance(ds, table, 'late-claim', {
+          dispatcher: { leaseMs: 30_000, publishTimeoutMs: 2_000, dbTimeoutMs: 500 },
+        });
+        instances.push(d);
+        await ds.transaction((m) =>
+          d.outbox.enqueue(
+            Array.from({ length: 3 }, (_, n) => msg(`k${n}`, n)),
+            m,
+          ),
+        );
+        const hog = hogPool(ds, 2_000);
+        // Let the app's transactions take the pool's connections first.
+        await sleep(500);
+        const report = await d.dispatcher.runOnce();
+        expect(report.claimed).toBe(0);
+        await hog;
+        await waitFor(
+          'the late claim to be handed back',
+          async () =>
+            (await readOutbox(ds, table)).every((r) => r.lockedBy === null && r.attempts === 0),
+          { timeoutMs: 10_000 },
+        );
+        expect(d.publisher.sentIds).toEqual([]);
+      });
+    });
+  },
+);
