@@ -17,6 +17,7 @@ import {
   mysqlClaimLock,
   mysqlClaimWindow,
   mysqlDeadByMessageIds,
+  mysqlDeadKeys,
   mysqlDeadToRequeue,
   mysqlDeleteByIds,
   mysqlFirstBlocking,
@@ -245,7 +246,20 @@ export class MysqlOutboxStore implements OutboxStore {
   async requeueDead(ids?: readonly string[]): Promise<RequeueReport> {
     if (ids !== undefined && ids.length === 0) return { requeued: 0, resequenced: 0 };
     return this.transaction(async (query) => {
-      const rows = (await query(mysqlDeadToRequeue(this.names, ids?.length ?? null), [
+      if (this.policy.ordered && !this.policy.deadBlocksKey) {
+        // The keys' enqueue locks, taken before deciding where each message goes: no message of
+        // these keys can commit (and so be claimed) between the decision and the requeue, and
+        // every one that committed before is seen by it.
+        const keys = (await query(mysqlDeadKeys(this.names, ids?.length ?? null), [
+          ...(ids ?? []),
+        ])) as { message_key: string }[];
+        await this.lockBuckets(
+          query,
+          keys.map((k) => k.message_key),
+          0,
+        );
+      }
+      const rows = (await query(mysqlDeadToRequeue(this.names, ids?.length ?? null, this.policy), [
         ...(ids ?? []),
       ])) as (Record<
         'message_id' | 'topic' | 'event_type' | 'payload' | 'headers' | 'created_at',
@@ -262,12 +276,7 @@ export class MysqlOutboxStore implements OutboxStore {
           ? 0
           : affected(await query(mysqlRequeueInPlace(this.names, inPlace.length), inPlace));
       if (moved.length > 0) {
-        // Like an enqueue: the keys' enqueue locks make the new row ids follow commit order.
-        await this.lockBuckets(
-          query,
-          moved.map((r) => r.message_key),
-          0,
-        );
+        // Moved to the end of their key's queue, like an enqueue under the locks taken above.
         await query(mysqlDeleteByIds(this.names, moved.length), [
           'dead',
           ...moved.map((r) => r.id),

@@ -14,6 +14,7 @@ import type {
 import { describeError } from '../internal/describe-error';
 import {
   postgresClaim,
+  postgresDeadKeys,
   postgresDeadToRequeue,
   postgresDeleteDead,
   postgresInsert,
@@ -221,19 +222,26 @@ export class PostgresOutboxStore implements OutboxStore {
   async requeueDead(messageIds?: readonly string[]): Promise<RequeueReport> {
     if (messageIds !== undefined && messageIds.length === 0) return { requeued: 0, resequenced: 0 };
     return this.transaction(async (run) => {
+      if (this.policy.ordered && !this.policy.deadBlocksKey) {
+        // The keys' enqueue locks, taken before deciding where each message goes: no message of
+        // these keys can commit (and so be claimed) between the decision and the requeue, and
+        // every one that committed before is seen by it.
+        const { records: keys } = await run<{ key: string }>(postgresDeadKeys(this.names), [
+          messageIds ?? null,
+        ]);
+        await run(postgresLockKeys(), [this.lockNamespace, sortedLockIds(keys.map((k) => k.key))]);
+      }
       const { records } = await run<{ id: string; key: string | null; overtaken: boolean }>(
-        postgresDeadToRequeue(this.names),
+        postgresDeadToRequeue(this.names, this.policy),
         [messageIds ?? null],
       );
       const inPlace = records.filter((r) => !r.overtaken).map((r) => r.id);
       const moved = records.filter((r) => r.overtaken);
-      let resequenced = 0;
-      if (moved.length > 0) {
-        // Like an enqueue: the keys' enqueue locks make the new row ids follow commit order.
-        await run(postgresLockKeys(), [this.lockNamespace, sortedLockIds(moved.map((r) => r.key))]);
-        resequenced =
-          (await run(postgresResequence(this.names), [moved.map((r) => r.id)])).affected ?? 0;
-      }
+      // Moved to the end of their key's queue, like an enqueue under the locks taken above.
+      const resequenced =
+        moved.length === 0
+          ? 0
+          : ((await run(postgresResequence(this.names), [moved.map((r) => r.id)])).affected ?? 0);
       const requeued =
         inPlace.length === 0
           ? 0

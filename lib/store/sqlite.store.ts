@@ -255,7 +255,7 @@ export class SqliteOutboxStore implements OutboxStore {
     }
     return this.transaction((tx) => {
       const rows = tx.all<DeadRow>(
-        sqliteDeadToRequeue(this.names, ids !== undefined),
+        sqliteDeadToRequeue(this.names, ids !== undefined, this.policy),
         ids === undefined ? [] : [JSON.stringify(ids)],
       );
       const inPlace = rows.filter((r) => !r.overtaken).map((r) => r.id);

@@ -559,7 +559,10 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
   /**
    * Settles, retrying until the lease ends: the broker has these messages, and an outcome not
    * recorded means publishing them again. Settles run even while an earlier database call is
-   * stalled (another batch's outcome must not wait behind it).
+   * stalled (another batch's outcome must not wait behind it). A call the watchdog gives up on
+   * (e.g. waiting behind the application's pool) is not repeated but still awaited, until one
+   * database call past the lease end: it is first in line and may yet land, and its answer says
+   * exactly how many rows were still this dispatcher's.
    */
   private async settle(
     token: string,
@@ -567,19 +570,22 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     leaseEnd: number,
   ): Promise<SettleResult> {
     const deleteDelivered = this.options.cleaner.deliveredRetentionMs === 0;
-    let sole = true;
     for (let attempt = 1, backoff = SETTLE_FIRST_BACKOFF_MS; ; attempt++) {
+      const call = this.store.settle(token, settlement, deleteDelivered);
       try {
-        const changed = await this.watchdog.run(
-          'settle',
-          () => this.store.settle(token, settlement, deleteDelivered),
-          { evenWhileStalled: true },
-        );
+        let changed: number;
+        try {
+          changed = await this.watchdog.run('settle', () => call, { evenWhileStalled: true });
+        } catch (error) {
+          if (!(error instanceof OutboxDatabaseTimeoutError)) throw error;
+          const late = await this.within(call, leaseEnd + this.dbCallMs - performance.now());
+          if (late === undefined) throw error;
+          changed = late.value;
+        }
         if (attempt > 1) this.logger.log(`A batch's outcome was recorded on try ${attempt}`);
-        return { kind: 'settled', changed, sole };
+        // After a failed try, fewer changed rows may mean that try committed after all.
+        return { kind: 'settled', changed, sole: attempt === 1 };
       } catch (error) {
-        // A try that was given up on may still commit; a later try then changes no row.
-        if (error instanceof OutboxDatabaseTimeoutError) sole = false;
         // At shutdown, or when the next try could not land within the lease, give up.
         if (this.shutdown.signal.aborted || performance.now() + backoff >= leaseEnd) {
           this.logger.error(
@@ -590,6 +596,26 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
         await sleep(backoff);
         backoff = Math.min(SETTLE_MAX_BACKOFF_MS, backoff * 2);
       }
+    }
+  }
+
+  /** The promise's value if it resolves within `ms`; undefined if not (or if it rejects). */
+  private async within<T>(promise: Promise<T>, ms: number): Promise<{ value: T } | undefined> {
+    if (ms <= 0) return undefined;
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<undefined>((resolve) => {
+      timer = setTimeout(() => resolve(undefined), ms);
+    });
+    try {
+      return await Promise.race([
+        promise.then(
+          (value) => ({ value }),
+          () => undefined,
+        ),
+        timeout,
+      ]);
+    } finally {
+      clearTimeout(timer);
     }
   }
 

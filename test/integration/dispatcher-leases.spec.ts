@@ -1,19 +1,9 @@
-import { Test, type TestingModule } from '@nestjs/testing';
 import { DataSource } from 'typeorm';
-import {
-  OutboxDispatcher,
-  OutboxModule,
-  OutboxService,
-  ensureOutboxTable,
-  type OutboxBatchReport,
-  type OutboxMessage,
-  type OutboxModuleOptions,
-} from '../../lib';
-import type { ClaimOptions, OutboxStore } from '../../lib/interfaces/outbox-store.interface';
-import { OUTBOX_STORE } from '../../lib/outbox.constants';
+import { ensureOutboxTable, type OutboxMessage } from '../../lib';
+import type { ClaimOptions } from '../../lib/interfaces/outbox-store.interface';
 import { dropOutboxTable, sleep } from '../support/outbox-harness';
 import { readOutbox, TEST_DATABASES, TestOrder, uniqueTable } from '../support/databases';
-import { RecordingPublisher } from '../support/recording.publisher';
+import { instance, type Instance } from '../support/outbox-instance';
 import { describeWith, SERVICES } from '../support/services';
 import { waitFor } from '../support/wait-for';
 
@@ -21,50 +11,6 @@ import { waitFor } from '../support/wait-for';
 // the application's pool, or its broker comes back: it never publishes a batch whose lease it
 // may have lost, records the outcome of a batch the broker accepted for as long as its lease
 // lasts, and resumes as soon as the broker answers.
-
-type Overrides = Omit<Partial<OutboxModuleOptions>, 'dataSource' | 'publisher' | 'tableName'>;
-
-interface Instance {
-  readonly moduleRef: TestingModule;
-  readonly outbox: OutboxService;
-  readonly dispatcher: OutboxDispatcher;
-  readonly store: OutboxStore;
-  readonly publisher: RecordingPublisher;
-  readonly reports: OutboxBatchReport[];
-}
-
-async function instance(
-  ds: DataSource,
-  table: string,
-  instanceId: string,
-  overrides: Overrides = {},
-): Promise<Instance> {
-  const publisher = new RecordingPublisher();
-  const reports: OutboxBatchReport[] = [];
-  const moduleRef = await Test.createTestingModule({
-    imports: [
-      OutboxModule.forRoot({
-        dataSource: ds,
-        tableName: table,
-        publisher,
-        instanceId,
-        autoStart: false,
-        observer: { onBatch: (report) => reports.push(report) },
-        ...overrides,
-        dispatcher: { pollIntervalMs: 50, listen: false, ...overrides.dispatcher },
-      }),
-    ],
-  }).compile();
-  await moduleRef.init();
-  return {
-    moduleRef,
-    outbox: moduleRef.get(OutboxService),
-    dispatcher: moduleRef.get(OutboxDispatcher),
-    store: moduleRef.get<OutboxStore>(OUTBOX_STORE),
-    publisher,
-    reports,
-  };
-}
 
 const msg = (key: string | null, n: number): OutboxMessage => ({
   topic: 'orders',

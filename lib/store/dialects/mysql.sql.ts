@@ -227,14 +227,29 @@ export function mysqlDeleteByIds(n: OutboxTableNames, count: number): string {
 
 const REQUEUE_COLUMNS = ['message_id', 'topic', 'message_key', 'event_type', 'payload', 'headers'];
 
+/** Params: message ids, when given. The keys of the dead messages to requeue. */
+export function mysqlDeadKeys(n: OutboxTableNames, count: number | null): string {
+  return `SELECT DISTINCT d.message_key AS message_key FROM ${n.table} AS d
+WHERE d.status = 'dead' AND d.message_key IS NOT NULL${count === null ? '' : ` AND d.message_id IN (${placeholders(count)})`}`;
+}
+
 /** Params: message ids, when given. See PostgreSQL's postgresDeadToRequeue. */
-export function mysqlDeadToRequeue(n: OutboxTableNames, count: number | null): string {
+export function mysqlDeadToRequeue(
+  n: OutboxTableNames,
+  count: number | null,
+  policy: OutboxQueuePolicy,
+): string {
+  const overtaken =
+    policy.ordered && !policy.deadBlocksKey
+      ? `(d.message_key IS NOT NULL AND EXISTS (
+    SELECT 1 FROM ${n.table} AS e WHERE e.message_key = d.message_key AND e.id > d.id AND e.status IN ('pending', 'waiting')))`
+      : '0';
   return `SELECT d.id, ${REQUEUE_COLUMNS.map((c) => `d.${c}`).join(', ')},
   DATE_FORMAT(d.created_at, '%Y-%m-%d %H:%i:%s.%f') AS created_at,
-  (d.message_key IS NOT NULL AND EXISTS (
-    SELECT 1 FROM ${n.table} AS e WHERE e.message_key = d.message_key AND e.id > d.id AND e.status = 'pending')) AS overtaken
+  ${overtaken} AS overtaken
 FROM ${n.table} AS d WHERE d.status = 'dead'${count === null ? '' : ` AND d.message_id IN (${placeholders(count)})`}
-ORDER BY d.id`;
+ORDER BY d.id
+FOR UPDATE`;
 }
 
 /** Params: ids. */

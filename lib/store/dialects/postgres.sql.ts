@@ -237,19 +237,30 @@ export function postgresDeleteDead(n: OutboxTableNames): string {
   return `DELETE FROM ${n.table} WHERE status = 'dead' AND message_id = ANY($1::uuid[]) RETURNING message_key AS key`;
 }
 
+/** $1 message ids (or null: every dead message). The keys of the dead messages to requeue. */
+export function postgresDeadKeys(n: OutboxTableNames): string {
+  return `SELECT DISTINCT d.message_key AS key FROM ${n.table} AS d
+WHERE d.status = 'dead' AND d.message_key IS NOT NULL AND ($1::uuid[] IS NULL OR d.message_id = ANY($1::uuid[]))`;
+}
+
 /**
- * $1 message ids (or null: every dead message). The dead messages to requeue, with whether a
- * later message of their key is already on its way (pending): those must not be put back in
- * front of it.
+ * $1 message ids (or null: every dead message). The dead messages to requeue, locked, with
+ * whether a later message of their key is already on its way (pending, leased or parked): those
+ * must not be put back in front of it. Only where dead messages do not block their key can a
+ * later one have moved past: under 'block' (and without ordering) every retry goes back in place.
  */
-export function postgresDeadToRequeue(n: OutboxTableNames): string {
+export function postgresDeadToRequeue(n: OutboxTableNames, policy: OutboxQueuePolicy): string {
   const t = n.table;
-  return `SELECT d.id::text AS id, d.message_key AS key,
-  (d.message_key IS NOT NULL AND EXISTS (
-    SELECT 1 FROM ${t} AS e WHERE e.message_key = d.message_key AND e.id > d.id AND e.status = 'pending')) AS overtaken
+  const overtaken =
+    policy.ordered && !policy.deadBlocksKey
+      ? `(d.message_key IS NOT NULL AND EXISTS (
+    SELECT 1 FROM ${t} AS e WHERE e.message_key = d.message_key AND e.id > d.id AND e.status IN ('pending', 'waiting')))`
+      : 'false';
+  return `SELECT d.id::text AS id, d.message_key AS key, ${overtaken} AS overtaken
 FROM ${t} AS d
 WHERE d.status = 'dead' AND ($1::uuid[] IS NULL OR d.message_id = ANY($1::uuid[]))
-ORDER BY d.id`;
+ORDER BY d.id
+FOR UPDATE OF d`;
 }
 
 /** $1 ids. Back at the head of their key, attempts reset. */

@@ -163,13 +163,21 @@ RETURNING message_key AS key`;
 const REQUEUE_COLUMNS = 'message_id, topic, message_key, event_type, payload, headers, created_at';
 
 /** Params: JSON array of message ids, when given. See PostgreSQL's postgresDeadToRequeue. */
-export function sqliteDeadToRequeue(n: OutboxTableNames, withIds: boolean): string {
+export function sqliteDeadToRequeue(
+  n: OutboxTableNames,
+  withIds: boolean,
+  policy: OutboxQueuePolicy,
+): string {
   const t = n.table;
+  const overtaken =
+    policy.ordered && !policy.deadBlocksKey
+      ? `(d.message_key IS NOT NULL AND EXISTS (
+    SELECT 1 FROM ${t} AS e WHERE e.message_key = d.message_key AND ${UNDELIVERED('e')} AND e.id > d.id AND e.status IN ('pending', 'waiting')))`
+      : '0';
   return `SELECT d.id, ${REQUEUE_COLUMNS.split(', ')
     .map((c) => `d.${c}`)
     .join(', ')},
-  (d.message_key IS NOT NULL AND EXISTS (
-    SELECT 1 FROM ${t} AS e WHERE e.message_key = d.message_key AND ${UNDELIVERED('e')} AND e.id > d.id AND e.status = 'pending')) AS overtaken
+  ${overtaken} AS overtaken
 FROM ${t} AS d WHERE d.status = 'dead'${withIds ? ' AND d.message_id IN (SELECT value FROM json_each(?))' : ''}
 ORDER BY d.id`;
 }
