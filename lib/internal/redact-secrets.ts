@@ -21,9 +21,17 @@ const SECRET_SUFFIXES = [
   'encryptionkey',
   'credential',
   'credentials',
+  // Cloud keys and signed-URL signatures: AWS_SECRET_ACCESS_KEY, "SecretAccessKey", Azure
+  // AccountKey= / SharedAccessKey=, X-Amz-Signature=, X-Goog-Signature=.
+  'accesskey',
+  'accountkey',
+  'signature',
+  // Session identifiers are bearer credentials: JSESSIONID=, PHPSESSID=, session_id=.
+  'sessionid',
+  'sessid',
 ];
 // Short words that are only a secret on their own (not `bypass`, `compass`, `oauth`).
-const SECRET_WORDS = new Set(['pw', 'pass', 'auth']);
+const SECRET_WORDS = new Set(['pw', 'pass', 'auth', 'sig']);
 // Suffixes that still name the secret itself (PASSWORD_RAW, tokenValue, SECRET_1), unlike
 // password_length or tokens_total, which are harmless metrics and stay readable.
 const SAME_SECRET_SUFFIXES = ['value', 'val', 'str', 'string', 'text', 'raw', 'plain', 'b64'];
@@ -32,7 +40,9 @@ type SecretKind = 'value' | 'authorization' | 'cookie' | 'bearer';
 
 /** Removes credentials from text that may reach logs or the `last_error` column. */
 export function redactSecrets(text: string): string {
-  return redactNamedValues(redactPemKeys(redactUrlCredentials(text)));
+  return redactTokens(
+    redactCommandSecrets(redactNamedValues(redactPemKeys(redactUrlCredentials(text)))),
+  );
 }
 
 function isNameChar(c: string | undefined): boolean {
@@ -50,8 +60,10 @@ const BARE_VALUE_END = new Set([...' \t\n\r\v\f,;&"\'`<>)]}']);
 const AUTHORITY_END = new Set([...' \t\n\r\v\f/?#"\'`<>\\']);
 
 /**
- * `scheme://user:password@host` → `scheme://user:***@host`. The userinfo ends at the last `@`
- * of the authority, so a password containing `@` is masked whole.
+ * `scheme://user:password@host` → `scheme://user:***@host`. The password runs to the last `@`
+ * followed by a host name on its line (and within 256 characters), so a password holding `@`,
+ * `/`, `#`, `?`, `\\` or a space is masked whole; `host:5432/…` (digits, then the end of the
+ * authority) is a port, not a password.
  */
 function redactUrlCredentials(text: string): string {
   let out = '';
@@ -61,17 +73,31 @@ function redactUrlCredentials(text: string): string {
     const separator = text.indexOf('://', from);
     if (separator < 0) break;
     const start = separator + 3;
-    let colon = -1;
-    let at = -1;
-    let end = start;
-    for (; end < text.length; end++) {
-      const c = text[end] as string;
-      if (AUTHORITY_END.has(c)) break;
-      if (c === ':' && colon < 0) colon = end;
-      else if (c === '@') at = end;
+    let colon = start;
+    while (colon < text.length && !AUTHORITY_END.has(text[colon] as string)) {
+      if (text[colon] === ':' || text[colon] === '@') break;
+      colon++;
     }
-    from = end;
-    if (at < 0 || colon < 0 || colon > at) continue;
+    from = colon;
+    if (text[colon] !== ':') continue;
+    let port = colon + 1;
+    while (port < text.length && /[0-9]/.test(text[port] as string)) port++;
+    if (port > colon + 1 && (port === text.length || AUTHORITY_END.has(text[port] as string)))
+      continue;
+    const next = text.indexOf('://', colon);
+    let limit = Math.min(text.length, colon + 257, next < 0 ? text.length : next);
+    for (let k = colon + 1; k < limit; k++) {
+      if (isLineEnd(text[k])) {
+        limit = k;
+        break;
+      }
+    }
+    let at = -1;
+    for (let k = colon + 1; k < limit; k++) {
+      if (text[k] === '@' && /[A-Za-z0-9[]/.test(text[k + 1] ?? '')) at = k;
+    }
+    if (at < 0) continue;
+    from = at;
     if (text.slice(colon + 1, at) === MASK) continue;
     out += text.slice(copied, colon + 1) + MASK;
     copied = at;
@@ -168,7 +194,12 @@ function namedValue(
   while (text[j] === '\\') j++;
   if (text[j] === '"' || text[j] === "'") j++;
   while (j < text.length && (text[j] === ' ' || text[j] === '\t')) j++;
-  const separator = text[j];
+  let separator = text[j];
+  // URL-encoded, as in a logged query string or form body: password%3Dx, token%3Ax.
+  if (separator === '%' && /^%3[dDaA]/.test(text.slice(j, j + 3))) {
+    separator = /^%3[dD]/.test(text.slice(j, j + 3)) ? '=' : ':';
+    j += 2;
+  }
   if (separator !== '=' && separator !== ':') return undefined;
   j++;
   if (separator === '=' && text[j] === '>') j++;
@@ -192,28 +223,41 @@ function namedValue(
     return { start: j, end };
   }
   if (kind === 'authorization') return afterScheme(text, j);
-  let end = j;
-  while (end < text.length && !BARE_VALUE_END.has(text[end] as string)) end++;
-  const value = text.slice(j, end);
+  let first = j;
+  while (first < text.length && !BARE_VALUE_END.has(text[first] as string)) first++;
+  const value = text.slice(j, first);
   // MySQL's "Access denied … (using password: YES)" says whether one was sent, not what.
   if ((value === 'YES' || value === 'NO') && text.slice(nameStart - 6, nameStart) === 'using ') {
     return undefined;
   }
-  return { start: j, end: separator === '=' ? adoValueEnd(text, end) : end };
+  return { start: j, end: secretValueEnd(text, j) };
 }
 
-// `Password=my secret;` in an ADO/ODBC connection string runs to the `;`. Looked for within a
-// bounded distance, and only when no other `name=` comes first, so that prose after a plain
-// `password=x` keeps its words and the scan stays linear.
-function adoValueEnd(text: string, end: number): number {
-  if (end >= text.length || text[end] === ';') return end;
-  const limit = Math.min(text.length, end + 256);
-  for (let k = end; k < limit; k++) {
-    const c = text[k];
-    if (c === ';') return k;
-    if (c === '=' || c === '&' || c === '"' || c === "'" || c === '\n' || c === '\r') break;
+// An unquoted secret may hold spaces, commas or parentheses, and nothing says where it ends:
+// it is masked up to what surely follows it (the end of the line, a `;` or `&` separator, a
+// quote, an encoded `&`) or the next `name=` / `name:`, so a password's tail never survives,
+// at the cost of some prose after it.
+const SECRET_VALUE_END = new Set([...'\n\r;&"\'`']);
+function secretValueEnd(text: string, start: number): number {
+  let k = start;
+  while (k < text.length) {
+    const c = text[k] as string;
+    if (SECRET_VALUE_END.has(c)) return k;
+    if (c === '%' && text.slice(k, k + 3).toUpperCase() === '%26') return k;
+    if ((c === ' ' || c === '\t' || c === ',') && k > start && startsNextName(text, k)) return k;
+    k++;
   }
-  return end;
+  return k;
+}
+
+// At `k` (a space or comma), whether the text goes on with `name=` or `name: ` after blanks.
+function startsNextName(text: string, k: number): boolean {
+  let m = k;
+  while (m < text.length && (text[m] === ' ' || text[m] === '\t' || text[m] === ',')) m++;
+  const nameStart = m;
+  while (m < text.length && m - nameStart < 64 && /[A-Za-z0-9_.-]/.test(text[m] as string)) m++;
+  if (m === nameStart) return false;
+  return text[m] === '=' || (text[m] === ':' && (text[m + 1] === ' ' || text[m + 1] === '\t'));
 }
 
 /**
@@ -273,4 +317,97 @@ function bearerToken(text: string, nameEnd: number): Span | undefined {
   }
   if (end === start || (letters && end - start < 20)) return undefined;
   return { start, end };
+}
+
+/**
+ * Secrets on command lines echoed into errors: Redis `AUTH [user] <password>` (the rest of the
+ * line) and a MySQL client's `-p<password>` (up to the next blank).
+ */
+function redactCommandSecrets(text: string): string {
+  let out = '';
+  let copied = 0;
+  for (let i = 0; i < text.length; i++) {
+    const boundary = i === 0 || /[\s"'`([]/.test(text[i - 1] as string);
+    if (!boundary) continue;
+    if (text.startsWith('AUTH ', i)) {
+      const start = i + 5;
+      let end = start;
+      while (end < text.length && !isLineEnd(text[end]) && !/["'`]/.test(text[end] as string))
+        end++;
+      if (end > start && text.slice(start, end).trim() !== MASK) {
+        out += text.slice(copied, start) + MASK;
+        copied = end;
+        i = end;
+      }
+    } else if (text.startsWith('-p', i) && /[^\s-]/.test(text[i + 2] ?? ' ')) {
+      const start = i + 2;
+      let end = start;
+      while (end < text.length && !/\s/.test(text[end] as string)) end++;
+      if (text.slice(start, end) !== MASK) {
+        out += text.slice(copied, start) + MASK;
+        copied = end;
+        i = end;
+      }
+    }
+  }
+  return copied === 0 ? text : out + text.slice(copied);
+}
+
+// Credentials recognisable by their shape alone: JSON Web Tokens, and API keys whose prefix
+// names their issuer (Stripe, GitHub, GitLab, Slack, AWS access key ids).
+const TOKEN_PREFIXES = [
+  'sk_live_',
+  'sk_test_',
+  'rk_live_',
+  'rk_test_',
+  'ghp_',
+  'gho_',
+  'ghu_',
+  'ghs_',
+  'ghr_',
+  'github_pat_',
+  'glpat-',
+  'xoxb-',
+  'xoxp-',
+  'xoxa-',
+  'xoxs-',
+  'AKIA',
+];
+
+function isTokenChar(c: string | undefined): boolean {
+  return c !== undefined && /[A-Za-z0-9_\-.]/.test(c);
+}
+
+function redactTokens(text: string): string {
+  let out = '';
+  let copied = 0;
+  let i = 0;
+  while (i < text.length) {
+    if (!isTokenChar(text[i])) {
+      i++;
+      continue;
+    }
+    const start = i;
+    while (i < text.length && isTokenChar(text[i])) i++;
+    const word = text.slice(start, i);
+    if (
+      isJwt(word) ||
+      TOKEN_PREFIXES.some((p) => word.startsWith(p) && word.length >= p.length + 12)
+    ) {
+      out += text.slice(copied, start) + MASK;
+      copied = i;
+    }
+  }
+  return copied === 0 ? text : out + text.slice(copied);
+}
+
+// header.payload.signature, each base64url; the header of every JWT starts with `{"` → `eyJ`.
+function isJwt(word: string): boolean {
+  const parts = word.split('.');
+  return (
+    parts.length === 3 &&
+    (parts[0] ?? '').startsWith('eyJ') &&
+    (parts[1] ?? '').length >= 4 &&
+    parts.every((part) => /^[A-Za-z0-9_-]*$/.test(part))
+  );
 }

@@ -226,7 +226,7 @@ describe('OutboxMessageSerializer', () => {
         },
       },
       'not-serialisable',
-      /serialising it threw Error: password=\*\*\* broke/,
+      /serialising it threw Error: password=\*\*\*\)/,
     ],
     [
       'availableAt in year 10000',

@@ -6,7 +6,9 @@ const secrets: [string, string, string][] = [
   ['access_token=abc123 scope=read', 'abc123', 'access_token=*** scope=read'],
   ['client_secret=abc123&grant_type=x', 'abc123', 'client_secret=***&grant_type=x'],
   ['DB_PASSWORD=abc123 DB_USER=app', 'abc123', 'DB_PASSWORD=*** DB_USER=app'],
-  ['PGPASSWORD=abc123 psql -h db', 'abc123', 'PGPASSWORD=*** psql -h db'],
+  // An unquoted secret may hold blanks: what follows it on its line goes too, up to a next name.
+  ['PGPASSWORD=abc123 psql -h db', 'psql', 'PGPASSWORD=***'],
+  ['PGPASSWORD=abc123 PGUSER=app', 'abc123', 'PGPASSWORD=*** PGUSER=app'],
   ['MYSQL_PWD=abc123', 'abc123', 'MYSQL_PWD=***'],
   ['SECRET_KEY_1=abc123', 'abc123', 'SECRET_KEY_1=***'],
   ['passwordValue: abc123', 'abc123', 'passwordValue: ***'],
@@ -68,6 +70,39 @@ const secrets: [string, string, string][] = [
     'MIIEpAIBAAKCAQEA',
     '-----BEGIN RSA PRIVATE KEY-----***-----END RSA PRIVATE KEY-----',
   ],
+  // Shapes an outside audit found leaking (issue 13, item 10).
+  ['postgres://app:pa/ss@db:5432/shop', 'pa/ss', 'postgres://app:***@db:5432/shop'],
+  ['postgres://app:pa#ss@db/shop', 'pa#ss', 'postgres://app:***@db/shop'],
+  ['postgres://app:pa?ss@db/shop', 'pa?ss', 'postgres://app:***@db/shop'],
+  ['postgres://app:pa\\ss@db/shop', 'pa\\ss', 'postgres://app:***@db/shop'],
+  ['connect postgres://app:pa ss@db/shop failed', 'pa ss', 'postgres://app:***@db/shop failed'],
+  ['password=abc,def host=db', 'def', 'password=*** host=db'],
+  ['password=abc)def', 'def', 'password=***'],
+  ['password=abc def', 'def', 'password=***'],
+  ['AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI/K7MDENG', 'wJalrXUtnFEMI', 'AWS_SECRET_ACCESS_KEY=***'],
+  ['{"SecretAccessKey":"wJalrXUtnFEMI"}', 'wJalrXUtnFEMI', '{"SecretAccessKey":"***"}'],
+  [
+    'DefaultEndpointsProtocol=https;AccountName=acct;AccountKey=Zm9vYmFy==;EndpointSuffix=x',
+    'Zm9vYmFy',
+    'AccountName=acct;AccountKey=***;EndpointSuffix=x',
+  ],
+  ['Endpoint=sb://ns/;SharedAccessKey=Zm9vYmFy=;', 'Zm9vYmFy', 'SharedAccessKey=***;'],
+  ['https://acct.blob/c?sv=2021&sig=Zm9vYmFy%2B&se=1', 'Zm9vYmFy', 'sig=***&se=1'],
+  ['https://s3/o?X-Amz-Signature=abcdef0123&X-Amz-Date=1', 'abcdef0123', 'X-Amz-Signature=***&'],
+  ['https://gcs/o?X-Goog-Signature=abcdef0123', 'abcdef0123', 'X-Goog-Signature=***'],
+  ['Set-Cookie: JSESSIONID=abc123def; Path=/', 'abc123def', 'Set-Cookie: ***'],
+  ['session JSESSIONID=abc123def; Path=/', 'abc123def', 'JSESSIONID=***; Path=/'],
+  ['ERR wrong command: AUTH s3cr3t-pw', 's3cr3t-pw', 'AUTH ***'],
+  ['AUTH default s3cr3t-pw', 's3cr3t-pw', 'AUTH ***'],
+  ['mysql -u root -ps3cr3t-pw -h db', 's3cr3t-pw', 'mysql -u root -p*** -h db'],
+  ['body: user=a&password%3Ds3cr3t%26next=1', 's3cr3t', 'password%3D***%26next=1'],
+  [
+    'token eyJhbGciOiJIUzI1NiJ9.eyJzdWIiOiIxMjM0In0.c2lnbmF0dXJl refused',
+    'eyJzdWIiOiIxMjM0In0',
+    'token *** refused',
+  ],
+  ['stripe said sk_live_51HqLyjWDarjtT1zdp7dc', 'sk_live_51HqLyj', 'stripe said ***'],
+  ['push with ghp_16C7e42F292c6912E7710c838347Ae178B4a', 'ghp_16C7e42F', 'push with ***'],
 ];
 
 // Text without a secret in it comes out unchanged.
@@ -129,6 +164,88 @@ describe('redactSecrets', () => {
   });
 });
 
+/** A small seeded generator, so that a failing case can be replayed from its seed. */
+function seeded(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
+  };
+}
+
+describe('redactSecrets on random secrets in random error texts', () => {
+  // Characters a password may hold; quotes and line ends are left to the quoted shapes.
+  const secretChars =
+    'abcdefghijkmnopqrstuvwxyzABCDEFGHJKLMNPQRSTUVWXYZ23456789!#$%*+/?@^_~()[],. \\';
+  const quotedChars = secretChars.replace(/[\\ ]/g, '');
+  const words = [
+    'connect',
+    'failed',
+    'for',
+    'user',
+    'app',
+    'at',
+    'host',
+    'db',
+    'retry',
+    'ETIMEDOUT',
+    '(',
+    ')',
+    ':',
+    '-',
+    'in',
+    '42',
+    'ms',
+  ];
+  const shapes: ((s: string) => string)[] = [
+    (s) => `password=${s}`,
+    (s) => `DB_PASSWORD=${s}`,
+    (s) => `postgres://app:${s}@db.internal:5432/shop`,
+    (s) => `amqp://guest:${s}@rabbit/vhost`,
+    (s) => `AWS_SECRET_ACCESS_KEY=${s}`,
+    (s) => `AUTH ${s}`,
+    (s) => `mysql -u root -p${s.replace(/\s/g, '')}`,
+    (s) => `password%3D${s.replace(/[%&\s]/g, 'x')}`,
+  ];
+  const quotedShapes: ((s: string) => string)[] = [
+    (s) => `{"password":"${s}"}`,
+    (s) => `{"SecretAccessKey":"${s}"}`,
+    (s) => `password: '${s}'`,
+    (s) => `Authorization: "Bearer ${s}"`,
+  ];
+
+  it('never lets one of 3 000 random secrets through', () => {
+    const random = seeded(20261123);
+    const pick = <T>(list: readonly T[]): T => list[Math.floor(random() * list.length)] as T;
+    const text = (n: number): string => Array.from({ length: n }, () => pick(words)).join(' ');
+    const secretOf = (chars: string): string => {
+      // Starts and ends with a letter, so the secret cannot be mistaken for the text around it.
+      const middle = Array.from({ length: 6 + Math.floor(random() * 18) }, () => pick([...chars]));
+      return `Q${middle.join('')}Z`;
+    };
+    const leaks: string[] = [];
+    for (let i = 0; i < 3_000; i++) {
+      const quoted = random() < 0.3;
+      const secret = secretOf(quoted ? quotedChars : secretChars);
+      const shape = pick(quoted ? quotedShapes : shapes)(secret);
+      // The core of the secret, as the shape wrote it (some shapes drop blanks or `%`).
+      const core = shape.includes(secret) ? secret : secret.replace(/[%&\s]/g, 'x');
+      const input = `${text(Math.floor(random() * 6))} ${shape}\n${text(Math.floor(random() * 6))}`;
+      const output = redactSecrets(input);
+      const probe = core.length > 8 ? core.slice(2, -2) : core;
+      if (
+        output.includes(probe) ||
+        (!shape.includes(secret) && output.includes(secret.slice(2, -2)))
+      )
+        leaks.push(`${JSON.stringify(input)} -> ${JSON.stringify(output)}`);
+    }
+    expect(leaks.slice(0, 5)).toEqual([]);
+  });
+});
+
 describe('describeError', () => {
   it('redacts the message of an error and of a non-Error value', () => {
     expect(describeError(new Error('connect amqp://app:p@ss@rabbit:5672/vh failed'))).toBe(
@@ -143,7 +260,8 @@ describe('describeError', () => {
       '',
     );
     expect(describeError(error)).toBe(
-      'AggregateError (Error: connect ECONNREFUSED ::1:5432; Error: token=*** rejected)',
+      // What follows an unquoted secret on its line is masked with it (it may be its tail).
+      'AggregateError (Error: connect ECONNREFUSED ::1:5432; Error: token=***',
     );
   });
 });
