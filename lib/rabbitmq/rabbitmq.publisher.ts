@@ -1,6 +1,7 @@
 import { Logger } from '@nestjs/common';
 import {
   connect,
+  type Channel,
   type ChannelModel,
   type ConfirmChannel,
   type Message,
@@ -88,6 +89,9 @@ interface ConnectionState {
 
 const RESERVED_HEADERS = new Set(['cc', 'bcc']);
 const ACCESS_REFUSED = 403;
+const NOT_FOUND = 404;
+/** How long an exchange seen to exist is trusted before it is checked again. */
+const EXCHANGE_CHECK_TTL_MS = 10_000;
 // amqplib reports a refused handshake only as text, in two fixed formats of its lib/connection.js
 // (the server's reply code is no property): "Handshake terminated by server: 403 (ACCESS-REFUSED)
 // with message ..." when the login is refused, and "Expected ConnectionOpenOk; got
@@ -123,6 +127,8 @@ export class RabbitMqPublisher implements OutboxPublisher {
   readonly #user: string | undefined;
   readonly #vhost: string;
   #connection: ConnectionState | undefined;
+  /** Exchanges seen to exist, with when (see `missingExchanges`). */
+  readonly #exchangesSeen = new Map<string, number>();
   #connecting: Promise<ConnectionState> | undefined;
   #nextAttemptAt = 0;
   #delayMs = 0;
@@ -181,10 +187,20 @@ export class RabbitMqPublisher implements OutboxPublisher {
         // Nothing was published yet: the whole batch is handed back.
         throw toUnavailable(error, 'Could not open a RabbitMQ channel');
       }
-      const results = await this.publishOnChannel(connection, shared, items, signal);
+      // A publish to a missing exchange closes the channel, and the confirms of messages the
+      // broker had already routed on it are lost with it: publishing those again would deliver
+      // them twice. So such messages fail here, before anything is sent.
+      const missing = await this.missingExchanges(connection, items);
+      const sendable = items.filter((item) => {
+        const error = missing.get(item.exchange);
+        if (error === undefined) return true;
+        outcomes[item.index] = { ok: false, error: this.noExchange(error, item) };
+        return false;
+      });
+      const results = await this.publishOnChannel(connection, shared, sendable, signal);
       const again: Item[] = [];
       results.forEach((result, k) => {
-        const item = items[k];
+        const item = sendable[k];
         if (item === undefined) return;
         if (result.ok === 'suspect' || result.ok === 'unsent') again.push(item);
         else outcomes[item.index] = result;
@@ -268,6 +284,61 @@ export class RabbitMqPublisher implements OutboxPublisher {
     }
     // A permission problem is the operator's to fix, and retrying will not: say so at error level.
     for (const message of refused) this.logger.error(message);
+  }
+
+  /**
+   * The exchanges of `items` that do not exist, with the server's error, checked with a passive
+   * declare on a channel of their own (a 404 closes it) and remembered for a few seconds when
+   * they do exist, so a steady stream costs one check per exchange every
+   * `EXCHANGE_CHECK_TTL_MS`. The default exchange always exists. A check that fails for another
+   * reason says nothing: the publish goes ahead and the channel-close path copes.
+   */
+  private async missingExchanges(
+    connection: ConnectionState,
+    items: readonly Item[],
+  ): Promise<Map<string, Error>> {
+    const missing = new Map<string, Error>();
+    const now = Date.now();
+    const unchecked = [...new Set(items.map((i) => i.exchange))].filter(
+      (name) => name !== '' && (this.#exchangesSeen.get(name) ?? 0) + EXCHANGE_CHECK_TTL_MS <= now,
+    );
+    let channel: Channel | undefined;
+    try {
+      for (const name of unchecked) {
+        channel ??= await this.checkChannel(connection);
+        try {
+          await channel.checkExchange(name);
+          this.#exchangesSeen.set(name, Date.now());
+        } catch (error) {
+          const code = (error as { code?: unknown }).code;
+          if (code === NOT_FOUND && error instanceof Error) missing.set(name, error);
+          // The server closed the channel: the next check needs a new one.
+          channel = undefined;
+        }
+      }
+    } catch {
+      // No channel for checks: publish as before and let the channel-close path find culprits.
+    } finally {
+      await channel?.close().catch(() => undefined);
+    }
+    return missing;
+  }
+
+  private async checkChannel(connection: ConnectionState): Promise<Channel> {
+    const channel = await connection.model.createChannel();
+    // A failed check closes the channel with an 'error' event, answered by checkExchange itself.
+    channel.on('error', () => undefined);
+    return channel;
+  }
+
+  private noExchange(error: Error, item: Item): RabbitMqPublishError {
+    return new RabbitMqPublishError(
+      `${describeError(error)}: the message was not published`,
+      'channel-error',
+      item.exchange,
+      item.routingKey,
+      NOT_FOUND,
+    );
   }
 
   /** Publishes every item on `state` and waits for their confirms, within `publishTimeoutMs`. */

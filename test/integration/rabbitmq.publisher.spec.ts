@@ -705,6 +705,37 @@ describeWith(
       expect(received.some((m) => m.messageId.startsWith('bad'))).toBe(false);
     });
 
+    it('one message in a hundred to a missing exchange: only those fail, and no other message is delivered twice', async () => {
+      const queue = uniqueName('q-poison');
+      const missing = uniqueName('missing-exchange');
+      const publisher = publisherFor(queue, {
+        exchange: (r) => (r.topic === 'missing' ? missing : ''),
+        routingKey: () => queue,
+      });
+      await publisher.connect();
+      const received = await consumers.consume(queue);
+      const batch = Array.from({ length: 200 }, (_, i) =>
+        i % 100 === 50 ? rec('missing', `bad-${i}`) : rec(queue, `good-${i}`),
+      );
+
+      const outcomes = await publisher.publish(batch, anySignal());
+
+      batch.forEach((r, i) => {
+        const outcome = outcomes[i];
+        if (r.topic !== 'missing') return expect(outcome).toEqual({ ok: true });
+        const error = outcome !== undefined && !outcome.ok ? outcome.error : undefined;
+        expect(error).toMatchObject({ reason: 'channel-error', replyCode: 404, exchange: missing });
+      });
+      const goodIds = batch.filter((r) => r.topic !== 'missing').map((r) => r.messageId);
+      await waitFor('every good message at the consumer', () =>
+        goodIds.every((id) => received.some((m) => m.messageId === id)),
+      );
+      // Anything published twice would have arrived by now.
+      await sleep(500);
+      const extra = received.length - new Set(received.map((m) => m.messageId)).size;
+      expect({ delivered: received.length, extra }).toEqual({ delivered: 198, extra: 0 });
+    });
+
     it('a late basic.return of an abandoned publish is not taken for the return of a later publish of the same message', async () => {
       const queue = uniqueName('q-return');
       const noBinding = uniqueName('no-binding');
