@@ -69,6 +69,12 @@ export const OutboxMessages = {
     `version uses (${reason}), so it was made by 0.1. Drain it, ${dropIt(ref)}, and run the ` +
     `migrations again, or "${schemaMigrate(ref)}" with DATABASE_URL set (README: "Upgrading ` +
     `from 0.1").`,
+  keyLockTableBroken: (table: string, problem: string, ref: OutboxTableRef): string =>
+    `The key-lock table ${table} that serialises enqueues per key on MySQL/MariaDB ${problem}: ` +
+    `without every one of its rows, writers of a key would no longer commit in ` +
+    `order. Run "${schemaMigrate(ref)}" with DATABASE_URL set, or the migrations from ` +
+    `createOutboxMigration(), which create and fill it (they never remove rows), before ` +
+    `starting the app.`,
   duplicateInstance: (name: string): string =>
     `Two OutboxModule instances named "${name}" in one app: the one registered last would ` +
     `silently take the place of the other. Give each its own name, ` +

@@ -3,6 +3,7 @@ import { OutboxTableMissingError } from '../errors/outbox-table-missing.error';
 import type { OutboxQueuePolicy, OutboxStore } from '../interfaces/outbox-store.interface';
 import { describeError } from '../internal/describe-error';
 import { OutboxMessages } from '../outbox.messages';
+import { MYSQL_KEY_LOCK_BUCKETS } from './dialects/mysql.sql';
 import { MysqlOutboxStore } from './mysql.store';
 import { outboxDialectOf, tableNamesFor } from './outbox-dialect';
 import { PostgresOutboxStore } from './postgres.store';
@@ -48,9 +49,20 @@ export async function createOutboxStore(
       );
     }
   }
+  if (dataSource.isInitialized && dialect === 'mysql' && policy.ordered) {
+    await checkKeyLockTable(dataSource, names.lockTable, {
+      tableName: table.tableName,
+      schema: table.schema ?? undefined,
+    });
+  }
   switch (dialect) {
-    case 'postgres':
-      return new PostgresOutboxStore(dataSource, names, dispatch.notify, policy, timeoutMs);
+    case 'postgres': {
+      // The lock namespace and NOTIFY channel follow the schema the table really lives in, so
+      // that tenants with a schema each (by search_path or the DataSource's schema) never wait
+      // on one another's enqueue locks or wake one another's dispatchers.
+      const schema = table.schema ?? (await postgresSchemaOf(dataSource));
+      return new PostgresOutboxStore(dataSource, names, dispatch.notify, policy, timeoutMs, schema);
+    }
     case 'mysql':
       return new MysqlOutboxStore(dataSource, names, policy, timeoutMs);
     case 'sqlite': {
@@ -59,4 +71,45 @@ export async function createOutboxStore(
       return store;
     }
   }
+}
+
+/** The schema an unqualified table name resolves to on this DataSource. */
+async function postgresSchemaOf(dataSource: DataSource): Promise<string> {
+  const configured = (dataSource.options as { schema?: unknown }).schema;
+  if (typeof configured === 'string' && configured !== '') return configured;
+  if (!dataSource.isInitialized) return 'public';
+  const rows: unknown = await dataSource.query('SELECT current_schema() AS schema');
+  const first = Array.isArray(rows) ? (rows[0] as { schema?: unknown } | undefined) : undefined;
+  return typeof first?.schema === 'string' ? first.schema : 'public';
+}
+
+/**
+ * The MySQL/MariaDB key-lock table must exist with all its rows: enqueue locks existing rows
+ * only, so a missing row would silently stop serialising the keys that hash to it.
+ */
+async function checkKeyLockTable(
+  dataSource: DataSource,
+  lockTable: string,
+  ref: { tableName: string; schema: string | undefined },
+): Promise<void> {
+  const expected = 2 * MYSQL_KEY_LOCK_BUCKETS;
+  let problem: string | undefined;
+  let cause: unknown;
+  try {
+    const [row] = await dataSource.query<{ n: number | string; lo: unknown; hi: unknown }[]>(
+      `SELECT COUNT(*) AS n, MIN(bucket) AS lo, MAX(bucket) AS hi FROM ${lockTable}`,
+    );
+    const n = Number(row?.n ?? 0);
+    if (n !== expected || Number(row?.lo) !== 0 || Number(row?.hi) !== expected - 1)
+      problem = `holds ${n} of its ${expected} rows`;
+  } catch (error) {
+    problem = `cannot be read (${describeError(error)})`;
+    cause = error;
+  }
+  if (problem === undefined) return;
+  throw new OutboxTableMissingError(
+    OutboxMessages.keyLockTableBroken(lockTable, problem, { ...ref, keyLock: true }),
+    lockTable,
+    { cause },
+  );
 }

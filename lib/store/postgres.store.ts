@@ -69,8 +69,10 @@ export class PostgresOutboxStore implements OutboxStore {
     private readonly notify: boolean,
     private readonly policy: OutboxQueuePolicy,
     private readonly timeoutMs: number,
+    /** The schema the table resolves to (the table's own, else the connection's). */
+    schema: string = names.schema ?? 'public',
   ) {
-    this.channel = `${names.schema ?? 'public'}_${names.tableName}`.slice(0, 63);
+    this.channel = `${schema}_${names.tableName}`.slice(0, 63);
     this.lockNamespace = hashKey(`nestjs-outbox:${this.channel}`);
     this.dispatchNamespace = hashKey(`nestjs-outbox-dispatch:${this.channel}`);
     this.claimSql = postgresClaim(names, policy);

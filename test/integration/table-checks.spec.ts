@@ -1,0 +1,151 @@
+import { Test } from '@nestjs/testing';
+import { DataSource } from 'typeorm';
+import {
+  OutboxModule,
+  OutboxService,
+  OutboxTableMissingError,
+  ensureOutboxTable,
+  type OutboxMessage,
+} from '../../lib';
+import { dropOutboxTable, quoteTable, sleep } from '../support/outbox-harness';
+import { TEST_DATABASES, uniqueTable } from '../support/databases';
+import { RecordingPublisher } from '../support/recording.publisher';
+import { describeWith, SERVICES } from '../support/services';
+
+// What the module checks about its tables at bootstrap, and how it names its locks and
+// channels after the schema the table really lives in.
+
+const msg = (key: string): OutboxMessage => ({
+  topic: 'orders',
+  type: 'order.event',
+  key,
+  payload: {},
+});
+
+async function boot(ds: DataSource, tableName: string) {
+  const moduleRef = await Test.createTestingModule({
+    imports: [
+      OutboxModule.forRoot({
+        dataSource: ds,
+        tableName,
+        publisher: new RecordingPublisher(),
+        autoStart: false,
+        dispatcher: { listen: false },
+      }),
+    ],
+  }).compile();
+  await moduleRef.init();
+  return moduleRef;
+}
+
+const mariadb = TEST_DATABASES.find((db) => db.name === 'mariadb');
+const postgres = TEST_DATABASES.find((db) => db.name === 'postgres');
+
+describeWith(['mariadb'], 'the MySQL/MariaDB key-lock table at bootstrap', () => {
+  let ds: DataSource;
+  let table: string;
+
+  beforeEach(async () => {
+    table = uniqueTable('outbox_klk');
+    ds = await (mariadb as NonNullable<typeof mariadb>).open(table);
+  });
+
+  afterEach(async () => {
+    await dropOutboxTable(ds, table);
+    await ds.destroy();
+  });
+
+  it('a missing key-lock table fails the start with a typed error naming the fix', async () => {
+    await ds.query(`DROP TABLE ${quoteTable(ds, `${table}_key_lock`)}`);
+    const error = await boot(ds, table).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(OutboxTableMissingError);
+    expect(String((error as Error).message)).toMatch(/key-lock table .* cannot be read/);
+    expect(String((error as Error).message)).toContain(`outbox schema migrate --table ${table}`);
+  });
+
+  it('a key-lock table missing one row fails the start instead of leaving that key unserialised', async () => {
+    await ds.query(`DELETE FROM ${quoteTable(ds, `${table}_key_lock`)} WHERE bucket = 4242`);
+    const error = await boot(ds, table).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(OutboxTableMissingError);
+    expect(String((error as Error).message)).toMatch(/holds 131071 of its 131072 rows/);
+  });
+
+  it('a complete key-lock table starts', async () => {
+    const moduleRef = await boot(ds, table);
+    await moduleRef.close();
+  });
+});
+
+describeWith(['postgres'], 'PostgreSQL tenants with a schema each', () => {
+  const tenants = ['a', 'b'].map((t) => `outbox_tenant_${t}_${process.pid}`);
+  const table = uniqueTable('outbox_tenant');
+  const sources: DataSource[] = [];
+
+  beforeAll(async () => {
+    const admin = await (postgres as NonNullable<typeof postgres>).open(uniqueTable('outbox_adm'));
+    for (const schema of tenants) await admin.query(`CREATE SCHEMA IF NOT EXISTS "${schema}"`);
+    await admin.destroy();
+    for (const schema of tenants) {
+      // Each tenant's connections resolve unqualified names in its own schema.
+      const ds = new DataSource({
+        type: 'postgres',
+        host: SERVICES.postgres.host,
+        port: SERVICES.postgres.port,
+        username: process.env.PGUSER ?? 'postgres',
+        password: process.env.PGPASSWORD,
+        database: process.env.PGDATABASE ?? 'test',
+        extra: { options: `-c search_path=${schema}` },
+      });
+      await ds.initialize();
+      await ensureOutboxTable(ds, { tableName: table });
+      sources.push(ds);
+    }
+  });
+
+  afterAll(async () => {
+    for (const ds of sources) await ds.destroy();
+    const admin = await (postgres as NonNullable<typeof postgres>).open(uniqueTable('outbox_adm'));
+    for (const schema of tenants) await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
+    await admin.destroy();
+  });
+
+  it("one tenant's enqueue never waits on another tenant's open transaction for the same key", async () => {
+    const [a, b] = await Promise.all(sources.map((ds) => boot(ds, table)));
+    const [dsA, dsB] = sources as [DataSource, DataSource];
+    try {
+      let finishA!: () => void;
+      const holdA = new Promise<void>((resolve) => (finishA = resolve));
+      let enqueuedA!: () => void;
+      const inA = new Promise<void>((resolve) => (enqueuedA = resolve));
+      const txA = dsA.transaction(async (m) => {
+        await a?.get(OutboxService).enqueue(msg('k'), m);
+        enqueuedA();
+        await holdA;
+      });
+      await inA;
+      const enqueueB = dsB.transaction((m) => b?.get(OutboxService).enqueue(msg('k'), m));
+      const firstDone = await Promise.race([
+        enqueueB.then(() => 'b'),
+        sleep(3_000).then(() => 'timeout'),
+      ]);
+      finishA();
+      await txA;
+      await enqueueB;
+      expect(firstDone).toBe('b');
+      const counts = await Promise.all(
+        sources.map(async (ds) =>
+          Number((await ds.query(`SELECT count(*) AS n FROM "${table}"`))[0].n),
+        ),
+      );
+      expect(counts).toEqual([1, 1]);
+    } finally {
+      await Promise.all([a?.close(), b?.close()]);
+    }
+  });
+});
