@@ -9,6 +9,7 @@ export type {
   OutboxBlockedKey,
   OutboxCounts,
   OutboxDeadLetterFilter,
+  OutboxDeadLetterSelection,
   OutboxMessageDetail,
   OutboxMessageFilter,
   OutboxMessageStatus,
@@ -76,6 +77,7 @@ export { OutboxError } from './errors/outbox.error';
 export { OutboxOptionsError } from './errors/outbox-options.error';
 export { OutboxTransactionRequiredError } from './errors/outbox-transaction-required.error';
 export { OutboxTableMissingError } from './errors/outbox-table-missing.error';
+export { OutboxAdminInputError } from './errors/outbox-admin-input.error';
 export {
   OutboxInvalidMessageError,
   type OutboxInvalidMessageReason,

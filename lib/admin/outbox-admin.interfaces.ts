@@ -28,6 +28,12 @@ export interface OutboxMessageFilter {
 /** A filter over dead letters: the status is `dead` by definition. */
 export type OutboxDeadLetterFilter = Omit<OutboxMessageFilter, 'status'>;
 
+/**
+ * What a retry or purge by filter acts on: the dead letters matching a filter that names at
+ * least one field, or every dead letter, said explicitly with `{ all: true }`.
+ */
+export type OutboxDeadLetterSelection = OutboxDeadLetterFilter | { readonly all: true };
+
 /** One page of a keyset-paginated listing. */
 export interface OutboxPageRequest {
   /** The `nextCursor` of the previous page; omit it for the first page. */

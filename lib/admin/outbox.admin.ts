@@ -1,5 +1,5 @@
 import type { DataSource } from 'typeorm';
-import { OutboxError } from '../errors/outbox.error';
+import { OutboxAdminInputError } from '../errors/outbox-admin-input.error';
 import type { OutboxStore, RequeueReport } from '../interfaces/outbox-store.interface';
 import { suggestOption } from '../internal/option-checks';
 import { outboxDialectOf, tableNamesFor } from '../store/outbox-dialect';
@@ -22,6 +22,7 @@ import type {
   OutboxBlockedKey,
   OutboxCounts,
   OutboxDeadLetterFilter,
+  OutboxDeadLetterSelection,
   OutboxMessageDetail,
   OutboxMessageFilter,
   OutboxMessageStatus,
@@ -65,8 +66,46 @@ const FILTER_KEYS = {
   olderThanMs: true,
 } satisfies Record<keyof OutboxMessageFilter, true>;
 
-const invalid = (what: string, problem: string): OutboxError =>
-  new OutboxError(`Invalid ${what} for OutboxAdmin: ${problem}.`);
+const invalid = (what: string, problem: string): OutboxAdminInputError =>
+  new OutboxAdminInputError(`Invalid ${what} for OutboxAdmin: ${problem}.`, what);
+
+/**
+ * A retry or purge by filter must say what it selects: a field present with `undefined` (a
+ * missing query parameter passed straight through) or an empty filter would otherwise select
+ * every dead letter. `{ all: true }`, alone, says "every one" on purpose. Returns the filter
+ * to apply.
+ */
+function bulkFilterOf(selection: OutboxDeadLetterSelection): OutboxDeadLetterFilter {
+  if (typeof selection !== 'object' || selection === null) {
+    throw invalid('filter', 'expected an object such as { topic: "orders" } or { all: true }');
+  }
+  const { all, ...filter } = selection as OutboxDeadLetterFilter & { all?: unknown };
+  for (const [field, value] of Object.entries(filter)) {
+    if (value === undefined) {
+      throw invalid(
+        `filter field "${field}"`,
+        `it is present but undefined, which would select every dead letter; leave it out, or pass { all: true } to mean every one`,
+      );
+    }
+  }
+  const named = Object.keys(filter).length > 0;
+  if (all !== undefined && all !== true) {
+    throw invalid('filter field "all"', 'expected true (every dead letter) or no "all" field');
+  }
+  if (all === true && named) {
+    throw invalid(
+      'filter',
+      '{ all: true } selects every dead letter: give it alone, or drop it and filter',
+    );
+  }
+  if (all !== true && !named) {
+    throw invalid(
+      'filter',
+      'an empty filter would select every dead letter; name a field, or pass { all: true } to mean every one',
+    );
+  }
+  return filter;
+}
 
 function checkFilter(filter: OutboxMessageFilter, allowStatus: boolean): void {
   if (typeof filter !== 'object' || filter === null) {
@@ -251,8 +290,13 @@ export class OutboxAdmin {
     return { requeued, resequenced };
   }
 
-  /** Retries every dead message matching `filter` (`{}`: all of them), in queue order. */
-  async retryWhere(filter: OutboxDeadLetterFilter): Promise<RequeueReport> {
+  /**
+   * Retries every dead message matching `selection`, in queue order. `{ all: true }` retries
+   * every dead letter; an empty filter or a field given as `undefined` is refused
+   * ({@link OutboxAdminInputError}), so a missing parameter never widens the retry.
+   */
+  async retryWhere(selection: OutboxDeadLetterSelection): Promise<RequeueReport> {
+    const filter = bulkFilterOf(selection);
     let requeued = 0;
     let resequenced = 0;
     await this.forEachDeadPage(filter, async (ids) => {
@@ -272,8 +316,13 @@ export class OutboxAdmin {
     return deleted;
   }
 
-  /** Deletes every dead message matching `filter` (`{}`: all of them); their keys move on. */
-  async purgeWhere(filter: OutboxDeadLetterFilter): Promise<number> {
+  /**
+   * Deletes every dead message matching `selection`; their keys move on. `{ all: true }`
+   * deletes every dead letter; an empty filter or a field given as `undefined` is refused
+   * ({@link OutboxAdminInputError}), so a missing parameter never widens the purge.
+   */
+  async purgeWhere(selection: OutboxDeadLetterSelection): Promise<number> {
+    const filter = bulkFilterOf(selection);
     let deleted = 0;
     await this.forEachDeadPage(filter, async (ids) => {
       deleted += await this.store.deleteDead(ids);

@@ -11,11 +11,12 @@ Commands:
   dlq list [filters] [--limit N] [--after CURSOR]  list dead letters, oldest first
   dlq show <messageId>                             show one message in full (any status)
   dlq retry <messageId…> | --all | filters         put dead letters back in the queue
-  dlq purge <messageId…> | filters | --yes         delete dead letters
+  dlq purge <messageId…> | filters | --yes         delete dead letters (--yes when
+                                                   only --older-than or nothing narrows it)
   stats                                            count messages by status and topic
   blocked [--limit N] [--after CURSOR]             keys held up by a dead or retrying head
   leases [--longer-than 5m]                        leases that expired (or are held that long)
-  cleanup --once [--delivered-retention 1d] [--dead-retention 7d]
+  cleanup --once [--delivered-retention 1d] [--dead-retention 7d --yes]
                                                    delete delivered (and dead) rows past retention
 
 Filters (dead letters matching all of them):
@@ -72,7 +73,7 @@ const COMMANDS = {
   stats: [],
   blocked: [...PAGE, 'on-dead-letter'],
   leases: [...PAGE, 'longer-than'],
-  cleanup: ['once', 'delivered-retention', 'dead-retention', 'on-dead-letter'],
+  cleanup: ['once', 'delivered-retention', 'dead-retention', 'yes', 'on-dead-letter'],
 } satisfies Record<string, readonly OptionName[]>;
 
 export type CliCommand = keyof typeof COMMANDS;

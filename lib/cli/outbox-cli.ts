@@ -321,7 +321,7 @@ async function dlqRetry(args: CliArgs, { admin }: Connected): Promise<CliResult>
     if (args.filtered) {
       throw new CliUsageError('--all retries every dead letter: drop it, or drop the filters.');
     }
-    report = await admin.retryWhere({});
+    report = await admin.retryWhere({ all: true });
   } else if (args.filtered) {
     report = await admin.retryWhere(args.filter);
   } else {
@@ -351,9 +351,16 @@ async function dlqPurge(args: CliArgs, { admin }: Connected): Promise<CliResult>
   } else if (args.filtered) {
     if (args.all)
       throw new CliUsageError('--all deletes every dead letter: drop it, or drop the filters.');
+    // An age alone (--older-than 0, or any age once every dead letter is that old) can reach
+    // every dead letter, so it needs the same --yes as no filter at all.
+    if (!narrowsBeyondAge(args.filter) && !args.yes) {
+      throw new CliUsageError(
+        'Refusing to delete by age alone without --yes: it can reach every dead letter. Narrow it with --topic, --key, --type or --error, or add --yes.',
+      );
+    }
     deleted = await admin.purgeWhere(args.filter);
   } else if (args.yes) {
-    deleted = await admin.purgeWhere({});
+    deleted = await admin.purgeWhere({ all: true });
   } else {
     throw new CliUsageError(
       'Refusing to delete every dead letter without --yes. Narrow it with message ids or filters, or add --yes.',
@@ -453,6 +460,12 @@ async function cleanup(args: CliArgs, { store }: Connected): Promise<CliResult> 
       '"outbox cleanup" runs once and exits: pass --once (the app\'s cleaner runs it on a schedule).',
     );
   }
+  if (args.deadRetentionMs !== null && !args.yes) {
+    throw new CliUsageError(
+      'Refusing to delete dead letters by age without --yes: --dead-retention can reach every dead letter. Add --yes, or leave --dead-retention out to keep them.',
+    );
+  }
+
   const delivered = await purgeAll(store, 'delivered', args.deliveredRetentionMs);
   const dead =
     args.deadRetentionMs === null ? null : await purgeAll(store, 'dead', args.deadRetentionMs);
@@ -463,4 +476,14 @@ async function cleanup(args: CliArgs, { store }: Connected): Promise<CliResult> 
       : `Deleted ${plural(dead, 'dead letter')} older than ${formatDuration(args.deadRetentionMs)}.`,
   ].join('\n');
   return { text, json: { delivered, dead } };
+}
+
+/** Whether a dead-letter filter names something besides an age (which may match them all). */
+function narrowsBeyondAge(filter: CliArgs['filter']): boolean {
+  return (
+    filter.topic !== undefined ||
+    filter.key !== undefined ||
+    filter.type !== undefined ||
+    filter.errorContains !== undefined
+  );
 }

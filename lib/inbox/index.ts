@@ -25,3 +25,4 @@ export {
 } from './message-id.extractors';
 export { MessageIdMissingError, type MessageIdSource } from './message-id-missing.error';
 export { InvalidInboxEntryError } from './invalid-inbox-entry.error';
+export { isPermanentInboxError } from './permanent-inbox.error';

@@ -30,9 +30,23 @@ export interface RpcContextLike {
   getArgs(): unknown;
 }
 
+/**
+ * Header bytes that are not valid UTF-8 would all decode to U+FFFD, so distinct binary ids would
+ * collide: they are written as `bin:` and their hex instead. Valid UTF-8 keeps its text, as
+ * before (ids already recorded stay the same).
+ */
+const BINARY_MESSAGE_ID_PREFIX = 'bin:';
+
+function bytesToId(bytes: Buffer): string {
+  const decoded = bytes.toString('utf8');
+  return Buffer.from(decoded, 'utf8').equals(bytes)
+    ? decoded
+    : `${BINARY_MESSAGE_ID_PREFIX}${bytes.toString('hex')}`;
+}
+
 function text(value: unknown): string | undefined {
   if (typeof value === 'string') return value === '' ? undefined : value;
-  if (Buffer.isBuffer(value)) return value.length === 0 ? undefined : value.toString('utf8');
+  if (Buffer.isBuffer(value)) return value.length === 0 ? undefined : bytesToId(value);
   // A repeated header arrives as an array; the outbox sets it once, so the first value is it.
   if (Array.isArray(value)) return text(value[0]);
   return undefined;

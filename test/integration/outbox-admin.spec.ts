@@ -5,6 +5,7 @@ import {
   OutboxAdmin,
   OutboxDispatcher,
   OutboxError,
+  OutboxAdminInputError,
   OutboxModule,
   OutboxService,
   PermanentPublishError,
@@ -282,6 +283,35 @@ for (const db of TEST_DATABASES) {
       expect((await c.admin.list({ status: 'dead' })).items.map((m) => m.messageId)).toEqual([
         free,
       ]);
+    });
+
+    it('refuses a bulk retry or purge whose filter names nothing (a field given as undefined, or none) and takes { all: true }', async () => {
+      const c = (ctx = await open());
+      const [x, y] = await c.enqueue([msg('x'), msg('y')]);
+      c.publisher.fail(() => true, 'permanent', rejected('refused'));
+      await c.dispatcher.drain();
+      c.publisher.heal();
+      expect((await c.admin.counts()).dead).toBe(2);
+      const missingTopic: string | undefined = undefined;
+      for (const attempt of [
+        () => c.admin.purgeWhere({ topic: missingTopic }),
+        () => c.admin.retryWhere({ topic: missingTopic }),
+        () => c.admin.purgeWhere({}),
+        () => c.admin.retryWhere({}),
+        () => c.admin.purgeWhere({ all: true, topic: 'orders' } as never),
+        () => c.admin.purgeWhere({ all: false } as never),
+      ]) {
+        const error = await attempt().then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+        expect(error).toBeInstanceOf(OutboxAdminInputError);
+        expect(error).toMatchObject({ code: 'OUTBOX_ADMIN_INVALID_INPUT' });
+      }
+      expect((await c.admin.counts()).dead).toBe(2);
+      expect(await c.admin.retryWhere({ all: true })).toEqual({ requeued: 2, resequenced: 0 });
+      await c.dispatcher.drain();
+      expect(c.publisher.messageIds).toEqual([x, y]);
     });
 
     it('purges dead letters by filter in pages, letting their keys move on', async () => {

@@ -439,6 +439,17 @@ for (const db of TEST_DATABASES) {
       expect(refused).toMatchObject({ code: 2, stdout: '' });
       expect(refused.stderr).toMatch(/Refusing to delete every dead letter without --yes/);
       expect(await statusOf(ids.b1)).toBe('dead');
+      // An age alone can reach every dead letter too.
+      const byAge = await outbox(['dlq', 'purge', '--older-than', '0s', '--table', table], url);
+      expect(byAge).toMatchObject({ code: 2, stdout: '' });
+      expect(byAge.stderr).toMatch(/Refusing to delete by age alone without --yes/);
+      const cleanupDead = await outbox(
+        ['cleanup', '--once', '--dead-retention', '0', '--table', table],
+        url,
+      );
+      expect(cleanupDead).toMatchObject({ code: 2, stdout: '' });
+      expect(cleanupDead.stderr).toMatch(/Refusing to delete dead letters by age without --yes/);
+      expect(await statusOf(ids.b1)).toBe('dead');
 
       // By filter: b's dead head goes, and its follower may go now.
       expect(await outboxJson(['dlq', 'purge', '--key', 'b', '--table', table], url)).toEqual({
@@ -513,6 +524,7 @@ for (const db of TEST_DATABASES) {
             '0',
             '--dead-retention',
             '0',
+            '--yes',
             '--table',
             table,
           ],

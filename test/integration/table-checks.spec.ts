@@ -1,4 +1,4 @@
-import { Test } from '@nestjs/testing';
+import { Test, type TestingModule } from '@nestjs/testing';
 import { DataSource } from 'typeorm';
 import {
   OutboxModule,
@@ -116,7 +116,10 @@ describeWith(['postgres'], 'PostgreSQL tenants with a schema each', () => {
   });
 
   it("one tenant's enqueue never waits on another tenant's open transaction for the same key", async () => {
-    const [a, b] = await Promise.all(sources.map((ds) => boot(ds, table)));
+    const [a, b] = (await Promise.all(sources.map((ds) => boot(ds, table)))) as [
+      TestingModule,
+      TestingModule,
+    ];
     const [dsA, dsB] = sources as [DataSource, DataSource];
     try {
       let finishA!: () => void;
@@ -124,12 +127,12 @@ describeWith(['postgres'], 'PostgreSQL tenants with a schema each', () => {
       let enqueuedA!: () => void;
       const inA = new Promise<void>((resolve) => (enqueuedA = resolve));
       const txA = dsA.transaction(async (m) => {
-        await a?.get(OutboxService).enqueue(msg('k'), m);
+        await a.get(OutboxService).enqueue(msg('k'), m);
         enqueuedA();
         await holdA;
       });
       await inA;
-      const enqueueB = dsB.transaction((m) => b?.get(OutboxService).enqueue(msg('k'), m));
+      const enqueueB = dsB.transaction((m) => b.get(OutboxService).enqueue(msg('k'), m));
       const firstDone = await Promise.race([
         enqueueB.then(() => 'b'),
         sleep(3_000).then(() => 'timeout'),
@@ -145,7 +148,7 @@ describeWith(['postgres'], 'PostgreSQL tenants with a schema each', () => {
       );
       expect(counts).toEqual([1, 1]);
     } finally {
-      await Promise.all([a?.close(), b?.close()]);
+      await Promise.all([a.close(), b.close()]);
     }
   });
 });
