@@ -3,7 +3,7 @@
 export { OutboxModule } from './outbox.module';
 export { getOutboxToken, type OutboxProviderType } from './outbox.tokens';
 export { InjectOutbox, InjectOutboxAdmin } from './decorators/inject-outbox.decorator';
-export { OutboxService, type OutboxInput } from './outbox.service';
+export { OutboxService, type EnqueueReport, type OutboxInput } from './outbox.service';
 export { OutboxAdmin, OUTBOX_ADMIN_MAX_LIMIT, type OutboxAdminOptions } from './admin/outbox.admin';
 export type {
   OutboxBlockedKey,

@@ -19,6 +19,14 @@ import type { ResolvedOutboxOptions } from './resolve-outbox-options';
 /** What `enqueue()` accepts: an `@OutboxEvent()` instance or a plain message. */
 export type OutboxInput = object | OutboxMessage;
 
+/** What `OutboxService.enqueueWithReport` did. */
+export interface EnqueueReport {
+  /** The message id of every message, in the order given. */
+  readonly messageIds: readonly string[];
+  /** Ids given by the caller (`messageId`, `dedupeKey`) that were already in the table: not written. */
+  readonly duplicates: readonly string[];
+}
+
 /**
  * Writes messages into the outbox inside the caller's transaction, and gives operators access to
  * dead letters and counts.
@@ -60,6 +68,30 @@ export class OutboxService implements OnApplicationShutdown {
     manager?: EntityManager,
     options?: EnqueueOptions,
   ): Promise<string | string[]> {
+    const { messageIds } = await this.write(input, manager, options);
+    return Array.isArray(input) ? [...messageIds] : (messageIds[0] as string);
+  }
+
+  /**
+   * `enqueue`, resolving to what it did: every message id, and which of them were already in the
+   * table and so were not written (`duplicates`: only ever messages given a `messageId` or
+   * `dedupeKey`). A duplicate keeps the row that is there, payload included, whatever this call
+   * carried: compare or log as your use case needs. An id is remembered while its row is in the
+   * table (see the README's "Idempotent enqueue" for how long that is).
+   */
+  async enqueueWithReport(
+    input: OutboxInput | readonly OutboxInput[],
+    manager?: EntityManager,
+    options?: EnqueueOptions,
+  ): Promise<EnqueueReport> {
+    return this.write(input, manager, options);
+  }
+
+  private async write(
+    input: OutboxInput | readonly OutboxInput[],
+    manager: EntityManager | undefined,
+    options: EnqueueOptions | undefined,
+  ): Promise<EnqueueReport> {
     const list: readonly OutboxInput[] = Array.isArray(input) ? input : [input];
     // Validate everything before touching the database: a bad message writes nothing.
     const rows = this.withProvidedHeaders(
@@ -67,12 +99,12 @@ export class OutboxService implements OnApplicationShutdown {
     );
     rejectRepeatedIds(rows);
     const tx = this.transactionOf(manager);
+    let duplicates: readonly string[] = [];
     if (rows.length > 0) {
-      await this.store.insert(tx, rows, this.options.ordering.enabled);
+      duplicates = await this.store.insert(tx, rows, this.options.ordering.enabled);
       this.commits.track(tx.queryRunner);
     }
-    const ids = rows.map((r) => r.messageId);
-    return Array.isArray(input) ? ids : (ids[0] as string);
+    return { messageIds: rows.map((r) => r.messageId), duplicates };
   }
 
   /**

@@ -86,8 +86,15 @@ export interface RequeueReport {
  * uses the database clock for leases.
  */
 export interface OutboxStore {
-  /** Writes rows in the caller's transaction; with `lockKeys`, serialises writers per key first. */
-  insert(manager: EntityManager, rows: readonly NewOutboxRow[], lockKeys: boolean): Promise<void>;
+  /**
+   * Writes rows in the caller's transaction; with `lockKeys`, serialises writers per key first.
+   * Resolves to the message ids of `idempotent` rows that were already in the table (not written).
+   */
+  insert(
+    manager: EntityManager,
+    rows: readonly NewOutboxRow[],
+    lockKeys: boolean,
+  ): Promise<readonly string[]>;
   /**
    * Leases up to `limit` due head-of-key messages and counts an attempt for each. Looks at a
    * bounded window of due rows, so its cost does not grow with backlogs queued behind a stuck

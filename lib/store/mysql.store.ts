@@ -72,14 +72,18 @@ export class MysqlOutboxStore implements OutboxStore {
     manager: EntityManager,
     rows: readonly NewOutboxRow[],
     lockKeys: boolean,
-  ): Promise<void> {
+  ): Promise<readonly string[]> {
     if (lockKeys) {
       const buckets = bucketsOf(rows.map((r) => r.key));
       if (buckets.length > 0)
         await manager.query(mysqlLockKeys(this.names, buckets.length), buckets);
     }
-    for (let start = 0; start < rows.length; start += MAX_ROWS_PER_INSERT) {
-      const chunk = rows.slice(start, start + MAX_ROWS_PER_INSERT);
+    const present: string[] = [];
+    // With caller-given ids, one row per statement: MySQL has no RETURNING, and only a single
+    // row's insert id (0 for a duplicate left alone) says whether it was written.
+    const perStatement = rows.some((r) => r.idempotent === true) ? 1 : MAX_ROWS_PER_INSERT;
+    for (let start = 0; start < rows.length; start += perStatement) {
+      const chunk = rows.slice(start, start + perStatement);
       const scheduled = chunk.some((r) => r.availableAt !== null || r.delayMs !== null);
       const params: unknown[] = [];
       for (const r of chunk) {
@@ -88,8 +92,14 @@ export class MysqlOutboxStore implements OutboxStore {
           params.push(r.availableAt === null ? null : utc(r.availableAt), r.delayMs ?? 0);
       }
       const idempotent = chunk.some((r) => r.idempotent === true);
-      await manager.query(mysqlInsert(this.names, chunk.length, scheduled, idempotent), params);
+      const result: unknown = await manager.query(
+        mysqlInsert(this.names, chunk.length, scheduled, idempotent),
+        params,
+      );
+      const [only] = chunk;
+      if (idempotent && only !== undefined && !wroteRow(result)) present.push(only.messageId);
     }
+    return present;
   }
 
   async claim(options: ClaimOptions): Promise<ClaimedBatch> {
@@ -386,4 +396,15 @@ function affected(result: unknown): number {
     return Number(result.affectedRows);
   }
   return 0;
+}
+
+/** Whether a one-row INSERT … ON DUPLICATE KEY UPDATE id = id wrote a new row (got an id). */
+function wroteRow(result: unknown): boolean {
+  // mysql2 sets CLIENT_FOUND_ROWS, so affectedRows is 1 for a duplicate too; insertId is not.
+  return (
+    result !== null &&
+    typeof result === 'object' &&
+    'insertId' in result &&
+    Number(result.insertId) > 0
+  );
 }

@@ -1,5 +1,5 @@
 import type { OutboxHeaders } from '../interfaces/outbox-message.interface';
-import type { ClaimedRecord } from '../interfaces/outbox-store.interface';
+import type { ClaimedRecord, NewOutboxRow } from '../interfaces/outbox-store.interface';
 
 /** The columns every dialect's claim returns, with driver-dependent types. */
 export interface ClaimedRow {
@@ -75,3 +75,16 @@ export function hashKey(key: string): number {
 
 /** Error texts are stored truncated: enough to diagnose, never a whole stack or payload. */
 export const MAX_ERROR_LENGTH = 2_000;
+
+/**
+ * The idempotent rows an `INSERT … RETURNING` did not write (their id was already in the
+ * table), from the rows it returned (`{ id }` each).
+ */
+export function alreadyPresent(rows: readonly NewOutboxRow[], returned: unknown): string[] {
+  const written = new Set(
+    (Array.isArray(returned) ? (returned as { id?: unknown }[]) : []).map((r) => String(r.id)),
+  );
+  return rows
+    .filter((r) => r.idempotent === true && !written.has(r.messageId))
+    .map((r) => r.messageId);
+}

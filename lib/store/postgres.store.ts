@@ -31,7 +31,7 @@ import {
   postgresStats,
 } from './dialects/postgres.sql';
 import { claimWindow } from './claim-window';
-import { hashKey, toClaimedRecords, type ClaimedRow } from './outbox-row.mapper';
+import { alreadyPresent, hashKey, toClaimedRecords, type ClaimedRow } from './outbox-row.mapper';
 import type { OutboxTableNames } from './sql-identifier';
 
 // The subset of node-postgres' client that LISTEN needs.
@@ -82,7 +82,7 @@ export class PostgresOutboxStore implements OutboxStore {
     manager: EntityManager,
     rows: readonly NewOutboxRow[],
     lockKeys: boolean,
-  ): Promise<void> {
+  ): Promise<readonly string[]> {
     const scheduled = rows.some((r) => r.availableAt !== null || r.delayMs !== null);
     const keys = lockKeys ? sortedLockIds(rows.map((r) => r.key)) : [];
     const lock = keys.length > 0;
@@ -109,7 +109,8 @@ export class PostgresOutboxStore implements OutboxStore {
       );
     if (lock) params.push(this.lockNamespace, keys);
     if (this.notify) params.push(this.channel);
-    await manager.query(sql, params);
+    const written: unknown = await manager.query(sql, params);
+    return idempotent ? alreadyPresent(rows, written) : [];
   }
 
   async claim(options: ClaimOptions): Promise<ClaimedBatch> {

@@ -34,7 +34,12 @@ import {
   sqliteStats,
 } from './dialects/sqlite.sql';
 import { claimWindow } from './claim-window';
-import { requeueValues, toClaimedRecords, type ClaimedRow } from './outbox-row.mapper';
+import {
+  alreadyPresent,
+  requeueValues,
+  toClaimedRecords,
+  type ClaimedRow,
+} from './outbox-row.mapper';
 import type { OutboxTableNames } from './sql-identifier';
 
 const MAX_ROWS_PER_INSERT = 4_000;
@@ -118,8 +123,9 @@ export class SqliteOutboxStore implements OutboxStore {
     ).databaseConnection;
   }
 
-  async insert(manager: EntityManager, rows: readonly NewOutboxRow[]): Promise<void> {
+  async insert(manager: EntityManager, rows: readonly NewOutboxRow[]): Promise<readonly string[]> {
     // SQLite lets one writer in at a time, so a key's id order is its commit order without locks.
+    const present: string[] = [];
     for (let start = 0; start < rows.length; start += MAX_ROWS_PER_INSERT) {
       const chunk = rows.slice(start, start + MAX_ROWS_PER_INSERT);
       const scheduled = chunk.some((r) => r.availableAt !== null || r.delayMs !== null);
@@ -130,8 +136,13 @@ export class SqliteOutboxStore implements OutboxStore {
           params.push(r.availableAt === null ? null : utc(r.availableAt), r.delayMs ?? 0);
       }
       const idempotent = chunk.some((r) => r.idempotent === true);
-      await manager.query(sqliteInsert(this.names, chunk.length, scheduled, idempotent), params);
+      const written: unknown = await manager.query(
+        sqliteInsert(this.names, chunk.length, scheduled, idempotent),
+        params,
+      );
+      if (idempotent) present.push(...alreadyPresent(chunk, written));
     }
+    return present;
   }
 
   claim(options: ClaimOptions): Promise<ClaimedBatch> {

@@ -98,6 +98,24 @@ for (const db of TEST_DATABASES) {
       expect(rows).toHaveLength(3);
     });
 
+    it('reports which ids were already there, and keeps the first payload under a reused id', async () => {
+      const id = '0190a6b2-1c3d-7e4f-8a9b-0c1d2e3f4a6c';
+      const first = await inTx((m) =>
+        outbox.enqueueWithReport(msg({ messageId: id, payload: { v: 1 } }), m),
+      );
+      expect(first).toEqual({ messageIds: [id], duplicates: [] });
+      const again = await inTx((m) =>
+        outbox.enqueueWithReport(
+          [msg({ messageId: id, payload: { v: 2 } }), msg({ dedupeKey: 'fresh-one' })],
+          m,
+        ),
+      );
+      expect(again.duplicates).toEqual([id]);
+      expect(again.messageIds).toHaveLength(2);
+      const row = (await readOutbox(ds, table)).find((r) => r.messageId === id);
+      expect(row?.payload).toEqual({ v: 1 });
+    });
+
     it('an event class can derive its dedupe key', async () => {
       const a = await inTx((m) => outbox.enqueue(new OrderPaid('o-7'), m));
       const b = await inTx((m) => outbox.enqueue(new OrderPaid('o-7'), m));

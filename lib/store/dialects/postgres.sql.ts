@@ -67,8 +67,9 @@ export function postgresInsert(
 SELECT u.m, u.t, u.k, u.y, u.p::json, u.h::json${scheduled ? `, COALESCE(u.a, clock_timestamp() + u.d * interval '1 millisecond')` : ''}
 FROM unnest(${arrays}${schedule}) WITH ORDINALITY AS u(m, t, k, y, p, h${scheduled ? ', a, d' : ''}, ord)${extra}
 ORDER BY u.ord${
-    // A concurrent insert of the same id waits for the first to commit, then does nothing.
-    idempotent ? '\nON CONFLICT (message_id) DO NOTHING' : ''
+    // A concurrent insert of the same id waits for the first to commit, then does nothing; the
+    // ids it returns are the ones written, so the caller learns which were already there.
+    idempotent ? '\nON CONFLICT (message_id) DO NOTHING\nRETURNING message_id::text AS id' : ''
   }`;
 }
 

@@ -47,7 +47,8 @@ export function sqliteInsert(
   idempotent = false,
 ): string {
   const row = scheduled ? `(?, ?, ?, ?, ?, ?, COALESCE(?, ${plusMs('?')}))` : '(?, ?, ?, ?, ?, ?)';
-  const skip = idempotent ? ' ON CONFLICT (message_id) DO NOTHING' : '';
+  // The ids it returns are the ones written, so the caller learns which were already there.
+  const skip = idempotent ? ' ON CONFLICT (message_id) DO NOTHING RETURNING message_id AS id' : '';
   return `INSERT INTO ${n.table} (message_id, topic, message_key, event_type, payload, headers${scheduled ? ', available_at' : ''}) VALUES ${Array.from({ length: rows }, () => row).join(', ')}${skip}`;
 }
 
