@@ -69,6 +69,12 @@ export const OutboxMessages = {
     `version uses (${reason}), so it was made by 0.1. Drain it, ${dropIt(ref)}, and run the ` +
     `migrations again, or "${schemaMigrate(ref)}" with DATABASE_URL set (README: "Upgrading ` +
     `from 0.1").`,
+  tablePadSpace: (table: string, columns: string, ref: OutboxTableRef): string =>
+    `The outbox table ${table} compares ${columns} ignoring trailing spaces (a PAD ` +
+    `SPACE collation, as tables made before 0.3 do), so 'k' and 'k ' would be one key and a ` +
+    `purge of topic 'orders' would also take 'orders '. Run "${schemaMigrate(ref)}" with ` +
+    `DATABASE_URL set, or the migrations from createOutboxMigration(): they change those ` +
+    `columns to a NO PAD binary collation in place, rows kept (the ALTER rebuilds the table).`,
   keyLockTableBroken: (table: string, problem: string, ref: OutboxTableRef): string =>
     `The key-lock table ${table} that serialises enqueues per key on MySQL/MariaDB ${problem}: ` +
     `without every one of its rows, writers of a key would no longer commit in ` +

@@ -3,6 +3,7 @@ import { OutboxTableMissingError } from '../errors/outbox-table-missing.error';
 import type { OutboxQueuePolicy, OutboxStore } from '../interfaces/outbox-store.interface';
 import { describeError } from '../internal/describe-error';
 import { OutboxMessages } from '../outbox.messages';
+import { mysqlPaddedColumns } from './dialects/mysql-no-pad';
 import { MYSQL_KEY_LOCK_BUCKETS } from './dialects/mysql.sql';
 import { MysqlOutboxStore } from './mysql.store';
 import { outboxDialectOf, tableNamesFor } from './outbox-dialect';
@@ -46,6 +47,23 @@ export async function createOutboxStore(
         }),
         names.table,
         { cause: error },
+      );
+    }
+  }
+  if (dataSource.isInitialized && dialect === 'mysql') {
+    const { padded } = await mysqlPaddedColumns(
+      (sql, params) => dataSource.query(sql, params),
+      names,
+    );
+    if (padded.length > 0) {
+      throw new OutboxTableMissingError(
+        OutboxMessages.tablePadSpace(names.table, padded.join(', '), {
+          tableName: table.tableName,
+          schema: table.schema ?? undefined,
+          keyLock: true,
+        }),
+        names.table,
+        { cause: undefined },
       );
     }
   }

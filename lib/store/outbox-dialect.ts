@@ -1,6 +1,7 @@
 import type { DataSource } from 'typeorm';
 import { OutboxOptionsError } from '../errors/outbox-options.error';
 import { OutboxMessages } from '../outbox.messages';
+import { mysqlEnsureNoPad } from './dialects/mysql-no-pad';
 import { mysqlCreateTable, mysqlDropTable } from './dialects/mysql.sql';
 import { postgresCreateTable, postgresDropTable } from './dialects/postgres.sql';
 import { sqliteCreateTable, sqliteDropTable } from './dialects/sqlite.sql';
@@ -81,7 +82,14 @@ export async function ensureOutboxTable(
   dataSource: DataSource,
   options: OutboxTableOptions = {},
 ): Promise<void> {
-  for (const sql of outboxTableDdl(outboxDialectOf(dataSource.options.type), options)) {
+  const dialect = outboxDialectOf(dataSource.options.type);
+  for (const sql of outboxTableDdl(dialect, options)) {
     await dataSource.query(sql);
+  }
+  if (dialect === 'mysql') {
+    await mysqlEnsureNoPad(
+      (sql, params) => dataSource.query(sql, params),
+      tableNamesFor(dialect, options),
+    );
   }
 }

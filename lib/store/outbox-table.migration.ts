@@ -3,6 +3,7 @@ import { OutboxTableMissingError } from '../errors/outbox-table-missing.error';
 import { describeError } from '../internal/describe-error';
 import { tableMigrationName } from '../internal/migration-name';
 import { OutboxMessages } from '../outbox.messages';
+import { mysqlEnsureNoPad } from './dialects/mysql-no-pad';
 import {
   outboxDialectOf,
   outboxTableDdl,
@@ -46,6 +47,13 @@ export function createOutboxMigration(
     async up(queryRunner: QueryRunner): Promise<void> {
       const dialect = outboxDialectOf(queryRunner.connection.options.type);
       for (const sql of outboxTableDdl(dialect, options)) await queryRunner.query(sql);
+      if (dialect === 'mysql') {
+        // Tables made before 0.3 compare keys and topics ignoring trailing spaces: fix in place.
+        await mysqlEnsureNoPad(
+          (sql, params) => queryRunner.query(sql, params),
+          tableNamesFor(dialect, options),
+        );
+      }
       // CREATE TABLE IF NOT EXISTS leaves an older table as it is: fail rather than record a
       // migration whose table this version cannot use (the app start would fail on it anyway).
       const { table } = tableNamesFor(dialect, options);

@@ -9,6 +9,7 @@ import {
 } from '../../lib';
 import { dropOutboxTable, quoteTable, sleep } from '../support/outbox-harness';
 import { TEST_DATABASES, uniqueTable } from '../support/databases';
+import { instance } from '../support/outbox-instance';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith, SERVICES } from '../support/services';
 
@@ -79,6 +80,72 @@ describeWith(['mariadb'], 'the MySQL/MariaDB key-lock table at bootstrap', () =>
   it('a complete key-lock table starts', async () => {
     const moduleRef = await boot(ds, table);
     await moduleRef.close();
+  });
+});
+
+describeWith(['mariadb'], 'MySQL/MariaDB keys, topics and types compared byte for byte', () => {
+  let ds: DataSource;
+  let table: string;
+  const modules: { close(): Promise<void> }[] = [];
+
+  beforeEach(async () => {
+    table = uniqueTable('outbox_nopad');
+    ds = await (mariadb as NonNullable<typeof mariadb>).open(table);
+  });
+
+  afterEach(async () => {
+    for (const m of modules.splice(0)) await m.close();
+    await dropOutboxTable(ds, table);
+    await ds.destroy();
+  });
+
+  it("'k' and 'k ' are two keys, and a purge of topic 'orders' leaves 'orders '", async () => {
+    const d = await instance(ds, table, 'nopad');
+    modules.push(d.moduleRef);
+    const [head] = await ds.transaction((m) =>
+      d.outbox.enqueue(
+        [
+          { ...msg('k'), topic: 'orders' },
+          { ...msg('k '), topic: 'orders ' },
+        ],
+        m,
+      ),
+    );
+    // The head of 'k' dies; under 'block' it holds 'k' but must not hold 'k '.
+    d.publisher.fail(String(head), 'permanent');
+    await d.dispatcher.drain();
+    await d.dispatcher.drain();
+    expect(d.publisher.sentForKey('k ')).toHaveLength(1);
+    await ds.transaction((m) => d.outbox.enqueue({ ...msg('k '), topic: 'orders ' }, m));
+    d.publisher.fail({ topic: 'orders ' }, 'permanent');
+    await d.dispatcher.drain();
+    expect((await d.admin.counts()).dead).toBe(2);
+    expect(await d.admin.purgeWhere({ topic: 'orders' })).toBe(1);
+    const left = await d.admin.list({ status: 'dead' });
+    expect(left.items.map((i) => i.topic)).toEqual(['orders ']);
+  });
+
+  it('a table made before 0.3 (PAD SPACE columns) fails the start, and the migration fixes it in place', async () => {
+    const t = quoteTable(ds, table);
+    await ds.query(
+      `ALTER TABLE ${t} MODIFY topic VARCHAR(255) COLLATE utf8mb4_bin NOT NULL, MODIFY message_key VARCHAR(255) COLLATE utf8mb4_bin NULL, MODIFY event_type VARCHAR(255) COLLATE utf8mb4_bin NOT NULL`,
+    );
+    await ds.query(
+      `INSERT INTO ${t} (message_id, topic, message_key, event_type, payload, headers) VALUES ('0190a6b2-1c3d-7e4f-8a9b-0c1d2e3f4a01', 'orders', 'k', 't', '{}', '{}')`,
+    );
+    const error = await boot(ds, table).then(
+      () => undefined,
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(OutboxTableMissingError);
+    expect(String((error as Error).message)).toMatch(/ignoring trailing spaces/);
+    expect(String((error as Error).message)).toContain('outbox schema migrate');
+
+    await ensureOutboxTable(ds, { tableName: table }); // what `outbox schema migrate` runs
+    const moduleRef = await boot(ds, table);
+    modules.push(moduleRef);
+    const rows = await ds.query<{ message_key: string }[]>(`SELECT message_key FROM ${t}`);
+    expect(rows).toEqual([{ message_key: 'k' }]);
   });
 });
 
