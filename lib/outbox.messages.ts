@@ -46,6 +46,10 @@ export const OutboxMessages = {
     'transaction (see "3. Enqueue inside your transaction" in the README: ' +
     'README.md#3-enqueue-inside-your-transaction). Writing an outbox row outside the business ' +
     'transaction would break the outbox guarantee.',
+  incompleteMessage: (problem: string): string =>
+    `The message is a plain object but ${problem}: a plain message needs { topic, payload } ` +
+    `(and optionally type, key, headers, messageId, dedupeKey, availableAt, delayMs); an ` +
+    `instance of a class decorated with @OutboxEvent({ topic: '...' }) needs neither.`,
   missingEventMetadata: (className: string): string =>
     `Class ${className} has no @OutboxEvent() metadata: decorate it with ` +
     `@OutboxEvent({ topic: '...' }) or enqueue a plain message { topic, payload }.`,

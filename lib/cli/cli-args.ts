@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util';
 import type { OutboxDeadLetterFilter } from '../admin/outbox-admin.interfaces';
+import { suggestOption } from '../internal/option-checks';
 import { MAX_TABLE_NAME_LENGTH } from '../store/sql-identifier';
 import { CliUsageError } from './cli-usage.error';
 
@@ -160,8 +161,7 @@ export function parseCliArgs(argv: readonly string[]): CliArgs {
   try {
     parsed = parseArgs({ args: [...argv], options: OPTIONS, allowPositionals: true, strict: true });
   } catch (error) {
-    // node:util's messages name the option and what is wrong with it.
-    throw new CliUsageError(error instanceof Error ? error.message : String(error));
+    throw new CliUsageError(usageProblem(argv, error));
   }
   const { values, positionals } = parsed;
   if (values.help === true || positionals[0] === 'help' || positionals.length === 0) {
@@ -256,4 +256,40 @@ function helpArgs(): CliArgs {
     deadRetentionMs: null,
     longerThanMs: undefined,
   };
+}
+
+/**
+ * node:util's parseArgs text ("Unknown option '--topc'. To specify a positional argument
+ * starting with a '-', place it at the end of the command after '--', as in '-- \"--topc\"")
+ * speaks to programmers: say it the CLI's way, with the option it likely meant.
+ */
+function usageProblem(argv: readonly string[], error: unknown): string {
+  const code = (error as { code?: unknown }).code;
+  if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
+    const given = argv.find((a) => a.startsWith('-') && !isKnownFlag(a)) ?? '';
+    const name = given.replace(/^-+/, '').split('=')[0] ?? '';
+    const near = nearestOption(name);
+    return `Unknown option ${given}${near === undefined ? '' : `: did you mean --${near}?`} (outbox --help lists them).`;
+  }
+  if (code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') {
+    const message = error instanceof Error ? error.message : String(error);
+    const option = /'(-[^']*)'/.exec(message)?.[1];
+    return option === undefined
+      ? 'An option is missing its value (outbox --help shows each one).'
+      : `${option.split(',')[0]} needs a value (outbox --help shows it).`;
+  }
+  return error instanceof Error ? error.message : String(error);
+}
+
+function isKnownFlag(arg: string): boolean {
+  const name = arg.replace(/^-+/, '').split('=')[0] ?? '';
+  return (
+    Object.hasOwn(OPTIONS, name) ||
+    Object.values(OPTIONS).some((o) => 'short' in o && o.short === name)
+  );
+}
+
+function nearestOption(name: string): string | undefined {
+  const known = Object.fromEntries(Object.keys(OPTIONS).map((o) => [o, true as const]));
+  return suggestOption('', name, { '': known });
 }

@@ -9,6 +9,7 @@ import type { NewOutboxRow } from '../interfaces/outbox-store.interface';
 import { OUTBOX_HEADER_PREFIX } from '../outbox.constants';
 import { OutboxMessages } from '../outbox.messages';
 import { describeError } from './describe-error';
+import { suggestOption } from './option-checks';
 import { UuidV7Generator } from './uuidv7';
 
 const MAX_NAME = 255;
@@ -218,6 +219,35 @@ function nameProblem(value: unknown): string | undefined {
   return undefined;
 }
 
+const MESSAGE_FIELDS = {
+  topic: true,
+  payload: true,
+  type: true,
+  key: true,
+  headers: true,
+  messageId: true,
+  dedupeKey: true,
+  availableAt: true,
+  delayMs: true,
+} satisfies Record<keyof OutboxMessage, true>;
+
+function isPlainObject(value: object): boolean {
+  const proto: unknown = Object.getPrototypeOf(value);
+  return proto === Object.prototype || proto === null;
+}
+
+/** Which required field a plain message lacks, with the field it likely meant. */
+function plainMessageProblem(value: object): string {
+  const missing = (['topic', 'payload'] as const).filter((f) => !(f in value));
+  const hints = Object.keys(value)
+    .filter((k) => !Object.hasOwn(MESSAGE_FIELDS, k))
+    .flatMap((k) => {
+      const near = suggestOption('', k, { '': MESSAGE_FIELDS });
+      return near === undefined ? [] : [`"${k}": did you mean "${near}"?`];
+    });
+  return `it has no ${missing.map((f) => `"${f}"`).join(' and no ')}${hints.length > 0 ? ` (${hints.join('; ')})` : ''}`;
+}
+
 function isPlainMessage(value: object): value is OutboxMessage {
   return 'topic' in value && 'payload' in value && getOutboxEventMetadata(value) === undefined;
 }
@@ -262,6 +292,13 @@ export class OutboxMessageSerializer {
       const meta = getOutboxEventMetadata(input);
       const className = input.constructor?.name ?? 'Object';
       if (meta === undefined) {
+        // A plain object is a message with a field missing (or misspelt), not an event class.
+        if (isPlainObject(input)) {
+          throw invalid(
+            OutboxMessages.incompleteMessage(plainMessageProblem(input)),
+            'invalid-topic',
+          );
+        }
         throw invalid(OutboxMessages.missingEventMetadata(className), 'missing-metadata');
       }
       topic = meta.topic;

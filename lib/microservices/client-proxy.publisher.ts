@@ -15,6 +15,7 @@ import { PublisherUnavailableError } from '../errors/publisher-unavailable.error
 import type { OutboxPublisher, PublishOutcome } from '../interfaces/outbox-publisher.interface';
 import type { OutboxRecord } from '../interfaces/outbox-record.interface';
 import { describeError } from '../internal/describe-error';
+import { OptionChecks } from '../internal/option-checks';
 import { raceAbort } from '../internal/race-abort';
 import { classifyKafkaError } from '../kafka/kafka-error.classifier';
 import { OUTBOX_HEADER_MESSAGE_ID, OUTBOX_HEADER_TYPE } from '../outbox.constants';
@@ -63,6 +64,14 @@ export interface ClientProxyPublisherOptions {
   /** Also close the client when the module shuts down. @default false (the client is yours) */
   closeClient?: boolean;
 }
+
+const CLIENT_PROXY_PUBLISHER_OPTION_KEYS = {
+  timeoutMs: true,
+  pattern: true,
+  toData: true,
+  mode: true,
+  closeClient: true,
+} satisfies Record<keyof ClientProxyPublisherOptions, true>;
 
 // Error codes of a client that cannot reach its broker: Node socket and DNS errors (TCP, Redis,
 // MQTT, RabbitMQ) and the nats.js connection error codes.
@@ -247,7 +256,20 @@ export class ClientProxyPublisher implements OutboxPublisher {
     private readonly client: OutboxClientProxy,
     private readonly options: ClientProxyPublisherOptions = {},
   ) {
-    this.timeoutMs = options.timeoutMs ?? 5_000;
+    // A misspelt option (`timeout` for `timeoutMs`) would otherwise leave its default in place.
+    const checks = new OptionChecks('ClientProxyPublisher');
+    checks.knownKeys(options, { '': CLIENT_PROXY_PUBLISHER_OPTION_KEYS });
+    this.timeoutMs = checks.integer(
+      options.timeoutMs,
+      5_000,
+      'timeoutMs',
+      1,
+      24 * 3_600_000,
+      ' ms',
+    );
+    if (options.mode !== undefined && options.mode !== 'emit' && options.mode !== 'send') {
+      checks.fail('mode', `${checks.show(options.mode)} is not a mode`, "Use 'emit' or 'send'.");
+    }
     this.pattern = options.pattern ?? ((record) => record.topic);
     this.mode = options.mode ?? 'emit';
     this.isRmq = client instanceof ClientRMQ;

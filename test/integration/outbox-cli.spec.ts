@@ -187,7 +187,16 @@ describe('outbox CLI without a database', () => {
       [['frobnicate'], undefined, /Unknown command "frobnicate"/],
       [['dlq'], undefined, /needs a subcommand: list, show, retry, purge/],
       [['dlq', 'list', '--yes'], undefined, /--yes does not apply to "outbox dlq list"/],
-      [['dlq', 'list', '--bogus'], undefined, /Unknown option '--bogus'/],
+      [
+        ['dlq', 'list', '--bogus'],
+        undefined,
+        /^Unknown option --bogus \(outbox --help lists them\)/,
+      ],
+      [
+        ['dlq', 'list', '--topc', 'orders'],
+        undefined,
+        /Unknown option --topc: did you mean --topic\?/,
+      ],
       [
         ['dlq', 'list', '--limit', '5000'],
         undefined,

@@ -25,6 +25,27 @@ class Inherits extends Decorated {}
 describe('OutboxMessageSerializer', () => {
   const serializer = new OutboxMessageSerializer(100);
 
+  it('says which field a plain message lacks, with the one it likely meant, instead of asking for @OutboxEvent', () => {
+    const errorOf = (input: object): OutboxInvalidMessageError => {
+      try {
+        serializer.toRow(input, 0);
+      } catch (error) {
+        return error as OutboxInvalidMessageError;
+      }
+      throw new Error('accepted');
+    };
+    const noTopic = errorOf({ payload: { a: 1 } });
+    expect(noTopic).toBeInstanceOf(OutboxInvalidMessageError);
+    expect(noTopic.message).toMatch(/plain object but it has no "topic"/);
+    expect(noTopic.message).not.toMatch(/Class Object/);
+    expect(errorOf({ topc: 'orders', payload: {} }).message).toMatch(
+      /"topc": did you mean "topic"\?/,
+    );
+    expect(errorOf({ topic: 'orders', paylaod: {} }).message).toMatch(
+      /no "payload" \("paylaod": did you mean "payload"\?\)/,
+    );
+  });
+
   it('resolves topic, type, key and headers from the event class', () => {
     const row = serializer.toRow(new UserRenamed(5, 'acme', 'Ann'), 0);
     expect(row).toMatchObject({
