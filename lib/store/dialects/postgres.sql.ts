@@ -82,6 +82,30 @@ export function blockingStatuses(deadBlocksKey: boolean): string {
 }
 
 /**
+ * The first message of a key that holds back the later ones (its head): one probe of the key
+ * index, `(SELECT <column> … LIMIT 1)`, whatever the table's statistics say.
+ *
+ * Why the odd shape: with `e.message_key = <key>` PostgreSQL drops `message_key` from the
+ * ORDER BY (it is constant), and after an ANALYZE taken while one key fills the table it
+ * estimates that any key matches nearly every row. It then reads the primary key in id order
+ * (`ORDER BY id LIMIT 1`), or scans the table (`EXISTS … e.id < c.id`), filtering on the key:
+ * a walk over the big key's whole backlog for every row asked about (seconds per claim). A
+ * range on the key that happens to select one value keeps `message_key` in the ORDER BY, and
+ * only the key index `(message_key, id)` delivers that order, so every other plan needs a sort
+ * of everything it reads and is costed far above one index probe.
+ */
+export function postgresKeyHead(
+  t: string,
+  key: string,
+  column: string,
+  policy: OutboxQueuePolicy,
+): string {
+  return `(SELECT ${column} FROM ${t} AS e
+      WHERE e.message_key >= ${key} AND e.message_key <= ${key} AND e.status IN ${blockingStatuses(policy.deadBlocksKey)}
+      ORDER BY e.message_key, e.id LIMIT 1)`;
+}
+
+/**
  * $1 owner, $2 token, $3 lease ms, $4 limit, $5 window.
  *
  * The claim reads a bounded window of due rows (in due order, through the pending index), finds
@@ -92,10 +116,10 @@ export function blockingStatuses(deadBlocksKey: boolean): string {
  */
 export function postgresClaim(n: OutboxTableNames, policy: OutboxQueuePolicy): string {
   const t = n.table;
+  // The window row is itself blocking (pending), so its key's first blocking row is never null
+  // in the statement's snapshot; it is held back exactly when that row is an earlier one.
   const behind = policy.ordered
-    ? `(c.message_key IS NOT NULL AND EXISTS (
-      SELECT 1 FROM ${t} AS e
-      WHERE e.message_key = c.message_key AND e.id < c.id AND e.status IN ${blockingStatuses(policy.deadBlocksKey)}))`
+    ? `(c.message_key IS NOT NULL AND c.id > ${postgresKeyHead(t, 'c.message_key', 'e.id', policy)})`
     : 'false';
   const lease = `now() + $3 * interval '1 millisecond'`;
   // Materialised CTEs run once each, so the LIMITs hold and SKIP LOCKED applies exactly once.
@@ -130,43 +154,45 @@ export function postgresLockKeys(): string {
 
 /**
  * $1 keys. Marks `waiting` the due, unleased messages of these keys that have an earlier
- * message of their key still holding them back. Runs under the keys' dispatch locks.
+ * message of their key still holding them back. Runs under the keys' dispatch locks. The head
+ * is one key-index probe per key (postgresKeyHead).
  */
 export function postgresPark(n: OutboxTableNames, policy: OutboxQueuePolicy): string {
   const t = n.table;
-  return `UPDATE ${t} AS w SET status = 'waiting'
-FROM (
-  SELECT e.message_key, min(e.id) AS first FROM ${t} AS e
-  WHERE e.message_key = ANY($1::text[]) AND e.status IN ${blockingStatuses(policy.deadBlocksKey)}
-  GROUP BY e.message_key) AS b
-WHERE w.message_key = b.message_key AND w.status = 'pending' AND w.id > b.first
+  // Materialised: the head is probed once per key, not once per follower.
+  return `WITH b AS MATERIALIZED (
+  SELECT k.key, ${postgresKeyHead(t, 'k.key', 'e.id', policy)} AS first
+  FROM unnest($1::text[]) AS k(key))
+UPDATE ${t} AS w SET status = 'waiting'
+FROM b
+WHERE w.message_key = b.key AND w.status = 'pending' AND w.id > b.first
   AND (w.locked_until IS NULL OR w.locked_until < now())`;
 }
 
 /**
  * $1 keys. Makes the first waiting message of each key claimable when nothing earlier of its key
  * holds it back. Runs under the keys' dispatch locks, after the change that advanced the key.
+ * Waiting rows hold a key back too, so "the first waiting row has nothing blocking before it"
+ * is "the key's head is a waiting row": one key-index probe per key.
  */
 export function postgresPromote(n: OutboxTableNames, policy: OutboxQueuePolicy): string {
   const t = n.table;
   return `UPDATE ${t} SET status = 'pending'
-WHERE id IN (
-  SELECT w.id FROM unnest($1::text[]) AS k(key)
-  CROSS JOIN LATERAL (
-    SELECT x.id FROM ${t} AS x WHERE x.message_key = k.key AND x.status = 'waiting' ORDER BY x.id LIMIT 1) AS w
-  WHERE NOT EXISTS (
-    SELECT 1 FROM ${t} AS e
-    WHERE e.message_key = k.key AND e.id < w.id AND e.status IN ${blockingStatuses(policy.deadBlocksKey)}))`;
+WHERE status = 'waiting' AND id IN (
+  SELECT h.id FROM unnest($1::text[]) AS k(key)
+  CROSS JOIN LATERAL ${postgresKeyHead(t, 'k.key', 'e.id, e.status', policy)} AS h
+  WHERE h.status = 'waiting')`;
 }
 
-/** $1 limit. Keys whose first waiting message has nothing earlier holding it back. */
+/**
+ * $1 limit. Keys whose first waiting message has nothing earlier holding it back, that is whose
+ * head is a waiting row: the keys of the waiting rows, then one key-index probe per key. Only
+ * used under ordering (without it, promoteOrphans releases every waiting row).
+ */
 export function postgresOrphanKeys(n: OutboxTableNames, policy: OutboxQueuePolicy): string {
   const t = n.table;
-  const held = policy.ordered
-    ? `AND EXISTS (SELECT 1 FROM ${t} AS e WHERE e.message_key = w.message_key AND e.id < w.id AND e.status IN ${blockingStatuses(policy.deadBlocksKey)})`
-    : '';
-  return `SELECT DISTINCT w.message_key AS key FROM ${t} AS w
-WHERE w.status = 'waiting' AND NOT (w.message_key IS NOT NULL ${held})
+  return `SELECT w.message_key AS key FROM (SELECT DISTINCT message_key FROM ${t} WHERE status = 'waiting') AS w
+WHERE w.message_key IS NULL OR ${postgresKeyHead(t, 'w.message_key', 'e.status', policy)} = 'waiting'
 LIMIT $1`;
 }
 
