@@ -13,6 +13,7 @@ import type {
 } from '../interfaces/outbox-store.interface';
 import { describeError } from '../internal/describe-error';
 import {
+  POSTGRES_PLANNER_SETTINGS,
   postgresClaim,
   postgresDeadToRequeue,
   postgresDeleteDead,
@@ -111,15 +112,16 @@ export class PostgresOutboxStore implements OutboxStore {
 
   async claim(options: ClaimOptions): Promise<ClaimedBatch> {
     const token = randomUUID();
-    const { records: rows } = await this.transaction((run) =>
-      run<ClaimRow>(this.claimSql, [
+    const { records: rows } = await this.transaction(async (run) => {
+      await run(POSTGRES_PLANNER_SETTINGS, []);
+      return run<ClaimRow>(this.claimSql, [
         options.owner,
         token,
         options.leaseMs,
         options.limit,
         claimWindow(options.limit),
-      ]),
-    );
+      ]);
+    });
     const claimed = rows.filter((row): row is ClaimedRow & ClaimRow => row.id !== null);
     return {
       token,
@@ -132,6 +134,7 @@ export class PostgresOutboxStore implements OutboxStore {
     if (keys.length === 0) return 0;
     return this.transaction(async (run) => {
       await this.lockForDispatch(run, keys);
+      await run(POSTGRES_PLANNER_SETTINGS, []);
       return (await run(postgresPark(this.names, this.policy), [keys])).affected ?? 0;
     });
   }
@@ -170,7 +173,10 @@ export class PostgresOutboxStore implements OutboxStore {
       // before it, and a park after it sees this settle (see `park`).
       await this.lockForDispatch(run, keys);
       const { records: rows } = await run<{ changed: number }>(sql, params);
-      if (keys.length > 0) await run(postgresPromote(this.names, this.policy), [keys]);
+      if (keys.length > 0) {
+        await run(POSTGRES_PLANNER_SETTINGS, []);
+        await run(postgresPromote(this.names, this.policy), [keys]);
+      }
       return rows[0]?.changed ?? 0;
     });
   }
@@ -183,10 +189,10 @@ export class PostgresOutboxStore implements OutboxStore {
     if (!this.policy.ordered) {
       return (await this.run(postgresReleaseAllWaiting(this.names), [limit])).affected ?? 0;
     }
-    const { records } = await this.run<{ key: string | null }>(
-      postgresOrphanKeys(this.names, this.policy),
-      [limit],
-    );
+    const { records } = await this.transaction(async (run) => {
+      await run(POSTGRES_PLANNER_SETTINGS, []);
+      return run<{ key: string | null }>(postgresOrphanKeys(this.names, this.policy), [limit]);
+    });
     const keys = records.flatMap((r) => (r.key === null ? [] : [r.key]));
     if (keys.length === 0) return 0;
     return this.promoteKeys(keys);
@@ -322,6 +328,7 @@ export class PostgresOutboxStore implements OutboxStore {
   private promoteKeys(keys: readonly string[]): Promise<number> {
     return this.transaction(async (run) => {
       await this.lockForDispatch(run, keys);
+      await run(POSTGRES_PLANNER_SETTINGS, []);
       return (await run(postgresPromote(this.names, this.policy), [keys])).affected ?? 0;
     });
   }

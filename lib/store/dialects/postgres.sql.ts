@@ -82,28 +82,33 @@ export function blockingStatuses(deadBlocksKey: boolean): string {
 }
 
 /**
- * The first message of a key that holds back the later ones (its head): one probe of the key
- * index, `(SELECT <column> … LIMIT 1)`, whatever the table's statistics say.
+ * The first message of a key that holds back its later ones (the key's head): an ordered probe
+ * of the key index that stops at the first row. Callers run it with sequential and bitmap scans
+ * disabled (POSTGRES_PLANNER_SETTINGS).
  *
- * Why the odd shape: with `e.message_key = <key>` PostgreSQL drops `message_key` from the
- * ORDER BY (it is constant), and after an ANALYZE taken while one key fills the table it
- * estimates that any key matches nearly every row. It then reads the primary key in id order
- * (`ORDER BY id LIMIT 1`), or scans the table (`EXISTS … e.id < c.id`), filtering on the key:
- * a walk over the big key's whole backlog for every row asked about (seconds per claim). A
- * range on the key that happens to select one value keeps `message_key` in the ORDER BY, and
- * only the key index `(message_key, id)` delivers that order, so every other plan needs a sort
- * of everything it reads and is costed far above one index probe.
+ * PostgreSQL has no hints, and with statistics taken while one key filled the table it believes
+ * any key matches nearly every row: it then answered `EXISTS (… e.message_key = c.message_key
+ * AND e.id < c.id …)` with a sequential scan, and `… ORDER BY e.id LIMIT 1` by reading the
+ * primary key in id order, filtering on the key (1.6 s per claim over a 100 000-row backlog).
+ * Written as a range on the key, `message_key` stays in the ORDER BY (an equality would make
+ * it constant and drop it), so only the key index delivers the order and the primary key
+ * cannot. With statistics of a nearly empty table, the planner instead expects a row or two
+ * per key and may fetch them all and sort them (bitmap scan: 12 s per claim once one key had
+ * 100 000 due rows): hence the settings, which leave the ordered index probe as the only plan
+ * that reads and sorts nothing.
  */
-export function postgresKeyHead(
-  t: string,
-  key: string,
-  column: string,
-  policy: OutboxQueuePolicy,
-): string {
-  return `(SELECT ${column} FROM ${t} AS e
+function keyHead(t: string, key: string, columns: string, policy: OutboxQueuePolicy): string {
+  return `(SELECT ${columns} FROM ${t} AS e
       WHERE e.message_key >= ${key} AND e.message_key <= ${key} AND e.status IN ${blockingStatuses(policy.deadBlocksKey)}
       ORDER BY e.message_key, e.id LIMIT 1)`;
 }
+
+/**
+ * Transaction-local planner settings for the statements that look up keys' heads: an index
+ * scan for every lookup, whatever the statistics say (see keyHead). Run first in the
+ * transaction; the other statements of those transactions read through indexes anyway.
+ */
+export const POSTGRES_PLANNER_SETTINGS = `SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true)`;
 
 /**
  * $1 owner, $2 token, $3 lease ms, $4 limit, $5 window.
@@ -116,24 +121,28 @@ export function postgresKeyHead(
  */
 export function postgresClaim(n: OutboxTableNames, policy: OutboxQueuePolicy): string {
   const t = n.table;
-  // The window row is itself blocking (pending), so its key's first blocking row is never null
-  // in the statement's snapshot; it is held back exactly when that row is an earlier one.
+  // The window row is itself blocking (pending), so its key's head is never null in the
+  // statement's snapshot; the row is held back exactly when its head is an earlier row.
   const behind = policy.ordered
-    ? `(c.message_key IS NOT NULL AND c.id > ${postgresKeyHead(t, 'c.message_key', 'e.id', policy)})`
+    ? `(c.message_key IS NOT NULL AND c.id > ${keyHead(t, 'c.message_key', 'e.id', policy)})`
     : 'false';
   const lease = `now() + $3 * interval '1 millisecond'`;
   // Materialised CTEs run once each, so the LIMITs hold and SKIP LOCKED applies exactly once.
+  // The heads are locked in window order by primary-key probes: ordering by the table's own
+  // due order let the planner walk the whole pending index to find them (1.8 s with 100 000
+  // due rows of one key, under statistics of a nearly empty table).
   return `WITH w AS MATERIALIZED (
-  SELECT c.id, c.message_key, ${behind} AS behind
+  SELECT c.id, c.message_key, c.available_at AS due, ${behind} AS behind
   FROM ${t} AS c
   WHERE c.status = 'pending' AND c.available_at <= now()
   ORDER BY c.available_at, c.id
   LIMIT $5),
 p AS MATERIALIZED (
-  SELECT c.id FROM ${t} AS c
-  WHERE c.id IN (SELECT w.id FROM w WHERE NOT w.behind)
-    AND c.status = 'pending' AND c.available_at <= now()
-  ORDER BY c.available_at, c.id
+  SELECT c.id FROM unnest(ARRAY(SELECT w.id FROM w WHERE NOT w.behind ORDER BY w.due, w.id))
+    WITH ORDINALITY AS h(id, ord)
+  JOIN ${t} AS c ON c.id = h.id
+  WHERE c.status = 'pending' AND c.available_at <= now()
+  ORDER BY h.ord
   LIMIT $4
   FOR UPDATE OF c SKIP LOCKED),
 o AS (
@@ -155,14 +164,14 @@ export function postgresLockKeys(): string {
 /**
  * $1 keys. Marks `waiting` the due, unleased messages of these keys that have an earlier
  * message of their key still holding them back. Runs under the keys' dispatch locks. The head
- * is one key-index probe per key (postgresKeyHead).
+ * is one key-index probe per key (keyHead).
  */
 export function postgresPark(n: OutboxTableNames, policy: OutboxQueuePolicy): string {
   const t = n.table;
   // Materialised: the head is probed once per key, not once per follower.
   return `WITH b AS MATERIALIZED (
-  SELECT k.key, ${postgresKeyHead(t, 'k.key', 'e.id', policy)} AS first
-  FROM unnest($1::text[]) AS k(key))
+  SELECT k.key, h.id AS first FROM unnest($1::text[]) AS k(key)
+  CROSS JOIN LATERAL ${keyHead(t, 'k.key', 'e.id', policy)} AS h)
 UPDATE ${t} AS w SET status = 'waiting'
 FROM b
 WHERE w.message_key = b.key AND w.status = 'pending' AND w.id > b.first
@@ -180,7 +189,7 @@ export function postgresPromote(n: OutboxTableNames, policy: OutboxQueuePolicy):
   return `UPDATE ${t} SET status = 'pending'
 WHERE status = 'waiting' AND id IN (
   SELECT h.id FROM unnest($1::text[]) AS k(key)
-  CROSS JOIN LATERAL ${postgresKeyHead(t, 'k.key', 'e.id, e.status', policy)} AS h
+  CROSS JOIN LATERAL ${keyHead(t, 'k.key', 'e.id, e.status', policy)} AS h
   WHERE h.status = 'waiting')`;
 }
 
@@ -191,8 +200,9 @@ WHERE status = 'waiting' AND id IN (
  */
 export function postgresOrphanKeys(n: OutboxTableNames, policy: OutboxQueuePolicy): string {
   const t = n.table;
-  return `SELECT w.message_key AS key FROM (SELECT DISTINCT message_key FROM ${t} WHERE status = 'waiting') AS w
-WHERE w.message_key IS NULL OR ${postgresKeyHead(t, 'w.message_key', 'e.status', policy)} = 'waiting'
+  return `SELECT w.key FROM (SELECT DISTINCT message_key AS key FROM ${t} WHERE status = 'waiting') AS w
+LEFT JOIN LATERAL ${keyHead(t, 'w.key', 'e.status', policy)} AS h ON true
+WHERE w.key IS NULL OR h.status = 'waiting'
 LIMIT $1`;
 }
 
