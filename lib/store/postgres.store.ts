@@ -112,16 +112,15 @@ export class PostgresOutboxStore implements OutboxStore {
 
   async claim(options: ClaimOptions): Promise<ClaimedBatch> {
     const token = randomUUID();
-    const { records: rows } = await this.transaction(async (run) => {
-      await run(POSTGRES_PLANNER_SETTINGS, []);
-      return run<ClaimRow>(this.claimSql, [
+    const { records: rows } = await this.transaction((run) =>
+      run<ClaimRow>(this.claimSql, [
         options.owner,
         token,
         options.leaseMs,
         options.limit,
         claimWindow(options.limit),
-      ]);
-    });
+      ]),
+    );
     const claimed = rows.filter((row): row is ClaimedRow & ClaimRow => row.id !== null);
     return {
       token,
@@ -134,7 +133,6 @@ export class PostgresOutboxStore implements OutboxStore {
     if (keys.length === 0) return 0;
     return this.transaction(async (run) => {
       await this.lockForDispatch(run, keys);
-      await run(POSTGRES_PLANNER_SETTINGS, []);
       return (await run(postgresPark(this.names, this.policy), [keys])).affected ?? 0;
     });
   }
@@ -173,10 +171,7 @@ export class PostgresOutboxStore implements OutboxStore {
       // before it, and a park after it sees this settle (see `park`).
       await this.lockForDispatch(run, keys);
       const { records: rows } = await run<{ changed: number }>(sql, params);
-      if (keys.length > 0) {
-        await run(POSTGRES_PLANNER_SETTINGS, []);
-        await run(postgresPromote(this.names, this.policy), [keys]);
-      }
+      if (keys.length > 0) await run(postgresPromote(this.names, this.policy), [keys]);
       return rows[0]?.changed ?? 0;
     });
   }
@@ -189,10 +184,10 @@ export class PostgresOutboxStore implements OutboxStore {
     if (!this.policy.ordered) {
       return (await this.run(postgresReleaseAllWaiting(this.names), [limit])).affected ?? 0;
     }
-    const { records } = await this.transaction(async (run) => {
-      await run(POSTGRES_PLANNER_SETTINGS, []);
-      return run<{ key: string | null }>(postgresOrphanKeys(this.names, this.policy), [limit]);
-    });
+    // In a transaction for its planner settings (see `transaction`).
+    const { records } = await this.transaction((run) =>
+      run<{ key: string | null }>(postgresOrphanKeys(this.names, this.policy), [limit]),
+    );
     const keys = records.flatMap((r) => (r.key === null ? [] : [r.key]));
     if (keys.length === 0) return 0;
     return this.promoteKeys(keys);
@@ -328,7 +323,6 @@ export class PostgresOutboxStore implements OutboxStore {
   private promoteKeys(keys: readonly string[]): Promise<number> {
     return this.transaction(async (run) => {
       await this.lockForDispatch(run, keys);
-      await run(POSTGRES_PLANNER_SETTINGS, []);
       return (await run(postgresPromote(this.names, this.policy), [keys])).affected ?? 0;
     });
   }
@@ -352,9 +346,11 @@ export class PostgresOutboxStore implements OutboxStore {
         return { records: result.records as R[], affected: result.affected };
       };
       // JIT off: a promotion over a key with a large parked backlog is estimated near
-      // jit_above_cost, and compiling it cost 15× the statement (bench P9).
+      // jit_above_cost, and compiling it cost 15× the statement (bench P9). The planner
+      // settings keep every key-head lookup an index probe whatever the statistics say
+      // (POSTGRES_PLANNER_SETTINGS); set in the same round trip.
       await run(
-        `SELECT set_config('statement_timeout', $1, true), set_config('jit', 'off', true)`,
+        `SELECT set_config('statement_timeout', $1, true), set_config('jit', 'off', true), ${POSTGRES_PLANNER_SETTINGS}`,
         [String(this.timeoutMs)],
       );
       const value = await work(run);

@@ -156,7 +156,7 @@ async function pgPlanProblems(ds: DataSource, sql: string, params: unknown[], ta
   try {
     await runner.startTransaction();
     // As the store runs these statements.
-    await runner.query(POSTGRES_PLANNER_SETTINGS);
+    await runner.query(`SELECT ${POSTGRES_PLANNER_SETTINGS}`);
     const rows = (await runner.query(`EXPLAIN (FORMAT JSON) ${sql}`, params)) as {
       'QUERY PLAN': [{ Plan: PgPlanNode }];
     }[];

@@ -84,7 +84,7 @@ export function blockingStatuses(deadBlocksKey: boolean): string {
 /**
  * The first message of a key that holds back its later ones (the key's head): an ordered probe
  * of the key index that stops at the first row. Callers run it with sequential and bitmap scans
- * disabled (POSTGRES_PLANNER_SETTINGS).
+ * disabled (POSTGRES_PLANNER_SETTINGS, set by the store's transactions).
  *
  * PostgreSQL has no hints, and with statistics taken while one key filled the table it believes
  * any key matches nearly every row: it then answered `EXISTS (… e.message_key = c.message_key
@@ -104,11 +104,12 @@ function keyHead(t: string, key: string, columns: string, policy: OutboxQueuePol
 }
 
 /**
- * Transaction-local planner settings for the statements that look up keys' heads: an index
- * scan for every lookup, whatever the statistics say (see keyHead). Run first in the
- * transaction; the other statements of those transactions read through indexes anyway.
+ * Transaction-local planner settings (select-list items) for the dispatcher's transactions:
+ * every key-head lookup stays an index probe whatever the statistics say (see keyHead). The
+ * other statements of those transactions read through indexes anyway; a scan disabled this
+ * way is still used where nothing else can answer (costed, not forbidden).
  */
-export const POSTGRES_PLANNER_SETTINGS = `SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true)`;
+export const POSTGRES_PLANNER_SETTINGS = `set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true)`;
 
 /**
  * $1 owner, $2 token, $3 lease ms, $4 limit, $5 window.
