@@ -13,6 +13,7 @@ import type {
 } from '../interfaces/outbox-store.interface';
 import { describeError } from '../internal/describe-error';
 import {
+  POSTGRES_PLANNER_SETTINGS,
   postgresClaim,
   postgresDeadKeys,
   postgresDeadToRequeue,
@@ -187,9 +188,9 @@ export class PostgresOutboxStore implements OutboxStore {
     if (!this.policy.ordered) {
       return (await this.run(postgresReleaseAllWaiting(this.names), [limit])).affected ?? 0;
     }
-    const { records } = await this.run<{ key: string | null }>(
-      postgresOrphanKeys(this.names, this.policy),
-      [limit],
+    // In a transaction for its planner settings (see `transaction`).
+    const { records } = await this.transaction((run) =>
+      run<{ key: string | null }>(postgresOrphanKeys(this.names, this.policy), [limit]),
     );
     const keys = records.flatMap((r) => (r.key === null ? [] : [r.key]));
     if (keys.length === 0) return 0;
@@ -359,9 +360,11 @@ export class PostgresOutboxStore implements OutboxStore {
       // jit_above_cost, and compiling it cost 15× the statement (bench P9). The idle timeout
       // ends this transaction on the server if its process freezes (SIGSTOP, a long pause)
       // between statements, so its row and advisory locks cannot hold up other dispatchers.
+      // The planner settings keep every key-head lookup an index probe whatever the
+      // statistics say (POSTGRES_PLANNER_SETTINGS). All in one round trip.
       await run(
         `SELECT set_config('statement_timeout', $1, true), set_config('jit', 'off', true),
-  set_config('idle_in_transaction_session_timeout', $1, true)`,
+  set_config('idle_in_transaction_session_timeout', $1, true), ${POSTGRES_PLANNER_SETTINGS}`,
         [String(this.timeoutMs)],
       );
       const value = await work(run);

@@ -80,6 +80,15 @@ function blocking(deadBlocksKey: boolean): string {
 }
 
 /**
+ * `FORCE INDEX` the key index, for every lookup of a key's rows: statistics taken while one key
+ * fills the table make any key look like most of it, and the optimizer may then prefer the
+ * primary key's id range (a walk over that key's backlog per row asked about). Forced, the
+ * plan is a probe of `(message_key, status, id)` whatever the statistics say.
+ */
+const BY_KEY = (n: OutboxTableNames): string =>
+  `FORCE INDEX (${n.quote(`${n.tableName}_key_idx`)})`;
+
+/**
  * Step 1 of the claim, a plain (non-locking) read: the window of due rows in due order, each
  * flagged when an earlier message of its key holds it back. It is kept apart from the locking
  * step because a locking read could skip a locked earlier message in the head check and wrongly
@@ -87,7 +96,7 @@ function blocking(deadBlocksKey: boolean): string {
  */
 export function mysqlClaimWindow(n: OutboxTableNames, policy: OutboxQueuePolicy): string {
   const behind = policy.ordered
-    ? `(c.message_key IS NOT NULL AND EXISTS (SELECT 1 FROM ${n.table} AS e WHERE e.message_key = c.message_key AND e.status IN ${blocking(policy.deadBlocksKey)} AND e.id < c.id))`
+    ? `(c.message_key IS NOT NULL AND EXISTS (SELECT 1 FROM ${n.table} AS e ${BY_KEY(n)} WHERE e.message_key = c.message_key AND e.status IN ${blocking(policy.deadBlocksKey)} AND e.id < c.id))`
     : '0';
   return `SELECT c.id, c.message_key, ${behind} AS behind FROM ${n.table} AS c
 WHERE c.status = 'pending' AND c.available_at <= ${NOW}
@@ -116,7 +125,7 @@ export function mysqlFirstBlocking(
   policy: OutboxQueuePolicy,
   count: number,
 ): string {
-  return `SELECT message_key AS k, MIN(id) AS first FROM ${n.table}
+  return `SELECT message_key AS k, MIN(id) AS first FROM ${n.table} ${BY_KEY(n)}
 WHERE message_key IN (${placeholders(count)}) AND status IN ${blocking(policy.deadBlocksKey)}
 GROUP BY message_key`;
 }
@@ -130,7 +139,7 @@ WHERE status = 'pending' AND (locked_until IS NULL OR locked_until < ${NOW}) AND
 
 /** Params: keys. The first waiting message of each key. */
 export function mysqlFirstWaiting(n: OutboxTableNames, count: number): string {
-  return `SELECT message_key AS k, MIN(id) AS first FROM ${n.table}
+  return `SELECT message_key AS k, MIN(id) AS first FROM ${n.table} ${BY_KEY(n)}
 WHERE message_key IN (${placeholders(count)}) AND status = 'waiting'
 GROUP BY message_key`;
 }
@@ -142,7 +151,7 @@ export function mysqlStillHeld(
   count: number,
 ): string {
   const pairs = Array.from({ length: count }, () => '(message_key = ? AND id < ?)').join(' OR ');
-  return `SELECT DISTINCT message_key AS k FROM ${n.table}
+  return `SELECT DISTINCT message_key AS k FROM ${n.table} ${BY_KEY(n)}
 WHERE status IN ${blocking(policy.deadBlocksKey)} AND (${pairs})`;
 }
 
@@ -155,7 +164,7 @@ export function mysqlPromote(n: OutboxTableNames, count: number): string {
 export function mysqlOrphanKeys(n: OutboxTableNames, policy: OutboxQueuePolicy): string {
   return `SELECT DISTINCT w.message_key AS k FROM ${n.table} AS w
 WHERE w.status = 'waiting' AND w.message_key IS NOT NULL
-  AND NOT EXISTS (SELECT 1 FROM ${n.table} AS e WHERE e.message_key = w.message_key AND e.id < w.id AND e.status IN ${blocking(policy.deadBlocksKey)})
+  AND NOT EXISTS (SELECT 1 FROM ${n.table} AS e ${BY_KEY(n)} WHERE e.message_key = w.message_key AND e.id < w.id AND e.status IN ${blocking(policy.deadBlocksKey)})
 LIMIT ?`;
 }
 

@@ -83,6 +83,36 @@ export function blockingStatuses(deadBlocksKey: boolean): string {
 }
 
 /**
+ * The first message of a key that holds back its later ones (the key's head): an ordered probe
+ * of the key index that stops at the first row. Callers run it with sequential and bitmap scans
+ * disabled (POSTGRES_PLANNER_SETTINGS, set by the store's transactions).
+ *
+ * PostgreSQL has no hints, and with statistics taken while one key filled the table it believes
+ * any key matches nearly every row: it then answered `EXISTS (… e.message_key = c.message_key
+ * AND e.id < c.id …)` with a sequential scan, and `… ORDER BY e.id LIMIT 1` by reading the
+ * primary key in id order, filtering on the key (1.6 s per claim over a 100 000-row backlog).
+ * Written as a range on the key, `message_key` stays in the ORDER BY (an equality would make
+ * it constant and drop it), so only the key index delivers the order and the primary key
+ * cannot. With statistics of a nearly empty table, the planner instead expects a row or two
+ * per key and may fetch them all and sort them (bitmap scan: 12 s per claim once one key had
+ * 100 000 due rows): hence the settings, which leave the ordered index probe as the only plan
+ * that reads and sorts nothing.
+ */
+function keyHead(t: string, key: string, columns: string, policy: OutboxQueuePolicy): string {
+  return `(SELECT ${columns} FROM ${t} AS e
+      WHERE e.message_key >= ${key} AND e.message_key <= ${key} AND e.status IN ${blockingStatuses(policy.deadBlocksKey)}
+      ORDER BY e.message_key, e.id LIMIT 1)`;
+}
+
+/**
+ * Transaction-local planner settings (select-list items) for the dispatcher's transactions:
+ * every key-head lookup stays an index probe whatever the statistics say (see keyHead). The
+ * other statements of those transactions read through indexes anyway; a scan disabled this
+ * way is still used where nothing else can answer (costed, not forbidden).
+ */
+export const POSTGRES_PLANNER_SETTINGS = `set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true)`;
+
+/**
  * $1 owner, $2 token, $3 lease ms, $4 limit, $5 window.
  *
  * The claim reads a bounded window of due rows (in due order, through the pending index), finds
@@ -93,24 +123,28 @@ export function blockingStatuses(deadBlocksKey: boolean): string {
  */
 export function postgresClaim(n: OutboxTableNames, policy: OutboxQueuePolicy): string {
   const t = n.table;
+  // The window row is itself blocking (pending), so its key's head is never null in the
+  // statement's snapshot; the row is held back exactly when its head is an earlier row.
   const behind = policy.ordered
-    ? `(c.message_key IS NOT NULL AND EXISTS (
-      SELECT 1 FROM ${t} AS e
-      WHERE e.message_key = c.message_key AND e.id < c.id AND e.status IN ${blockingStatuses(policy.deadBlocksKey)}))`
+    ? `(c.message_key IS NOT NULL AND c.id > ${keyHead(t, 'c.message_key', 'e.id', policy)})`
     : 'false';
   const lease = `now() + $3 * interval '1 millisecond'`;
   // Materialised CTEs run once each, so the LIMITs hold and SKIP LOCKED applies exactly once.
+  // The heads are locked in window order by primary-key probes: ordering by the table's own
+  // due order let the planner walk the whole pending index to find them (1.8 s with 100 000
+  // due rows of one key, under statistics of a nearly empty table).
   return `WITH w AS MATERIALIZED (
-  SELECT c.id, c.message_key, ${behind} AS behind
+  SELECT c.id, c.message_key, c.available_at AS due, ${behind} AS behind
   FROM ${t} AS c
   WHERE c.status = 'pending' AND c.available_at <= now()
   ORDER BY c.available_at, c.id
   LIMIT $5),
 p AS MATERIALIZED (
-  SELECT c.id FROM ${t} AS c
-  WHERE c.id IN (SELECT w.id FROM w WHERE NOT w.behind)
-    AND c.status = 'pending' AND c.available_at <= now()
-  ORDER BY c.available_at, c.id
+  SELECT c.id FROM unnest(ARRAY(SELECT w.id FROM w WHERE NOT w.behind ORDER BY w.due, w.id))
+    WITH ORDINALITY AS h(id, ord)
+  JOIN ${t} AS c ON c.id = h.id
+  WHERE c.status = 'pending' AND c.available_at <= now()
+  ORDER BY h.ord
   LIMIT $4
   FOR UPDATE OF c SKIP LOCKED),
 o AS (
@@ -131,43 +165,46 @@ export function postgresLockKeys(): string {
 
 /**
  * $1 keys. Marks `waiting` the due, unleased messages of these keys that have an earlier
- * message of their key still holding them back. Runs under the keys' dispatch locks.
+ * message of their key still holding them back. Runs under the keys' dispatch locks. The head
+ * is one key-index probe per key (keyHead).
  */
 export function postgresPark(n: OutboxTableNames, policy: OutboxQueuePolicy): string {
   const t = n.table;
-  return `UPDATE ${t} AS w SET status = 'waiting'
-FROM (
-  SELECT e.message_key, min(e.id) AS first FROM ${t} AS e
-  WHERE e.message_key = ANY($1::text[]) AND e.status IN ${blockingStatuses(policy.deadBlocksKey)}
-  GROUP BY e.message_key) AS b
-WHERE w.message_key = b.message_key AND w.status = 'pending' AND w.id > b.first
+  // Materialised: the head is probed once per key, not once per follower.
+  return `WITH b AS MATERIALIZED (
+  SELECT k.key, h.id AS first FROM unnest($1::text[]) AS k(key)
+  CROSS JOIN LATERAL ${keyHead(t, 'k.key', 'e.id', policy)} AS h)
+UPDATE ${t} AS w SET status = 'waiting'
+FROM b
+WHERE w.message_key = b.key AND w.status = 'pending' AND w.id > b.first
   AND (w.locked_until IS NULL OR w.locked_until < now())`;
 }
 
 /**
  * $1 keys. Makes the first waiting message of each key claimable when nothing earlier of its key
  * holds it back. Runs under the keys' dispatch locks, after the change that advanced the key.
+ * Waiting rows hold a key back too, so "the first waiting row has nothing blocking before it"
+ * is "the key's head is a waiting row": one key-index probe per key.
  */
 export function postgresPromote(n: OutboxTableNames, policy: OutboxQueuePolicy): string {
   const t = n.table;
   return `UPDATE ${t} SET status = 'pending'
-WHERE id IN (
-  SELECT w.id FROM unnest($1::text[]) AS k(key)
-  CROSS JOIN LATERAL (
-    SELECT x.id FROM ${t} AS x WHERE x.message_key = k.key AND x.status = 'waiting' ORDER BY x.id LIMIT 1) AS w
-  WHERE NOT EXISTS (
-    SELECT 1 FROM ${t} AS e
-    WHERE e.message_key = k.key AND e.id < w.id AND e.status IN ${blockingStatuses(policy.deadBlocksKey)}))`;
+WHERE status = 'waiting' AND id IN (
+  SELECT h.id FROM unnest($1::text[]) AS k(key)
+  CROSS JOIN LATERAL ${keyHead(t, 'k.key', 'e.id, e.status', policy)} AS h
+  WHERE h.status = 'waiting')`;
 }
 
-/** $1 limit. Keys whose first waiting message has nothing earlier holding it back. */
+/**
+ * $1 limit. Keys whose first waiting message has nothing earlier holding it back, that is whose
+ * head is a waiting row: the keys of the waiting rows, then one key-index probe per key. Only
+ * used under ordering (without it, promoteOrphans releases every waiting row).
+ */
 export function postgresOrphanKeys(n: OutboxTableNames, policy: OutboxQueuePolicy): string {
   const t = n.table;
-  const held = policy.ordered
-    ? `AND EXISTS (SELECT 1 FROM ${t} AS e WHERE e.message_key = w.message_key AND e.id < w.id AND e.status IN ${blockingStatuses(policy.deadBlocksKey)})`
-    : '';
-  return `SELECT DISTINCT w.message_key AS key FROM ${t} AS w
-WHERE w.status = 'waiting' AND NOT (w.message_key IS NOT NULL ${held})
+  return `SELECT w.key FROM (SELECT DISTINCT message_key AS key FROM ${t} WHERE status = 'waiting') AS w
+LEFT JOIN LATERAL ${keyHead(t, 'w.key', 'e.status', policy)} AS h ON true
+WHERE w.key IS NULL OR h.status = 'waiting'
 LIMIT $1`;
 }
 
