@@ -251,7 +251,7 @@ export function mysqlDeadToRequeue(
   const overtaken =
     policy.ordered && !policy.deadBlocksKey
       ? `(d.message_key IS NOT NULL AND EXISTS (
-    SELECT 1 FROM ${n.table} AS e WHERE e.message_key = d.message_key AND e.id > d.id AND e.status IN ('pending', 'waiting')))`
+    SELECT 1 FROM ${n.table} AS e ${BY_KEY(n)} WHERE e.message_key = d.message_key AND e.id > d.id AND e.status IN ('pending', 'waiting')))`
       : '0';
   return `SELECT d.id, ${REQUEUE_COLUMNS.map((c) => `d.${c}`).join(', ')},
   DATE_FORMAT(d.created_at, '%Y-%m-%d %H:%i:%s.%f') AS created_at,

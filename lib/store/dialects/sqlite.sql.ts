@@ -182,7 +182,7 @@ export function sqliteDeadToRequeue(
   const overtaken =
     policy.ordered && !policy.deadBlocksKey
       ? `(d.message_key IS NOT NULL AND EXISTS (
-    SELECT 1 FROM ${t} AS e WHERE e.message_key = d.message_key AND ${UNDELIVERED('e')} AND e.id > d.id AND e.status IN ('pending', 'waiting')))`
+    SELECT 1 FROM ${t} AS e ${BY_KEY(n)} WHERE e.message_key = d.message_key AND ${UNDELIVERED('e')} AND e.id > d.id AND e.status IN ('pending', 'waiting')))`
       : '0';
   return `SELECT d.id, ${REQUEUE_COLUMNS.split(', ')
     .map((c) => `d.${c}`)
