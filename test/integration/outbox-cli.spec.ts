@@ -190,7 +190,7 @@ describe('outbox CLI without a database', () => {
       [
         ['dlq', 'list', '--bogus'],
         undefined,
-        /^Unknown option --bogus \(outbox --help lists them\)/,
+        /outbox: Unknown option --bogus \(outbox --help lists them\)/,
       ],
       [
         ['dlq', 'list', '--topc', 'orders'],
