@@ -5,3 +5,4 @@ export {
   type RecordingFailureOptions,
   type RecordingMatcher,
 } from './recording.publisher';
+export { clearOutbox } from './clear-outbox';

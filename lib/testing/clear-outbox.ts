@@ -1,0 +1,22 @@
+import type { DataSource } from 'typeorm';
+import { outboxDialectOf, tableNamesFor, type OutboxTableOptions } from '../store/outbox-dialect';
+
+/**
+ * Deletes every row of the outbox table (whatever its status), so that each test starts from an
+ * empty outbox: a message left pending or backing off by an earlier test, or an earlier run,
+ * would otherwise be published by this test's `drain()`. For tests only; resolves to how many
+ * rows it deleted. The table name is validated like the module's.
+ */
+export async function clearOutbox(
+  dataSource: DataSource,
+  options: OutboxTableOptions = {},
+): Promise<number> {
+  const { table } = tableNamesFor(outboxDialectOf(dataSource.options.type), options);
+  const runner = dataSource.createQueryRunner();
+  try {
+    const result = await runner.query(`DELETE FROM ${table}`, [], true);
+    return result.affected ?? 0;
+  } finally {
+    await runner.release();
+  }
+}
