@@ -7,6 +7,7 @@ import {
   type OnApplicationBootstrap,
 } from '@nestjs/common';
 import { SchedulerRegistry } from '@nestjs/schedule';
+import { randomBytes } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import { OutboxDatabaseTimeoutError } from '../errors/outbox-database-timeout.error';
 import { PermanentPublishError } from '../errors/permanent-publish.error';
@@ -120,6 +121,10 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
   private pausedUntil = 0;
   private outagePauseMs = 0;
   private probing = false;
+  /** When the current outage began (wall clock), or undefined outside one. */
+  private outageSince: number | undefined;
+  /** Tells this process's dispatcher apart in logs, across instances and restarts. */
+  private readonly runId = randomBytes(4).toString('hex');
   /** When the rows the last outage handed back become due again (wall clock). */
   private releasedDueAt = 0;
   private unlisten: (() => Promise<void>) | undefined;
@@ -155,6 +160,12 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
   /** Starts polling, wake-ups and the commit nudge (done at bootstrap unless `autoStart: false`). */
   async start(): Promise<void> {
     this.stopping = false;
+    const { dispatcher, ordering, instanceId } = this.options;
+    if (!this.started) {
+      this.logger.log(
+        `Dispatcher started (${this.runLabel()}): batchSize ${dispatcher.batchSize}, batchesInFlight ${dispatcher.batchesInFlight}, leaseMs ${dispatcher.leaseMs}, pollIntervalMs ${dispatcher.pollIntervalMs}, ordering ${ordering.enabled ? `on (dead letters ${ordering.onDeadLetter})` : 'off'}, instance ${instanceId}`,
+      );
+    }
     this.started = true;
     this.runner.start(this.options.dispatcher.pollIntervalMs);
     this.service.commits.attach(() => this.wake());
@@ -230,6 +241,14 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
       .catch((error: unknown) =>
         this.logger.warn(`Publisher close failed: ${describeError(error)}`),
       );
+    this.logger.log(
+      `Dispatcher stopped (${this.runLabel()})${finished === 'timeout' ? `: in-flight publishes did not finish within shutdownTimeoutMs (${this.options.dispatcher.shutdownTimeoutMs} ms) and were released` : ''}`,
+    );
+  }
+
+  /** Names this dispatcher in its lifecycle logs: one run id per process start. */
+  private runLabel(): string {
+    return `run ${this.runId}`;
   }
 
   private async timedDrain(): Promise<number> {
@@ -409,6 +428,9 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
         `${report.fenced} message(s) of a batch were taken over by another dispatcher after this one's lease expired; their outcome here was discarded`,
       );
     }
+    this.logger.debug(
+      `Batch: claimed ${report.claimed}, published ${report.published}, retried ${report.retried}, dead ${report.deadLettered}, released ${report.released}, fenced ${report.fenced} in ${Math.round(report.durationMs)} ms`,
+    );
     this.notify(records, ordered, report);
     return report;
   }
@@ -485,6 +507,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
         }
       }
       this.outagePauseMs = 0;
+      this.outageEnded('a publish went through');
       return { kind: 'outcomes', outcomes: result };
     } catch (error) {
       if (this.shutdown.signal.aborted) return { kind: 'shutdown' };
@@ -619,6 +642,14 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     }
   }
 
+  /** Logs the end of an outage once, with how long it lasted. */
+  private outageEnded(how: string): void {
+    if (this.outageSince === undefined) return;
+    const lasted = Date.now() - this.outageSince;
+    this.outageSince = undefined;
+    this.logger.log(`Outage over after ${lasted} ms (${this.runLabel()}): ${how}; claiming again`);
+  }
+
   private pause(
     error: unknown,
     what: string,
@@ -631,9 +662,12 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
       this.outagePauseMs === 0 ? base : this.outagePauseMs * 2,
     );
     this.pausedUntil = Date.now() + this.outagePauseMs;
-    this.logger.warn(
-      `${what}: ${describeError(error)}; pausing claims for ${this.outagePauseMs} ms (${counted})`,
-    );
+    // Once per outage at warn level; its later, longer pauses at debug.
+    const message = `${what}: ${describeError(error)}; pausing claims for ${this.outagePauseMs} ms (${counted})`;
+    if (this.outageSince === undefined) {
+      this.outageSince = Date.now();
+      this.logger.warn(`Outage begun (${this.runLabel()}): ${message}`);
+    } else this.logger.debug(message);
     const pauseMs = this.outagePauseMs;
     this.safely(() => this.observer.onOutage?.(error, pauseMs), undefined);
     if (brokerOutage) this.probeBroker();
@@ -659,7 +693,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
         );
         try {
           await ping(controller.signal);
-          this.logger.log('The broker answers again; resuming claims');
+          this.outageEnded('the broker answered a probe');
           this.pausedUntil = 0;
           this.wake();
           // The batch the outage handed back becomes due a moment later: look again then.

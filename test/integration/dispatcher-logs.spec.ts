@@ -1,0 +1,93 @@
+import type { LoggerService } from '@nestjs/common';
+import { Test } from '@nestjs/testing';
+import type { DataSource } from 'typeorm';
+import { OutboxModule, OutboxService, type OutboxMessage } from '../../lib';
+import { RecordingPublisher } from '../../lib/testing';
+import { TEST_DATABASES, uniqueTable } from '../support/databases';
+import { waitFor } from '../support/wait-for';
+
+// What an operator sees while the dispatcher works: its lifecycle, once per event, never a line
+// per message.
+
+class CapturingLogger implements LoggerService {
+  readonly lines: { level: string; context: string; message: string }[] = [];
+  private push(level: string, message: unknown, context: unknown): void {
+    this.lines.push({ level, message: String(message), context: typeof context === 'string' ? context : '' });
+  }
+  log(message: unknown, context?: unknown): void {
+    this.push('log', message, context);
+  }
+  warn(message: unknown, context?: unknown): void {
+    this.push('warn', message, context);
+  }
+  error(message: unknown, _trace?: unknown, context?: unknown): void {
+    this.push('error', message, context);
+  }
+  debug(message: unknown, context?: unknown): void {
+    this.push('debug', message, context);
+  }
+  verbose(message: unknown, context?: unknown): void {
+    this.push('verbose', message, context);
+  }
+  of(pattern: RegExp, level?: string): string[] {
+    return this.lines
+      .filter((l) => l.context === 'OutboxDispatcher' && (level === undefined || l.level === level))
+      .map((l) => l.message)
+      .filter((m) => pattern.test(m));
+  }
+}
+
+const sqlite = TEST_DATABASES.find((db) => db.name === 'sqlite');
+
+describe('dispatcher lifecycle logs', () => {
+  let ds: DataSource;
+  let table: string;
+
+  beforeAll(async () => {
+    table = uniqueTable('outbox_logs');
+    ds = await (sqlite as NonNullable<typeof sqlite>).open(table);
+  });
+
+  afterAll(() => (sqlite as NonNullable<typeof sqlite>).close(ds, table));
+
+  it('logs start, one outage begun and over, and stop, with a run id; no line per message', async () => {
+    const logger = new CapturingLogger();
+    const publisher = new RecordingPublisher().goDown();
+    const moduleRef = await Test.createTestingModule({
+      imports: [
+        OutboxModule.forRoot({
+          dataSource: ds,
+          tableName: table,
+          publisher,
+          dispatcher: { pollIntervalMs: 50, maxOutagePauseMs: 200 },
+        }),
+      ],
+    }).compile();
+    moduleRef.useLogger(logger);
+    await moduleRef.init();
+    const messages: OutboxMessage[] = Array.from({ length: 50 }, (_, i) => ({
+      topic: 'orders',
+      key: `k${i}`,
+      payload: { i },
+    }));
+    await ds.transaction((m) => moduleRef.get(OutboxService).enqueue(messages, m));
+    // Several pauses of the outage go by (50, 100, 200, 200 … ms).
+    await waitFor('three publish calls during the outage', () => publisher.calls.length >= 3);
+    publisher.comeBack();
+    await publisher.until((p) => p.messages.length === 50, 10_000, 'every message');
+    await moduleRef.close();
+
+    const started = logger.of(/^Dispatcher started \(run [0-9a-f]{8}\)/, 'log');
+    expect(started).toHaveLength(1);
+    const run = /run ([0-9a-f]{8})/.exec(started[0] ?? '')?.[1];
+    expect(started[0]).toMatch(/batchSize \d+, batchesInFlight \d+, leaseMs \d+/);
+    expect(logger.of(/^Outage begun/, 'warn')).toHaveLength(1);
+    expect(logger.of(/^Outage over after \d+ ms/, 'log')).toHaveLength(1);
+    expect(logger.of(new RegExp(`^Dispatcher stopped \\(run ${run}\\)`), 'log')).toHaveLength(1);
+    // Lifecycle only: far fewer lines than messages at log level and above.
+    const loud = logger.lines.filter(
+      (l) => l.context === 'OutboxDispatcher' && l.level !== 'debug' && l.level !== 'verbose',
+    );
+    expect(loud.length).toBeLessThan(10);
+  });
+});
