@@ -12,7 +12,11 @@ import { waitFor } from '../support/wait-for';
 class CapturingLogger implements LoggerService {
   readonly lines: { level: string; context: string; message: string }[] = [];
   private push(level: string, message: unknown, context: unknown): void {
-    this.lines.push({ level, message: String(message), context: typeof context === 'string' ? context : '' });
+    this.lines.push({
+      level,
+      message: String(message),
+      context: typeof context === 'string' ? context : '',
+    });
   }
   log(message: unknown, context?: unknown): void {
     this.push('log', message, context);
