@@ -10,6 +10,8 @@ export type {
   OutboxCounts,
   OutboxDeadLetterFilter,
   OutboxDeadLetterSelection,
+  OutboxWhy,
+  OutboxWhyHead,
   OutboxMessageDetail,
   OutboxMessageFilter,
   OutboxMessageStatus,

@@ -135,3 +135,36 @@ export interface OutboxCounts extends OutboxStatusCounts {
   /** Per topic, in topic order. */
   readonly byTopic: readonly OutboxTopicCounts[];
 }
+
+/** The first undelivered message of a key, which holds the later ones back. */
+export interface OutboxWhyHead {
+  readonly messageId: string;
+  readonly status: OutboxMessageStatus;
+  readonly lastError: string | null;
+}
+
+/** What `OutboxAdmin.why()` found out about one message. */
+export interface OutboxWhy {
+  readonly messageId: string;
+  /**
+   * `unknown` (no such row), `delivered`, `dead`, `parked` (waiting behind its key's head),
+   * `leased` (being published), `lease-expired`, `scheduled` (due later: backoff or delay),
+   * `behind-head` (due, but an earlier message of its key goes first), `due` (the next claim
+   * takes it).
+   */
+  readonly state:
+    | 'unknown'
+    | 'delivered'
+    | 'dead'
+    | 'parked'
+    | 'leased'
+    | 'lease-expired'
+    | 'scheduled'
+    | 'behind-head'
+    | 'due';
+  /** One sentence an operator can act on. */
+  readonly reason: string;
+  readonly message: OutboxMessageDetail | null;
+  /** The head of its key that holds it back, when one does. */
+  readonly head: OutboxWhyHead | null;
+}

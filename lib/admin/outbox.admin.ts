@@ -23,6 +23,8 @@ import type {
   OutboxCounts,
   OutboxDeadLetterFilter,
   OutboxDeadLetterSelection,
+  OutboxWhy,
+  OutboxWhyHead,
   OutboxMessageDetail,
   OutboxMessageFilter,
   OutboxMessageStatus,
@@ -273,6 +275,109 @@ export class OutboxAdmin {
     );
     const [row] = rows;
     return row === undefined ? null : toDetail(row);
+  }
+
+  /**
+   * Why a message is not out yet: its state and the exact reason (not found, delivered, dead
+   * with its error, parked or queued behind which head of its key, leased by whom until when,
+   * its lease expired, due later, or due now). Times are compared on the database clock.
+   */
+  async why(messageId: string): Promise<OutboxWhy> {
+    const message = await this.get(messageId);
+    if (message === null) {
+      return {
+        messageId,
+        state: 'unknown',
+        reason:
+          'No message with this id: never enqueued in this table, or deleted (delivered rows go after cleaner.deliveredRetentionMs, dead ones when purged).',
+        message: null,
+        head: null,
+      };
+    }
+    // "Now" on the database clock, from the row's age as the database computed it.
+    const now = message.createdAt.getTime() + message.ageMs;
+    const at = (d: Date): string => d.toISOString();
+    const lastError = message.lastError === null ? '' : `; last error: ${message.lastError}`;
+    const base = { messageId: message.messageId, message };
+    if (message.status === 'delivered') {
+      const when = message.deliveredAt === null ? '' : ` at ${at(message.deliveredAt)}`;
+      return { ...base, state: 'delivered', reason: `Delivered${when}.`, head: null };
+    }
+    if (message.status === 'dead') {
+      const holds =
+        this.ordered && this.deadBlocksKey && message.key !== null
+          ? ` It holds back the later messages of key ${JSON.stringify(message.key)} until it is retried or purged (ordering.onDeadLetter 'block').`
+          : '';
+      return {
+        ...base,
+        state: 'dead',
+        reason: `Dead-lettered${message.deadAt === null ? '' : ` at ${at(message.deadAt)}`} after ${message.attempts} attempt(s)${lastError}.${holds}`,
+        head: null,
+      };
+    }
+    const head = await this.headOf(message);
+    if (message.status === 'waiting') {
+      return {
+        ...base,
+        state: 'parked',
+        reason:
+          head === null
+            ? 'Parked, and nothing earlier of its key holds it back any more: the unlocker promotes it.'
+            : `Parked behind ${head.messageId} (${head.status}), the head of key ${JSON.stringify(message.key)}: it goes once that one is delivered${this.deadBlocksKey ? '' : ' or dead'}.`,
+        head,
+      };
+    }
+    if (message.lockedUntil !== null && message.lockedUntil.getTime() > now) {
+      return {
+        ...base,
+        state: 'leased',
+        reason: `Being published by ${message.lockedBy ?? 'a dispatcher'}, leased until ${at(message.lockedUntil)} (attempt ${message.attempts}).`,
+        head,
+      };
+    }
+    if (message.lockedUntil !== null) {
+      return {
+        ...base,
+        state: 'lease-expired',
+        reason: `Its lease by ${message.lockedBy ?? 'a dispatcher'} expired at ${at(message.lockedUntil)} without an outcome (the dispatcher died or stalled); the next claim or the unlocker takes it back.`,
+        head,
+      };
+    }
+    if (message.availableAt.getTime() > now) {
+      return {
+        ...base,
+        state: 'scheduled',
+        reason: `Due at ${at(message.availableAt)}${message.attempts > 0 ? ` (retry backoff after ${message.attempts} attempt(s)${lastError})` : ' (scheduled)'}.`,
+        head,
+      };
+    }
+    if (head !== null) {
+      return {
+        ...base,
+        state: 'behind-head',
+        reason: `Due, but queued behind ${head.messageId} (${head.status}), the head of key ${JSON.stringify(message.key)}.`,
+        head,
+      };
+    }
+    return {
+      ...base,
+      state: 'due',
+      reason: 'Due now: the next claim takes it (is a dispatcher running against this table?).',
+      head: null,
+    };
+  }
+
+  /** The first undelivered message of the message's key before it, when ordering holds it. */
+  private async headOf(message: OutboxMessageDetail): Promise<OutboxWhyHead | null> {
+    if (!this.ordered || message.key === null) return null;
+    const blocking: OutboxMessageStatus[] = this.deadBlocksKey
+      ? ['pending', 'waiting', 'dead']
+      : ['pending', 'waiting'];
+    const { items } = await this.list({ key: message.key, status: blocking }, { limit: 1 });
+    const [first] = items;
+    if (first === undefined || first.messageId === message.messageId) return null;
+    if (BigInt(first.id) > BigInt(message.id)) return null;
+    return { messageId: first.messageId, status: first.status, lastError: first.lastError };
   }
 
   /**

@@ -14,7 +14,9 @@ Commands:
   dlq retry <messageId…> | --all | filters         put dead letters back in the queue
   dlq purge <messageId…> | filters | --yes         delete dead letters (--yes when
                                                    only --older-than or nothing narrows it)
-  stats                                            count messages by status and topic
+  stats [--watch [--interval 2s]]                  count messages by status and topic (again
+                                                   every interval with --watch, until Ctrl-C)
+  why <messageId>                                  why a message is not out yet
   blocked [--limit N] [--after CURSOR]             keys held up by a dead or retrying head
   leases [--longer-than 5m]                        leases that expired (or are held that long)
   cleanup --once [--delivered-retention 1d] [--dead-retention 7d --yes]
@@ -55,6 +57,8 @@ const OPTIONS = {
   'delivered-retention': { type: 'string' },
   'dead-retention': { type: 'string' },
   'longer-than': { type: 'string' },
+  watch: { type: 'boolean' },
+  interval: { type: 'string' },
 } as const;
 
 type OptionName = keyof typeof OPTIONS;
@@ -71,7 +75,8 @@ const COMMANDS = {
   'dlq show': [],
   'dlq retry': [...FILTERS, 'all', 'on-dead-letter'],
   'dlq purge': [...FILTERS, 'all', 'yes', 'on-dead-letter'],
-  stats: [],
+  stats: ['watch', 'interval'],
+  why: [],
   blocked: [...PAGE, 'on-dead-letter'],
   leases: [...PAGE, 'longer-than'],
   cleanup: ['once', 'delivered-retention', 'dead-retention', 'yes', 'on-dead-letter'],
@@ -100,6 +105,9 @@ export interface CliArgs {
   readonly deliveredRetentionMs: number;
   readonly deadRetentionMs: number | null;
   readonly longerThanMs: number | undefined;
+  readonly watch: boolean;
+  /** `stats --watch` redraw interval. */
+  readonly intervalMs: number;
 }
 
 const UNITS: Readonly<Record<string, number>> = {
@@ -177,7 +185,11 @@ export function parseCliArgs(argv: readonly string[]): CliArgs {
       throw new CliUsageError(`--${name} does not apply to "outbox ${command}".`);
     }
   }
-  const takesIds = command === 'dlq show' || command === 'dlq retry' || command === 'dlq purge';
+  const takesIds =
+    command === 'dlq show' ||
+    command === 'dlq retry' ||
+    command === 'dlq purge' ||
+    command === 'why';
   if (!takesIds && rest.length > 0) {
     throw new CliUsageError(`Unexpected argument "${rest[0] as string}" for "outbox ${command}".`);
   }
@@ -233,6 +245,8 @@ export function parseCliArgs(argv: readonly string[]): CliArgs {
       values['longer-than'] === undefined
         ? undefined
         : parseDuration(values['longer-than'], 'longer-than'),
+    watch: values.watch === true,
+    intervalMs: watchInterval(values.interval, values.watch === true),
   };
 }
 
@@ -255,7 +269,17 @@ function helpArgs(): CliArgs {
     deliveredRetentionMs: 0,
     deadRetentionMs: null,
     longerThanMs: undefined,
+    watch: false,
+    intervalMs: 2_000,
   };
+}
+
+function watchInterval(text: string | undefined, watch: boolean): number {
+  if (text === undefined) return 2_000;
+  if (!watch) throw new CliUsageError('--interval goes with --watch.');
+  const ms = parseDuration(text, 'interval');
+  if (ms < 100) throw new CliUsageError('--interval must be at least 100ms.');
+  return ms;
 }
 
 /**

@@ -28,6 +28,8 @@ interface CliResult {
   readonly text: string;
   readonly json: unknown;
   readonly exitCode?: number;
+  /** The command printed its output itself (`stats --watch`). */
+  readonly printed?: true;
 }
 
 interface Connected {
@@ -54,8 +56,9 @@ export async function runOutboxCli(
       io.stdout(USAGE);
       return 0;
     }
-    const result = await execute(args, env);
-    io.stdout(args.json ? `${JSON.stringify(result.json, null, 2)}\n` : `${result.text}\n`);
+    const result = await execute(args, env, io);
+    if (result.printed !== true)
+      io.stdout(args.json ? `${JSON.stringify(result.json, null, 2)}\n` : `${result.text}\n`);
     return result.exitCode ?? 0;
   } catch (error) {
     if (error instanceof CliUsageError) {
@@ -72,6 +75,7 @@ export async function runOutboxCli(
 function execute(
   args: CliArgs,
   env: Readonly<Record<string, string | undefined>>,
+  io: CliIo,
 ): Promise<CliResult> {
   switch (args.command) {
     case 'help':
@@ -83,13 +87,13 @@ function execute(
     default: {
       const db = databaseFromUrl(env.DATABASE_URL);
       return withDatabase(db, false, (dataSource) =>
-        withStore(args, dataSource, (connected) => runCommand(args, connected)),
+        withStore(args, dataSource, (connected) => runCommand(args, connected, io)),
       );
     }
   }
 }
 
-function runCommand(args: CliArgs, c: Connected): Promise<CliResult> {
+function runCommand(args: CliArgs, c: Connected, io: CliIo): Promise<CliResult> {
   switch (args.command) {
     case 'dlq list':
       return dlqList(args, c);
@@ -100,7 +104,9 @@ function runCommand(args: CliArgs, c: Connected): Promise<CliResult> {
     case 'dlq purge':
       return dlqPurge(args, c);
     case 'stats':
-      return stats(c);
+      return args.watch ? statsWatch(args, c, io) : stats(c);
+    case 'why':
+      return why(args, c);
     case 'blocked':
       return blocked(args, c);
     case 'leases':
@@ -391,6 +397,50 @@ async function stats({ admin, store }: Connected): Promise<CliResult> {
         ]),
   ].join('\n');
   return { text, json };
+}
+
+/** `stats` again every interval, each frame stamped, until SIGINT or SIGTERM. */
+async function statsWatch(args: CliArgs, c: Connected, io: CliIo): Promise<CliResult> {
+  const stop = new AbortController();
+  const onSignal = (): void => stop.abort();
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  try {
+    while (!stop.signal.aborted) {
+      const frame = await stats(c);
+      const at = new Date().toISOString();
+      io.stdout(
+        args.json
+          ? `${JSON.stringify({ at, ...(frame.json as object) })}\n`
+          : `${at}\n${frame.text}\n\n`,
+      );
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, args.intervalMs);
+        stop.signal.addEventListener(
+          'abort',
+          () => {
+            clearTimeout(timer);
+            resolve();
+          },
+          { once: true },
+        );
+      });
+    }
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  }
+  return { text: '', json: null, printed: true };
+}
+
+async function why(args: CliArgs, { admin }: Connected): Promise<CliResult> {
+  const [id, extra] = args.args;
+  if (id === undefined || extra !== undefined) {
+    throw new CliUsageError('"outbox why" takes one message id.');
+  }
+  if (!UUID.test(id)) throw new CliUsageError(`"${id}" is not a message id (a UUID).`);
+  const answer = await admin.why(id);
+  return { text: `${answer.state}: ${answer.reason}`, json: answer };
 }
 
 async function blocked(args: CliArgs, { admin }: Connected): Promise<CliResult> {

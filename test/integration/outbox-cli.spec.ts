@@ -19,7 +19,7 @@ import {
 } from '../../lib';
 import { RecordingPublisher } from '../../lib/testing';
 import { readOutbox, TEST_DATABASES, uniqueTable, type TestDatabase } from '../support/databases';
-import { dropOutboxTable } from '../support/outbox-harness';
+import { dropOutboxTable, quoteTable } from '../support/outbox-harness';
 import { SERVICES, describeWith } from '../support/services';
 import { waitFor } from '../support/wait-for';
 
@@ -484,6 +484,61 @@ for (const db of TEST_DATABASES) {
       const left = await rows();
       expect(left.filter((r) => r.status === 'dead')).toEqual([]);
       expect(left.filter((r) => [d1, d2, d3].includes(r.messageId))).toEqual([]);
+    });
+
+    it('why explains each state of a message, and stats --watch redraws until interrupted', async () => {
+      const [w1, w2, r1, d1] = (await app.enqueue([
+        msg('why-w'),
+        msg('why-w'),
+        msg('why-r'),
+        msg('why-d'),
+      ])) as [string, string, string, string];
+      app.publisher
+        .fail(w1, 'permanent', rejected('why refused'))
+        .fail(r1, 'retryable', { times: 1, error: new Error('why flaky') });
+      await app.dispatcher.drain();
+      app.publisher.heal();
+      type Why = { state: string; reason: string; head: { messageId: string } | null };
+      const why = (id: string) => outboxJson<Why>(['why', id, '--table', table], url);
+      expect(await why(w1)).toMatchObject({
+        state: 'dead',
+        reason: expect.stringMatching(/why refused/) as unknown,
+      });
+      expect(await why(w2)).toMatchObject({ state: 'parked', head: { messageId: w1 } });
+      expect(await why(r1)).toMatchObject({
+        state: 'scheduled',
+        reason: expect.stringMatching(/Due at .*why flaky/) as unknown,
+      });
+      expect(await why(d1)).toMatchObject({ state: 'delivered' });
+      expect(await why('0190a6b2-1c3d-7e4f-8a9b-0c1d2e3f4aff')).toMatchObject({ state: 'unknown' });
+      const text = await outbox(['why', w2, '--table', table], url);
+      expect(text.stdout).toMatch(new RegExp(`^parked: Parked behind ${w1} \\(dead\\)`));
+
+      // Two frames of stats --watch, then Ctrl-C: it stops cleanly.
+      const childEnv: Record<string, string> = { NODE_PATH: join(root, 'node_modules') };
+      for (const [name, value] of Object.entries({ ...process.env, DATABASE_URL: url }))
+        if (value !== undefined && name !== 'NODE_OPTIONS') childEnv[name] = value;
+      const child = spawn(
+        process.execPath,
+        [join(built, 'cli/main.js'), 'stats', '--watch', '--interval', '200ms', '--table', table],
+        { cwd: root, env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] },
+      );
+      let out = '';
+      child.stdout.on('data', (chunk: Buffer) => (out += chunk.toString()));
+      const closed = new Promise<number | null>((resolve) => child.once('close', resolve));
+      await waitFor('two frames', () => (out.match(/^STATUS +COUNT/gm) ?? []).length >= 2, {
+        timeoutMs: 20_000,
+      });
+      child.kill('SIGINT');
+      expect(await closed).toBe(0);
+      expect(out).toMatch(/^\d{4}-\d{2}-\d{2}T/m);
+
+      // Leave the table as the later tests expect it.
+      const param = (i: number) => (db.name === 'postgres' ? `$${i}` : '?');
+      await ds.query(
+        `DELETE FROM ${quoteTable(ds, table)} WHERE message_id IN (${[1, 2, 3, 4].map(param).join(', ')})`,
+        [w1, w2, r1, d1],
+      );
     });
 
     it('leases lists a claim whose lease expired', async () => {
