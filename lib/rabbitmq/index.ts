@@ -7,3 +7,8 @@ export {
 } from './rabbitmq-publisher.options';
 export { RabbitMqPublishError, type RabbitMqPublishFailure } from './rabbitmq-publish.error';
 export { RabbitMqAccessRefusedError, type RabbitMqRefusal } from './rabbitmq-access-refused.error';
+export {
+  RabbitMqOutboxDeserializer,
+  type RabbitMqMessageProperties,
+  type RabbitMqOutboxIncomingEvent,
+} from './rabbitmq-outbox.deserializer';

@@ -6,7 +6,7 @@ import {
 } from '@nestjs/microservices';
 import type { OutboxPublisher } from '../../lib';
 import { ClientProxyPublisher } from '../../lib/microservices';
-import { RabbitMqPublisher } from '../../lib/rabbitmq';
+import { RabbitMqOutboxDeserializer, RabbitMqPublisher } from '../../lib/rabbitmq';
 import type { TransportConfig } from './sample.config';
 
 function redisOptions(url: string) {
@@ -73,12 +73,7 @@ export function consumerOptions(t: TransportConfig): MicroserviceOptions {
           noAck: false,
           // RabbitMqPublisher sends the event itself as the body, for any AMQP consumer; Nest's
           // RMQ server routes by pattern, taken here from the AMQP `type` property.
-          deserializer: {
-            deserialize: (value: unknown, properties?: { type?: unknown }) => ({
-              pattern: typeof properties?.type === 'string' ? properties.type : undefined,
-              data: value,
-            }),
-          },
+          deserializer: new RabbitMqOutboxDeserializer(),
         },
       };
     case 'nats':
