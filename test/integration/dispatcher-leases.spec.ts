@@ -2,9 +2,9 @@ import { DataSource } from 'typeorm';
 import { ensureOutboxTable, type OutboxMessage } from '../../lib';
 import type { ClaimOptions } from '../../lib/interfaces/outbox-store.interface';
 import { dropOutboxTable, sleep } from '../support/outbox-harness';
-import { readOutbox, TEST_DATABASES, TestOrder, uniqueTable } from '../support/databases';
+import { readOutbox, serverOptions, TEST_DATABASES, uniqueTable } from '../support/databases';
 import { instance, type Instance } from '../support/outbox-instance';
-import { describeWith, SERVICES } from '../support/services';
+import { describeWith } from '../support/services';
 import { waitFor } from '../support/wait-for';
 
 // What a dispatcher does with its lease when its process stalls, its database calls wait behind
@@ -21,28 +21,7 @@ const msg = (key: string | null, n: number): OutboxMessage => ({
 
 /** A DataSource with a small pool, so the test can hold every connection like a busy app. */
 async function smallPool(name: 'postgres' | 'mariadb', table: string): Promise<DataSource> {
-  const ds =
-    name === 'postgres'
-      ? new DataSource({
-          type: 'postgres',
-          host: SERVICES.postgres.host,
-          port: SERVICES.postgres.port,
-          username: process.env.PGUSER ?? 'postgres',
-          password: process.env.PGPASSWORD,
-          database: process.env.PGDATABASE ?? 'test',
-          entities: [TestOrder],
-          poolSize: 3,
-        })
-      : new DataSource({
-          type: 'mariadb',
-          host: SERVICES.mariadb.host,
-          port: SERVICES.mariadb.port,
-          username: process.env.MYSQL_USER ?? 'root',
-          password: process.env.MYSQL_PASSWORD ?? '',
-          database: process.env.MYSQL_DATABASE ?? 'test',
-          entities: [TestOrder],
-          poolSize: 3,
-        });
+  const ds = new DataSource(serverOptions(name, { poolSize: 3 }));
   await ds.initialize();
   await ensureOutboxTable(ds, { tableName: table });
   return ds;

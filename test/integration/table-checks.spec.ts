@@ -8,10 +8,10 @@ import {
   type OutboxMessage,
 } from '../../lib';
 import { dropOutboxTable, quoteTable, sleep } from '../support/outbox-harness';
-import { TEST_DATABASES, uniqueTable } from '../support/databases';
+import { serverOptions, TEST_DATABASES, uniqueTable } from '../support/databases';
 import { instance } from '../support/outbox-instance';
 import { RecordingPublisher } from '../support/recording.publisher';
-import { describeWith, SERVICES } from '../support/services';
+import { describeWith } from '../support/services';
 
 // What the module checks about its tables at bootstrap, and how it names its locks and
 // channels after the schema the table really lives in.
@@ -160,15 +160,9 @@ describeWith(['postgres'], 'PostgreSQL tenants with a schema each', () => {
     await admin.destroy();
     for (const schema of tenants) {
       // Each tenant's connections resolve unqualified names in its own schema.
-      const ds = new DataSource({
-        type: 'postgres',
-        host: SERVICES.postgres.host,
-        port: SERVICES.postgres.port,
-        username: process.env.PGUSER ?? 'postgres',
-        password: process.env.PGPASSWORD,
-        database: process.env.PGDATABASE ?? 'test',
-        extra: { options: `-c search_path=${schema}` },
-      });
+      const ds = new DataSource(
+        serverOptions('postgres', { extra: { options: `-c search_path=${schema}` } }),
+      );
       await ds.initialize();
       await ensureOutboxTable(ds, { tableName: table });
       sources.push(ds);

@@ -1,7 +1,13 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { Column, DataSource, Entity, PrimaryGeneratedColumn } from 'typeorm';
+import {
+  Column,
+  DataSource,
+  Entity,
+  PrimaryGeneratedColumn,
+  type DataSourceOptions,
+} from 'typeorm';
 import { ensureOutboxTable } from '../../lib/store/outbox-dialect';
 import { SERVICES, type ServiceName } from './services';
 
@@ -26,22 +32,41 @@ export interface TestDatabase {
 
 const sqliteDirs = new Map<DataSource, string>();
 
+/**
+ * Connection options of the test PostgreSQL or MariaDB server (from the environment, with the
+ * local defaults), with the test entity and a pool of 20 unless `extra` says otherwise.
+ */
+export function serverOptions(
+  name: 'postgres' | 'mariadb',
+  extra: { poolSize?: number; synchronize?: boolean; extra?: Record<string, unknown> } = {},
+): DataSourceOptions {
+  const base =
+    name === 'postgres'
+      ? {
+          type: 'postgres' as const,
+          host: SERVICES.postgres.host,
+          port: SERVICES.postgres.port,
+          username: process.env.PGUSER ?? 'postgres',
+          password: process.env.PGPASSWORD,
+          database: process.env.PGDATABASE ?? 'test',
+        }
+      : {
+          type: 'mariadb' as const,
+          host: SERVICES.mariadb.host,
+          port: SERVICES.mariadb.port,
+          username: process.env.MYSQL_USER ?? 'root',
+          password: process.env.MYSQL_PASSWORD ?? '',
+          database: process.env.MYSQL_DATABASE ?? 'test',
+        };
+  return { ...base, entities: [TestOrder], poolSize: 20, ...extra };
+}
+
 export const TEST_DATABASES: readonly TestDatabase[] = [
   {
     name: 'postgres',
     service: 'postgres',
     async open(table) {
-      const ds = new DataSource({
-        type: 'postgres',
-        host: SERVICES.postgres.host,
-        port: SERVICES.postgres.port,
-        username: process.env.PGUSER ?? 'postgres',
-        password: process.env.PGPASSWORD,
-        database: process.env.PGDATABASE ?? 'test',
-        entities: [TestOrder],
-        synchronize: true,
-        poolSize: 20,
-      });
+      const ds = new DataSource(serverOptions('postgres', { synchronize: true }));
       await ds.initialize();
       await ensureOutboxTable(ds, { tableName: table });
       return ds;
@@ -55,17 +80,7 @@ export const TEST_DATABASES: readonly TestDatabase[] = [
     name: 'mariadb',
     service: 'mariadb',
     async open(table) {
-      const ds = new DataSource({
-        type: 'mariadb',
-        host: SERVICES.mariadb.host,
-        port: SERVICES.mariadb.port,
-        username: process.env.MYSQL_USER ?? 'root',
-        password: process.env.MYSQL_PASSWORD ?? '',
-        database: process.env.MYSQL_DATABASE ?? 'test',
-        entities: [TestOrder],
-        synchronize: true,
-        poolSize: 20,
-      });
+      const ds = new DataSource(serverOptions('mariadb', { synchronize: true }));
       await ds.initialize();
       await ensureOutboxTable(ds, { tableName: table });
       return ds;
