@@ -218,3 +218,46 @@ describe.each(TEST_DATABASES.filter((db) => db.name !== 'sqlite'))(
     });
   },
 );
+
+describeWith(['postgres'], "a frozen dispatcher's transaction on PostgreSQL", () => {
+  const db = TEST_DATABASES.find((d) => d.name === 'postgres');
+  let ds: DataSource;
+  let table: string;
+
+  beforeEach(async () => {
+    table = uniqueTable('outbox_idle');
+    ds = await (db as NonNullable<typeof db>).open(table);
+  });
+
+  afterEach(() => (db as NonNullable<typeof db>).close(ds, table));
+
+  it('is ended by the server once it sits idle longer than dbTimeoutMs, releasing its locks', async () => {
+    const d = await instance(ds, table, 'frozen-tx', { dispatcher: { dbTimeoutMs: 500 } });
+    try {
+      // The store's own transaction helper, with the process "frozen" between two statements
+      // while it holds a row lock (what SIGSTOP mid-claim does).
+      type Run = (sql: string, params: unknown[]) => Promise<unknown>;
+      const store = d.store as unknown as {
+        transaction<T>(work: (run: Run) => Promise<T>): Promise<T>;
+      };
+      await ds.transaction((m) => d.outbox.enqueue(msg('k', 1), m));
+      const frozen = store.transaction(async (run) => {
+        await run(`SELECT id FROM "${table}" FOR UPDATE`, []);
+        await sleep(1_500);
+        return run('SELECT 1', []);
+      });
+      const outcome = await frozen.then(
+        () => 'committed',
+        (error: unknown) => String(error),
+      );
+      expect(outcome).toMatch(/idle-in-transaction timeout|terminat|Connection|already released/i);
+      // Its row lock is gone: another transaction can lock the row at once.
+      const locked = await ds.transaction((m) =>
+        m.query(`SELECT id FROM "${table}" FOR UPDATE NOWAIT`),
+      );
+      expect(locked).toHaveLength(1);
+    } finally {
+      await d.moduleRef.close();
+    }
+  });
+});
