@@ -107,4 +107,47 @@ PACK_SMOKE_SUBPATHS="$subpaths" node esm-app.mjs
 # The package's bin is installed and starts.
 npx --no-install outbox --help > outbox-help.txt
 grep -q 'outbox' outbox-help.txt
+
+# On the newest versions, the README's Usage snippets once more as an ES module app, the shape
+# `nest new` generates on Nest 12 ("type": "module", module nodenext), with `.js` added to their
+# relative imports as the README says: compiled, booted against PostgreSQL (a database of its
+# own), delivering over TCP; and a vitest spec beside it, as such a project tests. vitest 4: the
+# newest major (5) wants Node 22's types.
+if [[ "$mode" == latest ]]; then
+  echo "== pack-smoke (latest): the README as an ES module app, and a vitest spec"
+  npm install --no-audit --no-fund --loglevel=error "vitest@4"
+  mkdir -p esm/src
+  node -e '
+    const fs = require("fs");
+    const readme = fs.readFileSync(process.argv[1], "utf8");
+    const blocks = [...readme.matchAll(/^```ts\n\/\/ ([\w.-]+\.ts)\n([\s\S]*?)^```/gm)];
+    const withJs = (code) =>
+      code.replace(/(from\s+["\x27])(\.\.?\/[^"\x27]+?)(["\x27])/g, (m, a, p, b) =>
+        p.endsWith(".js") ? m : `${a}${p}.js${b}`);
+    for (const [, file, code] of blocks) fs.writeFileSync(`esm/src/${file}`, withJs(code));
+  ' "$root/README.md"
+  cp "$root/scripts/pack-smoke/esm-readme.mts" "$root/scripts/pack-smoke/readme.spec.ts" esm/src/
+  echo '{ "name": "outbox-pack-smoke-esm", "private": true, "type": "module" }' > esm/package.json
+  cat > esm/tsconfig.json <<'JSON'
+{
+  "compilerOptions": {
+    "module": "nodenext", "moduleResolution": "nodenext", "target": "ES2023", "strict": true,
+    "experimentalDecorators": true, "emitDecoratorMetadata": true, "skipLibCheck": true,
+    "types": ["node"], "rootDir": "src", "outDir": "dist"
+  },
+  "include": ["src/**/*.ts", "src/**/*.mts"],
+  "exclude": ["src/**/*.spec.ts"]
+}
+JSON
+  (cd esm && ../node_modules/.bin/tsc -p tsconfig.json)
+  esm_db="pack_smoke_esm_$$"
+  psql_admin() {
+    PGPASSWORD="${PGPASSWORD:-}" psql -h "${PGHOST:-127.0.0.1}" -p "${PGPORT:-5432}" \
+      -U "${PGUSER:-postgres}" -d "${PGDATABASE:-test}" -qc "$1"
+  }
+  psql_admin "CREATE DATABASE $esm_db"
+  trap 'psql_admin "DROP DATABASE IF EXISTS $esm_db" || true; rm -rf "$work"' EXIT
+  PACK_SMOKE_DATABASE="$esm_db" node esm/dist/esm-readme.mjs
+  (cd esm && ../node_modules/.bin/vitest run --reporter=dot src/readme.spec.ts)
+fi
 echo "== pack-smoke ($mode): passed"
