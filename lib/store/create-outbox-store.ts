@@ -76,9 +76,9 @@ export async function createOutboxStore(
   switch (dialect) {
     case 'postgres': {
       // The lock namespace and NOTIFY channel follow the schema the table really lives in, so
-      // that tenants with a schema each (by search_path or the DataSource's schema) never wait
-      // on one another's enqueue locks or wake one another's dispatchers.
-      const schema = table.schema ?? (await postgresSchemaOf(dataSource));
+      // that tenants with a schema each (by search_path) never wait on one another's enqueue
+      // locks or wake one another's dispatchers.
+      const schema = table.schema ?? (await postgresSchemaOf(dataSource, names.table));
       return new PostgresOutboxStore(dataSource, names, dispatch.notify, policy, timeoutMs, schema);
     }
     case 'mysql':
@@ -91,12 +91,18 @@ export async function createOutboxStore(
   }
 }
 
-/** The schema an unqualified table name resolves to on this DataSource. */
-async function postgresSchemaOf(dataSource: DataSource): Promise<string> {
-  const configured = (dataSource.options as { schema?: unknown }).schema;
-  if (typeof configured === 'string' && configured !== '') return configured;
+/**
+ * The schema the unqualified table really resolves to on this DataSource's connections (their
+ * search_path). Not the DataSource's `schema` option: TypeORM does not set search_path from it,
+ * and two apps sharing one table must share one lock namespace.
+ */
+async function postgresSchemaOf(dataSource: DataSource, table: string): Promise<string> {
   if (!dataSource.isInitialized) return 'public';
-  const rows: unknown = await dataSource.query('SELECT current_schema() AS schema');
+  const rows: unknown = await dataSource.query(
+    `SELECT coalesce((SELECT n.nspname FROM pg_class AS c JOIN pg_namespace AS n ON n.oid = c.relnamespace
+  WHERE c.oid = to_regclass($1)), current_schema()) AS schema`,
+    [table],
+  );
   const first = Array.isArray(rows) ? (rows[0] as { schema?: unknown } | undefined) : undefined;
   return typeof first?.schema === 'string' ? first.schema : 'public';
 }
