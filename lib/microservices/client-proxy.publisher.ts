@@ -19,6 +19,7 @@ import { OptionChecks } from '../internal/option-checks';
 import { raceAbort } from '../internal/race-abort';
 import { classifyKafkaError } from '../kafka/kafka-error.classifier';
 import { OUTBOX_HEADER_MESSAGE_ID, OUTBOX_HEADER_TYPE } from '../outbox.constants';
+import { loadNatsHeaders } from './nats-headers';
 
 /** The envelope sent on transports without message headers (TCP, Redis) and on NATS and MQTT (which also get headers). */
 export interface OutboxEnvelope<TPayload = unknown> {
@@ -456,11 +457,9 @@ export class ClientProxyPublisher implements OutboxPublisher {
       };
     }
     if (client instanceof ClientNats) {
-      // ClientNats loaded `nats` already; it is an optional peer, so it is not imported at the top.
-      // eslint-disable-next-line @typescript-eslint/no-require-imports
-      const nats = require('nats') as typeof import('nats');
+      const natsHeaders = loadNatsHeaders();
       return (r) => {
-        const headers = nats.headers();
+        const headers = natsHeaders();
         for (const [name, value] of Object.entries(this.headers(r))) headers.set(name, value);
         return new NatsRecordBuilder(this.envelope(r)).setHeaders(headers).build();
       };
