@@ -1,5 +1,6 @@
 // nestjs-outbox/rabbitmq: a native RabbitMQ publisher on amqplib (an optional peer dependency).
-export { RABBITMQ_PUBLISH_ID_HEADER, RabbitMqPublisher } from './rabbitmq.publisher';
+export { RabbitMqPublisher } from './rabbitmq.publisher';
+export { RABBITMQ_PUBLISH_ID_HEADER } from './rabbitmq-publish-id';
 export {
   resolveRabbitMqPublisherOptions,
   type RabbitMqPublisherOptions,

@@ -1,12 +1,17 @@
+import { RABBITMQ_PUBLISH_ID_HEADER } from './rabbitmq-publish-id';
+
 /** What a Nest RMQ server hands its deserializer with a message (the AMQP properties). */
 export interface RabbitMqMessageProperties {
   readonly type?: unknown;
+  readonly headers?: Readonly<Record<string, unknown>> | null;
 }
 
-/** An incoming event as Nest's microservice servers route it. */
+/** An incoming packet as Nest's microservice servers route it. */
 export interface RabbitMqOutboxIncomingEvent {
-  readonly pattern: string | undefined;
+  readonly pattern: unknown;
   readonly data: unknown;
+  /** Present on a request of a Nest client (`send()`), which the server answers. */
+  readonly id?: unknown;
 }
 
 /**
@@ -22,13 +27,28 @@ export interface RabbitMqOutboxIncomingEvent {
  * });
  * ```
  *
+ * Only messages that carry the publisher's `x-outbox-publish-id` header are read so. Everything
+ * else on the queue (what a Nest `ClientRMQ` emits or sends, `ClientProxyPublisher` over RMQ
+ * included) is Nest's own packet and passes as Nest's default deserializer passes it, so one
+ * queue can serve both and `send()` requests keep their id and get their answer.
+ *
  * Structurally a Nest `ConsumerDeserializer`, so this subpath needs no `@nestjs/microservices`.
  */
 export class RabbitMqOutboxDeserializer {
   deserialize(value: unknown, properties?: RabbitMqMessageProperties): RabbitMqOutboxIncomingEvent {
-    return {
-      pattern: typeof properties?.type === 'string' ? properties.type : undefined,
-      data: value,
-    };
+    if (properties?.headers?.[RABBITMQ_PUBLISH_ID_HEADER] !== undefined) {
+      return {
+        pattern: typeof properties.type === 'string' ? properties.type : undefined,
+        data: value,
+      };
+    }
+    return isNestPacket(value) ? value : { pattern: undefined, data: value };
   }
+}
+
+// As Nest's own IncomingRequestDeserializer tells its packets from external messages.
+function isNestPacket(value: unknown): value is RabbitMqOutboxIncomingEvent {
+  if (typeof value !== 'object' || value === null) return false;
+  const packet = value as { pattern?: unknown; data?: unknown };
+  return packet.pattern !== undefined || packet.data !== undefined;
 }

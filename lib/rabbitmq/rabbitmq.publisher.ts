@@ -25,13 +25,8 @@ import {
   type RabbitMqPublisherOptions,
   type ResolvedRabbitMqPublisherOptions,
 } from './rabbitmq-publisher.options';
+import { RABBITMQ_PUBLISH_ID_HEADER } from './rabbitmq-publish-id';
 
-/**
- * Header naming one publish of a message (it differs on every attempt of the same message). A
- * `basic.return` carries the message's headers back, so this is how a return is matched to the
- * exact publish it answers. Consumers deduplicate on `x-outbox-message-id`, not on this.
- */
-export const RABBITMQ_PUBLISH_ID_HEADER = 'x-outbox-publish-id';
 
 /** A message with its destination, and its position in the batch. */
 interface Item {

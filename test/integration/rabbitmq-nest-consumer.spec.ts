@@ -1,8 +1,17 @@
 import { randomUUID } from 'node:crypto';
 import { Controller, Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import { EventPattern, Payload, Transport, type MicroserviceOptions } from '@nestjs/microservices';
+import {
+  ClientProxyFactory,
+  EventPattern,
+  MessagePattern,
+  Payload,
+  Transport,
+  type MicroserviceOptions,
+} from '@nestjs/microservices';
+import { firstValueFrom } from 'rxjs';
 import type { OutboxRecord } from '../../lib';
+import { ClientProxyPublisher } from '../../lib/microservices';
 import { RabbitMqOutboxDeserializer, RabbitMqPublisher } from '../../lib/rabbitmq';
 import { describeWith, SERVICES } from '../support/services';
 import { waitFor } from '../support/wait-for';
@@ -22,12 +31,26 @@ class OrdersConsumer {
   onOrderCreated(@Payload() order: unknown): void {
     received.push(order);
   }
+
+  @EventPattern<string>('orders.audit')
+  onAudit(@Payload() envelope: unknown): void {
+    received.push(envelope);
+  }
+
+  @MessagePattern<string>('sum')
+  sum(@Payload() numbers: number[]): number {
+    return numbers.reduce((a, b) => a + b, 0);
+  }
 }
 
 @Module({ controllers: [OrdersConsumer] })
 class ConsumerModule {}
 
 describeWith(['rabbitmq'], 'RabbitMqOutboxDeserializer in a Nest RMQ microservice', () => {
+  beforeEach(() => {
+    received.length = 0;
+  });
+
   it('routes each message RabbitMqPublisher sends to the handler of its event type', async () => {
     const queue = `q-nest-consumer-${randomUUID()}`;
     const app = await NestFactory.createMicroservice<MicroserviceOptions>(ConsumerModule, {
@@ -65,6 +88,54 @@ describeWith(['rabbitmq'], 'RabbitMqOutboxDeserializer in a Nest RMQ microservic
       expect(received).toEqual([{ orderId: 'o-1', total: 42 }]);
     } finally {
       await publisher.close();
+      await app.close();
+    }
+  });
+
+  // The queue may also carry Nest's own packets: ClientProxyPublisher over ClientRMQ (which sets
+  // the AMQP type to the event type too) and a plain ClientRMQ request. Taking their pattern from
+  // `type` would hand the handler the whole packet and drop the request's id, so send() would
+  // never be answered.
+  it('passes what a Nest ClientRMQ emits or sends as Nest packets', async () => {
+    const queue = `q-nest-consumer-${randomUUID()}`;
+    const app = await NestFactory.createMicroservice<MicroserviceOptions>(ConsumerModule, {
+      logger: false,
+      transport: Transport.RMQ,
+      options: {
+        urls: [RABBITMQ_URL],
+        queue,
+        queueOptions: { durable: true },
+        deserializer: new RabbitMqOutboxDeserializer(),
+      },
+    });
+    await app.listen();
+    const client = ClientProxyFactory.create({
+      transport: Transport.RMQ,
+      options: { urls: [RABBITMQ_URL], queue, queueOptions: { durable: true } },
+    });
+    const publisher = new ClientProxyPublisher(client);
+    try {
+      const answer = await firstValueFrom(client.send<number, number[]>('sum', [1, 2, 3]));
+      expect(answer).toBe(6);
+      const messageId = randomUUID();
+      const record: OutboxRecord = {
+        id: '2',
+        messageId,
+        topic: 'orders.audit',
+        key: null,
+        type: 'order.audited',
+        payload: JSON.stringify({ orderId: 'o-2' }),
+        headers: {},
+        attempts: 1,
+        createdAt: new Date(),
+      };
+      expect(await publisher.publish([record], new AbortController().signal)).toEqual([
+        { ok: true },
+      ]);
+      await waitFor('the audit handler to receive the event', () => received.length > 0);
+      expect(received).toEqual([{ orderId: 'o-2' }]);
+    } finally {
+      await client.close();
       await app.close();
     }
   });
