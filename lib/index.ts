@@ -1,10 +1,10 @@
 // Public API of nestjs-outbox. Native Kafka and RabbitMQ publishers and the Nest microservices
 // publisher live in subpath exports so the core loads none of their client libraries.
 export { OutboxModule } from './outbox.module';
-export { getOutboxToken, type OutboxProviderType } from './outbox.tokens';
-export { InjectOutbox, InjectOutboxAdmin } from './decorators/inject-outbox.decorator';
+export { getOutboxToken, type OutboxProviderType } from './module/outbox.tokens';
+export { InjectOutbox, InjectOutboxAdmin } from './module/inject-outbox.decorator';
 export { OutboxService, type EnqueueReport, type OutboxInput } from './outbox.service';
-export { OutboxAdmin, OUTBOX_ADMIN_MAX_LIMIT, type OutboxAdminOptions } from './admin/outbox.admin';
+export { OutboxAdmin, OUTBOX_ADMIN_MAX_LIMIT, type OutboxAdminOptions } from './operations/admin/outbox.admin';
 export type {
   OutboxBlockedKey,
   OutboxCounts,
@@ -22,7 +22,7 @@ export type {
   OutboxStuckLease,
   OutboxStuckLeaseQuery,
   OutboxTopicCounts,
-} from './admin/outbox-admin.interfaces';
+} from './operations/admin/outbox-admin.interfaces';
 export type {
   OutboxModuleOptions,
   OutboxModuleExtras,
@@ -31,8 +31,8 @@ export type {
   OutboxOrderingOptions,
   OutboxCleanerOptions,
   OutboxUnlockerOptions,
-} from './outbox.options';
-export { resolveOutboxOptions, type ResolvedOutboxOptions } from './resolve-outbox-options';
+} from './options/outbox.options';
+export { resolveOutboxOptions, type ResolvedOutboxOptions } from './options/resolve-outbox-options';
 export {
   OUTBOX_OPTIONS,
   OUTBOX_STORE,
@@ -42,13 +42,13 @@ export {
   OUTBOX_HEADER_TYPE,
   OUTBOX_HEADER_KEY,
 } from './outbox.constants';
-export { OUTBOX_MODULE_OPTIONS } from './outbox.module-definition';
+export { OUTBOX_MODULE_OPTIONS } from './module/outbox.module-definition';
 
 export {
   OutboxEvent,
   getOutboxEventMetadata,
   type OutboxEventMetadata,
-} from './decorators/outbox-event.decorator';
+} from './message/outbox-event.decorator';
 
 export type {
   OutboxMessage,
@@ -57,9 +57,9 @@ export type {
   OutboxJson,
   OutboxSchedule,
   EnqueueOptions,
-} from './interfaces/outbox-message.interface';
-export type { OutboxRecord } from './interfaces/outbox-record.interface';
-export type { OutboxPublisher, PublishOutcome } from './interfaces/outbox-publisher.interface';
+} from './message/outbox-message.interface';
+export type { OutboxRecord } from './message/outbox-record.interface';
+export type { OutboxPublisher, PublishOutcome } from './publishers/outbox-publisher.interface';
 export type {
   OutboxStore,
   OutboxStats,
@@ -70,10 +70,10 @@ export type {
   Settlement,
   OutboxQueuePolicy,
   RequeueReport,
-} from './interfaces/outbox-store.interface';
-export type { OutboxObserver, OutboxBatchReport } from './interfaces/outbox-observer.interface';
+} from './store/outbox-store.port';
+export type { OutboxObserver, OutboxBatchReport } from './observers/outbox-observer.interface';
 export { combineObservers } from './observers/combine-observers';
-export type { AmbientTransaction } from './interfaces/ambient-transaction.interface';
+export type { AmbientTransaction } from './options/ambient-transaction.interface';
 
 export { OutboxError } from './errors/outbox.error';
 export { OutboxOptionsError } from './errors/outbox-options.error';
@@ -98,12 +98,12 @@ export {
   type OutboxTableOptions,
 } from './store/outbox-dialect';
 
-export { OutboxDispatcher, type OutboxDispatcherStatus } from './workers/outbox.dispatcher';
-export { OutboxUnlocker } from './workers/outbox.unlocker';
-export { OutboxCleaner, type OutboxCleanReport } from './workers/outbox.cleaner';
-export { retryDelay, type BackoffPolicy } from './workers/retry-backoff';
+export { OutboxDispatcher, type OutboxDispatcherStatus } from './dispatch/outbox.dispatcher';
+export { OutboxUnlocker } from './dispatch/outbox.unlocker';
+export { OutboxCleaner, type OutboxCleanReport } from './dispatch/outbox.cleaner';
+export { retryDelay, type BackoffPolicy } from './dispatch/retry-backoff';
 
 export {
   fromClsTransactionHost,
   type ClsTransactionHostLike,
-} from './transactions/cls-transaction.adapter';
+} from './integrations/cls/cls-transaction.adapter';

@@ -1,11 +1,11 @@
 import { Module, type DynamicModule, type Provider } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
 import type { DataSource } from 'typeorm';
-import { OUTBOX_ADMIN_PROVIDER } from './admin/outbox-admin.provider';
-import { OutboxAdmin } from './admin/outbox.admin';
+import { OUTBOX_ADMIN_PROVIDER } from './operations/admin/outbox-admin.provider';
+import { OutboxAdmin } from './operations/admin/outbox.admin';
 import { OutboxOptionsError } from './errors/outbox-options.error';
-import { resolveNamedDataSource } from './internal/named-data-source';
-import { OptionChecks } from './internal/option-checks';
+import { resolveNamedDataSource } from './module/named-data-source';
+import { OptionChecks } from './options/option-checks';
 import {
   DEFAULT_OUTBOX_NAME,
   OUTBOX_DATA_SOURCE,
@@ -18,22 +18,22 @@ import {
   OUTBOX_ASYNC_OPTIONS_TYPE,
   OUTBOX_MODULE_OPTIONS,
   OUTBOX_OPTIONS_TYPE,
-} from './outbox.module-definition';
-import type { OutboxModuleOptions } from './outbox.options';
+} from './module/outbox.module-definition';
+import type { OutboxModuleOptions } from './options/outbox.options';
 import { OutboxService } from './outbox.service';
-import { getOutboxToken } from './outbox.tokens';
-import { checkInstanceName, checkSoleInstance, namedProviders } from './outbox-instance.providers';
+import { getOutboxToken } from './module/outbox.tokens';
+import { checkInstanceName, checkSoleInstance, namedProviders } from './module/outbox-instance.providers';
 import { OutboxMessages } from './outbox.messages';
 import {
   OUTBOX_OPTION_KEYS,
   resolveOutboxOptions,
   type ResolvedOutboxOptions,
-} from './resolve-outbox-options';
+} from './options/resolve-outbox-options';
 import { createOutboxStore } from './store/create-outbox-store';
-import { OutboxCleaner } from './workers/outbox.cleaner';
-import { OutboxDispatcher } from './workers/outbox.dispatcher';
-import { OutboxUnlocker } from './workers/outbox.unlocker';
-import { ShutdownHooksCheck } from './workers/shutdown-hooks.check';
+import { OutboxCleaner } from './dispatch/outbox.cleaner';
+import { OutboxDispatcher } from './dispatch/outbox.dispatcher';
+import { OutboxUnlocker } from './dispatch/outbox.unlocker';
+import { ShutdownHooksCheck } from './module/shutdown-hooks.check';
 
 const WORKERS = [OutboxDispatcher, OutboxUnlocker, OutboxCleaner];
 

@@ -3,10 +3,10 @@ import type { DataSource, EntityManager } from 'typeorm';
 import { OutboxError } from './errors/outbox.error';
 import { OutboxInvalidMessageError } from './errors/outbox-invalid-message.error';
 import { OutboxTransactionRequiredError } from './errors/outbox-transaction-required.error';
-import type { EnqueueOptions, OutboxMessage } from './interfaces/outbox-message.interface';
-import type { NewOutboxRow, OutboxStats, OutboxStore } from './interfaces/outbox-store.interface';
-import { CommitWatcher } from './internal/commit-watcher';
-import { OutboxMessageSerializer } from './internal/outbox-message.serializer';
+import type { EnqueueOptions, OutboxMessage } from './message/outbox-message.interface';
+import type { NewOutboxRow, OutboxStats, OutboxStore } from './store/outbox-store.port';
+import { CommitWatcher } from './dispatch/commit-watcher';
+import { OutboxMessageSerializer } from './message/outbox-message.serializer';
 import {
   OUTBOX_DATA_SOURCE,
   OUTBOX_HEADER_PREFIX,
@@ -14,7 +14,7 @@ import {
   OUTBOX_STORE,
 } from './outbox.constants';
 import { OutboxMessages } from './outbox.messages';
-import type { ResolvedOutboxOptions } from './resolve-outbox-options';
+import type { ResolvedOutboxOptions } from './options/resolve-outbox-options';
 
 /** What `enqueue()` accepts: an `@OutboxEvent()` instance or a plain message. */
 export type OutboxInput = object | OutboxMessage;

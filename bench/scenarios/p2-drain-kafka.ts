@@ -1,5 +1,5 @@
 /** P2: drain a backlog PostgreSQL → Kafka (kafkajs), module vs a bare `sendBatch` relay. */
-import { KafkaPublisher } from '../../lib/kafka';
+import { KafkaPublisher } from '../../lib/publishers/kafka';
 import { bareKafkaRelay } from '../baselines/bare-relay';
 import { SERVICES, named } from '../support/config';
 import {

@@ -5,7 +5,7 @@
  */
 import { ClientTCP } from '@nestjs/microservices';
 import type { DataSource } from 'typeorm';
-import { ClientProxyPublisher } from '../../lib/microservices';
+import { ClientProxyPublisher } from '../../lib/publishers/microservices';
 import { forkTs } from '../support/child';
 import { SERVICES, named } from '../support/config';
 import {

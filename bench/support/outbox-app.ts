@@ -11,7 +11,7 @@ import {
   type OutboxPublisher,
   type OutboxStore,
 } from '../../lib';
-import { RabbitMqPublisher } from '../../lib/rabbitmq';
+import { RabbitMqPublisher } from '../../lib/publishers/rabbitmq';
 import { SERVICES } from './config';
 import { pendingCount } from './databases';
 import { sleep } from './stats';

@@ -1,5 +1,5 @@
-import type { OutboxBatchReport, OutboxObserver } from '../interfaces/outbox-observer.interface';
-import type { OutboxRecord } from '../interfaces/outbox-record.interface';
+import type { OutboxBatchReport, OutboxObserver } from './outbox-observer.interface';
+import type { OutboxRecord } from '../message/outbox-record.interface';
 
 /**
  * One observer that forwards every hook to each of `observers`, in order, for the `observer`

@@ -1,6 +1,6 @@
 import type { DataSource } from 'typeorm';
 import { OutboxTableMissingError } from '../errors/outbox-table-missing.error';
-import type { OutboxQueuePolicy, OutboxStore } from '../interfaces/outbox-store.interface';
+import type { OutboxQueuePolicy, OutboxStore } from './outbox-store.port';
 import { describeError } from '../internal/describe-error';
 import { OutboxMessages } from '../outbox.messages';
 import { mysqlPaddedColumns } from './dialects/mysql-no-pad';

@@ -9,7 +9,7 @@ import type {
   OutboxStore,
   RequeueReport,
   Settlement,
-} from '../interfaces/outbox-store.interface';
+} from './outbox-store.port';
 import {
   MYSQL_DISPATCH_LOCK_OFFSET,
   MYSQL_KEY_LOCK_BUCKETS,

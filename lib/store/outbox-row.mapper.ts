@@ -1,5 +1,5 @@
-import type { OutboxHeaders } from '../interfaces/outbox-message.interface';
-import type { ClaimedRecord, NewOutboxRow } from '../interfaces/outbox-store.interface';
+import type { OutboxHeaders } from '../message/outbox-message.interface';
+import type { ClaimedRecord, NewOutboxRow } from './outbox-store.port';
 
 /** The columns every dialect's claim returns, with driver-dependent types. */
 export interface ClaimedRow {

@@ -1,7 +1,7 @@
 import type { MigrationInterface, QueryRunner } from 'typeorm';
 import { OutboxTableMissingError } from '../errors/outbox-table-missing.error';
 import { describeError } from '../internal/describe-error';
-import { tableMigrationName } from '../internal/migration-name';
+import { tableMigrationName } from './migration-name';
 import { OutboxMessages } from '../outbox.messages';
 import { mysqlEnsureNoPad } from './dialects/mysql-no-pad';
 import {

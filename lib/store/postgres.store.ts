@@ -10,7 +10,7 @@ import type {
   OutboxStore,
   RequeueReport,
   Settlement,
-} from '../interfaces/outbox-store.interface';
+} from './outbox-store.port';
 import { describeError } from '../internal/describe-error';
 import {
   POSTGRES_PLANNER_SETTINGS,

@@ -10,7 +10,7 @@ import type {
   OutboxStore,
   RequeueReport,
   Settlement,
-} from '../interfaces/outbox-store.interface';
+} from './outbox-store.port';
 import { OutboxMessages } from '../outbox.messages';
 import {
   sqliteClaimLease,

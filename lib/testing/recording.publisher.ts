@@ -1,7 +1,7 @@
 import { PermanentPublishError } from '../errors/permanent-publish.error';
 import { PublisherUnavailableError } from '../errors/publisher-unavailable.error';
-import type { OutboxPublisher, PublishOutcome } from '../interfaces/outbox-publisher.interface';
-import type { OutboxRecord } from '../interfaces/outbox-record.interface';
+import type { OutboxPublisher, PublishOutcome } from '../publishers/outbox-publisher.interface';
+import type { OutboxRecord } from '../message/outbox-record.interface';
 
 /**
  * How a scripted message fails:

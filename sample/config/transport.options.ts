@@ -5,8 +5,8 @@ import {
   type MicroserviceOptions,
 } from '@nestjs/microservices';
 import type { OutboxPublisher } from '../../lib';
-import { ClientProxyPublisher } from '../../lib/microservices';
-import { RabbitMqOutboxDeserializer, RabbitMqPublisher } from '../../lib/rabbitmq';
+import { ClientProxyPublisher } from '../../lib/publishers/microservices';
+import { RabbitMqOutboxDeserializer, RabbitMqPublisher } from '../../lib/publishers/rabbitmq';
 import type { TransportConfig } from './sample.config';
 
 function redisOptions(url: string) {

@@ -1,6 +1,6 @@
 import { Controller, Logger } from '@nestjs/common';
 import { Ctx, EventPattern, Payload, RmqContext, type BaseRpcContext } from '@nestjs/microservices';
-import type { OutboxEnvelope } from '../../lib/microservices';
+import type { OutboxEnvelope } from '../../lib/publishers/microservices';
 import type { OrderCreated } from '../orders/order-created.event';
 
 // The part of amqplib's Channel the handler uses.

@@ -1,5 +1,5 @@
 import type { DataSource } from 'typeorm';
-import type { OutboxQueuePolicy, OutboxStore } from '../../lib/interfaces/outbox-store.interface';
+import type { OutboxQueuePolicy, OutboxStore } from '../../lib/store/outbox-store.port';
 import { claimWindow } from '../../lib/store/claim-window';
 import { createOutboxStore } from '../../lib/store/create-outbox-store';
 import {

@@ -28,7 +28,7 @@ import {
   ClientProxyPublisher,
   type OutboxClientProxy,
   type OutboxEnvelope,
-} from '../../lib/microservices';
+} from '../../lib/publishers/microservices';
 import { TEST_DATABASES, uniqueTable } from '../support/databases';
 import {
   openOutboxHarness,

@@ -13,7 +13,7 @@ import {
   type OutboxObserver,
   type OutboxStore,
 } from '../../lib';
-import { ClientProxyPublisher } from '../../lib/microservices';
+import { ClientProxyPublisher } from '../../lib/publishers/microservices';
 import type { ChildConfig } from '../support/children/child-protocol';
 import { DispatcherChild } from '../support/children/spawn-dispatcher';
 import { TcpConsumer } from '../support/children/tcp-consumer';

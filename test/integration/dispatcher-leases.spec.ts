@@ -1,6 +1,6 @@
 import { DataSource } from 'typeorm';
 import { ensureOutboxTable, type OutboxMessage } from '../../lib';
-import type { ClaimOptions } from '../../lib/interfaces/outbox-store.interface';
+import type { ClaimOptions } from '../../lib/store/outbox-store.port';
 import { dropOutboxTable, sleep } from '../support/outbox-harness';
 import { readOutbox, serverOptions, TEST_DATABASES, uniqueTable } from '../support/databases';
 import { instance, type Instance } from '../support/outbox-instance';

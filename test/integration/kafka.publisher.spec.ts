@@ -17,7 +17,7 @@ import {
   PublishTimeoutError,
   type OutboxRecord,
 } from '../../lib';
-import { KafkaPublisher, type KafkaPublisherOptions } from '../../lib/kafka';
+import { KafkaPublisher, type KafkaPublisherOptions } from '../../lib/publishers/kafka';
 import { TEST_DATABASES, uniqueTable } from '../support/databases';
 import {
   allSettled,

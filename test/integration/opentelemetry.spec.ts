@@ -31,10 +31,10 @@ import {
   type OutboxModuleOptions,
   type OutboxPublisher,
 } from '../../lib';
-import { KafkaPublisher } from '../../lib/kafka';
-import { ClientProxyPublisher, type OutboxEnvelope } from '../../lib/microservices';
-import { traceContextHeaders, TracedPublisher } from '../../lib/opentelemetry';
-import { RabbitMqPublisher } from '../../lib/rabbitmq';
+import { KafkaPublisher } from '../../lib/publishers/kafka';
+import { ClientProxyPublisher, type OutboxEnvelope } from '../../lib/publishers/microservices';
+import { traceContextHeaders, TracedPublisher } from '../../lib/integrations/opentelemetry';
+import { RabbitMqPublisher } from '../../lib/publishers/rabbitmq';
 import { ensureOutboxTable } from '../../lib/store/outbox-dialect';
 import { readOutbox, TEST_DATABASES, TestOrder, uniqueTable } from '../support/databases';
 import { describeWith, SERVICES } from '../support/services';

@@ -28,7 +28,7 @@ import { waitFor } from '../support/wait-for';
 //
 // The CLI runs from lib/ transpiled once into a temporary directory (what `npm run build` emits
 // for the package's bin, without type checking): a ts-node start per invocation would cost
-// seconds each. One test runs lib/cli/main.ts through ts-node too.
+// seconds each. One test runs lib/operations/cli/main.ts through ts-node too.
 
 const root = resolve(__dirname, '../..');
 
@@ -153,7 +153,7 @@ const rejected = (text: string) => ({ error: new PermanentPublishError(text) });
 describe('outbox CLI without a database', () => {
   it('prints usage for --help, and runs from the TypeScript source too', async () => {
     const help = await run(
-      ['-r', 'ts-node/register/transpile-only', '-r', 'tsconfig-paths/register', 'lib/cli/main.ts'],
+      ['-r', 'ts-node/register/transpile-only', '-r', 'tsconfig-paths/register', 'lib/operations/cli/main.ts'],
       ['--help'],
       {},
     );

@@ -10,8 +10,8 @@ import {
   OutboxService,
   type OutboxPublisher,
 } from '../../lib';
-import { OutboxMetrics, OutboxPrometheusModule } from '../../lib/prometheus';
-import { RabbitMqPublisher } from '../../lib/rabbitmq';
+import { OutboxMetrics, OutboxPrometheusModule } from '../../lib/integrations/prometheus';
+import { RabbitMqPublisher } from '../../lib/publishers/rabbitmq';
 import { ensureOutboxTable } from '../../lib/store/outbox-dialect';
 import { TEST_DATABASES, uniqueTable } from '../support/databases';
 import { describeWith, SERVICES } from '../support/services';

@@ -1,8 +1,8 @@
 import { ClientTCP, Transport } from '@nestjs/microservices';
 import { PublisherUnavailableError } from '../../lib';
-import { KafkaPublisher } from '../../lib/kafka';
-import { ClientProxyPublisher } from '../../lib/microservices';
-import { RabbitMqPublisher } from '../../lib/rabbitmq';
+import { KafkaPublisher } from '../../lib/publishers/kafka';
+import { ClientProxyPublisher } from '../../lib/publishers/microservices';
+import { RabbitMqPublisher } from '../../lib/publishers/rabbitmq';
 import { describeWith, SERVICES } from '../support/services';
 import { freePort } from '../support/transports/net';
 import { startNestConsumer } from '../support/transports/nest-consumer';

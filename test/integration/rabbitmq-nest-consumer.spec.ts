@@ -11,8 +11,8 @@ import {
 } from '@nestjs/microservices';
 import { firstValueFrom } from 'rxjs';
 import type { OutboxRecord } from '../../lib';
-import { ClientProxyPublisher } from '../../lib/microservices';
-import { RabbitMqOutboxDeserializer, RabbitMqPublisher } from '../../lib/rabbitmq';
+import { ClientProxyPublisher } from '../../lib/publishers/microservices';
+import { RabbitMqOutboxDeserializer, RabbitMqPublisher } from '../../lib/publishers/rabbitmq';
 import { describeWith, SERVICES } from '../support/services';
 import { waitFor } from '../support/wait-for';
 

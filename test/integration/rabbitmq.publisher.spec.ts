@@ -16,7 +16,7 @@ import {
   RabbitMqPublishError,
   RabbitMqPublisher,
   type RabbitMqPublisherOptions,
-} from '../../lib/rabbitmq';
+} from '../../lib/publishers/rabbitmq';
 import { TEST_DATABASES, uniqueTable, type TestDatabase } from '../support/databases';
 import {
   allSettled,

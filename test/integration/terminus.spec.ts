@@ -10,14 +10,14 @@ import {
   OutboxService,
   type OutboxPublisher,
 } from '../../lib';
-import { RabbitMqPublisher } from '../../lib/rabbitmq';
+import { RabbitMqPublisher } from '../../lib/publishers/rabbitmq';
 import { ensureOutboxTable } from '../../lib/store/outbox-dialect';
 import {
   OutboxHealthIndicator,
   resolveOutboxHealthOptions,
   type OutboxHealthDetails,
   type OutboxHealthOptions,
-} from '../../lib/terminus';
+} from '../../lib/integrations/terminus';
 import { TEST_DATABASES, uniqueTable } from '../support/databases';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith, SERVICES } from '../support/services';

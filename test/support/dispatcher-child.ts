@@ -16,7 +16,7 @@ import {
   type OutboxRecord,
   type PublishOutcome,
 } from '../../lib';
-import { ClientProxyPublisher } from '../../lib/microservices';
+import { ClientProxyPublisher } from '../../lib/publishers/microservices';
 import type { ChildConfig, ChildMessage, ParentMessage } from './children/child-protocol';
 
 const config = JSON.parse(process.env.OUTBOX_CHILD ?? '{}') as ChildConfig;

@@ -8,7 +8,7 @@ import {
   type OutboxBatchReport,
   type OutboxModuleOptions,
 } from '../../lib';
-import type { OutboxStore } from '../../lib/interfaces/outbox-store.interface';
+import type { OutboxStore } from '../../lib/store/outbox-store.port';
 import { OUTBOX_STORE } from '../../lib/outbox.constants';
 import { RecordingPublisher } from './recording.publisher';
 

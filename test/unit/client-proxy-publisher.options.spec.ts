@@ -1,5 +1,5 @@
 import { OutboxOptionsError } from '../../lib';
-import { ClientProxyPublisher, type OutboxClientProxy } from '../../lib/microservices';
+import { ClientProxyPublisher, type OutboxClientProxy } from '../../lib/publishers/microservices';
 
 // The options of ClientProxyPublisher are checked like the module's: a misspelt one is an error
 // that names the option it likely meant, not a silently ignored key.

@@ -14,7 +14,7 @@ import {
   KafkaPublisher,
   resolveKafkaPublisherOptions,
   type KafkaPublisherOptions,
-} from '../../lib/kafka';
+} from '../../lib/publishers/kafka';
 
 const brokers = ['127.0.0.1:9092'];
 

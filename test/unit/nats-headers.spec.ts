@@ -1,5 +1,5 @@
 import { OutboxOptionsError } from '../../lib';
-import { loadNatsHeaders } from '../../lib/microservices/nats-headers';
+import { loadNatsHeaders } from '../../lib/publishers/microservices/nats-headers';
 
 // ClientProxyPublisher sets the outbox headers on NATS messages with the header set of the NATS
 // client package Nest loads: `@nats-io/transport-node` on Nest 12, `nats` on Nest 10 and 11. A

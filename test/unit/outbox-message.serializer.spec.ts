@@ -1,5 +1,5 @@
 import { OutboxEvent, OutboxInvalidMessageError } from '../../lib';
-import { OutboxMessageSerializer } from '../../lib/internal/outbox-message.serializer';
+import { OutboxMessageSerializer } from '../../lib/message/outbox-message.serializer';
 
 @OutboxEvent({
   topic: 'users',

@@ -4,7 +4,7 @@ import {
   RabbitMqPublisher,
   resolveRabbitMqPublisherOptions,
   type RabbitMqPublisherOptions,
-} from '../../lib/rabbitmq';
+} from '../../lib/publishers/rabbitmq';
 
 const url = 'amqp://guest:guest@127.0.0.1:5672';
 const record: OutboxRecord = {

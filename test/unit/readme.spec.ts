@@ -2,7 +2,7 @@ import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import ts from 'typescript';
 import { OutboxMessages } from '../../lib/outbox.messages';
-import { OUTBOX_OPTION_KEYS } from '../../lib/resolve-outbox-options';
+import { OUTBOX_OPTION_KEYS } from '../../lib/options/resolve-outbox-options';
 
 // The README is part of the feature: its snippets must compile as written, the anchors that
 // error messages point to must exist, and every option must be documented.
@@ -31,6 +31,14 @@ function fileSnippets(): { file: string; variant: string; code: string }[] {
   return [...readme.matchAll(/^```ts\n\/\/ ([\w.-]+\.ts)(?:, (.+))?\n([\s\S]*?)^```/gm)].map(
     ([, file, variant, code]) => ({ file: file ?? '', variant: variant ?? '', code: code ?? '' }),
   );
+}
+
+/** The package's subpaths mapped to their sources, as the repository's tsconfig.json maps them. */
+function compilerPaths(): Record<string, string[]> {
+  const config = ts.readConfigFile(join(root, 'tsconfig.json'), ts.sys.readFile).config as {
+    compilerOptions: { paths: Record<string, string[]> };
+  };
+  return config.compilerOptions.paths;
 }
 
 describe('README', () => {
@@ -113,7 +121,7 @@ describe('README', () => {
         types: ['node', 'jest'],
         // As if installed: the package name resolves to the sources.
         baseUrl: root,
-        paths: { 'nestjs-outbox': ['lib/index.ts'], 'nestjs-outbox/*': ['lib/*/index.ts'] },
+        paths: compilerPaths(),
       });
       const errors = ts
         .getPreEmitDiagnostics(program)

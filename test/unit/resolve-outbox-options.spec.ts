@@ -9,9 +9,9 @@ import {
   type OutboxModuleOptions,
   type OutboxPublisher,
 } from '../../lib';
-import { resolveKafkaPublisherOptions, type KafkaPublisherOptions } from '../../lib/kafka';
-import { resolveRabbitMqPublisherOptions, type RabbitMqPublisherOptions } from '../../lib/rabbitmq';
-import { OUTBOX_OPTION_KEYS } from '../../lib/resolve-outbox-options';
+import { resolveKafkaPublisherOptions, type KafkaPublisherOptions } from '../../lib/publishers/kafka';
+import { resolveRabbitMqPublisherOptions, type RabbitMqPublisherOptions } from '../../lib/publishers/rabbitmq';
+import { OUTBOX_OPTION_KEYS } from '../../lib/options/resolve-outbox-options';
 
 const publisher: OutboxPublisher = {
   publish: (messages) => Promise.resolve(messages.map(() => ({ ok: true as const }))),

@@ -1,4 +1,4 @@
-import type { OutboxQueuePolicy } from '../../interfaces/outbox-store.interface';
+import type { OutboxQueuePolicy } from '../outbox-store.port';
 import type { OutboxTableNames } from '../sql-identifier';
 
 // SQLite has no timestamp type: times are UTC text with milliseconds, which sorts correctly.

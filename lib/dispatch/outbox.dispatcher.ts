@@ -1,0 +1,751 @@
+import {
+  Inject,
+  Injectable,
+  Logger,
+  Optional,
+  type BeforeApplicationShutdown,
+  type OnApplicationBootstrap,
+} from '@nestjs/common';
+import { SchedulerRegistry } from '@nestjs/schedule';
+import { randomBytes } from 'node:crypto';
+import { setMaxListeners } from 'node:events';
+import { OutboxDatabaseTimeoutError } from '../errors/outbox-database-timeout.error';
+import { PermanentPublishError } from '../errors/permanent-publish.error';
+import { PublishTimeoutError } from '../errors/publish-timeout.error';
+import { PublisherUnavailableError } from '../errors/publisher-unavailable.error';
+import type { OutboxBatchReport, OutboxObserver } from '../observers/outbox-observer.interface';
+import type { OutboxPublisher, PublishOutcome } from '../publishers/outbox-publisher.interface';
+import type {
+  ClaimedBatch,
+  ClaimedRecord,
+  OutboxStore,
+  Settlement,
+} from '../store/outbox-store.port';
+import { describeError } from '../internal/describe-error';
+import { OUTBOX_OPTIONS, OUTBOX_STORE, outboxTimerName } from '../outbox.constants';
+import { OutboxService } from '../outbox.service';
+import type { ResolvedOutboxOptions } from '../options/resolve-outbox-options';
+import { DatabaseWatchdog, watchdogMarginMs } from './database-watchdog';
+import { IntervalRunner } from './interval-runner';
+import { retryDelay } from './retry-backoff';
+
+/** Settle retries back off from this, doubling, up to `SETTLE_MAX_BACKOFF_MS`. */
+const SETTLE_FIRST_BACKOFF_MS = 100;
+const SETTLE_MAX_BACKOFF_MS = 1_000;
+/** How often a paused dispatcher asks the publisher whether the broker is back. */
+const OUTAGE_PROBE_INTERVAL_MS = 500;
+const EMPTY_REPORT: OutboxBatchReport = Object.freeze({
+  claimed: 0,
+  published: 0,
+  retried: 0,
+  deadLettered: 0,
+  released: 0,
+  fenced: 0,
+  durationMs: 0,
+});
+
+type Verdict =
+  | { kind: 'delivered' }
+  | { kind: 'retry'; delayMs: number; error: unknown }
+  | { kind: 'dead'; error: unknown }
+  | { kind: 'release' };
+
+/** What the broker side of a batch came to. */
+type PublishResult =
+  | { kind: 'outcomes'; outcomes: readonly PublishOutcome[] }
+  /** The broker could not be reached: the batch goes back with its attempts given back. */
+  | { kind: 'outage'; error: unknown }
+  /** The deadline passed: the broker may have the messages, so each counts as an attempt. */
+  | { kind: 'timeout'; error: PublishTimeoutError }
+  /** The lease deadline passed before publishing began: nothing was sent. */
+  | { kind: 'lapsed' }
+  | { kind: 'shutdown' };
+
+/**
+ * A claimed batch with its lease end on this process's monotonic clock: the claim started
+ * before the database wrote the lease, so this end is never later than the lease's own.
+ */
+interface LeasedBatch extends ClaimedBatch {
+  readonly leaseEnd: number;
+}
+
+/** A claim's result: a batch, nothing due, or only parked followers (look again at once). */
+type ClaimResult = LeasedBatch | 'idle' | 'parked';
+
+/** What the dispatcher is doing, for health checks. */
+export interface OutboxDispatcherStatus {
+  /** Polling and listening (`start()` ran, shutdown has not). */
+  readonly started: boolean;
+  /** How long the current drain has been running, or null when idle. */
+  readonly runningForMs: number | null;
+  /** When the last drain finished, or null before the first. */
+  readonly lastRunFinishedAt: Date | null;
+  /** Claims are paused after an outage until then, or null. */
+  readonly pausedUntil: Date | null;
+  /** A database call the watchdog gave up on that has still not answered, or null. */
+  readonly stalledDatabaseCall: string | null;
+}
+
+const isBrokerSilence = (error: unknown): boolean =>
+  error instanceof PublishTimeoutError || error instanceof PublisherUnavailableError;
+
+/** A timer that, when `unref`, does not keep a stopping process alive. */
+const sleep = (ms: number, unref = false): Promise<void> =>
+  new Promise((resolve) => {
+    const timer = setTimeout(resolve, ms);
+    if (unref) timer.unref();
+  });
+
+/** A settle's end: recorded (`sole` when no earlier try may have landed first), or not. */
+type SettleResult = { kind: 'settled'; changed: number; sole: boolean } | { kind: 'unsettled' };
+
+/**
+ * Claims due messages, publishes them and settles the outcome, in a loop that survives broker
+ * and database failures. Runs on a timer of its own (see `IntervalRunner`), on LISTEN/NOTIFY
+ * wake-ups and after local commits; runs never overlap.
+ */
+@Injectable()
+export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicationShutdown {
+  private readonly logger = new Logger(OutboxDispatcher.name);
+  private readonly runner: IntervalRunner<number>;
+  private readonly watchdog: DatabaseWatchdog;
+  /** The longest one database call may take before the watchdog gives up on it. */
+  private readonly dbCallMs: number;
+  private readonly publisher: OutboxPublisher;
+  private readonly observer: OutboxObserver;
+  private stopping = false;
+  private started = false;
+  private runStartedAt: number | undefined;
+  private lastRunFinishedAt: number | undefined;
+  private wakeRequested = false;
+  private pausedUntil = 0;
+  private outagePauseMs = 0;
+  private probing = false;
+  /** When the current outage began (wall clock), or undefined outside one. */
+  private outageSince: number | undefined;
+  /** Tells this process's dispatcher apart in logs, across instances and restarts. */
+  private readonly runId = randomBytes(4).toString('hex');
+  /** When the rows the last outage handed back become due again (wall clock). */
+  private releasedDueAt = 0;
+  private unlisten: (() => Promise<void>) | undefined;
+  /** Aborted when shutdown gives up waiting for in-flight publishes. */
+  private readonly shutdown = new AbortController();
+
+  constructor(
+    @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
+    @Inject(OUTBOX_STORE) private readonly store: OutboxStore,
+    // The app's, when it imported ScheduleModule.forRoot(); the outbox never imports one.
+    @Optional() @Inject(SchedulerRegistry) registry: SchedulerRegistry | undefined,
+    private readonly service: OutboxService,
+  ) {
+    if (options.publisher === undefined) throw new Error('OutboxDispatcher needs a publisher');
+    this.publisher = options.publisher;
+    // A little past the server's own statement timeout, which should fire first.
+    this.dbCallMs =
+      options.dispatcher.dbTimeoutMs + watchdogMarginMs(options.dispatcher.dbTimeoutMs);
+    this.watchdog = new DatabaseWatchdog(this.dbCallMs, this.logger);
+    this.observer = options.observer;
+    this.runner = new IntervalRunner(
+      outboxTimerName(options.name, 'dispatcher'),
+      registry,
+      this.logger,
+      () => this.timedDrain(),
+    );
+  }
+
+  async onApplicationBootstrap(): Promise<void> {
+    if (this.options.autoStart) await this.start();
+  }
+
+  /** Starts polling, wake-ups and the commit nudge (done at bootstrap unless `autoStart: false`). */
+  async start(): Promise<void> {
+    this.stopping = false;
+    const { dispatcher, ordering, instanceId } = this.options;
+    if (!this.started) {
+      this.logger.log(
+        `Dispatcher started (${this.runLabel()}): batchSize ${dispatcher.batchSize}, batchesInFlight ${dispatcher.batchesInFlight}, leaseMs ${dispatcher.leaseMs}, pollIntervalMs ${dispatcher.pollIntervalMs}, ordering ${ordering.enabled ? `on (dead letters ${ordering.onDeadLetter})` : 'off'}, instance ${instanceId}`,
+      );
+    }
+    this.started = true;
+    this.runner.start(this.options.dispatcher.pollIntervalMs);
+    this.service.commits.attach(() => this.wake());
+    if (
+      this.options.dispatcher.listen &&
+      this.store.listen !== undefined &&
+      this.unlisten === undefined
+    ) {
+      try {
+        this.unlisten = await this.store.listen(() => this.wake());
+      } catch (error) {
+        this.logger.warn(`LISTEN unavailable, polling only: ${describeError(error)}`);
+      }
+    }
+    this.wake();
+  }
+
+  /** Asks for a drain as soon as possible; coalesces with a drain already running. */
+  wake(): void {
+    if (this.stopping) return;
+    if (this.runner.running) this.wakeRequested = true;
+    else this.runner.tick();
+  }
+
+  /**
+   * Claims, publishes and settles one batch now (waiting for a run in progress first) and
+   * reports what happened. For tests and apps that drive the dispatcher themselves.
+   */
+  async runOnce(): Promise<OutboxBatchReport> {
+    return this.runner.exclusive(() => this.batch());
+  }
+
+  /** Runs batches until nothing is due; resolves to the number of messages published. */
+  drain(): Promise<number> {
+    return this.runner.run();
+  }
+
+  /** What the dispatcher is doing now (for health checks such as `nestjs-outbox/terminus`). */
+  status(): OutboxDispatcherStatus {
+    const now = Date.now();
+    return {
+      started: this.started,
+      runningForMs: this.runStartedAt === undefined ? null : now - this.runStartedAt,
+      lastRunFinishedAt:
+        this.lastRunFinishedAt === undefined ? null : new Date(this.lastRunFinishedAt),
+      pausedUntil: this.pausedUntil > now ? new Date(this.pausedUntil) : null,
+      stalledDatabaseCall: this.watchdog.stalled ?? null,
+    };
+  }
+
+  async beforeApplicationShutdown(): Promise<void> {
+    this.stopping = true;
+    this.started = false;
+    this.runner.stop();
+    this.service.commits.detach();
+    const unlisten = this.unlisten;
+    this.unlisten = undefined;
+    await unlisten?.().catch(() => undefined);
+    // A cleared timer: a pending one would keep the process alive for the whole timeout after close().
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<'timeout'>((resolve) => {
+      timer = setTimeout(() => resolve('timeout'), this.options.dispatcher.shutdownTimeoutMs);
+    });
+    const finished = await Promise.race([this.runner.idle().then(() => 'idle' as const), deadline]);
+    clearTimeout(timer);
+    if (finished === 'timeout') {
+      // In-flight publishes get an abort; their batch then releases its leases (see batch()).
+      this.shutdown.abort(new PublisherUnavailableError('dispatcher shutting down'));
+      await this.runner.idle();
+    }
+    await this.publisher
+      .close?.()
+      .catch((error: unknown) =>
+        this.logger.warn(`Publisher close failed: ${describeError(error)}`),
+      );
+    this.logger.log(
+      `Dispatcher stopped (${this.runLabel()})${finished === 'timeout' ? `: in-flight publishes did not finish within shutdownTimeoutMs (${this.options.dispatcher.shutdownTimeoutMs} ms) and were released` : ''}`,
+    );
+  }
+
+  /** Names this dispatcher in its lifecycle logs: one run id per process start. */
+  private runLabel(): string {
+    return `run ${this.runId}`;
+  }
+
+  private async timedDrain(): Promise<number> {
+    this.runStartedAt = Date.now();
+    try {
+      return await this.drainLoop();
+    } finally {
+      this.runStartedAt = undefined;
+      this.lastRunFinishedAt = Date.now();
+    }
+  }
+
+  /**
+   * Claims and delivers until nothing is due, with up to `batchesInFlight` batches publishing at
+   * once: the next claim overlaps the current publish. Safe for ordering, because a claim only
+   * takes the head of a key and a key whose head is in flight has no claimable message.
+   */
+  private async drainLoop(): Promise<number> {
+    let published = 0;
+    const inFlight: Promise<OutboxBatchReport>[] = [];
+    const settleOldest = async (): Promise<OutboxBatchReport | undefined> => {
+      const report = await inFlight.shift();
+      if (report !== undefined) published += report.published;
+      return report;
+    };
+    try {
+      while (!this.stopping) {
+        this.wakeRequested = false;
+        if (Date.now() < this.pausedUntil) break;
+        const started = performance.now();
+        const claimed = await this.claim();
+        if (claimed === 'parked') continue;
+        if (claimed === 'idle') {
+          // Nothing claimable now; settling what is in flight may free the next message of
+          // its keys, so look again if it made progress.
+          const report = await settleOldest();
+          if (report === undefined) break;
+          const progressed = report.published > 0 || report.deadLettered > 0;
+          if (!progressed && !this.wakeRequested && inFlight.length === 0) break;
+          continue;
+        }
+        inFlight.push(this.deliver(claimed, started));
+        if (inFlight.length >= this.options.dispatcher.batchesInFlight) await settleOldest();
+      }
+    } finally {
+      while (inFlight.length > 0) await settleOldest();
+    }
+    return published;
+  }
+
+  private async batch(): Promise<OutboxBatchReport> {
+    const started = performance.now();
+    let claimed = await this.claim();
+    // A claim that only parked followers freed its window; the next one finds what is due.
+    for (let i = 0; claimed === 'parked' && i < 100; i++) claimed = await this.claim();
+    return typeof claimed === 'string' ? EMPTY_REPORT : this.deliver(claimed, started);
+  }
+
+  /** One claim, then parking of the followers it found queued behind their key's head. */
+  private async claim(): Promise<ClaimResult> {
+    if (this.stopping || Date.now() < this.pausedUntil) return 'idle';
+    const { dispatcher } = this.options;
+    const claimStarted = performance.now();
+    let claimed: ClaimedBatch;
+    try {
+      claimed = await this.watchdog.run(
+        'claim',
+        () =>
+          this.store.claim({
+            limit: dispatcher.batchSize,
+            owner: this.options.instanceId,
+            leaseMs: dispatcher.leaseMs,
+          }),
+        // A claim given up on may still commit: hand its rows straight back with their attempt,
+        // or database stalls alone could dead-letter messages that were never published.
+        { onLateResult: (late) => this.releaseLate(late) },
+      );
+    } catch (error) {
+      this.pause(error, 'claim failed (database unavailable?)');
+      return 'idle';
+    }
+    let parked = 0;
+    if (claimed.blockedKeys.length > 0) {
+      try {
+        parked = await this.watchdog.run('park', () => this.store.park(claimed.blockedKeys));
+      } catch (error) {
+        // Parking only keeps claims cheap; the next claim finds those rows again.
+        this.logger.warn(`Parking queued messages failed: ${describeError(error)}`);
+      }
+    }
+    // An empty claim says nothing about the broker: the outage backoff only resets when a
+    // publish gets through.
+    if (claimed.records.length > 0)
+      return { ...claimed, leaseEnd: claimStarted + dispatcher.leaseMs };
+    return parked > 0 ? 'parked' : 'idle';
+  }
+
+  /** Gives back the rows of a claim that answered after the watchdog gave up on it. */
+  private releaseLate({ token, records }: ClaimedBatch): void {
+    if (records.length === 0) return;
+    const settlement = this.settlement(
+      records,
+      records.map((): Verdict => ({ kind: 'release' })),
+      0,
+      null,
+    );
+    this.store.settle(token, settlement, false).then(
+      (released) =>
+        this.logger.warn(
+          `A claim answered after it was given up on; released its ${released} message(s) unpublished`,
+        ),
+      (error: unknown) =>
+        this.logger.warn(
+          `Releasing the messages of a late claim failed; they return when their lease expires: ${describeError(error)}`,
+        ),
+    );
+  }
+
+  /** Publishes a claimed batch and settles the outcome; never throws. */
+  private async deliver(
+    { token, records, leaseEnd }: LeasedBatch,
+    started: number,
+  ): Promise<OutboxBatchReport> {
+    // Claimed more often than maxAttempts allows: earlier claims never reported back (their
+    // dispatcher crashed or lost its lease mid-publish), so this one is not tried again.
+    const exhausted = records.filter((r) => r.attempts > this.options.retry.maxAttempts);
+    const fresh = exhausted.length === 0 ? records : records.filter((r) => !exhausted.includes(r));
+    // Publishing must end early enough to settle within the lease; past that point another
+    // dispatcher may already hold these messages (this process was paused, e.g. by SIGSTOP or
+    // a long GC), and publishing them would duplicate and reorder them.
+    const publishBy = leaseEnd - this.dbCallMs;
+    let result: PublishResult;
+    if (fresh.length === 0) result = { kind: 'outcomes', outcomes: [] };
+    else if (performance.now() >= publishBy) {
+      this.logger.warn(
+        `A claimed batch of ${records.length} message(s) reached its lease deadline before publishing (was the process paused?); releasing it unpublished`,
+      );
+      result = { kind: 'lapsed' };
+    } else result = await this.publish(fresh, publishBy);
+    const verdicts = new Map<ClaimedRecord, Verdict>();
+    for (const record of exhausted) {
+      verdicts.set(record, {
+        kind: 'dead',
+        error: new Error(
+          `claimed ${record.attempts} times, more than retry.maxAttempts (${this.options.retry.maxAttempts}), without an outcome: the dispatchers holding it crashed or lost their lease while publishing`,
+        ),
+      });
+    }
+    fresh.forEach((record, i) => verdicts.set(record, this.verdictOf(record, result, i)));
+    const ordered = records.map((r): Verdict => verdicts.get(r) ?? { kind: 'release' });
+    // Released rows wait out the pause, so that other dispatchers do not run into the same
+    // outage; where the publisher can be probed, the pause may end at the broker's return,
+    // and the rows must be due by then.
+    const releaseDelayMs =
+      result.kind !== 'outage'
+        ? 0
+        : this.publisher.ping === undefined
+          ? this.outagePauseMs
+          : Math.min(this.outagePauseMs, OUTAGE_PROBE_INTERVAL_MS * 2);
+    if (result.kind === 'outage') this.releasedDueAt = Date.now() + releaseDelayMs;
+    const releaseError = result.kind === 'outage' ? describeError(result.error) : null;
+    const settlement = this.settlement(records, ordered, releaseDelayMs, releaseError);
+    const settled = await this.settle(token, settlement, leaseEnd);
+    const report: OutboxBatchReport = {
+      claimed: records.length,
+      published: settlement.delivered.length,
+      retried: settlement.retry.length,
+      deadLettered: settlement.dead.length,
+      released: settlement.release.length,
+      // Only a settle known to be the first to land can tell that rows were taken over: after a
+      // try that was given up on (and may have committed late), fewer changed rows prove nothing.
+      fenced: settled.kind === 'settled' && settled.sole ? records.length - settled.changed : 0,
+      durationMs: performance.now() - started,
+    };
+    if (report.fenced > 0) {
+      this.logger.warn(
+        `${report.fenced} message(s) of a batch were taken over by another dispatcher after this one's lease expired; their outcome here was discarded`,
+      );
+    }
+    this.logger.debug(
+      `Batch: claimed ${report.claimed}, published ${report.published}, retried ${report.retried}, dead ${report.deadLettered}, released ${report.released}, fenced ${report.fenced} in ${Math.round(report.durationMs)} ms`,
+    );
+    this.notify(records, ordered, report);
+    return report;
+  }
+
+  private verdictOf(record: ClaimedRecord, result: PublishResult, index: number): Verdict {
+    switch (result.kind) {
+      case 'outage':
+      case 'shutdown':
+      case 'lapsed':
+        return { kind: 'release' };
+      case 'timeout':
+        return this.judge(record, { ok: false, error: result.error });
+      case 'outcomes':
+        return this.judge(record, result.outcomes[index]);
+    }
+  }
+
+  /** Publishes under a deadline and says what the broker side came to. */
+  private async publish(
+    records: readonly ClaimedRecord[],
+    publishBy: number,
+  ): Promise<PublishResult> {
+    // The publish timeout, cut short by the lease: in-flight publishes are aborted when the
+    // lease deadline passes, whichever comes first.
+    const timeoutMs = Math.max(
+      0,
+      Math.min(this.options.dispatcher.publishTimeoutMs, Math.floor(publishBy - performance.now())),
+    );
+    // One controller per batch, aborted by its own deadline or by shutdown. (Not AbortSignal.any:
+    // a listener per batch on the long-lived shutdown signal must be removed, not accumulated.)
+    const controller = new AbortController();
+    const { signal } = controller;
+    // Publishers may watch the signal once per message; that is no listener leak.
+    setMaxListeners(records.length + 10, signal);
+    const onShutdown = (): void => controller.abort(this.shutdown.signal.reason);
+    this.shutdown.signal.addEventListener('abort', onShutdown, { once: true });
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<'timeout'>((resolve) => {
+      timer = setTimeout(() => resolve('timeout'), timeoutMs);
+      signal.addEventListener('abort', () => resolve('timeout'), { once: true });
+    });
+    try {
+      const result = await Promise.race([this.publisher.publish(records, signal), deadline]);
+      if (result === 'timeout') {
+        if (this.shutdown.signal.aborted) return { kind: 'shutdown' };
+        const error = new PublishTimeoutError(timeoutMs);
+        controller.abort(error);
+        // The broker may be hanging: claim less eagerly, but the attempts count, so a message
+        // that always times out reaches maxAttempts instead of looping.
+        this.pause(error, 'publish did not finish in time', 'each message counts an attempt');
+        return { kind: 'timeout', error };
+      }
+      if (result.length !== records.length) {
+        const error = new Error(
+          `Publisher returned ${result.length} outcomes for ${records.length} messages`,
+        );
+        this.pause(error, 'publisher broke its contract');
+        return { kind: 'outage', error };
+      }
+      // Only a batch that failed as a whole for being unable to reach the broker is an outage;
+      // one message "unavailable" while others went through is that message's failure.
+      const failures = result.filter((o) => !o.ok);
+      const first = failures[0];
+      if (first !== undefined && failures.length === result.length) {
+        if (failures.every((o) => !o.ok && o.error instanceof PublisherUnavailableError)) {
+          this.pause(first.error, 'every publish of the batch failed', undefined, true);
+          return { kind: 'outage', error: first.error };
+        }
+        // Every message timed out (or could not be sent): the broker may be hanging, so claim
+        // less eagerly; but the attempts count, as for a batch that hit the deadline.
+        if (failures.every((o) => !o.ok && isBrokerSilence(o.error))) {
+          this.pause(first.error, 'every publish of the batch timed out', 'each counts an attempt');
+          return { kind: 'outcomes', outcomes: result };
+        }
+      }
+      this.outagePauseMs = 0;
+      this.outageEnded('a publish went through');
+      return { kind: 'outcomes', outcomes: result };
+    } catch (error) {
+      if (this.shutdown.signal.aborted) return { kind: 'shutdown' };
+      this.pause(error, 'publisher failed', undefined, true);
+      return { kind: 'outage', error };
+    } finally {
+      clearTimeout(timer);
+      this.shutdown.signal.removeEventListener('abort', onShutdown);
+    }
+  }
+
+  private judge(record: ClaimedRecord, outcome: PublishOutcome | undefined): Verdict {
+    if (outcome === undefined) return { kind: 'release' };
+    if (outcome.ok) return { kind: 'delivered' };
+    const { error } = outcome;
+    const retry = this.options.retry;
+    if (error instanceof PermanentPublishError) return { kind: 'dead', error };
+    if (
+      retry.retryIf !== undefined &&
+      !this.safely(() => retry.retryIf?.(error, record) ?? true, true)
+    ) {
+      return { kind: 'dead', error };
+    }
+    // The claim counted this attempt already.
+    const attempt = record.attempts;
+    if (attempt >= retry.maxAttempts) return { kind: 'dead', error };
+    const delayMs = retryDelay(attempt, retry);
+    if (retry.maxAgeMs > 0 && record.ageMs + delayMs > retry.maxAgeMs)
+      return { kind: 'dead', error };
+    return { kind: 'retry', delayMs, error };
+  }
+
+  private settlement(
+    records: readonly ClaimedRecord[],
+    verdicts: readonly Verdict[],
+    releaseDelayMs: number,
+    releaseError: string | null,
+  ): Settlement {
+    const delivered: string[] = [];
+    const retry: { id: string; delayMs: number; error: string }[] = [];
+    const dead: { id: string; error: string }[] = [];
+    const release: { id: string; delayMs: number; error: string | null }[] = [];
+    const advanced = new Set<string>();
+    // A dead message advances its key only when dead messages do not block.
+    const deadAdvances = this.options.ordering.onDeadLetter === 'skip';
+    records.forEach((record, i) => {
+      const verdict = verdicts[i] ?? { kind: 'release' };
+      switch (verdict.kind) {
+        case 'delivered':
+          delivered.push(record.id);
+          if (record.key !== null) advanced.add(record.key);
+          break;
+        case 'retry':
+          retry.push({
+            id: record.id,
+            delayMs: verdict.delayMs,
+            error: describeError(verdict.error),
+          });
+          break;
+        case 'dead':
+          dead.push({ id: record.id, error: describeError(verdict.error) });
+          if (deadAdvances && record.key !== null) advanced.add(record.key);
+          break;
+        case 'release':
+          release.push({ id: record.id, delayMs: releaseDelayMs, error: releaseError });
+          break;
+      }
+    });
+    return { delivered, retry, dead, release, advancedKeys: [...advanced] };
+  }
+
+  /**
+   * Settles, retrying until the lease ends: the broker has these messages, and an outcome not
+   * recorded means publishing them again. Settles run even while an earlier database call is
+   * stalled (another batch's outcome must not wait behind it). A call the watchdog gives up on
+   * (e.g. waiting behind the application's pool) is not repeated but still awaited, until one
+   * database call past the lease end: it is first in line and may yet land, and its answer says
+   * exactly how many rows were still this dispatcher's.
+   */
+  private async settle(
+    token: string,
+    settlement: Settlement,
+    leaseEnd: number,
+  ): Promise<SettleResult> {
+    const deleteDelivered = this.options.cleaner.deliveredRetentionMs === 0;
+    for (let attempt = 1, backoff = SETTLE_FIRST_BACKOFF_MS; ; attempt++) {
+      const call = this.store.settle(token, settlement, deleteDelivered);
+      try {
+        let changed: number;
+        try {
+          changed = await this.watchdog.run('settle', () => call, { evenWhileStalled: true });
+        } catch (error) {
+          if (!(error instanceof OutboxDatabaseTimeoutError)) throw error;
+          const late = await this.within(call, leaseEnd + this.dbCallMs - performance.now());
+          if (late === undefined) throw error;
+          changed = late.value;
+        }
+        if (attempt > 1) this.logger.log(`A batch's outcome was recorded on try ${attempt}`);
+        // After a failed try, fewer changed rows may mean that try committed after all.
+        return { kind: 'settled', changed, sole: attempt === 1 };
+      } catch (error) {
+        // At shutdown, or when the next try could not land within the lease, give up.
+        if (this.shutdown.signal.aborted || performance.now() + backoff >= leaseEnd) {
+          this.logger.error(
+            `Recording a batch's outcome failed ${attempt} time(s) until its lease ended; unless a late try landed, its messages will be claimed and published again: ${describeError(error)}`,
+          );
+          return { kind: 'unsettled' };
+        }
+        await sleep(backoff);
+        backoff = Math.min(SETTLE_MAX_BACKOFF_MS, backoff * 2);
+      }
+    }
+  }
+
+  /** The promise's value if it resolves within `ms`; undefined if not (or if it rejects). */
+  private async within<T>(promise: Promise<T>, ms: number): Promise<{ value: T } | undefined> {
+    if (ms <= 0) return undefined;
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<undefined>((resolve) => {
+      timer = setTimeout(() => resolve(undefined), ms);
+    });
+    try {
+      return await Promise.race([
+        promise.then(
+          (value) => ({ value }),
+          () => undefined,
+        ),
+        timeout,
+      ]);
+    } finally {
+      clearTimeout(timer);
+    }
+  }
+
+  /** Logs the end of an outage once, with how long it lasted. */
+  private outageEnded(how: string): void {
+    if (this.outageSince === undefined) return;
+    const lasted = Date.now() - this.outageSince;
+    this.outageSince = undefined;
+    this.logger.log(`Outage over after ${lasted} ms (${this.runLabel()}): ${how}; claiming again`);
+  }
+
+  private pause(
+    error: unknown,
+    what: string,
+    counted = 'no attempt counted',
+    brokerOutage = false,
+  ): void {
+    const base = this.options.dispatcher.pollIntervalMs;
+    this.outagePauseMs = Math.min(
+      this.options.dispatcher.maxOutagePauseMs,
+      this.outagePauseMs === 0 ? base : this.outagePauseMs * 2,
+    );
+    this.pausedUntil = Date.now() + this.outagePauseMs;
+    // Once per outage at warn level; its later, longer pauses at debug.
+    const message = `${what}: ${describeError(error)}; pausing claims for ${this.outagePauseMs} ms (${counted})`;
+    if (this.outageSince === undefined) {
+      this.outageSince = Date.now();
+      this.logger.warn(`Outage begun (${this.runLabel()}): ${message}`);
+    } else this.logger.debug(message);
+    const pauseMs = this.outagePauseMs;
+    this.safely(() => this.observer.onOutage?.(error, pauseMs), undefined);
+    if (brokerOutage) this.probeBroker();
+  }
+
+  /**
+   * While claims are paused by a broker outage, asks the publisher (`ping()`, where it has
+   * one) every `OUTAGE_PROBE_INTERVAL_MS`, one probe at a time, and resumes as soon as the
+   * broker answers: the pause may have grown long, the return should not wait for it.
+   */
+  private probeBroker(): void {
+    const ping = this.publisher.ping?.bind(this.publisher);
+    if (ping === undefined || this.probing) return;
+    this.probing = true;
+    const probe = async (): Promise<void> => {
+      while (!this.stopping && Date.now() < this.pausedUntil) {
+        await sleep(OUTAGE_PROBE_INTERVAL_MS, true);
+        if (this.stopping || Date.now() >= this.pausedUntil) return;
+        const controller = new AbortController();
+        const timer = setTimeout(
+          () => controller.abort(new PublishTimeoutError(this.options.dispatcher.publishTimeoutMs)),
+          this.options.dispatcher.publishTimeoutMs,
+        );
+        try {
+          await ping(controller.signal);
+          this.outageEnded('the broker answered a probe');
+          this.pausedUntil = 0;
+          this.wake();
+          // The batch the outage handed back becomes due a moment later: look again then.
+          const dueIn = this.releasedDueAt - Date.now();
+          if (dueIn > 0) setTimeout(() => this.wake(), dueIn + 10).unref();
+          return;
+        } catch {
+          // Still down: keep waiting, quietly (the pause was logged once).
+        } finally {
+          clearTimeout(timer);
+        }
+      }
+    };
+    probe()
+      .catch((error: unknown) => this.logger.warn(`Broker probe failed: ${describeError(error)}`))
+      .finally(() => {
+        this.probing = false;
+      });
+  }
+
+  private notify(
+    records: readonly ClaimedRecord[],
+    verdicts: readonly Verdict[],
+    report: OutboxBatchReport,
+  ): void {
+    const published: ClaimedRecord[] = [];
+    records.forEach((record, i) => {
+      const verdict = verdicts[i];
+      if (verdict?.kind === 'delivered') published.push(record);
+      else if (verdict?.kind === 'retry')
+        this.safely(
+          () => this.observer.onRetry?.(record, verdict.error, verdict.delayMs),
+          undefined,
+        );
+      else if (verdict?.kind === 'dead') {
+        this.logger.warn(
+          `Message ${record.messageId} (${record.type} to ${record.topic}) dead-lettered after ${record.attempts} attempt(s): ${describeError(verdict.error)}`,
+        );
+        this.safely(() => this.observer.onDeadLetter?.(record, verdict.error), undefined);
+      }
+    });
+    if (published.length > 0) this.safely(() => this.observer.onPublished?.(published), undefined);
+    this.safely(() => this.observer.onBatch?.(report), undefined);
+  }
+
+  /** Observer hooks and user callbacks must never stop delivery. */
+  private safely<T>(fn: () => T, fallback: T): T {
+    try {
+      return fn();
+    } catch (error) {
+      this.logger.error(`An outbox hook threw: ${describeError(error)}`);
+      return fallback;
+    }
+  }
+}

@@ -1,0 +1,27 @@
+import {
+  Injectable,
+  type BeforeApplicationShutdown,
+  type OnApplicationBootstrap,
+} from '@nestjs/common';
+import { ModuleRef } from '@nestjs/core';
+import { OutboxService } from '../../outbox.service';
+import { OutboxMetrics } from './outbox.metrics';
+
+/** Starts the gauges' sampling at bootstrap and stops it before the outbox closes its store. */
+@Injectable()
+export class OutboxMetricsSampler implements OnApplicationBootstrap, BeforeApplicationShutdown {
+  constructor(
+    private readonly metrics: OutboxMetrics,
+    private readonly moduleRef: ModuleRef,
+  ) {}
+
+  onApplicationBootstrap(): void {
+    // Looked up, not injected: OutboxModule's options usually inject OutboxMetrics (for the
+    // observer), and OutboxModule need not be global for this module to find its service.
+    this.metrics.startSampling(this.moduleRef.get(OutboxService, { strict: false }));
+  }
+
+  beforeApplicationShutdown(): Promise<void> {
+    return this.metrics.stopSampling();
+  }
+}

@@ -1,0 +1,100 @@
+import { register, type Registry } from 'prom-client';
+import { OptionChecks } from '../../options/option-checks';
+
+/** Options of `OutboxMetrics` and `OutboxPrometheusModule.forRoot()`. */
+export interface OutboxPrometheusOptions {
+  /** Registry the metrics are registered in. @default prom-client's global `register` */
+  registry?: Registry;
+  /** Prepended to every metric name, e.g. `'orders_'` gives `orders_outbox_pending_messages`. @default '' */
+  prefix?: string;
+  /**
+   * How often the gauges are read from `OutboxService.stats()`, which counts the table: never on
+   * a scrape, so a large table is not counted once per scrape. 0 turns the gauges off (e.g. on
+   * all instances but one, since every instance would report the same table). @default 15000
+   */
+  sampleIntervalMs?: number;
+  /** Buckets of `outbox_batch_duration_seconds`. @default 5 ms to 10 s (prom-client's defaults) */
+  batchDurationBuckets?: readonly number[];
+}
+
+/** {@link OutboxPrometheusOptions} with the defaults applied and every value checked. */
+export interface ResolvedOutboxPrometheusOptions {
+  readonly registry: Registry;
+  readonly prefix: string;
+  readonly sampleIntervalMs: number;
+  readonly batchDurationBuckets: readonly number[];
+}
+
+const checks = new OptionChecks('OutboxMetrics');
+const OPTION_KEYS = {
+  '': { registry: true, prefix: true, sampleIntervalMs: true, batchDurationBuckets: true },
+} as const satisfies { '': Record<keyof OutboxPrometheusOptions, true> };
+// Prometheus' metric name grammar: the prefix must keep every name valid.
+const METRIC_NAME_PREFIX = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
+const DEFAULT_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+
+/** Applies the defaults and rejects bad values with an `OutboxOptionsError` that says how to fix them. */
+export function resolveOutboxPrometheusOptions(
+  options: OutboxPrometheusOptions = {},
+): ResolvedOutboxPrometheusOptions {
+  if (options === null || typeof options !== 'object') {
+    checks.fail(
+      'options',
+      `${checks.show(options)} is not an object`,
+      'Pass { registry, prefix }.',
+    );
+  }
+  checks.knownKeys(options, OPTION_KEYS);
+  const { registry = register, prefix = '', batchDurationBuckets = DEFAULT_BUCKETS } = options;
+  if (
+    typeof registry !== 'object' ||
+    registry === null ||
+    typeof registry.registerMetric !== 'function'
+  ) {
+    checks.fail(
+      'registry',
+      'it is not a prom-client Registry',
+      'Pass new Registry() from prom-client, or leave it out for the global register.',
+    );
+  }
+  if (typeof prefix !== 'string' || (prefix !== '' && !METRIC_NAME_PREFIX.test(prefix))) {
+    checks.fail(
+      'prefix',
+      `${checks.show(prefix)} would not make valid metric names`,
+      'Use letters, digits, underscores and colons, not starting with a digit, e.g. "orders_".',
+    );
+  }
+  if (
+    !Array.isArray(batchDurationBuckets) ||
+    batchDurationBuckets.length === 0 ||
+    batchDurationBuckets.some(
+      (b, i) =>
+        typeof b !== 'number' ||
+        !Number.isFinite(b) ||
+        b <= 0 ||
+        (i > 0 && b <= (batchDurationBuckets[i - 1] as number)),
+    )
+  ) {
+    checks.fail(
+      'batchDurationBuckets',
+      'it is not a non-empty list of increasing positive numbers of seconds',
+      'Pass e.g. [0.01, 0.05, 0.25, 1, 5], or leave it out for the defaults.',
+    );
+  }
+  const sampleIntervalMs = checks.integer(
+    options.sampleIntervalMs,
+    15_000,
+    'sampleIntervalMs',
+    0,
+    86_400_000,
+    ' ms',
+  );
+  if (sampleIntervalMs > 0 && sampleIntervalMs < 100) {
+    checks.fail(
+      'sampleIntervalMs',
+      `${sampleIntervalMs} ms would count the table continuously`,
+      'Use 0 (no gauges) or at least 100 ms; the default is 15000.',
+    );
+  }
+  return { registry, prefix, sampleIntervalMs, batchDurationBuckets };
+}

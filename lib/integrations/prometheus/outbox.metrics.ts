@@ -1,0 +1,212 @@
+import { Logger } from '@nestjs/common';
+import { Counter, Gauge, Histogram, type Metric, type Registry } from 'prom-client';
+import { OutboxOptionsError } from '../../errors/outbox-options.error';
+import type { OutboxBatchReport, OutboxObserver } from '../../observers/outbox-observer.interface';
+import type { OutboxRecord } from '../../message/outbox-record.interface';
+import type { OutboxStats } from '../../store/outbox-store.port';
+import { describeError } from '../../internal/describe-error';
+import {
+  resolveOutboxPrometheusOptions,
+  type OutboxPrometheusOptions,
+  type ResolvedOutboxPrometheusOptions,
+} from './outbox-prometheus.options';
+
+/** Where the gauges are read from: `OutboxService`, or anything with its `stats()`. */
+export interface OutboxStatsSource {
+  stats(): Promise<OutboxStats>;
+}
+
+/**
+ * Prometheus metrics of an outbox. Pass it as the module's `observer` (alone, or with your own
+ * through `combineObservers`) for the counters and the batch histogram; the gauges are refreshed
+ * from `stats()` every `sampleIntervalMs` once sampling starts (`OutboxPrometheusModule` starts it
+ * at bootstrap; without the module, call `startSampling(outboxService)`).
+ *
+ * | metric | type | |
+ * |---|---|---|
+ * | `outbox_messages_published_total{topic}` | counter | acknowledged by the broker |
+ * | `outbox_messages_retried_total{topic}` | counter | failed, rescheduled |
+ * | `outbox_messages_dead_lettered_total{topic}` | counter | moved to `dead` |
+ * | `outbox_outages_total` | counter | publisher or database unreachable: claims paused |
+ * | `outbox_batch_duration_seconds` | histogram | claim to settle, per batch |
+ * | `outbox_pending_messages` | gauge | waiting for delivery, in flight included |
+ * | `outbox_oldest_pending_age_seconds` | gauge | age of the oldest of those; 0 when none |
+ * | `outbox_dead_messages` | gauge | dead letters in the table |
+ */
+export class OutboxMetrics implements OutboxObserver {
+  /** The registry the metrics live in: expose it with `await registry.metrics()`. */
+  readonly registry: Registry;
+  private readonly options: ResolvedOutboxPrometheusOptions;
+  private readonly logger = new Logger(OutboxMetrics.name);
+  private readonly published: Counter<'topic'>;
+  private readonly retried: Counter<'topic'>;
+  private readonly deadLettered: Counter<'topic'>;
+  private readonly outages: Counter;
+  private readonly batchDuration: Histogram;
+  private readonly pending: Gauge;
+  private readonly oldestPendingAge: Gauge;
+  private readonly dead: Gauge;
+  private timer: NodeJS.Timeout | undefined;
+  private sampling: Promise<void> | undefined;
+
+  constructor(options: OutboxPrometheusOptions = {}) {
+    this.options = resolveOutboxPrometheusOptions(options);
+    this.registry = this.options.registry;
+    const { prefix } = this.options;
+    const registers = [this.registry];
+    const names: string[] = [];
+    const named = <T extends Metric>(name: string, create: (full: string) => T): T => {
+      const full = `${prefix}${name}`;
+      if (this.registry.getSingleMetric(full) !== undefined) {
+        // Undo this instance's own registrations, so that a corrected retry does not clash too.
+        names.forEach((n) => this.registry.removeSingleMetric(n));
+        throw new OutboxOptionsError(
+          `Invalid OutboxMetrics option "registry": it already has a metric named ${full}. ` +
+            'Give each outbox a registry of its own or a distinct prefix, or reuse one OutboxMetrics.',
+          'registry',
+        );
+      }
+      names.push(full);
+      return create(full);
+    };
+    this.published = named(
+      'outbox_messages_published_total',
+      (name) =>
+        new Counter({
+          name,
+          help: 'Outbox messages the broker acknowledged, by topic.',
+          labelNames: ['topic'],
+          registers,
+        }),
+    );
+    this.retried = named(
+      'outbox_messages_retried_total',
+      (name) =>
+        new Counter({
+          name,
+          help: 'Outbox publishes that failed and were rescheduled, by topic.',
+          labelNames: ['topic'],
+          registers,
+        }),
+    );
+    this.deadLettered = named(
+      'outbox_messages_dead_lettered_total',
+      (name) =>
+        new Counter({
+          name,
+          help: 'Outbox messages moved to the dead-letter state, by topic.',
+          labelNames: ['topic'],
+          registers,
+        }),
+    );
+    this.outages = named(
+      'outbox_outages_total',
+      (name) =>
+        new Counter({
+          name,
+          help: 'Times the dispatcher paused claiming because the broker or the database could not be reached.',
+          registers,
+        }),
+    );
+    this.batchDuration = named(
+      'outbox_batch_duration_seconds',
+      (name) =>
+        new Histogram({
+          name,
+          help: 'Duration of one dispatch batch, from claim to settle.',
+          buckets: [...this.options.batchDurationBuckets],
+          registers,
+        }),
+    );
+    this.pending = named(
+      'outbox_pending_messages',
+      (name) =>
+        new Gauge({
+          name,
+          help: 'Outbox messages waiting for delivery, in flight included (sampled).',
+          registers,
+        }),
+    );
+    this.oldestPendingAge = named(
+      'outbox_oldest_pending_age_seconds',
+      (name) =>
+        new Gauge({
+          name,
+          help: 'Age of the oldest outbox message waiting for delivery; 0 when none (sampled).',
+          registers,
+        }),
+    );
+    this.dead = named(
+      'outbox_dead_messages',
+      (name) =>
+        new Gauge({
+          name,
+          help: 'Dead-lettered outbox messages in the table (sampled).',
+          registers,
+        }),
+    );
+  }
+
+  onPublished(records: readonly OutboxRecord[]): void {
+    // One increment per topic, not per message: a batch is often a few topics.
+    const byTopic = new Map<string, number>();
+    for (const record of records) byTopic.set(record.topic, (byTopic.get(record.topic) ?? 0) + 1);
+    byTopic.forEach((count, topic) => this.published.inc({ topic }, count));
+  }
+
+  onRetry(record: OutboxRecord): void {
+    this.retried.inc({ topic: record.topic });
+  }
+
+  onDeadLetter(record: OutboxRecord): void {
+    this.deadLettered.inc({ topic: record.topic });
+  }
+
+  onOutage(): void {
+    this.outages.inc();
+  }
+
+  onBatch(report: OutboxBatchReport): void {
+    this.batchDuration.observe(report.durationMs / 1_000);
+  }
+
+  /** Sets the gauges from one `stats()` reading. */
+  record(stats: OutboxStats): void {
+    this.pending.set(stats.pending + stats.leased);
+    this.oldestPendingAge.set((stats.oldestPendingAgeMs ?? 0) / 1_000);
+    this.dead.set(stats.dead);
+  }
+
+  /**
+   * Reads `source.stats()` now and then every `sampleIntervalMs` (nothing when it is 0), never
+   * two readings at once. A failed reading is logged and the gauges keep their last values.
+   */
+  startSampling(source: OutboxStatsSource): void {
+    if (this.timer !== undefined || this.options.sampleIntervalMs === 0) return;
+    const tick = (): void => {
+      if (this.sampling !== undefined) return;
+      this.sampling = this.sample(source).finally(() => (this.sampling = undefined));
+    };
+    this.timer = setInterval(tick, this.options.sampleIntervalMs);
+    // Sampling alone must not keep a process alive.
+    this.timer.unref();
+    tick();
+  }
+
+  /** Stops sampling; resolves once a reading in progress has finished. */
+  async stopSampling(): Promise<void> {
+    clearInterval(this.timer);
+    this.timer = undefined;
+    await this.sampling;
+  }
+
+  private async sample(source: OutboxStatsSource): Promise<void> {
+    try {
+      this.record(await source.stats());
+    } catch (error) {
+      this.logger.warn(
+        `Reading outbox stats for the gauges failed; they keep their last values: ${describeError(error)}`,
+      );
+    }
+  }
+}

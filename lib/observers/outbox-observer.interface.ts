@@ -1,0 +1,28 @@
+import type { OutboxRecord } from '../message/outbox-record.interface';
+
+/** Summary of one dispatch batch. */
+export interface OutboxBatchReport {
+  readonly claimed: number;
+  readonly published: number;
+  readonly retried: number;
+  readonly deadLettered: number;
+  /** Handed back without an attempt (outage or shutdown). */
+  readonly released: number;
+  /** Rows whose lease had been taken over before settling (fenced off). */
+  readonly fenced: number;
+  readonly durationMs: number;
+}
+
+/**
+ * Hooks for metrics and tracing. Every member is optional; a hook must not throw (errors are
+ * logged and ignored so that observability never stops delivery).
+ */
+export interface OutboxObserver {
+  onBatch?(report: OutboxBatchReport): void;
+  onPublished?(records: readonly OutboxRecord[]): void;
+  onRetry?(record: OutboxRecord, error: unknown, delayMs: number): void;
+  onDeadLetter?(record: OutboxRecord, error: unknown): void;
+  onOutage?(error: unknown, pauseMs: number): void;
+  onLeasesReleased?(count: number): void;
+  onPurged?(status: 'delivered' | 'dead', count: number): void;
+}

@@ -1,0 +1,119 @@
+import type { OutboxHeaders } from '../../message/outbox-message.interface';
+import type {
+  OutboxBlockedKey,
+  OutboxMessageDetail,
+  OutboxMessageStatus,
+  OutboxMessageSummary,
+  OutboxStuckLease,
+} from './outbox-admin.interfaces';
+
+type Time = Date | string | null;
+type Num = number | string;
+
+/** The summary columns as the drivers return them. */
+export interface AdminRow {
+  id: Num;
+  message_id: string;
+  topic: string;
+  message_key: string | null;
+  event_type: string;
+  status: string;
+  attempts: Num;
+  last_error: string | null;
+  last_attempt_at: Time;
+  available_at: Time;
+  created_at: Time;
+  delivered_at: Time;
+  dead_at: Time;
+  locked_by: string | null;
+  locked_until: Time;
+  age_ms: Num;
+}
+
+export interface AdminDetailRow extends AdminRow {
+  payload: string;
+  headers: string;
+  lock_token: string | null;
+}
+
+export interface StuckLeaseRow extends AdminRow {
+  lease_expired: Num;
+  leased_ms: Num | null;
+}
+
+export interface BlockedKeyRow {
+  message_key: string;
+  head_id: Num;
+  head_message_id: string;
+  head_status: string;
+  attempts: Num;
+  last_error: string | null;
+  available_at: Time;
+  waiting: Num;
+  oldest_waiting_ms: Num | null;
+}
+
+/** PostgreSQL gives Dates; MySQL (formatted) and SQLite give UTC text without a zone. */
+function toDate(value: Date | string): Date {
+  if (value instanceof Date) return value;
+  // MySQL's %f has microseconds; Date parsing is only specified for milliseconds.
+  const [whole = value, fraction = ''] = value.split('.');
+  const ms = fraction === '' ? '' : `.${fraction.slice(0, 3).padEnd(3, '0')}`;
+  return new Date(`${whole.replace(' ', 'T')}${ms}Z`);
+}
+
+const optionalDate = (value: Time): Date | null => (value === null ? null : toDate(value));
+const wholeMs = (value: Num | null): number => Math.max(0, Math.round(Number(value ?? 0)));
+
+export function toSummary(row: AdminRow): OutboxMessageSummary {
+  return {
+    id: String(row.id),
+    messageId: row.message_id,
+    topic: row.topic,
+    key: row.message_key,
+    type: row.event_type,
+    status: row.status as OutboxMessageStatus,
+    attempts: Number(row.attempts),
+    lastError: row.last_error,
+    lastAttemptAt: optionalDate(row.last_attempt_at),
+    availableAt: toDate(row.available_at ?? new Date(0)),
+    createdAt: toDate(row.created_at ?? new Date(0)),
+    deliveredAt: optionalDate(row.delivered_at),
+    deadAt: optionalDate(row.dead_at),
+    lockedBy: row.locked_by,
+    lockedUntil: optionalDate(row.locked_until),
+    ageMs: wholeMs(row.age_ms),
+  };
+}
+
+export function toDetail(row: AdminDetailRow): OutboxMessageDetail {
+  return {
+    ...toSummary(row),
+    payload: row.payload,
+    headers: JSON.parse(row.headers) as OutboxHeaders,
+    lockToken: row.lock_token,
+  };
+}
+
+export function toStuckLease(row: StuckLeaseRow): OutboxStuckLease {
+  return {
+    ...toSummary(row),
+    leaseExpired: Number(row.lease_expired) === 1,
+    leasedForMs: wholeMs(row.leased_ms),
+  };
+}
+
+export function toBlockedKey(row: BlockedKeyRow): OutboxBlockedKey {
+  const dead = row.head_status === 'dead';
+  return {
+    key: row.message_key,
+    headId: String(row.head_id),
+    headMessageId: row.head_message_id,
+    headStatus: dead ? 'dead' : 'retrying',
+    headAttempts: Number(row.attempts),
+    lastError: row.last_error,
+    nextAttemptAt: dead ? null : optionalDate(row.available_at),
+    waiting: Number(row.waiting),
+    oldestWaitingAgeMs: wholeMs(row.oldest_waiting_ms),
+  };
+}

@@ -1,0 +1,170 @@
+import type { OutboxHeaders } from '../../message/outbox-message.interface';
+
+/** The states of an outbox row (`waiting`: parked behind an earlier message of its key). */
+export type OutboxMessageStatus = 'pending' | 'waiting' | 'delivered' | 'dead';
+
+/**
+ * Which messages an admin call looks at. Every given field must match; an empty filter matches
+ * every message. Ages are measured on the database clock.
+ */
+export interface OutboxMessageFilter {
+  /** One status or several. @default any */
+  readonly status?: OutboxMessageStatus | readonly OutboxMessageStatus[];
+  readonly topic?: string;
+  /** The event type (`event_type`). */
+  readonly type?: string;
+  /** The message key; `null` matches messages without a key. */
+  readonly key?: string | null;
+  /** A substring of `last_error`, case-insensitive (ASCII letters only on SQLite). */
+  readonly errorContains?: string;
+  /** Enqueued strictly before this instant. */
+  readonly createdBefore?: Date;
+  /** Enqueued at or after this instant. */
+  readonly createdAfter?: Date;
+  /** Enqueued more than this many milliseconds ago. */
+  readonly olderThanMs?: number;
+}
+
+/** A filter over dead letters: the status is `dead` by definition. */
+export type OutboxDeadLetterFilter = Omit<OutboxMessageFilter, 'status'>;
+
+/**
+ * What a retry or purge by filter acts on: the dead letters matching a filter that names at
+ * least one field, or every dead letter, said explicitly with `{ all: true }`.
+ */
+export type OutboxDeadLetterSelection = OutboxDeadLetterFilter | { readonly all: true };
+
+/** One page of a keyset-paginated listing. */
+export interface OutboxPageRequest {
+  /** The `nextCursor` of the previous page; omit it for the first page. */
+  readonly after?: string | null;
+  /** Items per page, 1 to 1000. @default 100 */
+  readonly limit?: number;
+}
+
+export interface OutboxPage<T> {
+  readonly items: readonly T[];
+  /** Pass as `after` to get the next page; `null` on the last page. */
+  readonly nextCursor: string | null;
+}
+
+/** A message as listed: everything but its payload, headers and lease token. */
+export interface OutboxMessageSummary {
+  /** Row id: the queue order, and the listing cursor. */
+  readonly id: string;
+  readonly messageId: string;
+  readonly topic: string;
+  readonly key: string | null;
+  readonly type: string;
+  readonly status: OutboxMessageStatus;
+  /** Publish attempts started (counted at claim). */
+  readonly attempts: number;
+  /** The last failure or outage, truncated and redacted. */
+  readonly lastError: string | null;
+  /** When a dispatcher last claimed the message. */
+  readonly lastAttemptAt: Date | null;
+  /** When the message is next due (while leased: the lease end). */
+  readonly availableAt: Date;
+  readonly createdAt: Date;
+  readonly deliveredAt: Date | null;
+  readonly deadAt: Date | null;
+  /** The dispatcher instance holding (or that last held) the lease. */
+  readonly lockedBy: string | null;
+  readonly lockedUntil: Date | null;
+  /** Milliseconds since enqueue, on the database clock. */
+  readonly ageMs: number;
+}
+
+/** A message in full, as `OutboxAdmin.get()` returns it. */
+export interface OutboxMessageDetail extends OutboxMessageSummary {
+  /** The payload exactly as enqueued (JSON text). */
+  readonly payload: string;
+  readonly headers: OutboxHeaders;
+  readonly lockToken: string | null;
+}
+
+/**
+ * A key whose head cannot go and holds messages back: its head is dead (with
+ * `ordering.onDeadLetter: 'block'`) or backing off after a failure or an outage.
+ */
+export interface OutboxBlockedKey {
+  readonly key: string;
+  /** Row id of the head; the cursor of `blockedKeys()`. */
+  readonly headId: string;
+  readonly headMessageId: string;
+  /** `dead`, or `retrying` for a pending head that waits for its next attempt. */
+  readonly headStatus: 'dead' | 'retrying';
+  readonly headAttempts: number;
+  readonly lastError: string | null;
+  /** When a retrying head is due again; null for a dead one. */
+  readonly nextAttemptAt: Date | null;
+  /** Undelivered messages of the key queued behind the head. */
+  readonly waiting: number;
+  /** Age of the oldest of them in milliseconds, database clock. */
+  readonly oldestWaitingAgeMs: number;
+}
+
+/** A pending message whose lease expired, or that has been leased for long. */
+export interface OutboxStuckLease extends OutboxMessageSummary {
+  /** The lease ended and no one has cleared or taken it over yet. */
+  readonly leaseExpired: boolean;
+  /** Milliseconds since the claim that took the lease. */
+  readonly leasedForMs: number;
+}
+
+export interface OutboxStuckLeaseQuery extends OutboxPageRequest {
+  /** Also report live leases taken longer ago than this. @default only expired leases */
+  readonly leasedLongerThanMs?: number;
+}
+
+/** Counts by state. `pending` excludes leased and waiting messages. */
+export interface OutboxStatusCounts {
+  readonly pending: number;
+  readonly waiting: number;
+  /** Pending messages under a live lease (being published). */
+  readonly leased: number;
+  readonly delivered: number;
+  readonly dead: number;
+}
+
+export interface OutboxTopicCounts extends OutboxStatusCounts {
+  readonly topic: string;
+}
+
+export interface OutboxCounts extends OutboxStatusCounts {
+  /** Per topic, in topic order. */
+  readonly byTopic: readonly OutboxTopicCounts[];
+}
+
+/** The first undelivered message of a key, which holds the later ones back. */
+export interface OutboxWhyHead {
+  readonly messageId: string;
+  readonly status: OutboxMessageStatus;
+  readonly lastError: string | null;
+}
+
+/** What `OutboxAdmin.why()` found out about one message. */
+export interface OutboxWhy {
+  readonly messageId: string;
+  /**
+   * `unknown` (no such row), `delivered`, `dead`, `parked` (waiting behind its key's head),
+   * `leased` (being published), `lease-expired`, `scheduled` (due later: backoff or delay),
+   * `behind-head` (due, but an earlier message of its key goes first), `due` (the next claim
+   * takes it).
+   */
+  readonly state:
+    | 'unknown'
+    | 'delivered'
+    | 'dead'
+    | 'parked'
+    | 'leased'
+    | 'lease-expired'
+    | 'scheduled'
+    | 'behind-head'
+    | 'due';
+  /** One sentence an operator can act on. */
+  readonly reason: string;
+  readonly message: OutboxMessageDetail | null;
+  /** The head of its key that holds it back, when one does. */
+  readonly head: OutboxWhyHead | null;
+}

@@ -1,0 +1,559 @@
+import type { DataSource } from 'typeorm';
+import { OutboxAdminInputError } from '../../errors/outbox-admin-input.error';
+import type { OutboxStore, RequeueReport } from '../../store/outbox-store.port';
+import { suggestOption } from '../../options/option-checks';
+import { outboxDialectOf, tableNamesFor } from '../../store/outbox-dialect';
+import type { OutboxTableNames } from '../../store/sql-identifier';
+import {
+  toBlockedKey,
+  toDetail,
+  toStuckLease,
+  toSummary,
+  type AdminDetailRow,
+  type AdminRow,
+  type BlockedKeyRow,
+  type StuckLeaseRow,
+} from './admin-row.mapper';
+import type { AdminDialect } from './dialects/admin-dialect';
+import { mysqlAdmin } from './dialects/mysql';
+import { postgresAdmin } from './dialects/postgres';
+import { sqliteAdmin } from './dialects/sqlite';
+import type {
+  OutboxBlockedKey,
+  OutboxCounts,
+  OutboxDeadLetterFilter,
+  OutboxDeadLetterSelection,
+  OutboxWhy,
+  OutboxWhyHead,
+  OutboxMessageDetail,
+  OutboxMessageFilter,
+  OutboxMessageStatus,
+  OutboxMessageSummary,
+  OutboxPage,
+  OutboxPageRequest,
+  OutboxStatusCounts,
+  OutboxStuckLease,
+  OutboxStuckLeaseQuery,
+  OutboxTopicCounts,
+} from './outbox-admin.interfaces';
+import type { SqlParams } from './sql-params';
+
+/** Where the admin API finds the table, and how the app queues a key's messages. */
+export interface OutboxAdminOptions {
+  /** @default 'outbox' */
+  readonly tableName?: string;
+  /** PostgreSQL schema, or MySQL database. @default the connection's */
+  readonly schema?: string | null;
+  /** The app's `ordering` options; they decide which keys count as blocked. */
+  readonly ordering?: {
+    readonly enabled?: boolean;
+    readonly onDeadLetter?: 'block' | 'skip';
+  };
+}
+
+/** Largest page of a listing, and the batch size of retries and purges by filter. */
+export const OUTBOX_ADMIN_MAX_LIMIT = 1_000;
+const DEFAULT_LIMIT = 100;
+const STATUSES: readonly OutboxMessageStatus[] = ['pending', 'waiting', 'delivered', 'dead'];
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+const CURSOR = /^[0-9]{1,19}$/;
+const FILTER_KEYS = {
+  status: true,
+  topic: true,
+  type: true,
+  key: true,
+  errorContains: true,
+  createdBefore: true,
+  createdAfter: true,
+  olderThanMs: true,
+} satisfies Record<keyof OutboxMessageFilter, true>;
+
+const invalid = (what: string, problem: string): OutboxAdminInputError =>
+  new OutboxAdminInputError(`Invalid ${what} for OutboxAdmin: ${problem}.`, what);
+
+/**
+ * A retry or purge by filter must say what it selects: a field present with `undefined` (a
+ * missing query parameter passed straight through) or an empty filter would otherwise select
+ * every dead letter. `{ all: true }`, alone, says "every one" on purpose. Returns the filter
+ * to apply.
+ */
+function bulkFilterOf(selection: OutboxDeadLetterSelection): OutboxDeadLetterFilter {
+  if (typeof selection !== 'object' || selection === null) {
+    throw invalid('filter', 'expected an object such as { topic: "orders" } or { all: true }');
+  }
+  const { all, ...filter } = selection as OutboxDeadLetterFilter & { all?: unknown };
+  for (const [field, value] of Object.entries(filter)) {
+    if (value === undefined) {
+      throw invalid(
+        `filter field "${field}"`,
+        `it is present but undefined, which would select every dead letter; leave it out, or pass { all: true } to mean every one`,
+      );
+    }
+  }
+  const named = Object.keys(filter).length > 0;
+  if (all !== undefined && all !== true) {
+    throw invalid('filter field "all"', 'expected true (every dead letter) or no "all" field');
+  }
+  if (all === true && named) {
+    throw invalid(
+      'filter',
+      '{ all: true } selects every dead letter: give it alone, or drop it and filter',
+    );
+  }
+  if (all !== true && !named) {
+    throw invalid(
+      'filter',
+      'an empty filter would select every dead letter; name a field, or pass { all: true } to mean every one',
+    );
+  }
+  return filter;
+}
+
+function checkFilter(filter: OutboxMessageFilter, allowStatus: boolean): void {
+  if (typeof filter !== 'object' || filter === null) {
+    throw invalid('filter', 'expected an object such as { topic: "orders" }');
+  }
+  for (const key of Object.keys(filter)) {
+    if (!Object.hasOwn(FILTER_KEYS, key) || (key === 'status' && !allowStatus)) {
+      // An unknown field silently ignored would widen a purge to every dead letter.
+      const hint =
+        key === 'status'
+          ? 'retries and purges only ever touch dead messages'
+          : `${key} is not a filter field${suggestion(key)}`;
+      throw invalid(`filter field "${key}"`, hint);
+    }
+  }
+  const { status, topic, type, key, errorContains, createdBefore, createdAfter, olderThanMs } =
+    filter;
+  if (status !== undefined) {
+    const list: readonly unknown[] = typeof status === 'string' ? [status] : status;
+    if (
+      !Array.isArray(list) ||
+      list.length === 0 ||
+      list.some((s) => !STATUSES.includes(s as OutboxMessageStatus))
+    ) {
+      throw invalid('filter status', `expected one or more of ${STATUSES.join(', ')}`);
+    }
+  }
+  for (const [name, value] of [
+    ['topic', topic],
+    ['type', type],
+    ['errorContains', errorContains],
+  ] as const) {
+    if (value !== undefined && (typeof value !== 'string' || value === '')) {
+      throw invalid(`filter ${name}`, 'expected a non-empty string');
+    }
+  }
+  if (key !== undefined && key !== null && typeof key !== 'string') {
+    throw invalid('filter key', 'expected a string, or null for messages without a key');
+  }
+  for (const [name, value] of [
+    ['createdBefore', createdBefore],
+    ['createdAfter', createdAfter],
+  ] as const) {
+    if (value !== undefined && !(value instanceof Date && !Number.isNaN(value.getTime()))) {
+      throw invalid(`filter ${name}`, 'expected a valid Date');
+    }
+  }
+  if (olderThanMs !== undefined && !(Number.isFinite(olderThanMs) && olderThanMs >= 0)) {
+    throw invalid('filter olderThanMs', 'expected a number of milliseconds, 0 or more');
+  }
+}
+
+function suggestion(key: string): string {
+  const near = suggestOption('', key, { '': FILTER_KEYS });
+  return near === undefined
+    ? ` (use ${Object.keys(FILTER_KEYS).join(', ')})`
+    : `; did you mean ${near}?`;
+}
+
+function pageOf(request: OutboxPageRequest): { after: string | null; limit: number } {
+  const after = request.after ?? null;
+  if (after !== null && (typeof after !== 'string' || !CURSOR.test(after))) {
+    throw invalid('cursor', `${JSON.stringify(after)} is not a cursor this API returned`);
+  }
+  const limit = request.limit ?? DEFAULT_LIMIT;
+  if (!Number.isInteger(limit) || limit < 1 || limit > OUTBOX_ADMIN_MAX_LIMIT) {
+    throw invalid(
+      'limit',
+      `expected an integer from 1 to ${OUTBOX_ADMIN_MAX_LIMIT}, got ${String(limit)}`,
+    );
+  }
+  return { after, limit };
+}
+
+/** Lower-cased message ids, each checked to be a UUID (PostgreSQL would reject others). */
+function messageIdsOf(messageIds: readonly string[]): string[] {
+  if (!Array.isArray(messageIds)) throw invalid('message ids', 'expected an array of UUIDs');
+  return messageIds.map((id) => {
+    const normal = typeof id === 'string' ? id.trim().toLowerCase() : '';
+    if (!UUID.test(normal)) throw invalid('message id', `${JSON.stringify(id)} is not a UUID`);
+    return normal;
+  });
+}
+
+function chunks<T>(items: readonly T[], size: number): T[][] {
+  const out: T[][] = [];
+  for (let i = 0; i < items.length; i += size) out.push(items.slice(i, i + size));
+  return out;
+}
+
+/** The page of rows fetched with `limit + 1`: the extra row only says there is a next page. */
+function paged<R, T>(
+  rows: readonly R[],
+  limit: number,
+  map: (row: R) => T,
+  cursor: (item: T) => string,
+): OutboxPage<T> {
+  const items = rows.slice(0, limit).map(map);
+  const last = items[items.length - 1];
+  return { items, nextCursor: rows.length > limit && last !== undefined ? cursor(last) : null };
+}
+
+const zero = (): { -readonly [K in keyof OutboxStatusCounts]: number } => ({
+  pending: 0,
+  waiting: 0,
+  leased: 0,
+  delivered: 0,
+  dead: 0,
+});
+
+/**
+ * Operations on the outbox table for people and tools: list and inspect messages, retry and
+ * purge dead letters by id or by filter, find blocked keys and stuck leases, count.
+ *
+ * Injectable wherever `OutboxModule` is imported (also with `workers: false`); the `outbox` CLI
+ * builds one of its own. Retries and purges go through the store's `requeueDead` and
+ * `deleteDead`, so per-key order is kept exactly as `OutboxService.retryDead()` keeps it.
+ * Listings page by row id (keyset): no page repeats or skips a row that was committed before
+ * the listing began, whatever is written meanwhile.
+ */
+export class OutboxAdmin {
+  private readonly sql: AdminDialect;
+  private readonly names: OutboxTableNames;
+  private readonly ordered: boolean;
+  private readonly deadBlocksKey: boolean;
+
+  constructor(
+    private readonly dataSource: DataSource,
+    private readonly store: OutboxStore,
+    options: OutboxAdminOptions = {},
+  ) {
+    const dialect = outboxDialectOf(dataSource.options.type);
+    this.sql = { postgres: postgresAdmin, mysql: mysqlAdmin, sqlite: sqliteAdmin }[dialect];
+    this.names = tableNamesFor(dialect, {
+      tableName: options.tableName,
+      schema: options.schema ?? undefined,
+    });
+    this.ordered = options.ordering?.enabled ?? true;
+    this.deadBlocksKey = (options.ordering?.onDeadLetter ?? 'block') === 'block';
+  }
+
+  /** Messages matching `filter`, in queue (id) order, one page at a time. */
+  async list(
+    filter: OutboxMessageFilter = {},
+    page: OutboxPageRequest = {},
+  ): Promise<OutboxPage<OutboxMessageSummary>> {
+    checkFilter(filter, true);
+    const { after, limit } = pageOf(page);
+    const p = this.sql.params();
+    const where = this.where(p, filter, after);
+    const rows = await this.query<AdminRow>(
+      `SELECT ${this.sql.summaryColumns} FROM ${this.names.table} AS o WHERE ${where} ORDER BY o.id LIMIT ${p.add(limit + 1)}`,
+      p,
+    );
+    return paged(rows, limit, toSummary, (item) => item.id);
+  }
+
+  /** One message in full (payload, headers, lease), or null when there is none with this id. */
+  async get(messageId: string): Promise<OutboxMessageDetail | null> {
+    const [id] = messageIdsOf([messageId]);
+    const p = this.sql.params();
+    const rows = await this.query<AdminDetailRow>(
+      `SELECT ${this.sql.detailColumns} FROM ${this.names.table} AS o WHERE ${this.sql.messageIdIs(p, id as string)}`,
+      p,
+    );
+    const [row] = rows;
+    return row === undefined ? null : toDetail(row);
+  }
+
+  /**
+   * Why a message is not out yet: its state and the exact reason (not found, delivered, dead
+   * with its error, parked or queued behind which head of its key, leased by whom until when,
+   * its lease expired, due later, or due now). Times are compared on the database clock.
+   */
+  async why(messageId: string): Promise<OutboxWhy> {
+    const message = await this.get(messageId);
+    if (message === null) {
+      return {
+        messageId,
+        state: 'unknown',
+        reason:
+          'No message with this id: never enqueued in this table, or deleted (delivered rows go after cleaner.deliveredRetentionMs, dead ones when purged).',
+        message: null,
+        head: null,
+      };
+    }
+    // "Now" on the database clock, from the row's age as the database computed it.
+    const now = message.createdAt.getTime() + message.ageMs;
+    const at = (d: Date): string => d.toISOString();
+    const lastError = message.lastError === null ? '' : `; last error: ${message.lastError}`;
+    const base = { messageId: message.messageId, message };
+    if (message.status === 'delivered') {
+      const when = message.deliveredAt === null ? '' : ` at ${at(message.deliveredAt)}`;
+      return { ...base, state: 'delivered', reason: `Delivered${when}.`, head: null };
+    }
+    if (message.status === 'dead') {
+      const holds =
+        this.ordered && this.deadBlocksKey && message.key !== null
+          ? ` It holds back the later messages of key ${JSON.stringify(message.key)} until it is retried or purged (ordering.onDeadLetter 'block').`
+          : '';
+      return {
+        ...base,
+        state: 'dead',
+        reason: `Dead-lettered${message.deadAt === null ? '' : ` at ${at(message.deadAt)}`} after ${message.attempts} attempt(s)${lastError}.${holds}`,
+        head: null,
+      };
+    }
+    const head = await this.headOf(message);
+    if (message.status === 'waiting') {
+      return {
+        ...base,
+        state: 'parked',
+        reason:
+          head === null
+            ? 'Parked, and nothing earlier of its key holds it back any more: the unlocker promotes it.'
+            : `Parked behind ${head.messageId} (${head.status}), the head of key ${JSON.stringify(message.key)}: it goes once that one is delivered${this.deadBlocksKey ? '' : ' or dead'}.`,
+        head,
+      };
+    }
+    if (message.lockedUntil !== null && message.lockedUntil.getTime() > now) {
+      return {
+        ...base,
+        state: 'leased',
+        reason: `Being published by ${message.lockedBy ?? 'a dispatcher'}, leased until ${at(message.lockedUntil)} (attempt ${message.attempts}).`,
+        head,
+      };
+    }
+    if (message.lockedUntil !== null) {
+      return {
+        ...base,
+        state: 'lease-expired',
+        reason: `Its lease by ${message.lockedBy ?? 'a dispatcher'} expired at ${at(message.lockedUntil)} without an outcome (the dispatcher died or stalled); the next claim or the unlocker takes it back.`,
+        head,
+      };
+    }
+    if (message.availableAt.getTime() > now) {
+      return {
+        ...base,
+        state: 'scheduled',
+        reason: `Due at ${at(message.availableAt)}${message.attempts > 0 ? ` (retry backoff after ${message.attempts} attempt(s)${lastError})` : ' (scheduled)'}.`,
+        head,
+      };
+    }
+    if (head !== null) {
+      return {
+        ...base,
+        state: 'behind-head',
+        reason: `Due, but queued behind ${head.messageId} (${head.status}), the head of key ${JSON.stringify(message.key)}.`,
+        head,
+      };
+    }
+    return {
+      ...base,
+      state: 'due',
+      reason: 'Due now: the next claim takes it (is a dispatcher running against this table?).',
+      head: null,
+    };
+  }
+
+  /** The first undelivered message of the message's key before it, when ordering holds it. */
+  private async headOf(message: OutboxMessageDetail): Promise<OutboxWhyHead | null> {
+    if (!this.ordered || message.key === null) return null;
+    const blocking: OutboxMessageStatus[] = this.deadBlocksKey
+      ? ['pending', 'waiting', 'dead']
+      : ['pending', 'waiting'];
+    const { items } = await this.list({ key: message.key, status: blocking }, { limit: 1 });
+    const [first] = items;
+    if (first === undefined || first.messageId === message.messageId) return null;
+    if (BigInt(first.id) > BigInt(message.id)) return null;
+    return { messageId: first.messageId, status: first.status, lastError: first.lastError };
+  }
+
+  /**
+   * Puts these dead messages back in the queue, attempts reset (see
+   * `OutboxService.retryDead`); ids that are not dead are ignored.
+   */
+  async retry(messageIds: readonly string[]): Promise<RequeueReport> {
+    let requeued = 0;
+    let resequenced = 0;
+    for (const ids of chunks(messageIdsOf(messageIds), OUTBOX_ADMIN_MAX_LIMIT)) {
+      const report = await this.store.requeueDead(ids);
+      requeued += report.requeued;
+      resequenced += report.resequenced;
+    }
+    return { requeued, resequenced };
+  }
+
+  /**
+   * Retries every dead message matching `selection`, in queue order. `{ all: true }` retries
+   * every dead letter; an empty filter or a field given as `undefined` is refused
+   * ({@link OutboxAdminInputError}), so a missing parameter never widens the retry.
+   */
+  async retryWhere(selection: OutboxDeadLetterSelection): Promise<RequeueReport> {
+    const filter = bulkFilterOf(selection);
+    let requeued = 0;
+    let resequenced = 0;
+    await this.forEachDeadPage(filter, async (ids) => {
+      const report = await this.store.requeueDead(ids);
+      requeued += report.requeued;
+      resequenced += report.resequenced;
+    });
+    return { requeued, resequenced };
+  }
+
+  /** Deletes these dead messages; their keys move on. Ids that are not dead are ignored. */
+  async purge(messageIds: readonly string[]): Promise<number> {
+    let deleted = 0;
+    for (const ids of chunks(messageIdsOf(messageIds), OUTBOX_ADMIN_MAX_LIMIT)) {
+      deleted += await this.store.deleteDead(ids);
+    }
+    return deleted;
+  }
+
+  /**
+   * Deletes every dead message matching `selection`; their keys move on. `{ all: true }`
+   * deletes every dead letter; an empty filter or a field given as `undefined` is refused
+   * ({@link OutboxAdminInputError}), so a missing parameter never widens the purge.
+   */
+  async purgeWhere(selection: OutboxDeadLetterSelection): Promise<number> {
+    const filter = bulkFilterOf(selection);
+    let deleted = 0;
+    await this.forEachDeadPage(filter, async (ids) => {
+      deleted += await this.store.deleteDead(ids);
+    });
+    return deleted;
+  }
+
+  /**
+   * Keys held up by their head: a dead head (with `onDeadLetter: 'block'`) or one backing off
+   * after a failure, with undelivered messages queued behind it. Oldest head first. Always
+   * empty when ordering is off.
+   */
+  async blockedKeys(page: OutboxPageRequest = {}): Promise<OutboxPage<OutboxBlockedKey>> {
+    const { after, limit } = pageOf(page);
+    if (!this.ordered) return { items: [], nextCursor: null };
+    const p = this.sql.params();
+    const rows = await this.query<BlockedKeyRow>(
+      this.sql.blockedKeys(this.names, p, this.deadBlocksKey, after, limit + 1),
+      p,
+    );
+    return paged(rows, limit, toBlockedKey, (item) => item.headId);
+  }
+
+  /**
+   * Pending messages whose lease expired without being settled (their dispatcher died or
+   * stalled; the unlocker or the next claim takes them back), and with `leasedLongerThanMs`
+   * those leased that long ago.
+   */
+  async stuckLeases(query: OutboxStuckLeaseQuery = {}): Promise<OutboxPage<OutboxStuckLease>> {
+    const { after, limit } = pageOf(query);
+    const longer = query.leasedLongerThanMs ?? null;
+    if (longer !== null && !(Number.isFinite(longer) && longer >= 0)) {
+      throw invalid('leasedLongerThanMs', 'expected a number of milliseconds, 0 or more');
+    }
+    const p = this.sql.params();
+    const rows = await this.query<StuckLeaseRow>(
+      this.sql.stuckLeases(this.names, p, longer, after, limit + 1),
+      p,
+    );
+    return paged(rows, limit, toStuckLease, (item) => item.id);
+  }
+
+  /** Counts of the messages matching `filter` by state, in total and per topic. */
+  async counts(filter: OutboxMessageFilter = {}): Promise<OutboxCounts> {
+    checkFilter(filter, true);
+    const p = this.sql.params();
+    const rows = await this.query<{
+      topic: string;
+      status: string;
+      leased: number | string;
+      n: number | string;
+    }>(this.sql.counts(this.names, this.where(p, filter, null)), p);
+    const total = zero();
+    const byTopic = new Map<string, ReturnType<typeof zero>>();
+    for (const row of rows) {
+      const n = Number(row.n);
+      const state: keyof OutboxStatusCounts =
+        Number(row.leased) === 1 ? 'leased' : (row.status as OutboxMessageStatus);
+      let topic = byTopic.get(row.topic);
+      if (topic === undefined) byTopic.set(row.topic, (topic = zero()));
+      topic[state] += n;
+      total[state] += n;
+    }
+    const topics: OutboxTopicCounts[] = [...byTopic]
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+      .map(([topic, counts]) => ({ topic, ...counts }));
+    return { ...total, byTopic: topics };
+  }
+
+  /**
+   * Hands the message ids of the matching dead letters to `work`, a page at a time in queue
+   * order. Rows written after the call began are left out (by an id bound), so a message that
+   * `work` moves to the end of its key, and that fails again at once, is not taken twice.
+   */
+  private async forEachDeadPage(
+    filter: OutboxDeadLetterFilter,
+    work: (messageIds: string[]) => Promise<void>,
+  ): Promise<void> {
+    checkFilter(filter, false);
+    const [top] = await this.query<{ id: string | null }>(
+      this.sql.maxId(this.names),
+      this.sql.params(),
+    );
+    const bound = top?.id ?? null;
+    if (bound === null) return;
+    let after: string | null = null;
+    for (;;) {
+      const p = this.sql.params();
+      const where: string = [
+        this.where(p, { ...filter, status: 'dead' }, after),
+        this.sql.idAtMost(p, String(bound)),
+      ].join(' AND ');
+      const rows = await this.query<{ id: string | number; message_id: string }>(
+        `SELECT o.id, o.message_id FROM ${this.names.table} AS o WHERE ${where} ORDER BY o.id LIMIT ${p.add(OUTBOX_ADMIN_MAX_LIMIT)}`,
+        p,
+      );
+      const last = rows[rows.length - 1];
+      if (last === undefined) return;
+      await work(rows.map((r) => String(r.message_id)));
+      if (rows.length < OUTBOX_ADMIN_MAX_LIMIT) return;
+      after = String(last.id);
+    }
+  }
+
+  /** The filter as fixed conditions over alias `o`, each value bound. */
+  private where(p: SqlParams, filter: OutboxMessageFilter, after: string | null): string {
+    const sql = this.sql;
+    const conditions: string[] = [];
+    const { status, topic, type, key, errorContains, createdBefore, createdAfter, olderThanMs } =
+      filter;
+    if (status !== undefined) {
+      conditions.push(sql.statusIn(p, typeof status === 'string' ? [status] : [...status]));
+    }
+    if (topic !== undefined) conditions.push(`o.topic = ${p.add(topic)}`);
+    if (type !== undefined) conditions.push(`o.event_type = ${p.add(type)}`);
+    if (key === null) conditions.push('o.message_key IS NULL');
+    else if (key !== undefined) conditions.push(`o.message_key = ${p.add(key)}`);
+    if (errorContains !== undefined) conditions.push(sql.errorContains(p, errorContains));
+    if (createdBefore !== undefined) conditions.push(sql.createdBefore(p, createdBefore));
+    if (createdAfter !== undefined) conditions.push(sql.createdAtOrAfter(p, createdAfter));
+    if (olderThanMs !== undefined) conditions.push(sql.createdOlderThan(p, olderThanMs));
+    if (after !== null) conditions.push(sql.idAfter(p, after));
+    return conditions.length === 0 ? '1 = 1' : conditions.join(' AND ');
+  }
+
+  private query<R>(sql: string, p: SqlParams): Promise<R[]> {
+    return this.dataSource.query<R[]>(sql, p.values);
+  }
+}

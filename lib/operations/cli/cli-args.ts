@@ -1,0 +1,319 @@
+import { parseArgs } from 'node:util';
+import type { OutboxDeadLetterFilter } from '../admin/outbox-admin.interfaces';
+import { suggestOption } from '../../options/option-checks';
+import { MAX_TABLE_NAME_LENGTH } from '../../store/sql-identifier';
+import { CliUsageError } from './cli-usage.error';
+
+export const USAGE = `Usage: outbox <command> [options]
+
+Commands:
+  schema print [--dialect postgres|mysql|sqlite]   print the outbox table's DDL
+  schema migrate                                   create the outbox table if it is missing
+  dlq list [filters] [--limit N] [--after CURSOR]  list dead letters, oldest first
+  dlq show <messageId>                             show one message in full (any status)
+  dlq retry <messageId…> | --all | filters         put dead letters back in the queue
+  dlq purge <messageId…> | filters | --yes         delete dead letters (--yes when
+                                                   only --older-than or nothing narrows it)
+  stats [--watch [--interval 2s]]                  count messages by status and topic (again
+                                                   every interval with --watch, until Ctrl-C)
+  why <messageId>                                  why a message is not out yet
+  blocked [--limit N] [--after CURSOR]             keys held up by a dead or retrying head
+  leases [--longer-than 5m]                        leases that expired (or are held that long)
+  cleanup --once [--delivered-retention 1d] [--dead-retention 7d --yes]
+                                                   delete delivered (and dead) rows past retention
+
+Filters (dead letters matching all of them):
+  --topic T  --key K  --type T  --error TEXT (in last_error, any case)  --older-than 1h (enqueued)
+
+Options:
+  --table NAME              outbox table (default: outbox)
+  --schema NAME             PostgreSQL schema or MySQL database (default: the connection's)
+  --on-dead-letter MODE     block (default) or skip: as the app's ordering.onDeadLetter
+  --json                    print one JSON document on stdout
+  -h, --help                show this help
+
+The database comes from DATABASE_URL: postgres://user:password@host:5432/db,
+mysql://… or mariadb://…, sqlite:path/to/file.db, or a SQLite file path.
+Durations: 500ms, 30s, 5m, 1h, 7d. Exit codes: 0 done, 1 failed, 2 bad usage.
+`;
+
+const OPTIONS = {
+  table: { type: 'string' },
+  schema: { type: 'string' },
+  json: { type: 'boolean' },
+  help: { type: 'boolean', short: 'h' },
+  dialect: { type: 'string' },
+  'on-dead-letter': { type: 'string' },
+  topic: { type: 'string' },
+  key: { type: 'string' },
+  type: { type: 'string' },
+  error: { type: 'string' },
+  'older-than': { type: 'string' },
+  limit: { type: 'string' },
+  after: { type: 'string' },
+  all: { type: 'boolean' },
+  yes: { type: 'boolean' },
+  once: { type: 'boolean' },
+  'delivered-retention': { type: 'string' },
+  'dead-retention': { type: 'string' },
+  'longer-than': { type: 'string' },
+  watch: { type: 'boolean' },
+  interval: { type: 'string' },
+} as const;
+
+type OptionName = keyof typeof OPTIONS;
+
+const COMMON: readonly OptionName[] = ['table', 'schema', 'json', 'help'];
+const FILTERS: readonly OptionName[] = ['topic', 'key', 'type', 'error', 'older-than'];
+const PAGE: readonly OptionName[] = ['limit', 'after'];
+
+/** The commands, with the options each accepts besides the common ones. */
+const COMMANDS = {
+  'schema print': ['dialect'],
+  'schema migrate': [],
+  'dlq list': [...FILTERS, ...PAGE],
+  'dlq show': [],
+  'dlq retry': [...FILTERS, 'all', 'on-dead-letter'],
+  'dlq purge': [...FILTERS, 'all', 'yes', 'on-dead-letter'],
+  stats: ['watch', 'interval'],
+  why: [],
+  blocked: [...PAGE, 'on-dead-letter'],
+  leases: [...PAGE, 'longer-than'],
+  cleanup: ['once', 'delivered-retention', 'dead-retention', 'yes', 'on-dead-letter'],
+} satisfies Record<string, readonly OptionName[]>;
+
+export type CliCommand = keyof typeof COMMANDS;
+
+/** A parsed command line. */
+export interface CliArgs {
+  readonly command: CliCommand | 'help';
+  /** Positional arguments after the command (message ids). */
+  readonly args: readonly string[];
+  readonly table: string;
+  readonly schema: string | null;
+  readonly json: boolean;
+  readonly dialect: string | undefined;
+  readonly onDeadLetter: 'block' | 'skip';
+  readonly filter: OutboxDeadLetterFilter;
+  /** Whether any filter option was given. */
+  readonly filtered: boolean;
+  readonly limit: number | undefined;
+  readonly after: string | undefined;
+  readonly all: boolean;
+  readonly yes: boolean;
+  readonly once: boolean;
+  readonly deliveredRetentionMs: number;
+  readonly deadRetentionMs: number | null;
+  readonly longerThanMs: number | undefined;
+  readonly watch: boolean;
+  /** `stats --watch` redraw interval. */
+  readonly intervalMs: number;
+}
+
+const UNITS: Readonly<Record<string, number>> = {
+  ms: 1,
+  s: 1_000,
+  m: 60_000,
+  h: 3_600_000,
+  d: 86_400_000,
+  w: 604_800_000,
+};
+
+/** `90s`, `5m`, `1h`, `7d`, `1.5h`; `0` alone. */
+export function parseDuration(text: string, option: string): number {
+  if (text === '0') return 0;
+  const match = /^(\d+(?:\.\d+)?)(ms|s|m|h|d|w)$/.exec(text.trim());
+  if (match === null) {
+    throw new CliUsageError(
+      `--${option} ${JSON.stringify(text)} is not a duration: use a number and a unit, e.g. 30s, 5m, 1h, 7d.`,
+    );
+  }
+  return Math.round(Number(match[1]) * (UNITS[match[2] as string] as number));
+}
+
+function identifier(value: string, option: string, max: number): string {
+  if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(value) || value.length > max) {
+    throw new CliUsageError(
+      `--${option} ${JSON.stringify(value)} is not a safe SQL identifier: use 1 to ${max} letters, digits or underscores, starting with a letter or underscore.`,
+    );
+  }
+  return value;
+}
+
+function commandOf(positionals: readonly string[]): { command: CliCommand; rest: string[] } {
+  const [first, second] = positionals;
+  if (first === undefined) throw new CliUsageError('No command given.');
+  const two = `${first} ${second ?? ''}`;
+  if (Object.hasOwn(COMMANDS, two)) {
+    return { command: two as CliCommand, rest: positionals.slice(2) };
+  }
+  if (Object.hasOwn(COMMANDS, first) && !first.includes(' ')) {
+    return { command: first as CliCommand, rest: positionals.slice(1) };
+  }
+  if (first === 'schema' || first === 'dlq') {
+    const subs = Object.keys(COMMANDS)
+      .filter((c) => c.startsWith(`${first} `))
+      .map((c) => c.slice(first.length + 1));
+    throw new CliUsageError(
+      second === undefined
+        ? `"outbox ${first}" needs a subcommand: ${subs.join(', ')}.`
+        : `Unknown command "outbox ${first} ${second}": use ${subs.join(', ')}.`,
+    );
+  }
+  throw new CliUsageError(`Unknown command "${first}".`);
+}
+
+/** Parses the command line; throws `CliUsageError` for anything it cannot run. */
+export function parseCliArgs(argv: readonly string[]): CliArgs {
+  let parsed: ReturnType<typeof parseArgs<{ options: typeof OPTIONS; allowPositionals: true }>>;
+  try {
+    parsed = parseArgs({ args: [...argv], options: OPTIONS, allowPositionals: true, strict: true });
+  } catch (error) {
+    throw new CliUsageError(usageProblem(argv, error));
+  }
+  const { values, positionals } = parsed;
+  if (values.help === true || positionals[0] === 'help' || positionals.length === 0) {
+    if (values.help !== true && positionals[0] !== 'help') {
+      throw new CliUsageError('No command given.');
+    }
+    return helpArgs();
+  }
+  const { command, rest } = commandOf(positionals);
+  const allowed = new Set<OptionName>([...COMMON, ...(COMMANDS[command] as OptionName[])]);
+  for (const name of Object.keys(values) as OptionName[]) {
+    if (!allowed.has(name)) {
+      throw new CliUsageError(`--${name} does not apply to "outbox ${command}".`);
+    }
+  }
+  const takesIds =
+    command === 'dlq show' ||
+    command === 'dlq retry' ||
+    command === 'dlq purge' ||
+    command === 'why';
+  if (!takesIds && rest.length > 0) {
+    throw new CliUsageError(`Unexpected argument "${rest[0] as string}" for "outbox ${command}".`);
+  }
+
+  const filter: { -readonly [K in keyof OutboxDeadLetterFilter]: OutboxDeadLetterFilter[K] } = {};
+  if (values.topic !== undefined) filter.topic = values.topic;
+  if (values.key !== undefined) filter.key = values.key;
+  if (values.type !== undefined) filter.type = values.type;
+  if (values.error !== undefined) filter.errorContains = values.error;
+  if (values['older-than'] !== undefined) {
+    filter.olderThanMs = parseDuration(values['older-than'], 'older-than');
+  }
+  for (const [name, value] of Object.entries(filter)) {
+    if (value === '') throw new CliUsageError(`--${name} needs a non-empty value.`);
+  }
+
+  let limit: number | undefined;
+  if (values.limit !== undefined) {
+    limit = Number(values.limit);
+    if (!/^\d+$/.test(values.limit) || limit < 1 || limit > 1_000) {
+      throw new CliUsageError(`--limit must be a whole number from 1 to 1000.`);
+    }
+  }
+  if (values.after !== undefined && !/^\d{1,19}$/.test(values.after)) {
+    throw new CliUsageError(`--after takes the cursor a previous page printed (a row id).`);
+  }
+  const onDeadLetter = values['on-dead-letter'] ?? 'block';
+  if (onDeadLetter !== 'block' && onDeadLetter !== 'skip') {
+    throw new CliUsageError(`--on-dead-letter must be block or skip.`);
+  }
+  const dead = values['dead-retention'];
+  return {
+    command,
+    args: rest,
+    table: identifier(values.table ?? 'outbox', 'table', MAX_TABLE_NAME_LENGTH),
+    schema: values.schema === undefined ? null : identifier(values.schema, 'schema', 63),
+    json: values.json === true,
+    dialect: values.dialect,
+    onDeadLetter,
+    filter,
+    filtered: Object.keys(filter).length > 0,
+    limit,
+    after: values.after,
+    all: values.all === true,
+    yes: values.yes === true,
+    once: values.once === true,
+    deliveredRetentionMs: parseDuration(
+      values['delivered-retention'] ?? '1d',
+      'delivered-retention',
+    ),
+    deadRetentionMs: dead === undefined ? null : parseDuration(dead, 'dead-retention'),
+    longerThanMs:
+      values['longer-than'] === undefined
+        ? undefined
+        : parseDuration(values['longer-than'], 'longer-than'),
+    watch: values.watch === true,
+    intervalMs: watchInterval(values.interval, values.watch === true),
+  };
+}
+
+function helpArgs(): CliArgs {
+  return {
+    command: 'help',
+    args: [],
+    table: 'outbox',
+    schema: null,
+    json: false,
+    dialect: undefined,
+    onDeadLetter: 'block',
+    filter: {},
+    filtered: false,
+    limit: undefined,
+    after: undefined,
+    all: false,
+    yes: false,
+    once: false,
+    deliveredRetentionMs: 0,
+    deadRetentionMs: null,
+    longerThanMs: undefined,
+    watch: false,
+    intervalMs: 2_000,
+  };
+}
+
+function watchInterval(text: string | undefined, watch: boolean): number {
+  if (text === undefined) return 2_000;
+  if (!watch) throw new CliUsageError('--interval goes with --watch.');
+  const ms = parseDuration(text, 'interval');
+  if (ms < 100) throw new CliUsageError('--interval must be at least 100ms.');
+  return ms;
+}
+
+/**
+ * node:util's parseArgs text ("Unknown option '--topc'. To specify a positional argument
+ * starting with a '-', place it at the end of the command after '--', as in '-- \"--topc\"")
+ * speaks to programmers: say it the CLI's way, with the option it likely meant.
+ */
+function usageProblem(argv: readonly string[], error: unknown): string {
+  const code = (error as { code?: unknown }).code;
+  if (code === 'ERR_PARSE_ARGS_UNKNOWN_OPTION') {
+    const given = argv.find((a) => a.startsWith('-') && !isKnownFlag(a)) ?? '';
+    const name = given.replace(/^-+/, '').split('=')[0] ?? '';
+    const near = nearestOption(name);
+    return `Unknown option ${given}${near === undefined ? '' : `: did you mean --${near}?`} (outbox --help lists them).`;
+  }
+  if (code === 'ERR_PARSE_ARGS_INVALID_OPTION_VALUE') {
+    const message = error instanceof Error ? error.message : String(error);
+    const option = /'(-[^']*)'/.exec(message)?.[1];
+    return option === undefined
+      ? 'An option is missing its value (outbox --help shows each one).'
+      : `${option.split(',')[0]} needs a value (outbox --help shows it).`;
+  }
+  return error instanceof Error ? error.message : String(error);
+}
+
+function isKnownFlag(arg: string): boolean {
+  const name = arg.replace(/^-+/, '').split('=')[0] ?? '';
+  return (
+    Object.hasOwn(OPTIONS, name) ||
+    Object.values(OPTIONS).some((o) => 'short' in o && o.short === name)
+  );
+}
+
+function nearestOption(name: string): string | undefined {
+  const known = Object.fromEntries(Object.keys(OPTIONS).map((o) => [o, true as const]));
+  return suggestOption('', name, { '': known });
+}

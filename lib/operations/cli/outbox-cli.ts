@@ -1,0 +1,539 @@
+import { DataSource } from 'typeorm';
+import { OutboxAdmin } from '../admin/outbox.admin';
+import type { OutboxMessageDetail } from '../admin/outbox-admin.interfaces';
+import { OutboxError } from '../../errors/outbox.error';
+import { OutboxTableMissingError } from '../../errors/outbox-table-missing.error';
+import type { OutboxStore } from '../../store/outbox-store.port';
+import { describeError, redactSecrets } from '../../internal/describe-error';
+import { createOutboxStore } from '../../store/create-outbox-store';
+import {
+  ensureOutboxTable,
+  outboxTableDdl,
+  tableNamesFor,
+  type OutboxDialect,
+} from '../../store/outbox-dialect';
+import { parseCliArgs, USAGE, type CliArgs } from './cli-args';
+import { clip, formatDuration, plural, table } from './cli-output';
+import { CliUsageError } from './cli-usage.error';
+import { databaseFromUrl, dialectOfUrl, type CliDatabase } from './database-url';
+
+/** Where the CLI writes; the process streams in `main.ts`, buffers in tests. */
+export interface CliIo {
+  stdout(text: string): void;
+  stderr(text: string): void;
+}
+
+/** What a command produced: the readable text, and the document `--json` prints instead. */
+interface CliResult {
+  readonly text: string;
+  readonly json: unknown;
+  readonly exitCode?: number;
+  /** The command printed its output itself (`stats --watch`). */
+  readonly printed?: true;
+}
+
+interface Connected {
+  readonly dataSource: DataSource;
+  readonly store: OutboxStore;
+  readonly admin: OutboxAdmin;
+}
+
+const CLEANUP_BATCH = 1_000;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
+
+/**
+ * Runs one `outbox` command line and resolves to its exit code: 0 done, 1 failed, 2 bad usage.
+ * Never rejects, and never prints a stack trace or a credential: errors are one line on stderr.
+ */
+export async function runOutboxCli(
+  argv: readonly string[],
+  env: Readonly<Record<string, string | undefined>>,
+  io: CliIo,
+): Promise<number> {
+  try {
+    const args = parseCliArgs(argv);
+    if (args.command === 'help') {
+      io.stdout(USAGE);
+      return 0;
+    }
+    const result = await execute(args, env, io);
+    if (result.printed !== true)
+      io.stdout(args.json ? `${JSON.stringify(result.json, null, 2)}\n` : `${result.text}\n`);
+    return result.exitCode ?? 0;
+  } catch (error) {
+    if (error instanceof CliUsageError) {
+      io.stderr(`outbox: ${redactSecrets(error.message)}\nRun "outbox --help" for usage.\n`);
+      return 2;
+    }
+    // Our own errors carry a complete message; anything else gets its type named too.
+    const text = error instanceof OutboxError ? error.message : describeError(error);
+    io.stderr(`outbox: ${redactSecrets(text)}\n`);
+    return 1;
+  }
+}
+
+function execute(
+  args: CliArgs,
+  env: Readonly<Record<string, string | undefined>>,
+  io: CliIo,
+): Promise<CliResult> {
+  switch (args.command) {
+    case 'help':
+      return Promise.resolve({ text: USAGE, json: null });
+    case 'schema print':
+      return Promise.resolve(schemaPrint(args, env.DATABASE_URL));
+    case 'schema migrate':
+      return schemaMigrate(args, databaseFromUrl(env.DATABASE_URL));
+    default: {
+      const db = databaseFromUrl(env.DATABASE_URL);
+      return withDatabase(db, false, (dataSource) =>
+        withStore(args, dataSource, (connected) => runCommand(args, connected, io)),
+      );
+    }
+  }
+}
+
+function runCommand(args: CliArgs, c: Connected, io: CliIo): Promise<CliResult> {
+  switch (args.command) {
+    case 'dlq list':
+      return dlqList(args, c);
+    case 'dlq show':
+      return dlqShow(args, c);
+    case 'dlq retry':
+      return dlqRetry(args, c);
+    case 'dlq purge':
+      return dlqPurge(args, c);
+    case 'stats':
+      return args.watch ? statsWatch(args, c, io) : stats(c);
+    case 'why':
+      return why(args, c);
+    case 'blocked':
+      return blocked(args, c);
+    case 'leases':
+      return leases(args, c);
+    case 'cleanup':
+      return cleanup(args, c);
+    default:
+      throw new CliUsageError(`"outbox ${args.command}" needs no connection.`);
+  }
+}
+
+function dialectNamed(name: string): OutboxDialect {
+  switch (name.toLowerCase()) {
+    case 'postgres':
+    case 'postgresql':
+      return 'postgres';
+    case 'mysql':
+    case 'mariadb':
+      return 'mysql';
+    case 'sqlite':
+    case 'better-sqlite3':
+      return 'sqlite';
+    default:
+      throw new CliUsageError(`--dialect must be postgres, mysql (also for MariaDB) or sqlite.`);
+  }
+}
+
+function tableOptions(args: CliArgs): { tableName: string; schema?: string } {
+  return args.schema === null
+    ? { tableName: args.table }
+    : { tableName: args.table, schema: args.schema };
+}
+
+function schemaPrint(args: CliArgs, url: string | undefined): CliResult {
+  let dialect: OutboxDialect | null;
+  if (args.dialect !== undefined) dialect = dialectNamed(args.dialect);
+  else if (url !== undefined && url !== '') dialect = dialectOfUrl(url);
+  else dialect = null;
+  if (dialect === null) {
+    throw new CliUsageError(
+      'Name the database: --dialect postgres|mysql|sqlite, or set DATABASE_URL.',
+    );
+  }
+  const statements = outboxTableDdl(dialect, tableOptions(args));
+  return {
+    text: statements.map((s) => `${s};`).join('\n\n'),
+    json: { dialect, table: args.table, schema: args.schema, statements },
+  };
+}
+
+async function schemaMigrate(args: CliArgs, db: CliDatabase): Promise<CliResult> {
+  return withDatabase(db, true, async (dataSource) => {
+    const names = tableNamesFor(db.dialect, tableOptions(args));
+    const existed = await dataSource
+      .query(`SELECT 1 FROM ${names.table} WHERE 1 = 0`)
+      .then(() => true)
+      .catch(() => false);
+    await ensureOutboxTable(dataSource, tableOptions(args));
+    // An existing table is left as it is: check that this version can use it.
+    await withStore(args, dataSource, () => Promise.resolve());
+    return {
+      text: existed
+        ? `The outbox table ${names.table} already exists and is up to date; nothing changed.`
+        : `Created the outbox table ${names.table} (${db.dialect}).`,
+      json: { dialect: db.dialect, table: args.table, schema: args.schema, created: !existed },
+    };
+  });
+}
+
+async function withDatabase<T>(
+  db: CliDatabase,
+  createFile: boolean,
+  work: (dataSource: DataSource) => Promise<T>,
+): Promise<T> {
+  const dataSource = new DataSource(db.options(createFile));
+  try {
+    await dataSource.initialize();
+  } catch (error) {
+    const where = db.file === null ? `the ${db.dialect} database` : `the SQLite file ${db.file}`;
+    throw new OutboxError(`Cannot connect to ${where}: ${describeError(error)}`);
+  }
+  try {
+    return await work(dataSource);
+  } finally {
+    await dataSource.destroy();
+  }
+}
+
+async function withStore<T>(
+  args: CliArgs,
+  dataSource: DataSource,
+  work: (connected: Connected) => Promise<T>,
+): Promise<T> {
+  const options = {
+    ...tableOptions(args),
+    schema: args.schema,
+    ordering: { enabled: true, onDeadLetter: args.onDeadLetter },
+  };
+  let store: OutboxStore;
+  try {
+    // Workers off: the CLI never claims, and on SQLite opens its write connection only if asked.
+    store = await createOutboxStore(dataSource, options, { enabled: false, notify: false });
+  } catch (error) {
+    if (!(error instanceof OutboxTableMissingError)) throw error;
+    throw new OutboxError(
+      `The outbox table ${error.table} cannot be read (${describeError(error.cause)}). ` +
+        'Create it with "outbox schema migrate", or pass --table/--schema if yours has another name ' +
+        '(a table from 0.1 must be drained and recreated: see "Upgrading from 0.1" in the README).',
+    );
+  }
+  try {
+    return await work({ dataSource, store, admin: new OutboxAdmin(dataSource, store, options) });
+  } finally {
+    await store.close();
+  }
+}
+
+function messageIds(args: CliArgs): string[] {
+  for (const id of args.args) {
+    if (!UUID.test(id)) {
+      throw new CliUsageError(
+        `"${id}" is not a message id (a UUID, as logged and in x-outbox-message-id).`,
+      );
+    }
+  }
+  return [...args.args];
+}
+
+async function dlqList(args: CliArgs, { admin }: Connected): Promise<CliResult> {
+  const page = await admin.list(
+    { ...args.filter, status: 'dead' },
+    { after: args.after, limit: args.limit ?? 50 },
+  );
+  const rows = page.items.map((m) => [
+    m.id,
+    m.messageId,
+    m.topic,
+    m.key ?? '-',
+    m.type,
+    String(m.attempts),
+    formatDuration(m.ageMs),
+    clip(m.lastError, 50),
+  ]);
+  const lines =
+    rows.length === 0
+      ? ['No dead letters match.']
+      : [
+          table(
+            ['ID', 'MESSAGE ID', 'TOPIC', 'KEY', 'TYPE', 'ATTEMPTS', 'AGE', 'LAST ERROR'],
+            rows,
+          ),
+          '',
+          page.nextCursor === null
+            ? plural(rows.length, 'dead letter')
+            : `${plural(rows.length, 'dead letter')}; next page: --after ${page.nextCursor}`,
+        ];
+  return { text: lines.join('\n'), json: page };
+}
+
+function iso(date: Date | null): string {
+  return date === null ? '-' : date.toISOString();
+}
+
+function payloadJson(detail: OutboxMessageDetail): unknown {
+  try {
+    return JSON.parse(detail.payload) as unknown;
+  } catch {
+    return detail.payload;
+  }
+}
+
+async function dlqShow(args: CliArgs, { admin }: Connected): Promise<CliResult> {
+  const [id, extra] = messageIds(args);
+  if (id === undefined || extra !== undefined) {
+    throw new CliUsageError('"outbox dlq show" takes exactly one message id.');
+  }
+  const m = await admin.get(id);
+  if (m === null) {
+    throw new OutboxError(`No message ${id} in the outbox table ${args.table}.`);
+  }
+  const fields: [string, string][] = [
+    ['message id', m.messageId],
+    ['id', m.id],
+    ['status', m.status],
+    ['topic', m.topic],
+    ['key', m.key ?? '-'],
+    ['type', m.type],
+    ['attempts', String(m.attempts)],
+    ['created at', `${iso(m.createdAt)} (${formatDuration(m.ageMs)} ago)`],
+    ['last attempt', iso(m.lastAttemptAt)],
+    ['available at', iso(m.availableAt)],
+    ['delivered at', iso(m.deliveredAt)],
+    ['dead at', iso(m.deadAt)],
+    ['locked by', m.lockedBy ?? '-'],
+    ['locked until', iso(m.lockedUntil)],
+    ['lock token', m.lockToken ?? '-'],
+    ['headers', JSON.stringify(m.headers)],
+  ];
+  const width = Math.max(...fields.map(([name]) => name.length));
+  const text = [
+    ...fields.map(([name, value]) => `${name.padEnd(width)}  ${value}`),
+    `${'last error'.padEnd(width)}  ${(m.lastError ?? '-').split('\n').join(`\n${' '.repeat(width + 2)}`)}`,
+    'payload',
+    JSON.stringify(payloadJson(m), null, 2),
+  ].join('\n');
+  return { text, json: { ...m, payload: payloadJson(m) } };
+}
+
+async function dlqRetry(args: CliArgs, { admin }: Connected): Promise<CliResult> {
+  const ids = messageIds(args);
+  let report;
+  if (ids.length > 0) {
+    if (args.filtered || args.all) {
+      throw new CliUsageError('Give message ids, or filters, or --all: not several.');
+    }
+    report = await admin.retry(ids);
+  } else if (args.all) {
+    if (args.filtered) {
+      throw new CliUsageError('--all retries every dead letter: drop it, or drop the filters.');
+    }
+    report = await admin.retryWhere({ all: true });
+  } else if (args.filtered) {
+    report = await admin.retryWhere(args.filter);
+  } else {
+    throw new CliUsageError(
+      'Name the dead letters to retry: message ids, filters (--topic, --key, --type, --error, --older-than), or --all.',
+    );
+  }
+  const retried = report.requeued + report.resequenced;
+  const moved =
+    report.resequenced === 0
+      ? ''
+      : ` (${report.resequenced} moved to the end of their key's queue, behind messages that went ahead)`;
+  return {
+    text: `Retried ${plural(retried, 'dead letter')}${moved}.`,
+    json: { retried, ...report },
+  };
+}
+
+async function dlqPurge(args: CliArgs, { admin }: Connected): Promise<CliResult> {
+  const ids = messageIds(args);
+  let deleted: number;
+  if (ids.length > 0) {
+    if (args.filtered || args.all) {
+      throw new CliUsageError('Give message ids, or filters, or --all --yes: not several.');
+    }
+    deleted = await admin.purge(ids);
+  } else if (args.filtered) {
+    if (args.all)
+      throw new CliUsageError('--all deletes every dead letter: drop it, or drop the filters.');
+    // An age alone (--older-than 0, or any age once every dead letter is that old) can reach
+    // every dead letter, so it needs the same --yes as no filter at all.
+    if (!narrowsBeyondAge(args.filter) && !args.yes) {
+      throw new CliUsageError(
+        'Refusing to delete by age alone without --yes: it can reach every dead letter. Narrow it with --topic, --key, --type or --error, or add --yes.',
+      );
+    }
+    deleted = await admin.purgeWhere(args.filter);
+  } else if (args.yes) {
+    deleted = await admin.purgeWhere({ all: true });
+  } else {
+    throw new CliUsageError(
+      'Refusing to delete every dead letter without --yes. Narrow it with message ids or filters, or add --yes.',
+    );
+  }
+  return { text: `Deleted ${plural(deleted, 'dead letter')}.`, json: { deleted } };
+}
+
+async function stats({ admin, store }: Connected): Promise<CliResult> {
+  const [counts, base] = await Promise.all([admin.counts(), store.stats()]);
+  const json = { ...counts, oldestPendingAgeMs: base.oldestPendingAgeMs };
+  const states = ['pending', 'waiting', 'leased', 'delivered', 'dead'] as const;
+  const text = [
+    table(
+      ['STATUS', 'COUNT'],
+      states.map((s) => [s, String(counts[s])]),
+    ),
+    '',
+    `oldest pending: ${base.oldestPendingAgeMs === null ? 'none' : formatDuration(base.oldestPendingAgeMs)}`,
+    ...(counts.byTopic.length === 0
+      ? []
+      : [
+          '',
+          table(
+            ['TOPIC', ...states.map((s) => s.toUpperCase())],
+            counts.byTopic.map((t) => [t.topic, ...states.map((s) => String(t[s]))]),
+          ),
+        ]),
+  ].join('\n');
+  return { text, json };
+}
+
+/** `stats` again every interval, each frame stamped, until SIGINT or SIGTERM. */
+async function statsWatch(args: CliArgs, c: Connected, io: CliIo): Promise<CliResult> {
+  const stop = new AbortController();
+  const onSignal = (): void => stop.abort();
+  process.once('SIGINT', onSignal);
+  process.once('SIGTERM', onSignal);
+  try {
+    while (!stop.signal.aborted) {
+      const frame = await stats(c);
+      const at = new Date().toISOString();
+      io.stdout(
+        args.json
+          ? `${JSON.stringify({ at, ...(frame.json as object) })}\n`
+          : `${at}\n${frame.text}\n\n`,
+      );
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, args.intervalMs);
+        stop.signal.addEventListener(
+          'abort',
+          () => {
+            clearTimeout(timer);
+            resolve();
+          },
+          { once: true },
+        );
+      });
+    }
+  } finally {
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+  }
+  return { text: '', json: null, printed: true };
+}
+
+async function why(args: CliArgs, { admin }: Connected): Promise<CliResult> {
+  const [id, extra] = args.args;
+  if (id === undefined || extra !== undefined) {
+    throw new CliUsageError('"outbox why" takes one message id.');
+  }
+  if (!UUID.test(id)) throw new CliUsageError(`"${id}" is not a message id (a UUID).`);
+  const answer = await admin.why(id);
+  return { text: `${answer.state}: ${answer.reason}`, json: answer };
+}
+
+async function blocked(args: CliArgs, { admin }: Connected): Promise<CliResult> {
+  const page = await admin.blockedKeys({ after: args.after, limit: args.limit ?? 50 });
+  if (page.items.length === 0) return { text: 'No blocked keys.', json: page };
+  const text = [
+    table(
+      ['KEY', 'HEAD MESSAGE ID', 'HEAD', 'ATTEMPTS', 'WAITING', 'OLDEST WAITING', 'LAST ERROR'],
+      page.items.map((k) => [
+        k.key,
+        k.headMessageId,
+        k.headStatus === 'dead' ? 'dead' : `retrying at ${iso(k.nextAttemptAt)}`,
+        String(k.headAttempts),
+        String(k.waiting),
+        formatDuration(k.oldestWaitingAgeMs),
+        clip(k.lastError, 50),
+      ]),
+    ),
+    '',
+    'A dead head holds its key until it is retried or purged: outbox dlq retry <head message id>.',
+    ...(page.nextCursor === null ? [] : [`next page: --after ${page.nextCursor}`]),
+  ].join('\n');
+  return { text, json: page };
+}
+
+async function leases(args: CliArgs, { admin }: Connected): Promise<CliResult> {
+  const page = await admin.stuckLeases({
+    leasedLongerThanMs: args.longerThanMs,
+    after: args.after,
+    limit: args.limit ?? 50,
+  });
+  if (page.items.length === 0) return { text: 'No stuck leases.', json: page };
+  const text = [
+    table(
+      ['MESSAGE ID', 'LOCKED BY', 'LEASE', 'LEASED FOR', 'ATTEMPTS', 'TOPIC', 'KEY'],
+      page.items.map((m) => [
+        m.messageId,
+        m.lockedBy ?? '-',
+        m.leaseExpired ? 'expired' : `held until ${iso(m.lockedUntil)}`,
+        formatDuration(m.leasedForMs),
+        String(m.attempts),
+        m.topic,
+        m.key ?? '-',
+      ]),
+    ),
+    ...(page.nextCursor === null ? [] : ['', `next page: --after ${page.nextCursor}`]),
+  ].join('\n');
+  return { text, json: page };
+}
+
+async function purgeAll(
+  store: OutboxStore,
+  status: 'delivered' | 'dead',
+  olderThanMs: number,
+): Promise<number> {
+  let total = 0;
+  for (;;) {
+    const deleted = await store.purge(status, olderThanMs, CLEANUP_BATCH);
+    total += deleted;
+    if (deleted < CLEANUP_BATCH) return total;
+  }
+}
+
+async function cleanup(args: CliArgs, { store }: Connected): Promise<CliResult> {
+  if (!args.once) {
+    throw new CliUsageError(
+      '"outbox cleanup" runs once and exits: pass --once (the app\'s cleaner runs it on a schedule).',
+    );
+  }
+  if (args.deadRetentionMs !== null && !args.yes) {
+    throw new CliUsageError(
+      'Refusing to delete dead letters by age without --yes: --dead-retention can reach every dead letter. Add --yes, or leave --dead-retention out to keep them.',
+    );
+  }
+
+  const delivered = await purgeAll(store, 'delivered', args.deliveredRetentionMs);
+  const dead =
+    args.deadRetentionMs === null ? null : await purgeAll(store, 'dead', args.deadRetentionMs);
+  const text = [
+    `Deleted ${plural(delivered, 'delivered message')} older than ${formatDuration(args.deliveredRetentionMs)}.`,
+    dead === null
+      ? 'Dead letters kept (no --dead-retention).'
+      : `Deleted ${plural(dead, 'dead letter')} older than ${formatDuration(args.deadRetentionMs)}.`,
+  ].join('\n');
+  return { text, json: { delivered, dead } };
+}
+
+/** Whether a dead-letter filter names something besides an age (which may match them all). */
+function narrowsBeyondAge(filter: CliArgs['filter']): boolean {
+  return (
+    filter.topic !== undefined ||
+    filter.key !== undefined ||
+    filter.type !== undefined ||
+    filter.errorContains !== undefined
+  );
+}

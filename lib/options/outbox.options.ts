@@ -1,0 +1,122 @@
+import type { DataSource } from 'typeorm';
+import type { AmbientTransaction } from './ambient-transaction.interface';
+import type { OutboxObserver } from '../observers/outbox-observer.interface';
+import type { OutboxPublisher } from '../publishers/outbox-publisher.interface';
+import type { OutboxRecord } from '../message/outbox-record.interface';
+
+export interface OutboxDispatcherOptions {
+  /** Most messages claimed and published in one batch. @default 200 */
+  batchSize?: number;
+  /**
+   * Batches publishing at once: the next claim overlaps the current publish. Per-key order is
+   * unaffected (a key has at most one message in flight). @default 2
+   */
+  batchesInFlight?: number;
+  /** Time between polls when the table has no due work. @default 1000 */
+  pollIntervalMs?: number;
+  /** How long a claim is owned before another dispatcher may take it over. @default 30000 */
+  leaseMs?: number;
+  /** How long one publish may wait for the broker; must be below `leaseMs`. @default 10000 */
+  publishTimeoutMs?: number;
+  /**
+   * Longest time one dispatcher database call (claim, settle, park) may take: enforced by the
+   * server where it can (PostgreSQL `statement_timeout`) and by a watchdog that logs, gives up
+   * on the call `min(1000, dbTimeoutMs)` later and pauses. `publishTimeoutMs + dbTimeoutMs` plus
+   * that margin must not exceed `leaseMs`.
+   * @default min(10000, (leaseMs - publishTimeoutMs) / 2)
+   */
+  dbTimeoutMs?: number;
+  /** Wake up on PostgreSQL NOTIFY from other instances (ignored on other databases). @default true */
+  listen?: boolean;
+  /** On shutdown, how long in-flight publishes may finish before their leases are released. @default 10000 */
+  shutdownTimeoutMs?: number;
+  /** Longest pause after a broker outage; pauses double from `pollIntervalMs` up to this. @default 30000 */
+  maxOutagePauseMs?: number;
+}
+
+export interface OutboxRetryOptions {
+  /** Failed attempts after which a message is dead-lettered. @default 10 */
+  maxAttempts?: number;
+  /** Delay before the first retry. @default 1000 */
+  initialDelayMs?: number;
+  /** Upper bound of one retry delay. @default 300000 */
+  maxDelayMs?: number;
+  /** Growth of the delay per attempt. @default 2 */
+  factor?: number;
+  /** Fraction of each delay that is randomised (0 = none, 1 = full jitter). @default 0.2 */
+  jitter?: number;
+  /** Dead-letter a failing message older than this (ms since enqueue); 0 = no limit. @default 0 */
+  maxAgeMs?: number;
+  /** Return false to dead-letter a failure at once. @default every failure but PermanentPublishError is retried */
+  retryIf?: (error: unknown, record: OutboxRecord) => boolean;
+}
+
+export interface OutboxOrderingOptions {
+  /** Publish the messages of one key in commit order, one at a time. @default true */
+  enabled?: boolean;
+  /** What a dead-lettered message does to the later messages of its key. @default 'block' */
+  onDeadLetter?: 'block' | 'skip';
+}
+
+export interface OutboxCleanerOptions {
+  /** How often the cleaner runs. @default 60000 */
+  intervalMs?: number;
+  /** Keep delivered rows this long; 0 deletes them when they are settled. @default 86400000 (1 day) */
+  deliveredRetentionMs?: number;
+  /** Delete dead rows after this long; null keeps them until an operator acts. @default null */
+  deadRetentionMs?: number | null;
+  /** Most rows deleted per statement. @default 1000 */
+  batchSize?: number;
+}
+
+export interface OutboxUnlockerOptions {
+  /** How often expired leases are cleared. @default 30000 */
+  intervalMs?: number;
+}
+
+/** Options of `OutboxModule.forRoot()` / the object `forRootAsync()`'s factory returns. */
+export interface OutboxModuleOptions {
+  /** The TypeORM DataSource holding the outbox table, or the name it was registered under. */
+  dataSource: DataSource | string;
+  /** Where the dispatcher sends messages. Required unless `workers` is false. */
+  publisher?: OutboxPublisher;
+  /** Outbox table name: letters, digits and underscores. @default 'outbox' */
+  tableName?: string;
+  /** Schema of the table (PostgreSQL only). @default the connection's search path */
+  schema?: string;
+  /** Largest serialised payload accepted by `enqueue()`, in bytes. @default 262144 */
+  maxPayloadBytes?: number;
+  /** Supplies the caller's transaction when `enqueue()` gets no manager. @default none */
+  ambientTransaction?: AmbientTransaction;
+  /** Name written to `locked_by` on claims. @default host name, pid and a random suffix */
+  instanceId?: string;
+  /** Start the workers' schedules at bootstrap; false leaves them to `runOnce()` / `start()`. @default true */
+  autoStart?: boolean;
+  ordering?: OutboxOrderingOptions;
+  dispatcher?: OutboxDispatcherOptions;
+  retry?: OutboxRetryOptions;
+  unlocker?: OutboxUnlockerOptions;
+  cleaner?: OutboxCleanerOptions;
+  /** Metrics and tracing hooks. */
+  observer?: OutboxObserver;
+  /**
+   * Called once per `enqueue()` call, synchronously in the caller's context; the headers it
+   * returns are added to every message of the call, under the message's own headers (which win
+   * on a clash). For context propagation, e.g. `traceContextHeaders` of
+   * `nestjs-outbox/opentelemetry`. @default none
+   */
+  headersProvider?: () => Readonly<Record<string, string>> | undefined;
+}
+
+/** Options that decide which providers exist, so they are given outside the async factory. */
+export interface OutboxModuleExtras {
+  /**
+   * Name of this instance, in an app with several outboxes (each with its own table, publisher
+   * and dispatcher). Inject a named instance with `@InjectOutbox(name)`. @default 'default'
+   */
+  name?: string;
+  /** Register the module globally. @default true */
+  isGlobal?: boolean;
+  /** Provide the dispatcher, unlocker and cleaner; false for enqueue-only apps. @default true */
+  workers?: boolean;
+}

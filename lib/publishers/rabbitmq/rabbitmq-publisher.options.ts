@@ -1,0 +1,212 @@
+import type { Channel, Options } from 'amqplib';
+import { OptionChecks, type KnownOptionKeys, type OptionFailure } from '../../options/option-checks';
+import type { OutboxRecord } from '../../message/outbox-record.interface';
+
+/** Options of {@link RabbitMqPublisher}. */
+export interface RabbitMqPublisherOptions {
+  /** `amqp://user:pass@host:5672/vhost` (or `amqps://`), or amqplib connect options. Never logged with its password. */
+  url: string | Options.Connect;
+  /** Socket and TLS options handed to `amqplib.connect` (certificates, `servername` …). @default none */
+  socketOptions?: Record<string, unknown>;
+  /**
+   * The exchange a message is published to. The default exchange `''` routes a message to the
+   * queue named by its routing key, so by default each topic is a queue.
+   * @default ''
+   */
+  exchange?: string | ((record: OutboxRecord) => string);
+  /** The routing key of a message. @default the message's `topic` */
+  routingKey?: (record: OutboxRecord) => string;
+  /**
+   * Declares exchanges, queues and bindings; run on a channel of its own after every
+   * (re)connection, before anything is published. A failure counts as a failed connection.
+   * @default none (the topology is managed elsewhere)
+   */
+  assertTopology?: (channel: Channel) => Promise<void>;
+  /** Most publishes awaiting a broker confirm at once; more wait for a slot. @default 1000 */
+  maxOutstandingConfirms?: number;
+  /**
+   * How long a published message may wait for its confirm before it counts as failed (retried);
+   * keep it below the dispatcher's `publishTimeoutMs`. @default 5000
+   */
+  publishTimeoutMs?: number;
+  /** AMQP heartbeat in seconds, so a dead broker is noticed; 0 turns heartbeats off. @default 10 */
+  heartbeat?: number;
+  /** Time allowed to open the connection, in ms. @default 5000 */
+  connectionTimeoutMs?: number;
+  /** Waits between reconnection attempts: doubled after each failure, up to the maximum. */
+  reconnect?: {
+    /** @default 500 */
+    initialDelayMs?: number;
+    /** @default 15000 */
+    maxDelayMs?: number;
+  };
+  /** Connection name shown in the management UI. @default 'nestjs-outbox' */
+  connectionName?: string;
+  /** The `app-id` property of every message. @default none */
+  appId?: string;
+}
+
+/** Options with defaults applied and values checked. */
+export interface ResolvedRabbitMqPublisherOptions {
+  readonly url: string | Options.Connect;
+  readonly socketOptions: Record<string, unknown>;
+  readonly exchange: (record: OutboxRecord) => string;
+  readonly routingKey: (record: OutboxRecord) => string;
+  readonly assertTopology: ((channel: Channel) => Promise<void>) | undefined;
+  readonly maxOutstandingConfirms: number;
+  readonly publishTimeoutMs: number;
+  readonly heartbeat: number;
+  readonly connectionTimeoutMs: number;
+  readonly reconnect: { readonly initialDelayMs: number; readonly maxDelayMs: number };
+  readonly connectionName: string;
+  readonly appId: string | undefined;
+}
+
+// Every other key is refused: a misspelt option would silently keep its default.
+const OPTION_KEYS = {
+  '': {
+    url: true,
+    socketOptions: true,
+    exchange: true,
+    routingKey: true,
+    assertTopology: true,
+    maxOutstandingConfirms: true,
+    publishTimeoutMs: true,
+    heartbeat: true,
+    connectionTimeoutMs: true,
+    reconnect: true,
+    connectionName: true,
+    appId: true,
+  } satisfies Record<keyof RabbitMqPublisherOptions, true>,
+  reconnect: { initialDelayMs: true, maxDelayMs: true } satisfies Record<
+    keyof NonNullable<RabbitMqPublisherOptions['reconnect']>,
+    true
+  >,
+} satisfies KnownOptionKeys;
+
+const checks = new OptionChecks('RabbitMqPublisher');
+const fail: OptionFailure = checks.fail;
+const { show, integer } = checks;
+
+/**
+ * Merges the defaults into `RabbitMqPublisher` options and rejects invalid ones with a message
+ * that says how to fix them. Pure: no I/O. Never puts the URL in a message.
+ */
+export function resolveRabbitMqPublisherOptions(
+  options: RabbitMqPublisherOptions,
+): ResolvedRabbitMqPublisherOptions {
+  if (options === null || typeof options !== 'object') {
+    fail(
+      'options',
+      `${show(options)} is not an object`,
+      "Pass { url: 'amqp://user:pass@host:5672' }.",
+    );
+  }
+  checks.knownKeys(options, OPTION_KEYS);
+  const { url } = options;
+  if (typeof url === 'string') {
+    if (!/^amqps?:\/\/[^\s]+$/i.test(url))
+      fail(
+        'url',
+        'it is not an amqp:// or amqps:// URL',
+        'Pass e.g. amqp://user:pass@rabbit:5672/vhost.',
+      );
+  } else if (url === null || typeof url !== 'object') {
+    fail(
+      'url',
+      'it is missing',
+      'Pass an amqp:// URL or amqplib connect options ({ hostname, port, username, password, vhost }).',
+    );
+  }
+  const socketOptions = options.socketOptions ?? {};
+  if (typeof socketOptions !== 'object' || socketOptions === null)
+    fail('socketOptions', 'it is not an object', 'Pass socket/TLS options or leave it out.');
+
+  const { exchange } = options;
+  if (exchange !== undefined && typeof exchange !== 'string' && typeof exchange !== 'function') {
+    fail(
+      'exchange',
+      `${show(exchange)} is neither a string nor a function`,
+      "Pass an exchange name, (record) => name, or leave it out for the default exchange ''.",
+    );
+  }
+  if (options.routingKey !== undefined && typeof options.routingKey !== 'function') {
+    fail(
+      'routingKey',
+      'it is not a function',
+      'Pass (record) => routingKey, or leave it out to use the topic.',
+    );
+  }
+  if (options.assertTopology !== undefined && typeof options.assertTopology !== 'function') {
+    fail(
+      'assertTopology',
+      'it is not a function',
+      'Pass async (channel) => { await channel.assertExchange(...); ... }.',
+    );
+  }
+  const reconnect = options.reconnect ?? {};
+  if (typeof reconnect !== 'object' || reconnect === null)
+    fail(
+      'reconnect',
+      'it is not an object',
+      'Pass { initialDelayMs, maxDelayMs } or leave it out.',
+    );
+  const initialDelayMs = integer(
+    reconnect.initialDelayMs,
+    500,
+    'reconnect.initialDelayMs',
+    0,
+    600_000,
+  );
+  const maxDelayMs = integer(
+    reconnect.maxDelayMs,
+    Math.max(15_000, initialDelayMs),
+    'reconnect.maxDelayMs',
+    0,
+    3_600_000,
+  );
+  if (maxDelayMs < initialDelayMs) {
+    fail(
+      'reconnect.maxDelayMs',
+      `${maxDelayMs} ms is below reconnect.initialDelayMs (${initialDelayMs} ms)`,
+      'Raise maxDelayMs or lower initialDelayMs.',
+    );
+  }
+  const connectionName = options.connectionName ?? 'nestjs-outbox';
+  if (typeof connectionName !== 'string')
+    fail(
+      'connectionName',
+      `${show(connectionName)} is not a string`,
+      "Leave it out for 'nestjs-outbox'.",
+    );
+  if (options.appId !== undefined && typeof options.appId !== 'string')
+    fail('appId', `${show(options.appId)} is not a string`, 'Pass a string or leave it out.');
+
+  const fixedExchange = typeof exchange === 'string' ? exchange : undefined;
+  return {
+    url,
+    socketOptions,
+    exchange: typeof exchange === 'function' ? exchange : () => fixedExchange ?? '',
+    routingKey: options.routingKey ?? ((record) => record.topic),
+    assertTopology: options.assertTopology,
+    maxOutstandingConfirms: integer(
+      options.maxOutstandingConfirms,
+      1_000,
+      'maxOutstandingConfirms',
+      1,
+      1_000_000,
+    ),
+    publishTimeoutMs: integer(options.publishTimeoutMs, 5_000, 'publishTimeoutMs', 10, 3_600_000),
+    heartbeat: integer(options.heartbeat, 10, 'heartbeat', 0, 3_600),
+    connectionTimeoutMs: integer(
+      options.connectionTimeoutMs,
+      5_000,
+      'connectionTimeoutMs',
+      100,
+      600_000,
+    ),
+    reconnect: { initialDelayMs, maxDelayMs },
+    connectionName,
+    appId: options.appId,
+  };
+}

@@ -1,0 +1,866 @@
+import { Logger } from '@nestjs/common';
+import {
+  connect,
+  type Channel,
+  type ChannelModel,
+  type ConfirmChannel,
+  type Message,
+  type Options,
+} from 'amqplib';
+import { PublishTimeoutError } from '../../errors/publish-timeout.error';
+import { PublisherUnavailableError } from '../../errors/publisher-unavailable.error';
+import type { OutboxPublisher, PublishOutcome } from '../outbox-publisher.interface';
+import type { OutboxRecord } from '../../message/outbox-record.interface';
+import { raceAbort } from '../../internal/race-abort';
+import { describeError } from '../../internal/describe-error';
+import {
+  OUTBOX_HEADER_KEY,
+  OUTBOX_HEADER_MESSAGE_ID,
+  OUTBOX_HEADER_TYPE,
+} from '../../outbox.constants';
+import { RabbitMqAccessRefusedError, type RabbitMqRefusal } from './rabbitmq-access-refused.error';
+import { RabbitMqPublishError } from './rabbitmq-publish.error';
+import {
+  resolveRabbitMqPublisherOptions,
+  type RabbitMqPublisherOptions,
+  type ResolvedRabbitMqPublisherOptions,
+} from './rabbitmq-publisher.options';
+import { RABBITMQ_PUBLISH_ID_HEADER } from './rabbitmq-publish-id';
+
+
+/** A message with its destination, and its position in the batch. */
+interface Item {
+  readonly index: number;
+  readonly record: OutboxRecord;
+  readonly exchange: string;
+  readonly routingKey: string;
+}
+
+/**
+ * The outcome of one publish on one channel. The server closed the channel (because of some
+ * message on it) before this message was confirmed (`suspect`: it may be the one at fault) or
+ * before it was written at all (`unsent`). Either way it is published again, on a channel of
+ * its own, to find the message at fault.
+ */
+type RoundResult = PublishOutcome | { readonly ok: 'suspect' } | { readonly ok: 'unsent' };
+
+/** A published message waiting for its confirm. */
+interface Entry {
+  readonly item: Item;
+  /** Its confirm sequence number (delivery tag) on the channel. */
+  readonly tag: number;
+  readonly publishId: string;
+  /** Set by `basic.return`, which RabbitMQ sends before the confirm of the same message. */
+  returned: { replyCode?: number; replyText?: string } | undefined;
+  result: RoundResult | undefined;
+  readonly listeners: ((result: RoundResult) => void)[];
+  settle(result: RoundResult): void;
+}
+
+interface ChannelState {
+  readonly channel: ConfirmChannel;
+  /** The server's reason when it closed the channel (404 no exchange, 403, 406 …). */
+  closeError: (Error & { code?: unknown }) | undefined;
+  closed: boolean;
+  /** Delivery tag of the last publish: RabbitMQ numbers a confirm channel's publishes from 1. */
+  lastTag: number;
+  /** Published and not confirmed yet (abandoned ones included), by delivery tag, in order. */
+  readonly unconfirmed: Map<number, Entry>;
+  /** The same entries by publish id, for `basic.return`. */
+  readonly byPublishId: Map<string, Entry>;
+  /** `publish()` returned false: wait for 'drain' before writing more. */
+  needsDrain: boolean;
+  readonly waiters: Set<() => void>;
+}
+
+interface ConnectionState {
+  readonly model: ChannelModel;
+  blocked: string | undefined;
+  closed: boolean;
+  /** The channel every batch publishes on first. */
+  channel: ChannelState | undefined;
+  opening: Promise<ChannelState> | undefined;
+}
+
+const RESERVED_HEADERS = new Set(['cc', 'bcc']);
+const ACCESS_REFUSED = 403;
+const NOT_FOUND = 404;
+/** How long an exchange seen to exist is trusted before it is checked again. */
+const EXCHANGE_CHECK_TTL_MS = 10_000;
+// amqplib reports a refused handshake only as text, in two fixed formats of its lib/connection.js
+// (the server's reply code is no property): "Handshake terminated by server: 403 (ACCESS-REFUSED)
+// with message ..." when the login is refused, and "Expected ConnectionOpenOk; got
+// <ConnectionClose ...>" when connection.open to the vhost is. Anchored on those formats only.
+const HANDSHAKE_REFUSED = /^Handshake terminated by server: (403|530) /;
+const VHOST_REFUSED = /^Expected ConnectionOpenOk; got <ConnectionClose\b/;
+
+/**
+ * Publishes outbox messages to RabbitMQ with amqplib on a confirm channel: persistent, mandatory
+ * messages with `messageId`, `type`, `timestamp`, `contentType: application/json` and the
+ * user's headers plus `x-outbox-message-id`, `x-outbox-type`, `x-outbox-key` and
+ * `x-outbox-publish-id`. A message counts as published only when the broker confirmed it and did
+ * not return it as unroutable (returns are matched to the exact publish by its publish id).
+ *
+ * By default messages go to the default exchange with the topic as routing key, i.e. to the
+ * queue named like the topic; set `exchange` and `routingKey` for anything else.
+ *
+ * Failures: an unroutable (returned) or nacked message fails alone and is retried. When a publish
+ * makes the server close the channel (an exchange that does not exist, a 406), every message
+ * unconfirmed on it, of any batch, is published again on channels of its own, narrowed down until
+ * the message at fault is found: only that one fails. A lost connection, a blocked connection
+ * (memory or disk alarm) or a failed reconnect report an outage, so the dispatcher releases the
+ * batch without counting attempts; reconnection waits with exponential backoff. A refused login,
+ * vhost or permission ({@link RabbitMqAccessRefusedError}) is logged at error level on every
+ * attempt and never costs a message an attempt; {@link RabbitMqPublisher.connect} lets the
+ * application fail at bootstrap instead.
+ */
+export class RabbitMqPublisher implements OutboxPublisher {
+  private readonly logger = new Logger(RabbitMqPublisher.name);
+  // Private fields, so that the URL's password never shows up in util.inspect or JSON.stringify.
+  readonly #options: ResolvedRabbitMqPublisherOptions;
+  readonly #where: string;
+  readonly #user: string | undefined;
+  readonly #vhost: string;
+  #connection: ConnectionState | undefined;
+  /** Exchanges seen to exist, with when (see `missingExchanges`). */
+  readonly #exchangesSeen = new Map<string, number>();
+  #connecting: Promise<ConnectionState> | undefined;
+  #nextAttemptAt = 0;
+  #delayMs = 0;
+  /** Why the last connection attempt failed, for the fast failures while waiting to retry. */
+  #lastFailure: PublisherUnavailableError | undefined;
+  #publishes = 0;
+
+  constructor(options: RabbitMqPublisherOptions) {
+    this.#options = resolveRabbitMqPublisherOptions(options);
+    this.#where = describeEndpoint(this.#options.url);
+    ({ user: this.#user, vhost: this.#vhost } = identity(this.#options.url));
+  }
+
+  /**
+   * Connects now instead of on the first publish (and now, even while waiting to reconnect).
+   * Rejects with {@link RabbitMqAccessRefusedError} when RabbitMQ refuses the credentials, the
+   * vhost or the topology's permissions, and with `PublisherUnavailableError` when it cannot be
+   * reached. Await it where the publisher is built to stop a misconfigured application at
+   * bootstrap; `publish()` keeps reconnecting with backoff either way.
+   */
+  async connect(): Promise<void> {
+    await this.connection(true);
+  }
+
+  /**
+   * For health checks: resolves when a connection to RabbitMQ is open (opening one now if
+   * needed) and RabbitMQ is not blocking publishers; rejects with the reason otherwise.
+   */
+  async ping(signal: AbortSignal): Promise<void> {
+    await raceAbort(this.connection(true), signal);
+  }
+
+  async publish(records: readonly OutboxRecord[], signal: AbortSignal): Promise<PublishOutcome[]> {
+    const outcomes = new Array<PublishOutcome | undefined>(records.length).fill(undefined);
+    const items: Item[] = [];
+    records.forEach((record, index) => {
+      try {
+        items.push({
+          index,
+          record,
+          exchange: this.#options.exchange(record),
+          routingKey: this.#options.routingKey(record),
+        });
+      } catch (error) {
+        outcomes[index] = { ok: false, error };
+      }
+    });
+
+    if (items.length > 0 && !signal.aborted) {
+      let connection: ConnectionState;
+      let shared: ChannelState;
+      try {
+        connection = await this.connection(false);
+        shared = await this.sharedChannel(connection);
+      } catch (error) {
+        // Nothing was published yet: the whole batch is handed back.
+        throw toUnavailable(error, 'Could not open a RabbitMQ channel');
+      }
+      // A publish to a missing exchange closes the channel, and the confirms of messages the
+      // broker had already routed on it are lost with it: publishing those again would deliver
+      // them twice. So such messages fail here, before anything is sent.
+      const missing = await this.missingExchanges(connection, items);
+      const sendable = items.filter((item) => {
+        const error = missing.get(item.exchange);
+        if (error === undefined) return true;
+        outcomes[item.index] = { ok: false, error: this.noExchange(error, item) };
+        return false;
+      });
+      const results = await this.publishOnChannel(connection, shared, sendable, signal);
+      const again: Item[] = [];
+      results.forEach((result, k) => {
+        const item = sendable[k];
+        if (item === undefined) return;
+        if (result.ok === 'suspect' || result.ok === 'unsent') again.push(item);
+        else outcomes[item.index] = result;
+      });
+      if (again.length > 0) await this.isolate(connection, again, outcomes, signal);
+    }
+    const unanswered = signal.aborted
+      ? abortReason(signal)
+      : new PublisherUnavailableError('RabbitMQ closed the channel before confirming the message');
+    return outcomes.map((o) => o ?? { ok: false, error: unanswered });
+  }
+
+  /** Closes the channel and the connection; a later publish connects again. */
+  async close(): Promise<void> {
+    const connection = (await this.#connecting?.catch(() => undefined)) ?? this.#connection;
+    this.#connection = undefined;
+    if (connection === undefined || connection.closed) return;
+    connection.closed = true;
+    const channel = connection.channel;
+    if (channel !== undefined && !channel.closed)
+      await channel.channel.close().catch(() => undefined);
+    await connection.model.close().catch(() => undefined);
+  }
+
+  /**
+   * Publishes messages whose channel the server closed before confirming them, each group on a
+   * channel of its own, so that neither another batch nor the message at fault can disturb them.
+   * A group whose channel is closed again is split in halves; a message that is the only one
+   * unconfirmed on a closed channel is the one at fault. (The server processes a channel's
+   * publishes in order and never confirms the one it closed the channel for.)
+   */
+  private async isolate(
+    connection: ConnectionState,
+    items: readonly Item[],
+    outcomes: (PublishOutcome | undefined)[],
+    signal: AbortSignal,
+  ): Promise<void> {
+    const groups: Item[][] = [[...items]];
+    // Enough to isolate every message alone; a channel the server keeps closing for no message's
+    // fault must not loop forever.
+    let rounds = 2 * items.length + 2;
+    const refused = new Set<string>();
+    while (groups.length > 0 && !signal.aborted) {
+      const group = groups.shift() ?? [];
+      if (rounds-- <= 0) {
+        const error = new PublisherUnavailableError(
+          'RabbitMQ kept closing the channel and the message at fault could not be isolated',
+        );
+        for (const item of group) outcomes[item.index] ??= { ok: false, error };
+        continue;
+      }
+      let state: ChannelState;
+      try {
+        state = await this.openChannel(connection);
+      } catch (cause) {
+        const error = toUnavailable(cause, 'Could not open a RabbitMQ channel');
+        for (const item of [group, ...groups].flat()) outcomes[item.index] ??= { ok: false, error };
+        break;
+      }
+      const results = await this.publishOnChannel(connection, state, group, signal);
+      if (!state.closed) await state.channel.close().catch(() => undefined);
+      const unconfirmed: Item[] = [];
+      const unsent: Item[] = [];
+      results.forEach((result, k) => {
+        const item = group[k];
+        if (item === undefined) return;
+        if (result.ok === 'suspect') unconfirmed.push(item);
+        else if (result.ok === 'unsent') unsent.push(item);
+        else outcomes[item.index] = result;
+      });
+      const [only] = unconfirmed;
+      if (unconfirmed.length === 1 && only !== undefined) {
+        const error = this.channelFailure(state, only);
+        outcomes[only.index] = { ok: false, error };
+        if (error instanceof RabbitMqAccessRefusedError) refused.add(error.message);
+      } else if (unconfirmed.length > 1) {
+        const half = Math.ceil(unconfirmed.length / 2);
+        groups.unshift(unconfirmed.slice(0, half), unconfirmed.slice(half));
+      }
+      if (unsent.length > 0) groups.push(unsent);
+    }
+    // A permission problem is the operator's to fix, and retrying will not: say so at error level.
+    for (const message of refused) this.logger.error(message);
+  }
+
+  /**
+   * The exchanges of `items` that do not exist, with the server's error, checked with a passive
+   * declare on a channel of their own (a 404 closes it) and remembered for a few seconds when
+   * they do exist, so a steady stream costs one check per exchange every
+   * `EXCHANGE_CHECK_TTL_MS`. The default exchange always exists. A check that fails for another
+   * reason says nothing: the publish goes ahead and the channel-close path copes.
+   */
+  private async missingExchanges(
+    connection: ConnectionState,
+    items: readonly Item[],
+  ): Promise<Map<string, Error>> {
+    const missing = new Map<string, Error>();
+    const now = Date.now();
+    const unchecked = [...new Set(items.map((i) => i.exchange))].filter(
+      (name) => name !== '' && (this.#exchangesSeen.get(name) ?? 0) + EXCHANGE_CHECK_TTL_MS <= now,
+    );
+    let channel: Channel | undefined;
+    try {
+      for (const name of unchecked) {
+        channel ??= await this.checkChannel(connection);
+        try {
+          await channel.checkExchange(name);
+          this.#exchangesSeen.set(name, Date.now());
+        } catch (error) {
+          const code = (error as { code?: unknown }).code;
+          if (code === NOT_FOUND && error instanceof Error) missing.set(name, error);
+          // The server closed the channel: the next check needs a new one.
+          channel = undefined;
+        }
+      }
+    } catch {
+      // No channel for checks: publish as before and let the channel-close path find culprits.
+    } finally {
+      await channel?.close().catch(() => undefined);
+    }
+    return missing;
+  }
+
+  private async checkChannel(connection: ConnectionState): Promise<Channel> {
+    const channel = await connection.model.createChannel();
+    // A failed check closes the channel with an 'error' event, answered by checkExchange itself.
+    channel.on('error', () => undefined);
+    return channel;
+  }
+
+  private noExchange(error: Error, item: Item): RabbitMqPublishError {
+    return new RabbitMqPublishError(
+      `${describeError(error)}: the message was not published`,
+      'channel-error',
+      item.exchange,
+      item.routingKey,
+      NOT_FOUND,
+    );
+  }
+
+  /** Publishes every item on `state` and waits for their confirms, within `publishTimeoutMs`. */
+  private async publishOnChannel(
+    connection: ConnectionState,
+    state: ChannelState,
+    items: readonly Item[],
+    signal: AbortSignal,
+  ): Promise<RoundResult[]> {
+    const entries: Entry[] = [];
+    let unpublished = items.length;
+    let stopped: RoundResult | undefined;
+    // Settles this round's entries only: an abandoned publish stays unconfirmed on the channel
+    // until its confirm (or the channel's close) arrives, so a late return still finds it.
+    const stop = (result: RoundResult): void => {
+      stopped ??= result;
+      for (const entry of entries) entry.settle(result);
+      notify(state);
+    };
+    const timer = setTimeout(
+      () => stop({ ok: false, error: new PublishTimeoutError(this.#options.publishTimeoutMs) }),
+      this.#options.publishTimeoutMs,
+    );
+    const onAbort = (): void => stop({ ok: false, error: abortReason(signal) });
+    // Aborted while the connection or channel was being opened: publish nothing.
+    if (signal.aborted) onAbort();
+    else signal.addEventListener('abort', onAbort, { once: true });
+    const onBlocked = (): void => stop(this.blockedOutcome(connection));
+    connection.model.on('blocked', onBlocked);
+    try {
+      for (const item of items) {
+        while (
+          (state.unconfirmed.size >= this.#options.maxOutstandingConfirms || state.needsDrain) &&
+          this.canPublish(connection, state, stopped)
+        ) {
+          await changed(state);
+        }
+        if (!this.canPublish(connection, state, stopped)) break;
+        entries.push(this.publishOne(state, item));
+        unpublished--;
+      }
+      // Not sent at all: nothing is ambiguous about these.
+      const notSent = this.notSentOutcome(connection, state, stopped);
+      const results = await Promise.all(
+        entries.map((entry) => new Promise<RoundResult>((resolve) => waitSettled(entry, resolve))),
+      );
+      return [...results, ...new Array<RoundResult>(unpublished).fill(notSent)];
+    } finally {
+      clearTimeout(timer);
+      signal.removeEventListener('abort', onAbort);
+      connection.model.off('blocked', onBlocked);
+    }
+  }
+
+  private notSentOutcome(
+    connection: ConnectionState,
+    state: ChannelState,
+    stopped: RoundResult | undefined,
+  ): RoundResult {
+    if (connection.blocked !== undefined) return this.blockedOutcome(connection);
+    if (state.closed && state.closeError !== undefined && !connection.closed)
+      return { ok: 'unsent' };
+    if (
+      stopped?.ok === false &&
+      (stopped.error instanceof PublisherUnavailableError ||
+        stopped.error instanceof PublishTimeoutError)
+    )
+      return stopped;
+    const why =
+      stopped === undefined
+        ? 'RabbitMQ closed the channel'
+        : `no confirm slot freed up within ${this.#options.publishTimeoutMs} ms`;
+    return { ok: false, error: new PublisherUnavailableError(`The message was not sent: ${why}`) };
+  }
+
+  private canPublish(
+    connection: ConnectionState,
+    state: ChannelState,
+    stopped: RoundResult | undefined,
+  ): boolean {
+    return (
+      stopped === undefined &&
+      !state.closed &&
+      !connection.closed &&
+      connection.blocked === undefined
+    );
+  }
+
+  private publishOne(state: ChannelState, item: Item): Entry {
+    const publishId = String(++this.#publishes);
+    const entry = createEntry(item, ++state.lastTag, publishId);
+    state.unconfirmed.set(entry.tag, entry);
+    state.byPublishId.set(publishId, entry);
+    try {
+      // Confirms are taken from the channel's ack/nack events by delivery tag (see openChannel),
+      // not from this callback, which amqplib also calls with an error when the channel closes.
+      const ok = state.channel.publish(
+        item.exchange,
+        item.routingKey,
+        Buffer.from(item.record.payload, 'utf8'),
+        this.properties(item.record, publishId),
+      );
+      if (!ok) state.needsDrain = true;
+    } catch (error) {
+      // The channel is closing under us: the message never left.
+      forget(state, entry);
+      entry.settle({ ok: false, error: toUnavailable(error, 'The message was not sent') });
+    }
+    return entry;
+  }
+
+  /** The outcome of a confirm (`nacked`: a basic.nack) for `entry`. */
+  private confirmOutcome(entry: Entry, nacked: boolean): PublishOutcome {
+    const { exchange, routingKey } = entry.item;
+    if (nacked) {
+      return {
+        ok: false,
+        error: new RabbitMqPublishError(
+          `RabbitMQ refused the message (basic.nack) on exchange '${exchange}'`,
+          'nacked',
+          exchange,
+          routingKey,
+        ),
+      };
+    }
+    const returned = entry.returned;
+    if (returned === undefined) return { ok: true };
+    const text = `RabbitMQ returned the message as unroutable (${returned.replyCode ?? 312} ${returned.replyText ?? 'NO_ROUTE'}): no queue is bound to exchange '${exchange}' for routing key '${routingKey}'`;
+    return {
+      ok: false,
+      error: new RabbitMqPublishError(text, 'unroutable', exchange, routingKey, returned.replyCode),
+    };
+  }
+
+  /** The failure of the message that made the server close its (own) channel. */
+  private channelFailure(state: ChannelState, item: Item): unknown {
+    const { exchange, routingKey } = item;
+    const closeError = state.closeError;
+    const code = typeof closeError?.code === 'number' ? closeError.code : undefined;
+    if (code === ACCESS_REFUSED) {
+      return this.refused(
+        'permission',
+        `publishing to exchange '${exchange}' was refused (${describeError(closeError)})`,
+        closeError,
+      );
+    }
+    return new RabbitMqPublishError(
+      closeError === undefined ? 'RabbitMQ closed the channel' : describeError(closeError),
+      'channel-error',
+      exchange,
+      routingKey,
+      code,
+    );
+  }
+
+  private properties(record: OutboxRecord, publishId: string): Options.Publish {
+    const headers: Record<string, string> = {};
+    for (const [name, value] of Object.entries(record.headers)) {
+      // CC/BCC would copy the message to other queues (sender-selected distribution).
+      if (!RESERVED_HEADERS.has(name.toLowerCase())) headers[name] = value;
+    }
+    headers[OUTBOX_HEADER_MESSAGE_ID] = record.messageId;
+    headers[OUTBOX_HEADER_TYPE] = record.type;
+    if (record.key !== null) headers[OUTBOX_HEADER_KEY] = record.key;
+    headers[RABBITMQ_PUBLISH_ID_HEADER] = publishId;
+    return {
+      persistent: true,
+      mandatory: true,
+      messageId: record.messageId,
+      type: record.type,
+      // AMQP timestamps are seconds since the epoch.
+      timestamp: Math.floor(record.createdAt.getTime() / 1000),
+      contentType: 'application/json',
+      contentEncoding: 'utf-8',
+      appId: this.#options.appId,
+      headers,
+    };
+  }
+
+  private blockedOutcome(connection: ConnectionState): PublishOutcome {
+    return {
+      ok: false,
+      error: new PublisherUnavailableError(
+        `RabbitMQ is blocking publishers (${connection.blocked ?? 'resource alarm'})`,
+      ),
+    };
+  }
+
+  /**
+   * The open connection, or a new one; fails fast while blocked or waiting to reconnect (unless
+   * `now`, for `connect()`).
+   */
+  private async connection(now: boolean): Promise<ConnectionState> {
+    const current = this.#connection;
+    if (current !== undefined && !current.closed) {
+      if (current.blocked !== undefined)
+        throw new PublisherUnavailableError(`RabbitMQ is blocking publishers (${current.blocked})`);
+      return current;
+    }
+    const waitMs = this.#nextAttemptAt - Date.now();
+    if (!now && waitMs > 0 && this.#connecting === undefined) {
+      const last = this.#lastFailure;
+      if (last instanceof RabbitMqAccessRefusedError) throw last;
+      throw new PublisherUnavailableError(
+        `RabbitMQ at ${this.#where} is unreachable (${last === undefined ? 'no attempt yet' : last.message}); next connection attempt in ${waitMs} ms`,
+        { cause: last },
+      );
+    }
+    this.#connecting ??= this.open().finally(() => {
+      this.#connecting = undefined;
+    });
+    return this.#connecting;
+  }
+
+  private async open(): Promise<ConnectionState> {
+    const o = this.#options;
+    let model: ChannelModel | undefined;
+    try {
+      model = await connect(withHeartbeat(o.url, o.heartbeat), {
+        ...o.socketOptions,
+        timeout: o.connectionTimeoutMs,
+        clientProperties: { connection_name: o.connectionName },
+      });
+      const state: ConnectionState = {
+        model,
+        blocked: undefined,
+        closed: false,
+        channel: undefined,
+        opening: undefined,
+      };
+      this.watch(state);
+      if (o.assertTopology !== undefined) {
+        const channel = await model.createChannel();
+        channel.on('error', () => undefined); // reported by the rejected call below
+        try {
+          await o.assertTopology(channel);
+        } finally {
+          await channel.close().catch(() => undefined);
+        }
+      }
+      this.#connection = state;
+      this.#delayMs = 0;
+      this.#nextAttemptAt = 0;
+      this.#lastFailure = undefined;
+      this.logger.log(`Connected to RabbitMQ at ${this.#where}`);
+      return state;
+    } catch (error) {
+      await model?.close().catch(() => undefined);
+      const { initialDelayMs, maxDelayMs } = o.reconnect;
+      this.#delayMs = Math.min(
+        maxDelayMs,
+        this.#delayMs === 0 ? initialDelayMs : this.#delayMs * 2,
+      );
+      this.#nextAttemptAt = Date.now() + this.#delayMs;
+      const failure =
+        this.accessRefusal(error) ??
+        new PublisherUnavailableError(
+          `Could not connect to RabbitMQ at ${this.#where}: ${describeError(error)}`,
+          { cause: error },
+        );
+      if (failure instanceof RabbitMqAccessRefusedError) {
+        // Retrying cannot help until someone fixes the configuration: say so loudly, every time.
+        this.logger.error(`${failure.message} Next attempt in ${this.#delayMs} ms.`);
+      }
+      this.#lastFailure = failure;
+      throw failure;
+    }
+  }
+
+  /** The refusal in a failed connection attempt, if RabbitMQ refused rather than failed. */
+  private accessRefusal(error: unknown): RabbitMqAccessRefusedError | undefined {
+    const message = error instanceof Error ? error.message : '';
+    const login = HANDSHAKE_REFUSED.exec(message);
+    if (login !== null) {
+      return this.refused('login', 'the login was refused', error, Number(login[1]));
+    }
+    if (VHOST_REFUSED.test(message)) return this.refused('vhost', 'access was refused', error);
+    // A channel error of assertTopology carries the reply code as a property.
+    if ((error as { code?: unknown } | null)?.code === ACCESS_REFUSED) {
+      return this.refused(
+        'permission',
+        `declaring the topology was refused (${describeError(error)})`,
+        error,
+      );
+    }
+    return undefined;
+  }
+
+  private refused(
+    refusal: RabbitMqRefusal,
+    what: string,
+    cause: unknown,
+    replyCode: number | undefined = refusal === 'vhost' ? undefined : ACCESS_REFUSED,
+  ): RabbitMqAccessRefusedError {
+    const user = this.#user === undefined ? 'the default user' : `user '${this.#user}'`;
+    const fix =
+      refusal === 'login'
+        ? 'the credentials are wrong (username or password)'
+        : refusal === 'vhost'
+          ? `the credentials or vhost permissions are wrong: ${user} may not use vhost '${this.#vhost}' (or it does not exist)`
+          : `the vhost permissions are wrong: ${user} may not do this on vhost '${this.#vhost}'`;
+    return new RabbitMqAccessRefusedError(
+      `RabbitMQ at ${this.#where} refused ${user}: ${what}; ${fix}. Nothing is published until this is fixed, and no message loses an attempt.`,
+      refusal,
+      this.#where,
+      this.#user,
+      this.#vhost,
+      replyCode,
+      { cause },
+    );
+  }
+
+  private watch(state: ConnectionState): void {
+    const { model } = state;
+    model.on('error', (error: unknown) => {
+      this.#lastFailure = new PublisherUnavailableError(
+        `RabbitMQ connection error: ${describeError(error)}`,
+        { cause: error },
+      );
+    });
+    model.on('close', (error: unknown) => {
+      state.closed = true;
+      if (this.#connection === state) {
+        this.#connection = undefined;
+        if (error !== undefined && error !== null) {
+          this.#lastFailure = new PublisherUnavailableError(
+            `RabbitMQ connection lost: ${describeError(error)}`,
+            { cause: error },
+          );
+          this.logger.warn(
+            `RabbitMQ connection to ${this.#where} lost: ${describeError(error)}; reconnecting on the next publish`,
+          );
+        }
+      }
+      if (state.channel !== undefined) notify(state.channel);
+    });
+    model.on('blocked', (reason: unknown) => {
+      state.blocked = typeof reason === 'string' && reason !== '' ? reason : 'resource alarm';
+      this.logger.warn(`RabbitMQ blocked publishing on ${this.#where}: ${state.blocked}`);
+    });
+    model.on('unblocked', () => {
+      state.blocked = undefined;
+      this.logger.log(`RabbitMQ unblocked publishing on ${this.#where}`);
+    });
+  }
+
+  /** The connection's shared confirm channel, opened again after the server closed it. */
+  private async sharedChannel(connection: ConnectionState): Promise<ChannelState> {
+    const current = connection.channel;
+    if (current !== undefined && !current.closed) return current;
+    connection.opening ??= this.openChannel(connection)
+      .then((state) => {
+        if (!state.closed) connection.channel = state;
+        return state;
+      })
+      .finally(() => {
+        connection.opening = undefined;
+      });
+    return connection.opening;
+  }
+
+  private async openChannel(connection: ConnectionState): Promise<ChannelState> {
+    const channel = await connection.model.createConfirmChannel();
+    const state: ChannelState = {
+      channel,
+      closeError: undefined,
+      closed: false,
+      lastTag: 0,
+      unconfirmed: new Map(),
+      byPublishId: new Map(),
+      needsDrain: false,
+      waiters: new Set(),
+    };
+    channel.on('error', (error: Error & { code?: unknown }) => {
+      state.closeError = error;
+      this.logger.warn(
+        `RabbitMQ closed a publishing channel: ${describeError(error)}; its unconfirmed messages are published again on channels of their own`,
+      );
+    });
+    channel.on('close', () => {
+      state.closed = true;
+      if (connection.channel === state) connection.channel = undefined;
+      // amqplib's own callbacks stop at the first confirmed hole in its window; settle all here.
+      const closed: RoundResult =
+        state.closeError !== undefined
+          ? { ok: 'suspect' }
+          : {
+              ok: false,
+              error: new PublisherUnavailableError('RabbitMQ connection lost before the confirm'),
+            };
+      for (const entry of state.unconfirmed.values()) entry.settle(closed);
+      state.unconfirmed.clear();
+      state.byPublishId.clear();
+      notify(state);
+    });
+    channel.on('ack', (fields: { deliveryTag: number; multiple: boolean }) =>
+      this.confirmed(state, fields, false),
+    );
+    channel.on('nack', (fields: { deliveryTag: number; multiple: boolean }) =>
+      this.confirmed(state, fields, true),
+    );
+    channel.on('return', (message: Message) => {
+      const headers = (message.properties.headers ?? {}) as Record<string, unknown>;
+      const id = headers[RABBITMQ_PUBLISH_ID_HEADER];
+      const entry = typeof id === 'string' ? state.byPublishId.get(id) : undefined;
+      if (entry !== undefined)
+        entry.returned = message.fields as { replyCode?: number; replyText?: string };
+    });
+    channel.on('drain', () => {
+      state.needsDrain = false;
+      notify(state);
+    });
+    return state;
+  }
+
+  /** Settles the entries a basic.ack / basic.nack confirms (one tag, or every tag up to it). */
+  private confirmed(
+    state: ChannelState,
+    { deliveryTag, multiple }: { deliveryTag: number; multiple: boolean },
+    nacked: boolean,
+  ): void {
+    const settled: Entry[] = [];
+    if (multiple) {
+      for (const [tag, entry] of state.unconfirmed) {
+        if (tag > deliveryTag) break;
+        settled.push(entry);
+      }
+    } else {
+      const entry = state.unconfirmed.get(deliveryTag);
+      if (entry !== undefined) settled.push(entry);
+    }
+    for (const entry of settled) {
+      forget(state, entry);
+      entry.settle(this.confirmOutcome(entry, nacked));
+    }
+    notify(state);
+  }
+}
+
+function createEntry(item: Item, tag: number, publishId: string): Entry {
+  const entry: Entry = {
+    item,
+    tag,
+    publishId,
+    returned: undefined,
+    result: undefined,
+    listeners: [],
+    settle(result) {
+      if (entry.result !== undefined) return;
+      entry.result = result;
+      for (const listener of entry.listeners.splice(0)) listener(result);
+    },
+  };
+  return entry;
+}
+
+function forget(state: ChannelState, entry: Entry): void {
+  state.unconfirmed.delete(entry.tag);
+  state.byPublishId.delete(entry.publishId);
+}
+
+function waitSettled(entry: Entry, resolve: (result: RoundResult) => void): void {
+  if (entry.result !== undefined) resolve(entry.result);
+  else entry.listeners.push(resolve);
+}
+
+function toUnavailable(error: unknown, what: string): PublisherUnavailableError {
+  if (error instanceof PublisherUnavailableError) return error;
+  return new PublisherUnavailableError(`${what}: ${describeError(error)}`, { cause: error });
+}
+
+/** The abort reason as the outcome of unanswered messages (the dispatcher aborts with a PublishTimeoutError). */
+function abortReason(signal: AbortSignal): Error {
+  const reason: unknown = signal.reason;
+  return reason instanceof PublishTimeoutError || reason instanceof PublisherUnavailableError
+    ? reason
+    : new PublisherUnavailableError('The publish was aborted', { cause: reason });
+}
+
+function notify(state: ChannelState): void {
+  for (const waiter of [...state.waiters]) waiter();
+}
+
+/** Resolves at the next confirm, drain, close or stop on the channel. */
+function changed(state: ChannelState): Promise<void> {
+  return new Promise((resolve) => {
+    const waiter = (): void => {
+      state.waiters.delete(waiter);
+      resolve();
+    };
+    state.waiters.add(waiter);
+  });
+}
+
+/** Adds the heartbeat to a URL that does not set one; amqplib reads it from the query. */
+function withHeartbeat(url: string | Options.Connect, heartbeat: number): string | Options.Connect {
+  if (typeof url !== 'string') return { heartbeat, ...url };
+  if (/[?&]heartbeat=/.test(url)) return url;
+  return `${url}${url.includes('?') ? '&' : '?'}heartbeat=${heartbeat}`;
+}
+
+/** Where we connect, without credentials or query: safe to log. */
+function describeEndpoint(url: string | Options.Connect): string {
+  if (typeof url !== 'string') {
+    const protocol = url.protocol ?? 'amqp';
+    return `${protocol}://${url.hostname ?? 'localhost'}:${url.port ?? (protocol === 'amqps' ? 5671 : 5672)}/${url.vhost ?? ''}`;
+  }
+  try {
+    const parsed = new URL(url);
+    return `${parsed.protocol}//${parsed.host}${parsed.pathname}`;
+  } catch {
+    return 'the configured URL';
+  }
+}
+
+/** The user and vhost we connect as (never the password), for messages about refusals. */
+function identity(url: string | Options.Connect): { user: string | undefined; vhost: string } {
+  if (typeof url !== 'string') return { user: url.username, vhost: url.vhost ?? '/' };
+  try {
+    const parsed = new URL(url);
+    const path = parsed.pathname.replace(/^\//, '');
+    return {
+      user: parsed.username === '' ? undefined : decodeURIComponent(parsed.username),
+      // amqplib's rule: an empty path means the vhost '/'; otherwise the decoded path.
+      vhost: path === '' ? '/' : decodeURIComponent(path),
+    };
+  } catch {
+    return { user: undefined, vhost: '/' };
+  }
+}

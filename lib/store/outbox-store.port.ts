@@ -1,0 +1,131 @@
+import type { EntityManager } from 'typeorm';
+import type { OutboxRecord } from '../message/outbox-record.interface';
+
+/** A message ready to be written, already validated and serialised. */
+export interface NewOutboxRow {
+  readonly messageId: string;
+  /** The id came from the caller (messageId/dedupeKey): a row with it already is skipped. */
+  readonly idempotent?: boolean;
+  readonly topic: string;
+  readonly key: string | null;
+  readonly type: string;
+  readonly payload: string;
+  readonly headers: string;
+  /** Absolute due time, if the caller gave one. */
+  readonly availableAt: Date | null;
+  /** Delay after the database's `now`, if the caller gave one. */
+  readonly delayMs: number | null;
+}
+
+/** What a claim returns: the rows, the lease token that settles them, and their ages. */
+export interface ClaimedBatch {
+  readonly token: string;
+  readonly records: readonly ClaimedRecord[];
+  /**
+   * Keys seen during the claim with due messages queued behind an earlier undelivered message
+   * of the same key. `park` takes those followers out of the claim's path until their turn.
+   */
+  readonly blockedKeys: readonly string[];
+}
+
+export interface ClaimedRecord extends OutboxRecord {
+  /** Milliseconds since enqueue, on the database clock. */
+  readonly ageMs: number;
+}
+
+/** The outcome of a batch, grouped so that each group is one statement. */
+export interface Settlement {
+  readonly delivered: readonly string[];
+  readonly retry: readonly { id: string; delayMs: number; error: string }[];
+  readonly dead: readonly { id: string; error: string }[];
+  /**
+   * Handed back with the claim's attempt given back (outage, shutdown), due again after
+   * `delayMs`; `error` (an outage's cause) replaces `last_error` when not null.
+   */
+  readonly release: readonly { id: string; delayMs: number; error: string | null }[];
+  /** Keys whose head left the queue (delivered, or dead when dead messages do not block). */
+  readonly advancedKeys: readonly string[];
+}
+
+export interface OutboxStats {
+  readonly pending: number;
+  readonly leased: number;
+  readonly delivered: number;
+  readonly dead: number;
+  /** Age of the oldest pending message in milliseconds, or null when none is pending. */
+  readonly oldestPendingAgeMs: number | null;
+}
+
+export interface ClaimOptions {
+  readonly limit: number;
+  readonly owner: string;
+  readonly leaseMs: number;
+}
+
+/** How a store queues the messages of one key; fixed for the store's life. */
+export interface OutboxQueuePolicy {
+  /** Only the head of each key is claimable; the others wait for their turn. */
+  readonly ordered: boolean;
+  /** A dead message blocks the later messages of its key. */
+  readonly deadBlocksKey: boolean;
+}
+
+/** What `requeueDead` did. */
+export interface RequeueReport {
+  /** Messages put back in place, as the head of their key. */
+  readonly requeued: number;
+  /**
+   * Messages moved to the end of their key's queue because later messages of the key had
+   * already moved past them (dead messages that did not block their key).
+   */
+  readonly resequenced: number;
+}
+
+/**
+ * The database port. Implementations exist per dialect; every statement is parameterised and
+ * uses the database clock for leases.
+ */
+export interface OutboxStore {
+  /**
+   * Writes rows in the caller's transaction; with `lockKeys`, serialises writers per key first.
+   * Resolves to the message ids of `idempotent` rows that were already in the table (not written).
+   */
+  insert(
+    manager: EntityManager,
+    rows: readonly NewOutboxRow[],
+    lockKeys: boolean,
+  ): Promise<readonly string[]>;
+  /**
+   * Leases up to `limit` due head-of-key messages and counts an attempt for each. Looks at a
+   * bounded window of due rows, so its cost does not grow with backlogs queued behind a stuck
+   * key: those are reported in `blockedKeys` for `park`.
+   */
+  claim(options: ClaimOptions): Promise<ClaimedBatch>;
+  /** Marks the due followers of these keys `waiting`; returns how many. */
+  park(keys: readonly string[]): Promise<number>;
+  /**
+   * Applies a batch outcome; only rows still holding `token` change, then promotes the next
+   * waiting message of each advanced key. Atomic. Returns rows changed.
+   */
+  settle(token: string, settlement: Settlement, deleteDelivered: boolean): Promise<number>;
+  /** Clears expired leases; returns how many. */
+  releaseExpired(): Promise<number>;
+  /**
+   * Promotes waiting messages that no longer have an earlier undelivered message of their key
+   * (a safety net, e.g. after `ordering.onDeadLetter` changed); returns how many.
+   */
+  promoteOrphans(limit: number): Promise<number>;
+  /** Deletes up to `limit` rows of `status` older than `olderThanMs`; returns how many. */
+  purge(status: 'delivered' | 'dead', olderThanMs: number, limit: number): Promise<number>;
+  /** Deletes the dead messages with these message ids (their keys move on); returns how many. */
+  deleteDead(messageIds: readonly string[]): Promise<number>;
+  /**
+   * Puts dead messages back in the queue with attempts reset: those with these message ids,
+   * or all. A message whose key has since moved on goes to the end of its key's queue.
+   */
+  requeueDead(messageIds?: readonly string[]): Promise<RequeueReport>;
+  stats(): Promise<OutboxStats>;
+  /** Wake-ups from other processes (PostgreSQL LISTEN). Resolves to an unsubscribe function. */
+  listen?(onWake: () => void): Promise<() => Promise<void>>;
+  close(): Promise<void>;
+}
