@@ -78,14 +78,9 @@ node -e '
   console.log("== installed: " + ["@nestjs/core", "@nestjs/schedule", "@nestjs/typeorm", "typeorm",
     "amqplib", "kafkajs", "typescript"].map((p) => p + " " + v(p)).join(", "));'
 
-# The README's Usage snippets, as files of the CommonJS app: `// name.ts` blocks, no variants.
-node -e '
-  const fs = require("fs");
-  const readme = fs.readFileSync(process.argv[1], "utf8");
-  const blocks = [...readme.matchAll(/^```ts\n\/\/ ([\w.-]+\.ts)\n([\s\S]*?)^```/gm)];
-  for (const [, file, code] of blocks) fs.writeFileSync(file, code);
-  if (blocks.length < 4) throw new Error("README snippets not found");
-' "$root/README.md"
+# The documentation's app snippets (`// name.ts` blocks), unedited, as files of the CommonJS app:
+# their `.js` relative imports resolve to the .ts files under CommonJS resolution too.
+node "$root/scripts/pack-smoke/readme-snippets.mjs" "$root" .
 cp "$root/scripts/pack-smoke/app.ts" "$root/scripts/pack-smoke/esm-app.mts" .
 
 common=(--strict --experimentalDecorators --emitDecoratorMetadata --target ES2022 --types node)
@@ -108,46 +103,79 @@ PACK_SMOKE_SUBPATHS="$subpaths" node esm-app.mjs
 npx --no-install outbox --help > outbox-help.txt
 grep -q 'outbox' outbox-help.txt
 
-# On the newest versions, the README's Usage snippets once more as an ES module app, the shape
-# `nest new` generates on Nest 12 ("type": "module", module nodenext), with `.js` added to their
-# relative imports as the README says: compiled, booted against PostgreSQL (a database of its
-# own), delivering over TCP; and a vitest spec beside it, as such a project tests. vitest 4: the
-# newest major (5) wants Node 22's types.
-if [[ "$mode" == latest ]]; then
-  echo "== pack-smoke (latest): the README as an ES module app, and a vitest spec"
-  npm install --no-audit --no-fund --loglevel=error "vitest@4"
-  mkdir -p esm/src
-  node -e '
-    const fs = require("fs");
-    const readme = fs.readFileSync(process.argv[1], "utf8");
-    const blocks = [...readme.matchAll(/^```ts\n\/\/ ([\w.-]+\.ts)\n([\s\S]*?)^```/gm)];
-    const withJs = (code) =>
-      code.replace(/(from\s+["\x27])(\.\.?\/[^"\x27]+?)(["\x27])/g, (m, a, p, b) =>
-        p.endsWith(".js") ? m : `${a}${p}.js${b}`);
-    for (const [, file, code] of blocks) fs.writeFileSync(`esm/src/${file}`, withJs(code));
-  ' "$root/README.md"
-  cp "$root/scripts/pack-smoke/esm-readme.mts" "$root/scripts/pack-smoke/readme.spec.ts" esm/src/
-  echo '{ "name": "outbox-pack-smoke-esm", "private": true, "type": "module" }' > esm/package.json
-  cat > esm/tsconfig.json <<'JSON'
-{
-  "compilerOptions": {
-    "module": "nodenext", "moduleResolution": "nodenext", "target": "ES2023", "strict": true,
-    "experimentalDecorators": true, "emitDecoratorMetadata": true, "skipLibCheck": true,
-    "types": ["node"], "rootDir": "src", "outDir": "dist"
-  },
-  "include": ["src/**/*.ts", "src/**/*.mts"],
-  "exclude": ["src/**/*.spec.ts"]
+psql_admin() {
+  PGPASSWORD="${PGPASSWORD:-}" psql -h "${PGHOST:-127.0.0.1}" -p "${PGPORT:-5432}" \
+    -U "${PGUSER:-postgres}" -d "${PGDATABASE:-test}" -qc "$1"
 }
+smoke_db="pack_smoke_docs_$$"
+pg_url="postgres://${PGUSER:-postgres}${PGPASSWORD:+:$PGPASSWORD}@${PGHOST:-127.0.0.1}:${PGPORT:-5432}/$smoke_db"
+psql_admin "CREATE DATABASE $smoke_db"
+trap 'psql_admin "DROP DATABASE IF EXISTS $smoke_db" || true; rm -rf "$work"' EXIT
+
+if [[ "$mode" == pinned ]]; then
+  # The documentation's test of the app, under jest in this CommonJS app, configured as the
+  # Installation section says (ts-jest, and the mapper for `.js` relative imports); twice, since
+  # a message left by the first run must not break the second.
+  echo "== pack-smoke (pinned): the documentation's spec under jest, twice"
+  node "$root/scripts/pack-smoke/readme-snippets.mjs" "$root" . "a test"
+  npm install --no-audit --no-fund --loglevel=error "$(pinned jest)" "$(pinned ts-jest)" \
+    "$(pinned @types/jest)" "$(pinned @nestjs/testing)"
+  cat > tsconfig.json <<'JSON'
+{ "compilerOptions": { "module": "commonjs", "target": "ES2022", "strict": true, "esModuleInterop": true,
+  "experimentalDecorators": true, "emitDecoratorMetadata": true, "skipLibCheck": true, "types": ["node", "jest"] } }
 JSON
-  (cd esm && ../node_modules/.bin/tsc -p tsconfig.json)
-  esm_db="pack_smoke_esm_$$"
-  psql_admin() {
-    PGPASSWORD="${PGPASSWORD:-}" psql -h "${PGHOST:-127.0.0.1}" -p "${PGPORT:-5432}" \
-      -U "${PGUSER:-postgres}" -d "${PGDATABASE:-test}" -qc "$1"
-  }
-  psql_admin "CREATE DATABASE $esm_db"
-  trap 'psql_admin "DROP DATABASE IF EXISTS $esm_db" || true; rm -rf "$work"' EXIT
-  PACK_SMOKE_DATABASE="$esm_db" node esm/dist/esm-readme.mjs
-  (cd esm && ../node_modules/.bin/vitest run --reporter=dot src/readme.spec.ts)
+  cat > jest.config.js <<'JS'
+module.exports = {
+  preset: 'ts-jest',
+  testEnvironment: 'node',
+  moduleNameMapper: { '^(\\.{1,2}/.*)\\.js$': '$1' },
+};
+JS
+  for run in 1 2; do TEST_DATABASE_URL="$pg_url" npx jest orders.service.spec.ts; done
+fi
+
+# On the newest versions, a Nest 12 app exactly as `nest new` makes it today (an ES module app:
+# "type": "module", module nodenext, vitest), the documentation followed literally: the install
+# lines of Installation, every app snippet copied in unedited over the generated files, `nest
+# build`, `node dist/main.js` started and stopped with SIGTERM, the documentation's test run with
+# the generated `npm test` (vitest) twice, the ambient-transaction variant type-checked, and a
+# driver that makes the app deliver over TCP and ClientProxyPublisher deliver over NATS.
+if [[ "$mode" == latest ]]; then
+  echo "== pack-smoke (latest): a new Nest app (nest new) built from the documentation"
+  npx -y -p @nestjs/cli@latest nest new nest-app --skip-git --package-manager npm --skip-install \
+    --strict > nest-new.log 2>&1 || { cat nest-new.log >&2; exit 1; }
+  cd nest-app
+  rm -f src/app.controller.ts src/app.controller.spec.ts src/app.service.ts test/app.e2e-spec.ts
+  node "$root/scripts/pack-smoke/readme-snippets.mjs" "$root" src inbox "a test"
+  cp "$root/scripts/pack-smoke/readme-app.driver.ts" src/
+  npm install --no-audit --no-fund --loglevel=error "../$tarball" @nestjs/schedule @nestjs/typeorm \
+    typeorm pg @nestjs/microservices @nats-io/transport-node kafkajs amqplib prom-client \
+    @nestjs/terminus "@opentelemetry/api@~1.9" @nestjs/config nestjs-cls @nestjs-cls/transactional \
+    @nestjs-cls/transactional-adapter-typeorm
+  node -e '
+    const v = (p) => JSON.parse(require("fs").readFileSync(`node_modules/${p}/package.json`, "utf8")).version;
+    console.log("== nest new: " + ["@nestjs/core", "@nestjs/microservices", "typeorm", "typescript",
+      "vitest"].map((p) => p + " " + v(p)).join(", "));'
+  npm run build
+  PORT=0 DATABASE_URL="$pg_url" node dist/main.js > main.log 2>&1 &
+  main_pid=$!
+  for _ in $(seq 1 100); do grep -q 'successfully started' main.log && break; sleep 0.2; done
+  kill -TERM "$main_pid"
+  # With shutdown hooks, Nest closes the app and then re-raises the signal: 143 is a clean stop.
+  status=0
+  wait "$main_pid" || status=$?
+  if [[ $status -ne 0 && $status -ne 143 ]]; then
+    cat main.log >&2
+    echo "pack-smoke: main.js exited with $status on SIGTERM" >&2
+    exit 1
+  fi
+  grep -q 'Dispatcher stopped' main.log || { cat main.log >&2; exit 1; }
+  for run in 1 2; do TEST_DATABASE_URL="$pg_url" npm test; done
+  mkdir ambient
+  node "$root/scripts/pack-smoke/readme-snippets.mjs" "$root" ambient "with an ambient"
+  echo '{ "extends": "./tsconfig.json", "compilerOptions": { "noEmit": true, "incremental": false }, "include": ["ambient/**/*.ts"] }' > tsconfig.ambient.json
+  npx tsc -p tsconfig.ambient.json
+  PACK_SMOKE_DATABASE="$smoke_db" node dist/readme-app.driver.js
+  cd ..
 fi
 echo "== pack-smoke ($mode): passed"
