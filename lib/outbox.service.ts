@@ -113,18 +113,29 @@ export class OutboxService implements OnApplicationShutdown {
    * message goes back to the head of its key when its key waited for it (`onDeadLetter:
    * 'block'`); when later messages of its key went ahead (`'skip'`), it goes to the end of its
    * key's queue, so it never runs alongside or overtakes them. Resolves to how many.
+   *
+   * @deprecated Dead letters have one door, `OutboxAdmin`: `admin.retry(messageIds)` or
+   * `admin.retryWhere({ all: true })` (same store operation, with a report). Removed in 1.0.
    */
   async retryDead(messageIds?: readonly string[]): Promise<number> {
     const { requeued, resequenced } = await this.store.requeueDead(messageIds);
     return requeued + resequenced;
   }
 
-  /** Deletes dead-lettered messages older than `olderThanMs` (all by default), up to `limit`. */
+  /**
+   * Deletes dead-lettered messages older than `olderThanMs` (all by default), up to `limit`.
+   *
+   * @deprecated Use `OutboxAdmin.purgeWhere({ olderThanMs })` or `purge(messageIds)`. Removed in 1.0.
+   */
   purgeDead(olderThanMs = 0, limit = 10_000): Promise<number> {
     return this.store.purge('dead', olderThanMs, limit);
   }
 
-  /** Counts by status and the age of the oldest pending message. */
+  /**
+   * Counts by status and the age of the oldest pending message.
+   *
+   * @deprecated Use `OutboxAdmin.stats()` (the same figures). Removed in 1.0.
+   */
   stats(): Promise<OutboxStats> {
     return this.store.stats();
   }

@@ -1,10 +1,10 @@
 import { Controller, Get } from '@nestjs/common';
-import { OutboxService, type OutboxStats } from '../../lib';
+import { OutboxAdmin, type OutboxStats } from '../../lib';
 
 /** Operator view of the outbox: counts by status and the age of the oldest pending message. */
 @Controller('outbox')
 export class OutboxStatsController {
-  constructor(private readonly outbox: OutboxService) {}
+  constructor(private readonly outbox: OutboxAdmin) {}
 
   @Get('stats')
   stats(): Promise<OutboxStats> {

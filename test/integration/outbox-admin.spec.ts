@@ -194,6 +194,10 @@ for (const db of TEST_DATABASES) {
         ],
       });
       expect((await c.admin.counts({ key: 'k1' })).dead).toBe(1);
+      // The dashboard gauges: the same totals, and the age of the one pending message.
+      const stats = await c.admin.stats();
+      expect(stats).toMatchObject({ pending: 1, leased: 0, delivered: 3, dead: 3 });
+      expect(stats.oldestPendingAgeMs).toEqual(expect.any(Number));
     });
 
     it('pages by id without gaps or duplicates while rows are added', async () => {

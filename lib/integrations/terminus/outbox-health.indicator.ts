@@ -9,7 +9,7 @@ import type { OutboxPublisher } from '../../publishers/outbox-publisher.interfac
 import type { OutboxStats } from '../../store/outbox-store.port';
 import { describeError } from '../../internal/describe-error';
 import { DEFAULT_OUTBOX_NAME, OUTBOX_OPTIONS } from '../../outbox.constants';
-import { OutboxService } from '../../outbox.service';
+import { OutboxAdmin } from '../../operations/admin/outbox.admin';
 import type { ResolvedOutboxOptions } from '../../options/resolve-outbox-options';
 import { OutboxDispatcher } from '../../dispatch/outbox.dispatcher';
 import {
@@ -60,7 +60,7 @@ export class OutboxHealthIndicator implements OnModuleInit {
 
   constructor(
     private readonly health: HealthIndicatorService,
-    private readonly outbox: OutboxService,
+    private readonly outbox: OutboxAdmin,
     private readonly moduleRef: ModuleRef,
     // Absent in an enqueue-only app (workers: false).
     @Optional() private readonly dispatcher?: OutboxDispatcher,
@@ -68,7 +68,7 @@ export class OutboxHealthIndicator implements OnModuleInit {
 
   onModuleInit(): void {
     // The module's resolved options are not exported; the publisher is looked up, not injected,
-    // in the default instance (the one whose OutboxService and dispatcher are injected here).
+    // in the default instance (the one whose OutboxAdmin and dispatcher are injected here).
     const all = this.moduleRef.get<ResolvedOutboxOptions>(OUTBOX_OPTIONS, {
       strict: false,
       each: true,

@@ -1,6 +1,6 @@
 import type { DataSource } from 'typeorm';
 import { OutboxAdminInputError } from '../../errors/outbox-admin-input.error';
-import type { OutboxStore, RequeueReport } from '../../store/outbox-store.port';
+import type { OutboxStats, OutboxStore, RequeueReport } from '../../store/outbox-store.port';
 import { suggestOption } from '../../options/option-checks';
 import { outboxDialectOf, tableNamesFor } from '../../store/outbox-dialect';
 import type { OutboxTableNames } from '../../store/sql-identifier';
@@ -468,6 +468,14 @@ export class OutboxAdmin {
       p,
     );
     return paged(rows, limit, toStuckLease, (item) => item.id);
+  }
+
+  /**
+   * The gauges a dashboard polls: counts by status and the age of the oldest pending message
+   * (database clock). Cheaper than {@link counts}, which groups by topic and takes filters.
+   */
+  stats(): Promise<OutboxStats> {
+    return this.store.stats();
   }
 
   /** Counts of the messages matching `filter` by state, in total and per topic. */
