@@ -47,11 +47,12 @@ function defaultLoad(name: string): unknown {
 }
 
 function isModuleNotFound(error: unknown, name: string): boolean {
-  const code = (error as { code?: unknown } | null)?.code;
+  // Duck-typed, not `instanceof Error`: a loader's error may come from another realm (jest's).
+  const { code, message } = (error ?? {}) as { code?: unknown; message?: unknown };
   // Only the package itself missing: a package that is there but fails to load is a real error.
   return (
     (code === 'MODULE_NOT_FOUND' || code === 'ERR_MODULE_NOT_FOUND') &&
-    error instanceof Error &&
-    error.message.includes(`'${name}'`)
+    typeof message === 'string' &&
+    message.includes(`'${name}'`)
   );
 }
