@@ -6,3 +6,10 @@ export {
   type RecordingMatcher,
 } from './recording.publisher';
 export { clearOutbox } from './clear-outbox';
+export {
+  publisherConformanceCases,
+  type PublisherConformanceCase,
+  type PublisherConformanceFixture,
+  type PublisherConformanceTarget,
+  type PublisherConformanceTimings,
+} from './publisher-conformance';
