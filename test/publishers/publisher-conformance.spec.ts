@@ -35,12 +35,12 @@ import { freePort } from '../support/transports/net';
 const HEADER = 'x-outbox-message-id';
 
 /** A fixture from a publisher and a native consumer whose messages name their id somewhere. */
-async function fixture<T>(
+function fixture<T>(
   publisher: OutboxPublisher,
   topic: string,
   consumer: NativeConsumer<T>,
   idOf: (item: T) => string | undefined,
-): Promise<PublisherConformanceFixture> {
+): PublisherConformanceFixture {
   return {
     publisher,
     topic,
