@@ -1,20 +1,34 @@
-import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
-import { join, resolve } from 'node:path';
+import { existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { join, posix, resolve } from 'node:path';
 import ts from 'typescript';
 import { OutboxMessages } from '../../lib/outbox.messages';
 import { OUTBOX_OPTION_KEYS } from '../../lib/options/resolve-outbox-options';
 
-// The README is part of the feature: its snippets must compile as written, the anchors that
-// error messages point to must exist, and every option must be documented.
+// The documentation is part of the feature: its snippets must compile as written, the anchors
+// that error messages point to must exist, every link must lead somewhere, and every option
+// must be documented. The README is the front page; the rest lives in docs/*.md (and the
+// library's insides in ARCHITECTURE.md).
 const root = resolve(__dirname, '../..');
-const readme = readFileSync(join(root, 'README.md'), 'utf8');
+const read = (path: string): string => readFileSync(join(root, path), 'utf8');
+
+/** README.md, ARCHITECTURE.md and every page of docs/, by path from the root (posix separators). */
+const pages = new Map<string, string>([
+  ['README.md', read('README.md')],
+  ['ARCHITECTURE.md', read('ARCHITECTURE.md')],
+  ...readdirSync(join(root, 'docs'))
+    .filter((file) => file.endsWith('.md'))
+    .sort()
+    .map((file): [string, string] => [`docs/${file}`, read(`docs/${file}`)]),
+]);
+const readme = pages.get('README.md') ?? '';
+
+const withoutCode = (markdown: string): string => markdown.replace(/^```[\s\S]*?^```/gm, '');
 
 /** GitHub's heading anchors (github-slugger): lower case, punctuation dropped, spaces to '-'. */
 function githubAnchors(markdown: string): Set<string> {
   const anchors = new Set<string>();
   const seen = new Map<string, number>();
-  const withoutCode = markdown.replace(/^```[\s\S]*?^```/gm, '');
-  for (const [, heading] of withoutCode.matchAll(/^#{1,6} (.+)$/gm)) {
+  for (const [, heading] of withoutCode(markdown).matchAll(/^#{1,6} (.+)$/gm)) {
     const base = (heading ?? '')
       .toLowerCase()
       .replace(/[^\p{L}\p{M}\p{N}\p{Pc}\- ]/gu, '')
@@ -26,10 +40,61 @@ function githubAnchors(markdown: string): Set<string> {
   return anchors;
 }
 
+/** The anchors of a page, by its path from the repository root; empty for a missing page. */
+function anchorsOf(page: string): Set<string> {
+  const markdown = pages.get(page);
+  return markdown === undefined ? new Set() : githubAnchors(markdown);
+}
+
+/**
+ * Whether `page` names the section `title`: as a heading, or as the text of a link (a page that
+ * sends the reader on to where the section now lives, as the README's contents do).
+ */
+function namesSection(page: string, title: string): boolean {
+  const text = withoutCode(pages.get(page) ?? '').toLowerCase();
+  const wanted = title.toLowerCase();
+  const headings = [...text.matchAll(/^#{1,6} (.+)$/gm)].map((m) => m[1]);
+  const linkTexts = [...text.matchAll(/\[([^\]]+)\]\(/g)].map((m) => m[1]);
+  return headings.includes(wanted) || linkTexts.some((t) => t?.includes(wanted) === true);
+}
+
+/** Every text the library shows a user that may point into the documentation. */
+function userFacingTexts(): string[] {
+  const messages = Object.values(OutboxMessages).map((message) =>
+    (message as (...args: string[]) => string)('x', 'y', 'z'),
+  );
+  // Strings of the sources too (the CLI builds some of its errors in place), with the
+  // concatenations of a string split over lines joined back.
+  const sources: string[] = [];
+  const walk = (dir: string): void => {
+    for (const entry of readdirSync(join(root, dir), { withFileTypes: true })) {
+      const path = `${dir}/${entry.name}`;
+      if (entry.isDirectory()) walk(path);
+      else if (path.endsWith('.ts')) sources.push(read(path).replace(/['`]\s*\+\s*\n\s*['`]/g, ''));
+    }
+  };
+  walk('lib');
+  return [...messages, ...sources];
+}
+
+/** A link target resolved from the page it is on: the page (or file) and the anchor, if any. */
+function resolveLink(from: string, target: string): { path: string; anchor: string | undefined } {
+  const [file = '', anchor] = target.split('#');
+  const path = file === '' ? from : posix.normalize(posix.join(posix.dirname(from), file));
+  return { path, anchor };
+}
+
 /** ```ts blocks that are whole files: their first line is `// name.ts` or `// name.ts, variant`. */
-function fileSnippets(): { file: string; variant: string; code: string }[] {
-  return [...readme.matchAll(/^```ts\n\/\/ ([\w.-]+\.ts)(?:, (.+))?\n([\s\S]*?)^```/gm)].map(
-    ([, file, variant, code]) => ({ file: file ?? '', variant: variant ?? '', code: code ?? '' }),
+function fileSnippets(): { page: string; file: string; variant: string; code: string }[] {
+  return [...pages].flatMap(([page, markdown]) =>
+    [...markdown.matchAll(/^```ts\n\/\/ ([\w.-]+\.ts)(?:, (.+))?\n([\s\S]*?)^```/gm)].map(
+      ([, file, variant, code]) => ({
+        page,
+        file: file ?? '',
+        variant: variant ?? '',
+        code: code ?? '',
+      }),
+    ),
   );
 }
 
@@ -41,28 +106,88 @@ function compilerPaths(): Record<string, string[]> {
   return config.compilerOptions.paths;
 }
 
-describe('README', () => {
-  it('has the anchors that error messages point to', () => {
-    const anchors = githubAnchors(readme);
-    const texts = Object.values(OutboxMessages).map((message) =>
-      (message as (...args: string[]) => string)('x', 'y', 'z'),
+describe('README and docs/', () => {
+  it('has the pages the README lists', () => {
+    expect([...pages.keys()]).toEqual(
+      expect.arrayContaining([
+        'docs/getting-started.md',
+        'docs/enqueue.md',
+        'docs/outbox-table.md',
+        'docs/delivery.md',
+        'docs/ordering-and-dead-letters.md',
+        'docs/publishers.md',
+        'docs/inbox.md',
+        'docs/operations.md',
+        'docs/observability.md',
+        'docs/options.md',
+        'docs/testing.md',
+        'docs/performance.md',
+        'docs/upgrading.md',
+      ]),
     );
+    const linked = new Set(
+      [...readme.matchAll(/\]\((docs\/[\w-]+\.md)[#)]/g)].map((m) => m[1] ?? ''),
+    );
+    for (const page of pages.keys()) if (page.startsWith('docs/')) expect(linked).toContain(page);
+    expect(readme).toContain('](ARCHITECTURE.md)');
+  });
+
+  it('has the anchors that error messages point to, on the page they name', () => {
+    const texts = userFacingTexts();
     const referenced = texts.flatMap((text) =>
-      [...text.matchAll(/README\.md#([\w-]+)/g)].map((m) => m[1]),
+      [...text.matchAll(/((?:docs\/)?[\w-]+\.md)#([\w-]+)/g)].map((m) => ({
+        page: m[1] ?? '',
+        anchor: m[2] ?? '',
+      })),
     );
-    expect(referenced).toContain('3-enqueue-inside-your-transaction');
-    for (const anchor of referenced) expect(anchors).toContain(anchor);
+    // The transaction error points at step 3 (README.md#… in published versions, whose
+    // messages users still see: the README keeps that heading).
+    expect(referenced.map((r) => r.anchor)).toContain('3-enqueue-inside-your-transaction');
+    expect(anchorsOf('README.md')).toContain('3-enqueue-inside-your-transaction');
+    for (const { page, anchor } of referenced) {
+      expect(`${page}#${anchor}: ${String(pages.has(page))}`).toBe(`${page}#${anchor}: true`);
+      expect(anchorsOf(page)).toContain(anchor);
+    }
   });
 
-  it('links only to anchors it has', () => {
-    const anchors = githubAnchors(readme);
-    const links = [...readme.matchAll(/\]\(#([^)]+)\)/g)].map((m) => m[1]);
-    for (const link of links) expect(anchors).toContain(link);
+  it('has the sections that error messages name, on the page they name', () => {
+    // `(README: "Upgrading from 0.1")`, `see "3. Enqueue inside your transaction" in the README`,
+    // `(docs/upgrading.md: "Upgrading from 0.1")`.
+    const named = userFacingTexts().flatMap((text) => [
+      ...[...text.matchAll(/\b(README|docs\/[\w-]+\.md)(?:'s)?:? "([^"]+)"/g)].map((m) => ({
+        page: m[1] === 'README' ? 'README.md' : (m[1] ?? ''),
+        title: m[2] ?? '',
+      })),
+      ...[...text.matchAll(/"([^"]+)" in (?:the )?(README|docs\/[\w-]+\.md)/g)].map((m) => ({
+        page: m[2] === 'README' ? 'README.md' : (m[2] ?? ''),
+        title: m[1] ?? '',
+      })),
+    ]);
+    expect(named.map((n) => n.title)).toEqual(
+      expect.arrayContaining(['3. Enqueue inside your transaction', 'Upgrading from 0.1']),
+    );
+    const missing = named.filter(({ page, title }) => !namesSection(page, title));
+    expect(missing).toEqual([]);
   });
 
-  it('documents every option key in the Options section', () => {
-    const start = readme.indexOf('## Options');
-    const options = readme.slice(start, readme.indexOf('\n## ', start + 1));
+  it('links only to pages, files and anchors that exist', () => {
+    const broken: string[] = [];
+    for (const [page, markdown] of pages) {
+      for (const [, target] of withoutCode(markdown).matchAll(/\]\(([^)\s]+)\)/g)) {
+        if (target === undefined || /^[a-z]+:/i.test(target)) continue; // https:, mailto:
+        const { path, anchor } = resolveLink(page, target);
+        if (!existsSync(join(root, path))) broken.push(`${page}: ${target} (no such file)`);
+        else if (anchor !== undefined && !anchorsOf(path).has(anchor)) {
+          broken.push(`${page}: ${target} (no such anchor)`);
+        }
+      }
+    }
+    expect(broken).toEqual([]);
+  });
+
+  it('documents every option key in docs/options.md', () => {
+    const options = pages.get('docs/options.md') ?? '';
+    expect(options).toContain('| option | default | meaning |');
     const missing: string[] = [];
     for (const [group, keys] of Object.entries(OUTBOX_OPTION_KEYS)) {
       for (const key of Object.keys(keys)) {
@@ -78,7 +203,7 @@ describe('README', () => {
     expect(missing).toEqual([]);
   });
 
-  it('has snippets in Usage that compile as complete files, imports included', () => {
+  it('has snippets that compile as complete files, imports included', () => {
     const snippets = fileSnippets();
     const base = snippets.filter((s) => s.variant === '');
     expect(base.map((s) => s.file).sort()).toEqual([
@@ -89,6 +214,8 @@ describe('README', () => {
       'order.entity.ts',
       'orders.service.ts',
     ]);
+    // The app's files are the steps of Getting started, where the pack smoke test reads them.
+    for (const s of base) expect(`${s.file}: ${s.page}`).toBe(`${s.file}: docs/getting-started.md`);
     // Each variant (the ambient-transaction files) replaces the base file of the same name.
     const apps = new Map<string, Map<string, string>>([['base', new Map()]]);
     for (const s of base) apps.get('base')?.set(s.file, s.code);

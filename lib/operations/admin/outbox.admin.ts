@@ -224,7 +224,7 @@ const zero = (): { -readonly [K in keyof OutboxStatusCounts]: number } => ({
  *
  * Injectable wherever `OutboxModule` is imported (also with `workers: false`); the `outbox` CLI
  * builds one of its own. Retries and purges go through the store's `requeueDead` and
- * `deleteDead`, so per-key order is kept exactly as `OutboxService.retryDead()` keeps it.
+ * `deleteDead`, so per-key order is kept as the dispatcher keeps it.
  * Listings page by row id (keyset): no page repeats or skips a row that was committed before
  * the listing began, whatever is written meanwhile.
  */
@@ -381,8 +381,8 @@ export class OutboxAdmin {
   }
 
   /**
-   * Puts these dead messages back in the queue, attempts reset (see
-   * `OutboxService.retryDead`); ids that are not dead are ignored.
+   * Puts these dead messages back in the queue, attempts reset, each where its key's order
+   * allows (see `docs/ordering-and-dead-letters.md`); ids that are not dead are ignored.
    */
   async retry(messageIds: readonly string[]): Promise<RequeueReport> {
     let requeued = 0;
