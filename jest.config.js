@@ -22,7 +22,14 @@ module.exports = {
   testTimeout: 60_000,
   projects: [
     { ...base, displayName: 'unit', testMatch: ['<rootDir>/test/unit/**/*.spec.ts'] },
-    { ...base, displayName: 'integration', testMatch: ['<rootDir>/test/integration/**/*.spec.ts'] },
+    {
+      ...base,
+      displayName: 'integration',
+      // Every promise folder (dispatch, publishers, operations, integrations, module, inbox,
+      // store, and any new one): a new folder cannot be left out of the run by accident.
+      testMatch: ['<rootDir>/test/**/*.spec.ts'],
+      testPathIgnorePatterns: ['/node_modules/', '<rootDir>/test/unit/'],
+    },
     { ...base, displayName: 'e2e', testMatch: ['<rootDir>/test/e2e/**/*.e2e-spec.ts'] },
   ],
 };
