@@ -77,11 +77,15 @@ async function startContainer(name: ServiceName): Promise<boolean> {
 
 function startLocalKafka(): boolean {
   try {
-    execFileSync('bash', [join(__dirname, '../../scripts/kafka.sh'), 'start'], {
-      stdio: ['ignore', 'inherit', 'inherit'],
+    const out = execFileSync('bash', [join(__dirname, '../../scripts/kafka.sh'), 'start'], {
+      stdio: ['ignore', 'pipe', 'inherit'],
       timeout: 300_000,
+      encoding: 'utf8',
     });
-    process.env.OUTBOX_TEST_STARTED_KAFKA = '1';
+    process.stdout.write(out);
+    // `start` answers "already running" when a broker came up since the probe (another run's,
+    // or one started by hand): that broker is not this run's, so the teardown leaves it alone.
+    if (!/already running/.test(out)) process.env.OUTBOX_TEST_STARTED_KAFKA = '1';
     return true;
   } catch {
     return false;
