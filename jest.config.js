@@ -16,17 +16,33 @@ const base = {
   },
 };
 
-module.exports = {
+// Per project, not global: jest runs a project's global setup only when the run selects one of
+// its specs, so a unit-only run probes no service and starts no broker.
+const services = {
   globalSetup: '<rootDir>/test/support/global-setup.ts',
   globalTeardown: '<rootDir>/test/support/global-teardown.ts',
+};
+
+module.exports = {
+  // Records the selected specs for the global setup (it starts Kafka only when one needs it).
+  testSequencer: '<rootDir>/test/support/selected-specs-sequencer.js',
   testTimeout: 60_000,
   projects: [
     { ...base, displayName: 'unit', testMatch: ['<rootDir>/test/unit/**/*.spec.ts'] },
     {
       ...base,
+      ...services,
       displayName: 'integration',
-      testMatch: ['<rootDir>/test/integration/**/*.spec.ts', '<rootDir>/test/publishers/**/*.spec.ts'],
+      // Every promise folder (dispatch, publishers, operations, integrations, module, inbox,
+      // store, and any new one): a new folder cannot be left out of the run by accident.
+      testMatch: ['<rootDir>/test/**/*.spec.ts'],
+      testPathIgnorePatterns: ['/node_modules/', '<rootDir>/test/unit/'],
     },
-    { ...base, displayName: 'e2e', testMatch: ['<rootDir>/test/e2e/**/*.e2e-spec.ts'] },
+    {
+      ...base,
+      ...services,
+      displayName: 'e2e',
+      testMatch: ['<rootDir>/test/e2e/**/*.e2e-spec.ts'],
+    },
   ],
 };

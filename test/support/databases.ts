@@ -61,7 +61,7 @@ export function serverOptions(
   return { ...base, entities: [TestOrder], poolSize: 20, ...extra };
 }
 
-export const TEST_DATABASES: readonly TestDatabase[] = [
+const ALL_DATABASES: readonly TestDatabase[] = [
   {
     name: 'postgres',
     service: 'postgres',
@@ -115,6 +115,48 @@ export const TEST_DATABASES: readonly TestDatabase[] = [
     },
   },
 ];
+
+type DatabaseName = TestDatabase['name'];
+
+// `mysql` is what people type; the suites' name for the dialect is the server they run on.
+const ALIASES: Readonly<Record<string, DatabaseName>> = {
+  postgres: 'postgres',
+  postgresql: 'postgres',
+  mysql: 'mariadb',
+  mariadb: 'mariadb',
+  sqlite: 'sqlite',
+};
+
+/** The names OUTBOX_TEST_DATABASES selects (a comma list), or every database when it is unset. */
+function selectedNames(): ReadonlySet<DatabaseName> {
+  const raw = process.env.OUTBOX_TEST_DATABASES?.trim();
+  if (raw === undefined || raw === '') return new Set(ALL_DATABASES.map((db) => db.name));
+  const names = raw.split(',').map((part) => part.trim().toLowerCase());
+  const unknown = names.filter((name) => ALIASES[name] === undefined);
+  // A typo must not quietly run nothing.
+  if (unknown.length > 0) {
+    throw new Error(
+      `OUTBOX_TEST_DATABASES: unknown database(s) ${unknown.join(', ')} (use postgres, mysql, sqlite)`,
+    );
+  }
+  return new Set(names.map((name) => ALIASES[name] as DatabaseName));
+}
+
+/**
+ * The databases the database-parameterised suites run on: all three, or those named in
+ * OUTBOX_TEST_DATABASES (`OUTBOX_TEST_DATABASES=postgres`, `=mysql,sqlite`).
+ */
+const selected = selectedNames();
+export const TEST_DATABASES: readonly TestDatabase[] = ALL_DATABASES.filter((db) =>
+  selected.has(db.name),
+);
+
+/** One database by name, for a suite written for that database; not narrowed by the variable. */
+export function testDatabase(name: DatabaseName): TestDatabase {
+  const db = ALL_DATABASES.find((candidate) => candidate.name === name);
+  if (db === undefined) throw new Error(`no test database ${name}`);
+  return db;
+}
 
 let counter = 0;
 /** A table name unique to this test process and call. */

@@ -1,18 +1,13 @@
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
+import { selectedSpecsNeedKafka } from './selected-specs';
 import { canConnect, recordServiceStatus, SERVICES, type ServiceName } from './services';
 
-// Services a default run needs. Kafka is not a machine service: when it is not running, the
-// setup starts the project's local broker (scripts/kafka.sh, jars from Maven Central).
-const REQUIRED: readonly ServiceName[] = [
-  'postgres',
-  'mariadb',
-  'rabbitmq',
-  'nats',
-  'redis',
-  'mqtt',
-  'kafka',
-];
+// The integration and e2e projects' setup (the unit project has none). It probes the machine
+// services every run of those projects needs. Kafka is not a machine service: when it is not
+// running, the setup starts the project's local broker (scripts/kafka.sh, jars from Maven
+// Central), a minute of JVM start, so it is probed only when a selected spec needs it.
+const ALWAYS: readonly ServiceName[] = ['postgres', 'mariadb', 'rabbitmq', 'nats', 'redis', 'mqtt'];
 
 async function dockerAvailable(): Promise<boolean> {
   try {
@@ -82,11 +77,15 @@ async function startContainer(name: ServiceName): Promise<boolean> {
 
 function startLocalKafka(): boolean {
   try {
-    execFileSync('bash', [join(__dirname, '../../scripts/kafka.sh'), 'start'], {
-      stdio: ['ignore', 'inherit', 'inherit'],
+    const out = execFileSync('bash', [join(__dirname, '../../scripts/kafka.sh'), 'start'], {
+      stdio: ['ignore', 'pipe', 'inherit'],
       timeout: 300_000,
+      encoding: 'utf8',
     });
-    process.env.OUTBOX_TEST_STARTED_KAFKA = '1';
+    process.stdout.write(out);
+    // `start` answers "already running" when a broker came up since the probe (another run's,
+    // or one started by hand): that broker is not this run's, so the teardown leaves it alone.
+    if (!/already running/.test(out)) process.env.OUTBOX_TEST_STARTED_KAFKA = '1';
     return true;
   } catch {
     return false;
@@ -97,7 +96,8 @@ export default async function globalSetup(): Promise<void> {
   const ci = process.env.CI === 'true';
   const status: Partial<Record<ServiceName, string | true>> = {};
   let docker: boolean | undefined;
-  for (const name of REQUIRED) {
+  const required = selectedSpecsNeedKafka() ? [...ALWAYS, 'kafka' as const] : ALWAYS;
+  for (const name of required) {
     const { host, port } = SERVICES[name];
     if (await canConnect(host, port)) {
       status[name] = true;

@@ -45,18 +45,28 @@ export function recordServiceStatus(status: Partial<Record<ServiceName, string |
   process.env[STATUS_VAR] = JSON.stringify(status);
 }
 
+function recordedStatus(): Partial<Record<ServiceName, string | true>> {
+  const raw = process.env[STATUS_VAR];
+  return raw === undefined ? {} : (JSON.parse(raw) as Partial<Record<ServiceName, string | true>>);
+}
+
 /** true when reachable, otherwise the reason it is not. */
 export function serviceStatus(name: ServiceName): true | string {
-  const raw = process.env[STATUS_VAR];
-  const status =
-    raw === undefined ? {} : (JSON.parse(raw) as Partial<Record<ServiceName, string | true>>);
-  return status[name] ?? `${name} was not probed`;
+  return recordedStatus()[name] ?? notProbed(name);
+}
+
+function notProbed(name: ServiceName): string {
+  return name === 'kafka'
+    ? 'not probed (the global setup starts Kafka only for specs whose source mentions it, see test/support/selected-specs.ts)'
+    : 'not probed (no global setup ran: the unit project has none, so a spec needing services belongs outside test/unit/)';
 }
 
 /**
  * `describe` for a suite that needs real services. When one is missing the suite is skipped with
  * the reason in its name (and the global setup has already printed it); under CI=true the global
- * setup fails the run instead, so a missing service can never pass silently.
+ * setup fails the run instead, so a missing service can never pass silently. A service the setup
+ * did not probe at all (a spec it did not expect to need it) fails the suite under CI=true for
+ * the same reason.
  */
 export function describeWith(services: readonly ServiceName[], name: string, fn: () => void): void {
   const missing = services
@@ -64,8 +74,17 @@ export function describeWith(services: readonly ServiceName[], name: string, fn:
     .filter(([, status]) => status !== true);
   if (missing.length === 0) {
     describe(name, fn);
+    return;
+  }
+  const reason = missing.map(([s, status]) => `${s}: ${String(status)}`).join('; ');
+  const recorded = recordedStatus();
+  if (process.env.CI === 'true' && missing.some(([s]) => recorded[s] === undefined)) {
+    describe(name, () =>
+      it(`needs ${missing.map(([s]) => s).join(', ')}`, () => {
+        throw new Error(`CI=true and ${reason}`);
+      }),
+    );
   } else {
-    const reason = missing.map(([s, status]) => `${s}: ${String(status)}`).join('; ');
     describe.skip(`${name} [skipped: ${reason}]`, fn);
   }
 }

@@ -8,7 +8,7 @@ import {
   type OutboxMessage,
 } from '../../lib';
 import { dropOutboxTable, quoteTable, sleep } from '../support/outbox-harness';
-import { serverOptions, TEST_DATABASES, uniqueTable } from '../support/databases';
+import { serverOptions, testDatabase, uniqueTable } from '../support/databases';
 import { instance } from '../support/outbox-instance';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
@@ -39,8 +39,8 @@ async function boot(ds: DataSource, tableName: string) {
   return moduleRef;
 }
 
-const mariadb = TEST_DATABASES.find((db) => db.name === 'mariadb');
-const postgres = TEST_DATABASES.find((db) => db.name === 'postgres');
+const mariadb = testDatabase('mariadb');
+const postgres = testDatabase('postgres');
 
 describeWith(['mariadb'], 'the MySQL/MariaDB key-lock table at bootstrap', () => {
   let ds: DataSource;
@@ -48,7 +48,7 @@ describeWith(['mariadb'], 'the MySQL/MariaDB key-lock table at bootstrap', () =>
 
   beforeEach(async () => {
     table = uniqueTable('outbox_klk');
-    ds = await (mariadb as NonNullable<typeof mariadb>).open(table);
+    ds = await mariadb.open(table);
   });
 
   afterEach(async () => {
@@ -90,7 +90,7 @@ describeWith(['mariadb'], 'MySQL/MariaDB keys, topics and types compared byte fo
 
   beforeEach(async () => {
     table = uniqueTable('outbox_nopad');
-    ds = await (mariadb as NonNullable<typeof mariadb>).open(table);
+    ds = await mariadb.open(table);
   });
 
   afterEach(async () => {
@@ -155,7 +155,7 @@ describeWith(['postgres'], 'PostgreSQL tenants with a schema each', () => {
   const sources: DataSource[] = [];
 
   beforeAll(async () => {
-    const admin = await (postgres as NonNullable<typeof postgres>).open(uniqueTable('outbox_adm'));
+    const admin = await postgres.open(uniqueTable('outbox_adm'));
     for (const schema of tenants) await admin.query(`CREATE SCHEMA IF NOT EXISTS "${schema}"`);
     await admin.destroy();
     for (const schema of tenants) {
@@ -171,7 +171,7 @@ describeWith(['postgres'], 'PostgreSQL tenants with a schema each', () => {
 
   afterAll(async () => {
     for (const ds of sources) await ds.destroy();
-    const admin = await (postgres as NonNullable<typeof postgres>).open(uniqueTable('outbox_adm'));
+    const admin = await postgres.open(uniqueTable('outbox_adm'));
     for (const schema of tenants) await admin.query(`DROP SCHEMA IF EXISTS "${schema}" CASCADE`);
     await admin.destroy();
   });

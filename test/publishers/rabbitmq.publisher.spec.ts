@@ -17,7 +17,7 @@ import {
   RabbitMqPublisher,
   type RabbitMqPublisherOptions,
 } from '../../lib/publishers/rabbitmq';
-import { TEST_DATABASES, uniqueTable, type TestDatabase } from '../support/databases';
+import { TEST_DATABASES, type TestDatabase, testDatabase, uniqueTable } from '../support/databases';
 import {
   allSettled,
   dispatchUntil,
@@ -355,7 +355,7 @@ for (const db of TEST_DATABASES.filter((d) => d.service !== null)) {
   );
 }
 
-const postgres = TEST_DATABASES[0] as TestDatabase;
+const postgres = testDatabase('postgres');
 
 describeWith(['postgres', 'rabbitmq'], 'RabbitMqPublisher failures (PostgreSQL → RabbitMQ)', () => {
   const suite = rabbitSuite(postgres);

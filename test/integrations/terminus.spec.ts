@@ -18,7 +18,7 @@ import {
   type OutboxHealthDetails,
   type OutboxHealthOptions,
 } from '../../lib/integrations/terminus';
-import { TEST_DATABASES, uniqueTable } from '../support/databases';
+import { testDatabase, uniqueTable } from '../support/databases';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith, SERVICES } from '../support/services';
 import { freePort } from '../support/transports/net';
@@ -26,7 +26,7 @@ import { freePort } from '../support/transports/net';
 // A real Nest HTTP app with @nestjs/terminus' HealthCheckService and OutboxHealthIndicator, over
 // a PostgreSQL outbox and a real RabbitMQ; the health endpoint is called over HTTP.
 
-const db = TEST_DATABASES[0] as (typeof TEST_DATABASES)[number]; // PostgreSQL
+const db = testDatabase('postgres');
 const RABBITMQ_URL = `amqp://guest:guest@${SERVICES.rabbitmq.host}:${SERVICES.rabbitmq.port}`;
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 let counter = 0;

@@ -18,7 +18,7 @@ import {
   type OutboxRecord,
 } from '../../lib';
 import { KafkaPublisher, type KafkaPublisherOptions } from '../../lib/publishers/kafka';
-import { TEST_DATABASES, uniqueTable } from '../support/databases';
+import { testDatabase, uniqueTable } from '../support/databases';
 import {
   allSettled,
   dispatchUntil,
@@ -34,7 +34,7 @@ import { waitFor } from '../support/wait-for';
 // consumer. Every test asserts what the consumer received and what the outbox table says (or,
 // driving the publisher directly, what publish() returned).
 
-const db = TEST_DATABASES[0] as (typeof TEST_DATABASES)[number]; // PostgreSQL
+const db = testDatabase('postgres');
 const BROKERS = [`${SERVICES.kafka.host}:${SERVICES.kafka.port}`];
 const PARTITIONS = 3;
 const run = promisify(execFile);

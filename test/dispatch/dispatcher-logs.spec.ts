@@ -3,7 +3,7 @@ import { Test } from '@nestjs/testing';
 import type { DataSource } from 'typeorm';
 import { OutboxModule, OutboxService, type OutboxMessage } from '../../lib';
 import { RecordingPublisher } from '../../lib/testing';
-import { TEST_DATABASES, uniqueTable } from '../support/databases';
+import { testDatabase, uniqueTable } from '../support/databases';
 import { waitFor } from '../support/wait-for';
 
 // What an operator sees while the dispatcher works: its lifecycle, once per event, never a line
@@ -41,7 +41,7 @@ class CapturingLogger implements LoggerService {
   }
 }
 
-const sqlite = TEST_DATABASES.find((db) => db.name === 'sqlite');
+const sqlite = testDatabase('sqlite');
 
 describe('dispatcher lifecycle logs', () => {
   let ds: DataSource;
@@ -49,10 +49,10 @@ describe('dispatcher lifecycle logs', () => {
 
   beforeAll(async () => {
     table = uniqueTable('outbox_logs');
-    ds = await (sqlite as NonNullable<typeof sqlite>).open(table);
+    ds = await sqlite.open(table);
   });
 
-  afterAll(() => (sqlite as NonNullable<typeof sqlite>).close(ds, table));
+  afterAll(() => sqlite.close(ds, table));
 
   it('logs start, one outage begun and over, and stop, with a run id; no line per message', async () => {
     const logger = new CapturingLogger();

@@ -4,7 +4,7 @@ import { Interval, ScheduleModule, SchedulerRegistry } from '@nestjs/schedule';
 import type { DataSource } from 'typeorm';
 import { OutboxModule, OutboxService } from '../../lib';
 import { RecordingPublisher } from '../../lib/testing';
-import { readOutbox, TEST_DATABASES, uniqueTable } from '../support/databases';
+import { readOutbox, testDatabase, uniqueTable } from '../support/databases';
 import { sleep } from '../support/outbox-harness';
 import { waitFor } from '../support/wait-for';
 
@@ -12,8 +12,7 @@ import { waitFor } from '../support/wait-for';
 // ScheduleModule.forRoot() to an app that has one (every @Interval/@Cron of the app would then
 // fire twice), nor give one to an app that has none.
 
-const postgres = TEST_DATABASES.find((db) => db.name === 'postgres');
-if (postgres === undefined) throw new Error('the postgres test database is always available');
+const postgres = testDatabase('postgres');
 
 const TICK_MS = 200;
 

@@ -13,14 +13,14 @@ import {
 import { OutboxMetrics, OutboxPrometheusModule } from '../../lib/integrations/prometheus';
 import { RabbitMqPublisher } from '../../lib/publishers/rabbitmq';
 import { ensureOutboxTable } from '../../lib/store/outbox-dialect';
-import { TEST_DATABASES, uniqueTable } from '../support/databases';
+import { testDatabase, uniqueTable } from '../support/databases';
 import { describeWith, SERVICES } from '../support/services';
 import { freePort } from '../support/transports/net';
 
 // PostgreSQL outbox → real dispatcher → real RabbitMQ, with OutboxPrometheusModule's metrics in a
 // real prom-client registry, read back the way Prometheus scrapes them (registry.metrics()).
 
-const db = TEST_DATABASES[0] as (typeof TEST_DATABASES)[number]; // PostgreSQL
+const db = testDatabase('postgres');
 const RABBITMQ_URL = `amqp://guest:guest@${SERVICES.rabbitmq.host}:${SERVICES.rabbitmq.port}`;
 const SAMPLE_MS = 250;
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));

@@ -19,8 +19,11 @@ import { describeWith, SERVICES } from '../support/services';
 import { resolvesWithin, waitFor } from '../support/wait-for';
 
 /*
- * The holes an outside audit found (issue 8), one test each, on every database they apply to.
- * Each fails on the code before its fix.
+ * Liveness: delivery keeps moving. A message that cannot be delivered ends dead after its
+ * attempts instead of looping; a failing or stuck key does not hold up the others; a lock, a
+ * dropped LISTEN connection or two enqueueing transactions cannot freeze the outbox. Plus the
+ * timing rules these rely on (leases that fit their timeouts, delays counted from enqueue).
+ * Each test failed on the code before its fix (issue 8); on every database it applies to.
  */
 
 type Overrides = Omit<Partial<OutboxModuleOptions>, 'dataSource' | 'publisher'>;
@@ -33,7 +36,7 @@ const msg = (key: string | null, payload: Record<string, unknown> = {}): OutboxM
 });
 
 for (const db of TEST_DATABASES) {
-  describeWith(db.service === null ? [] : [db.service], `audit fixes on ${db.name}`, () => {
+  describeWith(db.service === null ? [] : [db.service], `dispatcher liveness on ${db.name}`, () => {
     let ds: DataSource;
     const baseTable = uniqueTable('outbox_au');
     const modules: TestingModule[] = [];
@@ -98,7 +101,7 @@ for (const db of TEST_DATABASES) {
       };
     }
 
-    it('1. a message whose dispatchers keep dying mid-publish is dead-lettered once its claims reach maxAttempts', async () => {
+    it('a message whose dispatchers keep dying mid-publish is dead-lettered once its claims reach maxAttempts', async () => {
       const publisher = new RecordingPublisher();
       const h = await boot(publisher, { retry: { maxAttempts: 2 } });
       const [id] = (await h.commit([msg('k')])) as [string];
@@ -123,7 +126,7 @@ for (const db of TEST_DATABASES) {
       });
     });
 
-    it('1. a message whose publish always times out is dead-lettered after maxAttempts, not looped', async () => {
+    it('a message whose publish always times out is dead-lettered after maxAttempts, not looped', async () => {
       const publisher = new RecordingPublisher();
       const h = await boot(publisher, {
         retry: { maxAttempts: 3, initialDelayMs: 10, jitter: 0 },
@@ -142,7 +145,7 @@ for (const db of TEST_DATABASES) {
       });
     });
 
-    it('1. a lone message failing "unavailable" is released with last_error and backs off instead of being reclaimed at once', async () => {
+    it('a lone message failing "unavailable" is released with last_error and backs off instead of being reclaimed at once', async () => {
       const publisher = new RecordingPublisher();
       const h = await boot(publisher, { dispatcher: { pollIntervalMs: 500 } });
       const [id] = (await h.commit([msg('k')])) as [string];
@@ -154,7 +157,7 @@ for (const db of TEST_DATABASES) {
         lockedBy: null,
         lastError: expect.stringContaining('PublisherUnavailableError'),
       });
-      // The audit saw 20 runs send it 20 times; now it is not due again for the pause.
+      // Before the fix 20 runs sent it 20 times; it is not due again for the pause.
       for (let i = 0; i < 20; i++) await h.dispatcher.runOnce();
       expect(publisher.attemptsOf(id)).toBe(1);
       // It is not lost: it is due again after the pause.
@@ -165,7 +168,7 @@ for (const db of TEST_DATABASES) {
       });
     });
 
-    it("2. a stuck key's backlog is parked: other keys flow, and the backlog follows its head in order once released", async () => {
+    it("a stuck key's backlog is parked: other keys flow, and the backlog follows its head in order once released", async () => {
       const publisher = new RecordingPublisher();
       const h = await boot(publisher, { dispatcher: { batchSize: 20 } });
       const [head] = (await h.commit([msg('stuck', { n: 0 })])) as [string];
@@ -192,7 +195,7 @@ for (const db of TEST_DATABASES) {
       expect(publisher.sentForKey('stuck')).toEqual([head, ...backlog]);
     });
 
-    it("4. with onDeadLetter 'skip', retryDead() puts a dead message behind the key's message in flight, never beside it", async () => {
+    it("with onDeadLetter 'skip', retryDead() puts a dead message behind the key's message in flight, never beside it", async () => {
       const publisher = new RecordingPublisher();
       const h = await boot(publisher, { ordering: { onDeadLetter: 'skip' } });
       const [a1, a2] = (await h.commit([msg('A', { n: 1 }), msg('A', { n: 2 })])) as [
@@ -225,7 +228,7 @@ for (const db of TEST_DATABASES) {
       expect(await h.row(a1)).toMatchObject({ status: 'delivered' });
     });
 
-    it('9. publishTimeoutMs + dbTimeoutMs must fit in leaseMs', async () => {
+    it('refuses to boot when publishTimeoutMs + dbTimeoutMs do not fit in leaseMs', async () => {
       await expect(
         boot(new RecordingPublisher(), {
           dispatcher: { leaseMs: 5_000, publishTimeoutMs: 4_000, dbTimeoutMs: 2_000 },
@@ -234,7 +237,7 @@ for (const db of TEST_DATABASES) {
     });
 
     if (db.name === 'postgres') {
-      it('9. delayMs counts from the enqueue call, not from the start of the business transaction', async () => {
+      it('delayMs counts from the enqueue call, not from the start of the business transaction', async () => {
         const h = await boot(new RecordingPublisher());
         await ds.transaction(async (manager) => {
           await manager.query('SELECT 1');
@@ -248,7 +251,7 @@ for (const db of TEST_DATABASES) {
         expect(Number(row?.gap)).toBeGreaterThanOrEqual(1_550);
       });
 
-      it('9. the LISTEN connection comes back after the server terminates it', async () => {
+      it('the LISTEN connection comes back after the server terminates it', async () => {
         const publisher = new RecordingPublisher();
         const h = await boot(publisher, {
           autoStart: true,
@@ -295,7 +298,7 @@ for (const db of TEST_DATABASES) {
     }
 
     if (db.name !== 'sqlite') {
-      it('7. a claim stuck on a database lock is given up, logged, and delivery resumes once the lock goes', async () => {
+      it('a claim stuck on a database lock is given up, logged, and delivery resumes once the lock goes', async () => {
         const publisher = new RecordingPublisher();
         const h = await boot(publisher, {
           dispatcher: { leaseMs: 3_000, publishTimeoutMs: 1_000, dbTimeoutMs: 500 },
@@ -330,7 +333,7 @@ for (const db of TEST_DATABASES) {
     }
 
     if (db.name === 'mariadb') {
-      it('3. transactions enqueueing distinct keys in opposite orders do not deadlock (keys that shared a 1 024-bucket lock)', async () => {
+      it('transactions enqueueing distinct keys in opposite orders do not deadlock (keys that shared a 1 024-bucket lock)', async () => {
         const h = await boot(new RecordingPublisher());
         // Two pairs of distinct keys that collided under the old 1 024 buckets.
         const collide = (): [string, string] => {

@@ -36,7 +36,7 @@ import { ClientProxyPublisher, type OutboxEnvelope } from '../../lib/publishers/
 import { traceContextHeaders, TracedPublisher } from '../../lib/integrations/opentelemetry';
 import { RabbitMqPublisher } from '../../lib/publishers/rabbitmq';
 import { ensureOutboxTable } from '../../lib/store/outbox-dialect';
-import { readOutbox, TEST_DATABASES, TestOrder, uniqueTable } from '../support/databases';
+import { readOutbox, testDatabase, TestOrder, uniqueTable } from '../support/databases';
 import { describeWith, SERVICES } from '../support/services';
 import { Collector } from '../support/transports/collector';
 import { startNestConsumer } from '../support/transports/nest-consumer';
@@ -46,7 +46,7 @@ import { freePort } from '../support/transports/net';
 // a real dispatcher, to a real consumer of Kafka, RabbitMQ and a Nest TCP microservice; the
 // producer spans are taken from a real OpenTelemetry SDK.
 
-const db = TEST_DATABASES[0] as (typeof TEST_DATABASES)[number]; // PostgreSQL
+const db = testDatabase('postgres');
 const RABBITMQ_URL = `amqp://guest:guest@${SERVICES.rabbitmq.host}:${SERVICES.rabbitmq.port}`;
 const KAFKA_BROKERS = [`${SERVICES.kafka.host}:${SERVICES.kafka.port}`];
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));

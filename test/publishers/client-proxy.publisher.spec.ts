@@ -29,7 +29,7 @@ import {
   type OutboxClientProxy,
   type OutboxEnvelope,
 } from '../../lib/publishers/microservices';
-import { TEST_DATABASES, uniqueTable } from '../support/databases';
+import { testDatabase, uniqueTable } from '../support/databases';
 import {
   openOutboxHarness,
   type HarnessOverrides,
@@ -59,7 +59,7 @@ import { freePort, startBlackholeMqttBroker } from '../support/transports/net';
 // a real consumer on each transport (Nest TCP microservice; amqplib, nats, ioredis, mqtt and
 // kafkajs consumers for the brokers).
 
-const db = TEST_DATABASES[0] as (typeof TEST_DATABASES)[number]; // PostgreSQL
+const db = testDatabase('postgres');
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 const KEYS = ['k-a', 'k-b', 'k-c', 'k-d'];
 const TYPE = 'test.event';

@@ -3,7 +3,7 @@ import { Module, type LoggerService } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import { Test } from '@nestjs/testing';
 import { OutboxError, OutboxModule, OutboxOptionsError, OutboxTableMissingError } from '../../lib';
-import { TEST_DATABASES, uniqueTable } from '../support/databases';
+import { testDatabase, uniqueTable } from '../support/databases';
 
 /** Keeps what Nest logs at error level: the message as its ConsoleLogger prints it, and the rest. */
 class CapturingLogger implements LoggerService {
@@ -16,8 +16,7 @@ class CapturingLogger implements LoggerService {
   }
 }
 
-const sqlite = TEST_DATABASES.find((db) => db.name === 'sqlite');
-if (sqlite === undefined) throw new Error('the sqlite test database is always available');
+const sqlite = testDatabase('sqlite');
 
 describe('bootstrap checks', () => {
   it('fails at bootstrap when the outbox table does not exist, naming the fix', async () => {

@@ -45,7 +45,7 @@ import { KafkaPublisher } from 'nestjs-outbox/kafka';
 import { ClientProxyPublisher, type OutboxEnvelope } from 'nestjs-outbox/microservices';
 import { RabbitMqPublisher } from 'nestjs-outbox/rabbitmq';
 import { DataSource, type EntityManager } from 'typeorm';
-import { TEST_DATABASES, uniqueTable, type TestDatabase } from '../support/databases';
+import { TEST_DATABASES, type TestDatabase, testDatabase, uniqueTable } from '../support/databases';
 import {
   createBusinessTable,
   DuplicatingPublisher,
@@ -873,7 +873,7 @@ describeWith(
   "the README's amqplib inbox consumer and a message it can never handle",
   () => {
     it('rejects a message whose id is over 255 bytes once, without requeue, instead of looping', async () => {
-      const db = TEST_DATABASES.find((d) => d.name === 'postgres') as TestDatabase;
+      const db = testDatabase('postgres');
       const outboxTable = uniqueTable('outbox_ib');
       const ds = await db.open(outboxTable);
       const inboxTable = uniqueTable('inbox_poison');

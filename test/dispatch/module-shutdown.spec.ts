@@ -3,14 +3,13 @@ import { NestFactory } from '@nestjs/core';
 import type { DataSource } from 'typeorm';
 import { OutboxModule } from '../../lib';
 import { RecordingPublisher } from '../../lib/testing';
-import { TEST_DATABASES, uniqueTable } from '../support/databases';
+import { testDatabase, uniqueTable } from '../support/databases';
 import { expectNever, waitFor } from '../support/wait-for';
 
 // Without app.enableShutdownHooks(), SIGTERM kills the process before the dispatcher can
 // release what it claimed; the outbox says so at bootstrap when its dispatcher runs.
 
-const postgres = TEST_DATABASES.find((db) => db.name === 'postgres');
-if (postgres === undefined) throw new Error('the postgres test database is always available');
+const postgres = testDatabase('postgres');
 
 class CapturingLogger implements LoggerService {
   readonly warnings: string[] = [];

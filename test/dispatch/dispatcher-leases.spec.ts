@@ -2,7 +2,13 @@ import { DataSource } from 'typeorm';
 import { ensureOutboxTable, type OutboxMessage } from '../../lib';
 import type { ClaimOptions } from '../../lib/store/outbox-store.port';
 import { dropOutboxTable, sleep } from '../support/outbox-harness';
-import { readOutbox, serverOptions, TEST_DATABASES, uniqueTable } from '../support/databases';
+import {
+  readOutbox,
+  serverOptions,
+  TEST_DATABASES,
+  testDatabase,
+  uniqueTable,
+} from '../support/databases';
 import { instance, type Instance } from '../support/outbox-instance';
 import { describeWith } from '../support/services';
 import { waitFor } from '../support/wait-for';
@@ -220,16 +226,16 @@ describe.each(TEST_DATABASES.filter((db) => db.name !== 'sqlite'))(
 );
 
 describeWith(['postgres'], "a frozen dispatcher's transaction on PostgreSQL", () => {
-  const db = TEST_DATABASES.find((d) => d.name === 'postgres');
+  const db = testDatabase('postgres');
   let ds: DataSource;
   let table: string;
 
   beforeEach(async () => {
     table = uniqueTable('outbox_idle');
-    ds = await (db as NonNullable<typeof db>).open(table);
+    ds = await db.open(table);
   });
 
-  afterEach(() => (db as NonNullable<typeof db>).close(ds, table));
+  afterEach(() => db.close(ds, table));
 
   it('is ended by the server once it sits idle longer than dbTimeoutMs, releasing its locks', async () => {
     const d = await instance(ds, table, 'frozen-tx', { dispatcher: { dbTimeoutMs: 500 } });

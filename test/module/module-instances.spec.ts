@@ -18,15 +18,14 @@ import {
   OutboxService,
 } from '../../lib';
 import { RecordingPublisher } from '../../lib/testing';
-import { readOutbox, TEST_DATABASES, uniqueTable } from '../support/databases';
+import { readOutbox, testDatabase, uniqueTable } from '../support/databases';
 import { dropOutboxTable } from '../support/outbox-harness';
 import { waitFor } from '../support/wait-for';
 
 // Several OutboxModules in one app: each named instance has its own table, publisher,
 // dispatcher and timers; two instances under one name are refused at bootstrap.
 
-const postgres = TEST_DATABASES.find((db) => db.name === 'postgres');
-if (postgres === undefined) throw new Error('the postgres test database is always available');
+const postgres = testDatabase('postgres');
 
 async function bootFailure(...imports: DynamicModule[]): Promise<unknown> {
   @Module({ imports })

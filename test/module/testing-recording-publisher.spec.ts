@@ -2,10 +2,9 @@ import { Test, type TestingModule } from '@nestjs/testing';
 import type { DataSource } from 'typeorm';
 import { OutboxDispatcher, OutboxEvent, OutboxModule, OutboxService } from '../../lib';
 import { RecordingPublisher } from '../../lib/testing';
-import { TEST_DATABASES, TestOrder, uniqueTable } from '../support/databases';
+import { testDatabase, TestOrder, uniqueTable } from '../support/databases';
 
-const sqlite = TEST_DATABASES.find((db) => db.name === 'sqlite');
-if (sqlite === undefined) throw new Error('the sqlite test database is always available');
+const sqlite = testDatabase('sqlite');
 
 @OutboxEvent({ topic: 'orders', type: 'order.created', key: 'orderId' })
 class OrderCreated {
