@@ -11,10 +11,11 @@ import { OUTBOX_OPTION_KEYS } from '../../lib/options/resolve-outbox-options';
 const root = resolve(__dirname, '../..');
 const read = (path: string): string => readFileSync(join(root, path), 'utf8');
 
-/** README.md, ARCHITECTURE.md and every page of docs/, by path from the root (posix separators). */
+/** README.md, ARCHITECTURE.md, CONTRIBUTING.md and every page of docs/, by path from the root (posix separators). */
 const pages = new Map<string, string>([
   ['README.md', read('README.md')],
   ['ARCHITECTURE.md', read('ARCHITECTURE.md')],
+  ['CONTRIBUTING.md', read('CONTRIBUTING.md')],
   ...readdirSync(join(root, 'docs'))
     .filter((file) => file.endsWith('.md'))
     .sort()
