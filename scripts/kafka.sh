@@ -258,6 +258,14 @@ cmd_start() {
   local t0=$SECONDS
   need "$JAVA" "Kafka needs Java 11+"
   fetch_jars
+  # One start at a time: two test runs that both find the port closed would otherwise both
+  # format the data dir and start a broker, and each kill the other's half-started one. The
+  # second waits here and then finds the first one's broker answering.
+  mkdir -p "$(dirname "$KAFKA_DATA_DIR")"
+  exec 9>"$KAFKA_DATA_DIR.start.lock"
+  if ! flock -w "$((KAFKA_START_TIMEOUT + 60))" 9; then
+    die "another 'kafka.sh start' held the start lock for too long"
+  fi
 
   if port_open "$KAFKA_PORT"; then
     if broker_answers; then
@@ -288,14 +296,22 @@ cmd_start() {
   }
 
   log "starting broker on $HOST:$KAFKA_PORT (data: $KAFKA_DATA_DIR) …"
-  # shellcheck disable=SC2086 # KAFKA_HEAP_OPTS is a list of flags
-  nohup setsid "$JAVA" -server $KAFKA_HEAP_OPTS \
-    -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35 \
-    -XX:+ExplicitGCInvokesConcurrent -Djava.awt.headless=true \
-    -Dlog4j.configuration="file:$KAFKA_DATA_DIR/log4j.properties" \
-    -Dkafka.logs.dir="$KAFKA_DATA_DIR" \
-    -cp "$LIB/*" kafka.Kafka "$KAFKA_DATA_DIR/server.properties" \
-    >"$LOG_FILE" 2>&1 </dev/null &
+  # The broker outlives this script: it must not keep the descriptors it was started with (the
+  # start lock, a caller's `flock` file, a test runner's pipe), or those locks are never released.
+  (
+    for fd in /proc/$BASHPID/fd/*; do
+      fd=${fd##*/}
+      if ((fd > 2)); then eval "exec $fd>&-" 2>/dev/null || true; fi
+    done
+    # shellcheck disable=SC2086 # KAFKA_HEAP_OPTS is a list of flags
+    exec nohup setsid "$JAVA" -server $KAFKA_HEAP_OPTS \
+      -XX:+UseG1GC -XX:MaxGCPauseMillis=20 -XX:InitiatingHeapOccupancyPercent=35 \
+      -XX:+ExplicitGCInvokesConcurrent -Djava.awt.headless=true \
+      -Dlog4j.configuration="file:$KAFKA_DATA_DIR/log4j.properties" \
+      -Dkafka.logs.dir="$KAFKA_DATA_DIR" \
+      -cp "$LIB/*" kafka.Kafka "$KAFKA_DATA_DIR/server.properties" \
+      >"$LOG_FILE" 2>&1 </dev/null
+  ) &
   local pid=$!
   echo "$pid" >"$PID_FILE"
 
