@@ -27,25 +27,23 @@ export type OptionDefault =
 
 type Defaults<T> = Readonly<Record<keyof T, OptionDefault>>;
 
-/** `min(10000, floor(leaseMs / 2))`: half the lease, so a slow broker cannot use all of it. */
+// Half the lease at most: the other half is left for the settle (see dbTimeoutMs).
 function defaultPublishTimeoutMs({ leaseMs }: { leaseMs: number }): number {
   return Math.min(10_000, Math.floor(leaseMs / 2));
 }
 
-/**
- * Half of what the lease leaves after the publish: the settle must land, watchdog margin included,
- * before the lease expires, or the batch is fenced off and published again.
- */
+// Half of what the lease leaves after the publish: the settle must land, watchdog margin included,
+// before the lease expires, or the batch is fenced off and published again.
 function defaultDbTimeoutMs(o: { leaseMs: number; publishTimeoutMs: number }): number {
   return Math.max(100, Math.min(10_000, Math.floor((o.leaseMs - o.publishTimeoutMs) / 2)));
 }
 
-/** An outage pause is never shorter than an idle poll. */
+// An outage pause is never shorter than an idle poll.
 function defaultMaxOutagePauseMs({ pollIntervalMs }: { pollIntervalMs: number }): number {
   return Math.max(30_000, pollIntervalMs);
 }
 
-/** The cap is never below the first delay, which `retry.maxDelayMs` would reject. */
+// The cap is never below the first delay, which `retry.maxDelayMs` would reject.
 function defaultMaxDelayMs({ initialDelayMs }: { initialDelayMs: number }): number {
   return Math.max(300_000, initialDelayMs);
 }

@@ -20,7 +20,7 @@ type Deadlines = Pick<ResolvedDispatcherOptions, 'leaseMs' | 'publishTimeoutMs' 
 const defaults = OUTBOX_DEFAULTS.dispatcher;
 const { integer, bool } = checks;
 
-/** The lease and the two deadlines that must fit in it. */
+// The lease and the two deadlines that must fit in it.
 function resolveDeadlines(d: Partial<OutboxDispatcherOptions>): Deadlines {
   const leaseMs = integer(
     d.leaseMs,

@@ -126,7 +126,7 @@ const MODULE_EXTRAS = { isGlobal: true, workers: true, name: true } satisfies Re
   true
 >;
 
-/** Rejects what is not an options object, extras returned by a factory, and unknown keys. */
+// Rejects what is not an options object, extras returned by a factory, and unknown keys.
 function checkShape(options: OutboxModuleOptions): void {
   if (options === null || typeof options !== 'object') {
     fail(

@@ -190,7 +190,7 @@ function resolveConnection(options: KafkaPublisherOptions): Connection {
   return { brokers: options.brokers, clientId, ssl, sasl: options.sasl };
 }
 
-/** Where and how records are written: topic, acknowledgements, compression, kafkajs logging. */
+// Where and how records are written: topic, acknowledgements, compression, kafkajs logging.
 function resolveDelivery(options: KafkaPublisherOptions): Delivery {
   if (options.topic !== undefined && typeof options.topic !== 'function') {
     fail(
@@ -238,7 +238,7 @@ function resolveRetry(value: RetryOptions | undefined): RetryOptions {
   };
 }
 
-/** Refuses the producer settings the publisher does not take, saying why. */
+// Refuses the producer settings the publisher does not take, saying why.
 function checkProducerKeys(producer: object): void {
   for (const key of Object.keys(producer)) {
     if (key === 'transactionalId' || key === 'transactionTimeout') {
@@ -258,7 +258,7 @@ function checkProducerKeys(producer: object): void {
   }
 }
 
-/** Idempotence and requests in flight, which together decide whether a retry can reorder a key. */
+// Idempotence and requests in flight, which together decide whether a retry can reorder a key.
 function resolveProducerOrdering(
   producer: KafkaPublisherProducerOptions,
 ): Pick<ResolvedKafkaPublisherOptions['producer'], 'idempotent' | 'maxInFlightRequests'> {

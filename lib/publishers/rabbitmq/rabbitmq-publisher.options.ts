@@ -111,7 +111,7 @@ function checkUrl(url: RabbitMqPublisherOptions['url']): void {
   }
 }
 
-/** Where a message goes: exchange, routing key, and the topology declared before publishing. */
+// Where a message goes: exchange, routing key, and the topology declared before publishing.
 function resolveRouting(options: RabbitMqPublisherOptions): Routing {
   const { exchange } = options;
   if (exchange !== undefined && typeof exchange !== 'string' && typeof exchange !== 'function') {
