@@ -1,5 +1,5 @@
 import { ConfigurableModuleBuilder } from '@nestjs/common';
-import { DEFAULT_OUTBOX_NAME } from '../outbox.constants';
+import { OUTBOX_EXTRA_DEFAULTS as EXTRAS } from '../options/outbox-defaults';
 import type { OutboxModuleExtras, OutboxModuleOptions } from '../options/outbox.options';
 
 export const {
@@ -11,7 +11,7 @@ export const {
   .setClassMethodName('forRoot')
   .setFactoryMethodName('createOutboxOptions')
   .setExtras<Required<OutboxModuleExtras>>(
-    { isGlobal: true, workers: true, name: DEFAULT_OUTBOX_NAME },
+    { isGlobal: EXTRAS.isGlobal.value, workers: EXTRAS.workers.value, name: EXTRAS.name.value },
     (definition, extras) => ({
       ...definition,
       global: extras.isGlobal,

@@ -16,21 +16,27 @@ export interface OutboxDispatcherOptions {
   pollIntervalMs?: number;
   /** How long a claim is owned before another dispatcher may take it over. @default 30000 */
   leaseMs?: number;
-  /** How long one publish may wait for the broker; must be below `leaseMs`. @default 10000 */
+  /**
+   * How long one publish may wait for the broker; must be below `leaseMs`.
+   * @default min(10000, floor(leaseMs / 2))
+   */
   publishTimeoutMs?: number;
   /**
    * Longest time one dispatcher database call (claim, settle, park) may take: enforced by the
    * server where it can (PostgreSQL `statement_timeout`) and by a watchdog that logs, gives up
    * on the call `min(1000, dbTimeoutMs)` later and pauses. `publishTimeoutMs + dbTimeoutMs` plus
    * that margin must not exceed `leaseMs`.
-   * @default min(10000, (leaseMs - publishTimeoutMs) / 2)
+   * @default max(100, min(10000, floor((leaseMs - publishTimeoutMs) / 2)))
    */
   dbTimeoutMs?: number;
   /** Wake up on PostgreSQL NOTIFY from other instances (ignored on other databases). @default true */
   listen?: boolean;
   /** On shutdown, how long in-flight publishes may finish before their leases are released. @default 10000 */
   shutdownTimeoutMs?: number;
-  /** Longest pause after a broker outage; pauses double from `pollIntervalMs` up to this. @default 30000 */
+  /**
+   * Longest pause after a broker outage; pauses double from `pollIntervalMs` up to this.
+   * @default max(30000, pollIntervalMs)
+   */
   maxOutagePauseMs?: number;
 }
 
@@ -39,7 +45,7 @@ export interface OutboxRetryOptions {
   maxAttempts?: number;
   /** Delay before the first retry. @default 1000 */
   initialDelayMs?: number;
-  /** Upper bound of one retry delay. @default 300000 */
+  /** Upper bound of one retry delay; at least `initialDelayMs`. @default max(300000, initialDelayMs) */
   maxDelayMs?: number;
   /** Growth of the delay per attempt. @default 2 */
   factor?: number;
@@ -97,7 +103,7 @@ export interface OutboxModuleOptions {
   retry?: OutboxRetryOptions;
   unlocker?: OutboxUnlockerOptions;
   cleaner?: OutboxCleanerOptions;
-  /** Metrics and tracing hooks. */
+  /** Metrics and tracing hooks. @default none */
   observer?: OutboxObserver;
   /**
    * Called once per `enqueue()` call, synchronously in the caller's context; the headers it

@@ -8,7 +8,11 @@ import {
   type RetryOptions,
   type SASLOptions,
 } from 'kafkajs';
-import { OptionChecks, type KnownOptionKeys, type OptionFailure } from '../../options/option-checks';
+import {
+  OptionChecks,
+  type KnownOptionKeys,
+  type OptionFailure,
+} from '../../options/option-checks';
 import type { OutboxRecord } from '../../message/outbox-record.interface';
 
 /** Producer settings a `KafkaPublisher` lets you change; the rest is fixed for correctness. */
@@ -127,31 +131,45 @@ const checks = new OptionChecks('KafkaPublisher');
 const fail: OptionFailure = checks.fail;
 const { show, integer } = checks;
 
-/**
- * Merges the defaults into `KafkaPublisher` options and rejects settings that would lose or
- * reorder messages, with a message that says how to fix them. Pure: no I/O.
- */
-export function resolveKafkaPublisherOptions(
-  options: KafkaPublisherOptions,
-): ResolvedKafkaPublisherOptions {
-  if (options === null || typeof options !== 'object') {
-    fail('options', `${show(options)} is not an object`, "Pass { brokers: ['host:9092'] }.");
+type Connection = Pick<ResolvedKafkaPublisherOptions, 'brokers' | 'clientId' | 'ssl' | 'sasl'>;
+type Delivery = Pick<ResolvedKafkaPublisherOptions, 'topic' | 'compression' | 'logLevel'>;
+
+function checkBrokers(brokers: KafkaPublisherOptions['brokers']): void {
+  if (typeof brokers === 'function') return;
+  if (
+    !Array.isArray(brokers) ||
+    brokers.length === 0 ||
+    !brokers.every((b) => typeof b === 'string' && /^[^\s:]+:\d+$/.test(b))
+  ) {
+    fail(
+      'brokers',
+      'it is not a non-empty list of "host:port" strings',
+      "Pass e.g. ['kafka-1:9092', 'kafka-2:9092'] or a function returning such a list.",
+    );
   }
-  checks.knownKeys(options, OPTION_KEYS);
-  const { brokers } = options;
-  if (typeof brokers !== 'function') {
-    if (
-      !Array.isArray(brokers) ||
-      brokers.length === 0 ||
-      !brokers.every((b) => typeof b === 'string' && /^[^\s:]+:\d+$/.test(b))
-    ) {
+}
+
+function checkSasl(sasl: SASLOptions | undefined): void {
+  if (sasl === undefined) return;
+  // Never echo the object itself: it holds the password.
+  const mechanism = (sasl as { mechanism?: unknown } | null)?.mechanism;
+  if (typeof mechanism !== 'string' || !SASL_MECHANISMS.includes(mechanism)) {
+    fail('sasl.mechanism', 'it is missing or unknown', `Use one of ${SASL_MECHANISMS.join(', ')}.`);
+  }
+  if (mechanism === 'plain' || mechanism.startsWith('scram-')) {
+    const { username, password } = sasl as { username?: unknown; password?: unknown };
+    if (typeof username !== 'string' || username === '' || typeof password !== 'string') {
       fail(
-        'brokers',
-        'it is not a non-empty list of "host:port" strings',
-        "Pass e.g. ['kafka-1:9092', 'kafka-2:9092'] or a function returning such a list.",
+        'sasl',
+        `mechanism ${mechanism} needs a username and a password (strings)`,
+        'Pass { mechanism, username, password }.',
       );
     }
   }
+}
+
+function resolveConnection(options: KafkaPublisherOptions): Connection {
+  checkBrokers(options.brokers);
   const clientId = options.clientId ?? 'nestjs-outbox';
   if (typeof clientId !== 'string' || clientId.trim() === '') {
     fail(
@@ -168,28 +186,12 @@ export function resolveKafkaPublisherOptions(
       'Pass true, false or tls.ConnectionOptions.',
     );
   }
-  const { sasl } = options;
-  if (sasl !== undefined) {
-    // Never echo the object itself: it holds the password.
-    const mechanism = (sasl as { mechanism?: unknown } | null)?.mechanism;
-    if (typeof mechanism !== 'string' || !SASL_MECHANISMS.includes(mechanism)) {
-      fail(
-        'sasl.mechanism',
-        'it is missing or unknown',
-        `Use one of ${SASL_MECHANISMS.join(', ')}.`,
-      );
-    }
-    if (mechanism === 'plain' || mechanism.startsWith('scram-')) {
-      const { username, password } = sasl as { username?: unknown; password?: unknown };
-      if (typeof username !== 'string' || username === '' || typeof password !== 'string') {
-        fail(
-          'sasl',
-          `mechanism ${mechanism} needs a username and a password (strings)`,
-          'Pass { mechanism, username, password }.',
-        );
-      }
-    }
-  }
+  checkSasl(options.sasl);
+  return { brokers: options.brokers, clientId, ssl, sasl: options.sasl };
+}
+
+// Where and how records are written: topic, acknowledgements, compression, kafkajs logging.
+function resolveDelivery(options: KafkaPublisherOptions): Delivery {
   if (options.topic !== undefined && typeof options.topic !== 'function') {
     fail(
       'topic',
@@ -221,15 +223,23 @@ export function resolveKafkaPublisherOptions(
       'Use logLevel.NOTHING, ERROR, WARN, INFO or DEBUG.',
     );
   }
+  return { topic: options.topic ?? ((record) => record.topic), compression, logLevel: level };
+}
 
-  const retry = options.retry ?? {};
+function resolveRetry(value: RetryOptions | undefined): RetryOptions {
+  const retry = value ?? {};
   if (typeof retry !== 'object' || retry === null)
     fail('retry', 'it is not an object', 'Pass kafkajs RetryOptions or leave it out.');
-  const retries = integer(retry.retries, 3, 'retry.retries', 1, 100);
+  return {
+    ...retry,
+    retries: integer(retry.retries, 3, 'retry.retries', 1, 100),
+    initialRetryTime: integer(retry.initialRetryTime, 100, 'retry.initialRetryTime', 1, 60_000),
+    maxRetryTime: integer(retry.maxRetryTime, 1_000, 'retry.maxRetryTime', 1, 600_000),
+  };
+}
 
-  const producer = options.producer ?? {};
-  if (typeof producer !== 'object' || producer === null)
-    fail('producer', 'it is not an object', 'Pass producer overrides or leave it out.');
+// Refuses the producer settings the publisher does not take, saying why.
+function checkProducerKeys(producer: object): void {
   for (const key of Object.keys(producer)) {
     if (key === 'transactionalId' || key === 'transactionTimeout') {
       fail(
@@ -246,6 +256,12 @@ export function resolveKafkaPublisherOptions(
       );
     }
   }
+}
+
+// Idempotence and requests in flight, which together decide whether a retry can reorder a key.
+function resolveProducerOrdering(
+  producer: KafkaPublisherProducerOptions,
+): Pick<ResolvedKafkaPublisherOptions['producer'], 'idempotent' | 'maxInFlightRequests'> {
   const idempotent = producer.idempotent ?? true;
   if (typeof idempotent !== 'boolean')
     fail(
@@ -267,6 +283,17 @@ export function resolveKafkaPublisherOptions(
       'Keep maxInFlightRequests at 1, or leave producer.idempotent on.',
     );
   }
+  return { idempotent, maxInFlightRequests };
+}
+
+function resolveProducer(
+  value: KafkaPublisherProducerOptions | undefined,
+): ResolvedKafkaPublisherOptions['producer'] {
+  const producer = value ?? {};
+  if (typeof producer !== 'object' || producer === null)
+    fail('producer', 'it is not an object', 'Pass producer overrides or leave it out.');
+  checkProducerKeys(producer);
+  const { idempotent, maxInFlightRequests } = resolveProducerOrdering(producer);
   const createPartitioner = producer.createPartitioner ?? Partitioners.DefaultPartitioner;
   if (typeof createPartitioner !== 'function') {
     fail(
@@ -282,32 +309,44 @@ export function resolveKafkaPublisherOptions(
       `${show(allowAutoTopicCreation)} is not a boolean`,
       'Use true or false.',
     );
+  return {
+    createPartitioner,
+    idempotent,
+    maxInFlightRequests,
+    allowAutoTopicCreation,
+    metadataMaxAge:
+      producer.metadataMaxAge === undefined
+        ? undefined
+        : integer(producer.metadataMaxAge, 300_000, 'producer.metadataMaxAge', 1_000, 86_400_000),
+  };
+}
 
+/**
+ * Merges the defaults into `KafkaPublisher` options and rejects settings that would lose or
+ * reorder messages, with a message that says how to fix them. Pure: no I/O.
+ */
+export function resolveKafkaPublisherOptions(
+  options: KafkaPublisherOptions,
+): ResolvedKafkaPublisherOptions {
+  if (options === null || typeof options !== 'object') {
+    fail('options', `${show(options)} is not an object`, "Pass { brokers: ['host:9092'] }.");
+  }
+  checks.knownKeys(options, OPTION_KEYS);
+  const { brokers, clientId, ssl, sasl } = resolveConnection(options);
+  const { topic, compression, logLevel: level } = resolveDelivery(options);
+  const retry = resolveRetry(options.retry);
+  const producer = resolveProducer(options.producer);
   return {
     brokers,
     clientId,
     ssl,
     sasl,
-    topic: options.topic ?? ((record) => record.topic),
+    topic,
     connectionTimeout: integer(options.connectionTimeout, 3_000, 'connectionTimeout', 100, 600_000),
     requestTimeout: integer(options.requestTimeout, 5_000, 'requestTimeout', 100, 600_000),
-    retry: {
-      ...retry,
-      retries,
-      initialRetryTime: integer(retry.initialRetryTime, 100, 'retry.initialRetryTime', 1, 60_000),
-      maxRetryTime: integer(retry.maxRetryTime, 1_000, 'retry.maxRetryTime', 1, 600_000),
-    },
+    retry,
     compression,
     logLevel: level,
-    producer: {
-      createPartitioner,
-      idempotent,
-      maxInFlightRequests,
-      allowAutoTopicCreation,
-      metadataMaxAge:
-        producer.metadataMaxAge === undefined
-          ? undefined
-          : integer(producer.metadataMaxAge, 300_000, 'producer.metadataMaxAge', 1_000, 86_400_000),
-    },
+    producer,
   };
 }

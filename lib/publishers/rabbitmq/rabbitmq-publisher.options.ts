@@ -1,5 +1,9 @@
 import type { Channel, Options } from 'amqplib';
-import { OptionChecks, type KnownOptionKeys, type OptionFailure } from '../../options/option-checks';
+import {
+  OptionChecks,
+  type KnownOptionKeys,
+  type OptionFailure,
+} from '../../options/option-checks';
 import type { OutboxRecord } from '../../message/outbox-record.interface';
 
 /** Options of {@link RabbitMqPublisher}. */
@@ -37,7 +41,7 @@ export interface RabbitMqPublisherOptions {
   reconnect?: {
     /** @default 500 */
     initialDelayMs?: number;
-    /** @default 15000 */
+    /** @default max(15000, initialDelayMs) */
     maxDelayMs?: number;
   };
   /** Connection name shown in the management UI. @default 'nestjs-outbox' */
@@ -88,22 +92,9 @@ const checks = new OptionChecks('RabbitMqPublisher');
 const fail: OptionFailure = checks.fail;
 const { show, integer } = checks;
 
-/**
- * Merges the defaults into `RabbitMqPublisher` options and rejects invalid ones with a message
- * that says how to fix them. Pure: no I/O. Never puts the URL in a message.
- */
-export function resolveRabbitMqPublisherOptions(
-  options: RabbitMqPublisherOptions,
-): ResolvedRabbitMqPublisherOptions {
-  if (options === null || typeof options !== 'object') {
-    fail(
-      'options',
-      `${show(options)} is not an object`,
-      "Pass { url: 'amqp://user:pass@host:5672' }.",
-    );
-  }
-  checks.knownKeys(options, OPTION_KEYS);
-  const { url } = options;
+type Routing = Pick<ResolvedRabbitMqPublisherOptions, 'exchange' | 'routingKey' | 'assertTopology'>;
+
+function checkUrl(url: RabbitMqPublisherOptions['url']): void {
   if (typeof url === 'string') {
     if (!/^amqps?:\/\/[^\s]+$/i.test(url))
       fail(
@@ -118,10 +109,10 @@ export function resolveRabbitMqPublisherOptions(
       'Pass an amqp:// URL or amqplib connect options ({ hostname, port, username, password, vhost }).',
     );
   }
-  const socketOptions = options.socketOptions ?? {};
-  if (typeof socketOptions !== 'object' || socketOptions === null)
-    fail('socketOptions', 'it is not an object', 'Pass socket/TLS options or leave it out.');
+}
 
+// Where a message goes: exchange, routing key, and the topology declared before publishing.
+function resolveRouting(options: RabbitMqPublisherOptions): Routing {
   const { exchange } = options;
   if (exchange !== undefined && typeof exchange !== 'string' && typeof exchange !== 'function') {
     fail(
@@ -144,7 +135,18 @@ export function resolveRabbitMqPublisherOptions(
       'Pass async (channel) => { await channel.assertExchange(...); ... }.',
     );
   }
-  const reconnect = options.reconnect ?? {};
+  const fixedExchange = typeof exchange === 'string' ? exchange : undefined;
+  return {
+    exchange: typeof exchange === 'function' ? exchange : () => fixedExchange ?? '',
+    routingKey: options.routingKey ?? ((record) => record.topic),
+    assertTopology: options.assertTopology,
+  };
+}
+
+function resolveReconnect(
+  value: RabbitMqPublisherOptions['reconnect'],
+): ResolvedRabbitMqPublisherOptions['reconnect'] {
+  const reconnect = value ?? {};
   if (typeof reconnect !== 'object' || reconnect === null)
     fail(
       'reconnect',
@@ -172,6 +174,30 @@ export function resolveRabbitMqPublisherOptions(
       'Raise maxDelayMs or lower initialDelayMs.',
     );
   }
+  return { initialDelayMs, maxDelayMs };
+}
+
+/**
+ * Merges the defaults into `RabbitMqPublisher` options and rejects invalid ones with a message
+ * that says how to fix them. Pure: no I/O. Never puts the URL in a message.
+ */
+export function resolveRabbitMqPublisherOptions(
+  options: RabbitMqPublisherOptions,
+): ResolvedRabbitMqPublisherOptions {
+  if (options === null || typeof options !== 'object') {
+    fail(
+      'options',
+      `${show(options)} is not an object`,
+      "Pass { url: 'amqp://user:pass@host:5672' }.",
+    );
+  }
+  checks.knownKeys(options, OPTION_KEYS);
+  checkUrl(options.url);
+  const socketOptions = options.socketOptions ?? {};
+  if (typeof socketOptions !== 'object' || socketOptions === null)
+    fail('socketOptions', 'it is not an object', 'Pass socket/TLS options or leave it out.');
+  const { exchange, routingKey, assertTopology } = resolveRouting(options);
+  const reconnect = resolveReconnect(options.reconnect);
   const connectionName = options.connectionName ?? 'nestjs-outbox';
   if (typeof connectionName !== 'string')
     fail(
@@ -182,13 +208,12 @@ export function resolveRabbitMqPublisherOptions(
   if (options.appId !== undefined && typeof options.appId !== 'string')
     fail('appId', `${show(options.appId)} is not a string`, 'Pass a string or leave it out.');
 
-  const fixedExchange = typeof exchange === 'string' ? exchange : undefined;
   return {
-    url,
+    url: options.url,
     socketOptions,
-    exchange: typeof exchange === 'function' ? exchange : () => fixedExchange ?? '',
-    routingKey: options.routingKey ?? ((record) => record.topic),
-    assertTopology: options.assertTopology,
+    exchange,
+    routingKey,
+    assertTopology,
     maxOutstandingConfirms: integer(
       options.maxOutstandingConfirms,
       1_000,
@@ -205,7 +230,7 @@ export function resolveRabbitMqPublisherOptions(
       100,
       600_000,
     ),
-    reconnect: { initialDelayMs, maxDelayMs },
+    reconnect,
     connectionName,
     appId: options.appId,
   };

@@ -1,0 +1,114 @@
+import { watchdogMarginMs } from '../dispatch/database-watchdog';
+import { OUTBOX_DEFAULTS } from './outbox-defaults';
+import { checks, DAY, fail, HOUR, MINUTE, section } from './outbox-option-checks';
+import type { OutboxDispatcherOptions } from './outbox.options';
+
+export interface ResolvedDispatcherOptions {
+  readonly batchSize: number;
+  readonly batchesInFlight: number;
+  readonly pollIntervalMs: number;
+  readonly leaseMs: number;
+  readonly publishTimeoutMs: number;
+  readonly dbTimeoutMs: number;
+  readonly listen: boolean;
+  readonly shutdownTimeoutMs: number;
+  readonly maxOutagePauseMs: number;
+}
+
+type Deadlines = Pick<ResolvedDispatcherOptions, 'leaseMs' | 'publishTimeoutMs' | 'dbTimeoutMs'>;
+
+const defaults = OUTBOX_DEFAULTS.dispatcher;
+const { integer, bool } = checks;
+
+// The lease and the two deadlines that must fit in it.
+function resolveDeadlines(d: Partial<OutboxDispatcherOptions>): Deadlines {
+  const leaseMs = integer(
+    d.leaseMs,
+    defaults.leaseMs.value,
+    'dispatcher.leaseMs',
+    1_000,
+    DAY,
+    ' ms',
+  );
+  const publishTimeoutMs = integer(
+    d.publishTimeoutMs,
+    defaults.publishTimeoutMs.rule({ leaseMs }),
+    'dispatcher.publishTimeoutMs',
+    100,
+    DAY,
+    ' ms',
+  );
+  if (publishTimeoutMs >= leaseMs) {
+    fail(
+      'dispatcher.publishTimeoutMs',
+      `${publishTimeoutMs} ms is not below dispatcher.leaseMs (${leaseMs} ms)`,
+      'A publish must time out before its lease expires, or two dispatchers could publish the same message: lower publishTimeoutMs or raise leaseMs.',
+    );
+  }
+  // The settle must fit in the lease after the publish, including the watchdog's margin past
+  // dbTimeoutMs: a settle that lands after the lease expired is fenced off and the batch is
+  // published again.
+  const dbTimeoutMs = integer(
+    d.dbTimeoutMs,
+    defaults.dbTimeoutMs.rule({ leaseMs, publishTimeoutMs }),
+    'dispatcher.dbTimeoutMs',
+    100,
+    10 * MINUTE,
+    ' ms',
+  );
+  const margin = watchdogMarginMs(dbTimeoutMs);
+  if (publishTimeoutMs + dbTimeoutMs + margin > leaseMs) {
+    fail(
+      'dispatcher.dbTimeoutMs',
+      `publishTimeoutMs (${publishTimeoutMs} ms) + dbTimeoutMs (${dbTimeoutMs} ms) + the database watchdog's margin (${margin} ms, min(1 s, dbTimeoutMs)) exceed dispatcher.leaseMs (${leaseMs} ms)`,
+      'A batch must be published and settled within its lease, or another dispatcher may publish it again: raise leaseMs or lower publishTimeoutMs/dbTimeoutMs.',
+    );
+  }
+  return { leaseMs, publishTimeoutMs, dbTimeoutMs };
+}
+
+export function resolveDispatcherOptions(
+  value: OutboxDispatcherOptions | undefined,
+): ResolvedDispatcherOptions {
+  const d = section(value, 'dispatcher');
+  const { leaseMs, publishTimeoutMs, dbTimeoutMs } = resolveDeadlines(d);
+  const pollIntervalMs = integer(
+    d.pollIntervalMs,
+    defaults.pollIntervalMs.value,
+    'dispatcher.pollIntervalMs',
+    10,
+    HOUR,
+    ' ms',
+  );
+  return {
+    batchSize: integer(d.batchSize, defaults.batchSize.value, 'dispatcher.batchSize', 1, 10_000),
+    batchesInFlight: integer(
+      d.batchesInFlight,
+      defaults.batchesInFlight.value,
+      'dispatcher.batchesInFlight',
+      1,
+      8,
+    ),
+    pollIntervalMs,
+    leaseMs,
+    publishTimeoutMs,
+    dbTimeoutMs,
+    listen: bool(d.listen, defaults.listen.value, 'dispatcher.listen'),
+    shutdownTimeoutMs: integer(
+      d.shutdownTimeoutMs,
+      defaults.shutdownTimeoutMs.value,
+      'dispatcher.shutdownTimeoutMs',
+      0,
+      10 * MINUTE,
+      ' ms',
+    ),
+    maxOutagePauseMs: integer(
+      d.maxOutagePauseMs,
+      defaults.maxOutagePauseMs.rule({ pollIntervalMs }),
+      'dispatcher.maxOutagePauseMs',
+      pollIntervalMs,
+      HOUR,
+      ' ms',
+    ),
+  };
+}

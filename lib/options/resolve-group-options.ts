@@ -1,0 +1,137 @@
+import type { OutboxRecord } from '../message/outbox-record.interface';
+import { OUTBOX_DEFAULTS } from './outbox-defaults';
+import { checks, DAY, fail, MINUTE, section } from './outbox-option-checks';
+import type {
+  OutboxCleanerOptions,
+  OutboxOrderingOptions,
+  OutboxRetryOptions,
+  OutboxUnlockerOptions,
+} from './outbox.options';
+
+export interface ResolvedOrderingOptions {
+  readonly enabled: boolean;
+  readonly onDeadLetter: 'block' | 'skip';
+}
+
+export interface ResolvedRetryOptions {
+  readonly maxAttempts: number;
+  readonly initialDelayMs: number;
+  readonly maxDelayMs: number;
+  readonly factor: number;
+  readonly jitter: number;
+  readonly maxAgeMs: number;
+  readonly retryIf: ((error: unknown, record: OutboxRecord) => boolean) | undefined;
+}
+
+export interface ResolvedUnlockerOptions {
+  readonly intervalMs: number;
+}
+
+export interface ResolvedCleanerOptions {
+  readonly intervalMs: number;
+  readonly deliveredRetentionMs: number;
+  readonly deadRetentionMs: number | null;
+  readonly batchSize: number;
+}
+
+const { show, integer, real, bool } = checks;
+
+export function resolveOrderingOptions(
+  value: OutboxOrderingOptions | undefined,
+): ResolvedOrderingOptions {
+  const defaults = OUTBOX_DEFAULTS.ordering;
+  const ordering = section(value, 'ordering');
+  const onDeadLetter = ordering.onDeadLetter ?? defaults.onDeadLetter.value;
+  if (onDeadLetter !== 'block' && onDeadLetter !== 'skip') {
+    fail(
+      'ordering.onDeadLetter',
+      `${show(onDeadLetter)} is not a policy`,
+      "Use 'block' (hold the key until an operator acts) or 'skip'.",
+    );
+  }
+  return {
+    enabled: bool(ordering.enabled, defaults.enabled.value, 'ordering.enabled'),
+    onDeadLetter,
+  };
+}
+
+export function resolveRetryOptions(value: OutboxRetryOptions | undefined): ResolvedRetryOptions {
+  const defaults = OUTBOX_DEFAULTS.retry;
+  const r = section(value, 'retry');
+  const initialDelayMs = integer(
+    r.initialDelayMs,
+    defaults.initialDelayMs.value,
+    'retry.initialDelayMs',
+    0,
+    DAY,
+    ' ms',
+  );
+  const maxDelayMs = integer(
+    r.maxDelayMs,
+    defaults.maxDelayMs.rule({ initialDelayMs }),
+    'retry.maxDelayMs',
+    0,
+    30 * DAY,
+    ' ms',
+  );
+  if (maxDelayMs < initialDelayMs) {
+    fail(
+      'retry.maxDelayMs',
+      `${maxDelayMs} ms is below retry.initialDelayMs (${initialDelayMs} ms)`,
+      'Raise maxDelayMs or lower initialDelayMs.',
+    );
+  }
+  if (r.retryIf !== undefined && typeof r.retryIf !== 'function') {
+    fail('retry.retryIf', 'it is not a function', 'Pass (error, record) => boolean.');
+  }
+  return {
+    maxAttempts: integer(r.maxAttempts, defaults.maxAttempts.value, 'retry.maxAttempts', 1, 1_000),
+    initialDelayMs,
+    maxDelayMs,
+    factor: real(r.factor, defaults.factor.value, 'retry.factor', 1, 100),
+    jitter: real(r.jitter, defaults.jitter.value, 'retry.jitter', 0, 1),
+    maxAgeMs: integer(r.maxAgeMs, defaults.maxAgeMs.value, 'retry.maxAgeMs', 0, 3650 * DAY, ' ms'),
+    retryIf: r.retryIf,
+  };
+}
+
+export function resolveUnlockerOptions(
+  value: OutboxUnlockerOptions | undefined,
+): ResolvedUnlockerOptions {
+  const intervalMs = section(value, 'unlocker').intervalMs;
+  const fallback = OUTBOX_DEFAULTS.unlocker.intervalMs.value;
+  return { intervalMs: integer(intervalMs, fallback, 'unlocker.intervalMs', 100, DAY, ' ms') };
+}
+
+export function resolveCleanerOptions(
+  value: OutboxCleanerOptions | undefined,
+): ResolvedCleanerOptions {
+  const defaults = OUTBOX_DEFAULTS.cleaner;
+  const c = section(value, 'cleaner');
+  // The 0 below is never returned (undefined is handled first); the error text quotes it, and it
+  // is kept as it was.
+  const deadRetentionMs =
+    c.deadRetentionMs === undefined || c.deadRetentionMs === null
+      ? defaults.deadRetentionMs.value
+      : integer(c.deadRetentionMs, 0, 'cleaner.deadRetentionMs', MINUTE, 3650 * DAY, ' ms');
+  return {
+    intervalMs: integer(
+      c.intervalMs,
+      defaults.intervalMs.value,
+      'cleaner.intervalMs',
+      100,
+      DAY,
+      ' ms',
+    ),
+    deliveredRetentionMs: integer(
+      c.deliveredRetentionMs,
+      defaults.deliveredRetentionMs.value,
+      'cleaner.deliveredRetentionMs',
+      0,
+      3650 * DAY,
+      ' ms',
+    ),
+    deadRetentionMs,
+    batchSize: integer(c.batchSize, defaults.batchSize.value, 'cleaner.batchSize', 1, 100_000),
+  };
+}
