@@ -6,7 +6,8 @@
  * - outcome: the publisher's answer for one message, `{ ok: true }` or `{ ok: false, error }`,
  *   one per message in input order (`PublishOutcome`).
  * - verdict: what becomes of one claimed message: delivered, retried after a delay, dead
- *   (dead-lettered), or released (handed back unpublished with its attempt given back).
+ *   (dead-lettered), or released (handed back unpublished with its attempt given back, after an
+ *   outage, a lapsed lease or a shutdown that cut the publish short).
  * - settlement: the verdicts of a batch grouped into the few statements that record them
  *   (`Settlement`), plus the keys whose head left the queue.
  * - outage: the broker could not be reached for the batch as a whole (the publisher threw, every
