@@ -1,17 +1,9 @@
-import {
-  Inject,
-  Injectable,
-  Logger,
-  Optional,
-  type BeforeApplicationShutdown,
-  type OnApplicationBootstrap,
-} from '@nestjs/common';
+import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import { SchedulerRegistry } from '@nestjs/schedule';
 import type { OutboxStore } from '../store/outbox-store.port';
-import { describeError } from '../internal/describe-error';
-import { OUTBOX_OPTIONS, OUTBOX_STORE, outboxTimerName } from '../outbox.constants';
+import { OUTBOX_OPTIONS, OUTBOX_STORE } from '../outbox.constants';
 import type { ResolvedOutboxOptions } from '../options/resolve-outbox-options';
-import { IntervalRunner } from './interval-runner';
+import { IntervalWorker } from './interval-worker';
 
 // One run deletes at most this many batches, so a huge backlog of history is spread over runs
 // instead of holding the database busy.
@@ -23,45 +15,22 @@ export interface OutboxCleanReport {
   readonly dead: number;
 }
 
-/** Deletes delivered rows past their retention (and dead rows, when configured) in bounded batches. */
+/**
+ * Deletes delivered rows past their retention (and dead rows, when configured) in bounded
+ * batches. `runOnce()` deletes what is past retention now.
+ */
 @Injectable()
-export class OutboxCleaner implements OnApplicationBootstrap, BeforeApplicationShutdown {
-  private readonly logger = new Logger(OutboxCleaner.name);
-  private readonly runner: IntervalRunner<OutboxCleanReport>;
-
+export class OutboxCleaner extends IntervalWorker<OutboxCleanReport> {
   constructor(
-    @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
+    @Inject(OUTBOX_OPTIONS) options: ResolvedOutboxOptions,
     @Inject(OUTBOX_STORE) private readonly store: OutboxStore,
     // The app's, when it imported ScheduleModule.forRoot(); the outbox never imports one.
     @Optional() @Inject(SchedulerRegistry) registry?: SchedulerRegistry,
   ) {
-    this.runner = new IntervalRunner(
-      outboxTimerName(options.name, 'cleaner'),
-      registry,
-      this.logger,
-      () => this.clean(),
-    );
+    super(options, registry, 'cleaner', new Logger(OutboxCleaner.name));
   }
 
-  onApplicationBootstrap(): void {
-    if (this.options.autoStart) this.start();
-  }
-
-  start(): void {
-    this.runner.start(this.options.cleaner.intervalMs);
-  }
-
-  /** Deletes what is past retention now. */
-  runOnce(): Promise<OutboxCleanReport> {
-    return this.runner.run();
-  }
-
-  async beforeApplicationShutdown(): Promise<void> {
-    this.runner.stop();
-    await this.runner.idle();
-  }
-
-  private async clean(): Promise<OutboxCleanReport> {
+  protected async work(): Promise<OutboxCleanReport> {
     const { deliveredRetentionMs, deadRetentionMs } = this.options.cleaner;
     const delivered = await this.purge('delivered', deliveredRetentionMs);
     const dead = deadRetentionMs === null ? 0 : await this.purge('dead', deadRetentionMs);
@@ -76,13 +45,7 @@ export class OutboxCleaner implements OnApplicationBootstrap, BeforeApplicationS
       total += deleted;
       if (deleted < batchSize) break;
     }
-    if (total > 0) {
-      try {
-        this.options.observer.onPurged?.(status, total);
-      } catch (error) {
-        this.logger.error(`An outbox hook threw: ${describeError(error)}`);
-      }
-    }
+    if (total > 0) this.safely(() => this.options.observer.onPurged?.(status, total));
     return total;
   }
 }

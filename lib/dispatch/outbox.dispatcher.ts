@@ -10,11 +10,10 @@ import { SchedulerRegistry } from '@nestjs/schedule';
 import { randomBytes } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import { OutboxDatabaseTimeoutError } from '../errors/outbox-database-timeout.error';
-import { PermanentPublishError } from '../errors/permanent-publish.error';
 import { PublishTimeoutError } from '../errors/publish-timeout.error';
 import { PublisherUnavailableError } from '../errors/publisher-unavailable.error';
 import type { OutboxBatchReport, OutboxObserver } from '../observers/outbox-observer.interface';
-import type { OutboxPublisher, PublishOutcome } from '../publishers/outbox-publisher.interface';
+import type { OutboxPublisher } from '../publishers/outbox-publisher.interface';
 import type {
   ClaimedBatch,
   ClaimedRecord,
@@ -25,9 +24,20 @@ import { describeError } from '../internal/describe-error';
 import { OUTBOX_OPTIONS, OUTBOX_STORE, outboxTimerName } from '../outbox.constants';
 import { OutboxService } from '../outbox.service';
 import type { ResolvedOutboxOptions } from '../options/resolve-outbox-options';
+import {
+  batchReport,
+  judgeBatch,
+  planBatch,
+  readPublish,
+  releaseSettlement,
+  type PublishAttempt,
+  type PublishReading,
+  type PublishResult,
+  type SettleResult,
+  type Verdict,
+} from './batch-outcome';
 import { DatabaseWatchdog, watchdogMarginMs } from './database-watchdog';
 import { IntervalRunner } from './interval-runner';
-import { retryDelay } from './retry-backoff';
 
 /** Settle retries back off from this, doubling, up to `SETTLE_MAX_BACKOFF_MS`. */
 const SETTLE_FIRST_BACKOFF_MS = 100;
@@ -43,23 +53,6 @@ const EMPTY_REPORT: OutboxBatchReport = Object.freeze({
   fenced: 0,
   durationMs: 0,
 });
-
-type Verdict =
-  | { kind: 'delivered' }
-  | { kind: 'retry'; delayMs: number; error: unknown }
-  | { kind: 'dead'; error: unknown }
-  | { kind: 'release' };
-
-/** What the broker side of a batch came to. */
-type PublishResult =
-  | { kind: 'outcomes'; outcomes: readonly PublishOutcome[] }
-  /** The broker could not be reached: the batch goes back with its attempts given back. */
-  | { kind: 'outage'; error: unknown }
-  /** The deadline passed: the broker may have the messages, so each counts as an attempt. */
-  | { kind: 'timeout'; error: PublishTimeoutError }
-  /** The lease deadline passed before publishing began: nothing was sent. */
-  | { kind: 'lapsed' }
-  | { kind: 'shutdown' };
 
 /**
  * A claimed batch with its lease end on this process's monotonic clock: the claim started
@@ -86,18 +79,12 @@ export interface OutboxDispatcherStatus {
   readonly stalledDatabaseCall: string | null;
 }
 
-const isBrokerSilence = (error: unknown): boolean =>
-  error instanceof PublishTimeoutError || error instanceof PublisherUnavailableError;
-
 /** A timer that, when `unref`, does not keep a stopping process alive. */
 const sleep = (ms: number, unref = false): Promise<void> =>
   new Promise((resolve) => {
     const timer = setTimeout(resolve, ms);
     if (unref) timer.unref();
   });
-
-/** A settle's end: recorded (`sole` when no earlier try may have landed first), or not. */
-type SettleResult = { kind: 'settled'; changed: number; sole: boolean } | { kind: 'unsettled' };
 
 /**
  * Claims due messages, publishes them and settles the outcome, in a loop that survives broker
@@ -349,13 +336,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
   /** Gives back the rows of a claim that answered after the watchdog gave up on it. */
   private releaseLate({ token, records }: ClaimedBatch): void {
     if (records.length === 0) return;
-    const settlement = this.settlement(
-      records,
-      records.map((): Verdict => ({ kind: 'release' })),
-      0,
-      null,
-    );
-    this.store.settle(token, settlement, false).then(
+    this.store.settle(token, releaseSettlement(records), false).then(
       (released) =>
         this.logger.warn(
           `A claim answered after it was given up on; released its ${released} message(s) unpublished`,
@@ -372,57 +353,28 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     { token, records, leaseEnd }: LeasedBatch,
     started: number,
   ): Promise<OutboxBatchReport> {
-    // Claimed more often than maxAttempts allows: earlier claims never reported back (their
-    // dispatcher crashed or lost its lease mid-publish), so this one is not tried again.
-    const exhausted = records.filter((r) => r.attempts > this.options.retry.maxAttempts);
-    const fresh = exhausted.length === 0 ? records : records.filter((r) => !exhausted.includes(r));
-    // Publishing must end early enough to settle within the lease; past that point another
-    // dispatcher may already hold these messages (this process was paused, e.g. by SIGSTOP or
-    // a long GC), and publishing them would duplicate and reorder them.
+    // Publishing must end early enough to settle within the lease (see planBatch).
     const publishBy = leaseEnd - this.dbCallMs;
-    let result: PublishResult;
-    if (fresh.length === 0) result = { kind: 'outcomes', outcomes: [] };
-    else if (performance.now() >= publishBy) {
+    const { retry, ordering } = this.options;
+    const plan = planBatch(records, retry.maxAttempts, performance.now(), publishBy);
+    if (plan.skip?.kind === 'lapsed') {
       this.logger.warn(
         `A claimed batch of ${records.length} message(s) reached its lease deadline before publishing (was the process paused?); releasing it unpublished`,
       );
-      result = { kind: 'lapsed' };
-    } else result = await this.publish(fresh, publishBy);
-    const verdicts = new Map<ClaimedRecord, Verdict>();
-    for (const record of exhausted) {
-      verdicts.set(record, {
-        kind: 'dead',
-        error: new Error(
-          `claimed ${record.attempts} times, more than retry.maxAttempts (${this.options.retry.maxAttempts}), without an outcome: the dispatchers holding it crashed or lost their lease while publishing`,
-        ),
-      });
     }
-    fresh.forEach((record, i) => verdicts.set(record, this.verdictOf(record, result, i)));
-    const ordered = records.map((r): Verdict => verdicts.get(r) ?? { kind: 'release' });
-    // Released rows wait out the pause, so that other dispatchers do not run into the same
-    // outage; where the publisher can be probed, the pause may end at the broker's return,
-    // and the rows must be due by then.
-    const releaseDelayMs =
-      result.kind !== 'outage'
-        ? 0
-        : this.publisher.ping === undefined
-          ? this.outagePauseMs
-          : Math.min(this.outagePauseMs, OUTAGE_PROBE_INTERVAL_MS * 2);
+    const result = plan.skip ?? (await this.publish(plan.fresh, publishBy));
+    const { verdicts, settlement, releaseDelayMs, hookErrors } = judgeBatch({
+      records,
+      result,
+      retry,
+      deadAdvancesKey: ordering.onDeadLetter === 'skip',
+      outagePauseMs: this.outagePauseMs,
+      probeEveryMs: this.publisher.ping === undefined ? undefined : OUTAGE_PROBE_INTERVAL_MS,
+    });
+    for (const error of hookErrors) this.hookThrew(error);
     if (result.kind === 'outage') this.releasedDueAt = Date.now() + releaseDelayMs;
-    const releaseError = result.kind === 'outage' ? describeError(result.error) : null;
-    const settlement = this.settlement(records, ordered, releaseDelayMs, releaseError);
     const settled = await this.settle(token, settlement, leaseEnd);
-    const report: OutboxBatchReport = {
-      claimed: records.length,
-      published: settlement.delivered.length,
-      retried: settlement.retry.length,
-      deadLettered: settlement.dead.length,
-      released: settlement.release.length,
-      // Only a settle known to be the first to land can tell that rows were taken over: after a
-      // try that was given up on (and may have committed late), fewer changed rows prove nothing.
-      fenced: settled.kind === 'settled' && settled.sole ? records.length - settled.changed : 0,
-      durationMs: performance.now() - started,
-    };
+    const report = batchReport(records.length, settlement, settled, performance.now() - started);
     if (report.fenced > 0) {
       this.logger.warn(
         `${report.fenced} message(s) of a batch were taken over by another dispatcher after this one's lease expired; their outcome here was discarded`,
@@ -431,21 +383,8 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     this.logger.debug(
       `Batch: claimed ${report.claimed}, published ${report.published}, retried ${report.retried}, dead ${report.deadLettered}, released ${report.released}, fenced ${report.fenced} in ${Math.round(report.durationMs)} ms`,
     );
-    this.notify(records, ordered, report);
+    this.notify(records, verdicts, report);
     return report;
-  }
-
-  private verdictOf(record: ClaimedRecord, result: PublishResult, index: number): Verdict {
-    switch (result.kind) {
-      case 'outage':
-      case 'shutdown':
-      case 'lapsed':
-        return { kind: 'release' };
-      case 'timeout':
-        return this.judge(record, { ok: false, error: result.error });
-      case 'outcomes':
-        return this.judge(record, result.outcomes[index]);
-    }
   }
 
   /** Publishes under a deadline and says what the broker side came to. */
@@ -473,110 +412,22 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
       signal.addEventListener('abort', () => resolve('timeout'), { once: true });
     });
     try {
-      const result = await Promise.race([this.publisher.publish(records, signal), deadline]);
-      if (result === 'timeout') {
+      const answer = await Promise.race([this.publisher.publish(records, signal), deadline]);
+      let attempt: PublishAttempt;
+      if (answer === 'timeout') {
         if (this.shutdown.signal.aborted) return { kind: 'shutdown' };
         const error = new PublishTimeoutError(timeoutMs);
         controller.abort(error);
-        // The broker may be hanging: claim less eagerly, but the attempts count, so a message
-        // that always times out reaches maxAttempts instead of looping.
-        this.pause(error, 'publish did not finish in time', 'each message counts an attempt');
-        return { kind: 'timeout', error };
-      }
-      if (result.length !== records.length) {
-        const error = new Error(
-          `Publisher returned ${result.length} outcomes for ${records.length} messages`,
-        );
-        this.pause(error, 'publisher broke its contract');
-        return { kind: 'outage', error };
-      }
-      // Only a batch that failed as a whole for being unable to reach the broker is an outage;
-      // one message "unavailable" while others went through is that message's failure.
-      const failures = result.filter((o) => !o.ok);
-      const first = failures[0];
-      if (first !== undefined && failures.length === result.length) {
-        if (failures.every((o) => !o.ok && o.error instanceof PublisherUnavailableError)) {
-          this.pause(first.error, 'every publish of the batch failed', undefined, true);
-          return { kind: 'outage', error: first.error };
-        }
-        // Every message timed out (or could not be sent): the broker may be hanging, so claim
-        // less eagerly; but the attempts count, as for a batch that hit the deadline.
-        if (failures.every((o) => !o.ok && isBrokerSilence(o.error))) {
-          this.pause(first.error, 'every publish of the batch timed out', 'each counts an attempt');
-          return { kind: 'outcomes', outcomes: result };
-        }
-      }
-      this.outagePauseMs = 0;
-      this.outageEnded('a publish went through');
-      return { kind: 'outcomes', outcomes: result };
+        attempt = { kind: 'timed-out', error };
+      } else attempt = { kind: 'returned', outcomes: answer };
+      return this.react(readPublish(attempt, records.length));
     } catch (error) {
       if (this.shutdown.signal.aborted) return { kind: 'shutdown' };
-      this.pause(error, 'publisher failed', undefined, true);
-      return { kind: 'outage', error };
+      return this.react(readPublish({ kind: 'threw', error }, records.length));
     } finally {
       clearTimeout(timer);
       this.shutdown.signal.removeEventListener('abort', onShutdown);
     }
-  }
-
-  private judge(record: ClaimedRecord, outcome: PublishOutcome | undefined): Verdict {
-    if (outcome === undefined) return { kind: 'release' };
-    if (outcome.ok) return { kind: 'delivered' };
-    const { error } = outcome;
-    const retry = this.options.retry;
-    if (error instanceof PermanentPublishError) return { kind: 'dead', error };
-    if (
-      retry.retryIf !== undefined &&
-      !this.safely(() => retry.retryIf?.(error, record) ?? true, true)
-    ) {
-      return { kind: 'dead', error };
-    }
-    // The claim counted this attempt already.
-    const attempt = record.attempts;
-    if (attempt >= retry.maxAttempts) return { kind: 'dead', error };
-    const delayMs = retryDelay(attempt, retry);
-    if (retry.maxAgeMs > 0 && record.ageMs + delayMs > retry.maxAgeMs)
-      return { kind: 'dead', error };
-    return { kind: 'retry', delayMs, error };
-  }
-
-  private settlement(
-    records: readonly ClaimedRecord[],
-    verdicts: readonly Verdict[],
-    releaseDelayMs: number,
-    releaseError: string | null,
-  ): Settlement {
-    const delivered: string[] = [];
-    const retry: { id: string; delayMs: number; error: string }[] = [];
-    const dead: { id: string; error: string }[] = [];
-    const release: { id: string; delayMs: number; error: string | null }[] = [];
-    const advanced = new Set<string>();
-    // A dead message advances its key only when dead messages do not block.
-    const deadAdvances = this.options.ordering.onDeadLetter === 'skip';
-    records.forEach((record, i) => {
-      const verdict = verdicts[i] ?? { kind: 'release' };
-      switch (verdict.kind) {
-        case 'delivered':
-          delivered.push(record.id);
-          if (record.key !== null) advanced.add(record.key);
-          break;
-        case 'retry':
-          retry.push({
-            id: record.id,
-            delayMs: verdict.delayMs,
-            error: describeError(verdict.error),
-          });
-          break;
-        case 'dead':
-          dead.push({ id: record.id, error: describeError(verdict.error) });
-          if (deadAdvances && record.key !== null) advanced.add(record.key);
-          break;
-        case 'release':
-          release.push({ id: record.id, delayMs: releaseDelayMs, error: releaseError });
-          break;
-      }
-    });
-    return { delivered, retry, dead, release, advancedKeys: [...advanced] };
   }
 
   /**
@@ -640,6 +491,20 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     } finally {
       clearTimeout(timer);
     }
+  }
+
+  /**
+   * Applies what a publish means for claiming, before the batch is judged (as the pause's
+   * observer hook has always run before `retryIf`).
+   */
+  private react({ result, reaction }: PublishReading): PublishResult {
+    if (reaction.kind === 'pause') {
+      this.pause(reaction.error, reaction.what, reaction.counted, reaction.probe);
+    } else {
+      this.outagePauseMs = 0;
+      this.outageEnded('a publish went through');
+    }
+    return result;
   }
 
   /** Logs the end of an outage once, with how long it lasted. */
@@ -744,8 +609,12 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     try {
       return fn();
     } catch (error) {
-      this.logger.error(`An outbox hook threw: ${describeError(error)}`);
+      this.hookThrew(error);
       return fallback;
     }
+  }
+
+  private hookThrew(error: unknown): void {
+    this.logger.error(`An outbox hook threw: ${describeError(error)}`);
   }
 }

@@ -1,0 +1,392 @@
+/*
+ * What a leased batch comes to, as pure functions: no database, no broker, no Nest, no logging.
+ * The dispatcher does the I/O around them (claim, publish, settle) and reports what they return.
+ *
+ * Glossary
+ * - outcome: the publisher's answer for one message, `{ ok: true }` or `{ ok: false, error }`,
+ *   one per message in input order (`PublishOutcome`).
+ * - verdict: what becomes of one claimed message: delivered, retried after a delay, dead
+ *   (dead-lettered), or released (handed back unpublished with its attempt given back, after an
+ *   outage, a lapsed lease or a shutdown that cut the publish short).
+ * - settlement: the verdicts of a batch grouped into the few statements that record them
+ *   (`Settlement`), plus the keys whose head left the queue.
+ * - outage: the broker could not be reached for the batch as a whole (the publisher threw, every
+ *   message failed with `PublisherUnavailableError`, or the publisher broke its contract). No
+ *   message counts an attempt; the batch is released and claims pause with backoff. A timeout
+ *   is not an outage: the broker may have the messages, so each counts an attempt.
+ * - lapsed: the lease deadline (less the time one settle needs) passed before publishing began,
+ *   e.g. the process was paused; the batch is released unpublished, since another dispatcher
+ *   may already hold it.
+ * - fencing: a settle only changes rows that still hold the claim's lease token. A row whose
+ *   token no longer matches was taken over by another dispatcher after this one's lease expired;
+ *   its outcome here is discarded and it counts as fenced.
+ */
+import { PermanentPublishError } from '../errors/permanent-publish.error';
+import { PublishTimeoutError } from '../errors/publish-timeout.error';
+import { PublisherUnavailableError } from '../errors/publisher-unavailable.error';
+import { describeError } from '../internal/describe-error';
+import type { OutboxRecord } from '../message/outbox-record.interface';
+import type { OutboxBatchReport } from '../observers/outbox-observer.interface';
+import type { PublishOutcome } from '../publishers/outbox-publisher.interface';
+import type { ClaimedRecord, Settlement } from '../store/outbox-store.port';
+import { retryDelay, type BackoffPolicy } from './retry-backoff';
+
+/** The retry options a verdict depends on. */
+export interface RetryPolicy extends BackoffPolicy {
+  readonly maxAttempts: number;
+  readonly maxAgeMs: number;
+  readonly retryIf: ((error: unknown, record: OutboxRecord) => boolean) | undefined;
+}
+
+export type Verdict =
+  | { readonly kind: 'delivered' }
+  | { readonly kind: 'retry'; readonly delayMs: number; readonly error: unknown }
+  | { readonly kind: 'dead'; readonly error: unknown }
+  | { readonly kind: 'release' };
+
+/** How a publish call ended, before any judgement. */
+export type PublishAttempt =
+  | { readonly kind: 'returned'; readonly outcomes: readonly PublishOutcome[] }
+  | { readonly kind: 'threw'; readonly error: unknown }
+  /** The publish deadline passed without an answer (and not because of shutdown). */
+  | { readonly kind: 'timed-out'; readonly error: PublishTimeoutError };
+
+/** What the broker side of a batch came to. */
+export type PublishResult =
+  | { readonly kind: 'outcomes'; readonly outcomes: readonly PublishOutcome[] }
+  /** The broker could not be reached: the batch goes back with its attempts given back. */
+  | { readonly kind: 'outage'; readonly error: unknown }
+  /** The deadline passed: the broker may have the messages, so each counts as an attempt. */
+  | { readonly kind: 'timeout'; readonly error: PublishTimeoutError }
+  /** The lease deadline passed before publishing began: nothing was sent. */
+  | { readonly kind: 'lapsed' }
+  | { readonly kind: 'shutdown' };
+
+/** How the dispatcher's claiming should react to a publish. */
+export type OutageReaction =
+  /**
+   * Pause claims with backoff, logging `what` and `counted`; `probe`: the broker is unreachable,
+   * so ask it (where the publisher can be asked) whether it is back.
+   */
+  | {
+      readonly kind: 'pause';
+      readonly error: unknown;
+      readonly what: string;
+      readonly counted: string;
+      readonly probe: boolean;
+    }
+  /** A publish went through: the outage backoff starts over and an outage in progress ends. */
+  | { readonly kind: 'resume' };
+
+/** What a publish came to, and how claiming should react to it. */
+export interface PublishReading {
+  readonly result: PublishResult;
+  readonly reaction: OutageReaction;
+}
+
+/** The records to publish, or why the batch is not published at all. */
+export interface BatchPlan {
+  /** The records to publish, in claim order (the batch less its exhausted records). */
+  readonly fresh: readonly ClaimedRecord[];
+  /** Set when nothing is to be published: no fresh record, or the lease lapsed. */
+  readonly skip: PublishResult | undefined;
+}
+
+/** A batch's verdicts (one per record, in claim order) and the settlement recording them. */
+export interface BatchJudgement {
+  readonly verdicts: readonly Verdict[];
+  readonly settlement: Settlement;
+  /** How long released rows wait before they are due again. */
+  readonly releaseDelayMs: number;
+  /** Errors thrown by `retry.retryIf`, in call order, for the dispatcher to log. */
+  readonly hookErrors: readonly unknown[];
+}
+
+export interface JudgeBatchInput {
+  /** The whole leased batch, in claim order. */
+  readonly records: readonly ClaimedRecord[];
+  /** What publishing the batch's fresh records came to. */
+  readonly result: PublishResult;
+  readonly retry: RetryPolicy;
+  /** A dead message lets its key move on (`ordering.onDeadLetter: 'skip'`). */
+  readonly deadAdvancesKey: boolean;
+  /** The claim pause in force after an outage (already lengthened for this one). */
+  readonly outagePauseMs: number;
+  /** How often a paused dispatcher probes the broker, or undefined when it cannot probe. */
+  readonly probeEveryMs: number | undefined;
+  /** Jitter source for retry delays. */
+  readonly random?: () => number;
+}
+
+/** A settle's end: recorded (`sole` when no earlier try may have landed first), or not. */
+export type SettleResult =
+  | { readonly kind: 'settled'; readonly changed: number; readonly sole: boolean }
+  | { readonly kind: 'unsettled' };
+
+const NOTHING_PUBLISHED: PublishResult = Object.freeze({
+  kind: 'outcomes',
+  outcomes: Object.freeze([]),
+});
+
+/**
+ * Claimed more often than maxAttempts allows: earlier claims never reported back (their
+ * dispatcher crashed or lost its lease mid-publish), so this one is not tried again.
+ */
+const isExhausted = (record: ClaimedRecord, maxAttempts: number): boolean =>
+  record.attempts > maxAttempts;
+
+const isBrokerSilence = (error: unknown): boolean =>
+  error instanceof PublishTimeoutError || error instanceof PublisherUnavailableError;
+
+/**
+ * Which records of a leased batch to publish. `now` and `publishBy` are on the same monotonic
+ * clock; publishing must end early enough to settle within the lease, and past `publishBy`
+ * another dispatcher may already hold these messages (this process was paused, e.g. by SIGSTOP
+ * or a long GC), so publishing them would duplicate and reorder them.
+ */
+export function planBatch(
+  records: readonly ClaimedRecord[],
+  maxAttempts: number,
+  now: number,
+  publishBy: number,
+): BatchPlan {
+  const exhausted = records.some((r) => isExhausted(r, maxAttempts));
+  const fresh = exhausted ? records.filter((r) => !isExhausted(r, maxAttempts)) : records;
+  if (fresh.length === 0) return { fresh, skip: NOTHING_PUBLISHED };
+  if (now >= publishBy) return { fresh, skip: { kind: 'lapsed' } };
+  return { fresh, skip: undefined };
+}
+
+/** Reads a publish of `sent` messages: what it came to, and how claiming should react. */
+export function readPublish(attempt: PublishAttempt, sent: number): PublishReading {
+  switch (attempt.kind) {
+    case 'threw':
+      return {
+        result: { kind: 'outage', error: attempt.error },
+        reaction: pause(attempt.error, 'publisher failed', 'no attempt counted', true),
+      };
+    case 'timed-out':
+      // The broker may be hanging: claim less eagerly, but the attempts count, so a message
+      // that always times out reaches maxAttempts instead of looping.
+      return {
+        result: { kind: 'timeout', error: attempt.error },
+        reaction: pause(
+          attempt.error,
+          'publish did not finish in time',
+          'each message counts an attempt',
+          false,
+        ),
+      };
+    case 'returned':
+      return readOutcomes(attempt.outcomes, sent);
+  }
+}
+
+function readOutcomes(outcomes: readonly PublishOutcome[], sent: number): PublishReading {
+  if (outcomes.length !== sent) {
+    const error = new Error(`Publisher returned ${outcomes.length} outcomes for ${sent} messages`);
+    return {
+      result: { kind: 'outage', error },
+      reaction: pause(error, 'publisher broke its contract', 'no attempt counted', false),
+    };
+  }
+  // Only a batch that failed as a whole for being unable to reach the broker is an outage;
+  // one message "unavailable" while others went through is that message's failure.
+  const failures = outcomes.filter((o) => !o.ok);
+  const first = failures[0];
+  if (first !== undefined && failures.length === outcomes.length) {
+    if (failures.every((o) => !o.ok && o.error instanceof PublisherUnavailableError)) {
+      return {
+        result: { kind: 'outage', error: first.error },
+        reaction: pause(
+          first.error,
+          'every publish of the batch failed',
+          'no attempt counted',
+          true,
+        ),
+      };
+    }
+    // Every message timed out (or could not be sent): the broker may be hanging, so claim
+    // less eagerly; but the attempts count, as for a batch that hit the deadline.
+    if (failures.every((o) => !o.ok && isBrokerSilence(o.error))) {
+      return {
+        result: { kind: 'outcomes', outcomes },
+        reaction: pause(
+          first.error,
+          'every publish of the batch timed out',
+          'each counts an attempt',
+          false,
+        ),
+      };
+    }
+  }
+  return { result: { kind: 'outcomes', outcomes }, reaction: { kind: 'resume' } };
+}
+
+const pause = (error: unknown, what: string, counted: string, probe: boolean): OutageReaction => ({
+  kind: 'pause',
+  error,
+  what,
+  counted,
+  probe,
+});
+
+/**
+ * Judges every record of a leased batch and groups the verdicts into a settlement. Calls
+ * `retry.retryIf` (a user callback) for failed messages; one that throws allows the retry.
+ */
+export function judgeBatch(input: JudgeBatchInput): BatchJudgement {
+  const { records, result, retry } = input;
+  const hookErrors: unknown[] = [];
+  const judge = (record: ClaimedRecord, outcome: PublishOutcome | undefined): Verdict =>
+    judgeOutcome(record, outcome, retry, hookErrors, input.random);
+  let index = 0;
+  const verdicts = records.map((record): Verdict => {
+    if (isExhausted(record, retry.maxAttempts)) {
+      return {
+        kind: 'dead',
+        error: new Error(
+          `claimed ${record.attempts} times, more than retry.maxAttempts (${retry.maxAttempts}), without an outcome: the dispatchers holding it crashed or lost their lease while publishing`,
+        ),
+      };
+    }
+    const i = index++;
+    switch (result.kind) {
+      case 'outage':
+      case 'shutdown':
+      case 'lapsed':
+        return { kind: 'release' };
+      case 'timeout':
+        return judge(record, { ok: false, error: result.error });
+      case 'outcomes':
+        return judge(record, result.outcomes[i]);
+    }
+  });
+  // Released rows wait out the pause, so that other dispatchers do not run into the same
+  // outage; where the publisher can be probed, the pause may end at the broker's return,
+  // and the rows must be due by then.
+  const releaseDelayMs =
+    result.kind !== 'outage'
+      ? 0
+      : input.probeEveryMs === undefined
+        ? input.outagePauseMs
+        : Math.min(input.outagePauseMs, input.probeEveryMs * 2);
+  const releaseError = result.kind === 'outage' ? describeError(result.error) : null;
+  const settlement = settlementOf(
+    records,
+    verdicts,
+    releaseDelayMs,
+    releaseError,
+    input.deadAdvancesKey,
+  );
+  return { verdicts, settlement, releaseDelayMs, hookErrors };
+}
+
+function judgeOutcome(
+  record: ClaimedRecord,
+  outcome: PublishOutcome | undefined,
+  retry: RetryPolicy,
+  hookErrors: unknown[],
+  random: (() => number) | undefined,
+): Verdict {
+  if (outcome === undefined) return { kind: 'release' };
+  if (outcome.ok) return { kind: 'delivered' };
+  const { error } = outcome;
+  if (error instanceof PermanentPublishError) return { kind: 'dead', error };
+  if (retry.retryIf !== undefined && !retryAllowed(retry.retryIf, error, record, hookErrors)) {
+    return { kind: 'dead', error };
+  }
+  // The claim counted this attempt already.
+  const attempt = record.attempts;
+  if (attempt >= retry.maxAttempts) return { kind: 'dead', error };
+  const delayMs = retryDelay(attempt, retry, random);
+  if (retry.maxAgeMs > 0 && record.ageMs + delayMs > retry.maxAgeMs) return { kind: 'dead', error };
+  return { kind: 'retry', delayMs, error };
+}
+
+/** A user's `retryIf` must never stop delivery: one that throws allows the retry. */
+function retryAllowed(
+  retryIf: NonNullable<RetryPolicy['retryIf']>,
+  error: unknown,
+  record: ClaimedRecord,
+  hookErrors: unknown[],
+): boolean {
+  try {
+    // A JavaScript caller's retryIf may return nothing: that allows the retry.
+    const allowed: boolean | undefined = retryIf(error, record);
+    return allowed ?? true;
+  } catch (hookError) {
+    hookErrors.push(hookError);
+    return true;
+  }
+}
+
+/** Hands a whole batch back unpublished, due at once, its `last_error` left as it was. */
+export function releaseSettlement(records: readonly ClaimedRecord[]): Settlement {
+  return settlementOf(
+    records,
+    records.map((): Verdict => ({ kind: 'release' })),
+    0,
+    null,
+    false,
+  );
+}
+
+function settlementOf(
+  records: readonly ClaimedRecord[],
+  verdicts: readonly Verdict[],
+  releaseDelayMs: number,
+  releaseError: string | null,
+  deadAdvancesKey: boolean,
+): Settlement {
+  const delivered: string[] = [];
+  const retry: { id: string; delayMs: number; error: string }[] = [];
+  const dead: { id: string; error: string }[] = [];
+  const release: { id: string; delayMs: number; error: string | null }[] = [];
+  const advanced = new Set<string>();
+  records.forEach((record, i) => {
+    const verdict = verdicts[i] ?? { kind: 'release' };
+    switch (verdict.kind) {
+      case 'delivered':
+        delivered.push(record.id);
+        if (record.key !== null) advanced.add(record.key);
+        break;
+      case 'retry':
+        retry.push({
+          id: record.id,
+          delayMs: verdict.delayMs,
+          error: describeError(verdict.error),
+        });
+        break;
+      case 'dead':
+        dead.push({ id: record.id, error: describeError(verdict.error) });
+        // A dead message advances its key only when dead messages do not block.
+        if (deadAdvancesKey && record.key !== null) advanced.add(record.key);
+        break;
+      case 'release':
+        release.push({ id: record.id, delayMs: releaseDelayMs, error: releaseError });
+        break;
+    }
+  });
+  return { delivered, retry, dead, release, advancedKeys: [...advanced] };
+}
+
+/** The report of a settled (or unsettled) batch of `claimed` records. */
+export function batchReport(
+  claimed: number,
+  settlement: Settlement,
+  settled: SettleResult,
+  durationMs: number,
+): OutboxBatchReport {
+  return {
+    claimed,
+    published: settlement.delivered.length,
+    retried: settlement.retry.length,
+    deadLettered: settlement.dead.length,
+    released: settlement.release.length,
+    // Only a settle known to be the first to land can tell that rows were taken over: after a
+    // try that was given up on (and may have committed late), fewer changed rows prove nothing.
+    fenced: settled.kind === 'settled' && settled.sole ? claimed - settled.changed : 0,
+    durationMs,
+  };
+}

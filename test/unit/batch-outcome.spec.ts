@@ -1,0 +1,576 @@
+import { PermanentPublishError, PublishTimeoutError, PublisherUnavailableError } from '../../lib';
+import {
+  batchReport,
+  judgeBatch,
+  planBatch,
+  readPublish,
+  releaseSettlement,
+  type OutageReaction,
+  type PublishAttempt,
+  type PublishResult,
+  type RetryPolicy,
+  type SettleResult,
+} from '../../lib/dispatch/batch-outcome';
+import type { PublishOutcome } from '../../lib/publishers/outbox-publisher.interface';
+import type { ClaimedRecord, Settlement } from '../../lib/store/outbox-store.port';
+
+const RETRY: RetryPolicy = {
+  maxAttempts: 3,
+  initialDelayMs: 100,
+  maxDelayMs: 1_000,
+  factor: 2,
+  jitter: 0,
+  maxAgeMs: 0,
+  retryIf: undefined,
+};
+const PAUSE_MS = 4_000;
+const PROBE_MS = 500;
+
+function rec(
+  id: string,
+  {
+    attempts = 1,
+    key = `k${id}`,
+    ageMs = 0,
+  }: { attempts?: number; key?: string | null; ageMs?: number } = {},
+): ClaimedRecord {
+  return {
+    id,
+    messageId: `m${id}`,
+    topic: 'orders',
+    key,
+    type: 'OrderPlaced',
+    payload: '{}',
+    headers: {},
+    attempts,
+    createdAt: new Date(0),
+    ageMs,
+  };
+}
+
+const ok: PublishOutcome = { ok: true };
+const fail = (error: unknown): PublishOutcome => ({ ok: false, error });
+const boom = new Error('boom');
+const unavailable = new PublisherUnavailableError('connection refused');
+const slow = new PublishTimeoutError(5_000);
+const rejected = new PermanentPublishError('rejected by broker');
+
+interface Case {
+  name: string;
+  records: ClaimedRecord[];
+  /** What the publish call did; omitted when the batch is not published at all. */
+  publish?: PublishAttempt | 'shutdown';
+  retry?: Partial<RetryPolicy>;
+  deadAdvancesKey?: boolean;
+  probe?: boolean;
+  /** The monotonic clock when the batch would be published, against a deadline of 1000. */
+  now?: number;
+  settlement: Settlement;
+  reaction?: OutageReaction;
+}
+
+const none = { delivered: [], retry: [], dead: [], release: [], advancedKeys: [] };
+const pauseOf = (
+  error: unknown,
+  what: string,
+  counted: string,
+  probe: boolean,
+): OutageReaction => ({ kind: 'pause', error, what, counted, probe });
+const resume: OutageReaction = { kind: 'resume' };
+const returned = (...outcomes: PublishOutcome[]): PublishAttempt => ({
+  kind: 'returned',
+  outcomes,
+});
+
+/** Plans, publishes (as `publish` says), reads and judges a batch, as the dispatcher does. */
+function settle(c: Case): {
+  settlement: Settlement;
+  reaction: OutageReaction | undefined;
+  fresh: readonly ClaimedRecord[];
+  hookErrors: readonly unknown[];
+} {
+  const retry = { ...RETRY, ...c.retry };
+  const plan = planBatch(c.records, retry.maxAttempts, c.now ?? 0, 1_000);
+  let result: PublishResult;
+  let reaction: OutageReaction | undefined;
+  if (plan.skip !== undefined) {
+    if (c.publish !== undefined) throw new Error(`${c.name}: the batch is not published`);
+    result = plan.skip;
+  } else if (c.publish === undefined) {
+    throw new Error(`${c.name}: the batch is published; say how`);
+  } else if (c.publish === 'shutdown') {
+    result = { kind: 'shutdown' };
+  } else {
+    ({ result, reaction } = readPublish(c.publish, plan.fresh.length));
+  }
+  const judged = judgeBatch({
+    records: c.records,
+    result,
+    retry,
+    deadAdvancesKey: c.deadAdvancesKey ?? false,
+    outagePauseMs: PAUSE_MS,
+    probeEveryMs: c.probe === true ? PROBE_MS : undefined,
+  });
+  return {
+    settlement: judged.settlement,
+    reaction,
+    fresh: plan.fresh,
+    hookErrors: judged.hookErrors,
+  };
+}
+
+describe('batch outcome', () => {
+  const cases: Case[] = [
+    {
+      name: 'all ok: delivered, their keys advance',
+      records: [rec('1'), rec('2', { key: null }), rec('3')],
+      publish: returned(ok, ok, ok),
+      settlement: { ...none, delivered: ['1', '2', '3'], advancedKeys: ['k1', 'k3'] },
+      reaction: resume,
+    },
+    {
+      name: 'mixed ok / retryable / permanent',
+      records: [rec('1'), rec('2', { attempts: 2 }), rec('3')],
+      publish: returned(ok, fail(boom), fail(rejected)),
+      settlement: {
+        ...none,
+        delivered: ['1'],
+        retry: [{ id: '2', delayMs: 200, error: 'Error: boom' }],
+        dead: [{ id: '3', error: 'PermanentPublishError: rejected by broker' }],
+        advancedKeys: ['k1'],
+      },
+      reaction: resume,
+    },
+    {
+      name: "a dead message advances its key with onDeadLetter 'skip'",
+      records: [rec('1'), rec('2')],
+      publish: returned(ok, fail(rejected)),
+      deadAdvancesKey: true,
+      settlement: {
+        ...none,
+        delivered: ['1'],
+        dead: [{ id: '2', error: 'PermanentPublishError: rejected by broker' }],
+        advancedKeys: ['k1', 'k2'],
+      },
+      reaction: resume,
+    },
+    {
+      name: 'PermanentPublishError for every message: dead, and the broker was reached',
+      records: [rec('1'), rec('2')],
+      publish: returned(fail(rejected), fail(rejected)),
+      settlement: {
+        ...none,
+        dead: [
+          { id: '1', error: 'PermanentPublishError: rejected by broker' },
+          { id: '2', error: 'PermanentPublishError: rejected by broker' },
+        ],
+      },
+      reaction: resume,
+    },
+    {
+      name: 'every message failed with an ordinary error: retried, and the broker was reached',
+      records: [rec('1'), rec('2')],
+      publish: returned(fail(boom), fail(boom)),
+      settlement: {
+        ...none,
+        retry: [
+          { id: '1', delayMs: 100, error: 'Error: boom' },
+          { id: '2', delayMs: 100, error: 'Error: boom' },
+        ],
+      },
+      reaction: resume,
+    },
+    {
+      name: 'PublisherUnavailableError for the whole batch: outage, released for the pause',
+      records: [rec('1'), rec('2', { attempts: 3 })],
+      publish: returned(fail(unavailable), fail(unavailable)),
+      settlement: {
+        ...none,
+        release: [
+          { id: '1', delayMs: PAUSE_MS, error: 'PublisherUnavailableError: connection refused' },
+          { id: '2', delayMs: PAUSE_MS, error: 'PublisherUnavailableError: connection refused' },
+        ],
+      },
+      reaction: pauseOf(
+        unavailable,
+        'every publish of the batch failed',
+        'no attempt counted',
+        true,
+      ),
+    },
+    {
+      name: 'outage with a probeable publisher: released until two probes later at most',
+      records: [rec('1')],
+      publish: returned(fail(unavailable)),
+      probe: true,
+      settlement: {
+        ...none,
+        release: [
+          {
+            id: '1',
+            delayMs: 2 * PROBE_MS,
+            error: 'PublisherUnavailableError: connection refused',
+          },
+        ],
+      },
+      reaction: pauseOf(
+        unavailable,
+        'every publish of the batch failed',
+        'no attempt counted',
+        true,
+      ),
+    },
+    {
+      name: 'one message unavailable while another went through: that message is retried',
+      records: [rec('1'), rec('2')],
+      publish: returned(ok, fail(unavailable)),
+      settlement: {
+        ...none,
+        delivered: ['1'],
+        retry: [{ id: '2', delayMs: 100, error: 'PublisherUnavailableError: connection refused' }],
+        advancedKeys: ['k1'],
+      },
+      reaction: resume,
+    },
+    {
+      name: 'the publisher threw: outage, released, the broker is probed',
+      records: [rec('1'), rec('2')],
+      publish: { kind: 'threw', error: boom },
+      settlement: {
+        ...none,
+        release: [
+          { id: '1', delayMs: PAUSE_MS, error: 'Error: boom' },
+          { id: '2', delayMs: PAUSE_MS, error: 'Error: boom' },
+        ],
+      },
+      reaction: pauseOf(boom, 'publisher failed', 'no attempt counted', true),
+    },
+    {
+      name: 'the publish deadline passed: each message counts an attempt and is retried',
+      records: [rec('1'), rec('2', { attempts: 2 })],
+      publish: { kind: 'timed-out', error: slow },
+      settlement: {
+        ...none,
+        retry: [
+          {
+            id: '1',
+            delayMs: 100,
+            error: 'PublishTimeoutError: No broker acknowledgement within 5000 ms',
+          },
+          {
+            id: '2',
+            delayMs: 200,
+            error: 'PublishTimeoutError: No broker acknowledgement within 5000 ms',
+          },
+        ],
+      },
+      reaction: pauseOf(
+        slow,
+        'publish did not finish in time',
+        'each message counts an attempt',
+        false,
+      ),
+    },
+    {
+      name: 'the publish deadline passed on a last attempt: dead',
+      records: [rec('1', { attempts: 3 })],
+      publish: { kind: 'timed-out', error: slow },
+      settlement: {
+        ...none,
+        dead: [{ id: '1', error: 'PublishTimeoutError: No broker acknowledgement within 5000 ms' }],
+      },
+      reaction: pauseOf(
+        slow,
+        'publish did not finish in time',
+        'each message counts an attempt',
+        false,
+      ),
+    },
+    {
+      name: 'every message timed out (some unavailable): a pause, but the attempts count',
+      records: [rec('1'), rec('2')],
+      publish: returned(fail(slow), fail(unavailable)),
+      settlement: {
+        ...none,
+        retry: [
+          {
+            id: '1',
+            delayMs: 100,
+            error: 'PublishTimeoutError: No broker acknowledgement within 5000 ms',
+          },
+          { id: '2', delayMs: 100, error: 'PublisherUnavailableError: connection refused' },
+        ],
+      },
+      reaction: pauseOf(
+        slow,
+        'every publish of the batch timed out',
+        'each counts an attempt',
+        false,
+      ),
+    },
+    {
+      name: 'fewer outcomes than messages: the publisher broke its contract, released',
+      records: [rec('1'), rec('2')],
+      publish: returned(ok),
+      settlement: {
+        ...none,
+        release: [
+          {
+            id: '1',
+            delayMs: PAUSE_MS,
+            error: 'Error: Publisher returned 1 outcomes for 2 messages',
+          },
+          {
+            id: '2',
+            delayMs: PAUSE_MS,
+            error: 'Error: Publisher returned 1 outcomes for 2 messages',
+          },
+        ],
+      },
+      reaction: expect.objectContaining({
+        kind: 'pause',
+        what: 'publisher broke its contract',
+        counted: 'no attempt counted',
+        probe: false,
+      }) as OutageReaction,
+    },
+    {
+      name: 'more outcomes than messages: the same',
+      records: [rec('1')],
+      publish: returned(ok, ok),
+      settlement: {
+        ...none,
+        release: [
+          {
+            id: '1',
+            delayMs: PAUSE_MS,
+            error: 'Error: Publisher returned 2 outcomes for 1 messages',
+          },
+        ],
+      },
+      reaction: expect.objectContaining({ what: 'publisher broke its contract' }) as OutageReaction,
+    },
+    {
+      name: 'a failure on attempt retry.maxAttempts: dead',
+      records: [rec('1', { attempts: 3 }), rec('2', { attempts: 2 })],
+      publish: returned(fail(boom), fail(boom)),
+      settlement: {
+        ...none,
+        retry: [{ id: '2', delayMs: 200, error: 'Error: boom' }],
+        dead: [{ id: '1', error: 'Error: boom' }],
+      },
+      reaction: resume,
+    },
+    {
+      name: 'a retry that would end past retry.maxAgeMs: dead',
+      records: [rec('1', { ageMs: 950 }), rec('2', { ageMs: 900 })],
+      publish: returned(fail(boom), fail(boom)),
+      retry: { maxAgeMs: 1_000 },
+      settlement: {
+        ...none,
+        retry: [{ id: '2', delayMs: 100, error: 'Error: boom' }],
+        dead: [{ id: '1', error: 'Error: boom' }],
+      },
+      reaction: resume,
+    },
+    {
+      name: 'retryIf says no: dead at once',
+      records: [rec('1'), rec('2')],
+      publish: returned(fail(boom), fail(new Error('flaky'))),
+      retry: { retryIf: (error) => !(error instanceof Error && error.message === 'boom') },
+      settlement: {
+        ...none,
+        retry: [{ id: '2', delayMs: 100, error: 'Error: flaky' }],
+        dead: [{ id: '1', error: 'Error: boom' }],
+      },
+      reaction: resume,
+    },
+    {
+      name: 'retryIf throws: the retry is allowed',
+      records: [rec('1')],
+      publish: returned(fail(boom)),
+      retry: {
+        retryIf: () => {
+          throw new Error('hook bug');
+        },
+      },
+      settlement: { ...none, retry: [{ id: '1', delayMs: 100, error: 'Error: boom' }] },
+      reaction: resume,
+    },
+    {
+      name: 'a PermanentPublishError is dead even where retryIf allows a retry',
+      records: [rec('1')],
+      publish: returned(fail(rejected)),
+      retry: { retryIf: () => true },
+      settlement: {
+        ...none,
+        dead: [{ id: '1', error: 'PermanentPublishError: rejected by broker' }],
+      },
+      reaction: resume,
+    },
+    {
+      name: 'claimed more often than retry.maxAttempts: dead without publishing, the rest published',
+      records: [rec('1'), rec('2', { attempts: 4 }), rec('3')],
+      publish: returned(ok, ok),
+      settlement: {
+        ...none,
+        delivered: ['1', '3'],
+        dead: [
+          {
+            id: '2',
+            error:
+              'Error: claimed 4 times, more than retry.maxAttempts (3), without an outcome: the dispatchers holding it crashed or lost their lease while publishing',
+          },
+        ],
+        advancedKeys: ['k1', 'k3'],
+      },
+      reaction: resume,
+    },
+    {
+      name: 'every record exhausted: nothing is published, and claiming does not react',
+      records: [rec('1', { attempts: 5 })],
+      now: 2_000,
+      settlement: {
+        ...none,
+        dead: [
+          {
+            id: '1',
+            error:
+              'Error: claimed 5 times, more than retry.maxAttempts (3), without an outcome: the dispatchers holding it crashed or lost their lease while publishing',
+          },
+        ],
+      },
+    },
+    {
+      name: 'lapsed: the lease deadline passed before publishing, released at once',
+      records: [rec('1'), rec('2')],
+      now: 1_000,
+      settlement: {
+        ...none,
+        release: [
+          { id: '1', delayMs: 0, error: null },
+          { id: '2', delayMs: 0, error: null },
+        ],
+      },
+    },
+    {
+      name: 'lapsed with an exhausted record: that one is still dead',
+      records: [rec('1'), rec('2', { attempts: 4 })],
+      now: 1_500,
+      settlement: {
+        ...none,
+        dead: [
+          {
+            id: '2',
+            error:
+              'Error: claimed 4 times, more than retry.maxAttempts (3), without an outcome: the dispatchers holding it crashed or lost their lease while publishing',
+          },
+        ],
+        release: [{ id: '1', delayMs: 0, error: null }],
+      },
+    },
+    {
+      name: 'shutdown cut the publish short: released at once, last_error untouched',
+      records: [rec('1'), rec('2')],
+      publish: 'shutdown',
+      settlement: {
+        ...none,
+        release: [
+          { id: '1', delayMs: 0, error: null },
+          { id: '2', delayMs: 0, error: null },
+        ],
+      },
+    },
+  ];
+
+  it.each(cases)('$name', (c) => {
+    const { settlement, reaction } = settle(c);
+    expect(settlement).toEqual(c.settlement);
+    expect(reaction).toEqual(c.reaction);
+  });
+
+  it('publishes only the fresh records, in claim order', () => {
+    const records = [rec('1'), rec('2', { attempts: 9 }), rec('3')];
+    expect(planBatch(records, 3, 0, 1_000).fresh.map((r) => r.id)).toEqual(['1', '3']);
+  });
+
+  it('hands the errors a retryIf threw to the dispatcher, in order', () => {
+    const first = new Error('first');
+    const second = new Error('second');
+    const errors = [first, second];
+    const { hookErrors } = settle({
+      name: 'two throwing hooks',
+      records: [rec('1'), rec('2')],
+      publish: returned(fail(boom), fail(boom)),
+      retry: {
+        retryIf: () => {
+          throw errors.shift() ?? new Error('called too often');
+        },
+      },
+      settlement: none,
+    });
+    expect(hookErrors).toEqual([first, second]);
+  });
+
+  it('jitters retry delays with the random source it is given', () => {
+    const { settlement } = judgeBatch({
+      records: [rec('1', { attempts: 2 })],
+      result: { kind: 'outcomes', outcomes: [fail(boom)] },
+      retry: { ...RETRY, jitter: 0.5 },
+      deadAdvancesKey: false,
+      outagePauseMs: PAUSE_MS,
+      probeEveryMs: undefined,
+      random: () => 1,
+    });
+    expect(settlement.retry).toEqual([{ id: '1', delayMs: 100, error: 'Error: boom' }]);
+  });
+
+  it('a late claim is released whole, due at once, with nothing advanced', () => {
+    expect(releaseSettlement([rec('1'), rec('2', { attempts: 7 })])).toEqual({
+      ...none,
+      release: [
+        { id: '1', delayMs: 0, error: null },
+        { id: '2', delayMs: 0, error: null },
+      ],
+    });
+  });
+});
+
+describe('batch report (fencing)', () => {
+  const settlement: Settlement = {
+    delivered: ['1', '2'],
+    retry: [{ id: '3', delayMs: 100, error: 'Error: boom' }],
+    dead: [{ id: '4', error: 'Error: boom' }],
+    release: [{ id: '5', delayMs: 0, error: null }],
+    advancedKeys: ['k1'],
+  };
+
+  it.each<{ name: string; settled: SettleResult; fenced: number }>([
+    {
+      name: 'every row still held: none fenced',
+      settled: { kind: 'settled', changed: 5, sole: true },
+      fenced: 0,
+    },
+    {
+      name: 'two rows taken over by another dispatcher: fenced',
+      settled: { kind: 'settled', changed: 3, sole: true },
+      fenced: 2,
+    },
+    {
+      name: 'after a retried settle fewer changed rows prove nothing',
+      settled: { kind: 'settled', changed: 3, sole: false },
+      fenced: 0,
+    },
+    { name: 'unsettled: nothing known', settled: { kind: 'unsettled' }, fenced: 0 },
+  ])('$name', ({ settled, fenced }) => {
+    expect(batchReport(5, settlement, settled, 12)).toEqual({
+      claimed: 5,
+      published: 2,
+      retried: 1,
+      deadLettered: 1,
+      released: 1,
+      fenced,
+      durationMs: 12,
+    });
+  });
+});
