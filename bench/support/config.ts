@@ -1,4 +1,5 @@
 /** Sizes and settings of one benchmark profile, and where the services are. */
+import { SERVICES as TEST_SERVICES } from '../../test/support/services';
 
 export type ProfileName = 'quick' | 'full';
 
@@ -140,29 +141,24 @@ export const PAYLOAD_BYTES = 1_024;
 
 const env = process.env;
 
+/**
+ * Where the brokers are: the tests' SERVICES (same variables), as the clients want them. The
+ * database servers' host, port and login are the tests' too (test/support/databases.ts
+ * serverConnection); only the database names are the bench's own.
+ */
 export const SERVICES = {
   postgres: {
-    host: env.PGHOST ?? '127.0.0.1',
-    port: Number(env.PGPORT ?? 5432),
-    user: env.PGUSER ?? 'postgres',
-    password: env.PGPASSWORD,
     /** The bench works in a database of its own (created when missing) so its counters are its own. */
     database: env.BENCH_PGDATABASE ?? 'outbox_bench',
     cluster: env.BENCH_PG_CLUSTER ?? '15 main',
   },
-  mariadb: {
-    host: env.MYSQL_HOST ?? '127.0.0.1',
-    port: Number(env.MYSQL_PORT ?? 3306),
-    user: env.MYSQL_USER ?? 'root',
-    password: env.MYSQL_PASSWORD ?? '',
-    database: env.BENCH_MYSQL_DATABASE ?? 'outbox_bench',
-  },
+  mariadb: { database: env.BENCH_MYSQL_DATABASE ?? 'outbox_bench' },
   rabbitmq: {
     url:
       env.RABBITMQ_URL ??
-      `amqp://guest:guest@${env.RABBITMQ_HOST ?? '127.0.0.1'}:${env.RABBITMQ_PORT ?? 5672}`,
+      `amqp://guest:guest@${TEST_SERVICES.rabbitmq.host}:${TEST_SERVICES.rabbitmq.port}`,
   },
-  kafka: { brokers: [`${env.KAFKA_HOST ?? '127.0.0.1'}:${env.KAFKA_PORT ?? 9092}`] },
+  kafka: { brokers: [`${TEST_SERVICES.kafka.host}:${TEST_SERVICES.kafka.port}`] },
   tcp: { host: '127.0.0.1', port: Number(env.BENCH_TCP_PORT ?? 4599) },
 } as const;
 
