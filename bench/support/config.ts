@@ -105,10 +105,17 @@ const BASE_PROFILES: Record<ProfileName, BenchProfile> = {
 /**
  * The profiles; BENCH_SCALE (e.g. 0.1) shrinks every size, for trying the harness out quickly.
  */
-export const PROFILES: Record<ProfileName, BenchProfile> = scaled(
-  BASE_PROFILES,
-  Number(process.env.BENCH_SCALE ?? 1),
-);
+export const SCALE = Number(process.env.BENCH_SCALE ?? 1);
+export const PROFILES: Record<ProfileName, BenchProfile> = scaled(BASE_PROFILES, SCALE);
+
+/**
+ * The name a profile's results are kept under in bench/results/summary.json: a run scaled down
+ * with BENCH_SCALE is kept apart (`quick@0.05`), so trying the harness out never replaces a
+ * real measurement.
+ */
+export function resultsKey(profile: BenchProfile): string {
+  return SCALE > 0 && SCALE !== 1 ? `${profile.name}@${SCALE}` : profile.name;
+}
 
 function scaled(
   profiles: Record<ProfileName, BenchProfile>,
