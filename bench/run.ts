@@ -9,13 +9,14 @@
  *   npm run bench -- --wait-quiet 20       first wait (up to 20 min) until no jest process runs
  *   npm run bench -- --configure-postgres  wal_level=logical (+ pg_stat_statements) and restart PostgreSQL
  *
- * Writes bench/results/latest.json and bench/results/throughput.svg.
+ * Records every scenario's figures in bench/results/summary.json (the latest per profile and
+ * scenario) and, after a complete run, draws bench/results/throughput.svg.
  */
 import 'reflect-metadata';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { renderChart } from './support/chart';
-import { PROFILES, ISSUE_SIZES, type BenchProfile } from './support/config';
+import { PROFILES, ISSUE_SIZES, resultsKey, type BenchProfile } from './support/config';
 import {
   closeDataSource,
   dropStaleRunObjects,
@@ -26,9 +27,10 @@ import {
 } from './support/databases';
 import { openRabbit } from './support/rabbit';
 import {
+  SUMMARY_FILE,
+  recordScenarios,
   renderTable,
   scenarioJson,
-  writeJson,
   type BenchContext,
   type ScenarioResult,
 } from './support/report';
@@ -233,12 +235,11 @@ async function main(): Promise<void> {
     );
   console.log(renderTable(results));
   const scenarios = Object.fromEntries(results.map((r) => [r.id, scenarioJson(r)]));
-  const flat: Record<string, unknown> = {};
-  for (const r of results) for (const [k, v] of Object.entries(r.values)) flat[k] = v;
   const targets = results.flatMap((r) =>
     r.targets.map((t) => ({ scenario: r.id, key: t.key, met: t.met })),
   );
-  const json = {
+  // What every scenario of this run is recorded with in the summary.
+  const run = {
     generatedAt: new Date().toISOString(),
     profile: profile.name,
     runs,
@@ -254,23 +255,16 @@ async function main(): Promise<void> {
     environment: env,
     quietMachine: { atStart: quiet, atEnd: quietAtEnd },
     libraryChangedDuringRun: libraryChanged,
+    scenariosInRun: results.map((r) => r.id),
     durationS: Math.round((Date.now() - started) / 1000),
-    scenarios,
-    ratios: flat,
-    targetsMet: targets.filter((t) => t.met).length,
-    targetsMissed: targets.filter((t) => !t.met).map((t) => `${t.scenario}.${t.key}`),
   };
-  const partial = args.only.length < Object.keys(SCENARIOS).length;
-  const file = partial ? 'partial.json' : 'latest.json';
-  writeJson(join(RESULTS, file), json);
-  // A run of one scenario keeps its own file as well (results/p9.json …), next to the full runs.
-  const single = args.only.length === 1 ? `${(args.only[0] as string).toLowerCase()}.json` : null;
-  if (single !== null) writeJson(join(RESULTS, single), json);
-  // The last complete run of each profile is kept as well (quick.json / full.json).
-  if (!partial) writeJson(join(RESULTS, `${profile.name}.json`), json);
-  if (!partial) renderChart(join(RESULTS, 'throughput.svg'), json);
+  const key = resultsKey(profile);
+  recordScenarios(RESULTS, key, run, scenarios);
+  // The chart shows one complete, full-size run, so its bars come from the same machine state.
+  const chart = args.only.length === Object.keys(SCENARIOS).length && key === profile.name;
+  if (chart) renderChart(join(RESULTS, 'throughput.svg'), { ...run, scenarios });
   log(
-    `wrote bench/results/${file}${single === null ? '' : ` and bench/results/${single}`}${partial ? '' : ' and bench/results/throughput.svg'} (${targets.filter((t) => t.met).length}/${targets.length} targets met)`,
+    `recorded ${results.map((r) => r.id).join(', ')} under "${key}" in bench/results/${SUMMARY_FILE}${chart ? ' and drew bench/results/throughput.svg' : ''} (${targets.filter((t) => t.met).length}/${targets.length} targets met)`,
   );
 }
 

@@ -3,7 +3,8 @@
  * 1 000 keys) in a dispatcher process run under `node --cpu-prof`, with wall time split into
  * claim / publish / settle (timed around the store and the publisher), server-side statement
  * times from pg_stat_statements when it is preloaded, and the CPU profile of the drain window
- * summarised by category and by function. Writes bench/results/profile.json and profile.md;
+ * summarised by category and by function. Records the figures in bench/results/summary.json
+ * (`cpuProfile`) and renders them as profile.md;
  * the .cpuprofile (open it in Chrome DevTools) stays in bench/results/profile/.
  */
 import { named } from '../support/config';
@@ -15,7 +16,7 @@ import { analyse, dropOutboxTable, resetOutboxTable, seedOutbox } from '../suppo
 import type { DispatcherChildConfig } from '../support/dispatcher-process';
 import type { PhaseTimes } from '../support/outbox-app';
 import { resetQueue } from '../support/rabbit';
-import { writeJson, type BenchContext } from '../support/report';
+import { updateSummary, type BenchContext } from '../support/report';
 import { percentile, round } from '../support/stats';
 
 const TABLE = named('bench_profile');
@@ -113,7 +114,9 @@ export async function profileDrain(ctx: BenchContext, resultsDir: string): Promi
     cpu,
     profileFile: file === undefined ? null : `bench/results/profile/${file}`,
   };
-  writeJson(join(resultsDir, 'profile.json'), summary);
+  updateSummary(resultsDir, (results) => {
+    results.cpuProfile = summary;
+  });
   const md = [
     `# CPU profile of the module's P1 drain`,
     '',
@@ -158,5 +161,5 @@ export async function profileDrain(ctx: BenchContext, resultsDir: string): Promi
   ].join('\n');
   writeFileSync(join(resultsDir, 'profile.md'), md);
   console.log(`\n${md}`);
-  ctx.log('wrote bench/results/profile.json, profile.md and the .cpuprofile');
+  ctx.log('recorded cpuProfile in bench/results/summary.json, wrote profile.md and the .cpuprofile');
 }

@@ -1,4 +1,5 @@
 /** Sizes and settings of one benchmark profile, and where the services are. */
+import { SERVICES as TEST_SERVICES } from '../../test/support/services';
 
 export type ProfileName = 'quick' | 'full';
 
@@ -104,10 +105,17 @@ const BASE_PROFILES: Record<ProfileName, BenchProfile> = {
 /**
  * The profiles; BENCH_SCALE (e.g. 0.1) shrinks every size, for trying the harness out quickly.
  */
-export const PROFILES: Record<ProfileName, BenchProfile> = scaled(
-  BASE_PROFILES,
-  Number(process.env.BENCH_SCALE ?? 1),
-);
+export const SCALE = Number(process.env.BENCH_SCALE ?? 1);
+export const PROFILES: Record<ProfileName, BenchProfile> = scaled(BASE_PROFILES, SCALE);
+
+/**
+ * The name a profile's results are kept under in bench/results/summary.json: a run scaled down
+ * with BENCH_SCALE is kept apart (`quick@0.05`), so trying the harness out never replaces a
+ * real measurement.
+ */
+export function resultsKey(profile: BenchProfile): string {
+  return SCALE > 0 && SCALE !== 1 ? `${profile.name}@${SCALE}` : profile.name;
+}
 
 function scaled(
   profiles: Record<ProfileName, BenchProfile>,
@@ -140,29 +148,24 @@ export const PAYLOAD_BYTES = 1_024;
 
 const env = process.env;
 
+/**
+ * Where the brokers are: the tests' SERVICES (same variables), as the clients want them. The
+ * database servers' host, port and login are the tests' too (test/support/databases.ts
+ * serverConnection); only the database names are the bench's own.
+ */
 export const SERVICES = {
   postgres: {
-    host: env.PGHOST ?? '127.0.0.1',
-    port: Number(env.PGPORT ?? 5432),
-    user: env.PGUSER ?? 'postgres',
-    password: env.PGPASSWORD,
     /** The bench works in a database of its own (created when missing) so its counters are its own. */
     database: env.BENCH_PGDATABASE ?? 'outbox_bench',
     cluster: env.BENCH_PG_CLUSTER ?? '15 main',
   },
-  mariadb: {
-    host: env.MYSQL_HOST ?? '127.0.0.1',
-    port: Number(env.MYSQL_PORT ?? 3306),
-    user: env.MYSQL_USER ?? 'root',
-    password: env.MYSQL_PASSWORD ?? '',
-    database: env.BENCH_MYSQL_DATABASE ?? 'outbox_bench',
-  },
+  mariadb: { database: env.BENCH_MYSQL_DATABASE ?? 'outbox_bench' },
   rabbitmq: {
     url:
       env.RABBITMQ_URL ??
-      `amqp://guest:guest@${env.RABBITMQ_HOST ?? '127.0.0.1'}:${env.RABBITMQ_PORT ?? 5672}`,
+      `amqp://guest:guest@${TEST_SERVICES.rabbitmq.host}:${TEST_SERVICES.rabbitmq.port}`,
   },
-  kafka: { brokers: [`${env.KAFKA_HOST ?? '127.0.0.1'}:${env.KAFKA_PORT ?? 9092}`] },
+  kafka: { brokers: [`${TEST_SERVICES.kafka.host}:${TEST_SERVICES.kafka.port}`] },
   tcp: { host: '127.0.0.1', port: Number(env.BENCH_TCP_PORT ?? 4599) },
 } as const;
 

@@ -11,6 +11,7 @@ import {
   type Logger as TypeOrmLogger,
 } from 'typeorm';
 import { ensureOutboxTable } from '../../lib/store/outbox-dialect';
+import { serverConnection } from '../../test/support/databases';
 import { KEYS, PAYLOAD_BYTES, SERVICES } from './config';
 
 /** The business row of P5's transactions. */
@@ -27,8 +28,8 @@ export class BenchOrder {
 }
 
 export function pgConfig(database: string = SERVICES.postgres.database): PgConfig {
-  const { host, port, user, password } = SERVICES.postgres;
-  return { host, port, user, password, database };
+  const { host, port, username, password } = serverConnection('postgres');
+  return { host, port, user: username, password, database };
 }
 
 /** Creates the bench database when it does not exist (its statistics then only count the bench). */
@@ -45,13 +46,9 @@ export async function ensurePgDatabase(): Promise<void> {
 }
 
 export async function ensureMariaDatabase(): Promise<void> {
-  const ds = new DataSource({
-    type: 'mariadb',
-    host: SERVICES.mariadb.host,
-    port: SERVICES.mariadb.port,
-    username: SERVICES.mariadb.user,
-    password: SERVICES.mariadb.password,
-  });
+  // No database yet: connect to the server only.
+  const { database: _none, ...server } = serverConnection('mariadb');
+  const ds = new DataSource(server);
   await ds.initialize();
   try {
     await ds.query(`CREATE DATABASE IF NOT EXISTS \`${SERVICES.mariadb.database}\``);
@@ -79,14 +76,9 @@ export class CountingLogger implements TypeOrmLogger {
 export async function openPostgres(
   options: { poolSize?: number; logger?: TypeOrmLogger } = {},
 ): Promise<DataSource> {
-  const { host, port, user, password, database } = SERVICES.postgres;
   const ds = new DataSource({
-    type: 'postgres',
-    host,
-    port,
-    username: user,
-    password,
-    database,
+    ...serverConnection('postgres'),
+    database: SERVICES.postgres.database,
     entities: [BenchOrder],
     synchronize: true,
     poolSize: options.poolSize ?? 20,
@@ -97,14 +89,9 @@ export async function openPostgres(
 }
 
 export async function openMaria(): Promise<DataSource> {
-  const { host, port, user, password, database } = SERVICES.mariadb;
   const ds = new DataSource({
-    type: 'mariadb',
-    host,
-    port,
-    username: user,
-    password,
-    database,
+    ...serverConnection('mariadb'),
+    database: SERVICES.mariadb.database,
     entities: [BenchOrder],
     synchronize: true,
     poolSize: 20,

@@ -1,6 +1,6 @@
 /** Kafka helpers: reachability, topics, and counting what a topic holds. */
 import { Kafka, logLevel, Partitioners, type Admin, type Producer } from 'kafkajs';
-import { canConnect } from './services';
+import { canConnect } from '../../test/support/services';
 import { SERVICES } from './config';
 
 export const KAFKA_PARTITIONS = 3;

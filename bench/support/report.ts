@@ -1,6 +1,6 @@
-/** Scenario results, the stdout table and the JSON file. */
-import { mkdirSync, writeFileSync } from 'node:fs';
-import { dirname } from 'node:path';
+/** Scenario results, the stdout table and bench/results/summary.json. */
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { dirname, join } from 'node:path';
 import type { DataSource } from 'typeorm';
 import type { BenchProfile } from './config';
 import type { Rabbit } from './rabbit';
@@ -158,4 +158,48 @@ export function scenarioJson(r: ScenarioResult): Record<string, unknown> {
     notes: r.notes,
     skipped: r.skipped,
   };
+}
+
+/**
+ * bench/results/summary.json, the one results file: per profile (`quick`, `full`, a scaled-down
+ * `quick@0.1` …) the latest measurement of each scenario with the run it came from, and the
+ * latest `--profile` CPU profile. A run of some scenarios replaces only theirs, so the file
+ * always holds the newest figure of every scenario instead of one file per kind of run.
+ */
+export interface ResultsSummary {
+  profiles: Record<string, Record<string, Record<string, unknown>>>;
+  cpuProfile?: unknown;
+}
+
+export const SUMMARY_FILE = 'summary.json';
+
+export function readSummary(resultsDir: string): ResultsSummary {
+  const path = join(resultsDir, SUMMARY_FILE);
+  if (!existsSync(path)) return { profiles: {} };
+  const parsed = JSON.parse(readFileSync(path, 'utf8')) as Partial<ResultsSummary>;
+  return { ...parsed, profiles: parsed.profiles ?? {} };
+}
+
+/** Reads the summary, lets `change` edit it, and writes it back. */
+export function updateSummary(resultsDir: string, change: (summary: ResultsSummary) => void): void {
+  const summary = readSummary(resultsDir);
+  change(summary);
+  writeJson(join(resultsDir, SUMMARY_FILE), summary);
+}
+
+/** Records each scenario of one run under its profile, with the run's header (`run`). */
+export function recordScenarios(
+  resultsDir: string,
+  profileKey: string,
+  run: Record<string, unknown>,
+  scenarios: Record<string, Record<string, unknown>>,
+): void {
+  updateSummary(resultsDir, (summary) => {
+    const kept = summary.profiles[profileKey] ?? {};
+    for (const [id, scenario] of Object.entries(scenarios)) kept[id] = { ...scenario, run };
+    // Scenario order (P1 … P9), whatever order the runs came in.
+    summary.profiles[profileKey] = Object.fromEntries(
+      Object.entries(kept).sort(([a], [b]) => a.localeCompare(b, 'en', { numeric: true })),
+    );
+  });
 }

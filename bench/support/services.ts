@@ -1,25 +1,14 @@
-/** Reachability of the services, versions, and the PostgreSQL settings the bench depends on. */
+/**
+ * Versions of the services and the PostgreSQL settings the bench depends on (reachability is the
+ * tests' canConnect, test/support/services.ts).
+ */
 import { execFileSync } from 'node:child_process';
 import { readdirSync, readFileSync } from 'node:fs';
-import { Socket } from 'node:net';
 import { cpus, totalmem } from 'node:os';
 import { join } from 'node:path';
 import { Client } from './pg';
 import { SERVICES } from './config';
 import { pgConfig } from './databases';
-
-export function canConnect(host: string, port: number, timeoutMs = 1_000): Promise<boolean> {
-  return new Promise((resolve) => {
-    const socket = new Socket();
-    const done = (ok: boolean): void => {
-      socket.destroy();
-      resolve(ok);
-    };
-    socket.setTimeout(timeoutMs, () => done(false));
-    socket.once('error', () => done(false));
-    socket.connect(port, host, () => done(true));
-  });
-}
 
 export async function pgQuery<T extends Record<string, unknown>>(
   sql: string,

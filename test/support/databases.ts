@@ -33,32 +33,38 @@ export interface TestDatabase {
 const sqliteDirs = new Map<DataSource, string>();
 
 /**
- * Connection options of the test PostgreSQL or MariaDB server (from the environment, with the
- * local defaults), with the test entity and a pool of 20 unless `extra` says otherwise.
+ * Where the test PostgreSQL or MariaDB server is and how to log in (from the environment, with the
+ * local defaults); the bench uses it too, with a database of its own.
+ */
+export function serverConnection(name: 'postgres' | 'mariadb') {
+  return name === 'postgres'
+    ? {
+        type: 'postgres' as const,
+        host: SERVICES.postgres.host,
+        port: SERVICES.postgres.port,
+        username: process.env.PGUSER ?? 'postgres',
+        password: process.env.PGPASSWORD,
+        database: process.env.PGDATABASE ?? 'test',
+      }
+    : {
+        type: 'mariadb' as const,
+        host: SERVICES.mariadb.host,
+        port: SERVICES.mariadb.port,
+        username: process.env.MYSQL_USER ?? 'root',
+        password: process.env.MYSQL_PASSWORD ?? '',
+        database: process.env.MYSQL_DATABASE ?? 'test',
+      };
+}
+
+/**
+ * Connection options of the test PostgreSQL or MariaDB server, with the test entity and a pool of
+ * 20 unless `extra` says otherwise.
  */
 export function serverOptions(
   name: 'postgres' | 'mariadb',
   extra: { poolSize?: number; synchronize?: boolean; extra?: Record<string, unknown> } = {},
 ): DataSourceOptions {
-  const base =
-    name === 'postgres'
-      ? {
-          type: 'postgres' as const,
-          host: SERVICES.postgres.host,
-          port: SERVICES.postgres.port,
-          username: process.env.PGUSER ?? 'postgres',
-          password: process.env.PGPASSWORD,
-          database: process.env.PGDATABASE ?? 'test',
-        }
-      : {
-          type: 'mariadb' as const,
-          host: SERVICES.mariadb.host,
-          port: SERVICES.mariadb.port,
-          username: process.env.MYSQL_USER ?? 'root',
-          password: process.env.MYSQL_PASSWORD ?? '',
-          database: process.env.MYSQL_DATABASE ?? 'test',
-        };
-  return { ...base, entities: [TestOrder], poolSize: 20, ...extra };
+  return { ...serverConnection(name), entities: [TestOrder], poolSize: 20, ...extra };
 }
 
 const ALL_DATABASES: readonly TestDatabase[] = [
