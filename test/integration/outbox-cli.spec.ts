@@ -100,7 +100,7 @@ function run(
 
 /** Runs the CLI with DATABASE_URL (or without, when `url` is undefined). */
 const outbox = (args: readonly string[], url?: string): Promise<CliRun> =>
-  run([join(built, 'cli/main.js')], args, { DATABASE_URL: url });
+  run([join(built, 'operations/cli/main.js')], args, { DATABASE_URL: url });
 
 /** Runs the CLI and parses its one JSON document; fails with its stderr when it exits non-zero. */
 async function outboxJson<T = Record<string, unknown>>(
@@ -520,7 +520,7 @@ for (const db of TEST_DATABASES) {
         if (value !== undefined && name !== 'NODE_OPTIONS') childEnv[name] = value;
       const child = spawn(
         process.execPath,
-        [join(built, 'cli/main.js'), 'stats', '--watch', '--interval', '200ms', '--table', table],
+        [join(built, 'operations/cli/main.js'), 'stats', '--watch', '--interval', '200ms', '--table', table],
         { cwd: root, env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] },
       );
       let out = '';

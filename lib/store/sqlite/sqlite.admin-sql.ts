@@ -1,5 +1,5 @@
 import { SqlParams } from '../sql-params';
-import { blockingStatuses, type AdminDialect } from './admin-dialect';
+import { blockingStatuses, type AdminDialect } from '../admin-dialect';
 
 // Times are UTC text with milliseconds (see the store), which compare and sort as text.
 const NOW = `strftime('%Y-%m-%d %H:%M:%f', 'now')`;

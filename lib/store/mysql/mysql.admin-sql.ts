@@ -1,5 +1,5 @@
 import { SqlParams } from '../sql-params';
-import { blockingStatuses, type AdminDialect } from './admin-dialect';
+import { blockingStatuses, type AdminDialect } from '../admin-dialect';
 
 // Times are UTC in zone-less DATETIME columns (see the store): compared with UTC_TIMESTAMP and
 // read as formatted text, because the driver would read a DATETIME in the connection's zone.
