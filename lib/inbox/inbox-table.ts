@@ -1,10 +1,7 @@
 import type { DataSource } from 'typeorm';
 import { OutboxOptionsError } from '../errors/outbox-options.error';
-import { outboxDialectOf, type OutboxDialect } from '../store/outbox-dialect';
+import { outboxDatabase, outboxDialectOf, type OutboxDialect } from '../store/outbox-dialect';
 import { assertIdentifier, outboxTableNames } from '../store/sql-identifier';
-import { mysqlInboxDrop, mysqlInboxTable } from './dialects/mysql.sql';
-import { postgresInboxDrop, postgresInboxTable } from './dialects/postgres.sql';
-import { sqliteInboxDrop, sqliteInboxTable } from './dialects/sqlite.sql';
 import { INBOX_DEFAULT_TABLE } from './inbox.constants';
 import type { InboxTableNames, InboxTableOptions } from './inbox.interfaces';
 import { InboxMessages } from './inbox.messages';
@@ -48,11 +45,8 @@ export function inboxTableNames(
   );
   const schema =
     options.schema === undefined ? null : checkIdentifier(options.schema, 'schema', 63);
-  const names = outboxTableNames(
-    tableName,
-    dialect === 'sqlite' ? null : schema,
-    dialect === 'mysql' ? 'backtick' : 'double',
-  );
+  const database = outboxDatabase(dialect);
+  const names = outboxTableNames(tableName, database.schemas ? schema : null, database.quoting);
   return {
     table: names.table,
     index: names.quote(`${tableName}_received_idx`),
@@ -63,15 +57,7 @@ export function inboxTableNames(
 
 /** The statements that create the inbox table and its index on one dialect. */
 export function inboxTableDdl(dialect: OutboxDialect, options: InboxTableOptions = {}): string[] {
-  const names = inboxTableNames(dialect, options);
-  switch (dialect) {
-    case 'postgres':
-      return postgresInboxTable(names);
-    case 'mysql':
-      return mysqlInboxTable(names);
-    case 'sqlite':
-      return sqliteInboxTable(names);
-  }
+  return outboxDatabase(dialect).inbox.createTable(inboxTableNames(dialect, options));
 }
 
 /** The statements that drop the inbox table on one dialect. */
@@ -79,15 +65,7 @@ export function inboxTableDropDdl(
   dialect: OutboxDialect,
   options: InboxTableOptions = {},
 ): string[] {
-  const names = inboxTableNames(dialect, options);
-  switch (dialect) {
-    case 'postgres':
-      return postgresInboxDrop(names);
-    case 'mysql':
-      return mysqlInboxDrop(names);
-    case 'sqlite':
-      return sqliteInboxDrop(names);
-  }
+  return outboxDatabase(dialect).inbox.dropTable(inboxTableNames(dialect, options));
 }
 
 /** Creates the inbox table if it does not exist, e.g. in tests or at the start of a sample app. */

@@ -1,10 +1,7 @@
 import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
 import { OutboxError } from '../errors/outbox.error';
 import { OutboxOptionsError } from '../errors/outbox-options.error';
-import { outboxDialectOf, type OutboxDialect } from '../store/outbox-dialect';
-import { mysqlInboxInsert, mysqlInboxPurge } from './dialects/mysql.sql';
-import { postgresInboxInsert, postgresInboxPurge } from './dialects/postgres.sql';
-import { sqliteInboxInsert, sqliteInboxPurge } from './dialects/sqlite.sql';
+import { outboxDatabase, outboxDialectOf } from '../store/outbox-dialect';
 import { INBOX_MAX_CONSUMER_BYTES, INBOX_MAX_MESSAGE_ID_BYTES } from './inbox.constants';
 import type {
   InboxEntry,
@@ -55,7 +52,7 @@ function isDataSourceLike(value: unknown): value is DataSource {
  * `InboxService`.
  */
 export class Inbox {
-  private readonly dialect: OutboxDialect;
+  private readonly sharedConnection: boolean;
   private readonly insertSql: string;
   private readonly purgeSql: string;
 
@@ -71,22 +68,11 @@ export class Inbox {
     if (!isDataSourceLike(dataSource)) {
       throw new OutboxOptionsError(InboxMessages.dataSourceRequired(), 'dataSource');
     }
-    this.dialect = outboxDialectOf(dataSource.options.type);
-    const names = inboxTableNames(this.dialect, options);
-    switch (this.dialect) {
-      case 'postgres':
-        this.insertSql = postgresInboxInsert(names);
-        this.purgeSql = postgresInboxPurge(names);
-        break;
-      case 'mysql':
-        this.insertSql = mysqlInboxInsert(names);
-        this.purgeSql = mysqlInboxPurge(names);
-        break;
-      case 'sqlite':
-        this.insertSql = sqliteInboxInsert(names);
-        this.purgeSql = sqliteInboxPurge(names);
-        break;
-    }
+    const { inbox } = outboxDatabase(dataSource.options.type);
+    const names = inboxTableNames(outboxDialectOf(dataSource.options.type), options);
+    this.sharedConnection = inbox.sharedConnection;
+    this.insertSql = inbox.insert(names);
+    this.purgeSql = inbox.purge(names);
   }
 
   /**
@@ -121,7 +107,7 @@ export class Inbox {
         return { handled: true, result: await handler(tx) };
       });
     const joinsTransaction = manager.queryRunner?.isTransactionActive === true;
-    return this.dialect === 'sqlite' && !joinsTransaction
+    return this.sharedConnection && !joinsTransaction
       ? runSerially(this.dataSource, attempt)
       : attempt();
   }
@@ -167,7 +153,7 @@ export class Inbox {
         await runner.release();
       }
     };
-    return this.dialect === 'sqlite' ? runSerially(this.dataSource, purgeAll) : purgeAll();
+    return this.sharedConnection ? runSerially(this.dataSource, purgeAll) : purgeAll();
   }
 
   private managerOf(target: DataSource | EntityManager): EntityManager {

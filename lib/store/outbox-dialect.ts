@@ -1,29 +1,25 @@
 import type { DataSource } from 'typeorm';
 import { OutboxOptionsError } from '../errors/outbox-options.error';
 import { OutboxMessages } from '../outbox.messages';
-import { mysqlEnsureNoPad } from './dialects/mysql-no-pad';
-import { mysqlCreateTable, mysqlDropTable } from './dialects/mysql.sql';
-import { postgresCreateTable, postgresDropTable } from './dialects/postgres.sql';
-import { sqliteCreateTable, sqliteDropTable } from './dialects/sqlite.sql';
+import type { OutboxDatabase } from './outbox-database';
+import { OUTBOX_DATABASES, outboxDatabaseOf, type OutboxDriverType } from './outbox-databases';
 import { assertIdentifier, outboxTableNames, type OutboxTableNames } from './sql-identifier';
 
 /** The database families the outbox supports. */
-export type OutboxDialect = 'postgres' | 'mysql' | 'sqlite';
+export type OutboxDialect = (typeof OUTBOX_DATABASES)[OutboxDriverType]['dialect'];
+
+/** The database of a TypeORM driver type (or a dialect name), or throws a clear error. */
+export function outboxDatabase(type: string): OutboxDatabase {
+  const database = outboxDatabaseOf(type);
+  if (database === undefined) {
+    throw new OutboxOptionsError(OutboxMessages.unsupportedDatabase(type), 'dataSource');
+  }
+  return database;
+}
 
 /** Maps a TypeORM driver type to its outbox dialect, or throws a clear error. */
 export function outboxDialectOf(type: string): OutboxDialect {
-  switch (type) {
-    case 'postgres':
-      return 'postgres';
-    case 'mysql':
-    case 'mariadb':
-      return 'mysql';
-    case 'better-sqlite3':
-    case 'sqlite':
-      return 'sqlite';
-    default:
-      throw new OutboxOptionsError(OutboxMessages.unsupportedDatabase(type), 'dataSource');
-  }
+  return outboxDatabase(type).dialect as OutboxDialect;
 }
 
 /** Where the outbox table lives. */
@@ -38,43 +34,24 @@ export function tableNamesFor(
   dialect: OutboxDialect,
   options: OutboxTableOptions = {},
 ): OutboxTableNames {
+  const database = OUTBOX_DATABASES[dialect];
   const tableName = options.tableName ?? 'outbox';
   assertIdentifier(tableName, 'tableName');
   const schema = options.schema ?? null;
   if (schema !== null) assertIdentifier(schema, 'schema');
-  return outboxTableNames(
-    tableName,
-    dialect === 'sqlite' ? null : schema,
-    dialect === 'mysql' ? 'backtick' : 'double',
-  );
+  return outboxTableNames(tableName, database.schemas ? schema : null, database.quoting);
 }
 
 /** The statements that create the outbox table (and its indexes) on one dialect. */
 export function outboxTableDdl(dialect: OutboxDialect, options: OutboxTableOptions = {}): string[] {
-  const names = tableNamesFor(dialect, options);
-  switch (dialect) {
-    case 'postgres':
-      return postgresCreateTable(names);
-    case 'mysql':
-      return mysqlCreateTable(names);
-    case 'sqlite':
-      return sqliteCreateTable(names);
-  }
+  return OUTBOX_DATABASES[dialect].createTable(tableNamesFor(dialect, options));
 }
 
 export function outboxTableDropDdl(
   dialect: OutboxDialect,
   options: OutboxTableOptions = {},
 ): string[] {
-  const names = tableNamesFor(dialect, options);
-  switch (dialect) {
-    case 'postgres':
-      return postgresDropTable(names);
-    case 'mysql':
-      return mysqlDropTable(names);
-    case 'sqlite':
-      return sqliteDropTable(names);
-  }
+  return OUTBOX_DATABASES[dialect].dropTable(tableNamesFor(dialect, options));
 }
 
 /** Creates the outbox table if it does not exist, e.g. in tests or at the start of a sample app. */
@@ -86,10 +63,8 @@ export async function ensureOutboxTable(
   for (const sql of outboxTableDdl(dialect, options)) {
     await dataSource.query(sql);
   }
-  if (dialect === 'mysql') {
-    await mysqlEnsureNoPad(
-      (sql, params) => dataSource.query(sql, params),
-      tableNamesFor(dialect, options),
-    );
-  }
+  await OUTBOX_DATABASES[dialect].afterCreateTable?.(
+    (sql, params) => dataSource.query(sql, params),
+    tableNamesFor(dialect, options),
+  );
 }

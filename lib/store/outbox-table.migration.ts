@@ -3,8 +3,8 @@ import { OutboxTableMissingError } from '../errors/outbox-table-missing.error';
 import { describeError } from '../internal/describe-error';
 import { tableMigrationName } from './migration-name';
 import { OutboxMessages } from '../outbox.messages';
-import { mysqlEnsureNoPad } from './dialects/mysql-no-pad';
 import {
+  outboxDatabase,
   outboxDialectOf,
   outboxTableDdl,
   outboxTableDropDdl,
@@ -47,13 +47,12 @@ export function createOutboxMigration(
     async up(queryRunner: QueryRunner): Promise<void> {
       const dialect = outboxDialectOf(queryRunner.connection.options.type);
       for (const sql of outboxTableDdl(dialect, options)) await queryRunner.query(sql);
-      if (dialect === 'mysql') {
-        // Tables made before 0.3 compare keys and topics ignoring trailing spaces: fix in place.
-        await mysqlEnsureNoPad(
-          (sql, params) => queryRunner.query(sql, params),
-          tableNamesFor(dialect, options),
-        );
-      }
+      const database = outboxDatabase(dialect);
+      // e.g. MySQL tables made before 0.3, which compare keys ignoring trailing spaces.
+      await database.afterCreateTable?.(
+        (sql, params) => queryRunner.query(sql, params),
+        tableNamesFor(dialect, options),
+      );
       // CREATE TABLE IF NOT EXISTS leaves an older table as it is: fail rather than record a
       // migration whose table this version cannot use (the app start would fail on it anyway).
       const { table } = tableNamesFor(dialect, options);
@@ -66,7 +65,7 @@ export function createOutboxMigration(
           OutboxMessages.tableOutdated(table, describeError(error), {
             tableName,
             schema: options.schema,
-            keyLock: dialect === 'mysql',
+            keyLock: database.keyLockTable,
           }),
           table,
           { cause: error },

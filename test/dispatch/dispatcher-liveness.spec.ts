@@ -11,7 +11,7 @@ import {
   type OutboxModuleOptions,
   type OutboxStore,
 } from '../../lib';
-import { MYSQL_KEY_LOCK_BUCKETS } from '../../lib/store/dialects/mysql.sql';
+import { MYSQL_KEY_LOCK_BUCKETS } from '../../lib/store/mysql/mysql.sql';
 import { hashKey } from '../../lib/store/outbox-row.mapper';
 import { readOutbox, TEST_DATABASES, TestOrder, uniqueTable } from '../support/databases';
 import { RecordingPublisher } from '../support/recording.publisher';

@@ -8,20 +8,20 @@ import {
   mysqlFirstWaiting,
   mysqlOrphanKeys,
   mysqlStillHeld,
-} from '../../lib/store/dialects/mysql.sql';
+} from '../../lib/store/mysql/mysql.sql';
 import {
   POSTGRES_PLANNER_SETTINGS,
   postgresClaim,
   postgresOrphanKeys,
   postgresPark,
   postgresPromote,
-} from '../../lib/store/dialects/postgres.sql';
+} from '../../lib/store/postgres/postgres.sql';
 import {
   sqliteClaimWindow,
   sqliteOrphanKeys,
   sqlitePark,
   sqlitePromote,
-} from '../../lib/store/dialects/sqlite.sql';
+} from '../../lib/store/sqlite/sqlite.sql';
 import { outboxDialectOf, tableNamesFor } from '../../lib/store/outbox-dialect';
 import type { OutboxTableNames } from '../../lib/store/sql-identifier';
 import { TEST_DATABASES, uniqueTable } from '../support/databases';

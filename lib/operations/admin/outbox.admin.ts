@@ -2,7 +2,7 @@ import type { DataSource } from 'typeorm';
 import { OutboxAdminInputError } from '../../errors/outbox-admin-input.error';
 import type { OutboxStats, OutboxStore, RequeueReport } from '../../store/outbox-store.port';
 import { suggestOption } from '../../options/option-checks';
-import { outboxDialectOf, tableNamesFor } from '../../store/outbox-dialect';
+import { outboxDatabase, outboxDialectOf, tableNamesFor } from '../../store/outbox-dialect';
 import type { OutboxTableNames } from '../../store/sql-identifier';
 import {
   toBlockedKey,
@@ -14,10 +14,7 @@ import {
   type BlockedKeyRow,
   type StuckLeaseRow,
 } from './admin-row.mapper';
-import type { AdminDialect } from './dialects/admin-dialect';
-import { mysqlAdmin } from './dialects/mysql';
-import { postgresAdmin } from './dialects/postgres';
-import { sqliteAdmin } from './dialects/sqlite';
+import type { AdminDialect } from '../../store/admin-dialect';
 import type {
   OutboxBlockedKey,
   OutboxCounts,
@@ -36,7 +33,7 @@ import type {
   OutboxStuckLeaseQuery,
   OutboxTopicCounts,
 } from './outbox-admin.interfaces';
-import type { SqlParams } from './sql-params';
+import type { SqlParams } from '../../store/sql-params';
 
 /** Where the admin API finds the table, and how the app queues a key's messages. */
 export interface OutboxAdminOptions {
@@ -240,7 +237,7 @@ export class OutboxAdmin {
     options: OutboxAdminOptions = {},
   ) {
     const dialect = outboxDialectOf(dataSource.options.type);
-    this.sql = { postgres: postgresAdmin, mysql: mysqlAdmin, sqlite: sqliteAdmin }[dialect];
+    this.sql = outboxDatabase(dialect).admin;
     this.names = tableNamesFor(dialect, {
       tableName: options.tableName,
       schema: options.schema ?? undefined,

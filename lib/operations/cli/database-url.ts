@@ -1,6 +1,7 @@
 import { existsSync } from 'node:fs';
 import type { DataSourceOptions } from 'typeorm';
 import type { OutboxDialect } from '../../store/outbox-dialect';
+import { outboxDatabaseOfScheme } from '../../store/outbox-databases';
 import { OutboxError } from '../../errors/outbox.error';
 import { CliUsageError } from './cli-usage.error';
 
@@ -28,19 +29,10 @@ function schemeOf(url: string): string | null {
 
 /** The dialect a DATABASE_URL names, without connecting; null when it names none we know. */
 export function dialectOfUrl(url: string): OutboxDialect | null {
-  switch (schemeOf(url)) {
-    case 'postgres':
-    case 'postgresql':
-      return 'postgres';
-    case 'mysql':
-    case 'mariadb':
-      return 'mysql';
-    case 'sqlite':
-    case null:
-      return 'sqlite';
-    default:
-      return null;
-  }
+  const scheme = schemeOf(url);
+  // A bare path names a SQLite file.
+  if (scheme === null) return 'sqlite';
+  return (outboxDatabaseOfScheme(scheme)?.dialect as OutboxDialect | undefined) ?? null;
 }
 
 function parseServerUrl(url: string): URL {

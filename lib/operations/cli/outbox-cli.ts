@@ -12,6 +12,7 @@ import {
   tableNamesFor,
   type OutboxDialect,
 } from '../../store/outbox-dialect';
+import { outboxDatabaseOf, outboxDatabaseOfScheme } from '../../store/outbox-databases';
 import { parseCliArgs, USAGE, type CliArgs } from './cli-args';
 import { clip, formatDuration, plural, table } from './cli-output';
 import { CliUsageError } from './cli-usage.error';
@@ -119,19 +120,11 @@ function runCommand(args: CliArgs, c: Connected, io: CliIo): Promise<CliResult> 
 }
 
 function dialectNamed(name: string): OutboxDialect {
-  switch (name.toLowerCase()) {
-    case 'postgres':
-    case 'postgresql':
-      return 'postgres';
-    case 'mysql':
-    case 'mariadb':
-      return 'mysql';
-    case 'sqlite':
-    case 'better-sqlite3':
-      return 'sqlite';
-    default:
-      throw new CliUsageError(`--dialect must be postgres, mysql (also for MariaDB) or sqlite.`);
-  }
+  const lower = name.toLowerCase();
+  const database = outboxDatabaseOf(lower) ?? outboxDatabaseOfScheme(lower);
+  if (database === undefined)
+    throw new CliUsageError(`--dialect must be postgres, mysql (also for MariaDB) or sqlite.`);
+  return database.dialect as OutboxDialect;
 }
 
 function tableOptions(args: CliArgs): { tableName: string; schema?: string } {

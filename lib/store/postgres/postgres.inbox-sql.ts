@@ -1,4 +1,4 @@
-import type { InboxTableNames } from '../inbox.interfaces';
+import type { InboxTableNames } from '../../inbox/inbox.interfaces';
 
 /** DDL of the inbox table on PostgreSQL 12+. */
 export function postgresInboxTable(n: InboxTableNames): string[] {

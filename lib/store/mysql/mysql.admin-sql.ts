@@ -1,5 +1,6 @@
 import { SqlParams } from '../sql-params';
-import { blockingStatuses, type AdminDialect } from './admin-dialect';
+import type { AdminDialect } from '../admin-dialect';
+import { correlatedAdminQueries, type CorrelatedAdminVocabulary } from '../correlated-admin-sql';
 
 // Times are UTC in zone-less DATETIME columns (see the store): compared with UTC_TIMESTAMP and
 // read as formatted text, because the driver would read a DATETIME in the connection's zone.
@@ -16,6 +17,19 @@ const SUMMARY = `o.id, o.message_id, o.topic, o.message_key, o.event_type, o.sta
   ${ts('o.last_attempt_at', 'last_attempt_at')}, ${ts('o.available_at', 'available_at')},
   ${ts('o.created_at', 'created_at')}, ${ts('o.delivered_at', 'delivered_at')}, ${ts('o.dead_at', 'dead_at')},
   o.locked_by, ${ts('o.locked_until', 'locked_until')}, ${ms('o.created_at')} AS age_ms`;
+
+const VOCABULARY: CorrelatedAdminVocabulary = {
+  now: NOW,
+  ms,
+  timestamp: ts,
+  olderThan: (column, p, olderMs) =>
+    `${column} < ${NOW} - INTERVAL ${p.add(Math.round(olderMs * 1000))} MICROSECOND`,
+  integer: 'SIGNED',
+  text: 'CHAR',
+  count: 'COUNT',
+  min: 'MIN',
+  summary: SUMMARY,
+};
 
 /** MySQL 8 / MariaDB 10.6+ (MariaDB has no LATERAL: correlated subqueries instead). */
 export const mysqlAdmin: AdminDialect = {
@@ -39,38 +53,5 @@ export const mysqlAdmin: AdminDialect = {
   CASE WHEN o.status = 'pending' AND o.locked_until >= ${NOW} THEN 1 ELSE 0 END AS leased, COUNT(*) AS n
 FROM ${n.table} AS o WHERE ${where}
 GROUP BY 1, 2, 3`,
-  blockedKeys: (n, p, deadBlocksKey, after, limit) => {
-    const t = n.table;
-    const from = after === null ? '' : `AND o.id > CAST(${p.add(after)} AS SIGNED)`;
-    const followers = `FROM ${t} AS w WHERE w.message_key = h.k AND w.id > h.head AND w.status IN ('pending', 'waiting')`;
-    return `SELECT * FROM (
-  SELECT h.k AS message_key, CAST(o.id AS CHAR) AS head_id, o.message_id AS head_message_id, o.status AS head_status,
-    o.attempts, o.last_error, ${ts('o.available_at', 'available_at')}, o.id AS head_order,
-    (SELECT COUNT(*) ${followers}) AS waiting,
-    (SELECT ${ms('MIN(w.created_at)')} ${followers}) AS oldest_waiting_ms
-  FROM (
-    SELECT message_key AS k, MIN(id) AS head FROM ${t}
-    WHERE message_key IS NOT NULL AND status IN ${blockingStatuses(deadBlocksKey)}
-    GROUP BY message_key) AS h
-  JOIN ${t} AS o ON o.id = h.head
-  WHERE (o.status = 'dead' OR (o.status = 'pending' AND o.available_at > ${NOW}
-      AND (o.locked_until IS NULL OR o.locked_until < ${NOW}) AND (o.attempts > 0 OR o.last_error IS NOT NULL)))
-    ${from}) AS b
-WHERE b.waiting > 0
-ORDER BY b.head_order
-LIMIT ${p.add(limit)}`;
-  },
-  stuckLeases: (n, p, longerThanMs, after, limit) => {
-    const long =
-      longerThanMs === null
-        ? ''
-        : ` OR o.last_attempt_at < ${NOW} - INTERVAL ${p.add(Math.round(longerThanMs * 1000))} MICROSECOND`;
-    const from = after === null ? '' : `AND o.id > CAST(${p.add(after)} AS SIGNED)`;
-    return `SELECT ${SUMMARY},
-  CASE WHEN o.locked_until < ${NOW} THEN 1 ELSE 0 END AS lease_expired, ${ms('o.last_attempt_at')} AS leased_ms
-FROM ${n.table} AS o
-WHERE o.status = 'pending' AND o.locked_until IS NOT NULL AND (o.locked_until < ${NOW}${long}) ${from}
-ORDER BY o.id
-LIMIT ${p.add(limit)}`;
-  },
+  ...correlatedAdminQueries(VOCABULARY),
 };

@@ -10,8 +10,8 @@ import type {
   OutboxStore,
   RequeueReport,
   Settlement,
-} from './outbox-store.port';
-import { describeError } from '../internal/describe-error';
+} from '../outbox-store.port';
+import { describeError } from '../../internal/describe-error';
 import {
   POSTGRES_PLANNER_SETTINGS,
   postgresClaim,
@@ -30,10 +30,10 @@ import {
   postgresResequence,
   postgresSettle,
   postgresStats,
-} from './dialects/postgres.sql';
-import { claimWindow } from './claim-window';
-import { alreadyPresent, hashKey, toClaimedRecords, type ClaimedRow } from './outbox-row.mapper';
-import type { OutboxTableNames } from './sql-identifier';
+} from './postgres.sql';
+import { claimWindow } from '../claim-window';
+import { alreadyPresent, hashKey, toClaimedRecords, type ClaimedRow } from '../outbox-row.mapper';
+import type { OutboxTableNames } from '../sql-identifier';
 
 // The subset of node-postgres' client that LISTEN needs.
 interface NotifyingClient {

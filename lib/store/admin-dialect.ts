@@ -1,5 +1,5 @@
-import type { OutboxTableNames } from '../../../store/sql-identifier';
-import type { SqlParams } from '../sql-params';
+import type { OutboxTableNames } from './sql-identifier';
+import type { SqlParams } from './sql-params';
 
 /**
  * The statements of the admin API on one database. Each condition is a fixed fragment over the

@@ -9,7 +9,7 @@ import type {
   OutboxStore,
   RequeueReport,
   Settlement,
-} from './outbox-store.port';
+} from '../outbox-store.port';
 import {
   MYSQL_DISPATCH_LOCK_OFFSET,
   MYSQL_KEY_LOCK_BUCKETS,
@@ -38,10 +38,10 @@ import {
   mysqlSettleRetry,
   mysqlStats,
   mysqlStillHeld,
-} from './dialects/mysql.sql';
-import { claimWindow } from './claim-window';
-import { hashKey, requeueValues, toClaimedRecords, type ClaimedRow } from './outbox-row.mapper';
-import type { OutboxTableNames } from './sql-identifier';
+} from './mysql.sql';
+import { claimWindow } from '../claim-window';
+import { hashKey, requeueValues, toClaimedRecords, type ClaimedRow } from '../outbox-row.mapper';
+import type { OutboxTableNames } from '../sql-identifier';
 
 // mysql2 allows 65 535 placeholders per statement; stay well below with the widest row (8).
 const MAX_ROWS_PER_INSERT = 4_000;

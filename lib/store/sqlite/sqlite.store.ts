@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { DataSource, type EntityManager } from 'typeorm';
-import { OutboxOptionsError } from '../errors/outbox-options.error';
+import { OutboxOptionsError } from '../../errors/outbox-options.error';
 import type {
   ClaimOptions,
   ClaimedBatch,
@@ -10,8 +10,8 @@ import type {
   OutboxStore,
   RequeueReport,
   Settlement,
-} from './outbox-store.port';
-import { OutboxMessages } from '../outbox.messages';
+} from '../outbox-store.port';
+import { OutboxMessages } from '../../outbox.messages';
 import {
   sqliteClaimLease,
   sqliteClaimWindow,
@@ -32,15 +32,15 @@ import {
   sqliteSettleDelivered,
   sqliteSettleRetry,
   sqliteStats,
-} from './dialects/sqlite.sql';
-import { claimWindow } from './claim-window';
+} from './sqlite.sql';
+import { claimWindow } from '../claim-window';
 import {
   alreadyPresent,
   requeueValues,
   toClaimedRecords,
   type ClaimedRow,
-} from './outbox-row.mapper';
-import type { OutboxTableNames } from './sql-identifier';
+} from '../outbox-row.mapper';
+import type { OutboxTableNames } from '../sql-identifier';
 
 const MAX_ROWS_PER_INSERT = 4_000;
 const BUSY_TIMEOUT_MS = 5_000;

@@ -1,5 +1,5 @@
 import { SqlParams } from '../sql-params';
-import { blockingStatuses, type AdminDialect } from './admin-dialect';
+import { blockingStatuses, type AdminDialect } from '../admin-dialect';
 
 const ms = (from: string, to: string): string => `extract(epoch FROM (${to} - ${from})) * 1000`;
 

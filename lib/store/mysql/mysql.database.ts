@@ -1,0 +1,85 @@
+import type { DataSource } from 'typeorm';
+import { OutboxTableMissingError } from '../../errors/outbox-table-missing.error';
+import { describeError } from '../../internal/describe-error';
+import { OutboxMessages } from '../../outbox.messages';
+import type { OutboxDatabase, OutboxStoreContext } from '../outbox-database';
+import { mysqlAdmin } from './mysql.admin-sql';
+import {
+  mysqlInboxDrop,
+  mysqlInboxInsert,
+  mysqlInboxPurge,
+  mysqlInboxTable,
+} from './mysql.inbox-sql';
+import { mysqlEnsureNoPad, mysqlPaddedColumns } from './mysql-no-pad';
+import { MYSQL_KEY_LOCK_BUCKETS, mysqlCreateTable, mysqlDropTable } from './mysql.sql';
+import { MysqlOutboxStore } from './mysql.store';
+
+/** MySQL 8 and MariaDB 10.6+. */
+export const mysqlDatabase: OutboxDatabase<'mysql'> = {
+  dialect: 'mysql',
+  urlSchemes: ['mysql', 'mariadb'],
+  quoting: 'backtick',
+  schemas: true,
+  keyLockTable: true,
+  createTable: mysqlCreateTable,
+  dropTable: mysqlDropTable,
+  // Tables made before 0.3 compare keys and topics ignoring trailing spaces: fix in place.
+  afterCreateTable: mysqlEnsureNoPad,
+  async checkTable(dataSource, context) {
+    const { names, table, policy } = context;
+    const ref = { tableName: table.tableName, schema: table.schema ?? undefined };
+    const { padded } = await mysqlPaddedColumns(
+      (sql, params) => dataSource.query(sql, params),
+      names,
+    );
+    if (padded.length > 0) {
+      throw new OutboxTableMissingError(
+        OutboxMessages.tablePadSpace(names.table, padded.join(', '), { ...ref, keyLock: true }),
+        names.table,
+        { cause: undefined },
+      );
+    }
+    if (policy.ordered) await checkKeyLockTable(dataSource, names.lockTable, ref);
+  },
+  createStore: (dataSource: DataSource, { names, policy, timeoutMs }: OutboxStoreContext) =>
+    Promise.resolve(new MysqlOutboxStore(dataSource, names, policy, timeoutMs)),
+  admin: mysqlAdmin,
+  inbox: {
+    createTable: mysqlInboxTable,
+    dropTable: mysqlInboxDrop,
+    insert: mysqlInboxInsert,
+    purge: mysqlInboxPurge,
+    sharedConnection: false,
+  },
+};
+
+/**
+ * The MySQL/MariaDB key-lock table must exist with all its rows: enqueue locks existing rows
+ * only, so a missing row would silently stop serialising the keys that hash to it.
+ */
+async function checkKeyLockTable(
+  dataSource: DataSource,
+  lockTable: string,
+  ref: { tableName: string; schema: string | undefined },
+): Promise<void> {
+  const expected = 2 * MYSQL_KEY_LOCK_BUCKETS;
+  let problem: string | undefined;
+  let cause: unknown;
+  try {
+    const [row] = await dataSource.query<{ n: number | string; lo: unknown; hi: unknown }[]>(
+      `SELECT COUNT(*) AS n, MIN(bucket) AS lo, MAX(bucket) AS hi FROM ${lockTable}`,
+    );
+    const n = Number(row?.n ?? 0);
+    if (n !== expected || Number(row?.lo) !== 0 || Number(row?.hi) !== expected - 1)
+      problem = `holds ${n} of its ${expected} rows`;
+  } catch (error) {
+    problem = `cannot be read (${describeError(error)})`;
+    cause = error;
+  }
+  if (problem === undefined) return;
+  throw new OutboxTableMissingError(
+    OutboxMessages.keyLockTableBroken(lockTable, problem, { ...ref, keyLock: true }),
+    lockTable,
+    { cause },
+  );
+}

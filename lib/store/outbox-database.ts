@@ -1,0 +1,58 @@
+import type { DataSource } from 'typeorm';
+import type { InboxTableNames } from '../inbox/inbox.interfaces';
+import type { AdminDialect } from './admin-dialect';
+import type { OutboxQueuePolicy, OutboxStore } from './outbox-store.port';
+import type { IdentifierQuoting, OutboxTableNames } from './sql-identifier';
+
+/** Runs one statement on whatever connection the caller holds (DataSource or QueryRunner). */
+export type StatementRunner = (sql: string, params?: unknown[]) => Promise<unknown>;
+
+/** What `createOutboxStore` knows when it builds a database's store. */
+export interface OutboxStoreContext {
+  readonly names: OutboxTableNames;
+  readonly policy: OutboxQueuePolicy;
+  /** The dispatcher's database timeout (`dispatcher.dbTimeoutMs`). */
+  readonly timeoutMs: number;
+  /** The table as the options named it, for messages and lock namespaces. */
+  readonly table: { readonly tableName: string; readonly schema: string | null };
+  readonly dispatch: { readonly enabled: boolean; readonly notify: boolean };
+}
+
+/**
+ * Everything the outbox needs to know about one database, kept in that database's folder
+ * (`lib/store/<database>/`): its outbox, admin and inbox SQL, its table DDL and its store.
+ * The registry in `outbox-databases.ts` maps TypeORM driver types to these.
+ */
+export interface OutboxDatabase<D extends string = string> {
+  /** The dialect name the public API reports (`OutboxDialect`). */
+  readonly dialect: D;
+  /** The DATABASE_URL schemes that name it (also accepted by the CLI's --dialect). */
+  readonly urlSchemes: readonly string[];
+  readonly quoting: IdentifierQuoting;
+  /** Whether a schema (PostgreSQL) or database (MySQL) may qualify table names. */
+  readonly schemas: boolean;
+  /** Whether the outbox table comes with a key-lock table (named in setup messages). */
+  readonly keyLockTable: boolean;
+  createTable(n: OutboxTableNames): string[];
+  dropTable(n: OutboxTableNames): string[];
+  /** Brings a table that already existed up to date after `createTable` ran. */
+  afterCreateTable?(run: StatementRunner, n: OutboxTableNames): Promise<void>;
+  /** Bootstrap checks beyond the column probe every database gets; throws to refuse to start. */
+  checkTable?(dataSource: DataSource, context: OutboxStoreContext): Promise<void>;
+  createStore(dataSource: DataSource, context: OutboxStoreContext): Promise<OutboxStore>;
+  readonly admin: AdminDialect;
+  readonly inbox: InboxSql;
+}
+
+/** The inbox table's statements on one database. */
+export interface InboxSql {
+  createTable(n: InboxTableNames): string[];
+  dropTable(n: InboxTableNames): string[];
+  insert(n: InboxTableNames): string;
+  purge(n: InboxTableNames): string;
+  /**
+   * TypeORM runs every transaction of the DataSource on one shared connection, so the inbox
+   * must run its own transactions one after another.
+   */
+  readonly sharedConnection: boolean;
+}

@@ -1,0 +1,34 @@
+import type { OutboxDatabase } from '../outbox-database';
+import { sqliteAdmin } from './sqlite.admin-sql';
+import {
+  sqliteInboxDrop,
+  sqliteInboxInsert,
+  sqliteInboxPurge,
+  sqliteInboxTable,
+} from './sqlite.inbox-sql';
+import { sqliteCreateTable, sqliteDropTable } from './sqlite.sql';
+import { SqliteOutboxStore } from './sqlite.store';
+
+/** SQLite 3.35+ through better-sqlite3. */
+export const sqliteDatabase: OutboxDatabase<'sqlite'> = {
+  dialect: 'sqlite',
+  urlSchemes: ['sqlite'],
+  quoting: 'double',
+  schemas: false,
+  keyLockTable: false,
+  createTable: sqliteCreateTable,
+  dropTable: sqliteDropTable,
+  async createStore(dataSource, { names, policy, dispatch }) {
+    const store = new SqliteOutboxStore(dataSource, names, policy);
+    if (dispatch.enabled) await store.open();
+    return store;
+  },
+  admin: sqliteAdmin,
+  inbox: {
+    createTable: sqliteInboxTable,
+    dropTable: sqliteInboxDrop,
+    insert: sqliteInboxInsert,
+    purge: sqliteInboxPurge,
+    sharedConnection: true,
+  },
+};
