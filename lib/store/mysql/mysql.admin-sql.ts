@@ -1,3 +1,4 @@
+import { utcText } from '../sql-values';
 import { SqlParams } from '../sql-params';
 import type { AdminDialect } from '../admin-dialect';
 import { correlatedAdminQueries, type CorrelatedAdminVocabulary } from '../correlated-admin-sql';
@@ -11,8 +12,6 @@ const ms = (from: string): string => `TIMESTAMPDIFF(MICROSECOND, ${from}, ${NOW}
 const list = (p: SqlParams, values: readonly string[]): string =>
   values.map((v) => p.add(v)).join(', ');
 // A DATETIME literal in UTC.
-const utc = (at: Date): string => at.toISOString().replace('T', ' ').replace('Z', '');
-
 const SUMMARY = `o.id, o.message_id, o.topic, o.message_key, o.event_type, o.status, o.attempts, o.last_error,
   ${ts('o.last_attempt_at', 'last_attempt_at')}, ${ts('o.available_at', 'available_at')},
   ${ts('o.created_at', 'created_at')}, ${ts('o.delivered_at', 'delivered_at')}, ${ts('o.dead_at', 'dead_at')},
@@ -41,8 +40,8 @@ export const mysqlAdmin: AdminDialect = {
   // LOCATE, not LIKE: the text is searched for as it is. LOWER on both sides because the table's
   // collation (utf8mb4_bin) compares case-sensitively.
   errorContains: (p, text) => `LOCATE(LOWER(${p.add(text)}), LOWER(o.last_error)) > 0`,
-  createdBefore: (p, at) => `o.created_at < ${p.add(utc(at))}`,
-  createdAtOrAfter: (p, at) => `o.created_at >= ${p.add(utc(at))}`,
+  createdBefore: (p, at) => `o.created_at < ${p.add(utcText(at))}`,
+  createdAtOrAfter: (p, at) => `o.created_at >= ${p.add(utcText(at))}`,
   createdOlderThan: (p, olderMs) =>
     `o.created_at < ${NOW} - INTERVAL ${p.add(Math.round(olderMs * 1000))} MICROSECOND`,
   // Cast so the bound text compares as an integer (no float conversion of large ids).

@@ -1,3 +1,4 @@
+import { insertChunks } from '../sql-values';
 import { randomUUID } from 'node:crypto';
 import type { DataSource, EntityManager } from 'typeorm';
 import type {
@@ -50,10 +51,6 @@ type StatsRow = Record<'pending' | 'leased' | 'delivered' | 'dead', string | num
   oldest_ms: string | number | null;
 };
 
-function utc(date: Date): string {
-  return date.toISOString().replace('T', ' ').replace('Z', '');
-}
-
 /** MySQL 8 / MariaDB 10.6+: a short READ COMMITTED claim transaction with SKIP LOCKED. */
 export class MysqlOutboxStore implements OutboxStore {
   /** InnoDB row-lock wait bound of the dispatcher's transactions, in seconds. */
@@ -82,22 +79,13 @@ export class MysqlOutboxStore implements OutboxStore {
     // With caller-given ids, one row per statement: MySQL has no RETURNING, and only a single
     // row's insert id (0 for a duplicate left alone) says whether it was written.
     const perStatement = rows.some((r) => r.idempotent === true) ? 1 : MAX_ROWS_PER_INSERT;
-    for (let start = 0; start < rows.length; start += perStatement) {
-      const chunk = rows.slice(start, start + perStatement);
-      const scheduled = chunk.some((r) => r.availableAt !== null || r.delayMs !== null);
-      const params: unknown[] = [];
-      for (const r of chunk) {
-        params.push(r.messageId, r.topic, r.key, r.type, r.payload, r.headers);
-        if (scheduled)
-          params.push(r.availableAt === null ? null : utc(r.availableAt), r.delayMs ?? 0);
-      }
-      const idempotent = chunk.some((r) => r.idempotent === true);
+    for (const chunk of insertChunks(rows, perStatement)) {
       const result: unknown = await manager.query(
-        mysqlInsert(this.names, chunk.length, scheduled, idempotent),
-        params,
+        mysqlInsert(this.names, chunk.rows.length, chunk.scheduled, chunk.idempotent),
+        chunk.params,
       );
-      const [only] = chunk;
-      if (idempotent && only !== undefined && !wroteRow(result)) present.push(only.messageId);
+      const [only] = chunk.rows;
+      if (chunk.idempotent && only !== undefined && !wroteRow(result)) present.push(only.messageId);
     }
     return present;
   }

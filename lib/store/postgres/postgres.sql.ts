@@ -1,3 +1,4 @@
+import { dropTableDdl, partialIndexesDdl } from '../partial-indexes.sql';
 import type { OutboxQueuePolicy } from '../outbox-store.port';
 import type { OutboxTableNames } from '../sql-identifier';
 
@@ -29,16 +30,11 @@ export function postgresCreateTable(n: OutboxTableNames): string[] {
   CONSTRAINT ${n.quote(`${n.tableName}_message_id_key`)} UNIQUE (message_id),
   CONSTRAINT ${n.quote(`${n.tableName}_status_check`)} CHECK (status IN ('pending', 'waiting', 'delivered', 'dead'))
 )`,
-    // The claim reads due rows in due order; waiting, delivered and dead rows stay out of it.
-    `CREATE INDEX IF NOT EXISTS ${n.quote(`${n.tableName}_pending_idx`)} ON ${t} (available_at, id) WHERE status = 'pending'`,
-    // Head-of-key checks, parking and promotion look up the undelivered rows of one key.
-    `CREATE INDEX IF NOT EXISTS ${n.quote(`${n.tableName}_key_idx`)} ON ${t} (message_key, id) WHERE status <> 'delivered' AND message_key IS NOT NULL`,
+    ...partialIndexesDdl(n),
   ];
 }
 
-export function postgresDropTable(n: OutboxTableNames): string[] {
-  return [`DROP TABLE IF EXISTS ${n.table}`];
-}
+export const postgresDropTable = dropTableDdl;
 
 /**
  * One statement: take the per-key transaction locks (when asked), then insert the rows in array

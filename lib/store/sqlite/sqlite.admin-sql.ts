@@ -1,3 +1,4 @@
+import { utcText } from '../sql-values';
 import { SqlParams } from '../sql-params';
 import type { AdminDialect } from '../admin-dialect';
 import { correlatedAdminQueries, type CorrelatedAdminVocabulary } from '../correlated-admin-sql';
@@ -7,8 +8,6 @@ const NOW = `strftime('%Y-%m-%d %H:%M:%f', 'now')`;
 const ago = (param: string): string =>
   `strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || (${param} / 1000.0) || ' seconds')`;
 const ms = (from: string): string => `(julianday('now') - julianday(${from})) * 86400000.0`;
-const utc = (at: Date): string => at.toISOString().replace('T', ' ').replace('Z', '');
-
 const SUMMARY = `o.id, o.message_id, o.topic, o.message_key, o.event_type, o.status, o.attempts, o.last_error,
   o.last_attempt_at, o.available_at, o.created_at, o.delivered_at, o.dead_at, o.locked_by, o.locked_until,
   ${ms('o.created_at')} AS age_ms`;
@@ -35,8 +34,8 @@ export const sqliteAdmin: AdminDialect = {
   messageIdIs: (p, messageId) => `o.message_id = ${p.add(messageId)}`,
   // instr, not LIKE: the text is searched for as it is. SQLite's lower() folds ASCII only.
   errorContains: (p, text) => `instr(lower(o.last_error), lower(${p.add(text)})) > 0`,
-  createdBefore: (p, at) => `o.created_at < ${p.add(utc(at))}`,
-  createdAtOrAfter: (p, at) => `o.created_at >= ${p.add(utc(at))}`,
+  createdBefore: (p, at) => `o.created_at < ${p.add(utcText(at))}`,
+  createdAtOrAfter: (p, at) => `o.created_at >= ${p.add(utcText(at))}`,
   createdOlderThan: (p, olderMs) => `o.created_at < ${ago(p.add(olderMs))}`,
   idAfter: (p, id) => `o.id > CAST(${p.add(id)} AS INTEGER)`,
   idAtMost: (p, id) => `o.id <= CAST(${p.add(id)} AS INTEGER)`,

@@ -1,3 +1,4 @@
+import { dropTableDdl, partialIndexesDdl } from '../partial-indexes.sql';
 import type { OutboxQueuePolicy } from '../outbox-store.port';
 import type { OutboxTableNames } from '../sql-identifier';
 
@@ -30,15 +31,11 @@ export function sqliteCreateTable(n: OutboxTableNames): string[] {
   delivered_at TEXT,
   dead_at TEXT
 )`,
-    // The claim reads due rows in due order; waiting, delivered and dead rows stay out of it.
-    `CREATE INDEX IF NOT EXISTS ${n.quote(`${n.tableName}_pending_idx`)} ON ${t} (available_at, id) WHERE status = 'pending'`,
-    `CREATE INDEX IF NOT EXISTS ${n.quote(`${n.tableName}_key_idx`)} ON ${t} (message_key, id) WHERE status <> 'delivered' AND message_key IS NOT NULL`,
+    ...partialIndexesDdl(n),
   ];
 }
 
-export function sqliteDropTable(n: OutboxTableNames): string[] {
-  return [`DROP TABLE IF EXISTS ${n.table}`];
-}
+export const sqliteDropTable = dropTableDdl;
 
 export function sqliteInsert(
   n: OutboxTableNames,

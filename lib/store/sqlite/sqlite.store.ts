@@ -1,3 +1,4 @@
+import { insertChunks } from '../sql-values';
 import { randomUUID } from 'node:crypto';
 import { DataSource, type EntityManager } from 'typeorm';
 import { OutboxOptionsError } from '../../errors/outbox-options.error';
@@ -55,10 +56,6 @@ function isBusy(error: unknown): boolean {
   const busy = (c: unknown) =>
     typeof c === 'string' && (c.startsWith('SQLITE_BUSY') || c.startsWith('SQLITE_LOCKED'));
   return busy(code) || busy(driverError?.code);
-}
-
-function utc(date: Date): string {
-  return date.toISOString().replace('T', ' ').replace('Z', '');
 }
 
 /** The part of better-sqlite3 the dispatcher's transactions use. */
@@ -126,21 +123,12 @@ export class SqliteOutboxStore implements OutboxStore {
   async insert(manager: EntityManager, rows: readonly NewOutboxRow[]): Promise<readonly string[]> {
     // SQLite lets one writer in at a time, so a key's id order is its commit order without locks.
     const present: string[] = [];
-    for (let start = 0; start < rows.length; start += MAX_ROWS_PER_INSERT) {
-      const chunk = rows.slice(start, start + MAX_ROWS_PER_INSERT);
-      const scheduled = chunk.some((r) => r.availableAt !== null || r.delayMs !== null);
-      const params: unknown[] = [];
-      for (const r of chunk) {
-        params.push(r.messageId, r.topic, r.key, r.type, r.payload, r.headers);
-        if (scheduled)
-          params.push(r.availableAt === null ? null : utc(r.availableAt), r.delayMs ?? 0);
-      }
-      const idempotent = chunk.some((r) => r.idempotent === true);
+    for (const chunk of insertChunks(rows, MAX_ROWS_PER_INSERT)) {
       const written: unknown = await manager.query(
-        sqliteInsert(this.names, chunk.length, scheduled, idempotent),
-        params,
+        sqliteInsert(this.names, chunk.rows.length, chunk.scheduled, chunk.idempotent),
+        chunk.params,
       );
-      if (idempotent) present.push(...alreadyPresent(chunk, written));
+      if (chunk.idempotent) present.push(...alreadyPresent(chunk.rows, written));
     }
     return present;
   }

@@ -1,0 +1,19 @@
+import type { OutboxTableNames } from './sql-identifier';
+
+// The databases with partial indexes (PostgreSQL, SQLite) share these statements word for word;
+// MySQL/MariaDB have none and index whole columns instead.
+
+/** The two partial indexes the dispatcher's queries read. */
+export function partialIndexesDdl(n: OutboxTableNames): string[] {
+  const t = n.table;
+  return [
+    // The claim reads due rows in due order; waiting, delivered and dead rows stay out of it.
+    `CREATE INDEX IF NOT EXISTS ${n.quote(`${n.tableName}_pending_idx`)} ON ${t} (available_at, id) WHERE status = 'pending'`,
+    // Head-of-key checks, parking and promotion look up the undelivered rows of one key.
+    `CREATE INDEX IF NOT EXISTS ${n.quote(`${n.tableName}_key_idx`)} ON ${t} (message_key, id) WHERE status <> 'delivered' AND message_key IS NOT NULL`,
+  ];
+}
+
+export function dropTableDdl(n: OutboxTableNames): string[] {
+  return [`DROP TABLE IF EXISTS ${n.table}`];
+}
