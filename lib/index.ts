@@ -1,5 +1,7 @@
-// Public API of nestjs-outbox. Native Kafka and RabbitMQ publishers and the Nest microservices
-// publisher live in subpath exports so the core loads none of their client libraries.
+// Public API of nestjs-outbox: what the documentation (docs/) describes, and nothing a user
+// cannot use: the store port, the module's injection tokens and the option resolver stay
+// internal. Native Kafka and RabbitMQ publishers and the Nest microservices publisher live in
+// subpath exports so the core loads none of their client libraries.
 export { OutboxModule } from './outbox.module';
 export { getOutboxToken, type OutboxProviderType } from './module/outbox.tokens';
 export { InjectOutbox, InjectOutboxAdmin } from './module/inject-outbox.decorator';
@@ -32,17 +34,11 @@ export type {
   OutboxCleanerOptions,
   OutboxUnlockerOptions,
 } from './options/outbox.options';
-export { resolveOutboxOptions, type ResolvedOutboxOptions } from './options/resolve-outbox-options';
 export {
-  OUTBOX_OPTIONS,
-  OUTBOX_STORE,
-  OUTBOX_DATA_SOURCE,
-  OUTBOX_EVENT_METADATA,
   OUTBOX_HEADER_MESSAGE_ID,
   OUTBOX_HEADER_TYPE,
   OUTBOX_HEADER_KEY,
 } from './outbox.constants';
-export { OUTBOX_MODULE_OPTIONS } from './module/outbox.module-definition';
 
 export {
   OutboxEvent,
@@ -60,17 +56,7 @@ export type {
 } from './message/outbox-message.interface';
 export type { OutboxRecord } from './message/outbox-record.interface';
 export type { OutboxPublisher, PublishOutcome } from './publishers/outbox-publisher.interface';
-export type {
-  OutboxStore,
-  OutboxStats,
-  NewOutboxRow,
-  ClaimOptions,
-  ClaimedBatch,
-  ClaimedRecord,
-  Settlement,
-  OutboxQueuePolicy,
-  RequeueReport,
-} from './store/outbox-store.port';
+export type { OutboxStats, RequeueReport } from './store/outbox-store.port';
 export type { OutboxObserver, OutboxBatchReport } from './observers/outbox-observer.interface';
 export { combineObservers } from './observers/combine-observers';
 export type { AmbientTransaction } from './options/ambient-transaction.interface';
@@ -93,7 +79,6 @@ export { createOutboxMigration } from './store/outbox-table.migration';
 export {
   ensureOutboxTable,
   outboxTableDdl,
-  outboxDialectOf,
   type OutboxDialect,
   type OutboxTableOptions,
 } from './store/outbox-dialect';
@@ -101,7 +86,6 @@ export {
 export { OutboxDispatcher, type OutboxDispatcherStatus } from './dispatch/outbox.dispatcher';
 export { OutboxUnlocker } from './dispatch/outbox.unlocker';
 export { OutboxCleaner, type OutboxCleanReport } from './dispatch/outbox.cleaner';
-export { retryDelay, type BackoffPolicy } from './dispatch/retry-backoff';
 
 export {
   fromClsTransactionHost,

@@ -2,15 +2,9 @@
 import { Module, type INestApplicationContext } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import type { DataSource } from 'typeorm';
-import {
-  OUTBOX_STORE,
-  OutboxDispatcher,
-  OutboxModule,
-  OutboxService,
-  type OutboxModuleOptions,
-  type OutboxPublisher,
-  type OutboxStore,
-} from '../../lib';
+import { OutboxDispatcher, OutboxModule, OutboxService, type OutboxModuleOptions, type OutboxPublisher } from '../../lib';
+import { OUTBOX_STORE } from '../../lib/outbox.constants';
+import { type OutboxStore } from '../../lib/store/outbox-store.port';
 import { RabbitMqPublisher } from '../../lib/publishers/rabbitmq';
 import { SERVICES } from './config';
 import { pendingCount } from './databases';

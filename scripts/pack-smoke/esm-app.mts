@@ -7,7 +7,7 @@ import { createRequire } from 'node:module';
 import { Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import {
-  OUTBOX_OPTIONS,
+  OutboxAdmin,
   OutboxDispatcher,
   OutboxEvent,
   OutboxModule,
@@ -29,7 +29,7 @@ const requiredTesting = require('nestjs-outbox/testing') as typeof import('nestj
 check(
   required.OutboxModule === OutboxModule &&
     required.OutboxService === OutboxService &&
-    required.OUTBOX_OPTIONS === OUTBOX_OPTIONS &&
+    required.OutboxAdmin === OutboxAdmin &&
     imported.OutboxModule === OutboxModule &&
     requiredTesting.RecordingPublisher === RecordingPublisher,
   'import and require give different copies of the package',

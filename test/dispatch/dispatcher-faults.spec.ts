@@ -1,18 +1,9 @@
 import { ClientTCP } from '@nestjs/microservices';
 import { Test, type TestingModule } from '@nestjs/testing';
 import type { DataSource } from 'typeorm';
-import {
-  OUTBOX_STORE,
-  OutboxDispatcher,
-  OutboxModule,
-  OutboxService,
-  ensureOutboxTable,
-  type OutboxBatchReport,
-  type OutboxDispatcherOptions,
-  type OutboxMessage,
-  type OutboxObserver,
-  type OutboxStore,
-} from '../../lib';
+import { OutboxDispatcher, OutboxModule, OutboxService, ensureOutboxTable, type OutboxBatchReport, type OutboxDispatcherOptions, type OutboxMessage, type OutboxObserver } from '../../lib';
+import { OUTBOX_STORE } from '../../lib/outbox.constants';
+import { type OutboxStore } from '../../lib/store/outbox-store.port';
 import { ClientProxyPublisher } from '../../lib/publishers/microservices';
 import type { ChildConfig } from '../support/children/child-protocol';
 import { DispatcherChild } from '../support/children/spawn-dispatcher';

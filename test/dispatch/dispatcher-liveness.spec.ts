@@ -1,16 +1,8 @@
 import { Test, type TestingModule } from '@nestjs/testing';
 import { DataSource } from 'typeorm';
-import {
-  OUTBOX_STORE,
-  OutboxDispatcher,
-  OutboxModule,
-  OutboxService,
-  OutboxUnlocker,
-  ensureOutboxTable,
-  type OutboxMessage,
-  type OutboxModuleOptions,
-  type OutboxStore,
-} from '../../lib';
+import { OutboxDispatcher, OutboxModule, OutboxService, OutboxUnlocker, ensureOutboxTable, type OutboxMessage, type OutboxModuleOptions } from '../../lib';
+import { OUTBOX_STORE } from '../../lib/outbox.constants';
+import { type OutboxStore } from '../../lib/store/outbox-store.port';
 import { MYSQL_KEY_LOCK_BUCKETS } from '../../lib/store/mysql/mysql.sql';
 import { hashKey } from '../../lib/store/outbox-row.mapper';
 import { readOutbox, TEST_DATABASES, TestOrder, uniqueTable } from '../support/databases';

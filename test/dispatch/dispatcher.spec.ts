@@ -1,19 +1,8 @@
 import { Test, type TestingModule } from '@nestjs/testing';
 import type { DataSource } from 'typeorm';
-import {
-  OUTBOX_STORE,
-  OutboxCleaner,
-  OutboxDispatcher,
-  OutboxModule,
-  OutboxService,
-  OutboxUnlocker,
-  PermanentPublishError,
-  ensureOutboxTable,
-  type OutboxBatchReport,
-  type OutboxMessage,
-  type OutboxModuleOptions,
-  type OutboxStore,
-} from '../../lib';
+import { OutboxCleaner, OutboxDispatcher, OutboxModule, OutboxService, OutboxUnlocker, PermanentPublishError, ensureOutboxTable, type OutboxBatchReport, type OutboxMessage, type OutboxModuleOptions } from '../../lib';
+import { OUTBOX_STORE } from '../../lib/outbox.constants';
+import { type OutboxStore } from '../../lib/store/outbox-store.port';
 import {
   readOutbox,
   TEST_DATABASES,

@@ -1,20 +1,8 @@
 import { Test, type TestingModule } from '@nestjs/testing';
 import type { DataSource } from 'typeorm';
-import {
-  OUTBOX_STORE,
-  OutboxAdmin,
-  OutboxDispatcher,
-  OutboxError,
-  OutboxAdminInputError,
-  OutboxModule,
-  OutboxService,
-  PermanentPublishError,
-  ensureOutboxTable,
-  type OutboxMessage,
-  type OutboxMessageSummary,
-  type OutboxModuleOptions,
-  type OutboxStore,
-} from '../../lib';
+import { OutboxAdmin, OutboxDispatcher, OutboxError, OutboxAdminInputError, OutboxModule, OutboxService, PermanentPublishError, ensureOutboxTable, type OutboxMessage, type OutboxMessageSummary, type OutboxModuleOptions } from '../../lib';
+import { OUTBOX_STORE } from '../../lib/outbox.constants';
+import { type OutboxStore } from '../../lib/store/outbox-store.port';
 import { RecordingPublisher } from '../../lib/testing';
 import { readOutbox, TEST_DATABASES, uniqueTable } from '../support/databases';
 import { dropOutboxTable, sleep } from '../support/outbox-harness';

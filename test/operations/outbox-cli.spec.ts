@@ -5,18 +5,9 @@ import { dirname, join, relative, resolve } from 'node:path';
 import { Test, type TestingModule } from '@nestjs/testing';
 import ts from 'typescript';
 import type { DataSource } from 'typeorm';
-import {
-  OUTBOX_STORE,
-  OutboxAdmin,
-  OutboxDispatcher,
-  OutboxModule,
-  OutboxService,
-  PermanentPublishError,
-  outboxTableDdl,
-  type OutboxDialect,
-  type OutboxMessage,
-  type OutboxStore,
-} from '../../lib';
+import { OutboxAdmin, OutboxDispatcher, OutboxModule, OutboxService, PermanentPublishError, outboxTableDdl, type OutboxDialect, type OutboxMessage } from '../../lib';
+import { OUTBOX_STORE } from '../../lib/outbox.constants';
+import { type OutboxStore } from '../../lib/store/outbox-store.port';
 import { RecordingPublisher } from '../../lib/testing';
 import { readOutbox, TEST_DATABASES, uniqueTable, type TestDatabase } from '../support/databases';
 import { dropOutboxTable, quoteTable } from '../support/outbox-harness';

@@ -1,7 +1,8 @@
 import { Logger } from '@nestjs/common';
 import { SchedulerRegistry } from '@nestjs/schedule';
 import { DataSource } from 'typeorm';
-import { resolveOutboxOptions, type OutboxModuleOptions, type OutboxPublisher } from '../../lib';
+import { type OutboxModuleOptions, type OutboxPublisher } from '../../lib';
+import { resolveOutboxOptions } from '../../lib/options/resolve-outbox-options';
 import { IntervalWorker, type IntervalWorkerName } from '../../lib/dispatch/interval-worker';
 import type { ResolvedOutboxOptions } from '../../lib/options/resolve-outbox-options';
 

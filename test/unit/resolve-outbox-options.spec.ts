@@ -1,14 +1,7 @@
 import { Test } from '@nestjs/testing';
 import { DataSource } from 'typeorm';
-import {
-  OutboxDispatcher,
-  OutboxModule,
-  OutboxOptionsError,
-  OutboxService,
-  resolveOutboxOptions,
-  type OutboxModuleOptions,
-  type OutboxPublisher,
-} from '../../lib';
+import { OutboxDispatcher, OutboxModule, OutboxOptionsError, OutboxService, type OutboxModuleOptions, type OutboxPublisher } from '../../lib';
+import { resolveOutboxOptions } from '../../lib/options/resolve-outbox-options';
 import { resolveKafkaPublisherOptions, type KafkaPublisherOptions } from '../../lib/publishers/kafka';
 import { resolveRabbitMqPublisherOptions, type RabbitMqPublisherOptions } from '../../lib/publishers/rabbitmq';
 import { OUTBOX_OPTION_KEYS } from '../../lib/options/resolve-outbox-options';

@@ -1,4 +1,4 @@
-import { retryDelay } from '../../lib';
+import { retryDelay } from '../../lib/dispatch/retry-backoff';
 import { describeError, redactSecrets } from '../../lib/internal/describe-error';
 
 describe('retryDelay', () => {
