@@ -101,7 +101,7 @@ export class OutboxService implements OnApplicationShutdown {
     const tx = this.transactionOf(manager);
     let duplicates: readonly string[] = [];
     if (rows.length > 0) {
-      duplicates = await this.store.insert(tx, rows, this.options.ordering.enabled);
+      duplicates = await this.store.insert(tx, rows, this.options.ordering.queue.ordered);
       this.commits.track(tx.queryRunner);
     }
     return { messageIds: rows.map((r) => r.messageId), duplicates };

@@ -367,7 +367,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
       records,
       result,
       retry,
-      deadAdvancesKey: ordering.onDeadLetter === 'skip',
+      deadAdvancesKey: !ordering.queue.deadBlocksKey,
       outagePauseMs: this.outagePauseMs,
       probeEveryMs: this.publisher.ping === undefined ? undefined : OUTAGE_PROBE_INTERVAL_MS,
     });

@@ -7,10 +7,14 @@ import type {
   OutboxRetryOptions,
   OutboxUnlockerOptions,
 } from './outbox.options';
+import type { OutboxQueuePolicy } from '../store/outbox-store.port';
+import { queuePolicyOf } from '../store/queue-policy';
 
 export interface ResolvedOrderingOptions {
   readonly enabled: boolean;
   readonly onDeadLetter: 'block' | 'skip';
+  /** The queue's rules these options make, worked out once here for every part of the module. */
+  readonly queue: OutboxQueuePolicy;
 }
 
 export interface ResolvedRetryOptions {
@@ -49,10 +53,8 @@ export function resolveOrderingOptions(
       "Use 'block' (hold the key until an operator acts) or 'skip'.",
     );
   }
-  return {
-    enabled: bool(ordering.enabled, defaults.enabled.value, 'ordering.enabled'),
-    onDeadLetter,
-  };
+  const enabled = bool(ordering.enabled, defaults.enabled.value, 'ordering.enabled');
+  return { enabled, onDeadLetter, queue: queuePolicyOf({ enabled, onDeadLetter }) };
 }
 
 export function resolveRetryOptions(value: OutboxRetryOptions | undefined): ResolvedRetryOptions {

@@ -1,6 +1,7 @@
 import type { DataSource } from 'typeorm';
 import { OutboxTableMissingError } from '../errors/outbox-table-missing.error';
-import type { OutboxQueuePolicy, OutboxStore } from './outbox-store.port';
+import type { OutboxStore } from './outbox-store.port';
+import { queuePolicyOf } from './queue-policy';
 import { describeError } from '../internal/describe-error';
 import { OutboxMessages } from '../outbox.messages';
 import type { OutboxStoreContext } from './outbox-database';
@@ -17,10 +18,7 @@ export async function createOutboxStore(
   },
   dispatch: { enabled: boolean; notify: boolean },
 ): Promise<OutboxStore> {
-  const policy: OutboxQueuePolicy = {
-    ordered: table.ordering?.enabled ?? true,
-    deadBlocksKey: (table.ordering?.onDeadLetter ?? 'block') === 'block',
-  };
+  const policy = queuePolicyOf(table.ordering);
   const timeoutMs = table.dispatcher?.dbTimeoutMs ?? 10_000;
   const database = outboxDatabase(dataSource.options.type);
   const dialect = outboxDialectOf(dataSource.options.type);

@@ -1,6 +1,7 @@
 import type { DataSource } from 'typeorm';
 import { OutboxAdminInputError } from '../../errors/outbox-admin-input.error';
 import type { OutboxStats, OutboxStore, RequeueReport } from '../../store/outbox-store.port';
+import { queuePolicyOf } from '../../store/queue-policy';
 import { suggestOption } from '../../options/option-checks';
 import { outboxDatabase, outboxDialectOf, tableNamesFor } from '../../store/outbox-dialect';
 import type { OutboxTableNames } from '../../store/sql-identifier';
@@ -242,8 +243,9 @@ export class OutboxAdmin {
       tableName: options.tableName,
       schema: options.schema ?? undefined,
     });
-    this.ordered = options.ordering?.enabled ?? true;
-    this.deadBlocksKey = (options.ordering?.onDeadLetter ?? 'block') === 'block';
+    ({ ordered: this.ordered, deadBlocksKey: this.deadBlocksKey } = queuePolicyOf(
+      options.ordering,
+    ));
   }
 
   /** Messages matching `filter`, in queue (id) order, one page at a time. */
