@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { Controller, Module } from '@nestjs/common';
+import { Controller, Module, type INestMicroservice } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import {
   ClientProxyFactory,
@@ -46,6 +46,22 @@ class OrdersConsumer {
 @Module({ controllers: [OrdersConsumer] })
 class ConsumerModule {}
 
+/** The Nest RMQ microservice on `queue`, reading it with the deserializer the package ships. */
+async function startConsumer(queue: string): Promise<INestMicroservice> {
+  const app = await NestFactory.createMicroservice<MicroserviceOptions>(ConsumerModule, {
+    logger: false,
+    transport: Transport.RMQ,
+    options: {
+      urls: [RABBITMQ_URL],
+      queue,
+      queueOptions: { durable: true },
+      deserializer: new RabbitMqOutboxDeserializer(),
+    },
+  });
+  await app.listen();
+  return app;
+}
+
 describeWith(['rabbitmq'], 'RabbitMqOutboxDeserializer in a Nest RMQ microservice', () => {
   beforeEach(() => {
     received.length = 0;
@@ -53,17 +69,7 @@ describeWith(['rabbitmq'], 'RabbitMqOutboxDeserializer in a Nest RMQ microservic
 
   it('routes each message RabbitMqPublisher sends to the handler of its event type', async () => {
     const queue = `q-nest-consumer-${randomUUID()}`;
-    const app = await NestFactory.createMicroservice<MicroserviceOptions>(ConsumerModule, {
-      logger: false,
-      transport: Transport.RMQ,
-      options: {
-        urls: [RABBITMQ_URL],
-        queue,
-        queueOptions: { durable: true },
-        deserializer: new RabbitMqOutboxDeserializer(),
-      },
-    });
-    await app.listen();
+    const app = await startConsumer(queue);
     const publisher = new RabbitMqPublisher({
       url: RABBITMQ_URL,
       assertTopology: async (channel) => {
@@ -98,17 +104,7 @@ describeWith(['rabbitmq'], 'RabbitMqOutboxDeserializer in a Nest RMQ microservic
   // never be answered.
   it('passes what a Nest ClientRMQ emits or sends as Nest packets', async () => {
     const queue = `q-nest-consumer-${randomUUID()}`;
-    const app = await NestFactory.createMicroservice<MicroserviceOptions>(ConsumerModule, {
-      logger: false,
-      transport: Transport.RMQ,
-      options: {
-        urls: [RABBITMQ_URL],
-        queue,
-        queueOptions: { durable: true },
-        deserializer: new RabbitMqOutboxDeserializer(),
-      },
-    });
-    await app.listen();
+    const app = await startConsumer(queue);
     const client = ClientProxyFactory.create({
       transport: Transport.RMQ,
       options: { urls: [RABBITMQ_URL], queue, queueOptions: { durable: true } },
