@@ -75,9 +75,9 @@ export { PublisherUnavailableError } from './errors/publisher-unavailable.error'
 export { PublishTimeoutError } from './errors/publish-timeout.error';
 export { OutboxDatabaseTimeoutError } from './errors/outbox-database-timeout.error';
 
-export { createOutboxMigration } from './store/outbox-table.migration';
+export { createOutboxMigration } from './orm/typeorm/outbox-table.migration';
+export { ensureOutboxTable } from './orm/typeorm/typeorm-tables';
 export {
-  ensureOutboxTable,
   outboxTableDdl,
   type OutboxDialect,
   type OutboxTableOptions,

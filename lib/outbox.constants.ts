@@ -36,3 +36,5 @@ export function outboxTimerName(
 }
 /** Injection token of the TypeORM DataSource holding the outbox table. */
 export const OUTBOX_DATA_SOURCE = Symbol('nestjs-outbox:data-source');
+/** The SQL port (`lib/store/sql-port.ts`) over the instance's DataSource. */
+export const OUTBOX_SQL = Symbol('nestjs-outbox:sql');

@@ -11,6 +11,7 @@ import {
   OUTBOX_DATA_SOURCE,
   OUTBOX_INSTANCE_NAME,
   OUTBOX_OPTIONS,
+  OUTBOX_SQL,
   OUTBOX_STORE,
 } from './outbox.constants';
 import {
@@ -30,6 +31,8 @@ import {
   type ResolvedOutboxOptions,
 } from './options/resolve-outbox-options';
 import { createOutboxStore } from './store/create-outbox-store';
+import type { SqlPort } from './store/sql-port';
+import { typeormSqlPort } from './orm/typeorm/typeorm.sql-port';
 import { OutboxCleaner } from './dispatch/outbox.cleaner';
 import { OutboxDispatcher } from './dispatch/outbox.dispatcher';
 import { OutboxUnlocker } from './dispatch/outbox.unlocker';
@@ -91,11 +94,12 @@ function coreProviders(workers: boolean, name: string): Provider[] {
             )
           : Promise.resolve(options.dataSource),
     },
+    { provide: OUTBOX_SQL, inject: [OUTBOX_DATA_SOURCE], useFactory: typeormSqlPort },
     {
       provide: OUTBOX_STORE,
-      inject: [OUTBOX_OPTIONS, OUTBOX_DATA_SOURCE],
-      useFactory: (options: ResolvedOutboxOptions, dataSource: DataSource) =>
-        createOutboxStore(dataSource, options, {
+      inject: [OUTBOX_OPTIONS, OUTBOX_SQL],
+      useFactory: (options: ResolvedOutboxOptions, sql: SqlPort) =>
+        createOutboxStore(sql, options, {
           enabled: workers,
           notify: options.dispatcher.listen,
         }),

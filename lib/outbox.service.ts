@@ -1,5 +1,6 @@
 import { Inject, Injectable, type OnApplicationShutdown } from '@nestjs/common';
-import type { DataSource, EntityManager } from 'typeorm';
+import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
+import { typeormSqlRunner } from './orm/typeorm/typeorm.sql-port';
 import { OutboxError } from './errors/outbox.error';
 import { OutboxInvalidMessageError } from './errors/outbox-invalid-message.error';
 import { OutboxTransactionRequiredError } from './errors/outbox-transaction-required.error';
@@ -101,8 +102,13 @@ export class OutboxService implements OnApplicationShutdown {
     const tx = this.transactionOf(manager);
     let duplicates: readonly string[] = [];
     if (rows.length > 0) {
-      duplicates = await this.store.insert(tx, rows, this.options.ordering.queue.ordered);
-      this.commits.track(tx.queryRunner);
+      const runner = tx.queryRunner as QueryRunner;
+      duplicates = await this.store.insert(
+        typeormSqlRunner(runner),
+        rows,
+        this.options.ordering.queue.ordered,
+      );
+      this.commits.track(runner);
     }
     return { messageIds: rows.map((r) => r.messageId), duplicates };
   }

@@ -5,11 +5,13 @@ import type { DataSource } from 'typeorm';
 import { OutboxAdmin } from '../operations/admin/outbox.admin';
 import { OutboxOptionsError } from '../errors/outbox-options.error';
 import type { OutboxStore } from '../store/outbox-store.port';
+import type { SqlPort } from '../store/sql-port';
 import {
   DEFAULT_OUTBOX_NAME,
   OUTBOX_DATA_SOURCE,
   OUTBOX_INSTANCE_NAME,
   OUTBOX_OPTIONS,
+  OUTBOX_SQL,
   OUTBOX_STORE,
 } from '../outbox.constants';
 import { OutboxMessages } from '../outbox.messages';
@@ -73,9 +75,9 @@ export function namedProviders(workers: boolean, name: string): Provider[] {
     },
     {
       provide: token(OutboxAdmin),
-      inject: [OUTBOX_DATA_SOURCE, OUTBOX_STORE, OUTBOX_OPTIONS],
-      useFactory: (dataSource: DataSource, store: OutboxStore, options: ResolvedOutboxOptions) =>
-        new OutboxAdmin(dataSource, store, options),
+      inject: [OUTBOX_SQL, OUTBOX_STORE, OUTBOX_OPTIONS],
+      useFactory: (sql: SqlPort, store: OutboxStore, options: ResolvedOutboxOptions) =>
+        new OutboxAdmin(sql, store, options),
     },
   ];
   if (!workers) return core;

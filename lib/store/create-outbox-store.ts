@@ -1,15 +1,15 @@
-import type { DataSource } from 'typeorm';
 import { OutboxTableMissingError } from '../errors/outbox-table-missing.error';
 import type { OutboxStore } from './outbox-store.port';
 import { queuePolicyOf } from './queue-policy';
 import { describeError } from '../internal/describe-error';
 import { OutboxMessages } from '../outbox.messages';
 import type { OutboxStoreContext } from './outbox-database';
+import type { SqlPort } from './sql-port';
 import { outboxDatabase, outboxDialectOf, tableNamesFor } from './outbox-dialect';
 
-/** Picks the store for the DataSource's database; opens what the dispatcher needs when asked. */
+/** Picks the store for the port's database; opens what the dispatcher needs when asked. */
 export async function createOutboxStore(
-  dataSource: DataSource,
+  sql: SqlPort,
   table: {
     tableName: string;
     schema: string | null;
@@ -20,17 +20,17 @@ export async function createOutboxStore(
 ): Promise<OutboxStore> {
   const policy = queuePolicyOf(table.ordering);
   const timeoutMs = table.dispatcher?.dbTimeoutMs ?? 10_000;
-  const database = outboxDatabase(dataSource.options.type);
-  const dialect = outboxDialectOf(dataSource.options.type);
+  const database = outboxDatabase(sql.databaseType);
+  const dialect = outboxDialectOf(sql.databaseType);
   const names = tableNamesFor(dialect, {
     tableName: table.tableName,
     schema: table.schema ?? undefined,
   });
-  if (dataSource.isInitialized) {
+  if (sql.isConnected) {
     // Fail at bootstrap, not at the first enqueue, when the migration has not run.
     try {
       // The columns added in 0.2 are probed too: an older table fails here, not mid-dispatch.
-      await dataSource.query(
+      await sql.query(
         `SELECT 1 FROM ${names.table} WHERE 1 = 0 AND last_attempt_at IS NULL AND dead_at IS NULL`,
       );
     } catch (error) {
@@ -52,6 +52,6 @@ export async function createOutboxStore(
     table: { tableName: table.tableName, schema: table.schema ?? null },
     dispatch,
   };
-  if (dataSource.isInitialized) await database.checkTable?.(dataSource, context);
-  return database.createStore(dataSource, context);
+  if (sql.isConnected) await database.checkTable?.(sql, context);
+  return database.createStore(sql, context);
 }

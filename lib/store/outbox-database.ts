@@ -1,10 +1,10 @@
-import type { DataSource } from 'typeorm';
 import type { InboxTableNames } from '../inbox/inbox.interfaces';
 import type { AdminDialect } from './admin-dialect';
 import type { OutboxQueuePolicy, OutboxStore } from './outbox-store.port';
 import type { IdentifierQuoting, OutboxTableNames } from './sql-identifier';
+import type { SqlPort } from './sql-port';
 
-/** Runs one statement on whatever connection the caller holds (DataSource or QueryRunner). */
+/** Runs one statement on whatever connection the caller holds (the port, a migration's runner). */
 export type StatementRunner = (sql: string, params?: unknown[]) => Promise<unknown>;
 
 /** What `createOutboxStore` knows when it builds a database's store. */
@@ -38,8 +38,8 @@ export interface OutboxDatabase<D extends string = string> {
   /** Brings a table that already existed up to date after `createTable` ran. */
   afterCreateTable?(run: StatementRunner, n: OutboxTableNames): Promise<void>;
   /** Bootstrap checks beyond the column probe every database gets; throws to refuse to start. */
-  checkTable?(dataSource: DataSource, context: OutboxStoreContext): Promise<void>;
-  createStore(dataSource: DataSource, context: OutboxStoreContext): Promise<OutboxStore>;
+  checkTable?(sql: SqlPort, context: OutboxStoreContext): Promise<void>;
+  createStore(sql: SqlPort, context: OutboxStoreContext): Promise<OutboxStore>;
   readonly admin: AdminDialect;
   readonly inbox: InboxSql;
 }

@@ -1,9 +1,9 @@
-import type { DataSource } from 'typeorm';
 import { OutboxOptionsError } from '../errors/outbox-options.error';
 import { OutboxMessages } from '../outbox.messages';
 import type { OutboxDatabase } from './outbox-database';
 import { OUTBOX_DATABASES, outboxDatabaseOf, type OutboxDriverType } from './outbox-databases';
 import { assertIdentifier, outboxTableNames, type OutboxTableNames } from './sql-identifier';
+import type { SqlPort } from './sql-port';
 
 /** The database families the outbox supports. */
 export type OutboxDialect = (typeof OUTBOX_DATABASES)[OutboxDriverType]['dialect'];
@@ -54,17 +54,17 @@ export function outboxTableDropDdl(
   return OUTBOX_DATABASES[dialect].dropTable(tableNamesFor(dialect, options));
 }
 
-/** Creates the outbox table if it does not exist, e.g. in tests or at the start of a sample app. */
-export async function ensureOutboxTable(
-  dataSource: DataSource,
+/** Creates the outbox table if it does not exist, and brings an older one up to date. */
+export async function createOutboxTable(
+  sql: SqlPort,
   options: OutboxTableOptions = {},
 ): Promise<void> {
-  const dialect = outboxDialectOf(dataSource.options.type);
-  for (const sql of outboxTableDdl(dialect, options)) {
-    await dataSource.query(sql);
+  const dialect = outboxDialectOf(sql.databaseType);
+  for (const statement of outboxTableDdl(dialect, options)) {
+    await sql.query(statement);
   }
   await OUTBOX_DATABASES[dialect].afterCreateTable?.(
-    (sql, params) => dataSource.query(sql, params),
+    async (statement, params) => (await sql.query(statement, params)).rows,
     tableNamesFor(dialect, options),
   );
 }

@@ -1,5 +1,5 @@
-import type { EntityManager } from 'typeorm';
 import type { OutboxRecord } from '../message/outbox-record.interface';
+import type { SqlRunner } from './sql-port';
 
 /** A message ready to be written, already validated and serialised. */
 export interface NewOutboxRow {
@@ -82,8 +82,10 @@ export interface RequeueReport {
 }
 
 /**
- * The database port. Implementations exist per dialect; every statement is parameterised and
- * uses the database clock for leases.
+ * The outbox's operations on its table. One implementation per database
+ * (`lib/store/<database>/<database>.store.ts`), each on top of the SQL port (`sql-port.ts`), so
+ * it runs under any ORM that implements the port. Every statement is parameterised and uses the
+ * database clock for leases.
  */
 export interface OutboxStore {
   /**
@@ -91,7 +93,7 @@ export interface OutboxStore {
    * Resolves to the message ids of `idempotent` rows that were already in the table (not written).
    */
   insert(
-    manager: EntityManager,
+    tx: SqlRunner,
     rows: readonly NewOutboxRow[],
     lockKeys: boolean,
   ): Promise<readonly string[]>;

@@ -1,4 +1,5 @@
 import type { DataSource } from 'typeorm';
+import { typeormSqlPort } from '../orm/typeorm/typeorm.sql-port';
 import { outboxDialectOf, tableNamesFor, type OutboxTableOptions } from '../store/outbox-dialect';
 
 /**
@@ -12,11 +13,5 @@ export async function clearOutbox(
   options: OutboxTableOptions = {},
 ): Promise<number> {
   const { table } = tableNamesFor(outboxDialectOf(dataSource.options.type), options);
-  const runner = dataSource.createQueryRunner();
-  try {
-    const result = await runner.query(`DELETE FROM ${table}`, [], true);
-    return result.affected ?? 0;
-  } finally {
-    await runner.release();
-  }
+  return (await typeormSqlPort(dataSource).query(`DELETE FROM ${table}`)).affected;
 }

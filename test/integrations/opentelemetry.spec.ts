@@ -35,7 +35,7 @@ import { KafkaPublisher } from '../../lib/publishers/kafka';
 import { ClientProxyPublisher, type OutboxEnvelope } from '../../lib/publishers/microservices';
 import { traceContextHeaders, TracedPublisher } from '../../lib/integrations/opentelemetry';
 import { RabbitMqPublisher } from '../../lib/publishers/rabbitmq';
-import { ensureOutboxTable } from '../../lib/store/outbox-dialect';
+import { ensureOutboxTable } from '../../lib/orm/typeorm/typeorm-tables';
 import { readOutbox, testDatabase, TestOrder, uniqueTable } from '../support/databases';
 import { describeWith, SERVICES } from '../support/services';
 import { Collector } from '../support/transports/collector';

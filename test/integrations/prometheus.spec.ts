@@ -12,7 +12,7 @@ import {
 } from '../../lib';
 import { OutboxMetrics, OutboxPrometheusModule } from '../../lib/integrations/prometheus';
 import { RabbitMqPublisher } from '../../lib/publishers/rabbitmq';
-import { ensureOutboxTable } from '../../lib/store/outbox-dialect';
+import { ensureOutboxTable } from '../../lib/orm/typeorm/typeorm-tables';
 import { testDatabase, uniqueTable } from '../support/databases';
 import { describeWith, SERVICES } from '../support/services';
 import { freePort } from '../support/transports/net';

@@ -11,7 +11,7 @@ import {
   type OutboxPublisher,
 } from '../../lib';
 import { RabbitMqPublisher } from '../../lib/publishers/rabbitmq';
-import { ensureOutboxTable } from '../../lib/store/outbox-dialect';
+import { ensureOutboxTable } from '../../lib/orm/typeorm/typeorm-tables';
 import {
   OutboxHealthIndicator,
   resolveOutboxHealthOptions,

@@ -2,6 +2,7 @@ import type { DataSource } from 'typeorm';
 import type { OutboxQueuePolicy, OutboxStore } from '../../lib/store/outbox-store.port';
 import { claimWindow } from '../../lib/store/claim-window';
 import { createOutboxStore } from '../../lib/store/create-outbox-store';
+import { typeormSqlPort } from '../../lib/orm/typeorm/typeorm.sql-port';
 import {
   mysqlClaimWindow,
   mysqlFirstBlocking,
@@ -221,7 +222,7 @@ for (const [db, stats] of TEST_DATABASES.flatMap((d) =>
         names = tableNamesFor(outboxDialectOf(ds.options.type), { tableName: table });
         await load(ds, names, stats);
         store = await createOutboxStore(
-          ds,
+          typeormSqlPort(ds),
           { tableName: table, schema: null, ordering: { enabled: true, onDeadLetter: 'block' } },
           { enabled: true, notify: false },
         );

@@ -1,5 +1,6 @@
 import { randomUUID } from 'node:crypto';
-import type { DataSource } from 'typeorm';
+import type { DataSource, QueryRunner } from 'typeorm';
+import { typeormSqlPort, typeormSqlRunner } from '../../lib/orm/typeorm/typeorm.sql-port';
 import { createOutboxStore } from '../../lib/store/create-outbox-store';
 import type { ClaimedBatch, NewOutboxRow, OutboxStore } from '../../lib/store/outbox-store.port';
 import { readOutbox, uniqueTable, type OutboxRow, type TestDatabase } from '../support/databases';
@@ -24,7 +25,7 @@ export function storeOn(db: TestDatabase): MakeStore {
     const table = uniqueTable('outbox_sc');
     const dataSource = await db.open(table);
     const store = await createOutboxStore(
-      dataSource,
+      typeormSqlPort(dataSource),
       {
         tableName: table,
         schema: null,
@@ -76,7 +77,9 @@ export function outboxStoreConformance(
     const claim = (limit: number, leaseMs = 60_000): Promise<ClaimedBatch> =>
       f.store.claim({ limit, owner: `worker-${name}`, leaseMs });
     const enqueue = (rows: readonly NewOutboxRow[]): Promise<readonly string[]> =>
-      f.dataSource.transaction((manager) => f.store.insert(manager, rows, true));
+      f.dataSource.transaction((manager) =>
+        f.store.insert(typeormSqlRunner(manager.queryRunner as QueryRunner), rows, true),
+      );
     const rows = (): Promise<OutboxRow[]> => readOutbox(f.dataSource, f.table);
     const byId = async (id: string): Promise<OutboxRow> => {
       const found = (await rows()).find((r) => r.id === id);

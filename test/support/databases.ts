@@ -8,7 +8,7 @@ import {
   PrimaryGeneratedColumn,
   type DataSourceOptions,
 } from 'typeorm';
-import { ensureOutboxTable } from '../../lib/store/outbox-dialect';
+import { ensureOutboxTable } from '../../lib/orm/typeorm/typeorm-tables';
 import { SERVICES, type ServiceName } from './services';
 
 /** A business row written next to outbox messages in the tests' transactions. */

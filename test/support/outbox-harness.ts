@@ -9,7 +9,7 @@ import {
   type OutboxModuleOptions,
   type OutboxPublisher,
 } from '../../lib';
-import { ensureOutboxTable } from '../../lib/store/outbox-dialect';
+import { ensureOutboxTable } from '../../lib/orm/typeorm/typeorm-tables';
 import { readOutbox, uniqueTable, type OutboxRow } from './databases';
 import { waitFor } from './wait-for';
 

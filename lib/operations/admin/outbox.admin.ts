@@ -1,4 +1,3 @@
-import type { DataSource } from 'typeorm';
 import { OutboxAdminInputError } from '../../errors/outbox-admin-input.error';
 import type { OutboxStats, OutboxStore, RequeueReport } from '../../store/outbox-store.port';
 import { queuePolicyOf } from '../../store/queue-policy';
@@ -35,6 +34,7 @@ import type {
   OutboxTopicCounts,
 } from './outbox-admin.interfaces';
 import type { SqlParams } from '../../store/sql-params';
+import type { SqlPort } from '../../store/sql-port';
 
 /** Where the admin API finds the table, and how the app queues a key's messages. */
 export interface OutboxAdminOptions {
@@ -233,11 +233,11 @@ export class OutboxAdmin {
   private readonly deadBlocksKey: boolean;
 
   constructor(
-    private readonly dataSource: DataSource,
+    private readonly sqlPort: SqlPort,
     private readonly store: OutboxStore,
     options: OutboxAdminOptions = {},
   ) {
-    const dialect = outboxDialectOf(dataSource.options.type);
+    const dialect = outboxDialectOf(sqlPort.databaseType);
     this.sql = outboxDatabase(dialect).admin;
     this.names = tableNamesFor(dialect, {
       tableName: options.tableName,
@@ -560,7 +560,7 @@ export class OutboxAdmin {
     return conditions.length === 0 ? '1 = 1' : conditions.join(' AND ');
   }
 
-  private query<R>(sql: string, p: SqlParams): Promise<R[]> {
-    return this.dataSource.query<R[]>(sql, p.values);
+  private async query<R>(sql: string, p: SqlParams): Promise<R[]> {
+    return (await this.sqlPort.query<R>(sql, p.values)).rows;
   }
 }

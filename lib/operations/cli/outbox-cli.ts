@@ -5,9 +5,10 @@ import { OutboxError } from '../../errors/outbox.error';
 import { OutboxTableMissingError } from '../../errors/outbox-table-missing.error';
 import type { OutboxStore } from '../../store/outbox-store.port';
 import { describeError, redactSecrets } from '../../internal/describe-error';
+import { typeormSqlPort } from '../../orm/typeorm/typeorm.sql-port';
 import { createOutboxStore } from '../../store/create-outbox-store';
+import { ensureOutboxTable } from '../../orm/typeorm/typeorm-tables';
 import {
-  ensureOutboxTable,
   outboxTableDdl,
   tableNamesFor,
   type OutboxDialect,
@@ -34,7 +35,6 @@ interface CliResult {
 }
 
 interface Connected {
-  readonly dataSource: DataSource;
   readonly store: OutboxStore;
   readonly admin: OutboxAdmin;
 }
@@ -198,10 +198,11 @@ async function withStore<T>(
     schema: args.schema,
     ordering: { enabled: true, onDeadLetter: args.onDeadLetter },
   };
+  const sql = typeormSqlPort(dataSource);
   let store: OutboxStore;
   try {
     // Workers off: the CLI never claims, and on SQLite opens its write connection only if asked.
-    store = await createOutboxStore(dataSource, options, { enabled: false, notify: false });
+    store = await createOutboxStore(sql, options, { enabled: false, notify: false });
   } catch (error) {
     if (!(error instanceof OutboxTableMissingError)) throw error;
     throw new OutboxError(
@@ -211,7 +212,7 @@ async function withStore<T>(
     );
   }
   try {
-    return await work({ dataSource, store, admin: new OutboxAdmin(dataSource, store, options) });
+    return await work({ store, admin: new OutboxAdmin(sql, store, options) });
   } finally {
     await store.close();
   }

@@ -1,8 +1,8 @@
-import type { DataSource } from 'typeorm';
 import { OutboxTableMissingError } from '../../errors/outbox-table-missing.error';
 import { describeError } from '../../internal/describe-error';
 import { OutboxMessages } from '../../outbox.messages';
 import type { OutboxDatabase, OutboxStoreContext } from '../outbox-database';
+import type { SqlPort } from '../sql-port';
 import { mysqlAdmin } from './mysql.admin-sql';
 import {
   mysqlInboxDrop,
@@ -25,11 +25,11 @@ export const mysqlDatabase: OutboxDatabase<'mysql'> = {
   dropTable: mysqlDropTable,
   // Tables made before 0.3 compare keys and topics ignoring trailing spaces: fix in place.
   afterCreateTable: mysqlEnsureNoPad,
-  async checkTable(dataSource, context) {
+  async checkTable(sql, context) {
     const { names, table, policy } = context;
     const ref = { tableName: table.tableName, schema: table.schema ?? undefined };
     const { padded } = await mysqlPaddedColumns(
-      (sql, params) => dataSource.query(sql, params),
+      async (statement, params) => (await sql.query(statement, params)).rows,
       names,
     );
     if (padded.length > 0) {
@@ -39,10 +39,10 @@ export const mysqlDatabase: OutboxDatabase<'mysql'> = {
         { cause: undefined },
       );
     }
-    if (policy.ordered) await checkKeyLockTable(dataSource, names.lockTable, ref);
+    if (policy.ordered) await checkKeyLockTable(sql, names.lockTable, ref);
   },
-  createStore: (dataSource: DataSource, { names, policy, timeoutMs }: OutboxStoreContext) =>
-    Promise.resolve(new MysqlOutboxStore(dataSource, names, policy, timeoutMs)),
+  createStore: (sql: SqlPort, { names, policy, timeoutMs }: OutboxStoreContext) =>
+    Promise.resolve(new MysqlOutboxStore(sql, names, policy, timeoutMs)),
   admin: mysqlAdmin,
   inbox: {
     createTable: mysqlInboxTable,
@@ -58,7 +58,7 @@ export const mysqlDatabase: OutboxDatabase<'mysql'> = {
  * only, so a missing row would silently stop serialising the keys that hash to it.
  */
 async function checkKeyLockTable(
-  dataSource: DataSource,
+  sql: SqlPort,
   lockTable: string,
   ref: { tableName: string; schema: string | undefined },
 ): Promise<void> {
@@ -66,9 +66,11 @@ async function checkKeyLockTable(
   let problem: string | undefined;
   let cause: unknown;
   try {
-    const [row] = await dataSource.query<{ n: number | string; lo: unknown; hi: unknown }[]>(
-      `SELECT COUNT(*) AS n, MIN(bucket) AS lo, MAX(bucket) AS hi FROM ${lockTable}`,
-    );
+    const [row] = (
+      await sql.query<{ n: number | string; lo: unknown; hi: unknown }>(
+        `SELECT COUNT(*) AS n, MIN(bucket) AS lo, MAX(bucket) AS hi FROM ${lockTable}`,
+      )
+    ).rows;
     const n = Number(row?.n ?? 0);
     if (n !== expected || Number(row?.lo) !== 0 || Number(row?.hi) !== expected - 1)
       problem = `holds ${n} of its ${expected} rows`;

@@ -1,6 +1,5 @@
 import { insertChunks } from '../sql-values';
 import { randomUUID } from 'node:crypto';
-import type { DataSource, EntityManager } from 'typeorm';
 import type {
   ClaimOptions,
   ClaimedBatch,
@@ -43,6 +42,7 @@ import {
 import { claimWindow } from '../claim-window';
 import { hashKey, requeueValues, toClaimedRecords, type ClaimedRow } from '../outbox-row.mapper';
 import type { OutboxTableNames } from '../sql-identifier';
+import type { SqlPort, SqlResult, SqlRow, SqlRunner } from '../sql-port';
 
 // mysql2 allows 65 535 placeholders per statement; stay well below with the widest row (8).
 const MAX_ROWS_PER_INSERT = 4_000;
@@ -57,7 +57,7 @@ export class MysqlOutboxStore implements OutboxStore {
   private readonly lockWaitSeconds: number;
 
   constructor(
-    private readonly dataSource: DataSource,
+    private readonly sql: SqlPort,
     private readonly names: OutboxTableNames,
     private readonly policy: OutboxQueuePolicy,
     timeoutMs = 10_000,
@@ -66,26 +66,28 @@ export class MysqlOutboxStore implements OutboxStore {
   }
 
   async insert(
-    manager: EntityManager,
+    tx: SqlRunner,
     rows: readonly NewOutboxRow[],
     lockKeys: boolean,
   ): Promise<readonly string[]> {
     if (lockKeys) {
       const buckets = bucketsOf(rows.map((r) => r.key));
-      if (buckets.length > 0)
-        await manager.query(mysqlLockKeys(this.names, buckets.length), buckets);
+      if (buckets.length > 0) await tx.query(mysqlLockKeys(this.names, buckets.length), buckets);
     }
     const present: string[] = [];
     // With caller-given ids, one row per statement: MySQL has no RETURNING, and only a single
     // row's insert id (0 for a duplicate left alone) says whether it was written.
     const perStatement = rows.some((r) => r.idempotent === true) ? 1 : MAX_ROWS_PER_INSERT;
     for (const chunk of insertChunks(rows, perStatement)) {
-      const result: unknown = await manager.query(
+      const result = await tx.query(
         mysqlInsert(this.names, chunk.rows.length, chunk.scheduled, chunk.idempotent),
         chunk.params,
       );
       const [only] = chunk.rows;
-      if (chunk.idempotent && only !== undefined && !wroteRow(result)) present.push(only.messageId);
+      // mysql2 sets CLIENT_FOUND_ROWS, so a duplicate counts as a changed row too; only a
+      // written row gets an insert id.
+      if (chunk.idempotent && only !== undefined && (result.insertId ?? 0) === 0)
+        present.push(only.messageId);
     }
     return present;
   }
@@ -93,9 +95,11 @@ export class MysqlOutboxStore implements OutboxStore {
   async claim(options: ClaimOptions): Promise<ClaimedBatch> {
     const token = randomUUID();
     return this.transaction(async (query) => {
-      const window = (await query(mysqlClaimWindow(this.names, this.policy), [
-        claimWindow(options.limit),
-      ])) as { id: string | number; message_key: string | null; behind: number | string }[];
+      const { rows: window } = await query<{
+        id: string | number;
+        message_key: string | null;
+        behind: number | string;
+      }>(mysqlClaimWindow(this.names, this.policy), [claimWindow(options.limit)]);
       const heads = window.filter((r) => Number(r.behind) === 0).slice(0, options.limit);
       const blockedKeys = [
         ...new Set(
@@ -106,7 +110,7 @@ export class MysqlOutboxStore implements OutboxStore {
       ];
       if (heads.length === 0) return { token, records: [], blockedKeys };
       const ids = heads.map((c) => c.id);
-      const locked = (await query(mysqlClaimLock(this.names, ids.length), ids)) as ClaimedRow[];
+      const { rows: locked } = await query<ClaimedRow>(mysqlClaimLock(this.names, ids.length), ids);
       if (locked.length > 0) {
         await query(mysqlClaimLease(this.names, locked.length), [
           options.owner,
@@ -124,17 +128,16 @@ export class MysqlOutboxStore implements OutboxStore {
     if (keys.length === 0) return 0;
     return this.transaction(async (query) => {
       await this.lockForDispatch(query, keys);
-      const heads = (await query(
+      const { rows: heads } = await query<{ k: string; first: string | number }>(
         mysqlFirstBlocking(this.names, this.policy, keys.length),
         keys,
-      )) as { k: string; first: string | number }[];
-      if (heads.length === 0) return 0;
-      return affected(
-        await query(
-          mysqlPark(this.names, heads.length),
-          heads.flatMap((h) => [h.k, h.first]),
-        ),
       );
+      if (heads.length === 0) return 0;
+      const parked = await query(
+        mysqlPark(this.names, heads.length),
+        heads.flatMap((h) => [h.k, h.first]),
+      );
+      return parked.affected;
     });
   }
 
@@ -145,36 +148,36 @@ export class MysqlOutboxStore implements OutboxStore {
       await this.lockForDispatch(query, keys);
       let changed = 0;
       if (s.delivered.length > 0) {
-        changed += affected(
+        changed += (
           await query(mysqlSettleDelivered(this.names, s.delivered.length, deleteDelivered), [
             token,
             ...s.delivered,
-          ]),
-        );
+          ])
+        ).affected;
       }
       if (s.retry.length > 0) {
-        changed += affected(
+        changed += (
           await query(mysqlSettleRetry(this.names, s.retry.length), [
             ...s.retry.flatMap((r) => [r.id, r.delayMs, r.error]),
             token,
-          ]),
-        );
+          ])
+        ).affected;
       }
       if (s.dead.length > 0) {
-        changed += affected(
+        changed += (
           await query(mysqlSettleDead(this.names, s.dead.length), [
             ...s.dead.flatMap((r) => [r.id, r.error]),
             token,
-          ]),
-        );
+          ])
+        ).affected;
       }
       if (s.release.length > 0) {
-        changed += affected(
+        changed += (
           await query(mysqlRelease(this.names, s.release.length), [
             ...s.release.flatMap((r) => [r.id, r.delayMs, r.error]),
             token,
-          ]),
-        );
+          ])
+        ).affected;
       }
       await this.promote(query, keys);
       return changed;
@@ -182,17 +185,16 @@ export class MysqlOutboxStore implements OutboxStore {
   }
 
   async releaseExpired(): Promise<number> {
-    return affected(await this.dataSource.query(mysqlReleaseExpired(this.names)));
+    return (await this.sql.query(mysqlReleaseExpired(this.names))).affected;
   }
 
   async promoteOrphans(limit: number): Promise<number> {
     if (!this.policy.ordered) {
-      return affected(await this.dataSource.query(mysqlReleaseAllWaiting(this.names), [limit]));
+      return (await this.sql.query(mysqlReleaseAllWaiting(this.names), [limit])).affected;
     }
-    const rows = await this.dataSource.query<{ k: string }[]>(
-      mysqlOrphanKeys(this.names, this.policy),
-      [limit],
-    );
+    const { rows } = await this.sql.query<{ k: string }>(mysqlOrphanKeys(this.names, this.policy), [
+      limit,
+    ]);
     if (rows.length === 0) return 0;
     const keys = rows.map((r) => r.k);
     return this.transaction(async (query) => {
@@ -225,7 +227,7 @@ export class MysqlOutboxStore implements OutboxStore {
     params: readonly unknown[],
   ): Promise<number> {
     return this.transaction(async (query) => {
-      const rows = (await query(select, params)) as { id: string | number; k: string | null }[];
+      const { rows } = await query<{ id: string | number; k: string | null }>(select, params);
       if (rows.length === 0) return 0;
       // Locks first, so the promotion below cannot miss a park.
       const keys =
@@ -233,9 +235,10 @@ export class MysqlOutboxStore implements OutboxStore {
           ? [...new Set(rows.flatMap((r) => (r.k === null ? [] : [r.k])))]
           : [];
       await this.lockForDispatch(query, keys);
-      const deleted = affected(
-        await query(mysqlDeleteByIds(this.names, rows.length), [status, ...rows.map((r) => r.id)]),
-      );
+      const { affected: deleted } = await query(mysqlDeleteByIds(this.names, rows.length), [
+        status,
+        ...rows.map((r) => r.id),
+      ]);
       await this.promote(query, keys);
       return deleted;
     });
@@ -248,31 +251,32 @@ export class MysqlOutboxStore implements OutboxStore {
         // The keys' enqueue locks, taken before deciding where each message goes: no message of
         // these keys can commit (and so be claimed) between the decision and the requeue, and
         // every one that committed before is seen by it.
-        const keys = (await query(mysqlDeadKeys(this.names, ids?.length ?? null), [
-          ...(ids ?? []),
-        ])) as { message_key: string }[];
+        const { rows: keys } = await query<{ message_key: string }>(
+          mysqlDeadKeys(this.names, ids?.length ?? null),
+          [...(ids ?? [])],
+        );
         await this.lockBuckets(
           query,
           keys.map((k) => k.message_key),
           0,
         );
       }
-      const rows = (await query(mysqlDeadToRequeue(this.names, ids?.length ?? null, this.policy), [
-        ...(ids ?? []),
-      ])) as (Record<
-        'message_id' | 'topic' | 'event_type' | 'payload' | 'headers' | 'created_at',
-        string
-      > & {
-        id: string | number;
-        message_key: string | null;
-        overtaken: number | string;
-      })[];
+      const { rows } = await query<
+        Record<
+          'message_id' | 'topic' | 'event_type' | 'payload' | 'headers' | 'created_at',
+          string
+        > & {
+          id: string | number;
+          message_key: string | null;
+          overtaken: number | string;
+        }
+      >(mysqlDeadToRequeue(this.names, ids?.length ?? null, this.policy), [...(ids ?? [])]);
       const inPlace = rows.filter((r) => Number(r.overtaken) === 0).map((r) => r.id);
       const moved = rows.filter((r) => Number(r.overtaken) !== 0);
       const requeued =
         inPlace.length === 0
           ? 0
-          : affected(await query(mysqlRequeueInPlace(this.names, inPlace.length), inPlace));
+          : (await query(mysqlRequeueInPlace(this.names, inPlace.length), inPlace)).affected;
       if (moved.length > 0) {
         // Moved to the end of their key's queue, like an enqueue under the locks taken above.
         await query(mysqlDeleteByIds(this.names, moved.length), [
@@ -291,22 +295,19 @@ export class MysqlOutboxStore implements OutboxStore {
   /** Makes the first waiting message of each key claimable when nothing earlier holds it. */
   private async promote(query: Query, keys: readonly string[]): Promise<number> {
     if (keys.length === 0) return 0;
-    const firsts = (await query(mysqlFirstWaiting(this.names, keys.length), [...keys])) as {
-      k: string;
-      first: string | number;
-    }[];
-    if (firsts.length === 0) return 0;
-    const held = new Set(
-      (
-        (await query(
-          mysqlStillHeld(this.names, this.policy, firsts.length),
-          firsts.flatMap((f) => [f.k, f.first]),
-        )) as { k: string }[]
-      ).map((r) => r.k),
+    const { rows: firsts } = await query<{ k: string; first: string | number }>(
+      mysqlFirstWaiting(this.names, keys.length),
+      [...keys],
     );
+    if (firsts.length === 0) return 0;
+    const { rows: holders } = await query<{ k: string }>(
+      mysqlStillHeld(this.names, this.policy, firsts.length),
+      firsts.flatMap((f) => [f.k, f.first]),
+    );
+    const held = new Set(holders.map((r) => r.k));
     const ids = firsts.filter((f) => !held.has(f.k)).map((f) => f.first);
     if (ids.length === 0) return 0;
-    return affected(await query(mysqlPromote(this.names, ids.length), ids));
+    return (await query(mysqlPromote(this.names, ids.length), ids)).affected;
   }
 
   private lockForDispatch(query: Query, keys: readonly (string | null)[]): Promise<void> {
@@ -327,31 +328,22 @@ export class MysqlOutboxStore implements OutboxStore {
    * A READ COMMITTED transaction on a connection of its own, whose row-lock waits end after
    * `dbTimeoutMs` (rounded up to whole seconds, InnoDB's unit) instead of the server's 50 s
    * default. The session value goes back to the server default before the connection returns
-   * to the application's pool.
+   * to the application's pool: a lock-wait timeout rolls back only its statement, so the
+   * connection still takes the reset after a failure.
    */
-  private async transaction<T>(work: (query: Query) => Promise<T>): Promise<T> {
-    const runner = this.dataSource.createQueryRunner('master');
-    let bounded = false;
-    try {
-      await runner.connect();
-      await runner.query('SET SESSION innodb_lock_wait_timeout = ?', [this.lockWaitSeconds]);
-      bounded = true;
-      await runner.startTransaction('READ COMMITTED');
-      const value = await work((sql, params) => runner.query(sql, [...params]));
-      await runner.commitTransaction();
-      return value;
-    } catch (error) {
-      if (runner.isTransactionActive) await runner.rollbackTransaction().catch(() => undefined);
-      throw error;
-    } finally {
-      if (bounded)
-        await runner.query('SET SESSION innodb_lock_wait_timeout = DEFAULT').catch(() => undefined);
-      await runner.release();
-    }
+  private transaction<T>(work: (query: Query) => Promise<T>): Promise<T> {
+    return this.sql.transaction(async (tx) => {
+      await tx.query('SET SESSION innodb_lock_wait_timeout = ?', [this.lockWaitSeconds]);
+      try {
+        return await work((sql, params) => tx.query(sql, params));
+      } finally {
+        await tx.query('SET SESSION innodb_lock_wait_timeout = DEFAULT').catch(() => undefined);
+      }
+    });
   }
 
   async stats(): Promise<OutboxStats> {
-    const [row] = await this.dataSource.query<StatsRow[]>(mysqlStats(this.names));
+    const [row] = (await this.sql.query<StatsRow>(mysqlStats(this.names))).rows;
     return {
       pending: Number(row?.pending ?? 0),
       leased: Number(row?.leased ?? 0),
@@ -369,30 +361,11 @@ export class MysqlOutboxStore implements OutboxStore {
   }
 }
 
-type Query = (sql: string, params: readonly unknown[]) => Promise<unknown>;
+type Query = <R = SqlRow>(sql: string, params: readonly unknown[]) => Promise<SqlResult<R>>;
 
 /** Distinct buckets of keys, ascending, so that every locker takes them in one order. */
 function bucketsOf(keys: readonly (string | null)[]): number[] {
   return [
     ...new Set(keys.flatMap((k) => (k === null ? [] : [hashKey(k) % MYSQL_KEY_LOCK_BUCKETS]))),
   ].sort((a, b) => a - b);
-}
-
-function affected(result: unknown): number {
-  // mysql2 answers an OkPacket / ResultSetHeader for UPDATE and DELETE.
-  if (result !== null && typeof result === 'object' && 'affectedRows' in result) {
-    return Number(result.affectedRows);
-  }
-  return 0;
-}
-
-/** Whether a one-row INSERT … ON DUPLICATE KEY UPDATE id = id wrote a new row (got an id). */
-function wroteRow(result: unknown): boolean {
-  // mysql2 sets CLIENT_FOUND_ROWS, so affectedRows is 1 for a duplicate too; insertId is not.
-  return (
-    result !== null &&
-    typeof result === 'object' &&
-    'insertId' in result &&
-    Number(result.insertId) > 0
-  );
 }

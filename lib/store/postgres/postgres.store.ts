@@ -1,6 +1,5 @@
 import { Logger } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
-import type { DataSource, EntityManager } from 'typeorm';
 import type {
   ClaimOptions,
   ClaimedBatch,
@@ -34,18 +33,7 @@ import {
 import { claimWindow } from '../claim-window';
 import { alreadyPresent, hashKey, toClaimedRecords, type ClaimedRow } from '../outbox-row.mapper';
 import type { OutboxTableNames } from '../sql-identifier';
-
-// The subset of node-postgres' client that LISTEN needs.
-interface NotifyingClient {
-  query(sql: string): Promise<unknown>;
-  on(event: 'notification', listener: () => void): unknown;
-  on(event: 'error', listener: (error: Error) => void): unknown;
-  on(event: 'end', listener: () => void): unknown;
-  removeAllListeners(event: string): unknown;
-}
-interface PostgresDriverLike {
-  obtainMasterConnection(): Promise<[NotifyingClient, (error?: unknown) => void]>;
-}
+import type { SqlPort, SqlResult, SqlRunner } from '../sql-port';
 
 type StatsRow = Record<'pending' | 'leased' | 'delivered' | 'dead', number> & {
   oldest_ms: string | number | null;
@@ -65,7 +53,7 @@ export class PostgresOutboxStore implements OutboxStore {
   private readonly claimSql: string;
 
   constructor(
-    private readonly dataSource: DataSource,
+    private readonly sql: SqlPort,
     private readonly names: OutboxTableNames,
     private readonly notify: boolean,
     private readonly policy: OutboxQueuePolicy,
@@ -80,7 +68,7 @@ export class PostgresOutboxStore implements OutboxStore {
   }
 
   async insert(
-    manager: EntityManager,
+    tx: SqlRunner,
     rows: readonly NewOutboxRow[],
     lockKeys: boolean,
   ): Promise<readonly string[]> {
@@ -110,13 +98,13 @@ export class PostgresOutboxStore implements OutboxStore {
       );
     if (lock) params.push(this.lockNamespace, keys);
     if (this.notify) params.push(this.channel);
-    const written: unknown = await manager.query(sql, params);
+    const { rows: written } = await tx.query(sql, params);
     return idempotent ? alreadyPresent(rows, written) : [];
   }
 
   async claim(options: ClaimOptions): Promise<ClaimedBatch> {
     const token = randomUUID();
-    const { records: rows } = await this.transaction((run) =>
+    const { rows } = await this.transaction((run) =>
       run<ClaimRow>(this.claimSql, [
         options.owner,
         token,
@@ -137,7 +125,7 @@ export class PostgresOutboxStore implements OutboxStore {
     if (keys.length === 0) return 0;
     return this.transaction(async (run) => {
       await this.lockForDispatch(run, keys);
-      return (await run(postgresPark(this.names, this.policy), [keys])).affected ?? 0;
+      return (await run(postgresPark(this.names, this.policy), [keys])).affected;
     });
   }
 
@@ -174,22 +162,22 @@ export class PostgresOutboxStore implements OutboxStore {
       // The dispatch locks come first so that the promotion below sees every park committed
       // before it, and a park after it sees this settle (see `park`).
       await this.lockForDispatch(run, keys);
-      const { records: rows } = await run<{ changed: number }>(sql, params);
+      const { rows } = await run<{ changed: number }>(sql, params);
       if (keys.length > 0) await run(postgresPromote(this.names, this.policy), [keys]);
       return rows[0]?.changed ?? 0;
     });
   }
 
   async releaseExpired(): Promise<number> {
-    return (await this.run(postgresReleaseExpired(this.names), [])).affected ?? 0;
+    return (await this.run(postgresReleaseExpired(this.names), [])).affected;
   }
 
   async promoteOrphans(limit: number): Promise<number> {
     if (!this.policy.ordered) {
-      return (await this.run(postgresReleaseAllWaiting(this.names), [limit])).affected ?? 0;
+      return (await this.run(postgresReleaseAllWaiting(this.names), [limit])).affected;
     }
     // In a transaction for its planner settings (see `transaction`).
-    const { records } = await this.transaction((run) =>
+    const { rows: records } = await this.transaction((run) =>
       run<{ key: string | null }>(postgresOrphanKeys(this.names, this.policy), [limit]),
     );
     const keys = records.flatMap((r) => (r.key === null ? [] : [r.key]));
@@ -198,7 +186,7 @@ export class PostgresOutboxStore implements OutboxStore {
   }
 
   async purge(status: 'delivered' | 'dead', olderThanMs: number, limit: number): Promise<number> {
-    const { records } = await this.run<{ key: string | null }>(postgresPurge(this.names), [
+    const { rows: records } = await this.run<{ key: string | null }>(postgresPurge(this.names), [
       status,
       olderThanMs,
       limit,
@@ -209,9 +197,10 @@ export class PostgresOutboxStore implements OutboxStore {
 
   async deleteDead(messageIds: readonly string[]): Promise<number> {
     if (messageIds.length === 0) return 0;
-    const { records } = await this.run<{ key: string | null }>(postgresDeleteDead(this.names), [
-      messageIds,
-    ]);
+    const { rows: records } = await this.run<{ key: string | null }>(
+      postgresDeleteDead(this.names),
+      [messageIds],
+    );
     await this.advanceDeleted(records);
     return records.length;
   }
@@ -230,12 +219,12 @@ export class PostgresOutboxStore implements OutboxStore {
         // The keys' enqueue locks, taken before deciding where each message goes: no message of
         // these keys can commit (and so be claimed) between the decision and the requeue, and
         // every one that committed before is seen by it.
-        const { records: keys } = await run<{ key: string }>(postgresDeadKeys(this.names), [
+        const { rows: keys } = await run<{ key: string }>(postgresDeadKeys(this.names), [
           messageIds ?? null,
         ]);
         await run(postgresLockKeys(), [this.lockNamespace, sortedLockIds(keys.map((k) => k.key))]);
       }
-      const { records } = await run<{ id: string; key: string | null; overtaken: boolean }>(
+      const { rows: records } = await run<{ id: string; key: string | null; overtaken: boolean }>(
         postgresDeadToRequeue(this.names, this.policy),
         [messageIds ?? null],
       );
@@ -245,17 +234,17 @@ export class PostgresOutboxStore implements OutboxStore {
       const resequenced =
         moved.length === 0
           ? 0
-          : ((await run(postgresResequence(this.names), [moved.map((r) => r.id)])).affected ?? 0);
+          : (await run(postgresResequence(this.names), [moved.map((r) => r.id)])).affected;
       const requeued =
         inPlace.length === 0
           ? 0
-          : ((await run(postgresRequeueInPlace(this.names), [inPlace])).affected ?? 0);
+          : (await run(postgresRequeueInPlace(this.names), [inPlace])).affected;
       return { requeued, resequenced };
     });
   }
 
   async stats(): Promise<OutboxStats> {
-    const [row] = (await this.run<StatsRow>(postgresStats(this.names), [])).records;
+    const [row] = (await this.run<StatsRow>(postgresStats(this.names), [])).rows;
     return {
       pending: row?.pending ?? 0,
       leased: row?.leased ?? 0,
@@ -269,38 +258,21 @@ export class PostgresOutboxStore implements OutboxStore {
   }
 
   async listen(onWake: () => void): Promise<() => Promise<void>> {
+    const listen = this.sql.listen?.bind(this.sql);
+    if (listen === undefined) return () => Promise.resolve();
+    const channel = this.names.quote(this.channel);
     let stopped = false;
-    let current: { client: NotifyingClient; release: (error?: unknown) => void } | undefined;
+    let unlisten: (() => Promise<void>) | undefined;
     let retry: NodeJS.Timeout | undefined;
-    const driver = this.dataSource.driver as unknown as PostgresDriverLike;
 
+    // A dropped LISTEN connection only costs latency (polling continues): reconnect, and wake
+    // the dispatcher once back, for what was committed meanwhile.
     const connect = async (): Promise<void> => {
-      const [client, release] = await driver.obtainMasterConnection();
-      current = { client, release };
-      client.on('notification', onWake);
-      client.on('error', (error: Error) => {
-        // A dropped LISTEN connection only costs latency (polling continues); reconnect.
+      unlisten = await listen(channel, onWake, (error) => {
         this.logger.warn(`LISTEN connection lost: ${describeError(error)}; reconnecting`);
-        drop(error);
+        unlisten = undefined;
         schedule();
       });
-      // A connection the server closes cleanly (pg_terminate_backend, a restart, an idle
-      // timeout) ends without an 'error': without this, wake-ups would stop for good.
-      client.on('end', () => {
-        if (current?.client !== client) return;
-        this.logger.warn('LISTEN connection ended; reconnecting');
-        drop(new Error('LISTEN connection ended'));
-        schedule();
-      });
-      await client.query(`LISTEN ${this.names.quote(this.channel)}`);
-    };
-    const drop = (error?: unknown): void => {
-      if (current === undefined) return;
-      current.client.removeAllListeners('notification');
-      current.client.removeAllListeners('error');
-      current.client.removeAllListeners('end');
-      current.release(error ?? true);
-      current = undefined;
     };
     const schedule = (): void => {
       if (stopped || retry !== undefined) return;
@@ -308,7 +280,6 @@ export class PostgresOutboxStore implements OutboxStore {
         retry = undefined;
         connect().then(onWake, (error: unknown) => {
           this.logger.warn(`LISTEN reconnect failed: ${describeError(error)}`);
-          drop(error);
           schedule();
         });
       }, RELISTEN_DELAY_MS);
@@ -318,11 +289,8 @@ export class PostgresOutboxStore implements OutboxStore {
     return async () => {
       stopped = true;
       if (retry !== undefined) clearTimeout(retry);
-      const client = current?.client;
-      if (client !== undefined) {
-        await client.query(`UNLISTEN ${this.names.quote(this.channel)}`).catch(() => undefined);
-      }
-      drop();
+      await unlisten?.();
+      unlisten = undefined;
     };
   }
 
@@ -334,7 +302,7 @@ export class PostgresOutboxStore implements OutboxStore {
   private promoteKeys(keys: readonly string[]): Promise<number> {
     return this.transaction(async (run) => {
       await this.lockForDispatch(run, keys);
-      return (await run(postgresPromote(this.names, this.policy), [keys])).affected ?? 0;
+      return (await run(postgresPromote(this.names, this.policy), [keys])).affected;
     });
   }
 
@@ -347,62 +315,33 @@ export class PostgresOutboxStore implements OutboxStore {
    * Runs statements in one READ COMMITTED transaction whose statements the server cancels
    * after `dbTimeoutMs`, so a stuck lock or connection cannot hold the dispatcher forever.
    */
-  private async transaction<T>(work: (run: Run) => Promise<T>): Promise<T> {
-    const runner = this.dataSource.createQueryRunner('master');
-    try {
-      await runner.connect();
-      await runner.startTransaction('READ COMMITTED');
-      const run: Run = async <R>(sql: string, params: unknown[]) => {
-        const result = await runner.query(sql, params, true);
-        return { records: result.records as R[], affected: result.affected };
-      };
+  private transaction<T>(work: (run: Run) => Promise<T>): Promise<T> {
+    return this.sql.transaction(async (tx) => {
       // JIT off: a promotion over a key with a large parked backlog is estimated near
       // jit_above_cost, and compiling it cost 15× the statement (bench P9). The idle timeout
       // ends this transaction on the server if its process freezes (SIGSTOP, a long pause)
       // between statements, so its row and advisory locks cannot hold up other dispatchers.
       // The planner settings keep every key-head lookup an index probe whatever the
       // statistics say (POSTGRES_PLANNER_SETTINGS). All in one round trip.
-      await run(
+      await tx.query(
         `SELECT set_config('statement_timeout', $1, true), set_config('jit', 'off', true),
   set_config('idle_in_transaction_session_timeout', $1, true), ${POSTGRES_PLANNER_SETTINGS}`,
         [String(this.timeoutMs)],
       );
-      const value = await work(run);
-      await runner.commitTransaction();
-      return value;
-    } catch (error) {
-      if (runner.isTransactionActive) await runner.rollbackTransaction().catch(() => undefined);
-      throw error;
-    } finally {
-      await runner.release();
-    }
+      return work((sql, params) => tx.query(sql, params));
+    });
   }
 
-  /**
-   * Runs one statement with TypeORM's structured result: `DataSource.query` answers UPDATE …
-   * RETURNING as [rows, count] on PostgreSQL, which would hide the rows.
-   */
-  private async run<T = unknown>(
-    sql: string,
-    params: unknown[],
-  ): Promise<{ records: T[]; affected: number | undefined }> {
-    const runner = this.dataSource.createQueryRunner();
-    try {
-      const result = await runner.query(sql, params, true);
-      return { records: result.records as T[], affected: result.affected };
-    } finally {
-      await runner.release();
-    }
+  /** Runs one statement on a pooled connection, outside any transaction. */
+  private run<T = unknown>(sql: string, params: unknown[]): Promise<SqlResult<T>> {
+    return this.sql.query<T>(sql, params);
   }
 }
 
 /** A claim answers one row even when it leased nothing, to carry the blocked keys. */
 type ClaimRow = Omit<ClaimedRow, 'id'> & { id: ClaimedRow['id'] | null; blocked: string[] | null };
 
-type Run = <R = unknown>(
-  sql: string,
-  params: unknown[],
-) => Promise<{ records: R[]; affected: number | undefined }>;
+type Run = <R = unknown>(sql: string, params: unknown[]) => Promise<SqlResult<R>>;
 
 /** Distinct lock ids of keys, ascending: every locker takes them in one order, so none deadlock. */
 function sortedLockIds(keys: readonly (string | null)[]): number[] {

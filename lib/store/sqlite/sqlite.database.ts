@@ -18,10 +18,10 @@ export const sqliteDatabase: OutboxDatabase<'sqlite'> = {
   keyLockTable: false,
   createTable: sqliteCreateTable,
   dropTable: sqliteDropTable,
-  async createStore(dataSource, { names, policy, dispatch }) {
-    const store = new SqliteOutboxStore(dataSource, names, policy);
-    if (dispatch.enabled) await store.open();
-    return store;
+  createStore(sql, { names, policy, dispatch }) {
+    const store = new SqliteOutboxStore(sql, names, policy);
+    if (dispatch.enabled) store.open();
+    return Promise.resolve(store);
   },
   admin: sqliteAdmin,
   inbox: {

@@ -1,6 +1,5 @@
 import { insertChunks } from '../sql-values';
 import { randomUUID } from 'node:crypto';
-import { DataSource, type EntityManager } from 'typeorm';
 import { OutboxOptionsError } from '../../errors/outbox-options.error';
 import type {
   ClaimOptions,
@@ -42,6 +41,12 @@ import {
   type ClaimedRow,
 } from '../outbox-row.mapper';
 import type { OutboxTableNames } from '../sql-identifier';
+import type { SqlPort, SqlRunner } from '../sql-port';
+import {
+  openSqliteConnection,
+  type SqliteConnection,
+  type SqliteStatement,
+} from './sqlite-connection';
 
 const MAX_ROWS_PER_INSERT = 4_000;
 const BUSY_TIMEOUT_MS = 5_000;
@@ -58,16 +63,6 @@ function isBusy(error: unknown): boolean {
   return busy(code) || busy(driverError?.code);
 }
 
-/** The part of better-sqlite3 the dispatcher's transactions use. */
-interface SqliteStatement {
-  all(...params: unknown[]): unknown[];
-  run(...params: unknown[]): { changes: number };
-}
-interface SqliteDatabase {
-  prepare(sql: string): SqliteStatement;
-  transaction<T>(fn: () => T): { immediate(): T };
-}
-
 /** Statements of one synchronous transaction. */
 interface SqliteTx {
   all<R>(sql: string, params: readonly unknown[]): R[];
@@ -75,7 +70,7 @@ interface SqliteTx {
 }
 
 /**
- * SQLite (better-sqlite3), the embedded default. TypeORM shares one connection for every
+ * SQLite (better-sqlite3), the embedded default. ORMs share one connection for every
  * transaction on SQLite, so the dispatcher works on a connection of its own to the same file:
  * otherwise its settles could land inside, and roll back with, an application transaction.
  *
@@ -86,8 +81,7 @@ interface SqliteTx {
  * a transaction that finds the write lock taken starts over after an asynchronous pause.
  */
 export class SqliteOutboxStore implements OutboxStore {
-  private dispatch: DataSource | undefined;
-  private database: SqliteDatabase | undefined;
+  private database: SqliteConnection | undefined;
   private readonly statements = new Map<string, SqliteStatement>();
   private readonly tx: SqliteTx = {
     all: <R>(sql: string, params: readonly unknown[]) => this.statement(sql).all(...params) as R[],
@@ -95,36 +89,26 @@ export class SqliteOutboxStore implements OutboxStore {
   };
 
   constructor(
-    private readonly dataSource: DataSource,
+    private readonly sql: SqlPort,
     private readonly names: OutboxTableNames,
     private readonly policy: OutboxQueuePolicy,
   ) {}
 
   /** Opens the dispatcher's own connection; only apps that run workers need it. */
-  async open(): Promise<void> {
-    if (this.dispatch !== undefined) return;
-    const database = (this.dataSource.options as { database?: unknown }).database;
-    if (typeof database !== 'string' || database === '' || database === ':memory:') {
+  open(): void {
+    if (this.database !== undefined) return;
+    const file = this.sql.databaseFile;
+    if (file === undefined || file === '' || file === ':memory:') {
       throw new OutboxOptionsError(OutboxMessages.sqliteNeedsFile(), 'dataSource');
     }
-    const dispatch = new DataSource({
-      type: 'better-sqlite3',
-      database,
-      enableWAL: true,
-      timeout: 0,
-    });
-    await dispatch.initialize();
-    this.dispatch = dispatch;
-    this.database = (
-      dispatch.driver as unknown as { databaseConnection: SqliteDatabase }
-    ).databaseConnection;
+    this.database = openSqliteConnection(file);
   }
 
-  async insert(manager: EntityManager, rows: readonly NewOutboxRow[]): Promise<readonly string[]> {
+  async insert(tx: SqlRunner, rows: readonly NewOutboxRow[]): Promise<readonly string[]> {
     // SQLite lets one writer in at a time, so a key's id order is its commit order without locks.
     const present: string[] = [];
     for (const chunk of insertChunks(rows, MAX_ROWS_PER_INSERT)) {
-      const written: unknown = await manager.query(
+      const { rows: written } = await tx.query(
         sqliteInsert(this.names, chunk.rows.length, chunk.scheduled, chunk.idempotent),
         chunk.params,
       );
@@ -276,15 +260,12 @@ export class SqliteOutboxStore implements OutboxStore {
   }
 
   async stats(): Promise<OutboxStats> {
-    const [row] = await this.connectionFor().query<
-      {
-        pending: number;
-        leased: number;
-        delivered: number;
-        dead: number;
-        oldest_ms: number | null;
-      }[]
-    >(sqliteStats(this.names), []);
+    const sql = sqliteStats(this.names);
+    // Through the dispatcher's connection when open (a fresh WAL snapshot), else the app's.
+    const [row] =
+      this.database === undefined
+        ? (await this.sql.query<StatsRow>(sql, [])).rows
+        : (this.statement(sql).all() as StatsRow[]);
     return {
       pending: Number(row?.pending ?? 0),
       leased: Number(row?.leased ?? 0),
@@ -295,17 +276,12 @@ export class SqliteOutboxStore implements OutboxStore {
     };
   }
 
-  async close(): Promise<void> {
-    const dispatch = this.dispatch;
-    this.dispatch = undefined;
+  close(): Promise<void> {
+    const database = this.database;
     this.database = undefined;
     this.statements.clear();
-    if (dispatch?.isInitialized) await dispatch.destroy();
-  }
-
-  /** Reads go through the dispatcher's connection when open (a fresh WAL snapshot), else the app's. */
-  private connectionFor(): DataSource {
-    return this.dispatch ?? this.dataSource;
+    database?.close();
+    return Promise.resolve();
   }
 
   private statement(sql: string): SqliteStatement {
@@ -321,8 +297,8 @@ export class SqliteOutboxStore implements OutboxStore {
 
   /** One IMMEDIATE transaction, run synchronously; a busy one rolled back and starts over. */
   private async transaction<T>(work: (tx: SqliteTx) => T): Promise<T> {
-    await this.open();
-    const database = this.database as SqliteDatabase;
+    this.open();
+    const database = this.database as SqliteConnection;
     return this.retryBusy(() => database.transaction(() => work(this.tx)).immediate());
   }
 
@@ -338,6 +314,10 @@ export class SqliteOutboxStore implements OutboxStore {
     }
   }
 }
+
+type StatsRow = Record<'pending' | 'leased' | 'delivered' | 'dead', number> & {
+  oldest_ms: number | null;
+};
 
 type DeadRow = Record<
   'message_id' | 'topic' | 'event_type' | 'payload' | 'headers' | 'created_at',

@@ -1,8 +1,8 @@
 import type { MigrationInterface, QueryRunner } from 'typeorm';
-import { OutboxTableMissingError } from '../errors/outbox-table-missing.error';
-import { describeError } from '../internal/describe-error';
+import { OutboxTableMissingError } from '../../errors/outbox-table-missing.error';
+import { describeError } from '../../internal/describe-error';
 import { tableMigrationName } from './migration-name';
-import { OutboxMessages } from '../outbox.messages';
+import { OutboxMessages } from '../../outbox.messages';
 import {
   outboxDatabase,
   outboxDialectOf,
@@ -10,7 +10,7 @@ import {
   outboxTableDropDdl,
   tableNamesFor,
   type OutboxTableOptions,
-} from './outbox-dialect';
+} from '../../store/outbox-dialect';
 
 /**
  * Returns a TypeORM migration class that creates the outbox table on PostgreSQL, MySQL/MariaDB or

@@ -1,5 +1,5 @@
-import { OutboxOptionsError } from '../errors/outbox-options.error';
-import { OutboxMessages } from '../outbox.messages';
+import { OutboxOptionsError } from '../../errors/outbox-options.error';
+import { OutboxMessages } from '../../outbox.messages';
 
 // TypeORM reads a migration's timestamp back from the last 13 characters of its name.
 const TIMESTAMP_DIGITS = 13;

@@ -1,0 +1,120 @@
+import type { DataSource, QueryRunner } from 'typeorm';
+import type { SqlListenLost, SqlPort, SqlResult, SqlRunner } from '../../store/sql-port';
+
+// TypeORM as the SQL port. Every statement goes through a QueryRunner with TypeORM's structured
+// result: `DataSource.query` answers an UPDATE … RETURNING as [rows, count] on PostgreSQL and a
+// DELETE as a header object on MySQL, so the plain form would hide rows or counts.
+
+/** The statements of the caller's transaction (an EntityManager's active QueryRunner). */
+export function typeormSqlRunner(runner: QueryRunner): SqlRunner {
+  return { query: (sql, params) => structuredQuery(runner, sql, params) };
+}
+
+/** The outbox's own work on a DataSource: pooled statements, short transactions, LISTEN. */
+export function typeormSqlPort(dataSource: DataSource): SqlPort {
+  const type = dataSource.options.type;
+  const file = (dataSource.options as { database?: unknown }).database;
+  return {
+    databaseType: type,
+    get isConnected() {
+      return dataSource.isInitialized;
+    },
+    databaseFile:
+      (type === 'sqlite' || type === 'better-sqlite3') && typeof file === 'string'
+        ? file
+        : undefined,
+    async query(sql, params) {
+      const runner = dataSource.createQueryRunner();
+      try {
+        return await structuredQuery(runner, sql, params);
+      } finally {
+        await runner.release();
+      }
+    },
+    async transaction(work) {
+      const runner = dataSource.createQueryRunner('master');
+      try {
+        await runner.connect();
+        await runner.startTransaction('READ COMMITTED');
+        const value = await work(typeormSqlRunner(runner));
+        await runner.commitTransaction();
+        return value;
+      } catch (error) {
+        if (runner.isTransactionActive) await runner.rollbackTransaction().catch(() => undefined);
+        throw error;
+      } finally {
+        await runner.release();
+      }
+    },
+    ...(type === 'postgres' ? { listen: (...args) => postgresListen(dataSource, ...args) } : {}),
+  } satisfies SqlPort;
+}
+
+async function structuredQuery<R>(
+  runner: QueryRunner,
+  sql: string,
+  params: readonly unknown[] | undefined,
+): Promise<SqlResult<R>> {
+  const result = await runner.query(sql, params === undefined ? [] : [...params], true);
+  const raw: unknown = result.raw;
+  const insertId =
+    raw !== null && typeof raw === 'object' && 'insertId' in raw ? Number(raw.insertId) : undefined;
+  return {
+    rows: Array.isArray(result.records) ? (result.records as R[]) : [],
+    affected: result.affected ?? 0,
+    ...(insertId === undefined ? {} : { insertId }),
+  };
+}
+
+// The subset of node-postgres' client that LISTEN needs.
+interface NotifyingClient {
+  query(sql: string): Promise<unknown>;
+  on(event: 'notification', listener: () => void): unknown;
+  on(event: 'error', listener: (error: Error) => void): unknown;
+  on(event: 'end', listener: () => void): unknown;
+  removeAllListeners(event: string): unknown;
+}
+interface PostgresDriverLike {
+  obtainMasterConnection(): Promise<[NotifyingClient, (error?: unknown) => void]>;
+}
+
+/** LISTEN on a pool connection held for it; `onLost` once when the connection goes. */
+async function postgresListen(
+  dataSource: DataSource,
+  channel: string,
+  onNotify: () => void,
+  onLost: SqlListenLost,
+): Promise<() => Promise<void>> {
+  const driver = dataSource.driver as unknown as PostgresDriverLike;
+  const [client, release] = await driver.obtainMasterConnection();
+  let held = true;
+  const drop = (error?: unknown): void => {
+    if (!held) return;
+    held = false;
+    client.removeAllListeners('notification');
+    client.removeAllListeners('error');
+    client.removeAllListeners('end');
+    // A lost connection goes back to the pool marked broken, so the pool closes it.
+    release(error ?? true);
+  };
+  const lose = (error: Error): void => {
+    if (!held) return;
+    drop(error);
+    onLost(error);
+  };
+  client.on('notification', onNotify);
+  client.on('error', lose);
+  // A connection the server closes cleanly (pg_terminate_backend, a restart, an idle timeout)
+  // ends without an 'error': without this, wake-ups would stop for good.
+  client.on('end', () => lose(new Error('LISTEN connection ended')));
+  try {
+    await client.query(`LISTEN ${channel}`);
+  } catch (error) {
+    drop(error);
+    throw error;
+  }
+  return async () => {
+    if (held) await client.query(`UNLISTEN ${channel}`).catch(() => undefined);
+    drop();
+  };
+}

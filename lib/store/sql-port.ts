@@ -1,0 +1,80 @@
+/**
+ * The SQL port: the few things the outbox needs from a database connection, and all it asks of
+ * an ORM or driver. TypeORM is one implementation (`lib/orm/typeorm/`); another ORM or a plain
+ * driver is another, and the stores, the admin and the table checks run unchanged on top.
+ *
+ * Statements arrive finished: written by the database's folder (`lib/store/<database>/`) in that
+ * database's placeholder style (`$1` on PostgreSQL, `?` elsewhere), names validated and quoted,
+ * every value bound through `params`. A port passes them to its driver as they are.
+ *
+ * Glossary of the terms the stores use (ARCHITECTURE.md has the long form):
+ * - **claim**: lease a batch of due messages to one dispatcher (`lock_token`, `locked_until`).
+ * - **claim window**: the bounded run of due rows a claim looks at, so its cost does not grow
+ *   with a backlog queued behind a stuck key.
+ * - **fencing**: a settle changes only rows still holding the claim's token, so a dispatcher
+ *   whose lease expired cannot overwrite the work of the one that took over.
+ * - **waiting / park**: with ordering on, the followers of a key whose head is not delivered
+ *   are parked (`waiting`) out of the claim's path.
+ * - **promote**: when a key's head leaves the queue, its next waiting message becomes `pending`.
+ * - **orphan**: a waiting message with no earlier undelivered message of its key (the safety
+ *   net `promoteOrphans` promotes it).
+ * - **outage**: the broker or database is down; the batch is released with its attempt given
+ *   back and claims pause.
+ */
+
+/** A row as the driver answered it, keyed by column name. */
+export type SqlRow = Record<string, unknown>;
+
+/** What one statement answered. */
+export interface SqlResult<R = SqlRow> {
+  /** The rows of a SELECT, or of a statement with `RETURNING`; empty for the others. */
+  readonly rows: R[];
+  /** Rows an INSERT, UPDATE or DELETE changed, as the driver counts them (0 for a SELECT). */
+  readonly affected: number;
+  /**
+   * MySQL/MariaDB: the auto-increment id a one-row INSERT generated, 0 when it wrote none (a
+   * duplicate left alone). Undefined where the driver does not report one.
+   */
+  readonly insertId?: number;
+}
+
+/** Runs statements on one connection: the caller's transaction, or one of the port's own. */
+export interface SqlRunner {
+  query<R = SqlRow>(sql: string, params?: readonly unknown[]): Promise<SqlResult<R>>;
+}
+
+/** Called when a LISTEN connection is lost (an error, or the server closed it). */
+export type SqlListenLost = (error: Error) => void;
+
+/** The database connection the outbox owns its work through (not the app's transactions). */
+export interface SqlPort extends SqlRunner {
+  /**
+   * The database behind the port, by TypeORM driver type: `postgres`, `mysql`, `mariadb`,
+   * `sqlite` or `better-sqlite3` (the keys of `OUTBOX_DATABASES`).
+   */
+  readonly databaseType: string;
+  /** Whether statements can run now: false until the application's connection is open. */
+  readonly isConnected: boolean;
+  /**
+   * SQLite: the database file. The dispatcher opens a connection of its own to it, since an ORM
+   * shares one connection for every transaction of the app on SQLite.
+   */
+  readonly databaseFile?: string;
+  /**
+   * Runs `work` in a short READ COMMITTED transaction on a pooled connection of its own:
+   * committed when `work` resolves, rolled back when it throws, the connection released either
+   * way. Never inside the application's transactions.
+   */
+  transaction<T>(work: (tx: SqlRunner) => Promise<T>): Promise<T>;
+  /**
+   * PostgreSQL LISTEN on a dedicated connection, for wake-ups between polls. `channel` arrives
+   * quoted. Resolves once listening, to a function that stops and releases the connection;
+   * `onLost` is called once if the connection goes before that. Ports without notifications
+   * leave it out, and the dispatcher polls.
+   */
+  listen?(
+    channel: string,
+    onNotify: () => void,
+    onLost: SqlListenLost,
+  ): Promise<() => Promise<void>>;
+}
