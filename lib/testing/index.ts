@@ -13,3 +13,10 @@ export {
   type PublisherConformanceTarget,
   type PublisherConformanceTimings,
 } from './publisher-conformance';
+export {
+  storeConformanceCases,
+  type StoreConformanceCase,
+  type StoreConformanceFixture,
+  type StoreConformanceTarget,
+} from './store-conformance';
+export type { SqlPort, SqlResult, SqlRow, SqlRunner, SqlListenLost } from '../store/sql-port';

@@ -1,7 +1,7 @@
 import { TEST_DATABASES } from '../support/databases';
-import { outboxStoreConformance, storeOn } from './outbox-store.conformance';
+import { outboxStoreConformance, typeormOn } from './outbox-store.conformance';
 
 const db = TEST_DATABASES.find((d) => d.name === 'mariadb');
 if (db === undefined) throw new Error('no mariadb test database');
 
-outboxStoreConformance('mariadb', storeOn(db), ['mariadb']);
+outboxStoreConformance(typeormOn(db), ['mariadb']);

@@ -1,7 +1,7 @@
 import { TEST_DATABASES } from '../support/databases';
-import { outboxStoreConformance, storeOn } from './outbox-store.conformance';
+import { outboxStoreConformance, typeormOn } from './outbox-store.conformance';
 
 const db = TEST_DATABASES.find((d) => d.name === 'postgres');
 if (db === undefined) throw new Error('no postgres test database');
 
-outboxStoreConformance('postgres', storeOn(db), ['postgres']);
+outboxStoreConformance(typeormOn(db), ['postgres']);

@@ -1,0 +1,368 @@
+import { randomUUID } from 'node:crypto';
+import { createOutboxStore } from '../store/create-outbox-store';
+import {
+  createOutboxTable,
+  outboxDialectOf,
+  outboxTableDropDdl,
+  tableNamesFor,
+} from '../store/outbox-dialect';
+import type {
+  ClaimedBatch,
+  NewOutboxRow,
+  OutboxStore,
+  Settlement,
+} from '../store/outbox-store.port';
+import type { SqlPort, SqlRunner } from '../store/sql-port';
+
+/**
+ * A SQL port on one database for the store conformance suite: the port under test, and the
+ * caller's transactions as the app opens them with the same library (the enqueue path).
+ */
+export interface StoreConformanceFixture {
+  readonly sql: SqlPort;
+  /**
+   * Runs `work` in a transaction of the app's library: committed when it resolves, rolled back
+   * when it throws (the error passed on).
+   */
+  inTransaction<T>(work: (tx: SqlRunner) => Promise<T>): Promise<T>;
+  /** Closes what `setUp` opened. The suite drops its own tables first. */
+  tearDown(): Promise<void>;
+}
+
+export interface StoreConformanceTarget {
+  readonly name: string;
+  /** A fresh fixture per case. The suite creates (and drops) an outbox table of its own. */
+  setUp(): Promise<StoreConformanceFixture>;
+}
+
+/** One case of the suite: throws an `Error` saying what broke the contract. */
+export interface StoreConformanceCase {
+  readonly name: string;
+  run(target: StoreConformanceTarget): Promise<void>;
+}
+
+/** A row of the table as the suite reads it back. */
+interface TableRow {
+  readonly id: string;
+  readonly messageId: string;
+  readonly status: string;
+  readonly attempts: number;
+  readonly lastError: string | null;
+  readonly lockedBy: string | null;
+}
+
+/** What a case works with: the store over the port, on a table of its own. */
+interface Context {
+  readonly store: OutboxStore;
+  readonly owner: string;
+  readonly claim: (limit: number, leaseMs?: number) => Promise<ClaimedBatch>;
+  /** Inserts in one committed transaction of the app's library. */
+  readonly enqueue: (rows: readonly NewOutboxRow[]) => Promise<readonly string[]>;
+  readonly rows: () => Promise<TableRow[]>;
+  readonly row: (id: string) => Promise<TableRow>;
+  readonly fixture: StoreConformanceFixture;
+}
+
+/**
+ * Compares by JSON, not by `node:assert`'s deep equality: that checks prototypes, and a test
+ * runner's sandbox (jest's) hands over arrays of another realm.
+ */
+function same(actual: unknown, expected: unknown, what = 'value'): void {
+  const [a, e] = [JSON.stringify(actual), JSON.stringify(expected)];
+  if (a !== e) throw new Error(`store conformance: ${what} is ${a}, expected ${e}`);
+}
+
+function ok(condition: boolean, message: string): asserts condition {
+  if (!condition) throw new Error(`store conformance: ${message}`);
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+const ids = (batch: ClaimedBatch): string[] => batch.records.map((r) => r.id);
+const NONE: Settlement = { delivered: [], retry: [], dead: [], release: [], advancedKeys: [] };
+
+function message(key: string | null, options: { delayMs?: number; messageId?: string } = {}) {
+  return {
+    messageId: options.messageId ?? randomUUID(),
+    idempotent: options.messageId !== undefined,
+    topic: 'conformance',
+    key,
+    type: 'Tested',
+    payload: JSON.stringify({ key }),
+    headers: '{}',
+    availableAt: null,
+    delayMs: options.delayMs ?? null,
+  } satisfies NewOutboxRow;
+}
+
+/** Runs `work` on a store over the target's port, with ordering by key on, then cleans up. */
+async function withStore(
+  target: StoreConformanceTarget,
+  work: (context: Context) => Promise<void>,
+): Promise<void> {
+  const fixture = await target.setUp();
+  const tableName = `outbox_conf_${randomUUID().replace(/-/g, '').slice(0, 12)}`;
+  const dialect = outboxDialectOf(fixture.sql.databaseType);
+  const names = tableNamesFor(dialect, { tableName });
+  let store: OutboxStore | undefined;
+  try {
+    await createOutboxTable(fixture.sql, { tableName });
+    const opened = await createOutboxStore(
+      fixture.sql,
+      {
+        tableName,
+        schema: null,
+        ordering: { enabled: true, onDeadLetter: 'block' },
+        dispatcher: { dbTimeoutMs: 10_000 },
+      },
+      { enabled: true, notify: false },
+    );
+    store = opened;
+    const owner = `conformance-${target.name}`;
+    const rows = async (): Promise<TableRow[]> => {
+      const { rows: raw } = await fixture.sql.query<Record<string, unknown>>(
+        `SELECT id, message_id, status, attempts, last_error, locked_by FROM ${names.table} ORDER BY id`,
+      );
+      return raw.map((r) => ({
+        id: String(r.id),
+        messageId: String(r.message_id),
+        status: String(r.status),
+        attempts: Number(r.attempts),
+        lastError: typeof r.last_error === 'string' ? r.last_error : null,
+        lockedBy: typeof r.locked_by === 'string' ? r.locked_by : null,
+      }));
+    };
+    await work({
+      store: opened,
+      owner,
+      fixture,
+      claim: (limit, leaseMs = 60_000) => opened.claim({ limit, owner, leaseMs }),
+      enqueue: (list) => fixture.inTransaction((tx) => opened.insert(tx, list, true)),
+      rows,
+      row: async (id) => {
+        const found = (await rows()).find((r) => r.id === id);
+        ok(found !== undefined, `row ${id} is gone`);
+        return found;
+      },
+    });
+  } finally {
+    await store?.close();
+    for (const statement of outboxTableDropDdl(dialect, { tableName })) {
+      await fixture.sql.query(statement).catch(() => undefined);
+    }
+    await fixture.tearDown();
+  }
+}
+
+const CASES: readonly { name: string; run(context: Context): Promise<void> }[] = [
+  {
+    name: 'claims due, unleased rows, at most the batch size, oldest first',
+    async run({ claim, enqueue, rows }) {
+      // One statement for the batch: a delay on one row means a delay (0 here) on every row.
+      await enqueue([
+        message(null, { delayMs: 0 }),
+        message(null, { delayMs: 0 }),
+        message(null, { delayMs: 0 }),
+        message(null, { delayMs: 0 }),
+        message(null, { delayMs: 3_600_000 }),
+      ]);
+      const all = await rows();
+      const first = await claim(3);
+      same(
+        ids(first),
+        all.slice(0, 3).map((r) => r.id),
+      );
+      ok(
+        first.records.every((r) => r.attempts === 1),
+        'a claim counts one attempt',
+      );
+      // The leased three are not claimed again, and the delayed one is not due.
+      same(ids(await claim(10)), [all[3]?.id]);
+      same((await claim(10)).records, []);
+      same(
+        (await rows()).map((r) => r.attempts),
+        [1, 1, 1, 1, 0],
+      );
+    },
+  },
+  {
+    name: 'with ordering on, only the head of a key is claimable; park and promote move it on',
+    async run({ store, claim, enqueue, rows, row }) {
+      await enqueue([message('k'), message('k'), message('k'), message('other')]);
+      const [k1, k2, k3, other] = (await rows()).map((r) => r.id) as [
+        string,
+        string,
+        string,
+        string,
+      ];
+      const batch = await claim(10);
+      same(ids(batch).sort(), [k1, other].sort());
+      same(batch.blockedKeys, ['k']);
+      same(await store.park(['k']), 2);
+      same(
+        (await rows()).map((r) => r.status),
+        ['pending', 'waiting', 'waiting', 'pending'],
+      );
+      // The head delivered: the next message of the key, and only it, becomes claimable.
+      const settled = await store.settle(
+        batch.token,
+        { ...NONE, delivered: ids(batch), advancedKeys: ['k'] },
+        false,
+      );
+      same(settled, 2);
+      same(ids(await claim(10)), [k2]);
+      same((await row(k3)).status, 'waiting');
+    },
+  },
+  {
+    name: 'settles delivered, retry and dead with the lease token',
+    async run({ store, claim, enqueue, row }) {
+      await enqueue([message(null), message(null), message(null)]);
+      const batch = await claim(3);
+      const [a, b, c] = ids(batch) as [string, string, string];
+      const changed = await store.settle(
+        batch.token,
+        {
+          ...NONE,
+          delivered: [a],
+          retry: [{ id: b, delayMs: 0, error: 'try again' }],
+          dead: [{ id: c, error: 'gave up' }],
+        },
+        false,
+      );
+      same(changed, 3);
+      const [ra, rb, rc] = [await row(a), await row(b), await row(c)];
+      same([ra.status, ra.lockedBy], ['delivered', null]);
+      same([rb.status, rb.attempts, rb.lastError, rb.lockedBy], ['pending', 1, 'try again', null]);
+      same([rc.status, rc.lastError], ['dead', 'gave up']);
+      // The retried one is due again (delay 0); the others are done.
+      same(ids(await claim(10)), [b]);
+    },
+  },
+  {
+    name: 'fences: a stale lease token settles nothing',
+    async run({ store, claim, enqueue, row, owner }) {
+      await enqueue([message(null)]);
+      const stale = await claim(1, 50);
+      await sleep(200);
+      same(await store.releaseExpired(), 1);
+      const fresh = await claim(1);
+      same(ids(fresh), ids(stale));
+      const [id] = ids(stale) as [string];
+      for (const outcome of [
+        { ...NONE, delivered: [id] },
+        { ...NONE, retry: [{ id, delayMs: 0, error: 'x' }] },
+        { ...NONE, dead: [{ id, error: 'x' }] },
+        { ...NONE, release: [{ id, delayMs: 0, error: null }] },
+      ]) {
+        same(await store.settle(stale.token, outcome, false), 0);
+      }
+      same([(await row(id)).status, (await row(id)).lockedBy], ['pending', owner]);
+      // A token nobody holds changes nothing either.
+      same(await store.settle(randomUUID(), { ...NONE, delivered: [id] }, false), 0);
+      same(await store.settle(fresh.token, { ...NONE, delivered: [id] }, false), 1);
+      same((await row(id)).status, 'delivered');
+    },
+  },
+  {
+    name: 'requeues dead messages, all or by message id, with attempts reset',
+    async run({ store, claim, enqueue, row }) {
+      await enqueue([message(null), message(null)]);
+      const batch = await claim(2);
+      const [a, b] = ids(batch) as [string, string];
+      const dead = [a, b].map((id) => ({ id, error: 'bad' }));
+      await store.settle(batch.token, { ...NONE, dead }, false);
+      const b0 = await row(b);
+      same(await store.requeueDead([b0.messageId]), { requeued: 1, resequenced: 0 });
+      same([(await row(b)).status, (await row(b)).attempts], ['pending', 0]);
+      same((await row(a)).status, 'dead');
+      same(await store.requeueDead(), { requeued: 1, resequenced: 0 });
+      same(ids(await claim(10)), [a, b]);
+    },
+  },
+  {
+    name: 'purges delivered and dead rows older than asked, up to the limit',
+    async run({ store, claim, enqueue, rows }) {
+      await enqueue([message(null), message(null), message(null), message(null)]);
+      const batch = await claim(4);
+      const [a, b, c, d] = ids(batch) as [string, string, string, string];
+      await store.settle(
+        batch.token,
+        { ...NONE, delivered: [a, b], dead: [{ id: c, error: 'bad' }] },
+        false,
+      );
+      same(await store.purge('delivered', 3_600_000, 10), 0);
+      await sleep(50);
+      same(await store.purge('delivered', 0, 1), 1);
+      same(await store.purge('delivered', 0, 10), 1);
+      same(await store.purge('dead', 0, 10), 1);
+      same(
+        (await rows()).map((r) => r.id),
+        [d],
+      );
+    },
+  },
+  {
+    name: 'never gives one row to two concurrent claimers',
+    async run({ claim, enqueue }) {
+      const total = 60;
+      await enqueue(Array.from({ length: total }, () => message(null)));
+      const seen: string[] = [];
+      for (;;) {
+        const got = (await Promise.all([claim(7), claim(7), claim(7)])).flatMap(ids);
+        if (got.length === 0) break;
+        seen.push(...got);
+      }
+      same(seen.length, total);
+      same(new Set(seen).size, total, 'distinct rows claimed');
+    },
+  },
+  {
+    name: "writes nothing when the caller's transaction rolls back",
+    async run({ store, fixture, enqueue, rows }) {
+      const failure = new Error('business rule broken after the enqueue');
+      let thrown: unknown;
+      try {
+        await fixture.inTransaction(async (tx) => {
+          await store.insert(tx, [message('k'), message(null)], true);
+          throw failure;
+        });
+      } catch (error) {
+        thrown = error;
+      }
+      ok(thrown === failure, 'inTransaction must pass the error on');
+      same(await rows(), []);
+      // The key's lock went with the transaction: a later writer of the key is not held up.
+      await enqueue([message('k')]);
+      same((await rows()).length, 1);
+    },
+  },
+  {
+    name: 'an idempotent insert writes a message id once and reports the ones already there',
+    async run({ enqueue, rows }) {
+      const first = message('k', { messageId: randomUUID() });
+      same(await enqueue([first]), []);
+      const second = message('k', { messageId: randomUUID() });
+      same(await enqueue([first, second]), [first.messageId]);
+      same(
+        (await rows()).map((r) => r.messageId),
+        [first.messageId, second.messageId],
+      );
+    },
+  },
+];
+
+/**
+ * The store conformance suite, for a SQL port (an ORM or driver adapter) on one database: the
+ * outbox's store on top of the port must claim, park, promote, settle with fencing, requeue,
+ * purge, share no row between concurrent claimers, and write with the caller's transaction.
+ * Framework-free: wrap each case in your runner's test function.
+ *
+ * @example
+ * for (const c of storeConformanceCases()) it(c.name, () => c.run(target), 30_000);
+ */
+export function storeConformanceCases(): StoreConformanceCase[] {
+  return CASES.map((c) => ({
+    name: c.name,
+    run: (target) => withStore(target, (context) => c.run(context)),
+  }));
+}
