@@ -39,12 +39,3 @@ export interface InboxTableOptions {
   schema?: string;
 }
 
-/** Validated, quoted names of one inbox table. */
-export interface InboxTableNames {
-  /** Quoted, schema-qualified table, ready to splice into SQL. */
-  readonly table: string;
-  /** Quoted name of the received_at index. */
-  readonly index: string;
-  readonly schema: string | null;
-  readonly quote: (name: string) => string;
-}

@@ -1,5 +1,7 @@
-import { MAX_ERROR_LENGTH } from '../store/outbox-row.mapper';
 import { redactSecrets } from './redact-secrets';
+
+/** Error texts are stored truncated: enough to diagnose, never a whole stack or payload. */
+export const MAX_ERROR_LENGTH = 2_000;
 
 // Re-exported because the publishers import the redactor from here, next to describeError.
 export { redactSecrets };

@@ -5,7 +5,7 @@ import {
   type OutboxInvalidMessageReason,
 } from '../errors/outbox-invalid-message.error';
 import type { EnqueueOptions, OutboxMessage } from './outbox-message.interface';
-import type { NewOutboxRow } from '../store/outbox-store.port';
+import type { NewOutboxRow } from './new-outbox-row';
 import { OUTBOX_HEADER_PREFIX } from '../outbox.constants';
 import { OutboxMessages } from '../outbox.messages';
 import { describeError } from '../internal/describe-error';

@@ -91,13 +91,15 @@ export class OptionChecks {
     min: number,
     max: number,
     unit = '',
+    /** How the fix names the default, when it is not `fallback` itself. */
+    defaultText = String(fallback),
   ): number => {
     if (value === undefined) return fallback;
     if (typeof value !== 'number' || !Number.isInteger(value) || value < min || value > max) {
       this.fail(
         option,
         `${this.show(value)} is not a whole number from ${min} to ${max}${unit}`,
-        `Set it within that range or leave it out for the default (${fallback}).`,
+        `Set it within that range or leave it out for the default (${defaultText}).`,
       );
     }
     return value;

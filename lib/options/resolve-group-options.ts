@@ -115,7 +115,15 @@ export function resolveCleanerOptions(
   const deadRetentionMs =
     c.deadRetentionMs === undefined || c.deadRetentionMs === null
       ? defaults.deadRetentionMs.value
-      : integer(c.deadRetentionMs, 0, 'cleaner.deadRetentionMs', MINUTE, 3650 * DAY, ' ms');
+      : integer(
+          c.deadRetentionMs,
+          0,
+          'cleaner.deadRetentionMs',
+          MINUTE,
+          3650 * DAY,
+          ' ms',
+          'null: dead letters are kept until purged',
+        );
   return {
     intervalMs: integer(
       c.intervalMs,

@@ -1,4 +1,4 @@
-import type { InboxTableNames } from '../inbox/inbox.interfaces';
+import type { InboxTableNames } from './sql-identifier';
 import type { AdminDialect } from './admin-dialect';
 import type { OutboxQueuePolicy, OutboxStore } from './outbox-store.port';
 import type { IdentifierQuoting, OutboxTableNames } from './sql-identifier';

@@ -12,7 +12,10 @@ export type OutboxDialect = (typeof OUTBOX_DATABASES)[OutboxDriverType]['dialect
 export function outboxDatabase(type: string): OutboxDatabase {
   const database = outboxDatabaseOf(type);
   if (database === undefined) {
-    throw new OutboxOptionsError(OutboxMessages.unsupportedDatabase(type), 'dataSource');
+    throw new OutboxOptionsError(
+      OutboxMessages.unsupportedDatabase(type, Object.keys(OUTBOX_DATABASES)),
+      'dataSource',
+    );
   }
   return database;
 }

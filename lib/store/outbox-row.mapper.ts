@@ -73,8 +73,6 @@ export function hashKey(key: string): number {
   return (hash >>> 1) & 0x7fffffff;
 }
 
-/** Error texts are stored truncated: enough to diagnose, never a whole stack or payload. */
-export const MAX_ERROR_LENGTH = 2_000;
 
 /**
  * The idempotent rows an `INSERT … RETURNING` did not write (their id was already in the

@@ -1,21 +1,8 @@
 import type { OutboxRecord } from '../message/outbox-record.interface';
 import type { SqlRunner } from './sql-port';
+import type { NewOutboxRow } from '../message/new-outbox-row';
 
-/** A message ready to be written, already validated and serialised. */
-export interface NewOutboxRow {
-  readonly messageId: string;
-  /** The id came from the caller (messageId/dedupeKey): a row with it already is skipped. */
-  readonly idempotent?: boolean;
-  readonly topic: string;
-  readonly key: string | null;
-  readonly type: string;
-  readonly payload: string;
-  readonly headers: string;
-  /** Absolute due time, if the caller gave one. */
-  readonly availableAt: Date | null;
-  /** Delay after the database's `now`, if the caller gave one. */
-  readonly delayMs: number | null;
-}
+export type { NewOutboxRow };
 
 /** What a claim returns: the rows, the lease token that settles them, and their ages. */
 export interface ClaimedBatch {

@@ -69,3 +69,13 @@ export function outboxTableNames(
     quote,
   };
 }
+
+/** Validated, quoted names of one inbox table. */
+export interface InboxTableNames {
+  /** Quoted, schema-qualified table, ready to splice into SQL. */
+  readonly table: string;
+  /** Quoted name of the received_at index. */
+  readonly index: string;
+  readonly schema: string | null;
+  readonly quote: (name: string) => string;
+}

@@ -132,6 +132,13 @@ describe('resolveOutboxOptions', () => {
     expect(() => resolveOutboxOptions({ dataSource }, false)).not.toThrow();
   });
 
+  it('names the real default of a nullable option in its fix (dead letters kept, not 0)', () => {
+    const error = errorOf({ ...valid, cleaner: { deadRetentionMs: 5 } });
+    expect(error.option).toBe('cleaner.deadRetentionMs');
+    expect(error.message).toContain('leave it out for the default (null: dead letters are kept until purged)');
+    expect(error.message).not.toContain('default (0)');
+  });
+
   it('rejects an unknown dead-letter policy', () => {
     expect(errorOf({ ...valid, ordering: { onDeadLetter: 'drop' } }).option).toBe(
       'ordering.onDeadLetter',

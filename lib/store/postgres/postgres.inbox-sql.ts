@@ -1,4 +1,4 @@
-import type { InboxTableNames } from '../../inbox/inbox.interfaces';
+import type { InboxTableNames } from '../sql-identifier';
 
 /** DDL of the inbox table on PostgreSQL 12+. */
 export function postgresInboxTable(n: InboxTableNames): string[] {

@@ -1,4 +1,4 @@
-import type { InboxTableNames } from '../../inbox/inbox.interfaces';
+import type { InboxTableNames } from '../sql-identifier';
 
 // Times are UTC text with milliseconds (as in the outbox table), which sorts correctly.
 const NOW = `strftime('%Y-%m-%d %H:%M:%f', 'now')`;
