@@ -1,4 +1,5 @@
-import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
+import type { DataSource, EntityManager } from 'typeorm';
+import { typeormSqlPort, typeormSqlRunner } from '../orm/typeorm/typeorm.sql-port';
 import { OutboxError } from '../errors/outbox.error';
 import { OutboxOptionsError } from '../errors/outbox-options.error';
 import { outboxDatabase, outboxDialectOf } from '../store/outbox-dialect';
@@ -139,18 +140,14 @@ export class Inbox {
         'batchSize',
       );
     }
+    const sql = typeormSqlPort(this.dataSource);
     const purgeAll = async (): Promise<number> => {
-      const runner = this.dataSource.createQueryRunner();
-      try {
-        let total = 0;
-        for (;;) {
-          // Small statements in autocommit: a long purge never holds locks across the table.
-          const deleted = await this.affected(runner, this.purgeSql, [olderThanMs, batchSize]);
-          total += deleted;
-          if (deleted < batchSize) return total;
-        }
-      } finally {
-        await runner.release();
+      let total = 0;
+      for (;;) {
+        // Small statements in autocommit: a long purge never holds locks across the table.
+        const { affected } = await sql.query(this.purgeSql, [olderThanMs, batchSize]);
+        total += affected;
+        if (affected < batchSize) return total;
       }
     };
     return this.sharedConnection ? runSerially(this.dataSource, purgeAll) : purgeAll();
@@ -168,11 +165,10 @@ export class Inbox {
   private async record(tx: EntityManager, consumer: string, messageId: string): Promise<boolean> {
     const runner = tx.queryRunner;
     if (runner === undefined) throw new OutboxError('The inbox transaction has no query runner');
-    return (await this.affected(runner, this.insertSql, [consumer, messageId])) === 1;
-  }
-
-  private async affected(runner: QueryRunner, sql: string, params: unknown[]): Promise<number> {
-    const result = await runner.query(sql, params, true);
-    return result.affected ?? 0;
+    const { affected } = await typeormSqlRunner(runner).query(this.insertSql, [
+      consumer,
+      messageId,
+    ]);
+    return affected === 1;
   }
 }

@@ -12,7 +12,7 @@ export {
   INBOX_MAX_MESSAGE_ID_BYTES,
 } from './inbox.constants';
 export { ensureInboxTable, inboxTableDdl, inboxTableDropDdl } from './inbox-table';
-export { createInboxMigration } from '../orm/typeorm/inbox-table.migration';
+export { createInboxMigration } from './inbox-table.migration';
 export {
   messageIdFromAmqp,
   messageIdFromKafka,

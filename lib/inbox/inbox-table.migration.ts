@@ -1,9 +1,9 @@
 import type { MigrationInterface, QueryRunner } from 'typeorm';
-import { tableMigrationName } from './migration-name';
-import { outboxDialectOf } from '../../store/outbox-dialect';
-import type { InboxTableOptions } from '../../inbox/inbox.interfaces';
-import { INBOX_DEFAULT_TABLE } from '../../inbox/inbox.constants';
-import { inboxTableDdl, inboxTableDropDdl } from '../../inbox/inbox-table';
+import { tableMigrationName } from '../orm/typeorm/migration-name';
+import { outboxDialectOf } from '../store/outbox-dialect';
+import type { InboxTableOptions } from './inbox.interfaces';
+import { INBOX_DEFAULT_TABLE } from './inbox.constants';
+import { inboxTableDdl, inboxTableDropDdl } from './inbox-table';
 
 /**
  * Returns a TypeORM migration class that creates the inbox table on PostgreSQL, MySQL/MariaDB or
