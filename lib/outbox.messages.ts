@@ -95,9 +95,9 @@ export const OutboxMessages = {
     '(README: "Usage"). Without it SIGTERM ends the process at once, and the messages the ' +
     `dispatcher has claimed stay leased until dispatcher.leaseMs (${leaseMs} ms) ends, each ` +
     'with an attempt counted, instead of being released for the next instance.',
-  unsupportedDatabase: (type: string, supported: readonly string[]): string =>
-    `Database type "${type}" is not supported by nestjs-outbox: use ` +
-    `${supported.slice(0, -1).join(', ')} or ${supported.at(-1) ?? ''}.`,
+  /** `supported`: the driver types, already listed ("a, b or c"). */
+  unsupportedDatabase: (type: string, supported: string): string =>
+    `Database type "${type}" is not supported by nestjs-outbox: use ${supported}.`,
   sqliteNeedsFile: (): string =>
     'The outbox dispatcher on SQLite needs a database file (not ":memory:"), because it uses a ' +
     'connection of its own so that its writes never join an application transaction.',

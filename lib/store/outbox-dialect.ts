@@ -13,11 +13,16 @@ export function outboxDatabase(type: string): OutboxDatabase {
   const database = outboxDatabaseOf(type);
   if (database === undefined) {
     throw new OutboxOptionsError(
-      OutboxMessages.unsupportedDatabase(type, Object.keys(OUTBOX_DATABASES)),
+      OutboxMessages.unsupportedDatabase(type, listed(Object.keys(OUTBOX_DATABASES))),
       'dataSource',
     );
   }
   return database;
+}
+
+/** "a, b or c". */
+function listed(names: readonly string[]): string {
+  return names.length < 2 ? names.join('') : `${names.slice(0, -1).join(', ')} or ${names.at(-1)}`;
 }
 
 /** Maps a TypeORM driver type to its outbox dialect, or throws a clear error. */
