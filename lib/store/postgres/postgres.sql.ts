@@ -69,6 +69,37 @@ ORDER BY u.ord${
   }`;
 }
 
+/**
+ * $1–$6 one row's message id, topic, key, type, payload, headers; then with `scheduled` the due
+ * time and delay, with `lockKey` the lock namespace and the key's lock id, with `notify` the
+ * channel. The one-message form of `postgresInsert`, for the common enqueue of one event: plain
+ * parameters instead of arrays and `unnest`, a third of the statement's cost on the server.
+ */
+export function postgresInsertOne(
+  n: OutboxTableNames,
+  scheduled: boolean,
+  lockKey: boolean,
+  notify: boolean,
+  idempotent: boolean,
+): string {
+  let next = 7;
+  const due = scheduled
+    ? `, COALESCE($${next++}::timestamptz, clock_timestamp() + $${next++}::int8 * interval '1 millisecond')`
+    : '';
+  // The key's lock comes first: it is taken (the FROM item is evaluated) before the row gets its
+  // id, so a key's ids follow its commit order as with the many-row form.
+  const from = [
+    ...(lockKey
+      ? [`(SELECT pg_advisory_xact_lock($${next++}::int4, $${next++}::int4)) AS lk`]
+      : []),
+    ...(notify ? [`(SELECT pg_notify($${next++}::text, '')) AS nt`] : []),
+  ];
+  return `INSERT INTO ${n.table} (message_id, topic, message_key, event_type, payload, headers${scheduled ? ', available_at' : ''})
+SELECT $1::uuid, $2::text, $3::text, $4::text, $5::json, $6::json${due}${from.length > 0 ? `\nFROM ${from.join(', ')}` : ''}${
+    idempotent ? '\nON CONFLICT (message_id) DO NOTHING\nRETURNING message_id::text AS id' : ''
+  }`;
+}
+
 const RETURNING = `o.id::text AS id, o.message_id::text AS message_id, o.topic, o.message_key, o.event_type,
   o.payload::text AS payload, o.headers::text AS headers, o.attempts, o.created_at,
   extract(epoch FROM (now() - o.created_at)) * 1000 AS age_ms`;

@@ -18,6 +18,7 @@ import {
   postgresDeadToRequeue,
   postgresDeleteDead,
   postgresInsert,
+  postgresInsertOne,
   postgresLockKeys,
   postgresOrphanKeys,
   postgresPark,
@@ -76,27 +77,37 @@ export class PostgresOutboxStore implements OutboxStore {
     const keys = lockKeys ? sortedLockIds(rows.map((r) => r.key)) : [];
     const lock = keys.length > 0;
     const idempotent = rows.some((r) => r.idempotent === true);
-    const variant = `${scheduled}:${lock}:${this.notify}:${idempotent}`;
+    const [only] = rows;
+    const one = rows.length === 1 && only !== undefined;
+    const variant = `${one}:${scheduled}:${lock}:${this.notify}:${idempotent}`;
     let sql = this.insertSql.get(variant);
     if (sql === undefined) {
-      sql = postgresInsert(this.names, scheduled, lock, this.notify, idempotent);
+      sql = one
+        ? postgresInsertOne(this.names, scheduled, lock, this.notify, idempotent)
+        : postgresInsert(this.names, scheduled, lock, this.notify, idempotent);
       this.insertSql.set(variant, sql);
     }
-    // Parameters in the order postgresInsert numbers them: arrays, then the optional groups.
-    const params: unknown[] = [
-      rows.map((r) => r.messageId),
-      rows.map((r) => r.topic),
-      rows.map((r) => r.key),
-      rows.map((r) => r.type),
-      rows.map((r) => r.payload),
-      rows.map((r) => r.headers),
-    ];
-    if (scheduled)
-      params.push(
-        rows.map((r) => r.availableAt),
-        rows.map((r) => r.delayMs),
-      );
-    if (lock) params.push(this.lockNamespace, keys);
+    // Parameters in the order the statement numbers them: the rows' columns (values for one
+    // row, arrays for many), then the optional groups.
+    const params: unknown[] = one
+      ? [only.messageId, only.topic, only.key, only.type, only.payload, only.headers]
+      : [
+          rows.map((r) => r.messageId),
+          rows.map((r) => r.topic),
+          rows.map((r) => r.key),
+          rows.map((r) => r.type),
+          rows.map((r) => r.payload),
+          rows.map((r) => r.headers),
+        ];
+    if (scheduled) {
+      if (one) params.push(only.availableAt, only.delayMs);
+      else
+        params.push(
+          rows.map((r) => r.availableAt),
+          rows.map((r) => r.delayMs),
+        );
+    }
+    if (lock) params.push(this.lockNamespace, one ? keys[0] : keys);
     if (this.notify) params.push(this.channel);
     const { rows: written } = await tx.query(sql, params);
     return idempotent ? alreadyPresent(rows, written) : [];
