@@ -75,6 +75,20 @@ export function mysqlInsert(
   return `INSERT INTO ${n.table} (message_id, topic, message_key, event_type, payload, headers${scheduled ? ', available_at' : ''}) VALUES ${Array.from({ length: rows }, () => row).join(', ')}${skip}`;
 }
 
+/**
+ * One message of a key, written under its key's lock in one statement: the row comes out of
+ * the `SELECT … FOR UPDATE` of the key's bucket, so the lock is held before the row exists
+ * (and InnoDB gives it its id only then: a key's ids follow its commit order, as with
+ * `mysqlLockKeys` then `mysqlInsert`, with one round trip fewer). The last parameter is the
+ * bucket. Answers no row when the bucket row is missing: the caller must treat that as an
+ * error, never as written.
+ */
+export function mysqlInsertOneLocked(n: OutboxTableNames, scheduled: boolean): string {
+  const due = scheduled ? ', COALESCE(?, UTC_TIMESTAMP(6) + INTERVAL ? * 1000 MICROSECOND)' : '';
+  return `INSERT INTO ${n.table} (message_id, topic, message_key, event_type, payload, headers${scheduled ? ', available_at' : ''})
+SELECT ?, ?, ?, ?, ?, ?${due} FROM ${n.lockTable} WHERE bucket = ? FOR UPDATE`;
+}
+
 function blocking(deadBlocksKey: boolean): string {
   return deadBlocksKey ? `('pending', 'waiting', 'dead')` : `('pending', 'waiting')`;
 }

@@ -1,4 +1,6 @@
 import { insertChunks } from '../sql-values';
+import { OutboxTableMissingError } from '../../errors/outbox-table-missing.error';
+import { OutboxMessages } from '../../outbox.messages';
 import { randomUUID } from 'node:crypto';
 import type {
   ClaimOptions,
@@ -23,6 +25,7 @@ import {
   mysqlFirstBlocking,
   mysqlFirstWaiting,
   mysqlInsert,
+  mysqlInsertOneLocked,
   mysqlLockKeys,
   mysqlOrphanKeys,
   mysqlPark,
@@ -70,10 +73,18 @@ export class MysqlOutboxStore implements OutboxStore {
     rows: readonly NewOutboxRow[],
     lockKeys: boolean,
   ): Promise<readonly string[]> {
-    if (lockKeys) {
-      const buckets = bucketsOf(rows.map((r) => r.key));
-      if (buckets.length > 0) await tx.query(mysqlLockKeys(this.names, buckets.length), buckets);
+    const buckets = lockKeys ? bucketsOf(rows.map((r) => r.key)) : [];
+    const [only] = rows;
+    if (
+      rows.length === 1 &&
+      only !== undefined &&
+      only.idempotent !== true &&
+      buckets.length === 1
+    ) {
+      await this.insertOneLocked(tx, only, buckets[0] as number);
+      return [];
     }
+    if (buckets.length > 0) await tx.query(mysqlLockKeys(this.names, buckets.length), buckets);
     const present: string[] = [];
     // With caller-given ids, one row per statement: MySQL has no RETURNING, and only a single
     // row's insert id (0 for a duplicate left alone) says whether it was written.
@@ -90,6 +101,29 @@ export class MysqlOutboxStore implements OutboxStore {
         present.push(only.messageId);
     }
     return present;
+  }
+
+  /** The common enqueue, one message of a key: its lock and its row in one statement. */
+  private async insertOneLocked(tx: SqlRunner, row: NewOutboxRow, bucket: number): Promise<void> {
+    const [chunk] = insertChunks([row], 1);
+    if (chunk === undefined) return;
+    const { affected } = await tx.query(mysqlInsertOneLocked(this.names, chunk.scheduled), [
+      ...chunk.params,
+      bucket,
+    ]);
+    // No bucket row to lock means no row written: fail the enqueue (and so the business
+    // transaction) rather than lose the message. The bootstrap check makes this unexpected.
+    if (affected !== 1) {
+      throw new OutboxTableMissingError(
+        OutboxMessages.keyLockTableBroken(this.names.lockTable, `has no row for bucket ${bucket}`, {
+          tableName: this.names.tableName,
+          schema: this.names.schema ?? undefined,
+          keyLock: true,
+        }),
+        this.names.lockTable,
+        { cause: undefined },
+      );
+    }
   }
 
   async claim(options: ClaimOptions): Promise<ClaimedBatch> {
