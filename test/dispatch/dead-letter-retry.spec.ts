@@ -2,7 +2,7 @@ import type { DataSource } from 'typeorm';
 import type { OutboxMessage, OutboxRecord } from '../../lib';
 import { quoteTable, sleep } from '../support/outbox-harness';
 import { readOutbox, TEST_DATABASES, uniqueTable } from '../support/databases';
-import { instance, type Instance } from '../support/outbox-instance';
+import { instance, type Instance } from '../support/outbox-harness';
 import { describeWith } from '../support/services';
 import { waitFor } from '../support/wait-for';
 

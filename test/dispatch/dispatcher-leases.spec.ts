@@ -1,7 +1,6 @@
 import { DataSource } from 'typeorm';
 import { ensureOutboxTable, type OutboxMessage } from '../../lib';
 import type { ClaimOptions } from '../../lib/store/outbox-store.port';
-import { dropOutboxTable, sleep } from '../support/outbox-harness';
 import {
   readOutbox,
   serverOptions,
@@ -9,7 +8,16 @@ import {
   testDatabase,
   uniqueTable,
 } from '../support/databases';
-import { instance, type Instance } from '../support/outbox-instance';
+import {
+  dispatchTestApp,
+  dropOutboxTable,
+  instance,
+  sleep,
+  type HarnessOverrides,
+  type Instance,
+} from '../support/outbox-harness';
+import { useOutboxScope } from '../support/outbox-scope';
+import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
 import { waitFor } from '../support/wait-for';
 
@@ -265,5 +273,70 @@ describeWith(['postgres'], "a frozen dispatcher's transaction on PostgreSQL", ()
     } finally {
       await d.moduleRef.close();
     }
+  });
+});
+
+// A crashed dispatcher's leases run out and are cleared; a lease too short for its timeouts is
+// refused before anything is claimed.
+describe.each(TEST_DATABASES)('expired and impossible leases on $name', (db) => {
+  describeWith(db.service === null ? [] : [db.service], `on ${db.name}`, () => {
+    const scope = useOutboxScope(db, { tablePrefix: 'outbox_lease' });
+    const boot = (publisher: RecordingPublisher, overrides: HarnessOverrides = {}) =>
+      scope.open(dispatchTestApp(publisher, overrides));
+    const event = (key: string): OutboxMessage => ({
+      topic: 'orders',
+      type: 'order.event',
+      key,
+      payload: {},
+    });
+
+    it('the unlocker releases expired leases and leaves live ones alone', async () => {
+      const publisher = new RecordingPublisher();
+      const h = await boot(publisher);
+      const ids = await h.commit([event('a'), event('b'), event('c')]);
+      // A dispatcher that crashed after claiming two messages, and a live one holding the third.
+      const crashed = await h.store.claim({
+        limit: 2,
+        owner: 'crashed-dispatcher',
+        leaseMs: 1_000,
+      });
+      expect(crashed.records.map((r) => r.messageId)).toEqual(ids.slice(0, 2));
+      const alive = await h.store.claim({
+        limit: 5,
+        owner: 'live-dispatcher',
+        leaseMs: 60_000,
+      });
+      expect(alive.records.map((r) => r.messageId)).toEqual(ids.slice(2));
+      expect(await h.unlocker.runOnce()).toBe(0);
+      expect((await h.rows()).map((r) => r.lockedBy)).toEqual([
+        'crashed-dispatcher',
+        'crashed-dispatcher',
+        'live-dispatcher',
+      ]);
+
+      await waitFor(
+        "the crashed dispatcher's leases to expire",
+        async () => (await h.leaseLeftMs('crashed-dispatcher')) < 0,
+        { intervalMs: 50 },
+      );
+      expect(await h.unlocker.runOnce()).toBe(2);
+      const rows = await h.rows();
+      // The crashed claims still count: a message that keeps crashing its dispatchers ends dead.
+      expect(rows.map((r) => [r.lockedBy, r.status, r.attempts])).toEqual([
+        [null, 'pending', 1],
+        [null, 'pending', 1],
+        ['live-dispatcher', 'pending', 1],
+      ]);
+      expect(await h.dispatcher.runOnce()).toMatchObject({ claimed: 2, published: 2 });
+      expect([...publisher.sentIds].sort()).toEqual(ids.slice(0, 2).sort());
+    });
+
+    it('refuses to boot when publishTimeoutMs + dbTimeoutMs do not fit in leaseMs', async () => {
+      await expect(
+        boot(new RecordingPublisher(), {
+          dispatcher: { leaseMs: 5_000, publishTimeoutMs: 4_000, dbTimeoutMs: 2_000 },
+        }),
+      ).rejects.toThrow(/dbTimeoutMs.*exceed dispatcher.leaseMs/);
+    });
   });
 });

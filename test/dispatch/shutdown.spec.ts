@@ -1,0 +1,130 @@
+import { Module, type INestApplicationContext, type LoggerService } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
+import type { DataSource } from 'typeorm';
+import { OutboxModule, type OutboxMessage } from '../../lib';
+import { RecordingPublisher } from '../support/recording.publisher';
+import { TEST_DATABASES, testDatabase, uniqueTable } from '../support/databases';
+import { dispatchTestApp, type HarnessOverrides } from '../support/outbox-harness';
+import { useOutboxScope } from '../support/outbox-scope';
+import { describeWith } from '../support/services';
+import { expectNever, resolvesWithin, waitFor } from '../support/wait-for';
+
+// Shutdown: a dispatcher that is closed gives back what it claimed and could not publish in
+// time. Without app.enableShutdownHooks(), SIGTERM kills the process before it can, and the
+// outbox says so at bootstrap when its dispatcher runs (those tests boot a real application
+// context, as a worker's main.ts does, rather than a testing module: the warning is about it).
+
+const postgres = testDatabase('postgres');
+
+class CapturingLogger implements LoggerService {
+  readonly warnings: string[] = [];
+  log(): void {}
+  error(): void {}
+  warn(message: unknown): void {
+    this.warnings.push(String(message));
+  }
+}
+
+describe('the shutdown hooks warning', () => {
+  let ds: DataSource;
+  let table: string;
+  let app: INestApplicationContext | undefined;
+
+  beforeEach(async () => {
+    table = uniqueTable('outbox_stop');
+    ds = await postgres.open(table);
+    // The check reads the process's SIGTERM listeners: none may be left over from elsewhere.
+    expect(process.listenerCount('SIGTERM')).toBe(0);
+  });
+
+  afterEach(async () => {
+    await app?.close();
+    app = undefined;
+    await postgres.close(ds, table);
+  });
+
+  async function boot(autoStart: boolean, hooks: boolean): Promise<CapturingLogger> {
+    const logger = new CapturingLogger();
+    @Module({
+      imports: [
+        OutboxModule.forRoot({
+          dataSource: ds,
+          tableName: table,
+          publisher: new RecordingPublisher(),
+          autoStart,
+          dispatcher: { listen: false },
+        }),
+      ],
+    })
+    class AppModule {}
+    // As a worker's main.ts does: the context is initialised before enableShutdownHooks().
+    app = await NestFactory.createApplicationContext(AppModule, { logger });
+    if (hooks) app.enableShutdownHooks();
+    return logger;
+  }
+
+  const aboutHooks = (logger: CapturingLogger) => (): string | undefined =>
+    logger.warnings.find((w) => w.includes('enableShutdownHooks'));
+
+  it('warns when the dispatcher runs and nothing handles SIGTERM', async () => {
+    const logger = await boot(true, false);
+    const warning = await waitFor('the warning', aboutHooks(logger));
+    expect(warning).toMatch(/SIGTERM/);
+    expect(warning).toMatch(/leased .*30000 ms/);
+  });
+
+  it('stays quiet when the app enabled shutdown hooks', async () => {
+    const logger = await boot(true, true);
+    await expectNever('a shutdown hooks warning', aboutHooks(logger), 2_000);
+  });
+
+  it('stays quiet when the dispatcher does not start at bootstrap', async () => {
+    const logger = await boot(false, false);
+    await expectNever('a shutdown hooks warning', aboutHooks(logger), 2_000);
+  });
+});
+
+const msg = (key: string | null): OutboxMessage => ({
+  topic: 'orders',
+  type: 'order.event',
+  key,
+  payload: {},
+});
+
+for (const db of TEST_DATABASES) {
+  describeWith(db.service === null ? [] : [db.service], `shutdown on ${db.name}`, () => {
+    const scope = useOutboxScope(db, { tablePrefix: 'outbox_stop' });
+    const boot = (publisher: RecordingPublisher, overrides: HarnessOverrides = {}) =>
+      scope.open(dispatchTestApp(publisher, overrides));
+
+    it('releases the leases of a hung publish on shutdown within shutdownTimeoutMs', async () => {
+      const publisher = new RecordingPublisher();
+      const h = await boot(publisher, {
+        // Publish timeout and lease far beyond the test: only the shutdown timeout can end the hung publish.
+        dispatcher: { shutdownTimeoutMs: 300, leaseMs: 600_000, publishTimeoutMs: 300_000 },
+      });
+      const ids = await h.commit([msg('a'), msg('b'), msg(null), msg(null)]);
+      publisher.fail(() => true, 'hang');
+      const run = h.dispatcher.runOnce();
+      await publisher.until((p) => p.hanging === 1, 5_000, 'the publish to hang');
+      expect((await h.rows()).map((r) => r.lockedBy)).toEqual(ids.map(() => h.instanceId));
+
+      const started = Date.now();
+      await resolvesWithin('close() with a hung publish', h.close(), 15_000);
+      // In-flight publishes got their grace period before being aborted.
+      expect(Date.now() - started).toBeGreaterThanOrEqual(250);
+      expect(await run).toMatchObject({
+        claimed: 4,
+        published: 0,
+        released: 4,
+        retried: 0,
+        fenced: 0,
+      });
+      expect((await h.rows()).map((r) => [r.status, r.lockedBy, r.attempts])).toEqual(
+        ids.map(() => ['pending', null, 0]),
+      );
+      expect(publisher.sent).toHaveLength(0);
+      expect(publisher.closed).toBe(true);
+    });
+  });
+}

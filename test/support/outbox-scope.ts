@@ -1,0 +1,93 @@
+import type { DataSource } from 'typeorm';
+import type { OutboxPublisher } from '../../lib';
+import { uniqueTable, type TestDatabase } from './databases';
+import { RecordingPublisher } from './recording.publisher';
+import {
+  dropOutboxTable,
+  freshOutboxTable,
+  mergeOutboxOptions,
+  openOutbox,
+  type OpenOutboxSpec,
+  type OutboxApp,
+} from './outbox-harness';
+
+// The life of the outbox modules of one describe block on one test database: the DataSource
+// is opened once for the block, and everything a test opens (modules, tables, consumers) is
+// closed after it, last opened first.
+
+export interface OutboxScope {
+  /** The block's DataSource (set once `beforeAll` has run). */
+  readonly ds: DataSource;
+  /**
+   * Opens a module as `openOutbox` does, over the block's defaults, on the block's DataSource or
+   * on `dataSource`; closed after the test.
+   */
+  open<P extends OutboxPublisher = RecordingPublisher>(
+    spec?: OpenOutboxSpec<P>,
+    dataSource?: DataSource,
+  ): Promise<OutboxApp<P>>;
+  /** A fresh outbox table, dropped after the test (for several modules on one table). */
+  table(prefix?: string): Promise<string>;
+  /** Runs `cleanup` after the test, before what was opened earlier. */
+  defer(cleanup: () => Promise<unknown>): void;
+}
+
+/**
+ * Registers the hooks of a describe block that opens outbox modules on `db`: its DataSource
+ * before the block, the cleanups after each test (all of them run; the first failure is
+ * rethrown), the DataSource closed after the block. `defaults` apply to every `open()`.
+ */
+export function useOutboxScope(
+  db: TestDatabase,
+  defaults: Omit<OpenOutboxSpec, 'table' | 'publisher'> = {},
+): OutboxScope {
+  const baseTable = uniqueTable(`${defaults.tablePrefix ?? 'outbox_t'}_base`);
+  let ds: DataSource | undefined;
+  const cleanups: (() => Promise<unknown>)[] = [];
+
+  beforeAll(async () => {
+    ds = await db.open(baseTable);
+  });
+
+  afterEach(async () => {
+    const failures: unknown[] = [];
+    for (const cleanup of cleanups.splice(0).reverse())
+      await cleanup().catch((error: unknown) => failures.push(error));
+    if (failures.length > 0) throw failures[0];
+  });
+
+  afterAll(async () => {
+    if (ds !== undefined) await db.close(ds, baseTable);
+  });
+
+  const opened = (): DataSource => {
+    if (ds === undefined) throw new Error(`the ${db.name} DataSource is not open yet`);
+    return ds;
+  };
+
+  return {
+    get ds() {
+      return opened();
+    },
+    async open<P extends OutboxPublisher = RecordingPublisher>(
+      spec: OpenOutboxSpec<P> = {},
+      dataSource?: DataSource,
+    ) {
+      const app = await openOutbox<P>(dataSource ?? opened(), {
+        ...defaults,
+        ...spec,
+        options: mergeOutboxOptions(defaults.options ?? {}, spec.options ?? {}),
+      });
+      cleanups.push(() => app.close());
+      return app;
+    },
+    async table(prefix) {
+      const table = await freshOutboxTable(opened(), prefix ?? defaults.tablePrefix);
+      cleanups.push(() => dropOutboxTable(opened(), table));
+      return table;
+    },
+    defer(cleanup) {
+      cleanups.push(cleanup);
+    },
+  };
+}
