@@ -18,6 +18,8 @@ import {
 export interface OutboxScope {
   /** The block's DataSource (set once `beforeAll` has run). */
   readonly ds: DataSource;
+  /** The outbox table `db.open` made with the DataSource; tests may share it. */
+  readonly baseTable: string;
   /**
    * Opens a module as `openOutbox` does, over the block's defaults, on the block's DataSource or
    * on `dataSource`; closed after the test.
@@ -25,6 +27,10 @@ export interface OutboxScope {
   open<P extends OutboxPublisher = RecordingPublisher>(
     spec?: OpenOutboxSpec<P>,
     dataSource?: DataSource,
+  ): Promise<OutboxApp<P>>;
+  /** As `open`, for the whole block (call it in `beforeAll`): closed after the block. */
+  openShared<P extends OutboxPublisher = RecordingPublisher>(
+    spec?: OpenOutboxSpec<P>,
   ): Promise<OutboxApp<P>>;
   /** A fresh outbox table, dropped after the test (for several modules on one table). */
   table(prefix?: string): Promise<string>;
@@ -44,19 +50,16 @@ export function useOutboxScope(
   const baseTable = uniqueTable(`${defaults.tablePrefix ?? 'outbox_t'}_base`);
   let ds: DataSource | undefined;
   const cleanups: (() => Promise<unknown>)[] = [];
+  const sharedCleanups: (() => Promise<unknown>)[] = [];
 
   beforeAll(async () => {
     ds = await db.open(baseTable);
   });
 
-  afterEach(async () => {
-    const failures: unknown[] = [];
-    for (const cleanup of cleanups.splice(0).reverse())
-      await cleanup().catch((error: unknown) => failures.push(error));
-    if (failures.length > 0) throw failures[0];
-  });
+  afterEach(() => runAll(cleanups));
 
   afterAll(async () => {
+    await runAll(sharedCleanups);
     if (ds !== undefined) await db.close(ds, baseTable);
   });
 
@@ -65,22 +68,27 @@ export function useOutboxScope(
     return ds;
   };
 
+  const openIn = async <P extends OutboxPublisher>(
+    list: (() => Promise<unknown>)[],
+    spec: OpenOutboxSpec<P>,
+    dataSource: DataSource,
+  ): Promise<OutboxApp<P>> => {
+    const app = await openOutbox<P>(dataSource, {
+      ...defaults,
+      ...spec,
+      options: mergeOutboxOptions(defaults.options ?? {}, spec.options ?? {}),
+    });
+    list.push(() => app.close());
+    return app;
+  };
+
   return {
     get ds() {
       return opened();
     },
-    async open<P extends OutboxPublisher = RecordingPublisher>(
-      spec: OpenOutboxSpec<P> = {},
-      dataSource?: DataSource,
-    ) {
-      const app = await openOutbox<P>(dataSource ?? opened(), {
-        ...defaults,
-        ...spec,
-        options: mergeOutboxOptions(defaults.options ?? {}, spec.options ?? {}),
-      });
-      cleanups.push(() => app.close());
-      return app;
-    },
+    baseTable,
+    open: (spec = {}, dataSource) => openIn(cleanups, spec, dataSource ?? opened()),
+    openShared: (spec = {}) => openIn(sharedCleanups, spec, opened()),
     async table(prefix) {
       const table = await freshOutboxTable(opened(), prefix ?? defaults.tablePrefix);
       cleanups.push(() => dropOutboxTable(opened(), table));
@@ -90,4 +98,12 @@ export function useOutboxScope(
       cleanups.push(cleanup);
     },
   };
+}
+
+/** Runs every cleanup, last registered first; rethrows the first failure once all have run. */
+async function runAll(list: (() => Promise<unknown>)[]): Promise<void> {
+  const failures: unknown[] = [];
+  for (const cleanup of list.splice(0).reverse())
+    await cleanup().catch((error: unknown) => failures.push(error));
+  if (failures.length > 0) throw failures[0];
 }
