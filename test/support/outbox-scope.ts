@@ -34,8 +34,11 @@ export interface OutboxScope {
   ): Promise<OutboxApp<P>>;
   /** A fresh outbox table, dropped after the test (for several modules on one table). */
   table(prefix?: string): Promise<string>;
-  /** Runs `cleanup` after the test, before what was opened earlier. */
-  defer(cleanup: () => Promise<unknown>): void;
+  /**
+   * Runs `cleanup` after the test (or after the block, for what a test leaves to the tests
+   * after it), before what was opened earlier.
+   */
+  defer(cleanup: () => Promise<unknown>, until?: 'test' | 'block'): void;
 }
 
 /**
@@ -94,8 +97,8 @@ export function useOutboxScope(
       cleanups.push(() => dropOutboxTable(opened(), table));
       return table;
     },
-    defer(cleanup) {
-      cleanups.push(cleanup);
+    defer(cleanup, until = 'test') {
+      (until === 'block' ? sharedCleanups : cleanups).push(cleanup);
     },
   };
 }
