@@ -76,9 +76,17 @@ export function useOutboxScope(
     spec: OpenOutboxSpec<P>,
     dataSource: DataSource,
   ): Promise<OutboxApp<P>> => {
+    // The scope, not the app, owns a fresh table: a test may read it after closing the app.
+    let table = spec.table;
+    if (table === undefined) {
+      const fresh = await freshOutboxTable(dataSource, spec.tablePrefix ?? defaults.tablePrefix);
+      list.push(() => dropOutboxTable(dataSource, fresh));
+      table = fresh;
+    }
     const app = await openOutbox<P>(dataSource, {
       ...defaults,
       ...spec,
+      table,
       options: mergeOutboxOptions(defaults.options ?? {}, spec.options ?? {}),
     });
     list.push(() => app.close());
