@@ -1,13 +1,8 @@
 import { randomBytes } from 'node:crypto';
-import type { DataSource } from 'typeorm';
-import {
-  ensureOutboxTable,
-  type OutboxBatchReport,
-  type OutboxMessage,
-  type OutboxPublisher,
-} from '../../lib';
+import { ensureOutboxTable } from '../../lib';
 import { readOutbox, readStatuses, TEST_DATABASES, TestOrder } from '../support/databases';
-import { dispatchTestApp, sleep, type HarnessOverrides } from '../support/outbox-harness';
+import { sleep } from '../support/outbox-harness';
+import { dispatchApps, msg, published } from '../support/dispatch-fixtures';
 import { useOutboxScope } from '../support/outbox-scope';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
@@ -19,21 +14,6 @@ import { expectNever, waitFor } from '../support/wait-for';
 // the table is (the schema option). The broker is the in-memory RecordingPublisher; delivery
 // over a real transport is proven in dispatcher-faults.spec.ts.
 
-const msg = (
-  key: string | null,
-  payload: Record<string, unknown> = {},
-  extra: Partial<OutboxMessage> = {},
-): OutboxMessage => ({
-  topic: 'orders',
-  type: 'order.event',
-  key,
-  payload,
-  ...extra,
-});
-
-const published = (reports: readonly OutboxBatchReport[]) =>
-  reports.reduce((n, r) => n + r.published, 0);
-
 const suffix = (): string => randomBytes(4).toString('hex');
 
 for (const db of TEST_DATABASES) {
@@ -42,17 +22,7 @@ for (const db of TEST_DATABASES) {
     const quote = (name: string): string => (db.name === 'mariadb' ? `\`${name}\`` : `"${name}"`);
     const statuses = (qualifiedTable: string) => readStatuses(scope.ds, qualifiedTable);
 
-    const boot = (publisher: RecordingPublisher, overrides: HarnessOverrides = {}) =>
-      scope.open(dispatchTestApp(publisher, overrides));
-    /** An app that runs workers on an existing `table`; they start only when the test says so. */
-    const dispatcherApp = (
-      table: string,
-      publisher: OutboxPublisher,
-      overrides: HarnessOverrides = {},
-    ) => scope.open({ ...dispatchTestApp(publisher, overrides), table });
-    /** An enqueue-only app on an existing `table`, on the block's DataSource or another. */
-    const enqueuer = (table: string, options: HarnessOverrides = {}, dataSource?: DataSource) =>
-      scope.open({ table, options, logger: ['error', 'fatal'] }, dataSource);
+    const { boot, dispatcherApp, enqueuer } = dispatchApps(scope);
 
     it('publishes every committed message exactly once, in per-key commit order, and never a rolled-back one', async () => {
       const publisher = new RecordingPublisher();

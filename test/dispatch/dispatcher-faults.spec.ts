@@ -15,7 +15,8 @@ import { DispatcherChild } from '../support/children/spawn-dispatcher';
 import { TcpConsumer } from '../support/children/tcp-consumer';
 import { readOutbox, serverConnection, TEST_DATABASES, type OutboxRow } from '../support/databases';
 import { leasesHeldBy } from '../support/db-clock';
-import { dispatchTestApp, sleep, type HarnessOverrides } from '../support/outbox-harness';
+import { sleep } from '../support/outbox-harness';
+import { dispatchApps, msg } from '../support/dispatch-fixtures';
 import { useOutboxScope } from '../support/outbox-scope';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
@@ -30,13 +31,6 @@ const FULL = process.env.OUTBOX_FULL === '1';
 const CONCURRENT_TOTAL = FULL ? 20_000 : 4_000;
 const CONCURRENT_KEYS = 200;
 const CONCURRENT_DISPATCHERS = 4;
-
-const msg = (key: string | null, payload: Record<string, unknown> = {}): OutboxMessage => ({
-  topic: 'orders',
-  type: 'order.event',
-  key,
-  payload,
-});
 
 /** Per key, the message ids in id (= commit) order, from the table. */
 function idOrderByKey(rows: readonly OutboxRow[]): Map<string | null, string[]> {
@@ -59,9 +53,7 @@ for (const db of TEST_DATABASES) {
       return { table, commit: (messages) => app.enqueue(messages) };
     }
 
-    /** A dispatcher with the dispatch suites' defaults and a recording publisher. */
-    const boot = (publisher: RecordingPublisher, overrides: HarnessOverrides = {}) =>
-      scope.open(dispatchTestApp(publisher, overrides));
+    const { boot } = dispatchApps(scope);
 
     async function consumerOn(options: { ack?: boolean } = {}): Promise<TcpConsumer> {
       const consumer = new TcpConsumer(options);

@@ -8,14 +8,8 @@ import {
   testDatabase,
   uniqueTable,
 } from '../support/databases';
-import {
-  dispatchTestApp,
-  dropOutboxTable,
-  instance,
-  sleep,
-  type HarnessOverrides,
-  type Instance,
-} from '../support/outbox-harness';
+import { dropOutboxTable, instance, sleep, type Instance } from '../support/outbox-harness';
+import { dispatchApps, msg as orderEvent } from '../support/dispatch-fixtures';
 import { useOutboxScope } from '../support/outbox-scope';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
@@ -281,19 +275,12 @@ describeWith(['postgres'], "a frozen dispatcher's transaction on PostgreSQL", ()
 describe.each(TEST_DATABASES)('expired and impossible leases on $name', (db) => {
   describeWith(db.service === null ? [] : [db.service], `on ${db.name}`, () => {
     const scope = useOutboxScope(db, { tablePrefix: 'outbox_lease' });
-    const boot = (publisher: RecordingPublisher, overrides: HarnessOverrides = {}) =>
-      scope.open(dispatchTestApp(publisher, overrides));
-    const event = (key: string): OutboxMessage => ({
-      topic: 'orders',
-      type: 'order.event',
-      key,
-      payload: {},
-    });
+    const { boot } = dispatchApps(scope);
 
     it('the unlocker releases expired leases and leaves live ones alone', async () => {
       const publisher = new RecordingPublisher();
       const h = await boot(publisher);
-      const ids = await h.commit([event('a'), event('b'), event('c')]);
+      const ids = await h.commit([orderEvent('a'), orderEvent('b'), orderEvent('c')]);
       // A dispatcher that crashed after claiming two messages, and a live one holding the third.
       const crashed = await h.store.claim({
         limit: 2,

@@ -1,14 +1,8 @@
-import type {
-  OutboxBatchReport,
-  OutboxMessage,
-  OutboxPublisher,
-  OutboxRecord,
-  PublishOutcome,
-} from '../../lib';
+import type { OutboxPublisher, OutboxRecord, PublishOutcome } from '../../lib';
 import { MYSQL_KEY_LOCK_BUCKETS } from '../../lib/store/mysql/mysql.sql';
 import { hashKey } from '../../lib/store/outbox-row.mapper';
 import { readOutbox, TEST_DATABASES, TestOrder } from '../support/databases';
-import { dispatchTestApp, type HarnessOverrides } from '../support/outbox-harness';
+import { dispatchApps, msg, published } from '../support/dispatch-fixtures';
 import { useOutboxScope } from '../support/outbox-scope';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
@@ -18,21 +12,6 @@ import { expectNever, resolvesWithin, waitFor } from '../support/wait-for';
 // its head (backoff, dead letter under 'block' or 'skip', a retried dead letter, a stuck key's
 // backlog), with several batches in flight, and with transactions that overlap; other keys
 // flow meanwhile, and enqueueing distinct keys never deadlocks.
-
-const msg = (
-  key: string | null,
-  payload: Record<string, unknown> = {},
-  extra: Partial<OutboxMessage> = {},
-): OutboxMessage => ({
-  topic: 'orders',
-  type: 'order.event',
-  key,
-  payload,
-  ...extra,
-});
-
-const published = (reports: readonly OutboxBatchReport[]) =>
-  reports.reduce((n, r) => n + r.published, 0);
 
 /** A small seeded generator, so that a failing random schedule can be replayed. */
 function seeded(seed: number): () => number {
@@ -124,14 +103,7 @@ for (const db of TEST_DATABASES) {
   describeWith(db.service === null ? [] : [db.service], `ordering on ${db.name}`, () => {
     const scope = useOutboxScope(db, { tablePrefix: 'outbox_o' });
 
-    const boot = (publisher: RecordingPublisher, overrides: HarnessOverrides = {}) =>
-      scope.open(dispatchTestApp(publisher, overrides));
-    /** An app that runs workers on an existing `table`; they start only when the test says so. */
-    const dispatcherApp = (
-      table: string,
-      publisher: OutboxPublisher,
-      overrides: HarnessOverrides = {},
-    ) => scope.open({ ...dispatchTestApp(publisher, overrides), table });
+    const { boot, dispatcherApp } = dispatchApps(scope);
 
     it('drains a one-key backlog in order without waiting a poll interval per message', async () => {
       // Only a key's head is claimable, so each batch holds one message of the key; the next one

@@ -1,6 +1,6 @@
-import { PermanentPublishError, type OutboxMessage, type OutboxPublisher } from '../../lib';
+import { PermanentPublishError } from '../../lib';
 import { readOutbox, readStatuses, TEST_DATABASES, type OutboxRow } from '../support/databases';
-import { dispatchTestApp, type HarnessOverrides } from '../support/outbox-harness';
+import { dispatchApps, msg } from '../support/dispatch-fixtures';
 import { useOutboxScope } from '../support/outbox-scope';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
@@ -10,18 +10,6 @@ import { waitFor } from '../support/wait-for';
 // when every dispatcher that claims it dies or times out), at once on a PermanentPublishError
 // or a false retryIf, or once retry.maxAgeMs is passed; dead letters are requeued on demand,
 // kept or deleted by the cleaner as cleaner.deadRetentionMs says, and purged by purgeDead().
-
-const msg = (
-  key: string | null,
-  payload: Record<string, unknown> = {},
-  extra: Partial<OutboxMessage> = {},
-): OutboxMessage => ({
-  topic: 'orders',
-  type: 'order.event',
-  key,
-  payload,
-  ...extra,
-});
 
 for (const db of TEST_DATABASES) {
   describeWith(
@@ -34,17 +22,7 @@ for (const db of TEST_DATABASES) {
       const messageIdColumn = db.name === 'postgres' ? 'message_id::text' : 'message_id';
       const statuses = (qualifiedTable: string) => readStatuses(scope.ds, qualifiedTable);
 
-      const boot = (publisher: RecordingPublisher, overrides: HarnessOverrides = {}) =>
-        scope.open(dispatchTestApp(publisher, overrides));
-      /** An app that runs workers on an existing `table`; they start only when the test says so. */
-      const dispatcherApp = (
-        table: string,
-        publisher: OutboxPublisher,
-        overrides: HarnessOverrides = {},
-      ) => scope.open({ ...dispatchTestApp(publisher, overrides), table });
-      /** An enqueue-only app on an existing `table`. */
-      const enqueuer = (table: string, options: HarnessOverrides = {}) =>
-        scope.open({ table, options, logger: ['error', 'fatal'] });
+      const { boot, dispatcherApp, enqueuer } = dispatchApps(scope);
 
       const rowOf = (rows: readonly OutboxRow[], messageId: string): OutboxRow => {
         const row = rows.find((r) => r.messageId === messageId);

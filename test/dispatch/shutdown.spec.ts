@@ -1,10 +1,10 @@
 import { Module, type INestApplicationContext, type LoggerService } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import type { DataSource } from 'typeorm';
-import { OutboxModule, type OutboxMessage } from '../../lib';
+import { OutboxModule } from '../../lib';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { TEST_DATABASES, testDatabase, uniqueTable } from '../support/databases';
-import { dispatchTestApp, type HarnessOverrides } from '../support/outbox-harness';
+import { dispatchApps, msg } from '../support/dispatch-fixtures';
 import { useOutboxScope } from '../support/outbox-scope';
 import { describeWith } from '../support/services';
 import { expectNever, resolvesWithin, waitFor } from '../support/wait-for';
@@ -84,18 +84,10 @@ describe('the shutdown hooks warning', () => {
   });
 });
 
-const msg = (key: string | null): OutboxMessage => ({
-  topic: 'orders',
-  type: 'order.event',
-  key,
-  payload: {},
-});
-
 for (const db of TEST_DATABASES) {
   describeWith(db.service === null ? [] : [db.service], `shutdown on ${db.name}`, () => {
     const scope = useOutboxScope(db, { tablePrefix: 'outbox_stop' });
-    const boot = (publisher: RecordingPublisher, overrides: HarnessOverrides = {}) =>
-      scope.open(dispatchTestApp(publisher, overrides));
+    const { boot } = dispatchApps(scope);
 
     it('releases the leases of a hung publish on shutdown within shutdownTimeoutMs', async () => {
       const publisher = new RecordingPublisher();

@@ -43,43 +43,64 @@ function msUntil(d: Dialect, column: string): string {
   }
 }
 
-/** Milliseconds until the message is due, on the database clock. */
-export async function dueInMs(ds: DataSource, table: string, messageId: string): Promise<number> {
-  const d = dialectOf(ds);
-  const [row] = await ds.query<{ due: string | number }[]>(
-    `SELECT ${msUntil(d, 'available_at')} AS due FROM ${quote(d, table)} WHERE ${messageIdColumn(d)} = ${param(d)}`,
-    [messageId],
-  );
-  return Number(row?.due);
+/** The one value `sql` selects (as `v`), or `ifNull` when there is no row or it is NULL. */
+async function valueOf(
+  ds: DataSource,
+  sql: string,
+  params: unknown[],
+  ifNull: number,
+): Promise<number> {
+  const [row] = await ds.query<{ v: string | number | null }[]>(sql, params);
+  return row?.v === undefined || row.v === null ? ifNull : Number(row.v);
 }
 
-/** The database clock now, in ms since the epoch. */
-export async function dbNowMs(ds: DataSource): Promise<number> {
+/** `expression` of the row of `messageId`, as a number. */
+function ofMessage(ds: DataSource, table: string, messageId: string, expression: string) {
   const d = dialectOf(ds);
-  const [row] = await ds.query<{ now_ms: string | number }[]>(
-    `SELECT ${epochMs(d, nowExpression(d))} AS now_ms`,
+  return valueOf(
+    ds,
+    `SELECT ${expression} AS v FROM ${quote(d, table)} WHERE ${messageIdColumn(d)} = ${param(d)}`,
+    [messageId],
+    Number.NaN,
   );
-  return Number(row?.now_ms);
+}
+
+/** Milliseconds until the message is due, on the database clock. */
+export function dueInMs(ds: DataSource, table: string, messageId: string): Promise<number> {
+  return ofMessage(ds, table, messageId, msUntil(dialectOf(ds), 'available_at'));
 }
 
 /** When the message is next due (`available_at`), in ms since the epoch, database clock. */
-export async function dueAtMs(ds: DataSource, table: string, messageId: string): Promise<number> {
+export function dueAtMs(ds: DataSource, table: string, messageId: string): Promise<number> {
+  return ofMessage(ds, table, messageId, epochMs(dialectOf(ds), 'available_at'));
+}
+
+/** The database clock now, in ms since the epoch. */
+export function dbNowMs(ds: DataSource): Promise<number> {
   const d = dialectOf(ds);
-  const [row] = await ds.query<{ due_at: string | number }[]>(
-    `SELECT ${epochMs(d, 'available_at')} AS due_at FROM ${quote(d, table)} WHERE ${messageIdColumn(d)} = ${param(d)}`,
-    [messageId],
-  );
-  return Number(row?.due_at);
+  return valueOf(ds, `SELECT ${epochMs(d, nowExpression(d))} AS v`, [], Number.NaN);
 }
 
 /** Milliseconds until the last lease held by `owner` expires (negative once all have). */
-export async function leaseLeftMs(ds: DataSource, table: string, owner: string): Promise<number> {
+export function leaseLeftMs(ds: DataSource, table: string, owner: string): Promise<number> {
   const d = dialectOf(ds);
-  const [row] = await ds.query<{ left_ms: string | number | null }[]>(
-    `SELECT MAX(${epochMs(d, 'locked_until')}) - ${epochMs(d, nowExpression(d))} AS left_ms FROM ${quote(d, table)} WHERE locked_by = ${param(d)}`,
+  return valueOf(
+    ds,
+    `SELECT MAX(${epochMs(d, 'locked_until')}) - ${epochMs(d, nowExpression(d))} AS v FROM ${quote(d, table)} WHERE locked_by = ${param(d)}`,
     [owner],
+    Number.NEGATIVE_INFINITY,
   );
-  return Number(row?.left_ms ?? Number.NEGATIVE_INFINITY);
+}
+
+/** Age of the most recently delivered row, on the database clock. */
+export function youngestDeliveredAgeMs(ds: DataSource, table: string): Promise<number> {
+  const d = dialectOf(ds);
+  return valueOf(
+    ds,
+    `SELECT ${epochMs(d, nowExpression(d))} - MAX(${epochMs(d, 'delivered_at')}) AS v FROM ${quote(d, table)} WHERE status = 'delivered'`,
+    [],
+    Number.NaN,
+  );
 }
 
 /** The pending rows leased by `owner`: message id and milliseconds left, database clock. */
@@ -94,13 +115,4 @@ export async function leasesHeldBy(
     [owner],
   );
   return rows.map((r) => ({ messageId: r.message_id, remainingMs: Number(r.remaining) }));
-}
-
-/** Age of the most recently delivered row, on the database clock. */
-export async function youngestDeliveredAgeMs(ds: DataSource, table: string): Promise<number> {
-  const d = dialectOf(ds);
-  const [row] = await ds.query<{ age_ms: string | number | null }[]>(
-    `SELECT ${epochMs(d, nowExpression(d))} - MAX(${epochMs(d, 'delivered_at')}) AS age_ms FROM ${quote(d, table)} WHERE status = 'delivered'`,
-  );
-  return Number(row?.age_ms ?? Number.NaN);
 }
