@@ -46,29 +46,21 @@ function hogPool(ds: DataSource, ms: number): Promise<unknown[]> {
 
 describe.each(TEST_DATABASES)('dispatcher leases on $name', (db) => {
   describeWith(db.service === null ? [] : [db.service], `on ${db.name}`, () => {
-    let ds: DataSource;
+    const scope = useOutboxScope(db, { tablePrefix: 'outbox_lease' });
     let table: string;
-    const instances: Instance[] = [];
 
     beforeEach(async () => {
-      table = uniqueTable('outbox_lease');
-      ds = await db.open(table);
-    });
-
-    afterEach(async () => {
-      for (const i of instances.splice(0)) await i.moduleRef.close();
-      await db.close(ds, table);
+      table = await scope.table();
     });
 
     it('a dispatcher paused past its lease after claiming publishes nothing of that batch', async () => {
-      const frozen = await instance(ds, table, 'frozen', {
+      const frozen = await scope.instance(table, 'frozen', {
         dispatcher: { leaseMs: 2_000, batchSize: 10 },
       });
-      const healthy = await instance(ds, table, 'healthy', {
+      const healthy = await scope.instance(table, 'healthy', {
         dispatcher: { leaseMs: 2_000, batchSize: 10 },
       });
-      instances.push(frozen, healthy);
-      await ds.transaction((m) =>
+      await scope.ds.transaction((m) =>
         frozen.outbox.enqueue(
           Array.from({ length: 6 }, (_, n) => msg(`k${n % 3}`, n)),
           m,
@@ -96,11 +88,11 @@ describe.each(TEST_DATABASES)('dispatcher leases on $name', (db) => {
         'the healthy dispatcher to deliver everything',
         async () => {
           await healthy.dispatcher.drain();
-          return (await readOutbox(ds, table)).every((r) => r.status === 'delivered');
+          return (await readOutbox(scope.ds, table)).every((r) => r.status === 'delivered');
         },
         { timeoutMs: 20_000, intervalMs: 50 },
       );
-      const rows = await readOutbox(ds, table);
+      const rows = await readOutbox(scope.ds, table);
       expect(healthy.publisher.sentIds.sort()).toEqual(rows.map((r) => r.messageId).sort());
       // The release gave the attempt back.
       expect(rows.every((r) => r.attempts === 1)).toBe(true);
@@ -108,13 +100,12 @@ describe.each(TEST_DATABASES)('dispatcher leases on $name', (db) => {
 
     it('resumes within about a second once the broker answers again, however long the pause grew', async () => {
       // A poll interval of 20 s makes the first outage pause 20 s long.
-      const d = await instance(ds, table, 'prober', {
+      const d = await scope.instance(table, 'prober', {
         autoStart: true,
         dispatcher: { pollIntervalMs: 20_000, maxOutagePauseMs: 60_000 },
       });
-      instances.push(d);
       d.publisher.goDown();
-      const id = await ds.transaction((m) => d.outbox.enqueue(msg('k', 1), m));
+      const id = await scope.ds.transaction((m) => d.outbox.enqueue(msg('k', 1), m));
       await waitFor('the outage to be seen', () => d.dispatcher.status().pausedUntil !== null);
       const pausedUntil = d.dispatcher.status().pausedUntil?.getTime() ?? 0;
       expect(pausedUntil - Date.now()).toBeGreaterThan(10_000);

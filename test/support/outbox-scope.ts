@@ -5,8 +5,11 @@ import { RecordingPublisher } from './recording.publisher';
 import {
   dropOutboxTable,
   freshOutboxTable,
+  instance,
   mergeOutboxOptions,
   openOutbox,
+  type HarnessOverrides,
+  type Instance,
   type OpenOutboxSpec,
   type OutboxApp,
 } from './outbox-harness';
@@ -32,6 +35,8 @@ export interface OutboxScope {
   openShared<P extends OutboxPublisher = RecordingPublisher>(
     spec?: OpenOutboxSpec<P>,
   ): Promise<OutboxApp<P>>;
+  /** An instance of an app on `table` (see `instance`), closed after the test. */
+  instance(table: string, instanceId: string, overrides?: HarnessOverrides): Promise<Instance>;
   /** A fresh outbox table, dropped after the test (for several modules on one table). */
   table(prefix?: string): Promise<string>;
   /**
@@ -100,6 +105,11 @@ export function useOutboxScope(
     baseTable,
     open: (spec = {}, dataSource) => openIn(cleanups, spec, dataSource ?? opened()),
     openShared: (spec = {}) => openIn(sharedCleanups, spec, opened()),
+    async instance(table, instanceId, overrides) {
+      const app = await instance(opened(), table, instanceId, overrides);
+      cleanups.push(() => app.close());
+      return app;
+    },
     async table(prefix) {
       const table = await freshOutboxTable(opened(), prefix ?? defaults.tablePrefix);
       cleanups.push(() => dropOutboxTable(opened(), table));
