@@ -1,8 +1,9 @@
 import type { DataSource } from 'typeorm';
 import type { OutboxMessage, OutboxRecord } from '../../lib';
 import { quoteTable, sleep } from '../support/outbox-harness';
-import { readOutbox, TEST_DATABASES, uniqueTable } from '../support/databases';
-import { instance, type Instance } from '../support/outbox-instance';
+import { readOutbox, TEST_DATABASES } from '../support/databases';
+import { type Instance } from '../support/outbox-harness';
+import { useOutboxScope } from '../support/outbox-scope';
 import { describeWith } from '../support/services';
 import { waitFor } from '../support/wait-for';
 
@@ -39,33 +40,25 @@ const RETRIES: readonly (readonly [string, Retry])[] = [
 
 describe.each(TEST_DATABASES)('retrying dead letters on $name', (db) => {
   describeWith(db.service === null ? [] : [db.service], `on ${db.name}`, () => {
-    let ds: DataSource;
+    const scope = useOutboxScope(db, { tablePrefix: 'outbox_dlr' });
     let table: string;
-    const instances: Instance[] = [];
 
     beforeEach(async () => {
-      table = uniqueTable('outbox_dlr');
-      ds = await db.open(table);
-    });
-
-    afterEach(async () => {
-      for (const i of instances.splice(0)) await i.moduleRef.close();
-      await db.close(ds, table);
+      table = await scope.table();
     });
 
     it.each(RETRIES)(
       "under 'block', %s puts the dead head back at the head of its key, which flows at once in order",
       async (_, retry) => {
-        const d = await instance(ds, table, 'block');
-        instances.push(d);
-        const h = await enqueue(d, ds, msg('K', 'H'));
-        const f1 = await enqueue(d, ds, msg('K', 'F1'));
+        const d = await scope.instance(table, 'block');
+        const h = await enqueue(d, scope.ds, msg('K', 'H'));
+        const f1 = await enqueue(d, scope.ds, msg('K', 'F1'));
         d.publisher.failNext('permanent');
         await d.dispatcher.runOnce(); // H dead
         await d.dispatcher.runOnce(); // F1 parked behind it
-        const parked = await readOutbox(ds, table);
+        const parked = await readOutbox(scope.ds, table);
         expect(parked.map((r) => r.status)).toEqual(['dead', 'waiting']);
-        const f2 = await enqueue(d, ds, msg('K', 'F2'));
+        const f2 = await enqueue(d, scope.ds, msg('K', 'F2'));
 
         await retry(d, [h]);
         const first = await d.dispatcher.runOnce();
@@ -74,7 +67,9 @@ describe.each(TEST_DATABASES)('retrying dead letters on $name', (db) => {
         await runUntilQuiet(d);
 
         expect(d.publisher.sentForKey('K')).toEqual([h, f1, f2]);
-        expect((await readOutbox(ds, table)).every((r) => r.status === 'delivered')).toBe(true);
+        expect((await readOutbox(scope.ds, table)).every((r) => r.status === 'delivered')).toBe(
+          true,
+        );
       },
     );
   });
@@ -86,28 +81,20 @@ describe.each(TEST_DATABASES.filter((db) => db.name !== 'sqlite'))(
     // SQLite runs the decision and the requeue in one synchronous write transaction: nothing
     // can come between them there.
     describeWith(db.service === null ? [] : [db.service], `on ${db.name}`, () => {
-      let ds: DataSource;
+      const scope = useOutboxScope(db, { tablePrefix: 'outbox_dls' });
       let table: string;
-      const instances: Instance[] = [];
 
       beforeEach(async () => {
-        table = uniqueTable('outbox_dls');
-        ds = await db.open(table);
-      });
-
-      afterEach(async () => {
-        for (const i of instances.splice(0)) await i.moduleRef.close();
-        await db.close(ds, table);
+        table = await scope.table();
       });
 
       it('never lets a message enqueued and claimed during a retry run beside the retried one', async () => {
         const skip = { ordering: { onDeadLetter: 'skip' as const } };
-        const a = await instance(ds, table, 'a', {
+        const a = await scope.instance(table, 'a', {
           ...skip,
           dispatcher: { leaseMs: 6_000, publishTimeoutMs: 2_000 },
         });
-        const b = await instance(ds, table, 'b', skip);
-        instances.push(a, b);
+        const b = await scope.instance(table, 'b', skip);
         // One tracker over both dispatchers: a key must never have two messages in flight.
         const inFlight = new Set<string>();
         const overlaps: string[] = [];
@@ -126,26 +113,29 @@ describe.each(TEST_DATABASES.filter((db) => db.name !== 'sqlite'))(
           };
         }
 
-        const h = await enqueue(b, ds, msg('K', 'H'));
-        await enqueue(b, ds, msg('K', 'F1'));
+        const h = await enqueue(b, scope.ds, msg('K', 'H'));
+        await enqueue(b, scope.ds, msg('K', 'F1'));
         b.publisher.failNext('permanent');
         await b.dispatcher.runOnce(); // H dead; under 'skip' the key moves on
         await b.dispatcher.runOnce(); // F1 delivered
-        expect((await readOutbox(ds, table)).map((r) => r.status)).toEqual(['dead', 'delivered']);
+        expect((await readOutbox(scope.ds, table)).map((r) => r.status)).toEqual([
+          'dead',
+          'delivered',
+        ]);
 
         // Hold H's row so that the retry's requeue waits: the gap between its decision and its
         // requeue is as wide as the test wants.
-        const holder = ds.createQueryRunner();
+        const holder = scope.ds.createQueryRunner();
         await holder.connect();
         await holder.startTransaction();
         const param = db.name === 'postgres' ? '$1' : '?';
         await holder.query(
-          `SELECT id FROM ${quoteTable(ds, table)} WHERE message_id = ${param} FOR UPDATE`,
+          `SELECT id FROM ${quoteTable(scope.ds, table)} WHERE message_id = ${param} FOR UPDATE`,
           [h],
         );
         const retried = b.admin.retry([h]);
         await sleep(300);
-        const f2Enqueued = enqueue(b, ds, msg('K', 'F2'));
+        const f2Enqueued = enqueue(b, scope.ds, msg('K', 'F2'));
         const f2CommittedFirst = await Promise.race([
           f2Enqueued.then(() => true),
           sleep(1_000).then(() => false),
@@ -164,7 +154,7 @@ describe.each(TEST_DATABASES.filter((db) => db.name !== 'sqlite'))(
           'every message delivered',
           async () => {
             await runUntilQuiet(b);
-            return (await readOutbox(ds, table)).every((r) => r.status === 'delivered');
+            return (await readOutbox(scope.ds, table)).every((r) => r.status === 'delivered');
           },
           { timeoutMs: 20_000 },
         );

@@ -1,19 +1,28 @@
 import { ClientTCP } from '@nestjs/microservices';
-import { Test, type TestingModule } from '@nestjs/testing';
-import type { DataSource } from 'typeorm';
-import { OutboxDispatcher, OutboxModule, OutboxService, ensureOutboxTable, type OutboxBatchReport, type OutboxDispatcherOptions, type OutboxMessage, type OutboxObserver } from '../../lib';
-import { OUTBOX_STORE } from '../../lib/outbox.constants';
-import { type OutboxStore } from '../../lib/store/outbox-store.port';
+import type { TestingModule } from '@nestjs/testing';
+import { DataSource } from 'typeorm';
+import {
+  OutboxDispatcher,
+  type OutboxBatchReport,
+  type OutboxDispatcherOptions,
+  type OutboxMessage,
+  type OutboxObserver,
+} from '../../lib';
+import type { OutboxStore } from '../../lib/store/outbox-store.port';
 import { ClientProxyPublisher } from '../../lib/publishers/microservices';
 import type { ChildConfig } from '../support/children/child-protocol';
 import { DispatcherChild } from '../support/children/spawn-dispatcher';
 import { TcpConsumer } from '../support/children/tcp-consumer';
-import { readOutbox, TEST_DATABASES, uniqueTable, type OutboxRow } from '../support/databases';
+import { readOutbox, serverConnection, TEST_DATABASES, type OutboxRow } from '../support/databases';
+import { leasesHeldBy } from '../support/db-clock';
+import { sleep } from '../support/outbox-harness';
+import { dispatchApps, msg } from '../support/dispatch-fixtures';
+import { useOutboxScope } from '../support/outbox-scope';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
-import { expectNever, waitFor } from '../support/wait-for';
+import { expectNever, resolvesWithin, waitFor } from '../support/wait-for';
 
-// Crash, fencing, concurrency and outage. Every delivery proof here goes through a real TCP
+// Crash, fencing, concurrency and outage (of the broker and of the database). Every delivery proof here goes through a real TCP
 // socket (Nest's ClientTCP + the library's ClientProxyPublisher) to a consumer that records what
 // arrives; the multi-dispatcher tests run each dispatcher in its own process.
 
@@ -22,15 +31,6 @@ const FULL = process.env.OUTBOX_FULL === '1';
 const CONCURRENT_TOTAL = FULL ? 20_000 : 4_000;
 const CONCURRENT_KEYS = 200;
 const CONCURRENT_DISPATCHERS = 4;
-
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
-
-const msg = (key: string | null, payload: Record<string, unknown> = {}): OutboxMessage => ({
-  topic: 'orders',
-  type: 'order.event',
-  key,
-  payload,
-});
 
 /** Per key, the message ids in id (= commit) order, from the table. */
 function idOrderByKey(rows: readonly OutboxRow[]): Map<string | null, string[]> {
@@ -41,50 +41,25 @@ function idOrderByKey(rows: readonly OutboxRow[]): Map<string | null, string[]> 
 
 for (const db of TEST_DATABASES) {
   describeWith(db.service === null ? [] : [db.service], `dispatcher faults on ${db.name}`, () => {
-    let ds: DataSource;
-    const baseTable = uniqueTable('outbox_fb');
-    const cleanups: (() => Promise<unknown>)[] = [];
-    const tables: string[] = [];
-    const quote = (t: string) => (db.name === 'mariadb' ? `\`${t}\`` : `"${t}"`);
-    const param = db.name === 'postgres' ? '$1' : '?';
-
-    beforeAll(async () => {
-      ds = await db.open(baseTable);
-    });
-
-    afterEach(async () => {
-      for (const cleanup of cleanups.splice(0).reverse()) await cleanup().catch(() => undefined);
-      for (const t of tables.splice(0)) {
-        if (db.name === 'mariadb') await ds.query(`DROP TABLE IF EXISTS \`${t}_key_lock\``);
-        await ds.query(`DROP TABLE IF EXISTS ${quote(t)}`);
-      }
-    });
-
-    afterAll(async () => {
-      if (ds !== undefined) await db.close(ds, baseTable);
-    });
+    const scope = useOutboxScope(db, { tablePrefix: 'outbox_f' });
 
     /** A fresh table and an enqueue-only module on it. */
     async function freshTable(): Promise<{
       table: string;
       commit(messages: OutboxMessage[]): Promise<string[]>;
     }> {
-      const table = uniqueTable('outbox_f');
-      tables.push(table);
-      await ensureOutboxTable(ds, { tableName: table });
-      const moduleRef = await Test.createTestingModule({
-        imports: [OutboxModule.forRoot({ dataSource: ds, tableName: table, workers: false })],
-      }).compile();
-      await moduleRef.init();
-      cleanups.push(() => moduleRef.close());
-      const outbox = moduleRef.get(OutboxService);
-      return { table, commit: (messages) => ds.transaction((m) => outbox.enqueue(messages, m)) };
+      const table = await scope.table();
+      const app = await scope.open({ table });
+      return { table, commit: (messages) => app.enqueue(messages) };
     }
+
+    const { boot } = dispatchApps(scope);
 
     async function consumerOn(options: { ack?: boolean } = {}): Promise<TcpConsumer> {
       const consumer = new TcpConsumer(options);
       await consumer.start();
-      cleanups.push(() => consumer.stop());
+      // Tests stop and restart their consumer; a stop at the end may find it stopped already.
+      scope.defer(() => consumer.stop().catch(() => undefined));
       return consumer;
     }
 
@@ -100,31 +75,28 @@ for (const db of TEST_DATABASES) {
       },
     ): Promise<TestingModule> {
       const client = new ClientTCP({ host: '127.0.0.1', port });
-      const moduleRef = await Test.createTestingModule({
-        imports: [
-          OutboxModule.forRoot({
-            dataSource: ds,
-            tableName: table,
-            publisher: new ClientProxyPublisher(client, {
-              timeoutMs: 2_000,
-              closeClient: true,
-              mode: options.ack === true ? 'send' : 'emit',
-            }),
-            instanceId: options.instanceId,
-            dispatcher: { pollIntervalMs: 100, ...options.dispatcher },
-            observer: options.observer,
-          }),
-        ],
-      }).compile();
-      moduleRef.useLogger(['error', 'fatal']);
-      await moduleRef.init();
-      cleanups.push(() => moduleRef.close());
-      return moduleRef;
+      const app = await scope.open({
+        table,
+        publisher: new ClientProxyPublisher(client, {
+          timeoutMs: 2_000,
+          closeClient: true,
+          mode: options.ack === true ? 'send' : 'emit',
+        }),
+        logger: ['error', 'fatal'],
+        options: {
+          autoStart: true,
+          instanceId: options.instanceId,
+          dispatcher: { pollIntervalMs: 100, ...options.dispatcher },
+          observer: options.observer,
+        },
+      });
+      return app.moduleRef;
     }
 
     async function startChild(config: ChildConfig): Promise<DispatcherChild> {
       const child = await DispatcherChild.start(config);
-      cleanups.push(() => child.kill('SIGKILL'));
+      // A child a test killed or stopped already has nothing left to kill.
+      scope.defer(() => child.kill('SIGKILL').catch(() => undefined));
       return child;
     }
 
@@ -136,7 +108,7 @@ for (const db of TEST_DATABASES) {
     ): Promise<OutboxRow[]> {
       const deadline = Date.now() + timeoutMs;
       for (;;) {
-        const rows = await readOutbox(ds, table);
+        const rows = await readOutbox(scope.ds, table);
         if (predicate(rows)) return rows;
         if (Date.now() > deadline) {
           const statuses = rows.reduce<Record<string, number>>(
@@ -151,27 +123,10 @@ for (const db of TEST_DATABASES) {
       }
     }
 
-    /** Leases held by `owner`: message id and milliseconds left, on the database clock. */
-    async function leasesOf(
-      table: string,
-      owner: string,
-    ): Promise<{ messageId: string; remainingMs: number }[]> {
-      const remaining =
-        db.name === 'postgres'
-          ? 'extract(epoch FROM (locked_until - now())) * 1000'
-          : db.name === 'mariadb'
-            ? 'TIMESTAMPDIFF(MICROSECOND, UTC_TIMESTAMP(6), locked_until) / 1000'
-            : "(julianday(locked_until) - julianday('now')) * 86400000.0";
-      const id = db.name === 'postgres' ? 'message_id::text' : 'message_id';
-      const rows = await ds.query<{ message_id: string; remaining: string | number }[]>(
-        `SELECT ${id} AS message_id, ${remaining} AS remaining FROM ${quote(table)} WHERE locked_by = ${param} AND status = 'pending'`,
-        [owner],
-      );
-      return rows.map((r) => ({ messageId: r.message_id, remainingMs: Number(r.remaining) }));
-    }
+    const leasesOf = (table: string, owner: string) => leasesHeldBy(scope.ds, table, owner);
 
     const sqlitePath = (): string | undefined =>
-      db.name === 'sqlite' ? String(ds.options.database) : undefined;
+      db.name === 'sqlite' ? String(scope.ds.options.database) : undefined;
 
     it('loses nothing when a dispatcher process is SIGKILLed mid-batch: another publishes its messages after the lease', async () => {
       const consumer = await consumerOn();
@@ -255,19 +210,7 @@ for (const db of TEST_DATABASES) {
 
     it('fences a settle whose lease was taken over: it changes nothing, whatever its outcome (store)', async () => {
       const { table, commit } = await freshTable();
-      const moduleRef = await Test.createTestingModule({
-        imports: [
-          OutboxModule.forRoot({
-            dataSource: ds,
-            tableName: table,
-            publisher: new RecordingPublisher(),
-            autoStart: false,
-          }),
-        ],
-      }).compile();
-      await moduleRef.init();
-      cleanups.push(() => moduleRef.close());
-      const store = moduleRef.get<OutboxStore>(OUTBOX_STORE);
+      const { store } = await scope.open({ table, publisher: new RecordingPublisher() });
       const ids = await commit([msg('a'), msg('b'), msg('c'), msg('d')]);
       const claim = { limit: 10 } as const;
 
@@ -302,7 +245,12 @@ for (const db of TEST_DATABASES) {
         ),
       ).toBe(0);
       expect(
-        (await readOutbox(ds, table)).map((r) => [r.status, r.lockedBy, r.attempts, r.lastError]),
+        (await readOutbox(scope.ds, table)).map((r) => [
+          r.status,
+          r.lockedBy,
+          r.attempts,
+          r.lastError,
+        ]),
         // Each claim counted an attempt.
       ).toEqual(ids.map(() => ['pending', 'b', 2, null]));
 
@@ -321,7 +269,7 @@ for (const db of TEST_DATABASES) {
         ),
       ).toBe(4);
       expect(await store.settle(a.token, late, false)).toBe(0);
-      const rows = await readOutbox(ds, table);
+      const rows = await readOutbox(scope.ds, table);
       expect(rows.map((r) => [r.status, r.lockedBy, r.attempts, r.lastError])).toEqual([
         ['delivered', null, 2, null],
         ['delivered', null, 2, null],
@@ -341,33 +289,22 @@ for (const db of TEST_DATABASES) {
 
     it('a dispatcher that stalls past its lease is fenced off: the take-over outcome stands and it reports fenced', async () => {
       const { table, commit } = await freshTable();
-      const boot = async (instanceId: string, publisher: RecordingPublisher) => {
-        const ref = await Test.createTestingModule({
-          imports: [
-            OutboxModule.forRoot({
-              dataSource: ds,
-              tableName: table,
-              publisher,
-              instanceId,
-              autoStart: false,
-              dispatcher: { leaseMs: 1_000, publishTimeoutMs: 500 },
-            }),
-          ],
-        }).compile();
-        ref.useLogger(['error', 'fatal']);
-        await ref.init();
-        cleanups.push(() => ref.close());
-        return ref;
-      };
+      const bootAs = (instanceId: string, publisher: RecordingPublisher) =>
+        scope.open({
+          table,
+          publisher,
+          logger: ['error', 'fatal'],
+          options: { instanceId, dispatcher: { leaseMs: 1_000, publishTimeoutMs: 500 } },
+        });
       const slowPublisher = new RecordingPublisher();
       const takeoverPublisher = new RecordingPublisher();
-      const a = await boot('stalled-a', slowPublisher);
-      const b = await boot('takeover-b', takeoverPublisher);
+      const a = await bootAs('stalled-a', slowPublisher);
+      const b = await bootAs('takeover-b', takeoverPublisher);
       const ids = await commit([msg('x'), msg('y'), msg('z')]);
       takeoverPublisher.fail(ids[2] as string, 'permanent');
 
       // A publishes, then stalls (a GC pause, a blocked event loop) before it settles.
-      const storeA = a.get<OutboxStore>(OUTBOX_STORE);
+      const storeA = a.store;
       const settle = storeA.settle.bind(storeA);
       let resume!: () => void;
       const stalled = new Promise<void>((resolve) => (resume = resolve));
@@ -377,7 +314,7 @@ for (const db of TEST_DATABASES) {
         await stalled;
         return settle(...args);
       };
-      const runA = a.get(OutboxDispatcher).runOnce();
+      const runA = a.dispatcher.runOnce();
       await slowPublisher.until(() => reachedSettle, 5_000, 'A to publish');
       expect(slowPublisher.sentIds).toEqual(ids);
       await waitFor("A's lease to expire on the database clock", async () => {
@@ -385,13 +322,13 @@ for (const db of TEST_DATABASES) {
         return left.length === ids.length && left.every((l) => l.remainingMs < 0);
       });
 
-      const reportB = await b.get(OutboxDispatcher).runOnce();
+      const reportB = await b.dispatcher.runOnce();
       expect(reportB).toMatchObject({ claimed: 3, published: 2, deadLettered: 1, fenced: 0 });
       resume();
       const reportA: OutboxBatchReport = await runA;
       expect(reportA).toMatchObject({ claimed: 3, published: 3, fenced: 3 });
 
-      const rows = await readOutbox(ds, table);
+      const rows = await readOutbox(scope.ds, table);
       expect(rows.map((r) => [r.status, r.lockedBy])).toEqual([
         ['delivered', null],
         ['delivered', null],
@@ -515,7 +452,7 @@ for (const db of TEST_DATABASES) {
       // The dispatcher keeps trying while the broker is away.
       await waitFor('more outage reports', () => outages >= outagesAtCut + 2);
       expect(outages).toBeGreaterThan(1);
-      const during = await readOutbox(ds, table);
+      const during = await readOutbox(scope.ds, table);
       // Queued (pending or parked behind their key's head), none dead, no attempt burnt: a
       // released claim gives its attempt back (a row may be mid-claim as it is read).
       expect(
@@ -558,5 +495,159 @@ for (const db of TEST_DATABASES) {
       );
       expect(d.get(OutboxDispatcher)).toBeDefined();
     });
+
+    // Outages of the broker and of the database, with the in-memory publisher ------------------
+
+    it('an outage burns no attempts, the dispatcher keeps trying, and the backlog drains after', async () => {
+      const publisher = new RecordingPublisher().goDown();
+      const pauses: number[] = [];
+      const h = await boot(publisher, {
+        autoStart: true,
+        dispatcher: { pollIntervalMs: 50, maxOutagePauseMs: 200, batchSize: 4 },
+        observer: { onOutage: (_error, pauseMs) => pauses.push(pauseMs) },
+      });
+      const ids = await h.commit(Array.from({ length: 10 }, (_, i) => msg(`k${i % 3}`, { i })));
+      await publisher.until(
+        (p) => p.calls.length >= 5,
+        10_000,
+        'repeated publish attempts during the outage',
+      );
+      // The pause after each failed batch doubles from pollIntervalMs and is capped.
+      expect(pauses.slice(0, 4)).toEqual([50, 100, 200, 200]);
+      const during = await h.rows();
+      // Released with the attempt given back, and the outage on record.
+      // (A row may be mid-claim as it is read: that claim's attempt is given back in turn.)
+      expect(during.every((r) => r.attempts === (r.lockedBy === null ? 0 : 1))).toBe(true);
+      expect(during.some((r) => r.lastError?.includes('ECONNREFUSED') === true)).toBe(true);
+      expect(publisher.sent).toHaveLength(0);
+
+      publisher.comeBack();
+      await publisher.until((p) => p.sent.length >= ids.length, 10_000, 'the backlog to drain');
+      await waitFor('every row settled as delivered', async () =>
+        (await h.rows()).every((r) => r.status === 'delivered'),
+      );
+      const after = await h.rows();
+      expect(after.map((r) => [r.status, r.attempts])).toEqual(ids.map(() => ['delivered', 1]));
+      expect([...publisher.sentIds].sort()).toEqual([...ids].sort());
+      for (const key of ['k0', 'k1', 'k2'])
+        expect(publisher.sentForKey(key)).toEqual(ids.filter((_, i) => `k${i % 3}` === key));
+    });
+
+    it('a whole batch failing with PublisherUnavailableError outcomes pauses claims without attempts', async () => {
+      const publisher = new RecordingPublisher();
+      const h = await boot(publisher, {
+        dispatcher: { pollIntervalMs: 200, maxOutagePauseMs: 200 },
+      });
+      const ids = await h.commit([msg('a'), msg('b')]);
+      publisher.fail(() => true, 'unavailable', { times: 2 });
+      expect(await h.dispatcher.runOnce()).toMatchObject({ claimed: 2, released: 2, published: 0 });
+      // Paused: the next run does not even claim.
+      expect(await h.dispatcher.runOnce()).toMatchObject({ claimed: 0 });
+      expect(publisher.calls).toHaveLength(1);
+      // Released with the attempt given back and the outage as last_error, due after the pause.
+      expect((await h.rows()).map((r) => [r.status, r.attempts, r.lastError !== null])).toEqual(
+        ids.map(() => ['pending', 0, true]),
+      );
+      // The pause is on the app's clock: run until claims resume.
+      const resumed = await waitFor('claims to resume after the pause', async () => {
+        const report = await h.dispatcher.runOnce();
+        return report.claimed > 0 ? report : undefined;
+      });
+      expect(resumed).toMatchObject({ claimed: 2, published: 2 });
+      expect((await h.rows()).map((r) => [r.status, r.attempts])).toEqual(
+        ids.map(() => ['delivered', 1]),
+      );
+    });
+
+    it('a lone message failing "unavailable" is released with last_error and backs off instead of being reclaimed at once', async () => {
+      const publisher = new RecordingPublisher();
+      const h = await boot(publisher, { dispatcher: { pollIntervalMs: 500 } });
+      const [id] = (await h.commit([msg('k')])) as [string];
+      publisher.fail(id, 'unavailable');
+      expect(await h.dispatcher.runOnce()).toMatchObject({ claimed: 1, released: 1 });
+      expect(await h.row(id)).toMatchObject({
+        status: 'pending',
+        attempts: 0,
+        lockedBy: null,
+        lastError: expect.stringContaining('PublisherUnavailableError'),
+      });
+      // Before the fix 20 runs sent it 20 times; it is not due again for the pause.
+      for (let i = 0; i < 20; i++) await h.dispatcher.runOnce();
+      expect(publisher.attemptsOf(id)).toBe(1);
+      // It is not lost: it is due again after the pause.
+      publisher.heal();
+      await waitFor('the message to be delivered', async () => {
+        await h.dispatcher.runOnce();
+        return (await h.row(id)).status === 'delivered';
+      });
+    });
+
+    if (db.name === 'postgres') {
+      it('the LISTEN connection comes back after the server terminates it', async () => {
+        const publisher = new RecordingPublisher();
+        const h = await boot(publisher, {
+          autoStart: true,
+          dispatcher: { listen: true, pollIntervalMs: 600_000 },
+        });
+        await waitFor('the LISTEN connection', async () => {
+          const [r] = await scope.ds.query<{ n: number }[]>(
+            `SELECT count(*)::int AS n FROM pg_stat_activity WHERE query LIKE 'LISTEN %${h.table}%'`,
+          );
+          return (r?.n ?? 0) > 0;
+        });
+        await scope.ds.query(
+          `SELECT pg_terminate_backend(pid) FROM pg_stat_activity WHERE query LIKE 'LISTEN %${h.table}%'`,
+        );
+        // Committed from another connection pool, so only a NOTIFY can wake the dispatcher.
+        const other = new DataSource(serverConnection('postgres'));
+        await other.initialize();
+        try {
+          const { outbox } = await scope.open({ table: h.table }, other);
+          const ids = await waitFor('a wake-up through the re-established LISTEN', async () => {
+            await other.transaction((m) => outbox.enqueue(msg('k'), m));
+            await new Promise((resolve) => setTimeout(resolve, 300));
+            return publisher.sent.length > 0 ? publisher.sentIds : undefined;
+          });
+          expect(ids.length).toBeGreaterThan(0);
+        } finally {
+          await other.destroy();
+        }
+      });
+    }
+
+    if (db.name !== 'sqlite') {
+      it('a claim stuck on a database lock is given up, logged, and delivery resumes once the lock goes', async () => {
+        const publisher = new RecordingPublisher();
+        const h = await boot(publisher, {
+          dispatcher: { leaseMs: 3_000, publishTimeoutMs: 1_000, dbTimeoutMs: 500 },
+        });
+        const [id] = (await h.commit([msg('k')])) as [string];
+        const locker = scope.ds.createQueryRunner();
+        await locker.connect();
+        try {
+          if (db.name === 'postgres') {
+            await locker.startTransaction();
+            await locker.query(`LOCK TABLE "${h.table}" IN ACCESS EXCLUSIVE MODE`);
+          } else {
+            await locker.query(`LOCK TABLES \`${h.table}\` WRITE`);
+          }
+          // Before the fix the claim waited as long as the lock was held.
+          const report = await resolvesWithin(
+            'a run with the table locked',
+            h.dispatcher.runOnce(),
+            10_000,
+          );
+          expect(report.claimed).toBe(0);
+        } finally {
+          if (db.name === 'postgres') await locker.rollbackTransaction();
+          else await locker.query('UNLOCK TABLES');
+          await locker.release();
+        }
+        await waitFor('delivery after the lock is gone', async () => {
+          await h.dispatcher.runOnce();
+          return (await h.row(id)).status === 'delivered';
+        });
+      });
+    }
   });
 }

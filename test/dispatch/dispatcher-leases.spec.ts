@@ -1,7 +1,6 @@
 import { DataSource } from 'typeorm';
 import { ensureOutboxTable, type OutboxMessage } from '../../lib';
 import type { ClaimOptions } from '../../lib/store/outbox-store.port';
-import { dropOutboxTable, sleep } from '../support/outbox-harness';
 import {
   readOutbox,
   serverOptions,
@@ -9,7 +8,10 @@ import {
   testDatabase,
   uniqueTable,
 } from '../support/databases';
-import { instance, type Instance } from '../support/outbox-instance';
+import { dropOutboxTable, instance, sleep, type Instance } from '../support/outbox-harness';
+import { dispatchApps, msg as orderEvent } from '../support/dispatch-fixtures';
+import { useOutboxScope } from '../support/outbox-scope';
+import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
 import { waitFor } from '../support/wait-for';
 
@@ -44,29 +46,21 @@ function hogPool(ds: DataSource, ms: number): Promise<unknown[]> {
 
 describe.each(TEST_DATABASES)('dispatcher leases on $name', (db) => {
   describeWith(db.service === null ? [] : [db.service], `on ${db.name}`, () => {
-    let ds: DataSource;
+    const scope = useOutboxScope(db, { tablePrefix: 'outbox_lease' });
     let table: string;
-    const instances: Instance[] = [];
 
     beforeEach(async () => {
-      table = uniqueTable('outbox_lease');
-      ds = await db.open(table);
-    });
-
-    afterEach(async () => {
-      for (const i of instances.splice(0)) await i.moduleRef.close();
-      await db.close(ds, table);
+      table = await scope.table();
     });
 
     it('a dispatcher paused past its lease after claiming publishes nothing of that batch', async () => {
-      const frozen = await instance(ds, table, 'frozen', {
+      const frozen = await scope.instance(table, 'frozen', {
         dispatcher: { leaseMs: 2_000, batchSize: 10 },
       });
-      const healthy = await instance(ds, table, 'healthy', {
+      const healthy = await scope.instance(table, 'healthy', {
         dispatcher: { leaseMs: 2_000, batchSize: 10 },
       });
-      instances.push(frozen, healthy);
-      await ds.transaction((m) =>
+      await scope.ds.transaction((m) =>
         frozen.outbox.enqueue(
           Array.from({ length: 6 }, (_, n) => msg(`k${n % 3}`, n)),
           m,
@@ -94,11 +88,11 @@ describe.each(TEST_DATABASES)('dispatcher leases on $name', (db) => {
         'the healthy dispatcher to deliver everything',
         async () => {
           await healthy.dispatcher.drain();
-          return (await readOutbox(ds, table)).every((r) => r.status === 'delivered');
+          return (await readOutbox(scope.ds, table)).every((r) => r.status === 'delivered');
         },
         { timeoutMs: 20_000, intervalMs: 50 },
       );
-      const rows = await readOutbox(ds, table);
+      const rows = await readOutbox(scope.ds, table);
       expect(healthy.publisher.sentIds.sort()).toEqual(rows.map((r) => r.messageId).sort());
       // The release gave the attempt back.
       expect(rows.every((r) => r.attempts === 1)).toBe(true);
@@ -106,13 +100,12 @@ describe.each(TEST_DATABASES)('dispatcher leases on $name', (db) => {
 
     it('resumes within about a second once the broker answers again, however long the pause grew', async () => {
       // A poll interval of 20 s makes the first outage pause 20 s long.
-      const d = await instance(ds, table, 'prober', {
+      const d = await scope.instance(table, 'prober', {
         autoStart: true,
         dispatcher: { pollIntervalMs: 20_000, maxOutagePauseMs: 60_000 },
       });
-      instances.push(d);
       d.publisher.goDown();
-      const id = await ds.transaction((m) => d.outbox.enqueue(msg('k', 1), m));
+      const id = await scope.ds.transaction((m) => d.outbox.enqueue(msg('k', 1), m));
       await waitFor('the outage to be seen', () => d.dispatcher.status().pausedUntil !== null);
       const pausedUntil = d.dispatcher.status().pausedUntil?.getTime() ?? 0;
       expect(pausedUntil - Date.now()).toBeGreaterThan(10_000);
@@ -265,5 +258,63 @@ describeWith(['postgres'], "a frozen dispatcher's transaction on PostgreSQL", ()
     } finally {
       await d.moduleRef.close();
     }
+  });
+});
+
+// A crashed dispatcher's leases run out and are cleared; a lease too short for its timeouts is
+// refused before anything is claimed.
+describe.each(TEST_DATABASES)('expired and impossible leases on $name', (db) => {
+  describeWith(db.service === null ? [] : [db.service], `on ${db.name}`, () => {
+    const scope = useOutboxScope(db, { tablePrefix: 'outbox_lease' });
+    const { boot } = dispatchApps(scope);
+
+    it('the unlocker releases expired leases and leaves live ones alone', async () => {
+      const publisher = new RecordingPublisher();
+      const h = await boot(publisher);
+      const ids = await h.commit([orderEvent('a'), orderEvent('b'), orderEvent('c')]);
+      // A dispatcher that crashed after claiming two messages, and a live one holding the third.
+      const crashed = await h.store.claim({
+        limit: 2,
+        owner: 'crashed-dispatcher',
+        leaseMs: 1_000,
+      });
+      expect(crashed.records.map((r) => r.messageId)).toEqual(ids.slice(0, 2));
+      const alive = await h.store.claim({
+        limit: 5,
+        owner: 'live-dispatcher',
+        leaseMs: 60_000,
+      });
+      expect(alive.records.map((r) => r.messageId)).toEqual(ids.slice(2));
+      expect(await h.unlocker.runOnce()).toBe(0);
+      expect((await h.rows()).map((r) => r.lockedBy)).toEqual([
+        'crashed-dispatcher',
+        'crashed-dispatcher',
+        'live-dispatcher',
+      ]);
+
+      await waitFor(
+        "the crashed dispatcher's leases to expire",
+        async () => (await h.leaseLeftMs('crashed-dispatcher')) < 0,
+        { intervalMs: 50 },
+      );
+      expect(await h.unlocker.runOnce()).toBe(2);
+      const rows = await h.rows();
+      // The crashed claims still count: a message that keeps crashing its dispatchers ends dead.
+      expect(rows.map((r) => [r.lockedBy, r.status, r.attempts])).toEqual([
+        [null, 'pending', 1],
+        [null, 'pending', 1],
+        ['live-dispatcher', 'pending', 1],
+      ]);
+      expect(await h.dispatcher.runOnce()).toMatchObject({ claimed: 2, published: 2 });
+      expect([...publisher.sentIds].sort()).toEqual(ids.slice(0, 2).sort());
+    });
+
+    it('refuses to boot when publishTimeoutMs + dbTimeoutMs do not fit in leaseMs', async () => {
+      await expect(
+        boot(new RecordingPublisher(), {
+          dispatcher: { leaseMs: 5_000, publishTimeoutMs: 4_000, dbTimeoutMs: 2_000 },
+        }),
+      ).rejects.toThrow(/dbTimeoutMs.*exceed dispatcher.leaseMs/);
+    });
   });
 });

@@ -1,9 +1,8 @@
 import type { LoggerService } from '@nestjs/common';
-import { Test } from '@nestjs/testing';
-import type { DataSource } from 'typeorm';
-import { OutboxModule, OutboxService, type OutboxMessage } from '../../lib';
+import type { OutboxMessage } from '../../lib';
 import { RecordingPublisher } from '../../lib/testing';
-import { testDatabase, uniqueTable } from '../support/databases';
+import { testDatabase } from '../support/databases';
+import { useOutboxScope } from '../support/outbox-scope';
 import { waitFor } from '../support/wait-for';
 
 // What an operator sees while the dispatcher works: its lifecycle, once per event, never a line
@@ -44,42 +43,27 @@ class CapturingLogger implements LoggerService {
 const sqlite = testDatabase('sqlite');
 
 describe('dispatcher lifecycle logs', () => {
-  let ds: DataSource;
-  let table: string;
-
-  beforeAll(async () => {
-    table = uniqueTable('outbox_logs');
-    ds = await sqlite.open(table);
-  });
-
-  afterAll(() => sqlite.close(ds, table));
+  const scope = useOutboxScope(sqlite, { tablePrefix: 'outbox_logs' });
 
   it('logs start, one outage begun and over, and stop, with a run id; no line per message', async () => {
     const logger = new CapturingLogger();
     const publisher = new RecordingPublisher().goDown();
-    const moduleRef = await Test.createTestingModule({
-      imports: [
-        OutboxModule.forRoot({
-          dataSource: ds,
-          tableName: table,
-          publisher,
-          dispatcher: { pollIntervalMs: 50, maxOutagePauseMs: 200 },
-        }),
-      ],
-    }).compile();
-    moduleRef.useLogger(logger);
-    await moduleRef.init();
+    const h = await scope.open({
+      publisher,
+      logger,
+      options: { autoStart: true, dispatcher: { pollIntervalMs: 50, maxOutagePauseMs: 200 } },
+    });
     const messages: OutboxMessage[] = Array.from({ length: 50 }, (_, i) => ({
       topic: 'orders',
       key: `k${i}`,
       payload: { i },
     }));
-    await ds.transaction((m) => moduleRef.get(OutboxService).enqueue(messages, m));
+    await h.enqueue(messages);
     // Several pauses of the outage go by (50, 100, 200, 200 … ms).
     await waitFor('three publish calls during the outage', () => publisher.calls.length >= 3);
     publisher.comeBack();
     await publisher.until((p) => p.messages.length === 50, 10_000, 'every message');
-    await moduleRef.close();
+    await h.close();
 
     const started = logger.of(/^Dispatcher started \(run [0-9a-f]{8}\)/, 'log');
     expect(started).toHaveLength(1);

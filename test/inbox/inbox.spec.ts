@@ -17,13 +17,9 @@ import * as amqp from 'amqplib';
 import { Kafka, logLevel, type Consumer } from 'kafkajs';
 import * as nats from 'nats';
 import {
-  ensureOutboxTable,
   OUTBOX_HEADER_MESSAGE_ID,
-  OutboxDispatcher,
   OutboxError,
-  OutboxModule,
   OutboxOptionsError,
-  OutboxService,
   type OutboxMessage,
   type OutboxPublisher,
 } from 'nestjs-outbox';
@@ -62,6 +58,7 @@ import {
   type Effect,
 } from '../support/inbox-fixtures';
 import { startNestInboxConsumer } from '../support/inbox-nest-consumer';
+import { openOutbox, type OutboxApp } from '../support/outbox-harness';
 import { describeWith, SERVICES, type ServiceName } from '../support/services';
 import { freePort } from '../support/transports/net';
 
@@ -541,49 +538,34 @@ function inboxSuite(db: TestDatabase): void {
 
   // ---- End to end: the outbox publishes, a real broker delivers, the inbox deduplicates ----
 
-  interface OutboxHarness {
-    readonly table: string;
-    enqueue(messages: OutboxMessage[]): Promise<string[]>;
+  interface DeliveringOutbox extends OutboxApp<OutboxPublisher> {
     /** Dispatches until no message of the table is pending. */
     drain(): Promise<void>;
-    close(): Promise<void>;
   }
 
-  async function openOutbox(publisher: OutboxPublisher): Promise<OutboxHarness> {
-    const table = uniqueTable('inbox_obx');
-    created.push(`${table}_key_lock`, table);
-    await ensureOutboxTable(ds, { tableName: table });
-    const moduleRef = await Test.createTestingModule({
-      imports: [
-        OutboxModule.forRoot({
-          dataSource: ds,
-          tableName: table,
-          publisher,
-          autoStart: false,
-          isGlobal: false,
-          dispatcher: { listen: false, pollIntervalMs: 50, publishTimeoutMs: 5_000 },
-        }),
-      ],
-    }).compile();
-    await moduleRef.init();
-    const outbox = moduleRef.get(OutboxService);
-    const dispatcher = moduleRef.get(OutboxDispatcher);
-    return {
-      table,
-      enqueue: (messages) => ds.transaction((m) => outbox.enqueue(messages, m)),
+  /** An outbox on a fresh table of its own, driven by hand; `close()` drops the table. */
+  async function startOutbox(publisher: OutboxPublisher): Promise<DeliveringOutbox> {
+    const app = await openOutbox(ds, {
+      publisher,
+      tablePrefix: 'inbox_obx',
+      options: {
+        isGlobal: false,
+        dispatcher: { listen: false, pollIntervalMs: 50, publishTimeoutMs: 5_000 },
+      },
+    });
+    return Object.assign(app, {
       drain: () =>
         waitFor(
           'the outbox to deliver everything',
           async () => {
-            await dispatcher.drain();
-            const stats = await outbox.stats();
+            await app.dispatcher.drain();
+            const stats = await app.outbox.stats();
             return stats.pending === 0 && stats.leased === 0;
           },
           30_000,
           20,
         ),
-      close: () => moduleRef.close(),
-    };
+    });
   }
 
   const orders = (topic: string, count: number): OutboxMessage[] =>
@@ -605,7 +587,7 @@ function inboxSuite(db: TestDatabase): void {
         const queue = uniqueName('q');
         // Two of the five messages reach the broker twice (a publish retried after a lost confirm).
         const twice = new Set(['order-0', 'order-1']);
-        const h = await openOutbox(
+        const h = await startOutbox(
           new DuplicatingPublisher(
             new RabbitMqPublisher({
               url: RABBITMQ_URL,
@@ -687,7 +669,7 @@ function inboxSuite(db: TestDatabase): void {
       await admin.connect();
       const consumers: Consumer[] = [];
       // One of the five messages reaches Kafka twice (a publish retried after a lost answer).
-      const h = await openOutbox(
+      const h = await startOutbox(
         new DuplicatingPublisher(
           new KafkaPublisher({ brokers: KAFKA_BROKERS, clientId: 'inbox-it' }),
           (record) => record.key === 'order-0',
@@ -796,7 +778,7 @@ function inboxSuite(db: TestDatabase): void {
         consumer: 'nest-billing',
       });
       // Every message reaches the consumer twice, with the same id.
-      const h = await openOutbox(
+      const h = await startOutbox(
         new DuplicatingPublisher(new ClientProxyPublisher(client, { timeoutMs: 5_000 })),
       );
       try {

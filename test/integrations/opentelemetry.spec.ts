@@ -1,5 +1,4 @@
 import { ClientTCP, Transport } from '@nestjs/microservices';
-import { Test, type TestingModule } from '@nestjs/testing';
 import {
   context,
   propagation,
@@ -18,15 +17,11 @@ import {
 } from '@opentelemetry/sdk-trace-base';
 import { connect, type ChannelModel } from 'amqplib';
 import { Kafka, logLevel, type Consumer } from 'kafkajs';
-import type { DataSource } from 'typeorm';
 import {
   OUTBOX_HEADER_MESSAGE_ID,
-  OutboxDispatcher,
   OutboxEvent,
   OutboxInvalidMessageError,
-  OutboxModule,
   OutboxOptionsError,
-  OutboxService,
   type OutboxMessage,
   type OutboxModuleOptions,
   type OutboxPublisher,
@@ -35,8 +30,9 @@ import { KafkaPublisher } from '../../lib/publishers/kafka';
 import { ClientProxyPublisher, type OutboxEnvelope } from '../../lib/publishers/microservices';
 import { traceContextHeaders, TracedPublisher } from '../../lib/integrations/opentelemetry';
 import { RabbitMqPublisher } from '../../lib/publishers/rabbitmq';
-import { ensureOutboxTable } from '../../lib/orm/typeorm/typeorm-tables';
-import { readOutbox, testDatabase, TestOrder, uniqueTable } from '../support/databases';
+import { readOutbox, testDatabase, TestOrder } from '../support/databases';
+import { type OutboxApp } from '../support/outbox-harness';
+import { useOutboxScope } from '../support/outbox-scope';
 import { describeWith, SERVICES } from '../support/services';
 import { Collector } from '../support/transports/collector';
 import { startNestConsumer } from '../support/transports/nest-consumer';
@@ -64,24 +60,17 @@ const exporter = new InMemorySpanExporter();
 const provider = new BasicTracerProvider({ spanProcessors: [new SimpleSpanProcessor(exporter)] });
 const tracer = provider.getTracer('outbox-test');
 
-interface Harness {
-  readonly outbox: OutboxService;
-  readonly dispatcher: OutboxDispatcher;
-  readonly table: string;
-  close(): Promise<void>;
-}
+type Harness = OutboxApp<OutboxPublisher>;
 
 describeWith(['postgres'], 'OpenTelemetry: trace context from enqueue to consumer', () => {
-  let ds: DataSource;
-  const baseTable = uniqueTable('outbox_otel');
-  const tables: string[] = [];
+  const scope = useOutboxScope(db, { tablePrefix: 'outbox_otel' });
+  // Broker clients the tests open, closed after each (a client that is gone already is fine).
   const closers: (() => Promise<unknown>)[] = [];
 
-  beforeAll(async () => {
+  beforeAll(() => {
     context.setGlobalContextManager(new AsyncLocalStorageContextManager().enable());
     propagation.setGlobalPropagator(new W3CTraceContextPropagator());
     trace.setGlobalTracerProvider(provider);
-    ds = await db.open(baseTable);
   });
 
   afterEach(async () => {
@@ -90,8 +79,6 @@ describeWith(['postgres'], 'OpenTelemetry: trace context from enqueue to consume
   });
 
   afterAll(async () => {
-    for (const table of tables) await ds?.query(`DROP TABLE IF EXISTS "${table}"`);
-    if (ds !== undefined) await db.close(ds, baseTable);
     trace.disable();
     propagation.disable();
     context.disable();
@@ -102,30 +89,14 @@ describeWith(['postgres'], 'OpenTelemetry: trace context from enqueue to consume
     publisher: OutboxPublisher,
     headersProvider: OutboxModuleOptions['headersProvider'] = traceContextHeaders,
   ): Promise<Harness> {
-    const table = uniqueTable('outbox_otel');
-    tables.push(table);
-    await ensureOutboxTable(ds, { tableName: table });
-    const moduleRef: TestingModule = await Test.createTestingModule({
-      imports: [
-        OutboxModule.forRoot({
-          dataSource: ds,
-          tableName: table,
-          publisher,
-          headersProvider,
-          autoStart: false,
-          retry: { maxAttempts: 1 },
-          dispatcher: { listen: false, pollIntervalMs: 50 },
-        }),
-      ],
-    }).compile();
-    await moduleRef.init();
-    closers.push(() => moduleRef.close());
-    return {
-      outbox: moduleRef.get(OutboxService),
-      dispatcher: moduleRef.get(OutboxDispatcher),
-      table,
-      close: () => moduleRef.close(),
-    };
+    return scope.open({
+      publisher,
+      options: {
+        headersProvider,
+        retry: { maxAttempts: 1 },
+        dispatcher: { listen: false, pollIntervalMs: 50 },
+      },
+    });
   }
 
   /** Enqueues inside an active span (as a request handler would) and returns that span's context. */
@@ -135,7 +106,7 @@ describeWith(['postgres'], 'OpenTelemetry: trace context from enqueue to consume
   ): Promise<{ id: string; enqueued: SpanContext }> {
     return tracer.startActiveSpan('POST /orders', async (span) => {
       try {
-        const id = await ds.transaction((m) => h.outbox.enqueue(message, m));
+        const id = await scope.ds.transaction((m) => h.outbox.enqueue(message, m));
         return { id, enqueued: span.spanContext() };
       } finally {
         span.end();
@@ -168,7 +139,7 @@ describeWith(['postgres'], 'OpenTelemetry: trace context from enqueue to consume
     expected: { system: string; destination: string },
   ): Promise<void> {
     // At enqueue: the row holds the enqueuing span's context.
-    const [row] = await readOutbox(ds, h.table);
+    const [row] = await readOutbox(scope.ds, h.table);
     expect(parseTraceparent(row?.headers.traceparent)).toEqual({
       traceId: sent.enqueued.traceId,
       spanId: sent.enqueued.spanId,
@@ -329,13 +300,13 @@ describeWith(['postgres'], 'OpenTelemetry: trace context from enqueue to consume
         'x-tenant': 'from-provider',
         'x-region': 'eu',
       }));
-      const [plain, event] = await ds.transaction((m) =>
+      const [plain, event] = await scope.ds.transaction((m) =>
         h.outbox.enqueue(
           [{ topic: 'orders', payload: {}, headers: { 'x-tenant': 'own' } }, new OrderCreated(1)],
           m,
         ),
       );
-      const rows = await readOutbox(ds, h.table);
+      const rows = await readOutbox(scope.ds, h.table);
       expect(rows.find((r) => r.messageId === plain)?.headers).toEqual({
         'x-tenant': 'own',
         'x-region': 'eu',
@@ -348,9 +319,9 @@ describeWith(['postgres'], 'OpenTelemetry: trace context from enqueue to consume
 
     it('a reserved header from the provider fails the enqueue and rolls the business write back', async () => {
       const h = await openOutbox(nothing, () => ({ 'x-outbox-message-id': 'forged' }));
-      const before = await ds.getRepository(TestOrder).count();
+      const before = await scope.ds.getRepository(TestOrder).count();
       await expect(
-        ds.transaction(async (m) => {
+        scope.ds.transaction(async (m) => {
           await m.save(TestOrder, { customer: 'c-1' });
           await h.outbox.enqueue({ topic: 'orders', payload: {} }, m);
         }),
@@ -358,8 +329,8 @@ describeWith(['postgres'], 'OpenTelemetry: trace context from enqueue to consume
         constructor: OutboxInvalidMessageError,
         reason: 'invalid-header',
       });
-      expect(await ds.getRepository(TestOrder).count()).toBe(before);
-      expect(await readOutbox(ds, h.table)).toEqual([]);
+      expect(await scope.ds.getRepository(TestOrder).count()).toBe(before);
+      expect(await readOutbox(scope.ds, h.table)).toEqual([]);
     });
   });
 
@@ -439,10 +410,10 @@ describeWith(['postgres'], 'OpenTelemetry: trace context from enqueue to consume
       // Enqueued outside any span: no trace headers on the row; the producer span is a root and
       // its context still reaches the consumer.
       exporter.reset();
-      const untraced = await ds.transaction((m) =>
+      const untraced = await scope.ds.transaction((m) =>
         h.outbox.enqueue({ topic, type: 'order.created', payload: { orderId: 4 } }, m),
       );
-      const rows = await readOutbox(ds, h.table);
+      const rows = await readOutbox(scope.ds, h.table);
       expect(rows.find((r) => r.messageId === untraced)?.headers).toEqual({});
       await drainUntil(h, () => exporter.getFinishedSpans().length >= 1, 'the root span');
       const items = await consumer.received.settle(2);

@@ -1,19 +1,17 @@
-import { Test, type TestingModule } from '@nestjs/testing';
+import type { TestingModule } from '@nestjs/testing';
 import { connect, type ChannelModel } from 'amqplib';
 import { Registry } from 'prom-client';
-import type { DataSource } from 'typeorm';
 import {
   combineObservers,
   OutboxDispatcher,
-  OutboxModule,
   OutboxOptionsError,
   OutboxService,
   type OutboxPublisher,
 } from '../../lib';
 import { OutboxMetrics, OutboxPrometheusModule } from '../../lib/integrations/prometheus';
 import { RabbitMqPublisher } from '../../lib/publishers/rabbitmq';
-import { ensureOutboxTable } from '../../lib/orm/typeorm/typeorm-tables';
-import { testDatabase, uniqueTable } from '../support/databases';
+import { testDatabase } from '../support/databases';
+import { useOutboxScope } from '../support/outbox-scope';
 import { describeWith, SERVICES } from '../support/services';
 import { freePort } from '../support/transports/net';
 
@@ -50,26 +48,16 @@ async function scrapeUntil(
 }
 
 describeWith(['postgres', 'rabbitmq'], 'Prometheus metrics (OutboxPrometheusModule)', () => {
-  let ds: DataSource;
+  const scope = useOutboxScope(db, { tablePrefix: 'outbox_prom' });
   let amqp: ChannelModel;
-  const baseTable = uniqueTable('outbox_prom');
-  const tables: string[] = [];
-  const closers: (() => Promise<unknown>)[] = [];
 
   beforeAll(async () => {
-    ds = await db.open(baseTable);
     amqp = await connect(RABBITMQ_URL);
     amqp.on('error', () => undefined);
   });
 
-  afterEach(async () => {
-    for (const close of closers.splice(0).reverse()) await close().catch(() => undefined);
-  });
-
   afterAll(async () => {
     await amqp?.close().catch(() => undefined);
-    for (const table of tables) await ds?.query(`DROP TABLE IF EXISTS "${table}"`);
-    if (ds !== undefined) await db.close(ds, baseTable);
   });
 
   async function openApp(
@@ -77,33 +65,25 @@ describeWith(['postgres', 'rabbitmq'], 'Prometheus metrics (OutboxPrometheusModu
     publisher: OutboxPublisher,
     prefix = '',
   ): Promise<{ moduleRef: TestingModule; deadIds: string[] }> {
-    const table = uniqueTable('outbox_prom');
-    tables.push(table);
-    await ensureOutboxTable(ds, { tableName: table });
     const deadIds: string[] = [];
     // The setup the README shows: the metrics module is global, so the outbox factory injects it
     // and combines it with an observer of the app's own.
-    const moduleRef = await Test.createTestingModule({
-      imports: [
-        OutboxPrometheusModule.forRoot({ registry, prefix, sampleIntervalMs: SAMPLE_MS }),
-        OutboxModule.forRootAsync({
-          inject: [OutboxMetrics],
-          useFactory: (metrics: OutboxMetrics) => ({
-            dataSource: ds,
-            tableName: table,
-            publisher,
-            autoStart: false,
-            observer: combineObservers(metrics, {
-              onDeadLetter: (record) => deadIds.push(record.messageId),
-            }),
-            retry: { maxAttempts: 2, initialDelayMs: 0, jitter: 0 },
-            dispatcher: { listen: false, pollIntervalMs: 50, maxOutagePauseMs: 200 },
+    const { moduleRef } = await scope.open({
+      publisher,
+      imports: [OutboxPrometheusModule.forRoot({ registry, prefix, sampleIntervalMs: SAMPLE_MS })],
+      options: {
+        retry: { maxAttempts: 2, initialDelayMs: 0, jitter: 0 },
+        dispatcher: { listen: false, pollIntervalMs: 50, maxOutagePauseMs: 200 },
+      },
+      factory: {
+        inject: [OutboxMetrics],
+        useFactory: (metrics: OutboxMetrics) => ({
+          observer: combineObservers(metrics, {
+            onDeadLetter: (record) => deadIds.push(record.messageId),
           }),
         }),
-      ],
-    }).compile();
-    await moduleRef.init();
-    closers.push(() => moduleRef.close());
+      },
+    });
     return { moduleRef, deadIds };
   }
 
@@ -112,7 +92,7 @@ describeWith(['postgres', 'rabbitmq'], 'Prometheus metrics (OutboxPrometheusModu
     const queue = unique('q');
     const channel = await amqp.createChannel();
     await channel.assertQueue(queue, { durable: false });
-    closers.push(() => channel.deleteQueue(queue).then(() => channel.close()));
+    scope.defer(() => channel.deleteQueue(queue).then(() => channel.close()));
     const publisher = new RabbitMqPublisher({ url: RABBITMQ_URL });
     const { moduleRef, deadIds } = await openApp(registry, publisher);
     const outbox = moduleRef.get(OutboxService);
@@ -121,7 +101,7 @@ describeWith(['postgres', 'rabbitmq'], 'Prometheus metrics (OutboxPrometheusModu
     // Four messages to a queue that exists; one to a routing key no queue is bound to, which
     // RabbitMQ returns: a failure, retried once, then dead-lettered (maxAttempts 2).
     const nowhere = unique('nowhere');
-    const [lostId] = await ds.transaction(async (m) => {
+    const [lostId] = await scope.ds.transaction(async (m) => {
       const lost = await outbox.enqueue([{ topic: nowhere, payload: { n: 0 } }], m);
       await outbox.enqueue(
         [1, 2, 3, 4].map((n) => ({ topic: queue, payload: { n } })),
@@ -194,7 +174,7 @@ describeWith(['postgres', 'rabbitmq'], 'Prometheus metrics (OutboxPrometheusModu
       }),
       'down_',
     );
-    await ds.transaction((m) =>
+    await scope.ds.transaction((m) =>
       moduleRef.get(OutboxService).enqueue({ topic: unique('q'), payload: {} }, m),
     );
     const dispatcher = moduleRef.get(OutboxDispatcher);

@@ -1,24 +1,21 @@
-import { Controller, Get, Inject, Module, type INestApplication } from '@nestjs/common';
+import { Controller, Get, Inject, type INestApplication } from '@nestjs/common';
 import { HealthCheck, HealthCheckService, TerminusModule } from '@nestjs/terminus';
-import { Test } from '@nestjs/testing';
 import { connect, type ChannelModel } from 'amqplib';
-import type { DataSource } from 'typeorm';
 import {
   OutboxDispatcher,
-  OutboxModule,
   OutboxOptionsError,
   OutboxService,
   type OutboxPublisher,
 } from '../../lib';
 import { RabbitMqPublisher } from '../../lib/publishers/rabbitmq';
-import { ensureOutboxTable } from '../../lib/orm/typeorm/typeorm-tables';
 import {
   OutboxHealthIndicator,
   resolveOutboxHealthOptions,
   type OutboxHealthDetails,
   type OutboxHealthOptions,
 } from '../../lib/integrations/terminus';
-import { testDatabase, uniqueTable } from '../support/databases';
+import { testDatabase } from '../support/databases';
+import { useOutboxScope } from '../support/outbox-scope';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith, SERVICES } from '../support/services';
 import { freePort } from '../support/transports/net';
@@ -55,58 +52,36 @@ interface HealthResponse {
 }
 
 describeWith(['postgres', 'rabbitmq'], 'OutboxHealthIndicator (@nestjs/terminus)', () => {
-  let ds: DataSource;
+  const scope = useOutboxScope(db, { tablePrefix: 'outbox_health' });
   let amqp: ChannelModel;
-  const baseTable = uniqueTable('outbox_health');
-  const tables: string[] = [];
-  const closers: (() => Promise<unknown>)[] = [];
 
   beforeAll(async () => {
-    ds = await db.open(baseTable);
     amqp = await connect(RABBITMQ_URL);
     amqp.on('error', () => undefined);
   });
 
-  afterEach(async () => {
-    for (const close of closers.splice(0).reverse()) await close().catch(() => undefined);
-  });
-
   afterAll(async () => {
     await amqp?.close().catch(() => undefined);
-    for (const table of tables) await ds?.query(`DROP TABLE IF EXISTS "${table}"`);
-    if (ds !== undefined) await db.close(ds, baseTable);
   });
 
   async function startApp(
     publisher: OutboxPublisher,
     limits: OutboxHealthOptions,
   ): Promise<{ app: INestApplication; get: () => Promise<HealthResponse> }> {
-    const table = uniqueTable('outbox_health');
-    tables.push(table);
-    await ensureOutboxTable(ds, { tableName: table });
-
-    @Module({
-      imports: [
-        TerminusModule.forRoot({ logger: false }),
-        OutboxModule.forRoot({
-          dataSource: ds,
-          tableName: table,
-          publisher,
-          autoStart: false,
-          retry: { maxAttempts: 1 },
-          dispatcher: { listen: false, pollIntervalMs: 50, maxOutagePauseMs: 200 },
-        }),
-      ],
+    const { http } = await scope.open({
+      publisher,
+      http: true,
+      imports: [TerminusModule.forRoot({ logger: false })],
       controllers: [HealthController],
       providers: [OutboxHealthIndicator, { provide: LIMITS, useValue: limits }],
-    })
-    class AppModule {}
-
-    const moduleRef = await Test.createTestingModule({ imports: [AppModule] }).compile();
-    const app = moduleRef.createNestApplication({ logger: false });
-    await app.listen(0, '127.0.0.1');
-    closers.push(() => app.close());
-    const url = `${await app.getUrl()}/health`;
+      options: {
+        retry: { maxAttempts: 1 },
+        dispatcher: { listen: false, pollIntervalMs: 50, maxOutagePauseMs: 200 },
+      },
+    });
+    if (http === undefined) throw new Error('the health app is not served over HTTP');
+    const { app } = http;
+    const url = `${http.url}/health`;
     return {
       app,
       get: async () => {
@@ -120,7 +95,7 @@ describeWith(['postgres', 'rabbitmq'], 'OutboxHealthIndicator (@nestjs/terminus)
     const queue = unique('q');
     const channel = await amqp.createChannel();
     await channel.assertQueue(queue, { durable: false });
-    closers.push(() => channel.deleteQueue(queue).then(() => channel.close()));
+    scope.defer(() => channel.deleteQueue(queue).then(() => channel.close()));
     const { app, get } = await startApp(new RabbitMqPublisher({ url: RABBITMQ_URL }), {
       maxDead: 0,
       statsMaxAgeMs: 0,
@@ -141,7 +116,7 @@ describeWith(['postgres', 'rabbitmq'], 'OutboxHealthIndicator (@nestjs/terminus)
     const dispatcher = app.get(OutboxDispatcher);
     await dispatcher.start();
     const outbox = app.get(OutboxService);
-    await ds.transaction((m) => outbox.enqueue({ topic: queue, payload: { ok: true } }, m));
+    await scope.ds.transaction((m) => outbox.enqueue({ topic: queue, payload: { ok: true } }, m));
     await waitFor(
       'the message to be delivered',
       async () => (await outbox.stats()).delivered === 1,
@@ -162,7 +137,7 @@ describeWith(['postgres', 'rabbitmq'], 'OutboxHealthIndicator (@nestjs/terminus)
 
     // No queue for this routing key: RabbitMQ returns the message, and with maxAttempts 1 it is
     // dead-lettered at once; one dead letter is over maxDead 0.
-    await ds.transaction((m) =>
+    await scope.ds.transaction((m) =>
       outbox.enqueue({ topic: unique('nowhere'), payload: { lost: true } }, m),
     );
     await waitFor('the dead letter', async () => (await outbox.stats()).dead === 1);
@@ -193,7 +168,7 @@ describeWith(['postgres', 'rabbitmq'], 'OutboxHealthIndicator (@nestjs/terminus)
       { maxOldestPendingAgeMs: 500, statsMaxAgeMs: 0 },
     );
     await app.get(OutboxDispatcher).start();
-    await ds.transaction((m) =>
+    await scope.ds.transaction((m) =>
       app.get(OutboxService).enqueue({ topic: unique('q'), payload: {} }, m),
     );
     await sleep(700);
@@ -218,7 +193,7 @@ describeWith(['postgres', 'rabbitmq'], 'OutboxHealthIndicator (@nestjs/terminus)
   it('is unhealthy while one dispatcher run lasts longer than maxRunMs (a stuck loop)', async () => {
     const publisher = new RecordingPublisher();
     const { app, get } = await startApp(publisher, { maxRunMs: 1_000, statsMaxAgeMs: 0 });
-    const [id] = await ds.transaction((m) =>
+    const [id] = await scope.ds.transaction((m) =>
       app.get(OutboxService).enqueue([{ topic: unique('q'), payload: {} }], m),
     );
     // The publish hangs until the dispatcher's publish deadline (10 s by default).

@@ -1,14 +1,12 @@
-import { Test, type TestingModule } from '@nestjs/testing';
-import type { DataSource } from 'typeorm';
 import {
   OutboxEvent,
   OutboxInvalidMessageError,
-  OutboxModule,
   OutboxService,
   OutboxTransactionRequiredError,
   fromClsTransactionHost,
 } from '../../lib';
-import { readOutbox, TEST_DATABASES, TestOrder, uniqueTable } from '../support/databases';
+import { readOutbox, TEST_DATABASES, TestOrder } from '../support/databases';
+import { useOutboxScope } from '../support/outbox-scope';
 import { describeWith } from '../support/services';
 
 @OutboxEvent({
@@ -51,48 +49,30 @@ class HeadersThrow {}
 
 for (const db of TEST_DATABASES) {
   describeWith(db.service === null ? [] : [db.service], `enqueue on ${db.name}`, () => {
-    let ds: DataSource;
-    let moduleRef: TestingModule;
+    const scope = useOutboxScope(db);
+    const table = scope.baseTable;
     let outbox: OutboxService;
-    const table = uniqueTable();
 
     beforeAll(async () => {
-      ds = await db.open(table);
-      moduleRef = await Test.createTestingModule({
-        imports: [
-          OutboxModule.forRoot({
-            dataSource: ds,
-            tableName: table,
-            workers: false,
-            maxPayloadBytes: 1_024,
-          }),
-        ],
-      }).compile();
-      await moduleRef.init();
-      outbox = moduleRef.get(OutboxService);
-    });
-
-    afterAll(async () => {
-      await moduleRef?.close();
-      if (ds !== undefined) await db.close(ds, table);
+      ({ outbox } = await scope.openShared({ table, options: { maxPayloadBytes: 1_024 } }));
     });
 
     beforeEach(async () => {
-      await ds.query(
-        `DELETE FROM ${ds.options.type === 'mariadb' ? `\`${table}\`` : `"${table}"`}`,
+      await scope.ds.query(
+        `DELETE FROM ${scope.ds.options.type === 'mariadb' ? `\`${table}\`` : `"${table}"`}`,
       );
     });
 
-    const orders = () => ds.getRepository(TestOrder);
+    const orders = () => scope.ds.getRepository(TestOrder);
 
     it('writes the business row and the message when the transaction commits', async () => {
       const before = await orders().count();
-      const id = await ds.transaction(async (manager) => {
+      const id = await scope.ds.transaction(async (manager) => {
         const order = await manager.save(TestOrder, { customer: 'c-1' });
         return outbox.enqueue(new OrderCreated(String(order.id), 42.5), manager);
       });
       expect(await orders().count()).toBe(before + 1);
-      const rows = await readOutbox(ds, table);
+      const rows = await readOutbox(scope.ds, table);
       expect(rows).toHaveLength(1);
       const [row] = rows;
       expect(row).toMatchObject({
@@ -111,8 +91,8 @@ for (const db of TEST_DATABASES) {
     });
 
     it('uses the class name as type and a property as key', async () => {
-      await ds.transaction((m) => outbox.enqueue(new OrderShipped(7), m));
-      const [row] = await readOutbox(ds, table);
+      await scope.ds.transaction((m) => outbox.enqueue(new OrderShipped(7), m));
+      const [row] = await readOutbox(scope.ds, table);
       expect(row).toMatchObject({
         type: 'OrderShipped',
         key: '7',
@@ -129,8 +109,8 @@ for (const db of TEST_DATABASES) {
         payload: { i, text: 'é✓' },
         headers: { 'x-tenant': 't1' },
       }));
-      const ids = await ds.transaction((m) => outbox.enqueue(messages, m));
-      const rows = await readOutbox(ds, table);
+      const ids = await scope.ds.transaction((m) => outbox.enqueue(messages, m));
+      const rows = await readOutbox(scope.ds, table);
       expect(rows.map((r) => r.messageId)).toEqual(ids);
       expect(rows.map((r) => (r.payload as { i: number }).i)).toEqual(
         messages.map((m) => m.payload.i),
@@ -146,38 +126,38 @@ for (const db of TEST_DATABASES) {
     it('writes nothing when the transaction rolls back', async () => {
       const before = await orders().count();
       await expect(
-        ds.transaction(async (m) => {
+        scope.ds.transaction(async (m) => {
           await m.save(TestOrder, { customer: 'c-2' });
           await outbox.enqueue(new OrderCreated('o-2', 1), m);
           throw new Error('business rule failed after enqueue');
         }),
       ).rejects.toThrow('business rule failed after enqueue');
       expect(await orders().count()).toBe(before);
-      expect(await readOutbox(ds, table)).toHaveLength(0);
+      expect(await readOutbox(scope.ds, table)).toHaveLength(0);
     });
 
     it('writes nothing after an explicit rollback of a QueryRunner transaction', async () => {
-      const runner = ds.createQueryRunner();
+      const runner = scope.ds.createQueryRunner();
       await runner.connect();
       await runner.startTransaction();
       await outbox.enqueue(new OrderCreated('o-3', 1), runner.manager);
       await runner.rollbackTransaction();
       await runner.release();
-      expect(await readOutbox(ds, table)).toHaveLength(0);
+      expect(await readOutbox(scope.ds, table)).toHaveLength(0);
     });
 
     it('commits through a QueryRunner transaction', async () => {
-      const runner = ds.createQueryRunner();
+      const runner = scope.ds.createQueryRunner();
       await runner.connect();
       await runner.startTransaction();
       await outbox.enqueue(new OrderCreated('o-4', 1), runner.manager);
       await runner.commitTransaction();
       await runner.release();
-      expect(await readOutbox(ds, table)).toHaveLength(1);
+      expect(await readOutbox(scope.ds, table)).toHaveLength(1);
     });
 
     it('drops the message of a rolled-back savepoint and keeps the outer one', async () => {
-      const runner = ds.createQueryRunner();
+      const runner = scope.ds.createQueryRunner();
       await runner.connect();
       await runner.startTransaction();
       await outbox.enqueue(new OrderCreated('outer', 1), runner.manager);
@@ -186,7 +166,7 @@ for (const db of TEST_DATABASES) {
       await runner.rollbackTransaction();
       await runner.commitTransaction();
       await runner.release();
-      const rows = await readOutbox(ds, table);
+      const rows = await readOutbox(scope.ds, table);
       expect(rows.map((r) => r.key)).toEqual(['outer']);
     });
 
@@ -194,10 +174,10 @@ for (const db of TEST_DATABASES) {
       await expect(outbox.enqueue(new OrderCreated('o-5', 1))).rejects.toBeInstanceOf(
         OutboxTransactionRequiredError,
       );
-      await expect(outbox.enqueue(new OrderCreated('o-5', 1), ds.manager)).rejects.toBeInstanceOf(
-        OutboxTransactionRequiredError,
-      );
-      expect(await readOutbox(ds, table)).toHaveLength(0);
+      await expect(
+        outbox.enqueue(new OrderCreated('o-5', 1), scope.ds.manager),
+      ).rejects.toBeInstanceOf(OutboxTransactionRequiredError);
+      expect(await readOutbox(scope.ds, table)).toHaveLength(0);
     });
 
     const cyclic: Record<string, unknown> = { a: 1 };
@@ -290,58 +270,58 @@ for (const db of TEST_DATABASES) {
       'rejects %s, rolling back the whole transaction',
       async (_name, input, reason) => {
         const before = await orders().count();
-        const attempt = ds.transaction(async (m) => {
+        const attempt = scope.ds.transaction(async (m) => {
           await m.save(TestOrder, { customer: 'bad-input' });
           await outbox.enqueue([new OrderCreated('good', 1), input], m);
         });
         await expect(attempt).rejects.toBeInstanceOf(OutboxInvalidMessageError);
         await expect(attempt).rejects.toMatchObject({ reason, index: 1 });
         expect(await orders().count()).toBe(before);
-        expect(await readOutbox(ds, table)).toHaveLength(0);
+        expect(await readOutbox(scope.ds, table)).toHaveLength(0);
       },
     );
 
     it('keeps the cause of a throwing key function', async () => {
-      const attempt = ds.transaction((m) => outbox.enqueue(new KeyThrows(), m));
+      const attempt = scope.ds.transaction((m) => outbox.enqueue(new KeyThrows(), m));
       await expect(attempt).rejects.toMatchObject({
         reason: 'invalid-key',
         cause: { message: 'key lookup failed' },
       });
-      expect(await readOutbox(ds, table)).toHaveLength(0);
+      expect(await readOutbox(scope.ds, table)).toHaveLength(0);
     });
 
     it('stores an availableAt of 9999-12-31 as not due', async () => {
-      await ds.transaction((m) =>
+      await scope.ds.transaction((m) =>
         outbox.enqueue(
           { topic: 't', payload: {}, availableAt: new Date('9999-12-31T23:59:59.999Z') },
           m,
         ),
       );
-      const t = ds.options.type === 'mariadb' ? `\`${table}\`` : `"${table}"`;
+      const t = scope.ds.options.type === 'mariadb' ? `\`${table}\`` : `"${table}"`;
       const later =
-        ds.options.type === 'postgres'
+        scope.ds.options.type === 'postgres'
           ? "available_at > now() + interval '7000 years'"
-          : ds.options.type === 'mariadb'
+          : scope.ds.options.type === 'mariadb'
             ? 'available_at > UTC_TIMESTAMP(6) + INTERVAL 7000 YEAR'
             : "available_at > strftime('%Y-%m-%d %H:%M:%f', 'now', '+7000 years')";
-      const [{ n }] = await ds.query<[{ n: string | number }]>(
+      const [{ n }] = await scope.ds.query<[{ n: string | number }]>(
         `SELECT COUNT(*) AS n FROM ${t} WHERE ${later}`,
       );
       expect(Number(n)).toBe(1);
     });
 
     it('schedules delayed messages on the database clock', async () => {
-      await ds.transaction((m) =>
+      await scope.ds.transaction((m) =>
         outbox.enqueue({ topic: 't', payload: {}, delayMs: 3_600_000 }, m),
       );
-      const t = ds.options.type === 'mariadb' ? `\`${table}\`` : `"${table}"`;
+      const t = scope.ds.options.type === 'mariadb' ? `\`${table}\`` : `"${table}"`;
       const due =
-        ds.options.type === 'postgres'
+        scope.ds.options.type === 'postgres'
           ? "available_at > now() + interval '59 minutes'"
-          : ds.options.type === 'mariadb'
+          : scope.ds.options.type === 'mariadb'
             ? 'available_at > UTC_TIMESTAMP(6) + INTERVAL 59 MINUTE'
             : "available_at > strftime('%Y-%m-%d %H:%M:%f', 'now', '+59 minutes')";
-      const [{ n }] = await ds.query<[{ n: string | number }]>(
+      const [{ n }] = await scope.ds.query<[{ n: string | number }]>(
         `SELECT COUNT(*) AS n FROM ${t} WHERE ${due}`,
       );
       expect(Number(n)).toBe(1);
@@ -356,18 +336,12 @@ for (const db of TEST_DATABASES) {
           return active as import('typeorm').EntityManager;
         },
       };
-      const ref = await Test.createTestingModule({
-        imports: [
-          OutboxModule.forRoot({
-            dataSource: ds,
-            tableName: table,
-            workers: false,
-            ambientTransaction: fromClsTransactionHost(host),
-          }),
-        ],
-      }).compile();
-      const ambientOutbox = ref.get(OutboxService);
-      await ds.transaction(async (m) => {
+      const ambient = await scope.open({
+        table,
+        options: { ambientTransaction: fromClsTransactionHost(host) },
+      });
+      const ambientOutbox = ambient.outbox;
+      await scope.ds.transaction(async (m) => {
         active = m;
         await ambientOutbox.enqueue(new OrderCreated('ambient', 1));
         active = undefined;
@@ -375,8 +349,8 @@ for (const db of TEST_DATABASES) {
       await expect(ambientOutbox.enqueue(new OrderCreated('none', 1))).rejects.toBeInstanceOf(
         OutboxTransactionRequiredError,
       );
-      await ref.close();
-      expect((await readOutbox(ds, table)).map((r) => r.key)).toEqual(['ambient']);
+      await ambient.close();
+      expect((await readOutbox(scope.ds, table)).map((r) => r.key)).toEqual(['ambient']);
     });
   });
 }

@@ -1,15 +1,12 @@
-import { Test, type TestingModule } from '@nestjs/testing';
-import type { DataSource } from 'typeorm';
 import {
   OutboxDispatcher,
   OutboxEvent,
   OutboxInvalidMessageError,
-  OutboxModule,
   OutboxService,
-  ensureOutboxTable,
   type OutboxMessage,
 } from '../../lib';
-import { readOutbox, TEST_DATABASES, TestOrder, uniqueTable } from '../support/databases';
+import { readOutbox, TEST_DATABASES, TestOrder } from '../support/databases';
+import { useOutboxScope } from '../support/outbox-scope';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
 
@@ -28,45 +25,24 @@ const msg = (extra: Partial<OutboxMessage>): OutboxMessage => ({
 
 for (const db of TEST_DATABASES) {
   describeWith(db.service === null ? [] : [db.service], `idempotent enqueue on ${db.name}`, () => {
-    let ds: DataSource;
-    let moduleRef: TestingModule;
+    const scope = useOutboxScope(db, { tablePrefix: 'outbox_idem' });
+    const table = scope.baseTable;
     let outbox: OutboxService;
+    let dispatcher: OutboxDispatcher;
     let publisher: RecordingPublisher;
-    const table = uniqueTable('outbox_idem');
-
-    beforeAll(async () => {
-      ds = await db.open(table);
-      await ensureOutboxTable(ds, { tableName: table });
-    });
 
     beforeEach(async () => {
-      await ds.query(`DELETE FROM ${db.name === 'mariadb' ? `\`${table}\`` : `"${table}"`}`);
+      await scope.ds.query(`DELETE FROM ${db.name === 'mariadb' ? `\`${table}\`` : `"${table}"`}`);
       publisher = new RecordingPublisher();
-      moduleRef = await Test.createTestingModule({
-        imports: [
-          OutboxModule.forRoot({
-            dataSource: ds,
-            tableName: table,
-            publisher,
-            autoStart: false,
-            dispatcher: { listen: false },
-          }),
-        ],
-      }).compile();
-      await moduleRef.init();
-      outbox = moduleRef.get(OutboxService);
-    });
-
-    afterEach(async () => {
-      await moduleRef.close();
-    });
-
-    afterAll(async () => {
-      if (ds !== undefined) await db.close(ds, table);
+      ({ outbox, dispatcher } = await scope.open({
+        table,
+        publisher,
+        options: { dispatcher: { listen: false } },
+      }));
     });
 
     const inTx = <T>(work: (m: import('typeorm').EntityManager) => Promise<T>) =>
-      ds.transaction(async (m) => {
+      scope.ds.transaction(async (m) => {
         await m.save(TestOrder, { customer: 'idem' });
         return work(m);
       });
@@ -76,13 +52,13 @@ for (const db of TEST_DATABASES) {
       // The client retries the request; the second transaction commits too.
       const second = await inTx((m) => outbox.enqueue(msg({ dedupeKey: 'order-1:created' }), m));
       expect(second).toBe(first);
-      const rows = await readOutbox(ds, table);
+      const rows = await readOutbox(scope.ds, table);
       expect(rows.map((r) => r.messageId)).toEqual([first]);
-      await moduleRef.get(OutboxDispatcher).drain();
+      await dispatcher.drain();
       expect(publisher.sentIds).toEqual([first]);
       // Delivered rows still deduplicate while they are kept.
       await inTx((m) => outbox.enqueue(msg({ dedupeKey: 'order-1:created' }), m));
-      expect(await readOutbox(ds, table)).toHaveLength(1);
+      expect(await readOutbox(scope.ds, table)).toHaveLength(1);
     });
 
     it('uses a caller-supplied message id, and skips it when it is already there', async () => {
@@ -93,7 +69,7 @@ for (const db of TEST_DATABASES) {
         outbox.enqueue([msg({ messageId: id }), msg({ dedupeKey: 'other' }), msg({})], m),
       );
       expect(ids[0]).toBe(id);
-      const rows = await readOutbox(ds, table);
+      const rows = await readOutbox(scope.ds, table);
       expect(rows.map((r) => r.messageId).sort()).toEqual([...new Set(ids)].sort());
       expect(rows).toHaveLength(3);
     });
@@ -112,7 +88,7 @@ for (const db of TEST_DATABASES) {
       );
       expect(again.duplicates).toEqual([id]);
       expect(again.messageIds).toHaveLength(2);
-      const row = (await readOutbox(ds, table)).find((r) => r.messageId === id);
+      const row = (await readOutbox(scope.ds, table)).find((r) => r.messageId === id);
       expect(row?.payload).toEqual({ v: 1 });
     });
 
@@ -122,7 +98,7 @@ for (const db of TEST_DATABASES) {
       const c = await inTx((m) => outbox.enqueue(new OrderPaid('o-8'), m));
       expect(b).toBe(a);
       expect(c).not.toBe(a);
-      expect(await readOutbox(ds, table)).toHaveLength(2);
+      expect(await readOutbox(scope.ds, table)).toHaveLength(2);
     });
 
     it.each([
@@ -134,13 +110,13 @@ for (const db of TEST_DATABASES) {
       ['an empty dedupeKey', [msg({ dedupeKey: '' })]],
       ['one id twice in one call', [msg({ dedupeKey: 'same' }), msg({ dedupeKey: 'same' })]],
     ])('rejects %s with OutboxInvalidMessageError and writes nothing', async (_what, messages) => {
-      const orders = await ds.getRepository(TestOrder).countBy({ customer: 'idem' });
+      const orders = await scope.ds.getRepository(TestOrder).countBy({ customer: 'idem' });
       const attempt = inTx((m) => outbox.enqueue(messages, m));
       await expect(attempt).rejects.toBeInstanceOf(OutboxInvalidMessageError);
       await expect(attempt).rejects.toMatchObject({ reason: 'invalid-message-id' });
-      expect(await readOutbox(ds, table)).toHaveLength(0);
+      expect(await readOutbox(scope.ds, table)).toHaveLength(0);
       // The business write rolled back with it.
-      expect(await ds.getRepository(TestOrder).countBy({ customer: 'idem' })).toBe(orders);
+      expect(await scope.ds.getRepository(TestOrder).countBy({ customer: 'idem' })).toBe(orders);
     });
 
     if (db.name !== 'sqlite') {
@@ -163,7 +139,7 @@ for (const db of TEST_DATABASES) {
           });
         const [a, b] = await Promise.all([attempt(), attempt()]);
         expect(a).toBe(b);
-        expect(await readOutbox(ds, table)).toHaveLength(1);
+        expect(await readOutbox(scope.ds, table)).toHaveLength(1);
       });
     }
   });

@@ -9,7 +9,7 @@ import {
 } from '../../lib';
 import { dropOutboxTable, quoteTable, sleep } from '../support/outbox-harness';
 import { serverOptions, testDatabase, uniqueTable } from '../support/databases';
-import { instance } from '../support/outbox-instance';
+import { instance } from '../support/outbox-harness';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
 

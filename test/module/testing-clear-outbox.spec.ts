@@ -1,8 +1,6 @@
-import { Test, type TestingModule } from '@nestjs/testing';
-import type { DataSource } from 'typeorm';
-import { OutboxDispatcher, OutboxModule, OutboxService } from '../../lib';
 import { clearOutbox, RecordingPublisher } from '../../lib/testing';
-import { TEST_DATABASES, TestOrder, uniqueTable } from '../support/databases';
+import { TEST_DATABASES, TestOrder } from '../support/databases';
+import { useOutboxScope } from '../support/outbox-scope';
 import { describeWith } from '../support/services';
 
 // The README's "Testing your app" flow, run twice against the same database: with
@@ -10,49 +8,35 @@ import { describeWith } from '../support/services';
 
 describe.each(TEST_DATABASES)('clearOutbox on $name', (db) => {
   describeWith(db.service === null ? [] : [db.service], `on ${db.name}`, () => {
-    let ds: DataSource;
-    let table: string;
-
-    beforeAll(async () => {
-      table = uniqueTable('outbox_clear');
-      ds = await db.open(table);
-    });
-
-    afterAll(() => db.close(ds, table));
+    const scope = useOutboxScope(db, { tablePrefix: 'outbox_clear' });
+    const table = scope.baseTable;
 
     /** One run of the README's spec: a module, its two tests, closed at the end. */
     async function runReadmeSpec(clear: boolean): Promise<unknown[][]> {
       const publisher = new RecordingPublisher();
-      const app: TestingModule = await Test.createTestingModule({
-        imports: [
-          OutboxModule.forRoot({ dataSource: ds, tableName: table, publisher, autoStart: false }),
-        ],
-      }).compile();
-      await app.init();
+      const app = await scope.open({ table, publisher });
       const create = (customer: string, total: number) =>
-        ds.transaction(async (m) => {
+        scope.ds.transaction(async (m) => {
           const order = await m.save(TestOrder, { customer });
-          await app
-            .get(OutboxService)
-            .enqueue(
-              { topic: 'orders', type: 'order.created', payload: { id: order.id, total } },
-              m,
-            );
+          await app.outbox.enqueue(
+            { topic: 'orders', type: 'order.created', payload: { id: order.id, total } },
+            m,
+          );
         });
       const seen: unknown[][] = [];
       try {
         // beforeEach, then "publishes OrderCreated once the order is committed"
         publisher.heal().clear();
-        if (clear) await clearOutbox(ds, { tableName: table });
+        if (clear) await clearOutbox(scope.ds, { tableName: table });
         await create('c-1', 42);
-        await app.get(OutboxDispatcher).drain();
+        await app.dispatcher.drain();
         seen.push(publisher.payloads({ type: 'order.created' }));
         // beforeEach, then "keeps the event for a retry when the broker refuses it"
         publisher.heal().clear();
-        if (clear) await clearOutbox(ds, { tableName: table });
+        if (clear) await clearOutbox(scope.ds, { tableName: table });
         publisher.failNext();
         await create('c-2', 7);
-        await app.get(OutboxDispatcher).runOnce();
+        await app.dispatcher.runOnce();
       } finally {
         await app.close();
       }
@@ -68,13 +52,13 @@ describe.each(TEST_DATABASES)('clearOutbox on $name', (db) => {
     });
 
     it('without it, a message the first run left backing off is published in the second', async () => {
-      await clearOutbox(ds, { tableName: table });
+      await clearOutbox(scope.ds, { tableName: table });
       await runReadmeSpec(false);
       // Let the first run's retry backoff (1 s by default, with jitter) pass.
       await new Promise((resolve) => setTimeout(resolve, 2_500));
       const second = await runReadmeSpec(false);
       expect(second[0]).toHaveLength(2);
-      expect(await clearOutbox(ds, { tableName: table })).toBeGreaterThan(0);
+      expect(await clearOutbox(scope.ds, { tableName: table })).toBeGreaterThan(0);
     });
   });
 });

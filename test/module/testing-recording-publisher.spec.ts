@@ -1,8 +1,7 @@
-import { Test, type TestingModule } from '@nestjs/testing';
-import type { DataSource } from 'typeorm';
-import { OutboxDispatcher, OutboxEvent, OutboxModule, OutboxService } from '../../lib';
+import { OutboxDispatcher, OutboxEvent, OutboxService } from '../../lib';
 import { RecordingPublisher } from '../../lib/testing';
-import { testDatabase, TestOrder, uniqueTable } from '../support/databases';
+import { testDatabase, TestOrder } from '../support/databases';
+import { useOutboxScope } from '../support/outbox-scope';
 
 const sqlite = testDatabase('sqlite');
 
@@ -17,42 +16,23 @@ class OrderCreated {
 // What a user of nestjs-outbox/testing does: the real module on a real database, with the
 // recording publisher in place of the broker, driven by the dispatcher's runOnce/drain.
 describe('nestjs-outbox/testing RecordingPublisher, in an app', () => {
-  let ds: DataSource;
-  let table: string;
-  let app: TestingModule;
+  const scope = useOutboxScope(sqlite);
   let publisher: RecordingPublisher;
   let outbox: OutboxService;
   let dispatcher: OutboxDispatcher;
 
   const placeOrder = (orderId: string, total: number) =>
-    ds.transaction(async (manager) => {
+    scope.ds.transaction(async (manager) => {
       await manager.save(TestOrder, { customer: orderId });
       return outbox.enqueue(new OrderCreated(orderId, total), manager);
     });
 
   beforeEach(async () => {
-    table = uniqueTable();
-    ds = await sqlite.open(table);
     publisher = new RecordingPublisher();
-    app = await Test.createTestingModule({
-      imports: [
-        OutboxModule.forRoot({
-          dataSource: ds,
-          tableName: table,
-          publisher,
-          autoStart: false,
-          retry: { initialDelayMs: 0, jitter: 0 },
-        }),
-      ],
-    }).compile();
-    await app.init();
-    outbox = app.get(OutboxService);
-    dispatcher = app.get(OutboxDispatcher);
-  });
-
-  afterEach(async () => {
-    await app.close();
-    await sqlite.close(ds, table);
+    ({ outbox, dispatcher } = await scope.open({
+      publisher,
+      options: { retry: { initialDelayMs: 0, jitter: 0 } },
+    }));
   });
 
   it('records what was published, with payloads and filters', async () => {
@@ -70,7 +50,7 @@ describe('nestjs-outbox/testing RecordingPublisher, in an app', () => {
 
   it('a rolled-back transaction publishes nothing', async () => {
     await expect(
-      ds.transaction(async (manager) => {
+      scope.ds.transaction(async (manager) => {
         await outbox.enqueue(new OrderCreated('o-9', 1), manager);
         throw new Error('business rule failed');
       }),

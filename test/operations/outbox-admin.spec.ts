@@ -1,28 +1,21 @@
-import { Test, type TestingModule } from '@nestjs/testing';
-import type { DataSource } from 'typeorm';
-import { OutboxAdmin, OutboxDispatcher, OutboxError, OutboxAdminInputError, OutboxModule, OutboxService, PermanentPublishError, ensureOutboxTable, type OutboxMessage, type OutboxMessageSummary, type OutboxModuleOptions } from '../../lib';
-import { OUTBOX_STORE } from '../../lib/outbox.constants';
-import { type OutboxStore } from '../../lib/store/outbox-store.port';
+import {
+  OutboxAdmin,
+  OutboxError,
+  OutboxAdminInputError,
+  PermanentPublishError,
+  type OutboxMessage,
+  type OutboxMessageSummary,
+} from '../../lib';
 import { RecordingPublisher } from '../../lib/testing';
-import { readOutbox, TEST_DATABASES, uniqueTable } from '../support/databases';
-import { dropOutboxTable, sleep } from '../support/outbox-harness';
+import { readOutbox, TEST_DATABASES } from '../support/databases';
+import { mergeOutboxOptions, sleep, type HarnessOverrides } from '../support/outbox-harness';
+import { useOutboxScope } from '../support/outbox-scope';
 import { describeWith } from '../support/services';
 import { waitFor } from '../support/wait-for';
 
 // OutboxAdmin on every database, through OutboxModule's own provider: dead letters and parked
 // keys are produced by the real dispatcher (a scripted publisher), leases by real claims, and
 // every assertion reads the table or the admin API's answers.
-
-interface Ctx {
-  readonly table: string;
-  readonly admin: OutboxAdmin;
-  readonly outbox: OutboxService;
-  readonly dispatcher: OutboxDispatcher;
-  readonly store: OutboxStore;
-  readonly publisher: RecordingPublisher;
-  enqueue(messages: readonly OutboxMessage[]): Promise<string[]>;
-  close(): Promise<void>;
-}
 
 const msg = (
   key: string | null,
@@ -34,59 +27,23 @@ const rejected = (text: string) => ({ error: new PermanentPublishError(text) });
 
 for (const db of TEST_DATABASES) {
   describeWith(db.service === null ? [] : [db.service], `OutboxAdmin on ${db.name}`, () => {
-    let ds: DataSource;
-    const baseTable = uniqueTable('outbox_adm');
+    const scope = useOutboxScope(db, { tablePrefix: 'outbox_adm' });
 
-    beforeAll(async () => {
-      ds = await db.open(baseTable);
-    });
-    afterAll(async () => {
-      await db.close(ds, baseTable);
-    });
-
-    async function open(overrides: Partial<OutboxModuleOptions> = {}): Promise<Ctx> {
-      const table = uniqueTable('outbox_adm');
-      await ensureOutboxTable(ds, { tableName: table });
-      const publisher = new RecordingPublisher();
-      const moduleRef: TestingModule = await Test.createTestingModule({
-        imports: [
-          OutboxModule.forRoot({
-            dataSource: ds,
-            tableName: table,
-            publisher,
-            autoStart: false,
+    const open = (overrides: HarnessOverrides = {}) =>
+      scope.open({
+        publisher: new RecordingPublisher(),
+        options: mergeOutboxOptions(
+          {
             // A retried message stays backing off for the whole test.
             retry: { initialDelayMs: 60_000, maxDelayMs: 60_000, jitter: 0 },
             dispatcher: { listen: false, pollIntervalMs: 50 },
-            ...overrides,
-          }),
-        ],
-      }).compile();
-      await moduleRef.init();
-      const outbox = moduleRef.get(OutboxService);
-      return {
-        table,
-        admin: moduleRef.get(OutboxAdmin),
-        outbox,
-        dispatcher: moduleRef.get(OutboxDispatcher),
-        store: moduleRef.get<OutboxStore>(OUTBOX_STORE),
-        publisher,
-        enqueue: (messages) => ds.transaction((m) => outbox.enqueue(messages, m)),
-        close: async () => {
-          await moduleRef.close();
-          await dropOutboxTable(ds, table);
-        },
-      };
-    }
-
-    let ctx: Ctx | undefined;
-    afterEach(async () => {
-      await ctx?.close();
-      ctx = undefined;
-    });
+          },
+          overrides,
+        ),
+      });
 
     it('lists and inspects messages by status, topic, type, key, error text and age', async () => {
-      const c = (ctx = await open());
+      const c = await open();
       const [old1, old2] = await c.enqueue([msg(null), msg(null, { topic: 'billing' })]);
       // The age filters are measured on the database clock: let the first rows age a little.
       await sleep(1_200);
@@ -189,7 +146,7 @@ for (const db of TEST_DATABASES) {
     });
 
     it('pages by id without gaps or duplicates while rows are added', async () => {
-      const c = (ctx = await open());
+      const c = await open();
       const before = await c.enqueue(Array.from({ length: 25 }, (_, i) => msg(`p${i % 4}`)));
       const seen: OutboxMessageSummary[] = [];
       const added: string[] = [];
@@ -220,7 +177,7 @@ for (const db of TEST_DATABASES) {
     });
 
     it('retries dead letters by filter, keeping each key in order', async () => {
-      const c = (ctx = await open());
+      const c = await open();
       const [a1, a2, a3, b1, b2, free] = await c.enqueue([
         msg('a'),
         msg('a'),
@@ -235,7 +192,9 @@ for (const db of TEST_DATABASES) {
         .fail(free as string, 'permanent', rejected('schema rejected'));
       await c.dispatcher.drain();
       const statuses = async () =>
-        Object.fromEntries((await readOutbox(ds, c.table)).map((r) => [r.messageId, r.status]));
+        Object.fromEntries(
+          (await readOutbox(scope.ds, c.table)).map((r) => [r.messageId, r.status]),
+        );
       expect(await statuses()).toEqual({
         [a1 as string]: 'dead',
         [a2 as string]: 'waiting',
@@ -278,7 +237,7 @@ for (const db of TEST_DATABASES) {
     });
 
     it('refuses a bulk retry or purge whose filter names nothing (a field given as undefined, or none) and takes { all: true }', async () => {
-      const c = (ctx = await open());
+      const c = await open();
       const [x, y] = await c.enqueue([msg('x'), msg('y')]);
       c.publisher.fail(() => true, 'permanent', rejected('refused'));
       await c.dispatcher.drain();
@@ -307,7 +266,7 @@ for (const db of TEST_DATABASES) {
     });
 
     it('purges dead letters by filter in pages, letting their keys move on', async () => {
-      const c = (ctx = await open({ dispatcher: { listen: false, batchSize: 500 } }));
+      const c = await open({ dispatcher: { listen: false, batchSize: 500 } });
       // More dead letters than one page of the filter's selection (1000).
       const bulk = await c.enqueue(
         Array.from({ length: 1_050 }, (_, i) => msg(null, { topic: 'bulk' }, { i })),
@@ -322,7 +281,7 @@ for (const db of TEST_DATABASES) {
       expect((await c.admin.get(k2 as string))?.status).toBe('waiting');
 
       expect(await c.admin.purgeWhere({ topic: 'bulk' })).toBe(1_050);
-      const rows = await readOutbox(ds, c.table);
+      const rows = await readOutbox(scope.ds, c.table);
       expect(rows.filter((r) => bulk.includes(r.messageId))).toEqual([]);
 
       c.publisher.heal();
@@ -331,13 +290,13 @@ for (const db of TEST_DATABASES) {
       await c.dispatcher.drain();
       expect(c.publisher.messageIds).toEqual([k2]);
       expect(await c.admin.purge([keep as string, k2 as string])).toBe(1);
-      expect((await readOutbox(ds, c.table)).map((r) => [r.messageId, r.status])).toEqual([
+      expect((await readOutbox(scope.ds, c.table)).map((r) => [r.messageId, r.status])).toEqual([
         [k2, 'delivered'],
       ]);
     });
 
     it('reports keys blocked by a dead or retrying head, with the messages parked behind it', async () => {
-      const c = (ctx = await open());
+      const c = await open();
       const [d1, d2, d3, r1, r2, lone, ok1, ok2] = await c.enqueue([
         msg('dead-head'),
         msg('dead-head'),
@@ -399,7 +358,7 @@ for (const db of TEST_DATABASES) {
     });
 
     it('reports no blocked keys when dead letters do not block (onDeadLetter: skip)', async () => {
-      const c = (ctx = await open({ ordering: { enabled: true, onDeadLetter: 'skip' } }));
+      const c = await open({ ordering: { enabled: true, onDeadLetter: 'skip' } });
       const [s1, s2] = await c.enqueue([msg('s'), msg('s')]);
       c.publisher.fail(s1 as string, 'permanent', rejected('rejected'));
       await c.dispatcher.drain();
@@ -408,7 +367,7 @@ for (const db of TEST_DATABASES) {
     });
 
     it('finds claims whose lease expired, and leases held longer than asked', async () => {
-      const c = (ctx = await open());
+      const c = await open();
       const [crashed, live, idle] = await c.enqueue([msg('c'), msg('l'), msg('i')]);
       // A dispatcher that claimed and died: its short lease runs out with nobody settling.
       const lost = await c.store.claim({ limit: 1, owner: 'crashed-instance', leaseMs: 300 });

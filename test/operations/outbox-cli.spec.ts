@@ -2,15 +2,18 @@ import { spawn } from 'node:child_process';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
-import { Test, type TestingModule } from '@nestjs/testing';
 import ts from 'typescript';
 import type { DataSource } from 'typeorm';
-import { OutboxAdmin, OutboxDispatcher, OutboxModule, OutboxService, PermanentPublishError, outboxTableDdl, type OutboxDialect, type OutboxMessage } from '../../lib';
-import { OUTBOX_STORE } from '../../lib/outbox.constants';
-import { type OutboxStore } from '../../lib/store/outbox-store.port';
+import {
+  PermanentPublishError,
+  outboxTableDdl,
+  type OutboxDialect,
+  type OutboxMessage,
+} from '../../lib';
 import { RecordingPublisher } from '../../lib/testing';
 import { readOutbox, TEST_DATABASES, uniqueTable, type TestDatabase } from '../support/databases';
-import { dropOutboxTable, quoteTable } from '../support/outbox-harness';
+import { dropOutboxTable, quoteTable, type OutboxApp } from '../support/outbox-harness';
+import { useOutboxScope } from '../support/outbox-scope';
 import { SERVICES, describeWith } from '../support/services';
 import { waitFor } from '../support/wait-for';
 
@@ -144,7 +147,13 @@ const rejected = (text: string) => ({ error: new PermanentPublishError(text) });
 describe('outbox CLI without a database', () => {
   it('prints usage for --help, and runs from the TypeScript source too', async () => {
     const help = await run(
-      ['-r', 'ts-node/register/transpile-only', '-r', 'tsconfig-paths/register', 'lib/operations/cli/main.ts'],
+      [
+        '-r',
+        'ts-node/register/transpile-only',
+        '-r',
+        'tsconfig-paths/register',
+        'lib/operations/cli/main.ts',
+      ],
       ['--help'],
       {},
     );
@@ -214,30 +223,18 @@ describe('outbox CLI without a database', () => {
 
 for (const db of TEST_DATABASES) {
   describeWith(db.service === null ? [] : [db.service], `outbox CLI on ${db.name}`, () => {
-    let ds: DataSource;
-    let url: string;
-    const baseTable = uniqueTable('outbox_cli');
+    const scope = useOutboxScope(db, { tablePrefix: 'outbox_cli' });
+    // The table the CLI makes in the first test; the app on it serves the tests after it.
     const table = uniqueTable('outbox_cli');
-    let moduleRef: TestingModule;
-    let app: {
-      admin: OutboxAdmin;
-      dispatcher: OutboxDispatcher;
-      store: OutboxStore;
-      publisher: RecordingPublisher;
-      enqueue(messages: readonly OutboxMessage[]): Promise<string[]>;
-    };
+    let url: string;
+    let app: OutboxApp<RecordingPublisher>;
 
-    beforeAll(async () => {
-      ds = await db.open(baseTable);
-      url = urlFor(db, ds);
-    });
-    afterAll(async () => {
-      await moduleRef?.close();
-      await dropOutboxTable(ds, table);
-      await db.close(ds, baseTable);
+    beforeAll(() => {
+      url = urlFor(db, scope.ds);
+      scope.defer(() => dropOutboxTable(scope.ds, table), 'block');
     });
 
-    const rows = () => readOutbox(ds, table);
+    const rows = () => readOutbox(scope.ds, table);
     const statusOf = async (messageId: string) =>
       (await rows()).find((r) => r.messageId === messageId)?.status;
 
@@ -255,28 +252,14 @@ for (const db of TEST_DATABASES) {
       expect(again.stdout).toMatch(/already exists and is up to date; nothing changed/);
 
       // The app runs on the table the CLI made.
-      const publisher = new RecordingPublisher();
-      moduleRef = await Test.createTestingModule({
-        imports: [
-          OutboxModule.forRoot({
-            dataSource: ds,
-            tableName: table,
-            publisher,
-            autoStart: false,
-            retry: { initialDelayMs: 60_000, maxDelayMs: 60_000, jitter: 0 },
-            dispatcher: { listen: false },
-          }),
-        ],
-      }).compile();
-      await moduleRef.init();
-      const service = moduleRef.get(OutboxService);
-      app = {
-        admin: moduleRef.get(OutboxAdmin),
-        dispatcher: moduleRef.get(OutboxDispatcher),
-        store: moduleRef.get<OutboxStore>(OUTBOX_STORE),
-        publisher,
-        enqueue: (messages) => ds.transaction((m) => service.enqueue(messages, m)),
-      };
+      app = await scope.openShared({
+        table,
+        publisher: new RecordingPublisher(),
+        options: {
+          retry: { initialDelayMs: 60_000, maxDelayMs: 60_000, jitter: 0 },
+          dispatcher: { listen: false },
+        },
+      });
     });
 
     let ids: Record<'a1' | 'a2' | 'b1' | 'b2' | 'bill1' | 'bill2' | 'ok', string>;
@@ -511,7 +494,15 @@ for (const db of TEST_DATABASES) {
         if (value !== undefined && name !== 'NODE_OPTIONS') childEnv[name] = value;
       const child = spawn(
         process.execPath,
-        [join(built, 'operations/cli/main.js'), 'stats', '--watch', '--interval', '200ms', '--table', table],
+        [
+          join(built, 'operations/cli/main.js'),
+          'stats',
+          '--watch',
+          '--interval',
+          '200ms',
+          '--table',
+          table,
+        ],
         { cwd: root, env: childEnv, stdio: ['ignore', 'pipe', 'pipe'] },
       );
       let out = '';
@@ -526,8 +517,8 @@ for (const db of TEST_DATABASES) {
 
       // Leave the table as the later tests expect it.
       const param = (i: number) => (db.name === 'postgres' ? `$${i}` : '?');
-      await ds.query(
-        `DELETE FROM ${quoteTable(ds, table)} WHERE message_id IN (${[1, 2, 3, 4].map(param).join(', ')})`,
+      await scope.ds.query(
+        `DELETE FROM ${quoteTable(scope.ds, table)} WHERE message_id IN (${[1, 2, 3, 4].map(param).join(', ')})`,
         [w1, w2, r1, d1],
       );
     });

@@ -201,6 +201,18 @@ export async function readOutbox(ds: DataSource, table: string): Promise<OutboxR
   }));
 }
 
+/** Message id → status, in id order, for the rows of a (possibly schema-qualified) table. */
+export async function readStatuses(
+  ds: DataSource,
+  qualifiedTable: string,
+): Promise<Map<string, string>> {
+  const messageId = ds.options.type === 'postgres' ? 'message_id::text' : 'message_id';
+  const rows = await ds.query<{ message_id: string; status: string }[]>(
+    `SELECT ${messageId} AS message_id, status FROM ${qualifiedTable} ORDER BY id`,
+  );
+  return new Map(rows.map((r) => [String(r.message_id), String(r.status)]));
+}
+
 interface RawOutboxRow {
   id: string | number;
   message_id: string;

@@ -2,12 +2,17 @@ import { Module, type INestApplicationContext, type LoggerService } from '@nestj
 import { NestFactory } from '@nestjs/core';
 import type { DataSource } from 'typeorm';
 import { OutboxModule } from '../../lib';
-import { RecordingPublisher } from '../../lib/testing';
-import { testDatabase, uniqueTable } from '../support/databases';
-import { expectNever, waitFor } from '../support/wait-for';
+import { RecordingPublisher } from '../support/recording.publisher';
+import { TEST_DATABASES, testDatabase, uniqueTable } from '../support/databases';
+import { dispatchApps, msg } from '../support/dispatch-fixtures';
+import { useOutboxScope } from '../support/outbox-scope';
+import { describeWith } from '../support/services';
+import { expectNever, resolvesWithin, waitFor } from '../support/wait-for';
 
-// Without app.enableShutdownHooks(), SIGTERM kills the process before the dispatcher can
-// release what it claimed; the outbox says so at bootstrap when its dispatcher runs.
+// Shutdown: a dispatcher that is closed gives back what it claimed and could not publish in
+// time. Without app.enableShutdownHooks(), SIGTERM kills the process before it can, and the
+// outbox says so at bootstrap when its dispatcher runs (those tests boot a real application
+// context, as a worker's main.ts does, rather than a testing module: the warning is about it).
 
 const postgres = testDatabase('postgres');
 
@@ -78,3 +83,40 @@ describe('the shutdown hooks warning', () => {
     await expectNever('a shutdown hooks warning', aboutHooks(logger), 2_000);
   });
 });
+
+for (const db of TEST_DATABASES) {
+  describeWith(db.service === null ? [] : [db.service], `shutdown on ${db.name}`, () => {
+    const scope = useOutboxScope(db, { tablePrefix: 'outbox_stop' });
+    const { boot } = dispatchApps(scope);
+
+    it('releases the leases of a hung publish on shutdown within shutdownTimeoutMs', async () => {
+      const publisher = new RecordingPublisher();
+      const h = await boot(publisher, {
+        // Publish timeout and lease far beyond the test: only the shutdown timeout can end the hung publish.
+        dispatcher: { shutdownTimeoutMs: 300, leaseMs: 600_000, publishTimeoutMs: 300_000 },
+      });
+      const ids = await h.commit([msg('a'), msg('b'), msg(null), msg(null)]);
+      publisher.fail(() => true, 'hang');
+      const run = h.dispatcher.runOnce();
+      await publisher.until((p) => p.hanging === 1, 5_000, 'the publish to hang');
+      expect((await h.rows()).map((r) => r.lockedBy)).toEqual(ids.map(() => h.instanceId));
+
+      const started = Date.now();
+      await resolvesWithin('close() with a hung publish', h.close(), 15_000);
+      // In-flight publishes got their grace period before being aborted.
+      expect(Date.now() - started).toBeGreaterThanOrEqual(250);
+      expect(await run).toMatchObject({
+        claimed: 4,
+        published: 0,
+        released: 4,
+        retried: 0,
+        fenced: 0,
+      });
+      expect((await h.rows()).map((r) => [r.status, r.lockedBy, r.attempts])).toEqual(
+        ids.map(() => ['pending', null, 0]),
+      );
+      expect(publisher.sent).toHaveLength(0);
+      expect(publisher.closed).toBe(true);
+    });
+  });
+}

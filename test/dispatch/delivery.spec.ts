@@ -1,0 +1,373 @@
+import { randomBytes } from 'node:crypto';
+import { ensureOutboxTable } from '../../lib';
+import { readOutbox, readStatuses, TEST_DATABASES, TestOrder } from '../support/databases';
+import { sleep } from '../support/outbox-harness';
+import { dispatchApps, msg, published } from '../support/dispatch-fixtures';
+import { useOutboxScope } from '../support/outbox-scope';
+import { RecordingPublisher } from '../support/recording.publisher';
+import { describeWith } from '../support/services';
+import { expectNever, waitFor } from '../support/wait-for';
+
+// Delivery: every committed message is published once and nothing else is; when the dispatcher
+// runs (autoStart, runOnce, wake-ups by LISTEN/NOTIFY or the poll), when a message is due
+// (delayMs, availableAt), what happens to a delivered row (retention, the cleaner), and where
+// the table is (the schema option). The broker is the in-memory RecordingPublisher; delivery
+// over a real transport is proven in dispatcher-faults.spec.ts.
+
+const suffix = (): string => randomBytes(4).toString('hex');
+
+for (const db of TEST_DATABASES) {
+  describeWith(db.service === null ? [] : [db.service], `delivery on ${db.name}`, () => {
+    const scope = useOutboxScope(db, { tablePrefix: 'outbox_d' });
+    const quote = (name: string): string => (db.name === 'mariadb' ? `\`${name}\`` : `"${name}"`);
+    const statuses = (qualifiedTable: string) => readStatuses(scope.ds, qualifiedTable);
+
+    const { boot, dispatcherApp, enqueuer } = dispatchApps(scope);
+
+    it('publishes every committed message exactly once, in per-key commit order, and never a rolled-back one', async () => {
+      const publisher = new RecordingPublisher();
+      const h = await boot(publisher, { dispatcher: { batchSize: 7 } });
+      const committed: string[] = [];
+      const byKey = new Map<string | null, string[]>();
+      for (let tx = 0; tx < 5; tx++) {
+        const messages = Array.from({ length: 8 }, (_, i) =>
+          msg(i % 4 === 3 ? null : `k${(tx + i) % 3}`, { tx, i }),
+        );
+        const ids = await h.commit(messages);
+        committed.push(...ids);
+        ids.forEach((id, i) => {
+          const key = messages[i]?.key as string | null;
+          byKey.set(key, [...(byKey.get(key) ?? []), id]);
+        });
+      }
+      const rolledBack: string[] = [];
+      for (let tx = 0; tx < 2; tx++) {
+        await expect(
+          scope.ds.transaction(async (manager) => {
+            await manager.save(TestOrder, { customer: 'rolled-back' });
+            rolledBack.push(
+              ...(await h.outbox.enqueue(
+                [msg('k0', { ghost: tx }), msg(null, { ghost: tx })],
+                manager,
+              )),
+            );
+            throw new Error('business failure after enqueue');
+          }),
+        ).rejects.toThrow('business failure after enqueue');
+      }
+      expect(rolledBack).toHaveLength(4);
+
+      const reports = await h.runUntilIdle();
+      expect(published(reports)).toBe(committed.length);
+      expect(publisher.sentIds).toHaveLength(committed.length);
+      expect(new Set(publisher.sentIds).size).toBe(committed.length);
+      expect([...publisher.sentIds].sort()).toEqual([...committed].sort());
+      for (const ghost of rolledBack) expect(publisher.attemptsOf(ghost)).toBe(0);
+      for (const [key, ids] of byKey)
+        if (key !== null) expect(publisher.sentForKey(key)).toEqual(ids);
+
+      const rows = await h.rows();
+      expect(rows).toHaveLength(committed.length);
+      expect(
+        rows.every(
+          (r) =>
+            r.status === 'delivered' &&
+            // The claim counts the attempt that delivered it.
+            r.attempts === 1 &&
+            r.lockedBy === null &&
+            r.lastError === null,
+        ),
+      ).toBe(true);
+
+      // Nothing is due any more: another run publishes nothing.
+      expect(await h.dispatcher.runOnce()).toMatchObject({ claimed: 0, published: 0 });
+      expect(publisher.sent).toHaveLength(committed.length);
+    });
+
+    it('delivers on its own when autoStart is on', async () => {
+      const publisher = new RecordingPublisher();
+      const h = await boot(publisher, {
+        autoStart: true,
+        dispatcher: { pollIntervalMs: 100, batchSize: 5 },
+      });
+      const ids: string[] = [];
+      for (let tx = 0; tx < 4; tx++)
+        ids.push(
+          ...(await h.commit(Array.from({ length: 6 }, (_, i) => msg(`k${i % 2}`, { tx, i })))),
+        );
+      await publisher.until((p) => p.sent.length >= ids.length, 15_000, `${ids.length} deliveries`);
+      await waitFor('every row settled as delivered', async () =>
+        (await h.rows()).every((r) => r.status === 'delivered'),
+      );
+      expect((await h.rows()).map((r) => r.status)).toEqual(ids.map(() => 'delivered'));
+      expect([...publisher.sentIds].sort()).toEqual([...ids].sort());
+      expect(publisher.sentForKey('k0')).toEqual(ids.filter((_, i) => (i % 6) % 2 === 0));
+      expect(publisher.sentForKey('k1')).toEqual(ids.filter((_, i) => (i % 6) % 2 === 1));
+    });
+
+    it('never stalls an enqueuing transaction that is open while the dispatcher runs', async () => {
+      // The dispatcher polls every 20 ms while each transaction stays open across awaits; on
+      // SQLite that means its claims and settles meet a held write lock again and again. A
+      // dispatcher that blocked the event loop while waiting for that lock would hold up the
+      // transaction that owns it until its own wait failed: a failed claim (an outage report), a
+      // failed settle (the message published twice), or a failed business transaction.
+      const publisher = new RecordingPublisher();
+      const outages: unknown[] = [];
+      const h = await boot(publisher, {
+        autoStart: true,
+        dispatcher: { pollIntervalMs: 20 },
+        observer: { onOutage: (error) => outages.push(error) },
+      });
+      const ids: string[] = [];
+      for (let tx = 0; tx < 10; tx++) {
+        ids.push(
+          ...(await scope.ds.transaction(async (manager) => {
+            await manager.save(TestOrder, { customer: 'open-while-dispatching' });
+            await sleep(40); // held open across awaits, not an ordering
+            return h.outbox.enqueue([msg(`k${tx % 3}`, { tx })], manager);
+          })),
+        );
+      }
+      await publisher.until((p) => p.sent.length >= ids.length, 10_000, 'every message');
+      await waitFor('every row settled as delivered', async () =>
+        (await h.rows()).every((r) => r.status === 'delivered'),
+      );
+      expect([...publisher.sentIds].sort()).toEqual([...ids].sort());
+      expect(outages).toEqual([]);
+    });
+
+    it('publishes nothing with autoStart false until runOnce()', async () => {
+      const publisher = new RecordingPublisher();
+      const h = await boot(publisher, { autoStart: false });
+      const ids = await h.commit([msg('a'), msg('b'), msg(null)]);
+      // Nothing runs the dispatcher, so nothing can publish in this window (eight poll intervals).
+      await expectNever('a publish before runOnce()', () => publisher.calls.length > 0, 400);
+      expect(publisher.calls).toHaveLength(0);
+      expect((await h.rows()).every((r) => r.status === 'pending' && r.lockedBy === null)).toBe(
+        true,
+      );
+      expect(await h.dispatcher.runOnce()).toMatchObject({ claimed: 3, published: 3 });
+      expect([...publisher.sentIds].sort()).toEqual([...ids].sort());
+    });
+
+    it('holds delayed messages until due and publishes a past availableAt at once', async () => {
+      const publisher = new RecordingPublisher();
+      const h = await boot(publisher);
+      const [now] = await h.commit([msg(null, { when: 'now' })]);
+      const [delayed] = await h.commit([msg(null, { when: 'delayed' }, { delayMs: 1_000 })]);
+      const [past] = await h.commit([
+        msg(null, { when: 'past' }, { availableAt: new Date(Date.now() - 60_000) }),
+      ]);
+      const [future] = await h.commit([
+        msg(null, { when: 'future' }, { availableAt: new Date(Date.now() + 1_000) }),
+      ]);
+
+      expect(await h.dispatcher.runOnce()).toMatchObject({ claimed: 2, published: 2 });
+      expect([...publisher.sentIds].sort()).toEqual([now, past].sort());
+      expect(await h.row(delayed as string)).toMatchObject({ status: 'pending', attempts: 0 });
+      expect(await h.row(future as string)).toMatchObject({ status: 'pending', attempts: 0 });
+
+      await waitFor(
+        'the delayed and the future message to be due',
+        async () =>
+          (await h.dueInMs(delayed as string)) <= 0 && (await h.dueInMs(future as string)) <= 0,
+      );
+      expect(await h.dispatcher.runOnce()).toMatchObject({ claimed: 2, published: 2 });
+      expect([...publisher.sentIds].sort()).toEqual([now, past, delayed, future].sort());
+    });
+
+    if (db.name === 'postgres') {
+      it('delayMs counts from the enqueue call, not from the start of the business transaction', async () => {
+        const h = await boot(new RecordingPublisher());
+        await scope.ds.transaction(async (manager) => {
+          await manager.query('SELECT 1');
+          await new Promise((resolve) => setTimeout(resolve, 600));
+          await h.outbox.enqueue(msg('k'), manager, { delayMs: 1_000 });
+        });
+        const [row] = await scope.ds.query<{ gap: number }[]>(
+          `SELECT extract(epoch FROM (available_at - created_at)) * 1000 AS gap FROM "${h.table}"`,
+        );
+        // created_at is the transaction start; available_at is the enqueue call + 1 s.
+        expect(Number(row?.gap)).toBeGreaterThanOrEqual(1_550);
+      });
+    }
+
+    it('deletes delivered rows at settle when the delivered retention is 0', async () => {
+      const publisher = new RecordingPublisher();
+      const h = await boot(publisher, { cleaner: { deliveredRetentionMs: 0 } });
+      const ids = await h.commit([msg('a'), msg('b'), msg(null), msg('retry'), msg('dead')]);
+      publisher.fail(ids[3] as string, 'retryable');
+      publisher.fail(ids[4] as string, 'permanent');
+      expect(await h.dispatcher.runOnce()).toMatchObject({
+        claimed: 5,
+        published: 3,
+        retried: 1,
+        deadLettered: 1,
+      });
+      const rows = await h.rows();
+      expect(rows.map((r) => [r.messageId, r.status])).toEqual([
+        [ids[3], 'pending'],
+        [ids[4], 'dead'],
+      ]);
+    });
+
+    it('the cleaner purges delivered rows past retention and keeps dead ones', async () => {
+      const publisher = new RecordingPublisher();
+      const purged: [string, number][] = [];
+      const h = await boot(publisher, {
+        cleaner: { deliveredRetentionMs: 1_000 },
+        observer: { onPurged: (status, count) => purged.push([status, count]) },
+      });
+      const ids = await h.commit([msg('a'), msg('b'), msg('c'), msg('d'), msg('poison')]);
+      publisher.fail(ids[4] as string, 'permanent');
+      await h.runUntilIdle();
+      expect(await h.cleaner.runOnce()).toEqual({ delivered: 0, dead: 0 });
+      expect(await h.rows()).toHaveLength(5);
+      await waitFor(
+        'every delivered row to be older than the retention',
+        async () => (await h.youngestDeliveredAgeMs()) > 1_000,
+        { intervalMs: 50 },
+      );
+      expect(await h.cleaner.runOnce()).toEqual({ delivered: 4, dead: 0 });
+      expect((await h.rows()).map((r) => [r.messageId, r.status])).toEqual([[ids[4], 'dead']]);
+      expect(purged).toEqual([['delivered', 4]]);
+    });
+
+    it('stores last_error with the credentials of URLs redacted', async () => {
+      const publisher = new RecordingPublisher();
+      const h = await boot(publisher);
+      const [id] = (await h.commit([msg('x')])) as [string];
+      publisher.fail(id, 'retryable', {
+        error: new Error(
+          'cannot open amqp://user:secret@rabbit.internal:5672/vhost (password=hunter2)',
+        ),
+      });
+      await h.dispatcher.runOnce();
+      const row = await h.row(id);
+      expect(row.lastError).toContain('amqp://user:***@rabbit.internal:5672/vhost');
+      expect(row.lastError).not.toContain('secret');
+      expect(row.lastError).not.toContain('hunter2');
+    });
+
+    // Wake-ups: LISTEN/NOTIFY ---------------------------------------------------------------
+
+    if (db.name === 'postgres') {
+      /**
+       * A dispatcher that polls every 120 s, made idle: start() runs one drain at once, and
+       * runOnce() waits for that drain before claiming (nothing). The message then comes from
+       * another DataSource (its own pool and connections, and no dispatcher of its own), so
+       * the in-process commit nudge cannot fire for it either.
+       */
+      const idleDispatcherAndOtherWriter = async (listen: boolean) => {
+        const table = await scope.table('outbox_l');
+        const publisher = new RecordingPublisher();
+        const app = await dispatcherApp(table, publisher, {
+          dispatcher: { listen, pollIntervalMs: 120_000 },
+        });
+        await app.dispatcher.start();
+        expect(await app.dispatcher.runOnce()).toMatchObject({ claimed: 0 });
+        expect(publisher.calls).toHaveLength(0);
+
+        const otherDataSource = await db.open(table);
+        scope.defer(() => otherDataSource.destroy());
+        const other = await enqueuer(table, {}, otherDataSource);
+        return { table, publisher, app, other };
+      };
+
+      it('LISTEN/NOTIFY: a commit on another DataSource wakes an idle dispatcher long before its next poll', async () => {
+        const { table, publisher, other } = await idleDispatcherAndOtherWriter(true);
+        const [id] = (await other.commit([msg('listen-key', { n: 1 })])) as [string];
+        // The poll is 120 s away: only the NOTIFY sent at commit can make this arrive.
+        await publisher.until((p) => p.sentIds.includes(id), 10_000, 'the NOTIFY wake-up');
+        expect(publisher.sentIds).toEqual([id]);
+        await waitFor('the row to be settled as delivered', async () =>
+          (await readOutbox(scope.ds, table)).every((r) => r.status === 'delivered'),
+        );
+
+        // It keeps listening: a second commit elsewhere is woken up for too.
+        const [second] = (await other.commit([msg('listen-key', { n: 2 })])) as [string];
+        await publisher.until((p) => p.sentIds.includes(second), 10_000, 'a second wake-up');
+        expect(publisher.sentIds).toEqual([id, second]);
+      });
+
+      it('without LISTEN (listen: false) the same commit on another DataSource waits for the poll', async () => {
+        const { table, publisher, app, other } = await idleDispatcherAndOtherWriter(false);
+        const [id] = (await other.commit([msg('listen-key', { n: 1 })])) as [string];
+        // Cannot be flaky: the dispatcher is idle, its next poll is 120 s after start(), the
+        // commit was on another DataSource (no nudge), and nothing else wakes it; a publish in
+        // these 3 s could only come from a wake-up that should not exist.
+        await expectNever(
+          'a publish without LISTEN before the poll',
+          () => publisher.calls.length > 0,
+          3_000,
+        );
+        expect((await readOutbox(scope.ds, table)).map((r) => [r.messageId, r.status])).toEqual([
+          [id, 'pending'],
+        ]);
+        // It was committed and due all along: the next run publishes it.
+        expect(await app.dispatcher.runOnce()).toMatchObject({ claimed: 1, published: 1 });
+        expect(publisher.sentIds).toEqual([id]);
+      });
+    }
+
+    // The schema option -------------------------------------------------------------------
+
+    if (db.name === 'sqlite') {
+      it('on SQLite the schema option is ignored: enqueue, dispatch and stats use the table of the main database', async () => {
+        const table = await scope.table('outbox_sc');
+        const schema = `outbox_s_${suffix()}`;
+        const publisher = new RecordingPublisher();
+        const app = await dispatcherApp(table, publisher, { schema });
+        const ids = await app.commit([msg('a'), msg('b'), msg(null)]);
+        expect(await app.outbox.stats()).toMatchObject({ pending: 3, delivered: 0 });
+        expect(await app.dispatcher.drain()).toBe(3);
+        expect([...publisher.sentIds].sort()).toEqual([...ids].sort());
+        expect(await statuses(quote(table))).toEqual(new Map(ids.map((i) => [i, 'delivered'])));
+        expect(await app.outbox.stats()).toMatchObject({ pending: 0, delivered: 3 });
+      });
+    } else {
+      const what = db.name === 'postgres' ? 'a PostgreSQL schema' : 'a MariaDB database';
+      it(`the schema option puts the table in ${what}: enqueue, dispatch and stats use it, and a table of the same name in the default schema is left alone`, async () => {
+        const schema = db.name === 'postgres' ? `outbox_s_${suffix()}` : `outbox_db_${suffix()}`;
+        if (db.name === 'postgres') {
+          await scope.ds.query(`CREATE SCHEMA ${quote(schema)}`);
+          scope.defer(() => scope.ds.query(`DROP SCHEMA IF EXISTS ${quote(schema)} CASCADE`));
+        } else {
+          await scope.ds.query(`CREATE DATABASE ${quote(schema)}`);
+          scope.defer(() => scope.ds.query(`DROP DATABASE IF EXISTS ${quote(schema)}`));
+        }
+        // The same table name in both places; the default one gets two messages of its own.
+        const table = await scope.table('outbox_sc');
+        await ensureOutboxTable(scope.ds, { tableName: table, schema });
+        const qualified = `${quote(schema)}.${quote(table)}`;
+        const decoy = await enqueuer(table);
+        const decoyIds = await decoy.commit([msg('decoy'), msg(null, { decoy: true })]);
+        const decoyBefore = await readOutbox(scope.ds, table);
+
+        const publisher = new RecordingPublisher();
+        const app = await dispatcherApp(table, publisher, { schema });
+        const ids = await app.commit([msg('a'), msg('b'), msg('a'), msg(null)]);
+        expect(await statuses(qualified)).toEqual(new Map(ids.map((i) => [i, 'pending'])));
+        expect(await app.outbox.stats()).toMatchObject({ pending: 4, delivered: 0, dead: 0 });
+
+        expect(await app.dispatcher.drain()).toBe(4);
+        expect([...publisher.sentIds].sort()).toEqual([...ids].sort());
+        expect(publisher.sentForKey('a')).toEqual([ids[0], ids[2]]);
+        expect(await statuses(qualified)).toEqual(new Map(ids.map((i) => [i, 'delivered'])));
+        expect(await app.outbox.stats()).toMatchObject({ pending: 0, delivered: 4, dead: 0 });
+
+        // The default schema's table: exactly what the decoy wrote, untouched by the app.
+        expect(await readOutbox(scope.ds, table)).toEqual(decoyBefore);
+        expect(decoyBefore.map((r) => [r.messageId, r.status, r.lockedBy])).toEqual(
+          decoyIds.map((i) => [i, 'pending', null]),
+        );
+        for (const decoyId of decoyIds) expect(publisher.attemptsOf(decoyId)).toBe(0);
+      });
+    }
+
+    it('refuses a schema that is not a plain identifier at bootstrap', async () => {
+      const table = await scope.table();
+      await expect(enqueuer(table, { schema: 'events; DROP TABLE x' })).rejects.toThrow(/schema/);
+    });
+  });
+}

@@ -1,0 +1,426 @@
+import type { OutboxPublisher, OutboxRecord, PublishOutcome } from '../../lib';
+import { MYSQL_KEY_LOCK_BUCKETS } from '../../lib/store/mysql/mysql.sql';
+import { hashKey } from '../../lib/store/outbox-row.mapper';
+import { readOutbox, TEST_DATABASES, TestOrder } from '../support/databases';
+import { dispatchApps, msg, published } from '../support/dispatch-fixtures';
+import { useOutboxScope } from '../support/outbox-scope';
+import { RecordingPublisher } from '../support/recording.publisher';
+import { describeWith } from '../support/services';
+import { expectNever, resolvesWithin, waitFor } from '../support/wait-for';
+
+// Ordering: a key's messages are published in commit order, one at a time, whatever happens to
+// its head (backoff, dead letter under 'block' or 'skip', a retried dead letter, a stuck key's
+// backlog), with several batches in flight, and with transactions that overlap; other keys
+// flow meanwhile, and enqueueing distinct keys never deadlocks.
+
+/** A small seeded generator, so that a failing random schedule can be replayed. */
+function seeded(seed: number): () => number {
+  let a = seed >>> 0;
+  return () => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = a;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4_294_967_296;
+  };
+}
+
+/**
+ * Publishes every message of a batch concurrently, each after its own random delay, and records
+ * acknowledgements in the order they happen. It notes any key that is handed over while a
+ * message of the same key is still being published, and how many `publish()` calls overlap.
+ * The first call is held until a second one overlaps it (or 10 s pass), so that pipelining is
+ * observed whatever the machine's speed.
+ */
+class ConcurrentJitterPublisher implements OutboxPublisher {
+  readonly acked: OutboxRecord[] = [];
+  readonly sameKeyOverlaps: string[] = [];
+  maxConcurrentCalls = 0;
+  private concurrentCalls = 0;
+  private calls = 0;
+  private readonly keysInFlight = new Set<string>();
+  private overlapped!: () => void;
+  private readonly overlap = new Promise<void>((resolve) => (this.overlapped = resolve));
+
+  constructor(
+    private readonly random: () => number,
+    private readonly maxDelayMs: number,
+  ) {}
+
+  async publish(messages: readonly OutboxRecord[], signal: AbortSignal): Promise<PublishOutcome[]> {
+    this.calls += 1;
+    this.concurrentCalls += 1;
+    this.maxConcurrentCalls = Math.max(this.maxConcurrentCalls, this.concurrentCalls);
+    if (this.concurrentCalls >= 2) this.overlapped();
+    try {
+      if (this.calls === 1) await this.untilOverlap(10_000);
+      return await Promise.all(messages.map((m) => this.publishOne(m, signal)));
+    } finally {
+      this.concurrentCalls -= 1;
+    }
+  }
+
+  private async publishOne(record: OutboxRecord, signal: AbortSignal): Promise<PublishOutcome> {
+    const key = record.key;
+    if (key !== null) {
+      if (this.keysInFlight.has(key)) this.sameKeyOverlaps.push(`${key}: ${record.messageId}`);
+      this.keysInFlight.add(key);
+    }
+    try {
+      await abortableDelay(Math.floor(this.random() * this.maxDelayMs), signal);
+      this.acked.push(record);
+      return { ok: true };
+    } finally {
+      if (key !== null) this.keysInFlight.delete(key);
+    }
+  }
+
+  private async untilOverlap(timeoutMs: number): Promise<void> {
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([
+      this.overlap,
+      new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs))),
+    ]);
+    clearTimeout(timer);
+  }
+}
+
+function abortableDelay(ms: number, signal: AbortSignal): Promise<void> {
+  return new Promise((resolve, reject) => {
+    const timer = setTimeout(resolve, ms);
+    signal.addEventListener(
+      'abort',
+      () => {
+        clearTimeout(timer);
+        reject(signal.reason instanceof Error ? signal.reason : new Error(String(signal.reason)));
+      },
+      { once: true },
+    );
+  });
+}
+
+for (const db of TEST_DATABASES) {
+  describeWith(db.service === null ? [] : [db.service], `ordering on ${db.name}`, () => {
+    const scope = useOutboxScope(db, { tablePrefix: 'outbox_o' });
+
+    const { boot, dispatcherApp } = dispatchApps(scope);
+
+    it('drains a one-key backlog in order without waiting a poll interval per message', async () => {
+      // Only a key's head is claimable, so each batch holds one message of the key; the next one
+      // is due as soon as the head settles, not one poll interval later.
+      const publisher = new RecordingPublisher();
+      const h = await boot(publisher, {
+        autoStart: true,
+        dispatcher: { pollIntervalMs: 60_000, batchSize: 10 },
+      });
+      // runOnce() waits for the first (empty) run of start(); from here on only the commit
+      // nudge and the drain can publish before the next poll, 60 s away.
+      expect(await h.dispatcher.runOnce()).toMatchObject({ claimed: 0 });
+      const ids = await h.commit(Array.from({ length: 25 }, (_, i) => msg('hot', { i })));
+      await publisher.until((p) => p.sent.length >= ids.length, 10_000, 'the one-key backlog');
+      expect(publisher.sentForKey('hot')).toEqual(ids);
+      // drain() likewise runs until nothing is due.
+      const more = await h.commit(Array.from({ length: 5 }, (_, i) => msg('hot', { i })));
+      await publisher.until(
+        (p) => p.sent.length >= ids.length + more.length,
+        10_000,
+        'the second backlog',
+      );
+      const manual = await boot(new RecordingPublisher(), { autoStart: false });
+      await manual.commit(Array.from({ length: 8 }, (_, i) => msg('hot', { i })));
+      expect(await manual.dispatcher.drain()).toBe(8);
+    });
+
+    it('holds the later messages of a key while its head backs off, while other keys flow', async () => {
+      const publisher = new RecordingPublisher();
+      const h = await boot(publisher, { retry: { initialDelayMs: 500, jitter: 0 } });
+      // One transaction per message, keys interleaved: commit order A1 B1 A2 B2 A3 B3.
+      const ids: Record<string, string> = {};
+      for (const name of ['A1', 'B1', 'A2', 'B2', 'A3', 'B3'])
+        ids[name] = (await h.commit([msg(name[0] as string, { name })]))[0] as string;
+      publisher.fail(ids.A1 as string, 'retryable', { times: 1 });
+
+      const first = await h.runUntilIdle();
+      expect(published(first)).toBe(3);
+      expect(publisher.sentForKey('B')).toEqual([ids.B1, ids.B2, ids.B3]);
+      expect(publisher.sentForKey('A')).toEqual([]);
+      // A2 and A3 were never even handed to the publisher while A1 backs off.
+      expect(publisher.attemptsOf(ids.A2 as string)).toBe(0);
+      expect(publisher.attemptsOf(ids.A3 as string)).toBe(0);
+      expect(await h.row(ids.A1 as string)).toMatchObject({ status: 'pending', attempts: 1 });
+      // Parked behind A1: out of the claim's way until A1 is done.
+      expect(await h.row(ids.A2 as string)).toMatchObject({
+        status: 'waiting',
+        attempts: 0,
+        lockedBy: null,
+      });
+
+      await waitFor('A1 to be due again', async () => (await h.dueInMs(ids.A1 as string)) <= 0);
+      const second = await h.runUntilIdle();
+      expect(published(second)).toBe(3);
+      expect(publisher.sentForKey('A')).toEqual([ids.A1, ids.A2, ids.A3]);
+      expect((await h.rows()).every((r) => r.status === 'delivered')).toBe(true);
+    });
+
+    it("with onDeadLetter 'block', a dead head keeps holding its key until an operator requeues it", async () => {
+      const publisher = new RecordingPublisher();
+      const h = await boot(publisher, { ordering: { onDeadLetter: 'block' } });
+      const ids: Record<string, string> = {};
+      for (const name of ['A1', 'B1', 'A2', 'B2', 'A3', 'B3'])
+        ids[name] = (await h.commit([msg(name[0] as string, { name })]))[0] as string;
+      publisher.fail(ids.A1 as string, 'permanent');
+
+      await h.runUntilIdle();
+      await h.runUntilIdle();
+      expect(publisher.sentForKey('B')).toEqual([ids.B1, ids.B2, ids.B3]);
+      expect(publisher.sentForKey('A')).toEqual([]);
+      expect(await h.row(ids.A1 as string)).toMatchObject({ status: 'dead', attempts: 1 });
+      for (const later of [ids.A2, ids.A3] as string[]) {
+        expect(await h.row(later)).toMatchObject({
+          status: 'waiting',
+          attempts: 0,
+          lockedBy: null,
+        });
+        expect(publisher.attemptsOf(later)).toBe(0);
+      }
+
+      publisher.heal();
+      expect(await h.outbox.retryDead()).toBe(1);
+      await h.runUntilIdle();
+      expect(publisher.sentForKey('A')).toEqual([ids.A1, ids.A2, ids.A3]);
+      expect((await h.rows()).every((r) => r.status === 'delivered')).toBe(true);
+    });
+
+    it("with onDeadLetter 'skip', the later messages of a dead head flow in order", async () => {
+      const publisher = new RecordingPublisher();
+      const h = await boot(publisher, { ordering: { onDeadLetter: 'skip' } });
+      const ids: Record<string, string> = {};
+      for (const name of ['A1', 'B1', 'A2', 'B2', 'A3', 'B3'])
+        ids[name] = (await h.commit([msg(name[0] as string, { name })]))[0] as string;
+      publisher.fail(ids.A1 as string, 'permanent');
+
+      await h.runUntilIdle();
+      expect(publisher.sentForKey('A')).toEqual([ids.A2, ids.A3]);
+      expect(publisher.sentForKey('B')).toEqual([ids.B1, ids.B2, ids.B3]);
+      expect(await h.row(ids.A1 as string)).toMatchObject({ status: 'dead' });
+    });
+
+    if (db.name !== 'sqlite') {
+      // SQLite serialises writers, so two enqueuing transactions cannot interleave there.
+      it('publishes a key in commit order when enqueuing transactions overlap', async () => {
+        const publisher = new RecordingPublisher();
+        const h = await boot(publisher);
+        const signal = () => {
+          let fire!: () => void;
+          const fired = new Promise<void>((resolve) => (fire = resolve));
+          return { fire, fired };
+        };
+        const t1Enqueued = signal();
+        const t1MayCommit = signal();
+        const t2Enqueuing = signal();
+        let firstId = '';
+        let secondId = '';
+        let secondDone = false;
+        // T1 enqueues K first and holds its transaction open; T2 enqueues K meanwhile.
+        const t1 = scope.ds.transaction(async (m) => {
+          firstId = (await h.outbox.enqueue([msg('K', { n: 1 })], m))[0] as string;
+          t1Enqueued.fire();
+          await t1MayCommit.fired;
+        });
+        await t1Enqueued.fired;
+        const t2 = scope.ds
+          .transaction(async (m) => {
+            await m.save(TestOrder, { customer: 'second' });
+            t2Enqueuing.fire();
+            secondId = (await h.outbox.enqueue([msg('K', { n: 2 })], m))[0] as string;
+          })
+          .then(() => (secondDone = true));
+        await t2Enqueuing.fired;
+        // T2 waits on K's enqueue lock until T1 commits: it cannot finish in this window.
+        await expectNever('T2 committing while T1 holds K', () => secondDone, 300);
+        expect(await h.dispatcher.runOnce()).toMatchObject({ claimed: 0 });
+        t1MayCommit.fire();
+        await Promise.all([t1, t2]);
+
+        // A transaction that began earlier but commits later is published later: the slow one
+        // begins, the fast one begins, enqueues and commits, then the slow one enqueues and commits.
+        const slowBegan = signal();
+        const fastCommitted = signal();
+        let late = '';
+        let early = '';
+        const slow = scope.ds.transaction(async (m) => {
+          await m.save(TestOrder, { customer: 'slow' });
+          slowBegan.fire();
+          await fastCommitted.fired;
+          late = (await h.outbox.enqueue([msg('L', { n: 'late' })], m))[0] as string;
+        });
+        await slowBegan.fired;
+        await scope.ds.transaction(async (m) => {
+          early = (await h.outbox.enqueue([msg('L', { n: 'early' })], m))[0] as string;
+        });
+        fastCommitted.fire();
+        await slow;
+
+        await h.runUntilIdle();
+        expect(publisher.sentForKey('K')).toEqual([firstId, secondId]);
+        expect(publisher.sentForKey('L')).toEqual([early, late]);
+      });
+    }
+
+    it('with batchesInFlight 3, 30 keys × 20 messages under random per-message publish delays: all delivered once, each key in commit order, one message per key in flight', async () => {
+      const seed = 0x5eed ^ Number(process.pid);
+      const random = seeded(seed);
+      const publisher = new ConcurrentJitterPublisher(random, 15);
+      const table = await scope.table();
+      const app = await dispatcherApp(table, publisher, {
+        dispatcher: {
+          batchesInFlight: 3,
+          batchSize: 10,
+          pollIntervalMs: 100,
+          leaseMs: 60_000,
+          publishTimeoutMs: 30_000,
+        },
+      });
+      const keys = Array.from({ length: 30 }, (_, k) => `key-${k}`);
+      const expected = new Map<string, string[]>(keys.map((k) => [k, []]));
+      const all: string[] = [];
+      // 20 transactions, each with one message per key in a shuffled key order.
+      for (let tx = 0; tx < 20; tx++) {
+        const order = [...keys].sort(() => random() - 0.5);
+        const ids = await app.commit(order.map((key) => msg(key, { tx })));
+        ids.forEach((id, i) => expected.get(order[i] as string)?.push(id));
+        all.push(...ids);
+      }
+
+      await app.dispatcher.start();
+      await waitFor('every message acknowledged', () => publisher.acked.length >= all.length, {
+        timeoutMs: 60_000,
+      });
+      await waitFor(
+        'every row settled as delivered',
+        async () => (await readOutbox(scope.ds, table)).every((r) => r.status === 'delivered'),
+        { timeoutMs: 10_000 },
+      );
+
+      const context = `seed ${seed}`;
+      expect({ context, overlaps: publisher.sameKeyOverlaps }).toEqual({ context, overlaps: [] });
+      const ackedIds = publisher.acked.map((r) => r.messageId);
+      expect(ackedIds).toHaveLength(all.length);
+      expect(new Set(ackedIds).size).toBe(all.length);
+      expect([...ackedIds].sort()).toEqual([...all].sort());
+      for (const [key, ids] of expected)
+        expect({
+          context,
+          key,
+          order: publisher.acked.filter((r) => r.key === key).map((r) => r.messageId),
+        }).toEqual({ context, key, order: ids });
+      // Batches really overlapped, and never more than batchesInFlight of them.
+      expect(publisher.maxConcurrentCalls).toBeGreaterThanOrEqual(2);
+      expect(publisher.maxConcurrentCalls).toBeLessThanOrEqual(3);
+    });
+
+    it("a stuck key's backlog is parked: other keys flow, and the backlog follows its head in order once released", async () => {
+      const publisher = new RecordingPublisher();
+      const h = await boot(publisher, { dispatcher: { batchSize: 20 } });
+      const [head] = (await h.commit([msg('stuck', { n: 0 })])) as [string];
+      publisher.fail(head, 'permanent');
+      expect(await h.dispatcher.runOnce()).toMatchObject({ deadLettered: 1 });
+      const backlog: string[] = [];
+      for (let i = 0; i < 5; i++)
+        backlog.push(
+          ...(await h.commit(Array.from({ length: 100 }, (_, n) => msg('stuck', { n })))),
+        );
+      // Other keys behind the whole backlog: the first claims' windows see only 'stuck' rows.
+      const others = await h.commit(Array.from({ length: 30 }, (_, n) => msg(`other-${n}`)));
+      expect(await h.dispatcher.drain()).toBe(30);
+      expect([...publisher.sentIds].sort()).toEqual([...others].sort());
+      const rows = await h.rows();
+      expect(
+        rows.filter((r) => backlog.includes(r.messageId)).every((r) => r.status === 'waiting'),
+      ).toBe(true);
+      expect(publisher.attemptsOf(backlog[0] as string)).toBe(0);
+
+      publisher.heal();
+      expect(await h.outbox.retryDead([head])).toBe(1);
+      await h.dispatcher.drain();
+      expect(publisher.sentForKey('stuck')).toEqual([head, ...backlog]);
+    });
+
+    it("with onDeadLetter 'skip', retryDead() puts a dead message behind the key's message in flight, never beside it", async () => {
+      const publisher = new RecordingPublisher();
+      const h = await boot(publisher, { ordering: { onDeadLetter: 'skip' } });
+      const [a1, a2] = (await h.commit([msg('A', { n: 1 }), msg('A', { n: 2 })])) as [
+        string,
+        string,
+      ];
+      publisher.fail(a1, 'permanent', { times: 1 });
+      expect(await h.dispatcher.runOnce()).toMatchObject({ deadLettered: 1 });
+      // A2 is in flight on another dispatcher.
+      const inFlight = await h.store.claim({ limit: 10, owner: 'other', leaseMs: 60_000 });
+      expect(inFlight.records.map((r) => r.messageId)).toEqual([a2]);
+
+      expect(await h.outbox.retryDead([a1])).toBe(1);
+      // A1 is queued again, but not claimable while A2 is in flight.
+      expect(await h.dispatcher.runOnce()).toMatchObject({ claimed: 0 });
+      expect(publisher.attemptsOf(a1)).toBe(1);
+      const rows = await h.rows();
+      const idOf = (m: string) => BigInt(rows.find((r) => r.messageId === m)?.id ?? '0');
+      expect(idOf(a1)).toBeGreaterThan(idOf(a2));
+
+      const record = inFlight.records[0];
+      if (record === undefined) throw new Error('nothing in flight');
+      await h.store.settle(
+        inFlight.token,
+        { delivered: [record.id], retry: [], dead: [], release: [], advancedKeys: ['A'] },
+        false,
+      );
+      expect(await h.dispatcher.runOnce()).toMatchObject({ published: 1 });
+      expect(publisher.sentForKey('A')).toEqual([a1]);
+      expect(await h.row(a1)).toMatchObject({ status: 'delivered' });
+    });
+
+    if (db.name === 'mariadb') {
+      it('transactions enqueueing distinct keys in opposite orders do not deadlock (keys that shared a 1 024-bucket lock)', async () => {
+        const h = await boot(new RecordingPublisher());
+        // Two pairs of distinct keys that collided under the old 1 024 buckets.
+        const collide = (): [string, string] => {
+          const seen = new Map<number, string>();
+          for (let i = 0; ; i++) {
+            const key = `k-${Math.random().toString(36).slice(2)}-${i}`;
+            const old = hashKey(key) % 1024;
+            const other = seen.get(old);
+            if (
+              other !== undefined &&
+              hashKey(other) % MYSQL_KEY_LOCK_BUCKETS !== hashKey(key) % MYSQL_KEY_LOCK_BUCKETS
+            )
+              return [other, key];
+            seen.set(old, key);
+          }
+        };
+        const [k1, k2] = collide();
+        const [k3, k4] = collide();
+        let release!: () => void;
+        const bothLocked = new Promise<void>((resolve) => (release = resolve));
+        let locked = 0;
+        const step = async () => {
+          if (++locked === 2) release();
+          await bothLocked;
+        };
+        const t1 = scope.ds.transaction(async (m) => {
+          await h.outbox.enqueue(msg(k1), m);
+          await step();
+          await h.outbox.enqueue(msg(k3), m);
+        });
+        const t2 = scope.ds.transaction(async (m) => {
+          await h.outbox.enqueue(msg(k4), m);
+          await step();
+          await h.outbox.enqueue(msg(k2), m);
+        });
+        await expect(
+          resolvesWithin('two transactions with distinct keys', Promise.all([t1, t2]), 20_000),
+        ).resolves.toBeDefined();
+        expect(await h.rows()).toHaveLength(4);
+      });
+    }
+  });
+}
