@@ -53,15 +53,13 @@ export function betterSqlite3SqlPort(db: BetterSqlite3Database): SqlPort {
   };
 }
 
-/** The synchronous driver's answer as a promise: a statement that fails rejects, not throws. */
+/**
+ * The synchronous driver's answer as a promise: a statement that fails rejects, not throws. Its
+ * error as thrown: better-sqlite3's come from another realm under jest, and their `code`
+ * (SQLITE_BUSY…) is what callers test.
+ */
 function settled<T>(work: () => T): Promise<T> {
-  try {
-    return Promise.resolve(work());
-  } catch (error) {
-    // As thrown: better-sqlite3's errors come from another realm under jest, and their `code`
-    // (SQLITE_BUSY…) is what callers test.
-    return Promise.reject(error as Error);
-  }
+  return new Promise((resolve) => resolve(work()));
 }
 
 function run<R>(
