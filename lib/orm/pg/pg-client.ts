@@ -23,7 +23,9 @@ export interface PgPoolClient extends PgQueryable {
   on(event: 'notification', listener: (message: unknown) => void): unknown;
   on(event: 'error', listener: (error: Error) => void): unknown;
   on(event: 'end', listener: () => void): unknown;
-  removeListener(event: string, listener: (...args: never[]) => void): unknown;
+  removeListener(event: 'notification', listener: (message: unknown) => void): unknown;
+  removeListener(event: 'error', listener: (error: Error) => void): unknown;
+  removeListener(event: 'end', listener: () => void): unknown;
 }
 
 /** A `pg.Pool`. */
