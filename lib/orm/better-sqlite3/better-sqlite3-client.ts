@@ -1,0 +1,26 @@
+/**
+ * The part of better-sqlite3 the port uses, typed here so that the outbox compiles and loads
+ * without the library: a better-sqlite3 `Database` fits.
+ */
+
+/** A prepared statement. */
+export interface BetterSqlite3Statement {
+  /** Whether the statement answers rows (a SELECT, or a write with RETURNING). */
+  readonly reader: boolean;
+  /** Whether the statement leaves the database unchanged. */
+  readonly readonly: boolean;
+  all(...params: unknown[]): unknown[];
+  run(...params: unknown[]): { changes: number };
+}
+
+/** A better-sqlite3 `Database`: one connection, statements run synchronously. */
+export interface BetterSqlite3Database {
+  /** The file it was opened on (`:memory:` for an in-memory database). */
+  readonly name: string;
+  /** Whether it is open (false once closed). */
+  readonly open: boolean;
+  /** Whether a transaction is open on the connection. */
+  readonly inTransaction: boolean;
+  prepare(sql: string): BetterSqlite3Statement;
+  exec(sql: string): unknown;
+}

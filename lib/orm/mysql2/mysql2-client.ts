@@ -1,0 +1,22 @@
+/**
+ * The part of mysql2's promise API (`mysql2/promise`) the port uses, typed here so that the
+ * outbox compiles and loads without the library: a promise `Pool` and its `PoolConnection` fit.
+ */
+
+/** Anything that runs a statement: a promise `Pool`, `PoolConnection` or `Connection`. */
+export interface Mysql2Queryable {
+  /** Answers `[rows, fields]`, or `[ResultSetHeader, undefined]` for a statement without rows. */
+  query(sql: string, values?: unknown[]): Promise<readonly [unknown, unknown]>;
+}
+
+/** A connection checked out of the pool until `release`. */
+export interface Mysql2PoolConnection extends Mysql2Queryable {
+  release(): void;
+  /** Closes the connection instead of returning it to the pool. */
+  destroy(): void;
+}
+
+/** A promise `Pool` (`mysql2/promise`'s `createPool`, or `pool.promise()`). */
+export interface Mysql2Pool extends Mysql2Queryable {
+  getConnection(): Promise<Mysql2PoolConnection>;
+}

@@ -1,0 +1,67 @@
+import type { SqlPort, SqlResult, SqlRunner } from '../../store/sql-port';
+import type { Mysql2Pool, Mysql2Queryable } from './mysql2-client';
+
+/** The statements of the caller's transaction: the connection they opened `BEGIN` on. */
+export function mysql2SqlRunner(connection: Mysql2Queryable): SqlRunner {
+  return { query: (sql, params) => run(connection, sql, params) };
+}
+
+/**
+ * The outbox's own work on a mysql2 promise pool (MySQL 8 or MariaDB 10.6+): pooled statements
+ * and short transactions. No `listen`: MySQL has no notifications, the dispatcher polls.
+ */
+export function mysql2SqlPort(pool: Mysql2Pool): SqlPort {
+  return {
+    databaseType: 'mysql',
+    // A pool opens connections as statements need them: usable from the start.
+    isConnected: true,
+    query: (sql, params) => run(pool, sql, params),
+    async transaction(work) {
+      const connection = await pool.getConnection();
+      // A connection whose rollback failed is in an unknown state: closed, not pooled.
+      let broken = false;
+      try {
+        // SET TRANSACTION applies to the next transaction of this session only.
+        await connection.query('SET TRANSACTION ISOLATION LEVEL READ COMMITTED');
+        await connection.query('BEGIN');
+        const value = await work(mysql2SqlRunner(connection));
+        await connection.query('COMMIT');
+        return value;
+      } catch (error) {
+        await connection.query('ROLLBACK').catch(() => {
+          broken = true;
+        });
+        throw error;
+      } finally {
+        if (broken) connection.destroy();
+        else connection.release();
+      }
+    },
+  };
+}
+
+/** mysql2's `ResultSetHeader`, answered for a statement without rows. */
+interface ResultSetHeader {
+  readonly affectedRows: number;
+  readonly insertId: number | string | bigint;
+}
+
+function isHeader(value: unknown): value is ResultSetHeader {
+  return (
+    value !== null && typeof value === 'object' && 'affectedRows' in value && 'insertId' in value
+  );
+}
+
+async function run<R>(
+  target: Mysql2Queryable,
+  sql: string,
+  params: readonly unknown[] | undefined,
+): Promise<SqlResult<R>> {
+  // query, not execute: the statements are sent as the other ports send them (placeholders
+  // filled in by the client), with none of the server-side prepared statements' type rules.
+  const [result] = await target.query(sql, params === undefined ? [] : [...params]);
+  if (isHeader(result)) {
+    return { rows: [], affected: result.affectedRows, insertId: Number(result.insertId) };
+  }
+  return { rows: Array.isArray(result) ? (result as R[]) : [], affected: 0 };
+}

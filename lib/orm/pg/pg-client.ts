@@ -1,0 +1,36 @@
+/**
+ * The part of node-postgres (`pg`) the port uses, typed here so that neither the library nor its
+ * types are needed to compile or load the outbox: a `pg.Pool` and its `PoolClient` fit these.
+ */
+
+/** A statement's result as node-postgres answers it. */
+export interface PgQueryResult {
+  /** The statement's tag: `SELECT`, `INSERT`, `UPDATE`, `DELETE`, `MERGE`, … */
+  readonly command?: string | null;
+  readonly rowCount: number | null;
+  readonly rows: readonly unknown[];
+}
+
+/** Anything that runs a statement: a `Pool`, a `PoolClient` or a `Client`. */
+export interface PgQueryable {
+  query(text: string, values?: unknown[]): Promise<PgQueryResult>;
+}
+
+/** A `PoolClient`: a connection checked out of the pool until `release`. */
+export interface PgPoolClient extends PgQueryable {
+  /** Back to the pool; with an error (or `true`) the pool closes the connection instead. */
+  release(error?: Error | boolean): void;
+  on(event: 'notification', listener: (message: unknown) => void): unknown;
+  on(event: 'error', listener: (error: Error) => void): unknown;
+  on(event: 'end', listener: () => void): unknown;
+  removeListener(event: 'notification', listener: (message: unknown) => void): unknown;
+  removeListener(event: 'error', listener: (error: Error) => void): unknown;
+  removeListener(event: 'end', listener: () => void): unknown;
+}
+
+/** A `pg.Pool`. */
+export interface PgPool extends PgQueryable {
+  connect(): Promise<PgPoolClient>;
+  /** Set by `pg.Pool` once `end()` was called. */
+  readonly ending?: boolean;
+}

@@ -1,0 +1,115 @@
+import type { SqlListenLost, SqlPort, SqlResult, SqlRunner } from '../../store/sql-port';
+import type { PgPool, PgPoolClient, PgQueryable, PgQueryResult } from './pg-client';
+
+// node-postgres counts the rows a SELECT returned in `rowCount` too; the port's `affected` is
+// the rows a statement changed, so only these statement tags report a count.
+const CHANGING_COMMANDS: ReadonlySet<string> = new Set(['INSERT', 'UPDATE', 'DELETE', 'MERGE']);
+
+/** The statements of the caller's transaction: the client they opened `BEGIN` on. */
+export function pgSqlRunner(client: PgQueryable): SqlRunner {
+  return { query: (sql, params) => run(client, sql, params) };
+}
+
+/** The outbox's own work on a node-postgres pool: pooled statements, short transactions, LISTEN. */
+export function pgSqlPort(pool: PgPool): SqlPort {
+  return {
+    databaseType: 'postgres',
+    get isConnected() {
+      return pool.ending !== true;
+    },
+    query: (sql, params) => run(pool, sql, params),
+    async transaction(work) {
+      const client = await pool.connect();
+      // A connection whose rollback failed is in an unknown state: the pool must close it.
+      let broken: Error | undefined;
+      try {
+        await client.query('BEGIN ISOLATION LEVEL READ COMMITTED');
+        const value = await work(pgSqlRunner(client));
+        await client.query('COMMIT');
+        return value;
+      } catch (error) {
+        await client.query('ROLLBACK').catch((rollbackError: unknown) => {
+          broken =
+            rollbackError instanceof Error ? rollbackError : new Error(String(rollbackError));
+        });
+        throw error;
+      } finally {
+        client.release(broken);
+      }
+    },
+    listen: (channel, onNotify, onLost) => pgListen(pool, channel, onNotify, onLost),
+  };
+}
+
+async function run<R>(
+  target: PgQueryable,
+  sql: string,
+  params: readonly unknown[] | undefined,
+): Promise<SqlResult<R>> {
+  const result: PgQueryResult = await target.query(sql, params === undefined ? [] : [...params]);
+  const counts =
+    result.command === undefined ||
+    result.command === null ||
+    CHANGING_COMMANDS.has(result.command);
+  return {
+    rows: Array.isArray(result.rows) ? (result.rows as R[]) : [],
+    affected: counts ? (result.rowCount ?? 0) : 0,
+  };
+}
+
+/**
+ * LISTEN on a pool client held for it. `onLost` once when the connection goes while listening;
+ * not while LISTEN is being set up (the returned promise rejects instead) nor once stopping.
+ */
+async function pgListen(
+  pool: PgPool,
+  channel: string,
+  onNotify: () => void,
+  onLost: SqlListenLost,
+): Promise<() => Promise<void>> {
+  const client: PgPoolClient = await pool.connect();
+  let state: 'starting' | 'listening' | 'stopping' | 'released' = 'starting';
+  // Read through a function: the event handlers change it while the LISTEN is awaited.
+  const current = (): typeof state => state;
+  const notify = (): void => onNotify();
+  const failed = (error: Error): void => lose(error);
+  // A connection the server closes cleanly (pg_terminate_backend, a restart, an idle timeout)
+  // may end without an 'error': without this, wake-ups would stop for good.
+  const ended = (): void => lose(new Error('LISTEN connection ended'));
+  const release = (error: Error | boolean): void => {
+    if (state === 'released') return;
+    state = 'released';
+    client.removeListener('notification', notify);
+    client.removeListener('error', failed);
+    client.removeListener('end', ended);
+    // With an error (or true) the pool closes the connection rather than hand it out again.
+    client.release(error);
+  };
+  const lose = (error: Error): void => {
+    const report = state === 'listening';
+    release(error);
+    if (report) onLost(error);
+  };
+  client.on('notification', notify);
+  client.on('error', failed);
+  client.on('end', ended);
+  try {
+    await client.query(`LISTEN ${channel}`);
+  } catch (error) {
+    release(error instanceof Error ? error : true);
+    throw error;
+  }
+  // The connection may have gone between the LISTEN's answer and now.
+  if (current() === 'released') throw new Error('LISTEN connection lost while starting');
+  state = 'listening';
+  return async () => {
+    if (state !== 'listening') return;
+    state = 'stopping';
+    // A connection that could not UNLISTEN would go on receiving: closed instead of pooled.
+    const clean = await client.query(`UNLISTEN ${channel}`).then(
+      () => true,
+      () => false,
+    );
+    release(!clean);
+  };
+}
