@@ -49,8 +49,9 @@ export type SqlListenLost = (error: Error) => void;
 /** The database connection the outbox owns its work through (not the app's transactions). */
 export interface SqlPort extends SqlRunner {
   /**
-   * The database behind the port, by TypeORM driver type: `postgres`, `mysql`, `mariadb`,
-   * `sqlite` or `better-sqlite3` (the keys of `OUTBOX_DATABASES`).
+   * The database behind the port: `postgres`, `mysql` (MySQL and MariaDB) or `sqlite`; a
+   * TypeORM driver type (`mariadb`, `better-sqlite3`) names its database too (the keys of
+   * `OUTBOX_DATABASES`).
    */
   readonly databaseType: string;
   /** Whether statements can run now: false until the application's connection is open. */

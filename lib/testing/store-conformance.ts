@@ -337,6 +337,29 @@ const CASES: readonly { name: string; run(context: Context): Promise<void> }[] =
     },
   },
   {
+    name: "the port's own transaction commits what its work wrote, or nothing when the work throws",
+    async run({ store, fixture, rows }) {
+      const failure = new Error('the outbox work failed after a write');
+      let thrown: unknown;
+      try {
+        await fixture.sql.transaction(async (tx) => {
+          await store.insert(tx, [message('k'), message(null)], true);
+          throw failure;
+        });
+      } catch (error) {
+        thrown = error;
+      }
+      ok(thrown === failure, 'transaction must pass the error on');
+      same(await rows(), []);
+      const value = await fixture.sql.transaction(async (tx) => {
+        await store.insert(tx, [message('k')], true);
+        return 'committed';
+      });
+      same(value, 'committed');
+      same((await rows()).length, 1);
+    },
+  },
+  {
     name: 'an idempotent insert writes a message id once and reports the ones already there',
     async run({ enqueue, rows }) {
       const first = message('k', { messageId: randomUUID() });

@@ -14,15 +14,13 @@ export function typeormSqlRunner(runner: QueryRunner): SqlRunner {
 export function typeormSqlPort(dataSource: DataSource): SqlPort {
   const type = dataSource.options.type;
   const file = (dataSource.options as { database?: unknown }).database;
+  const sqlite = type === 'sqlite' || type === 'better-sqlite3';
   return {
     databaseType: type,
     get isConnected() {
       return dataSource.isInitialized;
     },
-    databaseFile:
-      (type === 'sqlite' || type === 'better-sqlite3') && typeof file === 'string'
-        ? file
-        : undefined,
+    databaseFile: sqlite && typeof file === 'string' ? file : undefined,
     async query(sql, params) {
       const runner = dataSource.createQueryRunner();
       try {
@@ -35,7 +33,9 @@ export function typeormSqlPort(dataSource: DataSource): SqlPort {
       const runner = dataSource.createQueryRunner('master');
       try {
         await runner.connect();
-        await runner.startTransaction('READ COMMITTED');
+        // TypeORM refuses any level but SERIALIZABLE and READ UNCOMMITTED on SQLite, whose
+        // transactions are serializable anyway.
+        await runner.startTransaction(sqlite ? undefined : 'READ COMMITTED');
         const value = await work(typeormSqlRunner(runner));
         await runner.commitTransaction();
         return value;
