@@ -1,0 +1,353 @@
+import { Logger } from '@nestjs/common';
+import { OutboxOptionsError, PermanentPublishError } from '../../lib';
+import { RecordingPublisher } from '../../lib/testing';
+import { CONSOLE_TOKEN, openConsoleApp, type ConsoleApp } from '../support/console-app';
+import { describeWith } from '../support/services';
+import { waitFor } from '../support/wait-for';
+
+// The console over HTTP, on PostgreSQL, with dead letters made by the real dispatcher and a
+// publisher that rejects them: what each page shows, what each action changes in the table,
+// and what the console refuses (no access check, anonymous visitors, bad input, cross-site posts).
+
+const auth: Record<string, string> = { authorization: `Bearer ${CONSOLE_TOKEN}` };
+const SCRIPT = '<script>document.title="pwned"</script>';
+
+async function get(
+  url: string,
+  headers: Record<string, string> = auth,
+): Promise<{ status: number; body: string }> {
+  const res = await fetch(url, { headers, redirect: 'manual' });
+  return { status: res.status, body: await res.text() };
+}
+
+async function post(
+  url: string,
+  form: [string, string][],
+  headers: Record<string, string> = auth,
+): Promise<{ status: number; body: string }> {
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { ...headers, 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams(form).toString(),
+    redirect: 'manual',
+  });
+  return { status: res.status, body: await res.text() };
+}
+
+const tokenOf = (page: string): string => /name="csrf" value="([^"]+)"/.exec(page)?.[1] ?? '';
+const countOf = (page: string, id: string): number =>
+  Number(new RegExp(`id="${id}" data-count="(\\d+)"`).exec(page)?.[1] ?? NaN);
+
+/** Dead letters: every message the publisher sees is rejected for good. */
+function rejectingPublisher(): RecordingPublisher {
+  return new RecordingPublisher().fail(() => true, 'permanent', {
+    error: new PermanentPublishError('schema v2 unknown'),
+  });
+}
+
+describeWith(['postgres'], 'OutboxConsoleModule over HTTP (PostgreSQL, Express)', () => {
+  let c: ConsoleApp | undefined;
+  afterEach(async () => {
+    await c?.close();
+    c = undefined;
+  });
+
+  async function withDeadLetters(): Promise<{ orders: string[]; billing: string[] }> {
+    c = await openConsoleApp(rejectingPublisher());
+    const orders = await c.enqueue([
+      { topic: 'orders', type: 'order.created', key: 'o-1', payload: { note: SCRIPT } },
+      { topic: 'orders', type: 'order.created', key: 'o-2', payload: { n: 2 } },
+      { topic: 'orders', type: 'order.paid', key: 'o-3', payload: { n: 3 } },
+    ]);
+    const billing = await c.enqueue([
+      { topic: 'billing', type: 'invoice.sent', key: 'b-1', payload: { n: 4 } },
+      { topic: 'billing', type: 'invoice.sent', key: 'b-2', payload: { n: 5 } },
+    ]);
+    await c.dispatcher.drain();
+    expect((await c.admin.counts({ status: 'dead' })).dead).toBe(5);
+    return { orders, billing };
+  }
+
+  it('refuses to start without an access check, saying how to fix it', async () => {
+    const started = openConsoleApp(new RecordingPublisher(), { authorize: undefined });
+    await expect(started).rejects.toThrow(OutboxOptionsError);
+    await expect(started).rejects.toThrow(/guard.*authorize.*unsafeAllowAnonymous: true/s);
+  });
+
+  it('serves anyone with unsafeAllowAnonymous, warning at boot', async () => {
+    const warn = jest.spyOn(Logger.prototype, 'warn');
+    try {
+      c = await openConsoleApp(new RecordingPublisher(), {
+        authorize: undefined,
+        unsafeAllowAnonymous: true,
+      });
+      expect(warn.mock.calls.map(([m]) => String(m)).join('\n')).toMatch(
+        /open to anyone.*unsafeAllowAnonymous/,
+      );
+      expect((await get(c.url, {})).status).toBe(200);
+    } finally {
+      warn.mockRestore();
+    }
+  });
+
+  it('refuses anonymous and wrongly authorised requests, pages and actions alike', async () => {
+    const { orders } = await withDeadLetters();
+    for (const headers of [{}, { authorization: 'Bearer wrong' }] as Record<string, string>[]) {
+      const page = await get(`${c!.url}/messages?status=dead`, headers);
+      expect(page.status).toBe(401);
+      expect(page.body).not.toContain(orders[0]);
+      const action = await post(
+        `${c!.url}/actions/run`,
+        [
+          ['action', 'purge'],
+          ['scope', 'filter'],
+          ['topic', 'orders'],
+          ['expected', '3'],
+        ],
+        headers,
+      );
+      expect(action.status).toBe(401);
+    }
+    expect((await c!.admin.counts({ status: 'dead' })).dead).toBe(5);
+  });
+
+  it('lists dead letters with filters and pages, and shows one message with a <script> payload as text', async () => {
+    const { orders, billing } = await withDeadLetters();
+    const all = await get(`${c!.url}/messages?status=dead`);
+    expect(all.status).toBe(200);
+    for (const id of [...orders, ...billing]) expect(all.body).toContain(id);
+
+    const paid = await get(`${c!.url}/messages?status=dead&topic=orders&type=order.paid`);
+    expect(paid.body).toContain(orders[2]);
+    expect(paid.body).not.toContain(orders[0]);
+    const byKey = await get(`${c!.url}/messages?status=dead&key=b-2&error=SCHEMA+V2`);
+    expect([billing[1], billing[0]].map((id) => byKey.body.includes(id!))).toEqual([true, false]);
+    expect((await get(`${c!.url}/messages?status=dead&olderThanMinutes=60`)).body).toContain(
+      'id="empty"',
+    );
+
+    const detail = await get(`${c!.url}/messages/${orders[0]}`);
+    expect(detail.status).toBe(200);
+    expect(detail.body).not.toContain('<script>document');
+    expect(detail.body).toContain(
+      '&lt;script&gt;document.title=\\&quot;pwned\\&quot;&lt;/script&gt;',
+    );
+    expect(detail.body).toContain('schema v2 unknown');
+    expect(detail.body).toMatch(/Dead-lettered/);
+
+    // The overview reads the sampler's last count (every second here), not the table.
+    const overview = await waitFor('the sampled backlog', async () => {
+      const page = await get(c!.url);
+      return page.body.includes('id="total-dead">5<') ? page.body : null;
+    });
+    expect(overview).toMatch(
+      /<tr><td>billing<\/td><td>0<\/td><td>0<\/td><td>0<\/td>\s*<td><a href="\/outbox\/messages\?status=dead&amp;topic=billing">2<\/a><\/td><\/tr>/,
+    );
+  });
+
+  it('pages the listing by keyset', async () => {
+    c = await openConsoleApp(rejectingPublisher(), { pageSize: 2 });
+    const ids = await c.enqueue([1, 2, 3, 4, 5].map((n) => ({ topic: 'orders', payload: { n } })));
+    await c.dispatcher.drain();
+    const seen: string[] = [];
+    let url: string | null = `${c.url}/messages?status=dead`;
+    while (url !== null) {
+      const page = await get(url);
+      seen.push(...[...page.body.matchAll(/data-message-id="([^"]+)"/g)].map((m) => m[1] ?? ''));
+      const next = /id="next-page" href="([^"]+)"/.exec(page.body)?.[1];
+      url = next === undefined ? null : new URL(next.replace(/&amp;/g, '&'), c.url).toString();
+    }
+    expect(seen).toEqual(ids);
+  });
+
+  it('answers bad filter values with 400 and the reason, and changes nothing', async () => {
+    await withDeadLetters();
+    const cases: [string, RegExp][] = [
+      [
+        '/messages?status=dead&olderThanMinutes=-5',
+        /olderThanMinutes must be a number of minutes, 0 or more/,
+      ],
+      ['/messages?status=gone', /status must be one of dead, pending, waiting, delivered/],
+      ['/messages/not-a-uuid', /id must be a message id \(a UUID\)/],
+      ['/why?id=123', /id must be a message id/],
+      ['/messages?status=dead&after=abc', /after must be a cursor/],
+      ['/stuck-leases?leasedLongerThanMinutes=soon', /leasedLongerThanMinutes must be a number/],
+    ];
+    for (const [path, reason] of cases) {
+      const page = await get(`${c!.url}${path}`);
+      expect(`${path} ${page.status}`).toBe(`${path} 400`);
+      expect(page.body).toMatch(reason);
+    }
+    const token = tokenOf((await get(`${c!.url}/messages?status=dead`)).body);
+    const empty = await post(`${c!.url}/actions/confirm`, [
+      ['csrf', token],
+      ['action', 'purge'],
+      ['scope', 'filter'],
+    ]);
+    expect(empty.status).toBe(400);
+    expect(empty.body).toMatch(/at least one filter field/);
+    const negative = await post(`${c!.url}/actions/run`, [
+      ['csrf', token],
+      ['action', 'purge'],
+      ['scope', 'filter'],
+      ['olderThanMinutes', '-1'],
+      ['expected', '5'],
+    ]);
+    expect(negative.status).toBe(400);
+    const badId = await post(`${c!.url}/actions/run`, [
+      ['csrf', token],
+      ['action', 'purge'],
+      ['scope', 'selection'],
+      ['id', 'x'],
+      ['expected', '1'],
+    ]);
+    expect(badId.status).toBe(400);
+    expect((await c!.admin.counts({ status: 'dead' })).dead).toBe(5);
+  });
+
+  it('refuses actions without the page token or from another site', async () => {
+    await withDeadLetters();
+    const token = tokenOf((await get(`${c!.url}/messages?status=dead`)).body);
+    const form: [string, string][] = [
+      ['action', 'purge'],
+      ['scope', 'filter'],
+      ['topic', 'orders'],
+      ['expected', '3'],
+    ];
+    expect((await post(`${c!.url}/actions/run`, form)).status).toBe(403);
+    expect((await post(`${c!.url}/actions/run`, [...form, ['csrf', 'forged.token']])).status).toBe(
+      403,
+    );
+    expect(
+      (
+        await post(`${c!.url}/actions/run`, [...form, ['csrf', token]], {
+          ...auth,
+          'sec-fetch-site': 'cross-site',
+        })
+      ).status,
+    ).toBe(403);
+    expect(
+      (
+        await post(`${c!.url}/actions/run`, [...form, ['csrf', token]], {
+          ...auth,
+          origin: 'https://evil.example',
+        })
+      ).status,
+    ).toBe(403);
+    expect((await c!.admin.counts({ status: 'dead' })).dead).toBe(5);
+  });
+
+  it('purges by filter after a confirmation that shows the exact count, and writes the audit log', async () => {
+    const { orders, billing } = await withDeadLetters();
+    const token = tokenOf((await get(`${c!.url}/messages?status=dead&topic=orders`)).body);
+    const filter: [string, string][] = [
+      ['topic', 'orders'],
+      ['type', 'order.created'],
+    ];
+    const confirm = await post(`${c!.url}/actions/confirm`, [
+      ['csrf', token],
+      ['action', 'purge'],
+      ['scope', 'filter'],
+      ...filter,
+    ]);
+    expect(confirm.status).toBe(200);
+    expect(countOf(confirm.body, 'matched')).toBe(2);
+    // Nothing happens before the confirmation is posted.
+    expect((await c!.admin.counts({ status: 'dead' })).dead).toBe(5);
+
+    // A stale count is not acted on.
+    const stale = await post(`${c!.url}/actions/run`, [
+      ['csrf', token],
+      ['action', 'purge'],
+      ['scope', 'filter'],
+      ['expected', '3'],
+      ...filter,
+    ]);
+    expect(stale.status).toBe(409);
+    expect((await c!.admin.counts({ status: 'dead' })).dead).toBe(5);
+
+    const run = await post(`${c!.url}/actions/run`, [
+      ['csrf', tokenOf(confirm.body)],
+      ['action', 'purge'],
+      ['scope', 'filter'],
+      ['expected', '2'],
+      ...filter,
+    ]);
+    expect(run.status).toBe(200);
+    expect(countOf(run.body, 'result')).toBe(2);
+    const left = (await c!.admin.list({ status: 'dead' })).items.map((m) => m.messageId);
+    expect(left).toEqual([orders[2], ...billing]);
+
+    const audit = await get(`${c!.url}/audit`);
+    expect(audit.body).toMatch(
+      /<td>anonymous@[^<]*<\/td><td>purge<\/td><td>filter: topic=&quot;orders&quot; type=&quot;order.created&quot;<\/td><td>2<\/td><td>2<\/td>/,
+    );
+  });
+
+  it('retries a selection: the message leaves the dead letters and is published again', async () => {
+    const publisher = rejectingPublisher();
+    c = await openConsoleApp(publisher);
+    const [first, second] = await c.enqueue([
+      { topic: 'orders', key: 'r-1', payload: { n: 1 } },
+      { topic: 'orders', key: 'r-2', payload: { n: 2 } },
+    ]);
+    await c.dispatcher.drain();
+    publisher.heal();
+    const token = tokenOf((await get(`${c.url}/messages?status=dead`)).body);
+    const confirm = await post(`${c.url}/actions/confirm`, [
+      ['csrf', token],
+      ['action', 'retry'],
+      ['scope', 'selection'],
+      ['id', first!],
+    ]);
+    expect(countOf(confirm.body, 'matched')).toBe(1);
+    const run = await post(`${c.url}/actions/run`, [
+      ['csrf', token],
+      ['action', 'retry'],
+      ['scope', 'selection'],
+      ['id', first!],
+      ['expected', '1'],
+    ]);
+    expect(countOf(run.body, 'result')).toBe(1);
+    expect((await c.admin.get(first!))?.status).toBe('pending');
+    await c.dispatcher.drain();
+    expect((await c.admin.get(first!))?.status).toBe('delivered');
+    expect(publisher.attemptsOf(first!)).toBe(2);
+    expect((await c.admin.get(second!))?.status).toBe('dead');
+  });
+
+  it('in read-only mode shows no action and refuses posted ones', async () => {
+    c = await openConsoleApp(rejectingPublisher(), { readOnly: true });
+    await c.enqueue([{ topic: 'orders', payload: {} }]);
+    await c.dispatcher.drain();
+    const page = await get(`${c.url}/messages?status=dead`);
+    expect(page.body).toContain('read-only');
+    expect(page.body).not.toContain('actions/confirm');
+    const run = await post(`${c.url}/actions/run`, [
+      ['csrf', 'x'],
+      ['action', 'purge'],
+      ['scope', 'filter'],
+      ['topic', 'orders'],
+      ['expected', '1'],
+    ]);
+    expect(run.status).toBe(403);
+    expect((await c.admin.counts({ status: 'dead' })).dead).toBe(1);
+  });
+
+  it('sends no secret of the options and no database error to the page', async () => {
+    c = await openConsoleApp(new RecordingPublisher());
+    const overview = await get(c.url);
+    expect(overview.body).not.toContain(CONSOLE_TOKEN);
+    expect(overview.body).not.toMatch(/postgres(ql)?:\/\//);
+    // A failing query (the table is gone) is a 500 page without the driver's text.
+    await c.dataSource.query(`ALTER TABLE "${c.table}" RENAME TO "${c.table}_gone"`);
+    try {
+      const failed = await get(`${c.url}/messages?status=dead`);
+      expect(failed.status).toBe(500);
+      expect(failed.body).toContain('the reason is in the server log');
+      expect(failed.body).not.toMatch(/relation|does not exist/);
+    } finally {
+      await c.dataSource.query(`ALTER TABLE "${c.table}_gone" RENAME TO "${c.table}"`);
+    }
+  });
+});
