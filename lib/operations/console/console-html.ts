@@ -25,8 +25,17 @@ function render(value: unknown): string {
   if (value instanceof Html) return value.value;
   if (Array.isArray(value)) return value.map(render).join('');
   if (value === null || value === undefined || value === false) return '';
-  if (typeof value === 'object') return escapeHtml(JSON.stringify(value));
-  return escapeHtml(String(value as string | number | boolean | bigint));
+  switch (typeof value) {
+    case 'string':
+      return escapeHtml(value);
+    case 'number':
+    case 'bigint':
+    case 'boolean':
+      return String(value);
+    default:
+      // Views pass text and numbers; anything else shows as its JSON, still escaped.
+      return escapeHtml(JSON.stringify(value) ?? '');
+  }
 }
 
 /**
