@@ -72,10 +72,15 @@ describeWithChromium('The outbox console in Chromium (PostgreSQL, RabbitMQ)', ()
     await amqp?.close();
   });
 
-  const rows = (): Promise<string[]> =>
-    page
-      .locator('#messages tbody tr')
-      .evaluateAll((trs) => trs.map((tr) => tr.getAttribute('data-message-id') ?? ''));
+  /** The message ids of the listed rows, in order. */
+  async function rows(): Promise<string[]> {
+    const trs = page.locator('#messages tbody tr');
+    const ids: string[] = [];
+    for (let i = 0; i < (await trs.count()); i++) {
+      ids.push((await trs.nth(i).getAttribute('data-message-id')) ?? '');
+    }
+    return ids;
+  }
 
   async function shoot(name: string): Promise<void> {
     if (SCREENSHOTS === undefined) return;
