@@ -17,7 +17,7 @@ async function get(
   headers: Record<string, string> = auth,
 ): Promise<{ status: number; body: string }> {
   const res = await fetch(url, { headers, redirect: 'manual' });
-  return { status: res.status, body: await res.text() };
+  return { status: res.status, body: squash(await res.text()) };
 }
 
 async function post(
@@ -31,8 +31,12 @@ async function post(
     body: new URLSearchParams(form).toString(),
     redirect: 'manual',
   });
-  return { status: res.status, body: await res.text() };
+  return { status: res.status, body: squash(await res.text()) };
 }
+
+/** The page with the layout's whitespace taken out, so that assertions read the markup alone. */
+const squash = (body: string): string =>
+  body.replace(/>\s+</g, '><').replace(/\s+>/g, '>').replace(/\s+/g, ' ');
 
 const tokenOf = (page: string): string => /name="csrf" value="([^"]+)"/.exec(page)?.[1] ?? '';
 const countOf = (page: string, id: string): number =>
