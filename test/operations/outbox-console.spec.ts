@@ -1,4 +1,4 @@
-import { Logger } from '@nestjs/common';
+import { Injectable, Logger, type CanActivate, type ExecutionContext } from '@nestjs/common';
 import { OutboxOptionsError, PermanentPublishError } from '../../lib';
 import { RecordingPublisher } from '../../lib/testing';
 import { CONSOLE_TOKEN, openConsoleApp, type ConsoleApp } from '../support/console-app';
@@ -42,6 +42,17 @@ const tokenOf = (page: string): string => /name="csrf" value="([^"]+)"/.exec(pag
 const countOf = (page: string, id: string): number =>
   Number(new RegExp(`id="${id}" data-count="(\\d+)"`).exec(page)?.[1] ?? NaN);
 
+@Injectable()
+class AdminHeaderGuard implements CanActivate {
+  canActivate(context: ExecutionContext): boolean {
+    return (
+      context.switchToHttp().getRequest<{ headers: Record<string, string> }>().headers[
+        'x-admin'
+      ] === 'yes'
+    );
+  }
+}
+
 /** Dead letters: every message the publisher sees is rejected for good. */
 function rejectingPublisher(): RecordingPublisher {
   return new RecordingPublisher().fail(() => true, 'permanent', {
@@ -76,6 +87,16 @@ describeWith(['postgres'], 'OutboxConsoleModule over HTTP (PostgreSQL, Express)'
     const started = openConsoleApp(new RecordingPublisher(), { authorize: undefined });
     await expect(started).rejects.toThrow(OutboxOptionsError);
     await expect(started).rejects.toThrow(/guard.*authorize.*unsafeAllowAnonymous: true/s);
+  });
+
+  it('lets a Nest guard class of the app decide, with the request it is given', async () => {
+    c = await openConsoleApp(new RecordingPublisher(), {
+      authorize: undefined,
+      guard: AdminHeaderGuard,
+    });
+    expect((await get(c.url, { 'x-admin': 'yes' })).status).toBe(200);
+    expect((await get(c.url, { 'x-admin': 'no' })).status).toBe(401);
+    expect((await get(c.url, auth)).status).toBe(401);
   });
 
   it('serves anyone with unsafeAllowAnonymous, warning at boot', async () => {

@@ -1,0 +1,25 @@
+import { Module, type DynamicModule } from '@nestjs/common';
+import { OutboxConsoleModule } from '../../lib/operations/console';
+import type { SampleConfig } from '../config/sample.config';
+import { ConsoleLoginController } from './console-login.controller';
+import { consoleTokenCheck } from './console-token';
+
+/** The outbox console at /outbox behind OUTBOX_CONSOLE_TOKEN; nothing at all when it is unset. */
+@Module({})
+export class SampleConsoleModule {
+  static forRoot(config: SampleConfig): DynamicModule {
+    const token = config.consoleToken;
+    if (token === undefined) return { module: SampleConsoleModule };
+    return {
+      module: SampleConsoleModule,
+      imports: [
+        OutboxConsoleModule.forRoot({
+          path: '/outbox',
+          authorize: consoleTokenCheck(token),
+          loginUrl: '/outbox-login',
+        }),
+      ],
+      controllers: [ConsoleLoginController],
+    };
+  }
+}
