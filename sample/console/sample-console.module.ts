@@ -1,5 +1,6 @@
 import { Module, type DynamicModule } from '@nestjs/common';
-import { OutboxConsoleModule } from '../../lib/operations/console';
+import { DataSource } from 'typeorm';
+import { ensureOutboxConsoleAuditTable, OutboxConsoleModule } from '../../lib/operations/console';
 import type { SampleConfig } from '../config/sample.config';
 import { ConsoleLoginController } from './console-login.controller';
 import { consoleTokenCheck } from './console-token';
@@ -13,10 +14,19 @@ export class SampleConsoleModule {
     return {
       module: SampleConsoleModule,
       imports: [
-        OutboxConsoleModule.forRoot({
+        OutboxConsoleModule.forRootAsync({
           path: '/outbox',
-          authorize: consoleTokenCheck(token),
-          loginUrl: '/outbox-login',
+          inject: [DataSource],
+          useFactory: async (dataSource: DataSource) => {
+            // The sample creates its tables at startup; an app would use a migration
+            // (outboxConsoleAuditTableDdl gives the statements).
+            await ensureOutboxConsoleAuditTable(dataSource);
+            return {
+              authorize: consoleTokenCheck(token),
+              loginUrl: '/outbox-login',
+              auditTable: { dataSource },
+            };
+          },
         }),
       ],
       controllers: [ConsoleLoginController],

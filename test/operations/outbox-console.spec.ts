@@ -1,7 +1,9 @@
 import { Injectable, Logger, type CanActivate, type ExecutionContext } from '@nestjs/common';
 import { OutboxOptionsError, PermanentPublishError } from '../../lib';
+import { ensureOutboxConsoleAuditTable } from '../../lib/operations/console';
 import { RecordingPublisher } from '../../lib/testing';
 import { CONSOLE_TOKEN, openConsoleApp, type ConsoleApp } from '../support/console-app';
+import { testDatabase, uniqueTable } from '../support/databases';
 import { describeWith } from '../support/services';
 import { waitFor } from '../support/wait-for';
 
@@ -307,6 +309,58 @@ describeWith(['postgres'], 'OutboxConsoleModule over HTTP (PostgreSQL, Express)'
     expect(audit.body).toMatch(
       /<td>anonymous@[^<]*<\/td><td>purge<\/td><td>filter: topic=&quot;orders&quot; type=&quot;order.created&quot;<\/td><td>2<\/td><td>2<\/td>/,
     );
+  });
+
+  it('keeps the audit log in its table when given one, and refuses to start without the table', async () => {
+    const auditTableName = uniqueTable('console_audit');
+    await expect(openConsoleApp(new RecordingPublisher(), { auditTableName })).rejects.toThrow(
+      /auditTable.*ensureOutboxConsoleAuditTable/,
+    );
+    const postgres = testDatabase('postgres');
+    const scratch = uniqueTable('outbox_console');
+    const setup = await postgres.open(scratch);
+    await ensureOutboxConsoleAuditTable(setup, { tableName: auditTableName });
+    await postgres.close(setup, scratch);
+    c = await openConsoleApp(rejectingPublisher(), {
+      auditTableName,
+      actor: () => 'ops@example.com',
+    });
+    const ds = c.dataSource;
+    try {
+      await c.enqueue([
+        { topic: 'orders', payload: {} },
+        { topic: 'billing', payload: {} },
+      ]);
+      await c.dispatcher.drain();
+      const token = tokenOf((await get(`${c.url}/messages?status=dead`)).body);
+      const form: [string, string][] = [
+        ['csrf', token],
+        ['action', 'purge'],
+        ['scope', 'filter'],
+        ['topic', 'billing'],
+      ];
+      expect(
+        countOf((await post(`${c.url}/actions/run`, [...form, ['expected', '1']])).body, 'result'),
+      ).toBe(1);
+      const rows = await ds.query<
+        { actor: string; action: string; target: string; confirmed: number; affected: number }[]
+      >(`SELECT actor, action, scope, target, confirmed, affected FROM "${auditTableName}"`);
+      expect(rows).toEqual([
+        {
+          actor: 'ops@example.com',
+          action: 'purge',
+          scope: 'filter',
+          target: 'topic="billing"',
+          confirmed: 1,
+          affected: 1,
+        },
+      ]);
+      expect((await get(`${c.url}/audit`)).body).toMatch(
+        /from its audit table.*<td>ops@example.com<\/td><td>purge<\/td>/,
+      );
+    } finally {
+      await ds.query(`DROP TABLE IF EXISTS "${auditTableName}"`);
+    }
   });
 
   it('retries a selection: the message leaves the dead letters and is published again', async () => {

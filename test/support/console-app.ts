@@ -30,11 +30,12 @@ export interface ConsoleApp {
 /** The console accepts `Authorization: Bearer CONSOLE_TOKEN` unless `console` says otherwise. */
 export async function openConsoleApp(
   publisher: OutboxPublisher,
-  console: OutboxConsoleOptions & { path?: string } = {},
+  console: OutboxConsoleOptions & { path?: string; auditTableName?: string } = {},
 ): Promise<ConsoleApp> {
   const db = testDatabase('postgres');
   const table = uniqueTable('outbox_console');
   const dataSource = await db.open(table);
+  const { auditTableName, ...consoleOptions } = console;
   try {
     const moduleRef = await Test.createTestingModule({
       imports: [
@@ -49,7 +50,10 @@ export async function openConsoleApp(
         OutboxConsoleModule.forRoot({
           authorize: (request) => request.headers.authorization === `Bearer ${CONSOLE_TOKEN}`,
           sampleIntervalMs: 1_000,
-          ...console,
+          ...(auditTableName === undefined
+            ? {}
+            : { auditTable: { dataSource, tableName: auditTableName } }),
+          ...consoleOptions,
         }),
       ],
     }).compile();

@@ -1,5 +1,6 @@
 import type { CanActivate, Type } from '@nestjs/common';
 import type { IncomingHttpHeaders } from 'node:http';
+import type { DataSource } from 'typeorm';
 import { OptionChecks } from '../../options/option-checks';
 import { DEFAULT_OUTBOX_NAME } from '../../outbox.constants';
 
@@ -52,7 +53,18 @@ export interface OutboxConsoleOptions {
   readonly actor?: (request: OutboxConsoleRequest) => string | undefined;
   /** Where a refused visitor is sent to sign in (a link on the 401 page). @default none */
   readonly loginUrl?: string | null;
-  /** Also hand every audit entry to this (a table, a log shipper). Awaited; a failure is logged. */
+  /**
+   * Keep the audit log in this table of this DataSource (created with
+   * `ensureOutboxConsoleAuditTable` or `outboxConsoleAuditTableDdl`; checked at startup), and
+   * show it from there. @default none: the last 500 entries in memory
+   */
+  readonly auditTable?: {
+    readonly dataSource: DataSource;
+    /** @default 'outbox_console_audit' */
+    readonly tableName?: string;
+    readonly schema?: string;
+  } | null;
+  /** Also hand every audit entry to this (a log shipper). Awaited; a failure is logged. */
   readonly audit?: (entry: OutboxConsoleAuditEntry) => void | Promise<void>;
   /**
    * How often the console samples the backlog counts for its overview and the last hour's
@@ -80,6 +92,7 @@ export interface ResolvedOutboxConsoleOptions {
   readonly actor: (request: OutboxConsoleRequest) => string;
   readonly loginUrl: string | null;
   readonly audit: ((entry: OutboxConsoleAuditEntry) => void | Promise<void>) | null;
+  readonly auditTable: NonNullable<OutboxConsoleOptions['auditTable']> | null;
   readonly sampleIntervalMs: number;
   readonly pageSize: number;
 }
@@ -96,6 +109,7 @@ const OPTION_KEYS = {
     actor: true,
     loginUrl: true,
     audit: true,
+    auditTable: true,
     sampleIntervalMs: true,
     pageSize: true,
   },
@@ -147,6 +161,21 @@ export function resolveConsoleOutbox(name: unknown = DEFAULT_OUTBOX_NAME): strin
     );
   }
   return name;
+}
+
+function auditTableOf(
+  value: OutboxConsoleOptions['auditTable'],
+): ResolvedOutboxConsoleOptions['auditTable'] {
+  if (value === undefined || value === null) return null;
+  const dataSource: unknown = typeof value === 'object' ? value.dataSource : undefined;
+  if (dataSource === null || typeof dataSource !== 'object' || !('query' in dataSource)) {
+    return checks.fail(
+      'auditTable',
+      'it has no dataSource',
+      'Pass { dataSource } (the DataSource of the outbox table), optionally with tableName and schema.',
+    );
+  }
+  return value;
 }
 
 /**
@@ -221,6 +250,7 @@ export function resolveOutboxConsoleOptions(
       'audit',
       '(entry) => auditRepository.insert(entry)',
     ),
+    auditTable: auditTableOf(options.auditTable),
     sampleIntervalMs:
       options.sampleIntervalMs === 0
         ? 0

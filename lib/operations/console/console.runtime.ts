@@ -9,6 +9,7 @@ import {
 import type { ModuleRef } from '@nestjs/core';
 import { isObservable, lastValueFrom } from 'rxjs';
 import type { OutboxAdmin } from '../admin/outbox.admin';
+import { ConsoleAuditStore } from './audit/console-audit-store';
 import { BacklogSampler } from './backlog-sampler';
 import { ConsoleAuditLog } from './console-audit';
 import { ConsoleCsrf } from './console-csrf';
@@ -30,6 +31,7 @@ export class ConsoleRuntime implements OnModuleInit, OnApplicationBootstrap, OnM
   readonly audit: ConsoleAuditLog;
   readonly csrf = new ConsoleCsrf();
   private guard: CanActivate | null = null;
+  private readonly auditTable: ConsoleAuditStore | null;
   private readonly logger = new Logger('OutboxConsole');
 
   constructor(
@@ -40,10 +42,14 @@ export class ConsoleRuntime implements OnModuleInit, OnApplicationBootstrap, OnM
   ) {
     this.options = resolveOutboxConsoleOptions(options);
     this.sampler = new BacklogSampler(admin, this.options.sampleIntervalMs);
-    this.audit = new ConsoleAuditLog(this.options.audit);
+    const { auditTable } = this.options;
+    this.auditTable =
+      auditTable === null ? null : new ConsoleAuditStore(auditTable.dataSource, auditTable);
+    this.audit = new ConsoleAuditLog(this.options.audit, this.auditTable);
   }
 
   async onModuleInit(): Promise<void> {
+    await this.auditTable?.check();
     const { guard } = this.options;
     if (guard !== null) {
       // The app's instance when it provides the guard; otherwise one built with its dependencies.

@@ -7,3 +7,9 @@ export {
   type OutboxConsoleOptions,
   type OutboxConsoleRequest,
 } from './console.options';
+export {
+  DEFAULT_CONSOLE_AUDIT_TABLE,
+  ensureOutboxConsoleAuditTable,
+  outboxConsoleAuditTableDdl,
+  type OutboxConsoleAuditTableOptions,
+} from './audit/console-audit-table';

@@ -131,8 +131,9 @@ export class OutboxConsoleController {
   }
 
   @Get('audit')
-  audit(@Res() res: unknown): void {
-    this.respond.page(res, 200, auditPage(this.ctx, this.runtime.audit.recent()));
+  async audit(@Res() res: unknown): Promise<void> {
+    const entries = await this.runtime.audit.recent();
+    this.respond.page(res, 200, auditPage(this.ctx, entries, this.runtime.audit.durable));
   }
 
   /** The confirmation page: what the action would touch, counted now. */

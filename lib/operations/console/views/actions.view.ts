@@ -81,13 +81,20 @@ export function resultPage(ctx: ViewContext, entry: OutboxConsoleAuditEntry): Ht
   );
 }
 
-export function auditPage(ctx: ViewContext, entries: readonly OutboxConsoleAuditEntry[]): Html {
+export function auditPage(
+  ctx: ViewContext,
+  entries: readonly OutboxConsoleAuditEntry[],
+  durable: boolean,
+): Html {
   return layout(
     ctx,
     'Audit log',
     html`<p class="muted">
-        The last 500 actions taken through this instance's console since it started (kept in memory,
-        also logged).
+        ${
+          durable
+            ? 'The last 500 actions taken through the console, from its audit table.'
+            : "The last 500 actions taken through this instance's console since it started (kept in memory and logged: give the option auditTable to keep them)."
+        }
       </p>
       ${
         entries.length === 0
