@@ -1,6 +1,8 @@
 import { Injectable, Logger, type CanActivate, type ExecutionContext } from '@nestjs/common';
 import { OutboxOptionsError, PermanentPublishError } from '../../lib';
 import { ensureOutboxConsoleAuditTable } from '../../lib/operations/console';
+import { OUTBOX_STORE } from '../../lib/outbox.constants';
+import type { OutboxStore } from '../../lib/store/outbox-store.port';
 import { RecordingPublisher } from '../../lib/testing';
 import { CONSOLE_TOKEN, openConsoleApp, type ConsoleApp } from '../support/console-app';
 import { testDatabase, uniqueTable } from '../support/databases';
@@ -393,6 +395,45 @@ describeWith(['postgres'], 'OutboxConsoleModule over HTTP (PostgreSQL, Express)'
     expect((await c.admin.get(first!))?.status).toBe('delivered');
     expect(publisher.attemptsOf(first!)).toBe(2);
     expect((await c.admin.get(second!))?.status).toBe('dead');
+  });
+
+  it('shows blocked keys, stuck leases and why a message is not out', async () => {
+    c = await openConsoleApp(rejectingPublisher());
+    // A dead head (ordering.onDeadLetter 'block' by default) holds two later messages of its key.
+    const [head] = await c.enqueue([{ topic: 'orders', key: 'k-blocked', payload: { n: 1 } }]);
+    await c.dispatcher.drain();
+    const [, parked] = await c.enqueue([
+      { topic: 'orders', key: 'k-blocked', payload: { n: 2 } },
+      { topic: 'orders', key: 'k-blocked', payload: { n: 3 } },
+    ]);
+    await c.dispatcher.drain();
+    const blocked = (await get(`${c.url}/blocked-keys`)).body;
+    expect(blocked).toMatch(
+      new RegExp(
+        `<tr><td>k-blocked</td><td><a href="/outbox/messages/${head}">${head}</a></td><td>dead</td><td>1</td>.*?<td>2</td>`,
+      ),
+    );
+
+    // A lease whose dispatcher died: claimed by an owner that never settles, with a 1 ms lease.
+    const [lost] = await c.enqueue([{ topic: 'leases', payload: {} }]);
+    const claimed = await c.app
+      .get<OutboxStore>(OUTBOX_STORE)
+      .claim({ limit: 10, owner: 'crashed-instance', leaseMs: 1 });
+    expect(claimed.records.map((r) => r.messageId)).toEqual([lost]);
+    await waitFor(
+      'the lease to expire',
+      async () => (await c!.admin.stuckLeases()).items.length === 1,
+    );
+    const leases = (await get(`${c.url}/stuck-leases`)).body;
+    expect(leases).toMatch(
+      new RegExp(`${lost}</a></td><td>leases</td><td>crashed-instance</td>.*?<td>yes</td>`),
+    );
+
+    const why = (await get(`${c.url}/why?id=${parked}`)).body;
+    expect(why).toContain(`Parked behind ${head} (dead), the head of key &quot;k-blocked&quot;`);
+    const unknown = (await get(`${c.url}/why?id=00000000-0000-4000-8000-000000000000`)).body;
+    expect(unknown).toContain('No message with this id');
+    expect((await get(`${c.url}/messages/00000000-0000-4000-8000-000000000000`)).status).toBe(404);
   });
 
   it('in read-only mode shows no action and refuses posted ones', async () => {
