@@ -169,6 +169,8 @@ describeWith(['postgres'], 'OutboxConsoleModule over HTTP (PostgreSQL, Express)'
       const page = await get(c!.url);
       return page.body.includes('id="total-dead">5<') ? page.body : null;
     });
+    // autoStart: false in these tests: this instance's dispatcher is reported as not started.
+    expect(overview).toMatch(/This instance's dispatcher: <strong>stopped<\/strong>/);
     expect(overview).toMatch(
       /<tr><td>billing<\/td><td>0<\/td><td>0<\/td><td>0<\/td>\s*<td><a href="\/outbox\/messages\?status=dead&amp;topic=billing">2<\/a><\/td><\/tr>/,
     );

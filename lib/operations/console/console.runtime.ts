@@ -8,6 +8,8 @@ import {
 } from '@nestjs/common';
 import type { ModuleRef } from '@nestjs/core';
 import { isObservable, lastValueFrom } from 'rxjs';
+import { OutboxDispatcher, type OutboxDispatcherStatus } from '../../dispatch/outbox.dispatcher';
+import { getOutboxToken } from '../../module/outbox.tokens';
 import type { OutboxAdmin } from '../admin/outbox.admin';
 import { ConsoleAuditStore } from './audit/console-audit-store';
 import { BacklogSampler } from './backlog-sampler';
@@ -32,10 +34,12 @@ export class ConsoleRuntime implements OnModuleInit, OnApplicationBootstrap, OnM
   readonly csrf = new ConsoleCsrf();
   private guard: CanActivate | null = null;
   private readonly auditTable: ConsoleAuditStore | null;
+  private dispatcher: OutboxDispatcher | null = null;
   private readonly logger = new Logger('OutboxConsole');
 
   constructor(
     readonly path: string,
+    private readonly outbox: string,
     readonly admin: OutboxAdmin,
     options: OutboxConsoleOptions,
     private readonly moduleRef: ModuleRef,
@@ -50,6 +54,17 @@ export class ConsoleRuntime implements OnModuleInit, OnApplicationBootstrap, OnM
 
   async onModuleInit(): Promise<void> {
     await this.auditTable?.check();
+    try {
+      this.dispatcher = this.moduleRef.get<OutboxDispatcher>(
+        getOutboxToken(this.outbox, OutboxDispatcher),
+        {
+          strict: false,
+        },
+      );
+    } catch {
+      // workers: false: this instance has no dispatcher to report on.
+      this.dispatcher = null;
+    }
     const { guard } = this.options;
     if (guard !== null) {
       // The app's instance when it provides the guard; otherwise one built with its dependencies.
@@ -76,6 +91,11 @@ export class ConsoleRuntime implements OnModuleInit, OnApplicationBootstrap, OnM
 
   async onModuleDestroy(): Promise<void> {
     await this.sampler.stop();
+  }
+
+  /** This instance's dispatcher, when it has one (other instances' are not known here). */
+  dispatcherStatus(): OutboxDispatcherStatus | null {
+    return this.dispatcher?.status() ?? null;
   }
 
   /** Whether the app's guard or callback lets this request in. */

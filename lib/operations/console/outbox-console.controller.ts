@@ -69,7 +69,11 @@ export class OutboxConsoleController {
   @Get()
   async overview(@Res() res: unknown): Promise<void> {
     const now = await this.runtime.sampler.latest();
-    this.respond.page(res, 200, overviewPage(this.ctx, now, this.runtime.sampler.history()));
+    this.respond.page(
+      res,
+      200,
+      overviewPage(this.ctx, now, this.runtime.sampler.history(), this.runtime.dispatcherStatus()),
+    );
   }
 
   @Get('assets/console.css')

@@ -73,7 +73,7 @@ export class OutboxConsoleModule {
           provide: ConsoleRuntime,
           inject: [getOutboxToken(outbox, OutboxAdmin), CONSOLE_OPTIONS, ModuleRef],
           useFactory: (admin: OutboxAdmin, opts: OutboxConsoleOptions, moduleRef: ModuleRef) =>
-            new ConsoleRuntime(path, admin, opts, moduleRef),
+            new ConsoleRuntime(path, outbox, admin, opts, moduleRef),
         },
         ConsoleAccessGuard,
         ConsoleExceptionFilter,

@@ -1,4 +1,5 @@
 import { html, type Html } from '../console-html';
+import type { OutboxDispatcherStatus } from '../../../dispatch/outbox.dispatcher';
 import type { BacklogSample } from '../backlog-sampler';
 import { duration, layout, query, time, type ViewContext } from './layout.view';
 
@@ -45,10 +46,32 @@ function chart(history: readonly BacklogSample[]): Html {
   </figure>`;
 }
 
+function dispatcherSection(status: OutboxDispatcherStatus | null): Html {
+  if (status === null) {
+    return html`<p class="muted" id="dispatcher">
+      This instance runs no dispatcher (workers: false).
+    </p>`;
+  }
+  const state = !status.started
+    ? 'stopped'
+    : status.stalledDatabaseCall !== null
+      ? `waiting on a database call that does not answer (${status.stalledDatabaseCall})`
+      : status.pausedUntil !== null
+        ? `paused after an outage until ${time(status.pausedUntil)}`
+        : status.runningForMs !== null
+          ? `publishing for ${duration(status.runningForMs)}`
+          : 'idle';
+  return html`<p id="dispatcher">
+    This instance's dispatcher: <strong>${state}</strong>; last run finished
+    ${time(status.lastRunFinishedAt)}. (Other instances report on their own console.)
+  </p>`;
+}
+
 export function overviewPage(
   ctx: ViewContext,
   now: BacklogSample,
   history: readonly BacklogSample[],
+  dispatcher: OutboxDispatcherStatus | null,
 ): Html {
   const rows = now.byTopic.filter((t) => t.pending + t.waiting + t.leased + t.dead > 0);
   return layout(
@@ -80,6 +103,7 @@ export function overviewPage(
           <dd>${duration(now.oldestPendingAgeMs)}</dd>
         </div>
       </dl>
+      ${dispatcherSection(dispatcher)}
       <h2>Last hour</h2>
       ${chart(history)}
       <h2>By topic</h2>
