@@ -13,6 +13,7 @@ const base = {
     '^nestjs-outbox/opentelemetry$': '<rootDir>/lib/integrations/opentelemetry/index.ts',
     '^nestjs-outbox/testing$': '<rootDir>/lib/testing/index.ts',
     '^nestjs-outbox/inbox$': '<rootDir>/lib/inbox/index.ts',
+    '^nestjs-outbox/console$': '<rootDir>/lib/operations/console/index.ts',
   },
 };
 

@@ -4,6 +4,7 @@ import { OutboxModule } from '../lib';
 import { SampleConfigModule } from './config/sample-config.module';
 import { SampleConfig } from './config/sample.config';
 import { createPublisher } from './config/transport.options';
+import { SampleConsoleModule } from './console/sample-console.module';
 import { ConsumerModule } from './consumer/consumer.module';
 import { DatabaseModule } from './database/database.module';
 import { OrdersModule } from './orders/orders.module';
@@ -33,6 +34,7 @@ export class AppModule implements BeforeApplicationShutdown {
         }),
         OrdersModule,
         ConsumerModule,
+        SampleConsoleModule.forRoot(config),
       ],
       controllers: [OutboxStatsController],
     };

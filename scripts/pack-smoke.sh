@@ -18,7 +18,7 @@ mode=${1:-pinned}
 # The subpaths whose client libraries the modes install (oldest: all but terminus); the ES module app checks that each
 # gives the same exports through import() and require().
 subpaths="nestjs-outbox/microservices nestjs-outbox/kafka nestjs-outbox/rabbitmq nestjs-outbox/testing"
-subpaths+=" nestjs-outbox/inbox nestjs-outbox/prometheus nestjs-outbox/terminus nestjs-outbox/opentelemetry"
+subpaths+=" nestjs-outbox/inbox nestjs-outbox/prometheus nestjs-outbox/terminus nestjs-outbox/opentelemetry nestjs-outbox/console"
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -97,6 +97,18 @@ function transport(env: NodeJS.ProcessEnv): TransportConfig {
   }
 }
 
+function consoleToken(env: NodeJS.ProcessEnv): string | undefined {
+  const token = env.OUTBOX_CONSOLE_TOKEN ?? '';
+  if (token === '') return undefined;
+  // A short token is guessed; the console can purge messages.
+  if (token.length < 16) {
+    throw new SampleConfigError(
+      'OUTBOX_CONSOLE_TOKEN must be at least 16 characters (e.g. from `openssl rand -hex 16`), or unset to leave the console off',
+    );
+  }
+  return token;
+}
+
 /**
  * The sample's settings, read from the environment once at startup. With no variables set it runs
  * embedded: a SQLite file and a TCP microservice in the same process.
@@ -109,10 +121,17 @@ export class SampleConfig {
     readonly database: DatabaseConfig,
     /** `OUTBOX_TRANSPORT` and its broker settings. */
     readonly transport: TransportConfig,
+    /** `OUTBOX_CONSOLE_TOKEN`: the outbox console at /outbox is on, behind this token, when set. */
+    readonly consoleToken: string | undefined = undefined,
   ) {}
 
   static fromEnv(env: NodeJS.ProcessEnv = process.env): SampleConfig {
-    return new SampleConfig(port(env, 'PORT', 3000), database(env), transport(env));
+    return new SampleConfig(
+      port(env, 'PORT', 3000),
+      database(env),
+      transport(env),
+      consoleToken(env),
+    );
   }
 
   /** The database for logs, without credentials. */

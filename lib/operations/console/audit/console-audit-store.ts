@@ -1,0 +1,81 @@
+import type { DataSource } from 'typeorm';
+import { OutboxOptionsError } from '../../../errors/outbox-options.error';
+import { describeError } from '../../../internal/describe-error';
+import { outboxDialectOf } from '../../../store/outbox-dialect';
+import type { OutboxTableNames } from '../../../store/sql-identifier';
+import type { OutboxConsoleAuditEntry } from '../console.options';
+import type { ConsoleAuditSql } from './console-audit-sql';
+import {
+  consoleAuditSqlOf,
+  consoleAuditTableNames,
+  type OutboxConsoleAuditTableOptions,
+} from './console-audit-table';
+
+interface AuditRow {
+  at: Date | string;
+  actor: string;
+  action: string;
+  scope: string;
+  target: string;
+  confirmed: number | string;
+  affected: number | string;
+}
+
+/** PostgreSQL gives Dates; MySQL (formatted) and SQLite give UTC text without a zone. */
+function toDate(value: Date | string): Date {
+  if (value instanceof Date) return value;
+  const [whole = value, fraction = ''] = value.split('.');
+  const ms = fraction === '' ? '' : `.${fraction.slice(0, 3).padEnd(3, '0')}`;
+  return new Date(`${whole.replace(' ', 'T')}${ms}Z`);
+}
+
+/** The console's audit log in a table of the app's database (see docs/console.md#audit-log). */
+export class ConsoleAuditStore {
+  private readonly sql: ConsoleAuditSql;
+  private readonly names: OutboxTableNames;
+
+  constructor(
+    private readonly dataSource: DataSource,
+    options: OutboxConsoleAuditTableOptions,
+  ) {
+    const dialect = outboxDialectOf(dataSource.options.type);
+    this.sql = consoleAuditSqlOf(dialect);
+    this.names = consoleAuditTableNames(dialect, options);
+  }
+
+  /** Fails the app's start when the table is missing, saying how to create it. */
+  async check(): Promise<void> {
+    try {
+      await this.dataSource.query(this.sql.probe(this.names));
+    } catch (error) {
+      throw new OutboxOptionsError(
+        `Invalid OutboxConsoleModule option "auditTable": the audit table ${this.names.table} cannot be read (${describeError(error)}). Create it with ensureOutboxConsoleAuditTable(dataSource) or the statements of outboxConsoleAuditTableDdl() in a migration (see docs/console.md#audit-log), or leave auditTable out to keep the audit log in memory.`,
+        'auditTable',
+      );
+    }
+  }
+
+  async insert(entry: OutboxConsoleAuditEntry): Promise<void> {
+    await this.dataSource.query(this.sql.insert(this.names), [
+      entry.actor.slice(0, 200),
+      entry.action,
+      entry.scope,
+      entry.target.slice(0, 2000),
+      entry.confirmed,
+      entry.affected,
+    ]);
+  }
+
+  async recent(limit: number): Promise<OutboxConsoleAuditEntry[]> {
+    const rows = await this.dataSource.query<AuditRow[]>(this.sql.recent(this.names), [limit]);
+    return rows.map((row) => ({
+      at: toDate(row.at),
+      actor: row.actor,
+      action: row.action as OutboxConsoleAuditEntry['action'],
+      scope: row.scope as OutboxConsoleAuditEntry['scope'],
+      target: row.target,
+      confirmed: Number(row.confirmed),
+      affected: Number(row.affected),
+    }));
+  }
+}

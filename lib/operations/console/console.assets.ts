@@ -1,0 +1,50 @@
+// The console's only stylesheet and script, served by the console itself: no build step and
+// nothing fetched from elsewhere, which also lets the Content-Security-Policy allow 'self' only.
+
+export const CONSOLE_CSS = `
+:root { color-scheme: light dark; --fg: #1d2433; --muted: #6b7280; --line: #d9dde5; --accent: #2457c5; --danger: #b42318; --bg: #fff; --head: #f4f6fa; }
+@media (prefers-color-scheme: dark) { :root { --fg: #e6e9ef; --muted: #9aa3b2; --line: #363c48; --accent: #8ab4ff; --danger: #ff8a80; --bg: #15181e; --head: #1e222a; } }
+* { box-sizing: border-box; }
+body { margin: 0; font: 14px/1.45 system-ui, sans-serif; color: var(--fg); background: var(--bg); }
+header { display: flex; gap: 1.5rem; align-items: center; padding: .6rem 1.2rem; border-bottom: 1px solid var(--line); background: var(--head); flex-wrap: wrap; }
+nav { display: flex; gap: 1rem; flex-wrap: wrap; }
+a { color: var(--accent); }
+main { padding: 1rem 1.2rem 3rem; max-width: 1400px; }
+h1 { font-size: 1.35rem; word-break: break-all; }
+h2 { font-size: 1.05rem; margin-top: 1.6rem; }
+table { border-collapse: collapse; width: 100%; margin: .5rem 0; }
+th, td { border-bottom: 1px solid var(--line); padding: .35rem .5rem; text-align: left; vertical-align: top; }
+th { background: var(--head); font-weight: 600; }
+table.fields th { width: 14rem; }
+td.error { color: var(--danger); max-width: 32rem; overflow-wrap: anywhere; }
+pre { background: var(--head); border: 1px solid var(--line); padding: .8rem; overflow: auto; max-height: 60vh; white-space: pre-wrap; overflow-wrap: anywhere; }
+.muted { color: var(--muted); }
+.badge { display: inline-block; padding: 0 .45rem; border: 1px solid var(--line); border-radius: .6rem; font-size: .8rem; }
+.notice { padding: .6rem .8rem; border-left: 4px solid var(--danger); background: var(--head); }
+.filters, .bulk { display: flex; gap: .6rem; flex-wrap: wrap; align-items: end; margin: .6rem 0; }
+label { display: flex; flex-direction: column; font-size: .8rem; color: var(--muted); }
+input, select, button { font: inherit; padding: .25rem .45rem; }
+button { cursor: pointer; }
+button.danger { color: var(--danger); border-color: var(--danger); }
+.tiles { display: flex; gap: 1rem; flex-wrap: wrap; }
+.tiles div { border: 1px solid var(--line); padding: .5rem 1rem; min-width: 8rem; }
+.tiles dt { color: var(--muted); font-size: .8rem; }
+.tiles dd { margin: 0; font-size: 1.6rem; }
+svg { max-width: 100%; height: auto; border: 1px solid var(--line); }
+polyline { fill: none; stroke-width: 2; }
+polyline.undelivered { stroke: var(--accent); }
+polyline.dead { stroke: var(--danger); }
+.key.undelivered { color: var(--accent); }
+.key.dead { color: var(--danger); }
+`;
+
+/** "Select all" on a page of dead letters; the console works without it. */
+export const CONSOLE_JS = `
+document.addEventListener('DOMContentLoaded', function () {
+  var all = document.getElementById('select-all');
+  if (!all) return;
+  all.addEventListener('change', function () {
+    document.querySelectorAll('input[name="id"][form="selection"]').forEach(function (box) { box.checked = all.checked; });
+  });
+});
+`;

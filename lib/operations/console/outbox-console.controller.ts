@@ -1,0 +1,276 @@
+import {
+  Body,
+  ForbiddenException,
+  Get,
+  Inject,
+  Param,
+  Post,
+  Query,
+  Req,
+  Res,
+  UseFilters,
+  UseGuards,
+} from '@nestjs/common';
+import { HttpAdapterHost } from '@nestjs/core';
+import type { OutboxDeadLetterFilter } from '../admin/outbox-admin.interfaces';
+import { CONSOLE_CSS, CONSOLE_JS } from './console.assets';
+import { ConsoleAccessGuard } from './console-access.guard';
+import { ConsoleExceptionFilter } from './console-exception.filter';
+import {
+  ConsoleInputError,
+  cursor,
+  deadLetterFilter,
+  describeFilter,
+  list,
+  messageFilter,
+  minutesParam,
+  text,
+  uuid,
+  type ConsoleParams,
+} from './console-input';
+import { ConsoleResponder } from './console-responder';
+import { ConsoleRuntime } from './console.runtime';
+import type { OutboxConsoleAuditEntry, OutboxConsoleRequest } from './console.options';
+import { auditPage, confirmPage, resultPage, type ConsoleSelection } from './views/actions.view';
+import { blockedKeysPage, stuckLeasesPage } from './views/keys-and-leases.view';
+import { notice, type ViewContext } from './views/layout.view';
+import { messagePage, whyPage } from './views/message.view';
+import { messagesPage } from './views/messages.view';
+import { overviewPage } from './views/overview.view';
+
+/** Most ids one confirmation takes (a page of the listing is at most 500). */
+const MAX_SELECTION = 500;
+
+/**
+ * The console's pages and actions. Not decorated with a path: `OutboxConsoleModule` mounts a
+ * subclass of it at the path the app chose. Every route is behind the access guard, every
+ * failure becomes a page (ConsoleExceptionFilter), and every action is a POST checked for CSRF.
+ */
+@UseGuards(ConsoleAccessGuard)
+@UseFilters(ConsoleExceptionFilter)
+export class OutboxConsoleController {
+  private readonly respond: ConsoleResponder;
+
+  constructor(
+    @Inject(ConsoleRuntime) private readonly runtime: ConsoleRuntime,
+    adapterHost: HttpAdapterHost,
+  ) {
+    this.respond = new ConsoleResponder(() => adapterHost.httpAdapter);
+  }
+
+  private get ctx(): ViewContext {
+    return {
+      base: this.runtime.path,
+      readOnly: this.runtime.options.readOnly,
+      csrf: this.runtime.csrf.token(),
+    };
+  }
+
+  @Get()
+  async overview(@Res() res: unknown): Promise<void> {
+    const now = await this.runtime.sampler.latest();
+    this.respond.page(
+      res,
+      200,
+      overviewPage(this.ctx, now, this.runtime.sampler.history(), this.runtime.dispatcherStatus()),
+    );
+  }
+
+  @Get('assets/console.css')
+  css(@Res() res: unknown): void {
+    this.respond.asset(res, 'text/css', CONSOLE_CSS);
+  }
+
+  @Get('assets/console.js')
+  js(@Res() res: unknown): void {
+    this.respond.asset(res, 'text/javascript', CONSOLE_JS);
+  }
+
+  @Get('messages')
+  async messages(@Query() q: ConsoleParams, @Res() res: unknown): Promise<void> {
+    const filter = messageFilter(q);
+    const page = await this.runtime.admin.list(filter, {
+      after: cursor(q),
+      limit: this.runtime.options.pageSize,
+    });
+    const { status = 'dead', ...rest } = filter;
+    this.respond.page(res, 200, messagesPage(this.ctx, status as 'dead', rest, page));
+  }
+
+  @Get('messages/:id')
+  async message(@Param('id') id: string, @Res() res: unknown): Promise<void> {
+    const why = await this.runtime.admin.why(uuid(id));
+    if (why.message === null) {
+      this.respond.page(res, 404, notice(this.ctx, 'Not found', `No message has the id ${id}.`));
+      return;
+    }
+    this.respond.page(res, 200, messagePage(this.ctx, why.message, why));
+  }
+
+  @Get('why')
+  async why(@Query() q: ConsoleParams, @Res() res: unknown): Promise<void> {
+    const id = text(q, 'id');
+    const why = id === undefined ? null : await this.runtime.admin.why(uuid(id));
+    this.respond.page(res, 200, whyPage(this.ctx, id, why));
+  }
+
+  @Get('blocked-keys')
+  async blockedKeys(@Query() q: ConsoleParams, @Res() res: unknown): Promise<void> {
+    const page = await this.runtime.admin.blockedKeys({
+      after: cursor(q),
+      limit: this.runtime.options.pageSize,
+    });
+    this.respond.page(res, 200, blockedKeysPage(this.ctx, page));
+  }
+
+  @Get('stuck-leases')
+  async stuckLeases(@Query() q: ConsoleParams, @Res() res: unknown): Promise<void> {
+    const minutes = minutesParam(q, 'leasedLongerThanMinutes');
+    const page = await this.runtime.admin.stuckLeases({
+      after: cursor(q),
+      limit: this.runtime.options.pageSize,
+      ...(minutes === undefined ? {} : { leasedLongerThanMs: Math.round(minutes * 60_000) }),
+    });
+    this.respond.page(res, 200, stuckLeasesPage(this.ctx, page, minutes));
+  }
+
+  @Get('audit')
+  async audit(@Res() res: unknown): Promise<void> {
+    const entries = await this.runtime.audit.recent();
+    this.respond.page(res, 200, auditPage(this.ctx, entries, this.runtime.audit.durable));
+  }
+
+  /** The confirmation page: what the action would touch, counted now. */
+  @Post('actions/confirm')
+  async confirm(
+    @Req() req: OutboxConsoleRequest,
+    @Body() body: ConsoleParams,
+    @Res() res: unknown,
+  ): Promise<void> {
+    this.checkAction(req, body);
+    const action = actionOf(body);
+    const selection = selectionOf(body);
+    const matched = await this.matching(selection);
+    this.respond.page(
+      res,
+      200,
+      confirmPage(this.ctx, action, selection, matched, describe(selection)),
+    );
+  }
+
+  /** The confirmed action, if what it touches is still what the confirmation page counted. */
+  @Post('actions/run')
+  async run(
+    @Req() req: OutboxConsoleRequest,
+    @Body() body: ConsoleParams,
+    @Res() res: unknown,
+  ): Promise<void> {
+    this.checkAction(req, body);
+    const action = actionOf(body);
+    const selection = selectionOf(body);
+    const expected = Number(text(body, 'expected'));
+    if (!Number.isInteger(expected) || expected < 1) {
+      throw new ConsoleInputError('expected must be the count the confirmation page showed');
+    }
+    const matched = await this.matching(selection);
+    if (matched !== expected) {
+      // The dead letters changed since the page was shown: confirm again, on the new count.
+      this.respond.page(
+        res,
+        409,
+        confirmPage(
+          this.ctx,
+          action,
+          selection,
+          matched,
+          `${describe(selection)} now (you confirmed ${expected}; the dead letters changed since)`,
+        ),
+      );
+      return;
+    }
+    const admin = this.runtime.admin;
+    let affected: number;
+    if (selection.scope === 'selection') {
+      affected =
+        action === 'retry'
+          ? (await admin.retry(selection.ids)).requeued
+          : await admin.purge(selection.ids);
+    } else {
+      affected =
+        action === 'retry'
+          ? (await admin.retryWhere(selection.filter)).requeued
+          : await admin.purgeWhere(selection.filter);
+    }
+    const entry: OutboxConsoleAuditEntry = {
+      at: new Date(),
+      actor: this.runtime.options.actor(req),
+      action,
+      scope: selection.scope,
+      target: describe(selection),
+      confirmed: expected,
+      affected,
+    };
+    await this.runtime.audit.record(entry);
+    this.respond.page(res, 200, resultPage(this.ctx, entry));
+  }
+
+  private checkAction(req: OutboxConsoleRequest, body: ConsoleParams): void {
+    if (this.runtime.options.readOnly)
+      throw new ForbiddenException('The console is read-only (option readOnly).');
+    if (body === null || typeof body !== 'object') throw new ConsoleInputError('the form is empty');
+    const refusal = this.runtime.csrf.refusal(req, body.csrf);
+    if (refusal !== null) throw new ForbiddenException(`Refused: ${refusal}.`);
+  }
+
+  /** Dead letters among the selection, or matching the filter, counted now. */
+  private async matching(selection: ConsoleSelection): Promise<number> {
+    const admin = this.runtime.admin;
+    if (selection.scope === 'filter')
+      return (await admin.counts({ ...selection.filter, status: 'dead' })).dead;
+    let dead = 0;
+    for (const id of selection.ids) if ((await admin.get(id))?.status === 'dead') dead += 1;
+    return dead;
+  }
+}
+
+function actionOf(body: ConsoleParams): 'retry' | 'purge' {
+  const action = text(body, 'action');
+  if (action !== 'retry' && action !== 'purge') {
+    throw new ConsoleInputError(
+      `action must be retry or purge, got ${JSON.stringify(action ?? '')}`,
+    );
+  }
+  return action;
+}
+
+function selectionOf(body: ConsoleParams): ConsoleSelection {
+  const scope = text(body, 'scope');
+  if (scope === 'selection') {
+    const ids = [...new Set(list(body, 'id').map((id) => uuid(id.trim())))];
+    if (ids.length === 0) throw new ConsoleInputError('tick at least one dead letter');
+    if (ids.length > MAX_SELECTION)
+      throw new ConsoleInputError(`at most ${MAX_SELECTION} ids at a time; act by filter instead`);
+    return { scope, ids };
+  }
+  if (scope === 'filter') {
+    const filter: OutboxDeadLetterFilter = deadLetterFilter(body);
+    if (Object.keys(filter).length === 0) {
+      // Never a whole-table action by an empty form: "older than 0 minutes" says "every one".
+      throw new ConsoleInputError(
+        'a filter action needs at least one filter field (olderThanMinutes=0 selects every dead letter)',
+      );
+    }
+    return { scope, filter };
+  }
+  throw new ConsoleInputError(
+    `scope must be selection or filter, got ${JSON.stringify(scope ?? '')}`,
+  );
+}
+
+function describe(selection: ConsoleSelection): string {
+  return selection.scope === 'filter'
+    ? describeFilter(selection.filter)
+    : selection.ids.length <= 3
+      ? `ids ${selection.ids.join(', ')}`
+      : `${selection.ids.length} selected ids`;
+}

@@ -1,0 +1,138 @@
+import { html, type Html } from '../console-html';
+import type { OutboxMessageDetail, OutboxWhy } from '../../admin/outbox-admin.interfaces';
+import { csrfField, duration, layout, time, type ViewContext } from './layout.view';
+
+/** The payload pretty-printed when it is JSON (it always is when enqueued by this library). */
+export function prettyPayload(payload: string): string {
+  try {
+    return JSON.stringify(JSON.parse(payload), null, 2);
+  } catch {
+    return payload;
+  }
+}
+
+function explanation(ctx: ViewContext, why: OutboxWhy): Html {
+  return html`<section id="why">
+    <h2>Why is it not out?</h2>
+    <p><span class="badge">${why.state}</span> ${why.reason}</p>
+    ${
+      why.head === null
+        ? ''
+        : html`<p>
+            Held back by
+            <a href="${ctx.base}/messages/${why.head.messageId}">${why.head.messageId}</a>
+            (${why.head.status})${why.head.lastError === null ? '' : html`: <span class="error">${why.head.lastError}</span>`}
+          </p>`
+    }
+  </section>`;
+}
+
+export function messagePage(ctx: ViewContext, message: OutboxMessageDetail, why: OutboxWhy): Html {
+  const headers = Object.entries(message.headers);
+  const actions =
+    message.status === 'dead' && !ctx.readOnly
+      ? html`<form method="post" action="${ctx.base}/actions/confirm" class="bulk">
+          ${csrfField(ctx)}<input type="hidden" name="scope" value="selection" /><input
+            type="hidden"
+            name="id"
+            value="${message.messageId}"
+          />
+          <button name="action" value="retry">Retry…</button>
+          <button name="action" value="purge" class="danger">Purge…</button>
+        </form>`
+      : '';
+  return layout(
+    ctx,
+    `Message ${message.messageId}`,
+    html`${explanation(ctx, why)} ${actions}
+      <h2>Message</h2>
+      <table class="fields" id="fields">
+        <tr>
+          <th>Status</th>
+          <td>${message.status}</td>
+        </tr>
+        <tr>
+          <th>Topic</th>
+          <td>${message.topic}</td>
+        </tr>
+        <tr>
+          <th>Type</th>
+          <td>${message.type}</td>
+        </tr>
+        <tr>
+          <th>Key</th>
+          <td>${message.key ?? html`<span class="muted">none</span>`}</td>
+        </tr>
+        <tr>
+          <th>Row id (queue position)</th>
+          <td>${message.id}</td>
+        </tr>
+        <tr>
+          <th>Attempts</th>
+          <td>${message.attempts}</td>
+        </tr>
+        <tr>
+          <th>Last error</th>
+          <td class="error" id="last-error">${message.lastError ?? '–'}</td>
+        </tr>
+        <tr>
+          <th>Enqueued</th>
+          <td>${time(message.createdAt)} (${duration(message.ageMs)} ago)</td>
+        </tr>
+        <tr>
+          <th>Last attempt</th>
+          <td>${time(message.lastAttemptAt)}</td>
+        </tr>
+        <tr>
+          <th>Due</th>
+          <td>${time(message.availableAt)}</td>
+        </tr>
+        <tr>
+          <th>Delivered</th>
+          <td>${time(message.deliveredAt)}</td>
+        </tr>
+        <tr>
+          <th>Dead since</th>
+          <td>${time(message.deadAt)}</td>
+        </tr>
+        <tr>
+          <th>Lease</th>
+          <td>
+            ${message.lockedBy === null ? '–' : html`${message.lockedBy} until ${time(message.lockedUntil)}`}
+          </td>
+        </tr>
+      </table>
+      <h2>Headers</h2>
+      ${
+        headers.length === 0
+          ? html`<p class="muted">none</p>`
+          : html`<table class="fields" id="headers">
+              ${headers.map(
+                ([k, v]) =>
+                  html`<tr>
+                    <th>${k}</th>
+                    <td>${v}</td>
+                  </tr>`,
+              )}
+            </table>`
+      }
+      <h2>Payload</h2>
+      <pre id="payload">${prettyPayload(message.payload)}</pre>`,
+  );
+}
+
+export function whyPage(ctx: ViewContext, id: string | undefined, why: OutboxWhy | null): Html {
+  return layout(
+    ctx,
+    'Explain a message',
+    html`<form method="get" action="${ctx.base}/why" class="filters">
+        <label>Message id <input name="id" size="40" value="${id ?? ''}" required /></label>
+        <button type="submit">Explain</button>
+      </form>
+      ${
+        why === null
+          ? ''
+          : html`${explanation(ctx, why)}${why.message === null ? '' : html`<p><a href="${ctx.base}/messages/${why.messageId}">Open the message</a></p>`}`
+      }`,
+  );
+}

@@ -1,0 +1,475 @@
+import { Injectable, Logger, type CanActivate, type ExecutionContext } from '@nestjs/common';
+import { OutboxOptionsError, PermanentPublishError } from '../../lib';
+import { ensureOutboxConsoleAuditTable } from '../../lib/operations/console';
+import { OUTBOX_STORE } from '../../lib/outbox.constants';
+import type { OutboxStore } from '../../lib/store/outbox-store.port';
+import { RecordingPublisher } from '../../lib/testing';
+import { CONSOLE_TOKEN, openConsoleApp, type ConsoleApp } from '../support/console-app';
+import { testDatabase, uniqueTable } from '../support/databases';
+import { describeWith } from '../support/services';
+import { waitFor } from '../support/wait-for';
+
+// The console over HTTP, on PostgreSQL, with dead letters made by the real dispatcher and a
+// publisher that rejects them: what each page shows, what each action changes in the table,
+// and what the console refuses (no access check, anonymous visitors, bad input, cross-site posts).
+
+const auth: Record<string, string> = { authorization: `Bearer ${CONSOLE_TOKEN}` };
+const SCRIPT = '<script>document.title="pwned"</script>';
+
+async function get(
+  url: string,
+  headers: Record<string, string> = auth,
+): Promise<{ status: number; body: string }> {
+  const res = await fetch(url, { headers, redirect: 'manual' });
+  return { status: res.status, body: squash(await res.text()) };
+}
+
+async function post(
+  url: string,
+  form: [string, string][],
+  headers: Record<string, string> = auth,
+): Promise<{ status: number; body: string }> {
+  const res = await fetch(url, {
+    method: 'POST',
+    headers: { ...headers, 'content-type': 'application/x-www-form-urlencoded' },
+    body: new URLSearchParams(form).toString(),
+    redirect: 'manual',
+  });
+  return { status: res.status, body: squash(await res.text()) };
+}
+
+/** The page with the layout's whitespace taken out, so that assertions read the markup alone. */
+const squash = (body: string): string =>
+  body.replace(/>\s+</g, '><').replace(/\s+>/g, '>').replace(/\s+/g, ' ');
+
+const tokenOf = (page: string): string => /name="csrf" value="([^"]+)"/.exec(page)?.[1] ?? '';
+const countOf = (page: string, id: string): number =>
+  Number(new RegExp(`id="${id}" data-count="(\\d+)"`).exec(page)?.[1] ?? NaN);
+
+@Injectable()
+class AdminHeaderGuard implements CanActivate {
+  canActivate(context: ExecutionContext): boolean {
+    return (
+      context.switchToHttp().getRequest<{ headers: Record<string, string> }>().headers[
+        'x-admin'
+      ] === 'yes'
+    );
+  }
+}
+
+/** Dead letters: every message the publisher sees is rejected for good. */
+function rejectingPublisher(): RecordingPublisher {
+  return new RecordingPublisher().fail(() => true, 'permanent', {
+    error: new PermanentPublishError('schema v2 unknown'),
+  });
+}
+
+describeWith(['postgres'], 'OutboxConsoleModule over HTTP (PostgreSQL, Express)', () => {
+  let c: ConsoleApp | undefined;
+  afterEach(async () => {
+    await c?.close();
+    c = undefined;
+  });
+
+  async function withDeadLetters(): Promise<{ orders: string[]; billing: string[] }> {
+    c = await openConsoleApp(rejectingPublisher());
+    const orders = await c.enqueue([
+      { topic: 'orders', type: 'order.created', key: 'o-1', payload: { note: SCRIPT } },
+      { topic: 'orders', type: 'order.created', key: 'o-2', payload: { n: 2 } },
+      { topic: 'orders', type: 'order.paid', key: 'o-3', payload: { n: 3 } },
+    ]);
+    const billing = await c.enqueue([
+      { topic: 'billing', type: 'invoice.sent', key: 'b-1', payload: { n: 4 } },
+      { topic: 'billing', type: 'invoice.sent', key: 'b-2', payload: { n: 5 } },
+    ]);
+    await c.dispatcher.drain();
+    expect((await c.admin.counts({ status: 'dead' })).dead).toBe(5);
+    return { orders, billing };
+  }
+
+  it('refuses to start without an access check, saying how to fix it', async () => {
+    const started = openConsoleApp(new RecordingPublisher(), { authorize: undefined });
+    await expect(started).rejects.toThrow(OutboxOptionsError);
+    await expect(started).rejects.toThrow(/guard.*authorize.*unsafeAllowAnonymous: true/s);
+  });
+
+  it('lets a Nest guard class of the app decide, with the request it is given', async () => {
+    c = await openConsoleApp(new RecordingPublisher(), {
+      authorize: undefined,
+      guard: AdminHeaderGuard,
+    });
+    expect((await get(c.url, { 'x-admin': 'yes' })).status).toBe(200);
+    expect((await get(c.url, { 'x-admin': 'no' })).status).toBe(401);
+    expect((await get(c.url, auth)).status).toBe(401);
+  });
+
+  it('serves anyone with unsafeAllowAnonymous, warning at boot', async () => {
+    const warn = jest.spyOn(Logger.prototype, 'warn');
+    try {
+      c = await openConsoleApp(new RecordingPublisher(), {
+        authorize: undefined,
+        unsafeAllowAnonymous: true,
+      });
+      expect(warn.mock.calls.map(([m]) => String(m)).join('\n')).toMatch(
+        /open to anyone.*unsafeAllowAnonymous/,
+      );
+      expect((await get(c.url, {})).status).toBe(200);
+    } finally {
+      warn.mockRestore();
+    }
+  });
+
+  it('refuses anonymous and wrongly authorised requests, pages and actions alike', async () => {
+    const { orders } = await withDeadLetters();
+    for (const headers of [{}, { authorization: 'Bearer wrong' }] as Record<string, string>[]) {
+      const page = await get(`${c!.url}/messages?status=dead`, headers);
+      expect(page.status).toBe(401);
+      expect(page.body).not.toContain(orders[0]);
+      const action = await post(
+        `${c!.url}/actions/run`,
+        [
+          ['action', 'purge'],
+          ['scope', 'filter'],
+          ['topic', 'orders'],
+          ['expected', '3'],
+        ],
+        headers,
+      );
+      expect(action.status).toBe(401);
+    }
+    expect((await c!.admin.counts({ status: 'dead' })).dead).toBe(5);
+  });
+
+  it('lists dead letters with filters and pages, and shows one message with a <script> payload as text', async () => {
+    const { orders, billing } = await withDeadLetters();
+    const all = await get(`${c!.url}/messages?status=dead`);
+    expect(all.status).toBe(200);
+    for (const id of [...orders, ...billing]) expect(all.body).toContain(id);
+
+    const paid = await get(`${c!.url}/messages?status=dead&topic=orders&type=order.paid`);
+    expect(paid.body).toContain(orders[2]);
+    expect(paid.body).not.toContain(orders[0]);
+    const byKey = await get(`${c!.url}/messages?status=dead&key=b-2&error=SCHEMA+V2`);
+    expect([billing[1], billing[0]].map((id) => byKey.body.includes(id!))).toEqual([true, false]);
+    expect((await get(`${c!.url}/messages?status=dead&olderThanMinutes=60`)).body).toContain(
+      'id="empty"',
+    );
+
+    const detail = await get(`${c!.url}/messages/${orders[0]}`);
+    expect(detail.status).toBe(200);
+    expect(detail.body).not.toContain('<script>document');
+    expect(detail.body).toContain(
+      '&lt;script&gt;document.title=\\&quot;pwned\\&quot;&lt;/script&gt;',
+    );
+    expect(detail.body).toContain('schema v2 unknown');
+    expect(detail.body).toMatch(/Dead-lettered/);
+
+    // The overview reads the sampler's last count (every second here), not the table.
+    const overview = await waitFor('the sampled backlog', async () => {
+      const page = await get(c!.url);
+      return page.body.includes('id="total-dead">5<') ? page.body : null;
+    });
+    // autoStart: false in these tests: this instance's dispatcher is reported as not started.
+    expect(overview).toMatch(/This instance's dispatcher: <strong>stopped<\/strong>/);
+    expect(overview).toMatch(
+      /<tr><td>billing<\/td><td>0<\/td><td>0<\/td><td>0<\/td>\s*<td><a href="\/outbox\/messages\?status=dead&amp;topic=billing">2<\/a><\/td><\/tr>/,
+    );
+  });
+
+  it('pages the listing by keyset', async () => {
+    c = await openConsoleApp(rejectingPublisher(), { pageSize: 2 });
+    const ids = await c.enqueue([1, 2, 3, 4, 5].map((n) => ({ topic: 'orders', payload: { n } })));
+    await c.dispatcher.drain();
+    const seen: string[] = [];
+    let url: string | null = `${c.url}/messages?status=dead`;
+    while (url !== null) {
+      const page = await get(url);
+      seen.push(...[...page.body.matchAll(/data-message-id="([^"]+)"/g)].map((m) => m[1] ?? ''));
+      const next = /id="next-page" href="([^"]+)"/.exec(page.body)?.[1];
+      url = next === undefined ? null : new URL(next.replace(/&amp;/g, '&'), c.url).toString();
+    }
+    expect(seen).toEqual(ids);
+  });
+
+  it('answers bad filter values with 400 and the reason, and changes nothing', async () => {
+    await withDeadLetters();
+    const cases: [string, RegExp][] = [
+      [
+        '/messages?status=dead&olderThanMinutes=-5',
+        /olderThanMinutes must be a number of minutes, 0 or more/,
+      ],
+      ['/messages?status=gone', /status must be one of dead, pending, waiting, delivered/],
+      ['/messages/not-a-uuid', /id must be a message id \(a UUID\)/],
+      ['/why?id=123', /id must be a message id/],
+      ['/messages?status=dead&after=abc', /after must be a cursor/],
+      ['/stuck-leases?leasedLongerThanMinutes=soon', /leasedLongerThanMinutes must be a number/],
+    ];
+    for (const [path, reason] of cases) {
+      const page = await get(`${c!.url}${path}`);
+      expect(`${path} ${page.status}`).toBe(`${path} 400`);
+      expect(page.body).toMatch(reason);
+    }
+    const token = tokenOf((await get(`${c!.url}/messages?status=dead`)).body);
+    const empty = await post(`${c!.url}/actions/confirm`, [
+      ['csrf', token],
+      ['action', 'purge'],
+      ['scope', 'filter'],
+    ]);
+    expect(empty.status).toBe(400);
+    expect(empty.body).toMatch(/at least one filter field/);
+    const negative = await post(`${c!.url}/actions/run`, [
+      ['csrf', token],
+      ['action', 'purge'],
+      ['scope', 'filter'],
+      ['olderThanMinutes', '-1'],
+      ['expected', '5'],
+    ]);
+    expect(negative.status).toBe(400);
+    const badId = await post(`${c!.url}/actions/run`, [
+      ['csrf', token],
+      ['action', 'purge'],
+      ['scope', 'selection'],
+      ['id', 'x'],
+      ['expected', '1'],
+    ]);
+    expect(badId.status).toBe(400);
+    expect((await c!.admin.counts({ status: 'dead' })).dead).toBe(5);
+  });
+
+  it('refuses actions without the page token or from another site', async () => {
+    await withDeadLetters();
+    const token = tokenOf((await get(`${c!.url}/messages?status=dead`)).body);
+    const form: [string, string][] = [
+      ['action', 'purge'],
+      ['scope', 'filter'],
+      ['topic', 'orders'],
+      ['expected', '3'],
+    ];
+    expect((await post(`${c!.url}/actions/run`, form)).status).toBe(403);
+    expect((await post(`${c!.url}/actions/run`, [...form, ['csrf', 'forged.token']])).status).toBe(
+      403,
+    );
+    expect(
+      (
+        await post(`${c!.url}/actions/run`, [...form, ['csrf', token]], {
+          ...auth,
+          'sec-fetch-site': 'cross-site',
+        })
+      ).status,
+    ).toBe(403);
+    expect(
+      (
+        await post(`${c!.url}/actions/run`, [...form, ['csrf', token]], {
+          ...auth,
+          origin: 'https://evil.example',
+        })
+      ).status,
+    ).toBe(403);
+    expect((await c!.admin.counts({ status: 'dead' })).dead).toBe(5);
+  });
+
+  it('purges by filter after a confirmation that shows the exact count, and writes the audit log', async () => {
+    const { orders, billing } = await withDeadLetters();
+    const token = tokenOf((await get(`${c!.url}/messages?status=dead&topic=orders`)).body);
+    const filter: [string, string][] = [
+      ['topic', 'orders'],
+      ['type', 'order.created'],
+    ];
+    const confirm = await post(`${c!.url}/actions/confirm`, [
+      ['csrf', token],
+      ['action', 'purge'],
+      ['scope', 'filter'],
+      ...filter,
+    ]);
+    expect(confirm.status).toBe(200);
+    expect(countOf(confirm.body, 'matched')).toBe(2);
+    // Nothing happens before the confirmation is posted.
+    expect((await c!.admin.counts({ status: 'dead' })).dead).toBe(5);
+
+    // A stale count is not acted on.
+    const stale = await post(`${c!.url}/actions/run`, [
+      ['csrf', token],
+      ['action', 'purge'],
+      ['scope', 'filter'],
+      ['expected', '3'],
+      ...filter,
+    ]);
+    expect(stale.status).toBe(409);
+    expect((await c!.admin.counts({ status: 'dead' })).dead).toBe(5);
+
+    const run = await post(`${c!.url}/actions/run`, [
+      ['csrf', tokenOf(confirm.body)],
+      ['action', 'purge'],
+      ['scope', 'filter'],
+      ['expected', '2'],
+      ...filter,
+    ]);
+    expect(run.status).toBe(200);
+    expect(countOf(run.body, 'result')).toBe(2);
+    const left = (await c!.admin.list({ status: 'dead' })).items.map((m) => m.messageId);
+    expect(left).toEqual([orders[2], ...billing]);
+
+    const audit = await get(`${c!.url}/audit`);
+    expect(audit.body).toMatch(
+      /<td>anonymous@[^<]*<\/td><td>purge<\/td><td>filter: topic=&quot;orders&quot; type=&quot;order.created&quot;<\/td><td>2<\/td><td>2<\/td>/,
+    );
+  });
+
+  it('keeps the audit log in its table when given one, and refuses to start without the table', async () => {
+    const auditTableName = uniqueTable('console_audit');
+    await expect(openConsoleApp(new RecordingPublisher(), { auditTableName })).rejects.toThrow(
+      /auditTable.*ensureOutboxConsoleAuditTable/,
+    );
+    const postgres = testDatabase('postgres');
+    const scratch = uniqueTable('outbox_console');
+    const setup = await postgres.open(scratch);
+    await ensureOutboxConsoleAuditTable(setup, { tableName: auditTableName });
+    await postgres.close(setup, scratch);
+    c = await openConsoleApp(rejectingPublisher(), {
+      auditTableName,
+      actor: () => 'ops@example.com',
+    });
+    const ds = c.dataSource;
+    try {
+      await c.enqueue([
+        { topic: 'orders', payload: {} },
+        { topic: 'billing', payload: {} },
+      ]);
+      await c.dispatcher.drain();
+      const token = tokenOf((await get(`${c.url}/messages?status=dead`)).body);
+      const form: [string, string][] = [
+        ['csrf', token],
+        ['action', 'purge'],
+        ['scope', 'filter'],
+        ['topic', 'billing'],
+      ];
+      expect(
+        countOf((await post(`${c.url}/actions/run`, [...form, ['expected', '1']])).body, 'result'),
+      ).toBe(1);
+      const rows = await ds.query<
+        { actor: string; action: string; target: string; confirmed: number; affected: number }[]
+      >(`SELECT actor, action, scope, target, confirmed, affected FROM "${auditTableName}"`);
+      expect(rows).toEqual([
+        {
+          actor: 'ops@example.com',
+          action: 'purge',
+          scope: 'filter',
+          target: 'topic="billing"',
+          confirmed: 1,
+          affected: 1,
+        },
+      ]);
+      expect((await get(`${c.url}/audit`)).body).toMatch(
+        /from its audit table.*<td>ops@example.com<\/td><td>purge<\/td>/,
+      );
+    } finally {
+      await ds.query(`DROP TABLE IF EXISTS "${auditTableName}"`);
+    }
+  });
+
+  it('retries a selection: the message leaves the dead letters and is published again', async () => {
+    const publisher = rejectingPublisher();
+    c = await openConsoleApp(publisher);
+    const [first, second] = await c.enqueue([
+      { topic: 'orders', key: 'r-1', payload: { n: 1 } },
+      { topic: 'orders', key: 'r-2', payload: { n: 2 } },
+    ]);
+    await c.dispatcher.drain();
+    publisher.heal();
+    const token = tokenOf((await get(`${c.url}/messages?status=dead`)).body);
+    const confirm = await post(`${c.url}/actions/confirm`, [
+      ['csrf', token],
+      ['action', 'retry'],
+      ['scope', 'selection'],
+      ['id', first!],
+    ]);
+    expect(countOf(confirm.body, 'matched')).toBe(1);
+    const run = await post(`${c.url}/actions/run`, [
+      ['csrf', token],
+      ['action', 'retry'],
+      ['scope', 'selection'],
+      ['id', first!],
+      ['expected', '1'],
+    ]);
+    expect(countOf(run.body, 'result')).toBe(1);
+    expect((await c.admin.get(first!))?.status).toBe('pending');
+    await c.dispatcher.drain();
+    expect((await c.admin.get(first!))?.status).toBe('delivered');
+    expect(publisher.attemptsOf(first!)).toBe(2);
+    expect((await c.admin.get(second!))?.status).toBe('dead');
+  });
+
+  it('shows blocked keys, stuck leases and why a message is not out', async () => {
+    c = await openConsoleApp(rejectingPublisher());
+    // A dead head (ordering.onDeadLetter 'block' by default) holds two later messages of its key.
+    const [head] = await c.enqueue([{ topic: 'orders', key: 'k-blocked', payload: { n: 1 } }]);
+    await c.dispatcher.drain();
+    const [, parked] = await c.enqueue([
+      { topic: 'orders', key: 'k-blocked', payload: { n: 2 } },
+      { topic: 'orders', key: 'k-blocked', payload: { n: 3 } },
+    ]);
+    await c.dispatcher.drain();
+    const blocked = (await get(`${c.url}/blocked-keys`)).body;
+    expect(blocked).toMatch(
+      new RegExp(
+        `<tr><td>k-blocked</td><td><a href="/outbox/messages/${head}">${head}</a></td><td>dead</td><td>1</td>.*?<td>2</td>`,
+      ),
+    );
+
+    // A lease whose dispatcher died: claimed by an owner that never settles, with a 1 ms lease.
+    const [lost] = await c.enqueue([{ topic: 'leases', payload: {} }]);
+    const claimed = await c.app
+      .get<OutboxStore>(OUTBOX_STORE)
+      .claim({ limit: 10, owner: 'crashed-instance', leaseMs: 1 });
+    expect(claimed.records.map((r) => r.messageId)).toEqual([lost]);
+    await waitFor(
+      'the lease to expire',
+      async () => (await c!.admin.stuckLeases()).items.length === 1,
+    );
+    const leases = (await get(`${c.url}/stuck-leases`)).body;
+    expect(leases).toMatch(
+      new RegExp(`${lost}</a></td><td>leases</td><td>crashed-instance</td>.*?<td>yes</td>`),
+    );
+
+    const why = (await get(`${c.url}/why?id=${parked}`)).body;
+    expect(why).toContain(`Parked behind ${head} (dead), the head of key &quot;k-blocked&quot;`);
+    const unknown = (await get(`${c.url}/why?id=00000000-0000-4000-8000-000000000000`)).body;
+    expect(unknown).toContain('No message with this id');
+    expect((await get(`${c.url}/messages/00000000-0000-4000-8000-000000000000`)).status).toBe(404);
+  });
+
+  it('in read-only mode shows no action and refuses posted ones', async () => {
+    c = await openConsoleApp(rejectingPublisher(), { readOnly: true });
+    await c.enqueue([{ topic: 'orders', payload: {} }]);
+    await c.dispatcher.drain();
+    const page = await get(`${c.url}/messages?status=dead`);
+    expect(page.body).toContain('read-only');
+    expect(page.body).not.toContain('actions/confirm');
+    const run = await post(`${c.url}/actions/run`, [
+      ['csrf', 'x'],
+      ['action', 'purge'],
+      ['scope', 'filter'],
+      ['topic', 'orders'],
+      ['expected', '1'],
+    ]);
+    expect(run.status).toBe(403);
+    expect((await c.admin.counts({ status: 'dead' })).dead).toBe(1);
+  });
+
+  it('sends no secret of the options and no database error to the page', async () => {
+    c = await openConsoleApp(new RecordingPublisher());
+    const overview = await get(c.url);
+    expect(overview.body).not.toContain(CONSOLE_TOKEN);
+    expect(overview.body).not.toMatch(/postgres(ql)?:\/\//);
+    // A failing query (the table is gone) is a 500 page without the driver's text.
+    await c.dataSource.query(`ALTER TABLE "${c.table}" RENAME TO "${c.table}_gone"`);
+    try {
+      const failed = await get(`${c.url}/messages?status=dead`);
+      expect(failed.status).toBe(500);
+      expect(failed.body).toContain('the reason is in the server log');
+      expect(failed.body).not.toMatch(/relation|does not exist/);
+    } finally {
+      await c.dataSource.query(`ALTER TABLE "${c.table}_gone" RENAME TO "${c.table}"`);
+    }
+  });
+});
