@@ -13,6 +13,7 @@ import {
 } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
 import type { OutboxDeadLetterFilter } from '../admin/outbox-admin.interfaces';
+import { OUTBOX_ADMIN_MAX_LIMIT } from '../admin/outbox.admin';
 import { CONSOLE_CSS, CONSOLE_JS } from './console.assets';
 import { ConsoleAccessGuard } from './console-access.guard';
 import { ConsoleExceptionFilter } from './console-exception.filter';
@@ -172,7 +173,12 @@ export class OutboxConsoleController {
     if (!Number.isInteger(expected) || expected < 1) {
       throw new ConsoleInputError('expected must be the count the confirmation page showed');
     }
-    const matched = await this.matching(selection);
+    // A filter is resolved to the message ids it matches now, and the action takes those ids:
+    // it never reaches a message that died after this count, so it does exactly what was
+    // confirmed or nothing.
+    const targets =
+      selection.scope === 'filter' ? await this.deadIdsMatching(selection.filter) : null;
+    const matched = targets?.length ?? (await this.matching(selection));
     if (matched !== expected) {
       // The dead letters changed since the page was shown: confirm again, on the new count.
       this.respond.page(
@@ -189,18 +195,9 @@ export class OutboxConsoleController {
       return;
     }
     const admin = this.runtime.admin;
-    let affected: number;
-    if (selection.scope === 'selection') {
-      affected =
-        action === 'retry'
-          ? (await admin.retry(selection.ids)).requeued
-          : await admin.purge(selection.ids);
-    } else {
-      affected =
-        action === 'retry'
-          ? (await admin.retryWhere(selection.filter)).requeued
-          : await admin.purgeWhere(selection.filter);
-    }
+    const ids = targets ?? (selection.scope === 'selection' ? selection.ids : []);
+    const affected =
+      action === 'retry' ? (await admin.retry(ids)).requeued : await admin.purge(ids);
     const entry: OutboxConsoleAuditEntry = {
       at: new Date(),
       actor: this.runtime.options.actor(req),
@@ -220,6 +217,21 @@ export class OutboxConsoleController {
     if (body === null || typeof body !== 'object') throw new ConsoleInputError('the form is empty');
     const refusal = this.runtime.csrf.refusal(req, body.csrf);
     if (refusal !== null) throw new ForbiddenException(`Refused: ${refusal}.`);
+  }
+
+  /** The message ids of the dead letters matching `filter` now, in queue order. */
+  private async deadIdsMatching(filter: OutboxDeadLetterFilter): Promise<string[]> {
+    const ids: string[] = [];
+    let after: string | null = null;
+    do {
+      const page = await this.runtime.admin.list(
+        { ...filter, status: 'dead' },
+        { after, limit: OUTBOX_ADMIN_MAX_LIMIT },
+      );
+      ids.push(...page.items.map((item) => item.messageId));
+      after = page.nextCursor;
+    } while (after !== null);
+    return ids;
   }
 
   /** Dead letters among the selection, or matching the filter, counted now. */
