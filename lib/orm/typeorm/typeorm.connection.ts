@@ -20,11 +20,13 @@ export function typeormConnection(dataSource: DataSource): OutboxConnection<Enti
         throw new OutboxTransactionRequiredError();
       }
       if (manager.connection !== dataSource) {
-        throw new OutboxError(OutboxMessages.foreignTransaction(
+        throw new OutboxError(
+          OutboxMessages.foreignTransaction(
             'EntityManager',
             'DataSource',
             'Pass a manager of the outbox DataSource.',
-          ));
+          ),
+        );
       }
       return typeormSqlRunner(manager.queryRunner);
     },
