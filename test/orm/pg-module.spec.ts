@@ -1,6 +1,7 @@
 import { Test, type TestingModule } from '@nestjs/testing';
 import { connect, type Channel, type ChannelModel } from 'amqplib';
 import {
+  OutboxAdmin,
   OutboxError,
   OutboxModule,
   OutboxOptionsError,
@@ -72,9 +73,11 @@ describeWith(['postgres', 'rabbitmq'], 'OutboxModule on node-postgres (nestjs-ou
   }
 
   /** The app: OutboxModule on a fresh pool of its own, publishing to RabbitMQ. */
-  async function openApp(
-    options: Partial<OutboxModuleOptions> & OutboxModuleExtras = {},
-  ): Promise<{ pool: PgPoolForTests; outbox: OutboxService<PgPoolClient> }> {
+  async function openApp(options: Partial<OutboxModuleOptions> & OutboxModuleExtras = {}): Promise<{
+    pool: PgPoolForTests;
+    outbox: OutboxService<PgPoolClient>;
+    moduleRef: TestingModule;
+  }> {
     const pool = pgPool(6);
     const connection = pgOutbox(pool);
     const publisher = new RabbitMqPublisher({ url: RABBITMQ_URL });
@@ -95,7 +98,7 @@ describeWith(['postgres', 'rabbitmq'], 'OutboxModule on node-postgres (nestjs-ou
       await publisher.close();
       await pool.end();
     });
-    return { pool, outbox: moduleRef.get<OutboxService<PgPoolClient>>(OutboxService) };
+    return { pool, outbox: moduleRef.get<OutboxService<PgPoolClient>>(OutboxService), moduleRef };
   }
 
   /** Runs `work` on a client of `pool` between BEGIN and COMMIT (ROLLBACK when `rollback`). */
@@ -130,7 +133,10 @@ describeWith(['postgres', 'rabbitmq'], 'OutboxModule on node-postgres (nestjs-ou
 
   it('delivers a message committed with a business row in the same BEGIN … COMMIT', async () => {
     const q = await queue();
-    const { pool, outbox } = await openApp();
+    const { pool, outbox, moduleRef } = await openApp();
+    // OutboxAdmin works on the same connection.
+    const admin = moduleRef.get(OutboxAdmin);
+    const deliveredBefore = (await admin.stats()).delivered;
     const orderId = uniqueTable('order');
     const messageId = await inTransaction(pool, async (client) => {
       await client.query(`INSERT INTO ${orders} (id) VALUES ($1)`, [orderId]);
@@ -144,6 +150,38 @@ describeWith(['postgres', 'rabbitmq'], 'OutboxModule on node-postgres (nestjs-ou
       async () => (await rowsOf([messageId]))[0]?.status === 'delivered',
     );
     expect(q.received).toEqual([messageId]);
+    expect((await admin.stats()).delivered).toBe(deliveredBefore + 1);
+  });
+
+  it('enqueues in the PoolClient an ambientTransaction supplies, and refuses when it supplies none', async () => {
+    const q = await queue();
+    let current: PgPoolClient | undefined;
+    const { pool, outbox } = await openApp({
+      ambientTransaction: { currentManager: () => current },
+    });
+    const inAmbient = (rollback: boolean) =>
+      inTransaction(
+        pool,
+        async (client) => {
+          current = client;
+          try {
+            return await outbox.enqueue({ topic: q.name, payload: { rollback } });
+          } finally {
+            current = undefined;
+          }
+        },
+        rollback,
+      );
+    const committed = await inAmbient(false);
+    const rolledBack = await inAmbient(true);
+
+    await waitFor('the committed message in RabbitMQ', () => q.received.includes(committed));
+    expect(await rowsOf([rolledBack])).toEqual([]);
+    await expect(outbox.enqueue({ topic: q.name, payload: {} })).rejects.toBeInstanceOf(
+      OutboxTransactionRequiredError,
+    );
+    await sleep(500);
+    expect(q.received).toEqual([committed]);
   });
 
   it('writes and publishes nothing when the transaction rolls back', async () => {
@@ -296,6 +334,16 @@ describeWith(['postgres', 'rabbitmq'], 'OutboxModule on node-postgres (nestjs-ou
       expect(error).toBeInstanceOf(OutboxOptionsError);
       expect((error as OutboxOptionsError).message).toMatch(/neither dataSource nor connection/);
       expect((error as OutboxOptionsError).message).toMatch(/pgOutbox\(pool\)/);
+    });
+
+    it('fails the bootstrap when connection is not an OutboxConnection', async () => {
+      const error: unknown = await bootstrap({
+        connection: { sql: {} } as unknown as OutboxModuleOptions['connection'],
+      })
+        .then(() => undefined)
+        .catch((e: unknown) => e);
+      expect(error).toBeInstanceOf(OutboxOptionsError);
+      expect((error as OutboxOptionsError).message).toMatch(/not an OutboxConnection/);
     });
 
     it('names the option meant by a misspelt connection', async () => {
