@@ -46,6 +46,11 @@ export const OutboxMessages = {
     'transaction (see "3. Enqueue inside your transaction" in the README: ' +
     'README.md#3-enqueue-inside-your-transaction). Writing an outbox row outside the business ' +
     'transaction would break the outbox guarantee.',
+  connectionTransactionRequired: (): string =>
+    'OutboxService.enqueue() needs the open transaction of the connection OutboxModule was ' +
+    'given: pass its transaction handle (with pgOutbox(pool), the PoolClient you ran BEGIN on) ' +
+    'or configure ambientTransaction (docs/without-typeorm.md#enqueue-in-your-transaction). ' +
+    'Writing an outbox row outside the business transaction would break the outbox guarantee.',
   pgTransactionRequired: (status: string): string =>
     `OutboxService.enqueue() needs a node-postgres client inside an open transaction (its ` +
     `transaction status is ${status}): run client.query('BEGIN') on a client of the pool given ` +

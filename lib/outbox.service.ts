@@ -103,7 +103,12 @@ export class OutboxService<Tx = EntityManager> implements OnApplicationShutdown 
     );
     rejectRepeatedIds(rows);
     const tx = manager ?? (this.options.ambientTransaction?.currentManager() as Tx | undefined);
-    if (tx === undefined) throw new OutboxTransactionRequiredError();
+    if (tx === undefined) {
+      // TypeORM's message names the EntityManager; another library's names its own handle.
+      throw this.options.connection === undefined
+        ? new OutboxTransactionRequiredError()
+        : new OutboxTransactionRequiredError(OutboxMessages.connectionTransactionRequired());
+    }
     // Checked even for an empty list, as before: a call outside a transaction is a mistake.
     const runner = this.connection.join(tx);
     let duplicates: readonly string[] = [];
