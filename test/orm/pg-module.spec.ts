@@ -217,6 +217,8 @@ describeWith(['postgres', 'rabbitmq'], 'OutboxModule on node-postgres (nestjs-ou
       // Failed ('E'): the transaction can only roll back.
       await client.query('BEGIN');
       await client.query('SELECT 1/0').catch(() => undefined);
+      // node-postgres rejects the statement before the server's ReadyForQuery carries 'E'.
+      await waitFor('the failed status', () => client.getTransactionStatus?.() === 'E');
       await expect(
         outbox.enqueue({ topic: q.name, payload: {}, messageId }, client),
       ).rejects.toBeInstanceOf(OutboxTransactionRequiredError);
@@ -279,7 +281,15 @@ describeWith(['postgres', 'rabbitmq'], 'OutboxModule on node-postgres (nestjs-ou
     const q = await queue();
     // Polls a minute apart: only the NOTIFY the enqueue sends can bring the message out soon.
     const { pool, outbox } = await openApp({ dispatcher: { pollIntervalMs: 60_000 } });
-    await sleep(1_000); // the first (empty) poll and the LISTEN, both at start
+    // The dispatcher LISTENs at start, on a channel named after the table.
+    await waitFor('the dispatcher to LISTEN', async () => {
+      const { rows } = await admin.query(
+        `SELECT 1 FROM pg_stat_activity WHERE query LIKE 'LISTEN %' AND query LIKE $1`,
+        [`%${table}%`],
+      );
+      return rows.length > 0;
+    });
+    await sleep(200); // the first (empty) poll, also at start
     const messageId = await inTransaction(pool, (client) =>
       outbox.enqueue({ topic: q.name, payload: { woke: true } }, client),
     );
