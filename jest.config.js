@@ -14,6 +14,7 @@ const base = {
     '^nestjs-outbox/testing$': '<rootDir>/lib/testing/index.ts',
     '^nestjs-outbox/inbox$': '<rootDir>/lib/inbox/index.ts',
     '^nestjs-outbox/console$': '<rootDir>/lib/operations/console/index.ts',
+    '^nestjs-outbox/pg$': '<rootDir>/lib/orm/pg/index.ts',
   },
 };
 

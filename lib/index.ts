@@ -60,6 +60,8 @@ export type { OutboxStats, RequeueReport } from './store/outbox-store.port';
 export type { OutboxObserver, OutboxBatchReport } from './observers/outbox-observer.interface';
 export { combineObservers } from './observers/combine-observers';
 export type { AmbientTransaction } from './options/ambient-transaction.interface';
+export type { OutboxConnection } from './store/outbox-connection';
+export type { SqlListenLost, SqlPort, SqlResult, SqlRow, SqlRunner } from './store/sql-port';
 
 export { OutboxError } from './errors/outbox.error';
 export { OutboxOptionsError } from './errors/outbox-options.error';

@@ -34,7 +34,10 @@ export function outboxTimerName(
     ? `nestjs-outbox:${worker}`
     : `nestjs-outbox:${instance}:${worker}`;
 }
-/** Injection token of the TypeORM DataSource holding the outbox table. */
-export const OUTBOX_DATA_SOURCE = Symbol('nestjs-outbox:data-source');
-/** The SQL port (`lib/store/sql-port.ts`) over the instance's DataSource. */
+/**
+ * The instance's `OutboxConnection` (`lib/store/outbox-connection.ts`): the `connection` option,
+ * or `typeormConnection` over its `dataSource`.
+ */
+export const OUTBOX_CONNECTION = Symbol('nestjs-outbox:connection');
+/** The SQL port (`lib/store/sql-port.ts`) of the instance's connection. */
 export const OUTBOX_SQL = Symbol('nestjs-outbox:sql');

@@ -46,6 +46,19 @@ export const OutboxMessages = {
     'transaction (see "3. Enqueue inside your transaction" in the README: ' +
     'README.md#3-enqueue-inside-your-transaction). Writing an outbox row outside the business ' +
     'transaction would break the outbox guarantee.',
+  connectionTransactionRequired: (): string =>
+    'OutboxService.enqueue() needs the open transaction of the connection OutboxModule was ' +
+    'given: pass its transaction handle (with pgOutbox(pool), the PoolClient you ran BEGIN on) ' +
+    'or configure ambientTransaction (docs/without-typeorm.md#enqueue-in-your-transaction). ' +
+    'Writing an outbox row outside the business transaction would break the outbox guarantee.',
+  pgTransactionRequired: (status: string): string =>
+    `OutboxService.enqueue() needs a node-postgres client inside an open transaction (its ` +
+    `transaction status is ${status}): run client.query('BEGIN') on a client of the pool given ` +
+    `to pgOutbox(pool), enqueue with that client, then COMMIT (docs/without-typeorm.md#enqueue-in-your-transaction). ` +
+    'Writing an outbox row outside the business transaction would break the outbox guarantee.',
+  foreignTransaction: (handle: string, owner: string, fix: string): string =>
+    `The ${handle} belongs to another ${owner} than the one OutboxModule was given: the ` +
+    `message would not commit with the outbox table. ${fix}`,
   incompleteMessage: (problem: string): string =>
     `The message is a plain object but ${problem}: a plain message needs { topic, payload } ` +
     `(and optionally type, key, headers, messageId, dedupeKey, availableAt, delayMs); an ` +

@@ -1,6 +1,5 @@
 import { Module, type DynamicModule, type Provider } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
-import type { DataSource } from 'typeorm';
 import { OUTBOX_ADMIN_PROVIDER } from './operations/admin/outbox-admin.provider';
 import { OutboxAdmin } from './operations/admin/outbox.admin';
 import { OutboxOptionsError } from './errors/outbox-options.error';
@@ -8,7 +7,7 @@ import { resolveNamedDataSource } from './module/named-data-source';
 import { OptionChecks } from './options/option-checks';
 import {
   DEFAULT_OUTBOX_NAME,
-  OUTBOX_DATA_SOURCE,
+  OUTBOX_CONNECTION,
   OUTBOX_INSTANCE_NAME,
   OUTBOX_OPTIONS,
   OUTBOX_SQL,
@@ -31,8 +30,9 @@ import {
   type ResolvedOutboxOptions,
 } from './options/resolve-outbox-options';
 import { createOutboxStore } from './store/create-outbox-store';
+import type { OutboxConnection } from './store/outbox-connection';
 import type { SqlPort } from './store/sql-port';
-import { typeormSqlPort } from './orm/typeorm/typeorm.sql-port';
+import { typeormConnection } from './orm/typeorm/typeorm.connection';
 import { OutboxCleaner } from './dispatch/outbox.cleaner';
 import { OutboxDispatcher } from './dispatch/outbox.dispatcher';
 import { OutboxUnlocker } from './dispatch/outbox.unlocker';
@@ -79,22 +79,15 @@ function coreProviders(workers: boolean, name: string): Provider[] {
       },
     },
     {
-      provide: OUTBOX_DATA_SOURCE,
+      provide: OUTBOX_CONNECTION,
       inject: [OUTBOX_OPTIONS, ModuleRef],
-      useFactory: (options: ResolvedOutboxOptions, moduleRef: ModuleRef): Promise<DataSource> =>
-        typeof options.dataSource === 'string'
-          ? resolveNamedDataSource(
-              moduleRef,
-              options.dataSource,
-              (problem, fix) =>
-                new OutboxOptionsError(
-                  OutboxMessages.optionInvalid('dataSource', problem, fix),
-                  'dataSource',
-                ),
-            )
-          : Promise.resolve(options.dataSource),
+      useFactory: connectionOf,
     },
-    { provide: OUTBOX_SQL, inject: [OUTBOX_DATA_SOURCE], useFactory: typeormSqlPort },
+    {
+      provide: OUTBOX_SQL,
+      inject: [OUTBOX_CONNECTION],
+      useFactory: (connection: OutboxConnection<unknown>): SqlPort => connection.sql,
+    },
     {
       provide: OUTBOX_STORE,
       inject: [OUTBOX_OPTIONS, OUTBOX_SQL],
@@ -109,6 +102,33 @@ function coreProviders(workers: boolean, name: string): Provider[] {
       : namedProviders(workers, name)),
     ...(workers ? [ShutdownHooksCheck] : []),
   ];
+}
+
+/**
+ * The instance's connection: the one given, or TypeORM's over the DataSource (waited for when
+ * given by name). Only this path touches @nestjs/typeorm's tokens.
+ */
+async function connectionOf(
+  options: ResolvedOutboxOptions,
+  moduleRef: ModuleRef,
+): Promise<OutboxConnection<unknown>> {
+  if (options.connection !== undefined) return options.connection;
+  const given = options.dataSource;
+  // resolveOutboxOptions lets exactly one of the two through.
+  if (given === undefined) throw new Error('OutboxModule: no dataSource nor connection');
+  const dataSource =
+    typeof given === 'string'
+      ? await resolveNamedDataSource(
+          moduleRef,
+          given,
+          (problem, fix) =>
+            new OutboxOptionsError(
+              OutboxMessages.optionInvalid('dataSource', problem, fix),
+              'dataSource',
+            ),
+        )
+      : given;
+  return typeormConnection(dataSource);
 }
 
 /**

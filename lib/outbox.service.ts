@@ -1,15 +1,14 @@
 import { Inject, Injectable, type OnApplicationShutdown } from '@nestjs/common';
-import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
-import { typeormSqlRunner } from './orm/typeorm/typeorm.sql-port';
-import { OutboxError } from './errors/outbox.error';
+import type { EntityManager } from 'typeorm';
 import { OutboxInvalidMessageError } from './errors/outbox-invalid-message.error';
 import { OutboxTransactionRequiredError } from './errors/outbox-transaction-required.error';
 import type { EnqueueOptions, OutboxMessage } from './message/outbox-message.interface';
 import type { NewOutboxRow, OutboxStats, OutboxStore } from './store/outbox-store.port';
 import { CommitWatcher } from './dispatch/commit-watcher';
 import { OutboxMessageSerializer } from './message/outbox-message.serializer';
+import type { OutboxConnection } from './store/outbox-connection';
 import {
-  OUTBOX_DATA_SOURCE,
+  OUTBOX_CONNECTION,
   OUTBOX_HEADER_PREFIX,
   OUTBOX_OPTIONS,
   OUTBOX_STORE,
@@ -30,21 +29,23 @@ export interface EnqueueReport {
 
 /**
  * Writes messages into the outbox inside the caller's transaction, and gives operators access to
- * dead letters and counts.
+ * dead letters and counts. `Tx` is the caller's transaction handle: an EntityManager with
+ * `dataSource` (the default), what the `connection` joins otherwise (`OutboxService<PoolClient>`
+ * with `pgOutbox(pool)` of `nestjs-outbox/pg`).
  */
 @Injectable()
-export class OutboxService implements OnApplicationShutdown {
+export class OutboxService<Tx = EntityManager> implements OnApplicationShutdown {
   private readonly serializer: OutboxMessageSerializer;
   /** @internal wakes the local dispatcher after a commit that enqueued messages. */
-  readonly commits: CommitWatcher;
+  readonly commits: CommitWatcher<Tx>;
 
   constructor(
     @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
     @Inject(OUTBOX_STORE) private readonly store: OutboxStore,
-    @Inject(OUTBOX_DATA_SOURCE) private readonly dataSource: DataSource,
+    @Inject(OUTBOX_CONNECTION) private readonly connection: OutboxConnection<Tx>,
   ) {
     this.serializer = new OutboxMessageSerializer(options.maxPayloadBytes);
-    this.commits = new CommitWatcher(dataSource);
+    this.commits = new CommitWatcher(connection);
   }
 
   /**
@@ -53,20 +54,22 @@ export class OutboxService implements OnApplicationShutdown {
    * `OutboxTransactionRequiredError` when no transaction is open; either way nothing is written,
    * and the error rolls back the caller's transaction when left to propagate.
    *
-   * @param manager the EntityManager of the open transaction (`dataSource.transaction(m => …)` or
-   *   `queryRunner.manager`); optional when an ambient transaction is configured.
+   * @param manager the open transaction: with `dataSource`, its EntityManager
+   *   (`dataSource.transaction(m => …)` or `queryRunner.manager`); with `connection`, what it
+   *   joins (a `PoolClient` after `BEGIN` for `pgOutbox`). Optional when an ambient transaction
+   *   is configured.
    */
   // The array overload comes first: an array is also an `object`, so the single-message
   // overload would otherwise match it and type the result as one id.
   enqueue(
     messages: readonly OutboxInput[],
-    manager?: EntityManager,
+    manager?: Tx,
     options?: EnqueueOptions,
   ): Promise<string[]>;
-  enqueue(message: OutboxInput, manager?: EntityManager, options?: EnqueueOptions): Promise<string>;
+  enqueue(message: OutboxInput, manager?: Tx, options?: EnqueueOptions): Promise<string>;
   async enqueue(
     input: OutboxInput | readonly OutboxInput[],
-    manager?: EntityManager,
+    manager?: Tx,
     options?: EnqueueOptions,
   ): Promise<string | string[]> {
     const { messageIds } = await this.write(input, manager, options);
@@ -82,7 +85,7 @@ export class OutboxService implements OnApplicationShutdown {
    */
   async enqueueWithReport(
     input: OutboxInput | readonly OutboxInput[],
-    manager?: EntityManager,
+    manager?: Tx,
     options?: EnqueueOptions,
   ): Promise<EnqueueReport> {
     return this.write(input, manager, options);
@@ -90,7 +93,7 @@ export class OutboxService implements OnApplicationShutdown {
 
   private async write(
     input: OutboxInput | readonly OutboxInput[],
-    manager: EntityManager | undefined,
+    manager: Tx | undefined,
     options: EnqueueOptions | undefined,
   ): Promise<EnqueueReport> {
     const list: readonly OutboxInput[] = Array.isArray(input) ? input : [input];
@@ -99,16 +102,19 @@ export class OutboxService implements OnApplicationShutdown {
       list.map((item, index) => this.serializer.toRow(item, index, options)),
     );
     rejectRepeatedIds(rows);
-    const tx = this.transactionOf(manager);
+    const tx = manager ?? (this.options.ambientTransaction?.currentManager() as Tx | undefined);
+    if (tx === undefined) {
+      // TypeORM's message names the EntityManager; another library's names its own handle.
+      throw this.options.connection === undefined
+        ? new OutboxTransactionRequiredError()
+        : new OutboxTransactionRequiredError(OutboxMessages.connectionTransactionRequired());
+    }
+    // Checked even for an empty list, as before: a call outside a transaction is a mistake.
+    const runner = this.connection.join(tx);
     let duplicates: readonly string[] = [];
     if (rows.length > 0) {
-      const runner = tx.queryRunner as QueryRunner;
-      duplicates = await this.store.insert(
-        typeormSqlRunner(runner),
-        rows,
-        this.options.ordering.queue.ordered,
-      );
-      this.commits.track(runner);
+      duplicates = await this.store.insert(runner, rows, this.options.ordering.queue.ordered);
+      this.commits.track(tx);
     }
     return { messageIds: rows.map((r) => r.messageId), duplicates };
   }
@@ -149,6 +155,7 @@ export class OutboxService implements OnApplicationShutdown {
   async onApplicationShutdown(): Promise<void> {
     this.commits.detach();
     await this.store.close();
+    await this.connection.close?.();
   }
 
   /** Adds the `headersProvider` headers to each row, under the message's own headers. */
@@ -185,20 +192,6 @@ export class OutboxService implements OnApplicationShutdown {
           ? alone
           : JSON.stringify({ ...provided, ...(JSON.parse(row.headers) as Record<string, string>) }),
     }));
-  }
-
-  private transactionOf(manager: EntityManager | undefined): EntityManager {
-    const tx = manager ?? this.options.ambientTransaction?.currentManager();
-    if (tx === undefined || tx.queryRunner?.isTransactionActive !== true) {
-      throw new OutboxTransactionRequiredError();
-    }
-    if (tx.connection !== this.dataSource) {
-      throw new OutboxError(
-        'The EntityManager belongs to another DataSource than the one OutboxModule was given: ' +
-          'the message would not commit with the outbox table. Pass a manager of the outbox DataSource.',
-      );
-    }
-    return tx;
   }
 }
 

@@ -19,6 +19,7 @@ mode=${1:-pinned}
 # gives the same exports through import() and require().
 subpaths="nestjs-outbox/microservices nestjs-outbox/kafka nestjs-outbox/rabbitmq nestjs-outbox/testing"
 subpaths+=" nestjs-outbox/inbox nestjs-outbox/prometheus nestjs-outbox/terminus nestjs-outbox/opentelemetry nestjs-outbox/console"
+subpaths+=" nestjs-outbox/pg"
 root=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

@@ -1,46 +1,28 @@
-import type {
-  DataSource,
-  EntitySubscriberInterface,
-  QueryRunner,
-  TransactionCommitEvent,
-} from 'typeorm';
+import type { OutboxConnection } from '../store/outbox-connection';
 
 /**
  * Tells the local dispatcher when a transaction that enqueued messages commits, so they go out
- * without waiting for the next poll. Only a wake-up: the claim query stays the sole source of
- * work, so a missed or early nudge can neither lose nor duplicate a message.
+ * without waiting for the next poll, through the connection's `afterCommit` (TypeORM's
+ * subscribers; libraries without a commit event rely on LISTEN and the poll). Only a wake-up:
+ * the claim query stays the sole source of work, so a missed or early nudge can neither lose
+ * nor duplicate a message.
  */
-export class CommitWatcher implements EntitySubscriberInterface {
-  private readonly enqueued = new WeakSet<QueryRunner>();
+export class CommitWatcher<Tx> {
   private listener: (() => void) | undefined;
+  private readonly wake = (): void => this.listener?.();
 
-  constructor(private readonly dataSource: DataSource) {}
+  constructor(private readonly connection: OutboxConnection<Tx>) {}
 
   attach(listener: () => void): void {
     this.listener = listener;
-    if (!this.dataSource.subscribers.includes(this)) this.dataSource.subscribers.push(this);
   }
 
   detach(): void {
     this.listener = undefined;
-    const index = this.dataSource.subscribers.indexOf(this);
-    if (index >= 0) this.dataSource.subscribers.splice(index, 1);
   }
 
   /** Marks a transaction as having enqueued messages. */
-  track(queryRunner: QueryRunner | undefined): void {
-    if (queryRunner !== undefined && this.listener !== undefined) this.enqueued.add(queryRunner);
-  }
-
-  afterTransactionCommit(event: TransactionCommitEvent): void {
-    const runner = event.queryRunner;
-    // Savepoint releases also broadcast "commit"; only the outermost commit publishes rows.
-    if (runner.isTransactionActive || !this.enqueued.has(runner)) return;
-    this.enqueued.delete(runner);
-    this.listener?.();
-  }
-
-  afterTransactionRollback(event: TransactionCommitEvent): void {
-    if (!event.queryRunner.isTransactionActive) this.enqueued.delete(event.queryRunner);
+  track(tx: Tx): void {
+    if (this.listener !== undefined) this.connection.afterCommit?.(tx, this.wake);
   }
 }

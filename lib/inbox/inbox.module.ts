@@ -2,7 +2,8 @@ import { Module, type DynamicModule, type FactoryProvider } from '@nestjs/common
 import { ModuleRef } from '@nestjs/core';
 import { DataSource } from 'typeorm';
 import { OutboxOptionsError } from '../errors/outbox-options.error';
-import { dataSourceToken, resolveNamedDataSource } from '../module/named-data-source';
+import { dataSourceToken } from '../module/data-source-token';
+import { resolveNamedDataSource } from '../module/named-data-source';
 import { InboxMessages } from './inbox.messages';
 import {
   ConfigurableInboxModule,

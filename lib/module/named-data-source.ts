@@ -1,11 +1,6 @@
 import { Inject, Injectable } from '@nestjs/common';
 import type { ModuleRef } from '@nestjs/core';
-import { DataSource } from 'typeorm';
-
-/** The token @nestjs/typeorm registers a DataSource under (as its `getDataSourceToken` does). */
-export function dataSourceToken(name: string): string | typeof DataSource {
-  return name === 'default' ? DataSource : `${name}DataSource`;
-}
+import type { DataSource } from 'typeorm';
 
 /**
  * The DataSource @nestjs/typeorm registered under `name`, once its (async) factory has created
@@ -18,6 +13,9 @@ export async function resolveNamedDataSource(
   name: string,
   unknown: (problem: string, fix: string) => Error,
 ): Promise<DataSource> {
+  // Loaded here, on the one path that needs TypeORM's own class (the default DataSource's token),
+  // so that the core loads without TypeORM for an app on another library (`connection`).
+  const { dataSourceToken } = await import('./data-source-token');
   const token = dataSourceToken(name);
   try {
     moduleRef.get(token, { strict: false });

@@ -1,14 +1,14 @@
 import type { Provider } from '@nestjs/common';
 import type { ModuleRef } from '@nestjs/core';
 import { SchedulerRegistry } from '@nestjs/schedule';
-import type { DataSource } from 'typeorm';
 import { OutboxAdmin } from '../operations/admin/outbox.admin';
 import { OutboxOptionsError } from '../errors/outbox-options.error';
 import type { OutboxStore } from '../store/outbox-store.port';
+import type { OutboxConnection } from '../store/outbox-connection';
 import type { SqlPort } from '../store/sql-port';
 import {
   DEFAULT_OUTBOX_NAME,
-  OUTBOX_DATA_SOURCE,
+  OUTBOX_CONNECTION,
   OUTBOX_INSTANCE_NAME,
   OUTBOX_OPTIONS,
   OUTBOX_SQL,
@@ -69,9 +69,12 @@ export function namedProviders(workers: boolean, name: string): Provider[] {
   const core: Provider[] = [
     {
       provide: token(OutboxService),
-      inject: [OUTBOX_OPTIONS, OUTBOX_STORE, OUTBOX_DATA_SOURCE],
-      useFactory: (options: ResolvedOutboxOptions, store: OutboxStore, dataSource: DataSource) =>
-        new OutboxService(options, store, dataSource),
+      inject: [OUTBOX_OPTIONS, OUTBOX_STORE, OUTBOX_CONNECTION],
+      useFactory: (
+        options: ResolvedOutboxOptions,
+        store: OutboxStore,
+        connection: OutboxConnection<unknown>,
+      ) => new OutboxService(options, store, connection),
     },
     {
       provide: token(OutboxAdmin),

@@ -1,10 +1,11 @@
 import type { EntityManager } from 'typeorm';
 
 /**
- * Supplies the EntityManager of the transaction the current call runs in, when the caller did
- * not pass one to `enqueue()`. See `fromClsTransactionHost()` for `@nestjs-cls/transactional`.
+ * Supplies the transaction the current call runs in, when the caller did not pass one to
+ * `enqueue()`: an EntityManager on TypeORM (the default `Tx`), or what the module's `connection`
+ * joins. See `fromClsTransactionHost()` for `@nestjs-cls/transactional`.
  */
-export interface AmbientTransaction {
-  /** The manager of the active transaction, or undefined when none is active. */
-  currentManager(): EntityManager | undefined;
+export interface AmbientTransaction<Tx = EntityManager> {
+  /** The active transaction (its manager or client), or undefined when none is active. */
+  currentManager(): Tx | undefined;
 }

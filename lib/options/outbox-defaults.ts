@@ -67,7 +67,8 @@ function deepFreeze<T extends object>(value: T): T {
  */
 export const OUTBOX_DEFAULTS = deepFreeze({
   '': {
-    dataSource: { described: 'required' },
+    dataSource: { described: 'required unless connection is given' },
+    connection: { described: 'required unless dataSource is given' },
     publisher: { described: 'required unless workers is false' },
     tableName: { value: 'outbox' },
     schema: { described: "the connection's search path" },

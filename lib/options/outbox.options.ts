@@ -1,5 +1,6 @@
 import type { DataSource } from 'typeorm';
 import type { AmbientTransaction } from './ambient-transaction.interface';
+import type { OutboxConnection } from '../store/outbox-connection';
 import type { OutboxObserver } from '../observers/outbox-observer.interface';
 import type { OutboxPublisher } from '../publishers/outbox-publisher.interface';
 import type { OutboxRecord } from '../message/outbox-record.interface';
@@ -82,8 +83,16 @@ export interface OutboxUnlockerOptions {
 
 /** Options of `OutboxModule.forRoot()` / the object `forRootAsync()`'s factory returns. */
 export interface OutboxModuleOptions {
-  /** The TypeORM DataSource holding the outbox table, or the name it was registered under. */
-  dataSource: DataSource | string;
+  /**
+   * The TypeORM DataSource holding the outbox table, or the name it was registered under.
+   * Give this or `connection`, not both.
+   */
+  dataSource?: DataSource | string;
+  /**
+   * The outbox on another library than TypeORM, e.g. `pgOutbox(pool)` of `nestjs-outbox/pg`.
+   * Give this or `dataSource`, not both.
+   */
+  connection?: OutboxConnection<unknown>;
   /** Where the dispatcher sends messages. Required unless `workers` is false. */
   publisher?: OutboxPublisher;
   /** Outbox table name: letters, digits and underscores. @default 'outbox' */
@@ -93,7 +102,7 @@ export interface OutboxModuleOptions {
   /** Largest serialised payload accepted by `enqueue()`, in bytes. @default 262144 */
   maxPayloadBytes?: number;
   /** Supplies the caller's transaction when `enqueue()` gets no manager. @default none */
-  ambientTransaction?: AmbientTransaction;
+  ambientTransaction?: AmbientTransaction<unknown>;
   /** Name written to `locked_by` on claims. @default host name, pid and a random suffix */
   instanceId?: string;
   /** Start the workers' schedules at bootstrap; false leaves them to `runOnce()` / `start()`. @default true */

@@ -1,5 +1,6 @@
 import type { DataSource } from 'typeorm';
 import type { AmbientTransaction } from './ambient-transaction.interface';
+import type { OutboxConnection } from '../store/outbox-connection';
 import type { OutboxObserver } from '../observers/outbox-observer.interface';
 import type { OutboxPublisher } from '../publishers/outbox-publisher.interface';
 import type { KnownOptionKeys } from './option-checks';
@@ -32,7 +33,7 @@ import {
 } from './resolve-group-options';
 import {
   resolveAmbientTransaction,
-  resolveDataSource,
+  resolveDatabase,
   resolveHeadersProvider,
   resolveInstanceId,
   resolveObserver,
@@ -44,12 +45,14 @@ import {
 export interface ResolvedOutboxOptions {
   /** The module instance's name (`'default'` unless it was given one). */
   readonly name: string;
-  readonly dataSource: DataSource | string;
+  /** Exactly one of `dataSource` and `connection` is set. */
+  readonly dataSource: DataSource | string | undefined;
+  readonly connection: OutboxConnection<unknown> | undefined;
   readonly publisher: OutboxPublisher | undefined;
   readonly tableName: string;
   readonly schema: string | null;
   readonly maxPayloadBytes: number;
-  readonly ambientTransaction: AmbientTransaction | undefined;
+  readonly ambientTransaction: AmbientTransaction<unknown> | undefined;
   readonly instanceId: string;
   readonly autoStart: boolean;
   readonly ordering: ResolvedOrderingOptions;
@@ -71,6 +74,7 @@ export interface ResolvedOutboxOptions {
 export const OUTBOX_OPTION_KEYS = {
   '': {
     dataSource: true,
+    connection: true,
     publisher: true,
     tableName: true,
     schema: true,
@@ -132,7 +136,7 @@ function checkShape(options: OutboxModuleOptions): void {
     fail(
       'options',
       `${checks.show(options)} is not an object`,
-      'Pass { dataSource, publisher, ... }.',
+      'Pass { dataSource, publisher, ... } or { connection, publisher, ... }.',
     );
   }
   for (const extra of Object.keys(MODULE_EXTRAS)) {
@@ -154,7 +158,7 @@ export function resolveOutboxOptions(
 ): ResolvedOutboxOptions {
   checkShape(options);
   const defaults = OUTBOX_DEFAULTS[''];
-  const dataSource = resolveDataSource(options.dataSource);
+  const { dataSource, connection } = resolveDatabase(options);
   const publisher = resolvePublisher(options.publisher, workers);
   const { tableName, schema } = resolveTable(options);
   const ambientTransaction = resolveAmbientTransaction(options.ambientTransaction);
@@ -168,6 +172,7 @@ export function resolveOutboxOptions(
   return {
     name,
     dataSource,
+    connection,
     publisher,
     tableName,
     schema,

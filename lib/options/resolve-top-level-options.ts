@@ -3,6 +3,7 @@ import type { OutboxObserver } from '../observers/outbox-observer.interface';
 import type { OutboxPublisher } from '../publishers/outbox-publisher.interface';
 import { assertIdentifier, MAX_TABLE_NAME_LENGTH } from '../store/sql-identifier';
 import type { AmbientTransaction } from './ambient-transaction.interface';
+import type { OutboxConnection } from '../store/outbox-connection';
 import { OUTBOX_DEFAULTS } from './outbox-defaults';
 import { checks, fail } from './outbox-option-checks';
 import type { OutboxModuleOptions } from './outbox.options';
@@ -20,7 +21,51 @@ function isDataSourceLike(value: unknown): value is DataSource {
   );
 }
 
-export function resolveDataSource(dataSource: DataSource | string): DataSource | string {
+function isConnectionLike(value: unknown): value is OutboxConnection<unknown> {
+  if (typeof value !== 'object' || value === null) return false;
+  const { sql, join } = value as { sql?: unknown; join?: unknown };
+  return (
+    typeof join === 'function' &&
+    typeof sql === 'object' &&
+    sql !== null &&
+    typeof (sql as { query?: unknown }).query === 'function' &&
+    typeof (sql as { transaction?: unknown }).transaction === 'function'
+  );
+}
+
+/** The database: exactly one of `dataSource` (TypeORM) and `connection` (any other library). */
+export function resolveDatabase(options: OutboxModuleOptions): {
+  dataSource: DataSource | string | undefined;
+  connection: OutboxConnection<unknown> | undefined;
+} {
+  const { dataSource, connection } = options;
+  if (dataSource !== undefined && connection !== undefined) {
+    fail(
+      'connection',
+      'it is given together with dataSource, so the outbox would not know which to use',
+      'Give dataSource for TypeORM or connection (e.g. pgOutbox(pool)) for another library, not both.',
+    );
+  }
+  if (connection === undefined) return { dataSource: resolveDataSource(dataSource), connection };
+  if (!isConnectionLike(connection)) {
+    fail(
+      'connection',
+      'it is not an OutboxConnection ({ sql, join(tx) })',
+      "Pass the connection of your library, e.g. pgOutbox(pool) from 'nestjs-outbox/pg'.",
+    );
+  }
+  return { dataSource: undefined, connection };
+}
+
+function resolveDataSource(dataSource: DataSource | string | undefined): DataSource | string {
+  if (dataSource === undefined) {
+    fail(
+      'dataSource',
+      'neither dataSource nor connection is given, so the outbox has no database',
+      'Pass dataSource (a TypeORM DataSource or its registered name), or connection for ' +
+        "another library (e.g. pgOutbox(pool) from 'nestjs-outbox/pg').",
+    );
+  }
   if (typeof dataSource === 'string') {
     if (dataSource.trim() === '') {
       fail(
@@ -83,8 +128,8 @@ export function resolveTable(options: OutboxModuleOptions): {
 }
 
 export function resolveAmbientTransaction(
-  ambient: AmbientTransaction | undefined,
-): AmbientTransaction | undefined {
+  ambient: AmbientTransaction<unknown> | undefined,
+): AmbientTransaction<unknown> | undefined {
   if (
     ambient !== undefined &&
     (typeof ambient !== 'object' ||

@@ -26,6 +26,11 @@ export interface PgPoolClient extends PgQueryable {
   removeListener(event: 'notification', listener: (message: unknown) => void): unknown;
   removeListener(event: 'error', listener: (error: Error) => void): unknown;
   removeListener(event: 'end', listener: () => void): unknown;
+  /**
+   * `'I'` idle, `'T'` inside a transaction block, `'E'` in a failed one; null before the
+   * connection is ready and always on the native client. Added in node-postgres 8.21.
+   */
+  getTransactionStatus?(): string | null;
 }
 
 /** A `pg.Pool`. */

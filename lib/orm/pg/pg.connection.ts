@@ -1,0 +1,62 @@
+import { OutboxError } from '../../errors/outbox.error';
+import { OutboxTransactionRequiredError } from '../../errors/outbox-transaction-required.error';
+import { OutboxMessages } from '../../outbox.messages';
+import type { OutboxConnection } from '../../store/outbox-connection';
+import type { PgPool, PgPoolClient } from './pg-client';
+import { pgSqlPort, pgSqlRunner } from './pg.sql-port';
+
+/**
+ * The outbox on a node-postgres pool, for `OutboxModule.forRoot({ connection: pgOutbox(pool) })`:
+ * the dispatcher, unlocker, cleaner and admin borrow clients of `pool` for their short
+ * transactions and hold one for LISTEN; `enqueue(message, client)` writes with the client the
+ * app ran `BEGIN` on. The pool stays the app's: the outbox never ends it.
+ *
+ * node-postgres has no commit event: the local dispatcher wakes on the NOTIFY the enqueue sends
+ * (delivered at commit, `dispatcher.listen`, on by default) or at its next poll.
+ */
+export function pgOutbox(pool: PgPool): OutboxConnection<PgPoolClient> {
+  const clients = poolClients(pool);
+  return {
+    sql: pgSqlPort(pool),
+    join(client) {
+      // 'T': inside BEGIN; 'I': idle (each statement would commit on its own); 'E': a failed
+      // transaction, which can only roll back. pg before 8.21 lacks the method and the native
+      // client answers null: then it cannot be told (docs/without-typeorm.md says so).
+      const status = client.getTransactionStatus?.() ?? null;
+      if (status !== null && status !== 'T') {
+        throw new OutboxTransactionRequiredError(
+          OutboxMessages.pgTransactionRequired(status === 'E' ? "'E', failed" : `'${status}'`),
+        );
+      }
+      if (clients !== undefined && !clients.has(client)) {
+        throw new OutboxError(
+          OutboxMessages.foreignTransaction(
+            'client',
+            'pool',
+            'Enqueue with a client of the pool given to pgOutbox(pool).',
+          ),
+        );
+      }
+      return pgSqlRunner(client);
+    },
+  };
+}
+
+/**
+ * The clients `pool` connects, when every one of them can be seen: the pool announces each new
+ * client with 'connect', so the set is complete only if the pool had none yet. Undefined when it
+ * cannot be complete (a pool already in use, or one without events): the pool is then not checked.
+ */
+function poolClients(pool: PgPool): WeakSet<object> | undefined {
+  // Read structurally: `pg.Pool` is an EventEmitter with `totalCount`, but PgPool does not
+  // require either, so a pool-like object without them still works (unchecked).
+  const { on, totalCount } = pool as { on?: unknown; totalCount?: unknown };
+  if (typeof on !== 'function' || totalCount !== 0) return undefined;
+  const clients = new WeakSet<object>();
+  (on as (event: string, listener: (client: object) => void) => unknown).call(
+    pool,
+    'connect',
+    (client: object) => clients.add(client),
+  );
+  return clients;
+}
