@@ -272,7 +272,12 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
           // Nothing claimable now; settling what is in flight may free the next message of
           // its keys, so look again if it made progress.
           const report = await settleOldest();
-          if (report === undefined) break;
+          // A wake-up during that claim (a commit it may have missed) asks for one more look;
+          // without it, the commit's messages would wait for the next poll.
+          if (report === undefined) {
+            if (this.wakeRequested) continue;
+            break;
+          }
           const progressed = report.published > 0 || report.deadLettered > 0;
           if (!progressed && !this.wakeRequested && inFlight.length === 0) break;
           continue;
