@@ -13,6 +13,8 @@ import { describeError } from '../internal/describe-error';
 export class IntervalRunner<T> {
   private current: Promise<void> | undefined;
   private timer: NodeJS.Timeout | undefined;
+  /** A run was asked for while one was going: it goes once more when that one ends. */
+  private again = false;
 
   constructor(
     private readonly name: string,
@@ -23,6 +25,25 @@ export class IntervalRunner<T> {
 
   get running(): boolean {
     return this.current !== undefined;
+  }
+
+  /** Whether a run was asked for (`request`) since the run in progress last cleared it. */
+  get requested(): boolean {
+    return this.again;
+  }
+
+  /**
+   * Runs the task now, or once more right after the run in progress: a request that arrives
+   * while a run is finishing is never lost. A run that looks again by itself clears it first
+   * (`clearRequest`), so it costs no extra run.
+   */
+  request(): void {
+    if (this.current === undefined) this.tick();
+    else this.again = true;
+  }
+
+  clearRequest(): void {
+    this.again = false;
   }
 
   start(intervalMs: number): void {
@@ -65,7 +86,13 @@ export class IntervalRunner<T> {
     try {
       return await run;
     } finally {
-      if (this.current === current) this.current = undefined;
+      if (this.current === current) {
+        this.current = undefined;
+        if (this.again) {
+          this.again = false;
+          this.tick();
+        }
+      }
     }
   }
 

@@ -104,7 +104,6 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
   private started = false;
   private runStartedAt: number | undefined;
   private lastRunFinishedAt: number | undefined;
-  private wakeRequested = false;
   private pausedUntil = 0;
   private outagePauseMs = 0;
   private probing = false;
@@ -173,8 +172,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
   /** Asks for a drain as soon as possible; coalesces with a drain already running. */
   wake(): void {
     if (this.stopping) return;
-    if (this.runner.running) this.wakeRequested = true;
-    else this.runner.tick();
+    this.runner.request();
   }
 
   /**
@@ -263,7 +261,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     };
     try {
       while (!this.stopping) {
-        this.wakeRequested = false;
+        this.runner.clearRequest();
         if (Date.now() < this.pausedUntil) break;
         const started = performance.now();
         const claimed = await this.claim();
@@ -274,12 +272,10 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
           const report = await settleOldest();
           // A wake-up during that claim (a commit it may have missed) asks for one more look;
           // without it, the commit's messages would wait for the next poll.
-          if (report === undefined) {
-            if (this.wakeRequested) continue;
-            break;
-          }
+          // A wake-up during that claim is not lost: the runner runs once more after this run.
+          if (report === undefined) break;
           const progressed = report.published > 0 || report.deadLettered > 0;
-          if (!progressed && !this.wakeRequested && inFlight.length === 0) break;
+          if (!progressed && !this.runner.requested && inFlight.length === 0) break;
           continue;
         }
         inFlight.push(this.deliver(claimed, started));
