@@ -1,16 +1,16 @@
+import type { SqliteStatement } from '../../store/sqlite/sqlite-connection';
+
 /**
  * The part of better-sqlite3 the port uses, typed here so that the outbox compiles and loads
  * without the library: a better-sqlite3 `Database` fits.
  */
 
-/** A prepared statement. */
-export interface BetterSqlite3Statement {
+/** A prepared statement: what the SQLite store's own connection runs, and what kind it is. */
+export interface BetterSqlite3Statement extends SqliteStatement {
   /** Whether the statement answers rows (a SELECT, or a write with RETURNING). */
   readonly reader: boolean;
   /** Whether the statement leaves the database unchanged. */
   readonly readonly: boolean;
-  all(...params: unknown[]): unknown[];
-  run(...params: unknown[]): { changes: number };
 }
 
 /** A better-sqlite3 `Database`: one connection, statements run synchronously. */
