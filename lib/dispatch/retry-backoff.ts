@@ -16,7 +16,12 @@ export function retryDelay(
   policy: BackoffPolicy,
   random: () => number = Math.random,
 ): number {
-  const exponential = policy.initialDelayMs * Math.pow(policy.factor, Math.max(0, attempt - 1));
+  // With unlimited retries the power overflows to Infinity, and 0 × Infinity is NaN: a zero
+  // initial delay stays zero however many attempts came before.
+  const exponential =
+    policy.initialDelayMs === 0
+      ? 0
+      : policy.initialDelayMs * Math.pow(policy.factor, Math.max(0, attempt - 1));
   const capped = Math.min(policy.maxDelayMs, exponential);
   return Math.max(0, Math.round(capped * (1 - policy.jitter * random())));
 }

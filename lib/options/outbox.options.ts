@@ -42,7 +42,10 @@ export interface OutboxDispatcherOptions {
 }
 
 export interface OutboxRetryOptions {
-  /** Failed attempts after which a message is dead-lettered. @default 10 */
+  /**
+   * Failed attempts after which a message is dead-lettered: 1 to 1000, or `Infinity` to retry
+   * until it is delivered (a message that always fails then holds its key for good). @default 10
+   */
   maxAttempts?: number;
   /** Delay before the first retry. @default 1000 */
   initialDelayMs?: number;

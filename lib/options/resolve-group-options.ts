@@ -87,7 +87,19 @@ export function resolveRetryOptions(value: OutboxRetryOptions | undefined): Reso
     fail('retry.retryIf', 'it is not a function', 'Pass (error, record) => boolean.');
   }
   return {
-    maxAttempts: integer(r.maxAttempts, defaults.maxAttempts.value, 'retry.maxAttempts', 1, 1_000),
+    // Infinity: a team that would rather hold a key than dead-letter (docs/ordering-and-dead-letters.md).
+    maxAttempts:
+      r.maxAttempts === Number.POSITIVE_INFINITY
+        ? r.maxAttempts
+        : integer(
+            r.maxAttempts,
+            defaults.maxAttempts.value,
+            'retry.maxAttempts',
+            1,
+            1_000,
+            '',
+            `${defaults.maxAttempts.value}; Infinity retries without a limit`,
+          ),
     initialDelayMs,
     maxDelayMs,
     factor: real(r.factor, defaults.factor.value, 'retry.factor', 1, 100),

@@ -117,6 +117,32 @@ for (const db of TEST_DATABASES) {
         expect(await h.dispatcher.runOnce()).toMatchObject({ claimed: 0 });
       });
 
+      it('with retry.maxAttempts Infinity keeps retrying past a thousand attempts and delivers once the broker accepts', async () => {
+        const publisher = new RecordingPublisher();
+        const h = await boot(publisher, {
+          retry: { maxAttempts: Infinity, initialDelayMs: 0, maxDelayMs: 0, jitter: 0 },
+        });
+        const [bad] = (await h.commit([msg('stubborn')])) as [string];
+        publisher.fail(bad, 'retryable', { error: new Error('broker said no') });
+        expect(await h.dispatcher.runOnce()).toMatchObject({ claimed: 1, retried: 1 });
+        // A thousand failed attempts, set in the table: more than any finite maxAttempts allows.
+        await scope.ds.query(
+          `UPDATE ${quote(h.table)} SET attempts = 1000 WHERE ${messageIdColumn} = ${param(1)}`,
+          [bad],
+        );
+        expect(await h.dispatcher.runOnce()).toMatchObject({
+          claimed: 1,
+          retried: 1,
+          deadLettered: 0,
+        });
+        expect(await h.row(bad)).toMatchObject({ status: 'pending', attempts: 1001 });
+
+        publisher.heal();
+        expect(await h.dispatcher.runOnce()).toMatchObject({ claimed: 1, published: 1 });
+        expect(await h.row(bad)).toMatchObject({ status: 'delivered', attempts: 1002 });
+        expect(publisher.sentIds).toEqual([bad]);
+      });
+
       it('dead-letters a PermanentPublishError at once', async () => {
         const publisher = new RecordingPublisher();
         const deadLetters: string[] = [];

@@ -86,6 +86,8 @@ describe('resolveOutboxOptions', () => {
     ['dispatcher', 'pollIntervalMs', Infinity],
     ['dispatcher', 'leaseMs', '30000'],
     ['retry', 'maxAttempts', 0],
+    ['retry', 'maxAttempts', -Infinity],
+    ['retry', 'maxAttempts', 1_001],
     ['retry', 'factor', 0.5],
     ['retry', 'jitter', 2],
     ['cleaner', 'deliveredRetentionMs', -5],
@@ -98,6 +100,15 @@ describe('resolveOutboxOptions', () => {
       expect(error.message).toMatch(/from .* to /);
     },
   );
+
+  it('takes retry.maxAttempts Infinity as retries without a limit, and names it in the fix', () => {
+    expect(resolveOutboxOptions({ ...valid, retry: { maxAttempts: Infinity } }).retry.maxAttempts).toBe(
+      Infinity,
+    );
+    expect(errorOf({ ...valid, retry: { maxAttempts: 2.5 } }).message).toContain(
+      'Infinity retries without a limit',
+    );
+  });
 
   it('rejects a publish timeout that is not below the lease', () => {
     const error = errorOf({ ...valid, dispatcher: { leaseMs: 5_000, publishTimeoutMs: 5_000 } });

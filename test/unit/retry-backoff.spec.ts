@@ -10,6 +10,12 @@ describe('retryDelay', () => {
     ]);
   });
 
+  it('stays a number after as many attempts as unlimited retries reach', () => {
+    expect(retryDelay(5_000, policy)).toBe(1_000);
+    expect(retryDelay(5_000, { ...policy, initialDelayMs: 0, maxDelayMs: 0 })).toBe(0);
+    expect(retryDelay(5_000, { ...policy, initialDelayMs: 0, factor: 100 })).toBe(0);
+  });
+
   it('jitters downwards by at most the jitter fraction', () => {
     expect(retryDelay(3, { ...policy, jitter: 0.5 }, () => 1)).toBe(200);
     expect(retryDelay(3, { ...policy, jitter: 0.5 }, () => 0)).toBe(400);
