@@ -57,7 +57,11 @@ export type {
 export type { OutboxRecord } from './message/outbox-record.interface';
 export type { OutboxPublisher, PublishOutcome } from './publishers/outbox-publisher.interface';
 export type { OutboxStats, RequeueReport } from './store/outbox-store.port';
-export type { OutboxObserver, OutboxBatchReport } from './observers/outbox-observer.interface';
+export type {
+  OutboxObserver,
+  OutboxBatchReport,
+  OutboxPublishedRecord,
+} from './observers/outbox-observer.interface';
 export { combineObservers } from './observers/combine-observers';
 export type { AmbientTransaction } from './options/ambient-transaction.interface';
 export type { OutboxConnection } from './store/outbox-connection';

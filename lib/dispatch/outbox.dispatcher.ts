@@ -12,7 +12,11 @@ import { setMaxListeners } from 'node:events';
 import { OutboxDatabaseTimeoutError } from '../errors/outbox-database-timeout.error';
 import { PublishTimeoutError } from '../errors/publish-timeout.error';
 import { PublisherUnavailableError } from '../errors/publisher-unavailable.error';
-import type { OutboxBatchReport, OutboxObserver } from '../observers/outbox-observer.interface';
+import type {
+  OutboxBatchReport,
+  OutboxObserver,
+  OutboxPublishedRecord,
+} from '../observers/outbox-observer.interface';
 import type { OutboxPublisher } from '../publishers/outbox-publisher.interface';
 import type {
   ClaimedBatch,
@@ -59,6 +63,8 @@ const EMPTY_REPORT: OutboxBatchReport = Object.freeze({
  * before the database wrote the lease, so this end is never later than the lease's own.
  */
 interface LeasedBatch extends ClaimedBatch {
+  /** When the claim started, on the same clock: a message's latency counts from its age then. */
+  readonly claimedAt: number;
   readonly leaseEnd: number;
 }
 
@@ -330,7 +336,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     // An empty claim says nothing about the broker: the outage backoff only resets when a
     // publish gets through.
     if (claimed.records.length > 0)
-      return { ...claimed, leaseEnd: claimStarted + dispatcher.leaseMs };
+      return { ...claimed, claimedAt: claimStarted, leaseEnd: claimStarted + dispatcher.leaseMs };
     return parked > 0 ? 'parked' : 'idle';
   }
 
@@ -351,7 +357,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
 
   /** Publishes a claimed batch and settles the outcome; never throws. */
   private async deliver(
-    { token, records, leaseEnd }: LeasedBatch,
+    { token, records, claimedAt, leaseEnd }: LeasedBatch,
     started: number,
   ): Promise<OutboxBatchReport> {
     // Publishing must end early enough to settle within the lease (see planBatch).
@@ -364,6 +370,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
       );
     }
     const result = plan.skip ?? (await this.publish(plan.fresh, publishBy));
+    const answeredAfterClaimMs = performance.now() - claimedAt;
     const { verdicts, settlement, releaseDelayMs, hookErrors } = judgeBatch({
       records,
       result,
@@ -384,7 +391,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     this.logger.debug(
       `Batch: claimed ${report.claimed}, published ${report.published}, retried ${report.retried}, dead ${report.deadLettered}, released ${report.released}, fenced ${report.fenced} in ${Math.round(report.durationMs)} ms`,
     );
-    this.notify(records, verdicts, report);
+    this.notify(records, verdicts, report, answeredAfterClaimMs);
     return report;
   }
 
@@ -584,11 +591,13 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     records: readonly ClaimedRecord[],
     verdicts: readonly Verdict[],
     report: OutboxBatchReport,
+    answeredAfterClaimMs: number,
   ): void {
-    const published: ClaimedRecord[] = [];
+    const published: OutboxPublishedRecord[] = [];
     records.forEach((record, i) => {
       const verdict = verdicts[i];
-      if (verdict?.kind === 'delivered') published.push(record);
+      if (verdict?.kind === 'delivered')
+        published.push({ ...record, latencyMs: record.ageMs + answeredAfterClaimMs });
       else if (verdict?.kind === 'retry')
         this.safely(
           () => this.observer.onRetry?.(record, verdict.error, verdict.delayMs),

@@ -1,4 +1,8 @@
-import type { OutboxBatchReport, OutboxObserver } from './outbox-observer.interface';
+import type {
+  OutboxBatchReport,
+  OutboxObserver,
+  OutboxPublishedRecord,
+} from './outbox-observer.interface';
 import type { OutboxRecord } from '../message/outbox-record.interface';
 
 /**
@@ -28,7 +32,8 @@ export function combineObservers(
   // Required<>: a hook added to OutboxObserver must be forwarded here too, or this fails to compile.
   const combined: Required<OutboxObserver> = {
     onBatch: (report: OutboxBatchReport) => each((o) => o.onBatch?.(report)),
-    onPublished: (records: readonly OutboxRecord[]) => each((o) => o.onPublished?.(records)),
+    onPublished: (records: readonly OutboxPublishedRecord[]) =>
+      each((o) => o.onPublished?.(records)),
     onRetry: (record: OutboxRecord, error: unknown, delayMs: number) =>
       each((o) => o.onRetry?.(record, error, delayMs)),
     onDeadLetter: (record: OutboxRecord, error: unknown) =>

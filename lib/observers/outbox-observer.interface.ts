@@ -13,13 +13,22 @@ export interface OutboxBatchReport {
   readonly durationMs: number;
 }
 
+/** A message the broker acknowledged, as `onPublished` sees it. */
+export interface OutboxPublishedRecord extends OutboxRecord {
+  /**
+   * Milliseconds from enqueue to the broker's acknowledgement: the message's age at its claim
+   * on the database clock, plus the claim and publish on this process's clock.
+   */
+  readonly latencyMs: number;
+}
+
 /**
  * Hooks for metrics and tracing. Every member is optional; a hook must not throw (errors are
  * logged and ignored so that observability never stops delivery).
  */
 export interface OutboxObserver {
   onBatch?(report: OutboxBatchReport): void;
-  onPublished?(records: readonly OutboxRecord[]): void;
+  onPublished?(records: readonly OutboxPublishedRecord[]): void;
   onRetry?(record: OutboxRecord, error: unknown, delayMs: number): void;
   onDeadLetter?(record: OutboxRecord, error: unknown): void;
   onOutage?(error: unknown, pauseMs: number): void;

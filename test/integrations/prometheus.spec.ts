@@ -101,6 +101,7 @@ describeWith(['postgres', 'rabbitmq'], 'Prometheus metrics (OutboxPrometheusModu
     // Four messages to a queue that exists; one to a routing key no queue is bound to, which
     // RabbitMQ returns: a failure, retried once, then dead-lettered (maxAttempts 2).
     const nowhere = unique('nowhere');
+    const enqueuedAt = Date.now();
     const [lostId] = await scope.ds.transaction(async (m) => {
       const lost = await outbox.enqueue([{ topic: nowhere, payload: { n: 0 } }], m);
       await outbox.enqueue(
@@ -160,6 +161,15 @@ describeWith(['postgres', 'rabbitmq'], 'Prometheus metrics (OutboxPrometheusModu
     expect(sampleOf(text, 'outbox_batch_duration_seconds_count')).toBeGreaterThanOrEqual(2);
     expect(sampleOf(text, 'outbox_batch_duration_seconds_sum')).toBeGreaterThan(0);
     expect(text).toContain('# TYPE outbox_batch_duration_seconds histogram');
+    // Per message: each of the four took one attempt, and none took longer than the test so far.
+    const topic = `{topic="${queue}"}`;
+    expect(sampleOf(text, `outbox_delivery_attempts_count${topic}`)).toBe(4);
+    expect(sampleOf(text, `outbox_delivery_attempts_sum${topic}`)).toBe(4);
+    expect(sampleOf(text, `outbox_delivery_attempts_bucket{le="1",topic="${queue}"}`)).toBe(4);
+    expect(sampleOf(text, `outbox_message_latency_seconds_count${topic}`)).toBe(4);
+    const latencySum = sampleOf(text, `outbox_message_latency_seconds_sum${topic}`) ?? -1;
+    expect(latencySum).toBeGreaterThan(0);
+    expect(latencySum).toBeLessThanOrEqual((4 * (Date.now() - enqueuedAt)) / 1_000);
   });
 
   it('counts outages of an unreachable broker; a prefix keeps two outboxes apart in one registry', async () => {
@@ -205,7 +215,7 @@ describeWith(['postgres', 'rabbitmq'], 'Prometheus metrics (OutboxPrometheusModu
     expect(() => new OutboxMetrics({ registry, prefix: 'app_' })).toThrow(OutboxOptionsError);
     expect(() => new OutboxMetrics({ registry, prefix: 'app_' })).toThrow(/distinct prefix/);
     // The failed attempt registered nothing, and the first instance's metrics are intact.
-    expect(registry.getMetricsAsArray()).toHaveLength(8);
+    expect(registry.getMetricsAsArray()).toHaveLength(10);
     expect(first.registry).toBe(registry);
     expect(() => new OutboxMetrics({ registry, prefix: '9bad' })).toThrow(OutboxOptionsError);
     expect(

@@ -15,6 +15,10 @@ export interface OutboxPrometheusOptions {
   sampleIntervalMs?: number;
   /** Buckets of `outbox_batch_duration_seconds`. @default 5 ms to 10 s (prom-client's defaults) */
   batchDurationBuckets?: readonly number[];
+  /** Buckets of `outbox_message_latency_seconds`. @default 5 ms to 5 min */
+  latencyBuckets?: readonly number[];
+  /** Buckets of `outbox_delivery_attempts`. @default [1, 2, 3, 5, 10, 20, 50, 100] */
+  attemptsBuckets?: readonly number[];
 }
 
 /** {@link OutboxPrometheusOptions} with the defaults applied and every value checked. */
@@ -23,15 +27,27 @@ export interface ResolvedOutboxPrometheusOptions {
   readonly prefix: string;
   readonly sampleIntervalMs: number;
   readonly batchDurationBuckets: readonly number[];
+  readonly latencyBuckets: readonly number[];
+  readonly attemptsBuckets: readonly number[];
 }
 
 const checks = new OptionChecks('OutboxMetrics');
 const OPTION_KEYS = {
-  '': { registry: true, prefix: true, sampleIntervalMs: true, batchDurationBuckets: true },
+  '': {
+    registry: true,
+    prefix: true,
+    sampleIntervalMs: true,
+    batchDurationBuckets: true,
+    latencyBuckets: true,
+    attemptsBuckets: true,
+  },
 } as const satisfies { '': Record<keyof OutboxPrometheusOptions, true> };
 // Prometheus' metric name grammar: the prefix must keep every name valid.
 const METRIC_NAME_PREFIX = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
 const DEFAULT_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
+// Enqueue to acknowledgement spans a poll interval, retries and outages: up to minutes.
+const DEFAULT_LATENCY_BUCKETS = [...DEFAULT_BUCKETS, 30, 60, 300];
+const DEFAULT_ATTEMPTS_BUCKETS = [1, 2, 3, 5, 10, 20, 50, 100];
 
 /** Applies the defaults and rejects bad values with an `OutboxOptionsError` that says how to fix them. */
 export function resolveOutboxPrometheusOptions(
@@ -45,7 +61,13 @@ export function resolveOutboxPrometheusOptions(
     );
   }
   checks.knownKeys(options, OPTION_KEYS);
-  const { registry = register, prefix = '', batchDurationBuckets = DEFAULT_BUCKETS } = options;
+  const {
+    registry = register,
+    prefix = '',
+    batchDurationBuckets = DEFAULT_BUCKETS,
+    latencyBuckets = DEFAULT_LATENCY_BUCKETS,
+    attemptsBuckets = DEFAULT_ATTEMPTS_BUCKETS,
+  } = options;
   if (
     typeof registry !== 'object' ||
     registry === null ||
@@ -64,23 +86,9 @@ export function resolveOutboxPrometheusOptions(
       'Use letters, digits, underscores and colons, not starting with a digit, e.g. "orders_".',
     );
   }
-  if (
-    !Array.isArray(batchDurationBuckets) ||
-    batchDurationBuckets.length === 0 ||
-    batchDurationBuckets.some(
-      (b, i) =>
-        typeof b !== 'number' ||
-        !Number.isFinite(b) ||
-        b <= 0 ||
-        (i > 0 && b <= (batchDurationBuckets[i - 1] as number)),
-    )
-  ) {
-    checks.fail(
-      'batchDurationBuckets',
-      'it is not a non-empty list of increasing positive numbers of seconds',
-      'Pass e.g. [0.01, 0.05, 0.25, 1, 5], or leave it out for the defaults.',
-    );
-  }
+  checkBuckets('batchDurationBuckets', batchDurationBuckets, 'seconds', '[0.01, 0.05, 0.25, 1, 5]');
+  checkBuckets('latencyBuckets', latencyBuckets, 'seconds', '[0.05, 0.25, 1, 5, 60]');
+  checkBuckets('attemptsBuckets', attemptsBuckets, 'attempts', '[1, 2, 5, 10]');
   const sampleIntervalMs = checks.integer(
     options.sampleIntervalMs,
     15_000,
@@ -96,5 +104,32 @@ export function resolveOutboxPrometheusOptions(
       'Use 0 (no gauges) or at least 100 ms; the default is 15000.',
     );
   }
-  return { registry, prefix, sampleIntervalMs, batchDurationBuckets };
+  return {
+    registry,
+    prefix,
+    sampleIntervalMs,
+    batchDurationBuckets,
+    latencyBuckets,
+    attemptsBuckets,
+  };
+}
+
+function checkBuckets(option: string, buckets: unknown, unit: string, example: string): void {
+  if (
+    !Array.isArray(buckets) ||
+    buckets.length === 0 ||
+    buckets.some(
+      (b: unknown, i) =>
+        typeof b !== 'number' ||
+        !Number.isFinite(b) ||
+        b <= 0 ||
+        (i > 0 && b <= (buckets[i - 1] as number)),
+    )
+  ) {
+    checks.fail(
+      option,
+      `it is not a non-empty list of increasing positive numbers of ${unit}`,
+      `Pass e.g. ${example}, or leave it out for the defaults.`,
+    );
+  }
 }

@@ -1,7 +1,11 @@
 import { Logger } from '@nestjs/common';
 import { Counter, Gauge, Histogram, type Metric, type Registry } from 'prom-client';
 import { OutboxOptionsError } from '../../errors/outbox-options.error';
-import type { OutboxBatchReport, OutboxObserver } from '../../observers/outbox-observer.interface';
+import type {
+  OutboxBatchReport,
+  OutboxObserver,
+  OutboxPublishedRecord,
+} from '../../observers/outbox-observer.interface';
 import type { OutboxRecord } from '../../message/outbox-record.interface';
 import type { OutboxStats } from '../../store/outbox-store.port';
 import { describeError } from '../../internal/describe-error';
@@ -29,6 +33,8 @@ export interface OutboxStatsSource {
  * | `outbox_messages_dead_lettered_total{topic}` | counter | moved to `dead` |
  * | `outbox_outages_total` | counter | publisher or database unreachable: claims paused |
  * | `outbox_batch_duration_seconds` | histogram | claim to settle, per batch |
+ * | `outbox_message_latency_seconds{topic}` | histogram | enqueue to broker acknowledgement, per message |
+ * | `outbox_delivery_attempts{topic}` | histogram | attempts a delivered message took |
  * | `outbox_pending_messages` | gauge | waiting for delivery, in flight included |
  * | `outbox_oldest_pending_age_seconds` | gauge | age of the oldest of those; 0 when none |
  * | `outbox_dead_messages` | gauge | dead letters in the table |
@@ -43,6 +49,8 @@ export class OutboxMetrics implements OutboxObserver {
   private readonly deadLettered: Counter<'topic'>;
   private readonly outages: Counter;
   private readonly batchDuration: Histogram;
+  private readonly latency: Histogram<'topic'>;
+  private readonly deliveryAttempts: Histogram<'topic'>;
   private readonly pending: Gauge;
   private readonly oldestPendingAge: Gauge;
   private readonly dead: Gauge;
@@ -118,6 +126,28 @@ export class OutboxMetrics implements OutboxObserver {
           registers,
         }),
     );
+    this.latency = named(
+      'outbox_message_latency_seconds',
+      (name) =>
+        new Histogram({
+          name,
+          help: 'Time from enqueue to the broker acknowledging the message, by topic.',
+          labelNames: ['topic'],
+          buckets: [...this.options.latencyBuckets],
+          registers,
+        }),
+    );
+    this.deliveryAttempts = named(
+      'outbox_delivery_attempts',
+      (name) =>
+        new Histogram({
+          name,
+          help: 'Attempts a delivered outbox message took (1: first try), by topic.',
+          labelNames: ['topic'],
+          buckets: [...this.options.attemptsBuckets],
+          registers,
+        }),
+    );
     this.pending = named(
       'outbox_pending_messages',
       (name) =>
@@ -147,10 +177,15 @@ export class OutboxMetrics implements OutboxObserver {
     );
   }
 
-  onPublished(records: readonly OutboxRecord[]): void {
+  onPublished(records: readonly OutboxPublishedRecord[]): void {
     // One increment per topic, not per message: a batch is often a few topics.
     const byTopic = new Map<string, number>();
-    for (const record of records) byTopic.set(record.topic, (byTopic.get(record.topic) ?? 0) + 1);
+    for (const record of records) {
+      byTopic.set(record.topic, (byTopic.get(record.topic) ?? 0) + 1);
+      const labels = { topic: record.topic };
+      this.latency.observe(labels, Math.max(0, record.latencyMs) / 1_000);
+      this.deliveryAttempts.observe(labels, record.attempts);
+    }
     byTopic.forEach((count, topic) => this.published.inc({ topic }, count));
   }
 
