@@ -3,7 +3,14 @@
 // subpaths must load without it (here, loading it throws), and the driver subpaths without
 // their driver.
 
-const NOT_LOADED = ['typeorm', '@nestjs/typeorm', 'pg', 'mysql2', 'mysql2/promise', 'better-sqlite3'];
+const NOT_LOADED = [
+  'typeorm',
+  '@nestjs/typeorm',
+  'pg',
+  'mysql2',
+  'mysql2/promise',
+  'better-sqlite3',
+];
 
 describe('the core loads without TypeORM', () => {
   it('nestjs-outbox and its driver subpaths load while typeorm and the drivers cannot be loaded', () => {

@@ -53,12 +53,8 @@ function requireTransaction(db: BetterSqlite3Database): void {
 function inTransactionRunner(db: BetterSqlite3Database): SqlRunner {
   const runner = betterSqlite3SqlRunner(db);
   return {
-    query(sql, params) {
-      try {
-        requireTransaction(db);
-      } catch (error) {
-        return Promise.reject(error as Error);
-      }
+    async query(sql, params) {
+      requireTransaction(db);
       return runner.query(sql, params);
     },
   };

@@ -66,7 +66,8 @@ async function requireTransaction(connection: Mysql2PoolConnection): Promise<voi
   // With autocommit off every statement runs in a transaction that only COMMIT ends.
   const inTransaction =
     (status & SERVER_STATUS_IN_TRANS) !== 0 || (status & SERVER_STATUS_AUTOCOMMIT) === 0;
-  if (!inTransaction) throw new OutboxTransactionRequiredError(OutboxMessages.mysql2TransactionRequired());
+  if (!inTransaction)
+    throw new OutboxTransactionRequiredError(OutboxMessages.mysql2TransactionRequired());
 }
 
 /**
