@@ -1,4 +1,5 @@
 import {
+  CamelCasePlugin,
   Kysely,
   MysqlDialect,
   PostgresDialect,
@@ -6,10 +7,16 @@ import {
   sql,
   type PostgresPool,
   type SqliteDatabase,
+  type Transaction,
 } from 'kysely';
 import { createPool } from 'mysql2';
 import { OutboxTransactionRequiredError } from '../../lib';
-import { kyselyOutbox, kyselySqlPort, type KyselyTransaction } from '../../lib/orm/kysely';
+import {
+  kyselyOutbox,
+  kyselySqlPort,
+  type KyselyInstance,
+  type KyselyTransaction,
+} from '../../lib/orm/kysely';
 import { serverConnection } from '../support/databases';
 import type { ServiceName } from '../support/services';
 import {
@@ -37,18 +44,24 @@ function mysqlPool(connectionLimit: number) {
   });
 }
 
-/** A Kysely instance on the database, with the dialect an app on it uses. */
+/**
+ * A Kysely instance on the database, with the dialect an app on it uses, and a plugin that
+ * renames every column it answers: the outbox must read its rows without it.
+ */
 function openKysely(database: Database, file: string): Kysely<unknown> {
+  const plugins = [new CamelCasePlugin()];
   if (database === 'postgres') {
     return new Kysely<unknown>({
       dialect: new PostgresDialect({ pool: pgPool(4) as unknown as PostgresPool }),
+      plugins,
     });
   }
   if (database === 'mariadb') {
-    return new Kysely<unknown>({ dialect: new MysqlDialect({ pool: mysqlPool(4) }) });
+    return new Kysely<unknown>({ dialect: new MysqlDialect({ pool: mysqlPool(4) }), plugins });
   }
   return new Kysely<unknown>({
     dialect: new SqliteDialect({ database: openSqliteFile(file) as unknown as SqliteDatabase }),
+    plugins,
   });
 }
 
@@ -124,7 +137,16 @@ function fixture(database: Database): ConnectionModuleFixture<KyselyTransaction>
       }
     },
     foreignMessage: /another Kysely instance/,
-    async moreRefusals({ database: app, enqueue }) {
+    async moreRefusals({ database: app, enqueue, outbox, countRows, removeRows }) {
+      // A transaction of the same instance with a plugin more is the same instance's: accepted.
+      const accepted = await app.inTransaction((trx) =>
+        outbox.enqueue(
+          { topic: 'plugins', payload: {} },
+          (trx as Transaction<unknown>).withPlugin(new CamelCasePlugin()),
+        ),
+      );
+      expect(await countRows([accepted])).toBe(1);
+      await removeRows([accepted]);
       // A controlled transaction once committed is over.
       await app.outsideTransaction(async (db) => {
         const trx = await (db as Kysely<unknown>).startTransaction().execute();
@@ -156,8 +178,9 @@ describe('kyselyOutbox: the database from the dialect', () => {
       'sqlite',
     ]);
     // An adapter of a dialect the outbox does not know: named by the app, or refused.
-    const unknown = {
+    const unknown: KyselyInstance = {
       getExecutor: () => ({ adapter: new (class CustomAdapter {})() }),
+      withoutPlugins: () => unknown,
       executeQuery: () => Promise.reject(new Error('not used')),
       transaction: () => {
         throw new Error('not used');

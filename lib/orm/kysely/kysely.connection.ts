@@ -30,6 +30,8 @@ interface KyselyQueryExecutor {
 export interface KyselyTransaction extends KyselyExecutor {
   readonly isTransaction: boolean;
   getExecutor(): KyselyQueryExecutor;
+  /** The same transaction without the app's plugins. */
+  withoutPlugins(): KyselyExecutor;
   /** A ControlledTransaction's state; a callback Transaction has neither. */
   readonly isCommitted?: boolean;
   readonly isRolledBack?: boolean;
@@ -38,6 +40,8 @@ export interface KyselyTransaction extends KyselyExecutor {
 /** A `Kysely` instance, of any database interface. */
 export interface KyselyInstance extends KyselyDatabase {
   getExecutor(): KyselyQueryExecutor;
+  /** The same instance (pool, dialect, logging) without the app's plugins. */
+  withoutPlugins(): KyselyDatabase;
 }
 
 /** What `kyselyOutbox` cannot read from the Kysely instance. */
@@ -56,8 +60,8 @@ export interface KyselyOutboxOptions {
 
 /**
  * The outbox on a Kysely instance, for `OutboxModule.forRoot({ connection: kyselyOutbox(db) })`:
- * the outbox's own statements and short transactions run through `db` (its pool, plugins and
- * logging); `enqueue(message, trx)` writes with the `Transaction` of
+ * the outbox's own statements and short transactions run through `db` (its pool and logging);
+ * `enqueue(message, trx)` writes with the `Transaction` of
  * `db.transaction().execute(async (trx) => …)`. The database is read from the dialect's adapter
  * (PostgreSQL, MySQL/MariaDB, SQLite). The outbox never destroys `db`.
  *
@@ -69,8 +73,10 @@ export function kyselyOutbox(
   options: KyselyOutboxOptions = {},
 ): OutboxConnection<KyselyTransaction> {
   const adapter = db.getExecutor().adapter;
+  // The outbox's SQL is finished and reads its own column names: a plugin of the app's (one
+  // that renames columns, such as CamelCasePlugin, or adds a schema) must not touch it.
   return {
-    sql: kyselySqlPort(db, portOptions(adapter, options)),
+    sql: kyselySqlPort(db.withoutPlugins(), portOptions(adapter, options)),
     join(trx) {
       if (trx.isTransaction !== true || trx.isCommitted === true || trx.isRolledBack === true) {
         throw new OutboxTransactionRequiredError(OutboxMessages.kyselyTransactionRequired());
@@ -86,7 +92,7 @@ export function kyselyOutbox(
           ),
         );
       }
-      return kyselySqlRunner(trx);
+      return kyselySqlRunner(trx.withoutPlugins());
     },
   };
 }
