@@ -20,6 +20,8 @@ import { expectNever, waitFor } from '../support/wait-for';
 // one, and enqueue refuses what would not commit with the app's writes. Each library's spec
 // gives the fixture: how its app opens its pool, runs a transaction and writes a business row.
 
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
 /** The app's database handle as one library has it: a pool, a Database, a Kysely instance. */
 export interface AppDatabase<Tx> {
   readonly connection: OutboxConnection<Tx>;
@@ -177,6 +179,21 @@ export function describeConnectionModule<Tx>(fixture: ConnectionModuleFixture<Tx
       expect(publisher.messageIds).toEqual([messageId]);
       expect(publisher.payloads()).toEqual([{ orderId }]);
       expect((await stats.stats()).delivered).toBe(deliveredBefore + 1);
+    });
+
+    it('publishes nothing while the transaction is open, then delivers once after the commit', async () => {
+      const { database, outbox, publisher } = await openApp();
+      const messageId = await database.inTransaction(async (tx) => {
+        const id = await outbox.enqueue({ topic: 'orders', payload: { held: true } }, tx);
+        // Several polls while the transaction holds its rows (on SQLite, the write lock too:
+        // the dispatcher's own connection must step back, not fail or wait inside SQLite).
+        await sleep(600);
+        expect(publisher.messageIds).toEqual([]);
+        return id;
+      });
+      await waitFor('the message published', () => publisher.messageIds.includes(messageId));
+      await sleep(300);
+      expect(publisher.messageIds).toEqual([messageId]);
     });
 
     it('writes and publishes nothing when the transaction rolls back', async () => {

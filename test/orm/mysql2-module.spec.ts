@@ -2,6 +2,7 @@ import { createPool, type Pool, type PoolConnection } from 'mysql2/promise';
 import { OutboxTransactionRequiredError } from '../../lib';
 import { mysql2Outbox, mysql2SqlPort, type Mysql2PoolConnection } from '../../lib/orm/mysql2';
 import { serverConnection } from '../support/databases';
+import { describeWith } from '../support/services';
 import { describeConnectionModule, type AppDatabase } from './connection-module.suite';
 
 // An app with no ORM on MariaDB (the MySQL 8 statements are the same): OutboxModule on a
@@ -101,4 +102,33 @@ describeConnectionModule<Mysql2PoolConnection>({
       }
     });
   },
+});
+
+describeWith(['mariadb'], 'mysql2Outbox on a pool already in use', () => {
+  it('cannot know its earlier connections, so accepts them (no pool check) instead of refusing', async () => {
+    const app = pool(1);
+    try {
+      // The pool's one connection opens before mysql2Outbox sees the pool.
+      await app.query('SELECT 1');
+      const connection = mysql2Outbox(app);
+      const other = pool(1);
+      try {
+        await inTransaction(app, async (tx) => {
+          await expect(connection.join(tx).query('SELECT 1 AS one')).resolves.toEqual({
+            rows: [{ one: 1 }],
+            affected: 0,
+          });
+        });
+        // Unchecked: a connection of another pool gets through too (docs/without-typeorm.md).
+        await inTransaction(other, (tx) => {
+          expect(() => connection.join(tx)).not.toThrow();
+          return Promise.resolve();
+        });
+      } finally {
+        await other.end();
+      }
+    } finally {
+      await app.end();
+    }
+  });
 });
