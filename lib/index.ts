@@ -103,6 +103,7 @@ export { OutboxDatabaseTimeoutError } from './errors/outbox-database-timeout.err
 export { createOutboxMigration } from './orm/typeorm/outbox-table.migration';
 export { ensureOutboxTable } from './orm/typeorm/typeorm-tables';
 export {
+  createOutboxTable,
   outboxTableDdl,
   type OutboxDialect,
   type OutboxTableOptions,

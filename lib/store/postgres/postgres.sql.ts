@@ -289,11 +289,16 @@ export function postgresReleaseExpired(n: OutboxTableNames): string {
   return `UPDATE ${n.table} SET ${UNLOCK} WHERE status = 'pending' AND locked_until < now()`;
 }
 
-/** $1 status, $2 age ms, $3 limit. Returns the keys of the deleted rows. */
-export function postgresPurge(n: OutboxTableNames): string {
-  const ts = `CASE WHEN $1 = 'delivered' THEN delivered_at ELSE coalesce(dead_at, created_at) END`;
+/**
+ * $1 age ms, $2 limit. Returns the keys of the deleted rows. The oldest rows first, in the order
+ * of the status's cut-off index (cleanerIndexesDdl): a pass with nothing due reads one index
+ * entry. The status is written into the statement, not bound, so the planner matches the partial
+ * index even for a generic plan.
+ */
+export function postgresPurge(n: OutboxTableNames, status: 'delivered' | 'dead'): string {
+  const ts = status === 'delivered' ? 'delivered_at' : 'dead_at';
   return `DELETE FROM ${n.table} WHERE id IN (
-  SELECT id FROM ${n.table} WHERE status = $1 AND ${ts} < now() - $2 * interval '1 millisecond' ORDER BY id LIMIT $3)
+  SELECT id FROM ${n.table} WHERE status = '${status}' AND ${ts} < now() - $1 * interval '1 millisecond' ORDER BY ${ts} LIMIT $2)
 RETURNING message_key AS key`;
 }
 

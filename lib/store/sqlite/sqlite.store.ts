@@ -204,7 +204,6 @@ export class SqliteOutboxStore implements OutboxStore {
   purge(status: 'delivered' | 'dead', olderThanMs: number, limit: number): Promise<number> {
     return this.transaction((tx) => {
       const rows = tx.all<{ key: string | null }>(sqlitePurge(this.names, status), [
-        status,
         olderThanMs,
         limit,
       ]);
