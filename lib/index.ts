@@ -63,6 +63,24 @@ export type {
   OutboxPublishedRecord,
 } from './observers/outbox-observer.interface';
 export { combineObservers } from './observers/combine-observers';
+
+// In-process delivery: @OnOutboxMessage() handlers on the app's providers (no optional peer).
+export {
+  OnOutboxMessage,
+  type OutboxHandlerMethod,
+} from './publishers/local/on-outbox-message.decorator';
+export type {
+  OnOutboxMessageOptions,
+  OutboxHandlerMessage,
+} from './publishers/local/outbox-handler-message.interface';
+export { OutboxHandlersModule } from './publishers/local/outbox-handlers.module';
+export type { OutboxHandlersOptions } from './publishers/local/outbox-handlers.options';
+export { LocalPublisher } from './publishers/local/local.publisher';
+export {
+  routePublishers,
+  type PublisherRoute,
+  type RoutePublishersOptions,
+} from './publishers/routing/route-publishers';
 export type { AmbientTransaction } from './options/ambient-transaction.interface';
 export type { OutboxConnection } from './store/outbox-connection';
 export type { SqlListenLost, SqlPort, SqlResult, SqlRow, SqlRunner } from './store/sql-port';
@@ -77,6 +95,7 @@ export {
   type OutboxInvalidMessageReason,
 } from './errors/outbox-invalid-message.error';
 export { PermanentPublishError } from './errors/permanent-publish.error';
+export { OutboxHandlerMissingError } from './errors/outbox-handler-missing.error';
 export { PublisherUnavailableError } from './errors/publisher-unavailable.error';
 export { PublishTimeoutError } from './errors/publish-timeout.error';
 export { OutboxDatabaseTimeoutError } from './errors/outbox-database-timeout.error';
