@@ -12,6 +12,15 @@ const schemaMigrate = ({ tableName, schema }: OutboxTableRef): string =>
   (tableName === 'outbox' ? '' : ` --table ${tableName}`) +
   (schema === undefined ? '' : ` --schema ${schema}`);
 
+/** The options of the migration helpers that name the table, as code: `{ tableName: 'x' }`. */
+const migrationArgs = ({ tableName, schema }: OutboxTableRef): string => {
+  const fields = [
+    ...(tableName === 'outbox' ? [] : [`tableName: '${tableName}'`]),
+    ...(schema === undefined ? [] : [`schema: '${schema}'`]),
+  ];
+  return fields.length === 0 ? '' : `{ ${fields.join(', ')} }`;
+};
+
 const dropIt = ({ tableName, keyLock }: OutboxTableRef): string =>
   keyLock ? `drop it and ${tableName}_key_lock` : 'drop it';
 
@@ -78,7 +87,7 @@ export const OutboxMessages = {
     `RabbitMQ messages). Use another header name.`,
   tableMissing: (table: string, reason: string, ref: OutboxTableRef): string =>
     `The outbox table ${table} cannot be read (${reason}): run the migrations from ` +
-    `createOutboxMigration(), or "${schemaMigrate(ref)}" with DATABASE_URL set, before ` +
+    `outboxMigrations(), or "${schemaMigrate(ref)}" with DATABASE_URL set, before ` +
     `starting the app. A table made by 0.1 lacks columns this version uses: drain it, ` +
     `${dropIt(ref)}, and run either again (README: "Upgrading from 0.1").`,
   tableOutdated: (table: string, reason: string, ref: OutboxTableRef): string =>
@@ -92,6 +101,18 @@ export const OutboxMessages = {
     `purge of topic 'orders' would also take 'orders '. Run "${schemaMigrate(ref)}" with ` +
     `DATABASE_URL set, or the migrations from createOutboxMigration(): they change those ` +
     `columns to a NO PAD binary collation in place, rows kept (the ALTER rebuilds the table).`,
+  historyTableMissing: (
+    history: string,
+    table: string,
+    reason: string,
+    ref: OutboxTableRef,
+  ): string =>
+    `The attempt-history table ${history} of the outbox table ${table} cannot be read ` +
+    `(${reason}): tables made by 0.3 lack it. Run "${schemaMigrate(ref)}" with DATABASE_URL ` +
+    `set, which adds it in place (rows kept), or add ...outboxMigrations(${migrationArgs(ref)}) ` +
+    `to the DataSource's migrations in place of createOutboxMigration(${migrationArgs(ref)}) ` +
+    `(its first step is that same migration, already recorded; the next one adds the table), ` +
+    `before starting the app (docs/upgrading.md).`,
   keyLockTableBroken: (table: string, problem: string, ref: OutboxTableRef): string =>
     `The key-lock table ${table} that serialises enqueues per key on MySQL/MariaDB ${problem}: ` +
     `without every one of its rows, writers of a key would no longer commit in ` +

@@ -8,11 +8,7 @@ import { describeError, redactSecrets } from '../../internal/describe-error';
 import { typeormSqlPort } from '../../orm/typeorm/typeorm.sql-port';
 import { createOutboxStore } from '../../store/create-outbox-store';
 import { ensureOutboxTable } from '../../orm/typeorm/typeorm-tables';
-import {
-  outboxTableDdl,
-  tableNamesFor,
-  type OutboxDialect,
-} from '../../store/outbox-dialect';
+import { outboxTableDdl, tableNamesFor, type OutboxDialect } from '../../store/outbox-dialect';
 import { outboxDatabaseOf, outboxDatabaseOfScheme } from '../../store/outbox-databases';
 import { parseCliArgs, USAGE, type CliArgs } from './cli-args';
 import { clip, formatDuration, plural, table } from './cli-output';
@@ -153,18 +149,30 @@ function schemaPrint(args: CliArgs, url: string | undefined): CliResult {
 async function schemaMigrate(args: CliArgs, db: CliDatabase): Promise<CliResult> {
   return withDatabase(db, true, async (dataSource) => {
     const names = tableNamesFor(db.dialect, tableOptions(args));
-    const existed = await dataSource
-      .query(`SELECT 1 FROM ${names.table} WHERE 1 = 0`)
-      .then(() => true)
-      .catch(() => false);
+    const exists = (table: string): Promise<boolean> =>
+      dataSource
+        .query(`SELECT 1 FROM ${table} WHERE 1 = 0`)
+        .then(() => true)
+        .catch(() => false);
+    const existed = await exists(names.table);
+    const historyExisted = await exists(names.attemptsTable);
     await ensureOutboxTable(dataSource, tableOptions(args));
     // An existing table is left as it is: check that this version can use it.
     await withStore(args, dataSource, () => Promise.resolve());
+    const text = !existed
+      ? `Created the outbox table ${names.table} and its attempt history ${names.attemptsTable} (${db.dialect}).`
+      : !historyExisted
+        ? `The outbox table ${names.table} already exists; added its attempt history ${names.attemptsTable}.`
+        : `The outbox table ${names.table} already exists and is up to date; nothing changed.`;
     return {
-      text: existed
-        ? `The outbox table ${names.table} already exists and is up to date; nothing changed.`
-        : `Created the outbox table ${names.table} (${db.dialect}).`,
-      json: { dialect: db.dialect, table: args.table, schema: args.schema, created: !existed },
+      text,
+      json: {
+        dialect: db.dialect,
+        table: args.table,
+        schema: args.schema,
+        created: !existed,
+        historyCreated: !historyExisted,
+      },
     };
   });
 }
@@ -303,10 +311,28 @@ async function dlqShow(args: CliArgs, { admin }: Connected): Promise<CliResult> 
   const text = [
     ...fields.map(([name, value]) => `${name.padEnd(width)}  ${value}`),
     `${'last error'.padEnd(width)}  ${(m.lastError ?? '-').split('\n').join(`\n${' '.repeat(width + 2)}`)}`,
+    'attempt history',
+    attemptHistory(m),
     'payload',
     JSON.stringify(payloadJson(m), null, 2),
   ].join('\n');
   return { text, json: { ...m, payload: payloadJson(m) } };
+}
+
+/** The failed attempts, oldest first, one line each (the error's first line, clipped). */
+function attemptHistory(m: OutboxMessageDetail): string {
+  if (m.attemptHistory.length === 0) return '  (no failed attempt)';
+  return table(
+    ['  attempt', 'outcome', 'failed at', 'dispatcher', 'error class', 'error'],
+    m.attemptHistory.map((a) => [
+      `  ${a.attempt}`,
+      a.outcome,
+      iso(a.failedAt),
+      a.lockedBy ?? '-',
+      a.errorClass ?? '-',
+      clip(a.error, 80),
+    ]),
+  );
 }
 
 async function dlqRetry(args: CliArgs, { admin }: Connected): Promise<CliResult> {

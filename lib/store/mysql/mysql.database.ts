@@ -11,7 +11,13 @@ import {
   mysqlInboxTable,
 } from './mysql.inbox-sql';
 import { mysqlEnsureNoPad, mysqlPaddedColumns } from './mysql-no-pad';
-import { MYSQL_KEY_LOCK_BUCKETS, mysqlCreateTable, mysqlDropTable } from './mysql.sql';
+import {
+  MYSQL_KEY_LOCK_BUCKETS,
+  mysqlCreateHistoryTable,
+  mysqlCreateTable,
+  mysqlDropHistoryTable,
+  mysqlDropTable,
+} from './mysql.sql';
 import { MysqlOutboxStore } from './mysql.store';
 
 /** MySQL 8 and MariaDB 10.6+. */
@@ -23,6 +29,8 @@ export const mysqlDatabase: OutboxDatabase<'mysql'> = {
   keyLockTable: true,
   createTable: mysqlCreateTable,
   dropTable: mysqlDropTable,
+  createHistoryTable: mysqlCreateHistoryTable,
+  dropHistoryTable: mysqlDropHistoryTable,
   // Tables made before 0.3 compare keys and topics ignoring trailing spaces: fix in place.
   afterCreateTable: mysqlEnsureNoPad,
   async checkTable(sql, context) {
