@@ -99,7 +99,7 @@ export const OutboxMessages = {
     `The outbox table ${table} compares ${columns} ignoring trailing spaces (a PAD ` +
     `SPACE collation, as tables made before 0.3 do), so 'k' and 'k ' would be one key and a ` +
     `purge of topic 'orders' would also take 'orders '. Run "${schemaMigrate(ref)}" with ` +
-    `DATABASE_URL set, or the migrations from createOutboxMigration(): they change those ` +
+    `DATABASE_URL set, or the migrations from outboxMigrations(): they change those ` +
     `columns to a NO PAD binary collation in place, rows kept (the ALTER rebuilds the table).`,
   historyTableMissing: (
     history: string,
@@ -117,7 +117,7 @@ export const OutboxMessages = {
     `The key-lock table ${table} that serialises enqueues per key on MySQL/MariaDB ${problem}: ` +
     `without every one of its rows, writers of a key would no longer commit in ` +
     `order. Run "${schemaMigrate(ref)}" with DATABASE_URL set, or the migrations from ` +
-    `createOutboxMigration(), which create and fill it (they never remove rows), before ` +
+    `outboxMigrations(), which create and fill it (they never remove rows), before ` +
     `starting the app.`,
   duplicateInstance: (name: string): string =>
     `Two OutboxModule instances named "${name}" in one app: the one registered last would ` +
