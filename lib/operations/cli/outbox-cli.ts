@@ -8,7 +8,12 @@ import { describeError, redactSecrets } from '../../internal/describe-error';
 import { typeormSqlPort } from '../../orm/typeorm/typeorm.sql-port';
 import { createOutboxStore } from '../../store/create-outbox-store';
 import { ensureOutboxTable } from '../../orm/typeorm/typeorm-tables';
-import { outboxTableDdl, tableNamesFor, type OutboxDialect } from '../../store/outbox-dialect';
+import {
+  outboxDialectOf,
+  outboxTableDdl,
+  tableNamesFor,
+  type OutboxDialect,
+} from '../../store/outbox-dialect';
 import { outboxDatabaseOf, outboxDatabaseOfScheme } from '../../store/outbox-databases';
 import { parseCliArgs, USAGE, type CliArgs } from './cli-args';
 import { clip, formatDuration, plural, table } from './cli-output';
@@ -213,6 +218,17 @@ async function withStore<T>(
     store = await createOutboxStore(sql, options, { enabled: false, notify: false });
   } catch (error) {
     if (!(error instanceof OutboxTableMissingError)) throw error;
+    const names = tableNamesFor(outboxDialectOf(sql.databaseType), {
+      tableName: args.table,
+      schema: args.schema ?? undefined,
+    });
+    if (error.table === names.attemptsTable) {
+      // The outbox table is there; only the attempt history (new after 0.3) is missing.
+      throw new OutboxError(
+        `The attempt-history table ${error.table} cannot be read (${describeError(error.cause)}): ` +
+          'tables made by 0.3 lack it. Run "outbox schema migrate" with the same --table/--schema to add it in place, rows kept.',
+      );
+    }
     throw new OutboxError(
       `The outbox table ${error.table} cannot be read (${describeError(error.cause)}). ` +
         'Create it with "outbox schema migrate", or pass --table/--schema if yours has another name ' +
