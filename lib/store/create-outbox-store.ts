@@ -50,7 +50,7 @@ export async function createOutboxStore(
       await sql.query(`SELECT 1 FROM ${names.attemptsTable} WHERE 1 = 0`);
     } catch (error) {
       throw new OutboxTableMissingError(
-        OutboxMessages.historyTableMissing(names.attemptsTable, names.table, describeError(error), {
+        OutboxMessages.historyTableMissing(names.attemptsTable, describeError(error), {
           tableName: table.tableName,
           schema: table.schema ?? undefined,
           keyLock: database.keyLockTable,

@@ -136,7 +136,13 @@ describe('batch outcome', () => {
         ...none,
         delivered: ['1'],
         retry: [{ id: '2', delayMs: 200, error: 'Error: boom', errorClass: 'Error' }],
-        dead: [{ id: '3', error: 'PermanentPublishError: rejected by broker', errorClass: 'PermanentPublishError' }],
+        dead: [
+          {
+            id: '3',
+            error: 'PermanentPublishError: rejected by broker',
+            errorClass: 'PermanentPublishError',
+          },
+        ],
         advancedKeys: ['k1'],
       },
       reaction: resume,
@@ -149,7 +155,13 @@ describe('batch outcome', () => {
       settlement: {
         ...none,
         delivered: ['1'],
-        dead: [{ id: '2', error: 'PermanentPublishError: rejected by broker', errorClass: 'PermanentPublishError' }],
+        dead: [
+          {
+            id: '2',
+            error: 'PermanentPublishError: rejected by broker',
+            errorClass: 'PermanentPublishError',
+          },
+        ],
         advancedKeys: ['k1', 'k2'],
       },
       reaction: resume,
@@ -161,8 +173,16 @@ describe('batch outcome', () => {
       settlement: {
         ...none,
         dead: [
-          { id: '1', error: 'PermanentPublishError: rejected by broker', errorClass: 'PermanentPublishError' },
-          { id: '2', error: 'PermanentPublishError: rejected by broker', errorClass: 'PermanentPublishError' },
+          {
+            id: '1',
+            error: 'PermanentPublishError: rejected by broker',
+            errorClass: 'PermanentPublishError',
+          },
+          {
+            id: '2',
+            error: 'PermanentPublishError: rejected by broker',
+            errorClass: 'PermanentPublishError',
+          },
         ],
       },
       reaction: resume,
@@ -187,8 +207,18 @@ describe('batch outcome', () => {
       settlement: {
         ...none,
         release: [
-          { id: '1', delayMs: PAUSE_MS, error: 'PublisherUnavailableError: connection refused', errorClass: 'PublisherUnavailableError' },
-          { id: '2', delayMs: PAUSE_MS, error: 'PublisherUnavailableError: connection refused', errorClass: 'PublisherUnavailableError' },
+          {
+            id: '1',
+            delayMs: PAUSE_MS,
+            error: 'PublisherUnavailableError: connection refused',
+            errorClass: 'PublisherUnavailableError',
+          },
+          {
+            id: '2',
+            delayMs: PAUSE_MS,
+            error: 'PublisherUnavailableError: connection refused',
+            errorClass: 'PublisherUnavailableError',
+          },
         ],
       },
       reaction: pauseOf(
@@ -209,7 +239,8 @@ describe('batch outcome', () => {
           {
             id: '1',
             delayMs: 2 * PROBE_MS,
-            error: 'PublisherUnavailableError: connection refused', errorClass: 'PublisherUnavailableError',
+            error: 'PublisherUnavailableError: connection refused',
+            errorClass: 'PublisherUnavailableError',
           },
         ],
       },
@@ -227,7 +258,14 @@ describe('batch outcome', () => {
       settlement: {
         ...none,
         delivered: ['1'],
-        retry: [{ id: '2', delayMs: 100, error: 'PublisherUnavailableError: connection refused', errorClass: 'PublisherUnavailableError' }],
+        retry: [
+          {
+            id: '2',
+            delayMs: 100,
+            error: 'PublisherUnavailableError: connection refused',
+            errorClass: 'PublisherUnavailableError',
+          },
+        ],
         advancedKeys: ['k1'],
       },
       reaction: resume,
@@ -255,12 +293,14 @@ describe('batch outcome', () => {
           {
             id: '1',
             delayMs: 100,
-            error: 'PublishTimeoutError: No broker acknowledgement within 5000 ms', errorClass: 'PublishTimeoutError',
+            error: 'PublishTimeoutError: No broker acknowledgement within 5000 ms',
+            errorClass: 'PublishTimeoutError',
           },
           {
             id: '2',
             delayMs: 200,
-            error: 'PublishTimeoutError: No broker acknowledgement within 5000 ms', errorClass: 'PublishTimeoutError',
+            error: 'PublishTimeoutError: No broker acknowledgement within 5000 ms',
+            errorClass: 'PublishTimeoutError',
           },
         ],
       },
@@ -277,7 +317,13 @@ describe('batch outcome', () => {
       publish: { kind: 'timed-out', error: slow },
       settlement: {
         ...none,
-        dead: [{ id: '1', error: 'PublishTimeoutError: No broker acknowledgement within 5000 ms', errorClass: 'PublishTimeoutError' }],
+        dead: [
+          {
+            id: '1',
+            error: 'PublishTimeoutError: No broker acknowledgement within 5000 ms',
+            errorClass: 'PublishTimeoutError',
+          },
+        ],
       },
       reaction: pauseOf(
         slow,
@@ -296,9 +342,15 @@ describe('batch outcome', () => {
           {
             id: '1',
             delayMs: 100,
-            error: 'PublishTimeoutError: No broker acknowledgement within 5000 ms', errorClass: 'PublishTimeoutError',
+            error: 'PublishTimeoutError: No broker acknowledgement within 5000 ms',
+            errorClass: 'PublishTimeoutError',
           },
-          { id: '2', delayMs: 100, error: 'PublisherUnavailableError: connection refused', errorClass: 'PublisherUnavailableError' },
+          {
+            id: '2',
+            delayMs: 100,
+            error: 'PublisherUnavailableError: connection refused',
+            errorClass: 'PublisherUnavailableError',
+          },
         ],
       },
       reaction: pauseOf(
@@ -318,12 +370,14 @@ describe('batch outcome', () => {
           {
             id: '1',
             delayMs: PAUSE_MS,
-            error: 'Error: Publisher returned 1 outcomes for 2 messages', errorClass: 'Error',
+            error: 'Error: Publisher returned 1 outcomes for 2 messages',
+            errorClass: 'Error',
           },
           {
             id: '2',
             delayMs: PAUSE_MS,
-            error: 'Error: Publisher returned 1 outcomes for 2 messages', errorClass: 'Error',
+            error: 'Error: Publisher returned 1 outcomes for 2 messages',
+            errorClass: 'Error',
           },
         ],
       },
@@ -344,7 +398,8 @@ describe('batch outcome', () => {
           {
             id: '1',
             delayMs: PAUSE_MS,
-            error: 'Error: Publisher returned 2 outcomes for 1 messages', errorClass: 'Error',
+            error: 'Error: Publisher returned 2 outcomes for 1 messages',
+            errorClass: 'Error',
           },
         ],
       },
@@ -394,7 +449,10 @@ describe('batch outcome', () => {
           throw new Error('hook bug');
         },
       },
-      settlement: { ...none, retry: [{ id: '1', delayMs: 100, error: 'Error: boom', errorClass: 'Error' }] },
+      settlement: {
+        ...none,
+        retry: [{ id: '1', delayMs: 100, error: 'Error: boom', errorClass: 'Error' }],
+      },
       reaction: resume,
     },
     {
@@ -404,7 +462,13 @@ describe('batch outcome', () => {
       retry: { retryIf: () => true },
       settlement: {
         ...none,
-        dead: [{ id: '1', error: 'PermanentPublishError: rejected by broker', errorClass: 'PermanentPublishError' }],
+        dead: [
+          {
+            id: '1',
+            error: 'PermanentPublishError: rejected by broker',
+            errorClass: 'PermanentPublishError',
+          },
+        ],
       },
       reaction: resume,
     },
@@ -525,7 +589,9 @@ describe('batch outcome', () => {
       probeEveryMs: undefined,
       random: () => 1,
     });
-    expect(settlement.retry).toEqual([{ id: '1', delayMs: 100, error: 'Error: boom', errorClass: 'Error' }]);
+    expect(settlement.retry).toEqual([
+      { id: '1', delayMs: 100, error: 'Error: boom', errorClass: 'Error' },
+    ]);
   });
 
   it('a late claim is released whole, due at once, with nothing advanced', () => {
