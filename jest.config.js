@@ -15,6 +15,9 @@ const base = {
     '^nestjs-outbox/inbox$': '<rootDir>/lib/inbox/index.ts',
     '^nestjs-outbox/console$': '<rootDir>/lib/operations/console/index.ts',
     '^nestjs-outbox/pg$': '<rootDir>/lib/orm/pg/index.ts',
+    '^nestjs-outbox/mysql2$': '<rootDir>/lib/orm/mysql2/index.ts',
+    '^nestjs-outbox/better-sqlite3$': '<rootDir>/lib/orm/better-sqlite3/index.ts',
+    '^nestjs-outbox/kysely$': '<rootDir>/lib/orm/kysely/index.ts',
   },
 };
 

@@ -91,6 +91,7 @@ export { createOutboxMigration } from './orm/typeorm/outbox-table.migration';
 export { outboxMigrations } from './orm/typeorm/outbox-migrations';
 export { ensureOutboxTable } from './orm/typeorm/typeorm-tables';
 export {
+  createOutboxTable,
   outboxTableDdl,
   type OutboxDialect,
   type OutboxTableOptions,

@@ -57,7 +57,9 @@ export const OutboxMessages = {
     'transaction would break the outbox guarantee.',
   connectionTransactionRequired: (): string =>
     'OutboxService.enqueue() needs the open transaction of the connection OutboxModule was ' +
-    'given: pass its transaction handle (with pgOutbox(pool), the PoolClient you ran BEGIN on) ' +
+    'given: pass its transaction handle (with pgOutbox(pool), the PoolClient you ran BEGIN on; ' +
+    'with mysql2Outbox(pool), the PoolConnection you ran beginTransaction() on; with ' +
+    'betterSqlite3Outbox(db), the Database after BEGIN; with kyselyOutbox(db), the Transaction) ' +
     'or configure ambientTransaction (docs/without-typeorm.md#enqueue-in-your-transaction). ' +
     'Writing an outbox row outside the business transaction would break the outbox guarantee.',
   pgTransactionRequired: (status: string): string =>
@@ -65,6 +67,24 @@ export const OutboxMessages = {
     `transaction status is ${status}): run client.query('BEGIN') on a client of the pool given ` +
     `to pgOutbox(pool), enqueue with that client, then COMMIT (docs/without-typeorm.md#enqueue-in-your-transaction). ` +
     'Writing an outbox row outside the business transaction would break the outbox guarantee.',
+  mysql2TransactionRequired: (): string =>
+    'OutboxService.enqueue() needs a mysql2 connection inside an open transaction (the server ' +
+    'reports none on it): run await connection.beginTransaction() on a connection of the pool ' +
+    'given to mysql2Outbox(pool), enqueue with that connection, then commit() ' +
+    '(docs/without-typeorm.md#enqueue-in-your-mysql2-transaction). Writing an outbox row ' +
+    'outside the business transaction would break the outbox guarantee.',
+  betterSqlite3TransactionRequired: (): string =>
+    'OutboxService.enqueue() needs the better-sqlite3 Database inside an open transaction ' +
+    "(db.inTransaction is false): run db.exec('BEGIN IMMEDIATE'), await the enqueue with db, " +
+    "then db.exec('COMMIT'). It cannot run inside db.transaction(fn), whose function must be " +
+    'synchronous (docs/without-typeorm.md#enqueue-in-your-better-sqlite3-transaction). Writing ' +
+    'an outbox row outside the business transaction would break the outbox guarantee.',
+  kyselyTransactionRequired: (): string =>
+    'OutboxService.enqueue() needs a Kysely Transaction that is still open: call it inside ' +
+    'db.transaction().execute(async (trx) => outbox.enqueue(event, trx)) on the Kysely instance ' +
+    'given to kyselyOutbox(db), or with the trx of db.startTransaction().execute() before its ' +
+    'commit (docs/without-typeorm.md#enqueue-in-your-kysely-transaction). Writing an outbox ' +
+    'row outside the business transaction would break the outbox guarantee.',
   foreignTransaction: (handle: string, owner: string, fix: string): string =>
     `The ${handle} belongs to another ${owner} than the one OutboxModule was given: the ` +
     `message would not commit with the outbox table. ${fix}`,

@@ -23,6 +23,11 @@ export interface OutboxMessage<TPayload = unknown> extends OutboxSchedule {
   key?: string | number | null;
   /** JSON-serialisable body. */
   payload: TPayload;
+  /**
+   * `false` skips the walk that rejects values JSON would drop or alter (undefined, NaN, Map,
+   * BigInt, NUL…): for payloads your app has already validated. @default true
+   */
+  validatePayload?: boolean;
   /** Extra string headers. */
   headers?: Record<string, string>;
   /**
@@ -52,6 +57,12 @@ export interface OutboxEventOptions<TEvent = object> {
    * business identity (see `OutboxMessage.dedupeKey`).
    */
   dedupeKey?: (keyof TEvent & string) | ((event: TEvent) => string | undefined);
+  /**
+   * `false` stores instances with plain `JSON.stringify`, skipping the walk that rejects values
+   * JSON would drop or alter: for event classes your app already validates (e.g. with
+   * class-validator). @default true
+   */
+  validatePayload?: boolean;
 }
 
 /** Per-call options of `OutboxService.enqueue()`. */

@@ -181,6 +181,16 @@ function payloadJson(payload: unknown): string {
   }
 }
 
+// What JSON.stringify makes of an already validated payload; only what no row could hold is
+// refused (nothing at all, or a value JSON cannot write).
+function uncheckedJson(payload: unknown): string {
+  const json: unknown = JSON.stringify(payload);
+  if (typeof json !== 'string') {
+    throw new PayloadProblem(`is ${describeValue(payload)}, which JSON cannot store`, 'payload');
+  }
+  return json;
+}
+
 type Invalid = (message: string, reason: OutboxInvalidMessageReason, cause?: unknown) => Error;
 
 // Says what a bad value was without echoing its content: keys and header values may carry
@@ -229,6 +239,7 @@ const MESSAGE_FIELDS = {
   dedupeKey: true,
   availableAt: true,
   delayMs: true,
+  validatePayload: true,
 } satisfies Record<keyof OutboxMessage, true>;
 
 function isPlainObject(value: object): boolean {
@@ -281,10 +292,12 @@ export class OutboxMessageSerializer {
 
     let topic: unknown, type: unknown, key: unknown, headers: unknown, payload: unknown;
     let messageId: unknown, dedupeKey: unknown;
+    let validatePayload: unknown = true;
     let availableAt: unknown = options?.availableAt;
     let delayMs: unknown = options?.delayMs;
     if (isPlainMessage(input)) {
       ({ topic, key, headers, payload, messageId, dedupeKey } = input);
+      validatePayload = input.validatePayload ?? true;
       type = input.type ?? input.topic;
       availableAt = input.availableAt ?? availableAt;
       delayMs = input.delayMs ?? delayMs;
@@ -304,6 +317,7 @@ export class OutboxMessageSerializer {
       topic = meta.topic;
       type = meta.type;
       payload = input;
+      validatePayload = meta.validatePayload ?? true;
       // The key and headers functions are user code run inside enqueue(): what they throw is
       // bad input of this message, and must fail the call like any other.
       try {
@@ -344,6 +358,15 @@ export class OutboxMessageSerializer {
     if (typeProblem !== undefined) {
       throw invalid(OutboxMessages.invalidField('type', typeProblem), 'invalid-type');
     }
+    if (typeof validatePayload !== 'boolean') {
+      throw invalid(
+        OutboxMessages.invalidField(
+          'validatePayload',
+          `expected true or false, got ${describeValue(validatePayload)}`,
+        ),
+        'not-serialisable',
+      );
+    }
     const supplied = this.suppliedId(messageId, dedupeKey, invalid);
     return {
       messageId: supplied ?? this.ids.next(),
@@ -351,7 +374,7 @@ export class OutboxMessageSerializer {
       topic: topic as string,
       key: this.key(key, invalid),
       type: type as string,
-      payload: this.serialise(payload, invalid),
+      payload: this.serialise(payload, validatePayload, invalid),
       headers: this.headers(headers, invalid),
       ...this.schedule(availableAt, delayMs, invalid),
     };
@@ -419,10 +442,10 @@ export class OutboxMessageSerializer {
     return key;
   }
 
-  private serialise(payload: unknown, invalid: Invalid): string {
+  private serialise(payload: unknown, validate: boolean, invalid: Invalid): string {
     let json: string;
     try {
-      json = payloadJson(payload);
+      json = validate ? payloadJson(payload) : uncheckedJson(payload);
     } catch (error) {
       if (error instanceof PayloadProblem) {
         throw invalid(

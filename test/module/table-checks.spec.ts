@@ -147,6 +147,30 @@ describeWith(['mariadb'], 'MySQL/MariaDB keys, topics and types compared byte fo
     const rows = await ds.query<{ message_key: string }[]>(`SELECT message_key FROM ${t}`);
     expect(rows).toEqual([{ message_key: 'k' }]);
   });
+
+  it("a table made before the cleaner's index gains it in place from the migration, rows kept", async () => {
+    const t = quoteTable(ds, table);
+    await ds.query(`ALTER TABLE ${t} DROP INDEX \`${table}_done_idx\``);
+    await ds.query(
+      `INSERT INTO ${t} (message_id, topic, message_key, event_type, payload, headers) VALUES ('0190a6b2-1c3d-7e4f-8a9b-0c1d2e3f4a02', 'orders', 'k', 't', '{}', '{}')`,
+    );
+    const indexes = async (): Promise<string[]> =>
+      (
+        await ds.query<{ name: string }[]>(
+          `SELECT DISTINCT INDEX_NAME AS name FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?`,
+          [table],
+        )
+      )
+        .map((r) => r.name)
+        .sort();
+    expect(await indexes()).not.toContain(`${table}_done_idx`);
+
+    await ensureOutboxTable(ds, { tableName: table }); // what `outbox schema migrate` runs
+    expect(await indexes()).toContain(`${table}_done_idx`);
+    // Running it again changes nothing (the index is not added twice).
+    await ensureOutboxTable(ds, { tableName: table });
+    expect(await ds.query(`SELECT message_key FROM ${t}`)).toEqual([{ message_key: 'k' }]);
+  });
 });
 
 for (const db of TEST_DATABASES) {

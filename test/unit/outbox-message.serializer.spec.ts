@@ -22,6 +22,11 @@ class Decorated extends Base {
 }
 class Inherits extends Decorated {}
 
+@OutboxEvent({ topic: 'trusted', validatePayload: false })
+class Trusted {
+  constructor(readonly values: unknown) {}
+}
+
 describe('OutboxMessageSerializer', () => {
   const serializer = new OutboxMessageSerializer(100);
 
@@ -91,6 +96,27 @@ describe('OutboxMessageSerializer', () => {
     expect(() =>
       serializer.toRow({ topic: 't', payload: 1, availableAt: new Date(), delayMs: 5 }, 0),
     ).toThrow(/not both/);
+  });
+
+  it('with validatePayload false stores what JSON.stringify makes, still refusing what no row can hold', () => {
+    // Validated: an undefined property is refused, since JSON would drop it.
+    expect(() => serializer.toRow({ topic: 't', payload: { a: undefined, b: 1 } }, 0)).toThrow(
+      /payload.a is undefined/,
+    );
+    const unchecked = { topic: 't', payload: { a: undefined, b: 1 }, validatePayload: false };
+    expect(serializer.toRow(unchecked, 0).payload).toBe('{"b":1}');
+    expect(serializer.toRow(new Trusted([1, undefined]), 0).payload).toBe('{"values":[1,null]}');
+    // Still refused: nothing to store, a value JSON cannot write, and the size limit.
+    expect(() =>
+      serializer.toRow({ topic: 't', payload: undefined, validatePayload: false }, 0),
+    ).toThrow(OutboxInvalidMessageError);
+    expect(() => serializer.toRow(new Trusted(10n), 0)).toThrow(/BigInt/);
+    expect(() => serializer.toRow(new Trusted('x'.repeat(200)), 0)).toThrow(
+      /over the limit of 100/,
+    );
+    expect(() =>
+      serializer.toRow(JSON.parse('{"topic":"t","payload":1,"validatePayload":"no"}') as object, 0),
+    ).toThrow(/validatePayload.*expected true or false/);
   });
 
   it('names the offending message in a batch', () => {

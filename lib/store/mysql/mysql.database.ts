@@ -10,6 +10,7 @@ import {
   mysqlInboxPurge,
   mysqlInboxTable,
 } from './mysql.inbox-sql';
+import { mysqlEnsureCleanerIndex } from './mysql-cleaner-index';
 import { mysqlEnsureNoPad, mysqlPaddedColumns } from './mysql-no-pad';
 import {
   MYSQL_KEY_LOCK_BUCKETS,
@@ -31,8 +32,12 @@ export const mysqlDatabase: OutboxDatabase<'mysql'> = {
   dropTable: mysqlDropTable,
   createHistoryTable: mysqlCreateHistoryTable,
   dropHistoryTable: mysqlDropHistoryTable,
-  // Tables made before 0.3 compare keys and topics ignoring trailing spaces: fix in place.
-  afterCreateTable: mysqlEnsureNoPad,
+  // Tables made before 0.3 compare keys and topics ignoring trailing spaces, and lack the
+  // cleaner's index: both fixed in place.
+  async afterCreateTable(query, names) {
+    await mysqlEnsureNoPad(query, names);
+    await mysqlEnsureCleanerIndex(query, names);
+  },
   async checkTable(sql, context) {
     const { names, table, policy } = context;
     const ref = { tableName: table.tableName, schema: table.schema ?? undefined };

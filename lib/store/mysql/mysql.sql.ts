@@ -1,6 +1,7 @@
 import { ATTEMPT_COLUMNS, ATTEMPT_HISTORY_LIMIT } from '../attempt-history';
 import type { OutboxQueuePolicy } from '../outbox-store.port';
 import type { OutboxTableNames } from '../sql-identifier';
+import { mysqlCleanerIndex } from './mysql-cleaner-index';
 
 /**
  * Per-key lock rows for enqueues; keys hash onto them. Two transactions enqueueing different
@@ -43,7 +44,8 @@ export function mysqlCreateTable(n: OutboxTableNames): string[] {
   PRIMARY KEY (id),
   UNIQUE KEY ${n.quote(`${n.tableName}_message_id_key`)} (message_id),
   KEY ${n.quote(`${n.tableName}_pending_idx`)} (status, available_at, id),
-  KEY ${n.quote(`${n.tableName}_key_idx`)} (message_key, status, id)
+  KEY ${n.quote(`${n.tableName}_key_idx`)} (message_key, status, id),
+  ${mysqlCleanerIndex(n)}
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
     // Enqueue locks these rows (never inserts them) so that a key's writers commit in id order;
     // locking existing primary-key rows takes no gap locks, so it cannot deadlock with inserts.
@@ -297,10 +299,16 @@ export function mysqlReleaseExpired(n: OutboxTableNames): string {
   return `UPDATE ${n.table} SET ${UNLOCK} WHERE status = 'pending' AND locked_until < ${NOW}`;
 }
 
-/** Params: status, age ms, limit. The rows to purge, with their keys. */
+/**
+ * Params: age ms, limit. The rows to purge, with their keys: the oldest first, in the order of
+ * the cleaner index (mysql-cleaner-index.ts), so a pass with nothing due reads one entry.
+ */
 export function mysqlPurgeCandidates(n: OutboxTableNames, status: 'delivered' | 'dead'): string {
-  const ts = status === 'delivered' ? 'delivered_at' : 'COALESCE(dead_at, created_at)';
-  return `SELECT id, message_key AS k FROM ${n.table} WHERE status = ? AND ${ts} < ${NOW} - INTERVAL ? * 1000 MICROSECOND ORDER BY id LIMIT ?`;
+  const due =
+    status === 'delivered'
+      ? `status = 'delivered' AND delivered_at < ${NOW} - INTERVAL ? * 1000 MICROSECOND ORDER BY delivered_at`
+      : `status = 'dead' AND delivered_at IS NULL AND dead_at < ${NOW} - INTERVAL ? * 1000 MICROSECOND ORDER BY dead_at`;
+  return `SELECT id, message_key AS k FROM ${n.table} WHERE ${due} LIMIT ?`;
 }
 
 /** Params: message ids. Dead rows to delete, with their keys. */

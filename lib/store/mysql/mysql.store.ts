@@ -273,11 +273,7 @@ export class MysqlOutboxStore implements OutboxStore {
   }
 
   async purge(status: 'delivered' | 'dead', olderThanMs: number, limit: number): Promise<number> {
-    return this.deleteWhere(status, mysqlPurgeCandidates(this.names, status), [
-      status,
-      olderThanMs,
-      limit,
-    ]);
+    return this.deleteWhere(status, mysqlPurgeCandidates(this.names, status), [olderThanMs, limit]);
   }
 
   async deleteDead(messageIds: readonly string[]): Promise<number> {

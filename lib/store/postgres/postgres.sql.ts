@@ -358,13 +358,18 @@ h AS (DELETE FROM ${n.attemptsTable} WHERE message_id IN (SELECT message_id FROM
 SELECT message_key AS key FROM d`;
 }
 
-/** $1 status, $2 age ms, $3 limit. Returns the keys of the deleted rows. */
-export function postgresPurge(n: OutboxTableNames): string {
-  const ts = `CASE WHEN $1 = 'delivered' THEN delivered_at ELSE coalesce(dead_at, created_at) END`;
+/**
+ * $1 age ms, $2 limit. Returns the keys of the deleted rows, whose attempt history goes with
+ * them. The oldest rows first, in the order of the status's cut-off index (cleanerIndexesDdl): a
+ * pass with nothing due reads one index entry. The status is written into the statement, not
+ * bound, so the planner matches the partial index even for a generic plan.
+ */
+export function postgresPurge(n: OutboxTableNames, status: 'delivered' | 'dead'): string {
+  const ts = status === 'delivered' ? 'delivered_at' : 'dead_at';
   return deleteWithHistory(
     n,
     `id IN (
-  SELECT id FROM ${n.table} WHERE status = $1 AND ${ts} < now() - $2 * interval '1 millisecond' ORDER BY id LIMIT $3)`,
+  SELECT id FROM ${n.table} WHERE status = '${status}' AND ${ts} < now() - $1 * interval '1 millisecond' ORDER BY ${ts} LIMIT $2)`,
   );
 }
 

@@ -200,11 +200,10 @@ export class PostgresOutboxStore implements OutboxStore {
   }
 
   async purge(status: 'delivered' | 'dead', olderThanMs: number, limit: number): Promise<number> {
-    const { rows: records } = await this.run<{ key: string | null }>(postgresPurge(this.names), [
-      status,
-      olderThanMs,
-      limit,
-    ]);
+    const { rows: records } = await this.run<{ key: string | null }>(
+      postgresPurge(this.names, status),
+      [olderThanMs, limit],
+    );
     if (status === 'dead') await this.advanceDeleted(records);
     return records.length;
   }

@@ -217,9 +217,10 @@ export function sqliteReleaseExpired(n: OutboxTableNames): string {
 
 /** Params: status, age ms, limit. Returns the keys of the deleted rows. */
 export function sqlitePurge(n: OutboxTableNames, status: 'delivered' | 'dead'): string {
-  const ts = status === 'delivered' ? 'delivered_at' : 'coalesce(dead_at, created_at)';
+  // As on PostgreSQL: the status literal matches the partial cut-off index, read in its order.
+  const ts = status === 'delivered' ? 'delivered_at' : 'dead_at';
   return `DELETE FROM ${n.table} WHERE id IN (
-  SELECT id FROM ${n.table} WHERE status = ? AND ${ts} < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || (? / 1000.0) || ' seconds') ORDER BY id LIMIT ?)
+  SELECT id FROM ${n.table} WHERE status = '${status}' AND ${ts} < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || (? / 1000.0) || ' seconds') ORDER BY ${ts} LIMIT ?)
 RETURNING message_key AS key, message_id`;
 }
 

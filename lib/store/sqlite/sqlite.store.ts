@@ -233,11 +233,7 @@ export class SqliteOutboxStore implements OutboxStore {
 
   purge(status: 'delivered' | 'dead', olderThanMs: number, limit: number): Promise<number> {
     return this.transaction((tx) => {
-      const rows = tx.all<DeletedRow>(sqlitePurge(this.names, status), [
-        status,
-        olderThanMs,
-        limit,
-      ]);
+      const rows = tx.all<DeletedRow>(sqlitePurge(this.names, status), [olderThanMs, limit]);
       this.deleteAttempts(tx, rows);
       if (status === 'dead') this.advanceDeleted(tx, rows);
       return rows.length;
