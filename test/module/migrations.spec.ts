@@ -25,6 +25,10 @@ function version01Migration(table: string): new () => MigrationInterface {
       const names = tableNamesFor(dialect, { tableName: table });
       for (const sql of outboxDatabase(dialect).createTable(names)) await runner.query(sql);
       const quoted = quoteTable(runner.connection, table);
+      // 0.1 had no index on the columns it lacked (SQLite refuses to drop an indexed column).
+      await runner
+        .query(`DROP INDEX IF EXISTS ${quoteTable(runner.connection, `${table}_dead_idx`)}`)
+        .catch(() => undefined);
       await runner.query(`ALTER TABLE ${quoted} DROP COLUMN dead_at`);
       await runner.query(`ALTER TABLE ${quoted} DROP COLUMN last_attempt_at`);
     }

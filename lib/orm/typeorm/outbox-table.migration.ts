@@ -49,6 +49,31 @@ export function createOutboxMigration(
     async up(queryRunner: QueryRunner): Promise<void> {
       const dialect = outboxDialectOf(queryRunner.connection.options.type);
       const database = outboxDatabase(dialect);
+      // A table made by 0.1 lacks columns the index statements below name: refuse it before
+      // they fail on it with the database's bare error (asked through TypeORM's metadata, since
+      // a failed probe would abort the migration's transaction on PostgreSQL).
+      const path =
+        database.schemas && options.schema !== undefined
+          ? `${options.schema}.${tableName}`
+          : tableName;
+      if (await queryRunner.hasTable(path)) {
+        const missing: string[] = [];
+        for (const column of ['last_attempt_at', 'dead_at']) {
+          if (!(await queryRunner.hasColumn(path, column))) missing.push(column);
+        }
+        if (missing.length > 0) {
+          const { table } = tableNamesFor(dialect, options);
+          throw new OutboxTableMissingError(
+            OutboxMessages.tableOutdated(table, `no column ${missing.join(', ')}`, {
+              tableName,
+              schema: options.schema,
+              keyLock: database.keyLockTable,
+            }),
+            table,
+            { cause: undefined },
+          );
+        }
+      }
       // The table alone, as this step always made it: the attempt history is the next step.
       for (const sql of database.createTable(tableNamesFor(dialect, options))) {
         await queryRunner.query(sql);
