@@ -6,7 +6,11 @@ export { OutboxModule } from './outbox.module';
 export { getOutboxToken, type OutboxProviderType } from './module/outbox.tokens';
 export { InjectOutbox, InjectOutboxAdmin } from './module/inject-outbox.decorator';
 export { OutboxService, type EnqueueReport, type OutboxInput } from './outbox.service';
-export { OutboxAdmin, OUTBOX_ADMIN_MAX_LIMIT, type OutboxAdminOptions } from './operations/admin/outbox.admin';
+export {
+  OutboxAdmin,
+  OUTBOX_ADMIN_MAX_LIMIT,
+  type OutboxAdminOptions,
+} from './operations/admin/outbox.admin';
 export type {
   OutboxBlockedKey,
   OutboxCounts,
@@ -15,6 +19,8 @@ export type {
   OutboxWhy,
   OutboxWhyHead,
   OutboxMessageDetail,
+  OutboxAttempt,
+  OutboxAttemptOutcome,
   OutboxMessageFilter,
   OutboxMessageStatus,
   OutboxMessageSummary,
@@ -101,6 +107,7 @@ export { PublishTimeoutError } from './errors/publish-timeout.error';
 export { OutboxDatabaseTimeoutError } from './errors/outbox-database-timeout.error';
 
 export { createOutboxMigration } from './orm/typeorm/outbox-table.migration';
+export { outboxMigrations } from './orm/typeorm/outbox-migrations';
 export { ensureOutboxTable } from './orm/typeorm/typeorm-tables';
 export {
   createOutboxTable,

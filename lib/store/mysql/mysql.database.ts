@@ -12,7 +12,13 @@ import {
 } from './mysql.inbox-sql';
 import { mysqlEnsureCleanerIndex } from './mysql-cleaner-index';
 import { mysqlEnsureNoPad, mysqlPaddedColumns } from './mysql-no-pad';
-import { MYSQL_KEY_LOCK_BUCKETS, mysqlCreateTable, mysqlDropTable } from './mysql.sql';
+import {
+  MYSQL_KEY_LOCK_BUCKETS,
+  mysqlCreateHistoryTable,
+  mysqlCreateTable,
+  mysqlDropHistoryTable,
+  mysqlDropTable,
+} from './mysql.sql';
 import { MysqlOutboxStore } from './mysql.store';
 
 /** MySQL 8 and MariaDB 10.6+. */
@@ -24,6 +30,8 @@ export const mysqlDatabase: OutboxDatabase<'mysql'> = {
   keyLockTable: true,
   createTable: mysqlCreateTable,
   dropTable: mysqlDropTable,
+  createHistoryTable: mysqlCreateHistoryTable,
+  dropHistoryTable: mysqlDropHistoryTable,
   // Tables made before 0.3 compare keys and topics ignoring trailing spaces, and lack the
   // cleaner's index: both fixed in place.
   async afterCreateTable(query, names) {

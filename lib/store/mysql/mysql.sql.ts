@@ -1,3 +1,4 @@
+import { ATTEMPT_COLUMNS, ATTEMPT_HISTORY_LIMIT } from '../attempt-history';
 import type { OutboxQueuePolicy } from '../outbox-store.port';
 import type { OutboxTableNames } from '../sql-identifier';
 import { mysqlCleanerIndex } from './mysql-cleaner-index';
@@ -53,6 +54,29 @@ export function mysqlCreateTable(n: OutboxTableNames): string[] {
 SELECT ${digits.map((d, i) => `${4 ** i} * ${d}.n`).join(' + ')} + ${MYSQL_DISPATCH_LOCK_OFFSET} * z.n
 FROM ${digits.map((d) => `${digit} AS ${d}`).join(', ')}, (SELECT 0 AS n UNION ALL SELECT 1) AS z`,
   ];
+}
+
+/** DDL of the attempt history (see attempt-history.ts). */
+export function mysqlCreateHistoryTable(n: OutboxTableNames): string[] {
+  return [
+    `CREATE TABLE IF NOT EXISTS ${n.attemptsTable} (
+  id BIGINT NOT NULL AUTO_INCREMENT,
+  message_id CHAR(36) CHARACTER SET ascii NOT NULL,
+  attempt INT NOT NULL,
+  outcome VARCHAR(16) CHARACTER SET ascii NOT NULL,
+  locked_by VARCHAR(128) NULL,
+  error_class VARCHAR(128) NULL,
+  error TEXT NULL,
+  failed_at DATETIME(6) NOT NULL DEFAULT (${NOW}),
+  PRIMARY KEY (id),
+  KEY ${n.quote(`${n.tableName}_attempts_msg`)} (message_id, id),
+  CHECK (outcome IN ('retry', 'dead', 'outage'))
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
+  ];
+}
+
+export function mysqlDropHistoryTable(n: OutboxTableNames): string[] {
+  return [`DROP TABLE IF EXISTS ${n.attemptsTable}`];
 }
 
 export function mysqlDropTable(n: OutboxTableNames): string[] {
@@ -228,6 +252,47 @@ export function mysqlRelease(n: OutboxTableNames, count: number): string {
 SET o.attempts = GREATEST(o.attempts - 1, 0), o.available_at = ${NOW} + INTERVAL u.delay_ms * 1000 MICROSECOND,
   o.last_error = COALESCE(u.err, o.last_error), o.locked_by = NULL, o.lock_token = NULL, o.locked_until = NULL
 WHERE o.lock_token = ?`;
+}
+
+/**
+ * Params: (id, outcome, error class, error) per failed row, then token. Records the failures
+ * of a settle in the attempt history, before the updates clear the lease: only rows still
+ * holding the token, locked (FOR UPDATE) so that the updates that follow in the transaction
+ * find them unchanged. The attempt is the claim's (a release gives it back afterwards).
+ */
+export function mysqlRecordAttempts(n: OutboxTableNames, count: number): string {
+  return `INSERT INTO ${n.attemptsTable} (${ATTEMPT_COLUMNS})
+SELECT o.message_id, o.attempts, u.outcome, o.locked_by, u.cls, u.err
+FROM ${n.table} AS o JOIN (${rowsOf(count, ['id', 'outcome', 'cls', 'err'])}) AS u ON o.id = u.id
+WHERE o.lock_token = ?
+ORDER BY o.id
+FOR UPDATE`;
+}
+
+/**
+ * Params: row ids. Keeps the latest ATTEMPT_HISTORY_LIMIT attempts of these rows' messages.
+ * The window runs in a derived table, which MySQL materialises, so the delete may read the
+ * table it deletes from.
+ */
+export function mysqlBoundAttempts(n: OutboxTableNames, count: number): string {
+  const h = n.attemptsTable;
+  return `DELETE h FROM ${h} AS h JOIN (
+  SELECT s.id FROM (
+    SELECT a.id, ROW_NUMBER() OVER (PARTITION BY a.message_id ORDER BY a.id DESC) AS n
+    FROM ${h} AS a WHERE a.message_id IN (SELECT o.message_id FROM ${n.table} AS o WHERE o.id IN (${placeholders(count)}))) AS s
+  WHERE s.n > ${ATTEMPT_HISTORY_LIMIT}) AS x ON x.id = h.id`;
+}
+
+/** Params: token, row ids. The history of delivered rows about to be deleted. */
+export function mysqlDeleteDeliveredAttempts(n: OutboxTableNames, count: number): string {
+  return `DELETE h FROM ${n.attemptsTable} AS h JOIN ${n.table} AS o ON o.message_id = h.message_id
+WHERE o.lock_token = ? AND o.id IN (${placeholders(count)})`;
+}
+
+/** Params: status, row ids. The history of rows about to be deleted (purge, deleteDead). */
+export function mysqlDeleteAttemptsOf(n: OutboxTableNames, count: number): string {
+  return `DELETE h FROM ${n.attemptsTable} AS h JOIN ${n.table} AS o ON o.message_id = h.message_id
+WHERE o.status = ? AND o.id IN (${placeholders(count)})`;
 }
 
 export function mysqlReleaseExpired(n: OutboxTableNames): string {

@@ -156,17 +156,20 @@ export class PostgresOutboxStore implements OutboxStore {
         s.retry.map((r) => r.id),
         s.retry.map((r) => r.delayMs),
         s.retry.map((r) => r.error),
+        s.retry.map((r) => r.errorClass),
       );
     if (groups.dead)
       params.push(
         s.dead.map((r) => r.id),
         s.dead.map((r) => r.error),
+        s.dead.map((r) => r.errorClass),
       );
     if (groups.release)
       params.push(
         s.release.map((r) => r.id),
         s.release.map((r) => r.delayMs),
         s.release.map((r) => r.error),
+        s.release.map((r) => r.errorClass),
       );
     return this.transaction(async (run) => {
       const keys = this.policy.ordered ? s.advancedKeys : [];
