@@ -123,11 +123,11 @@ export const OutboxMessages = {
     `columns to a NO PAD binary collation in place, rows kept (the ALTER rebuilds the table).`,
   historyTableMissing: (history: string, reason: string, ref: OutboxTableRef): string =>
     `The attempt-history table ${history} of the outbox table ${ref.tableName} cannot be read ` +
-    `(${reason}): tables made by 0.3 lack it. Run "${schemaMigrate(ref)}" with DATABASE_URL ` +
+    `(${reason}): tables made by earlier versions lack it. Run "${schemaMigrate(ref)}" with DATABASE_URL ` +
     `set, which adds it in place (rows kept), or add ...outboxMigrations(${migrationArgs(ref)}) ` +
     `to the DataSource's migrations in place of createOutboxMigration(${migrationArgs(ref)}) ` +
     `(its first step is that same migration, already recorded; the next one adds the table), ` +
-    `before starting the app (docs/upgrading.md: "Upgrading from 0.3").`,
+    `before starting the app (docs/upgrading.md: "Upgrading from 0.2").`,
   keyLockTableBroken: (table: string, problem: string, ref: OutboxTableRef): string =>
     `The key-lock table ${table} that serialises enqueues per key on MySQL/MariaDB ${problem}: ` +
     `without every one of its rows, writers of a key would no longer commit in ` +

@@ -44,7 +44,7 @@ export async function createOutboxStore(
         { cause: error },
       );
     }
-    // The attempt history came after 0.3: a table migrated by 0.3 lacks it until the schema
+    // The attempt history is newer than the table: an older table lacks it until the schema
     // command or the next migration step adds it, and every failed settle would fail on it.
     try {
       await sql.query(`SELECT 1 FROM ${names.attemptsTable} WHERE 1 = 0`);

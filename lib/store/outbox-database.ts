@@ -39,6 +39,12 @@ export interface OutboxDatabase<D extends string = string> {
   /** The attempt history `<table>_attempts` (added after 0.3: a migration step of its own). */
   createHistoryTable(n: OutboxTableNames): string[];
   dropHistoryTable(n: OutboxTableNames): string[];
+  /**
+   * Adds the cleaner's cut-off indexes to a table made before them (a migration step of its
+   * own); does nothing when they are there.
+   */
+  ensureCleanerIndexes(run: StatementRunner, n: OutboxTableNames): Promise<void>;
+  dropCleanerIndexes(n: OutboxTableNames): string[];
   /** Brings a table that already existed up to date after `createTable` ran. */
   afterCreateTable?(run: StatementRunner, n: OutboxTableNames): Promise<void>;
   /** Bootstrap checks beyond the column probe every database gets; throws to refuse to start. */

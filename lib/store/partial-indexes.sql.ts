@@ -28,6 +28,23 @@ export function cleanerIndexesDdl(n: OutboxTableNames): string[] {
   ];
 }
 
+/** Adds the cleaner's indexes where missing, as a migration step. */
+export async function ensurePartialCleanerIndexes(
+  run: (sql: string) => Promise<unknown>,
+  n: OutboxTableNames,
+): Promise<void> {
+  for (const statement of cleanerIndexesDdl(n)) await run(statement);
+}
+
+export function dropPartialCleanerIndexes(n: OutboxTableNames): string[] {
+  // PostgreSQL indexes live in their table's schema: qualify them as the table is.
+  const qualify = (index: string): string =>
+    n.schema === null ? n.quote(index) : `${n.quote(n.schema)}.${n.quote(index)}`;
+  return [`${n.tableName}_delivered_idx`, `${n.tableName}_dead_idx`].map(
+    (index) => `DROP INDEX IF EXISTS ${qualify(index)}`,
+  );
+}
+
 export function dropTableDdl(n: OutboxTableNames): string[] {
   return [`DROP TABLE IF EXISTS ${n.table}`];
 }

@@ -65,6 +65,7 @@ describe('createOutboxMigration() names and arguments', () => {
     expect(names(outboxMigrations())).toEqual([
       'CreateOutboxTable_outbox_1763800000000',
       'AddOutboxAttemptHistory_outbox_1763800000001',
+      'AddOutboxCleanerIndexes_outbox_1763800000002',
     ]);
     expect(
       names(outboxMigrations({ tableName: 'audit', schema: 'events' }, 1_700_000_000_000)),
@@ -72,6 +73,7 @@ describe('createOutboxMigration() names and arguments', () => {
       new (createOutboxMigration({ tableName: 'audit', schema: 'events' }, 1_700_000_000_000))()
         .name,
       'AddOutboxAttemptHistory_events.audit_1700000000001',
+      'AddOutboxCleanerIndexes_events.audit_1700000000002',
     ]);
     expect(() => outboxMigrations({ tableName: 'x; DROP TABLE y' })).toThrow(OutboxOptionsError);
   });
@@ -121,6 +123,22 @@ describe.each(TEST_DATABASES)('outbox migrations on $name', (db) => {
     ds.query(
       `SELECT message_id, attempt, outcome, locked_by, error_class, error, failed_at FROM ${quoteTable(ds, `${table}_attempts`)} WHERE 1 = 0`,
     );
+  /** The cleaner's indexes the table has, by name, sorted. */
+  async function cleanerIndexesOf(ds: DataSource, table: string): Promise<string[]> {
+    const wanted = [`${table}_delivered_idx`, `${table}_dead_idx`, `${table}_done_idx`];
+    const sql =
+      db.name === 'postgres'
+        ? `SELECT indexname AS name FROM pg_indexes WHERE schemaname = current_schema() AND tablename = $1`
+        : db.name === 'mariadb'
+          ? `SELECT DISTINCT INDEX_NAME AS name FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?`
+          : `SELECT name FROM pragma_index_list(?)`;
+    const rows = await ds.query<{ name: string }[]>(sql, [table]);
+    return rows
+      .map((r) => String(r.name))
+      .filter((n) => wanted.includes(n))
+      .sort();
+  }
+
   const bootOn = (tableName: string) =>
     failureOf(
       Test.createTestingModule({
@@ -144,8 +162,10 @@ describe.each(TEST_DATABASES)('outbox migrations on $name', (db) => {
           `CreateInboxTable_${inbox}_1763900000000`,
           `CreateOutboxTable_${first}_1763800000000`,
           `AddOutboxAttemptHistory_${first}_1763800000001`,
+          `AddOutboxCleanerIndexes_${first}_1763800000002`,
           `CreateOutboxTable_${second}_1763800000000`,
           `AddOutboxAttemptHistory_${second}_1763800000001`,
+          `AddOutboxCleanerIndexes_${second}_1763800000002`,
         ].sort(),
       );
       await columnsOf20(ds, first);
@@ -181,6 +201,7 @@ describe.each(TEST_DATABASES)('outbox migrations on $name', (db) => {
       expect(ran.map((m) => m.name)).toEqual([
         `CreateOutboxTable_${table}_1763800000000`,
         `AddOutboxAttemptHistory_${table}_1763800000001`,
+        `AddOutboxCleanerIndexes_${table}_1763800000002`,
       ]);
       await columnsOf20(current, table);
       await historyOf(current, table);
@@ -195,10 +216,10 @@ describe.each(TEST_DATABASES)('outbox migrations on $name', (db) => {
     }
   });
 
-  it('upgrades a 0.3 table: outboxMigrations() after createOutboxMigration() runs only the new step', async () => {
+  it('upgrades a table made by createOutboxMigration(): outboxMigrations() runs only the new steps', async () => {
     const table = `${scratch}_v03`;
     try {
-      // Installed with 0.3: createOutboxMigration() ran and is recorded; no attempt history.
+      // Installed with 0.2: createOutboxMigration() ran and is recorded; no attempt history.
       const v03 = await withMigrations([createOutboxMigration({ tableName: table })]);
       expect((await v03.runMigrations()).map((m) => m.name)).toEqual([
         `CreateOutboxTable_${table}_1763800000000`,
@@ -211,16 +232,34 @@ describe.each(TEST_DATABASES)('outbox migrations on $name', (db) => {
         `...outboxMigrations({ tableName: '${table}' })`,
       );
 
-      // The DataSource now lists outboxMigrations(): step 1 is known by name, only step 2 runs.
+      // 0.2's step 1 made the table without the cleaner's indexes.
+      const names = tableNamesFor(outboxDialectOf(db.name === 'mariadb' ? 'mysql' : db.name), {
+        tableName: table,
+      });
+      const database = outboxDatabase(outboxDialectOf(base.options.type));
+      for (const sql of database.dropCleanerIndexes(names)) await base.query(sql);
+      expect(await cleanerIndexesOf(base, table)).toEqual([]);
+
+      // The DataSource now lists outboxMigrations(): step 1 is known by name, only the later run.
       const current = await withMigrations(outboxMigrations({ tableName: table }));
       expect((await current.runMigrations()).map((m) => m.name)).toEqual([
         `AddOutboxAttemptHistory_${table}_1763800000001`,
+        `AddOutboxCleanerIndexes_${table}_1763800000002`,
       ]);
       await historyOf(current, table);
+      expect(await cleanerIndexesOf(base, table)).toEqual(
+        db.name === 'mariadb'
+          ? [`${table}_done_idx`]
+          : [`${table}_dead_idx`, `${table}_delivered_idx`],
+      );
       expect(await bootOn(table)).toBeUndefined();
       expect(await current.runMigrations()).toEqual([]);
 
-      // Reverting step 2 drops the history and leaves the outbox table.
+      // Reverting step 3 drops the indexes; reverting step 2 drops the history and leaves the
+      // outbox table.
+      await current.undoLastMigration();
+      expect(await cleanerIndexesOf(base, table)).toEqual([]);
+      await historyOf(current, table);
       await current.undoLastMigration();
       expect(await failureOf(historyOf(current, table))).toBeDefined();
       await columnsOf20(current, table);

@@ -258,7 +258,7 @@ for (const db of TEST_DATABASES) {
       expect(again.code).toBe(0);
       expect(again.stdout).toMatch(/already exists and is up to date; nothing changed/);
 
-      // A table made by 0.3 has no attempt history: the command adds it in place.
+      // A table made before the history has none: the command adds it in place.
       await scope.ds.query(`DROP TABLE ${quoteTable(scope.ds, `${table}_attempts`)}`);
       const refused = await outbox(['dlq', 'list', '--table', table], url);
       expect(refused.code).toBe(1);

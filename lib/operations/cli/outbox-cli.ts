@@ -226,7 +226,7 @@ async function withStore<T>(
       // The outbox table is there; only the attempt history (new after 0.3) is missing.
       throw new OutboxError(
         `The attempt-history table ${error.table} cannot be read (${describeError(error.cause)}): ` +
-          'tables made by 0.3 lack it. Run "outbox schema migrate" with the same --table/--schema to add it in place, rows kept.',
+          'tables made by earlier versions lack it. Run "outbox schema migrate" with the same --table/--schema to add it in place, rows kept.',
       );
     }
     throw new OutboxError(

@@ -44,16 +44,53 @@ const addAttemptHistory: MigrationStep = (options, timestamp) => {
 };
 
 /**
+ * Step 3: the cleaner's cut-off indexes on an existing outbox table (step 1 makes them on a new
+ * one, so here they are usually there already and nothing happens).
+ */
+const addCleanerIndexes: MigrationStep = (options, timestamp) => {
+  const name = tableMigrationName(
+    'AddOutboxCleanerIndexes',
+    { tableName: options.tableName ?? 'outbox', schema: options.schema },
+    timestamp,
+    'outboxMigrations()',
+  );
+  return class AddOutboxCleanerIndexes implements MigrationInterface {
+    readonly name = name;
+
+    async up(queryRunner: QueryRunner): Promise<void> {
+      const dialect = outboxDialectOf(queryRunner.connection.options.type);
+      await outboxDatabase(dialect).ensureCleanerIndexes(
+        (sql, params) => queryRunner.query(sql, params),
+        tableNamesFor(dialect, options),
+      );
+    }
+
+    async down(queryRunner: QueryRunner): Promise<void> {
+      const dialect = outboxDialectOf(queryRunner.connection.options.type);
+      for (const sql of outboxDatabase(dialect).dropCleanerIndexes(
+        tableNamesFor(dialect, options),
+      )) {
+        await queryRunner.query(sql);
+      }
+    }
+  };
+};
+
+/**
  * The outbox's schema changes in order. Never reorder, rename or change a step: TypeORM knows
  * the ones it ran by name. A new schema change is a new step at the end.
  */
-const STEPS: readonly MigrationStep[] = [createOutboxMigration, addAttemptHistory];
+const STEPS: readonly MigrationStep[] = [
+  createOutboxMigration,
+  addAttemptHistory,
+  addCleanerIndexes,
+];
 
 /**
  * Returns the TypeORM migration classes of one outbox table, oldest first: step 1 creates the
  * outbox table (it is `createOutboxMigration()`, same name and same work, so a DataSource that
  * ran it before runs only what follows), step 2 adds the attempt history `<table>_attempts`,
- * and later versions append their steps to the list. Spread it into the DataSource's
+ * step 3 the cleaner's cut-off indexes, and later versions append their steps to the list. Spread it into the DataSource's
  * `migrations`, once per outbox table.
  *
  * Each step is named after its table (`CreateOutboxTable_outbox_1763800000000`,

@@ -32,6 +32,10 @@ export const mysqlDatabase: OutboxDatabase<'mysql'> = {
   dropTable: mysqlDropTable,
   createHistoryTable: mysqlCreateHistoryTable,
   dropHistoryTable: mysqlDropHistoryTable,
+  ensureCleanerIndexes: mysqlEnsureCleanerIndex,
+  dropCleanerIndexes: (n) => [
+    `ALTER TABLE ${n.table} DROP INDEX ${n.quote(`${n.tableName}_done_idx`)}`,
+  ],
   // Tables made before 0.3 compare keys and topics ignoring trailing spaces, and lack the
   // cleaner's index: both fixed in place.
   async afterCreateTable(query, names) {

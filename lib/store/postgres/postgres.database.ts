@@ -1,4 +1,5 @@
 import type { OutboxDatabase } from '../outbox-database';
+import { dropPartialCleanerIndexes, ensurePartialCleanerIndexes } from '../partial-indexes.sql';
 import type { SqlPort } from '../sql-port';
 import { postgresAdmin } from './postgres.admin-sql';
 import {
@@ -26,6 +27,8 @@ export const postgresDatabase: OutboxDatabase<'postgres'> = {
   dropTable: postgresDropTable,
   createHistoryTable: postgresCreateHistoryTable,
   dropHistoryTable: postgresDropHistoryTable,
+  ensureCleanerIndexes: ensurePartialCleanerIndexes,
+  dropCleanerIndexes: dropPartialCleanerIndexes,
   async createStore(sql, { names, policy, timeoutMs, table, dispatch }) {
     // The lock namespace and NOTIFY channel follow the schema the table really lives in, so
     // that tenants with a schema each (by search_path) never wait on one another's enqueue

@@ -1,4 +1,5 @@
 import type { OutboxDatabase } from '../outbox-database';
+import { dropPartialCleanerIndexes, ensurePartialCleanerIndexes } from '../partial-indexes.sql';
 import { sqliteAdmin } from './sqlite.admin-sql';
 import {
   sqliteInboxDrop,
@@ -25,6 +26,8 @@ export const sqliteDatabase: OutboxDatabase<'sqlite'> = {
   dropTable: sqliteDropTable,
   createHistoryTable: sqliteCreateHistoryTable,
   dropHistoryTable: sqliteDropHistoryTable,
+  ensureCleanerIndexes: ensurePartialCleanerIndexes,
+  dropCleanerIndexes: dropPartialCleanerIndexes,
   createStore(sql, { names, policy, dispatch }) {
     const store = new SqliteOutboxStore(sql, names, policy);
     if (dispatch.enabled) store.open();
