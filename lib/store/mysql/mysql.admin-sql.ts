@@ -1,6 +1,6 @@
 import { utcText } from '../sql-values';
 import { SqlParams } from '../sql-params';
-import type { AdminDialect } from '../admin-dialect';
+import { activityParts, type AdminDialect } from '../admin-dialect';
 import { correlatedAdminQueries, type CorrelatedAdminVocabulary } from '../correlated-admin-sql';
 
 // Times are UTC in zone-less DATETIME columns (see the store): compared with UTC_TIMESTAMP and
@@ -52,5 +52,11 @@ export const mysqlAdmin: AdminDialect = {
   CASE WHEN o.status = 'pending' AND o.locked_until >= ${NOW} THEN 1 ELSE 0 END AS leased, COUNT(*) AS n
 FROM ${n.table} AS o WHERE ${where}
 GROUP BY 1, 2, 3`,
+  activity: (n, p, withinMs) =>
+    activityParts(
+      n.table,
+      () => `${NOW} - INTERVAL ${p.add(Math.round(withinMs * 1000))} MICROSECOND`,
+      ms('MIN(o.created_at)'),
+    ),
   ...correlatedAdminQueries(VOCABULARY),
 };

@@ -1,5 +1,5 @@
 import { SqlParams } from '../sql-params';
-import { blockingStatuses, type AdminDialect } from '../admin-dialect';
+import { activityParts, blockingStatuses, type AdminDialect } from '../admin-dialect';
 
 const ms = (from: string, to: string): string => `extract(epoch FROM (${to} - ${from})) * 1000`;
 
@@ -27,6 +27,11 @@ export const postgresAdmin: AdminDialect = {
   CASE WHEN o.status = 'pending' AND o.locked_until >= now() THEN 1 ELSE 0 END AS leased, count(*)::int AS n
 FROM ${n.table} AS o WHERE ${where}
 GROUP BY 1, 2, 3`,
+  activity: (n, p, withinMs) => {
+    const window = p.add(withinMs);
+    const since = (): string => `now() - ${window}::float8 * interval '1 millisecond'`;
+    return activityParts(n.table, since, ms('min(o.created_at)', 'now()'));
+  },
   blockedKeys: (n, p, deadBlocksKey, after, limit) => {
     const t = n.table;
     const from = after === null ? '' : `AND o.id > ${p.add(after)}::int8`;

@@ -1,6 +1,6 @@
 import { utcText } from '../sql-values';
 import { SqlParams } from '../sql-params';
-import type { AdminDialect } from '../admin-dialect';
+import { activityParts, type AdminDialect } from '../admin-dialect';
 import { correlatedAdminQueries, type CorrelatedAdminVocabulary } from '../correlated-admin-sql';
 
 // Times are UTC text with milliseconds (see the store), which compare and sort as text.
@@ -44,5 +44,7 @@ export const sqliteAdmin: AdminDialect = {
   CASE WHEN o.status = 'pending' AND o.locked_until >= ${NOW} THEN 1 ELSE 0 END AS leased, count(*) AS n
 FROM ${n.table} AS o WHERE ${where}
 GROUP BY 1, 2, 3`,
+  activity: (n, p, withinMs) =>
+    activityParts(n.table, () => ago(p.add(withinMs)), ms('min(o.created_at)')),
   ...correlatedAdminQueries(VOCABULARY),
 };
