@@ -19,6 +19,11 @@ export interface AdminDialect {
   createdOlderThan(p: SqlParams, ms: number): string;
   idAfter(p: SqlParams, id: string): string;
   idAtMost(p: SqlParams, id: string): string;
+  /**
+   * The ORDER BY of a listing: `o.id`, or where `undeliveredOnly` (no delivered row can match) an
+   * order the database takes from the matching rows rather than by walking the primary key.
+   */
+  listOrder(undeliveredOnly: boolean): string;
   /** `SELECT max(id) AS id` of the table, as text. */
   maxId(n: OutboxTableNames): string;
   /** Rows `topic, status, leased (0/1), n` for the rows matching `where`. */

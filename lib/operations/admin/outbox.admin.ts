@@ -209,6 +209,13 @@ function paged<R, T>(
   return { items, nextCursor: rows.length > limit && last !== undefined ? cursor(last) : null };
 }
 
+/** Whether the filter names statuses and none of them is delivered. */
+function undeliveredOnly(filter: OutboxMessageFilter): boolean {
+  const { status } = filter;
+  if (status === undefined) return false;
+  return typeof status === 'string' ? status !== 'delivered' : !status.includes('delivered');
+}
+
 const zero = (): { -readonly [K in keyof OutboxStatusCounts]: number } => ({
   pending: 0,
   waiting: 0,
@@ -259,7 +266,7 @@ export class OutboxAdmin {
     const p = this.sql.params();
     const where = this.where(p, filter, after);
     const rows = await this.query<AdminRow>(
-      `SELECT ${this.sql.summaryColumns} FROM ${this.names.table} AS o WHERE ${where} ORDER BY o.id LIMIT ${p.add(limit + 1)}`,
+      `SELECT ${this.sql.summaryColumns} FROM ${this.names.table} AS o WHERE ${where} ORDER BY ${this.sql.listOrder(undeliveredOnly(filter))} LIMIT ${p.add(limit + 1)}`,
       p,
     );
     return paged(rows, limit, toSummary, (item) => item.id);
@@ -569,7 +576,7 @@ export class OutboxAdmin {
         this.sql.idAtMost(p, String(bound)),
       ].join(' AND ');
       const rows = await this.query<{ id: string | number; message_id: string }>(
-        `SELECT o.id, o.message_id FROM ${this.names.table} AS o WHERE ${where} ORDER BY o.id LIMIT ${p.add(OUTBOX_ADMIN_MAX_LIMIT)}`,
+        `SELECT o.id, o.message_id FROM ${this.names.table} AS o WHERE ${where} ORDER BY ${this.sql.listOrder(true)} LIMIT ${p.add(OUTBOX_ADMIN_MAX_LIMIT)}`,
         p,
       );
       const last = rows[rows.length - 1];

@@ -47,6 +47,7 @@ export const mysqlAdmin: AdminDialect = {
   // Cast so the bound text compares as an integer (no float conversion of large ids).
   idAfter: (p, id) => `o.id > CAST(${p.add(id)} AS SIGNED)`,
   idAtMost: (p, id) => `o.id <= CAST(${p.add(id)} AS SIGNED)`,
+  listOrder: () => 'o.id',
   maxId: (n) => `SELECT CAST(MAX(id) AS CHAR) AS id FROM ${n.table}`,
   counts: (n, where) => `SELECT o.topic, o.status,
   CASE WHEN o.status = 'pending' AND o.locked_until >= ${NOW} THEN 1 ELSE 0 END AS leased, COUNT(*) AS n

@@ -39,6 +39,7 @@ export const sqliteAdmin: AdminDialect = {
   createdOlderThan: (p, olderMs) => `o.created_at < ${ago(p.add(olderMs))}`,
   idAfter: (p, id) => `o.id > CAST(${p.add(id)} AS INTEGER)`,
   idAtMost: (p, id) => `o.id <= CAST(${p.add(id)} AS INTEGER)`,
+  listOrder: () => 'o.id',
   maxId: (n) => `SELECT CAST(max(id) AS TEXT) AS id FROM ${n.table}`,
   counts: (n, where) => `SELECT o.topic, o.status,
   CASE WHEN o.status = 'pending' AND o.locked_until >= ${NOW} THEN 1 ELSE 0 END AS leased, count(*) AS n
