@@ -50,7 +50,7 @@ describeWith(['postgres'], 'OutboxConsoleModule over HTTP (PostgreSQL, Fastify)'
       return page.status === 200 && page.body.includes('id="total-dead">5<') ? page.body : null;
     });
     expect(overview).toMatch(
-      /<tr><td>billing<\/td><td>0<\/td><td>0<\/td><td>0<\/td>\s*<td><a href="\/outbox\/messages\?status=dead&amp;topic=billing">2<\/a><\/td><td>–<\/td><td>0<\/td><td>2<\/td><\/tr>/,
+      /<tr><td>billing<\/td><td>0<\/td><td>0<\/td><td>0<\/td>\s*<td><a href="\/outbox\/messages\?status=dead&amp;topic=billing">2<\/a><\/td><td>–<\/td><td>0<\/td><td>2<\/td><td>(<svg class="spark".*?<\/svg>)?<\/td><\/tr>/,
     );
 
     const res = await fetch(`${c!.url}/messages?status=dead`, { headers: auth });
@@ -221,7 +221,7 @@ describeWith(['postgres'], 'OutboxConsoleModule over HTTP (PostgreSQL, Fastify)'
       return page.body.includes('id="delivered-per-minute">1<') ? page.body : null;
     });
     expect(overview).toContain('id="dead-per-minute">1<');
-    expect(overview).toMatch(/<tr><td>orders<\/td>.*?<td>–<\/td><td>1<\/td><td>1<\/td><\/tr>/);
+    expect(overview).toMatch(/<tr><td>orders<\/td>.*?<td>–<\/td><td>1<\/td><td>1<\/td><td>(<svg class="spark".*?<\/svg>)?<\/td><\/tr>/);
   });
 
   it('with bodyParser: false, refuses to start until @fastify/formbody is registered, then acts', async () => {

@@ -141,7 +141,7 @@ describeWith(['postgres'], 'OutboxConsoleModule over HTTP (PostgreSQL, Express)'
     // autoStart: false in these tests: this instance's dispatcher is reported as not started.
     expect(overview).toMatch(/This instance's dispatcher: <strong>stopped<\/strong>/);
     expect(overview).toMatch(
-      /<tr><td>billing<\/td><td>0<\/td><td>0<\/td><td>0<\/td>\s*<td><a href="\/outbox\/messages\?status=dead&amp;topic=billing">2<\/a><\/td><td>–<\/td><td>0<\/td><td>2<\/td><\/tr>/,
+      /<tr><td>billing<\/td><td>0<\/td><td>0<\/td><td>0<\/td>\s*<td><a href="\/outbox\/messages\?status=dead&amp;topic=billing">2<\/a><\/td><td>–<\/td><td>0<\/td><td>2<\/td><td>(<svg class="spark".*?<\/svg>)?<\/td><\/tr>/,
     );
   });
 

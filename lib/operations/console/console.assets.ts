@@ -35,6 +35,8 @@ polyline { fill: none; stroke-width: 2; }
 polyline.undelivered { stroke: var(--accent); }
 polyline.dead { stroke: var(--danger); }
 polyline.delivered { stroke: var(--ok); }
+.spark { display: block; }
+.spark polyline { stroke-width: 1.5; }
 .key.undelivered { color: var(--accent); }
 .key.dead { color: var(--danger); }
 .key.delivered { color: var(--ok); }

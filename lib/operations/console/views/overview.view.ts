@@ -49,6 +49,40 @@ function chart(history: readonly BacklogSample[], label: string, series: readonl
   </figure>`;
 }
 
+const SPARK_WIDTH = 120;
+const SPARK_HEIGHT = 24;
+
+/** One topic's delivered and dead-lettered per minute over the samples, as a small chart. */
+function sparkline(history: readonly BacklogSample[], topic: string): Html {
+  if (history.length < 2) return html``;
+  const first = history[0]?.at.getTime() ?? 0;
+  const span = Math.max(1, (history[history.length - 1]?.at.getTime() ?? 0) - first);
+  const of = (s: BacklogSample): { delivered: number; dead: number } => {
+    const t = s.byTopic.find((entry) => entry.topic === topic);
+    return { delivered: t?.deliveredLastMinute ?? 0, dead: t?.deadLastMinute ?? 0 };
+  };
+  const top = Math.max(1, ...history.map((s) => Math.max(of(s).delivered, of(s).dead)));
+  const points = (value: (s: BacklogSample) => number): string =>
+    history
+      .map((s) => {
+        const x = ((s.at.getTime() - first) / span) * SPARK_WIDTH;
+        const y = SPARK_HEIGHT - (value(s) / top) * (SPARK_HEIGHT - 2) - 1;
+        return `${x.toFixed(1)},${y.toFixed(1)}`;
+      })
+      .join(' ');
+  return html`<svg
+    class="spark"
+    viewBox="0 0 ${SPARK_WIDTH} ${SPARK_HEIGHT}"
+    width="${SPARK_WIDTH}"
+    height="${SPARK_HEIGHT}"
+    role="img"
+    aria-label="${topic}: delivered and dead-lettered per minute over the sampled period, peak ${top}"
+  >
+    <polyline class="delivered" points="${points((s) => of(s).delivered)}" />
+    <polyline class="dead" points="${points((s) => of(s).dead)}" />
+  </svg>`;
+}
+
 const BACKLOG: readonly Series[] = [
   { name: 'undelivered', css: 'undelivered', value: (s) => s.pending + s.waiting + s.leased },
   { name: 'dead', css: 'dead', value: (s) => s.dead },
@@ -149,6 +183,7 @@ export function overviewPage(
                   <th>Oldest pending</th>
                   <th>Delivered / min</th>
                   <th>Dead-lettered / min</th>
+                  <th>Last hour</th>
                 </tr>
               </thead>
               <tbody>
@@ -175,6 +210,7 @@ export function overviewPage(
                       <td>${duration(t.oldestPendingAgeMs)}</td>
                       <td>${t.deliveredLastMinute}</td>
                       <td>${t.deadLastMinute}</td>
+                      <td>${sparkline(history, t.topic)}</td>
                     </tr>`,
                 )}
               </tbody>
