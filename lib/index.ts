@@ -29,6 +29,7 @@ export type {
   OutboxStatusCounts,
   OutboxStuckLease,
   OutboxStuckLeaseQuery,
+  OutboxTopicActivity,
   OutboxTopicCounts,
 } from './operations/admin/outbox-admin.interfaces';
 export type {

@@ -21,10 +21,21 @@ export interface AdminDialect {
   createdOlderThan(p: SqlParams, ms: number): string;
   idAfter(p: SqlParams, id: string): string;
   idAtMost(p: SqlParams, id: string): string;
+  /**
+   * The ORDER BY of a listing: `o.id`, or where `undeliveredOnly` (no delivered row can match) an
+   * order the database takes from the matching rows rather than by walking the primary key.
+   */
+  listOrder(undeliveredOnly: boolean): string;
   /** `SELECT max(id) AS id` of the table, as text. */
   maxId(n: OutboxTableNames): string;
   /** Rows `topic, status, leased (0/1), n` for the rows matching `where`. */
   counts(n: OutboxTableNames, where: string): string;
+  /**
+   * Rows `topic, kind, n, oldest_ms`: per topic, messages delivered and dead-lettered in the last
+   * `withinMs` (kind 'delivered', 'dead'), and the age of the oldest pending and parked one (kind
+   * 'pending', 'waiting'). Each part reads one status through its index, never the history.
+   */
+  activity(n: OutboxTableNames, p: SqlParams, withinMs: number): string;
   /**
    * Keys whose head (first message in a blocking status) is dead or backing off with
    * undelivered messages behind it, in head order after `after`.
@@ -44,6 +55,23 @@ export interface AdminDialect {
     after: string | null,
     limit: number,
   ): string;
+}
+
+/**
+ * `AdminDialect.activity` in its dialect's words: `since()` the window's start (binding its value
+ * each time it is written), `oldest` the age in milliseconds of `min(o.created_at)`. Parked rows
+ * always have a key (only a key's order parks a message), which lets the key index find them.
+ */
+export function activityParts(table: string, since: () => string, oldest: string): string {
+  const part = (kind: string, where: string, n: string, age: string): string =>
+    `SELECT o.topic, '${kind}' AS kind, ${n} AS n, ${age} AS oldest_ms FROM ${table} AS o WHERE ${where} GROUP BY o.topic`;
+  // The ages first: PostgreSQL types a UNION's column from its first parts, and NULL alone is text.
+  return [
+    part('pending', `o.status = 'pending'`, '0', oldest),
+    part('waiting', `o.status = 'waiting' AND o.message_key IS NOT NULL`, '0', oldest),
+    part('delivered', `o.status = 'delivered' AND o.delivered_at > ${since()}`, 'count(*)', 'NULL'),
+    part('dead', `o.status = 'dead' AND o.dead_at > ${since()}`, 'count(*)', 'NULL'),
+  ].join('\nUNION ALL\n');
 }
 
 /** The statuses that hold back the later messages of a key (as in the store). */

@@ -143,6 +143,19 @@ for (const db of TEST_DATABASES) {
       const stats = await c.admin.stats();
       expect(stats).toMatchObject({ pending: 1, leased: 0, delivered: 3, dead: 3 });
       expect(stats.oldestPendingAgeMs).toEqual(expect.any(Number));
+      // The last minute's flow per topic (delivered_at, dead_at) and the oldest pending (k4).
+      const activity = await c.admin.activity(60_000);
+      expect(activity.map((a) => [a.topic, a.delivered, a.dead])).toEqual([
+        ['billing', 2, 0],
+        ['orders', 1, 3],
+      ]);
+      expect(activity[0]?.oldestPendingAgeMs).toBeNull();
+      expect(activity[1]?.oldestPendingAgeMs).toBeGreaterThanOrEqual(0);
+      // A window that ends before anything settled: only the topic with a pending message.
+      expect((await c.admin.activity(1)).map((a) => [a.topic, a.delivered, a.dead])).toEqual([
+        ['orders', 0, 0],
+      ]);
+      await expect(c.admin.activity(0)).rejects.toThrow(/withinMs/);
     });
 
     it('keeps the attempt history of a message: two retries then dead, oldest first, kept by a retry of the dead letter, gone with a purge', async () => {

@@ -1,10 +1,19 @@
 import { Injectable, Logger, type CanActivate, type ExecutionContext } from '@nestjs/common';
-import { OutboxOptionsError, PermanentPublishError } from '../../lib';
+import { OutboxOptionsError } from '../../lib';
 import { ensureOutboxConsoleAuditTable } from '../../lib/operations/console';
 import { OUTBOX_STORE } from '../../lib/outbox.constants';
 import type { OutboxStore } from '../../lib/store/outbox-store.port';
 import { RecordingPublisher } from '../../lib/testing';
 import { CONSOLE_TOKEN, openConsoleApp, type ConsoleApp } from '../support/console-app';
+import {
+  auth,
+  countOf,
+  get,
+  post,
+  rejectingPublisher,
+  SCRIPT,
+  tokenOf,
+} from '../support/console-http';
 import { testDatabase, uniqueTable } from '../support/databases';
 import { describeWith } from '../support/services';
 import { waitFor } from '../support/wait-for';
@@ -12,39 +21,6 @@ import { waitFor } from '../support/wait-for';
 // The console over HTTP, on PostgreSQL, with dead letters made by the real dispatcher and a
 // publisher that rejects them: what each page shows, what each action changes in the table,
 // and what the console refuses (no access check, anonymous visitors, bad input, cross-site posts).
-
-const auth: Record<string, string> = { authorization: `Bearer ${CONSOLE_TOKEN}` };
-const SCRIPT = '<script>document.title="pwned"</script>';
-
-async function get(
-  url: string,
-  headers: Record<string, string> = auth,
-): Promise<{ status: number; body: string }> {
-  const res = await fetch(url, { headers, redirect: 'manual' });
-  return { status: res.status, body: squash(await res.text()) };
-}
-
-async function post(
-  url: string,
-  form: [string, string][],
-  headers: Record<string, string> = auth,
-): Promise<{ status: number; body: string }> {
-  const res = await fetch(url, {
-    method: 'POST',
-    headers: { ...headers, 'content-type': 'application/x-www-form-urlencoded' },
-    body: new URLSearchParams(form).toString(),
-    redirect: 'manual',
-  });
-  return { status: res.status, body: squash(await res.text()) };
-}
-
-/** The page with the layout's whitespace taken out, so that assertions read the markup alone. */
-const squash = (body: string): string =>
-  body.replace(/>\s+</g, '><').replace(/\s+>/g, '>').replace(/\s+/g, ' ');
-
-const tokenOf = (page: string): string => /name="csrf" value="([^"]+)"/.exec(page)?.[1] ?? '';
-const countOf = (page: string, id: string): number =>
-  Number(new RegExp(`id="${id}" data-count="(\\d+)"`).exec(page)?.[1] ?? NaN);
 
 @Injectable()
 class AdminHeaderGuard implements CanActivate {
@@ -55,13 +31,6 @@ class AdminHeaderGuard implements CanActivate {
       ] === 'yes'
     );
   }
-}
-
-/** Dead letters: every message the publisher sees is rejected for good. */
-function rejectingPublisher(): RecordingPublisher {
-  return new RecordingPublisher().fail(() => true, 'permanent', {
-    error: new PermanentPublishError('schema v2 unknown'),
-  });
 }
 
 describeWith(['postgres'], 'OutboxConsoleModule over HTTP (PostgreSQL, Express)', () => {
@@ -172,7 +141,7 @@ describeWith(['postgres'], 'OutboxConsoleModule over HTTP (PostgreSQL, Express)'
     // autoStart: false in these tests: this instance's dispatcher is reported as not started.
     expect(overview).toMatch(/This instance's dispatcher: <strong>stopped<\/strong>/);
     expect(overview).toMatch(
-      /<tr><td>billing<\/td><td>0<\/td><td>0<\/td><td>0<\/td>\s*<td><a href="\/outbox\/messages\?status=dead&amp;topic=billing">2<\/a><\/td><\/tr>/,
+      /<tr><td>billing<\/td><td>0<\/td><td>0<\/td><td>0<\/td>\s*<td><a href="\/outbox\/messages\?status=dead&amp;topic=billing">2<\/a><\/td><td>–<\/td><td>0<\/td><td>2<\/td><td>(<svg class="spark".*?<\/svg>)?<\/td><\/tr>/,
     );
   });
 

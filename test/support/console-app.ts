@@ -1,4 +1,6 @@
 import type { INestApplication } from '@nestjs/common';
+import fastifyFormbody from '@fastify/formbody';
+import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fastify';
 import { Test } from '@nestjs/testing';
 import type { DataSource } from 'typeorm';
 import {
@@ -14,7 +16,10 @@ import { testDatabase, uniqueTable } from './databases';
 
 export const CONSOLE_TOKEN = 'console-test-token';
 
-/** A Nest app on Express and PostgreSQL, with an outbox table of its own and the console mounted. */
+/**
+ * A Nest app on Express (or Fastify) and PostgreSQL, with an outbox table of its own and the
+ * console mounted.
+ */
 export interface ConsoleApp {
   readonly app: INestApplication;
   /** The console's URL, e.g. http://127.0.0.1:40123/outbox. */
@@ -27,10 +32,20 @@ export interface ConsoleApp {
   close(): Promise<void>;
 }
 
+/** How the app's HTTP server is made: Nest's default (Express) or a Fastify adapter. */
+export interface ConsoleHttp {
+  readonly adapter?: 'express' | 'fastify';
+  /** Fastify only: build the app with `bodyParser: false` (no form parser of Nest's). */
+  readonly bodyParser?: boolean;
+  /** Fastify only: register @fastify/formbody (awaited) before the app starts. */
+  readonly formbody?: boolean;
+}
+
 /** The console accepts `Authorization: Bearer CONSOLE_TOKEN` unless `console` says otherwise. */
 export async function openConsoleApp(
   publisher: OutboxPublisher,
   console: OutboxConsoleOptions & { path?: string; auditTableName?: string } = {},
+  http: ConsoleHttp = {},
 ): Promise<ConsoleApp> {
   const db = testDatabase('postgres');
   const table = uniqueTable('outbox_console');
@@ -57,8 +72,23 @@ export async function openConsoleApp(
         }),
       ],
     }).compile();
-    const app = moduleRef.createNestApplication({ logger: ['error'] });
-    await app.listen(0, '127.0.0.1');
+    let app: INestApplication;
+    if (http.adapter === 'fastify') {
+      const fastify = moduleRef.createNestApplication<NestFastifyApplication>(
+        new FastifyAdapter(),
+        { logger: ['error'], bodyParser: http.bodyParser ?? true },
+      );
+      if (http.formbody === true) await fastify.register(fastifyFormbody);
+      app = fastify;
+    } else {
+      app = moduleRef.createNestApplication({ logger: ['error'] });
+    }
+    try {
+      await app.listen(0, '127.0.0.1');
+    } catch (error) {
+      await app.close();
+      throw error;
+    }
     const outbox = app.get(OutboxService);
     const base = (await app.getUrl()).replace('[::1]', '127.0.0.1');
     return {

@@ -161,6 +161,17 @@ export interface OutboxTopicCounts extends OutboxStatusCounts {
   readonly topic: string;
 }
 
+/** One topic's recent flow: what left the queue lately, and how long its oldest message waits. */
+export interface OutboxTopicActivity {
+  readonly topic: string;
+  /** Messages delivered within the window. */
+  readonly delivered: number;
+  /** Messages dead-lettered within the window. */
+  readonly dead: number;
+  /** Age of the topic's oldest pending or parked message (database clock), or null when none. */
+  readonly oldestPendingAgeMs: number | null;
+}
+
 export interface OutboxCounts extends OutboxStatusCounts {
   /** Per topic, in topic order. */
   readonly byTopic: readonly OutboxTopicCounts[];

@@ -32,6 +32,7 @@ import type {
   OutboxStatusCounts,
   OutboxStuckLease,
   OutboxStuckLeaseQuery,
+  OutboxTopicActivity,
   OutboxTopicCounts,
 } from './outbox-admin.interfaces';
 import type { SqlParams } from '../../store/sql-params';
@@ -209,6 +210,13 @@ function paged<R, T>(
   return { items, nextCursor: rows.length > limit && last !== undefined ? cursor(last) : null };
 }
 
+/** Whether the filter names statuses and none of them is delivered. */
+function undeliveredOnly(filter: OutboxMessageFilter): boolean {
+  const { status } = filter;
+  if (status === undefined) return false;
+  return typeof status === 'string' ? status !== 'delivered' : !status.includes('delivered');
+}
+
 const zero = (): { -readonly [K in keyof OutboxStatusCounts]: number } => ({
   pending: 0,
   waiting: 0,
@@ -259,7 +267,7 @@ export class OutboxAdmin {
     const p = this.sql.params();
     const where = this.where(p, filter, after);
     const rows = await this.query<AdminRow>(
-      `SELECT ${this.sql.summaryColumns} FROM ${this.names.table} AS o WHERE ${where} ORDER BY o.id LIMIT ${p.add(limit + 1)}`,
+      `SELECT ${this.sql.summaryColumns} FROM ${this.names.table} AS o WHERE ${where} ORDER BY ${this.sql.listOrder(undeliveredOnly(filter))} LIMIT ${p.add(limit + 1)}`,
       p,
     );
     return paged(rows, limit, toSummary, (item) => item.id);
@@ -513,6 +521,46 @@ export class OutboxAdmin {
   }
 
   /**
+   * Per topic, the messages delivered and dead-lettered in the last `withinMs` (database clock)
+   * and the age of the oldest pending or parked message, in topic order; topics with none of
+   * these are left out. Reads only the rows settled within the window and the undelivered ones,
+   * through their indexes, so a long delivered history costs nothing. Delivered rows the cleaner
+   * already deleted (`deliveredRetentionMs` shorter than the window, or 0) are not counted.
+   */
+  async activity(withinMs: number): Promise<OutboxTopicActivity[]> {
+    if (!(Number.isFinite(withinMs) && withinMs > 0)) {
+      throw invalid('withinMs', 'expected a number of milliseconds, more than 0');
+    }
+    const p = this.sql.params();
+    const rows = await this.query<{
+      topic: string;
+      kind: string;
+      n: number | string;
+      oldest_ms: number | string | null;
+    }>(this.sql.activity(this.names, p, withinMs), p);
+    const byTopic = new Map<string, { delivered: number; dead: number; oldest: number | null }>();
+    for (const row of rows) {
+      let topic = byTopic.get(row.topic);
+      if (topic === undefined) byTopic.set(row.topic, (topic = { delivered: 0, dead: 0, oldest: null }));
+      if (row.kind === 'delivered') topic.delivered += Number(row.n);
+      else if (row.kind === 'dead') topic.dead += Number(row.n);
+      else if (row.oldest_ms !== null) {
+        // A clock step can make a just-written row look a moment younger than zero.
+        const age = Math.max(0, Number(row.oldest_ms));
+        topic.oldest = Math.max(topic.oldest ?? 0, age);
+      }
+    }
+    return [...byTopic]
+      .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+      .map(([topic, t]) => ({
+        topic,
+        delivered: t.delivered,
+        dead: t.dead,
+        oldestPendingAgeMs: t.oldest,
+      }));
+  }
+
+  /**
    * Hands the message ids of the matching dead letters to `work`, a page at a time in queue
    * order. Rows written after the call began are left out (by an id bound), so a message that
    * `work` moves to the end of its key, and that fails again at once, is not taken twice.
@@ -536,7 +584,7 @@ export class OutboxAdmin {
         this.sql.idAtMost(p, String(bound)),
       ].join(' AND ');
       const rows = await this.query<{ id: string | number; message_id: string }>(
-        `SELECT o.id, o.message_id FROM ${this.names.table} AS o WHERE ${where} ORDER BY o.id LIMIT ${p.add(OUTBOX_ADMIN_MAX_LIMIT)}`,
+        `SELECT o.id, o.message_id FROM ${this.names.table} AS o WHERE ${where} ORDER BY ${this.sql.listOrder(true)} LIMIT ${p.add(OUTBOX_ADMIN_MAX_LIMIT)}`,
         p,
       );
       const last = rows[rows.length - 1];

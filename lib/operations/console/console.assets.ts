@@ -2,8 +2,8 @@
 // nothing fetched from elsewhere, which also lets the Content-Security-Policy allow 'self' only.
 
 export const CONSOLE_CSS = `
-:root { color-scheme: light dark; --fg: #1d2433; --muted: #6b7280; --line: #d9dde5; --accent: #2457c5; --danger: #b42318; --bg: #fff; --head: #f4f6fa; }
-@media (prefers-color-scheme: dark) { :root { --fg: #e6e9ef; --muted: #9aa3b2; --line: #363c48; --accent: #8ab4ff; --danger: #ff8a80; --bg: #15181e; --head: #1e222a; } }
+:root { color-scheme: light dark; --fg: #1d2433; --muted: #6b7280; --line: #d9dde5; --accent: #2457c5; --danger: #b42318; --ok: #1a7f37; --bg: #fff; --head: #f4f6fa; }
+@media (prefers-color-scheme: dark) { :root { --fg: #e6e9ef; --muted: #9aa3b2; --line: #363c48; --accent: #8ab4ff; --danger: #ff8a80; --ok: #6fdd8b; --bg: #15181e; --head: #1e222a; } }
 * { box-sizing: border-box; }
 body { margin: 0; font: 14px/1.45 system-ui, sans-serif; color: var(--fg); background: var(--bg); }
 header { display: flex; gap: 1.5rem; align-items: center; padding: .6rem 1.2rem; border-bottom: 1px solid var(--line); background: var(--head); flex-wrap: wrap; }
@@ -34,8 +34,12 @@ svg { max-width: 100%; height: auto; border: 1px solid var(--line); }
 polyline { fill: none; stroke-width: 2; }
 polyline.undelivered { stroke: var(--accent); }
 polyline.dead { stroke: var(--danger); }
+polyline.delivered { stroke: var(--ok); }
+.spark { display: block; }
+.spark polyline { stroke-width: 1.5; }
 .key.undelivered { color: var(--accent); }
 .key.dead { color: var(--danger); }
+.key.delivered { color: var(--ok); }
 `;
 
 /** "Select all" on a page of dead letters; the console works without it. */

@@ -2,11 +2,12 @@ import {
   Logger,
   type CanActivate,
   type ExecutionContext,
+  type HttpServer,
   type OnApplicationBootstrap,
   type OnModuleDestroy,
   type OnModuleInit,
 } from '@nestjs/common';
-import type { ModuleRef } from '@nestjs/core';
+import { HttpAdapterHost, type ModuleRef } from '@nestjs/core';
 import { isObservable, lastValueFrom } from 'rxjs';
 import { OutboxDispatcher, type OutboxDispatcherStatus } from '../../dispatch/outbox.dispatcher';
 import { getOutboxToken } from '../../module/outbox.tokens';
@@ -15,6 +16,7 @@ import { ConsoleAuditStore } from './audit/console-audit-store';
 import { BacklogSampler } from './backlog-sampler';
 import { ConsoleAuditLog } from './console-audit';
 import { ConsoleCsrf } from './console-csrf';
+import { checkFormBodyParser } from './console-form-body';
 import {
   resolveOutboxConsoleOptions,
   type OutboxConsoleOptions,
@@ -77,6 +79,7 @@ export class ConsoleRuntime implements OnModuleInit, OnApplicationBootstrap, OnM
   }
 
   onApplicationBootstrap(): void {
+    if (!this.options.readOnly) checkFormBodyParser(this.httpServer(), this.path);
     if (
       this.options.unsafeAllowAnonymous &&
       this.guard === null &&
@@ -91,6 +94,14 @@ export class ConsoleRuntime implements OnModuleInit, OnApplicationBootstrap, OnM
 
   async onModuleDestroy(): Promise<void> {
     await this.sampler.stop();
+  }
+
+  private httpServer(): HttpServer | undefined {
+    try {
+      return this.moduleRef.get(HttpAdapterHost, { strict: false }).httpAdapter;
+    } catch {
+      return undefined; // an app without an HTTP server (a bare application context)
+    }
   }
 
   /** This instance's dispatcher, when it has one (other instances' are not known here). */

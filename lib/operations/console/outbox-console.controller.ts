@@ -17,6 +17,7 @@ import { OUTBOX_ADMIN_MAX_LIMIT } from '../admin/outbox.admin';
 import { CONSOLE_CSS, CONSOLE_JS } from './console.assets';
 import { ConsoleAccessGuard } from './console-access.guard';
 import { ConsoleExceptionFilter } from './console-exception.filter';
+import { MISSING_FORM } from './console-form-body';
 import {
   ConsoleInputError,
   cursor,
@@ -214,7 +215,7 @@ export class OutboxConsoleController {
   private checkAction(req: OutboxConsoleRequest, body: ConsoleParams): void {
     if (this.runtime.options.readOnly)
       throw new ForbiddenException('The console is read-only (option readOnly).');
-    if (body === null || typeof body !== 'object') throw new ConsoleInputError('the form is empty');
+    if (body === null || typeof body !== 'object') throw new ConsoleInputError(MISSING_FORM);
     const refusal = this.runtime.csrf.refusal(req, body.csrf);
     if (refusal !== null) throw new ForbiddenException(`Refused: ${refusal}.`);
   }

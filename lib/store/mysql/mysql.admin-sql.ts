@@ -1,6 +1,6 @@
 import { utcText } from '../sql-values';
 import { SqlParams } from '../sql-params';
-import type { AdminDialect } from '../admin-dialect';
+import { activityParts, type AdminDialect } from '../admin-dialect';
 import { correlatedAdminQueries, type CorrelatedAdminVocabulary } from '../correlated-admin-sql';
 
 // Times are UTC in zone-less DATETIME columns (see the store): compared with UTC_TIMESTAMP and
@@ -48,10 +48,17 @@ export const mysqlAdmin: AdminDialect = {
   // Cast so the bound text compares as an integer (no float conversion of large ids).
   idAfter: (p, id) => `o.id > CAST(${p.add(id)} AS SIGNED)`,
   idAtMost: (p, id) => `o.id <= CAST(${p.add(id)} AS SIGNED)`,
+  listOrder: () => 'o.id',
   maxId: (n) => `SELECT CAST(MAX(id) AS CHAR) AS id FROM ${n.table}`,
   counts: (n, where) => `SELECT o.topic, o.status,
   CASE WHEN o.status = 'pending' AND o.locked_until >= ${NOW} THEN 1 ELSE 0 END AS leased, COUNT(*) AS n
 FROM ${n.table} AS o WHERE ${where}
 GROUP BY 1, 2, 3`,
+  activity: (n, p, withinMs) =>
+    activityParts(
+      n.table,
+      () => `${NOW} - INTERVAL ${p.add(Math.round(withinMs * 1000))} MICROSECOND`,
+      ms('MIN(o.created_at)'),
+    ),
   ...correlatedAdminQueries(VOCABULARY),
 };

@@ -1,6 +1,6 @@
 import { utcText } from '../sql-values';
 import { SqlParams } from '../sql-params';
-import type { AdminDialect } from '../admin-dialect';
+import { activityParts, type AdminDialect } from '../admin-dialect';
 import { correlatedAdminQueries, type CorrelatedAdminVocabulary } from '../correlated-admin-sql';
 
 // Times are UTC text with milliseconds (see the store), which compare and sort as text.
@@ -40,10 +40,13 @@ export const sqliteAdmin: AdminDialect = {
   createdOlderThan: (p, olderMs) => `o.created_at < ${ago(p.add(olderMs))}`,
   idAfter: (p, id) => `o.id > CAST(${p.add(id)} AS INTEGER)`,
   idAtMost: (p, id) => `o.id <= CAST(${p.add(id)} AS INTEGER)`,
+  listOrder: () => 'o.id',
   maxId: (n) => `SELECT CAST(max(id) AS TEXT) AS id FROM ${n.table}`,
   counts: (n, where) => `SELECT o.topic, o.status,
   CASE WHEN o.status = 'pending' AND o.locked_until >= ${NOW} THEN 1 ELSE 0 END AS leased, count(*) AS n
 FROM ${n.table} AS o WHERE ${where}
 GROUP BY 1, 2, 3`,
+  activity: (n, p, withinMs) =>
+    activityParts(n.table, () => ago(p.add(withinMs)), ms('min(o.created_at)')),
   ...correlatedAdminQueries(VOCABULARY),
 };

@@ -6,8 +6,15 @@ import { duration, layout, query, time, type ViewContext } from './layout.view';
 const WIDTH = 600;
 const HEIGHT = 120;
 
-/** The last hour as two polylines (undelivered: pending + waiting + leased; dead), drawn on the server. */
-function chart(history: readonly BacklogSample[]): Html {
+interface Series {
+  readonly name: string;
+  /** The CSS class of its line and key. */
+  readonly css: string;
+  readonly value: (s: BacklogSample) => number;
+}
+
+/** The last hour of some series as polylines, drawn on the server. */
+function chart(history: readonly BacklogSample[], label: string, series: readonly Series[]): Html {
   if (history.length < 2) {
     return html`<p class="muted">
       The chart of the last hour fills in as the console samples the backlog.
@@ -15,11 +22,8 @@ function chart(history: readonly BacklogSample[]): Html {
   }
   const first = history[0]?.at.getTime() ?? 0;
   const span = Math.max(1, (history[history.length - 1]?.at.getTime() ?? 0) - first);
-  const top = Math.max(
-    1,
-    ...history.map((s) => Math.max(s.pending + s.waiting + s.leased, s.dead)),
-  );
-  const line = (value: (s: BacklogSample) => number): string =>
+  const top = Math.max(1, ...history.flatMap((s) => series.map((line) => line.value(s))));
+  const points = (value: (s: BacklogSample) => number): string =>
     history
       .map((s) => {
         const x = ((s.at.getTime() - first) / span) * WIDTH;
@@ -33,18 +37,60 @@ function chart(history: readonly BacklogSample[]): Html {
       width="${WIDTH}"
       height="${HEIGHT}"
       role="img"
-      aria-label="Backlog over the sampled period"
+      aria-label="${label}"
     >
-      <polyline class="undelivered" points="${line((s) => s.pending + s.waiting + s.leased)}" />
-      <polyline class="dead" points="${line((s) => s.dead)}" />
+      ${series.map((line) => html`<polyline class="${line.css}" points="${points(line.value)}" />`)}
     </svg>
     <figcaption>
-      <span class="key undelivered">undelivered</span> <span class="key dead">dead</span> ·
+      ${series.map((line) => html`<span class="key ${line.css}">${line.name}</span> `)} ·
       ${time(history[0]?.at ?? null)} to ${time(history[history.length - 1]?.at ?? null)} · peak
       ${top}
     </figcaption>
   </figure>`;
 }
+
+const SPARK_WIDTH = 120;
+const SPARK_HEIGHT = 24;
+
+/** One topic's delivered and dead-lettered per minute over the samples, as a small chart. */
+function sparkline(history: readonly BacklogSample[], topic: string): Html {
+  if (history.length < 2) return html``;
+  const first = history[0]?.at.getTime() ?? 0;
+  const span = Math.max(1, (history[history.length - 1]?.at.getTime() ?? 0) - first);
+  const of = (s: BacklogSample): { delivered: number; dead: number } => {
+    const t = s.byTopic.find((entry) => entry.topic === topic);
+    return { delivered: t?.deliveredLastMinute ?? 0, dead: t?.deadLastMinute ?? 0 };
+  };
+  const top = Math.max(1, ...history.map((s) => Math.max(of(s).delivered, of(s).dead)));
+  const points = (value: (s: BacklogSample) => number): string =>
+    history
+      .map((s) => {
+        const x = ((s.at.getTime() - first) / span) * SPARK_WIDTH;
+        const y = SPARK_HEIGHT - (value(s) / top) * (SPARK_HEIGHT - 2) - 1;
+        return `${x.toFixed(1)},${y.toFixed(1)}`;
+      })
+      .join(' ');
+  return html`<svg
+    class="spark"
+    viewBox="0 0 ${SPARK_WIDTH} ${SPARK_HEIGHT}"
+    width="${SPARK_WIDTH}"
+    height="${SPARK_HEIGHT}"
+    role="img"
+    aria-label="${topic}: delivered and dead-lettered per minute over the sampled period, peak ${top}"
+  >
+    <polyline class="delivered" points="${points((s) => of(s).delivered)}" />
+    <polyline class="dead" points="${points((s) => of(s).dead)}" />
+  </svg>`;
+}
+
+const BACKLOG: readonly Series[] = [
+  { name: 'undelivered', css: 'undelivered', value: (s) => s.pending + s.waiting + s.leased },
+  { name: 'dead', css: 'dead', value: (s) => s.dead },
+];
+const THROUGHPUT: readonly Series[] = [
+  { name: 'delivered per minute', css: 'delivered', value: (s) => s.deliveredLastMinute },
+  { name: 'dead-lettered per minute', css: 'dead', value: (s) => s.deadLastMinute },
+];
 
 function dispatcherSection(status: OutboxDispatcherStatus | null): Html {
   if (status === null) {
@@ -73,7 +119,9 @@ export function overviewPage(
   history: readonly BacklogSample[],
   dispatcher: OutboxDispatcherStatus | null,
 ): Html {
-  const rows = now.byTopic.filter((t) => t.pending + t.waiting + t.leased + t.dead > 0);
+  const rows = now.byTopic.filter(
+    (t) => t.pending + t.waiting + t.leased + t.dead + t.deliveredLastMinute + t.deadLastMinute > 0,
+  );
   return layout(
     ctx,
     'Backlog',
@@ -102,14 +150,28 @@ export function overviewPage(
           <dt>Oldest pending</dt>
           <dd>${duration(now.oldestPendingAgeMs)}</dd>
         </div>
+        <div>
+          <dt>Delivered / min</dt>
+          <dd id="delivered-per-minute">${now.deliveredLastMinute}</dd>
+        </div>
+        <div>
+          <dt>Dead-lettered / min</dt>
+          <dd id="dead-per-minute">${now.deadLastMinute}</dd>
+        </div>
       </dl>
       ${dispatcherSection(dispatcher)}
       <h2>Last hour</h2>
-      ${chart(history)}
+      ${chart(history, 'Backlog over the sampled period', BACKLOG)}
+      ${chart(history, 'Throughput over the sampled period', THROUGHPUT)}
+      <p class="muted">
+        Throughput: messages delivered and dead-lettered in the minute before each sample, read
+        from delivered_at and dead_at (delivered rows the cleaner already removed are not
+        counted).
+      </p>
       <h2>By topic</h2>
       ${
         rows.length === 0
-          ? html`<p>Nothing is waiting for delivery and there are no dead letters.</p>`
+          ? html`<p>Nothing is waiting for delivery, nothing was delivered in the last minute and there are no dead letters.</p>`
           : html`<table id="topics">
               <thead>
                 <tr>
@@ -118,6 +180,10 @@ export function overviewPage(
                   <th>Waiting</th>
                   <th>Leased</th>
                   <th>Dead</th>
+                  <th>Oldest pending</th>
+                  <th>Delivered / min</th>
+                  <th>Dead-lettered / min</th>
+                  <th>Last hour</th>
                 </tr>
               </thead>
               <tbody>
@@ -141,6 +207,10 @@ export function overviewPage(
                               >`
                         }
                       </td>
+                      <td>${duration(t.oldestPendingAgeMs)}</td>
+                      <td>${t.deliveredLastMinute}</td>
+                      <td>${t.deadLastMinute}</td>
+                      <td>${sparkline(history, t.topic)}</td>
                     </tr>`,
                 )}
               </tbody>
