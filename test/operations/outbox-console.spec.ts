@@ -1,5 +1,5 @@
 import { Injectable, Logger, type CanActivate, type ExecutionContext } from '@nestjs/common';
-import { OutboxOptionsError } from '../../lib';
+import { OutboxOptionsError, PermanentPublishError } from '../../lib';
 import { ensureOutboxConsoleAuditTable } from '../../lib/operations/console';
 import { OUTBOX_STORE } from '../../lib/outbox.constants';
 import type { OutboxStore } from '../../lib/store/outbox-store.port';
