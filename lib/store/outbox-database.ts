@@ -44,6 +44,13 @@ export interface OutboxDatabase<D extends string = string> {
    * own); does nothing when they are there.
    */
   ensureCleanerIndexes(run: StatementRunner, n: OutboxTableNames): Promise<void>;
+  /** Whether the table has every one of the cleaner's indexes (read only). */
+  hasCleanerIndexes(run: StatementRunner, n: OutboxTableNames): Promise<boolean>;
+  /**
+   * What keeps an existing table from being current beyond its columns (e.g. MySQL's PAD SPACE
+   * collations), in words that say how migrate fixes it; undefined when nothing does.
+   */
+  tableProblem?(run: StatementRunner, n: OutboxTableNames): Promise<string | undefined>;
   dropCleanerIndexes(n: OutboxTableNames): string[];
   /** Brings a table that already existed up to date after `createTable` ran. */
   afterCreateTable?(run: StatementRunner, n: OutboxTableNames): Promise<void>;

@@ -36,6 +36,22 @@ export async function ensurePartialCleanerIndexes(
   for (const statement of cleanerIndexesDdl(n)) await run(statement);
 }
 
+/** Whether both of the cleaner's indexes exist (PostgreSQL or SQLite catalog). */
+export async function hasPartialCleanerIndexes(
+  run: (sql: string, params?: unknown[]) => Promise<unknown>,
+  n: OutboxTableNames,
+  catalog: 'postgres' | 'sqlite',
+): Promise<boolean> {
+  const wanted = [`${n.tableName}_delivered_idx`, `${n.tableName}_dead_idx`];
+  const rows = (await run(
+    catalog === 'postgres'
+      ? `SELECT indexname AS name FROM pg_indexes WHERE schemaname = coalesce($1, current_schema()) AND tablename = $2 AND indexname IN ($3, $4)`
+      : `SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ? AND name IN (?, ?)`,
+    catalog === 'postgres' ? [n.schema, n.tableName, ...wanted] : [n.tableName, ...wanted],
+  )) as unknown[];
+  return rows.length === wanted.length;
+}
+
 export function dropPartialCleanerIndexes(n: OutboxTableNames): string[] {
   // PostgreSQL indexes live in their table's schema: qualify them as the table is.
   const qualify = (index: string): string =>

@@ -8,7 +8,10 @@ export const USAGE = `Usage: outbox <command> [options]
 
 Commands:
   schema print [--dialect postgres|mysql|sqlite]   print the outbox table's DDL
-  schema migrate                                   create the outbox table if it is missing
+  schema migrate                                   create the outbox table if it is missing,
+                                                   or bring an older one up to date in place
+  schema status                                    which parts of the schema the table has,
+                                                   and what migrate would change
   dlq list [filters] [--limit N] [--after CURSOR]  list dead letters, oldest first
   dlq show <messageId>                             show one message in full (any status)
   dlq retry <messageId…> | --all | filters         put dead letters back in the queue
@@ -71,6 +74,7 @@ const PAGE: readonly OptionName[] = ['limit', 'after'];
 const COMMANDS = {
   'schema print': ['dialect'],
   'schema migrate': [],
+  'schema status': [],
   'dlq list': [...FILTERS, ...PAGE],
   'dlq show': [],
   'dlq retry': [...FILTERS, 'all', 'on-dead-letter'],

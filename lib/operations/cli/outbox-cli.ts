@@ -15,6 +15,7 @@ import {
   type OutboxDialect,
 } from '../../store/outbox-dialect';
 import { outboxDatabaseOf, outboxDatabaseOfScheme } from '../../store/outbox-databases';
+import { outboxSchemaStatus } from '../../store/schema-status';
 import { parseCliArgs, USAGE, type CliArgs } from './cli-args';
 import { clip, formatDuration, plural, table } from './cli-output';
 import { CliUsageError } from './cli-usage.error';
@@ -86,6 +87,8 @@ function execute(
       return Promise.resolve(schemaPrint(args, env.DATABASE_URL));
     case 'schema migrate':
       return schemaMigrate(args, databaseFromUrl(env.DATABASE_URL));
+    case 'schema status':
+      return schemaStatus(args, databaseFromUrl(env.DATABASE_URL));
     default: {
       const db = databaseFromUrl(env.DATABASE_URL);
       return withDatabase(db, false, (dataSource) =>
@@ -177,6 +180,39 @@ async function schemaMigrate(args: CliArgs, db: CliDatabase): Promise<CliResult>
         schema: args.schema,
         created: !existed,
         historyCreated: !historyExisted,
+      },
+    };
+  });
+}
+
+async function schemaStatus(args: CliArgs, db: CliDatabase): Promise<CliResult> {
+  return withDatabase(db, false, async (dataSource) => {
+    const status = await outboxSchemaStatus(typeormSqlPort(dataSource), tableOptions(args));
+    const { table } = tableNamesFor(db.dialect, tableOptions(args));
+    const upToDate = status.version === status.latest;
+    const width = Math.max(...status.parts.map((p) => p.part.length));
+    const lines = [
+      `Outbox table ${table} (${db.dialect}): schema version ${status.version} of ${status.latest}${upToDate ? ', up to date.' : '.'}`,
+      ...status.parts.map(
+        (p) =>
+          `  ${p.step}  ${p.part.padEnd(width)}  ${p.present ? 'present' : `missing: ${p.missing ?? ''}`}`,
+      ),
+      ...(upToDate
+        ? []
+        : [
+            `Run "outbox schema migrate" (same DATABASE_URL${args.table === 'outbox' ? '' : ', --table'}${args.schema === null ? '' : ', --schema'}), or run the DataSource's ...outboxMigrations(), to bring it up to date.`,
+          ]),
+    ];
+    return {
+      text: lines.join('\n'),
+      json: {
+        dialect: db.dialect,
+        table: args.table,
+        schema: args.schema,
+        version: status.version,
+        latest: status.latest,
+        upToDate,
+        parts: status.parts,
       },
     };
   });

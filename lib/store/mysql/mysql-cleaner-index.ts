@@ -12,11 +12,8 @@ export function mysqlCleanerIndex(n: OutboxTableNames): string {
 
 type Query = (sql: string, params?: unknown[]) => Promise<unknown>;
 
-/**
- * Adds the index to a table made before it existed (MySQL has no CREATE INDEX IF NOT EXISTS).
- * Online: InnoDB builds a secondary index without blocking writes.
- */
-export async function mysqlEnsureCleanerIndex(query: Query, n: OutboxTableNames): Promise<void> {
+/** Whether the table has the cleaner's index (read only). */
+export async function mysqlHasCleanerIndex(query: Query, n: OutboxTableNames): Promise<boolean> {
   const index = `${n.tableName}_done_idx`;
   const params = n.schema === null ? [n.tableName, index] : [n.schema, n.tableName, index];
   const rows = (await query(
@@ -25,7 +22,15 @@ WHERE TABLE_SCHEMA = ${n.schema === null ? 'DATABASE()' : '?'} AND TABLE_NAME = 
 LIMIT 1`,
     params,
   )) as unknown[];
-  if (rows.length === 0) {
+  return rows.length > 0;
+}
+
+/**
+ * Adds the index to a table made before it existed (MySQL has no CREATE INDEX IF NOT EXISTS).
+ * Online: InnoDB builds a secondary index without blocking writes.
+ */
+export async function mysqlEnsureCleanerIndex(query: Query, n: OutboxTableNames): Promise<void> {
+  if (!(await mysqlHasCleanerIndex(query, n))) {
     await query(`ALTER TABLE ${n.table} ADD ${mysqlCleanerIndex(n)}, ALGORITHM=INPLACE, LOCK=NONE`);
   }
 }

@@ -10,7 +10,7 @@ import {
   mysqlInboxPurge,
   mysqlInboxTable,
 } from './mysql.inbox-sql';
-import { mysqlEnsureCleanerIndex } from './mysql-cleaner-index';
+import { mysqlEnsureCleanerIndex, mysqlHasCleanerIndex } from './mysql-cleaner-index';
 import { mysqlEnsureNoPad, mysqlPaddedColumns } from './mysql-no-pad';
 import {
   MYSQL_KEY_LOCK_BUCKETS,
@@ -33,6 +33,13 @@ export const mysqlDatabase: OutboxDatabase<'mysql'> = {
   createHistoryTable: mysqlCreateHistoryTable,
   dropHistoryTable: mysqlDropHistoryTable,
   ensureCleanerIndexes: mysqlEnsureCleanerIndex,
+  hasCleanerIndexes: mysqlHasCleanerIndex,
+  async tableProblem(query, names) {
+    const { padded } = await mysqlPaddedColumns(query, names);
+    return padded.length === 0
+      ? undefined
+      : `${padded.join(', ')} compare ignoring trailing spaces (PAD SPACE, made before 0.3): migrate moves them to a NO PAD collation in place`;
+  },
   dropCleanerIndexes: (n) => [
     `ALTER TABLE ${n.table} DROP INDEX ${n.quote(`${n.tableName}_done_idx`)}`,
   ],

@@ -10,7 +10,9 @@ const STATUS_CONDITIONS: Readonly<Record<string, string>> = {
 
 /** A status written into the statement, from the fixed set only (the admin API checked it). */
 function statusIs(status: string): string {
-  const condition = Object.hasOwn(STATUS_CONDITIONS, status) ? STATUS_CONDITIONS[status] : undefined;
+  const condition = Object.hasOwn(STATUS_CONDITIONS, status)
+    ? STATUS_CONDITIONS[status]
+    : undefined;
   if (condition === undefined) throw new Error(`unknown message status ${JSON.stringify(status)}`);
   return condition;
 }

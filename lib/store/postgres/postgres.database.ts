@@ -1,5 +1,9 @@
 import type { OutboxDatabase } from '../outbox-database';
-import { dropPartialCleanerIndexes, ensurePartialCleanerIndexes } from '../partial-indexes.sql';
+import {
+  dropPartialCleanerIndexes,
+  ensurePartialCleanerIndexes,
+  hasPartialCleanerIndexes,
+} from '../partial-indexes.sql';
 import type { SqlPort } from '../sql-port';
 import { postgresAdmin } from './postgres.admin-sql';
 import {
@@ -28,6 +32,7 @@ export const postgresDatabase: OutboxDatabase<'postgres'> = {
   createHistoryTable: postgresCreateHistoryTable,
   dropHistoryTable: postgresDropHistoryTable,
   ensureCleanerIndexes: ensurePartialCleanerIndexes,
+  hasCleanerIndexes: (run, n) => hasPartialCleanerIndexes(run, n, 'postgres'),
   dropCleanerIndexes: dropPartialCleanerIndexes,
   async createStore(sql, { names, policy, timeoutMs, table, dispatch }) {
     // The lock namespace and NOTIFY channel follow the schema the table really lives in, so

@@ -1,5 +1,9 @@
 import type { OutboxDatabase } from '../outbox-database';
-import { dropPartialCleanerIndexes, ensurePartialCleanerIndexes } from '../partial-indexes.sql';
+import {
+  dropPartialCleanerIndexes,
+  ensurePartialCleanerIndexes,
+  hasPartialCleanerIndexes,
+} from '../partial-indexes.sql';
 import { sqliteAdmin } from './sqlite.admin-sql';
 import {
   sqliteInboxDrop,
@@ -27,6 +31,7 @@ export const sqliteDatabase: OutboxDatabase<'sqlite'> = {
   createHistoryTable: sqliteCreateHistoryTable,
   dropHistoryTable: sqliteDropHistoryTable,
   ensureCleanerIndexes: ensurePartialCleanerIndexes,
+  hasCleanerIndexes: (run, n) => hasPartialCleanerIndexes(run, n, 'sqlite'),
   dropCleanerIndexes: dropPartialCleanerIndexes,
   createStore(sql, { names, policy, dispatch }) {
     const store = new SqliteOutboxStore(sql, names, policy);

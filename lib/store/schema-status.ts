@@ -1,0 +1,92 @@
+import {
+  outboxDatabase,
+  outboxDialectOf,
+  tableNamesFor,
+  type OutboxTableOptions,
+} from './outbox-dialect';
+import type { SqlPort } from './sql-port';
+
+/** One part of the outbox schema, in the order the schema grew (and the migration steps run). */
+export interface OutboxSchemaPart {
+  /** The `outboxMigrations()` step that makes it. */
+  readonly step: number;
+  readonly part: 'table' | 'attempt-history' | 'cleaner-indexes';
+  readonly present: boolean;
+  /** What is missing, or what a migrate would do; null when present. */
+  readonly missing: string | null;
+}
+
+/** Where a table stands: its parts, and the schema version they add up to. */
+export interface OutboxSchemaStatus {
+  /**
+   * The last step whose part and every earlier one are present: 0 with no usable table, and
+   * `latest` when the table is up to date. Read from the database itself, never from a
+   * recorded number, so it cannot disagree with what is there.
+   */
+  readonly version: number;
+  readonly latest: number;
+  readonly parts: readonly OutboxSchemaPart[];
+}
+
+/**
+ * Inspects the outbox table of `options` (read only): which parts of the current schema it has
+ * and what `outbox schema migrate` would add.
+ */
+export async function outboxSchemaStatus(
+  sql: SqlPort,
+  options: OutboxTableOptions = {},
+): Promise<OutboxSchemaStatus> {
+  const dialect = outboxDialectOf(sql.databaseType);
+  const database = outboxDatabase(dialect);
+  const names = tableNamesFor(dialect, options);
+  const answers = (statement: string): Promise<boolean> =>
+    sql.query(statement).then(
+      () => true,
+      () => false,
+    );
+  const tableExists = await answers(`SELECT 1 FROM ${names.table} WHERE 1 = 0`);
+  // 0.1's table lacks these columns: it is there, but unusable until dropped (docs/upgrading.md).
+  const columns =
+    tableExists &&
+    (await answers(
+      `SELECT 1 FROM ${names.table} WHERE 1 = 0 AND last_attempt_at IS NULL AND dead_at IS NULL`,
+    ));
+  const tableProblem = !tableExists
+    ? 'the table does not exist: migrate creates it'
+    : !columns
+      ? 'the table lacks last_attempt_at and dead_at (made by 0.1): drop it after draining, then migrate (docs/upgrading.md)'
+      : await database.tableProblem?.(
+          async (statement, params) => (await sql.query(statement, params)).rows,
+          names,
+        );
+  const history = await answers(`SELECT 1 FROM ${names.attemptsTable} WHERE 1 = 0`);
+  const indexes =
+    tableExists &&
+    (await database.hasCleanerIndexes(
+      async (statement, params) => (await sql.query(statement, params)).rows,
+      names,
+    ));
+  const parts: OutboxSchemaPart[] = [
+    { step: 1, part: 'table', present: tableProblem === undefined, missing: tableProblem ?? null },
+    {
+      step: 2,
+      part: 'attempt-history',
+      present: history,
+      missing: history ? null : `${names.attemptsTable} does not exist: migrate creates it`,
+    },
+    {
+      step: 3,
+      part: 'cleaner-indexes',
+      present: indexes,
+      missing: indexes
+        ? null
+        : "the cleaner's cut-off indexes are missing: migrate adds them (docs/upgrading.md has the non-blocking PostgreSQL form)",
+    },
+  ];
+  const firstMissing = parts.findIndex((p) => !p.present);
+  return {
+    version: firstMissing === -1 ? parts.length : firstMissing,
+    latest: parts.length,
+    parts,
+  };
+}
