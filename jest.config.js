@@ -15,6 +15,9 @@ const base = {
     '^nestjs-outbox/inbox$': '<rootDir>/lib/inbox/index.ts',
     '^nestjs-outbox/console$': '<rootDir>/lib/operations/console/index.ts',
     '^nestjs-outbox/pg$': '<rootDir>/lib/orm/pg/index.ts',
+    '^nestjs-outbox/drizzle$': '<rootDir>/lib/orm/drizzle/index.ts',
+    '^nestjs-outbox/mikro-orm$': '<rootDir>/lib/orm/mikro-orm/index.ts',
+    '^nestjs-outbox/prisma$': '<rootDir>/lib/orm/prisma/index.ts',
   },
 };
 
