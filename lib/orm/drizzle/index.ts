@@ -5,4 +5,5 @@
  * drizzle-orm (its dialect classes tell a transaction from a database), not a database driver.
  */
 export { drizzleOutbox, type DrizzleDatabase } from './drizzle.connection';
-export { drizzleStatement, type PlaceholderStyle } from './drizzle-statement';
+export { drizzleStatement } from './drizzle-statement';
+export type { PlaceholderStyle } from '../sql-placeholders';
