@@ -37,12 +37,14 @@ export interface OrmModuleTarget<Tx> {
   open(orders: string): Promise<OrmApp<Tx>>;
   /** Creates the business table `orders` through `sql`. */
   ordersDdl(orders: string): string;
+  /** The business table's name, where the ORM's schema fixes it; a fresh name otherwise. */
+  readonly ordersTable?: string;
 }
 
 export function ormModuleCases<Tx>(target: OrmModuleTarget<Tx>): void {
   describeWith(target.services, `OutboxModule on ${target.name}`, () => {
     const table = uniqueTable('outbox_orm');
-    const orders = uniqueTable('orders_orm');
+    const orders = target.ordersTable ?? uniqueTable('orders_orm');
     const cleanups: (() => Promise<unknown>)[] = [];
     let app: OrmApp<Tx>;
     let sql: SqlPort;
