@@ -27,7 +27,7 @@ export async function openMikroOrm(
 ): Promise<MikroOrmCore> {
   const c = serverConnection(database);
   return MikroOrmCore.init({
-    driver: (database === 'postgres' ? PostgreSqlDriver : MariaDbDriver) as never,
+    driver: database === 'postgres' ? PostgreSqlDriver : MariaDbDriver,
     host: c.host,
     port: c.port,
     user: c.username,

@@ -106,10 +106,23 @@ function arrayLiteral(values: readonly unknown[]): string {
   const items = values.map((value) => {
     if (value === null || value === undefined) return 'NULL';
     if (Array.isArray(value)) return arrayLiteral(value);
-    const text = value instanceof Date ? value.toISOString() : String(value);
+    const text = value instanceof Date ? value.toISOString() : elementText(value);
     return `"${text.replace(/\\/g, '\\\\').replace(/"/g, '\\"')}"`;
   });
   return `{${items.join(',')}}`;
+}
+
+function elementText(value: unknown): string {
+  switch (typeof value) {
+    case 'string':
+      return value;
+    case 'number':
+    case 'bigint':
+    case 'boolean':
+      return value.toString();
+    default:
+      return JSON.stringify(value) ?? '';
+  }
 }
 
 /** Whether a statement only reads: a SELECT (the outbox's writes start with another word). */
