@@ -1,5 +1,5 @@
 import { execFileSync } from 'node:child_process';
-import { chmodSync, existsSync, mkdtempSync, writeFileSync } from 'node:fs';
+import { chmodSync, existsSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { PrismaPg } from '@prisma/adapter-pg';
@@ -12,6 +12,7 @@ import { serverConnection } from '../support/databases';
 
 const SCHEMA = join(__dirname, 'prisma', 'schema.prisma');
 const CLIENT = join(__dirname, 'prisma', 'generated', 'client.ts');
+const LOCK = join(__dirname, 'prisma', '.generating');
 
 /** The table of the schema's one model (`Order`). */
 export const PRISMA_ORDERS = 'outbox_prisma_orders';
@@ -24,25 +25,50 @@ export const PRISMA_ORDERS = 'outbox_prisma_orders';
 export function prismaClientModule(): {
   PrismaClient: new (options: { adapter: PrismaPg }) => PrismaTestClient;
 } {
-  if (!existsSync(CLIENT)) {
-    const env = { ...process.env };
-    if (env.PRISMA_SCHEMA_ENGINE_BINARY === undefined) {
-      const stub = join(mkdtempSync(join(tmpdir(), 'outbox-prisma-')), 'schema-engine');
-      writeFileSync(
-        stub,
-        '#!/bin/sh\necho "schema engine stub: not needed by generate" >&2\nexit 1\n',
-      );
-      chmodSync(stub, 0o755);
-      env.PRISMA_SCHEMA_ENGINE_BINARY = stub;
-    }
-    execFileSync(
-      join(__dirname, '..', '..', 'node_modules', '.bin', 'prisma'),
-      ['generate', '--schema', SCHEMA],
-      { env, stdio: 'pipe' },
-    );
-  }
+  // While another worker generates, client.ts may be there before the rest: wait for its lock.
+  if (!existsSync(CLIENT) || existsSync(LOCK)) generateOnce();
   // eslint-disable-next-line @typescript-eslint/no-require-imports
   return require(CLIENT) as ReturnType<typeof prismaClientModule>;
+}
+
+/**
+ * Runs `prisma generate` in one jest worker at a time: the first takes the lock directory, the
+ * others wait for it to go (two generators writing one folder could leave it half written).
+ */
+function generateOnce(): void {
+  const deadline = Date.now() + 120_000;
+  for (;;) {
+    try {
+      mkdirSync(LOCK);
+      break;
+    } catch {
+      if (Date.now() > deadline) throw new Error(`${LOCK} held for 2 minutes: remove it`);
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 200);
+    }
+  }
+  try {
+    if (!existsSync(CLIENT)) generate();
+  } finally {
+    rmSync(LOCK, { recursive: true, force: true });
+  }
+}
+
+function generate(): void {
+  const env = { ...process.env };
+  if (env.PRISMA_SCHEMA_ENGINE_BINARY === undefined) {
+    const stub = join(mkdtempSync(join(tmpdir(), 'outbox-prisma-')), 'schema-engine');
+    writeFileSync(
+      stub,
+      '#!/bin/sh\necho "schema engine stub: not needed by generate" >&2\nexit 1\n',
+    );
+    chmodSync(stub, 0o755);
+    env.PRISMA_SCHEMA_ENGINE_BINARY = stub;
+  }
+  execFileSync(
+    join(__dirname, '..', '..', 'node_modules', '.bin', 'prisma'),
+    ['generate', '--schema', SCHEMA],
+    { env, stdio: 'pipe' },
+  );
 }
 
 /** The generated PrismaClient, as far as the specs use it. */
