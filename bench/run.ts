@@ -53,6 +53,7 @@ import { p6 } from './scenarios/p6-scale-out';
 import { p7 } from './scenarios/p7-history';
 import { p8 } from './scenarios/p8-idle-rss';
 import { p9 } from './scenarios/p9-blocked-backlog';
+import { p10 } from './scenarios/p10-cleanup';
 import { profileDrain } from './scenarios/profile-drain';
 
 const SCENARIOS: Record<string, (ctx: BenchContext) => Promise<ScenarioResult>> = {
@@ -65,6 +66,7 @@ const SCENARIOS: Record<string, (ctx: BenchContext) => Promise<ScenarioResult>> 
   P7: p7,
   P8: p8,
   P9: p9,
+  P10: p10,
 };
 
 const RESULTS = join(__dirname, 'results');

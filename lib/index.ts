@@ -6,7 +6,11 @@ export { OutboxModule } from './outbox.module';
 export { getOutboxToken, type OutboxProviderType } from './module/outbox.tokens';
 export { InjectOutbox, InjectOutboxAdmin } from './module/inject-outbox.decorator';
 export { OutboxService, type EnqueueReport, type OutboxInput } from './outbox.service';
-export { OutboxAdmin, OUTBOX_ADMIN_MAX_LIMIT, type OutboxAdminOptions } from './operations/admin/outbox.admin';
+export {
+  OutboxAdmin,
+  OUTBOX_ADMIN_MAX_LIMIT,
+  type OutboxAdminOptions,
+} from './operations/admin/outbox.admin';
 export type {
   OutboxBlockedKey,
   OutboxCounts,
@@ -15,6 +19,8 @@ export type {
   OutboxWhy,
   OutboxWhyHead,
   OutboxMessageDetail,
+  OutboxAttempt,
+  OutboxAttemptOutcome,
   OutboxMessageFilter,
   OutboxMessageStatus,
   OutboxMessageSummary,
@@ -63,6 +69,24 @@ export type {
   OutboxPublishedRecord,
 } from './observers/outbox-observer.interface';
 export { combineObservers } from './observers/combine-observers';
+
+// In-process delivery: @OnOutboxMessage() handlers on the app's providers (no optional peer).
+export {
+  OnOutboxMessage,
+  type OutboxHandlerMethod,
+} from './publishers/local/on-outbox-message.decorator';
+export type {
+  OnOutboxMessageOptions,
+  OutboxHandlerMessage,
+} from './publishers/local/outbox-handler-message.interface';
+export { OutboxHandlersModule } from './publishers/local/outbox-handlers.module';
+export type { OutboxHandlersOptions } from './publishers/local/outbox-handlers.options';
+export { LocalPublisher } from './publishers/local/local.publisher';
+export {
+  routePublishers,
+  type PublisherRoute,
+  type RoutePublishersOptions,
+} from './publishers/routing/route-publishers';
 export type { AmbientTransaction } from './options/ambient-transaction.interface';
 export type { OutboxConnection } from './store/outbox-connection';
 export type { SqlListenLost, SqlPort, SqlResult, SqlRow, SqlRunner } from './store/sql-port';
@@ -77,13 +101,16 @@ export {
   type OutboxInvalidMessageReason,
 } from './errors/outbox-invalid-message.error';
 export { PermanentPublishError } from './errors/permanent-publish.error';
+export { OutboxHandlerMissingError } from './errors/outbox-handler-missing.error';
 export { PublisherUnavailableError } from './errors/publisher-unavailable.error';
 export { PublishTimeoutError } from './errors/publish-timeout.error';
 export { OutboxDatabaseTimeoutError } from './errors/outbox-database-timeout.error';
 
 export { createOutboxMigration } from './orm/typeorm/outbox-table.migration';
+export { outboxMigrations } from './orm/typeorm/outbox-migrations';
 export { ensureOutboxTable } from './orm/typeorm/typeorm-tables';
 export {
+  createOutboxTable,
   outboxTableDdl,
   type OutboxDialect,
   type OutboxTableOptions,

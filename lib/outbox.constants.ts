@@ -9,6 +9,10 @@ export const OUTBOX_OBSERVER = Symbol('nestjs-outbox:observer');
 
 /** Metadata key written by `@OutboxEvent()` on event classes. */
 export const OUTBOX_EVENT_METADATA = 'outbox:event';
+/** Metadata key written by `@OnOutboxMessage()` on handler methods. */
+export const OUTBOX_HANDLER_METADATA = 'outbox:handler';
+/** Injection token of the resolved options of `OutboxHandlersModule`. */
+export const OUTBOX_HANDLERS_OPTIONS = Symbol('nestjs-outbox:handlers-options');
 
 /** Header names the module writes itself; user headers may not use this prefix. */
 export const OUTBOX_HEADER_PREFIX = 'x-outbox-';

@@ -12,6 +12,15 @@ const schemaMigrate = ({ tableName, schema }: OutboxTableRef): string =>
   (tableName === 'outbox' ? '' : ` --table ${tableName}`) +
   (schema === undefined ? '' : ` --schema ${schema}`);
 
+/** The options of the migration helpers that name the table, as code: `{ tableName: 'x' }`. */
+const migrationArgs = ({ tableName, schema }: OutboxTableRef): string => {
+  const fields = [
+    ...(tableName === 'outbox' ? [] : [`tableName: '${tableName}'`]),
+    ...(schema === undefined ? [] : [`schema: '${schema}'`]),
+  ];
+  return fields.length === 0 ? '' : `{ ${fields.join(', ')} }`;
+};
+
 const dropIt = ({ tableName, keyLock }: OutboxTableRef): string =>
   keyLock ? `drop it and ${tableName}_key_lock` : 'drop it';
 
@@ -48,7 +57,9 @@ export const OutboxMessages = {
     'transaction would break the outbox guarantee.',
   connectionTransactionRequired: (): string =>
     'OutboxService.enqueue() needs the open transaction of the connection OutboxModule was ' +
-    'given: pass its transaction handle (with pgOutbox(pool), the PoolClient you ran BEGIN on) ' +
+    'given: pass its transaction handle (with pgOutbox(pool), the PoolClient you ran BEGIN on; ' +
+    'with mysql2Outbox(pool), the PoolConnection you ran beginTransaction() on; with ' +
+    'betterSqlite3Outbox(db), the Database after BEGIN; with kyselyOutbox(db), the Transaction) ' +
     'or configure ambientTransaction (docs/without-typeorm.md#enqueue-in-your-transaction). ' +
     'Writing an outbox row outside the business transaction would break the outbox guarantee.',
   pgTransactionRequired: (status: string): string =>
@@ -56,6 +67,24 @@ export const OutboxMessages = {
     `transaction status is ${status}): run client.query('BEGIN') on a client of the pool given ` +
     `to pgOutbox(pool), enqueue with that client, then COMMIT (docs/without-typeorm.md#enqueue-in-your-transaction). ` +
     'Writing an outbox row outside the business transaction would break the outbox guarantee.',
+  mysql2TransactionRequired: (): string =>
+    'OutboxService.enqueue() needs a mysql2 connection inside an open transaction (the server ' +
+    'reports none on it): run await connection.beginTransaction() on a connection of the pool ' +
+    'given to mysql2Outbox(pool), enqueue with that connection, then commit() ' +
+    '(docs/without-typeorm.md#enqueue-in-your-mysql2-transaction). Writing an outbox row ' +
+    'outside the business transaction would break the outbox guarantee.',
+  betterSqlite3TransactionRequired: (): string =>
+    'OutboxService.enqueue() needs the better-sqlite3 Database inside an open transaction ' +
+    "(db.inTransaction is false): run db.exec('BEGIN IMMEDIATE'), await the enqueue with db, " +
+    "then db.exec('COMMIT'). It cannot run inside db.transaction(fn), whose function must be " +
+    'synchronous (docs/without-typeorm.md#enqueue-in-your-better-sqlite3-transaction). Writing ' +
+    'an outbox row outside the business transaction would break the outbox guarantee.',
+  kyselyTransactionRequired: (): string =>
+    'OutboxService.enqueue() needs a Kysely Transaction that is still open: call it inside ' +
+    'db.transaction().execute(async (trx) => outbox.enqueue(event, trx)) on the Kysely instance ' +
+    'given to kyselyOutbox(db), or with the trx of db.startTransaction().execute() before its ' +
+    'commit (docs/without-typeorm.md#enqueue-in-your-kysely-transaction). Writing an outbox ' +
+    'row outside the business transaction would break the outbox guarantee.',
   foreignTransaction: (handle: string, owner: string, fix: string): string =>
     `The ${handle} belongs to another ${owner} than the one OutboxModule was given: the ` +
     `message would not commit with the outbox table. ${fix}`,
@@ -78,7 +107,7 @@ export const OutboxMessages = {
     `RabbitMQ messages). Use another header name.`,
   tableMissing: (table: string, reason: string, ref: OutboxTableRef): string =>
     `The outbox table ${table} cannot be read (${reason}): run the migrations from ` +
-    `createOutboxMigration(), or "${schemaMigrate(ref)}" with DATABASE_URL set, before ` +
+    `outboxMigrations(), or "${schemaMigrate(ref)}" with DATABASE_URL set, before ` +
     `starting the app. A table made by 0.1 lacks columns this version uses: drain it, ` +
     `${dropIt(ref)}, and run either again (README: "Upgrading from 0.1").`,
   tableOutdated: (table: string, reason: string, ref: OutboxTableRef): string =>
@@ -90,13 +119,20 @@ export const OutboxMessages = {
     `The outbox table ${table} compares ${columns} ignoring trailing spaces (a PAD ` +
     `SPACE collation, as tables made before 0.3 do), so 'k' and 'k ' would be one key and a ` +
     `purge of topic 'orders' would also take 'orders '. Run "${schemaMigrate(ref)}" with ` +
-    `DATABASE_URL set, or the migrations from createOutboxMigration(): they change those ` +
+    `DATABASE_URL set, or the migrations from outboxMigrations(): they change those ` +
     `columns to a NO PAD binary collation in place, rows kept (the ALTER rebuilds the table).`,
+  historyTableMissing: (history: string, reason: string, ref: OutboxTableRef): string =>
+    `The attempt-history table ${history} of the outbox table ${ref.tableName} cannot be read ` +
+    `(${reason}): tables made by 0.3 lack it. Run "${schemaMigrate(ref)}" with DATABASE_URL ` +
+    `set, which adds it in place (rows kept), or add ...outboxMigrations(${migrationArgs(ref)}) ` +
+    `to the DataSource's migrations in place of createOutboxMigration(${migrationArgs(ref)}) ` +
+    `(its first step is that same migration, already recorded; the next one adds the table), ` +
+    `before starting the app (docs/upgrading.md: "Upgrading from 0.3").`,
   keyLockTableBroken: (table: string, problem: string, ref: OutboxTableRef): string =>
     `The key-lock table ${table} that serialises enqueues per key on MySQL/MariaDB ${problem}: ` +
     `without every one of its rows, writers of a key would no longer commit in ` +
     `order. Run "${schemaMigrate(ref)}" with DATABASE_URL set, or the migrations from ` +
-    `createOutboxMigration(), which create and fill it (they never remove rows), before ` +
+    `outboxMigrations(), which create and fill it (they never remove rows), before ` +
     `starting the app.`,
   duplicateInstance: (name: string): string =>
     `Two OutboxModule instances named "${name}" in one app: the one registered last would ` +

@@ -31,7 +31,7 @@ export interface EnqueueReport {
  * Writes messages into the outbox inside the caller's transaction, and gives operators access to
  * dead letters and counts. `Tx` is the caller's transaction handle: an EntityManager with
  * `dataSource` (the default), what the `connection` joins otherwise (`OutboxService<PoolClient>`
- * with `pgOutbox(pool)` of `nestjs-outbox/pg`).
+ * with `pgOutbox(pool)` of `nestjs-outbox/pg`, `OutboxService<Transaction<DB>>` with `kyselyOutbox`).
  */
 @Injectable()
 export class OutboxService<Tx = EntityManager> implements OnApplicationShutdown {

@@ -38,6 +38,8 @@ export interface BenchProfile {
   readonly p9Pool: number;
   /** P9: time budget of one run's steady claims per database, in seconds (a slow claim ends it early). */
   readonly p9BudgetS: number;
+  /** P10: delivered rows kept in the table that the cleaner passes over, then deletes. */
+  readonly p10History: number;
   /** P9's databases; BENCH_P9_DATABASES=postgres,sqlite picks some. */
   readonly p9Dialects: readonly ('postgres' | 'mariadb' | 'sqlite')[];
 }
@@ -73,6 +75,7 @@ const BASE_PROFILES: Record<ProfileName, BenchProfile> = {
     p9Claims: 200,
     p9Pool: 600,
     p9BudgetS: 60,
+    p10History: 1_000_000,
     p9Dialects: P9_DATABASES,
   },
   full: {
@@ -98,6 +101,7 @@ const BASE_PROFILES: Record<ProfileName, BenchProfile> = {
     p9Claims: 500,
     p9Pool: 600,
     p9BudgetS: 300,
+    p10History: 10_000_000,
     p9Dialects: P9_DATABASES,
   },
 };

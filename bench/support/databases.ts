@@ -144,6 +144,7 @@ export async function resetOutboxTable(ds: DataSource, table: string): Promise<v
 }
 
 export async function dropOutboxTable(ds: DataSource, table: string): Promise<void> {
+  await ds.query(`DROP TABLE IF EXISTS ${quoteTable(ds, `${table}_attempts`)}`);
   if (dialectOf(ds) === 'mariadb') await ds.query(`DROP TABLE IF EXISTS \`${table}_key_lock\``);
   await ds.query(`DROP TABLE IF EXISTS ${quoteTable(ds, table)}`);
 }

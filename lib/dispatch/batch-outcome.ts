@@ -24,7 +24,7 @@
 import { PermanentPublishError } from '../errors/permanent-publish.error';
 import { PublishTimeoutError } from '../errors/publish-timeout.error';
 import { PublisherUnavailableError } from '../errors/publisher-unavailable.error';
-import { describeError } from '../internal/describe-error';
+import { describeError, errorClassOf } from '../internal/describe-error';
 import type { OutboxRecord } from '../message/outbox-record.interface';
 import type { OutboxBatchReport } from '../observers/outbox-observer.interface';
 import type { PublishOutcome } from '../publishers/outbox-publisher.interface';
@@ -271,7 +271,12 @@ export function judgeBatch(input: JudgeBatchInput): BatchJudgement {
       : input.probeEveryMs === undefined
         ? input.outagePauseMs
         : Math.min(input.outagePauseMs, input.probeEveryMs * 2);
-  const releaseError = result.kind === 'outage' ? describeError(result.error) : null;
+  // Only an outage's release is a failed attempt (recorded in the history); a shutdown or a
+  // lapsed lease hands the batch back without one.
+  const releaseError =
+    result.kind === 'outage'
+      ? { error: describeError(result.error), errorClass: errorClassOf(result.error) }
+      : null;
   const settlement = settlementOf(
     records,
     verdicts,
@@ -336,13 +341,13 @@ function settlementOf(
   records: readonly ClaimedRecord[],
   verdicts: readonly Verdict[],
   releaseDelayMs: number,
-  releaseError: string | null,
+  releaseError: { readonly error: string; readonly errorClass: string } | null,
   deadAdvancesKey: boolean,
 ): Settlement {
   const delivered: string[] = [];
-  const retry: { id: string; delayMs: number; error: string }[] = [];
-  const dead: { id: string; error: string }[] = [];
-  const release: { id: string; delayMs: number; error: string | null }[] = [];
+  const retry: Settlement['retry'][number][] = [];
+  const dead: Settlement['dead'][number][] = [];
+  const release: Settlement['release'][number][] = [];
   const advanced = new Set<string>();
   records.forEach((record, i) => {
     const verdict = verdicts[i] ?? { kind: 'release' };
@@ -356,15 +361,25 @@ function settlementOf(
           id: record.id,
           delayMs: verdict.delayMs,
           error: describeError(verdict.error),
+          errorClass: errorClassOf(verdict.error),
         });
         break;
       case 'dead':
-        dead.push({ id: record.id, error: describeError(verdict.error) });
+        dead.push({
+          id: record.id,
+          error: describeError(verdict.error),
+          errorClass: errorClassOf(verdict.error),
+        });
         // A dead message advances its key only when dead messages do not block.
         if (deadAdvancesKey && record.key !== null) advanced.add(record.key);
         break;
       case 'release':
-        release.push({ id: record.id, delayMs: releaseDelayMs, error: releaseError });
+        release.push({
+          id: record.id,
+          delayMs: releaseDelayMs,
+          error: releaseError?.error ?? null,
+          errorClass: releaseError?.errorClass ?? null,
+        });
         break;
     }
   });

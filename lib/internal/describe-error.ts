@@ -41,3 +41,16 @@ export function describeError(error: unknown): string {
   const clean = redactSecrets(rawText(error));
   return clean.length > MAX_ERROR_LENGTH ? `${clean.slice(0, MAX_ERROR_LENGTH - 1)}…` : clean;
 }
+
+/** Longest error class stored in the attempt history. */
+export const MAX_ERROR_CLASS_LENGTH = 128;
+
+/**
+ * The class of an error as the attempt history records it: its `name` (`PublishTimeoutError`,
+ * `PermanentPublishError`, a broker client's own), or the JavaScript type of a thrown non-error.
+ */
+export function errorClassOf(error: unknown): string {
+  const name = isErrorLike(error) ? error.name : error === null ? 'null' : typeof error;
+  const clean = redactSecrets(name === '' ? 'Error' : name);
+  return clean.length > MAX_ERROR_CLASS_LENGTH ? clean.slice(0, MAX_ERROR_CLASS_LENGTH) : clean;
+}

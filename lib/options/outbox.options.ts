@@ -92,7 +92,8 @@ export interface OutboxModuleOptions {
    */
   dataSource?: DataSource | string;
   /**
-   * The outbox on another library than TypeORM, e.g. `pgOutbox(pool)` of `nestjs-outbox/pg`.
+   * The outbox on another library than TypeORM: `pgOutbox(pool)` of `nestjs-outbox/pg`,
+   * `mysql2Outbox(pool)`, `betterSqlite3Outbox(db)` or `kyselyOutbox(db)` of their subpaths.
    * Give this or `dataSource`, not both.
    */
   connection?: OutboxConnection<unknown>;

@@ -51,7 +51,9 @@ export function resolveDatabase(options: OutboxModuleOptions): {
     fail(
       'connection',
       'it is not an OutboxConnection ({ sql, join(tx) })',
-      "Pass the connection of your library, e.g. pgOutbox(pool) from 'nestjs-outbox/pg'.",
+      "Pass the connection of your library: pgOutbox(pool) from 'nestjs-outbox/pg', " +
+        'mysql2Outbox(pool), betterSqlite3Outbox(db) or kyselyOutbox(db) from ' +
+        "'nestjs-outbox/mysql2', '/better-sqlite3' or '/kysely'.",
     );
   }
   return { dataSource: undefined, connection };
@@ -63,7 +65,8 @@ function resolveDataSource(dataSource: DataSource | string | undefined): DataSou
       'dataSource',
       'neither dataSource nor connection is given, so the outbox has no database',
       'Pass dataSource (a TypeORM DataSource or its registered name), or connection for ' +
-        "another library (e.g. pgOutbox(pool) from 'nestjs-outbox/pg').",
+        "another library (e.g. pgOutbox(pool) from 'nestjs-outbox/pg', or mysql2Outbox, " +
+        'betterSqlite3Outbox, kyselyOutbox: docs/without-typeorm.md#without-typeorm).',
     );
   }
   if (typeof dataSource === 'string') {

@@ -11,6 +11,8 @@ export interface AdminDialect {
   readonly summaryColumns: string;
   /** The summary columns plus payload, headers and lock token. */
   readonly detailColumns: string;
+  /** Columns of an attempt-history row over the alias `o` (see `AttemptRow`). */
+  readonly attemptColumns: string;
   statusIn(p: SqlParams, statuses: readonly string[]): string;
   messageIdIs(p: SqlParams, messageId: string): string;
   errorContains(p: SqlParams, text: string): string;

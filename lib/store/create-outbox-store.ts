@@ -44,6 +44,21 @@ export async function createOutboxStore(
         { cause: error },
       );
     }
+    // The attempt history came after 0.3: a table migrated by 0.3 lacks it until the schema
+    // command or the next migration step adds it, and every failed settle would fail on it.
+    try {
+      await sql.query(`SELECT 1 FROM ${names.attemptsTable} WHERE 1 = 0`);
+    } catch (error) {
+      throw new OutboxTableMissingError(
+        OutboxMessages.historyTableMissing(names.attemptsTable, describeError(error), {
+          tableName: table.tableName,
+          schema: table.schema ?? undefined,
+          keyLock: database.keyLockTable,
+        }),
+        names.attemptsTable,
+        { cause: error },
+      );
+    }
   }
   const context: OutboxStoreContext = {
     names,

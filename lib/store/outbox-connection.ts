@@ -5,7 +5,9 @@ import type { SqlPort, SqlRunner } from './sql-port';
  * work (dispatcher, unlocker, cleaner, admin, table checks) and the way into the caller's
  * transaction for `enqueue()`. `Tx` is what the app holds inside its transaction: an
  * EntityManager for TypeORM (`typeormConnection`, what `dataSource` builds), a `PoolClient` for
- * node-postgres (`pgOutbox` of `nestjs-outbox/pg`).
+ * node-postgres (`pgOutbox` of `nestjs-outbox/pg`), a `PoolConnection` for mysql2
+ * (`mysql2Outbox`), the `Database` for better-sqlite3 (`betterSqlite3Outbox`), a `Transaction`
+ * for Kysely (`kyselyOutbox`).
  */
 export interface OutboxConnection<Tx> {
   /** The outbox's own statements and short transactions, never inside the app's. */

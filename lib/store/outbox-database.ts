@@ -33,8 +33,12 @@ export interface OutboxDatabase<D extends string = string> {
   readonly schemas: boolean;
   /** Whether the outbox table comes with a key-lock table (named in setup messages). */
   readonly keyLockTable: boolean;
+  /** The outbox table (and its lock table), as 0.3 made it. */
   createTable(n: OutboxTableNames): string[];
   dropTable(n: OutboxTableNames): string[];
+  /** The attempt history `<table>_attempts` (added after 0.3: a migration step of its own). */
+  createHistoryTable(n: OutboxTableNames): string[];
+  dropHistoryTable(n: OutboxTableNames): string[];
   /** Brings a table that already existed up to date after `createTable` ran. */
   afterCreateTable?(run: StatementRunner, n: OutboxTableNames): Promise<void>;
   /** Bootstrap checks beyond the column probe every database gets; throws to refuse to start. */

@@ -50,16 +50,25 @@ export function tableNamesFor(
   return outboxTableNames(tableName, database.schemas ? schema : null, database.quoting);
 }
 
-/** The statements that create the outbox table (and its indexes) on one dialect. */
+/**
+ * The statements that create the outbox table (and its indexes) on one dialect, with its
+ * attempt history `<table>_attempts`. Each is `IF NOT EXISTS`: run on an existing table, they
+ * add what it lacks.
+ */
 export function outboxTableDdl(dialect: OutboxDialect, options: OutboxTableOptions = {}): string[] {
-  return OUTBOX_DATABASES[dialect].createTable(tableNamesFor(dialect, options));
+  const database = OUTBOX_DATABASES[dialect];
+  const names = tableNamesFor(dialect, options);
+  return [...database.createTable(names), ...database.createHistoryTable(names)];
 }
 
+/** Drops the attempt history and the outbox table (and its lock table). */
 export function outboxTableDropDdl(
   dialect: OutboxDialect,
   options: OutboxTableOptions = {},
 ): string[] {
-  return OUTBOX_DATABASES[dialect].dropTable(tableNamesFor(dialect, options));
+  const database = OUTBOX_DATABASES[dialect];
+  const names = tableNamesFor(dialect, options);
+  return [...database.dropHistoryTable(names), ...database.dropTable(names)];
 }
 
 /** Creates the outbox table if it does not exist, and brings an older one up to date. */

@@ -73,7 +73,6 @@ export function hashKey(key: string): number {
   return (hash >>> 1) & 0x7fffffff;
 }
 
-
 /**
  * The idempotent rows an `INSERT … RETURNING` did not write (their id was already in the
  * table), from the rows it returned (`{ id }` each).

@@ -20,16 +20,26 @@ export interface ClaimedRecord extends OutboxRecord {
   readonly ageMs: number;
 }
 
-/** The outcome of a batch, grouped so that each group is one statement. */
+/**
+ * The outcome of a batch, grouped so that each group is one statement. `error` is the redacted,
+ * truncated text `last_error` gets; `errorClass` the error's class. Every retry, every dead
+ * letter and every release with an error (an outage) is also one row of the attempt history.
+ */
 export interface Settlement {
   readonly delivered: readonly string[];
-  readonly retry: readonly { id: string; delayMs: number; error: string }[];
-  readonly dead: readonly { id: string; error: string }[];
+  readonly retry: readonly { id: string; delayMs: number; error: string; errorClass: string }[];
+  readonly dead: readonly { id: string; error: string; errorClass: string }[];
   /**
    * Handed back with the claim's attempt given back (outage, shutdown), due again after
-   * `delayMs`; `error` (an outage's cause) replaces `last_error` when not null.
+   * `delayMs`; `error` (an outage's cause) replaces `last_error` when not null, and is then
+   * recorded in the attempt history.
    */
-  readonly release: readonly { id: string; delayMs: number; error: string | null }[];
+  readonly release: readonly {
+    id: string;
+    delayMs: number;
+    error: string | null;
+    errorClass: string | null;
+  }[];
   /** Keys whose head left the queue (delivered, or dead when dead messages do not block). */
   readonly advancedKeys: readonly string[];
 }

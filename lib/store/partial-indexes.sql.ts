@@ -3,7 +3,7 @@ import type { OutboxTableNames } from './sql-identifier';
 // The databases with partial indexes (PostgreSQL, SQLite) share these statements word for word;
 // MySQL/MariaDB have none and index whole columns instead.
 
-/** The two partial indexes the dispatcher's queries read. */
+/** The partial indexes the dispatcher's and the cleaner's queries read. */
 export function partialIndexesDdl(n: OutboxTableNames): string[] {
   const t = n.table;
   return [
@@ -11,6 +11,20 @@ export function partialIndexesDdl(n: OutboxTableNames): string[] {
     `CREATE INDEX IF NOT EXISTS ${n.quote(`${n.tableName}_pending_idx`)} ON ${t} (available_at, id) WHERE status = 'pending'`,
     // Head-of-key checks, parking and promotion look up the undelivered rows of one key.
     `CREATE INDEX IF NOT EXISTS ${n.quote(`${n.tableName}_key_idx`)} ON ${t} (message_key, id) WHERE status <> 'delivered' AND message_key IS NOT NULL`,
+    ...cleanerIndexesDdl(n),
+  ];
+}
+
+/**
+ * The cleaner's cut-offs: without them each pass read the whole table, even with nothing due
+ * (1.4 s and 1 GB read per minute with a million delivered rows kept). Partial, so pending rows
+ * never enter them and a delivered row is written once, when it is settled.
+ */
+export function cleanerIndexesDdl(n: OutboxTableNames): string[] {
+  const t = n.table;
+  return [
+    `CREATE INDEX IF NOT EXISTS ${n.quote(`${n.tableName}_delivered_idx`)} ON ${t} (delivered_at) WHERE status = 'delivered'`,
+    `CREATE INDEX IF NOT EXISTS ${n.quote(`${n.tableName}_dead_idx`)} ON ${t} (dead_at) WHERE status = 'dead'`,
   ];
 }
 

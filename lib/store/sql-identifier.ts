@@ -39,6 +39,8 @@ export interface OutboxTableNames {
   readonly table: string;
   /** Quoted per-key lock table (MySQL/MariaDB only). */
   readonly lockTable: string;
+  /** Quoted attempt-history table, `<table>_attempts`: one row per failed attempt. */
+  readonly attemptsTable: string;
   /** Unquoted names, for index names and notifications. */
   readonly tableName: string;
   readonly schema: string | null;
@@ -64,6 +66,7 @@ export function outboxTableNames(
   return {
     table: qualify(tableName),
     lockTable: qualify(`${tableName}_key_lock`),
+    attemptsTable: qualify(`${tableName}_attempts`),
     tableName,
     schema,
     quote,

@@ -3,15 +3,20 @@ import { typeormSqlPort } from '../orm/typeorm/typeorm.sql-port';
 import { outboxDialectOf, tableNamesFor, type OutboxTableOptions } from '../store/outbox-dialect';
 
 /**
- * Deletes every row of the outbox table (whatever its status), so that each test starts from an
- * empty outbox: a message left pending or backing off by an earlier test, or an earlier run,
- * would otherwise be published by this test's `drain()`. For tests only; resolves to how many
- * rows it deleted. The table name is validated like the module's.
+ * Deletes every row of the outbox table (whatever its status) and of its attempt history, so
+ * that each test starts from an empty outbox: a message left pending or backing off by an
+ * earlier test, or an earlier run, would otherwise be published by this test's `drain()`. For
+ * tests only; resolves to how many messages it deleted. The table name is validated like the
+ * module's.
  */
 export async function clearOutbox(
   dataSource: DataSource,
   options: OutboxTableOptions = {},
 ): Promise<number> {
-  const { table } = tableNamesFor(outboxDialectOf(dataSource.options.type), options);
-  return (await typeormSqlPort(dataSource).query(`DELETE FROM ${table}`)).affected;
+  const { table, attemptsTable } = tableNamesFor(outboxDialectOf(dataSource.options.type), options);
+  const sql = typeormSqlPort(dataSource);
+  return sql.transaction(async (tx) => {
+    await tx.query(`DELETE FROM ${attemptsTable}`);
+    return (await tx.query(`DELETE FROM ${table}`)).affected;
+  });
 }

@@ -13,6 +13,7 @@ import type {
   Settlement,
 } from '../store/outbox-store.port';
 import type { SqlPort, SqlRunner } from '../store/sql-port';
+import { ATTEMPT_HISTORY_LIMIT } from '../store/attempt-history';
 
 /**
  * A SQL port on one database for the store conformance suite: the port under test, and the
@@ -51,6 +52,16 @@ interface TableRow {
   readonly lockedBy: string | null;
 }
 
+/** A row of the attempt history as the suite reads it back. */
+interface AttemptRow {
+  readonly messageId: string;
+  readonly attempt: number;
+  readonly outcome: string;
+  readonly lockedBy: string | null;
+  readonly errorClass: string | null;
+  readonly error: string | null;
+}
+
 /** What a case works with: the store over the port, on a table of its own. */
 interface Context {
   readonly store: OutboxStore;
@@ -60,6 +71,8 @@ interface Context {
   readonly enqueue: (rows: readonly NewOutboxRow[]) => Promise<readonly string[]>;
   readonly rows: () => Promise<TableRow[]>;
   readonly row: (id: string) => Promise<TableRow>;
+  /** The attempt history, in the order it was written. */
+  readonly attempts: () => Promise<AttemptRow[]>;
   readonly fixture: StoreConformanceFixture;
 }
 
@@ -131,10 +144,25 @@ async function withStore(
         lockedBy: typeof r.locked_by === 'string' ? r.locked_by : null,
       }));
     };
+    const attempts = async (): Promise<AttemptRow[]> => {
+      const { rows: raw } = await fixture.sql.query<Record<string, unknown>>(
+        `SELECT message_id, attempt, outcome, locked_by, error_class, error FROM ${names.attemptsTable} ORDER BY id`,
+      );
+      const text = (v: unknown): string | null => (typeof v === 'string' ? v : null);
+      return raw.map((r) => ({
+        messageId: String(r.message_id),
+        attempt: Number(r.attempt),
+        outcome: String(r.outcome),
+        lockedBy: text(r.locked_by),
+        errorClass: text(r.error_class),
+        error: text(r.error),
+      }));
+    };
     await work({
       store: opened,
       owner,
       fixture,
+      attempts,
       claim: (limit, leaseMs = 60_000) => opened.claim({ limit, owner, leaseMs }),
       enqueue: (list) => fixture.inTransaction((tx) => opened.insert(tx, list, true)),
       rows,
@@ -224,8 +252,8 @@ const CASES: readonly { name: string; run(context: Context): Promise<void> }[] =
         {
           ...NONE,
           delivered: [a],
-          retry: [{ id: b, delayMs: 0, error: 'try again' }],
-          dead: [{ id: c, error: 'gave up' }],
+          retry: [{ id: b, delayMs: 0, error: 'try again', errorClass: 'Error' }],
+          dead: [{ id: c, error: 'gave up', errorClass: 'PermanentPublishError' }],
         },
         false,
       );
@@ -239,8 +267,8 @@ const CASES: readonly { name: string; run(context: Context): Promise<void> }[] =
     },
   },
   {
-    name: 'fences: a stale lease token settles nothing',
-    async run({ store, claim, enqueue, row, owner }) {
+    name: 'fences: a stale lease token settles nothing and records no attempt',
+    async run({ store, claim, enqueue, row, owner, attempts }) {
       await enqueue([message(null)]);
       const stale = await claim(1, 50);
       await sleep(200);
@@ -250,12 +278,14 @@ const CASES: readonly { name: string; run(context: Context): Promise<void> }[] =
       const [id] = ids(stale) as [string];
       for (const outcome of [
         { ...NONE, delivered: [id] },
-        { ...NONE, retry: [{ id, delayMs: 0, error: 'x' }] },
-        { ...NONE, dead: [{ id, error: 'x' }] },
-        { ...NONE, release: [{ id, delayMs: 0, error: null }] },
+        { ...NONE, retry: [{ id, delayMs: 0, error: 'x', errorClass: 'Error' }] },
+        { ...NONE, dead: [{ id, error: 'x', errorClass: 'Error' }] },
+        { ...NONE, release: [{ id, delayMs: 0, error: null, errorClass: null }] },
+        { ...NONE, release: [{ id, delayMs: 0, error: 'x', errorClass: 'Error' }] },
       ]) {
         same(await store.settle(stale.token, outcome, false), 0);
       }
+      same(await attempts(), [], 'attempt history after stale settles');
       same([(await row(id)).status, (await row(id)).lockedBy], ['pending', owner]);
       // A token nobody holds changes nothing either.
       same(await store.settle(randomUUID(), { ...NONE, delivered: [id] }, false), 0);
@@ -264,12 +294,158 @@ const CASES: readonly { name: string; run(context: Context): Promise<void> }[] =
     },
   },
   {
+    name: 'records each failed attempt with its outcome, owner and error; a delivery records none',
+    async run({ store, claim, enqueue, row, owner, attempts }) {
+      await enqueue([message(null), message(null)]);
+      const first = await claim(2);
+      const [a, b] = ids(first) as [string, string];
+      const mb = (await row(b)).messageId;
+      await store.settle(
+        first.token,
+        {
+          ...NONE,
+          delivered: [a],
+          retry: [{ id: b, delayMs: 0, error: 'Error: try again', errorClass: 'Error' }],
+        },
+        false,
+      );
+      const outage = await claim(1);
+      const err = 'PublisherUnavailableError: connection refused';
+      await store.settle(
+        outage.token,
+        {
+          ...NONE,
+          release: [{ id: b, delayMs: 0, error: err, errorClass: 'PublisherUnavailableError' }],
+        },
+        false,
+      );
+      // A release without an error (shutdown, a lapsed lease) is not a failed attempt.
+      const quiet = await claim(1);
+      await store.settle(
+        quiet.token,
+        { ...NONE, release: [{ id: b, delayMs: 0, error: null, errorClass: null }] },
+        false,
+      );
+      const last = await claim(1);
+      await store.settle(
+        last.token,
+        {
+          ...NONE,
+          dead: [
+            { id: b, error: 'PermanentPublishError: no', errorClass: 'PermanentPublishError' },
+          ],
+        },
+        false,
+      );
+      same((await row(b)).attempts, 2, 'attempts of the dead message');
+      same(
+        (await attempts()).map((h) => [
+          h.messageId,
+          h.attempt,
+          h.outcome,
+          h.lockedBy,
+          h.errorClass,
+          h.error,
+        ]),
+        [
+          [mb, 1, 'retry', owner, 'Error', 'Error: try again'],
+          [mb, 2, 'outage', owner, 'PublisherUnavailableError', err],
+          [mb, 2, 'dead', owner, 'PermanentPublishError', 'PermanentPublishError: no'],
+        ],
+        'attempt history',
+      );
+    },
+  },
+  {
+    name: 'deletes the history with its message (purge, deleteDead, deleting delivered rows); a requeue keeps it',
+    async run({ store, claim, enqueue, row, attempts }) {
+      await enqueue([message(null), message(null), message(null), message(null)]);
+      const failed = await claim(4);
+      const [a, b, c, d] = ids(failed) as [string, string, string, string];
+      const [ma, mb, mc, md] = [
+        (await row(a)).messageId,
+        (await row(b)).messageId,
+        (await row(c)).messageId,
+        (await row(d)).messageId,
+      ];
+      const bad = { error: 'Error: bad', errorClass: 'Error' };
+      await store.settle(
+        failed.token,
+        {
+          ...NONE,
+          retry: [
+            { id: a, delayMs: 0, ...bad },
+            { id: b, delayMs: 0, ...bad },
+          ],
+          dead: [
+            { id: c, ...bad },
+            { id: d, ...bad },
+          ],
+        },
+        false,
+      );
+      const by = async (): Promise<string[]> => (await attempts()).map((h) => h.messageId).sort();
+      same(await by(), [ma, mb, mc, md].sort());
+      // a delivered and deleted at once (retention 0), b delivered and kept.
+      const again = await claim(2);
+      same(ids(again), [a, b]);
+      await store.settle(again.token, { ...NONE, delivered: [a] }, true);
+      await store.settle(again.token, { ...NONE, delivered: [b] }, false);
+      same(await by(), [mb, mc, md].sort(), 'history after deleting a delivered row');
+      same(await store.deleteDead([mc]), 1);
+      same(await by(), [mb, md].sort(), 'history after deleteDead');
+      same(await store.requeueDead([md]), { requeued: 1, resequenced: 0 });
+      same(await by(), [mb, md].sort(), 'history after a requeue');
+      await sleep(20);
+      same(await store.purge('delivered', 0, 10), 1);
+      same(await by(), [md], 'history after purging delivered rows');
+      const dead = await claim(1);
+      await store.settle(dead.token, { ...NONE, dead: [{ id: d, ...bad }] }, false);
+      same(
+        (await attempts()).map((h) => [h.messageId, h.attempt, h.outcome]),
+        [
+          [md, 1, 'dead'],
+          [md, 1, 'dead'],
+        ],
+      );
+      await sleep(20);
+      same(await store.purge('dead', 0, 10), 1);
+      same(await attempts(), [], 'history after purging dead rows');
+    },
+  },
+  {
+    name: `keeps the latest ${ATTEMPT_HISTORY_LIMIT} attempts of a message`,
+    async run({ store, claim, enqueue, attempts }) {
+      await enqueue([message(null)]);
+      const total = ATTEMPT_HISTORY_LIMIT + 3;
+      for (let i = 1; i <= total; i++) {
+        const batch = await claim(1);
+        const [id] = ids(batch) as [string];
+        await store.settle(
+          batch.token,
+          { ...NONE, retry: [{ id, delayMs: 0, error: `Error: ${i}`, errorClass: 'Error' }] },
+          false,
+        );
+      }
+      const kept = await attempts();
+      same(kept.length, ATTEMPT_HISTORY_LIMIT, 'history rows kept');
+      same(
+        kept.map((h) => h.attempt),
+        Array.from(
+          { length: ATTEMPT_HISTORY_LIMIT },
+          (_, i) => total - ATTEMPT_HISTORY_LIMIT + 1 + i,
+        ),
+        'attempts kept',
+      );
+    },
+  },
+  {
     name: 'requeues dead messages, all or by message id, with attempts reset',
     async run({ store, claim, enqueue, row }) {
       await enqueue([message(null), message(null)]);
       const batch = await claim(2);
       const [a, b] = ids(batch) as [string, string];
-      const dead = [a, b].map((id) => ({ id, error: 'bad' }));
+      const dead = [a, b].map((id) => ({ id, error: 'bad', errorClass: 'Error' }));
       await store.settle(batch.token, { ...NONE, dead }, false);
       const b0 = await row(b);
       same(await store.requeueDead([b0.messageId]), { requeued: 1, resequenced: 0 });
@@ -287,7 +463,7 @@ const CASES: readonly { name: string; run(context: Context): Promise<void> }[] =
       const [a, b, c, d] = ids(batch) as [string, string, string, string];
       await store.settle(
         batch.token,
-        { ...NONE, delivered: [a, b], dead: [{ id: c, error: 'bad' }] },
+        { ...NONE, delivered: [a, b], dead: [{ id: c, error: 'bad', errorClass: 'Error' }] },
         false,
       );
       same(await store.purge('delivered', 3_600_000, 10), 0);

@@ -1,5 +1,5 @@
 import type { DataSourceOptions } from 'typeorm';
-import { createOutboxMigration } from '../../lib';
+import { outboxMigrations } from '../../lib';
 import { CreateOrdersTable1763800000100 } from '../migrations/create-orders-table.migration';
 import { Order } from '../orders/order.entity';
 import type { DatabaseConfig } from './sample.config';
@@ -12,7 +12,7 @@ export function dataSourceOptions(db: DatabaseConfig): DataSourceOptions {
   const schema = db.type === 'postgres' ? db.schema : undefined;
   const common = {
     entities: [Order],
-    migrations: [createOutboxMigration({ schema }), CreateOrdersTable1763800000100],
+    migrations: [...outboxMigrations({ schema }), CreateOrdersTable1763800000100],
     migrationsRun: true,
   };
   switch (db.type) {

@@ -138,6 +138,7 @@ async function rabbitMq(dataSource: DataSource): Promise<void> {
   } finally {
     await connection.close();
     await app.close();
+    await dataSource.query(`DROP TABLE IF EXISTS "${table}_attempts"`);
     await dataSource.query(`DROP TABLE IF EXISTS "${table}"`);
   }
 }

@@ -113,6 +113,7 @@ try {
     await app.close();
   }
 } finally {
+  await dataSource.query(`DROP TABLE IF EXISTS "${table}_attempts"`);
   await dataSource.query(`DROP TABLE IF EXISTS "${table}"`);
   await dataSource.destroy();
 }

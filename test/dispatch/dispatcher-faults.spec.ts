@@ -13,7 +13,13 @@ import { ClientProxyPublisher } from '../../lib/publishers/microservices';
 import type { ChildConfig } from '../support/children/child-protocol';
 import { DispatcherChild } from '../support/children/spawn-dispatcher';
 import { TcpConsumer } from '../support/children/tcp-consumer';
-import { readOutbox, serverConnection, TEST_DATABASES, type OutboxRow } from '../support/databases';
+import {
+  readAttempts,
+  readOutbox,
+  serverConnection,
+  TEST_DATABASES,
+  type OutboxRow,
+} from '../support/databases';
 import { leasesHeldBy } from '../support/db-clock';
 import { sleep } from '../support/outbox-harness';
 import { dispatchApps, msg } from '../support/dispatch-fixtures';
@@ -231,9 +237,9 @@ for (const db of TEST_DATABASES) {
       // A wakes up and settles every way it could: nothing changes.
       const late = {
         delivered: [r0],
-        retry: [{ id: r1, delayMs: 1_000, error: 'late retry' }],
-        dead: [{ id: r2, error: 'late dead' }],
-        release: [{ id: r3, delayMs: 0, error: null }],
+        retry: [{ id: r1, delayMs: 1_000, error: 'late retry', errorClass: 'Error' }],
+        dead: [{ id: r2, error: 'late dead', errorClass: 'Error' }],
+        release: [{ id: r3, delayMs: 0, error: 'late outage', errorClass: 'Error' }],
         advancedKeys: [],
       };
       expect(await store.settle(a.token, late, false)).toBe(0);
@@ -253,6 +259,8 @@ for (const db of TEST_DATABASES) {
         ]),
         // Each claim counted an attempt.
       ).toEqual(ids.map(() => ['pending', 'b', 2, null]));
+      // Nor does it record any failed attempt.
+      expect(await readAttempts(scope.ds, table)).toEqual([]);
 
       // B's outcome stands, and A's later attempts still change nothing.
       expect(
@@ -261,8 +269,8 @@ for (const db of TEST_DATABASES) {
           {
             delivered: [r0, r1],
             retry: [],
-            dead: [{ id: r2, error: 'rejected by b' }],
-            release: [{ id: r3, delayMs: 0, error: null }],
+            dead: [{ id: r2, error: 'rejected by b', errorClass: 'PermanentPublishError' }],
+            release: [{ id: r3, delayMs: 0, error: null, errorClass: null }],
             advancedKeys: [],
           },
           false,
@@ -277,6 +285,15 @@ for (const db of TEST_DATABASES) {
         // A release gives the claim's attempt back.
         ['pending', null, 1, null],
       ]);
+      // Only B's dead letter is a failed attempt, recorded under B; A's late outcomes are not.
+      expect(
+        (await readAttempts(scope.ds, table)).map((h) => [
+          h.messageId,
+          h.attempt,
+          h.outcome,
+          h.lockedBy,
+        ]),
+      ).toEqual([[ids[2], 2, 'dead', 'b']]);
       // Settling twice with the same token is also a no-op.
       expect(
         await store.settle(

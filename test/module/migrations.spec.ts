@@ -2,12 +2,13 @@ import { Test } from '@nestjs/testing';
 import { DataSource, type MigrationInterface, type QueryRunner } from 'typeorm';
 import {
   createOutboxMigration,
+  outboxMigrations,
   OutboxModule,
   OutboxOptionsError,
   OutboxTableMissingError,
 } from '../../lib';
 import { createInboxMigration } from '../../lib/inbox';
-import { outboxDialectOf, outboxTableDdl } from '../../lib/store/outbox-dialect';
+import { outboxDatabase, outboxDialectOf, tableNamesFor } from '../../lib/store/outbox-dialect';
 import { TEST_DATABASES, uniqueTable } from '../support/databases';
 import { dropOutboxTable, quoteTable } from '../support/outbox-harness';
 
@@ -21,8 +22,13 @@ function version01Migration(table: string): new () => MigrationInterface {
 
     async up(runner: QueryRunner): Promise<void> {
       const dialect = outboxDialectOf(runner.connection.options.type);
-      for (const sql of outboxTableDdl(dialect, { tableName: table })) await runner.query(sql);
+      const names = tableNamesFor(dialect, { tableName: table });
+      for (const sql of outboxDatabase(dialect).createTable(names)) await runner.query(sql);
       const quoted = quoteTable(runner.connection, table);
+      // 0.1 had no index on the columns it lacked (SQLite refuses to drop an indexed column).
+      await runner
+        .query(`DROP INDEX IF EXISTS ${quoteTable(runner.connection, `${table}_dead_idx`)}`)
+        .catch(() => undefined);
       await runner.query(`ALTER TABLE ${quoted} DROP COLUMN dead_at`);
       await runner.query(`ALTER TABLE ${quoted} DROP COLUMN last_attempt_at`);
     }
@@ -53,10 +59,28 @@ describe('createOutboxMigration() names and arguments', () => {
     );
   });
 
+  it('outboxMigrations() starts with createOutboxMigration() and names each later step after its table', () => {
+    const names = (list: (new () => MigrationInterface)[]): (string | undefined)[] =>
+      list.map((m) => new m().name);
+    expect(names(outboxMigrations())).toEqual([
+      'CreateOutboxTable_outbox_1763800000000',
+      'AddOutboxAttemptHistory_outbox_1763800000001',
+    ]);
+    expect(
+      names(outboxMigrations({ tableName: 'audit', schema: 'events' }, 1_700_000_000_000)),
+    ).toEqual([
+      new (createOutboxMigration({ tableName: 'audit', schema: 'events' }, 1_700_000_000_000))()
+        .name,
+      'AddOutboxAttemptHistory_events.audit_1700000000001',
+    ]);
+    expect(() => outboxMigrations({ tableName: 'x; DROP TABLE y' })).toThrow(OutboxOptionsError);
+  });
+
   it('refuses a timestamp TypeORM could not read back from the name', () => {
     for (const timestamp of [0, -1, 1.5, 10_000_000_000_000, Number.NaN]) {
       expect(() => createOutboxMigration({}, timestamp)).toThrow(OutboxOptionsError);
       expect(() => createInboxMigration({}, timestamp)).toThrow(OutboxOptionsError);
+      expect(() => outboxMigrations({}, timestamp)).toThrow(OutboxOptionsError);
     }
   });
 });
@@ -93,12 +117,24 @@ describe.each(TEST_DATABASES)('outbox migrations on $name', (db) => {
 
   const columnsOf20 = (ds: DataSource, table: string): Promise<unknown> =>
     ds.query(`SELECT last_attempt_at, dead_at FROM ${quoteTable(ds, table)} WHERE 1 = 0`);
+  const historyOf = (ds: DataSource, table: string): Promise<unknown> =>
+    ds.query(
+      `SELECT message_id, attempt, outcome, locked_by, error_class, error, failed_at FROM ${quoteTable(ds, `${table}_attempts`)} WHERE 1 = 0`,
+    );
+  const bootOn = (tableName: string) =>
+    failureOf(
+      Test.createTestingModule({
+        imports: [OutboxModule.forRoot({ dataSource: base, tableName, workers: false })],
+      })
+        .compile()
+        .then((app) => app.close()),
+    );
 
   it('runs two outbox migrations and an inbox migration in one DataSource', async () => {
     const [first, second, inbox] = [`${scratch}_a`, `${scratch}_b`, `${scratch}_in`];
     const ds = await withMigrations([
-      createOutboxMigration({ tableName: first }),
-      createOutboxMigration({ tableName: second }),
+      ...outboxMigrations({ tableName: first }),
+      ...outboxMigrations({ tableName: second }),
       createInboxMigration({ tableName: inbox }),
     ]);
     try {
@@ -107,11 +143,16 @@ describe.each(TEST_DATABASES)('outbox migrations on $name', (db) => {
         [
           `CreateInboxTable_${inbox}_1763900000000`,
           `CreateOutboxTable_${first}_1763800000000`,
+          `AddOutboxAttemptHistory_${first}_1763800000001`,
           `CreateOutboxTable_${second}_1763800000000`,
+          `AddOutboxAttemptHistory_${second}_1763800000001`,
         ].sort(),
       );
       await columnsOf20(ds, first);
       await columnsOf20(ds, second);
+      await historyOf(ds, first);
+      await historyOf(ds, second);
+      expect(await bootOn(first)).toBeUndefined();
       await ds.query(`SELECT message_id FROM ${quoteTable(ds, inbox)} WHERE 1 = 0`);
     } finally {
       await dropOutboxTable(base, first);
@@ -128,7 +169,7 @@ describe.each(TEST_DATABASES)('outbox migrations on $name', (db) => {
       await v01.runMigrations();
 
       // This version's migration refuses to record itself over the old table, naming the fix.
-      const current = await withMigrations([createOutboxMigration({ tableName: table })]);
+      const current = await withMigrations(outboxMigrations({ tableName: table }));
       const refused = await failureOf(current.runMigrations());
       expect(refused).toBeInstanceOf(OutboxTableMissingError);
       expect((refused as Error).message).toMatch(/drop it/);
@@ -137,14 +178,52 @@ describe.each(TEST_DATABASES)('outbox migrations on $name', (db) => {
       // The README's steps: (drain,) drop the table, run the migrations again.
       await dropOutboxTable(base, table);
       const ran = await current.runMigrations();
-      expect(ran.map((m) => m.name)).toEqual([`CreateOutboxTable_${table}_1763800000000`]);
+      expect(ran.map((m) => m.name)).toEqual([
+        `CreateOutboxTable_${table}_1763800000000`,
+        `AddOutboxAttemptHistory_${table}_1763800000001`,
+      ]);
       await columnsOf20(current, table);
+      await historyOf(current, table);
 
       // …and the module starts on it.
       const app = await Test.createTestingModule({
         imports: [OutboxModule.forRoot({ dataSource: base, tableName: table, workers: false })],
       }).compile();
       await app.close();
+    } finally {
+      await dropOutboxTable(base, table);
+    }
+  });
+
+  it('upgrades a 0.3 table: outboxMigrations() after createOutboxMigration() runs only the new step', async () => {
+    const table = `${scratch}_v03`;
+    try {
+      // Installed with 0.3: createOutboxMigration() ran and is recorded; no attempt history.
+      const v03 = await withMigrations([createOutboxMigration({ tableName: table })]);
+      expect((await v03.runMigrations()).map((m) => m.name)).toEqual([
+        `CreateOutboxTable_${table}_1763800000000`,
+      ]);
+      // Not rejects.toThrow(): better-sqlite3 errors may come from another realm (see describe-error.ts).
+      expect(await failureOf(historyOf(v03, table))).toBeDefined();
+      const refused = await bootOn(table);
+      expect(refused).toBeInstanceOf(OutboxTableMissingError);
+      expect((refused as Error).message).toContain(
+        `...outboxMigrations({ tableName: '${table}' })`,
+      );
+
+      // The DataSource now lists outboxMigrations(): step 1 is known by name, only step 2 runs.
+      const current = await withMigrations(outboxMigrations({ tableName: table }));
+      expect((await current.runMigrations()).map((m) => m.name)).toEqual([
+        `AddOutboxAttemptHistory_${table}_1763800000001`,
+      ]);
+      await historyOf(current, table);
+      expect(await bootOn(table)).toBeUndefined();
+      expect(await current.runMigrations()).toEqual([]);
+
+      // Reverting step 2 drops the history and leaves the outbox table.
+      await current.undoLastMigration();
+      expect(await failureOf(historyOf(current, table))).toBeDefined();
+      await columnsOf20(current, table);
     } finally {
       await dropOutboxTable(base, table);
     }

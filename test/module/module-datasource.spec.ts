@@ -5,7 +5,7 @@ import { Module, type DynamicModule, type INestApplicationContext } from '@nestj
 import { NestFactory } from '@nestjs/core';
 import { getDataSourceToken, TypeOrmModule, type TypeOrmModuleOptions } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
-import { createOutboxMigration, OutboxModule, OutboxOptionsError, OutboxService } from '../../lib';
+import { outboxMigrations, OutboxModule, OutboxOptionsError, OutboxService } from '../../lib';
 import { InboxModule, InboxService } from '../../lib/inbox';
 import { RecordingPublisher } from '../../lib/testing';
 import { readOutbox, uniqueTable } from '../support/databases';
@@ -26,7 +26,7 @@ function postgresOptions(table: string): TypeOrmModuleOptions {
     username: process.env.PGUSER ?? 'postgres',
     password: process.env.PGPASSWORD,
     database: process.env.PGDATABASE ?? 'test',
-    migrations: [createOutboxMigration({ tableName: table })],
+    migrations: outboxMigrations({ tableName: table }),
     migrationsTableName: `${table}_migrations`,
     migrationsRun: true,
     retryAttempts: 0,
@@ -150,7 +150,7 @@ describe('OutboxModule with a DataSource given by name', () => {
             type: 'better-sqlite3' as const,
             database: join(dir, 'app.sqlite'),
             enableWAL: true,
-            migrations: [createOutboxMigration({ tableName: table })],
+            migrations: outboxMigrations({ tableName: table }),
             migrationsRun: true,
             retryAttempts: 0,
           }),

@@ -8,7 +8,7 @@ import {
   type OutboxMessage,
 } from '../../lib';
 import { dropOutboxTable, quoteTable, sleep } from '../support/outbox-harness';
-import { serverOptions, testDatabase, uniqueTable } from '../support/databases';
+import { serverOptions, TEST_DATABASES, testDatabase, uniqueTable } from '../support/databases';
 import { instance } from '../support/outbox-harness';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
@@ -147,7 +147,73 @@ describeWith(['mariadb'], 'MySQL/MariaDB keys, topics and types compared byte fo
     const rows = await ds.query<{ message_key: string }[]>(`SELECT message_key FROM ${t}`);
     expect(rows).toEqual([{ message_key: 'k' }]);
   });
+
+  it("a table made before the cleaner's index gains it in place from the migration, rows kept", async () => {
+    const t = quoteTable(ds, table);
+    await ds.query(`ALTER TABLE ${t} DROP INDEX \`${table}_done_idx\``);
+    await ds.query(
+      `INSERT INTO ${t} (message_id, topic, message_key, event_type, payload, headers) VALUES ('0190a6b2-1c3d-7e4f-8a9b-0c1d2e3f4a02', 'orders', 'k', 't', '{}', '{}')`,
+    );
+    const indexes = async (): Promise<string[]> =>
+      (
+        await ds.query<{ name: string }[]>(
+          `SELECT DISTINCT INDEX_NAME AS name FROM information_schema.STATISTICS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ?`,
+          [table],
+        )
+      )
+        .map((r) => r.name)
+        .sort();
+    expect(await indexes()).not.toContain(`${table}_done_idx`);
+
+    await ensureOutboxTable(ds, { tableName: table }); // what `outbox schema migrate` runs
+    expect(await indexes()).toContain(`${table}_done_idx`);
+    // Running it again changes nothing (the index is not added twice).
+    await ensureOutboxTable(ds, { tableName: table });
+    expect(await ds.query(`SELECT message_key FROM ${t}`)).toEqual([{ message_key: 'k' }]);
+  });
 });
+
+for (const db of TEST_DATABASES) {
+  describeWith(
+    db.service === null ? [] : [db.service],
+    `the attempt history at bootstrap [${db.name}]`,
+    () => {
+      let ds: DataSource;
+      let table: string;
+
+      beforeEach(async () => {
+        table = uniqueTable('outbox_hist');
+        ds = await db.open(table);
+      });
+
+      afterEach(() => db.close(ds, table));
+
+      it('a table without it (as 0.3 made it) fails the start naming both fixes; schema migrate adds it in place', async () => {
+        await ds.query(`DROP TABLE ${quoteTable(ds, `${table}_attempts`)}`);
+        const t = quoteTable(ds, table);
+        await ds.query(
+          `INSERT INTO ${t} (message_id, topic, message_key, event_type, payload, headers) VALUES ('0190a6b2-1c3d-7e4f-8a9b-0c1d2e3f4a02', 'orders', 'k', 't', '{}', '{}')`,
+        );
+        const error = await boot(ds, table).then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+        expect(error).toBeInstanceOf(OutboxTableMissingError);
+        const message = String((error as Error).message);
+        expect(message).toContain(`attempt-history table ${quoteTable(ds, `${table}_attempts`)}`);
+        expect(message).toContain(`npx outbox schema migrate --table ${table}`);
+        expect(message).toContain(`...outboxMigrations({ tableName: '${table}' })`);
+        expect((error as OutboxTableMissingError).table).toBe(quoteTable(ds, `${table}_attempts`));
+
+        await ensureOutboxTable(ds, { tableName: table }); // what `outbox schema migrate` runs
+        const moduleRef = await boot(ds, table);
+        await moduleRef.close();
+        const rows = await ds.query<{ n: number | string }[]>(`SELECT count(*) AS n FROM ${t}`);
+        expect(Number(rows[0]?.n)).toBe(1);
+      });
+    },
+  );
+}
 
 describeWith(['postgres'], 'PostgreSQL tenants with a schema each', () => {
   const tenants = ['a', 'b'].map((t) => `outbox_tenant_${t}_${process.pid}`);

@@ -7,7 +7,7 @@ import {
   type OutboxMessageSummary,
 } from '../../lib';
 import { RecordingPublisher } from '../../lib/testing';
-import { readOutbox, TEST_DATABASES } from '../support/databases';
+import { readAttempts, readOutbox, TEST_DATABASES } from '../support/databases';
 import { mergeOutboxOptions, sleep, type HarnessOverrides } from '../support/outbox-harness';
 import { useOutboxScope } from '../support/outbox-scope';
 import { describeWith } from '../support/services';
@@ -143,6 +143,107 @@ for (const db of TEST_DATABASES) {
       const stats = await c.admin.stats();
       expect(stats).toMatchObject({ pending: 1, leased: 0, delivered: 3, dead: 3 });
       expect(stats.oldestPendingAgeMs).toEqual(expect.any(Number));
+    });
+
+    it('keeps the attempt history of a message: two retries then dead, oldest first, kept by a retry of the dead letter, gone with a purge', async () => {
+      const c = await open({
+        instanceId: 'history-a',
+        retry: { maxAttempts: 3, initialDelayMs: 0, maxDelayMs: 0, jitter: 0 },
+        // Dead letters do not block: a retried one that was overtaken moves to the end of its key.
+        ordering: { enabled: true, onDeadLetter: 'skip' },
+      });
+      const [failing, fine, later] = (await c.enqueue([msg('k'), msg('other'), msg('k')])) as [
+        string,
+        string,
+        string,
+      ];
+      c.publisher
+        .fail(failing, 'retryable', { times: 2, error: new Error('broker NACK: queue full') })
+        .fail(failing, 'permanent', rejected('schema v3 unknown'));
+      await waitFor('the failing message to die', async () => {
+        await c.dispatcher.drain();
+        return (await c.admin.get(failing))?.status === 'dead';
+      });
+      await c.dispatcher.drain();
+      const dead = await c.admin.get(failing);
+      expect(
+        dead?.attemptHistory.map((a) => [a.attempt, a.outcome, a.lockedBy, a.errorClass]),
+      ).toEqual([
+        [1, 'retry', 'history-a', 'Error'],
+        [2, 'retry', 'history-a', 'Error'],
+        [3, 'dead', 'history-a', 'PermanentPublishError'],
+      ]);
+      expect(dead?.attemptHistory.map((a) => a.error)).toEqual([
+        'Error: broker NACK: queue full',
+        'Error: broker NACK: queue full',
+        'PermanentPublishError: schema v3 unknown',
+      ]);
+      // The same redacted, truncated text as last_error.
+      expect(dead?.attemptHistory.at(-1)?.error).toBe(dead?.lastError);
+      const times = dead?.attemptHistory.map((a) => a.failedAt.getTime()) ?? [];
+      expect(times.every((t, i) => i === 0 || t >= (times[i - 1] as number))).toBe(true);
+      expect(times.every((t) => Math.abs(t - Date.now()) < 60_000)).toBe(true);
+      // Delivered messages have none.
+      expect((await c.admin.get(fine))?.attemptHistory).toEqual([]);
+      expect((await c.admin.get(later))?.status).toBe('delivered');
+
+      // Retried once a later message of its key is queued: a new row at the end of the key,
+      // the same message id, the same history; it fails again and the new attempts follow.
+      c.publisher.heal().fail(failing, 'permanent', rejected('still unknown'));
+      await c.enqueue([msg('k')]);
+      expect(await c.admin.retry([failing])).toEqual({ requeued: 0, resequenced: 1 });
+      const requeued = await c.admin.get(failing);
+      expect(requeued?.attempts).toBe(0);
+      expect(requeued?.attemptHistory).toHaveLength(3);
+      await c.dispatcher.drain();
+      expect(
+        (await c.admin.get(failing))?.attemptHistory.map((a) => [a.attempt, a.outcome]),
+      ).toEqual([
+        [1, 'retry'],
+        [2, 'retry'],
+        [3, 'dead'],
+        [1, 'dead'],
+      ]);
+      expect((await readAttempts(scope.ds, c.table)).map((h) => h.messageId)).toEqual([
+        failing,
+        failing,
+        failing,
+        failing,
+      ]);
+
+      // An operator's purge deletes the message and its history.
+      expect(await c.admin.purge([failing])).toBe(1);
+      expect(await c.admin.get(failing)).toBeNull();
+      expect(await readAttempts(scope.ds, c.table)).toEqual([]);
+    });
+
+    it('delivered rows take their history with them: purged by the cleaner, or deleted at delivery (retention 0)', async () => {
+      for (const deliveredRetentionMs of [1, 0]) {
+        const c = await open({
+          retry: { maxAttempts: 5, initialDelayMs: 0, maxDelayMs: 0, jitter: 0 },
+          cleaner: { deliveredRetentionMs },
+        });
+        const [retried, fine] = (await c.enqueue([msg('a'), msg('b')])) as [string, string];
+        c.publisher.fail(retried, 'retryable', { times: 1 });
+        await waitFor('the retried message to go out', async () => {
+          await c.dispatcher.drain();
+          return c.publisher.messageIds.includes(retried);
+        });
+        expect(c.publisher.messageIds).toContain(fine);
+        if (deliveredRetentionMs === 0) {
+          // Deleted by the settle that recorded the delivery, history and all.
+          expect(await readOutbox(scope.ds, c.table)).toEqual([]);
+          expect(await readAttempts(scope.ds, c.table)).toEqual([]);
+          continue;
+        }
+        expect(
+          (await readAttempts(scope.ds, c.table)).map((h) => [h.messageId, h.outcome]),
+        ).toEqual([[retried, 'retry']]);
+        await sleep(20);
+        expect(await c.cleaner.runOnce()).toMatchObject({ delivered: 2 });
+        expect(await readOutbox(scope.ds, c.table)).toEqual([]);
+        expect(await readAttempts(scope.ds, c.table)).toEqual([]);
+      }
     });
 
     it('pages by id without gaps or duplicates while rows are added', async () => {

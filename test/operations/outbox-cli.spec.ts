@@ -11,7 +11,13 @@ import {
   type OutboxMessage,
 } from '../../lib';
 import { RecordingPublisher } from '../../lib/testing';
-import { readOutbox, TEST_DATABASES, uniqueTable, type TestDatabase } from '../support/databases';
+import {
+  readAttempts,
+  readOutbox,
+  TEST_DATABASES,
+  uniqueTable,
+  type TestDatabase,
+} from '../support/databases';
 import { dropOutboxTable, quoteTable, type OutboxApp } from '../support/outbox-harness';
 import { useOutboxScope } from '../support/outbox-scope';
 import { SERVICES, describeWith } from '../support/services';
@@ -245,11 +251,22 @@ for (const db of TEST_DATABASES) {
         table,
         schema: null,
         created: true,
+        historyCreated: true,
       });
       expect(await rows()).toEqual([]);
       const again = await outbox(['schema', 'migrate', '--table', table], url);
       expect(again.code).toBe(0);
       expect(again.stdout).toMatch(/already exists and is up to date; nothing changed/);
+
+      // A table made by 0.3 has no attempt history: the command adds it in place.
+      await scope.ds.query(`DROP TABLE ${quoteTable(scope.ds, `${table}_attempts`)}`);
+      const refused = await outbox(['dlq', 'list', '--table', table], url);
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toMatch(/attempt-history table .* cannot be read/);
+      const upgraded = await outbox(['schema', 'migrate', '--table', table], url);
+      expect(upgraded.code).toBe(0);
+      expect(upgraded.stdout).toMatch(/already exists; added its attempt history/);
+      await readAttempts(scope.ds, table);
 
       // The app runs on the table the CLI made.
       app = await scope.openShared({
@@ -339,11 +356,24 @@ for (const db of TEST_DATABASES) {
       });
       expect(shown.lastError).toContain('billing topic rejected');
       expect(typeof shown.deadAt).toBe('string');
+      expect(shown.attemptHistory).toEqual([
+        {
+          attempt: 1,
+          outcome: 'dead',
+          failedAt: expect.stringMatching(/^\d{4}-\d\d-\d\dT/) as unknown,
+          lockedBy: app.instanceId ?? expect.any(String),
+          errorClass: 'PermanentPublishError',
+          error: shown.lastError,
+        },
+      ]);
       const showText = await outbox(['dlq', 'show', a1.toUpperCase(), '--table', table], url);
       expect(showText.code).toBe(0);
       expect(showText.stdout).toMatch(/^message id +[0-9a-f-]{36}\n/);
       expect(showText.stdout).toMatch(
         /\nlast error +PermanentPublishError: Schema REJECTED by broker\n/,
+      );
+      expect(showText.stdout).toMatch(
+        /\nattempt history\n +attempt +outcome +failed at +dispatcher +error class +error\n +1 +dead +\S+Z +\S+ +PermanentPublishError +PermanentPublishError: Schema REJECTED by broker\n/,
       );
 
       const missing = await outbox(

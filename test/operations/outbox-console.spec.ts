@@ -176,6 +176,31 @@ describeWith(['postgres'], 'OutboxConsoleModule over HTTP (PostgreSQL, Express)'
     );
   });
 
+  it("shows a message's attempt history as an escaped table, and none for a message that never failed", async () => {
+    const IMG = '<img src=x onerror=alert(1)>';
+    c = await openConsoleApp(
+      new RecordingPublisher().fail({ key: 'bad' }, 'permanent', {
+        error: new PermanentPublishError(`${IMG} rejected`),
+      }),
+    );
+    const [bad, good] = await c.enqueue([
+      { topic: 'orders', type: 'order.created', key: 'bad', payload: {} },
+      { topic: 'orders', type: 'order.created', key: 'good', payload: {} },
+    ]);
+    await c.dispatcher.drain();
+    const detail = await get(`${c.url}/messages/${bad}`);
+    expect(detail.status).toBe(200);
+    expect(detail.body).toContain('<h2>Attempt history</h2><table id="attempts">');
+    expect(detail.body).toMatch(
+      /<tr><td>1<\/td><td><span class="badge">dead<\/span><\/td><td>[^<]+<\/td><td>[^<]+<\/td><td>PermanentPublishError<\/td><td class="error">PermanentPublishError: &lt;img src=x onerror=alert\(1\)&gt; rejected<\/td><\/tr>/,
+    );
+    expect(detail.body).not.toContain(IMG);
+    const clean = await get(`${c.url}/messages/${good}`);
+    expect(clean.body).toContain(
+      '<h2>Attempt history</h2><p class="muted" id="attempts">No failed attempt.</p>',
+    );
+  });
+
   it('pages the listing by keyset', async () => {
     c = await openConsoleApp(rejectingPublisher(), { pageSize: 2 });
     const ids = await c.enqueue([1, 2, 3, 4, 5].map((n) => ({ topic: 'orders', payload: { n } })));

@@ -81,6 +81,11 @@ function mysqlConfig() {
   };
 }
 
+/** Another connection (Database) to an existing SQLite file. */
+export function openSqliteFile(file: string): SqliteDatabaseForTests {
+  return new BetterSqlite3(file);
+}
+
 /** A SQLite file in a directory of its own, in WAL mode as the dispatcher expects it. */
 export function sqliteFile(): { db: SqliteDatabaseForTests; file: string; remove(): void } {
   const dir = mkdtempSync(join(tmpdir(), 'outbox-orm-sqlite-'));

@@ -78,6 +78,7 @@ const ALL_DATABASES: readonly TestDatabase[] = [
       return ds;
     },
     async close(ds, table) {
+      await ds.query(`DROP TABLE IF EXISTS "${table}_attempts"`);
       await ds.query(`DROP TABLE IF EXISTS "${table}"`);
       await ds.destroy();
     },
@@ -92,6 +93,7 @@ const ALL_DATABASES: readonly TestDatabase[] = [
       return ds;
     },
     async close(ds, table) {
+      await ds.query(`DROP TABLE IF EXISTS \`${table}_attempts\``);
       await ds.query(`DROP TABLE IF EXISTS \`${table}_key_lock\``);
       await ds.query(`DROP TABLE IF EXISTS \`${table}\``);
       await ds.destroy();
@@ -198,6 +200,35 @@ export async function readOutbox(ds: DataSource, table: string): Promise<OutboxR
     attempts: Number(r.attempts),
     lastError: r.last_error,
     lockedBy: r.locked_by,
+  }));
+}
+
+/** A row of an outbox table's attempt history, normalised across dialects. */
+export interface AttemptHistoryRow {
+  messageId: string;
+  attempt: number;
+  outcome: string;
+  lockedBy: string | null;
+  errorClass: string | null;
+  error: string | null;
+}
+
+/** Reads the attempt history `<table>_attempts` in the order it was written. */
+export async function readAttempts(ds: DataSource, table: string): Promise<AttemptHistoryRow[]> {
+  const mysql = ds.options.type === 'mariadb' || ds.options.type === 'mysql';
+  const q = mysql ? `\`${table}_attempts\`` : `"${table}_attempts"`;
+  const messageId = ds.options.type === 'postgres' ? 'message_id::text' : 'message_id';
+  const rows = await ds.query<Record<string, unknown>[]>(
+    `SELECT ${messageId} AS message_id, attempt, outcome, locked_by, error_class, error FROM ${q} ORDER BY id`,
+  );
+  const text = (v: unknown): string | null => (typeof v === 'string' ? v : null);
+  return rows.map((r) => ({
+    messageId: String(r.message_id),
+    attempt: Number(r.attempt),
+    outcome: String(r.outcome),
+    lockedBy: text(r.locked_by),
+    errorClass: text(r.error_class),
+    error: text(r.error),
   }));
 }
 

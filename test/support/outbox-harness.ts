@@ -119,8 +119,9 @@ export function quoteTable(ds: DataSource, name: string): string {
   return ds.options.type === 'mariadb' || ds.options.type === 'mysql' ? `\`${name}\`` : `"${name}"`;
 }
 
-/** Drops an outbox table and, on MySQL/MariaDB, its key-lock table. */
+/** Drops an outbox table, its attempt history and, on MySQL/MariaDB, its key-lock table. */
 export async function dropOutboxTable(ds: DataSource, table: string): Promise<void> {
+  await ds.query(`DROP TABLE IF EXISTS ${quoteTable(ds, `${table}_attempts`)}`);
   if (ds.options.type === 'mariadb' || ds.options.type === 'mysql')
     await ds.query(`DROP TABLE IF EXISTS ${quoteTable(ds, `${table}_key_lock`)}`);
   await ds.query(`DROP TABLE IF EXISTS ${quoteTable(ds, table)}`);

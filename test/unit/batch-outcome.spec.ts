@@ -135,8 +135,14 @@ describe('batch outcome', () => {
       settlement: {
         ...none,
         delivered: ['1'],
-        retry: [{ id: '2', delayMs: 200, error: 'Error: boom' }],
-        dead: [{ id: '3', error: 'PermanentPublishError: rejected by broker' }],
+        retry: [{ id: '2', delayMs: 200, error: 'Error: boom', errorClass: 'Error' }],
+        dead: [
+          {
+            id: '3',
+            error: 'PermanentPublishError: rejected by broker',
+            errorClass: 'PermanentPublishError',
+          },
+        ],
         advancedKeys: ['k1'],
       },
       reaction: resume,
@@ -149,7 +155,13 @@ describe('batch outcome', () => {
       settlement: {
         ...none,
         delivered: ['1'],
-        dead: [{ id: '2', error: 'PermanentPublishError: rejected by broker' }],
+        dead: [
+          {
+            id: '2',
+            error: 'PermanentPublishError: rejected by broker',
+            errorClass: 'PermanentPublishError',
+          },
+        ],
         advancedKeys: ['k1', 'k2'],
       },
       reaction: resume,
@@ -161,8 +173,16 @@ describe('batch outcome', () => {
       settlement: {
         ...none,
         dead: [
-          { id: '1', error: 'PermanentPublishError: rejected by broker' },
-          { id: '2', error: 'PermanentPublishError: rejected by broker' },
+          {
+            id: '1',
+            error: 'PermanentPublishError: rejected by broker',
+            errorClass: 'PermanentPublishError',
+          },
+          {
+            id: '2',
+            error: 'PermanentPublishError: rejected by broker',
+            errorClass: 'PermanentPublishError',
+          },
         ],
       },
       reaction: resume,
@@ -174,8 +194,8 @@ describe('batch outcome', () => {
       settlement: {
         ...none,
         retry: [
-          { id: '1', delayMs: 100, error: 'Error: boom' },
-          { id: '2', delayMs: 100, error: 'Error: boom' },
+          { id: '1', delayMs: 100, error: 'Error: boom', errorClass: 'Error' },
+          { id: '2', delayMs: 100, error: 'Error: boom', errorClass: 'Error' },
         ],
       },
       reaction: resume,
@@ -187,8 +207,18 @@ describe('batch outcome', () => {
       settlement: {
         ...none,
         release: [
-          { id: '1', delayMs: PAUSE_MS, error: 'PublisherUnavailableError: connection refused' },
-          { id: '2', delayMs: PAUSE_MS, error: 'PublisherUnavailableError: connection refused' },
+          {
+            id: '1',
+            delayMs: PAUSE_MS,
+            error: 'PublisherUnavailableError: connection refused',
+            errorClass: 'PublisherUnavailableError',
+          },
+          {
+            id: '2',
+            delayMs: PAUSE_MS,
+            error: 'PublisherUnavailableError: connection refused',
+            errorClass: 'PublisherUnavailableError',
+          },
         ],
       },
       reaction: pauseOf(
@@ -210,6 +240,7 @@ describe('batch outcome', () => {
             id: '1',
             delayMs: 2 * PROBE_MS,
             error: 'PublisherUnavailableError: connection refused',
+            errorClass: 'PublisherUnavailableError',
           },
         ],
       },
@@ -227,7 +258,14 @@ describe('batch outcome', () => {
       settlement: {
         ...none,
         delivered: ['1'],
-        retry: [{ id: '2', delayMs: 100, error: 'PublisherUnavailableError: connection refused' }],
+        retry: [
+          {
+            id: '2',
+            delayMs: 100,
+            error: 'PublisherUnavailableError: connection refused',
+            errorClass: 'PublisherUnavailableError',
+          },
+        ],
         advancedKeys: ['k1'],
       },
       reaction: resume,
@@ -239,8 +277,8 @@ describe('batch outcome', () => {
       settlement: {
         ...none,
         release: [
-          { id: '1', delayMs: PAUSE_MS, error: 'Error: boom' },
-          { id: '2', delayMs: PAUSE_MS, error: 'Error: boom' },
+          { id: '1', delayMs: PAUSE_MS, error: 'Error: boom', errorClass: 'Error' },
+          { id: '2', delayMs: PAUSE_MS, error: 'Error: boom', errorClass: 'Error' },
         ],
       },
       reaction: pauseOf(boom, 'publisher failed', 'no attempt counted', true),
@@ -256,11 +294,13 @@ describe('batch outcome', () => {
             id: '1',
             delayMs: 100,
             error: 'PublishTimeoutError: No broker acknowledgement within 5000 ms',
+            errorClass: 'PublishTimeoutError',
           },
           {
             id: '2',
             delayMs: 200,
             error: 'PublishTimeoutError: No broker acknowledgement within 5000 ms',
+            errorClass: 'PublishTimeoutError',
           },
         ],
       },
@@ -277,7 +317,13 @@ describe('batch outcome', () => {
       publish: { kind: 'timed-out', error: slow },
       settlement: {
         ...none,
-        dead: [{ id: '1', error: 'PublishTimeoutError: No broker acknowledgement within 5000 ms' }],
+        dead: [
+          {
+            id: '1',
+            error: 'PublishTimeoutError: No broker acknowledgement within 5000 ms',
+            errorClass: 'PublishTimeoutError',
+          },
+        ],
       },
       reaction: pauseOf(
         slow,
@@ -297,8 +343,14 @@ describe('batch outcome', () => {
             id: '1',
             delayMs: 100,
             error: 'PublishTimeoutError: No broker acknowledgement within 5000 ms',
+            errorClass: 'PublishTimeoutError',
           },
-          { id: '2', delayMs: 100, error: 'PublisherUnavailableError: connection refused' },
+          {
+            id: '2',
+            delayMs: 100,
+            error: 'PublisherUnavailableError: connection refused',
+            errorClass: 'PublisherUnavailableError',
+          },
         ],
       },
       reaction: pauseOf(
@@ -319,11 +371,13 @@ describe('batch outcome', () => {
             id: '1',
             delayMs: PAUSE_MS,
             error: 'Error: Publisher returned 1 outcomes for 2 messages',
+            errorClass: 'Error',
           },
           {
             id: '2',
             delayMs: PAUSE_MS,
             error: 'Error: Publisher returned 1 outcomes for 2 messages',
+            errorClass: 'Error',
           },
         ],
       },
@@ -345,6 +399,7 @@ describe('batch outcome', () => {
             id: '1',
             delayMs: PAUSE_MS,
             error: 'Error: Publisher returned 2 outcomes for 1 messages',
+            errorClass: 'Error',
           },
         ],
       },
@@ -356,8 +411,8 @@ describe('batch outcome', () => {
       publish: returned(fail(boom), fail(boom)),
       settlement: {
         ...none,
-        retry: [{ id: '2', delayMs: 200, error: 'Error: boom' }],
-        dead: [{ id: '1', error: 'Error: boom' }],
+        retry: [{ id: '2', delayMs: 200, error: 'Error: boom', errorClass: 'Error' }],
+        dead: [{ id: '1', error: 'Error: boom', errorClass: 'Error' }],
       },
       reaction: resume,
     },
@@ -368,8 +423,8 @@ describe('batch outcome', () => {
       retry: { maxAgeMs: 1_000 },
       settlement: {
         ...none,
-        retry: [{ id: '2', delayMs: 100, error: 'Error: boom' }],
-        dead: [{ id: '1', error: 'Error: boom' }],
+        retry: [{ id: '2', delayMs: 100, error: 'Error: boom', errorClass: 'Error' }],
+        dead: [{ id: '1', error: 'Error: boom', errorClass: 'Error' }],
       },
       reaction: resume,
     },
@@ -380,8 +435,8 @@ describe('batch outcome', () => {
       retry: { retryIf: (error) => !(error instanceof Error && error.message === 'boom') },
       settlement: {
         ...none,
-        retry: [{ id: '2', delayMs: 100, error: 'Error: flaky' }],
-        dead: [{ id: '1', error: 'Error: boom' }],
+        retry: [{ id: '2', delayMs: 100, error: 'Error: flaky', errorClass: 'Error' }],
+        dead: [{ id: '1', error: 'Error: boom', errorClass: 'Error' }],
       },
       reaction: resume,
     },
@@ -394,7 +449,10 @@ describe('batch outcome', () => {
           throw new Error('hook bug');
         },
       },
-      settlement: { ...none, retry: [{ id: '1', delayMs: 100, error: 'Error: boom' }] },
+      settlement: {
+        ...none,
+        retry: [{ id: '1', delayMs: 100, error: 'Error: boom', errorClass: 'Error' }],
+      },
       reaction: resume,
     },
     {
@@ -404,7 +462,13 @@ describe('batch outcome', () => {
       retry: { retryIf: () => true },
       settlement: {
         ...none,
-        dead: [{ id: '1', error: 'PermanentPublishError: rejected by broker' }],
+        dead: [
+          {
+            id: '1',
+            error: 'PermanentPublishError: rejected by broker',
+            errorClass: 'PermanentPublishError',
+          },
+        ],
       },
       reaction: resume,
     },
@@ -418,6 +482,7 @@ describe('batch outcome', () => {
         dead: [
           {
             id: '2',
+            errorClass: 'Error',
             error:
               'Error: claimed 4 times, more than retry.maxAttempts (3), without an outcome: the dispatchers holding it crashed or lost their lease while publishing',
           },
@@ -435,6 +500,7 @@ describe('batch outcome', () => {
         dead: [
           {
             id: '1',
+            errorClass: 'Error',
             error:
               'Error: claimed 5 times, more than retry.maxAttempts (3), without an outcome: the dispatchers holding it crashed or lost their lease while publishing',
           },
@@ -448,8 +514,8 @@ describe('batch outcome', () => {
       settlement: {
         ...none,
         release: [
-          { id: '1', delayMs: 0, error: null },
-          { id: '2', delayMs: 0, error: null },
+          { id: '1', delayMs: 0, error: null, errorClass: null },
+          { id: '2', delayMs: 0, error: null, errorClass: null },
         ],
       },
     },
@@ -462,11 +528,12 @@ describe('batch outcome', () => {
         dead: [
           {
             id: '2',
+            errorClass: 'Error',
             error:
               'Error: claimed 4 times, more than retry.maxAttempts (3), without an outcome: the dispatchers holding it crashed or lost their lease while publishing',
           },
         ],
-        release: [{ id: '1', delayMs: 0, error: null }],
+        release: [{ id: '1', delayMs: 0, error: null, errorClass: null }],
       },
     },
     {
@@ -476,8 +543,8 @@ describe('batch outcome', () => {
       settlement: {
         ...none,
         release: [
-          { id: '1', delayMs: 0, error: null },
-          { id: '2', delayMs: 0, error: null },
+          { id: '1', delayMs: 0, error: null, errorClass: null },
+          { id: '2', delayMs: 0, error: null, errorClass: null },
         ],
       },
     },
@@ -522,15 +589,17 @@ describe('batch outcome', () => {
       probeEveryMs: undefined,
       random: () => 1,
     });
-    expect(settlement.retry).toEqual([{ id: '1', delayMs: 100, error: 'Error: boom' }]);
+    expect(settlement.retry).toEqual([
+      { id: '1', delayMs: 100, error: 'Error: boom', errorClass: 'Error' },
+    ]);
   });
 
   it('a late claim is released whole, due at once, with nothing advanced', () => {
     expect(releaseSettlement([rec('1'), rec('2', { attempts: 7 })])).toEqual({
       ...none,
       release: [
-        { id: '1', delayMs: 0, error: null },
-        { id: '2', delayMs: 0, error: null },
+        { id: '1', delayMs: 0, error: null, errorClass: null },
+        { id: '2', delayMs: 0, error: null, errorClass: null },
       ],
     });
   });
@@ -539,9 +608,9 @@ describe('batch outcome', () => {
 describe('batch report (fencing)', () => {
   const settlement: Settlement = {
     delivered: ['1', '2'],
-    retry: [{ id: '3', delayMs: 100, error: 'Error: boom' }],
-    dead: [{ id: '4', error: 'Error: boom' }],
-    release: [{ id: '5', delayMs: 0, error: null }],
+    retry: [{ id: '3', delayMs: 100, error: 'Error: boom', errorClass: 'Error' }],
+    dead: [{ id: '4', error: 'Error: boom', errorClass: 'Error' }],
+    release: [{ id: '5', delayMs: 0, error: null, errorClass: null }],
     advancedKeys: ['k1'],
   };
 

@@ -1,21 +1,49 @@
-// An app on node-postgres (`connection: pgOutbox(pool)`) need not install TypeORM: the core and
-// `nestjs-outbox/pg` must load without it (here, loading it throws).
+// An app on a plain driver or Kysely (`connection: pgOutbox(pool)`, `mysql2Outbox(pool)`,
+// `betterSqlite3Outbox(db)`, `kyselyOutbox(db)`) need not install TypeORM: the core and those
+// subpaths must load without it (here, loading it throws), and the driver subpaths without
+// their driver.
+
+const NOT_LOADED = [
+  'typeorm',
+  '@nestjs/typeorm',
+  'pg',
+  'mysql2',
+  'mysql2/promise',
+  'better-sqlite3',
+];
 
 describe('the core loads without TypeORM', () => {
-  it('nestjs-outbox and nestjs-outbox/pg load while typeorm cannot be loaded', () => {
+  it('nestjs-outbox and its driver subpaths load while typeorm and the drivers cannot be loaded', () => {
     jest.isolateModules(() => {
-      for (const library of ['typeorm', '@nestjs/typeorm', 'pg']) {
+      for (const library of NOT_LOADED) {
+        jest.doMock(library, () => {
+          throw new Error(`${library} was loaded`);
+        });
+      }
+      /* eslint-disable @typescript-eslint/no-require-imports */
+      const core = require('../../lib') as Record<string, unknown>;
+      const pg = require('../../lib/orm/pg') as Record<string, unknown>;
+      const mysql2 = require('../../lib/orm/mysql2') as Record<string, unknown>;
+      const sqlite = require('../../lib/orm/better-sqlite3') as Record<string, unknown>;
+      /* eslint-enable @typescript-eslint/no-require-imports */
+      expect(typeof core.OutboxModule).toBe('function');
+      expect(typeof core.OutboxService).toBe('function');
+      expect(typeof pg.pgOutbox).toBe('function');
+      expect(typeof mysql2.mysql2Outbox).toBe('function');
+      expect(typeof sqlite.betterSqlite3Outbox).toBe('function');
+    });
+  });
+
+  it('nestjs-outbox/kysely loads Kysely (the app has it) but neither TypeORM nor a driver', () => {
+    jest.isolateModules(() => {
+      for (const library of NOT_LOADED) {
         jest.doMock(library, () => {
           throw new Error(`${library} was loaded`);
         });
       }
       // eslint-disable-next-line @typescript-eslint/no-require-imports
-      const core = require('../../lib') as Record<string, unknown>;
-      // eslint-disable-next-line @typescript-eslint/no-require-imports
-      const pg = require('../../lib/orm/pg') as Record<string, unknown>;
-      expect(typeof core.OutboxModule).toBe('function');
-      expect(typeof core.OutboxService).toBe('function');
-      expect(typeof pg.pgOutbox).toBe('function');
+      const kysely = require('../../lib/orm/kysely') as Record<string, unknown>;
+      expect(typeof kysely.kyselyOutbox).toBe('function');
     });
   });
 });

@@ -17,6 +17,8 @@ describe('plain-driver SQL ports load no driver', () => {
           expect.arrayContaining([
             expect.stringMatching(/SqlPort$/),
             expect.stringMatching(/SqlRunner$/),
+            // The module's `connection`: pgOutbox, mysql2Outbox, betterSqlite3Outbox.
+            expect.stringMatching(/^[a-zA-Z0-9]+Outbox$/),
           ]),
         );
       });

@@ -115,7 +115,7 @@ describe('OutboxMessageSerializer', () => {
       /over the limit of 100/,
     );
     expect(() =>
-      serializer.toRow({ topic: 't', payload: 1, validatePayload: 'no' } as never, 0),
+      serializer.toRow(JSON.parse('{"topic":"t","payload":1,"validatePayload":"no"}') as object, 0),
     ).toThrow(/validatePayload.*expected true or false/);
   });
 

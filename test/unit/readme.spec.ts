@@ -107,6 +107,34 @@ function compilerPaths(): Record<string, string[]> {
   return config.compilerOptions.paths;
 }
 
+/** What the doc snippets use of @types/better-sqlite3, as that package declares it. */
+const BETTER_SQLITE3_TYPES = `declare module 'better-sqlite3' {
+  namespace Database {
+    interface RunResult {
+      changes: number;
+      lastInsertRowid: number | bigint;
+    }
+    interface Statement {
+      run(...params: unknown[]): RunResult;
+      all(...params: unknown[]): unknown[];
+      readonly reader: boolean;
+      readonly readonly: boolean;
+    }
+    interface Database {
+      readonly name: string;
+      readonly open: boolean;
+      readonly inTransaction: boolean;
+      prepare(source: string): Statement;
+      exec(source: string): this;
+      pragma(source: string): unknown;
+      close(): this;
+    }
+  }
+  const Database: new (filename?: string, options?: object) => Database.Database;
+  export = Database;
+}
+`;
+
 describe('README and docs/', () => {
   it('has the pages the README lists', () => {
     expect([...pages.keys()]).toEqual(
@@ -228,6 +256,12 @@ describe('README and docs/', () => {
 
     const dir = join(root, '.tmp', `readme-snippets-${process.pid}`);
     const files: string[] = [];
+    // The project has no @types/better-sqlite3 (an app that uses it installs them, as the docs
+    // say): the part of those types the snippets use, with their shape (`export =`, the
+    // `Database.Database` type), so that the better-sqlite3 variant is compiled too.
+    mkdirSync(dir, { recursive: true });
+    writeFileSync(join(dir, 'better-sqlite3.d.ts'), BETTER_SQLITE3_TYPES);
+    files.push(join(dir, 'better-sqlite3.d.ts'));
     [...apps.values()].forEach((app, i) => {
       mkdirSync(join(dir, String(i)), { recursive: true });
       for (const [file, code] of app) {

@@ -1,5 +1,7 @@
 import type { OutboxHeaders } from '../../message/outbox-message.interface';
 import type {
+  OutboxAttempt,
+  OutboxAttemptOutcome,
   OutboxBlockedKey,
   OutboxMessageDetail,
   OutboxMessageStatus,
@@ -34,6 +36,16 @@ export interface AdminDetailRow extends AdminRow {
   payload: string;
   headers: string;
   lock_token: string | null;
+}
+
+/** An attempt-history row as the drivers return it. */
+export interface AttemptRow {
+  attempt: Num;
+  outcome: string;
+  locked_by: string | null;
+  error_class: string | null;
+  error: string | null;
+  failed_at: Date | string;
 }
 
 export interface StuckLeaseRow extends AdminRow {
@@ -86,12 +98,27 @@ export function toSummary(row: AdminRow): OutboxMessageSummary {
   };
 }
 
-export function toDetail(row: AdminDetailRow): OutboxMessageDetail {
+export function toDetail(
+  row: AdminDetailRow,
+  attempts: readonly AttemptRow[],
+): OutboxMessageDetail {
   return {
     ...toSummary(row),
     payload: row.payload,
     headers: JSON.parse(row.headers) as OutboxHeaders,
     lockToken: row.lock_token,
+    attemptHistory: attempts.map(toAttempt),
+  };
+}
+
+function toAttempt(row: AttemptRow): OutboxAttempt {
+  return {
+    attempt: Number(row.attempt),
+    outcome: row.outcome as OutboxAttemptOutcome,
+    failedAt: toDate(row.failed_at),
+    lockedBy: row.locked_by,
+    errorClass: row.error_class,
+    error: row.error,
   };
 }
 

@@ -75,12 +75,42 @@ export interface OutboxMessageSummary {
   readonly ageMs: number;
 }
 
+/**
+ * What became of a failed attempt: `retry` (tried again after a backoff), `dead`
+ * (dead-lettered), or `outage` (the broker was unreachable: released unpublished, the attempt
+ * given back).
+ */
+export type OutboxAttemptOutcome = 'retry' | 'dead' | 'outage';
+
+/** One failed publish attempt of a message, as the attempt history `<table>_attempts` keeps it. */
+export interface OutboxAttempt {
+  /**
+   * The attempt's number, as counted at claim (an outage's attempt is given back, so the next
+   * attempt has the same number). Counting starts over when a dead message is retried.
+   */
+  readonly attempt: number;
+  readonly outcome: OutboxAttemptOutcome;
+  /** When the failure was recorded (database clock). */
+  readonly failedAt: Date;
+  /** The dispatcher instance that made the attempt (its lease owner). */
+  readonly lockedBy: string | null;
+  /** The error's class (`name`), e.g. `PublishTimeoutError`. */
+  readonly errorClass: string | null;
+  /** The error text, redacted and truncated like `lastError`. */
+  readonly error: string | null;
+}
+
 /** A message in full, as `OutboxAdmin.get()` returns it. */
 export interface OutboxMessageDetail extends OutboxMessageSummary {
   /** The payload exactly as enqueued (JSON text). */
   readonly payload: string;
   readonly headers: OutboxHeaders;
   readonly lockToken: string | null;
+  /**
+   * Its failed attempts, oldest first: the latest 50 at most. Kept across a retry of the dead
+   * message, deleted with the message. Empty for a message that never failed.
+   */
+  readonly attemptHistory: readonly OutboxAttempt[];
 }
 
 /**

@@ -11,6 +11,7 @@ import {
   toSummary,
   type AdminDetailRow,
   type AdminRow,
+  type AttemptRow,
   type BlockedKeyRow,
   type StuckLeaseRow,
 } from './admin-row.mapper';
@@ -273,7 +274,14 @@ export class OutboxAdmin {
       p,
     );
     const [row] = rows;
-    return row === undefined ? null : toDetail(row);
+    if (row === undefined) return null;
+    // Keyed by message id, not row id: a dead message moved to the end of its key keeps it.
+    const h = this.sql.params();
+    const attempts = await this.query<AttemptRow>(
+      `SELECT ${this.sql.attemptColumns} FROM ${this.names.attemptsTable} AS o WHERE ${this.sql.messageIdIs(h, id as string)} ORDER BY o.id`,
+      h,
+    );
+    return toDetail(row, attempts);
   }
 
   /**

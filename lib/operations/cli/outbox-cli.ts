@@ -9,6 +9,7 @@ import { typeormSqlPort } from '../../orm/typeorm/typeorm.sql-port';
 import { createOutboxStore } from '../../store/create-outbox-store';
 import { ensureOutboxTable } from '../../orm/typeorm/typeorm-tables';
 import {
+  outboxDialectOf,
   outboxTableDdl,
   tableNamesFor,
   type OutboxDialect,
@@ -153,18 +154,30 @@ function schemaPrint(args: CliArgs, url: string | undefined): CliResult {
 async function schemaMigrate(args: CliArgs, db: CliDatabase): Promise<CliResult> {
   return withDatabase(db, true, async (dataSource) => {
     const names = tableNamesFor(db.dialect, tableOptions(args));
-    const existed = await dataSource
-      .query(`SELECT 1 FROM ${names.table} WHERE 1 = 0`)
-      .then(() => true)
-      .catch(() => false);
+    const exists = (table: string): Promise<boolean> =>
+      dataSource
+        .query(`SELECT 1 FROM ${table} WHERE 1 = 0`)
+        .then(() => true)
+        .catch(() => false);
+    const existed = await exists(names.table);
+    const historyExisted = await exists(names.attemptsTable);
     await ensureOutboxTable(dataSource, tableOptions(args));
     // An existing table is left as it is: check that this version can use it.
     await withStore(args, dataSource, () => Promise.resolve());
+    const text = !existed
+      ? `Created the outbox table ${names.table} and its attempt history ${names.attemptsTable} (${db.dialect}).`
+      : !historyExisted
+        ? `The outbox table ${names.table} already exists; added its attempt history ${names.attemptsTable}.`
+        : `The outbox table ${names.table} already exists and is up to date; nothing changed.`;
     return {
-      text: existed
-        ? `The outbox table ${names.table} already exists and is up to date; nothing changed.`
-        : `Created the outbox table ${names.table} (${db.dialect}).`,
-      json: { dialect: db.dialect, table: args.table, schema: args.schema, created: !existed },
+      text,
+      json: {
+        dialect: db.dialect,
+        table: args.table,
+        schema: args.schema,
+        created: !existed,
+        historyCreated: !historyExisted,
+      },
     };
   });
 }
@@ -205,6 +218,17 @@ async function withStore<T>(
     store = await createOutboxStore(sql, options, { enabled: false, notify: false });
   } catch (error) {
     if (!(error instanceof OutboxTableMissingError)) throw error;
+    const names = tableNamesFor(outboxDialectOf(sql.databaseType), {
+      tableName: args.table,
+      schema: args.schema ?? undefined,
+    });
+    if (error.table === names.attemptsTable) {
+      // The outbox table is there; only the attempt history (new after 0.3) is missing.
+      throw new OutboxError(
+        `The attempt-history table ${error.table} cannot be read (${describeError(error.cause)}): ` +
+          'tables made by 0.3 lack it. Run "outbox schema migrate" with the same --table/--schema to add it in place, rows kept.',
+      );
+    }
     throw new OutboxError(
       `The outbox table ${error.table} cannot be read (${describeError(error.cause)}). ` +
         'Create it with "outbox schema migrate", or pass --table/--schema if yours has another name ' +
@@ -303,10 +327,28 @@ async function dlqShow(args: CliArgs, { admin }: Connected): Promise<CliResult> 
   const text = [
     ...fields.map(([name, value]) => `${name.padEnd(width)}  ${value}`),
     `${'last error'.padEnd(width)}  ${(m.lastError ?? '-').split('\n').join(`\n${' '.repeat(width + 2)}`)}`,
+    'attempt history',
+    attemptHistory(m),
     'payload',
     JSON.stringify(payloadJson(m), null, 2),
   ].join('\n');
   return { text, json: { ...m, payload: payloadJson(m) } };
+}
+
+/** The failed attempts, oldest first, one line each (the error's first line, clipped). */
+function attemptHistory(m: OutboxMessageDetail): string {
+  if (m.attemptHistory.length === 0) return '  (no failed attempt)';
+  return table(
+    ['  attempt', 'outcome', 'failed at', 'dispatcher', 'error class', 'error'],
+    m.attemptHistory.map((a) => [
+      `  ${a.attempt}`,
+      a.outcome,
+      iso(a.failedAt),
+      a.lockedBy ?? '-',
+      a.errorClass ?? '-',
+      clip(a.error, 80),
+    ]),
+  );
 }
 
 async function dlqRetry(args: CliArgs, { admin }: Connected): Promise<CliResult> {

@@ -11,6 +11,8 @@ export interface Mysql2Queryable {
 
 /** A connection checked out of the pool until `release`. */
 export interface Mysql2PoolConnection extends Mysql2Queryable {
+  /** The callback-API connection it wraps: what the pool announces with 'connection'. */
+  readonly connection?: object;
   release(): void;
   /** Closes the connection instead of returning it to the pool. */
   destroy(): void;

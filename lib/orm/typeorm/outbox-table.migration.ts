@@ -7,15 +7,17 @@ import {
   outboxDatabase,
   outboxDialectOf,
   outboxTableDdl,
-  outboxTableDropDdl,
   tableNamesFor,
   type OutboxTableOptions,
 } from '../../store/outbox-dialect';
 
 /**
- * Returns a TypeORM migration class that creates the outbox table on PostgreSQL, MySQL/MariaDB or
- * SQLite (whichever the DataSource uses). Add it to the DataSource's `migrations`, once per
- * outbox table.
+ * Returns the first step of `outboxMigrations()`: the TypeORM migration class that creates the
+ * outbox table as 0.3 made it, on PostgreSQL, MySQL/MariaDB or SQLite (whichever the
+ * DataSource uses). It does not create the attempt history `<table>_attempts`, which this
+ * version needs: use `...outboxMigrations()` in the DataSource's `migrations`, which starts
+ * with this same migration (same name, so TypeORM knows it ran) and goes on with the later
+ * steps. Kept for DataSources that list it already.
  *
  * The migration is named after its table (`CreateOutboxTable_outbox_1763800000000`,
  * `CreateOutboxTable_events.orders_outbox_…` with a schema), so several outbox tables can share
@@ -26,7 +28,7 @@ import {
  *   milliseconds since 1970 (TypeORM orders migrations by it). @default 1763800000000
  *
  * @example
- * new DataSource({ ..., migrations: [createOutboxMigration({ tableName: 'outbox' })] })
+ * new DataSource({ ..., migrations: [...outboxMigrations({ tableName: 'outbox' })] })
  */
 export function createOutboxMigration(
   options: OutboxTableOptions = {},
@@ -46,8 +48,36 @@ export function createOutboxMigration(
 
     async up(queryRunner: QueryRunner): Promise<void> {
       const dialect = outboxDialectOf(queryRunner.connection.options.type);
-      for (const sql of outboxTableDdl(dialect, options)) await queryRunner.query(sql);
       const database = outboxDatabase(dialect);
+      // A table made by 0.1 lacks columns the index statements below name: refuse it before
+      // they fail on it with the database's bare error (asked through TypeORM's metadata, since
+      // a failed probe would abort the migration's transaction on PostgreSQL).
+      const path =
+        database.schemas && options.schema !== undefined
+          ? `${options.schema}.${tableName}`
+          : tableName;
+      if (await queryRunner.hasTable(path)) {
+        const missing: string[] = [];
+        for (const column of ['last_attempt_at', 'dead_at']) {
+          if (!(await queryRunner.hasColumn(path, column))) missing.push(column);
+        }
+        if (missing.length > 0) {
+          const { table } = tableNamesFor(dialect, options);
+          throw new OutboxTableMissingError(
+            OutboxMessages.tableOutdated(table, `no column ${missing.join(', ')}`, {
+              tableName,
+              schema: options.schema,
+              keyLock: database.keyLockTable,
+            }),
+            table,
+            { cause: undefined },
+          );
+        }
+      }
+      // The table alone, as this step always made it: the attempt history is the next step.
+      for (const sql of database.createTable(tableNamesFor(dialect, options))) {
+        await queryRunner.query(sql);
+      }
       // e.g. MySQL tables made before 0.3, which compare keys ignoring trailing spaces.
       await database.afterCreateTable?.(
         (sql, params) => queryRunner.query(sql, params),
@@ -74,10 +104,8 @@ export function createOutboxMigration(
     }
 
     async down(queryRunner: QueryRunner): Promise<void> {
-      for (const sql of outboxTableDropDdl(
-        outboxDialectOf(queryRunner.connection.options.type),
-        options,
-      )) {
+      const dialect = outboxDialectOf(queryRunner.connection.options.type);
+      for (const sql of outboxDatabase(dialect).dropTable(tableNamesFor(dialect, options))) {
         await queryRunner.query(sql);
       }
     }

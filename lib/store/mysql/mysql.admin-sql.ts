@@ -35,6 +35,7 @@ export const mysqlAdmin: AdminDialect = {
   params: () => new SqlParams('positional'),
   summaryColumns: SUMMARY,
   detailColumns: `${SUMMARY}, o.payload, o.headers, o.lock_token`,
+  attemptColumns: `o.attempt, o.outcome, o.locked_by, o.error_class, o.error, ${ts('o.failed_at', 'failed_at')}`,
   statusIn: (p, statuses) => `o.status IN (${list(p, statuses)})`,
   messageIdIs: (p, messageId) => `o.message_id = ${p.add(messageId)}`,
   // LOCATE, not LIKE: the text is searched for as it is. LOWER on both sides because the table's

@@ -10,8 +10,15 @@ import {
   mysqlInboxPurge,
   mysqlInboxTable,
 } from './mysql.inbox-sql';
+import { mysqlEnsureCleanerIndex } from './mysql-cleaner-index';
 import { mysqlEnsureNoPad, mysqlPaddedColumns } from './mysql-no-pad';
-import { MYSQL_KEY_LOCK_BUCKETS, mysqlCreateTable, mysqlDropTable } from './mysql.sql';
+import {
+  MYSQL_KEY_LOCK_BUCKETS,
+  mysqlCreateHistoryTable,
+  mysqlCreateTable,
+  mysqlDropHistoryTable,
+  mysqlDropTable,
+} from './mysql.sql';
 import { MysqlOutboxStore } from './mysql.store';
 
 /** MySQL 8 and MariaDB 10.6+. */
@@ -23,8 +30,14 @@ export const mysqlDatabase: OutboxDatabase<'mysql'> = {
   keyLockTable: true,
   createTable: mysqlCreateTable,
   dropTable: mysqlDropTable,
-  // Tables made before 0.3 compare keys and topics ignoring trailing spaces: fix in place.
-  afterCreateTable: mysqlEnsureNoPad,
+  createHistoryTable: mysqlCreateHistoryTable,
+  dropHistoryTable: mysqlDropHistoryTable,
+  // Tables made before 0.3 compare keys and topics ignoring trailing spaces, and lack the
+  // cleaner's index: both fixed in place.
+  async afterCreateTable(query, names) {
+    await mysqlEnsureNoPad(query, names);
+    await mysqlEnsureCleanerIndex(query, names);
+  },
   async checkTable(sql, context) {
     const { names, table, policy } = context;
     const ref = { tableName: table.tableName, schema: table.schema ?? undefined };

@@ -1,5 +1,7 @@
+import { ATTEMPT_COLUMNS, ATTEMPT_HISTORY_LIMIT } from '../attempt-history';
 import type { OutboxQueuePolicy } from '../outbox-store.port';
 import type { OutboxTableNames } from '../sql-identifier';
+import { mysqlCleanerIndex } from './mysql-cleaner-index';
 
 /**
  * Per-key lock rows for enqueues; keys hash onto them. Two transactions enqueueing different
@@ -42,7 +44,8 @@ export function mysqlCreateTable(n: OutboxTableNames): string[] {
   PRIMARY KEY (id),
   UNIQUE KEY ${n.quote(`${n.tableName}_message_id_key`)} (message_id),
   KEY ${n.quote(`${n.tableName}_pending_idx`)} (status, available_at, id),
-  KEY ${n.quote(`${n.tableName}_key_idx`)} (message_key, status, id)
+  KEY ${n.quote(`${n.tableName}_key_idx`)} (message_key, status, id),
+  ${mysqlCleanerIndex(n)}
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
     // Enqueue locks these rows (never inserts them) so that a key's writers commit in id order;
     // locking existing primary-key rows takes no gap locks, so it cannot deadlock with inserts.
@@ -51,6 +54,29 @@ export function mysqlCreateTable(n: OutboxTableNames): string[] {
 SELECT ${digits.map((d, i) => `${4 ** i} * ${d}.n`).join(' + ')} + ${MYSQL_DISPATCH_LOCK_OFFSET} * z.n
 FROM ${digits.map((d) => `${digit} AS ${d}`).join(', ')}, (SELECT 0 AS n UNION ALL SELECT 1) AS z`,
   ];
+}
+
+/** DDL of the attempt history (see attempt-history.ts). */
+export function mysqlCreateHistoryTable(n: OutboxTableNames): string[] {
+  return [
+    `CREATE TABLE IF NOT EXISTS ${n.attemptsTable} (
+  id BIGINT NOT NULL AUTO_INCREMENT,
+  message_id CHAR(36) CHARACTER SET ascii NOT NULL,
+  attempt INT NOT NULL,
+  outcome VARCHAR(16) CHARACTER SET ascii NOT NULL,
+  locked_by VARCHAR(128) NULL,
+  error_class VARCHAR(128) NULL,
+  error TEXT NULL,
+  failed_at DATETIME(6) NOT NULL DEFAULT (${NOW}),
+  PRIMARY KEY (id),
+  KEY ${n.quote(`${n.tableName}_attempts_msg`)} (message_id, id),
+  CHECK (outcome IN ('retry', 'dead', 'outage'))
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
+  ];
+}
+
+export function mysqlDropHistoryTable(n: OutboxTableNames): string[] {
+  return [`DROP TABLE IF EXISTS ${n.attemptsTable}`];
 }
 
 export function mysqlDropTable(n: OutboxTableNames): string[] {
@@ -228,14 +254,61 @@ SET o.attempts = GREATEST(o.attempts - 1, 0), o.available_at = ${NOW} + INTERVAL
 WHERE o.lock_token = ?`;
 }
 
+/**
+ * Params: (id, outcome, error class, error) per failed row, then token. Records the failures
+ * of a settle in the attempt history, before the updates clear the lease: only rows still
+ * holding the token, locked (FOR UPDATE) so that the updates that follow in the transaction
+ * find them unchanged. The attempt is the claim's (a release gives it back afterwards).
+ */
+export function mysqlRecordAttempts(n: OutboxTableNames, count: number): string {
+  return `INSERT INTO ${n.attemptsTable} (${ATTEMPT_COLUMNS})
+SELECT o.message_id, o.attempts, u.outcome, o.locked_by, u.cls, u.err
+FROM ${n.table} AS o JOIN (${rowsOf(count, ['id', 'outcome', 'cls', 'err'])}) AS u ON o.id = u.id
+WHERE o.lock_token = ?
+ORDER BY o.id
+FOR UPDATE`;
+}
+
+/**
+ * Params: row ids. Keeps the latest ATTEMPT_HISTORY_LIMIT attempts of these rows' messages.
+ * The window runs in a derived table, which MySQL materialises, so the delete may read the
+ * table it deletes from.
+ */
+export function mysqlBoundAttempts(n: OutboxTableNames, count: number): string {
+  const h = n.attemptsTable;
+  return `DELETE h FROM ${h} AS h JOIN (
+  SELECT s.id FROM (
+    SELECT a.id, ROW_NUMBER() OVER (PARTITION BY a.message_id ORDER BY a.id DESC) AS n
+    FROM ${h} AS a WHERE a.message_id IN (SELECT o.message_id FROM ${n.table} AS o WHERE o.id IN (${placeholders(count)}))) AS s
+  WHERE s.n > ${ATTEMPT_HISTORY_LIMIT}) AS x ON x.id = h.id`;
+}
+
+/** Params: token, row ids. The history of delivered rows about to be deleted. */
+export function mysqlDeleteDeliveredAttempts(n: OutboxTableNames, count: number): string {
+  return `DELETE h FROM ${n.attemptsTable} AS h JOIN ${n.table} AS o ON o.message_id = h.message_id
+WHERE o.lock_token = ? AND o.id IN (${placeholders(count)})`;
+}
+
+/** Params: status, row ids. The history of rows about to be deleted (purge, deleteDead). */
+export function mysqlDeleteAttemptsOf(n: OutboxTableNames, count: number): string {
+  return `DELETE h FROM ${n.attemptsTable} AS h JOIN ${n.table} AS o ON o.message_id = h.message_id
+WHERE o.status = ? AND o.id IN (${placeholders(count)})`;
+}
+
 export function mysqlReleaseExpired(n: OutboxTableNames): string {
   return `UPDATE ${n.table} SET ${UNLOCK} WHERE status = 'pending' AND locked_until < ${NOW}`;
 }
 
-/** Params: status, age ms, limit. The rows to purge, with their keys. */
+/**
+ * Params: age ms, limit. The rows to purge, with their keys: the oldest first, in the order of
+ * the cleaner index (mysql-cleaner-index.ts), so a pass with nothing due reads one entry.
+ */
 export function mysqlPurgeCandidates(n: OutboxTableNames, status: 'delivered' | 'dead'): string {
-  const ts = status === 'delivered' ? 'delivered_at' : 'COALESCE(dead_at, created_at)';
-  return `SELECT id, message_key AS k FROM ${n.table} WHERE status = ? AND ${ts} < ${NOW} - INTERVAL ? * 1000 MICROSECOND ORDER BY id LIMIT ?`;
+  const due =
+    status === 'delivered'
+      ? `status = 'delivered' AND delivered_at < ${NOW} - INTERVAL ? * 1000 MICROSECOND ORDER BY delivered_at`
+      : `status = 'dead' AND delivered_at IS NULL AND dead_at < ${NOW} - INTERVAL ? * 1000 MICROSECOND ORDER BY dead_at`;
+  return `SELECT id, message_key AS k FROM ${n.table} WHERE ${due} LIMIT ?`;
 }
 
 /** Params: message ids. Dead rows to delete, with their keys. */

@@ -15,13 +15,16 @@ import type {
 import {
   MYSQL_DISPATCH_LOCK_OFFSET,
   MYSQL_KEY_LOCK_BUCKETS,
+  mysqlBoundAttempts,
   mysqlClaimLease,
   mysqlClaimLock,
   mysqlClaimWindow,
   mysqlDeadByMessageIds,
   mysqlDeadKeys,
   mysqlDeadToRequeue,
+  mysqlDeleteAttemptsOf,
   mysqlDeleteByIds,
+  mysqlDeleteDeliveredAttempts,
   mysqlFirstBlocking,
   mysqlFirstWaiting,
   mysqlInsert,
@@ -31,6 +34,7 @@ import {
   mysqlPark,
   mysqlPromote,
   mysqlPurgeCandidates,
+  mysqlRecordAttempts,
   mysqlReinsert,
   mysqlRelease,
   mysqlReleaseAllWaiting,
@@ -181,7 +185,15 @@ export class MysqlOutboxStore implements OutboxStore {
       const keys = this.policy.ordered ? s.advancedKeys : [];
       await this.lockForDispatch(query, keys);
       let changed = 0;
+      await this.recordAttempts(query, token, s);
       if (s.delivered.length > 0) {
+        // Deleted rows take their history with them (a message delivered after failures).
+        if (deleteDelivered) {
+          await query(mysqlDeleteDeliveredAttempts(this.names, s.delivered.length), [
+            token,
+            ...s.delivered,
+          ]);
+        }
         changed += (
           await query(mysqlSettleDelivered(this.names, s.delivered.length, deleteDelivered), [
             token,
@@ -218,6 +230,29 @@ export class MysqlOutboxStore implements OutboxStore {
     });
   }
 
+  /**
+   * The failures of a settle in the attempt history, fenced by the token, before the updates
+   * clear the lease; then the history of those messages is cut to its bound. Nothing to do,
+   * and no statement, when the batch went through.
+   */
+  private async recordAttempts(query: Query, token: string, s: Settlement): Promise<void> {
+    const failed = [
+      ...s.retry.map((r) => [r.id, 'retry', r.errorClass, r.error]),
+      ...s.dead.map((r) => [r.id, 'dead', r.errorClass, r.error]),
+      ...s.release.flatMap((r) =>
+        r.error === null ? [] : [[r.id, 'outage', r.errorClass, r.error]],
+      ),
+    ];
+    if (failed.length === 0) return;
+    const { affected } = await query(mysqlRecordAttempts(this.names, failed.length), [
+      ...failed.flat(),
+      token,
+    ]);
+    if (affected === 0) return;
+    const ids = failed.map(([id]) => id);
+    await query(mysqlBoundAttempts(this.names, ids.length), ids);
+  }
+
   async releaseExpired(): Promise<number> {
     return (await this.sql.query(mysqlReleaseExpired(this.names))).affected;
   }
@@ -238,11 +273,7 @@ export class MysqlOutboxStore implements OutboxStore {
   }
 
   async purge(status: 'delivered' | 'dead', olderThanMs: number, limit: number): Promise<number> {
-    return this.deleteWhere(status, mysqlPurgeCandidates(this.names, status), [
-      status,
-      olderThanMs,
-      limit,
-    ]);
+    return this.deleteWhere(status, mysqlPurgeCandidates(this.names, status), [olderThanMs, limit]);
   }
 
   async deleteDead(messageIds: readonly string[]): Promise<number> {
@@ -269,6 +300,10 @@ export class MysqlOutboxStore implements OutboxStore {
           ? [...new Set(rows.flatMap((r) => (r.k === null ? [] : [r.k])))]
           : [];
       await this.lockForDispatch(query, keys);
+      await query(mysqlDeleteAttemptsOf(this.names, rows.length), [
+        status,
+        ...rows.map((r) => r.id),
+      ]);
       const { affected: deleted } = await query(mysqlDeleteByIds(this.names, rows.length), [
         status,
         ...rows.map((r) => r.id),

@@ -12,6 +12,7 @@ export const postgresAdmin: AdminDialect = {
   params: () => new SqlParams('numbered'),
   summaryColumns: SUMMARY,
   detailColumns: `${SUMMARY}, o.payload::text AS payload, o.headers::text AS headers, o.lock_token::text AS lock_token`,
+  attemptColumns: 'o.attempt, o.outcome, o.locked_by, o.error_class, o.error, o.failed_at',
   statusIn: (p, statuses) => `o.status = ANY(${p.add(statuses)}::text[])`,
   messageIdIs: (p, messageId) => `o.message_id = ${p.add(messageId)}::uuid`,
   // strpos, not LIKE: the operator's text is searched for as it is, wildcards included.

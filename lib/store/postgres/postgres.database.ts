@@ -7,7 +7,12 @@ import {
   postgresInboxPurge,
   postgresInboxTable,
 } from './postgres.inbox-sql';
-import { postgresCreateTable, postgresDropTable } from './postgres.sql';
+import {
+  postgresCreateHistoryTable,
+  postgresCreateTable,
+  postgresDropHistoryTable,
+  postgresDropTable,
+} from './postgres.sql';
 import { PostgresOutboxStore } from './postgres.store';
 
 /** PostgreSQL 12+. */
@@ -19,6 +24,8 @@ export const postgresDatabase: OutboxDatabase<'postgres'> = {
   keyLockTable: false,
   createTable: postgresCreateTable,
   dropTable: postgresDropTable,
+  createHistoryTable: postgresCreateHistoryTable,
+  dropHistoryTable: postgresDropHistoryTable,
   async createStore(sql, { names, policy, timeoutMs, table, dispatch }) {
     // The lock namespace and NOTIFY channel follow the schema the table really lives in, so
     // that tenants with a schema each (by search_path) never wait on one another's enqueue

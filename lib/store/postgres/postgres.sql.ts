@@ -1,3 +1,4 @@
+import { ATTEMPT_COLUMNS, ATTEMPT_HISTORY_LIMIT } from '../attempt-history';
 import { dropTableDdl, partialIndexesDdl } from '../partial-indexes.sql';
 import type { OutboxQueuePolicy } from '../outbox-store.port';
 import type { OutboxTableNames } from '../sql-identifier';
@@ -35,6 +36,31 @@ export function postgresCreateTable(n: OutboxTableNames): string[] {
 }
 
 export const postgresDropTable = dropTableDdl;
+
+/**
+ * DDL of the attempt history (see attempt-history.ts). Its index serves the detail view, the
+ * per-message bound and the deletes with the message.
+ */
+export function postgresCreateHistoryTable(n: OutboxTableNames): string[] {
+  // The schema exists: the outbox table's statements, which come first, create it.
+  return [
+    `CREATE TABLE IF NOT EXISTS ${n.attemptsTable} (
+  id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  message_id uuid NOT NULL,
+  attempt integer NOT NULL,
+  outcome varchar(16) NOT NULL CHECK (outcome IN ('retry', 'dead', 'outage')),
+  locked_by varchar(128),
+  error_class varchar(128),
+  error text,
+  failed_at timestamptz NOT NULL DEFAULT now()
+)`,
+    `CREATE INDEX IF NOT EXISTS ${n.quote(`${n.tableName}_attempts_msg`)} ON ${n.attemptsTable} (message_id, id)`,
+  ];
+}
+
+export function postgresDropHistoryTable(n: OutboxTableNames): string[] {
+  return [`DROP TABLE IF EXISTS ${n.attemptsTable}`];
+}
 
 /**
  * One statement: take the per-key transaction locks (when asked), then insert the rows in array
@@ -246,8 +272,15 @@ const UNLOCK = 'locked_by = NULL, lock_token = NULL, locked_until = NULL';
  * The batch outcome in one statement: one data-modifying CTE per non-empty group, each guarded
  * by the lease token so that a dispatcher which lost its lease changes nothing. The attempt was
  * counted by the claim; a release gives it back. Parameters: $1 token, then per present group
- * in this order: delivered ids; retry ids, delays, errors; dead ids, errors; release ids,
- * delays, errors.
+ * in this order: delivered ids; retry ids, delays, errors, error classes; dead ids, errors,
+ * error classes; release ids, delays, errors, error classes.
+ *
+ * The failures (retries, dead letters, releases with an error: outages) are also recorded in
+ * the attempt history by the same statement, from the rows the fenced updates changed, so a
+ * dispatcher that lost its lease records nothing; a delivered-only settle never touches the
+ * history, except that deleting delivered rows deletes their history with them. The owner and
+ * the attempt number are read from the row as it was (the self-join `b`): the update clears
+ * the lease, and a release gives the attempt back.
  */
 export function postgresSettle(
   n: OutboxTableNames,
@@ -255,33 +288,62 @@ export function postgresSettle(
   deleteDelivered: boolean,
 ): string {
   const t = n.table;
+  const h = n.attemptsTable;
   const ctes: string[] = [];
+  const counted: string[] = [];
+  const failed: string[] = [];
+  const prior = `${t} AS b`;
+  const recorded = 'o.message_id, b.attempts AS attempt, b.locked_by, u.cls, u.err';
   let next = 2;
   if (groups.delivered) {
     const ids = `$${next++}::int8[]`;
     ctes.push(
       deleteDelivered
-        ? `d AS (DELETE FROM ${t} WHERE id = ANY(${ids}) AND lock_token = $1::uuid RETURNING 1)`
+        ? `d AS (DELETE FROM ${t} WHERE id = ANY(${ids}) AND lock_token = $1::uuid RETURNING message_id),
+dh AS (DELETE FROM ${h} WHERE message_id IN (SELECT message_id FROM d))`
         : `d AS (UPDATE ${t} SET status = 'delivered', delivered_at = now(), ${UNLOCK} WHERE id = ANY(${ids}) AND lock_token = $1::uuid RETURNING 1)`,
     );
+    counted.push('d');
   }
   if (groups.retry) {
-    const u = `unnest($${next++}::int8[], $${next++}::int8[], $${next++}::text[])`;
+    const u = `unnest($${next++}::int8[], $${next++}::int8[], $${next++}::text[], $${next++}::text[])`;
     ctes.push(`r AS (UPDATE ${t} AS o SET available_at = now() + u.delay * interval '1 millisecond', last_error = u.err, ${UNLOCK}
-  FROM ${u} AS u(id, delay, err) WHERE o.id = u.id AND o.lock_token = $1::uuid RETURNING 1)`);
+  FROM ${u} AS u(id, delay, err, cls), ${prior}
+  WHERE o.id = u.id AND b.id = o.id AND o.lock_token = $1::uuid RETURNING ${recorded})`);
+    counted.push('r');
+    failed.push(`SELECT message_id, attempt, 'retry' AS outcome, locked_by, cls, err FROM r`);
   }
   if (groups.dead) {
-    const u = `unnest($${next++}::int8[], $${next++}::text[])`;
+    const u = `unnest($${next++}::int8[], $${next++}::text[], $${next++}::text[])`;
     ctes.push(`x AS (UPDATE ${t} AS o SET status = 'dead', dead_at = now(), last_error = u.err, ${UNLOCK}
-  FROM ${u} AS u(id, err) WHERE o.id = u.id AND o.lock_token = $1::uuid RETURNING 1)`);
+  FROM ${u} AS u(id, err, cls), ${prior}
+  WHERE o.id = u.id AND b.id = o.id AND o.lock_token = $1::uuid RETURNING ${recorded})`);
+    counted.push('x');
+    failed.push(`SELECT message_id, attempt, 'dead' AS outcome, locked_by, cls, err FROM x`);
   }
   if (groups.release) {
-    const u = `unnest($${next++}::int8[], $${next++}::int8[], $${next++}::text[])`;
+    const u = `unnest($${next++}::int8[], $${next++}::int8[], $${next++}::text[], $${next++}::text[])`;
     ctes.push(`l AS (UPDATE ${t} AS o SET attempts = greatest(o.attempts - 1, 0), available_at = now() + u.delay * interval '1 millisecond',
     last_error = coalesce(u.err, o.last_error), ${UNLOCK}
-  FROM ${u} AS u(id, delay, err) WHERE o.id = u.id AND o.lock_token = $1::uuid RETURNING 1)`);
+  FROM ${u} AS u(id, delay, err, cls), ${prior}
+  WHERE o.id = u.id AND b.id = o.id AND o.lock_token = $1::uuid RETURNING ${recorded})`);
+    counted.push('l');
+    failed.push(
+      `SELECT message_id, attempt, 'outage' AS outcome, locked_by, cls, err FROM l WHERE err IS NOT NULL`,
+    );
   }
-  const counts = ctes.map((cte) => `(SELECT count(*) FROM ${cte.slice(0, 1)})`).join(' + ');
+  if (failed.length > 0) {
+    // All CTEs see one snapshot: the delete keeps the latest LIMIT - 1 earlier attempts of each
+    // failed message, the insert adds this one.
+    ctes.push(`f AS (${failed.join('\n  UNION ALL ')}),
+fp AS (DELETE FROM ${h} WHERE id IN (
+  SELECT s.id FROM (
+    SELECT a.id, row_number() OVER (PARTITION BY a.message_id ORDER BY a.id DESC) AS n
+    FROM ${h} AS a WHERE a.message_id IN (SELECT message_id FROM f)) AS s
+  WHERE s.n >= ${ATTEMPT_HISTORY_LIMIT})),
+fi AS (INSERT INTO ${h} (${ATTEMPT_COLUMNS}) SELECT message_id, attempt, outcome, locked_by, cls, err FROM f)`);
+  }
+  const counts = counted.map((cte) => `(SELECT count(*) FROM ${cte})`).join(' + ');
   return `WITH ${ctes.join(',\n')}\nSELECT (${counts})::int AS changed`;
 }
 
@@ -289,17 +351,31 @@ export function postgresReleaseExpired(n: OutboxTableNames): string {
   return `UPDATE ${n.table} SET ${UNLOCK} WHERE status = 'pending' AND locked_until < now()`;
 }
 
-/** $1 status, $2 age ms, $3 limit. Returns the keys of the deleted rows. */
-export function postgresPurge(n: OutboxTableNames): string {
-  const ts = `CASE WHEN $1 = 'delivered' THEN delivered_at ELSE coalesce(dead_at, created_at) END`;
-  return `DELETE FROM ${n.table} WHERE id IN (
-  SELECT id FROM ${n.table} WHERE status = $1 AND ${ts} < now() - $2 * interval '1 millisecond' ORDER BY id LIMIT $3)
-RETURNING message_key AS key`;
+/** Deletes rows and their attempt history in one statement; returns the deleted rows' keys. */
+function deleteWithHistory(n: OutboxTableNames, where: string): string {
+  return `WITH d AS (DELETE FROM ${n.table} WHERE ${where} RETURNING message_key, message_id),
+h AS (DELETE FROM ${n.attemptsTable} WHERE message_id IN (SELECT message_id FROM d))
+SELECT message_key AS key FROM d`;
+}
+
+/**
+ * $1 age ms, $2 limit. Returns the keys of the deleted rows, whose attempt history goes with
+ * them. The oldest rows first, in the order of the status's cut-off index (cleanerIndexesDdl): a
+ * pass with nothing due reads one index entry. The status is written into the statement, not
+ * bound, so the planner matches the partial index even for a generic plan.
+ */
+export function postgresPurge(n: OutboxTableNames, status: 'delivered' | 'dead'): string {
+  const ts = status === 'delivered' ? 'delivered_at' : 'dead_at';
+  return deleteWithHistory(
+    n,
+    `id IN (
+  SELECT id FROM ${n.table} WHERE status = '${status}' AND ${ts} < now() - $1 * interval '1 millisecond' ORDER BY ${ts} LIMIT $2)`,
+  );
 }
 
 /** $1 message ids. Returns the keys of the deleted rows. */
 export function postgresDeleteDead(n: OutboxTableNames): string {
-  return `DELETE FROM ${n.table} WHERE status = 'dead' AND message_id = ANY($1::uuid[]) RETURNING message_key AS key`;
+  return deleteWithHistory(n, `status = 'dead' AND message_id = ANY($1::uuid[])`);
 }
 
 /** $1 message ids (or null: every dead message). The keys of the dead messages to requeue. */

@@ -156,17 +156,20 @@ export class PostgresOutboxStore implements OutboxStore {
         s.retry.map((r) => r.id),
         s.retry.map((r) => r.delayMs),
         s.retry.map((r) => r.error),
+        s.retry.map((r) => r.errorClass),
       );
     if (groups.dead)
       params.push(
         s.dead.map((r) => r.id),
         s.dead.map((r) => r.error),
+        s.dead.map((r) => r.errorClass),
       );
     if (groups.release)
       params.push(
         s.release.map((r) => r.id),
         s.release.map((r) => r.delayMs),
         s.release.map((r) => r.error),
+        s.release.map((r) => r.errorClass),
       );
     return this.transaction(async (run) => {
       const keys = this.policy.ordered ? s.advancedKeys : [];
@@ -197,11 +200,10 @@ export class PostgresOutboxStore implements OutboxStore {
   }
 
   async purge(status: 'delivered' | 'dead', olderThanMs: number, limit: number): Promise<number> {
-    const { rows: records } = await this.run<{ key: string | null }>(postgresPurge(this.names), [
-      status,
-      olderThanMs,
-      limit,
-    ]);
+    const { rows: records } = await this.run<{ key: string | null }>(
+      postgresPurge(this.names, status),
+      [olderThanMs, limit],
+    );
     if (status === 'dead') await this.advanceDeleted(records);
     return records.length;
   }

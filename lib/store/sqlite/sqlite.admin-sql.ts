@@ -29,6 +29,7 @@ export const sqliteAdmin: AdminDialect = {
   params: () => new SqlParams('positional'),
   summaryColumns: SUMMARY,
   detailColumns: `${SUMMARY}, o.payload, o.headers, o.lock_token`,
+  attemptColumns: 'o.attempt, o.outcome, o.locked_by, o.error_class, o.error, o.failed_at',
   statusIn: (p, statuses) =>
     `o.status IN (SELECT value FROM json_each(${p.add(JSON.stringify(statuses))}))`,
   messageIdIs: (p, messageId) => `o.message_id = ${p.add(messageId)}`,

@@ -6,7 +6,12 @@ import {
   sqliteInboxPurge,
   sqliteInboxTable,
 } from './sqlite.inbox-sql';
-import { sqliteCreateTable, sqliteDropTable } from './sqlite.sql';
+import {
+  sqliteCreateHistoryTable,
+  sqliteCreateTable,
+  sqliteDropHistoryTable,
+  sqliteDropTable,
+} from './sqlite.sql';
 import { SqliteOutboxStore } from './sqlite.store';
 
 /** SQLite 3.35+ through better-sqlite3. */
@@ -18,6 +23,8 @@ export const sqliteDatabase: OutboxDatabase<'sqlite'> = {
   keyLockTable: false,
   createTable: sqliteCreateTable,
   dropTable: sqliteDropTable,
+  createHistoryTable: sqliteCreateHistoryTable,
+  dropHistoryTable: sqliteDropHistoryTable,
   createStore(sql, { names, policy, dispatch }) {
     const store = new SqliteOutboxStore(sql, names, policy);
     if (dispatch.enabled) store.open();

@@ -1,3 +1,4 @@
+import { ATTEMPT_COLUMNS, ATTEMPT_HISTORY_LIMIT } from '../attempt-history';
 import { dropTableDdl, partialIndexesDdl } from '../partial-indexes.sql';
 import type { OutboxQueuePolicy } from '../outbox-store.port';
 import type { OutboxTableNames } from '../sql-identifier';
@@ -36,6 +37,27 @@ export function sqliteCreateTable(n: OutboxTableNames): string[] {
 }
 
 export const sqliteDropTable = dropTableDdl;
+
+/** DDL of the attempt history (see attempt-history.ts). AUTOINCREMENT: ids never come back. */
+export function sqliteCreateHistoryTable(n: OutboxTableNames): string[] {
+  return [
+    `CREATE TABLE IF NOT EXISTS ${n.attemptsTable} (
+  id INTEGER PRIMARY KEY AUTOINCREMENT,
+  message_id TEXT NOT NULL,
+  attempt INTEGER NOT NULL,
+  outcome TEXT NOT NULL CHECK (outcome IN ('retry', 'dead', 'outage')),
+  locked_by TEXT,
+  error_class TEXT,
+  error TEXT,
+  failed_at TEXT NOT NULL DEFAULT (${NOW})
+)`,
+    `CREATE INDEX IF NOT EXISTS ${n.quote(`${n.tableName}_attempts_msg`)} ON ${n.attemptsTable} (message_id, id)`,
+  ];
+}
+
+export function sqliteDropHistoryTable(n: OutboxTableNames): string[] {
+  return [`DROP TABLE IF EXISTS ${n.attemptsTable}`];
+}
 
 export function sqliteInsert(
   n: OutboxTableNames,
@@ -155,16 +177,51 @@ FROM (SELECT value ->> 0 AS id, value ->> 1 AS delay, value ->> 2 AS err FROM js
 WHERE ${n.table}.id = u.id AND ${n.table}.lock_token = ?`;
 }
 
+/**
+ * Params: JSON array of [id, outcome, error class, error], token. Records the failures of a
+ * settle in the attempt history before the updates clear the lease: only rows still holding
+ * the token, with the claim's attempt (a release gives it back afterwards).
+ */
+export function sqliteRecordAttempts(n: OutboxTableNames): string {
+  return `INSERT INTO ${n.attemptsTable} (${ATTEMPT_COLUMNS})
+SELECT o.message_id, o.attempts, u.outcome, o.locked_by, u.cls, u.err
+FROM ${n.table} AS o JOIN (SELECT value ->> 0 AS id, value ->> 1 AS outcome, value ->> 2 AS cls, value ->> 3 AS err FROM json_each(?)) AS u ON o.id = u.id
+WHERE o.lock_token = ?
+ORDER BY o.id`;
+}
+
+/** Params: JSON array of row ids. Keeps the latest ATTEMPT_HISTORY_LIMIT attempts of their messages. */
+export function sqliteBoundAttempts(n: OutboxTableNames): string {
+  const h = n.attemptsTable;
+  return `DELETE FROM ${h} WHERE id IN (
+  SELECT s.id FROM (
+    SELECT a.id, row_number() OVER (PARTITION BY a.message_id ORDER BY a.id DESC) AS n
+    FROM ${h} AS a WHERE a.message_id IN (SELECT o.message_id FROM ${n.table} AS o WHERE o.id IN (SELECT value FROM json_each(?)))) AS s
+  WHERE s.n > ${ATTEMPT_HISTORY_LIMIT})`;
+}
+
+/** Params: token, JSON array of row ids. The history of delivered rows about to be deleted. */
+export function sqliteDeleteDeliveredAttempts(n: OutboxTableNames): string {
+  return `DELETE FROM ${n.attemptsTable} WHERE message_id IN (
+  SELECT message_id FROM ${n.table} WHERE lock_token = ? AND id IN (SELECT value FROM json_each(?)))`;
+}
+
+/** Params: JSON array of message ids. The history of deleted messages. */
+export function sqliteDeleteAttempts(n: OutboxTableNames): string {
+  return `DELETE FROM ${n.attemptsTable} WHERE message_id IN (SELECT value FROM json_each(?))`;
+}
+
 export function sqliteReleaseExpired(n: OutboxTableNames): string {
   return `UPDATE ${n.table} SET ${UNLOCK} WHERE status = 'pending' AND locked_until < ${NOW}`;
 }
 
 /** Params: status, age ms, limit. Returns the keys of the deleted rows. */
 export function sqlitePurge(n: OutboxTableNames, status: 'delivered' | 'dead'): string {
-  const ts = status === 'delivered' ? 'delivered_at' : 'coalesce(dead_at, created_at)';
+  // As on PostgreSQL: the status literal matches the partial cut-off index, read in its order.
+  const ts = status === 'delivered' ? 'delivered_at' : 'dead_at';
   return `DELETE FROM ${n.table} WHERE id IN (
-  SELECT id FROM ${n.table} WHERE status = ? AND ${ts} < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || (? / 1000.0) || ' seconds') ORDER BY id LIMIT ?)
-RETURNING message_key AS key`;
+  SELECT id FROM ${n.table} WHERE status = '${status}' AND ${ts} < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || (? / 1000.0) || ' seconds') ORDER BY ${ts} LIMIT ?)
+RETURNING message_key AS key, message_id`;
 }
 
 const REQUEUE_COLUMNS = 'message_id, topic, message_key, event_type, payload, headers, created_at';
@@ -192,7 +249,7 @@ ORDER BY d.id`;
 /** Params: JSON array of message ids. Returns the keys of the deleted rows. */
 export function sqliteDeleteDeadByMessageIds(n: OutboxTableNames): string {
   return `DELETE FROM ${n.table} WHERE status = 'dead' AND message_id IN (SELECT value FROM json_each(?))
-RETURNING message_key AS key`;
+RETURNING message_key AS key, message_id`;
 }
 
 /** Params: JSON array of ids. */

@@ -13,16 +13,20 @@ import type {
 } from '../outbox-store.port';
 import { OutboxMessages } from '../../outbox.messages';
 import {
+  sqliteBoundAttempts,
   sqliteClaimLease,
   sqliteClaimWindow,
   sqliteDeadToRequeue,
+  sqliteDeleteAttempts,
   sqliteDeleteDead,
   sqliteDeleteDeadByMessageIds,
+  sqliteDeleteDeliveredAttempts,
   sqliteInsert,
   sqliteOrphanKeys,
   sqlitePark,
   sqlitePromote,
   sqlitePurge,
+  sqliteRecordAttempts,
   sqliteReinsert,
   sqliteRelease,
   sqliteReleaseAllWaiting,
@@ -155,7 +159,15 @@ export class SqliteOutboxStore implements OutboxStore {
     // One transaction: a crash between the groups must not leave half a batch settled.
     return this.transaction((tx) => {
       let changed = 0;
+      this.recordAttempts(tx, token, s);
       if (s.delivered.length > 0) {
+        // Deleted rows take their history with them (a message delivered after failures).
+        if (deleteDelivered) {
+          tx.run(sqliteDeleteDeliveredAttempts(this.names), [
+            token,
+            JSON.stringify(s.delivered.map(Number)),
+          ]);
+        }
         changed += tx.run(sqliteSettleDelivered(this.names, deleteDelivered), [
           token,
           JSON.stringify(s.delivered.map(Number)),
@@ -186,6 +198,24 @@ export class SqliteOutboxStore implements OutboxStore {
     });
   }
 
+  /**
+   * The failures of a settle in the attempt history, fenced by the token, before the updates
+   * clear the lease; then the history of those messages is cut to its bound. No statement
+   * when the batch went through.
+   */
+  private recordAttempts(tx: SqliteTx, token: string, s: Settlement): void {
+    const failed = [
+      ...s.retry.map((r) => [Number(r.id), 'retry', r.errorClass, r.error]),
+      ...s.dead.map((r) => [Number(r.id), 'dead', r.errorClass, r.error]),
+      ...s.release.flatMap((r) =>
+        r.error === null ? [] : [[Number(r.id), 'outage', r.errorClass, r.error]],
+      ),
+    ];
+    if (failed.length === 0) return;
+    if (tx.run(sqliteRecordAttempts(this.names), [JSON.stringify(failed), token]) === 0) return;
+    tx.run(sqliteBoundAttempts(this.names), [JSON.stringify(failed.map(([id]) => id))]);
+  }
+
   releaseExpired(): Promise<number> {
     return this.transaction((tx) => tx.run(sqliteReleaseExpired(this.names), []));
   }
@@ -203,11 +233,8 @@ export class SqliteOutboxStore implements OutboxStore {
 
   purge(status: 'delivered' | 'dead', olderThanMs: number, limit: number): Promise<number> {
     return this.transaction((tx) => {
-      const rows = tx.all<{ key: string | null }>(sqlitePurge(this.names, status), [
-        status,
-        olderThanMs,
-        limit,
-      ]);
+      const rows = tx.all<DeletedRow>(sqlitePurge(this.names, status), [olderThanMs, limit]);
+      this.deleteAttempts(tx, rows);
       if (status === 'dead') this.advanceDeleted(tx, rows);
       return rows.length;
     });
@@ -216,12 +243,19 @@ export class SqliteOutboxStore implements OutboxStore {
   deleteDead(messageIds: readonly string[]): Promise<number> {
     if (messageIds.length === 0) return Promise.resolve(0);
     return this.transaction((tx) => {
-      const rows = tx.all<{ key: string | null }>(sqliteDeleteDeadByMessageIds(this.names), [
+      const rows = tx.all<DeletedRow>(sqliteDeleteDeadByMessageIds(this.names), [
         JSON.stringify(messageIds),
       ]);
+      this.deleteAttempts(tx, rows);
       this.advanceDeleted(tx, rows);
       return rows.length;
     });
+  }
+
+  /** Deleted messages take their attempt history with them, in the same transaction. */
+  private deleteAttempts(tx: SqliteTx, rows: readonly DeletedRow[]): void {
+    if (rows.length === 0) return;
+    tx.run(sqliteDeleteAttempts(this.names), [JSON.stringify(rows.map((r) => r.message_id))]);
   }
 
   /** A deleted dead message no longer blocks its key: the next one may go. */
@@ -318,6 +352,8 @@ export class SqliteOutboxStore implements OutboxStore {
 type StatsRow = Record<'pending' | 'leased' | 'delivered' | 'dead', number> & {
   oldest_ms: number | null;
 };
+
+type DeletedRow = { key: string | null; message_id: string };
 
 type DeadRow = Record<
   'message_id' | 'topic' | 'event_type' | 'payload' | 'headers' | 'created_at',

@@ -1,5 +1,9 @@
 import { html, type Html } from '../console-html';
-import type { OutboxMessageDetail, OutboxWhy } from '../../admin/outbox-admin.interfaces';
+import type {
+  OutboxAttempt,
+  OutboxMessageDetail,
+  OutboxWhy,
+} from '../../admin/outbox-admin.interfaces';
 import { csrfField, duration, layout, time, type ViewContext } from './layout.view';
 
 /** The payload pretty-printed when it is JSON (it always is when enqueued by this library). */
@@ -25,6 +29,36 @@ function explanation(ctx: ViewContext, why: OutboxWhy): Html {
           </p>`
     }
   </section>`;
+}
+
+/** The failed attempts, oldest first; every value goes through `html` and is escaped. */
+function attemptHistory(attempts: readonly OutboxAttempt[]): Html {
+  if (attempts.length === 0) return html`<p class="muted" id="attempts">No failed attempt.</p>`;
+  return html`<table id="attempts">
+    <thead>
+      <tr>
+        <th>Attempt</th>
+        <th>Outcome</th>
+        <th>Failed at</th>
+        <th>Dispatcher</th>
+        <th>Error class</th>
+        <th>Error</th>
+      </tr>
+    </thead>
+    <tbody>
+      ${attempts.map(
+        (a) =>
+          html`<tr>
+            <td>${a.attempt}</td>
+            <td><span class="badge">${a.outcome}</span></td>
+            <td>${time(a.failedAt)}</td>
+            <td>${a.lockedBy ?? '–'}</td>
+            <td>${a.errorClass ?? '–'}</td>
+            <td class="error">${a.error ?? '–'}</td>
+          </tr>`,
+      )}
+    </tbody>
+  </table>`;
 }
 
 export function messagePage(ctx: ViewContext, message: OutboxMessageDetail, why: OutboxWhy): Html {
@@ -102,6 +136,8 @@ export function messagePage(ctx: ViewContext, message: OutboxMessageDetail, why:
           </td>
         </tr>
       </table>
+      <h2>Attempt history</h2>
+      ${attemptHistory(message.attemptHistory)}
       <h2>Headers</h2>
       ${
         headers.length === 0

@@ -1,0 +1,77 @@
+import type { MigrationInterface, QueryRunner } from 'typeorm';
+import {
+  outboxDatabase,
+  outboxDialectOf,
+  outboxTableDdl,
+  tableNamesFor,
+} from '../../store/outbox-dialect';
+import type { OutboxTableOptions } from '../../store/outbox-dialect';
+import { tableMigrationName } from './migration-name';
+import { createOutboxMigration } from './outbox-table.migration';
+
+type MigrationClass = new () => MigrationInterface;
+
+/** One schema change: its migration, named after the table, sorting at `timestamp`. */
+type MigrationStep = (options: OutboxTableOptions, timestamp: number) => MigrationClass;
+
+/** Step 2: the attempt history `<table>_attempts` beside an existing outbox table. */
+const addAttemptHistory: MigrationStep = (options, timestamp) => {
+  const name = tableMigrationName(
+    'AddOutboxAttemptHistory',
+    { tableName: options.tableName ?? 'outbox', schema: options.schema },
+    timestamp,
+    'outboxMigrations()',
+  );
+  return class AddOutboxAttemptHistory implements MigrationInterface {
+    readonly name = name;
+
+    async up(queryRunner: QueryRunner): Promise<void> {
+      const dialect = outboxDialectOf(queryRunner.connection.options.type);
+      const names = tableNamesFor(dialect, options);
+      for (const sql of outboxDatabase(dialect).createHistoryTable(names)) {
+        await queryRunner.query(sql);
+      }
+    }
+
+    async down(queryRunner: QueryRunner): Promise<void> {
+      const dialect = outboxDialectOf(queryRunner.connection.options.type);
+      const names = tableNamesFor(dialect, options);
+      for (const sql of outboxDatabase(dialect).dropHistoryTable(names)) {
+        await queryRunner.query(sql);
+      }
+    }
+  };
+};
+
+/**
+ * The outbox's schema changes in order. Never reorder, rename or change a step: TypeORM knows
+ * the ones it ran by name. A new schema change is a new step at the end.
+ */
+const STEPS: readonly MigrationStep[] = [createOutboxMigration, addAttemptHistory];
+
+/**
+ * Returns the TypeORM migration classes of one outbox table, oldest first: step 1 creates the
+ * outbox table (it is `createOutboxMigration()`, same name and same work, so a DataSource that
+ * ran it before runs only what follows), step 2 adds the attempt history `<table>_attempts`,
+ * and later versions append their steps to the list. Spread it into the DataSource's
+ * `migrations`, once per outbox table.
+ *
+ * Each step is named after its table (`CreateOutboxTable_outbox_1763800000000`,
+ * `AddOutboxAttemptHistory_outbox_1763800000001`), so several outbox tables can share one
+ * DataSource.
+ *
+ * @param timestamp where step 1 sorts among the DataSource's other migrations, in milliseconds
+ *   since 1970 (TypeORM orders migrations by it); step n sorts at `timestamp + n - 1`. Pass the
+ *   timestamp you gave `createOutboxMigration()`, if you gave one. @default 1763800000000
+ *
+ * @example
+ * new DataSource({ ..., migrations: [...outboxMigrations({ tableName: 'outbox' })] })
+ */
+export function outboxMigrations(
+  options: OutboxTableOptions = {},
+  timestamp = 1_763_800_000_000,
+): MigrationClass[] {
+  // Validate at definition time so a bad name fails before any migration runs.
+  outboxTableDdl('postgres', options);
+  return STEPS.map((step, index) => step(options, timestamp + index));
+}
