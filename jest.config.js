@@ -18,6 +18,9 @@ const base = {
     '^nestjs-outbox/mysql2$': '<rootDir>/lib/orm/mysql2/index.ts',
     '^nestjs-outbox/better-sqlite3$': '<rootDir>/lib/orm/better-sqlite3/index.ts',
     '^nestjs-outbox/kysely$': '<rootDir>/lib/orm/kysely/index.ts',
+    '^nestjs-outbox/drizzle$': '<rootDir>/lib/orm/drizzle/index.ts',
+    '^nestjs-outbox/mikro-orm$': '<rootDir>/lib/orm/mikro-orm/index.ts',
+    '^nestjs-outbox/prisma$': '<rootDir>/lib/orm/prisma/index.ts',
   },
 };
 

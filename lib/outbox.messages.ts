@@ -150,4 +150,11 @@ export const OutboxMessages = {
   sqliteNeedsFile: (): string =>
     'The outbox dispatcher on SQLite needs a database file (not ":memory:"), because it uses a ' +
     'connection of its own so that its writes never join an application transaction.',
+  /** `handle`: what the app passed; `fix`: how its library opens the transaction to pass. */
+  ormTransactionRequired: (handle: string, fix: string): string =>
+    `OutboxService.enqueue() needs the handle of an open transaction, not ${handle}: ${fix} ` +
+    'Writing an outbox row outside the business transaction would break the outbox guarantee.',
+  /** `library`: the ORM and driver; `fix`: what it accepts instead. */
+  ormUnsupportedClient: (library: string, fix: string): string =>
+    `The outbox cannot run on ${library}: ${fix}`,
 } as const;

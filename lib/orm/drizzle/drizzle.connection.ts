@@ -1,0 +1,211 @@
+import { is } from 'drizzle-orm';
+import { MySqlDatabase, MySqlTransaction } from 'drizzle-orm/mysql-core';
+import { PgDatabase, PgTransaction } from 'drizzle-orm/pg-core';
+import { BaseSQLiteDatabase } from 'drizzle-orm/sqlite-core';
+import { OutboxError } from '../../errors/outbox.error';
+import { OutboxTransactionRequiredError } from '../../errors/outbox-transaction-required.error';
+import { OutboxMessages } from '../../outbox.messages';
+import type { OutboxConnection } from '../../store/outbox-connection';
+import type { SqlRunner } from '../../store/sql-port';
+import type { Mysql2Pool } from '../mysql2/mysql2-client';
+import { mysql2SqlPort, mysql2SqlRunner } from '../mysql2/mysql2.sql-port';
+import type { PgPool, PgPoolClient } from '../pg/pg-client';
+import { pgSqlPort, pgSqlRunner } from '../pg/pg.sql-port';
+import { drizzleStatement } from './drizzle-statement';
+
+/**
+ * A Drizzle database (what `drizzle(pool)` of `drizzle-orm/node-postgres` or
+ * `drizzle-orm/mysql2` returns), of any schema: `Tx` is the `tx` its `transaction` hands over.
+ */
+export interface DrizzleDatabase<Tx> {
+  /** The driver's pool the database was made on. */
+  readonly $client: unknown;
+  transaction<T>(work: (tx: Tx) => Promise<T>): Promise<T>;
+}
+
+/** What runs Drizzle's `sql` objects: a database or a transaction, of either dialect. */
+interface DrizzleExecutor {
+  execute(query: ReturnType<typeof drizzleStatement>): PromiseLike<unknown>;
+}
+
+const FIX_TX =
+  'call it inside db.transaction(async (tx) => { … }) with that tx ' +
+  '(docs/drizzle.md#enqueue-in-your-transaction).';
+
+/**
+ * The outbox on a Drizzle database, for `OutboxModule.forRoot({ connection: drizzleOutbox(db) })`;
+ * then `outbox.enqueue(event, tx)` with the `tx` of `db.transaction(async (tx) => …)`.
+ *
+ * The app's statements and the message go through the `tx` (Drizzle's `execute`, so its logger
+ * sees them as part of the transaction). The dispatcher, unlocker, cleaner and admin work on the
+ * pool under the database (`db.$client`), the way `nestjs-outbox/pg` and `mysql2` do: their
+ * short transactions need a connection of their own, PostgreSQL wake-ups need a held LISTEN
+ * connection that Drizzle does not give, and a poll every few hundred milliseconds has no place
+ * in the app's query log. So the database must be made on a pool: node-postgres `pg.Pool` or a
+ * mysql2 pool (MySQL 8, MariaDB 10.6+). The pool stays the app's: the outbox never ends it.
+ */
+export function drizzleOutbox<Tx>(db: DrizzleDatabase<Tx>): OutboxConnection<Tx> {
+  if (is(db, PgDatabase)) return postgres(db.$client);
+  if (is(db, MySqlDatabase)) return mysql(db.$client);
+  if (is(db, BaseSQLiteDatabase)) {
+    throw new OutboxError(
+      OutboxMessages.ormUnsupportedClient(
+        'Drizzle on SQLite',
+        "its transactions on better-sqlite3 are synchronous, so an awaited enqueue() would run after the commit. Use nestjs-outbox's better-sqlite3 port on the same Database, or PostgreSQL or MySQL with Drizzle.",
+      ),
+    );
+  }
+  throw new OutboxError(
+    OutboxMessages.ormUnsupportedClient(
+      'this value',
+      'drizzleOutbox(db) takes a database of drizzle-orm/node-postgres or drizzle-orm/mysql2.',
+    ),
+  );
+}
+
+function postgres<Tx>(client: unknown): OutboxConnection<Tx> {
+  if (!isPgPool(client)) {
+    throw new OutboxError(
+      OutboxMessages.ormUnsupportedClient(
+        'a Drizzle database made on a single pg.Client or another PostgreSQL driver',
+        'make it with drizzle(new Pool(…)) of drizzle-orm/node-postgres: the outbox needs connections of its own next to the app’s transactions.',
+      ),
+    );
+  }
+  const clients = poolClients(client);
+  return {
+    sql: pgSqlPort(client),
+    join(tx) {
+      const executor = transactionOf(tx, PgTransaction, 'PostgreSQL');
+      // Where the transaction's connection can be seen (Drizzle keeps it on its session): it
+      // must still be inside BEGIN (a tx kept after its callback ended is back in the pool) and
+      // come from this pool. Where it cannot, the instance check above is all there is.
+      const connection = sessionClient(tx);
+      const status = connection?.getTransactionStatus?.() ?? null;
+      if (status !== null && status !== 'T') {
+        throw new OutboxTransactionRequiredError(
+          OutboxMessages.ormTransactionRequired(
+            `a Drizzle transaction whose connection is not in one (status '${status}': its callback has ended, or it failed)`,
+            FIX_TX,
+          ),
+        );
+      }
+      if (connection !== undefined && clients !== undefined && !clients.has(connection)) {
+        throw foreign(
+          'pool',
+          'Enqueue with a tx of the Drizzle database given to drizzleOutbox(db).',
+        );
+      }
+      return pgSqlRunner({
+        query: async (text, values) =>
+          (await executor.execute(drizzleStatement(text, values, 'numbered'))) as Awaited<
+            ReturnType<PgPool['query']>
+          >,
+      });
+    },
+  };
+}
+
+function mysql<Tx>(client: unknown): OutboxConnection<Tx> {
+  const pool = mysqlPool(client);
+  if (pool === undefined) {
+    throw new OutboxError(
+      OutboxMessages.ormUnsupportedClient(
+        'a Drizzle database made on a single mysql2 connection',
+        'make it with drizzle(createPool(…)) of drizzle-orm/mysql2: the outbox needs connections of its own next to the app’s transactions.',
+      ),
+    );
+  }
+  return {
+    sql: mysql2SqlPort(pool),
+    join(tx): SqlRunner {
+      const executor = transactionOf(tx, MySqlTransaction, 'MySQL');
+      return mysql2SqlRunner({
+        query: async (text, values) =>
+          (await executor.execute(drizzleStatement(text, values, 'question'))) as readonly [
+            unknown,
+            unknown,
+          ],
+      });
+    },
+  };
+}
+
+/**
+ * `tx` as a transaction of the expected dialect: a Drizzle database (not a transaction) or
+ * anything else is refused as no transaction, one of another dialect as another database's.
+ */
+function transactionOf(
+  tx: unknown,
+  kind: typeof PgTransaction | typeof MySqlTransaction,
+  database: string,
+): DrizzleExecutor {
+  if (is(tx, kind)) return tx;
+  if (is(tx, PgTransaction) || is(tx, MySqlTransaction)) {
+    throw foreign(
+      'database',
+      `This outbox is on ${database}: enqueue with a tx of its Drizzle database.`,
+    );
+  }
+  const handle =
+    is(tx, PgDatabase) || is(tx, MySqlDatabase)
+      ? 'the Drizzle database itself (each statement would commit on its own)'
+      : tx === undefined
+        ? 'nothing'
+        : 'a value that is not a Drizzle transaction';
+  throw new OutboxTransactionRequiredError(OutboxMessages.ormTransactionRequired(handle, FIX_TX));
+}
+
+function foreign(owner: string, fix: string): OutboxError {
+  return new OutboxError(OutboxMessages.foreignTransaction('Drizzle transaction', owner, fix));
+}
+
+function isPgPool(client: unknown): client is PgPool {
+  // `pg.Pool` counts its clients; a `pg.Client` (one connection, shared by every transaction
+  // Drizzle opens on it) has `connect` too, but no count.
+  return (
+    typeof client === 'object' &&
+    client !== null &&
+    typeof (client as { connect?: unknown }).connect === 'function' &&
+    typeof (client as { totalCount?: unknown }).totalCount === 'number'
+  );
+}
+
+/** A mysql2 promise pool for the port: Drizzle keeps the pool it was given, callback or promise. */
+function mysqlPool(client: unknown): Mysql2Pool | undefined {
+  if (typeof client !== 'object' || client === null) return undefined;
+  if (typeof (client as { getConnection?: unknown }).getConnection !== 'function') return undefined;
+  const promise = (client as { promise?: unknown }).promise;
+  // A callback pool's promise() wraps the same pool; a promise pool has no promise().
+  return typeof promise === 'function'
+    ? (promise as () => Mysql2Pool).call(client)
+    : (client as Mysql2Pool);
+}
+
+/** The node-postgres client a Drizzle transaction runs on, where its session shows it. */
+function sessionClient(tx: unknown): PgPoolClient | undefined {
+  const session = (tx as { _?: { session?: unknown } })._?.session;
+  const client = (session as { client?: unknown } | undefined)?.client;
+  return typeof client === 'object' &&
+    client !== null &&
+    typeof (client as { release?: unknown }).release === 'function'
+    ? (client as PgPoolClient)
+    : undefined;
+}
+
+/**
+ * The clients `pool` connects, when every one of them can be seen (as `pgOutbox` does): the
+ * pool announces each new client with 'connect', so the set is complete only if the pool had
+ * none yet. Undefined otherwise, and the pool is not checked.
+ */
+function poolClients(pool: PgPool): WeakSet<object> | undefined {
+  const { on, totalCount } = pool as { on?: unknown; totalCount?: unknown };
+  if (typeof on !== 'function' || totalCount !== 0) return undefined;
+  const clients = new WeakSet<object>();
+  (on as (event: string, listener: (client: object) => void) => unknown).call(
+    pool,
+    'connect',
+    (client: object) => clients.add(client),
+  );
+  return clients;
+}

@@ -1,0 +1,30 @@
+/**
+ * The part of MikroORM 6 (its SQL drivers: `@mikro-orm/postgresql`, `mariadb`, `mysql`) the
+ * outbox uses, typed here so that the outbox compiles and loads without it: a `MikroORM`
+ * instance and its `EntityManager` fit.
+ */
+
+/** An SQL driver's connection (`em.getConnection()`): one per ORM instance, shared by its forks. */
+export interface MikroOrmSqlConnection {
+  /**
+   * Runs `sql` with `?` placeholders, the values filled in by the platform's escaping;
+   * `'run'` answers `{ affectedRows, insertId, rows }` for a write and the rows for a read.
+   */
+  execute(sql: string, params: unknown[], method: 'run', ctx?: unknown): Promise<unknown>;
+}
+
+/** An `EntityManager` of MikroORM's SQL drivers: the app's, or one forked by `transactional`. */
+export interface MikroOrmEntityManager {
+  getConnection(): MikroOrmSqlConnection;
+  /** The database's platform (`PostgreSqlPlatform`, `MariaDbPlatform`, `MySqlPlatform`). */
+  getPlatform(): object;
+  /** The open transaction the manager runs in (a knex transaction on MikroORM 6), if any. */
+  getTransactionContext(): unknown;
+  /** Runs `work` in a transaction on a fork; its options take an `isolationLevel` too. */
+  transactional<T>(work: (em: this) => Promise<T>): Promise<T>;
+}
+
+/** A `MikroORM` instance: its global EntityManager, forked for every unit of work. */
+export interface MikroOrmInstance<Em extends MikroOrmEntityManager> {
+  readonly em: Em;
+}

@@ -1,0 +1,71 @@
+import { OutboxError } from '../../errors/outbox.error';
+import { OutboxTransactionRequiredError } from '../../errors/outbox-transaction-required.error';
+import { OutboxMessages } from '../../outbox.messages';
+import type { OutboxConnection } from '../../store/outbox-connection';
+import type { MikroOrmEntityManager, MikroOrmInstance } from './mikro-orm-client';
+import { mikroOrmSqlPort, mikroOrmSqlRunner, type MikroOrmDatabase } from './mikro-orm.sql-port';
+
+const FIX_EM =
+  'call it inside em.transactional(async (em) => { … }) with that em, or in a method decorated ' +
+  'with @Transactional() (docs/mikro-orm.md#enqueue-in-your-transaction).';
+
+/**
+ * The outbox on MikroORM 6 (PostgreSQL, MySQL or MariaDB), for
+ * `OutboxModule.forRoot({ connection: mikroOrmOutbox(orm) })`; then `outbox.enqueue(event, em)`
+ * with the EntityManager of `em.transactional(async (em) => …)`. The outbox's own work runs in
+ * transactions of forks of `orm.em`, on the same connection pool. The ORM stays the app's: the
+ * outbox never closes it.
+ */
+export function mikroOrmOutbox<Em extends MikroOrmEntityManager>(
+  orm: MikroOrmInstance<Em>,
+): OutboxConnection<Em> {
+  const database = databaseOf(orm.em);
+  const connection = orm.em.getConnection();
+  return {
+    sql: mikroOrmSqlPort(orm.em, database),
+    join(em) {
+      if (typeof em?.getTransactionContext !== 'function') {
+        throw required(em === undefined ? 'nothing' : 'a value that is not an EntityManager');
+      }
+      const ctx = em.getTransactionContext();
+      if (ctx === undefined || ctx === null) {
+        throw required(
+          'an EntityManager outside a transaction (each statement would commit on its own)',
+        );
+      }
+      // MikroORM 6's context is a knex transaction, which says when it has ended; a fork kept
+      // after its transactional() callback still holds it.
+      const completed = (ctx as { isCompleted?: () => boolean }).isCompleted?.();
+      if (completed === true) {
+        throw required('an EntityManager whose transaction has ended');
+      }
+      if (em.getConnection() !== connection) {
+        throw new OutboxError(
+          OutboxMessages.foreignTransaction(
+            'EntityManager',
+            'MikroORM instance',
+            'Enqueue with an EntityManager forked from the orm given to mikroOrmOutbox(orm).',
+          ),
+        );
+      }
+      return mikroOrmSqlRunner(em, ctx, database);
+    },
+  };
+}
+
+function required(handle: string): OutboxTransactionRequiredError {
+  return new OutboxTransactionRequiredError(OutboxMessages.ormTransactionRequired(handle, FIX_EM));
+}
+
+/** The database behind the ORM, from its platform's class (one per driver package). */
+function databaseOf(em: MikroOrmEntityManager): MikroOrmDatabase {
+  const platform = em.getPlatform().constructor.name;
+  if (platform.startsWith('PostgreSql')) return 'postgres';
+  if (platform.startsWith('MySql') || platform.startsWith('MariaDb')) return 'mysql';
+  throw new OutboxError(
+    OutboxMessages.ormUnsupportedClient(
+      `MikroORM's ${platform}`,
+      'mikroOrmOutbox(orm) runs on @mikro-orm/postgresql, @mikro-orm/mysql and @mikro-orm/mariadb.',
+    ),
+  );
+}

@@ -1,0 +1,75 @@
+import { OutboxError } from '../../errors/outbox.error';
+import { OutboxTransactionRequiredError } from '../../errors/outbox-transaction-required.error';
+import { OutboxMessages } from '../../outbox.messages';
+import type { OutboxConnection } from '../../store/outbox-connection';
+import type { PrismaClientLike, PrismaTransactionClient } from './prisma-client';
+import { prismaSqlPort, prismaSqlRunner } from './prisma.sql-port';
+
+const FIX_TX =
+  'call it inside prisma.$transaction(async (tx) => { … }) with that tx ' +
+  '(docs/prisma.md#enqueue-in-your-transaction).';
+
+/**
+ * The outbox on Prisma Client (PostgreSQL), for
+ * `OutboxModule.forRoot({ connection: prismaOutbox(prisma) })`; then `outbox.enqueue(event, tx)`
+ * with the `tx` of `prisma.$transaction(async (tx) => …)`. Every statement goes through Prisma's
+ * raw queries (`$queryRawUnsafe`, `$executeRawUnsafe`) with the values bound as parameters, on
+ * the client's own connections. The client stays the app's: the outbox never disconnects it.
+ */
+export function prismaOutbox(prisma: PrismaClientLike): OutboxConnection<PrismaTransactionClient> {
+  const provider = activeProvider(prisma);
+  if (provider !== undefined && provider !== 'postgresql' && provider !== 'postgres') {
+    throw new OutboxError(
+      OutboxMessages.ormUnsupportedClient(
+        `Prisma on ${provider}`,
+        'prismaOutbox(prisma) runs on PostgreSQL (its MySQL and SQLite raw queries do not report what the outbox needs).',
+      ),
+    );
+  }
+  const origin = originalClient(prisma);
+  return {
+    sql: prismaSqlPort(prisma),
+    join(tx) {
+      if (typeof tx?.$queryRawUnsafe !== 'function') {
+        throw required(tx === undefined ? 'nothing' : 'a value that is not a Prisma client');
+      }
+      // The client itself runs each statement in a transaction of its own. The tx of an
+      // interactive transaction is the client without its client-level methods ($connect,
+      // $disconnect, $on, $extends); Prisma 7 keeps $transaction on it for nesting.
+      if (typeof (tx as { $connect?: unknown }).$connect === 'function') {
+        throw required('the PrismaClient itself (each statement would commit on its own)');
+      }
+      const txOrigin = originalClient(tx);
+      if (origin !== undefined && txOrigin !== undefined && txOrigin !== origin) {
+        throw new OutboxError(
+          OutboxMessages.foreignTransaction(
+            'Prisma transaction',
+            'PrismaClient',
+            'Enqueue with a tx of the client given to prismaOutbox(prisma).',
+          ),
+        );
+      }
+      return prismaSqlRunner(tx);
+    },
+  };
+}
+
+function required(handle: string): OutboxTransactionRequiredError {
+  return new OutboxTransactionRequiredError(OutboxMessages.ormTransactionRequired(handle, FIX_TX));
+}
+
+/**
+ * Prisma's name for the database (`postgresql`, `mysql`, …), where the client shows it. Read
+ * structurally: it is not public API, so a client without it is taken for PostgreSQL and its
+ * statements fail at once if it is not.
+ */
+function activeProvider(prisma: object): string | undefined {
+  const provider = (prisma as { _activeProvider?: unknown })._activeProvider;
+  return typeof provider === 'string' ? provider : undefined;
+}
+
+/** The client a transaction client (or an extended client) was made from, where it shows it. */
+function originalClient(client: object): object | undefined {
+  const original = (client as { _originalClient?: unknown })._originalClient;
+  return typeof original === 'object' && original !== null ? original : undefined;
+}

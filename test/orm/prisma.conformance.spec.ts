@@ -1,0 +1,6 @@
+import { outboxStoreConformance } from '../store/outbox-store.conformance';
+import { prismaTarget } from './prisma-targets';
+
+// prismaOutbox(prisma) on PostgreSQL: the store conformance suite through Prisma's raw queries,
+// for the outbox's own interactive transactions and for the app's.
+outboxStoreConformance(prismaTarget, ['postgres']);
