@@ -11,6 +11,7 @@ import {
   type OutboxMessage,
 } from '../../lib';
 import { RecordingPublisher } from '../../lib/testing';
+import { outboxDatabase, tableNamesFor } from '../../lib/store/outbox-dialect';
 import {
   readAttempts,
   readOutbox,
@@ -245,6 +246,15 @@ for (const db of TEST_DATABASES) {
       (await rows()).find((r) => r.messageId === messageId)?.status;
 
     it('schema migrate creates the table once, then finds it up to date', async () => {
+      // Before: nothing there, and status says what migrate would make.
+      const none = await outbox(['schema', 'status', '--table', table], url);
+      expect(none.code).toBe(0);
+      expect(none.stdout).toMatch(/schema version 0 of 3\./);
+      expect(none.stdout).toMatch(
+        /1 {2}table +missing: the table does not exist: migrate creates it/,
+      );
+      expect(none.stdout).toContain('Run "outbox schema migrate"');
+
       const created = await outboxJson(['schema', 'migrate', '--table', table], url);
       expect(created).toEqual({
         dialect: dialectOf[db.name],
@@ -257,12 +267,41 @@ for (const db of TEST_DATABASES) {
       const again = await outbox(['schema', 'migrate', '--table', table], url);
       expect(again.code).toBe(0);
       expect(again.stdout).toMatch(/already exists and is up to date; nothing changed/);
+      expect(await outboxJson(['schema', 'status', '--table', table], url)).toMatchObject({
+        version: 3,
+        latest: 3,
+        upToDate: true,
+        parts: [
+          { step: 1, part: 'table', present: true, missing: null },
+          { step: 2, part: 'attempt-history', present: true, missing: null },
+          { step: 3, part: 'cleaner-indexes', present: true, missing: null },
+        ],
+      });
+
+      // A table made before the cleaner's indexes: status names them, migrate adds them.
+      const names = tableNamesFor(dialectOf[db.name], { tableName: table });
+      for (const sql of outboxDatabase(dialectOf[db.name]).dropCleanerIndexes(names))
+        await scope.ds.query(sql);
+      const noIndexes = await outbox(['schema', 'status', '--table', table], url);
+      expect(noIndexes.stdout).toMatch(/schema version 2 of 3\./);
+      expect(noIndexes.stdout).toMatch(
+        /3 {2}cleaner-indexes +missing: the cleaner's cut-off indexes/,
+      );
+      const indexed = await outbox(['schema', 'migrate', '--table', table], url);
+      expect(indexed.stdout).toMatch(/already exists; added the cleaner's indexes\./);
+      expect(await outboxJson(['schema', 'status', '--table', table], url)).toMatchObject({
+        version: 3,
+      });
 
       // A table made before the history has none: the command adds it in place.
       await scope.ds.query(`DROP TABLE ${quoteTable(scope.ds, `${table}_attempts`)}`);
       const refused = await outbox(['dlq', 'list', '--table', table], url);
       expect(refused.code).toBe(1);
       expect(refused.stderr).toMatch(/attempt-history table .* cannot be read/);
+      expect(await outboxJson(['schema', 'status', '--table', table], url)).toMatchObject({
+        version: 1,
+        upToDate: false,
+      });
       const upgraded = await outbox(['schema', 'migrate', '--table', table], url);
       expect(upgraded.code).toBe(0);
       expect(upgraded.stdout).toMatch(/already exists; added its attempt history/);

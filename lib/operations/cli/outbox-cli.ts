@@ -163,14 +163,22 @@ async function schemaMigrate(args: CliArgs, db: CliDatabase): Promise<CliResult>
         .then(() => true)
         .catch(() => false);
     const existed = await exists(names.table);
-    const historyExisted = await exists(names.attemptsTable);
+    const before = await outboxSchemaStatus(typeormSqlPort(dataSource), tableOptions(args));
+    const historyExisted = before.parts.some((p) => p.part === 'attempt-history' && p.present);
     await ensureOutboxTable(dataSource, tableOptions(args));
     // An existing table is left as it is: check that this version can use it.
     await withStore(args, dataSource, () => Promise.resolve());
+    const added = before.parts
+      .filter((p) => p.step > 1 && !p.present)
+      .map((p) =>
+        p.part === 'attempt-history'
+          ? `added its attempt history ${names.attemptsTable}`
+          : "added the cleaner's indexes",
+      );
     const text = !existed
       ? `Created the outbox table ${names.table} and its attempt history ${names.attemptsTable} (${db.dialect}).`
-      : !historyExisted
-        ? `The outbox table ${names.table} already exists; added its attempt history ${names.attemptsTable}.`
+      : added.length > 0
+        ? `The outbox table ${names.table} already exists; ${added.join('; ')}.`
         : `The outbox table ${names.table} already exists and is up to date; nothing changed.`;
     return {
       text,
