@@ -8,6 +8,7 @@ import { OutboxMessages } from '../../outbox.messages';
 import type { OutboxConnection } from '../../store/outbox-connection';
 import type { SqlRunner } from '../../store/sql-port';
 import type { Mysql2Pool } from '../mysql2/mysql2-client';
+import { poolClients } from '../pg/pg-pool-clients';
 import { mysql2SqlPort, mysql2SqlRunner } from '../mysql2/mysql2.sql-port';
 import type { PgPool, PgPoolClient } from '../pg/pg-client';
 import { pgSqlPort, pgSqlRunner } from '../pg/pg.sql-port';
@@ -191,21 +192,4 @@ function sessionClient(tx: unknown): PgPoolClient | undefined {
     typeof (client as { release?: unknown }).release === 'function'
     ? (client as PgPoolClient)
     : undefined;
-}
-
-/**
- * The clients `pool` connects, when every one of them can be seen (as `pgOutbox` does): the
- * pool announces each new client with 'connect', so the set is complete only if the pool had
- * none yet. Undefined otherwise, and the pool is not checked.
- */
-function poolClients(pool: PgPool): WeakSet<object> | undefined {
-  const { on, totalCount } = pool as { on?: unknown; totalCount?: unknown };
-  if (typeof on !== 'function' || totalCount !== 0) return undefined;
-  const clients = new WeakSet<object>();
-  (on as (event: string, listener: (client: object) => void) => unknown).call(
-    pool,
-    'connect',
-    (client: object) => clients.add(client),
-  );
-  return clients;
 }
