@@ -109,9 +109,12 @@ export { OutboxDatabaseTimeoutError } from './errors/outbox-database-timeout.err
 
 export { createOutboxMigration } from './orm/typeorm/outbox-table.migration';
 export { outboxMigrations } from './orm/typeorm/outbox-migrations';
-export { ensureOutboxTable } from './orm/typeorm/typeorm-tables';
+export { createOutboxArchiveMigration } from './orm/typeorm/outbox-archive.migration';
+export { ensureOutboxArchiveTable, ensureOutboxTable } from './orm/typeorm/typeorm-tables';
 export {
+  createOutboxArchiveTable,
   createOutboxTable,
+  outboxArchiveTableDdl,
   outboxTableDdl,
   type OutboxDialect,
   type OutboxTableOptions,

@@ -128,6 +128,12 @@ export const OutboxMessages = {
     `to the DataSource's migrations in place of createOutboxMigration(${migrationArgs(ref)}) ` +
     `(its first step is that same migration, already recorded; the next one adds the table), ` +
     `before starting the app (docs/upgrading.md: "Upgrading from 0.2").`,
+  archiveTableMissing: (archive: string, reason: string, ref: OutboxTableRef): string =>
+    `cleaner.archive is on, but the archive table ${archive} cannot be read (${reason}). ` +
+    `Create it with "${schemaMigrate(ref)} --archive" (DATABASE_URL set), ` +
+    `ensureOutboxArchiveTable(dataSource${migrationArgs(ref) === '' ? '' : `, ${migrationArgs(ref)}`}) ` +
+    `or createOutboxArchiveMigration(${migrationArgs(ref)}) in the DataSource's migrations ` +
+    `(docs/outbox-table.md: "Archive"), or turn cleaner.archive off.`,
   keyLockTableBroken: (table: string, problem: string, ref: OutboxTableRef): string =>
     `The key-lock table ${table} that serialises enqueues per key on MySQL/MariaDB ${problem}: ` +
     `without every one of its rows, writers of a key would no longer commit in ` +

@@ -17,7 +17,8 @@ export interface OutboxCleanReport {
 
 /**
  * Deletes delivered rows past their retention (and dead rows, when configured) in bounded
- * batches. `runOnce()` deletes what is past retention now.
+ * batches, or moves them to the archive with `cleaner.archive`. `runOnce()` deletes what is past
+ * retention now.
  */
 @Injectable()
 export class OutboxCleaner extends IntervalWorker<OutboxCleanReport> {
@@ -38,10 +39,10 @@ export class OutboxCleaner extends IntervalWorker<OutboxCleanReport> {
   }
 
   private async purge(status: 'delivered' | 'dead', olderThanMs: number): Promise<number> {
-    const { batchSize } = this.options.cleaner;
+    const { batchSize, archive } = this.options.cleaner;
     let total = 0;
     for (let i = 0; i < MAX_BATCHES_PER_RUN; i++) {
-      const deleted = await this.store.purge(status, olderThanMs, batchSize);
+      const deleted = await this.store.purge(status, olderThanMs, batchSize, archive);
       total += deleted;
       if (deleted < batchSize) break;
     }

@@ -119,6 +119,7 @@ export const OUTBOX_DEFAULTS = deepFreeze({
     deliveredRetentionMs: { value: 86_400_000 },
     deadRetentionMs: { value: null },
     batchSize: { value: 1_000 },
+    archive: { value: false },
   } satisfies Defaults<OutboxCleanerOptions>,
 } as const);
 

@@ -77,6 +77,13 @@ export interface OutboxCleanerOptions {
   deadRetentionMs?: number | null;
   /** Most rows deleted per statement. @default 1000 */
   batchSize?: number;
+  /**
+   * Move rows past their retention into `<table>_archive` instead of deleting them, for audits
+   * and replays (create it with `ensureOutboxArchiveTable` or `outbox schema migrate --archive`).
+   * Needs `deliveredRetentionMs` above 0: rows deleted at settle never reach the cleaner.
+   * @default false
+   */
+  archive?: boolean;
 }
 
 export interface OutboxUnlockerOptions {

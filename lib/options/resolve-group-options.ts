@@ -36,6 +36,7 @@ export interface ResolvedCleanerOptions {
   readonly deliveredRetentionMs: number;
   readonly deadRetentionMs: number | null;
   readonly batchSize: number;
+  readonly archive: boolean;
 }
 
 const { show, integer, real, bool } = checks;
@@ -136,6 +137,24 @@ export function resolveCleanerOptions(
           ' ms',
           'null: dead letters are kept until purged',
         );
+  const deliveredRetentionMs = integer(
+    c.deliveredRetentionMs,
+    defaults.deliveredRetentionMs.value,
+    'cleaner.deliveredRetentionMs',
+    0,
+    3650 * DAY,
+    ' ms',
+  );
+  const archive = bool(c.archive, defaults.archive.value, 'cleaner.archive');
+  if (archive && deliveredRetentionMs === 0) {
+    // Retention 0 deletes a row in the settle that delivers it: the cleaner never sees it, so
+    // the archive would silently miss every delivered message.
+    fail(
+      'cleaner.archive',
+      'true needs delivered rows to stay until the cleaner moves them, but cleaner.deliveredRetentionMs is 0 (rows are deleted when delivered)',
+      'Give cleaner.deliveredRetentionMs a retention above 0 (e.g. 60000), or leave archive off.',
+    );
+  }
   return {
     intervalMs: integer(
       c.intervalMs,
@@ -145,15 +164,9 @@ export function resolveCleanerOptions(
       DAY,
       ' ms',
     ),
-    deliveredRetentionMs: integer(
-      c.deliveredRetentionMs,
-      defaults.deliveredRetentionMs.value,
-      'cleaner.deliveredRetentionMs',
-      0,
-      3650 * DAY,
-      ' ms',
-    ),
+    deliveredRetentionMs,
     deadRetentionMs,
     batchSize: integer(c.batchSize, defaults.batchSize.value, 'cleaner.batchSize', 1, 100_000),
+    archive,
   };
 }

@@ -120,6 +120,7 @@ export const OUTBOX_OPTION_KEYS = {
     deliveredRetentionMs: true,
     deadRetentionMs: true,
     batchSize: true,
+    archive: true,
   } satisfies Record<keyof OutboxCleanerOptions, true>,
 } satisfies KnownOptionKeys;
 

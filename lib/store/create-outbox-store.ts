@@ -15,6 +15,7 @@ export async function createOutboxStore(
     schema: string | null;
     ordering?: { enabled: boolean; onDeadLetter: 'block' | 'skip' };
     dispatcher?: { dbTimeoutMs: number };
+    cleaner?: { archive: boolean };
   },
   dispatch: { enabled: boolean; notify: boolean },
 ): Promise<OutboxStore> {
@@ -58,6 +59,22 @@ export async function createOutboxStore(
         names.attemptsTable,
         { cause: error },
       );
+    }
+    // Checked here, not at the first clean an hour into production.
+    if (table.cleaner?.archive === true) {
+      try {
+        await sql.query(`SELECT 1 FROM ${names.archiveTable} WHERE 1 = 0`);
+      } catch (error) {
+        throw new OutboxTableMissingError(
+          OutboxMessages.archiveTableMissing(names.archiveTable, describeError(error), {
+            tableName: table.tableName,
+            schema: table.schema ?? undefined,
+            keyLock: database.keyLockTable,
+          }),
+          names.archiveTable,
+          { cause: error },
+        );
+      }
     }
   }
   const context: OutboxStoreContext = {

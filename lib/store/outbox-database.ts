@@ -39,6 +39,8 @@ export interface OutboxDatabase<D extends string = string> {
   /** The attempt history `<table>_attempts` (added after 0.3: a migration step of its own). */
   createHistoryTable(n: OutboxTableNames): string[];
   dropHistoryTable(n: OutboxTableNames): string[];
+  /** The archive `<table>_archive`, made only for apps that turn on `cleaner.archive`. */
+  createArchiveTable(n: OutboxTableNames): string[];
   /**
    * Adds the cleaner's cut-off indexes to a table made before them (a migration step of its
    * own); does nothing when they are there.

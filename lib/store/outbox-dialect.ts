@@ -61,6 +61,28 @@ export function outboxTableDdl(dialect: OutboxDialect, options: OutboxTableOptio
   return [...database.createTable(names), ...database.createHistoryTable(names)];
 }
 
+/**
+ * The statements that create the archive `<table>_archive`, where the cleaner moves rows past
+ * their retention when `cleaner.archive` is on. Each is `IF NOT EXISTS`. The archive is the
+ * app's to keep: nothing here ever drops or prunes it.
+ */
+export function outboxArchiveTableDdl(
+  dialect: OutboxDialect,
+  options: OutboxTableOptions = {},
+): string[] {
+  return OUTBOX_DATABASES[dialect].createArchiveTable(tableNamesFor(dialect, options));
+}
+
+/** Creates the archive `<table>_archive` if it does not exist (see `outboxArchiveTableDdl`). */
+export async function createOutboxArchiveTable(
+  sql: SqlPort,
+  options: OutboxTableOptions = {},
+): Promise<void> {
+  for (const statement of outboxArchiveTableDdl(outboxDialectOf(sql.databaseType), options)) {
+    await sql.query(statement);
+  }
+}
+
 /** Drops the attempt history and the outbox table (and its lock table). */
 export function outboxTableDropDdl(
   dialect: OutboxDialect,

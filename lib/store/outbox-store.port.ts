@@ -114,8 +114,16 @@ export interface OutboxStore {
    * (a safety net, e.g. after `ordering.onDeadLetter` changed); returns how many.
    */
   promoteOrphans(limit: number): Promise<number>;
-  /** Deletes up to `limit` rows of `status` older than `olderThanMs`; returns how many. */
-  purge(status: 'delivered' | 'dead', olderThanMs: number, limit: number): Promise<number>;
+  /**
+   * Deletes up to `limit` rows of `status` older than `olderThanMs`, first copying them into the
+   * archive table in the same transaction when `archive`; returns how many.
+   */
+  purge(
+    status: 'delivered' | 'dead',
+    olderThanMs: number,
+    limit: number,
+    archive?: boolean,
+  ): Promise<number>;
   /** Deletes the dead messages with these message ids (their keys move on); returns how many. */
   deleteDead(messageIds: readonly string[]): Promise<number>;
   /**

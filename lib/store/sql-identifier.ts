@@ -41,6 +41,8 @@ export interface OutboxTableNames {
   readonly lockTable: string;
   /** Quoted attempt-history table, `<table>_attempts`: one row per failed attempt. */
   readonly attemptsTable: string;
+  /** Quoted archive table, `<table>_archive`: where the cleaner moves rows when asked to. */
+  readonly archiveTable: string;
   /** Unquoted names, for index names and notifications. */
   readonly tableName: string;
   readonly schema: string | null;
@@ -67,6 +69,7 @@ export function outboxTableNames(
     table: qualify(tableName),
     lockTable: qualify(`${tableName}_key_lock`),
     attemptsTable: qualify(`${tableName}_attempts`),
+    archiveTable: qualify(`${tableName}_archive`),
     tableName,
     schema,
     quote,

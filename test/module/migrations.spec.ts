@@ -2,6 +2,7 @@ import { Test } from '@nestjs/testing';
 import { DataSource, type MigrationInterface, type QueryRunner } from 'typeorm';
 import {
   createOutboxMigration,
+  createOutboxArchiveMigration,
   outboxMigrations,
   OutboxModule,
   OutboxOptionsError,
@@ -178,6 +179,26 @@ describe.each(TEST_DATABASES)('outbox migrations on $name', (db) => {
       await dropOutboxTable(base, first);
       await dropOutboxTable(base, second);
       await base.query(`DROP TABLE IF EXISTS ${quoteTable(base, inbox)}`);
+    }
+  });
+
+  it('creates the archive with createOutboxArchiveMigration(), and its down keeps it', async () => {
+    const table = `${scratch}_ar`;
+    const ds = await withMigrations([
+      ...outboxMigrations({ tableName: table }),
+      createOutboxArchiveMigration({ tableName: table }),
+    ]);
+    try {
+      const ran = await ds.runMigrations();
+      expect(ran.map((m) => m.name).at(-1)).toBe(`CreateOutboxArchive_${table}_1763800000100`);
+      const archive = quoteTable(ds, `${table}_archive`);
+      await ds.query(
+        `SELECT archive_id, outbox_id, message_id, topic, message_key, event_type, payload, headers, status, attempts, last_error, last_attempt_at, created_at, delivered_at, dead_at, archived_at FROM ${archive} WHERE 1 = 0`,
+      );
+      await ds.undoLastMigration();
+      await ds.query(`SELECT archive_id FROM ${archive} WHERE 1 = 0`);
+    } finally {
+      await dropOutboxTable(base, table);
     }
   });
 

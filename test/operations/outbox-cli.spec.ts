@@ -7,12 +7,14 @@ import type { DataSource } from 'typeorm';
 import {
   PermanentPublishError,
   outboxTableDdl,
+  outboxArchiveTableDdl,
   type OutboxDialect,
   type OutboxMessage,
 } from '../../lib';
 import { RecordingPublisher } from '../../lib/testing';
 import { outboxDatabase, tableNamesFor } from '../../lib/store/outbox-dialect';
 import {
+  readArchive,
   readAttempts,
   readOutbox,
   TEST_DATABASES,
@@ -178,6 +180,17 @@ describe('outbox CLI without a database', () => {
       expect(printed.statements).toEqual(
         outboxTableDdl(dialect, { tableName: 'events_out', schema: 'ops' }),
       );
+      const withArchive = await outboxJson<{ statements: string[] }>(
+        ['schema', 'print', '--dialect', dialect, '--table', 'events_out', '--archive'],
+        '',
+      );
+      expect(withArchive.statements).toEqual([
+        ...outboxTableDdl(dialect, { tableName: 'events_out' }),
+        ...outboxArchiveTableDdl(dialect, { tableName: 'events_out' }),
+      ]);
+      expect(
+        withArchive.statements.filter((x) => /CREATE TABLE.*events_out_archive/.test(x)),
+      ).toHaveLength(1);
     }
     const text = await outbox(['schema', 'print'], 'mariadb://u@h/db');
     expect(text.code).toBe(0);
@@ -262,6 +275,7 @@ for (const db of TEST_DATABASES) {
         schema: null,
         created: true,
         historyCreated: true,
+        archiveCreated: false,
       });
       expect(await rows()).toEqual([]);
       const again = await outbox(['schema', 'migrate', '--table', table], url);
@@ -629,7 +643,29 @@ for (const db of TEST_DATABASES) {
       expect(await outboxJson(['cleanup', '--once', '--table', table], url)).toEqual({
         delivered: 0,
         dead: null,
+        archived: false,
       });
+
+      // --archive moves rows instead, once the archive table exists.
+      const archiveArgs = ['cleanup', '--once', '--delivered-retention', '0', '--archive'];
+      const noArchive = await outbox([...archiveArgs, '--table', table], url);
+      expect(noArchive.code).toBe(1);
+      expect(noArchive.stderr).toMatch(
+        /archive table .* cannot be read .*schema migrate --archive/,
+      );
+      const made = await outbox(['schema', 'migrate', '--archive', '--table', table], url);
+      expect(made.stdout).toMatch(/up to date; nothing changed\. Created its archive /);
+      expect(await outboxJson([...archiveArgs, '--table', table], url)).toEqual({
+        delivered,
+        dead: null,
+        archived: true,
+      });
+      expect((await readArchive(scope.ds, table)).map((r) => r.status)).toEqual(
+        Array.from({ length: delivered }, () => 'delivered'),
+      );
+      expect((await rows()).map((r) => r.messageId)).toEqual([dead]);
+
+      // Without --archive, dead letters past --dead-retention are deleted.
       expect(
         await outboxJson(
           [
@@ -645,8 +681,9 @@ for (const db of TEST_DATABASES) {
           ],
           url,
         ),
-      ).toEqual({ delivered, dead: 1 });
+      ).toEqual({ delivered: 0, dead: 1, archived: false });
       expect(await rows()).toEqual([]);
+      expect(await readArchive(scope.ds, table)).toHaveLength(delivered);
     });
 
     it('fails with exit code 1 and one line, never a stack or a password', async () => {

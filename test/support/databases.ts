@@ -174,7 +174,25 @@ export function uniqueTable(prefix = 'outbox_t'): string {
 }
 
 /** Reads the outbox rows in id order, with columns normalised across dialects. */
-export async function readOutbox(ds: DataSource, table: string): Promise<OutboxRow[]> {
+export function readOutbox(ds: DataSource, table: string): Promise<OutboxRow[]> {
+  return readRows(ds, table, 'id', 'id', 'locked_by');
+}
+
+/**
+ * The archive `<table>_archive` (cleaner.archive), in the order rows were moved there, as the
+ * outbox rows they were: `id` is the row's id in the outbox.
+ */
+export function readArchive(ds: DataSource, table: string): Promise<OutboxRow[]> {
+  return readRows(ds, `${table}_archive`, 'outbox_id', 'archive_id', 'NULL');
+}
+
+async function readRows(
+  ds: DataSource,
+  table: string,
+  id: string,
+  order: string,
+  lockedBy: string,
+): Promise<OutboxRow[]> {
   const q =
     ds.options.type === 'postgres'
       ? `"${table}"`
@@ -186,7 +204,7 @@ export async function readOutbox(ds: DataSource, table: string): Promise<OutboxR
       ? 'payload::text AS payload, headers::text AS headers, message_id::text AS message_id'
       : 'payload, headers, message_id';
   const rows = await ds.query<RawOutboxRow[]>(
-    `SELECT id, ${payload}, topic, message_key, event_type, status, attempts, last_error, locked_by FROM ${q} ORDER BY id`,
+    `SELECT ${id} AS id, ${payload}, topic, message_key, event_type, status, attempts, last_error, ${lockedBy} AS locked_by FROM ${q} ORDER BY ${order}`,
   );
   return rows.map((r) => ({
     id: String(r.id),

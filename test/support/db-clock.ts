@@ -116,3 +116,24 @@ export async function leasesHeldBy(
   );
   return rows.map((r) => ({ messageId: r.message_id, remainingMs: Number(r.remaining) }));
 }
+
+/**
+ * Moves a timestamp column of every row of `status` `seconds` into the past, so a spec can put
+ * rows beyond a retention of minutes without waiting for it.
+ */
+export async function ageRows(
+  ds: DataSource,
+  table: string,
+  status: 'delivered' | 'dead',
+  seconds: number,
+): Promise<void> {
+  const d = dialectOf(ds);
+  const column = status === 'delivered' ? 'delivered_at' : 'dead_at';
+  const aged =
+    d === 'postgres'
+      ? `${column} - ${seconds} * interval '1 second'`
+      : d === 'mariadb'
+        ? `${column} - INTERVAL ${seconds} SECOND`
+        : `strftime('%Y-%m-%d %H:%M:%f', ${column}, '-${seconds} seconds')`;
+  await ds.query(`UPDATE ${quote(d, table)} SET ${column} = ${aged} WHERE status = '${status}'`);
+}

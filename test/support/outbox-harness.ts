@@ -119,9 +119,13 @@ export function quoteTable(ds: DataSource, name: string): string {
   return ds.options.type === 'mariadb' || ds.options.type === 'mysql' ? `\`${name}\`` : `"${name}"`;
 }
 
-/** Drops an outbox table, its attempt history and, on MySQL/MariaDB, its key-lock table. */
+/**
+ * Drops an outbox table, its attempt history, its archive if made and, on MySQL/MariaDB, its
+ * key-lock table.
+ */
 export async function dropOutboxTable(ds: DataSource, table: string): Promise<void> {
   await ds.query(`DROP TABLE IF EXISTS ${quoteTable(ds, `${table}_attempts`)}`);
+  await ds.query(`DROP TABLE IF EXISTS ${quoteTable(ds, `${table}_archive`)}`);
   if (ds.options.type === 'mariadb' || ds.options.type === 'mysql')
     await ds.query(`DROP TABLE IF EXISTS ${quoteTable(ds, `${table}_key_lock`)}`);
   await ds.query(`DROP TABLE IF EXISTS ${quoteTable(ds, table)}`);
@@ -242,7 +246,8 @@ export async function openOutbox<P extends OutboxPublisher = RecordingPublisher>
       return moduleRef.get<OutboxStore>(OUTBOX_STORE);
     },
     get publisher(): P {
-      if (spec.publisher === undefined) throw new Error('this outbox was opened without a publisher');
+      if (spec.publisher === undefined)
+        throw new Error('this outbox was opened without a publisher');
       return spec.publisher;
     },
     outages,
@@ -372,7 +377,12 @@ export function dispatchTestApp<P extends OutboxPublisher>(
     options: mergeOutboxOptions(
       {
         instanceId: 'dispatch-test',
-        dispatcher: { pollIntervalMs: 50, batchSize: 50, leaseMs: 10_000, shutdownTimeoutMs: 2_000 },
+        dispatcher: {
+          pollIntervalMs: 50,
+          batchSize: 50,
+          leaseMs: 10_000,
+          shutdownTimeoutMs: 2_000,
+        },
         retry: { maxAttempts: 5, initialDelayMs: 300, factor: 2, jitter: 0 },
       },
       overrides,

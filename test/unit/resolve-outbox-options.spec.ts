@@ -46,7 +46,12 @@ describe('resolveOutboxOptions', () => {
         jitter: 0.2,
         maxAgeMs: 0,
       },
-      cleaner: { deliveredRetentionMs: 86_400_000, deadRetentionMs: null, batchSize: 1_000 },
+      cleaner: {
+        deliveredRetentionMs: 86_400_000,
+        deadRetentionMs: null,
+        batchSize: 1_000,
+        archive: false,
+      },
     });
     expect(resolved.instanceId).toMatch(/:\d+:[0-9a-f]{6}$/);
   });
@@ -148,6 +153,17 @@ describe('resolveOutboxOptions', () => {
     expect(error.option).toBe('cleaner.deadRetentionMs');
     expect(error.message).toContain('leave it out for the default (null: dead letters are kept until purged)');
     expect(error.message).not.toContain('default (0)');
+  });
+
+  it('rejects an archive that delivered rows would never reach (retention 0 deletes them at settle)', () => {
+    const error = errorOf({ ...valid, cleaner: { archive: true, deliveredRetentionMs: 0 } });
+    expect(error.option).toBe('cleaner.archive');
+    expect(error.message).toContain('Give cleaner.deliveredRetentionMs a retention above 0');
+    expect(
+      resolveOutboxOptions({ ...valid, cleaner: { archive: true, deliveredRetentionMs: 1 } })
+        .cleaner.archive,
+    ).toBe(true);
+    expect(errorOf({ ...valid, cleaner: { archive: 'yes' } }).option).toBe('cleaner.archive');
   });
 
   it('rejects an unknown dead-letter policy', () => {

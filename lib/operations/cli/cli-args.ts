@@ -7,9 +7,12 @@ import { CliUsageError } from './cli-usage.error';
 export const USAGE = `Usage: outbox <command> [options]
 
 Commands:
-  schema print [--dialect postgres|mysql|sqlite]   print the outbox table's DDL
-  schema migrate                                   create the outbox table if it is missing,
+  schema print [--dialect postgres|mysql|sqlite] [--archive]
+                                                   print the outbox table's DDL (and its
+                                                   archive's, for cleaner.archive)
+  schema migrate [--archive]                       create the outbox table if it is missing,
                                                    or bring an older one up to date in place
+                                                   (and create the archive table)
   schema status                                    which parts of the schema the table has,
                                                    and what migrate would change
   dlq list [filters] [--limit N] [--after CURSOR]  list dead letters, oldest first
@@ -22,8 +25,9 @@ Commands:
   why <messageId>                                  why a message is not out yet
   blocked [--limit N] [--after CURSOR]             keys held up by a dead or retrying head
   leases [--longer-than 5m]                        leases that expired (or are held that long)
-  cleanup --once [--delivered-retention 1d] [--dead-retention 7d --yes]
-                                                   delete delivered (and dead) rows past retention
+  cleanup --once [--delivered-retention 1d] [--dead-retention 7d --yes] [--archive]
+                                                   delete delivered (and dead) rows past
+                                                   retention, or move them to the archive
 
 Filters (dead letters matching all of them):
   --topic T  --key K  --type T  --error TEXT (in last_error, any case)  --older-than 1h (enqueued)
@@ -62,6 +66,7 @@ const OPTIONS = {
   'longer-than': { type: 'string' },
   watch: { type: 'boolean' },
   interval: { type: 'string' },
+  archive: { type: 'boolean' },
 } as const;
 
 type OptionName = keyof typeof OPTIONS;
@@ -72,8 +77,8 @@ const PAGE: readonly OptionName[] = ['limit', 'after'];
 
 /** The commands, with the options each accepts besides the common ones. */
 const COMMANDS = {
-  'schema print': ['dialect'],
-  'schema migrate': [],
+  'schema print': ['dialect', 'archive'],
+  'schema migrate': ['archive'],
   'schema status': [],
   'dlq list': [...FILTERS, ...PAGE],
   'dlq show': [],
@@ -83,7 +88,7 @@ const COMMANDS = {
   why: [],
   blocked: [...PAGE, 'on-dead-letter'],
   leases: [...PAGE, 'longer-than'],
-  cleanup: ['once', 'delivered-retention', 'dead-retention', 'yes', 'on-dead-letter'],
+  cleanup: ['once', 'delivered-retention', 'dead-retention', 'yes', 'on-dead-letter', 'archive'],
 } satisfies Record<string, readonly OptionName[]>;
 
 export type CliCommand = keyof typeof COMMANDS;
@@ -112,6 +117,8 @@ export interface CliArgs {
   readonly watch: boolean;
   /** `stats --watch` redraw interval. */
   readonly intervalMs: number;
+  /** schema print/migrate: the archive table too; cleanup: move rows there. */
+  readonly archive: boolean;
 }
 
 const UNITS: Readonly<Record<string, number>> = {
@@ -251,6 +258,7 @@ export function parseCliArgs(argv: readonly string[]): CliArgs {
         : parseDuration(values['longer-than'], 'longer-than'),
     watch: values.watch === true,
     intervalMs: watchInterval(values.interval, values.watch === true),
+    archive: values.archive === true,
   };
 }
 
@@ -275,6 +283,7 @@ function helpArgs(): CliArgs {
     longerThanMs: undefined,
     watch: false,
     intervalMs: 2_000,
+    archive: false,
   };
 }
 

@@ -7,8 +7,9 @@ import type { OutboxStore } from '../../store/outbox-store.port';
 import { describeError, redactSecrets } from '../../internal/describe-error';
 import { typeormSqlPort } from '../../orm/typeorm/typeorm.sql-port';
 import { createOutboxStore } from '../../store/create-outbox-store';
-import { ensureOutboxTable } from '../../orm/typeorm/typeorm-tables';
+import { ensureOutboxArchiveTable, ensureOutboxTable } from '../../orm/typeorm/typeorm-tables';
 import {
+  outboxArchiveTableDdl,
   outboxDialectOf,
   outboxTableDdl,
   tableNamesFor,
@@ -147,7 +148,10 @@ function schemaPrint(args: CliArgs, url: string | undefined): CliResult {
       'Name the database: --dialect postgres|mysql|sqlite, or set DATABASE_URL.',
     );
   }
-  const statements = outboxTableDdl(dialect, tableOptions(args));
+  const statements = [
+    ...outboxTableDdl(dialect, tableOptions(args)),
+    ...(args.archive ? outboxArchiveTableDdl(dialect, tableOptions(args)) : []),
+  ];
   return {
     text: statements.map((s) => `${s};`).join('\n\n'),
     json: { dialect, table: args.table, schema: args.schema, statements },
@@ -166,6 +170,8 @@ async function schemaMigrate(args: CliArgs, db: CliDatabase): Promise<CliResult>
     const before = await outboxSchemaStatus(typeormSqlPort(dataSource), tableOptions(args));
     const historyExisted = before.parts.some((p) => p.part === 'attempt-history' && p.present);
     await ensureOutboxTable(dataSource, tableOptions(args));
+    const archiveExisted = args.archive && (await exists(names.archiveTable));
+    if (args.archive) await ensureOutboxArchiveTable(dataSource, tableOptions(args));
     // An existing table is left as it is: check that this version can use it.
     await withStore(args, dataSource, () => Promise.resolve());
     const added = before.parts
@@ -175,11 +181,19 @@ async function schemaMigrate(args: CliArgs, db: CliDatabase): Promise<CliResult>
           ? `added its attempt history ${names.attemptsTable}`
           : "added the cleaner's indexes",
       );
-    const text = !existed
-      ? `Created the outbox table ${names.table} and its attempt history ${names.attemptsTable} (${db.dialect}).`
-      : added.length > 0
-        ? `The outbox table ${names.table} already exists; ${added.join('; ')}.`
-        : `The outbox table ${names.table} already exists and is up to date; nothing changed.`;
+    const archiveCreated = args.archive && !archiveExisted;
+    const archived = !args.archive
+      ? ''
+      : archiveCreated
+        ? ` Created its archive ${names.archiveTable}.`
+        : ` Its archive ${names.archiveTable} already exists.`;
+    const text =
+      (!existed
+        ? `Created the outbox table ${names.table} and its attempt history ${names.attemptsTable} (${db.dialect}).`
+        : added.length > 0
+          ? `The outbox table ${names.table} already exists; ${added.join('; ')}.`
+          : `The outbox table ${names.table} already exists and is up to date; nothing changed.`) +
+      archived;
     return {
       text,
       json: {
@@ -188,6 +202,7 @@ async function schemaMigrate(args: CliArgs, db: CliDatabase): Promise<CliResult>
         schema: args.schema,
         created: !existed,
         historyCreated: !historyExisted,
+        archiveCreated,
       },
     };
   });
@@ -254,6 +269,7 @@ async function withStore<T>(
     ...tableOptions(args),
     schema: args.schema,
     ordering: { enabled: true, onDeadLetter: args.onDeadLetter },
+    cleaner: { archive: args.archive },
   };
   const sql = typeormSqlPort(dataSource);
   let store: OutboxStore;
@@ -266,6 +282,12 @@ async function withStore<T>(
       tableName: args.table,
       schema: args.schema ?? undefined,
     });
+    if (error.table === names.archiveTable) {
+      throw new OutboxError(
+        `The archive table ${error.table} cannot be read (${describeError(error.cause)}). ` +
+          'Create it with "outbox schema migrate --archive" (same --table/--schema), or leave --archive out to delete instead.',
+      );
+    }
     if (error.table === names.attemptsTable) {
       // The outbox table is there; only the attempt history (new after 0.3) is missing.
       throw new OutboxError(
@@ -575,10 +597,11 @@ async function purgeAll(
   store: OutboxStore,
   status: 'delivered' | 'dead',
   olderThanMs: number,
+  archive: boolean,
 ): Promise<number> {
   let total = 0;
   for (;;) {
-    const deleted = await store.purge(status, olderThanMs, CLEANUP_BATCH);
+    const deleted = await store.purge(status, olderThanMs, CLEANUP_BATCH, archive);
     total += deleted;
     if (deleted < CLEANUP_BATCH) return total;
   }
@@ -596,16 +619,20 @@ async function cleanup(args: CliArgs, { store }: Connected): Promise<CliResult> 
     );
   }
 
-  const delivered = await purgeAll(store, 'delivered', args.deliveredRetentionMs);
+  const { archive } = args;
+  const delivered = await purgeAll(store, 'delivered', args.deliveredRetentionMs, archive);
   const dead =
-    args.deadRetentionMs === null ? null : await purgeAll(store, 'dead', args.deadRetentionMs);
+    args.deadRetentionMs === null
+      ? null
+      : await purgeAll(store, 'dead', args.deadRetentionMs, archive);
+  const done = archive ? 'Archived' : 'Deleted';
   const text = [
-    `Deleted ${plural(delivered, 'delivered message')} older than ${formatDuration(args.deliveredRetentionMs)}.`,
+    `${done} ${plural(delivered, 'delivered message')} older than ${formatDuration(args.deliveredRetentionMs)}.`,
     dead === null
       ? 'Dead letters kept (no --dead-retention).'
-      : `Deleted ${plural(dead, 'dead letter')} older than ${formatDuration(args.deadRetentionMs)}.`,
+      : `${done} ${plural(dead, 'dead letter')} older than ${formatDuration(args.deadRetentionMs)}.`,
   ].join('\n');
-  return { text, json: { delivered, dead } };
+  return { text, json: { delivered, dead, archived: archive } };
 }
 
 /** Whether a dead-letter filter names something besides an age (which may match them all). */

@@ -1,5 +1,9 @@
 import type { DataSource } from 'typeorm';
-import { createOutboxTable, type OutboxTableOptions } from '../../store/outbox-dialect';
+import {
+  createOutboxArchiveTable,
+  createOutboxTable,
+  type OutboxTableOptions,
+} from '../../store/outbox-dialect';
 import { typeormSqlPort } from './typeorm.sql-port';
 
 /** Creates the outbox table if it does not exist, e.g. in tests or at the start of a sample app. */
@@ -8,4 +12,15 @@ export function ensureOutboxTable(
   options: OutboxTableOptions = {},
 ): Promise<void> {
   return createOutboxTable(typeormSqlPort(dataSource), options);
+}
+
+/**
+ * Creates the archive `<table>_archive` the cleaner moves rows into with `cleaner.archive` on, if
+ * it does not exist.
+ */
+export function ensureOutboxArchiveTable(
+  dataSource: DataSource,
+  options: OutboxTableOptions = {},
+): Promise<void> {
+  return createOutboxArchiveTable(typeormSqlPort(dataSource), options);
 }

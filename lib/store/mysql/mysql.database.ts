@@ -17,6 +17,7 @@ import {
   mysqlCreateHistoryTable,
   mysqlCreateTable,
   mysqlDropHistoryTable,
+  mysqlCreateArchiveTable,
   mysqlDropTable,
 } from './mysql.sql';
 import { MysqlOutboxStore } from './mysql.store';
@@ -32,6 +33,7 @@ export const mysqlDatabase: OutboxDatabase<'mysql'> = {
   dropTable: mysqlDropTable,
   createHistoryTable: mysqlCreateHistoryTable,
   dropHistoryTable: mysqlDropHistoryTable,
+  createArchiveTable: mysqlCreateArchiveTable,
   ensureCleanerIndexes: mysqlEnsureCleanerIndex,
   hasCleanerIndexes: mysqlHasCleanerIndex,
   async tableProblem(query, names) {

@@ -1,3 +1,4 @@
+import { ARCHIVE_INSERT_COLUMNS, archivedValues } from '../outbox-archive';
 import { ATTEMPT_COLUMNS, ATTEMPT_HISTORY_LIMIT } from '../attempt-history';
 import type { OutboxQueuePolicy } from '../outbox-store.port';
 import type { OutboxTableNames } from '../sql-identifier';
@@ -77,6 +78,33 @@ export function mysqlCreateHistoryTable(n: OutboxTableNames): string[] {
 
 export function mysqlDropHistoryTable(n: OutboxTableNames): string[] {
   return [`DROP TABLE IF EXISTS ${n.attemptsTable}`];
+}
+
+/** DDL of the archive (see outbox-archive.ts), indexed for lookups by message and by age. */
+export function mysqlCreateArchiveTable(n: OutboxTableNames): string[] {
+  return [
+    `CREATE TABLE IF NOT EXISTS ${n.archiveTable} (
+  archive_id BIGINT NOT NULL AUTO_INCREMENT,
+  outbox_id BIGINT NOT NULL,
+  message_id CHAR(36) CHARACTER SET ascii NOT NULL,
+  topic VARCHAR(255) NOT NULL,
+  message_key VARCHAR(255) NULL,
+  event_type VARCHAR(255) NOT NULL,
+  payload LONGTEXT NOT NULL,
+  headers TEXT NOT NULL,
+  status VARCHAR(16) CHARACTER SET ascii NOT NULL,
+  attempts INT NOT NULL,
+  last_error TEXT NULL,
+  last_attempt_at DATETIME(6) NULL,
+  created_at DATETIME(6) NOT NULL,
+  delivered_at DATETIME(6) NULL,
+  dead_at DATETIME(6) NULL,
+  archived_at DATETIME(6) NOT NULL DEFAULT (${NOW}),
+  PRIMARY KEY (archive_id),
+  KEY ${n.quote(`${n.tableName}_archive_msg`)} (message_id),
+  KEY ${n.quote(`${n.tableName}_archive_at`)} (archived_at)
+) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
+  ];
 }
 
 export function mysqlDropTable(n: OutboxTableNames): string[] {
@@ -314,6 +342,12 @@ export function mysqlPurgeCandidates(n: OutboxTableNames, status: 'delivered' | 
 /** Params: message ids. Dead rows to delete, with their keys. */
 export function mysqlDeadByMessageIds(n: OutboxTableNames, count: number): string {
   return `SELECT id, message_key AS k FROM ${n.table} WHERE status = 'dead' AND message_id IN (${placeholders(count)})`;
+}
+
+/** Params: status, ids. Copies the rows about to be purged into the archive. */
+export function mysqlArchiveByIds(n: OutboxTableNames, count: number): string {
+  return `INSERT INTO ${n.archiveTable} (${ARCHIVE_INSERT_COLUMNS})
+SELECT ${archivedValues('o')} FROM ${n.table} AS o WHERE o.status = ? AND o.id IN (${placeholders(count)}) ORDER BY o.id`;
 }
 
 /** Params: status, ids. */

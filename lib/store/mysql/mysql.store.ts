@@ -23,6 +23,7 @@ import {
   mysqlDeadKeys,
   mysqlDeadToRequeue,
   mysqlDeleteAttemptsOf,
+  mysqlArchiveByIds,
   mysqlDeleteByIds,
   mysqlDeleteDeliveredAttempts,
   mysqlFirstBlocking,
@@ -272,8 +273,18 @@ export class MysqlOutboxStore implements OutboxStore {
     });
   }
 
-  async purge(status: 'delivered' | 'dead', olderThanMs: number, limit: number): Promise<number> {
-    return this.deleteWhere(status, mysqlPurgeCandidates(this.names, status), [olderThanMs, limit]);
+  async purge(
+    status: 'delivered' | 'dead',
+    olderThanMs: number,
+    limit: number,
+    archive = false,
+  ): Promise<number> {
+    return this.deleteWhere(
+      status,
+      mysqlPurgeCandidates(this.names, status),
+      [olderThanMs, limit],
+      archive,
+    );
   }
 
   async deleteDead(messageIds: readonly string[]): Promise<number> {
@@ -290,10 +301,15 @@ export class MysqlOutboxStore implements OutboxStore {
     status: 'delivered' | 'dead',
     select: string,
     params: readonly unknown[],
+    archive = false,
   ): Promise<number> {
     return this.transaction(async (query) => {
       const { rows } = await query<{ id: string | number; k: string | null }>(select, params);
       if (rows.length === 0) return 0;
+      // Copied and deleted in one transaction: a row is in the outbox or the archive, not both.
+      if (archive) {
+        await query(mysqlArchiveByIds(this.names, rows.length), [status, ...rows.map((r) => r.id)]);
+      }
       // Locks first, so the promotion below cannot miss a park.
       const keys =
         status === 'dead' && this.policy.ordered

@@ -16,6 +16,7 @@ import {
   postgresCreateHistoryTable,
   postgresCreateTable,
   postgresDropHistoryTable,
+  postgresCreateArchiveTable,
   postgresDropTable,
 } from './postgres.sql';
 import { PostgresOutboxStore } from './postgres.store';
@@ -31,6 +32,7 @@ export const postgresDatabase: OutboxDatabase<'postgres'> = {
   dropTable: postgresDropTable,
   createHistoryTable: postgresCreateHistoryTable,
   dropHistoryTable: postgresDropHistoryTable,
+  createArchiveTable: postgresCreateArchiveTable,
   ensureCleanerIndexes: ensurePartialCleanerIndexes,
   hasCleanerIndexes: (run, n) => hasPartialCleanerIndexes(run, n, 'postgres'),
   dropCleanerIndexes: dropPartialCleanerIndexes,

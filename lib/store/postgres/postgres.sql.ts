@@ -1,4 +1,5 @@
 import { ATTEMPT_COLUMNS, ATTEMPT_HISTORY_LIMIT } from '../attempt-history';
+import { ARCHIVE_INSERT_COLUMNS, archivedValues } from '../outbox-archive';
 import { dropTableDdl, partialIndexesDdl } from '../partial-indexes.sql';
 import type { OutboxQueuePolicy } from '../outbox-store.port';
 import type { OutboxTableNames } from '../sql-identifier';
@@ -60,6 +61,32 @@ export function postgresCreateHistoryTable(n: OutboxTableNames): string[] {
 
 export function postgresDropHistoryTable(n: OutboxTableNames): string[] {
   return [`DROP TABLE IF EXISTS ${n.attemptsTable}`];
+}
+
+/** DDL of the archive (see outbox-archive.ts), indexed for lookups by message and by age. */
+export function postgresCreateArchiveTable(n: OutboxTableNames): string[] {
+  return [
+    `CREATE TABLE IF NOT EXISTS ${n.archiveTable} (
+  archive_id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+  outbox_id bigint NOT NULL,
+  message_id uuid NOT NULL,
+  topic varchar(255) NOT NULL,
+  message_key varchar(255),
+  event_type varchar(255) NOT NULL,
+  payload json NOT NULL,
+  headers json NOT NULL,
+  status varchar(16) NOT NULL,
+  attempts integer NOT NULL,
+  last_error text,
+  last_attempt_at timestamptz,
+  created_at timestamptz NOT NULL,
+  delivered_at timestamptz,
+  dead_at timestamptz,
+  archived_at timestamptz NOT NULL DEFAULT now()
+)`,
+    `CREATE INDEX IF NOT EXISTS ${n.quote(`${n.tableName}_archive_msg`)} ON ${n.archiveTable} (message_id)`,
+    `CREATE INDEX IF NOT EXISTS ${n.quote(`${n.tableName}_archive_at`)} ON ${n.archiveTable} (archived_at)`,
+  ];
 }
 
 /**
@@ -352,9 +379,14 @@ export function postgresReleaseExpired(n: OutboxTableNames): string {
 }
 
 /** Deletes rows and their attempt history in one statement; returns the deleted rows' keys. */
-function deleteWithHistory(n: OutboxTableNames, where: string): string {
-  return `WITH d AS (DELETE FROM ${n.table} WHERE ${where} RETURNING message_key, message_id),
-h AS (DELETE FROM ${n.attemptsTable} WHERE message_id IN (SELECT message_id FROM d))
+function deleteWithHistory(n: OutboxTableNames, where: string, archive = false): string {
+  // One statement: a moved row is in the outbox or in the archive, never in both or neither.
+  const archived = archive
+    ? `,
+a AS (INSERT INTO ${n.archiveTable} (${ARCHIVE_INSERT_COLUMNS}) SELECT ${archivedValues('d')} FROM d)`
+    : '';
+  return `WITH d AS (DELETE FROM ${n.table} WHERE ${where} RETURNING ${archive ? '*' : 'message_key, message_id'}),
+h AS (DELETE FROM ${n.attemptsTable} WHERE message_id IN (SELECT message_id FROM d))${archived}
 SELECT message_key AS key FROM d`;
 }
 
@@ -364,12 +396,17 @@ SELECT message_key AS key FROM d`;
  * pass with nothing due reads one index entry. The status is written into the statement, not
  * bound, so the planner matches the partial index even for a generic plan.
  */
-export function postgresPurge(n: OutboxTableNames, status: 'delivered' | 'dead'): string {
+export function postgresPurge(
+  n: OutboxTableNames,
+  status: 'delivered' | 'dead',
+  archive = false,
+): string {
   const ts = status === 'delivered' ? 'delivered_at' : 'dead_at';
   return deleteWithHistory(
     n,
     `id IN (
   SELECT id FROM ${n.table} WHERE status = '${status}' AND ${ts} < now() - $1 * interval '1 millisecond' ORDER BY ${ts} LIMIT $2)`,
+    archive,
   );
 }
 

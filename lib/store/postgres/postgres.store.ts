@@ -199,9 +199,14 @@ export class PostgresOutboxStore implements OutboxStore {
     return this.promoteKeys(keys);
   }
 
-  async purge(status: 'delivered' | 'dead', olderThanMs: number, limit: number): Promise<number> {
+  async purge(
+    status: 'delivered' | 'dead',
+    olderThanMs: number,
+    limit: number,
+    archive = false,
+  ): Promise<number> {
     const { rows: records } = await this.run<{ key: string | null }>(
-      postgresPurge(this.names, status),
+      postgresPurge(this.names, status, archive),
       [olderThanMs, limit],
     );
     if (status === 'dead') await this.advanceDeleted(records);

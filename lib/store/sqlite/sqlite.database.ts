@@ -15,6 +15,7 @@ import {
   sqliteCreateHistoryTable,
   sqliteCreateTable,
   sqliteDropHistoryTable,
+  sqliteCreateArchiveTable,
   sqliteDropTable,
 } from './sqlite.sql';
 import { SqliteOutboxStore } from './sqlite.store';
@@ -30,6 +31,7 @@ export const sqliteDatabase: OutboxDatabase<'sqlite'> = {
   dropTable: sqliteDropTable,
   createHistoryTable: sqliteCreateHistoryTable,
   dropHistoryTable: sqliteDropHistoryTable,
+  createArchiveTable: sqliteCreateArchiveTable,
   ensureCleanerIndexes: ensurePartialCleanerIndexes,
   hasCleanerIndexes: (run, n) => hasPartialCleanerIndexes(run, n, 'sqlite'),
   dropCleanerIndexes: dropPartialCleanerIndexes,

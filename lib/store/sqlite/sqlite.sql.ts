@@ -1,3 +1,4 @@
+import { ARCHIVE_INSERT_COLUMNS, archivedValues } from '../outbox-archive';
 import { ATTEMPT_COLUMNS, ATTEMPT_HISTORY_LIMIT } from '../attempt-history';
 import { dropTableDdl, partialIndexesDdl } from '../partial-indexes.sql';
 import type { OutboxQueuePolicy } from '../outbox-store.port';
@@ -57,6 +58,32 @@ export function sqliteCreateHistoryTable(n: OutboxTableNames): string[] {
 
 export function sqliteDropHistoryTable(n: OutboxTableNames): string[] {
   return [`DROP TABLE IF EXISTS ${n.attemptsTable}`];
+}
+
+/** DDL of the archive (see outbox-archive.ts), indexed for lookups by message and by age. */
+export function sqliteCreateArchiveTable(n: OutboxTableNames): string[] {
+  return [
+    `CREATE TABLE IF NOT EXISTS ${n.archiveTable} (
+  archive_id INTEGER PRIMARY KEY AUTOINCREMENT,
+  outbox_id INTEGER NOT NULL,
+  message_id TEXT NOT NULL,
+  topic TEXT NOT NULL,
+  message_key TEXT,
+  event_type TEXT NOT NULL,
+  payload TEXT NOT NULL,
+  headers TEXT NOT NULL,
+  status TEXT NOT NULL,
+  attempts INTEGER NOT NULL,
+  last_error TEXT,
+  last_attempt_at TEXT,
+  created_at TEXT NOT NULL,
+  delivered_at TEXT,
+  dead_at TEXT,
+  archived_at TEXT NOT NULL DEFAULT (${NOW})
+)`,
+    `CREATE INDEX IF NOT EXISTS ${n.quote(`${n.tableName}_archive_msg`)} ON ${n.archiveTable} (message_id)`,
+    `CREATE INDEX IF NOT EXISTS ${n.quote(`${n.tableName}_archive_at`)} ON ${n.archiveTable} (archived_at)`,
+  ];
 }
 
 export function sqliteInsert(
@@ -215,12 +242,28 @@ export function sqliteReleaseExpired(n: OutboxTableNames): string {
   return `UPDATE ${n.table} SET ${UNLOCK} WHERE status = 'pending' AND locked_until < ${NOW}`;
 }
 
-/** Params: status, age ms, limit. Returns the keys of the deleted rows. */
+/** Params: age ms, limit. Returns the keys of the deleted rows. */
 export function sqlitePurge(n: OutboxTableNames, status: 'delivered' | 'dead'): string {
+  return `DELETE FROM ${n.table} WHERE id IN (${sqlitePurgeCandidates(n, status)})
+RETURNING message_key AS key, message_id`;
+}
+
+/** Params: age ms, limit. The ids of the rows to purge, oldest first. */
+export function sqlitePurgeCandidates(n: OutboxTableNames, status: 'delivered' | 'dead'): string {
   // As on PostgreSQL: the status literal matches the partial cut-off index, read in its order.
   const ts = status === 'delivered' ? 'delivered_at' : 'dead_at';
-  return `DELETE FROM ${n.table} WHERE id IN (
-  SELECT id FROM ${n.table} WHERE status = '${status}' AND ${ts} < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || (? / 1000.0) || ' seconds') ORDER BY ${ts} LIMIT ?)
+  return `SELECT id FROM ${n.table} WHERE status = '${status}' AND ${ts} < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || (? / 1000.0) || ' seconds') ORDER BY ${ts} LIMIT ?`;
+}
+
+/** Params: JSON array of row ids. Copies the rows about to be purged into the archive. */
+export function sqliteArchiveByIds(n: OutboxTableNames): string {
+  return `INSERT INTO ${n.archiveTable} (${ARCHIVE_INSERT_COLUMNS})
+SELECT ${archivedValues('o')} FROM ${n.table} AS o WHERE o.id IN (SELECT value FROM json_each(?)) ORDER BY o.id`;
+}
+
+/** Params: JSON array of row ids. Returns the keys of the deleted rows. */
+export function sqliteDeleteByIds(n: OutboxTableNames): string {
+  return `DELETE FROM ${n.table} WHERE id IN (SELECT value FROM json_each(?))
 RETURNING message_key AS key, message_id`;
 }
 

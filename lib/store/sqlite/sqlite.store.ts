@@ -26,6 +26,9 @@ import {
   sqlitePark,
   sqlitePromote,
   sqlitePurge,
+  sqlitePurgeCandidates,
+  sqliteArchiveByIds,
+  sqliteDeleteByIds,
   sqliteRecordAttempts,
   sqliteReinsert,
   sqliteRelease,
@@ -231,9 +234,16 @@ export class SqliteOutboxStore implements OutboxStore {
     });
   }
 
-  purge(status: 'delivered' | 'dead', olderThanMs: number, limit: number): Promise<number> {
+  purge(
+    status: 'delivered' | 'dead',
+    olderThanMs: number,
+    limit: number,
+    archive = false,
+  ): Promise<number> {
     return this.transaction((tx) => {
-      const rows = tx.all<DeletedRow>(sqlitePurge(this.names, status), [olderThanMs, limit]);
+      const rows = archive
+        ? this.archiveAndDelete(tx, status, olderThanMs, limit)
+        : tx.all<DeletedRow>(sqlitePurge(this.names, status), [olderThanMs, limit]);
       this.deleteAttempts(tx, rows);
       if (status === 'dead') this.advanceDeleted(tx, rows);
       return rows.length;
@@ -250,6 +260,22 @@ export class SqliteOutboxStore implements OutboxStore {
       this.advanceDeleted(tx, rows);
       return rows.length;
     });
+  }
+
+  /** Copies the rows due into the archive, then deletes them, in the caller's transaction. */
+  private archiveAndDelete(
+    tx: SqliteTx,
+    status: 'delivered' | 'dead',
+    olderThanMs: number,
+    limit: number,
+  ): DeletedRow[] {
+    const ids = tx
+      .all<{ id: number }>(sqlitePurgeCandidates(this.names, status), [olderThanMs, limit])
+      .map((r) => r.id);
+    if (ids.length === 0) return [];
+    const list = JSON.stringify(ids);
+    tx.run(sqliteArchiveByIds(this.names), [list]);
+    return tx.all<DeletedRow>(sqliteDeleteByIds(this.names), [list]);
   }
 
   /** Deleted messages take their attempt history with them, in the same transaction. */
