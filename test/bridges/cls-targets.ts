@@ -1,0 +1,108 @@
+import { TransactionalAdapterDrizzleOrm } from '@nestjs-cls/transactional-adapter-drizzle-orm';
+import { TransactionalAdapterPrisma } from '@nestjs-cls/transactional-adapter-prisma';
+import { mysqlTable, varchar } from 'drizzle-orm/mysql-core';
+import { pgTable, text } from 'drizzle-orm/pg-core';
+import { drizzleOutbox } from '../../lib/orm/drizzle';
+import { prismaOutbox } from '../../lib/orm/prisma';
+import type { TransactionalAdapterLike } from '../../lib';
+import type { OutboxConnection } from '../../lib/store/outbox-connection';
+import { uniqueTable } from '../support/databases';
+import type { ServiceName } from '../support/services';
+import { pgPool } from '../orm/driver-targets';
+import { drizzleOnMariadb, drizzleOnPostgres, mysqlPool } from '../orm/drizzle-targets';
+import { openPrisma, PRISMA_ORDERS, type PrismaTestClient } from '../orm/prisma-targets';
+
+// The libraries that have a transactional adapter of @nestjs-cls/transactional on the registry
+// and a connection of ours: each opened the way an app wires it (the client under an injection
+// token, the adapter on that token), with the business write made through the adapter's `tx`.
+
+/** The injection token the specs provide the library's client under. */
+export const CLIENT = Symbol('test:client');
+
+/** One library on one database, opened. */
+export interface ClsLibrary {
+  readonly client: object;
+  readonly connection: OutboxConnection<unknown>;
+  /** The library's adapter, on {@link CLIENT}. */
+  adapter(): TransactionalAdapterLike;
+  /** The business write, through the adapter's `tx` inside a transaction. */
+  insertOrder(tx: unknown, id: string): Promise<void>;
+  readonly ordersTable: string;
+  readonly ordersDdl: string;
+  /** Placeholder of parameter n in the database's SQL. */
+  placeholder(n: number): string;
+  close(): Promise<void>;
+}
+
+export interface ClsTarget {
+  readonly name: string;
+  readonly services: readonly ServiceName[];
+  open(): ClsLibrary;
+}
+
+export const prismaPostgres: ClsTarget = {
+  name: 'Prisma on PostgreSQL (@nestjs-cls/transactional-adapter-prisma)',
+  services: ['postgres'],
+  open() {
+    const prisma = openPrisma();
+    return {
+      client: prisma,
+      connection: prismaOutbox(prisma) as OutboxConnection<unknown>,
+      adapter: () =>
+        new TransactionalAdapterPrisma<PrismaTestClient>({ prismaInjectionToken: CLIENT }),
+      insertOrder: async (tx, id) => {
+        await (tx as PrismaTestClient).order.create({ data: { id } });
+      },
+      ordersTable: PRISMA_ORDERS,
+      ordersDdl: `CREATE TABLE IF NOT EXISTS ${PRISMA_ORDERS} (id text PRIMARY KEY)`,
+      placeholder: (n) => `$${n}`,
+      close: () => prisma.$disconnect(),
+    };
+  },
+};
+
+export const drizzlePostgres: ClsTarget = {
+  name: 'Drizzle on PostgreSQL (@nestjs-cls/transactional-adapter-drizzle-orm)',
+  services: ['postgres'],
+  open() {
+    const pool = pgPool(8);
+    const db = drizzleOnPostgres(pool);
+    const orders = uniqueTable('orders_cls');
+    const table = pgTable(orders, { id: text('id').primaryKey() });
+    return {
+      client: db,
+      connection: drizzleOutbox(db) as OutboxConnection<unknown>,
+      adapter: () => new TransactionalAdapterDrizzleOrm<typeof db>({ drizzleInstanceToken: CLIENT }),
+      insertOrder: async (tx, id) => {
+        await (tx as typeof db).insert(table).values({ id });
+      },
+      ordersTable: orders,
+      ordersDdl: `CREATE TABLE ${orders} (id text PRIMARY KEY)`,
+      placeholder: (n) => `$${n}`,
+      close: () => pool.end(),
+    };
+  },
+};
+
+export const drizzleMariadb: ClsTarget = {
+  name: 'Drizzle on MariaDB (@nestjs-cls/transactional-adapter-drizzle-orm)',
+  services: ['mariadb'],
+  open() {
+    const pool = mysqlPool(8);
+    const db = drizzleOnMariadb(pool);
+    const orders = uniqueTable('orders_cls');
+    const table = mysqlTable(orders, { id: varchar('id', { length: 64 }).primaryKey() });
+    return {
+      client: db,
+      connection: drizzleOutbox(db) as OutboxConnection<unknown>,
+      adapter: () => new TransactionalAdapterDrizzleOrm<typeof db>({ drizzleInstanceToken: CLIENT }),
+      insertOrder: async (tx, id) => {
+        await (tx as typeof db).insert(table).values({ id });
+      },
+      ordersTable: orders,
+      ordersDdl: `CREATE TABLE ${orders} (id varchar(64) PRIMARY KEY)`,
+      placeholder: () => '?',
+      close: () => pool.end(),
+    };
+  },
+};
