@@ -142,7 +142,8 @@ export async function openClsApp(library: ClsLibrary, spec: ClsAppSpec = {}): Pr
 
   const adapter = spec.unguarded ? library.adapter() : guardOutboxWrites(library.adapter());
   const bridges: DynamicModule[] = [];
-  if (spec.cqrs !== undefined) bridges.push(CqrsModule.forRoot(), OutboxCqrsModule.forRoot(spec.cqrs));
+  if (spec.cqrs !== undefined)
+    bridges.push(CqrsModule.forRoot(), OutboxCqrsModule.forRoot(spec.cqrs));
   if (spec.emitter !== undefined) {
     bridges.push(
       EventEmitterModule.forRoot({ wildcard: true }),
@@ -204,10 +205,9 @@ export async function openClsApp(library: ClsLibrary, spec: ClsAppSpec = {}): Pr
       return rows.map((r) => ({ messageId: String(r.message_id), key: r.message_key }));
     },
     async orderExists(id) {
-      const { rows } = await sql.query(
-        `SELECT id FROM ${library.ordersTable} WHERE id = ${p(1)}`,
-        [id],
-      );
+      const { rows } = await sql.query(`SELECT id FROM ${library.ordersTable} WHERE id = ${p(1)}`, [
+        id,
+      ]);
       return rows.length === 1;
     },
     async drain() {

@@ -47,7 +47,7 @@ export const prismaPostgres: ClsTarget = {
     const prisma = openPrisma();
     return {
       client: prisma,
-      connection: prismaOutbox(prisma) as OutboxConnection<unknown>,
+      connection: prismaOutbox(prisma),
       adapter: () =>
         new TransactionalAdapterPrisma<PrismaTestClient>({ prismaInjectionToken: CLIENT }),
       insertOrder: async (tx, id) => {
@@ -71,8 +71,9 @@ export const drizzlePostgres: ClsTarget = {
     const table = pgTable(orders, { id: text('id').primaryKey() });
     return {
       client: db,
-      connection: drizzleOutbox(db) as OutboxConnection<unknown>,
-      adapter: () => new TransactionalAdapterDrizzleOrm<typeof db>({ drizzleInstanceToken: CLIENT }),
+      connection: drizzleOutbox(db),
+      adapter: () =>
+        new TransactionalAdapterDrizzleOrm<typeof db>({ drizzleInstanceToken: CLIENT }),
       insertOrder: async (tx, id) => {
         await (tx as typeof db).insert(table).values({ id });
       },
@@ -94,8 +95,9 @@ export const drizzleMariadb: ClsTarget = {
     const table = mysqlTable(orders, { id: varchar('id', { length: 64 }).primaryKey() });
     return {
       client: db,
-      connection: drizzleOutbox(db) as OutboxConnection<unknown>,
-      adapter: () => new TransactionalAdapterDrizzleOrm<typeof db>({ drizzleInstanceToken: CLIENT }),
+      connection: drizzleOutbox(db),
+      adapter: () =>
+        new TransactionalAdapterDrizzleOrm<typeof db>({ drizzleInstanceToken: CLIENT }),
       insertOrder: async (tx, id) => {
         await (tx as typeof db).insert(table).values({ id });
       },

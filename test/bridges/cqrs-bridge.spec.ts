@@ -109,10 +109,10 @@ for (const target of [prismaPostgres, drizzleMariadb]) {
     it('refuses an @OutboxEvent outside a transaction by default, at the call, writing nothing', async () => {
       const orderId = uniqueTable('order');
       const before = (await app.rows()).length;
-      expect(() => app.eventBus.publish(new OrderPlaced(orderId, 'eve'))).toThrow(
+      expect((): unknown => app.eventBus.publish(new OrderPlaced(orderId, 'eve'))).toThrow(
         OutboxTransactionRequiredError,
       );
-      expect(() => app.eventBus.publishAll([new OrderPlaced(orderId, 'eve')])).toThrow(
+      expect((): unknown => app.eventBus.publishAll([new OrderPlaced(orderId, 'eve')])).toThrow(
         OutboxTransactionRequiredError,
       );
       expect((await app.rows()).length).toBe(before);

@@ -56,13 +56,17 @@ export function guardOutboxWrites<A extends TransactionalAdapterLike>(adapter: A
       wrapWithTransaction: (options, fn, setTx) => {
         let tx: unknown;
         return inner
-          .wrapWithTransaction(options, guardedWork(fn, () => tx), (client) => {
-            if (client !== undefined) {
-              tx = client;
-              guardTransaction(client);
-            }
-            setTx(client);
-          })
+          .wrapWithTransaction(
+            options,
+            guardedWork(fn, () => tx),
+            (client) => {
+              if (client !== undefined) {
+                tx = client;
+                guardTransaction(client);
+              }
+              setTx(client);
+            },
+          )
           .finally(() => releaseTransaction(tx));
       },
       // Kept absent when the adapter has none: the host tells nested support by its presence.
@@ -111,9 +115,13 @@ function guardedWork(fn: Work, currentTx: () => unknown): Work {
     if (writes === undefined) return result;
     const { unsettled, failed, failure } = await writes.settle();
     if (unsettled > 0) {
-      throw new OutboxBridgeError(OutboxMessages.bridgeWriteUnsettled(unsettled), 'unsettled-write', {
-        cause: failure,
-      });
+      throw new OutboxBridgeError(
+        OutboxMessages.bridgeWriteUnsettled(unsettled),
+        'unsettled-write',
+        {
+          cause: failure,
+        },
+      );
     }
     if (failed) {
       throw new OutboxBridgeError(OutboxMessages.bridgeWriteFailed(), 'failed-write', {

@@ -6,9 +6,9 @@ import { isOutboxEvent, type OutboxBridgeWriter } from '../bridge/outbox-bridge.
  * the current transaction (the returned promise settles with the write: await it), every other
  * event goes to the publisher it replaced (the in-memory one by default), untouched.
  */
-export class OutboxEventPublisher<EventBase extends IEvent = IEvent>
-  implements IEventPublisher<EventBase>
-{
+export class OutboxEventPublisher<
+  EventBase extends IEvent = IEvent,
+> implements IEventPublisher<EventBase> {
   constructor(
     /** The publisher the EventBus had before. */
     readonly inner: IEventPublisher<EventBase>,
@@ -48,8 +48,10 @@ export class OutboxEventPublisher<EventBase extends IEvent = IEvent>
     asyncContext: Parameters<IEventPublisher<EventBase>['publish']>[2],
   ): unknown {
     if (this.inner.publishAll !== undefined) {
-      return this.inner.publishAll(events, dispatcherContext, asyncContext);
+      return this.inner.publishAll(events, dispatcherContext, asyncContext) as unknown;
     }
-    return events.map((event) => this.inner.publish(event, dispatcherContext, asyncContext));
+    return events.map(
+      (event): unknown => this.inner.publish(event, dispatcherContext, asyncContext) as unknown,
+    );
   }
 }

@@ -16,7 +16,8 @@ type EmitAsync = EventEmitter2['emitAsync'];
  * `@OutboxEvent`.
  */
 export class OutboxEventEmitterBridge implements OnModuleInit, OnModuleDestroy {
-  private originals: { emit: Emit; emitAsync: EmitAsync } | undefined;
+  /** The emitter's own `emit`/`emitAsync` properties before ours (usually none: prototype methods). */
+  private originals: { emit?: Emit; emitAsync?: EmitAsync } | undefined;
   private installed: { emit: Emit; emitAsync: EmitAsync } | undefined;
 
   constructor(
@@ -48,7 +49,12 @@ export class OutboxEventEmitterBridge implements OnModuleInit, OnModuleDestroy {
         return emitAsync(event, ...values);
       }) as EmitAsync,
     };
-    this.originals = { emit: emitter.emit, emitAsync: emitter.emitAsync };
+    // Own properties only (usually there are none: the methods live on the prototype).
+    const own = emitter as { emit?: Emit; emitAsync?: EmitAsync };
+    this.originals = {
+      ...(Object.hasOwn(emitter, 'emit') ? { emit: own.emit } : {}),
+      ...(Object.hasOwn(emitter, 'emitAsync') ? { emitAsync: own.emitAsync } : {}),
+    };
     this.installed = installed;
     emitter.emit = installed.emit;
     emitter.emitAsync = installed.emitAsync;
@@ -58,9 +64,14 @@ export class OutboxEventEmitterBridge implements OnModuleInit, OnModuleDestroy {
     const { originals, installed } = this;
     if (originals === undefined || installed === undefined) return;
     // Only what is still ours: a later wrapper keeps its place.
-    if (this.emitter.emit === installed.emit) this.emitter.emit = originals.emit;
-    if (this.emitter.emitAsync === installed.emitAsync) {
-      this.emitter.emitAsync = originals.emitAsync;
+    const emitter = this.emitter as { emit?: Emit; emitAsync?: EmitAsync };
+    if (emitter.emit === installed.emit) {
+      if (originals.emit === undefined) delete emitter.emit;
+      else emitter.emit = originals.emit;
+    }
+    if (emitter.emitAsync === installed.emitAsync) {
+      if (originals.emitAsync === undefined) delete emitter.emitAsync;
+      else emitter.emitAsync = originals.emitAsync;
     }
     this.originals = undefined;
     this.installed = undefined;
