@@ -15,6 +15,7 @@ import {
   OutboxModule,
   OutboxService,
   type OutboxHandlerMessage,
+  type OutboxPublisher,
 } from '../../lib';
 import { OutboxCqrsModule } from '../../lib/integrations/cqrs';
 import { OutboxEventEmitterModule } from '../../lib/integrations/event-emitter';
@@ -106,6 +107,8 @@ export interface ClsAppSpec {
   readonly emitter?: OutboxBridgeOptions;
   /** Leave the adapter unwrapped (no guardOutboxWrites). */
   readonly unguarded?: boolean;
+  /** The outbox's publisher, made from the app's LocalPublisher. @default the LocalPublisher */
+  readonly publisher?: (local: LocalPublisher) => OutboxPublisher;
 }
 
 export interface ClsApp {
@@ -167,7 +170,7 @@ export async function openClsApp(library: ClsLibrary, spec: ClsAppSpec = {}): Pr
         inject: [TransactionHost, LocalPublisher],
         useFactory: (txHost: TransactionHost, local: LocalPublisher) => ({
           connection: library.connection,
-          publisher: local,
+          publisher: spec.publisher === undefined ? local : spec.publisher(local),
           tableName: table,
           autoStart: false,
           ambientTransaction: fromClsTransactionHost(txHost),
