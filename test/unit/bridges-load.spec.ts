@@ -10,7 +10,7 @@ const BRIDGE_PACKAGES = [
   '@nestjs-cls/transactional',
 ] as const;
 
-function refuse(names: readonly string[]): void {
+function refuseToLoad(names: readonly string[]): void {
   for (const name of names) {
     jest.doMock(name, () => {
       throw new Error(`${name} was loaded`);
@@ -25,7 +25,7 @@ describe('bridge subpaths load only what they must', () => {
 
   it('the core loads while no bridge library can be loaded', () => {
     jest.isolateModules(() => {
-      refuse(BRIDGE_PACKAGES);
+      refuseToLoad(BRIDGE_PACKAGES);
       // eslint-disable-next-line @typescript-eslint/no-require-imports
       const core = require('../../lib') as Record<string, unknown>;
       expect(typeof core.guardOutboxWrites).toBe('function');
@@ -35,7 +35,7 @@ describe('bridge subpaths load only what they must', () => {
 
   it('lib/integrations/cqrs loads without @nestjs/event-emitter or nestjs-cls', () => {
     jest.isolateModules(() => {
-      refuse(BRIDGE_PACKAGES.filter((name) => name !== '@nestjs/cqrs'));
+      refuseToLoad(BRIDGE_PACKAGES.filter((name) => name !== '@nestjs/cqrs'));
       // eslint-disable-next-line @typescript-eslint/no-require-imports
       const subpath = require('../../lib/integrations/cqrs') as Record<string, unknown>;
       expect(typeof subpath.OutboxCqrsModule).toBe('function');
@@ -44,7 +44,7 @@ describe('bridge subpaths load only what they must', () => {
 
   it('lib/integrations/event-emitter loads without @nestjs/cqrs or nestjs-cls', () => {
     jest.isolateModules(() => {
-      refuse(['@nestjs/cqrs', 'nestjs-cls', '@nestjs-cls/transactional']);
+      refuseToLoad(['@nestjs/cqrs', 'nestjs-cls', '@nestjs-cls/transactional']);
       // eslint-disable-next-line @typescript-eslint/no-require-imports
       const subpath = require('../../lib/integrations/event-emitter') as Record<string, unknown>;
       expect(typeof subpath.OutboxEventEmitterModule).toBe('function');
