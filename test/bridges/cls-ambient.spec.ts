@@ -1,8 +1,14 @@
 import { OutboxTransactionRequiredError } from '../../lib';
 import { describeWith } from '../support/services';
 import { openClsApp, OrderPlaced, type ClsApp } from './cls-app';
-import { drizzleMariadb, drizzlePostgres, prismaPostgres, type ClsLibrary } from './cls-targets';
-import { uniqueTable } from '../support/databases';
+import {
+  drizzleMariadb,
+  drizzlePostgres,
+  prismaPostgres,
+  typeormPostgres,
+  type ClsLibrary,
+  uniqueOrderId,
+} from './cls-targets';
 
 // The ambient path beyond TypeORM: a @Transactional() method of @nestjs-cls/transactional (with
 // the library's own adapter) writes its business row through txHost.tx and enqueues without
@@ -11,13 +17,13 @@ import { uniqueTable } from '../support/databases';
 
 class Rollback extends Error {}
 
-for (const target of [prismaPostgres, drizzlePostgres, drizzleMariadb]) {
+for (const target of [prismaPostgres, drizzlePostgres, drizzleMariadb, typeormPostgres]) {
   describeWith(target.services, `ambient transaction: ${target.name}`, () => {
     let library: ClsLibrary;
     let app: ClsApp;
 
     beforeAll(async () => {
-      library = target.open();
+      library = await target.open();
       await library.connection.sql.query(library.ordersDdl);
       app = await openClsApp(library);
     });
@@ -31,7 +37,7 @@ for (const target of [prismaPostgres, drizzlePostgres, drizzleMariadb]) {
     });
 
     it('commits the business row and the message enqueued without a transaction argument', async () => {
-      const orderId = uniqueTable('order');
+      const orderId = uniqueOrderId();
       const messageId = await app.orders.place(orderId, () =>
         app.outbox.enqueue(new OrderPlaced(orderId, 'ann')),
       );
@@ -46,7 +52,7 @@ for (const target of [prismaPostgres, drizzlePostgres, drizzleMariadb]) {
     });
 
     it('leaves neither the row nor the message when the method throws', async () => {
-      const orderId = uniqueTable('order');
+      const orderId = uniqueOrderId();
       let messageId: string | undefined;
       await expect(
         app.orders.place(orderId, async () => {

@@ -169,7 +169,9 @@ export async function openClsApp(library: ClsLibrary, spec: ClsAppSpec = {}): Pr
       OutboxModule.forRootAsync({
         inject: [TransactionHost, LocalPublisher],
         useFactory: (txHost: TransactionHost, local: LocalPublisher) => ({
-          connection: library.connection,
+          ...(library.dataSource === undefined
+            ? { connection: library.connection }
+            : { dataSource: library.dataSource }),
           publisher: spec.publisher === undefined ? local : spec.publisher(local),
           tableName: table,
           autoStart: false,

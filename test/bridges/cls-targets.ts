@@ -1,12 +1,16 @@
+import { randomUUID } from 'node:crypto';
 import { TransactionalAdapterDrizzleOrm } from '@nestjs-cls/transactional-adapter-drizzle-orm';
 import { TransactionalAdapterPrisma } from '@nestjs-cls/transactional-adapter-prisma';
+import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
+import { DataSource, type EntityManager } from 'typeorm';
+import { typeormConnection } from '../../lib/orm/typeorm/typeorm.connection';
 import { mysqlTable, varchar } from 'drizzle-orm/mysql-core';
 import { pgTable, text } from 'drizzle-orm/pg-core';
 import { drizzleOutbox } from '../../lib/orm/drizzle';
 import { prismaOutbox } from '../../lib/orm/prisma';
 import type { TransactionalAdapterLike } from '../../lib';
 import type { OutboxConnection } from '../../lib/store/outbox-connection';
-import { uniqueTable } from '../support/databases';
+import { serverConnection, uniqueTable } from '../support/databases';
 import type { ServiceName } from '../support/services';
 import { pgPool } from '../orm/driver-targets';
 import { drizzleOnMariadb, drizzleOnPostgres, mysqlPool } from '../orm/drizzle-targets';
@@ -22,7 +26,10 @@ export const CLIENT = Symbol('test:client');
 /** One library on one database, opened. */
 export interface ClsLibrary {
   readonly client: object;
+  /** The module's connection for the library; its `sql` also serves the specs' own queries. */
   readonly connection: OutboxConnection<unknown>;
+  /** Given to OutboxModule as `dataSource` instead of `connection` (TypeORM). */
+  readonly dataSource?: DataSource;
   /** The library's adapter, on {@link CLIENT}. */
   adapter(): TransactionalAdapterLike;
   /** The business write, through the adapter's `tx` inside a transaction. */
@@ -37,7 +44,7 @@ export interface ClsLibrary {
 export interface ClsTarget {
   readonly name: string;
   readonly services: readonly ServiceName[];
-  open(): ClsLibrary;
+  open(): Promise<ClsLibrary>;
 }
 
 export const prismaPostgres: ClsTarget = {
@@ -45,7 +52,7 @@ export const prismaPostgres: ClsTarget = {
   services: ['postgres'],
   open() {
     const prisma = openPrisma();
-    return {
+    return Promise.resolve({
       client: prisma,
       connection: prismaOutbox(prisma),
       adapter: () =>
@@ -57,7 +64,7 @@ export const prismaPostgres: ClsTarget = {
       ordersDdl: `CREATE TABLE IF NOT EXISTS ${PRISMA_ORDERS} (id text PRIMARY KEY)`,
       placeholder: (n) => `$${n}`,
       close: () => prisma.$disconnect(),
-    };
+    });
   },
 };
 
@@ -69,7 +76,7 @@ export const drizzlePostgres: ClsTarget = {
     const db = drizzleOnPostgres(pool);
     const orders = uniqueTable('orders_cls');
     const table = pgTable(orders, { id: text('id').primaryKey() });
-    return {
+    return Promise.resolve({
       client: db,
       connection: drizzleOutbox(db),
       adapter: () =>
@@ -81,7 +88,7 @@ export const drizzlePostgres: ClsTarget = {
       ordersDdl: `CREATE TABLE ${orders} (id text PRIMARY KEY)`,
       placeholder: (n) => `$${n}`,
       close: () => pool.end(),
-    };
+    });
   },
 };
 
@@ -93,7 +100,7 @@ export const drizzleMariadb: ClsTarget = {
     const db = drizzleOnMariadb(pool);
     const orders = uniqueTable('orders_cls');
     const table = mysqlTable(orders, { id: varchar('id', { length: 64 }).primaryKey() });
-    return {
+    return Promise.resolve({
       client: db,
       connection: drizzleOutbox(db),
       adapter: () =>
@@ -105,6 +112,37 @@ export const drizzleMariadb: ClsTarget = {
       ordersDdl: `CREATE TABLE ${orders} (id varchar(64) PRIMARY KEY)`,
       placeholder: () => '?',
       close: () => pool.end(),
+    });
+  },
+};
+
+export const typeormPostgres: ClsTarget = {
+  name: 'TypeORM on PostgreSQL (@nestjs-cls/transactional-adapter-typeorm)',
+  services: ['postgres'],
+  async open() {
+    const dataSource = new DataSource({ ...serverConnection('postgres'), poolSize: 8 });
+    await dataSource.initialize();
+    const orders = uniqueTable('orders_cls');
+    return {
+      client: dataSource,
+      dataSource,
+      connection: typeormConnection(dataSource),
+      adapter: () => new TransactionalAdapterTypeOrm({ dataSourceToken: CLIENT }),
+      insertOrder: async (tx, id) => {
+        await (tx as EntityManager).query(`INSERT INTO ${orders} (id) VALUES ($1)`, [id]);
+      },
+      ordersTable: orders,
+      ordersDdl: `CREATE TABLE ${orders} (id text PRIMARY KEY)`,
+      placeholder: (n) => `$${n}`,
+      close: () => dataSource.destroy(),
     };
   },
 };
+
+/**
+ * An order id unique across runs and spec files: the Prisma orders table is shared and kept,
+ * and uniqueTable's counter starts again in every spec file of one jest process.
+ */
+export function uniqueOrderId(prefix = 'order'): string {
+  return `${prefix}_${randomUUID()}`;
+}

@@ -1,11 +1,16 @@
 import { OutboxBridgeError, OutboxEvent, OutboxTransactionRequiredError } from '../../lib';
 import { OutboxCqrsModule } from '../../lib/integrations/cqrs';
 import { OutboxOptionsError } from '../../lib';
-import { uniqueTable } from '../support/databases';
 import { describeWith } from '../support/services';
 import { expectNever, waitFor } from '../support/wait-for';
 import { openClsApp, OrderPlaced, OrderViewed, type ClsApp } from './cls-app';
-import { drizzleMariadb, prismaPostgres, type ClsLibrary } from './cls-targets';
+import {
+  drizzleMariadb,
+  prismaPostgres,
+  typeormPostgres,
+  type ClsLibrary,
+  uniqueOrderId,
+} from './cls-targets';
 
 // @nestjs/cqrs into the outbox: EventBus.publish()/publishAll() of an @OutboxEvent inside a
 // @Transactional() method (ambient through nestjs-cls) writes the outbox row in that transaction;
@@ -26,13 +31,13 @@ const idsOf = (app: ClsApp, orderId: string): string[] =>
 const inMemory = (app: ClsApp, orderId: string): object[] =>
   app.received.inMemory.filter((e) => (e as { orderId?: string }).orderId === orderId);
 
-for (const target of [prismaPostgres, drizzleMariadb]) {
+for (const target of [prismaPostgres, drizzleMariadb, typeormPostgres]) {
   describeWith(target.services, `@nestjs/cqrs bridge: ${target.name}`, () => {
     let library: ClsLibrary;
     let app: ClsApp;
 
     beforeAll(async () => {
-      library = target.open();
+      library = await target.open();
       await library.connection.sql.query(library.ordersDdl);
       app = await openClsApp(library, { cqrs: {} });
     });
@@ -46,7 +51,7 @@ for (const target of [prismaPostgres, drizzleMariadb]) {
     });
 
     it('writes a published @OutboxEvent in the committed transaction; delivered once, after commit', async () => {
-      const orderId = uniqueTable('order');
+      const orderId = uniqueOrderId();
       await app.orders.place(orderId, async () => {
         await app.eventBus.publish(new OrderPlaced(orderId, 'ann'));
       });
@@ -61,7 +66,7 @@ for (const target of [prismaPostgres, drizzleMariadb]) {
     });
 
     it('writes nothing and delivers nothing when the transaction rolls back', async () => {
-      const orderId = uniqueTable('order');
+      const orderId = uniqueOrderId();
       const before = (await app.rows()).length;
       await expect(
         app.orders.place(orderId, async () => {
@@ -77,7 +82,7 @@ for (const target of [prismaPostgres, drizzleMariadb]) {
     });
 
     it('hands events without @OutboxEvent to their handlers, untouched, inside a transaction', async () => {
-      const orderId = uniqueTable('order');
+      const orderId = uniqueOrderId();
       const before = (await app.rows()).length;
       const viewed = new OrderViewed(orderId);
       await app.orders.place(orderId, async () => {
@@ -89,8 +94,8 @@ for (const target of [prismaPostgres, drizzleMariadb]) {
     });
 
     it('publishAll writes the outbox events in one go and hands the others on', async () => {
-      const a = uniqueTable('order');
-      const b = uniqueTable('order');
+      const a = uniqueOrderId();
+      const b = uniqueOrderId();
       await app.orders.place(a, async () => {
         await app.eventBus.publishAll([
           new OrderPlaced(a, 'dan'),
@@ -107,7 +112,7 @@ for (const target of [prismaPostgres, drizzleMariadb]) {
     });
 
     it('refuses an @OutboxEvent outside a transaction by default, at the call, writing nothing', async () => {
-      const orderId = uniqueTable('order');
+      const orderId = uniqueOrderId();
       const before = (await app.rows()).length;
       expect((): unknown => app.eventBus.publish(new OrderPlaced(orderId, 'eve'))).toThrow(
         OutboxTransactionRequiredError,
@@ -120,7 +125,7 @@ for (const target of [prismaPostgres, drizzleMariadb]) {
     });
 
     it('rolls back a transaction that ends while its publish is still writing (not awaited)', async () => {
-      const orderId = uniqueTable('order');
+      const orderId = uniqueOrderId();
       const before = (await app.rows()).length;
       const error = await app.orders
         .place(orderId, () => {
@@ -141,7 +146,7 @@ for (const target of [prismaPostgres, drizzleMariadb]) {
     });
 
     it('rolls back a transaction whose bridge write failed, even when the caller caught it', async () => {
-      const orderId = uniqueTable('order');
+      const orderId = uniqueOrderId();
       const error = await app.orders
         .place(orderId, async () => {
           await (app.eventBus.publish(new Unkeyable()) as Promise<void>).catch(() => undefined);
@@ -158,7 +163,7 @@ for (const target of [prismaPostgres, drizzleMariadb]) {
     it('keeps per-key order: each key reaches the consumer in commit order', async () => {
       const keys = ['k1', 'k2'];
       const sent: Record<string, string[]> = { k1: [], k2: [] };
-      const prefix = uniqueTable('seq');
+      const prefix = uniqueOrderId('seq');
       for (let i = 0; i < 6; i++) {
         const key = keys[i % 2] as string;
         const orderId = `${prefix}_${i}`;
@@ -182,7 +187,7 @@ for (const target of [prismaPostgres, drizzleMariadb]) {
     const apps: ClsApp[] = [];
 
     beforeAll(async () => {
-      library = target.open();
+      library = await target.open();
       await library.connection.sql.query(library.ordersDdl);
     });
 
@@ -197,7 +202,7 @@ for (const target of [prismaPostgres, drizzleMariadb]) {
     it("outsideTransaction: 'publish' hands an @OutboxEvent outside a transaction to the handlers only", async () => {
       const app = await openClsApp(library, { cqrs: { outsideTransaction: 'publish' } });
       apps.push(app);
-      const orderId = uniqueTable('order');
+      const orderId = uniqueOrderId();
       const event = new OrderPlaced(orderId, 'gus');
       app.eventBus.publish(event);
       await waitFor('the in-memory handler', () => inMemory(app, orderId).length === 1);
@@ -213,7 +218,7 @@ for (const target of [prismaPostgres, drizzleMariadb]) {
     it('refuses to write in a transaction whose adapter is not wrapped with guardOutboxWrites()', async () => {
       const app = await openClsApp(library, { cqrs: {}, unguarded: true });
       apps.push(app);
-      const orderId = uniqueTable('order');
+      const orderId = uniqueOrderId();
       const error = await app.orders
         .place(orderId, async () => {
           await app.eventBus.publish(new OrderPlaced(orderId, 'hal'));

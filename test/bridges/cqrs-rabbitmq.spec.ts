@@ -1,11 +1,10 @@
 import { connect, type ChannelModel } from 'amqplib';
 import { OutboxEvent } from '../../lib';
 import { RabbitMqPublisher } from '../../lib/publishers/rabbitmq';
-import { uniqueTable } from '../support/databases';
 import { describeWith, SERVICES } from '../support/services';
 import { expectNever, waitFor } from '../support/wait-for';
 import { openClsApp, type ClsApp } from './cls-app';
-import { prismaPostgres, type ClsLibrary } from './cls-targets';
+import { prismaPostgres, type ClsLibrary, uniqueOrderId } from './cls-targets';
 
 // The @nestjs/cqrs bridge with a real broker: events published on the EventBus inside
 // @Transactional() methods (Prisma on PostgreSQL, ambient through nestjs-cls) reach an amqplib
@@ -34,7 +33,7 @@ describeWith(
     const received: { messageId: string; key: string; paymentId: string }[] = [];
 
     beforeAll(async () => {
-      library = prismaPostgres.open();
+      library = await prismaPostgres.open();
       await library.connection.sql.query(library.ordersDdl);
       consumer = await connect(RABBITMQ_URL);
       const ch = await consumer.createChannel();
@@ -71,7 +70,7 @@ describeWith(
     });
 
     it('delivers a committed publish once and a rolled-back one never, keys in commit order', async () => {
-      const prefix = uniqueTable('pay');
+      const prefix = uniqueOrderId('pay');
       const committed: Record<string, string[]> = { a: [], b: [] };
       const rolledBack: string[] = [];
       for (let i = 0; i < 8; i++) {

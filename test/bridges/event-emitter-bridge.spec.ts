@@ -1,11 +1,10 @@
 import { OutboxBridgeError, OutboxOptionsError, OutboxTransactionRequiredError } from '../../lib';
 import { EventEmitter2 } from '@nestjs/event-emitter';
 import { OutboxEventEmitterModule } from '../../lib/integrations/event-emitter';
-import { uniqueTable } from '../support/databases';
 import { describeWith } from '../support/services';
 import { expectNever, waitFor } from '../support/wait-for';
 import { openClsApp, OrderPlaced, OrderViewed, type ClsApp } from './cls-app';
-import { drizzleMariadb, prismaPostgres, type ClsLibrary } from './cls-targets';
+import { drizzleMariadb, prismaPostgres, type ClsLibrary, uniqueOrderId } from './cls-targets';
 
 // @nestjs/event-emitter into the outbox: `await emitter.emitAsync(name, event)` of an
 // @OutboxEvent inside a @Transactional() method writes the outbox row in that transaction (no
@@ -26,7 +25,7 @@ for (const target of [prismaPostgres, drizzleMariadb]) {
     let app: ClsApp;
 
     beforeAll(async () => {
-      library = target.open();
+      library = await target.open();
       await library.connection.sql.query(library.ordersDdl);
       app = await openClsApp(library, { emitter: {} });
       apps.push(app);
@@ -41,7 +40,7 @@ for (const target of [prismaPostgres, drizzleMariadb]) {
     });
 
     it('writes an emitAsync @OutboxEvent in the committed transaction; delivered once, after commit', async () => {
-      const orderId = uniqueTable('order');
+      const orderId = uniqueOrderId();
       const answers = await app.orders.place(orderId, () =>
         app.emitter.emitAsync('order.placed', new OrderPlaced(orderId, 'ann')),
       );
@@ -54,7 +53,7 @@ for (const target of [prismaPostgres, drizzleMariadb]) {
     });
 
     it('writes and delivers nothing when the transaction rolls back', async () => {
-      const orderId = uniqueTable('order');
+      const orderId = uniqueOrderId();
       const before = (await app.rows()).length;
       await expect(
         app.orders.place(orderId, async () => {
@@ -69,7 +68,7 @@ for (const target of [prismaPostgres, drizzleMariadb]) {
     });
 
     it('refuses emit() of an @OutboxEvent inside a transaction, rolling it back', async () => {
-      const orderId = uniqueTable('order');
+      const orderId = uniqueOrderId();
       const error = await app.orders
         .place(orderId, () => {
           app.emitter.emit('order.placed', new OrderPlaced(orderId, 'cy'));
@@ -86,7 +85,7 @@ for (const target of [prismaPostgres, drizzleMariadb]) {
     });
 
     it('rolls back a transaction that ends while its emitAsync is still writing (not awaited)', async () => {
-      const orderId = uniqueTable('order');
+      const orderId = uniqueOrderId();
       const before = (await app.rows()).length;
       const error = await app.orders
         .place(orderId, () => {
@@ -104,7 +103,7 @@ for (const target of [prismaPostgres, drizzleMariadb]) {
     });
 
     it('passes other values to the listeners untouched, inside and outside a transaction', async () => {
-      const orderId = uniqueTable('order');
+      const orderId = uniqueOrderId();
       const before = (await app.rows()).length;
       await app.orders.place(orderId, async () => {
         app.emitter.emit('order.viewed', new OrderViewed(orderId));
@@ -116,7 +115,7 @@ for (const target of [prismaPostgres, drizzleMariadb]) {
     });
 
     it('refuses an @OutboxEvent outside a transaction by default, writing nothing', async () => {
-      const orderId = uniqueTable('order');
+      const orderId = uniqueOrderId();
       const before = (await app.rows()).length;
       expect(() => app.emitter.emit('order.placed', new OrderPlaced(orderId, 'eve'))).toThrow(
         OutboxTransactionRequiredError,
@@ -129,7 +128,7 @@ for (const target of [prismaPostgres, drizzleMariadb]) {
     });
 
     it('keeps per-key order: each key reaches the consumer in commit order', async () => {
-      const prefix = uniqueTable('seq');
+      const prefix = uniqueOrderId('seq');
       const sent: Record<string, string[]> = { a: [], b: [] };
       for (let i = 0; i < 6; i++) {
         const key = i % 3 === 0 ? 'a' : 'b';
@@ -151,7 +150,7 @@ for (const target of [prismaPostgres, drizzleMariadb]) {
     it("outsideTransaction: 'publish' hands an @OutboxEvent outside a transaction to the listeners", async () => {
       const passing = await openClsApp(library, { emitter: { outsideTransaction: 'publish' } });
       apps.push(passing);
-      const orderId = uniqueTable('order');
+      const orderId = uniqueOrderId();
       passing.emitter.emit('order.placed', new OrderPlaced(orderId, 'fay'));
       await passing.emitter.emitAsync('order.placed', new OrderPlaced(orderId, 'fay'));
       await waitFor('two listener calls', () => heard(passing, orderId).length === 2);
