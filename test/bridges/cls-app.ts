@@ -2,7 +2,12 @@ import { Global, Injectable, Module, type DynamicModule } from '@nestjs/common';
 import { CqrsModule, EventBus, EventsHandler, type IEventHandler } from '@nestjs/cqrs';
 import { EventEmitter2, EventEmitterModule, OnEvent } from '@nestjs/event-emitter';
 import { Test, type TestingModule } from '@nestjs/testing';
-import { ClsPluginTransactional, Transactional, TransactionHost } from '@nestjs-cls/transactional';
+import {
+  ClsPluginTransactional,
+  Propagation,
+  Transactional,
+  TransactionHost,
+} from '@nestjs-cls/transactional';
 import { ClsModule } from 'nestjs-cls';
 import {
   fromClsTransactionHost,
@@ -99,6 +104,11 @@ export class Orders {
   async place<T>(id: string, work: () => Promise<T>): Promise<T> {
     await this.library.value.insertOrder(this.txHost.tx, id);
     return work();
+  }
+
+  /** Runs `work` in a nested transaction (a savepoint, where the adapter has them). */
+  nested<T>(work: () => Promise<T>): Promise<T> {
+    return this.txHost.withTransaction(Propagation.Nested, work);
   }
 }
 

@@ -56,7 +56,10 @@ export const prismaPostgres: ClsTarget = {
       client: prisma,
       connection: prismaOutbox(prisma),
       adapter: () =>
-        new TransactionalAdapterPrisma<PrismaTestClient>({ prismaInjectionToken: CLIENT }),
+        new TransactionalAdapterPrisma<PrismaTestClient>({
+          prismaInjectionToken: CLIENT,
+          sqlFlavor: 'postgresql', // savepoints, for Propagation.Nested
+        }),
       insertOrder: async (tx, id) => {
         await (tx as PrismaTestClient).order.create({ data: { id } });
       },
