@@ -1,6 +1,6 @@
 import { OutboxBridgeError } from '../../errors/outbox-bridge.error';
 import { OutboxMessages } from '../../outbox.messages';
-import { guardTransaction, releaseTransaction } from './transaction-writes';
+import { guardTransaction, releaseTransaction, writesOf } from './transaction-writes';
 
 /**
  * The options an `@nestjs-cls/transactional` adapter's `optionsFactory` returns, as far as the
@@ -54,22 +54,12 @@ export function guardOutboxWrites<A extends TransactionalAdapterLike>(adapter: A
     return {
       ...inner,
       wrapWithTransaction: (options, fn, setTx) => {
-        let tx: unknown;
+        const current = new CurrentTx(undefined, setTx);
         return inner
-          .wrapWithTransaction(
-            options,
-            guardedWork(fn, () => tx),
-            (client) => {
-              if (client !== undefined) {
-                tx = client;
-                guardTransaction(client);
-              }
-              setTx(client);
-            },
-          )
-          .finally(() => releaseTransaction(tx));
+          .wrapWithTransaction(options, guardedWork(fn, current), current.set)
+          .finally(() => releaseTransaction(current.tx));
       },
-      // Kept absent when the adapter has none: the host tells nested support by its presence.
+      // Only where the adapter has one: the host tells nested support by it.
       ...(nested === undefined
         ? {}
         : {
@@ -79,19 +69,8 @@ export function guardOutboxWrites<A extends TransactionalAdapterLike>(adapter: A
               setTx: SetTx,
               parent: unknown,
             ) => {
-              let tx: unknown = parent;
-              return nested(
-                options,
-                guardedWork(fn, () => tx),
-                (client) => {
-                  if (client !== undefined) {
-                    tx = client;
-                    guardTransaction(client);
-                  }
-                  setTx(client);
-                },
-                parent,
-              );
+              const current = new CurrentTx(parent, setTx);
+              return nested(options, guardedWork(fn, current), current.set, parent);
             },
           }),
     };
@@ -100,18 +79,34 @@ export function guardOutboxWrites<A extends TransactionalAdapterLike>(adapter: A
   return guarded;
 }
 
+/** The transaction handle the adapter set for one (possibly nested) transaction, guarded. */
+class CurrentTx {
+  constructor(
+    public tx: unknown,
+    private readonly setTx: SetTx,
+  ) {}
+
+  readonly set: SetTx = (client) => {
+    if (client !== undefined) {
+      this.tx = client;
+      guardTransaction(client);
+    }
+    this.setTx(client);
+  };
+}
+
 /** `fn`, then the check of the writes it left in its transaction. */
-function guardedWork(fn: Work, currentTx: () => unknown): Work {
+function guardedWork(fn: Work, current: CurrentTx): Work {
   return async (...args) => {
     let result: unknown;
     try {
       result = await fn(...args);
     } catch (error) {
       // Rolling back anyway; wait so that no write reaches the connection after the rollback.
-      await guardTransaction(currentTx())?.settle();
+      await writesOf(current.tx)?.settle();
       throw error;
     }
-    const writes = guardTransaction(currentTx());
+    const writes = writesOf(current.tx);
     if (writes === undefined) return result;
     const { unsettled, failed, failure } = await writes.settle();
     if (unsettled > 0) {
