@@ -106,6 +106,7 @@ export { OutboxHandlerMissingError } from './errors/outbox-handler-missing.error
 export { PublisherUnavailableError } from './errors/publisher-unavailable.error';
 export { PublishTimeoutError } from './errors/publish-timeout.error';
 export { OutboxDatabaseTimeoutError } from './errors/outbox-database-timeout.error';
+export { OutboxBridgeError, type OutboxBridgeErrorReason } from './errors/outbox-bridge.error';
 
 export { createOutboxMigration } from './orm/typeorm/outbox-table.migration';
 export { outboxMigrations } from './orm/typeorm/outbox-migrations';
@@ -128,3 +129,8 @@ export {
   fromClsTransactionHost,
   type ClsTransactionHostLike,
 } from './integrations/cls/cls-transaction.adapter';
+export {
+  guardOutboxWrites,
+  type TransactionalAdapterLike,
+  type TransactionalAdapterOptionsLike,
+} from './integrations/cls/guard-outbox-writes';

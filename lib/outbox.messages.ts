@@ -163,4 +163,27 @@ export const OutboxMessages = {
   /** `library`: the ORM and driver; `fix`: what it accepts instead. */
   ormUnsupportedClient: (library: string, fix: string): string =>
     `The outbox cannot run on ${library}: ${fix}`,
+  bridgeWriteUnsettled: (count: number): string =>
+    `The transaction ended while ${count} outbox write(s) of an event-bus bridge were still ` +
+    'running: an EventBus.publish()/publishAll() or EventEmitter2.emitAsync() of an @OutboxEvent ' +
+    'was not awaited. The transaction was rolled back so that it cannot commit without its ' +
+    'message: await the call (docs/event-bus.md#await-the-publish).',
+  bridgeWriteFailed: (): string =>
+    'An outbox write of an event-bus bridge failed in this transaction (see the cause), so the ' +
+    'transaction was rolled back instead of committing without its message ' +
+    '(docs/event-bus.md#await-the-publish).',
+  bridgeUnguarded: (call: string): string =>
+    `${call} of an @OutboxEvent inside a transaction whose @nestjs-cls/transactional adapter is ` +
+    'not wrapped with guardOutboxWrites(): wrap it (new ClsPluginTransactional({ adapter: ' +
+    'guardOutboxWrites(new TransactionalAdapterPrisma(…)) })) so that the write cannot escape ' +
+    'the transaction, or set requireGuard: false (docs/event-bus.md#guard-the-transaction).',
+  bridgeSynchronousEmit: (): string =>
+    'EventEmitter2.emit() of an @OutboxEvent inside a transaction: emit() cannot wait for the ' +
+    'outbox write, which would run after the transaction ends. Use await ' +
+    'eventEmitter.emitAsync(…) (docs/event-bus.md#nestjsevent-emitter).',
+  bridgeTransactionRequired: (call: string): string =>
+    `${call} of an @OutboxEvent outside a transaction: the event would be lost to the outbox. ` +
+    'Publish it inside a @Transactional() method (with ambientTransaction: ' +
+    "fromClsTransactionHost(txHost) on OutboxModule), or set outsideTransaction: 'publish' to " +
+    'hand such events to the in-memory handlers only (docs/event-bus.md#outside-a-transaction).',
 } as const;

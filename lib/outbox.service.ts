@@ -102,7 +102,7 @@ export class OutboxService<Tx = EntityManager> implements OnApplicationShutdown 
       list.map((item, index) => this.serializer.toRow(item, index, options)),
     );
     rejectRepeatedIds(rows);
-    const tx = manager ?? (this.options.ambientTransaction?.currentManager() as Tx | undefined);
+    const tx = manager ?? (this.currentTransaction() as Tx | undefined);
     if (tx === undefined) {
       // TypeORM's message names the EntityManager; another library's names its own handle.
       throw this.options.connection === undefined
@@ -117,6 +117,16 @@ export class OutboxService<Tx = EntityManager> implements OnApplicationShutdown 
       this.commits.track(tx);
     }
     return { messageIds: rows.map((r) => r.messageId), duplicates };
+  }
+
+  /**
+   * The transaction the current call runs in, from the `ambientTransaction` option; undefined
+   * when none is configured or none is active. The event-bus bridges ask it before they write.
+   * Typed `unknown` so that `Tx` stays in parameter positions only: an `OutboxService<unknown>`
+   * (what `moduleRef.get(OutboxService)` gives) must still fit `OutboxService<EntityManager>`.
+   */
+  currentTransaction(): unknown {
+    return this.options.ambientTransaction?.currentManager();
   }
 
   /**
