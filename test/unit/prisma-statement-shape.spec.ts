@@ -17,6 +17,10 @@ describe('statementShape', () => {
     ['DELETE FROM t WHERE id IN (SELECT id FROM t LIMIT 1) RETURNING message_key', 'returning'],
     ['-- SELECT\nUPDATE t SET a = 1 /* RETURNING */', 'count'],
     ['CREATE INDEX IF NOT EXISTS i ON t (a) WHERE status = $$pending$$', 'count'],
+    // MySQL's quoted names, and SQLite's ? placeholders.
+    ['UPDATE `returning` SET a = ? WHERE id = ?', 'count'],
+    ['SELECT `select`.a FROM `update` AS `select`', 'read'],
+    ['INSERT INTO t (a) VALUES (?) ON CONFLICT (a) DO NOTHING RETURNING a AS id', 'returning'],
   ] as const)('%s → %s', (sql, shape) => {
     expect(statementShape(sql)).toBe(shape);
   });
