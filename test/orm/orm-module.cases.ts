@@ -267,9 +267,7 @@ export function ormModuleCases<Tx>(target: OrmModuleTarget<Tx>): void {
             return outbox.enqueue({ topic: queue, key: orderId, payload: { orderId } }, tx);
           });
 
-          await waitFor('the message in RabbitMQ', () =>
-            received.some((m) => m.id === committed),
-          );
+          await waitFor('the message in RabbitMQ', () => received.some((m) => m.id === committed));
           const status = async (): Promise<unknown> =>
             (
               await sql.query<{ status: string }>(
@@ -277,7 +275,10 @@ export function ormModuleCases<Tx>(target: OrmModuleTarget<Tx>): void {
                 [committed],
               )
             ).rows[0]?.status;
-          await waitFor('the row settled as delivered', async () => (await status()) === 'delivered');
+          await waitFor(
+            'the row settled as delivered',
+            async () => (await status()) === 'delivered',
+          );
           await sleep(300);
           expect(received).toEqual([{ id: committed, payload: { orderId } }]);
           expect(received.map((m) => m.id)).not.toContain(rolledBack);
