@@ -1,6 +1,6 @@
 import type { SqlPort, SqlResult, SqlRunner } from '../../store/sql-port';
 import type { PrismaClientLike, PrismaRawClient } from './prisma-client';
-import { statementShape } from './statement-shape';
+import { statementShape } from '../statement-shape';
 
 /** The databases of Prisma's providers the outbox runs on. */
 export type PrismaDatabase = 'postgres' | 'mysql' | 'sqlite';

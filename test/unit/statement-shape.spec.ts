@@ -1,7 +1,9 @@
-import { statementShape } from '../../lib/orm/prisma/statement-shape';
+import { statementShape } from '../../lib/orm/statement-shape';
 
-// Prisma answers rows or a count, not both: the shape of the outbox's statement decides which
-// call the port makes, so a write's count and a RETURNING's rows both reach the store.
+// Prisma answers rows or a count, not both, and libSQL counts no changed rows for a statement
+// that answers rows: the shape of the outbox's statement decides which call the Prisma port
+// makes and what the libSQL port counts, so a write's count and a RETURNING's rows both reach
+// the store.
 
 describe('statementShape', () => {
   it.each([
