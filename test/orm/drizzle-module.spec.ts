@@ -1,5 +1,6 @@
 import { Test } from '@nestjs/testing';
 import { createClient } from '@libsql/client';
+import { sql } from 'drizzle-orm';
 import { drizzle as drizzleBetterSqlite3 } from 'drizzle-orm/better-sqlite3';
 import { drizzle as drizzleLibsql } from 'drizzle-orm/libsql';
 import { mysqlTable, varchar } from 'drizzle-orm/mysql-core';
@@ -205,6 +206,18 @@ describe('drizzleOutbox on SQLite: which databases and transactions it takes', (
       expect(error).toBeInstanceOf(OutboxError);
       expect(error).not.toBeInstanceOf(OutboxTransactionRequiredError);
       expect((error as Error).message).toMatch(/another client/);
+
+      // A tx kept after its callback: libSQL refuses its first statement, so nothing commits
+      // on its own.
+      await own.db.run(sql`CREATE TABLE kept (n INTEGER)`);
+      const kept = await own.db.transaction((tx) => Promise.resolve(tx));
+      const refused = await connection
+        .join(kept)
+        .query('INSERT INTO kept (n) VALUES (?)', [1])
+        .catch((e: unknown) => e);
+      // Drizzle wraps libSQL's error ("Failed query: …") with it as the cause.
+      expect(String((refused as Error).cause)).toMatch(/closed/i);
+      expect(await own.db.all(sql`SELECT n FROM kept`)).toEqual([]);
     } finally {
       await own.end();
       await other.end();
