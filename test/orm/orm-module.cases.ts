@@ -1,5 +1,4 @@
 import { Test, type TestingModule } from '@nestjs/testing';
-import { connect } from 'amqplib';
 import { OutboxModule, OutboxService, OutboxTransactionRequiredError } from '../../lib';
 import {
   createOutboxTable,
@@ -10,16 +9,14 @@ import type { OutboxConnection } from '../../lib/store/outbox-connection';
 import type { SqlPort } from '../../lib/store/sql-port';
 import { uniqueTable } from '../support/databases';
 import { RecordingPublisher } from '../support/recording.publisher';
-import { RabbitMqPublisher } from '../../lib/publishers/rabbitmq';
-import { describeWith, SERVICES } from '../support/services';
+import { describeWith } from '../support/services';
 import { expectNever, waitFor } from '../support/wait-for';
+import { expectDeliveredToRabbitMq } from './rabbitmq-delivery';
 
 // What every ORM connection must do inside a real app: OutboxModule booted on the connection,
 // messages enqueued in the ORM's own transactions next to a business row, delivered by the real
 // dispatcher to a recording publisher, and end to end to a real RabbitMQ queue. One list of
 // cases, run by each ORM's module spec on each database.
-
-const RABBITMQ_URL = `amqp://guest:guest@${SERVICES.rabbitmq.host}:${SERVICES.rabbitmq.port}`;
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -225,71 +222,14 @@ export function ormModuleCases<Tx>(target: OrmModuleTarget<Tx>): void {
         await app?.close();
       });
 
-      it('delivers the committed message to a RabbitMQ queue, and nothing of a rolled-back one', async () => {
-        const amqp = await connect(RABBITMQ_URL);
-        amqp.on('error', () => undefined);
-        const channel = await amqp.createChannel();
-        const queue = uniqueTable('outbox_orm_q');
-        await channel.assertQueue(queue, { durable: false, autoDelete: false });
-        const received: { id: string; payload: unknown }[] = [];
-        const { consumerTag } = await channel.consume(
-          queue,
-          (message) => {
-            if (message === null) return;
-            received.push({
-              id: String(message.properties.messageId),
-              payload: JSON.parse(message.content.toString()) as unknown,
-            });
-          },
-          { noAck: true },
-        );
-        const publisher = new RabbitMqPublisher({ url: RABBITMQ_URL });
-        const moduleRef = await Test.createTestingModule({
-          imports: [
-            OutboxModule.forRoot({
-              connection: app.connection,
-              publisher,
-              tableName: table,
-              dispatcher: { pollIntervalMs: 100 },
-            }),
-          ],
-        }).compile();
-        await moduleRef.init();
-        try {
-          const outbox = moduleRef.get<OutboxService<Tx>>(OutboxService);
-          const orderId = uniqueTable('order');
-          const rolledBack = await app.inTransaction(async (tx) => {
-            await app.insertOrder(tx, `${orderId}-gone`);
-            return outbox.enqueue({ topic: queue, key: orderId, payload: { gone: true } }, tx);
-          }, true);
-          const committed = await app.inTransaction(async (tx) => {
-            await app.insertOrder(tx, orderId);
-            return outbox.enqueue({ topic: queue, key: orderId, payload: { orderId } }, tx);
-          });
-
-          await waitFor('the message in RabbitMQ', () => received.some((m) => m.id === committed));
-          const status = async (): Promise<unknown> =>
-            (
-              await sql.query<{ status: string }>(
-                `SELECT status FROM ${table} WHERE message_id = ${sql.databaseType === 'postgres' ? '$1' : '?'}`,
-                [committed],
-              )
-            ).rows[0]?.status;
-          await waitFor(
-            'the row settled as delivered',
-            async () => (await status()) === 'delivered',
-          );
-          await sleep(300);
-          expect(received).toEqual([{ id: committed, payload: { orderId } }]);
-          expect(received.map((m) => m.id)).not.toContain(rolledBack);
-        } finally {
-          await moduleRef.close();
-          await publisher.close();
-          await channel.cancel(consumerTag).catch(() => undefined);
-          await channel.deleteQueue(queue).catch(() => undefined);
-          await amqp.close().catch(() => undefined);
-        }
-      });
+      it('delivers the committed message to a RabbitMQ queue, and nothing of a rolled-back one', () =>
+        expectDeliveredToRabbitMq({
+          connection: app.connection,
+          table,
+          admin: sql,
+          inTransaction: (work, rollback) => app.inTransaction(work, rollback),
+          insertOrder: (tx, id) => app.insertOrder(tx, id),
+        }));
     },
   );
 }
