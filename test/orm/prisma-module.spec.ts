@@ -114,7 +114,7 @@ describeWith(['postgres'], 'prismaOutbox: which transactions it joins', () => {
   });
 });
 
-describe('prismaOutbox on SQLite: one connection for the app and the outbox', () => {
+describe('prismaOutbox on SQLite: the one connection, and which transactions it joins', () => {
   it("runs the outbox's statements after the app's open transaction, never inside it", async () => {
     const sqlite = sqliteFile();
     const prisma = openPrisma('sqlite', sqlite.file);
@@ -139,6 +139,33 @@ describe('prismaOutbox on SQLite: one connection for the app and the outbox', ()
       expect(realpathSync(String(sql.databaseFile))).toBe(realpathSync(sqlite.file));
     } finally {
       await prisma.$disconnect();
+      sqlite.remove();
+    }
+  });
+
+  it('refuses the client itself, and a tx of another client on the same file as foreign', async () => {
+    const sqlite = sqliteFile();
+    const prisma = openPrisma('sqlite', sqlite.file);
+    const other = openPrisma('sqlite', sqlite.file);
+    try {
+      const connection = prismaOutbox(prisma);
+      expect(() => connection.join(prisma)).toThrow(OutboxTransactionRequiredError);
+      const error = await other.$transaction((tx) =>
+        Promise.resolve().then(() => {
+          try {
+            connection.join(tx);
+            return undefined;
+          } catch (e) {
+            return e;
+          }
+        }),
+      );
+      expect(error).toBeInstanceOf(OutboxError);
+      expect(error).not.toBeInstanceOf(OutboxTransactionRequiredError);
+      expect((error as Error).message).toMatch(/another PrismaClient/);
+    } finally {
+      await prisma.$disconnect();
+      await other.$disconnect();
       sqlite.remove();
     }
   });
