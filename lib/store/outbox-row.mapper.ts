@@ -17,12 +17,28 @@ export interface ClaimedRow {
 
 const EMPTY_HEADERS: OutboxHeaders = Object.freeze({});
 
-function toDate(value: Date | string): Date {
+/**
+ * A timestamp as the driver answered it: a Date, or text. SQLite and MySQL text is UTC without
+ * a zone; PostgreSQL's text form (what MikroORM's driver answers) ends in an offset, without
+ * minutes when they are 0 (`+00`). Fractions are cut to milliseconds: `Date` parsing is only
+ * specified for those.
+ */
+export function toDate(value: Date | string): Date {
   if (value instanceof Date) return value;
-  // SQLite and MySQL strings are UTC without a zone marker.
-  return new Date(
-    value.includes('T') || value.endsWith('Z') ? value : `${value.replace(' ', 'T')}Z`,
-  );
+  const match =
+    /^(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}:\d{2})(?:\.(\d+))?(Z|[+-]\d{2}(?::?\d{2})?)?$/.exec(
+      value.trim(),
+    );
+  if (match === null) return new Date(value);
+  const [, day, time, fraction, zone] = match;
+  const ms = fraction === undefined ? '' : `.${fraction.slice(0, 3).padEnd(3, '0')}`;
+  return new Date(`${day}T${time}${ms}${offset(zone)}`);
+}
+
+function offset(zone: string | undefined): string {
+  if (zone === undefined || zone === 'Z') return 'Z';
+  const digits = zone.slice(1).replace(':', '');
+  return `${zone[0]}${digits.slice(0, 2)}:${digits.slice(2, 4).padEnd(2, '0')}`;
 }
 
 /** Maps a claimed row to a record, in claim (id) order. */

@@ -62,6 +62,14 @@ export interface SqlPort extends SqlRunner {
    */
   readonly databaseFile?: string;
   /**
+   * SQLite: the better-sqlite3-compatible module the dispatcher opens its connection with,
+   * `better-sqlite3` when left out, `libsql` for an app on libSQL. It must be the library of the
+   * app's own connection: two copies of SQLite in one process on one file break each other's
+   * file locks (closing either one's connection drops the other's), and the dispatcher's claims
+   * then stop seeing the app's commits.
+   */
+  readonly sqliteDriver?: 'better-sqlite3' | 'libsql';
+  /**
    * Runs `work` in a short READ COMMITTED transaction on a pooled connection of its own:
    * committed when `work` resolves, rolled back when it throws, the connection released either
    * way. Never inside the application's transactions.

@@ -14,6 +14,7 @@ import { uniqueTable } from '../support/databases';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith, type ServiceName } from '../support/services';
 import { expectNever, waitFor } from '../support/wait-for';
+import { expectDeliveredToRabbitMq } from './rabbitmq-delivery';
 
 // The module's `connection` on one library, end to end: OutboxModule boots on it, the real
 // dispatcher delivers what the app's committed transaction enqueued and nothing of a rolled-back
@@ -231,6 +232,23 @@ export function describeConnectionModule<Tx>(fixture: ConnectionModuleFixture<Tx
 
       await fixture.moreRefusals?.({ database, outbox, enqueue, countRows, removeRows });
       expect(await rowOf(messageId)).toEqual([]);
+    });
+
+    describeWith(['rabbitmq'], 'end to end to RabbitMQ', () => {
+      it('delivers the committed message to a RabbitMQ queue, and nothing of a rolled-back one', async () => {
+        const database = await fixture.openDatabase();
+        try {
+          await expectDeliveredToRabbitMq({
+            connection: database.connection,
+            table,
+            admin,
+            inTransaction: (work, rollback) => database.inTransaction(work, rollback),
+            insertOrder: (tx, id) => database.insertOrder(tx, orders, id),
+          });
+        } finally {
+          await database.end();
+        }
+      });
     });
 
     it('leaves the app’s pool open at shutdown', async () => {

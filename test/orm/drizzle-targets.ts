@@ -1,3 +1,5 @@
+import { createClient } from '@libsql/client';
+import { drizzle as drizzleLibsql } from 'drizzle-orm/libsql';
 import { drizzle as drizzleMysql } from 'drizzle-orm/mysql2';
 import { drizzle as drizzlePg } from 'drizzle-orm/node-postgres';
 import { createPool } from 'mysql2/promise';
@@ -8,10 +10,11 @@ import { pgSqlRunner, type PgQueryResult } from '../../lib/orm/pg';
 import type { StoreConformanceTarget } from '../../lib/testing';
 import type { SqlPort } from '../../lib/store/sql-port';
 import { serverConnection } from '../support/databases';
-import { pgPool, type PgPoolForTests } from './driver-targets';
+import { pgPool, sqliteFile, type PgPoolForTests } from './driver-targets';
 
-// Drizzle on each server database, the way an app makes it: drizzle(pool) of
-// drizzle-orm/node-postgres and drizzle-orm/mysql2.
+// Drizzle on each test database, the way an app makes it: drizzle(pool) of
+// drizzle-orm/node-postgres and drizzle-orm/mysql2, drizzle(client) of drizzle-orm/libsql on a
+// local file.
 
 export function drizzleOnPostgres(pool: PgPoolForTests = pgPool()) {
   return drizzlePg({ client: pool as unknown as PgDriverPool });
@@ -33,13 +36,32 @@ export function drizzleOnMariadb(pool = mysqlPool()) {
   return drizzleMysql(pool);
 }
 
-type DrizzleDb = ReturnType<typeof drizzleOnPostgres> | ReturnType<typeof drizzleOnMariadb>;
+/**
+ * Drizzle on libSQL, on a fresh file in WAL mode (what the dispatcher's connection expects);
+ * `end()` closes the client and removes the file.
+ */
+export function drizzleOnLibsql() {
+  const sqlite = sqliteFile();
+  const client = createClient({ url: `file:${sqlite.file}` });
+  return {
+    db: drizzleLibsql(client),
+    file: sqlite.file,
+    end: () => {
+      client.close();
+      sqlite.remove();
+      return Promise.resolve();
+    },
+  };
+}
+
+type ServerDb = ReturnType<typeof drizzleOnPostgres> | ReturnType<typeof drizzleOnMariadb>;
+type DrizzleDb = ServerDb | ReturnType<typeof drizzleOnLibsql>['db'];
 
 /**
  * `drizzleOutbox(db)` on `database`: its port (on the pool), and the app's transactions as
  * `db.transaction(async (tx) => …)` joined by the connection.
  */
-export function drizzleTarget(database: 'postgres' | 'mariadb'): StoreConformanceTarget {
+export function drizzleTarget(database: 'postgres' | 'mariadb' | 'sqlite'): StoreConformanceTarget {
   return {
     name: `drizzle-${database}`,
     setUp() {
@@ -66,7 +88,7 @@ export function drizzleExecuteTarget(database: 'postgres' | 'mariadb'): StoreCon
   return {
     name: `drizzle-execute-${database}`,
     setUp() {
-      const { db, end } = open(database);
+      const { db, end } = open(database) as { db: ServerDb; end: () => Promise<void> };
       const connection = drizzleOutbox(db as DrizzleDatabase<unknown>);
       const transaction = db.transaction.bind(db) as (
         work: (tx: unknown) => Promise<unknown>,
@@ -105,7 +127,11 @@ export function drizzleExecuteTarget(database: 'postgres' | 'mariadb'): StoreCon
   };
 }
 
-function open(database: 'postgres' | 'mariadb'): { db: DrizzleDb; end: () => Promise<void> } {
+function open(database: 'postgres' | 'mariadb' | 'sqlite'): {
+  db: DrizzleDb;
+  end: () => Promise<void>;
+} {
+  if (database === 'sqlite') return drizzleOnLibsql();
   if (database === 'postgres') {
     const pool = pgPool();
     return { db: drizzleOnPostgres(pool), end: () => pool.end() };

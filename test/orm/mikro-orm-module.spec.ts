@@ -3,7 +3,7 @@ import { OutboxError, OutboxTransactionRequiredError } from '../../lib';
 import { mikroOrmOutbox } from '../../lib/orm/mikro-orm';
 import { describeWith } from '../support/services';
 import { ormModuleCases, type OrmModuleTarget } from './orm-module.cases';
-import { openMikroOrm, orderSchema } from './mikro-orm-targets';
+import { openMikroOrm, orderSchema, type MikroOrmTestDatabase } from './mikro-orm-targets';
 
 // An app on MikroORM: OutboxModule on mikroOrmOutbox(orm), the business row persisted as an
 // entity and the message enqueued with the EntityManager of em.transactional(async (em) => …).
@@ -11,12 +11,18 @@ import { openMikroOrm, orderSchema } from './mikro-orm-targets';
 /** Rolls back by throwing out of the callback, the way a MikroORM app does. */
 class Rollback extends Error {}
 
-function mikroOrmApp(database: 'postgres' | 'mariadb'): OrmModuleTarget<EntityManager> {
+const NAMES: Record<MikroOrmTestDatabase, string> = {
+  postgres: 'PostgreSQL',
+  mariadb: 'MariaDB',
+  sqlite: 'SQLite, better-sqlite',
+};
+
+function mikroOrmApp(database: MikroOrmTestDatabase): OrmModuleTarget<EntityManager> {
   return {
-    name: `MikroORM on ${database === 'postgres' ? 'PostgreSQL' : 'MariaDB'} (nestjs-outbox/mikro-orm)`,
-    services: [database],
+    name: `MikroORM on ${NAMES[database]} (nestjs-outbox/mikro-orm)`,
+    services: database === 'sqlite' ? [] : [database],
     ordersDdl: (orders) =>
-      `CREATE TABLE ${orders} (id ${database === 'postgres' ? 'text' : 'varchar(64)'} PRIMARY KEY)`,
+      `CREATE TABLE ${orders} (id ${database === 'mariadb' ? 'varchar(64)' : 'text'} PRIMARY KEY)`,
     async open(orders) {
       const orm = await openMikroOrm(database, orders);
       const schema = orderSchema(orders);
@@ -49,6 +55,7 @@ function mikroOrmApp(database: 'postgres' | 'mariadb'): OrmModuleTarget<EntityMa
 
 ormModuleCases(mikroOrmApp('postgres'));
 ormModuleCases(mikroOrmApp('mariadb'));
+ormModuleCases(mikroOrmApp('sqlite'));
 
 describeWith(['postgres'], 'mikroOrmOutbox: which EntityManagers it joins', () => {
   let orm: MikroORM;
@@ -119,5 +126,32 @@ describeWith(['postgres'], 'mikroOrmOutbox: which EntityManagers it joins', () =
     expect(error).toBeInstanceOf(OutboxError);
     expect(error).not.toBeInstanceOf(OutboxTransactionRequiredError);
     expect((error as Error).message).toMatch(/another MikroORM instance/);
+  });
+});
+
+describe('mikroOrmOutbox on SQLite: one connection for the app and the outbox', () => {
+  it("runs the outbox's statements after the app's open transaction, never inside it", async () => {
+    const orm = await openMikroOrm('sqlite');
+    try {
+      const connection = mikroOrmOutbox(orm);
+      const { sql } = connection;
+      await sql.query('CREATE TABLE log (n INTEGER NOT NULL)');
+      let ours: Promise<unknown> | undefined;
+      const outcome = await orm.em
+        .transactional(async (em) => {
+          await connection.join(em).query('INSERT INTO log (n) VALUES (1)');
+          ours = sql.query('INSERT INTO log (n) VALUES (2)');
+          await new Promise((resolve) => setTimeout(resolve, 100));
+          throw new Rollback();
+        })
+        .catch((e: unknown) => e);
+      expect(outcome).toBeInstanceOf(Rollback);
+      await ours;
+      const { rows } = await sql.query<{ n: unknown }>('SELECT n FROM log');
+      expect(rows.map((r) => Number(r.n))).toEqual([2]);
+      expect(sql.databaseFile).toBe(orm.config.get('dbName'));
+    } finally {
+      await orm.close(true);
+    }
   });
 });

@@ -1,12 +1,16 @@
+import { BetterSqliteDriver } from '@mikro-orm/better-sqlite';
 import { EntitySchema, MikroORM as MikroOrmCore, type Options } from '@mikro-orm/core';
 import { MariaDbDriver } from '@mikro-orm/mariadb';
 import { PostgreSqlDriver } from '@mikro-orm/postgresql';
 import { mikroOrmOutbox } from '../../lib/orm/mikro-orm';
 import type { StoreConformanceTarget } from '../../lib/testing';
 import { serverConnection } from '../support/databases';
+import { sqliteFile } from './driver-targets';
 
-// MikroORM 6 on each server database, the way an app initialises it, with one entity (an order)
-// for the business writes.
+// MikroORM 6 on each test database, the way an app initialises it, with one entity (an order)
+// for the business writes: @mikro-orm/postgresql, @mikro-orm/mariadb, @mikro-orm/better-sqlite.
+
+export type MikroOrmTestDatabase = 'postgres' | 'mariadb' | 'sqlite';
 
 export interface TestOrder {
   id: string;
@@ -20,11 +24,30 @@ export function orderSchema(tableName: string): EntitySchema<TestOrder> {
   });
 }
 
+/**
+ * MikroORM on `database`; `close()` closes it (and removes the SQLite file). SQLite: on a fresh
+ * file in WAL mode.
+ */
 export async function openMikroOrm(
-  database: 'postgres' | 'mariadb',
+  database: MikroOrmTestDatabase,
   ordersTable = 'outbox_mikro_unused',
   extra: Partial<Options> = {},
 ): Promise<MikroOrmCore> {
+  if (database === 'sqlite') {
+    const sqlite = sqliteFile();
+    const orm = await MikroOrmCore.init({
+      driver: BetterSqliteDriver,
+      dbName: sqlite.file,
+      entities: [orderSchema(ordersTable)],
+      ...extra,
+    });
+    const close = orm.close.bind(orm);
+    orm.close = async (force?: boolean) => {
+      await close(force);
+      sqlite.remove();
+    };
+    return orm;
+  }
   const c = serverConnection(database);
   return MikroOrmCore.init({
     driver: database === 'postgres' ? PostgreSqlDriver : MariaDbDriver,
@@ -40,7 +63,7 @@ export async function openMikroOrm(
 }
 
 /** mikroOrmOutbox(orm): its port, and the app's transactions as em.transactional(…) forks. */
-export function mikroOrmTarget(database: 'postgres' | 'mariadb'): StoreConformanceTarget {
+export function mikroOrmTarget(database: MikroOrmTestDatabase): StoreConformanceTarget {
   return {
     name: `mikro-orm-${database}`,
     async setUp() {

@@ -11,10 +11,12 @@ import { uniqueTable } from '../support/databases';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
 import { expectNever, waitFor } from '../support/wait-for';
+import { expectDeliveredToRabbitMq } from './rabbitmq-delivery';
 
 // What every ORM connection must do inside a real app: OutboxModule booted on the connection,
 // messages enqueued in the ORM's own transactions next to a business row, delivered by the real
-// dispatcher to a recording publisher. One list of cases, run by each ORM's module spec.
+// dispatcher to a recording publisher, and end to end to a real RabbitMQ queue. One list of
+// cases, run by each ORM's module spec on each database.
 
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
@@ -191,4 +193,43 @@ export function ormModuleCases<Tx>(target: OrmModuleTarget<Tx>): void {
       expect(publisher.sentForKey(key)).toEqual([a, b]);
     });
   });
+
+  describeWith(
+    [...target.services, 'rabbitmq'],
+    `OutboxModule on ${target.name}, end to end to RabbitMQ`,
+    () => {
+      const table = uniqueTable('outbox_orm_mq');
+      const orders = target.ordersTable ?? uniqueTable('orders_orm_mq');
+      let app: OrmApp<Tx>;
+      let sql: SqlPort;
+
+      beforeAll(async () => {
+        app = await target.open(orders);
+        sql = app.connection.sql;
+        await createOutboxTable(sql, { tableName: table });
+        await sql.query(target.ordersDdl(orders));
+      });
+
+      afterAll(async () => {
+        if (sql !== undefined) {
+          for (const statement of outboxTableDropDdl(outboxDialectOf(sql.databaseType), {
+            tableName: table,
+          })) {
+            await sql.query(statement);
+          }
+          await sql.query(`DROP TABLE IF EXISTS ${orders}`);
+        }
+        await app?.close();
+      });
+
+      it('delivers the committed message to a RabbitMQ queue, and nothing of a rolled-back one', () =>
+        expectDeliveredToRabbitMq({
+          connection: app.connection,
+          table,
+          admin: sql,
+          inTransaction: (work, rollback) => app.inTransaction(work, rollback),
+          insertOrder: (tx, id) => app.insertOrder(tx, id),
+        }));
+    },
+  );
 }

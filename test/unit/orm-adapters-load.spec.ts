@@ -11,10 +11,22 @@ const ORM_PACKAGES = [
   '@mikro-orm/knex',
   '@mikro-orm/postgresql',
   '@mikro-orm/mariadb',
+  '@mikro-orm/better-sqlite',
   '@prisma/client',
   '@prisma/adapter-pg',
+  '@prisma/adapter-mariadb',
+  '@prisma/adapter-better-sqlite3',
+  'drizzle-orm/libsql',
 ] as const;
-const DRIVER_PACKAGES = ['pg', 'mysql2', 'mysql2/promise', 'better-sqlite3', 'mariadb'] as const;
+const DRIVER_PACKAGES = [
+  'pg',
+  'mysql2',
+  'mysql2/promise',
+  'better-sqlite3',
+  'mariadb',
+  '@libsql/client',
+  'libsql',
+] as const;
 
 function refuse(names: readonly string[]): void {
   for (const name of names) {

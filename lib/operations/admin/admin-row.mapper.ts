@@ -1,4 +1,5 @@
 import type { OutboxHeaders } from '../../message/outbox-message.interface';
+import { toDate } from '../../store/outbox-row.mapper';
 import type {
   OutboxAttempt,
   OutboxAttemptOutcome,
@@ -63,15 +64,6 @@ export interface BlockedKeyRow {
   available_at: Time;
   waiting: Num;
   oldest_waiting_ms: Num | null;
-}
-
-/** PostgreSQL gives Dates; MySQL (formatted) and SQLite give UTC text without a zone. */
-function toDate(value: Date | string): Date {
-  if (value instanceof Date) return value;
-  // MySQL's %f has microseconds; Date parsing is only specified for milliseconds.
-  const [whole = value, fraction = ''] = value.split('.');
-  const ms = fraction === '' ? '' : `.${fraction.slice(0, 3).padEnd(3, '0')}`;
-  return new Date(`${whole.replace(' ', 'T')}${ms}Z`);
 }
 
 const optionalDate = (value: Time): Date | null => (value === null ? null : toDate(value));

@@ -1,7 +1,7 @@
 import { is } from 'drizzle-orm';
 import { MySqlDatabase, MySqlTransaction } from 'drizzle-orm/mysql-core';
 import { PgDatabase, PgTransaction } from 'drizzle-orm/pg-core';
-import { BaseSQLiteDatabase } from 'drizzle-orm/sqlite-core';
+import { BaseSQLiteDatabase, SQLiteTransaction } from 'drizzle-orm/sqlite-core';
 import { OutboxError } from '../../errors/outbox.error';
 import { OutboxTransactionRequiredError } from '../../errors/outbox-transaction-required.error';
 import { OutboxMessages } from '../../outbox.messages';
@@ -13,10 +13,17 @@ import { mysql2SqlPort, mysql2SqlRunner } from '../mysql2/mysql2.sql-port';
 import type { PgPool, PgPoolClient } from '../pg/pg-client';
 import { pgSqlPort, pgSqlRunner } from '../pg/pg.sql-port';
 import { drizzleStatement } from './drizzle-statement';
+import {
+  libsqlResult,
+  libsqlSqlPort,
+  type LibsqlClient,
+  type LibsqlResultSet,
+} from './libsql.sql-port';
 
 /**
  * A Drizzle database (what `drizzle(pool)` of `drizzle-orm/node-postgres` or
- * `drizzle-orm/mysql2` returns), of any schema: `Tx` is the `tx` its `transaction` hands over.
+ * `drizzle-orm/mysql2`, or `drizzle(client)` of `drizzle-orm/libsql`, returns), of any schema:
+ * `Tx` is the `tx` its `transaction` hands over.
  */
 export interface DrizzleDatabase<Tx> {
   /** The driver's pool the database was made on. */
@@ -39,27 +46,26 @@ const FIX_TX =
  *
  * The app's statements and the message go through the `tx` (Drizzle's `execute`, so its logger
  * sees them as part of the transaction). The dispatcher, unlocker, cleaner and admin work on the
- * pool under the database (`db.$client`), the way `nestjs-outbox/pg` and `mysql2` do: their
+ * client under the database (`db.$client`), the way `nestjs-outbox/pg` and `mysql2` do: their
  * short transactions need a connection of their own, PostgreSQL wake-ups need a held LISTEN
  * connection that Drizzle does not give, and a poll every few hundred milliseconds has no place
  * in the app's query log. So the database must be made on a pool: node-postgres `pg.Pool` or a
- * mysql2 pool (MySQL 8, MariaDB 10.6+). The pool stays the app's: the outbox never ends it.
+ * mysql2 pool (MySQL 8, MariaDB 10.6+), or on a libSQL client of a local file
+ * (`drizzle-orm/libsql`), whose transactions hold a connection of their own. The pool stays the
+ * app's: the outbox never ends it.
+ *
+ * Not on Drizzle's synchronous SQLite drivers (`drizzle-orm/better-sqlite3`, `bun-sqlite`,
+ * `sql-js`…): their `db.transaction(fn)` runs `fn` synchronously, so an awaited `enqueue()`
+ * cannot run inside it; refused with an `OutboxError` that says what to use instead.
  */
 export function drizzleOutbox<Tx>(db: DrizzleDatabase<Tx>): OutboxConnection<Tx> {
   if (is(db, PgDatabase)) return postgres(db.$client);
   if (is(db, MySqlDatabase)) return mysql(db.$client);
-  if (is(db, BaseSQLiteDatabase)) {
-    throw new OutboxError(
-      OutboxMessages.ormUnsupportedClient(
-        'Drizzle on SQLite',
-        "its transactions on better-sqlite3 are synchronous, so an awaited enqueue() would run after the commit. Use nestjs-outbox's better-sqlite3 port on the same Database, or PostgreSQL or MySQL with Drizzle.",
-      ),
-    );
-  }
+  if (is(db, BaseSQLiteDatabase)) return sqlite<Tx>(db);
   throw new OutboxError(
     OutboxMessages.ormUnsupportedClient(
       'this value',
-      'drizzleOutbox(db) takes a database of drizzle-orm/node-postgres or drizzle-orm/mysql2.',
+      'drizzleOutbox(db) takes a database of drizzle-orm/node-postgres, drizzle-orm/mysql2 or drizzle-orm/libsql.',
     ),
   );
 }
@@ -107,6 +113,79 @@ function postgres<Tx>(client: unknown): OutboxConnection<Tx> {
   };
 }
 
+function sqlite<Tx>(db: DrizzleDatabase<Tx>): OutboxConnection<Tx> {
+  // Drizzle's SQLite databases say whether their statements (and so their transactions) are
+  // synchronous; libSQL's and the remote ones' are not.
+  if ((db as { resultKind?: unknown }).resultKind !== 'async') {
+    throw new OutboxError(
+      OutboxMessages.ormUnsupportedClient(
+        'a synchronous Drizzle SQLite database (drizzle-orm/better-sqlite3, bun-sqlite, sql-js…)',
+        'its db.transaction(fn) runs fn synchronously (better-sqlite3 refuses a callback that returns a promise), so an awaited enqueue() cannot run inside it. ' +
+          "Use nestjs-outbox/better-sqlite3's betterSqlite3Outbox(db.$client) and open the transaction on that Database yourself (BEGIN IMMEDIATE … COMMIT, Drizzle's queries in between), " +
+          'or drizzle-orm/libsql on a file (docs/drizzle.md#on-sqlite).',
+      ),
+    );
+  }
+  const client = libsqlFileClient(db.$client);
+  return {
+    sql: libsqlSqlPort(client),
+    join(tx): SqlRunner {
+      if (!is(tx, SQLiteTransaction)) {
+        const handle = is(tx, BaseSQLiteDatabase)
+          ? 'the Drizzle database itself (each statement would commit on its own)'
+          : is(tx, PgTransaction) || is(tx, MySqlTransaction)
+            ? undefined
+            : tx === undefined
+              ? 'nothing'
+              : 'a value that is not a Drizzle transaction';
+        if (handle === undefined) {
+          throw foreign(
+            'database',
+            'This outbox is on SQLite: enqueue with a tx of its Drizzle database.',
+          );
+        }
+        throw new OutboxTransactionRequiredError(
+          OutboxMessages.ormTransactionRequired(handle, FIX_TX),
+        );
+      }
+      // A libSQL transaction's session keeps the client it was begun on.
+      const txClient = (tx as { session?: { client?: unknown } }).session?.client;
+      if (txClient !== undefined && txClient !== client) {
+        throw foreign(
+          'client',
+          'Enqueue with a tx of the Drizzle database given to drizzleOutbox(db).',
+        );
+      }
+      // `run` answers libSQL's whole result set: the rows and the count.
+      const run = (tx as unknown as { run(query: unknown): Promise<LibsqlResultSet> }).run.bind(tx);
+      return {
+        query: async (text, values) =>
+          libsqlResult(text, await run(drizzleStatement(text, values, 'question'))),
+      };
+    },
+  };
+}
+
+/** The libSQL client of a local file under a `drizzle-orm/libsql` database. */
+function libsqlFileClient(client: unknown): LibsqlClient {
+  const protocol = (client as { protocol?: unknown } | null)?.protocol;
+  if (
+    protocol === 'file' &&
+    typeof (client as { transaction?: unknown }).transaction === 'function' &&
+    typeof (client as { execute?: unknown }).execute === 'function'
+  ) {
+    return client as LibsqlClient;
+  }
+  throw new OutboxError(
+    OutboxMessages.ormUnsupportedClient(
+      typeof protocol === 'string'
+        ? `Drizzle on a libSQL server (${protocol}:)`
+        : 'this asynchronous Drizzle SQLite database (D1, sqlite-proxy, op-sqlite…)',
+      'the dispatcher needs a local database file to open a connection of its own. drizzleOutbox(db) runs on drizzle-orm/libsql with createClient({ url: "file:…" }).',
+    ),
+  );
+}
+
 function mysql<Tx>(client: unknown): OutboxConnection<Tx> {
   const pool = mysqlPool(client);
   if (pool === undefined) {
@@ -142,7 +221,7 @@ function transactionOf(
   database: string,
 ): DrizzleExecutor {
   if (is(tx, kind)) return tx;
-  if (is(tx, PgTransaction) || is(tx, MySqlTransaction)) {
+  if (is(tx, PgTransaction) || is(tx, MySqlTransaction) || is(tx, SQLiteTransaction)) {
     throw foreign(
       'database',
       `This outbox is on ${database}: enqueue with a tx of its Drizzle database.`,

@@ -1,5 +1,5 @@
 /**
- * `nestjs-outbox/mikro-orm`: the outbox on MikroORM 6 (PostgreSQL, MySQL, MariaDB):
+ * `nestjs-outbox/mikro-orm`: the outbox on MikroORM 6 (PostgreSQL, MySQL, MariaDB, SQLite):
  * `OutboxModule.forRoot({ connection: mikroOrmOutbox(orm), publisher })`, then
  * `outbox.enqueue(event, em)` inside `em.transactional(async (em) => …)`. Only types of
  * MikroORM are named here, so loading this file loads neither MikroORM nor a driver.

@@ -1,7 +1,7 @@
 /**
- * The part of MikroORM 6 (its SQL drivers: `@mikro-orm/postgresql`, `mariadb`, `mysql`) the
- * outbox uses, typed here so that the outbox compiles and loads without it: a `MikroORM`
- * instance and its `EntityManager` fit.
+ * The part of MikroORM 6 (its SQL drivers: `@mikro-orm/postgresql`, `mariadb`, `mysql`,
+ * `better-sqlite`) the outbox uses, typed here so that the outbox compiles and loads without it:
+ * a `MikroORM` instance and its `EntityManager` fit.
  */
 
 /** An SQL driver's connection (`em.getConnection()`): one per ORM instance, shared by its forks. */
@@ -16,7 +16,7 @@ export interface MikroOrmSqlConnection {
 /** An `EntityManager` of MikroORM's SQL drivers: the app's, or one forked by `transactional`. */
 export interface MikroOrmEntityManager {
   getConnection(): MikroOrmSqlConnection;
-  /** The database's platform (`PostgreSqlPlatform`, `MariaDbPlatform`, `MySqlPlatform`). */
+  /** The database's platform (`PostgreSqlPlatform`, `MariaDbPlatform`, `BetterSqlitePlatform`…). */
   getPlatform(): object;
   /** The open transaction the manager runs in (a knex transaction on MikroORM 6), if any. */
   getTransactionContext(): unknown;
@@ -27,4 +27,6 @@ export interface MikroOrmEntityManager {
 /** A `MikroORM` instance: its global EntityManager, forked for every unit of work. */
 export interface MikroOrmInstance<Em extends MikroOrmEntityManager> {
   readonly em: Em;
+  /** Its configuration: on SQLite, `dbName` is the database file. */
+  readonly config: { get(key: 'dbName'): unknown };
 }

@@ -10,19 +10,21 @@ const FIX_EM =
   'with @Transactional() (docs/mikro-orm.md#enqueue-in-your-transaction).';
 
 /**
- * The outbox on MikroORM 6 (PostgreSQL, MySQL or MariaDB), for
+ * The outbox on MikroORM 6 (PostgreSQL, MySQL, MariaDB or SQLite), for
  * `OutboxModule.forRoot({ connection: mikroOrmOutbox(orm) })`; then `outbox.enqueue(event, em)`
  * with the EntityManager of `em.transactional(async (em) => …)`. The outbox's own work runs in
- * transactions of forks of `orm.em`, on the same connection pool. The ORM stays the app's: the
- * outbox never closes it.
+ * transactions of forks of `orm.em`, on the same connection pool; on SQLite the dispatcher,
+ * unlocker and cleaner work on a better-sqlite3 connection of their own to the ORM's file
+ * (`dbName`). The ORM stays the app's: the outbox never closes it.
  */
 export function mikroOrmOutbox<Em extends MikroOrmEntityManager>(
   orm: MikroOrmInstance<Em>,
 ): OutboxConnection<Em> {
   const database = databaseOf(orm.em);
   const connection = orm.em.getConnection();
+  const file = database === 'sqlite' ? orm.config.get('dbName') : undefined;
   return {
-    sql: mikroOrmSqlPort(orm.em, database),
+    sql: mikroOrmSqlPort(orm.em, database, typeof file === 'string' ? file : undefined),
     join(em) {
       if (typeof em?.getTransactionContext !== 'function') {
         throw required(em === undefined ? 'nothing' : 'a value that is not an EntityManager');
@@ -62,10 +64,12 @@ function databaseOf(em: MikroOrmEntityManager): MikroOrmDatabase {
   const platform = em.getPlatform().constructor.name;
   if (platform.startsWith('PostgreSql')) return 'postgres';
   if (platform.startsWith('MySql') || platform.startsWith('MariaDb')) return 'mysql';
+  // @mikro-orm/better-sqlite, @mikro-orm/sqlite and @mikro-orm/libsql: one knex SQLite dialect.
+  if (/^(BetterSqlite|Sqlite|LibSql)Platform/.test(platform)) return 'sqlite';
   throw new OutboxError(
     OutboxMessages.ormUnsupportedClient(
       `MikroORM's ${platform}`,
-      'mikroOrmOutbox(orm) runs on @mikro-orm/postgresql, @mikro-orm/mysql and @mikro-orm/mariadb.',
+      'mikroOrmOutbox(orm) runs on @mikro-orm/postgresql, @mikro-orm/mysql, @mikro-orm/mariadb and @mikro-orm/better-sqlite (or @mikro-orm/sqlite).',
     ),
   );
 }

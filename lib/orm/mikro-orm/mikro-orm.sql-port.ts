@@ -3,7 +3,7 @@ import { placeholders } from '../sql-placeholders';
 import type { MikroOrmEntityManager } from './mikro-orm-client';
 
 /** The databases of MikroORM's SQL drivers the outbox runs on. */
-export type MikroOrmDatabase = 'postgres' | 'mysql';
+export type MikroOrmDatabase = 'postgres' | 'mysql' | 'sqlite';
 
 /**
  * The statements of a transaction MikroORM opened: `em.getConnection().execute(…)` with the
@@ -22,22 +22,34 @@ export function mikroOrmSqlRunner(
  * transactions with `transactional` on a fork of the global EntityManager (the app's identity
  * map untouched). No `listen`: MikroORM holds no connection for notifications, so the
  * dispatcher polls.
+ *
+ * SQLite: MikroORM's pool there is one connection, which the app's transaction holds until it
+ * ends, so the port's statements wait for it rather than join it; the dispatcher works on a
+ * connection of its own to `databaseFile` (the ORM's `dbName`).
  */
-export function mikroOrmSqlPort(em: MikroOrmEntityManager, database: MikroOrmDatabase): SqlPort {
+export function mikroOrmSqlPort(
+  em: MikroOrmEntityManager,
+  database: MikroOrmDatabase,
+  databaseFile?: string,
+): SqlPort {
   // MikroORM's IsolationLevel.READ_COMMITTED, by value: its enum is not imported here.
   const transactional = em.transactional.bind(em) as <T>(
     work: (tx: MikroOrmEntityManager) => Promise<T>,
-    options: { isolationLevel: 'read committed' },
+    options: { isolationLevel?: 'read committed' },
   ) => Promise<T>;
+  // SQLite's transactions are serializable; knex warns at any other level asked for.
+  const options = database === 'sqlite' ? {} : { isolationLevel: 'read committed' as const };
   return {
     databaseType: database,
     // MikroORM.init() connects; its pool opens connections as statements need them.
     isConnected: true,
+    ...(database === 'sqlite' ? { databaseFile: databaseFile ?? '' } : {}),
     query: (sql, params) => run(em, undefined, database, sql, params),
     transaction: (work) =>
-      transactional((tx) => work(mikroOrmSqlRunner(tx, tx.getTransactionContext(), database)), {
-        isolationLevel: 'read committed',
-      }),
+      transactional(
+        (tx) => work(mikroOrmSqlRunner(tx, tx.getTransactionContext(), database)),
+        options,
+      ),
   };
 }
 
@@ -59,7 +71,8 @@ async function run<R>(
   if (database === 'mysql') {
     return { rows, affected: result.affectedRows ?? 0, insertId: Number(result.insertId ?? 0) };
   }
-  // node-postgres counts the rows of a SELECT too; the port's `affected` counts changed rows.
+  // node-postgres counts the rows of a SELECT too, and MikroORM counts the rows a SQLite
+  // statement answered; the port's `affected` counts changed rows.
   return { rows, affected: reads(text) ? 0 : (result.affectedRows ?? 0) };
 }
 

@@ -16,7 +16,12 @@ export interface PrismaRawClient {
 export interface PrismaClientLike extends PrismaRawClient {
   $transaction<T>(
     work: (tx: PrismaTransactionClient) => Promise<T>,
-    options?: { isolationLevel?: 'ReadCommitted'; maxWait?: number; timeout?: number },
+    // The levels the outbox asks for; a SQLite client's options name only 'Serializable'.
+    options?: {
+      isolationLevel?: 'ReadCommitted' | 'Serializable';
+      maxWait?: number;
+      timeout?: number;
+    },
   ): Promise<T>;
 }
 

@@ -3,32 +3,26 @@ import { OutboxTransactionRequiredError } from '../../errors/outbox-transaction-
 import { OutboxMessages } from '../../outbox.messages';
 import type { OutboxConnection } from '../../store/outbox-connection';
 import type { PrismaClientLike, PrismaTransactionClient } from './prisma-client';
-import { prismaSqlPort, prismaSqlRunner } from './prisma.sql-port';
+import { prismaSqlPort, prismaSqlRunner, type PrismaDatabase } from './prisma.sql-port';
 
 const FIX_TX =
   'call it inside prisma.$transaction(async (tx) => { … }) with that tx ' +
   '(docs/prisma.md#enqueue-in-your-transaction).';
 
 /**
- * The outbox on Prisma Client (PostgreSQL), for
- * `OutboxModule.forRoot({ connection: prismaOutbox(prisma) })`; then `outbox.enqueue(event, tx)`
- * with the `tx` of `prisma.$transaction(async (tx) => …)`. Every statement goes through Prisma's
- * raw queries (`$queryRawUnsafe`, `$executeRawUnsafe`) with the values bound as parameters, on
- * the client's own connections. The client stays the app's: the outbox never disconnects it.
+ * The outbox on Prisma Client (PostgreSQL, MySQL/MariaDB or SQLite, read from the client's
+ * provider), for `OutboxModule.forRoot({ connection: prismaOutbox(prisma) })`; then
+ * `outbox.enqueue(event, tx)` with the `tx` of `prisma.$transaction(async (tx) => …)`. Every
+ * statement goes through Prisma's raw queries (`$queryRawUnsafe`, `$executeRawUnsafe`) with the
+ * values bound as parameters, on the client's own connections; on SQLite the dispatcher works
+ * on a better-sqlite3 connection of its own to the same file. The client stays the app's: the
+ * outbox never disconnects it.
  */
 export function prismaOutbox(prisma: PrismaClientLike): OutboxConnection<PrismaTransactionClient> {
-  const provider = activeProvider(prisma);
-  if (provider !== undefined && provider !== 'postgresql' && provider !== 'postgres') {
-    throw new OutboxError(
-      OutboxMessages.ormUnsupportedClient(
-        `Prisma on ${provider}`,
-        'prismaOutbox(prisma) runs on PostgreSQL (its MySQL and SQLite raw queries do not report what the outbox needs).',
-      ),
-    );
-  }
+  const database = databaseOf(prisma);
   const origin = originalClient(prisma);
   return {
-    sql: prismaSqlPort(prisma),
+    sql: prismaSqlPort(prisma, database),
     join(tx) {
       if (typeof tx?.$queryRawUnsafe !== 'function') {
         throw required(tx === undefined ? 'nothing' : 'a value that is not a Prisma client');
@@ -49,7 +43,7 @@ export function prismaOutbox(prisma: PrismaClientLike): OutboxConnection<PrismaT
           ),
         );
       }
-      return prismaSqlRunner(tx);
+      return prismaSqlRunner(tx, database);
     },
   };
 }
@@ -59,14 +53,32 @@ function required(handle: string): OutboxTransactionRequiredError {
 }
 
 /**
- * Prisma's name for the database (`postgresql`, `mysql`, …), where the client shows it. Read
- * structurally: it is not public API, so a client without it is taken for PostgreSQL and its
- * statements fail at once if it is not.
+ * The database, from Prisma's name for its provider (`postgresql`, `mysql`, `sqlite`, …), where
+ * the client shows it. Read structurally: it is not public API, so a client without it is taken
+ * for PostgreSQL and its statements fail at once if it is not.
  */
-function activeProvider(prisma: object): string | undefined {
+function databaseOf(prisma: object): PrismaDatabase {
   const provider = (prisma as { _activeProvider?: unknown })._activeProvider;
-  return typeof provider === 'string' ? provider : undefined;
+  if (typeof provider !== 'string') return 'postgres';
+  const database = PROVIDERS.get(provider);
+  if (database === undefined) {
+    throw new OutboxError(
+      OutboxMessages.ormUnsupportedClient(
+        `Prisma on ${provider}`,
+        'prismaOutbox(prisma) runs on PostgreSQL (provider "postgresql"), MySQL/MariaDB ("mysql") and SQLite ("sqlite").',
+      ),
+    );
+  }
+  return database;
 }
+
+/** Prisma's providers the outbox has SQL for. CockroachDB and SQL Server it has not. */
+const PROVIDERS: ReadonlyMap<string, PrismaDatabase> = new Map([
+  ['postgresql', 'postgres'],
+  ['postgres', 'postgres'],
+  ['mysql', 'mysql'],
+  ['sqlite', 'sqlite'],
+]);
 
 /** The client a transaction client (or an extended client) was made from, where it shows it. */
 function originalClient(client: object): object | undefined {

@@ -12,15 +12,16 @@ export interface SqliteConnection {
 type SqliteConstructor = new (file: string, options: { timeout: number }) => SqliteConnection;
 
 /**
- * Opens the dispatcher's own better-sqlite3 connection to the app's database file, whatever ORM
- * the app writes through: in WAL mode, so that readers never wait for the writer, and with a busy
+ * Opens the dispatcher's own better-sqlite3 (or libSQL, which has its API) connection to the
+ * app's database file, whatever ORM the app writes through: in WAL mode, so that readers never wait for the writer, and with a busy
  * timeout of 0, so that it never waits for a lock inside SQLite (see `SqliteOutboxStore`).
  */
 export function openSqliteConnection(
   file: string,
+  driver: 'better-sqlite3' | 'libsql' = 'better-sqlite3',
   load: (name: string) => unknown = defaultLoad,
 ): SqliteConnection {
-  const Database = load('better-sqlite3') as SqliteConstructor;
+  const Database = load(driver) as SqliteConstructor;
   const connection = new Database(file, { timeout: 0 });
   try {
     connection.pragma('journal_mode = WAL');

@@ -108,7 +108,7 @@ export class SqliteOutboxStore implements OutboxStore {
     if (file === undefined || file === '' || file === ':memory:') {
       throw new OutboxOptionsError(OutboxMessages.sqliteNeedsFile(), 'dataSource');
     }
-    this.database = openSqliteConnection(file);
+    this.database = openSqliteConnection(file, this.sql.sqliteDriver);
   }
 
   async insert(tx: SqlRunner, rows: readonly NewOutboxRow[]): Promise<readonly string[]> {

@@ -1,7 +1,8 @@
 /**
- * What a PostgreSQL statement answers: `read` rows (a SELECT, or a WITH whose main statement is
- * one), `returning` rows that are also the changed rows (INSERT, UPDATE or DELETE … RETURNING at
- * the top level), or only a `count` (a write without RETURNING, DDL, anything else).
+ * What a statement (PostgreSQL, MySQL or SQLite) answers: `read` rows (a SELECT, or a WITH whose
+ * main statement is one), `returning` rows that are also the changed rows (INSERT, UPDATE or
+ * DELETE … RETURNING at the top level), or only a `count` (a write without RETURNING, DDL,
+ * anything else).
  */
 export type StatementShape = 'read' | 'returning' | 'count';
 
@@ -34,7 +35,8 @@ function topLevelWords(sql: string): string[] {
   while (i < sql.length) {
     const c = sql[i] ?? '';
     const next = sql[i + 1];
-    if (c === "'" || c === '"') {
+    // MySQL quotes names with backticks.
+    if (c === "'" || c === '"' || c === '`') {
       const end = closing(sql, i, c);
       i = end;
     } else if (c === '-' && next === '-') {

@@ -1,7 +1,9 @@
-import { statementShape } from '../../lib/orm/prisma/statement-shape';
+import { statementShape } from '../../lib/orm/statement-shape';
 
-// Prisma answers rows or a count, not both: the shape of the outbox's statement decides which
-// call the port makes, so a write's count and a RETURNING's rows both reach the store.
+// Prisma answers rows or a count, not both, and libSQL counts no changed rows for a statement
+// that answers rows: the shape of the outbox's statement decides which call the Prisma port
+// makes and what the libSQL port counts, so a write's count and a RETURNING's rows both reach
+// the store.
 
 describe('statementShape', () => {
   it.each([
@@ -17,6 +19,10 @@ describe('statementShape', () => {
     ['DELETE FROM t WHERE id IN (SELECT id FROM t LIMIT 1) RETURNING message_key', 'returning'],
     ['-- SELECT\nUPDATE t SET a = 1 /* RETURNING */', 'count'],
     ['CREATE INDEX IF NOT EXISTS i ON t (a) WHERE status = $$pending$$', 'count'],
+    // MySQL's quoted names, and SQLite's ? placeholders.
+    ['UPDATE `returning` SET a = ? WHERE id = ?', 'count'],
+    ['SELECT `select`.a FROM `update` AS `select`', 'read'],
+    ['INSERT INTO t (a) VALUES (?) ON CONFLICT (a) DO NOTHING RETURNING a AS id', 'returning'],
   ] as const)('%s → %s', (sql, shape) => {
     expect(statementShape(sql)).toBe(shape);
   });
