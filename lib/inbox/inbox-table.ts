@@ -1,4 +1,5 @@
 import type { DataSource } from 'typeorm';
+import type { SqlPort } from '../store/sql-port';
 import { OutboxOptionsError } from '../errors/outbox-options.error';
 import { outboxDatabase, outboxDialectOf, type OutboxDialect } from '../store/outbox-dialect';
 import { assertIdentifier, outboxTableNames } from '../store/sql-identifier';
@@ -76,5 +77,18 @@ export async function ensureInboxTable(
 ): Promise<void> {
   for (const sql of inboxTableDdl(outboxDialectOf(dataSource.options.type), options)) {
     await dataSource.query(sql);
+  }
+}
+
+/**
+ * Creates the inbox table if it does not exist through any connection's SQL port
+ * (`pgOutbox(pool).sql`, `prismaOutbox(prisma).sql`, …), for apps without TypeORM.
+ */
+export async function createInboxTable(
+  sql: SqlPort,
+  options: InboxTableOptions = {},
+): Promise<void> {
+  for (const statement of inboxTableDdl(outboxDialectOf(sql.databaseType), options)) {
+    await sql.query(statement);
   }
 }

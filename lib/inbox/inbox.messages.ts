@@ -5,8 +5,20 @@ export const InboxMessages = {
   identifierFix: (maxLength: number): string =>
     `Use 1 to ${maxLength} letters, digits or underscores, starting with a letter or underscore.`,
   dataSourceRequired: (): string =>
-    'The inbox needs the TypeORM DataSource that holds the inbox table: ' +
-    'new Inbox(dataSource, { tableName }) or InboxModule.forRoot({ dataSource }).',
+    'The inbox needs the TypeORM DataSource that holds the inbox table, or the connection of ' +
+    'your database library: new Inbox(dataSource, { tableName }), new Inbox(pgOutbox(pool)), ' +
+    'InboxModule.forRoot({ dataSource }) or InboxModule.forRoot({ connection }).',
+  dataSourceAndConnection: (): string =>
+    'InboxModule was given both a dataSource and a connection: give the one whose database ' +
+    'holds the inbox table and your handlers\' business tables.',
+  onConnection: (what: string): string =>
+    `${what} needs a TypeORM DataSource, and this inbox runs on a connection: record the id ` +
+    'in your own transaction with recordOnce(tx, { consumer, messageId }) and skip the work ' +
+    'when it resolves to false (docs/inbox.md: "Without TypeORM").',
+  transactionRequired: (): string =>
+    'Inbox.recordOnce() needs the EntityManager of an open transaction (inside ' +
+    'dataSource.transaction(async (manager) => …)): recorded outside one, the id would commit ' +
+    'whether or not the handler\'s writes do.',
   foreignManager: (): string =>
     'The DataSource or EntityManager passed to handleOnce() belongs to another DataSource than ' +
     "the inbox's: the message id would not be recorded in the handler's transaction. Pass the " +

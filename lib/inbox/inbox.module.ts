@@ -2,6 +2,7 @@ import { Module, type DynamicModule, type FactoryProvider } from '@nestjs/common
 import { ModuleRef } from '@nestjs/core';
 import { DataSource } from 'typeorm';
 import { OutboxOptionsError } from '../errors/outbox-options.error';
+import type { OutboxConnection } from '../store/outbox-connection';
 import { dataSourceToken } from '../module/data-source-token';
 import { resolveNamedDataSource } from '../module/named-data-source';
 import { InboxMessages } from './inbox.messages';
@@ -29,8 +30,23 @@ function namedDataSourceToken(name: string): string | typeof DataSource {
   return dataSourceToken(name);
 }
 
-function createService(options: InboxModuleOptions, dataSource: DataSource): InboxService {
-  return new InboxService(dataSource, { tableName: options.tableName, schema: options.schema });
+function createService(
+  options: InboxModuleOptions,
+  source: DataSource | OutboxConnection<unknown>,
+): InboxService {
+  return new InboxService(source, {
+    tableName: options.tableName,
+    schema: options.schema,
+  });
+}
+
+/** The connection to build on, when the options give one (and not a DataSource too). */
+function connectionOf(options: InboxModuleOptions): OutboxConnection<unknown> | undefined {
+  if (options.connection === undefined) return undefined;
+  if (options.dataSource !== undefined) {
+    throw new OutboxOptionsError(InboxMessages.dataSourceAndConnection(), 'connection');
+  }
+  return options.connection;
 }
 
 /**
@@ -41,6 +57,14 @@ function createService(options: InboxModuleOptions, dataSource: DataSource): Inb
 @Module({})
 export class InboxModule extends ConfigurableInboxModule {
   static forRoot(options: typeof INBOX_OPTIONS_TYPE = {}): DynamicModule {
+    const connection = connectionOf(options);
+    if (connection !== undefined) {
+      return InboxModule.withService(super.forRoot(options), {
+        provide: InboxService,
+        inject: [INBOX_MODULE_OPTIONS],
+        useFactory: (resolved: InboxModuleOptions) => createService(resolved, connection),
+      });
+    }
     const { dataSource = 'default' } = options;
     // A DataSource given by name is injected by its token, so Nest creates it first (and says
     // clearly when it is not registered).
@@ -64,6 +88,8 @@ export class InboxModule extends ConfigurableInboxModule {
       provide: InboxService,
       inject: [INBOX_MODULE_OPTIONS, ModuleRef],
       useFactory: async (resolved: InboxModuleOptions, moduleRef: ModuleRef) => {
+        const connection = connectionOf(resolved);
+        if (connection !== undefined) return createService(resolved, connection);
         const { dataSource = 'default' } = resolved;
         if (typeof dataSource !== 'string') return createService(resolved, dataSource);
         // Known only once the factory ran, so taken through the injector rather than injected.

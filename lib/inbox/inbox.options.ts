@@ -1,4 +1,5 @@
 import type { DataSource } from 'typeorm';
+import type { OutboxConnection } from '../store/outbox-connection';
 import type { InboxTableOptions } from './inbox.interfaces';
 
 /** Options of `InboxModule.forRoot()` / `forRootAsync()`. */
@@ -9,6 +10,12 @@ export interface InboxModuleOptions extends InboxTableOptions {
    * @default 'default' (the unnamed `TypeOrmModule.forRoot()` connection)
    */
   dataSource?: DataSource | string;
+  /**
+   * Instead of a DataSource: the outbox connection of your database library (`pgOutbox(pool)`,
+   * `prismaOutbox(prisma)`, `drizzleOutbox(db)` …), for apps without TypeORM. Record ids with
+   * `InboxService.recordOnce(tx, entry)` in your own transactions. Give this or `dataSource`.
+   */
+  connection?: OutboxConnection<unknown>;
 }
 
 /** Given beside the options (not by an async factory): they decide how the module is registered. */

@@ -2,6 +2,9 @@ import type { DataSource, EntityManager } from 'typeorm';
 import { typeormSqlPort, typeormSqlRunner } from '../orm/typeorm/typeorm.sql-port';
 import { OutboxError } from '../errors/outbox.error';
 import { OutboxOptionsError } from '../errors/outbox-options.error';
+import { OutboxTransactionRequiredError } from '../errors/outbox-transaction-required.error';
+import type { OutboxConnection } from '../store/outbox-connection';
+import type { SqlPort, SqlRunner } from '../store/sql-port';
 import { outboxDatabase, outboxDialectOf } from '../store/outbox-dialect';
 import { INBOX_MAX_CONSUMER_BYTES, INBOX_MAX_MESSAGE_ID_BYTES } from './inbox.constants';
 import type {
@@ -44,36 +47,93 @@ function isDataSourceLike(value: unknown): value is DataSource {
   );
 }
 
+function isConnectionLike(value: unknown): value is OutboxConnection<unknown> {
+  return (
+    typeof value === 'object' &&
+    value !== null &&
+    typeof (value as { join?: unknown }).join === 'function' &&
+    typeof (value as { sql?: { databaseType?: unknown } }).sql?.databaseType === 'string'
+  );
+}
+
 /**
  * The consumer side of at-least-once delivery: records each message id in an inbox table in the
  * same transaction as the handler's business writes, so "handle + mark handled" commits or rolls
  * back as one, and a redelivered message is skipped.
  *
  * Usable without Nest (`new Inbox(dataSource, { tableName })`); `InboxModule` provides it as
- * `InboxService`.
+ * `InboxService`. Without TypeORM, build it on your library's outbox connection
+ * (`new Inbox(pgOutbox(pool))`, `prismaOutbox(prisma)`, …) and call `recordOnce(tx, entry)` in
+ * your own transaction; `Tx` is then that library's transaction handle.
  */
-export class Inbox {
+export class Inbox<Tx = EntityManager> {
+  private readonly source: DataSource | undefined;
+  private readonly connection: OutboxConnection<Tx> | undefined;
+  private readonly sql: SqlPort;
   private readonly sharedConnection: boolean;
   private readonly insertSql: string;
   private readonly purgeSql: string;
 
   /**
-   * @param dataSource the TypeORM DataSource whose database holds the inbox table; the handlers'
-   *   business writes must go to the same database for the guarantee to hold.
+   * @param source the TypeORM DataSource whose database holds the inbox table, or the outbox
+   *   connection of your database library; the handlers' business writes must go to the same
+   *   database for the guarantee to hold.
    * @param options where the table is (validated as identifiers; refused, never escaped).
    */
-  constructor(
-    readonly dataSource: DataSource,
-    options: InboxTableOptions = {},
-  ) {
-    if (!isDataSourceLike(dataSource)) {
+  constructor(source: DataSource | OutboxConnection<Tx>, options: InboxTableOptions = {}) {
+    if (isDataSourceLike(source)) {
+      this.source = source;
+      this.sql = typeormSqlPort(source);
+    } else if (isConnectionLike(source)) {
+      this.connection = source;
+      this.sql = source.sql;
+    } else {
       throw new OutboxOptionsError(InboxMessages.dataSourceRequired(), 'dataSource');
     }
-    const { inbox } = outboxDatabase(dataSource.options.type);
-    const names = inboxTableNames(outboxDialectOf(dataSource.options.type), options);
-    this.sharedConnection = inbox.sharedConnection;
+    const { inbox } = outboxDatabase(this.sql.databaseType);
+    const names = inboxTableNames(outboxDialectOf(this.sql.databaseType), options);
+    // TypeORM shares one connection among SQLite transactions; a connection of its own does not.
+    this.sharedConnection = this.source !== undefined && inbox.sharedConnection;
     this.insertSql = inbox.insert(names);
     this.purgeSql = inbox.purge(names);
+  }
+
+  /**
+   * The TypeORM DataSource the inbox was built on. Throws `OutboxError` for an inbox built on a
+   * connection, which has none.
+   */
+  get dataSource(): DataSource {
+    if (this.source === undefined) {
+      throw new OutboxError(InboxMessages.onConnection('Inbox.dataSource'));
+    }
+    return this.source;
+  }
+
+  /**
+   * Records the id in your open transaction `tx` (an EntityManager inside
+   * `dataSource.transaction()`, or the handle your connection joins: a `PoolClient` after
+   * `BEGIN`, Prisma's interactive `tx`, Drizzle's `tx` …). Resolves to true the first time: do
+   * the work in the same transaction, and both commit or roll back together. False means the
+   * id was already recorded for this consumer: skip the work.
+   *
+   * Two deliveries of one id at once: the second one's insert waits for the first transaction,
+   * then resolves to false if it committed, true if it rolled back. Throws
+   * `OutboxTransactionRequiredError` when `tx` is not in an open transaction.
+   */
+  async recordOnce(tx: Tx, entry: InboxEntry): Promise<boolean> {
+    const consumer = checkEntryField('consumer', entry.consumer, INBOX_MAX_CONSUMER_BYTES);
+    const messageId = checkEntryField('messageId', entry.messageId, INBOX_MAX_MESSAGE_ID_BYTES);
+    return this.record(this.runnerOf(tx), consumer, messageId);
+  }
+
+  private runnerOf(tx: Tx): SqlRunner {
+    if (this.connection !== undefined) return this.connection.join(tx);
+    const manager = this.managerOf(tx as unknown as EntityManager);
+    const runner = manager.queryRunner;
+    if (runner?.isTransactionActive !== true) {
+      throw new OutboxTransactionRequiredError(InboxMessages.transactionRequired());
+    }
+    return typeormSqlRunner(runner);
   }
 
   /**
@@ -97,6 +157,9 @@ export class Inbox {
     entry: InboxEntry,
     handler: InboxHandler<T>,
   ): Promise<InboxOutcome<T>> {
+    if (this.source === undefined) {
+      throw new OutboxError(InboxMessages.onConnection('Inbox.handleOnce()'));
+    }
     const consumer = checkEntryField('consumer', entry.consumer, INBOX_MAX_CONSUMER_BYTES);
     const messageId = checkEntryField('messageId', entry.messageId, INBOX_MAX_MESSAGE_ID_BYTES);
     const manager = this.managerOf(target);
@@ -104,12 +167,16 @@ export class Inbox {
     // runner is already in one.
     const attempt = (): Promise<InboxOutcome<T>> =>
       manager.transaction(async (tx): Promise<InboxOutcome<T>> => {
-        if (!(await this.record(tx, consumer, messageId))) return { handled: false };
+        const runner = tx.queryRunner;
+        if (runner === undefined) throw new OutboxError('The inbox transaction has no query runner');
+        if (!(await this.record(typeormSqlRunner(runner), consumer, messageId))) {
+          return { handled: false };
+        }
         return { handled: true, result: await handler(tx) };
       });
     const joinsTransaction = manager.queryRunner?.isTransactionActive === true;
     return this.sharedConnection && !joinsTransaction
-      ? runSerially(this.dataSource, attempt)
+      ? runSerially(this.source, attempt)
       : attempt();
   }
 
@@ -140,7 +207,7 @@ export class Inbox {
         'batchSize',
       );
     }
-    const sql = typeormSqlPort(this.dataSource);
+    const sql = this.sql;
     const purgeAll = async (): Promise<number> => {
       let total = 0;
       for (;;) {
@@ -150,25 +217,23 @@ export class Inbox {
         if (affected < batchSize) return total;
       }
     };
-    return this.sharedConnection ? runSerially(this.dataSource, purgeAll) : purgeAll();
+    return this.sharedConnection && this.source !== undefined
+      ? runSerially(this.source, purgeAll)
+      : purgeAll();
   }
 
   private managerOf(target: DataSource | EntityManager): EntityManager {
-    const manager = target === this.dataSource ? this.dataSource.manager : target;
-    if ((manager as Partial<EntityManager>).connection !== this.dataSource) {
+    const source = this.dataSource;
+    const manager = target === source ? source.manager : target;
+    if ((manager as Partial<EntityManager>).connection !== source) {
       throw new OutboxError(InboxMessages.foreignManager());
     }
     return manager as EntityManager;
   }
 
-  /** Inserts the id in the transaction of `tx`; false when it was already there. */
-  private async record(tx: EntityManager, consumer: string, messageId: string): Promise<boolean> {
-    const runner = tx.queryRunner;
-    if (runner === undefined) throw new OutboxError('The inbox transaction has no query runner');
-    const { affected } = await typeormSqlRunner(runner).query(this.insertSql, [
-      consumer,
-      messageId,
-    ]);
+  /** Inserts the id through the transaction's runner; false when it was already there. */
+  private async record(runner: SqlRunner, consumer: string, messageId: string): Promise<boolean> {
+    const { affected } = await runner.query(this.insertSql, [consumer, messageId]);
     return affected === 1;
   }
 }

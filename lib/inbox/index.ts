@@ -11,7 +11,7 @@ export {
   INBOX_MAX_CONSUMER_BYTES,
   INBOX_MAX_MESSAGE_ID_BYTES,
 } from './inbox.constants';
-export { ensureInboxTable, inboxTableDdl, inboxTableDropDdl } from './inbox-table';
+export { createInboxTable, ensureInboxTable, inboxTableDdl, inboxTableDropDdl } from './inbox-table';
 export { createInboxMigration } from './inbox-table.migration';
 export {
   messageIdFromAmqp,
