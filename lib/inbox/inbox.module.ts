@@ -1,9 +1,8 @@
 import { Module, type DynamicModule, type FactoryProvider } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
-import { DataSource } from 'typeorm';
+import type { DataSource } from 'typeorm';
 import { OutboxOptionsError } from '../errors/outbox-options.error';
 import type { OutboxConnection } from '../store/outbox-connection';
-import { dataSourceToken } from '../module/data-source-token';
 import { resolveNamedDataSource } from '../module/named-data-source';
 import { InboxMessages } from './inbox.messages';
 import {
@@ -27,7 +26,12 @@ function namedDataSourceToken(name: string): string | typeof DataSource {
       'dataSource',
     );
   }
-  return dataSourceToken(name);
+  // Loaded only for a DataSource (by name, or the default one): it loads TypeORM, which an app
+  // whose inbox runs on a connection need not have installed.
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const tokens =
+    require('../module/data-source-token') as typeof import('../module/data-source-token');
+  return tokens.dataSourceToken(name);
 }
 
 function createService(

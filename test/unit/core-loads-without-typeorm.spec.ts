@@ -34,6 +34,28 @@ describe('the core loads without TypeORM', () => {
     });
   });
 
+  it('nestjs-outbox/inbox loads, and registers on a connection, without TypeORM', () => {
+    jest.isolateModules(() => {
+      for (const library of NOT_LOADED) {
+        jest.doMock(library, () => {
+          throw new Error(`${library} was loaded`);
+        });
+      }
+      /* eslint-disable @typescript-eslint/no-require-imports */
+      const inbox = require('../../lib/inbox') as typeof import('../../lib/inbox');
+      const pg = require('../../lib/orm/pg') as typeof import('../../lib/orm/pg');
+      /* eslint-enable @typescript-eslint/no-require-imports */
+      const pool = {
+        connect: () => Promise.reject(new Error('not used')),
+        query: () => Promise.reject(new Error('not used')),
+      };
+      const connection = pg.pgOutbox(pool as never);
+      const module = inbox.InboxModule.forRoot({ connection });
+      expect(module.providers?.length).toBeGreaterThan(0);
+      expect(new inbox.Inbox(connection)).toBeInstanceOf(inbox.Inbox);
+    });
+  });
+
   it('nestjs-outbox/kysely loads Kysely (the app has it) but neither TypeORM nor a driver', () => {
     jest.isolateModules(() => {
       for (const library of NOT_LOADED) {
