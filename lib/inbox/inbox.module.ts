@@ -28,9 +28,9 @@ function namedDataSourceToken(name: string): string | typeof DataSource {
   }
   // Loaded only for a DataSource (by name, or the default one): it loads TypeORM, which an app
   // whose inbox runs on a connection need not have installed.
+  type Tokens = typeof import('../module/data-source-token');
   // eslint-disable-next-line @typescript-eslint/no-require-imports
-  const tokens =
-    require('../module/data-source-token') as typeof import('../module/data-source-token');
+  const tokens = require('../module/data-source-token') as Tokens;
   return tokens.dataSourceToken(name);
 }
 

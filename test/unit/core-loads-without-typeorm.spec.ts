@@ -49,7 +49,7 @@ describe('the core loads without TypeORM', () => {
         connect: () => Promise.reject(new Error('not used')),
         query: () => Promise.reject(new Error('not used')),
       };
-      const connection = pg.pgOutbox(pool as never);
+      const connection = pg.pgOutbox(pool);
       const module = inbox.InboxModule.forRoot({ connection });
       expect(module.providers?.length).toBeGreaterThan(0);
       expect(new inbox.Inbox(connection)).toBeInstanceOf(inbox.Inbox);
