@@ -128,6 +128,12 @@ export const OutboxMessages = {
     `to the DataSource's migrations in place of createOutboxMigration(${migrationArgs(ref)}) ` +
     `(its first step is that same migration, already recorded; the next one adds the table), ` +
     `before starting the app (docs/upgrading.md: "Upgrading from 0.2").`,
+  payloadColumnsMissing: (table: string, reason: string, ref: OutboxTableRef): string =>
+    `The outbox table ${table} lacks the binary-payload and broker-attribute columns that ` +
+    `schema step 4 adds (${reason}), which this version reads. Run "${schemaMigrate(ref)}" with ` +
+    `DATABASE_URL set, which adds them in place (rows kept, no table rewrite), or run the ` +
+    `DataSource's ...outboxMigrations(${migrationArgs(ref)}) (step 4 adds them), before ` +
+    `starting the app (docs/upgrading.md: "Upgrading from 0.2").`,
   keyLockTableBroken: (table: string, problem: string, ref: OutboxTableRef): string =>
     `The key-lock table ${table} that serialises enqueues per key on MySQL/MariaDB ${problem}: ` +
     `without every one of its rows, writers of a key would no longer commit in ` +

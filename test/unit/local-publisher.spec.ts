@@ -8,6 +8,7 @@ import {
   OutboxOptionsError,
   PermanentPublishError,
   type OutboxHandlerMessage,
+  type JsonOutboxRecord,
   type OutboxRecord,
 } from '../../lib';
 
@@ -16,7 +17,7 @@ import {
 // are in test/local.)
 
 let seq = 0;
-function record(topic: string, fields: Partial<OutboxRecord> = {}): OutboxRecord {
+function record(topic: string, fields: Partial<JsonOutboxRecord> = {}): OutboxRecord {
   seq += 1;
   return {
     id: String(seq),
@@ -115,7 +116,7 @@ describe('LocalPublisher (unit)', () => {
       topic: 'orders',
       key: 'o-1',
       type: 'order.created',
-      payload: JSON.parse(created.payload) as unknown,
+      payload: JSON.parse(String(created.payload)) as unknown,
       rawPayload: created.payload,
       headers: { 'x-tenant': 't1' },
       attempts: 2,

@@ -173,7 +173,9 @@ async function schemaMigrate(args: CliArgs, db: CliDatabase): Promise<CliResult>
       .map((p) =>
         p.part === 'attempt-history'
           ? `added its attempt history ${names.attemptsTable}`
-          : "added the cleaner's indexes",
+          : p.part === 'payload-columns'
+            ? 'added the binary-payload and broker-attribute columns (step 4)'
+            : "added the cleaner's indexes",
       );
     const text = !existed
       ? `Created the outbox table ${names.table} and its attempt history ${names.attemptsTable} (${db.dialect}).`

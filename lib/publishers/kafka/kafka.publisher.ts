@@ -15,7 +15,11 @@ import type { OutboxPublisher, PublishOutcome } from '../outbox-publisher.interf
 import type { OutboxRecord } from '../../message/outbox-record.interface';
 import { describeError, redactSecrets } from '../../internal/describe-error';
 import { raceAbort } from '../../internal/race-abort';
-import { OUTBOX_HEADER_MESSAGE_ID, OUTBOX_HEADER_TYPE } from '../../outbox.constants';
+import {
+  OUTBOX_HEADER_CONTENT_TYPE,
+  OUTBOX_HEADER_MESSAGE_ID,
+  OUTBOX_HEADER_TYPE,
+} from '../../outbox.constants';
 import { classifyKafkaError, isPermanentKafkaError } from './kafka-error.classifier';
 import {
   resolveKafkaPublisherOptions,
@@ -171,13 +175,19 @@ export class KafkaPublisher implements OutboxPublisher {
   }
 
   private toMessage(record: OutboxRecord): Message {
+    const partition = record.attributes?.kafka?.partition;
     return {
       key: record.key,
+      // A binary payload is the value as it is; its content type travels as a header.
       value: record.payload,
+      ...(partition === undefined ? {} : { partition }),
       headers: {
         ...record.headers,
         [OUTBOX_HEADER_MESSAGE_ID]: record.messageId,
         [OUTBOX_HEADER_TYPE]: record.type,
+        ...(record.encoding === 'binary'
+          ? { [OUTBOX_HEADER_CONTENT_TYPE]: record.contentType }
+          : {}),
       },
     };
   }

@@ -120,7 +120,7 @@ export class LocalPublisher implements OutboxPublisher, OnModuleInit {
       );
     }
     try {
-      JSON.parse(record.payload);
+      if (record.encoding !== 'binary') JSON.parse(record.payload);
     } catch (error) {
       return new PermanentPublishError(
         LocalMessages.notJson(record.messageId, describeError(error)),
@@ -160,8 +160,13 @@ function messageFor(record: OutboxRecord, signal: AbortSignal): OutboxHandlerMes
     topic: record.topic,
     key: record.key,
     type: record.type,
-    payload: JSON.parse(record.payload) as unknown,
+    // Bytes are copied too: a handler writing into its Buffer must not change another's.
+    payload:
+      record.encoding === 'binary'
+        ? Buffer.from(record.payload)
+        : (JSON.parse(record.payload) as unknown),
     rawPayload: record.payload,
+    ...(record.encoding === 'binary' ? { contentType: record.contentType } : {}),
     headers: Object.freeze({ ...record.headers }),
     attempts: record.attempts,
     createdAt: record.createdAt,
