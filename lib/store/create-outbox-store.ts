@@ -72,6 +72,7 @@ export async function createOutboxStore(
         }),
         names.table,
         { cause: error },
+        4,
       );
     }
   }
