@@ -228,6 +228,46 @@ for (const db of TEST_DATABASES) {
     });
   });
 
+  describeWith(services('kafka'), `Kafka partition attribute on ${db.name}`, () => {
+    const scope = useOutboxScope(db, { tablePrefix: 'outbox_bin' });
+
+    it('dead-letters a message pinned to a partition the topic lacks (kafkajs would drop it and answer success) and delivers the rest', async () => {
+      const topic = unique('kafka-missing');
+      const kafka = new Kafka({
+        clientId: 'outbox-bin-it',
+        brokers: KAFKA_BROKERS,
+        logLevel: logLevel.NOTHING,
+      });
+      const admin = kafka.admin();
+      await admin.connect();
+      scope.defer(async () => {
+        await admin.deleteTopics({ topics: [topic] }).catch(() => undefined);
+        await admin.disconnect();
+      });
+      await admin.createTopics({
+        topics: [{ topic, numPartitions: 2, replicationFactor: 1 }],
+        waitForLeaders: true,
+      });
+      const h = await scope.open({
+        publisher: new KafkaPublisher({ brokers: KAFKA_BROKERS, clientId: 'outbox-bin-it' }),
+      });
+      const [missing, present, plain] = await h.commit([
+        { topic, key: 'a', payload: { n: 1 }, attributes: { kafka: { partition: 5 } } },
+        { topic, key: 'b', payload: { n: 2 }, attributes: { kafka: { partition: 1 } } },
+        { topic, key: 'c', payload: { n: 3 } },
+      ]);
+      await h.runUntilIdle();
+
+      const dead = await h.row(missing as string);
+      expect(dead.status).toBe('dead');
+      expect(dead.lastError).toContain(`has no partition 5 (it has 2)`);
+      expect((await h.row(present as string)).status).toBe('delivered');
+      expect((await h.row(plain as string)).status).toBe('delivered');
+      const offsets = await admin.fetchTopicOffsets(topic);
+      expect(offsets.find((o) => o.partition === 1)?.high).not.toBe('0');
+    });
+  });
+
   describeWith(services(), `binary payloads through a Nest transport (TCP) on ${db.name}`, () => {
     const scope = useOutboxScope(db, { tablePrefix: 'outbox_bin' });
 

@@ -86,6 +86,8 @@ export class KafkaPublisher implements OutboxPublisher {
   #connecting: Promise<ProducerHandle> | undefined;
   /** Every producer not yet disconnected, the current one and retired ones still sending. */
   readonly #handles = new Set<ProducerHandle>();
+  /** Partition counts of the topics messages named a partition of (partitions are only added). */
+  readonly #partitionCounts = new Map<string, number>();
 
   constructor(options: KafkaPublisherOptions) {
     this.#options = resolveKafkaPublisherOptions(options);
@@ -125,6 +127,7 @@ export class KafkaPublisher implements OutboxPublisher {
       }
       outgoing.push({ index, topic, message: this.toMessage(record) });
     });
+    await this.refuseMissingPartitions(outgoing, outcomes, signal);
 
     if (outgoing.length > 0 && !signal.aborted) {
       const handle = await untilAborted(this.connect(), signal);
@@ -172,6 +175,65 @@ export class KafkaPublisher implements OutboxPublisher {
     await this.#connecting?.catch(() => undefined);
     this.#current = undefined;
     await Promise.all([...this.#handles].map((handle) => this.disconnect(handle)));
+  }
+
+  /**
+   * kafkajs drops a message whose explicit partition the topic does not have, and still answers
+   * the send as a success: such a message is failed here (permanently) instead of being marked
+   * delivered. The counts are read once per topic, and again when a message names a partition
+   * beyond them (partitions may have been added since).
+   */
+  private async refuseMissingPartitions(
+    outgoing: Outgoing[],
+    outcomes: Outcomes,
+    signal: AbortSignal,
+  ): Promise<void> {
+    const pinned = outgoing.filter((o) => o.message.partition !== undefined);
+    if (pinned.length === 0 || signal.aborted) return;
+    const stale = [
+      ...new Set(
+        pinned
+          .filter((o) => (o.message.partition ?? 0) >= (this.#partitionCounts.get(o.topic) ?? 0))
+          .map((o) => o.topic),
+      ),
+    ];
+    if (stale.length > 0) {
+      const admin = this.#kafka.admin({ retry: { retries: 0 } });
+      try {
+        await raceAbort(admin.connect(), signal);
+        const { topics } = await raceAbort(admin.fetchTopicMetadata({ topics: stale }), signal);
+        for (const t of topics) this.#partitionCounts.set(t.name, t.partitions.length);
+      } catch (error) {
+        // Unknown: leave those messages to the send, which fails or succeeds on its own terms,
+        // except that an unknown count cannot vouch for a pinned partition.
+        for (const o of pinned.filter((p) => stale.includes(p.topic))) {
+          outcomes[o.index] = {
+            ok: false,
+            error: new PublisherUnavailableError(
+              `Could not read the partitions of Kafka topic "${o.topic}": ${describeError(error)}`,
+              { cause: error },
+            ),
+          };
+        }
+      } finally {
+        await admin.disconnect().catch(() => undefined);
+      }
+    }
+    for (let i = outgoing.length - 1; i >= 0; i--) {
+      const o = outgoing[i] as Outgoing;
+      if (o.message.partition === undefined) continue;
+      const count = this.#partitionCounts.get(o.topic);
+      if (outcomes[o.index] !== undefined) outgoing.splice(i, 1);
+      else if (count !== undefined && o.message.partition >= count) {
+        outcomes[o.index] = {
+          ok: false,
+          error: new PermanentPublishError(
+            `Kafka topic "${o.topic}" has no partition ${o.message.partition} (it has ${count}): the message's kafka.partition attribute names a partition that does not exist`,
+          ),
+        };
+        outgoing.splice(i, 1);
+      }
+    }
   }
 
   private toMessage(record: OutboxRecord): Message {

@@ -445,17 +445,16 @@ export class ClientProxyPublisher implements OutboxPublisher {
 
   private defaultData(client: OutboxClientProxy): (record: OutboxRecord) => unknown {
     if (client instanceof ClientKafka) {
-      return (r) => {
-        const partition = r.attributes?.kafka?.partition;
-        return {
-          key: r.key,
-          // The JSON text as is: Nest's Kafka deserializer parses it on the consumer side. Nest's
-          // Kafka serializer passes a Buffer through untouched, so bytes are the value as they are.
-          value: r.payload,
-          headers: this.headers(r),
-          ...(partition === undefined ? {} : { partition }),
-        };
-      };
+      // A kafka.partition attribute is not applied: kafkajs drops a message sent to a partition
+      // the topic lacks and reports success, and ClientKafka gives no metadata to check it
+      // against (KafkaPublisher checks it).
+      return (r) => ({
+        key: r.key,
+        // The JSON text as is: Nest's Kafka deserializer parses it on the consumer side. Nest's
+        // Kafka serializer passes a Buffer through untouched, so bytes are the value as they are.
+        value: r.payload,
+        headers: this.headers(r),
+      });
     }
     if (client instanceof ClientRMQ) {
       // ClientRMQ JSON-encodes { pattern, data } as the AMQP body: bytes go as base64 text, their
