@@ -1,7 +1,8 @@
 import { randomBytes } from 'node:crypto';
 import * as amqp from 'amqplib';
 import { Kafka, logLevel } from 'kafkajs';
-import { ClientTCP, Transport } from '@nestjs/microservices';
+import { ClientMqtt, ClientRMQ, ClientTCP, Transport } from '@nestjs/microservices';
+import * as mqtt from 'mqtt';
 import {
   OUTBOX_HEADER_CONTENT_TYPE,
   OUTBOX_HEADER_MESSAGE_ID,
@@ -14,7 +15,7 @@ import { TEST_DATABASES } from '../support/databases';
 import { useOutboxScope } from '../support/outbox-scope';
 import { describeWith, type ServiceName } from '../support/services';
 import { Collector } from '../support/transports/collector';
-import { KAFKA_BROKERS, RABBITMQ_URL } from '../support/transports/native-consumers';
+import { KAFKA_BROKERS, MQTT_URL, RABBITMQ_URL } from '../support/transports/native-consumers';
 import { startNestConsumer } from '../support/transports/nest-consumer';
 import { freePort } from '../support/transports/net';
 
@@ -265,6 +266,96 @@ for (const db of TEST_DATABASES) {
       expect((await h.row(plain as string)).status).toBe('delivered');
       const offsets = await admin.fetchTopicOffsets(topic);
       expect(offsets.find((o) => o.partition === 1)?.high).not.toBe('0');
+    });
+  });
+
+  describeWith(services('rabbitmq'), `ClientProxyPublisher over ClientRMQ on ${db.name}`, () => {
+    const scope = useOutboxScope(db, { tablePrefix: 'outbox_bin' });
+
+    it('sends the bytes base64 as the data of its JSON body with a content-type header, and applies priority and expiration', async () => {
+      const queue = unique('client-rmq');
+      const queueOptions = { durable: false, maxPriority: 10 };
+      const connection = await amqp.connect(RABBITMQ_URL);
+      scope.defer(() => connection.close());
+      const channel = await connection.createChannel();
+      await channel.assertQueue(queue, queueOptions);
+      scope.defer(() => channel.deleteQueue(queue));
+      const received = new Collector<RawAmqp>();
+      await channel.consume(queue, (m) => {
+        if (m === null) return;
+        received.push({ content: m.content, properties: m.properties });
+        channel.ack(m);
+      });
+      const client = new ClientRMQ({ urls: [RABBITMQ_URL], queue, queueOptions });
+      scope.defer(async () => {
+        await (client.close() as unknown);
+      });
+      const h = await scope.open({ publisher: new ClientProxyPublisher(client) });
+      const bytes = awkwardBytes();
+      const [id] = await h.commit([
+        {
+          topic: 'events',
+          payload: bytes,
+          contentType: AVRO,
+          attributes: {
+            rabbitmq: { priority: 7, expiration: 600_000, routingKey: 'not-applied-here' },
+          },
+        },
+      ]);
+      await h.runUntilIdle();
+
+      const [item] = await received.settle(1);
+      const body = JSON.parse(item?.content.toString('utf8') ?? 'null') as {
+        pattern: string;
+        data: string;
+      };
+      expect(body.pattern).toBe('events');
+      expect(Buffer.from(body.data, 'base64').equals(bytes)).toBe(true);
+      expect(item?.properties.contentType).toBe('application/json');
+      expect((item?.properties.headers ?? {})[OUTBOX_HEADER_CONTENT_TYPE]).toBe(AVRO);
+      expect(item?.properties.messageId).toBe(id);
+      expect(item?.properties.priority).toBe(7);
+      expect(item?.properties.expiration).toBe('600000');
+    });
+  });
+
+  describeWith(services('mqtt'), `ClientProxyPublisher over ClientMqtt on ${db.name}`, () => {
+    const scope = useOutboxScope(db, { tablePrefix: 'outbox_bin' });
+
+    it('applies the qos and retain attributes', async () => {
+      const topic = unique('mqtt');
+      const client = new ClientMqtt({ url: MQTT_URL });
+      scope.defer(async () => {
+        await (client.close() as unknown);
+      });
+      const h = await scope.open({ publisher: new ClientProxyPublisher(client) });
+      const [retained] = await h.commit([
+        { topic, payload: { n: 1 }, attributes: { mqtt: { qos: 2, retain: true } } },
+      ]);
+      await h.runUntilIdle();
+      expect((await h.row(retained as string)).status).toBe('delivered');
+
+      // Subscribed only after the publish: only a retained message reaches this subscriber.
+      const subscriber = await mqtt.connectAsync(MQTT_URL, { reconnectPeriod: 0 });
+      scope.defer(async () => {
+        // Clears the retained message (an empty retained payload deletes it).
+        await subscriber.publishAsync(topic, '', { retain: true, qos: 1 });
+        await subscriber.endAsync();
+      });
+      const received = new Collector<{ qos: number; retain: boolean; data: unknown }>();
+      subscriber.on('message', (_t, payload, packet) => {
+        if (payload.length > 0)
+          received.push({
+            qos: packet.qos,
+            retain: packet.retain,
+            data: JSON.parse(payload.toString()) as unknown,
+          });
+      });
+      await subscriber.subscribeAsync(topic, { qos: 2 });
+      const [got] = await received.settle(1);
+      expect(got?.retain).toBe(true);
+      expect(got?.qos).toBe(2);
+      expect(got?.data).toMatchObject({ data: { messageId: retained, payload: { n: 1 } } });
     });
   });
 
