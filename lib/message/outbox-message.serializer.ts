@@ -407,7 +407,20 @@ export class OutboxMessageSerializer {
       );
     }
     const supplied = this.suppliedId(messageId, dedupeKey, invalid);
-    const row: NewOutboxRow = {
+    // The JSON path builds the row as it did before binary payloads existed: nothing more.
+    if (contentType === undefined && attributes === undefined) {
+      return {
+        messageId: supplied ?? this.ids.next(),
+        idempotent: supplied !== undefined,
+        topic: topic as string,
+        key: this.key(key, invalid),
+        type: type as string,
+        payload: this.serialise(payload, validatePayload, invalid),
+        headers: this.headers(headers, invalid),
+        ...this.schedule(availableAt, delayMs, invalid),
+      };
+    }
+    return {
       messageId: supplied ?? this.ids.next(),
       idempotent: supplied !== undefined,
       topic: topic as string,
@@ -417,11 +430,6 @@ export class OutboxMessageSerializer {
         contentType === undefined ? this.serialise(payload, validatePayload, invalid) : 'null',
       headers: this.headers(headers, invalid),
       ...this.schedule(availableAt, delayMs, invalid),
-    };
-    // The JSON path stops here: a message with neither bytes nor attributes builds nothing more.
-    if (contentType === undefined && attributes === undefined) return row;
-    return {
-      ...row,
       ...(contentType === undefined ? {} : { binary: this.binary(payload, contentType, invalid) }),
       ...this.attributes(attributes, invalid),
     };
