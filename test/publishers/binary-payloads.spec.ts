@@ -12,6 +12,7 @@ import { KafkaPublisher } from '../../lib/publishers/kafka';
 import { RabbitMqPublisher } from '../../lib/publishers/rabbitmq';
 import { ClientProxyPublisher, type OutboxEnvelope } from '../../lib/publishers/microservices';
 import { TEST_DATABASES } from '../support/databases';
+import { RecordingPublisher } from '../support/recording.publisher';
 import { useOutboxScope } from '../support/outbox-scope';
 import { describeWith, type ServiceName } from '../support/services';
 import { Collector } from '../support/transports/collector';
@@ -50,6 +51,41 @@ interface RawKafka {
 for (const db of TEST_DATABASES) {
   const services = (...more: ServiceName[]): ServiceName[] =>
     db.service === null ? more : [db.service, ...more];
+
+  describeWith(services(), `binary dead letters retried on ${db.name}`, () => {
+    const scope = useOutboxScope(db, { tablePrefix: 'outbox_bin' });
+
+    it('keeps the bytes, content type and attributes of a dead letter moved behind a later message of its key', async () => {
+      const publisher = new RecordingPublisher();
+      const h = await scope.open({
+        publisher,
+        options: {
+          ordering: { enabled: true, onDeadLetter: 'skip' },
+          retry: { initialDelayMs: 200, maxDelayMs: 200, jitter: 0 },
+        },
+      });
+      const bytes = awkwardBytes();
+      const attributes = { rabbitmq: { priority: 4 } };
+      const [dead, later] = (await h.commit([
+        { topic: 't', key: 'k', payload: bytes, contentType: AVRO, attributes },
+        { topic: 't', key: 'k', payload: { n: 2 } },
+      ])) as [string, string];
+      publisher.fail(dead, 'permanent', { times: 1 }).fail(later, 'retryable', { times: 1 });
+      await h.runUntilIdle();
+      expect((await h.row(dead)).status).toBe('dead');
+      // The later message is pending (backing off): the retry moves the dead one behind it,
+      // re-inserting its row (the path that copies the bytes through the app on MySQL/SQLite).
+      expect(await h.admin.retry([dead])).toEqual({ requeued: 0, resequenced: 1 });
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      await h.runUntilIdle();
+      expect(publisher.sentForKey('k')).toEqual([later, dead]);
+      const record = publisher.sent.find((r) => r.messageId === dead);
+      expect(record?.encoding).toBe('binary');
+      expect(record?.contentType).toBe(AVRO);
+      expect(Buffer.isBuffer(record?.payload) && record.payload.equals(bytes)).toBe(true);
+      expect(record?.attributes).toEqual(attributes);
+    });
+  });
 
   describeWith(services('rabbitmq'), `binary payloads through RabbitMQ on ${db.name}`, () => {
     const scope = useOutboxScope(db, { tablePrefix: 'outbox_bin' });
