@@ -59,6 +59,8 @@ const LOG_FIELDS = ['broker', 'topic', 'partition', 'retryCount', 'retryTime', '
  * Publishes outbox messages to Kafka with kafkajs: one `sendBatch` per dispatch batch (grouped by
  * topic), an idempotent producer with `acks: -1`, the message key as the Kafka key, the JSON
  * payload as the value and `x-outbox-message-id` / `x-outbox-type` next to the user's headers.
+ * A binary message's bytes are the value as they are, with `x-outbox-content-type`; a message's
+ * `kafka.partition` attribute picks its partition (one the topic lacks dead-letters it).
  *
  * kafkajs answers a batch as a whole. When it is refused because of one message (too large, an
  * invalid record), the publisher narrows the failure down (by topic, then by partition, then by

@@ -234,7 +234,8 @@ function completion(
  * JSON, headers), RabbitMQ a persistent message (messageId, type, headers, JSON payload), NATS
  * and MQTT an {@link OutboxEnvelope} plus headers (NATS headers; MQTT 5 user properties, QoS 1),
  * TCP and Redis an {@link OutboxEnvelope}. Headers always include `x-outbox-message-id` and
- * `x-outbox-type`.
+ * `x-outbox-type`. A binary message is the Kafka value as it is; every other transport
+ * JSON-encodes its packets, so there the bytes go as base64 (docs/binary-payloads.md).
  *
  * What "published" (`ok`) means in `'emit'` mode, per transport (Nest 11 clients):
  *

@@ -101,7 +101,9 @@ const VHOST_REFUSED = /^Expected ConnectionOpenOk; got <ConnectionClose\b/;
  * not return it as unroutable (returns are matched to the exact publish by its publish id).
  *
  * By default messages go to the default exchange with the topic as routing key, i.e. to the
- * queue named like the topic; set `exchange` and `routingKey` for anything else.
+ * queue named like the topic; set `exchange` and `routingKey` for anything else, or give one
+ * message its own with its `rabbitmq` attributes (with `priority` and `expiration`). A binary
+ * message's bytes are the content as they are, with its `contentType`.
  *
  * Failures: an unroutable (returned) or nacked message fails alone and is retried. When a publish
  * makes the server close the channel (an exchange that does not exist, a 406), every message
