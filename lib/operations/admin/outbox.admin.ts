@@ -541,8 +541,7 @@ export class OutboxAdmin {
     const byTopic = new Map<string, { delivered: number; dead: number; oldest: number | null }>();
     for (const row of rows) {
       let topic = byTopic.get(row.topic);
-      if (topic === undefined)
-        byTopic.set(row.topic, (topic = { delivered: 0, dead: 0, oldest: null }));
+      if (topic === undefined) byTopic.set(row.topic, (topic = { delivered: 0, dead: 0, oldest: null }));
       if (row.kind === 'delivered') topic.delivered += Number(row.n);
       else if (row.kind === 'dead') topic.dead += Number(row.n);
       else if (row.oldest_ms !== null) {
