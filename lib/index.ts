@@ -45,6 +45,7 @@ export {
   OUTBOX_HEADER_MESSAGE_ID,
   OUTBOX_HEADER_TYPE,
   OUTBOX_HEADER_KEY,
+  OUTBOX_HEADER_CONTENT_TYPE,
 } from './outbox.constants';
 
 export {
@@ -60,8 +61,16 @@ export type {
   OutboxJson,
   OutboxSchedule,
   EnqueueOptions,
+  OutboxBrokerAttributes,
+  OutboxRabbitMqAttributes,
+  OutboxKafkaAttributes,
+  OutboxMqttAttributes,
 } from './message/outbox-message.interface';
-export type { OutboxRecord } from './message/outbox-record.interface';
+export type {
+  OutboxRecord,
+  JsonOutboxRecord,
+  BinaryOutboxRecord,
+} from './message/outbox-record.interface';
 export type { OutboxPublisher, PublishOutcome } from './publishers/outbox-publisher.interface';
 export type { OutboxStats, RequeueReport } from './store/outbox-store.port';
 export type {

@@ -20,6 +20,8 @@ export const OUTBOX_HEADER_MESSAGE_ID = 'x-outbox-message-id';
 export const OUTBOX_HEADER_TYPE = 'x-outbox-type';
 /** The message key, on transports without a key of their own (RabbitMQ). */
 export const OUTBOX_HEADER_KEY = 'x-outbox-key';
+/** The content type of a binary message, on transports without a property of their own (Kafka, NATS). */
+export const OUTBOX_HEADER_CONTENT_TYPE = 'x-outbox-content-type';
 
 /** The name of an `OutboxModule` registered without one. */
 export const DEFAULT_OUTBOX_NAME = 'default';

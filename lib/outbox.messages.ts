@@ -134,6 +134,12 @@ export const OutboxMessages = {
     `ensureOutboxArchiveTable(dataSource${migrationArgs(ref) === '' ? '' : `, ${migrationArgs(ref)}`}) ` +
     `or createOutboxArchiveMigration(${migrationArgs(ref)}) in the DataSource's migrations ` +
     `(docs/outbox-table.md: "Archive"), or turn cleaner.archive off.`,
+  payloadColumnsMissing: (table: string, reason: string, ref: OutboxTableRef): string =>
+    `The outbox table ${table} lacks the binary-payload and broker-attribute columns that ` +
+    `schema step 4 adds (${reason}), which this version reads. Run "${schemaMigrate(ref)}" with ` +
+    `DATABASE_URL set, which adds them in place (rows kept, no table rewrite), or run the ` +
+    `DataSource's ...outboxMigrations(${migrationArgs(ref)}) (step 4 adds them), before ` +
+    `starting the app (docs/upgrading.md: "Upgrading from 0.2").`,
   keyLockTableBroken: (table: string, problem: string, ref: OutboxTableRef): string =>
     `The key-lock table ${table} that serialises enqueues per key on MySQL/MariaDB ${problem}: ` +
     `without every one of its rows, writers of a key would no longer commit in ` +

@@ -11,7 +11,9 @@ export type OutboxInvalidMessageReason =
   | 'invalid-header'
   | 'reserved-header'
   | 'invalid-schedule'
-  | 'invalid-message-id';
+  | 'invalid-message-id'
+  | 'invalid-content-type'
+  | 'invalid-attributes';
 
 /**
  * Thrown by `enqueue()` for a message that cannot be stored. Nothing of the call is written, and

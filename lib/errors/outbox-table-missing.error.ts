@@ -12,6 +12,11 @@ export class OutboxTableMissingError extends OutboxError {
     /** The quoted, schema-qualified table that was probed. */
     readonly table: string,
     options: { cause: unknown },
+    /**
+     * The schema step (`outboxMigrations()`, `outbox schema status`) whose part is missing, when
+     * the table is there but behind: 4 for the binary-payload columns. @default undefined
+     */
+    readonly missingStep?: number,
   ) {
     super(message, options);
   }

@@ -6,8 +6,13 @@ export interface NewOutboxRow {
   readonly topic: string;
   readonly key: string | null;
   readonly type: string;
+  /** JSON text; `'null'` for a binary message, whose body is in `binary`. */
   readonly payload: string;
   readonly headers: string;
+  /** The body and content type of a binary message; absent for JSON. */
+  readonly binary?: { readonly bytes: Buffer; readonly contentType: string };
+  /** The broker attributes as JSON text; absent when the message has none. */
+  readonly attributes?: string;
   /** Absolute due time, if the caller gave one. */
   readonly availableAt: Date | null;
   /** Delay after the database's `now`, if the caller gave one. */

@@ -21,8 +21,23 @@ export interface OutboxMessage<TPayload = unknown> extends OutboxSchedule {
   type?: string;
   /** Ordering and partitioning key; messages of one key are published in commit order. */
   key?: string | number | null;
-  /** JSON-serialisable body. */
+  /**
+   * The body: JSON-serialisable data, or bytes (`Buffer` / `Uint8Array`) when `contentType` is
+   * given, stored and published as they are (docs/binary-payloads.md).
+   */
   payload: TPayload;
+  /**
+   * Makes the message binary: `payload` must then be a `Buffer` or `Uint8Array`, stored as bytes
+   * and published with this content type (e.g. `application/avro`, `application/x-protobuf`).
+   * Without it the payload is JSON. @default undefined (a JSON payload)
+   */
+  contentType?: string;
+  /**
+   * Publisher-specific attributes of this message (RabbitMQ priority, expiration, exchange and
+   * routing key; Kafka partition; MQTT qos and retain), checked at enqueue and applied by the
+   * matching publisher; the others ignore them (docs/broker-attributes.md). @default undefined
+   */
+  attributes?: OutboxBrokerAttributes;
   /**
    * `false` skips the walk that rejects values JSON would drop or alter (undefined, NaN, Map,
    * BigInt, NUL…): for payloads your app has already validated. @default true
@@ -42,6 +57,49 @@ export interface OutboxMessage<TPayload = unknown> extends OutboxSchedule {
   dedupeKey?: string;
 }
 
+/**
+ * RabbitMQ attributes of one message, applied by `RabbitMqPublisher` and by `ClientProxyPublisher`
+ * over the RMQ transport (which can apply `priority` and `expiration` only).
+ */
+export interface OutboxRabbitMqAttributes {
+  /** Message priority, 0 to 255 (a queue honours it only with `x-max-priority`). */
+  readonly priority?: number;
+  /** Per-message TTL in milliseconds (a whole number from 0): expired messages are dropped or dead-lettered by the broker. */
+  readonly expiration?: number;
+  /** Exchange to publish to instead of the publisher's route for the topic (`''` is the default exchange). */
+  readonly exchange?: string;
+  /** Routing key instead of the publisher's route for the topic. */
+  readonly routingKey?: string;
+}
+
+/** Kafka attributes of one message, applied by `KafkaPublisher` and by `ClientProxyPublisher` over Kafka. */
+export interface OutboxKafkaAttributes {
+  /**
+   * The partition to write to, instead of the partitioner's choice from the key. Per-key order
+   * still holds on the outbox side (one in flight per key); on the Kafka side a key then stays
+   * in order only if all its messages name the same partition (docs/broker-attributes.md).
+   */
+  readonly partition?: number;
+}
+
+/** MQTT attributes of one message, applied by `ClientProxyPublisher` over the MQTT transport. */
+export interface OutboxMqttAttributes {
+  /** Quality of service, 0, 1 or 2 (the client's default otherwise). */
+  readonly qos?: 0 | 1 | 2;
+  /** Whether the broker keeps the message as the topic's retained message. */
+  readonly retain?: boolean;
+}
+
+/**
+ * Broker attributes of one message, by broker. Each publisher reads its own part and ignores the
+ * others, so one message may carry attributes for a RabbitMQ and a Kafka route.
+ */
+export interface OutboxBrokerAttributes {
+  readonly rabbitmq?: OutboxRabbitMqAttributes;
+  readonly kafka?: OutboxKafkaAttributes;
+  readonly mqtt?: OutboxMqttAttributes;
+}
+
 /** Options of `@OutboxEvent()`. */
 export interface OutboxEventOptions<TEvent = object> {
   /** Destination topic of every instance of the class. */
@@ -57,6 +115,18 @@ export interface OutboxEventOptions<TEvent = object> {
    * business identity (see `OutboxMessage.dedupeKey`).
    */
   dedupeKey?: (keyof TEvent & string) | ((event: TEvent) => string | undefined);
+  /**
+   * Broker attributes of every instance: fixed, or computed from the event (see
+   * `OutboxMessage.attributes`). @default undefined
+   */
+  attributes?: OutboxBrokerAttributes | ((event: TEvent) => OutboxBrokerAttributes | undefined);
+  /**
+   * Makes the event binary: `encode` turns an instance into the bytes stored and published with
+   * this content type (e.g. an Avro or Protobuf encoder). Both or neither. @default undefined
+   */
+  contentType?: string;
+  /** Encodes an instance as bytes; required with `contentType`. @default undefined */
+  encode?: (event: TEvent) => Uint8Array;
   /**
    * `false` stores instances with plain `JSON.stringify`, skipping the walk that rejects values
    * JSON would drop or alter: for event classes your app already validates (e.g. with

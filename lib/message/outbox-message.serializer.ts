@@ -11,6 +11,7 @@ import { OutboxMessages } from '../outbox.messages';
 import { describeError } from '../internal/describe-error';
 import { suggestOption } from '../options/option-checks';
 import { UuidV7Generator } from './uuidv7';
+import { BrokerAttributesProblem, brokerAttributesJson } from './broker-attributes';
 
 const MAX_NAME = 255;
 const MAX_HEADER_VALUE = 8_192;
@@ -80,7 +81,7 @@ function objectProblem(value: object): string | undefined {
     return `is a ${value.constructor.name}, which JSON would store as {}`;
   }
   if (ArrayBuffer.isView(value) || value instanceof ArrayBuffer) {
-    return `is a ${value.constructor.name}, which JSON would not store as its bytes: convert it to an array or a base64 string`;
+    return `is a ${value.constructor.name}, which JSON would not store as its bytes: give the message a contentType to enqueue the bytes as they are (a Buffer or Uint8Array payload), or convert it to an array or a base64 string`;
   }
   if (value instanceof Number && !Number.isFinite(value.valueOf())) {
     return `is ${String(value)}, which JSON would store as null`;
@@ -240,6 +241,8 @@ const MESSAGE_FIELDS = {
   availableAt: true,
   delayMs: true,
   validatePayload: true,
+  contentType: true,
+  attributes: true,
 } satisfies Record<keyof OutboxMessage, true>;
 
 function isPlainObject(value: object): boolean {
@@ -291,12 +294,12 @@ export class OutboxMessageSerializer {
     }
 
     let topic: unknown, type: unknown, key: unknown, headers: unknown, payload: unknown;
-    let messageId: unknown, dedupeKey: unknown;
+    let messageId: unknown, dedupeKey: unknown, contentType: unknown, attributes: unknown;
     let validatePayload: unknown = true;
     let availableAt: unknown = options?.availableAt;
     let delayMs: unknown = options?.delayMs;
     if (isPlainMessage(input)) {
-      ({ topic, key, headers, payload, messageId, dedupeKey } = input);
+      ({ topic, key, headers, payload, messageId, dedupeKey, contentType, attributes } = input);
       validatePayload = input.validatePayload ?? true;
       type = input.type ?? input.topic;
       availableAt = input.availableAt ?? availableAt;
@@ -337,6 +340,42 @@ export class OutboxMessageSerializer {
         );
       }
       try {
+        attributes =
+          typeof meta.attributes === 'function' ? meta.attributes(input) : meta.attributes;
+      } catch (error) {
+        throw invalid(
+          OutboxMessages.invalidField(
+            'attributes',
+            `the attributes function of @OutboxEvent() on ${className} threw ${describeError(error)}`,
+          ),
+          'invalid-attributes',
+          error,
+        );
+      }
+      if (meta.contentType !== undefined || meta.encode !== undefined) {
+        if (meta.contentType === undefined || typeof meta.encode !== 'function') {
+          throw invalid(
+            OutboxMessages.invalidField(
+              'contentType',
+              `@OutboxEvent() on ${className} needs both contentType and encode to make a binary event`,
+            ),
+            'invalid-content-type',
+          );
+        }
+        contentType = meta.contentType;
+        try {
+          payload = meta.encode(input);
+        } catch (error) {
+          throw invalid(
+            OutboxMessages.notSerialisable(
+              `the encode function of @OutboxEvent() on ${className} threw ${describeError(error)}`,
+            ),
+            'not-serialisable',
+            error,
+          );
+        }
+      }
+      try {
         headers = typeof meta.headers === 'function' ? meta.headers(input) : meta.headers;
       } catch (error) {
         throw invalid(
@@ -368,16 +407,79 @@ export class OutboxMessageSerializer {
       );
     }
     const supplied = this.suppliedId(messageId, dedupeKey, invalid);
+    // The JSON path builds the row as it did before binary payloads existed: nothing more.
+    if (contentType === undefined && attributes === undefined) {
+      return {
+        messageId: supplied ?? this.ids.next(),
+        idempotent: supplied !== undefined,
+        topic: topic as string,
+        key: this.key(key, invalid),
+        type: type as string,
+        payload: this.serialise(payload, validatePayload, invalid),
+        headers: this.headers(headers, invalid),
+        ...this.schedule(availableAt, delayMs, invalid),
+      };
+    }
     return {
       messageId: supplied ?? this.ids.next(),
       idempotent: supplied !== undefined,
       topic: topic as string,
       key: this.key(key, invalid),
       type: type as string,
-      payload: this.serialise(payload, validatePayload, invalid),
+      payload:
+        contentType === undefined ? this.serialise(payload, validatePayload, invalid) : 'null',
       headers: this.headers(headers, invalid),
       ...this.schedule(availableAt, delayMs, invalid),
+      ...(contentType === undefined ? {} : { binary: this.binary(payload, contentType, invalid) }),
+      ...this.attributes(attributes, invalid),
     };
+  }
+
+  /** The bytes of a binary message, copied so that a later change by the caller cannot alter them. */
+  private binary(
+    payload: unknown,
+    contentType: unknown,
+    invalid: Invalid,
+  ): { bytes: Buffer; contentType: string } {
+    const problem = nameProblem(contentType);
+    if (problem !== undefined || !(contentType as string).includes('/')) {
+      throw invalid(
+        OutboxMessages.invalidField(
+          'contentType',
+          problem ??
+            `expected a media type such as "application/avro" (type/subtype), got ${JSON.stringify(contentType)}`,
+        ),
+        'invalid-content-type',
+      );
+    }
+    if (!(payload instanceof Uint8Array)) {
+      throw invalid(
+        OutboxMessages.invalidField(
+          'payload',
+          `a message with a contentType carries bytes: expected a Buffer or Uint8Array, got ${describeValue(payload)}`,
+        ),
+        'not-serialisable',
+      );
+    }
+    if (payload.byteLength > this.maxPayloadBytes) {
+      throw invalid(
+        OutboxMessages.payloadTooLarge(payload.byteLength, this.maxPayloadBytes),
+        'payload-too-large',
+      );
+    }
+    return { bytes: Buffer.from(payload), contentType: contentType as string };
+  }
+
+  private attributes(attributes: unknown, invalid: Invalid): { attributes?: string } {
+    try {
+      const json = brokerAttributesJson(attributes);
+      return json === undefined ? {} : { attributes: json };
+    } catch (error) {
+      if (error instanceof BrokerAttributesProblem) {
+        throw invalid(OutboxMessages.invalidField(error.path, error.detail), 'invalid-attributes');
+      }
+      throw error;
+    }
   }
 
   /**

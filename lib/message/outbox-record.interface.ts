@@ -1,7 +1,7 @@
-import type { OutboxHeaders } from './outbox-message.interface';
+import type { OutboxBrokerAttributes, OutboxHeaders } from './outbox-message.interface';
 
-/** A claimed message as the dispatcher hands it to a publisher. */
-export interface OutboxRecord {
+/** What every claimed message has, whatever its payload. */
+interface OutboxRecordBase {
   /** Row id: the claim order. */
   readonly id: string;
   /** Stable UUIDv7 of the message; consumers deduplicate on it. */
@@ -9,8 +9,6 @@ export interface OutboxRecord {
   readonly topic: string;
   readonly key: string | null;
   readonly type: string;
-  /** The payload exactly as serialised at enqueue time (JSON text). */
-  readonly payload: string;
   readonly headers: OutboxHeaders;
   /**
    * Attempts started, this one included: counted when a dispatcher claims the message, so an
@@ -19,4 +17,30 @@ export interface OutboxRecord {
   readonly attempts: number;
   /** When the message was enqueued (database clock). */
   readonly createdAt: Date;
+  /** The broker attributes given at enqueue, if any: each publisher applies its own part. */
+  readonly attributes?: OutboxBrokerAttributes;
 }
+
+/** A message with a JSON payload (the default). */
+export interface JsonOutboxRecord extends OutboxRecordBase {
+  /** Absent or `'json'` on a JSON message. */
+  readonly encoding?: 'json';
+  /** The payload exactly as serialised at enqueue time (JSON text). */
+  readonly payload: string;
+  readonly contentType?: undefined;
+}
+
+/** A message enqueued with bytes and a content type. */
+export interface BinaryOutboxRecord extends OutboxRecordBase {
+  readonly encoding: 'binary';
+  /** The bytes exactly as enqueued. */
+  readonly payload: Buffer;
+  /** The content type given at enqueue (e.g. `application/avro`). */
+  readonly contentType: string;
+}
+
+/**
+ * A claimed message as the dispatcher hands it to a publisher: JSON text in `payload`, or, when
+ * `encoding` is `'binary'`, bytes with their `contentType`.
+ */
+export type OutboxRecord = JsonOutboxRecord | BinaryOutboxRecord;

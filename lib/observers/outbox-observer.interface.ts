@@ -14,13 +14,13 @@ export interface OutboxBatchReport {
 }
 
 /** A message the broker acknowledged, as `onPublished` sees it. */
-export interface OutboxPublishedRecord extends OutboxRecord {
+export type OutboxPublishedRecord = OutboxRecord & {
   /**
    * Milliseconds from enqueue to the broker's acknowledgement: the message's age at its claim
    * on the database clock, plus the claim and publish on this process's clock.
    */
   readonly latencyMs: number;
-}
+};
 
 /**
  * Hooks for metrics and tracing. Every member is optional; a hook must not throw (errors are

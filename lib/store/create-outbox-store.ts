@@ -5,6 +5,7 @@ import { describeError } from '../internal/describe-error';
 import { OutboxMessages } from '../outbox.messages';
 import type { OutboxStoreContext } from './outbox-database';
 import type { SqlPort } from './sql-port';
+import { payloadColumnsProbe } from './payload-columns';
 import { outboxDatabase, outboxDialectOf, tableNamesFor } from './outbox-dialect';
 
 /** Picks the store for the port's database; opens what the dispatcher needs when asked. */
@@ -58,6 +59,21 @@ export async function createOutboxStore(
         }),
         names.attemptsTable,
         { cause: error },
+      );
+    }
+    // Step 4's columns: every claim reads them, so a table without them would fail each one.
+    try {
+      await sql.query(payloadColumnsProbe(names));
+    } catch (error) {
+      throw new OutboxTableMissingError(
+        OutboxMessages.payloadColumnsMissing(names.table, describeError(error), {
+          tableName: table.tableName,
+          schema: table.schema ?? undefined,
+          keyLock: database.keyLockTable,
+        }),
+        names.table,
+        { cause: error },
+        4,
       );
     }
     // Checked here, not at the first clean an hour into production.

@@ -1,3 +1,5 @@
+import { PAYLOAD_COLUMNS } from './payload-columns';
+
 /**
  * The archive: with `cleaner.archive` on, the cleaner moves rows past their retention into
  * `<table>_archive` instead of deleting them, in the same statement or transaction as the
@@ -23,6 +25,8 @@ export const ARCHIVED_COLUMNS = [
   'created_at',
   'delivered_at',
   'dead_at',
+  // A binary message's bytes, content type and broker attributes (schema step 4).
+  ...PAYLOAD_COLUMNS,
 ] as const;
 
 /** The archive's column list for an INSERT, `outbox_id` first. */

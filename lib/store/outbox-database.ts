@@ -54,6 +54,13 @@ export interface OutboxDatabase<D extends string = string> {
    */
   tableProblem?(run: StatementRunner, n: OutboxTableNames): Promise<string | undefined>;
   dropCleanerIndexes(n: OutboxTableNames): string[];
+  /**
+   * Schema step 4: adds the binary-payload and broker-attribute columns to a table made before
+   * them (columns only, rows kept, no table rewrite); does nothing when they are there.
+   */
+  ensurePayloadColumns(run: StatementRunner, n: OutboxTableNames): Promise<void>;
+  /** Undoes step 4 (the down migration): binary rows and attributes are lost. */
+  dropPayloadColumns(run: StatementRunner, n: OutboxTableNames): Promise<void>;
   /** Brings a table that already existed up to date after `createTable` ran. */
   afterCreateTable?(run: StatementRunner, n: OutboxTableNames): Promise<void>;
   /** Bootstrap checks beyond the column probe every database gets; throws to refuse to start. */

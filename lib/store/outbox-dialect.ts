@@ -102,8 +102,10 @@ export async function createOutboxTable(
   for (const statement of outboxTableDdl(dialect, options)) {
     await sql.query(statement);
   }
-  await OUTBOX_DATABASES[dialect].afterCreateTable?.(
-    async (statement, params) => (await sql.query(statement, params)).rows,
-    tableNamesFor(dialect, options),
-  );
+  const run = async (statement: string, params?: unknown[]): Promise<unknown> =>
+    (await sql.query(statement, params)).rows;
+  const names = tableNamesFor(dialect, options);
+  await OUTBOX_DATABASES[dialect].afterCreateTable?.(run, names);
+  // Step 4 on a table that existed before it (a new table has its columns already).
+  await OUTBOX_DATABASES[dialect].ensurePayloadColumns(run, names);
 }

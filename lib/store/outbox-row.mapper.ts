@@ -1,4 +1,5 @@
 import type { OutboxHeaders } from '../message/outbox-message.interface';
+import { parseBrokerAttributes } from '../message/broker-attributes';
 import type { ClaimedRecord, NewOutboxRow } from './outbox-store.port';
 
 /** The columns every dialect's claim returns, with driver-dependent types. */
@@ -13,6 +14,20 @@ export interface ClaimedRow {
   attempts: number | string;
   created_at: Date | string;
   age_ms: number | string;
+  payload_encoding: string;
+  content_type: string | null;
+  /** Base64 text (PostgreSQL, MySQL/MariaDB) or the bytes themselves (SQLite). */
+  payload_bytes: string | Uint8Array | null;
+  broker_attributes: string | null;
+}
+
+/** Bytes as a store reads them back: base64 text from PostgreSQL and MySQL, a BLOB from SQLite. */
+export function storedBytes(value: string | Uint8Array | null): Buffer {
+  if (value === null) return Buffer.alloc(0);
+  if (typeof value === 'string') return Buffer.from(value, 'base64');
+  return Buffer.isBuffer(value)
+    ? value
+    : Buffer.from(value.buffer, value.byteOffset, value.byteLength);
 }
 
 const EMPTY_HEADERS: OutboxHeaders = Object.freeze({});
@@ -43,18 +58,30 @@ function offset(zone: string | undefined): string {
 
 /** Maps a claimed row to a record, in claim (id) order. */
 export function toClaimedRecords(rows: readonly ClaimedRow[]): ClaimedRecord[] {
-  const records = rows.map((row): ClaimedRecord => ({
-    id: String(row.id),
-    messageId: row.message_id,
-    topic: row.topic,
-    key: row.message_key,
-    type: row.event_type,
-    payload: row.payload,
-    headers: row.headers === '{}' ? EMPTY_HEADERS : (JSON.parse(row.headers) as OutboxHeaders),
-    attempts: Number(row.attempts),
-    createdAt: toDate(row.created_at),
-    ageMs: Math.max(0, Number(row.age_ms)),
-  }));
+  const records = rows.map((row): ClaimedRecord => {
+    const common = {
+      id: String(row.id),
+      messageId: row.message_id,
+      topic: row.topic,
+      key: row.message_key,
+      type: row.event_type,
+      headers: row.headers === '{}' ? EMPTY_HEADERS : (JSON.parse(row.headers) as OutboxHeaders),
+      attempts: Number(row.attempts),
+      createdAt: toDate(row.created_at),
+      ageMs: Math.max(0, Number(row.age_ms)),
+      ...(row.broker_attributes === null
+        ? {}
+        : { attributes: parseBrokerAttributes(row.broker_attributes) }),
+    };
+    return row.payload_encoding === 'binary'
+      ? {
+          ...common,
+          encoding: 'binary',
+          payload: storedBytes(row.payload_bytes),
+          contentType: row.content_type ?? 'application/octet-stream',
+        }
+      : { ...common, payload: row.payload };
+  });
   return records.sort(compareIds);
 }
 
@@ -66,12 +93,29 @@ export interface RequeuedRow {
   event_type: string;
   payload: string;
   headers: string;
+  payload_encoding: string;
+  content_type: string | null;
+  /** As the dialect's re-insert binds it (base64 text on MySQL/MariaDB, a BLOB on SQLite). */
+  payload_bytes: string | Uint8Array | null;
+  broker_attributes: string | null;
   created_at: string;
 }
 
 /** The bound values of one re-inserted row, in the re-insert column order. */
 export function requeueValues(r: RequeuedRow): unknown[] {
-  return [r.message_id, r.topic, r.message_key, r.event_type, r.payload, r.headers, r.created_at];
+  return [
+    r.message_id,
+    r.topic,
+    r.message_key,
+    r.event_type,
+    r.payload,
+    r.headers,
+    r.payload_encoding,
+    r.content_type,
+    r.payload_bytes,
+    r.broker_attributes,
+    r.created_at,
+  ];
 }
 
 /** Orders decimal id strings numerically without converting them to (lossy) numbers. */

@@ -15,10 +15,10 @@ export interface ClaimedBatch {
   readonly blockedKeys: readonly string[];
 }
 
-export interface ClaimedRecord extends OutboxRecord {
+export type ClaimedRecord = OutboxRecord & {
   /** Milliseconds since enqueue, on the database clock. */
   readonly ageMs: number;
-}
+};
 
 /**
  * The outcome of a batch, grouped so that each group is one statement. `error` is the redacted,

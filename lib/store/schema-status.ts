@@ -5,12 +5,13 @@ import {
   type OutboxTableOptions,
 } from './outbox-dialect';
 import type { SqlPort } from './sql-port';
+import { payloadColumnsProbe } from './payload-columns';
 
 /** One part of the outbox schema, in the order the schema grew (and the migration steps run). */
 export interface OutboxSchemaPart {
   /** The `outboxMigrations()` step that makes it. */
   readonly step: number;
-  readonly part: 'table' | 'attempt-history' | 'cleaner-indexes';
+  readonly part: 'table' | 'attempt-history' | 'cleaner-indexes' | 'payload-columns';
   readonly present: boolean;
   /** What is missing, or what a migrate would do; null when present. */
   readonly missing: string | null;
@@ -66,6 +67,7 @@ export async function outboxSchemaStatus(
       async (statement, params) => (await sql.query(statement, params)).rows,
       names,
     ));
+  const payloadColumns = tableExists && (await answers(payloadColumnsProbe(names)));
   const parts: OutboxSchemaPart[] = [
     { step: 1, part: 'table', present: tableProblem === undefined, missing: tableProblem ?? null },
     {
@@ -81,6 +83,14 @@ export async function outboxSchemaStatus(
       missing: indexes
         ? null
         : "the cleaner's cut-off indexes are missing: migrate adds them (docs/upgrading.md has the non-blocking PostgreSQL form)",
+    },
+    {
+      step: 4,
+      part: 'payload-columns',
+      present: payloadColumns,
+      missing: payloadColumns
+        ? null
+        : 'the binary-payload and broker-attribute columns (payload_encoding, content_type, payload_bytes, broker_attributes) are missing: migrate adds them in place, rows kept',
     },
   ];
   const firstMissing = parts.findIndex((p) => !p.present);

@@ -120,11 +120,14 @@ export class RecordingPublisher implements OutboxPublisher {
 
   /**
    * The parsed JSON payloads of the published messages (those that match, if given), in
-   * publication order. `T` is what you expect them to be; nothing checks it.
+   * publication order; a binary message's bytes as a `Buffer`. `T` is what you expect them to
+   * be; nothing checks it.
    */
   payloads<T = unknown>(matcher?: RecordingMatcher): T[] {
     const records = matcher === undefined ? this.messages : this.messagesFor(matcher);
-    return records.map((r) => JSON.parse(r.payload) as T);
+    return records.map((r) =>
+      r.encoding === 'binary' ? (Buffer.from(r.payload) as T) : (JSON.parse(r.payload) as T),
+    );
   }
 
   /** How many times `publish()` was handed this message, whatever the outcome. */

@@ -183,6 +183,44 @@ async function withStore(
 
 const CASES: readonly { name: string; run(context: Context): Promise<void> }[] = [
   {
+    name: 'stores and claims binary payloads and broker attributes as given, alone and among JSON rows',
+    async run({ claim, enqueue }) {
+      // Bytes no text round trip keeps: NUL, 0xFF, a cut UTF-8 sequence.
+      const bytes = Buffer.from([0x00, 0xff, 0xfe, 0xc3, 0x00, 0x80, 0x41]);
+      const binary = (key: string, attributes?: string): NewOutboxRow => ({
+        ...message(key),
+        payload: 'null',
+        binary: { bytes, contentType: 'application/avro' },
+        ...(attributes === undefined ? {} : { attributes }),
+      });
+      const attributes = '{"rabbitmq":{"priority":7},"kafka":{"partition":1}}';
+      // One row (the one-row statements), then several with a JSON row among them.
+      await enqueue([binary('b1', attributes)]);
+      await enqueue([binary('b2'), message('j1'), { ...message('j2'), attributes }]);
+      const records = (await claim(10)).records;
+      same(
+        records.map((r) => [
+          r.key,
+          r.encoding ?? 'json',
+          r.contentType ?? null,
+          typeof r.payload === 'string' ? r.payload : r.payload.toString('base64'),
+          r.attributes ?? null,
+        ]),
+        [
+          ['b1', 'binary', 'application/avro', bytes.toString('base64'), JSON.parse(attributes)],
+          ['b2', 'binary', 'application/avro', bytes.toString('base64'), null],
+          ['j1', 'json', null, '{"key":"j1"}', null],
+          ['j2', 'json', null, '{"key":"j2"}', JSON.parse(attributes)],
+        ],
+        'claimed binary and attributed records',
+      );
+      ok(
+        records.every((r) => r.encoding !== 'binary' || Buffer.isBuffer(r.payload)),
+        'a binary record carries its bytes as a Buffer',
+      );
+    },
+  },
+  {
     name: 'claims due, unleased rows, at most the batch size, oldest first',
     async run({ claim, enqueue, rows }) {
       // One statement for the batch: a delay on one row means a delay (0 here) on every row.

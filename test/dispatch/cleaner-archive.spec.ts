@@ -104,6 +104,40 @@ for (const db of TEST_DATABASES) {
       expect(publisher.sentIds).toEqual([first, first]);
     });
 
+    it('keeps a binary message’s bytes, content type and broker attributes in the archive', async () => {
+      const publisher = new RecordingPublisher();
+      const h = await bootArchiving(publisher, null);
+      const bytes = Buffer.from([0, 1, 2, 0xff, 0xfe, 0x41]);
+      const [id] = await h.commit([
+        {
+          topic: 'orders',
+          key: 'b',
+          payload: bytes,
+          contentType: 'application/octet-stream',
+          attributes: { rabbitmq: { priority: 3 } },
+        },
+      ]);
+      await h.runUntilIdle();
+      await ageRows(scope.ds, h.table, 'delivered', 120);
+      expect(await h.cleaner.runOnce()).toEqual({ delivered: 1, dead: 0 });
+      const hex =
+        db.name === 'postgres' ? `encode(payload_bytes, 'hex')` : 'lower(hex(payload_bytes))';
+      const q = db.name === 'mariadb' ? `\`${h.table}_archive\`` : `"${h.table}_archive"`;
+      const [row] = await scope.ds.query<Record<string, unknown>[]>(
+        `SELECT ${hex} AS bytes, payload_encoding, content_type, broker_attributes FROM ${q}`,
+      );
+      expect(row).toMatchObject({
+        bytes: bytes.toString('hex'),
+        payload_encoding: 'binary',
+        content_type: 'application/octet-stream',
+      });
+      const attributes = row?.broker_attributes;
+      expect(typeof attributes === 'string' ? JSON.parse(attributes) : attributes).toEqual({
+        rabbitmq: { priority: 3 },
+      });
+      expect((await readArchive(scope.ds, h.table)).map((r) => r.messageId)).toEqual([id]);
+    });
+
     it('keeps dead letters in the outbox when they have no retention', async () => {
       const publisher = new RecordingPublisher();
       const h = await bootArchiving(publisher, null);

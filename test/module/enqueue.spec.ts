@@ -265,6 +265,77 @@ for (const db of TEST_DATABASES) {
       // Before: the user function's own error escaped enqueue() untyped.
       ['a throwing key function', new KeyThrows(), 'invalid-key'],
       ['a throwing headers function', new HeadersThrow(), 'invalid-header'],
+      // Binary messages (schema step 4).
+      [
+        'a contentType with a JSON payload',
+        { topic: 't', payload: { n: 1 }, contentType: 'application/avro' },
+        'not-serialisable',
+      ],
+      [
+        'a contentType that is no media type',
+        { topic: 't', payload: Buffer.from([1]), contentType: 'avro' },
+        'invalid-content-type',
+      ],
+      [
+        'an empty contentType',
+        { topic: 't', payload: Buffer.from([1]), contentType: '' },
+        'invalid-content-type',
+      ],
+      [
+        'binary bytes over the limit',
+        { topic: 't', payload: Buffer.alloc(1_025), contentType: 'application/octet-stream' },
+        'payload-too-large',
+      ],
+      [
+        'bytes without a contentType',
+        { topic: 't', payload: new Uint8Array([1, 2]) },
+        'not-serialisable',
+      ],
+      [
+        'a binary event class without encode',
+        new (class {
+          static {
+            OutboxEvent({ topic: 't', contentType: 'application/avro' })(this);
+          }
+        })(),
+        'invalid-content-type',
+      ],
+      // Broker attributes.
+      [
+        'a RabbitMQ priority over 255',
+        { topic: 't', payload: {}, attributes: { rabbitmq: { priority: 256 } } },
+        'invalid-attributes',
+      ],
+      [
+        'a negative RabbitMQ expiration',
+        { topic: 't', payload: {}, attributes: { rabbitmq: { expiration: -1 } } },
+        'invalid-attributes',
+      ],
+      [
+        'a fractional Kafka partition',
+        { topic: 't', payload: {}, attributes: { kafka: { partition: 1.5 } } },
+        'invalid-attributes',
+      ],
+      [
+        'a misspelt attribute',
+        { topic: 't', payload: {}, attributes: { rabbitmq: { prority: 1 } } },
+        'invalid-attributes',
+      ],
+      [
+        'an unknown broker',
+        { topic: 't', payload: {}, attributes: { sqs: { delay: 1 } } },
+        'invalid-attributes',
+      ],
+      [
+        'a routing key over 255 bytes',
+        { topic: 't', payload: {}, attributes: { rabbitmq: { routingKey: 'é'.repeat(128) } } },
+        'invalid-attributes',
+      ],
+      [
+        'an MQTT qos of 3',
+        { topic: 't', payload: {}, attributes: { mqtt: { qos: 3 } } },
+        'invalid-attributes',
+      ],
     ];
     it.each(badInputs)(
       'rejects %s, rolling back the whole transaction',
@@ -280,6 +351,47 @@ for (const db of TEST_DATABASES) {
         expect(await readOutbox(scope.ds, table)).toHaveLength(0);
       },
     );
+
+    it('stores bytes with their content type and attributes as given, and JSON rows as before', async () => {
+      const bytes = Buffer.from([0x00, 0xff, 0xfe, 0x80, 0x41]);
+      const [binaryId, jsonId] = await scope.ds.transaction((m) =>
+        outbox.enqueue(
+          [
+            {
+              topic: 't',
+              key: 'k',
+              payload: new Uint8Array(bytes),
+              contentType: 'application/x-protobuf',
+              attributes: { rabbitmq: { priority: 9, routingKey: 'r' }, kafka: { partition: 0 } },
+            },
+            { topic: 't', key: 'k', payload: { n: 1 } },
+          ],
+          m,
+        ),
+      );
+      const q = scope.ds.options.type === 'mariadb' ? `\`${table}\`` : `"${table}"`;
+      const rows = await scope.ds.query<Record<string, unknown>[]>(
+        `SELECT message_id, payload, payload_encoding, content_type, payload_bytes, broker_attributes FROM ${q} ORDER BY id`,
+      );
+      expect(rows).toHaveLength(2);
+      const [binary, json] = rows;
+      expect(String(binary?.message_id)).toBe(binaryId);
+      expect(binary?.payload_encoding).toBe('binary');
+      expect(binary?.content_type).toBe('application/x-protobuf');
+      expect(Buffer.from(binary?.payload_bytes as Uint8Array).equals(bytes)).toBe(true);
+      const attributes: unknown = binary?.broker_attributes;
+      expect(typeof attributes === 'string' ? JSON.parse(attributes) : attributes).toEqual({
+        rabbitmq: { priority: 9, routingKey: 'r' },
+        kafka: { partition: 0 },
+      });
+      expect(String(json?.message_id)).toBe(jsonId);
+      expect(json?.payload_encoding).toBe('json');
+      expect([json?.content_type, json?.payload_bytes, json?.broker_attributes]).toEqual([
+        null,
+        null,
+        null,
+      ]);
+    });
 
     it('keeps the cause of a throwing key function', async () => {
       const attempt = scope.ds.transaction((m) => outbox.enqueue(new KeyThrows(), m));

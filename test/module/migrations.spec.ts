@@ -67,6 +67,7 @@ describe('createOutboxMigration() names and arguments', () => {
       'CreateOutboxTable_outbox_1763800000000',
       'AddOutboxAttemptHistory_outbox_1763800000001',
       'AddOutboxCleanerIndexes_outbox_1763800000002',
+      'AddOutboxPayloadColumns_outbox_1763800000003',
     ]);
     expect(
       names(outboxMigrations({ tableName: 'audit', schema: 'events' }, 1_700_000_000_000)),
@@ -75,6 +76,7 @@ describe('createOutboxMigration() names and arguments', () => {
         .name,
       'AddOutboxAttemptHistory_events.audit_1700000000001',
       'AddOutboxCleanerIndexes_events.audit_1700000000002',
+      'AddOutboxPayloadColumns_events.audit_1700000000003',
     ]);
     expect(() => outboxMigrations({ tableName: 'x; DROP TABLE y' })).toThrow(OutboxOptionsError);
   });
@@ -124,6 +126,10 @@ describe.each(TEST_DATABASES)('outbox migrations on $name', (db) => {
     ds.query(
       `SELECT message_id, attempt, outcome, locked_by, error_class, error, failed_at FROM ${quoteTable(ds, `${table}_attempts`)} WHERE 1 = 0`,
     );
+  const payloadColumnsOf = (ds: DataSource, table: string): Promise<unknown> =>
+    ds.query(
+      `SELECT payload_encoding, content_type, payload_bytes, broker_attributes FROM ${quoteTable(ds, table)} WHERE 1 = 0`,
+    );
   /** The cleaner's indexes the table has, by name, sorted. */
   async function cleanerIndexesOf(ds: DataSource, table: string): Promise<string[]> {
     const wanted = [`${table}_delivered_idx`, `${table}_dead_idx`, `${table}_done_idx`];
@@ -164,9 +170,11 @@ describe.each(TEST_DATABASES)('outbox migrations on $name', (db) => {
           `CreateOutboxTable_${first}_1763800000000`,
           `AddOutboxAttemptHistory_${first}_1763800000001`,
           `AddOutboxCleanerIndexes_${first}_1763800000002`,
+          `AddOutboxPayloadColumns_${first}_1763800000003`,
           `CreateOutboxTable_${second}_1763800000000`,
           `AddOutboxAttemptHistory_${second}_1763800000001`,
           `AddOutboxCleanerIndexes_${second}_1763800000002`,
+          `AddOutboxPayloadColumns_${second}_1763800000003`,
         ].sort(),
       );
       await columnsOf20(ds, first);
@@ -223,6 +231,7 @@ describe.each(TEST_DATABASES)('outbox migrations on $name', (db) => {
         `CreateOutboxTable_${table}_1763800000000`,
         `AddOutboxAttemptHistory_${table}_1763800000001`,
         `AddOutboxCleanerIndexes_${table}_1763800000002`,
+        `AddOutboxPayloadColumns_${table}_1763800000003`,
       ]);
       await columnsOf20(current, table);
       await historyOf(current, table);
@@ -266,6 +275,7 @@ describe.each(TEST_DATABASES)('outbox migrations on $name', (db) => {
       expect((await current.runMigrations()).map((m) => m.name)).toEqual([
         `AddOutboxAttemptHistory_${table}_1763800000001`,
         `AddOutboxCleanerIndexes_${table}_1763800000002`,
+        `AddOutboxPayloadColumns_${table}_1763800000003`,
       ]);
       await historyOf(current, table);
       expect(await cleanerIndexesOf(base, table)).toEqual(
@@ -276,14 +286,96 @@ describe.each(TEST_DATABASES)('outbox migrations on $name', (db) => {
       expect(await bootOn(table)).toBeUndefined();
       expect(await current.runMigrations()).toEqual([]);
 
-      // Reverting step 3 drops the indexes; reverting step 2 drops the history and leaves the
+      // Reverting step 4 drops its columns; step 3 the indexes; step 2 the history, leaving the
       // outbox table.
+      await current.undoLastMigration();
+      expect(await failureOf(payloadColumnsOf(base, table))).toBeDefined();
       await current.undoLastMigration();
       expect(await cleanerIndexesOf(base, table)).toEqual([]);
       await historyOf(current, table);
       await current.undoLastMigration();
       expect(await failureOf(historyOf(current, table))).toBeDefined();
       await columnsOf20(current, table);
+    } finally {
+      await dropOutboxTable(base, table);
+    }
+  });
+
+  it('takes a version-3 table holding rows of every status to version 4 in place', async () => {
+    const table = `${scratch}_v3`;
+    try {
+      // A table as steps 1 to 3 of 0.3 made it before step 4 existed: the columns step 4 adds
+      // are dropped from today's DDL, and the three steps are recorded as run.
+      const v3 = await withMigrations(outboxMigrations({ tableName: table }).slice(0, 3));
+      expect(await v3.runMigrations()).toHaveLength(3);
+      const dialect = outboxDialectOf(base.options.type);
+      const names = tableNamesFor(dialect, { tableName: table });
+      await outboxDatabase(dialect).dropPayloadColumns(
+        (sql, params) => base.query(sql, params),
+        names,
+      );
+      expect(await failureOf(payloadColumnsOf(base, table))).toBeDefined();
+
+      const q = quoteTable(base, table);
+      const p = (i: number): string => (db.name === 'postgres' ? `$${i}` : '?');
+      const statuses = ['pending', 'waiting', 'delivered', 'dead', 'pending'];
+      const ids = statuses.map((_, i) => `0190d6b4-0000-7000-8000-00000000000${i}`);
+      for (const [i, status] of statuses.entries()) {
+        await base.query(
+          `INSERT INTO ${q} (message_id, topic, message_key, event_type, payload, headers, status, attempts, locked_by, lock_token, locked_until)
+VALUES (${[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11].map(p).join(', ')})`,
+          [
+            ids[i],
+            'orders',
+            'k1',
+            'order.created',
+            JSON.stringify({ n: i }),
+            '{"x-tenant":"t1"}',
+            status,
+            status === 'pending' ? 0 : 3,
+            // The last pending row is leased by a dispatcher that is still running.
+            i === 4 ? 'old-dispatcher' : null,
+            i === 4 ? '0190d6b4-0000-7000-8000-0000000000ff' : null,
+            // As UTC text: every database (and SQLite's binding) takes it.
+            i === 4
+              ? new Date(Date.now() + 3_600_000).toISOString().replace('T', ' ').replace('Z', '')
+              : null,
+          ],
+        );
+      }
+      const before = await base.query<Record<string, unknown>[]>(
+        `SELECT message_id, status, attempts, payload, headers, locked_by FROM ${q} ORDER BY id`,
+      );
+
+      // This version refuses the table and names the command, rather than failing each claim.
+      const refused = await bootOn(table);
+      expect(refused).toBeInstanceOf(OutboxTableMissingError);
+      expect((refused as Error).message).toContain(`npx outbox schema migrate --table ${table}`);
+      expect((refused as Error).message).toContain('step 4');
+
+      const current = await withMigrations(outboxMigrations({ tableName: table }));
+      expect((await current.runMigrations()).map((m) => m.name)).toEqual([
+        `AddOutboxPayloadColumns_${table}_1763800000003`,
+      ]);
+      // Every row is still there as it was, now a JSON message with no attributes.
+      const after = await base.query<Record<string, unknown>[]>(
+        `SELECT message_id, status, attempts, payload, headers, locked_by, payload_encoding, content_type, payload_bytes, broker_attributes FROM ${q} ORDER BY id`,
+      );
+      expect(
+        after.map(
+          ({ payload_encoding, content_type, payload_bytes, broker_attributes, ...rest }) => {
+            expect([payload_encoding, content_type, payload_bytes, broker_attributes]).toEqual([
+              'json',
+              null,
+              null,
+              null,
+            ]);
+            return rest;
+          },
+        ),
+      ).toEqual(before);
+      expect(await bootOn(table)).toBeUndefined();
+      expect(await current.runMigrations()).toEqual([]);
     } finally {
       await dropOutboxTable(base, table);
     }

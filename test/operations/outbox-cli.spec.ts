@@ -262,7 +262,7 @@ for (const db of TEST_DATABASES) {
       // Before: nothing there, and status says what migrate would make.
       const none = await outbox(['schema', 'status', '--table', table], url);
       expect(none.code).toBe(0);
-      expect(none.stdout).toMatch(/schema version 0 of 3\./);
+      expect(none.stdout).toMatch(/schema version 0 of 4\./);
       expect(none.stdout).toMatch(
         /1 {2}table +missing: the table does not exist: migrate creates it/,
       );
@@ -282,13 +282,14 @@ for (const db of TEST_DATABASES) {
       expect(again.code).toBe(0);
       expect(again.stdout).toMatch(/already exists and is up to date; nothing changed/);
       expect(await outboxJson(['schema', 'status', '--table', table], url)).toMatchObject({
-        version: 3,
-        latest: 3,
+        version: 4,
+        latest: 4,
         upToDate: true,
         parts: [
           { step: 1, part: 'table', present: true, missing: null },
           { step: 2, part: 'attempt-history', present: true, missing: null },
           { step: 3, part: 'cleaner-indexes', present: true, missing: null },
+          { step: 4, part: 'payload-columns', present: true, missing: null },
         ],
       });
 
@@ -297,14 +298,36 @@ for (const db of TEST_DATABASES) {
       for (const sql of outboxDatabase(dialectOf[db.name]).dropCleanerIndexes(names))
         await scope.ds.query(sql);
       const noIndexes = await outbox(['schema', 'status', '--table', table], url);
-      expect(noIndexes.stdout).toMatch(/schema version 2 of 3\./);
+      expect(noIndexes.stdout).toMatch(/schema version 2 of 4\./);
       expect(noIndexes.stdout).toMatch(
         /3 {2}cleaner-indexes +missing: the cleaner's cut-off indexes/,
       );
       const indexed = await outbox(['schema', 'migrate', '--table', table], url);
       expect(indexed.stdout).toMatch(/already exists; added the cleaner's indexes\./);
       expect(await outboxJson(['schema', 'status', '--table', table], url)).toMatchObject({
-        version: 3,
+        version: 4,
+      });
+
+      // A version-3 table (before binary payloads): status names step 4, the app refuses it
+      // naming the command, migrate adds the columns in place.
+      await outboxDatabase(dialectOf[db.name]).dropPayloadColumns(
+        (sql, params) => scope.ds.query(sql, params),
+        names,
+      );
+      const v3 = await outbox(['schema', 'status', '--table', table], url);
+      expect(v3.stdout).toMatch(/schema version 3 of 4\./);
+      expect(v3.stdout).toMatch(/4 {2}payload-columns +missing: the binary-payload/);
+      const refusedV3 = await outbox(['dlq', 'list', '--table', table], url);
+      expect(refusedV3.code).toBe(1);
+      expect(refusedV3.stderr).toMatch(/schema step 4 adds/);
+      expect(refusedV3.stderr).toContain('Run "outbox schema migrate" with the same --table');
+      const columns = await outbox(['schema', 'migrate', '--table', table], url);
+      expect(columns.stdout).toMatch(
+        /already exists; added the binary-payload and broker-attribute columns \(step 4\)\./,
+      );
+      expect(await outboxJson(['schema', 'status', '--table', table], url)).toMatchObject({
+        version: 4,
+        upToDate: true,
       });
 
       // A table made before the history has none: the command adds it in place.
@@ -684,6 +707,54 @@ for (const db of TEST_DATABASES) {
       ).toEqual({ delivered: 0, dead: 1, archived: false });
       expect(await rows()).toEqual([]);
       expect(await readArchive(scope.ds, table)).toHaveLength(delivered);
+    });
+
+    it('dlq show describes a binary dead letter by size and content type with a hex preview, never its raw bytes', async () => {
+      const bin = await scope.open({ publisher: new RecordingPublisher() });
+      // Markup and a terminal escape in the bytes: neither may reach the output as they are.
+      const bytes = Buffer.concat([
+        Buffer.from('<script>alert(1)</script>\u001b[2J', 'utf8'),
+        Buffer.from([0x00, 0xff, 0xfe]),
+        Buffer.alloc(300, 0x41),
+      ]);
+      const [id] = (await bin.enqueue({
+        topic: 'media',
+        key: 'm1',
+        payload: bytes,
+        contentType: 'application/avro',
+        attributes: { rabbitmq: { priority: 3 } },
+      })) as [string];
+      bin.publisher.fail(id, 'permanent', rejected('broker refused the bytes'));
+      await bin.dispatcher.drain();
+
+      const text = await outbox(['dlq', 'show', id, '--table', bin.table], url);
+      expect(text.code).toBe(0);
+      expect(text.stdout).toContain(`payload (binary, ${bytes.length} bytes, application/avro)`);
+      expect(text.stdout).toContain('00000000  3c 73 63 72 69 70 74 3e');
+      expect(text.stdout).toContain('|<script>alert(1)|');
+      expect(text.stdout).toContain(`… ${bytes.length - 256} more bytes not shown`);
+      expect(text.stdout).toContain('attributes    {"rabbitmq":{"priority":3}}');
+      expect(text.stdout).not.toContain('\u001b');
+      expect(text.stdout).not.toContain('\u0000');
+
+      const json = await outboxJson<Record<string, unknown>>(
+        ['dlq', 'show', id, '--table', bin.table],
+        url,
+      );
+      expect(json).toMatchObject({
+        messageId: id,
+        status: 'dead',
+        encoding: 'binary',
+        contentType: 'application/avro',
+        attributes: { rabbitmq: { priority: 3 } },
+        payload: {
+          encoding: 'binary',
+          contentType: 'application/avro',
+          size: bytes.length,
+          base64: bytes.toString('base64'),
+        },
+      });
+      expect(json).not.toHaveProperty('payloadBytes');
     });
 
     it('fails with exit code 1 and one line, never a stack or a password', async () => {

@@ -170,6 +170,29 @@ describeWith(['postgres'], 'OutboxConsoleModule over HTTP (PostgreSQL, Express)'
     );
   });
 
+  it('shows a binary message by size, content type and an escaped hex preview, never its raw bytes', async () => {
+    c = await openConsoleApp(new RecordingPublisher());
+    const bytes = Buffer.concat([
+      Buffer.from('<script>alert(1)</script>', 'utf8'),
+      Buffer.from([0x00, 0xff, 0x1b]),
+    ]);
+    const [id] = await c.enqueue([
+      { topic: 'media', key: 'm-1', payload: bytes, contentType: 'application/avro' },
+    ]);
+    const detail = await get(`${c.url}/messages/${id}`);
+    expect(detail.status).toBe(200);
+    // (get() squashes whitespace: the page itself keeps the dump's lines and columns.)
+    expect(detail.body).toMatch(
+      new RegExp(`<p id="payload-kind"> ?binary, ${bytes.length} bytes, application/avro ?</p>`),
+    );
+    expect(detail.body).toContain(
+      '<pre id="payload">00000000 3c 73 63 72 69 70 74 3e 61 6c 65 72 74 28 31 29 |&lt;script&gt;alert(1)|',
+    );
+    expect(detail.body).not.toContain('<script>alert');
+    expect(detail.body).not.toContain('\u0000');
+    expect(detail.body).not.toContain('\u001b');
+  });
+
   it('pages the listing by keyset', async () => {
     c = await openConsoleApp(rejectingPublisher(), { pageSize: 2 });
     const ids = await c.enqueue([1, 2, 3, 4, 5].map((n) => ({ topic: 'orders', payload: { n } })));

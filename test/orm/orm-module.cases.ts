@@ -116,7 +116,7 @@ export function ormModuleCases<Tx>(target: OrmModuleTarget<Tx>): void {
       await waitFor('the message published', () => publisher.sentIds.includes(messageId));
       expect(await orderExists(orderId)).toBe(true);
       expect(publisher.sentIds).toEqual([messageId]);
-      expect(JSON.parse(publisher.sent[0]?.payload ?? 'null')).toEqual({ orderId });
+      expect(JSON.parse(String(publisher.sent[0]?.payload ?? 'null'))).toEqual({ orderId });
     });
 
     it('writes and publishes nothing when the transaction rolls back', async () => {
@@ -160,7 +160,7 @@ export function ormModuleCases<Tx>(target: OrmModuleTarget<Tx>): void {
 
       await waitFor('the message published', () => publisher.sentIds.length === 1);
       await expectNever('a second publish', () => publisher.sentIds.length > 1, 500);
-      expect(JSON.parse(publisher.sent[0]?.payload ?? 'null')).toEqual({ n: 1 });
+      expect(JSON.parse(String(publisher.sent[0]?.payload ?? 'null'))).toEqual({ n: 1 });
     });
 
     it('publishes one key in commit order: the second transaction waits for the first', async () => {

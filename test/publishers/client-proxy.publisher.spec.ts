@@ -438,7 +438,7 @@ describeWith(['postgres'], 'ClientProxyPublisher over TCP (Nest TCP microservice
     const topic = topicFor('tcp-poison');
     const { received } = await consumer(port, [topic]);
     const toData = (r: OutboxRecord): OutboxEnvelope => {
-      const payload = JSON.parse(r.payload) as { poison?: boolean };
+      const payload = JSON.parse(String(r.payload)) as { poison?: boolean };
       if (payload.poison === true) throw new Error('cannot serialise this one');
       return { messageId: r.messageId, type: r.type, key: r.key, headers: r.headers, payload };
     };

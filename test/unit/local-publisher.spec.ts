@@ -8,6 +8,7 @@ import {
   OutboxOptionsError,
   PermanentPublishError,
   type OutboxHandlerMessage,
+  type JsonOutboxRecord,
   type OutboxRecord,
 } from '../../lib';
 
@@ -16,7 +17,7 @@ import {
 // are in test/local.)
 
 let seq = 0;
-function record(topic: string, fields: Partial<OutboxRecord> = {}): OutboxRecord {
+function record(topic: string, fields: Partial<JsonOutboxRecord> = {}): OutboxRecord {
   seq += 1;
   return {
     id: String(seq),
@@ -62,6 +63,23 @@ class Shipping {
   @OnOutboxMessage('returns')
   onParcelOrReturn(message: OutboxHandlerMessage): void {
     this.seen.push(`${message.topic}:${message.messageId}`);
+  }
+}
+
+@Injectable()
+class Thumbnails {
+  readonly seen: OutboxHandlerMessage<Buffer>[] = [];
+  @OnOutboxMessage('images')
+  onImage(message: OutboxHandlerMessage<Buffer>): void {
+    // A handler writing into its bytes must not change what another handler gets.
+    const mine = message.payload;
+    this.seen.push({ ...message, payload: Buffer.from(mine) });
+    mine.fill(0);
+  }
+
+  @OnOutboxMessage('images')
+  onImageToo(message: OutboxHandlerMessage<Buffer>): void {
+    this.seen.push({ ...message, payload: Buffer.from(message.payload) });
   }
 }
 
@@ -115,12 +133,33 @@ describe('LocalPublisher (unit)', () => {
       topic: 'orders',
       key: 'o-1',
       type: 'order.created',
-      payload: JSON.parse(created.payload) as unknown,
+      payload: JSON.parse(String(created.payload)) as unknown,
       rawPayload: created.payload,
       headers: { 'x-tenant': 't1' },
       attempts: 2,
     });
     expect(got?.signal).toBeInstanceOf(AbortSignal);
+  });
+
+  it('hands a binary message to each handler as its own copy of the bytes, with the content type', async () => {
+    moduleRef = await open([Thumbnails]);
+    const local = moduleRef.get(LocalPublisher);
+    const bytes = Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x00, 0xff]);
+    const binary: OutboxRecord = {
+      ...record('images'),
+      encoding: 'binary',
+      payload: bytes,
+      contentType: 'image/png',
+    };
+    expect(await local.publish([binary], new AbortController().signal)).toEqual([{ ok: true }]);
+    const seen = moduleRef.get(Thumbnails).seen;
+    expect(seen).toHaveLength(2);
+    for (const m of seen) {
+      expect(m.payload.equals(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x00, 0xff]))).toBe(true);
+      expect(m.contentType).toBe('image/png');
+      expect(Buffer.isBuffer(m.rawPayload)).toBe(true);
+    }
+    expect(bytes.equals(Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x00, 0xff]))).toBe(true);
   });
 
   it('fails a message whose handler threw, and only that message; a PermanentPublishError stays permanent', async () => {

@@ -27,6 +27,65 @@ class Trusted {
   constructor(readonly values: unknown) {}
 }
 
+@OutboxEvent({
+  topic: 'avro',
+  contentType: 'application/avro',
+  encode: (e: Encoded) => Buffer.from(`enc:${e.id}`),
+  attributes: (e: Encoded) => ({ kafka: { partition: e.id % 3 } }),
+})
+class Encoded {
+  constructor(readonly id: number) {}
+}
+
+describe('OutboxMessageSerializer: binary payloads and broker attributes', () => {
+  const serializer = new OutboxMessageSerializer(100);
+
+  it('leaves a JSON row as it was: no binary part, no attributes', () => {
+    const row = serializer.toRow({ topic: 't', payload: { n: 1 } }, 0);
+    expect(row.payload).toBe('{"n":1}');
+    expect(Object.keys(row)).not.toContain('binary');
+    expect(Object.keys(row)).not.toContain('attributes');
+  });
+
+  it('copies the bytes of a plain binary message, so a later change by the caller does not alter them', () => {
+    const bytes = new Uint8Array([0, 255, 7]);
+    const row = serializer.toRow({ topic: 't', payload: bytes, contentType: 'image/png' }, 0);
+    bytes[0] = 9;
+    expect(row.binary?.bytes).toEqual(Buffer.from([0, 255, 7]));
+    expect(row.binary?.contentType).toBe('image/png');
+    expect(row.payload).toBe('null');
+  });
+
+  it("encodes an event with its class's encode, and computes its attributes", () => {
+    const row = serializer.toRow(new Encoded(4), 0);
+    expect(row.binary).toEqual({ bytes: Buffer.from('enc:4'), contentType: 'application/avro' });
+    expect(row.attributes).toBe('{"kafka":{"partition":1}}');
+  });
+
+  it('drops undefined attributes and stores none when nothing is left', () => {
+    const row = serializer.toRow(
+      {
+        topic: 't',
+        payload: {},
+        attributes: { rabbitmq: { priority: undefined }, kafka: undefined },
+      },
+      0,
+    );
+    expect(Object.keys(row)).not.toContain('attributes');
+  });
+
+  it('names the bad attribute and the known ones', () => {
+    expect(() =>
+      serializer.toRow({ topic: 't', payload: {}, attributes: { rabbitmq: { prority: 1 } } }, 0),
+    ).toThrow(
+      /Invalid message attributes\.rabbitmq: "prority" is not an attribute here; the known ones are "priority", "expiration", "exchange", "routingKey"/,
+    );
+    expect(() =>
+      serializer.toRow({ topic: 't', payload: {}, attributes: { kafka: { partition: -1 } } }, 0),
+    ).toThrow(/attributes\.kafka\.partition: expected a whole number from 0 to 2147483647, got -1/);
+  });
+});
+
 describe('OutboxMessageSerializer', () => {
   const serializer = new OutboxMessageSerializer(100);
 

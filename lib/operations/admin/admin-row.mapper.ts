@@ -1,5 +1,6 @@
 import type { OutboxHeaders } from '../../message/outbox-message.interface';
-import { toDate } from '../../store/outbox-row.mapper';
+import { parseBrokerAttributes } from '../../message/broker-attributes';
+import { storedBytes, toDate } from '../../store/outbox-row.mapper';
 import type {
   OutboxAttempt,
   OutboxAttemptOutcome,
@@ -37,6 +38,10 @@ export interface AdminDetailRow extends AdminRow {
   payload: string;
   headers: string;
   lock_token: string | null;
+  payload_encoding: string;
+  content_type: string | null;
+  payload_bytes: string | Uint8Array | null;
+  broker_attributes: string | null;
 }
 
 /** An attempt-history row as the drivers return it. */
@@ -97,6 +102,10 @@ export function toDetail(
   return {
     ...toSummary(row),
     payload: row.payload,
+    encoding: row.payload_encoding === 'binary' ? 'binary' : 'json',
+    contentType: row.payload_encoding === 'binary' ? row.content_type : null,
+    payloadBytes: row.payload_encoding === 'binary' ? storedBytes(row.payload_bytes) : null,
+    attributes: parseBrokerAttributes(row.broker_attributes) ?? null,
     headers: JSON.parse(row.headers) as OutboxHeaders,
     lockToken: row.lock_token,
     attemptHistory: attempts.map(toAttempt),

@@ -1,4 +1,4 @@
-import type { OutboxHeaders } from '../../message/outbox-message.interface';
+import type { OutboxBrokerAttributes, OutboxHeaders } from '../../message/outbox-message.interface';
 
 /** The states of an outbox row (`waiting`: parked behind an earlier message of its key). */
 export type OutboxMessageStatus = 'pending' | 'waiting' | 'delivered' | 'dead';
@@ -102,8 +102,19 @@ export interface OutboxAttempt {
 
 /** A message in full, as `OutboxAdmin.get()` returns it. */
 export interface OutboxMessageDetail extends OutboxMessageSummary {
-  /** The payload exactly as enqueued (JSON text). */
+  /**
+   * The payload exactly as enqueued (JSON text); `null` for a binary message, whose bytes are
+   * `payloadBytes`.
+   */
   readonly payload: string;
+  /** `'binary'` for a message enqueued as bytes with a content type, else `'json'`. */
+  readonly encoding: 'json' | 'binary';
+  /** The content type of a binary message; null for JSON. */
+  readonly contentType: string | null;
+  /** The bytes of a binary message; null for JSON. */
+  readonly payloadBytes: Buffer | null;
+  /** The broker attributes given at enqueue, or null. */
+  readonly attributes: OutboxBrokerAttributes | null;
   readonly headers: OutboxHeaders;
   readonly lockToken: string | null;
   /**

@@ -17,6 +17,7 @@ import {
 } from '../../store/outbox-dialect';
 import { outboxDatabaseOf, outboxDatabaseOfScheme } from '../../store/outbox-databases';
 import { outboxSchemaStatus } from '../../store/schema-status';
+import { describeBinary, hexPreview } from '../admin/binary-preview';
 import { parseCliArgs, USAGE, type CliArgs } from './cli-args';
 import { clip, formatDuration, plural, table } from './cli-output';
 import { CliUsageError } from './cli-usage.error';
@@ -179,7 +180,9 @@ async function schemaMigrate(args: CliArgs, db: CliDatabase): Promise<CliResult>
       .map((p) =>
         p.part === 'attempt-history'
           ? `added its attempt history ${names.attemptsTable}`
-          : "added the cleaner's indexes",
+          : p.part === 'payload-columns'
+            ? 'added the binary-payload and broker-attribute columns (step 4)'
+            : "added the cleaner's indexes",
       );
     const archiveCreated = args.archive && !archiveExisted;
     const archived = !args.archive
@@ -288,6 +291,12 @@ async function withStore<T>(
           'Create it with "outbox schema migrate --archive" (same --table/--schema), or leave --archive out to delete instead.',
       );
     }
+    if (error.missingStep === 4) {
+      throw new OutboxError(
+        `The outbox table ${error.table} lacks the binary-payload and broker-attribute columns that schema step 4 adds (${describeError(error.cause)}). ` +
+          'Run "outbox schema migrate" with the same --table/--schema to add them in place, rows kept.',
+      );
+    }
     if (error.table === names.attemptsTable) {
       // The outbox table is there; only the attempt history (new after 0.3) is missing.
       throw new OutboxError(
@@ -355,6 +364,16 @@ function iso(date: Date | null): string {
 }
 
 function payloadJson(detail: OutboxMessageDetail): unknown {
+  // A binary payload goes out whole as base64 (a JSON consumer of the command can decode it),
+  // never as raw bytes.
+  if (detail.encoding === 'binary' && detail.payloadBytes !== null) {
+    return {
+      encoding: 'binary',
+      contentType: detail.contentType,
+      size: detail.payloadBytes.length,
+      base64: detail.payloadBytes.toString('base64'),
+    };
+  }
   try {
     return JSON.parse(detail.payload) as unknown;
   } catch {
@@ -388,6 +407,9 @@ async function dlqShow(args: CliArgs, { admin }: Connected): Promise<CliResult> 
     ['locked until', iso(m.lockedUntil)],
     ['lock token', m.lockToken ?? '-'],
     ['headers', JSON.stringify(m.headers)],
+    ...(m.attributes === null
+      ? []
+      : [['attributes', JSON.stringify(m.attributes)] as [string, string]]),
   ];
   const width = Math.max(...fields.map(([name]) => name.length));
   const text = [
@@ -395,10 +417,12 @@ async function dlqShow(args: CliArgs, { admin }: Connected): Promise<CliResult> 
     `${'last error'.padEnd(width)}  ${(m.lastError ?? '-').split('\n').join(`\n${' '.repeat(width + 2)}`)}`,
     'attempt history',
     attemptHistory(m),
-    'payload',
-    JSON.stringify(payloadJson(m), null, 2),
+    ...(m.encoding === 'binary' && m.payloadBytes !== null
+      ? [`payload (${describeBinary(m.payloadBytes, m.contentType)})`, hexPreview(m.payloadBytes)]
+      : ['payload', JSON.stringify(payloadJson(m), null, 2)]),
   ].join('\n');
-  return { text, json: { ...m, payload: payloadJson(m) } };
+  const { payloadBytes: _bytes, ...shown } = m;
+  return { text, json: { ...shown, payload: payloadJson(m) } };
 }
 
 /** The failed attempts, oldest first, one line each (the error's first line, clipped). */

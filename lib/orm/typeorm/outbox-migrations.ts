@@ -77,6 +77,39 @@ const addCleanerIndexes: MigrationStep = (options, timestamp) => {
 };
 
 /**
+ * Step 4: the binary-payload and broker-attribute columns (`payload_encoding`, `content_type`,
+ * `payload_bytes`, `broker_attributes`) on an existing outbox table, added in place without a
+ * table rewrite (step 1 makes them on a new one, so there this does nothing).
+ */
+const addPayloadColumns: MigrationStep = (options, timestamp) => {
+  const name = tableMigrationName(
+    'AddOutboxPayloadColumns',
+    { tableName: options.tableName ?? 'outbox', schema: options.schema },
+    timestamp,
+    'outboxMigrations()',
+  );
+  return class AddOutboxPayloadColumns implements MigrationInterface {
+    readonly name = name;
+
+    async up(queryRunner: QueryRunner): Promise<void> {
+      const dialect = outboxDialectOf(queryRunner.connection.options.type);
+      await outboxDatabase(dialect).ensurePayloadColumns(
+        (sql, params) => queryRunner.query(sql, params),
+        tableNamesFor(dialect, options),
+      );
+    }
+
+    async down(queryRunner: QueryRunner): Promise<void> {
+      const dialect = outboxDialectOf(queryRunner.connection.options.type);
+      await outboxDatabase(dialect).dropPayloadColumns(
+        (sql, params) => queryRunner.query(sql, params),
+        tableNamesFor(dialect, options),
+      );
+    }
+  };
+};
+
+/**
  * The outbox's schema changes in order. Never reorder, rename or change a step: TypeORM knows
  * the ones it ran by name. A new schema change is a new step at the end.
  */
@@ -84,13 +117,15 @@ const STEPS: readonly MigrationStep[] = [
   createOutboxMigration,
   addAttemptHistory,
   addCleanerIndexes,
+  addPayloadColumns,
 ];
 
 /**
  * Returns the TypeORM migration classes of one outbox table, oldest first: step 1 creates the
  * outbox table (it is `createOutboxMigration()`, same name and same work, so a DataSource that
  * ran it before runs only what follows), step 2 adds the attempt history `<table>_attempts`,
- * step 3 the cleaner's cut-off indexes, and later versions append their steps to the list. Spread it into the DataSource's
+ * step 3 the cleaner's cut-off indexes, step 4 the binary-payload and broker-attribute columns,
+ * and later versions append their steps to the list. Spread it into the DataSource's
  * `migrations`, once per outbox table.
  *
  * Each step is named after its table (`CreateOutboxTable_outbox_1763800000000`,

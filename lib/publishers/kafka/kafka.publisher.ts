@@ -15,7 +15,11 @@ import type { OutboxPublisher, PublishOutcome } from '../outbox-publisher.interf
 import type { OutboxRecord } from '../../message/outbox-record.interface';
 import { describeError, redactSecrets } from '../../internal/describe-error';
 import { raceAbort } from '../../internal/race-abort';
-import { OUTBOX_HEADER_MESSAGE_ID, OUTBOX_HEADER_TYPE } from '../../outbox.constants';
+import {
+  OUTBOX_HEADER_CONTENT_TYPE,
+  OUTBOX_HEADER_MESSAGE_ID,
+  OUTBOX_HEADER_TYPE,
+} from '../../outbox.constants';
 import { classifyKafkaError, isPermanentKafkaError } from './kafka-error.classifier';
 import {
   resolveKafkaPublisherOptions,
@@ -55,6 +59,8 @@ const LOG_FIELDS = ['broker', 'topic', 'partition', 'retryCount', 'retryTime', '
  * Publishes outbox messages to Kafka with kafkajs: one `sendBatch` per dispatch batch (grouped by
  * topic), an idempotent producer with `acks: -1`, the message key as the Kafka key, the JSON
  * payload as the value and `x-outbox-message-id` / `x-outbox-type` next to the user's headers.
+ * A binary message's bytes are the value as they are, with `x-outbox-content-type`; a message's
+ * `kafka.partition` attribute picks its partition (one the topic lacks dead-letters it).
  *
  * kafkajs answers a batch as a whole. When it is refused because of one message (too large, an
  * invalid record), the publisher narrows the failure down (by topic, then by partition, then by
@@ -82,6 +88,8 @@ export class KafkaPublisher implements OutboxPublisher {
   #connecting: Promise<ProducerHandle> | undefined;
   /** Every producer not yet disconnected, the current one and retired ones still sending. */
   readonly #handles = new Set<ProducerHandle>();
+  /** Partition counts of the topics messages named a partition of (partitions are only added). */
+  readonly #partitionCounts = new Map<string, number>();
 
   constructor(options: KafkaPublisherOptions) {
     this.#options = resolveKafkaPublisherOptions(options);
@@ -121,6 +129,7 @@ export class KafkaPublisher implements OutboxPublisher {
       }
       outgoing.push({ index, topic, message: this.toMessage(record) });
     });
+    await this.refuseMissingPartitions(outgoing, outcomes, signal);
 
     if (outgoing.length > 0 && !signal.aborted) {
       const handle = await untilAborted(this.connect(), signal);
@@ -170,14 +179,79 @@ export class KafkaPublisher implements OutboxPublisher {
     await Promise.all([...this.#handles].map((handle) => this.disconnect(handle)));
   }
 
+  /**
+   * kafkajs drops a message whose explicit partition the topic does not have, and still answers
+   * the send as a success: such a message is failed here (permanently) instead of being marked
+   * delivered. The counts are read once per topic, and again when a message names a partition
+   * beyond them (partitions may have been added since).
+   */
+  private async refuseMissingPartitions(
+    outgoing: Outgoing[],
+    outcomes: Outcomes,
+    signal: AbortSignal,
+  ): Promise<void> {
+    const pinned = outgoing.filter((o) => o.message.partition !== undefined);
+    if (pinned.length === 0 || signal.aborted) return;
+    const stale = [
+      ...new Set(
+        pinned
+          .filter((o) => (o.message.partition ?? 0) >= (this.#partitionCounts.get(o.topic) ?? 0))
+          .map((o) => o.topic),
+      ),
+    ];
+    if (stale.length > 0) {
+      const admin = this.#kafka.admin({ retry: { retries: 0 } });
+      try {
+        await raceAbort(admin.connect(), signal);
+        const { topics } = await raceAbort(admin.fetchTopicMetadata({ topics: stale }), signal);
+        for (const t of topics) this.#partitionCounts.set(t.name, t.partitions.length);
+      } catch (error) {
+        // Unknown: leave those messages to the send, which fails or succeeds on its own terms,
+        // except that an unknown count cannot vouch for a pinned partition.
+        for (const o of pinned.filter((p) => stale.includes(p.topic))) {
+          outcomes[o.index] = {
+            ok: false,
+            error: new PublisherUnavailableError(
+              `Could not read the partitions of Kafka topic "${o.topic}": ${describeError(error)}`,
+              { cause: error },
+            ),
+          };
+        }
+      } finally {
+        await admin.disconnect().catch(() => undefined);
+      }
+    }
+    for (let i = outgoing.length - 1; i >= 0; i--) {
+      const o = outgoing[i] as Outgoing;
+      if (o.message.partition === undefined) continue;
+      const count = this.#partitionCounts.get(o.topic);
+      if (outcomes[o.index] !== undefined) outgoing.splice(i, 1);
+      else if (count !== undefined && o.message.partition >= count) {
+        outcomes[o.index] = {
+          ok: false,
+          error: new PermanentPublishError(
+            `Kafka topic "${o.topic}" has no partition ${o.message.partition} (it has ${count}): the message's kafka.partition attribute names a partition that does not exist`,
+          ),
+        };
+        outgoing.splice(i, 1);
+      }
+    }
+  }
+
   private toMessage(record: OutboxRecord): Message {
+    const partition = record.attributes?.kafka?.partition;
     return {
       key: record.key,
+      // A binary payload is the value as it is; its content type travels as a header.
       value: record.payload,
+      ...(partition === undefined ? {} : { partition }),
       headers: {
         ...record.headers,
         [OUTBOX_HEADER_MESSAGE_ID]: record.messageId,
         [OUTBOX_HEADER_TYPE]: record.type,
+        ...(record.encoding === 'binary'
+          ? { [OUTBOX_HEADER_CONTENT_TYPE]: record.contentType }
+          : {}),
       },
     };
   }

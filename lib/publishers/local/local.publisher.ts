@@ -120,7 +120,7 @@ export class LocalPublisher implements OutboxPublisher, OnModuleInit {
       );
     }
     try {
-      JSON.parse(record.payload);
+      if (record.encoding !== 'binary') JSON.parse(record.payload);
     } catch (error) {
       return new PermanentPublishError(
         LocalMessages.notJson(record.messageId, describeError(error)),
@@ -155,13 +155,17 @@ function describeBinding(binding: OutboxHandlerBinding): string {
 
 /** A handler's own copy: one handler changing its payload must not change another's. */
 function messageFor(record: OutboxRecord, signal: AbortSignal): OutboxHandlerMessage {
+  // Bytes are copied too, once per handler, and the copy is also its raw payload: a handler
+  // writing into its Buffer must not change another's.
+  const bytes = record.encoding === 'binary' ? Buffer.from(record.payload) : undefined;
   return Object.freeze({
     messageId: record.messageId,
     topic: record.topic,
     key: record.key,
     type: record.type,
-    payload: JSON.parse(record.payload) as unknown,
-    rawPayload: record.payload,
+    payload: bytes ?? (JSON.parse(record.payload as string) as unknown),
+    rawPayload: bytes ?? record.payload,
+    ...(record.encoding === 'binary' ? { contentType: record.contentType } : {}),
     headers: Object.freeze({ ...record.headers }),
     attempts: record.attempts,
     createdAt: record.createdAt,

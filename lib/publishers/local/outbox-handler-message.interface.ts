@@ -14,10 +14,18 @@ export interface OutboxHandlerMessage<TPayload = unknown> {
   readonly key: string | null;
   /** The event type (`@OutboxEvent`'s `type`, or the class name). */
   readonly type: string;
-  /** The payload, parsed from JSON; a fresh copy for each handler. */
+  /**
+   * The payload, parsed from JSON; for a binary message (`contentType` set) its bytes as a
+   * `Buffer`. A fresh copy for each handler.
+   */
   readonly payload: TPayload;
-  /** The payload exactly as stored (JSON text), e.g. to verify a signature. */
-  readonly rawPayload: string;
+  /**
+   * The payload exactly as stored, e.g. to verify a signature: JSON text, or the bytes of a
+   * binary message.
+   */
+  readonly rawPayload: string | Buffer;
+  /** The content type of a binary message; absent for JSON. */
+  readonly contentType?: string;
   /** The message's headers (its own and the `headersProvider`'s). */
   readonly headers: OutboxHeaders;
   /** Deliveries started, this one included (1 on the first). */

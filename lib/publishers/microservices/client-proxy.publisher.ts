@@ -18,7 +18,11 @@ import { describeError } from '../../internal/describe-error';
 import { OptionChecks } from '../../options/option-checks';
 import { raceAbort } from '../../internal/race-abort';
 import { classifyKafkaError } from '../kafka/kafka-error.classifier';
-import { OUTBOX_HEADER_MESSAGE_ID, OUTBOX_HEADER_TYPE } from '../../outbox.constants';
+import {
+  OUTBOX_HEADER_CONTENT_TYPE,
+  OUTBOX_HEADER_MESSAGE_ID,
+  OUTBOX_HEADER_TYPE,
+} from '../../outbox.constants';
 import { loadNatsHeaders } from './nats-headers';
 
 /** The envelope sent on transports without message headers (TCP, Redis) and on NATS and MQTT (which also get headers). */
@@ -27,7 +31,15 @@ export interface OutboxEnvelope<TPayload = unknown> {
   readonly type: string;
   readonly key: string | null;
   readonly headers: Readonly<Record<string, string>>;
+  /**
+   * The JSON payload; for a binary message, its bytes as base64 text (the transports that carry
+   * an envelope JSON-encode it, and JSON has no bytes).
+   */
   readonly payload: TPayload;
+  /** A binary message's content type; absent for JSON. */
+  readonly contentType?: string;
+  /** `'base64'` when `payload` is a binary message's bytes as base64 text; absent for JSON. */
+  readonly encoding?: 'base64';
 }
 
 /**
@@ -222,7 +234,8 @@ function completion(
  * JSON, headers), RabbitMQ a persistent message (messageId, type, headers, JSON payload), NATS
  * and MQTT an {@link OutboxEnvelope} plus headers (NATS headers; MQTT 5 user properties, QoS 1),
  * TCP and Redis an {@link OutboxEnvelope}. Headers always include `x-outbox-message-id` and
- * `x-outbox-type`.
+ * `x-outbox-type`. A binary message is the Kafka value as it is; every other transport
+ * JSON-encodes its packets, so there the bytes go as base64 (docs/binary-payloads.md).
  *
  * What "published" (`ok`) means in `'emit'` mode, per transport (Nest 11 clients):
  *
@@ -433,16 +446,26 @@ export class ClientProxyPublisher implements OutboxPublisher {
 
   private defaultData(client: OutboxClientProxy): (record: OutboxRecord) => unknown {
     if (client instanceof ClientKafka) {
+      // A kafka.partition attribute is not applied: kafkajs drops a message sent to a partition
+      // the topic lacks and reports success, and ClientKafka gives no metadata to check it
+      // against (KafkaPublisher checks it).
       return (r) => ({
         key: r.key,
-        // The JSON text as is: Nest's Kafka deserializer parses it on the consumer side.
+        // The JSON text as is: Nest's Kafka deserializer parses it on the consumer side. Nest's
+        // Kafka serializer passes a Buffer through untouched, so bytes are the value as they are.
         value: r.payload,
         headers: this.headers(r),
       });
     }
     if (client instanceof ClientRMQ) {
+      // ClientRMQ JSON-encodes { pattern, data } as the AMQP body: bytes go as base64 text, their
+      // content type in a header (the body itself stays JSON).
       return (r) =>
-        new RmqRecordBuilder(JSON.parse(r.payload) as unknown)
+        new RmqRecordBuilder(
+          r.encoding === 'binary'
+            ? r.payload.toString('base64')
+            : (JSON.parse(r.payload) as unknown),
+        )
           .setOptions(this.rmqProperties(r))
           .build();
     }
@@ -451,7 +474,9 @@ export class ClientProxyPublisher implements OutboxPublisher {
         (client as unknown as { options?: { protocolVersion?: number } }).options
           ?.protocolVersion === 5;
       return (r) => {
-        const builder = new MqttRecordBuilder(this.envelope(r)).setQoS(1);
+        const own = r.attributes?.mqtt;
+        let builder = new MqttRecordBuilder(this.envelope(r)).setQoS(own?.qos ?? 1);
+        if (own?.retain !== undefined) builder = builder.setRetain(own.retain);
         // MQTT 3.1.1 has no user properties; the envelope carries id, type and headers either way.
         return (v5 ? builder.setProperties({ userProperties: this.headers(r) }) : builder).build();
       };
@@ -468,6 +493,9 @@ export class ClientProxyPublisher implements OutboxPublisher {
   }
 
   private rmqProperties(r: OutboxRecord): NonNullable<RmqRecord['options']> {
+    // ClientRMQ picks the exchange and queue from its own options: a message's exchange and
+    // routing key attributes cannot apply here, its priority and expiration can.
+    const own = r.attributes?.rabbitmq;
     return {
       persistent: true,
       messageId: r.messageId,
@@ -476,20 +504,29 @@ export class ClientProxyPublisher implements OutboxPublisher {
       // AMQP timestamps are seconds since the epoch.
       timestamp: Math.floor(r.createdAt.getTime() / 1_000),
       headers: this.headers(r),
+      ...(own?.priority === undefined ? {} : { priority: own.priority }),
+      ...(own?.expiration === undefined ? {} : { expiration: String(own.expiration) }),
     };
   }
 
   private headers(r: OutboxRecord): Record<string, string> {
-    return { ...r.headers, [OUTBOX_HEADER_MESSAGE_ID]: r.messageId, [OUTBOX_HEADER_TYPE]: r.type };
+    return {
+      ...r.headers,
+      [OUTBOX_HEADER_MESSAGE_ID]: r.messageId,
+      [OUTBOX_HEADER_TYPE]: r.type,
+      ...(r.encoding === 'binary' ? { [OUTBOX_HEADER_CONTENT_TYPE]: r.contentType } : {}),
+    };
   }
 
   private envelope(r: OutboxRecord): OutboxEnvelope {
-    return {
-      messageId: r.messageId,
-      type: r.type,
-      key: r.key,
-      headers: r.headers,
-      payload: JSON.parse(r.payload) as unknown,
-    };
+    const common = { messageId: r.messageId, type: r.type, key: r.key, headers: r.headers };
+    return r.encoding === 'binary'
+      ? {
+          ...common,
+          payload: r.payload.toString('base64'),
+          contentType: r.contentType,
+          encoding: 'base64',
+        }
+      : { ...common, payload: JSON.parse(r.payload) as unknown };
   }
 }

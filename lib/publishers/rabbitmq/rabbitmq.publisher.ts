@@ -27,7 +27,6 @@ import {
 } from './rabbitmq-publisher.options';
 import { RABBITMQ_PUBLISH_ID_HEADER } from './rabbitmq-publish-id';
 
-
 /** A message with its destination, and its position in the batch. */
 interface Item {
   readonly index: number;
@@ -102,7 +101,9 @@ const VHOST_REFUSED = /^Expected ConnectionOpenOk; got <ConnectionClose\b/;
  * not return it as unroutable (returns are matched to the exact publish by its publish id).
  *
  * By default messages go to the default exchange with the topic as routing key, i.e. to the
- * queue named like the topic; set `exchange` and `routingKey` for anything else.
+ * queue named like the topic; set `exchange` and `routingKey` for anything else, or give one
+ * message its own with its `rabbitmq` attributes (with `priority` and `expiration`). A binary
+ * message's bytes are the content as they are, with its `contentType`.
  *
  * Failures: an unroutable (returned) or nacked message fails alone and is retried. When a publish
  * makes the server close the channel (an exchange that does not exist, a 406), every message
@@ -161,11 +162,13 @@ export class RabbitMqPublisher implements OutboxPublisher {
     const items: Item[] = [];
     records.forEach((record, index) => {
       try {
+        // A message's own exchange or routing key (broker attributes) wins over the route.
+        const own = record.attributes?.rabbitmq;
         items.push({
           index,
           record,
-          exchange: this.#options.exchange(record),
-          routingKey: this.#options.routingKey(record),
+          exchange: own?.exchange ?? this.#options.exchange(record),
+          routingKey: own?.routingKey ?? this.#options.routingKey(record),
         });
       } catch (error) {
         outcomes[index] = { ok: false, error };
@@ -433,7 +436,9 @@ export class RabbitMqPublisher implements OutboxPublisher {
       const ok = state.channel.publish(
         item.exchange,
         item.routingKey,
-        Buffer.from(item.record.payload, 'utf8'),
+        typeof item.record.payload === 'string'
+          ? Buffer.from(item.record.payload, 'utf8')
+          : item.record.payload,
         this.properties(item.record, publishId),
       );
       if (!ok) state.needsDrain = true;
@@ -499,6 +504,7 @@ export class RabbitMqPublisher implements OutboxPublisher {
     headers[OUTBOX_HEADER_TYPE] = record.type;
     if (record.key !== null) headers[OUTBOX_HEADER_KEY] = record.key;
     headers[RABBITMQ_PUBLISH_ID_HEADER] = publishId;
+    const own = record.attributes?.rabbitmq;
     return {
       persistent: true,
       mandatory: true,
@@ -506,8 +512,12 @@ export class RabbitMqPublisher implements OutboxPublisher {
       type: record.type,
       // AMQP timestamps are seconds since the epoch.
       timestamp: Math.floor(record.createdAt.getTime() / 1000),
-      contentType: 'application/json',
-      contentEncoding: 'utf-8',
+      // Bytes go with their own content type and no content encoding: they are not text.
+      ...(record.encoding === 'binary'
+        ? { contentType: record.contentType }
+        : { contentType: 'application/json', contentEncoding: 'utf-8' }),
+      ...(own?.priority === undefined ? {} : { priority: own.priority }),
+      ...(own?.expiration === undefined ? {} : { expiration: String(own.expiration) }),
       appId: this.#options.appId,
       headers,
     };

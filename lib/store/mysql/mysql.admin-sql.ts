@@ -34,7 +34,7 @@ const VOCABULARY: CorrelatedAdminVocabulary = {
 export const mysqlAdmin: AdminDialect = {
   params: () => new SqlParams('positional'),
   summaryColumns: SUMMARY,
-  detailColumns: `${SUMMARY}, o.payload, o.headers, o.lock_token`,
+  detailColumns: `${SUMMARY}, o.payload, o.headers, o.lock_token, o.payload_encoding, o.content_type, TO_BASE64(o.payload_bytes) AS payload_bytes, o.broker_attributes`,
   attemptColumns: `o.attempt, o.outcome, o.locked_by, o.error_class, o.error, ${ts('o.failed_at', 'failed_at')}`,
   statusIn: (p, statuses) => `o.status IN (${list(p, statuses)})`,
   messageIdIs: (p, messageId) => `o.message_id = ${p.add(messageId)}`,

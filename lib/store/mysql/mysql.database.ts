@@ -13,6 +13,12 @@ import {
 import { mysqlEnsureCleanerIndex, mysqlHasCleanerIndex } from './mysql-cleaner-index';
 import { mysqlEnsureNoPad, mysqlPaddedColumns } from './mysql-no-pad';
 import {
+  mysqlPresentPayloadColumns,
+  payloadColumnDefinitions,
+  PAYLOAD_COLUMNS,
+} from '../payload-columns';
+import {
+  MYSQL_PAYLOAD_TYPES,
   MYSQL_KEY_LOCK_BUCKETS,
   mysqlCreateHistoryTable,
   mysqlCreateTable,
@@ -45,6 +51,21 @@ export const mysqlDatabase: OutboxDatabase<'mysql'> = {
   dropCleanerIndexes: (n) => [
     `ALTER TABLE ${n.table} DROP INDEX ${n.quote(`${n.tableName}_done_idx`)}`,
   ],
+  // MySQL has no ADD COLUMN IF NOT EXISTS: the catalog says which columns are missing, added in
+  // one ALTER that MySQL 8.0.29+ and MariaDB 10.3+ run instantly (metadata only).
+  async ensurePayloadColumns(query, names) {
+    const present = await mysqlPresentPayloadColumns(query, names);
+    const definitions = payloadColumnDefinitions(MYSQL_PAYLOAD_TYPES);
+    const missing = PAYLOAD_COLUMNS.flatMap((column, i) =>
+      present.has(column) ? [] : [`ADD COLUMN ${definitions[i] ?? ''}`],
+    );
+    if (missing.length > 0) await query(`ALTER TABLE ${names.table} ${missing.join(', ')}`);
+  },
+  async dropPayloadColumns(query, names) {
+    const present = await mysqlPresentPayloadColumns(query, names);
+    const drops = PAYLOAD_COLUMNS.filter((c) => present.has(c)).map((c) => `DROP COLUMN ${c}`);
+    if (drops.length > 0) await query(`ALTER TABLE ${names.table} ${drops.join(', ')}`);
+  },
   // Tables made before 0.3 compare keys and topics ignoring trailing spaces, and lack the
   // cleaner's index: both fixed in place.
   async afterCreateTable(query, names) {

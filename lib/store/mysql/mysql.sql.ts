@@ -3,6 +3,20 @@ import { ATTEMPT_COLUMNS, ATTEMPT_HISTORY_LIMIT } from '../attempt-history';
 import type { OutboxQueuePolicy } from '../outbox-store.port';
 import type { OutboxTableNames } from '../sql-identifier';
 import { mysqlCleanerIndex } from './mysql-cleaner-index';
+import { payloadColumnDefinitions, type PayloadColumnTypes } from '../payload-columns';
+
+export const MYSQL_PAYLOAD_TYPES: PayloadColumnTypes = {
+  text: (length) => `VARCHAR(${length})`,
+  bytes: 'LONGBLOB',
+  json: 'TEXT',
+};
+
+/**
+ * The step-4 columns an extended insert writes after headers, and their placeholders: the
+ * bytes are bound as base64 text (every SQL port binds text alike) and decoded here.
+ */
+const EXTENDED_COLUMNS = ', payload_encoding, content_type, payload_bytes, broker_attributes';
+const EXTENDED_VALUES = ', ?, ?, FROM_BASE64(?), ?';
 
 /**
  * Per-key lock rows for enqueues; keys hash onto them. Two transactions enqueueing different
@@ -42,6 +56,7 @@ export function mysqlCreateTable(n: OutboxTableNames): string[] {
   created_at DATETIME(6) NOT NULL DEFAULT (${NOW}),
   delivered_at DATETIME(6) NULL,
   dead_at DATETIME(6) NULL,
+  ${payloadColumnDefinitions(MYSQL_PAYLOAD_TYPES).join(',\n  ')},
   PRIMARY KEY (id),
   UNIQUE KEY ${n.quote(`${n.tableName}_message_id_key`)} (message_id),
   KEY ${n.quote(`${n.tableName}_pending_idx`)} (status, available_at, id),
@@ -99,6 +114,7 @@ export function mysqlCreateArchiveTable(n: OutboxTableNames): string[] {
   created_at DATETIME(6) NOT NULL,
   delivered_at DATETIME(6) NULL,
   dead_at DATETIME(6) NULL,
+  ${payloadColumnDefinitions(MYSQL_PAYLOAD_TYPES).join(',\n  ')},
   archived_at DATETIME(6) NOT NULL DEFAULT (${NOW}),
   PRIMARY KEY (archive_id),
   KEY ${n.quote(`${n.tableName}_archive_msg`)} (message_id),
@@ -120,13 +136,15 @@ export function mysqlInsert(
   rows: number,
   scheduled: boolean,
   idempotent = false,
+  extended = false,
 ): string {
+  const more = extended ? EXTENDED_VALUES : '';
   const row = scheduled
-    ? `(?, ?, ?, ?, ?, ?, COALESCE(?, UTC_TIMESTAMP(6) + INTERVAL ? * 1000 MICROSECOND))`
-    : '(?, ?, ?, ?, ?, ?)';
+    ? `(?, ?, ?, ?, ?, ?${more}, COALESCE(?, UTC_TIMESTAMP(6) + INTERVAL ? * 1000 MICROSECOND))`
+    : `(?, ?, ?, ?, ?, ?${more})`;
   // Not INSERT IGNORE: that would also turn truncation and other errors into warnings.
   const skip = idempotent ? ' ON DUPLICATE KEY UPDATE id = id' : '';
-  return `INSERT INTO ${n.table} (message_id, topic, message_key, event_type, payload, headers${scheduled ? ', available_at' : ''}) VALUES ${Array.from({ length: rows }, () => row).join(', ')}${skip}`;
+  return `INSERT INTO ${n.table} (message_id, topic, message_key, event_type, payload, headers${extended ? EXTENDED_COLUMNS : ''}${scheduled ? ', available_at' : ''}) VALUES ${Array.from({ length: rows }, () => row).join(', ')}${skip}`;
 }
 
 /**
@@ -137,10 +155,14 @@ export function mysqlInsert(
  * bucket. Answers no row when the bucket row is missing: the caller must treat that as an
  * error, never as written.
  */
-export function mysqlInsertOneLocked(n: OutboxTableNames, scheduled: boolean): string {
+export function mysqlInsertOneLocked(
+  n: OutboxTableNames,
+  scheduled: boolean,
+  extended = false,
+): string {
   const due = scheduled ? ', COALESCE(?, UTC_TIMESTAMP(6) + INTERVAL ? * 1000 MICROSECOND)' : '';
-  return `INSERT INTO ${n.table} (message_id, topic, message_key, event_type, payload, headers${scheduled ? ', available_at' : ''})
-SELECT ?, ?, ?, ?, ?, ?${due} FROM ${n.lockTable} WHERE bucket = ? FOR UPDATE`;
+  return `INSERT INTO ${n.table} (message_id, topic, message_key, event_type, payload, headers${extended ? EXTENDED_COLUMNS : ''}${scheduled ? ', available_at' : ''})
+SELECT ?, ?, ?, ?, ?, ?${extended ? EXTENDED_VALUES : ''}${due} FROM ${n.lockTable} WHERE bucket = ? FOR UPDATE`;
 }
 
 function blocking(deadBlocksKey: boolean): string {
@@ -174,6 +196,7 @@ ORDER BY c.available_at, c.id LIMIT ?`;
 /** Step 2: lock the heads that are still due, skipping those another dispatcher holds. */
 export function mysqlClaimLock(n: OutboxTableNames, count: number): string {
   return `SELECT c.id, c.message_id, c.topic, c.message_key, c.event_type, c.payload, c.headers, c.attempts + 1 AS attempts,
+  c.payload_encoding, c.content_type, TO_BASE64(c.payload_bytes) AS payload_bytes, c.broker_attributes,
   DATE_FORMAT(c.created_at, '%Y-%m-%d %H:%i:%s.%f') AS created_at,
   TIMESTAMPDIFF(MICROSECOND, c.created_at, ${NOW}) / 1000 AS age_ms
 FROM ${n.table} AS c WHERE c.id IN (${placeholders(count)}) AND c.status = 'pending' AND c.available_at <= ${NOW}
@@ -355,7 +378,22 @@ export function mysqlDeleteByIds(n: OutboxTableNames, count: number): string {
   return `DELETE FROM ${n.table} WHERE status = ? AND id IN (${placeholders(count)})`;
 }
 
-const REQUEUE_COLUMNS = ['message_id', 'topic', 'message_key', 'event_type', 'payload', 'headers'];
+const REQUEUE_COLUMNS = [
+  'message_id',
+  'topic',
+  'message_key',
+  'event_type',
+  'payload',
+  'headers',
+  'payload_encoding',
+  'content_type',
+  'payload_bytes',
+  'broker_attributes',
+];
+// The bytes travel through the app as base64 text, like an enqueue's.
+const requeueRead = (c: string): string =>
+  c === 'payload_bytes' ? `TO_BASE64(d.${c}) AS ${c}` : `d.${c}`;
+const requeueWrite = (c: string): string => (c === 'payload_bytes' ? 'FROM_BASE64(?)' : '?');
 
 /** Params: message ids, when given. The keys of the dead messages to requeue. */
 export function mysqlDeadKeys(n: OutboxTableNames, count: number | null): string {
@@ -374,7 +412,7 @@ export function mysqlDeadToRequeue(
       ? `(d.message_key IS NOT NULL AND EXISTS (
     SELECT 1 FROM ${n.table} AS e ${BY_KEY(n)} WHERE e.message_key = d.message_key AND e.id > d.id AND e.status IN ('pending', 'waiting')))`
       : '0';
-  return `SELECT d.id, ${REQUEUE_COLUMNS.map((c) => `d.${c}`).join(', ')},
+  return `SELECT d.id, ${REQUEUE_COLUMNS.map(requeueRead).join(', ')},
   DATE_FORMAT(d.created_at, '%Y-%m-%d %H:%i:%s.%f') AS created_at,
   ${overtaken} AS overtaken
 FROM ${n.table} AS d WHERE d.status = 'dead'${count === null ? '' : ` AND d.message_id IN (${placeholders(count)})`}
@@ -390,7 +428,7 @@ WHERE status = 'dead' AND id IN (${placeholders(count)})`;
 
 /** Params: per row, the requeue columns then created_at. */
 export function mysqlReinsert(n: OutboxTableNames, rows: number): string {
-  const row = `(${[...REQUEUE_COLUMNS, 'created_at'].map(() => '?').join(', ')})`;
+  const row = `(${[...REQUEUE_COLUMNS.map(requeueWrite), '?'].join(', ')})`;
   return `INSERT INTO ${n.table} (${REQUEUE_COLUMNS.join(', ')}, created_at) VALUES ${Array.from({ length: rows }, () => row).join(', ')}`;
 }
 

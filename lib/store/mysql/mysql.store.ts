@@ -1,4 +1,4 @@
-import { insertChunks } from '../sql-values';
+import { insertChunks, isExtended } from '../sql-values';
 import { OutboxTableMissingError } from '../../errors/outbox-table-missing.error';
 import { OutboxMessages } from '../../outbox.messages';
 import { randomUUID } from 'node:crypto';
@@ -48,12 +48,20 @@ import {
   mysqlStillHeld,
 } from './mysql.sql';
 import { claimWindow } from '../claim-window';
-import { hashKey, requeueValues, toClaimedRecords, type ClaimedRow } from '../outbox-row.mapper';
+import {
+  hashKey,
+  requeueValues,
+  toClaimedRecords,
+  type ClaimedRow,
+  type RequeuedRow,
+} from '../outbox-row.mapper';
 import type { OutboxTableNames } from '../sql-identifier';
 import type { SqlPort, SqlResult, SqlRow, SqlRunner } from '../sql-port';
 
 // mysql2 allows 65 535 placeholders per statement; stay well below with the widest row (8).
 const MAX_ROWS_PER_INSERT = 4_000;
+// Rows with the step-4 columns bind 12 values.
+const MAX_EXTENDED_ROWS_PER_INSERT = 2_500;
 
 type StatsRow = Record<'pending' | 'leased' | 'delivered' | 'dead', string | number> & {
   oldest_ms: string | number | null;
@@ -93,10 +101,20 @@ export class MysqlOutboxStore implements OutboxStore {
     const present: string[] = [];
     // With caller-given ids, one row per statement: MySQL has no RETURNING, and only a single
     // row's insert id (0 for a duplicate left alone) says whether it was written.
-    const perStatement = rows.some((r) => r.idempotent === true) ? 1 : MAX_ROWS_PER_INSERT;
+    const perStatement = rows.some((r) => r.idempotent === true)
+      ? 1
+      : rows.some(isExtended)
+        ? MAX_EXTENDED_ROWS_PER_INSERT
+        : MAX_ROWS_PER_INSERT;
     for (const chunk of insertChunks(rows, perStatement)) {
       const result = await tx.query(
-        mysqlInsert(this.names, chunk.rows.length, chunk.scheduled, chunk.idempotent),
+        mysqlInsert(
+          this.names,
+          chunk.rows.length,
+          chunk.scheduled,
+          chunk.idempotent,
+          chunk.extended,
+        ),
         chunk.params,
       );
       const [only] = chunk.rows;
@@ -112,10 +130,10 @@ export class MysqlOutboxStore implements OutboxStore {
   private async insertOneLocked(tx: SqlRunner, row: NewOutboxRow, bucket: number): Promise<void> {
     const [chunk] = insertChunks([row], 1);
     if (chunk === undefined) return;
-    const { affected } = await tx.query(mysqlInsertOneLocked(this.names, chunk.scheduled), [
-      ...chunk.params,
-      bucket,
-    ]);
+    const { affected } = await tx.query(
+      mysqlInsertOneLocked(this.names, chunk.scheduled, chunk.extended),
+      [...chunk.params, bucket],
+    );
     // No bucket row to lock means no row written: fail the enqueue (and so the business
     // transaction) rather than lose the message. The bootstrap check makes this unexpected.
     if (affected !== 1) {
@@ -347,10 +365,7 @@ export class MysqlOutboxStore implements OutboxStore {
         );
       }
       const { rows } = await query<
-        Record<
-          'message_id' | 'topic' | 'event_type' | 'payload' | 'headers' | 'created_at',
-          string
-        > & {
+        RequeuedRow & {
           id: string | number;
           message_key: string | null;
           overtaken: number | string;
@@ -368,8 +383,8 @@ export class MysqlOutboxStore implements OutboxStore {
           'dead',
           ...moved.map((r) => r.id),
         ]);
-        for (let start = 0; start < moved.length; start += MAX_ROWS_PER_INSERT) {
-          const chunk = moved.slice(start, start + MAX_ROWS_PER_INSERT);
+        for (let start = 0; start < moved.length; start += MAX_EXTENDED_ROWS_PER_INSERT) {
+          const chunk = moved.slice(start, start + MAX_EXTENDED_ROWS_PER_INSERT);
           await query(mysqlReinsert(this.names, chunk.length), chunk.flatMap(requeueValues));
         }
       }

@@ -27,7 +27,7 @@ const SUMMARY = `o.id::text AS id, o.message_id::text AS message_id, o.topic, o.
 export const postgresAdmin: AdminDialect = {
   params: () => new SqlParams('numbered'),
   summaryColumns: SUMMARY,
-  detailColumns: `${SUMMARY}, o.payload::text AS payload, o.headers::text AS headers, o.lock_token::text AS lock_token`,
+  detailColumns: `${SUMMARY}, o.payload::text AS payload, o.headers::text AS headers, o.lock_token::text AS lock_token, o.payload_encoding, o.content_type, encode(o.payload_bytes, 'base64') AS payload_bytes, o.broker_attributes::text AS broker_attributes`,
   attemptColumns: 'o.attempt, o.outcome, o.locked_by, o.error_class, o.error, o.failed_at',
   // One literal comparison per status, OR-ed: each then matches a partial index (pending, key,
   // delivered, dead) and the planner reads only those rows, where `= ANY(array)` read the whole

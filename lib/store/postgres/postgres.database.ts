@@ -13,6 +13,8 @@ import {
   postgresInboxTable,
 } from './postgres.inbox-sql';
 import {
+  postgresAddPayloadColumns,
+  postgresDropPayloadColumns,
   postgresCreateHistoryTable,
   postgresCreateTable,
   postgresDropHistoryTable,
@@ -36,6 +38,12 @@ export const postgresDatabase: OutboxDatabase<'postgres'> = {
   ensureCleanerIndexes: ensurePartialCleanerIndexes,
   hasCleanerIndexes: (run, n) => hasPartialCleanerIndexes(run, n, 'postgres'),
   dropCleanerIndexes: dropPartialCleanerIndexes,
+  async ensurePayloadColumns(run, n) {
+    await run(postgresAddPayloadColumns(n));
+  },
+  async dropPayloadColumns(run, n) {
+    await run(postgresDropPayloadColumns(n));
+  },
   async createStore(sql, { names, policy, timeoutMs, table, dispatch }) {
     // The lock namespace and NOTIFY channel follow the schema the table really lives in, so
     // that tenants with a schema each (by search_path) never wait on one another's enqueue

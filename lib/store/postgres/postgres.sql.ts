@@ -3,6 +3,24 @@ import { ARCHIVE_INSERT_COLUMNS, archivedValues } from '../outbox-archive';
 import { dropTableDdl, partialIndexesDdl } from '../partial-indexes.sql';
 import type { OutboxQueuePolicy } from '../outbox-store.port';
 import type { OutboxTableNames } from '../sql-identifier';
+import { payloadColumnDefinitions, type PayloadColumnTypes } from '../payload-columns';
+
+const PAYLOAD_TYPES: PayloadColumnTypes = {
+  text: (length) => `varchar(${length})`,
+  bytes: 'bytea',
+  json: 'json',
+};
+
+/** Step 4 on an existing table: adds only what is missing, without rewriting the table. */
+export function postgresAddPayloadColumns(n: OutboxTableNames): string {
+  return `ALTER TABLE ${n.table} ${payloadColumnDefinitions(PAYLOAD_TYPES)
+    .map((column) => `ADD COLUMN IF NOT EXISTS ${column}`)
+    .join(', ')}`;
+}
+
+export function postgresDropPayloadColumns(n: OutboxTableNames): string {
+  return `ALTER TABLE ${n.table} DROP COLUMN IF EXISTS payload_encoding, DROP COLUMN IF EXISTS content_type, DROP COLUMN IF EXISTS payload_bytes, DROP COLUMN IF EXISTS broker_attributes`;
+}
 
 /** DDL of the outbox table on PostgreSQL 12+. */
 export function postgresCreateTable(n: OutboxTableNames): string[] {
@@ -29,6 +47,7 @@ export function postgresCreateTable(n: OutboxTableNames): string[] {
   created_at timestamptz NOT NULL DEFAULT now(),
   delivered_at timestamptz,
   dead_at timestamptz,
+  ${payloadColumnDefinitions(PAYLOAD_TYPES).join(',\n  ')},
   CONSTRAINT ${n.quote(`${n.tableName}_message_id_key`)} UNIQUE (message_id),
   CONSTRAINT ${n.quote(`${n.tableName}_status_check`)} CHECK (status IN ('pending', 'waiting', 'delivered', 'dead'))
 )`,
@@ -82,6 +101,7 @@ export function postgresCreateArchiveTable(n: OutboxTableNames): string[] {
   created_at timestamptz NOT NULL,
   delivered_at timestamptz,
   dead_at timestamptz,
+  ${payloadColumnDefinitions(PAYLOAD_TYPES).join(',\n  ')},
   archived_at timestamptz NOT NULL DEFAULT now()
 )`,
     `CREATE INDEX IF NOT EXISTS ${n.quote(`${n.tableName}_archive_msg`)} ON ${n.archiveTable} (message_id)`,
@@ -100,10 +120,13 @@ export function postgresInsert(
   lockKeys: boolean,
   notify: boolean,
   idempotent = false,
+  extended = false,
 ): string {
-  const cols = 'message_id, topic, message_key, event_type, payload, headers';
-  const arrays = '$1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[]';
-  let next = 7;
+  // Binary payloads and broker attributes (EXTENDED_*) only when a row has one: the JSON path
+  // binds and writes what it did before step 4.
+  const cols = `message_id, topic, message_key, event_type, payload, headers${extended ? EXTENDED_COLUMNS : ''}`;
+  const arrays = `$1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[]${extended ? ', $7::text[], $8::text[], $9::text[], $10::text[]' : ''}`;
+  let next = extended ? 11 : 7;
   const schedule = scheduled ? `, $${next++}::timestamptz[], $${next++}::int8[]` : '';
   let extra = '';
   if (lockKeys) {
@@ -113,8 +136,8 @@ export function postgresInsert(
   // A delay counts from the enqueue call (clock_timestamp), not from the start of the business
   // transaction (now()), which may have begun long before.
   return `INSERT INTO ${n.table} (${cols}${scheduled ? ', available_at' : ''})
-SELECT u.m, u.t, u.k, u.y, u.p::json, u.h::json${scheduled ? `, COALESCE(u.a, clock_timestamp() + u.d * interval '1 millisecond')` : ''}
-FROM unnest(${arrays}${schedule}) WITH ORDINALITY AS u(m, t, k, y, p, h${scheduled ? ', a, d' : ''}, ord)${extra}
+SELECT u.m, u.t, u.k, u.y, u.p::json, u.h::json${extended ? `, u.e, u.c, decode(u.b, 'base64'), u.x::json` : ''}${scheduled ? `, COALESCE(u.a, clock_timestamp() + u.d * interval '1 millisecond')` : ''}
+FROM unnest(${arrays}${schedule}) WITH ORDINALITY AS u(m, t, k, y, p, h${extended ? ', e, c, b, x' : ''}${scheduled ? ', a, d' : ''}, ord)${extra}
 ORDER BY u.ord${
     // A concurrent insert of the same id waits for the first to commit, then does nothing; the
     // ids it returns are the ones written, so the caller learns which were already there.
@@ -123,7 +146,14 @@ ORDER BY u.ord${
 }
 
 /**
- * $1–$6 one row's message id, topic, key, type, payload, headers; then with `scheduled` the due
+ * The step-4 columns an extended insert writes after headers: encoding, content type, the bytes
+ * (bound as base64 text, so that every SQL port binds them alike) and the broker attributes.
+ */
+const EXTENDED_COLUMNS = ', payload_encoding, content_type, payload_bytes, broker_attributes';
+
+/**
+ * $1–$6 one row's message id, topic, key, type, payload, headers; with `extended` $7–$10 its
+ * encoding, content type, base64 bytes and attributes; then with `scheduled` the due
  * time and delay, with `lockKey` the lock namespace and the key's lock id, with `notify` the
  * channel. The one-message form of `postgresInsert`, for the common enqueue of one event: plain
  * parameters instead of arrays and `unnest`, a third of the statement's cost on the server.
@@ -134,8 +164,9 @@ export function postgresInsertOne(
   lockKey: boolean,
   notify: boolean,
   idempotent: boolean,
+  extended = false,
 ): string {
-  let next = 7;
+  let next = extended ? 11 : 7;
   const due = scheduled
     ? `, COALESCE($${next++}::timestamptz, clock_timestamp() + $${next++}::int8 * interval '1 millisecond')`
     : '';
@@ -147,14 +178,16 @@ export function postgresInsertOne(
       : []),
     ...(notify ? [`(SELECT pg_notify($${next++}::text, '')) AS nt`] : []),
   ];
-  return `INSERT INTO ${n.table} (message_id, topic, message_key, event_type, payload, headers${scheduled ? ', available_at' : ''})
-SELECT $1::uuid, $2::text, $3::text, $4::text, $5::json, $6::json${due}${from.length > 0 ? `\nFROM ${from.join(', ')}` : ''}${
+  return `INSERT INTO ${n.table} (message_id, topic, message_key, event_type, payload, headers${extended ? EXTENDED_COLUMNS : ''}${scheduled ? ', available_at' : ''})
+SELECT $1::uuid, $2::text, $3::text, $4::text, $5::json, $6::json${extended ? `, $7::text, $8::text, decode($9::text, 'base64'), $10::json` : ''}${due}${from.length > 0 ? `\nFROM ${from.join(', ')}` : ''}${
     idempotent ? '\nON CONFLICT (message_id) DO NOTHING\nRETURNING message_id::text AS id' : ''
   }`;
 }
 
 const RETURNING = `o.id::text AS id, o.message_id::text AS message_id, o.topic, o.message_key, o.event_type,
   o.payload::text AS payload, o.headers::text AS headers, o.attempts, o.created_at,
+  o.payload_encoding, o.content_type, encode(o.payload_bytes, 'base64') AS payload_bytes,
+  o.broker_attributes::text AS broker_attributes,
   extract(epoch FROM (now() - o.created_at)) * 1000 AS age_ms`;
 
 /** The statuses that hold back the later messages of a key. */
@@ -453,7 +486,8 @@ WHERE status = 'dead' AND id = ANY($1::int8[])`;
  */
 export function postgresResequence(n: OutboxTableNames): string {
   const t = n.table;
-  const cols = 'message_id, topic, message_key, event_type, payload, headers, created_at';
+  const cols =
+    'message_id, topic, message_key, event_type, payload, headers, created_at, payload_encoding, content_type, payload_bytes, broker_attributes';
   return `WITH d AS (DELETE FROM ${t} WHERE status = 'dead' AND id = ANY($1::int8[]) RETURNING id, ${cols})
 INSERT INTO ${t} (${cols})
 SELECT ${cols} FROM d ORDER BY d.id`;

@@ -34,6 +34,7 @@ import {
 import { claimWindow } from '../claim-window';
 import { alreadyPresent, hashKey, toClaimedRecords, type ClaimedRow } from '../outbox-row.mapper';
 import type { OutboxTableNames } from '../sql-identifier';
+import { extendedValues, isExtended } from '../sql-values';
 import type { SqlPort, SqlResult, SqlRunner } from '../sql-port';
 
 type StatsRow = Record<'pending' | 'leased' | 'delivered' | 'dead', number> & {
@@ -79,12 +80,13 @@ export class PostgresOutboxStore implements OutboxStore {
     const idempotent = rows.some((r) => r.idempotent === true);
     const [only] = rows;
     const one = rows.length === 1 && only !== undefined;
-    const variant = `${one}:${scheduled}:${lock}:${this.notify}:${idempotent}`;
+    const extended = rows.some(isExtended);
+    const variant = `${one}:${scheduled}:${lock}:${this.notify}:${idempotent}:${extended}`;
     let sql = this.insertSql.get(variant);
     if (sql === undefined) {
       sql = one
-        ? postgresInsertOne(this.names, scheduled, lock, this.notify, idempotent)
-        : postgresInsert(this.names, scheduled, lock, this.notify, idempotent);
+        ? postgresInsertOne(this.names, scheduled, lock, this.notify, idempotent, extended)
+        : postgresInsert(this.names, scheduled, lock, this.notify, idempotent, extended);
       this.insertSql.set(variant, sql);
     }
     // Parameters in the order the statement numbers them: the rows' columns (values for one
@@ -99,6 +101,13 @@ export class PostgresOutboxStore implements OutboxStore {
           rows.map((r) => r.payload),
           rows.map((r) => r.headers),
         ];
+    if (extended) {
+      if (one) params.push(...extendedValues(only));
+      else {
+        const values = rows.map(extendedValues);
+        for (let column = 0; column < 4; column++) params.push(values.map((v) => v[column]));
+      }
+    }
     if (scheduled) {
       if (one) params.push(only.availableAt, only.delayMs);
       else

@@ -28,7 +28,7 @@ const VOCABULARY: CorrelatedAdminVocabulary = {
 export const sqliteAdmin: AdminDialect = {
   params: () => new SqlParams('positional'),
   summaryColumns: SUMMARY,
-  detailColumns: `${SUMMARY}, o.payload, o.headers, o.lock_token`,
+  detailColumns: `${SUMMARY}, o.payload, o.headers, o.lock_token, o.payload_encoding, o.content_type, o.payload_bytes, o.broker_attributes`,
   attemptColumns: 'o.attempt, o.outcome, o.locked_by, o.error_class, o.error, o.failed_at',
   statusIn: (p, statuses) =>
     `o.status IN (SELECT value FROM json_each(${p.add(JSON.stringify(statuses))}))`,

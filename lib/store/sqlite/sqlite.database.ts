@@ -13,12 +13,18 @@ import {
 } from './sqlite.inbox-sql';
 import {
   sqliteCreateHistoryTable,
+  SQLITE_PAYLOAD_TYPES,
   sqliteCreateTable,
   sqliteDropHistoryTable,
   sqliteCreateArchiveTable,
   sqliteDropTable,
 } from './sqlite.sql';
 import { SqliteOutboxStore } from './sqlite.store';
+import {
+  PAYLOAD_COLUMNS,
+  payloadColumnDefinitions,
+  sqlitePresentPayloadColumns,
+} from '../payload-columns';
 
 /** SQLite 3.35+ through better-sqlite3. */
 export const sqliteDatabase: OutboxDatabase<'sqlite'> = {
@@ -35,6 +41,21 @@ export const sqliteDatabase: OutboxDatabase<'sqlite'> = {
   ensureCleanerIndexes: ensurePartialCleanerIndexes,
   hasCleanerIndexes: (run, n) => hasPartialCleanerIndexes(run, n, 'sqlite'),
   dropCleanerIndexes: dropPartialCleanerIndexes,
+  // SQLite adds one column per ALTER, without rewriting the table.
+  async ensurePayloadColumns(run, n) {
+    const present = await sqlitePresentPayloadColumns(run, n);
+    const definitions = payloadColumnDefinitions(SQLITE_PAYLOAD_TYPES);
+    for (const [i, column] of PAYLOAD_COLUMNS.entries()) {
+      if (!present.has(column))
+        await run(`ALTER TABLE ${n.table} ADD COLUMN ${definitions[i] ?? ''}`);
+    }
+  },
+  async dropPayloadColumns(run, n) {
+    const present = await sqlitePresentPayloadColumns(run, n);
+    for (const column of PAYLOAD_COLUMNS) {
+      if (present.has(column)) await run(`ALTER TABLE ${n.table} DROP COLUMN ${column}`);
+    }
+  },
   createStore(sql, { names, policy, dispatch }) {
     const store = new SqliteOutboxStore(sql, names, policy);
     if (dispatch.enabled) store.open();

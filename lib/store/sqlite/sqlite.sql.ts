@@ -3,6 +3,15 @@ import { ATTEMPT_COLUMNS, ATTEMPT_HISTORY_LIMIT } from '../attempt-history';
 import { dropTableDdl, partialIndexesDdl } from '../partial-indexes.sql';
 import type { OutboxQueuePolicy } from '../outbox-store.port';
 import type { OutboxTableNames } from '../sql-identifier';
+import { payloadColumnDefinitions, type PayloadColumnTypes } from '../payload-columns';
+
+export const SQLITE_PAYLOAD_TYPES: PayloadColumnTypes = {
+  text: () => 'TEXT',
+  bytes: 'BLOB',
+  json: 'TEXT',
+};
+
+const EXTENDED_COLUMNS = ', payload_encoding, content_type, payload_bytes, broker_attributes';
 
 // SQLite has no timestamp type: times are UTC text with milliseconds, which sorts correctly.
 const NOW = `strftime('%Y-%m-%d %H:%M:%f', 'now')`;
@@ -31,7 +40,8 @@ export function sqliteCreateTable(n: OutboxTableNames): string[] {
   last_attempt_at TEXT,
   created_at TEXT NOT NULL DEFAULT (${NOW}),
   delivered_at TEXT,
-  dead_at TEXT
+  dead_at TEXT,
+  ${payloadColumnDefinitions(SQLITE_PAYLOAD_TYPES).join(',\n  ')}
 )`,
     ...partialIndexesDdl(n),
   ];
@@ -79,6 +89,7 @@ export function sqliteCreateArchiveTable(n: OutboxTableNames): string[] {
   created_at TEXT NOT NULL,
   delivered_at TEXT,
   dead_at TEXT,
+  ${payloadColumnDefinitions(SQLITE_PAYLOAD_TYPES).join(',\n  ')},
   archived_at TEXT NOT NULL DEFAULT (${NOW})
 )`,
     `CREATE INDEX IF NOT EXISTS ${n.quote(`${n.tableName}_archive_msg`)} ON ${n.archiveTable} (message_id)`,
@@ -91,11 +102,13 @@ export function sqliteInsert(
   rows: number,
   scheduled: boolean,
   idempotent = false,
+  extended = false,
 ): string {
-  const row = scheduled ? `(?, ?, ?, ?, ?, ?, COALESCE(?, ${plusMs('?')}))` : '(?, ?, ?, ?, ?, ?)';
+  const values = extended ? '?, ?, ?, ?, ?, ?, ?, ?, ?, ?' : '?, ?, ?, ?, ?, ?';
+  const row = scheduled ? `(${values}, COALESCE(?, ${plusMs('?')}))` : `(${values})`;
   // The ids it returns are the ones written, so the caller learns which were already there.
   const skip = idempotent ? ' ON CONFLICT (message_id) DO NOTHING RETURNING message_id AS id' : '';
-  return `INSERT INTO ${n.table} (message_id, topic, message_key, event_type, payload, headers${scheduled ? ', available_at' : ''}) VALUES ${Array.from({ length: rows }, () => row).join(', ')}${skip}`;
+  return `INSERT INTO ${n.table} (message_id, topic, message_key, event_type, payload, headers${extended ? EXTENDED_COLUMNS : ''}${scheduled ? ', available_at' : ''}) VALUES ${Array.from({ length: rows }, () => row).join(', ')}${skip}`;
 }
 
 function blocking(deadBlocksKey: boolean): string {
@@ -136,6 +149,7 @@ export function sqliteClaimLease(n: OutboxTableNames): string {
   attempts = attempts + 1, last_attempt_at = ${NOW}
 WHERE status = 'pending' AND id IN (SELECT value FROM json_each(?))
 RETURNING id, message_id, topic, message_key, event_type, payload, headers, attempts, created_at,
+  payload_encoding, content_type, payload_bytes, broker_attributes,
   (julianday('now') - julianday(created_at)) * 86400000.0 AS age_ms`;
 }
 
@@ -267,7 +281,8 @@ export function sqliteDeleteByIds(n: OutboxTableNames): string {
 RETURNING message_key AS key, message_id`;
 }
 
-const REQUEUE_COLUMNS = 'message_id, topic, message_key, event_type, payload, headers, created_at';
+const REQUEUE_COLUMNS =
+  'message_id, topic, message_key, event_type, payload, headers, payload_encoding, content_type, payload_bytes, broker_attributes, created_at';
 
 /** Params: JSON array of message ids, when given. See PostgreSQL's postgresDeadToRequeue. */
 export function sqliteDeadToRequeue(
@@ -308,7 +323,7 @@ export function sqliteDeleteDead(n: OutboxTableNames): string {
 
 /** Re-inserts requeued rows at the end of the queue: params, per row, the REQUEUE_COLUMNS. */
 export function sqliteReinsert(n: OutboxTableNames, rows: number): string {
-  const row = '(?, ?, ?, ?, ?, ?, ?)';
+  const row = '(?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)';
   return `INSERT INTO ${n.table} (${REQUEUE_COLUMNS}) VALUES ${Array.from({ length: rows }, () => row).join(', ')}`;
 }
 

@@ -1,4 +1,4 @@
-import { insertChunks } from '../sql-values';
+import { insertChunks, isExtended } from '../sql-values';
 import { randomUUID } from 'node:crypto';
 import { OutboxOptionsError } from '../../errors/outbox-options.error';
 import type {
@@ -44,6 +44,7 @@ import { claimWindow } from '../claim-window';
 import {
   alreadyPresent,
   requeueValues,
+  type RequeuedRow,
   toClaimedRecords,
   type ClaimedRow,
 } from '../outbox-row.mapper';
@@ -56,6 +57,8 @@ import {
 } from './sqlite-connection';
 
 const MAX_ROWS_PER_INSERT = 4_000;
+// Rows with the step-4 columns bind 12 values: stay under SQLite's 32 766 placeholders.
+const MAX_EXTENDED_ROWS_PER_INSERT = 2_500;
 const BUSY_TIMEOUT_MS = 5_000;
 const MAX_BUSY_RETRY_DELAY_MS = 50;
 
@@ -114,9 +117,17 @@ export class SqliteOutboxStore implements OutboxStore {
   async insert(tx: SqlRunner, rows: readonly NewOutboxRow[]): Promise<readonly string[]> {
     // SQLite lets one writer in at a time, so a key's id order is its commit order without locks.
     const present: string[] = [];
-    for (const chunk of insertChunks(rows, MAX_ROWS_PER_INSERT)) {
+    const perStatement = rows.some(isExtended) ? MAX_EXTENDED_ROWS_PER_INSERT : MAX_ROWS_PER_INSERT;
+    // SQLite binds a Buffer as a BLOB and has no base64 function: the bytes go as they are.
+    for (const chunk of insertChunks(rows, perStatement, 'buffer')) {
       const { rows: written } = await tx.query(
-        sqliteInsert(this.names, chunk.rows.length, chunk.scheduled, chunk.idempotent),
+        sqliteInsert(
+          this.names,
+          chunk.rows.length,
+          chunk.scheduled,
+          chunk.idempotent,
+          chunk.extended,
+        ),
         chunk.params,
       );
       if (chunk.idempotent) present.push(...alreadyPresent(chunk.rows, written));
@@ -310,8 +321,8 @@ export class SqliteOutboxStore implements OutboxStore {
       if (moved.length > 0) {
         // Same message, new row id: the end of its key's queue (one writer at a time on SQLite).
         tx.run(sqliteDeleteDead(this.names), [JSON.stringify(moved.map((r) => r.id))]);
-        for (let start = 0; start < moved.length; start += MAX_ROWS_PER_INSERT) {
-          const chunk = moved.slice(start, start + MAX_ROWS_PER_INSERT);
+        for (let start = 0; start < moved.length; start += MAX_EXTENDED_ROWS_PER_INSERT) {
+          const chunk = moved.slice(start, start + MAX_EXTENDED_ROWS_PER_INSERT);
           tx.run(sqliteReinsert(this.names, chunk.length), chunk.flatMap(requeueValues));
         }
       }
@@ -381,7 +392,4 @@ type StatsRow = Record<'pending' | 'leased' | 'delivered' | 'dead', number> & {
 
 type DeletedRow = { key: string | null; message_id: string };
 
-type DeadRow = Record<
-  'message_id' | 'topic' | 'event_type' | 'payload' | 'headers' | 'created_at',
-  string
-> & { id: number; message_key: string | null; overtaken: number };
+type DeadRow = RequeuedRow & { id: number; overtaken: number };

@@ -5,6 +5,7 @@ import type {
   OutboxWhy,
 } from '../../admin/outbox-admin.interfaces';
 import { csrfField, duration, layout, time, type ViewContext } from './layout.view';
+import { describeBinary, hexPreview } from '../../admin/binary-preview';
 
 /** The payload pretty-printed when it is JSON (it always is when enqueued by this library). */
 export function prettyPayload(payload: string): string {
@@ -153,7 +154,14 @@ export function messagePage(ctx: ViewContext, message: OutboxMessageDetail, why:
             </table>`
       }
       <h2>Payload</h2>
-      <pre id="payload">${prettyPayload(message.payload)}</pre>`,
+      ${
+        message.encoding === 'binary' && message.payloadBytes !== null
+          ? html`<p id="payload-kind">
+                ${describeBinary(message.payloadBytes, message.contentType)}
+              </p>
+              <pre id="payload">${hexPreview(message.payloadBytes)}</pre>`
+          : html`<pre id="payload">${prettyPayload(message.payload)}</pre>`
+      }`,
   );
 }
 
