@@ -15,15 +15,12 @@ export const MYSQL_DISPATCH_LOCK_OFFSET = MYSQL_KEY_LOCK_BUCKETS;
 // Every timestamp is UTC_TIMESTAMP(6): DATETIME has no zone, and sessions may differ in theirs.
 const NOW = 'UTC_TIMESTAMP(6)';
 
-/** DDL of the outbox table on MySQL 8.0.13+ and MariaDB 10.6+. */
-export function mysqlCreateTable(n: OutboxTableNames): string[] {
-  const t = n.table;
-  // 2 × 4^8 = 2 × MYSQL_KEY_LOCK_BUCKETS rows from base-4 digits (recursive CTEs stop at 1000).
-  const digit = '(SELECT 0 AS n UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3)';
-  const digits = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'];
-  return [
-    `CREATE TABLE IF NOT EXISTS ${t} (
-  id BIGINT NOT NULL AUTO_INCREMENT,
+/**
+ * The outbox table's columns on MySQL/MariaDB, one definition shared by the plain and the
+ * partitioned layout (mysql.partition-sql.ts), so a column added here is in both.
+ */
+export function mysqlOutboxColumns(): string {
+  return `  id BIGINT NOT NULL AUTO_INCREMENT,
   message_id CHAR(36) CHARACTER SET ascii NOT NULL,
   topic VARCHAR(255) NOT NULL,
   message_key VARCHAR(255) NULL,
@@ -40,13 +37,32 @@ export function mysqlCreateTable(n: OutboxTableNames): string[] {
   last_attempt_at DATETIME(6) NULL,
   created_at DATETIME(6) NOT NULL DEFAULT (${NOW}),
   delivered_at DATETIME(6) NULL,
-  dead_at DATETIME(6) NULL,
+  dead_at DATETIME(6) NULL`;
+}
+
+/** The indexes both layouts have (the keys on `id` and `message_id` differ). */
+export function mysqlOutboxIndexes(n: OutboxTableNames): string {
+  return `KEY ${n.quote(`${n.tableName}_pending_idx`)} (status, available_at, id),
+  KEY ${n.quote(`${n.tableName}_key_idx`)} (message_key, status, id),
+  ${mysqlCleanerIndex(n)}`;
+}
+
+/** Table options both layouts share. */
+export const MYSQL_TABLE_OPTIONS = 'ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin';
+
+/** DDL of the outbox table on MySQL 8.0.13+ and MariaDB 10.6+. */
+export function mysqlCreateTable(n: OutboxTableNames): string[] {
+  const t = n.table;
+  // 2 × 4^8 = 2 × MYSQL_KEY_LOCK_BUCKETS rows from base-4 digits (recursive CTEs stop at 1000).
+  const digit = '(SELECT 0 AS n UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3)';
+  const digits = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'];
+  return [
+    `CREATE TABLE IF NOT EXISTS ${t} (
+${mysqlOutboxColumns()},
   PRIMARY KEY (id),
   UNIQUE KEY ${n.quote(`${n.tableName}_message_id_key`)} (message_id),
-  KEY ${n.quote(`${n.tableName}_pending_idx`)} (status, available_at, id),
-  KEY ${n.quote(`${n.tableName}_key_idx`)} (message_key, status, id),
-  ${mysqlCleanerIndex(n)}
-) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
+  ${mysqlOutboxIndexes(n)}
+) ${MYSQL_TABLE_OPTIONS}`,
     // Enqueue locks these rows (never inserts them) so that a key's writers commit in id order;
     // locking existing primary-key rows takes no gap locks, so it cannot deadlock with inserts.
     `CREATE TABLE IF NOT EXISTS ${n.lockTable} (bucket INT NOT NULL PRIMARY KEY) ENGINE=InnoDB`,

@@ -3,14 +3,14 @@ import { dropTableDdl, partialIndexesDdl } from '../partial-indexes.sql';
 import type { OutboxQueuePolicy } from '../outbox-store.port';
 import type { OutboxTableNames } from '../sql-identifier';
 
-/** DDL of the outbox table on PostgreSQL 12+. */
-export function postgresCreateTable(n: OutboxTableNames): string[] {
-  const t = n.table;
-  const schema = n.schema === null ? [] : [`CREATE SCHEMA IF NOT EXISTS ${n.quote(n.schema)}`];
-  return [
-    ...schema,
-    `CREATE TABLE IF NOT EXISTS ${t} (
-  id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+/**
+ * The outbox table's columns on PostgreSQL, one definition shared by the plain and the
+ * partitioned layout (postgres.partition-sql.ts), so a column added here is in both. The
+ * identity has no PRIMARY KEY here: the plain table keys on `id`, the partitioned one on
+ * `(id, created_at)`.
+ */
+export function postgresOutboxColumns(): string {
+  return `  id bigint GENERATED ALWAYS AS IDENTITY,
   message_id uuid NOT NULL,
   topic varchar(255) NOT NULL,
   message_key varchar(255),
@@ -27,9 +27,25 @@ export function postgresCreateTable(n: OutboxTableNames): string[] {
   last_attempt_at timestamptz,
   created_at timestamptz NOT NULL DEFAULT now(),
   delivered_at timestamptz,
-  dead_at timestamptz,
+  dead_at timestamptz`;
+}
+
+/** The status check, shared by both layouts. */
+export function postgresStatusCheck(n: OutboxTableNames): string {
+  return `CONSTRAINT ${n.quote(`${n.tableName}_status_check`)} CHECK (status IN ('pending', 'waiting', 'delivered', 'dead'))`;
+}
+
+/** DDL of the outbox table on PostgreSQL 12+. */
+export function postgresCreateTable(n: OutboxTableNames): string[] {
+  const t = n.table;
+  const schema = n.schema === null ? [] : [`CREATE SCHEMA IF NOT EXISTS ${n.quote(n.schema)}`];
+  return [
+    ...schema,
+    `CREATE TABLE IF NOT EXISTS ${t} (
+${postgresOutboxColumns()},
+  CONSTRAINT ${n.quote(`${n.tableName}_pkey`)} PRIMARY KEY (id),
   CONSTRAINT ${n.quote(`${n.tableName}_message_id_key`)} UNIQUE (message_id),
-  CONSTRAINT ${n.quote(`${n.tableName}_status_check`)} CHECK (status IN ('pending', 'waiting', 'delivered', 'dead'))
+  ${postgresStatusCheck(n)}
 )`,
     ...partialIndexesDdl(n),
   ];
