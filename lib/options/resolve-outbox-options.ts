@@ -12,6 +12,7 @@ import type {
   OutboxModuleExtras,
   OutboxModuleOptions,
   OutboxOrderingOptions,
+  OutboxPartitioningOptions,
   OutboxRetryOptions,
   OutboxUnlockerOptions,
 } from './outbox.options';
@@ -31,6 +32,10 @@ import {
   type ResolvedRetryOptions,
   type ResolvedUnlockerOptions,
 } from './resolve-group-options';
+import {
+  resolvePartitioningOptions,
+  type ResolvedPartitioningOptions,
+} from './resolve-partitioning-options';
 import {
   resolveAmbientTransaction,
   resolveDatabase,
@@ -60,6 +65,8 @@ export interface ResolvedOutboxOptions {
   readonly retry: ResolvedRetryOptions;
   readonly unlocker: ResolvedUnlockerOptions;
   readonly cleaner: ResolvedCleanerOptions;
+  /** null: a plain (unpartitioned) table. */
+  readonly partitioning: ResolvedPartitioningOptions | null;
   readonly observer: OutboxObserver;
   readonly headersProvider: (() => Readonly<Record<string, string>> | undefined) | undefined;
 }
@@ -87,6 +94,7 @@ export const OUTBOX_OPTION_KEYS = {
     retry: true,
     unlocker: true,
     cleaner: true,
+    partitioning: true,
     observer: true,
     headersProvider: true,
   } satisfies Record<keyof OutboxModuleOptions, true>,
@@ -121,6 +129,12 @@ export const OUTBOX_OPTION_KEYS = {
     deadRetentionMs: true,
     batchSize: true,
   } satisfies Record<keyof OutboxCleanerOptions, true>,
+  partitioning: {
+    interval: true,
+    retention: true,
+    premake: true,
+    maintainIntervalMs: true,
+  } satisfies Record<keyof OutboxPartitioningOptions, true>,
 } satisfies KnownOptionKeys;
 
 // `forRoot()` strips these before the options reach the resolver; found here, they came from a
@@ -167,6 +181,7 @@ export function resolveOutboxOptions(
   const dispatcher = resolveDispatcherOptions(options.dispatcher);
   const retry = resolveRetryOptions(options.retry);
   const cleaner = resolveCleanerOptions(options.cleaner);
+  const partitioning = resolvePartitioningOptions(options.partitioning, dispatcher.leaseMs);
   const observer = resolveObserver(options.observer);
   const headersProvider = resolveHeadersProvider(options.headersProvider);
   return {
@@ -192,6 +207,7 @@ export function resolveOutboxOptions(
     retry,
     unlocker: resolveUnlockerOptions(options.unlocker),
     cleaner,
+    partitioning,
     observer,
     headersProvider,
   };

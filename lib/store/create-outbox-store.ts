@@ -6,6 +6,8 @@ import { OutboxMessages } from '../outbox.messages';
 import type { OutboxStoreContext } from './outbox-database';
 import type { SqlPort } from './sql-port';
 import { outboxDatabase, outboxDialectOf, tableNamesFor } from './outbox-dialect';
+import type { ResolvedPartitioningOptions } from '../options/resolve-partitioning-options';
+import { checkTableLayout } from './table-layout';
 
 /** Picks the store for the port's database; opens what the dispatcher needs when asked. */
 export async function createOutboxStore(
@@ -15,6 +17,11 @@ export async function createOutboxStore(
     schema: string | null;
     ordering?: { enabled: boolean; onDeadLetter: 'block' | 'skip' };
     dispatcher?: { dbTimeoutMs: number };
+    /**
+     * The layout the table must have: null a plain table, else partitioned by this interval;
+     * left out, the table's own layout is used as it is (tools that do not know the options).
+     */
+    partitioning?: Pick<ResolvedPartitioningOptions, 'interval' | 'premake'> | null;
   },
   dispatch: { enabled: boolean; notify: boolean },
 ): Promise<OutboxStore> {
@@ -60,12 +67,17 @@ export async function createOutboxStore(
       );
     }
   }
+  // Before the store is made: its statements differ by layout (the partitioned table's guard).
+  const partitioned = await checkTableLayout(sql, database, names, table.partitioning, {
+    creating: false,
+  });
   const context: OutboxStoreContext = {
     names,
     policy,
     timeoutMs,
     table: { tableName: table.tableName, schema: table.schema ?? null },
     dispatch,
+    partitioned,
   };
   if (sql.isConnected) await database.checkTable?.(sql, context);
   return database.createStore(sql, context);

@@ -41,11 +41,18 @@ export interface OutboxTableNames {
   readonly lockTable: string;
   /** Quoted attempt-history table, `<table>_attempts`: one row per failed attempt. */
   readonly attemptsTable: string;
+  /**
+   * Quoted `<table>_ids`: on a partitioned table, the unpartitioned guard that keeps supplied
+   * message ids unique (see docs/partitioning.md).
+   */
+  readonly idsTable: string;
   /** Unquoted names, for index names and notifications. */
   readonly tableName: string;
   readonly schema: string | null;
   /** Quotes an index or constraint name derived from the table name. */
   readonly quote: (name: string) => string;
+  /** Quotes a table name derived from the table name (a partition) and qualifies it like the table. */
+  readonly qualify: (name: string) => string;
 }
 
 export type IdentifierQuoting = 'double' | 'backtick';
@@ -67,9 +74,11 @@ export function outboxTableNames(
     table: qualify(tableName),
     lockTable: qualify(`${tableName}_key_lock`),
     attemptsTable: qualify(`${tableName}_attempts`),
+    idsTable: qualify(`${tableName}_ids`),
     tableName,
     schema,
     quote,
+    qualify,
   };
 }
 

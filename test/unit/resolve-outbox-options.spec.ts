@@ -200,7 +200,11 @@ describe('resolveOutboxOptions', () => {
           group === '' ? 'zzzUnknown' : `${group}.zzzUnknown`,
         );
         // Every listed key passes the key check (undefined values take the defaults).
-        const all = Object.fromEntries(Object.keys(keys).map((k) => [k, undefined]));
+        const all: Record<string, unknown> = Object.fromEntries(
+          Object.keys(keys).map((k) => [k, undefined]),
+        );
+        // The one required key of a group: partitioning names its interval.
+        if (group === 'partitioning') all.interval = 'day';
         if (group !== '')
           expect(() => resolveOutboxOptions({ ...valid, ...where(all) })).not.toThrow();
       }

@@ -89,6 +89,7 @@ export function postgresInsert(
   lockKeys: boolean,
   notify: boolean,
   idempotent = false,
+  partitioned = false,
 ): string {
   const cols = 'message_id, topic, message_key, event_type, payload, headers';
   const arrays = '$1::uuid[], $2::text[], $3::text[], $4::text[], $5::text[], $6::text[]';
@@ -101,6 +102,17 @@ export function postgresInsert(
   if (notify) extra += ` CROSS JOIN (SELECT pg_notify($${next++}::text, '')) AS nt`;
   // A delay counts from the enqueue call (clock_timestamp), not from the start of the business
   // transaction (now()), which may have begun long before.
+  if (idempotent && partitioned) {
+    // The guard takes the place of UNIQUE (message_id): only the ids it accepted are written.
+    // The caller passes each id once (a batch repeating one would write it twice).
+    return `${guardIds(n, `SELECT m FROM unnest($1::uuid[]) AS m`, 'm')}
+INSERT INTO ${n.table} (${cols}${scheduled ? ', available_at' : ''})
+SELECT u.m, u.t, u.k, u.y, u.p::json, u.h::json${scheduled ? `, COALESCE(u.a, clock_timestamp() + u.d * interval '1 millisecond')` : ''}
+FROM unnest(${arrays}${schedule}) WITH ORDINALITY AS u(m, t, k, y, p, h${scheduled ? ', a, d' : ''}, ord)${extra}
+WHERE u.m IN (SELECT message_id FROM g)
+ORDER BY u.ord
+RETURNING message_id::text AS id`;
+  }
   return `INSERT INTO ${n.table} (${cols}${scheduled ? ', available_at' : ''})
 SELECT u.m, u.t, u.k, u.y, u.p::json, u.h::json${scheduled ? `, COALESCE(u.a, clock_timestamp() + u.d * interval '1 millisecond')` : ''}
 FROM unnest(${arrays}${schedule}) WITH ORDINALITY AS u(m, t, k, y, p, h${scheduled ? ', a, d' : ''}, ord)${extra}
@@ -109,6 +121,19 @@ ORDER BY u.ord${
     // ids it returns are the ones written, so the caller learns which were already there.
     idempotent ? '\nON CONFLICT (message_id) DO NOTHING\nRETURNING message_id::text AS id' : ''
   }`;
+}
+
+/**
+ * On a partitioned table (no unique key without created_at): the CTE `g` of the supplied ids
+ * that are new. The guard's primary key serialises two writers of one id as UNIQUE (message_id)
+ * does (the second waits for the first to commit, then skips); NOT EXISTS also skips an id
+ * already in the table without a guard row (one the outbox generated, given again).
+ */
+function guardIds(n: OutboxTableNames, ids: string, id: string): string {
+  return `WITH g AS (INSERT INTO ${n.idsTable} (message_id)
+  ${ids} WHERE NOT EXISTS (SELECT 1 FROM ${n.table} AS x WHERE x.message_id = ${id})
+  ON CONFLICT (message_id) DO NOTHING
+  RETURNING message_id)`;
 }
 
 /**
@@ -123,6 +148,7 @@ export function postgresInsertOne(
   lockKey: boolean,
   notify: boolean,
   idempotent: boolean,
+  partitioned = false,
 ): string {
   let next = 7;
   const due = scheduled
@@ -136,6 +162,13 @@ export function postgresInsertOne(
       : []),
     ...(notify ? [`(SELECT pg_notify($${next++}::text, '')) AS nt`] : []),
   ];
+  if (idempotent && partitioned) {
+    return `${guardIds(n, 'SELECT $1::uuid', '$1::uuid')}
+INSERT INTO ${n.table} (message_id, topic, message_key, event_type, payload, headers${scheduled ? ', available_at' : ''})
+SELECT $1::uuid, $2::text, $3::text, $4::text, $5::json, $6::json${due}
+FROM ${['g', ...from].join(', ')}
+RETURNING message_id::text AS id`;
+  }
   return `INSERT INTO ${n.table} (message_id, topic, message_key, event_type, payload, headers${scheduled ? ', available_at' : ''})
 SELECT $1::uuid, $2::text, $3::text, $4::text, $5::json, $6::json${due}${from.length > 0 ? `\nFROM ${from.join(', ')}` : ''}${
     idempotent ? '\nON CONFLICT (message_id) DO NOTHING\nRETURNING message_id::text AS id' : ''
@@ -302,6 +335,7 @@ export function postgresSettle(
   n: OutboxTableNames,
   groups: { delivered: boolean; retry: boolean; dead: boolean; release: boolean },
   deleteDelivered: boolean,
+  partitioned = false,
 ): string {
   const t = n.table;
   const h = n.attemptsTable;
@@ -316,7 +350,7 @@ export function postgresSettle(
     ctes.push(
       deleteDelivered
         ? `d AS (DELETE FROM ${t} WHERE id = ANY(${ids}) AND lock_token = $1::uuid RETURNING message_id),
-dh AS (DELETE FROM ${h} WHERE message_id IN (SELECT message_id FROM d))`
+dh AS (DELETE FROM ${h} WHERE message_id IN (SELECT message_id FROM d))${partitioned ? `,\n${deleteGuard(n, 'dg', 'd')}` : ''}`
         : `d AS (UPDATE ${t} SET status = 'delivered', delivered_at = now(), ${UNLOCK} WHERE id = ANY(${ids}) AND lock_token = $1::uuid RETURNING 1)`,
     );
     counted.push('d');
@@ -368,10 +402,18 @@ export function postgresReleaseExpired(n: OutboxTableNames): string {
 }
 
 /** Deletes rows and their attempt history in one statement; returns the deleted rows' keys. */
-function deleteWithHistory(n: OutboxTableNames, where: string): string {
+function deleteWithHistory(n: OutboxTableNames, where: string, partitioned: boolean): string {
   return `WITH d AS (DELETE FROM ${n.table} WHERE ${where} RETURNING message_key, message_id),
-h AS (DELETE FROM ${n.attemptsTable} WHERE message_id IN (SELECT message_id FROM d))
+h AS (DELETE FROM ${n.attemptsTable} WHERE message_id IN (SELECT message_id FROM d))${partitioned ? `,\n${deleteGuard(n, 'g', 'd')}` : ''}
 SELECT message_key AS key FROM d`;
+}
+
+/**
+ * On a partitioned table, a deleted row's guard row goes with it, so that its id may be enqueued
+ * again, as on the plain table. Probes of the guard's key: no-ops for generated ids.
+ */
+function deleteGuard(n: OutboxTableNames, cte: string, deleted: string): string {
+  return `${cte} AS (DELETE FROM ${n.idsTable} WHERE message_id IN (SELECT message_id FROM ${deleted}))`;
 }
 
 /**
@@ -380,18 +422,23 @@ SELECT message_key AS key FROM d`;
  * pass with nothing due reads one index entry. The status is written into the statement, not
  * bound, so the planner matches the partial index even for a generic plan.
  */
-export function postgresPurge(n: OutboxTableNames, status: 'delivered' | 'dead'): string {
+export function postgresPurge(
+  n: OutboxTableNames,
+  status: 'delivered' | 'dead',
+  partitioned = false,
+): string {
   const ts = status === 'delivered' ? 'delivered_at' : 'dead_at';
   return deleteWithHistory(
     n,
     `id IN (
   SELECT id FROM ${n.table} WHERE status = '${status}' AND ${ts} < now() - $1 * interval '1 millisecond' ORDER BY ${ts} LIMIT $2)`,
+    partitioned,
   );
 }
 
 /** $1 message ids. Returns the keys of the deleted rows. */
-export function postgresDeleteDead(n: OutboxTableNames): string {
-  return deleteWithHistory(n, `status = 'dead' AND message_id = ANY($1::uuid[])`);
+export function postgresDeleteDead(n: OutboxTableNames, partitioned = false): string {
+  return deleteWithHistory(n, `status = 'dead' AND message_id = ANY($1::uuid[])`, partitioned);
 }
 
 /** $1 message ids (or null: every dead message). The keys of the dead messages to requeue. */
