@@ -110,3 +110,17 @@ export function keptBecause(
   ];
   return reasons.length === 0 ? null : reasons.join(', ');
 }
+
+/** Why the maintainer leaves a table alone, in words. */
+export function describeLayout(table: string, layout: OutboxTableLayout): string {
+  switch (layout.kind) {
+    case 'missing':
+      return `the table ${table} does not exist`;
+    case 'plain':
+      return `the table ${table} is not partitioned (docs/partitioning.md: converting a plain table)`;
+    case 'unrecognised':
+      return `the table ${table} is not laid out as the outbox partitions it (${layout.problem}): the maintainer never touches it`;
+    case 'partitioned':
+      return `the table ${table} is partitioned by ${layout.interval}`;
+  }
+}

@@ -79,11 +79,15 @@ export async function checkTableLayout(
     );
   }
   if (layout.kind === 'plain') {
-    const steps = layouts.conversionSteps(
-      n,
-      partitioning.interval,
-      rangesAhead(partitioning.interval, new Date(), partitioning.premake),
-    );
+    const steps = [
+      ...layouts.conversionSteps(
+        n,
+        partitioning.interval,
+        rangesAhead(partitioning.interval, new Date(), partitioning.premake),
+      ),
+      // It finishes what the steps leave to code (MySQL's NO PAD collations).
+      `-- then: ${migrateCommand(n, partitioning.interval)}`,
+    ];
     if (creating) {
       throw new OutboxTableLayoutError(
         OutboxMessages.partitionConversionRefused(

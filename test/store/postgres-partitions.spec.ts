@@ -118,6 +118,22 @@ describeWith(['postgres'], 'partitioned outbox table on postgres', () => {
     expect(text.match(/Index Scan using \S+_message_key_id_idx/g)).toHaveLength(5);
   });
 
+  it('the cleaner leaves delivered rows to the maintainer and still deletes dead rows past their retention', async () => {
+    const table = await partitionedTable();
+    const publisher = new RecordingPublisher();
+    const h = await apps.boot(publisher, table, {
+      cleaner: { deliveredRetentionMs: 1_000, deadRetentionMs: 60_000 },
+    });
+    const ids = await h.commit([msg('a'), msg('b'), msg('poison')]);
+    publisher.fail(ids[2] ?? '', 'permanent');
+    await h.runUntilIdle();
+    await scope.ds.query(
+      `UPDATE "${table}" SET delivered_at = now() - interval '1 hour', dead_at = now() - interval '1 hour'`,
+    );
+    expect(await h.cleaner.runOnce()).toEqual({ delivered: 0, dead: 1 });
+    expect((await h.rows()).map((r) => r.status)).toEqual(['delivered', 'delivered']);
+  });
+
   describe('the partition maintainer', () => {
     const policy: OutboxPartitionPolicy = { premake: 2, retentionMs: DAY, deadRetentionMs: null };
 

@@ -247,7 +247,8 @@ export async function openOutbox<P extends OutboxPublisher = RecordingPublisher>
       return moduleRef.get<OutboxStore>(OUTBOX_STORE);
     },
     get publisher(): P {
-      if (spec.publisher === undefined) throw new Error('this outbox was opened without a publisher');
+      if (spec.publisher === undefined)
+        throw new Error('this outbox was opened without a publisher');
       return spec.publisher;
     },
     outages,
@@ -377,7 +378,12 @@ export function dispatchTestApp<P extends OutboxPublisher>(
     options: mergeOutboxOptions(
       {
         instanceId: 'dispatch-test',
-        dispatcher: { pollIntervalMs: 50, batchSize: 50, leaseMs: 10_000, shutdownTimeoutMs: 2_000 },
+        dispatcher: {
+          pollIntervalMs: 50,
+          batchSize: 50,
+          leaseMs: 10_000,
+          shutdownTimeoutMs: 2_000,
+        },
         retry: { maxAttempts: 5, initialDelayMs: 300, factor: 2, jitter: 0 },
       },
       overrides,

@@ -4,7 +4,7 @@ import { typeormSqlPort } from '../../lib/orm/typeorm/typeorm.sql-port';
 import { outboxPartitions } from '../../lib/store/outbox-partitions';
 
 // OUTBOX_TEST_PARTITIONED=day|week|month makes the tables the test helpers create partitioned
-// (on the databases that have partitioned tables), so that the dispatch suites run unchanged on
+// (PostgreSQL, MariaDB), so that the dispatch suites run unchanged on
 // the partitioned layout: `OUTBOX_TEST_PARTITIONED=day npx jest test/dispatch/ordering.spec.ts`.
 
 const INTERVALS = ['day', 'week', 'month'] as const;
@@ -22,11 +22,14 @@ function selectedInterval(): OutboxPartitioningOptions['interval'] | undefined {
 
 const interval = selectedInterval();
 
+/** PostgreSQL and MySQL/MariaDB have partitioned tables; SQLite does not. */
+function partitionable(ds: DataSource): boolean {
+  return ['postgres', 'mysql', 'mariadb'].includes(ds.options.type);
+}
+
 /** The table options that make a test table partitioned on `ds`, when the variable asks. */
 export function testPartitioning(ds: DataSource): { partitioning?: OutboxPartitioningOptions } {
-  return interval === undefined || ds.options.type !== 'postgres'
-    ? {}
-    : { partitioning: { interval } };
+  return interval === undefined || !partitionable(ds) ? {} : { partitioning: { interval } };
 }
 
 /** The module option matching how `table` was made (the helpers' tables or a spec's own). */
@@ -35,7 +38,7 @@ export async function partitioningOf(
   table: string,
   schema?: string,
 ): Promise<OutboxPartitioningOptions | undefined> {
-  if (ds.options.type !== 'postgres') return undefined;
+  if (!partitionable(ds)) return undefined;
   const where = { tableName: table, schema };
   const { layout } = await outboxPartitions(typeormSqlPort(ds), where).status(
     { premake: 0, retentionMs: 1, deadRetentionMs: null },

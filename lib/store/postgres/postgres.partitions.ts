@@ -1,6 +1,7 @@
 import type { PartitionInterval } from '../../options/resolve-partitioning-options';
 import { hashKey } from '../outbox-row.mapper';
 import {
+  describeLayout,
   keptBecause,
   type OutboxPartition,
   type OutboxPartitionPolicy,
@@ -301,18 +302,4 @@ function rangeOf(p: ListedPartition): { from: Date | null; to: Date | null } {
 
 async function rows<R>(tx: SqlRunner, sql: string, params: readonly unknown[] = []): Promise<R[]> {
   return (await tx.query<R>(sql, params)).rows;
-}
-
-/** Why the maintainer leaves a table alone, in words. */
-export function describeLayout(table: string, layout: OutboxTableLayout): string {
-  switch (layout.kind) {
-    case 'missing':
-      return `the table ${table} does not exist`;
-    case 'plain':
-      return `the table ${table} is not partitioned (docs/partitioning.md: converting a plain table)`;
-    case 'unrecognised':
-      return `the table ${table} is not laid out as the outbox partitions it (${layout.problem}): the maintainer never touches it`;
-    case 'partitioned':
-      return `the table ${table} is partitioned by ${layout.interval}`;
-  }
 }
