@@ -48,7 +48,7 @@ function describe(layout: OutboxTableLayout): string {
  * it is partitioned. A missing table passes (`creating`, or the caller's own probe reports it).
  */
 export async function checkTableLayout(
-  sql: SqlPort,
+  sql: Pick<SqlPort, 'query' | 'isConnected'>,
   database: OutboxDatabase,
   n: OutboxTableNames,
   partitioning: Pick<ResolvedPartitioningOptions, 'interval' | 'premake'> | null | undefined,

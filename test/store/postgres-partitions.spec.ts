@@ -1,9 +1,10 @@
-import type { DataSource } from 'typeorm';
+import { DataSource } from 'typeorm';
 import {
   OutboxOptionsError,
   OutboxPartitionMaintainer,
   OutboxTableLayoutError,
   ensureOutboxTable,
+  outboxMigrations,
   outboxPartitions,
   type OutboxPartitionPolicy,
 } from '../../lib';
@@ -25,6 +26,11 @@ import { waitFor } from '../support/wait-for';
 
 const DAY = 86_400_000;
 const db = testDatabase('postgres');
+const policyOf = (premake: number): OutboxPartitionPolicy => ({
+  premake,
+  retentionMs: DAY,
+  deadRetentionMs: null,
+});
 
 /** Midnight UTC `days` days before today's. */
 const dayStart = (days: number): Date =>
@@ -326,6 +332,52 @@ SELECT gen_random_uuid(), 'orders', $1, 't', '{}', $2::text, $3::timestamptz + i
       const week = scope.open({ table, options: { partitioning: { interval: 'week' } } });
       await expect(week).rejects.toThrow("set partitioning.interval to 'day' as the table is made");
     });
+
+    it('outboxMigrations({ partitioning }) makes the partitioned table, and refuses a plain one', async () => {
+      const table = uniqueTable('outbox_pm');
+      const migrationsTable = `${table}_migrations`;
+      const ds = new DataSource({
+        ...scope.ds.options,
+        entities: [],
+        synchronize: false,
+        migrations: outboxMigrations({ tableName: table, partitioning: { interval: 'week' } }),
+        migrationsTableName: migrationsTable,
+      });
+      await ds.initialize();
+      scope.defer(async () => {
+        await ds.query(`DROP TABLE IF EXISTS "${migrationsTable}"`);
+        await dropOutboxTable(scope.ds, table);
+        await ds.destroy();
+      });
+      expect(await ds.runMigrations()).toHaveLength(3);
+      const { layout } = await outboxPartitions(typeormSqlPort(scope.ds), {
+        tableName: table,
+      }).status(policyOf(1), false);
+      expect(layout).toEqual({ kind: 'partitioned', interval: 'week' });
+      const publisher = new RecordingPublisher();
+      const app = await apps.boot(publisher, table);
+      const [id] = await app.enqueue([msg('k', { n: 1 }, { dedupeKey: 'once' })]);
+      expect(await app.enqueue([msg('k', { n: 1 }, { dedupeKey: 'once' })])).toEqual([id]);
+      await app.runUntilIdle();
+      expect(publisher.messageIds).toEqual([id]);
+
+      const plain = await scope.table('outbox_pq');
+      const onPlain = new DataSource({
+        ...scope.ds.options,
+        entities: [],
+        synchronize: false,
+        migrations: outboxMigrations({ tableName: plain, partitioning: { interval: 'day' } }),
+        migrationsTableName: `${plain}_migrations`,
+      });
+      await onPlain.initialize();
+      scope.defer(async () => {
+        await onPlain.query(`DROP TABLE IF EXISTS "${plain}_migrations"`);
+        await onPlain.destroy();
+      });
+      await expect(onPlain.runMigrations()).rejects.toThrow(
+        'does not convert it to a table partitioned by day by itself',
+      );
+    }, 30_000);
 
     it('refuses to convert a plain table, listing the manual steps', async () => {
       const plain = await scope.table('outbox_pq');
