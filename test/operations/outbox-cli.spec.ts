@@ -732,6 +732,10 @@ VALUES ('${randomUUID()}', 'orders', 't', '{}', '{}', 'delivered', '${stamp(new 
       );
       expect(created.code).toBe(0);
       expect(created.stdout).toContain(`partitioned by day (2 partitions ahead`);
+      const schema = await outbox(['schema', 'status', '--table', table], url);
+      expect(schema.stdout).toContain(
+        'Layout: partitioned by day (see "outbox partitions status").',
+      );
       const old = await pastPartition(table, 3);
 
       const status = await outboxJson<{

@@ -9,6 +9,7 @@ import { typeormSqlPort } from '../../orm/typeorm/typeorm.sql-port';
 import { createOutboxStore } from '../../store/create-outbox-store';
 import { ensureOutboxTable } from '../../orm/typeorm/typeorm-tables';
 import {
+  outboxDatabase,
   outboxDialectOf,
   outboxTableDdl,
   tableNamesFor,
@@ -214,7 +215,12 @@ async function schemaMigrate(args: CliArgs, db: CliDatabase): Promise<CliResult>
 async function schemaStatus(args: CliArgs, db: CliDatabase): Promise<CliResult> {
   return withDatabase(db, false, async (dataSource) => {
     const status = await outboxSchemaStatus(typeormSqlPort(dataSource), tableOptions(args));
-    const { table } = tableNamesFor(db.dialect, tableOptions(args));
+    const names = tableNamesFor(db.dialect, tableOptions(args));
+    const { table } = names;
+    const layout = await outboxDatabase(db.dialect).partitioned?.layout(
+      (statement, params) => dataSource.query(statement, params),
+      names,
+    );
     const upToDate = status.version === status.latest;
     const width = Math.max(...status.parts.map((p) => p.part.length));
     const lines = [
@@ -228,6 +234,11 @@ async function schemaStatus(args: CliArgs, db: CliDatabase): Promise<CliResult> 
         : [
             `Run "outbox schema migrate" (same DATABASE_URL${args.table === 'outbox' ? '' : ', --table'}${args.schema === null ? '' : ', --schema'}), or run the DataSource's ...outboxMigrations(), to bring it up to date.`,
           ]),
+      ...(layout === undefined || layout.kind === 'missing'
+        ? []
+        : [
+            `Layout: ${layout.kind === 'partitioned' ? `partitioned by ${layout.interval} (see "outbox partitions status")` : layout.kind === 'plain' ? 'plain (unpartitioned)' : `not the outbox's (${layout.problem})`}.`,
+          ]),
     ];
     return {
       text: lines.join('\n'),
@@ -239,6 +250,8 @@ async function schemaStatus(args: CliArgs, db: CliDatabase): Promise<CliResult> 
         latest: status.latest,
         upToDate,
         parts: status.parts,
+        // SQLite has only the plain layout.
+        layout: layout ?? { kind: status.version === 0 ? 'missing' : 'plain' },
       },
     };
   });
