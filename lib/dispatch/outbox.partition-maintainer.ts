@@ -38,6 +38,7 @@ export class OutboxPartitionMaintainer extends IntervalWorker<OutboxPartitionsRe
         created: [],
         dropped: [],
         kept: [],
+        notCreated: [],
       };
     }
     const report = await outboxPartitions(this.sql, this.options).maintain(
@@ -54,6 +55,9 @@ export class OutboxPartitionMaintainer extends IntervalWorker<OutboxPartitionsRe
       this.logger.log(`Created partitions ${report.created.join(', ')}`);
     if (report.dropped.length > 0)
       this.logger.log(`Dropped partitions ${report.dropped.join(', ')}`);
+    for (const { name, reason } of report.notCreated) {
+      this.logger.warn(`Could not create partition ${name}: ${reason}`);
+    }
     for (const { name, reason } of report.kept) {
       this.logger.log(`Kept partition ${name} past its retention: it ${reason}`);
     }

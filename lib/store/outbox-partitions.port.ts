@@ -60,6 +60,11 @@ export interface OutboxPartitionsReport {
   readonly dropped: readonly string[];
   /** Partitions past retention that stay, and why. */
   readonly kept: readonly { readonly name: string; readonly reason: string }[];
+  /**
+   * Partitions it could not create, and why (PostgreSQL: rows of their range already sit in
+   * the catch-all partition, which the maintainer never moves by itself).
+   */
+  readonly notCreated: readonly { readonly name: string; readonly reason: string }[];
 }
 
 /** The partition operations of one database (PostgreSQL, MySQL/MariaDB). */

@@ -787,6 +787,7 @@ VALUES ('${randomUUID()}', 'orders', 't', '{}', '{}', 'delivered', '${stamp(new 
         created: ahead,
         dropped: [old],
         kept: [],
+        notCreated: [],
       });
       const done = await outbox(
         ['partitions', 'maintain', '--premake', '4', '--retention', '1d', '--table', table],

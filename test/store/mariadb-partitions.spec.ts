@@ -165,6 +165,7 @@ VALUES (UUID(), 'orders', ?, 't', '{}', '{}', ?, ? + INTERVAL 1 HOUR, UTC_TIMEST
         created: wanted,
         dropped: [],
         kept: [],
+        notCreated: [],
       });
       expect((await partitions.status(ahead, false)).missing).toEqual(wanted);
       expect(await partitions.maintain(ahead, false)).toMatchObject({ created: wanted });

@@ -698,6 +698,7 @@ async function partitionsMaintain(args: CliArgs, dataSource: DataSource): Promis
             ? `${args.dryRun ? 'Would drop' : 'Dropped'} no partition.`
             : `${would}${args.dryRun ? 'drop' : 'Dropped'} ${report.dropped.join(', ')}.`,
           ...report.kept.map((k) => `Kept ${k.name}: it ${k.reason}.`),
+          ...report.notCreated.map((k) => `Could not create ${k.name}: ${k.reason}.`),
         ];
   // Skipped because the table is not one the outbox partitions: a failure the operator must see.
   const failed = report.skipped !== null && !report.skipped.startsWith('another instance');

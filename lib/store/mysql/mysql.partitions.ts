@@ -128,6 +128,7 @@ export class MysqlPartitions implements OutboxPartitionsPort {
       created: [],
       dropped: [],
       kept: [],
+      notCreated: [],
     });
     let dropped: ListedPartition[] = [];
     return this.sql
@@ -188,7 +189,15 @@ export class MysqlPartitions implements OutboxPartitionsPort {
     };
     let drop = await droppable();
     const created = missing.map((r) => partitionSuffix(r.from));
-    if (dryRun) return { dryRun, skipped: null, created, dropped: drop.map((p) => p.name), kept };
+    if (dryRun)
+      return {
+        dryRun,
+        skipped: null,
+        created,
+        dropped: drop.map((p) => p.name),
+        kept,
+        notCreated: [],
+      };
     const [wait] = await rows<{ seconds: number | string }>(
       tx,
       'SELECT @@SESSION.lock_wait_timeout AS seconds',
@@ -217,7 +226,14 @@ export class MysqlPartitions implements OutboxPartitionsPort {
       );
     }
     onDropped(drop);
-    return { dryRun, skipped: null, created, dropped: drop.map((p) => p.name), kept };
+    return {
+      dryRun,
+      skipped: null,
+      created,
+      dropped: drop.map((p) => p.name),
+      kept,
+      notCreated: [],
+    };
   }
 
   /** The database's clock (UTC, as the table's timestamps). */

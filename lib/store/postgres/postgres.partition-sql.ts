@@ -94,6 +94,11 @@ export function postgresPartitionCounts(partition: string): string {
   return `SELECT status, count(*)::int AS n FROM ${partition} GROUP BY status`;
 }
 
+/** $1, $2 a range: whether the catch-all partition holds rows of it (read in full: normally empty). */
+export function postgresRowsInRange(catchAll: string): string {
+  return `SELECT EXISTS (SELECT 1 FROM ${catchAll} WHERE created_at >= $1::timestamptz AND created_at < $2::timestamptz) AS held`;
+}
+
 /** $1, $2 a dropped partition's range: the guard rows of the rows it held. */
 export function postgresPruneIds(n: OutboxTableNames): string {
   return `DELETE FROM ${n.idsTable} WHERE created_at >= $1::timestamptz AND created_at < $2::timestamptz`;

@@ -30,6 +30,7 @@ import {
   postgresPartitionCounts,
   postgresPruneIds,
   postgresPruneOrphanAttempts,
+  postgresRowsInRange,
 } from './postgres.partition-sql';
 
 /**
@@ -137,6 +138,7 @@ export class PostgresPartitions implements OutboxPartitionsPort {
       created: [],
       dropped: [],
       kept: [],
+      notCreated: [],
     });
     return this.sql
       .transaction(async (tx) => {
@@ -171,13 +173,39 @@ export class PostgresPartitions implements OutboxPartitionsPort {
           if (reason === null) droppable.push(p);
           else kept.push({ name: p.name, reason });
         }
-        const created = missing.map((r) => `${this.n.tableName}_${partitionSuffix(r.from)}`);
-        if (dryRun)
-          return {
-            report: { dryRun, skipped: null, created, dropped: droppable.map((p) => p.name), kept },
-            dropped: [],
-          };
-        for (const r of missing) await tx.query(postgresCreatePartition(this.n, r));
+        // A range whose rows already sit in the catch-all cannot be created (PostgreSQL refuses
+        // a partition whose rows the default partition holds): say so instead of failing the
+        // whole run on every run.
+        const catchAll = listed.find((p) => p.range === null);
+        const creatable: PartitionRange[] = [];
+        const notCreated: { name: string; reason: string }[] = [];
+        for (const r of missing) {
+          const name = `${this.n.tableName}_${partitionSuffix(r.from)}`;
+          const [held] =
+            catchAll === undefined
+              ? []
+              : await rows<{ held: boolean }>(tx, postgresRowsInRange(catchAll.quoted), [
+                  r.from.toISOString(),
+                  r.to.toISOString(),
+                ]);
+          if (held?.held === true) {
+            notCreated.push({
+              name,
+              reason: `${catchAll?.name ?? 'the catch-all partition'} holds rows of its range (the maintainer fell behind): move them by hand (docs/partitioning.md)`,
+            });
+          } else creatable.push(r);
+        }
+        const created = creatable.map((r) => `${this.n.tableName}_${partitionSuffix(r.from)}`);
+        const report = (dropped: readonly ListedPartition[]) => ({
+          dryRun,
+          skipped: null,
+          created,
+          dropped: dropped.map((p) => p.name),
+          kept,
+          notCreated,
+        });
+        if (dryRun) return { report: report(droppable), dropped: [] };
+        for (const r of creatable) await tx.query(postgresCreatePartition(this.n, r));
         if (droppable.length > 0) {
           // Under the table's exclusive lock nothing can change a row of the partition between
           // the check and the drop (an operator's retry, a resequenced dead letter): check again.
@@ -191,10 +219,7 @@ export class PostgresPartitions implements OutboxPartitionsPort {
           droppable = still;
           for (const p of droppable) await tx.query(`DROP TABLE ${p.quoted}`);
         }
-        return {
-          report: { dryRun, skipped: null, created, dropped: droppable.map((p) => p.name), kept },
-          dropped: droppable,
-        };
+        return { report: report(droppable), dropped: droppable };
       })
       .then(async ({ report, dropped }) => {
         // After the commit, outside the lock: the guard rows and the attempt history of the
