@@ -55,6 +55,7 @@ import { p7 } from './scenarios/p7-history';
 import { p8 } from './scenarios/p8-idle-rss';
 import { p9 } from './scenarios/p9-blocked-backlog';
 import { p10 } from './scenarios/p10-cleanup';
+import { p11 } from './scenarios/p11-partition-drop';
 import { profileDrain } from './scenarios/profile-drain';
 import { c1 } from './scenarios/c1-console-10m';
 
@@ -69,6 +70,7 @@ const SCENARIOS: Record<string, (ctx: BenchContext) => Promise<ScenarioResult>> 
   P8: p8,
   P9: p9,
   P10: p10,
+  P11: p11,
   C1: c1,
 };
 /** Scenarios run only when named with --only: C1 fills a 10-million-row table (minutes, GBs). */

@@ -40,6 +40,7 @@ export type {
   OutboxOrderingOptions,
   OutboxCleanerOptions,
   OutboxUnlockerOptions,
+  OutboxPartitioningOptions,
 } from './options/outbox.options';
 export {
   OUTBOX_HEADER_MESSAGE_ID,
@@ -116,6 +117,7 @@ export { PublisherUnavailableError } from './errors/publisher-unavailable.error'
 export { PublishTimeoutError } from './errors/publish-timeout.error';
 export { OutboxDatabaseTimeoutError } from './errors/outbox-database-timeout.error';
 export { OutboxBridgeError, type OutboxBridgeErrorReason } from './errors/outbox-bridge.error';
+export { OutboxTableLayoutError } from './errors/outbox-table-layout.error';
 
 export { createOutboxMigration } from './orm/typeorm/outbox-table.migration';
 export { outboxMigrations } from './orm/typeorm/outbox-migrations';
@@ -133,6 +135,17 @@ export {
 export { OutboxDispatcher, type OutboxDispatcherStatus } from './dispatch/outbox.dispatcher';
 export { OutboxUnlocker } from './dispatch/outbox.unlocker';
 export { OutboxCleaner, type OutboxCleanReport } from './dispatch/outbox.cleaner';
+export { OutboxPartitionMaintainer } from './dispatch/outbox.partition-maintainer';
+export { outboxPartitions } from './store/outbox-partitions';
+export type {
+  OutboxPartition,
+  OutboxPartitionPolicy,
+  OutboxPartitionRows,
+  OutboxPartitionsPort,
+  OutboxPartitionsReport,
+  OutboxPartitionsStatus,
+  OutboxTableLayout,
+} from './store/outbox-partitions.port';
 
 export {
   fromClsTransactionHost,

@@ -34,7 +34,7 @@ export const OUTBOX_INSTANCE_NAME = Symbol('nestjs-outbox:instance-name');
  */
 export function outboxTimerName(
   instance: string,
-  worker: 'dispatcher' | 'unlocker' | 'cleaner',
+  worker: 'dispatcher' | 'unlocker' | 'cleaner' | 'partitions',
 ): string {
   return instance === DEFAULT_OUTBOX_NAME
     ? `nestjs-outbox:${worker}`

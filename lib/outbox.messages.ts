@@ -166,6 +166,18 @@ export const OutboxMessages = {
   ormTransactionRequired: (handle: string, fix: string): string =>
     `OutboxService.enqueue() needs the handle of an open transaction, not ${handle}: ${fix} ` +
     'Writing an outbox row outside the business transaction would break the outbox guarantee.',
+  tableLayoutMismatch: (table: string, expected: string, found: string, fix: string): string =>
+    `The outbox table ${table} is ${found}, but the options ask for ${expected}: ${fix}`,
+  partitioningUnsupported: (dialect: string): string =>
+    `The outbox cannot partition its table on ${dialect}: only PostgreSQL and MySQL/MariaDB ` +
+    `have partitioned tables. Leave the partitioning option out (the plain table and its ` +
+    `cleaner serve ${dialect}).`,
+  /** `steps`: the SQL that converts the table by hand, one statement per line. */
+  partitionConversionRefused: (table: string, interval: string, steps: string): string =>
+    `The outbox table ${table} exists unpartitioned; the outbox does not convert it to a ` +
+    `table partitioned by ${interval} by itself, because that rewrites every row under an ` +
+    `exclusive lock (enqueues and claims wait for the whole copy). Convert it by hand in a ` +
+    `quiet moment (docs/partitioning.md, "Converting a plain table"):\n${steps}`,
   /** `library`: the ORM and driver; `fix`: what it accepts instead. */
   ormUnsupportedClient: (library: string, fix: string): string =>
     `The outbox cannot run on ${library}: ${fix}`,

@@ -22,7 +22,11 @@ import {
 import type { OutboxModuleOptions } from './options/outbox.options';
 import { OutboxService } from './outbox.service';
 import { getOutboxToken } from './module/outbox.tokens';
-import { checkInstanceName, checkSoleInstance, namedProviders } from './module/outbox-instance.providers';
+import {
+  checkInstanceName,
+  checkSoleInstance,
+  namedProviders,
+} from './module/outbox-instance.providers';
 import { OutboxMessages } from './outbox.messages';
 import {
   OUTBOX_OPTION_KEYS,
@@ -36,9 +40,10 @@ import { typeormConnection } from './orm/typeorm/typeorm.connection';
 import { OutboxCleaner } from './dispatch/outbox.cleaner';
 import { OutboxDispatcher } from './dispatch/outbox.dispatcher';
 import { OutboxUnlocker } from './dispatch/outbox.unlocker';
+import { OutboxPartitionMaintainer } from './dispatch/outbox.partition-maintainer';
 import { ShutdownHooksCheck } from './module/shutdown-hooks.check';
 
-const WORKERS = [OutboxDispatcher, OutboxUnlocker, OutboxCleaner];
+const WORKERS = [OutboxDispatcher, OutboxUnlocker, OutboxCleaner, OutboxPartitionMaintainer];
 
 const ASYNC_OPTION_KEYS = {
   imports: true,

@@ -147,6 +147,8 @@ export async function dropOutboxTable(ds: DataSource, table: string): Promise<vo
   await ds.query(`DROP TABLE IF EXISTS ${quoteTable(ds, `${table}_attempts`)}`);
   if (dialectOf(ds) === 'mariadb') await ds.query(`DROP TABLE IF EXISTS \`${table}_key_lock\``);
   await ds.query(`DROP TABLE IF EXISTS ${quoteTable(ds, table)}`);
+  // The guard of a partitioned table (P11).
+  await ds.query(`DROP TABLE IF EXISTS ${quoteTable(ds, `${table}_ids`)}`);
 }
 
 /** Empties the table (and restarts its ids) between runs. */
@@ -183,13 +185,21 @@ export async function seedOutbox(
   ds: DataSource,
   table: string,
   count: number,
-  options: { from?: number; topic?: string; status?: 'pending' | 'delivered'; keys?: number } = {},
+  options: {
+    from?: number;
+    topic?: string;
+    status?: 'pending' | 'delivered';
+    keys?: number;
+    /** Created (and delivered) this many days ago, instead of now (PostgreSQL, MariaDB). */
+    ageDays?: number;
+  } = {},
 ): Promise<void> {
   const from = options.from ?? 1;
   const to = from + count - 1;
   const topic = options.topic ?? 'bench';
   const keys = options.keys ?? KEYS;
   const delivered = options.status === 'delivered';
+  const age = options.ageDays ?? 0;
   const t = quoteTable(ds, table);
   switch (dialectOf(ds)) {
     case 'postgres': {
@@ -197,8 +207,8 @@ export async function seedOutbox(
       for (let start = from; start <= to; start += 100_000) {
         const end = Math.min(to, start + 99_999);
         await ds.query(
-          `INSERT INTO ${t} (message_id, topic, message_key, event_type, payload, headers${delivered ? ', status, delivered_at' : ''})
-SELECT gen_random_uuid(), $1, 'k' || (g % $2), 'order.created', ('{"seq":' || g || ',"key":"k' || (g % $2) || '","pad":"' || $3 || '"}')::json, '{}'${delivered ? `, 'delivered', now()` : ''}
+          `INSERT INTO ${t} (message_id, topic, message_key, event_type, payload, headers${delivered ? ', status, delivered_at' : ''}, created_at)
+SELECT gen_random_uuid(), $1, 'k' || (g % $2), 'order.created', ('{"seq":' || g || ',"key":"k' || (g % $2) || '","pad":"' || $3 || '"}')::json, '{}'${delivered ? `, 'delivered', now() - interval '${age} days'` : ''}, now() - interval '${age} days'
 FROM generate_series($4::int, $5::int) AS g ORDER BY g`,
           [topic, keys, PAD, start, end],
         );
@@ -209,8 +219,8 @@ FROM generate_series($4::int, $5::int) AS g ORDER BY g`,
       for (let start = from; start <= to; start += 50_000) {
         const end = Math.min(to, start + 49_999);
         await ds.query(
-          `INSERT INTO ${t} (message_id, topic, message_key, event_type, payload, headers${delivered ? ', status, delivered_at' : ''})
-SELECT UUID(), ?, CONCAT('k', seq % ?), 'order.created', CONCAT('{"seq":', seq, ',"key":"k', seq % ?, '","pad":"', ?, '"}'), '{}'${delivered ? `, 'delivered', UTC_TIMESTAMP(6)` : ''}
+          `INSERT INTO ${t} (message_id, topic, message_key, event_type, payload, headers${delivered ? ', status, delivered_at' : ''}, created_at)
+SELECT UUID(), ?, CONCAT('k', seq % ?), 'order.created', CONCAT('{"seq":', seq, ',"key":"k', seq % ?, '","pad":"', ?, '"}'), '{}'${delivered ? `, 'delivered', UTC_TIMESTAMP(6) - INTERVAL ${age} DAY` : ''}, UTC_TIMESTAMP(6) - INTERVAL ${age} DAY
 FROM seq_${start}_to_${end} ORDER BY seq`,
           [topic, keys, keys, PAD],
         );

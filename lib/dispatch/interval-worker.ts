@@ -6,7 +6,7 @@ import type { ResolvedOutboxOptions } from '../options/resolve-outbox-options';
 import { IntervalRunner } from './interval-runner';
 
 /** The workers that do one piece of work every `options[worker].intervalMs`. */
-export type IntervalWorkerName = 'unlocker' | 'cleaner';
+export type IntervalWorkerName = 'unlocker' | 'cleaner' | 'partitions';
 
 /**
  * A worker that does one piece of work on a timer of its own (see `IntervalRunner`, which keeps
@@ -35,7 +35,14 @@ export abstract class IntervalWorker<T>
   }
 
   start(): void {
-    this.runner.start(this.options[this.worker].intervalMs);
+    const intervalMs = this.intervalMs();
+    if (intervalMs !== null) this.runner.start(intervalMs);
+  }
+
+  /** Time between runs; null when the worker has nothing to do on a timer. */
+  protected intervalMs(): number | null {
+    const worker = this.worker;
+    return worker === 'partitions' ? null : this.options[worker].intervalMs;
   }
 
   /** Does the work now, after the run in progress (if any); resolves to what it did. */

@@ -17,8 +17,8 @@ export interface OutboxCleanReport {
 
 /**
  * Deletes delivered rows past their retention (and dead rows, when configured) in bounded
- * batches, or moves them to the archive with `cleaner.archive`. `runOnce()` deletes what is past
- * retention now.
+ * batches, or moves them to the archive with `cleaner.archive`; on a partitioned table only dead
+ * rows (delivered ones go with their partition). `runOnce()` deletes what is past retention now.
  */
 @Injectable()
 export class OutboxCleaner extends IntervalWorker<OutboxCleanReport> {
@@ -33,7 +33,10 @@ export class OutboxCleaner extends IntervalWorker<OutboxCleanReport> {
 
   protected async work(): Promise<OutboxCleanReport> {
     const { deliveredRetentionMs, deadRetentionMs } = this.options.cleaner;
-    const delivered = await this.purge('delivered', deliveredRetentionMs);
+    // On a partitioned table delivered rows leave with their partition (the maintainer drops
+    // it): deleting them row by row is the cost partitioning is there to avoid.
+    const delivered =
+      this.options.partitioning === null ? await this.purge('delivered', deliveredRetentionMs) : 0;
     const dead = deadRetentionMs === null ? 0 : await this.purge('dead', deadRetentionMs);
     return { delivered, dead };
   }

@@ -21,6 +21,7 @@ import type { ResolvedOutboxOptions } from '../options/resolve-outbox-options';
 import { OutboxCleaner } from '../dispatch/outbox.cleaner';
 import { OutboxDispatcher } from '../dispatch/outbox.dispatcher';
 import { OutboxUnlocker } from '../dispatch/outbox.unlocker';
+import { OutboxPartitionMaintainer } from '../dispatch/outbox.partition-maintainer';
 
 // What makes one OutboxModule instance distinct from another in the same app: its name, checked
 // and unique, and, for a named instance, providers under tokens of its own.
@@ -113,6 +114,15 @@ export function namedProviders(workers: boolean, name: string): Provider[] {
         store: OutboxStore,
         scheduler: SchedulerRegistry | undefined,
       ) => new OutboxCleaner(options, store, scheduler),
+    },
+    {
+      provide: token(OutboxPartitionMaintainer),
+      inject: [OUTBOX_OPTIONS, OUTBOX_SQL, registry],
+      useFactory: (
+        options: ResolvedOutboxOptions,
+        sql: SqlPort,
+        scheduler: SchedulerRegistry | undefined,
+      ) => new OutboxPartitionMaintainer(options, sql, scheduler),
     },
   ];
 }

@@ -5,6 +5,7 @@ import { OutboxService } from '../outbox.service';
 import { OutboxCleaner } from '../dispatch/outbox.cleaner';
 import { OutboxDispatcher } from '../dispatch/outbox.dispatcher';
 import { OutboxUnlocker } from '../dispatch/outbox.unlocker';
+import { OutboxPartitionMaintainer } from '../dispatch/outbox.partition-maintainer';
 
 /** The providers an `OutboxModule` instance exports. */
 export type OutboxProviderType =
@@ -12,7 +13,8 @@ export type OutboxProviderType =
   | typeof OutboxAdmin
   | typeof OutboxDispatcher
   | typeof OutboxUnlocker
-  | typeof OutboxCleaner;
+  | typeof OutboxCleaner
+  | typeof OutboxPartitionMaintainer;
 
 /**
  * The injection token of one provider of the `OutboxModule` instance named `name`: the class

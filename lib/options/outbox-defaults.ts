@@ -4,6 +4,7 @@ import type { OutboxObserver } from '../observers/outbox-observer.interface';
 import { DEFAULT_OUTBOX_NAME } from '../outbox.constants';
 import type {
   OutboxCleanerOptions,
+  OutboxPartitioningOptions,
   OutboxDispatcherOptions,
   OutboxModuleExtras,
   OutboxModuleOptions,
@@ -81,6 +82,7 @@ export const OUTBOX_DEFAULTS = deepFreeze({
     retry: { described: 'the defaults of its keys' },
     unlocker: { described: 'the defaults of its keys' },
     cleaner: { described: 'the defaults of its keys' },
+    partitioning: { described: 'the defaults of its keys' },
     observer: { described: 'none', make: (): OutboxObserver => ({}) },
     headersProvider: { described: 'none' },
   } satisfies Defaults<OutboxModuleOptions>,
@@ -121,6 +123,12 @@ export const OUTBOX_DEFAULTS = deepFreeze({
     batchSize: { value: 1_000 },
     archive: { value: false },
   } satisfies Defaults<OutboxCleanerOptions>,
+  partitioning: {
+    interval: { described: 'required' },
+    retention: { value: '7d' },
+    premake: { value: 3 },
+    maintainIntervalMs: { value: 3_600_000 },
+  } satisfies Defaults<OutboxPartitioningOptions>,
 } as const);
 
 /** The defaults of the module's extras (`forRoot()`'s options that decide which providers exist). */

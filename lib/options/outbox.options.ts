@@ -86,6 +86,27 @@ export interface OutboxCleanerOptions {
   archive?: boolean;
 }
 
+/**
+ * A time-partitioned outbox table (PostgreSQL and MySQL/MariaDB; SQLite keeps its plain table):
+ * rows are partitioned by `created_at`, and retention drops whole partitions instead of deleting
+ * rows. See docs/partitioning.md.
+ */
+export interface OutboxPartitioningOptions {
+  /** The span of time one partition holds (UTC; weeks start on Monday). */
+  interval: 'day' | 'week' | 'month';
+  /**
+   * How long delivered rows are kept: a partition is dropped once its whole range is older than
+   * this and every row in it is final (delivered this long ago, or dead past
+   * `cleaner.deadRetentionMs`). Milliseconds, or a count of `m`, `h`, `d` or `w` (`'30d'`).
+   * At least `dispatcher.leaseMs`. @default '7d'
+   */
+  retention?: number | string;
+  /** Partitions kept created ahead of the current one, from 1 to 1000. @default 3 */
+  premake?: number;
+  /** How often the partition maintainer runs. @default 3600000 (1 hour) */
+  maintainIntervalMs?: number;
+}
+
 export interface OutboxUnlockerOptions {
   /** How often expired leases are cleared. @default 30000 */
   intervalMs?: number;
@@ -123,6 +144,12 @@ export interface OutboxModuleOptions {
   retry?: OutboxRetryOptions;
   unlocker?: OutboxUnlockerOptions;
   cleaner?: OutboxCleanerOptions;
+  /**
+   * Time-partition the outbox table and drop old partitions instead of deleting rows; the
+   * table must have been made partitioned (`outbox schema migrate --partition-by <interval>`).
+   * Left out, the table is plain (the default).
+   */
+  partitioning?: OutboxPartitioningOptions;
   /** Metrics and tracing hooks. @default none */
   observer?: OutboxObserver;
   /**

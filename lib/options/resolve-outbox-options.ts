@@ -12,6 +12,7 @@ import type {
   OutboxModuleExtras,
   OutboxModuleOptions,
   OutboxOrderingOptions,
+  OutboxPartitioningOptions,
   OutboxRetryOptions,
   OutboxUnlockerOptions,
 } from './outbox.options';
@@ -31,6 +32,10 @@ import {
   type ResolvedRetryOptions,
   type ResolvedUnlockerOptions,
 } from './resolve-group-options';
+import {
+  resolvePartitioningOptions,
+  type ResolvedPartitioningOptions,
+} from './resolve-partitioning-options';
 import {
   resolveAmbientTransaction,
   resolveDatabase,
@@ -60,6 +65,8 @@ export interface ResolvedOutboxOptions {
   readonly retry: ResolvedRetryOptions;
   readonly unlocker: ResolvedUnlockerOptions;
   readonly cleaner: ResolvedCleanerOptions;
+  /** null: a plain (unpartitioned) table. */
+  readonly partitioning: ResolvedPartitioningOptions | null;
   readonly observer: OutboxObserver;
   readonly headersProvider: (() => Readonly<Record<string, string>> | undefined) | undefined;
 }
@@ -87,6 +94,7 @@ export const OUTBOX_OPTION_KEYS = {
     retry: true,
     unlocker: true,
     cleaner: true,
+    partitioning: true,
     observer: true,
     headersProvider: true,
   } satisfies Record<keyof OutboxModuleOptions, true>,
@@ -122,6 +130,12 @@ export const OUTBOX_OPTION_KEYS = {
     batchSize: true,
     archive: true,
   } satisfies Record<keyof OutboxCleanerOptions, true>,
+  partitioning: {
+    interval: true,
+    retention: true,
+    premake: true,
+    maintainIntervalMs: true,
+  } satisfies Record<keyof OutboxPartitioningOptions, true>,
 } satisfies KnownOptionKeys;
 
 // `forRoot()` strips these before the options reach the resolver; found here, they came from a
@@ -168,6 +182,16 @@ export function resolveOutboxOptions(
   const dispatcher = resolveDispatcherOptions(options.dispatcher);
   const retry = resolveRetryOptions(options.retry);
   const cleaner = resolveCleanerOptions(options.cleaner);
+  const partitioning = resolvePartitioningOptions(options.partitioning, dispatcher.leaseMs);
+  if (partitioning !== null && cleaner.archive) {
+    // The maintainer drops a partition whole: its delivered rows would never pass the cleaner,
+    // so an archive would silently miss them.
+    fail(
+      'cleaner.archive',
+      'true cannot be combined with partitioning: delivered rows leave with their dropped partition and never reach the archive',
+      'Leave cleaner.archive off on a partitioned table (keep old partitions longer with partitioning.retention), or use a plain table to archive.',
+    );
+  }
   const observer = resolveObserver(options.observer);
   const headersProvider = resolveHeadersProvider(options.headersProvider);
   return {
@@ -193,6 +217,7 @@ export function resolveOutboxOptions(
     retry,
     unlocker: resolveUnlockerOptions(options.unlocker),
     cleaner,
+    partitioning,
     observer,
     headersProvider,
   };

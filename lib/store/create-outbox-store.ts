@@ -7,6 +7,8 @@ import type { OutboxStoreContext } from './outbox-database';
 import type { SqlPort } from './sql-port';
 import { payloadColumnsProbe } from './payload-columns';
 import { outboxDatabase, outboxDialectOf, tableNamesFor } from './outbox-dialect';
+import type { ResolvedPartitioningOptions } from '../options/resolve-partitioning-options';
+import { checkTableLayout } from './table-layout';
 
 /** Picks the store for the port's database; opens what the dispatcher needs when asked. */
 export async function createOutboxStore(
@@ -17,6 +19,11 @@ export async function createOutboxStore(
     ordering?: { enabled: boolean; onDeadLetter: 'block' | 'skip' };
     dispatcher?: { dbTimeoutMs: number };
     cleaner?: { archive: boolean };
+    /**
+     * The layout the table must have: null a plain table, else partitioned by this interval;
+     * left out, the table's own layout is used as it is (tools that do not know the options).
+     */
+    partitioning?: Pick<ResolvedPartitioningOptions, 'interval' | 'premake'> | null;
   },
   dispatch: { enabled: boolean; notify: boolean },
 ): Promise<OutboxStore> {
@@ -93,12 +100,17 @@ export async function createOutboxStore(
       }
     }
   }
+  // Before the store is made: its statements differ by layout (the partitioned table's guard).
+  const partitioned = await checkTableLayout(sql, database, names, table.partitioning, {
+    creating: false,
+  });
   const context: OutboxStoreContext = {
     names,
     policy,
     timeoutMs,
     table: { tableName: table.tableName, schema: table.schema ?? null },
     dispatch,
+    partitioned,
   };
   if (sql.isConnected) await database.checkTable?.(sql, context);
   return database.createStore(sql, context);

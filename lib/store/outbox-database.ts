@@ -1,3 +1,6 @@
+import type { PartitionInterval } from '../options/resolve-partitioning-options';
+import type { OutboxPartitionsPort, OutboxTableLayout } from './outbox-partitions.port';
+import type { PartitionRange } from './partition-range';
 import type { InboxTableNames } from './sql-identifier';
 import type { AdminDialect } from './admin-dialect';
 import type { OutboxQueuePolicy, OutboxStore } from './outbox-store.port';
@@ -16,6 +19,37 @@ export interface OutboxStoreContext {
   /** The table as the options named it, for messages and lock namespaces. */
   readonly table: { readonly tableName: string; readonly schema: string | null };
   readonly dispatch: { readonly enabled: boolean; readonly notify: boolean };
+  /** Whether the table is time-partitioned (`OutboxDatabase.partitioned`). */
+  readonly partitioned: boolean;
+}
+
+/**
+ * The time-partitioned layout of the outbox table on one database (docs/partitioning.md): the
+ * same columns as the plain table, partitioned by RANGE on `created_at`, with the
+ * `<table>_ids` guard in place of UNIQUE (message_id).
+ */
+export interface PartitionedTables {
+  /** The partitioned table, its guard and catch-all, and partitions for `ranges`. */
+  createTable(
+    n: OutboxTableNames,
+    interval: PartitionInterval,
+    ranges: readonly PartitionRange[],
+  ): string[];
+  /** Drops what the layout adds beside the table (the guard); the table's own drop does the rest. */
+  dropTable(n: OutboxTableNames): string[];
+  /** How the existing table is laid out (read only). */
+  layout(run: StatementRunner, n: OutboxTableNames): Promise<OutboxTableLayout>;
+  /** Its partitions: status and maintenance. */
+  partitions(sql: SqlPort, n: OutboxTableNames): OutboxPartitionsPort;
+  /**
+   * The statements that convert a plain table by hand (the outbox refuses to: see
+   * `OutboxMessages.partitionConversionRefused`), after `createTable`'s own.
+   */
+  conversionSteps(
+    n: OutboxTableNames,
+    interval: PartitionInterval,
+    ranges: readonly PartitionRange[],
+  ): string[];
 }
 
 /**
@@ -66,6 +100,8 @@ export interface OutboxDatabase<D extends string = string> {
   /** Bootstrap checks beyond the column probe every database gets; throws to refuse to start. */
   checkTable?(sql: SqlPort, context: OutboxStoreContext): Promise<void>;
   createStore(sql: SqlPort, context: OutboxStoreContext): Promise<OutboxStore>;
+  /** The partitioned layout; absent where the database has none (SQLite). */
+  readonly partitioned?: PartitionedTables;
   readonly admin: AdminDialect;
   readonly inbox: InboxSql;
 }

@@ -1,6 +1,13 @@
 import { OutboxOptionsError } from '../errors/outbox-options.error';
+import type { OutboxPartitioningOptions } from '../options/outbox.options';
+import {
+  resolvePartitioningOptions,
+  type ResolvedPartitioningOptions,
+} from '../options/resolve-partitioning-options';
 import { OutboxMessages } from '../outbox.messages';
 import type { OutboxDatabase } from './outbox-database';
+import { checkTableLayout, partitionedTablesOf } from './table-layout';
+import { rangesAhead } from './partition-range';
 import { OUTBOX_DATABASES, outboxDatabaseOf, type OutboxDriverType } from './outbox-databases';
 import { assertIdentifier, outboxTableNames, type OutboxTableNames } from './sql-identifier';
 import type { SqlPort } from './sql-port';
@@ -36,6 +43,17 @@ export interface OutboxTableOptions {
   tableName?: string;
   /** PostgreSQL schema, or MySQL database. @default the connection's */
   schema?: string;
+  /**
+   * Make the table time-partitioned (PostgreSQL, MySQL/MariaDB): `interval` and `premake` as
+   * the module's `partitioning` option, whose object may be passed as it is.
+   * @default none (a plain table)
+   */
+  partitioning?: OutboxPartitioningOptions;
+}
+
+/** `options.partitioning` checked (the lease is the module's business: not checked here). */
+export function tablePartitioning(options: OutboxTableOptions): ResolvedPartitioningOptions | null {
+  return resolvePartitioningOptions(options.partitioning, 0);
 }
 
 export function tableNamesFor(
@@ -58,7 +76,16 @@ export function tableNamesFor(
 export function outboxTableDdl(dialect: OutboxDialect, options: OutboxTableOptions = {}): string[] {
   const database = OUTBOX_DATABASES[dialect];
   const names = tableNamesFor(dialect, options);
-  return [...database.createTable(names), ...database.createHistoryTable(names)];
+  const partitioning = tablePartitioning(options);
+  const table =
+    partitioning === null
+      ? database.createTable(names)
+      : partitionedTablesOf(database).createTable(
+          names,
+          partitioning.interval,
+          rangesAhead(partitioning.interval, new Date(), partitioning.premake),
+        );
+  return [...table, ...database.createHistoryTable(names)];
 }
 
 /**
@@ -90,7 +117,12 @@ export function outboxTableDropDdl(
 ): string[] {
   const database = OUTBOX_DATABASES[dialect];
   const names = tableNamesFor(dialect, options);
-  return [...database.dropHistoryTable(names), ...database.dropTable(names)];
+  return [
+    ...database.dropHistoryTable(names),
+    ...database.dropTable(names),
+    // The partitioned layout's guard, if the table had it.
+    ...(database.partitioned?.dropTable(names) ?? []),
+  ];
 }
 
 /** Creates the outbox table if it does not exist, and brings an older one up to date. */
@@ -99,6 +131,16 @@ export async function createOutboxTable(
   options: OutboxTableOptions = {},
 ): Promise<void> {
   const dialect = outboxDialectOf(sql.databaseType);
+  // A table already there must have the layout asked for: a plain one is never converted here.
+  await checkTableLayout(
+    sql,
+    OUTBOX_DATABASES[dialect],
+    tableNamesFor(dialect, options),
+    tablePartitioning(options),
+    {
+      creating: true,
+    },
+  );
   for (const statement of outboxTableDdl(dialect, options)) {
     await sql.query(statement);
   }

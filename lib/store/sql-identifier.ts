@@ -43,11 +43,18 @@ export interface OutboxTableNames {
   readonly attemptsTable: string;
   /** Quoted archive table, `<table>_archive`: where the cleaner moves rows when asked to. */
   readonly archiveTable: string;
+  /**
+   * Quoted `<table>_ids`: on a partitioned table, the unpartitioned guard that keeps supplied
+   * message ids unique (see docs/partitioning.md).
+   */
+  readonly idsTable: string;
   /** Unquoted names, for index names and notifications. */
   readonly tableName: string;
   readonly schema: string | null;
   /** Quotes an index or constraint name derived from the table name. */
   readonly quote: (name: string) => string;
+  /** Quotes a table name derived from the table name (a partition) and qualifies it like the table. */
+  readonly qualify: (name: string) => string;
 }
 
 export type IdentifierQuoting = 'double' | 'backtick';
@@ -70,9 +77,11 @@ export function outboxTableNames(
     lockTable: qualify(`${tableName}_key_lock`),
     attemptsTable: qualify(`${tableName}_attempts`),
     archiveTable: qualify(`${tableName}_archive`),
+    idsTable: qualify(`${tableName}_ids`),
     tableName,
     schema,
     quote,
+    qualify,
   };
 }
 

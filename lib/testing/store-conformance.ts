@@ -14,6 +14,8 @@ import type {
 } from '../store/outbox-store.port';
 import type { SqlPort, SqlRunner } from '../store/sql-port';
 import { ATTEMPT_HISTORY_LIMIT } from '../store/attempt-history';
+import type { OutboxPartitioningOptions } from '../options/outbox.options';
+import { outboxPartitions } from '../store/outbox-partitions';
 
 /**
  * A SQL port on one database for the store conformance suite: the port under test, and the
@@ -32,6 +34,11 @@ export interface StoreConformanceFixture {
 
 export interface StoreConformanceTarget {
   readonly name: string;
+  /**
+   * Runs the suite on time-partitioned tables (PostgreSQL, MySQL/MariaDB), as the module's
+   * `partitioning` option makes them. @default plain tables
+   */
+  readonly partitioning?: OutboxPartitioningOptions;
   /** A fresh fixture per case. The suite creates (and drops) an outbox table of its own. */
   setUp(): Promise<StoreConformanceFixture>;
 }
@@ -118,7 +125,14 @@ async function withStore(
   const names = tableNamesFor(dialect, { tableName });
   let store: OutboxStore | undefined;
   try {
-    await createOutboxTable(fixture.sql, { tableName });
+    await createOutboxTable(fixture.sql, { tableName, partitioning: target.partitioning });
+    if (target.partitioning !== undefined) {
+      const { layout } = await outboxPartitions(fixture.sql, { tableName }).status(
+        { premake: 1, retentionMs: 86_400_000, deadRetentionMs: null },
+        false,
+      );
+      same(layout, { kind: 'partitioned', interval: target.partitioning.interval }, 'table layout');
+    }
     const opened = await createOutboxStore(
       fixture.sql,
       {
@@ -126,6 +140,10 @@ async function withStore(
         schema: null,
         ordering: { enabled: true, onDeadLetter: 'block' },
         dispatcher: { dbTimeoutMs: 10_000 },
+        partitioning:
+          target.partitioning === undefined
+            ? null
+            : { interval: target.partitioning.interval, premake: 1 },
       },
       { enabled: true, notify: false },
     );
@@ -583,6 +601,52 @@ const CASES: readonly { name: string; run(context: Context): Promise<void> }[] =
       same(
         (await rows()).map((r) => r.messageId),
         [first.messageId, second.messageId],
+      );
+    },
+  },
+  {
+    name: 'a message id deleted with its row may be enqueued again; concurrent writers of one id write it once',
+    async run({ store, claim, enqueue, rows, fixture }) {
+      const dead = message('k', { messageId: randomUUID() });
+      await enqueue([dead]);
+      const batch = await claim(1);
+      same(
+        await store.settle(
+          batch.token,
+          { ...NONE, dead: [{ id: ids(batch)[0] ?? '', error: 'x', errorClass: 'Error' }] },
+          false,
+        ),
+        1,
+      );
+      same(await store.deleteDead([dead.messageId]), 1);
+      same(await enqueue([dead]), []);
+      same(
+        (await rows()).map((r) => r.messageId),
+        [dead.messageId],
+      );
+      // Two transactions enqueue one id at once: the second waits for the first and skips it.
+      // SQLite has one writer at a time (a port over one connection cannot even begin the
+      // second transaction): there the second follows the first, as SQLite would order them.
+      const shared = message(null, { messageId: randomUUID() });
+      const overlap = !fixture.sql.databaseType.includes('sqlite');
+      let release: () => void = () => undefined;
+      const held = new Promise<void>((resolve) => (release = resolve));
+      const first = fixture.inTransaction(async (tx) => {
+        const skipped = await store.insert(tx, [shared], true);
+        if (overlap) await held;
+        return skipped;
+      });
+      if (!overlap) await first;
+      else await sleep(100);
+      const second = fixture.inTransaction((tx) => store.insert(tx, [shared], true));
+      await sleep(overlap ? 200 : 0);
+      release();
+      const answers = await Promise.all([first, second]);
+      same(answers, [[], [shared.messageId]], 'what the two writers were told was already there');
+      same(
+        (await rows()).filter((r) => r.messageId === shared.messageId).length,
+        1,
+        'rows of the shared id',
       );
     },
   },

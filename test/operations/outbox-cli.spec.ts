@@ -1,4 +1,5 @@
 import { spawn } from 'node:child_process';
+import { randomUUID } from 'node:crypto';
 import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
@@ -797,6 +798,167 @@ for (const db of TEST_DATABASES) {
       expect(results[results.length - 1]?.stderr).toMatch(
         /The outbox table .*no_such_outbox_table.* cannot be read .*Create it with "outbox schema migrate"/,
       );
+    });
+  });
+}
+
+for (const db of TEST_DATABASES.filter((d) => d.name !== 'sqlite')) {
+  describeWith(db.service === null ? [] : [db.service], `outbox partitions on ${db.name}`, () => {
+    const scope = useOutboxScope(db, { tablePrefix: 'outbox_clp' });
+    const DAY = 86_400_000;
+    const day = (ago: number): Date => new Date(Math.floor(Date.now() / DAY) * DAY - ago * DAY);
+    const suffix = (at: Date): string => `p${at.toISOString().slice(0, 10).replace(/-/g, '')}`;
+    const stamp = (at: Date): string => at.toISOString().slice(0, 19).replace('T', ' ');
+
+    /** A partition for the day `ago` days back, holding one delivered row of three days ago. */
+    async function pastPartition(table: string, ago: number): Promise<string> {
+      const q = (name: string) => quoteTable(scope.ds, name);
+      if (db.name === 'postgres') {
+        await scope.ds.query(
+          `CREATE TABLE ${q(`${table}_${suffix(day(ago))}`)} PARTITION OF ${q(table)} FOR VALUES FROM ('${day(ago).toISOString()}') TO ('${day(ago - 1).toISOString()}')`,
+        );
+      } else {
+        // The first partition holds everything below its bound: split the past day off it.
+        await scope.ds.query(
+          `ALTER TABLE ${q(table)} REORGANIZE PARTITION ${suffix(day(0))} INTO (PARTITION ${suffix(day(ago))} VALUES LESS THAN ('${stamp(day(ago - 1))}'), PARTITION ${suffix(day(0))} VALUES LESS THAN ('${stamp(day(-1))}'))`,
+        );
+      }
+      await scope.ds.query(
+        `INSERT INTO ${q(table)} (message_id, topic, event_type, payload, headers, status, created_at, delivered_at)
+VALUES ('${randomUUID()}', 'orders', 't', '{}', '{}', 'delivered', '${stamp(new Date(day(ago).getTime() + 3_600_000))}', '${stamp(new Date(Date.now() - 3 * DAY))}')`,
+      );
+      return db.name === 'postgres' ? `${table}_${suffix(day(ago))}` : suffix(day(ago));
+    }
+
+    it('schema migrate --partition-by makes a partitioned table; partitions status and maintain report, create ahead and drop', async () => {
+      const table = uniqueTable('outbox_clp');
+      scope.defer(() => dropOutboxTable(scope.ds, table));
+      const url = urlFor(db, scope.ds);
+      const created = await outbox(
+        ['schema', 'migrate', '--table', table, '--partition-by', 'day', '--premake', '2'],
+        url,
+      );
+      expect(created.code).toBe(0);
+      expect(created.stdout).toContain(`partitioned by day (2 partitions ahead`);
+      const schema = await outbox(['schema', 'status', '--table', table], url);
+      expect(schema.stdout).toContain(
+        'Layout: partitioned by day (see "outbox partitions status").',
+      );
+      const old = await pastPartition(table, 3);
+
+      const status = await outboxJson<{
+        interval: string;
+        partitions: {
+          name: string;
+          droppable: boolean;
+          keptBecause: string | null;
+          rows: unknown;
+        }[];
+        missing: string[];
+      }>(['partitions', 'status', '--table', table, '--retention', '1d', '--premake', '2'], url);
+      expect(status.interval).toBe('day');
+      expect(status.missing).toEqual([]);
+      expect(status.partitions.find((p) => p.name === old)).toMatchObject({
+        droppable: true,
+        keptBecause: null,
+        rows: { pending: 0, waiting: 0, delivered: 1, dead: 0 },
+      });
+      expect(status.partitions.filter((p) => p.droppable)).toHaveLength(1);
+      const text = await outbox(
+        ['partitions', 'status', '--table', table, '--retention', '1d'],
+        url,
+      );
+      expect(text.stdout).toMatch(new RegExp(`${old} +\\S+ +\\S+ +0 +0 +1 +0 +.+ droppable`));
+      expect(text.stdout).toMatch(/kept: within retention/);
+      expect(text.stdout).toContain('1 partition droppable now.');
+
+      const dry = await outboxJson(
+        [
+          'partitions',
+          'maintain',
+          '--dry-run',
+          '--premake',
+          '4',
+          '--retention',
+          '1d',
+          '--table',
+          table,
+        ],
+        url,
+      );
+      const ahead = [3, 4].map(
+        (d) => (db.name === 'postgres' ? `${table}_` : '') + suffix(day(-d)),
+      );
+      expect(dry).toEqual({
+        dryRun: true,
+        skipped: null,
+        created: ahead,
+        dropped: [old],
+        kept: [],
+        notCreated: [],
+      });
+      const done = await outbox(
+        ['partitions', 'maintain', '--premake', '4', '--retention', '1d', '--table', table],
+        url,
+      );
+      expect(done.code).toBe(0);
+      expect(done.stdout).toContain(`Created ${ahead.join(', ')}.`);
+      expect(done.stdout).toContain(`Dropped ${old}.`);
+      const after = await outboxJson<{ partitions: { name: string }[]; missing: string[] }>(
+        ['partitions', 'status', '--table', table, '--premake', '4'],
+        url,
+      );
+      expect(after.partitions.map((p) => p.name)).not.toContain(old);
+      expect(after.missing).toEqual([]);
+    });
+
+    it('partitions commands refuse a plain table and bad options, saying why', async () => {
+      const url = urlFor(db, scope.ds);
+      const printed = await outbox(
+        ['schema', 'print', '--dialect', dialectOf[db.name], '--partition-by', 'week'],
+        undefined,
+      );
+      expect(printed.code).toBe(0);
+      expect(printed.stdout).toContain(
+        db.name === 'postgres'
+          ? 'PARTITION BY RANGE (created_at)'
+          : 'PARTITION BY RANGE COLUMNS (created_at)',
+      );
+      expect(printed.stdout).toContain("'nestjs-outbox partitioned by week'");
+      const plain = await scope.table('outbox_clq');
+      const status = await outbox(['partitions', 'status', '--table', plain], url);
+      expect(status.code).toBe(1);
+      expect(status.stderr).toMatch(/^outbox: the table .* is not partitioned/);
+      const maintain = await outbox(['partitions', 'maintain', '--table', plain], url);
+      expect(maintain.code).toBe(1);
+      expect(maintain.stdout).toMatch(/Nothing done: the table .* is not partitioned/);
+      const refused = await outbox(
+        ['schema', 'migrate', '--table', plain, '--partition-by', 'day'],
+        url,
+      );
+      expect(refused.code).toBe(1);
+      expect(refused.stderr).toContain(
+        'does not convert it to a table partitioned by day by itself',
+      );
+      for (const [args, problem] of [
+        [['partitions'], '"outbox partitions" needs a subcommand: status, maintain.'],
+        [
+          ['schema', 'migrate', '--partition-by', 'hour'],
+          '--partition-by must be day, week or month.',
+        ],
+        [
+          ['partitions', 'maintain', '--premake', '0'],
+          '--premake must be a whole number from 1 to 1000.',
+        ],
+        [
+          ['partitions', 'status', '--dry-run'],
+          '--dry-run does not apply to "outbox partitions status".',
+        ],
+      ] as const) {
+        const result = await outbox(args, url);
+        expect(result.code).toBe(2);
+        expect(result.stderr).toContain(problem);
+      }
     });
   });
 }

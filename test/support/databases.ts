@@ -9,6 +9,7 @@ import {
   type DataSourceOptions,
 } from 'typeorm';
 import { ensureOutboxTable } from '../../lib/orm/typeorm/typeorm-tables';
+import { testPartitioning } from './partitioned-tables';
 import { SERVICES, type ServiceName } from './services';
 
 /** A business row written next to outbox messages in the tests' transactions. */
@@ -74,12 +75,13 @@ const ALL_DATABASES: readonly TestDatabase[] = [
     async open(table) {
       const ds = new DataSource(serverOptions('postgres', { synchronize: true }));
       await ds.initialize();
-      await ensureOutboxTable(ds, { tableName: table });
+      await ensureOutboxTable(ds, { tableName: table, ...testPartitioning(ds) });
       return ds;
     },
     async close(ds, table) {
       await ds.query(`DROP TABLE IF EXISTS "${table}_attempts"`);
       await ds.query(`DROP TABLE IF EXISTS "${table}"`);
+      await ds.query(`DROP TABLE IF EXISTS "${table}_ids"`);
       await ds.destroy();
     },
   },
@@ -89,13 +91,14 @@ const ALL_DATABASES: readonly TestDatabase[] = [
     async open(table) {
       const ds = new DataSource(serverOptions('mariadb', { synchronize: true }));
       await ds.initialize();
-      await ensureOutboxTable(ds, { tableName: table });
+      await ensureOutboxTable(ds, { tableName: table, ...testPartitioning(ds) });
       return ds;
     },
     async close(ds, table) {
       await ds.query(`DROP TABLE IF EXISTS \`${table}_attempts\``);
       await ds.query(`DROP TABLE IF EXISTS \`${table}_key_lock\``);
       await ds.query(`DROP TABLE IF EXISTS \`${table}\``);
+      await ds.query(`DROP TABLE IF EXISTS \`${table}_ids\``);
       await ds.destroy();
     },
   },

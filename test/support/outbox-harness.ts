@@ -27,6 +27,7 @@ import { OUTBOX_STORE } from '../../lib/outbox.constants';
 import type { OutboxStore } from '../../lib/store/outbox-store.port';
 import { ensureOutboxTable } from '../../lib/orm/typeorm/typeorm-tables';
 import { readOutbox, TestOrder, uniqueTable, type OutboxRow } from './databases';
+import { partitioningOf, testPartitioning } from './partitioned-tables';
 import { dbNowMs, dueAtMs, dueInMs, leaseLeftMs, youngestDeliveredAgeMs } from './db-clock';
 import { RecordingPublisher } from './recording.publisher';
 import { waitFor } from './wait-for';
@@ -129,12 +130,13 @@ export async function dropOutboxTable(ds: DataSource, table: string): Promise<vo
   if (ds.options.type === 'mariadb' || ds.options.type === 'mysql')
     await ds.query(`DROP TABLE IF EXISTS ${quoteTable(ds, `${table}_key_lock`)}`);
   await ds.query(`DROP TABLE IF EXISTS ${quoteTable(ds, table)}`);
+  await ds.query(`DROP TABLE IF EXISTS ${quoteTable(ds, `${table}_ids`)}`);
 }
 
 /** Creates a fresh outbox table on `ds` and returns its name; the caller drops it. */
 export async function freshOutboxTable(ds: DataSource, prefix = 'outbox_t'): Promise<string> {
   const table = uniqueTable(prefix);
-  await ensureOutboxTable(ds, { tableName: table });
+  await ensureOutboxTable(ds, { tableName: table, ...testPartitioning(ds) });
   return table;
 }
 
@@ -194,9 +196,12 @@ export async function openOutbox<P extends OutboxPublisher = RecordingPublisher>
   const table = spec.table ?? (await freshOutboxTable(ds, spec.tablePrefix));
   const outages: unknown[] = [];
   const reports: OutboxBatchReport[] = [];
+  // A partitioned table needs the option that says so (the module checks the layout).
+  const partitioning = await partitioningOf(ds, table, spec.options?.schema);
   const options = mergeOutboxOptions(
     {
       autoStart: false,
+      partitioning,
       workers: spec.publisher === undefined ? false : undefined,
       observer: {
         onOutage: (error) => outages.push(error),

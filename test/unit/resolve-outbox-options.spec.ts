@@ -164,6 +164,13 @@ describe('resolveOutboxOptions', () => {
         .cleaner.archive,
     ).toBe(true);
     expect(errorOf({ ...valid, cleaner: { archive: 'yes' } }).option).toBe('cleaner.archive');
+    const partitioned = errorOf({
+      ...valid,
+      cleaner: { archive: true },
+      partitioning: { interval: 'day' },
+    });
+    expect(partitioned.option).toBe('cleaner.archive');
+    expect(partitioned.message).toContain('cannot be combined with partitioning');
   });
 
   it('rejects an unknown dead-letter policy', () => {
@@ -216,7 +223,11 @@ describe('resolveOutboxOptions', () => {
           group === '' ? 'zzzUnknown' : `${group}.zzzUnknown`,
         );
         // Every listed key passes the key check (undefined values take the defaults).
-        const all = Object.fromEntries(Object.keys(keys).map((k) => [k, undefined]));
+        const all: Record<string, unknown> = Object.fromEntries(
+          Object.keys(keys).map((k) => [k, undefined]),
+        );
+        // The one required key of a group: partitioning names its interval.
+        if (group === 'partitioning') all.interval = 'day';
         if (group !== '')
           expect(() => resolveOutboxOptions({ ...valid, ...where(all) })).not.toThrow();
       }

@@ -7,11 +7,13 @@ import { CliUsageError } from './cli-usage.error';
 export const USAGE = `Usage: outbox <command> [options]
 
 Commands:
-  schema print [--dialect postgres|mysql|sqlite] [--archive]
+  schema print [--dialect postgres|mysql|sqlite] [--partition-by day|week|month] [--archive]
                                                    print the outbox table's DDL (and its
                                                    archive's, for cleaner.archive)
-  schema migrate [--archive]                       create the outbox table if it is missing,
-                                                   or bring an older one up to date in place
+  schema migrate [--partition-by day|week|month] [--archive]
+                                                   create the outbox table if it is missing
+                                                   (time-partitioned with --partition-by), or
+                                                   bring an older one up to date in place
                                                    (and create the archive table)
   schema status                                    which parts of the schema the table has,
                                                    and what migrate would change
@@ -28,6 +30,12 @@ Commands:
   cleanup --once [--delivered-retention 1d] [--dead-retention 7d --yes] [--archive]
                                                    delete delivered (and dead) rows past
                                                    retention, or move them to the archive
+  partitions status [--retention 7d]               each partition of a partitioned table: range,
+                                                   rows by status, size, droppable or why not
+  partitions maintain [--dry-run] [--retention 7d] [--premake 3]
+                                                   create the partitions ahead and drop those
+                                                   whose rows are all final (as the app's
+                                                   maintainer; --dry-run only says what it would)
 
 Filters (dead letters matching all of them):
   --topic T  --key K  --type T  --error TEXT (in last_error, any case)  --older-than 1h (enqueued)
@@ -36,6 +44,10 @@ Options:
   --table NAME              outbox table (default: outbox)
   --schema NAME             PostgreSQL schema or MySQL database (default: the connection's)
   --on-dead-letter MODE     block (default) or skip: as the app's ordering.onDeadLetter
+  --retention, --premake, --dead-retention
+                            for partitions: as the app's partitioning.retention (default 7d),
+                            partitioning.premake (default 3) and cleaner.deadRetentionMs
+                            (default: dead letters are kept)
   --json                    print one JSON document on stdout
   -h, --help                show this help
 
@@ -67,6 +79,10 @@ const OPTIONS = {
   watch: { type: 'boolean' },
   interval: { type: 'string' },
   archive: { type: 'boolean' },
+  'partition-by': { type: 'string' },
+  premake: { type: 'string' },
+  retention: { type: 'string' },
+  'dry-run': { type: 'boolean' },
 } as const;
 
 type OptionName = keyof typeof OPTIONS;
@@ -77,8 +93,8 @@ const PAGE: readonly OptionName[] = ['limit', 'after'];
 
 /** The commands, with the options each accepts besides the common ones. */
 const COMMANDS = {
-  'schema print': ['dialect', 'archive'],
-  'schema migrate': ['archive'],
+  'schema print': ['dialect', 'archive', 'partition-by', 'premake'],
+  'schema migrate': ['archive', 'partition-by', 'premake'],
   'schema status': [],
   'dlq list': [...FILTERS, ...PAGE],
   'dlq show': [],
@@ -89,6 +105,8 @@ const COMMANDS = {
   blocked: [...PAGE, 'on-dead-letter'],
   leases: [...PAGE, 'longer-than'],
   cleanup: ['once', 'delivered-retention', 'dead-retention', 'yes', 'on-dead-letter', 'archive'],
+  'partitions status': ['retention', 'dead-retention', 'premake'],
+  'partitions maintain': ['retention', 'dead-retention', 'premake', 'dry-run'],
 } satisfies Record<string, readonly OptionName[]>;
 
 export type CliCommand = keyof typeof COMMANDS;
@@ -119,6 +137,13 @@ export interface CliArgs {
   readonly intervalMs: number;
   /** schema print/migrate: the archive table too; cleanup: move rows there. */
   readonly archive: boolean;
+  /** `--partition-by`: make the table partitioned by this interval. */
+  readonly partitionBy: 'day' | 'week' | 'month' | undefined;
+  /** `--premake`, as `partitioning.premake`. */
+  readonly premake: number;
+  /** `--retention`, as `partitioning.retention`. */
+  readonly retentionMs: number;
+  readonly dryRun: boolean;
 }
 
 const UNITS: Readonly<Record<string, number>> = {
@@ -161,7 +186,7 @@ function commandOf(positionals: readonly string[]): { command: CliCommand; rest:
   if (Object.hasOwn(COMMANDS, first) && !first.includes(' ')) {
     return { command: first as CliCommand, rest: positionals.slice(1) };
   }
-  if (first === 'schema' || first === 'dlq') {
+  if (first === 'schema' || first === 'dlq' || first === 'partitions') {
     const subs = Object.keys(COMMANDS)
       .filter((c) => c.startsWith(`${first} `))
       .map((c) => c.slice(first.length + 1));
@@ -259,7 +284,36 @@ export function parseCliArgs(argv: readonly string[]): CliArgs {
     watch: values.watch === true,
     intervalMs: watchInterval(values.interval, values.watch === true),
     archive: values.archive === true,
+    partitionBy: partitionInterval(values['partition-by']),
+    premake: premakeOf(values.premake),
+    retentionMs: retentionOf(values.retention),
+    dryRun: values['dry-run'] === true,
   };
+}
+
+function partitionInterval(value: string | undefined): CliArgs['partitionBy'] {
+  if (value === undefined) return undefined;
+  if (value !== 'day' && value !== 'week' && value !== 'month') {
+    throw new CliUsageError(`--partition-by must be day, week or month.`);
+  }
+  return value;
+}
+
+function premakeOf(value: string | undefined): number {
+  if (value === undefined) return 3;
+  const premake = Number(value);
+  if (!/^\d+$/.test(value) || premake < 1 || premake > 1_000) {
+    throw new CliUsageError(`--premake must be a whole number from 1 to 1000.`);
+  }
+  return premake;
+}
+
+function retentionOf(value: string | undefined): number {
+  const retentionMs = parseDuration(value ?? '7d', 'retention');
+  if (retentionMs < 60_000) {
+    throw new CliUsageError(`--retention must be at least 1m (days are usual: 7d).`);
+  }
+  return retentionMs;
 }
 
 function helpArgs(): CliArgs {
@@ -284,6 +338,10 @@ function helpArgs(): CliArgs {
     watch: false,
     intervalMs: 2_000,
     archive: false,
+    partitionBy: undefined,
+    premake: 3,
+    retentionMs: 7 * 86_400_000,
+    dryRun: false,
   };
 }
 

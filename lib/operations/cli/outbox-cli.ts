@@ -10,14 +10,19 @@ import { createOutboxStore } from '../../store/create-outbox-store';
 import { ensureOutboxArchiveTable, ensureOutboxTable } from '../../orm/typeorm/typeorm-tables';
 import {
   outboxArchiveTableDdl,
+  outboxDatabase,
   outboxDialectOf,
   outboxTableDdl,
   tableNamesFor,
   type OutboxDialect,
+  type OutboxTableOptions,
 } from '../../store/outbox-dialect';
+import { outboxPartitions } from '../../store/outbox-partitions';
+import type { OutboxPartitionPolicy } from '../../store/outbox-partitions.port';
 import { outboxDatabaseOf, outboxDatabaseOfScheme } from '../../store/outbox-databases';
 import { outboxSchemaStatus } from '../../store/schema-status';
 import { describeBinary, hexPreview } from '../admin/binary-preview';
+import { describeLayout } from '../../store/outbox-partitions.port';
 import { parseCliArgs, USAGE, type CliArgs } from './cli-args';
 import { clip, formatDuration, plural, table } from './cli-output';
 import { CliUsageError } from './cli-usage.error';
@@ -91,6 +96,15 @@ function execute(
       return schemaMigrate(args, databaseFromUrl(env.DATABASE_URL));
     case 'schema status':
       return schemaStatus(args, databaseFromUrl(env.DATABASE_URL));
+    case 'partitions status':
+    case 'partitions maintain': {
+      const db = databaseFromUrl(env.DATABASE_URL);
+      return withDatabase(db, false, (dataSource) =>
+        args.command === 'partitions status'
+          ? partitionsStatus(args, dataSource)
+          : partitionsMaintain(args, dataSource),
+      );
+    }
     default: {
       const db = databaseFromUrl(env.DATABASE_URL);
       return withDatabase(db, false, (dataSource) =>
@@ -133,10 +147,14 @@ function dialectNamed(name: string): OutboxDialect {
   return database.dialect as OutboxDialect;
 }
 
-function tableOptions(args: CliArgs): { tableName: string; schema?: string } {
+function tableOptions(args: CliArgs): OutboxTableOptions {
+  const partitioning =
+    args.partitionBy === undefined
+      ? {}
+      : { partitioning: { interval: args.partitionBy, premake: args.premake } };
   return args.schema === null
-    ? { tableName: args.table }
-    : { tableName: args.table, schema: args.schema };
+    ? { tableName: args.table, ...partitioning }
+    : { tableName: args.table, schema: args.schema, ...partitioning };
 }
 
 function schemaPrint(args: CliArgs, url: string | undefined): CliResult {
@@ -192,7 +210,7 @@ async function schemaMigrate(args: CliArgs, db: CliDatabase): Promise<CliResult>
         : ` Its archive ${names.archiveTable} already exists.`;
     const text =
       (!existed
-        ? `Created the outbox table ${names.table} and its attempt history ${names.attemptsTable} (${db.dialect}).`
+        ? `Created the outbox table ${names.table}${args.partitionBy === undefined ? '' : `, partitioned by ${args.partitionBy} (${args.premake} partitions ahead; the app's partitioning option must say interval: '${args.partitionBy}')`} and its attempt history ${names.attemptsTable} (${db.dialect}).`
         : added.length > 0
           ? `The outbox table ${names.table} already exists; ${added.join('; ')}.`
           : `The outbox table ${names.table} already exists and is up to date; nothing changed.`) +
@@ -206,6 +224,7 @@ async function schemaMigrate(args: CliArgs, db: CliDatabase): Promise<CliResult>
         created: !existed,
         historyCreated: !historyExisted,
         archiveCreated,
+        ...(args.partitionBy === undefined ? {} : { partitionBy: args.partitionBy }),
       },
     };
   });
@@ -214,7 +233,12 @@ async function schemaMigrate(args: CliArgs, db: CliDatabase): Promise<CliResult>
 async function schemaStatus(args: CliArgs, db: CliDatabase): Promise<CliResult> {
   return withDatabase(db, false, async (dataSource) => {
     const status = await outboxSchemaStatus(typeormSqlPort(dataSource), tableOptions(args));
-    const { table } = tableNamesFor(db.dialect, tableOptions(args));
+    const names = tableNamesFor(db.dialect, tableOptions(args));
+    const { table } = names;
+    const layout = await outboxDatabase(db.dialect).partitioned?.layout(
+      (statement, params) => dataSource.query(statement, params),
+      names,
+    );
     const upToDate = status.version === status.latest;
     const width = Math.max(...status.parts.map((p) => p.part.length));
     const lines = [
@@ -228,6 +252,11 @@ async function schemaStatus(args: CliArgs, db: CliDatabase): Promise<CliResult> 
         : [
             `Run "outbox schema migrate" (same DATABASE_URL${args.table === 'outbox' ? '' : ', --table'}${args.schema === null ? '' : ', --schema'}), or run the DataSource's ...outboxMigrations(), to bring it up to date.`,
           ]),
+      ...(layout === undefined || layout.kind === 'missing'
+        ? []
+        : [
+            `Layout: ${layout.kind === 'partitioned' ? `partitioned by ${layout.interval} (see "outbox partitions status")` : layout.kind === 'plain' ? 'plain (unpartitioned)' : `not the outbox's (${layout.problem})`}.`,
+          ]),
     ];
     return {
       text: lines.join('\n'),
@@ -239,6 +268,8 @@ async function schemaStatus(args: CliArgs, db: CliDatabase): Promise<CliResult> 
         latest: status.latest,
         upToDate,
         parts: status.parts,
+        // SQLite has only the plain layout.
+        layout: layout ?? { kind: status.version === 0 ? 'missing' : 'plain' },
       },
     };
   });
@@ -268,8 +299,9 @@ async function withStore<T>(
   dataSource: DataSource,
   work: (connected: Connected) => Promise<T>,
 ): Promise<T> {
+  // The table's layout is taken as it is (the CLI does not know the app's partitioning option).
   const options = {
-    ...tableOptions(args),
+    tableName: args.table,
     schema: args.schema,
     ordering: { enabled: true, onDeadLetter: args.onDeadLetter },
     cleaner: { archive: args.archive },
@@ -629,6 +661,95 @@ async function purgeAll(
     total += deleted;
     if (deleted < CLEANUP_BATCH) return total;
   }
+}
+
+function partitionPolicy(args: CliArgs): OutboxPartitionPolicy {
+  return {
+    premake: args.premake,
+    retentionMs: args.retentionMs,
+    deadRetentionMs: args.deadRetentionMs,
+  };
+}
+
+function partitionsOf(args: CliArgs, dataSource: DataSource) {
+  return outboxPartitions(typeormSqlPort(dataSource), {
+    tableName: args.table,
+    schema: args.schema,
+  });
+}
+
+function bytes(n: number): string {
+  const units = ['B', 'kB', 'MB', 'GB', 'TB'];
+  let value = n;
+  let unit = 0;
+  while (value >= 1024 && unit < units.length - 1) {
+    value /= 1024;
+    unit += 1;
+  }
+  return `${unit === 0 ? value : value.toFixed(1)} ${units[unit] ?? ''}`;
+}
+
+async function partitionsStatus(args: CliArgs, dataSource: DataSource): Promise<CliResult> {
+  // Rows by status read every partition in full: an operator's question, not the maintainer's.
+  const status = await partitionsOf(args, dataSource).status(partitionPolicy(args), true);
+  if (status.layout.kind !== 'partitioned') {
+    throw new OutboxError(describeLayout(status.table, status.layout));
+  }
+  const rows = status.partitions.map((p) => [
+    p.name,
+    p.from === null ? (p.to === null ? 'catch-all' : '-') : p.from.toISOString().slice(0, 10),
+    p.to === null ? '-' : p.to.toISOString().slice(0, 10),
+    String(p.rows?.pending ?? 0),
+    String(p.rows?.waiting ?? 0),
+    String(p.rows?.delivered ?? 0),
+    String(p.rows?.dead ?? 0),
+    bytes(p.bytes),
+    p.droppable ? 'droppable' : `kept: ${p.keptBecause ?? ''}`,
+  ]);
+  const droppable = status.partitions.filter((p) => p.droppable).length;
+  const lines = [
+    `Outbox table ${status.table}, partitioned by ${status.layout.interval} (retention ${formatDuration(args.retentionMs)}):`,
+    table(
+      ['PARTITION', 'FROM', 'TO', 'PENDING', 'WAITING', 'DELIVERED', 'DEAD', 'SIZE', 'DROP'],
+      rows,
+    ),
+    '',
+    `${plural(droppable, 'partition')} droppable now.` +
+      (status.missing.length === 0
+        ? ''
+        : ` Missing ahead: ${status.missing.join(', ')} ("outbox partitions maintain" creates them).`),
+  ];
+  return {
+    text: lines.join('\n'),
+    json: {
+      table: status.table,
+      interval: status.layout.interval,
+      now: status.now,
+      partitions: status.partitions,
+      missing: status.missing,
+    },
+  };
+}
+
+async function partitionsMaintain(args: CliArgs, dataSource: DataSource): Promise<CliResult> {
+  const report = await partitionsOf(args, dataSource).maintain(partitionPolicy(args), args.dryRun);
+  const would = args.dryRun ? 'Would ' : '';
+  const lines =
+    report.skipped !== null
+      ? [`Nothing done: ${report.skipped}.`]
+      : [
+          report.created.length === 0
+            ? `${args.dryRun ? 'Would create' : 'Created'} no partition (the next ${args.premake} exist).`
+            : `${would}${args.dryRun ? 'create' : 'Created'} ${report.created.join(', ')}.`,
+          report.dropped.length === 0
+            ? `${args.dryRun ? 'Would drop' : 'Dropped'} no partition.`
+            : `${would}${args.dryRun ? 'drop' : 'Dropped'} ${report.dropped.join(', ')}.`,
+          ...report.kept.map((k) => `Kept ${k.name}: it ${k.reason}.`),
+          ...report.notCreated.map((k) => `Could not create ${k.name}: ${k.reason}.`),
+        ];
+  // Skipped because the table is not one the outbox partitions: a failure the operator must see.
+  const failed = report.skipped !== null && !report.skipped.startsWith('another instance');
+  return { text: lines.join('\n'), json: report, exitCode: failed ? 1 : 0 };
 }
 
 async function cleanup(args: CliArgs, { store }: Connected): Promise<CliResult> {

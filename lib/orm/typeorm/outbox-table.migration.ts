@@ -8,8 +8,11 @@ import {
   outboxDialectOf,
   outboxTableDdl,
   tableNamesFor,
+  tablePartitioning,
   type OutboxTableOptions,
 } from '../../store/outbox-dialect';
+import { rangesAhead } from '../../store/partition-range';
+import { checkTableLayout, partitionedTablesOf } from '../../store/table-layout';
 
 /**
  * Returns the first step of `outboxMigrations()`: the TypeORM migration class that creates the
@@ -75,14 +78,34 @@ export function createOutboxMigration(
         }
       }
       // The table alone, as this step always made it: the attempt history is the next step.
-      for (const sql of database.createTable(tableNamesFor(dialect, options))) {
-        await queryRunner.query(sql);
-      }
-      // e.g. MySQL tables made before 0.3, which compare keys ignoring trailing spaces.
-      await database.afterCreateTable?.(
-        (sql, params) => queryRunner.query(sql, params),
-        tableNamesFor(dialect, options),
+      // Time-partitioned when the options say so; a plain table already there is refused, not
+      // converted (the error lists the manual steps).
+      const names = tableNamesFor(dialect, options);
+      const partitioning = tablePartitioning(options);
+      await checkTableLayout(
+        {
+          isConnected: true,
+          query: async <R>(sql: string, params?: readonly unknown[]) => ({
+            rows: (await queryRunner.query(sql, params === undefined ? [] : [...params])) as R[],
+            affected: 0,
+          }),
+        },
+        database,
+        names,
+        partitioning,
+        { creating: true },
       );
+      const statements =
+        partitioning === null
+          ? database.createTable(names)
+          : partitionedTablesOf(database).createTable(
+              names,
+              partitioning.interval,
+              rangesAhead(partitioning.interval, new Date(), partitioning.premake),
+            );
+      for (const sql of statements) await queryRunner.query(sql);
+      // e.g. MySQL tables made before 0.3, which compare keys ignoring trailing spaces.
+      await database.afterCreateTable?.((sql, params) => queryRunner.query(sql, params), names);
       // CREATE TABLE IF NOT EXISTS leaves an older table as it is: fail rather than record a
       // migration whose table this version cannot use (the app start would fail on it anyway).
       const { table } = tableNamesFor(dialect, options);
@@ -105,7 +128,12 @@ export function createOutboxMigration(
 
     async down(queryRunner: QueryRunner): Promise<void> {
       const dialect = outboxDialectOf(queryRunner.connection.options.type);
-      for (const sql of outboxDatabase(dialect).dropTable(tableNamesFor(dialect, options))) {
+      const database = outboxDatabase(dialect);
+      const names = tableNamesFor(dialect, options);
+      for (const sql of [
+        ...database.dropTable(names),
+        ...(database.partitioned?.dropTable(names) ?? []),
+      ]) {
         await queryRunner.query(sql);
       }
     }

@@ -27,6 +27,12 @@ import {
   mysqlDropTable,
 } from './mysql.sql';
 import { MysqlOutboxStore } from './mysql.store';
+import {
+  mysqlConversionSteps,
+  mysqlCreatePartitionedTable,
+  mysqlDropIdsTable,
+} from './mysql.partition-sql';
+import { MysqlPartitions, mysqlTableLayout } from './mysql.partitions';
 
 /** MySQL 8 and MariaDB 10.6+. */
 export const mysqlDatabase: OutboxDatabase<'mysql'> = {
@@ -88,8 +94,16 @@ export const mysqlDatabase: OutboxDatabase<'mysql'> = {
     }
     if (policy.ordered) await checkKeyLockTable(sql, names.lockTable, ref);
   },
-  createStore: (sql: SqlPort, { names, policy, timeoutMs }: OutboxStoreContext) =>
-    Promise.resolve(new MysqlOutboxStore(sql, names, policy, timeoutMs)),
+  createStore: (sql: SqlPort, { names, policy, timeoutMs, partitioned }: OutboxStoreContext) =>
+    Promise.resolve(new MysqlOutboxStore(sql, names, policy, timeoutMs, partitioned)),
+  partitioned: {
+    createTable: mysqlCreatePartitionedTable,
+    dropTable: mysqlDropIdsTable,
+    layout: mysqlTableLayout,
+    partitions: (sql, n) => new MysqlPartitions(sql, n),
+    conversionSteps: (n, interval, ranges) =>
+      mysqlConversionSteps(n, mysqlCreatePartitionedTable(n, interval, ranges)),
+  },
   admin: mysqlAdmin,
   inbox: {
     createTable: mysqlInboxTable,

@@ -30,15 +30,12 @@ export const MYSQL_DISPATCH_LOCK_OFFSET = MYSQL_KEY_LOCK_BUCKETS;
 // Every timestamp is UTC_TIMESTAMP(6): DATETIME has no zone, and sessions may differ in theirs.
 const NOW = 'UTC_TIMESTAMP(6)';
 
-/** DDL of the outbox table on MySQL 8.0.13+ and MariaDB 10.6+. */
-export function mysqlCreateTable(n: OutboxTableNames): string[] {
-  const t = n.table;
-  // 2 × 4^8 = 2 × MYSQL_KEY_LOCK_BUCKETS rows from base-4 digits (recursive CTEs stop at 1000).
-  const digit = '(SELECT 0 AS n UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3)';
-  const digits = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'];
-  return [
-    `CREATE TABLE IF NOT EXISTS ${t} (
-  id BIGINT NOT NULL AUTO_INCREMENT,
+/**
+ * The outbox table's columns on MySQL/MariaDB, one definition shared by the plain and the
+ * partitioned layout (mysql.partition-sql.ts), so a column added here is in both.
+ */
+export function mysqlOutboxColumns(): string {
+  return `  id BIGINT NOT NULL AUTO_INCREMENT,
   message_id CHAR(36) CHARACTER SET ascii NOT NULL,
   topic VARCHAR(255) NOT NULL,
   message_key VARCHAR(255) NULL,
@@ -56,13 +53,39 @@ export function mysqlCreateTable(n: OutboxTableNames): string[] {
   created_at DATETIME(6) NOT NULL DEFAULT (${NOW}),
   delivered_at DATETIME(6) NULL,
   dead_at DATETIME(6) NULL,
-  ${payloadColumnDefinitions(MYSQL_PAYLOAD_TYPES).join(',\n  ')},
+  ${payloadColumnDefinitions(MYSQL_PAYLOAD_TYPES).join(',\n  ')}`;
+}
+
+/** The indexes both layouts have (the keys on `id` and `message_id` differ). */
+export function mysqlOutboxIndexes(n: OutboxTableNames): string {
+  return `KEY ${n.quote(`${n.tableName}_pending_idx`)} (status, available_at, id),
+  KEY ${n.quote(`${n.tableName}_key_idx`)} (message_key, status, id),
+  ${mysqlCleanerIndex(n)}`;
+}
+
+/** Table options both layouts share. */
+export const MYSQL_TABLE_OPTIONS = 'ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin';
+
+/** DDL of the outbox table on MySQL 8.0.13+ and MariaDB 10.6+. */
+export function mysqlCreateTable(n: OutboxTableNames): string[] {
+  const t = n.table;
+  return [
+    `CREATE TABLE IF NOT EXISTS ${t} (
+${mysqlOutboxColumns()},
   PRIMARY KEY (id),
   UNIQUE KEY ${n.quote(`${n.tableName}_message_id_key`)} (message_id),
-  KEY ${n.quote(`${n.tableName}_pending_idx`)} (status, available_at, id),
-  KEY ${n.quote(`${n.tableName}_key_idx`)} (message_key, status, id),
-  ${mysqlCleanerIndex(n)}
-) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
+  ${mysqlOutboxIndexes(n)}
+) ${MYSQL_TABLE_OPTIONS}`,
+    ...mysqlKeyLockTableDdl(n),
+  ];
+}
+
+/** The per-key lock table and its rows, beside either layout of the outbox table. */
+export function mysqlKeyLockTableDdl(n: OutboxTableNames): string[] {
+  // 2 × 4^8 = 2 × MYSQL_KEY_LOCK_BUCKETS rows from base-4 digits (recursive CTEs stop at 1000).
+  const digit = '(SELECT 0 AS n UNION ALL SELECT 1 UNION ALL SELECT 2 UNION ALL SELECT 3)';
+  const digits = ['a', 'b', 'c', 'd', 'e', 'f', 'g', 'h'];
+  return [
     // Enqueue locks these rows (never inserts them) so that a key's writers commit in id order;
     // locking existing primary-key rows takes no gap locks, so it cannot deadlock with inserts.
     `CREATE TABLE IF NOT EXISTS ${n.lockTable} (bucket INT NOT NULL PRIMARY KEY) ENGINE=InnoDB`,
@@ -338,6 +361,26 @@ export function mysqlBoundAttempts(n: OutboxTableNames, count: number): string {
 export function mysqlDeleteDeliveredAttempts(n: OutboxTableNames, count: number): string {
   return `DELETE h FROM ${n.attemptsTable} AS h JOIN ${n.table} AS o ON o.message_id = h.message_id
 WHERE o.lock_token = ? AND o.id IN (${placeholders(count)})`;
+}
+
+/**
+ * On a partitioned table: the guard rows (`<table>_ids`) of rows about to be deleted, so their
+ * ids may be enqueued again. Params as `mysqlDeleteAttemptsOf` (`byToken`: as
+ * `mysqlDeleteDeliveredAttempts`).
+ */
+export function mysqlDeleteGuardOf(n: OutboxTableNames, count: number, byToken: boolean): string {
+  return `DELETE g FROM ${n.idsTable} AS g JOIN ${n.table} AS o ON o.message_id = g.message_id
+WHERE ${byToken ? 'o.lock_token' : 'o.status'} = ? AND o.id IN (${placeholders(count)})`;
+}
+
+/** Param: message id. Whether the table holds it (a consistent read: no locks). */
+export function mysqlHasMessageId(n: OutboxTableNames): string {
+  return `SELECT 1 AS found FROM ${n.table} WHERE message_id = ? LIMIT 1`;
+}
+
+/** Param: message id. Claims it in the guard: 1 row when new, 0 when there (see insertGuarded). */
+export function mysqlGuardId(n: OutboxTableNames): string {
+  return `INSERT IGNORE INTO ${n.idsTable} (message_id) VALUES (?)`;
 }
 
 /** Params: status, row ids. The history of rows about to be deleted (purge, deleteDead). */

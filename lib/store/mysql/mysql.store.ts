@@ -26,7 +26,10 @@ import {
   mysqlArchiveByIds,
   mysqlDeleteByIds,
   mysqlDeleteDeliveredAttempts,
+  mysqlDeleteGuardOf,
   mysqlFirstBlocking,
+  mysqlGuardId,
+  mysqlHasMessageId,
   mysqlFirstWaiting,
   mysqlInsert,
   mysqlInsertOneLocked,
@@ -77,6 +80,8 @@ export class MysqlOutboxStore implements OutboxStore {
     private readonly names: OutboxTableNames,
     private readonly policy: OutboxQueuePolicy,
     timeoutMs = 10_000,
+    /** Whether the table is time-partitioned (mysql.partition-sql.ts): ids are guarded apart. */
+    private readonly partitioned = false,
   ) {
     this.lockWaitSeconds = Math.max(1, Math.ceil(timeoutMs / 1_000));
   }
@@ -98,6 +103,7 @@ export class MysqlOutboxStore implements OutboxStore {
       return [];
     }
     if (buckets.length > 0) await tx.query(mysqlLockKeys(this.names, buckets.length), buckets);
+    if (this.partitioned) return this.insertGuarded(tx, rows);
     const present: string[] = [];
     // With caller-given ids, one row per statement: MySQL has no RETURNING, and only a single
     // row's insert id (0 for a duplicate left alone) says whether it was written.
@@ -122,6 +128,45 @@ export class MysqlOutboxStore implements OutboxStore {
       // written row gets an insert id.
       if (chunk.idempotent && only !== undefined && (result.insertId ?? 0) === 0)
         present.push(only.messageId);
+    }
+    return present;
+  }
+
+  /**
+   * On a partitioned table (no unique key without created_at): each caller-given id goes
+   * through the `<table>_ids` guard first, whose primary key serialises two writers of one id
+   * as UNIQUE (message_id) does (the second waits for the first to commit, then is ignored);
+   * ids already in the table without a guard row (generated, given again) are skipped too.
+   * Only the accepted rows are written, in one plain insert per chunk. INSERT IGNORE is safe on
+   * the guard: its one value is a checked UUID, so a duplicate is all it can ignore.
+   */
+  private async insertGuarded(tx: SqlRunner, rows: readonly NewOutboxRow[]): Promise<string[]> {
+    const present: string[] = [];
+    const accepted: NewOutboxRow[] = [];
+    const seen = new Set<string>();
+    for (const row of rows) {
+      if (row.idempotent !== true) {
+        accepted.push(row);
+        continue;
+      }
+      if (seen.has(row.messageId)) continue;
+      seen.add(row.messageId);
+      const { rows: found } = await tx.query(mysqlHasMessageId(this.names), [row.messageId]);
+      const { affected } =
+        found.length > 0
+          ? { affected: 0 }
+          : await tx.query(mysqlGuardId(this.names), [row.messageId]);
+      if (affected === 1) accepted.push(row);
+      else present.push(row.messageId);
+    }
+    const perStatement = accepted.some(isExtended)
+      ? MAX_EXTENDED_ROWS_PER_INSERT
+      : MAX_ROWS_PER_INSERT;
+    for (const chunk of insertChunks(accepted, perStatement)) {
+      await tx.query(
+        mysqlInsert(this.names, chunk.rows.length, chunk.scheduled, false, chunk.extended),
+        chunk.params,
+      );
     }
     return present;
   }
@@ -212,6 +257,12 @@ export class MysqlOutboxStore implements OutboxStore {
             token,
             ...s.delivered,
           ]);
+          if (this.partitioned) {
+            await query(mysqlDeleteGuardOf(this.names, s.delivered.length, true), [
+              token,
+              ...s.delivered,
+            ]);
+          }
         }
         changed += (
           await query(mysqlSettleDelivered(this.names, s.delivered.length, deleteDelivered), [
@@ -338,6 +389,12 @@ export class MysqlOutboxStore implements OutboxStore {
         status,
         ...rows.map((r) => r.id),
       ]);
+      if (this.partitioned) {
+        await query(mysqlDeleteGuardOf(this.names, rows.length, false), [
+          status,
+          ...rows.map((r) => r.id),
+        ]);
+      }
       const { affected: deleted } = await query(mysqlDeleteByIds(this.names, rows.length), [
         status,
         ...rows.map((r) => r.id),

@@ -22,6 +22,12 @@ import {
   postgresDropTable,
 } from './postgres.sql';
 import { PostgresOutboxStore } from './postgres.store';
+import {
+  postgresConversionSteps,
+  postgresCreatePartitionedTable,
+  postgresDropIdsTable,
+} from './postgres.partition-sql';
+import { PostgresPartitions, postgresTableLayout } from './postgres.partitions';
 
 /** PostgreSQL 12+. */
 export const postgresDatabase: OutboxDatabase<'postgres'> = {
@@ -44,12 +50,28 @@ export const postgresDatabase: OutboxDatabase<'postgres'> = {
   async dropPayloadColumns(run, n) {
     await run(postgresDropPayloadColumns(n));
   },
-  async createStore(sql, { names, policy, timeoutMs, table, dispatch }) {
+  async createStore(sql, { names, policy, timeoutMs, table, dispatch, partitioned }) {
     // The lock namespace and NOTIFY channel follow the schema the table really lives in, so
     // that tenants with a schema each (by search_path) never wait on one another's enqueue
     // locks or wake one another's dispatchers.
     const schema = table.schema ?? (await postgresSchemaOf(sql, names.table));
-    return new PostgresOutboxStore(sql, names, dispatch.notify, policy, timeoutMs, schema);
+    return new PostgresOutboxStore(
+      sql,
+      names,
+      dispatch.notify,
+      policy,
+      timeoutMs,
+      schema,
+      partitioned,
+    );
+  },
+  partitioned: {
+    createTable: postgresCreatePartitionedTable,
+    dropTable: postgresDropIdsTable,
+    layout: postgresTableLayout,
+    partitions: (sql, n) => new PostgresPartitions(sql, n),
+    conversionSteps: (n, interval, ranges) =>
+      postgresConversionSteps(n, postgresCreatePartitionedTable(n, interval, ranges)),
   },
   admin: postgresAdmin,
   inbox: {

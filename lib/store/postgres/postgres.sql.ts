@@ -22,14 +22,14 @@ export function postgresDropPayloadColumns(n: OutboxTableNames): string {
   return `ALTER TABLE ${n.table} DROP COLUMN IF EXISTS payload_encoding, DROP COLUMN IF EXISTS content_type, DROP COLUMN IF EXISTS payload_bytes, DROP COLUMN IF EXISTS broker_attributes`;
 }
 
-/** DDL of the outbox table on PostgreSQL 12+. */
-export function postgresCreateTable(n: OutboxTableNames): string[] {
-  const t = n.table;
-  const schema = n.schema === null ? [] : [`CREATE SCHEMA IF NOT EXISTS ${n.quote(n.schema)}`];
-  return [
-    ...schema,
-    `CREATE TABLE IF NOT EXISTS ${t} (
-  id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+/**
+ * The outbox table's columns on PostgreSQL, one definition shared by the plain and the
+ * partitioned layout (postgres.partition-sql.ts), so a column added here is in both. The
+ * identity has no PRIMARY KEY here: the plain table keys on `id`, the partitioned one on
+ * `(id, created_at)`.
+ */
+export function postgresOutboxColumns(): string {
+  return `  id bigint GENERATED ALWAYS AS IDENTITY,
   message_id uuid NOT NULL,
   topic varchar(255) NOT NULL,
   message_key varchar(255),
@@ -47,9 +47,25 @@ export function postgresCreateTable(n: OutboxTableNames): string[] {
   created_at timestamptz NOT NULL DEFAULT now(),
   delivered_at timestamptz,
   dead_at timestamptz,
-  ${payloadColumnDefinitions(PAYLOAD_TYPES).join(',\n  ')},
+  ${payloadColumnDefinitions(PAYLOAD_TYPES).join(',\n  ')}`;
+}
+
+/** The status check, shared by both layouts. */
+export function postgresStatusCheck(n: OutboxTableNames): string {
+  return `CONSTRAINT ${n.quote(`${n.tableName}_status_check`)} CHECK (status IN ('pending', 'waiting', 'delivered', 'dead'))`;
+}
+
+/** DDL of the outbox table on PostgreSQL 12+. */
+export function postgresCreateTable(n: OutboxTableNames): string[] {
+  const t = n.table;
+  const schema = n.schema === null ? [] : [`CREATE SCHEMA IF NOT EXISTS ${n.quote(n.schema)}`];
+  return [
+    ...schema,
+    `CREATE TABLE IF NOT EXISTS ${t} (
+${postgresOutboxColumns()},
+  CONSTRAINT ${n.quote(`${n.tableName}_pkey`)} PRIMARY KEY (id),
   CONSTRAINT ${n.quote(`${n.tableName}_message_id_key`)} UNIQUE (message_id),
-  CONSTRAINT ${n.quote(`${n.tableName}_status_check`)} CHECK (status IN ('pending', 'waiting', 'delivered', 'dead'))
+  ${postgresStatusCheck(n)}
 )`,
     ...partialIndexesDdl(n),
   ];
@@ -121,6 +137,7 @@ export function postgresInsert(
   notify: boolean,
   idempotent = false,
   extended = false,
+  partitioned = false,
 ): string {
   // Binary payloads and broker attributes (EXTENDED_*) only when a row has one: the JSON path
   // binds and writes what it did before step 4.
@@ -135,9 +152,19 @@ export function postgresInsert(
   if (notify) extra += ` CROSS JOIN (SELECT pg_notify($${next++}::text, '')) AS nt`;
   // A delay counts from the enqueue call (clock_timestamp), not from the start of the business
   // transaction (now()), which may have begun long before.
-  return `INSERT INTO ${n.table} (${cols}${scheduled ? ', available_at' : ''})
+  const rows = `INSERT INTO ${n.table} (${cols}${scheduled ? ', available_at' : ''})
 SELECT u.m, u.t, u.k, u.y, u.p::json, u.h::json${extended ? `, u.e, u.c, decode(u.b, 'base64'), u.x::json` : ''}${scheduled ? `, COALESCE(u.a, clock_timestamp() + u.d * interval '1 millisecond')` : ''}
-FROM unnest(${arrays}${schedule}) WITH ORDINALITY AS u(m, t, k, y, p, h${extended ? ', e, c, b, x' : ''}${scheduled ? ', a, d' : ''}, ord)${extra}
+FROM unnest(${arrays}${schedule}) WITH ORDINALITY AS u(m, t, k, y, p, h${extended ? ', e, c, b, x' : ''}${scheduled ? ', a, d' : ''}, ord)${extra}`;
+  if (idempotent && partitioned) {
+    // The guard takes the place of UNIQUE (message_id): only the ids it accepted are written.
+    // The caller passes each id once (a batch repeating one would write it twice).
+    return `${guardIds(n, `SELECT m FROM unnest($1::uuid[]) AS m`, 'm')}
+${rows}
+WHERE u.m IN (SELECT message_id FROM g)
+ORDER BY u.ord
+RETURNING message_id::text AS id`;
+  }
+  return `${rows}
 ORDER BY u.ord${
     // A concurrent insert of the same id waits for the first to commit, then does nothing; the
     // ids it returns are the ones written, so the caller learns which were already there.
@@ -146,10 +173,24 @@ ORDER BY u.ord${
 }
 
 /**
+
  * The step-4 columns an extended insert writes after headers: encoding, content type, the bytes
  * (bound as base64 text, so that every SQL port binds them alike) and the broker attributes.
  */
 const EXTENDED_COLUMNS = ', payload_encoding, content_type, payload_bytes, broker_attributes';
+
+/**
+ * On a partitioned table (no unique key without created_at): the CTE `g` of the supplied ids
+ * that are new. The guard's primary key serialises two writers of one id as UNIQUE (message_id)
+ * does (the second waits for the first to commit, then skips); NOT EXISTS also skips an id
+ * already in the table without a guard row (one the outbox generated, given again).
+ */
+function guardIds(n: OutboxTableNames, ids: string, id: string): string {
+  return `WITH g AS (INSERT INTO ${n.idsTable} (message_id)
+  ${ids} WHERE NOT EXISTS (SELECT 1 FROM ${n.table} AS x WHERE x.message_id = ${id})
+  ON CONFLICT (message_id) DO NOTHING
+  RETURNING message_id)`;
+}
 
 /**
  * $1–$6 one row's message id, topic, key, type, payload, headers; with `extended` $7–$10 its
@@ -165,6 +206,7 @@ export function postgresInsertOne(
   notify: boolean,
   idempotent: boolean,
   extended = false,
+  partitioned = false,
 ): string {
   let next = extended ? 11 : 7;
   const due = scheduled
@@ -178,8 +220,15 @@ export function postgresInsertOne(
       : []),
     ...(notify ? [`(SELECT pg_notify($${next++}::text, '')) AS nt`] : []),
   ];
-  return `INSERT INTO ${n.table} (message_id, topic, message_key, event_type, payload, headers${extended ? EXTENDED_COLUMNS : ''}${scheduled ? ', available_at' : ''})
-SELECT $1::uuid, $2::text, $3::text, $4::text, $5::json, $6::json${extended ? `, $7::text, $8::text, decode($9::text, 'base64'), $10::json` : ''}${due}${from.length > 0 ? `\nFROM ${from.join(', ')}` : ''}${
+  const insert = `INSERT INTO ${n.table} (message_id, topic, message_key, event_type, payload, headers${extended ? EXTENDED_COLUMNS : ''}${scheduled ? ', available_at' : ''})
+SELECT $1::uuid, $2::text, $3::text, $4::text, $5::json, $6::json${extended ? `, $7::text, $8::text, decode($9::text, 'base64'), $10::json` : ''}${due}`;
+  if (idempotent && partitioned) {
+    return `${guardIds(n, 'SELECT $1::uuid', '$1::uuid')}
+${insert}
+FROM ${['g', ...from].join(', ')}
+RETURNING message_id::text AS id`;
+  }
+  return `${insert}${from.length > 0 ? `\nFROM ${from.join(', ')}` : ''}${
     idempotent ? '\nON CONFLICT (message_id) DO NOTHING\nRETURNING message_id::text AS id' : ''
   }`;
 }
@@ -346,6 +395,7 @@ export function postgresSettle(
   n: OutboxTableNames,
   groups: { delivered: boolean; retry: boolean; dead: boolean; release: boolean },
   deleteDelivered: boolean,
+  partitioned = false,
 ): string {
   const t = n.table;
   const h = n.attemptsTable;
@@ -360,7 +410,7 @@ export function postgresSettle(
     ctes.push(
       deleteDelivered
         ? `d AS (DELETE FROM ${t} WHERE id = ANY(${ids}) AND lock_token = $1::uuid RETURNING message_id),
-dh AS (DELETE FROM ${h} WHERE message_id IN (SELECT message_id FROM d))`
+dh AS (DELETE FROM ${h} WHERE message_id IN (SELECT message_id FROM d))${partitioned ? `,\n${deleteGuard(n, 'dg', 'd')}` : ''}`
         : `d AS (UPDATE ${t} SET status = 'delivered', delivered_at = now(), ${UNLOCK} WHERE id = ANY(${ids}) AND lock_token = $1::uuid RETURNING 1)`,
     );
     counted.push('d');
@@ -412,15 +462,28 @@ export function postgresReleaseExpired(n: OutboxTableNames): string {
 }
 
 /** Deletes rows and their attempt history in one statement; returns the deleted rows' keys. */
-function deleteWithHistory(n: OutboxTableNames, where: string, archive = false): string {
+function deleteWithHistory(
+  n: OutboxTableNames,
+  where: string,
+  partitioned: boolean,
+  archive = false,
+): string {
   // One statement: a moved row is in the outbox or in the archive, never in both or neither.
   const archived = archive
     ? `,
 a AS (INSERT INTO ${n.archiveTable} (${ARCHIVE_INSERT_COLUMNS}) SELECT ${archivedValues('d')} FROM d)`
     : '';
   return `WITH d AS (DELETE FROM ${n.table} WHERE ${where} RETURNING ${archive ? '*' : 'message_key, message_id'}),
-h AS (DELETE FROM ${n.attemptsTable} WHERE message_id IN (SELECT message_id FROM d))${archived}
+h AS (DELETE FROM ${n.attemptsTable} WHERE message_id IN (SELECT message_id FROM d))${partitioned ? `,\n${deleteGuard(n, 'g', 'd')}` : ''}${archived}
 SELECT message_key AS key FROM d`;
+}
+
+/**
+ * On a partitioned table, a deleted row's guard row goes with it, so that its id may be enqueued
+ * again, as on the plain table. Probes of the guard's key: no-ops for generated ids.
+ */
+function deleteGuard(n: OutboxTableNames, cte: string, deleted: string): string {
+  return `${cte} AS (DELETE FROM ${n.idsTable} WHERE message_id IN (SELECT message_id FROM ${deleted}))`;
 }
 
 /**
@@ -432,6 +495,7 @@ SELECT message_key AS key FROM d`;
 export function postgresPurge(
   n: OutboxTableNames,
   status: 'delivered' | 'dead',
+  partitioned = false,
   archive = false,
 ): string {
   const ts = status === 'delivered' ? 'delivered_at' : 'dead_at';
@@ -439,13 +503,14 @@ export function postgresPurge(
     n,
     `id IN (
   SELECT id FROM ${n.table} WHERE status = '${status}' AND ${ts} < now() - $1 * interval '1 millisecond' ORDER BY ${ts} LIMIT $2)`,
+    partitioned,
     archive,
   );
 }
 
 /** $1 message ids. Returns the keys of the deleted rows. */
-export function postgresDeleteDead(n: OutboxTableNames): string {
-  return deleteWithHistory(n, `status = 'dead' AND message_id = ANY($1::uuid[])`);
+export function postgresDeleteDead(n: OutboxTableNames, partitioned = false): string {
+  return deleteWithHistory(n, `status = 'dead' AND message_id = ANY($1::uuid[])`, partitioned);
 }
 
 /** $1 message ids (or null: every dead message). The keys of the dead messages to requeue. */

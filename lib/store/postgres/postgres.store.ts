@@ -62,6 +62,8 @@ export class PostgresOutboxStore implements OutboxStore {
     private readonly timeoutMs: number,
     /** The schema the table resolves to (the table's own, else the connection's). */
     schema: string = names.schema ?? 'public',
+    /** Whether the table is time-partitioned (postgres.partition-sql.ts): ids are guarded apart. */
+    private readonly partitioned = false,
   ) {
     this.channel = `${schema}_${names.tableName}`.slice(0, 63);
     this.lockNamespace = hashKey(`nestjs-outbox:${this.channel}`);
@@ -71,9 +73,12 @@ export class PostgresOutboxStore implements OutboxStore {
 
   async insert(
     tx: SqlRunner,
-    rows: readonly NewOutboxRow[],
+    given: readonly NewOutboxRow[],
     lockKeys: boolean,
   ): Promise<readonly string[]> {
+    // The partitioned table's guard accepts an id once per statement, then writes every row
+    // carrying it: a batch repeating an id keeps its first row, as UNIQUE (message_id) does.
+    const rows = this.partitioned ? firstOfEachId(given) : given;
     const scheduled = rows.some((r) => r.availableAt !== null || r.delayMs !== null);
     const keys = lockKeys ? sortedLockIds(rows.map((r) => r.key)) : [];
     const lock = keys.length > 0;
@@ -85,8 +90,8 @@ export class PostgresOutboxStore implements OutboxStore {
     let sql = this.insertSql.get(variant);
     if (sql === undefined) {
       sql = one
-        ? postgresInsertOne(this.names, scheduled, lock, this.notify, idempotent, extended)
-        : postgresInsert(this.names, scheduled, lock, this.notify, idempotent, extended);
+        ? postgresInsertOne(this.names, scheduled, lock, this.notify, idempotent, extended, this.partitioned)
+        : postgresInsert(this.names, scheduled, lock, this.notify, idempotent, extended, this.partitioned);
       this.insertSql.set(variant, sql);
     }
     // Parameters in the order the statement numbers them: the rows' columns (values for one
@@ -157,7 +162,7 @@ export class PostgresOutboxStore implements OutboxStore {
       release: s.release.length > 0,
     };
     if (!groups.delivered && !groups.retry && !groups.dead && !groups.release) return 0;
-    const sql = postgresSettle(this.names, groups, deleteDelivered);
+    const sql = postgresSettle(this.names, groups, deleteDelivered, this.partitioned);
     const params: unknown[] = [token];
     if (groups.delivered) params.push(s.delivered);
     if (groups.retry)
@@ -215,7 +220,7 @@ export class PostgresOutboxStore implements OutboxStore {
     archive = false,
   ): Promise<number> {
     const { rows: records } = await this.run<{ key: string | null }>(
-      postgresPurge(this.names, status, archive),
+      postgresPurge(this.names, status, this.partitioned, archive),
       [olderThanMs, limit],
     );
     if (status === 'dead') await this.advanceDeleted(records);
@@ -225,7 +230,7 @@ export class PostgresOutboxStore implements OutboxStore {
   async deleteDead(messageIds: readonly string[]): Promise<number> {
     if (messageIds.length === 0) return 0;
     const { rows: records } = await this.run<{ key: string | null }>(
-      postgresDeleteDead(this.names),
+      postgresDeleteDead(this.names, this.partitioned),
       [messageIds],
     );
     await this.advanceDeleted(records);
@@ -373,4 +378,11 @@ type Run = <R = unknown>(sql: string, params: unknown[]) => Promise<SqlResult<R>
 /** Distinct lock ids of keys, ascending: every locker takes them in one order, so none deadlock. */
 function sortedLockIds(keys: readonly (string | null)[]): number[] {
   return [...new Set(keys.flatMap((k) => (k === null ? [] : [hashKey(k)])))].sort((a, b) => a - b);
+}
+
+/** The rows in order, without the later ones repeating an earlier row's message id. */
+function firstOfEachId(rows: readonly NewOutboxRow[]): readonly NewOutboxRow[] {
+  const seen = new Set<string>();
+  const first = rows.filter((r) => !seen.has(r.messageId) && seen.add(r.messageId) !== undefined);
+  return first.length === rows.length ? rows : first;
 }

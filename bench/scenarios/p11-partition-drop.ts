@@ -1,0 +1,168 @@
+/**
+ * P11: retention by DELETE vs by dropping a partition. The same history of delivered rows,
+ * three days old, deleted by the cleaner's chunked DELETEs from the plain table, and dropped with
+ * its partition by the partition maintainer from a table partitioned by day (docs/partitioning.md),
+ * on PostgreSQL and MariaDB.
+ */
+import type { DataSource } from 'typeorm';
+import { OutboxCleaner, ensureOutboxTable, outboxPartitions } from '../../lib';
+import { typeormSqlPort } from '../../lib/orm/typeorm/typeorm.sql-port';
+import { partitionSuffix, periodStart } from '../../lib/store/partition-range';
+import { named } from '../support/config';
+import {
+  analyse,
+  closeDataSource,
+  dropOutboxTable,
+  openMaria,
+  resetOutboxTable,
+  seedOutbox,
+} from '../support/databases';
+import { startOutboxApp } from '../support/outbox-app';
+import {
+  addMetric,
+  addTarget,
+  newResult,
+  type BenchContext,
+  type ScenarioResult,
+} from '../support/report';
+import { ratio } from '../support/stats';
+
+const PLAIN = named('bench_p11_plain');
+const PARTITIONED = named('bench_p11_part');
+const DAY = 86_400_000;
+const AGE_DAYS = 3;
+
+export async function p11(ctx: BenchContext): Promise<ScenarioResult> {
+  const h = ctx.profile.p10History;
+  const result = newResult(
+    'P11',
+    `Retention of ${h.toLocaleString('en-US')} delivered rows: the cleaner's DELETE vs dropping their partition (PostgreSQL, MariaDB)`,
+  );
+  const maria = await openMaria();
+  try {
+    for (const [name, ds] of [
+      ['postgres', ctx.pg],
+      ['mariadb', maria],
+    ] as const) {
+      const deletes: number[] = [];
+      const drops: number[] = [];
+      for (let run = 1; run <= ctx.runs; run++) {
+        await resetOutboxTable(ds, PLAIN);
+        await seedOutbox(ds, PLAIN, h, { status: 'delivered', ageDays: AGE_DAYS });
+        await analyse(ds, PLAIN);
+        deletes.push(await purgeAll(ds, h));
+        await dropOutboxTable(ds, PLAIN);
+
+        await partitionedWithPast(ds);
+        await seedOutbox(ds, PARTITIONED, h, { status: 'delivered', ageDays: AGE_DAYS });
+        await analyse(ds, PARTITIONED);
+        drops.push(await dropOld(ds, h));
+        await dropOutboxTable(ds, PARTITIONED);
+        ctx.log(
+          `P11 ${name} run ${run}: DELETE ${deletes.at(-1)?.toFixed(2)} s, partition drop ${drops.at(-1)?.toFixed(3)} s`,
+        );
+      }
+      const del = addMetric(
+        result,
+        `${name}_delete_s`,
+        `${name}: delete ${h.toLocaleString('en-US')} rows (cleaner's chunked DELETE)`,
+        's',
+        deletes,
+        h,
+      );
+      const drop = addMetric(
+        result,
+        `${name}_drop_s`,
+        `${name}: drop their partition (maintainer run)`,
+        's',
+        drops,
+        h,
+      );
+      addTarget(
+        result,
+        `p11_${name}_delete_vs_drop`,
+        `${name}: DELETE time / partition drop time`,
+        ratio(del.median, drop.median),
+        '>=',
+        1,
+      );
+    }
+  } finally {
+    for (const ds of [ctx.pg, maria]) {
+      await dropOutboxTable(ds, PLAIN);
+      await dropOutboxTable(ds, PARTITIONED);
+    }
+    await closeDataSource(maria);
+  }
+  return result;
+}
+
+/** The partitioned table, with a partition for the day the history was written. */
+async function partitionedWithPast(ds: DataSource): Promise<void> {
+  await dropOutboxTable(ds, PARTITIONED);
+  await ensureOutboxTable(ds, {
+    tableName: PARTITIONED,
+    partitioning: { interval: 'day', premake: 1 },
+  });
+  const day = new Date(periodStart('day', new Date()).getTime() - AGE_DAYS * DAY);
+  const next = new Date(day.getTime() + DAY);
+  const today = periodStart('day', new Date());
+  if (ds.options.type === 'postgres') {
+    await ds.query(
+      `CREATE TABLE "${PARTITIONED}_${partitionSuffix(day)}" PARTITION OF "${PARTITIONED}" FOR VALUES FROM ('${day.toISOString()}') TO ('${next.toISOString()}')`,
+    );
+  } else {
+    const stamp = (at: Date) => at.toISOString().slice(0, 19).replace('T', ' ');
+    // The first partition holds everything below its bound: split the past day off it.
+    await ds.query(
+      `ALTER TABLE \`${PARTITIONED}\` REORGANIZE PARTITION ${partitionSuffix(today)} INTO (PARTITION ${partitionSuffix(day)} VALUES LESS THAN ('${stamp(next)}'), PARTITION ${partitionSuffix(today)} VALUES LESS THAN ('${stamp(new Date(today.getTime() + DAY))}'))`,
+    );
+  }
+}
+
+/** Seconds for one maintainer run to drop the history's partition. */
+async function dropOld(ds: DataSource, expected: number): Promise<number> {
+  const partitions = outboxPartitions(typeormSqlPort(ds), { tableName: PARTITIONED });
+  const start = performance.now();
+  const report = await partitions.maintain(
+    { premake: 1, retentionMs: DAY, deadRetentionMs: null },
+    false,
+  );
+  const seconds = (performance.now() - start) / 1000;
+  const [left] = await ds.query<{ n: string | number }[]>(
+    `SELECT count(*) AS n FROM ${ds.options.type === 'postgres' ? `"${PARTITIONED}"` : `\`${PARTITIONED}\``}`,
+  );
+  if (report.dropped.length !== 1 || Number(left?.n) !== 0) {
+    throw new Error(
+      `P11: the maintainer dropped ${report.dropped.join(', ') || 'nothing'} of ${expected} rows (${report.skipped ?? JSON.stringify(report.kept)}), ${String(left?.n)} left`,
+    );
+  }
+  return seconds;
+}
+
+/** Seconds for the cleaner to delete every delivered row, pass after pass as its timer would. */
+async function purgeAll(ds: DataSource, expected: number): Promise<number> {
+  const app = await startOutboxApp({
+    dataSource: ds,
+    tableName: PLAIN,
+    publisher: { publish: (m) => Promise.resolve(m.map(() => ({ ok: true as const }))) },
+    autoStart: false,
+    cleaner: { deliveredRetentionMs: DAY },
+  });
+  try {
+    const cleaner = app.app.get(OutboxCleaner);
+    let deleted = 0;
+    const start = performance.now();
+    for (;;) {
+      const { delivered } = await cleaner.runOnce();
+      if (delivered === 0) break;
+      deleted += delivered;
+    }
+    const seconds = (performance.now() - start) / 1000;
+    if (deleted !== expected)
+      throw new Error(`P11: the cleaner deleted ${deleted} of ${expected} rows`);
+    return seconds;
+  } finally {
+    await app.close();
+  }
+}

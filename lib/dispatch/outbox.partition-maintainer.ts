@@ -1,0 +1,66 @@
+import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
+import { SchedulerRegistry } from '@nestjs/schedule';
+import { OUTBOX_OPTIONS, OUTBOX_SQL } from '../outbox.constants';
+import type { ResolvedOutboxOptions } from '../options/resolve-outbox-options';
+import type { OutboxPartitionsReport } from '../store/outbox-partitions.port';
+import { outboxPartitions } from '../store/outbox-partitions';
+import type { SqlPort } from '../store/sql-port';
+import { IntervalWorker } from './interval-worker';
+
+/**
+ * Keeps a partitioned outbox table (`partitioning` option): creates the next
+ * `partitioning.premake` partitions ahead, and drops the partitions past
+ * `partitioning.retention` whose every row is final. One instance at a time (the others skip
+ * their run); a table it does not recognise is never touched. Without the option it does
+ * nothing. `runOnce()` resolves to what the run did.
+ */
+@Injectable()
+export class OutboxPartitionMaintainer extends IntervalWorker<OutboxPartitionsReport> {
+  constructor(
+    @Inject(OUTBOX_OPTIONS) options: ResolvedOutboxOptions,
+    @Inject(OUTBOX_SQL) private readonly sql: SqlPort,
+    // The app's, when it imported ScheduleModule.forRoot(); the outbox never imports one.
+    @Optional() @Inject(SchedulerRegistry) registry?: SchedulerRegistry,
+  ) {
+    super(options, registry, 'partitions', new Logger(OutboxPartitionMaintainer.name));
+  }
+
+  protected override intervalMs(): number | null {
+    return this.options.partitioning?.maintainIntervalMs ?? null;
+  }
+
+  protected async work(): Promise<OutboxPartitionsReport> {
+    const partitioning = this.options.partitioning;
+    if (partitioning === null) {
+      return {
+        dryRun: false,
+        skipped: 'partitioning is off',
+        created: [],
+        dropped: [],
+        kept: [],
+        notCreated: [],
+      };
+    }
+    const report = await outboxPartitions(this.sql, this.options).maintain(
+      {
+        premake: partitioning.premake,
+        retentionMs: partitioning.retentionMs,
+        deadRetentionMs: this.options.cleaner.deadRetentionMs,
+      },
+      false,
+    );
+    if (report.skipped !== null)
+      this.logger.log(`Partition maintenance skipped: ${report.skipped}`);
+    if (report.created.length > 0)
+      this.logger.log(`Created partitions ${report.created.join(', ')}`);
+    if (report.dropped.length > 0)
+      this.logger.log(`Dropped partitions ${report.dropped.join(', ')}`);
+    for (const { name, reason } of report.notCreated) {
+      this.logger.warn(`Could not create partition ${name}: ${reason}`);
+    }
+    for (const { name, reason } of report.kept) {
+      this.logger.log(`Kept partition ${name} past its retention: it ${reason}`);
+    }
+    return report;
+  }
+}

@@ -1,0 +1,468 @@
+import { DataSource } from 'typeorm';
+import {
+  OutboxOptionsError,
+  OutboxPartitionMaintainer,
+  OutboxTableLayoutError,
+  ensureOutboxTable,
+  outboxMigrations,
+  outboxPartitions,
+  type OutboxPartitionPolicy,
+} from '../../lib';
+import { typeormSqlPort } from '../../lib/orm/typeorm/typeorm.sql-port';
+import { createOutboxStore } from '../../lib/store/create-outbox-store';
+import { hashKey } from '../../lib/store/outbox-row.mapper';
+import { partitionSuffix, periodStart } from '../../lib/store/partition-range';
+import { testDatabase, uniqueTable } from '../support/databases';
+import { msg } from '../support/dispatch-fixtures';
+import { dispatchTestApp, dropOutboxTable } from '../support/outbox-harness';
+import { useOutboxScope } from '../support/outbox-scope';
+import { RecordingPublisher } from '../support/recording.publisher';
+import { describeWith } from '../support/services';
+import { waitFor } from '../support/wait-for';
+
+// The time-partitioned table on PostgreSQL: a key's messages spread over partitions drain in id
+// order, and the partition maintainer drops exactly the partitions whose rows are all final,
+// while writers and a dispatcher run, one maintainer at a time.
+
+const DAY = 86_400_000;
+const db = testDatabase('postgres');
+const policyOf = (premake: number): OutboxPartitionPolicy => ({
+  premake,
+  retentionMs: DAY,
+  deadRetentionMs: null,
+});
+
+/** Midnight UTC `days` days before today's. */
+const dayStart = (days: number): Date =>
+  new Date(periodStart('day', new Date()).getTime() - days * DAY);
+
+describeWith(['postgres'], 'partitioned outbox table on postgres', () => {
+  const scope = useOutboxScope(db, { tablePrefix: 'outbox_pp' });
+  const apps = {
+    boot: (publisher: RecordingPublisher, table: string, options = {}) =>
+      scope.open({ ...dispatchTestApp(publisher, options), table }),
+  };
+
+  /** A fresh table partitioned by day, dropped after the test. */
+  async function partitionedTable(): Promise<string> {
+    const table = uniqueTable('outbox_pp');
+    await ensureOutboxTable(scope.ds, {
+      tableName: table,
+      partitioning: { interval: 'day', premake: 2 },
+    });
+    scope.defer(() => dropOutboxTable(scope.ds, table));
+    return table;
+  }
+
+  /** Creates the day partition starting `days` ago, as the maintainer would have. */
+  async function pastPartition(table: string, days: number): Promise<string> {
+    const from = dayStart(days);
+    const name = `${table}_${partitionSuffix(from)}`;
+    await scope.ds.query(
+      `CREATE TABLE "${name}" PARTITION OF "${table}" FOR VALUES FROM ('${from.toISOString()}') TO ('${new Date(from.getTime() + DAY).toISOString()}')`,
+    );
+    return name;
+  }
+
+  /** The partition each message's row is in, by message id. */
+  async function partitionsOf(table: string): Promise<Map<string, string>> {
+    const rows = await scope.ds.query<{ id: string; part: string }[]>(
+      `SELECT message_id::text AS id, tableoid::regclass::text AS part FROM "${table}"`,
+    );
+    return new Map(rows.map((r) => [r.id, r.part.replace(/"/g, '')]));
+  }
+
+  it('drains a key whose messages span three partitions in id order, the oldest partition holding the newest messages', async () => {
+    const table = await partitionedTable();
+    const [older, oldest] = [await pastPartition(table, 1), await pastPartition(table, 2)];
+    const publisher = new RecordingPublisher();
+    const app = await apps.boot(publisher, table, { dispatcher: { batchSize: 2 } });
+    const ids = await app.enqueue(Array.from({ length: 9 }, (_, i) => msg('k', { n: i })));
+    const others = await app.enqueue([msg('other', { n: 0 }), msg(null, { n: 1 })]);
+    // Later ids in earlier partitions: an order by partition, or by created_at, would be wrong.
+    const moveTo = (days: number, list: string[]) =>
+      scope.ds.query(
+        `UPDATE "${table}" SET created_at = created_at - $1 * interval '1 day' WHERE message_id = ANY($2::uuid[])`,
+        [days, list],
+      );
+    await moveTo(1, ids.slice(3, 6));
+    await moveTo(2, ids.slice(6, 9));
+    const where = await partitionsOf(table);
+    const today = `${table}_${partitionSuffix(dayStart(0))}`;
+    expect(ids.map((id) => where.get(id))).toEqual([
+      ...Array<string>(3).fill(today),
+      ...Array<string>(3).fill(older),
+      ...Array<string>(3).fill(oldest),
+    ]);
+    // The first of the key fails once: the rest wait behind it across the partitions.
+    publisher.fail(ids[0] ?? '', 'retryable', { times: 1 });
+    await waitFor('every message published', async () => {
+      await app.runUntilIdle();
+      return publisher.messages.length >= 11;
+    });
+    const keyOrder = publisher.messages.filter((m) => m.key === 'k').map((m) => m.messageId);
+    expect(keyOrder).toEqual(ids);
+    expect(new Set(publisher.messageIds)).toEqual(new Set([...ids, ...others]));
+    expect((await app.rows()).every((r) => r.status === 'delivered')).toBe(true);
+  }, 60_000);
+
+  it('the head-of-key check reads the key index of every partition (merged, no sequential scan)', async () => {
+    const table = await partitionedTable();
+    await pastPartition(table, 1);
+    const plan = await scope.ds.transaction<{ 'QUERY PLAN': string }[]>(async (m) => {
+      await m.query(
+        `SELECT set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true)`,
+      );
+      return m.query(
+        `EXPLAIN SELECT e.id FROM "${table}" AS e WHERE e.message_key >= 'k' AND e.message_key <= 'k' AND e.status IN ('pending', 'waiting', 'dead') ORDER BY e.message_key, e.id LIMIT 1`,
+      );
+    });
+    const text = plan.map((r) => r['QUERY PLAN']).join('\n');
+    expect(text).toContain('Merge Append');
+    expect(text).not.toMatch(/Seq Scan|Sort\b(?! Key)/);
+    // today, tomorrow, the day after, yesterday and the catch-all.
+    expect(text.match(/Index Scan using \S+_message_key_id_idx/g)).toHaveLength(5);
+  });
+
+  it('the cleaner leaves delivered rows to the maintainer and still deletes dead rows past their retention', async () => {
+    const table = await partitionedTable();
+    const publisher = new RecordingPublisher();
+    const h = await apps.boot(publisher, table, {
+      cleaner: { deliveredRetentionMs: 1_000, deadRetentionMs: 60_000 },
+    });
+    const ids = await h.commit([msg('a'), msg('b'), msg('poison')]);
+    publisher.fail(ids[2] ?? '', 'permanent');
+    await h.runUntilIdle();
+    await scope.ds.query(
+      `UPDATE "${table}" SET delivered_at = now() - interval '1 hour', dead_at = now() - interval '1 hour'`,
+    );
+    expect(await h.cleaner.runOnce()).toEqual({ delivered: 0, dead: 1 });
+    expect((await h.rows()).map((r) => r.status)).toEqual(['delivered', 'delivered']);
+  });
+
+  describe('the partition maintainer', () => {
+    const policy: OutboxPartitionPolicy = { premake: 2, retentionMs: DAY, deadRetentionMs: null };
+
+    /**
+     * A table with past partitions, one per case the maintainer must tell apart (rows written
+     * directly, with the statuses and times each case needs).
+     */
+    async function seeded(table: string) {
+      const names = {
+        delivered: await pastPartition(table, 6),
+        pending: await pastPartition(table, 5),
+        dead: await pastPartition(table, 4),
+        waiting: await pastPartition(table, 3),
+        recent: await pastPartition(table, 2),
+        retained: await pastPartition(table, 1),
+      };
+      const row = (days: number, status: string, extra = '') =>
+        scope.ds.query(
+          `INSERT INTO "${table}" (message_id, topic, message_key, event_type, payload, status, created_at, available_at, delivered_at, dead_at)
+SELECT gen_random_uuid(), 'orders', $1, 't', '{}', $2::text, $3::timestamptz + interval '1 hour',
+  now() + interval '1 day', CASE WHEN $2::text = 'delivered' THEN now() - interval '3 days' END,
+  CASE WHEN $2::text = 'dead' THEN now() - interval '3 days' END ${extra}`,
+          [`key-${days}`, status, dayStart(days).toISOString()],
+        );
+      await row(6, 'delivered');
+      await row(6, 'delivered');
+      await row(5, 'delivered');
+      await row(5, 'pending'); // delayed a day: the dispatcher leaves it
+      await row(4, 'delivered');
+      await row(4, 'dead');
+      await row(3, 'waiting');
+      await row(2, 'delivered');
+      await scope.ds.query(
+        `UPDATE "${table}" SET delivered_at = now() - interval '1 hour' WHERE message_key = 'key-2'`,
+      );
+      await row(1, 'delivered'); // yesterday's range has not been over for a day yet
+      return names;
+    }
+
+    it('drops only the partitions whose rows are all final, while writers and a dispatcher run, and says why it keeps the others', async () => {
+      const table = await partitionedTable();
+      const names = await seeded(table);
+      const publisher = new RecordingPublisher();
+      const app = await apps.boot(publisher, table, {
+        partitioning: { interval: 'day', retention: '1d', premake: 2 },
+      });
+      // Writers and the dispatcher keep going while the maintainer runs.
+      let writing = true;
+      const written: string[] = [];
+      const writer = (async () => {
+        for (let i = 0; writing; i++)
+          written.push(...(await app.enqueue([msg(`w${i % 5}`, { i })])));
+      })();
+      await app.dispatcher.start();
+      await waitFor('writes under way', () => written.length >= 5);
+      const status = await outboxPartitions(typeormSqlPort(scope.ds), { tableName: table }).status(
+        policy,
+        true,
+      );
+      const byName = new Map(status.partitions.map((p) => [p.name, p]));
+      expect(byName.get(names.delivered)).toMatchObject({
+        droppable: true,
+        keptBecause: null,
+        rows: { delivered: 2, pending: 0, waiting: 0, dead: 0 },
+      });
+      expect(byName.get(names.pending)?.keptBecause).toBe('holds pending messages');
+      expect(byName.get(names.dead)?.keptBecause).toContain(
+        'holds dead letters, kept until an operator retries or purges them',
+      );
+      expect(byName.get(names.waiting)?.keptBecause).toBe(
+        'holds waiting messages (queued behind their key)',
+      );
+      expect(byName.get(names.recent)?.keptBecause).toBe(
+        'holds messages delivered within the retention',
+      );
+      expect(byName.get(names.retained)?.keptBecause).toBe('within retention');
+      expect(byName.get(`${table}_pdefault`)?.keptBecause).toBe(
+        'the catch-all partition is never dropped',
+      );
+
+      const report = await app.moduleRef.get(OutboxPartitionMaintainer).runOnce();
+      writing = false;
+      await writer;
+      expect(report.skipped).toBeNull();
+      expect(report.dropped).toEqual([names.delivered]);
+      expect(report.kept.map((k) => k.name).sort()).toEqual(
+        [names.pending, names.dead, names.waiting, names.recent].sort(),
+      );
+      const after = await scope.ds.query<{ name: string }[]>(
+        `SELECT c.relname AS name FROM pg_inherits AS i JOIN pg_class AS c ON c.oid = i.inhrelid WHERE i.inhparent = $1::regclass`,
+        [`"${table}"`],
+      );
+      expect(after.map((r) => r.name)).not.toContain(names.delivered);
+      expect(after.map((r) => r.name)).toContain(names.pending);
+      // Every message the writers committed is delivered; nothing of theirs was lost.
+      await waitFor("the writers' messages delivered", () =>
+        written.every((id) => publisher.messageIds.includes(id)),
+      );
+      // A dead letter past its own retention no longer keeps its partition.
+      const dead = await outboxPartitions(typeormSqlPort(scope.ds), { tableName: table }).maintain(
+        { ...policy, deadRetentionMs: DAY },
+        false,
+      );
+      expect(dead.dropped).toEqual([names.dead]);
+    }, 60_000);
+
+    it('creates the partitions ahead, and a dry run changes nothing', async () => {
+      const table = await partitionedTable();
+      const partitions = outboxPartitions(typeormSqlPort(scope.ds), { tableName: table });
+      const ahead = { ...policy, premake: 5 };
+      const dry = await partitions.maintain(ahead, true);
+      const wanted = [3, 4, 5].map(
+        (d) => `${table}_${partitionSuffix(new Date(dayStart(0).getTime() + d * DAY))}`,
+      );
+      expect(dry).toEqual({
+        dryRun: true,
+        skipped: null,
+        created: wanted,
+        dropped: [],
+        kept: [],
+        notCreated: [],
+      });
+      expect((await partitions.status(ahead, false)).missing).toEqual(wanted);
+      expect(await partitions.maintain(ahead, false)).toMatchObject({ created: wanted });
+      expect((await partitions.status(ahead, false)).missing).toEqual([]);
+      // A range whose rows already sit in the catch-all (the maintainer fell behind): reported,
+      // not created, and the rest of the run goes on.
+      const late = new Date(dayStart(0).getTime() + 7 * DAY);
+      await scope.ds.query(
+        `INSERT INTO "${table}" (message_id, topic, event_type, payload, created_at) VALUES (gen_random_uuid(), 'orders', 't', '{}', $1)`,
+        [new Date(late.getTime() + 3_600_000).toISOString()],
+      );
+      const further = await partitions.maintain({ ...policy, premake: 8 }, false);
+      expect(further.created).toEqual([
+        `${table}_${partitionSuffix(new Date(dayStart(0).getTime() + 6 * DAY))}`,
+        `${table}_${partitionSuffix(new Date(dayStart(0).getTime() + 8 * DAY))}`,
+      ]);
+      expect(further.notCreated).toEqual([
+        {
+          name: `${table}_${partitionSuffix(late)}`,
+          reason: `${table}_pdefault holds rows of its range (the maintainer fell behind): move them by hand (docs/partitioning.md)`,
+        },
+      ]);
+    });
+
+    it('runs one at a time: a run that finds the lock held skips, and two racing runs drop each partition once', async () => {
+      const table = await partitionedTable();
+      const names = await seeded(table);
+      const partitions = outboxPartitions(typeormSqlPort(scope.ds), { tableName: table });
+      // Another instance holding the maintainer's lock.
+      const runner = scope.ds.createQueryRunner();
+      await runner.connect();
+      await runner.startTransaction();
+      await runner.query(`SELECT pg_advisory_xact_lock($1::int4, $2::int4)`, [
+        hashKey('nestjs-outbox-partitions'),
+        hashKey(`.${table}`),
+      ]);
+      const blocked = await partitions.maintain(policy, false);
+      await runner.rollbackTransaction();
+      await runner.release();
+      expect(blocked.skipped).toContain('another instance is maintaining the partitions');
+      expect(blocked.dropped).toEqual([]);
+      const races = await Promise.all([
+        partitions.maintain(policy, false),
+        outboxPartitions(typeormSqlPort(scope.ds), { tableName: table }).maintain(policy, false),
+      ]);
+      expect(races.flatMap((r) => r.dropped)).toEqual([names.delivered]);
+      expect(races.flatMap((r) => r.created)).toEqual([
+        ...new Set(races.flatMap((r) => r.created)),
+      ]);
+    }, 30_000);
+
+    it('never touches a table it does not recognise', async () => {
+      const table = await partitionedTable();
+      const names = await seeded(table);
+      // A partition the outbox does not make (another name, another range).
+      await scope.ds.query(
+        `CREATE TABLE "${table}_archive" PARTITION OF "${table}" FOR VALUES FROM ('2020-01-01') TO ('2020-02-01')`,
+      );
+      const partitions = outboxPartitions(typeormSqlPort(scope.ds), { tableName: table });
+      const report = await partitions.maintain(policy, false);
+      expect(report.skipped).toContain(`the partition ${table}_archive`);
+      expect(report.dropped).toEqual([]);
+      const left = await scope.ds.query<{ t: string | null }[]>(`SELECT to_regclass($1) AS t`, [
+        `"${names.delivered}"`,
+      ]);
+      expect(left[0]?.t).not.toBeNull();
+      // A plain table: nothing to maintain, and it says so.
+      const plain = await scope.table('outbox_pq');
+      const onPlain = await outboxPartitions(typeormSqlPort(scope.ds), {
+        tableName: plain,
+      }).maintain(policy, false);
+      expect(onPlain.skipped).toContain('is not partitioned');
+    });
+  });
+
+  describe('bootstrap', () => {
+    it('refuses the option on a plain table, and a partitioned table without it, saying what fixes it', async () => {
+      const plain = await scope.table('outbox_pq');
+      const onPlain = scope.open({ table: plain, options: { partitioning: { interval: 'day' } } });
+      await expect(onPlain).rejects.toThrow(OutboxTableLayoutError);
+      await expect(onPlain).rejects.toThrow(
+        /is a plain \(unpartitioned\) table, but the options ask for a table partitioned by day: convert it/,
+      );
+      const table = await partitionedTable();
+      // What the module does at bootstrap without the option (the harness would add it).
+      const noOption = createOutboxStore(
+        typeormSqlPort(scope.ds),
+        { tableName: table, schema: null, partitioning: null },
+        { enabled: false, notify: false },
+      );
+      await expect(noOption).rejects.toThrow(
+        "is partitioned by day, but the options ask for a plain table: set the module's partitioning option to { interval: 'day' }",
+      );
+      const week = scope.open({ table, options: { partitioning: { interval: 'week' } } });
+      await expect(week).rejects.toThrow("set partitioning.interval to 'day' as the table is made");
+    });
+
+    it('outboxMigrations({ partitioning }) makes the partitioned table, and refuses a plain one', async () => {
+      const table = uniqueTable('outbox_pm');
+      const migrationsTable = `${table}_migrations`;
+      const ds = new DataSource({
+        ...scope.ds.options,
+        entities: [],
+        synchronize: false,
+        migrations: outboxMigrations({ tableName: table, partitioning: { interval: 'week' } }),
+        migrationsTableName: migrationsTable,
+      });
+      await ds.initialize();
+      scope.defer(async () => {
+        await ds.query(`DROP TABLE IF EXISTS "${migrationsTable}"`);
+        await dropOutboxTable(scope.ds, table);
+        await ds.destroy();
+      });
+      expect(await ds.runMigrations()).toHaveLength(3);
+      const { layout } = await outboxPartitions(typeormSqlPort(scope.ds), {
+        tableName: table,
+      }).status(policyOf(1), false);
+      expect(layout).toEqual({ kind: 'partitioned', interval: 'week' });
+      const publisher = new RecordingPublisher();
+      const app = await apps.boot(publisher, table);
+      const [id] = await app.enqueue([msg('k', { n: 1 }, { dedupeKey: 'once' })]);
+      expect(await app.enqueue([msg('k', { n: 1 }, { dedupeKey: 'once' })])).toEqual([id]);
+      await app.runUntilIdle();
+      expect(publisher.messageIds).toEqual([id]);
+
+      const plain = await scope.table('outbox_pq');
+      const onPlain = new DataSource({
+        ...scope.ds.options,
+        entities: [],
+        synchronize: false,
+        migrations: outboxMigrations({ tableName: plain, partitioning: { interval: 'day' } }),
+        migrationsTableName: `${plain}_migrations`,
+      });
+      await onPlain.initialize();
+      scope.defer(async () => {
+        await onPlain.query(`DROP TABLE IF EXISTS "${plain}_migrations"`);
+        await onPlain.destroy();
+      });
+      await expect(onPlain.runMigrations()).rejects.toThrow(
+        'does not convert it to a table partitioned by day by itself',
+      );
+    }, 30_000);
+
+    it('refuses to convert a plain table, listing the manual steps', async () => {
+      const plain = await scope.table('outbox_pq');
+      const convert = ensureOutboxTable(scope.ds, {
+        tableName: plain,
+        partitioning: { interval: 'day' },
+      });
+      await expect(convert).rejects.toThrow(OutboxTableLayoutError);
+      await expect(convert).rejects.toThrow(`ALTER TABLE "${plain}" RENAME TO "${plain}_plain";`);
+    });
+
+    it('the manual conversion steps turn a plain table with rows into a partitioned one the module accepts', async () => {
+      const plain = await scope.table('outbox_pq');
+      const enqueuer = await scope.open({ table: plain });
+      const kept = await enqueuer.enqueue([msg('k', { n: 1 }), msg('k', { n: 2 })]);
+      await enqueuer.close();
+      let steps: string[] = [];
+      try {
+        await ensureOutboxTable(scope.ds, { tableName: plain, partitioning: { interval: 'day' } });
+      } catch (error) {
+        // The statements follow the first line, each ending with ';' at the end of a line.
+        const [, listed = ''] = (error as Error).message.split(/\n(.*)/s);
+        steps = listed
+          .split(/;\n/)
+          .map((step) => step.replace(/;$/, ''))
+          .filter((step) => !step.startsWith('--'));
+      }
+      expect(steps.length).toBeGreaterThan(5);
+      const runner = scope.ds.createQueryRunner();
+      try {
+        for (const step of steps) await runner.query(step);
+      } catch (error) {
+        await runner.query('ROLLBACK');
+        throw error;
+      } finally {
+        await runner.release();
+      }
+      scope.defer(() => scope.ds.query(`DROP TABLE IF EXISTS "${plain}_plain"`));
+      const publisher = new RecordingPublisher();
+      const app = await apps.boot(publisher, plain);
+      const added = await app.enqueue([msg('k', { n: 3 })]);
+      await app.runUntilIdle();
+      expect(publisher.messageIds).toEqual([...kept, ...added]);
+    }, 30_000);
+  });
+});
+
+describe('partitioning on SQLite', () => {
+  it('fails at bootstrap with a typed error: SQLite keeps its plain table', async () => {
+    const sqlite = testDatabase('sqlite');
+    const table = uniqueTable('outbox_ps');
+    const ds: DataSource = await sqlite.open(table);
+    try {
+      const make = ensureOutboxTable(ds, { tableName: table, partitioning: { interval: 'day' } });
+      await expect(make).rejects.toThrow(OutboxOptionsError);
+      await expect(make).rejects.toThrow(
+        'only PostgreSQL and MySQL/MariaDB have partitioned tables',
+      );
+    } finally {
+      await sqlite.close(ds, table);
+    }
+  });
+});
