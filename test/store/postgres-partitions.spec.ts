@@ -374,7 +374,7 @@ SELECT gen_random_uuid(), 'orders', $1, 't', '{}', $2::text, $3::timestamptz + i
         await dropOutboxTable(scope.ds, table);
         await ds.destroy();
       });
-      expect(await ds.runMigrations()).toHaveLength(3);
+      expect(await ds.runMigrations()).toHaveLength(4);
       const { layout } = await outboxPartitions(typeormSqlPort(scope.ds), {
         tableName: table,
       }).status(policyOf(1), false);
