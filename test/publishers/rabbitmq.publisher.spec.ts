@@ -6,6 +6,7 @@ import type { DataSource } from 'typeorm';
 import {
   OUTBOX_HEADER_MESSAGE_ID,
   OUTBOX_HEADER_TYPE,
+  PermanentPublishError,
   PublisherUnavailableError,
   PublishTimeoutError,
   type OutboxRecord,
@@ -652,6 +653,29 @@ describeWith(
       publishers.push(publisher);
       return publisher;
     }
+
+    it('a message amqplib cannot encode is a permanent failure, not an outage; the rest of the batch is published', async () => {
+      const queue = uniqueName('q-encode');
+      const publisher = publisherFor(queue, { exchange: '', routingKey: () => queue });
+      await publisher.connect();
+      const received = await consumers.consume(queue);
+      // An invalid date gives a NaN AMQP timestamp, which amqplib refuses to encode.
+      const bad = { ...rec(queue, 'bad-date'), createdAt: new Date(Number.NaN) };
+      const good = [rec(queue, 'good-1'), rec(queue, 'good-2')];
+      const outcomes = await publisher.publish(
+        [good[0] as OutboxRecord, bad, good[1] as OutboxRecord],
+        anySignal(),
+      );
+      expect(outcomes[0]).toEqual({ ok: true });
+      expect(outcomes[2]).toEqual({ ok: true });
+      const failed = outcomes[1];
+      expect(failed?.ok).toBe(false);
+      expect(failed !== undefined && !failed.ok ? failed.error : undefined).toBeInstanceOf(
+        PermanentPublishError,
+      );
+      await waitFor('both good messages at the queue', () => received.length === 2);
+      expect(received.map((m) => m.messageId).sort()).toEqual(['good-1', 'good-2']);
+    });
 
     it("a channel closed by one batch's messages fails only those; the other batch in flight on it is published again in full", async () => {
       const queue = uniqueName('q-close');

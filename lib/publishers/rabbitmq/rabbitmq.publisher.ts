@@ -8,6 +8,7 @@ import {
   type Options,
 } from 'amqplib';
 import { PublishTimeoutError } from '../../errors/publish-timeout.error';
+import { PermanentPublishError } from '../../errors/permanent-publish.error';
 import { PublisherUnavailableError } from '../../errors/publisher-unavailable.error';
 import type { OutboxPublisher, PublishOutcome } from '../outbox-publisher.interface';
 import type { OutboxRecord } from '../../message/outbox-record.interface';
@@ -443,9 +444,26 @@ export class RabbitMqPublisher implements OutboxPublisher {
       );
       if (!ok) state.needsDrain = true;
     } catch (error) {
-      // The channel is closing under us: the message never left.
+      // The message never left. amqplib throws a TypeError or RangeError while encoding a frame
+      // it cannot encode (a property out of range), before writing anything: this message would
+      // fail so on every attempt, and as an outage it would be retried forever without its
+      // attempts counting, holding its key. The broker never saw it, so its delivery tag is
+      // given back (the next message gets it) and the channel goes on. Anything else means the
+      // channel is closing under us: an outage.
       forget(state, entry);
-      entry.settle({ ok: false, error: toUnavailable(error, 'The message was not sent') });
+      const unencodable = error instanceof TypeError || error instanceof RangeError;
+      if (unencodable) state.lastTag--;
+      entry.settle({
+        ok: false,
+        error: unencodable
+          ? new PermanentPublishError(
+              `RabbitMQ cannot encode the message: ${describeError(error)}`,
+              {
+                cause: error,
+              },
+            )
+          : toUnavailable(error, 'The message was not sent'),
+      });
     }
     return entry;
   }
