@@ -36,68 +36,55 @@ export async function createOutboxStore(
     schema: table.schema ?? undefined,
   });
   if (sql.isConnected) {
-    // Fail at bootstrap, not at the first enqueue, when the migration has not run.
-    try {
-      // The columns added in 0.2 are probed too: an older table fails here, not mid-dispatch.
-      await sql.query(
-        `SELECT 1 FROM ${names.table} WHERE 1 = 0 AND last_attempt_at IS NULL AND dead_at IS NULL`,
-      );
-    } catch (error) {
-      throw new OutboxTableMissingError(
-        OutboxMessages.tableMissing(names.table, describeError(error), {
-          tableName: table.tableName,
-          schema: table.schema ?? undefined,
-          keyLock: database.keyLockTable,
-        }),
-        names.table,
-        { cause: error },
-      );
-    }
-    // The attempt history is newer than the table: an older table lacks it until the schema
-    // command or the next migration step adds it, and every failed settle would fail on it.
-    try {
-      await sql.query(`SELECT 1 FROM ${names.attemptsTable} WHERE 1 = 0`);
-    } catch (error) {
-      throw new OutboxTableMissingError(
-        OutboxMessages.historyTableMissing(names.attemptsTable, describeError(error), {
-          tableName: table.tableName,
-          schema: table.schema ?? undefined,
-          keyLock: database.keyLockTable,
-        }),
-        names.attemptsTable,
-        { cause: error },
-      );
-    }
-    // Step 4's columns: every claim reads them, so a table without them would fail each one.
-    try {
-      await sql.query(payloadColumnsProbe(names));
-    } catch (error) {
-      throw new OutboxTableMissingError(
-        OutboxMessages.payloadColumnsMissing(names.table, describeError(error), {
-          tableName: table.tableName,
-          schema: table.schema ?? undefined,
-          keyLock: database.keyLockTable,
-        }),
-        names.table,
-        { cause: error },
-        4,
-      );
-    }
-    // Checked here, not at the first clean an hour into production.
-    if (table.cleaner?.archive === true) {
+    const ref = {
+      tableName: table.tableName,
+      schema: table.schema ?? undefined,
+      keyLock: database.keyLockTable,
+    };
+    /** Runs a read that fails when a part of the schema is missing, and says how to add it. */
+    const probe = async (
+      statement: string,
+      missing: string,
+      message: (reason: string) => string,
+      step?: number,
+    ): Promise<void> => {
       try {
-        await sql.query(`SELECT 1 FROM ${names.archiveTable} WHERE 1 = 0`);
+        await sql.query(statement);
       } catch (error) {
         throw new OutboxTableMissingError(
-          OutboxMessages.archiveTableMissing(names.archiveTable, describeError(error), {
-            tableName: table.tableName,
-            schema: table.schema ?? undefined,
-            keyLock: database.keyLockTable,
-          }),
-          names.archiveTable,
-          { cause: error },
+          message(describeError(error)),
+          missing,
+          {
+            cause: error,
+          },
+          step,
         );
       }
+    };
+    // Fail at bootstrap, not at the first enqueue, when the migration has not run. The columns
+    // added in 0.2 are probed too: an older table fails here, not mid-dispatch.
+    await probe(
+      `SELECT 1 FROM ${names.table} WHERE 1 = 0 AND last_attempt_at IS NULL AND dead_at IS NULL`,
+      names.table,
+      (reason) => OutboxMessages.tableMissing(names.table, reason, ref),
+    );
+    // The attempt history is newer than the table: an older table lacks it until the schema
+    // command or the next migration step adds it, and every failed settle would fail on it.
+    await probe(`SELECT 1 FROM ${names.attemptsTable} WHERE 1 = 0`, names.attemptsTable, (reason) =>
+      OutboxMessages.historyTableMissing(names.attemptsTable, reason, ref),
+    );
+    // Step 4's columns: every claim reads them, so a table without them would fail each one.
+    await probe(
+      payloadColumnsProbe(names),
+      names.table,
+      (reason) => OutboxMessages.payloadColumnsMissing(names.table, reason, ref),
+      4,
+    );
+    // Checked here, not at the first clean an hour into production.
+    if (table.cleaner?.archive === true) {
+      await probe(`SELECT 1 FROM ${names.archiveTable} WHERE 1 = 0`, names.archiveTable, (reason) =>
+        OutboxMessages.archiveTableMissing(names.archiveTable, reason, ref),
+      );
     }
   }
   // Before the store is made: its statements differ by layout (the partitioned table's guard).
