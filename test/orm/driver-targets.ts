@@ -192,7 +192,7 @@ export function kyselyTarget(database: 'postgres' | 'mariadb' | 'sqlite'): Store
   };
 }
 
-function openKysely(database: 'postgres' | 'mariadb' | 'sqlite') {
+export function openKysely(database: 'postgres' | 'mariadb' | 'sqlite') {
   if (database === 'postgres') {
     const db = new Kysely<unknown>({
       dialect: new PostgresDialect({ pool: pgPool() as unknown as PostgresPool }),

@@ -14,6 +14,7 @@ export {
   type KyselyOutboxOptions,
   type KyselyTransaction,
 } from './kysely.connection';
+export { outboxKyselyMigration, type OutboxKyselyMigration } from './kysely-outbox.migration';
 export {
   kyselySqlPort,
   kyselySqlRunner,

@@ -1,0 +1,43 @@
+import {
+  createOutboxTable,
+  outboxDialectOf,
+  outboxTableDropDdl,
+  type OutboxTableOptions,
+} from '../../store/outbox-dialect';
+import { kyselyOutbox, type KyselyInstance, type KyselyOutboxOptions } from './kysely.connection';
+
+/** A Kysely migration (`Migration` of `kysely`): what `Migrator` runs. */
+export interface OutboxKyselyMigration {
+  up(db: KyselyInstance): Promise<void>;
+  down(db: KyselyInstance): Promise<void>;
+}
+
+/**
+ * The outbox table (with its attempt history, indexes and the rest of the current schema) as a
+ * Kysely migration, for the migrations your `Migrator` runs:
+ *
+ * @example
+ * // migrations/2026_11_23_outbox.ts
+ * import { outboxKyselyMigration } from 'nestjs-outbox/kysely';
+ * export const { up, down } = outboxKyselyMigration();
+ *
+ * `up` creates what is missing and brings an older table up to date in place (rows kept), as
+ * `outbox schema migrate` does; `down` drops the table, its history and its lock table.
+ * The database is read from the dialect's adapter, as `kyselyOutbox` does.
+ */
+export function outboxKyselyMigration(
+  options: OutboxTableOptions & Pick<KyselyOutboxOptions, 'databaseType'> = {},
+): OutboxKyselyMigration {
+  const { databaseType, ...table } = options;
+  return {
+    async up(db) {
+      await createOutboxTable(kyselyOutbox(db, { databaseType }).sql, table);
+    },
+    async down(db) {
+      const { sql } = kyselyOutbox(db, { databaseType });
+      for (const statement of outboxTableDropDdl(outboxDialectOf(sql.databaseType), table)) {
+        await sql.query(statement);
+      }
+    },
+  };
+}
