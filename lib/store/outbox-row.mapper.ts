@@ -17,14 +17,18 @@ export interface ClaimedRow {
   payload_encoding: string;
   content_type: string | null;
   /** Base64 text (PostgreSQL, MySQL/MariaDB) or the bytes themselves (SQLite). */
-  payload_bytes: string | Uint8Array | null;
+  payload_bytes: string | Uint8Array | ArrayBuffer | null;
   broker_attributes: string | null;
 }
 
-/** Bytes as a store reads them back: base64 text from PostgreSQL and MySQL, a BLOB from SQLite. */
-export function storedBytes(value: string | Uint8Array | null): Buffer {
+/**
+ * Bytes as a store reads them back: base64 text from PostgreSQL and MySQL, a BLOB from SQLite
+ * (a Buffer from better-sqlite3, an ArrayBuffer from libSQL's driver).
+ */
+export function storedBytes(value: string | Uint8Array | ArrayBuffer | null): Buffer {
   if (value === null) return Buffer.alloc(0);
   if (typeof value === 'string') return Buffer.from(value, 'base64');
+  if (value instanceof ArrayBuffer) return Buffer.from(value);
   return Buffer.isBuffer(value)
     ? value
     : Buffer.from(value.buffer, value.byteOffset, value.byteLength);
@@ -96,7 +100,7 @@ export interface RequeuedRow {
   payload_encoding: string;
   content_type: string | null;
   /** As the dialect's re-insert binds it (base64 text on MySQL/MariaDB, a BLOB on SQLite). */
-  payload_bytes: string | Uint8Array | null;
+  payload_bytes: string | Uint8Array | ArrayBuffer | null;
   broker_attributes: string | null;
   created_at: string;
 }
@@ -112,7 +116,8 @@ export function requeueValues(r: RequeuedRow): unknown[] {
     r.headers,
     r.payload_encoding,
     r.content_type,
-    r.payload_bytes,
+    // libSQL reads a BLOB as an ArrayBuffer; bound back, it must be a Buffer.
+    r.payload_bytes instanceof ArrayBuffer ? Buffer.from(r.payload_bytes) : r.payload_bytes,
     r.broker_attributes,
     r.created_at,
   ];
