@@ -1,10 +1,6 @@
-import type { MigrationInterface, QueryRunner } from 'typeorm';
-import { tableMigrationName } from './migration-name';
-import {
-  outboxArchiveTableDdl,
-  outboxDialectOf,
-  type OutboxTableOptions,
-} from '../../store/outbox-dialect';
+import type { MigrationInterface } from 'typeorm';
+import { outboxArchiveTableDdl, type OutboxTableOptions } from '../../store/outbox-dialect';
+import { runAll, tableMigration } from './table-migration';
 
 /**
  * The TypeORM migration that creates the archive `<table>_archive` for `cleaner.archive`. Not a
@@ -23,22 +19,13 @@ export function createOutboxArchiveMigration(
 ): new () => MigrationInterface {
   // Validate at definition time so a bad name fails before any migration runs.
   outboxArchiveTableDdl('postgres', options);
-  const name = tableMigrationName(
+  return tableMigration(
     'CreateOutboxArchive',
-    { tableName: options.tableName ?? 'outbox', schema: options.schema },
-    timestamp,
     'createOutboxArchiveMigration()',
+    options,
+    timestamp,
+    (database, names, run) => runAll(run, database.createArchiveTable(names)),
+    // Deliberately nothing: reverting must not destroy an audit trail.
+    () => Promise.resolve(),
   );
-  return class CreateOutboxArchive implements MigrationInterface {
-    readonly name = name;
-
-    async up(queryRunner: QueryRunner): Promise<void> {
-      const dialect = outboxDialectOf(queryRunner.connection.options.type);
-      for (const sql of outboxArchiveTableDdl(dialect, options)) await queryRunner.query(sql);
-    }
-
-    async down(): Promise<void> {
-      // Deliberately nothing: reverting must not destroy an audit trail.
-    }
-  };
 }

@@ -1,113 +1,55 @@
-import type { MigrationInterface, QueryRunner } from 'typeorm';
-import {
-  outboxDatabase,
-  outboxDialectOf,
-  outboxTableDdl,
-  tableNamesFor,
-} from '../../store/outbox-dialect';
+import type { MigrationInterface } from 'typeorm';
+import { outboxTableDdl } from '../../store/outbox-dialect';
 import type { OutboxTableOptions } from '../../store/outbox-dialect';
-import { tableMigrationName } from './migration-name';
 import { createOutboxMigration } from './outbox-table.migration';
+import { runAll, tableMigration } from './table-migration';
 
 type MigrationClass = new () => MigrationInterface;
 
 /** One schema change: its migration, named after the table, sorting at `timestamp`. */
 type MigrationStep = (options: OutboxTableOptions, timestamp: number) => MigrationClass;
 
+const STEP_SUBJECT = 'outboxMigrations()';
+
 /** Step 2: the attempt history `<table>_attempts` beside an existing outbox table. */
-const addAttemptHistory: MigrationStep = (options, timestamp) => {
-  const name = tableMigrationName(
+const addAttemptHistory: MigrationStep = (options, timestamp) =>
+  tableMigration(
     'AddOutboxAttemptHistory',
-    { tableName: options.tableName ?? 'outbox', schema: options.schema },
+    STEP_SUBJECT,
+    options,
     timestamp,
-    'outboxMigrations()',
+    (database, names, run) => runAll(run, database.createHistoryTable(names)),
+    (database, names, run) => runAll(run, database.dropHistoryTable(names)),
   );
-  return class AddOutboxAttemptHistory implements MigrationInterface {
-    readonly name = name;
-
-    async up(queryRunner: QueryRunner): Promise<void> {
-      const dialect = outboxDialectOf(queryRunner.connection.options.type);
-      const names = tableNamesFor(dialect, options);
-      for (const sql of outboxDatabase(dialect).createHistoryTable(names)) {
-        await queryRunner.query(sql);
-      }
-    }
-
-    async down(queryRunner: QueryRunner): Promise<void> {
-      const dialect = outboxDialectOf(queryRunner.connection.options.type);
-      const names = tableNamesFor(dialect, options);
-      for (const sql of outboxDatabase(dialect).dropHistoryTable(names)) {
-        await queryRunner.query(sql);
-      }
-    }
-  };
-};
 
 /**
  * Step 3: the cleaner's cut-off indexes on an existing outbox table (step 1 makes them on a new
  * one, so here they are usually there already and nothing happens).
  */
-const addCleanerIndexes: MigrationStep = (options, timestamp) => {
-  const name = tableMigrationName(
+const addCleanerIndexes: MigrationStep = (options, timestamp) =>
+  tableMigration(
     'AddOutboxCleanerIndexes',
-    { tableName: options.tableName ?? 'outbox', schema: options.schema },
+    STEP_SUBJECT,
+    options,
     timestamp,
-    'outboxMigrations()',
+    (database, names, run) => database.ensureCleanerIndexes(run, names),
+    (database, names, run) => runAll(run, database.dropCleanerIndexes(names)),
   );
-  return class AddOutboxCleanerIndexes implements MigrationInterface {
-    readonly name = name;
-
-    async up(queryRunner: QueryRunner): Promise<void> {
-      const dialect = outboxDialectOf(queryRunner.connection.options.type);
-      await outboxDatabase(dialect).ensureCleanerIndexes(
-        (sql, params) => queryRunner.query(sql, params),
-        tableNamesFor(dialect, options),
-      );
-    }
-
-    async down(queryRunner: QueryRunner): Promise<void> {
-      const dialect = outboxDialectOf(queryRunner.connection.options.type);
-      for (const sql of outboxDatabase(dialect).dropCleanerIndexes(
-        tableNamesFor(dialect, options),
-      )) {
-        await queryRunner.query(sql);
-      }
-    }
-  };
-};
 
 /**
  * Step 4: the binary-payload and broker-attribute columns (`payload_encoding`, `content_type`,
  * `payload_bytes`, `broker_attributes`) on an existing outbox table, added in place without a
  * table rewrite (step 1 makes them on a new one, so there this does nothing).
  */
-const addPayloadColumns: MigrationStep = (options, timestamp) => {
-  const name = tableMigrationName(
+const addPayloadColumns: MigrationStep = (options, timestamp) =>
+  tableMigration(
     'AddOutboxPayloadColumns',
-    { tableName: options.tableName ?? 'outbox', schema: options.schema },
+    STEP_SUBJECT,
+    options,
     timestamp,
-    'outboxMigrations()',
+    (database, names, run) => database.ensurePayloadColumns(run, names),
+    (database, names, run) => database.dropPayloadColumns(run, names),
   );
-  return class AddOutboxPayloadColumns implements MigrationInterface {
-    readonly name = name;
-
-    async up(queryRunner: QueryRunner): Promise<void> {
-      const dialect = outboxDialectOf(queryRunner.connection.options.type);
-      await outboxDatabase(dialect).ensurePayloadColumns(
-        (sql, params) => queryRunner.query(sql, params),
-        tableNamesFor(dialect, options),
-      );
-    }
-
-    async down(queryRunner: QueryRunner): Promise<void> {
-      const dialect = outboxDialectOf(queryRunner.connection.options.type);
-      await outboxDatabase(dialect).dropPayloadColumns(
-        (sql, params) => queryRunner.query(sql, params),
-        tableNamesFor(dialect, options),
-      );
-    }
-  };
-};
 
 /**
  * The outbox's schema changes in order. Never reorder, rename or change a step: TypeORM knows
