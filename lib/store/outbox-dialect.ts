@@ -76,16 +76,28 @@ export function tableNamesFor(
 export function outboxTableDdl(dialect: OutboxDialect, options: OutboxTableOptions = {}): string[] {
   const database = OUTBOX_DATABASES[dialect];
   const names = tableNamesFor(dialect, options);
-  const partitioning = tablePartitioning(options);
-  const table =
-    partitioning === null
-      ? database.createTable(names)
-      : partitionedTablesOf(database).createTable(
-          names,
-          partitioning.interval,
-          rangesAhead(partitioning.interval, new Date(), partitioning.premake),
-        );
-  return [...table, ...database.createHistoryTable(names)];
+  return [
+    ...outboxTableStatements(database, names, tablePartitioning(options)),
+    ...database.createHistoryTable(names),
+  ];
+}
+
+/**
+ * The statements that create the outbox table alone, in the layout asked: plain, or
+ * partitioned with its first partitions made ahead from now.
+ */
+export function outboxTableStatements(
+  database: OutboxDatabase,
+  names: OutboxTableNames,
+  partitioning: Pick<ResolvedPartitioningOptions, 'interval' | 'premake'> | null,
+): string[] {
+  return partitioning === null
+    ? database.createTable(names)
+    : partitionedTablesOf(database).createTable(
+        names,
+        partitioning.interval,
+        rangesAhead(partitioning.interval, new Date(), partitioning.premake),
+      );
 }
 
 /**

@@ -7,12 +7,12 @@ import {
   outboxDatabase,
   outboxDialectOf,
   outboxTableDdl,
+  outboxTableStatements,
   tableNamesFor,
   tablePartitioning,
   type OutboxTableOptions,
 } from '../../store/outbox-dialect';
-import { rangesAhead } from '../../store/partition-range';
-import { checkTableLayout, partitionedTablesOf } from '../../store/table-layout';
+import { checkTableLayout } from '../../store/table-layout';
 
 /**
  * Returns the first step of `outboxMigrations()`: the TypeORM migration class that creates the
@@ -95,15 +95,9 @@ export function createOutboxMigration(
         partitioning,
         { creating: true },
       );
-      const statements =
-        partitioning === null
-          ? database.createTable(names)
-          : partitionedTablesOf(database).createTable(
-              names,
-              partitioning.interval,
-              rangesAhead(partitioning.interval, new Date(), partitioning.premake),
-            );
-      for (const sql of statements) await queryRunner.query(sql);
+      for (const sql of outboxTableStatements(database, names, partitioning)) {
+        await queryRunner.query(sql);
+      }
       // e.g. MySQL tables made before 0.3, which compare keys ignoring trailing spaces.
       await database.afterCreateTable?.((sql, params) => queryRunner.query(sql, params), names);
       // CREATE TABLE IF NOT EXISTS leaves an older table as it is: fail rather than record a
