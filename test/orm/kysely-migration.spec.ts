@@ -1,4 +1,5 @@
 import { Migrator } from 'kysely';
+import { OutboxOptionsError } from '../../lib';
 import { outboxKyselyMigration } from '../../lib/orm/kysely';
 import { outboxSchemaStatus } from '../../lib/store/schema-status';
 import { uniqueTable } from '../support/databases';
@@ -7,6 +8,12 @@ import { openKysely } from './driver-targets';
 
 // outboxKyselyMigration(): the outbox table as a migration of Kysely's own Migrator, up to the
 // current schema version and back down, on each database.
+
+it('refuses an unsafe table name when the migration is defined', () => {
+  expect(() => outboxKyselyMigration({ tableName: 'outbox; drop table x' })).toThrow(
+    OutboxOptionsError,
+  );
+});
 
 for (const database of ['postgres', 'mariadb', 'sqlite'] as const) {
   describeWith(

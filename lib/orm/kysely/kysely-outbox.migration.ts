@@ -2,6 +2,7 @@ import {
   createOutboxTable,
   outboxDialectOf,
   outboxTableDropDdl,
+  tableNamesFor,
   type OutboxTableOptions,
 } from '../../store/outbox-dialect';
 import { kyselyOutbox, type KyselyInstance, type KyselyOutboxOptions } from './kysely.connection';
@@ -29,6 +30,8 @@ export function outboxKyselyMigration(
   options: OutboxTableOptions & Pick<KyselyOutboxOptions, 'databaseType'> = {},
 ): OutboxKyselyMigration {
   const { databaseType, ...table } = options;
+  // Validate at definition time, so a bad name fails before the Migrator runs anything.
+  tableNamesFor('postgres', table);
   return {
     async up(db) {
       await createOutboxTable(kyselyOutbox(db, { databaseType }).sql, table);
