@@ -18,27 +18,36 @@ export function pgSqlPort(pool: PgPool): SqlPort {
       return pool.ending !== true;
     },
     query: (sql, params) => run(pool, sql, params),
-    async transaction(work) {
-      const client = await pool.connect();
-      // A connection whose rollback failed is in an unknown state: the pool must close it.
-      let broken: Error | undefined;
-      try {
-        await client.query('BEGIN ISOLATION LEVEL READ COMMITTED');
-        const value = await work(pgSqlRunner(client));
-        await client.query('COMMIT');
-        return value;
-      } catch (error) {
-        await client.query('ROLLBACK').catch((rollbackError: unknown) => {
-          broken =
-            rollbackError instanceof Error ? rollbackError : new Error(String(rollbackError));
-        });
-        throw error;
-      } finally {
-        client.release(broken);
-      }
-    },
+    transaction: (work) => pgTransaction(pool, '', work),
+    // Without parameters node-postgres sends a simple query, which may hold several statements.
+    transactionOpening: (opening, work) =>
+      pgTransaction(pool, opening.map((statement) => `; ${statement}`).join(''), work),
     listen: (channel, onNotify, onLost) => pgListen(pool, channel, onNotify, onLost),
   };
+}
+
+/** A READ COMMITTED transaction on a pool client; `opening` rides on its BEGIN. */
+async function pgTransaction<T>(
+  pool: PgPool,
+  opening: string,
+  work: (tx: SqlRunner) => Promise<T>,
+): Promise<T> {
+  const client = await pool.connect();
+  // A connection whose rollback failed is in an unknown state: the pool must close it.
+  let broken: Error | undefined;
+  try {
+    await client.query(`BEGIN ISOLATION LEVEL READ COMMITTED${opening}`);
+    const value = await work(pgSqlRunner(client));
+    await client.query('COMMIT');
+    return value;
+  } catch (error) {
+    await client.query('ROLLBACK').catch((rollbackError: unknown) => {
+      broken = rollbackError instanceof Error ? rollbackError : new Error(String(rollbackError));
+    });
+    throw error;
+  } finally {
+    client.release(broken);
+  }
 }
 
 async function run<R>(

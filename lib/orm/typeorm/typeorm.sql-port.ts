@@ -46,7 +46,12 @@ export function typeormSqlPort(dataSource: DataSource): SqlPort {
         await runner.release();
       }
     },
-    ...(type === 'postgres' ? { listen: (...args) => postgresListen(dataSource, ...args) } : {}),
+    ...(type === 'postgres'
+      ? {
+          listen: (...args) => postgresListen(dataSource, ...args),
+          transactionOpening: (opening, work) => postgresTransaction(dataSource, opening, work),
+        }
+      : {}),
   } satisfies SqlPort;
 }
 
@@ -64,6 +69,37 @@ async function structuredQuery<R>(
     affected: result.affected ?? 0,
     ...(insertId === undefined ? {} : { insertId }),
   };
+}
+
+/**
+ * A READ COMMITTED transaction whose BEGIN carries `opening` in one simple query (a statement
+ * without parameters goes to node-postgres as one). Opened by hand, not by `startTransaction`,
+ * which sends the BEGIN and its isolation level as two more round trips; the outbox's own short
+ * transactions need none of TypeORM's transaction events.
+ */
+async function postgresTransaction<T>(
+  dataSource: DataSource,
+  opening: readonly string[],
+  work: (tx: SqlRunner) => Promise<T>,
+): Promise<T> {
+  const runner = dataSource.createQueryRunner('master');
+  let open = false;
+  try {
+    await runner.connect();
+    open = true;
+    await runner.query(['BEGIN ISOLATION LEVEL READ COMMITTED', ...opening].join('; '));
+    const value = await work(typeormSqlRunner(runner));
+    open = false;
+    await runner.query('COMMIT');
+    return value;
+  } catch (error) {
+    // A failed BEGIN or COMMIT leaves nothing open (PostgreSQL ends a failed COMMIT's
+    // transaction); a ROLLBACK after them would only warn.
+    if (open) await runner.query('ROLLBACK').catch(() => undefined);
+    throw error;
+  } finally {
+    await runner.release();
+  }
 }
 
 // The subset of node-postgres' client that LISTEN needs.

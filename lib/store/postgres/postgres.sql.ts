@@ -275,6 +275,41 @@ function keyHead(t: string, key: string, columns: string, policy: OutboxQueuePol
 export const POSTGRES_PLANNER_SETTINGS = `set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true)`;
 
 /**
+ * The statements that open each of the dispatcher's transactions: JIT off (a promotion over a
+ * key with a large parked backlog is estimated near jit_above_cost, and compiling it cost 15×
+ * the statement, bench P9); the statement timeout; the idle timeout, which ends the transaction
+ * on the server if its process freezes between statements (SIGSTOP, a long pause) so that its
+ * row and advisory locks cannot hold up other dispatchers; the planner settings; then, as a
+ * statement of its own so that the timeout set before bounds its waits, the dispatch locks of
+ * `lockIds` (sorted) in `namespace`.
+ *
+ * Without parameters, so that a port can send them in the same simple query as the BEGIN: every
+ * value is an integer of the store's own, written as a literal only after checking it is one.
+ */
+export function postgresOpening(
+  timeoutMs: number,
+  namespace: number,
+  lockIds: readonly number[],
+): string[] {
+  const timeout = int32Literal(timeoutMs);
+  const settings = `SELECT set_config('statement_timeout', '${timeout}', true), set_config('jit', 'off', true),
+  set_config('idle_in_transaction_session_timeout', '${timeout}', true), ${POSTGRES_PLANNER_SETTINGS}`;
+  if (lockIds.length === 0) return [settings];
+  const ids = lockIds.map(int32Literal).join(',');
+  return [
+    settings,
+    `SELECT count(pg_advisory_xact_lock(${int32Literal(namespace)}, k)) FROM unnest('{${ids}}'::int4[]) AS k`,
+  ];
+}
+
+function int32Literal(value: number): string {
+  if (!Number.isSafeInteger(value) || value < -2_147_483_648 || value > 2_147_483_647) {
+    throw new RangeError(`not a 32-bit integer: ${String(value)}`);
+  }
+  return String(value);
+}
+
+/**
  * $1 owner, $2 token, $3 lease ms, $4 limit, $5 window.
  *
  * The claim reads a bounded window of due rows (in due order, through the pending index), finds

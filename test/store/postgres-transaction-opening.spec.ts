@@ -1,0 +1,202 @@
+import { randomUUID } from 'node:crypto';
+import { Pool, type PoolClient } from 'pg';
+import { DataSource, type Logger } from 'typeorm';
+import { createOutboxTable } from '../../lib';
+import { pgSqlPort } from '../../lib/orm/pg/pg.sql-port';
+import { typeormSqlPort } from '../../lib/orm/typeorm/typeorm.sql-port';
+import { createOutboxStore } from '../../lib/store/create-outbox-store';
+import { hashKey } from '../../lib/store/outbox-row.mapper';
+import type { OutboxStore } from '../../lib/store/outbox-store.port';
+import type { SqlPort } from '../../lib/store/sql-port';
+import { serverConnection, uniqueTable } from '../support/databases';
+import { describeWith } from '../support/services';
+
+// The dispatcher's PostgreSQL transactions open with their settings and dispatch locks sent in
+// the same simple query as BEGIN (SqlPort.transactionOpening): a claim is three round trips.
+// What must not change with it: the statement timeout bounds a wait on a key's dispatch lock,
+// and the lock is held until the transaction ends. Asserted on the pg port and the TypeORM port,
+// through the statements that reached the server and the rows the store changed.
+
+const TIMEOUT_MS = 400;
+
+type Sent = string[];
+
+function pgConfig(): {
+  host: string;
+  port: number;
+  user: string;
+  password?: string;
+  database: string;
+} {
+  const c = serverConnection('postgres');
+  return {
+    host: c.host,
+    port: c.port,
+    user: c.username,
+    password: c.password,
+    database: c.database,
+  };
+}
+
+/** A pg Pool whose clients record each statement text they send. */
+function recordingPool(sent: Sent): Pool {
+  const pool = new Pool({ ...pgConfig(), max: 4 });
+  pool.on('connect', (client: PoolClient) => {
+    const query = client.query.bind(client) as (...args: unknown[]) => unknown;
+    Object.assign(client, {
+      query: (...args: unknown[]) => {
+        if (typeof args[0] === 'string') sent.push(args[0]);
+        return query(...args);
+      },
+    });
+  });
+  return pool;
+}
+
+interface Target {
+  readonly name: string;
+  open(sent: Sent): Promise<{ sql: SqlPort; close(): Promise<void> }>;
+}
+
+const targets: Target[] = [
+  {
+    name: 'pg port',
+    async open(sent) {
+      const pool = recordingPool(sent);
+      return { sql: pgSqlPort(pool), close: () => pool.end() };
+    },
+  },
+  {
+    name: 'TypeORM port',
+    async open(sent) {
+      // TypeORM's logger sees every statement its query runners send.
+      const logger: Logger = {
+        logQuery: (query) => void sent.push(query),
+        logQueryError: () => undefined,
+        logQuerySlow: () => undefined,
+        logSchemaBuild: () => undefined,
+        logMigration: () => undefined,
+        log: () => undefined,
+      };
+      const ds = new DataSource({
+        ...serverConnection('postgres'),
+        poolSize: 4,
+        logging: ['query'],
+        logger,
+      });
+      await ds.initialize();
+      return { sql: typeormSqlPort(ds), close: () => ds.destroy() };
+    },
+  },
+];
+
+describeWith(['postgres'], 'PostgreSQL dispatcher transactions open in one round trip', () => {
+  const admin = new Pool({ ...pgConfig(), max: 2 });
+  afterAll(() => admin.end());
+
+  for (const target of targets) {
+    describe(target.name, () => {
+      let table: string;
+      let sent: Sent;
+      let port: { sql: SqlPort; close(): Promise<void> };
+      let store: OutboxStore;
+
+      beforeEach(async () => {
+        table = uniqueTable('outbox_open');
+        sent = [];
+        port = await target.open(sent);
+        await createOutboxTable(port.sql, { tableName: table });
+        store = await createOutboxStore(
+          port.sql,
+          {
+            tableName: table,
+            schema: null,
+            ordering: { enabled: true, onDeadLetter: 'block' },
+            dispatcher: { dbTimeoutMs: TIMEOUT_MS },
+          },
+          { enabled: true, notify: false },
+        );
+      });
+      afterEach(async () => {
+        await store.close();
+        await admin.query(`DROP TABLE IF EXISTS "${table}", "${table}_attempts"`);
+        await port.close();
+      });
+
+      async function enqueue(keys: string[]): Promise<void> {
+        await port.sql.transaction((tx) =>
+          store.insert(
+            tx,
+            keys.map((key, n) => ({
+              messageId: randomUUID(),
+              topic: 'orders',
+              key,
+              type: 'OrderCreated',
+              payload: JSON.stringify({ n }),
+              headers: '{}',
+              availableAt: null,
+              delayMs: null,
+            })),
+            true,
+          ),
+        );
+      }
+
+      it('claims in three statements: BEGIN with its settings, the claim, COMMIT', async () => {
+        await enqueue(['a', 'b']);
+        sent.length = 0;
+        const batch = await store.claim({ limit: 10, owner: 'me', leaseMs: 30_000 });
+        expect(batch.records.map((r) => r.key).sort()).toEqual(['a', 'b']);
+        expect(sent).toHaveLength(3);
+        expect(sent[0]).toMatch(
+          /^BEGIN ISOLATION LEVEL READ COMMITTED; SELECT set_config\('statement_timeout', '400', true\)/,
+        );
+        expect(sent[2]).toBe('COMMIT');
+      });
+
+      it("a settle waits for its key's dispatch lock, and gives up after the statement timeout", async () => {
+        await enqueue(['k', 'k']);
+        const batch = await store.claim({ limit: 10, owner: 'me', leaseMs: 30_000 });
+        expect(batch.records).toHaveLength(1);
+        const [head] = batch.records;
+        // The claim saw the second message queued behind the head: parked, it waits.
+        expect(batch.blockedKeys).toEqual(['k']);
+        await expect(store.park(['k'])).resolves.toBe(1);
+        const holder = await admin.connect();
+        const channel = `public_${table}`.slice(0, 63);
+        try {
+          await holder.query('BEGIN');
+          await holder.query('SELECT pg_advisory_xact_lock($1::int4, $2::int4)', [
+            hashKey(`nestjs-outbox-dispatch:${channel}`),
+            hashKey('k'),
+          ]);
+          const settlement = {
+            delivered: [head?.id ?? 'missing'],
+            retry: [],
+            dead: [],
+            release: [],
+            advancedKeys: ['k'],
+          };
+          await expect(store.settle(batch.token, settlement, false)).rejects.toThrow(
+            /statement timeout/,
+          );
+          const { rows } = await admin.query<{ status: string }>(
+            `SELECT status FROM "${table}" ORDER BY id`,
+          );
+          // Nothing of the timed-out settle stayed: the head is still leased, unsettled.
+          expect(rows.map((r) => r.status)).toEqual(['pending', 'waiting']);
+          await holder.query('COMMIT');
+          // Once the lock is free the settle goes through and promotes the key's next message.
+          await expect(store.settle(batch.token, settlement, false)).resolves.toBe(1);
+          const after = await admin.query<{ status: string }>(
+            `SELECT status FROM "${table}" ORDER BY id`,
+          );
+          expect(after.rows.map((r) => r.status)).toEqual(['delivered', 'pending']);
+        } finally {
+          await holder.query('ROLLBACK').catch(() => undefined);
+          holder.release();
+        }
+      }, 20_000);
+    });
+  }
+});
