@@ -61,9 +61,9 @@ interface Target {
 const targets: Target[] = [
   {
     name: 'pg port',
-    async open(sent) {
+    open(sent) {
       const pool = recordingPool(sent);
-      return { sql: pgSqlPort(pool), close: () => pool.end() };
+      return Promise.resolve({ sql: pgSqlPort(pool), close: () => pool.end() });
     },
   },
   {
