@@ -1,4 +1,3 @@
-import type { Type } from '@nestjs/common';
 import { OutboxAdmin } from '../operations/admin/outbox.admin';
 import { DEFAULT_OUTBOX_NAME } from '../outbox.constants';
 import { OutboxService } from '../outbox.service';
@@ -21,12 +20,17 @@ export type OutboxProviderType =
  * itself for the default instance, `nestjs-outbox:<name>:<Class>` for a named one (as
  * `getDataSourceToken` of @nestjs/typeorm and `getQueueToken` of @nestjs/bullmq do).
  *
+ * Typed with the provider's class, so that `app.get()` of it is that class without a type
+ * argument of its own.
+ *
  * @example
- * app.get(getOutboxToken('audit', OutboxDispatcher)).drain();
+ * await app.get(getOutboxToken('audit', OutboxDispatcher)).drain();
  */
-export function getOutboxToken(
+export function getOutboxToken<P extends OutboxProviderType = typeof OutboxService>(
   name: string = DEFAULT_OUTBOX_NAME,
-  provider: OutboxProviderType = OutboxService,
-): string | Type<unknown> {
-  return name === DEFAULT_OUTBOX_NAME ? provider : `nestjs-outbox:${name}:${provider.name}`;
+  provider?: P,
+): string | P {
+  // Without a provider, P is its default, typeof OutboxService.
+  const type = provider ?? (OutboxService as P);
+  return name === DEFAULT_OUTBOX_NAME ? type : `nestjs-outbox:${name}:${type.name}`;
 }
