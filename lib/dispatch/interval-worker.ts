@@ -36,7 +36,15 @@ export abstract class IntervalWorker<T>
 
   start(): void {
     const intervalMs = this.intervalMs();
-    if (intervalMs !== null) this.runner.start(intervalMs);
+    if (intervalMs === null) return;
+    this.runner.start(intervalMs);
+    // In the background: a failed first run is logged, as a timer's run is.
+    if (this.runsAtStart()) this.runner.request();
+  }
+
+  /** Whether the first run comes at start rather than one interval later. */
+  protected runsAtStart(): boolean {
+    return false;
   }
 
   /** Time between runs; null when the worker has nothing to do on a timer. */

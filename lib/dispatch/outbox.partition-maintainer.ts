@@ -12,7 +12,8 @@ import { IntervalWorker } from './interval-worker';
  * `partitioning.premake` partitions ahead, and drops the partitions past
  * `partitioning.retention` whose every row is final. One instance at a time (the others skip
  * their run); a table it does not recognise is never touched. Without the option it does
- * nothing. `runOnce()` resolves to what the run did.
+ * nothing. Runs at start, then every `partitioning.maintainIntervalMs`; `runOnce()` resolves to
+ * what the run did.
  */
 @Injectable()
 export class OutboxPartitionMaintainer extends IntervalWorker<OutboxPartitionsReport> {
@@ -27,6 +28,15 @@ export class OutboxPartitionMaintainer extends IntervalWorker<OutboxPartitionsRe
 
   protected override intervalMs(): number | null {
     return this.options.partitioning?.maintainIntervalMs ?? null;
+  }
+
+  /**
+   * An app stopped for longer than `premake` intervals comes back with no partition ahead: its
+   * rows would go to the catch-all (whose rows then stop that period's partition from being made
+   * on PostgreSQL) for up to an hour, the default interval, had the first run waited for it.
+   */
+  protected override runsAtStart(): boolean {
+    return true;
   }
 
   protected async work(): Promise<OutboxPartitionsReport> {

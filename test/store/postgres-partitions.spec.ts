@@ -285,6 +285,21 @@ SELECT gen_random_uuid(), 'orders', $1, 't', '{}', $2::text, $3::timestamptz + i
       ]);
     });
 
+
+    it('runs once at bootstrap: an app back after a long stop gets its partitions ahead without waiting an interval', async () => {
+      const table = await partitionedTable(); // made with premake 2
+      const partitions = outboxPartitions(typeormSqlPort(scope.ds), { tableName: table });
+      const ahead = { ...policy, premake: 5 };
+      expect((await partitions.status(ahead, false)).missing).toHaveLength(3);
+      await apps.boot(new RecordingPublisher(), table, {
+        autoStart: true,
+        partitioning: { interval: 'day', premake: 5, maintainIntervalMs: 3_600_000 },
+      });
+      await waitFor(
+        'the partitions ahead',
+        async () => (await partitions.status(ahead, false)).missing.length === 0,
+      );
+    });
     it('runs one at a time: a run that finds the lock held skips, and two racing runs drop each partition once', async () => {
       const table = await partitionedTable();
       const names = await seeded(table);
