@@ -49,7 +49,13 @@ export class OutboxCleaner extends IntervalWorker<OutboxCleanReport> {
       total += deleted;
       if (deleted < batchSize) break;
     }
-    if (total > 0) this.safely(() => this.options.observer.onPurged?.(status, total));
+    if (total > 0) {
+      // Once per pass that removed something: the only trace of retention in the app's logs.
+      this.logger.log(
+        `${archive ? 'Archived' : 'Deleted'} ${total} ${status} message(s) past their retention`,
+      );
+      this.safely(() => this.options.observer.onPurged?.(status, total));
+    }
     return total;
   }
 }

@@ -239,7 +239,9 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
 
   /** Names this dispatcher in its lifecycle logs: one run id per process start. */
   private runLabel(): string {
-    return `run ${this.runId}`;
+    // With several outbox instances in one app, their lines are told apart by name.
+    const name = this.options.name === 'default' ? '' : `outbox '${this.options.name}', `;
+    return `${name}run ${this.runId}`;
   }
 
   private async timedDrain(): Promise<number> {
