@@ -4,7 +4,14 @@
  * overlapping batches) or one kafkajs `sendBatch`, and settles the batch in one statement.
  * No leases, no fencing, no per-key order, no retries: the upper bound of a relay on this table.
  */
+import type { Options } from 'amqplib';
 import type { Producer } from 'kafkajs';
+import {
+  OUTBOX_HEADER_KEY,
+  OUTBOX_HEADER_MESSAGE_ID,
+  OUTBOX_HEADER_TYPE,
+} from '../../lib/outbox.constants';
+import { RABBITMQ_PUBLISH_ID_HEADER } from '../../lib/publishers/rabbitmq/rabbitmq-publish-id';
 import type { Pool } from '../support/pg';
 import type { ConfirmWindow } from '../support/rabbit';
 
@@ -22,6 +29,7 @@ interface Row {
   message_id: string;
   topic: string;
   message_key: string | null;
+  event_type: string;
   payload: string;
 }
 
@@ -29,7 +37,7 @@ function claimSql(table: string): string {
   return `WITH c AS MATERIALIZED (
   SELECT id FROM "${table}" WHERE status = 'pending' AND locked_by IS NULL ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)
 UPDATE "${table}" AS o SET locked_by = 'bare' FROM c WHERE o.id = c.id
-RETURNING o.id::text AS id, o.message_id::text AS message_id, o.topic, o.message_key, o.payload::text AS payload`;
+RETURNING o.id::text AS id, o.message_id::text AS message_id, o.topic, o.message_key, o.event_type, o.payload::text AS payload`;
 }
 
 function settleSql(table: string): string {
@@ -70,18 +78,55 @@ async function relay(
   return published;
 }
 
+/**
+ * The AMQP properties of a message: `bare`, the least a consumer needs; `outbox`, the same ones
+ * RabbitMqPublisher sends (mandatory, message id, type, timestamp, content type and encoding, the
+ * four `x-outbox-*` headers), so that the bench can tell what the promises cost at the broker
+ * from what the relay itself spends.
+ */
+export type BareProperties = 'bare' | 'outbox';
+
+function rabbitProperties(r: Row, kind: BareProperties, publishId: number): Options.Publish {
+  if (kind === 'bare') {
+    return { persistent: true, messageId: r.message_id, contentType: 'application/json' };
+  }
+  const headers: Record<string, string> = {
+    [OUTBOX_HEADER_MESSAGE_ID]: r.message_id,
+    [OUTBOX_HEADER_TYPE]: r.event_type,
+    [RABBITMQ_PUBLISH_ID_HEADER]: String(publishId),
+  };
+  if (r.message_key !== null) headers[OUTBOX_HEADER_KEY] = r.message_key;
+  return {
+    persistent: true,
+    mandatory: true,
+    messageId: r.message_id,
+    type: r.event_type,
+    timestamp: Math.floor(Date.now() / 1000),
+    contentType: 'application/json',
+    contentEncoding: 'utf-8',
+    headers,
+  };
+}
+
 /** Drains the table into `queue` through the confirm window; resolves to the number published. */
 export function bareRabbitRelay(
-  options: BareRelayOptions & { window: ConfirmWindow; queue: string },
+  options: BareRelayOptions & {
+    window: ConfirmWindow;
+    queue: string;
+    /** @default 'bare' */
+    properties?: BareProperties;
+  },
 ): Promise<number> {
+  let publishes = 0;
   return relay(options, async (rows) => {
     await Promise.all(
       rows.map((r) =>
-        options.window.publish('', options.queue, Buffer.from(r.payload, 'utf8'), {
-          persistent: true,
-          messageId: r.message_id,
-          contentType: 'application/json',
-        }),
+        options.window.publish(
+          '',
+          options.queue,
+          Buffer.from(r.payload, 'utf8'),
+          rabbitProperties(r, options.properties ?? 'bare', ++publishes),
+        ),
       ),
     );
   });
