@@ -56,6 +56,7 @@ import { p8 } from './scenarios/p8-idle-rss';
 import { p9 } from './scenarios/p9-blocked-backlog';
 import { p10 } from './scenarios/p10-cleanup';
 import { p11 } from './scenarios/p11-partition-drop';
+import { p12 } from './scenarios/p12-partitioned-enqueue';
 import { profileDrain } from './scenarios/profile-drain';
 import { c1 } from './scenarios/c1-console-10m';
 
@@ -71,6 +72,7 @@ const SCENARIOS: Record<string, (ctx: BenchContext) => Promise<ScenarioResult>> 
   P9: p9,
   P10: p10,
   P11: p11,
+  P12: p12,
   C1: c1,
 };
 /** Scenarios run only when named with --only: C1 fills a 10-million-row table (minutes, GBs). */

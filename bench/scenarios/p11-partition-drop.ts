@@ -5,9 +5,8 @@
  * on PostgreSQL and MariaDB.
  */
 import type { DataSource } from 'typeorm';
-import { OutboxCleaner, ensureOutboxTable, outboxPartitions } from '../../lib';
+import { OutboxCleaner, outboxPartitions } from '../../lib';
 import { typeormSqlPort } from '../../lib/orm/typeorm/typeorm.sql-port';
-import { partitionSuffix, periodStart } from '../../lib/store/partition-range';
 import { named } from '../support/config';
 import {
   analyse,
@@ -18,6 +17,7 @@ import {
   seedOutbox,
 } from '../support/databases';
 import { startOutboxApp } from '../support/outbox-app';
+import { partitionedTableWithPast } from '../support/partitions';
 import {
   addMetric,
   addTarget,
@@ -53,7 +53,7 @@ export async function p11(ctx: BenchContext): Promise<ScenarioResult> {
         deletes.push(await purgeAll(ds, h));
         await dropOutboxTable(ds, PLAIN);
 
-        await partitionedWithPast(ds);
+        await partitionedTableWithPast(ds, PARTITIONED, AGE_DAYS);
         await seedOutbox(ds, PARTITIONED, h, { status: 'delivered', ageDays: AGE_DAYS });
         await analyse(ds, PARTITIONED);
         drops.push(await dropOld(ds, h));
@@ -95,29 +95,6 @@ export async function p11(ctx: BenchContext): Promise<ScenarioResult> {
     await closeDataSource(maria);
   }
   return result;
-}
-
-/** The partitioned table, with a partition for the day the history was written. */
-async function partitionedWithPast(ds: DataSource): Promise<void> {
-  await dropOutboxTable(ds, PARTITIONED);
-  await ensureOutboxTable(ds, {
-    tableName: PARTITIONED,
-    partitioning: { interval: 'day', premake: 1 },
-  });
-  const day = new Date(periodStart('day', new Date()).getTime() - AGE_DAYS * DAY);
-  const next = new Date(day.getTime() + DAY);
-  const today = periodStart('day', new Date());
-  if (ds.options.type === 'postgres') {
-    await ds.query(
-      `CREATE TABLE "${PARTITIONED}_${partitionSuffix(day)}" PARTITION OF "${PARTITIONED}" FOR VALUES FROM ('${day.toISOString()}') TO ('${next.toISOString()}')`,
-    );
-  } else {
-    const stamp = (at: Date) => at.toISOString().slice(0, 19).replace('T', ' ');
-    // The first partition holds everything below its bound: split the past day off it.
-    await ds.query(
-      `ALTER TABLE \`${PARTITIONED}\` REORGANIZE PARTITION ${partitionSuffix(today)} INTO (PARTITION ${partitionSuffix(day)} VALUES LESS THAN ('${stamp(next)}'), PARTITION ${partitionSuffix(today)} VALUES LESS THAN ('${stamp(new Date(today.getTime() + DAY))}'))`,
-    );
-  }
 }
 
 /** Seconds for one maintainer run to drop the history's partition. */

@@ -31,7 +31,8 @@ import {
   type BenchContext,
   type ScenarioResult,
 } from '../support/report';
-import { percentile, summarise } from '../support/stats';
+import { pairedBlocks } from '../support/paired-blocks';
+import { summarise } from '../support/stats';
 
 const TABLE = named('bench_p5');
 const BLOCK = 20;
@@ -127,63 +128,22 @@ async function measureOn(
       });
     },
   };
-  type Name = keyof typeof variants;
-  /** Mean milliseconds per transaction of each variant, interleaving blocks of BLOCK (or fewer). */
-  /**
-   * Mean milliseconds per transaction of two variants, run in alternating blocks (ABBA order, so
-   * neither always goes first), and the median over blocks of the paired ratio first ÷ second.
-   */
-  const measure = async (
-    [first, second]: [Name, Name],
-    total: number,
-    block: number,
-  ): Promise<{ first: number; second: number; ratio: number }> => {
-    for (const name of [first, second])
-      for (let i = 0; i < Math.min(block, 20); i++) await variants[name](); // warm-up
-    const timeBlock = async (name: Name): Promise<number> => {
-      const t = performance.now();
-      for (let i = 0; i < block; i++) await variants[name]();
-      return performance.now() - t;
-    };
-    let a = 0;
-    let b = 0;
-    const ratios: number[] = [];
-    for (let done = 0, k = 0; done < total; done += block, k++) {
-      let ta: number;
-      let tb: number;
-      if (k % 2 === 0) {
-        ta = await timeBlock(first);
-        tb = await timeBlock(second);
-      } else {
-        tb = await timeBlock(second);
-        ta = await timeBlock(first);
-      }
-      a += ta;
-      b += tb;
-      ratios.push(ta / tb);
-    }
-    const count = Math.ceil(total / block) * block;
-    return {
-      first: a / count,
-      second: b / count,
-      ratio: percentile(
-        [...ratios].sort((x, y) => x - y),
-        50,
-      ),
-    };
-  };
-
   const one = { module: [] as number[], hand: [] as number[], ratio: [] as number[] };
   const many = { module: [] as number[], hand: [] as number[], ratio: [] as number[] };
   try {
     for (let run = 1; run <= ctx.runs; run++) {
       await truncateOutbox(db, TABLE);
-      const a = await measure(['oneModule', 'oneHand'], profile.p5Transactions, BLOCK);
+      const a = await pairedBlocks(
+        variants.oneModule,
+        variants.oneHand,
+        profile.p5Transactions,
+        BLOCK,
+      );
       one.module.push(a.first * 1000);
       one.hand.push(a.second * 1000);
       one.ratio.push(a.ratio);
       await truncateOutbox(db, TABLE);
-      const b = await measure(['manyHand', 'manyModule'], profile.p5Batches, 5);
+      const b = await pairedBlocks(variants.manyHand, variants.manyModule, profile.p5Batches, 5);
       many.module.push(b.second * 1000);
       many.hand.push(b.first * 1000);
       many.ratio.push(b.ratio);

@@ -47,6 +47,7 @@ const THROUGHPUT: [string, string, string, boolean][] = [
   ['P6', 'd4_msgs_per_s', '4 dispatchers', true],
   ['P7', 'empty_msgs_per_s', 'empty history', true],
   ['P7', 'history_msgs_per_s', 'large delivered history', true],
+  ['P7', 'partitioned_msgs_per_s', 'same history in a past partition', true],
 ];
 
 const GROUPS: Record<string, string> = {

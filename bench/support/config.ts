@@ -40,6 +40,9 @@ export interface BenchProfile {
   readonly p9BudgetS: number;
   /** P10: delivered rows kept in the table that the cleaner passes over, then deletes. */
   readonly p10History: number;
+  /** P12: transactions per measurement (one order + one event), and batches of 100 events. */
+  readonly p12Transactions: number;
+  readonly p12Batches: number;
   /** P9's databases; BENCH_P9_DATABASES=postgres,sqlite picks some. */
   readonly p9Dialects: readonly ('postgres' | 'mariadb' | 'sqlite')[];
 }
@@ -76,6 +79,8 @@ const BASE_PROFILES: Record<ProfileName, BenchProfile> = {
     p9Pool: 600,
     p9BudgetS: 60,
     p10History: 1_000_000,
+    p12Transactions: 600,
+    p12Batches: 60,
     p9Dialects: P9_DATABASES,
   },
   full: {
@@ -102,6 +107,8 @@ const BASE_PROFILES: Record<ProfileName, BenchProfile> = {
     p9Pool: 600,
     p9BudgetS: 300,
     p10History: 10_000_000,
+    p12Transactions: 3_000,
+    p12Batches: 300,
     p9Dialects: P9_DATABASES,
   },
 };

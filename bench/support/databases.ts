@@ -147,7 +147,7 @@ export async function dropOutboxTable(ds: DataSource, table: string): Promise<vo
   await ds.query(`DROP TABLE IF EXISTS ${quoteTable(ds, `${table}_attempts`)}`);
   if (dialectOf(ds) === 'mariadb') await ds.query(`DROP TABLE IF EXISTS \`${table}_key_lock\``);
   await ds.query(`DROP TABLE IF EXISTS ${quoteTable(ds, table)}`);
-  // The guard of a partitioned table (P11).
+  // The guard of a partitioned table (P7, P11, P12).
   await ds.query(`DROP TABLE IF EXISTS ${quoteTable(ds, `${table}_ids`)}`);
 }
 
