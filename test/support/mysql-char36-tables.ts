@@ -89,10 +89,7 @@ export async function createChar36Tables(sql: SqlPort, table: string): Promise<v
 }
 
 /** `message_id`'s column type in each table of `table` that has one, e.g. `binary(16)`. */
-export async function idColumnTypes(
-  sql: SqlPort,
-  table: string,
-): Promise<Record<string, string>> {
+export async function idColumnTypes(sql: SqlPort, table: string): Promise<Record<string, string>> {
   const { rows } = await sql.query<{ t: string; type: string }>(
     `SELECT TABLE_NAME AS t, COLUMN_TYPE AS type FROM information_schema.COLUMNS
 WHERE TABLE_SCHEMA = DATABASE() AND COLUMN_NAME = 'message_id' AND TABLE_NAME IN (?, ?, ?, ?)`,
