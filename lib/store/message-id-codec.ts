@@ -12,8 +12,8 @@ export type MessageIdParam = string | Buffer;
 /** Binds the message ids of one table. Reading needs no codec: see `messageIdText`. */
 export interface MessageIdCodec {
   readonly layout: MessageIdLayout;
-  /** The value to bind for `id` (a checked, lowercase UUID). */
-  param(id: string): MessageIdParam;
+  /** The value to bind for `id` (a checked, lowercase UUID); a plain function, passed around. */
+  readonly param: (id: string) => MessageIdParam;
 }
 
 const HEX32 = /^[0-9a-f]{32}$/;

@@ -11,7 +11,8 @@ import {
 import { ensureOutboxTable } from '../../lib/orm/typeorm/typeorm-tables';
 import { testPartitioning } from './partitioned-tables';
 import { SERVICES, type ServiceName } from './services';
-import { messageIdText } from '../../lib/store/message-id-codec';
+import { messageIdBytes, messageIdText } from '../../lib/store/message-id-codec';
+import { outboxDialectOf } from '../../lib/store/outbox-dialect';
 
 /** A business row written next to outbox messages in the tests' transactions. */
 @Entity('outbox_test_order')
@@ -292,4 +293,12 @@ export interface OutboxRow {
   attempts: number;
   lastError: string | null;
   lockedBy: string | null;
+}
+
+/**
+ * A message id as a test's statement binds it against a table the outbox made: the UUID's 16
+ * bytes on MySQL/MariaDB (BINARY(16)), the text elsewhere.
+ */
+export function storedId(databaseType: string, id: string): string | Buffer {
+  return outboxDialectOf(databaseType) === 'mysql' ? messageIdBytes(id) : id;
 }

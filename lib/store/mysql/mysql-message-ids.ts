@@ -33,14 +33,6 @@ function idTables(n: OutboxTableNames): Record<Role, string> {
   };
 }
 
-interface ColumnRow {
-  table: string;
-  column: string;
-  type: string;
-  length: number | null;
-  position: number;
-}
-
 /** One table's message id column as the catalog describes it. */
 interface IdColumn {
   readonly role: Role;
@@ -53,7 +45,10 @@ interface IdColumn {
   readonly staging: boolean;
 }
 
-const lower = (v: unknown): string => String(v ?? '').toLowerCase();
+// Catalog values are text; some ports answer them as bytes (a Buffer), which decode alike.
+const text = (v: unknown): string =>
+  typeof v === 'string' ? v : Buffer.isBuffer(v) ? v.toString('utf8') : '';
+const lower = (v: unknown): string => text(v).toLowerCase();
 
 /** Rows of information_schema with their keys in lower case (some ports answer upper case). */
 function lowerKeys(rows: unknown): Record<string, unknown>[] {
@@ -170,9 +165,9 @@ ORDER BY INDEX_NAME, SEQ_IN_INDEX`,
   );
   const byName = new Map<string, { unique: boolean; columns: string[] }>();
   for (const r of rows) {
-    const name = String(r.name);
+    const name = text(r.name);
     const entry = byName.get(name) ?? { unique: Number(r.non_unique) === 0, columns: [] };
-    entry.columns.push(String(r.col));
+    entry.columns.push(text(r.col));
     byName.set(name, entry);
   }
   return [...byName]
@@ -195,7 +190,7 @@ ORDER BY ORDINAL_POSITION`,
       [...schema.params, table],
     ),
   );
-  const names = rows.map((r) => String(r.col));
+  const names = rows.map((r) => text(r.col));
   const at = names.findIndex((c) => c.toLowerCase() === 'message_id');
   const before = at > 0 ? names[at - 1] : undefined;
   return before === undefined ? 'FIRST' : `AFTER ${n.quote(before)}`;
