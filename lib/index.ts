@@ -118,10 +118,14 @@ export { PublishTimeoutError } from './errors/publish-timeout.error';
 export { OutboxDatabaseTimeoutError } from './errors/outbox-database-timeout.error';
 export { OutboxBridgeError, type OutboxBridgeErrorReason } from './errors/outbox-bridge.error';
 export { OutboxTableLayoutError } from './errors/outbox-table-layout.error';
+export { OutboxMessageIdLayoutError } from './errors/outbox-message-id-layout.error';
 
 export { createOutboxMigration } from './orm/typeorm/outbox-table.migration';
 export { outboxMigrations } from './orm/typeorm/outbox-migrations';
 export { createOutboxArchiveMigration } from './orm/typeorm/outbox-archive.migration';
+export { createOutboxBinaryIdsMigration } from './orm/typeorm/outbox-binary-ids.migration';
+export { migrateOutboxToBinaryIds } from './store/binary-message-ids';
+export type { MessageIdConversion as OutboxMessageIdConversion } from './store/outbox-database';
 export { ensureOutboxArchiveTable, ensureOutboxTable } from './orm/typeorm/typeorm-tables';
 export {
   createOutboxArchiveTable,

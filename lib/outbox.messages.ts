@@ -140,6 +140,29 @@ export const OutboxMessages = {
     `DATABASE_URL set, which adds them in place (rows kept, no table rewrite), or run the ` +
     `DataSource's ...outboxMigrations(${migrationArgs(ref)}) (step 4 adds them), before ` +
     `starting the app (docs/upgrading.md: "Upgrading from 0.2").`,
+  messageIdColumnUnsupported: (table: string, columnType: string): string =>
+    `The column message_id of ${table} is ${columnType}: the outbox stores message ids (UUIDs) ` +
+    `on MySQL/MariaDB as BINARY(16), or as CHAR(36) CHARACTER SET ascii in tables made before ` +
+    `0.3, and can neither use nor convert another type. Change the column back to one of those ` +
+    `two (docs/outbox-table.md, "Message ids on MySQL and MariaDB"), or use a table made by ` +
+    `"outbox schema migrate".`,
+  messageIdLayoutMixed: (table: string, detail: string, ref: OutboxTableRef): string =>
+    `The message ids of the outbox table ${table} and the tables beside it are stored in two ` +
+    `layouts (${detail}), as an interrupted conversion leaves them. With the app stopped, run ` +
+    `"${schemaMigrate(ref)} --binary-ids" with DATABASE_URL set (or ` +
+    `migrateOutboxToBinaryIds()): it finishes the conversion to BINARY(16), every row kept ` +
+    `(docs/outbox-table.md, "Message ids on MySQL and MariaDB").`,
+  messageIdsUnconvertible: (table: string, count: number, type: string): string =>
+    `${count} row(s) of ${table} have a message_id that is not a UUID in its ${type} form, so ` +
+    `the conversion of the message ids would lose them; nothing was changed. Find them with ` +
+    `"SELECT * FROM ${table} WHERE message_id NOT REGEXP '^[0-9a-fA-F-]{36}$'" (CHAR(36)), ` +
+    `repair or delete them, and run the conversion again.`,
+  messageIdConversionMissing: (table: string): string =>
+    `The outbox table ${table} does not exist, so there are no message ids to convert: ` +
+    `"outbox schema migrate" creates it with BINARY(16) ids already.`,
+  binaryIdsUnsupported: (dialect: string): string =>
+    `Binary message ids are a MySQL/MariaDB layout: on ${dialect} the outbox table keeps its ` +
+    `ids as they are (PostgreSQL's uuid type already stores 16 bytes). Leave --binary-ids out.`,
   keyLockTableBroken: (table: string, problem: string, ref: OutboxTableRef): string =>
     `The key-lock table ${table} that serialises enqueues per key on MySQL/MariaDB ${problem}: ` +
     `without every one of its rows, writers of a key would no longer commit in ` +

@@ -1,5 +1,6 @@
 import type { OutboxTableNames } from './sql-identifier';
 import type { SqlParams } from './sql-params';
+import type { MessageIdParam } from './message-id-codec';
 
 /**
  * The statements of the admin API on one database. Each condition is a fixed fragment over the
@@ -14,7 +15,8 @@ export interface AdminDialect {
   /** Columns of an attempt-history row over the alias `o` (see `AttemptRow`). */
   readonly attemptColumns: string;
   statusIn(p: SqlParams, statuses: readonly string[]): string;
-  messageIdIs(p: SqlParams, messageId: string): string;
+  /** `messageId` as the table binds it (see message-id-codec.ts). */
+  messageIdIs(p: SqlParams, messageId: MessageIdParam): string;
   errorContains(p: SqlParams, text: string): string;
   createdBefore(p: SqlParams, at: Date): string;
   createdAtOrAfter(p: SqlParams, at: Date): string;

@@ -9,6 +9,7 @@ import { payloadColumnsProbe } from './payload-columns';
 import { outboxDatabase, outboxDialectOf, tableNamesFor } from './outbox-dialect';
 import type { ResolvedPartitioningOptions } from '../options/resolve-partitioning-options';
 import { checkTableLayout } from './table-layout';
+import { messageIdCodecOf } from './message-id-layout';
 
 /** Picks the store for the port's database; opens what the dispatcher needs when asked. */
 export async function createOutboxStore(
@@ -91,6 +92,19 @@ export async function createOutboxStore(
   const partitioned = await checkTableLayout(sql, database, names, table.partitioning, {
     creating: false,
   });
+  // How the ids are bound depends on the table (BINARY(16), or CHAR(36) made before 0.3).
+  const messageIds = sql.isConnected
+    ? await messageIdCodecOf(
+        database.messageIdLayout?.bind(database),
+        async (statement, params) => (await sql.query(statement, params)).rows,
+        names,
+        {
+          tableName: table.tableName,
+          schema: table.schema ?? undefined,
+          keyLock: database.keyLockTable,
+        },
+      )
+    : undefined;
   const context: OutboxStoreContext = {
     names,
     policy,
@@ -98,6 +112,7 @@ export async function createOutboxStore(
     table: { tableName: table.tableName, schema: table.schema ?? null },
     dispatch,
     partitioned,
+    messageIds,
   };
   if (sql.isConnected) await database.checkTable?.(sql, context);
   return database.createStore(sql, context);

@@ -6,6 +6,7 @@ import type { AdminDialect } from './admin-dialect';
 import type { OutboxQueuePolicy, OutboxStore } from './outbox-store.port';
 import type { IdentifierQuoting, OutboxTableNames } from './sql-identifier';
 import type { SqlPort } from './sql-port';
+import type { MessageIdCodec, MessageIdLayout } from './message-id-codec';
 
 /** Runs one statement on whatever connection the caller holds (the port, a migration's runner). */
 export type StatementRunner = (sql: string, params?: unknown[]) => Promise<unknown>;
@@ -21,6 +22,38 @@ export interface OutboxStoreContext {
   readonly dispatch: { readonly enabled: boolean; readonly notify: boolean };
   /** Whether the table is time-partitioned (`OutboxDatabase.partitioned`). */
   readonly partitioned: boolean;
+  /**
+   * How to bind the table's message ids, read from the catalog at bootstrap; undefined when the
+   * connection was not open yet (the store then reads it on first use).
+   */
+  readonly messageIds: MessageIdCodec | undefined;
+}
+
+/**
+ * How the outbox table and the tables beside it (attempt history, archive, the partitioned
+ * layout's guard) store message ids, where a database has more than one way (MySQL/MariaDB).
+ */
+export interface MessageIdLayoutReport {
+  /** The outbox table's own layout: null when it is missing or its column is another type. */
+  readonly table: MessageIdLayout | null;
+  /**
+   * Why the tables cannot be used as they are: a column of another type (`unsupported`, `table`
+   * the one that has it, `detail` its type), or two layouts (`mixed`, an interrupted
+   * conversion); null when they can.
+   */
+  readonly problem: {
+    readonly kind: 'mixed' | 'unsupported';
+    readonly table: string;
+    readonly detail: string;
+  } | null;
+}
+
+/** What a conversion of the message ids did. */
+export interface MessageIdConversion {
+  /** The layout the tables have now. */
+  readonly layout: MessageIdLayout;
+  /** The tables rewritten (quoted), in order; empty when every one had the layout already. */
+  readonly converted: readonly string[];
 }
 
 /**
@@ -34,6 +67,7 @@ export interface PartitionedTables {
     n: OutboxTableNames,
     interval: PartitionInterval,
     ranges: readonly PartitionRange[],
+    ids?: MessageIdLayout,
   ): string[];
   /** Drops what the layout adds beside the table (the guard); the table's own drop does the rest. */
   dropTable(n: OutboxTableNames): string[];
@@ -67,14 +101,32 @@ export interface OutboxDatabase<D extends string = string> {
   readonly schemas: boolean;
   /** Whether the outbox table comes with a key-lock table (named in setup messages). */
   readonly keyLockTable: boolean;
-  /** The outbox table (and its lock table), as 0.3 made it. */
-  createTable(n: OutboxTableNames): string[];
+  /**
+   * The outbox table (and its lock table). `ids`: how the message ids are stored where the
+   * database has more than one way (MySQL/MariaDB; default binary, as new tables are); the
+   * tables beside an existing one take its layout.
+   */
+  createTable(n: OutboxTableNames, ids?: MessageIdLayout): string[];
   dropTable(n: OutboxTableNames): string[];
   /** The attempt history `<table>_attempts` (added after 0.3: a migration step of its own). */
-  createHistoryTable(n: OutboxTableNames): string[];
+  createHistoryTable(n: OutboxTableNames, ids?: MessageIdLayout): string[];
   dropHistoryTable(n: OutboxTableNames): string[];
   /** The archive `<table>_archive`, made only for apps that turn on `cleaner.archive`. */
-  createArchiveTable(n: OutboxTableNames): string[];
+  createArchiveTable(n: OutboxTableNames, ids?: MessageIdLayout): string[];
+  /**
+   * How the tables store message ids (read only); absent where the database has one way (a
+   * uuid type, or text), which the store binds as text.
+   */
+  messageIdLayout?(run: StatementRunner, n: OutboxTableNames): Promise<MessageIdLayoutReport>;
+  /**
+   * Converts the stored message ids of the table and those beside it to `to`, in place, every
+   * row kept (MySQL/MariaDB: CHAR(36) and BINARY(16)).
+   */
+  convertMessageIds?(
+    run: StatementRunner,
+    n: OutboxTableNames,
+    to: MessageIdLayout,
+  ): Promise<MessageIdConversion>;
   /**
    * Adds the cleaner's cut-off indexes to a table made before them (a migration step of its
    * own); does nothing when they are there.

@@ -11,6 +11,8 @@ import { rangesAhead } from './partition-range';
 import { OUTBOX_DATABASES, outboxDatabaseOf, type OutboxDriverType } from './outbox-databases';
 import { assertIdentifier, outboxTableNames, type OutboxTableNames } from './sql-identifier';
 import type { SqlPort } from './sql-port';
+import type { MessageIdLayout } from './message-id-codec';
+import { layoutForNewTables } from './message-id-layout';
 
 /** The database families the outbox supports. */
 export type OutboxDialect = (typeof OUTBOX_DATABASES)[OutboxDriverType]['dialect'];
@@ -90,13 +92,16 @@ export function outboxTableStatements(
   database: OutboxDatabase,
   names: OutboxTableNames,
   partitioning: Pick<ResolvedPartitioningOptions, 'interval' | 'premake'> | null,
+  /** How message ids are stored (MySQL/MariaDB): see `layoutForNewTables`. */
+  ids?: MessageIdLayout,
 ): string[] {
   return partitioning === null
-    ? database.createTable(names)
+    ? database.createTable(names, ids)
     : partitionedTablesOf(database).createTable(
         names,
         partitioning.interval,
         rangesAhead(partitioning.interval, new Date(), partitioning.premake),
+        ids,
       );
 }
 
@@ -117,9 +122,18 @@ export async function createOutboxArchiveTable(
   sql: SqlPort,
   options: OutboxTableOptions = {},
 ): Promise<void> {
-  for (const statement of outboxArchiveTableDdl(outboxDialectOf(sql.databaseType), options)) {
+  const dialect = outboxDialectOf(sql.databaseType);
+  const database = OUTBOX_DATABASES[dialect];
+  const names = tableNamesFor(dialect, options);
+  const ids = await layoutForNewTables(database, runnerOf(sql), names);
+  for (const statement of database.createArchiveTable(names, ids)) {
     await sql.query(statement);
   }
+}
+
+/** The port as a `StatementRunner` that answers the rows. */
+function runnerOf(sql: SqlPort): (statement: string, params?: unknown[]) => Promise<unknown> {
+  return async (statement, params) => (await sql.query(statement, params)).rows;
 }
 
 /** Drops the attempt history and the outbox table (and its lock table). */
@@ -153,12 +167,17 @@ export async function createOutboxTable(
       creating: true,
     },
   );
-  for (const statement of outboxTableDdl(dialect, options)) {
+  const database = OUTBOX_DATABASES[dialect];
+  const names = tableNamesFor(dialect, options);
+  const run = runnerOf(sql);
+  // outboxTableDdl's statements, in the id layout of a table already there (kept as it is).
+  const ids = await layoutForNewTables(database, run, names);
+  for (const statement of [
+    ...outboxTableStatements(database, names, tablePartitioning(options), ids),
+    ...database.createHistoryTable(names, ids),
+  ]) {
     await sql.query(statement);
   }
-  const run = async (statement: string, params?: unknown[]): Promise<unknown> =>
-    (await sql.query(statement, params)).rows;
-  const names = tableNamesFor(dialect, options);
   await OUTBOX_DATABASES[dialect].afterCreateTable?.(run, names);
   // Step 4 on a table that existed before it (a new table has its columns already).
   await OUTBOX_DATABASES[dialect].ensurePayloadColumns(run, names);

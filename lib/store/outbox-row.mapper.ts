@@ -1,11 +1,13 @@
 import type { OutboxHeaders } from '../message/outbox-message.interface';
 import { parseBrokerAttributes } from '../message/broker-attributes';
 import type { ClaimedRecord, NewOutboxRow } from './outbox-store.port';
+import { messageIdText } from './message-id-codec';
 
 /** The columns every dialect's claim returns, with driver-dependent types. */
 export interface ClaimedRow {
   id: string | number;
-  message_id: string;
+  /** The text (PostgreSQL, SQLite, CHAR(36)), or the 16 bytes of a MySQL BINARY(16) column. */
+  message_id: string | Uint8Array;
   topic: string;
   message_key: string | null;
   event_type: string;
@@ -65,7 +67,7 @@ export function toClaimedRecords(rows: readonly ClaimedRow[]): ClaimedRecord[] {
   const records = rows.map((row): ClaimedRecord => {
     const common = {
       id: String(row.id),
-      messageId: row.message_id,
+      messageId: messageIdText(row.message_id),
       topic: row.topic,
       key: row.message_key,
       type: row.event_type,
@@ -91,7 +93,8 @@ export function toClaimedRecords(rows: readonly ClaimedRow[]): ClaimedRecord[] {
 
 /** A dead row read for requeueing, as the dialects' re-insert statements bind it. */
 export interface RequeuedRow {
-  message_id: string;
+  /** As the dialect's re-insert binds it (see `ClaimedRow.message_id`). */
+  message_id: string | Uint8Array;
   topic: string;
   message_key: string | null;
   event_type: string;

@@ -1,6 +1,7 @@
 import type { OutboxRecord } from '../message/outbox-record.interface';
 import type { SqlRunner } from './sql-port';
 import type { NewOutboxRow } from '../message/new-outbox-row';
+import type { MessageIdCodec } from './message-id-codec';
 
 export type { NewOutboxRow };
 
@@ -132,6 +133,11 @@ export interface OutboxStore {
    */
   requeueDead(messageIds?: readonly string[]): Promise<RequeueReport>;
   stats(): Promise<OutboxStats>;
+  /**
+   * How the table binds message ids, where it stores them otherwise than as text (MySQL/MariaDB
+   * BINARY(16)); the admin API binds its lookups with it. Left out: as text.
+   */
+  messageIdCodec?(): Promise<MessageIdCodec>;
   /** Wake-ups from other processes (PostgreSQL LISTEN). Resolves to an unsubscribe function. */
   listen?(onWake: () => void): Promise<() => Promise<void>>;
   close(): Promise<void>;

@@ -6,6 +6,7 @@ import {
 } from './outbox-dialect';
 import type { SqlPort } from './sql-port';
 import { payloadColumnsProbe } from './payload-columns';
+import type { MessageIdLayout } from './message-id-codec';
 
 /** One part of the outbox schema, in the order the schema grew (and the migration steps run). */
 export interface OutboxSchemaPart {
@@ -27,6 +28,16 @@ export interface OutboxSchemaStatus {
   readonly version: number;
   readonly latest: number;
   readonly parts: readonly OutboxSchemaPart[];
+  /**
+   * How message ids are stored where the database has more than one way (MySQL/MariaDB):
+   * `binary` (BINARY(16), what migrate makes), `text` (CHAR(36), made before 0.3, which
+   * `outbox schema migrate --binary-ids` converts), or what keeps the app from using them
+   * (`problem`). Null elsewhere, and with no table.
+   */
+  readonly messageIds: {
+    readonly layout: MessageIdLayout | null;
+    readonly problem: string | null;
+  } | null;
 }
 
 /**
@@ -94,9 +105,28 @@ export async function outboxSchemaStatus(
     },
   ];
   const firstMissing = parts.findIndex((p) => !p.present);
+  const ids =
+    tableExists && database.messageIdLayout !== undefined
+      ? await database.messageIdLayout(
+          async (statement, params) => (await sql.query(statement, params)).rows,
+          names,
+        )
+      : null;
   return {
     version: firstMissing === -1 ? parts.length : firstMissing,
     latest: parts.length,
     parts,
+    messageIds:
+      ids === null
+        ? null
+        : {
+            layout: ids.table,
+            problem:
+              ids.problem === null
+                ? null
+                : ids.problem.kind === 'mixed'
+                  ? `two layouts (${ids.problem.detail}): "outbox schema migrate --binary-ids" finishes the conversion`
+                  : `${ids.problem.table}.message_id is ${ids.problem.detail}, neither CHAR(36) nor BINARY(16): the app refuses it`,
+          },
   };
 }

@@ -23,7 +23,7 @@ export interface InsertChunk {
 /**
  * The rows of an enqueue as INSERT statements of at most `rowsPerStatement` rows each, for the
  * databases whose insert binds positional values (MySQL/MariaDB, SQLite): per row the message
- * id, topic, key, type, payload and headers, then, when the chunk is extended, the encoding,
+ * id (as `messageId` binds it), topic, key, type, payload and headers, then, when the chunk is extended, the encoding,
  * content type, bytes (as `bytes` binds them) and attributes, then, when the chunk is scheduled,
  * the due date (as UTC text) and the delay.
  */
@@ -31,6 +31,8 @@ export function insertChunks(
   rows: readonly NewOutboxRow[],
   rowsPerStatement: number,
   bytes: 'base64' | 'buffer' = 'base64',
+  /** The message id as the table binds it (see message-id-codec.ts). */
+  messageId: (id: string) => unknown = (id) => id,
 ): InsertChunk[] {
   const chunks: InsertChunk[] = [];
   for (let start = 0; start < rows.length; start += rowsPerStatement) {
@@ -39,7 +41,7 @@ export function insertChunks(
     const extended = chunk.some(isExtended);
     const params: unknown[] = [];
     for (const r of chunk) {
-      params.push(r.messageId, r.topic, r.key, r.type, r.payload, r.headers);
+      params.push(messageId(r.messageId), r.topic, r.key, r.type, r.payload, r.headers);
       if (extended) {
         if (bytes === 'base64') params.push(...extendedValues(r));
         else

@@ -16,6 +16,7 @@ import type { SqlPort, SqlRunner } from '../store/sql-port';
 import { ATTEMPT_HISTORY_LIMIT } from '../store/attempt-history';
 import type { OutboxPartitioningOptions } from '../options/outbox.options';
 import { outboxPartitions } from '../store/outbox-partitions';
+import { messageIdText } from '../store/message-id-codec';
 
 /**
  * A SQL port on one database for the store conformance suite: the port under test, and the
@@ -41,6 +42,12 @@ export interface StoreConformanceTarget {
   readonly partitioning?: OutboxPartitioningOptions;
   /** A fresh fixture per case. The suite creates (and drops) an outbox table of its own. */
   setUp(): Promise<StoreConformanceFixture>;
+  /**
+   * Makes the suite's table (with its attempt history) instead of `createOutboxTable`: e.g. a
+   * table as an earlier version made it, to prove the store still runs on it.
+   * @default createOutboxTable
+   */
+  createTable?(sql: SqlPort, tableName: string): Promise<void>;
 }
 
 /** One case of the suite: throws an `Error` saying what broke the contract. */
@@ -125,7 +132,8 @@ async function withStore(
   const names = tableNamesFor(dialect, { tableName });
   let store: OutboxStore | undefined;
   try {
-    await createOutboxTable(fixture.sql, { tableName, partitioning: target.partitioning });
+    if (target.createTable !== undefined) await target.createTable(fixture.sql, tableName);
+    else await createOutboxTable(fixture.sql, { tableName, partitioning: target.partitioning });
     if (target.partitioning !== undefined) {
       const { layout } = await outboxPartitions(fixture.sql, { tableName }).status(
         { premake: 1, retentionMs: 86_400_000, deadRetentionMs: null },
@@ -155,7 +163,7 @@ async function withStore(
       );
       return raw.map((r) => ({
         id: String(r.id),
-        messageId: String(r.message_id),
+        messageId: messageIdText(r.message_id),
         status: String(r.status),
         attempts: Number(r.attempts),
         lastError: typeof r.last_error === 'string' ? r.last_error : null,
@@ -168,7 +176,7 @@ async function withStore(
       );
       const text = (v: unknown): string | null => (typeof v === 'string' ? v : null);
       return raw.map((r) => ({
-        messageId: String(r.message_id),
+        messageId: messageIdText(r.message_id),
         attempt: Number(r.attempt),
         outcome: String(r.outcome),
         lockedBy: text(r.locked_by),

@@ -32,6 +32,7 @@ import {
 } from '../../lib/store/outbox-dialect';
 import { uniqueTable } from '../support/databases';
 import { CLIENT, type ClsLibrary } from './cls-targets';
+import { messageIdText } from '../../lib/store/message-id-codec';
 
 // An app of the ambient path and the event-bus bridges: the library's client under CLIENT,
 // ClsModule with the library's transactional adapter (wrapped by guardOutboxWrites unless told
@@ -214,10 +215,10 @@ export async function openClsApp(library: ClsLibrary, spec: ClsAppSpec = {}): Pr
     emitter: spec.emitter === undefined ? (undefined as never) : moduleRef.get(EventEmitter2),
     dispatcher,
     async rows() {
-      const { rows } = await sql.query<{ message_id: string; message_key: string | null }>(
+      const { rows } = await sql.query<{ message_id: unknown; message_key: string | null }>(
         `SELECT message_id, message_key FROM ${table} ORDER BY id`,
       );
-      return rows.map((r) => ({ messageId: String(r.message_id), key: r.message_key }));
+      return rows.map((r) => ({ messageId: messageIdText(r.message_id), key: r.message_key }));
     },
     async orderExists(id) {
       const { rows } = await sql.query(`SELECT id FROM ${library.ordersTable} WHERE id = ${p(1)}`, [

@@ -1,7 +1,7 @@
 import type { DataSource } from 'typeorm';
 import type { OutboxMessage, OutboxRecord } from '../../lib';
 import { quoteTable, sleep } from '../support/outbox-harness';
-import { readOutbox, TEST_DATABASES } from '../support/databases';
+import { readOutbox, storedId, TEST_DATABASES } from '../support/databases';
 import { type Instance } from '../support/outbox-harness';
 import { useOutboxScope } from '../support/outbox-scope';
 import { describeWith } from '../support/services';
@@ -131,7 +131,7 @@ describe.each(TEST_DATABASES.filter((db) => db.name !== 'sqlite'))(
         const param = db.name === 'postgres' ? '$1' : '?';
         await holder.query(
           `SELECT id FROM ${quoteTable(scope.ds, table)} WHERE message_id = ${param} FOR UPDATE`,
-          [h],
+          [storedId(scope.ds.options.type, h)],
         );
         const retried = b.admin.retry([h]);
         await sleep(300);

@@ -8,6 +8,7 @@ import {
 import { readOutbox, TEST_DATABASES, TestOrder } from '../support/databases';
 import { useOutboxScope } from '../support/outbox-scope';
 import { describeWith } from '../support/services';
+import { messageIdText } from '../../lib/store/message-id-codec';
 
 @OutboxEvent({
   topic: 'orders',
@@ -375,7 +376,7 @@ for (const db of TEST_DATABASES) {
       );
       expect(rows).toHaveLength(2);
       const [binary, json] = rows;
-      expect(String(binary?.message_id)).toBe(binaryId);
+      expect(messageIdText(binary?.message_id)).toBe(binaryId);
       expect(binary?.payload_encoding).toBe('binary');
       expect(binary?.content_type).toBe('application/x-protobuf');
       expect(Buffer.from(binary?.payload_bytes as Uint8Array).equals(bytes)).toBe(true);
@@ -384,7 +385,7 @@ for (const db of TEST_DATABASES) {
         rabbitmq: { priority: 9, routingKey: 'r' },
         kafka: { partition: 0 },
       });
-      expect(String(json?.message_id)).toBe(jsonId);
+      expect(messageIdText(json?.message_id)).toBe(jsonId);
       expect(json?.payload_encoding).toBe('json');
       expect([json?.content_type, json?.payload_bytes, json?.broker_attributes]).toEqual([
         null,

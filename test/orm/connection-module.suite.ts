@@ -10,7 +10,7 @@ import {
   type SqlPort,
 } from '../../lib';
 import { outboxTableDropDdl, type OutboxDialect } from '../../lib/store/outbox-dialect';
-import { uniqueTable } from '../support/databases';
+import { storedId, uniqueTable } from '../support/databases';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith, type ServiceName } from '../support/services';
 import { expectNever, waitFor } from '../support/wait-for';
@@ -136,7 +136,7 @@ export function describeConnectionModule<Tx>(fixture: ConnectionModuleFixture<Tx
       (
         await admin.query<{ status: string }>(
           `SELECT status FROM ${table} WHERE message_id = ${p}`,
-          [id],
+          [storedId(admin.databaseType, id)],
         )
       ).rows;
     /** Runs `statement` (ending in `IN (…)`) on the ids, in slices under any bind limit. */
@@ -147,7 +147,7 @@ export function describeConnectionModule<Tx>(fixture: ConnectionModuleFixture<Tx
         const list = slice.map((_, i) => (p === '?' ? '?' : `$${i + 1}`)).join(', ');
         const { rows, affected } = await admin.query<{ n: number | string }>(
           `${statement} (${list})`,
-          slice,
+          slice.map((id) => storedId(admin.databaseType, id)),
         );
         total += rows[0] === undefined ? affected : Number(rows[0].n);
       }

@@ -7,11 +7,12 @@ import {
 } from '../../lib/store/outbox-dialect';
 import type { OutboxConnection } from '../../lib/store/outbox-connection';
 import type { SqlPort } from '../../lib/store/sql-port';
-import { uniqueTable } from '../support/databases';
+import { storedId, uniqueTable } from '../support/databases';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
 import { expectNever, waitFor } from '../support/wait-for';
 import { expectDeliveredToRabbitMq } from './rabbitmq-delivery';
+import { messageIdText } from '../../lib/store/message-id-codec';
 
 // What every ORM connection must do inside a real app: OutboxModule booted on the connection,
 // messages enqueued in the ORM's own transactions next to a business row, delivered by the real
@@ -95,11 +96,11 @@ export function ormModuleCases<Tx>(target: OrmModuleTarget<Tx>): void {
 
     const rowsOf = async (ids: readonly string[]): Promise<string[]> => {
       const list = ids.map((_, i) => placeholder(i + 1)).join(', ');
-      const { rows } = await sql.query<{ message_id: string }>(
+      const { rows } = await sql.query<{ message_id: unknown }>(
         `SELECT message_id FROM ${table} WHERE message_id IN (${list})`,
-        ids,
+        ids.map((id) => storedId(sql.databaseType, id)),
       );
-      return rows.map((r) => String(r.message_id));
+      return rows.map((r) => messageIdText(r.message_id));
     };
     const orderExists = async (id: string): Promise<boolean> =>
       (await sql.query(`SELECT id FROM ${orders} WHERE id = ${placeholder(1)}`, [id])).rows

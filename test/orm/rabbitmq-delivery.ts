@@ -2,7 +2,7 @@ import { Test } from '@nestjs/testing';
 import { connect } from 'amqplib';
 import { OutboxModule, OutboxService, type OutboxConnection, type SqlPort } from '../../lib';
 import { RabbitMqPublisher } from '../../lib/publishers/rabbitmq';
-import { uniqueTable } from '../support/databases';
+import { storedId, uniqueTable } from '../support/databases';
 import { SERVICES } from '../support/services';
 import { waitFor } from '../support/wait-for';
 
@@ -72,7 +72,7 @@ export async function expectDeliveredToRabbitMq<Tx>(app: RabbitMqDeliveryApp<Tx>
       (
         await app.admin.query<{ status: string }>(
           `SELECT status FROM ${app.table} WHERE message_id = ${placeholder}`,
-          [committed],
+          [storedId(app.admin.databaseType, committed)],
         )
       ).rows[0]?.status;
     await waitFor('the row settled as delivered', async () => (await status()) === 'delivered');

@@ -69,7 +69,7 @@ FROM generate_series(1, $3::int) AS g`,
     case 'mysql':
       await ds.query(
         `INSERT INTO ${t} (message_id, topic, message_key, event_type, payload, headers, status, dead_at)
-SELECT UUID(), 'orders', CONCAT(?, ${keys === undefined ? "''" : 'seq % ?'}), 'e', '{}', '{}', ?, ${dead ? 'UTC_TIMESTAMP(6)' : 'NULL'}
+SELECT UNHEX(REPLACE(UUID(), '-', '')), 'orders', CONCAT(?, ${keys === undefined ? "''" : 'seq % ?'}), 'e', '{}', '{}', ?, ${dead ? 'UTC_TIMESTAMP(6)' : 'NULL'}
 FROM seq_1_to_${count}`,
         [prefix, ...perKey, status],
       );

@@ -27,7 +27,7 @@ FROM generate_series(1, ${ROWS}) AS g`);
     await ds.query(`ANALYZE "${table}"`);
   } else if (db === 'mariadb') {
     await ds.query(`INSERT INTO \`${table}\` (${cols})
-SELECT UUID(), 't', 'T', '{}', '{}', IF(seq <= 50, 'dead', 'delivered'), 1,
+SELECT UNHEX(REPLACE(UUID(), '-', '')), 't', 'T', '{}', '{}', IF(seq <= 50, 'dead', 'delivered'), 1,
   IF(seq <= 50, NULL, NOW(6) - INTERVAL (seq % 60) SECOND), IF(seq <= 50, NOW(6), NULL)
 FROM seq_1_to_${ROWS}`);
     await ds.query(`ANALYZE TABLE \`${table}\``);

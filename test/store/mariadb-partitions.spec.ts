@@ -14,6 +14,7 @@ import { useOutboxScope } from '../support/outbox-scope';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
 import { waitFor } from '../support/wait-for';
+import { messageIdBytes } from '../../lib/store/message-id-codec';
 
 // The time-partitioned table on MariaDB (RANGE COLUMNS on created_at below a catch-all pmax):
 // a key spread over partitions drains in id order, and the maintainer drops exactly the
@@ -60,7 +61,8 @@ describeWith(['mariadb'], 'partitioned outbox table on mariadb', () => {
     const moveTo = (days: number, list: string[]) =>
       scope.ds.query(
         `UPDATE \`${table}\` SET created_at = created_at - INTERVAL ? DAY WHERE message_id IN (?, ?, ?)`,
-        [days, ...list],
+        // The table stores the ids' 16 bytes (BINARY(16)).
+        [days, ...list.map(messageIdBytes)],
       );
     await moveTo(1, ids.slice(3, 6));
     await moveTo(2, ids.slice(6, 9));
@@ -92,7 +94,7 @@ WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND PARTITION_NAME IN (?, ?, 
       const row = (days: number, status: string) =>
         scope.ds.query(
           `INSERT INTO \`${table}\` (message_id, topic, message_key, event_type, payload, headers, status, created_at, available_at, delivered_at, dead_at)
-VALUES (UUID(), 'orders', ?, 't', '{}', '{}', ?, ? + INTERVAL 1 HOUR, UTC_TIMESTAMP(6) + INTERVAL 1 DAY,
+VALUES (UNHEX(REPLACE(UUID(), '-', '')), 'orders', ?, 't', '{}', '{}', ?, ? + INTERVAL 1 HOUR, UTC_TIMESTAMP(6) + INTERVAL 1 DAY,
   IF(? = 'delivered', UTC_TIMESTAMP(6) - INTERVAL 3 DAY, NULL), IF(? = 'dead', UTC_TIMESTAMP(6) - INTERVAL 3 DAY, NULL))`,
           [`key-${days}`, status, datetime(dayStart(days)), status, status],
         );

@@ -9,11 +9,27 @@ import type { OutboxStore } from '../../lib/store/outbox-store.port';
 import { TEST_DATABASES, readOutbox, uniqueTable } from '../support/databases';
 import { describeWith } from '../support/services';
 import { outboxStoreConformance, typeormOn } from './outbox-store.conformance';
+import { createChar36Tables, idColumnTypes } from '../support/mysql-char36-tables';
 
 const db = TEST_DATABASES.find((d) => d.name === 'mariadb');
 if (db === undefined) throw new Error('no mariadb test database');
 
+// New tables store message ids as BINARY(16); tables made before keep CHAR(36) and must work
+// unchanged: the whole suite runs on both.
 outboxStoreConformance(typeormOn(db), ['mariadb']);
+outboxStoreConformance(
+  {
+    ...typeormOn(db),
+    name: 'typeorm-mariadb, CHAR(36) ids',
+    async createTable(sql, tableName) {
+      await createChar36Tables(sql, tableName);
+      const types = await idColumnTypes(sql, tableName);
+      if (types[tableName] !== 'char(36)' || types[`${tableName}_attempts`] !== 'char(36)')
+        throw new Error(`not a CHAR(36) table: ${JSON.stringify(types)}`);
+    },
+  },
+  ['mariadb'],
+);
 
 describeWith(['mariadb'], 'MySQL/MariaDB store: one message of a key', () => {
   let ds: DataSource;

@@ -11,6 +11,8 @@ import {
 import { ensureOutboxTable } from '../../lib/orm/typeorm/typeorm-tables';
 import { testPartitioning } from './partitioned-tables';
 import { SERVICES, type ServiceName } from './services';
+import { messageIdBytes, messageIdText } from '../../lib/store/message-id-codec';
+import { outboxDialectOf } from '../../lib/store/outbox-dialect';
 
 /** A business row written next to outbox messages in the tests' transactions. */
 @Entity('outbox_test_order')
@@ -211,7 +213,7 @@ async function readRows(
   );
   return rows.map((r) => ({
     id: String(r.id),
-    messageId: String(r.message_id),
+    messageId: messageIdText(r.message_id),
     topic: String(r.topic),
     key: r.message_key,
     type: String(r.event_type),
@@ -244,7 +246,7 @@ export async function readAttempts(ds: DataSource, table: string): Promise<Attem
   );
   const text = (v: unknown): string | null => (typeof v === 'string' ? v : null);
   return rows.map((r) => ({
-    messageId: String(r.message_id),
+    messageId: messageIdText(r.message_id),
     attempt: Number(r.attempt),
     outcome: String(r.outcome),
     lockedBy: text(r.locked_by),
@@ -259,15 +261,15 @@ export async function readStatuses(
   qualifiedTable: string,
 ): Promise<Map<string, string>> {
   const messageId = ds.options.type === 'postgres' ? 'message_id::text' : 'message_id';
-  const rows = await ds.query<{ message_id: string; status: string }[]>(
+  const rows = await ds.query<{ message_id: string | Uint8Array; status: string }[]>(
     `SELECT ${messageId} AS message_id, status FROM ${qualifiedTable} ORDER BY id`,
   );
-  return new Map(rows.map((r) => [String(r.message_id), String(r.status)]));
+  return new Map(rows.map((r) => [messageIdText(r.message_id), String(r.status)]));
 }
 
 interface RawOutboxRow {
   id: string | number;
-  message_id: string;
+  message_id: string | Uint8Array;
   topic: string;
   message_key: string | null;
   event_type: string;
@@ -291,4 +293,12 @@ export interface OutboxRow {
   attempts: number;
   lastError: string | null;
   lockedBy: string | null;
+}
+
+/**
+ * A message id as a test's statement binds it against a table the outbox made: the UUID's 16
+ * bytes on MySQL/MariaDB (BINARY(16)), the text elsewhere.
+ */
+export function storedId(databaseType: string, id: string): string | Buffer {
+  return outboxDialectOf(databaseType) === 'mysql' ? messageIdBytes(id) : id;
 }

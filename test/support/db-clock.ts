@@ -1,4 +1,5 @@
 import type { DataSource } from 'typeorm';
+import { messageIdText } from '../../lib/store/message-id-codec';
 
 // Reads of the outbox table measured on the database's own clock (leases and due times are
 // written with it, so the tests must judge them with it too). Test tables only: the names are
@@ -114,7 +115,10 @@ export async function leasesHeldBy(
     `SELECT ${messageIdColumn(d)} AS message_id, ${msUntil(d, 'locked_until')} AS remaining FROM ${quote(d, table)} WHERE locked_by = ${param(d)} AND status = 'pending'`,
     [owner],
   );
-  return rows.map((r) => ({ messageId: r.message_id, remainingMs: Number(r.remaining) }));
+  return rows.map((r) => ({
+    messageId: messageIdText(r.message_id),
+    remainingMs: Number(r.remaining),
+  }));
 }
 
 /**

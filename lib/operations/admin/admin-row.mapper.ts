@@ -1,6 +1,7 @@
 import type { OutboxHeaders } from '../../message/outbox-message.interface';
 import { parseBrokerAttributes } from '../../message/broker-attributes';
 import { storedBytes, toDate } from '../../store/outbox-row.mapper';
+import { messageIdText } from '../../store/message-id-codec';
 import type {
   OutboxAttempt,
   OutboxAttemptOutcome,
@@ -17,7 +18,8 @@ type Num = number | string;
 /** The summary columns as the drivers return them. */
 export interface AdminRow {
   id: Num;
-  message_id: string;
+  /** The text, or the 16 bytes of a MySQL BINARY(16) column (see message-id-codec.ts). */
+  message_id: string | Uint8Array;
   topic: string;
   message_key: string | null;
   event_type: string;
@@ -62,7 +64,7 @@ export interface StuckLeaseRow extends AdminRow {
 export interface BlockedKeyRow {
   message_key: string;
   head_id: Num;
-  head_message_id: string;
+  head_message_id: string | Uint8Array;
   head_status: string;
   attempts: Num;
   last_error: string | null;
@@ -77,7 +79,7 @@ const wholeMs = (value: Num | null): number => Math.max(0, Math.round(Number(val
 export function toSummary(row: AdminRow): OutboxMessageSummary {
   return {
     id: String(row.id),
-    messageId: row.message_id,
+    messageId: messageIdText(row.message_id),
     topic: row.topic,
     key: row.message_key,
     type: row.event_type,
@@ -136,7 +138,7 @@ export function toBlockedKey(row: BlockedKeyRow): OutboxBlockedKey {
   return {
     key: row.message_key,
     headId: String(row.head_id),
-    headMessageId: row.head_message_id,
+    headMessageId: messageIdText(row.head_message_id),
     headStatus: dead ? 'dead' : 'retrying',
     headAttempts: Number(row.attempts),
     lastError: row.last_error,

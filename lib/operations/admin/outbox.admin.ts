@@ -37,6 +37,7 @@ import type {
 } from './outbox-admin.interfaces';
 import type { SqlParams } from '../../store/sql-params';
 import type { SqlPort } from '../../store/sql-port';
+import { messageIdText, TEXT_MESSAGE_IDS, type MessageIdCodec } from '../../store/message-id-codec';
 
 /** Where the admin API finds the table, and how the app queues a key's messages. */
 export interface OutboxAdminOptions {
@@ -275,10 +276,11 @@ export class OutboxAdmin {
 
   /** One message in full (payload, headers, lease), or null when there is none with this id. */
   async get(messageId: string): Promise<OutboxMessageDetail | null> {
-    const [id] = messageIdsOf([messageId]);
+    const [checked] = messageIdsOf([messageId]);
+    const id = (await this.messageIds()).param(checked as string);
     const p = this.sql.params();
     const rows = await this.query<AdminDetailRow>(
-      `SELECT ${this.sql.detailColumns} FROM ${this.names.table} AS o WHERE ${this.sql.messageIdIs(p, id as string)}`,
+      `SELECT ${this.sql.detailColumns} FROM ${this.names.table} AS o WHERE ${this.sql.messageIdIs(p, id)}`,
       p,
     );
     const [row] = rows;
@@ -286,7 +288,7 @@ export class OutboxAdmin {
     // Keyed by message id, not row id: a dead message moved to the end of its key keeps it.
     const h = this.sql.params();
     const attempts = await this.query<AttemptRow>(
-      `SELECT ${this.sql.attemptColumns} FROM ${this.names.attemptsTable} AS o WHERE ${this.sql.messageIdIs(h, id as string)} ORDER BY o.id`,
+      `SELECT ${this.sql.attemptColumns} FROM ${this.names.attemptsTable} AS o WHERE ${this.sql.messageIdIs(h, id)} ORDER BY o.id`,
       h,
     );
     return toDetail(row, attempts);
@@ -541,7 +543,8 @@ export class OutboxAdmin {
     const byTopic = new Map<string, { delivered: number; dead: number; oldest: number | null }>();
     for (const row of rows) {
       let topic = byTopic.get(row.topic);
-      if (topic === undefined) byTopic.set(row.topic, (topic = { delivered: 0, dead: 0, oldest: null }));
+      if (topic === undefined)
+        byTopic.set(row.topic, (topic = { delivered: 0, dead: 0, oldest: null }));
       if (row.kind === 'delivered') topic.delivered += Number(row.n);
       else if (row.kind === 'dead') topic.dead += Number(row.n);
       else if (row.oldest_ms !== null) {
@@ -583,13 +586,13 @@ export class OutboxAdmin {
         this.where(p, { ...filter, status: 'dead' }, after),
         this.sql.idAtMost(p, String(bound)),
       ].join(' AND ');
-      const rows = await this.query<{ id: string | number; message_id: string }>(
+      const rows = await this.query<{ id: string | number; message_id: string | Uint8Array }>(
         `SELECT o.id, o.message_id FROM ${this.names.table} AS o WHERE ${where} ORDER BY ${this.sql.listOrder(true)} LIMIT ${p.add(OUTBOX_ADMIN_MAX_LIMIT)}`,
         p,
       );
       const last = rows[rows.length - 1];
       if (last === undefined) return;
-      await work(rows.map((r) => String(r.message_id)));
+      await work(rows.map((r) => messageIdText(r.message_id)));
       if (rows.length < OUTBOX_ADMIN_MAX_LIMIT) return;
       after = String(last.id);
     }
@@ -614,6 +617,11 @@ export class OutboxAdmin {
     if (olderThanMs !== undefined) conditions.push(sql.createdOlderThan(p, olderThanMs));
     if (after !== null) conditions.push(sql.idAfter(p, after));
     return conditions.length === 0 ? '1 = 1' : conditions.join(' AND ');
+  }
+
+  /** How the table binds message ids: the store's (read at bootstrap), text where it has none. */
+  private async messageIds(): Promise<MessageIdCodec> {
+    return (await this.store.messageIdCodec?.()) ?? TEXT_MESSAGE_IDS;
   }
 
   private async query<R>(sql: string, p: SqlParams): Promise<R[]> {

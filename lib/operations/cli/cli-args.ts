@@ -10,11 +10,13 @@ Commands:
   schema print [--dialect postgres|mysql|sqlite] [--partition-by day|week|month] [--archive]
                                                    print the outbox table's DDL (and its
                                                    archive's, for cleaner.archive)
-  schema migrate [--partition-by day|week|month] [--archive]
+  schema migrate [--partition-by day|week|month] [--archive] [--binary-ids]
                                                    create the outbox table if it is missing
                                                    (time-partitioned with --partition-by), or
                                                    bring an older one up to date in place
-                                                   (and create the archive table)
+                                                   (and create the archive table); with
+                                                   --binary-ids (MySQL/MariaDB, app stopped),
+                                                   convert CHAR(36) message ids to BINARY(16)
   schema status                                    which parts of the schema the table has,
                                                    and what migrate would change
   dlq list [filters] [--limit N] [--after CURSOR]  list dead letters, oldest first
@@ -83,6 +85,7 @@ const OPTIONS = {
   premake: { type: 'string' },
   retention: { type: 'string' },
   'dry-run': { type: 'boolean' },
+  'binary-ids': { type: 'boolean' },
 } as const;
 
 type OptionName = keyof typeof OPTIONS;
@@ -94,7 +97,7 @@ const PAGE: readonly OptionName[] = ['limit', 'after'];
 /** The commands, with the options each accepts besides the common ones. */
 const COMMANDS = {
   'schema print': ['dialect', 'archive', 'partition-by', 'premake'],
-  'schema migrate': ['archive', 'partition-by', 'premake'],
+  'schema migrate': ['archive', 'partition-by', 'premake', 'binary-ids'],
   'schema status': [],
   'dlq list': [...FILTERS, ...PAGE],
   'dlq show': [],
@@ -144,6 +147,8 @@ export interface CliArgs {
   /** `--retention`, as `partitioning.retention`. */
   readonly retentionMs: number;
   readonly dryRun: boolean;
+  /** schema migrate: convert CHAR(36) message ids to BINARY(16) (MySQL/MariaDB). */
+  readonly binaryIds: boolean;
 }
 
 const UNITS: Readonly<Record<string, number>> = {
@@ -284,6 +289,7 @@ export function parseCliArgs(argv: readonly string[]): CliArgs {
     watch: values.watch === true,
     intervalMs: watchInterval(values.interval, values.watch === true),
     archive: values.archive === true,
+    binaryIds: values['binary-ids'] === true,
     partitionBy: partitionInterval(values['partition-by']),
     premake: premakeOf(values.premake),
     retentionMs: retentionOf(values.retention),
@@ -338,6 +344,7 @@ function helpArgs(): CliArgs {
     watch: false,
     intervalMs: 2_000,
     archive: false,
+    binaryIds: false,
     partitionBy: undefined,
     premake: 3,
     retentionMs: 7 * 86_400_000,

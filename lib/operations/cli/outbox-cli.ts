@@ -21,6 +21,8 @@ import { outboxPartitions } from '../../store/outbox-partitions';
 import type { OutboxPartitionPolicy } from '../../store/outbox-partitions.port';
 import { outboxDatabaseOf, outboxDatabaseOfScheme } from '../../store/outbox-databases';
 import { outboxSchemaStatus } from '../../store/schema-status';
+import { migrateOutboxToBinaryIds } from '../../store/binary-message-ids';
+import { OutboxMessages } from '../../outbox.messages';
 import { describeBinary, hexPreview } from '../admin/binary-preview';
 import { describeLayout } from '../../store/outbox-partitions.port';
 import { parseCliArgs, USAGE, type CliArgs } from './cli-args';
@@ -178,6 +180,9 @@ function schemaPrint(args: CliArgs, url: string | undefined): CliResult {
 }
 
 async function schemaMigrate(args: CliArgs, db: CliDatabase): Promise<CliResult> {
+  if (args.binaryIds && outboxDatabase(db.dialect).convertMessageIds === undefined) {
+    throw new CliUsageError(OutboxMessages.binaryIdsUnsupported(db.dialect));
+  }
   return withDatabase(db, true, async (dataSource) => {
     const names = tableNamesFor(db.dialect, tableOptions(args));
     const exists = (table: string): Promise<boolean> =>
@@ -191,6 +196,13 @@ async function schemaMigrate(args: CliArgs, db: CliDatabase): Promise<CliResult>
     await ensureOutboxTable(dataSource, tableOptions(args));
     const archiveExisted = args.archive && (await exists(names.archiveTable));
     if (args.archive) await ensureOutboxArchiveTable(dataSource, tableOptions(args));
+    // After the archive, so that one made now is converted with the rest.
+    const conversion = args.binaryIds
+      ? await migrateOutboxToBinaryIds(typeormSqlPort(dataSource), {
+          tableName: args.table,
+          ...(args.schema === null ? {} : { schema: args.schema }),
+        })
+      : null;
     // An existing table is left as it is: check that this version can use it.
     await withStore(args, dataSource, () => Promise.resolve());
     const added = before.parts
@@ -214,7 +226,14 @@ async function schemaMigrate(args: CliArgs, db: CliDatabase): Promise<CliResult>
         : added.length > 0
           ? `The outbox table ${names.table} already exists; ${added.join('; ')}.`
           : `The outbox table ${names.table} already exists and is up to date; nothing changed.`) +
-      archived;
+      archived +
+      (conversion === null
+        ? before.messageIds?.layout === 'text'
+          ? ` Its message ids are CHAR(36) (made before 0.3): "outbox schema migrate --binary-ids" converts them to BINARY(16), rows kept, with the app stopped (docs/outbox-table.md).`
+          : ''
+        : conversion.converted.length === 0
+          ? ' Its message ids are BINARY(16) already.'
+          : ` Converted the message ids of ${conversion.converted.join(', ')} to BINARY(16), rows kept.`);
     return {
       text,
       json: {
@@ -224,6 +243,7 @@ async function schemaMigrate(args: CliArgs, db: CliDatabase): Promise<CliResult>
         created: !existed,
         historyCreated: !historyExisted,
         archiveCreated,
+        ...(conversion === null ? {} : { binaryIdsConverted: conversion.converted }),
         ...(args.partitionBy === undefined ? {} : { partitionBy: args.partitionBy }),
       },
     };
@@ -257,6 +277,17 @@ async function schemaStatus(args: CliArgs, db: CliDatabase): Promise<CliResult> 
         : [
             `Layout: ${layout.kind === 'partitioned' ? `partitioned by ${layout.interval} (see "outbox partitions status")` : layout.kind === 'plain' ? 'plain (unpartitioned)' : `not the outbox's (${layout.problem})`}.`,
           ]),
+      ...(status.messageIds === null
+        ? []
+        : [
+            `Message ids: ${
+              status.messageIds.problem !== null
+                ? status.messageIds.problem
+                : status.messageIds.layout === 'text'
+                  ? 'CHAR(36) (made before 0.3); "outbox schema migrate --binary-ids" converts them to BINARY(16) in place, rows kept, with the app stopped (docs/outbox-table.md)'
+                  : 'BINARY(16)'
+            }.`,
+          ]),
     ];
     return {
       text: lines.join('\n'),
@@ -268,6 +299,7 @@ async function schemaStatus(args: CliArgs, db: CliDatabase): Promise<CliResult> 
         latest: status.latest,
         upToDate,
         parts: status.parts,
+        messageIds: status.messageIds,
         // SQLite has only the plain layout.
         layout: layout ?? { kind: status.version === 0 ? 'missing' : 'plain' },
       },

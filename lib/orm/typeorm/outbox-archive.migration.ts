@@ -1,6 +1,7 @@
 import type { MigrationInterface } from 'typeorm';
 import { outboxArchiveTableDdl, type OutboxTableOptions } from '../../store/outbox-dialect';
 import { runAll, tableMigration } from './table-migration';
+import { layoutForNewTables } from '../../store/message-id-layout';
 
 /**
  * The TypeORM migration that creates the archive `<table>_archive` for `cleaner.archive`. Not a
@@ -24,7 +25,11 @@ export function createOutboxArchiveMigration(
     'createOutboxArchiveMigration()',
     options,
     timestamp,
-    (database, names, run) => runAll(run, database.createArchiveTable(names)),
+    async (database, names, run) =>
+      runAll(
+        run,
+        database.createArchiveTable(names, await layoutForNewTables(database, run, names)),
+      ),
     // Deliberately nothing: reverting must not destroy an audit trail.
     () => Promise.resolve(),
   );

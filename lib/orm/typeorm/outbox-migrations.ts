@@ -3,6 +3,7 @@ import { outboxTableDdl } from '../../store/outbox-dialect';
 import type { OutboxTableOptions } from '../../store/outbox-dialect';
 import { createOutboxMigration } from './outbox-table.migration';
 import { runAll, tableMigration } from './table-migration';
+import { layoutForNewTables } from '../../store/message-id-layout';
 
 type MigrationClass = new () => MigrationInterface;
 
@@ -18,7 +19,12 @@ const addAttemptHistory: MigrationStep = (options, timestamp) =>
     STEP_SUBJECT,
     options,
     timestamp,
-    (database, names, run) => runAll(run, database.createHistoryTable(names)),
+    // In the id layout of the outbox table (CHAR(36) ids stay so until converted).
+    async (database, names, run) =>
+      runAll(
+        run,
+        database.createHistoryTable(names, await layoutForNewTables(database, run, names)),
+      ),
     (database, names, run) => runAll(run, database.dropHistoryTable(names)),
   );
 

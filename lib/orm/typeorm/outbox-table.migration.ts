@@ -13,6 +13,7 @@ import {
   type OutboxTableOptions,
 } from '../../store/outbox-dialect';
 import { checkTableLayout } from '../../store/table-layout';
+import { layoutForNewTables } from '../../store/message-id-layout';
 
 /**
  * Returns the first step of `outboxMigrations()`: the TypeORM migration class that creates the
@@ -95,7 +96,10 @@ export function createOutboxMigration(
         partitioning,
         { creating: true },
       );
-      for (const sql of outboxTableStatements(database, names, partitioning)) {
+      const run = (sql: string, params?: unknown[]): Promise<unknown> =>
+        queryRunner.query(sql, params);
+      const ids = await layoutForNewTables(database, run, names);
+      for (const sql of outboxTableStatements(database, names, partitioning, ids)) {
         await queryRunner.query(sql);
       }
       // e.g. MySQL tables made before 0.3, which compare keys ignoring trailing spaces.

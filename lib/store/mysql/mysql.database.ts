@@ -33,6 +33,7 @@ import {
   mysqlDropIdsTable,
 } from './mysql.partition-sql';
 import { MysqlPartitions, mysqlTableLayout } from './mysql.partitions';
+import { mysqlConvertMessageIds, mysqlMessageIdLayout } from './mysql-message-ids';
 
 /** MySQL 8 and MariaDB 10.6+. */
 export const mysqlDatabase: OutboxDatabase<'mysql'> = {
@@ -46,6 +47,8 @@ export const mysqlDatabase: OutboxDatabase<'mysql'> = {
   createHistoryTable: mysqlCreateHistoryTable,
   dropHistoryTable: mysqlDropHistoryTable,
   createArchiveTable: mysqlCreateArchiveTable,
+  messageIdLayout: mysqlMessageIdLayout,
+  convertMessageIds: mysqlConvertMessageIds,
   ensureCleanerIndexes: mysqlEnsureCleanerIndex,
   hasCleanerIndexes: mysqlHasCleanerIndex,
   async tableProblem(query, names) {
@@ -94,8 +97,11 @@ export const mysqlDatabase: OutboxDatabase<'mysql'> = {
     }
     if (policy.ordered) await checkKeyLockTable(sql, names.lockTable, ref);
   },
-  createStore: (sql: SqlPort, { names, policy, timeoutMs, partitioned }: OutboxStoreContext) =>
-    Promise.resolve(new MysqlOutboxStore(sql, names, policy, timeoutMs, partitioned)),
+  createStore: (
+    sql: SqlPort,
+    { names, policy, timeoutMs, partitioned, messageIds }: OutboxStoreContext,
+  ) =>
+    Promise.resolve(new MysqlOutboxStore(sql, names, policy, timeoutMs, partitioned, messageIds)),
   partitioned: {
     createTable: mysqlCreatePartitionedTable,
     dropTable: mysqlDropIdsTable,

@@ -7,6 +7,8 @@ import {
   mysqlOutboxColumns,
   mysqlOutboxIndexes,
 } from './mysql.sql';
+import type { MessageIdLayout } from '../message-id-codec';
+import { mysqlMessageIdType } from './mysql-message-ids';
 
 // The time-partitioned outbox table on MySQL 8 / MariaDB: RANGE COLUMNS on created_at (UTC, as
 // every timestamp of the table), partitions p<YYYYMMDD> below a catch-all pmax, which the
@@ -30,10 +32,11 @@ export function mysqlCreatePartitionedTable(
   n: OutboxTableNames,
   interval: PartitionInterval,
   ranges: readonly PartitionRange[],
+  ids: MessageIdLayout = 'binary',
 ): string[] {
   return [
     `CREATE TABLE IF NOT EXISTS ${n.table} (
-${mysqlOutboxColumns()},
+${mysqlOutboxColumns(ids)},
   PRIMARY KEY (id, created_at),
   KEY ${n.quote(`${n.tableName}_message_id_idx`)} (message_id),
   ${mysqlOutboxIndexes(n)}
@@ -42,7 +45,7 @@ PARTITION BY RANGE COLUMNS (created_at) (
   ${[...ranges.map(partitionDefinition), `PARTITION ${MYSQL_CATCH_ALL} VALUES LESS THAN (MAXVALUE)`].join(',\n  ')}
 )`,
     `CREATE TABLE IF NOT EXISTS ${n.idsTable} (
-  message_id CHAR(36) CHARACTER SET ascii NOT NULL PRIMARY KEY,
+  message_id ${mysqlMessageIdType(ids)} NOT NULL PRIMARY KEY,
   created_at DATETIME(6) NOT NULL DEFAULT (UTC_TIMESTAMP(6)),
   KEY ${n.quote(`${n.tableName}_ids_at_idx`)} (created_at)
 ) ENGINE=InnoDB`,
@@ -128,13 +131,16 @@ export function mysqlConversionSteps(n: OutboxTableNames, create: readonly strin
     .map((line) => line.trim().split(/\s+/)[0] ?? '')
     .filter((name) => name !== '')
     .join(', ');
+  // The new table stores binary ids; a plain table made before 0.3 has them as CHAR(36).
+  const id = `IF(LENGTH(message_id) = 36, UNHEX(REPLACE(message_id, '-', '')), message_id)`;
+  const values = columns.replace('message_id', id);
   return [
     `RENAME TABLE ${n.table} TO ${plain}`,
     ...create,
     `INSERT INTO ${n.table} (${columns})
-  SELECT ${columns} FROM ${plain} WHERE status <> 'delivered' ORDER BY id`,
+  SELECT ${values} FROM ${plain} WHERE status <> 'delivered' ORDER BY id`,
     `INSERT INTO ${n.idsTable} (message_id, created_at)
-  SELECT message_id, created_at FROM ${plain} WHERE status <> 'delivered'`,
+  SELECT ${id}, created_at FROM ${plain} WHERE status <> 'delivered'`,
     `-- later, once its delivered rows are no longer wanted: DROP TABLE ${plain}`,
   ];
 }

@@ -4,6 +4,8 @@ import type { OutboxQueuePolicy } from '../outbox-store.port';
 import type { OutboxTableNames } from '../sql-identifier';
 import { mysqlCleanerIndex } from './mysql-cleaner-index';
 import { payloadColumnDefinitions, type PayloadColumnTypes } from '../payload-columns';
+import type { MessageIdLayout } from '../message-id-codec';
+import { mysqlMessageIdType } from './mysql-message-ids';
 
 export const MYSQL_PAYLOAD_TYPES: PayloadColumnTypes = {
   text: (length) => `VARCHAR(${length})`,
@@ -32,11 +34,13 @@ const NOW = 'UTC_TIMESTAMP(6)';
 
 /**
  * The outbox table's columns on MySQL/MariaDB, one definition shared by the plain and the
- * partitioned layout (mysql.partition-sql.ts), so a column added here is in both.
+ * partitioned layout (mysql.partition-sql.ts), so a column added here is in both. The message
+ * id is the UUID's 16 bytes (`ids` 'text': the CHAR(36) of tables made before 0.3, for the
+ * tables made beside one of those).
  */
-export function mysqlOutboxColumns(): string {
+export function mysqlOutboxColumns(ids: MessageIdLayout = 'binary'): string {
   return `  id BIGINT NOT NULL AUTO_INCREMENT,
-  message_id CHAR(36) CHARACTER SET ascii NOT NULL,
+  message_id ${mysqlMessageIdType(ids)} NOT NULL,
   topic VARCHAR(255) NOT NULL,
   message_key VARCHAR(255) NULL,
   event_type VARCHAR(255) NOT NULL,
@@ -67,11 +71,11 @@ export function mysqlOutboxIndexes(n: OutboxTableNames): string {
 export const MYSQL_TABLE_OPTIONS = 'ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin';
 
 /** DDL of the outbox table on MySQL 8.0.13+ and MariaDB 10.6+. */
-export function mysqlCreateTable(n: OutboxTableNames): string[] {
+export function mysqlCreateTable(n: OutboxTableNames, ids: MessageIdLayout = 'binary'): string[] {
   const t = n.table;
   return [
     `CREATE TABLE IF NOT EXISTS ${t} (
-${mysqlOutboxColumns()},
+${mysqlOutboxColumns(ids)},
   PRIMARY KEY (id),
   UNIQUE KEY ${n.quote(`${n.tableName}_message_id_key`)} (message_id),
   ${mysqlOutboxIndexes(n)}
@@ -96,11 +100,14 @@ FROM ${digits.map((d) => `${digit} AS ${d}`).join(', ')}, (SELECT 0 AS n UNION A
 }
 
 /** DDL of the attempt history (see attempt-history.ts). */
-export function mysqlCreateHistoryTable(n: OutboxTableNames): string[] {
+export function mysqlCreateHistoryTable(
+  n: OutboxTableNames,
+  ids: MessageIdLayout = 'binary',
+): string[] {
   return [
     `CREATE TABLE IF NOT EXISTS ${n.attemptsTable} (
   id BIGINT NOT NULL AUTO_INCREMENT,
-  message_id CHAR(36) CHARACTER SET ascii NOT NULL,
+  message_id ${mysqlMessageIdType(ids)} NOT NULL,
   attempt INT NOT NULL,
   outcome VARCHAR(16) CHARACTER SET ascii NOT NULL,
   locked_by VARCHAR(128) NULL,
@@ -119,12 +126,15 @@ export function mysqlDropHistoryTable(n: OutboxTableNames): string[] {
 }
 
 /** DDL of the archive (see outbox-archive.ts), indexed for lookups by message and by age. */
-export function mysqlCreateArchiveTable(n: OutboxTableNames): string[] {
+export function mysqlCreateArchiveTable(
+  n: OutboxTableNames,
+  ids: MessageIdLayout = 'binary',
+): string[] {
   return [
     `CREATE TABLE IF NOT EXISTS ${n.archiveTable} (
   archive_id BIGINT NOT NULL AUTO_INCREMENT,
   outbox_id BIGINT NOT NULL,
-  message_id CHAR(36) CHARACTER SET ascii NOT NULL,
+  message_id ${mysqlMessageIdType(ids)} NOT NULL,
   topic VARCHAR(255) NOT NULL,
   message_key VARCHAR(255) NULL,
   event_type VARCHAR(255) NOT NULL,

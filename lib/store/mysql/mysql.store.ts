@@ -60,6 +60,9 @@ import {
 } from '../outbox-row.mapper';
 import type { OutboxTableNames } from '../sql-identifier';
 import type { SqlPort, SqlResult, SqlRow, SqlRunner } from '../sql-port';
+import { messageIdText, type MessageIdCodec } from '../message-id-codec';
+import { messageIdCodecOf } from '../message-id-layout';
+import { mysqlMessageIdLayout } from './mysql-message-ids';
 
 // mysql2 allows 65 535 placeholders per statement; stay well below with the widest row (8).
 const MAX_ROWS_PER_INSERT = 4_000;
@@ -82,8 +85,34 @@ export class MysqlOutboxStore implements OutboxStore {
     timeoutMs = 10_000,
     /** Whether the table is time-partitioned (mysql.partition-sql.ts): ids are guarded apart. */
     private readonly partitioned = false,
+    /** How the table's ids are bound; read from the catalog on first use when not given. */
+    messageIds?: MessageIdCodec,
   ) {
     this.lockWaitSeconds = Math.max(1, Math.ceil(timeoutMs / 1_000));
+    this.ids = messageIds === undefined ? undefined : Promise.resolve(messageIds);
+  }
+
+  private ids: Promise<MessageIdCodec> | undefined;
+
+  /**
+   * How this table stores message ids (BINARY(16), or CHAR(36) made before 0.3): what the
+   * bootstrap read, or, when the connection was not open then, read once now.
+   */
+  messageIdCodec(): Promise<MessageIdCodec> {
+    this.ids ??= messageIdCodecOf(
+      mysqlMessageIdLayout,
+      async (statement, params) => (await this.sql.query(statement, params)).rows,
+      this.names,
+      {
+        tableName: this.names.tableName,
+        schema: this.names.schema ?? undefined,
+        keyLock: true,
+      },
+    ).catch((error: unknown) => {
+      this.ids = undefined;
+      throw error;
+    });
+    return this.ids;
   }
 
   async insert(
@@ -91,6 +120,7 @@ export class MysqlOutboxStore implements OutboxStore {
     rows: readonly NewOutboxRow[],
     lockKeys: boolean,
   ): Promise<readonly string[]> {
+    const ids = await this.messageIdCodec();
     const buckets = lockKeys ? bucketsOf(rows.map((r) => r.key)) : [];
     const [only] = rows;
     if (
@@ -99,11 +129,11 @@ export class MysqlOutboxStore implements OutboxStore {
       only.idempotent !== true &&
       buckets.length === 1
     ) {
-      await this.insertOneLocked(tx, only, buckets[0] as number);
+      await this.insertOneLocked(tx, only, buckets[0] as number, ids);
       return [];
     }
     if (buckets.length > 0) await tx.query(mysqlLockKeys(this.names, buckets.length), buckets);
-    if (this.partitioned) return this.insertGuarded(tx, rows);
+    if (this.partitioned) return this.insertGuarded(tx, rows, ids);
     const present: string[] = [];
     // With caller-given ids, one row per statement: MySQL has no RETURNING, and only a single
     // row's insert id (0 for a duplicate left alone) says whether it was written.
@@ -112,7 +142,7 @@ export class MysqlOutboxStore implements OutboxStore {
       : rows.some(isExtended)
         ? MAX_EXTENDED_ROWS_PER_INSERT
         : MAX_ROWS_PER_INSERT;
-    for (const chunk of insertChunks(rows, perStatement)) {
+    for (const chunk of insertChunks(rows, perStatement, 'base64', ids.param)) {
       const result = await tx.query(
         mysqlInsert(
           this.names,
@@ -140,7 +170,11 @@ export class MysqlOutboxStore implements OutboxStore {
    * Only the accepted rows are written, in one plain insert per chunk. INSERT IGNORE is safe on
    * the guard: its one value is a checked UUID, so a duplicate is all it can ignore.
    */
-  private async insertGuarded(tx: SqlRunner, rows: readonly NewOutboxRow[]): Promise<string[]> {
+  private async insertGuarded(
+    tx: SqlRunner,
+    rows: readonly NewOutboxRow[],
+    ids: MessageIdCodec,
+  ): Promise<string[]> {
     const present: string[] = [];
     const accepted: NewOutboxRow[] = [];
     const seen = new Set<string>();
@@ -151,18 +185,17 @@ export class MysqlOutboxStore implements OutboxStore {
       }
       if (seen.has(row.messageId)) continue;
       seen.add(row.messageId);
-      const { rows: found } = await tx.query(mysqlHasMessageId(this.names), [row.messageId]);
+      const id = ids.param(row.messageId);
+      const { rows: found } = await tx.query(mysqlHasMessageId(this.names), [id]);
       const { affected } =
-        found.length > 0
-          ? { affected: 0 }
-          : await tx.query(mysqlGuardId(this.names), [row.messageId]);
+        found.length > 0 ? { affected: 0 } : await tx.query(mysqlGuardId(this.names), [id]);
       if (affected === 1) accepted.push(row);
       else present.push(row.messageId);
     }
     const perStatement = accepted.some(isExtended)
       ? MAX_EXTENDED_ROWS_PER_INSERT
       : MAX_ROWS_PER_INSERT;
-    for (const chunk of insertChunks(accepted, perStatement)) {
+    for (const chunk of insertChunks(accepted, perStatement, 'base64', ids.param)) {
       await tx.query(
         mysqlInsert(this.names, chunk.rows.length, chunk.scheduled, false, chunk.extended),
         chunk.params,
@@ -172,8 +205,13 @@ export class MysqlOutboxStore implements OutboxStore {
   }
 
   /** The common enqueue, one message of a key: its lock and its row in one statement. */
-  private async insertOneLocked(tx: SqlRunner, row: NewOutboxRow, bucket: number): Promise<void> {
-    const [chunk] = insertChunks([row], 1);
+  private async insertOneLocked(
+    tx: SqlRunner,
+    row: NewOutboxRow,
+    bucket: number,
+    ids: MessageIdCodec,
+  ): Promise<void> {
+    const [chunk] = insertChunks([row], 1, 'base64', ids.param);
     if (chunk === undefined) return;
     const { affected } = await tx.query(
       mysqlInsertOneLocked(this.names, chunk.scheduled, chunk.extended),
@@ -358,10 +396,11 @@ export class MysqlOutboxStore implements OutboxStore {
 
   async deleteDead(messageIds: readonly string[]): Promise<number> {
     if (messageIds.length === 0) return 0;
+    const ids = await this.messageIdCodec();
     return this.deleteWhere(
       'dead',
       mysqlDeadByMessageIds(this.names, messageIds.length),
-      messageIds,
+      messageIds.map(ids.param),
     );
   }
 
@@ -404,8 +443,10 @@ export class MysqlOutboxStore implements OutboxStore {
     });
   }
 
-  async requeueDead(ids?: readonly string[]): Promise<RequeueReport> {
-    if (ids !== undefined && ids.length === 0) return { requeued: 0, resequenced: 0 };
+  async requeueDead(messageIds?: readonly string[]): Promise<RequeueReport> {
+    if (messageIds !== undefined && messageIds.length === 0) return { requeued: 0, resequenced: 0 };
+    const codec = await this.messageIdCodec();
+    const ids = messageIds?.map(codec.param);
     return this.transaction(async (query) => {
       if (this.policy.ordered && !this.policy.deadBlocksKey) {
         // The keys' enqueue locks, taken before deciding where each message goes: no message of
@@ -442,7 +483,11 @@ export class MysqlOutboxStore implements OutboxStore {
         ]);
         for (let start = 0; start < moved.length; start += MAX_EXTENDED_ROWS_PER_INSERT) {
           const chunk = moved.slice(start, start + MAX_EXTENDED_ROWS_PER_INSERT);
-          await query(mysqlReinsert(this.names, chunk.length), chunk.flatMap(requeueValues));
+          // The id goes back as it came (Buffer, Uint8Array or text, by driver): bound anew.
+          const values = chunk.flatMap((r) =>
+            requeueValues({ ...r, message_id: codec.param(messageIdText(r.message_id)) }),
+          );
+          await query(mysqlReinsert(this.names, chunk.length), values);
         }
       }
       return { requeued, resequenced: moved.length };

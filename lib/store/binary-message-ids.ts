@@ -1,0 +1,38 @@
+import { OutboxOptionsError } from '../errors/outbox-options.error';
+import { OutboxMessages } from '../outbox.messages';
+import type { MessageIdConversion } from './outbox-database';
+import {
+  outboxDatabase,
+  outboxDialectOf,
+  tableNamesFor,
+  type OutboxTableOptions,
+} from './outbox-dialect';
+import type { SqlPort } from './sql-port';
+
+/**
+ * Converts the message ids of a MySQL/MariaDB outbox table made before 0.3 from CHAR(36) to
+ * BINARY(16) in place, every row kept, with its attempt history, archive and (partitioned
+ * layout) guard: per table, a new column filled with `UNHEX(REPLACE(message_id, '-', ''))`, then
+ * one ALTER that swaps it in and makes its indexes again. Tables already binary are skipped, so
+ * it also finishes an interrupted run. A planned operation: it rewrites each table under a
+ * metadata lock, and the app must be stopped while it runs, since a running process keeps
+ * binding ids as the layout it read at its start (docs/outbox-table.md, "Message ids on MySQL
+ * and MariaDB"). Refuses PostgreSQL and SQLite, whose ids need no conversion.
+ *
+ * @example await migrateOutboxToBinaryIds(mysql2Outbox(pool).sql, { tableName: 'outbox' });
+ */
+export async function migrateOutboxToBinaryIds(
+  sql: SqlPort,
+  options: Omit<OutboxTableOptions, 'partitioning'> = {},
+): Promise<MessageIdConversion> {
+  const dialect = outboxDialectOf(sql.databaseType);
+  const database = outboxDatabase(dialect);
+  if (database.convertMessageIds === undefined) {
+    throw new OutboxOptionsError(OutboxMessages.binaryIdsUnsupported(dialect), 'dataSource');
+  }
+  return database.convertMessageIds(
+    async (statement, params) => (await sql.query(statement, params)).rows,
+    tableNamesFor(dialect, options),
+    'binary',
+  );
+}
