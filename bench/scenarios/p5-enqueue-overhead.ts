@@ -10,6 +10,7 @@ import { named } from '../support/config';
 import { randomUUID } from 'node:crypto';
 import type { DataSource, EntityManager } from 'typeorm';
 import { OutboxEvent } from '../../lib';
+import { messageIdBytes } from '../../lib/store/message-id-codec';
 import {
   BenchOrder,
   PAD,
@@ -82,6 +83,9 @@ async function measureOn(
   const insertOne = `${into} ${row(0)}`;
   const insertMany = `${into} ${Array.from({ length: 100 }, (_, r) => row(r)).join(', ')}`;
   let seq = 0;
+  // The id as the table stores it: 16 bytes on MySQL/MariaDB (BINARY(16)), text elsewhere.
+  const newId = (): string | Buffer =>
+    label === 'mariadb' ? messageIdBytes(randomUUID()) : randomUUID();
   const order = (m: EntityManager): Promise<BenchOrder> =>
     m.save(BenchOrder, m.create(BenchOrder, { customer: `c${seq % 97}`, total: seq }));
   const variants = {
@@ -98,7 +102,7 @@ async function measureOn(
         await order(m);
         const e = new OrderCreated(s, keyOf(s), PAD);
         await m.query(insertOne, [
-          randomUUID(),
+          newId(),
           'orders',
           e.key,
           'order.created',
@@ -122,7 +126,7 @@ async function measureOn(
         for (let i = 0; i < 100; i++) {
           const s = ++seq;
           const e = new OrderCreated(s, keyOf(s), PAD);
-          params.push(randomUUID(), 'orders', e.key, 'order.created', JSON.stringify(e), '{}');
+          params.push(newId(), 'orders', e.key, 'order.created', JSON.stringify(e), '{}');
         }
         await m.query(insertMany, params);
       });

@@ -149,7 +149,7 @@ FROM generate_series($3::int, $4::int) AS g ORDER BY g`,
         const end = Math.min(to, start + 49_999);
         await ds.query(
           `INSERT INTO ${t} (message_id, topic, message_key, event_type, payload, headers)
-SELECT UUID(), 'bench', ?, 'order.created', CONCAT('{"seq":', seq, ',"key":"', ?, '","pad":"', ?, '"}'), '{}'
+SELECT UNHEX(REPLACE(UUID(), '-', '')), 'bench', ?, 'order.created', CONCAT('{"seq":', seq, ',"key":"', ?, '","pad":"', ?, '"}'), '{}'
 FROM seq_${start}_to_${end} ORDER BY seq`,
           [STUCK, STUCK, PAD],
         );

@@ -220,7 +220,7 @@ FROM generate_series($4::int, $5::int) AS g ORDER BY g`,
         const end = Math.min(to, start + 49_999);
         await ds.query(
           `INSERT INTO ${t} (message_id, topic, message_key, event_type, payload, headers${delivered ? ', status, delivered_at' : ''}, created_at)
-SELECT UUID(), ?, CONCAT('k', seq % ?), 'order.created', CONCAT('{"seq":', seq, ',"key":"k', seq % ?, '","pad":"', ?, '"}'), '{}'${delivered ? `, 'delivered', UTC_TIMESTAMP(6) - INTERVAL ${age} DAY` : ''}, UTC_TIMESTAMP(6) - INTERVAL ${age} DAY
+SELECT UNHEX(REPLACE(UUID(), '-', '')), ?, CONCAT('k', seq % ?), 'order.created', CONCAT('{"seq":', seq, ',"key":"k', seq % ?, '","pad":"', ?, '"}'), '{}'${delivered ? `, 'delivered', UTC_TIMESTAMP(6) - INTERVAL ${age} DAY` : ''}, UTC_TIMESTAMP(6) - INTERVAL ${age} DAY
 FROM seq_${start}_to_${end} ORDER BY seq`,
           [topic, keys, keys, PAD],
         );
