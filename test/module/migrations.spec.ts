@@ -10,7 +10,7 @@ import {
 } from '../../lib';
 import { createInboxMigration } from '../../lib/inbox';
 import { outboxDatabase, outboxDialectOf, tableNamesFor } from '../../lib/store/outbox-dialect';
-import { TEST_DATABASES, uniqueTable } from '../support/databases';
+import { storedId, TEST_DATABASES, uniqueTable } from '../support/databases';
 import { dropOutboxTable, quoteTable } from '../support/outbox-harness';
 
 // The TypeORM migrations of the outbox and inbox tables: several in one DataSource, the upgrade
@@ -325,7 +325,7 @@ describe.each(TEST_DATABASES)('outbox migrations on $name', (db) => {
           `INSERT INTO ${q} (message_id, topic, message_key, event_type, payload, headers, status, attempts, locked_by, lock_token, locked_until)
 VALUES (${[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11].map(p).join(', ')})`,
           [
-            ids[i],
+            storedId(base.options.type, ids[i] ?? ''),
             'orders',
             'k1',
             'order.created',

@@ -8,7 +8,13 @@ import {
   type OutboxMessage,
 } from '../../lib';
 import { dropOutboxTable, quoteTable, sleep } from '../support/outbox-harness';
-import { serverOptions, TEST_DATABASES, testDatabase, uniqueTable } from '../support/databases';
+import {
+  serverOptions,
+  storedId,
+  TEST_DATABASES,
+  testDatabase,
+  uniqueTable,
+} from '../support/databases';
 import { instance } from '../support/outbox-harness';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
@@ -131,7 +137,8 @@ describeWith(['mariadb'], 'MySQL/MariaDB keys, topics and types compared byte fo
       `ALTER TABLE ${t} MODIFY topic VARCHAR(255) COLLATE utf8mb4_bin NOT NULL, MODIFY message_key VARCHAR(255) COLLATE utf8mb4_bin NULL, MODIFY event_type VARCHAR(255) COLLATE utf8mb4_bin NOT NULL`,
     );
     await ds.query(
-      `INSERT INTO ${t} (message_id, topic, message_key, event_type, payload, headers) VALUES ('0190a6b2-1c3d-7e4f-8a9b-0c1d2e3f4a01', 'orders', 'k', 't', '{}', '{}')`,
+      `INSERT INTO ${t} (message_id, topic, message_key, event_type, payload, headers) VALUES (?, 'orders', 'k', 't', '{}', '{}')`,
+      [storedId('mariadb', '0190a6b2-1c3d-7e4f-8a9b-0c1d2e3f4a01')],
     );
     const error = await boot(ds, table).then(
       () => undefined,
@@ -152,7 +159,8 @@ describeWith(['mariadb'], 'MySQL/MariaDB keys, topics and types compared byte fo
     const t = quoteTable(ds, table);
     await ds.query(`ALTER TABLE ${t} DROP INDEX \`${table}_done_idx\``);
     await ds.query(
-      `INSERT INTO ${t} (message_id, topic, message_key, event_type, payload, headers) VALUES ('0190a6b2-1c3d-7e4f-8a9b-0c1d2e3f4a02', 'orders', 'k', 't', '{}', '{}')`,
+      `INSERT INTO ${t} (message_id, topic, message_key, event_type, payload, headers) VALUES (?, 'orders', 'k', 't', '{}', '{}')`,
+      [storedId('mariadb', '0190a6b2-1c3d-7e4f-8a9b-0c1d2e3f4a02')],
     );
     const indexes = async (): Promise<string[]> =>
       (
@@ -192,7 +200,8 @@ for (const db of TEST_DATABASES) {
         await ds.query(`DROP TABLE ${quoteTable(ds, `${table}_attempts`)}`);
         const t = quoteTable(ds, table);
         await ds.query(
-          `INSERT INTO ${t} (message_id, topic, message_key, event_type, payload, headers) VALUES ('0190a6b2-1c3d-7e4f-8a9b-0c1d2e3f4a02', 'orders', 'k', 't', '{}', '{}')`,
+          `INSERT INTO ${t} (message_id, topic, message_key, event_type, payload, headers) VALUES (${ds.options.type === 'postgres' ? '$1' : '?'}, 'orders', 'k', 't', '{}', '{}')`,
+          [storedId(ds.options.type, '0190a6b2-1c3d-7e4f-8a9b-0c1d2e3f4a02')],
         );
         const error = await boot(ds, table).then(
           () => undefined,

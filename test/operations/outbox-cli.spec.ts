@@ -14,10 +14,13 @@ import {
 } from '../../lib';
 import { RecordingPublisher } from '../../lib/testing';
 import { outboxDatabase, tableNamesFor } from '../../lib/store/outbox-dialect';
+import { typeormSqlPort } from '../../lib/orm/typeorm/typeorm.sql-port';
+import { createChar36Tables, idColumnTypes } from '../support/mysql-char36-tables';
 import {
   readArchive,
   readAttempts,
   readOutbox,
+  storedId,
   TEST_DATABASES,
   uniqueTable,
   type TestDatabase,
@@ -258,6 +261,40 @@ for (const db of TEST_DATABASES) {
     const rows = () => readOutbox(scope.ds, table);
     const statusOf = async (messageId: string) =>
       (await rows()).find((r) => r.messageId === messageId)?.status;
+
+    it('schema migrate --binary-ids converts a CHAR(36) table in place on MySQL/MariaDB, and is refused elsewhere', async () => {
+      const old = uniqueTable('outbox_clid');
+      if (db.name !== 'mariadb') {
+        const refused = await outbox(['schema', 'migrate', '--binary-ids', '--table', old], url);
+        expect(refused.code).not.toBe(0);
+        expect(refused.stderr).toMatch(/--binary-ids/);
+        expect(refused.stderr).not.toMatch(NO_STACK);
+        return;
+      }
+      scope.defer(() => dropOutboxTable(scope.ds, old));
+      const sql = typeormSqlPort(scope.ds);
+      await createChar36Tables(sql, old);
+      const id = randomUUID();
+      await scope.ds.query(
+        `INSERT INTO \`${old}\` (message_id, topic, event_type, payload, headers) VALUES (?, 'orders', 't', '{}', '{}')`,
+        [id],
+      );
+      const status = await outbox(['schema', 'status', '--table', old], url);
+      expect(status.stdout).toMatch(/Message ids: CHAR\(36\) .*--binary-ids/);
+      const migrated = await outbox(['schema', 'migrate', '--binary-ids', '--table', old], url);
+      expect(migrated.code).toBe(0);
+      expect(migrated.stdout).toContain(`Converted the message ids of \`${old}\``);
+      expect(Object.values(await idColumnTypes(sql, old))).toEqual(
+        expect.arrayContaining(['binary(16)']),
+      );
+      expect(Object.values(await idColumnTypes(sql, old))).not.toContain('char(36)');
+      const [row] = await scope.ds.query<{ id: string }[]>(
+        `SELECT LOWER(HEX(message_id)) AS id FROM \`${old}\``,
+      );
+      expect(row?.id).toBe(id.replace(/-/g, ''));
+      const again = await outbox(['schema', 'migrate', '--binary-ids', '--table', old], url);
+      expect(again.stdout).toContain('Its message ids are BINARY(16) already.');
+    });
 
     it('schema migrate creates the table once, then finds it up to date', async () => {
       // Before: nothing there, and status says what migrate would make.
@@ -626,7 +663,7 @@ for (const db of TEST_DATABASES) {
       const param = (i: number) => (db.name === 'postgres' ? `$${i}` : '?');
       await scope.ds.query(
         `DELETE FROM ${quoteTable(scope.ds, table)} WHERE message_id IN (${[1, 2, 3, 4].map(param).join(', ')})`,
-        [w1, w2, r1, d1],
+        [w1, w2, r1, d1].map((id) => storedId(db.name, id)),
       );
     });
 
@@ -825,7 +862,8 @@ for (const db of TEST_DATABASES.filter((d) => d.name !== 'sqlite')) {
       }
       await scope.ds.query(
         `INSERT INTO ${q(table)} (message_id, topic, event_type, payload, headers, status, created_at, delivered_at)
-VALUES ('${randomUUID()}', 'orders', 't', '{}', '{}', 'delivered', '${stamp(new Date(day(ago).getTime() + 3_600_000))}', '${stamp(new Date(Date.now() - 3 * DAY))}')`,
+VALUES (${db.name === 'postgres' ? '$1' : '?'}, 'orders', 't', '{}', '{}', 'delivered', '${stamp(new Date(day(ago).getTime() + 3_600_000))}', '${stamp(new Date(Date.now() - 3 * DAY))}')`,
+        [storedId(db.name, randomUUID())],
       );
       return db.name === 'postgres' ? `${table}_${suffix(day(ago))}` : suffix(day(ago));
     }
