@@ -383,7 +383,26 @@ function settlementOf(
         break;
     }
   });
-  return { delivered, retry, dead, release, advancedKeys: [...advanced] };
+  return {
+    delivered,
+    retry,
+    dead,
+    release,
+    advancedKeys: [...advanced],
+    ...createdRangeOf(records),
+  };
+}
+
+function createdRangeOf(records: readonly ClaimedRecord[]): Pick<Settlement, 'createdRange'> {
+  if (records.length === 0) return {};
+  let from = Infinity;
+  let to = -Infinity;
+  for (const { createdAt } of records) {
+    from = Math.min(from, createdAt.getTime());
+    to = Math.max(to, createdAt.getTime());
+  }
+  if (!Number.isFinite(from) || !Number.isFinite(to)) return {};
+  return { createdRange: { from: new Date(from - 1), to: new Date(to + 1) } };
 }
 
 /** The report of a settled (or unsettled) batch of `claimed` records. */

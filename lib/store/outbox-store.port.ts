@@ -43,6 +43,12 @@ export interface Settlement {
   }[];
   /** Keys whose head left the queue (delivered, or dead when dead messages do not block). */
   readonly advancedKeys: readonly string[];
+  /**
+   * The creation times of the batch's rows, widened by a millisecond each way (a row's time is
+   * read to the millisecond, stored finer): a time-partitioned table's store looks for the rows
+   * only in the partitions that can hold them. Absent for an empty batch.
+   */
+  readonly createdRange?: { readonly from: Date; readonly to: Date };
 }
 
 export interface OutboxStats {

@@ -69,7 +69,15 @@ interface Case {
   reaction?: OutageReaction;
 }
 
-const none = { delivered: [], retry: [], dead: [], release: [], advancedKeys: [] };
+// Every record of these batches was created at time 0 (rec), so every settlement bounds them so.
+const none = {
+  delivered: [],
+  retry: [],
+  dead: [],
+  release: [],
+  advancedKeys: [],
+  createdRange: { from: new Date(-1), to: new Date(1) },
+};
 const pauseOf = (
   error: unknown,
   what: string,
@@ -602,6 +610,16 @@ describe('batch outcome', () => {
         { id: '2', delayMs: 0, error: null, errorClass: null },
       ],
     });
+  });
+
+  it("bounds the rows' creation times, a millisecond wider each way (they are stored finer than read)", () => {
+    const at = (ms: number, id: string): ClaimedRecord => ({ ...rec(id), createdAt: new Date(ms) });
+    const records = [at(5_000, '1'), at(2_000, '2'), at(9_000, '3')];
+    expect(releaseSettlement(records).createdRange).toEqual({
+      from: new Date(1_999),
+      to: new Date(9_001),
+    });
+    expect(releaseSettlement([]).createdRange).toBeUndefined();
   });
 });
 

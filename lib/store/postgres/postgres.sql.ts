@@ -318,7 +318,11 @@ function int32Literal(value: number): string {
  * earlier message of their key are reported (`blocked`) so the dispatcher parks them: the
  * window never fills up with the backlog of a stuck key. The whole claim is one statement.
  */
-export function postgresClaim(n: OutboxTableNames, policy: OutboxQueuePolicy): string {
+export function postgresClaim(
+  n: OutboxTableNames,
+  policy: OutboxQueuePolicy,
+  partitioned = false,
+): string {
   const t = n.table;
   // The window row is itself blocking (pending), so its key's head is never null in the
   // statement's snapshot; the row is held back exactly when its head is an earlier row.
@@ -326,20 +330,29 @@ export function postgresClaim(n: OutboxTableNames, policy: OutboxQueuePolicy): s
     ? `(c.message_key IS NOT NULL AND c.id > ${keyHead(t, 'c.message_key', 'e.id', policy)})`
     : 'false';
   const lease = `now() + $3 * interval '1 millisecond'`;
+  // On a partitioned table each head is found again by its id and its creation time, the
+  // partition key: PostgreSQL then probes the one partition holding it, not every partition's
+  // primary key (run-time pruning), both to lock the heads and to write their lease.
+  const heads = partitioned
+    ? `unnest(ARRAY(SELECT w.id FROM w WHERE NOT w.behind ORDER BY w.due, w.id),
+    ARRAY(SELECT w.made FROM w WHERE NOT w.behind ORDER BY w.due, w.id))
+    WITH ORDINALITY AS h(id, made, ord)
+  JOIN ${t} AS c ON c.id = h.id AND c.created_at = h.made`
+    : `unnest(ARRAY(SELECT w.id FROM w WHERE NOT w.behind ORDER BY w.due, w.id))
+    WITH ORDINALITY AS h(id, ord)
+  JOIN ${t} AS c ON c.id = h.id`;
   // Materialised CTEs run once each, so the LIMITs hold and SKIP LOCKED applies exactly once.
   // The heads are locked in window order by primary-key probes: ordering by the table's own
   // due order let the planner walk the whole pending index to find them (1.8 s with 100 000
   // due rows of one key, under statistics of a nearly empty table).
   return `WITH w AS MATERIALIZED (
-  SELECT c.id, c.message_key, c.available_at AS due, ${behind} AS behind
+  SELECT c.id, c.message_key, c.available_at AS due, ${behind} AS behind${partitioned ? ', c.created_at AS made' : ''}
   FROM ${t} AS c
   WHERE c.status = 'pending' AND c.available_at <= now()
   ORDER BY c.available_at, c.id
   LIMIT $5),
 p AS MATERIALIZED (
-  SELECT c.id FROM unnest(ARRAY(SELECT w.id FROM w WHERE NOT w.behind ORDER BY w.due, w.id))
-    WITH ORDINALITY AS h(id, ord)
-  JOIN ${t} AS c ON c.id = h.id
+  SELECT c.id${partitioned ? ', c.created_at' : ''} FROM ${heads}
   WHERE c.status = 'pending' AND c.available_at <= now()
   ORDER BY h.ord
   LIMIT $4
@@ -348,7 +361,7 @@ o AS (
   UPDATE ${t} AS o
   SET locked_by = $1, lock_token = $2::uuid, locked_until = ${lease}, available_at = ${lease},
     attempts = o.attempts + 1, last_attempt_at = now()
-  FROM p WHERE o.id = p.id
+  FROM p WHERE o.id = p.id${partitioned ? ' AND o.created_at = p.created_at' : ''}
   RETURNING ${RETURNING})
 SELECT o.*, b.blocked FROM (
   SELECT array_agg(DISTINCT w.message_key) FILTER (WHERE w.behind) AS blocked FROM w) AS b
@@ -431,22 +444,37 @@ export function postgresSettle(
   groups: { delivered: boolean; retry: boolean; dead: boolean; release: boolean },
   deleteDelivered: boolean,
   partitioned = false,
+  pruned = false,
 ): string {
   const t = n.table;
   const h = n.attemptsTable;
   const ctes: string[] = [];
   const counted: string[] = [];
   const failed: string[] = [];
-  const prior = `${t} AS b`;
   const recorded = 'o.message_id, b.attempts AS attempt, b.locked_by, u.cls, u.err';
+  // With `pruned` (a partitioned table), the last two parameters bound the rows' creation
+  // times: PostgreSQL then reads only the partitions that can hold them, not every partition's
+  // primary key once per id.
+  const last =
+    1 +
+    (groups.delivered ? 1 : 0) +
+    (groups.retry ? 4 : 0) +
+    (groups.dead ? 3 : 0) +
+    (groups.release ? 4 : 0);
+  const within = (alias: string): string =>
+    pruned
+      ? ` AND ${alias}created_at >= $${last + 1}::timestamptz AND ${alias}created_at <= $${last + 2}::timestamptz`
+      : '';
+  const prior = `${t} AS b`;
+  const joined = `b.id = o.id${within('b.')}${within('o.')}`;
   let next = 2;
   if (groups.delivered) {
     const ids = `$${next++}::int8[]`;
     ctes.push(
       deleteDelivered
-        ? `d AS (DELETE FROM ${t} WHERE id = ANY(${ids}) AND lock_token = $1::uuid RETURNING message_id),
+        ? `d AS (DELETE FROM ${t} WHERE id = ANY(${ids})${within('')} AND lock_token = $1::uuid RETURNING message_id),
 dh AS (DELETE FROM ${h} WHERE message_id IN (SELECT message_id FROM d))${partitioned ? `,\n${deleteGuard(n, 'dg', 'd')}` : ''}`
-        : `d AS (UPDATE ${t} SET status = 'delivered', delivered_at = now(), ${UNLOCK} WHERE id = ANY(${ids}) AND lock_token = $1::uuid RETURNING 1)`,
+        : `d AS (UPDATE ${t} SET status = 'delivered', delivered_at = now(), ${UNLOCK} WHERE id = ANY(${ids})${within('')} AND lock_token = $1::uuid RETURNING 1)`,
     );
     counted.push('d');
   }
@@ -454,7 +482,7 @@ dh AS (DELETE FROM ${h} WHERE message_id IN (SELECT message_id FROM d))${partiti
     const u = `unnest($${next++}::int8[], $${next++}::int8[], $${next++}::text[], $${next++}::text[])`;
     ctes.push(`r AS (UPDATE ${t} AS o SET available_at = now() + u.delay * interval '1 millisecond', last_error = u.err, ${UNLOCK}
   FROM ${u} AS u(id, delay, err, cls), ${prior}
-  WHERE o.id = u.id AND b.id = o.id AND o.lock_token = $1::uuid RETURNING ${recorded})`);
+  WHERE o.id = u.id AND ${joined} AND o.lock_token = $1::uuid RETURNING ${recorded})`);
     counted.push('r');
     failed.push(`SELECT message_id, attempt, 'retry' AS outcome, locked_by, cls, err FROM r`);
   }
@@ -462,7 +490,7 @@ dh AS (DELETE FROM ${h} WHERE message_id IN (SELECT message_id FROM d))${partiti
     const u = `unnest($${next++}::int8[], $${next++}::text[], $${next++}::text[])`;
     ctes.push(`x AS (UPDATE ${t} AS o SET status = 'dead', dead_at = now(), last_error = u.err, ${UNLOCK}
   FROM ${u} AS u(id, err, cls), ${prior}
-  WHERE o.id = u.id AND b.id = o.id AND o.lock_token = $1::uuid RETURNING ${recorded})`);
+  WHERE o.id = u.id AND ${joined} AND o.lock_token = $1::uuid RETURNING ${recorded})`);
     counted.push('x');
     failed.push(`SELECT message_id, attempt, 'dead' AS outcome, locked_by, cls, err FROM x`);
   }
@@ -471,7 +499,7 @@ dh AS (DELETE FROM ${h} WHERE message_id IN (SELECT message_id FROM d))${partiti
     ctes.push(`l AS (UPDATE ${t} AS o SET attempts = greatest(o.attempts - 1, 0), available_at = now() + u.delay * interval '1 millisecond',
     last_error = coalesce(u.err, o.last_error), ${UNLOCK}
   FROM ${u} AS u(id, delay, err, cls), ${prior}
-  WHERE o.id = u.id AND b.id = o.id AND o.lock_token = $1::uuid RETURNING ${recorded})`);
+  WHERE o.id = u.id AND ${joined} AND o.lock_token = $1::uuid RETURNING ${recorded})`);
     counted.push('l');
     failed.push(
       `SELECT message_id, attempt, 'outage' AS outcome, locked_by, cls, err FROM l WHERE err IS NOT NULL`,

@@ -68,7 +68,7 @@ export class PostgresOutboxStore implements OutboxStore {
     this.channel = `${schema}_${names.tableName}`.slice(0, 63);
     this.lockNamespace = hashKey(`nestjs-outbox:${this.channel}`);
     this.dispatchNamespace = hashKey(`nestjs-outbox-dispatch:${this.channel}`);
-    this.claimSql = postgresClaim(names, policy);
+    this.claimSql = postgresClaim(names, policy, partitioned);
   }
 
   async insert(
@@ -178,7 +178,14 @@ export class PostgresOutboxStore implements OutboxStore {
       release: s.release.length > 0,
     };
     if (!groups.delivered && !groups.retry && !groups.dead && !groups.release) return 0;
-    const sql = postgresSettle(this.names, groups, deleteDelivered, this.partitioned);
+    const range = this.partitioned ? s.createdRange : undefined;
+    const sql = postgresSettle(
+      this.names,
+      groups,
+      deleteDelivered,
+      this.partitioned,
+      range !== undefined,
+    );
     const params: unknown[] = [token];
     if (groups.delivered) params.push(s.delivered);
     if (groups.retry)
@@ -201,6 +208,7 @@ export class PostgresOutboxStore implements OutboxStore {
         s.release.map((r) => r.error),
         s.release.map((r) => r.errorClass),
       );
+    if (range !== undefined) params.push(range.from, range.to);
     const keys = this.policy.ordered ? s.advancedKeys : [];
     // The dispatch locks come first so that the promotion below sees every park committed
     // before it, and a park after it sees this settle (see `park`).
