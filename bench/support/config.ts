@@ -117,7 +117,39 @@ const BASE_PROFILES: Record<ProfileName, BenchProfile> = {
  * The profiles; BENCH_SCALE (e.g. 0.1) shrinks every size, for trying the harness out quickly.
  */
 export const SCALE = Number(process.env.BENCH_SCALE ?? 1);
-export const PROFILES: Record<ProfileName, BenchProfile> = scaled(BASE_PROFILES, SCALE);
+export const PROFILES: Record<ProfileName, BenchProfile> = sized(
+  scaled(BASE_PROFILES, SCALE),
+  sizeOverrides(process.env),
+);
+
+/**
+ * `BENCH_SIZE_<size>=N` sets one size of both profiles, e.g. `BENCH_SIZE_p7History=10000000`
+ * for P7 over ten million retained rows; the run's sizes are recorded with its figures.
+ */
+function sizeOverrides(vars: NodeJS.ProcessEnv): Record<string, number> {
+  const overrides: Record<string, number> = {};
+  for (const [name, value] of Object.entries(vars)) {
+    const size = /^BENCH_SIZE_(\w+)$/.exec(name)?.[1];
+    if (size === undefined || value === undefined) continue;
+    const n = Number(value);
+    if (!(size in BASE_PROFILES.quick) || !Number.isSafeInteger(n) || n < 1) {
+      throw new Error(`${name}=${value}: not a size of the profiles, or not a positive integer`);
+    }
+    overrides[size] = n;
+  }
+  return overrides;
+}
+
+function sized(
+  profiles: Record<ProfileName, BenchProfile>,
+  overrides: Record<string, number>,
+): Record<ProfileName, BenchProfile> {
+  if (Object.keys(overrides).length === 0) return profiles;
+  return {
+    quick: { ...profiles.quick, ...overrides },
+    full: { ...profiles.full, ...overrides },
+  };
+}
 
 /**
  * The name a profile's results are kept under in bench/results/summary.json: a run scaled down
