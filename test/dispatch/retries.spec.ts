@@ -1,5 +1,11 @@
 import { PermanentPublishError } from '../../lib';
-import { readOutbox, readStatuses, TEST_DATABASES, type OutboxRow } from '../support/databases';
+import {
+  readOutbox,
+  readStatuses,
+  storedId,
+  TEST_DATABASES,
+  type OutboxRow,
+} from '../support/databases';
 import { dispatchApps, msg } from '../support/dispatch-fixtures';
 import { useOutboxScope } from '../support/outbox-scope';
 import { RecordingPublisher } from '../support/recording.publisher';
@@ -58,7 +64,7 @@ for (const db of TEST_DATABASES) {
         for (const id of messageIds)
           await scope.ds.query(
             `UPDATE ${quote(table)} SET ${set} WHERE ${messageIdColumn} = ${param(1)}`,
-            [id],
+            [storedId(db.name, id)],
           );
       }
 
@@ -128,7 +134,7 @@ for (const db of TEST_DATABASES) {
         // A thousand failed attempts, set in the table: more than any finite maxAttempts allows.
         await scope.ds.query(
           `UPDATE ${quote(h.table)} SET attempts = 1000 WHERE ${messageIdColumn} = ${param(1)}`,
-          [bad],
+          [storedId(db.name, bad)],
         );
         expect(await h.dispatcher.runOnce()).toMatchObject({
           claimed: 1,

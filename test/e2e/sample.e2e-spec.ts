@@ -5,6 +5,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { INestApplication, LoggerService } from '@nestjs/common';
 import { DataSource } from 'typeorm';
+import { messageIdText } from '../../lib/store/message-id-codec';
 import { bootstrap } from '../../sample/bootstrap';
 import { SampleConfig, SampleConfigError } from '../../sample/config/sample.config';
 import { Order } from '../../sample/orders/order.entity';
@@ -87,7 +88,8 @@ async function outboxRowsFor(ds: DataSource, orderId: string): Promise<OutboxRow
     [orderId],
   );
   return rows.map((r) => ({
-    messageId: String(r.message_id),
+    // Bytes on MySQL/MariaDB (BINARY(16)), text elsewhere.
+    messageId: messageIdText(r.message_id),
     topic: String(r.topic),
     type: String(r.event_type),
     status: String(r.status),

@@ -1,5 +1,5 @@
 import type { DataSource } from 'typeorm';
-import { messageIdText } from '../../lib/store/message-id-codec';
+import { messageIdBytes, messageIdText } from '../../lib/store/message-id-codec';
 
 // Reads of the outbox table measured on the database's own clock (leases and due times are
 // written with it, so the tests must judge them with it too). Test tables only: the names are
@@ -60,8 +60,9 @@ function ofMessage(ds: DataSource, table: string, messageId: string, expression:
   const d = dialectOf(ds);
   return valueOf(
     ds,
-    `SELECT ${expression} AS v FROM ${quote(d, table)} WHERE ${messageIdColumn(d)} = ${param(d)}`,
-    [messageId],
+    `SELECT ${expression} AS v FROM ${quote(d, table)} WHERE message_id = ${param(d)}`,
+    // As the table stores it: 16 bytes on MySQL/MariaDB (BINARY(16)).
+    [d === 'mariadb' ? messageIdBytes(messageId) : messageId],
     Number.NaN,
   );
 }
