@@ -89,25 +89,10 @@ export class PostgresOutboxStore implements OutboxStore {
     const variant = `${one}:${scheduled}:${lock}:${this.notify}:${idempotent}:${extended}`;
     let sql = this.insertSql.get(variant);
     if (sql === undefined) {
+      const shape = [this.names, scheduled, lock, this.notify, idempotent, extended] as const;
       sql = one
-        ? postgresInsertOne(
-            this.names,
-            scheduled,
-            lock,
-            this.notify,
-            idempotent,
-            extended,
-            this.partitioned,
-          )
-        : postgresInsert(
-            this.names,
-            scheduled,
-            lock,
-            this.notify,
-            idempotent,
-            extended,
-            this.partitioned,
-          );
+        ? postgresInsertOne(...shape, this.partitioned)
+        : postgresInsert(...shape, this.partitioned);
       this.insertSql.set(variant, sql);
     }
     // Parameters in the order the statement numbers them: the rows' columns (values for one
