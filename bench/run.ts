@@ -58,6 +58,7 @@ import { p10 } from './scenarios/p10-cleanup';
 import { p11 } from './scenarios/p11-partition-drop';
 import { p12 } from './scenarios/p12-partitioned-enqueue';
 import { p13 } from './scenarios/p13-mariadb-settings';
+import { p14 } from './scenarios/p14-dispatcher-settings';
 import { profileDrain } from './scenarios/profile-drain';
 import { c1 } from './scenarios/c1-console-10m';
 
@@ -75,13 +76,15 @@ const SCENARIOS: Record<string, (ctx: BenchContext) => Promise<ScenarioResult>> 
   P11: p11,
   P12: p12,
   P13: p13,
+  P14: p14,
   C1: c1,
 };
 /**
  * Scenarios run only when named with --only: C1 fills a 10-million-row table (minutes, GBs); P13
- * changes the MariaDB server's global settings for its run (put back after it).
+ * changes the MariaDB server's global settings for its run (put back after it); P14 sweeps the
+ * dispatcher's settings (four P1 drains per run).
  */
-const ON_REQUEST = new Set(['C1', 'P13']);
+const ON_REQUEST = new Set(['C1', 'P13', 'P14']);
 const DEFAULT_SCENARIOS = Object.keys(SCENARIOS).filter((id) => !ON_REQUEST.has(id));
 
 const RESULTS = join(__dirname, 'results');
