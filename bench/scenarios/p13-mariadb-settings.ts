@@ -13,20 +13,19 @@
 import type { DataSource, EntityManager } from 'typeorm';
 import { OutboxEvent } from '../../lib';
 import { named } from '../support/config';
+import { checkedRabbitDrain } from '../support/checked-drain';
 import {
   BenchOrder,
   PAD,
-  analyse,
   closeDataSource,
   dropOutboxTable,
   keyOf,
   openMaria,
   resetOutboxTable,
-  seedOutbox,
   truncateOutbox,
 } from '../support/databases';
-import { drainAll, measured, rabbitPublisher, startOutboxApp } from '../support/outbox-app';
-import { purgeQueue, readAndCheck, resetQueue } from '../support/rabbit';
+import { rabbitPublisher, startOutboxApp } from '../support/outbox-app';
+import { resetQueue } from '../support/rabbit';
 import {
   addMetric,
   addTarget,
@@ -113,22 +112,18 @@ export async function p13(ctx: BenchContext): Promise<ScenarioResult> {
         const us = ((performance.now() - t) / tx) * 1000;
         (enqueueUs[variant.name] ??= []).push(us);
         // The drain, checked at the consumer.
-        const rate = await measured(
-          `P13 run ${run} ${variant.name}`,
-          ctx.log,
-          async () => {
-            await truncateOutbox(maria, TABLE);
-            await seedOutbox(maria, TABLE, n);
-            await analyse(maria, TABLE);
-            await purgeQueue(rabbit, QUEUE);
-            const start = performance.now();
-            await drainAll(app, maria, TABLE);
-            return n / ((performance.now() - start) / 1000);
-          },
-          [app],
-        );
-        const check = await readAndCheck(QUEUE, n);
-        problems += check.duplicates + check.orderViolations + check.missing;
+        const drained = await checkedRabbitDrain({
+          label: `P13 run ${run} ${variant.name}`,
+          log: ctx.log,
+          app,
+          ds: maria,
+          table: TABLE,
+          rabbit,
+          queue: QUEUE,
+          n,
+        });
+        const rate = drained.msgsPerS;
+        problems += drained.problems;
         (drainRates[variant.name] ??= []).push(rate);
         ctx.log(
           `P13 run ${run} ${variant.label}: enqueue transaction ${us.toFixed(0)} µs, drain ${Math.round(rate)} msgs/s`,

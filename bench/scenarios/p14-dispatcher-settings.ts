@@ -6,21 +6,15 @@
  */
 import type { OutboxDispatcherOptions } from '../../lib';
 import { named } from '../support/config';
+import { checkedRabbitDrain } from '../support/checked-drain';
 import {
-  analyse,
   dropOutboxTable,
   resetOutboxTable,
   seedOutbox,
   truncateOutbox,
 } from '../support/databases';
-import {
-  drainAll,
-  measured,
-  rabbitPublisher,
-  startOutboxApp,
-  type OutboxApp,
-} from '../support/outbox-app';
-import { purgeQueue, readAndCheck, resetQueue } from '../support/rabbit';
+import { drainAll, rabbitPublisher, startOutboxApp, type OutboxApp } from '../support/outbox-app';
+import { resetQueue } from '../support/rabbit';
 import {
   addMetric,
   addTarget,
@@ -81,22 +75,18 @@ export async function p14(ctx: BenchContext): Promise<ScenarioResult> {
       for (const [i, app] of apps.entries()) {
         const settings = SETTINGS[i];
         if (settings === undefined) continue;
-        const rate = await measured(
-          `P14 run ${run} ${nameOf(settings)}`,
-          ctx.log,
-          async () => {
-            await truncateOutbox(pg, TABLE);
-            await seedOutbox(pg, TABLE, n);
-            await analyse(pg, TABLE);
-            await purgeQueue(rabbit, QUEUE);
-            const start = performance.now();
-            await drainAll(app, pg, TABLE);
-            return n / ((performance.now() - start) / 1000);
-          },
-          [app],
-        );
-        const check = await readAndCheck(QUEUE, n);
-        problems += check.duplicates + check.orderViolations + check.missing;
+        const drained = await checkedRabbitDrain({
+          label: `P14 run ${run} ${nameOf(settings)}`,
+          log: ctx.log,
+          app,
+          ds: pg,
+          table: TABLE,
+          rabbit,
+          queue: QUEUE,
+          n,
+        });
+        const rate = drained.msgsPerS;
+        problems += drained.problems;
         rates[i]?.push(rate);
         ctx.log(
           `P14 run ${run}: batchSize ${settings.batchSize}, batchesInFlight ${settings.batchesInFlight}: ${Math.round(rate)} msgs/s`,
