@@ -169,9 +169,9 @@ describeWith(['postgres'], 'partitioned outbox table on postgres', () => {
           `EXPLAIN (ANALYZE, TIMING OFF) ${postgresSettle(names, { delivered: true, retry: false, dead: false, release: false }, false, true, true)}`,
           [
             token,
-            rows.map((r) => r.id),
             new Date(Math.min(...rows.map((r) => r.created_at.getTime())) - 1),
             new Date(Math.max(...rows.map((r) => r.created_at.getTime())) + 1),
+            rows.map((r) => r.id),
           ],
         );
         expect(executedKeyScans(settle)).toBe(1);

@@ -428,7 +428,8 @@ const UNLOCK = 'locked_by = NULL, lock_token = NULL, locked_until = NULL';
 /**
  * The batch outcome in one statement: one data-modifying CTE per non-empty group, each guarded
  * by the lease token so that a dispatcher which lost its lease changes nothing. The attempt was
- * counted by the claim; a release gives it back. Parameters: $1 token, then per present group
+ * counted by the claim; a release gives it back. Parameters: $1 token, with `pruned` $2 and $3 the
+ * batch's creation-time bounds, then per present group
  * in this order: delivered ids; retry ids, delays, errors, error classes; dead ids, errors,
  * error classes; release ids, delays, errors, error classes.
  *
@@ -452,22 +453,16 @@ export function postgresSettle(
   const counted: string[] = [];
   const failed: string[] = [];
   const recorded = 'o.message_id, b.attempts AS attempt, b.locked_by, u.cls, u.err';
-  // With `pruned` (a partitioned table), the last two parameters bound the rows' creation
-  // times: PostgreSQL then reads only the partitions that can hold them, not every partition's
-  // primary key once per id.
-  const last =
-    1 +
-    (groups.delivered ? 1 : 0) +
-    (groups.retry ? 4 : 0) +
-    (groups.dead ? 3 : 0) +
-    (groups.release ? 4 : 0);
+  // With `pruned` (a partitioned table), $2 and $3 bound the rows' creation times: PostgreSQL
+  // then reads only the partitions that can hold them, not every partition's primary key once
+  // per id.
   const within = (alias: string): string =>
     pruned
-      ? ` AND ${alias}created_at >= $${last + 1}::timestamptz AND ${alias}created_at <= $${last + 2}::timestamptz`
+      ? ` AND ${alias}created_at >= $2::timestamptz AND ${alias}created_at <= $3::timestamptz`
       : '';
   const prior = `${t} AS b`;
   const joined = `b.id = o.id${within('b.')}${within('o.')}`;
-  let next = 2;
+  let next = pruned ? 4 : 2;
   if (groups.delivered) {
     const ids = `$${next++}::int8[]`;
     ctes.push(

@@ -171,7 +171,7 @@ export class PostgresOutboxStore implements OutboxStore {
       this.partitioned,
       range !== undefined,
     );
-    const params: unknown[] = [token];
+    const params: unknown[] = range === undefined ? [token] : [token, range.from, range.to];
     if (groups.delivered) params.push(s.delivered);
     if (groups.retry)
       params.push(
@@ -193,7 +193,6 @@ export class PostgresOutboxStore implements OutboxStore {
         s.release.map((r) => r.error),
         s.release.map((r) => r.errorClass),
       );
-    if (range !== undefined) params.push(range.from, range.to);
     const keys = this.policy.ordered ? s.advancedKeys : [];
     // The dispatch locks come first so that the promotion below sees every park committed
     // before it, and a park after it sees this settle (see `park`).
