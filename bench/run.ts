@@ -59,6 +59,7 @@ import { p11 } from './scenarios/p11-partition-drop';
 import { p12 } from './scenarios/p12-partitioned-enqueue';
 import { p13 } from './scenarios/p13-mariadb-settings';
 import { p14 } from './scenarios/p14-dispatcher-settings';
+import { p15 } from './scenarios/p15-statement-buffers';
 import { profileDrain } from './scenarios/profile-drain';
 import { c1 } from './scenarios/c1-console-10m';
 
@@ -77,14 +78,15 @@ const SCENARIOS: Record<string, (ctx: BenchContext) => Promise<ScenarioResult>> 
   P12: p12,
   P13: p13,
   P14: p14,
+  P15: p15,
   C1: c1,
 };
 /**
  * Scenarios run only when named with --only: C1 fills a 10-million-row table (minutes, GBs); P13
  * changes the MariaDB server's global settings for its run (put back after it); P14 sweeps the
- * dispatcher's settings (four P1 drains per run).
+ * dispatcher's settings (four P1 drains per run); P15 reads statement plans, not throughput.
  */
-const ON_REQUEST = new Set(['C1', 'P13', 'P14']);
+const ON_REQUEST = new Set(['C1', 'P13', 'P14', 'P15']);
 const DEFAULT_SCENARIOS = Object.keys(SCENARIOS).filter((id) => !ON_REQUEST.has(id));
 
 const RESULTS = join(__dirname, 'results');

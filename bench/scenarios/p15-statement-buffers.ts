@@ -1,0 +1,191 @@
+/**
+ * P15: what the dispatcher's statements read on PostgreSQL, in shared buffers per message, from
+ * `EXPLAIN (ANALYZE, BUFFERS)` of each statement (each run inside a transaction rolled back at
+ * the end): (a) the module's claim of 200, its settle and the promotion of the keys' next
+ * messages against the bare relay's claim of 500 and settle, on a backlog with one key per
+ * message; (b) the claim and settle of a 200-message batch on a table partitioned by day with
+ * eight partitions, with and without partition pruning. Counts of buffers do not depend on how
+ * busy the machine is, so this locates costs where timings on this machine cannot. Runs only
+ * when named (`--only P15`).
+ */
+import type { QueryRunner } from 'typeorm';
+import {
+  postgresClaim,
+  postgresOpening,
+  postgresPromote,
+  postgresSettle,
+} from '../../lib/store/postgres/postgres.sql';
+import { tableNamesFor } from '../../lib/store/outbox-dialect';
+import { periodStart, partitionSuffix } from '../../lib/store/partition-range';
+import { named } from '../support/config';
+import { analyse, dropOutboxTable, resetOutboxTable, seedOutbox } from '../support/databases';
+import { resetPartitionedTable } from '../support/partitions';
+import { addMetric, newResult, type BenchContext, type ScenarioResult } from '../support/report';
+import { round } from '../support/stats';
+
+const PLAIN = named('bench_p15');
+const PARTED = named('bench_p15_part');
+const DAY = 86_400_000;
+const POLICY = { ordered: true, deadBlocksKey: true };
+const DELIVERED = { delivered: true, retry: false, dead: false, release: false };
+
+export async function p15(ctx: BenchContext): Promise<ScenarioResult> {
+  const { pg } = ctx;
+  const result = newResult(
+    'P15',
+    'Shared buffers each statement reads on PostgreSQL, per message (EXPLAIN ANALYZE BUFFERS)',
+  );
+  const runner = pg.createQueryRunner();
+  await runner.connect();
+  const perMessage: Record<string, number[]> = {};
+  const add = (key: string, value: number): void => void (perMessage[key] ??= []).push(value);
+  try {
+    // (a) The module's batch against the bare relay's, one key per message.
+    const names = tableNamesFor('postgres', { tableName: PLAIN });
+    for (let run = 1; run <= ctx.runs; run++) {
+      await resetOutboxTable(pg, PLAIN);
+      await seedOutbox(pg, PLAIN, 20_000, { keys: 20_000 });
+      await analyse(pg, PLAIN);
+      await inRolledBack(runner, async () => {
+        const token = `00000000-0000-4000-8000-${String(run).padStart(12, '0')}`;
+        const claim = await buffers(runner, postgresClaim(names, POLICY), [
+          'bench',
+          token,
+          30_000,
+          200,
+          450,
+        ]);
+        const rows = await rowsOf<{ id: string; message_key: string }[]>(
+          runner,
+          `SELECT id::text AS id, message_key FROM "${PLAIN}" WHERE lock_token = $1`,
+          [token],
+        );
+        const settle = await buffers(runner, postgresSettle(names, DELIVERED, false), [
+          token,
+          rows.map((r) => r.id),
+        ]);
+        const promote = await buffers(runner, postgresPromote(names, POLICY), [
+          rows.map((r) => r.message_key),
+        ]);
+        add('module_claim', claim / rows.length);
+        add('module_settle', settle / rows.length);
+        add('module_promote', promote / rows.length);
+        add('module_total', (claim + settle + promote) / rows.length);
+      });
+      await inRolledBack(runner, async () => {
+        const claimed = await rowsOf<{ id: string }[]>(
+          runner,
+          `SELECT id::text AS id FROM "${PLAIN}" WHERE status = 'pending' ORDER BY id LIMIT 500`,
+        );
+        const claim = await buffers(
+          runner,
+          `WITH c AS MATERIALIZED (SELECT id FROM "${PLAIN}" WHERE status = 'pending' AND locked_by IS NULL ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)
+UPDATE "${PLAIN}" AS o SET locked_by = 'bare' FROM c WHERE o.id = c.id
+RETURNING o.id::text AS id, o.message_id::text AS message_id, o.topic, o.message_key, o.event_type, o.payload::text AS payload`,
+          [500],
+        );
+        const settle = await buffers(
+          runner,
+          `UPDATE "${PLAIN}" SET status = 'delivered', delivered_at = now(), locked_by = NULL WHERE id = ANY($1::int8[])`,
+          [claimed.map((r) => r.id)],
+        );
+        add('bare_claim', claim / 500);
+        add('bare_settle', settle / 500);
+        add('bare_total', (claim + settle) / 500);
+      });
+    }
+    await dropOutboxTable(pg, PLAIN);
+
+    // (b) A partitioned table of eight partitions: today, one ahead, the catch-all, and five past days.
+    await resetPartitionedTable(pg, PARTED);
+    const today = periodStart('day', new Date()).getTime();
+    for (let d = 1; d <= 5; d++) {
+      const from = new Date(today - d * DAY);
+      await pg.query(
+        `CREATE TABLE "${PARTED}_${partitionSuffix(from)}" PARTITION OF "${PARTED}" FOR VALUES FROM ('${from.toISOString()}') TO ('${new Date(from.getTime() + DAY).toISOString()}')`,
+      );
+    }
+    await seedOutbox(pg, PARTED, 5_000, { keys: 5_000 });
+    await analyse(pg, PARTED);
+    const parted = tableNamesFor('postgres', { tableName: PARTED });
+    for (let run = 1; run <= ctx.runs; run++) {
+      for (const pruned of [false, true]) {
+        await inRolledBack(runner, async () => {
+          const token = `00000000-0000-4000-8000-${String(run * 10 + Number(pruned)).padStart(12, '0')}`;
+          const claim = await buffers(runner, postgresClaim(parted, POLICY, pruned), [
+            'bench',
+            token,
+            30_000,
+            200,
+            450,
+          ]);
+          const rows = await rowsOf<{ id: string; created_at: Date }[]>(
+            runner,
+            `SELECT id::text AS id, created_at FROM "${PARTED}" WHERE lock_token = $1`,
+            [token],
+          );
+          const times = rows.map((r) => r.created_at.getTime());
+          const settle = await buffers(
+            runner,
+            postgresSettle(parted, DELIVERED, false, true, pruned),
+            pruned
+              ? [
+                  token,
+                  new Date(Math.min(...times) - 1),
+                  new Date(Math.max(...times) + 1),
+                  rows.map((r) => r.id),
+                ]
+              : [token, rows.map((r) => r.id)],
+          );
+          const kind = pruned ? 'pruned' : 'unpruned';
+          add(`partitioned_claim_${kind}`, claim / rows.length);
+          add(`partitioned_settle_${kind}`, settle / rows.length);
+        });
+      }
+    }
+  } finally {
+    await runner.release();
+    await dropOutboxTable(pg, PLAIN);
+    await dropOutboxTable(pg, PARTED);
+  }
+  for (const [key, values] of Object.entries(perMessage)) {
+    const summary = addMetric(
+      result,
+      `${key}_buffers_per_msg`,
+      key.replace(/_/g, ' '),
+      'buffers/msg',
+      values,
+    );
+    result.values[`p15_${key}_buffers_per_msg`] = round(summary.median, 1);
+  }
+  return result;
+}
+
+/** Runs `work` in a transaction with the dispatcher's settings, rolled back after it. */
+async function inRolledBack(runner: QueryRunner, work: () => Promise<void>): Promise<void> {
+  await runner.query('BEGIN');
+  try {
+    for (const statement of postgresOpening(10_000, 1, [])) await runner.query(statement);
+    await work();
+  } finally {
+    await runner.query('ROLLBACK');
+  }
+}
+
+/** The rows of a statement run on `runner` (TypeORM types them as any). */
+async function rowsOf<T>(runner: QueryRunner, sql: string, params: unknown[] = []): Promise<T> {
+  return (await runner.query(sql, params)) as T;
+}
+
+/** Shared buffers (hit + read) the statement's plan reports at its top node. */
+async function buffers(runner: QueryRunner, sql: string, params: unknown[]): Promise<number> {
+  const plan = await rowsOf<Record<string, string>[]>(
+    runner,
+    `EXPLAIN (ANALYZE, BUFFERS, TIMING OFF) ${sql}`,
+    params,
+  );
+  const line = plan.map((r) => Object.values(r)[0] ?? '').find((l) => l.includes('Buffers:')) ?? '';
+  const hit = Number(/shared hit=(\d+)/.exec(line)?.[1] ?? 0);
+  const read = Number(/read=(\d+)/.exec(line)?.[1] ?? 0);
+  return hit + read;
+}
