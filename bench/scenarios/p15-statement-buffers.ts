@@ -22,11 +22,12 @@ import { analyse, dropOutboxTable, resetOutboxTable, seedOutbox } from '../suppo
 import { resetPartitionedTable } from '../support/partitions';
 import { addMetric, newResult, type BenchContext, type ScenarioResult } from '../support/report';
 import { round } from '../support/stats';
+import { queuePolicyOf } from '../../lib/store/queue-policy';
 
 const PLAIN = named('bench_p15');
 const PARTED = named('bench_p15_part');
 const DAY = 86_400_000;
-const POLICY = { ordered: true, deadBlocksKey: true };
+const POLICY = queuePolicyOf();
 const DELIVERED = { delivered: true, retry: false, dead: false, release: false };
 
 export async function p15(ctx: BenchContext): Promise<ScenarioResult> {
@@ -54,6 +55,7 @@ export async function p15(ctx: BenchContext): Promise<ScenarioResult> {
           30_000,
           200,
           450,
+          POLICY.maxRun,
         ]);
         const rows = await rowsOf<{ id: string; message_key: string }[]>(
           runner,
@@ -66,6 +68,7 @@ export async function p15(ctx: BenchContext): Promise<ScenarioResult> {
         ]);
         const promote = await buffers(runner, postgresPromote(names, POLICY), [
           rows.map((r) => r.message_key),
+          POLICY.maxRun,
         ]);
         add('module_claim', claim / rows.length);
         add('module_settle', settle / rows.length);
@@ -118,6 +121,7 @@ RETURNING o.id::text AS id, o.message_id::text AS message_id, o.topic, o.message
             30_000,
             200,
             450,
+            POLICY.maxRun,
           ]);
           const rows = await rowsOf<{ id: string; created_at: Date }[]>(
             runner,

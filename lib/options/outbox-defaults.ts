@@ -2,6 +2,7 @@ import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type { OutboxObserver } from '../observers/outbox-observer.interface';
 import { DEFAULT_OUTBOX_NAME } from '../outbox.constants';
+import { DEFAULT_MAX_RUN } from '../store/queue-policy';
 import type {
   OutboxCleanerOptions,
   OutboxPartitioningOptions,
@@ -89,6 +90,7 @@ export const OUTBOX_DEFAULTS = deepFreeze({
   ordering: {
     enabled: { value: true },
     onDeadLetter: { value: 'block' },
+    maxRun: { value: DEFAULT_MAX_RUN },
   } satisfies Defaults<OutboxOrderingOptions>,
   dispatcher: {
     batchSize: { value: 200 },

@@ -66,6 +66,14 @@ export interface OutboxOrderingOptions {
   enabled?: boolean;
   /** What a dead-lettered message does to the later messages of its key. @default 'block' */
   onDeadLetter?: 'block' | 'skip';
+  /**
+   * The most consecutive messages of one key a batch may carry (a run), from 1 to 1000. A run is
+   * published in order, each message after the broker acknowledged the one before, and stops at
+   * the key's first failure (the rest go back unpublished): hot keys drain many messages per
+   * batch instead of one. 1 sends one message per key per batch. PostgreSQL only; MySQL/MariaDB
+   * and SQLite send one. @default 50
+   */
+  maxRun?: number;
 }
 
 export interface OutboxCleanerOptions {

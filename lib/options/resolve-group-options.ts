@@ -13,6 +13,7 @@ import { queuePolicyOf } from '../store/queue-policy';
 export interface ResolvedOrderingOptions {
   readonly enabled: boolean;
   readonly onDeadLetter: 'block' | 'skip';
+  readonly maxRun: number;
   /** The queue's rules these options make, worked out once here for every part of the module. */
   readonly queue: OutboxQueuePolicy;
 }
@@ -43,6 +44,7 @@ const { show, integer, real, bool } = checks;
 
 export function resolveOrderingOptions(
   value: OutboxOrderingOptions | undefined,
+  batchSize?: number,
 ): ResolvedOrderingOptions {
   const defaults = OUTBOX_DEFAULTS.ordering;
   const ordering = section(value, 'ordering');
@@ -55,7 +57,13 @@ export function resolveOrderingOptions(
     );
   }
   const enabled = bool(ordering.enabled, defaults.enabled.value, 'ordering.enabled');
-  return { enabled, onDeadLetter, queue: queuePolicyOf({ enabled, onDeadLetter }) };
+  const maxRun = integer(ordering.maxRun, defaults.maxRun.value, 'ordering.maxRun', 1, 1_000, '');
+  return {
+    enabled,
+    onDeadLetter,
+    maxRun,
+    queue: queuePolicyOf({ enabled, onDeadLetter, maxRun }, batchSize),
+  };
 }
 
 export function resolveRetryOptions(value: OutboxRetryOptions | undefined): ResolvedRetryOptions {

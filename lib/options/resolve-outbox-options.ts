@@ -118,7 +118,7 @@ export const OUTBOX_OPTION_KEYS = {
     maxAgeMs: true,
     retryIf: true,
   } satisfies Record<keyof OutboxRetryOptions, true>,
-  ordering: { enabled: true, onDeadLetter: true } satisfies Record<
+  ordering: { enabled: true, onDeadLetter: true, maxRun: true } satisfies Record<
     keyof OutboxOrderingOptions,
     true
   >,
@@ -178,8 +178,8 @@ export function resolveOutboxOptions(
   const { tableName, schema } = resolveTable(options);
   const ambientTransaction = resolveAmbientTransaction(options.ambientTransaction);
   const instanceId = resolveInstanceId(options.instanceId);
-  const ordering = resolveOrderingOptions(options.ordering);
   const dispatcher = resolveDispatcherOptions(options.dispatcher);
+  const ordering = resolveOrderingOptions(options.ordering, dispatcher.batchSize);
   const retry = resolveRetryOptions(options.retry);
   const cleaner = resolveCleanerOptions(options.cleaner);
   const partitioning = resolvePartitioningOptions(options.partitioning, dispatcher.leaseMs);

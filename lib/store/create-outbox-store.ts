@@ -17,8 +17,8 @@ export async function createOutboxStore(
   table: {
     tableName: string;
     schema: string | null;
-    ordering?: { enabled: boolean; onDeadLetter: 'block' | 'skip' };
-    dispatcher?: { dbTimeoutMs: number };
+    ordering?: { enabled: boolean; onDeadLetter: 'block' | 'skip'; maxRun?: number };
+    dispatcher?: { dbTimeoutMs: number; batchSize?: number };
     cleaner?: { archive: boolean };
     /**
      * The layout the table must have: null a plain table, else partitioned by this interval;
@@ -28,7 +28,7 @@ export async function createOutboxStore(
   },
   dispatch: { enabled: boolean; notify: boolean },
 ): Promise<OutboxStore> {
-  const policy = queuePolicyOf(table.ordering);
+  const policy = queuePolicyOf(table.ordering, table.dispatcher?.batchSize);
   const timeoutMs = table.dispatcher?.dbTimeoutMs ?? 10_000;
   const database = outboxDatabase(sql.databaseType);
   const dialect = outboxDialectOf(sql.databaseType);

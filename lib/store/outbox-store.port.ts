@@ -72,6 +72,14 @@ export interface OutboxQueuePolicy {
   readonly ordered: boolean;
   /** A dead message blocks the later messages of its key. */
   readonly deadBlocksKey: boolean;
+  /**
+   * Under ordering, the most consecutive messages of one key a claim may lease together (a
+   * run): the key's head and the messages right behind it, published one after another. 1:
+   * only the head.
+   */
+  readonly maxRun: number;
+  /** The dispatcher's claim size (`dispatcher.batchSize`): how much a promotion prepares. */
+  readonly batchSize: number;
 }
 
 /** What `requeueDead` did. */
@@ -102,16 +110,18 @@ export interface OutboxStore {
     lockKeys: boolean,
   ): Promise<readonly string[]>;
   /**
-   * Leases up to `limit` due head-of-key messages and counts an attempt for each. Looks at a
-   * bounded window of due rows, so its cost does not grow with backlogs queued behind a stuck
-   * key: those are reported in `blockedKeys` for `park`.
+   * Leases up to `limit` due head-of-key messages and counts an attempt for each; under
+   * ordering, a head may bring the messages of its key right behind it (a run of up to
+   * `policy.maxRun`, in queue order, with no gap: every earlier message of the key is in the
+   * batch or delivered). Looks at a bounded window of due rows, so its cost does not grow with
+   * backlogs queued behind a stuck key: those are reported in `blockedKeys` for `park`.
    */
   claim(options: ClaimOptions): Promise<ClaimedBatch>;
   /** Marks the due followers of these keys `waiting`; returns how many. */
   park(keys: readonly string[]): Promise<number>;
   /**
    * Applies a batch outcome; only rows still holding `token` change, then promotes the next
-   * waiting message of each advanced key. Atomic. Returns rows changed.
+   * waiting messages of each advanced key (`promotionRun` of them). Atomic. Returns rows changed.
    */
   settle(token: string, settlement: Settlement, deleteDelivered: boolean): Promise<number>;
   /** Clears expired leases; returns how many. */

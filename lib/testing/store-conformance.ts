@@ -121,10 +121,14 @@ function message(key: string | null, options: { delayMs?: number; messageId?: st
   } satisfies NewOutboxRow;
 }
 
-/** Runs `work` on a store over the target's port, with ordering by key on, then cleans up. */
+/**
+ * Runs `work` on a store over the target's port, with ordering by key on (runs of up to
+ * `maxRun` messages of a key), then cleans up.
+ */
 async function withStore(
   target: StoreConformanceTarget,
   work: (context: Context) => Promise<void>,
+  maxRun = 1,
 ): Promise<void> {
   const fixture = await target.setUp();
   const tableName = `outbox_conf_${randomUUID().replace(/-/g, '').slice(0, 12)}`;
@@ -146,7 +150,7 @@ async function withStore(
       {
         tableName,
         schema: null,
-        ordering: { enabled: true, onDeadLetter: 'block' },
+        ordering: { enabled: true, onDeadLetter: 'block', maxRun },
         dispatcher: { dbTimeoutMs: 10_000 },
         partitioning:
           target.partitioning === undefined
@@ -207,7 +211,32 @@ async function withStore(
   }
 }
 
-const CASES: readonly { name: string; run(context: Context): Promise<void> }[] = [
+/**
+ * The ids of `claimed` that belong to `queue` (one key's rows in queue order) must be a run: the
+ * first `from` rows of the queue skipped, then 1 to `maxRun` rows with no gap.
+ */
+function sameRun(
+  claimed: ClaimedBatch,
+  queue: readonly string[],
+  from: number,
+  maxRun: number,
+): number {
+  const taken = ids(claimed).filter((id) => queue.includes(id));
+  taken.sort((a, b) => queue.indexOf(a) - queue.indexOf(b));
+  ok(
+    taken.length >= 1 && taken.length <= maxRun,
+    `a run of 1 to ${maxRun} messages was expected, got ${taken.length}`,
+  );
+  same(taken, queue.slice(from, from + taken.length), 'the run (from the head, no gap)');
+  return taken.length;
+}
+
+const CASES: readonly {
+  name: string;
+  /** `ordering.maxRun` of the case's store. @default 1 */
+  maxRun?: number;
+  run(context: Context): Promise<void>;
+}[] = [
   {
     name: 'stores and claims binary payloads and broker attributes as given, alone and among JSON rows',
     async run({ claim, enqueue }) {
@@ -277,7 +306,7 @@ const CASES: readonly { name: string; run(context: Context): Promise<void> }[] =
     },
   },
   {
-    name: 'with ordering on, only the head of a key is claimable; park and promote move it on',
+    name: 'with ordering on and runs of one, only the head of a key is claimable; park and promote move it on',
     async run({ store, claim, enqueue, rows, row }) {
       await enqueue([message('k'), message('k'), message('k'), message('other')]);
       const [k1, k2, k3, other] = (await rows()).map((r) => r.id) as [
@@ -303,6 +332,74 @@ const CASES: readonly { name: string; run(context: Context): Promise<void> }[] =
       same(settled, 2);
       same(ids(await claim(10)), [k2]);
       same((await row(k3)).status, 'waiting');
+    },
+  },
+  {
+    name: 'with runs, a key gives a claim its messages from the head in queue order, never past one that is not in the batch',
+    maxRun: 3,
+    async run({ store, claim, enqueue, rows }) {
+      // A store may take fewer than maxRun (at least the head): runs are checked as prefixes.
+      await enqueue([message('k'), message('k'), message('k'), message('k'), message('k')]);
+      await enqueue([message('other')]);
+      const all = (await rows()).map((r) => r.id);
+      const queue = all.slice(0, 5);
+      const first = await claim(10);
+      const taken = sameRun(first, queue, 0, 3);
+      ok(ids(first).includes(all[5] ?? ''), 'the other key is claimed beside the run');
+      same(first.blockedKeys, ['k']);
+      // The run in flight holds the key: nothing more of it is claimable.
+      same(
+        ids(await claim(10)).filter((id) => queue.includes(id)),
+        [],
+      );
+      await store.park(['k']);
+      same(
+        (await rows()).slice(0, 5).map((r) => r.status),
+        queue.map((_, i) => (i < taken ? 'pending' : 'waiting')),
+      );
+      // Delivered: the next messages of the key become claimable together, from where the run ended.
+      await store.settle(
+        first.token,
+        { ...NONE, delivered: ids(first), advancedKeys: ['k', 'other'] },
+        false,
+      );
+      const second = await claim(10);
+      const next = sameRun(second, queue, taken, 3);
+      // A run that fails part way: the failed message retries later, the rest of the run goes
+      // back, and nothing of the key is claimable until the failed one is due.
+      if (next > 1) {
+        const [failed, ...rest] = ids(second).sort(
+          (a, b) => queue.indexOf(a) - queue.indexOf(b),
+        ) as [string, ...string[]];
+        await store.settle(
+          second.token,
+          {
+            ...NONE,
+            retry: [{ id: failed, delayMs: 3_600_000, error: 'refused', errorClass: 'Error' }],
+            release: rest.map((id) => ({ id, delayMs: 0, error: null, errorClass: null })),
+          },
+          false,
+        );
+        same(ids(await claim(10)), []);
+      }
+    },
+  },
+  {
+    name: 'with runs, a key whose head is not due gives a claim nothing, and a claim of one takes only a head',
+    maxRun: 3,
+    async run({ claim, enqueue, rows }) {
+      await enqueue([
+        message('late', { delayMs: 3_600_000 }),
+        message('late', { delayMs: 0 }),
+        message('late', { delayMs: 0 }),
+      ]);
+      await enqueue([message('k'), message('k'), message('k')]);
+      const all = (await rows()).map((r) => r.id);
+      const batch = await claim(1);
+      same(ids(batch), [all[3]]);
+      const rest = await claim(10);
+      same(ids(rest), []);
+      same([...rest.blockedKeys].sort(), ['k', 'late']);
     },
   },
   {
@@ -672,6 +769,6 @@ const CASES: readonly { name: string; run(context: Context): Promise<void> }[] =
 export function storeConformanceCases(): StoreConformanceCase[] {
   return CASES.map((c) => ({
     name: c.name,
-    run: (target) => withStore(target, (context) => c.run(context)),
+    run: (target) => withStore(target, (context) => c.run(context), c.maxRun),
   }));
 }

@@ -38,7 +38,12 @@ const STUCK = 'stuck';
 const BIG = 'big';
 const BACKLOG = 20_000;
 const OTHER_KEYS = 30;
-const POLICY: OutboxQueuePolicy = { ordered: true, deadBlocksKey: true };
+const POLICY: OutboxQueuePolicy = {
+  ordered: true,
+  deadBlocksKey: true,
+  maxRun: 50,
+  batchSize: 200,
+};
 
 /**
  * Inserts `count` rows of key `prefix` (or `prefix` + seq % keys) with a status, through a
@@ -223,7 +228,11 @@ for (const [db, stats] of TEST_DATABASES.flatMap((d) =>
         await load(ds, names, stats);
         store = await createOutboxStore(
           typeormSqlPort(ds),
-          { tableName: table, schema: null, ordering: { enabled: true, onDeadLetter: 'block' } },
+          {
+            tableName: table,
+            schema: null,
+            ordering: { enabled: true, onDeadLetter: 'block', maxRun: 1 },
+          },
           { enabled: true, notify: false },
         );
       }, 120_000);
@@ -241,11 +250,18 @@ for (const [db, stats] of TEST_DATABASES.flatMap((d) =>
               claim: await pgPlanProblems(
                 ds,
                 postgresClaim(names, POLICY),
-                ['plan-test', '00000000-0000-4000-8000-000000000000', 60_000, 20, claimWindow(20)],
+                [
+                  'plan-test',
+                  '00000000-0000-4000-8000-000000000000',
+                  60_000,
+                  20,
+                  claimWindow(20),
+                  50,
+                ],
                 table,
               ),
               park: await pgPlanProblems(ds, postgresPark(names, POLICY), [keys], table),
-              promote: await pgPlanProblems(ds, postgresPromote(names, POLICY), [keys], table),
+              promote: await pgPlanProblems(ds, postgresPromote(names, POLICY), [keys, 50], table),
               orphans: await pgPlanProblems(ds, postgresOrphanKeys(names, POLICY), [100], table),
             };
             break;

@@ -142,7 +142,7 @@ describeWith(['postgres'], 'partitioned outbox table on postgres', () => {
     const app = await apps.boot(publisher, table);
     await app.enqueue(Array.from({ length: 5 }, (_, i) => msg(`k${i}`, { i })));
     const names = tableNamesFor('postgres', { tableName: table });
-    const policy = { ordered: true, deadBlocksKey: true };
+    const policy = { ordered: true, deadBlocksKey: true, maxRun: 50, batchSize: 200 };
     const executedKeyScans = (plan: { 'QUERY PLAN': string }[]): number =>
       plan.filter(
         (r) =>
@@ -155,7 +155,7 @@ describeWith(['postgres'], 'partitioned outbox table on postgres', () => {
         const token = randomUUID();
         const claim = await m.query<{ 'QUERY PLAN': string }[]>(
           `EXPLAIN (ANALYZE, TIMING OFF) ${postgresClaim(names, policy, true)}`,
-          ['me', token, 30_000, 10, 70],
+          ['me', token, 30_000, 10, 70, 50],
         );
       // Six partitions: the lease is written by primary-key probes of today's partition only (on
       // so small a table the heads are found by a scan of the pending indexes instead).

@@ -111,7 +111,7 @@ describeWith(['postgres'], 'PostgreSQL dispatcher transactions open in one round
           {
             tableName: table,
             schema: null,
-            ordering: { enabled: true, onDeadLetter: 'block' },
+            ordering: { enabled: true, onDeadLetter: 'block', maxRun: 1 },
             dispatcher: { dbTimeoutMs: TIMEOUT_MS },
           },
           { enabled: true, notify: false },

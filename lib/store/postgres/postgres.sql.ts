@@ -267,6 +267,16 @@ function keyHead(t: string, key: string, columns: string, policy: OutboxQueuePol
 }
 
 /**
+ * A key's first `limit` blocking rows in queue order, as keyHead finds its first: the same
+ * ordered probe of the key index, stopping after `limit` rows.
+ */
+function keyRows(t: string, key: string, limit: string, policy: OutboxQueuePolicy): string {
+  return `(SELECT e.id, e.status FROM ${t} AS e
+      WHERE e.message_key >= ${key} AND e.message_key <= ${key} AND e.status IN ${blockingStatuses(policy.deadBlocksKey)}
+      ORDER BY e.message_key, e.id LIMIT ${limit})`;
+}
+
+/**
  * Transaction-local planner settings (select-list items) for the dispatcher's transactions:
  * every key-head lookup stays an index probe whatever the statistics say (see keyHead). The
  * other statements of those transactions read through indexes anyway; a scan disabled this
@@ -310,13 +320,15 @@ function int32Literal(value: number): string {
 }
 
 /**
- * $1 owner, $2 token, $3 lease ms, $4 limit, $5 window.
+ * $1 owner, $2 token, $3 lease ms, $4 limit, $5 window, $6 (under ordering) the longest run.
  *
- * The claim reads a bounded window of due rows (in due order, through the pending index), finds
- * the ones that head their key, and leases them; a leased row's `available_at` moves to its
- * lease end, so it leaves the window until the lease expires. Rows found queued behind an
- * earlier message of their key are reported (`blocked`) so the dispatcher parks them: the
- * window never fills up with the backlog of a stuck key. The whole claim is one statement.
+ * The claim reads a bounded window of due rows (in due order, through the pending index) and
+ * leases the heads of their keys; under ordering, a head brings the rows of its key right
+ * behind it that are in the window too (a run, see postgresRuns). A leased row's
+ * `available_at` moves to its lease end, so it leaves the window until the lease expires. Rows
+ * found queued behind an earlier message of their key that is not in the batch are reported
+ * (`blocked`) so the dispatcher parks them: the window never fills up with the backlog of a
+ * stuck key. The whole claim is one statement.
  */
 export function postgresClaim(
   n: OutboxTableNames,
@@ -324,48 +336,101 @@ export function postgresClaim(
   partitioned = false,
 ): string {
   const t = n.table;
-  // The window row is itself blocking (pending), so its key's head is never null in the
-  // statement's snapshot; the row is held back exactly when its head is an earlier row.
-  const behind = policy.ordered
-    ? `(c.message_key IS NOT NULL AND c.id > ${keyHead(t, 'c.message_key', 'e.id', policy)})`
-    : 'false';
-  const lease = `now() + $3 * interval '1 millisecond'`;
-  // On a partitioned table each head is found again by its id and its creation time, the
-  // partition key: PostgreSQL then probes the one partition holding it, not every partition's
-  // primary key (run-time pruning), both to lock the heads and to write their lease.
-  const heads = partitioned
-    ? `unnest(ARRAY(SELECT w.id FROM w WHERE NOT w.behind ORDER BY w.due, w.id),
-    ARRAY(SELECT w.made FROM w WHERE NOT w.behind ORDER BY w.due, w.id))
-    WITH ORDINALITY AS h(id, made, ord)
-  JOIN ${t} AS c ON c.id = h.id AND c.created_at = h.made`
-    : `unnest(ARRAY(SELECT w.id FROM w WHERE NOT w.behind ORDER BY w.due, w.id))
-    WITH ORDINALITY AS h(id, ord)
-  JOIN ${t} AS c ON c.id = h.id`;
-  // Materialised CTEs run once each, so the LIMITs hold and SKIP LOCKED applies exactly once.
-  // The heads are locked in window order by primary-key probes: ordering by the table's own
-  // due order let the planner walk the whole pending index to find them (1.8 s with 100 000
-  // due rows of one key, under statistics of a nearly empty table).
-  return `WITH w AS MATERIALIZED (
-  SELECT c.id, c.message_key, c.available_at AS due, ${behind} AS behind${partitioned ? ', c.created_at AS made' : ''}
+  const made = partitioned ? ', c.created_at AS made' : '';
+  const window = `w AS MATERIALIZED (
+  SELECT c.id, c.message_key, c.available_at AS due${made}
   FROM ${t} AS c
   WHERE c.status = 'pending' AND c.available_at <= now()
   ORDER BY c.available_at, c.id
-  LIMIT $5),
-p AS MATERIALIZED (
-  SELECT c.id${partitioned ? ', c.created_at' : ''} FROM ${heads}
+  LIMIT $5)`;
+  if (!policy.ordered) {
+    return `WITH ${window},
+${lockCandidates(n, partitioned, 'w', 'w.due, w.id', false)}${leaseUpdate(n, partitioned, 'p')}
+SELECT o.*, NULL::text[] AS blocked FROM (SELECT 1) AS b LEFT JOIN o ON true`;
+  }
+  // Heads first (every key's first row, in due order), then every key's second row, and so
+  // on: a batch cut short by the limit shortens runs before it leaves a key out.
+  return `WITH ${window},
+${postgresRuns(t, policy)},
+${lockCandidates(n, partitioned, 'r', 'r.pos, r.due, r.id', true)},
+g AS MATERIALIZED (
+  SELECT p.id${partitioned ? ', p.created_at' : ''} FROM (
+    SELECT p.*, row_number() OVER (PARTITION BY p.message_key ORDER BY p.pos) AS n FROM p) AS p
+  WHERE p.message_key IS NULL OR p.n = p.pos)${leaseUpdate(n, partitioned, 'g')}
+SELECT o.*, b.blocked FROM (
+  SELECT array_agg(DISTINCT r.message_key) FILTER (WHERE r.pos IS NULL) AS blocked FROM r) AS b
+LEFT JOIN o ON true`;
+}
+
+/**
+ * The CTEs `q` and `r` of an ordered claim over the window `w`. `q`: for each key in the
+ * window, its first blocking rows in queue order (one key-index probe, as many rows as the key
+ * has in the window, at most $6), numbered from 1. `r`: each window row with its place in its
+ * key's run (`pos`), or null when it is behind an earlier row of its key that is not in the
+ * window (leased, parked, not due, dead): a row is in the run only if every earlier blocking
+ * row of its key is in the window too. Rows without a key are runs of one.
+ */
+function postgresRuns(t: string, policy: OutboxQueuePolicy): string {
+  return `q AS MATERIALIZED (
+  SELECT k.key, e.id, e.pos FROM (
+    SELECT w.message_key AS key, count(*) AS n FROM w WHERE w.message_key IS NOT NULL GROUP BY w.message_key) AS k
+  CROSS JOIN LATERAL (
+    SELECT e.id, row_number() OVER (ORDER BY e.id) AS pos FROM ${keyRows(t, 'k.key', 'least(k.n, $6)', policy)} AS e) AS e),
+r AS MATERIALIZED (
+  SELECT w.*, CASE WHEN w.message_key IS NULL THEN 1 ELSE s.pos END AS pos FROM w
+  LEFT JOIN (
+    SELECT q.id, q.pos, bool_and(x.id IS NOT NULL) OVER (PARTITION BY q.key ORDER BY q.pos) AS whole
+    FROM q LEFT JOIN w AS x ON x.id = q.id) AS s ON s.id = w.id AND s.whole)`;
+}
+
+/**
+ * The CTE `p`: the candidates, rows of CTE `from` (`w` or `r`) in the order `order`, locked in
+ * that order, at most $4, skipping rows another dispatcher holds. With `runs`, `p` also carries
+ * each row's key and place in its run (`r.pos`).
+ */
+function lockCandidates(
+  n: OutboxTableNames,
+  partitioned: boolean,
+  from: 'w' | 'r',
+  order: string,
+  runs: boolean,
+): string {
+  const t = n.table;
+  const arrays = ['id', ...(runs ? ['pos'] : []), ...(partitioned ? ['made'] : [])];
+  const where = runs ? ` WHERE ${from}.pos IS NOT NULL` : '';
+  const columns = arrays
+    .map((c) => `ARRAY(SELECT ${from}.${c} FROM ${from}${where} ORDER BY ${order})`)
+    .join(',\n    ');
+  // On a partitioned table each candidate is found again by its id and its creation time, the
+  // partition key: PostgreSQL then probes the one partition holding it, not every partition's
+  // primary key (run-time pruning), both to lock it and to write its lease.
+  const join = partitioned
+    ? `JOIN ${t} AS c ON c.id = h.id AND c.created_at = h.made`
+    : `JOIN ${t} AS c ON c.id = h.id`;
+  // Materialised CTEs run once each, so the LIMITs hold and SKIP LOCKED applies exactly once.
+  // The candidates are locked in window order by primary-key probes: ordering by the table's
+  // own due order let the planner walk the whole pending index to find them (1.8 s with 100 000
+  // due rows of one key, under statistics of a nearly empty table).
+  return `p AS MATERIALIZED (
+  SELECT c.id${partitioned ? ', c.created_at' : ''}${runs ? ', c.message_key, h.pos' : ''} FROM unnest(${columns})
+    WITH ORDINALITY AS h(${arrays.join(', ')}, ord)
+  ${join}
   WHERE c.status = 'pending' AND c.available_at <= now()
   ORDER BY h.ord
   LIMIT $4
-  FOR UPDATE OF c SKIP LOCKED),
+  FOR UPDATE OF c SKIP LOCKED)`;
+}
+
+/** `,\no AS (…)`: the lease of the rows of CTE `from`, returning them. */
+function leaseUpdate(n: OutboxTableNames, partitioned: boolean, from: string): string {
+  const lease = `now() + $3 * interval '1 millisecond'`;
+  return `,
 o AS (
-  UPDATE ${t} AS o
+  UPDATE ${n.table} AS o
   SET locked_by = $1, lock_token = $2::uuid, locked_until = ${lease}, available_at = ${lease},
     attempts = o.attempts + 1, last_attempt_at = now()
-  FROM p WHERE o.id = p.id${partitioned ? ' AND o.created_at = p.created_at' : ''}
-  RETURNING ${RETURNING})
-SELECT o.*, b.blocked FROM (
-  SELECT array_agg(DISTINCT w.message_key) FILTER (WHERE w.behind) AS blocked FROM w) AS b
-LEFT JOIN o ON true`;
+  FROM ${from} WHERE o.id = ${from}.id${partitioned ? ` AND o.created_at = ${from}.created_at` : ''}
+  RETURNING ${RETURNING})`;
 }
 
 /** $1 namespace, $2 sorted lock ids: transaction locks that serialise parking and promotion. */
@@ -391,18 +456,21 @@ WHERE w.message_key = b.key AND w.status = 'pending' AND w.id > b.first
 }
 
 /**
- * $1 keys. Makes the first waiting message of each key claimable when nothing earlier of its key
- * holds it back. Runs under the keys' dispatch locks, after the change that advanced the key.
- * Waiting rows hold a key back too, so "the first waiting row has nothing blocking before it"
- * is "the key's head is a waiting row": one key-index probe per key.
+ * $1 keys, $2 the longest run. Makes the next waiting messages of each key claimable (its first
+ * $2 blocking rows that are waiting) when nothing earlier of its key holds them back, that is
+ * when the key's head is a waiting row; the next claim can then take them as one run. Runs
+ * under the keys' dispatch locks, after the change that advanced the key. One key-index probe
+ * per key (keyRows).
  */
 export function postgresPromote(n: OutboxTableNames, policy: OutboxQueuePolicy): string {
   const t = n.table;
   return `UPDATE ${t} SET status = 'pending'
 WHERE status = 'waiting' AND id IN (
   SELECT h.id FROM unnest($1::text[]) AS k(key)
-  CROSS JOIN LATERAL ${keyHead(t, 'k.key', 'e.id, e.status', policy)} AS h
-  WHERE h.status = 'waiting')`;
+  CROSS JOIN LATERAL (
+    SELECT e.id, first_value(e.status) OVER (ORDER BY e.id) AS head
+    FROM ${keyRows(t, 'k.key', '$2', policy)} AS e) AS h
+  WHERE h.head = 'waiting')`;
 }
 
 /**

@@ -32,6 +32,7 @@ import {
   postgresStats,
 } from './postgres.sql';
 import { claimWindow } from '../claim-window';
+import { promotionRun } from '../queue-policy';
 import { alreadyPresent, hashKey, toClaimedRecords, type ClaimedRow } from '../outbox-row.mapper';
 import type { OutboxTableNames } from '../sql-identifier';
 import { extendedValues, isExtended } from '../sql-values';
@@ -130,15 +131,15 @@ export class PostgresOutboxStore implements OutboxStore {
 
   async claim(options: ClaimOptions): Promise<ClaimedBatch> {
     const token = randomUUID();
-    const { rows } = await this.transaction((run) =>
-      run<ClaimRow>(this.claimSql, [
-        options.owner,
-        token,
-        options.leaseMs,
-        options.limit,
-        claimWindow(options.limit),
-      ]),
-    );
+    const params: unknown[] = [
+      options.owner,
+      token,
+      options.leaseMs,
+      options.limit,
+      claimWindow(options.limit),
+    ];
+    if (this.policy.ordered) params.push(this.policy.maxRun);
+    const { rows } = await this.transaction((run) => run<ClaimRow>(this.claimSql, params));
     const claimed = rows.filter((row): row is ClaimedRow & ClaimRow => row.id !== null);
     return {
       token,
@@ -198,7 +199,12 @@ export class PostgresOutboxStore implements OutboxStore {
     // before it, and a park after it sees this settle (see `park`).
     return this.transaction(async (run) => {
       const { rows } = await run<{ changed: number }>(sql, params);
-      if (keys.length > 0) await run(postgresPromote(this.names, this.policy), [keys]);
+      if (keys.length > 0) {
+        await run(postgresPromote(this.names, this.policy), [
+          keys,
+          promotionRun(this.policy, keys.length),
+        ]);
+      }
       return rows[0]?.changed ?? 0;
     }, keys);
   }
@@ -337,10 +343,16 @@ export class PostgresOutboxStore implements OutboxStore {
     // The DataSource belongs to the application; nothing of ours to close.
   }
 
-  /** Promotes the next waiting message of each key, under the keys' dispatch locks. */
+  /** Promotes the next waiting messages of each key, under the keys' dispatch locks. */
   private promoteKeys(keys: readonly string[]): Promise<number> {
     return this.transaction(
-      async (run) => (await run(postgresPromote(this.names, this.policy), [keys])).affected,
+      async (run) =>
+        (
+          await run(postgresPromote(this.names, this.policy), [
+            keys,
+            promotionRun(this.policy, keys.length),
+          ])
+        ).affected,
       keys,
     );
   }
