@@ -53,7 +53,12 @@ export type PublishAttempt =
 
 /** What the broker side of a batch came to. */
 export type PublishResult =
-  | { readonly kind: 'outcomes'; readonly outcomes: readonly PublishOutcome[] }
+  /**
+   * One outcome per published record, in order; none (undefined) for a record left unsent (the
+   * rest of a key's run after a failure, or after the broker side failed mid-batch): it goes
+   * back with its attempt given back.
+   */
+  | { readonly kind: 'outcomes'; readonly outcomes: readonly (PublishOutcome | undefined)[] }
   /** The broker could not be reached: the batch goes back with its attempts given back. */
   | { readonly kind: 'outage'; readonly error: unknown }
   /** The deadline passed: the broker may have the messages, so each counts as an attempt. */

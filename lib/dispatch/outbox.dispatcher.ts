@@ -17,7 +17,7 @@ import type {
   OutboxObserver,
   OutboxPublishedRecord,
 } from '../observers/outbox-observer.interface';
-import type { OutboxPublisher } from '../publishers/outbox-publisher.interface';
+import type { OutboxPublisher, PublishOutcome } from '../publishers/outbox-publisher.interface';
 import type {
   ClaimedBatch,
   ClaimedRecord,
@@ -42,6 +42,7 @@ import {
 } from './batch-outcome';
 import { DatabaseWatchdog, watchdogMarginMs } from './database-watchdog';
 import { IntervalRunner } from './interval-runner';
+import { keyRounds, recordRound } from './key-runs';
 
 /** Settle retries back off from this, doubling, up to `SETTLE_MAX_BACKOFF_MS`. */
 const SETTLE_FIRST_BACKOFF_MS = 100;
@@ -397,7 +398,11 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     return report;
   }
 
-  /** Publishes under a deadline and says what the broker side came to. */
+  /**
+   * Publishes under one deadline and says what the broker side came to. A batch holding runs
+   * (several messages of a key) goes out in rounds (see keyRounds): a key's next message waits
+   * for the broker's answer to the one before, and a key whose message failed sends no more.
+   */
   private async publish(
     records: readonly ClaimedRecord[],
     publishBy: number,
@@ -421,8 +426,50 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
       timer = setTimeout(() => resolve('timeout'), timeoutMs);
       signal.addEventListener('abort', () => resolve('timeout'), { once: true });
     });
+    const send = (batch: readonly ClaimedRecord[]): Promise<PublishResult> =>
+      this.publishRound(batch, controller, deadline, timeoutMs);
     try {
-      const answer = await Promise.race([this.publisher.publish(records, signal), deadline]);
+      const rounds = keyRounds(records);
+      if (rounds.length === 1) return await send(records);
+      const outcomes: (PublishOutcome | undefined)[] = records.map(() => undefined);
+      const stopped = new Set<string>();
+      for (const [place, round] of rounds.entries()) {
+        const sendable = round.filter((i) => !stopped.has(records[i]?.key ?? ''));
+        if (sendable.length === 0) break;
+        const result = await send(sendable.flatMap((i) => records[i] ?? []));
+        // Nothing was acknowledged before the first round: the batch fares as one publish.
+        if (place === 0 && result.kind !== 'outcomes') return result;
+        if (result.kind === 'timeout') {
+          for (const i of sendable) outcomes[i] = { ok: false, error: result.error };
+        }
+        // After an outage, a shutdown or a timeout, what the earlier rounds delivered stays
+        // delivered, and every later message goes back unpublished (no outcome).
+        if (result.kind !== 'outcomes') break;
+        for (const key of recordRound(records, sendable, result.outcomes, outcomes)) {
+          stopped.add(key);
+        }
+        // A round that paused claims (every message timed out) ends the batch too.
+        if (Date.now() < this.pausedUntil) break;
+      }
+      return { kind: 'outcomes', outcomes };
+    } finally {
+      clearTimeout(timer);
+      this.shutdown.signal.removeEventListener('abort', onShutdown);
+    }
+  }
+
+  /** One publish call, raced against the batch's deadline. */
+  private async publishRound(
+    records: readonly ClaimedRecord[],
+    controller: AbortController,
+    deadline: Promise<'timeout'>,
+    timeoutMs: number,
+  ): Promise<PublishResult> {
+    try {
+      const answer = await Promise.race([
+        this.publisher.publish(records, controller.signal),
+        deadline,
+      ]);
       let attempt: PublishAttempt;
       if (answer === 'timeout') {
         if (this.shutdown.signal.aborted) return { kind: 'shutdown' };
@@ -434,9 +481,6 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     } catch (error) {
       if (this.shutdown.signal.aborted) return { kind: 'shutdown' };
       return this.react(readPublish({ kind: 'threw', error }, records.length));
-    } finally {
-      clearTimeout(timer);
-      this.shutdown.signal.removeEventListener('abort', onShutdown);
     }
   }
 

@@ -79,11 +79,13 @@ describe.each(TEST_DATABASES)('dispatcher leases on $name', (db) => {
       };
       const report = await frozen.dispatcher.runOnce();
 
-      expect(claimedCount).toBe(3);
-      expect(report.claimed).toBe(3);
+      // Three keys' runs of two (the whole backlog) where the store claims runs, else their heads.
+      const claimable = db.name === 'postgres' ? 6 : 3;
+      expect(claimedCount).toBe(claimable);
+      expect(report.claimed).toBe(claimable);
       expect(frozen.publisher.sentIds).toEqual([]);
-      expect(report.released).toBe(3);
-      // Nothing is lost: the released heads and their followers go out through the other one.
+      expect(report.released).toBe(claimable);
+      // Nothing is lost: the released runs go out through the other one.
       await waitFor(
         'the healthy dispatcher to deliver everything',
         async () => {

@@ -1,4 +1,9 @@
-import type { OutboxPublisher, OutboxRecord, PublishOutcome } from '../../lib';
+import {
+  PublisherUnavailableError,
+  type OutboxPublisher,
+  type OutboxRecord,
+  type PublishOutcome,
+} from '../../lib';
 import { MYSQL_KEY_LOCK_BUCKETS } from '../../lib/store/mysql/mysql.sql';
 import { hashKey } from '../../lib/store/outbox-row.mapper';
 import { readOutbox, TEST_DATABASES, TestOrder } from '../support/databases';
@@ -160,6 +165,47 @@ for (const db of TEST_DATABASES) {
       expect(published(second)).toBe(3);
       expect(publisher.sentForKey('A')).toEqual([ids.A1, ids.A2, ids.A3]);
       expect((await h.rows()).every((r) => r.status === 'delivered')).toBe(true);
+    });
+
+    it('runs of a key are sent one message after another; an outage part way keeps what was acknowledged and hands the rest back unsent, no attempt counted', async () => {
+      const calls: string[][] = [];
+      let firstBatch = true;
+      // The broker goes away on the first batch's second publish call (its second round).
+      const recording = new (class extends RecordingPublisher {
+        override publish(messages: readonly OutboxRecord[], signal: AbortSignal) {
+          calls.push(messages.map((m) => m.messageId));
+          return firstBatch && calls.length === 2
+            ? Promise.reject(new PublisherUnavailableError('connection lost mid-batch'))
+            : super.publish(messages, signal);
+        }
+      })();
+      const h = await boot(recording, { dispatcher: { maxOutagePauseMs: 100 } });
+      const ids = await h.commit(['R', 'R', 'R', 'S', 'S', 'S'].map((key, n) => msg(key, { n })));
+      const [r1, r2, r3, s1, s2, s3] = ids as [string, string, string, string, string, string];
+
+      const first = await h.dispatcher.runOnce();
+      firstBatch = false;
+      // Runs (stores that claim them): round 1 is both heads, round 2 failed as a whole.
+      const runs = db.name === 'postgres';
+      expect(first).toMatchObject(
+        runs
+          ? { claimed: 6, published: 2, released: 4, retried: 0, deadLettered: 0 }
+          : { claimed: 2, published: 2, released: 0 },
+      );
+      expect(calls[0]?.sort()).toEqual([r1, s1].sort());
+      if (runs) expect(calls[1]?.sort()).toEqual([r2, s2].sort());
+      expect(recording.sentIds.sort()).toEqual([r1, s1].sort());
+      for (const id of [r2, r3, s2, s3]) {
+        expect(await h.row(id)).toMatchObject({ attempts: 0, lockedBy: null });
+      }
+
+      await waitFor('the outage pause to end', () => h.dispatcher.status().pausedUntil === null);
+      await h.runUntilIdle();
+      expect(recording.sentForKey('R')).toEqual([r1, r2, r3]);
+      expect(recording.sentForKey('S')).toEqual([s1, s2, s3]);
+      expect((await h.rows()).every((r) => r.status === 'delivered' && r.attempts === 1)).toBe(
+        true,
+      );
     });
 
     it("with onDeadLetter 'block', a dead head keeps holding its key until an operator requeues it", async () => {

@@ -334,6 +334,44 @@ describeWith(['postgres', 'kafka'], 'KafkaPublisher (PostgreSQL → Kafka)', () 
     );
   });
 
+  it('a run refused part way (over the size limit): the key stops there, the rest of its run stays unpublished behind the dead message; other runs arrive whole and in order', async () => {
+    const topic = uniqueTopic();
+    await createTopic(topic);
+    const h = await openOutbox({}, { maxPayloadBytes: 4_000_000 });
+    const { received } = await consume(topic);
+    // Key A's third message is over the broker's ~1 MB limit; key B's run is all small.
+    const ids = await h.enqueue(
+      ['A', 'B'].flatMap((key) =>
+        [1, 2, 3, 4].map((n) => ({
+          topic,
+          key,
+          type: 'run',
+          payload: key === 'A' && n === 3 ? { n, blob: 'x'.repeat(1_300_000) } : { n },
+        })),
+      ),
+    );
+    const [a1, a2, a3, a4, ...b] = ids as [string, string, string, string, ...string[]];
+
+    expect(await h.dispatcher.runOnce()).toMatchObject({
+      claimed: 8,
+      published: 6,
+      deadLettered: 1,
+      released: 1,
+    });
+    await waitFor('6 messages at the consumer', () => received.length >= 6, { timeoutMs: 30_000 });
+    // Nothing of A may follow its dead message (onDeadLetter 'block'), however long we wait.
+    await dispatchUntil(h, 'the outbox to settle', allSettled(h));
+    await sleep(500);
+    const byKey = (key: string): string[] =>
+      received.filter((r) => r.key === key).map((r) => r.headers[OUTBOX_HEADER_MESSAGE_ID] ?? '');
+    expect(byKey('A')).toEqual([a1, a2]);
+    expect(byKey('B')).toEqual(b);
+    const rows = await h.rows();
+    expect(rows.find((r) => r.messageId === a3)).toMatchObject({ status: 'dead', attempts: 1 });
+    expect(rows.find((r) => r.messageId === a4)).toMatchObject({ attempts: 0, lockedBy: null });
+    expect(rows.find((r) => r.messageId === a4)?.status).not.toBe('delivered');
+  });
+
   it('aborting one batch leaves the other in-flight batch on the shared producer alone', async () => {
     const topic = uniqueTopic();
     await createTopic(topic);

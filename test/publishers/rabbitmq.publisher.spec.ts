@@ -413,6 +413,67 @@ describeWith(['postgres', 'rabbitmq'], 'RabbitMqPublisher failures (PostgreSQL â
     await channel.close();
   });
 
+  it('a run refused part way (unroutable): the key stops there and the rest of its run goes back unpublished; once routable it goes on in order', async () => {
+    const noBinding = uniqueName('no-binding');
+    let queue = '';
+    const h = await suite.openOutbox(
+      {
+        exchange: (r) => (r.topic === 'unroutable' ? noBinding : ''),
+        routingKey: (r) => (r.topic === 'unroutable' ? 'nowhere' : queue),
+        assertTopology: async (channel) => {
+          await channel.assertExchange(noBinding, 'direct', { durable: false, autoDelete: false });
+          await channel.assertQueue(queue, { durable: true });
+        },
+      },
+      { retry: { maxAttempts: 50, initialDelayMs: 20, maxDelayMs: 50 } },
+    );
+    queue = h.queue;
+    const received = await suite.consume(h.queue);
+    // Key A's third message is refused; key B's run is all routable.
+    const ids = await h.enqueue(
+      ['A', 'B'].flatMap((key) =>
+        [1, 2, 3, 4, 5].map((n) => ({
+          topic: key === 'A' && n === 3 ? 'unroutable' : 'ok',
+          key,
+          payload: { key, n },
+        })),
+      ),
+    );
+    const [a1, a2, a3, a4, a5, ...b] = ids as [string, string, string, string, string, ...string[]];
+
+    // One batch holds both runs: A stops at a3 (retried), a4 and a5 go back unsent.
+    expect(await h.dispatcher.runOnce()).toMatchObject({
+      claimed: 10,
+      published: 7,
+      retried: 1,
+      released: 2,
+      deadLettered: 0,
+    });
+    await sleep(300);
+    const byKey = (key: string): string[] =>
+      received.filter((r) => r.key === key).map((r) => r.messageId);
+    expect(byKey('A')).toEqual([a1, a2]);
+    expect(byKey('B')).toEqual(b);
+    const rows = await h.rows();
+    for (const id of [a4, a5]) {
+      expect(rows.find((r) => r.messageId === id)).toMatchObject({ attempts: 0, lockedBy: null });
+    }
+
+    // Routable again: a3 goes on its next try, then the rest of A, in order, each once.
+    const channel = await suite.consumerChannel();
+    await channel.bindQueue(queue, noBinding, 'nowhere');
+    await suite.dispatchUntil(h, 'key A to be delivered', suite.allSettled(h));
+    await waitFor('10 messages at the consumer', () => received.length >= 10, {
+      timeoutMs: 10_000,
+    });
+    await sleep(300);
+    expect(byKey('A')).toEqual([a1, a2, a3, a4, a5]);
+    expect(byKey('B')).toEqual(b);
+    expect(received).toHaveLength(10);
+    await channel.deleteExchange(noBinding);
+    await channel.close();
+  });
+
   it('a publish to a missing exchange (404 closes the channel) fails alone; the rest of the batch is delivered', async () => {
     const missing = uniqueName('missing-exchange');
     let queue = '';

@@ -1,0 +1,61 @@
+import type { PublishOutcome } from '../publishers/outbox-publisher.interface';
+import type { ClaimedRecord } from '../store/outbox-store.port';
+
+/**
+ * A batch may hold runs: consecutive messages of one key (the store's claim, under ordering).
+ * They are published in rounds: round 1 holds the first message of every key (and every
+ * message without a key), round 2 the second message of every key whose first was
+ * acknowledged, and so on. A message is sent only after the broker acknowledged the one before
+ * it in its key, so no broker can take a later message of a key and refuse an earlier one;
+ * keys still go out side by side within a round.
+ *
+ * Returns the rounds as indexes into `records`, each round in claim order. A batch without
+ * runs is one round.
+ */
+export function keyRounds(records: readonly ClaimedRecord[]): number[][] {
+  const runs = new Map<string, number[]>();
+  const rounds: number[][] = [[]];
+  records.forEach((record, index) => {
+    if (record.key === null) {
+      rounds[0]?.push(index);
+      return;
+    }
+    const run = runs.get(record.key);
+    if (run === undefined) runs.set(record.key, [index]);
+    else run.push(index);
+  });
+  for (const run of runs.values()) {
+    // Queue order is row id order (a key's ids follow its commit order); the claim's own order
+    // puts heads first.
+    run.sort((a, b) => compareIds(records[a]?.id ?? '', records[b]?.id ?? ''));
+    run.forEach((index, place) => (rounds[place] ??= []).push(index));
+  }
+  for (const round of rounds) round.sort((a, b) => a - b);
+  return rounds;
+}
+
+/** Row ids are decimal integers of up to 19 digits: compared as such, not as text. */
+function compareIds(a: string, b: string): number {
+  return a.length === b.length ? (a < b ? -1 : a > b ? 1 : 0) : a.length - b.length;
+}
+
+/**
+ * Records what one round came to, into `outcomes` (by record index), and returns the keys it
+ * stopped: a key whose message failed sends nothing more in this batch, and its later
+ * messages go back unpublished.
+ */
+export function recordRound(
+  records: readonly ClaimedRecord[],
+  round: readonly number[],
+  answers: readonly (PublishOutcome | undefined)[],
+  outcomes: (PublishOutcome | undefined)[],
+): string[] {
+  const stopped: string[] = [];
+  round.forEach((index, i) => {
+    const answer = answers[i];
+    outcomes[index] = answer;
+    const key = records[index]?.key ?? null;
+    if (answer?.ok !== true && key !== null) stopped.push(key);
+  });
+  return stopped;
+}
