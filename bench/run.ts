@@ -60,6 +60,7 @@ import { p12 } from './scenarios/p12-partitioned-enqueue';
 import { p13 } from './scenarios/p13-mariadb-settings';
 import { p14 } from './scenarios/p14-dispatcher-settings';
 import { p15 } from './scenarios/p15-statement-buffers';
+import { p16 } from './scenarios/p16-hot-keys';
 import { profileDrain } from './scenarios/profile-drain';
 import { c1 } from './scenarios/c1-console-10m';
 
@@ -79,6 +80,7 @@ const SCENARIOS: Record<string, (ctx: BenchContext) => Promise<ScenarioResult>> 
   P13: p13,
   P14: p14,
   P15: p15,
+  P16: p16,
   C1: c1,
 };
 /**

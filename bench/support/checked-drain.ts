@@ -23,6 +23,8 @@ export async function checkedRabbitDrain(options: {
   readonly rabbit: Rabbit;
   readonly queue: string;
   readonly n: number;
+  /** Distinct keys the messages cycle through. @default the seeding's default (1 000) */
+  readonly keys?: number;
 }): Promise<CheckedDrain> {
   const { app, ds, table, rabbit, queue, n } = options;
   const msgsPerS = await measured(
@@ -30,7 +32,7 @@ export async function checkedRabbitDrain(options: {
     options.log,
     async () => {
       await truncateOutbox(ds, table);
-      await seedOutbox(ds, table, n);
+      await seedOutbox(ds, table, n, options.keys === undefined ? {} : { keys: options.keys });
       await analyse(ds, table);
       await purgeQueue(rabbit, queue);
       const start = performance.now();
