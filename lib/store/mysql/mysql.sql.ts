@@ -215,7 +215,8 @@ const BY_KEY = (n: OutboxTableNames): string =>
  * Step 1 of the claim, a plain (non-locking) read: the window of due rows in due order, each
  * flagged when an earlier message of its key holds it back. It is kept apart from the locking
  * step because a locking read could skip a locked earlier message in the head check and wrongly
- * let a later one of the same key through. Params: window.
+ * let a later one of the same key through. A row not flagged heads its key; the rows of its run
+ * behind it are found by mysqlKeyRows, for keys with more rows in the window. Params: window.
  */
 export function mysqlClaimWindow(n: OutboxTableNames, policy: OutboxQueuePolicy): string {
   const behind = policy.ordered
@@ -226,7 +227,11 @@ WHERE c.status = 'pending' AND c.available_at <= ${NOW}
 ORDER BY c.available_at, c.id LIMIT ?`;
 }
 
-/** Step 2: lock the heads that are still due, skipping those another dispatcher holds. */
+/**
+ * Step 2: lock the candidates (heads, and the rows of their runs) that are still due, skipping
+ * those another dispatcher holds. The store then leases a row only when every earlier row of
+ * its run was locked too.
+ */
 export function mysqlClaimLock(n: OutboxTableNames, count: number): string {
   return `SELECT c.id, c.message_id, c.topic, c.message_key, c.event_type, c.payload, c.headers, c.attempts + 1 AS attempts,
   c.payload_encoding, c.content_type, TO_BASE64(c.payload_bytes) AS payload_bytes, c.broker_attributes,
@@ -252,6 +257,41 @@ export function mysqlFirstBlocking(
   return `SELECT message_key AS k, MIN(id) AS first FROM ${n.table} ${BY_KEY(n)}
 WHERE message_key IN (${placeholders(count)}) AND status IN ${blocking(policy.deadBlocksKey)}
 GROUP BY message_key`;
+}
+
+/**
+ * A key's first blocking rows after an id, for runs (claim and promotion). Params: per key,
+ * the key, the id after which to look and the most rows to take, once per blocking status
+ * (mysqlKeyRowsParams). Each part is one probe of `(message_key, status, id)` read in index
+ * order that stops after its limit: no key's backlog is read past its run (one part with
+ * `status IN (…)` would sort every blocking row of the key first). The caller merges the parts
+ * of a key by id and keeps the first rows.
+ */
+export function mysqlKeyRows(
+  n: OutboxTableNames,
+  policy: OutboxQueuePolicy,
+  count: number,
+): string {
+  const parts = blockingStatuses(policy).map(
+    (status) => `(SELECT message_key AS k, id, status FROM ${n.table} ${BY_KEY(n)}
+WHERE message_key = ? AND status = '${status}' AND id > ? ORDER BY id LIMIT ?)`,
+  );
+  return Array.from({ length: count }, () => parts)
+    .flat()
+    .join('\nUNION ALL\n');
+}
+
+/** The params of mysqlKeyRows for these keys. */
+export function mysqlKeyRowsParams(
+  policy: OutboxQueuePolicy,
+  keys: readonly { key: string; after: string | number; limit: number }[],
+): unknown[] {
+  const statuses = blockingStatuses(policy);
+  return keys.flatMap((k) => statuses.flatMap(() => [k.key, k.after, k.limit]));
+}
+
+function blockingStatuses(policy: OutboxQueuePolicy): readonly string[] {
+  return policy.deadBlocksKey ? ['pending', 'waiting', 'dead'] : ['pending', 'waiting'];
 }
 
 /** Params: (key, first id) per key. Parks the due followers of each head. */

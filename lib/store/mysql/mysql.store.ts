@@ -33,6 +33,8 @@ import {
   mysqlFirstWaiting,
   mysqlInsert,
   mysqlInsertOneLocked,
+  mysqlKeyRows,
+  mysqlKeyRowsParams,
   mysqlLockKeys,
   mysqlOrphanKeys,
   mysqlPark,
@@ -232,36 +234,98 @@ export class MysqlOutboxStore implements OutboxStore {
     }
   }
 
+  /**
+   * Under ordering, a claim takes each key's head and, behind it, the rows of its key that
+   * follow with no gap (a run of up to `policy.maxRun`): see `runs`. The candidates are locked
+   * heads first, then every key's second row, and so on (a limit shortens runs before it leaves
+   * a key out); a locked row is leased only when every earlier row of its run was locked too,
+   * so two dispatchers never split a run between them.
+   */
   async claim(options: ClaimOptions): Promise<ClaimedBatch> {
     const token = randomUUID();
     return this.transaction(async (query) => {
-      const { rows: window } = await query<{
-        id: string | number;
-        message_key: string | null;
-        behind: number | string;
-      }>(mysqlClaimWindow(this.names, this.policy), [claimWindow(options.limit)]);
-      const heads = window.filter((r) => Number(r.behind) === 0).slice(0, options.limit);
+      const { rows: window } = await query<WindowRow>(mysqlClaimWindow(this.names, this.policy), [
+        claimWindow(options.limit),
+      ]);
+      const places = await this.runs(query, window);
       const blockedKeys = [
         ...new Set(
           window.flatMap((r) =>
-            Number(r.behind) !== 0 && r.message_key !== null ? [r.message_key] : [],
+            r.message_key !== null && !places.has(String(r.id)) ? [r.message_key] : [],
           ),
         ),
       ];
-      if (heads.length === 0) return { token, records: [], blockedKeys };
-      const ids = heads.map((c) => c.id);
+      // Window order is due order; a stable sort by place keeps it within each place.
+      const candidates = window
+        .filter((r) => places.has(String(r.id)))
+        .sort((a, b) => (places.get(String(a.id)) ?? 0) - (places.get(String(b.id)) ?? 0))
+        .slice(0, options.limit);
+      if (candidates.length === 0) return { token, records: [], blockedKeys };
+      const ids = candidates.map((c) => c.id);
       const { rows: locked } = await query<ClaimedRow>(mysqlClaimLock(this.names, ids.length), ids);
-      if (locked.length > 0) {
-        await query(mysqlClaimLease(this.names, locked.length), [
+      const kept = wholeRuns(locked, places);
+      if (kept.length > 0) {
+        await query(mysqlClaimLease(this.names, kept.length), [
           options.owner,
           token,
           options.leaseMs,
           options.leaseMs,
-          ...locked.map((r) => r.id),
+          ...kept.map((r) => r.id),
         ]);
       }
-      return { token, records: toClaimedRecords(locked), blockedKeys };
+      return { token, records: toClaimedRecords(kept), blockedKeys };
     });
+  }
+
+  /**
+   * Each window row that may be claimed, by id, with its place in its key's run (1: the head;
+   * rows without a key are runs of one). A keyed row is in its key's run when it and every
+   * blocking row of its key before it are in the window, up to `maxRun` rows; the others are
+   * held back (`blockedKeys`). The window's `behind` flag finds the heads; only keys with a
+   * head and more rows in the window cost one more query (mysqlKeyRows), with the next
+   * blocking rows of those keys after their heads.
+   */
+  private async runs(query: Query, window: readonly WindowRow[]): Promise<Map<string, number>> {
+    const places = new Map<string, number>();
+    const byKey = new Map<string, { head: WindowRow | undefined; ids: Set<string> }>();
+    for (const row of window) {
+      const id = String(row.id);
+      if (row.message_key === null) {
+        places.set(id, 1);
+        continue;
+      }
+      const head = Number(row.behind) === 0;
+      if (head) places.set(id, 1);
+      const key = byKey.get(row.message_key) ?? { head: undefined, ids: new Set<string>() };
+      if (head) key.head = row;
+      key.ids.add(id);
+      byKey.set(row.message_key, key);
+    }
+    if (!this.policy.ordered || this.policy.maxRun <= 1) return places;
+    const asked: { key: string; after: string | number; limit: number }[] = [];
+    for (const [key, { head, ids }] of byKey) {
+      if (head !== undefined && ids.size > 1) {
+        asked.push({ key, after: head.id, limit: Math.min(ids.size, this.policy.maxRun) - 1 });
+      }
+    }
+    for (let start = 0; start < asked.length; start += MAX_KEYS_PER_RUN_QUERY) {
+      const chunk = asked.slice(start, start + MAX_KEYS_PER_RUN_QUERY);
+      const { rows } = await query<KeyRow>(
+        mysqlKeyRows(this.names, this.policy, chunk.length),
+        mysqlKeyRowsParams(this.policy, chunk),
+      );
+      for (const { key, limit } of chunk) {
+        const inWindow = byKey.get(key)?.ids ?? new Set<string>();
+        // The key's next blocking rows after its head, in queue order: the run goes on while
+        // they are in the window.
+        const next = firstRows(rows, key, limit);
+        for (const [i, row] of next.entries()) {
+          if (!inWindow.has(String(row.id))) break;
+          places.set(String(row.id), i + 2);
+        }
+      }
+    }
+    return places;
   }
 
   async park(keys: readonly string[]): Promise<number> {
@@ -494,7 +558,11 @@ export class MysqlOutboxStore implements OutboxStore {
     });
   }
 
-  /** Makes the first waiting message of each key claimable when nothing earlier holds it. */
+  /**
+   * Makes the next waiting messages of each key claimable when nothing earlier holds them:
+   * when a key's first blocking row is waiting, every waiting row among its first `maxRun`
+   * blocking rows (the next claim can take them as one run).
+   */
   private async promote(query: Query, keys: readonly string[]): Promise<number> {
     if (keys.length === 0) return 0;
     const { rows: firsts } = await query<{ k: string; first: string | number }>(
@@ -507,7 +575,23 @@ export class MysqlOutboxStore implements OutboxStore {
       firsts.flatMap((f) => [f.k, f.first]),
     );
     const held = new Set(holders.map((r) => r.k));
-    const ids = firsts.filter((f) => !held.has(f.k)).map((f) => f.first);
+    const heads = firsts.filter((f) => !held.has(f.k));
+    const ids: (string | number)[] = heads.map((f) => f.first);
+    const limit = this.policy.maxRun - 1;
+    for (let start = 0; limit > 0 && start < heads.length; start += MAX_KEYS_PER_RUN_QUERY) {
+      const chunk = heads
+        .slice(start, start + MAX_KEYS_PER_RUN_QUERY)
+        .map((f) => ({ key: f.k, after: f.first, limit }));
+      const { rows } = await query<KeyRow>(
+        mysqlKeyRows(this.names, this.policy, chunk.length),
+        mysqlKeyRowsParams(this.policy, chunk),
+      );
+      for (const { key } of chunk) {
+        for (const row of firstRows(rows, key, limit)) {
+          if (row.status === 'waiting') ids.push(row.id);
+        }
+      }
+    }
     if (ids.length === 0) return 0;
     return (await query(mysqlPromote(this.names, ids.length), ids)).affected;
   }
@@ -564,6 +648,50 @@ export class MysqlOutboxStore implements OutboxStore {
 }
 
 type Query = <R = SqlRow>(sql: string, params: readonly unknown[]) => Promise<SqlResult<R>>;
+
+type WindowRow = { id: string | number; message_key: string | null; behind: number | string };
+type KeyRow = { k: string; id: string | number; status: string };
+
+/** Keys per mysqlKeyRows statement: 3 parts of 3 params each, far below mysql2's 65 535. */
+const MAX_KEYS_PER_RUN_QUERY = 1_000;
+
+/** The first `limit` rows of `key` among mysqlKeyRows' answer, in queue (id) order. */
+function firstRows(rows: readonly KeyRow[], key: string, limit: number): KeyRow[] {
+  return rows
+    .filter((r) => r.k === key)
+    .sort((a, b) => compareIds(String(a.id), String(b.id)))
+    .slice(0, limit);
+}
+
+/** Row ids are decimal integers of up to 19 digits: compared as such, not as text. */
+function compareIds(a: string, b: string): number {
+  return a.length === b.length ? (a < b ? -1 : a > b ? 1 : 0) : a.length - b.length;
+}
+
+/**
+ * The locked rows to lease: a row at place p of its key's run only when the rows at places 1
+ * to p - 1 were locked too. A row another dispatcher holds (or that stopped being due) ends
+ * its key's run there, so no message is leased while an earlier one of its key is elsewhere.
+ */
+function wholeRuns<R extends { id: string | number; message_key: string | null }>(
+  locked: readonly R[],
+  places: ReadonlyMap<string, number>,
+): R[] {
+  const placesOf = new Map<string, Set<number>>();
+  for (const row of locked) {
+    if (row.message_key === null) continue;
+    const set = placesOf.get(row.message_key) ?? new Set<number>();
+    set.add(places.get(String(row.id)) ?? 0);
+    placesOf.set(row.message_key, set);
+  }
+  return locked.filter((row) => {
+    if (row.message_key === null) return true;
+    const have = placesOf.get(row.message_key) ?? new Set<number>();
+    const place = places.get(String(row.id)) ?? 0;
+    for (let p = 1; p < place; p++) if (!have.has(p)) return false;
+    return place >= 1;
+  });
+}
 
 /** Distinct buckets of keys, ascending, so that every locker takes them in one order. */
 function bucketsOf(keys: readonly (string | null)[]): number[] {
