@@ -130,15 +130,18 @@ const UNDELIVERED = (alias: string): string => `${alias}.status <> 'delivered'`;
 const BY_KEY = (n: OutboxTableNames): string => `INDEXED BY ${n.quote(`${n.tableName}_key_idx`)}`;
 
 /**
- * Params: window. The due rows in due order, each flagged when an earlier message of its key
- * holds it back. Runs inside the claim's write transaction (see SqliteOutboxStore.claim).
+ * Params: window. The due rows in due order, each with the blocking row of its key right before
+ * it (`prev`, null for a key's head and for rows without a key): a row is held back when
+ * `prev` is set, and it follows its key's head in a run when `prev` is a window row in that run
+ * (see SqliteOutboxStore.claim). One backward probe of the key index per row, stopping at the
+ * first blocking row, as cheap as an existence check. Runs inside the claim's write transaction.
  */
 export function sqliteClaimWindow(n: OutboxTableNames, policy: OutboxQueuePolicy): string {
   const t = n.table;
-  const behind = policy.ordered
-    ? `(c.message_key IS NOT NULL AND EXISTS (SELECT 1 FROM ${t} AS e ${BY_KEY(n)} WHERE e.message_key = c.message_key AND ${UNDELIVERED('e')} AND e.id < c.id AND e.status IN ${blocking(policy.deadBlocksKey)}))`
-    : '0';
-  return `SELECT c.id, c.message_key, ${behind} AS behind FROM ${t} AS c INDEXED BY ${n.quote(`${n.tableName}_pending_idx`)}
+  const prev = policy.ordered
+    ? `(SELECT e.id FROM ${t} AS e ${BY_KEY(n)} WHERE e.message_key = c.message_key AND ${UNDELIVERED('e')} AND e.id < c.id AND e.status IN ${blocking(policy.deadBlocksKey)} ORDER BY e.id DESC LIMIT 1)`
+    : 'NULL';
+  return `SELECT c.id, c.message_key, ${prev} AS prev FROM ${t} AS c INDEXED BY ${n.quote(`${n.tableName}_pending_idx`)}
 WHERE c.status = 'pending' AND c.available_at <= ${NOW}
 ORDER BY c.available_at, c.id LIMIT ?`;
 }
@@ -162,14 +165,33 @@ WHERE status = 'pending' AND status <> 'delivered' AND message_key IN (SELECT va
   AND id > (SELECT min(e.id) FROM ${t} AS e ${BY_KEY(n)} WHERE e.message_key = ${t}.message_key AND ${UNDELIVERED('e')} AND e.status IN ${blocking(policy.deadBlocksKey)})`;
 }
 
-/** Params: JSON array of keys. See PostgreSQL's promote. */
+/**
+ * Params: JSON array of keys, the longest run less one. Makes the next waiting messages of each
+ * key claimable when its first blocking row is waiting (nothing earlier holds it back): every
+ * waiting row among its first maxRun blocking rows, which the next claim can take as one run.
+ * `bound` is the key's blocking row right after those (its maxRun + 1st), found by one probe of
+ * the key index that stops there: the rows promoted lie between the first waiting row and it.
+ * CROSS JOIN keeps the keys the outer loop (SQLite then searches the key index per key, never
+ * scans it whole).
+ */
 export function sqlitePromote(n: OutboxTableNames, policy: OutboxQueuePolicy): string {
   const t = n.table;
-  return `UPDATE ${t} SET status = 'pending'
-WHERE id IN (
-  SELECT (SELECT x.id FROM ${t} AS x ${BY_KEY(n)} WHERE x.message_key = k.value AND ${UNDELIVERED('x')} AND x.status = 'waiting' ORDER BY x.id LIMIT 1)
-  FROM json_each(?) AS k)
-  AND NOT EXISTS (SELECT 1 FROM ${t} AS e ${BY_KEY(n)} WHERE e.message_key = ${t}.message_key AND ${UNDELIVERED('e')} AND e.id < ${t}.id AND e.status IN ${blocking(policy.deadBlocksKey)})`;
+  const statuses = blocking(policy.deadBlocksKey);
+  return `WITH f AS (
+  SELECT k.value AS key,
+    (SELECT w.id FROM ${t} AS w ${BY_KEY(n)} WHERE w.message_key = k.value AND ${UNDELIVERED('w')} AND w.status = 'waiting' ORDER BY w.id LIMIT 1) AS first
+  FROM json_each(?) AS k),
+h AS (
+  SELECT f.key, f.first,
+    (SELECT e.id FROM ${t} AS e ${BY_KEY(n)} WHERE e.message_key = f.key AND ${UNDELIVERED('e')} AND e.id > f.first AND e.status IN ${statuses} ORDER BY e.id LIMIT 1 OFFSET ?) AS bound
+  FROM f
+  WHERE f.first IS NOT NULL
+    AND NOT EXISTS (SELECT 1 FROM ${t} AS e ${BY_KEY(n)} WHERE e.message_key = f.key AND ${UNDELIVERED('e')} AND e.id < f.first AND e.status IN ${statuses}))
+UPDATE ${t} SET status = 'pending'
+WHERE status = 'waiting' AND id IN (
+  SELECT x.id FROM h CROSS JOIN ${t} AS x ${BY_KEY(n)}
+  WHERE x.message_key = h.key AND ${UNDELIVERED('x')} AND x.id >= h.first AND x.id < coalesce(h.bound, 9223372036854775807)
+    AND x.status = 'waiting')`;
 }
 
 /** Params: limit. Keys whose first waiting message has nothing earlier holding it back. */

@@ -135,28 +135,47 @@ export class SqliteOutboxStore implements OutboxStore {
     return present;
   }
 
+  /**
+   * Under ordering, a claim takes each key's head and, behind it, the rows of its key that
+   * follow with no gap (a run of up to `policy.maxRun`): a window row is in its key's run when
+   * the blocking row right before it (`prev`) is a window row in that run. Heads first, then
+   * every key's second row, and so on, up to the limit. The transaction holds the write lock
+   * from the window read to the lease: no other claim can take part of a run.
+   */
   claim(options: ClaimOptions): Promise<ClaimedBatch> {
     const token = randomUUID();
     return this.transaction((tx) => {
-      const window = tx.all<{ id: number; message_key: string | null; behind: number }>(
+      const window = tx.all<{ id: number; message_key: string | null; prev: number | null }>(
         sqliteClaimWindow(this.names, this.policy),
         [claimWindow(options.limit)],
       );
-      const heads = window.filter((r) => !r.behind).slice(0, options.limit);
+      const places = new Map<number, number>();
+      // A row's prev has a smaller id: in id order, it is placed before the row is looked at.
+      for (const row of [...window].sort((a, b) => a.id - b.id)) {
+        const before = row.prev === null ? 0 : places.get(row.prev);
+        if (before !== undefined && before < this.policy.maxRun) places.set(row.id, before + 1);
+      }
       const blockedKeys = [
         ...new Set(
-          window.flatMap((r) => (r.behind && r.message_key !== null ? [r.message_key] : [])),
+          window.flatMap((r) =>
+            r.message_key !== null && !places.has(r.id) ? [r.message_key] : [],
+          ),
         ),
       ];
+      // Window order is due order; a stable sort by place keeps it within each place.
+      const candidates = window
+        .filter((r) => places.has(r.id))
+        .sort((a, b) => (places.get(a.id) ?? 0) - (places.get(b.id) ?? 0))
+        .slice(0, options.limit);
       const rows =
-        heads.length === 0
+        candidates.length === 0
           ? []
           : tx.all<ClaimedRow>(sqliteClaimLease(this.names), [
               options.owner,
               token,
               options.leaseMs,
               options.leaseMs,
-              JSON.stringify(heads.map((r) => r.id)),
+              JSON.stringify(candidates.map((r) => r.id)),
             ]);
       return { token, records: toClaimedRecords(rows), blockedKeys };
     });
@@ -206,7 +225,7 @@ export class SqliteOutboxStore implements OutboxStore {
         ]);
       }
       if (this.policy.ordered && s.advancedKeys.length > 0) {
-        tx.run(sqlitePromote(this.names, this.policy), [JSON.stringify(s.advancedKeys)]);
+        this.promote(tx, s.advancedKeys);
       }
       return changed;
     });
@@ -241,7 +260,7 @@ export class SqliteOutboxStore implements OutboxStore {
         .all<{ key: string }>(sqliteOrphanKeys(this.names, this.policy), [limit])
         .map((r) => r.key);
       if (keys.length === 0) return 0;
-      return tx.run(sqlitePromote(this.names, this.policy), [JSON.stringify(keys)]);
+      return this.promote(tx, keys);
     });
   }
 
@@ -298,9 +317,15 @@ export class SqliteOutboxStore implements OutboxStore {
   /** A deleted dead message no longer blocks its key: the next one may go. */
   private advanceDeleted(tx: SqliteTx, rows: readonly { key: string | null }[]): void {
     const keys = [...new Set(rows.flatMap((r) => (r.key === null ? [] : [r.key])))];
-    if (this.policy.ordered && keys.length > 0) {
-      tx.run(sqlitePromote(this.names, this.policy), [JSON.stringify(keys)]);
-    }
+    if (this.policy.ordered && keys.length > 0) this.promote(tx, keys);
+  }
+
+  /** Makes the next waiting messages of each key claimable (up to maxRun): see sqlitePromote. */
+  private promote(tx: SqliteTx, keys: readonly string[]): number {
+    return tx.run(sqlitePromote(this.names, this.policy), [
+      JSON.stringify(keys),
+      this.policy.maxRun - 1,
+    ]);
   }
 
   requeueDead(ids?: readonly string[]): Promise<RequeueReport> {
