@@ -7,6 +7,8 @@ import {
   mysqlClaimWindow,
   mysqlFirstBlocking,
   mysqlFirstWaiting,
+  mysqlKeyRows,
+  mysqlKeyRowsParams,
   mysqlOrphanKeys,
   mysqlStillHeld,
 } from '../../lib/store/mysql/mysql.sql';
@@ -267,13 +269,26 @@ for (const [db, stats] of TEST_DATABASES.flatMap((d) =>
             break;
           case 'mariadb':
             problems = {
-              claim: await mysqlPlanProblems(
-                ds,
-                mysqlClaimWindow(names, POLICY),
-                [claimWindow(20)],
-                names,
-                ['e'],
-              ),
+              claim: [
+                ...(await mysqlPlanProblems(
+                  ds,
+                  mysqlClaimWindow(names, POLICY),
+                  [claimWindow(20)],
+                  names,
+                  ['e'],
+                )),
+                // The rows of the runs behind the heads, for keys seen more than once.
+                ...(await mysqlPlanProblems(
+                  ds,
+                  mysqlKeyRows(names, POLICY, keys.length),
+                  mysqlKeyRowsParams(
+                    POLICY,
+                    keys.map((key) => ({ key, after: 0, limit: POLICY.maxRun })),
+                  ),
+                  names,
+                  [table],
+                )),
+              ],
               park: await mysqlPlanProblems(
                 ds,
                 mysqlFirstBlocking(names, POLICY, keys.length),
@@ -313,10 +328,13 @@ for (const [db, stats] of TEST_DATABASES.flatMap((d) =>
                 ['e'],
               ),
               park: await sqlitePlanProblems(ds, sqlitePark(names, POLICY), [json], names, ['e']),
-              promote: await sqlitePlanProblems(ds, sqlitePromote(names, POLICY), [json], names, [
-                'e',
-                'x',
-              ]),
+              promote: await sqlitePlanProblems(
+                ds,
+                sqlitePromote(names, POLICY),
+                [json, POLICY.maxRun - 1],
+                names,
+                ['w', 'e', 'x'],
+              ),
               orphans: await sqlitePlanProblems(ds, sqliteOrphanKeys(names, POLICY), [100], names, [
                 'e',
               ]),
