@@ -48,7 +48,8 @@ describeWith(['mariadb'], 'MariaDB: CHAR(36) message ids converted to BINARY(16)
       {
         tableName: table,
         schema: null,
-        ordering: { enabled: true, onDeadLetter: 'block' },
+        // Runs of one: the queue is driven head by head (one record per key per claim).
+        ordering: { enabled: true, onDeadLetter: 'block', maxRun: 1 },
         partitioning: null,
       },
       { enabled: true, notify: false },
