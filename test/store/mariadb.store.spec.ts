@@ -150,4 +150,46 @@ describeWith(['mariadb'], 'MySQL/MariaDB store: runs', () => {
     expect(second.records.map((r) => r.id).sort()).toEqual(queue.slice(3).sort());
     expect(second.blockedKeys).toEqual([]);
   });
+
+  it('never leases part of a run whose earlier row another transaction holds', async () => {
+    await ds.transaction((m) =>
+      store.insert(
+        typeormSqlRunner(m.queryRunner as QueryRunner),
+        Array.from({ length: 3 }, () => ({
+          messageId: randomUUID(),
+          topic: 't',
+          key: 'k',
+          type: 'T',
+          payload: '{}',
+          headers: '{}',
+          availableAt: null,
+          delayMs: null,
+        })),
+        true,
+      ),
+    );
+    const queue = (await readOutbox(ds, table)).map((r) => r.id);
+    const claim = () => store.claim({ limit: 10, owner: 'runs', leaseMs: 60_000 });
+    // Another dispatcher's claim holds a row, as between its lock and its commit.
+    const holding = async (id: string, work: () => Promise<void>): Promise<void> => {
+      const other = ds.createQueryRunner();
+      await other.startTransaction();
+      try {
+        await other.query(`SELECT id FROM \`${table}\` WHERE id = ? FOR UPDATE`, [id]);
+        await work();
+      } finally {
+        await other.rollbackTransaction();
+        await other.release();
+      }
+    };
+    // The head held: nothing behind it may go.
+    await holding(queue[0] as string, async () => {
+      expect((await claim()).records).toEqual([]);
+    });
+    // The second held: the head goes alone, the third stays.
+    await holding(queue[1] as string, async () => {
+      expect((await claim()).records.map((r) => r.id)).toEqual([queue[0]]);
+    });
+    expect((await readOutbox(ds, table)).map((r) => r.lockedBy)).toEqual(['runs', null, null]);
+  });
 });
