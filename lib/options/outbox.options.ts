@@ -70,8 +70,7 @@ export interface OutboxOrderingOptions {
    * The most consecutive messages of one key a batch may carry (a run), from 1 to 1000. A run is
    * published in order, each message after the broker acknowledged the one before, and stops at
    * the key's first failure (the rest go back unpublished): hot keys drain many messages per
-   * batch instead of one. 1 sends one message per key per batch. PostgreSQL only; MySQL/MariaDB
-   * and SQLite send one. @default 50
+   * batch instead of one. 1 sends one message per key per batch. @default 50
    */
   maxRun?: number;
 }

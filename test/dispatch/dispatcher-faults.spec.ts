@@ -163,7 +163,9 @@ for (const db of TEST_DATABASES) {
       // the lease end on this machine's clock (the database runs on the same host).
       const leasesReadFrom = Date.now();
       const leases = await leasesOf(table, 'doomed-child');
-      expect(leases.map((l) => l.messageId).sort()).toEqual([...hanging.claimed].sort());
+      // The publish call that hung is one round of a leased batch (runs go out in rounds).
+      const leased = leases.map((l) => l.messageId);
+      expect(hanging.claimed.filter((id) => !leased.includes(id))).toEqual([]);
       expect(hanging.published.length).toBeGreaterThan(0);
       expect(hanging.published.length).toBeLessThan(hanging.claimed.length);
       const exit = await doomed.kill('SIGKILL');
@@ -175,7 +177,7 @@ for (const db of TEST_DATABASES) {
         5_000,
         'the half batch the child sent',
       );
-      expect((await leasesOf(table, 'doomed-child')).length).toBe(hanging.claimed.length);
+      expect((await leasesOf(table, 'doomed-child')).length).toBe(leased.length);
       const beforeTakeover = consumer.arrivals.length;
 
       await tcpDispatcher(table, consumer.port, {
@@ -196,11 +198,11 @@ for (const db of TEST_DATABASES) {
       expect(consumer.duplicates().sort()).toEqual([...hanging.published].sort());
       expect(Math.max(...counts.values())).toBe(2);
       // The survivor took the child's messages over only after the child's lease had expired.
-      const claimed = new Set(hanging.claimed);
+      const claimed = new Set(leased);
       const takenOver = consumer.arrivals
         .slice(beforeTakeover)
         .filter((a) => claimed.has(a.messageId));
-      expect(takenOver).toHaveLength(hanging.claimed.length);
+      expect(takenOver).toHaveLength(leased.length);
       for (const a of takenOver) expect(a.at).toBeGreaterThanOrEqual(leaseEnds);
       // Per-key order of first publications is commit order.
       const firsts = consumer.firstArrivalsByKey();

@@ -53,6 +53,7 @@ import {
   mysqlStillHeld,
 } from './mysql.sql';
 import { claimWindow } from '../claim-window';
+import { promotionRun } from '../queue-policy';
 import {
   hashKey,
   requeueValues,
@@ -560,8 +561,8 @@ export class MysqlOutboxStore implements OutboxStore {
 
   /**
    * Makes the next waiting messages of each key claimable when nothing earlier holds them:
-   * when a key's first blocking row is waiting, every waiting row among its first `maxRun`
-   * blocking rows (the next claim can take them as one run).
+   * when a key's first blocking row is waiting, every waiting row among its first
+   * `promotionRun` blocking rows (the next claim can take them as one run).
    */
   private async promote(query: Query, keys: readonly string[]): Promise<number> {
     if (keys.length === 0) return 0;
@@ -577,7 +578,7 @@ export class MysqlOutboxStore implements OutboxStore {
     const held = new Set(holders.map((r) => r.k));
     const heads = firsts.filter((f) => !held.has(f.k));
     const ids: (string | number)[] = heads.map((f) => f.first);
-    const limit = this.policy.maxRun - 1;
+    const limit = promotionRun(this.policy, heads.length) - 1;
     for (let start = 0; limit > 0 && start < heads.length; start += MAX_KEYS_PER_RUN_QUERY) {
       const chunk = heads
         .slice(start, start + MAX_KEYS_PER_RUN_QUERY)

@@ -41,6 +41,7 @@ import {
   sqliteStats,
 } from './sqlite.sql';
 import { claimWindow } from '../claim-window';
+import { promotionRun } from '../queue-policy';
 import {
   alreadyPresent,
   requeueValues,
@@ -320,11 +321,11 @@ export class SqliteOutboxStore implements OutboxStore {
     if (this.policy.ordered && keys.length > 0) this.promote(tx, keys);
   }
 
-  /** Makes the next waiting messages of each key claimable (up to maxRun): see sqlitePromote. */
+  /** Makes the next waiting messages of each key claimable (`promotionRun`): see sqlitePromote. */
   private promote(tx: SqliteTx, keys: readonly string[]): number {
     return tx.run(sqlitePromote(this.names, this.policy), [
       JSON.stringify(keys),
-      this.policy.maxRun - 1,
+      promotionRun(this.policy, keys.length) - 1,
     ]);
   }
 
