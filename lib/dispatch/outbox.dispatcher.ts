@@ -257,8 +257,8 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
 
   /**
    * Claims and delivers until nothing is due, with up to `batchesInFlight` batches publishing at
-   * once: the next claim overlaps the current publish. Safe for ordering, because a claim only
-   * takes the head of a key and a key whose head is in flight has no claimable message.
+   * once: the next claim overlaps the current publish. Safe for ordering, because a claim takes a
+   * key only from its head and a key with a message in flight has no claimable message.
    */
   private async drainLoop(): Promise<number> {
     let published = 0;

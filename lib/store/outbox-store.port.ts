@@ -68,7 +68,7 @@ export interface ClaimOptions {
 
 /** How a store queues the messages of one key; fixed for the store's life. */
 export interface OutboxQueuePolicy {
-  /** Only the head of each key is claimable; the others wait for their turn. */
+  /** A key is claimed from its head only (a run of up to `maxRun`); the others wait their turn. */
   readonly ordered: boolean;
   /** A dead message blocks the later messages of its key. */
   readonly deadBlocksKey: boolean;

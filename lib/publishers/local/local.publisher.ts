@@ -71,7 +71,8 @@ export class LocalPublisher implements OutboxPublisher, OnModuleInit {
     const outcomes: PublishOutcome[] = new Array<PublishOutcome>(messages.length);
     // One lane per key (each message without a key is a lane of its own): a key's messages run
     // one after another in claim order, the lanes side by side. With ordering on the dispatcher
-    // claims one message per key anyway; this keeps a key sequential when it is off.
+    // hands over one message per key per call anyway (runs go out in rounds); this keeps a key
+    // sequential when it is off.
     const lanes = new Map<string, number[]>();
     messages.forEach((record, i) => {
       const lane = record.key === null ? `#${i}` : `k:${record.key}`;
