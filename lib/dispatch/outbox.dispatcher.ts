@@ -156,7 +156,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     const { dispatcher, ordering, instanceId } = this.options;
     if (!this.started) {
       this.logger.log(
-        `Dispatcher started (${this.runLabel()}): batchSize ${dispatcher.batchSize}, batchesInFlight ${dispatcher.batchesInFlight}, leaseMs ${dispatcher.leaseMs}, pollIntervalMs ${dispatcher.pollIntervalMs}, ordering ${ordering.enabled ? `on (dead letters ${ordering.onDeadLetter})` : 'off'}, instance ${instanceId}`,
+        `Dispatcher started (${this.runLabel()}): batchSize ${dispatcher.batchSize}, batchesInFlight ${dispatcher.batchesInFlight}, leaseMs ${dispatcher.leaseMs}, pollIntervalMs ${dispatcher.pollIntervalMs}, ordering ${ordering.enabled ? `on (dead letters ${ordering.onDeadLetter}, runs of up to ${ordering.maxRun})` : 'off'}, instance ${instanceId}`,
       );
     }
     this.started = true;

@@ -157,9 +157,9 @@ describeWith(['postgres'], 'partitioned outbox table on postgres', () => {
           `EXPLAIN (ANALYZE, TIMING OFF) ${postgresClaim(names, policy, true)}`,
           ['me', token, 30_000, 10, 70, 50],
         );
-      // Six partitions: the lease is written by primary-key probes of today's partition only (on
-      // so small a table the heads are found by a scan of the pending indexes instead).
-      expect(executedKeyScans(claim)).toBe(1);
+        // Six partitions: the lease is written by primary-key probes of today's partition only (on
+        // so small a table the heads are found by a scan of the pending indexes instead).
+        expect(executedKeyScans(claim)).toBe(1);
         const rows = await m.query<{ id: string; created_at: Date }[]>(
           `SELECT id::text AS id, created_at FROM "${table}" WHERE lock_token = $1`,
           [token],
