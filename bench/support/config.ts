@@ -20,6 +20,8 @@ export interface BenchProfile {
   /** P4: length of each steady-load window, and the load. */
   readonly p4DurationMs: number;
   readonly p4Rate: number;
+  /** P4's second load: the issue's 5 000 msgs/s, LISTEN/NOTIFY only. */
+  readonly p4HighRate: number;
   readonly p4Writers: number;
   /** P5: transactions per measurement (one order + one event), and batches of 100 events. */
   readonly p5Transactions: number;
@@ -66,6 +68,7 @@ const BASE_PROFILES: Record<ProfileName, BenchProfile> = {
     p3Messages: 10_000,
     p4DurationMs: 4_000,
     p4Rate: 1_000,
+    p4HighRate: 5_000,
     p4Writers: 8,
     p5Transactions: 600,
     p5Batches: 60,
@@ -94,6 +97,7 @@ const BASE_PROFILES: Record<ProfileName, BenchProfile> = {
     p3Messages: 100_000,
     p4DurationMs: 20_000,
     p4Rate: 1_000,
+    p4HighRate: 5_000,
     p4Writers: 8,
     p5Transactions: 3_000,
     p5Batches: 300,
@@ -169,7 +173,8 @@ function scaled(
     Object.fromEntries(
       Object.entries(p).map(([k, v]) => [
         k,
-        typeof v === 'number' && !['runs', 'p4Rate', 'p4Writers', 'p9BudgetS', 'p9Pool'].includes(k)
+        typeof v === 'number' &&
+        !['runs', 'p4Rate', 'p4HighRate', 'p4Writers', 'p9BudgetS', 'p9Pool'].includes(k)
           ? Math.max(100, Math.round(v * factor))
           : v,
       ]),
