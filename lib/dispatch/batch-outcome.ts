@@ -29,6 +29,7 @@ import type { OutboxRecord } from '../message/outbox-record.interface';
 import type { OutboxBatchReport } from '../observers/outbox-observer.interface';
 import type { PublishOutcome } from '../publishers/outbox-publisher.interface';
 import type { ClaimedRecord, Settlement } from '../store/outbox-store.port';
+import { compareIds } from './key-runs';
 import { retryDelay, type BackoffPolicy } from './retry-backoff';
 
 /** The retry options a verdict depends on. */
@@ -93,6 +94,11 @@ export interface PublishReading {
 export interface BatchPlan {
   /** The records to publish, in claim order (the batch less its exhausted records). */
   readonly fresh: readonly ClaimedRecord[];
+  /**
+   * Row ids of fresh records not to send: a run's records behind an exhausted record of their
+   * key, which is dead-lettered unpublished, so they go back unpublished too.
+   */
+  readonly held: ReadonlySet<string>;
   /** Set when nothing is to be published: no fresh record, or the lease lapsed. */
   readonly skip: PublishResult | undefined;
 }
@@ -155,11 +161,19 @@ export function planBatch(
   now: number,
   publishBy: number,
 ): BatchPlan {
-  const exhausted = records.some((r) => isExhausted(r, maxAttempts));
-  const fresh = exhausted ? records.filter((r) => !isExhausted(r, maxAttempts)) : records;
-  if (fresh.length === 0) return { fresh, skip: NOTHING_PUBLISHED };
-  if (now >= publishBy) return { fresh, skip: { kind: 'lapsed' } };
-  return { fresh, skip: undefined };
+  const exhausted = records.filter((r) => isExhausted(r, maxAttempts));
+  const fresh =
+    exhausted.length > 0 ? records.filter((r) => !isExhausted(r, maxAttempts)) : records;
+  const held = new Set(
+    fresh
+      .filter((r) =>
+        exhausted.some((x) => x.key !== null && x.key === r.key && compareIds(x.id, r.id) < 0),
+      )
+      .map((r) => r.id),
+  );
+  if (fresh.length === 0) return { fresh, held, skip: NOTHING_PUBLISHED };
+  if (now >= publishBy) return { fresh, held, skip: { kind: 'lapsed' } };
+  return { fresh, held, skip: undefined };
 }
 
 /** Reads a publish of `sent` messages: what it came to, and how claiming should react. */

@@ -35,7 +35,7 @@ export function keyRounds(records: readonly ClaimedRecord[]): number[][] {
 }
 
 /** Row ids are decimal integers of up to 19 digits: compared as such, not as text. */
-function compareIds(a: string, b: string): number {
+export function compareIds(a: string, b: string): number {
   return a.length === b.length ? (a < b ? -1 : a > b ? 1 : 0) : a.length - b.length;
 }
 

@@ -372,7 +372,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
         `A claimed batch of ${records.length} message(s) reached its lease deadline before publishing (was the process paused?); releasing it unpublished`,
       );
     }
-    const result = plan.skip ?? (await this.publish(plan.fresh, publishBy));
+    const result = plan.skip ?? (await this.publish(plan.fresh, plan.held, publishBy));
     const answeredAfterClaimMs = performance.now() - claimedAt;
     const { verdicts, settlement, releaseDelayMs, hookErrors } = judgeBatch({
       records,
@@ -402,9 +402,11 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
    * Publishes under one deadline and says what the broker side came to. A batch holding runs
    * (several messages of a key) goes out in rounds (see keyRounds): a key's next message waits
    * for the broker's answer to the one before, and a key whose message failed sends no more.
+   * `held` records (behind an exhausted one of their key) are not sent.
    */
   private async publish(
     records: readonly ClaimedRecord[],
+    held: ReadonlySet<string>,
     publishBy: number,
   ): Promise<PublishResult> {
     // The publish timeout, cut short by the lease: in-flight publishes are aborted when the
@@ -430,11 +432,14 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
       this.publishRound(batch, controller, deadline, timeoutMs);
     try {
       const rounds = keyRounds(records);
-      if (rounds.length === 1) return await send(records);
+      if (rounds.length === 1 && held.size === 0) return await send(records);
       const outcomes: (PublishOutcome | undefined)[] = records.map(() => undefined);
       const stopped = new Set<string>();
       for (const [place, round] of rounds.entries()) {
-        const sendable = round.filter((i) => !stopped.has(records[i]?.key ?? ''));
+        const sendable = round.filter((i) => {
+          const record = records[i];
+          return record !== undefined && !held.has(record.id) && !stopped.has(record.key ?? '');
+        });
         if (sendable.length === 0) break;
         const result = await send(sendable.flatMap((i) => records[i] ?? []));
         // Nothing was acknowledged before the first round: the batch fares as one publish.

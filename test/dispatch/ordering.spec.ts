@@ -6,7 +6,8 @@ import {
 } from '../../lib';
 import { MYSQL_KEY_LOCK_BUCKETS } from '../../lib/store/mysql/mysql.sql';
 import { hashKey } from '../../lib/store/outbox-row.mapper';
-import { readOutbox, TEST_DATABASES, TestOrder } from '../support/databases';
+import { readOutbox, storedId, TEST_DATABASES, TestOrder } from '../support/databases';
+import { quoteTable } from '../support/outbox-harness';
 import { dispatchApps, msg, published } from '../support/dispatch-fixtures';
 import { useOutboxScope } from '../support/outbox-scope';
 import { RecordingPublisher } from '../support/recording.publisher';
@@ -207,6 +208,32 @@ for (const db of TEST_DATABASES) {
       expect((await h.rows()).every((r) => r.status === 'delivered' && r.attempts === 1)).toBe(
         true,
       );
+    });
+
+    it('a run whose middle message is exhausted (claimed past maxAttempts without an outcome) sends what is before it, dead-letters it unpublished, and holds what is behind it', async () => {
+      const publisher = new RecordingPublisher();
+      const h = await boot(publisher, { retry: { maxAttempts: 3 } });
+      const [k1, k2, k3] = (await h.commit(['K', 'K', 'K'].map((key, n) => msg(key, { n })))) as [
+        string,
+        string,
+        string,
+      ];
+      // As if k2's earlier claims all ended in crashes: the next claim counts its fourth attempt.
+      await scope.ds.query(
+        `UPDATE ${quoteTable(scope.ds, h.table)} SET attempts = 3 WHERE message_id = ${
+          db.name === 'postgres' ? '$1' : '?'
+        }`,
+        [storedId(scope.ds.options.type, k2)],
+      );
+
+      const report = await h.dispatcher.runOnce();
+      expect(report).toMatchObject({ claimed: 3, published: 1, deadLettered: 1, released: 1 });
+      expect(publisher.sentIds).toEqual([k1]);
+      expect(await h.row(k2)).toMatchObject({ status: 'dead', attempts: 4 });
+      expect(await h.row(k3)).toMatchObject({ attempts: 0, lockedBy: null });
+      // The dead message holds its key ('block'): k3 never goes.
+      await h.runUntilIdle();
+      expect(publisher.sentIds).toEqual([k1]);
     });
 
     it("with onDeadLetter 'block', a dead head keeps holding its key until an operator requeues it", async () => {

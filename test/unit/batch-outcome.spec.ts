@@ -569,6 +569,20 @@ describe('batch outcome', () => {
     expect(planBatch(records, 3, 0, 1_000).fresh.map((r) => r.id)).toEqual(['1', '3']);
   });
 
+  it('holds back the records of a run behind an exhausted record of their key, and only those', () => {
+    const records = [
+      rec('10', { key: 'a' }),
+      rec('11', { key: 'a', attempts: 9 }),
+      rec('12', { key: 'a' }),
+      rec('9', { key: 'b' }),
+      rec('13', { key: null }),
+      rec('100', { key: 'a' }),
+    ];
+    const plan = planBatch(records, 3, 0, 1_000);
+    expect(plan.fresh.map((r) => r.id)).toEqual(['10', '12', '9', '13', '100']);
+    expect([...plan.held].sort()).toEqual(['100', '12']);
+  });
+
   it('hands the errors a retryIf threw to the dispatcher, in order', () => {
     const first = new Error('first');
     const second = new Error('second');
