@@ -4,17 +4,27 @@
  * interleaved run by run and checked at the consumer (order per key, duplicates, missing). A
  * claim takes runs of consecutive messages of a key (`ordering.maxRun`, default 50); for the
  * record, 10 keys with `maxRun: 1` (one message per key per batch, as before runs) on a tenth
- * of the backlog.
+ * of the backlog. Then the same three backlogs PostgreSQL → Kafka (`KafkaPublisher`, the P2
+ * drain), counted in the topic (per-key order on Kafka is the ordering tests' to prove).
  */
-import { named } from '../support/config';
+import { KafkaPublisher } from '../../lib/publishers/kafka';
+import { SERVICES, named } from '../support/config';
 import { checkedRabbitDrain } from '../support/checked-drain';
 import {
+  analyse,
   dropOutboxTable,
   resetOutboxTable,
   seedOutbox,
   truncateOutbox,
 } from '../support/databases';
-import { drainAll, rabbitPublisher, startOutboxApp, type OutboxApp } from '../support/outbox-app';
+import { deleteTopic, ensureKafka, resetTopic, topicCount } from '../support/kafka';
+import {
+  drainAll,
+  measured,
+  rabbitPublisher,
+  startOutboxApp,
+  type OutboxApp,
+} from '../support/outbox-app';
 import { resetQueue } from '../support/rabbit';
 import {
   addMetric,
@@ -129,5 +139,106 @@ export async function p16(ctx: BenchContext): Promise<ScenarioResult> {
     '<=',
     0,
   );
+  const stopKafka = await ensureKafka(ctx.log);
+  if (stopKafka === undefined) {
+    result.skipped.push(
+      `Kafka is not reachable at ${SERVICES.kafka.brokers.join(',')} and could not be started: the Kafka half was not measured`,
+    );
+    return result;
+  }
+  try {
+    await measureKafka(ctx, result);
+  } finally {
+    stopKafka();
+  }
   return result;
+}
+
+const KAFKA_VARIANTS = VARIANTS.filter((v) => v.maxRun !== 1);
+
+/** The backlogs of KAFKA_VARIANTS drained into a Kafka topic, counted there. */
+async function measureKafka(ctx: BenchContext, result: ScenarioResult): Promise<void> {
+  const { profile, pg } = ctx;
+  const n = profile.p2Messages;
+  const topic = named('bench-p16', '-');
+  await resetOutboxTable(pg, TABLE);
+  const app = await startOutboxApp({
+    dataSource: pg,
+    tableName: TABLE,
+    publisher: new KafkaPublisher({
+      brokers: [...SERVICES.kafka.brokers],
+      clientId: 'outbox-bench-p16',
+      topic: () => topic,
+    }),
+    autoStart: false,
+    instanceId: 'bench-p16-kafka',
+    ordering: { enabled: true },
+  });
+  const rates: number[][] = KAFKA_VARIANTS.map(() => []);
+  let miscounted = 0;
+  const drain = async (count: number, keys: number): Promise<number> => {
+    await truncateOutbox(pg, TABLE);
+    await seedOutbox(pg, TABLE, count, { keys });
+    await analyse(pg, TABLE);
+    const start = performance.now();
+    await drainAll(app, pg, TABLE);
+    return (performance.now() - start) / 1000;
+  };
+  try {
+    await resetTopic(topic);
+    await drain(2_000, 10);
+    for (let run = 1; run <= ctx.runs; run++) {
+      for (const [i, variant] of KAFKA_VARIANTS.entries()) {
+        const seconds = await measured(
+          `P16 Kafka run ${run} ${variant.name}`,
+          ctx.log,
+          async () => {
+            await resetTopic(topic);
+            return drain(n, variant.keys ?? n);
+          },
+          [app],
+        );
+        const count = await topicCount(topic);
+        miscounted += Math.abs(count - n);
+        rates[i]?.push(n / seconds);
+        ctx.log(
+          `P16 Kafka run ${run}: ${variant.label}: ${Math.round(n / seconds)} msgs/s (topic holds ${count})`,
+        );
+      }
+    }
+  } finally {
+    await app.close();
+    await deleteTopic(topic);
+    await dropOutboxTable(pg, TABLE);
+  }
+  const medians = KAFKA_VARIANTS.map((variant, i) =>
+    addMetric(
+      result,
+      `kafka_${variant.name}_msgs_per_s`,
+      `Kafka: ${variant.label}`,
+      'msgs/s',
+      rates[i] ?? [],
+      n,
+    ),
+  );
+  const control = medians[0]?.median ?? Number.NaN;
+  for (const [i, variant] of KAFKA_VARIANTS.entries()) {
+    if (i === 0) continue;
+    addTarget(
+      result,
+      `p16_kafka_${variant.name}_vs_key_per_message`,
+      `Kafka: ${variant.label} ÷ a key per message`,
+      round(ratio(medians[i]?.median ?? Number.NaN, control), 3),
+      '>=',
+      0.3,
+    );
+  }
+  addTarget(
+    result,
+    'p16_kafka_miscounted',
+    'Kafka: messages missing from or extra in the topic, every run',
+    miscounted,
+    '<=',
+    0,
+  );
 }
