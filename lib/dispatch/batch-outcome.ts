@@ -28,8 +28,8 @@ import { describeError, errorClassOf } from '../internal/describe-error';
 import type { OutboxRecord } from '../message/outbox-record.interface';
 import type { OutboxBatchReport } from '../observers/outbox-observer.interface';
 import type { PublishOutcome } from '../publishers/outbox-publisher.interface';
+import { compareIds } from '../store/outbox-row.mapper';
 import type { ClaimedRecord, Settlement } from '../store/outbox-store.port';
-import { compareIds } from './key-runs';
 import { retryDelay, type BackoffPolicy } from './retry-backoff';
 
 /** The retry options a verdict depends on. */
@@ -167,7 +167,7 @@ export function planBatch(
   const held = new Set(
     fresh
       .filter((r) =>
-        exhausted.some((x) => x.key !== null && x.key === r.key && compareIds(x.id, r.id) < 0),
+        exhausted.some((x) => x.key !== null && x.key === r.key && compareIds(x, r) < 0),
       )
       .map((r) => r.id),
   );

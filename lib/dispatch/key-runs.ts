@@ -1,4 +1,5 @@
 import type { PublishOutcome } from '../publishers/outbox-publisher.interface';
+import { compareIds } from '../store/outbox-row.mapper';
 import type { ClaimedRecord } from '../store/outbox-store.port';
 
 /**
@@ -25,18 +26,13 @@ export function keyRounds(records: readonly ClaimedRecord[]): number[][] {
     else run.push(index);
   });
   for (const run of runs.values()) {
-    // Queue order is row id order (a key's ids follow its commit order); the claim's own order
-    // puts heads first.
-    run.sort((a, b) => compareIds(records[a]?.id ?? '', records[b]?.id ?? ''));
+    // Queue order is row id order (a key's ids follow its commit order), whatever order the
+    // store returned the batch in.
+    run.sort((a, b) => compareIds({ id: records[a]?.id ?? '' }, { id: records[b]?.id ?? '' }));
     run.forEach((index, place) => (rounds[place] ??= []).push(index));
   }
   for (const round of rounds) round.sort((a, b) => a - b);
   return rounds;
-}
-
-/** Row ids are decimal integers of up to 19 digits: compared as such, not as text. */
-export function compareIds(a: string, b: string): number {
-  return a.length === b.length ? (a < b ? -1 : a > b ? 1 : 0) : a.length - b.length;
 }
 
 /**

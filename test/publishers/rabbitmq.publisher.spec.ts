@@ -362,7 +362,10 @@ describeWith(['postgres', 'rabbitmq'], 'RabbitMqPublisher failures (PostgreSQL â
   const suite = rabbitSuite(postgres);
   const retry = { maxAttempts: 3, initialDelayMs: 20, maxDelayMs: 50 };
 
-  it('retries an unroutable message (returned, though confirmed) and dead-letters it; it is never delivered', async () => {
+  /** An outbox whose topic 'unroutable' goes to an exchange with no queue bound (yet). */
+  async function unroutableOutbox(
+    retryOptions: typeof retry,
+  ): Promise<{ h: Harness; noBinding: string }> {
     const noBinding = uniqueName('no-binding');
     let queue = '';
     const h = await suite.openOutbox(
@@ -374,9 +377,14 @@ describeWith(['postgres', 'rabbitmq'], 'RabbitMqPublisher failures (PostgreSQL â
           await channel.assertQueue(queue, { durable: true });
         },
       },
-      { retry },
+      { retry: retryOptions },
     );
     queue = h.queue;
+    return { h, noBinding };
+  }
+
+  it('retries an unroutable message (returned, though confirmed) and dead-letters it; it is never delivered', async () => {
+    const { h, noBinding } = await unroutableOutbox(retry);
     const received = await suite.consume(h.queue);
     const ids = await h.enqueue([
       ...Array.from({ length: 5 }, (_, i) => ({ topic: 'ok', key: `k-${i}`, payload: { i } })),
@@ -414,20 +422,12 @@ describeWith(['postgres', 'rabbitmq'], 'RabbitMqPublisher failures (PostgreSQL â
   });
 
   it('a run refused part way (unroutable): the key stops there and the rest of its run goes back unpublished; once routable it goes on in order', async () => {
-    const noBinding = uniqueName('no-binding');
-    let queue = '';
-    const h = await suite.openOutbox(
-      {
-        exchange: (r) => (r.topic === 'unroutable' ? noBinding : ''),
-        routingKey: (r) => (r.topic === 'unroutable' ? 'nowhere' : queue),
-        assertTopology: async (channel) => {
-          await channel.assertExchange(noBinding, 'direct', { durable: false, autoDelete: false });
-          await channel.assertQueue(queue, { durable: true });
-        },
-      },
-      { retry: { maxAttempts: 50, initialDelayMs: 20, maxDelayMs: 50 } },
-    );
-    queue = h.queue;
+    const { h, noBinding } = await unroutableOutbox({
+      maxAttempts: 50,
+      initialDelayMs: 20,
+      maxDelayMs: 50,
+    });
+    const { queue } = h;
     const received = await suite.consume(h.queue);
     // Key A's third message is refused; key B's run is all routable.
     const ids = await h.enqueue(

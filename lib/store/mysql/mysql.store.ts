@@ -55,6 +55,7 @@ import {
 import { claimWindow } from '../claim-window';
 import { promotionRun } from '../queue-policy';
 import {
+  compareIds,
   hashKey,
   requeueValues,
   toClaimedRecords,
@@ -578,7 +579,7 @@ export class MysqlOutboxStore implements OutboxStore {
     const held = new Set(holders.map((r) => r.k));
     const heads = firsts.filter((f) => !held.has(f.k));
     const ids: (string | number)[] = heads.map((f) => f.first);
-    const limit = promotionRun(this.policy, heads.length) - 1;
+    const limit = promotionRun(this.policy, keys.length) - 1;
     for (let start = 0; limit > 0 && start < heads.length; start += MAX_KEYS_PER_RUN_QUERY) {
       const chunk = heads
         .slice(start, start + MAX_KEYS_PER_RUN_QUERY)
@@ -660,13 +661,8 @@ const MAX_KEYS_PER_RUN_QUERY = 1_000;
 function firstRows(rows: readonly KeyRow[], key: string, limit: number): KeyRow[] {
   return rows
     .filter((r) => r.k === key)
-    .sort((a, b) => compareIds(String(a.id), String(b.id)))
+    .sort((a, b) => compareIds({ id: String(a.id) }, { id: String(b.id) }))
     .slice(0, limit);
-}
-
-/** Row ids are decimal integers of up to 19 digits: compared as such, not as text. */
-function compareIds(a: string, b: string): number {
-  return a.length === b.length ? (a < b ? -1 : a > b ? 1 : 0) : a.length - b.length;
 }
 
 /**
