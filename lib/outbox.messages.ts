@@ -88,6 +88,12 @@ export const OutboxMessages = {
   foreignTransaction: (handle: string, owner: string, fix: string): string =>
     `The ${handle} belongs to another ${owner} than the one OutboxModule was given: the ` +
     `message would not commit with the outbox table. ${fix}`,
+  preparedStatementLost: (reason: string): string =>
+    `The enqueue's prepared statement failed on this connection (${reason}): something between ` +
+    `the app and PostgreSQL does not keep prepared statements per connection, most often ` +
+    `PgBouncer in transaction mode before 1.21 or with max_prepared_statements = 0. Set ` +
+    `preparedStatements: false in OutboxModule's options, or let the pooler keep them ` +
+    `(PgBouncer 1.21+: max_prepared_statements > 0). Nothing was written.`,
   incompleteMessage: (problem: string): string =>
     `The message is a plain object but ${problem}: a plain message needs { topic, payload } ` +
     `(and optionally type, key, headers, messageId, dedupeKey, availableAt, delayMs); an ` +

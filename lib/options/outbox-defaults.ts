@@ -75,6 +75,7 @@ export const OUTBOX_DEFAULTS = deepFreeze({
     tableName: { value: 'outbox' },
     schema: { described: "the connection's search path" },
     maxPayloadBytes: { value: 262_144 },
+    preparedStatements: { value: true },
     ambientTransaction: { described: 'none' },
     instanceId: { described: 'host name, pid and a random suffix', make: defaultInstanceId },
     autoStart: { value: true },

@@ -140,6 +140,14 @@ export interface OutboxModuleOptions {
   schema?: string;
   /** Largest serialised payload accepted by `enqueue()`, in bytes. @default 262144 */
   maxPayloadBytes?: number;
+  /**
+   * Run the enqueue statements as named prepared statements on PostgreSQL, parsed and planned
+   * once per connection instead of on every call. Set false when the app's connections go
+   * through a pooler that cannot keep them, such as PgBouncer in transaction mode before 1.21 or
+   * with `max_prepared_statements = 0` (the enqueue would fail with "prepared statement … does
+   * not exist"). MySQL, MariaDB and SQLite ignore it. @default true
+   */
+  preparedStatements?: boolean;
   /** Supplies the caller's transaction when `enqueue()` gets no manager. @default none */
   ambientTransaction?: AmbientTransaction<unknown>;
   /** Name written to `locked_by` on claims. @default host name, pid and a random suffix */

@@ -57,6 +57,7 @@ export interface ResolvedOutboxOptions {
   readonly tableName: string;
   readonly schema: string | null;
   readonly maxPayloadBytes: number;
+  readonly preparedStatements: boolean;
   readonly ambientTransaction: AmbientTransaction<unknown> | undefined;
   readonly instanceId: string;
   readonly autoStart: boolean;
@@ -86,6 +87,7 @@ export const OUTBOX_OPTION_KEYS = {
     tableName: true,
     schema: true,
     maxPayloadBytes: true,
+    preparedStatements: true,
     ambientTransaction: true,
     instanceId: true,
     autoStart: true,
@@ -208,6 +210,11 @@ export function resolveOutboxOptions(
       1,
       64 * 1024 * 1024,
       ' bytes',
+    ),
+    preparedStatements: checks.bool(
+      options.preparedStatements,
+      defaults.preparedStatements.value,
+      'preparedStatements',
     ),
     ambientTransaction,
     instanceId,

@@ -20,6 +20,8 @@ export async function createOutboxStore(
     ordering?: { enabled: boolean; onDeadLetter: 'block' | 'skip'; maxRun?: number };
     dispatcher?: { dbTimeoutMs: number; batchSize?: number };
     cleaner?: { archive: boolean };
+    /** Whether statements may be prepared by name (the `preparedStatements` option); default true. */
+    preparedStatements?: boolean;
     /**
      * The layout the table must have: null a plain table, else partitioned by this interval;
      * left out, the table's own layout is used as it is (tools that do not know the options).
@@ -113,6 +115,7 @@ export async function createOutboxStore(
     dispatch,
     partitioned,
     messageIds,
+    preparedStatements: table.preparedStatements ?? true,
   };
   if (sql.isConnected) await database.checkTable?.(sql, context);
   return database.createStore(sql, context);

@@ -23,6 +23,12 @@ export interface OutboxStoreContext {
   /** Whether the table is time-partitioned (`OutboxDatabase.partitioned`). */
   readonly partitioned: boolean;
   /**
+   * Whether the store may name its statements for the port to prepare (`preparedStatements`):
+   * off behind a pooler that cannot keep prepared statements (PgBouncer's transaction mode
+   * before 1.21).
+   */
+  readonly preparedStatements: boolean;
+  /**
    * How to bind the table's message ids, read from the catalog at bootstrap; undefined when the
    * connection was not open yet (the store then reads it on first use).
    */

@@ -38,7 +38,7 @@ export function pgOutbox(pool: PgPool): OutboxConnection<PgPoolClient> {
           ),
         );
       }
-      return pgSqlRunner(client);
+      return pgSqlRunner(client, true);
     },
   };
 }

@@ -1,13 +1,25 @@
-import type { SqlListenLost, SqlPort, SqlResult, SqlRunner } from '../../store/sql-port';
+import type {
+  SqlListenLost,
+  SqlPort,
+  SqlQueryOptions,
+  SqlResult,
+  SqlRunner,
+} from '../../store/sql-port';
 import type { PgPool, PgPoolClient, PgQueryable, PgQueryResult } from './pg-client';
 
 // node-postgres counts the rows a SELECT returned in `rowCount` too; the port's `affected` is
 // the rows a statement changed, so only these statement tags report a count.
 const CHANGING_COMMANDS: ReadonlySet<string> = new Set(['INSERT', 'UPDATE', 'DELETE', 'MERGE']);
 
-/** The statements of the caller's transaction: the client they opened `BEGIN` on. */
-export function pgSqlRunner(client: PgQueryable): SqlRunner {
-  return { query: (sql, params) => run(client, sql, params) };
+/**
+ * The statements of the caller's transaction: the client they opened `BEGIN` on. `prepares`
+ * when `client` is node-postgres' own (a wrapper that takes only text, such as Drizzle's
+ * session, is not): statements the store names then run prepared.
+ */
+export function pgSqlRunner(client: PgQueryable, prepares = false): SqlRunner {
+  return {
+    query: (sql, params, options) => run(client, sql, params, prepares ? options : undefined),
+  };
 }
 
 /** The outbox's own work on a node-postgres pool: pooled statements, short transactions, LISTEN. */
@@ -17,7 +29,7 @@ export function pgSqlPort(pool: PgPool): SqlPort {
     get isConnected() {
       return pool.ending !== true;
     },
-    query: (sql, params) => run(pool, sql, params),
+    query: (sql, params, options) => run(pool, sql, params, options),
     transaction: (work) => pgTransaction(pool, '', work),
     // Without parameters node-postgres sends a simple query, which may hold several statements.
     transactionOpening: (opening, work) =>
@@ -37,7 +49,7 @@ async function pgTransaction<T>(
   let broken: Error | undefined;
   try {
     await client.query(`BEGIN ISOLATION LEVEL READ COMMITTED${opening}`);
-    const value = await work(pgSqlRunner(client));
+    const value = await work(pgSqlRunner(client, true));
     await client.query('COMMIT');
     return value;
   } catch (error) {
@@ -50,12 +62,28 @@ async function pgTransaction<T>(
   }
 }
 
+/** node-postgres' query config: with a `name`, prepared once per connection, then run by name. */
+interface PgNamedQueryable {
+  query(config: { name: string; text: string; values: unknown[] }): Promise<PgQueryResult>;
+}
+
 async function run<R>(
   target: PgQueryable,
   sql: string,
   params: readonly unknown[] | undefined,
+  options?: SqlQueryOptions,
 ): Promise<SqlResult<R>> {
-  const result: PgQueryResult = await target.query(sql, params === undefined ? [] : [...params]);
+  const values = params === undefined ? [] : [...params];
+  const result: PgQueryResult =
+    options?.prepare === undefined
+      ? await target.query(sql, values)
+      : // Only a node-postgres client or pool gets options (`prepares`); PgQueryable types
+        // the text form alone so that wrappers taking only text fit it too.
+        await (target as unknown as PgNamedQueryable).query({
+          name: options.prepare,
+          text: sql,
+          values,
+        });
   const counts =
     result.command === undefined ||
     result.command === null ||

@@ -7,7 +7,57 @@ import type { SqlListenLost, SqlPort, SqlResult, SqlRunner } from '../../store/s
 
 /** The statements of the caller's transaction (an EntityManager's active QueryRunner). */
 export function typeormSqlRunner(runner: QueryRunner): SqlRunner {
-  return { query: (sql, params) => structuredQuery(runner, sql, params) };
+  const prepares = runner.connection.options.type === 'postgres';
+  return {
+    query: (sql, params, options) =>
+      prepares && options?.prepare !== undefined && !runner.isReleased
+        ? preparedQuery(runner, options.prepare, sql, params)
+        : structuredQuery(runner, sql, params),
+  };
+}
+
+// node-postgres' client as a named statement needs it: the config form of `query`.
+interface NamedStatementClient {
+  query(config: { name: string; text: string; values: unknown[] }): Promise<{
+    rows?: unknown[];
+    rowCount?: number | null;
+  }>;
+}
+
+/**
+ * A statement node-postgres prepares on the runner's connection under `name` the first time and
+ * executes by name afterwards. `QueryRunner.query` takes only text, so this sends it to the
+ * runner's own connection, logging and failing as `query` does (TypeORM's logger, a
+ * `QueryFailedError` wrapping the driver's error), so that the caller's transaction sees the
+ * same errors as from its own statements.
+ */
+async function preparedQuery<R>(
+  runner: QueryRunner,
+  name: string,
+  sql: string,
+  params: readonly unknown[] | undefined,
+): Promise<SqlResult<R>> {
+  const client = (await runner.connect()) as NamedStatementClient;
+  const values = params === undefined ? [] : [...params];
+  const { logger } = runner.connection;
+  logger.logQuery(sql, values, runner);
+  try {
+    const raw = await client.query({ name, text: sql, values });
+    return { rows: (raw.rows ?? []) as R[], affected: raw.rowCount ?? 0 };
+  } catch (error) {
+    const cause = error instanceof Error ? error : new Error(String(error));
+    logger.logQueryError(cause, sql, values, runner);
+    throw queryFailed(sql, values, cause);
+  }
+}
+
+/** TypeORM's own error for a failed statement, as its `query` throws it. */
+function queryFailed(sql: string, values: unknown[], cause: Error): Error {
+  // Loaded here, not imported: the core loads without TypeORM installed, and only an app on
+  // TypeORM reaches this.
+  // eslint-disable-next-line @typescript-eslint/no-require-imports
+  const { QueryFailedError } = require('typeorm') as typeof import('typeorm');
+  return new QueryFailedError(sql, values, cause);
 }
 
 /** The outbox's own work on a DataSource: pooled statements, short transactions, LISTEN. */

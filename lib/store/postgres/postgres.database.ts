@@ -50,7 +50,10 @@ export const postgresDatabase: OutboxDatabase<'postgres'> = {
   async dropPayloadColumns(run, n) {
     await run(postgresDropPayloadColumns(n));
   },
-  async createStore(sql, { names, policy, timeoutMs, table, dispatch, partitioned }) {
+  async createStore(
+    sql,
+    { names, policy, timeoutMs, table, dispatch, partitioned, preparedStatements },
+  ) {
     // The lock namespace and NOTIFY channel follow the schema the table really lives in, so
     // that tenants with a schema each (by search_path) never wait on one another's enqueue
     // locks or wake one another's dispatchers.
@@ -63,6 +66,7 @@ export const postgresDatabase: OutboxDatabase<'postgres'> = {
       timeoutMs,
       schema,
       partitioned,
+      preparedStatements,
     );
   },
   partitioned: {

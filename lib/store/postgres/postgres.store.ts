@@ -1,5 +1,5 @@
 import { Logger } from '@nestjs/common';
-import { randomUUID } from 'node:crypto';
+import { createHash, randomUUID } from 'node:crypto';
 import type {
   ClaimOptions,
   ClaimedBatch,
@@ -11,6 +11,8 @@ import type {
   Settlement,
 } from '../outbox-store.port';
 import { describeError } from '../../internal/describe-error';
+import { OutboxError } from '../../errors/outbox.error';
+import { OutboxMessages } from '../../outbox.messages';
 import {
   postgresClaim,
   postgresDeadKeys,
@@ -36,7 +38,7 @@ import { promotionRun } from '../queue-policy';
 import { alreadyPresent, hashKey, toClaimedRecords, type ClaimedRow } from '../outbox-row.mapper';
 import type { OutboxTableNames } from '../sql-identifier';
 import { extendedValues, isExtended } from '../sql-values';
-import type { SqlPort, SqlResult, SqlRunner } from '../sql-port';
+import type { SqlPort, SqlQueryOptions, SqlResult, SqlRunner } from '../sql-port';
 
 type StatsRow = Record<'pending' | 'leased' | 'delivered' | 'dead', number> & {
   oldest_ms: string | number | null;
@@ -52,7 +54,8 @@ export class PostgresOutboxStore implements OutboxStore {
   private readonly lockNamespace: number;
   /** Advisory-lock namespace of parking and promotion, apart so they never wait on enqueues. */
   private readonly dispatchNamespace: number;
-  private readonly insertSql = new Map<string, string>();
+  /** The enqueue statement of each variant, with the name it is prepared under (or none). */
+  private readonly insertSql = new Map<string, { text: string; options: SqlQueryOptions }>();
   private readonly claimSql: string;
 
   constructor(
@@ -65,6 +68,8 @@ export class PostgresOutboxStore implements OutboxStore {
     schema: string = names.schema ?? 'public',
     /** Whether the table is time-partitioned (postgres.partition-sql.ts): ids are guarded apart. */
     private readonly partitioned = false,
+    /** Whether enqueues run as named prepared statements (`preparedStatements`). */
+    private readonly prepared = true,
   ) {
     this.channel = `${schema}_${names.tableName}`.slice(0, 63);
     this.lockNamespace = hashKey(`nestjs-outbox:${this.channel}`);
@@ -88,13 +93,14 @@ export class PostgresOutboxStore implements OutboxStore {
     const one = rows.length === 1 && only !== undefined;
     const extended = rows.some(isExtended);
     const variant = `${one}:${scheduled}:${lock}:${this.notify}:${idempotent}:${extended}`;
-    let sql = this.insertSql.get(variant);
-    if (sql === undefined) {
+    let statement = this.insertSql.get(variant);
+    if (statement === undefined) {
       const shape = [this.names, scheduled, lock, this.notify, idempotent, extended] as const;
-      sql = one
+      const text = one
         ? postgresInsertOne(...shape, this.partitioned)
         : postgresInsert(...shape, this.partitioned);
-      this.insertSql.set(variant, sql);
+      statement = { text, options: this.prepared ? { prepare: statementName(text) } : {} };
+      this.insertSql.set(variant, statement);
     }
     // Parameters in the order the statement numbers them: the rows' columns (values for one
     // row, arrays for many), then the optional groups.
@@ -125,7 +131,15 @@ export class PostgresOutboxStore implements OutboxStore {
     }
     if (lock) params.push(this.lockNamespace, one ? keys[0] : keys);
     if (this.notify) params.push(this.channel);
-    const { rows: written } = await tx.query(sql, params);
+    const { rows: written } = await tx
+      .query(statement.text, params, statement.options)
+      .catch((error: unknown) => {
+        throw statement.options.prepare !== undefined && lostPreparedStatement(error)
+          ? new OutboxError(OutboxMessages.preparedStatementLost(describeError(error)), {
+              cause: error,
+            })
+          : error;
+      });
     return idempotent ? alreadyPresent(rows, written) : [];
   }
 
@@ -407,4 +421,23 @@ function firstOfEachId(rows: readonly NewOutboxRow[]): readonly NewOutboxRow[] {
   const seen = new Set<string>();
   const first = rows.filter((r) => !seen.has(r.messageId) && seen.add(r.messageId) !== undefined);
   return first.length === rows.length ? rows : first;
+}
+
+/**
+ * What PostgreSQL answers when a connection's prepared statements are not the ones its client
+ * prepared: 26000 (no such statement: the server side was reset or switched) and 42P05 (already
+ * exists: another client prepared it on a server connection a pooler shares).
+ */
+function lostPreparedStatement(error: unknown): boolean {
+  const code = (error as { code?: unknown } | null)?.code;
+  return code === '26000' || code === '42P05';
+}
+
+/**
+ * The name a statement is prepared under on each connection: from its text, so that one name
+ * never carries two texts (node-postgres refuses that) whichever table, schema or variant wrote
+ * it, and two stores on one table share it.
+ */
+function statementName(text: string): string {
+  return `nestjs_outbox_${createHash('sha256').update(text).digest('hex').slice(0, 32)}`;
 }
