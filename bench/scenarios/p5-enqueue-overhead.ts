@@ -197,7 +197,8 @@ async function measureOn(
     `${label}: time: order+enqueue ÷ order+hand INSERT (median of paired blocks)`,
     summarise(one.ratio).median,
     '<=',
-    1.15,
+    // Issue 16: an enqueue within 1.10 × a hand-written INSERT of the same row.
+    1.1,
   );
   addTarget(
     result,
@@ -205,6 +206,7 @@ async function measureOn(
     `${label}: throughput: enqueue(100) ÷ hand multi-row INSERT (paired blocks)`,
     summarise(many.ratio).median,
     '>=',
-    0.8,
+    // The same 1.10 × in time, as a throughput ratio (1 / 1.10).
+    0.91,
   );
 }
