@@ -27,9 +27,10 @@ interface NamedStatementClient {
 /**
  * A statement node-postgres prepares on the runner's connection under `name` the first time and
  * executes by name afterwards. `QueryRunner.query` takes only text, so this sends it to the
- * runner's own connection, logging and failing as `query` does (TypeORM's logger, a
- * `QueryFailedError` wrapping the driver's error), so that the caller's transaction sees the
- * same errors as from its own statements.
+ * runner's own connection, logging and failing as `query` does (TypeORM's logger, its slow-query
+ * log, a `QueryFailedError` wrapping the driver's error), so that the caller's transaction sees
+ * the same errors as from its own statements. Not mirrored: the `beforeQuery`/`afterQuery`
+ * subscriber events of recent TypeORM releases, whose form changes between them.
  */
 async function preparedQuery<R>(
   runner: QueryRunner,
@@ -42,7 +43,12 @@ async function preparedQuery<R>(
   const { logger } = runner.connection;
   logger.logQuery(sql, values, runner);
   try {
+    const started = Date.now();
     const raw = await client.query({ name, text: sql, values });
+    const took = Date.now() - started;
+    const slow = runner.connection.options.maxQueryExecutionTime;
+    if (slow !== undefined && slow > 0 && took > slow)
+      logger.logQuerySlow(took, sql, values, runner);
     return { rows: (raw.rows ?? []) as R[], affected: raw.rowCount ?? 0 };
   } catch (error) {
     const cause = error instanceof Error ? error : new Error(String(error));
