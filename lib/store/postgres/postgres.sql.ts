@@ -324,11 +324,12 @@ function int32Literal(value: number): string {
  *
  * The claim reads a bounded window of due rows (in due order, through the pending index) and
  * leases the heads of their keys; under ordering, a head brings the rows of its key right
- * behind it that are in the window too (a run, see postgresRuns). A leased row's
- * `available_at` moves to its lease end, so it leaves the window until the lease expires. Rows
- * found queued behind an earlier message of their key that is not in the batch are reported
- * (`blocked`) so the dispatcher parks them: the window never fills up with the backlog of a
- * stuck key. The whole claim is one statement.
+ * behind it that are in the window too (a run, see postgresRuns). Only the first $4 keys of the
+ * window are looked up: a batch takes no more keys than rows. A leased row's `available_at`
+ * moves to its lease end, so it leaves the window until the lease expires. Rows found queued
+ * behind an earlier message of their key that is not in the batch are reported (`blocked`) so
+ * the dispatcher parks them: the window never fills up with the backlog of a stuck key. The
+ * whole claim is one statement.
  */
 export function postgresClaim(
   n: OutboxTableNames,
@@ -358,26 +359,34 @@ g AS MATERIALIZED (
     SELECT p.*, row_number() OVER (PARTITION BY p.message_key ORDER BY p.pos) AS n FROM p) AS p
   WHERE p.message_key IS NULL OR p.n = p.pos)${leaseUpdate(n, partitioned, 'g')}
 SELECT o.*, b.blocked FROM (
-  SELECT array_agg(DISTINCT r.message_key) FILTER (WHERE r.pos IS NULL) AS blocked FROM r) AS b
+  SELECT array_agg(DISTINCT r.message_key) FILTER (WHERE r.pos IS NULL AND r.probed) AS blocked FROM r) AS b
 LEFT JOIN o ON true`;
 }
 
 /**
- * The CTEs `q` and `r` of an ordered claim over the window `w`. `q`: for each key in the
- * window, its first blocking rows in queue order (one key-index probe, as many rows as the key
+ * The CTEs `k`, `q` and `r` of an ordered claim over the window `w`. `k`: the first $4 keys
+ * of the window, in the order their first rows are due, with their number of rows in it; a
+ * batch of $4 rows takes at most $4 keys, and when the window's keys are all free those are
+ * exactly the first $4 (the window is larger than the batch, to find heads behind followers not
+ * parked yet, and probing every key in it was a third of the claim's work). `q`: for each key
+ * of `k`, its first blocking rows in queue order (one key-index probe, as many rows as the key
  * has in the window, at most $6), numbered from 1. `r`: each window row with its place in its
  * key's run (`pos`), or null when it is behind an earlier row of its key that is not in the
- * window (leased, parked, not due, dead): a row is in the run only if every earlier blocking
- * row of its key is in the window too. Rows without a key are runs of one.
+ * window (leased, parked, not due, dead) or when its key was not probed (`probed` false: not
+ * taken, not parked, left for a later claim): a row is in the run only if every earlier
+ * blocking row of its key is in the window too. Rows without a key are runs of one.
  */
 function postgresRuns(t: string, policy: OutboxQueuePolicy): string {
-  return `q AS MATERIALIZED (
-  SELECT k.key, e.id, e.pos FROM (
-    SELECT w.message_key AS key, count(*) AS n FROM w WHERE w.message_key IS NOT NULL GROUP BY w.message_key) AS k
+  return `k AS MATERIALIZED (
+  SELECT w.message_key AS key, count(*) AS n FROM w WHERE w.message_key IS NOT NULL
+  GROUP BY w.message_key ORDER BY min(w.due), min(w.id) LIMIT $4),
+q AS MATERIALIZED (
+  SELECT k.key, e.id, e.pos FROM k
   CROSS JOIN LATERAL (
     SELECT e.id, row_number() OVER (ORDER BY e.id) AS pos FROM ${keyRows(t, 'k.key', 'least(k.n, $6)', policy)} AS e) AS e),
 r AS MATERIALIZED (
-  SELECT w.*, CASE WHEN w.message_key IS NULL THEN 1 ELSE s.pos END AS pos FROM w
+  SELECT w.*, CASE WHEN w.message_key IS NULL THEN 1 ELSE s.pos END AS pos,
+    w.message_key IS NULL OR w.message_key IN (SELECT k.key FROM k) AS probed FROM w
   LEFT JOIN (
     SELECT q.id, q.pos, bool_and(x.id IS NOT NULL) OVER (PARTITION BY q.key ORDER BY q.pos) AS whole
     FROM q LEFT JOIN w AS x ON x.id = q.id) AS s ON s.id = w.id AND s.whole)`;
