@@ -61,6 +61,7 @@ import { p13 } from './scenarios/p13-mariadb-settings';
 import { p14 } from './scenarios/p14-dispatcher-settings';
 import { p15 } from './scenarios/p15-statement-buffers';
 import { p16 } from './scenarios/p16-hot-keys';
+import { p17 } from './scenarios/p17-large-payload';
 import { profileDrain } from './scenarios/profile-drain';
 import { c1 } from './scenarios/c1-console-10m';
 
@@ -81,6 +82,7 @@ const SCENARIOS: Record<string, (ctx: BenchContext) => Promise<ScenarioResult>> 
   P14: p14,
   P15: p15,
   P16: p16,
+  P17: p17,
   C1: c1,
 };
 /**

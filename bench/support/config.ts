@@ -45,6 +45,9 @@ export interface BenchProfile {
   /** P12: transactions per measurement (one order + one event), and batches of 100 events. */
   readonly p12Transactions: number;
   readonly p12Batches: number;
+  /** P17: messages enqueued and drained per dispatcher setting and run, and each one's JSON size. */
+  readonly p17Messages: number;
+  readonly p17PayloadBytes: number;
   /** P9's databases; BENCH_P9_DATABASES=postgres,sqlite picks some. */
   readonly p9Dialects: readonly ('postgres' | 'mariadb' | 'sqlite')[];
 }
@@ -84,6 +87,8 @@ const BASE_PROFILES: Record<ProfileName, BenchProfile> = {
     p10History: 1_000_000,
     p12Transactions: 600,
     p12Batches: 60,
+    p17Messages: 8,
+    p17PayloadBytes: 10 * 2 ** 20,
     p9Dialects: P9_DATABASES,
   },
   full: {
@@ -113,6 +118,8 @@ const BASE_PROFILES: Record<ProfileName, BenchProfile> = {
     p10History: 10_000_000,
     p12Transactions: 3_000,
     p12Batches: 300,
+    p17Messages: 16,
+    p17PayloadBytes: 10 * 2 ** 20,
     p9Dialects: P9_DATABASES,
   },
 };
@@ -174,7 +181,15 @@ function scaled(
       Object.entries(p).map(([k, v]) => [
         k,
         typeof v === 'number' &&
-        !['runs', 'p4Rate', 'p4HighRate', 'p4Writers', 'p9BudgetS', 'p9Pool'].includes(k)
+        ![
+          'runs',
+          'p4Rate',
+          'p4HighRate',
+          'p4Writers',
+          'p9BudgetS',
+          'p9Pool',
+          'p17Messages',
+        ].includes(k)
           ? Math.max(100, Math.round(v * factor))
           : v,
       ]),

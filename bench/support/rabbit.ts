@@ -1,4 +1,5 @@
 /** RabbitMQ helpers: queues, confirm channels, and a consumer that checks what arrived. */
+import { createHash } from 'node:crypto';
 import * as amqp from 'amqplib';
 import { SERVICES } from './config';
 import { sleep, toError } from './stats';
@@ -254,4 +255,64 @@ export class ConfirmLink {
     await link?.channel.close().catch(() => undefined);
     await link?.connection.close().catch(() => undefined);
   }
+}
+
+/** What a payload check found at the consumer. */
+export interface PayloadCheck {
+  readonly received: number;
+  /** Copies of a message beyond its first. */
+  readonly duplicates: number;
+  /** Expected messages that never arrived. */
+  readonly missing: number;
+  /** Messages whose body differs from the enqueued JSON (length or SHA-256), or unknown ids. */
+  readonly mismatched: number;
+}
+
+/**
+ * Consumes `queue` from now on and checks every message against `expected` (by message id: its
+ * body's length and SHA-256, byte for byte what was enqueued). `done()` waits until every
+ * expected message arrived (or nothing arrived for `quietMs`) and stops consuming.
+ */
+export async function checkPayloads(
+  queue: string,
+  expected: readonly { messageId: string; bytes: number; sha256: string }[],
+): Promise<{ done(quietMs?: number, timeoutMs?: number): Promise<PayloadCheck> }> {
+  const connection = await amqp.connect(SERVICES.rabbitmq.url);
+  const channel = await connection.createChannel();
+  const wanted = new Map(expected.map((e) => [e.messageId, e]));
+  const seen = new Map<string, number>();
+  let received = 0;
+  let mismatched = 0;
+  let last = Date.now();
+  await channel.prefetch(2);
+  await channel.consume(queue, (msg) => {
+    if (msg === null) return;
+    received++;
+    last = Date.now();
+    const id = String(msg.properties.messageId);
+    const want = wanted.get(id);
+    const sha256 = createHash('sha256').update(msg.content).digest('hex');
+    if (want === undefined || want.bytes !== msg.content.length || want.sha256 !== sha256)
+      mismatched++;
+    seen.set(id, (seen.get(id) ?? 0) + 1);
+    channel.ack(msg);
+  });
+  return {
+    async done(quietMs = 3_000, timeoutMs = 120_000) {
+      const deadline = Date.now() + timeoutMs;
+      while (Date.now() < deadline) {
+        if ([...wanted.keys()].every((id) => seen.has(id))) break;
+        if (Date.now() - last > quietMs) break;
+        await sleep(20);
+      }
+      await sleep(200); // a late duplicate
+      await channel.close().catch(() => undefined);
+      await connection.close().catch(() => undefined);
+      let missing = 0;
+      let duplicates = 0;
+      for (const id of wanted.keys()) if (!seen.has(id)) missing++;
+      for (const n of seen.values()) duplicates += n - 1;
+      return { received, duplicates, missing, mismatched };
+    },
+  };
 }
