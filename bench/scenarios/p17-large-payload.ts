@@ -130,7 +130,7 @@ export async function p17(ctx: BenchContext): Promise<ScenarioResult> {
           const enqueued = await child.next('enqueued', 300_000);
           const payloads = enqueued.payloads as EnqueuedPayload[];
           const peaks = enqueued.peaks as MemoryPeak[];
-          // The worst enqueue of the run: each one holds a single payload.
+          // The worst enqueue of this process: each one holds a single payload.
           const enqueueCopies = peaks.map((p) => ({
             rss: (p.peakRss - p.baseline.rss) / bytes,
             heap: (p.peakHeapExternal - heapExternal(p.baseline)) / bytes,
@@ -174,7 +174,7 @@ export async function p17(ctx: BenchContext): Promise<ScenarioResult> {
   const enqueue = addMetric(
     result,
     'enqueue_peak_rss_per_payload',
-    'enqueue of one: peak RSS growth ÷ payload',
+    'enqueue: peak RSS growth ÷ payload, worst per process',
     '×',
     enqueueRss,
     n,
@@ -182,7 +182,7 @@ export async function p17(ctx: BenchContext): Promise<ScenarioResult> {
   addMetric(
     result,
     'enqueue_peak_heap_external_per_payload',
-    'enqueue of one: peak heap+ext growth ÷ payload',
+    'enqueue: peak heap+ext growth ÷ payload, worst/process',
     '×',
     enqueueHeap,
     n,
@@ -259,7 +259,7 @@ export async function p17(ctx: BenchContext): Promise<ScenarioResult> {
   addTarget(
     result,
     'p17_enqueue_peak_growth_per_payload',
-    'enqueue of one: peak RSS growth ÷ payload (worst of each run)',
+    `enqueue of one: peak RSS growth ÷ payload (worst of ${n} in each process)`,
     enqueue.median,
     '<=',
     ENQUEUE_COPIES_TARGET,
