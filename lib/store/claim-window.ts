@@ -5,3 +5,25 @@
 export function claimWindow(limit: number): number {
   return limit * 2 + 50;
 }
+
+/**
+ * The rows of a claim's window (in due order) that the claim looks at: those without a key,
+ * and those of the window's first `limit` keys in the order their first rows are due. A batch
+ * of `limit` rows takes at most `limit` keys, and when the window's keys are all free those are
+ * the first ones. The rows of later keys are neither taken nor reported blocked: once the
+ * window reached past the keys in flight, reporting them had their followers parked, then
+ * promoted again one settle later (bench P14: a batch of 500 drained 0.94 × a batch of 200
+ * before, 1.2 × after, on PostgreSQL).
+ */
+export function rowsOfFirstKeys<R extends { readonly message_key: string | null }>(
+  window: readonly R[],
+  limit: number,
+): R[] {
+  const keys = new Set<string>();
+  return window.filter((row) => {
+    if (row.message_key === null || keys.has(row.message_key)) return true;
+    if (keys.size >= limit) return false;
+    keys.add(row.message_key);
+    return true;
+  });
+}

@@ -52,7 +52,7 @@ import {
   mysqlStats,
   mysqlStillHeld,
 } from './mysql.sql';
-import { claimWindow } from '../claim-window';
+import { claimWindow, rowsOfFirstKeys } from '../claim-window';
 import { promotionRun } from '../queue-policy';
 import {
   compareIds,
@@ -246,9 +246,10 @@ export class MysqlOutboxStore implements OutboxStore {
   async claim(options: ClaimOptions): Promise<ClaimedBatch> {
     const token = randomUUID();
     return this.transaction(async (query) => {
-      const { rows: window } = await query<WindowRow>(mysqlClaimWindow(this.names, this.policy), [
+      const { rows: due } = await query<WindowRow>(mysqlClaimWindow(this.names, this.policy), [
         claimWindow(options.limit),
       ]);
+      const window = rowsOfFirstKeys(due, options.limit);
       const places = await this.runs(query, window);
       const blockedKeys = [
         ...new Set(

@@ -367,8 +367,9 @@ LEFT JOIN o ON true`;
  * The CTEs `k`, `q` and `r` of an ordered claim over the window `w`. `k`: the first $4 keys
  * of the window, in the order their first rows are due, with their number of rows in it; a
  * batch of $4 rows takes at most $4 keys, and when the window's keys are all free those are
- * exactly the first $4 (the window is larger than the batch, to find heads behind followers not
- * parked yet, and probing every key in it was a third of the claim's work). `q`: for each key
+ * exactly the first $4 (see rowsOfFirstKeys: the window is larger than the batch, to find heads
+ * behind followers not parked yet, and probing every key in it both cost key-index probes no
+ * batch used, P15, and parked the followers of keys in flight). `q`: for each key
  * of `k`, its first blocking rows in queue order (one key-index probe, as many rows as the key
  * has in the window, at most $6), numbered from 1. `r`: each window row with its place in its
  * key's run (`pos`), or null when it is behind an earlier row of its key that is not in the

@@ -40,7 +40,7 @@ import {
   sqliteSettleRetry,
   sqliteStats,
 } from './sqlite.sql';
-import { claimWindow } from '../claim-window';
+import { claimWindow, rowsOfFirstKeys } from '../claim-window';
 import { promotionRun } from '../queue-policy';
 import {
   alreadyPresent,
@@ -146,9 +146,12 @@ export class SqliteOutboxStore implements OutboxStore {
   claim(options: ClaimOptions): Promise<ClaimedBatch> {
     const token = randomUUID();
     return this.transaction((tx) => {
-      const window = tx.all<{ id: number; message_key: string | null; prev: number | null }>(
-        sqliteClaimWindow(this.names, this.policy),
-        [claimWindow(options.limit)],
+      const window = rowsOfFirstKeys(
+        tx.all<{ id: number; message_key: string | null; prev: number | null }>(
+          sqliteClaimWindow(this.names, this.policy),
+          [claimWindow(options.limit)],
+        ),
+        options.limit,
       );
       const places = new Map<number, number>();
       // A row's prev has a smaller id: in id order, it is placed before the row is looked at.
