@@ -117,6 +117,12 @@ export interface OutboxStore {
    * backlogs queued behind a stuck key: those are reported in `blockedKeys` for `park`.
    */
   claim(options: ClaimOptions): Promise<ClaimedBatch>;
+  /**
+   * Whether any message is due (pending and available now), in one read of the pending index
+   * outside any transaction: a drain that finds none skips the claim's transaction, so an idle
+   * dispatcher's poll costs one statement. Left out: every drain claims.
+   */
+  hasDue?(): Promise<boolean>;
   /** Marks the due followers of these keys `waiting`; returns how many. */
   park(keys: readonly string[]): Promise<number>;
   /**

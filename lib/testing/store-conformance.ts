@@ -238,6 +238,21 @@ const CASES: readonly {
   run(context: Context): Promise<void>;
 }[] = [
   {
+    name: 'hasDue answers whether a claim would find a due message: not for scheduled, leased or waiting ones',
+    async run({ store, claim, enqueue }) {
+      ok(store.hasDue !== undefined, 'the store offers hasDue');
+      same(await store.hasDue(), false, 'hasDue of an empty table');
+      await enqueue([message('later', { delayMs: 3_600_000 })]);
+      same(await store.hasDue(), false, 'hasDue with only a scheduled message');
+      await enqueue([message('k'), message('k')]);
+      same(await store.hasDue(), true, 'hasDue with due messages');
+      // The head leased, its follower parked: nothing left that a claim could take.
+      const batch = await claim(1);
+      await store.park([...batch.blockedKeys, 'k']);
+      same(await store.hasDue(), false, 'hasDue with the due messages leased or waiting');
+    },
+  },
+  {
     name: 'stores and claims binary payloads and broker attributes as given, alone and among JSON rows',
     async run({ claim, enqueue }) {
       // Bytes no text round trip keeps: NUL, 0xFF, a cut UTF-8 sequence.

@@ -538,3 +538,8 @@ FROM ${n.table}`;
 function placeholders(count: number): string {
   return Array.from({ length: count }, () => '?').join(', ');
 }
+
+/** Whether a message is due: one probe of the pending index (see OutboxStore.hasDue). */
+export function mysqlHasDue(n: OutboxTableNames): string {
+  return `SELECT EXISTS (SELECT 1 FROM ${n.table} WHERE status = 'pending' AND available_at <= ${NOW}) AS due`;
+}

@@ -49,6 +49,7 @@ import {
   mysqlSettleDead,
   mysqlSettleDelivered,
   mysqlSettleRetry,
+  mysqlHasDue,
   mysqlStats,
   mysqlStillHeld,
 } from './mysql.sql';
@@ -629,6 +630,11 @@ export class MysqlOutboxStore implements OutboxStore {
         await tx.query('SET SESSION innodb_lock_wait_timeout = DEFAULT').catch(() => undefined);
       }
     });
+  }
+
+  async hasDue(): Promise<boolean> {
+    const { rows } = await this.sql.query<{ due: unknown }>(mysqlHasDue(this.names));
+    return Number(rows[0]?.due ?? 0) === 1;
   }
 
   async stats(): Promise<OutboxStats> {

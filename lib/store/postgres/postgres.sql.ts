@@ -703,3 +703,8 @@ export function postgresStats(n: OutboxTableNames): string {
   extract(epoch FROM (now() - min(created_at) FILTER (WHERE status IN ('pending', 'waiting')))) * 1000 AS oldest_ms
 FROM ${n.table}`;
 }
+
+/** Whether a message is due: one probe of the pending index (see OutboxStore.hasDue). */
+export function postgresHasDue(n: OutboxTableNames): string {
+  return `SELECT EXISTS (SELECT 1 FROM ${n.table} WHERE status = 'pending' AND available_at <= now()) AS due`;
+}

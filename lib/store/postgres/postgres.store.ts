@@ -23,6 +23,7 @@ import {
   postgresLockKeys,
   postgresOpening,
   postgresOrphanKeys,
+  postgresHasDue,
   postgresPark,
   postgresPromote,
   postgresPurge,
@@ -160,6 +161,11 @@ export class PostgresOutboxStore implements OutboxStore {
       records: toClaimedRecords(claimed),
       blockedKeys: rows[0]?.blocked ?? [],
     };
+  }
+
+  async hasDue(): Promise<boolean> {
+    const { rows } = await this.run<{ due: boolean }>(postgresHasDue(this.names), []);
+    return rows[0]?.due === true;
   }
 
   async park(keys: readonly string[]): Promise<number> {

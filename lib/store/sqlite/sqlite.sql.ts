@@ -358,3 +358,8 @@ export function sqliteStats(n: OutboxTableNames): string {
   (julianday('now') - julianday(MIN(CASE WHEN status IN ('pending', 'waiting') THEN created_at END))) * 86400000.0 AS oldest_ms
 FROM ${n.table}`;
 }
+
+/** Whether a message is due: one probe of the pending index (see OutboxStore.hasDue). */
+export function sqliteHasDue(n: OutboxTableNames): string {
+  return `SELECT EXISTS (SELECT 1 FROM ${n.table} WHERE status = 'pending' AND available_at <= ${NOW}) AS due`;
+}

@@ -38,6 +38,7 @@ import {
   sqliteSettleDead,
   sqliteSettleDelivered,
   sqliteSettleRetry,
+  sqliteHasDue,
   sqliteStats,
 } from './sqlite.sql';
 import { claimWindow, rowsOfFirstKeys } from '../claim-window';
@@ -357,6 +358,16 @@ export class SqliteOutboxStore implements OutboxStore {
       }
       return { requeued, resequenced: moved.length };
     });
+  }
+
+  async hasDue(): Promise<boolean> {
+    const sql = sqliteHasDue(this.names);
+    // Through the dispatcher's connection when open, as the claim reads (see stats).
+    const [row] =
+      this.database === undefined
+        ? (await this.sql.query<{ due: unknown }>(sql, [])).rows
+        : (this.statement(sql).all() as { due: unknown }[]);
+    return Number(row?.due ?? 0) === 1;
   }
 
   async stats(): Promise<OutboxStats> {
