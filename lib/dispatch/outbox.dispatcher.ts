@@ -118,6 +118,8 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
   private outageSince: number | undefined;
   /** Tells this process's dispatcher apart in logs, across instances and restarts. */
   private readonly runId = randomBytes(4).toString('hex');
+  /** A wake-up asked for the next drain (not only the timer): it claims without asking first. */
+  private woken = false;
   /** When the rows the last outage handed back become due again (wall clock). */
   private releasedDueAt = 0;
   private unlisten: (() => Promise<void>) | undefined;
@@ -179,6 +181,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
   /** Asks for a drain as soon as possible; coalesces with a drain already running. */
   wake(): void {
     if (this.stopping) return;
+    this.woken = true;
     this.runner.request();
   }
 
@@ -269,12 +272,15 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
       return report;
     };
     try {
-      let first = true;
+      // A wake-up (a commit here or elsewhere) says something was written: claim at once. Only
+      // a timer's poll asks first whether anything is due.
+      let ask = !this.woken;
+      this.woken = false;
       while (!this.stopping) {
         this.runner.clearRequest();
         if (Date.now() < this.pausedUntil) break;
-        if (first && !(await this.anythingDue())) break;
-        first = false;
+        if (ask && !(await this.anythingDue())) break;
+        ask = false;
         const started = performance.now();
         const claimed = await this.claim();
         if (claimed === 'parked') continue;
@@ -308,8 +314,9 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
   }
 
   /**
-   * Whether a drain should claim at all: one cheap read where the store offers it, so that the
-   * polls of an idle dispatcher cost one statement each, not a claim's transaction (bench P8).
+   * Whether a timer's drain should claim at all: one cheap read where the store offers it, so
+   * that the polls of an idle dispatcher cost one statement each, not a claim's transaction
+   * (bench P8).
    * A failed read answers yes: the claim then meets the outage and pauses as it does.
    */
   private async anythingDue(): Promise<boolean> {

@@ -3,6 +3,7 @@ import { TEST_DATABASES } from '../support/databases';
 import { useOutboxScope } from '../support/outbox-scope';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
+import { waitFor } from '../support/wait-for';
 
 // A drain begins with one read of whether anything is due (OutboxStore.hasDue), so that the
 // polls of an idle dispatcher cost that read, not a claim's transaction (bench P8 counts the
@@ -45,6 +46,18 @@ describe.each(TEST_DATABASES)('idle polls on $name', (db) => {
       expect(await app.dispatcher.drain()).toBe(1);
       expect(app.publisher.sentIds).toEqual([now, later]);
       expect((await app.rows()).map((r) => r.status)).toEqual(['delivered', 'delivered']);
+    });
+
+    it('a wake-up (a commit) claims at once, without the read first', async () => {
+      const app = await scope.open({ publisher: new RecordingPublisher() });
+      const claim = jest.spyOn(app.store, 'claim');
+      const hasDue = jest.spyOn(app.store as Required<typeof app.store>, 'hasDue');
+      const [id] = await app.enqueue(msg(3));
+      app.dispatcher.wake();
+      await waitFor('the message published', () => app.publisher.sentIds.length === 1);
+      expect(app.publisher.sentIds).toEqual([id]);
+      expect(claim).toHaveBeenCalled();
+      expect(hasDue).not.toHaveBeenCalled();
     });
   });
 });

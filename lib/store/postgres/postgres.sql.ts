@@ -270,8 +270,14 @@ function keyHead(t: string, key: string, columns: string, policy: OutboxQueuePol
  * A key's first `limit` blocking rows in queue order, as keyHead finds its first: the same
  * ordered probe of the key index, stopping after `limit` rows.
  */
-function keyRows(t: string, key: string, limit: string, policy: OutboxQueuePolicy): string {
-  return `(SELECT e.id, e.status FROM ${t} AS e
+function keyRows(
+  t: string,
+  key: string,
+  limit: string,
+  policy: OutboxQueuePolicy,
+  columns = 'e.id, e.status',
+): string {
+  return `(SELECT ${columns} FROM ${t} AS e
       WHERE e.message_key >= ${key} AND e.message_key <= ${key} AND e.status IN ${blockingStatuses(policy.deadBlocksKey)}
       ORDER BY e.message_key, e.id LIMIT ${limit})`;
 }
@@ -379,9 +385,9 @@ LEFT JOIN o ON true`;
  * blocking row of its key is in the window too. Rows without a key are runs of one.
  */
 function postgresRuns(t: string, policy: OutboxQueuePolicy, partitioned: boolean): string {
-  const made = partitioned ? ', e.created_at AS made' : '';
-  const wMade = partitioned ? ', w.made' : '';
-  const sMade = partitioned ? ', s.made' : '';
+  // The partition key, where a row of `r` carries it (`made`, as in `w`), taken from alias `a`.
+  const made = (a: string): string => (partitioned ? `, ${a}.made` : '');
+  const probed = `e.id, e.available_at AS due${partitioned ? ', e.created_at AS made' : ''}`;
   // `q` and `s` carry what `r` needs of a row (its key, due time, partition key) from the probe
   // itself, and membership in `w` is a hashed `IN`: with the estimates of a nearly empty table
   // (one row everywhere), joins between these CTEs became nested loops that re-sorted the run
@@ -390,20 +396,18 @@ function postgresRuns(t: string, policy: OutboxQueuePolicy, partitioned: boolean
   SELECT w.message_key AS key, count(*) AS n FROM w WHERE w.message_key IS NOT NULL
   GROUP BY w.message_key ORDER BY min(w.due), min(w.id) LIMIT $4),
 q AS MATERIALIZED (
-  SELECT k.key, e.id, e.due${partitioned ? ', e.made' : ''}, e.pos FROM k
+  SELECT k.key, e.id, e.due${made('e')}, e.pos FROM k
   CROSS JOIN LATERAL (
-    SELECT e.id, e.due${partitioned ? ', e.made' : ''}, row_number() OVER (ORDER BY e.id) AS pos FROM (SELECT e.id, e.available_at AS due${made} FROM ${t} AS e
-      WHERE e.message_key >= k.key AND e.message_key <= k.key AND e.status IN ${blockingStatuses(policy.deadBlocksKey)}
-      ORDER BY e.message_key, e.id LIMIT least(k.n, $6)) AS e) AS e),
+    SELECT e.id, e.due${made('e')}, row_number() OVER (ORDER BY e.id) AS pos FROM ${keyRows(t, 'k.key', 'least(k.n, $6)', policy, probed)} AS e) AS e),
 s AS MATERIALIZED (
-  SELECT q.id, q.key, q.due${partitioned ? ', q.made' : ''}, q.pos FROM (
+  SELECT q.id, q.key, q.due${made('q')}, q.pos FROM (
     SELECT q.*, bool_and(q.id IN (SELECT x.id FROM w AS x)) OVER (PARTITION BY q.key ORDER BY q.pos) AS whole
     FROM q) AS q
   WHERE q.whole),
 r AS MATERIALIZED (
-  SELECT s.id, s.key AS message_key, s.due${sMade}, s.pos, true AS probed FROM s
+  SELECT s.id, s.key AS message_key, s.due${made('s')}, s.pos, true AS probed FROM s
   UNION ALL
-  SELECT w.id, w.message_key, w.due${wMade}, CASE WHEN w.message_key IS NULL THEN 1 END AS pos,
+  SELECT w.id, w.message_key, w.due${made('w')}, CASE WHEN w.message_key IS NULL THEN 1 END AS pos,
     w.message_key IS NULL OR w.message_key IN (SELECT k.key FROM k) AS probed
   FROM w WHERE w.id NOT IN (SELECT s.id FROM s))`;
 }
