@@ -94,6 +94,23 @@ function objectProblem(value: object): string | undefined {
 // naming the path of the first value JSON would drop or turn into null or {}, or that a database
 // cannot store. Objects with toJSON() (Date, Buffer) are stored as what it returns.
 function payloadJson(payload: unknown): string {
+  // JSON.stringify writes a NUL and a lone surrogate (in a value or a property name) as a \u
+  // escape, so JSON text without one needs no regular expression run over each string (0.26 µs
+  // of an event's 2.7 µs for 1 KiB of text, more as text grows). Text with one (a control
+  // character, an escaped backslash before a u) and any payload refused are looked at again,
+  // string by string, so that the problem reported is the first in the payload, as before.
+  let json: string;
+  try {
+    json = checkedJson(payload, false);
+  } catch (error) {
+    checkedJson(payload, true);
+    throw error;
+  }
+  if (json.includes('\\u')) checkedJson(payload, true);
+  return json;
+}
+
+function checkedJson(payload: unknown, checkText: boolean): string {
   // Path of every object being serialised, keyed by the object: the replacer only sees the
   // holder of each value, not where that holder sits.
   const paths = new Map<unknown, string>();
@@ -105,7 +122,7 @@ function payloadJson(payload: unknown): string {
   const replacer = function (this: unknown, key: string, value: unknown): unknown {
     const atRoot = root;
     root = false;
-    if (!atRoot && !Array.isArray(this)) {
+    if (checkText && !atRoot && !Array.isArray(this)) {
       const problem = textProblem(key);
       if (problem !== undefined) {
         throw new PayloadProblem(
@@ -117,7 +134,7 @@ function payloadJson(payload: unknown): string {
     }
     switch (typeof value) {
       case 'string': {
-        const problem = textProblem(value);
+        const problem = checkText ? textProblem(value) : undefined;
         if (problem !== undefined)
           throw new PayloadProblem(problem, pathOf(this, key, atRoot), true);
         return value;

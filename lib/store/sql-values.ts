@@ -82,3 +82,21 @@ export function extendedValues(
     ? ['json', null, null, r.attributes ?? null]
     : ['binary', r.binary.contentType, r.binary.bytes.toString('base64'), r.attributes ?? null];
 }
+
+/**
+ * The text of a statement shape, built once per shape: an enqueue of one message would otherwise
+ * rebuild the same insert text on every call. Callers key only shapes of bounded variety (one
+ * row, not every row count a batch may have).
+ */
+export function statementText(
+  cache: Map<string, string>,
+  shape: string,
+  build: () => string,
+): string {
+  let text = cache.get(shape);
+  if (text === undefined) {
+    text = build();
+    cache.set(shape, text);
+  }
+  return text;
+}

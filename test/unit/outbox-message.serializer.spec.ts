@@ -1,3 +1,4 @@
+import { UuidV7Generator } from '../../lib/message/uuidv7';
 import { OutboxEvent, OutboxInvalidMessageError } from '../../lib';
 import { OutboxMessageSerializer } from '../../lib/message/outbox-message.serializer';
 
@@ -137,8 +138,30 @@ describe('OutboxMessageSerializer', () => {
       () => serializer.toRow({ topic: 't', payload: 1 }, 0).messageId,
     );
     expect(new Set(ids).size).toBe(ids.length);
-    expect([...ids].sort()).toEqual(ids.slice().sort());
+    // Ids of one millisecond differ in their random part only: the time prefixes never go back.
+    const prefixes = ids.map((id) => id.slice(0, 13));
+    expect([...prefixes].sort()).toEqual(prefixes);
     expect(ids[0]).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+  });
+
+  it('writes the millisecond time in the first 48 bits and the version and variant bits', () => {
+    const ids = new UuidV7Generator();
+    for (const now of [
+      0,
+      1,
+      0xff_ffff,
+      0x1_00_0000,
+      Date.UTC(2026, 10, 24, 7, 0, 0, 123),
+      2 ** 48 - 1,
+    ]) {
+      const id = ids.next(now);
+      expect(id.replace(/-/g, '').slice(0, 12)).toBe(now.toString(16).padStart(12, '0'));
+    }
+    // Across pool refills (256 ids a block), every id keeps its layout and none repeats.
+    const many = Array.from({ length: 3_000 }, () => ids.next(1_700_000_000_000));
+    for (const id of many)
+      expect(id).toMatch(/^018bcfe5-6800-7[0-9a-f]{3}-[89ab][0-9a-f]{3}-[0-9a-f]{12}$/);
+    expect(new Set(many).size).toBe(many.length);
   });
 
   it('counts the payload limit in UTF-8 bytes', () => {
@@ -419,6 +442,27 @@ describe('OutboxMessageSerializer', () => {
       { x: 1 },
       { x: 1 },
     ]);
+  });
+
+  it('reports the first problem of a payload in order, text problems included', () => {
+    // The NUL comes before the undefined: it is the one named.
+    expect(() =>
+      serializer.toRow({ topic: 't', payload: { name: 'a\u0000', later: undefined } }, 0),
+    ).toThrow(/payload\.name: it contains a NUL/);
+    expect(() =>
+      serializer.toRow({ topic: 't', payload: { early: undefined, name: 'a\u0000' } }, 0),
+    ).toThrow(/payload\.early is undefined/);
+    // What a toJSON() returns is checked like the rest.
+    expect(() =>
+      serializer.toRow({ topic: 't', payload: { v: { toJSON: () => ({ s: '\udc00' }) } } }, 0),
+    ).toThrow(/payload\.v\.s: it contains a lone surrogate/);
+  });
+
+  it('keeps text that JSON escapes with \\u but every database stores', () => {
+    const payload = { path: 'C:\\users\\u0000x', ansi: '\u001b[1mbold\u001b[0m', bell: '\u0007' };
+    const row = serializer.toRow({ topic: 't', payload }, 0);
+    expect(row.payload).toBe(JSON.stringify(payload));
+    expect(JSON.parse(row.payload)).toEqual(payload);
   });
 
   it('turns a throwing key or headers function into OutboxInvalidMessageError with the cause', () => {

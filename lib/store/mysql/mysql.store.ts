@@ -1,4 +1,4 @@
-import { insertChunks, isExtended } from '../sql-values';
+import { insertChunks, isExtended, statementText } from '../sql-values';
 import { OutboxTableMissingError } from '../../errors/outbox-table-missing.error';
 import { OutboxMessages } from '../../outbox.messages';
 import { randomUUID } from 'node:crypto';
@@ -82,6 +82,7 @@ type StatsRow = Record<'pending' | 'leased' | 'delivered' | 'dead', string | num
 export class MysqlOutboxStore implements OutboxStore {
   /** InnoDB row-lock wait bound of the dispatcher's transactions, in seconds. */
   private readonly lockWaitSeconds: number;
+  private readonly oneRowInserts = new Map<string, string>();
 
   constructor(
     private readonly sql: SqlPort,
@@ -218,10 +219,10 @@ export class MysqlOutboxStore implements OutboxStore {
   ): Promise<void> {
     const [chunk] = insertChunks([row], 1, 'base64', ids.param);
     if (chunk === undefined) return;
-    const { affected } = await tx.query(
+    const text = statementText(this.oneRowInserts, `${chunk.scheduled}:${chunk.extended}`, () =>
       mysqlInsertOneLocked(this.names, chunk.scheduled, chunk.extended),
-      [...chunk.params, bucket],
     );
+    const { affected } = await tx.query(text, [...chunk.params, bucket]);
     // No bucket row to lock means no row written: fail the enqueue (and so the business
     // transaction) rather than lose the message. The bootstrap check makes this unexpected.
     if (affected !== 1) {

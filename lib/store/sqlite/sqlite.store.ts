@@ -1,4 +1,4 @@
-import { insertChunks, isExtended } from '../sql-values';
+import { insertChunks, isExtended, statementText } from '../sql-values';
 import { randomUUID } from 'node:crypto';
 import { OutboxOptionsError } from '../../errors/outbox-options.error';
 import type {
@@ -95,6 +95,7 @@ interface SqliteTx {
 export class SqliteOutboxStore implements OutboxStore {
   private database: SqliteConnection | undefined;
   private readonly statements = new Map<string, SqliteStatement>();
+  private readonly oneRowInserts = new Map<string, string>();
   private readonly tx: SqliteTx = {
     all: <R>(sql: string, params: readonly unknown[]) => this.statement(sql).all(...params) as R[],
     run: (sql, params) => this.statement(sql).run(...params).changes,
@@ -122,16 +123,23 @@ export class SqliteOutboxStore implements OutboxStore {
     const perStatement = rows.some(isExtended) ? MAX_EXTENDED_ROWS_PER_INSERT : MAX_ROWS_PER_INSERT;
     // SQLite binds a Buffer as a BLOB and has no base64 function: the bytes go as they are.
     for (const chunk of insertChunks(rows, perStatement, 'buffer')) {
-      const { rows: written } = await tx.query(
+      const build = (): string =>
         sqliteInsert(
           this.names,
           chunk.rows.length,
           chunk.scheduled,
           chunk.idempotent,
           chunk.extended,
-        ),
-        chunk.params,
-      );
+        );
+      const text =
+        chunk.rows.length === 1
+          ? statementText(
+              this.oneRowInserts,
+              `${chunk.scheduled}:${chunk.idempotent}:${chunk.extended}`,
+              build,
+            )
+          : build();
+      const { rows: written } = await tx.query(text, chunk.params);
       if (chunk.idempotent) present.push(...alreadyPresent(chunk.rows, written));
     }
     return present;
