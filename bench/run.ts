@@ -1,7 +1,7 @@
 /**
  * `npm run bench`: the performance scenarios P1–P8 of issue 5 (and P9 of issue 8) against the local services.
  *
- *   npm run bench                          quick profile (scaled-down sizes, 3 runs each, < 5 min)
+ *   npm run bench                          quick profile (scaled-down sizes, 3 runs each; about 14 min)
  *   npm run bench -- --full                the issue's sizes, 5 runs each
  *   npm run bench -- --only P1,P4          some scenarios
  *   npm run bench -- --only C1             the console over 10 000 000 rows (only when named)
