@@ -84,15 +84,11 @@ export function extendedValues(
 }
 
 /**
- * The text of a statement shape, built once per shape: an enqueue of one message would otherwise
- * rebuild the same insert text on every call. Callers key only shapes of bounded variety (one
- * row, not every row count a batch may have).
+ * What a statement shape needs (its text, or its text and options), built once per shape: an
+ * enqueue of one message would otherwise rebuild the same insert text on every call. Callers
+ * key only shapes of bounded variety (one row or many, not every row count a batch may have).
  */
-export function statementText(
-  cache: Map<string, string>,
-  shape: string,
-  build: () => string,
-): string {
+export function statementText<T = string>(cache: Map<string, T>, shape: string, build: () => T): T {
   let text = cache.get(shape);
   if (text === undefined) {
     text = build();
