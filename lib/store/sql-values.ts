@@ -88,7 +88,11 @@ export function extendedValues(
  * enqueue of one message would otherwise rebuild the same insert text on every call. Callers
  * key only shapes of bounded variety (one row or many, not every row count a batch may have).
  */
-export function statementText<T = string>(cache: Map<string, T>, shape: string, build: () => T): T {
+export function cachedStatement<T = string>(
+  cache: Map<string, T>,
+  shape: string,
+  build: () => T,
+): T {
   let text = cache.get(shape);
   if (text === undefined) {
     text = build();

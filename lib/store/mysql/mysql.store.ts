@@ -1,4 +1,4 @@
-import { insertChunks, isExtended, statementText } from '../sql-values';
+import { insertChunks, isExtended, cachedStatement } from '../sql-values';
 import { OutboxTableMissingError } from '../../errors/outbox-table-missing.error';
 import { OutboxMessages } from '../../outbox.messages';
 import { randomUUID } from 'node:crypto';
@@ -219,7 +219,7 @@ export class MysqlOutboxStore implements OutboxStore {
   ): Promise<void> {
     const [chunk] = insertChunks([row], 1, 'base64', ids.param);
     if (chunk === undefined) return;
-    const text = statementText(this.oneRowInserts, `${chunk.scheduled}:${chunk.extended}`, () =>
+    const text = cachedStatement(this.oneRowInserts, `${chunk.scheduled}:${chunk.extended}`, () =>
       mysqlInsertOneLocked(this.names, chunk.scheduled, chunk.extended),
     );
     const { affected } = await tx.query(text, [...chunk.params, bucket]);

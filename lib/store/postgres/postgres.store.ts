@@ -38,7 +38,7 @@ import { claimWindow } from '../claim-window';
 import { promotionRun } from '../queue-policy';
 import { alreadyPresent, hashKey, toClaimedRecords, type ClaimedRow } from '../outbox-row.mapper';
 import type { OutboxTableNames } from '../sql-identifier';
-import { extendedValues, isExtended, statementText } from '../sql-values';
+import { extendedValues, isExtended, cachedStatement } from '../sql-values';
 import type { SqlPort, SqlQueryOptions, SqlResult, SqlRunner } from '../sql-port';
 
 type StatsRow = Record<'pending' | 'leased' | 'delivered' | 'dead', number> & {
@@ -94,7 +94,7 @@ export class PostgresOutboxStore implements OutboxStore {
     const one = rows.length === 1 && only !== undefined;
     const extended = rows.some(isExtended);
     const variant = `${one}:${scheduled}:${lock}:${this.notify}:${idempotent}:${extended}`;
-    const statement = statementText(this.insertSql, variant, () => {
+    const statement = cachedStatement(this.insertSql, variant, () => {
       const shape = [this.names, scheduled, lock, this.notify, idempotent, extended] as const;
       const text = one
         ? postgresInsertOne(...shape, this.partitioned)

@@ -1,4 +1,4 @@
-import { insertChunks, isExtended, statementText } from '../sql-values';
+import { insertChunks, isExtended, cachedStatement } from '../sql-values';
 import { randomUUID } from 'node:crypto';
 import { OutboxOptionsError } from '../../errors/outbox-options.error';
 import type {
@@ -133,7 +133,7 @@ export class SqliteOutboxStore implements OutboxStore {
         );
       const text =
         chunk.rows.length === 1
-          ? statementText(
+          ? cachedStatement(
               this.oneRowInserts,
               `${chunk.scheduled}:${chunk.idempotent}:${chunk.extended}`,
               build,
