@@ -11,6 +11,7 @@ import {
   resetOutboxTable,
   seedOutbox,
   truncateOutbox,
+  untilDelivered,
 } from '../support/databases';
 import type { DispatcherChildConfig } from '../support/dispatcher-process';
 import { purgeQueue, readAndCheck, resetQueue } from '../support/rabbit';
@@ -43,7 +44,7 @@ export async function p6(ctx: BenchContext): Promise<ScenarioResult> {
   // Four dispatcher processes started once; each configuration uses the first 1, 2 or 4.
   const children: Child[] = Array.from({ length: 4 }, (_, i) =>
     forkTs('../support/dispatcher-process.ts', {
-      mode: 'drain',
+      mode: 'run',
       table: TABLE,
       queue: QUEUE,
       instanceId: `bench-p6-${i}`,
@@ -63,6 +64,8 @@ export async function p6(ctx: BenchContext): Promise<ScenarioResult> {
           await purgeQueue(rabbit, QUEUE);
           go = nowMs();
           for (const c of active) c.send({ type: 'go' });
+          await untilDelivered(pg, TABLE);
+          for (const c of active) c.send({ type: 'stop' });
           done = await Promise.all(active.map((c) => c.next('done')));
           const outages = done.reduce((a, d) => a + Number(d.outages ?? 0), 0);
           if (outages === 0 || attempt >= 3) break;

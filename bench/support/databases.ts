@@ -273,6 +273,26 @@ export async function pendingCount(ds: DataSource, table: string): Promise<numbe
   return Number(rows[0]?.n ?? 0);
 }
 
+/**
+ * Resolves once every keyed message of a PostgreSQL outbox table is delivered, looking every
+ * `pollMs` through the key index (its predicate is the question asked, so each look reads
+ * one index entry, not the table), for dispatchers that run on their own.
+ */
+export async function untilDelivered(
+  ds: DataSource,
+  table: string,
+  { pollMs = 5, timeoutMs = 600_000 } = {},
+): Promise<void> {
+  const deadline = Date.now() + timeoutMs;
+  const sql = `SELECT EXISTS (SELECT 1 FROM ${quoteTable(ds, table)} WHERE status <> 'delivered' AND message_key IS NOT NULL) AS left`;
+  for (;;) {
+    const rows = await ds.query<{ left: boolean }[]>(sql);
+    if (rows[0]?.left !== true) return;
+    if (Date.now() > deadline) throw new Error(`${table} was not delivered within ${timeoutMs} ms`);
+    await new Promise((resolve) => setTimeout(resolve, pollMs));
+  }
+}
+
 export function pgPool(max = 10): Pool {
   return new Pool({ ...pgConfig(), max });
 }

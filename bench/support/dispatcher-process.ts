@@ -3,6 +3,9 @@
  * on PostgreSQL with the library's RabbitMqPublisher.
  *
  * Modes: 'drain'  — on "go", drain until nothing is pending, report timings (and phase times);
+ *        'run'    — on "go", start the dispatcher as an app does (its own loop, polls and
+ *                   retries, LISTEN/NOTIFY) until "stop", then close the app and open a fresh
+ *                   one for the next "go"; reports when its last batch ended;
  *        'serve'  — autoStart (LISTEN/NOTIFY or polling) until "stop";
  *        'idle'   — like serve, counting the statements TypeORM runs between "go" and "stop";
  *        'rss'    — drain, sampling the resident set size.
@@ -11,11 +14,17 @@ import 'reflect-metadata';
 import type { OutboxDispatcherOptions } from '../../lib';
 import { childSide } from './child';
 import { CountingLogger, closeDataSource, openPostgres, pendingCount } from './databases';
-import { connectPublisher, instrument, rabbitPublisher, startOutboxApp } from './outbox-app';
+import {
+  connectPublisher,
+  instrument,
+  rabbitPublisher,
+  startOutboxApp,
+  type OutboxApp,
+} from './outbox-app';
 import { nowMs, sleep } from './stats';
 
 export interface DispatcherChildConfig {
-  readonly mode: 'drain' | 'serve' | 'idle' | 'rss';
+  readonly mode: 'drain' | 'run' | 'serve' | 'idle' | 'rss';
   readonly table: string;
   readonly queue: string;
   readonly instanceId: string;
@@ -27,19 +36,27 @@ async function main(): Promise<void> {
   const { config, send, next } = childSide<DispatcherChildConfig>();
   const logger = config.mode === 'idle' ? new CountingLogger() : undefined;
   const ds = await openPostgres({ poolSize: 10, logger });
-  const publisher = rabbitPublisher(config.queue);
+  let publisher = rabbitPublisher(config.queue);
   const serving = config.mode === 'serve' || config.mode === 'idle';
   let progress = 0;
-  const app = await startOutboxApp({
-    dataSource: ds,
-    tableName: config.table,
-    publisher,
-    instanceId: config.instanceId,
-    autoStart: serving,
-    ordering: { enabled: true },
-    dispatcher: config.dispatcher,
-    observer: { onBatch: (report) => void (progress += report.published) },
-  });
+  let lastBatchAt = 0;
+  const open = (): Promise<OutboxApp> =>
+    startOutboxApp({
+      dataSource: ds,
+      tableName: config.table,
+      publisher,
+      instanceId: config.instanceId,
+      autoStart: serving,
+      ordering: { enabled: true },
+      dispatcher: config.dispatcher,
+      observer: {
+        onBatch: (report) => {
+          progress += report.published;
+          if (report.published > 0) lastBatchAt = nowMs();
+        },
+      },
+    });
+  let app = await open();
   const dispatcher = app.dispatcher;
   if (dispatcher === undefined) throw new Error('no dispatcher');
 
@@ -67,6 +84,26 @@ async function main(): Promise<void> {
         seconds,
         texts: logger === undefined ? {} : Object.fromEntries(logger.texts),
       });
+      continue;
+    }
+    if (config.mode === 'run') {
+      progress = 0;
+      lastBatchAt = 0;
+      const running = app.dispatcher;
+      if (running === undefined) throw new Error('no dispatcher');
+      const startedAt = nowMs();
+      await running.start();
+      await next('stop');
+      const published = progress;
+      const finishedAt = lastBatchAt;
+      const outages = app.outages.count - outagesBefore;
+      // Closing stops the dispatcher; the next "go" starts a fresh one, so that a dispatcher
+      // left running cannot join a later measurement with fewer dispatchers.
+      await app.close();
+      publisher = rabbitPublisher(config.queue);
+      app = await open();
+      await connectPublisher(publisher);
+      send({ type: 'done', outages, published, startedAt, finishedAt });
       continue;
     }
     progress = 0;
