@@ -25,6 +25,7 @@ import type {
   Settlement,
 } from '../store/outbox-store.port';
 import { describeError } from '../internal/describe-error';
+import { IN_FLIGHT_GRACE_MS } from '../store/claim-window';
 import { OUTBOX_OPTIONS, OUTBOX_STORE, outboxTimerName } from '../outbox.constants';
 import { OutboxService } from '../outbox.service';
 import type { ResolvedOutboxOptions } from '../options/resolve-outbox-options';
@@ -49,6 +50,8 @@ const SETTLE_FIRST_BACKOFF_MS = 100;
 const SETTLE_MAX_BACKOFF_MS = 1_000;
 /** How often a paused dispatcher asks the publisher whether the broker is back. */
 const OUTAGE_PROBE_INTERVAL_MS = 500;
+/** First wait after a claim held back only by other dispatchers' batches (doubles, see retryAfterOthers). */
+const IN_FLIGHT_RETRY_MS = 50;
 const EMPTY_REPORT: OutboxBatchReport = Object.freeze({
   claimed: 0,
   published: 0,
@@ -70,7 +73,7 @@ interface LeasedBatch extends ClaimedBatch {
 }
 
 /** A claim's result: a batch, nothing due, or only parked followers (look again at once). */
-type ClaimResult = LeasedBatch | 'idle' | 'parked';
+type ClaimResult = LeasedBatch | 'idle' | 'parked' | 'in-flight';
 
 /** What the dispatcher is doing, for health checks. */
 export interface OutboxDispatcherStatus {
@@ -92,6 +95,20 @@ const sleep = (ms: number, unref = false): Promise<void> =>
     const timer = setTimeout(resolve, ms);
     if (unref) timer.unref();
   });
+
+/** Whether `batch` settles within `ms` (false at once without a batch). */
+async function settledWithin(batch: Promise<unknown> | undefined, ms: number): Promise<boolean> {
+  if (batch === undefined) return false;
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<false>((resolve) => {
+    timer = setTimeout(() => resolve(false), ms);
+  });
+  try {
+    return await Promise.race([batch.then(() => true), late]);
+  } finally {
+    clearTimeout(timer);
+  }
+}
 
 /**
  * Claims due messages, publishes them and settles the outcome, in a loop that survives broker
@@ -120,6 +137,8 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
   private readonly runId = randomBytes(4).toString('hex');
   /** A wake-up asked for the next drain (not only the timer): it claims without asking first. */
   private woken = false;
+  private retryTimer: NodeJS.Timeout | undefined;
+  private inFlightRetryMs = 0;
   /** When the rows the last outage handed back become due again (wall clock). */
   private releasedDueAt = 0;
   private unlisten: (() => Promise<void>) | undefined;
@@ -178,6 +197,25 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     this.wake();
   }
 
+  /**
+   * After a claim held back only by other dispatchers' batches in flight: a wake-up once those
+   * have likely settled, sooner than the next poll, backing off while it keeps finding them
+   * (up to the poll interval) so that idle dispatchers of a busy table claim little. Only for
+   * a dispatcher running on its own: one driven by `drain()` or `runOnce()` is the caller's.
+   */
+  private retryAfterOthers(): void {
+    if (!this.started || this.retryTimer !== undefined) return;
+    this.inFlightRetryMs = Math.min(
+      this.options.dispatcher.pollIntervalMs,
+      this.inFlightRetryMs === 0 ? IN_FLIGHT_RETRY_MS : this.inFlightRetryMs * 2,
+    );
+    this.retryTimer = setTimeout(() => {
+      this.retryTimer = undefined;
+      this.wake();
+    }, this.inFlightRetryMs);
+    this.retryTimer.unref();
+  }
+
   /** Asks for a drain as soon as possible; coalesces with a drain already running. */
   wake(): void {
     if (this.stopping) return;
@@ -215,6 +253,8 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     this.stopping = true;
     this.started = false;
     this.runner.stop();
+    clearTimeout(this.retryTimer);
+    this.retryTimer = undefined;
     this.service.commits.detach();
     const unlisten = this.unlisten;
     this.unlisten = undefined;
@@ -284,7 +324,19 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
         const started = performance.now();
         const claimed = await this.claim();
         if (claimed === 'parked') continue;
-        if (claimed === 'idle') {
+        if (claimed === 'in-flight' && inFlight.length === 0) {
+          // Held back by another dispatcher's batches only: look again once they are likely
+          // settled, rather than at the next poll.
+          this.retryAfterOthers();
+          break;
+        }
+        // Held back by batches in flight, ours among them: look again when the oldest settles,
+        // or once the grace has passed, when a claim parks the followers of a slow publish so
+        // that they no longer hold up the keys behind them.
+        if (claimed === 'in-flight' && !(await settledWithin(inFlight[0], IN_FLIGHT_GRACE_MS))) {
+          continue;
+        }
+        if (claimed === 'idle' || claimed === 'in-flight') {
           // Nothing claimable now; settling what is in flight may free the next message of
           // its keys, so look again if it made progress.
           const report = await settleOldest();
@@ -296,6 +348,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
           if (!progressed && !this.runner.requested && inFlight.length === 0) break;
           continue;
         }
+        this.inFlightRetryMs = 0;
         inFlight.push(this.deliver(claimed, started));
         if (inFlight.length >= this.options.dispatcher.batchesInFlight) await settleOldest();
       }
@@ -365,7 +418,8 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     // publish gets through.
     if (claimed.records.length > 0)
       return { ...claimed, claimedAt: claimStarted, leaseEnd: claimStarted + dispatcher.leaseMs };
-    return parked > 0 ? 'parked' : 'idle';
+    if (parked > 0) return 'parked';
+    return claimed.inFlightKeys > 0 ? 'in-flight' : 'idle';
   }
 
   /** Gives back the rows of a claim that answered after the watchdog gave up on it. */

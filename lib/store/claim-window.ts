@@ -1,4 +1,15 @@
 /**
+ * How long after its claim a key's head counts as in flight: a claim does not park the
+ * followers of a key whose head was leased less than this ago, because its batch is about to
+ * settle and free them (parking them then cost two more writes each, a park and a promotion:
+ * with more batches in flight than keys free, every message went through both, bench P6 and
+ * P14). A healthy batch settles well within it; a head leased longer ago is a slow publish or a
+ * dispatcher gone, and its followers are parked as a stuck key's are, so that they cannot hold
+ * up the keys behind them in the claim's window for longer than this.
+ */
+export const IN_FLIGHT_GRACE_MS = 1_000;
+
+/**
  * How many due rows a claim looks at to find `limit` heads of their keys: room for followers
  * not parked yet, without growing with a stuck key's backlog (those get parked).
  */

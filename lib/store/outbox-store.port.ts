@@ -11,9 +11,18 @@ export interface ClaimedBatch {
   readonly records: readonly ClaimedRecord[];
   /**
    * Keys seen during the claim with due messages queued behind an earlier undelivered message
-   * of the same key. `park` takes those followers out of the claim's path until their turn.
+   * of the same key that is not in flight (failed and backing off, dead, waiting, or leased
+   * longer than IN_FLIGHT_GRACE_MS ago). `park` takes those followers out of the claim's path
+   * until their turn.
    */
   readonly blockedKeys: readonly string[];
+  /**
+   * How many keys seen during the claim had due messages held back only by their key's head in
+   * flight: taken by this claim, or leased by another less than IN_FLIGHT_GRACE_MS ago (or
+   * settled while the claim ran). They are not parked: that head settles soon, and a claim
+   * after it takes them.
+   */
+  readonly inFlightKeys: number;
 }
 
 export type ClaimedRecord = OutboxRecord & {

@@ -4,6 +4,7 @@ import {
   type OutboxRecord,
   type PublishOutcome,
 } from '../../lib';
+import { IN_FLIGHT_GRACE_MS } from '../../lib/store/claim-window';
 import { MYSQL_KEY_LOCK_BUCKETS } from '../../lib/store/mysql/mysql.sql';
 import { hashKey } from '../../lib/store/outbox-row.mapper';
 import { readOutbox, storedId, TEST_DATABASES, TestOrder } from '../support/databases';
@@ -88,6 +89,26 @@ class ConcurrentJitterPublisher implements OutboxPublisher {
       new Promise<void>((resolve) => (timer = setTimeout(resolve, timeoutMs))),
     ]);
     clearTimeout(timer);
+  }
+}
+
+/** Holds every batch that carries a message of `key` for `slowMs` before publishing it. */
+class SlowKeyPublisher extends RecordingPublisher {
+  constructor(
+    private readonly key: string,
+    public slowMs: number,
+  ) {
+    super();
+  }
+
+  override async publish(
+    messages: readonly OutboxRecord[],
+    signal: AbortSignal,
+  ): Promise<PublishOutcome[]> {
+    if (this.slowMs > 0 && messages.some((m) => m.key === this.key)) {
+      await abortableDelay(this.slowMs, signal);
+    }
+    return super.publish(messages, signal);
   }
 }
 
@@ -418,6 +439,44 @@ for (const db of TEST_DATABASES) {
       expect(await h.outbox.retryDead([head])).toBe(1);
       await h.dispatcher.drain();
       expect(publisher.sentForKey('stuck')).toEqual([head, ...backlog]);
+    });
+
+    it("a key's next messages wait for its batch in flight without being parked: no park, no promotion, order kept", async () => {
+      const publisher = new RecordingPublisher();
+      const h = await boot(publisher, { dispatcher: { batchSize: 10, batchesInFlight: 2 } });
+      const ids = { A: [] as string[], B: [] as string[] };
+      for (let i = 0; i < 4; i++) {
+        ids.A.push(...(await h.commit(Array.from({ length: 10 }, (_, n) => msg('A', { n })))));
+        ids.B.push(...(await h.commit(Array.from({ length: 10 }, (_, n) => msg('B', { n })))));
+      }
+      // Every claim while a batch is in flight finds both keys' heads leased.
+      const park = jest.spyOn(h.store, 'park');
+      expect(await h.dispatcher.drain()).toBe(80);
+      expect(park).not.toHaveBeenCalled();
+      expect(publisher.sentForKey('A')).toEqual(ids.A);
+      expect(publisher.sentForKey('B')).toEqual(ids.B);
+      expect((await h.rows()).every((r) => r.status === 'delivered')).toBe(true);
+    });
+
+    it(`a slow publish holds its key's backlog only for the in-flight grace (${IN_FLIGHT_GRACE_MS} ms): then it is parked and the keys behind it flow`, async () => {
+      const publisher = new SlowKeyPublisher('slow', 3 * IN_FLIGHT_GRACE_MS);
+      const h = await boot(publisher, { dispatcher: { batchSize: 10, batchesInFlight: 2 } });
+      // More of the slow key than a claim's window holds, then other keys behind it.
+      const backlog = await h.commit(Array.from({ length: 100 }, (_, n) => msg('slow', { n })));
+      const others = await h.commit(Array.from({ length: 5 }, (_, n) => msg(`other-${n}`)));
+      const draining = h.dispatcher.drain();
+      await publisher.until(
+        (p) => others.every((id) => p.sentIds.includes(id)),
+        10_000,
+        'the keys behind the slow one',
+      );
+      // While the slow key's first batch was still publishing.
+      expect(publisher.sentForKey('slow')).toEqual([]);
+      publisher.slowMs = 0;
+      await draining;
+      await h.dispatcher.drain();
+      expect(publisher.sentForKey('slow')).toEqual(backlog);
+      expect((await h.rows()).every((r) => r.status === 'delivered')).toBe(true);
     });
 
     it("with onDeadLetter 'skip', retryDead() puts a dead message behind the key's message in flight, never beside it", async () => {

@@ -248,6 +248,22 @@ export function mysqlClaimLease(n: OutboxTableNames, count: number): string {
 WHERE id IN (${placeholders(count)})`;
 }
 
+/**
+ * Params: keys, then IN_FLIGHT_GRACE_MS. Those of the keys whose head (first blocking message)
+ * is in flight: leased, less than that long ago; or was until a moment ago: a settle that
+ * committed since the claim read its window left the key free, and claimable, not blocked.
+ */
+export function mysqlInFlightHeads(
+  n: OutboxTableNames,
+  policy: OutboxQueuePolicy,
+  count: number,
+): string {
+  return `SELECT h.message_key AS k FROM (${mysqlFirstBlocking(n, policy, count)}) AS f
+JOIN ${n.table} AS h ON h.id = f.first
+WHERE (h.locked_until > ${NOW} AND h.last_attempt_at > ${NOW} - INTERVAL ? * 1000 MICROSECOND)
+  OR (h.status = 'pending' AND h.available_at <= ${NOW} AND (h.locked_until IS NULL OR h.locked_until <= ${NOW}))`;
+}
+
 /** Params: keys. The first message holding back each key (its head). */
 export function mysqlFirstBlocking(
   n: OutboxTableNames,

@@ -33,6 +33,7 @@ import {
   mysqlFirstWaiting,
   mysqlInsert,
   mysqlInsertOneLocked,
+  mysqlInFlightHeads,
   mysqlKeyRows,
   mysqlKeyRowsParams,
   mysqlLockKeys,
@@ -53,7 +54,7 @@ import {
   mysqlStats,
   mysqlStillHeld,
 } from './mysql.sql';
-import { claimWindow, rowsOfFirstKeys } from '../claim-window';
+import { claimWindow, IN_FLIGHT_GRACE_MS, rowsOfFirstKeys } from '../claim-window';
 import { promotionRun } from '../queue-policy';
 import {
   compareIds,
@@ -253,19 +254,24 @@ export class MysqlOutboxStore implements OutboxStore {
       ]);
       const window = rowsOfFirstKeys(due, options.limit);
       const places = await this.runs(query, window);
-      const blockedKeys = [
+      const heldBack = [
         ...new Set(
           window.flatMap((r) =>
             r.message_key !== null && !places.has(String(r.id)) ? [r.message_key] : [],
           ),
         ),
       ];
+      // After the lease: a key whose head this claim took is in flight too.
+      const heldBy = async (): Promise<Pick<ClaimedBatch, 'blockedKeys' | 'inFlightKeys'>> => {
+        const flying = await this.inFlight(query, heldBack);
+        return { blockedKeys: heldBack.filter((k) => !flying.has(k)), inFlightKeys: flying.size };
+      };
       // Window order is due order; a stable sort by place keeps it within each place.
       const candidates = window
         .filter((r) => places.has(String(r.id)))
         .sort((a, b) => (places.get(String(a.id)) ?? 0) - (places.get(String(b.id)) ?? 0))
         .slice(0, options.limit);
-      if (candidates.length === 0) return { token, records: [], blockedKeys };
+      if (candidates.length === 0) return { token, records: [], ...(await heldBy()) };
       const ids = candidates.map((c) => c.id);
       const { rows: locked } = await query<ClaimedRow>(mysqlClaimLock(this.names, ids.length), ids);
       const kept = wholeRuns(locked, places);
@@ -278,8 +284,22 @@ export class MysqlOutboxStore implements OutboxStore {
           ...kept.map((r) => r.id),
         ]);
       }
-      return { token, records: toClaimedRecords(kept), blockedKeys };
+      return { token, records: toClaimedRecords(kept), ...(await heldBy()) };
     });
+  }
+
+  /** Those of `keys` whose head is in flight (see IN_FLIGHT_GRACE_MS): not parked. */
+  private async inFlight(query: Query, keys: readonly string[]): Promise<Set<string>> {
+    const flying = new Set<string>();
+    for (let start = 0; start < keys.length; start += MAX_KEYS_PER_RUN_QUERY) {
+      const chunk = keys.slice(start, start + MAX_KEYS_PER_RUN_QUERY);
+      const { rows } = await query<{ k: string }>(
+        mysqlInFlightHeads(this.names, this.policy, chunk.length),
+        [...chunk, IN_FLIGHT_GRACE_MS],
+      );
+      for (const row of rows) flying.add(row.k);
+    }
+    return flying;
   }
 
   /**

@@ -1,5 +1,6 @@
 import { ATTEMPT_COLUMNS, ATTEMPT_HISTORY_LIMIT } from '../attempt-history';
 import { ARCHIVE_INSERT_COLUMNS, archivedValues } from '../outbox-archive';
+import { IN_FLIGHT_GRACE_MS } from '../claim-window';
 import { dropTableDdl, partialIndexesDdl } from '../partial-indexes.sql';
 import type { OutboxQueuePolicy } from '../outbox-store.port';
 import type { OutboxTableNames } from '../sql-identifier';
@@ -334,8 +335,10 @@ function int32Literal(value: number): string {
  * window are looked up: a batch takes no more keys than rows. A leased row's `available_at`
  * moves to its lease end, so it leaves the window until the lease expires. Rows found queued
  * behind an earlier message of their key that is not in the batch are reported (`blocked`) so
- * the dispatcher parks them: the window never fills up with the backlog of a stuck key. The
- * whole claim is one statement.
+ * the dispatcher parks them: the window never fills up with the backlog of a stuck key. When
+ * the key's head is in flight (in this batch, or leased by an earlier claim less than
+ * IN_FLIGHT_GRACE_MS ago), they are only counted (`busy`, keys): its settle frees them sooner
+ * than a park and a promotion would. The whole claim is one statement.
  */
 export function postgresClaim(
   n: OutboxTableNames,
@@ -353,7 +356,7 @@ export function postgresClaim(
   if (!policy.ordered) {
     return `WITH ${window},
 ${lockCandidates(n, partitioned, 'w', 'w.due, w.id', false)}${leaseUpdate(n, partitioned, 'p')}
-SELECT o.*, NULL::text[] AS blocked FROM (SELECT 1) AS b LEFT JOIN o ON true`;
+SELECT o.*, NULL::text[] AS blocked, 0 AS busy FROM (SELECT 1) AS b LEFT JOIN o ON true`;
   }
   // Heads first (every key's first row, in due order), then every key's second row, and so
   // on: a batch cut short by the limit shortens runs before it leaves a key out.
@@ -361,23 +364,29 @@ SELECT o.*, NULL::text[] AS blocked FROM (SELECT 1) AS b LEFT JOIN o ON true`;
 ${postgresRuns(t, policy, partitioned)},
 ${lockCandidates(n, partitioned, 'r', 'r.pos, r.due, r.id', true)},
 g AS MATERIALIZED (
-  SELECT p.id${partitioned ? ', p.created_at' : ''} FROM (
+  SELECT p.id, p.message_key${partitioned ? ', p.created_at' : ''} FROM (
     SELECT p.*, row_number() OVER (PARTITION BY p.message_key ORDER BY p.pos) AS n FROM p) AS p
-  WHERE p.message_key IS NULL OR p.n = p.pos)${leaseUpdate(n, partitioned, 'g')}
-SELECT o.*, b.blocked FROM (
-  SELECT array_agg(DISTINCT r.message_key) FILTER (WHERE r.pos IS NULL AND r.probed) AS blocked FROM r) AS b
+  WHERE p.message_key IS NULL OR p.n = p.pos)${leaseUpdate(n, partitioned, 'g')},
+x AS MATERIALIZED (
+  SELECT r.message_key, r.message_key IN (SELECT f.key FROM f UNION ALL SELECT g.message_key FROM g WHERE g.message_key IS NOT NULL) AS flying
+  FROM r WHERE r.pos IS NULL AND r.probed)
+SELECT o.*, b.blocked, b.busy FROM (
+  SELECT array_agg(DISTINCT x.message_key) FILTER (WHERE NOT x.flying) AS blocked,
+    count(DISTINCT x.message_key) FILTER (WHERE x.flying)::int AS busy
+  FROM x) AS b
 LEFT JOIN o ON true`;
 }
 
 /**
- * The CTEs `k`, `q`, `s` and `r` of an ordered claim over the window `w`. `k`: the first $4 keys
+ * The CTEs `k`, `q`, `f`, `s` and `r` of an ordered claim over the window `w`. `k`: the first $4 keys
  * of the window, in the order their first rows are due, with their number of rows in it; a
  * batch of $4 rows takes at most $4 keys, and when the window's keys are all free those are
  * exactly the first $4 (see rowsOfFirstKeys: the window is larger than the batch, to find heads
  * behind followers not parked yet, and probing every key in it both cost key-index probes no
  * batch used, P15, and parked the followers of keys in flight). `q`: for each key
  * of `k`, its first blocking rows in queue order (one key-index probe, as many rows as the key
- * has in the window, at most $6), numbered from 1. `s`: the rows of `q` in their key's run (every
+ * has in the window, at most $6), numbered from 1, with whether it is in flight (`flying`). `f`:
+ * the keys whose head is in flight. `s`: the rows of `q` in their key's run (every
  * earlier row of the key in `q` is in the window too). `r`: each window row with its place in its
  * key's run (`pos`), or null when it is behind an earlier row of its key that is not in the
  * window (leased, parked, not due, dead) or when its key was not probed (`probed` false: not
@@ -387,7 +396,8 @@ LEFT JOIN o ON true`;
 function postgresRuns(t: string, policy: OutboxQueuePolicy, partitioned: boolean): string {
   // The partition key, where a row of `r` carries it (`made`, as in `w`), taken from alias `a`.
   const made = (a: string): string => (partitioned ? `, ${a}.made` : '');
-  const probed = `e.id, e.available_at AS due${partitioned ? ', e.created_at AS made' : ''}`;
+  const probed = `e.id, e.available_at AS due${partitioned ? ', e.created_at AS made' : ''},
+      e.locked_until > now() AND e.last_attempt_at > now() - interval '${int32Literal(IN_FLIGHT_GRACE_MS)} milliseconds' AS flying`;
   // `q` and `s` carry what `r` needs of a row (its key, due time, partition key) from the probe
   // itself, and membership in `w` is a hashed `IN`: with the estimates of a nearly empty table
   // (one row everywhere), joins between these CTEs became nested loops that re-sorted the run
@@ -396,9 +406,10 @@ function postgresRuns(t: string, policy: OutboxQueuePolicy, partitioned: boolean
   SELECT w.message_key AS key, count(*) AS n FROM w WHERE w.message_key IS NOT NULL
   GROUP BY w.message_key ORDER BY min(w.due), min(w.id) LIMIT $4),
 q AS MATERIALIZED (
-  SELECT k.key, e.id, e.due${made('e')}, e.pos FROM k
+  SELECT k.key, e.id, e.due${made('e')}, e.flying, e.pos FROM k
   CROSS JOIN LATERAL (
-    SELECT e.id, e.due${made('e')}, row_number() OVER (ORDER BY e.id) AS pos FROM ${keyRows(t, 'k.key', 'least(k.n, $6)', policy, probed)} AS e) AS e),
+    SELECT e.id, e.due${made('e')}, e.flying, row_number() OVER (ORDER BY e.id) AS pos FROM ${keyRows(t, 'k.key', 'least(k.n, $6)', policy, probed)} AS e) AS e),
+f AS MATERIALIZED (SELECT q.key FROM q WHERE q.pos = 1 AND q.flying),
 s AS MATERIALIZED (
   SELECT q.id, q.key, q.due${made('q')}, q.pos FROM (
     SELECT q.*, bool_and(q.id IN (SELECT x.id FROM w AS x)) OVER (PARTITION BY q.key ORDER BY q.pos) AS whole

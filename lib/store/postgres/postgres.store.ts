@@ -158,6 +158,7 @@ export class PostgresOutboxStore implements OutboxStore {
       token,
       records: toClaimedRecords(claimed),
       blockedKeys: rows[0]?.blocked ?? [],
+      inFlightKeys: rows[0]?.busy ?? 0,
     };
   }
 
@@ -411,7 +412,11 @@ export class PostgresOutboxStore implements OutboxStore {
 }
 
 /** A claim answers one row even when it leased nothing, to carry the blocked keys. */
-type ClaimRow = Omit<ClaimedRow, 'id'> & { id: ClaimedRow['id'] | null; blocked: string[] | null };
+type ClaimRow = Omit<ClaimedRow, 'id'> & {
+  id: ClaimedRow['id'] | null;
+  blocked: string[] | null;
+  busy: number;
+};
 
 type Run = <R = unknown>(sql: string, params: unknown[]) => Promise<SqlResult<R>>;
 

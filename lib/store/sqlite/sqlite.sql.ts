@@ -17,6 +17,8 @@ const EXTENDED_COLUMNS = ', payload_encoding, content_type, payload_bytes, broke
 const NOW = `strftime('%Y-%m-%d %H:%M:%f', 'now')`;
 const plusMs = (param: string): string =>
   `strftime('%Y-%m-%d %H:%M:%f', 'now', '+' || (${param} / 1000.0) || ' seconds')`;
+const minusMs = (param: string): string =>
+  `strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || (${param} / 1000.0) || ' seconds')`;
 
 /** DDL of the outbox table on SQLite 3.35+. */
 export function sqliteCreateTable(n: OutboxTableNames): string[] {
@@ -154,6 +156,18 @@ WHERE status = 'pending' AND id IN (SELECT value FROM json_each(?))
 RETURNING id, message_id, topic, message_key, event_type, payload, headers, attempts, created_at,
   payload_encoding, content_type, payload_bytes, broker_attributes,
   (julianday('now') - julianday(created_at)) * 86400000.0 AS age_ms`;
+}
+
+/**
+ * Params: JSON array of keys, IN_FLIGHT_GRACE_MS. Those of the keys whose head (first
+ * blocking message) is in flight: leased, less than that long ago.
+ */
+export function sqliteInFlightHeads(n: OutboxTableNames, policy: OutboxQueuePolicy): string {
+  const t = n.table;
+  return `SELECT k.value AS k FROM json_each(?) AS k
+WHERE (SELECT e.locked_until > ${NOW} AND e.last_attempt_at > ${minusMs('?')} FROM ${t} AS e ${BY_KEY(n)}
+  WHERE e.message_key = k.value AND ${UNDELIVERED('e')} AND e.status IN ${blocking(policy.deadBlocksKey)}
+  ORDER BY e.id LIMIT 1)`;
 }
 
 /** Params: JSON array of keys. See PostgreSQL's park. */

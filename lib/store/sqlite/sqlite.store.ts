@@ -39,9 +39,10 @@ import {
   sqliteSettleDelivered,
   sqliteSettleRetry,
   sqliteHasDue,
+  sqliteInFlightHeads,
   sqliteStats,
 } from './sqlite.sql';
-import { claimWindow, rowsOfFirstKeys } from '../claim-window';
+import { claimWindow, IN_FLIGHT_GRACE_MS, rowsOfFirstKeys } from '../claim-window';
 import { promotionRun } from '../queue-policy';
 import {
   alreadyPresent,
@@ -168,13 +169,14 @@ export class SqliteOutboxStore implements OutboxStore {
         const before = row.prev === null ? 0 : places.get(row.prev);
         if (before !== undefined && before < this.policy.maxRun) places.set(row.id, before + 1);
       }
-      const blockedKeys = [
+      const heldBack = [
         ...new Set(
           window.flatMap((r) =>
             r.message_key !== null && !places.has(r.id) ? [r.message_key] : [],
           ),
         ),
       ];
+
       // Window order is due order; a stable sort by place keeps it within each place.
       const candidates = window
         .filter((r) => places.has(r.id))
@@ -190,7 +192,24 @@ export class SqliteOutboxStore implements OutboxStore {
               options.leaseMs,
               JSON.stringify(candidates.map((r) => r.id)),
             ]);
-      return { token, records: toClaimedRecords(rows), blockedKeys };
+      // After the lease: a key whose head this claim took is in flight too.
+      const flying =
+        heldBack.length === 0
+          ? new Set<string>()
+          : new Set(
+              tx
+                .all<{ k: string }>(sqliteInFlightHeads(this.names, this.policy), [
+                  JSON.stringify(heldBack),
+                  IN_FLIGHT_GRACE_MS,
+                ])
+                .map((r) => r.k),
+            );
+      return {
+        token,
+        records: toClaimedRecords(rows),
+        blockedKeys: heldBack.filter((k) => !flying.has(k)),
+        inFlightKeys: flying.size,
+      };
     });
   }
 
