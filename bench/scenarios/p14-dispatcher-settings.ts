@@ -31,8 +31,8 @@ type Settings = Required<Pick<OutboxDispatcherOptions, 'batchSize' | 'batchesInF
 
 /** The defaults first: every other setting is reported against them. */
 const SETTINGS: readonly Settings[] = [
-  { batchSize: 200, batchesInFlight: 2 },
   { batchSize: 500, batchesInFlight: 2 },
+  { batchSize: 200, batchesInFlight: 2 },
   { batchSize: 500, batchesInFlight: 3 },
   { batchSize: 1_000, batchesInFlight: 2 },
 ];

@@ -11,7 +11,7 @@
  * Three dispatcher settings, each in a fresh process per run: batchSize 1 with one batch in
  * flight (one payload in flight); the same with a full GC before every claim (a diagnostic: the
  * copies one message makes, without the garbage earlier messages left for V8 to collect); and the
- * defaults (batchSize 200, 2 batches: every message at once).
+ * defaults (batchSize 500, 2 batches: every message at once).
  */
 import { forkTs } from '../support/child';
 import { named } from '../support/config';
@@ -77,9 +77,9 @@ const SETTINGS: readonly Setting[] = [
   },
   {
     name: 'defaults',
-    label: 'defaults (batchSize 200, 2 batches)',
+    label: 'defaults (batchSize 500, 2 batches)',
     dispatcher: {},
-    inFlight: (n) => Math.min(n, 200 * 2),
+    inFlight: (n) => Math.min(n, 500 * 2),
   },
 ];
 

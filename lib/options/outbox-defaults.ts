@@ -94,7 +94,7 @@ export const OUTBOX_DEFAULTS = deepFreeze({
     maxRun: { value: DEFAULT_MAX_RUN },
   } satisfies Defaults<OutboxOrderingOptions>,
   dispatcher: {
-    batchSize: { value: 200 },
+    batchSize: { value: 500 },
     batchesInFlight: { value: 2 },
     pollIntervalMs: { value: 1_000 },
     leaseMs: { value: 30_000 },

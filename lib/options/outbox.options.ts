@@ -6,7 +6,7 @@ import type { OutboxPublisher } from '../publishers/outbox-publisher.interface';
 import type { OutboxRecord } from '../message/outbox-record.interface';
 
 export interface OutboxDispatcherOptions {
-  /** Most messages claimed and published in one batch. @default 200 */
+  /** Most messages claimed and published in one batch. @default 500 */
   batchSize?: number;
   /**
    * Batches publishing at once: the next claim overlaps the current publish. Per-key order is

@@ -4,7 +4,7 @@ import type { OutboxQueuePolicy } from './outbox-store.port';
 export const DEFAULT_MAX_RUN = 50;
 
 /** `dispatcher.batchSize`'s default, for stores made without the options (tools, tests). */
-const DEFAULT_BATCH_SIZE = 200;
+const DEFAULT_BATCH_SIZE = 500;
 
 /**
  * The one place the `ordering` options become the queue's rules, which the store's SQL, the

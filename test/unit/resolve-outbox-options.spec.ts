@@ -32,7 +32,7 @@ describe('resolveOutboxOptions', () => {
       autoStart: true,
       ordering: { enabled: true, onDeadLetter: 'block' },
       dispatcher: {
-        batchSize: 200,
+        batchSize: 500,
         pollIntervalMs: 1_000,
         leaseMs: 30_000,
         publishTimeoutMs: 10_000,
