@@ -249,19 +249,18 @@ WHERE id IN (${placeholders(count)})`;
 }
 
 /**
- * Params: keys, then IN_FLIGHT_GRACE_MS. Those of the keys whose head (first blocking message)
- * is in flight: leased, less than that long ago; or was until a moment ago: a settle that
- * committed since the claim read its window left the key free, and claimable, not blocked.
+ * Params: keys, then IN_FLIGHT_GRACE_MS. Each key's head (first blocking message), with whether
+ * it is in flight: leased, less than that long ago.
  */
-export function mysqlInFlightHeads(
+export function mysqlKeyHeads(
   n: OutboxTableNames,
   policy: OutboxQueuePolicy,
   count: number,
 ): string {
-  return `SELECT h.message_key AS k FROM (${mysqlFirstBlocking(n, policy, count)}) AS f
-JOIN ${n.table} AS h ON h.id = f.first
-WHERE (h.locked_until > ${NOW} AND h.last_attempt_at > ${NOW} - INTERVAL ? * 1000 MICROSECOND)
-  OR (h.status = 'pending' AND h.available_at <= ${NOW} AND (h.locked_until IS NULL OR h.locked_until <= ${NOW}))`;
+  return `SELECT h.message_key AS k, h.id AS first,
+  (h.locked_until > ${NOW} AND h.last_attempt_at > ${NOW} - INTERVAL ? * 1000 MICROSECOND) AS flying
+FROM (${mysqlFirstBlocking(n, policy, count)}) AS f
+JOIN ${n.table} AS h ON h.id = f.first`;
 }
 
 /** Params: keys. The first message holding back each key (its head). */

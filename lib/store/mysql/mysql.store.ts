@@ -33,7 +33,7 @@ import {
   mysqlFirstWaiting,
   mysqlInsert,
   mysqlInsertOneLocked,
-  mysqlInFlightHeads,
+  mysqlKeyHeads,
   mysqlKeyRows,
   mysqlKeyRowsParams,
   mysqlLockKeys,
@@ -263,8 +263,11 @@ export class MysqlOutboxStore implements OutboxStore {
       ];
       // After the lease: a key whose head this claim took is in flight too.
       const heldBy = async (): Promise<Pick<ClaimedBatch, 'blockedKeys' | 'inFlightKeys'>> => {
-        const flying = await this.inFlight(query, heldBack);
-        return { blockedKeys: heldBack.filter((k) => !flying.has(k)), inFlightKeys: flying.size };
+        const blocked = await this.blockedOf(query, heldBack, window);
+        return {
+          blockedKeys: heldBack.filter((k) => blocked.has(k)),
+          inFlightKeys: heldBack.length - blocked.size,
+        };
       };
       // Window order is due order; a stable sort by place keeps it within each place.
       const candidates = window
@@ -288,18 +291,31 @@ export class MysqlOutboxStore implements OutboxStore {
     });
   }
 
-  /** Those of `keys` whose head is in flight (see IN_FLIGHT_GRACE_MS): not parked. */
-  private async inFlight(query: Query, keys: readonly string[]): Promise<Set<string>> {
-    const flying = new Set<string>();
+  /**
+   * Those of the held-back `keys` to park: whose head is neither in flight (see
+   * IN_FLIGHT_GRACE_MS) nor a row of the claim's `window`. A head in the window was held back
+   * itself when the window was read, behind a message whose settle has committed since (this
+   * READ COMMITTED statement sees it): the key is free, its rows claimable, not blocked.
+   */
+  private async blockedOf(
+    query: Query,
+    keys: readonly string[],
+    window: readonly WindowRow[],
+  ): Promise<Set<string>> {
+    const blocked = new Set<string>();
+    if (keys.length === 0) return blocked;
+    const seen = new Set(window.map((r) => String(r.id)));
     for (let start = 0; start < keys.length; start += MAX_KEYS_PER_RUN_QUERY) {
       const chunk = keys.slice(start, start + MAX_KEYS_PER_RUN_QUERY);
-      const { rows } = await query<{ k: string }>(
-        mysqlInFlightHeads(this.names, this.policy, chunk.length),
-        [...chunk, IN_FLIGHT_GRACE_MS],
+      const { rows } = await query<{ k: string; first: string | number; flying: unknown }>(
+        mysqlKeyHeads(this.names, this.policy, chunk.length),
+        [IN_FLIGHT_GRACE_MS, ...chunk],
       );
-      for (const row of rows) flying.add(row.k);
+      for (const row of rows) {
+        if (Number(row.flying) !== 1 && !seen.has(String(row.first))) blocked.add(row.k);
+      }
     }
-    return flying;
+    return blocked;
   }
 
   /**
