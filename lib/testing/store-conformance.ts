@@ -447,6 +447,31 @@ const CASES: readonly {
     },
   },
   {
+    name: "a head handed back behind its key's followers, out of the window, has them reported blocked, not in flight",
+    async run({ store, claim, enqueue }) {
+      // More followers than a claim of one looks at (its window), then the head goes back:
+      // due again, but after them in due order, so that the next window holds only followers.
+      await enqueue(Array.from({ length: 60 }, () => message('k')));
+      const first = await claim(1);
+      const [head] = ids(first) as [string];
+      await store.settle(
+        first.token,
+        { ...NONE, release: [{ id: head, delayMs: 0, error: null, errorClass: null }] },
+        false,
+      );
+      await sleep(5);
+      const behind = await claim(1);
+      same(
+        [ids(behind), behind.blockedKeys, behind.inFlightKeys],
+        [[], ['k'], 0],
+        'a claim whose window holds only the followers',
+      );
+      // Parked, they are out of the way: the head is claimed next.
+      await store.park(['k']);
+      same(ids(await claim(1)), [head], 'the head, claimed after the park');
+    },
+  },
+  {
     name: 'settles delivered, retry and dead with the lease token',
     async run({ store, claim, enqueue, row }) {
       await enqueue([message(null), message(null), message(null)]);
