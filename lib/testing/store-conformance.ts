@@ -454,12 +454,13 @@ const CASES: readonly {
       await enqueue(Array.from({ length: 60 }, () => message('k')));
       const first = await claim(1);
       const [head] = ids(first) as [string];
+      // Due again strictly after the followers (SQLite keeps milliseconds).
+      await sleep(5);
       await store.settle(
         first.token,
         { ...NONE, release: [{ id: head, delayMs: 0, error: null, errorClass: null }] },
         false,
       );
-      await sleep(5);
       const behind = await claim(1);
       same(
         [ids(behind), behind.blockedKeys, behind.inFlightKeys],
