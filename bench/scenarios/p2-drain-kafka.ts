@@ -1,4 +1,9 @@
-/** P2: drain a backlog PostgreSQL → Kafka (kafkajs), module vs a bare `sendBatch` relay. */
+/**
+ * P2: drain a backlog PostgreSQL → Kafka (kafkajs), module vs a bare `sendBatch` relay, and vs the
+ * same relay on an idempotent producer like KafkaPublisher's (kafkajs sends one request at a time
+ * per broker with idempotence), so that the bench tells what idempotence costs at the client from
+ * what the relay itself spends.
+ */
 import { KafkaPublisher } from '../../lib/publishers/kafka';
 import { bareKafkaRelay } from '../baselines/bare-relay';
 import { SERVICES, named } from '../support/config';
@@ -63,9 +68,11 @@ async function measure(ctx: BenchContext, result: ScenarioResult): Promise<Scena
     ordering: { enabled: true },
   });
   const producer = await bareProducer();
+  const idempotentProducer = await bareProducer(true);
   const pool = pgPool(4);
   const moduleRates: number[] = [];
   const bareRates: number[] = [];
+  const idempotentRates: number[] = [];
   let extra = 0;
   let short = 0;
   const prepare = async (count: number): Promise<void> => {
@@ -80,6 +87,8 @@ async function measure(ctx: BenchContext, result: ScenarioResult): Promise<Scena
     await drainAll(app, pg, TABLE);
     await prepare(2_000);
     await bareKafkaRelay({ pool, table: TABLE, producer, topic: bareTopic });
+    await prepare(2_000);
+    await bareKafkaRelay({ pool, table: TABLE, producer: idempotentProducer, topic: bareTopic });
 
     for (let run = 1; run <= ctx.runs; run++) {
       const m = await measured(
@@ -110,10 +119,28 @@ async function measure(ctx: BenchContext, result: ScenarioResult): Promise<Scena
       ctx.log(
         `P2 run ${run}: bare sendBatch relay ${Math.round(n / b)} msgs/s (topic holds ${await topicCount(bareTopic)})`,
       );
+
+      const i = await measured(`P2 run ${run} bare relay, idempotent`, ctx.log, async () => {
+        await resetTopic(bareTopic);
+        await prepare(n);
+        const t = performance.now();
+        await bareKafkaRelay({
+          pool,
+          table: TABLE,
+          producer: idempotentProducer,
+          topic: bareTopic,
+        });
+        return (performance.now() - t) / 1000;
+      });
+      idempotentRates.push(n / i);
+      ctx.log(
+        `P2 run ${run}: bare sendBatch relay, idempotent producer ${Math.round(n / i)} msgs/s`,
+      );
     }
   } finally {
     await app.close();
     await producer.disconnect();
+    await idempotentProducer.disconnect();
     await pool.end();
     await deleteTopic(moduleTopic);
     await deleteTopic(bareTopic);
@@ -142,6 +169,22 @@ async function measure(ctx: BenchContext, result: ScenarioResult): Promise<Scena
     ratio(module.median, bare.median),
     '>=',
     0.9,
+  );
+  const idempotent = addMetric(
+    result,
+    'bare_idempotent_kafka_msgs_per_s',
+    "bare relay on an idempotent producer (KafkaPublisher's producer settings)",
+    'msgs/s',
+    idempotentRates,
+    n,
+  );
+  addTarget(
+    result,
+    'p2_vs_bare_idempotent',
+    "module ÷ bare relay on an idempotent producer (the relay's own cost)",
+    ratio(module.median, idempotent.median),
+    '>=',
+    0.95,
   );
   addTarget(result, 'p2_extra_records', 'records beyond the messages (duplicates)', extra, '==', 0);
   addTarget(result, 'p2_missing_records', 'messages missing from the topic', short, '==', 0);

@@ -63,11 +63,15 @@ export async function topicCount(topic: string): Promise<number> {
   });
 }
 
-/** A plain kafkajs producer (the bare relay's), murmur2 partitioner, acks set per send. */
-export async function bareProducer(): Promise<Producer> {
+/**
+ * A plain kafkajs producer (the bare relay's), murmur2 partitioner, acks set per send; with
+ * `idempotent`, the producer KafkaPublisher uses (idempotent, one request in flight).
+ */
+export async function bareProducer(idempotent = false): Promise<Producer> {
   const producer = kafkaClient('outbox-bench-bare').producer({
     createPartitioner: Partitioners.DefaultPartitioner,
     allowAutoTopicCreation: false,
+    ...(idempotent ? { idempotent: true, maxInFlightRequests: 1 } : {}),
   });
   await producer.connect();
   return producer;
