@@ -261,20 +261,22 @@ export class MysqlOutboxStore implements OutboxStore {
           ),
         ),
       ];
-      // After the lease: a key whose head this claim took is in flight too.
-      const heldBy = async (): Promise<Pick<ClaimedBatch, 'blockedKeys' | 'inFlightKeys'>> => {
-        const blocked = await this.blockedOf(query, heldBack, window);
-        return {
-          blockedKeys: heldBack.filter((k) => blocked.has(k)),
-          inFlightKeys: heldBack.length - blocked.size,
-        };
+      // A key whose head this claim took is in flight; the others' heads are looked up.
+      const heldBy = async (
+        taken: readonly ClaimedRow[],
+      ): Promise<Pick<ClaimedBatch, 'blockedKeys' | 'inFlightKeys'>> => {
+        const keys = new Set(taken.map((r) => r.message_key));
+        const asked = heldBack.filter((k) => !keys.has(k));
+        const blocked = await this.blockedOf(query, asked, window);
+        const blockedKeys = asked.filter((k) => blocked.has(k));
+        return { blockedKeys, inFlightKeys: heldBack.length - blockedKeys.length };
       };
       // Window order is due order; a stable sort by place keeps it within each place.
       const candidates = window
         .filter((r) => places.has(String(r.id)))
         .sort((a, b) => (places.get(String(a.id)) ?? 0) - (places.get(String(b.id)) ?? 0))
         .slice(0, options.limit);
-      if (candidates.length === 0) return { token, records: [], ...(await heldBy()) };
+      if (candidates.length === 0) return { token, records: [], ...(await heldBy([])) };
       const ids = candidates.map((c) => c.id);
       const { rows: locked } = await query<ClaimedRow>(mysqlClaimLock(this.names, ids.length), ids);
       const kept = wholeRuns(locked, places);
@@ -287,7 +289,7 @@ export class MysqlOutboxStore implements OutboxStore {
           ...kept.map((r) => r.id),
         ]);
       }
-      return { token, records: toClaimedRecords(kept), ...(await heldBy()) };
+      return { token, records: toClaimedRecords(kept), ...(await heldBy(kept)) };
     });
   }
 

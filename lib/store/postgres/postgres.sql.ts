@@ -337,7 +337,7 @@ function int32Literal(value: number): string {
  * behind an earlier message of their key that is not in the batch are reported (`blocked`) so
  * the dispatcher parks them: the window never fills up with the backlog of a stuck key. When
  * the key's head is in flight (in this batch, or leased by an earlier claim less than
- * IN_FLIGHT_GRACE_MS ago), they are only counted (`busy`, keys): its settle frees them sooner
+ * IN_FLIGHT_GRACE_MS ago), they are only counted (`in_flight`, keys): its settle frees them sooner
  * than a park and a promotion would. The whole claim is one statement.
  */
 export function postgresClaim(
@@ -356,7 +356,7 @@ export function postgresClaim(
   if (!policy.ordered) {
     return `WITH ${window},
 ${lockCandidates(n, partitioned, 'w', 'w.due, w.id', false)}${leaseUpdate(n, partitioned, 'p')}
-SELECT o.*, NULL::text[] AS blocked, 0 AS busy FROM (SELECT 1) AS b LEFT JOIN o ON true`;
+SELECT o.*, NULL::text[] AS blocked, 0 AS in_flight FROM (SELECT 1) AS b LEFT JOIN o ON true`;
   }
   // Heads first (every key's first row, in due order), then every key's second row, and so
   // on: a batch cut short by the limit shortens runs before it leaves a key out.
@@ -370,9 +370,9 @@ g AS MATERIALIZED (
 x AS MATERIALIZED (
   SELECT r.message_key, r.message_key IN (SELECT f.key FROM f UNION ALL SELECT g.message_key FROM g WHERE g.message_key IS NOT NULL) AS flying
   FROM r WHERE r.pos IS NULL AND r.probed)
-SELECT o.*, b.blocked, b.busy FROM (
+SELECT o.*, b.blocked, b.in_flight FROM (
   SELECT array_agg(DISTINCT x.message_key) FILTER (WHERE NOT x.flying) AS blocked,
-    count(DISTINCT x.message_key) FILTER (WHERE x.flying)::int AS busy
+    count(DISTINCT x.message_key) FILTER (WHERE x.flying)::int AS in_flight
   FROM x) AS b
 LEFT JOIN o ON true`;
 }

@@ -158,7 +158,7 @@ export class PostgresOutboxStore implements OutboxStore {
       token,
       records: toClaimedRecords(claimed),
       blockedKeys: rows[0]?.blocked ?? [],
-      inFlightKeys: rows[0]?.busy ?? 0,
+      inFlightKeys: rows[0]?.in_flight ?? 0,
     };
   }
 
@@ -415,7 +415,7 @@ export class PostgresOutboxStore implements OutboxStore {
 type ClaimRow = Omit<ClaimedRow, 'id'> & {
   id: ClaimedRow['id'] | null;
   blocked: string[] | null;
-  busy: number;
+  in_flight: number;
 };
 
 type Run = <R = unknown>(sql: string, params: unknown[]) => Promise<SqlResult<R>>;

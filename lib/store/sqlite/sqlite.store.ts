@@ -176,7 +176,6 @@ export class SqliteOutboxStore implements OutboxStore {
           ),
         ),
       ];
-
       // Window order is due order; a stable sort by place keeps it within each place.
       const candidates = window
         .filter((r) => places.has(r.id))
@@ -192,23 +191,25 @@ export class SqliteOutboxStore implements OutboxStore {
               options.leaseMs,
               JSON.stringify(candidates.map((r) => r.id)),
             ]);
-      // After the lease: a key whose head this claim took is in flight too.
-      const flying =
-        heldBack.length === 0
-          ? new Set<string>()
-          : new Set(
-              tx
-                .all<{ k: string }>(sqliteInFlightHeads(this.names, this.policy), [
-                  JSON.stringify(heldBack),
-                  IN_FLIGHT_GRACE_MS,
-                ])
-                .map((r) => r.k),
-            );
+      // A key whose head this claim took is in flight; the others' heads are looked up.
+      const taken = new Set(rows.map((r) => r.message_key));
+      const asked = heldBack.filter((k) => !taken.has(k));
+      const flying = new Set(
+        asked.length === 0
+          ? []
+          : tx
+              .all<{ k: string }>(sqliteInFlightHeads(this.names, this.policy), [
+                JSON.stringify(asked),
+                IN_FLIGHT_GRACE_MS,
+              ])
+              .map((r) => r.k),
+      );
+      const blockedKeys = asked.filter((k) => !flying.has(k));
       return {
         token,
         records: toClaimedRecords(rows),
-        blockedKeys: heldBack.filter((k) => !flying.has(k)),
-        inFlightKeys: flying.size,
+        blockedKeys,
+        inFlightKeys: heldBack.length - blockedKeys.length,
       };
     });
   }
