@@ -95,6 +95,17 @@ const targets: readonly (PublisherConformanceTarget & { readonly services: Servi
     },
   },
   {
+    // Its other wire format: no x-outbox-* headers, the publish id in correlationId.
+    name: 'RabbitMqPublisher with outboxHeaders: false',
+    services: ['rabbitmq'],
+    setUp: async () => {
+      const queue = `conformance-${randomUUID()}`;
+      const consumer = await consumeRabbitMq(queue);
+      const publisher = new RabbitMqPublisher({ url: RABBITMQ_URL, outboxHeaders: false });
+      return fixture(publisher, queue, consumer, (m) => m.properties.messageId as string);
+    },
+  },
+  {
     name: 'ClientProxyPublisher over TCP',
     services: [],
     setUp: async () => {

@@ -67,36 +67,45 @@ describeWith(['rabbitmq'], 'RabbitMqOutboxDeserializer in a Nest RMQ microservic
     received.length = 0;
   });
 
-  it('routes each message RabbitMqPublisher sends to the handler of its event type', async () => {
-    const queue = `q-nest-consumer-${randomUUID()}`;
-    const app = await startConsumer(queue);
-    const publisher = new RabbitMqPublisher({
-      url: RABBITMQ_URL,
-      assertTopology: async (channel) => {
-        await channel.assertQueue(queue, { durable: true });
-      },
-    });
-    try {
-      const record: OutboxRecord = {
-        id: '1',
-        messageId: randomUUID(),
-        topic: queue,
-        key: 'o-1',
-        type: 'order.created',
-        payload: JSON.stringify({ orderId: 'o-1', total: 42 }),
-        headers: {},
-        attempts: 1,
-        createdAt: new Date(),
-      };
-      const outcomes = await publisher.publish([record], new AbortController().signal);
-      expect(outcomes).toEqual([{ ok: true }]);
-      await waitFor('the handler to receive the event', () => received.length > 0);
-      expect(received).toEqual([{ orderId: 'o-1', total: 42 }]);
-    } finally {
-      await publisher.close();
-      await app.close();
-    }
-  });
+  // With outboxHeaders: false the message has no headers at all; the deserializer knows it by
+  // its correlation id.
+  it.each([
+    ['with the x-outbox-* headers', true],
+    ['without them (outboxHeaders: false)', false],
+  ])(
+    'routes each message RabbitMqPublisher sends %s to the handler of its event type',
+    async (_name, outboxHeaders) => {
+      const queue = `q-nest-consumer-${randomUUID()}`;
+      const app = await startConsumer(queue);
+      const publisher = new RabbitMqPublisher({
+        url: RABBITMQ_URL,
+        outboxHeaders,
+        assertTopology: async (channel) => {
+          await channel.assertQueue(queue, { durable: true });
+        },
+      });
+      try {
+        const record: OutboxRecord = {
+          id: '1',
+          messageId: randomUUID(),
+          topic: queue,
+          key: 'o-1',
+          type: 'order.created',
+          payload: JSON.stringify({ orderId: 'o-1', total: 42 }),
+          headers: {},
+          attempts: 1,
+          createdAt: new Date(),
+        };
+        const outcomes = await publisher.publish([record], new AbortController().signal);
+        expect(outcomes).toEqual([{ ok: true }]);
+        await waitFor('the handler to receive the event', () => received.length > 0);
+        expect(received).toEqual([{ orderId: 'o-1', total: 42 }]);
+      } finally {
+        await publisher.close();
+        await app.close();
+      }
+    },
+  );
 
   // The queue may also carry Nest's own packets: ClientProxyPublisher over ClientRMQ (which sets
   // the AMQP type to the event type too) and a plain ClientRMQ request. Taking their pattern from

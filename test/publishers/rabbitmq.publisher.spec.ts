@@ -421,6 +421,64 @@ describeWith(['postgres', 'rabbitmq'], 'RabbitMqPublisher failures (PostgreSQL â
     await channel.close();
   });
 
+  it('with outboxHeaders: false: no headers unless the message has headers of its own, the publish id in correlationId; an unroutable message is still retried and dead-lettered', async () => {
+    const noBinding = uniqueName('no-binding');
+    let queue = '';
+    const h = await suite.openOutbox(
+      {
+        outboxHeaders: false,
+        exchange: (r) => (r.topic === 'unroutable' ? noBinding : ''),
+        routingKey: (r) => (r.topic === 'unroutable' ? 'nowhere' : queue),
+        assertTopology: async (channel) => {
+          await channel.assertExchange(noBinding, 'direct', { durable: false, autoDelete: false });
+          await channel.assertQueue(queue, { durable: true });
+        },
+      },
+      { retry },
+    );
+    queue = h.queue;
+    const received = await suite.consume(h.queue);
+    const ids = await h.enqueue([
+      { topic: 'ok', key: 'k-1', type: 'order.created', payload: { n: 1 } },
+      {
+        topic: 'ok',
+        key: 'k-2',
+        type: 'order.created',
+        payload: { n: 2 },
+        headers: { 'x-tenant': 't1' },
+      },
+      { topic: 'unroutable', key: 'lost-key', payload: { unroutable: true } },
+    ]);
+    expect(await h.dispatcher.runOnce()).toMatchObject({ claimed: 3, published: 2, retried: 1 });
+    await suite.dispatchUntil(h, 'the unroutable message to be dead-lettered', suite.allSettled(h));
+    await sleep(300);
+
+    expect(received.map((r) => r.messageId).sort()).toEqual([ids[0], ids[1]].sort());
+    const plain = received.find((r) => r.messageId === ids[0]);
+    const tenant = received.find((r) => r.messageId === ids[1]);
+    // No headers for a message without headers of its own (amqplib sends an empty table); its
+    // own for the other.
+    expect(plain?.message.properties.headers ?? {}).toEqual({});
+    expect(tenant?.message.properties.headers).toEqual({ 'x-tenant': 't1' });
+    for (const r of received) {
+      expect(r.message.properties).toMatchObject({
+        deliveryMode: 2,
+        messageId: r.messageId,
+        type: 'order.created',
+        contentType: 'application/json',
+        correlationId: expect.stringMatching(/^x-outbox-publish:\d+$/) as unknown,
+      });
+    }
+    const rows = await h.rows();
+    expect(rows.find((r) => r.messageId === ids[2])).toMatchObject({ status: 'dead', attempts: 3 });
+    expect(rows.find((r) => r.messageId === ids[2])?.lastError).toMatch(
+      /RabbitMQ returned the message as unroutable \(312 NO_ROUTE\)/,
+    );
+    const channel = await suite.consumerChannel();
+    await channel.deleteExchange(noBinding);
+    await channel.close();
+  });
+
   it('a run refused part way (unroutable): the key stops there and the rest of its run goes back unpublished; once routable it goes on in order', async () => {
     const { h, noBinding } = await unroutableOutbox({
       maxAttempts: 50,
@@ -821,45 +879,55 @@ describeWith(
       expect({ delivered: received.length, extra }).toEqual({ delivered: 198, extra: 0 });
     });
 
-    it('a late basic.return of an abandoned publish is not taken for the return of a later publish of the same message', async () => {
-      const queue = uniqueName('q-return');
-      const noBinding = uniqueName('no-binding');
-      consumers.deleteExchangeAtEnd(noBinding);
-      const publisher = publisherFor(queue, {
-        exchange: (r) => (r.topic === 'unroutable' ? noBinding : ''),
-        routingKey: (r) => (r.topic === 'unroutable' ? 'nowhere' : queue),
-        assertTopology: async (channel) => {
-          await channel.assertExchange(noBinding, 'direct', { durable: false });
-          await channel.assertQueue(queue, { durable: true });
-        },
-      });
-      await publisher.connect();
-      const received = await consumers.consume(queue);
-      // The publishing channel is open, so the publishes below need no I/O to go out.
-      expect(await publisher.publish([rec(queue, 'warm-up')], anySignal())).toEqual([{ ok: true }]);
+    // Without the headers the publish id travels in correlationId: the return is matched alike.
+    it.each([
+      ['x-outbox-publish-id header', true],
+      ['correlation id (outboxHeaders: false)', false],
+    ])(
+      'a late basic.return of an abandoned publish is not taken for the return of a later publish of the same message (publish id in the %s)',
+      async (_name, outboxHeaders) => {
+        const queue = uniqueName('q-return');
+        const noBinding = uniqueName('no-binding');
+        consumers.deleteExchangeAtEnd(noBinding);
+        const publisher = publisherFor(queue, {
+          outboxHeaders,
+          exchange: (r) => (r.topic === 'unroutable' ? noBinding : ''),
+          routingKey: (r) => (r.topic === 'unroutable' ? 'nowhere' : queue),
+          assertTopology: async (channel) => {
+            await channel.assertExchange(noBinding, 'direct', { durable: false });
+            await channel.assertQueue(queue, { durable: true });
+          },
+        });
+        await publisher.connect();
+        const received = await consumers.consume(queue);
+        // The publishing channel is open, so the publishes below need no I/O to go out.
+        expect(await publisher.publish([rec(queue, 'warm-up')], anySignal())).toEqual([
+          { ok: true },
+        ]);
 
-      // First publish of message 'dup': unroutable. The dispatcher gives up on it (its deadline)
-      // and publishes it again, routable this time, all before the broker's basic.return for the
-      // first publish is read: no I/O happens between these steps, only promise jobs.
-      const abort = new AbortController();
-      const reason = new PublishTimeoutError(1);
-      const firstTry = publisher.publish([rec('unroutable', 'dup')], abort.signal);
-      for (let i = 0; i < 20; i++) await Promise.resolve(); // past connect(): written to the channel
-      abort.abort(reason);
-      // Abandoned before the broker's answer was read: neither confirmed nor returned yet.
-      const [abandoned] = await firstTry;
-      expect(abandoned?.ok).toBe(false);
-      expect(abandoned !== undefined && !abandoned.ok && abandoned.error).not.toBeInstanceOf(
-        RabbitMqPublishError,
-      );
+        // First publish of message 'dup': unroutable. The dispatcher gives up on it (its deadline)
+        // and publishes it again, routable this time, all before the broker's basic.return for the
+        // first publish is read: no I/O happens between these steps, only promise jobs.
+        const abort = new AbortController();
+        const reason = new PublishTimeoutError(1);
+        const firstTry = publisher.publish([rec('unroutable', 'dup')], abort.signal);
+        for (let i = 0; i < 20; i++) await Promise.resolve(); // past connect(): written to the channel
+        abort.abort(reason);
+        // Abandoned before the broker's answer was read: neither confirmed nor returned yet.
+        const [abandoned] = await firstTry;
+        expect(abandoned?.ok).toBe(false);
+        expect(abandoned !== undefined && !abandoned.ok && abandoned.error).not.toBeInstanceOf(
+          RabbitMqPublishError,
+        );
 
-      // The same message again, routable now, on the same channel while that return is on its way.
-      const secondTry = publisher.publish([rec(queue, 'dup')], anySignal());
-      expect(await secondTry).toEqual([{ ok: true }]);
-      await waitFor('the retried message at the consumer', () =>
-        received.some((m) => m.messageId === 'dup'),
-      );
-    });
+        // The same message again, routable now, on the same channel while that return is on its way.
+        const secondTry = publisher.publish([rec(queue, 'dup')], anySignal());
+        expect(await secondTry).toEqual([{ ok: true }]);
+        await waitFor('the retried message at the consumer', () =>
+          received.some((m) => m.messageId === 'dup'),
+        );
+      },
+    );
 
     ownResourcesTest(
       "a connection the broker closes (320, this publisher's only): what was confirmed stays published, the rest of the batch is an outage, and the next batch reconnects",

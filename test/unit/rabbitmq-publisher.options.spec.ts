@@ -39,7 +39,11 @@ describe('resolveRabbitMqPublisherOptions', () => {
       connectionTimeoutMs: 5_000,
       reconnect: { initialDelayMs: 500, maxDelayMs: 15_000 },
       connectionName: 'nestjs-outbox',
+      outboxHeaders: true,
     });
+    expect(resolveRabbitMqPublisherOptions({ url, outboxHeaders: false }).outboxHeaders).toBe(
+      false,
+    );
     expect(resolved.exchange(record)).toBe('');
     expect(resolved.routingKey(record)).toBe('orders');
   });
@@ -73,6 +77,7 @@ describe('resolveRabbitMqPublisherOptions', () => {
       'reconnect.maxDelayMs',
     ],
     ['a non-function topology', { url, assertTopology: {} }, 'assertTopology'],
+    ['outboxHeaders as text', { url, outboxHeaders: 'false' }, 'outboxHeaders'],
   ])('rejects %s', (_name, options, option) => {
     const error = errorOf(options);
     expect(error.option).toBe(option);

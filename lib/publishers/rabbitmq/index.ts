@@ -1,6 +1,9 @@
 // nestjs-outbox/rabbitmq: a native RabbitMQ publisher on amqplib (an optional peer dependency).
 export { RabbitMqPublisher } from './rabbitmq.publisher';
-export { RABBITMQ_PUBLISH_ID_HEADER } from './rabbitmq-publish-id';
+export {
+  RABBITMQ_PUBLISH_ID_CORRELATION_PREFIX,
+  RABBITMQ_PUBLISH_ID_HEADER,
+} from './rabbitmq-publish-id';
 export {
   resolveRabbitMqPublisherOptions,
   type RabbitMqPublisherOptions,

@@ -1,9 +1,10 @@
-import { RABBITMQ_PUBLISH_ID_HEADER } from './rabbitmq-publish-id';
+import { publishIdOf } from './rabbitmq-publish-id';
 
 /** What a Nest RMQ server hands its deserializer with a message (the AMQP properties). */
 export interface RabbitMqMessageProperties {
   readonly type?: unknown;
   readonly headers?: Readonly<Record<string, unknown>> | null;
+  readonly correlationId?: unknown;
 }
 
 /** An incoming packet as Nest's microservice servers route it. */
@@ -27,7 +28,8 @@ export interface RabbitMqOutboxIncomingEvent {
  * });
  * ```
  *
- * Only messages that carry the publisher's `x-outbox-publish-id` header are read so. Everything
+ * Only messages that carry the publisher's `x-outbox-publish-id` header (or, sent with
+ * `outboxHeaders: false`, its `x-outbox-publish:` correlation id) are read so. Everything
  * else on the queue (what a Nest `ClientRMQ` emits or sends, `ClientProxyPublisher` over RMQ
  * included) is Nest's own packet and passes as Nest's default deserializer passes it, so one
  * queue can serve both and `send()` requests keep their id and get their answer.
@@ -36,7 +38,7 @@ export interface RabbitMqOutboxIncomingEvent {
  */
 export class RabbitMqOutboxDeserializer {
   deserialize(value: unknown, properties?: RabbitMqMessageProperties): RabbitMqOutboxIncomingEvent {
-    if (properties?.headers?.[RABBITMQ_PUBLISH_ID_HEADER] !== undefined) {
+    if (properties !== undefined && publishIdOf(properties) !== undefined) {
       return {
         pattern: typeof properties.type === 'string' ? properties.type : undefined,
         data: value,

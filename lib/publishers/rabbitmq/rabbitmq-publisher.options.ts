@@ -48,6 +48,16 @@ export interface RabbitMqPublisherOptions {
   connectionName?: string;
   /** The `app-id` property of every message. @default none */
   appId?: string;
+  /**
+   * Whether each message carries the `x-outbox-message-id`, `x-outbox-type`, `x-outbox-key` and
+   * `x-outbox-publish-id` headers. With `false` a message carries only the headers of its own
+   * (none, mostly): its id and type are in the `messageId` and `type` properties only, its
+   * publish id is in `correlationId` (`x-outbox-publish:<id>`), and its key is not sent.
+   * RabbitMQ and amqplib then handle far less per message (bench P1); consumers must read the
+   * properties, not the headers. Every promise holds either way.
+   * @default true
+   */
+  outboxHeaders?: boolean;
 }
 
 /** Options with defaults applied and values checked. */
@@ -64,6 +74,7 @@ export interface ResolvedRabbitMqPublisherOptions {
   readonly reconnect: { readonly initialDelayMs: number; readonly maxDelayMs: number };
   readonly connectionName: string;
   readonly appId: string | undefined;
+  readonly outboxHeaders: boolean;
 }
 
 // Every other key is refused: a misspelt option would silently keep its default.
@@ -81,6 +92,7 @@ const OPTION_KEYS = {
     reconnect: true,
     connectionName: true,
     appId: true,
+    outboxHeaders: true,
   } satisfies Record<keyof RabbitMqPublisherOptions, true>,
   reconnect: { initialDelayMs: true, maxDelayMs: true } satisfies Record<
     keyof NonNullable<RabbitMqPublisherOptions['reconnect']>,
@@ -207,6 +219,13 @@ export function resolveRabbitMqPublisherOptions(
     );
   if (options.appId !== undefined && typeof options.appId !== 'string')
     fail('appId', `${show(options.appId)} is not a string`, 'Pass a string or leave it out.');
+  const outboxHeaders = options.outboxHeaders ?? true;
+  if (typeof outboxHeaders !== 'boolean')
+    fail(
+      'outboxHeaders',
+      `${show(outboxHeaders)} is not a boolean`,
+      'Pass false to send messages without the x-outbox-* headers, or leave it out.',
+    );
 
   return {
     url: options.url,
@@ -233,5 +252,6 @@ export function resolveRabbitMqPublisherOptions(
     reconnect,
     connectionName,
     appId: options.appId,
+    outboxHeaders,
   };
 }
