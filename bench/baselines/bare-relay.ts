@@ -82,30 +82,37 @@ async function relay(
  * The AMQP properties of a message: `bare`, the least a consumer needs; `outbox`, the same ones
  * RabbitMqPublisher sends (mandatory, message id, type, timestamp, content type and encoding, the
  * four `x-outbox-*` headers), so that the bench can tell what the promises cost at the broker
- * from what the relay itself spends.
+ * from what the relay itself spends. Two more split the `outbox` set: `outbox-no-headers`, every
+ * one of those properties but the headers (what RabbitMqPublisher sends with `outboxHeaders:
+ * false`); `bare-one-header`, `bare` with one header (`x-outbox-publish-id`): whether headers
+ * cost by their number or from the first one (amqplib sends an empty table either way).
  */
-export type BareProperties = 'bare' | 'outbox';
+export type BareProperties = 'bare' | 'outbox' | 'outbox-no-headers' | 'bare-one-header';
 
 function rabbitProperties(r: Row, kind: BareProperties, publishId: number): Options.Publish {
-  if (kind === 'bare') {
-    return { persistent: true, messageId: r.message_id, contentType: 'application/json' };
-  }
+  const bare: Options.Publish = {
+    persistent: true,
+    messageId: r.message_id,
+    contentType: 'application/json',
+  };
+  if (kind === 'bare') return bare;
+  if (kind === 'bare-one-header')
+    return { ...bare, headers: { [RABBITMQ_PUBLISH_ID_HEADER]: String(publishId) } };
+  const properties: Options.Publish = {
+    ...bare,
+    mandatory: true,
+    type: r.event_type,
+    timestamp: Math.floor(Date.now() / 1000),
+    contentEncoding: 'utf-8',
+  };
+  if (kind === 'outbox-no-headers') return properties;
   const headers: Record<string, string> = {
     [OUTBOX_HEADER_MESSAGE_ID]: r.message_id,
     [OUTBOX_HEADER_TYPE]: r.event_type,
     [RABBITMQ_PUBLISH_ID_HEADER]: String(publishId),
   };
   if (r.message_key !== null) headers[OUTBOX_HEADER_KEY] = r.message_key;
-  return {
-    persistent: true,
-    mandatory: true,
-    messageId: r.message_id,
-    type: r.event_type,
-    timestamp: Math.floor(Date.now() / 1000),
-    contentType: 'application/json',
-    contentEncoding: 'utf-8',
-    headers,
-  };
+  return { ...properties, headers };
 }
 
 /** Drains the table into `queue` through the confirm window; resolves to the number published. */

@@ -1,8 +1,10 @@
 /**
- * P1: drain a backlog PostgreSQL → RabbitMQ with one dispatcher, ordering on, 1 000 keys; beside
- * it, on the same table shape, queue and services: the bare pipelined relay, the naive relay and
- * pg-transactional-outbox (README configuration and fastest configuration). The module's runs
- * are checked at the consumer (duplicates, per-key order, missing messages).
+ * P1: drain a backlog PostgreSQL → RabbitMQ with one dispatcher, ordering on, 1 000 keys, with
+ * RabbitMqPublisher's defaults and with `outboxHeaders: false`; beside it, on the same table
+ * shape, queue and services: the bare pipelined relay (with its own message properties, with the
+ * module's, and with parts of those), the naive relay and pg-transactional-outbox (README
+ * configuration and fastest configuration). The module's runs are checked at the consumer
+ * (duplicates, per-key order, missing messages).
  */
 import { named } from '../support/config';
 import { bareRabbitRelay, type BareProperties } from '../baselines/bare-relay';
@@ -29,6 +31,34 @@ import { CONFIGURE_HINT } from '../support/services';
 import { ratio, round } from '../support/stats';
 
 const TABLE = named('bench_p1');
+
+interface PropertyVariant {
+  readonly properties: Exclude<BareProperties, 'bare'>;
+  readonly metric: string;
+  readonly label: string;
+}
+
+/**
+ * The bare relay again with the module's message properties, then with two parts of them: what
+ * the promises cost at the broker, apart from what the relay spends (see BareProperties).
+ */
+const PROPERTY_VARIANTS: readonly PropertyVariant[] = [
+  {
+    properties: 'outbox',
+    metric: 'bare_outbox_properties_msgs_per_s',
+    label: "the module's message properties (mandatory, ids, x-outbox-* headers)",
+  },
+  {
+    properties: 'outbox-no-headers',
+    metric: 'bare_outbox_no_headers_msgs_per_s',
+    label: "the module's message properties without the headers",
+  },
+  {
+    properties: 'bare-one-header',
+    metric: 'bare_one_header_msgs_per_s',
+    label: 'its own properties and one header (x-outbox-publish-id)',
+  },
+];
 const QUEUE = named('bench.p1', '.');
 
 export async function p1(ctx: BenchContext): Promise<ScenarioResult> {
@@ -49,6 +79,16 @@ export async function p1(ctx: BenchContext): Promise<ScenarioResult> {
     instanceId: 'bench-p1',
     ordering: { enabled: true },
   });
+  // The same module sending without the x-outbox-* headers (RabbitMqPublisher's outboxHeaders:
+  // false), to set beside the bare relay with the same properties.
+  const noHeadersApp = await startOutboxApp({
+    dataSource: pg,
+    tableName: TABLE,
+    publisher: rabbitPublisher(QUEUE, { outboxHeaders: false }),
+    autoStart: false,
+    instanceId: 'bench-p1-no-headers',
+    ordering: { enabled: true },
+  });
   const pool = pgPool(4);
   const link = new ConfirmLink(1_000);
   const pgtoModes: PgtoMode[] = ctx.pgSettings.walLevel === 'logical' ? ['fast', 'readme'] : [];
@@ -59,8 +99,13 @@ export async function p1(ctx: BenchContext): Promise<ScenarioResult> {
   }
 
   const moduleRates: number[] = [];
+  const noHeadersRates: number[] = [];
   const bareRates: number[] = [];
-  const bareOutboxRates: number[] = [];
+  const variantRates: Record<PropertyVariant['properties'], number[]> = {
+    outbox: [],
+    'outbox-no-headers': [],
+    'bare-one-header': [],
+  };
   const naiveRates: number[] = [];
   const pgtoRates: Record<PgtoMode, number[]> = { fast: [], readme: [] };
   const pgtoRuns: Record<PgtoMode, PgtoRun[]> = { fast: [], readme: [] };
@@ -94,6 +139,8 @@ export async function p1(ctx: BenchContext): Promise<ScenarioResult> {
       await prepare(2_000);
       await drainAll(app, pg, TABLE);
       await prepare(2_000);
+      await drainAll(noHeadersApp, pg, TABLE);
+      await prepare(2_000);
       await bare();
     });
 
@@ -116,6 +163,24 @@ export async function p1(ctx: BenchContext): Promise<ScenarioResult> {
         `P1 run ${run}: module ${Math.round(n / m.s)} msgs/s (received ${m.check.received}, dup ${m.check.duplicates}, order violations ${m.check.orderViolations}, missing ${m.check.missing})`,
       );
 
+      const h = await measured(
+        `P1 run ${run} module without the x-outbox-* headers`,
+        log,
+        async () => {
+          await prepare(n);
+          const s = await timed(() => drainAll(noHeadersApp, pg, TABLE));
+          return { s, check: await readAndCheck(QUEUE, n) };
+        },
+        [noHeadersApp],
+      );
+      noHeadersRates.push(n / h.s);
+      duplicates += h.check.duplicates;
+      orderViolations += h.check.orderViolations;
+      missing += h.check.missing;
+      log(
+        `P1 run ${run}: module without the x-outbox-* headers ${Math.round(n / h.s)} msgs/s (received ${h.check.received}, dup ${h.check.duplicates}, order violations ${h.check.orderViolations}, missing ${h.check.missing})`,
+      );
+
       const b = await measured(`P1 run ${run} bare relay`, log, async () => {
         await prepare(n);
         return timed(bare);
@@ -125,18 +190,14 @@ export async function p1(ctx: BenchContext): Promise<ScenarioResult> {
         `P1 run ${run}: bare relay ${Math.round(n / b)} msgs/s (queue holds ${await queueDepth(rabbit, QUEUE)})`,
       );
 
-      const bo = await measured(
-        `P1 run ${run} bare relay, the module's properties`,
-        log,
-        async () => {
+      for (const variant of PROPERTY_VARIANTS) {
+        const s = await measured(`P1 run ${run} bare relay, ${variant.label}`, log, async () => {
           await prepare(n);
-          return timed(() => bare('outbox'));
-        },
-      );
-      bareOutboxRates.push(n / bo);
-      log(
-        `P1 run ${run}: bare relay with the module's message properties ${Math.round(n / bo)} msgs/s`,
-      );
+          return timed(() => bare(variant.properties));
+        });
+        variantRates[variant.properties].push(n / s);
+        log(`P1 run ${run}: bare relay, ${variant.label}: ${Math.round(n / s)} msgs/s`);
+      }
 
       const nn = profile.naiveMessages;
       const v = await measured(`P1 run ${run} naive relay`, log, async () => {
@@ -148,6 +209,7 @@ export async function p1(ctx: BenchContext): Promise<ScenarioResult> {
     }
   } finally {
     await app.close();
+    await noHeadersApp.close();
     await pool.end();
   }
 
@@ -207,6 +269,14 @@ export async function p1(ctx: BenchContext): Promise<ScenarioResult> {
     moduleRates,
     n,
   );
+  const noHeaders = addMetric(
+    result,
+    'module_no_headers_msgs_per_s',
+    'nestjs-outbox, RabbitMqPublisher with outboxHeaders: false',
+    'msgs/s',
+    noHeadersRates,
+    n,
+  );
   const bareS = addMetric(
     result,
     'bare_msgs_per_s',
@@ -215,14 +285,18 @@ export async function p1(ctx: BenchContext): Promise<ScenarioResult> {
     bareRates,
     n,
   );
-  const bareOutbox = addMetric(
-    result,
-    'bare_outbox_properties_msgs_per_s',
-    "bare pipelined relay sending the module's message properties (mandatory, ids, x-outbox-* headers)",
-    'msgs/s',
-    bareOutboxRates,
-    n,
+  const [bareOutbox, bareNoHeaders, bareOneHeader] = PROPERTY_VARIANTS.map((variant) =>
+    addMetric(
+      result,
+      variant.metric,
+      `bare pipelined relay sending ${variant.label}`,
+      'msgs/s',
+      variantRates[variant.properties],
+      n,
+    ),
   );
+  if (bareOutbox === undefined || bareNoHeaders === undefined || bareOneHeader === undefined)
+    throw new Error('P1: a property variant was not measured');
   const naiveS = addMetric(
     result,
     'naive_msgs_per_s',
@@ -250,6 +324,19 @@ export async function p1(ctx: BenchContext): Promise<ScenarioResult> {
   // What the properties alone cost at the broker, with the relay the same.
   result.values.p1_bare_outbox_properties_vs_bare = round(
     ratio(bareOutbox.median, bareS.median),
+    3,
+  );
+  // The headers' share of that: the same properties with and without them, and one header.
+  result.values.p1_bare_outbox_no_headers_vs_bare = round(
+    ratio(bareNoHeaders.median, bareS.median),
+    3,
+  );
+  result.values.p1_bare_one_header_vs_bare = round(ratio(bareOneHeader.median, bareS.median), 3);
+  // Without the headers: the module against the bare relay, and against the bare relay that sends
+  // the same properties (the relay's own cost on that wire format).
+  result.values.p1_no_headers_vs_bare = round(ratio(noHeaders.median, bareS.median), 3);
+  result.values.p1_no_headers_vs_bare_no_headers = round(
+    ratio(noHeaders.median, bareNoHeaders.median),
     3,
   );
   addTarget(
@@ -300,7 +387,7 @@ export async function p1(ctx: BenchContext): Promise<ScenarioResult> {
   addTarget(
     result,
     'p1_duplicates',
-    'duplicates at the consumer (module, all runs)',
+    'duplicates at the consumer (module, both wire formats, all runs)',
     duplicates,
     '==',
     0,
@@ -308,11 +395,18 @@ export async function p1(ctx: BenchContext): Promise<ScenarioResult> {
   addTarget(
     result,
     'p1_order_violations',
-    'per-key order violations (module, all runs)',
+    'per-key order violations (module, both wire formats, all runs)',
     orderViolations,
     '==',
     0,
   );
-  addTarget(result, 'p1_missing', 'messages missing at the consumer (module)', missing, '==', 0);
+  addTarget(
+    result,
+    'p1_missing',
+    'messages missing at the consumer (module, both wire formats)',
+    missing,
+    '==',
+    0,
+  );
   return result;
 }

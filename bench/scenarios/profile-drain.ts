@@ -3,24 +3,117 @@
  * 1 000 keys) in a dispatcher process run under `node --cpu-prof`, with wall time split into
  * claim / publish / settle (timed around the store and the publisher), server-side statement
  * times from pg_stat_statements when it is preloaded, and the CPU profile of the drain window
- * summarised by category and by function. Records the figures in bench/results/summary.json
+ * summarised by category and by function. Beside it, the bare relay drains the same backlog in
+ * this process, with the module's message properties and with its own: per message, the node
+ * CPU, PostgreSQL execution time and statements of each, so the remaining gap can be placed.
+ * Records the figures in bench/results/summary.json
  * (`cpuProfile`) and renders them as profile.md;
  * the .cpuprofile (open it in Chrome DevTools) stays in bench/results/profile/.
  */
 import { named } from '../support/config';
 import { mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import { bareRabbitRelay, type BareProperties } from '../baselines/bare-relay';
 import { forkTs } from '../support/child';
 import { summariseProfile } from '../support/cpu-profile';
-import { analyse, dropOutboxTable, resetOutboxTable, seedOutbox } from '../support/databases';
+import {
+  analyse,
+  dropOutboxTable,
+  pgPool,
+  resetOutboxTable,
+  seedOutbox,
+  truncateOutbox,
+} from '../support/databases';
 import type { DispatcherChildConfig } from '../support/dispatcher-process';
 import type { PhaseTimes } from '../support/outbox-app';
-import { resetQueue } from '../support/rabbit';
+import { ConfirmLink, purgeQueue, resetQueue } from '../support/rabbit';
+import type { DataSource } from 'typeorm';
 import { updateSummary, type BenchContext } from '../support/report';
 import { percentile, round } from '../support/stats';
 
 const TABLE = named('bench_profile');
 const QUEUE = named('bench.profile', '.');
+
+interface ServerStatement {
+  query: string;
+  calls: number;
+  total_ms: number;
+  mean_ms: number;
+}
+
+/** What one drain cost, per message: node CPU, PostgreSQL execution time, statements. */
+interface DrainCost {
+  readonly name: string;
+  readonly msgsPerS: number;
+  readonly nodeCpuUsPerMsg: number;
+  /** null without pg_stat_statements. */
+  readonly serverUsPerMsg: number | null;
+  readonly statementsPerBatch: number | null;
+}
+
+/** The statements pg_stat_statements saw since its last reset, heaviest first. */
+async function serverStatementsOf(pg: DataSource, limit: number): Promise<ServerStatement[]> {
+  return pg.query<ServerStatement[]>(
+    `SELECT left(regexp_replace(s.query, '\\s+', ' ', 'g'), 70) AS query, s.calls::int AS calls, round(s.total_exec_time::numeric, 1)::float AS total_ms, round(s.mean_exec_time::numeric, 3)::float AS mean_ms
+     FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
+     WHERE d.datname = current_database() AND s.query NOT ILIKE '%pg_stat_statements%' ORDER BY s.total_exec_time DESC LIMIT ${limit}`,
+  );
+}
+
+const BARE_VARIANTS: readonly { readonly properties: BareProperties; readonly name: string }[] = [
+  { properties: 'outbox', name: "bare relay, the module's message properties" },
+  { properties: 'bare', name: 'bare relay, its own properties' },
+];
+
+/** The bare relay's drains of `n` messages in this process, one per variant. */
+async function bareCosts(
+  ctx: BenchContext,
+  n: number,
+  statements: boolean,
+  batchSize: number,
+): Promise<DrainCost[]> {
+  const { pg, rabbit } = ctx;
+  const pool = pgPool(4);
+  const link = new ConfirmLink(1_000);
+  const costs: DrainCost[] = [];
+  try {
+    for (const variant of BARE_VARIANTS) {
+      await truncateOutbox(pg, TABLE);
+      await seedOutbox(pg, TABLE, n);
+      await analyse(pg, TABLE);
+      await purgeQueue(rabbit, QUEUE);
+      const { window } = await link.get();
+      if (statements) await pg.query('SELECT pg_stat_statements_reset()');
+      const cpu = process.cpuUsage();
+      const started = performance.now();
+      await bareRabbitRelay({
+        pool,
+        table: TABLE,
+        window,
+        queue: QUEUE,
+        properties: variant.properties,
+        batchSize,
+      });
+      const seconds = (performance.now() - started) / 1000;
+      const used = process.cpuUsage(cpu);
+      const server = statements ? await serverStatementsOf(pg, 20) : [];
+      const calls = server.reduce((a, st) => a + st.calls, 0);
+      costs.push({
+        name: variant.name,
+        msgsPerS: Math.round(n / seconds),
+        nodeCpuUsPerMsg: round((used.user + used.system) / n, 1),
+        serverUsPerMsg: statements
+          ? round((1000 * server.reduce((a, st) => a + st.total_ms, 0)) / n, 1)
+          : null,
+        statementsPerBatch: statements ? round(calls / Math.ceil(n / batchSize), 1) : null,
+      });
+    }
+  } finally {
+    await link.close();
+    await pool.end();
+  }
+  return costs;
+}
 
 export async function profileDrain(ctx: BenchContext, resultsDir: string): Promise<void> {
   const { pg, rabbit } = ctx;
@@ -57,14 +150,11 @@ export async function profileDrain(ctx: BenchContext, resultsDir: string): Promi
     child.send({ type: 'exit' });
     await child.exit();
   }
-  let serverStatements: { query: string; calls: number; total_ms: number; mean_ms: number }[] = [];
-  if (statements) {
-    serverStatements = await pg.query<typeof serverStatements>(
-      `SELECT left(regexp_replace(s.query, '\\s+', ' ', 'g'), 70) AS query, s.calls::int AS calls, round(s.total_exec_time::numeric, 1)::float AS total_ms, round(s.mean_exec_time::numeric, 3)::float AS mean_ms
-       FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
-       WHERE d.datname = current_database() AND s.query NOT ILIKE '%pg_stat_statements%' ORDER BY s.total_exec_time DESC LIMIT 8`,
-    );
-  }
+  const serverStatements = statements ? await serverStatementsOf(pg, 8) : [];
+  // Every statement of the drain, not only the 8 shown, for the per-message figures.
+  const allServer = statements ? await serverStatementsOf(pg, 50) : [];
+  const batchSize = 500;
+  const bare = await bareCosts(ctx, n, statements, batchSize);
   await dropOutboxTable(pg, TABLE);
   await rabbit.deleteQueue(QUEUE);
 
@@ -85,6 +175,20 @@ export async function profileDrain(ctx: BenchContext, resultsDir: string): Promi
       ? undefined
       : summariseProfile(join(dir, file), Number(done.hrStartUs), Number(done.hrEndUs));
   const serverMs = serverStatements.reduce((a, s) => a + s.total_ms, 0);
+  const costs: DrainCost[] = [
+    {
+      name: 'nestjs-outbox (defaults)',
+      msgsPerS: Math.round(n / (wallMs / 1000)),
+      nodeCpuUsPerMsg: round((1000 * Number(done.cpuMs)) / n, 1),
+      serverUsPerMsg: statements
+        ? round((1000 * allServer.reduce((a, st) => a + st.total_ms, 0)) / n, 1)
+        : null,
+      statementsPerBatch: statements
+        ? round(allServer.reduce((a, st) => a + st.calls, 0) / phases.claimMs.length, 1)
+        : null,
+    },
+    ...bare,
+  ];
   const summary = {
     messages: n,
     wallMs: round(wallMs, 1),
@@ -111,6 +215,7 @@ export async function profileDrain(ctx: BenchContext, resultsDir: string): Promi
     },
     serverStatements,
     serverExecMs: round(serverMs, 1),
+    perMessage: costs,
     cpu,
     profileFile: file === undefined ? null : `bench/results/profile/${file}`,
   };
@@ -132,6 +237,15 @@ export async function profileDrain(ctx: BenchContext, resultsDir: string): Promi
       : [
           `- Event-loop thread busy ${cpu.busyPct} % of the drain window (idle ${cpu.idleMs} ms, GC ${cpu.gcMs} ms).`,
         ]),
+    '',
+    "Each drain below starts from the same backlog. The module's node CPU is its dispatcher process's, run under the profiler (which adds to it); the bare relay's is this process's, unprofiled. PostgreSQL execution is pg_stat_statements' total over the drain.",
+    '',
+    '| drain (same backlog) | msgs/s | node CPU µs/msg | PostgreSQL execution µs/msg | statements per batch |',
+    '|---|---:|---:|---:|---:|',
+    ...costs.map(
+      (c) =>
+        `| ${c.name} | ${c.msgsPerS} | ${c.nodeCpuUsPerMsg} | ${c.serverUsPerMsg ?? 'n/a'} | ${c.statementsPerBatch ?? 'n/a'} |`,
+    ),
     '',
     ...(serverStatements.length > 0
       ? [
@@ -161,5 +275,7 @@ export async function profileDrain(ctx: BenchContext, resultsDir: string): Promi
   ].join('\n');
   writeFileSync(join(resultsDir, 'profile.md'), md);
   console.log(`\n${md}`);
-  ctx.log('recorded cpuProfile in bench/results/summary.json, wrote profile.md and the .cpuprofile');
+  ctx.log(
+    'recorded cpuProfile in bench/results/summary.json, wrote profile.md and the .cpuprofile',
+  );
 }

@@ -2,10 +2,16 @@
 import { Module, type INestApplicationContext } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import type { DataSource } from 'typeorm';
-import { OutboxDispatcher, OutboxModule, OutboxService, type OutboxModuleOptions, type OutboxPublisher } from '../../lib';
+import {
+  OutboxDispatcher,
+  OutboxModule,
+  OutboxService,
+  type OutboxModuleOptions,
+  type OutboxPublisher,
+} from '../../lib';
 import { OUTBOX_STORE } from '../../lib/outbox.constants';
 import { type OutboxStore } from '../../lib/store/outbox-store.port';
-import { RabbitMqPublisher } from '../../lib/publishers/rabbitmq';
+import { RabbitMqPublisher, type RabbitMqPublisherOptions } from '../../lib/publishers/rabbitmq';
 import { SERVICES } from './config';
 import { pendingCount } from './databases';
 import { sleep } from './stats';
@@ -55,11 +61,15 @@ export async function startOutboxApp(options: AppOptions): Promise<OutboxApp> {
 const WARMUP_TOPIC = '__bench_warmup';
 
 /** The library's own RabbitMQ publisher, on the default exchange (routing key = queue). */
-export function rabbitPublisher(queue: string): RabbitMqPublisher {
+export function rabbitPublisher(
+  queue: string,
+  options: Pick<RabbitMqPublisherOptions, 'outboxHeaders'> = {},
+): RabbitMqPublisher {
   return new RabbitMqPublisher({
     url: SERVICES.rabbitmq.url,
     routingKey: (r) => (r.topic === WARMUP_TOPIC ? 'bench.nowhere' : queue),
     connectionName: 'outbox-bench',
+    ...options,
   });
 }
 
