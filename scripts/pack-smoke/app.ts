@@ -100,8 +100,11 @@ async function readmeApp(): Promise<void> {
   }
 }
 
-/** RabbitMqPublisher with the installed amqplib, through the dispatcher, to a real queue. */
-async function rabbitMq(dataSource: DataSource): Promise<void> {
+/**
+ * RabbitMqPublisher with the installed amqplib, through the dispatcher, to a real queue; with the
+ * x-outbox-* headers (the default) or without them (`outboxHeaders: false`).
+ */
+async function rabbitMq(dataSource: DataSource, outboxHeaders: boolean): Promise<void> {
   const table = `outbox_pack_rmq_${process.pid}`;
   const queue = `outbox-pack-smoke-${process.pid}`;
   await ensureOutboxTable(dataSource, { tableName: table });
@@ -112,6 +115,7 @@ async function rabbitMq(dataSource: DataSource): Promise<void> {
       autoStart: false,
       publisher: new RabbitMqPublisher({
         url: rabbitUrl,
+        outboxHeaders,
         assertTopology: async (channel) => {
           await channel.assertQueue(queue, { durable: false });
         },
@@ -128,13 +132,18 @@ async function rabbitMq(dataSource: DataSource): Promise<void> {
     check(report.published === 1, 'RabbitMQ publish report', report);
     const channel = await connection.createChannel();
     const message = await channel.get(queue, { noAck: true });
+    const headers = (message === false ? {} : message.properties.headers) ?? {};
     check(
-      message !== false && message.properties.messageId === id,
+      message !== false &&
+        message.properties.messageId === id &&
+        (headers['x-outbox-message-id'] === id) === outboxHeaders,
       'message in the queue',
       message === false ? null : message.properties,
     );
     await channel.deleteQueue(queue);
-    console.log(`pack-smoke: RabbitMqPublisher: ${id} confirmed by RabbitMQ and consumed`);
+    console.log(
+      `pack-smoke: RabbitMqPublisher${outboxHeaders ? '' : ' (outboxHeaders: false)'}: ${id} confirmed by RabbitMQ and consumed`,
+    );
   } finally {
     await connection.close();
     await app.close();
@@ -180,7 +189,8 @@ async function main(): Promise<void> {
   try {
     await readmeApp();
     dataSource = await new DataSource({ type: 'postgres', url: pgUrl(database) }).initialize();
-    await rabbitMq(dataSource);
+    await rabbitMq(dataSource, true);
+    await rabbitMq(dataSource, false);
     await strictOptions(dataSource);
   } finally {
     await dataSource?.destroy();
