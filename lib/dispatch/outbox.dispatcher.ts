@@ -723,11 +723,14 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     report: OutboxBatchReport,
     answeredAfterClaimMs: number,
   ): void {
-    const published: OutboxPublishedRecord[] = [];
+    // A copy of every delivered record only for an observer that reads them: without one it
+    // was an object per message for the garbage collector.
+    const published: OutboxPublishedRecord[] | undefined =
+      this.observer.onPublished === undefined ? undefined : [];
     records.forEach((record, i) => {
       const verdict = verdicts[i];
       if (verdict?.kind === 'delivered')
-        published.push({ ...record, latencyMs: record.ageMs + answeredAfterClaimMs });
+        published?.push({ ...record, latencyMs: record.ageMs + answeredAfterClaimMs });
       else if (verdict?.kind === 'retry')
         this.safely(
           () => this.observer.onRetry?.(record, verdict.error, verdict.delayMs),
@@ -740,7 +743,8 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
         this.safely(() => this.observer.onDeadLetter?.(record, verdict.error), undefined);
       }
     });
-    if (published.length > 0) this.safely(() => this.observer.onPublished?.(published), undefined);
+    if (published !== undefined && published.length > 0)
+      this.safely(() => this.observer.onPublished?.(published), undefined);
     this.safely(() => this.observer.onBatch?.(report), undefined);
   }
 
