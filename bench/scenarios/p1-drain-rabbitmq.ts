@@ -28,6 +28,7 @@ import {
   type ScenarioResult,
 } from '../support/report';
 import { CONFIGURE_HINT } from '../support/services';
+import { timedWithCpu } from '../support/node-cpu';
 import { ratio, round } from '../support/stats';
 
 const TABLE = named('bench_p1');
@@ -119,10 +120,13 @@ export async function p1(ctx: BenchContext): Promise<ScenarioResult> {
     await analyse(pg, TABLE);
     await purgeQueue(rabbit, QUEUE);
   };
-  const timed = async (fn: () => Promise<unknown>): Promise<number> => {
-    const t = performance.now();
-    await fn();
-    return (performance.now() - t) / 1000;
+  // Node CPU per message of the drains run in this process (the module's dispatcher and the
+  // bare relays), by the metric key it is recorded under.
+  const cpuPerMsg = new Map<string, number[]>();
+  const timed = async (fn: () => Promise<unknown>, cpuKey?: string): Promise<number> => {
+    const { seconds, cpuUs } = await timedWithCpu(fn);
+    if (cpuKey !== undefined) cpuPerMsg.set(cpuKey, [...(cpuPerMsg.get(cpuKey) ?? []), cpuUs / n]);
+    return seconds;
   };
   const bare = async (properties: BareProperties = 'bare'): Promise<number> => {
     const { window } = await link.get();
@@ -150,7 +154,7 @@ export async function p1(ctx: BenchContext): Promise<ScenarioResult> {
         log,
         async () => {
           await prepare(n);
-          const s = await timed(() => drainAll(app, pg, TABLE));
+          const s = await timed(() => drainAll(app, pg, TABLE), 'module');
           return { s, check: await readAndCheck(QUEUE, n) };
         },
         [app],
@@ -168,7 +172,7 @@ export async function p1(ctx: BenchContext): Promise<ScenarioResult> {
         log,
         async () => {
           await prepare(n);
-          const s = await timed(() => drainAll(noHeadersApp, pg, TABLE));
+          const s = await timed(() => drainAll(noHeadersApp, pg, TABLE), 'module_no_headers');
           return { s, check: await readAndCheck(QUEUE, n) };
         },
         [noHeadersApp],
@@ -183,7 +187,7 @@ export async function p1(ctx: BenchContext): Promise<ScenarioResult> {
 
       const b = await measured(`P1 run ${run} bare relay`, log, async () => {
         await prepare(n);
-        return timed(bare);
+        return timed(bare, 'bare');
       });
       bareRates.push(n / b);
       log(
@@ -193,7 +197,7 @@ export async function p1(ctx: BenchContext): Promise<ScenarioResult> {
       for (const variant of PROPERTY_VARIANTS) {
         const s = await measured(`P1 run ${run} bare relay, ${variant.label}`, log, async () => {
           await prepare(n);
-          return timed(() => bare(variant.properties));
+          return timed(() => bare(variant.properties), variant.metric.replace(/_msgs_per_s$/, ''));
         });
         variantRates[variant.properties].push(n / s);
         log(`P1 run ${run}: bare relay, ${variant.label}: ${Math.round(n / s)} msgs/s`);
@@ -305,6 +309,16 @@ export async function p1(ctx: BenchContext): Promise<ScenarioResult> {
     naiveRates,
     profile.naiveMessages,
   );
+  for (const [key, runs] of cpuPerMsg) {
+    addMetric(
+      result,
+      `${key}_node_cpu_us_per_msg`,
+      `node CPU per message of the drain in the bench's process: ${key.replace(/_/g, ' ')}`,
+      'µs',
+      runs,
+      n,
+    );
+  }
   addTarget(
     result,
     'p1_vs_bare',

@@ -24,6 +24,7 @@ import {
   type BenchContext,
   type ScenarioResult,
 } from '../support/report';
+import { timedWithCpu } from '../support/node-cpu';
 import { ratio } from '../support/stats';
 
 const TABLE = named('bench_p2');
@@ -73,6 +74,10 @@ async function measure(ctx: BenchContext, result: ScenarioResult): Promise<Scena
   const moduleRates: number[] = [];
   const bareRates: number[] = [];
   const idempotentRates: number[] = [];
+  // Node CPU per message of each drain, all run in this process.
+  const moduleCpu: number[] = [];
+  const bareCpu: number[] = [];
+  const idempotentCpu: number[] = [];
   let extra = 0;
   let short = 0;
   const prepare = async (count: number): Promise<void> => {
@@ -97,9 +102,9 @@ async function measure(ctx: BenchContext, result: ScenarioResult): Promise<Scena
         async () => {
           await resetTopic(moduleTopic);
           await prepare(n);
-          const t = performance.now();
-          await drainAll(app, pg, TABLE);
-          return { s: (performance.now() - t) / 1000, count: await topicCount(moduleTopic) };
+          const { seconds, cpuUs } = await timedWithCpu(() => drainAll(app, pg, TABLE));
+          moduleCpu.push(cpuUs / n);
+          return { s: seconds, count: await topicCount(moduleTopic) };
         },
         [app],
       );
@@ -111,9 +116,11 @@ async function measure(ctx: BenchContext, result: ScenarioResult): Promise<Scena
       const b = await measured(`P2 run ${run} bare relay`, ctx.log, async () => {
         await resetTopic(bareTopic);
         await prepare(n);
-        const t = performance.now();
-        await bareKafkaRelay({ pool, table: TABLE, producer, topic: bareTopic });
-        return (performance.now() - t) / 1000;
+        const { seconds, cpuUs } = await timedWithCpu(() =>
+          bareKafkaRelay({ pool, table: TABLE, producer, topic: bareTopic }),
+        );
+        bareCpu.push(cpuUs / n);
+        return seconds;
       });
       bareRates.push(n / b);
       ctx.log(
@@ -123,14 +130,11 @@ async function measure(ctx: BenchContext, result: ScenarioResult): Promise<Scena
       const i = await measured(`P2 run ${run} bare relay, idempotent`, ctx.log, async () => {
         await resetTopic(bareTopic);
         await prepare(n);
-        const t = performance.now();
-        await bareKafkaRelay({
-          pool,
-          table: TABLE,
-          producer: idempotentProducer,
-          topic: bareTopic,
-        });
-        return (performance.now() - t) / 1000;
+        const { seconds, cpuUs } = await timedWithCpu(() =>
+          bareKafkaRelay({ pool, table: TABLE, producer: idempotentProducer, topic: bareTopic }),
+        );
+        idempotentCpu.push(cpuUs / n);
+        return seconds;
       });
       idempotentRates.push(n / i);
       ctx.log(
@@ -178,6 +182,20 @@ async function measure(ctx: BenchContext, result: ScenarioResult): Promise<Scena
     idempotentRates,
     n,
   );
+  for (const [key, label, runs] of [
+    ['module', 'nestjs-outbox', moduleCpu],
+    ['bare', 'bare relay', bareCpu],
+    ['bare_idempotent', 'bare relay, idempotent producer', idempotentCpu],
+  ] as const) {
+    addMetric(
+      result,
+      `${key}_node_cpu_us_per_msg`,
+      `node CPU per message of the drain in the bench's process: ${label}`,
+      'µs',
+      runs,
+      n,
+    );
+  }
   addTarget(
     result,
     'p2_vs_bare_idempotent',
