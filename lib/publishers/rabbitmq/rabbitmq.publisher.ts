@@ -102,8 +102,8 @@ const VHOST_REFUSED = /^Expected ConnectionOpenOk; got <ConnectionClose\b/;
  * Publishes outbox messages to RabbitMQ with amqplib on a confirm channel: persistent, mandatory
  * messages with `messageId`, `type`, `timestamp`, `contentType: application/json` and the
  * user's headers plus `x-outbox-message-id`, `x-outbox-type`, `x-outbox-key` and
- * `x-outbox-publish-id` (with `outboxHeaders: false`, no headers of its own and the publish id in
- * `correlationId`). A message counts as published only when the broker confirmed it and did
+ * `x-outbox-publish-id` (with `outboxHeaders: false`, the user's headers only, and the publish id
+ * in `correlationId`). A message counts as published only when the broker confirmed it and did
  * not return it as unroutable (returns are matched to the exact publish by its publish id).
  *
  * By default messages go to the default exchange with the topic as routing key, i.e. to the
