@@ -15,6 +15,9 @@ import { RABBITMQ_PUBLISH_ID_HEADER } from '../../lib/publishers/rabbitmq/rabbit
 import type { Pool } from '../support/pg';
 import type { ConfirmWindow } from '../support/rabbit';
 
+/** Rows per claim when the caller sets none. */
+export const BARE_BATCH_SIZE = 500;
+
 export interface BareRelayOptions {
   readonly pool: Pool;
   readonly table: string;
@@ -48,7 +51,7 @@ async function relay(
   options: BareRelayOptions,
   publishBatch: (rows: Row[]) => Promise<void>,
 ): Promise<number> {
-  const batchSize = options.batchSize ?? 500;
+  const batchSize = options.batchSize ?? BARE_BATCH_SIZE;
   const claim = claimSql(options.table);
   const settle = settleSql(options.table);
   let published = 0;

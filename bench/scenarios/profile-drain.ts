@@ -13,7 +13,7 @@
 import { named } from '../support/config';
 import { mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { bareRabbitRelay, type BareProperties } from '../baselines/bare-relay';
+import { BARE_BATCH_SIZE, bareRabbitRelay, type BareProperties } from '../baselines/bare-relay';
 import { forkTs } from '../support/child';
 import { summariseProfile } from '../support/cpu-profile';
 import {
@@ -51,12 +51,12 @@ interface DrainCost {
   readonly statementsPerBatch: number | null;
 }
 
-/** The statements pg_stat_statements saw since its last reset, heaviest first. */
-async function serverStatementsOf(pg: DataSource, limit: number): Promise<ServerStatement[]> {
+/** Every statement pg_stat_statements saw since its last reset, heaviest first. */
+async function serverStatementsOf(pg: DataSource): Promise<ServerStatement[]> {
   return pg.query<ServerStatement[]>(
     `SELECT left(regexp_replace(s.query, '\\s+', ' ', 'g'), 70) AS query, s.calls::int AS calls, round(s.total_exec_time::numeric, 1)::float AS total_ms, round(s.mean_exec_time::numeric, 3)::float AS mean_ms
      FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
-     WHERE d.datname = current_database() AND s.query NOT ILIKE '%pg_stat_statements%' ORDER BY s.total_exec_time DESC LIMIT ${limit}`,
+     WHERE d.datname = current_database() AND s.query NOT ILIKE '%pg_stat_statements%' ORDER BY s.total_exec_time DESC`,
   );
 }
 
@@ -66,12 +66,7 @@ const BARE_VARIANTS: readonly { readonly properties: BareProperties; readonly na
 ];
 
 /** The bare relay's drains of `n` messages in this process, one per variant. */
-async function bareCosts(
-  ctx: BenchContext,
-  n: number,
-  statements: boolean,
-  batchSize: number,
-): Promise<DrainCost[]> {
+async function bareCosts(ctx: BenchContext, n: number, statements: boolean): Promise<DrainCost[]> {
   const { pg, rabbit } = ctx;
   const pool = pgPool(4);
   const link = new ConfirmLink(1_000);
@@ -92,11 +87,10 @@ async function bareCosts(
         window,
         queue: QUEUE,
         properties: variant.properties,
-        batchSize,
       });
       const seconds = (performance.now() - started) / 1000;
       const used = process.cpuUsage(cpu);
-      const server = statements ? await serverStatementsOf(pg, 20) : [];
+      const server = statements ? await serverStatementsOf(pg) : [];
       const calls = server.reduce((a, st) => a + st.calls, 0);
       costs.push({
         name: variant.name,
@@ -105,7 +99,7 @@ async function bareCosts(
         serverUsPerMsg: statements
           ? round((1000 * server.reduce((a, st) => a + st.total_ms, 0)) / n, 1)
           : null,
-        statementsPerBatch: statements ? round(calls / Math.ceil(n / batchSize), 1) : null,
+        statementsPerBatch: statements ? round(calls / Math.ceil(n / BARE_BATCH_SIZE), 1) : null,
       });
     }
   } finally {
@@ -150,11 +144,10 @@ export async function profileDrain(ctx: BenchContext, resultsDir: string): Promi
     child.send({ type: 'exit' });
     await child.exit();
   }
-  const serverStatements = statements ? await serverStatementsOf(pg, 8) : [];
-  // Every statement of the drain, not only the 8 shown, for the per-message figures.
-  const allServer = statements ? await serverStatementsOf(pg, 50) : [];
-  const batchSize = 500;
-  const bare = await bareCosts(ctx, n, statements, batchSize);
+  // Every statement of the drain for the per-message figures; the heaviest 8 are shown.
+  const allServer = statements ? await serverStatementsOf(pg) : [];
+  const serverStatements = allServer.slice(0, 8);
+  const bare = await bareCosts(ctx, n, statements);
   await dropOutboxTable(pg, TABLE);
   await rabbit.deleteQueue(QUEUE);
 
@@ -174,7 +167,7 @@ export async function profileDrain(ctx: BenchContext, resultsDir: string): Promi
     file === undefined
       ? undefined
       : summariseProfile(join(dir, file), Number(done.hrStartUs), Number(done.hrEndUs));
-  const serverMs = serverStatements.reduce((a, s) => a + s.total_ms, 0);
+  const serverMs = allServer.reduce((a, s) => a + s.total_ms, 0);
   const costs: DrainCost[] = [
     {
       name: 'nestjs-outbox (defaults)',
