@@ -137,6 +137,8 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
   private readonly runId = randomBytes(4).toString('hex');
   /** A wake-up asked for the next drain (not only the timer): it claims without asking first. */
   private woken = false;
+  /** Set while a drain waits on a batch in flight that a wake-up should cut short. */
+  private onWake: (() => void) | undefined;
   private retryTimer: NodeJS.Timeout | undefined;
   private inFlightRetryMs = 0;
   /** When the rows the last outage handed back become due again (wall clock). */
@@ -221,6 +223,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     if (this.stopping) return;
     this.woken = true;
     this.runner.request();
+    this.onWake?.();
   }
 
   /**
@@ -336,6 +339,12 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
         if (claimed === 'in-flight' && !(await settledWithin(inFlight[0], IN_FLIGHT_GRACE_MS))) {
           continue;
         }
+        // Nothing claimable, with room for another batch: a commit while ours publishes is
+        // claimed at once and published beside it, instead of after its confirms and settle
+        // (bench P4's tail). Safe for ordering for the reason above.
+        if (claimed === 'idle' && inFlight.length > 0 && (await this.wokenBefore(inFlight[0]))) {
+          continue;
+        }
         if (claimed === 'idle' || claimed === 'in-flight') {
           // Nothing claimable now; settling what is in flight may free the next message of
           // its keys, so look again if it made progress.
@@ -356,6 +365,26 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
       while (inFlight.length > 0) await settleOldest();
     }
     return published;
+  }
+
+  /** Whether a wake-up came (during the last claim, or now) before `batch` settled. */
+  private async wokenBefore(batch: Promise<unknown> | undefined): Promise<boolean> {
+    if (this.runner.requested) return true;
+    if (batch === undefined || this.stopping) return false;
+    const woken = new Promise<true>((resolve) => {
+      this.onWake = () => resolve(true);
+    });
+    try {
+      return await Promise.race([
+        batch.then(
+          () => false,
+          () => false,
+        ),
+        woken,
+      ]);
+    } finally {
+      this.onWake = undefined;
+    }
   }
 
   private async batch(): Promise<OutboxBatchReport> {

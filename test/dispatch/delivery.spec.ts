@@ -105,6 +105,43 @@ for (const db of TEST_DATABASES) {
       expect(publisher.sentForKey('k1')).toEqual(ids.filter((_, i) => (i % 6) % 2 === 1));
     });
 
+    it('publishes a commit that arrives while a batch is publishing beside it, never ahead of its own key', async () => {
+      const publisher = new RecordingPublisher();
+      // The first batch (key a) is held at the broker until the test lets it go.
+      let release!: () => void;
+      const gate = new Promise<void>((resolve) => (release = resolve));
+      let holding = false;
+      const publish = publisher.publish.bind(publisher);
+      publisher.publish = async (messages, signal) => {
+        if (!holding && messages.some((m) => m.key === 'a')) {
+          holding = true;
+          await gate;
+        }
+        return publish(messages, signal);
+      };
+      // Only wake-ups drive it: the poll is a minute away.
+      const h = await boot(publisher, {
+        autoStart: true,
+        dispatcher: { pollIntervalMs: 60_000, batchesInFlight: 2, leaseMs: 60_000 },
+      });
+      const [first] = (await h.commit([msg('a', { n: 1 })])) as [string];
+      await waitFor('the first batch to reach the broker', () => holding);
+
+      const [other] = (await h.commit([msg('b', { n: 2 })])) as [string];
+      const [sameKey] = (await h.commit([msg('a', { n: 3 })])) as [string];
+      // Claimed and published while the first batch still waits for its broker...
+      await publisher.until((p) => p.sentIds.includes(other), 10_000, 'the commit made meanwhile');
+      // ...but a later message of the held key waits for it.
+      expect(publisher.sentIds).toEqual([other]);
+
+      release();
+      await publisher.until((p) => p.sentIds.length === 3, 10_000, 'the held batch and its key');
+      expect(publisher.sentForKey('a')).toEqual([first, sameKey]);
+      await waitFor('every row settled as delivered', async () =>
+        (await h.rows()).every((r) => r.status === 'delivered'),
+      );
+    });
+
     it('never stalls an enqueuing transaction that is open while the dispatcher runs', async () => {
       // The dispatcher polls every 20 ms while each transaction stays open across awaits; on
       // SQLite that means its claims and settles meet a held write lock again and again. A
