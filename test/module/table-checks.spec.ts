@@ -7,6 +7,8 @@ import {
   ensureOutboxTable,
   type OutboxMessage,
 } from '../../lib';
+import { MYSQL_KEY_LOCK_BUCKETS } from '../../lib/store/mysql/mysql.sql';
+import { hashKey } from '../../lib/store/outbox-row.mapper';
 import { dropOutboxTable, quoteTable, sleep } from '../support/outbox-harness';
 import {
   serverOptions,
@@ -81,6 +83,28 @@ describeWith(['mariadb'], 'the MySQL/MariaDB key-lock table at bootstrap', () =>
     );
     expect(error).toBeInstanceOf(OutboxTableMissingError);
     expect(String((error as Error).message)).toMatch(/holds 131071 of its 131072 rows/);
+  });
+
+  it('a bucket row lost after the start fails an enqueue of several keys, which then writes nothing', async () => {
+    const moduleRef = await boot(ds, table);
+    try {
+      const outbox = moduleRef.get(OutboxService);
+      const bucket = hashKey('lost-bucket') % MYSQL_KEY_LOCK_BUCKETS;
+      await ds.query(`DELETE FROM ${quoteTable(ds, `${table}_key_lock`)} WHERE bucket = ?`, [
+        bucket,
+      ]);
+      const error = await ds
+        .transaction((m) => outbox.enqueue([msg('fine-bucket'), msg('lost-bucket')], m))
+        .then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+      expect(error).toBeInstanceOf(OutboxTableMissingError);
+      expect(String((error as Error).message)).toContain('has 1 of the 2 bucket rows');
+      expect(await ds.query(`SELECT id FROM ${quoteTable(ds, table)}`)).toEqual([]);
+    } finally {
+      await moduleRef.close();
+    }
   });
 
   it('a complete key-lock table starts', async () => {

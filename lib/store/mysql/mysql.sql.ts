@@ -160,8 +160,14 @@ export function mysqlDropTable(n: OutboxTableNames): string[] {
   return [`DROP TABLE IF EXISTS ${n.lockTable}`, `DROP TABLE IF EXISTS ${n.table}`];
 }
 
+/**
+ * Locks bucket rows by primary key and answers how many it locked (`locked`): one row back
+ * instead of every bucket, and a count the caller checks, since a missing row would be a lock
+ * silently not taken. The primary key's range scan visits the IN list in ascending order, so
+ * every locker takes its buckets in one order, as `ORDER BY bucket` would make it.
+ */
 export function mysqlLockKeys(n: OutboxTableNames, count: number): string {
-  return `SELECT bucket FROM ${n.lockTable} WHERE bucket IN (${placeholders(count)}) ORDER BY bucket FOR UPDATE`;
+  return `SELECT COUNT(*) AS locked FROM ${n.lockTable} WHERE bucket IN (${placeholders(count)}) FOR UPDATE`;
 }
 
 export function mysqlInsert(

@@ -139,7 +139,7 @@ export class MysqlOutboxStore implements OutboxStore {
       await this.insertOneLocked(tx, only, buckets[0] as number, ids);
       return [];
     }
-    if (buckets.length > 0) await tx.query(mysqlLockKeys(this.names, buckets.length), buckets);
+    await this.lockBucketRows((sql, params) => tx.query(sql, params), buckets);
     if (this.partitioned) return this.insertGuarded(tx, rows, ids);
     const present: string[] = [];
     // With caller-given ids, one row per statement: MySQL has no RETURNING, and only a single
@@ -227,15 +227,7 @@ export class MysqlOutboxStore implements OutboxStore {
     // No bucket row to lock means no row written: fail the enqueue (and so the business
     // transaction) rather than lose the message. The bootstrap check makes this unexpected.
     if (affected !== 1) {
-      throw new OutboxTableMissingError(
-        OutboxMessages.keyLockTableBroken(this.names.lockTable, `has no row for bucket ${bucket}`, {
-          tableName: this.names.tableName,
-          schema: this.names.schema ?? undefined,
-          keyLock: true,
-        }),
-        this.names.lockTable,
-        { cause: undefined },
-      );
+      throw this.lockTableBroken(`has no row for bucket ${bucket}`);
     }
   }
 
@@ -649,8 +641,40 @@ export class MysqlOutboxStore implements OutboxStore {
     keys: readonly (string | null)[],
     offset: number,
   ): Promise<void> {
-    const buckets = bucketsOf(keys).map((b) => b + offset);
-    if (buckets.length > 0) await query(mysqlLockKeys(this.names, buckets.length), buckets);
+    await this.lockBucketRows(
+      query,
+      bucketsOf(keys).map((b) => b + offset),
+    );
+  }
+
+  /**
+   * Fails (and so fails the enqueue or the dispatch step, which then changes nothing) when a
+   * bucket row is missing, rather than go on without that key's lock.
+   */
+  private async lockBucketRows(query: Query, buckets: readonly number[]): Promise<void> {
+    if (buckets.length === 0) return;
+    const { rows } = await query<{ locked: number | string }>(
+      mysqlLockKeys(this.names, buckets.length),
+      buckets,
+    );
+    const locked = Number(rows[0]?.locked ?? 0);
+    if (locked !== buckets.length) {
+      throw this.lockTableBroken(
+        `has ${buckets.length - locked} of the ${buckets.length} bucket rows this step locks missing`,
+      );
+    }
+  }
+
+  private lockTableBroken(problem: string): OutboxTableMissingError {
+    return new OutboxTableMissingError(
+      OutboxMessages.keyLockTableBroken(this.names.lockTable, problem, {
+        tableName: this.names.tableName,
+        schema: this.names.schema ?? undefined,
+        keyLock: true,
+      }),
+      this.names.lockTable,
+      { cause: undefined },
+    );
   }
 
   /**
