@@ -328,8 +328,8 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
         const claimed = await this.claim();
         if (claimed === 'parked') continue;
         if (claimed === 'in-flight' && inFlight.length === 0) {
-          // Held back by another dispatcher's batches only: look again once they are likely
-          // settled, rather than at the next poll.
+          // Held back by another dispatcher's batches or claim only: look again once they are
+          // likely settled or committed, rather than at the next poll.
           this.retryAfterOthers();
           break;
         }
@@ -448,7 +448,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     if (claimed.records.length > 0)
       return { ...claimed, claimedAt: claimStarted, leaseEnd: claimStarted + dispatcher.leaseMs };
     if (parked > 0) return 'parked';
-    return claimed.inFlightKeys > 0 ? 'in-flight' : 'idle';
+    return claimed.inFlightKeys > 0 || (claimed.contended ?? 0) > 0 ? 'in-flight' : 'idle';
   }
 
   /** Gives back the rows of a claim that answered after the watchdog gave up on it. */

@@ -23,6 +23,12 @@ export interface ClaimedBatch {
    * after it takes them.
    */
   readonly inFlightKeys: number;
+  /**
+   * How many messages the claim would have taken but another dispatcher's claim held or took
+   * while it ran (0, or left out, where claims cannot run at once). The dispatcher looks again
+   * soon rather than at its next poll: they were taken, not missing.
+   */
+  readonly contended?: number;
 }
 
 export type ClaimedRecord = OutboxRecord & {

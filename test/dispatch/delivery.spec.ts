@@ -286,6 +286,31 @@ for (const db of TEST_DATABASES) {
       expect(row.lastError).not.toContain('hunter2');
     });
 
+    if (db.name !== 'sqlite') {
+      // SQLite has one writer: two claims never run at once there.
+      it('looks again soon, not at its next poll, when another claim holds the rows it would take', async () => {
+        const publisher = new RecordingPublisher();
+        const h = await boot(publisher, { dispatcher: { pollIntervalMs: 120_000 } });
+        const ids = await h.commit([msg('c1', { n: 1 }), msg('c2', { n: 2 }), msg(null, { n: 3 })]);
+        // Another dispatcher's claim in progress: its transaction holds the rows' locks.
+        const other = scope.ds.createQueryRunner();
+        await other.connect();
+        try {
+          await other.startTransaction();
+          await other.query(`SELECT id FROM ${quote(h.table)} FOR UPDATE`);
+          await h.dispatcher.start();
+          await sleep(300);
+          expect(publisher.calls).toHaveLength(0);
+          await other.commitTransaction();
+        } finally {
+          await other.release();
+        }
+        // The poll is 120 s away, and no commit wakes it: only the claim's own retry can.
+        await publisher.until((p) => p.sentIds.length === 3, 10_000, 'the rows once released');
+        expect([...publisher.sentIds].sort()).toEqual([...ids].sort());
+      });
+    }
+
     // Wake-ups: LISTEN/NOTIFY ---------------------------------------------------------------
 
     if (db.name === 'postgres') {

@@ -281,7 +281,13 @@ export class MysqlOutboxStore implements OutboxStore {
           ...kept.map((r) => r.id),
         ]);
       }
-      return { token, records: toClaimedRecords(kept), ...(await heldBy(kept)) };
+      return {
+        token,
+        records: toClaimedRecords(kept),
+        ...(await heldBy(kept)),
+        // Candidates another dispatcher's claim held (SKIP LOCKED) or took since the window.
+        contended: candidates.length - locked.length,
+      };
     });
   }
 

@@ -356,7 +356,8 @@ export function postgresClaim(
   if (!policy.ordered) {
     return `WITH ${window},
 ${lockCandidates(n, partitioned, 'w', 'w.due, w.id', false)}${leaseUpdate(n, partitioned, 'p')}
-SELECT o.*, NULL::text[] AS blocked, 0 AS in_flight FROM (SELECT 1) AS b LEFT JOIN o ON true`;
+SELECT o.*, NULL::text[] AS blocked, 0 AS in_flight, ${contended('w', '')} AS contended
+FROM (SELECT 1) AS b LEFT JOIN o ON true`;
   }
   // Heads first (every key's first row, in due order), then every key's second row, and so
   // on: a batch cut short by the limit shortens runs before it leaves a key out.
@@ -370,11 +371,22 @@ g AS MATERIALIZED (
 x AS MATERIALIZED (
   SELECT r.message_key, r.message_key IN (SELECT f.key FROM f UNION ALL SELECT g.message_key FROM g WHERE g.message_key IS NOT NULL) AS flying
   FROM r WHERE r.pos IS NULL AND r.probed)
-SELECT o.*, b.blocked, b.in_flight FROM (
+SELECT o.*, b.blocked, b.in_flight, b.contended FROM (
   SELECT array_agg(DISTINCT x.message_key) FILTER (WHERE NOT x.flying) AS blocked,
-    count(DISTINCT x.message_key) FILTER (WHERE x.flying)::int AS in_flight
+    count(DISTINCT x.message_key) FILTER (WHERE x.flying)::int AS in_flight,
+    ${contended('r', ' WHERE r.pos IS NOT NULL')} AS contended
   FROM x) AS b
 LEFT JOIN o ON true`;
+}
+
+/**
+ * How many of the first $4 candidates of CTE `from` the claim could not lock: another
+ * dispatcher's claim held them (SKIP LOCKED) or took them since this one's snapshot. Claims
+ * that run at once read the same window, so without this the later one finds nothing, looks
+ * idle, and waits for its next poll while the backlog is still there (bench P6).
+ */
+function contended(from: 'w' | 'r', where: string): string {
+  return `(SELECT least($4::int, count(*)::int) FROM ${from}${where}) - (SELECT count(*)::int FROM p)`;
 }
 
 /**

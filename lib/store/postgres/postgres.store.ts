@@ -159,6 +159,7 @@ export class PostgresOutboxStore implements OutboxStore {
       records: toClaimedRecords(claimed),
       blockedKeys: rows[0]?.blocked ?? [],
       inFlightKeys: rows[0]?.in_flight ?? 0,
+      contended: rows[0]?.contended ?? 0,
     };
   }
 
@@ -416,6 +417,7 @@ type ClaimRow = Omit<ClaimedRow, 'id'> & {
   id: ClaimedRow['id'] | null;
   blocked: string[] | null;
   in_flight: number;
+  contended: number;
 };
 
 type Run = <R = unknown>(sql: string, params: unknown[]) => Promise<SqlResult<R>>;
