@@ -120,31 +120,18 @@ export async function p6(ctx: BenchContext): Promise<ScenarioResult> {
     const { rates: r, busiest } = byLayout[layout.prefix];
     const name = (what: string): string => `${layout.prefix}${what}`;
     const on = layout.prefix === '' ? '' : `, ${layout.label}`;
-    const one = addMetric(
-      result,
-      name('d1_msgs_per_s'),
-      `1 dispatcher${on}`,
-      'msgs/s',
-      r[1] ?? [],
-      n,
-    );
-    const two = addMetric(
-      result,
-      name('d2_msgs_per_s'),
-      `2 dispatchers${on}`,
-      'msgs/s',
-      r[2] ?? [],
-      n,
-    );
-    const four = addMetric(
-      result,
-      name('d4_msgs_per_s'),
-      `4 dispatchers${on}`,
-      'msgs/s',
-      r[4] ?? [],
-      n,
-    );
-    for (const count of [2, 4] as const) {
+    const median: Record<number, number> = {};
+    for (const count of COUNTS) {
+      const rate = addMetric(
+        result,
+        name(`d${count}_msgs_per_s`),
+        `${count} dispatcher${count === 1 ? '' : 's'}${on}`,
+        'msgs/s',
+        r[count] ?? [],
+        n,
+      );
+      median[count] = rate.median;
+      if (count === 1) continue;
       addMetric(
         result,
         name(`d${count}_busiest_share`),
@@ -154,8 +141,8 @@ export async function p6(ctx: BenchContext): Promise<ScenarioResult> {
       );
     }
     ratios[layout.prefix] = {
-      two: ratio(two.median, one.median),
-      four: ratio(four.median, one.median),
+      two: ratio(median[2] ?? Number.NaN, median[1] ?? Number.NaN),
+      four: ratio(median[4] ?? Number.NaN, median[1] ?? Number.NaN),
     };
   }
   result.values.p6_2_vs_1 = round(ratios[''].two, 3);
