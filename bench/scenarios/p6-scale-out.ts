@@ -4,7 +4,8 @@
  * for duplicates and per-key order. Two backlogs, interleaved: over 1 000 keys (fewer keys than
  * one dispatcher's batches in flight hold, so ordering leaves the others little to claim) and
  * with a key per message (the issue's workload, where they can share the work). Each
- * configuration reports the share the busiest dispatcher published.
+ * configuration reports the share the busiest dispatcher published, and where the CPU went: the
+ * dispatcher processes', PostgreSQL's and RabbitMQ's per message, and how busy both cores were.
  */
 import { KEYS, named } from '../support/config';
 import { forkTs, type Child, type ChildMessage } from '../support/child';
@@ -26,6 +27,7 @@ import {
   type ScenarioResult,
 } from '../support/report';
 import { nowMs, ratio, round } from '../support/stats';
+import { cpuBetween, readCpu, type CpuReading } from '../support/system-cpu';
 
 const TABLE = named('bench_p6');
 const QUEUE = named('bench.p6', '.');
@@ -47,13 +49,20 @@ export async function p6(ctx: BenchContext): Promise<ScenarioResult> {
   );
   await resetOutboxTable(pg, TABLE);
   await resetQueue(rabbit, QUEUE);
-  const rates = (): Record<number, number[]> => ({ 1: [], 2: [], 4: [] });
-  const byLayout: Record<
-    Prefix,
-    { rates: Record<number, number[]>; busiest: Record<number, number[]> }
-  > = {
-    '': { rates: rates(), busiest: rates() },
-    unique_: { rates: rates(), busiest: rates() },
+  const perCount = (): Record<number, number[]> => ({ 1: [], 2: [], 4: [] });
+  const samples = () => ({
+    rates: perCount(),
+    busiest: perCount(),
+    /** CPU per message (µs) of the dispatcher processes, PostgreSQL and RabbitMQ. */
+    dispatchers: perCount(),
+    postgres: perCount(),
+    rabbitmq: perCount(),
+    /** Share of both cores' time that was busy. */
+    busy: perCount(),
+  });
+  const byLayout: Record<Prefix, ReturnType<typeof samples>> = {
+    '': samples(),
+    unique_: samples(),
   };
   let duplicates = 0;
   let violations = 0;
@@ -75,14 +84,18 @@ export async function p6(ctx: BenchContext): Promise<ScenarioResult> {
           const active = children.slice(0, count);
           let go = 0;
           let done: ChildMessage[] = [];
+          let cpuBefore: CpuReading | undefined;
+          let cpuAfter: CpuReading | undefined;
           for (let attempt = 1; ; attempt++) {
             await truncateOutbox(pg, TABLE);
             await seedOutbox(pg, TABLE, n, { keys: layout.keys(n) });
             await analyse(pg, TABLE);
             await purgeQueue(rabbit, QUEUE);
+            cpuBefore = readCpu();
             go = nowMs();
             for (const c of active) c.send({ type: 'go' });
             await untilDelivered(pg, TABLE);
+            cpuAfter = readCpu();
             for (const c of active) c.send({ type: 'stop' });
             done = await Promise.all(active.map((c) => c.next('done')));
             const outages = done.reduce((a, d) => a + Number(d.outages ?? 0), 0);
@@ -94,8 +107,16 @@ export async function p6(ctx: BenchContext): Promise<ScenarioResult> {
           const end = Math.max(...done.map((d) => Number(d.finishedAt)));
           const published = done.map((d) => Number(d.published));
           const rate = n / ((end - go) / 1000);
-          byLayout[layout.prefix].rates[count]?.push(rate);
-          byLayout[layout.prefix].busiest[count]?.push(Math.max(...published) / n);
+          const of = byLayout[layout.prefix];
+          of.rates[count]?.push(rate);
+          of.busiest[count]?.push(Math.max(...published) / n);
+          if (cpuBefore !== undefined && cpuAfter !== undefined) {
+            const use = cpuBetween(cpuBefore, cpuAfter);
+            of.dispatchers[count]?.push(done.reduce((a, d) => a + Number(d.cpuUs ?? 0), 0) / n);
+            of.postgres[count]?.push((use.servicesUs.postgres ?? 0) / n);
+            of.rabbitmq[count]?.push((use.servicesUs.rabbitmq ?? 0) / n);
+            of.busy[count]?.push(use.busyShare);
+          }
           const check = await readAndCheck(QUEUE, n);
           duplicates += check.duplicates;
           violations += check.orderViolations;
@@ -117,7 +138,7 @@ export async function p6(ctx: BenchContext): Promise<ScenarioResult> {
     unique_: { two: 0, four: 0 },
   };
   for (const layout of LAYOUTS) {
-    const { rates: r, busiest } = byLayout[layout.prefix];
+    const { rates: r, busiest, ...cpu } = byLayout[layout.prefix];
     const name = (what: string): string => `${layout.prefix}${what}`;
     const on = layout.prefix === '' ? '' : `, ${layout.label}`;
     const median: Record<number, number> = {};
@@ -131,6 +152,31 @@ export async function p6(ctx: BenchContext): Promise<ScenarioResult> {
         n,
       );
       median[count] = rate.median;
+      const used = [
+        ['dispatchers', 'the dispatcher processes'],
+        ['postgres', 'PostgreSQL'],
+        ['rabbitmq', 'RabbitMQ'],
+      ] as const;
+      for (const [what, whose] of used) {
+        const runs = cpu[what][count] ?? [];
+        if (runs.length === 0) continue;
+        addMetric(
+          result,
+          name(`d${count}_cpu_${what}_us_per_msg`),
+          `${count} dispatcher${count === 1 ? '' : 's'}${on}: CPU of ${whose} per message`,
+          'µs',
+          runs,
+        );
+      }
+      if ((cpu.busy[count] ?? []).length > 0) {
+        addMetric(
+          result,
+          name(`d${count}_busy_share`),
+          `${count} dispatcher${count === 1 ? '' : 's'}${on}: share of both cores busy`,
+          'share',
+          cpu.busy[count] ?? [],
+        );
+      }
       if (count === 1) continue;
       addMetric(
         result,

@@ -92,8 +92,10 @@ async function main(): Promise<void> {
       const running = app.dispatcher;
       if (running === undefined) throw new Error('no dispatcher');
       const startedAt = nowMs();
+      const cpu = process.cpuUsage();
       await running.start();
       await next('stop');
+      const used = process.cpuUsage(cpu);
       const published = progress;
       const finishedAt = lastBatchAt;
       const outages = app.outages.count - outagesBefore;
@@ -103,7 +105,14 @@ async function main(): Promise<void> {
       publisher = rabbitPublisher(config.queue);
       app = await open();
       await connectPublisher(publisher);
-      send({ type: 'done', outages, published, startedAt, finishedAt });
+      send({
+        type: 'done',
+        outages,
+        published,
+        startedAt,
+        finishedAt,
+        cpuUs: used.user + used.system,
+      });
       continue;
     }
     progress = 0;

@@ -1,0 +1,101 @@
+/**
+ * CPU time of the machine and of its services over a window, read from /proc (Linux): a
+ * scenario's processes share the cores with PostgreSQL and the broker, so a rate alone cannot
+ * say whose CPU limited it (P6). Elsewhere (no /proc) the readings are undefined and the
+ * scenario reports rates only.
+ */
+import { execFileSync } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
+
+/** Services by their process name, as /proc/<pid>/stat gives it. */
+const SERVICES: Readonly<Record<string, string>> = {
+  postgres: 'postgres',
+  'beam.smp': 'rabbitmq',
+};
+
+export interface CpuReading {
+  /** Busy and idle time of all cores, in microseconds. */
+  readonly busyUs: number;
+  readonly idleUs: number;
+  /** CPU time of each process of a service, by pid, in microseconds. */
+  readonly services: ReadonlyMap<string, ReadonlyMap<number, number>>;
+}
+
+export interface CpuUse {
+  /** Share of the cores' time that was busy, whoever used it. */
+  readonly busyShare: number;
+  /** CPU time each service used, in microseconds. */
+  readonly servicesUs: Readonly<Record<string, number>>;
+}
+
+let tickUs: number | undefined;
+
+/** Microseconds per clock tick (USER_HZ), the unit of /proc's CPU times. */
+function microsecondsPerTick(): number {
+  if (tickUs === undefined) {
+    let hz = 100;
+    try {
+      hz = Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+    } catch {
+      // getconf missing: Linux's USER_HZ is 100 on every architecture the bench runs on.
+    }
+    tickUs = 1_000_000 / hz;
+  }
+  return tickUs;
+}
+
+export function readCpu(): CpuReading | undefined {
+  let stat: string;
+  try {
+    stat = readFileSync('/proc/stat', 'utf8');
+  } catch {
+    return undefined;
+  }
+  const tick = microsecondsPerTick();
+  // cpu  user nice system idle iowait irq softirq steal …
+  const fields = (stat.split('\n')[0] ?? '').trim().split(/\s+/).slice(1).map(Number);
+  const [user = 0, nice = 0, system = 0, idle = 0, iowait = 0, irq = 0, softirq = 0, steal = 0] =
+    fields;
+  const services = new Map<string, Map<number, number>>();
+  for (const entry of readdirSync('/proc')) {
+    if (!/^\d+$/.test(entry)) continue;
+    let text: string;
+    try {
+      text = readFileSync(`/proc/${entry}/stat`, 'utf8');
+    } catch {
+      continue; // exited meanwhile
+    }
+    // pid (comm) state … utime stime: the name may hold spaces, so split after its ")".
+    const open = text.indexOf('(');
+    const close = text.lastIndexOf(')');
+    const service = SERVICES[text.slice(open + 1, close)];
+    if (service === undefined) continue;
+    const rest = text.slice(close + 2).split(' ');
+    const used = (Number(rest[11]) + Number(rest[12])) * tick;
+    let pids = services.get(service);
+    if (pids === undefined) services.set(service, (pids = new Map()));
+    pids.set(Number(entry), used);
+  }
+  return {
+    busyUs: (user + nice + system + irq + softirq + steal) * tick,
+    idleUs: (idle + iowait) * tick,
+    services,
+  };
+}
+
+/**
+ * What was used between two readings. A process started in between counts whole; one that
+ * exited in between is missing (a connection closed during the window).
+ */
+export function cpuBetween(start: CpuReading, end: CpuReading): CpuUse {
+  const busy = end.busyUs - start.busyUs;
+  const total = busy + end.idleUs - start.idleUs;
+  const servicesUs: Record<string, number> = {};
+  for (const service of Object.values(SERVICES)) {
+    const before = start.services.get(service);
+    let used = 0;
+    for (const [pid, us] of end.services.get(service) ?? []) used += us - (before?.get(pid) ?? 0);
+    servicesUs[service] = used;
+  }
+  return { busyShare: total > 0 ? busy / total : Number.NaN, servicesUs };
+}
