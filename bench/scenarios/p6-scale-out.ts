@@ -40,6 +40,13 @@ const LAYOUTS = [
 ] as const;
 type Prefix = (typeof LAYOUTS)[number]['prefix'];
 
+/** Whose CPU each configuration reports, by metric name. */
+const CPU_USERS = [
+  ['dispatchers', 'the dispatcher processes'],
+  ['postgres', 'PostgreSQL'],
+  ['rabbitmq', 'RabbitMQ'],
+] as const;
+
 export async function p6(ctx: BenchContext): Promise<ScenarioResult> {
   const { profile, pg, rabbit } = ctx;
   const n = profile.p6Messages;
@@ -143,27 +150,23 @@ export async function p6(ctx: BenchContext): Promise<ScenarioResult> {
     const on = layout.prefix === '' ? '' : `, ${layout.label}`;
     const median: Record<number, number> = {};
     for (const count of COUNTS) {
+      const who = `${count} dispatcher${count === 1 ? '' : 's'}${on}`;
       const rate = addMetric(
         result,
         name(`d${count}_msgs_per_s`),
-        `${count} dispatcher${count === 1 ? '' : 's'}${on}`,
+        who,
         'msgs/s',
         r[count] ?? [],
         n,
       );
       median[count] = rate.median;
-      const used = [
-        ['dispatchers', 'the dispatcher processes'],
-        ['postgres', 'PostgreSQL'],
-        ['rabbitmq', 'RabbitMQ'],
-      ] as const;
-      for (const [what, whose] of used) {
+      for (const [what, whose] of CPU_USERS) {
         const runs = cpu[what][count] ?? [];
         if (runs.length === 0) continue;
         addMetric(
           result,
           name(`d${count}_cpu_${what}_us_per_msg`),
-          `${count} dispatcher${count === 1 ? '' : 's'}${on}: CPU of ${whose} per message`,
+          `${who}: CPU of ${whose} per message`,
           'µs',
           runs,
         );
@@ -172,7 +175,7 @@ export async function p6(ctx: BenchContext): Promise<ScenarioResult> {
         addMetric(
           result,
           name(`d${count}_busy_share`),
-          `${count} dispatcher${count === 1 ? '' : 's'}${on}: share of both cores busy`,
+          `${who}: share of both cores busy`,
           'share',
           cpu.busy[count] ?? [],
         );
@@ -181,7 +184,7 @@ export async function p6(ctx: BenchContext): Promise<ScenarioResult> {
       addMetric(
         result,
         name(`d${count}_busiest_share`),
-        `${count} dispatchers${on}: share the busiest one published`,
+        `${who}: share the busiest one published`,
         'share',
         busiest[count] ?? [],
       );
