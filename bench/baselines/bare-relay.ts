@@ -27,7 +27,8 @@ export interface BareRelayOptions {
   readonly depth?: number;
 }
 
-interface Row {
+/** A claimed row, as the bare relays read it. */
+export interface Row {
   id: string;
   message_id: string;
   topic: string;
@@ -92,7 +93,12 @@ async function relay(
  */
 export type BareProperties = 'bare' | 'outbox' | 'outbox-no-headers' | 'bare-one-header';
 
-function rabbitProperties(r: Row, kind: BareProperties, publishId: number): Options.Publish {
+/** The AMQP properties a bare relay sends for `kind` (see {@link BareProperties}). */
+export function rabbitProperties(
+  r: Row,
+  kind: BareProperties,
+  publishId: number,
+): Options.Publish {
   const bare: Options.Publish = {
     persistent: true,
     messageId: r.message_id,

@@ -6,6 +6,9 @@
  * with a key per message (the issue's workload, where they can share the work). Each
  * configuration reports the share the busiest dispatcher published, and where the CPU went: the
  * dispatcher processes', PostgreSQL's and RabbitMQ's per message, and how busy both cores were.
+ * Beside them, the queue's ceiling: 1, 2 and 4 publisher processes with no database publish the
+ * same number of messages, with the module's message properties, into the same queue (`ceiling_…`
+ * metrics): what RabbitMQ accepts here when the drain asks nothing else of the machine.
  */
 import { KEYS, named } from '../support/config';
 import { forkTs, type Child, type ChildMessage } from '../support/child';
@@ -18,7 +21,8 @@ import {
   untilDelivered,
 } from '../support/databases';
 import type { DispatcherChildConfig } from '../support/dispatcher-process';
-import { purgeQueue, readAndCheck, resetQueue } from '../support/rabbit';
+import type { PublisherChildConfig } from '../support/publisher-process';
+import { purgeQueue, queueDepth, readAndCheck, resetQueue } from '../support/rabbit';
 import {
   addMetric,
   addTarget,
@@ -66,10 +70,19 @@ export async function p6(ctx: BenchContext): Promise<ScenarioResult> {
     rabbitmq: perCount(),
     /** Share of both cores' time that was busy. */
     busy: perCount(),
+    /** Claims per 1 000 messages, and of those, the ones that leased nothing. */
+    claims: perCount(),
+    emptyClaims: perCount(),
   });
   const byLayout: Record<Prefix, ReturnType<typeof samples>> = {
     '': samples(),
     unique_: samples(),
+  };
+  const ceiling = {
+    rates: perCount(),
+    publishers: perCount(),
+    rabbitmq: perCount(),
+    busy: perCount(),
   };
   let duplicates = 0;
   let violations = 0;
@@ -83,8 +96,11 @@ export async function p6(ctx: BenchContext): Promise<ScenarioResult> {
       instanceId: `bench-p6-${i}`,
     } satisfies DispatcherChildConfig),
   );
+  const publishers: Child[] = Array.from({ length: 4 }, () =>
+    forkTs('../support/publisher-process.ts', { queue: QUEUE } satisfies PublisherChildConfig),
+  );
   try {
-    await Promise.all(children.map((c) => c.next('ready', 60_000)));
+    await Promise.all([...children, ...publishers].map((c) => c.next('ready', 60_000)));
     for (let run = 1; run <= ctx.runs; run++) {
       for (const layout of LAYOUTS) {
         for (const count of COUNTS) {
@@ -124,6 +140,10 @@ export async function p6(ctx: BenchContext): Promise<ScenarioResult> {
             of.rabbitmq[count]?.push((use.servicesUs.rabbitmq ?? 0) / n);
             of.busy[count]?.push(use.busyShare);
           }
+          const sum = (field: string): number =>
+            done.reduce((a, d) => a + Number(d[field] ?? 0), 0);
+          of.claims[count]?.push((1000 * sum('claims')) / n);
+          of.emptyClaims[count]?.push((1000 * sum('emptyClaims')) / n);
           const check = await readAndCheck(QUEUE, n);
           duplicates += check.duplicates;
           violations += check.orderViolations;
@@ -133,19 +153,43 @@ export async function p6(ctx: BenchContext): Promise<ScenarioResult> {
           );
         }
       }
+      for (const count of COUNTS) {
+        const active = publishers.slice(0, count);
+        await purgeQueue(rabbit, QUEUE);
+        const before = readCpu();
+        const go = nowMs();
+        active.forEach((c, i) => c.send({ type: 'go', count: n / count, from: (i * n) / count }));
+        const done = await Promise.all(active.map((c) => c.next('done')));
+        const after = readCpu();
+        const rate = n / ((Math.max(...done.map((d) => Number(d.finishedAt))) - go) / 1000);
+        ceiling.rates[count]?.push(rate);
+        ceiling.publishers[count]?.push(done.reduce((a, d) => a + Number(d.cpuUs), 0) / n);
+        if (before !== undefined && after !== undefined) {
+          const use = cpuBetween(before, after);
+          ceiling.rabbitmq[count]?.push((use.servicesUs.rabbitmq ?? 0) / n);
+          ceiling.busy[count]?.push(use.busyShare);
+        }
+        const depth = await queueDepth(rabbit, QUEUE);
+        // Every message was confirmed, so each is in the queue: a shortfall is the broker's.
+        missing += Math.max(0, n - depth);
+        ctx.log(
+          `P6 run ${run}, the queue's ceiling: ${count} publisher(s), no database, ${Math.round(rate)} msgs/s (queue holds ${depth})`,
+        );
+      }
     }
   } finally {
-    for (const c of children) c.send({ type: 'exit' });
-    await Promise.all(children.map((c) => c.exit()));
+    for (const c of [...children, ...publishers]) c.send({ type: 'exit' });
+    await Promise.all([...children, ...publishers].map((c) => c.exit()));
     await dropOutboxTable(pg, TABLE);
     await rabbit.deleteQueue(QUEUE);
   }
+  const median1: Partial<Record<Prefix, number>> = {};
   const ratios: Record<Prefix, { two: number; four: number }> = {
     '': { two: 0, four: 0 },
     unique_: { two: 0, four: 0 },
   };
   for (const layout of LAYOUTS) {
-    const { rates: r, busiest, ...cpu } = byLayout[layout.prefix];
+    const { rates: r, busiest, claims, emptyClaims, ...cpu } = byLayout[layout.prefix];
     const name = (what: string): string => `${layout.prefix}${what}`;
     const on = layout.prefix === '' ? '' : `, ${layout.label}`;
     const median: Record<number, number> = {};
@@ -180,6 +224,20 @@ export async function p6(ctx: BenchContext): Promise<ScenarioResult> {
           cpu.busy[count] ?? [],
         );
       }
+      addMetric(
+        result,
+        name(`d${count}_claims_per_1000`),
+        `${who}: claims per 1 000 messages`,
+        'claims',
+        claims[count] ?? [],
+      );
+      addMetric(
+        result,
+        name(`d${count}_empty_claims_per_1000`),
+        `${who}: claims that leased nothing, per 1 000 messages`,
+        'claims',
+        emptyClaims[count] ?? [],
+      );
       if (count === 1) continue;
       addMetric(
         result,
@@ -189,11 +247,52 @@ export async function p6(ctx: BenchContext): Promise<ScenarioResult> {
         busiest[count] ?? [],
       );
     }
+    median1[layout.prefix] = median[1];
     ratios[layout.prefix] = {
       two: ratio(median[2] ?? Number.NaN, median[1] ?? Number.NaN),
       four: ratio(median[4] ?? Number.NaN, median[1] ?? Number.NaN),
     };
   }
+  const ceilingMedian: Record<number, number> = {};
+  for (const count of COUNTS) {
+    const who = `the queue's ceiling: ${count} publisher${count === 1 ? '' : 's'}, no database`;
+    ceilingMedian[count] = addMetric(
+      result,
+      `ceiling_p${count}_msgs_per_s`,
+      who,
+      'msgs/s',
+      ceiling.rates[count] ?? [],
+      n,
+    ).median;
+    addMetric(
+      result,
+      `ceiling_p${count}_cpu_publishers_us_per_msg`,
+      `${who}: CPU of the publisher processes per message`,
+      'µs',
+      ceiling.publishers[count] ?? [],
+    );
+    if ((ceiling.rabbitmq[count] ?? []).length > 0) {
+      addMetric(
+        result,
+        `ceiling_p${count}_cpu_rabbitmq_us_per_msg`,
+        `${who}: CPU of RabbitMQ per message`,
+        'µs',
+        ceiling.rabbitmq[count] ?? [],
+      );
+      addMetric(
+        result,
+        `ceiling_p${count}_busy_share`,
+        `${who}: share of both cores busy`,
+        'share',
+        ceiling.busy[count] ?? [],
+      );
+    }
+  }
+  // How close one dispatcher's drain (a key per message) comes to what the queue takes alone.
+  result.values.p6_unique_1_vs_ceiling = round(
+    ratio(median1.unique_ ?? Number.NaN, Math.max(...COUNTS.map((c) => ceilingMedian[c] ?? 0))),
+    3,
+  );
   result.values.p6_2_vs_1 = round(ratios[''].two, 3);
   addTarget(
     result,

@@ -16,6 +16,7 @@ import { childSide } from './child';
 import { CountingLogger, closeDataSource, openPostgres, pendingCount } from './databases';
 import {
   connectPublisher,
+  countClaims,
   instrument,
   rabbitPublisher,
   startOutboxApp,
@@ -57,6 +58,7 @@ async function main(): Promise<void> {
       },
     });
   let app = await open();
+  let claims = countClaims(app.store);
   const dispatcher = app.dispatcher;
   if (dispatcher === undefined) throw new Error('no dispatcher');
 
@@ -104,6 +106,8 @@ async function main(): Promise<void> {
       await app.close();
       publisher = rabbitPublisher(config.queue);
       app = await open();
+      const counted = claims;
+      claims = countClaims(app.store);
       await connectPublisher(publisher);
       send({
         type: 'done',
@@ -112,6 +116,9 @@ async function main(): Promise<void> {
         startedAt,
         finishedAt,
         cpuUs: used.user + used.system,
+        claims: counted.claims,
+        emptyClaims: counted.empty,
+        claimedRows: counted.rows,
       });
       continue;
     }

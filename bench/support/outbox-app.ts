@@ -153,6 +153,28 @@ export function instrument(store: OutboxStore, publisher?: OutboxPublisher): Pha
   return times;
 }
 
+/** What a dispatcher's claims took since the counter was made (P6: claims per message). */
+export interface ClaimCounts {
+  claims: number;
+  /** Claims that leased nothing (every candidate held by another claim, in flight, or none). */
+  empty: number;
+  rows: number;
+}
+
+/** Counts `store`'s claims and the rows they leased, from now on. */
+export function countClaims(store: OutboxStore): ClaimCounts {
+  const counts: ClaimCounts = { claims: 0, empty: 0, rows: 0 };
+  const claim = store.claim.bind(store);
+  store.claim = async (o) => {
+    const batch = await claim(o);
+    counts.claims++;
+    counts.rows += batch.records.length;
+    if (batch.records.length === 0) counts.empty++;
+    return batch;
+  };
+  return counts;
+}
+
 /**
  * Runs one measurement, repeating it (up to `attempts` times) when it threw or when one of the
  * watched apps reported an outage during it: other test suites on this machine restart RabbitMQ
