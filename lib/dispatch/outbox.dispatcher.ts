@@ -141,6 +141,13 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
   private onWake: (() => void) | undefined;
   private retryTimer: NodeJS.Timeout | undefined;
   private inFlightRetryMs = 0;
+  /**
+   * Whether the last claim leased less than a full batch. The next claim then does not take a
+   * turn among other dispatchers' claims (ClaimOptions.heldBack): over a backlog of few keys,
+   * claims that split the keys a settle freed each took a turn in front of the dispatcher
+   * whose batches held them (bench P6 over 1 000 keys).
+   */
+  private lastClaimShort = false;
   /** When the rows the last outage handed back become due again (wall clock). */
   private releasedDueAt = 0;
   private unlisten: (() => Promise<void>) | undefined;
@@ -425,6 +432,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
             limit: dispatcher.batchSize,
             owner: this.options.instanceId,
             leaseMs: dispatcher.leaseMs,
+            heldBack: this.inFlightRetryMs > 0 || this.lastClaimShort,
           }),
         // A claim given up on may still commit: hand its rows straight back with their attempt,
         // or database stalls alone could dead-letter messages that were never published.
@@ -434,6 +442,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
       this.pause(error, 'claim failed (database unavailable?)');
       return 'idle';
     }
+    this.lastClaimShort = claimed.records.length < dispatcher.batchSize;
     let parked = 0;
     if (claimed.blockedKeys.length > 0) {
       try {

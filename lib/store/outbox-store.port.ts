@@ -79,6 +79,13 @@ export interface ClaimOptions {
   readonly limit: number;
   readonly owner: string;
   readonly leaseMs: number;
+  /**
+   * The dispatcher's last claim leased less than a full batch, or found the rows it would take
+   * held by other claims or batches and this one looks again: it will likely find little. A
+   * store whose claims take turns lets such a claim run beside the others, so that it never
+   * holds up a claim about to lease a full batch (PostgreSQL).
+   */
+  readonly heldBack?: boolean;
 }
 
 /** How a store queues the messages of one key; fixed for the store's life. */

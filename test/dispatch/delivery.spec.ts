@@ -1,5 +1,6 @@
 import { randomBytes } from 'node:crypto';
 import { ensureOutboxTable } from '../../lib';
+import { hashKey } from '../../lib/store/outbox-row.mapper';
 import { readOutbox, readStatuses, TEST_DATABASES, TestOrder } from '../support/databases';
 import { sleep } from '../support/outbox-harness';
 import { dispatchApps, msg, published } from '../support/dispatch-fixtures';
@@ -308,6 +309,46 @@ for (const db of TEST_DATABASES) {
         // The poll is 120 s away, and no commit wakes it: only the claim's own retry can.
         await publisher.until((p) => p.sentIds.length === 3, 10_000, 'the rows once released');
         expect([...publisher.sentIds].sort()).toEqual([...ids].sort());
+      });
+    }
+
+    if (db.name === 'postgres') {
+      it("looks again without waiting its turn behind other claims once another dispatcher's batch held it back", async () => {
+        const publisher = new RecordingPublisher();
+        const h = await boot(publisher, { dispatcher: { pollIntervalMs: 120_000 } });
+        const [head, next] = (await h.commit([msg('t', { n: 1 }), msg('t', { n: 2 })])) as [
+          string,
+          string,
+        ];
+        const table = quote(h.table);
+        // The head in flight at another dispatcher: its follower waits for it.
+        await scope.ds.query(
+          `UPDATE ${table} SET locked_by = 'other', lock_token = gen_random_uuid(), locked_until = now() + interval '30 seconds', available_at = now() + interval '30 seconds', last_attempt_at = now(), attempts = 1 WHERE message_id::text = $1`,
+          [head],
+        );
+        await h.dispatcher.start();
+        await sleep(100);
+        expect(publisher.calls).toHaveLength(0);
+        // Another claim holds the turn for as long as this test lasts; meanwhile the other
+        // dispatcher's batch is delivered.
+        const holder = scope.ds.createQueryRunner();
+        await holder.connect();
+        try {
+          await holder.startTransaction();
+          await holder.query('SELECT pg_advisory_xact_lock($1::int4, -1)', [
+            hashKey(`nestjs-outbox-dispatch:${`public_${h.table}`.slice(0, 63)}`),
+          ]);
+          await scope.ds.query(
+            `UPDATE ${table} SET status = 'delivered', delivered_at = now(), locked_by = NULL, lock_token = NULL, locked_until = NULL WHERE message_id::text = $1`,
+            [head],
+          );
+          // Only the dispatcher's own retry can claim it (the poll is 120 s away), and only
+          // without waiting for the turn (the wait would last until the rollback below).
+          await publisher.until((p) => p.sentIds.includes(next), 5_000, 'the follower');
+        } finally {
+          await holder.rollbackTransaction();
+          await holder.release();
+        }
       });
     }
 

@@ -199,6 +199,75 @@ describeWith(['postgres'], 'PostgreSQL dispatcher transactions open in one round
           holder.release();
         }
       }, 20_000);
+
+      it('claims made at once take turns: each leases a batch of its own, none comes back empty', async () => {
+        await enqueue(Array.from({ length: 40 }, (_, n) => `key-${n}`));
+        const owners = ['a', 'b', 'c', 'd'];
+        const batches = await Promise.all(
+          owners.map((owner) => store.claim({ limit: 10, owner, leaseMs: 30_000 })),
+        );
+        // Without turns, a claim running beside another reads the same head of the queue,
+        // finds those rows locked, and leases nothing.
+        expect(batches.map((b) => b.records.length)).toEqual([10, 10, 10, 10]);
+        const ids = batches.flatMap((b) => b.records.map((r) => r.id));
+        expect(new Set(ids).size).toBe(40);
+        const { rows } = await admin.query<{ owners: number; leased: number }>(
+          `SELECT count(DISTINCT locked_by)::int AS owners, count(*)::int AS leased FROM "${table}" WHERE locked_by IS NOT NULL`,
+        );
+        expect(rows[0]).toEqual({ owners: 4, leased: 40 });
+      });
+
+      it("a claim waits for the claim before it to commit, then takes what that one left", async () => {
+        await enqueue(['x', 'y', 'z']);
+        const holder = await admin.connect();
+        const channel = `public_${table}`.slice(0, 63);
+        try {
+          // Another claim in progress: it holds the turn (and has leased 'x' by now).
+          await holder.query('BEGIN');
+          await holder.query('SELECT pg_advisory_xact_lock($1::int4, -1)', [
+            hashKey(`nestjs-outbox-dispatch:${channel}`),
+          ]);
+          await holder.query(
+            `UPDATE "${table}" SET locked_by = 'other', available_at = now() + interval '30 seconds' WHERE message_key = 'x'`,
+          );
+          let settled = false;
+          const claiming = store
+            .claim({ limit: 10, owner: 'me', leaseMs: 30_000 })
+            .finally(() => (settled = true));
+          await new Promise((resolve) => setTimeout(resolve, 150));
+          expect(settled).toBe(false);
+          await holder.query('COMMIT');
+          const batch = await claiming;
+          expect(batch.records.map((r) => r.key).sort()).toEqual(['y', 'z']);
+          expect(batch.contended).toBe(0);
+        } finally {
+          await holder.query('ROLLBACK').catch(() => undefined);
+          holder.release();
+        }
+      });
+
+      it('a claim that looks again after being held back does not wait for the turn', async () => {
+        await enqueue(['x', 'y']);
+        const holder = await admin.connect();
+        const channel = `public_${table}`.slice(0, 63);
+        try {
+          await holder.query('BEGIN');
+          await holder.query('SELECT pg_advisory_xact_lock($1::int4, -1)', [
+            hashKey(`nestjs-outbox-dispatch:${channel}`),
+          ]);
+          // Answers while the turn is still held (a wait would end in the 400 ms timeout).
+          const batch = await store.claim({
+            limit: 10,
+            owner: 'me',
+            leaseMs: 30_000,
+            heldBack: true,
+          });
+          expect(batch.records.map((r) => r.key).sort()).toEqual(['x', 'y']);
+        } finally {
+          await holder.query('ROLLBACK').catch(() => undefined);
+          holder.release();
+        }
+      });
     });
   }
 });
