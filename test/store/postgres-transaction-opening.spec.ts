@@ -142,6 +142,18 @@ describeWith(['postgres'], 'PostgreSQL dispatcher transactions open in one round
         );
       }
 
+      /** A connection in a transaction holding this table's dispatch lock `id` (a key's hash, or -1: the claims' turn). */
+      async function holdingDispatchLock(id: number): Promise<PoolClient> {
+        const holder = await admin.connect();
+        const channel = `public_${table}`.slice(0, 63);
+        await holder.query('BEGIN');
+        await holder.query('SELECT pg_advisory_xact_lock($1::int4, $2::int4)', [
+          hashKey(`nestjs-outbox-dispatch:${channel}`),
+          id,
+        ]);
+        return holder;
+      }
+
       it('claims in three statements: BEGIN with its settings, the claim, COMMIT', async () => {
         await enqueue(['a', 'b']);
         sent.length = 0;
@@ -164,14 +176,8 @@ describeWith(['postgres'], 'PostgreSQL dispatcher transactions open in one round
         expect(batch.blockedKeys).toEqual([]);
         expect(batch.inFlightKeys).toBe(1);
         await expect(store.park(['k'])).resolves.toBe(1);
-        const holder = await admin.connect();
-        const channel = `public_${table}`.slice(0, 63);
+        const holder = await holdingDispatchLock(hashKey('k'));
         try {
-          await holder.query('BEGIN');
-          await holder.query('SELECT pg_advisory_xact_lock($1::int4, $2::int4)', [
-            hashKey(`nestjs-outbox-dispatch:${channel}`),
-            hashKey('k'),
-          ]);
           const settlement = {
             delivered: [head?.id ?? 'missing'],
             retry: [],
@@ -217,16 +223,11 @@ describeWith(['postgres'], 'PostgreSQL dispatcher transactions open in one round
         expect(rows[0]).toEqual({ owners: 4, leased: 40 });
       });
 
-      it("a claim waits for the claim before it to commit, then takes what that one left", async () => {
+      it('a claim waits for the claim before it to commit, then takes what that one left', async () => {
         await enqueue(['x', 'y', 'z']);
-        const holder = await admin.connect();
-        const channel = `public_${table}`.slice(0, 63);
+        // Another claim in progress: it holds the turn (and has leased 'x' by now).
+        const holder = await holdingDispatchLock(-1);
         try {
-          // Another claim in progress: it holds the turn (and has leased 'x' by now).
-          await holder.query('BEGIN');
-          await holder.query('SELECT pg_advisory_xact_lock($1::int4, -1)', [
-            hashKey(`nestjs-outbox-dispatch:${channel}`),
-          ]);
           await holder.query(
             `UPDATE "${table}" SET locked_by = 'other', available_at = now() + interval '30 seconds' WHERE message_key = 'x'`,
           );
@@ -248,13 +249,8 @@ describeWith(['postgres'], 'PostgreSQL dispatcher transactions open in one round
 
       it('a claim that looks again after being held back does not wait for the turn', async () => {
         await enqueue(['x', 'y']);
-        const holder = await admin.connect();
-        const channel = `public_${table}`.slice(0, 63);
+        const holder = await holdingDispatchLock(-1);
         try {
-          await holder.query('BEGIN');
-          await holder.query('SELECT pg_advisory_xact_lock($1::int4, -1)', [
-            hashKey(`nestjs-outbox-dispatch:${channel}`),
-          ]);
           // Answers while the turn is still held (a wait would end in the 400 ms timeout).
           const batch = await store.claim({
             limit: 10,
