@@ -1,6 +1,5 @@
 import { randomBytes } from 'node:crypto';
 import { ensureOutboxTable } from '../../lib';
-import { hashKey } from '../../lib/store/outbox-row.mapper';
 import { readOutbox, readStatuses, TEST_DATABASES, TestOrder } from '../support/databases';
 import { sleep } from '../support/outbox-harness';
 import { dispatchApps, msg, published } from '../support/dispatch-fixtures';
@@ -313,7 +312,7 @@ for (const db of TEST_DATABASES) {
     }
 
     if (db.name === 'postgres') {
-      it("looks again without waiting its turn behind other claims once another dispatcher's batch held it back", async () => {
+      it('tells the store when a claim looks again after being held back, or after a short batch', async () => {
         const publisher = new RecordingPublisher();
         const h = await boot(publisher, { dispatcher: { pollIntervalMs: 120_000 } });
         const [head, next] = (await h.commit([msg('t', { n: 1 }), msg('t', { n: 2 })])) as [
@@ -321,34 +320,40 @@ for (const db of TEST_DATABASES) {
           string,
         ];
         const table = quote(h.table);
+        // The store decides from `heldBack` whether a claim takes a turn among other
+        // dispatchers' claims (PostgreSQL): record what each claim asked and leased.
+        const claims: { heldBack: boolean; leased: number }[] = [];
+        const store = h.store;
+        const claim = store.claim.bind(store);
+        store.claim = async (options) => {
+          const batch = await claim(options);
+          claims.push({ heldBack: options.heldBack === true, leased: batch.records.length });
+          return batch;
+        };
         // The head in flight at another dispatcher: its follower waits for it.
         await scope.ds.query(
           `UPDATE ${table} SET locked_by = 'other', lock_token = gen_random_uuid(), locked_until = now() + interval '30 seconds', available_at = now() + interval '30 seconds', last_attempt_at = now(), attempts = 1 WHERE message_id::text = $1`,
           [head],
         );
         await h.dispatcher.start();
-        await sleep(100);
-        expect(publisher.calls).toHaveLength(0);
-        // Another claim holds the turn for as long as this test lasts; meanwhile the other
-        // dispatcher's batch is delivered.
-        const holder = scope.ds.createQueryRunner();
-        await holder.connect();
-        try {
-          await holder.startTransaction();
-          await holder.query('SELECT pg_advisory_xact_lock($1::int4, -1)', [
-            hashKey(`nestjs-outbox-dispatch:${`public_${h.table}`.slice(0, 63)}`),
-          ]);
-          await scope.ds.query(
-            `UPDATE ${table} SET status = 'delivered', delivered_at = now(), locked_by = NULL, lock_token = NULL, locked_until = NULL WHERE message_id::text = $1`,
-            [head],
-          );
-          // Only the dispatcher's own retry can claim it (the poll is 120 s away), and only
-          // without waiting for the turn (the wait would last until the rollback below).
-          await publisher.until((p) => p.sentIds.includes(next), 5_000, 'the follower');
-        } finally {
-          await holder.rollbackTransaction();
-          await holder.release();
-        }
+        await waitFor('a claim held back, then one looking again', () => claims.length >= 2);
+        expect(claims[0]).toEqual({ heldBack: false, leased: 0 });
+        expect(claims[1]).toEqual({ heldBack: true, leased: 0 });
+        // The other dispatcher's batch is delivered: the follower comes out of a second look
+        // (the poll is 120 s away).
+        await scope.ds.query(
+          `UPDATE ${table} SET status = 'delivered', delivered_at = now(), locked_by = NULL, lock_token = NULL, locked_until = NULL WHERE message_id::text = $1`,
+          [head],
+        );
+        await publisher.until((p) => p.sentIds.includes(next), 10_000, 'the follower');
+        expect(claims.find((c) => c.leased === 1)).toEqual({ heldBack: true, leased: 1 });
+        // A batch of 1 of 50 was short: the next claim (at the next commit) is told so too.
+        const before = claims.length;
+        await h.commit([msg('u', { n: 3 })]);
+        await waitFor('the claim after the commit', () =>
+          claims.slice(before).some((c) => c.leased === 1),
+        );
+        expect(claims.slice(before).find((c) => c.leased === 1)?.heldBack).toBe(true);
       });
     }
 

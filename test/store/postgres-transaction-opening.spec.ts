@@ -235,12 +235,25 @@ describeWith(['postgres'], 'PostgreSQL dispatcher transactions open in one round
           const claiming = store
             .claim({ limit: 10, owner: 'me', leaseMs: 30_000 })
             .finally(() => (settled = true));
-          await new Promise((resolve) => setTimeout(resolve, 150));
+          // Within the turn's wait (half the 400 ms dbTimeoutMs here).
+          await new Promise((resolve) => setTimeout(resolve, 100));
           expect(settled).toBe(false);
           await holder.query('COMMIT');
           const batch = await claiming;
           expect(batch.records.map((r) => r.key).sort()).toEqual(['y', 'z']);
           expect(batch.contended).toBe(0);
+        } finally {
+          await holder.query('ROLLBACK').catch(() => undefined);
+          holder.release();
+        }
+      });
+
+      it('a turn held past its wait (a claim stuck mid-transaction) is gone without', async () => {
+        await enqueue(['x', 'y']);
+        const holder = await holdingDispatchLock(-1);
+        try {
+          const batch = await store.claim({ limit: 10, owner: 'me', leaseMs: 30_000 });
+          expect(batch.records.map((r) => r.key).sort()).toEqual(['x', 'y']);
         } finally {
           await holder.query('ROLLBACK').catch(() => undefined);
           holder.release();

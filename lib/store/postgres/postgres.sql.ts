@@ -319,6 +319,18 @@ export function postgresOpening(
   ];
 }
 
+/**
+ * Appended to a claim's opening: the claims' turn on the table, lock `turnLock` in `namespace`,
+ * waited for at most `waitMs` (`lock_timeout`, set for this transaction only: a claim takes no
+ * other lock it could wait for). Without parameters, like the opening.
+ */
+export function postgresClaimTurn(namespace: number, turnLock: number, waitMs: number): string[] {
+  return [
+    `SELECT set_config('lock_timeout', '${int32Literal(waitMs)}', true)`,
+    `SELECT pg_advisory_xact_lock(${int32Literal(namespace)}, ${int32Literal(turnLock)})`,
+  ];
+}
+
 function int32Literal(value: number): string {
   if (!Number.isSafeInteger(value) || value < -2_147_483_648 || value > 2_147_483_647) {
     throw new RangeError(`not a 32-bit integer: ${String(value)}`);

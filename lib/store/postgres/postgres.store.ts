@@ -21,6 +21,7 @@ import {
   postgresInsert,
   postgresInsertOne,
   postgresLockKeys,
+  postgresClaimTurn,
   postgresOpening,
   postgresOrphanKeys,
   postgresHasDue,
@@ -152,13 +153,20 @@ export class PostgresOutboxStore implements OutboxStore {
       claimWindow(options.limit),
     ];
     if (this.policy.ordered) params.push(this.policy.maxRun);
+    const claim = (turn: boolean) =>
+      this.transaction((run) => run<ClaimRow>(this.claimSql, params), [], turn);
     // A claim likely to find little (`heldBack`) does not take a turn: it would make the claims
-    // behind it wait for a few rows or none (bench P6 over 1 000 keys).
-    const { rows } = await this.transaction(
-      (run) => run<ClaimRow>(this.claimSql, params),
-      [],
-      options.heldBack !== true,
-    );
+    // behind it wait for a few rows or none (bench P6 over 1 000 keys). A turn not given within
+    // its wait (a claim whose instance froze mid-transaction holds it until the server ends
+    // that transaction) is gone without: SKIP LOCKED keeps such a claim correct, only less
+    // likely to find rows no other claim is taking.
+    const { rows } =
+      options.heldBack === true
+        ? await claim(false)
+        : await claim(true).catch((error: unknown) => {
+            if (lockTimedOut(error)) return claim(false);
+            throw error;
+          });
     const claimed = rows.filter((row): row is ClaimedRow & ClaimRow => row.id !== null);
     return {
       token,
@@ -390,7 +398,8 @@ export class PostgresOutboxStore implements OutboxStore {
    * locks open the transaction, sent with its BEGIN where the port can (`transactionOpening`):
    * a claim is then three round trips, not five.
    *
-   * With `claimTurn`, the transaction first waits for any other claim on this table to end.
+   * With `claimTurn`, the transaction first waits for any other claim on this table to end
+   * (for `CLAIM_TURN_WAIT_MS` at most).
    * Claims that run at once read the same head of the queue; the later one found those rows
    * locked by the first and leased nothing, an empty claim that cost a window read and key
    * probes on the server and sent its dispatcher to wait (bench P6: about one such claim per
@@ -402,12 +411,20 @@ export class PostgresOutboxStore implements OutboxStore {
     lockKeys: readonly (string | null)[] = [],
     claimTurn = false,
   ): Promise<T> {
-    const keyLocks = sortedLockIds(lockKeys);
     const opening = postgresOpening(
       this.timeoutMs,
       this.dispatchNamespace,
-      claimTurn ? [CLAIM_TURN_LOCK, ...keyLocks] : keyLocks,
+      sortedLockIds(lockKeys),
     );
+    if (claimTurn) {
+      opening.push(
+        ...postgresClaimTurn(
+          this.dispatchNamespace,
+          CLAIM_TURN_LOCK,
+          Math.max(1, Math.min(CLAIM_TURN_WAIT_MS, Math.floor(this.timeoutMs / 2))),
+        ),
+      );
+    }
     const run =
       (tx: SqlRunner): Run =>
       (sql, params) =>
@@ -432,6 +449,23 @@ export class PostgresOutboxStore implements OutboxStore {
  * negative, so no key's lock is this one.
  */
 const CLAIM_TURN_LOCK = -1;
+
+/**
+ * The longest a claim waits for its turn (or half `dbTimeoutMs` when that is less). A turn
+ * lasts one claim, milliseconds; a longer wait means the claim holding it is stuck.
+ */
+const CLAIM_TURN_WAIT_MS = 1_000;
+
+/** PostgreSQL's 55P03 (lock_not_available): `lock_timeout` ended a wait for a lock. */
+function lockTimedOut(error: unknown): boolean {
+  // As the driver answers it, or as an ORM wraps it (TypeORM's driverError, an Error's cause).
+  const e = error as { code?: unknown; driverError?: { code?: unknown }; cause?: unknown } | null;
+  return (
+    e?.code === '55P03' ||
+    e?.driverError?.code === '55P03' ||
+    (e?.cause !== undefined && e.cause !== error && lockTimedOut(e.cause))
+  );
+}
 
 /** A claim answers one row even when it leased nothing, to carry the blocked keys. */
 type ClaimRow = Omit<ClaimedRow, 'id'> & {
