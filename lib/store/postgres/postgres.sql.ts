@@ -327,7 +327,8 @@ export function postgresOpening(
 export function postgresClaimTurn(namespace: number, turnLock: number, waitMs: number): string[] {
   return [
     `SELECT set_config('lock_timeout', '${int32Literal(waitMs)}', true)`,
-    `SELECT pg_advisory_xact_lock(${int32Literal(namespace)}, ${int32Literal(turnLock)})`,
+    // count(): a column every port can read (Prisma cannot read a void one).
+    `SELECT count(pg_advisory_xact_lock(${int32Literal(namespace)}, ${int32Literal(turnLock)}))`,
   ];
 }
 
