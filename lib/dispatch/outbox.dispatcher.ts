@@ -143,7 +143,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
   private inFlightRetryMs = 0;
   /**
    * Whether the last claim leased less than a full batch. The next claim then does not take a
-   * turn among other dispatchers' claims (ClaimOptions.heldBack): over a backlog of few keys,
+   * turn among other dispatchers' claims (ClaimOptions.likelyFew): over a backlog of few keys,
    * claims that split the keys a settle freed each took a turn in front of the dispatcher
    * whose batches held them (bench P6 over 1 000 keys).
    */
@@ -432,7 +432,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
             limit: dispatcher.batchSize,
             owner: this.options.instanceId,
             leaseMs: dispatcher.leaseMs,
-            heldBack: this.inFlightRetryMs > 0 || this.lastClaimShort,
+            likelyFew: this.inFlightRetryMs > 0 || this.lastClaimShort,
           }),
         // A claim given up on may still commit: hand its rows straight back with their attempt,
         // or database stalls alone could dead-letter messages that were never published.

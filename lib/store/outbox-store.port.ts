@@ -85,7 +85,7 @@ export interface ClaimOptions {
    * store whose claims take turns lets such a claim run beside the others, so that it never
    * holds up a claim about to lease a full batch (PostgreSQL).
    */
-  readonly heldBack?: boolean;
+  readonly likelyFew?: boolean;
 }
 
 /** How a store queues the messages of one key; fixed for the store's life. */

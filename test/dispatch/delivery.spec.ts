@@ -320,14 +320,14 @@ for (const db of TEST_DATABASES) {
           string,
         ];
         const table = quote(h.table);
-        // The store decides from `heldBack` whether a claim takes a turn among other
+        // The store decides from `likelyFew` whether a claim takes a turn among other
         // dispatchers' claims (PostgreSQL): record what each claim asked and leased.
-        const claims: { heldBack: boolean; leased: number }[] = [];
+        const claims: { likelyFew: boolean; leased: number }[] = [];
         const store = h.store;
         const claim = store.claim.bind(store);
         store.claim = async (options) => {
           const batch = await claim(options);
-          claims.push({ heldBack: options.heldBack === true, leased: batch.records.length });
+          claims.push({ likelyFew: options.likelyFew === true, leased: batch.records.length });
           return batch;
         };
         // The head in flight at another dispatcher: its follower waits for it.
@@ -337,8 +337,8 @@ for (const db of TEST_DATABASES) {
         );
         await h.dispatcher.start();
         await waitFor('a claim held back, then one looking again', () => claims.length >= 2);
-        expect(claims[0]).toEqual({ heldBack: false, leased: 0 });
-        expect(claims[1]).toEqual({ heldBack: true, leased: 0 });
+        expect(claims[0]).toEqual({ likelyFew: false, leased: 0 });
+        expect(claims[1]).toEqual({ likelyFew: true, leased: 0 });
         // The other dispatcher's batch is delivered: the follower comes out of a second look
         // (the poll is 120 s away).
         await scope.ds.query(
@@ -346,14 +346,14 @@ for (const db of TEST_DATABASES) {
           [head],
         );
         await publisher.until((p) => p.sentIds.includes(next), 10_000, 'the follower');
-        expect(claims.find((c) => c.leased === 1)).toEqual({ heldBack: true, leased: 1 });
+        expect(claims.find((c) => c.leased === 1)).toEqual({ likelyFew: true, leased: 1 });
         // A batch of 1 of 50 was short: the next claim (at the next commit) is told so too.
         const before = claims.length;
         await h.commit([msg('u', { n: 3 })]);
         await waitFor('the claim after the commit', () =>
           claims.slice(before).some((c) => c.leased === 1),
         );
-        expect(claims.slice(before).find((c) => c.leased === 1)?.heldBack).toBe(true);
+        expect(claims.slice(before).find((c) => c.leased === 1)?.likelyFew).toBe(true);
       });
     }
 

@@ -272,7 +272,7 @@ describeWith(['postgres'], 'PostgreSQL dispatcher transactions open in one round
           limit: 10,
           owner: 'me',
           leaseMs: 30_000,
-          heldBack: true,
+          likelyFew: true,
         });
         expect(askedForTurn()).toBe(false);
         expect(batch.records.map((r) => r.key).sort()).toEqual(['x', 'y']);

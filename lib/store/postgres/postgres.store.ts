@@ -155,13 +155,13 @@ export class PostgresOutboxStore implements OutboxStore {
     if (this.policy.ordered) params.push(this.policy.maxRun);
     const claim = (turn: boolean) =>
       this.transaction((run) => run<ClaimRow>(this.claimSql, params), [], turn);
-    // A claim likely to find little (`heldBack`) does not take a turn: it would make the claims
+    // A claim likely to find little (`likelyFew`) does not take a turn: it would make the claims
     // behind it wait for a few rows or none (bench P6 over 1 000 keys). A turn not given within
     // its wait (a claim whose instance froze mid-transaction holds it until the server ends
     // that transaction) is gone without: SKIP LOCKED keeps such a claim correct, only less
     // likely to find rows no other claim is taking.
     const { rows } =
-      options.heldBack === true
+      options.likelyFew === true
         ? await claim(false)
         : await claim(true).catch((error: unknown) => {
             if (lockTimedOut(error)) return claim(false);
