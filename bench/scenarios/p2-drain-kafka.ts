@@ -2,8 +2,10 @@
  * P2: drain a backlog PostgreSQL → Kafka (kafkajs), module vs a bare `sendBatch` relay, and vs the
  * same relay on an idempotent producer like KafkaPublisher's (kafkajs sends one request at a time
  * per broker with idempotence), so that the bench tells what idempotence costs at the client from
- * what the relay itself spends.
+ * what the relay itself spends. Beside them, the module with ordering off (the bare relays keep
+ * no order), and the module's claim, publish and settle times per batch: where its drain waits.
  */
+import type { DataSource } from 'typeorm';
 import { KafkaPublisher } from '../../lib/publishers/kafka';
 import { bareKafkaRelay } from '../baselines/bare-relay';
 import { SERVICES, named } from '../support/config';
@@ -16,7 +18,7 @@ import {
   truncateOutbox,
 } from '../support/databases';
 import { bareProducer, deleteTopic, ensureKafka, resetTopic, topicCount } from '../support/kafka';
-import { drainAll, measured, startOutboxApp } from '../support/outbox-app';
+import { drainAll, instrument, measured, startOutboxApp } from '../support/outbox-app';
 import {
   addMetric,
   addTarget,
@@ -25,9 +27,17 @@ import {
   type ScenarioResult,
 } from '../support/report';
 import { timedWithCpu } from '../support/node-cpu';
-import { ratio } from '../support/stats';
+import { percentile, ratio, round } from '../support/stats';
+
+const median = (xs: readonly number[]): number =>
+  percentile(
+    [...xs].sort((a, b) => a - b),
+    50,
+  );
 
 const TABLE = named('bench_p2');
+// The module with ordering off drains a table of its own: its store has no per-key queue.
+const UNORDERED_TABLE = named('bench_p2_unordered');
 
 export async function p2(ctx: BenchContext): Promise<ScenarioResult> {
   const n = ctx.profile.p2Messages;
@@ -53,6 +63,7 @@ async function measure(ctx: BenchContext, result: ScenarioResult): Promise<Scena
   const { profile, pg } = ctx;
   const n = profile.p2Messages;
   await resetOutboxTable(pg, TABLE);
+  await resetOutboxTable(pg, UNORDERED_TABLE);
   const moduleTopic = named('bench-p2-module', '-');
   const bareTopic = named('bench-p2-bare', '-');
   const publisher = new KafkaPublisher({
@@ -68,10 +79,28 @@ async function measure(ctx: BenchContext, result: ScenarioResult): Promise<Scena
     instanceId: 'bench-p2',
     ordering: { enabled: true },
   });
+  const unordered = await startOutboxApp({
+    dataSource: pg,
+    tableName: UNORDERED_TABLE,
+    publisher,
+    autoStart: false,
+    instanceId: 'bench-p2-unordered',
+    ordering: { enabled: false },
+  });
+  const phases = instrument(app.store, publisher);
   const producer = await bareProducer();
   const idempotentProducer = await bareProducer(true);
   const pool = pgPool(4);
   const moduleRates: number[] = [];
+  const unorderedRates: number[] = [];
+  // Per run, the median wall time of one batch's claim, publish and settle (ordered module).
+  const claimMs: number[] = [];
+  const publishMs: number[] = [];
+  const settleMs: number[] = [];
+  // With pg_stat_statements preloaded: PostgreSQL's own execution time of one claim statement.
+  const claimExecMs: number[] = [];
+  const statements = ctx.pgSettings.statStatements;
+  if (statements) await pg.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
   const bareRates: number[] = [];
   const idempotentRates: number[] = [];
   // Node CPU per message of each drain, all run in this process.
@@ -80,16 +109,18 @@ async function measure(ctx: BenchContext, result: ScenarioResult): Promise<Scena
   const idempotentCpu: number[] = [];
   let extra = 0;
   let short = 0;
-  const prepare = async (count: number): Promise<void> => {
-    await truncateOutbox(pg, TABLE);
-    await seedOutbox(pg, TABLE, count);
-    await analyse(pg, TABLE);
+  const prepare = async (count: number, table = TABLE): Promise<void> => {
+    await truncateOutbox(pg, table);
+    await seedOutbox(pg, table, count);
+    await analyse(pg, table);
   };
   try {
     await resetTopic(moduleTopic);
     await resetTopic(bareTopic);
     await prepare(2_000);
     await drainAll(app, pg, TABLE);
+    await prepare(2_000, UNORDERED_TABLE);
+    await drainAll(unordered, pg, UNORDERED_TABLE);
     await prepare(2_000);
     await bareKafkaRelay({ pool, table: TABLE, producer, topic: bareTopic });
     await prepare(2_000);
@@ -102,16 +133,40 @@ async function measure(ctx: BenchContext, result: ScenarioResult): Promise<Scena
         async () => {
           await resetTopic(moduleTopic);
           await prepare(n);
+          for (const times of Object.values(phases)) times.length = 0;
+          if (statements) await pg.query('SELECT pg_stat_statements_reset()');
           const { seconds, cpuUs } = await timedWithCpu(() => drainAll(app, pg, TABLE));
           moduleCpu.push(cpuUs / n);
+          if (statements) claimExecMs.push(await meanClaimExecMs(pg));
           return { s: seconds, count: await topicCount(moduleTopic) };
         },
         [app],
       );
+      claimMs.push(median(phases.claimMs));
+      publishMs.push(median(phases.publishMs));
+      settleMs.push(median(phases.settleMs));
       moduleRates.push(n / m.s);
       if (m.count > n) extra += m.count - n;
       if (m.count < n) short += n - m.count;
       ctx.log(`P2 run ${run}: module ${Math.round(n / m.s)} msgs/s (topic holds ${m.count})`);
+
+      const u = await measured(
+        `P2 run ${run} module, ordering off`,
+        ctx.log,
+        async () => {
+          await resetTopic(moduleTopic);
+          await prepare(n, UNORDERED_TABLE);
+          const { seconds } = await timedWithCpu(() => drainAll(unordered, pg, UNORDERED_TABLE));
+          return { s: seconds, count: await topicCount(moduleTopic) };
+        },
+        [unordered],
+      );
+      unorderedRates.push(n / u.s);
+      if (u.count > n) extra += u.count - n;
+      if (u.count < n) short += n - u.count;
+      ctx.log(
+        `P2 run ${run}: module with ordering off ${Math.round(n / u.s)} msgs/s (topic holds ${u.count})`,
+      );
 
       const b = await measured(`P2 run ${run} bare relay`, ctx.log, async () => {
         await resetTopic(bareTopic);
@@ -143,12 +198,14 @@ async function measure(ctx: BenchContext, result: ScenarioResult): Promise<Scena
     }
   } finally {
     await app.close();
+    await unordered.close();
     await producer.disconnect();
     await idempotentProducer.disconnect();
     await pool.end();
     await deleteTopic(moduleTopic);
     await deleteTopic(bareTopic);
     await dropOutboxTable(pg, TABLE);
+    await dropOutboxTable(pg, UNORDERED_TABLE);
   }
   const module = addMetric(
     result,
@@ -204,7 +261,52 @@ async function measure(ctx: BenchContext, result: ScenarioResult): Promise<Scena
     '>=',
     0.95,
   );
+  const unorderedRate = addMetric(
+    result,
+    'module_unordered_msgs_per_s',
+    'nestjs-outbox with ordering off (the bare relays keep no per-key order)',
+    'msgs/s',
+    unorderedRates,
+    n,
+  );
+  result.values.p2_unordered_vs_bare_idempotent = round(
+    ratio(unorderedRate.median, idempotent.median),
+    3,
+  );
+  result.values.p2_vs_unordered = round(ratio(module.median, unorderedRate.median), 3);
+  for (const [key, label, runs] of [
+    ['claim', 'claim (transaction, rows read and mapped)', claimMs],
+    ['publish', 'publish (KafkaPublisher)', publishMs],
+    ['settle', 'settle (transaction, promotion included)', settleMs],
+  ] as const) {
+    addMetric(
+      result,
+      `module_${key}_ms`,
+      `nestjs-outbox, median wall time of one batch's ${label}`,
+      'ms',
+      runs,
+    );
+  }
+  if (claimExecMs.length > 0) {
+    addMetric(
+      result,
+      'module_claim_exec_ms',
+      "nestjs-outbox, PostgreSQL's execution time of one claim statement (pg_stat_statements, mean)",
+      'ms',
+      claimExecMs,
+    );
+  }
   addTarget(result, 'p2_extra_records', 'records beyond the messages (duplicates)', extra, '==', 0);
   addTarget(result, 'p2_missing_records', 'messages missing from the topic', short, '==', 0);
   return result;
+}
+
+/** Mean execution time of the module's claim statement since pg_stat_statements' last reset. */
+async function meanClaimExecMs(pg: DataSource): Promise<number> {
+  const [row] = await pg.query<{ ms: number | null }[]>(
+    `SELECT sum(s.total_exec_time) / nullif(sum(s.calls), 0) AS ms
+     FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
+     WHERE d.datname = current_database() AND s.query LIKE 'WITH w AS MATERIALIZED%'`,
+  );
+  return row?.ms === null || row?.ms === undefined ? Number.NaN : Number(row.ms);
 }
