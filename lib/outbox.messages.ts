@@ -94,6 +94,12 @@ export const OutboxMessages = {
     `PgBouncer in transaction mode before 1.21 or with max_prepared_statements = 0. Set ` +
     `preparedStatements: false in OutboxModule's options, or let the pooler keep them ` +
     `(PgBouncer 1.21+: max_prepared_statements > 0). Nothing was written.`,
+  mysqlPreparedStatementLost: (reason: string): string =>
+    `The enqueue's prepared statement failed on this connection (${reason}): something between ` +
+    `the app and MySQL/MariaDB does not keep prepared statements per connection (a proxy that ` +
+    `multiplexes connections, such as ProxySQL), or the server's max_prepared_stmt_count is ` +
+    `reached. Set preparedStatements: false in OutboxModule's options, or raise ` +
+    `max_prepared_stmt_count. Nothing was written.`,
   incompleteMessage: (problem: string): string =>
     `The message is a plain object but ${problem}: a plain message needs { topic, payload } ` +
     `(and optionally type, key, headers, messageId, dedupeKey, availableAt, delayMs); an ` +

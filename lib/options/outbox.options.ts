@@ -145,7 +145,9 @@ export interface OutboxModuleOptions {
    * once per connection instead of on every call. Set false when the app's connections go
    * through a pooler that cannot keep them, such as PgBouncer in transaction mode before 1.21 or
    * with `max_prepared_statements = 0` (the enqueue would fail with "prepared statement … does
-   * not exist"). MySQL, MariaDB and SQLite ignore it. @default true
+   * not exist"). On MySQL and MariaDB (mysql2), the one-message enqueue runs as a server-side
+   * prepared statement: set false behind a proxy that multiplexes connections (ProxySQL).
+   * SQLite ignores it. @default true
    */
   preparedStatements?: boolean;
   /** Supplies the caller's transaction when `enqueue()` gets no manager. @default none */

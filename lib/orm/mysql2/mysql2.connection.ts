@@ -50,10 +50,10 @@ function inTransactionRunner(connection: Mysql2PoolConnection): SqlRunner {
   const runner = mysql2SqlRunner(connection);
   let checked: Promise<void> | undefined;
   return {
-    async query(sql, params) {
+    async query(sql, params, options) {
       checked ??= requireTransaction(connection);
       await checked;
-      return runner.query(sql, params);
+      return runner.query(sql, params, options);
     },
   };
 }

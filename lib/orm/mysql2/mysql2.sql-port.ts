@@ -1,9 +1,9 @@
-import type { SqlPort, SqlResult, SqlRunner } from '../../store/sql-port';
-import type { Mysql2Pool, Mysql2Queryable } from './mysql2-client';
+import type { SqlPort, SqlQueryOptions, SqlResult, SqlRunner } from '../../store/sql-port';
+import { executable, type Mysql2Pool, type Mysql2Queryable } from './mysql2-client';
 
 /** The statements of the caller's transaction: the connection they opened `BEGIN` on. */
 export function mysql2SqlRunner(connection: Mysql2Queryable): SqlRunner {
-  return { query: (sql, params) => run(connection, sql, params) };
+  return { query: (sql, params, options) => run(connection, sql, params, options) };
 }
 
 /**
@@ -56,10 +56,17 @@ async function run<R>(
   target: Mysql2Queryable,
   sql: string,
   params: readonly unknown[] | undefined,
+  options?: SqlQueryOptions,
 ): Promise<SqlResult<R>> {
+  const values = params === undefined ? [] : [...params];
   // query, not execute: the statements are sent as the other ports send them (placeholders
   // filled in by the client), with none of the server-side prepared statements' type rules.
-  const [result] = await target.query(sql, params === undefined ? [] : [...params]);
+  // Only a statement the store names for preparing (the one-message enqueue, whose values are
+  // text, bytes and integers) is executed as a prepared statement: parsed once per connection.
+  const [result] =
+    options?.prepare !== undefined && target.execute !== undefined && executable(values)
+      ? await target.execute(sql, values)
+      : await target.query(sql, values);
   if (isHeader(result)) {
     return { rows: [], affected: result.affectedRows, insertId: Number(result.insertId) };
   }

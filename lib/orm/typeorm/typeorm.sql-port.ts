@@ -1,5 +1,6 @@
 import type { DataSource, QueryRunner } from 'typeorm';
 import type { SqlListenLost, SqlPort, SqlResult, SqlRunner } from '../../store/sql-port';
+import { executable, type Mysql2ExecuteValue } from '../mysql2/mysql2-client';
 
 // TypeORM as the SQL port. Every statement goes through a QueryRunner with TypeORM's structured
 // result: `DataSource.query` answers an UPDATE … RETURNING as [rows, count] on PostgreSQL and a
@@ -7,11 +8,17 @@ import type { SqlListenLost, SqlPort, SqlResult, SqlRunner } from '../../store/s
 
 /** The statements of the caller's transaction (an EntityManager's active QueryRunner). */
 export function typeormSqlRunner(runner: QueryRunner): SqlRunner {
-  const prepares = runner.connection.options.type === 'postgres';
+  const type = runner.connection.options.type;
+  const prepared =
+    type === 'postgres'
+      ? preparedQuery
+      : type === 'mysql' || type === 'mariadb'
+        ? executedQuery
+        : undefined;
   return {
     query: (sql, params, options) =>
-      prepares && options?.prepare !== undefined && !runner.isReleased
-        ? preparedQuery(runner, options.prepare, sql, params)
+      prepared !== undefined && options?.prepare !== undefined && !runner.isReleased
+        ? prepared(runner, options.prepare, sql, params)
         : structuredQuery(runner, sql, params),
   };
 }
@@ -50,6 +57,63 @@ async function preparedQuery<R>(
     if (slow !== undefined && slow > 0 && took > slow)
       logger.logQuerySlow(took, sql, values, runner);
     return { rows: (raw.rows ?? []) as R[], affected: raw.rowCount ?? 0 };
+  } catch (error) {
+    const cause = error instanceof Error ? error : new Error(String(error));
+    logger.logQueryError(cause, sql, values, runner);
+    throw queryFailed(sql, values, cause);
+  }
+}
+
+// mysql2's callback connection, as TypeORM's MySQL driver holds it; the older mysql package has
+// no execute, and its statements run as text.
+interface ExecutingConnection {
+  execute(
+    sql: string,
+    values: Mysql2ExecuteValue[],
+    callback: (error: Error | null, result: unknown) => void,
+  ): unknown;
+}
+
+function canExecute(connection: unknown): connection is ExecutingConnection {
+  return (
+    connection !== null &&
+    typeof connection === 'object' &&
+    typeof (connection as { execute?: unknown }).execute === 'function'
+  );
+}
+
+/**
+ * MySQL/MariaDB: a statement mysql2 prepares on the runner's connection the first time and
+ * executes by its handle afterwards (it keeps them per connection, by text; the name is not
+ * needed). Logged and failing as `query` does, like `preparedQuery`.
+ */
+async function executedQuery<R>(
+  runner: QueryRunner,
+  _name: string,
+  sql: string,
+  params: readonly unknown[] | undefined,
+): Promise<SqlResult<R>> {
+  const connection: unknown = await runner.connect();
+  const values = params === undefined ? [] : [...params];
+  if (!canExecute(connection) || !executable(values)) return structuredQuery(runner, sql, params);
+  const { logger } = runner.connection;
+  logger.logQuery(sql, values, runner);
+  try {
+    const started = Date.now();
+    const raw = await new Promise<unknown>((resolve, reject) => {
+      connection.execute(sql, values, (error, result) => (error ? reject(error) : resolve(result)));
+    });
+    const took = Date.now() - started;
+    const slow = runner.connection.options.maxQueryExecutionTime;
+    if (slow !== undefined && slow > 0 && took > slow)
+      logger.logQuerySlow(took, sql, values, runner);
+    if (Array.isArray(raw)) return { rows: raw as R[], affected: 0 };
+    const header = (raw ?? {}) as { affectedRows?: unknown; insertId?: unknown };
+    return {
+      rows: [],
+      affected: Number(header.affectedRows ?? 0),
+      ...(header.insertId === undefined ? {} : { insertId: Number(header.insertId) }),
+    };
   } catch (error) {
     const cause = error instanceof Error ? error : new Error(String(error));
     logger.logQueryError(cause, sql, values, runner);

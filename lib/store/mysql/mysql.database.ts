@@ -99,9 +99,19 @@ export const mysqlDatabase: OutboxDatabase<'mysql'> = {
   },
   createStore: (
     sql: SqlPort,
-    { names, policy, timeoutMs, partitioned, messageIds }: OutboxStoreContext,
+    { names, policy, timeoutMs, partitioned, messageIds, preparedStatements }: OutboxStoreContext,
   ) =>
-    Promise.resolve(new MysqlOutboxStore(sql, names, policy, timeoutMs, partitioned, messageIds)),
+    Promise.resolve(
+      new MysqlOutboxStore(
+        sql,
+        names,
+        policy,
+        timeoutMs,
+        partitioned,
+        messageIds,
+        preparedStatements,
+      ),
+    ),
   partitioned: {
     createTable: mysqlCreatePartitionedTable,
     dropTable: mysqlDropIdsTable,

@@ -1,6 +1,9 @@
 import { insertChunks, isExtended, cachedStatement } from '../sql-values';
 import { OutboxTableMissingError } from '../../errors/outbox-table-missing.error';
 import { OutboxMessages } from '../../outbox.messages';
+import { OutboxError } from '../../errors/outbox.error';
+import { describeError } from '../../internal/describe-error';
+import { statementName } from '../statement-name';
 import { randomUUID } from 'node:crypto';
 import type {
   ClaimOptions,
@@ -83,7 +86,8 @@ type StatsRow = Record<'pending' | 'leased' | 'delivered' | 'dead', string | num
 export class MysqlOutboxStore implements OutboxStore {
   /** InnoDB row-lock wait bound of the dispatcher's transactions, in seconds. */
   private readonly lockWaitSeconds: number;
-  private readonly oneRowInserts = new Map<string, string>();
+  /** The one-message enqueue of each shape, with the name it is prepared under. */
+  private readonly oneRowInserts = new Map<string, { text: string; name: string }>();
 
   constructor(
     private readonly sql: SqlPort,
@@ -94,6 +98,8 @@ export class MysqlOutboxStore implements OutboxStore {
     private readonly partitioned = false,
     /** How the table's ids are bound; read from the catalog on first use when not given. */
     messageIds?: MessageIdCodec,
+    /** Whether the one-message enqueue runs as a server-side prepared statement (`preparedStatements`). */
+    private readonly prepared = true,
   ) {
     this.lockWaitSeconds = Math.max(1, Math.ceil(timeoutMs / 1_000));
     this.ids = messageIds === undefined ? undefined : Promise.resolve(messageIds);
@@ -220,10 +226,24 @@ export class MysqlOutboxStore implements OutboxStore {
   ): Promise<void> {
     const [chunk] = insertChunks([row], 1, 'base64', ids.param);
     if (chunk === undefined) return;
-    const text = cachedStatement(this.oneRowInserts, `${chunk.scheduled}:${chunk.extended}`, () =>
-      mysqlInsertOneLocked(this.names, chunk.scheduled, chunk.extended),
+    const { text, name } = cachedStatement(
+      this.oneRowInserts,
+      `${chunk.scheduled}:${chunk.extended}`,
+      () => {
+        const statement = mysqlInsertOneLocked(this.names, chunk.scheduled, chunk.extended);
+        return { text: statement, name: statementName(statement) };
+      },
     );
-    const { affected } = await tx.query(text, [...chunk.params, bucket]);
+    const prepare = this.prepared ? { prepare: name } : undefined;
+    const { affected } = await tx
+      .query(text, [...chunk.params, bucket], prepare)
+      .catch((error: unknown) => {
+        throw prepare !== undefined && lostPreparedStatement(error)
+          ? new OutboxError(OutboxMessages.mysqlPreparedStatementLost(describeError(error)), {
+              cause: error,
+            })
+          : error;
+      });
     // No bucket row to lock means no row written: fail the enqueue (and so the business
     // transaction) rather than lose the message. The bootstrap check makes this unexpected.
     if (affected !== 1) {
@@ -771,4 +791,14 @@ function bucketsOf(keys: readonly (string | null)[]): number[] {
   return [
     ...new Set(keys.flatMap((k) => (k === null ? [] : [hashKey(k) % MYSQL_KEY_LOCK_BUCKETS]))),
   ].sort((a, b) => a - b);
+}
+
+/**
+ * What MySQL and MariaDB answer when a connection's prepared statement is gone or cannot be
+ * made: 1243 (unknown statement handler: the server side was reset or switched, as a proxy that
+ * multiplexes connections does) and 1461 (the server's max_prepared_stmt_count is reached).
+ */
+function lostPreparedStatement(error: unknown): boolean {
+  const errno = (error as { errno?: unknown } | null)?.errno;
+  return errno === 1243 || errno === 1461;
 }

@@ -1,5 +1,5 @@
 import { Logger } from '@nestjs/common';
-import { createHash, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import type {
   ClaimOptions,
   ClaimedBatch,
@@ -37,6 +37,7 @@ import {
 } from './postgres.sql';
 import { claimWindow } from '../claim-window';
 import { promotionRun } from '../queue-policy';
+import { statementName } from '../statement-name';
 import { alreadyPresent, hashKey, toClaimedRecords, type ClaimedRow } from '../outbox-row.mapper';
 import type { OutboxTableNames } from '../sql-identifier';
 import { extendedValues, isExtended, cachedStatement } from '../sql-values';
@@ -497,13 +498,4 @@ function firstOfEachId(rows: readonly NewOutboxRow[]): readonly NewOutboxRow[] {
 function lostPreparedStatement(error: unknown): boolean {
   const code = (error as { code?: unknown } | null)?.code;
   return code === '26000' || code === '42P05';
-}
-
-/**
- * The name a statement is prepared under on each connection: from its text, so that one name
- * never carries two texts (node-postgres refuses that) whichever table, schema or variant wrote
- * it, and two stores on one table share it.
- */
-function statementName(text: string): string {
-  return `nestjs_outbox_${createHash('sha256').update(text).digest('hex').slice(0, 32)}`;
 }
