@@ -10,7 +10,10 @@ import {
   type SqliteDatabase,
 } from 'kysely';
 import { createPool as createMysql2Pool } from 'mysql2';
-import { createPool as createMysql2PromisePool } from 'mysql2/promise';
+import {
+  createPool as createMysql2PromisePool,
+  type Pool as Mysql2PromisePool,
+} from 'mysql2/promise';
 import {
   betterSqlite3SqlPort,
   betterSqlite3SqlRunner,
@@ -79,6 +82,11 @@ function mysqlConfig() {
     database: c.database,
     connectionLimit: 10,
   };
+}
+
+/** A mysql2 promise pool on the test MariaDB, as an app without an ORM opens one. */
+export function mariadbPool(connectionLimit = 10): Mysql2PromisePool {
+  return createMysql2PromisePool({ ...mysqlConfig(), connectionLimit });
 }
 
 /** Another connection (Database) to an existing SQLite file. */

@@ -1,24 +1,16 @@
-import { createPool, type Pool, type PoolConnection } from 'mysql2/promise';
+import type { Pool, PoolConnection } from 'mysql2/promise';
 import { OutboxTransactionRequiredError } from '../../lib';
 import { mysql2Outbox, mysql2SqlPort, type Mysql2PoolConnection } from '../../lib/orm/mysql2';
-import { serverConnection } from '../support/databases';
 import { describeWith } from '../support/services';
 import { describeConnectionModule, type AppDatabase } from './connection-module.suite';
+import { mariadbPool } from './driver-targets';
 
 // An app with no ORM on MariaDB (the MySQL 8 statements are the same): OutboxModule on a
 // mysql2 promise pool (`connection: mysql2Outbox(pool)`), enqueuing with the PoolConnection of
 // the app's own beginTransaction() … commit().
 
 function pool(connectionLimit = 4): Pool {
-  const c = serverConnection('mariadb');
-  return createPool({
-    host: c.host,
-    port: c.port,
-    user: c.username,
-    password: c.password,
-    database: c.database,
-    connectionLimit,
-  });
+  return mariadbPool(connectionLimit);
 }
 
 async function inTransaction<T>(

@@ -1,18 +1,12 @@
-import { Test, type TestingModule } from '@nestjs/testing';
-import { createPool, type Pool, type PoolConnection } from 'mysql2/promise';
+import type { Pool, PoolConnection } from 'mysql2/promise';
 import { DataSource, QueryFailedError, type EntityManager } from 'typeorm';
-import {
-  OutboxError,
-  OutboxEvent,
-  OutboxModule,
-  OutboxService,
-  createOutboxTable,
-  type OutboxModuleOptions,
-} from '../../lib';
+import { OutboxError, OutboxService, createOutboxTable } from '../../lib';
 import { mysql2Outbox, mysql2SqlPort } from '../../lib/orm/mysql2';
 import { outboxTableDropDdl } from '../../lib/store/outbox-dialect';
-import { serverConnection, serverOptions, uniqueTable } from '../support/databases';
+import { mariadbPool } from '../orm/driver-targets';
+import { serverOptions, uniqueTable } from '../support/databases';
 import { describeWith } from '../support/services';
+import { OrderPlaced, enqueueModules } from '../support/prepared-enqueue';
 
 // On MySQL/MariaDB the one-message enqueue (its key's lock and its row in one INSERT … SELECT)
 // runs as a server-side prepared statement (`preparedStatements`, default true): parsed once per
@@ -20,11 +14,6 @@ import { describeWith } from '../support/services';
 // rolled back with the caller's transaction, on the TypeORM port and on the mysql2 port.
 // Asserted on the server: the session's prepare and execute counters on the transaction's own
 // connection, and the rows in the table.
-
-@OutboxEvent({ topic: 'orders', type: 'order.placed', key: (e: OrderPlaced) => e.orderId })
-class OrderPlaced {
-  constructor(readonly orderId: string) {}
-}
 
 interface Counters {
   readonly prepared: number;
@@ -39,30 +28,18 @@ function countersOf(rows: readonly { Variable_name: string; Value: string }[]): 
   return { prepared: value('Com_stmt_prepare'), executed: value('Com_stmt_execute') };
 }
 
-function mysql2Pool(connectionLimit: number): Pool {
-  const c = serverConnection('mariadb');
-  return createPool({
-    host: c.host,
-    port: c.port,
-    user: c.username,
-    password: c.password,
-    database: c.database,
-    connectionLimit,
-  });
-}
-
 describeWith(['mariadb'], 'MariaDB enqueue as a prepared statement', () => {
   const table = uniqueTable('outbox_prep');
   let admin: Pool;
-  const closers: (() => Promise<unknown>)[] = [];
+  const modules = enqueueModules(table);
 
   beforeAll(async () => {
-    admin = mysql2Pool(2);
+    admin = mariadbPool(2);
     await createOutboxTable(mysql2SqlPort(admin), { tableName: table });
   });
 
   afterEach(async () => {
-    for (const close of closers.splice(0).reverse()) await close().catch(() => undefined);
+    await modules.closeAll();
     await admin.query(`DELETE FROM ${table}`);
   });
 
@@ -90,19 +67,7 @@ describeWith(['mariadb'], 'MariaDB enqueue as a prepared statement', () => {
     return (rows as StoredRow[]).map((r) => ({ ...r, due_in_s: Number(r.due_in_s) }));
   }
 
-  async function moduleWith(
-    connection: Pick<OutboxModuleOptions, 'dataSource' | 'connection'>,
-    options: Partial<OutboxModuleOptions> = {},
-  ): Promise<TestingModule> {
-    const moduleRef = await Test.createTestingModule({
-      imports: [
-        OutboxModule.forRoot({ ...connection, tableName: table, workers: false, ...options }),
-      ],
-    }).compile();
-    await moduleRef.init();
-    closers.push(() => moduleRef.close());
-    return moduleRef;
-  }
+  const { moduleWith } = modules;
 
   describe('TypeORM port', () => {
     let dataSource: DataSource;
@@ -208,7 +173,7 @@ describeWith(['mariadb'], 'MariaDB enqueue as a prepared statement', () => {
       // more prepared statements: what a full max_prepared_stmt_count does.
       const own = new DataSource(serverOptions('mariadb', { poolSize: 1 }));
       await own.initialize();
-      closers.push(() => own.destroy());
+      modules.onClose(() => own.destroy());
       const moduleRef = await moduleWith({ dataSource: own });
       const outbox = moduleRef.get<OutboxService<EntityManager>>(OutboxService);
       const [[{ limit }]] = (await admin.query(
@@ -234,8 +199,8 @@ describeWith(['mariadb'], 'MariaDB enqueue as a prepared statement', () => {
 
   describe('mysql2 port', () => {
     it('prepares the INSERT on the connection of the caller transaction', async () => {
-      const pool = mysql2Pool(2);
-      closers.push(() => pool.end());
+      const pool = mariadbPool(2);
+      modules.onClose(() => pool.end());
       const moduleRef = await moduleWith({ connection: mysql2Outbox(pool) });
       const outbox = moduleRef.get<OutboxService<PoolConnection>>(OutboxService);
       const connection = await pool.getConnection();

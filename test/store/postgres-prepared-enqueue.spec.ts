@@ -1,30 +1,17 @@
-import { Test, type TestingModule } from '@nestjs/testing';
 import { DataSource, QueryFailedError, type EntityManager } from 'typeorm';
-import {
-  OutboxError,
-  OutboxEvent,
-  OutboxModule,
-  OutboxOptionsError,
-  OutboxService,
-  createOutboxTable,
-  type OutboxModuleOptions,
-} from '../../lib';
+import { OutboxError, OutboxOptionsError, OutboxService, createOutboxTable } from '../../lib';
 import { pgOutbox, pgSqlPort, type PgPoolClient } from '../../lib/orm/pg';
 import { outboxTableDropDdl } from '../../lib/store/outbox-dialect';
 import { pgPool, type PgPoolForTests } from '../orm/driver-targets';
 import { serverOptions, uniqueTable } from '../support/databases';
 import { describeWith } from '../support/services';
+import { OrderPlaced, enqueueModules } from '../support/prepared-enqueue';
 
 // On PostgreSQL the enqueue INSERT runs as a named prepared statement (`preparedStatements`,
 // default true): parsed and planned once per connection. What that must not change: the rows
 // written and rolled back with the caller's transaction, on the TypeORM port and on the pg port,
 // one message or many. Asserted on the server: the statements prepared on the transaction's own
 // connection (pg_prepared_statements) and the rows in the table.
-
-@OutboxEvent({ topic: 'orders', type: 'order.placed', key: (e: OrderPlaced) => e.orderId })
-class OrderPlaced {
-  constructor(readonly orderId: string) {}
-}
 
 interface Prepared {
   readonly name: string;
@@ -36,7 +23,7 @@ const PREPARED_SQL = `SELECT name, statement FROM pg_prepared_statements WHERE n
 describeWith(['postgres'], 'PostgreSQL enqueue as a prepared statement', () => {
   const table = uniqueTable('outbox_prep');
   let admin: PgPoolForTests;
-  const closers: (() => Promise<unknown>)[] = [];
+  const modules = enqueueModules(table);
 
   beforeAll(async () => {
     admin = pgPool(2);
@@ -44,7 +31,7 @@ describeWith(['postgres'], 'PostgreSQL enqueue as a prepared statement', () => {
   });
 
   afterEach(async () => {
-    for (const close of closers.splice(0).reverse()) await close().catch(() => undefined);
+    await modules.closeAll();
     await admin.query(`DELETE FROM ${table}`);
   });
 
@@ -63,19 +50,7 @@ describeWith(['postgres'], 'PostgreSQL enqueue as a prepared statement', () => {
     return (rows as { message_id: string }[]).map((r) => r.message_id);
   }
 
-  async function moduleWith(
-    connection: Pick<OutboxModuleOptions, 'dataSource' | 'connection'>,
-    options: Partial<OutboxModuleOptions> = {},
-  ): Promise<TestingModule> {
-    const moduleRef = await Test.createTestingModule({
-      imports: [
-        OutboxModule.forRoot({ ...connection, tableName: table, workers: false, ...options }),
-      ],
-    }).compile();
-    await moduleRef.init();
-    closers.push(() => moduleRef.close());
-    return moduleRef;
-  }
+  const { moduleWith } = modules;
 
   describe('TypeORM port', () => {
     let dataSource: DataSource;
@@ -139,7 +114,7 @@ describeWith(['postgres'], 'PostgreSQL enqueue as a prepared statement', () => {
       // server no longer has, as behind such a pooler.
       const own = new DataSource(serverOptions('postgres', { poolSize: 1 }));
       await own.initialize();
-      closers.push(() => own.destroy());
+      modules.onClose(() => own.destroy());
       const moduleRef = await moduleWith({ dataSource: own });
       const outbox = moduleRef.get<OutboxService<EntityManager>>(OutboxService);
       const ids: string[] = [];
@@ -176,7 +151,7 @@ describeWith(['postgres'], 'PostgreSQL enqueue as a prepared statement', () => {
   describe('pg port', () => {
     it('prepares the INSERT on the client of the caller BEGIN', async () => {
       const pool = pgPool(2);
-      closers.push(() => pool.end());
+      modules.onClose(() => pool.end());
       const moduleRef = await moduleWith({ connection: pgOutbox(pool) });
       const outbox = moduleRef.get<OutboxService<PgPoolClient>>(OutboxService);
       const client = await pool.connect();
@@ -202,7 +177,7 @@ describeWith(['postgres'], 'PostgreSQL enqueue as a prepared statement', () => {
 
   it('refuses a preparedStatements that is not a boolean at bootstrap', async () => {
     const pool = pgPool(1);
-    closers.push(() => pool.end());
+    modules.onClose(() => pool.end());
     await expect(
       moduleWith(
         { connection: pgOutbox(pool) },
