@@ -47,16 +47,32 @@ async function preparedQuery<R>(
 ): Promise<SqlResult<R>> {
   const client = (await runner.connect()) as NamedStatementClient;
   const values = params === undefined ? [] : [...params];
+  return loggedAsQuery(runner, sql, values, async () => {
+    const raw = await client.query({ name, text: sql, values });
+    return { rows: (raw.rows ?? []) as R[], affected: raw.rowCount ?? 0 };
+  });
+}
+
+/**
+ * Runs `send` (a statement sent past `QueryRunner.query`) logging and failing as `query` does:
+ * TypeORM's logger, its slow-query log, a `QueryFailedError` wrapping the driver's error.
+ */
+async function loggedAsQuery<T>(
+  runner: QueryRunner,
+  sql: string,
+  values: unknown[],
+  send: () => Promise<T>,
+): Promise<T> {
   const { logger } = runner.connection;
   logger.logQuery(sql, values, runner);
   try {
     const started = Date.now();
-    const raw = await client.query({ name, text: sql, values });
+    const result = await send();
     const took = Date.now() - started;
     const slow = runner.connection.options.maxQueryExecutionTime;
     if (slow !== undefined && slow > 0 && took > slow)
       logger.logQuerySlow(took, sql, values, runner);
-    return { rows: (raw.rows ?? []) as R[], affected: raw.rowCount ?? 0 };
+    return result;
   } catch (error) {
     const cause = error instanceof Error ? error : new Error(String(error));
     logger.logQueryError(cause, sql, values, runner);
@@ -96,17 +112,10 @@ async function executedQuery<R>(
   const connection: unknown = await runner.connect();
   const values = params === undefined ? [] : [...params];
   if (!canExecute(connection) || !executable(values)) return structuredQuery(runner, sql, params);
-  const { logger } = runner.connection;
-  logger.logQuery(sql, values, runner);
-  try {
-    const started = Date.now();
+  return loggedAsQuery(runner, sql, values, async () => {
     const raw = await new Promise<unknown>((resolve, reject) => {
       connection.execute(sql, values, (error, result) => (error ? reject(error) : resolve(result)));
     });
-    const took = Date.now() - started;
-    const slow = runner.connection.options.maxQueryExecutionTime;
-    if (slow !== undefined && slow > 0 && took > slow)
-      logger.logQuerySlow(took, sql, values, runner);
     if (Array.isArray(raw)) return { rows: raw as R[], affected: 0 };
     const header = (raw ?? {}) as { affectedRows?: unknown; insertId?: unknown };
     return {
@@ -114,11 +123,7 @@ async function executedQuery<R>(
       affected: Number(header.affectedRows ?? 0),
       ...(header.insertId === undefined ? {} : { insertId: Number(header.insertId) }),
     };
-  } catch (error) {
-    const cause = error instanceof Error ? error : new Error(String(error));
-    logger.logQueryError(cause, sql, values, runner);
-    throw queryFailed(sql, values, cause);
-  }
+  });
 }
 
 /** TypeORM's own error for a failed statement, as its `query` throws it. */
