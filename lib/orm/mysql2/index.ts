@@ -8,4 +8,9 @@
  */
 export { mysql2Outbox } from './mysql2.connection';
 export { mysql2SqlPort, mysql2SqlRunner } from './mysql2.sql-port';
-export type { Mysql2Pool, Mysql2PoolConnection, Mysql2Queryable } from './mysql2-client';
+export type {
+  Mysql2ExecuteValue,
+  Mysql2Pool,
+  Mysql2PoolConnection,
+  Mysql2Queryable,
+} from './mysql2-client';
