@@ -8,8 +8,8 @@ export interface Mysql2Queryable {
   /** Answers `[rows, fields]`, or `[ResultSetHeader, undefined]` for a statement without rows. */
   query(sql: string, values?: unknown[]): Promise<readonly [unknown, unknown]>;
   /**
-   * The same as a server-side prepared statement: prepared on the connection the first time,
-   * executed by its handle afterwards (mysql2 keeps them per connection, by text).
+   * Runs the statement as a server-side prepared statement: prepared on the connection the first
+   * time, executed by its handle afterwards (mysql2 keeps them per connection, by text).
    */
   execute?(sql: string, values?: Mysql2ExecuteValue[]): Promise<readonly [unknown, unknown]>;
 }

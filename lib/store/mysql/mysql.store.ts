@@ -1,9 +1,7 @@
 import { insertChunks, isExtended, cachedStatement } from '../sql-values';
 import { OutboxTableMissingError } from '../../errors/outbox-table-missing.error';
 import { OutboxMessages } from '../../outbox.messages';
-import { OutboxError } from '../../errors/outbox.error';
-import { describeError } from '../../internal/describe-error';
-import { statementName } from '../statement-name';
+import { preparedFailure, statementName } from '../prepared-statements';
 import { randomUUID } from 'node:crypto';
 import type {
   ClaimOptions,
@@ -238,11 +236,13 @@ export class MysqlOutboxStore implements OutboxStore {
     const { affected } = await tx
       .query(text, [...chunk.params, bucket], prepare)
       .catch((error: unknown) => {
-        throw prepare !== undefined && lostPreparedStatement(error)
-          ? new OutboxError(OutboxMessages.mysqlPreparedStatementLost(describeError(error)), {
-              cause: error,
-            })
-          : error;
+        throw prepare === undefined
+          ? error
+          : preparedFailure(
+              error,
+              lostPreparedStatement,
+              OutboxMessages.mysqlPreparedStatementLost,
+            );
       });
     // No bucket row to lock means no row written: fail the enqueue (and so the business
     // transaction) rather than lose the message. The bootstrap check makes this unexpected.

@@ -11,7 +11,6 @@ import type {
   Settlement,
 } from '../outbox-store.port';
 import { describeError } from '../../internal/describe-error';
-import { OutboxError } from '../../errors/outbox.error';
 import { OutboxMessages } from '../../outbox.messages';
 import {
   postgresClaim,
@@ -37,7 +36,7 @@ import {
 } from './postgres.sql';
 import { claimWindow } from '../claim-window';
 import { promotionRun } from '../queue-policy';
-import { statementName } from '../statement-name';
+import { preparedFailure, statementName } from '../prepared-statements';
 import { alreadyPresent, hashKey, toClaimedRecords, type ClaimedRow } from '../outbox-row.mapper';
 import type { OutboxTableNames } from '../sql-identifier';
 import { extendedValues, isExtended, cachedStatement } from '../sql-values';
@@ -135,11 +134,9 @@ export class PostgresOutboxStore implements OutboxStore {
     const { rows: written } = await tx
       .query(statement.text, params, statement.options)
       .catch((error: unknown) => {
-        throw statement.options.prepare !== undefined && lostPreparedStatement(error)
-          ? new OutboxError(OutboxMessages.preparedStatementLost(describeError(error)), {
-              cause: error,
-            })
-          : error;
+        throw statement.options.prepare === undefined
+          ? error
+          : preparedFailure(error, lostPreparedStatement, OutboxMessages.preparedStatementLost);
       });
     return idempotent ? alreadyPresent(rows, written) : [];
   }
