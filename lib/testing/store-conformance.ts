@@ -525,6 +525,27 @@ const CASES: readonly {
     },
   },
   {
+    name: "fences the promotion too: a stale settle leaves a key's parked followers waiting",
+    async run({ store, claim, enqueue, rows, row }) {
+      await enqueue([message('k'), message('k')]);
+      const [head, follower] = (await rows()).map((r) => r.id) as [string, string];
+      const stale = await claim(10, 50);
+      same(ids(stale), [head]);
+      same(await store.park(['k']), 1);
+      await sleep(200);
+      same(await store.releaseExpired(), 1);
+      // The head is still in the queue: its follower must not become claimable beside it.
+      const delivered = { ...NONE, delivered: [head], advancedKeys: ['k'] };
+      same(await store.settle(stale.token, delivered, false), 0);
+      same((await row(follower)).status, 'waiting');
+      const fresh = await claim(10);
+      same(ids(fresh), [head]);
+      // Deleting the delivered head advances its key as marking it does.
+      same(await store.settle(fresh.token, delivered, true), 1);
+      same(ids(await claim(10)), [follower]);
+    },
+  },
+  {
     name: 'records each failed attempt with its outcome, owner and error; a delivery records none',
     async run({ store, claim, enqueue, row, owner, attempts }) {
       await enqueue([message(null), message(null)]);

@@ -197,12 +197,14 @@ export class PostgresOutboxStore implements OutboxStore {
     };
     if (!groups.delivered && !groups.retry && !groups.dead && !groups.release) return 0;
     const range = this.partitioned ? s.createdRange : undefined;
+    const keys = this.policy.ordered ? s.advancedKeys : [];
     const sql = postgresSettle(
       this.names,
       groups,
       deleteDelivered,
       this.partitioned,
       range !== undefined,
+      keys.length > 0 ? this.policy : undefined,
     );
     const params: unknown[] = range === undefined ? [token] : [token, range.from, range.to];
     if (groups.delivered) params.push(s.delivered);
@@ -226,17 +228,11 @@ export class PostgresOutboxStore implements OutboxStore {
         s.release.map((r) => r.error),
         s.release.map((r) => r.errorClass),
       );
-    const keys = this.policy.ordered ? s.advancedKeys : [];
-    // The dispatch locks come first so that the promotion below sees every park committed
-    // before it, and a park after it sees this settle (see `park`).
+    if (keys.length > 0) params.push(keys, promotionRun(this.policy, keys.length));
+    // The dispatch locks come first so that the promotion in the statement sees every park
+    // committed before it, and a park after it sees this settle (see `park`).
     return this.transaction(async (run) => {
       const { rows } = await run<{ changed: number }>(sql, params);
-      if (keys.length > 0) {
-        await run(postgresPromote(this.names, this.policy), [
-          keys,
-          promotionRun(this.policy, keys.length),
-        ]);
-      }
       return rows[0]?.changed ?? 0;
     }, keys);
   }
