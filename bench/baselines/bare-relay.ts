@@ -25,6 +25,11 @@ export interface BareRelayOptions {
   readonly batchSize?: number;
   /** Batches in flight at once (claim of the next overlaps publishing of the current). @default 2 */
   readonly depth?: number;
+  /**
+   * How a published batch is settled: `mark` sets its rows delivered, `delete` deletes them (the
+   * module's two settle modes: `cleaner.deliveredRetentionMs` above 0, and 0). @default 'mark'
+   */
+  readonly settle?: 'mark' | 'delete';
 }
 
 /** A claimed row, as the bare relays read it. */
@@ -44,7 +49,8 @@ UPDATE "${table}" AS o SET locked_by = 'bare' FROM c WHERE o.id = c.id
 RETURNING o.id::text AS id, o.message_id::text AS message_id, o.topic, o.message_key, o.event_type, o.payload::text AS payload`;
 }
 
-function settleSql(table: string): string {
+function settleSql(table: string, mode: 'mark' | 'delete'): string {
+  if (mode === 'delete') return `DELETE FROM "${table}" WHERE id = ANY($1::int8[])`;
   return `UPDATE "${table}" SET status = 'delivered', delivered_at = now(), locked_by = NULL WHERE id = ANY($1::int8[])`;
 }
 
@@ -54,7 +60,8 @@ async function relay(
 ): Promise<number> {
   const batchSize = options.batchSize ?? BARE_BATCH_SIZE;
   const claim = claimSql(options.table);
-  const settle = settleSql(options.table);
+  const mode = options.settle ?? 'mark';
+  const settle = settleSql(options.table, mode);
   let published = 0;
   const lane = async (): Promise<void> => {
     const client = await options.pool.connect();
@@ -68,7 +75,7 @@ async function relay(
         if (rows.length === 0) return;
         await publishBatch(rows);
         await client.query({
-          name: `bare-settle-${options.table}`,
+          name: `bare-settle-${mode}-${options.table}`,
           text: settle,
           values: [rows.map((r) => r.id)],
         });
@@ -94,11 +101,7 @@ async function relay(
 export type BareProperties = 'bare' | 'outbox' | 'outbox-no-headers' | 'bare-one-header';
 
 /** The AMQP properties a bare relay sends for `kind` (see {@link BareProperties}). */
-export function rabbitProperties(
-  r: Row,
-  kind: BareProperties,
-  publishId: number,
-): Options.Publish {
+export function rabbitProperties(r: Row, kind: BareProperties, publishId: number): Options.Publish {
   const bare: Options.Publish = {
     persistent: true,
     messageId: r.message_id,

@@ -3,8 +3,10 @@
  * RabbitMqPublisher's defaults and with `outboxHeaders: false`; beside it, on the same table
  * shape, queue and services: the bare pipelined relay (with its own message properties, with the
  * module's, and with parts of those), the naive relay and pg-transactional-outbox (README
- * configuration and fastest configuration). The module's runs are checked at the consumer
- * (duplicates, per-key order, missing messages).
+ * configuration and fastest configuration). Both settle modes: the module marking delivered rows
+ * (the default) and deleting them (`deliveredRetentionMs: 0`), each against the bare relay that
+ * settles the same way. The module's runs are checked at the consumer (duplicates, per-key order,
+ * missing messages).
  */
 import { named } from '../support/config';
 import { bareRabbitRelay, type BareProperties } from '../baselines/bare-relay';
@@ -90,6 +92,16 @@ export async function p1(ctx: BenchContext): Promise<ScenarioResult> {
     instanceId: 'bench-p1-no-headers',
     ordering: { enabled: true },
   });
+  // The default publisher, deleting delivered rows at settle: the other settle mode.
+  const deleteApp = await startOutboxApp({
+    dataSource: pg,
+    tableName: TABLE,
+    publisher: rabbitPublisher(QUEUE),
+    autoStart: false,
+    instanceId: 'bench-p1-delete',
+    ordering: { enabled: true },
+    cleaner: { deliveredRetentionMs: 0 },
+  });
   const pool = pgPool(4);
   const link = new ConfirmLink(1_000);
   const pgtoModes: PgtoMode[] = ctx.pgSettings.walLevel === 'logical' ? ['fast', 'readme'] : [];
@@ -101,7 +113,8 @@ export async function p1(ctx: BenchContext): Promise<ScenarioResult> {
 
   const moduleRates: number[] = [];
   const noHeadersRates: number[] = [];
-  // The module's two drains, each checked at the consumer.
+  const deleteRates: number[] = [];
+  // The module's drains, each checked at the consumer.
   const moduleDrains = [
     { label: 'module', app, cpuKey: 'module', rates: moduleRates },
     {
@@ -110,8 +123,15 @@ export async function p1(ctx: BenchContext): Promise<ScenarioResult> {
       cpuKey: 'module_no_headers',
       rates: noHeadersRates,
     },
+    {
+      label: 'module deleting delivered rows',
+      app: deleteApp,
+      cpuKey: 'module_delete',
+      rates: deleteRates,
+    },
   ];
   const bareRates: number[] = [];
+  const bareDeleteRates: number[] = [];
   const variantRates: Record<PropertyVariant['properties'], number[]> = {
     outbox: [],
     'outbox-no-headers': [],
@@ -138,9 +158,12 @@ export async function p1(ctx: BenchContext): Promise<ScenarioResult> {
     if (cpuKey !== undefined) cpuPerMsg.set(cpuKey, [...(cpuPerMsg.get(cpuKey) ?? []), cpuUs / n]);
     return seconds;
   };
-  const bare = async (properties: BareProperties = 'bare'): Promise<number> => {
+  const bare = async (
+    properties: BareProperties = 'bare',
+    settle: 'mark' | 'delete' = 'mark',
+  ): Promise<number> => {
     const { window } = await link.get();
-    return bareRabbitRelay({ pool, table: TABLE, window, queue: QUEUE, properties });
+    return bareRabbitRelay({ pool, table: TABLE, window, queue: QUEUE, properties, settle });
   };
   const naive = async (): Promise<number> => {
     const { channel } = await link.get();
@@ -155,7 +178,11 @@ export async function p1(ctx: BenchContext): Promise<ScenarioResult> {
       await prepare(2_000);
       await drainAll(noHeadersApp, pg, TABLE);
       await prepare(2_000);
+      await drainAll(deleteApp, pg, TABLE);
+      await prepare(2_000);
       await bare();
+      await prepare(2_000);
+      await bare('bare', 'delete');
     });
 
     for (let run = 1; run <= ctx.runs; run++) {
@@ -188,6 +215,13 @@ export async function p1(ctx: BenchContext): Promise<ScenarioResult> {
         `P1 run ${run}: bare relay ${Math.round(n / b)} msgs/s (queue holds ${await queueDepth(rabbit, QUEUE)})`,
       );
 
+      const d = await measured(`P1 run ${run} bare relay deleting`, log, async () => {
+        await prepare(n);
+        return timed(() => bare('bare', 'delete'), 'bare_delete');
+      });
+      bareDeleteRates.push(n / d);
+      log(`P1 run ${run}: bare relay deleting its rows ${Math.round(n / d)} msgs/s`);
+
       for (const variant of PROPERTY_VARIANTS) {
         const s = await measured(`P1 run ${run} bare relay, ${variant.label}`, log, async () => {
           await prepare(n);
@@ -208,6 +242,7 @@ export async function p1(ctx: BenchContext): Promise<ScenarioResult> {
   } finally {
     await app.close();
     await noHeadersApp.close();
+    await deleteApp.close();
     await pool.end();
   }
 
@@ -283,6 +318,22 @@ export async function p1(ctx: BenchContext): Promise<ScenarioResult> {
     bareRates,
     n,
   );
+  const moduleDelete = addMetric(
+    result,
+    'module_delete_msgs_per_s',
+    'nestjs-outbox deleting delivered rows (deliveredRetentionMs: 0)',
+    'msgs/s',
+    deleteRates,
+    n,
+  );
+  const bareDelete = addMetric(
+    result,
+    'bare_delete_msgs_per_s',
+    'bare pipelined relay deleting its rows at settle',
+    'msgs/s',
+    bareDeleteRates,
+    n,
+  );
   const [bareOutbox, bareNoHeaders, bareOneHeader] = PROPERTY_VARIANTS.map((variant) =>
     addMetric(
       result,
@@ -318,6 +369,14 @@ export async function p1(ctx: BenchContext): Promise<ScenarioResult> {
     'p1_vs_bare',
     'module ÷ bare relay',
     ratio(module.median, bareS.median),
+    '>=',
+    0.95,
+  );
+  addTarget(
+    result,
+    'p1_delete_vs_bare_delete',
+    'module ÷ bare relay, both deleting delivered rows',
+    ratio(moduleDelete.median, bareDelete.median),
     '>=',
     0.95,
   );
@@ -395,7 +454,7 @@ export async function p1(ctx: BenchContext): Promise<ScenarioResult> {
   addTarget(
     result,
     'p1_duplicates',
-    'duplicates at the consumer (module, both wire formats, all runs)',
+    'duplicates at the consumer (module, both wire formats and settle modes, all runs)',
     duplicates,
     '==',
     0,
@@ -403,7 +462,7 @@ export async function p1(ctx: BenchContext): Promise<ScenarioResult> {
   addTarget(
     result,
     'p1_order_violations',
-    'per-key order violations (module, both wire formats, all runs)',
+    'per-key order violations (module, both wire formats and settle modes, all runs)',
     orderViolations,
     '==',
     0,
@@ -411,7 +470,7 @@ export async function p1(ctx: BenchContext): Promise<ScenarioResult> {
   addTarget(
     result,
     'p1_missing',
-    'messages missing at the consumer (module, both wire formats)',
+    'messages missing at the consumer (module, both wire formats and settle modes)',
     missing,
     '==',
     0,

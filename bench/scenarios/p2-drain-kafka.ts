@@ -4,6 +4,8 @@
  * per broker with idempotence), so that the bench tells what idempotence costs at the client from
  * what the relay itself spends. Beside them, the module with ordering off (the bare relays keep
  * no order), and the module's claim, publish and settle times per batch: where its drain waits.
+ * The other settle mode too: the module deleting delivered rows (`deliveredRetentionMs: 0`)
+ * against the idempotent bare relay deleting its rows.
  */
 import type { DataSource } from 'typeorm';
 import { KafkaPublisher } from '../../lib/publishers/kafka';
@@ -87,12 +89,24 @@ async function measure(ctx: BenchContext, result: ScenarioResult): Promise<Scena
     instanceId: 'bench-p2-unordered',
     ordering: { enabled: false },
   });
+  // The other settle mode, on the ordered table: delivered rows deleted at settle.
+  const deleting = await startOutboxApp({
+    dataSource: pg,
+    tableName: TABLE,
+    publisher,
+    autoStart: false,
+    instanceId: 'bench-p2-delete',
+    ordering: { enabled: true },
+    cleaner: { deliveredRetentionMs: 0 },
+  });
   const phases = instrument(app.store, publisher);
   const producer = await bareProducer();
   const idempotentProducer = await bareProducer(true);
   const pool = pgPool(4);
   const moduleRates: number[] = [];
   const unorderedRates: number[] = [];
+  const deleteRates: number[] = [];
+  const bareDeleteRates: number[] = [];
   // Per run, the median wall time of one batch's claim, publish and settle (ordered module).
   const claimMs: number[] = [];
   const publishMs: number[] = [];
@@ -124,7 +138,17 @@ async function measure(ctx: BenchContext, result: ScenarioResult): Promise<Scena
     await prepare(2_000);
     await bareKafkaRelay({ pool, table: TABLE, producer, topic: bareTopic });
     await prepare(2_000);
+    await drainAll(deleting, pg, TABLE);
+    await prepare(2_000);
     await bareKafkaRelay({ pool, table: TABLE, producer: idempotentProducer, topic: bareTopic });
+    await prepare(2_000);
+    await bareKafkaRelay({
+      pool,
+      table: TABLE,
+      producer: idempotentProducer,
+      topic: bareTopic,
+      settle: 'delete',
+    });
 
     for (let run = 1; run <= ctx.runs; run++) {
       const m = await measured(
@@ -168,6 +192,24 @@ async function measure(ctx: BenchContext, result: ScenarioResult): Promise<Scena
         `P2 run ${run}: module with ordering off ${Math.round(n / u.s)} msgs/s (topic holds ${u.count})`,
       );
 
+      const d = await measured(
+        `P2 run ${run} module, deleting`,
+        ctx.log,
+        async () => {
+          await resetTopic(moduleTopic);
+          await prepare(n);
+          const { seconds } = await timedWithCpu(() => drainAll(deleting, pg, TABLE));
+          return { s: seconds, count: await topicCount(moduleTopic) };
+        },
+        [deleting],
+      );
+      deleteRates.push(n / d.s);
+      if (d.count > n) extra += d.count - n;
+      if (d.count < n) short += n - d.count;
+      ctx.log(
+        `P2 run ${run}: module deleting delivered rows ${Math.round(n / d.s)} msgs/s (topic holds ${d.count})`,
+      );
+
       const b = await measured(`P2 run ${run} bare relay`, ctx.log, async () => {
         await resetTopic(bareTopic);
         await prepare(n);
@@ -195,10 +237,34 @@ async function measure(ctx: BenchContext, result: ScenarioResult): Promise<Scena
       ctx.log(
         `P2 run ${run}: bare sendBatch relay, idempotent producer ${Math.round(n / i)} msgs/s`,
       );
+
+      const bd = await measured(
+        `P2 run ${run} bare relay, idempotent, deleting`,
+        ctx.log,
+        async () => {
+          await resetTopic(bareTopic);
+          await prepare(n);
+          const { seconds } = await timedWithCpu(() =>
+            bareKafkaRelay({
+              pool,
+              table: TABLE,
+              producer: idempotentProducer,
+              topic: bareTopic,
+              settle: 'delete',
+            }),
+          );
+          return seconds;
+        },
+      );
+      bareDeleteRates.push(n / bd);
+      ctx.log(
+        `P2 run ${run}: bare sendBatch relay, idempotent producer, deleting its rows ${Math.round(n / bd)} msgs/s`,
+      );
     }
   } finally {
     await app.close();
     await unordered.close();
+    await deleting.close();
     await producer.disconnect();
     await idempotentProducer.disconnect();
     await pool.end();
@@ -258,6 +324,30 @@ async function measure(ctx: BenchContext, result: ScenarioResult): Promise<Scena
     'p2_vs_bare_idempotent',
     "module ÷ bare relay on an idempotent producer (the relay's own cost)",
     ratio(module.median, idempotent.median),
+    '>=',
+    0.95,
+  );
+  const moduleDelete = addMetric(
+    result,
+    'module_delete_msgs_per_s',
+    'nestjs-outbox deleting delivered rows (deliveredRetentionMs: 0)',
+    'msgs/s',
+    deleteRates,
+    n,
+  );
+  const bareDelete = addMetric(
+    result,
+    'bare_idempotent_delete_kafka_msgs_per_s',
+    'bare relay on an idempotent producer, deleting its rows at settle',
+    'msgs/s',
+    bareDeleteRates,
+    n,
+  );
+  addTarget(
+    result,
+    'p2_delete_vs_bare_idempotent_delete',
+    'module ÷ bare relay on an idempotent producer, both deleting delivered rows',
+    ratio(moduleDelete.median, bareDelete.median),
     '>=',
     0.95,
   );
