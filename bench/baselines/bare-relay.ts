@@ -42,14 +42,21 @@ export interface Row {
   payload: string;
 }
 
-function claimSql(table: string): string {
+/**
+ * The claim of 500 in one statement. In the order of the table's pending index (the seeds share
+ * one `available_at`, so that is id order): ordered by id alone, the claim walked the primary key
+ * past every row the relay had already marked delivered, a cost that grew through the drain and
+ * that no relay on this table has to pay (P1, P2: marking ran at 0.75–0.85 × deleting).
+ */
+export function bareClaimSql(table: string): string {
   return `WITH c AS MATERIALIZED (
-  SELECT id FROM "${table}" WHERE status = 'pending' AND locked_by IS NULL ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)
+  SELECT id FROM "${table}" WHERE status = 'pending' AND locked_by IS NULL ORDER BY available_at, id LIMIT $1 FOR UPDATE SKIP LOCKED)
 UPDATE "${table}" AS o SET locked_by = 'bare' FROM c WHERE o.id = c.id
 RETURNING o.id::text AS id, o.message_id::text AS message_id, o.topic, o.message_key, o.event_type, o.payload::text AS payload`;
 }
 
-function settleSql(table: string, mode: 'mark' | 'delete'): string {
+/** The settle of a batch in one statement, by the batch's ids (`$1`). */
+export function bareSettleSql(table: string, mode: 'mark' | 'delete' = 'mark'): string {
   if (mode === 'delete') return `DELETE FROM "${table}" WHERE id = ANY($1::int8[])`;
   return `UPDATE "${table}" SET status = 'delivered', delivered_at = now(), locked_by = NULL WHERE id = ANY($1::int8[])`;
 }
@@ -59,9 +66,9 @@ async function relay(
   publishBatch: (rows: Row[]) => Promise<void>,
 ): Promise<number> {
   const batchSize = options.batchSize ?? BARE_BATCH_SIZE;
-  const claim = claimSql(options.table);
+  const claim = bareClaimSql(options.table);
   const mode = options.settle ?? 'mark';
-  const settle = settleSql(options.table, mode);
+  const settle = bareSettleSql(options.table, mode);
   let published = 0;
   const lane = async (): Promise<void> => {
     const client = await options.pool.connect();

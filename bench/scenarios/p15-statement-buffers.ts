@@ -1,8 +1,8 @@
 /**
  * P15: what the dispatcher's statements read on PostgreSQL, in shared buffers per message, from
  * `EXPLAIN (ANALYZE, BUFFERS)` of each statement (each run inside a transaction rolled back at
- * the end): (a) the module's claim of 200, its settle and the promotion of the keys' next
- * messages against the bare relay's claim of 500 and settle, on a backlog with one key per
+ * the end): (a) the module's claim of 200 and its settle, with the promotion of the keys' next
+ * messages in the same statement as the store runs it, against the bare relay's claim of 500 and settle, on a backlog with one key per
  * message; (b) the claim and settle of a 200-message batch on a table partitioned by day with
  * eight partitions, with and without partition pruning. Counts of buffers do not depend on how
  * busy the machine is, so this locates costs where timings on this machine cannot. Runs only
@@ -12,7 +12,6 @@ import type { QueryRunner } from 'typeorm';
 import {
   postgresClaim,
   postgresOpening,
-  postgresPromote,
   postgresSettle,
 } from '../../lib/store/postgres/postgres.sql';
 import { tableNamesFor } from '../../lib/store/outbox-dialect';
@@ -22,7 +21,8 @@ import { analyse, dropOutboxTable, resetOutboxTable, seedOutbox } from '../suppo
 import { resetPartitionedTable } from '../support/partitions';
 import { addMetric, newResult, type BenchContext, type ScenarioResult } from '../support/report';
 import { round } from '../support/stats';
-import { queuePolicyOf } from '../../lib/store/queue-policy';
+import { promotionRun, queuePolicyOf } from '../../lib/store/queue-policy';
+import { bareClaimSql, bareSettleSql } from '../baselines/bare-relay';
 
 const PLAIN = named('bench_p15');
 const PARTED = named('bench_p15_part');
@@ -62,36 +62,23 @@ export async function p15(ctx: BenchContext): Promise<ScenarioResult> {
           `SELECT id::text AS id, message_key FROM "${PLAIN}" WHERE lock_token = $1`,
           [token],
         );
-        const settle = await buffers(runner, postgresSettle(names, DELIVERED, false), [
-          token,
-          rows.map((r) => r.id),
-        ]);
-        const promote = await buffers(runner, postgresPromote(names, POLICY), [
-          rows.map((r) => r.message_key),
-          POLICY.maxRun,
-        ]);
+        const keys = rows.map((r) => r.message_key);
+        const settle = await buffers(
+          runner,
+          postgresSettle(names, DELIVERED, false, false, false, POLICY),
+          [token, rows.map((r) => r.id), keys, promotionRun(POLICY, keys.length)],
+        );
         add('module_claim', claim / rows.length);
         add('module_settle', settle / rows.length);
-        add('module_promote', promote / rows.length);
-        add('module_total', (claim + settle + promote) / rows.length);
+        add('module_total', (claim + settle) / rows.length);
       });
       await inRolledBack(runner, async () => {
         const claimed = await rowsOf<{ id: string }[]>(
           runner,
           `SELECT id::text AS id FROM "${PLAIN}" WHERE status = 'pending' ORDER BY id LIMIT 500`,
         );
-        const claim = await buffers(
-          runner,
-          `WITH c AS MATERIALIZED (SELECT id FROM "${PLAIN}" WHERE status = 'pending' AND locked_by IS NULL ORDER BY id LIMIT $1 FOR UPDATE SKIP LOCKED)
-UPDATE "${PLAIN}" AS o SET locked_by = 'bare' FROM c WHERE o.id = c.id
-RETURNING o.id::text AS id, o.message_id::text AS message_id, o.topic, o.message_key, o.event_type, o.payload::text AS payload`,
-          [500],
-        );
-        const settle = await buffers(
-          runner,
-          `UPDATE "${PLAIN}" SET status = 'delivered', delivered_at = now(), locked_by = NULL WHERE id = ANY($1::int8[])`,
-          [claimed.map((r) => r.id)],
-        );
+        const claim = await buffers(runner, bareClaimSql(PLAIN), [500]);
+        const settle = await buffers(runner, bareSettleSql(PLAIN), [claimed.map((r) => r.id)]);
         add('bare_claim', claim / 500);
         add('bare_settle', settle / 500);
         add('bare_total', (claim + settle) / 500);
