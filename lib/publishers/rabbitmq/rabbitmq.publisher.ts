@@ -535,10 +535,10 @@ export class RabbitMqPublisher implements OutboxPublisher {
     const outboxHeaders = this.#options.outboxHeaders;
     const headers: Record<string, string> = {};
     let own = 0;
-    for (const name of Object.keys(record.headers)) {
+    for (const [name, value] of Object.entries(record.headers)) {
       // CC/BCC would copy the message to other queues (sender-selected distribution).
       if (!RESERVED_HEADERS.has(name.toLowerCase())) {
-        headers[name] = record.headers[name] as string;
+        headers[name] = value;
         own++;
       }
     }
@@ -549,9 +549,6 @@ export class RabbitMqPublisher implements OutboxPublisher {
       headers[RABBITMQ_PUBLISH_ID_HEADER] = publishId;
     }
     const attributes = record.attributes?.rabbitmq;
-    const binary = record.encoding === 'binary';
-    // One literal of one shape, its absent properties undefined (amqplib leaves those out): built
-    // from conditional spreads, this was 2 % of the dispatcher's CPU on its own (bench --profile).
     return {
       persistent: true,
       mandatory: true,
@@ -560,17 +557,22 @@ export class RabbitMqPublisher implements OutboxPublisher {
       // AMQP timestamps are seconds since the epoch.
       timestamp: Math.floor(record.createdAt.getTime() / 1000),
       // Bytes go with their own content type and no content encoding: they are not text.
-      contentType: binary ? record.contentType : 'application/json',
-      contentEncoding: binary ? undefined : 'utf-8',
-      priority: attributes?.priority,
-      expiration: attributes?.expiration === undefined ? undefined : String(attributes.expiration),
+      ...(record.encoding === 'binary'
+        ? { contentType: record.contentType }
+        : { contentType: 'application/json', contentEncoding: 'utf-8' }),
+      ...(attributes?.priority === undefined ? {} : { priority: attributes.priority }),
+      ...(attributes?.expiration === undefined
+        ? {}
+        : { expiration: String(attributes.expiration) }),
       appId: this.#options.appId,
       // Without the outbox headers, none unless the message has headers of its own: headers
       // are what costs RabbitMQ and amqplib most per message, even one (bench P1).
-      correlationId: outboxHeaders
-        ? undefined
-        : `${RABBITMQ_PUBLISH_ID_CORRELATION_PREFIX}${publishId}`,
-      headers: outboxHeaders || own > 0 ? headers : undefined,
+      ...(outboxHeaders
+        ? { headers }
+        : {
+            correlationId: `${RABBITMQ_PUBLISH_ID_CORRELATION_PREFIX}${publishId}`,
+            ...(own > 0 ? { headers } : {}),
+          }),
     };
   }
 
