@@ -288,6 +288,13 @@ function keyRows(
 }
 
 /**
+ * The order of a key's rows as keyRows reads them, for window functions over one key's probe.
+ * `ORDER BY e.id` alone is the same order (the key is fixed), but the planner cannot tell: it
+ * sorted each key's rows again, a sort set up once per key probed (claim and promotion alike).
+ */
+const KEY_ORDER = 'ORDER BY e.message_key, e.id';
+
+/**
  * Transaction-local planner settings (select-list items) for the dispatcher's transactions:
  * every key-head lookup stays an index probe whatever the statistics say (see keyHead). The
  * other statements of those transactions read through indexes anyway; a scan disabled this
@@ -414,9 +421,10 @@ function contended(from: 'w' | 'r', where: string): string {
  * behind followers not parked yet, and probing every key in it both cost key-index probes no
  * batch used, P15, and parked the followers of keys in flight). `q`: for each key
  * of `k`, its first blocking rows in queue order (one key-index probe, as many rows as the key
- * has in the window, at most $6), numbered from 1, with whether it is in flight (`flying`). `f`:
- * the keys whose head is in flight. `s`: the rows of `q` in their key's run (every
- * earlier row of the key in `q` is in the window too). `r`: each window row with its place in its
+ * has in the window, at most $6), numbered from 1, with whether it is in flight (`flying`) and
+ * whether it and every earlier row of the key in `q` are in the window (`whole`), computed in the
+ * probe's own order. `f`: the keys whose head is in flight. `s`: the rows of `q` in their key's
+ * run (`whole`). `r`: each window row with its place in its
  * key's run (`pos`), or null when it is behind an earlier row of its key that is not in the
  * window (leased, parked, not due, dead) or when its key was not probed (`probed` false: not
  * taken, not parked, left for a later claim): a row is in the run only if every earlier
@@ -425,7 +433,7 @@ function contended(from: 'w' | 'r', where: string): string {
 function postgresRuns(t: string, policy: OutboxQueuePolicy, partitioned: boolean): string {
   // The partition key, where a row of `r` carries it (`made`, as in `w`), taken from alias `a`.
   const made = (a: string): string => (partitioned ? `, ${a}.made` : '');
-  const probed = `e.id, e.available_at AS due${partitioned ? ', e.created_at AS made' : ''},
+  const probed = `e.message_key, e.id, e.available_at AS due${partitioned ? ', e.created_at AS made' : ''},
       e.locked_until > now() AND e.last_attempt_at > now() - interval '${int32Literal(IN_FLIGHT_GRACE_MS)} milliseconds' AS flying`;
   // `q` and `s` carry what `r` needs of a row (its key, due time, partition key) from the probe
   // itself, and membership in `w` is a hashed `IN`: with the estimates of a nearly empty table
@@ -435,15 +443,14 @@ function postgresRuns(t: string, policy: OutboxQueuePolicy, partitioned: boolean
   SELECT w.message_key AS key, count(*) AS n FROM w WHERE w.message_key IS NOT NULL
   GROUP BY w.message_key ORDER BY min(w.due), min(w.id) LIMIT $4),
 q AS MATERIALIZED (
-  SELECT k.key, e.id, e.due${made('e')}, e.flying, e.pos FROM k
+  SELECT k.key, e.id, e.due${made('e')}, e.flying, e.pos, e.whole FROM k
   CROSS JOIN LATERAL (
-    SELECT e.id, e.due${made('e')}, e.flying, row_number() OVER (ORDER BY e.id) AS pos FROM ${keyRows(t, 'k.key', 'least(k.n, $6)', policy, probed)} AS e) AS e),
+    SELECT e.id, e.due${made('e')}, e.flying, row_number() OVER o AS pos,
+      bool_and(e.id IN (SELECT x.id FROM w AS x)) OVER o AS whole
+    FROM ${keyRows(t, 'k.key', 'least(k.n, $6)', policy, probed)} AS e
+    WINDOW o AS (${KEY_ORDER})) AS e),
 f AS MATERIALIZED (SELECT q.key FROM q WHERE q.pos = 1 AND q.flying),
-s AS MATERIALIZED (
-  SELECT q.id, q.key, q.due${made('q')}, q.pos FROM (
-    SELECT q.*, bool_and(q.id IN (SELECT x.id FROM w AS x)) OVER (PARTITION BY q.key ORDER BY q.pos) AS whole
-    FROM q) AS q
-  WHERE q.whole),
+s AS MATERIALIZED (SELECT q.id, q.key, q.due${made('q')}, q.pos FROM q WHERE q.whole),
 r AS MATERIALIZED (
   SELECT s.id, s.key AS message_key, s.due${made('s')}, s.pos, true AS probed FROM s
   UNION ALL
@@ -550,8 +557,8 @@ function promotion(
 WHERE status = 'waiting' AND id IN (
   SELECT h.id FROM unnest(${keys}::text[]) AS k(key)
   CROSS JOIN LATERAL (
-    SELECT e.id, first_value(e.status) OVER (ORDER BY e.id) AS head
-    FROM ${keyRows(t, 'k.key', run, policy, 'e.id, e.status', gone)} AS e) AS h
+    SELECT e.id, first_value(e.status) OVER (${KEY_ORDER}) AS head
+    FROM ${keyRows(t, 'k.key', run, policy, 'e.message_key, e.id, e.status', gone)} AS e) AS h
   WHERE h.head = 'waiting')`;
 }
 
