@@ -94,6 +94,14 @@ export const OutboxMessages = {
     `PgBouncer in transaction mode before 1.21 or with max_prepared_statements = 0. Set ` +
     `preparedStatements: false in OutboxModule's options, or let the pooler keep them ` +
     `(PgBouncer 1.21+: max_prepared_statements > 0). Nothing was written.`,
+  dispatchPreparedStatementLost: (reason: string): string =>
+    `A dispatcher statement's prepared statement failed on this connection (${reason}): ` +
+    `something between the app and PostgreSQL does not keep prepared statements per ` +
+    `connection, most often PgBouncer in transaction mode before 1.21 or with ` +
+    `max_prepared_statements = 0. Set preparedStatements: false in OutboxModule's options, or ` +
+    `let the pooler keep them (PgBouncer 1.21+: max_prepared_statements > 0). That ` +
+    `transaction was rolled back, no message changed, and the outbox runs its own statements ` +
+    `unprepared from now on.`,
   mysqlPreparedStatementLost: (reason: string): string =>
     `The enqueue's prepared statement failed on this connection (${reason}): something between ` +
     `the app and MySQL/MariaDB does not keep prepared statements per connection (a proxy that ` +

@@ -38,14 +38,17 @@ function pgConfig(): {
   };
 }
 
-/** A pg Pool whose clients record each statement text they send. */
+/** A pg Pool whose clients record each statement text they send, as text or as a named statement. */
 function recordingPool(sent: Sent): Pool {
   const pool = new Pool({ ...pgConfig(), max: 4 });
   pool.on('connect', (client: PoolClient) => {
     const query = client.query.bind(client) as (...args: unknown[]) => unknown;
     Object.assign(client, {
       query: (...args: unknown[]) => {
-        if (typeof args[0] === 'string') sent.push(args[0]);
+        const [first] = args;
+        const text =
+          typeof first === 'string' ? first : (first as { text?: unknown } | null)?.text;
+        if (typeof text === 'string') sent.push(text);
         return query(...args);
       },
     });

@@ -58,6 +58,12 @@ export class PostgresOutboxStore implements OutboxStore {
   private readonly dispatchNamespace: number;
   /** The enqueue statement of each variant, with the name it is prepared under (or none). */
   private readonly insertSql = new Map<string, { text: string; options: SqlQueryOptions }>();
+  /** The name each statement of the outbox's own transactions is prepared under, by its text. */
+  private readonly preparedNames = new Map<string, SqlQueryOptions>();
+  /** Set when the server lost one of those statements: they run as plain text from then on. */
+  private dispatchUnprepared = false;
+  /** The settle statement of each shape (its groups, settle mode, partition range, promotion). */
+  private readonly settleSql = new Map<string, string>();
   private readonly claimSql: string;
 
   constructor(
@@ -70,7 +76,10 @@ export class PostgresOutboxStore implements OutboxStore {
     schema: string = names.schema ?? 'public',
     /** Whether the table is time-partitioned (postgres.partition-sql.ts): ids are guarded apart. */
     private readonly partitioned = false,
-    /** Whether enqueues run as named prepared statements (`preparedStatements`). */
+    /**
+     * Whether enqueues, and the statements of the outbox's own transactions (claim, settle,
+     * park, promotion), run as named prepared statements (`preparedStatements`).
+     */
     private readonly prepared = true,
   ) {
     this.channel = `${schema}_${names.tableName}`.slice(0, 63);
@@ -198,13 +207,17 @@ export class PostgresOutboxStore implements OutboxStore {
     if (!groups.delivered && !groups.retry && !groups.dead && !groups.release) return 0;
     const range = this.partitioned ? s.createdRange : undefined;
     const keys = this.policy.ordered ? s.advancedKeys : [];
-    const sql = postgresSettle(
-      this.names,
-      groups,
-      deleteDelivered,
-      this.partitioned,
-      range !== undefined,
-      keys.length > 0 ? this.policy : undefined,
+    const promote = keys.length > 0;
+    const shape = `${groups.delivered}:${groups.retry}:${groups.dead}:${groups.release}:${deleteDelivered}:${range !== undefined}:${promote}`;
+    const sql = cachedStatement(this.settleSql, shape, () =>
+      postgresSettle(
+        this.names,
+        groups,
+        deleteDelivered,
+        this.partitioned,
+        range !== undefined,
+        promote ? this.policy : undefined,
+      ),
     );
     const params: unknown[] = range === undefined ? [token] : [token, range.from, range.to];
     if (groups.delivered) params.push(s.delivered);
@@ -421,8 +434,14 @@ export class PostgresOutboxStore implements OutboxStore {
     }
     const run =
       (tx: SqlRunner): Run =>
-      (sql, params) =>
-        tx.query(sql, params);
+      <R>(sql: string, params: unknown[]) => {
+        const options = this.preparedOptions(sql);
+        return options === undefined
+          ? tx.query<R>(sql, params)
+          : tx.query<R>(sql, params, options).catch((error: unknown) => {
+              throw this.lostDispatchStatement(error);
+            });
+      };
     if (this.sql.transactionOpening !== undefined) {
       return this.sql.transactionOpening(opening, (tx) => work(run(tx)));
     }
@@ -430,6 +449,44 @@ export class PostgresOutboxStore implements OutboxStore {
       for (const statement of opening) await tx.query(statement);
       return work(run(tx));
     });
+  }
+
+  /**
+   * The name a statement of the outbox's own transactions runs under, with `preparedStatements`:
+   * PostgreSQL then parses it once per connection instead of on every claim and settle (long
+   * statements: most of what a claim cost the server besides the claim's own work). Each call
+   * is still planned with its own values (`plan_cache_mode`, set in the transaction's opening).
+   * Every text comes from a builder of this folder, so the names are as few as the statements'
+   * shapes.
+   */
+  private preparedOptions(sql: string): SqlQueryOptions | undefined {
+    if (!this.prepared || this.dispatchUnprepared) return undefined;
+    let options = this.preparedNames.get(sql);
+    if (options === undefined) {
+      options = { prepare: statementName(sql) };
+      this.preparedNames.set(sql, options);
+    }
+    return options;
+  }
+
+  /**
+   * A failed prepared statement of the outbox's own transactions. When the server lost it (a
+   * pooler that does not keep prepared statements per connection), the store stops preparing
+   * them for good and says so once: the caller's retry (the dispatcher retries a settle until
+   * its lease ends, and claims again after a pause) then runs as plain text. Failing every try
+   * instead would leave published batches unsettled, to be published again.
+   */
+  private lostDispatchStatement(error: unknown): unknown {
+    const failure = preparedFailure(
+      error,
+      lostPreparedStatement,
+      OutboxMessages.dispatchPreparedStatementLost,
+    );
+    if (failure !== error && !this.dispatchUnprepared) {
+      this.dispatchUnprepared = true;
+      this.logger.warn(describeError(failure));
+    }
+    return failure;
   }
 
   /** Runs one statement on a pooled connection, outside any transaction. */
