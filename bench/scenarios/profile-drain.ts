@@ -14,6 +14,7 @@ import { named } from '../support/config';
 import { mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { BARE_BATCH_SIZE, bareRabbitRelay, type BareProperties } from '../baselines/bare-relay';
+import { cpuBetween, readCpu, type CpuReading } from '../support/system-cpu';
 import { forkTs } from '../support/child';
 import { summariseProfile } from '../support/cpu-profile';
 import {
@@ -48,7 +49,22 @@ interface DrainCost {
   readonly nodeCpuUsPerMsg: number;
   /** null without pg_stat_statements. */
   readonly serverUsPerMsg: number | null;
+  /**
+   * CPU time of every PostgreSQL process over the drain (/proc), per message: unlike the
+   * execution time, it counts parsing, planning and the protocol too. null without /proc.
+   */
+  readonly serverCpuUsPerMsg: number | null;
   readonly statementsPerBatch: number | null;
+}
+
+/** PostgreSQL's CPU per message between two readings; null where /proc cannot be read. */
+function postgresCpuPerMessage(
+  start: CpuReading | undefined,
+  end: CpuReading | undefined,
+  messages: number,
+): number | null {
+  if (start === undefined || end === undefined) return null;
+  return round((cpuBetween(start, end).servicesUs.postgres ?? 0) / messages, 1);
 }
 
 /** Every statement pg_stat_statements saw since its last reset, heaviest first. */
@@ -80,6 +96,7 @@ async function bareCosts(ctx: BenchContext, n: number, statements: boolean): Pro
       const { window } = await link.get();
       if (statements) await pg.query('SELECT pg_stat_statements_reset()');
       const cpu = process.cpuUsage();
+      const serverCpu = readCpu();
       const started = performance.now();
       await bareRabbitRelay({
         pool,
@@ -90,6 +107,7 @@ async function bareCosts(ctx: BenchContext, n: number, statements: boolean): Pro
       });
       const seconds = (performance.now() - started) / 1000;
       const used = process.cpuUsage(cpu);
+      const serverCpuEnd = readCpu();
       const server = statements ? await serverStatementsOf(pg) : [];
       const calls = server.reduce((a, st) => a + st.calls, 0);
       costs.push({
@@ -100,6 +118,7 @@ async function bareCosts(ctx: BenchContext, n: number, statements: boolean): Pro
           ? round((1000 * server.reduce((a, st) => a + st.total_ms, 0)) / n, 1)
           : null,
         statementsPerBatch: statements ? round(calls / Math.ceil(n / BARE_BATCH_SIZE), 1) : null,
+        serverCpuUsPerMsg: postgresCpuPerMessage(serverCpu, serverCpuEnd, n),
       });
     }
   } finally {
@@ -135,11 +154,14 @@ export async function profileDrain(ctx: BenchContext, resultsDir: string): Promi
     ['--cpu-prof', '--cpu-prof-dir', dir, '--cpu-prof-name', 'p1-drain.cpuprofile'],
   );
   let done;
+  let serverCpu: [CpuReading | undefined, CpuReading | undefined] = [undefined, undefined];
   try {
     await child.next('ready', 60_000);
     if (statements) await pg.query('SELECT pg_stat_statements_reset()');
+    const before = readCpu();
     child.send({ type: 'go' });
     done = await child.next('done');
+    serverCpu = [before, readCpu()];
   } finally {
     child.send({ type: 'exit' });
     await child.exit();
@@ -181,6 +203,7 @@ export async function profileDrain(ctx: BenchContext, resultsDir: string): Promi
       statementsPerBatch: statements
         ? round(allServer.reduce((a, st) => a + st.calls, 0) / phases.claimMs.length, 1)
         : null,
+      serverCpuUsPerMsg: postgresCpuPerMessage(...serverCpu, n),
     },
     ...bare,
   ];
@@ -233,13 +256,13 @@ export async function profileDrain(ctx: BenchContext, resultsDir: string): Promi
           `- Event-loop thread busy ${cpu.busyPct} % of the drain window (idle ${cpu.idleMs} ms, GC ${cpu.gcMs} ms).`,
         ]),
     '',
-    "Each drain below starts from the same backlog. The module's node CPU is its dispatcher process's, run under the profiler (which adds to it); the bare relay's is this process's, unprofiled. PostgreSQL execution is pg_stat_statements' total over the drain.",
+    "Each drain below starts from the same backlog. The module's node CPU is its dispatcher process's, run under the profiler (which adds to it); the bare relay's is this process's, unprofiled. PostgreSQL execution is pg_stat_statements' total over the drain; PostgreSQL CPU is what every PostgreSQL process used over the drain (/proc), parsing, planning and the protocol included.",
     '',
-    '| drain (same backlog) | msgs/s | node CPU µs/msg | PostgreSQL execution µs/msg | statements per batch |',
-    '|---|---:|---:|---:|---:|',
+    '| drain (same backlog) | msgs/s | node CPU µs/msg | PostgreSQL execution µs/msg | PostgreSQL CPU µs/msg | statements per batch |',
+    '|---|---:|---:|---:|---:|---:|',
     ...costs.map(
       (c) =>
-        `| ${c.name} | ${c.msgsPerS} | ${c.nodeCpuUsPerMsg} | ${c.serverUsPerMsg ?? 'n/a'} | ${c.statementsPerBatch ?? 'n/a'} |`,
+        `| ${c.name} | ${c.msgsPerS} | ${c.nodeCpuUsPerMsg} | ${c.serverUsPerMsg ?? 'n/a'} | ${c.serverCpuUsPerMsg ?? 'n/a'} | ${c.statementsPerBatch ?? 'n/a'} |`,
     ),
     '',
     ...(serverStatements.length > 0
