@@ -6,6 +6,14 @@ export interface OutboxTableRef {
   readonly keyLock: boolean;
 }
 
+/** What a lost PostgreSQL prepared statement means and how to fix it, for `what` that failed. */
+const pgPreparedStatementLost = (what: string, reason: string, outcome: string): string =>
+  `${what} failed on this connection (${reason}): something between the app and PostgreSQL ` +
+  `does not keep prepared statements per connection, most often PgBouncer in transaction mode ` +
+  `before 1.21 or with max_prepared_statements = 0. Set preparedStatements: false in ` +
+  `OutboxModule's options, or let the pooler keep them (PgBouncer 1.21+: ` +
+  `max_prepared_statements > 0). ${outcome}`;
+
 /** The CLI command that creates the table, with the options that name it. */
 const schemaMigrate = ({ tableName, schema }: OutboxTableRef): string =>
   'npx outbox schema migrate' +
@@ -89,19 +97,14 @@ export const OutboxMessages = {
     `The ${handle} belongs to another ${owner} than the one OutboxModule was given: the ` +
     `message would not commit with the outbox table. ${fix}`,
   preparedStatementLost: (reason: string): string =>
-    `The enqueue's prepared statement failed on this connection (${reason}): something between ` +
-    `the app and PostgreSQL does not keep prepared statements per connection, most often ` +
-    `PgBouncer in transaction mode before 1.21 or with max_prepared_statements = 0. Set ` +
-    `preparedStatements: false in OutboxModule's options, or let the pooler keep them ` +
-    `(PgBouncer 1.21+: max_prepared_statements > 0). Nothing was written.`,
+    pgPreparedStatementLost(`The enqueue's prepared statement`, reason, 'Nothing was written.'),
   dispatchPreparedStatementLost: (reason: string): string =>
-    `A dispatcher statement's prepared statement failed on this connection (${reason}): ` +
-    `something between the app and PostgreSQL does not keep prepared statements per ` +
-    `connection, most often PgBouncer in transaction mode before 1.21 or with ` +
-    `max_prepared_statements = 0. Set preparedStatements: false in OutboxModule's options, or ` +
-    `let the pooler keep them (PgBouncer 1.21+: max_prepared_statements > 0). That ` +
-    `transaction was rolled back, no message changed, and the outbox runs its own statements ` +
-    `unprepared from now on.`,
+    pgPreparedStatementLost(
+      `A dispatcher statement's prepared statement`,
+      reason,
+      'That transaction was rolled back, no message changed, and the outbox runs its own ' +
+        'statements unprepared from now on.',
+    ),
   mysqlPreparedStatementLost: (reason: string): string =>
     `The enqueue's prepared statement failed on this connection (${reason}): something between ` +
     `the app and MySQL/MariaDB does not keep prepared statements per connection (a proxy that ` +
