@@ -86,6 +86,13 @@ export interface ClaimOptions {
    * holds up a claim about to lease a full batch (PostgreSQL).
    */
   readonly likelyFew?: boolean;
+  /**
+   * Called once the claim's statement has gone to the database, before its answer. The
+   * dispatcher holds the previous batch's publish until then: its synchronous encoding would
+   * otherwise run first and keep the claim from being sent. A store that does not call it
+   * leaves that publish to start when the claim answers.
+   */
+  readonly onSent?: () => void;
 }
 
 /** How a store queues the messages of one key; fixed for the store's life. */

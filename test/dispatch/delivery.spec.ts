@@ -142,6 +142,62 @@ for (const db of TEST_DATABASES) {
       );
     });
 
+    it('sends the next claim before publishing the batch claimed, and still delivers every message once in key order', async () => {
+      const publisher = new RecordingPublisher();
+      // Each event with the time it happened.
+      const events: { what: string; at: number }[] = [];
+      const note = (what: string): void => {
+        events.push({ what, at: performance.now() });
+      };
+      const publish = publisher.publish.bind(publisher);
+      publisher.publish = (messages, signal) => {
+        note(`publish ${messages.map((m) => m.messageId).join(',')}`);
+        return publish(messages, signal);
+      };
+      // Room for every batch: the loop never waits on an older one, which lets the batch just
+      // claimed publish at once.
+      const h = await boot(publisher, { dispatcher: { batchSize: 4, batchesInFlight: 4 } });
+      const claim = h.store.claim.bind(h.store);
+      h.store.claim = async (options) => {
+        const n = events.filter((e) => e.what.startsWith('claimed')).length + 1;
+        const batch = await claim({
+          ...options,
+          onSent: () => {
+            note(`sent ${n}`);
+            options.onSent?.();
+          },
+        });
+        note(`claimed ${n} ${batch.records.map((r) => r.messageId).join(',')}`);
+        return batch;
+      };
+      const ids = await h.commit(Array.from({ length: 16 }, (_, i) => msg(`k${i % 8}`, { i })));
+
+      await h.dispatcher.drain();
+
+      expect([...publisher.sentIds].sort()).toEqual([...ids].sort());
+      for (const key of ['k0', 'k5']) {
+        expect(publisher.sentForKey(key)).toEqual(ids.filter((_, i) => `k${i % 8}` === key));
+      }
+      // Every batch but the last went to the broker after the claim behind it was sent, or after
+      // the hold's bound (5 ms) when sending that claim took longer (a loaded machine).
+      const claims = events.filter((e) => e.what.startsWith('claimed') && !e.what.endsWith(' '));
+      expect(claims.length).toBeGreaterThanOrEqual(2);
+      const order = claims.slice(0, -1).map((claimed) => {
+        const [, n, list = ''] = claimed.what.split(' ');
+        const taken = list.split(',');
+        const publishing = events.find(
+          (e) => e.what.startsWith('publish ') && taken.some((id) => e.what.includes(id)),
+        );
+        const sent = events.find((e) => e.what === `sent ${Number(n) + 1}`);
+        expect(publishing).toBeDefined();
+        expect(sent).toBeDefined();
+        const afterSent = events.indexOf(publishing!) > events.indexOf(sent!);
+        if (!afterSent) expect(publishing!.at - claimed.at).toBeGreaterThanOrEqual(4.5);
+        return afterSent;
+      });
+      expect(order).toContain(true);
+    });
+
     it('never stalls an enqueuing transaction that is open while the dispatcher runs', async () => {
       // The dispatcher polls every 20 ms while each transaction stays open across awaits; on
       // SQLite that means its claims and settles meet a held write lock again and again. A

@@ -261,9 +261,11 @@ export class MysqlOutboxStore implements OutboxStore {
   async claim(options: ClaimOptions): Promise<ClaimedBatch> {
     const token = randomUUID();
     return this.transaction(async (query) => {
-      const { rows: due } = await query<WindowRow>(mysqlClaimWindow(this.names, this.policy), [
+      const reading = query<WindowRow>(mysqlClaimWindow(this.names, this.policy), [
         claimWindow(options.limit),
       ]);
+      options.onSent?.();
+      const { rows: due } = await reading;
       const window = rowsOfFirstKeys(due, options.limit);
       const places = await this.runs(query, window);
       const heldBack = [

@@ -161,7 +161,15 @@ export class PostgresOutboxStore implements OutboxStore {
     ];
     if (this.policy.ordered) params.push(this.policy.maxRun);
     const claim = (turn: boolean) =>
-      this.transaction((run) => run<ClaimRow>(this.claimSql, params), [], turn);
+      this.transaction(
+        (run) => {
+          const answer = run<ClaimRow>(this.claimSql, params);
+          options.onSent?.();
+          return answer;
+        },
+        [],
+        turn,
+      );
     // A claim likely to find little (`likelyFew`) does not take a turn: it would make the claims
     // behind it wait for a few rows or none (bench P6 over 1 000 keys). A turn not given within
     // its wait (a claim whose instance froze mid-transaction holds it until the server ends

@@ -155,6 +155,8 @@ export class SqliteOutboxStore implements OutboxStore {
    */
   claim(options: ClaimOptions): Promise<ClaimedBatch> {
     const token = randomUUID();
+    // In process: the claim's work runs on this thread whenever it runs, so nothing to wait for.
+    options.onSent?.();
     return this.transaction((tx) => {
       const window = rowsOfFirstKeys(
         tx.all<{ id: number; message_key: string | null; prev: number | null }>(
