@@ -90,7 +90,8 @@ export interface ClaimOptions {
    * Called once the claim's statement has gone to the database, before its answer. The
    * dispatcher holds the previous batch's publish until then: its synchronous encoding would
    * otherwise run first and keep the claim from being sent. A store that does not call it
-   * leaves that publish to start when the claim answers.
+   * leaves that publish to start when the claim answers or the dispatcher's short bound on the
+   * hold (5 ms) passes, whichever is first.
    */
   readonly onSent?: () => void;
 }
