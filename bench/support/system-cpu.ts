@@ -45,14 +45,21 @@ function microsecondsPerTick(): number {
 }
 
 /**
- * A process's time on a CPU in microseconds, from /proc/<pid>/schedstat (nanoseconds), or
- * undefined where the kernel has none. /proc/<pid>/stat counts in clock ticks (10 ms), and a
- * service of a dozen processes then reads up to a tick off for each: over a drain of a few
- * seconds, several microseconds per message.
+ * A process's time on a CPU in microseconds, from the schedstat (nanoseconds) of each of its
+ * threads, or undefined where the kernel has none. /proc/<pid>/stat counts in clock ticks
+ * (10 ms), and a service of a dozen processes then reads up to a tick off for each: over a
+ * drain of a few seconds, several microseconds per message. /proc/<pid>/schedstat alone is the
+ * main thread's: RabbitMQ's Erlang VM works on scheduler threads, and read that way it used no
+ * CPU at all (bench P6).
  */
-function onCpuUs(pid: string): number | undefined {
+function onCpuUs(pid: string, threads: number): number | undefined {
   try {
-    const ns = Number(readFileSync(`/proc/${pid}/schedstat`, 'utf8').split(' ')[0]);
+    const tasks = threads > 1 ? readdirSync(`/proc/${pid}/task`) : [pid];
+    let ns = 0;
+    for (const task of tasks) {
+      const path = threads > 1 ? `/proc/${pid}/task/${task}/schedstat` : `/proc/${pid}/schedstat`;
+      ns += Number(readFileSync(path, 'utf8').split(' ')[0]);
+    }
     return Number.isFinite(ns) ? ns / 1000 : undefined;
   } catch {
     return undefined;
@@ -86,7 +93,8 @@ export function readCpu(): CpuReading | undefined {
     const service = SERVICES[text.slice(open + 1, close)];
     if (service === undefined) continue;
     const rest = text.slice(close + 2).split(' ');
-    const used = onCpuUs(entry) ?? (Number(rest[11]) + Number(rest[12])) * tick;
+    // After "(comm) ": state is rest[0], utime and stime rest[11] and rest[12], num_threads rest[17].
+    const used = onCpuUs(entry, Number(rest[17])) ?? (Number(rest[11]) + Number(rest[12])) * tick;
     let pids = services.get(service);
     if (pids === undefined) services.set(service, (pids = new Map()));
     pids.set(Number(entry), used);
