@@ -825,13 +825,16 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     answeredAfterClaimMs: number,
   ): void {
     // A copy of every delivered record only for an observer that reads them: without one it
-    // was an object per message for the garbage collector.
+    // was an object per message for the garbage collector. Object.assign, not a spread with
+    // one more property after it (`{ ...record, latencyMs }`): see toClaimedRecord.
     const published: OutboxPublishedRecord[] | undefined =
       this.observer.onPublished === undefined ? undefined : [];
     records.forEach((record, i) => {
       const verdict = verdicts[i];
       if (verdict?.kind === 'delivered')
-        published?.push({ ...record, latencyMs: record.ageMs + answeredAfterClaimMs });
+        published?.push(
+          Object.assign({}, record, { latencyMs: record.ageMs + answeredAfterClaimMs }),
+        );
       else if (verdict?.kind === 'retry')
         this.safely(
           () => this.observer.onRetry?.(record, verdict.error, verdict.delayMs),

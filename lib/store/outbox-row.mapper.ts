@@ -64,31 +64,40 @@ function offset(zone: string | undefined): string {
 
 /** Maps a claimed row to a record, in claim (id) order. */
 export function toClaimedRecords(rows: readonly ClaimedRow[]): ClaimedRecord[] {
-  const records = rows.map((row): ClaimedRecord => {
-    const common = {
-      id: String(row.id),
-      messageId: messageIdText(row.message_id),
-      topic: row.topic,
-      key: row.message_key,
-      type: row.event_type,
-      headers: row.headers === '{}' ? EMPTY_HEADERS : (JSON.parse(row.headers) as OutboxHeaders),
-      attempts: Number(row.attempts),
-      createdAt: toDate(row.created_at),
-      ageMs: Math.max(0, Number(row.age_ms)),
-      ...(row.broker_attributes === null
-        ? {}
-        : { attributes: parseBrokerAttributes(row.broker_attributes) }),
-    };
-    return row.payload_encoding === 'binary'
-      ? {
-          ...common,
-          encoding: 'binary',
-          payload: storedBytes(row.payload_bytes),
-          contentType: row.content_type ?? 'application/octet-stream',
-        }
-      : { ...common, payload: row.payload };
-  });
+  const records = rows.map(toClaimedRecord);
   return records.sort(compareIds);
+}
+
+/**
+ * One record, built as one object literal. Spreading a common part into a new object with more
+ * properties after it (`{ ...common, payload }`) is many times slower on Node 20 than the
+ * literal, and was the mapper's heaviest step in a CPU profile of a drain. Binary payloads,
+ * rare, still take that path.
+ */
+function toClaimedRecord(row: ClaimedRow): ClaimedRecord {
+  const record = {
+    id: String(row.id),
+    messageId: messageIdText(row.message_id),
+    topic: row.topic,
+    key: row.message_key,
+    type: row.event_type,
+    headers: row.headers === '{}' ? EMPTY_HEADERS : (JSON.parse(row.headers) as OutboxHeaders),
+    attempts: Number(row.attempts),
+    createdAt: toDate(row.created_at),
+    ageMs: Math.max(0, Number(row.age_ms)),
+    payload: row.payload,
+    ...(row.broker_attributes === null
+      ? {}
+      : { attributes: parseBrokerAttributes(row.broker_attributes) }),
+  };
+  return row.payload_encoding === 'binary'
+    ? {
+        ...record,
+        encoding: 'binary',
+        payload: storedBytes(row.payload_bytes),
+        contentType: row.content_type ?? 'application/octet-stream',
+      }
+    : record;
 }
 
 /** A dead row read for requeueing, as the dialects' re-insert statements bind it. */

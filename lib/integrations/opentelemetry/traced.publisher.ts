@@ -154,7 +154,8 @@ export class TracedPublisher implements OutboxPublisher {
     );
     const headers: Record<string, string> = { ...record.headers };
     propagation.inject(trace.setSpan(enqueued, span), headers);
-    return { span, record: { ...record, headers } };
+    // Object.assign: on Node 20 a spread with a property after it is many times slower.
+    return { span, record: Object.assign({}, record, { headers }) };
   }
 }
 

@@ -519,14 +519,19 @@ export class ClientProxyPublisher implements OutboxPublisher {
   }
 
   private envelope(r: OutboxRecord): OutboxEnvelope {
-    const common = { messageId: r.messageId, type: r.type, key: r.key, headers: r.headers };
+    // Literals, not a common part spread into each: on Node 20 a spread with properties after
+    // it is many times slower than a literal (see toClaimedRecord).
+    const { messageId, type, key, headers } = r;
     return r.encoding === 'binary'
       ? {
-          ...common,
+          messageId,
+          type,
+          key,
+          headers,
           payload: r.payload.toString('base64'),
           contentType: r.contentType,
           encoding: 'base64',
         }
-      : { ...common, payload: JSON.parse(r.payload) as unknown };
+      : { messageId, type, key, headers, payload: JSON.parse(r.payload) as unknown };
   }
 }
