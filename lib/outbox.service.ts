@@ -195,13 +195,19 @@ export class OutboxService<Tx = EntityManager> implements OnApplicationShutdown 
       }
     }
     const alone = JSON.stringify(provided);
-    return rows.map((row) => ({
-      ...row,
-      headers:
-        row.headers === '{}'
-          ? alone
-          : JSON.stringify({ ...provided, ...(JSON.parse(row.headers) as Record<string, string>) }),
-    }));
+    // Object.assign, not `{ ...row, headers }`: on Node 20 a spread with a property after it is
+    // many times slower (see toClaimedRecord).
+    return rows.map((row) =>
+      Object.assign({}, row, {
+        headers:
+          row.headers === '{}'
+            ? alone
+            : JSON.stringify({
+                ...provided,
+                ...(JSON.parse(row.headers) as Record<string, string>),
+              }),
+      }),
+    );
   }
 }
 
