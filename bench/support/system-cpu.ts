@@ -54,12 +54,14 @@ function microsecondsPerTick(): number {
  */
 function onCpuUs(pid: string, threads: number): number | undefined {
   try {
-    const tasks = threads > 1 ? readdirSync(`/proc/${pid}/task`) : [pid];
+    // A thread that exits between two readings takes its time with it; the Erlang VM's
+    // scheduler threads live as long as the broker.
+    const files =
+      threads > 1
+        ? readdirSync(`/proc/${pid}/task`).map((tid) => `/proc/${pid}/task/${tid}/schedstat`)
+        : [`/proc/${pid}/schedstat`];
     let ns = 0;
-    for (const task of tasks) {
-      const path = threads > 1 ? `/proc/${pid}/task/${task}/schedstat` : `/proc/${pid}/schedstat`;
-      ns += Number(readFileSync(path, 'utf8').split(' ')[0]);
-    }
+    for (const file of files) ns += Number(readFileSync(file, 'utf8').split(' ')[0]);
     return Number.isFinite(ns) ? ns / 1000 : undefined;
   } catch {
     return undefined;

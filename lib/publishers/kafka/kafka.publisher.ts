@@ -145,13 +145,13 @@ export class KafkaPublisher implements OutboxPublisher {
     }
     // Made only when a message went unanswered: an error captures its stack, and every batch
     // built one before (a CPU profile of a drain showed it).
-    let unanswered: Error | undefined;
-    const unansweredError = (): Error =>
-      (unanswered ??= signal.aborted
+    const unanswered = !outcomes.includes(undefined)
+      ? undefined
+      : signal.aborted
         ? abortReason(signal)
-        : new PublisherUnavailableError('The publish was abandoned before Kafka answered'));
+        : new PublisherUnavailableError('The publish was abandoned before Kafka answered');
     // A copy: an abandoned send may still write into `outcomes` later.
-    return outcomes.map((o) => o ?? { ok: false, error: unansweredError() });
+    return outcomes.map((o) => o ?? { ok: false, error: unanswered });
   }
 
   /** Disconnects every producer, including ones an abandoned send still uses; a later publish connects again. */
