@@ -7,6 +7,7 @@
  *   npm run bench -- --only C1             the console over 10 000 000 rows (only when named)
  *   npm run bench -- --runs 5              override the repetitions
  *   npm run bench -- --profile             CPU profile of the module's P1 drain (node --cpu-prof)
+ *   npm run bench -- --profile kafka       the same of its P2 drain (PostgreSQL → Kafka)
  *   npm run bench -- --wait-quiet 20       first wait (up to 20 min) until no jest process runs
  *   npm run bench -- --configure-postgres  wal_level=logical (+ pg_stat_statements) and restart PostgreSQL
  *
@@ -62,7 +63,7 @@ import { p14 } from './scenarios/p14-dispatcher-settings';
 import { p15 } from './scenarios/p15-statement-buffers';
 import { p16 } from './scenarios/p16-hot-keys';
 import { p17 } from './scenarios/p17-large-payload';
-import { profileDrain } from './scenarios/profile-drain';
+import { profileDrain, type ProfiledBroker } from './scenarios/profile-drain';
 import { c1 } from './scenarios/c1-console-10m';
 
 const SCENARIOS: Record<string, (ctx: BenchContext) => Promise<ScenarioResult>> = {
@@ -100,7 +101,8 @@ interface Args {
   only: string[];
   runs: number | undefined;
   configure: boolean;
-  profile: boolean;
+  /** `--profile [rabbitmq|kafka]`: profile that broker's drain instead of running scenarios. */
+  profile: ProfiledBroker | undefined;
   waitQuietMin: number;
 }
 
@@ -110,7 +112,7 @@ function parseArgs(argv: string[]): Args {
     only: DEFAULT_SCENARIOS,
     runs: undefined,
     configure: false,
-    profile: false,
+    profile: undefined,
     waitQuietMin: 0,
   };
   for (let i = 0; i < argv.length; i++) {
@@ -130,8 +132,15 @@ function parseArgs(argv: string[]): Args {
         .filter((s) => s !== '');
     else if (a.startsWith('--runs')) args.runs = Number(value());
     else if (a === '--configure-postgres') args.configure = true;
-    else if (a === '--profile') args.profile = true;
-    else if (a.startsWith('--wait-quiet')) args.waitQuietMin = Number(value() || 20);
+    else if (a === '--profile' || a.startsWith('--profile=')) {
+      const next = a.includes('=') ? a.split('=')[1] : argv[i + 1];
+      const broker = next === 'kafka' || next === 'rabbitmq' ? next : undefined;
+      if (a.includes('=') && broker === undefined) {
+        throw new Error(`--profile takes rabbitmq or kafka, not ${String(next)}`);
+      }
+      if (broker !== undefined && !a.includes('=')) i++;
+      args.profile = broker ?? 'rabbitmq';
+    } else if (a.startsWith('--wait-quiet')) args.waitQuietMin = Number(value() || 20);
     else if (a === '--help' || a === '-h') {
       console.log(readFileSync(__filename, 'utf8').split('*/')[0]);
       process.exit(0);
@@ -221,8 +230,8 @@ async function main(): Promise<void> {
   const ctx: BenchContext = { profile, runs, pg, rabbit, pgSettings: settings, log };
   const results: ScenarioResult[] = [];
   try {
-    if (args.profile) {
-      await profileDrain(ctx, RESULTS);
+    if (args.profile !== undefined) {
+      await profileDrain(ctx, RESULTS, args.profile);
       return;
     }
     for (const id of args.only) {
@@ -287,8 +296,7 @@ async function main(): Promise<void> {
   const key = resultsKey(profile);
   recordScenarios(RESULTS, key, run, scenarios);
   // The chart shows one complete, full-size run, so its bars come from the same machine state.
-  const chart =
-    DEFAULT_SCENARIOS.every((id) => args.only.includes(id)) && key === profile.name;
+  const chart = DEFAULT_SCENARIOS.every((id) => args.only.includes(id)) && key === profile.name;
   if (chart) renderChart(join(RESULTS, 'throughput.svg'), { ...run, scenarios });
   log(
     `recorded ${results.map((r) => r.id).join(', ')} under "${key}" in bench/results/${SUMMARY_FILE}${chart ? ' and drew bench/results/throughput.svg' : ''} (${targets.filter((t) => t.met).length}/${targets.length} targets met)`,

@@ -8,7 +8,6 @@
  * against the idempotent bare relay deleting its rows.
  */
 import type { DataSource } from 'typeorm';
-import { KafkaPublisher } from '../../lib/publishers/kafka';
 import { bareKafkaRelay } from '../baselines/bare-relay';
 import { SERVICES, named } from '../support/config';
 import {
@@ -20,7 +19,13 @@ import {
   truncateOutbox,
 } from '../support/databases';
 import { bareProducer, deleteTopic, ensureKafka, resetTopic, topicCount } from '../support/kafka';
-import { drainAll, instrument, measured, startOutboxApp } from '../support/outbox-app';
+import {
+  drainAll,
+  instrument,
+  kafkaPublisher,
+  measured,
+  startOutboxApp,
+} from '../support/outbox-app';
 import {
   addMetric,
   addTarget,
@@ -68,11 +73,7 @@ async function measure(ctx: BenchContext, result: ScenarioResult): Promise<Scena
   await resetOutboxTable(pg, UNORDERED_TABLE);
   const moduleTopic = named('bench-p2-module', '-');
   const bareTopic = named('bench-p2-bare', '-');
-  const publisher = new KafkaPublisher({
-    brokers: [...SERVICES.kafka.brokers],
-    clientId: 'outbox-bench',
-    topic: () => moduleTopic,
-  });
+  const publisher = kafkaPublisher(moduleTopic);
   const app = await startOutboxApp({
     dataSource: pg,
     tableName: TABLE,

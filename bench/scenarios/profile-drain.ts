@@ -1,19 +1,26 @@
 /**
- * `npm run bench -- --profile`: the module's P1 drain (PostgreSQL → RabbitMQ, ordering on,
- * 1 000 keys) in a dispatcher process run under `node --cpu-prof`, with wall time split into
- * claim / publish / settle (timed around the store and the publisher), server-side statement
- * times from pg_stat_statements when it is preloaded, and the CPU profile of the drain window
- * summarised by category and by function. Beside it, the bare relay drains the same backlog in
- * this process, with the module's message properties and with its own: per message, the node
- * CPU, PostgreSQL execution time and statements of each, so the remaining gap can be placed.
- * Records the figures in bench/results/summary.json
- * (`cpuProfile`) and renders them as profile.md;
- * the .cpuprofile (open it in Chrome DevTools) stays in bench/results/profile/.
+ * `npm run bench -- --profile [rabbitmq|kafka]`: the module's P1 drain (PostgreSQL → RabbitMQ)
+ * or its P2 drain (PostgreSQL → Kafka), ordering on, 1 000 keys, in a dispatcher process run
+ * under `node --cpu-prof`, with wall time split into claim / publish / settle (timed around the
+ * store and the publisher), server-side statement times from pg_stat_statements when it is
+ * preloaded, and the CPU profile of the drain window summarised by category and by function.
+ * Beside it, the bare relays drain the same backlog in this process (RabbitMQ: with the module's
+ * message properties and with their own; Kafka: on an idempotent producer like KafkaPublisher's
+ * and on a plain one): per message, the node CPU, PostgreSQL execution time and statements of
+ * each, so the remaining gap can be placed. Records the figures in bench/results/summary.json
+ * (`cpuProfile`, `cpuProfileKafka`) and renders them as profile.md or profile-kafka.md; the
+ * .cpuprofile (open it in Chrome DevTools) stays in bench/results/profile/ or profile-kafka/.
  */
 import { named } from '../support/config';
 import { mkdirSync, readdirSync, rmSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
-import { BARE_BATCH_SIZE, bareRabbitRelay, type BareProperties } from '../baselines/bare-relay';
+import type { Producer } from 'kafkajs';
+import {
+  BARE_BATCH_SIZE,
+  bareKafkaRelay,
+  bareRabbitRelay,
+  type BareProperties,
+} from '../baselines/bare-relay';
 import { cpuBetween, readCpu, type CpuReading } from '../support/system-cpu';
 import { forkTs } from '../support/child';
 import { summariseProfile } from '../support/cpu-profile';
@@ -26,14 +33,20 @@ import {
   truncateOutbox,
 } from '../support/databases';
 import type { DispatcherChildConfig } from '../support/dispatcher-process';
-import type { PhaseTimes } from '../support/outbox-app';
+import { bareProducer, deleteTopic, ensureKafka, resetTopic } from '../support/kafka';
+import { kafkaWarmupTopic, type PhaseTimes } from '../support/outbox-app';
+import type { Pool } from '../support/pg';
 import { ConfirmLink, purgeQueue, resetQueue } from '../support/rabbit';
 import type { DataSource } from 'typeorm';
 import { updateSummary, type BenchContext } from '../support/report';
 import { percentile, round } from '../support/stats';
 
+/** The broker a profile drains to. */
+export type ProfiledBroker = 'rabbitmq' | 'kafka';
+
 const TABLE = named('bench_profile');
 const QUEUE = named('bench.profile', '.');
+const TOPIC = named('bench-profile', '-');
 
 interface ServerStatement {
   query: string;
@@ -76,35 +89,139 @@ async function serverStatementsOf(pg: DataSource): Promise<ServerStatement[]> {
   );
 }
 
-const BARE_VARIANTS: readonly { readonly properties: BareProperties; readonly name: string }[] = [
+/** A bare relay's drain of the table, as one variant of the comparison. */
+interface BareVariant {
+  readonly name: string;
+  drain(pool: Pool): Promise<unknown>;
+}
+
+/** What differs between the brokers: the destination, the bare relays, the names of the output. */
+interface ProfiledTarget {
+  /** The drain as the report names it, e.g. "PostgreSQL → Kafka (KafkaPublisher)". */
+  readonly title: string;
+  /** The scenario whose drain this is. */
+  readonly scenario: 'P1' | 'P2';
+  readonly summaryKey: 'cpuProfile' | 'cpuProfileKafka';
+  readonly markdown: string;
+  readonly directory: string;
+  readonly child: Pick<DispatcherChildConfig, 'queue' | 'kafkaTopic'>;
+  /** An empty destination, before a drain. */
+  empty(): Promise<void>;
+  /** The bare relays' variants, on connections opened here; `close` ends them. */
+  bare(): Promise<{ variants: BareVariant[]; close(): Promise<void> }>;
+  /** Removes the destination; with Kafka started for the profile, stops it. */
+  end(): Promise<void>;
+}
+
+const RABBIT_VARIANTS: readonly { readonly properties: BareProperties; readonly name: string }[] = [
   { properties: 'outbox', name: "bare relay, the module's message properties" },
   { properties: 'bare', name: 'bare relay, its own properties' },
 ];
 
-/** The bare relay's drains of `n` messages in this process, one per variant. */
-async function bareCosts(ctx: BenchContext, n: number, statements: boolean): Promise<DrainCost[]> {
-  const { pg, rabbit } = ctx;
+function rabbitTarget(ctx: BenchContext): ProfiledTarget {
+  const { rabbit } = ctx;
+  return {
+    title: 'PostgreSQL → RabbitMQ (RabbitMqPublisher)',
+    scenario: 'P1',
+    summaryKey: 'cpuProfile',
+    markdown: 'profile.md',
+    directory: 'profile',
+    child: { queue: QUEUE },
+    empty: async () => {
+      await resetQueue(rabbit, QUEUE, 10_000);
+    },
+    bare: () => {
+      const link = new ConfirmLink(1_000);
+      return Promise.resolve({
+        variants: RABBIT_VARIANTS.map((variant) => ({
+          name: variant.name,
+          drain: async (pool) => {
+            await purgeQueue(rabbit, QUEUE);
+            const { window } = await link.get();
+            return bareRabbitRelay({
+              pool,
+              table: TABLE,
+              window,
+              queue: QUEUE,
+              properties: variant.properties,
+            });
+          },
+        })),
+        close: () => link.close(),
+      });
+    },
+    end: async () => {
+      await rabbit.deleteQueue(QUEUE);
+    },
+  };
+}
+
+/** Null when Kafka is not reachable and could not be started. */
+async function kafkaTarget(ctx: BenchContext): Promise<ProfiledTarget | null> {
+  const stop = await ensureKafka(ctx.log);
+  if (stop === undefined) return null;
+  await resetTopic(kafkaWarmupTopic(TOPIC));
+  const variant = (name: string, producer: () => Producer): BareVariant => ({
+    name,
+    drain: async (pool) => {
+      await resetTopic(TOPIC);
+      return bareKafkaRelay({ pool, table: TABLE, producer: producer(), topic: TOPIC });
+    },
+  });
+  return {
+    title: 'PostgreSQL → Kafka (KafkaPublisher)',
+    scenario: 'P2',
+    summaryKey: 'cpuProfileKafka',
+    markdown: 'profile-kafka.md',
+    directory: 'profile-kafka',
+    // The queue is unused when the child publishes to Kafka.
+    child: { queue: QUEUE, kafkaTopic: TOPIC },
+    empty: () => resetTopic(TOPIC),
+    bare: async () => {
+      const idempotent = await bareProducer(true);
+      const plain = await bareProducer();
+      return {
+        variants: [
+          variant(
+            "bare relay, an idempotent producer (KafkaPublisher's settings)",
+            () => idempotent,
+          ),
+          variant('bare relay, a plain producer', () => plain),
+        ],
+        close: async () => {
+          await Promise.all([idempotent.disconnect(), plain.disconnect()]);
+        },
+      };
+    },
+    end: async () => {
+      await deleteTopic(TOPIC);
+      await deleteTopic(kafkaWarmupTopic(TOPIC));
+      stop();
+    },
+  };
+}
+
+/** The bare relays' drains of `n` messages in this process, one per variant. */
+async function bareCosts(
+  ctx: BenchContext,
+  target: ProfiledTarget,
+  n: number,
+  statements: boolean,
+): Promise<DrainCost[]> {
+  const { pg } = ctx;
   const pool = pgPool(4);
-  const link = new ConfirmLink(1_000);
+  const bare = await target.bare();
   const costs: DrainCost[] = [];
   try {
-    for (const variant of BARE_VARIANTS) {
+    for (const variant of bare.variants) {
       await truncateOutbox(pg, TABLE);
       await seedOutbox(pg, TABLE, n);
       await analyse(pg, TABLE);
-      await purgeQueue(rabbit, QUEUE);
-      const { window } = await link.get();
       if (statements) await pg.query('SELECT pg_stat_statements_reset()');
       const cpu = process.cpuUsage();
       const serverCpu = readCpu();
       const started = performance.now();
-      await bareRabbitRelay({
-        pool,
-        table: TABLE,
-        window,
-        queue: QUEUE,
-        properties: variant.properties,
-      });
+      await variant.drain(pool);
       const seconds = (performance.now() - started) / 1000;
       const used = process.cpuUsage(cpu);
       const serverCpuEnd = readCpu();
@@ -122,58 +239,77 @@ async function bareCosts(ctx: BenchContext, n: number, statements: boolean): Pro
       });
     }
   } finally {
-    await link.close();
+    await bare.close();
     await pool.end();
   }
   return costs;
 }
 
-export async function profileDrain(ctx: BenchContext, resultsDir: string): Promise<void> {
-  const { pg, rabbit } = ctx;
-  const n = ctx.profile.p1Messages;
-  const dir = join(resultsDir, 'profile');
+export async function profileDrain(
+  ctx: BenchContext,
+  resultsDir: string,
+  broker: ProfiledBroker = 'rabbitmq',
+): Promise<void> {
+  const { pg } = ctx;
+  const target = broker === 'kafka' ? await kafkaTarget(ctx) : rabbitTarget(ctx);
+  if (target === null) {
+    throw new Error('Kafka is not reachable and could not be started: `npm run kafka:start`');
+  }
+  const n = target.scenario === 'P1' ? ctx.profile.p1Messages : ctx.profile.p2Messages;
+  const dir = join(resultsDir, target.directory);
   rmSync(dir, { recursive: true, force: true });
   mkdirSync(dir, { recursive: true });
-  await resetOutboxTable(pg, TABLE);
-  await resetQueue(rabbit, QUEUE, 10_000);
-  await seedOutbox(pg, TABLE, n);
-  await analyse(pg, TABLE);
-  const statements = ctx.pgSettings.statStatements;
-  if (statements) {
-    await pg.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
-  }
-  const child = forkTs(
-    '../support/dispatcher-process.ts',
-    {
-      mode: 'drain',
-      table: TABLE,
-      queue: QUEUE,
-      instanceId: 'bench-profile',
-      phases: true,
-    } satisfies DispatcherChildConfig,
-    ['--cpu-prof', '--cpu-prof-dir', dir, '--cpu-prof-name', 'p1-drain.cpuprofile'],
-  );
   let done;
   let serverCpu: [CpuReading | undefined, CpuReading | undefined] = [undefined, undefined];
+  let allServer: ServerStatement[] = [];
+  let bare: DrainCost[];
+  const statements = ctx.pgSettings.statStatements;
   try {
-    await child.next('ready', 60_000);
-    if (statements) await pg.query('SELECT pg_stat_statements_reset()');
-    const before = readCpu();
-    child.send({ type: 'go' });
-    done = await child.next('done');
-    serverCpu = [before, readCpu()];
+    await resetOutboxTable(pg, TABLE);
+    await target.empty();
+    await seedOutbox(pg, TABLE, n);
+    await analyse(pg, TABLE);
+    if (statements) {
+      await pg.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
+    }
+    const child = forkTs(
+      '../support/dispatcher-process.ts',
+      {
+        mode: 'drain',
+        table: TABLE,
+        ...target.child,
+        instanceId: 'bench-profile',
+        phases: true,
+      } satisfies DispatcherChildConfig,
+      [
+        '--cpu-prof',
+        '--cpu-prof-dir',
+        dir,
+        '--cpu-prof-name',
+        `${target.scenario.toLowerCase()}-drain.cpuprofile`,
+      ],
+    );
+    try {
+      await child.next('ready', 60_000);
+      if (statements) await pg.query('SELECT pg_stat_statements_reset()');
+      const before = readCpu();
+      child.send({ type: 'go' });
+      done = await child.next('done');
+      serverCpu = [before, readCpu()];
+    } finally {
+      child.send({ type: 'exit' });
+      await child.exit();
+    }
+    // Every statement of the drain, all shown: the statements per batch are their calls, so the
+    // reader can tell the dispatcher's own from the timed ones (unlocker, cleaner) that a longer
+    // drain runs more often.
+    allServer = statements ? await serverStatementsOf(pg) : [];
+    bare = await bareCosts(ctx, target, n, statements);
   } finally {
-    child.send({ type: 'exit' });
-    await child.exit();
+    await dropOutboxTable(pg, TABLE);
+    await target.end();
   }
-  // Every statement of the drain, all shown: the statements per batch are their calls, so the
-  // reader can tell the dispatcher's own from the timed ones (unlocker, cleaner) that a longer
-  // drain runs more often.
-  const allServer = statements ? await serverStatementsOf(pg) : [];
   const serverStatements = allServer;
-  const bare = await bareCosts(ctx, n, statements);
-  await dropOutboxTable(pg, TABLE);
-  await rabbit.deleteQueue(QUEUE);
 
   const wallMs = Number(done.finishedAt) - Number(done.startedAt);
   const phases = done.phases as PhaseTimes;
@@ -238,12 +374,12 @@ export async function profileDrain(ctx: BenchContext, resultsDir: string): Promi
     profileFile: file === undefined ? null : `bench/results/profile/${file}`,
   };
   updateSummary(resultsDir, (results) => {
-    results.cpuProfile = summary;
+    results[target.summaryKey] = summary;
   });
   const md = [
-    `# CPU profile of the module's P1 drain`,
+    `# CPU profile of the module's ${target.scenario} drain`,
     '',
-    `${n.toLocaleString('en-US')} messages PostgreSQL → RabbitMQ (RabbitMqPublisher), ordering on, 1 000 keys, default batch size; one dispatcher process under \`node --cpu-prof\`.`,
+    `${n.toLocaleString('en-US')} messages ${target.title}, ordering on, 1 000 keys, default batch size; one dispatcher process under \`node --cpu-prof\`.`,
     '',
     `- Drain: ${summary.wallMs} ms wall, ${summary.msgsPerS} msgs/s, ${summary.batches} batches; process CPU ${summary.cpuMs} ms (${round((100 * summary.cpuMs) / wallMs, 1)} % of wall).`,
     `- Wall split: claim ${summary.wallSplit.claimPct} % (p50 ${summary.wallSplit.claimP50Ms} ms; by quarter of the drain ${summary.wallSplit.claimP50ByQuarterMs.join(' / ')} ms), publish ${summary.wallSplit.publishPct} % (p50 ${summary.wallSplit.publishP50Ms} ms), settle ${summary.wallSplit.settlePct} % (p50 ${summary.wallSplit.settleP50Ms} ms) of the wall time; phases overlap ${summary.wallSplit.overlap}× (batches in flight).`,
@@ -256,7 +392,7 @@ export async function profileDrain(ctx: BenchContext, resultsDir: string): Promi
           `- Event-loop thread busy ${cpu.busyPct} % of the drain window (idle ${cpu.idleMs} ms, GC ${cpu.gcMs} ms).`,
         ]),
     '',
-    "Each drain below starts from the same backlog. The module's node CPU is its dispatcher process's, run under the profiler (which adds to it); the bare relay's is this process's, unprofiled. PostgreSQL execution is pg_stat_statements' total over the drain; PostgreSQL CPU is what every PostgreSQL process used over the drain (/proc), parsing, planning and the protocol included.",
+    "Each drain below starts from the same backlog. The module's node CPU is its dispatcher process's, run under the profiler (which adds to it); the bare relays' is this process's, unprofiled. PostgreSQL execution is pg_stat_statements' total over the drain; PostgreSQL CPU is what every PostgreSQL process used over the drain (/proc), parsing, planning and the protocol included.",
     '',
     '| drain (same backlog) | msgs/s | node CPU µs/msg | PostgreSQL execution µs/msg | PostgreSQL CPU µs/msg | statements per batch |',
     '|---|---:|---:|---:|---:|---:|',
@@ -291,9 +427,9 @@ export async function profileDrain(ctx: BenchContext, resultsDir: string): Promi
         ]),
     '',
   ].join('\n');
-  writeFileSync(join(resultsDir, 'profile.md'), md);
+  writeFileSync(join(resultsDir, target.markdown), md);
   console.log(`\n${md}`);
   ctx.log(
-    'recorded cpuProfile in bench/results/summary.json, wrote profile.md and the .cpuprofile',
+    `recorded ${target.summaryKey} in bench/results/summary.json, wrote ${target.markdown} and the .cpuprofile`,
   );
 }

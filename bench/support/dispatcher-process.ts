@@ -1,6 +1,6 @@
 /**
- * A dispatcher in a process of its own (P4, P6, P8 and the CPU profile): the real OutboxModule
- * on PostgreSQL with the library's RabbitMqPublisher.
+ * A dispatcher in a process of its own (P4, P6, P8 and the CPU profiles): the real OutboxModule
+ * on PostgreSQL with the library's RabbitMqPublisher, or its KafkaPublisher (`kafkaTopic`).
  *
  * Modes: 'drain'  — on "go", drain until nothing is pending, report timings (and phase times);
  *        'run'    — on "go", start the dispatcher as an app does (its own loop, polls and
@@ -11,13 +11,14 @@
  *        'rss'    — drain, sampling the resident set size.
  */
 import 'reflect-metadata';
-import type { OutboxDispatcherOptions } from '../../lib';
+import type { OutboxDispatcherOptions, OutboxPublisher } from '../../lib';
 import { childSide } from './child';
 import { CountingLogger, closeDataSource, openPostgres, pendingCount } from './databases';
 import {
   connectPublisher,
   countClaims,
   instrument,
+  kafkaPublisher,
   rabbitPublisher,
   startOutboxApp,
   type OutboxApp,
@@ -28,6 +29,8 @@ export interface DispatcherChildConfig {
   readonly mode: 'drain' | 'run' | 'serve' | 'idle' | 'rss';
   readonly table: string;
   readonly queue: string;
+  /** Publish to this Kafka topic with KafkaPublisher instead of `queue` on RabbitMQ. */
+  readonly kafkaTopic?: string;
   readonly instanceId: string;
   readonly dispatcher?: OutboxDispatcherOptions;
   readonly phases?: boolean;
@@ -37,7 +40,11 @@ async function main(): Promise<void> {
   const { config, send, next } = childSide<DispatcherChildConfig>();
   const logger = config.mode === 'idle' ? new CountingLogger() : undefined;
   const ds = await openPostgres({ poolSize: 10, logger });
-  let publisher = rabbitPublisher(config.queue);
+  const newPublisher = (): OutboxPublisher =>
+    config.kafkaTopic === undefined
+      ? rabbitPublisher(config.queue)
+      : kafkaPublisher(config.kafkaTopic);
+  let publisher = newPublisher();
   const serving = config.mode === 'serve' || config.mode === 'idle';
   let progress = 0;
   let lastBatchAt = 0;
@@ -104,7 +111,7 @@ async function main(): Promise<void> {
       // Closing stops the dispatcher; the next "go" starts a fresh one, so that a dispatcher
       // left running cannot join a later measurement with fewer dispatchers.
       await app.close();
-      publisher = rabbitPublisher(config.queue);
+      publisher = newPublisher();
       app = await open();
       const counted = claims;
       claims = countClaims(app.store);

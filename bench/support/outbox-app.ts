@@ -11,6 +11,7 @@ import {
 } from '../../lib';
 import { OUTBOX_STORE } from '../../lib/outbox.constants';
 import { type OutboxStore } from '../../lib/store/outbox-store.port';
+import { KafkaPublisher } from '../../lib/publishers/kafka';
 import { RabbitMqPublisher, type RabbitMqPublisherOptions } from '../../lib/publishers/rabbitmq';
 import { SERVICES } from './config';
 import { pendingCount } from './databases';
@@ -71,6 +72,23 @@ export function rabbitPublisher(
     connectionName: 'outbox-bench',
     ...options,
   });
+}
+
+/**
+ * The library's own Kafka publisher, sending to `topic`; the warm-up message of
+ * `connectPublisher` goes to {@link kafkaWarmupTopic} instead, so `topic` holds only the drain's.
+ */
+export function kafkaPublisher(topic: string): KafkaPublisher {
+  return new KafkaPublisher({
+    brokers: [...SERVICES.kafka.brokers],
+    clientId: 'outbox-bench',
+    topic: (r) => (r.topic === WARMUP_TOPIC ? kafkaWarmupTopic(topic) : topic),
+  });
+}
+
+/** Where {@link kafkaPublisher}'s warm-up message goes: a topic the caller creates. */
+export function kafkaWarmupTopic(topic: string): string {
+  return `${topic}-warmup`;
 }
 
 /** Opens the publisher's connection before a measurement (one unroutable message; its failure is expected). */

@@ -163,12 +163,14 @@ export function scenarioJson(r: ScenarioResult): Record<string, unknown> {
 /**
  * bench/results/summary.json, the one results file: per profile (`quick`, `full`, a scaled-down
  * `quick@0.1` …) the latest measurement of each scenario with the run it came from, and the
- * latest `--profile` CPU profile. A run of some scenarios replaces only theirs, so the file
+ * latest `--profile` CPU profiles. A run of some scenarios replaces only theirs, so the file
  * always holds the newest figure of every scenario instead of one file per kind of run.
  */
 export interface ResultsSummary {
   profiles: Record<string, Record<string, Record<string, unknown>>>;
   cpuProfile?: unknown;
+  /** The latest `--profile kafka` CPU profile. */
+  cpuProfileKafka?: unknown;
 }
 
 export const SUMMARY_FILE = 'summary.json';
