@@ -163,6 +163,13 @@ export const OutboxMessages = {
     `DATABASE_URL set, which adds them in place (rows kept, no table rewrite), or run the ` +
     `DataSource's ...outboxMigrations(${migrationArgs(ref)}) (step 4 adds them), before ` +
     `starting the app (docs/upgrading.md: "Upgrading from 0.2").`,
+  waitingIndexMissing: (table: string, ref: OutboxTableRef): string =>
+    `The outbox table ${table} lacks the index of waiting messages (${ref.tableName}_waiting_idx) ` +
+    `that schema step 5 adds: the dispatcher works without it, but every settle then probes ` +
+    `each of its keys for waiting messages. Run "${schemaMigrate(ref)}" with DATABASE_URL set, ` +
+    `or the DataSource's ...outboxMigrations(${migrationArgs(ref)}) (step 5 adds it), and ` +
+    `restart the app (docs/upgrading.md: "The index of waiting messages (schema step 5)" has the ` +
+    `non-blocking form for a large table).`,
   messageIdColumnUnsupported: (table: string, columnType: string): string =>
     `The column message_id of ${table} is ${columnType}: the outbox stores message ids (UUIDs) ` +
     `on MySQL/MariaDB as BINARY(16), or as CHAR(36) CHARACTER SET ascii in tables made before ` +

@@ -153,6 +153,19 @@ export interface OutboxDatabase<D extends string = string> {
   ensurePayloadColumns(run: StatementRunner, n: OutboxTableNames): Promise<void>;
   /** Undoes step 4 (the down migration): binary rows and attributes are lost. */
   dropPayloadColumns(run: StatementRunner, n: OutboxTableNames): Promise<void>;
+  /**
+   * Schema step 5: the index of waiting messages by key, which settles read to skip the keys
+   * that have none. Absent where the database needs none: MySQL/MariaDB's key index holds the
+   * status already, and SQLite's single writer has no settle to spare the probes.
+   */
+  readonly waitingIndex?: {
+    /** Adds it to a table made before it; does nothing when it is there. */
+    ensure(run: StatementRunner, n: OutboxTableNames): Promise<void>;
+    /** Whether the table has it (read only). */
+    has(run: StatementRunner, n: OutboxTableNames): Promise<boolean>;
+    /** Undoes step 5 (the down migration). */
+    drop(n: OutboxTableNames): string[];
+  };
   /** Brings a table that already existed up to date after `createTable` ran. */
   afterCreateTable?(run: StatementRunner, n: OutboxTableNames): Promise<void>;
   /** Bootstrap checks beyond the column probe every database gets; throws to refuse to start. */

@@ -179,6 +179,7 @@ export async function createOutboxTable(
     await sql.query(statement);
   }
   await OUTBOX_DATABASES[dialect].afterCreateTable?.(run, names);
-  // Step 4 on a table that existed before it (a new table has its columns already).
+  // Steps 4 and 5 on a table that existed before them (a new table has them already).
   await OUTBOX_DATABASES[dialect].ensurePayloadColumns(run, names);
+  await OUTBOX_DATABASES[dialect].waitingIndex?.ensure(run, names);
 }

@@ -12,7 +12,8 @@ import type { MessageIdLayout } from './message-id-codec';
 export interface OutboxSchemaPart {
   /** The `outboxMigrations()` step that makes it. */
   readonly step: number;
-  readonly part: 'table' | 'attempt-history' | 'cleaner-indexes' | 'payload-columns';
+  readonly part:
+    'table' | 'attempt-history' | 'cleaner-indexes' | 'payload-columns' | 'waiting-index';
   readonly present: boolean;
   /** What is missing, or what a migrate would do; null when present. */
   readonly missing: string | null;
@@ -79,6 +80,13 @@ export async function outboxSchemaStatus(
       names,
     ));
   const payloadColumns = tableExists && (await answers(payloadColumnsProbe(names)));
+  const waitingIndex =
+    tableExists &&
+    (database.waitingIndex === undefined ||
+      (await database.waitingIndex.has(
+        async (statement, params) => (await sql.query(statement, params)).rows,
+        names,
+      )));
   const parts: OutboxSchemaPart[] = [
     { step: 1, part: 'table', present: tableProblem === undefined, missing: tableProblem ?? null },
     {
@@ -102,6 +110,14 @@ export async function outboxSchemaStatus(
       missing: payloadColumns
         ? null
         : 'the binary-payload and broker-attribute columns (payload_encoding, content_type, payload_bytes, broker_attributes) are missing: migrate adds them in place, rows kept',
+    },
+    {
+      step: 5,
+      part: 'waiting-index',
+      present: waitingIndex,
+      missing: waitingIndex
+        ? null
+        : `the index of waiting messages (${names.tableName}_waiting_idx) is missing: migrate adds it (docs/upgrading.md has the non-blocking PostgreSQL form)`,
     },
   ];
   const firstMissing = parts.findIndex((p) => !p.present);

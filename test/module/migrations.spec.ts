@@ -68,6 +68,7 @@ describe('createOutboxMigration() names and arguments', () => {
       'AddOutboxAttemptHistory_outbox_1763800000001',
       'AddOutboxCleanerIndexes_outbox_1763800000002',
       'AddOutboxPayloadColumns_outbox_1763800000003',
+      'AddOutboxWaitingIndex_outbox_1763800000004',
     ]);
     expect(
       names(outboxMigrations({ tableName: 'audit', schema: 'events' }, 1_700_000_000_000)),
@@ -77,6 +78,7 @@ describe('createOutboxMigration() names and arguments', () => {
       'AddOutboxAttemptHistory_events.audit_1700000000001',
       'AddOutboxCleanerIndexes_events.audit_1700000000002',
       'AddOutboxPayloadColumns_events.audit_1700000000003',
+      'AddOutboxWaitingIndex_events.audit_1700000000004',
     ]);
     expect(() => outboxMigrations({ tableName: 'x; DROP TABLE y' })).toThrow(OutboxOptionsError);
   });
@@ -131,6 +133,16 @@ describe.each(TEST_DATABASES)('outbox migrations on $name', (db) => {
       `SELECT payload_encoding, content_type, payload_bytes, broker_attributes FROM ${quoteTable(ds, table)} WHERE 1 = 0`,
     );
   /** The cleaner's indexes the table has, by name, sorted. */
+  /** Schema step 5's index, where the table has it (only PostgreSQL's can). */
+  async function waitingIndexOf(ds: DataSource, table: string): Promise<string[]> {
+    if (db.name !== 'postgres') return [];
+    const rows = await ds.query<{ name: string }[]>(
+      `SELECT indexname AS name FROM pg_indexes WHERE schemaname = current_schema() AND tablename = $1 AND indexname = $2`,
+      [table, `${table}_waiting_idx`],
+    );
+    return rows.map((r) => String(r.name));
+  }
+
   async function cleanerIndexesOf(ds: DataSource, table: string): Promise<string[]> {
     const wanted = [`${table}_delivered_idx`, `${table}_dead_idx`, `${table}_done_idx`];
     const sql =
@@ -171,10 +183,12 @@ describe.each(TEST_DATABASES)('outbox migrations on $name', (db) => {
           `AddOutboxAttemptHistory_${first}_1763800000001`,
           `AddOutboxCleanerIndexes_${first}_1763800000002`,
           `AddOutboxPayloadColumns_${first}_1763800000003`,
+          `AddOutboxWaitingIndex_${first}_1763800000004`,
           `CreateOutboxTable_${second}_1763800000000`,
           `AddOutboxAttemptHistory_${second}_1763800000001`,
           `AddOutboxCleanerIndexes_${second}_1763800000002`,
           `AddOutboxPayloadColumns_${second}_1763800000003`,
+          `AddOutboxWaitingIndex_${second}_1763800000004`,
         ].sort(),
       );
       await columnsOf20(ds, first);
@@ -232,6 +246,7 @@ describe.each(TEST_DATABASES)('outbox migrations on $name', (db) => {
         `AddOutboxAttemptHistory_${table}_1763800000001`,
         `AddOutboxCleanerIndexes_${table}_1763800000002`,
         `AddOutboxPayloadColumns_${table}_1763800000003`,
+        `AddOutboxWaitingIndex_${table}_1763800000004`,
       ]);
       await columnsOf20(current, table);
       await historyOf(current, table);
@@ -269,6 +284,9 @@ describe.each(TEST_DATABASES)('outbox migrations on $name', (db) => {
       const database = outboxDatabase(outboxDialectOf(base.options.type));
       for (const sql of database.dropCleanerIndexes(names)) await base.query(sql);
       expect(await cleanerIndexesOf(base, table)).toEqual([]);
+      // Nor (on PostgreSQL, the one database that has it) the index of waiting messages.
+      for (const sql of database.waitingIndex?.drop(names) ?? []) await base.query(sql);
+      expect(await waitingIndexOf(base, table)).toEqual([]);
 
       // The DataSource now lists outboxMigrations(): step 1 is known by name, only the later run.
       const current = await withMigrations(outboxMigrations({ tableName: table }));
@@ -276,6 +294,7 @@ describe.each(TEST_DATABASES)('outbox migrations on $name', (db) => {
         `AddOutboxAttemptHistory_${table}_1763800000001`,
         `AddOutboxCleanerIndexes_${table}_1763800000002`,
         `AddOutboxPayloadColumns_${table}_1763800000003`,
+        `AddOutboxWaitingIndex_${table}_1763800000004`,
       ]);
       await historyOf(current, table);
       expect(await cleanerIndexesOf(base, table)).toEqual(
@@ -283,11 +302,16 @@ describe.each(TEST_DATABASES)('outbox migrations on $name', (db) => {
           ? [`${table}_done_idx`]
           : [`${table}_dead_idx`, `${table}_delivered_idx`],
       );
+      expect(await waitingIndexOf(base, table)).toEqual(
+        db.name === 'postgres' ? [`${table}_waiting_idx`] : [],
+      );
       expect(await bootOn(table)).toBeUndefined();
       expect(await current.runMigrations()).toEqual([]);
 
-      // Reverting step 4 drops its columns; step 3 the indexes; step 2 the history, leaving the
-      // outbox table.
+      // Reverting step 5 drops its index; step 4 its columns; step 3 the indexes; step 2 the
+      // history, leaving the outbox table.
+      await current.undoLastMigration();
+      expect(await waitingIndexOf(base, table)).toEqual([]);
       await current.undoLastMigration();
       expect(await failureOf(payloadColumnsOf(base, table))).toBeDefined();
       await current.undoLastMigration();
@@ -356,6 +380,7 @@ VALUES (${[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11].map(p).join(', ')})`,
       const current = await withMigrations(outboxMigrations({ tableName: table }));
       expect((await current.runMigrations()).map((m) => m.name)).toEqual([
         `AddOutboxPayloadColumns_${table}_1763800000003`,
+        `AddOutboxWaitingIndex_${table}_1763800000004`,
       ]);
       // Every row is still there as it was, now a JSON message with no attributes.
       const after = await base.query<Record<string, unknown>[]>(

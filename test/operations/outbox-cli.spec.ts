@@ -300,7 +300,7 @@ for (const db of TEST_DATABASES) {
       // Before: nothing there, and status says what migrate would make.
       const none = await outbox(['schema', 'status', '--table', table], url);
       expect(none.code).toBe(0);
-      expect(none.stdout).toMatch(/schema version 0 of 4\./);
+      expect(none.stdout).toMatch(/schema version 0 of 5\./);
       expect(none.stdout).toMatch(
         /1 {2}table +missing: the table does not exist: migrate creates it/,
       );
@@ -320,14 +320,15 @@ for (const db of TEST_DATABASES) {
       expect(again.code).toBe(0);
       expect(again.stdout).toMatch(/already exists and is up to date; nothing changed/);
       expect(await outboxJson(['schema', 'status', '--table', table], url)).toMatchObject({
-        version: 4,
-        latest: 4,
+        version: 5,
+        latest: 5,
         upToDate: true,
         parts: [
           { step: 1, part: 'table', present: true, missing: null },
           { step: 2, part: 'attempt-history', present: true, missing: null },
           { step: 3, part: 'cleaner-indexes', present: true, missing: null },
           { step: 4, part: 'payload-columns', present: true, missing: null },
+          { step: 5, part: 'waiting-index', present: true, missing: null },
         ],
       });
 
@@ -336,14 +337,14 @@ for (const db of TEST_DATABASES) {
       for (const sql of outboxDatabase(dialectOf[db.name]).dropCleanerIndexes(names))
         await scope.ds.query(sql);
       const noIndexes = await outbox(['schema', 'status', '--table', table], url);
-      expect(noIndexes.stdout).toMatch(/schema version 2 of 4\./);
+      expect(noIndexes.stdout).toMatch(/schema version 2 of 5\./);
       expect(noIndexes.stdout).toMatch(
         /3 {2}cleaner-indexes +missing: the cleaner's cut-off indexes/,
       );
       const indexed = await outbox(['schema', 'migrate', '--table', table], url);
       expect(indexed.stdout).toMatch(/already exists; added the cleaner's indexes\./);
       expect(await outboxJson(['schema', 'status', '--table', table], url)).toMatchObject({
-        version: 4,
+        version: 5,
       });
 
       // A version-3 table (before binary payloads): status names step 4, the app refuses it
@@ -353,7 +354,7 @@ for (const db of TEST_DATABASES) {
         names,
       );
       const v3 = await outbox(['schema', 'status', '--table', table], url);
-      expect(v3.stdout).toMatch(/schema version 3 of 4\./);
+      expect(v3.stdout).toMatch(/schema version 3 of 5\./);
       expect(v3.stdout).toMatch(/4 {2}payload-columns +missing: the binary-payload/);
       const refusedV3 = await outbox(['dlq', 'list', '--table', table], url);
       expect(refusedV3.code).toBe(1);
@@ -364,9 +365,28 @@ for (const db of TEST_DATABASES) {
         /already exists; added the binary-payload and broker-attribute columns \(step 4\)\./,
       );
       expect(await outboxJson(['schema', 'status', '--table', table], url)).toMatchObject({
-        version: 4,
+        version: 5,
         upToDate: true,
       });
+
+      // A version-4 table (before the index of waiting messages): on PostgreSQL, status names
+      // step 5 and migrate adds the index; the other databases have nothing to add.
+      const waiting = outboxDatabase(dialectOf[db.name]).waitingIndex;
+      expect(waiting === undefined).toBe(db.name !== 'postgres');
+      if (waiting !== undefined) {
+        for (const sql of waiting.drop(names)) await scope.ds.query(sql);
+        const v4 = await outbox(['schema', 'status', '--table', table], url);
+        expect(v4.stdout).toMatch(/schema version 4 of 5\./);
+        expect(v4.stdout).toMatch(/5 {2}waiting-index +missing: the index of waiting messages/);
+        const added = await outbox(['schema', 'migrate', '--table', table], url);
+        expect(added.stdout).toMatch(
+          /already exists; added the index of waiting messages \(step 5\)\./,
+        );
+        expect(await outboxJson(['schema', 'status', '--table', table], url)).toMatchObject({
+          version: 5,
+          upToDate: true,
+        });
+      }
 
       // A table made before the history has none: the command adds it in place.
       await scope.ds.query(`DROP TABLE ${quoteTable(scope.ds, `${table}_attempts`)}`);

@@ -450,11 +450,18 @@ SELECT gen_random_uuid(), 'orders', $1, 't', '{}', $2::text, $3::timestamptz + i
         await dropOutboxTable(scope.ds, table);
         await ds.destroy();
       });
-      expect(await ds.runMigrations()).toHaveLength(4);
+      expect(await ds.runMigrations()).toHaveLength(5);
       const { layout } = await outboxPartitions(typeormSqlPort(scope.ds), {
         tableName: table,
       }).status(policyOf(1), false);
       expect(layout).toEqual({ kind: 'partitioned', interval: 'week' });
+      // Step 5's index of waiting messages, on the partitioned table as on a plain one.
+      expect(
+        await scope.ds.query(
+          `SELECT indexname FROM pg_indexes WHERE schemaname = current_schema() AND indexname = $1`,
+          [`${table}_waiting_idx`],
+        ),
+      ).toEqual([{ indexname: `${table}_waiting_idx` }]);
       const publisher = new RecordingPublisher();
       const app = await apps.boot(publisher, table);
       const [id] = await app.enqueue([msg('k', { n: 1 }, { dedupeKey: 'once' })]);

@@ -212,7 +212,9 @@ async function schemaMigrate(args: CliArgs, db: CliDatabase): Promise<CliResult>
           ? `added its attempt history ${names.attemptsTable}`
           : p.part === 'payload-columns'
             ? 'added the binary-payload and broker-attribute columns (step 4)'
-            : "added the cleaner's indexes",
+            : p.part === 'waiting-index'
+              ? 'added the index of waiting messages (step 5)'
+              : "added the cleaner's indexes",
       );
     const archiveCreated = args.archive && !archiveExisted;
     const archived = !args.archive

@@ -58,6 +58,20 @@ const addPayloadColumns: MigrationStep = (options, timestamp) =>
   );
 
 /**
+ * Step 5: the index of waiting messages by key (`<table>_waiting_idx`, PostgreSQL), which lets
+ * a settle skip the keys that have none; on the other databases it does nothing.
+ */
+const addWaitingIndex: MigrationStep = (options, timestamp) =>
+  tableMigration(
+    'AddOutboxWaitingIndex',
+    STEP_SUBJECT,
+    options,
+    timestamp,
+    async (database, names, run) => database.waitingIndex?.ensure(run, names),
+    (database, names, run) => runAll(run, database.waitingIndex?.drop(names) ?? []),
+  );
+
+/**
  * The outbox's schema changes in order. Never reorder, rename or change a step: TypeORM knows
  * the ones it ran by name. A new schema change is a new step at the end.
  */
@@ -66,6 +80,7 @@ const STEPS: readonly MigrationStep[] = [
   addAttemptHistory,
   addCleanerIndexes,
   addPayloadColumns,
+  addWaitingIndex,
 ];
 
 /**
@@ -73,7 +88,7 @@ const STEPS: readonly MigrationStep[] = [
  * outbox table (it is `createOutboxMigration()`, same name and same work, so a DataSource that
  * ran it before runs only what follows), step 2 adds the attempt history `<table>_attempts`,
  * step 3 the cleaner's cut-off indexes, step 4 the binary-payload and broker-attribute columns,
- * and later versions append their steps to the list. Spread it into the DataSource's
+ * step 5 the index of waiting messages, and later versions append their steps to the list. Spread it into the DataSource's
  * `migrations`, once per outbox table.
  *
  * Each step is named after its table (`CreateOutboxTable_outbox_1763800000000`,

@@ -20,6 +20,9 @@ import {
   postgresDropHistoryTable,
   postgresCreateArchiveTable,
   postgresDropTable,
+  postgresDropWaitingIndex,
+  postgresHasWaitingIndex,
+  postgresWaitingIndex,
 } from './postgres.sql';
 import { PostgresOutboxStore } from './postgres.store';
 import {
@@ -49,6 +52,17 @@ export const postgresDatabase: OutboxDatabase<'postgres'> = {
   },
   async dropPayloadColumns(run, n) {
     await run(postgresDropPayloadColumns(n));
+  },
+  waitingIndex: {
+    async ensure(run, n) {
+      await run(postgresWaitingIndex(n));
+    },
+    async has(run, n) {
+      const { text, params } = postgresHasWaitingIndex(n);
+      const rows = (await run(text, params)) as { n: number }[];
+      return (rows[0]?.n ?? 0) > 0;
+    },
+    drop: (n) => [postgresDropWaitingIndex(n)],
   },
   async createStore(
     sql,

@@ -2,7 +2,7 @@ import type { PartitionInterval } from '../../options/resolve-partitioning-optio
 import { partialIndexesDdl } from '../partial-indexes.sql';
 import { layoutTag, partitionSuffix, type PartitionRange } from '../partition-range';
 import type { OutboxTableNames } from '../sql-identifier';
-import { postgresOutboxColumns, postgresStatusCheck } from './postgres.sql';
+import { postgresOutboxColumns, postgresStatusCheck, postgresWaitingIndex } from './postgres.sql';
 
 // The time-partitioned outbox table on PostgreSQL (declarative RANGE partitioning on
 // created_at). A unique key of a partitioned table must contain the partition column, so the
@@ -28,6 +28,7 @@ ${postgresOutboxColumns()},
     `COMMENT ON TABLE ${t} IS '${layoutTag(interval)}'`,
     `CREATE INDEX IF NOT EXISTS ${n.quote(`${n.tableName}_message_id_idx`)} ON ${t} (message_id)`,
     ...partialIndexesDdl(n),
+    postgresWaitingIndex(n),
     ...postgresIdsTableDdl(n),
     // Catches rows no partition covers (the maintainer fell behind) instead of failing the
     // business transaction; the maintainer reports rows found there.
@@ -136,7 +137,8 @@ export function postgresConversionSteps(n: OutboxTableNames, create: readonly st
     'BEGIN',
     `LOCK TABLE ${n.table} IN ACCESS EXCLUSIVE MODE`,
     `ALTER TABLE ${n.table} RENAME TO ${n.quote(plain)}`,
-    `DROP INDEX ${['pending_idx', 'key_idx', 'delivered_idx', 'dead_idx'].map(index).join(', ')}`,
+    // IF EXISTS: a table made before schema step 5 has no waiting index.
+    `DROP INDEX IF EXISTS ${['pending_idx', 'key_idx', 'delivered_idx', 'dead_idx', 'waiting_idx'].map(index).join(', ')}`,
     `ALTER TABLE ${n.qualify(plain)} RENAME CONSTRAINT ${n.quote(`${n.tableName}_pkey`)} TO ${n.quote(`${plain}_pkey`)}`,
     ...create,
     `INSERT INTO ${n.table} (${columns}) OVERRIDING SYSTEM VALUE

@@ -69,6 +69,7 @@ ${postgresOutboxColumns()},
   ${postgresStatusCheck(n)}
 )`,
     ...partialIndexesDdl(n),
+    postgresWaitingIndex(n),
   ];
 }
 
@@ -540,15 +541,30 @@ WHERE w.message_key = b.key AND w.status = 'pending' AND w.id > b.first
  * $2 blocking rows that are waiting) when nothing earlier of its key holds them back, that is
  * when the key's head is a waiting row; the next claim can then take them as one run. Runs
  * under the keys' dispatch locks, after the change that advanced the key. One key-index probe
- * per key (keyRows).
+ * per key (keyRows); with `waitingIndex`, only for the keys that have a waiting message.
  */
-export function postgresPromote(n: OutboxTableNames, policy: OutboxQueuePolicy): string {
-  return promotion(n.table, policy, '$1', '$2');
+export function postgresPromote(
+  n: OutboxTableNames,
+  policy: OutboxQueuePolicy,
+  waitingIndex = false,
+): string {
+  const { ctes, update } = promotion(n.table, policy, '$1', '$2', undefined, waitingIndex);
+  return `WITH ${ctes.join(',\n')}\n${update}`;
 }
 
 /**
  * The promotion of `postgresPromote`, its keys and run length bound to placeholders `keys` and
  * `run`; with `gone`, as part of the statement whose CTE `gone` takes rows out of the queue.
+ * Returns the CTE the update reads (to go in its statement's WITH) and the update.
+ *
+ * With `waitingIndex` (schema step 5, `<table>_waiting_idx`), a key is probed only if it has a
+ * waiting message: a probe of that index, empty for most keys (messages wait only behind a key
+ * whose head is stuck or retried), costs a fraction of the key-index probe, which reads the
+ * key's head row. Either way the rows to promote are found by their ids, in a materialised CTE,
+ * and their status is compared with the CTE's rather than with 'waiting': a constant there
+ * would let PostgreSQL answer the update from the waiting index, re-running the probes once per
+ * waiting row when its statistics say there are none (it chose that plan; a table that gains
+ * the index by a migration while an app runs gets it under that app's statement too).
  */
 function promotion(
   t: string,
@@ -556,14 +572,50 @@ function promotion(
   keys: string,
   run: string,
   gone?: string,
-): string {
-  return `UPDATE ${t} SET status = 'pending'
-WHERE status = 'waiting' AND id IN (
-  SELECT h.id FROM unnest(${keys}::text[]) AS k(key)
+  waitingIndex = false,
+): { ctes: string[]; update: string } {
+  const waiting = waitingIndex
+    ? `
+  CROSS JOIN LATERAL (SELECT 1 FROM ${t} AS z
+    WHERE z.message_key >= k.key AND z.message_key <= k.key AND z.status = 'waiting'
+    ORDER BY z.message_key, z.id LIMIT 1) AS z`
+    : '';
+  return {
+    ctes: [
+      `pc AS MATERIALIZED (
+  SELECT h.id, h.status FROM unnest(${keys}::text[]) AS k(key)${waiting}
   CROSS JOIN LATERAL (
-    SELECT e.id, first_value(e.status) OVER (${KEY_ORDER}) AS head
+    SELECT e.id, e.status, first_value(e.status) OVER (${KEY_ORDER}) AS head
     FROM ${keyRows(t, 'k.key', run, policy, 'e.message_key, e.id, e.status', gone)} AS e) AS h
-  WHERE h.head = 'waiting')`;
+  WHERE h.head = 'waiting' AND h.status = 'waiting')`,
+    ],
+    update: `UPDATE ${t} AS o SET status = 'pending' FROM pc WHERE o.id = pc.id AND o.status = pc.status`,
+  };
+}
+
+/**
+ * Schema step 5: the index of waiting (parked) messages by key, which lets a settle skip the
+ * keys that have none (`promotion`). Partial, so only parked rows are ever in it.
+ */
+export function postgresWaitingIndex(n: OutboxTableNames): string {
+  return `CREATE INDEX IF NOT EXISTS ${n.quote(`${n.tableName}_waiting_idx`)} ON ${n.table} (message_key, id) WHERE status = 'waiting'`;
+}
+
+export function postgresDropWaitingIndex(n: OutboxTableNames): string {
+  const index = `${n.tableName}_waiting_idx`;
+  // PostgreSQL indexes live in their table's schema: qualify them as the table is.
+  return `DROP INDEX IF EXISTS ${n.schema === null ? n.quote(index) : `${n.quote(n.schema)}.${n.quote(index)}`}`;
+}
+
+/** Whether the table has `postgresWaitingIndex`: $1 schema (or null), $2 table, $3 index. */
+export function postgresHasWaitingIndex(n: OutboxTableNames): {
+  text: string;
+  params: (string | null)[];
+} {
+  return {
+    text: `SELECT count(*)::int AS n FROM pg_indexes WHERE schemaname = coalesce($1, current_schema()) AND tablename = $2 AND indexname = $3`,
+    params: [n.schema, n.tableName, `${n.tableName}_waiting_idx`],
+  };
 }
 
 /**
@@ -606,7 +658,8 @@ const UNLOCK = 'locked_by = NULL, lock_token = NULL, locked_until = NULL';
  * round trip less per settle. The promotion cannot see the settle's changes (every part of a
  * statement reads one snapshot), so it reads past the rows the settle took out of the queue, as
  * the fenced updates returned them: a row whose lease was lost stays where it is and keeps its
- * key's followers waiting.
+ * key's followers waiting. With `waitingIndex`, only the advanced keys that have a waiting
+ * message are probed (see `promotion`).
  */
 export function postgresSettle(
   n: OutboxTableNames,
@@ -615,6 +668,7 @@ export function postgresSettle(
   partitioned = false,
   pruned = false,
   promote?: OutboxQueuePolicy,
+  waitingIndex = false,
 ): string {
   const t = n.table;
   const h = n.attemptsTable;
@@ -688,8 +742,12 @@ fi AS (INSERT INTO ${h} (${ATTEMPT_COLUMNS}) SELECT message_id, attempt, outcome
     ];
     const keys = `$${next++}`;
     const run = `$${next++}`;
-    ctes.push(`gone AS (${gone.length > 0 ? gone.join(' UNION ALL ') : 'SELECT NULL::int8 AS id WHERE false'}),
-pr AS (${promotion(t, promote, keys, run, 'gone')} RETURNING 1)`);
+    const promotes = promotion(t, promote, keys, run, 'gone', waitingIndex);
+    ctes.push(
+      `gone AS (${gone.length > 0 ? gone.join(' UNION ALL ') : 'SELECT NULL::int8 AS id WHERE false'})`,
+      ...promotes.ctes,
+      `pr AS (${promotes.update} RETURNING 1)`,
+    );
   }
   const counts = counted.map((cte) => `(SELECT count(*) FROM ${cte})`).join(' + ');
   // The promotion runs to completion whether read or not; read, it is part of the main query,

@@ -24,6 +24,7 @@ import {
   postgresOpening,
   postgresOrphanKeys,
   postgresHasDue,
+  postgresHasWaitingIndex,
   postgresPark,
   postgresPromote,
   postgresPurge,
@@ -65,6 +66,8 @@ export class PostgresOutboxStore implements OutboxStore {
   /** The settle statement of each shape (its groups, settle mode, partition range, promotion). */
   private readonly settleSql = new Map<string, string>();
   private readonly claimSql: string;
+  /** Whether the table has schema step 5's waiting index; read once, at the first promotion. */
+  private waitingIndex: Promise<boolean> | undefined;
 
   constructor(
     private readonly sql: SqlPort,
@@ -216,7 +219,8 @@ export class PostgresOutboxStore implements OutboxStore {
     const range = this.partitioned ? s.createdRange : undefined;
     const keys = this.policy.ordered ? s.advancedKeys : [];
     const promote = keys.length > 0;
-    const shape = `${groups.delivered}:${groups.retry}:${groups.dead}:${groups.release}:${deleteDelivered}:${range !== undefined}:${promote}`;
+    const waiting = promote && (await this.hasWaitingIndex());
+    const shape = `${groups.delivered}:${groups.retry}:${groups.dead}:${groups.release}:${deleteDelivered}:${range !== undefined}:${promote}:${waiting}`;
     const sql = cachedStatement(this.settleSql, shape, () =>
       postgresSettle(
         this.names,
@@ -225,6 +229,7 @@ export class PostgresOutboxStore implements OutboxStore {
         this.partitioned,
         range !== undefined,
         promote ? this.policy : undefined,
+        waiting,
       ),
     );
     const params: unknown[] = range === undefined ? [token] : [token, range.from, range.to];
@@ -393,17 +398,42 @@ export class PostgresOutboxStore implements OutboxStore {
   }
 
   /** Promotes the next waiting messages of each key, under the keys' dispatch locks. */
-  private promoteKeys(keys: readonly string[]): Promise<number> {
+  private async promoteKeys(keys: readonly string[]): Promise<number> {
+    const sql = postgresPromote(this.names, this.policy, await this.hasWaitingIndex());
     return this.transaction(
-      async (run) =>
-        (
-          await run(postgresPromote(this.names, this.policy), [
-            keys,
-            promotionRun(this.policy, keys.length),
-          ])
-        ).affected,
+      async (run) => (await run(sql, [keys, promotionRun(this.policy, keys.length)])).affected,
       keys,
     );
+  }
+
+  /**
+   * Whether the table has schema step 5's waiting index, read from the catalog at the first
+   * promotion and kept (a migration while the app runs takes effect at its restart). Without
+   * it, promotions probe every key as before, and the app is told once how to add it.
+   */
+  private hasWaitingIndex(): Promise<boolean> {
+    // A failed read (the database away) is not kept: the next promotion reads again.
+    this.waitingIndex ??= this.readWaitingIndex().catch((error: unknown) => {
+      this.waitingIndex = undefined;
+      throw error;
+    });
+    return this.waitingIndex;
+  }
+
+  private async readWaitingIndex(): Promise<boolean> {
+    const { text, params } = postgresHasWaitingIndex(this.names);
+    const { rows } = await this.run<{ n: number }>(text, params);
+    const present = (rows[0]?.n ?? 0) > 0;
+    if (!present) {
+      this.logger.warn(
+        OutboxMessages.waitingIndexMissing(this.names.table, {
+          tableName: this.names.tableName,
+          schema: this.names.schema ?? undefined,
+          keyLock: false,
+        }),
+      );
+    }
+    return present;
   }
 
   /**
