@@ -2,7 +2,9 @@
  * P4: commit → broker latency under a steady load. 8 writers in this process commit 1 000
  * messages/s through an enqueue-only OutboxModule; the dispatcher runs in another process (as
  * another app instance would), woken by LISTEN/NOTIFY — or, for comparison, by polling only;
- * and, with LISTEN/NOTIFY, 5 000 messages/s (`listen_high`).
+ * and, with LISTEN/NOTIFY, 5 000 messages/s: one message per transaction (`listen_high`), which
+ * 8 writers cannot commit on 2 cores beside the dispatcher (about 1 800–1 950 msgs/s), and
+ * `p4HighBatch` messages per transaction (`listen_high_tx`), which offers the rate.
  * A RabbitMQ consumer in this process stamps each arrival; latency = arrival − commit, both on
  * this process's clock.
  */
@@ -27,7 +29,7 @@ const TABLE = named('bench_p4');
 const QUEUE = named('bench.p4', '.');
 const WARMUP_MS = 1_000;
 
-type Variant = 'listen' | 'polling' | 'listen_high';
+type Variant = 'listen' | 'polling' | 'listen_high' | 'listen_high_tx';
 
 interface Window {
   latencies: number[];
@@ -53,12 +55,15 @@ export async function p4(ctx: BenchContext): Promise<ScenarioResult> {
     listen: { p50: [], p90: [], p99: [], max: [], rate: [], lost: 0 },
     polling: { p50: [], p90: [], p99: [], max: [], rate: [], lost: 0 },
     listen_high: { p50: [], p90: [], p99: [], max: [], rate: [], lost: 0 },
+    listen_high_tx: { p50: [], p90: [], p99: [], max: [], rate: [], lost: 0 },
   };
   const rateOf = (variant: Variant): number =>
-    variant === 'listen_high' ? profile.p4HighRate : profile.p4Rate;
+    variant === 'listen_high' || variant === 'listen_high_tx' ? profile.p4HighRate : profile.p4Rate;
+  const perTransaction = (variant: Variant): number =>
+    variant === 'listen_high_tx' ? profile.p4HighBatch : 1;
   try {
     // One dispatcher process per variant, reused for its windows (never two dispatching at once).
-    for (const variant of ['listen', 'polling', 'listen_high'] as const) {
+    for (const variant of ['listen', 'polling', 'listen_high', 'listen_high_tx'] as const) {
       const child = forkTs('../support/dispatcher-process.ts', {
         mode: 'serve',
         table: TABLE,
@@ -69,12 +74,21 @@ export async function p4(ctx: BenchContext): Promise<ScenarioResult> {
       try {
         await child.next('ready', 60_000);
         for (let run = 1; run <= ctx.runs; run++) {
-          let w = await measureWindow(ctx, writerApp.outbox, child, variant, rateOf(variant));
+          const window = (): Promise<Window> =>
+            measureWindow(
+              ctx,
+              writerApp.outbox,
+              child,
+              variant,
+              rateOf(variant),
+              perTransaction(variant),
+            );
+          let w = await window();
           for (let attempt = 2; w.outages > 0 && attempt <= 3; attempt++) {
             ctx.log(
               `P4 run ${run} ${variant}: ${w.outages} outage(s) during the window; repeating it`,
             );
-            w = await measureWindow(ctx, writerApp.outbox, child, variant, rateOf(variant));
+            w = await window();
           }
           const sorted = [...w.latencies].sort((a, b) => a - b);
           const s = stats[variant];
@@ -153,16 +167,51 @@ export async function p4(ctx: BenchContext): Promise<ScenarioResult> {
     'msgs/s',
     stats.listen_high.rate,
   );
+  const batched = `${profile.p4HighRate} msgs/s in transactions of ${profile.p4HighBatch} messages`;
+  const highTxP50 = addMetric(
+    result,
+    'listen_high_tx_p50_ms',
+    `LISTEN/NOTIFY at ${batched}: p50`,
+    'ms',
+    stats.listen_high_tx.p50,
+  );
+  const highTxP99 = addMetric(
+    result,
+    'listen_high_tx_p99_ms',
+    `LISTEN/NOTIFY at ${batched}: p99`,
+    'ms',
+    stats.listen_high_tx.p99,
+  );
+  const highTxRate = addMetric(
+    result,
+    'listen_high_tx_rate',
+    `LISTEN/NOTIFY at ${batched}: achieved enqueue rate`,
+    'msgs/s',
+    stats.listen_high_tx.rate,
+  );
   addTarget(result, 'p4_p50_ms', 'LISTEN/NOTIFY p50 (ms)', p50.median, '<=', 10);
   addTarget(result, 'p4_p99_ms', 'LISTEN/NOTIFY p99 (ms)', p99.median, '<=', 10);
-  result.values.p4_high_p50_ms = round(high.p50.median, 2);
+  // One message per transaction: 8 writers do not reach the rate here, so its p99 is reported,
+  // and the target is judged where the rate was offered (transactions of several messages).
+  result.values.p4_high_single_p50_ms = round(high.p50.median, 2);
+  result.values.p4_high_single_p99_ms = round(high.p99.median, 2);
+  result.values.p4_high_p50_ms = round(highTxP50.median, 2);
+  // The issue's 5 000 msgs/s, offered: its p99 counts only beside the rate the writers reached.
   addTarget(
     result,
     'p4_high_p99_ms',
-    `LISTEN/NOTIFY p99 at ${profile.p4HighRate} msgs/s (ms)`,
-    high.p99.median,
+    `LISTEN/NOTIFY p99 at ${batched} (ms)`,
+    highTxP99.median,
     '<=',
     25,
+  );
+  addTarget(
+    result,
+    'p4_high_tx_rate_vs_offered',
+    `achieved ÷ offered enqueue rate at ${batched}`,
+    highTxRate.median / profile.p4HighRate,
+    '>=',
+    0.95,
   );
   result.values.p4_polling_p50_ms = round(pp50.median, 2);
   result.values.p4_polling_p99_ms = round(pp99.median, 2);
@@ -170,7 +219,7 @@ export async function p4(ctx: BenchContext): Promise<ScenarioResult> {
     result,
     'p4_not_received',
     'committed messages never received',
-    stats.listen.lost + stats.polling.lost + stats.listen_high.lost,
+    stats.listen.lost + stats.polling.lost + stats.listen_high.lost + stats.listen_high_tx.lost,
     '==',
     0,
   );
@@ -183,6 +232,7 @@ async function measureWindow(
   child: Child,
   variant: Variant,
   rate: number,
+  perTransaction: number,
 ): Promise<Window> {
   const { profile, pg } = ctx;
   const connection = await amqp.connect(SERVICES.rabbitmq.url);
@@ -202,7 +252,7 @@ async function measureWindow(
     const start = nowMs();
     const measureFrom = start + WARMUP_MS;
     const end = measureFrom + profile.p4DurationMs;
-    const intervalMs = (1_000 * profile.p4Writers) / rate;
+    const intervalMs = (1_000 * profile.p4Writers * perTransaction) / rate;
     let seq = 0;
     let measured = 0;
     const writer = async (index: number): Promise<void> => {
@@ -210,23 +260,21 @@ async function measureWindow(
       while (due < end) {
         const wait = due - nowMs();
         if (wait > 0) await sleep(wait);
-        const s = ++seq;
-        const key = keyOf(s);
-        const id = await pg.transaction((manager) =>
-          outbox.enqueue(
-            {
-              topic: 'bench',
-              key,
-              type: 'order.created',
-              payload: JSON.parse(payloadOf(s, key)) as object,
-            },
-            manager,
-          ),
-        );
+        const messages = Array.from({ length: perTransaction }, () => {
+          const s = ++seq;
+          const key = keyOf(s);
+          return {
+            topic: 'bench',
+            key,
+            type: 'order.created',
+            payload: JSON.parse(payloadOf(s, key)) as object,
+          };
+        });
+        const ids = await pg.transaction((manager) => outbox.enqueue(messages, manager));
         const at = nowMs();
         if (at >= measureFrom) {
-          committedAt.set(id, at);
-          measured++;
+          for (const id of ids) committedAt.set(id, at);
+          measured += ids.length;
         }
         due += intervalMs;
         // A writer that fell behind skips the missed slots instead of bursting to catch up.

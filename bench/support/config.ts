@@ -22,6 +22,8 @@ export interface BenchProfile {
   readonly p4Rate: number;
   /** P4's second load: the issue's 5 000 msgs/s, LISTEN/NOTIFY only. */
   readonly p4HighRate: number;
+  /** P4: messages per transaction of the writers' second 5 000 msgs/s window. */
+  readonly p4HighBatch: number;
   readonly p4Writers: number;
   /** P5: transactions per measurement (one order + one event), and batches of 100 events. */
   readonly p5Transactions: number;
@@ -72,6 +74,7 @@ const BASE_PROFILES: Record<ProfileName, BenchProfile> = {
     p4DurationMs: 4_000,
     p4Rate: 1_000,
     p4HighRate: 5_000,
+    p4HighBatch: 4,
     p4Writers: 8,
     p5Transactions: 2_000,
     p5Batches: 200,
@@ -103,6 +106,7 @@ const BASE_PROFILES: Record<ProfileName, BenchProfile> = {
     p4DurationMs: 20_000,
     p4Rate: 1_000,
     p4HighRate: 5_000,
+    p4HighBatch: 4,
     p4Writers: 8,
     p5Transactions: 3_000,
     p5Batches: 300,
@@ -185,6 +189,7 @@ function scaled(
           'runs',
           'p4Rate',
           'p4HighRate',
+          'p4HighBatch',
           'p4Writers',
           'p9BudgetS',
           'p9Pool',
