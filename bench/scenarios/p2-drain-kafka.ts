@@ -114,6 +114,7 @@ async function measure(ctx: BenchContext, result: ScenarioResult): Promise<Scena
   const settleMs: number[] = [];
   // With pg_stat_statements preloaded: PostgreSQL's own execution time of one claim statement.
   const claimExecMs: number[] = [];
+  const settleExecMs: number[] = [];
   const statements = ctx.pgSettings.statStatements;
   if (statements) await pg.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
   const bareRates: number[] = [];
@@ -162,7 +163,10 @@ async function measure(ctx: BenchContext, result: ScenarioResult): Promise<Scena
           if (statements) await pg.query('SELECT pg_stat_statements_reset()');
           const { seconds, cpuUs } = await timedWithCpu(() => drainAll(app, pg, TABLE));
           moduleCpu.push(cpuUs / n);
-          if (statements) claimExecMs.push(await meanClaimExecMs(pg));
+          if (statements) {
+            claimExecMs.push(await meanExecMs(pg, CLAIM_TEXT));
+            settleExecMs.push(await meanExecMs(pg, SETTLE_TEXT));
+          }
           return { s: seconds, count: await topicCount(moduleTopic) };
         },
         [app],
@@ -386,18 +390,30 @@ async function measure(ctx: BenchContext, result: ScenarioResult): Promise<Scena
       'ms',
       claimExecMs,
     );
+    addMetric(
+      result,
+      'module_settle_exec_ms',
+      "nestjs-outbox, PostgreSQL's execution time of one settle statement, promotion included (pg_stat_statements, mean)",
+      'ms',
+      settleExecMs,
+    );
   }
   addTarget(result, 'p2_extra_records', 'records beyond the messages (duplicates)', extra, '==', 0);
   addTarget(result, 'p2_missing_records', 'messages missing from the topic', short, '==', 0);
   return result;
 }
 
-/** Mean execution time of the module's claim statement since pg_stat_statements' last reset. */
-async function meanClaimExecMs(pg: DataSource): Promise<number> {
+/** How the claim's statement begins (postgresClaim), and the settle's when it marks rows delivered. */
+const CLAIM_TEXT = 'WITH w AS MATERIALIZED%';
+const SETTLE_TEXT = 'WITH d AS (UPDATE%';
+
+/** Mean execution time of the statements like `text` since pg_stat_statements' last reset. */
+async function meanExecMs(pg: DataSource, text: string): Promise<number> {
   const [row] = await pg.query<{ ms: number | null }[]>(
     `SELECT sum(s.total_exec_time) / nullif(sum(s.calls), 0) AS ms
      FROM pg_stat_statements s JOIN pg_database d ON d.oid = s.dbid
-     WHERE d.datname = current_database() AND s.query LIKE 'WITH w AS MATERIALIZED%'`,
+     WHERE d.datname = current_database() AND s.query LIKE $1`,
+    [text],
   );
   return row?.ms === null || row?.ms === undefined ? Number.NaN : Number(row.ms);
 }
