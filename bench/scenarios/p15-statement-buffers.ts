@@ -16,6 +16,7 @@ import {
   postgresSettle,
 } from '../../lib/store/postgres/postgres.sql';
 import { tableNamesFor } from '../../lib/store/outbox-dialect';
+import type { OutboxTableNames } from '../../lib/store/sql-identifier';
 import { periodStart, partitionSuffix } from '../../lib/store/partition-range';
 import { named } from '../support/config';
 import { analyse, dropOutboxTable, resetOutboxTable, seedOutbox } from '../support/databases';
@@ -56,14 +57,7 @@ export async function p15(ctx: BenchContext): Promise<ScenarioResult> {
       const moduleBatch = (waitingIndex: boolean): Promise<void> =>
         inRolledBack(runner, async () => {
           const token = `00000000-0000-4000-8000-${String(run).padStart(12, '0')}`;
-          const claim = await buffers(runner, postgresClaim(names, POLICY), [
-            'bench',
-            token,
-            30_000,
-            200,
-            450,
-            POLICY.maxRun,
-          ]);
+          const claim = await claimBuffers(runner, names, token);
           const rows = await rowsOf<{ id: string; message_key: string }[]>(
             runner,
             `SELECT id::text AS id, message_key FROM "${PLAIN}" WHERE lock_token = $1`,
@@ -120,14 +114,7 @@ export async function p15(ctx: BenchContext): Promise<ScenarioResult> {
       for (const pruned of [false, true]) {
         await inRolledBack(runner, async () => {
           const token = `00000000-0000-4000-8000-${String(run * 10 + Number(pruned)).padStart(12, '0')}`;
-          const claim = await buffers(runner, postgresClaim(parted, POLICY, pruned), [
-            'bench',
-            token,
-            30_000,
-            200,
-            450,
-            POLICY.maxRun,
-          ]);
+          const claim = await claimBuffers(runner, parted, token, pruned);
           const rows = await rowsOf<{ id: string; created_at: Date }[]>(
             runner,
             `SELECT id::text AS id, created_at FROM "${PARTED}" WHERE lock_token = $1`,
@@ -168,6 +155,26 @@ export async function p15(ctx: BenchContext): Promise<ScenarioResult> {
     result.values[`p15_${key}_buffers_per_msg`] = round(summary.median, 1);
   }
   return result;
+}
+
+/**
+ * The buffers of the module's claim of 200 (window 450) under `token`; `partitioned`, the form
+ * that finds each candidate by its partition key (partition pruning).
+ */
+function claimBuffers(
+  runner: QueryRunner,
+  names: OutboxTableNames,
+  token: string,
+  partitioned = false,
+): Promise<number> {
+  return buffers(runner, postgresClaim(names, POLICY, partitioned), [
+    'bench',
+    token,
+    30_000,
+    200,
+    450,
+    POLICY.maxRun,
+  ]);
 }
 
 /** Runs `work` in a transaction with the dispatcher's settings, rolled back after it. */
