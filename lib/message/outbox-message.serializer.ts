@@ -613,7 +613,12 @@ export class OutboxMessageSerializer {
       if (RESERVED_HEADERS.has(lower) || lower.startsWith(OUTBOX_HEADER_PREFIX)) {
         throw invalid(OutboxMessages.reservedHeader(name), 'reserved-header');
       }
-      const problem = nameProblem(name);
+      // An own "__proto__" survives JSON, but the publishers and consumers copy headers into
+      // objects, where assigning it sets the prototype instead: it would vanish on the way.
+      const problem =
+        name === '__proto__'
+          ? 'JavaScript objects take it for their prototype, so brokers and consumers would lose it; use another name'
+          : nameProblem(name);
       if (problem !== undefined) {
         throw invalid(
           OutboxMessages.invalidField(`header name ${JSON.stringify(name)}`, problem),

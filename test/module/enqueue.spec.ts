@@ -206,6 +206,11 @@ for (const db of TEST_DATABASES) {
         'reserved-header',
       ],
       [
+        'a header named __proto__',
+        { topic: 't', payload: {}, headers: JSON.parse('{"__proto__": "v"}') as object },
+        'invalid-header',
+      ],
+      [
         'a reserved x-outbox- header',
         { topic: 't', payload: {}, headers: { 'x-outbox-message-id': 'forged' } },
         'reserved-header',

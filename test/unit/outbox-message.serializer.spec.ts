@@ -248,6 +248,12 @@ describe('OutboxMessageSerializer', () => {
       /header name "a\\u0000": .*NUL/,
     ],
     [
+      'a header named __proto__ (an own property, as JSON.parse makes it)',
+      { topic: 't', payload: 1, headers: JSON.parse('{"__proto__": "v"}') as object },
+      'invalid-header',
+      /header name "__proto__": JavaScript objects take it for their prototype/,
+    ],
+    [
       'NUL in a header value',
       { topic: 't', payload: 1, headers: { tenant: 'a\u0000' } },
       'invalid-header',

@@ -252,8 +252,12 @@ export class KafkaPublisher implements OutboxPublisher {
 
   private toMessage(record: OutboxRecord): OutgoingMessage {
     // Built property by property, not as spreads followed by more properties: Node runs that
-    // shape many times slower, and this runs once per message (see toClaimedRecord).
-    const headers: IHeaders = Object.assign({}, record.headers);
+    // shape many times slower, and this runs once per message (see toClaimedRecord). A header
+    // named "__proto__" (refused at enqueue since, but possible in older rows) needs the spread:
+    // Object.assign would set the copy's prototype with it instead of copying it.
+    const headers: IHeaders = Object.hasOwn(record.headers, '__proto__')
+      ? { ...record.headers }
+      : Object.assign({}, record.headers);
     headers[OUTBOX_HEADER_MESSAGE_ID] = record.messageId;
     headers[OUTBOX_HEADER_TYPE] = record.type;
     // A binary payload is the value as it is; its content type travels as a header.
