@@ -180,6 +180,7 @@ export class OutboxService<Tx = EntityManager> implements OnApplicationShutdown 
       if (
         typeof value !== 'string' ||
         name === '' ||
+        name === '__proto__' ||
         lower === 'cc' ||
         lower === 'bcc' ||
         lower.startsWith(OUTBOX_HEADER_PREFIX)
@@ -187,7 +188,7 @@ export class OutboxService<Tx = EntityManager> implements OnApplicationShutdown 
         throw new OutboxInvalidMessageError(
           OutboxMessages.invalidField(
             `header ${JSON.stringify(name)} from the headersProvider option`,
-            'expected a string value under a name that is not reserved (x-outbox-*, CC, BCC)',
+            'expected a string value under a name that is not reserved (x-outbox-*, CC, BCC, __proto__)',
           ),
           'invalid-header',
           0,

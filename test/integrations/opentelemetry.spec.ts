@@ -317,21 +317,28 @@ describeWith(['postgres'], 'OpenTelemetry: trace context from enqueue to consume
       });
     });
 
-    it('a reserved header from the provider fails the enqueue and rolls the business write back', async () => {
-      const h = await openOutbox(nothing, () => ({ 'x-outbox-message-id': 'forged' }));
-      const before = await scope.ds.getRepository(TestOrder).count();
-      await expect(
-        scope.ds.transaction(async (m) => {
-          await m.save(TestOrder, { customer: 'c-1' });
-          await h.outbox.enqueue({ topic: 'orders', payload: {} }, m);
-        }),
-      ).rejects.toMatchObject({
-        constructor: OutboxInvalidMessageError,
-        reason: 'invalid-header',
-      });
-      expect(await scope.ds.getRepository(TestOrder).count()).toBe(before);
-      expect(await readOutbox(scope.ds, h.table)).toEqual([]);
-    });
+    it.each([
+      ['x-outbox-message-id', () => ({ 'x-outbox-message-id': 'forged' })],
+      // An own property, as JSON.parse makes it: copied by assignment, it would be lost.
+      ['__proto__', () => JSON.parse('{"__proto__": "v"}') as Record<string, string>],
+    ])(
+      'a reserved header (%s) from the provider fails the enqueue and rolls the business write back',
+      async (_name, provider) => {
+        const h = await openOutbox(nothing, provider);
+        const before = await scope.ds.getRepository(TestOrder).count();
+        await expect(
+          scope.ds.transaction(async (m) => {
+            await m.save(TestOrder, { customer: 'c-1' });
+            await h.outbox.enqueue({ topic: 'orders', payload: {} }, m);
+          }),
+        ).rejects.toMatchObject({
+          constructor: OutboxInvalidMessageError,
+          reason: 'invalid-header',
+        });
+        expect(await scope.ds.getRepository(TestOrder).count()).toBe(before);
+        expect(await readOutbox(scope.ds, h.table)).toEqual([]);
+      },
+    );
   });
 
   describe('TracedPublisher', () => {
