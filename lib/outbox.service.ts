@@ -5,14 +5,9 @@ import { OutboxTransactionRequiredError } from './errors/outbox-transaction-requ
 import type { EnqueueOptions, OutboxMessage } from './message/outbox-message.interface';
 import type { NewOutboxRow, OutboxStats, OutboxStore } from './store/outbox-store.port';
 import { CommitWatcher } from './dispatch/commit-watcher';
-import { OutboxMessageSerializer } from './message/outbox-message.serializer';
+import { OutboxMessageSerializer, refusedHeaderName } from './message/outbox-message.serializer';
 import type { OutboxConnection } from './store/outbox-connection';
-import {
-  OUTBOX_CONNECTION,
-  OUTBOX_HEADER_PREFIX,
-  OUTBOX_OPTIONS,
-  OUTBOX_STORE,
-} from './outbox.constants';
+import { OUTBOX_CONNECTION, OUTBOX_OPTIONS, OUTBOX_STORE } from './outbox.constants';
 import { OutboxMessages } from './outbox.messages';
 import type { ResolvedOutboxOptions } from './options/resolve-outbox-options';
 
@@ -176,15 +171,7 @@ export class OutboxService<Tx = EntityManager> implements OnApplicationShutdown 
     const entries = Object.entries(provided);
     if (entries.length === 0) return rows;
     for (const [name, value] of entries) {
-      const lower = name.toLowerCase();
-      if (
-        typeof value !== 'string' ||
-        name === '' ||
-        name === '__proto__' ||
-        lower === 'cc' ||
-        lower === 'bcc' ||
-        lower.startsWith(OUTBOX_HEADER_PREFIX)
-      ) {
+      if (typeof value !== 'string' || name === '' || refusedHeaderName(name) !== undefined) {
         throw new OutboxInvalidMessageError(
           OutboxMessages.invalidField(
             `header ${JSON.stringify(name)} from the headersProvider option`,

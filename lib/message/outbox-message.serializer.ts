@@ -19,6 +19,18 @@ const MAX_HEADERS = 64;
 // CC and BCC are RabbitMQ sender-selected distribution headers: a user value would reroute
 // the message to other queues.
 const RESERVED_HEADERS = new Set(['cc', 'bcc']);
+
+/**
+ * Why a header name cannot be enqueued, for a message's own headers and `headersProvider`'s
+ * alike: `reserved`, the module's `x-outbox-*` and RabbitMQ's CC/BCC (they reroute messages);
+ * `prototype`, `__proto__`, which survives JSON as an own property but is lost wherever headers
+ * are copied into an object by assignment (it sets the prototype instead).
+ */
+export function refusedHeaderName(name: string): 'reserved' | 'prototype' | undefined {
+  const lower = name.toLowerCase();
+  if (RESERVED_HEADERS.has(lower) || lower.startsWith(OUTBOX_HEADER_PREFIX)) return 'reserved';
+  return name === '__proto__' ? 'prototype' : undefined;
+}
 // eslint-disable-next-line no-control-regex
 const CONTROL_CHARS = /[\u0000-\u001f\u007f]/;
 
@@ -609,14 +621,12 @@ export class OutboxMessageSerializer {
       );
     }
     for (const [name, value] of entries) {
-      const lower = name.toLowerCase();
-      if (RESERVED_HEADERS.has(lower) || lower.startsWith(OUTBOX_HEADER_PREFIX)) {
+      const refused = refusedHeaderName(name);
+      if (refused === 'reserved') {
         throw invalid(OutboxMessages.reservedHeader(name), 'reserved-header');
       }
-      // An own "__proto__" survives JSON, but the publishers and consumers copy headers into
-      // objects, where assigning it sets the prototype instead: it would vanish on the way.
       const problem =
-        name === '__proto__'
+        refused === 'prototype'
           ? 'JavaScript objects take it for their prototype, so brokers and consumers would lose it; use another name'
           : nameProblem(name);
       if (problem !== undefined) {
