@@ -3,7 +3,7 @@
  * messages/s through an enqueue-only OutboxModule; the dispatcher runs in another process (as
  * another app instance would), woken by LISTEN/NOTIFY — or, for comparison, by polling only;
  * and, with LISTEN/NOTIFY, 5 000 messages/s: one message per transaction (`listen_high`), which
- * 8 writers cannot commit on 2 cores beside the dispatcher (about 1 750–1 950 msgs/s), and
+ * 8 writers cannot commit on 2 cores beside the dispatcher (about 1 600–1 950 msgs/s), and
  * `p4HighBatch` messages per transaction (`listen_high_tx`), which offers the rate.
  * A RabbitMQ consumer in this process stamps each arrival; latency = arrival − commit, both on
  * this process's clock.
