@@ -10,6 +10,7 @@ import {
   OutboxAdmin,
   OutboxDispatcher,
   OutboxEvent,
+  OutboxInvalidMessageError,
   OutboxModule,
   OutboxService,
   ensureOutboxTable,
@@ -106,6 +107,29 @@ try {
       'recorded',
       publisher.messages,
     );
+    // Bad input fails the enqueue, and so the transaction, with the package's typed error (the
+    // class the ES entry exports): here a header that would be lost on the way.
+    const refused = await dataSource
+      .transaction((manager) =>
+        outbox.enqueue(
+          { topic: 'orders', payload: {}, headers: JSON.parse('{"__proto__": "v"}') as object },
+          manager,
+        ),
+      )
+      .then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+    check(
+      refused instanceof OutboxInvalidMessageError &&
+        (refused as OutboxInvalidMessageError).reason === 'invalid-header',
+      'a __proto__ header refused with OutboxInvalidMessageError',
+      String(refused),
+    );
+    const [{ n }] = (await dataSource.query(`SELECT count(*)::int AS n FROM "${table}"`)) as [
+      { n: number },
+    ];
+    check(n === 1, 'nothing written by the refused enqueue', n);
     console.log(
       `pack-smoke (ESM): enqueued ${id} and published it; import and require share one copy`,
     );
