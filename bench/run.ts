@@ -184,6 +184,8 @@ async function main(): Promise<void> {
       log(
         `warning: ${busy} jest process(es) running; the restart drops their PostgreSQL connections`,
       );
+    // On a fresh machine the bench's database is not there yet, and the settings are read in it.
+    await ensurePgDatabase();
     await configurePostgres(log);
     return;
   }
