@@ -142,12 +142,12 @@ export interface OutboxModuleOptions {
   maxPayloadBytes?: number;
   /**
    * Run the enqueue statements as named prepared statements on PostgreSQL, parsed and planned
-   * once per connection instead of on every call; the dispatcher's claim and settle too (parsed
-   * once, planned per call). Set false when the app's connections go
-   * through a pooler that cannot keep them, such as PgBouncer in transaction mode before 1.21 or
-   * with `max_prepared_statements = 0` (the enqueue would fail with "prepared statement … does
-   * not exist"). On MySQL and MariaDB (mysql2), the one-message enqueue runs as a server-side
-   * prepared statement: set false behind a proxy that multiplexes connections (ProxySQL).
+   * once per connection instead of on every call; the dispatcher's claim and settle too. Set
+   * false when the app's connections go through a pooler that cannot keep them, such as
+   * PgBouncer in transaction mode before 1.21 or with `max_prepared_statements = 0` (the
+   * enqueue would fail with "prepared statement … does not exist"). On MySQL and MariaDB
+   * (mysql2), the one-message enqueue runs as a server-side prepared statement: set false
+   * behind a proxy that multiplexes connections (ProxySQL).
    * SQLite ignores it. @default true
    */
   preparedStatements?: boolean;

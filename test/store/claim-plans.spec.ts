@@ -13,8 +13,8 @@ import {
   mysqlStillHeld,
 } from '../../lib/store/mysql/mysql.sql';
 import {
-  POSTGRES_PLANNER_SETTINGS,
   postgresClaim,
+  postgresOpening,
   postgresOrphanKeys,
   postgresPark,
   postgresPromote,
@@ -172,7 +172,13 @@ function pgKeyFilters(
   return found;
 }
 
-/** With `waitingScans` false, a statement may read the whole waiting index (the orphan lookup). */
+/**
+ * With `waitingScans` false, a statement may read the whole waiting index (the orphan lookup).
+ * Each statement is checked in both plans PostgreSQL can give it: planned for these values
+ * (`EXPLAIN` with parameters), and the generic plan the store's named statements run under
+ * (`plan_cache_mode`, set in the store's opening), made once per connection from whatever the
+ * statistics say at that moment.
+ */
 async function pgPlanProblems(
   ds: DataSource,
   sql: string,
@@ -183,20 +189,39 @@ async function pgPlanProblems(
   // Explained in a transaction rolled back: EXPLAIN of an UPDATE without ANALYZE changes
   // nothing, but the claim's statement is a data-modifying CTE and stays harmless this way.
   const runner = ds.createQueryRunner();
+  const problems: string[] = [];
   try {
     await runner.startTransaction();
-    // As the store runs these statements.
-    await runner.query(`SELECT ${POSTGRES_PLANNER_SETTINGS}`);
-    const rows = (await runner.query(`EXPLAIN (FORMAT JSON) ${sql}`, params)) as {
-      'QUERY PLAN': [{ Plan: PgPlanNode }];
-    }[];
-    const plan = rows[0]?.['QUERY PLAN'][0].Plan;
-    if (plan === undefined) throw new Error(`no plan for ${sql}`);
-    return pgKeyFilters(plan, table, waitingScans);
+    // As the store runs these statements: its opening's settings, generic plans included.
+    for (const statement of postgresOpening(60_000, 1, [])) await runner.query(statement);
+    const custom = (await runner.query(`EXPLAIN (FORMAT JSON) ${sql}`, params)) as PgExplained;
+    await runner.query(`PREPARE plan_test AS ${sql}`);
+    const generic = (await runner.query(
+      `EXPLAIN (FORMAT JSON) EXECUTE plan_test(${params.map(pgLiteral).join(', ')})`,
+    )) as PgExplained;
+    for (const [which, rows] of [
+      ['custom', custom],
+      ['generic', generic],
+    ] as const) {
+      const plan = rows[0]?.['QUERY PLAN'][0].Plan;
+      if (plan === undefined) throw new Error(`no ${which} plan for ${sql}`);
+      problems.push(...pgKeyFilters(plan, table, waitingScans).map((p) => `${which}: ${p}`));
+    }
+    return problems;
   } finally {
     await runner.rollbackTransaction();
+    await runner.query('DEALLOCATE ALL');
     await runner.release();
   }
+}
+
+type PgExplained = { 'QUERY PLAN': [{ Plan: PgPlanNode }] }[];
+
+/** A test value as an untyped SQL literal (strings here are test constants without quotes). */
+function pgLiteral(value: unknown): string {
+  if (typeof value === 'number') return String(value);
+  if (Array.isArray(value)) return `'{${value.map((v) => `"${String(v)}"`).join(',')}}'`;
+  return `'${String(value)}'`;
 }
 
 /** MariaDB: every access to the table that reads by key uses the key index. */

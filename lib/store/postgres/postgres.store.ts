@@ -492,8 +492,8 @@ export class PostgresOutboxStore implements OutboxStore {
   /**
    * The name a statement of the outbox's own transactions runs under, with `preparedStatements`:
    * PostgreSQL then parses it once per connection instead of on every claim and settle (long
-   * statements: most of what a claim cost the server besides the claim's own work). Each call
-   * is still planned with its own values (`plan_cache_mode`, set in the transaction's opening).
+   * statements: most of what a claim cost the server besides the claim's own work), and plans
+   * it once too (a generic plan: `plan_cache_mode`, set in the transaction's opening).
    * Every text comes from a builder of this folder, so the names are as few as the statements'
    * shapes.
    */
