@@ -308,15 +308,18 @@ export const POSTGRES_PLANNER_SETTINGS = `set_config('enable_seqscan', 'off', tr
  * key with a large parked backlog is estimated near jit_above_cost, and compiling it cost 15×
  * the statement, bench P9); the statement timeout; the idle timeout, which ends the transaction
  * on the server if its process freezes between statements (SIGSTOP, a long pause) so that its
- * row and advisory locks cannot hold up other dispatchers; the planner settings; generic plans
- * for the named statements, each planned once per connection (and again when the table's
- * statistics change) instead of on every call: planning took 0.6–0.8 ms of the server's time
- * per claim and 0.5–0.7 ms per settle, half the server's work in a claim of a few rows
- * (docs/performance.md, "Planned once per connection"). Their values steer no plan (the
- * lease, the token, limits, ids and keys): the shapes of the statements (materialised steps,
- * key-index probes, no scans) are the plans either way, which `claim-plans.spec` checks for
- * both, under skewed statistics too. Then, as a statement of its own so that the timeout set
- * before bounds its waits, the dispatch locks of `lockIds` (sorted) in `namespace`.
+ * row and advisory locks cannot hold up other dispatchers; the planner settings; with `plans`
+ * 'generic' (the dispatch: claim, park, settle, promotion), generic plans for the named
+ * statements, each planned once per connection (and again when the table's statistics change)
+ * instead of on every call: planning took 0.6–0.8 ms of the server's time per claim and
+ * 0.5–0.7 ms per settle, half the server's work in a claim of a few rows (docs/performance.md,
+ * "Planned once per connection"). Their values steer no plan (the lease, the token, limits,
+ * ids and keys): the shapes of those statements (materialised steps, key-index probes, no
+ * scans) are the plans either way, which `claim-plans.spec` checks for both, under skewed
+ * statistics too. With 'custom', a plan for every call with its values: the requeue of dead
+ * letters reads by message id only when given ids (`$1 IS NULL OR …`), which a generic plan
+ * cannot know. Then, as a statement of its own so that the timeout set before bounds its
+ * waits, the dispatch locks of `lockIds` (sorted) in `namespace`.
  *
  * Without parameters, so that a port can send them in the same simple query as the BEGIN: every
  * value is an integer of the store's own, written as a literal only after checking it is one.
@@ -325,11 +328,12 @@ export function postgresOpening(
   timeoutMs: number,
   namespace: number,
   lockIds: readonly number[],
+  plans: 'generic' | 'custom' = 'generic',
 ): string[] {
   const timeout = int32Literal(timeoutMs);
   const settings = `SELECT set_config('statement_timeout', '${timeout}', true), set_config('jit', 'off', true),
   set_config('idle_in_transaction_session_timeout', '${timeout}', true), ${POSTGRES_PLANNER_SETTINGS},
-  set_config('plan_cache_mode', 'force_generic_plan', true)`;
+  set_config('plan_cache_mode', '${plans === 'generic' ? 'force_generic_plan' : 'force_custom_plan'}', true)`;
   if (lockIds.length === 0) return [settings];
   const ids = lockIds.map(int32Literal).join(',');
   return [

@@ -170,8 +170,7 @@ export class PostgresOutboxStore implements OutboxStore {
           options.onSent?.();
           return answer;
         },
-        [],
-        turn,
+        { claimTurn: turn },
       );
     // A claim likely to find little (`likelyFew`) does not take a turn: it would make the claims
     // behind it wait for a few rows or none (bench P6 over 1 000 keys). A turn not given within
@@ -204,7 +203,7 @@ export class PostgresOutboxStore implements OutboxStore {
     if (keys.length === 0) return 0;
     return this.transaction(
       async (run) => (await run(postgresPark(this.names, this.policy), [keys])).affected,
-      keys,
+      { lockKeys: keys },
     );
   }
 
@@ -257,10 +256,13 @@ export class PostgresOutboxStore implements OutboxStore {
     if (keys.length > 0) params.push(keys, promotionRun(this.policy, keys.length));
     // The dispatch locks come first so that the promotion in the statement sees every park
     // committed before it, and a park after it sees this settle (see `park`).
-    return this.transaction(async (run) => {
-      const { rows } = await run<{ changed: number }>(sql, params);
-      return rows[0]?.changed ?? 0;
-    }, keys);
+    return this.transaction(
+      async (run) => {
+        const { rows } = await run<{ changed: number }>(sql, params);
+        return rows[0]?.changed ?? 0;
+      },
+      { lockKeys: keys },
+    );
   }
 
   async releaseExpired(): Promise<number> {
@@ -272,8 +274,9 @@ export class PostgresOutboxStore implements OutboxStore {
       return (await this.run(postgresReleaseAllWaiting(this.names), [limit])).affected;
     }
     // In a transaction for its planner settings (see `transaction`).
-    const { rows: records } = await this.transaction((run) =>
-      run<{ key: string | null }>(postgresOrphanKeys(this.names, this.policy), [limit]),
+    const { rows: records } = await this.transaction(
+      (run) => run<{ key: string | null }>(postgresOrphanKeys(this.names, this.policy), [limit]),
+      { plans: 'custom' },
     );
     const keys = records.flatMap((r) => (r.key === null ? [] : [r.key]));
     if (keys.length === 0) return 0;
@@ -313,33 +316,39 @@ export class PostgresOutboxStore implements OutboxStore {
 
   async requeueDead(messageIds?: readonly string[]): Promise<RequeueReport> {
     if (messageIds !== undefined && messageIds.length === 0) return { requeued: 0, resequenced: 0 };
-    return this.transaction(async (run) => {
-      if (this.policy.ordered && !this.policy.deadBlocksKey) {
-        // The keys' enqueue locks, taken before deciding where each message goes: no message of
-        // these keys can commit (and so be claimed) between the decision and the requeue, and
-        // every one that committed before is seen by it.
-        const { rows: keys } = await run<{ key: string }>(postgresDeadKeys(this.names), [
-          messageIds ?? null,
-        ]);
-        await run(postgresLockKeys(), [this.lockNamespace, sortedLockIds(keys.map((k) => k.key))]);
-      }
-      const { rows: records } = await run<{ id: string; key: string | null; overtaken: boolean }>(
-        postgresDeadToRequeue(this.names, this.policy),
-        [messageIds ?? null],
-      );
-      const inPlace = records.filter((r) => !r.overtaken).map((r) => r.id);
-      const moved = records.filter((r) => r.overtaken);
-      // Moved to the end of their key's queue, like an enqueue under the locks taken above.
-      const resequenced =
-        moved.length === 0
-          ? 0
-          : (await run(postgresResequence(this.names), [moved.map((r) => r.id)])).affected;
-      const requeued =
-        inPlace.length === 0
-          ? 0
-          : (await run(postgresRequeueInPlace(this.names), [inPlace])).affected;
-      return { requeued, resequenced };
-    });
+    return this.transaction(
+      async (run) => {
+        if (this.policy.ordered && !this.policy.deadBlocksKey) {
+          // The keys' enqueue locks, taken before deciding where each message goes: no message of
+          // these keys can commit (and so be claimed) between the decision and the requeue, and
+          // every one that committed before is seen by it.
+          const { rows: keys } = await run<{ key: string }>(postgresDeadKeys(this.names), [
+            messageIds ?? null,
+          ]);
+          await run(postgresLockKeys(), [
+            this.lockNamespace,
+            sortedLockIds(keys.map((k) => k.key)),
+          ]);
+        }
+        const { rows: records } = await run<{ id: string; key: string | null; overtaken: boolean }>(
+          postgresDeadToRequeue(this.names, this.policy),
+          [messageIds ?? null],
+        );
+        const inPlace = records.filter((r) => !r.overtaken).map((r) => r.id);
+        const moved = records.filter((r) => r.overtaken);
+        // Moved to the end of their key's queue, like an enqueue under the locks taken above.
+        const resequenced =
+          moved.length === 0
+            ? 0
+            : (await run(postgresResequence(this.names), [moved.map((r) => r.id)])).affected;
+        const requeued =
+          inPlace.length === 0
+            ? 0
+            : (await run(postgresRequeueInPlace(this.names), [inPlace])).affected;
+        return { requeued, resequenced };
+      },
+      { plans: 'custom' },
+    );
   }
 
   async stats(): Promise<OutboxStats> {
@@ -402,7 +411,7 @@ export class PostgresOutboxStore implements OutboxStore {
     const sql = postgresPromote(this.names, this.policy, await this.hasWaitingIndex());
     return this.transaction(
       async (run) => (await run(sql, [keys, promotionRun(this.policy, keys.length)])).affected,
-      keys,
+      { lockKeys: keys },
     );
   }
 
@@ -443,6 +452,8 @@ export class PostgresOutboxStore implements OutboxStore {
    * locks open the transaction, sent with its BEGIN where the port can (`transactionOpening`):
    * a claim is then three round trips, not five.
    *
+   * Its statements run generic plans unless `plans` says 'custom' (see postgresOpening).
+   *
    * With `claimTurn`, the transaction first waits for any other claim on this table to end
    * (for `CLAIM_TURN_WAIT_MS` at most).
    * Claims that run at once read the same head of the queue; the later one found those rows
@@ -453,13 +464,21 @@ export class PostgresOutboxStore implements OutboxStore {
    */
   private transaction<T>(
     work: (run: Run) => Promise<T>,
-    lockKeys: readonly (string | null)[] = [],
-    claimTurn = false,
+    {
+      lockKeys = [],
+      claimTurn = false,
+      plans = 'generic',
+    }: {
+      lockKeys?: readonly (string | null)[];
+      claimTurn?: boolean;
+      plans?: 'generic' | 'custom';
+    } = {},
   ): Promise<T> {
     const opening = postgresOpening(
       this.timeoutMs,
       this.dispatchNamespace,
       sortedLockIds(lockKeys),
+      plans,
     );
     if (claimTurn) {
       opening.push(
