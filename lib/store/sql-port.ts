@@ -60,6 +60,16 @@ export interface SqlRunner {
   ): Promise<SqlResult<R>>;
 }
 
+/** A named statement for `SqlPort.transactionStatement`. */
+export interface OneTripStatement {
+  readonly text: string;
+  readonly params: readonly unknown[];
+  /** The name it is prepared under (`SqlQueryOptions.prepare`). */
+  readonly name: string;
+  /** `EXECUTE <name>(<its params as constants>)`, finished by the store. */
+  readonly executed: string;
+}
+
 /** Called when a LISTEN connection is lost (an error, or the server closed it). */
 export type SqlListenLost = (error: Error) => void;
 
@@ -103,6 +113,21 @@ export interface SqlPort extends SqlRunner {
     opening: readonly string[],
     work: (tx: SqlRunner) => Promise<T>,
   ): Promise<T>;
+  /**
+   * PostgreSQL: `transactionOpening` for a transaction of one named statement, in one round trip
+   * on a connection that has prepared it: BEGIN, `opening`, `statement.executed` (the store's
+   * `EXECUTE` of it by name, its values written in as constants) and COMMIT go in one simple
+   * query. On a connection that has not, the statement runs prepared under `statement.name`
+   * between the opening and COMMIT, and the port remembers that the connection holds it.
+   * `onSent` is called once the statement has been sent. Answers the statement's result. Only
+   * a port whose driver prepares named statements and takes several statements in one simple
+   * query offers it; the store's claim and settle are then one round trip each, not three.
+   */
+  transactionStatement?<R>(
+    opening: readonly string[],
+    statement: OneTripStatement,
+    onSent?: () => void,
+  ): Promise<SqlResult<R>>;
   /**
    * PostgreSQL LISTEN on a dedicated connection, for wake-ups between polls. `channel` arrives
    * quoted. Resolves once listening, to a function that stops and releases the connection;

@@ -46,8 +46,7 @@ function recordingPool(sent: Sent): Pool {
     Object.assign(client, {
       query: (...args: unknown[]) => {
         const [first] = args;
-        const text =
-          typeof first === 'string' ? first : (first as { text?: unknown } | null)?.text;
+        const text = typeof first === 'string' ? first : (first as { text?: unknown } | null)?.text;
         if (typeof text === 'string') sent.push(text);
         return query(...args);
       },
@@ -167,6 +166,45 @@ describeWith(['postgres'], 'PostgreSQL dispatcher transactions open in one round
           /^BEGIN ISOLATION LEVEL READ COMMITTED; SELECT set_config\('statement_timeout', '400', true\)/,
         );
         expect(sent[2]).toBe('COMMIT');
+      });
+
+      it('claims and settles in one query each on a connection that ran them before', async () => {
+        await enqueue(['a', 'b', 'c', 'd']);
+        const drain = async (limit: number): Promise<string[]> => {
+          const batch = await store.claim({ limit, owner: 'me', leaseMs: 30_000 });
+          const keys = batch.records.flatMap((r) => (r.key === null ? [] : [r.key]));
+          const settlement = {
+            delivered: batch.records.map((r) => r.id),
+            retry: [],
+            dead: [],
+            release: [],
+            advancedKeys: keys,
+          };
+          await expect(store.settle(batch.token, settlement, false)).resolves.toBe(limit);
+          return keys;
+        };
+        // The first claim and settle on the (one, reused) connection prepare their statements.
+        expect(await drain(2)).toEqual(['a', 'b']);
+        sent.length = 0;
+        expect(await drain(2)).toEqual(['c', 'd']);
+        // Then each is one transaction in one query: BEGIN with its settings, the EXECUTE of
+        // the named statement with its values as constants, COMMIT.
+        expect(sent).toHaveLength(2);
+        for (const text of sent) {
+          expect(text).toMatch(
+            /^BEGIN ISOLATION LEVEL READ COMMITTED; SELECT set_config\('statement_timeout', '400', true\).*; EXECUTE nestjs_outbox_[0-9a-f]{32}\(.*\); COMMIT$/s,
+          );
+        }
+        expect(sent[1]).toContain(`E'{"c","d"}'`);
+        const { rows } = await admin.query<{ status: string }>(
+          `SELECT status FROM "${table}" ORDER BY id`,
+        );
+        expect(rows.map((r) => r.status)).toEqual([
+          'delivered',
+          'delivered',
+          'delivered',
+          'delivered',
+        ]);
       });
 
       it("a settle waits for its key's dispatch lock, and gives up after the statement timeout", async () => {

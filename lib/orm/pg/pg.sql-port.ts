@@ -1,4 +1,5 @@
 import type {
+  OneTripStatement,
   SqlListenLost,
   SqlPort,
   SqlQueryOptions,
@@ -6,6 +7,13 @@ import type {
   SqlRunner,
 } from '../../store/sql-port';
 import type { PgPool, PgPoolClient, PgQueryable, PgQueryResult } from './pg-client';
+import {
+  heldStatement,
+  holdsStatement,
+  oneTripQuery,
+  oneTripResult,
+  statementGone,
+} from '../postgres-one-trip';
 
 // node-postgres counts the rows a SELECT returned in `rowCount` too; the port's `affected` is
 // the rows a statement changed, so only these statement tags report a count.
@@ -34,6 +42,8 @@ export function pgSqlPort(pool: PgPool): SqlPort {
     // Without parameters node-postgres sends a simple query, which may hold several statements.
     transactionOpening: (opening, work) =>
       pgTransaction(pool, opening.map((statement) => `; ${statement}`).join(''), work),
+    transactionStatement: (opening, statement, onSent) =>
+      pgStatementTransaction(pool, opening, statement, onSent),
     listen: (channel, onNotify, onLost) => pgListen(pool, channel, onNotify, onLost),
   };
 }
@@ -45,13 +55,55 @@ async function pgTransaction<T>(
   work: (tx: SqlRunner) => Promise<T>,
 ): Promise<T> {
   const client = await pool.connect();
-  // A connection whose rollback failed is in an unknown state: the pool must close it.
-  let broken: Error | undefined;
-  try {
+  return onClient(client, async () => {
     await client.query(`BEGIN ISOLATION LEVEL READ COMMITTED${opening}`);
     const value = await work(pgSqlRunner(client, true));
     await client.query('COMMIT');
     return value;
+  });
+}
+
+/**
+ * One named statement in a transaction of its own (`SqlPort.transactionStatement`): one simple
+ * query on a client that holds the statement, else the opening, the statement prepared by name
+ * and COMMIT, after which the client is known to hold it.
+ */
+async function pgStatementTransaction<R>(
+  pool: PgPool,
+  opening: readonly string[],
+  statement: OneTripStatement,
+  onSent?: () => void,
+): Promise<SqlResult<R>> {
+  const client = await pool.connect();
+  const held = holdsStatement(client, statement.name);
+  return onClient(client, async () => {
+    if (held) {
+      const answer = client.query(oneTripQuery(opening, statement)).catch((error: unknown) => {
+        if (statementGone(error)) heldStatement(client, statement.name, false);
+        throw error;
+      });
+      onSent?.();
+      return oneTripResult<R>(await answer, opening);
+    }
+    await client.query(['BEGIN ISOLATION LEVEL READ COMMITTED', ...opening].join('; '));
+    const answer = run<R>(client, statement.text, statement.params, { prepare: statement.name });
+    onSent?.();
+    const result = await answer;
+    await client.query('COMMIT');
+    heldStatement(client, statement.name, true);
+    return result;
+  });
+}
+
+/**
+ * Runs `work` on `client` and releases it: on a failure, with a ROLLBACK first (a failure
+ * before COMMIT leaves the transaction open; after it, there is none and the ROLLBACK only
+ * warns), and the client closed by the pool if even that failed.
+ */
+async function onClient<T>(client: PgPoolClient, work: () => Promise<T>): Promise<T> {
+  let broken: Error | undefined;
+  try {
+    return await work();
   } catch (error) {
     await client.query('ROLLBACK').catch((rollbackError: unknown) => {
       broken = rollbackError instanceof Error ? rollbackError : new Error(String(rollbackError));

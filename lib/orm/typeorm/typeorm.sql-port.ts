@@ -1,5 +1,18 @@
 import type { DataSource, QueryRunner } from 'typeorm';
-import type { SqlListenLost, SqlPort, SqlResult, SqlRunner } from '../../store/sql-port';
+import type {
+  OneTripStatement,
+  SqlListenLost,
+  SqlPort,
+  SqlResult,
+  SqlRunner,
+} from '../../store/sql-port';
+import {
+  heldStatement,
+  holdsStatement,
+  oneTripQuery,
+  oneTripResult,
+  statementGone,
+} from '../postgres-one-trip';
 import { executable, type Mysql2ExecuteValue } from '../mysql2/mysql2-client';
 
 // TypeORM as the SQL port. Every statement goes through a QueryRunner with TypeORM's structured
@@ -175,6 +188,8 @@ export function typeormSqlPort(dataSource: DataSource): SqlPort {
       ? {
           listen: (...args) => postgresListen(dataSource, ...args),
           transactionOpening: (opening, work) => postgresTransaction(dataSource, opening, work),
+          transactionStatement: (opening, statement, onSent) =>
+            postgresStatementTransaction(dataSource, opening, statement, onSent),
         }
       : {}),
   } satisfies SqlPort;
@@ -220,6 +235,60 @@ async function postgresTransaction<T>(
   } catch (error) {
     // A failed BEGIN or COMMIT leaves nothing open (PostgreSQL ends a failed COMMIT's
     // transaction); a ROLLBACK after them would only warn.
+    if (open) await runner.query('ROLLBACK').catch(() => undefined);
+    throw error;
+  } finally {
+    await runner.release();
+  }
+}
+
+// node-postgres' client as `transactionStatement` sends its one simple query on it.
+interface SimpleQueryClient {
+  query(text: string): Promise<unknown>;
+}
+
+/**
+ * One named statement in a transaction of its own (`SqlPort.transactionStatement`), on the
+ * runner's node-postgres client: one simple query when the client holds the statement, else
+ * as `postgresTransaction` with the statement prepared by name, after which it holds it. The
+ * simple query goes to the client itself (TypeORM's `query` keeps one result of a query that
+ * answers several), logged and failing as `query` does.
+ */
+async function postgresStatementTransaction<R>(
+  dataSource: DataSource,
+  opening: readonly string[],
+  statement: OneTripStatement,
+  onSent?: () => void,
+): Promise<SqlResult<R>> {
+  const runner = dataSource.createQueryRunner('master');
+  let open = false;
+  try {
+    const client = (await runner.connect()) as SimpleQueryClient;
+    if (holdsStatement(client, statement.name)) {
+      const text = oneTripQuery(opening, statement);
+      // Open from here until an answer: a failure before the COMMIT leaves it so.
+      open = true;
+      const answer = loggedAsQuery(runner, text, [], () => client.query(text));
+      onSent?.();
+      try {
+        return oneTripResult<R>(await answer, opening);
+      } catch (error) {
+        if (statementGone(error)) heldStatement(client, statement.name, false);
+        throw error;
+      }
+    }
+    // Open from the BEGIN on: its opening (a dispatch lock's wait) may fail after it.
+    open = true;
+    await runner.query(['BEGIN ISOLATION LEVEL READ COMMITTED', ...opening].join('; '));
+    const answer = preparedQuery<R>(runner, statement.name, statement.text, statement.params);
+    onSent?.();
+    const result = await answer;
+    open = false;
+    await runner.query('COMMIT');
+    heldStatement(client, statement.name, true);
+    return result;
+  } catch (error) {
+    // After a failed COMMIT there is no transaction, and a ROLLBACK would only warn.
     if (open) await runner.query('ROLLBACK').catch(() => undefined);
     throw error;
   } finally {
