@@ -100,7 +100,14 @@ export {
 } from './publishers/routing/route-publishers';
 export type { AmbientTransaction } from './options/ambient-transaction.interface';
 export type { OutboxConnection } from './store/outbox-connection';
-export type { SqlListenLost, SqlPort, SqlResult, SqlRow, SqlRunner } from './store/sql-port';
+export type {
+  OneTripStatement,
+  SqlListenLost,
+  SqlPort,
+  SqlResult,
+  SqlRow,
+  SqlRunner,
+} from './store/sql-port';
 
 export { OutboxError } from './errors/outbox.error';
 export { OutboxOptionsError } from './errors/outbox-options.error';
