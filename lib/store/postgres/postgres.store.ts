@@ -514,10 +514,12 @@ export class PostgresOutboxStore implements OutboxStore {
     params: readonly unknown[],
     options: TransactionOptions & { readonly onSent?: () => void },
   ): Promise<SqlResult<R>> {
+    // Written into the query as a name: only one as statementName makes it (checked, not assumed).
     const prepared = this.preparedOptions(sql)?.prepare;
-    const literals = prepared === undefined ? undefined : postgresLiterals(params);
+    const named = prepared !== undefined && STATEMENT_NAME.test(prepared) ? prepared : undefined;
+    const literals = named === undefined ? undefined : postgresLiterals(params);
     const oneTrip = this.sql.transactionStatement?.bind(this.sql);
-    if (prepared === undefined || literals === undefined || oneTrip === undefined) {
+    if (named === undefined || literals === undefined || oneTrip === undefined) {
       return this.transaction((run) => {
         const answer = run<R>(sql, [...params]);
         options.onSent?.();
@@ -527,9 +529,8 @@ export class PostgresOutboxStore implements OutboxStore {
     const statement = {
       text: sql,
       params,
-      name: prepared,
-      // The name is the store's own (statementName: letters, digits, underscores).
-      executed: `EXECUTE ${prepared}(${literals.join(', ')})`,
+      name: named,
+      executed: `EXECUTE ${named}(${literals.join(', ')})`,
     };
     return oneTrip<R>(this.opening(options), statement, options.onSent).catch((error: unknown) => {
       throw this.lostDispatchStatement(error);
@@ -579,6 +580,9 @@ export class PostgresOutboxStore implements OutboxStore {
     return this.sql.query<T>(sql, params);
   }
 }
+
+/** A name as `statementName` gives it: an identifier that needs no quoting. */
+const STATEMENT_NAME = /^[a-z][a-z0-9_]{0,62}$/;
 
 /**
  * The dispatch-namespace lock claims take turns on. Key locks are `hashKey` values, never
