@@ -440,7 +440,7 @@ export class PostgresOutboxStore implements OutboxStore {
    * after `dbTimeoutMs`, so a stuck lock or connection cannot hold the dispatcher forever; with
    * `lockKeys`, under those keys' dispatch locks, taken before any of them. The settings and the
    * locks open the transaction, sent with its BEGIN where the port can (`transactionOpening`):
-   * a claim is then three round trips, not five.
+   * three round trips for one statement, not five (`statementTransaction` makes it one).
    *
    * Its statements run generic plans unless `plans` says 'custom' (see postgresOpening).
    *
