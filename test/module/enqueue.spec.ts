@@ -445,6 +445,40 @@ for (const db of TEST_DATABASES) {
       expect(Number(n)).toBe(1);
     });
 
+    it('writes a scheduled and an unscheduled message of one call, each with its own due time', async () => {
+      await scope.ds.transaction((m) =>
+        outbox.enqueue(
+          [
+            { topic: 't', key: 'later', payload: {}, delayMs: 3_600_000 },
+            { topic: 't', key: 'now', payload: {} },
+            { topic: 't', key: 'at', payload: {}, availableAt: new Date('9999-12-31T00:00:00Z') },
+          ],
+          m,
+        ),
+      );
+      const t = scope.ds.options.type === 'mariadb' ? `\`${table}\`` : `"${table}"`;
+      const [dueNow, dueLater] =
+        scope.ds.options.type === 'postgres'
+          ? ['available_at <= now()', "available_at > now() + interval '59 minutes'"]
+          : scope.ds.options.type === 'mariadb'
+            ? [
+                'available_at <= UTC_TIMESTAMP(6)',
+                'available_at > UTC_TIMESTAMP(6) + INTERVAL 59 MINUTE',
+              ]
+            : [
+                "available_at <= strftime('%Y-%m-%d %H:%M:%f', 'now')",
+                "available_at > strftime('%Y-%m-%d %H:%M:%f', 'now', '+59 minutes')",
+              ];
+      const rows = await scope.ds.query<{ message_key: string; due: number | string | boolean }[]>(
+        `SELECT message_key, CASE WHEN ${dueNow} THEN 1 WHEN ${dueLater} THEN 2 ELSE 0 END AS due FROM ${t} ORDER BY id`,
+      );
+      expect(rows.map((r) => [r.message_key, Number(r.due)])).toEqual([
+        ['later', 2],
+        ['now', 1],
+        ['at', 2],
+      ]);
+    });
+
     it('joins the ambient transaction of an AmbientTransaction adapter', async () => {
       // The same contract @nestjs-cls/transactional's TransactionHost fulfils.
       let active: import('typeorm').EntityManager | undefined;

@@ -153,9 +153,10 @@ export function postgresInsert(
   }
   if (notify) extra += ` CROSS JOIN (SELECT pg_notify($${next++}::text, '')) AS nt`;
   // A delay counts from the enqueue call (clock_timestamp), not from the start of the business
-  // transaction (now()), which may have begun long before.
+  // transaction (now()), which may have begun long before. A row of a scheduled batch that has
+  // neither a time nor a delay is due as an unscheduled one is, at the column's default, now().
   const rows = `INSERT INTO ${n.table} (${cols}${scheduled ? ', available_at' : ''})
-SELECT u.m, u.t, u.k, u.y, u.p::json, u.h::json${extended ? `, u.e, u.c, decode(u.b, 'base64'), u.x::json` : ''}${scheduled ? `, COALESCE(u.a, clock_timestamp() + u.d * interval '1 millisecond')` : ''}
+SELECT u.m, u.t, u.k, u.y, u.p::json, u.h::json${extended ? `, u.e, u.c, decode(u.b, 'base64'), u.x::json` : ''}${scheduled ? `, COALESCE(u.a, clock_timestamp() + u.d * interval '1 millisecond', now())` : ''}
 FROM unnest(${arrays}${schedule}) WITH ORDINALITY AS u(m, t, k, y, p, h${extended ? ', e, c, b, x' : ''}${scheduled ? ', a, d' : ''}, ord)${extra}`;
   if (idempotent && partitioned) {
     // The guard takes the place of UNIQUE (message_id): only the ids it accepted are written.
