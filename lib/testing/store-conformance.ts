@@ -424,6 +424,28 @@ const CASES: readonly {
     },
   },
   {
+    name: 'a key with one due message, behind one that is scheduled or in flight, gives a claim nothing of it',
+    async run({ claim, enqueue, rows }) {
+      // One row of each key in the window, its earlier message outside it: a store may answer
+      // such a key by asking only what comes before that row, and must still hold it back.
+      await enqueue([message('k', { delayMs: 3_600_000 }), message('k')]);
+      await enqueue([message('m'), message('m')]);
+      const [, , m1] = (await rows()).map((r) => r.id);
+      const first = await claim(10);
+      same(
+        [ids(first), first.blockedKeys, first.inFlightKeys],
+        [[m1], ['k'], 1],
+        'the scheduled head holds its key; the other key gives its head',
+      );
+      const second = await claim(10);
+      same(
+        [ids(second), second.blockedKeys, second.inFlightKeys],
+        [[], ['k'], 1],
+        "the other key's second message, alone in the window behind its head in flight",
+      );
+    },
+  },
+  {
     name: 'a key whose head is in flight is counted, not reported blocked, until its claim is older than the in-flight grace',
     async run({ claim, enqueue }) {
       await enqueue([message('k'), message('k'), message('k')]);

@@ -290,6 +290,28 @@ function keyRows(
 }
 
 /**
+ * The first blocking row of a key with an id below `before`, as keyHead finds a head, or none.
+ * The bound is part of the index condition (a row comparison, which PostgreSQL uses to stop the
+ * scan): when nothing of the key comes before `before`, the probe ends in the index without
+ * reading a row of the table, however long the key's queue behind it is.
+ */
+function blockingBefore(
+  t: string,
+  key: string,
+  before: string,
+  policy: OutboxQueuePolicy,
+  columns: string,
+): string {
+  return `(SELECT ${columns} FROM ${t} AS e
+      WHERE e.message_key >= ${key} AND e.message_key <= ${key} AND (e.message_key, e.id) < (${key}, ${before})
+        AND e.status IN ${blockingStatuses(policy.deadBlocksKey)}
+      ORDER BY e.message_key, e.id LIMIT 1)`;
+}
+
+/** Whether a probed row (alias `e`) is a head in flight: leased less than the grace ago. */
+const FLYING = `e.locked_until > now() AND e.last_attempt_at > now() - interval '${int32Literal(IN_FLIGHT_GRACE_MS)} milliseconds' AS flying`;
+
+/**
  * The order of a key's rows as keyRows reads them, for window functions over one key's probe.
  * `ORDER BY e.id` alone is the same order (the key is fixed), but the planner cannot tell: it
  * sorted each key's rows again, a sort set up once per key probed (claim and promotion alike).
@@ -402,7 +424,7 @@ FROM (SELECT 1) AS b LEFT JOIN o ON true`;
 ${postgresRuns(t, policy, partitioned)},
 ${lockCandidates(n, partitioned, 'r', 'r.pos, r.due, r.id', true)},
 g AS MATERIALIZED (
-  SELECT p.id, p.message_key${partitioned ? ', p.created_at' : ''} FROM (
+  SELECT p.id, p.message_key${partitioned ? ', p.created_at' : ', p.ctid'} FROM (
     SELECT p.*, row_number() OVER (PARTITION BY p.message_key ORDER BY p.pos) AS n FROM p) AS p
   WHERE p.message_key IS NULL OR p.n = p.pos)${leaseUpdate(n, partitioned, 'g')},
 x AS MATERIALIZED (
@@ -436,9 +458,10 @@ function contended(from: 'w' | 'r', where: string): string {
  * of `k`, its first blocking rows in queue order (one key-index probe, as many rows as the key
  * has in the window, at most $6), numbered from 1, with whether it is in flight (`flying`) and
  * whether it and every earlier row of the key in `q` are in the window (`whole`), computed in the
- * probe's own order. `f`: the keys whose head is in flight. `s`: the rows of `q` in their key's
- * run (`whole`). `r`: each window row with its place in its
- * key's run (`pos`), or null when it is behind an earlier row of its key that is not in the
+ * probe's own order; for a key with one row in the window, that row, or the blocking row before
+ * it (`blockingBefore`), which is the same answer for less work. `f`: the keys whose head is in
+ * flight. `s`: the rows of `q` in their key's run (`whole`). `r`: each window row with its place
+ * in its key's run (`pos`), or null when it is behind an earlier row of its key that is not in the
  * window (leased, parked, not due, dead) or when its key was not probed (`probed` false: not
  * taken, not parked, left for a later claim): a row is in the run only if every earlier
  * blocking row of its key is in the window too. Rows without a key are runs of one.
@@ -447,21 +470,33 @@ function postgresRuns(t: string, policy: OutboxQueuePolicy, partitioned: boolean
   // The partition key, where a row of `r` carries it (`made`, as in `w`), taken from alias `a`.
   const made = (a: string): string => (partitioned ? `, ${a}.made` : '');
   const probed = `e.message_key, e.id, e.available_at AS due${partitioned ? ', e.created_at AS made' : ''},
-      e.locked_until > now() AND e.last_attempt_at > now() - interval '${int32Literal(IN_FLIGHT_GRACE_MS)} milliseconds' AS flying`;
+      ${FLYING}`;
   // `q` and `s` carry what `r` needs of a row (its key, due time, partition key) from the probe
   // itself, and membership in `w` is a hashed `IN`: with the estimates of a nearly empty table
   // (one row everywhere), joins between these CTEs became nested loops that re-sorted the run
   // computation once per window row (56 ms per claim instead of 7, bench P9 skewed).
+  //
+  // A key with one row in the window (every key, when keys outnumber the batch) is asked only
+  // whether a blocking row of it comes before that row: the probe is bounded below the row, so
+  // for a head it finds no entry and reads no row of the table. The answer is the same as the
+  // key's first blocking row would give (that row itself, whole, or an earlier one, not whole).
   return `k AS MATERIALIZED (
-  SELECT w.message_key AS key, count(*) AS n FROM w WHERE w.message_key IS NOT NULL
+  SELECT w.message_key AS key, count(*) AS n, min(w.id) AS first, min(w.due) AS due${partitioned ? ', min(w.made) AS made' : ''}
+  FROM w WHERE w.message_key IS NOT NULL
   GROUP BY w.message_key ORDER BY min(w.due), min(w.id) LIMIT $4),
 q AS MATERIALIZED (
+  SELECT k.key, coalesce(b.id, k.first) AS id, k.due${made('k')}, coalesce(b.flying, false) AS flying,
+    1::int8 AS pos, b.id IS NULL AS whole FROM k
+  LEFT JOIN LATERAL ${blockingBefore(t, 'k.key', 'k.first', policy, `e.id, ${FLYING}`)} AS b ON true
+  WHERE k.n = 1
+  UNION ALL
   SELECT k.key, e.id, e.due${made('e')}, e.flying, e.pos, e.whole FROM k
   CROSS JOIN LATERAL (
     SELECT e.id, e.due${made('e')}, e.flying, row_number() OVER o AS pos,
       bool_and(e.id IN (SELECT x.id FROM w AS x)) OVER o AS whole
     FROM ${keyRows(t, 'k.key', 'least(k.n, $6)', policy, probed)} AS e
-    WINDOW o AS (${KEY_ORDER})) AS e),
+    WINDOW o AS (${KEY_ORDER})) AS e
+  WHERE k.n > 1),
 f AS MATERIALIZED (SELECT q.key FROM q WHERE q.pos = 1 AND q.flying),
 s AS MATERIALIZED (SELECT q.id, q.key, q.due${made('q')}, q.pos FROM q WHERE q.whole),
 r AS MATERIALIZED (
@@ -500,8 +535,13 @@ function lockCandidates(
   // The candidates are locked in window order by primary-key probes: ordering by the table's
   // own due order let the planner walk the whole pending index to find them (1.8 s with 100 000
   // due rows of one key, under statistics of a nearly empty table).
+  // On a plain table each candidate also carries its ctid, the row version it locked: the lease
+  // update then reads that version straight from its page (a TID scan) instead of descending
+  // the primary key once more per row. Nothing else can change a row this statement holds
+  // locked, so the ctid stays the row's. A partitioned table's ctids are per partition: there
+  // the update finds rows by id and partition key, as above.
   return `p AS MATERIALIZED (
-  SELECT c.id${partitioned ? ', c.created_at' : ''}${runs ? ', c.message_key, h.pos' : ''} FROM unnest(${columns})
+  SELECT c.id${partitioned ? ', c.created_at' : ', c.ctid'}${runs ? ', c.message_key, h.pos' : ''} FROM unnest(${columns})
     WITH ORDINALITY AS h(${arrays.join(', ')}, ord)
   ${join}
   WHERE c.status = 'pending' AND c.available_at <= now()
@@ -518,7 +558,7 @@ o AS (
   UPDATE ${n.table} AS o
   SET locked_by = $1, lock_token = $2::uuid, locked_until = ${lease}, available_at = ${lease},
     attempts = o.attempts + 1, last_attempt_at = now()
-  FROM ${from} WHERE o.id = ${from}.id${partitioned ? ` AND o.created_at = ${from}.created_at` : ''}
+  FROM ${from} WHERE ${partitioned ? `o.id = ${from}.id AND o.created_at = ${from}.created_at` : `o.ctid = ${from}.ctid`}
   RETURNING ${RETURNING})`;
 }
 
