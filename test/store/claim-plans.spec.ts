@@ -134,6 +134,7 @@ async function load(ds: DataSource, names: OutboxTableNames, stats: Statistics):
 
 interface PgPlanNode {
   'Node Type': string;
+  'Parent Relationship'?: string;
   'Relation Name'?: string;
   'Index Name'?: string;
   'Index Cond'?: string;
@@ -152,7 +153,11 @@ function pgKeyFilters(
   table: string,
   waitingScans: boolean,
   found: string[] = [],
+  once = false,
 ): string[] {
+  // An InitPlan runs once per statement, not per candidate: the promotion's look for any
+  // waiting row at all (an EXISTS, which stops at the first entry) is one.
+  const runsOnce = once || node['Parent Relationship'] === 'InitPlan';
   const onTable = node['Relation Name'] === table;
   if (onTable && (node.Filter ?? '').includes('message_key'))
     found.push(`${node['Node Type']} ${node['Index Name'] ?? ''} filter ${node.Filter ?? ''}`);
@@ -163,12 +168,13 @@ function pgKeyFilters(
   // promotion's update did once per candidate when the statistics said none were waiting.
   if (
     waitingScans &&
+    !runsOnce &&
     onTable &&
     (node['Index Name'] ?? '').endsWith('_waiting_idx') &&
     !(node['Index Cond'] ?? '').includes('message_key')
   )
     found.push(`${node['Node Type']} ${node['Index Name'] ?? ''} without a key`);
-  for (const child of node.Plans ?? []) pgKeyFilters(child, table, waitingScans, found);
+  for (const child of node.Plans ?? []) pgKeyFilters(child, table, waitingScans, found, runsOnce);
   return found;
 }
 

@@ -628,6 +628,12 @@ function promotion(
     WHERE z.message_key >= k.key AND z.message_key <= k.key AND z.status = 'waiting'
     ORDER BY z.message_key, z.id LIMIT 1) AS z`
     : '';
+  // Nothing waits at all, most of the time: one look at the first entry of the waiting index,
+  // made once per statement (PostgreSQL runs an uncorrelated EXISTS as a one-time filter), then
+  // spares every key its probe (500 per batch of 500: 1 000 buffers, a fifth of a settle).
+  const any = waitingIndex
+    ? ` AND EXISTS (SELECT 1 FROM ${t} AS y WHERE y.status = 'waiting')`
+    : '';
   return {
     ctes: [
       `pc AS MATERIALIZED (
@@ -635,7 +641,7 @@ function promotion(
   CROSS JOIN LATERAL (
     SELECT e.id, e.status, first_value(e.status) OVER (${KEY_ORDER}) AS head
     FROM ${keyRows(t, 'k.key', run, policy, 'e.message_key, e.id, e.status', gone)} AS e) AS h
-  WHERE h.head = 'waiting' AND h.status = 'waiting')`,
+  WHERE h.head = 'waiting' AND h.status = 'waiting'${any})`,
     ],
     update: `UPDATE ${t} AS o SET status = 'pending' FROM pc WHERE o.id = pc.id AND o.status = pc.status`,
   };
@@ -685,6 +691,16 @@ export function postgresReleaseAllWaiting(n: OutboxTableNames): string {
 }
 
 const UNLOCK = 'locked_by = NULL, lock_token = NULL, locked_until = NULL';
+
+/**
+ * Whether the attempt history holds any row: a one-time filter (PostgreSQL runs an uncorrelated
+ * EXISTS once per statement) in front of the history delete of a settle that deletes delivered
+ * rows, which otherwise probes the history's index once per message, nearly always to find
+ * nothing: a batch that went through writes no history, and most messages never fail.
+ */
+function anyHistory(h: string): string {
+  return `EXISTS (SELECT 1 FROM ${h})`;
+}
 
 /**
  * The batch outcome in one statement: one data-modifying CTE per non-empty group, each guarded
@@ -739,7 +755,7 @@ export function postgresSettle(
     ctes.push(
       deleteDelivered
         ? `d AS (DELETE FROM ${t} WHERE id = ANY(${ids})${within('')} AND lock_token = $1::uuid RETURNING id, message_id),
-dh AS (DELETE FROM ${h} WHERE message_id IN (SELECT message_id FROM d))${partitioned ? `,\n${deleteGuard(n, 'dg', 'd')}` : ''}`
+dh AS (DELETE FROM ${h} WHERE message_id IN (SELECT message_id FROM d) AND ${anyHistory(h)})${partitioned ? `,\n${deleteGuard(n, 'dg', 'd')}` : ''}`
         : `d AS (UPDATE ${t} SET status = 'delivered', delivered_at = now(), ${UNLOCK} WHERE id = ANY(${ids})${within('')} AND lock_token = $1::uuid RETURNING id)`,
     );
     counted.push('d');
