@@ -428,12 +428,12 @@ g AS MATERIALIZED (
     SELECT p.*, row_number() OVER (PARTITION BY p.message_key ORDER BY p.pos) AS n FROM p) AS p
   WHERE p.message_key IS NULL OR p.n = p.pos)${leaseUpdate(n, partitioned, 'g')},
 x AS MATERIALIZED (
-  SELECT r.message_key, r.message_key IN (SELECT f.key FROM f UNION ALL SELECT g.message_key FROM g WHERE g.message_key IS NOT NULL) AS flying
-  FROM r WHERE r.pos IS NULL AND r.probed)
+  SELECT w.message_key, w.message_key IN (SELECT f.key FROM f UNION ALL SELECT g.message_key FROM g WHERE g.message_key IS NOT NULL) AS flying
+  FROM w WHERE w.message_key IN (SELECT k.key FROM k) AND w.id NOT IN (SELECT s.id FROM s))
 SELECT o.*, b.blocked, b.in_flight, b.contended FROM (
   SELECT array_agg(DISTINCT x.message_key) FILTER (WHERE NOT x.flying) AS blocked,
     count(DISTINCT x.message_key) FILTER (WHERE x.flying)::int AS in_flight,
-    ${contended('r', ' WHERE r.pos IS NOT NULL')} AS contended
+    ${contended('r', '')} AS contended
   FROM x) AS b
 LEFT JOIN o ON true`;
 }
@@ -460,11 +460,12 @@ function contended(from: 'w' | 'r', where: string): string {
  * whether it and every earlier row of the key in `q` are in the window (`whole`), computed in the
  * probe's own order; for a key with one row in the window, that row, or the blocking row before
  * it (`blockingBefore`), which is the same answer for less work. `f`: the keys whose head is in
- * flight. `s`: the rows of `q` in their key's run (`whole`). `r`: each window row with its place
- * in its key's run (`pos`), or null when it is behind an earlier row of its key that is not in the
- * window (leased, parked, not due, dead) or when its key was not probed (`probed` false: not
- * taken, not parked, left for a later claim): a row is in the run only if every earlier
- * blocking row of its key is in the window too. Rows without a key are runs of one.
+ * flight. `s`: the rows of `q` in their key's run (`whole`), each with its place in the run
+ * (`pos`): a row is in the run only if every earlier blocking row of its key is in the window
+ * too. `r`: the candidates, the rows of `s` and the window's rows without a key (runs of one).
+ * The other rows of the probed keys are behind an earlier row of their key that is not in the
+ * window (leased, parked, not due, dead): the claim reports their keys (`x`). The rows of keys
+ * not probed are neither taken nor reported, left for a later claim.
  */
 function postgresRuns(t: string, policy: OutboxQueuePolicy, partitioned: boolean): string {
   // The partition key, where a row of `r` carries it (`made`, as in `w`), taken from alias `a`.
@@ -500,17 +501,15 @@ q AS MATERIALIZED (
 f AS MATERIALIZED (SELECT q.key FROM q WHERE q.pos = 1 AND q.flying),
 s AS MATERIALIZED (SELECT q.id, q.key, q.due${made('q')}, q.pos FROM q WHERE q.whole),
 r AS MATERIALIZED (
-  SELECT s.id, s.key AS message_key, s.due${made('s')}, s.pos, true AS probed FROM s
+  SELECT s.id, s.due${made('s')}, s.pos FROM s
   UNION ALL
-  SELECT w.id, w.message_key, w.due${made('w')}, CASE WHEN w.message_key IS NULL THEN 1 END AS pos,
-    w.message_key IS NULL OR w.message_key IN (SELECT k.key FROM k) AS probed
-  FROM w WHERE w.id NOT IN (SELECT s.id FROM s))`;
+  SELECT w.id, w.due${made('w')}, 1::int8 AS pos FROM w WHERE w.message_key IS NULL)`;
 }
 
 /**
  * The CTE `p`: the candidates, rows of CTE `from` (`w` or `r`) in the order `order`, locked in
  * that order, at most $4, skipping rows another dispatcher holds. With `runs`, `p` also carries
- * each row's key and place in its run (`r.pos`).
+ * each row's key and place in its key's run (`r.pos`).
  */
 function lockCandidates(
   n: OutboxTableNames,
@@ -521,9 +520,8 @@ function lockCandidates(
 ): string {
   const t = n.table;
   const arrays = ['id', ...(runs ? ['pos'] : []), ...(partitioned ? ['made'] : [])];
-  const where = runs ? ` WHERE ${from}.pos IS NOT NULL` : '';
   const columns = arrays
-    .map((c) => `ARRAY(SELECT ${from}.${c} FROM ${from}${where} ORDER BY ${order})`)
+    .map((c) => `ARRAY(SELECT ${from}.${c} FROM ${from} ORDER BY ${order})`)
     .join(',\n    ');
   // On a partitioned table each candidate is found again by its id and its creation time, the
   // partition key: PostgreSQL then probes the one partition holding it, not every partition's
