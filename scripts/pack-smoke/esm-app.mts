@@ -130,6 +130,23 @@ try {
       { n: number },
     ];
     check(n === 1, 'nothing written by the refused enqueue', n);
+    // A scheduled and an unscheduled message in one call (on PostgreSQL that failed the
+    // transaction before 0.3.0): the one due now is published, the other waits for its time.
+    await dataSource.transaction((manager) =>
+      outbox.enqueue(
+        [
+          { topic: 'orders', payload: { later: true }, delayMs: 3_600_000 },
+          { topic: 'orders', payload: { now: true } },
+        ],
+        manager,
+      ),
+    );
+    const mixed = await app.get(OutboxDispatcher).runOnce();
+    check(
+      mixed.published === 1 && JSON.stringify(publisher.payloads().at(-1)) === '{"now":true}',
+      'a mixed call: the unscheduled message published, the scheduled one waiting',
+      mixed,
+    );
     console.log(
       `pack-smoke (ESM): enqueued ${id} and published it; import and require share one copy`,
     );
