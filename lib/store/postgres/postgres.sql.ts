@@ -263,9 +263,20 @@ export function blockingStatuses(deadBlocksKey: boolean): string {
  * 100 000 due rows): hence the settings, which leave the ordered index probe as the only plan
  * that reads and sorts nothing.
  */
-function keyHead(t: string, key: string, columns: string, policy: OutboxQueuePolicy): string {
+function keyHead(
+  t: string,
+  key: string,
+  columns: string,
+  policy: OutboxQueuePolicy,
+  before?: string,
+): string {
+  // `before`: only a row with an id below it. The bound is part of the index condition (a row
+  // comparison, which PostgreSQL uses to stop the scan): when nothing of the key comes before
+  // it, the probe ends in the index without reading a row of the table, however long the key's
+  // queue behind it is.
+  const below = before === undefined ? '' : ` AND (e.message_key, e.id) < (${key}, ${before})`;
   return `(SELECT ${columns} FROM ${t} AS e
-      WHERE e.message_key >= ${key} AND e.message_key <= ${key} AND e.status IN ${blockingStatuses(policy.deadBlocksKey)}
+      WHERE e.message_key >= ${key} AND e.message_key <= ${key}${below} AND e.status IN ${blockingStatuses(policy.deadBlocksKey)}
       ORDER BY e.message_key, e.id LIMIT 1)`;
 }
 
@@ -287,25 +298,6 @@ function keyRows(
   return `(SELECT ${columns} FROM ${t} AS e
       WHERE e.message_key >= ${key} AND e.message_key <= ${key} AND e.status IN ${blockingStatuses(policy.deadBlocksKey)}${past}
       ORDER BY e.message_key, e.id LIMIT ${limit})`;
-}
-
-/**
- * The first blocking row of a key with an id below `before`, as keyHead finds a head, or none.
- * The bound is part of the index condition (a row comparison, which PostgreSQL uses to stop the
- * scan): when nothing of the key comes before `before`, the probe ends in the index without
- * reading a row of the table, however long the key's queue behind it is.
- */
-function blockingBefore(
-  t: string,
-  key: string,
-  before: string,
-  policy: OutboxQueuePolicy,
-  columns: string,
-): string {
-  return `(SELECT ${columns} FROM ${t} AS e
-      WHERE e.message_key >= ${key} AND e.message_key <= ${key} AND (e.message_key, e.id) < (${key}, ${before})
-        AND e.status IN ${blockingStatuses(policy.deadBlocksKey)}
-      ORDER BY e.message_key, e.id LIMIT 1)`;
 }
 
 /** Whether a probed row (alias `e`) is a head in flight: leased less than the grace ago. */
@@ -415,7 +407,7 @@ export function postgresClaim(
   if (!policy.ordered) {
     return `WITH ${window},
 ${lockCandidates(n, partitioned, 'w', 'w.due, w.id', false)}${leaseUpdate(n, partitioned, 'p')}
-SELECT o.*, NULL::text[] AS blocked, 0 AS in_flight, ${contended('w', '')} AS contended
+SELECT o.*, NULL::text[] AS blocked, 0 AS in_flight, ${contended('w')} AS contended
 FROM (SELECT 1) AS b LEFT JOIN o ON true`;
   }
   // Heads first (every key's first row, in due order), then every key's second row, and so
@@ -433,7 +425,7 @@ x AS MATERIALIZED (
 SELECT o.*, b.blocked, b.in_flight, b.contended FROM (
   SELECT array_agg(DISTINCT x.message_key) FILTER (WHERE NOT x.flying) AS blocked,
     count(DISTINCT x.message_key) FILTER (WHERE x.flying)::int AS in_flight,
-    ${contended('r', '')} AS contended
+    ${contended('r')} AS contended
   FROM x) AS b
 LEFT JOIN o ON true`;
 }
@@ -444,8 +436,8 @@ LEFT JOIN o ON true`;
  * that run at once read the same window, so without this the later one finds nothing, looks
  * idle, and waits for its next poll while the backlog is still there (bench P6).
  */
-function contended(from: 'w' | 'r', where: string): string {
-  return `(SELECT least($4::int, count(*)::int) FROM ${from}${where}) - (SELECT count(*)::int FROM p)`;
+function contended(from: 'w' | 'r'): string {
+  return `(SELECT least($4::int, count(*)::int) FROM ${from}) - (SELECT count(*)::int FROM p)`;
 }
 
 /**
@@ -459,7 +451,7 @@ function contended(from: 'w' | 'r', where: string): string {
  * has in the window, at most $6), numbered from 1, with whether it is in flight (`flying`) and
  * whether it and every earlier row of the key in `q` are in the window (`whole`), computed in the
  * probe's own order; for a key with one row in the window, that row, or the blocking row before
- * it (`blockingBefore`), which is the same answer for less work. `f`: the keys whose head is in
+ * it (`keyHead` bounded below it), which is the same answer for less work. `f`: the keys whose head is in
  * flight. `s`: the rows of `q` in their key's run (`whole`), each with its place in the run
  * (`pos`): a row is in the run only if every earlier blocking row of its key is in the window
  * too. `r`: the candidates, the rows of `s` and the window's rows without a key (runs of one).
@@ -488,7 +480,7 @@ function postgresRuns(t: string, policy: OutboxQueuePolicy, partitioned: boolean
 q AS MATERIALIZED (
   SELECT k.key, coalesce(b.id, k.first) AS id, k.due${made('k')}, coalesce(b.flying, false) AS flying,
     1::int8 AS pos, b.id IS NULL AS whole FROM k
-  LEFT JOIN LATERAL ${blockingBefore(t, 'k.key', 'k.first', policy, `e.id, ${FLYING}`)} AS b ON true
+  LEFT JOIN LATERAL ${keyHead(t, 'k.key', `e.id, ${FLYING}`, policy, 'k.first')} AS b ON true
   WHERE k.n = 1
   UNION ALL
   SELECT k.key, e.id, e.due${made('e')}, e.flying, e.pos, e.whole FROM k
