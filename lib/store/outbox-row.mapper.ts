@@ -152,6 +152,30 @@ export function hashKey(key: string): number {
 }
 
 /**
+ * The distinct lock ids of `keys` (their `hashKey`, or its bucket out of `buckets`), ascending,
+ * so that every locker takes them in one order. Sorted as a typed array, without a comparator:
+ * a settle of 500 keys computes this once, and the Set, per-key arrays and comparator sort it
+ * replaced took about 8 × as long (0.2 ms a settle in a drain's CPU profile).
+ */
+export function sortedKeyLocks(keys: readonly (string | null)[], buckets?: number): number[] {
+  // hashKey is 31 bits, so every id (and bucket) fits an Int32Array.
+  const ids = new Int32Array(keys.length);
+  let n = 0;
+  for (const key of keys) {
+    if (key === null) continue;
+    const hash = hashKey(key);
+    ids[n++] = buckets === undefined ? hash : hash % buckets;
+  }
+  const sorted = ids.subarray(0, n).sort();
+  const distinct: number[] = [];
+  for (let i = 0; i < n; i++) {
+    const id = sorted[i] as number;
+    if (i === 0 || id !== sorted[i - 1]) distinct.push(id);
+  }
+  return distinct;
+}
+
+/**
  * The idempotent rows an `INSERT … RETURNING` did not write (their id was already in the
  * table), from the rows it returned (`{ id }` each).
  */

@@ -59,7 +59,7 @@ import { claimWindow, IN_FLIGHT_GRACE_MS, rowsOfFirstKeys } from '../claim-windo
 import { promotionRun } from '../queue-policy';
 import {
   compareIds,
-  hashKey,
+  sortedKeyLocks,
   requeueValues,
   toClaimedRecords,
   type ClaimedRow,
@@ -132,7 +132,12 @@ export class MysqlOutboxStore implements OutboxStore {
     lockKeys: boolean,
   ): Promise<readonly string[]> {
     const ids = await this.messageIdCodec();
-    const buckets = lockKeys ? bucketsOf(rows.map((r) => r.key)) : [];
+    const buckets = lockKeys
+      ? sortedKeyLocks(
+          rows.map((r) => r.key),
+          MYSQL_KEY_LOCK_BUCKETS,
+        )
+      : [];
     const [only] = rows;
     if (
       rows.length === 1 &&
@@ -671,7 +676,7 @@ export class MysqlOutboxStore implements OutboxStore {
   ): Promise<void> {
     await this.lockBucketRows(
       query,
-      bucketsOf(keys).map((b) => b + offset),
+      sortedKeyLocks(keys, MYSQL_KEY_LOCK_BUCKETS).map((b) => b + offset),
     );
   }
 
@@ -786,13 +791,6 @@ function wholeRuns<R extends { id: string | number; message_key: string | null }
     for (let p = 1; p < place; p++) if (!have.has(p)) return false;
     return place >= 1;
   });
-}
-
-/** Distinct buckets of keys, ascending, so that every locker takes them in one order. */
-function bucketsOf(keys: readonly (string | null)[]): number[] {
-  return [
-    ...new Set(keys.flatMap((k) => (k === null ? [] : [hashKey(k) % MYSQL_KEY_LOCK_BUCKETS]))),
-  ].sort((a, b) => a - b);
 }
 
 /**

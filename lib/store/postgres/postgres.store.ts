@@ -39,7 +39,13 @@ import { claimWindow } from '../claim-window';
 import { postgresLiterals } from './postgres-literal';
 import { promotionRun } from '../queue-policy';
 import { preparedFailure, statementName } from '../prepared-statements';
-import { alreadyPresent, hashKey, toClaimedRecords, type ClaimedRow } from '../outbox-row.mapper';
+import {
+  alreadyPresent,
+  hashKey,
+  sortedKeyLocks,
+  toClaimedRecords,
+  type ClaimedRow,
+} from '../outbox-row.mapper';
 import type { OutboxTableNames } from '../sql-identifier';
 import { extendedValues, isExtended, cachedStatement } from '../sql-values';
 import type { SqlPort, SqlQueryOptions, SqlResult, SqlRunner } from '../sql-port';
@@ -101,7 +107,7 @@ export class PostgresOutboxStore implements OutboxStore {
     // carrying it: a batch repeating an id keeps its first row, as UNIQUE (message_id) does.
     const rows = this.partitioned ? firstOfEachId(given) : given;
     const scheduled = rows.some((r) => r.availableAt !== null || r.delayMs !== null);
-    const keys = lockKeys ? sortedLockIds(rows.map((r) => r.key)) : [];
+    const keys = lockKeys ? sortedKeyLocks(rows.map((r) => r.key)) : [];
     const lock = keys.length > 0;
     const idempotent = rows.some((r) => r.idempotent === true);
     const [only] = rows;
@@ -319,7 +325,7 @@ export class PostgresOutboxStore implements OutboxStore {
           ]);
           await run(postgresLockKeys(), [
             this.lockNamespace,
-            sortedLockIds(keys.map((k) => k.key)),
+            sortedKeyLocks(keys.map((k) => k.key)),
           ]);
         }
         const { rows: records } = await run<{ id: string; key: string | null; overtaken: boolean }>(
@@ -485,7 +491,7 @@ export class PostgresOutboxStore implements OutboxStore {
     const opening = postgresOpening(
       this.timeoutMs,
       this.dispatchNamespace,
-      sortedLockIds(lockKeys),
+      sortedKeyLocks(lockKeys),
       plans,
     );
     if (claimTurn) {
@@ -625,10 +631,6 @@ interface TransactionOptions {
 }
 
 /** Distinct lock ids of keys, ascending: every locker takes them in one order, so none deadlock. */
-function sortedLockIds(keys: readonly (string | null)[]): number[] {
-  return [...new Set(keys.flatMap((k) => (k === null ? [] : [hashKey(k)])))].sort((a, b) => a - b);
-}
-
 /** The rows in order, without the later ones repeating an earlier row's message id. */
 function firstOfEachId(rows: readonly NewOutboxRow[]): readonly NewOutboxRow[] {
   const seen = new Set<string>();
