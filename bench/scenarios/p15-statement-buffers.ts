@@ -1,10 +1,11 @@
 /**
  * P15: what the dispatcher's statements read on PostgreSQL, in shared buffers per message, from
  * `EXPLAIN (ANALYZE, BUFFERS)` of each statement (each run inside a transaction rolled back at
- * the end): (a) the module's claim of 200 and its settle, with the promotion of the keys' next
- * messages in the same statement as the store runs it (and as it runs on a table made before
- * schema step 5's waiting index), against the bare relay's claim of 500 and settle, on a backlog
- * with one key per message; (b) the claim and settle of a 200-message batch on a table partitioned by day with
+ * the end): (a) the module's claim of 500 (the default batch) and its settle, with the promotion
+ * of the keys' next messages in the same statement as the store runs it (and as it runs on a
+ * table made before schema step 5's waiting index), against the bare relay's claim of 500 and
+ * the settle of the rows it claimed, each on a fresh backlog with one key per message; (b) the
+ * claim and settle of a 200-message batch on a table partitioned by day with
  * eight partitions, with and without partition pruning. Counts of buffers do not depend on how
  * busy the machine is, so this locates costs where timings on this machine cannot. Runs only
  * when named (`--only P15`).
@@ -24,6 +25,7 @@ import { resetPartitionedTable } from '../support/partitions';
 import { addMetric, newResult, type BenchContext, type ScenarioResult } from '../support/report';
 import { round } from '../support/stats';
 import { promotionRun, queuePolicyOf } from '../../lib/store/queue-policy';
+import { claimWindow } from '../../lib/store/claim-window';
 import { bareClaimSql, bareSettleSql } from '../baselines/bare-relay';
 
 const PLAIN = named('bench_p15');
@@ -31,6 +33,10 @@ const PARTED = named('bench_p15_part');
 const DAY = 86_400_000;
 const POLICY = queuePolicyOf();
 const DELIVERED = { delivered: true, retry: false, dead: false, release: false };
+/** The dispatcher's default batch, the size of both relays' batches in (a). */
+const BATCH = 500;
+/** (b)'s batch, as before (a) moved to the default batch. */
+const PARTED_BATCH = 200;
 
 export async function p15(ctx: BenchContext): Promise<ScenarioResult> {
   const { pg } = ctx;
@@ -50,10 +56,12 @@ export async function p15(ctx: BenchContext): Promise<ScenarioResult> {
       await seedOutbox(pg, PLAIN, 20_000, { keys: 20_000 });
       await analyse(pg, PLAIN);
       // The module's claim and settle as the store runs them on a table of this version (with
-      // schema step 5's waiting index), then the bare relay's. Each statement reads what the
-      // rolled-back ones before it left behind (dead row versions, index entries), so the order
-      // is kept from run to run, and the settle of a table made before step 5 is measured last,
-      // on a fresh copy of the backlog.
+      // schema step 5's waiting index), then the bare relay's on a fresh copy of the backlog:
+      // a statement reads what the rolled-back ones before it left behind (dead row versions,
+      // index entries). Until 2026-11-25 the bare relay ran on the module's leftovers, and its
+      // settle marked 500 rows it had not claimed (the first by id as text: one row version
+      // each), which showed it reading 12.8 buffers a message where it reads as many as the
+      // module. The settle of a table made before step 5 is measured last, on a fresh copy too.
       const moduleBatch = (waitingIndex: boolean): Promise<void> =>
         inRolledBack(runner, async () => {
           const token = `00000000-0000-4000-8000-${String(run).padStart(12, '0')}`;
@@ -78,16 +86,19 @@ export async function p15(ctx: BenchContext): Promise<ScenarioResult> {
           add('module_total', (claim + settle) / rows.length);
         });
       await moduleBatch(true);
+      await resetOutboxTable(pg, PLAIN);
+      await seedOutbox(pg, PLAIN, 20_000, { keys: 20_000 });
+      await analyse(pg, PLAIN);
       await inRolledBack(runner, async () => {
+        const claim = await buffers(runner, bareClaimSql(PLAIN), [BATCH]);
         const claimed = await rowsOf<{ id: string }[]>(
           runner,
-          `SELECT id::text AS id FROM "${PLAIN}" WHERE status = 'pending' ORDER BY id LIMIT 500`,
+          `SELECT id::text AS id FROM "${PLAIN}" WHERE locked_by = 'bare'`,
         );
-        const claim = await buffers(runner, bareClaimSql(PLAIN), [500]);
         const settle = await buffers(runner, bareSettleSql(PLAIN), [claimed.map((r) => r.id)]);
-        add('bare_claim', claim / 500);
-        add('bare_settle', settle / 500);
-        add('bare_total', (claim + settle) / 500);
+        add('bare_claim', claim / claimed.length);
+        add('bare_settle', settle / claimed.length);
+        add('bare_total', (claim + settle) / claimed.length);
       });
       await resetOutboxTable(pg, PLAIN);
       // As a table made before schema step 5 is: without the waiting index.
@@ -114,7 +125,7 @@ export async function p15(ctx: BenchContext): Promise<ScenarioResult> {
       for (const pruned of [false, true]) {
         await inRolledBack(runner, async () => {
           const token = `00000000-0000-4000-8000-${String(run * 10 + Number(pruned)).padStart(12, '0')}`;
-          const claim = await claimBuffers(runner, parted, token, pruned);
+          const claim = await claimBuffers(runner, parted, token, pruned, PARTED_BATCH);
           const rows = await rowsOf<{ id: string; created_at: Date }[]>(
             runner,
             `SELECT id::text AS id, created_at FROM "${PARTED}" WHERE lock_token = $1`,
@@ -158,21 +169,22 @@ export async function p15(ctx: BenchContext): Promise<ScenarioResult> {
 }
 
 /**
- * The buffers of the module's claim of 200 (window 450) under `token`; `partitioned`, the form
- * that finds each candidate by its partition key (partition pruning).
+ * The buffers of the module's claim of `limit` (and its window) under `token`; `partitioned`,
+ * the form that finds each candidate by its partition key (partition pruning).
  */
 function claimBuffers(
   runner: QueryRunner,
   names: OutboxTableNames,
   token: string,
   partitioned = false,
+  limit = BATCH,
 ): Promise<number> {
   return buffers(runner, postgresClaim(names, POLICY, partitioned), [
     'bench',
     token,
     30_000,
-    200,
-    450,
+    limit,
+    claimWindow(limit),
     POLICY.maxRun,
   ]);
 }
