@@ -186,6 +186,50 @@ describeWith(['postgres'], 'partitioned outbox table on postgres', () => {
       });
   });
 
+  it("the plain table's claim, run on a partitioned table, leases only the rows it locked: a ctid names a row in each partition", async () => {
+    // The store reads the layout at bootstrap, but takes the options' word when it cannot
+    // connect then; the plain claim writes its lease to the rows it locked by their ctid, which
+    // partitions repeat (until 2026-11-25 the lease went to one row of each partition).
+    const table = await partitionedTable();
+    await pastPartition(table, 1);
+    const publisher = new RecordingPublisher();
+    const app = await apps.boot(publisher, table);
+    const ids = await app.enqueue(Array.from({ length: 4 }, (_, i) => msg(`k${i}`, { i })));
+    await scope.ds.query(
+      `UPDATE "${table}" SET created_at = created_at - interval '1 day' WHERE message_id = ANY($1::uuid[])`,
+      [ids.slice(2)],
+    );
+    const places = await scope.ds.query<{ id: string; at: string }[]>(
+      `SELECT message_id::text AS id, ctid::text AS at FROM "${table}"`,
+    );
+    const at = new Map(places.map((p) => [p.id, p.at]));
+    // The first message of today's partition and the first moved to yesterday's share a ctid.
+    expect(at.get(ids[0] ?? '')).toBe(at.get(ids[2] ?? ''));
+    const names = tableNamesFor('postgres', { tableName: table });
+    const policy = { ordered: true, deadBlocksKey: true, maxRun: 50, batchSize: 200 };
+    for (const ordered of [true, false]) {
+      await scope.ds
+        .transaction(async (m) => {
+          for (const statement of postgresOpening(5_000, 1, [])) await m.query(statement);
+          const token = randomUUID();
+          const claimed = await m.query<{ message_id: string }[]>(
+            postgresClaim(names, { ...policy, ordered }, false),
+            ['me', token, 30_000, 1, 10, ...(ordered ? [50] : [])],
+          );
+          expect(claimed.map((r) => r.message_id)).toEqual([ids[0]]);
+          const leased = await m.query<{ id: string }[]>(
+            `SELECT message_id::text AS id FROM "${table}" WHERE lock_token = $1`,
+            [token],
+          );
+          expect(leased.map((r) => r.id)).toEqual([ids[0]]);
+          throw new Rollback();
+        })
+        .catch((error: unknown) => {
+          if (!(error instanceof Rollback)) throw error;
+        });
+    }
+  });
+
   it('the cleaner leaves delivered rows to the maintainer and still deletes dead rows past their retention', async () => {
     const table = await partitionedTable();
     const publisher = new RecordingPublisher();

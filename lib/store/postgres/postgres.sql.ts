@@ -529,7 +529,11 @@ function lockCandidates(
   // update then reads that version straight from its page (a TID scan) instead of descending
   // the primary key once more per row. Nothing else can change a row this statement holds
   // locked, so the ctid stays the row's. A partitioned table's ctids are per partition: there
-  // the update finds rows by id and partition key, as above.
+  // the update finds rows by id and partition key, as above. The id beside the ctid costs
+  // nothing and keeps a ctid from naming a row of another partition too, should these
+  // statements run on a partitioned table (the store reads the layout when it can connect at
+  // bootstrap, and takes the options' word when it cannot): the lease went to every row of the
+  // table at that ctid, one in each partition.
   return `p AS MATERIALIZED (
   SELECT c.id${partitioned ? ', c.created_at' : ', c.ctid'}${runs ? ', c.message_key, h.pos' : ''} FROM unnest(${columns})
     WITH ORDINALITY AS h(${arrays.join(', ')}, ord)
@@ -548,7 +552,7 @@ o AS (
   UPDATE ${n.table} AS o
   SET locked_by = $1, lock_token = $2::uuid, locked_until = ${lease}, available_at = ${lease},
     attempts = o.attempts + 1, last_attempt_at = now()
-  FROM ${from} WHERE ${partitioned ? `o.id = ${from}.id AND o.created_at = ${from}.created_at` : `o.ctid = ${from}.ctid`}
+  FROM ${from} WHERE ${partitioned ? `o.id = ${from}.id AND o.created_at = ${from}.created_at` : `o.ctid = ${from}.ctid AND o.id = ${from}.id`}
   RETURNING ${RETURNING})`;
 }
 
