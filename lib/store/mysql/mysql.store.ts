@@ -59,8 +59,8 @@ import { claimWindow, IN_FLIGHT_GRACE_MS, rowsOfFirstKeys } from '../claim-windo
 import { promotionRun } from '../queue-policy';
 import {
   compareIds,
-  sortedKeyLocks,
   requeueValues,
+  sortedKeyLocks,
   toClaimedRecords,
   type ClaimedRow,
   type RequeuedRow,
