@@ -224,9 +224,12 @@ async function main(): Promise<void> {
   if (!quiet)
     log(`note: ${otherJestProcesses()} other jest process(es) are running: numbers are noisy`);
   // Only the sizes below the issue's: one set to it (BENCH_SIZE_…) is not scaled down.
-  const scaledDown = (Object.keys(ISSUE_SIZES) as (keyof typeof ISSUE_SIZES)[]).filter(
-    (size) => profile.name === 'quick' && profile[size] < ISSUE_SIZES[size],
-  );
+  const scaledDown =
+    profile.name === 'quick'
+      ? (Object.keys(ISSUE_SIZES) as (keyof typeof ISSUE_SIZES)[]).filter(
+          (size) => profile[size] < ISSUE_SIZES[size],
+        )
+      : [];
   if (scaledDown.length > 0) {
     const labels = { p1Messages: 'P1', p7History: 'P7 history', p8DrainMessages: 'P8 drain' };
     const listed = scaledDown
