@@ -773,6 +773,63 @@ describeWith(
       return publisher;
     }
 
+    it('each message carries exactly its own headers, whatever the messages before it carried (with and without the outbox headers)', async () => {
+      // The publisher reuses one headers table per set of header names (amqplib encodes it
+      // before publish() returns): a value or a name of one message must never reach another.
+      const shapes: { key: string | null; headers: Record<string, string> }[] = [
+        { key: 'k-a', headers: { a: 'a0' } },
+        { key: null, headers: {} },
+        { key: 'k-b', headers: { b: 'b2' } },
+        { key: null, headers: { a: 'a3' } },
+        { key: 'k-a', headers: { a: 'a4', b: 'b4' } },
+        { key: null, headers: {} },
+        { key: 'k-c', headers: { b: 'b6', a: 'a6' } },
+        { key: 'k-d', headers: {} },
+      ];
+      for (const outboxHeaders of [true, false]) {
+        const queue = uniqueName(`q-headers-${outboxHeaders}`);
+        const publisher = publisherFor(queue, {
+          exchange: '',
+          routingKey: () => queue,
+          outboxHeaders,
+        });
+        await publisher.connect();
+        const received = await consumers.consume(queue);
+        // Three rounds, so that every set of names is met again after another.
+        const records = Array.from({ length: 3 }, (_, round) =>
+          shapes.map((shape, i): OutboxRecord => ({
+            ...rec(queue, `m-${outboxHeaders}-${round}-${i}`),
+            key: shape.key,
+            type: `type-${i}`,
+            headers: Object.fromEntries(
+              Object.entries(shape.headers).map(([k, v]) => [k, `${v}-${round}`]),
+            ),
+          })),
+        ).flat();
+        const outcomes = await publisher.publish(records, anySignal());
+        expect(outcomes.every((o) => o.ok === true)).toBe(true);
+        await waitFor('every message at the queue', () => received.length === records.length);
+        for (const record of records) {
+          const got = received.find((m) => m.messageId === record.messageId);
+          const { [RABBITMQ_PUBLISH_ID_HEADER]: publishId, ...headers } = got?.headers ?? {};
+          const expected: Record<string, unknown> = { ...record.headers };
+          if (outboxHeaders) {
+            expected[OUTBOX_HEADER_MESSAGE_ID] = record.messageId;
+            expected[OUTBOX_HEADER_TYPE] = record.type;
+            if (record.key !== null) expected[KEY_HEADER] = record.key;
+            expect(typeof publishId).toBe('string');
+          } else {
+            expect(publishId).toBeUndefined();
+          }
+          // Header values arrive as the long strings AMQP tables carry: compare as text.
+          expect(
+            Object.fromEntries(Object.entries(headers).map(([k, v]) => [k, String(v)])),
+          ).toEqual(expected);
+          expect(got?.type).toBe(record.type);
+        }
+      }
+    });
+
     it('a message amqplib cannot encode is a permanent failure, not an outage; the rest of the batch is published', async () => {
       const queue = uniqueName('q-encode');
       const publisher = publisherFor(queue, { exchange: '', routingKey: () => queue });

@@ -20,6 +20,7 @@ import {
   OUTBOX_HEADER_TYPE,
 } from '../../outbox.constants';
 import { RabbitMqAccessRefusedError, type RabbitMqRefusal } from './rabbitmq-access-refused.error';
+import { RabbitMqHeaderTables } from './rabbitmq-header-tables';
 import { RabbitMqPublishError } from './rabbitmq-publish.error';
 import {
   resolveRabbitMqPublisherOptions,
@@ -87,6 +88,13 @@ interface ConnectionState {
 }
 
 const RESERVED_HEADERS = new Set(['cc', 'bcc']);
+// The module's own headers, after the message's, in this order (see properties()).
+const OUTBOX_HEADERS = [
+  OUTBOX_HEADER_MESSAGE_ID,
+  OUTBOX_HEADER_TYPE,
+  OUTBOX_HEADER_KEY,
+  RABBITMQ_PUBLISH_ID_HEADER,
+] as const;
 const ACCESS_REFUSED = 403;
 const NOT_FOUND = 404;
 /** How long an exchange seen to exist is trusted before it is checked again. */
@@ -137,6 +145,7 @@ export class RabbitMqPublisher implements OutboxPublisher {
   /** Why the last connection attempt failed, for the fast failures while waiting to retry. */
   #lastFailure: PublisherUnavailableError | undefined;
   #publishes = 0;
+  readonly #headerTables = new RabbitMqHeaderTables(OUTBOX_HEADERS);
 
   constructor(options: RabbitMqPublisherOptions) {
     this.#options = resolveRabbitMqPublisherOptions(options);
@@ -533,19 +542,16 @@ export class RabbitMqPublisher implements OutboxPublisher {
 
   private properties(record: OutboxRecord, publishId: string): Options.Publish {
     const outboxHeaders = this.#options.outboxHeaders;
-    const headers: Record<string, string> = {};
-    let own = 0;
-    for (const [name, value] of Object.entries(record.headers)) {
-      // CC/BCC would copy the message to other queues (sender-selected distribution).
-      if (!RESERVED_HEADERS.has(name.toLowerCase())) {
-        headers[name] = value;
-        own++;
-      }
-    }
+    // CC/BCC would copy the message to other queues (sender-selected distribution).
+    const own = Object.keys(record.headers).filter(
+      (name) => !RESERVED_HEADERS.has(name.toLowerCase()),
+    );
+    const headers = this.#headerTables.tableFor(own, outboxHeaders);
+    for (const name of own) headers[name] = record.headers[name];
     if (outboxHeaders) {
       headers[OUTBOX_HEADER_MESSAGE_ID] = record.messageId;
       headers[OUTBOX_HEADER_TYPE] = record.type;
-      if (record.key !== null) headers[OUTBOX_HEADER_KEY] = record.key;
+      headers[OUTBOX_HEADER_KEY] = record.key ?? undefined;
       headers[RABBITMQ_PUBLISH_ID_HEADER] = publishId;
     }
     const attributes = record.attributes?.rabbitmq;
@@ -571,7 +577,7 @@ export class RabbitMqPublisher implements OutboxPublisher {
         ? { headers }
         : {
             correlationId: `${RABBITMQ_PUBLISH_ID_CORRELATION_PREFIX}${publishId}`,
-            ...(own > 0 ? { headers } : {}),
+            ...(own.length > 0 ? { headers } : {}),
           }),
     };
   }
