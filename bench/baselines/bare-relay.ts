@@ -109,29 +109,47 @@ export type BareProperties = 'bare' | 'outbox' | 'outbox-no-headers' | 'bare-one
 
 /** The AMQP properties a bare relay sends for `kind` (see {@link BareProperties}). */
 export function rabbitProperties(r: Row, kind: BareProperties, publishId: number): Options.Publish {
-  const bare: Options.Publish = {
-    persistent: true,
-    messageId: r.message_id,
-    contentType: 'application/json',
-  };
-  if (kind === 'bare') return bare;
-  if (kind === 'bare-one-header')
-    return { ...bare, headers: { [RABBITMQ_PUBLISH_ID_HEADER]: String(publishId) } };
-  const properties: Options.Publish = {
-    ...bare,
-    mandatory: true,
-    type: r.event_type,
-    timestamp: Math.floor(Date.now() / 1000),
-    contentEncoding: 'utf-8',
-  };
-  if (kind === 'outbox-no-headers') return properties;
-  const headers: Record<string, string> = {
-    [OUTBOX_HEADER_MESSAGE_ID]: r.message_id,
-    [OUTBOX_HEADER_TYPE]: r.event_type,
-    [RABBITMQ_PUBLISH_ID_HEADER]: String(publishId),
-  };
-  if (r.message_key !== null) headers[OUTBOX_HEADER_KEY] = r.message_key;
-  return { ...properties, headers };
+  // Each set as one object literal, as a relay written by hand would build it: spreads made
+  // objects that amqplib read more slowly, which charged the baseline for its own construction.
+  switch (kind) {
+    case 'bare':
+      return { persistent: true, messageId: r.message_id, contentType: 'application/json' };
+    case 'bare-one-header':
+      return {
+        persistent: true,
+        messageId: r.message_id,
+        contentType: 'application/json',
+        headers: { [RABBITMQ_PUBLISH_ID_HEADER]: String(publishId) },
+      };
+    case 'outbox-no-headers':
+      return {
+        persistent: true,
+        messageId: r.message_id,
+        contentType: 'application/json',
+        mandatory: true,
+        type: r.event_type,
+        timestamp: Math.floor(Date.now() / 1000),
+        contentEncoding: 'utf-8',
+      };
+    case 'outbox': {
+      const headers: Record<string, string> = {
+        [OUTBOX_HEADER_MESSAGE_ID]: r.message_id,
+        [OUTBOX_HEADER_TYPE]: r.event_type,
+        [RABBITMQ_PUBLISH_ID_HEADER]: String(publishId),
+      };
+      if (r.message_key !== null) headers[OUTBOX_HEADER_KEY] = r.message_key;
+      return {
+        persistent: true,
+        messageId: r.message_id,
+        contentType: 'application/json',
+        mandatory: true,
+        type: r.event_type,
+        timestamp: Math.floor(Date.now() / 1000),
+        contentEncoding: 'utf-8',
+        headers,
+      };
+    }
+  }
 }
 
 /** Drains the table into `queue` through the confirm window; resolves to the number published. */
