@@ -122,15 +122,7 @@ export function rabbitProperties(r: Row, kind: BareProperties, publishId: number
         headers: { [RABBITMQ_PUBLISH_ID_HEADER]: String(publishId) },
       };
     case 'outbox-no-headers':
-      return {
-        persistent: true,
-        messageId: r.message_id,
-        contentType: 'application/json',
-        mandatory: true,
-        type: r.event_type,
-        timestamp: Math.floor(Date.now() / 1000),
-        contentEncoding: 'utf-8',
-      };
+      return outboxProperties(r, undefined);
     case 'outbox': {
       const headers: Record<string, string> = {
         [OUTBOX_HEADER_MESSAGE_ID]: r.message_id,
@@ -138,18 +130,23 @@ export function rabbitProperties(r: Row, kind: BareProperties, publishId: number
         [RABBITMQ_PUBLISH_ID_HEADER]: String(publishId),
       };
       if (r.message_key !== null) headers[OUTBOX_HEADER_KEY] = r.message_key;
-      return {
-        persistent: true,
-        messageId: r.message_id,
-        contentType: 'application/json',
-        mandatory: true,
-        type: r.event_type,
-        timestamp: Math.floor(Date.now() / 1000),
-        contentEncoding: 'utf-8',
-        headers,
-      };
+      return outboxProperties(r, headers);
     }
   }
+}
+
+/** The properties RabbitMqPublisher sends, with or without headers (amqplib sends none for undefined). */
+function outboxProperties(r: Row, headers: Record<string, string> | undefined): Options.Publish {
+  return {
+    persistent: true,
+    messageId: r.message_id,
+    contentType: 'application/json',
+    mandatory: true,
+    type: r.event_type,
+    timestamp: Math.floor(Date.now() / 1000),
+    contentEncoding: 'utf-8',
+    headers,
+  };
 }
 
 /** Drains the table into `queue` through the confirm window; resolves to the number published. */

@@ -106,6 +106,26 @@ SELECT ?, ?, ?, ?, ?, ? FROM ${lockTable} WHERE bucket = ? FOR UPDATE`;
     label === 'mariadb' ? messageIdBytes(randomUUID()) : randomUUID();
   const order = (m: EntityManager): Promise<BenchOrder> =>
     m.save(BenchOrder, m.create(BenchOrder, { customer: `c${seq % 97}`, total: seq }));
+  // A hand-written row's values, as the module writes them; 100 of them with their keys.
+  const handRow = (e: OrderCreated): unknown[] => [
+    newId(),
+    'orders',
+    e.key,
+    'order.created',
+    JSON.stringify(e),
+    '{}',
+  ];
+  const handBatch = (): { params: unknown[]; keys: string[] } => {
+    const params: unknown[] = [];
+    const keys: string[] = [];
+    for (let i = 0; i < 100; i++) {
+      const s = ++seq;
+      const e = new OrderCreated(s, keyOf(s), PAD);
+      keys.push(e.key);
+      params.push(...handRow(e));
+    }
+    return { params, keys };
+  };
   const variants = {
     oneModule: async (): Promise<void> => {
       await db.transaction(async (m) => {
@@ -118,15 +138,7 @@ SELECT ?, ?, ?, ?, ?, ? FROM ${lockTable} WHERE bucket = ? FOR UPDATE`;
       await db.transaction(async (m) => {
         const s = ++seq;
         await order(m);
-        const e = new OrderCreated(s, keyOf(s), PAD);
-        await m.query(insertOne, [
-          newId(),
-          'orders',
-          e.key,
-          'order.created',
-          JSON.stringify(e),
-          '{}',
-        ]);
+        await m.query(insertOne, handRow(new OrderCreated(s, keyOf(s), PAD)));
       });
     },
     manyModule: async (): Promise<void> => {
@@ -140,13 +152,7 @@ SELECT ?, ?, ?, ?, ?, ? FROM ${lockTable} WHERE bucket = ? FOR UPDATE`;
     },
     manyHand: async (): Promise<void> => {
       await db.transaction(async (m) => {
-        const params: unknown[] = [];
-        for (let i = 0; i < 100; i++) {
-          const s = ++seq;
-          const e = new OrderCreated(s, keyOf(s), PAD);
-          params.push(newId(), 'orders', e.key, 'order.created', JSON.stringify(e), '{}');
-        }
-        await m.query(insertMany, params);
+        await m.query(insertMany, handBatch().params);
       });
     },
     oneHandLocked: async (): Promise<void> => {
@@ -155,29 +161,14 @@ SELECT ?, ?, ?, ?, ?, ? FROM ${lockTable} WHERE bucket = ? FOR UPDATE`;
         await order(m);
         const e = new OrderCreated(s, keyOf(s), PAD);
         const [bucket] = sortedKeyLocks([e.key], MYSQL_KEY_LOCK_BUCKETS);
-        const result: unknown = await m.query(insertOneLocked, [
-          newId(),
-          'orders',
-          e.key,
-          'order.created',
-          JSON.stringify(e),
-          '{}',
-          bucket,
-        ]);
+        const result: unknown = await m.query(insertOneLocked, [...handRow(e), bucket]);
         if ((result as { affectedRows?: number }).affectedRows !== 1)
           throw new Error('P5: the hand-written locked insert wrote no row');
       });
     },
     manyHandLocked: async (): Promise<void> => {
       await db.transaction(async (m) => {
-        const params: unknown[] = [];
-        const keys: string[] = [];
-        for (let i = 0; i < 100; i++) {
-          const s = ++seq;
-          const e = new OrderCreated(s, keyOf(s), PAD);
-          keys.push(e.key);
-          params.push(newId(), 'orders', e.key, 'order.created', JSON.stringify(e), '{}');
-        }
+        const { params, keys } = handBatch();
         const [lock, buckets] = lockBuckets(keys);
         await m.query(lock, buckets);
         await m.query(insertMany, params);
@@ -185,6 +176,12 @@ SELECT ?, ?, ?, ?, ?, ? FROM ${lockTable} WHERE bucket = ? FOR UPDATE`;
     },
   };
   const locked = label === 'mariadb';
+  // One event: the module first, its time ÷ the hand-written one's. 100 events: the hand-written
+  // call first, its time ÷ the module's (a throughput ratio).
+  const pairOne = (hand: () => Promise<void>) =>
+    pairedBlocks(variants.oneModule, hand, profile.p5Transactions, BLOCK);
+  const pairMany = (hand: () => Promise<void>) =>
+    pairedBlocks(hand, variants.manyModule, profile.p5Batches, 5);
   const one = { module: [] as number[], hand: [] as number[], ratio: [] as number[] };
   const many = { module: [] as number[], hand: [] as number[], ratio: [] as number[] };
   const oneLocked = { hand: [] as number[], ratio: [] as number[] };
@@ -192,37 +189,22 @@ SELECT ?, ?, ?, ?, ?, ? FROM ${lockTable} WHERE bucket = ? FOR UPDATE`;
   try {
     for (let run = 1; run <= ctx.runs; run++) {
       await truncateOutbox(db, TABLE);
-      const a = await pairedBlocks(
-        variants.oneModule,
-        variants.oneHand,
-        profile.p5Transactions,
-        BLOCK,
-      );
+      const a = await pairOne(variants.oneHand);
       one.module.push(a.first * 1000);
       one.hand.push(a.second * 1000);
       one.ratio.push(a.ratio);
       await truncateOutbox(db, TABLE);
-      const b = await pairedBlocks(variants.manyHand, variants.manyModule, profile.p5Batches, 5);
+      const b = await pairMany(variants.manyHand);
       many.module.push(b.second * 1000);
       many.hand.push(b.first * 1000);
       many.ratio.push(b.ratio);
       if (locked) {
         await truncateOutbox(db, TABLE);
-        const c = await pairedBlocks(
-          variants.oneModule,
-          variants.oneHandLocked,
-          profile.p5Transactions,
-          BLOCK,
-        );
+        const c = await pairOne(variants.oneHandLocked);
         oneLocked.hand.push(c.second * 1000);
         oneLocked.ratio.push(c.ratio);
         await truncateOutbox(db, TABLE);
-        const d = await pairedBlocks(
-          variants.manyHandLocked,
-          variants.manyModule,
-          profile.p5Batches,
-          5,
-        );
+        const d = await pairMany(variants.manyHandLocked);
         manyLocked.hand.push(d.first * 1000);
         manyLocked.ratio.push(d.ratio);
         ctx.log(
