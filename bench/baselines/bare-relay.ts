@@ -135,7 +135,10 @@ export function rabbitProperties(r: Row, kind: BareProperties, publishId: number
   }
 }
 
-/** The properties RabbitMqPublisher sends, with or without headers (amqplib sends none for undefined). */
+/**
+ * The properties RabbitMqPublisher sends, with or without headers: amqplib writes the same frame
+ * for `headers: undefined` as for no headers option.
+ */
 function outboxProperties(r: Row, headers: Record<string, string> | undefined): Options.Publish {
   return {
     persistent: true,

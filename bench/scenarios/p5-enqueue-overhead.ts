@@ -106,15 +106,16 @@ SELECT ?, ?, ?, ?, ?, ? FROM ${lockTable} WHERE bucket = ? FOR UPDATE`;
     label === 'mariadb' ? messageIdBytes(randomUUID()) : randomUUID();
   const order = (m: EntityManager): Promise<BenchOrder> =>
     m.save(BenchOrder, m.create(BenchOrder, { customer: `c${seq % 97}`, total: seq }));
-  // A hand-written row's values, as the module writes them; 100 of them with their keys.
-  const handRow = (e: OrderCreated): unknown[] => [
-    newId(),
-    'orders',
-    e.key,
-    'order.created',
-    JSON.stringify(e),
-    '{}',
-  ];
+  // A hand-written row's values, as the module writes them, appended to `params`; 100 of them
+  // with their keys (pushed straight into one array, as a hand-written batch would be).
+  const pushRow = (params: unknown[], e: OrderCreated): void => {
+    params.push(newId(), 'orders', e.key, 'order.created', JSON.stringify(e), '{}');
+  };
+  const handRow = (e: OrderCreated): unknown[] => {
+    const params: unknown[] = [];
+    pushRow(params, e);
+    return params;
+  };
   const handBatch = (): { params: unknown[]; keys: string[] } => {
     const params: unknown[] = [];
     const keys: string[] = [];
@@ -122,7 +123,7 @@ SELECT ?, ?, ?, ?, ?, ? FROM ${lockTable} WHERE bucket = ? FOR UPDATE`;
       const s = ++seq;
       const e = new OrderCreated(s, keyOf(s), PAD);
       keys.push(e.key);
-      params.push(...handRow(e));
+      pushRow(params, e);
     }
     return { params, keys };
   };
