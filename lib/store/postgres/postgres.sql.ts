@@ -413,14 +413,17 @@ FROM (SELECT 1) AS b LEFT JOIN o ON true`;
   // Heads first (every key's first row, in due order), then every key's second row, and so
   // on: a batch cut short by the limit shortens runs before it leaves a key out.
   // `g`: the locked rows whose run is whole, every earlier row of their key locked too (SKIP
-  // LOCKED or the recheck can drop a run's head). A head always is; only the keys with a row
-  // past their head in `p` are numbered, so a batch of heads sorts nothing (numbering all of
-  // `p` sorted it by key).
+  // LOCKED or the recheck can drop a run's head). A head always is; the rows past a head are
+  // numbered only when `p` has any (a one-time EXISTS), so a batch of heads sorts nothing
+  // (numbering all of `p` sorted it by key).
   // `x`: the probed keys with a row in the window outside their run, that is more rows in the
-  // window (`k.n`) than in the run (`s`): counted per key instead of looking up every window
-  // row, and without the DISTINCT that sorted the reported keys. With `g`, 0.95 × the claim's
-  // server time before (paired over 31 fresh claims of 500, 1 000 keys and 10 keys; see
-  // docs/performance.md, "The claim's run check and blocked keys").
+  // window (`k.n`) than in the run (the rows of `q` that are `whole`): one grouping of `q`,
+  // instead of looking up every window row and sorting the keys for DISTINCT.
+  // Neither joins CTEs: a join of two is planned on row estimates, one row each in the generic
+  // plan (no statistics, `LIMIT $4` unknown), and became a nested loop that read `p` once per
+  // row of `p`, doubling the claim in a drain (claim-plans.spec checks the plans for that).
+  // Together 0.94 × the server time of the claim before at 1 000 keys, 0.89 × at 10 keys
+  // (docs/performance.md, "The claim's run check and blocked keys").
   const taken = `p.id, p.message_key${partitioned ? ', p.created_at' : ', p.ctid'}`;
   return `WITH ${window},
 ${postgresRuns(t, policy, partitioned)},
@@ -430,12 +433,11 @@ g AS MATERIALIZED (
   UNION ALL
   SELECT ${taken} FROM (
     SELECT p.*, row_number() OVER (PARTITION BY p.message_key ORDER BY p.pos) AS n FROM p
-    WHERE p.message_key IN (SELECT p.message_key FROM p WHERE p.pos > 1)) AS p
+    WHERE EXISTS (SELECT 1 FROM p AS a WHERE a.pos > 1)) AS p
   WHERE p.pos > 1 AND p.n = p.pos)${leaseUpdate(n, partitioned, 'g')},
 x AS MATERIALIZED (
-  SELECT k.key, k.key IN (SELECT f.key FROM f UNION ALL SELECT g.message_key FROM g WHERE g.message_key IS NOT NULL) AS flying
-  FROM k LEFT JOIN (SELECT s.key, count(*) AS n FROM s GROUP BY s.key) AS c ON c.key = k.key
-  WHERE k.n > coalesce(c.n, 0))
+  SELECT q.key, q.key IN (SELECT f.key FROM f UNION ALL SELECT g.message_key FROM g WHERE g.message_key IS NOT NULL) AS flying
+  FROM q GROUP BY q.key, q.n HAVING q.n > count(*) FILTER (WHERE q.whole))
 SELECT o.*, b.blocked, b.in_flight, b.contended FROM (
   SELECT array_agg(x.key) FILTER (WHERE NOT x.flying) AS blocked,
     count(*) FILTER (WHERE x.flying)::int AS in_flight,
@@ -462,7 +464,7 @@ function contended(from: 'w' | 'r'): string {
  * behind followers not parked yet, and probing every key in it both cost key-index probes no
  * batch used, P15, and parked the followers of keys in flight). `q`: for each key
  * of `k`, its first blocking rows in queue order (one key-index probe, as many rows as the key
- * has in the window, at most $6), numbered from 1, with whether it is in flight (`flying`) and
+ * has in the window, at most $6), numbered from 1, each with the key's `n` of `k`, whether it is in flight (`flying`) and
  * whether it and every earlier row of the key in `q` are in the window (`whole`), computed in the
  * probe's own order; for a key with one row in the window, that row, or the blocking row before
  * it (`keyHead` bounded below it), which is the same answer for less work. `f`: the keys whose head is in
@@ -492,12 +494,12 @@ function postgresRuns(t: string, policy: OutboxQueuePolicy, partitioned: boolean
   FROM w WHERE w.message_key IS NOT NULL
   GROUP BY w.message_key ORDER BY min(w.due), min(w.id) LIMIT $4),
 q AS MATERIALIZED (
-  SELECT k.key, coalesce(b.id, k.first) AS id, k.due${made('k')}, coalesce(b.flying, false) AS flying,
+  SELECT k.key, k.n, coalesce(b.id, k.first) AS id, k.due${made('k')}, coalesce(b.flying, false) AS flying,
     1::int8 AS pos, b.id IS NULL AS whole FROM k
   LEFT JOIN LATERAL ${keyHead(t, 'k.key', `e.id, ${FLYING}`, policy, 'k.first')} AS b ON true
   WHERE k.n = 1
   UNION ALL
-  SELECT k.key, e.id, e.due${made('e')}, e.flying, e.pos, e.whole FROM k
+  SELECT k.key, k.n, e.id, e.due${made('e')}, e.flying, e.pos, e.whole FROM k
   CROSS JOIN LATERAL (
     SELECT e.id, e.due${made('e')}, e.flying, row_number() OVER o AS pos,
       bool_and(e.id IN (SELECT x.id FROM w AS x)) OVER o AS whole
