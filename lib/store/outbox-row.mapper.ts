@@ -14,7 +14,8 @@ export interface ClaimedRow {
   payload: string;
   headers: string;
   attempts: number | string;
-  created_at: Date | string;
+  /** A Date, text, or (PostgreSQL's claim) milliseconds since the epoch, with a fraction. */
+  created_at: Date | string | number;
   age_ms: number | string;
   payload_encoding: string;
   content_type: string | null;
@@ -39,13 +40,20 @@ export function storedBytes(value: string | Uint8Array | ArrayBuffer | null): Bu
 const EMPTY_HEADERS: OutboxHeaders = Object.freeze({});
 
 /**
- * A timestamp as the driver answered it: a Date, or text. SQLite and MySQL text is UTC without
- * a zone; PostgreSQL's text form (what MikroORM's driver answers) ends in an offset, without
- * minutes when they are 0 (`+00`). Fractions are cut to milliseconds: `Date` parsing is only
- * specified for those.
+ * A timestamp as the driver answered it: a Date, text, or milliseconds since the epoch (a
+ * number, or its text where a driver returns doubles as text). SQLite and MySQL text is UTC
+ * without a zone; PostgreSQL's text form (what MikroORM's driver answers) ends in an offset,
+ * without minutes when they are 0 (`+00`). Fractions are cut to milliseconds: `Date` parsing is
+ * only specified for those.
  */
-export function toDate(value: Date | string): Date {
+export function toDate(value: Date | string | number): Date {
   if (value instanceof Date) return value;
+  if (typeof value === 'number' || EPOCH_MS.test(value)) {
+    // Microseconds as a double's fraction of a millisecond are off by up to about 0.0003 (the
+    // double's rounding, in this century): a time on a whole millisecond may read 0.9997 below
+    // it. Half a microsecond of margin cuts it to the millisecond it is, as text parsing does.
+    return new Date(Math.floor(Number(value) + 0.0005));
+  }
   const match =
     /^(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}:\d{2})(?:\.(\d+))?(Z|[+-]\d{2}(?::?\d{2})?)?$/.exec(
       value.trim(),
@@ -55,6 +63,9 @@ export function toDate(value: Date | string): Date {
   const ms = fraction === undefined ? '' : `.${fraction.slice(0, 3).padEnd(3, '0')}`;
   return new Date(`${day}T${time}${ms}${offset(zone)}`);
 }
+
+/** Milliseconds since the epoch written as text: digits, a fraction, maybe an exponent. */
+const EPOCH_MS = /^-?\d+(?:\.\d+)?(?:e[+-]?\d+)?$/i;
 
 function offset(zone: string | undefined): string {
   if (zone === undefined || zone === 'Z') return 'Z';

@@ -312,6 +312,18 @@ const CASES: readonly {
         first.records.every((r) => r.attempts === 1),
         'a claim counts one attempt',
       );
+      // Every driver answers the creation time in a form of its own (a Date, text, a number):
+      // each must come out as the time the row was written (within a day: the database's clock
+      // may not be this process's), and its age as a count, not NaN.
+      ok(
+        first.records.every(
+          (r) =>
+            Math.abs(r.createdAt.getTime() - Date.now()) < 86_400_000 &&
+            Number.isFinite(r.ageMs) &&
+            r.ageMs >= 0,
+        ),
+        `a claimed record carries its creation time and age (got ${JSON.stringify(first.records.map((r) => [r.createdAt, r.ageMs]))})`,
+      );
       // The leased three are not claimed again, and the delayed one is not due.
       same(ids(await claim(10)), [all[3]?.id]);
       same((await claim(10)).records, []);

@@ -1,6 +1,11 @@
 import { createOutboxTable, tableNamesFor } from '../../lib/store/outbox-dialect';
 import { postgresDropWaitingIndex } from '../../lib/store/postgres/postgres.sql';
-import { TEST_DATABASES } from '../support/databases';
+import type { DataSource } from 'typeorm';
+import { typeormSqlPort } from '../../lib/orm/typeorm/typeorm.sql-port';
+import { createOutboxStore } from '../../lib/store/create-outbox-store';
+import type { OutboxStore } from '../../lib/store/outbox-store.port';
+import { TEST_DATABASES, uniqueTable } from '../support/databases';
+import { describeWith } from '../support/services';
 import { outboxStoreConformance, typeormOn } from './outbox-store.conformance';
 
 const db = TEST_DATABASES.find((d) => d.name === 'postgres');
@@ -21,3 +26,50 @@ outboxStoreConformance(
   },
   ['postgres'],
 );
+
+// The claim reads `created_at` as milliseconds in a double (date_part), not as a timestamp: the
+// record's createdAt must still be the row's time cut to the millisecond, including a time on a
+// whole millisecond, which the double holds a fraction of a microsecond below.
+describeWith(['postgres'], 'PostgreSQL claim: createdAt from the row', () => {
+  const table = uniqueTable('outbox_created');
+  let ds: DataSource;
+  let store: OutboxStore;
+
+  beforeAll(async () => {
+    ds = await db.open(table);
+    store = await createOutboxStore(
+      typeormSqlPort(ds),
+      { tableName: table, schema: null },
+      { enabled: true, notify: false },
+    );
+  });
+
+  afterAll(async () => {
+    await db.close(ds, table);
+  });
+
+  it('is the created_at of the row, to the millisecond below it', async () => {
+    const times: [string, string][] = [
+      ['2026-11-23 17:48:24.123+00', '2026-11-23T17:48:24.123Z'],
+      ['2026-11-23 17:48:24.999999+00', '2026-11-23T17:48:24.999Z'],
+      ['2026-11-23 17:48:24.000001+00', '2026-11-23T17:48:24.000Z'],
+      ['2026-11-23 19:18:24.5+01:30', '2026-11-23T17:48:24.500Z'],
+      ['1999-12-31 23:59:59.9995+00', '1999-12-31T23:59:59.999Z'],
+      ['2099-06-30 12:00:00.001+00', '2099-06-30T12:00:00.001Z'],
+    ];
+    for (const [at] of times) {
+      await ds.query(
+        `INSERT INTO "${table}" (message_id, topic, event_type, payload, created_at) VALUES (gen_random_uuid(), 't', $1, '{}', $2::timestamptz)`,
+        [at, at],
+      );
+    }
+    const batch = await store.claim({ limit: 10, owner: 'created-at', leaseMs: 60_000 });
+    const byType = new Map(batch.records.map((r) => [r.type, r] as const));
+    expect(times.map(([at]) => byType.get(at)?.createdAt.toISOString())).toEqual(
+      times.map(([, iso]) => iso),
+    );
+    // The ages are counted from those times (the server's clock): years for the oldest.
+    expect(batch.records.every((r) => Number.isFinite(r.ageMs) && r.ageMs >= 0)).toBe(true);
+    expect(byType.get('1999-12-31 23:59:59.9995+00')?.ageMs).toBeGreaterThan(20 * 365 * 86_400_000);
+  });
+});

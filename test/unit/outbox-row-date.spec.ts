@@ -21,3 +21,18 @@ describe('toDate', () => {
     expect(toDate(date)).toBe(date);
   });
 });
+
+// PostgreSQL's claim answers milliseconds since the epoch as a double (date_part), a fraction
+// of a microsecond off: cut to the millisecond the time is on, as the text forms are.
+describe('toDate of milliseconds since the epoch', () => {
+  it.each([
+    [1_763_920_104_123, '2025-11-23T17:48:24.123Z'],
+    [1_763_920_104_122.9998, '2025-11-23T17:48:24.123Z'],
+    [1_763_920_104_123.75, '2025-11-23T17:48:24.123Z'],
+    [1_763_920_104_123.4, '2025-11-23T17:48:24.123Z'],
+    ['1763920104122.9998', '2025-11-23T17:48:24.123Z'],
+    ['1.763920104123e12', '2025-11-23T17:48:24.123Z'],
+  ])('%s', (ms, iso) => {
+    expect(toDate(ms).toISOString()).toBe(iso);
+  });
+});
