@@ -428,7 +428,7 @@ FROM (SELECT 1) AS b LEFT JOIN o ON true`;
   // plan (no statistics, `LIMIT $4` unknown), and became a nested loop that read `p` once per
   // row of `p`, doubling the claim in a drain (claim-plans.spec checks the plans for that).
   // Together 0.94 × the server time of the claim before at 1 000 keys, 0.89 × at 10 keys
-  // (docs/performance.md, "The claim's run check and blocked keys").
+  // (docs/performance.md, "The claim's run check, blocked keys and window").
   const taken = `p.id, p.message_key${partitioned ? ', p.created_at' : ', p.ctid'}`;
   return `WITH ${window},
 ${postgresRuns(t, policy, partitioned)},
