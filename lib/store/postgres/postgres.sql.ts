@@ -426,7 +426,8 @@ FROM (SELECT 1) AS b LEFT JOIN o ON true`;
   // instead of looking up every window row and sorting the keys for DISTINCT.
   // Neither joins CTEs: a join of two is planned on row estimates, one row each in the generic
   // plan (no statistics, `LIMIT $4` unknown), and became a nested loop that read `p` once per
-  // row of `p`, doubling the claim in a drain (claim-plans.spec checks the plans for that).
+  // row of `p`, doubling the claim in a loop of claims and settles (claim-plans.spec checks the
+  // plans for that).
   // Together 0.94 × the server time of the claim before at 1 000 keys, 0.89 × at 10 keys
   // (docs/performance.md, "The claim's run check, blocked keys and window").
   const taken = `p.id, p.message_key${partitioned ? ', p.created_at' : ', p.ctid'}`;
@@ -469,11 +470,11 @@ function contended(from: 'w' | 'r'): string {
  * behind followers not parked yet, and probing every key in it both cost key-index probes no
  * batch used, P15, and parked the followers of keys in flight). `q`: for each key
  * of `k`, its first blocking rows in queue order (one key-index probe, as many rows as the key
- * has in the window, at most $6), numbered from 1, each with the key's `n` of `k`, whether it is in flight (`flying`) and
- * whether it and every earlier row of the key in `q` are in the window (`whole`), computed in the
- * probe's own order; for a key with one row in the window, that row, or the blocking row before
- * it (`keyHead` bounded below it), which is the same answer for less work. `f`: the keys whose head is in
- * flight. `s`: the rows of `q` in their key's run (`whole`), each with its place in the run
+ * has in the window, at most $6), numbered from 1, each with the key's `n`, whether it is in
+ * flight (`flying`) and whether it and every earlier row of the key in `q` are in the window
+ * (`whole`), computed in the probe's own order; for a key with one row in the window, that row,
+ * or the blocking row before it (`keyHead` bounded below it), which is the same answer for less
+ * work. `f`: the keys whose head is in flight. `s`: the rows of `q` in their key's run (`whole`), each with its place in the run
  * (`pos`): a row is in the run only if every earlier blocking row of its key is in the window
  * too. `r`: the candidates, the rows of `s` and the window's rows without a key (runs of one).
  * The other rows of the probed keys are behind an earlier row of their key that is not in the
