@@ -41,18 +41,18 @@ const EMPTY_HEADERS: OutboxHeaders = Object.freeze({});
 
 /**
  * A timestamp as the driver answered it: a Date, text, or milliseconds since the epoch (a
- * number, or its text where a driver returns doubles as text). SQLite and MySQL text is UTC
+ * number: PostgreSQL's claim, which every port reads as one). SQLite and MySQL text is UTC
  * without a zone; PostgreSQL's text form (what MikroORM's driver answers) ends in an offset,
  * without minutes when they are 0 (`+00`). Fractions are cut to milliseconds: `Date` parsing is
  * only specified for those.
  */
 export function toDate(value: Date | string | number): Date {
   if (value instanceof Date) return value;
-  if (typeof value === 'number' || EPOCH_MS.test(value)) {
+  if (typeof value === 'number') {
     // Microseconds as a double's fraction of a millisecond are off by up to about 0.0003 (the
     // double's rounding, in this century): a time on a whole millisecond may read 0.9997 below
     // it. Half a microsecond of margin cuts it to the millisecond it is, as text parsing does.
-    return new Date(Math.floor(Number(value) + 0.0005));
+    return new Date(Math.floor(value + 0.0005));
   }
   const match =
     /^(\d{4}-\d{2}-\d{2})[ T](\d{2}:\d{2}:\d{2})(?:\.(\d+))?(Z|[+-]\d{2}(?::?\d{2})?)?$/.exec(
@@ -63,9 +63,6 @@ export function toDate(value: Date | string | number): Date {
   const ms = fraction === undefined ? '' : `.${fraction.slice(0, 3).padEnd(3, '0')}`;
   return new Date(`${day}T${time}${ms}${offset(zone)}`);
 }
-
-/** Milliseconds since the epoch written as text: digits, a fraction, maybe an exponent. */
-const EPOCH_MS = /^-?\d+(?:\.\d+)?(?:e[+-]?\d+)?$/i;
 
 function offset(zone: string | undefined): string {
   if (zone === undefined || zone === 'Z') return 'Z';
