@@ -25,7 +25,7 @@ import type {
   Settlement,
 } from '../store/outbox-store.port';
 import { describeError } from '../internal/describe-error';
-import { IN_FLIGHT_GRACE_MS } from '../store/claim-window';
+import { claimWindowAfter, IN_FLIGHT_GRACE_MS } from '../store/claim-window';
 import { OUTBOX_OPTIONS, OUTBOX_STORE, outboxTimerName } from '../outbox.constants';
 import { OutboxService } from '../outbox.service';
 import type { ResolvedOutboxOptions } from '../options/resolve-outbox-options';
@@ -161,6 +161,12 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
    * whose batches held them (bench P6 over 1 000 keys).
    */
   private lastClaimShort = false;
+  /**
+   * Whether the last claim held rows of its window back (keys in flight or blocked, rows another
+   * claim held) or failed: the next claim then reads the wider window (`claimWindowAfter`), to
+   * find the heads behind those rows. The first claim does too.
+   */
+  private lastClaimHeldBack = true;
   /** Lets the batch claimed last start publishing (see `holdPublish`); a no-op when none waits. */
   private releasePublish: () => void = () => undefined;
   /** When the rows the last outage handed back become due again (wall clock). */
@@ -489,6 +495,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
             owner: this.options.instanceId,
             leaseMs: dispatcher.leaseMs,
             likelyFew: this.inFlightRetryMs > 0 || this.lastClaimShort,
+            window: claimWindowAfter(dispatcher.batchSize, this.lastClaimHeldBack),
             onSent: () => this.releasePublish(),
           }),
         // A claim given up on may still commit: hand its rows straight back with their attempt,
@@ -496,10 +503,13 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
         { onLateResult: (late) => this.releaseLate(late) },
       );
     } catch (error) {
+      this.lastClaimHeldBack = true;
       this.pause(error, 'claim failed (database unavailable?)');
       return 'idle';
     }
     this.lastClaimShort = claimed.records.length < dispatcher.batchSize;
+    this.lastClaimHeldBack =
+      claimed.blockedKeys.length > 0 || claimed.inFlightKeys > 0 || (claimed.contended ?? 0) > 0;
     let parked = 0;
     if (claimed.blockedKeys.length > 0) {
       try {

@@ -19,13 +19,24 @@ export function claimWindow(limit: number): number {
 
 /**
  * The window of a claim after one that held no row of its window back (no key in flight, none
- * blocked, none contended): the batch and a margin. Reading, grouping and probing the wider
- * window cost PostgreSQL about an eighth of such a claim (0.87 ×, paired over fresh backlogs
- * of 1 000 and 20 000 keys), for rows it could not take; when a claim does hold rows back,
- * the next one looks at the wider window again, to find the heads behind them.
+ * blocked, none contended): the batch and a margin. The wider window costs a claim the reading,
+ * grouping and key lookups of rows it cannot take: in loops of claims and settles over 1 000
+ * keys, a claim of 500 through the narrow one took 0.91 × the time on PostgreSQL, 0.71 × on
+ * MariaDB and 0.91 × on SQLite (docs/performance.md, "The claim's window on every database").
+ * When a claim does hold rows back, the next one looks at the wider window again, to find the
+ * heads behind them. The dispatcher chooses (it sees every claim's outcome) and passes the
+ * window in `ClaimOptions.window`.
  */
 export function claimWindowAfter(limit: number, heldBack: boolean): number {
   return heldBack ? claimWindow(limit) : limit + 50;
+}
+
+/**
+ * The window a store's claim reads: the one the caller chose (`ClaimOptions.window`), never
+ * fewer rows than the batch, or the wider window.
+ */
+export function windowOf(options: { readonly limit: number; readonly window?: number }): number {
+  return Math.max(options.limit, options.window ?? claimWindow(options.limit));
 }
 
 /**

@@ -87,6 +87,14 @@ export interface ClaimOptions {
    */
   readonly likelyFew?: boolean;
   /**
+   * At most how many due rows (in due order) the claim reads to find its batch: room beyond the
+   * batch for the followers of keys in flight or stuck, behind which other keys' heads wait.
+   * The dispatcher passes the batch and a margin after a claim that held none of its window
+   * back, and the wider window after one that did (`claimWindowAfter`); a store reads the wider
+   * one (`claimWindow`) when it is absent, and never fewer rows than the batch.
+   */
+  readonly window?: number;
+  /**
    * Called once the claim's statement has gone to the database, before its answer. The
    * dispatcher holds the previous batch's publish until then: its synchronous encoding would
    * otherwise run first and keep the claim from being sent. A store that does not call it

@@ -334,6 +334,27 @@ const CASES: readonly {
     },
   },
   {
+    name: 'reads due rows no further than the window it is given',
+    async run({ store, owner, claim, enqueue }) {
+      await enqueue([message('k'), message('k'), message('k'), message('k'), message('b')]);
+      same(
+        (await claim(1)).records.map((r) => r.key),
+        ['k'],
+        'the head of k, leased by the first claim',
+      );
+      // k's three followers, held back behind its head in flight, fill a window of three:
+      // b's message is the fourth due row.
+      const narrow = await store.claim({ limit: 2, owner, leaseMs: 60_000, window: 3 });
+      same(narrow.records.length, 0, 'rows claimed through a window of three');
+      const wider = await store.claim({ limit: 2, owner, leaseMs: 60_000, window: 4 });
+      same(
+        wider.records.map((r) => r.key),
+        ['b'],
+        'the rows claimed through a window of four',
+      );
+    },
+  },
+  {
     name: 'with ordering on and runs of one, only the head of a key is claimable; park and promote move it on',
     async run({ store, claim, enqueue, rows, row }) {
       await enqueue([message('k'), message('k'), message('k'), message('other')]);

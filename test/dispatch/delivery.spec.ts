@@ -413,6 +413,49 @@ for (const db of TEST_DATABASES) {
       });
     }
 
+    it('reads the wide window first and after a claim that held rows back, the batch and 50 after one that held none', async () => {
+      const publisher = new RecordingPublisher();
+      const batchSize = 5;
+      // One message of a key per batch: the claim that leases a key's head holds its follower
+      // back (in flight), and so does a claim while that batch publishes.
+      const h = await boot(publisher, {
+        dispatcher: { batchSize, pollIntervalMs: 120_000 },
+        ordering: { maxRun: 1 },
+      });
+      const claims: { window: number | undefined; heldBack: boolean; leased: number }[] = [];
+      const store = h.store;
+      const claim = store.claim.bind(store);
+      store.claim = async (options) => {
+        const batch = await claim(options);
+        claims.push({
+          window: options.window,
+          heldBack:
+            batch.blockedKeys.length > 0 || batch.inFlightKeys > 0 || (batch.contended ?? 0) > 0,
+          leased: batch.records.length,
+        });
+        return batch;
+      };
+      const ids = await h.commit([msg('w', { n: 1 }), msg('w', { n: 2 }), msg('w', { n: 3 })]);
+      await h.dispatcher.start();
+      await publisher.until((p) => p.sentIds.length === 3, 10_000, 'the three messages of w');
+      expect(publisher.sentIds).toEqual(ids);
+      // Claims until one finds nothing: at least one after a claim that held nothing back.
+      await h.runUntilIdle();
+      const wide = 2 * batchSize + 50;
+      const narrow = batchSize + 50;
+      expect(claims[0]?.window).toBe(wide);
+      claims.slice(1).forEach((c, i) => {
+        expect({ claim: i + 2, window: c.window }).toEqual({
+          claim: i + 2,
+          window: claims[i]?.heldBack === true ? wide : narrow,
+        });
+      });
+      // Both cases came up: a claim after one that held w's followers back, and one after a
+      // claim that held nothing back.
+      expect(claims.some((c, i) => i > 0 && claims[i - 1]?.heldBack === true)).toBe(true);
+      expect(claims.some((c) => c.window === narrow)).toBe(true);
+    });
+
     // Wake-ups: LISTEN/NOTIFY ---------------------------------------------------------------
 
     if (db.name === 'postgres') {

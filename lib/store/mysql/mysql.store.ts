@@ -55,7 +55,7 @@ import {
   mysqlStats,
   mysqlStillHeld,
 } from './mysql.sql';
-import { claimWindow, IN_FLIGHT_GRACE_MS, rowsOfFirstKeys } from '../claim-window';
+import { IN_FLIGHT_GRACE_MS, rowsOfFirstKeys, windowOf } from '../claim-window';
 import { promotionRun } from '../queue-policy';
 import {
   compareIds,
@@ -267,7 +267,7 @@ export class MysqlOutboxStore implements OutboxStore {
     const token = randomUUID();
     return this.transaction(async (query) => {
       const reading = query<WindowRow>(mysqlClaimWindow(this.names, this.policy), [
-        claimWindow(options.limit),
+        windowOf(options),
       ]);
       options.onSent?.();
       const { rows: due } = await reading;

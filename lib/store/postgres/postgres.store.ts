@@ -35,7 +35,7 @@ import {
   postgresSettle,
   postgresStats,
 } from './postgres.sql';
-import { claimWindowAfter } from '../claim-window';
+import { windowOf } from '../claim-window';
 import { postgresLiterals } from './postgres-literal';
 import { promotionRun } from '../queue-policy';
 import { preparedFailure, statementName } from '../prepared-statements';
@@ -73,11 +73,6 @@ export class PostgresOutboxStore implements OutboxStore {
   /** The settle statement of each shape (its groups, settle mode, partition range, promotion). */
   private readonly settleSql = new Map<string, string>();
   private readonly claimSql: string;
-  /**
-   * Whether the last claim held rows of its window back (keys in flight or blocked, rows another
-   * claim held): the next claim then reads the wider window (claimWindowAfter). The first does.
-   */
-  private heldBack = true;
   /** Whether the table has schema step 5's waiting index; read once, at the first promotion. */
   private waitingIndex: Promise<boolean> | undefined;
 
@@ -172,7 +167,7 @@ export class PostgresOutboxStore implements OutboxStore {
       token,
       options.leaseMs,
       options.limit,
-      claimWindowAfter(options.limit, this.heldBack),
+      windowOf(options),
     ];
     if (this.policy.ordered) params.push(this.policy.maxRun);
     const claim = (turn: boolean) =>
@@ -193,15 +188,13 @@ export class PostgresOutboxStore implements OutboxStore {
             throw error;
           });
     const claimed = rows.filter((row): row is ClaimedRow & ClaimRow => row.id !== null);
-    const batch = {
+    return {
       token,
       records: toClaimedRecords(claimed),
       blockedKeys: rows[0]?.blocked ?? [],
       inFlightKeys: rows[0]?.in_flight ?? 0,
       contended: rows[0]?.contended ?? 0,
     };
-    this.heldBack = batch.blockedKeys.length > 0 || batch.inFlightKeys > 0 || batch.contended > 0;
-    return batch;
   }
 
   async hasDue(): Promise<boolean> {

@@ -42,7 +42,7 @@ import {
   sqliteInFlightHeads,
   sqliteStats,
 } from './sqlite.sql';
-import { claimWindow, IN_FLIGHT_GRACE_MS, rowsOfFirstKeys } from '../claim-window';
+import { IN_FLIGHT_GRACE_MS, rowsOfFirstKeys, windowOf } from '../claim-window';
 import { promotionRun } from '../queue-policy';
 import {
   alreadyPresent,
@@ -161,7 +161,7 @@ export class SqliteOutboxStore implements OutboxStore {
       const window = rowsOfFirstKeys(
         tx.all<{ id: number; message_key: string | null; prev: number | null }>(
           sqliteClaimWindow(this.names, this.policy),
-          [claimWindow(options.limit)],
+          [windowOf(options)],
         ),
         options.limit,
       );
