@@ -205,7 +205,7 @@ function pgCteRescans(node: PgPlanNode, found: string[] = []): string[] {
 /**
  * With `waitingScans` false, a statement may read the whole waiting index (the orphan lookup);
  * with `cteRescans`, its plans may not read a CTE once per row of another (the claim's, whose
- * CTEs hold a batch).
+ * CTEs hold a batch, and the park's, whose keys were tested against every pending row).
  * Each statement is checked in the plan planned for these values (`EXPLAIN` with parameters)
  * and, with `plans` 'generic' (the dispatch's statements), in the generic plan the store runs
  * them under (`plan_cache_mode`, set in the store's opening), made once per connection from
@@ -351,7 +351,9 @@ for (const [db, stats] of TEST_DATABASES.flatMap((d) =>
                 table,
                 { cteRescans: true },
               ),
-              park: await pgPlanProblems(ds, postgresPark(names, POLICY), [keys], table),
+              park: await pgPlanProblems(ds, postgresPark(names, POLICY), [keys], table, {
+                cteRescans: true,
+              }),
               promote: [
                 ...(await pgPlanProblems(ds, postgresPromote(names, POLICY), [keys, 50], table)),
                 // With schema step 5's index of waiting messages, which the table has.

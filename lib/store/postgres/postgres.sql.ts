@@ -591,12 +591,20 @@ export function postgresLockKeys(): string {
 export function postgresPark(n: OutboxTableNames, policy: OutboxQueuePolicy): string {
   const t = n.table;
   // Materialised: the head is probed once per key, not once per follower.
+  // The followers are a range of the key index past the head, as in keyHead, and "pending" is
+  // written as none of the other statuses (the table's check allows these four): a
+  // `status = 'pending'` lets the pending index answer the update, and under statistics taken
+  // while the table was nearly empty PostgreSQL read every pending row and tested it against
+  // every key (775 against 185 ms for 300 keys over 20 000 rows, 6.4 against 1.6 s for 500
+  // over 100 000; the same 184 ms with statistics: docs/performance.md, "The park under stale
+  // statistics").
   return `WITH b AS MATERIALIZED (
   SELECT k.key, h.id AS first FROM unnest($1::text[]) AS k(key)
   CROSS JOIN LATERAL ${keyHead(t, 'k.key', 'e.id', policy)} AS h)
 UPDATE ${t} AS w SET status = 'waiting'
 FROM b
-WHERE w.message_key = b.key AND w.status = 'pending' AND w.id > b.first
+WHERE w.message_key >= b.key AND w.message_key <= b.key AND (w.message_key, w.id) > (b.key, b.first)
+  AND w.status NOT IN ('waiting', 'delivered', 'dead')
   AND (w.locked_until IS NULL OR w.locked_until < now())`;
 }
 
