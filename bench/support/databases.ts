@@ -229,10 +229,10 @@ FROM seq_${start}_to_${end} ORDER BY seq`,
     }
     case 'sqlite': {
       await ds.query(
-        `WITH RECURSIVE g(x) AS (SELECT ? UNION ALL SELECT x + 1 FROM g WHERE x < ?)
+        `WITH RECURSIVE g(x) AS (SELECT CAST(? AS INTEGER) UNION ALL SELECT x + 1 FROM g WHERE x < ?)
 INSERT INTO ${t} (message_id, topic, message_key, event_type, payload, headers${delivered ? ', status, delivered_at' : ''})
 SELECT lower(hex(randomblob(4)) || '-' || hex(randomblob(2)) || '-' || hex(randomblob(2)) || '-' || hex(randomblob(2)) || '-' || hex(randomblob(6))),
-  ?, 'k' || (x % ?), 'order.created', '{"seq":' || x || ',"key":"k' || (x % ?) || '","pad":"' || ? || '"}', '{}'${delivered ? `, 'delivered', strftime('%Y-%m-%d %H:%M:%f', 'now')` : ''}
+  ?, 'k' || (x % CAST(? AS INTEGER)), 'order.created', '{"seq":' || x || ',"key":"k' || (x % CAST(? AS INTEGER)) || '","pad":"' || ? || '"}', '{}'${delivered ? `, 'delivered', strftime('%Y-%m-%d %H:%M:%f', 'now')` : ''}
 FROM g`,
         [from, to, topic, keys, keys, PAD],
       );
