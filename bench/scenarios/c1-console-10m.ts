@@ -77,7 +77,9 @@ CROSS JOIN LATERAL (SELECT now() - ($5::int - g) * interval '8640 microseconds' 
 ORDER BY g`,
       [history, PENDING, from, to, ROWS],
     );
-    log(`C1: ${to.toLocaleString('en-US')} rows (${((performance.now() - started) / 1000).toFixed(0)} s)`);
+    log(
+      `C1: ${to.toLocaleString('en-US')} rows (${((performance.now() - started) / 1000).toFixed(0)} s)`,
+    );
   }
   // Parked rows wait behind a dead head of their own key, as the store parks them.
   await pg.query(
@@ -175,7 +177,8 @@ export async function c1(ctx: BenchContext): Promise<ScenarioResult> {
   const [parked] = await pg.query<{ message_id: string }[]>(
     `SELECT message_id::text FROM "${TABLE}" WHERE status = 'waiting' ORDER BY id DESC LIMIT 1`,
   );
-  if (dead === undefined || parked === undefined) throw new Error('C1: the fill made no dead or parked row');
+  if (dead === undefined || parked === undefined)
+    throw new Error('C1: the fill made no dead or parked row');
 
   const statements = new StatementLog();
   const consoleDb = await openPostgres({ poolSize: 10, logger: statements });
@@ -235,11 +238,21 @@ export async function c1(ctx: BenchContext): Promise<ScenarioResult> {
       const sorted = [...times].sort((a, b) => a - b);
       const p50 = percentile(sorted, 50);
       const max = sorted[sorted.length - 1] ?? NaN;
-      const key = label.replace(/[^a-z0-9]+/gi, '_').replace(/_+$/, '').toLowerCase();
+      const key = label
+        .replace(/[^a-z0-9]+/gi, '_')
+        .replace(/_+$/, '')
+        .toLowerCase();
       addMetric(result, `c1_${key}_ms`, label, 'ms', times);
       result.values[`c1_${key}_p50_ms`] = Math.round(p50 * 10) / 10;
       result.values[`c1_${key}_max_ms`] = Math.round(max * 10) / 10;
-      addTarget(result, `c1_${key}_max`, `${label}: slowest of ${REQUESTS} (ms)`, max, '<=', TARGET_MS);
+      addTarget(
+        result,
+        `c1_${key}_max`,
+        `${label}: slowest of ${REQUESTS} (ms)`,
+        max,
+        '<=',
+        TARGET_MS,
+      );
       ctx.log(`C1: ${label}: p50 ${p50.toFixed(1)} ms, max ${max.toFixed(1)} ms`);
       scans.push(...(await planned(pg, label, statements.seen, ctx.log)));
     }
@@ -253,10 +266,17 @@ export async function c1(ctx: BenchContext): Promise<ScenarioResult> {
       await new BacklogSampler(admin, 0).latest();
       sample.push(performance.now() - start);
     }
-    addMetric(result, 'c1_backlog_sample_ms', 'backlog sample (background, every 10 s)', 'ms', sample);
+    addMetric(
+      result,
+      'c1_backlog_sample_ms',
+      'backlog sample (background, every 10 s)',
+      'ms',
+      sample,
+    );
     scans.push(...(await planned(pg, 'backlog sample', statements.seen, ctx.log)));
     result.values.c1_statements_scanning_table = scans.length;
-    if (scans.length > 0) result.notes.push(`statements reading the whole table: ${scans.join(' | ')}`);
+    if (scans.length > 0)
+      result.notes.push(`statements reading the whole table: ${scans.join(' | ')}`);
   } finally {
     await app.close();
     await closeDataSource(consoleDb);

@@ -15,7 +15,13 @@ import {
   seedOutbox,
 } from '../support/databases';
 import { startOutboxApp } from '../support/outbox-app';
-import { addMetric, addTarget, newResult, type BenchContext, type ScenarioResult } from '../support/report';
+import {
+  addMetric,
+  addTarget,
+  newResult,
+  type BenchContext,
+  type ScenarioResult,
+} from '../support/report';
 import { percentile } from '../support/stats';
 
 const TABLE = named('bench_p10');
@@ -45,16 +51,41 @@ export async function p10(ctx: BenchContext): Promise<ScenarioResult> {
           const t = performance.now();
           await seedOutbox(ds, TABLE, h, { status: 'delivered' });
           await analyse(ds, TABLE);
-          ctx.log(`P10 ${name} run ${run}: seeded ${h} delivered rows in ${((performance.now() - t) / 1000).toFixed(1)} s`);
+          ctx.log(
+            `P10 ${name} run ${run}: seeded ${h} delivered rows in ${((performance.now() - t) / 1000).toFixed(1)} s`,
+          );
         }
         idle.push(await idlePass(ds));
         if (!IDLE_ONLY) purge.push(await purgeAll(ds, h));
-        ctx.log(`P10 ${name} run ${run}: idle pass p50 ${idle.at(-1)?.toFixed(2)} ms${IDLE_ONLY ? '' : `, purge ${purge.at(-1)?.toFixed(1)} s`}`);
+        ctx.log(
+          `P10 ${name} run ${run}: idle pass p50 ${idle.at(-1)?.toFixed(2)} ms${IDLE_ONLY ? '' : `, purge ${purge.at(-1)?.toFixed(1)} s`}`,
+        );
       }
-      const idleSummary = addMetric(result, `${name}_idle_pass_ms`, `${name}: cleaner pass, nothing due`, 'ms', idle, h);
+      const idleSummary = addMetric(
+        result,
+        `${name}_idle_pass_ms`,
+        `${name}: cleaner pass, nothing due`,
+        'ms',
+        idle,
+        h,
+      );
       if (!IDLE_ONLY)
-        addMetric(result, `${name}_purge_s`, `${name}: delete ${h.toLocaleString('en-US')} due rows (cleaner's chunked DELETE)`, 's', purge, h);
-      addTarget(result, `p10_${name}_idle_pass_ms`, `${name}: a pass with nothing due under 10 ms`, idleSummary.median, '<=', 10);
+        addMetric(
+          result,
+          `${name}_purge_s`,
+          `${name}: delete ${h.toLocaleString('en-US')} due rows (cleaner's chunked DELETE)`,
+          's',
+          purge,
+          h,
+        );
+      addTarget(
+        result,
+        `p10_${name}_idle_pass_ms`,
+        `${name}: a pass with nothing due under 10 ms`,
+        idleSummary.median,
+        '<=',
+        10,
+      );
     }
   } finally {
     await dropOutboxTable(ctx.pg, TABLE);
@@ -82,7 +113,10 @@ async function idlePass(ds: DataSource): Promise<number> {
       times.push(performance.now() - start);
       if (report.delivered + report.dead !== 0) throw new Error('P10: an idle pass deleted rows');
     }
-    return percentile(times.sort((a, b) => a - b), 50);
+    return percentile(
+      times.sort((a, b) => a - b),
+      50,
+    );
   } finally {
     await app.close();
   }
@@ -107,7 +141,8 @@ async function purgeAll(ds: DataSource, expected: number): Promise<number> {
       deleted += delivered;
     }
     const seconds = (performance.now() - start) / 1000;
-    if (deleted !== expected) throw new Error(`P10: the cleaner deleted ${deleted} of ${expected} rows`);
+    if (deleted !== expected)
+      throw new Error(`P10: the cleaner deleted ${deleted} of ${expected} rows`);
     return seconds;
   } finally {
     await app.close();

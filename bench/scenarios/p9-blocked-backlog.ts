@@ -21,7 +21,12 @@
  * two tables), so every claim is planned as if any key matched most of the table.
  */
 import type { DataSource } from 'typeorm';
-import { PermanentPublishError, type OutboxPublisher, type OutboxRecord, type PublishOutcome } from '../../lib';
+import {
+  PermanentPublishError,
+  type OutboxPublisher,
+  type OutboxRecord,
+  type PublishOutcome,
+} from '../../lib';
 import { type OutboxStore } from '../../lib/store/outbox-store.port';
 import { named } from '../support/config';
 import {

@@ -38,4 +38,3 @@ export interface InboxTableOptions {
   /** PostgreSQL schema, or MySQL database; ignored on SQLite. @default the connection's */
   schema?: string;
 }
-

@@ -10,7 +10,7 @@ export const InboxMessages = {
     'InboxModule.forRoot({ dataSource }) or InboxModule.forRoot({ connection }).',
   dataSourceAndConnection: (): string =>
     'InboxModule was given both a dataSource and a connection: give the one whose database ' +
-    'holds the inbox table and your handlers\' business tables.',
+    "holds the inbox table and your handlers' business tables.",
   onConnection: (what: string): string =>
     `${what} needs a TypeORM DataSource, and this inbox runs on a connection: record the id ` +
     'in your own transaction with recordOnce(tx, { consumer, messageId }) and skip the work ' +
@@ -18,7 +18,7 @@ export const InboxMessages = {
   transactionRequired: (): string =>
     'Inbox.recordOnce() needs the EntityManager of an open transaction (inside ' +
     'dataSource.transaction(async (manager) => …)): recorded outside one, the id would commit ' +
-    'whether or not the handler\'s writes do.',
+    "whether or not the handler's writes do.",
   foreignManager: (): string =>
     'The DataSource or EntityManager passed to handleOnce() belongs to another DataSource than ' +
     "the inbox's: the message id would not be recorded in the handler's transaction. Pass the " +

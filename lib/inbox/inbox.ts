@@ -168,7 +168,8 @@ export class Inbox<Tx = EntityManager> {
     const attempt = (): Promise<InboxOutcome<T>> =>
       manager.transaction(async (tx): Promise<InboxOutcome<T>> => {
         const runner = tx.queryRunner;
-        if (runner === undefined) throw new OutboxError('The inbox transaction has no query runner');
+        if (runner === undefined)
+          throw new OutboxError('The inbox transaction has no query runner');
         if (!(await this.record(typeormSqlRunner(runner), consumer, messageId))) {
           return { handled: false };
         }

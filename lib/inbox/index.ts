@@ -11,7 +11,12 @@ export {
   INBOX_MAX_CONSUMER_BYTES,
   INBOX_MAX_MESSAGE_ID_BYTES,
 } from './inbox.constants';
-export { createInboxTable, ensureInboxTable, inboxTableDdl, inboxTableDropDdl } from './inbox-table';
+export {
+  createInboxTable,
+  ensureInboxTable,
+  inboxTableDdl,
+  inboxTableDropDdl,
+} from './inbox-table';
 export { createInboxMigration } from './inbox-table.migration';
 export {
   messageIdFromAmqp,

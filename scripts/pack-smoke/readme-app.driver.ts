@@ -87,7 +87,9 @@ async function readmeApp(): Promise<void> {
   try {
     const order = await app.get(OrdersService).create('c-esm', 7);
     await eventually(() => received.some((r) => r.orderId === order.id), 'OrderCreated over TCP');
-    console.log(`pack-smoke (Nest 12 app): order ${order.id} saved, OrderCreated received over TCP`);
+    console.log(
+      `pack-smoke (Nest 12 app): order ${order.id} saved, OrderCreated received over TCP`,
+    );
   } finally {
     await app.close();
     await consumer.close();
@@ -125,12 +127,15 @@ async function nats(): Promise<void> {
       ],
       new AbortController().signal,
     );
-    if (!outcomes[0]?.ok) throw new Error(`pack-smoke (Nest 12 app): NATS publish ${JSON.stringify(outcomes)}`);
+    if (!outcomes[0]?.ok)
+      throw new Error(`pack-smoke (Nest 12 app): NATS publish ${JSON.stringify(outcomes)}`);
     await eventually(() => overNats.length > 0, 'message over NATS');
     if (overNats[0]?.messageId !== messageId) {
       throw new Error(`pack-smoke (Nest 12 app): NATS headers ${JSON.stringify(overNats)}`);
     }
-    console.log('pack-smoke (Nest 12 app): ClientProxyPublisher delivered over NATS with its headers');
+    console.log(
+      'pack-smoke (Nest 12 app): ClientProxyPublisher delivered over NATS with its headers',
+    );
   } finally {
     await publisher.close();
     await consumer.close();

@@ -127,9 +127,9 @@ for (const database of ['postgres', 'mariadb', 'sqlite'] as const) {
         expect(await prisma.$transaction((tx) => inbox.recordOnce(tx, entry))).toBe(true);
         expect(await prisma.$transaction((tx) => inbox.recordOnce(tx, entry))).toBe(false);
         expect(await count()).toBe(1);
-        expect(() =>
-          InboxModule.forRoot({ connection, dataSource: 'default', tableName }),
-        ).toThrow(OutboxOptionsError);
+        expect(() => InboxModule.forRoot({ connection, dataSource: 'default', tableName })).toThrow(
+          OutboxOptionsError,
+        );
       });
     },
   );

@@ -88,9 +88,7 @@ describeWith(['postgres'], 'OutboxConsoleModule over HTTP (PostgreSQL, Fastify)'
     const bad = await get(`${c!.url}/messages?status=dead&olderThanMinutes=-5`);
     expect(bad.status).toBe(400);
     expect(bad.body).toMatch(/olderThanMinutes must be a number of minutes, 0 or more/);
-    expect((await get(`${c!.url}/messages/00000000-0000-4000-8000-000000000000`)).status).toBe(
-      404,
-    );
+    expect((await get(`${c!.url}/messages/00000000-0000-4000-8000-000000000000`)).status).toBe(404);
   });
 
   it('refuses anonymous and wrongly authorised requests, pages and actions alike', async () => {
@@ -221,7 +219,9 @@ describeWith(['postgres'], 'OutboxConsoleModule over HTTP (PostgreSQL, Fastify)'
       return page.body.includes('id="delivered-per-minute">1<') ? page.body : null;
     });
     expect(overview).toContain('id="dead-per-minute">1<');
-    expect(overview).toMatch(/<tr><td>orders<\/td>.*?<td>–<\/td><td>1<\/td><td>1<\/td><td>(<svg class="spark".*?<\/svg>)?<\/td><\/tr>/);
+    expect(overview).toMatch(
+      /<tr><td>orders<\/td>.*?<td>–<\/td><td>1<\/td><td>1<\/td><td>(<svg class="spark".*?<\/svg>)?<\/td><\/tr>/,
+    );
   });
 
   it('with bodyParser: false, refuses to start until @fastify/formbody is registered, then acts', async () => {

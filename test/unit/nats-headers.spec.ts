@@ -21,7 +21,9 @@ describe('loadNatsHeaders', () => {
     const headers = make();
     headers.set('x-outbox-message-id', 'm-1');
     expect(tried).toEqual(['@nats-io/transport-node', 'nats']);
-    expect((headers as unknown as { get(n: string): string }).get('x-outbox-message-id')).toBe('m-1');
+    expect((headers as unknown as { get(n: string): string }).get('x-outbox-message-id')).toBe(
+      'm-1',
+    );
   });
 
   it('uses @nats-io/transport-node when it is there (Nest 12), without touching nats', () => {

@@ -1,9 +1,22 @@
 import { Test } from '@nestjs/testing';
 import { DataSource } from 'typeorm';
-import { OutboxDispatcher, OutboxModule, OutboxOptionsError, OutboxService, type OutboxModuleOptions, type OutboxPublisher } from '../../lib';
+import {
+  OutboxDispatcher,
+  OutboxModule,
+  OutboxOptionsError,
+  OutboxService,
+  type OutboxModuleOptions,
+  type OutboxPublisher,
+} from '../../lib';
 import { resolveOutboxOptions } from '../../lib/options/resolve-outbox-options';
-import { resolveKafkaPublisherOptions, type KafkaPublisherOptions } from '../../lib/publishers/kafka';
-import { resolveRabbitMqPublisherOptions, type RabbitMqPublisherOptions } from '../../lib/publishers/rabbitmq';
+import {
+  resolveKafkaPublisherOptions,
+  type KafkaPublisherOptions,
+} from '../../lib/publishers/kafka';
+import {
+  resolveRabbitMqPublisherOptions,
+  type RabbitMqPublisherOptions,
+} from '../../lib/publishers/rabbitmq';
 import { OUTBOX_OPTION_KEYS } from '../../lib/options/resolve-outbox-options';
 
 const publisher: OutboxPublisher = {
@@ -107,9 +120,9 @@ describe('resolveOutboxOptions', () => {
   );
 
   it('takes retry.maxAttempts Infinity as retries without a limit, and names it in the fix', () => {
-    expect(resolveOutboxOptions({ ...valid, retry: { maxAttempts: Infinity } }).retry.maxAttempts).toBe(
-      Infinity,
-    );
+    expect(
+      resolveOutboxOptions({ ...valid, retry: { maxAttempts: Infinity } }).retry.maxAttempts,
+    ).toBe(Infinity);
     expect(errorOf({ ...valid, retry: { maxAttempts: 2.5 } }).message).toContain(
       'Infinity retries without a limit',
     );
@@ -151,7 +164,9 @@ describe('resolveOutboxOptions', () => {
   it('names the real default of a nullable option in its fix (dead letters kept, not 0)', () => {
     const error = errorOf({ ...valid, cleaner: { deadRetentionMs: 5 } });
     expect(error.option).toBe('cleaner.deadRetentionMs');
-    expect(error.message).toContain('leave it out for the default (null: dead letters are kept until purged)');
+    expect(error.message).toContain(
+      'leave it out for the default (null: dead letters are kept until purged)',
+    );
     expect(error.message).not.toContain('default (0)');
   });
 

@@ -109,7 +109,9 @@ export class BacklogSampler {
         oldestPendingAgeMs: flow?.oldestPendingAgeMs ?? null,
       };
     });
-    const ages = byTopic.flatMap((t) => (t.oldestPendingAgeMs === null ? [] : [t.oldestPendingAgeMs]));
+    const ages = byTopic.flatMap((t) =>
+      t.oldestPendingAgeMs === null ? [] : [t.oldestPendingAgeMs],
+    );
     const sample: BacklogSample = {
       at: new Date(),
       pending: counts.pending,

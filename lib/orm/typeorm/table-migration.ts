@@ -42,10 +42,8 @@ export function tableMigration(
   );
   const work = (direction: TableMigrationWork, queryRunner: QueryRunner): Promise<void> => {
     const dialect = outboxDialectOf(queryRunner.connection.options.type);
-    return direction(
-      outboxDatabase(dialect),
-      tableNamesFor(dialect, options),
-      (sql, params) => queryRunner.query(sql, params),
+    return direction(outboxDatabase(dialect), tableNamesFor(dialect, options), (sql, params) =>
+      queryRunner.query(sql, params),
     );
   };
   const migration = class implements MigrationInterface {

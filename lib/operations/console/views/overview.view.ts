@@ -164,14 +164,16 @@ export function overviewPage(
       ${chart(history, 'Backlog over the sampled period', BACKLOG)}
       ${chart(history, 'Throughput over the sampled period', THROUGHPUT)}
       <p class="muted">
-        Throughput: messages delivered and dead-lettered in the minute before each sample, read
-        from delivered_at and dead_at (delivered rows the cleaner already removed are not
-        counted).
+        Throughput: messages delivered and dead-lettered in the minute before each sample, read from
+        delivered_at and dead_at (delivered rows the cleaner already removed are not counted).
       </p>
       <h2>By topic</h2>
       ${
         rows.length === 0
-          ? html`<p>Nothing is waiting for delivery, nothing was delivered in the last minute and there are no dead letters.</p>`
+          ? html`<p>
+              Nothing is waiting for delivery, nothing was delivered in the last minute and there
+              are no dead letters.
+            </p>`
           : html`<table id="topics">
               <thead>
                 <tr>
