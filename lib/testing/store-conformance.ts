@@ -334,6 +334,44 @@ const CASES: readonly {
     },
   },
   {
+    name: 'a message whose lease has ended is due and claimable again, without the unlocker, a key from its head',
+    async run({ store, claim, enqueue, rows }) {
+      // The lease is on the database's clock: each wait polls there, never for a fixed time.
+      const eventually = async (done: () => Promise<boolean>, what: string): Promise<void> => {
+        for (let waited = 0; !(await done()); waited += 50) {
+          ok(waited < 10_000, `${what} within 10 s`);
+          await sleep(50);
+        }
+      };
+      await enqueue([message(null)]);
+      const [lone] = await rows();
+      same(ids(await claim(1, 300)), [lone?.id], 'the first claim of a message without a key');
+      same(await store.hasDue?.(), false, 'hasDue while its lease runs');
+      await eventually(
+        async () => (await store.hasDue?.()) === true,
+        'the ended lease made it due',
+      );
+      const retaken = await claim(1);
+      same(ids(retaken), [lone?.id], 'the claim after its lease ended');
+      same(retaken.records[0]?.attempts, 2, 'its attempts');
+      // A key's head whose lease ended comes back before its follower, which was due all along.
+      await enqueue([message('k'), message('k')]);
+      const head = (await rows()).find((r) => r.id !== lone?.id);
+      same(ids(await claim(2, 300)), [head?.id], 'the first claim of the key: its head alone');
+      let again: ClaimedBatch = await claim(2);
+      same(again.records, [], 'a claim while the head is leased');
+      await eventually(async () => {
+        again = await claim(2);
+        return again.records.length > 0;
+      }, 'the head claimable again');
+      same(
+        ids(again),
+        [head?.id],
+        'the claim after the lease of the head ended: the head, not its follower',
+      );
+    },
+  },
+  {
     name: 'reads due rows no further than the window it is given',
     async run({ store, owner, claim, enqueue }) {
       await enqueue([message('k'), message('k'), message('k'), message('k'), message('b')]);

@@ -1,5 +1,8 @@
 import { createOutboxTable, tableNamesFor } from '../../lib/store/outbox-dialect';
-import { postgresDropWaitingIndex } from '../../lib/store/postgres/postgres.sql';
+import {
+  POSTGRES_FILLFACTOR,
+  postgresDropWaitingIndex,
+} from '../../lib/store/postgres/postgres.sql';
 import type { DataSource } from 'typeorm';
 import { typeormSqlPort } from '../../lib/orm/typeorm/typeorm.sql-port';
 import { createOutboxStore } from '../../lib/store/create-outbox-store';
@@ -73,3 +76,70 @@ describeWith(['postgres'], 'PostgreSQL claim: createdAt from the row', () => {
     expect(byType.get('1999-12-31 23:59:59.9995+00')?.ageMs).toBeGreaterThan(20 * 365 * 86_400_000);
   });
 });
+
+// The lease writes no indexed column, and the table keeps room in its pages: a claim is then a
+// heap-only update, adding no index entries (docs/performance.md, "Room for the lease").
+describeWith(['postgres'], 'PostgreSQL claim: the lease as a heap-only update', () => {
+  const table = uniqueTable('outbox_hot');
+  let ds: DataSource;
+  let store: OutboxStore;
+
+  beforeAll(async () => {
+    ds = await db.open(table);
+    store = await createOutboxStore(
+      typeormSqlPort(ds),
+      { tableName: table, schema: null },
+      { enabled: true, notify: false },
+    );
+  });
+
+  afterAll(async () => {
+    await db.close(ds, table);
+  });
+
+  it('makes the table with room per page, and a lease leaves available_at and every index alone', async () => {
+    const options = await ds.query<{ reloptions: string[] | null }[]>(
+      `SELECT reloptions FROM pg_class WHERE oid = $1::regclass`,
+      [`"${table}"`],
+    );
+    expect(options[0]?.reloptions).toEqual([`fillfactor=${POSTGRES_FILLFACTOR}`]);
+    await ds.query(
+      `INSERT INTO "${table}" (message_id, topic, message_key, event_type, payload)
+SELECT gen_random_uuid(), 't', 'k' || g, 'e', '{}' FROM generate_series(1, 20) AS g`,
+    );
+    const before = await ds.query<{ id: string; due: string }[]>(
+      `SELECT id::text AS id, available_at::text AS due FROM "${table}" ORDER BY id`,
+    );
+    const updatesBefore = await tableUpdates(ds, table);
+    const batch = await store.claim({ limit: 20, owner: 'hot', leaseMs: 60_000 });
+    expect(batch.records).toHaveLength(20);
+    const after = await ds.query<{ id: string; due: string; leased: boolean }[]>(
+      `SELECT id::text AS id, available_at::text AS due, locked_until > now() AS leased FROM "${table}" ORDER BY id`,
+    );
+    expect(after.map(({ id, due }) => ({ id, due }))).toEqual(before);
+    expect(after.every((r) => r.leased)).toBe(true);
+    // Statistics reach pg_stat_user_tables when the claiming backend reports them.
+    let counts = await tableUpdates(ds, table);
+    for (let waited = 0; counts.updated - updatesBefore.updated < 20; waited += 100) {
+      if (waited > 10_000) break;
+      await new Promise((resolve) => setTimeout(resolve, 100));
+      counts = await tableUpdates(ds, table);
+    }
+    expect({
+      updated: counts.updated - updatesBefore.updated,
+      heapOnly: counts.heapOnly - updatesBefore.heapOnly,
+    }).toEqual({ updated: 20, heapOnly: 20 });
+  });
+});
+
+async function tableUpdates(
+  ds: DataSource,
+  table: string,
+): Promise<{ updated: number; heapOnly: number }> {
+  await ds.query('SELECT pg_stat_clear_snapshot()');
+  const rows = await ds.query<{ updated: string; heap_only: string }[]>(
+    `SELECT n_tup_upd::text AS updated, n_tup_hot_upd::text AS heap_only FROM pg_stat_user_tables WHERE relid = $1::regclass`,
+    [`"${table}"`],
+  );
+  return { updated: Number(rows[0]?.updated ?? 0), heapOnly: Number(rows[0]?.heap_only ?? 0) };
+}

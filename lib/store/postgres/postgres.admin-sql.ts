@@ -19,8 +19,12 @@ function statusIs(status: string): string {
 
 const ms = (from: string, to: string): string => `extract(epoch FROM (${to} - ${from})) * 1000`;
 
+// A lease leaves `available_at` where it was (postgresClaim); a leased message is next due when
+// its lease ends, as the admin API promises and the other databases store.
+const DUE = `CASE WHEN o.status = 'pending' AND o.locked_until > o.available_at THEN o.locked_until ELSE o.available_at END`;
+
 const SUMMARY = `o.id::text AS id, o.message_id::text AS message_id, o.topic, o.message_key, o.event_type,
-  o.status, o.attempts, o.last_error, o.last_attempt_at, o.available_at, o.created_at, o.delivered_at,
+  o.status, o.attempts, o.last_error, o.last_attempt_at, ${DUE} AS available_at, o.created_at, o.delivered_at,
   o.dead_at, o.locked_by, o.locked_until, ${ms('o.created_at', 'now()')} AS age_ms`;
 
 /** PostgreSQL: timestamptz columns come back as Dates; ids and uuids are cast to text. */

@@ -2,7 +2,15 @@ import type { PartitionInterval } from '../../options/resolve-partitioning-optio
 import { partialIndexesDdl } from '../partial-indexes.sql';
 import { layoutTag, partitionSuffix, type PartitionRange } from '../partition-range';
 import type { OutboxTableNames } from '../sql-identifier';
-import { postgresOutboxColumns, postgresStatusCheck, postgresWaitingIndex } from './postgres.sql';
+import {
+  POSTGRES_FILLFACTOR,
+  postgresOutboxColumns,
+  postgresStatusCheck,
+  postgresWaitingIndex,
+} from './postgres.sql';
+
+/** Each partition's room for its rows' leases (see POSTGRES_FILLFACTOR). */
+const FILL = `WITH (fillfactor = ${POSTGRES_FILLFACTOR})`;
 
 // The time-partitioned outbox table on PostgreSQL (declarative RANGE partitioning on
 // created_at). A unique key of a partitioned table must contain the partition column, so the
@@ -32,7 +40,7 @@ ${postgresOutboxColumns()},
     ...postgresIdsTableDdl(n),
     // Catches rows no partition covers (the maintainer fell behind) instead of failing the
     // business transaction; the maintainer reports rows found there.
-    `CREATE TABLE IF NOT EXISTS ${n.qualify(`${n.tableName}_pdefault`)} PARTITION OF ${t} DEFAULT`,
+    `CREATE TABLE IF NOT EXISTS ${n.qualify(`${n.tableName}_pdefault`)} PARTITION OF ${t} DEFAULT ${FILL}`,
     ...ranges.map((r) => postgresCreatePartition(n, r)),
   ];
 }
@@ -50,7 +58,7 @@ export function postgresIdsTableDdl(n: OutboxTableNames): string[] {
 
 export function postgresCreatePartition(n: OutboxTableNames, r: PartitionRange): string {
   return `CREATE TABLE IF NOT EXISTS ${n.qualify(`${n.tableName}_${partitionSuffix(r.from)}`)} PARTITION OF ${n.table}
-  FOR VALUES FROM ('${r.from.toISOString()}') TO ('${r.to.toISOString()}')`;
+  FOR VALUES FROM ('${r.from.toISOString()}') TO ('${r.to.toISOString()}') ${FILL}`;
 }
 
 /** What the partitioned layout adds beside the table (which drops with its partitions). */
