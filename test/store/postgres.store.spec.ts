@@ -7,7 +7,7 @@ import type { DataSource } from 'typeorm';
 import { typeormSqlPort } from '../../lib/orm/typeorm/typeorm.sql-port';
 import { createOutboxStore } from '../../lib/store/create-outbox-store';
 import type { OutboxStore } from '../../lib/store/outbox-store.port';
-import { TEST_DATABASES, uniqueTable } from '../support/databases';
+import { TEST_DATABASES, uniqueTable, type TestDatabase } from '../support/databases';
 import { describeWith } from '../support/services';
 import { outboxStoreConformance, typeormOn } from './outbox-store.conformance';
 
@@ -30,28 +30,37 @@ outboxStoreConformance(
   ['postgres'],
 );
 
+interface FreshStore {
+  ds: DataSource;
+  store: OutboxStore;
+  table: string;
+}
+
+/** A store on a table of its own for the describe block, made before its tests, dropped after. */
+function storeOnFreshTable(database: TestDatabase, prefix: string): FreshStore {
+  const fresh = { table: uniqueTable(prefix) } as FreshStore;
+  beforeAll(async () => {
+    fresh.ds = await database.open(fresh.table);
+    fresh.store = await createOutboxStore(
+      typeormSqlPort(fresh.ds),
+      { tableName: fresh.table, schema: null },
+      { enabled: true, notify: false },
+    );
+  });
+  afterAll(async () => {
+    await database.close(fresh.ds, fresh.table);
+  });
+  return fresh;
+}
+
 // The claim reads `created_at` as milliseconds in a double (date_part), not as a timestamp: the
 // record's createdAt must still be the row's time cut to the millisecond, including a time on a
 // whole millisecond, which the double holds a fraction of a microsecond below.
 describeWith(['postgres'], 'PostgreSQL claim: createdAt from the row', () => {
-  const table = uniqueTable('outbox_created');
-  let ds: DataSource;
-  let store: OutboxStore;
-
-  beforeAll(async () => {
-    ds = await db.open(table);
-    store = await createOutboxStore(
-      typeormSqlPort(ds),
-      { tableName: table, schema: null },
-      { enabled: true, notify: false },
-    );
-  });
-
-  afterAll(async () => {
-    await db.close(ds, table);
-  });
+  const fresh = storeOnFreshTable(db, 'outbox_created');
 
   it('is the created_at of the row, to the millisecond below it', async () => {
+    const { ds, store, table } = fresh;
     const times: [string, string][] = [
       ['2026-11-23 17:48:24.123+00', '2026-11-23T17:48:24.123Z'],
       ['2026-11-23 17:48:24.999999+00', '2026-11-23T17:48:24.999Z'],
@@ -80,24 +89,10 @@ describeWith(['postgres'], 'PostgreSQL claim: createdAt from the row', () => {
 // The lease writes no indexed column, and the table keeps room in its pages: a claim is then a
 // heap-only update, adding no index entries (docs/performance.md, "Room for the lease").
 describeWith(['postgres'], 'PostgreSQL claim: the lease as a heap-only update', () => {
-  const table = uniqueTable('outbox_hot');
-  let ds: DataSource;
-  let store: OutboxStore;
-
-  beforeAll(async () => {
-    ds = await db.open(table);
-    store = await createOutboxStore(
-      typeormSqlPort(ds),
-      { tableName: table, schema: null },
-      { enabled: true, notify: false },
-    );
-  });
-
-  afterAll(async () => {
-    await db.close(ds, table);
-  });
+  const fresh = storeOnFreshTable(db, 'outbox_hot');
 
   it('makes the table with room per page, and a lease leaves available_at and every index alone', async () => {
+    const { ds, store, table } = fresh;
     const options = await ds.query<{ reloptions: string[] | null }[]>(
       `SELECT reloptions FROM pg_class WHERE oid = $1::regclass`,
       [`"${table}"`],
