@@ -3,14 +3,11 @@ import { partialIndexesDdl } from '../partial-indexes.sql';
 import { layoutTag, partitionSuffix, type PartitionRange } from '../partition-range';
 import type { OutboxTableNames } from '../sql-identifier';
 import {
-  POSTGRES_FILLFACTOR,
+  POSTGRES_TABLE_STORAGE,
   postgresOutboxColumns,
   postgresStatusCheck,
   postgresWaitingIndex,
 } from './postgres.sql';
-
-/** Each partition's room for its rows' leases (see POSTGRES_FILLFACTOR). */
-const FILL = `WITH (fillfactor = ${POSTGRES_FILLFACTOR})`;
 
 // The time-partitioned outbox table on PostgreSQL (declarative RANGE partitioning on
 // created_at). A unique key of a partitioned table must contain the partition column, so the
@@ -40,7 +37,7 @@ ${postgresOutboxColumns()},
     ...postgresIdsTableDdl(n),
     // Catches rows no partition covers (the maintainer fell behind) instead of failing the
     // business transaction; the maintainer reports rows found there.
-    `CREATE TABLE IF NOT EXISTS ${n.qualify(`${n.tableName}_pdefault`)} PARTITION OF ${t} DEFAULT ${FILL}`,
+    `CREATE TABLE IF NOT EXISTS ${n.qualify(`${n.tableName}_pdefault`)} PARTITION OF ${t} DEFAULT ${POSTGRES_TABLE_STORAGE}`,
     ...ranges.map((r) => postgresCreatePartition(n, r)),
   ];
 }
@@ -58,7 +55,7 @@ export function postgresIdsTableDdl(n: OutboxTableNames): string[] {
 
 export function postgresCreatePartition(n: OutboxTableNames, r: PartitionRange): string {
   return `CREATE TABLE IF NOT EXISTS ${n.qualify(`${n.tableName}_${partitionSuffix(r.from)}`)} PARTITION OF ${n.table}
-  FOR VALUES FROM ('${r.from.toISOString()}') TO ('${r.to.toISOString()}') ${FILL}`;
+  FOR VALUES FROM ('${r.from.toISOString()}') TO ('${r.to.toISOString()}') ${POSTGRES_TABLE_STORAGE}`;
 }
 
 /** What the partitioned layout adds beside the table (which drops with its partitions). */

@@ -76,10 +76,13 @@ const PENDING_BY_EXCLUSION = `NOT IN ${statusList(STATUSES.filter((s) => s !== '
  * beside the row it is a heap-only (HOT) update that adds no index entries, and the settle's
  * version can land on the same page too. Bench P2 (PostgreSQL → Kafka, 4 rounds alternating,
  * docs/performance.md "Room for the lease"): the module's drain 1.14 × faster at 70 than at
- * the default 100 (1.14 × at 50 too, which also sped up deleting, but holds the retained
- * history in twice the pages; 70 holds it in 1.43 ×).
+ * the default 100; 50 was as fast marking and faster deleting, but holds retained history at
+ * about 2.3 × the pages of a packed table of 1 KiB rows, where 70 holds it at 1.5–1.7 ×.
  */
 export const POSTGRES_FILLFACTOR = 70;
+
+/** The storage clause of the outbox table and of each of its partitions. */
+export const POSTGRES_TABLE_STORAGE = `WITH (fillfactor = ${POSTGRES_FILLFACTOR})`;
 
 /**
  * Not leased, or leased no longer (`alias.` prefixes the columns): a claim reads past rows in
@@ -101,7 +104,7 @@ ${postgresOutboxColumns()},
   CONSTRAINT ${n.quote(`${n.tableName}_pkey`)} PRIMARY KEY (id),
   CONSTRAINT ${n.quote(`${n.tableName}_message_id_key`)} UNIQUE (message_id),
   ${postgresStatusCheck(n)}
-) WITH (fillfactor = ${POSTGRES_FILLFACTOR})`,
+) ${POSTGRES_TABLE_STORAGE}`,
     ...partialIndexesDdl(n),
     postgresWaitingIndex(n),
   ];
