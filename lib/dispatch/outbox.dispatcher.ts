@@ -632,8 +632,11 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
         });
         if (sendable.length === 0) break;
         const result = await send(sendable.flatMap((i) => records[i] ?? []));
-        // Nothing was acknowledged before the first round: the batch fares as one publish.
-        if (place === 0 && result.kind !== 'outcomes') return result;
+        // Nothing was acknowledged before the first round: after an outage or a shutdown the
+        // batch fares as one publish (all of it goes back). Not after a timeout: that counts an
+        // attempt for what the round sent only, since the rest of each run and the held records
+        // never reached the broker (charged with the head's timeout, a run went dead with it).
+        if (place === 0 && result.kind !== 'outcomes' && result.kind !== 'timeout') return result;
         if (result.kind === 'timeout') {
           for (const i of sendable) outcomes[i] = { ok: false, error: result.error };
         }

@@ -231,6 +231,51 @@ for (const db of TEST_DATABASES) {
       );
     });
 
+    it('a first round that times out counts an attempt for what it sent only: the rest of each run goes back unsent, never dead-lettered with its head', async () => {
+      const calls: string[][] = [];
+      // The broker hangs on the first publish call (the first batch's first round) until the
+      // dispatcher gives up on it; then it answers normally.
+      const recording = new (class extends RecordingPublisher {
+        override publish(messages: readonly OutboxRecord[], signal: AbortSignal) {
+          calls.push(messages.map((m) => m.messageId));
+          if (calls.length > 1) return super.publish(messages, signal);
+          return new Promise<PublishOutcome[]>((_, reject) =>
+            signal.addEventListener('abort', () => reject(new Error('aborted')), { once: true }),
+          );
+        }
+      })();
+      // One attempt allowed: a timed-out message is dead at once, so a follower charged with
+      // its head's timeout would be dead-lettered without ever having been sent.
+      const h = await boot(recording, {
+        retry: { maxAttempts: 1 },
+        ordering: { onDeadLetter: 'skip' },
+        dispatcher: { publishTimeoutMs: 300, maxOutagePauseMs: 100 },
+      });
+      const ids = await h.commit(['R', 'R', 'R', 'S', 'S', 'S'].map((key, n) => msg(key, { n })));
+      const [r1, r2, r3, s1, s2, s3] = ids as [string, string, string, string, string, string];
+
+      const first = await h.dispatcher.runOnce();
+      expect(calls).toHaveLength(1);
+      expect(calls[0]?.sort()).toEqual([r1, s1].sort());
+      // Only the heads were handed to the broker: they count the attempt (and, at the limit,
+      // are dead); their followers go back with no attempt counted.
+      expect(first).toMatchObject({ claimed: 6, published: 0, deadLettered: 2, released: 4 });
+      for (const id of [r1, s1]) expect(await h.row(id)).toMatchObject({ status: 'dead' });
+      for (const id of [r2, r3, s2, s3]) {
+        expect(await h.row(id)).toMatchObject({ attempts: 0, lockedBy: null });
+        expect((await h.row(id))?.status).not.toBe('dead');
+      }
+
+      await waitFor('the pause to end', () => h.dispatcher.status().pausedUntil === null);
+      await h.runUntilIdle();
+      // 'skip': the keys move on past their dead heads, in order.
+      expect(recording.sentForKey('R')).toEqual([r2, r3]);
+      expect(recording.sentForKey('S')).toEqual([s2, s3]);
+      for (const id of [r2, r3, s2, s3]) {
+        expect(await h.row(id)).toMatchObject({ status: 'delivered', attempts: 1 });
+      }
+    });
+
     it('a run whose middle message is exhausted (claimed past maxAttempts without an outcome) sends what is before it, dead-letters it unpublished, and holds what is behind it', async () => {
       const publisher = new RecordingPublisher();
       const h = await boot(publisher, { retry: { maxAttempts: 3 } });
