@@ -63,7 +63,9 @@ const AUTHORITY_END = new Set([...' \t\n\r\v\f/?#"\'`<>\\']);
  * `scheme://user:password@host` → `scheme://user:***@host`. The password runs to the last `@`
  * followed by a host name on its line (and within 256 characters), so a password holding `@`,
  * `/`, `#`, `?`, `\\` or a space is masked whole; `host:5432/…` (digits, then the end of the
- * authority) is a port, not a password.
+ * authority) is a port, not a password. The user name ends at the first `:`, not at an `@`:
+ * `user@server:password@host` (Azure Database's logins, which drivers accept unencoded) has a
+ * password too, and `user@host:5432` still reads as a port.
  */
 function redactUrlCredentials(text: string): string {
   let out = '';
@@ -75,7 +77,7 @@ function redactUrlCredentials(text: string): string {
     const start = separator + 3;
     let colon = start;
     while (colon < text.length && !AUTHORITY_END.has(text[colon] as string)) {
-      if (text[colon] === ':' || text[colon] === '@') break;
+      if (text[colon] === ':') break;
       colon++;
     }
     from = colon;

@@ -76,6 +76,15 @@ const secrets: [string, string, string][] = [
   ['postgres://app:pa?ss@db/shop', 'pa?ss', 'postgres://app:***@db/shop'],
   ['postgres://app:pa\\ss@db/shop', 'pa\\ss', 'postgres://app:***@db/shop'],
   ['connect postgres://app:pa ss@db/shop failed', 'pa ss', 'postgres://app:***@db/shop failed'],
+  // A user name holding `@` (Azure Database's `user@server` logins), which URL parsers and the
+  // drivers accept unencoded.
+  [
+    'postgres://myadmin@myserver:Hunter2pw@db.example.com:5432/app',
+    'Hunter2pw',
+    'postgres://myadmin@myserver:***@db.example.com:5432/app',
+  ],
+  ['mysql://app@tenant:p@ss@h:3306/d failed', 'p@ss', 'mysql://app@tenant:***@h:3306/d failed'],
+  ['postgres://a@b@c:pw9@[::1]:5432/db', 'pw9', 'postgres://a@b@c:***@[::1]:5432/db'],
   ['password=abc,def host=db', 'def', 'password=*** host=db'],
   ['password=abc)def', 'def', 'password=***'],
   ['password=abc def', 'def', 'password=***'],
@@ -119,6 +128,9 @@ const harmless = [
   'connect ECONNREFUSED 127.0.0.1:5432',
   'http://rabbit:15672/api/queues?name=a@b',
   'amqp://guest@rabbit:5672/',
+  'postgres://app@tenant@db:5432/shop',
+  'postgres://app@[::1]:5432/shop',
+  'amqp://[::1]:5672/vh',
   'key=order-42 topic=orders',
   'mail ops@example.com about the outage',
   '-----BEGIN CERTIFICATE-----\nMIIB\n-----END CERTIFICATE-----',
