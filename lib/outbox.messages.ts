@@ -132,7 +132,7 @@ export const OutboxMessages = {
     `The outbox table ${table} cannot be read (${reason}): run the migrations from ` +
     `outboxMigrations(), or "${schemaMigrate(ref)}" with DATABASE_URL set, before ` +
     `starting the app. A table made by 0.1 lacks columns this version uses: drain it, ` +
-    `${dropIt(ref)}, and run either again (README: "Upgrading from 0.1").`,
+    `${dropIt(ref)}, and run either again (docs/upgrading.md: "Upgrading from 0.1").`,
   tableOutdated: (table: string, reason: string, ref: OutboxTableRef): string =>
     `The outbox migration cannot complete: the table ${table} exists but lacks columns this ` +
     `version uses (${reason}), so it was made by 0.1. Drain it, ${dropIt(ref)}, and run the ` +

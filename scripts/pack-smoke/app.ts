@@ -6,7 +6,12 @@ import 'reflect-metadata';
 import { createServer, type AddressInfo } from 'node:net';
 import { Controller, Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import { EventPattern, Payload, Transport, type MicroserviceOptions } from '@nestjs/microservices';
+import {
+  MessagePattern,
+  Payload,
+  Transport,
+  type MicroserviceOptions,
+} from '@nestjs/microservices';
 import { connect } from 'amqplib';
 import {
   OutboxDispatcher,
@@ -61,9 +66,11 @@ const received: { orderId: string; total: number }[] = [];
 
 @Controller()
 class OrderEventsController {
-  @EventPattern('orders')
-  onOrder(@Payload() envelope: { payload: { orderId: string; total: number } }): void {
+  // The documentation's publisher sends in 'send' mode: the handler's answer acknowledges.
+  @MessagePattern('orders')
+  onOrder(@Payload() envelope: { payload: { orderId: string; total: number } }): boolean {
     received.push(envelope.payload);
+    return true;
   }
 }
 

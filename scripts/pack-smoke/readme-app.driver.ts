@@ -11,6 +11,7 @@ import {
   ClientProxyFactory,
   Ctx,
   EventPattern,
+  MessagePattern,
   NatsContext,
   Payload,
   Transport,
@@ -35,9 +36,11 @@ const natsSubject = `pack-smoke.${process.pid}`;
 
 @Controller()
 class OrderEventsController {
-  @EventPattern<string>('orders')
-  onOrder(@Payload() envelope: { payload: { orderId: string; total: number } }): void {
+  // The documentation's publisher sends in 'send' mode: the handler's answer acknowledges.
+  @MessagePattern<string>('orders')
+  onOrder(@Payload() envelope: { payload: { orderId: string; total: number } }): boolean {
     received.push(envelope.payload);
+    return true;
   }
 }
 

@@ -373,7 +373,7 @@ async function withStore<T>(
     throw new OutboxError(
       `The outbox table ${error.table} cannot be read (${describeError(error.cause)}). ` +
         'Create it with "outbox schema migrate", or pass --table/--schema if yours has another name ' +
-        '(a table from 0.1 must be drained and recreated: see "Upgrading from 0.1" in the README).',
+        '(a table from 0.1 must be drained and recreated: see "Upgrading from 0.1" in docs/upgrading.md).',
     );
   }
   try {
