@@ -334,6 +334,55 @@ describeWith(['postgres', 'kafka'], 'KafkaPublisher (PostgreSQL → Kafka)', () 
     );
   });
 
+  it('narrowing a refused batch keeps each keyless message in the partition it was first sent to: every message it reports ok is in the topic once', async () => {
+    // Keyless messages are spread round-robin. A refused request rolls back the idempotent
+    // producer's sequence numbers of every partition in it, so a message sent again to another
+    // partition could be answered as a duplicate of what the broker appended there, and
+    // reported ok without being written.
+    const topic = uniqueTopic();
+    await admin.createTopics({
+      topics: [
+        {
+          topic,
+          numPartitions: 3,
+          replicationFactor: 1,
+          configEntries: [{ name: 'max.message.bytes', value: '2000' }],
+        },
+      ],
+      waitForLeaders: true,
+    });
+    const publisher = kafkaPublisher();
+    const keyless = (n: number, payload: string): OutboxRecord => ({
+      ...record(topic, n, payload),
+      key: null,
+    });
+    const { received } = await consume(topic);
+    const outcomes: boolean[] = [];
+    const sent: OutboxRecord[] = [];
+    // Several batches, the oversize message at each place of a batch of 4 to 7.
+    for (let size = 4, n = 0; size <= 7; size++) {
+      for (let bad = 0; bad < size; bad++) {
+        const batch = Array.from({ length: size }, (_, i) =>
+          keyless(++n, i === bad ? `"${'x'.repeat(5_000)}"` : `{"n":${n}}`),
+        );
+        const answers = await publisher.publish(batch, new AbortController().signal);
+        answers.forEach((o, i) => outcomes.push(o.ok && i !== bad));
+        expect(answers[bad]).toMatchObject({ ok: false });
+        sent.push(...batch);
+      }
+    }
+    const okIds = sent.filter((_, i) => outcomes[i]).map((r) => r.messageId);
+    const offsets = await admin.fetchTopicOffsets(topic);
+    const written = offsets.reduce((sum, o) => sum + Number(o.high), 0);
+    await waitFor('every written message', () => received.length >= written, {
+      timeoutMs: 30_000,
+    });
+    const seen = received.map((r) => r.headers[OUTBOX_HEADER_MESSAGE_ID] ?? '');
+    // A message reported ok is in the topic, once (the others may be retried: not counted here).
+    expect(okIds.filter((id) => seen.filter((s) => s === id).length !== 1)).toEqual([]);
+    expect(okIds.length).toBeGreaterThan(0);
+  });
+
   it('a run refused part way (over the size limit): the key stops there, the rest of its run stays unpublished behind the dead message; other runs arrive whole and in order', async () => {
     const topic = uniqueTopic();
     await createTopic(topic);

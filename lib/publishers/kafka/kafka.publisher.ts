@@ -29,9 +29,12 @@ import {
 } from './kafka-publisher.options';
 
 /**
- * The partition the partitioner assigned a message on its last send, kept on the message itself
- * (a message object of this publisher's own): a WeakMap entry per message cost several times
- * more (a CPU profile of a Kafka drain put the partitioner's bookkeeping at about 2 µs a message).
+ * The partition the partitioner assigned a message on its first send, kept on the message itself
+ * (a message object of this publisher's own, made anew for each publish): a WeakMap entry per
+ * message cost several times more (a CPU profile of a Kafka drain put the partitioner's
+ * bookkeeping at about 2 µs a message). Every later send of that message within the publish (a
+ * kafkajs retry, the narrowing of a refused batch) goes to the same partition: see
+ * recordingPartitioner.
  */
 const ASSIGNED_PARTITION = Symbol('nestjs-outbox:kafka-partition');
 
@@ -486,13 +489,24 @@ export class KafkaPublisher implements OutboxPublisher {
   }
 
   /** The configured partitioner, remembering each message's partition. */
+  /**
+   * The configured partitioner, made sticky per message. A refused request rolls back the
+   * idempotent producer's sequence numbers of every partition in it, appended or not; a message
+   * sent again to another partition (a keyless one, spread round-robin, or any under a partitioner
+   * that is not a function of the message) can then take the sequence numbers of messages the
+   * broker already appended there, be answered as their duplicate and reported published without
+   * ever being written. Sent again to the same partitions, the same messages are those duplicates.
+   */
   private recordingPartitioner(): ICustomPartitioner {
     const create = this.#options.producer.createPartitioner;
     return () => {
       const partitioner = create();
       return (args) => {
+        const message = args.message as OutgoingMessage;
+        const assigned = message[ASSIGNED_PARTITION];
+        if (assigned !== undefined) return assigned;
         const partition = partitioner(args);
-        (args.message as OutgoingMessage)[ASSIGNED_PARTITION] = partition;
+        message[ASSIGNED_PARTITION] = partition;
         return partition;
       };
     };
