@@ -554,6 +554,7 @@ export class RabbitMqPublisher implements OutboxPublisher {
       headers[OUTBOX_HEADER_KEY] = record.key ?? undefined;
       headers[RABBITMQ_PUBLISH_ID_HEADER] = publishId;
     }
+    assertHeadersFit(headers);
     const attributes = record.attributes?.rabbitmq;
     return {
       persistent: true,
@@ -930,5 +931,38 @@ function identity(url: string | Options.Connect): { user: string | undefined; vh
     };
   } catch {
     return { user: undefined, vhost: '/' };
+  }
+}
+
+/**
+ * amqplib encodes a message's properties, its headers table included, into one 64 KiB buffer,
+ * and a header value that crosses the buffer's end is cut short without an error, its full length
+ * still written: RabbitMQ then closes the connection (541), failing every message on it as an
+ * outage, and the message, first again at the next claim, would stop all publishing for good.
+ * Such a message fails here instead (a RangeError, which publishOne turns into a permanent
+ * failure). The bound leaves room for the other properties (a few short strings of at most 255
+ * bytes each).
+ */
+const MAX_HEADERS_BYTES = 60_000;
+
+function assertHeadersFit(headers: Record<string, unknown>): void {
+  // A field takes a length byte, its name, a type byte, a 4-byte length and its value; a
+  // character takes at most 3 bytes in UTF-8. Exact byte counts only when that bound is reached.
+  let upper = 0;
+  for (const name in headers) {
+    const value = headers[name];
+    upper += 6 + 3 * (name.length + (typeof value === 'string' ? value.length : 0));
+  }
+  if (upper <= MAX_HEADERS_BYTES) return;
+  let bytes = 0;
+  for (const name in headers) {
+    const value = headers[name];
+    bytes +=
+      6 + Buffer.byteLength(name) + (typeof value === 'string' ? Buffer.byteLength(value) : 0);
+  }
+  if (bytes > MAX_HEADERS_BYTES) {
+    throw new RangeError(
+      `its headers take ${bytes} bytes in AMQP, more than the ${MAX_HEADERS_BYTES} a message's properties can hold: send large data in the payload`,
+    );
   }
 }
