@@ -64,6 +64,12 @@ interface ProducerHandle {
   disconnected: boolean;
 }
 
+/** The failure of a batch whose producer was retired before its turn came: sent again later. */
+const retiredBeforeTurn = (): PublisherUnavailableError =>
+  new PublisherUnavailableError(
+    'The Kafka producer was replaced before this batch was sent; it goes out on a new one',
+  );
+
 // Kafka's own rule for topic names (clients/src/main/java/.../internals/Topic.java).
 const TOPIC_NAME = /^[a-zA-Z0-9._-]{1,249}$/;
 const LOG_FIELDS = ['broker', 'topic', 'partition', 'retryCount', 'retryTime', 'error', 'groupId'];
@@ -147,7 +153,12 @@ export class KafkaPublisher implements OutboxPublisher {
       if (handle !== undefined) {
         handle.sends++;
         const sending = this.inTurn(handle, () =>
-          this.send(handle, outgoing, outcomes, signal),
+          // Retired while this batch waited its turn: a send before it failed the producer,
+          // whose sequence numbers kafkajs rolled back past what the broker may have appended,
+          // so a send on it could be answered as the duplicate of messages it never wrote.
+          handle.retired
+            ? Promise.resolve(this.fail(outgoing, outcomes, retiredBeforeTurn()))
+            : this.send(handle, outgoing, outcomes, signal),
         ).finally(() => this.sendSettled(handle));
         // On abort, stop waiting: the request is left to finish (or fail) on its own. Tearing the
         // producer down instead would fail every other batch in flight on it.
