@@ -830,16 +830,20 @@ describeWith(
       }
     });
 
-    it('a message amqplib cannot encode is a permanent failure, not an outage; the rest of the batch is published', async () => {
+    /**
+     * Publishes `bad` between two good messages to a queue of its own: `bad` must fail alone,
+     * permanently (not as an outage of the connection), and both good messages must arrive.
+     */
+    async function failsAloneAndPermanently(
+      bad: (queue: string) => OutboxRecord,
+      options: Partial<RabbitMqPublisherOptions> = {},
+    ): Promise<void> {
       const queue = uniqueName('q-encode');
-      const publisher = publisherFor(queue, { exchange: '', routingKey: () => queue });
+      const publisher = publisherFor(queue, { exchange: '', routingKey: () => queue, ...options });
       await publisher.connect();
       const received = await consumers.consume(queue);
-      // An invalid date gives a NaN AMQP timestamp, which amqplib refuses to encode.
-      const bad = { ...rec(queue, 'bad-date'), createdAt: new Date(Number.NaN) };
-      const good = [rec(queue, 'good-1'), rec(queue, 'good-2')];
       const outcomes = await publisher.publish(
-        [good[0] as OutboxRecord, bad, good[1] as OutboxRecord],
+        [rec(queue, 'good-1'), bad(queue), rec(queue, 'good-2')],
         anySignal(),
       );
       expect(outcomes[0]).toEqual({ ok: true });
@@ -851,38 +855,28 @@ describeWith(
       );
       await waitFor('both good messages at the queue', () => received.length === 2);
       expect(received.map((m) => m.messageId).sort()).toEqual(['good-1', 'good-2']);
+    }
+
+    it('a message amqplib cannot encode is a permanent failure, not an outage; the rest of the batch is published', async () => {
+      // An invalid date gives a NaN AMQP timestamp, which amqplib refuses to encode.
+      await failsAloneAndPermanently((queue) => ({
+        ...rec(queue, 'bad-date'),
+        createdAt: new Date(Number.NaN),
+      }));
     });
 
     it.each([true, false])(
       'headers too large for a header frame (outboxHeaders: %s) are a permanent failure of that message, not an outage of the connection; the rest of the batch is published',
       async (outboxHeaders) => {
-        const queue = uniqueName('q-headers');
-        const publisher = publisherFor(queue, {
-          exchange: '',
-          routingKey: () => queue,
-          outboxHeaders,
-        });
-        await publisher.connect();
-        const received = await consumers.consume(queue);
         // Headers as enqueue accepts them (up to 64 of 8 192 characters), past amqplib's 64 KiB
         // buffer for a message's properties: amqplib cut the last one short without an error,
         // and RabbitMQ closed the connection, failing every message on it as an outage.
         const headers: Record<string, string> = {};
         for (let i = 0; i < 8; i++) headers[`h${i}`] = 'a'.repeat(8_000);
         headers.h8 = 'b'.repeat(3_000);
-        const big = { ...rec(queue, 'big-headers'), headers };
-        const good = [rec(queue, 'good-1'), rec(queue, 'good-2')];
-        const outcomes = await publisher.publish(
-          [big, good[0] as OutboxRecord, good[1] as OutboxRecord],
-          anySignal(),
-        );
-        const failed = outcomes[0];
-        expect(failed !== undefined && !failed.ok ? failed.error : undefined).toBeInstanceOf(
-          PermanentPublishError,
-        );
-        expect(outcomes.slice(1)).toEqual([{ ok: true }, { ok: true }]);
-        await waitFor('both good messages at the queue', () => received.length === 2);
-        expect(received.map((m) => m.messageId).sort()).toEqual(['good-1', 'good-2']);
+        await failsAloneAndPermanently((queue) => ({ ...rec(queue, 'big-headers'), headers }), {
+          outboxHeaders,
+        });
       },
     );
 
