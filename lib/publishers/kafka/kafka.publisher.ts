@@ -499,7 +499,6 @@ export class KafkaPublisher implements OutboxPublisher {
       );
   }
 
-  /** The configured partitioner, remembering each message's partition. */
   /**
    * The configured partitioner, made sticky per message. A refused request rolls back the
    * idempotent producer's sequence numbers of every partition in it, appended or not; a message
