@@ -28,6 +28,7 @@ import {
   type OutboxHarness,
 } from '../support/outbox-harness';
 import { describeWith, SERVICES } from '../support/services';
+import { startTcpRelay } from '../support/transports/net';
 import { waitFor } from '../support/wait-for';
 
 // {PostgreSQL, MariaDB} → RabbitMqPublisher → a real RabbitMQ → an amqplib consumer. Every test
@@ -105,6 +106,13 @@ interface Harness extends OutboxHarness<RabbitMqPublisher> {
   /** The durable queue the publisher declares (its topology) and publishes to by default. */
   readonly queue: string;
 }
+
+/** RABBITMQ_URL through a relay on this machine's `port`. */
+const relayed = (port: number): string =>
+  RABBITMQ_URL.replace(
+    `@${SERVICES.rabbitmq.host}:${SERVICES.rabbitmq.port}`,
+    `@127.0.0.1:${port}`,
+  );
 
 let counter = 0;
 const uniqueName = (what: string): string => `outbox-it-${what}-${process.pid}-${++counter}`;
@@ -772,6 +780,36 @@ describeWith(
       publishers.push(publisher);
       return publisher;
     }
+
+    it('close() ends when the connection drops as it closes (amqplib would wait for an answer that cannot come)', async () => {
+      const relay = await startTcpRelay(SERVICES.rabbitmq.host, SERVICES.rabbitmq.port);
+      try {
+        const publisher = publisherFor(uniqueName('q-close-drop'), { url: relayed(relay.port) });
+        await publisher.connect();
+        const closing = publisher.close();
+        await relay.close(); // the socket ends before the broker's close-ok gets through
+        await expect(closing).resolves.toBeUndefined();
+      } finally {
+        await relay.close();
+      }
+    }, 20_000);
+
+    it('close() ends the connection itself when the broker does not answer the close', async () => {
+      const relay = await startTcpRelay(SERVICES.rabbitmq.host, SERVICES.rabbitmq.port);
+      try {
+        const publisher = publisherFor(uniqueName('q-close-silent'), {
+          url: relayed(relay.port),
+          publishTimeoutMs: 300,
+        });
+        await publisher.connect();
+        expect(relay.connections()).toBe(1);
+        relay.holdReplies(); // the broker's close-ok never arrives; the socket stays open
+        await expect(publisher.close()).resolves.toBeUndefined();
+        await waitFor('the socket to be closed', () => relay.connections() === 0);
+      } finally {
+        await relay.close();
+      }
+    }, 20_000);
 
     it('each message carries exactly its own headers, whatever the messages before it carried (with and without the outbox headers)', async () => {
       // The publisher reuses one headers table per set of header names (amqplib encodes it

@@ -19,6 +19,7 @@ import {
   OUTBOX_HEADER_MESSAGE_ID,
   OUTBOX_HEADER_TYPE,
 } from '../../outbox.constants';
+import { closeAmqp, destroyAmqpSocket } from './amqp-close';
 import { RabbitMqAccessRefusedError, type RabbitMqRefusal } from './rabbitmq-access-refused.error';
 import { RabbitMqHeaderTables } from './rabbitmq-header-tables';
 import { RabbitMqPublishError } from './rabbitmq-publish.error';
@@ -242,10 +243,28 @@ export class RabbitMqPublisher implements OutboxPublisher {
     this.#connection = undefined;
     if (connection === undefined || connection.closed) return;
     connection.closed = true;
+    const { model } = connection;
     const channel = connection.channel;
-    if (channel !== undefined && !channel.closed)
-      await channel.channel.close().catch(() => undefined);
-    await connection.model.close().catch(() => undefined);
+    let timer: NodeJS.Timeout | undefined;
+    // A broker that does not answer the close, with the socket still open, must not hold the
+    // app's shutdown: after publishTimeoutMs the socket is ended.
+    const timedOut = new Promise<void>((resolve) => {
+      timer = setTimeout(() => {
+        destroyAmqpSocket(model);
+        resolve();
+      }, this.#options.publishTimeoutMs);
+    });
+    try {
+      await Promise.race([
+        (async () => {
+          if (channel !== undefined && !channel.closed) await closeAmqp(channel.channel);
+          await closeAmqp(model);
+        })(),
+        timedOut,
+      ]);
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   /**
@@ -284,7 +303,7 @@ export class RabbitMqPublisher implements OutboxPublisher {
         break;
       }
       const results = await this.publishOnChannel(connection, state, group, signal);
-      if (!state.closed) await state.channel.close().catch(() => undefined);
+      if (!state.closed) await closeAmqp(state.channel);
       const unconfirmed: Item[] = [];
       const unsent: Item[] = [];
       results.forEach((result, k) => {
@@ -342,7 +361,7 @@ export class RabbitMqPublisher implements OutboxPublisher {
     } catch {
       // No channel for checks: publish as before and let the channel-close path find culprits.
     } finally {
-      await channel?.close().catch(() => undefined);
+      if (channel !== undefined) await closeAmqp(channel);
     }
     return missing;
   }
@@ -641,7 +660,7 @@ export class RabbitMqPublisher implements OutboxPublisher {
         try {
           await o.assertTopology(channel);
         } finally {
-          await channel.close().catch(() => undefined);
+          await closeAmqp(channel);
         }
       }
       this.#connection = state;
@@ -651,7 +670,7 @@ export class RabbitMqPublisher implements OutboxPublisher {
       this.logger.log(`Connected to RabbitMQ at ${this.#where}`);
       return state;
     } catch (error) {
-      await model?.close().catch(() => undefined);
+      if (model !== undefined) await closeAmqp(model);
       const { initialDelayMs, maxDelayMs } = o.reconnect;
       this.#delayMs = Math.min(
         maxDelayMs,

@@ -1,4 +1,4 @@
-import { createServer, type Server, type Socket } from 'node:net';
+import { connect, createServer, type Server, type Socket } from 'node:net';
 
 /** A TCP port nothing listens on at the time of the call. */
 export function freePort(): Promise<number> {
@@ -48,6 +48,71 @@ export async function startBlackholeMqttBroker(): Promise<{
   return {
     port,
     published: () => publishes,
+    close: () =>
+      new Promise<void>((resolve) => {
+        for (const socket of sockets) socket.destroy();
+        server.close(() => resolve());
+      }),
+  };
+}
+
+/**
+ * A TCP relay to a real server whose replies can be held back: while `holdReplies()` is in
+ * force the client's bytes still reach the server, but nothing the server sends reaches the
+ * client until `release()`. The model of a network that stalls one way (a broker's confirms
+ * that do not come back) without an error on either side.
+ */
+export async function startTcpRelay(
+  host: string,
+  port: number,
+): Promise<{
+  port: number;
+  holdReplies(): void;
+  release(): void;
+  /** Client connections still open through the relay. */
+  connections(): number;
+  close(): Promise<void>;
+}> {
+  const sockets = new Set<Socket>();
+  const toClients = new Set<{ client: Socket; held: Buffer[] }>();
+  let holding = false;
+  const server: Server = createServer((client) => {
+    const upstream = connect({ host, port });
+    const pipe = { client, held: [] as Buffer[] };
+    toClients.add(pipe);
+    for (const socket of [client, upstream]) {
+      sockets.add(socket);
+      socket.on('error', () => undefined);
+      socket.on('close', () => {
+        sockets.delete(socket);
+        toClients.delete(pipe);
+        client.destroy();
+        upstream.destroy();
+      });
+    }
+    client.on('data', (chunk) => upstream.write(chunk));
+    upstream.on('data', (chunk) => {
+      if (holding) pipe.held.push(chunk);
+      else client.write(chunk);
+    });
+  });
+  const listening = await new Promise<number>((resolve) => {
+    server.listen(0, '127.0.0.1', () => {
+      const address = server.address();
+      resolve(typeof address === 'object' && address !== null ? address.port : 0);
+    });
+  });
+  return {
+    port: listening,
+    holdReplies: () => {
+      holding = true;
+    },
+    connections: () => toClients.size,
+    release: () => {
+      holding = false;
+      for (const pipe of toClients)
+        for (const chunk of pipe.held.splice(0)) pipe.client.write(chunk);
+    },
     close: () =>
       new Promise<void>((resolve) => {
         for (const socket of sockets) socket.destroy();
