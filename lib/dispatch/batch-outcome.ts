@@ -150,6 +150,19 @@ const isBrokerSilence = (error: unknown): boolean =>
   error instanceof PublishTimeoutError || error instanceof PublisherUnavailableError;
 
 /**
+ * A failure the publisher says never reached the broker. A permanent one stays a failure:
+ * the message cannot be delivered, written or not.
+ */
+const isUnsent = (outcome: PublishOutcome): boolean =>
+  !outcome.ok && outcome.sent === false && !(outcome.error instanceof PermanentPublishError);
+
+/** Unsent messages get no outcome: they go back with their attempt given back. */
+const withoutUnsent = (
+  outcomes: readonly PublishOutcome[],
+): readonly (PublishOutcome | undefined)[] =>
+  outcomes.some(isUnsent) ? outcomes.map((o) => (isUnsent(o) ? undefined : o)) : outcomes;
+
+/**
  * Which records of a leased batch to publish. `now` and `publishBy` are on the same monotonic
  * clock; publishing must end early enough to settle within the lease, and past `publishBy`
  * another dispatcher may already hold these messages (this process was paused, e.g. by SIGSTOP
@@ -214,32 +227,42 @@ function readOutcomes(outcomes: readonly PublishOutcome[], sent: number): Publis
   const failures = outcomes.filter((o) => !o.ok);
   const first = failures[0];
   if (first !== undefined && failures.length === outcomes.length) {
-    if (failures.every((o) => !o.ok && o.error instanceof PublisherUnavailableError)) {
+    if (
+      failures.every((o) => !o.ok && (isUnsent(o) || o.error instanceof PublisherUnavailableError))
+    ) {
       return {
         result: { kind: 'outage', error: first.error },
         reaction: pause(
           first.error,
-          'every publish of the batch failed',
+          failures.every(isUnsent)
+            ? 'no message of the batch could be sent'
+            : 'every publish of the batch failed',
           'no attempt counted',
           true,
         ),
       };
     }
     // Every message timed out (or could not be sent): the broker may be hanging, so claim
-    // less eagerly; but the attempts count, as for a batch that hit the deadline.
-    if (failures.every((o) => !o.ok && isBrokerSilence(o.error))) {
+    // less eagerly; but the attempts of what was sent count, as for a batch that hit the
+    // deadline.
+    if (failures.every((o) => !o.ok && (isUnsent(o) || isBrokerSilence(o.error)))) {
       return {
-        result: { kind: 'outcomes', outcomes },
+        result: { kind: 'outcomes', outcomes: withoutUnsent(outcomes) },
         reaction: pause(
           first.error,
           'every publish of the batch timed out',
-          'each counts an attempt',
+          outcomes.some(isUnsent)
+            ? 'each message sent counts an attempt'
+            : 'each counts an attempt',
           false,
         ),
       };
     }
   }
-  return { result: { kind: 'outcomes', outcomes }, reaction: { kind: 'resume' } };
+  return {
+    result: { kind: 'outcomes', outcomes: withoutUnsent(outcomes) },
+    reaction: { kind: 'resume' },
+  };
 }
 
 const pause = (error: unknown, what: string, counted: string, probe: boolean): OutageReaction => ({

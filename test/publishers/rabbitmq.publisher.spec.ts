@@ -594,6 +594,48 @@ describeWith(['postgres', 'rabbitmq'], 'RabbitMqPublisher failures (PostgreSQL â
     expect([...new Set(received.map((r) => r.messageId))].sort()).toEqual(expected);
   });
 
+  it("a publish cut short by the publisher's own timeout counts an attempt only for what it wrote; the rest goes back unsent", async () => {
+    // The broker's replies held back on the way: the first message reaches RabbitMQ, its
+    // confirm does not come back, and with one confirm slot the other two are never written.
+    const relay = await startTcpRelay(SERVICES.rabbitmq.host, SERVICES.rabbitmq.port);
+    try {
+      const h = await suite.openOutbox(
+        {
+          url: relayed(relay.port),
+          maxOutstandingConfirms: 1,
+          publishTimeoutMs: 300,
+        },
+        { dispatcher: { publishTimeoutMs: 5_000 } },
+      );
+      const received = await suite.consume(h.queue);
+      await h.enqueue({ topic: h.queue, key: 'warm-up', payload: {} });
+      await h.dispatcher.drain(); // connected, channel open
+      const ids = await h.enqueue(
+        ['a', 'b', 'c'].map((key) => ({ topic: h.queue, key, payload: { key } })),
+      );
+
+      relay.holdReplies();
+      expect(await h.dispatcher.runOnce()).toMatchObject({
+        claimed: 3,
+        published: 0,
+        retried: 1,
+        released: 2,
+      });
+      const rows = await h.rows();
+      const attempts = ids.map((id) => rows.find((r) => r.messageId === id)?.attempts);
+      expect(attempts).toEqual([1, 0, 0]);
+      expect(rows.every((r) => r.status !== 'dead')).toBe(true);
+
+      relay.release();
+      await suite.dispatchUntil(h, 'delivery once the replies flow', suite.allSettled(h));
+      await waitFor('the 3 messages', () =>
+        ids.every((id) => received.some((r) => r.messageId === id)),
+      );
+    } finally {
+      await relay.close();
+    }
+  });
+
   it('publishes a batch larger than maxOutstandingConfirms by waiting for confirms to free slots', async () => {
     const h = await suite.openOutbox({ maxOutstandingConfirms: 3 });
     const received = await suite.consume(h.queue);
@@ -635,7 +677,8 @@ describeWith(['postgres', 'rabbitmq'], 'RabbitMqPublisher failures (PostgreSQL â
         ).toBe(true);
         const rows = await h.rows();
         // An outage gives the attempt back; a batch the block cut in half (some confirmed, the
-        // rest refused) counts one for the refused, and none is dead.
+        // rest refused) counts one for those written before the block, none for the others,
+        // and none is dead.
         expect(rows.every((r) => r.attempts <= 1 && r.status !== 'dead')).toBe(true);
       } finally {
         await run('rabbitmqctl', ['set_vm_memory_high_watermark', watermark]);

@@ -50,6 +50,7 @@ function rec(
 
 const ok: PublishOutcome = { ok: true };
 const fail = (error: unknown): PublishOutcome => ({ ok: false, error });
+const unsent = (error: unknown): PublishOutcome => ({ ok: false, error, sent: false });
 const boom = new Error('boom');
 const unavailable = new PublisherUnavailableError('connection refused');
 const slow = new PublishTimeoutError(5_000);
@@ -367,6 +368,85 @@ describe('batch outcome', () => {
         'each counts an attempt',
         false,
       ),
+    },
+    {
+      name: 'the first message timed out, the rest were never sent: only the first counts an attempt',
+      records: [rec('1'), rec('2'), rec('3')],
+      publish: returned(fail(slow), unsent(slow), unsent(slow)),
+      settlement: {
+        ...none,
+        retry: [
+          {
+            id: '1',
+            delayMs: 100,
+            error: 'PublishTimeoutError: No broker acknowledgement within 5000 ms',
+            errorClass: 'PublishTimeoutError',
+          },
+        ],
+        release: [
+          { id: '2', delayMs: 0, error: null, errorClass: null },
+          { id: '3', delayMs: 0, error: null, errorClass: null },
+        ],
+      },
+      reaction: pauseOf(
+        slow,
+        'every publish of the batch timed out',
+        'each message sent counts an attempt',
+        false,
+      ),
+    },
+    {
+      name: 'no message of the batch sent: an outage, released for the pause',
+      records: [rec('1'), rec('2')],
+      publish: returned(unsent(slow), unsent(slow)),
+      settlement: {
+        ...none,
+        release: [
+          {
+            id: '1',
+            delayMs: PAUSE_MS,
+            error: 'PublishTimeoutError: No broker acknowledgement within 5000 ms',
+            errorClass: 'PublishTimeoutError',
+          },
+          {
+            id: '2',
+            delayMs: PAUSE_MS,
+            error: 'PublishTimeoutError: No broker acknowledgement within 5000 ms',
+            errorClass: 'PublishTimeoutError',
+          },
+        ],
+      },
+      reaction: pauseOf(slow, 'no message of the batch could be sent', 'no attempt counted', true),
+    },
+    {
+      name: 'one delivered, one never sent: the other goes back with its attempt given back',
+      records: [rec('1'), rec('2')],
+      publish: returned(ok, unsent(boom)),
+      settlement: {
+        ...none,
+        delivered: ['1'],
+        release: [{ id: '2', delayMs: 0, error: null, errorClass: null }],
+        advancedKeys: ['k1'],
+      },
+      reaction: resume,
+    },
+    {
+      name: 'a permanent failure stays one, sent or not: dead',
+      records: [rec('1'), rec('2')],
+      publish: returned(ok, unsent(rejected)),
+      settlement: {
+        ...none,
+        delivered: ['1'],
+        advancedKeys: ['k1'],
+        dead: [
+          {
+            id: '2',
+            error: 'PermanentPublishError: rejected by broker',
+            errorClass: 'PermanentPublishError',
+          },
+        ],
+      },
+      reaction: resume,
     },
     {
       name: 'fewer outcomes than messages: the publisher broke its contract, released',

@@ -157,7 +157,7 @@ export class KafkaPublisher implements OutboxPublisher {
           // whose sequence numbers kafkajs rolled back past what the broker may have appended,
           // so a send on it could be answered as the duplicate of messages it never wrote.
           handle.retired
-            ? Promise.resolve(this.fail(outgoing, outcomes, retiredBeforeTurn()))
+            ? Promise.resolve(this.fail(outgoing, outcomes, retiredBeforeTurn(), false))
             : this.send(handle, outgoing, outcomes, signal),
         ).finally(() => this.sendSettled(handle));
         // On abort, stop waiting: the request is left to finish (or fail) on its own. Tearing the
@@ -412,8 +412,10 @@ export class KafkaPublisher implements OutboxPublisher {
     return error;
   }
 
-  private fail(batch: readonly Outgoing[], outcomes: Outcomes, error: unknown): void {
-    for (const { index } of batch) outcomes[index] ??= { ok: false, error };
+  /** Fails what `batch` has no outcome for yet; `sent: false` when none of it was sent. */
+  private fail(batch: readonly Outgoing[], outcomes: Outcomes, error: unknown, sent = true): void {
+    const outcome: PublishOutcome = sent ? { ok: false, error } : { ok: false, error, sent };
+    for (const { index } of batch) outcomes[index] ??= outcome;
   }
 
   private connect(): Promise<ProducerHandle> {

@@ -439,12 +439,17 @@ export class RabbitMqPublisher implements OutboxPublisher {
     }
   }
 
+  /**
+   * The outcome of the messages the loop did not get to write: `sent: false`, so that none
+   * counts an attempt for a wait on the messages before it (confirm slots, drain, a block).
+   */
   private notSentOutcome(
     connection: ConnectionState,
     state: ChannelState,
     stopped: RoundResult | undefined,
   ): RoundResult {
-    if (connection.blocked !== undefined) return this.blockedOutcome(connection);
+    if (connection.blocked !== undefined)
+      return { ...this.blockedOutcome(connection), sent: false };
     if (state.closed && state.closeError !== undefined && !connection.closed)
       return { ok: 'unsent' };
     if (
@@ -452,12 +457,16 @@ export class RabbitMqPublisher implements OutboxPublisher {
       (stopped.error instanceof PublisherUnavailableError ||
         stopped.error instanceof PublishTimeoutError)
     )
-      return stopped;
+      return { ok: false, error: stopped.error, sent: false };
     const why =
       stopped === undefined
         ? 'RabbitMQ closed the channel'
         : `no confirm slot freed up within ${this.#options.publishTimeoutMs} ms`;
-    return { ok: false, error: new PublisherUnavailableError(`The message was not sent: ${why}`) };
+    return {
+      ok: false,
+      error: new PublisherUnavailableError(`The message was not sent: ${why}`),
+      sent: false,
+    };
   }
 
   private canPublish(
@@ -602,7 +611,7 @@ export class RabbitMqPublisher implements OutboxPublisher {
     };
   }
 
-  private blockedOutcome(connection: ConnectionState): PublishOutcome {
+  private blockedOutcome(connection: ConnectionState): { ok: false; error: Error } {
     return {
       ok: false,
       error: new PublisherUnavailableError(
