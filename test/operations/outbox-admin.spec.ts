@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import {
   OutboxAdmin,
   OutboxError,
@@ -228,6 +229,30 @@ for (const db of TEST_DATABASES) {
       expect(await c.admin.purge([failing])).toBe(1);
       expect(await c.admin.get(failing)).toBeNull();
       expect(await readAttempts(scope.ds, c.table)).toEqual([]);
+    });
+
+    it('retries more ids than one transaction takes in queue order: two dead messages of a key keep their order, however the caller lists them', async () => {
+      const c = await open({ ordering: { enabled: true, onDeadLetter: 'skip' } });
+      const [first, second] = (await c.enqueue([msg('k'), msg('k')])) as [string, string];
+      c.publisher
+        .fail(first, 'permanent', rejected('no'))
+        .fail(second, 'permanent', rejected('no'));
+      await waitFor('both to die', async () => {
+        await c.dispatcher.drain();
+        return (await c.admin.get(second))?.status === 'dead';
+      });
+      // A later message of the key, queued: a retry moves them behind it, to the key's end.
+      const [later] = (await c.enqueue([msg('k')])) as [string];
+      c.publisher.heal();
+      const sent = c.publisher.messageIds.length;
+      // More than OUTBOX_ADMIN_MAX_LIMIT ids (unknown ones are ignored), the later message first.
+      const unknown = Array.from({ length: 1_000 }, () => randomUUID());
+      expect(await c.admin.retry([second, ...unknown, first])).toEqual({
+        requeued: 0,
+        resequenced: 2,
+      });
+      await c.dispatcher.drain();
+      expect(c.publisher.messageIds.slice(sent)).toEqual([later, first, second]);
     });
 
     it('delivered rows take their history with them: purged by the cleaner, or deleted at delivery (retention 0)', async () => {

@@ -402,13 +402,27 @@ export class OutboxAdmin {
    * allows (see `docs/ordering-and-dead-letters.md`); ids that are not dead are ignored.
    */
   async retry(messageIds: readonly string[]): Promise<RequeueReport> {
+    const ids = messageIdsOf(messageIds);
+    if (ids.length === 0) return { requeued: 0, resequenced: 0 };
+    if (ids.length <= OUTBOX_ADMIN_MAX_LIMIT) return this.store.requeueDead(ids);
+    // More than one transaction takes: requeued in queue order, not the caller's, or a later
+    // dead message of a key listed in an earlier chunk would be moved to the end of its key
+    // before an earlier one, and the two would swap places.
+    const wanted = new Set(ids);
+    const due: string[] = [];
     let requeued = 0;
     let resequenced = 0;
-    for (const ids of chunks(messageIdsOf(messageIds), OUTBOX_ADMIN_MAX_LIMIT)) {
-      const report = await this.store.requeueDead(ids);
+    const requeue = async (chunk: readonly string[]): Promise<void> => {
+      const report = await this.store.requeueDead(chunk);
       requeued += report.requeued;
       resequenced += report.resequenced;
-    }
+    };
+    await this.forEachDeadPage({}, async (page) => {
+      due.push(...page.filter((id) => wanted.has(id)));
+      while (due.length >= OUTBOX_ADMIN_MAX_LIMIT)
+        await requeue(due.splice(0, OUTBOX_ADMIN_MAX_LIMIT));
+    });
+    if (due.length > 0) await requeue(due);
     return { requeued, resequenced };
   }
 
