@@ -305,6 +305,9 @@ for (const db of TEST_DATABASES) {
         /1 {2}table +missing: the table does not exist: migrate creates it/,
       );
       expect(none.stdout).toContain('Run "outbox schema migrate"');
+      expect(none.stdout).toContain(
+        'if the app sets tableName or schema, pass the same --table and --schema',
+      );
 
       const created = await outboxJson(['schema', 'migrate', '--table', table], url);
       expect(created).toEqual({

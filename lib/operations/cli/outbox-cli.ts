@@ -269,6 +269,12 @@ async function schemaStatus(args: CliArgs, db: CliDatabase): Promise<CliResult> 
         (p) =>
           `  ${p.step}  ${p.part.padEnd(width)}  ${p.present ? 'present' : `missing: ${p.missing ?? ''}`}`,
       ),
+      // The commonest cause of "version 0" is looking at the default name, not the app's table.
+      ...(status.version === 0
+        ? [
+            `There is no table ${table} in this database: if the app sets tableName or schema, pass the same --table and --schema.`,
+          ]
+        : []),
       ...(upToDate
         ? []
         : [
