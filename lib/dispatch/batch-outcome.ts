@@ -156,12 +156,6 @@ const isBrokerSilence = (error: unknown): boolean =>
 const isUnsent = (outcome: PublishOutcome): boolean =>
   !outcome.ok && outcome.sent === false && !(outcome.error instanceof PermanentPublishError);
 
-/** Unsent messages get no outcome: they go back with their attempt given back. */
-const withoutUnsent = (
-  outcomes: readonly PublishOutcome[],
-): readonly (PublishOutcome | undefined)[] =>
-  outcomes.some(isUnsent) ? outcomes.map((o) => (isUnsent(o) ? undefined : o)) : outcomes;
-
 /**
  * Which records of a leased batch to publish. `now` and `publishBy` are on the same monotonic
  * clock; publishing must end early enough to settle within the lease, and past `publishBy`
@@ -226,6 +220,9 @@ function readOutcomes(outcomes: readonly PublishOutcome[], sent: number): Publis
   // one message "unavailable" while others went through is that message's failure.
   const failures = outcomes.filter((o) => !o.ok);
   const first = failures[0];
+  // Unsent messages get no outcome: they go back with their attempt given back.
+  const someUnsent = failures.some(isUnsent);
+  const judged = someUnsent ? outcomes.map((o) => (isUnsent(o) ? undefined : o)) : outcomes;
   if (first !== undefined && failures.length === outcomes.length) {
     if (
       failures.every((o) => !o.ok && (isUnsent(o) || o.error instanceof PublisherUnavailableError))
@@ -247,22 +244,17 @@ function readOutcomes(outcomes: readonly PublishOutcome[], sent: number): Publis
     // deadline.
     if (failures.every((o) => !o.ok && (isUnsent(o) || isBrokerSilence(o.error)))) {
       return {
-        result: { kind: 'outcomes', outcomes: withoutUnsent(outcomes) },
+        result: { kind: 'outcomes', outcomes: judged },
         reaction: pause(
           first.error,
           'every publish of the batch timed out',
-          outcomes.some(isUnsent)
-            ? 'each message sent counts an attempt'
-            : 'each counts an attempt',
+          someUnsent ? 'each message sent counts an attempt' : 'each counts an attempt',
           false,
         ),
       };
     }
   }
-  return {
-    result: { kind: 'outcomes', outcomes: withoutUnsent(outcomes) },
-    reaction: { kind: 'resume' },
-  };
+  return { result: { kind: 'outcomes', outcomes: judged }, reaction: { kind: 'resume' } };
 }
 
 const pause = (error: unknown, what: string, counted: string, probe: boolean): OutageReaction => ({

@@ -245,26 +245,15 @@ export class RabbitMqPublisher implements OutboxPublisher {
     connection.closed = true;
     const { model } = connection;
     const channel = connection.channel;
-    let timer: NodeJS.Timeout | undefined;
+    const closing = (async () => {
+      if (channel !== undefined && !channel.closed) await closeAmqp(channel.channel);
+      await closeAmqp(model);
+    })();
     // A broker that does not answer the close, with the socket still open, must not hold the
     // app's shutdown: after publishTimeoutMs the socket is ended.
-    const timedOut = new Promise<void>((resolve) => {
-      timer = setTimeout(() => {
-        destroyAmqpSocket(model);
-        resolve();
-      }, this.#options.publishTimeoutMs);
-    });
-    try {
-      await Promise.race([
-        (async () => {
-          if (channel !== undefined && !channel.closed) await closeAmqp(channel.channel);
-          await closeAmqp(model);
-        })(),
-        timedOut,
-      ]);
-    } finally {
-      clearTimeout(timer);
-    }
+    await raceAbort(closing, AbortSignal.timeout(this.#options.publishTimeoutMs)).catch(() =>
+      destroyAmqpSocket(model),
+    );
   }
 
   /**
