@@ -49,8 +49,15 @@ export type Verdict =
 export type PublishAttempt =
   | { readonly kind: 'returned'; readonly outcomes: readonly PublishOutcome[] }
   | { readonly kind: 'threw'; readonly error: unknown }
-  /** The publish deadline passed without an answer (and not because of shutdown). */
-  | { readonly kind: 'timed-out'; readonly error: PublishTimeoutError };
+  /**
+   * The publish deadline passed (and not because of shutdown). `late`: the publisher's answer
+   * to the abort, when it came within the grace the lease leaves (see ABORT_ANSWER_GRACE_MS).
+   */
+  | {
+      readonly kind: 'timed-out';
+      readonly error: PublishTimeoutError;
+      readonly late?: readonly PublishOutcome[];
+    };
 
 /** What the broker side of a batch came to. */
 export type PublishResult =
@@ -191,18 +198,28 @@ export function readPublish(attempt: PublishAttempt, sent: number): PublishReadi
         result: { kind: 'outage', error: attempt.error },
         reaction: pause(attempt.error, 'publisher failed', 'no attempt counted', true),
       };
-    case 'timed-out':
+    case 'timed-out': {
       // The broker may be hanging: claim less eagerly, but the attempts count, so a message
       // that always times out reaches maxAttempts instead of looping.
+      const timedOut = pause(
+        attempt.error,
+        'publish did not finish in time',
+        'each message counts an attempt',
+        false,
+      );
+      // The publisher's answer to the abort says more than the deadline does: what the broker
+      // confirmed before it is delivered (not published again), and what was never written
+      // gets its attempt back. Without one (or with one that breaks the contract), every
+      // message may be at the broker.
+      const late = attempt.late?.length === sent ? readOutcomes(attempt.late, sent) : undefined;
+      if (late === undefined) {
+        return { result: { kind: 'timeout', error: attempt.error }, reaction: timedOut };
+      }
       return {
-        result: { kind: 'timeout', error: attempt.error },
-        reaction: pause(
-          attempt.error,
-          'publish did not finish in time',
-          'each message counts an attempt',
-          false,
-        ),
+        result: late.result,
+        reaction: late.reaction.kind === 'pause' ? late.reaction : timedOut,
       };
+    }
     case 'returned':
       return readOutcomes(attempt.outcomes, sent);
   }

@@ -52,6 +52,12 @@ const SETTLE_MAX_BACKOFF_MS = 1_000;
 const OUTAGE_PROBE_INTERVAL_MS = 500;
 /** First wait after a claim held back only by other dispatchers' batches (doubles, see retryAfterOthers). */
 const IN_FLIGHT_RETRY_MS = 50;
+/**
+ * How long a publish aborted by the dispatcher's deadline may take to answer the abort, within
+ * what the lease leaves for publishing: a publisher that honours the signal answers at once,
+ * saying which messages the broker confirmed and which it never wrote.
+ */
+const ABORT_ANSWER_GRACE_MS = 250;
 const EMPTY_REPORT: OutboxBatchReport = Object.freeze({
   claimed: 0,
   published: 0,
@@ -619,7 +625,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
       signal.addEventListener('abort', () => resolve('timeout'), { once: true });
     });
     const send = (batch: readonly ClaimedRecord[]): Promise<PublishResult> =>
-      this.publishRound(batch, controller, deadline, timeoutMs);
+      this.publishRound(batch, controller, deadline, timeoutMs, publishBy);
     try {
       const rounds = keyRounds(records);
       if (rounds.length === 1 && held.size === 0) return await send(records);
@@ -646,6 +652,8 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
         for (const key of recordRound(records, sendable, result.outcomes, outcomes)) {
           stopped.add(key);
         }
+        // The deadline passed and the publisher answered the abort: nothing more goes out.
+        if (signal.aborted) break;
         // A round that paused claims (every message timed out) ends the batch too.
         if (Date.now() < this.pausedUntil) break;
       }
@@ -656,29 +664,55 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     }
   }
 
-  /** One publish call, raced against the batch's deadline. */
+  /**
+   * One publish call, raced against the batch's deadline. Past the deadline the call is aborted,
+   * and its answer to the abort is still read if it comes within ABORT_ANSWER_GRACE_MS and
+   * before `publishBy` (the lease must leave time to settle).
+   */
   private async publishRound(
     records: readonly ClaimedRecord[],
     controller: AbortController,
     deadline: Promise<'timeout'>,
     timeoutMs: number,
+    publishBy: number,
   ): Promise<PublishResult> {
     try {
-      const answer = await Promise.race([
-        this.publisher.publish(records, controller.signal),
-        deadline,
-      ]);
+      const publishing = this.publisher.publish(records, controller.signal);
+      const answer = await Promise.race([publishing, deadline]);
       let attempt: PublishAttempt;
       if (answer === 'timeout') {
         if (this.shutdown.signal.aborted) return { kind: 'shutdown' };
         const error = new PublishTimeoutError(timeoutMs);
         controller.abort(error);
-        attempt = { kind: 'timed-out', error };
+        const graceMs = Math.min(ABORT_ANSWER_GRACE_MS, Math.floor(publishBy - performance.now()));
+        const late = await this.answerWithin(publishing, graceMs);
+        attempt = { kind: 'timed-out', error, ...(late === undefined ? {} : { late }) };
       } else attempt = { kind: 'returned', outcomes: answer };
       return this.react(readPublish(attempt, records.length));
     } catch (error) {
       if (this.shutdown.signal.aborted) return { kind: 'shutdown' };
       return this.react(readPublish({ kind: 'threw', error }, records.length));
+    }
+  }
+
+  /**
+   * The outcomes an aborted publish answers with within `ms`; undefined when it answers later,
+   * throws (an abort's rejection says nothing about the messages) or shutdown begins meanwhile.
+   */
+  private async answerWithin(
+    publishing: Promise<readonly PublishOutcome[]>,
+    ms: number,
+  ): Promise<readonly PublishOutcome[] | undefined> {
+    if (ms <= 0) return undefined;
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<undefined>((resolve) => {
+      timer = setTimeout(() => resolve(undefined), ms);
+    });
+    try {
+      const answer = await Promise.race([publishing.catch(() => undefined), late]);
+      return this.shutdown.signal.aborted ? undefined : answer;
+    } finally {
+      clearTimeout(timer);
     }
   }
 

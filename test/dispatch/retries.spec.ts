@@ -1,4 +1,4 @@
-import { PermanentPublishError } from '../../lib';
+import { PermanentPublishError, type OutboxRecord, type PublishOutcome } from '../../lib';
 import {
   readOutbox,
   readStatuses,
@@ -271,6 +271,59 @@ for (const db of TEST_DATABASES) {
           attempts: 3,
           lastError: expect.stringContaining('PublishTimeoutError'),
         });
+      });
+
+      it("a publish past the dispatcher's deadline that answers the abort: what the broker confirmed is delivered and not sent again; what it never wrote counts no attempt", async () => {
+        let first: readonly string[] | undefined;
+        // The first call: the broker confirms the first message, the second waits for its
+        // confirm, the third is never written; the call answers only the dispatcher's abort,
+        // with what it knows. Later calls answer at once.
+        const publisher = new (class extends RecordingPublisher {
+          override publish(messages: readonly OutboxRecord[], signal: AbortSignal) {
+            if (first !== undefined) return super.publish(messages, signal);
+            first = messages.map((m) => m.messageId);
+            return new Promise<PublishOutcome[]>((resolve) => {
+              signal.addEventListener(
+                'abort',
+                () => {
+                  const error: unknown = signal.reason;
+                  resolve([{ ok: true }, { ok: false, error }, { ok: false, error, sent: false }]);
+                },
+                { once: true },
+              );
+            });
+          }
+        })();
+        const h = await boot(publisher, {
+          retry: { initialDelayMs: 10, jitter: 0 },
+          dispatcher: { publishTimeoutMs: 200, maxOutagePauseMs: 100 },
+        });
+        const [a, b, c] = (await h.commit([msg('a'), msg('b'), msg('c')])) as [
+          string,
+          string,
+          string,
+        ];
+
+        expect(await h.dispatcher.runOnce()).toMatchObject({
+          claimed: 3,
+          published: 1,
+          retried: 1,
+          released: 1,
+        });
+        expect(first).toEqual([a, b, c]);
+        expect(await h.row(a)).toMatchObject({ status: 'delivered', attempts: 1 });
+        expect(await h.row(b)).toMatchObject({
+          status: 'pending',
+          attempts: 1,
+          lastError: expect.stringContaining('PublishTimeoutError'),
+        });
+        expect(await h.row(c)).toMatchObject({ status: 'pending', attempts: 0 });
+
+        await waitFor('the pause to end', () => h.dispatcher.status().pausedUntil === null);
+        await h.runUntilIdle();
+        expect(publisher.sentIds.sort()).toEqual([b, c].sort());
+        expect(await h.row(b)).toMatchObject({ status: 'delivered', attempts: 2 });
+        expect(await h.row(c)).toMatchObject({ status: 'delivered', attempts: 1 });
       });
 
       it('retryDead() requeues dead messages, which are then delivered', async () => {

@@ -636,6 +636,42 @@ describeWith(['postgres', 'rabbitmq'], 'RabbitMqPublisher failures (PostgreSQL â
     }
   });
 
+  it("a publish cut short by the dispatcher's deadline reads the publisher's answer to the abort: an attempt only for what was written", async () => {
+    // As above, with the dispatcher's deadline first: it aborts the publish, and the
+    // publisher's answer (one written, two never sent) is still what the batch records.
+    const relay = await startTcpRelay(SERVICES.rabbitmq.host, SERVICES.rabbitmq.port);
+    try {
+      const h = await suite.openOutbox(
+        { url: relayed(relay.port), maxOutstandingConfirms: 1, publishTimeoutMs: 5_000 },
+        { dispatcher: { publishTimeoutMs: 300 } },
+      );
+      const received = await suite.consume(h.queue);
+      await h.enqueue({ topic: h.queue, key: 'warm-up', payload: {} });
+      await h.dispatcher.drain(); // connected, channel open
+      const ids = await h.enqueue(
+        ['a', 'b', 'c'].map((key) => ({ topic: h.queue, key, payload: { key } })),
+      );
+
+      relay.holdReplies();
+      expect(await h.dispatcher.runOnce()).toMatchObject({
+        claimed: 3,
+        published: 0,
+        retried: 1,
+        released: 2,
+      });
+      const rows = await h.rows();
+      expect(ids.map((id) => rows.find((r) => r.messageId === id)?.attempts)).toEqual([1, 0, 0]);
+
+      relay.release();
+      await suite.dispatchUntil(h, 'delivery once the replies flow', suite.allSettled(h));
+      await waitFor('the 3 messages', () =>
+        ids.every((id) => received.some((r) => r.messageId === id)),
+      );
+    } finally {
+      await relay.close();
+    }
+  });
+
   it('publishes a batch larger than maxOutstandingConfirms by waiting for confirms to free slots', async () => {
     const h = await suite.openOutbox({ maxOutstandingConfirms: 3 });
     const received = await suite.consume(h.queue);

@@ -342,6 +342,83 @@ describe('batch outcome', () => {
       ),
     },
     {
+      name: "the deadline passed and the publisher's answer to the abort came in time: what the broker confirmed is delivered, what was never written gets its attempt back",
+      records: [rec('1'), rec('2'), rec('3')],
+      publish: { kind: 'timed-out', error: slow, late: [ok, fail(slow), unsent(slow)] },
+      settlement: {
+        ...none,
+        delivered: ['1'],
+        advancedKeys: ['k1'],
+        retry: [
+          {
+            id: '2',
+            delayMs: 100,
+            error: 'PublishTimeoutError: No broker acknowledgement within 5000 ms',
+            errorClass: 'PublishTimeoutError',
+          },
+        ],
+        release: [{ id: '3', delayMs: 0, error: null, errorClass: null }],
+      },
+      // Something went through, but the deadline passed: claims still slow down.
+      reaction: pauseOf(
+        slow,
+        'publish did not finish in time',
+        'each message counts an attempt',
+        false,
+      ),
+    },
+    {
+      name: "the deadline passed and the abort's answer says nothing was written: an outage, no attempt counted",
+      records: [rec('1'), rec('2')],
+      publish: { kind: 'timed-out', error: slow, late: [unsent(slow), unsent(slow)] },
+      settlement: {
+        ...none,
+        release: [
+          {
+            id: '1',
+            delayMs: PAUSE_MS,
+            error: 'PublishTimeoutError: No broker acknowledgement within 5000 ms',
+            errorClass: 'PublishTimeoutError',
+          },
+          {
+            id: '2',
+            delayMs: PAUSE_MS,
+            error: 'PublishTimeoutError: No broker acknowledgement within 5000 ms',
+            errorClass: 'PublishTimeoutError',
+          },
+        ],
+      },
+      reaction: pauseOf(slow, 'no message of the batch could be sent', 'no attempt counted', true),
+    },
+    {
+      name: "an answer to the abort with the wrong number of outcomes says nothing: the deadline's reading stands",
+      records: [rec('1'), rec('2')],
+      publish: { kind: 'timed-out', error: slow, late: [ok] },
+      settlement: {
+        ...none,
+        retry: [
+          {
+            id: '1',
+            delayMs: 100,
+            error: 'PublishTimeoutError: No broker acknowledgement within 5000 ms',
+            errorClass: 'PublishTimeoutError',
+          },
+          {
+            id: '2',
+            delayMs: 100,
+            error: 'PublishTimeoutError: No broker acknowledgement within 5000 ms',
+            errorClass: 'PublishTimeoutError',
+          },
+        ],
+      },
+      reaction: pauseOf(
+        slow,
+        'publish did not finish in time',
+        'each message counts an attempt',
+        false,
+      ),
+    },
+    {
       name: 'every message timed out (some unavailable): a pause, but the attempts count',
       records: [rec('1'), rec('2')],
       publish: returned(fail(slow), fail(unavailable)),
