@@ -150,6 +150,9 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
   private pausedUntil = 0;
   private outagePauseMs = 0;
   private probing = false;
+  /** The start's question to the publisher (see checkPublisher), and how to cut it short. */
+  private startupCheck:
+    { readonly done: Promise<void>; readonly abort: AbortController } | undefined;
   /** When the current outage began (wall clock), or undefined outside one. */
   private outageSince: number | undefined;
   /** Tells this process's dispatcher apart in logs, across instances and restarts. */
@@ -217,6 +220,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
       );
     }
     this.started = true;
+    this.startupCheck ??= this.checkPublisher();
     this.runner.start(this.options.dispatcher.pollIntervalMs);
     this.service.commits.attach(() => this.wake());
     if (
@@ -296,6 +300,8 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     const unlisten = this.unlisten;
     this.unlisten = undefined;
     await unlisten?.().catch(() => undefined);
+    this.startupCheck?.abort.abort(new PublisherUnavailableError('dispatcher shutting down'));
+    await this.startupCheck?.done;
     // A cleared timer: a pending one would keep the process alive for the whole timeout after close().
     let timer: NodeJS.Timeout | undefined;
     const deadline = new Promise<'timeout'>((resolve) => {
@@ -316,6 +322,31 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     this.logger.log(
       `Dispatcher stopped (${this.runLabel()})${finished === 'timeout' ? `: in-flight publishes did not finish within shutdownTimeoutMs (${this.options.dispatcher.shutdownTimeoutMs} ms) and were released` : ''}`,
     );
+  }
+
+  /**
+   * Asks the publisher once, in the background, whether its broker can be reached, so that a
+   * wrong URL or refused credentials show in the startup log instead of at the first message.
+   * It never fails or holds up the start: the outbox is there for a broker that is down, and
+   * messages wait for it.
+   */
+  private checkPublisher(): { readonly done: Promise<void>; readonly abort: AbortController } {
+    const abort = new AbortController();
+    const ping = this.publisher.ping?.bind(this.publisher);
+    if (ping === undefined) return { done: Promise.resolve(), abort };
+    const timeoutMs = this.options.dispatcher.publishTimeoutMs;
+    const timer = setTimeout(() => abort.abort(new PublishTimeoutError(timeoutMs)), timeoutMs);
+    timer.unref();
+    const done = Promise.resolve()
+      .then(() => ping(abort.signal))
+      .catch((error: unknown) => {
+        if (this.stopping) return;
+        this.logger.warn(
+          `The publisher cannot reach its broker at startup (${this.runLabel()}): ${describeError(error)}; messages wait in the outbox and are published once it can`,
+        );
+      })
+      .finally(() => clearTimeout(timer));
+    return { done, abort };
   }
 
   /** Names this dispatcher in its lifecycle logs: one run id per process start. */

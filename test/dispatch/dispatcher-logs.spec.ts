@@ -45,6 +45,42 @@ const sqlite = testDatabase('sqlite');
 describe('dispatcher lifecycle logs', () => {
   const scope = useOutboxScope(sqlite, { tablePrefix: 'outbox_logs' });
 
+  it('says at the start, before any message, when the publisher cannot reach its broker, and nothing when it can', async () => {
+    class Pinged extends RecordingPublisher {
+      pings = 0;
+      override ping(): Promise<void> {
+        this.pings += 1;
+        return super.ping();
+      }
+    }
+    const open = async (publisher: Pinged, logger: CapturingLogger) =>
+      scope.open({
+        publisher,
+        logger,
+        options: { autoStart: true, dispatcher: { pollIntervalMs: 60_000 } },
+      });
+
+    const downLogger = new CapturingLogger();
+    const down = new Pinged().goDown(new Error('connect ECONNREFUSED 127.0.0.1:5673'));
+    const h = await open(down, downLogger);
+    await waitFor('the startup warning', () => downLogger.of(/at startup/, 'warn').length > 0);
+    expect(downLogger.of(/at startup/, 'warn')).toEqual([
+      expect.stringMatching(
+        /^The publisher cannot reach its broker at startup \(run [0-9a-f]{8}\): .*ECONNREFUSED 127\.0\.0\.1:5673; messages wait in the outbox/,
+      ),
+    ]);
+    expect(down.pings).toBe(1);
+    expect(down.calls).toEqual([]); // said before any publish
+    await h.close();
+
+    const upLogger = new CapturingLogger();
+    const up = new Pinged();
+    const u = await open(up, upLogger);
+    await waitFor('the startup ping', () => up.pings === 1);
+    await u.close();
+    expect(upLogger.of(/at startup/)).toEqual([]);
+  });
+
   it('logs start, one outage begun and over, and stop, with a run id; no line per message', async () => {
     const logger = new CapturingLogger();
     const publisher = new RecordingPublisher().goDown();

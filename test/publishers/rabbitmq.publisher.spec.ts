@@ -1268,6 +1268,38 @@ describeWith(
     );
 
     ownResourcesTest(
+      "a wrong password shows at the app's start, before any message, without the password; the right one connects at the start",
+      async () => {
+        const warnings = jest.spyOn(Logger.prototype, 'warn').mockImplementation(() => undefined);
+        const logs = jest.spyOn(Logger.prototype, 'log').mockImplementation(() => undefined);
+        const said = (spy: jest.SpyInstance): string[] =>
+          spy.mock.calls.map((call: unknown[]) => String(call[0]));
+        // The test before this one leaves WRONG as the user's password.
+        await rabbitmqctl('change_password', USER, RIGHT);
+        try {
+          const wrong = await suite.openOutbox({ url: amqpUrl(USER, WRONG) }, { autoStart: true });
+          await waitFor('the startup warning', () =>
+            said(warnings).some((m) => m.includes('cannot reach its broker at startup')),
+          );
+          const warning = said(warnings).find((m) => m.includes('at startup')) ?? '';
+          expect(warning).toMatch(/credentials are wrong/);
+          expect(warning).not.toContain(WRONG);
+          expect(logged().some((m) => m.includes('credentials are wrong'))).toBe(true);
+          expect(await wrong.rows()).toEqual([]); // nothing was enqueued: the start said it
+
+          await suite.openOutbox({ url: amqpUrl(USER, RIGHT) }, { autoStart: true });
+          await waitFor('the connection at the start', () =>
+            said(logs).some((m) => m.startsWith('Connected to RabbitMQ at')),
+          );
+          expect(said(warnings).filter((m) => m.includes('at startup'))).toHaveLength(1);
+        } finally {
+          warnings.mockRestore();
+          logs.mockRestore();
+        }
+      },
+    );
+
+    ownResourcesTest(
       'a user without permissions on the vhost: refused as such, loudly, and handed back',
       async () => {
         const publisher = new RabbitMqPublisher({
