@@ -113,6 +113,12 @@ export interface OutboxDatabase<D extends string = string> {
    * tables beside an existing one take its layout.
    */
   createTable(n: OutboxTableNames, ids?: MessageIdLayout): string[];
+  /**
+   * Statements that finish a table made by `createTable` in a migration written ahead of time,
+   * where what it needs depends on the server (MySQL/MariaDB: their NO PAD collation's name).
+   * The app's own setup (`createOutboxTable`, migrate) does this with the server at hand.
+   */
+  finishTableDdl?(n: OutboxTableNames): string[];
   dropTable(n: OutboxTableNames): string[];
   /** The attempt history `<table>_attempts` (added after 0.3: a migration step of its own). */
   createHistoryTable(n: OutboxTableNames, ids?: MessageIdLayout): string[];

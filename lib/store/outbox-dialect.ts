@@ -72,14 +72,19 @@ export function tableNamesFor(
 
 /**
  * The statements that create the outbox table (and its indexes) on one dialect, with its
- * attempt history `<table>_attempts`. Each is `IF NOT EXISTS`: run on an existing table, they
- * add what it lacks.
+ * attempt history `<table>_attempts`. Each is `IF NOT EXISTS` (on MySQL/MariaDB, the NO PAD
+ * collation's ALTER runs only where a column lacks it): run on an existing table, they add what
+ * it lacks. `dialect`: also 'mariadb', the same statements as 'mysql'.
  */
-export function outboxTableDdl(dialect: OutboxDialect, options: OutboxTableOptions = {}): string[] {
-  const database = OUTBOX_DATABASES[dialect];
-  const names = tableNamesFor(dialect, options);
+export function outboxTableDdl(
+  dialect: OutboxDialect | 'mariadb',
+  options: OutboxTableOptions = {},
+): string[] {
+  const database = outboxDatabase(dialect);
+  const names = tableNamesFor(database.dialect as OutboxDialect, options);
   return [
     ...outboxTableStatements(database, names, tablePartitioning(options)),
+    ...(database.finishTableDdl?.(names) ?? []),
     ...database.createHistoryTable(names),
   ];
 }

@@ -28,6 +28,8 @@ export interface OutboxSchemaStatus {
    */
   readonly version: number;
   readonly latest: number;
+  /** Whether a table of that name exists at all (version 0 may also be one the app refuses). */
+  readonly tableExists: boolean;
   readonly parts: readonly OutboxSchemaPart[];
   /**
    * How message ids are stored where the database has more than one way (MySQL/MariaDB):
@@ -131,6 +133,7 @@ export async function outboxSchemaStatus(
   return {
     version: firstMissing === -1 ? parts.length : firstMissing,
     latest: parts.length,
+    tableExists,
     parts,
     messageIds:
       ids === null

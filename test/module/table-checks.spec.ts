@@ -5,6 +5,7 @@ import {
   OutboxService,
   OutboxTableMissingError,
   ensureOutboxTable,
+  outboxTableDdl,
   type OutboxMessage,
 } from '../../lib';
 import { MYSQL_KEY_LOCK_BUCKETS } from '../../lib/store/mysql/mysql.sql';
@@ -177,6 +178,52 @@ describeWith(['mariadb'], 'MySQL/MariaDB keys, topics and types compared byte fo
     modules.push(moduleRef);
     const rows = await ds.query<{ message_key: string }[]>(`SELECT message_key FROM ${t}`);
     expect(rows).toEqual([{ message_key: 'k' }]);
+  });
+
+  it("outboxTableDdl's statements, run as a migration tool runs them, make a table that starts; run again they change nothing, and they fix a PAD SPACE table", async () => {
+    const own = uniqueTable('outbox_ddl');
+    const t = quoteTable(ds, own);
+    // One connection, statement by statement: the server picks its NO PAD collation in a
+    // session variable.
+    const migrate = async (dialect: 'mysql' | 'mariadb'): Promise<void> => {
+      const runner = ds.createQueryRunner();
+      try {
+        for (const statement of outboxTableDdl(dialect, { tableName: own })) {
+          await runner.query(statement);
+        }
+      } finally {
+        await runner.release();
+      }
+    };
+    const collations = async (): Promise<string[]> =>
+      (
+        await ds.query<{ k: string }[]>(
+          `SELECT COLLATION_NAME AS k FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND COLUMN_NAME IN ('topic', 'message_key', 'event_type')`,
+          [own],
+        )
+      ).map((r) => r.k);
+    try {
+      await migrate('mysql');
+      expect(await collations()).toEqual(Array(3).fill('utf8mb4_nopad_bin'));
+      modules.push(await boot(ds, own));
+      await ds.query(
+        `INSERT INTO ${t} (message_id, topic, message_key, event_type, payload, headers) VALUES (?, 'orders', 'k', 't', '{}', '{}')`,
+        [storedId('mariadb', '0190a6b2-1c3d-7e4f-8a9b-0c1d2e3f4a02')],
+      );
+      await migrate('mariadb');
+      expect(await collations()).toEqual(Array(3).fill('utf8mb4_nopad_bin'));
+
+      // As a table made before 0.3: the same statements move it, rows kept.
+      await ds.query(
+        `ALTER TABLE ${t} MODIFY topic VARCHAR(255) COLLATE utf8mb4_bin NOT NULL, MODIFY message_key VARCHAR(255) COLLATE utf8mb4_bin NULL, MODIFY event_type VARCHAR(255) COLLATE utf8mb4_bin NOT NULL`,
+      );
+      await migrate('mysql');
+      expect(await collations()).toEqual(Array(3).fill('utf8mb4_nopad_bin'));
+      modules.push(await boot(ds, own));
+      expect(await ds.query(`SELECT message_key FROM ${t}`)).toEqual([{ message_key: 'k' }]);
+    } finally {
+      await dropOutboxTable(ds, own);
+    }
   });
 
   it("a table made before the cleaner's index gains it in place from the migration, rows kept", async () => {

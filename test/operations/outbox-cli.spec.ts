@@ -205,6 +205,39 @@ describe('outbox CLI without a database', () => {
     );
   });
 
+  it('prints the DDL without TypeORM installed, and a command that connects says to install it', async () => {
+    // As in an app on Prisma or Drizzle: require('typeorm') fails.
+    const hook = join(built, 'no-typeorm.js');
+    writeFileSync(
+      hook,
+      `const Module = require('module');
+const resolve = Module._resolveFilename;
+Module._resolveFilename = function (request, ...rest) {
+  if (request === 'typeorm' || request.startsWith('typeorm/')) {
+    throw Object.assign(new Error("Cannot find module '" + request + "'"), { code: 'MODULE_NOT_FOUND' });
+  }
+  return resolve.call(this, request, ...rest);
+};`,
+    );
+    const main = join(built, 'operations/cli/main.js');
+    const printed = await run(['-r', hook, main], ['schema', 'print', '--dialect', 'mysql'], {});
+    expect(printed.stderr).toBe('');
+    expect(printed.code).toBe(0);
+    expect(printed.stdout).toBe(
+      `${outboxTableDdl('mysql')
+        .map((s) => `${s};`)
+        .join('\n\n')}\n`,
+    );
+    const status = await run(['-r', hook, main], ['schema', 'status'], {
+      DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/test',
+    });
+    expect(status.code).toBe(1);
+    expect(status.stderr).toMatch(
+      /through TypeORM, which is not installed: run "npm install --save-dev typeorm"/,
+    );
+    expect(status.stderr).not.toMatch(NO_STACK);
+  });
+
   it('refuses bad command lines with exit code 2 and a one-line reason', async () => {
     const cases: [string[], string | undefined, RegExp][] = [
       [[], undefined, /No command given/],
@@ -404,6 +437,30 @@ for (const db of TEST_DATABASES) {
       expect(upgraded.code).toBe(0);
       expect(upgraded.stdout).toMatch(/already exists; added its attempt history/);
       await readAttempts(scope.ds, table);
+
+      if (db.name === 'mariadb') {
+        // A table made before 0.3 (PAD SPACE columns): there, but refused. Status says so (not
+        // that there is no table), and migrate says what it changed.
+        await scope.ds.query(
+          `ALTER TABLE ${quoteTable(scope.ds, table)} MODIFY topic VARCHAR(255) COLLATE utf8mb4_bin NOT NULL, MODIFY message_key VARCHAR(255) COLLATE utf8mb4_bin NULL, MODIFY event_type VARCHAR(255) COLLATE utf8mb4_bin NOT NULL`,
+        );
+        const padded = await outbox(['schema', 'status', '--table', table], url);
+        expect(padded.stdout).toMatch(/schema version 0 of 5\./);
+        expect(padded.stdout).toMatch(/1 {2}table +missing: .*PAD SPACE/);
+        expect(padded.stdout).not.toContain('There is no table');
+        expect(await outboxJson(['schema', 'status', '--table', table], url)).toMatchObject({
+          version: 0,
+          tableExists: true,
+        });
+        const fixed = await outbox(['schema', 'migrate', '--table', table], url);
+        expect(fixed.stdout).toMatch(
+          /already exists; brought the table itself up to date \(topic, message_key, event_type compare ignoring trailing spaces/,
+        );
+        expect(await outboxJson(['schema', 'status', '--table', table], url)).toMatchObject({
+          version: 5,
+          upToDate: true,
+        });
+      }
 
       // The app runs on the table the CLI made.
       app = await scope.openShared({

@@ -1,4 +1,4 @@
-import { DataSource } from 'typeorm';
+import type { DataSource } from 'typeorm';
 import { OutboxAdmin } from '../admin/outbox.admin';
 import type { OutboxMessageDetail } from '../admin/outbox-admin.interfaces';
 import { OutboxError } from '../../errors/outbox.error';
@@ -206,15 +206,17 @@ async function schemaMigrate(args: CliArgs, db: CliDatabase): Promise<CliResult>
     // An existing table is left as it is: check that this version can use it.
     await withStore(args, dataSource, () => Promise.resolve());
     const added = before.parts
-      .filter((p) => p.step > 1 && !p.present)
+      .filter((p) => (p.step > 1 || existed) && !p.present)
       .map((p) =>
-        p.part === 'attempt-history'
-          ? `added its attempt history ${names.attemptsTable}`
-          : p.part === 'payload-columns'
-            ? 'added the binary-payload and broker-attribute columns (step 4)'
-            : p.part === 'waiting-index'
-              ? 'added the index of waiting messages (step 5)'
-              : "added the cleaner's indexes",
+        p.part === 'table'
+          ? `brought the table itself up to date (${(p.missing ?? '').replace(/: migrate .*$/, '')})`
+          : p.part === 'attempt-history'
+            ? `added its attempt history ${names.attemptsTable}`
+            : p.part === 'payload-columns'
+              ? 'added the binary-payload and broker-attribute columns (step 4)'
+              : p.part === 'waiting-index'
+                ? 'added the index of waiting messages (step 5)'
+                : "added the cleaner's indexes",
       );
     const archiveCreated = args.archive && !archiveExisted;
     const archived = !args.archive
@@ -270,7 +272,7 @@ async function schemaStatus(args: CliArgs, db: CliDatabase): Promise<CliResult> 
           `  ${p.step}  ${p.part.padEnd(width)}  ${p.present ? 'present' : `missing: ${p.missing ?? ''}`}`,
       ),
       // The commonest cause of "version 0" is looking at the default name, not the app's table.
-      ...(status.version === 0
+      ...(!status.tableExists
         ? [
             `There is no table ${table} in this database: if the app sets tableName or schema, pass the same --table and --schema.`,
           ]
@@ -306,13 +308,30 @@ async function schemaStatus(args: CliArgs, db: CliDatabase): Promise<CliResult> 
         version: status.version,
         latest: status.latest,
         upToDate,
+        tableExists: status.tableExists,
         parts: status.parts,
         messageIds: status.messageIds,
         // SQLite has only the plain layout.
-        layout: layout ?? { kind: status.version === 0 ? 'missing' : 'plain' },
+        layout: layout ?? { kind: status.tableExists ? 'plain' : 'missing' },
       },
     };
   });
+}
+
+/**
+ * TypeORM, which the commands that connect use, loaded only then: `schema print` needs no
+ * database, and apps on Prisma, Drizzle or another library need not install TypeORM for it.
+ */
+async function loadTypeorm(): Promise<typeof import('typeorm')> {
+  try {
+    return await import('typeorm');
+  } catch (error) {
+    const code = (error as { code?: unknown } | null)?.code;
+    if (code !== 'MODULE_NOT_FOUND' && code !== 'ERR_MODULE_NOT_FOUND') throw error;
+    throw new OutboxError(
+      'This outbox command connects to the database through TypeORM, which is not installed: run "npm install --save-dev typeorm" (with the driver: pg, mysql2 or better-sqlite3). "outbox schema print" needs neither.',
+    );
+  }
 }
 
 async function withDatabase<T>(
@@ -320,6 +339,7 @@ async function withDatabase<T>(
   createFile: boolean,
   work: (dataSource: DataSource) => Promise<T>,
 ): Promise<T> {
+  const { DataSource } = await loadTypeorm();
   const dataSource = new DataSource(db.options(createFile));
   try {
     await dataSource.initialize();

@@ -33,6 +33,31 @@ export function mysqlUseNoPad(n: OutboxTableNames, collation: string): string {
   return `ALTER TABLE ${n.table} ${modify.join(', ')}`;
 }
 
+/**
+ * The same ALTER for a migration written ahead of time (outboxTableDdl), which cannot ask the
+ * server its version: the server picks its own collation's name and runs the ALTER as a
+ * prepared statement, and runs nothing when every compared column has it already. Plain SQL
+ * that MySQL 8 and MariaDB both run, statement by statement, in any migration tool.
+ */
+export function mysqlNoPadDdl(n: OutboxTableNames): string[] {
+  // Names are checked identifiers (letters, digits, underscores), so they hold no quote.
+  const schema = n.schema === null ? 'DATABASE()' : `'${n.schema}'`;
+  const modify = COLUMNS.map(
+    ([name, type, nullable]) =>
+      `MODIFY ${name} ${type} CHARACTER SET utf8mb4 COLLATE ', @outbox_no_pad, ' ${nullable}`,
+  );
+  return [
+    `SET @outbox_no_pad = IF(VERSION() LIKE '%mariadb%', 'utf8mb4_nopad_bin', 'utf8mb4_0900_bin')`,
+    `SET @outbox_no_pad_ddl = IF(EXISTS (SELECT 1 FROM information_schema.COLUMNS
+  WHERE TABLE_SCHEMA = ${schema} AND TABLE_NAME = '${n.tableName}'
+    AND COLUMN_NAME IN (${COLUMNS.map(([c]) => `'${c}'`).join(', ')}) AND COLLATION_NAME <> @outbox_no_pad),
+  CONCAT('ALTER TABLE ${n.table} ${modify.join(', ')}'), 'DO 0')`,
+    'PREPARE outbox_no_pad FROM @outbox_no_pad_ddl',
+    'EXECUTE outbox_no_pad',
+    'DEALLOCATE PREPARE outbox_no_pad',
+  ];
+}
+
 type Query = (sql: string, params?: unknown[]) => Promise<unknown>;
 
 /** The compared columns whose collation is not `expected` (none on an up-to-date table). */

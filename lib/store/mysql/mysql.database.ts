@@ -11,7 +11,7 @@ import {
   mysqlInboxTable,
 } from './mysql.inbox-sql';
 import { mysqlEnsureCleanerIndex, mysqlHasCleanerIndex } from './mysql-cleaner-index';
-import { mysqlEnsureNoPad, mysqlPaddedColumns } from './mysql-no-pad';
+import { mysqlEnsureNoPad, mysqlNoPadDdl, mysqlPaddedColumns } from './mysql-no-pad';
 import {
   mysqlPresentPayloadColumns,
   payloadColumnDefinitions,
@@ -43,6 +43,7 @@ export const mysqlDatabase: OutboxDatabase<'mysql'> = {
   schemas: true,
   keyLockTable: true,
   createTable: mysqlCreateTable,
+  finishTableDdl: mysqlNoPadDdl,
   dropTable: mysqlDropTable,
   createHistoryTable: mysqlCreateHistoryTable,
   dropHistoryTable: mysqlDropHistoryTable,
