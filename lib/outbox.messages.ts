@@ -142,8 +142,10 @@ export const OutboxMessages = {
     `The outbox table ${table} compares ${columns} ignoring trailing spaces (a PAD ` +
     `SPACE collation, as tables made before 0.3 do), so 'k' and 'k ' would be one key and a ` +
     `purge of topic 'orders' would also take 'orders '. Run "${schemaMigrate(ref)}" with ` +
-    `DATABASE_URL set, or the migrations from outboxMigrations(): they change those ` +
-    `columns to a NO PAD binary collation in place, rows kept (the ALTER rebuilds the table).`,
+    `DATABASE_URL set, the migrations from outboxMigrations(), or (with another migration ` +
+    `tool) the statements of outboxTableDdl() or "npx outbox schema print" once more: they ` +
+    `change those columns to a NO PAD binary collation in place, rows kept (the ALTER ` +
+    `rebuilds the table).`,
   historyTableMissing: (history: string, reason: string, ref: OutboxTableRef): string =>
     `The attempt-history table ${history} of the outbox table ${ref.tableName} cannot be read ` +
     `(${reason}): tables made by earlier versions lack it. Run "${schemaMigrate(ref)}" with DATABASE_URL ` +
