@@ -594,56 +594,18 @@ describeWith(['postgres', 'rabbitmq'], 'RabbitMqPublisher failures (PostgreSQL â
     expect([...new Set(received.map((r) => r.messageId))].sort()).toEqual(expected);
   });
 
-  it("a publish cut short by the publisher's own timeout counts an attempt only for what it wrote; the rest goes back unsent", async () => {
-    // The broker's replies held back on the way: the first message reaches RabbitMQ, its
-    // confirm does not come back, and with one confirm slot the other two are never written.
+  /**
+   * The broker's replies held back on the way: the first message reaches RabbitMQ, its confirm
+   * does not come back, and with one confirm slot the other two are never written. Whichever
+   * deadline cuts the publish short (`first`), only the first counts an attempt.
+   */
+  async function cutShort(first: 'publisher' | 'dispatcher'): Promise<void> {
+    const [own, dispatcher] = first === 'publisher' ? [300, 5_000] : [5_000, 300];
     const relay = await startTcpRelay(SERVICES.rabbitmq.host, SERVICES.rabbitmq.port);
     try {
       const h = await suite.openOutbox(
-        {
-          url: relayed(relay.port),
-          maxOutstandingConfirms: 1,
-          publishTimeoutMs: 300,
-        },
-        { dispatcher: { publishTimeoutMs: 5_000 } },
-      );
-      const received = await suite.consume(h.queue);
-      await h.enqueue({ topic: h.queue, key: 'warm-up', payload: {} });
-      await h.dispatcher.drain(); // connected, channel open
-      const ids = await h.enqueue(
-        ['a', 'b', 'c'].map((key) => ({ topic: h.queue, key, payload: { key } })),
-      );
-
-      relay.holdReplies();
-      expect(await h.dispatcher.runOnce()).toMatchObject({
-        claimed: 3,
-        published: 0,
-        retried: 1,
-        released: 2,
-      });
-      const rows = await h.rows();
-      const attempts = ids.map((id) => rows.find((r) => r.messageId === id)?.attempts);
-      expect(attempts).toEqual([1, 0, 0]);
-      expect(rows.every((r) => r.status !== 'dead')).toBe(true);
-
-      relay.release();
-      await suite.dispatchUntil(h, 'delivery once the replies flow', suite.allSettled(h));
-      await waitFor('the 3 messages', () =>
-        ids.every((id) => received.some((r) => r.messageId === id)),
-      );
-    } finally {
-      await relay.close();
-    }
-  });
-
-  it("a publish cut short by the dispatcher's deadline reads the publisher's answer to the abort: an attempt only for what was written", async () => {
-    // As above, with the dispatcher's deadline first: it aborts the publish, and the
-    // publisher's answer (one written, two never sent) is still what the batch records.
-    const relay = await startTcpRelay(SERVICES.rabbitmq.host, SERVICES.rabbitmq.port);
-    try {
-      const h = await suite.openOutbox(
-        { url: relayed(relay.port), maxOutstandingConfirms: 1, publishTimeoutMs: 5_000 },
-        { dispatcher: { publishTimeoutMs: 300 } },
+        { url: relayed(relay.port), maxOutstandingConfirms: 1, publishTimeoutMs: own },
+        { dispatcher: { publishTimeoutMs: dispatcher } },
       );
       const received = await suite.consume(h.queue);
       await h.enqueue({ topic: h.queue, key: 'warm-up', payload: {} });
@@ -661,6 +623,7 @@ describeWith(['postgres', 'rabbitmq'], 'RabbitMqPublisher failures (PostgreSQL â
       });
       const rows = await h.rows();
       expect(ids.map((id) => rows.find((r) => r.messageId === id)?.attempts)).toEqual([1, 0, 0]);
+      expect(rows.every((r) => r.status !== 'dead')).toBe(true);
 
       relay.release();
       await suite.dispatchUntil(h, 'delivery once the replies flow', suite.allSettled(h));
@@ -670,7 +633,13 @@ describeWith(['postgres', 'rabbitmq'], 'RabbitMqPublisher failures (PostgreSQL â
     } finally {
       await relay.close();
     }
-  });
+  }
+
+  it("a publish cut short by the publisher's own timeout counts an attempt only for what it wrote; the rest goes back unsent", () =>
+    cutShort('publisher'));
+
+  it("a publish cut short by the dispatcher's deadline reads the publisher's answer to the abort: an attempt only for what was written", () =>
+    cutShort('dispatcher'));
 
   it('publishes a batch larger than maxOutstandingConfirms by waiting for confirms to free slots', async () => {
     const h = await suite.openOutbox({ maxOutstandingConfirms: 3 });
