@@ -716,34 +716,17 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
         const error = new PublishTimeoutError(timeoutMs);
         controller.abort(error);
         const graceMs = Math.min(ABORT_ANSWER_GRACE_MS, Math.floor(publishBy - performance.now()));
-        const late = await this.answerWithin(publishing, graceMs);
-        attempt = { kind: 'timed-out', error, ...(late === undefined ? {} : { late }) };
+        // A rejection (an abort's) says nothing about the messages: as no answer.
+        const late = await this.within(publishing, graceMs);
+        attempt =
+          late === undefined || this.shutdown.signal.aborted
+            ? { kind: 'timed-out', error }
+            : { kind: 'timed-out', error, late: late.value };
       } else attempt = { kind: 'returned', outcomes: answer };
       return this.react(readPublish(attempt, records.length));
     } catch (error) {
       if (this.shutdown.signal.aborted) return { kind: 'shutdown' };
       return this.react(readPublish({ kind: 'threw', error }, records.length));
-    }
-  }
-
-  /**
-   * The outcomes an aborted publish answers with within `ms`; undefined when it answers later,
-   * throws (an abort's rejection says nothing about the messages) or shutdown begins meanwhile.
-   */
-  private async answerWithin(
-    publishing: Promise<readonly PublishOutcome[]>,
-    ms: number,
-  ): Promise<readonly PublishOutcome[] | undefined> {
-    if (ms <= 0) return undefined;
-    let timer: NodeJS.Timeout | undefined;
-    const late = new Promise<undefined>((resolve) => {
-      timer = setTimeout(() => resolve(undefined), ms);
-    });
-    try {
-      const answer = await Promise.race([publishing.catch(() => undefined), late]);
-      return this.shutdown.signal.aborted ? undefined : answer;
-    } finally {
-      clearTimeout(timer);
     }
   }
 

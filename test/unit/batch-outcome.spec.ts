@@ -55,6 +55,11 @@ const boom = new Error('boom');
 const unavailable = new PublisherUnavailableError('connection refused');
 const slow = new PublishTimeoutError(5_000);
 const rejected = new PermanentPublishError('rejected by broker');
+/** How a settlement records `slow`. */
+const slowRecorded = {
+  error: 'PublishTimeoutError: No broker acknowledgement within 5000 ms',
+  errorClass: 'PublishTimeoutError',
+} as const;
 
 interface Case {
   name: string;
@@ -302,14 +307,12 @@ describe('batch outcome', () => {
           {
             id: '1',
             delayMs: 100,
-            error: 'PublishTimeoutError: No broker acknowledgement within 5000 ms',
-            errorClass: 'PublishTimeoutError',
+            ...slowRecorded,
           },
           {
             id: '2',
             delayMs: 200,
-            error: 'PublishTimeoutError: No broker acknowledgement within 5000 ms',
-            errorClass: 'PublishTimeoutError',
+            ...slowRecorded,
           },
         ],
       },
@@ -329,8 +332,7 @@ describe('batch outcome', () => {
         dead: [
           {
             id: '1',
-            error: 'PublishTimeoutError: No broker acknowledgement within 5000 ms',
-            errorClass: 'PublishTimeoutError',
+            ...slowRecorded,
           },
         ],
       },
@@ -353,8 +355,7 @@ describe('batch outcome', () => {
           {
             id: '2',
             delayMs: 100,
-            error: 'PublishTimeoutError: No broker acknowledgement within 5000 ms',
-            errorClass: 'PublishTimeoutError',
+            ...slowRecorded,
           },
         ],
         release: [{ id: '3', delayMs: 0, error: null, errorClass: null }],
@@ -377,14 +378,12 @@ describe('batch outcome', () => {
           {
             id: '1',
             delayMs: PAUSE_MS,
-            error: 'PublishTimeoutError: No broker acknowledgement within 5000 ms',
-            errorClass: 'PublishTimeoutError',
+            ...slowRecorded,
           },
           {
             id: '2',
             delayMs: PAUSE_MS,
-            error: 'PublishTimeoutError: No broker acknowledgement within 5000 ms',
-            errorClass: 'PublishTimeoutError',
+            ...slowRecorded,
           },
         ],
       },
@@ -400,14 +399,12 @@ describe('batch outcome', () => {
           {
             id: '1',
             delayMs: 100,
-            error: 'PublishTimeoutError: No broker acknowledgement within 5000 ms',
-            errorClass: 'PublishTimeoutError',
+            ...slowRecorded,
           },
           {
             id: '2',
             delayMs: 100,
-            error: 'PublishTimeoutError: No broker acknowledgement within 5000 ms',
-            errorClass: 'PublishTimeoutError',
+            ...slowRecorded,
           },
         ],
       },
@@ -428,8 +425,7 @@ describe('batch outcome', () => {
           {
             id: '1',
             delayMs: 100,
-            error: 'PublishTimeoutError: No broker acknowledgement within 5000 ms',
-            errorClass: 'PublishTimeoutError',
+            ...slowRecorded,
           },
           {
             id: '2',
@@ -456,8 +452,7 @@ describe('batch outcome', () => {
           {
             id: '1',
             delayMs: 100,
-            error: 'PublishTimeoutError: No broker acknowledgement within 5000 ms',
-            errorClass: 'PublishTimeoutError',
+            ...slowRecorded,
           },
         ],
         release: [
@@ -482,14 +477,12 @@ describe('batch outcome', () => {
           {
             id: '1',
             delayMs: PAUSE_MS,
-            error: 'PublishTimeoutError: No broker acknowledgement within 5000 ms',
-            errorClass: 'PublishTimeoutError',
+            ...slowRecorded,
           },
           {
             id: '2',
             delayMs: PAUSE_MS,
-            error: 'PublishTimeoutError: No broker acknowledgement within 5000 ms',
-            errorClass: 'PublishTimeoutError',
+            ...slowRecorded,
           },
         ],
       },

@@ -12,9 +12,12 @@ const COLUMNS = [
   ['event_type', 'VARCHAR(255)', 'NOT NULL'],
 ] as const;
 
+const MARIADB_NO_PAD = 'utf8mb4_nopad_bin';
+const MYSQL_NO_PAD = 'utf8mb4_0900_bin';
+
 /** The NO PAD binary utf8mb4 collation of the server whose `VERSION()` this is. */
 export function mysqlNoPadCollation(version: string): string {
-  return /mariadb/i.test(version) ? 'utf8mb4_nopad_bin' : 'utf8mb4_0900_bin';
+  return /mariadb/i.test(version) ? MARIADB_NO_PAD : MYSQL_NO_PAD;
 }
 
 /** $1 schema-less table name: the collation of each compared column, for the bootstrap check. */
@@ -42,16 +45,14 @@ export function mysqlUseNoPad(n: OutboxTableNames, collation: string): string {
 export function mysqlNoPadDdl(n: OutboxTableNames): string[] {
   // Names are checked identifiers (letters, digits, underscores), so they hold no quote.
   const schema = n.schema === null ? 'DATABASE()' : `'${n.schema}'`;
-  const modify = COLUMNS.map(
-    ([name, type, nullable]) =>
-      `MODIFY ${name} ${type} CHARACTER SET utf8mb4 COLLATE ', @outbox_no_pad, ' ${nullable}`,
-  );
+  // mysqlUseNoPad's ALTER with the collation spliced in by CONCAT from the session variable.
+  const alter = mysqlUseNoPad(n, "', @outbox_no_pad, '");
   return [
-    `SET @outbox_no_pad = IF(VERSION() LIKE '%mariadb%', 'utf8mb4_nopad_bin', 'utf8mb4_0900_bin')`,
+    `SET @outbox_no_pad = IF(VERSION() LIKE '%mariadb%', '${MARIADB_NO_PAD}', '${MYSQL_NO_PAD}')`,
     `SET @outbox_no_pad_ddl = IF(EXISTS (SELECT 1 FROM information_schema.COLUMNS
   WHERE TABLE_SCHEMA = ${schema} AND TABLE_NAME = '${n.tableName}'
     AND COLUMN_NAME IN (${COLUMNS.map(([c]) => `'${c}'`).join(', ')}) AND COLLATION_NAME <> @outbox_no_pad),
-  CONCAT('ALTER TABLE ${n.table} ${modify.join(', ')}'), 'DO 0')`,
+  CONCAT('${alter}'), 'DO 0')`,
     'PREPARE outbox_no_pad FROM @outbox_no_pad_ddl',
     'EXECUTE outbox_no_pad',
     'DEALLOCATE PREPARE outbox_no_pad',
