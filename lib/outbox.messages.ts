@@ -29,6 +29,10 @@ const migrationArgs = ({ tableName, schema }: OutboxTableRef): string => {
   return fields.length === 0 ? '' : `{ ${fields.join(', ')} }`;
 };
 
+/** `migrationArgs` as the second argument of a call: `, { tableName: 'x' }`, or nothing. */
+const withArgs = (ref: OutboxTableRef): string =>
+  migrationArgs(ref) === '' ? '' : `, ${migrationArgs(ref)}`;
+
 const dropIt = ({ tableName, keyLock }: OutboxTableRef): string =>
   keyLock ? `drop it and ${tableName}_key_lock` : 'drop it';
 
@@ -129,10 +133,13 @@ export const OutboxMessages = {
     `Header "${name}" is reserved (the module sets x-outbox-* itself; CC and BCC would reroute ` +
     `RabbitMQ messages). Use another header name.`,
   tableMissing: (table: string, reason: string, ref: OutboxTableRef): string =>
-    `The outbox table ${table} cannot be read (${reason}): run the migrations from ` +
-    `outboxMigrations(), or "${schemaMigrate(ref)}" with DATABASE_URL set, before ` +
-    `starting the app. A table made by 0.1 lacks columns this version uses: drain it, ` +
-    `${dropIt(ref)}, and run either again (docs/upgrading.md: "Upgrading from 0.1").`,
+    `The outbox table ${table} cannot be read (${reason}): create it before starting the ` +
+    `app, with the migrations from outboxMigrations() (TypeORM), "${schemaMigrate(ref)}" with ` +
+    `DATABASE_URL set, createOutboxTable(<connection>.sql${withArgs(ref)}) on any connection ` +
+    `(pgOutbox(pool), kyselyOutbox(db), …), or, in another migration tool, the statements of ` +
+    `outboxTableDdl(<dialect>${withArgs(ref)})${migrationArgs(ref) === '' ? ' ("npx outbox schema print")' : ''}. A table made by 0.1 lacks ` +
+    `columns this version uses: drain it, ${dropIt(ref)}, and create it again ` +
+    `(docs/upgrading.md: "Upgrading from 0.1").`,
   tableOutdated: (table: string, reason: string, ref: OutboxTableRef): string =>
     `The outbox migration cannot complete: the table ${table} exists but lacks columns this ` +
     `version uses (${reason}), so it was made by 0.1. Drain it, ${dropIt(ref)}, and run the ` +

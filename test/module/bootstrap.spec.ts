@@ -32,7 +32,7 @@ describe('bootstrap checks', () => {
       await expect(compile).rejects.toBeInstanceOf(OutboxError);
       // The database's own answer, then the fix.
       await expect(compile).rejects.toThrow(
-        /"no_such_outbox" cannot be read \(.*no such table: no_such_outbox\): run the migrations/,
+        /"no_such_outbox" cannot be read \(.*no such table: no_such_outbox\): create it .*outboxMigrations\(\).*"npx outbox schema migrate --table no_such_outbox".*createOutboxTable\(<connection>\.sql, \{ tableName: 'no_such_outbox' \}\).*outboxTableDdl\(<dialect>, \{ tableName: 'no_such_outbox' \}\)/,
       );
     } finally {
       await sqlite.close(ds, table);
