@@ -248,10 +248,19 @@ describe('README and docs/', () => {
     // Each variant (the ambient-transaction files) replaces the base file of the same name.
     const apps = new Map<string, Map<string, string>>([['base', new Map()]]);
     for (const s of base) apps.get('base')?.set(s.file, s.code);
-    for (const s of snippets.filter((x) => x.variant !== '')) {
+    const variants = snippets.filter((x) => x.variant !== '');
+    // A file of a variant that prefixes others ("without typeorm" for "without typeorm: kysely")
+    // is one file of each of them, compiled with each.
+    const sharedBy = (s: { variant: string }, name: string): boolean =>
+      name.startsWith(`${s.variant}: `);
+    const shared = variants.filter((s) => variants.some((x) => sharedBy(s, x.variant)));
+    for (const s of variants.filter((x) => !shared.includes(x))) {
       const app = apps.get(s.variant) ?? new Map(apps.get('base'));
       app.set(s.file, s.code);
       apps.set(s.variant, app);
+    }
+    for (const s of shared) {
+      for (const [name, app] of apps) if (sharedBy(s, name)) app.set(s.file, s.code);
     }
 
     const dir = join(root, '.tmp', `readme-snippets-${process.pid}`);
