@@ -132,6 +132,16 @@ export const OutboxMessages = {
   reservedHeader: (name: string): string =>
     `Header "${name}" is reserved (the module sets x-outbox-* itself; CC and BCC would reroute ` +
     `RabbitMQ messages). Use another header name.`,
+  databaseUnreachable: (table: string, reason: string): string =>
+    `The outbox could not check its table ${table} at bootstrap: the database does not answer ` +
+    `(${reason}). Check the connection settings (host, port, database name, credentials) and ` +
+    `that the database is up; a pool or client that was ended (for example by an earlier ` +
+    `app's shutdown in the same process) cannot be used again.`,
+  databaseClosed: (table: string): string =>
+    `The outbox cannot start on its table ${table}: the connection it was given was ended (an ` +
+    `ended pool or a closed Database) and cannot run a statement again. Give the module a pool ` +
+    `that this app ends at its own shutdown: one made by a provider's factory, not one shared ` +
+    `by several apps in one process (tests that create an app per test).`,
   tableMissing: (table: string, reason: string, ref: OutboxTableRef): string =>
     `The outbox table ${table} cannot be read (${reason}): create it before starting the ` +
     `app, with the migrations from outboxMigrations() (TypeORM), "${schemaMigrate(ref)}" with ` +

@@ -1,3 +1,4 @@
+import { OutboxError } from '../errors/outbox.error';
 import { OutboxTableMissingError } from '../errors/outbox-table-missing.error';
 import type { OutboxStore } from './outbox-store.port';
 import { queuePolicyOf } from './queue-policy';
@@ -38,6 +39,9 @@ export async function createOutboxStore(
     tableName: table.tableName,
     schema: table.schema ?? undefined,
   });
+  if (sql.closed === true) {
+    throw new OutboxError(OutboxMessages.databaseClosed(names.table));
+  }
   if (sql.isConnected) {
     const ref = {
       tableName: table.tableName,
@@ -54,6 +58,19 @@ export async function createOutboxStore(
       try {
         await sql.query(statement);
       } catch (error) {
+        // A database that does not answer (down, refused credentials, a pool already ended)
+        // fails the probe too: told apart by a statement that reads no table, so that it is not
+        // reported as a table to create.
+        const reachable = await sql.query('SELECT 1').then(
+          () => true,
+          () => false,
+        );
+        if (!reachable) {
+          throw new OutboxError(
+            OutboxMessages.databaseUnreachable(names.table, describeError(error)),
+            { cause: error },
+          );
+        }
         throw new OutboxTableMissingError(
           message(describeError(error)),
           missing,

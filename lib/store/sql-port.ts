@@ -84,6 +84,12 @@ export interface SqlPort extends SqlRunner {
   /** Whether statements can run now: false until the application's connection is open. */
   readonly isConnected: boolean;
   /**
+   * True once the application's handle was ended for good (an ended pool, a closed Database):
+   * unlike a connection not open yet, it will never run a statement, so the app must not start
+   * on it. Left out where the library cannot tell the two apart.
+   */
+  readonly closed?: boolean;
+  /**
    * SQLite: the database file. The dispatcher opens a connection of its own to it, since an ORM
    * shares one connection for every transaction of the app on SQLite.
    */

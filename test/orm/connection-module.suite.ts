@@ -5,6 +5,7 @@ import {
   OutboxError,
   OutboxModule,
   OutboxService,
+  OutboxTableMissingError,
   OutboxTransactionRequiredError,
   type OutboxConnection,
   type SqlPort,
@@ -249,6 +250,51 @@ export function describeConnectionModule<Tx>(fixture: ConnectionModuleFixture<Tx
           await database.end();
         }
       });
+    });
+
+    it('refuses to start on a pool that was ended, saying the database does not answer rather than that the table is missing', async () => {
+      const database = await fixture.openDatabase();
+      // Used, then ended, as an app's shutdown leaves it (Kysely ends nothing it has not opened).
+      await database.ping();
+      await database.end();
+      const start = async (): Promise<void> => {
+        const moduleRef = await Test.createTestingModule({
+          imports: [
+            OutboxModule.forRoot({
+              connection: database.connection,
+              publisher: new RecordingPublisher(),
+              tableName: table,
+            }),
+          ],
+        }).compile();
+        cleanups.push(() => moduleRef.close());
+      };
+      const refusal = await start().then(
+        () => undefined,
+        (error: unknown) => error,
+      );
+      expect(refusal).toBeInstanceOf(OutboxError);
+      expect(refusal).not.toBeInstanceOf(OutboxTableMissingError);
+      expect(String((refusal as Error).message)).toMatch(
+        /database does not answer|connection it was given was ended/,
+      );
+    });
+
+    it('refuses to start on a table that does not exist, naming the ways to make it', async () => {
+      const { connection, end } = await fixture.openDatabase();
+      cleanups.push(end);
+      const missing = uniqueTable('outbox_absent');
+      await expect(
+        Test.createTestingModule({
+          imports: [
+            OutboxModule.forRoot({
+              connection,
+              publisher: new RecordingPublisher(),
+              tableName: missing,
+            }),
+          ],
+        }).compile(),
+      ).rejects.toThrow(OutboxTableMissingError);
     });
 
     it('leaves the app’s pool open at shutdown', async () => {

@@ -57,11 +57,11 @@ export interface SqliteDatabaseForTests extends BetterSqlite3Database {
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const BetterSqlite3 = require('better-sqlite3') as new (file: string) => SqliteDatabaseForTests;
 
-export function pgPool(max = 10): PgPoolForTests {
+export function pgPool(max = 10, at: { port?: number } = {}): PgPoolForTests {
   const c = serverConnection('postgres');
   const pool = new pg.Pool({
     host: c.host,
-    port: c.port,
+    port: at.port ?? c.port,
     user: c.username,
     password: c.password,
     database: c.database,

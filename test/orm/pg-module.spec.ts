@@ -358,6 +358,29 @@ describeWith(['postgres', 'rabbitmq'], 'OutboxModule on node-postgres (nestjs-ou
       expect((error as OutboxOptionsError).message).toMatch(/not an OutboxConnection/);
     });
 
+    it('fails the bootstrap on a pool that was ended, saying so, and on one whose server does not answer', async () => {
+      const ended = pgPool(1);
+      const connection = pgOutbox(ended);
+      await ended.end();
+      const closed: unknown = await bootstrap({ connection })
+        .then(() => undefined)
+        .catch((e: unknown) => e);
+      expect(closed).toBeInstanceOf(OutboxError);
+      expect((closed as Error).message).toMatch(/connection it was given was ended/);
+
+      // Nothing listens on port 1: not a missing table, a database that does not answer.
+      const unreachable = pgPool(1, { port: 1 });
+      try {
+        const refused: unknown = await bootstrap({ connection: pgOutbox(unreachable) })
+          .then(() => undefined)
+          .catch((e: unknown) => e);
+        expect(refused).toBeInstanceOf(OutboxError);
+        expect((refused as Error).message).toMatch(/database does not answer \(.*ECONNREFUSED/);
+      } finally {
+        await unreachable.end();
+      }
+    });
+
     it('names the option meant by a misspelt connection', async () => {
       const pool = pgPool(1);
       try {

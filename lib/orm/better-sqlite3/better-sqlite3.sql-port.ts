@@ -33,6 +33,9 @@ export function betterSqlite3SqlPort(db: BetterSqlite3Database): SqlPort {
     get isConnected() {
       return db.open;
     },
+    get closed() {
+      return !db.open;
+    },
     databaseFile: db.name,
     query: (sql, params) => inTurn(() => settled(() => run(db, sql, params))),
     transaction: (work) =>

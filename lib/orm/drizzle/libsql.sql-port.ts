@@ -81,6 +81,9 @@ export function libsqlSqlPort(client: LibsqlClient): SqlPort {
     get isConnected() {
       return !client.closed;
     },
+    get closed() {
+      return client.closed;
+    },
     get databaseFile() {
       return file;
     },

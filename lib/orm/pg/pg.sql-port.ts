@@ -37,6 +37,9 @@ export function pgSqlPort(pool: PgPool): SqlPort {
     get isConnected() {
       return pool.ending !== true;
     },
+    get closed() {
+      return pool.ending === true;
+    },
     query: (sql, params, options) => run(pool, sql, params, options),
     transaction: (work) => pgTransaction(pool, '', work),
     // Without parameters node-postgres sends a simple query, which may hold several statements.
