@@ -129,7 +129,13 @@ function redactPemKeys(text: string): string {
   return copied === 0 ? text : out + text.slice(copied);
 }
 
+// Error classes whose names end like a secret's, and are followed by their message in error
+// text ("KafkaJSServerDoesNotSupportApiKey: The Kafka server does not support …"): exact names
+// only, so that a setting named like one (KAFKAJS_API_KEY, kafkaApiKey) is still masked.
+const NOT_SECRET_NAMES = new Set(['KafkaJSServerDoesNotSupportApiKey']);
+
 function secretKind(name: string): SecretKind | undefined {
+  if (NOT_SECRET_NAMES.has(name)) return undefined;
   const segments = name
     .toLowerCase()
     .split(/[_.-]+/)

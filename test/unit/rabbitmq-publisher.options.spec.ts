@@ -48,6 +48,16 @@ describe('resolveRabbitMqPublisherOptions', () => {
     expect(resolved.routingKey(record)).toBe('orders');
   });
 
+  it('takes an assertTopology that returns what amqplib answers (the one-liner of docs/publishers.md)', () => {
+    // Typed Promise<void> before, this failed to compile (TS2322) in a user's app; `npm run
+    // typecheck` (CI) compiles it.
+    const options: RabbitMqPublisherOptions = {
+      url,
+      assertTopology: (ch) => ch.assertQueue('orders', { durable: true }),
+    };
+    expect(resolveRabbitMqPublisherOptions(options).assertTopology).toBe(options.assertTopology);
+  });
+
   it('takes a fixed exchange or one per message', () => {
     expect(resolveRabbitMqPublisherOptions({ url, exchange: 'events' }).exchange(record)).toBe(
       'events',

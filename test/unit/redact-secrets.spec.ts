@@ -10,6 +10,9 @@ const secrets: [string, string, string][] = [
   ['PGPASSWORD=abc123 psql -h db', 'psql', 'PGPASSWORD=***'],
   ['PGPASSWORD=abc123 PGUSER=app', 'abc123', 'PGPASSWORD=*** PGUSER=app'],
   ['MYSQL_PWD=abc123', 'abc123', 'MYSQL_PWD=***'],
+  // Settings named like that kafkajs error are still secrets.
+  ['KAFKAJS_API_KEY=abc123', 'abc123', 'KAFKAJS_API_KEY=***'],
+  ['kafkaJsApiKey: abc123', 'abc123', 'kafkaJsApiKey: ***'],
   ['SECRET_KEY_1=abc123', 'abc123', 'SECRET_KEY_1=***'],
   ['passwordValue: abc123', 'abc123', 'passwordValue: ***'],
   ['Authorization: Bearer abc.def', 'abc.def', 'Authorization: Bearer ***'],
@@ -116,6 +119,8 @@ const secrets: [string, string, string][] = [
 
 // Text without a secret in it comes out unchanged.
 const harmless = [
+  // kafkajs' error for a server that refuses the request's API version, named like a key.
+  'Kafka is unreachable: KafkaJSServerDoesNotSupportApiKey: The Kafka server does not support the requested API version',
   'tokens_total=5',
   'max_tokens: 100',
   'token_count=3',

@@ -25,7 +25,7 @@ export interface RabbitMqPublisherOptions {
    * (re)connection, before anything is published. A failure counts as a failed connection.
    * @default none (the topology is managed elsewhere)
    */
-  assertTopology?: (channel: Channel) => Promise<void>;
+  assertTopology?: (channel: Channel) => Promise<unknown>;
   /** Most publishes awaiting a broker confirm at once; more wait for a slot. @default 1000 */
   maxOutstandingConfirms?: number;
   /**
@@ -66,7 +66,7 @@ export interface ResolvedRabbitMqPublisherOptions {
   readonly socketOptions: Record<string, unknown>;
   readonly exchange: (record: OutboxRecord) => string;
   readonly routingKey: (record: OutboxRecord) => string;
-  readonly assertTopology: ((channel: Channel) => Promise<void>) | undefined;
+  readonly assertTopology: ((channel: Channel) => Promise<unknown>) | undefined;
   readonly maxOutstandingConfirms: number;
   readonly publishTimeoutMs: number;
   readonly heartbeat: number;
