@@ -3,7 +3,10 @@
  * publishes them all with outstanding confirms (RabbitMQ, up to 1 000 in flight across two
  * overlapping batches) or one kafkajs `sendBatch`, and settles the batch in one statement.
  * No leases, no fencing, no per-key order, no retries: the upper bound of a relay on this table.
+ * With `leases`, the same relay keeps the module's lease promises (lease, fencing token, attempt
+ * count, its claim's columns): the lease relay, between the bare relay and the module in P2.
  */
+import { randomUUID } from 'node:crypto';
 import type { Options } from 'amqplib';
 import type { Producer } from 'kafkajs';
 import {
@@ -12,6 +15,7 @@ import {
   OUTBOX_HEADER_TYPE,
 } from '../../lib/outbox.constants';
 import { RABBITMQ_PUBLISH_ID_HEADER } from '../../lib/publishers/rabbitmq/rabbitmq-publish-id';
+import { POSTGRES_CLAIMED_COLUMNS, unleased } from '../../lib/store/postgres/postgres.sql';
 import type { Pool } from '../support/pg';
 import type { ConfirmWindow } from '../support/rabbit';
 
@@ -30,6 +34,12 @@ export interface BareRelayOptions {
    * module's two settle modes: `cleaner.deliveredRetentionMs` above 0, and 0). @default 'mark'
    */
   readonly settle?: 'mark' | 'delete';
+  /**
+   * Keeps the module's lease promises (see {@link leaseClaimSql}): the lease relay, the floor of a
+   * relay that leases, fences and counts attempts as the module does, with nothing else of it.
+   * @default false
+   */
+  readonly leases?: boolean;
 }
 
 /** A claimed row, as the bare relays read it. */
@@ -61,30 +71,60 @@ export function bareSettleSql(table: string, mode: 'mark' | 'delete' = 'mark'): 
   return `UPDATE "${table}" SET status = 'delivered', delivered_at = now(), locked_by = NULL WHERE id = ANY($1::int8[])`;
 }
 
+/**
+ * The lease relay's claim: the bare claim's read (the pending index, `FOR UPDATE SKIP LOCKED`)
+ * with what the module's claim writes and returns for its lease promises: owner, a fresh fencing
+ * token, a lease on the database clock, the attempt counted, every column the module's claim
+ * returns; rows whose lease expired are claimable again. $1 limit, $2 token. No window, no key
+ * probes, no ordering: what the module's claim costs beyond it is the ordering's and its own.
+ */
+export function leaseClaimSql(table: string): string {
+  return `WITH c AS MATERIALIZED (
+  SELECT c.id, c.ctid FROM "${table}" AS c WHERE c.status = 'pending' AND c.available_at <= now() AND ${unleased('c')}
+  ORDER BY c.available_at, c.id LIMIT $1 FOR UPDATE OF c SKIP LOCKED)
+UPDATE "${table}" AS o SET locked_by = 'lease-relay', lock_token = $2::uuid,
+  locked_until = now() + interval '30 seconds', attempts = o.attempts + 1, last_attempt_at = now()
+FROM c WHERE o.ctid = c.ctid AND o.id = c.id
+RETURNING ${POSTGRES_CLAIMED_COLUMNS}`;
+}
+
+/** The lease relay's settle, fenced by the claim's token (`$2`) as the module's is. */
+export function leaseSettleSql(table: string, mode: 'mark' | 'delete' = 'mark'): string {
+  if (mode === 'delete') {
+    return `DELETE FROM "${table}" WHERE id = ANY($1::int8[]) AND lock_token = $2::uuid`;
+  }
+  return `UPDATE "${table}" SET status = 'delivered', delivered_at = now(), locked_by = NULL, lock_token = NULL, locked_until = NULL
+WHERE id = ANY($1::int8[]) AND lock_token = $2::uuid`;
+}
+
 async function relay(
   options: BareRelayOptions,
   publishBatch: (rows: Row[]) => Promise<void>,
 ): Promise<number> {
   const batchSize = options.batchSize ?? BARE_BATCH_SIZE;
-  const claim = bareClaimSql(options.table);
   const mode = options.settle ?? 'mark';
-  const settle = bareSettleSql(options.table, mode);
+  const leases = options.leases ?? false;
+  const kind = leases ? 'lease' : 'bare';
+  const claim = leases ? leaseClaimSql(options.table) : bareClaimSql(options.table);
+  const settle = leases ? leaseSettleSql(options.table, mode) : bareSettleSql(options.table, mode);
   let published = 0;
   const lane = async (): Promise<void> => {
     const client = await options.pool.connect();
     try {
       for (;;) {
+        const values: unknown[] = leases ? [batchSize, randomUUID()] : [batchSize];
         const { rows } = await client.query<Row>({
-          name: `bare-claim-${options.table}`,
+          name: `${kind}-claim-${options.table}`,
           text: claim,
-          values: [batchSize],
+          values,
         });
         if (rows.length === 0) return;
         await publishBatch(rows);
+        const ids = rows.map((r) => r.id);
         await client.query({
-          name: `bare-settle-${mode}-${options.table}`,
+          name: `${kind}-settle-${mode}-${options.table}`,
           text: settle,
-          values: [rows.map((r) => r.id)],
+          values: leases ? [ids, values[1]] : [ids],
         });
         published += rows.length;
       }

@@ -2,13 +2,18 @@
  * P2: drain a backlog PostgreSQL → Kafka (kafkajs), module vs a bare `sendBatch` relay, and vs the
  * same relay on an idempotent producer like KafkaPublisher's (kafkajs sends one request at a time
  * per broker with idempotence), so that the bench tells what idempotence costs at the client from
- * what the relay itself spends. Beside them, the module with ordering off (the bare relays keep
+ * what the relay itself spends. Between that relay and the module, two steps on the same producer:
+ * the lease relay (the bare relay keeping the module's leases: what those promises cost in SQL)
+ * and the store relay (the module's own store, ordered claim and settle, in the bare relay's
+ * loop: the store's share), so that the module's gap splits into leases, store (ordering, its
+ * transactions and SQL port) and the dispatcher with the publisher. Beside them, the module with ordering off (the bare relays keep
  * no order), and the module's claim, publish and settle times per batch: where its drain waits.
  * The other settle mode too: the module deleting delivered rows (`deliveredRetentionMs: 0`)
  * against the idempotent bare relay deleting its rows.
  */
 import type { DataSource } from 'typeorm';
 import { bareKafkaRelay } from '../baselines/bare-relay';
+import { storeKafkaRelay } from '../baselines/store-relay';
 import { SERVICES, named } from '../support/config';
 import {
   analyse,
@@ -119,10 +124,14 @@ async function measure(ctx: BenchContext, result: ScenarioResult): Promise<Scena
   if (statements) await pg.query('CREATE EXTENSION IF NOT EXISTS pg_stat_statements');
   const bareRates: number[] = [];
   const idempotentRates: number[] = [];
+  const leaseRates: number[] = [];
+  const storeRates: number[] = [];
   // Node CPU per message of each drain, all run in this process.
   const moduleCpu: number[] = [];
   const bareCpu: number[] = [];
   const idempotentCpu: number[] = [];
+  const leaseCpu: number[] = [];
+  const storeCpu: number[] = [];
   let extra = 0;
   let short = 0;
   const prepare = async (count: number, table = TABLE): Promise<void> => {
@@ -243,6 +252,40 @@ async function measure(ctx: BenchContext, result: ScenarioResult): Promise<Scena
         `P2 run ${run}: bare sendBatch relay, idempotent producer ${Math.round(n / i)} msgs/s`,
       );
 
+      const l = await measured(`P2 run ${run} lease relay`, ctx.log, async () => {
+        await resetTopic(bareTopic);
+        await prepare(n);
+        const { seconds, cpuUs } = await timedWithCpu(() =>
+          bareKafkaRelay({
+            pool,
+            table: TABLE,
+            producer: idempotentProducer,
+            topic: bareTopic,
+            leases: true,
+          }),
+        );
+        leaseCpu.push(cpuUs / n);
+        return seconds;
+      });
+      leaseRates.push(n / l);
+      ctx.log(
+        `P2 run ${run}: lease relay ${Math.round(n / l)} msgs/s (topic holds ${await topicCount(bareTopic)})`,
+      );
+
+      const st = await measured(`P2 run ${run} store relay`, ctx.log, async () => {
+        await resetTopic(bareTopic);
+        await prepare(n);
+        const { seconds, cpuUs } = await timedWithCpu(() =>
+          storeKafkaRelay({ store: app.store, producer: idempotentProducer, topic: bareTopic }),
+        );
+        storeCpu.push(cpuUs / n);
+        return seconds;
+      });
+      storeRates.push(n / st);
+      ctx.log(
+        `P2 run ${run}: store relay ${Math.round(n / st)} msgs/s (topic holds ${await topicCount(bareTopic)})`,
+      );
+
       const bd = await measured(
         `P2 run ${run} bare relay, idempotent, deleting`,
         ctx.log,
@@ -310,10 +353,28 @@ async function measure(ctx: BenchContext, result: ScenarioResult): Promise<Scena
     idempotentRates,
     n,
   );
+  const lease = addMetric(
+    result,
+    'lease_relay_msgs_per_s',
+    "lease relay: the idempotent bare relay keeping the module's leases (lease, fencing token, attempt, the claim's columns)",
+    'msgs/s',
+    leaseRates,
+    n,
+  );
+  const store = addMetric(
+    result,
+    'store_relay_msgs_per_s',
+    "store relay: the module's store (ordered claim, park, fenced settle with promotion) in the bare relay's loop, idempotent producer",
+    'msgs/s',
+    storeRates,
+    n,
+  );
   for (const [key, label, runs] of [
     ['module', 'nestjs-outbox', moduleCpu],
     ['bare', 'bare relay', bareCpu],
     ['bare_idempotent', 'bare relay, idempotent producer', idempotentCpu],
+    ['lease_relay', 'lease relay', leaseCpu],
+    ['store_relay', 'store relay', storeCpu],
   ] as const) {
     addMetric(
       result,
@@ -332,6 +393,13 @@ async function measure(ctx: BenchContext, result: ScenarioResult): Promise<Scena
     '>=',
     0.95,
   );
+  // Where the module's gap to the idempotent relay lies, step by step (reported, no target).
+  result.values.p2_lease_relay_vs_bare_idempotent = round(
+    ratio(lease.median, idempotent.median),
+    3,
+  );
+  result.values.p2_store_relay_vs_lease_relay = round(ratio(store.median, lease.median), 3);
+  result.values.p2_vs_store_relay = round(ratio(module.median, store.median), 3);
   const moduleDelete = addMetric(
     result,
     'module_delete_msgs_per_s',

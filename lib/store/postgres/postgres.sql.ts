@@ -273,11 +273,16 @@ RETURNING message_id::text AS id`;
   }`;
 }
 
-// The times as milliseconds in a double (date_part's type on every version, where extract
-// answers numeric since PostgreSQL 14): the driver reads them with parseFloat, where a
-// timestamptz went through a date parser, about 1 µs a row of the dispatcher's CPU (0.2 µs
-// now, a micro-benchmark), and the server writes a float more cheaply than a timestamp.
-const RETURNING = `o.id::text AS id, o.message_id::text AS message_id, o.topic, o.message_key, o.event_type,
+/**
+ * The columns a claim returns for each leased row (alias `o`), as the row mapper reads them. The
+ * bench's lease relay returns the same, so that it reads and sends what the module's claim does.
+ *
+ * The times as milliseconds in a double (date_part's type on every version, where extract
+ * answers numeric since PostgreSQL 14): the driver reads them with parseFloat, where a
+ * timestamptz went through a date parser, about 1 µs a row of the dispatcher's CPU (0.2 µs
+ * now, a micro-benchmark), and the server writes a float more cheaply than a timestamp.
+ */
+export const POSTGRES_CLAIMED_COLUMNS = `o.id::text AS id, o.message_id::text AS message_id, o.topic, o.message_key, o.event_type,
   o.payload::text AS payload, o.headers::text AS headers, o.attempts,
   date_part('epoch', o.created_at) * 1000 AS created_at,
   o.payload_encoding, o.content_type, encode(o.payload_bytes, 'base64') AS payload_bytes,
@@ -614,7 +619,7 @@ o AS (
   SET locked_by = $1, lock_token = $2::uuid, locked_until = ${lease},
     attempts = o.attempts + 1, last_attempt_at = now()
   FROM ${from} WHERE ${partitioned ? `o.id = ${from}.id AND o.created_at = ${from}.created_at` : `o.ctid = ${from}.ctid AND o.id = ${from}.id`}
-  RETURNING ${RETURNING})`;
+  RETURNING ${POSTGRES_CLAIMED_COLUMNS})`;
 }
 
 /** $1 namespace, $2 sorted lock ids: transaction locks that serialise parking and promotion. */
