@@ -1,7 +1,10 @@
 import { createOutboxTable, tableNamesFor } from '../../lib/store/outbox-dialect';
+import { randomUUID } from 'node:crypto';
 import {
   POSTGRES_FILLFACTOR,
+  postgresClaim,
   postgresDropWaitingIndex,
+  postgresOpening,
 } from '../../lib/store/postgres/postgres.sql';
 import type { DataSource } from 'typeorm';
 import { typeormSqlPort } from '../../lib/orm/typeorm/typeorm.sql-port';
@@ -36,14 +39,21 @@ interface FreshStore {
   table: string;
 }
 
-/** A store on a table of its own for the describe block, made before its tests, dropped after. */
-function storeOnFreshTable(database: TestDatabase, prefix: string): FreshStore {
+/**
+ * A store on a table of its own for the describe block, made before its tests, dropped after;
+ * with `ordered: false`, a store with ordering off.
+ */
+function storeOnFreshTable(database: TestDatabase, prefix: string, ordered = true): FreshStore {
   const fresh = { table: uniqueTable(prefix) } as FreshStore;
   beforeAll(async () => {
     fresh.ds = await database.open(fresh.table);
     fresh.store = await createOutboxStore(
       typeormSqlPort(fresh.ds),
-      { tableName: fresh.table, schema: null },
+      {
+        tableName: fresh.table,
+        schema: null,
+        ...(ordered ? {} : { ordering: { enabled: false, onDeadLetter: 'block' as const } }),
+      },
       { enabled: true, notify: false },
     );
   });
@@ -126,6 +136,139 @@ SELECT gen_random_uuid(), 't', 'k' || g, 'e', '{}' FROM generate_series(1, 20) A
     }).toEqual({ updated: 20, heapOnly: 20 });
   });
 });
+
+// Without ordering every due row is a candidate: the claim locks rows as the pending index
+// reads them, and writes their lease by ctid (docs/performance.md, "The gap, step by step").
+describeWith(['postgres'], 'PostgreSQL claim without ordering', () => {
+  const fresh = storeOnFreshTable(db, 'outbox_unordered', false);
+
+  beforeEach(async () => {
+    await fresh.ds.query(`TRUNCATE "${fresh.table}"`);
+  });
+
+  /** Inserts rows due in the order of `dueInSeconds` (negative: past), returns their ids. */
+  async function insert(dueInSeconds: readonly number[], key = 'k'): Promise<string[]> {
+    const ids: string[] = [];
+    for (const due of dueInSeconds) {
+      const [row] = await fresh.ds.query<{ id: string }[]>(
+        `INSERT INTO "${fresh.table}" (message_id, topic, message_key, event_type, payload, available_at)
+VALUES (gen_random_uuid(), 't', $1, 'e', '{}', now() + $2 * interval '1 second') RETURNING id::text AS id`,
+        [key, due],
+      );
+      ids.push(row?.id ?? '');
+    }
+    return ids;
+  }
+
+  const claim = (limit: number, window?: number) =>
+    fresh.store.claim({ limit, owner: 'unordered', leaseMs: 60_000, window });
+
+  it('leases due rows in due order, whatever their key, and counts an attempt on each', async () => {
+    // One key, so ordering would take one row; due times out of id order.
+    const ids = await insert([-3, -5, -1, -4, 60]);
+    const batch = await claim(3);
+    expect(batch.records.map((r) => r.id)).toEqual([ids[1], ids[3], ids[0]].sort(byId));
+    expect(batch.records.every((r) => r.attempts === 1)).toBe(true);
+    const rows = await fresh.ds.query<
+      { id: string; lock_token: string | null; attempts: number }[]
+    >(
+      `SELECT id::text AS id, lock_token::text AS lock_token, attempts FROM "${fresh.table}" ORDER BY id`,
+    );
+    expect(rows.filter((r) => r.lock_token === batch.token).map((r) => r.id)).toEqual(
+      [ids[0], ids[1], ids[3]].sort(byId),
+    );
+    expect(batch).toMatchObject({ blockedKeys: [], inFlightKeys: 0, contended: 0 });
+    // The next claim reads past the leases: the last due row, not the one due in a minute.
+    const next = await claim(3);
+    expect(next.records.map((r) => r.id)).toEqual([ids[2]]);
+    expect(next.contended).toBe(0);
+  });
+
+  it('takes a row again once its lease has expired', async () => {
+    const [id] = await insert([-1]);
+    const first = await claim(10);
+    expect((await claim(10)).records).toEqual([]);
+    await fresh.ds.query(
+      `UPDATE "${fresh.table}" SET locked_until = now() - interval '1 second' WHERE id = $1`,
+      [id],
+    );
+    const again = await claim(10);
+    expect(again.records.map((r) => [r.id, r.attempts])).toEqual([[id, 2]]);
+    expect(again.token).not.toBe(first.token);
+    // Fenced: the first claim's settle changes nothing now.
+    const changed = await fresh.store.settle(
+      first.token,
+      { delivered: [id ?? ''], retry: [], dead: [], release: [], advancedKeys: [] },
+      false,
+    );
+    expect(changed).toBe(0);
+  });
+
+  it('skips rows another transaction holds and counts them as contended when it comes back short', async () => {
+    const ids = await insert([-5, -4, -3, -2, -1]);
+    const holder = fresh.ds.createQueryRunner();
+    await holder.connect();
+    try {
+      await holder.startTransaction();
+      await holder.query(`SELECT id FROM "${fresh.table}" WHERE id = ANY($1::int8[]) FOR UPDATE`, [
+        ids.slice(0, 2),
+      ]);
+      // A full batch past the held rows: nothing held it back.
+      const full = await claim(2);
+      expect(full.records.map((r) => r.id)).toEqual(ids.slice(2, 4));
+      expect(full.contended).toBe(0);
+      // Short: of the first rows of its window, the two held ones.
+      const short = await claim(5);
+      expect(short.records.map((r) => r.id)).toEqual(ids.slice(4));
+      expect(short.contended).toBe(2);
+    } finally {
+      await holder.rollbackTransaction();
+      await holder.release();
+    }
+    // Nothing held, nothing due: an empty claim that is not contended.
+    const rest = await claim(5);
+    expect(rest.records.map((r) => r.id)).toEqual(ids.slice(0, 2));
+    expect((await claim(5)).contended).toBe(0);
+  });
+
+  it('writes the lease by ctid behind a retained history, never walking the primary key', async () => {
+    // A delivered history in front of the due rows in id order, as a table that keeps them has.
+    await fresh.ds.query(
+      `INSERT INTO "${fresh.table}" (message_id, topic, message_key, event_type, payload, status, delivered_at)
+SELECT gen_random_uuid(), 't', 'k', 'e', '{}', 'delivered', now() FROM generate_series(1, 5000)`,
+    );
+    // And a backlog: estimated from a generic plan's unknown LIMIT, the claimed rows were once
+    // joined to the table by a merge join over its primary key, from the first row of history.
+    await fresh.ds.query(
+      `INSERT INTO "${fresh.table}" (message_id, topic, message_key, event_type, payload)
+SELECT gen_random_uuid(), 't', 'k' || g, 'e', '{}' FROM generate_series(1, 5000) AS g`,
+    );
+    await fresh.ds.query(`ANALYZE "${fresh.table}"`);
+    const names = tableNamesFor('postgres', { tableName: fresh.table });
+    const sql = postgresClaim(names, {
+      ordered: false,
+      deadBlocksKey: false,
+      maxRun: 1,
+      batchSize: 500,
+    });
+    const plan = await fresh.ds.transaction(async (m) => {
+      for (const statement of postgresOpening(5_000, 1, [])) await m.query(statement);
+      await m.query(`PREPARE unordered_claim(text, uuid, int, int, int) AS ${sql}`);
+      const lines = await m.query<{ 'QUERY PLAN': string }[]>(
+        `EXPLAIN (ANALYZE, COSTS OFF, TIMING OFF) EXECUTE unordered_claim('plan', '${randomUUID()}', 60000, 500, 1050)`,
+      );
+      await m.query('DEALLOCATE unordered_claim');
+      return lines.map((l) => l['QUERY PLAN']).join('\n');
+    });
+    expect(plan).toMatch(/Tid Scan/);
+    expect(plan).not.toMatch(/_pkey/);
+    expect(plan).toMatch(/Index Scan using \S+_pending_idx/);
+    expect(plan).not.toMatch(/Seq Scan/);
+  });
+});
+
+const byId = (a: string | undefined, b: string | undefined): number =>
+  (a ?? '').length - (b ?? '').length || (a ?? '').localeCompare(b ?? '');
 
 async function tableUpdates(
   ds: DataSource,
