@@ -230,6 +230,46 @@ describeWith(['postgres'], 'partitioned outbox table on postgres', () => {
     }
   });
 
+  it('without ordering, the claim on a partitioned table leases the due rows of every partition in due order, each once', async () => {
+    const table = await partitionedTable();
+    await pastPartition(table, 1);
+    const publisher = new RecordingPublisher();
+    const app = await apps.boot(publisher, table);
+    const ids = await app.enqueue(Array.from({ length: 4 }, (_, i) => msg('k', { i })));
+    // Two of them in yesterday's partition; due times in the order 3, 1, 2, 0.
+    await scope.ds.query(
+      `UPDATE "${table}" SET created_at = created_at - interval '1 day' WHERE message_id = ANY($1::uuid[])`,
+      [ids.slice(0, 2)],
+    );
+    await scope.ds.query(
+      `UPDATE "${table}" AS o SET available_at = now() - (5 - d.rank) * interval '1 second'
+FROM unnest($1::uuid[]) WITH ORDINALITY AS d(id, rank) WHERE o.message_id = d.id`,
+      [[ids[3], ids[1], ids[2], ids[0]]],
+    );
+    expect(new Set((await partitionsOf(table)).values()).size).toBe(2);
+    const names = tableNamesFor('postgres', { tableName: table });
+    const policy = { ordered: false, deadBlocksKey: true, maxRun: 1, batchSize: 200 };
+    await scope.ds
+      .transaction(async (m) => {
+        for (const statement of postgresOpening(5_000, 1, [])) await m.query(statement);
+        const token = randomUUID();
+        const claimed = await m.query<{ message_id: string }[]>(
+          postgresClaim(names, policy, true),
+          ['me', token, 30_000, 3, 10],
+        );
+        expect(claimed.map((r) => r.message_id)).toEqual([ids[3], ids[1], ids[2]]);
+        const leased = await m.query<{ id: string; attempts: number }[]>(
+          `SELECT message_id::text AS id, attempts FROM "${table}" WHERE lock_token = $1 ORDER BY available_at`,
+          [token],
+        );
+        expect(leased).toEqual([ids[3], ids[1], ids[2]].map((id) => ({ id, attempts: 1 })));
+        throw new Rollback();
+      })
+      .catch((error: unknown) => {
+        if (!(error instanceof Rollback)) throw error;
+      });
+  });
+
   it('the cleaner leaves delivered rows to the maintainer and still deletes dead rows past their retention', async () => {
     const table = await partitionedTable();
     const publisher = new RecordingPublisher();
