@@ -6,8 +6,9 @@
  * the lease relay (the bare relay keeping the module's leases: what those promises cost in SQL)
  * and the store relay (the module's own store, ordered claim and settle, in the bare relay's
  * loop: the store's share), so that the module's gap splits into leases, store (ordering, its
- * transactions and SQL port) and the dispatcher with the publisher. Beside them, the module with ordering off (the bare relays keep
- * no order), and the module's claim, publish and settle times per batch: where its drain waits.
+ * transactions and SQL port) and the dispatcher with the publisher. Beside them, the module with
+ * ordering off (the bare relays keep no order), and the module's claim, publish and settle times
+ * per batch: where its drain waits.
  * The other settle mode too: the module deleting delivered rows (`deliveredRetentionMs: 0`)
  * against the idempotent bare relay deleting its rows.
  */

@@ -495,8 +495,8 @@ LEFT JOIN o ON true`;
  * The claim without ordering: every due row is a candidate, so the rows are locked as the
  * pending index reads them, in due order, `FOR UPDATE SKIP LOCKED`, the bare relay's claim with
  * the lease written on top. Reading a window first and locking its rows again by primary key (as
- * the ordered claim must, to lock only the heads it found) cost this claim 9.0 against 7.0 ms
- * for 500 rows (docs/performance.md, "The gap, step by step").
+ * the ordered claim must, to lock only the heads it found) made a claim of 500 take 9.02 ms
+ * against 8.25 now (docs/performance.md, "The gap, step by step").
  * `contended` keeps its meaning (how many of the first $4 rows of the window of $5 due rows
  * another claim held): the window is counted, without locks, only when the claim came back
  * short (PostgreSQL runs the uncorrelated subquery only when the CASE reaches it); a full batch
