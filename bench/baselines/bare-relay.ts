@@ -15,7 +15,7 @@ import {
   OUTBOX_HEADER_TYPE,
 } from '../../lib/outbox.constants';
 import { RABBITMQ_PUBLISH_ID_HEADER } from '../../lib/publishers/rabbitmq/rabbitmq-publish-id';
-import { POSTGRES_CLAIMED_COLUMNS, unleased } from '../../lib/store/postgres/postgres.sql';
+import { POSTGRES_CLAIMED_COLUMNS, claimable } from '../../lib/store/postgres/postgres.sql';
 import type { Pool } from '../support/pg';
 import type { ConfirmWindow } from '../support/rabbit';
 
@@ -80,7 +80,7 @@ export function bareSettleSql(table: string, mode: 'mark' | 'delete' = 'mark'): 
  */
 export function leaseClaimSql(table: string): string {
   return `WITH c AS MATERIALIZED (
-  SELECT c.id, c.ctid FROM "${table}" AS c WHERE c.status = 'pending' AND c.available_at <= now() AND ${unleased('c')}
+  SELECT c.id, c.ctid FROM "${table}" AS c WHERE ${claimable('c')}
   ORDER BY c.available_at, c.id LIMIT $1 FOR UPDATE OF c SKIP LOCKED)
 UPDATE "${table}" AS o SET locked_by = 'lease-relay', lock_token = $2::uuid,
   locked_until = now() + interval '30 seconds', attempts = o.attempts + 1, last_attempt_at = now()

@@ -93,6 +93,14 @@ export function unleased(alias?: string): string {
   return `(${c}locked_until IS NULL OR ${c}locked_until < now())`;
 }
 
+/**
+ * What a claim may take (alias `c`): pending, due on the database clock, and not leased. The
+ * window, the lock step and the claim without ordering all test the same.
+ */
+export function claimable(alias: string): string {
+  return `${alias}.status = 'pending' AND ${alias}.available_at <= now() AND ${unleased(alias)}`;
+}
+
 /** DDL of the outbox table on PostgreSQL 12+. */
 export function postgresCreateTable(n: OutboxTableNames): string[] {
   const t = n.table;
@@ -451,7 +459,7 @@ export function postgresClaim(
   const window = `w AS MATERIALIZED (
   SELECT c.id, c.message_key, c.available_at AS due${made}
   FROM ${t} AS c
-  WHERE c.status = 'pending' AND c.available_at <= now() AND ${unleased('c')}
+  WHERE ${claimable('c')}
   ORDER BY c.available_at, c.id
   LIMIT $5)`;
   // Heads first (every key's first row, in due order), then every key's second row, and so
@@ -504,17 +512,16 @@ LEFT JOIN o ON true`;
  */
 function unorderedClaim(n: OutboxTableNames, partitioned: boolean): string {
   const t = n.table;
-  const due = `c.status = 'pending' AND c.available_at <= now() AND ${unleased('c')}`;
   return `WITH p AS MATERIALIZED (
   SELECT c.id, ${partitioned ? 'c.created_at' : 'c.ctid'} FROM ${t} AS c
-  WHERE ${due}
+  WHERE ${claimable('c')}
   ORDER BY c.available_at, c.id
   LIMIT $4
   FOR UPDATE OF c SKIP LOCKED)${leaseUpdate(n, partitioned, 'p', true)}
 SELECT o.*, NULL::text[] AS blocked, 0 AS in_flight,
   CASE WHEN (SELECT count(*) FROM p) >= $4 THEN 0
   ELSE (SELECT least($4::int, count(*)::int) FROM (
-    SELECT 1 FROM ${t} AS c WHERE ${due} ORDER BY c.available_at, c.id LIMIT $5) AS w) - (SELECT count(*)::int FROM p)
+    SELECT 1 FROM ${t} AS c WHERE ${claimable('c')} ORDER BY c.available_at, c.id LIMIT $5) AS w) - (SELECT count(*)::int FROM p)
   END AS contended
 FROM (SELECT 1) AS b LEFT JOIN o ON true`;
 }
@@ -621,7 +628,7 @@ function lockCandidates(n: OutboxTableNames, partitioned: boolean): string {
   SELECT c.id${partitioned ? ', c.created_at' : ', c.ctid'}, c.message_key, h.pos FROM unnest(${columns})
     WITH ORDINALITY AS h(${arrays.join(', ')}, ord)
   ${join}
-  WHERE c.status = 'pending' AND c.available_at <= now() AND ${unleased('c')}
+  WHERE ${claimable('c')}
   ORDER BY h.ord
   LIMIT $4
   FOR UPDATE OF c SKIP LOCKED)`;
