@@ -79,6 +79,12 @@ export const OutboxMessages = {
     `transaction status is ${status}): run client.query('BEGIN') on a client of the pool given ` +
     `to pgOutbox(pool), enqueue with that client, then COMMIT (docs/without-typeorm.md#enqueue-in-your-transaction). ` +
     'Writing an outbox row outside the business transaction would break the outbox guarantee.',
+  pgPoolGiven: (): string =>
+    'OutboxService.enqueue() was given the pg Pool itself, which runs each statement on any free ' +
+    'connection in a transaction of its own: the message would stay when your transaction rolls ' +
+    "back. Pass the PoolClient you ran BEGIN on: const client = await pool.connect(); await client.query('BEGIN'); " +
+    'await outbox.enqueue(event, client); then COMMIT and client.release() ' +
+    '(docs/without-typeorm.md#enqueue-in-your-transaction).',
   mysql2TransactionRequired: (): string =>
     'OutboxService.enqueue() needs a mysql2 connection inside an open transaction (the server ' +
     'reports none on it): run await connection.beginTransaction() on a connection of the pool ' +

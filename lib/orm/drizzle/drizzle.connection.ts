@@ -10,6 +10,7 @@ import type { SqlRunner } from '../../store/sql-port';
 import type { Mysql2Pool } from '../mysql2/mysql2-client';
 import { poolClients } from '../pg/pg-pool-clients';
 import { mysql2SqlPort, mysql2SqlRunner } from '../mysql2/mysql2.sql-port';
+import { mysqlInTransaction } from '../mysql2/mysql2-transaction-status';
 import type { PgPool, PgPoolClient } from '../pg/pg-client';
 import { pgSqlPort, pgSqlRunner } from '../pg/pg.sql-port';
 import { drizzleStatement } from './drizzle-statement';
@@ -148,8 +149,18 @@ function sqlite<Tx>(db: DrizzleDatabase<Tx>): OutboxConnection<Tx> {
           OutboxMessages.ormTransactionRequired(handle, FIX_TX),
         );
       }
-      // A libSQL transaction's session keeps the client it was begun on.
-      const txClient = (tx as { session?: { client?: unknown } }).session?.client;
+      // A libSQL transaction's session keeps the client it was begun on, and libSQL's own
+      // transaction, which says when it has ended (a tx kept after its callback).
+      const session = (tx as { session?: { client?: unknown; tx?: { closed?: unknown } } }).session;
+      if (session?.tx?.closed === true) {
+        throw new OutboxTransactionRequiredError(
+          OutboxMessages.ormTransactionRequired(
+            'a Drizzle transaction that has ended (its callback returned or threw)',
+            FIX_TX,
+          ),
+        );
+      }
+      const txClient = session?.client;
       if (txClient !== undefined && txClient !== client) {
         throw foreign(
           'client',
@@ -200,13 +211,31 @@ function mysql<Tx>(client: unknown): OutboxConnection<Tx> {
     sql: mysql2SqlPort(pool),
     join(tx): SqlRunner {
       const executor = transactionOf(tx, MySqlTransaction, 'MySQL');
-      return mysql2SqlRunner({
-        query: async (text, values) =>
-          (await executor.execute(drizzleStatement(text, values, 'question'))) as readonly [
-            unknown,
-            unknown,
-          ],
-      });
+      const query = async (text: string, values?: unknown[]) =>
+        (await executor.execute(drizzleStatement(text, values ?? [], 'question'))) as readonly [
+          unknown,
+          unknown,
+        ];
+      const runner = mysql2SqlRunner({ query });
+      // A tx kept after its callback ended runs on a connection back in the pool, where each
+      // statement commits on its own: the server's status says so before the first one.
+      let checked: Promise<void> | undefined;
+      return {
+        async query(sql, params, options) {
+          checked ??= mysqlInTransaction((text) => query(text)).then((inTransaction) => {
+            if (inTransaction === false) {
+              throw new OutboxTransactionRequiredError(
+                OutboxMessages.ormTransactionRequired(
+                  'a Drizzle transaction whose connection is in none (its callback has ended, so it is back in the pool)',
+                  FIX_TX,
+                ),
+              );
+            }
+          });
+          await checked;
+          return runner.query(sql, params, options);
+        },
+      };
     },
   };
 }

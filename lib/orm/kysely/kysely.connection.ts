@@ -1,3 +1,4 @@
+import { refusingEndedTransaction } from '../ended-transaction';
 import { MysqlAdapter, PostgresAdapter, SqliteAdapter } from 'kysely';
 import { OutboxError } from '../../errors/outbox.error';
 import { OutboxOptionsError } from '../../errors/outbox-options.error';
@@ -92,7 +93,15 @@ export function kyselyOutbox(
           ),
         );
       }
-      return kyselySqlRunner(trx.withoutPlugins());
+      // Kysely's Transaction does not say that it has ended; its statements then fail with
+      // this message, before reaching the database.
+      return refusingEndedTransaction(
+        kyselySqlRunner(trx.withoutPlugins()),
+        (error) =>
+          error instanceof Error &&
+          /^Transaction is already (committed|rolled back)$/.test(error.message),
+        () => new OutboxTransactionRequiredError(OutboxMessages.kyselyTransactionRequired()),
+      );
     },
   };
 }

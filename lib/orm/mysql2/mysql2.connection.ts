@@ -5,10 +5,7 @@ import type { OutboxConnection } from '../../store/outbox-connection';
 import type { SqlRunner } from '../../store/sql-port';
 import type { Mysql2Pool, Mysql2PoolConnection } from './mysql2-client';
 import { mysql2SqlPort, mysql2SqlRunner } from './mysql2.sql-port';
-
-// The server status flags of MySQL's OK packet (include/mysql_com.h), the same on MariaDB.
-const SERVER_STATUS_IN_TRANS = 0x0001;
-const SERVER_STATUS_AUTOCOMMIT = 0x0002;
+import { mysqlInTransaction } from './mysql2-transaction-status';
 
 /**
  * The outbox on a mysql2 promise pool (MySQL 8 or MariaDB 10.6+), for
@@ -59,14 +56,8 @@ function inTransactionRunner(connection: Mysql2PoolConnection): SqlRunner {
 }
 
 async function requireTransaction(connection: Mysql2PoolConnection): Promise<void> {
-  const [header] = await connection.query('DO 0');
-  const status = (header as { serverStatus?: unknown } | null)?.serverStatus;
-  // Not reported (a protocol without it): it cannot be told, and is not checked.
-  if (typeof status !== 'number') return;
-  // With autocommit off every statement runs in a transaction that only COMMIT ends.
-  const inTransaction =
-    (status & SERVER_STATUS_IN_TRANS) !== 0 || (status & SERVER_STATUS_AUTOCOMMIT) === 0;
-  if (!inTransaction)
+  const inTransaction = await mysqlInTransaction((sql) => connection.query(sql));
+  if (inTransaction === false)
     throw new OutboxTransactionRequiredError(OutboxMessages.mysql2TransactionRequired());
 }
 

@@ -20,6 +20,11 @@ export function pgOutbox(pool: PgPool): OutboxConnection<PgPoolClient> {
   return {
     sql: pgSqlPort(pool),
     join(client) {
+      // A pool runs each statement on whichever connection is free, in a transaction of its
+      // own: a message written through it would outlive the caller's rollback.
+      if (isPool(client)) {
+        throw new OutboxTransactionRequiredError(OutboxMessages.pgPoolGiven());
+      }
       // 'T': inside BEGIN; 'I': idle (each statement would commit on its own); 'E': a failed
       // transaction, which can only roll back. pg before 8.21 lacks the method and the native
       // client answers null: then it cannot be told (docs/without-typeorm.md says so).
@@ -41,4 +46,14 @@ export function pgOutbox(pool: PgPool): OutboxConnection<PgPoolClient> {
       return pgSqlRunner(client, true);
     },
   };
+}
+
+function isPool(handle: unknown): boolean {
+  // pg.Pool counts its clients and hands them out; a PoolClient is released, not connected.
+  return (
+    typeof handle === 'object' &&
+    handle !== null &&
+    typeof (handle as { totalCount?: unknown }).totalCount === 'number' &&
+    typeof (handle as { release?: unknown }).release !== 'function'
+  );
 }

@@ -105,14 +105,25 @@ async function pgStatementTransaction<R>(
  */
 async function onClient<T>(client: PgPoolClient, work: () => Promise<T>): Promise<T> {
   let broken: Error | undefined;
+  // A checked-out client has no listener of the pool's: when the server ends its connection
+  // (pg_terminate_backend, a failover, a proxy's idle timeout) between two statements, its
+  // 'error' event would end the process. Heard here, the next statement fails instead, as in an
+  // outage, and the client is closed rather than pooled again.
+  const lost = (error: Error): void => {
+    broken ??= error;
+  };
+  client.on('error', lost);
   try {
     return await work();
   } catch (error) {
-    await client.query('ROLLBACK').catch((rollbackError: unknown) => {
-      broken = rollbackError instanceof Error ? rollbackError : new Error(String(rollbackError));
-    });
+    if (broken === undefined) {
+      await client.query('ROLLBACK').catch((rollbackError: unknown) => {
+        broken = rollbackError instanceof Error ? rollbackError : new Error(String(rollbackError));
+      });
+    }
     throw error;
   } finally {
+    client.removeListener('error', lost);
     client.release(broken);
   }
 }

@@ -1,3 +1,4 @@
+import { refusingEndedTransaction } from '../ended-transaction';
 import { OutboxError } from '../../errors/outbox.error';
 import { OutboxTransactionRequiredError } from '../../errors/outbox-transaction-required.error';
 import { OutboxMessages } from '../../outbox.messages';
@@ -43,7 +44,16 @@ export function prismaOutbox(prisma: PrismaClientLike): OutboxConnection<PrismaT
           ),
         );
       }
-      return prismaSqlRunner(tx, database);
+      // A tx kept after its $transaction ended: Prisma refuses its statements with P2028
+      // ("Transaction already closed") before they reach the database.
+      return refusingEndedTransaction(
+        prismaSqlRunner(tx, database),
+        (error) => (error as { code?: unknown } | null)?.code === 'P2028',
+        () =>
+          required(
+            'a Prisma transaction that has ended (its $transaction callback returned or threw)',
+          ),
+      );
     },
   };
 }
