@@ -20,3 +20,10 @@ export {
   type StoreConformanceTarget,
 } from './store-conformance';
 export type { SqlPort, SqlResult, SqlRow, SqlRunner, SqlListenLost } from '../store/sql-port';
+export {
+  connectionConformanceCases,
+  type ConnectionConformanceCase,
+  type ConnectionConformanceFixture,
+  type ConnectionConformanceTarget,
+  type ConnectionConformanceWithout,
+} from './connection-conformance';

@@ -21,7 +21,7 @@ import {
 } from '../../lib/orm/better-sqlite3';
 import { kyselySqlPort, kyselySqlRunner } from '../../lib/orm/kysely';
 import { mysql2SqlPort, mysql2SqlRunner } from '../../lib/orm/mysql2';
-import { pgSqlPort, pgSqlRunner, type PgPool } from '../../lib/orm/pg';
+import { pgSqlPort, pgSqlRunner, type PgPool, type PgPoolClient } from '../../lib/orm/pg';
 import type { StoreConformanceTarget } from '../../lib/testing';
 import { serverConnection } from '../support/databases';
 
@@ -45,6 +45,7 @@ export interface PgPoolForTests extends PgPool {
   readonly idleCount: number;
   readonly totalCount: number;
   on(event: 'error', listener: (error: Error) => void): unknown;
+  on(event: 'connect', listener: (client: PgPoolClient) => void): unknown;
 }
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const pg = require('pg') as { Pool: new (config: PgConfig) => PgPoolForTests };

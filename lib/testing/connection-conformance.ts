@@ -1,0 +1,500 @@
+import { randomUUID } from 'node:crypto';
+import { OutboxError } from '../errors/outbox.error';
+import { OutboxTransactionRequiredError } from '../errors/outbox-transaction-required.error';
+import { createOutboxStore } from '../store/create-outbox-store';
+import { messageIdText } from '../store/message-id-codec';
+import { createOutboxTable, outboxDialectOf, outboxTableDropDdl } from '../store/outbox-dialect';
+import type { OutboxConnection } from '../store/outbox-connection';
+import type { NewOutboxRow, OutboxStore } from '../store/outbox-store.port';
+
+/**
+ * One library's connection (`OutboxConnection`) on one database, for the connection conformance
+ * suite: the connection under test and the handles an app of that library holds.
+ */
+export interface ConnectionConformanceFixture<Tx> {
+  readonly connection: OutboxConnection<Tx>;
+  /**
+   * Runs `work` in a transaction the way an app of the library opens one: committed when it
+   * resolves, rolled back when `rollback` is true (resolving with `work`'s value) or when it throws.
+   */
+  inTransaction<T>(work: (tx: Tx) => Promise<T>, rollback?: boolean): Promise<T>;
+  /**
+   * What a careless caller passes instead of the transaction: the library's root handle (the
+   * pool, the client, the `db`, the `PrismaClient`, the global EntityManager), after it has
+   * handed out connections.
+   */
+  readonly rootHandle: unknown;
+  /**
+   * Runs `work` in a transaction of another pool (or client, or database) of the library than
+   * the connection's, committed or rolled back as asked. Left out where the library has no such
+   * thing (an embedded database opened once): say why in `ConnectionConformanceTarget.without`.
+   */
+  inForeignTransaction?<T>(work: (tx: Tx) => Promise<T>, rollback: boolean): Promise<T>;
+  /**
+   * Runs `work` in a nested transaction (or savepoint) of the library, inside an outer one that
+   * commits or rolls back as asked; the nested one itself commits.
+   */
+  inNestedTransaction?<T>(work: (tx: Tx) => Promise<T>, rollbackOuter: boolean): Promise<T>;
+  /**
+   * Ends, on the server, every database connection the connection's port holds (as a failover,
+   * an idle timeout at a proxy or `pg_terminate_backend` would), not the fixture's own reads.
+   */
+  killConnections?(): Promise<void>;
+  /** Closes what `setUp` opened. The suite drops its own table first. */
+  tearDown(): Promise<void>;
+}
+
+/** Why a fixture leaves out one of its optional handles; the case then checks that it does. */
+export interface ConnectionConformanceWithout {
+  readonly foreignTransaction?: string;
+  readonly nestedTransaction?: string;
+  readonly killedConnections?: string;
+}
+
+export interface ConnectionConformanceTarget<Tx> {
+  readonly name: string;
+  /** A fresh fixture per case. The suite creates (and drops) an outbox table of its own. */
+  setUp(): Promise<ConnectionConformanceFixture<Tx>>;
+  /** The optional handles the fixture leaves out, each with the reason. */
+  readonly without?: ConnectionConformanceWithout;
+}
+
+/** One case of the suite: throws an `Error` saying what broke the contract. */
+export interface ConnectionConformanceCase<Tx> {
+  readonly name: string;
+  run(target: ConnectionConformanceTarget<Tx>): Promise<void>;
+}
+
+function ok(condition: boolean, message: string): asserts condition {
+  if (!condition) throw new Error(`connection conformance: ${message}`);
+}
+
+const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+
+/** What a case works with: the fixture, and the enqueue path of the module on its own table. */
+interface Context<Tx> {
+  readonly fixture: ConnectionConformanceFixture<Tx>;
+  readonly store: OutboxStore;
+  /** What `OutboxService.enqueue()` does with a handle: join it, insert one message with it. */
+  enqueue(tx: Tx): Promise<string>;
+  /** The ids of the messages in the table. */
+  stored(): Promise<string[]>;
+  /** How many messages of the table are not delivered. */
+  undelivered(): Promise<number>;
+}
+
+function row(messageId: string = randomUUID()): NewOutboxRow {
+  return {
+    messageId,
+    idempotent: false,
+    topic: 'conformance',
+    key: `k-${messageId.slice(0, 8)}`,
+    type: 'Tested',
+    payload: '{}',
+    headers: '{}',
+    availableAt: null,
+    delayMs: null,
+  };
+}
+
+async function withTable<Tx>(
+  target: ConnectionConformanceTarget<Tx>,
+  work: (context: Context<Tx>) => Promise<void>,
+): Promise<void> {
+  const fixture = await target.setUp();
+  const { sql } = fixture.connection;
+  const tableName = `outbox_conn_${randomUUID().replace(/-/g, '').slice(0, 12)}`;
+  let store: OutboxStore | undefined;
+  try {
+    await createOutboxTable(sql, { tableName });
+    store = await createOutboxStore(
+      sql,
+      {
+        tableName,
+        schema: null,
+        ordering: { enabled: true, onDeadLetter: 'block' },
+        dispatcher: { dbTimeoutMs: 10_000 },
+      },
+      { enabled: true, notify: false },
+    );
+    const opened = store;
+    await work({
+      fixture,
+      store: opened,
+      async enqueue(tx) {
+        const message = row();
+        // join() may refuse at once, or the first statement on the handle may.
+        await opened.insert(fixture.connection.join(tx), [message], true);
+        return message.messageId;
+      },
+      async stored() {
+        const { rows } = await sql.query<{ message_id: unknown }>(
+          `SELECT message_id FROM ${tableName}`,
+        );
+        return rows.map((r) => messageIdText(r.message_id));
+      },
+      async undelivered() {
+        const { rows } = await sql.query<{ n: unknown }>(
+          `SELECT COUNT(*) AS n FROM ${tableName} WHERE status <> 'delivered'`,
+        );
+        return Number(rows[0]?.n ?? 0);
+      },
+    });
+  } finally {
+    await store?.close();
+    for (const statement of outboxTableDropDdl(outboxDialectOf(sql.databaseType), {
+      tableName,
+    })) {
+      await sql.query(statement).catch(() => undefined);
+    }
+    await fixture.tearDown();
+  }
+}
+
+/** `attempt` must fail with `kind`, with a message that says what to pass instead. */
+async function expectRefused(
+  attempt: () => Promise<unknown>,
+  kind: typeof OutboxError,
+  what: string,
+): Promise<void> {
+  let failure: unknown;
+  try {
+    await attempt();
+  } catch (error) {
+    failure = error;
+  }
+  ok(failure !== undefined, `${what} was accepted`);
+  ok(
+    failure instanceof kind,
+    `${what} was refused with ${describe(failure)}, expected ${kind.name}`,
+  );
+  ok(failure.message.length > 40, `${what} was refused without saying what to pass instead`);
+}
+
+function describe(error: unknown): string {
+  return error instanceof Error ? `${error.name}: ${error.message}` : String(error);
+}
+
+/** The enqueue with a handle taken from `capture` once its transaction has ended. */
+async function afterEnd<Tx>(context: Context<Tx>, rollback: boolean): Promise<void> {
+  let kept: { tx: Tx } | undefined;
+  await context.fixture.inTransaction(async (tx) => {
+    kept = { tx };
+    // A statement of the library's own first, so the transaction is really begun.
+    await context.enqueue(tx);
+  }, rollback);
+  ok(kept !== undefined, 'the transaction ran');
+  const before = await context.stored();
+  const handle = kept.tx;
+  await expectRefused(
+    () => context.enqueue(handle),
+    OutboxTransactionRequiredError,
+    `a transaction that has ${rollback ? 'rolled back' : 'committed'}`,
+  );
+  const after = await context.stored();
+  ok(
+    after.length === before.length,
+    `the refused enqueue wrote ${after.length - before.length} row(s) after the transaction ended`,
+  );
+}
+
+/**
+ * Watches for errors no caller could catch (an 'error' event without a listener, a rejection
+ * without a handler) while `work` runs: each would end an app's process.
+ */
+async function withoutUncaught(work: () => Promise<void>): Promise<void> {
+  const uncaught: unknown[] = [];
+  const record = (error: unknown): void => {
+    uncaught.push(error);
+  };
+  process.on('uncaughtException', record);
+  process.on('unhandledRejection', record);
+  try {
+    await work();
+    // An 'error' event of a socket closed by the server may come a moment later.
+    await sleep(300);
+  } finally {
+    process.removeListener('uncaughtException', record);
+    process.removeListener('unhandledRejection', record);
+  }
+  ok(
+    uncaught.length === 0,
+    `${uncaught.length} error(s) reached the process, which would end it: ${uncaught.map(describe).join('; ')}`,
+  );
+}
+
+/** `attempt` until it resolves, for up to `ms`: the connection must come back by itself. */
+async function recovers<T>(attempt: () => Promise<T>, ms: number, what: string): Promise<T> {
+  const deadline = Date.now() + ms;
+  let last: unknown;
+  while (Date.now() < deadline) {
+    try {
+      return await attempt();
+    } catch (error) {
+      last = error;
+      await sleep(100);
+    }
+  }
+  throw new Error(`connection conformance: ${what} still fails after ${ms} ms: ${describe(last)}`);
+}
+
+function notApplicable<Tx>(
+  name: string,
+  reason: string,
+  absent: (fixture: ConnectionConformanceFixture<Tx>) => boolean,
+): ConnectionConformanceCase<Tx> {
+  return {
+    name: `${name} (not applicable: ${reason})`,
+    async run(target) {
+      const fixture = await target.setUp();
+      try {
+        ok(absent(fixture), `the target says why it has no handle for this, yet gives one`);
+      } finally {
+        await fixture.tearDown();
+      }
+    },
+  };
+}
+
+const ROOT_HANDLE = 'refuses the library’s root handle instead of a transaction, writing nothing';
+const FOREIGN =
+  'a transaction of another pool or database: refused, or the message shares that transaction’s fate';
+const NESTED = 'a nested transaction or savepoint: the message goes with the outer transaction';
+const KILLED =
+  'survives its database connections being ended during a drain: statements fail, nothing reaches the process, work resumes';
+
+/**
+ * The cases every connection (`OutboxConnection`) must pass, on each database it runs on: the
+ * handles that are not the caller's open transaction are refused (or, where the message would
+ * still commit or roll back with the caller's writes, accepted), and a connection the database
+ * ends takes neither the process nor the outbox down. Run each in the test runner:
+ *
+ * ```ts
+ * for (const c of connectionConformanceCases(target)) it(c.name, () => c.run(target), 60_000);
+ * ```
+ */
+export function connectionConformanceCases<Tx>(
+  target: ConnectionConformanceTarget<Tx>,
+): readonly ConnectionConformanceCase<Tx>[] {
+  const without = target.without ?? {};
+  const cases: ConnectionConformanceCase<Tx>[] = [
+    {
+      name: ROOT_HANDLE,
+      run: (t) =>
+        withTable(t, async (context) => {
+          const root = context.fixture.rootHandle as Tx;
+          await expectRefused(
+            () => context.enqueue(root),
+            OutboxTransactionRequiredError,
+            'the root handle',
+          );
+          // Again once the library has handed out (and taken back) connections, as in an app
+          // that ran a migration or a health check at start.
+          await context.fixture.inTransaction((tx) => context.enqueue(tx));
+          await context.fixture.inTransaction((tx) => context.enqueue(tx), true);
+          const before = await context.stored();
+          await expectRefused(
+            () => context.enqueue(root),
+            OutboxTransactionRequiredError,
+            'the root handle, after the library handed out connections',
+          );
+          ok(before.length === 1, `the committed enqueue left ${before.length} row(s), not 1`);
+          ok((await context.stored()).length === 1, 'the refused enqueue wrote a row');
+        }),
+    },
+    {
+      name: 'refuses a transaction that has committed, writing nothing',
+      run: (t) => withTable(t, (context) => afterEnd(context, false)),
+    },
+    {
+      name: 'refuses a transaction that has rolled back, writing nothing',
+      run: (t) => withTable(t, (context) => afterEnd(context, true)),
+    },
+    without.foreignTransaction !== undefined
+      ? notApplicable(FOREIGN, without.foreignTransaction, (f) => !f.inForeignTransaction)
+      : {
+          name: FOREIGN,
+          run: (t) =>
+            withTable(t, async (context) => {
+              const foreign = context.fixture.inForeignTransaction?.bind(context.fixture);
+              ok(foreign !== undefined, 'the fixture gives no foreign transaction');
+              for (const rollback of [true, false]) {
+                let written: string | undefined;
+                let refusal: unknown;
+                await foreign(async (tx) => {
+                  try {
+                    written = await context.enqueue(tx);
+                  } catch (error) {
+                    refusal = error;
+                  }
+                }, rollback);
+                const stored = await context.stored();
+                if (written === undefined) {
+                  ok(
+                    refusal instanceof OutboxError,
+                    `the foreign transaction was refused with ${describe(refusal)}, not an OutboxError`,
+                  );
+                  ok(stored.length === 0, 'the refused enqueue wrote a row');
+                } else if (rollback) {
+                  ok(
+                    !stored.includes(written),
+                    'a message enqueued in a foreign transaction that rolled back is in the table',
+                  );
+                } else {
+                  ok(
+                    stored.includes(written),
+                    'a message enqueued in a foreign transaction that committed is not in the table',
+                  );
+                }
+              }
+            }),
+        },
+    without.nestedTransaction !== undefined
+      ? notApplicable(NESTED, without.nestedTransaction, (f) => !f.inNestedTransaction)
+      : {
+          name: NESTED,
+          run: (t) =>
+            withTable(t, async (context) => {
+              const nested = context.fixture.inNestedTransaction?.bind(context.fixture);
+              ok(nested !== undefined, 'the fixture gives no nested transaction');
+              for (const rollbackOuter of [true, false]) {
+                let written: string | undefined;
+                let refusal: unknown;
+                await nested(async (tx) => {
+                  try {
+                    written = await context.enqueue(tx);
+                  } catch (error) {
+                    refusal = error;
+                  }
+                }, rollbackOuter);
+                const stored = await context.stored();
+                if (written === undefined) {
+                  ok(
+                    refusal instanceof OutboxError,
+                    `the nested transaction was refused with ${describe(refusal)}, not an OutboxError`,
+                  );
+                } else {
+                  ok(
+                    stored.includes(written) === !rollbackOuter,
+                    rollbackOuter
+                      ? 'a message enqueued in a nested transaction outlived its outer rollback'
+                      : 'a message enqueued in a nested transaction is missing after its outer commit',
+                  );
+                }
+              }
+            }),
+        },
+    without.killedConnections !== undefined
+      ? notApplicable(KILLED, without.killedConnections, (f) => !f.killConnections)
+      : {
+          name: KILLED,
+          run: (t) => withTable(t, (context) => drainThroughKill(context)),
+        },
+  ];
+  return cases;
+}
+
+/**
+ * A drain on the store (claim, settle, as the dispatcher does) with every connection of the port
+ * ended by the server part-way: inside an open transaction of the port between two statements,
+ * on the LISTEN connection, and on idle pooled ones. Nothing may reach the process; a failed
+ * call fails like an outage, and the drain then finishes on new connections.
+ */
+async function drainThroughKill<Tx>(context: Context<Tx>): Promise<void> {
+  const { fixture, store } = context;
+  const { sql } = fixture.connection;
+  const kill = fixture.killConnections?.bind(fixture);
+  ok(kill !== undefined, 'the fixture cannot end its connections');
+  const total = 120;
+  for (let done = 0; done < total; done += 30) {
+    await fixture.inTransaction(async (tx) => {
+      const rows = Array.from({ length: 30 }, () => row());
+      await store.insert(fixture.connection.join(tx), rows, true);
+    });
+  }
+  await withoutUncaught(async () => {
+    let lost = 0;
+    const unlisten =
+      sql.listen === undefined
+        ? undefined
+        : await sql.listen(
+            `outbox_conformance_${randomUUID().replace(/-/g, '').slice(0, 8)}`,
+            () => undefined,
+            () => {
+              lost += 1;
+            },
+          );
+    let settledOnce!: () => void;
+    const firstSettle = new Promise<void>((resolve) => (settledOnce = resolve));
+    let killed = false;
+    let failures = 0;
+    try {
+      // A transaction of the port left open across the kill, part-way through the drain: its
+      // next statement must fail, not hang or succeed.
+      const held = sql
+        .transaction(async (tx) => {
+          await tx.query('SELECT 1');
+          await firstSettle;
+          await kill();
+          killed = true;
+          await sleep(300);
+          await tx.query('SELECT 1');
+        })
+        .then(
+          () => 'committed',
+          () => 'failed',
+        );
+      const deadline = Date.now() + 30_000;
+      while (Date.now() < deadline) {
+        try {
+          const batch = await store.claim({ limit: 20, owner: 'conformance', leaseMs: 2_000 });
+          if (batch.records.length === 0) {
+            if (killed && (await context.undelivered()) === 0) break;
+            // A settle lost with its connection leaves its rows leased until the lease ends.
+            await store.releaseExpired();
+            await sleep(100);
+            continue;
+          }
+          // Slow enough that the kill lands while claims and settles are under way.
+          if (!killed) await sleep(50);
+          await store.settle(
+            batch.token,
+            {
+              delivered: batch.records.map((r) => r.id),
+              retry: [],
+              dead: [],
+              release: [],
+              advancedKeys: [],
+            },
+            false,
+          );
+          settledOnce();
+        } catch {
+          failures += 1;
+          // The dispatcher pauses on a database outage; so does this drain.
+          await sleep(200);
+        }
+      }
+      ok((await held) === 'failed', 'a statement on a connection the server ended succeeded');
+      ok(
+        sql.listen === undefined || lost === 1,
+        `the LISTEN connection's loss was reported ${lost} times, not once`,
+      );
+      const left = await context.undelivered();
+      ok(
+        left === 0,
+        `${left} of ${total} messages were not delivered after the port's connections were ended (${failures} failed calls)`,
+      );
+      // And the port answers again, on new connections.
+      await recovers(() => sql.query('SELECT 1'), 5_000, 'a statement after the kill');
+      await recovers(
+        () => sql.transaction((tx) => tx.query('SELECT 1')),
+        5_000,
+        'a transaction after the kill',
+      );
+    } finally {
+      settledOnce();
+      await unlisten?.().catch(() => undefined);
+    }
+  });
+}
