@@ -33,6 +33,19 @@ class AdminHeaderGuard implements CanActivate {
   }
 }
 
+/** An app's sign-in guard: the console's bearer token, and the user named by `x-user`. */
+@Injectable()
+class SignedInUserGuard implements CanActivate {
+  canActivate(context: ExecutionContext): boolean {
+    const request = context
+      .switchToHttp()
+      .getRequest<{ headers: Record<string, string | undefined>; user?: unknown }>();
+    if (request.headers.authorization !== auth.authorization) return false;
+    request.user = { username: request.headers['x-user'] };
+    return true;
+  }
+}
+
 describeWith(['postgres'], 'OutboxConsoleModule over HTTP (PostgreSQL, Express)', () => {
   let c: ConsoleApp | undefined;
   afterEach(async () => {
@@ -283,6 +296,59 @@ describeWith(['postgres'], 'OutboxConsoleModule over HTTP (PostgreSQL, Express)'
       ).status,
     ).toBe(403);
     expect((await c!.admin.counts({ status: 'dead' })).dead).toBe(5);
+  });
+
+  it('refuses a POST with Origin: null unless the browser says it came from the console', async () => {
+    await withDeadLetters();
+    const token = tokenOf((await get(`${c!.url}/messages?status=dead`)).body);
+    const form: [string, string][] = [
+      ['csrf', token],
+      ['action', 'purge'],
+      ['scope', 'filter'],
+      ['topic', 'orders'],
+      ['expected', '3'],
+    ];
+    // A sandboxed iframe, a data: URL or a redirect across sites posts with an opaque origin.
+    const opaque = await post(`${c!.url}/actions/run`, form, { ...auth, origin: 'null' });
+    expect(opaque.status).toBe(403);
+    expect(opaque.body).toMatch(/opaque origin/);
+    expect((await c!.admin.counts({ status: 'dead' })).dead).toBe(5);
+    // A browser that sends Origin: null under a no-referrer policy also says same-origin.
+    const own = await post(`${c!.url}/actions/run`, form, {
+      ...auth,
+      origin: 'null',
+      'sec-fetch-site': 'same-origin',
+    });
+    expect(own.status).toBe(200);
+    expect((await c!.admin.counts({ status: 'dead' })).dead).toBe(2);
+  });
+
+  it('takes a page token only from the signed-in user it was made for', async () => {
+    c = await openConsoleApp(rejectingPublisher(), {
+      authorize: undefined,
+      guard: SignedInUserGuard,
+    });
+    await c.enqueue([{ topic: 'orders', payload: {} }]);
+    await c.dispatcher.drain();
+    const as = (user: string): Record<string, string> => ({ ...auth, 'x-user': user });
+    const alices = tokenOf((await get(`${c.url}/messages?status=dead`, as('alice'))).body);
+    const form: [string, string][] = [
+      ['csrf', alices],
+      ['action', 'purge'],
+      ['scope', 'filter'],
+      ['topic', 'orders'],
+      ['expected', '1'],
+    ];
+    const bob = await post(`${c.url}/actions/run`, form, as('bob'));
+    expect(bob.status).toBe(403);
+    expect(bob.body).toMatch(/console token is not valid/);
+    expect((await c.admin.counts({ status: 'dead' })).dead).toBe(1);
+    const alice = await post(`${c.url}/actions/run`, form, as('alice'));
+    expect(alice.status).toBe(200);
+    expect((await c.admin.counts({ status: 'dead' })).dead).toBe(0);
+    expect((await get(`${c.url}/audit`, as('alice'))).body).toMatch(
+      /<td>alice<\/td><td>purge<\/td>/,
+    );
   });
 
   it('purges by filter after a confirmation that shows the exact count, and writes the audit log', async () => {
