@@ -3,6 +3,7 @@ import {
   ForbiddenException,
   Get,
   Inject,
+  Logger,
   Param,
   Post,
   Query,
@@ -12,6 +13,7 @@ import {
   UseGuards,
 } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
+import { describeError } from '../../internal/describe-error';
 import type { OutboxDeadLetterFilter } from '../admin/outbox-admin.interfaces';
 import { OUTBOX_ADMIN_MAX_LIMIT } from '../admin/outbox.admin';
 import { CONSOLE_CSS, CONSOLE_JS } from './console.assets';
@@ -33,7 +35,13 @@ import {
 import { ConsoleResponder } from './console-responder';
 import { ConsoleRuntime } from './console.runtime';
 import type { OutboxConsoleAuditEntry, OutboxConsoleRequest } from './console.options';
-import { auditPage, confirmPage, resultPage, type ConsoleSelection } from './views/actions.view';
+import {
+  auditPage,
+  confirmPage,
+  resultPage,
+  stoppedPage,
+  type ConsoleSelection,
+} from './views/actions.view';
 import { blockedKeysPage, stuckLeasesPage } from './views/keys-and-leases.view';
 import { notice, type ViewContext } from './views/layout.view';
 import { messagePage, whyPage } from './views/message.view';
@@ -52,6 +60,7 @@ const MAX_SELECTION = 500;
 @UseFilters(ConsoleExceptionFilter)
 export class OutboxConsoleController {
   private readonly respond: ConsoleResponder;
+  private readonly logger = new Logger('OutboxConsole');
 
   constructor(
     @Inject(ConsoleRuntime) private readonly runtime: ConsoleRuntime,
@@ -225,10 +234,7 @@ export class OutboxConsoleController {
       );
       return;
     }
-    const admin = this.runtime.admin;
     const ids = targets ?? (selection.scope === 'selection' ? selection.ids : []);
-    const affected =
-      action === 'retry' ? (await admin.retry(ids)).requeued : await admin.purge(ids);
     const entry: OutboxConsoleAuditEntry = {
       at: new Date(),
       actor: this.runtime.principal(req),
@@ -236,10 +242,59 @@ export class OutboxConsoleController {
       scope: selection.scope,
       target: describe(selection),
       confirmed: expected,
-      affected,
+      affected: 0,
     };
-    await this.runtime.audit.record(entry);
-    this.respond.page(res, 200, resultPage(this.ctx(req), entry));
+    const done = await this.act(entry, ids);
+    if (done.error === undefined) {
+      this.respond.page(res, 200, resultPage(this.ctx(req), { ...entry, affected: done.affected }));
+      return;
+    }
+    this.logger.error(
+      `${entry.action} by ${entry.scope} (${entry.target}) stopped after ${done.affected} of ${expected}: ${describeError(done.error)}`,
+    );
+    this.respond.page(res, 500, stoppedPage(this.ctx(req), entry, done.affected));
+  }
+
+  /**
+   * Runs the action on `ids` a transaction's worth at a time, in the order given (queue order
+   * for a filter, so each part is requeued without reading every dead letter to order it), and
+   * writes an audit entry for each part as soon as it has committed: a later part that fails
+   * leaves the earlier ones done, and the audit log says so.
+   */
+  private async act(
+    entry: OutboxConsoleAuditEntry,
+    ids: readonly string[],
+  ): Promise<{ affected: number; error?: unknown }> {
+    const admin = this.runtime.admin;
+    const parts: string[][] = [];
+    for (let i = 0; i < ids.length; i += OUTBOX_ADMIN_MAX_LIMIT) {
+      parts.push(ids.slice(i, i + OUTBOX_ADMIN_MAX_LIMIT));
+    }
+    let affected = 0;
+    for (const [index, part] of parts.entries()) {
+      let done: number;
+      try {
+        if (entry.action === 'retry') {
+          const report = await admin.retry(part);
+          done = report.requeued + report.resequenced;
+        } else {
+          done = await admin.purge(part);
+        }
+      } catch (error) {
+        return { affected, error };
+      }
+      affected += done;
+      await this.runtime.audit.record({
+        ...entry,
+        at: new Date(),
+        target:
+          parts.length === 1
+            ? entry.target
+            : `${entry.target}, part ${index + 1} of ${parts.length}`,
+        affected: done,
+      });
+    }
+    return { affected };
   }
 
   private checkAction(req: OutboxConsoleRequest, body: ConsoleParams): void {
