@@ -323,6 +323,22 @@ describeWith(['postgres'], 'OutboxConsoleModule over HTTP (PostgreSQL, Express)'
     expect((await c!.admin.counts({ status: 'dead' })).dead).toBe(2);
   });
 
+  it("names a visitor the app's actor does not name as the default would, in the audit log", async () => {
+    c = await openConsoleApp(rejectingPublisher(), { actor: () => undefined });
+    await c.enqueue([{ topic: 'orders', payload: {} }]);
+    await c.dispatcher.drain();
+    const token = tokenOf((await get(`${c.url}/messages?status=dead`)).body);
+    const run = await post(`${c.url}/actions/run`, [
+      ['csrf', token],
+      ['action', 'purge'],
+      ['scope', 'filter'],
+      ['topic', 'orders'],
+      ['expected', '1'],
+    ]);
+    expect(run.status).toBe(200);
+    expect((await get(`${c.url}/audit`)).body).toMatch(/<td>anonymous@[^<]+<\/td><td>purge<\/td>/);
+  });
+
   it('takes a page token only from the signed-in user it was made for', async () => {
     c = await openConsoleApp(rejectingPublisher(), {
       authorize: undefined,
