@@ -36,7 +36,7 @@ const SECRET_WORDS = new Set(['pw', 'pass', 'auth', 'sig']);
 // password_length or tokens_total, which are harmless metrics and stay readable.
 const SAME_SECRET_SUFFIXES = ['value', 'val', 'str', 'string', 'text', 'raw', 'plain', 'b64'];
 
-type SecretKind = 'value' | 'authorization' | 'cookie' | 'bearer';
+type SecretKind = 'value' | 'token' | 'authorization' | 'cookie' | 'bearer' | 'basic';
 
 /** Removes credentials from text that may reach logs or the `last_error` column. */
 export function redactSecrets(text: string): string {
@@ -148,13 +148,14 @@ function secretKind(name: string): SecretKind | undefined {
   const last = segments[segments.length - 1];
   if (last === undefined) return undefined;
   if (last === 'authorization' || last === 'cookie') return last;
-  if (last === 'bearer') return segments.length === 1 ? 'bearer' : undefined;
+  if (last === 'bearer' || last === 'basic') return segments.length === 1 ? last : undefined;
   if (SECRET_WORDS.has(last)) return 'value';
   // Joined, so that api-key, secret_key and DB_PASSWORD read like apikey, secretkey, password;
   // a camelCase tokenValue loses its suffix like token_value does.
   let joined = segments.join('');
   const same = SAME_SECRET_SUFFIXES.find((s) => joined.endsWith(s) && joined.length > s.length);
   if (same !== undefined) joined = joined.slice(0, -same.length);
+  if (joined.endsWith('token')) return 'token';
   return SECRET_SUFFIXES.some((s) => joined.endsWith(s)) ? 'value' : undefined;
 }
 
@@ -166,8 +167,9 @@ interface Span {
 /**
  * Masks the value after a secret-looking name and `=` or `:`: `password=x`, `"password": "a b"`,
  * `DB_PASSWORD='x'`, `Password=a b;` (ADO-style), `Authorization: Bearer x` (keeping the
- * scheme), and a bare `Bearer <token>`. Prose such as "wrong password for user x" has no
- * separator after the name and is left alone.
+ * scheme), a value alone on the next line (`password:` then `  x`), a bare `Bearer <token>`,
+ * `token <token>` and `Basic <base64 of user:password>`. Prose such as "wrong password for
+ * user x" has no separator after the name and is left alone.
  */
 function redactNamedValues(text: string): string {
   let out = '';
@@ -182,7 +184,12 @@ function redactNamedValues(text: string): string {
     while (i < text.length && isNameChar(text[i])) i++;
     const kind = secretKind(text.slice(start, i));
     if (kind === undefined) continue;
-    const value = kind === 'bearer' ? bearerToken(text, i) : namedValue(text, start, i, kind);
+    const value =
+      kind === 'bearer'
+        ? bearerToken(text, i)
+        : kind === 'basic'
+          ? basicCredentials(text, i)
+          : namedValue(text, start, i, kind);
     if (value === undefined || value.end <= value.start) continue;
     out += text.slice(copied, value.start) + MASK;
     copied = value.end;
@@ -208,11 +215,18 @@ function namedValue(
     separator = /^%3[dD]/.test(text.slice(j, j + 3)) ? '=' : ':';
     j += 2;
   }
-  if (separator !== '=' && separator !== ':') return undefined;
+  if (separator !== '=' && separator !== ':') {
+    return kind === 'token' ? bearerToken(text, nameEnd, TOKEN_MIN_LENGTH) : undefined;
+  }
   j++;
   if (separator === '=' && text[j] === '>') j++;
   if (separator === ':' && text.startsWith('//', j)) return undefined;
   while (j < text.length && (text[j] === ' ' || text[j] === '\t')) j++;
+  if (isLineEnd(text[j])) {
+    const next = nextLineValue(text, j);
+    if (next === undefined) return undefined;
+    j = next;
+  }
   if (text.startsWith(MASK, j)) return undefined;
 
   let quote = j;
@@ -240,6 +254,29 @@ function namedValue(
   }
   return { start: j, end: secretValueEnd(text, j) };
 }
+
+// Where a name ends its line (`password=`, a YAML `password:`), the value is the next line
+// (its first character, after blanks), unless that line is empty, closes a structure or starts
+// a setting of its own (`DB_USER=app`, `file: /run/secrets/x`): then the value was empty, and
+// the next line is not swallowed.
+function nextLineValue(text: string, lineEnd: number): number | undefined {
+  let k = lineEnd + (text[lineEnd] === '\r' && text[lineEnd + 1] === '\n' ? 2 : 1);
+  while (k < text.length && (text[k] === ' ' || text[k] === '\t')) k++;
+  const first = text[k];
+  if (first === undefined || isLineEnd(first) || NOT_A_VALUE_START.has(first)) return undefined;
+  let m = k;
+  while (m < text.length && m - k < 64 && /[A-Za-z0-9_.-]/.test(text[m] as string)) m++;
+  const after = text[m];
+  if (
+    m > k &&
+    (after === '=' ||
+      (after === ':' && (m + 1 === text.length || /\s/.test(text[m + 1] as string))))
+  ) {
+    return undefined;
+  }
+  return k;
+}
+const NOT_A_VALUE_START = new Set([...',;&)]}>']);
 
 // An unquoted secret may hold spaces, commas or parentheses, and nothing says where it ends:
 // it is masked up to what surely follows it (the end of the line, a `;` or `&` separator, a
@@ -312,9 +349,13 @@ function bareEnd(text: string, start: number, limit: number): number {
   return k;
 }
 
-// A bare `Bearer <token>` outside an Authorization header. "Bearer token required" stays: a
-// token is taken to contain a non-letter or be at least 20 characters long.
-function bearerToken(text: string, nameEnd: number): Span | undefined {
+// A credential after `token ` is at least this long, so that "Unexpected token 1 in JSON" stays.
+const TOKEN_MIN_LENGTH = 8;
+
+// A bare `Bearer <token>` outside an Authorization header, or `token <token>`. "Bearer token
+// required" and "token expired" stay: a token is taken to contain a non-letter or be at least
+// 20 characters long.
+function bearerToken(text: string, nameEnd: number, minLength = 1): Span | undefined {
   if (text[nameEnd] !== ' ') return undefined;
   const start = nameEnd + 1;
   let end = start;
@@ -323,8 +364,25 @@ function bearerToken(text: string, nameEnd: number): Span | undefined {
     if (!/[A-Za-z]/.test(text[end] ?? '')) letters = false;
     end++;
   }
-  if (end === start || (letters && end - start < 20)) return undefined;
+  if (end - start < minLength || (letters && end - start < 20)) return undefined;
   return { start, end };
+}
+
+// A bare `Basic <credentials>` outside an Authorization header: masked only when the word after
+// it is base64 of `user:password` (RFC 7617), so "Basic authentication failed" and
+// `Basic realm="x"` stay.
+function basicCredentials(text: string, nameEnd: number): Span | undefined {
+  if (text[nameEnd] !== ' ') return undefined;
+  const start = nameEnd + 1;
+  let end = start;
+  while (end < text.length && /[A-Za-z0-9+/]/.test(text[end] as string)) end++;
+  const data = end - start;
+  let padded = end;
+  while (padded < text.length && padded - end < 2 && text[padded] === '=') padded++;
+  if (data < 4 || (padded > end ? (padded - start) % 4 !== 0 : data % 4 === 1)) return undefined;
+  const decoded = Buffer.from(text.slice(start, end), 'base64').toString('latin1');
+  if (!decoded.includes(':') || [...decoded].some((c) => c < ' ' || c === '\x7f')) return undefined;
+  return { start, end: padded };
 }
 
 /**
@@ -362,12 +420,11 @@ function redactCommandSecrets(text: string): string {
 }
 
 // Credentials recognisable by their shape alone: JSON Web Tokens, and API keys whose prefix
-// names their issuer (Stripe, GitHub, GitLab, Slack, AWS access key ids).
+// names their issuer (Stripe, GitHub, GitLab, Slack, AWS access key ids). Stripe's secret,
+// restricted and webhook-signing prefixes say "secret" alone, whatever the length after them;
+// the others need 12 characters more, as no word of prose is that long after them.
+const STRIPE_PREFIXES = ['sk_live_', 'sk_test_', 'rk_live_', 'rk_test_', 'whsec_'];
 const TOKEN_PREFIXES = [
-  'sk_live_',
-  'sk_test_',
-  'rk_live_',
-  'rk_test_',
   'ghp_',
   'gho_',
   'ghu_',
@@ -400,6 +457,7 @@ function redactTokens(text: string): string {
     const word = text.slice(start, i);
     if (
       isJwt(word) ||
+      STRIPE_PREFIXES.some((p) => word.startsWith(p) && word.length > p.length) ||
       TOKEN_PREFIXES.some((p) => word.startsWith(p) && word.length >= p.length + 12)
     ) {
       out += text.slice(copied, start) + MASK;

@@ -33,6 +33,19 @@ class AdminHeaderGuard implements CanActivate {
   }
 }
 
+/** An app's sign-in guard: the console's bearer token, and the user named by `x-user`. */
+@Injectable()
+class SignedInUserGuard implements CanActivate {
+  canActivate(context: ExecutionContext): boolean {
+    const request = context
+      .switchToHttp()
+      .getRequest<{ headers: Record<string, string | undefined>; user?: unknown }>();
+    if (request.headers.authorization !== auth.authorization) return false;
+    request.user = { username: request.headers['x-user'] };
+    return true;
+  }
+}
+
 describeWith(['postgres'], 'OutboxConsoleModule over HTTP (PostgreSQL, Express)', () => {
   let c: ConsoleApp | undefined;
   afterEach(async () => {
@@ -285,6 +298,75 @@ describeWith(['postgres'], 'OutboxConsoleModule over HTTP (PostgreSQL, Express)'
     expect((await c!.admin.counts({ status: 'dead' })).dead).toBe(5);
   });
 
+  it('refuses a POST with Origin: null unless the browser says it came from the console', async () => {
+    await withDeadLetters();
+    const token = tokenOf((await get(`${c!.url}/messages?status=dead`)).body);
+    const form: [string, string][] = [
+      ['csrf', token],
+      ['action', 'purge'],
+      ['scope', 'filter'],
+      ['topic', 'orders'],
+      ['expected', '3'],
+    ];
+    // A sandboxed iframe, a data: URL or a redirect across sites posts with an opaque origin.
+    const opaque = await post(`${c!.url}/actions/run`, form, { ...auth, origin: 'null' });
+    expect(opaque.status).toBe(403);
+    expect(opaque.body).toMatch(/opaque origin/);
+    expect((await c!.admin.counts({ status: 'dead' })).dead).toBe(5);
+    // A browser that sends Origin: null under a no-referrer policy also says same-origin.
+    const own = await post(`${c!.url}/actions/run`, form, {
+      ...auth,
+      origin: 'null',
+      'sec-fetch-site': 'same-origin',
+    });
+    expect(own.status).toBe(200);
+    expect((await c!.admin.counts({ status: 'dead' })).dead).toBe(2);
+  });
+
+  it("names a visitor the app's actor does not name as the default would, in the audit log", async () => {
+    c = await openConsoleApp(rejectingPublisher(), { actor: () => undefined });
+    await c.enqueue([{ topic: 'orders', payload: {} }]);
+    await c.dispatcher.drain();
+    const token = tokenOf((await get(`${c.url}/messages?status=dead`)).body);
+    const run = await post(`${c.url}/actions/run`, [
+      ['csrf', token],
+      ['action', 'purge'],
+      ['scope', 'filter'],
+      ['topic', 'orders'],
+      ['expected', '1'],
+    ]);
+    expect(run.status).toBe(200);
+    expect((await get(`${c.url}/audit`)).body).toMatch(/<td>anonymous@[^<]+<\/td><td>purge<\/td>/);
+  });
+
+  it('takes a page token only from the signed-in user it was made for', async () => {
+    c = await openConsoleApp(rejectingPublisher(), {
+      authorize: undefined,
+      guard: SignedInUserGuard,
+    });
+    await c.enqueue([{ topic: 'orders', payload: {} }]);
+    await c.dispatcher.drain();
+    const as = (user: string): Record<string, string> => ({ ...auth, 'x-user': user });
+    const alices = tokenOf((await get(`${c.url}/messages?status=dead`, as('alice'))).body);
+    const form: [string, string][] = [
+      ['csrf', alices],
+      ['action', 'purge'],
+      ['scope', 'filter'],
+      ['topic', 'orders'],
+      ['expected', '1'],
+    ];
+    const bob = await post(`${c.url}/actions/run`, form, as('bob'));
+    expect(bob.status).toBe(403);
+    expect(bob.body).toMatch(/console token is not valid/);
+    expect((await c.admin.counts({ status: 'dead' })).dead).toBe(1);
+    const alice = await post(`${c.url}/actions/run`, form, as('alice'));
+    expect(alice.status).toBe(200);
+    expect((await c.admin.counts({ status: 'dead' })).dead).toBe(0);
+    expect((await get(`${c.url}/audit`, as('alice'))).body).toMatch(
+      /<td>alice<\/td><td>purge<\/td>/,
+    );
+  });
+
   it('purges by filter after a confirmation that shows the exact count, and writes the audit log', async () => {
     const { orders, billing } = await withDeadLetters();
     const token = tokenOf((await get(`${c!.url}/messages?status=dead&topic=orders`)).body);
@@ -384,6 +466,67 @@ describeWith(['postgres'], 'OutboxConsoleModule over HTTP (PostgreSQL, Express)'
     }
   });
 
+  it.each(['purge', 'retry'] as const)(
+    'audits each part of a %s by filter as it commits, when a later part fails',
+    async (action) => {
+      const auditTableName = uniqueTable('console_audit');
+      const postgres = testDatabase('postgres');
+      const scratch = uniqueTable('outbox_console');
+      const setup = await postgres.open(scratch);
+      await ensureOutboxConsoleAuditTable(setup, { tableName: auditTableName });
+      await postgres.close(setup, scratch);
+      c = await openConsoleApp(rejectingPublisher(), { auditTableName, actor: () => 'ops' });
+      const ds = c.dataSource;
+      const refuse = `${c.table}_refuse`;
+      try {
+        // One part more than a transaction takes (1 000 ids): the last one is in the second.
+        const ids = await c.enqueue(
+          Array.from({ length: 1_001 }, (_, n) => ({ topic: 'bulk', payload: { n } })),
+        );
+        await c.dispatcher.drain();
+        expect((await c.admin.counts({ status: 'dead' })).dead).toBe(1_001);
+        // The database refuses to change the last one, so the second part fails and rolls back.
+        await ds.query(
+          `CREATE FUNCTION "${refuse}"() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'refused by a trigger'; END $$`,
+        );
+        await ds.query(
+          `CREATE TRIGGER "${refuse}" BEFORE UPDATE OR DELETE ON "${c.table}" FOR EACH ROW WHEN (OLD.message_id = '${ids[1_000]}') EXECUTE FUNCTION "${refuse}"()`,
+        );
+        const token = tokenOf((await get(`${c.url}/messages?status=dead`)).body);
+        const run = await post(`${c.url}/actions/run`, [
+          ['csrf', token],
+          ['action', action],
+          ['scope', 'filter'],
+          ['topic', 'bulk'],
+          ['expected', '1001'],
+        ]);
+        expect(run.status).toBe(500);
+        expect((await c.admin.counts({ status: 'dead' })).dead).toBe(1);
+        const rows = await ds.query<
+          { actor: string; action: string; target: string; confirmed: number; affected: number }[]
+        >(
+          `SELECT actor, action, scope, target, confirmed, affected FROM "${auditTableName}" ORDER BY id`,
+        );
+        expect(rows).toEqual([
+          {
+            actor: 'ops',
+            action,
+            scope: 'filter',
+            target: 'topic="bulk", part 1 of 2',
+            confirmed: 1_001,
+            affected: 1_000,
+          },
+        ]);
+        // The page says what was done, and that the rest was not.
+        expect(run.body).toMatch(/1000 of the 1001 dead letters/);
+      } finally {
+        await ds.query(`DROP TABLE IF EXISTS "${auditTableName}"`);
+        await ds.query(`DROP TRIGGER IF EXISTS "${refuse}" ON "${c.table}"`);
+        await ds.query(`DROP FUNCTION IF EXISTS "${refuse}"()`);
+      }
+    },
+  );
+
   it('retries a selection: the message leaves the dead letters and is published again', async () => {
     const publisher = rejectingPublisher();
     c = await openConsoleApp(publisher);
@@ -414,6 +557,29 @@ describeWith(['postgres'], 'OutboxConsoleModule over HTTP (PostgreSQL, Express)'
     expect((await c.admin.get(first!))?.status).toBe('delivered');
     expect(publisher.attemptsOf(first!)).toBe(2);
     expect((await c.admin.get(second!))?.status).toBe('dead');
+  });
+
+  it('counts a retried dead letter moved behind its key as retried, on the page and in the audit', async () => {
+    c = await openConsoleApp(rejectingPublisher(), { ordering: { onDeadLetter: 'skip' } });
+    const [dead] = await c.enqueue([{ topic: 'orders', key: 'k-1', payload: { n: 1 } }]);
+    await c.dispatcher.drain();
+    // A later message of the key queued past the dead one: the retry puts it behind that one.
+    const [later] = await c.enqueue([{ topic: 'orders', key: 'k-1', payload: { n: 2 } }]);
+    expect((await c.admin.get(later!))?.status).toBe('pending');
+    const token = tokenOf((await get(`${c.url}/messages?status=dead`)).body);
+    const run = await post(`${c.url}/actions/run`, [
+      ['csrf', token],
+      ['action', 'retry'],
+      ['scope', 'selection'],
+      ['id', dead!],
+      ['expected', '1'],
+    ]);
+    expect(countOf(run.body, 'result')).toBe(1);
+    const [first, second] = (await c.admin.list({ key: 'k-1', status: 'pending' })).items;
+    expect([first?.messageId, second?.messageId]).toEqual([later, dead]);
+    expect((await get(`${c.url}/audit`)).body).toMatch(
+      /<td>retry<\/td><td>selection: ids [^<]+<\/td><td>1<\/td><td>1<\/td>/,
+    );
   });
 
   it('shows blocked keys, stuck leases and why a message is not out', async () => {

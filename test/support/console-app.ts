@@ -9,6 +9,7 @@ import {
   OutboxModule,
   OutboxService,
   type OutboxMessage,
+  type OutboxModuleOptions,
   type OutboxPublisher,
 } from '../../lib';
 import { OutboxConsoleModule, type OutboxConsoleOptions } from '../../lib/operations/console';
@@ -44,13 +45,18 @@ export interface ConsoleHttp {
 /** The console accepts `Authorization: Bearer CONSOLE_TOKEN` unless `console` says otherwise. */
 export async function openConsoleApp(
   publisher: OutboxPublisher,
-  console: OutboxConsoleOptions & { path?: string; auditTableName?: string } = {},
+  console: OutboxConsoleOptions & {
+    path?: string;
+    auditTableName?: string;
+    /** The outbox's `ordering` options. @default ordering on, dead letters block their key */
+    ordering?: OutboxModuleOptions['ordering'];
+  } = {},
   http: ConsoleHttp = {},
 ): Promise<ConsoleApp> {
   const db = testDatabase('postgres');
   const table = uniqueTable('outbox_console');
   const dataSource = await db.open(table);
-  const { auditTableName, ...consoleOptions } = console;
+  const { auditTableName, ordering, ...consoleOptions } = console;
   try {
     const moduleRef = await Test.createTestingModule({
       imports: [
@@ -61,6 +67,7 @@ export async function openConsoleApp(
           autoStart: false,
           retry: { maxAttempts: 1 },
           dispatcher: { listen: false },
+          ...(ordering === undefined ? {} : { ordering }),
         }),
         OutboxConsoleModule.forRoot({
           authorize: (request) => request.headers.authorization === `Bearer ${CONSOLE_TOKEN}`,

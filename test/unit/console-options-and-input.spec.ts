@@ -118,24 +118,31 @@ describe('console CSRF', () => {
   it('accepts its own fresh token from the same origin only', () => {
     let now = 1_000_000;
     const csrf = new ConsoleCsrf(() => now);
-    const token = csrf.token();
-    expect(csrf.refusal(same, token)).toBeNull();
-    expect(csrf.refusal({ headers: { host: 'ops.example:3000' } }, token)).toBeNull();
-    expect(csrf.refusal(same, undefined)).toMatch(/no console token/);
-    expect(csrf.refusal(same, new ConsoleCsrf(() => now).token())).toMatch(/not valid/);
-    expect(csrf.refusal(same, token.replace(/^\d+/, String(now + 10 * 3_600_000)))).toMatch(
+    const token = csrf.token('alice');
+    expect(csrf.refusal(same, token, 'alice')).toBeNull();
+    expect(csrf.refusal({ headers: { host: 'ops.example:3000' } }, token, 'alice')).toBeNull();
+    expect(csrf.refusal(same, undefined, 'alice')).toMatch(/no console token/);
+    expect(csrf.refusal(same, new ConsoleCsrf(() => now).token('alice'), 'alice')).toMatch(
       /not valid/,
     );
     expect(
-      csrf.refusal({ headers: { ...same.headers, 'sec-fetch-site': 'cross-site' } }, token),
+      csrf.refusal(same, token.replace(/^\d+/, String(now + 10 * 3_600_000)), 'alice'),
+    ).toMatch(/not valid/);
+    expect(
+      csrf.refusal(
+        { headers: { ...same.headers, 'sec-fetch-site': 'cross-site' } },
+        token,
+        'alice',
+      ),
     ).toMatch(/another site/);
     expect(
       csrf.refusal(
         { headers: { host: 'ops.example:3000', origin: 'https://evil.example' } },
         token,
+        'alice',
       ),
     ).toMatch(/another origin/);
     now += 3_600_001;
-    expect(csrf.refusal(same, token)).toMatch(/expired/);
+    expect(csrf.refusal(same, token, 'alice')).toMatch(/expired/);
   });
 });

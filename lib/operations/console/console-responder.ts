@@ -10,7 +10,9 @@ const SECURITY_HEADERS: readonly [string, string][] = [
   ],
   ['X-Content-Type-Options', 'nosniff'],
   ['X-Frame-Options', 'DENY'],
-  ['Referrer-Policy', 'no-referrer'],
+  // Nothing of the console's URLs (ids, filters) to other sites; its own posts then carry their
+  // true Origin, where no-referrer makes a browser send Origin: null, which CSRF refuses.
+  ['Referrer-Policy', 'same-origin'],
   ['Cache-Control', 'no-store'],
 ];
 

@@ -131,6 +131,20 @@ function userName(user: unknown): string | undefined {
 const defaultActor = (request: OutboxConsoleRequest): string =>
   userName(request.user) ?? `anonymous@${request.ip ?? 'unknown'}`;
 
+/**
+ * The app's `actor`, falling back to the default where it names no one (it may answer
+ * `undefined`): the audit log and the CSRF token's binding always have a name.
+ */
+function actorOf(
+  actor: NonNullable<OutboxConsoleOptions['actor']> | null,
+): ResolvedOutboxConsoleOptions['actor'] {
+  if (actor === null) return defaultActor;
+  return (request) => {
+    const name = actor(request);
+    return typeof name === 'string' && name !== '' ? name : defaultActor(request);
+  };
+}
+
 function fn<T>(value: unknown, option: string, example: string): T | null {
   if (value === undefined || value === null) return null;
   if (typeof value !== 'function') {
@@ -238,12 +252,13 @@ export function resolveOutboxConsoleOptions(
     authorize,
     unsafeAllowAnonymous,
     readOnly: checks.bool(options.readOnly, false, 'readOnly'),
-    actor:
-      fn<ResolvedOutboxConsoleOptions['actor']>(
+    actor: actorOf(
+      fn<NonNullable<OutboxConsoleOptions['actor']>>(
         options.actor,
         'actor',
         '(request) => request.user.email',
-      ) ?? defaultActor,
+      ),
+    ),
     loginUrl,
     audit: fn<ResolvedOutboxConsoleOptions['audit']>(
       options.audit,

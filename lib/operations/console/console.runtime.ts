@@ -109,6 +109,14 @@ export class ConsoleRuntime implements OnModuleInit, OnApplicationBootstrap, OnM
     return this.dispatcher?.status() ?? null;
   }
 
+  /**
+   * Who is behind a request, as the audit log names them (`actor`): the principal the app's
+   * guard resolved, else `anonymous@<ip>`. A CSRF token is only taken from the one it was shown to.
+   */
+  principal(request: OutboxConsoleRequest): string {
+    return this.options.actor(request);
+  }
+
   /** Whether the app's guard or callback lets this request in. */
   async allows(context: ExecutionContext): Promise<boolean> {
     if (this.guard !== null) {

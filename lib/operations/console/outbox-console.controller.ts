@@ -3,6 +3,7 @@ import {
   ForbiddenException,
   Get,
   Inject,
+  Logger,
   Param,
   Post,
   Query,
@@ -12,6 +13,7 @@ import {
   UseGuards,
 } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
+import { describeError } from '../../internal/describe-error';
 import type { OutboxDeadLetterFilter } from '../admin/outbox-admin.interfaces';
 import { OUTBOX_ADMIN_MAX_LIMIT } from '../admin/outbox.admin';
 import { CONSOLE_CSS, CONSOLE_JS } from './console.assets';
@@ -33,7 +35,13 @@ import {
 import { ConsoleResponder } from './console-responder';
 import { ConsoleRuntime } from './console.runtime';
 import type { OutboxConsoleAuditEntry, OutboxConsoleRequest } from './console.options';
-import { auditPage, confirmPage, resultPage, type ConsoleSelection } from './views/actions.view';
+import {
+  auditPage,
+  confirmPage,
+  resultPage,
+  stoppedPage,
+  type ConsoleSelection,
+} from './views/actions.view';
 import { blockedKeysPage, stuckLeasesPage } from './views/keys-and-leases.view';
 import { notice, type ViewContext } from './views/layout.view';
 import { messagePage, whyPage } from './views/message.view';
@@ -52,6 +60,7 @@ const MAX_SELECTION = 500;
 @UseFilters(ConsoleExceptionFilter)
 export class OutboxConsoleController {
   private readonly respond: ConsoleResponder;
+  private readonly logger = new Logger('OutboxConsole');
 
   constructor(
     @Inject(ConsoleRuntime) private readonly runtime: ConsoleRuntime,
@@ -60,21 +69,27 @@ export class OutboxConsoleController {
     this.respond = new ConsoleResponder(() => adapterHost.httpAdapter);
   }
 
-  private get ctx(): ViewContext {
+  /** What every page needs, with the CSRF token of the principal it is shown to. */
+  private ctx(req: OutboxConsoleRequest): ViewContext {
     return {
       base: this.runtime.path,
       readOnly: this.runtime.options.readOnly,
-      csrf: this.runtime.csrf.token(),
+      csrf: this.runtime.csrf.token(this.runtime.principal(req)),
     };
   }
 
   @Get()
-  async overview(@Res() res: unknown): Promise<void> {
+  async overview(@Req() req: OutboxConsoleRequest, @Res() res: unknown): Promise<void> {
     const now = await this.runtime.sampler.latest();
     this.respond.page(
       res,
       200,
-      overviewPage(this.ctx, now, this.runtime.sampler.history(), this.runtime.dispatcherStatus()),
+      overviewPage(
+        this.ctx(req),
+        now,
+        this.runtime.sampler.history(),
+        this.runtime.dispatcherStatus(),
+      ),
     );
   }
 
@@ -89,57 +104,81 @@ export class OutboxConsoleController {
   }
 
   @Get('messages')
-  async messages(@Query() q: ConsoleParams, @Res() res: unknown): Promise<void> {
+  async messages(
+    @Req() req: OutboxConsoleRequest,
+    @Query() q: ConsoleParams,
+    @Res() res: unknown,
+  ): Promise<void> {
     const filter = messageFilter(q);
     const page = await this.runtime.admin.list(filter, {
       after: cursor(q),
       limit: this.runtime.options.pageSize,
     });
     const { status = 'dead', ...rest } = filter;
-    this.respond.page(res, 200, messagesPage(this.ctx, status as 'dead', rest, page));
+    this.respond.page(res, 200, messagesPage(this.ctx(req), status as 'dead', rest, page));
   }
 
   @Get('messages/:id')
-  async message(@Param('id') id: string, @Res() res: unknown): Promise<void> {
+  async message(
+    @Req() req: OutboxConsoleRequest,
+    @Param('id') id: string,
+    @Res() res: unknown,
+  ): Promise<void> {
     const why = await this.runtime.admin.why(uuid(id));
     if (why.message === null) {
-      this.respond.page(res, 404, notice(this.ctx, 'Not found', `No message has the id ${id}.`));
+      this.respond.page(
+        res,
+        404,
+        notice(this.ctx(req), 'Not found', `No message has the id ${id}.`),
+      );
       return;
     }
-    this.respond.page(res, 200, messagePage(this.ctx, why.message, why));
+    this.respond.page(res, 200, messagePage(this.ctx(req), why.message, why));
   }
 
   @Get('why')
-  async why(@Query() q: ConsoleParams, @Res() res: unknown): Promise<void> {
+  async why(
+    @Req() req: OutboxConsoleRequest,
+    @Query() q: ConsoleParams,
+    @Res() res: unknown,
+  ): Promise<void> {
     const id = text(q, 'id');
     const why = id === undefined ? null : await this.runtime.admin.why(uuid(id));
-    this.respond.page(res, 200, whyPage(this.ctx, id, why));
+    this.respond.page(res, 200, whyPage(this.ctx(req), id, why));
   }
 
   @Get('blocked-keys')
-  async blockedKeys(@Query() q: ConsoleParams, @Res() res: unknown): Promise<void> {
+  async blockedKeys(
+    @Req() req: OutboxConsoleRequest,
+    @Query() q: ConsoleParams,
+    @Res() res: unknown,
+  ): Promise<void> {
     const page = await this.runtime.admin.blockedKeys({
       after: cursor(q),
       limit: this.runtime.options.pageSize,
     });
-    this.respond.page(res, 200, blockedKeysPage(this.ctx, page));
+    this.respond.page(res, 200, blockedKeysPage(this.ctx(req), page));
   }
 
   @Get('stuck-leases')
-  async stuckLeases(@Query() q: ConsoleParams, @Res() res: unknown): Promise<void> {
+  async stuckLeases(
+    @Req() req: OutboxConsoleRequest,
+    @Query() q: ConsoleParams,
+    @Res() res: unknown,
+  ): Promise<void> {
     const minutes = minutesParam(q, 'leasedLongerThanMinutes');
     const page = await this.runtime.admin.stuckLeases({
       after: cursor(q),
       limit: this.runtime.options.pageSize,
       ...(minutes === undefined ? {} : { leasedLongerThanMs: Math.round(minutes * 60_000) }),
     });
-    this.respond.page(res, 200, stuckLeasesPage(this.ctx, page, minutes));
+    this.respond.page(res, 200, stuckLeasesPage(this.ctx(req), page, minutes));
   }
 
   @Get('audit')
-  async audit(@Res() res: unknown): Promise<void> {
+  async audit(@Req() req: OutboxConsoleRequest, @Res() res: unknown): Promise<void> {
     const entries = await this.runtime.audit.recent();
-    this.respond.page(res, 200, auditPage(this.ctx, entries, this.runtime.audit.durable));
+    this.respond.page(res, 200, auditPage(this.ctx(req), entries, this.runtime.audit.durable));
   }
 
   /** The confirmation page: what the action would touch, counted now. */
@@ -156,7 +195,7 @@ export class OutboxConsoleController {
     this.respond.page(
       res,
       200,
-      confirmPage(this.ctx, action, selection, matched, describe(selection)),
+      confirmPage(this.ctx(req), action, selection, matched, describe(selection)),
     );
   }
 
@@ -186,7 +225,7 @@ export class OutboxConsoleController {
         res,
         409,
         confirmPage(
-          this.ctx,
+          this.ctx(req),
           action,
           selection,
           matched,
@@ -195,28 +234,74 @@ export class OutboxConsoleController {
       );
       return;
     }
-    const admin = this.runtime.admin;
     const ids = targets ?? (selection.scope === 'selection' ? selection.ids : []);
-    const affected =
-      action === 'retry' ? (await admin.retry(ids)).requeued : await admin.purge(ids);
     const entry: OutboxConsoleAuditEntry = {
       at: new Date(),
-      actor: this.runtime.options.actor(req),
+      actor: this.runtime.principal(req),
       action,
       scope: selection.scope,
       target: describe(selection),
       confirmed: expected,
-      affected,
+      affected: 0,
     };
-    await this.runtime.audit.record(entry);
-    this.respond.page(res, 200, resultPage(this.ctx, entry));
+    const done = await this.act(entry, ids);
+    if (done.error === undefined) {
+      this.respond.page(res, 200, resultPage(this.ctx(req), { ...entry, affected: done.affected }));
+      return;
+    }
+    this.logger.error(
+      `${entry.action} by ${entry.scope} (${entry.target}) stopped after ${done.affected} of ${expected}: ${describeError(done.error)}`,
+    );
+    this.respond.page(res, 500, stoppedPage(this.ctx(req), entry, done.affected));
+  }
+
+  /**
+   * Runs the action on `ids` a transaction's worth at a time, in the order given (queue order
+   * for a filter, so each part is requeued without reading every dead letter to order it), and
+   * writes an audit entry for each part as soon as it has committed: a later part that fails
+   * leaves the earlier ones done, and the audit log says so.
+   */
+  private async act(
+    entry: OutboxConsoleAuditEntry,
+    ids: readonly string[],
+  ): Promise<{ affected: number; error?: unknown }> {
+    const admin = this.runtime.admin;
+    const parts: string[][] = [];
+    for (let i = 0; i < ids.length; i += OUTBOX_ADMIN_MAX_LIMIT) {
+      parts.push(ids.slice(i, i + OUTBOX_ADMIN_MAX_LIMIT));
+    }
+    let affected = 0;
+    for (const [index, part] of parts.entries()) {
+      let done: number;
+      try {
+        if (entry.action === 'retry') {
+          const report = await admin.retry(part);
+          done = report.requeued + report.resequenced;
+        } else {
+          done = await admin.purge(part);
+        }
+      } catch (error) {
+        return { affected, error };
+      }
+      affected += done;
+      await this.runtime.audit.record({
+        ...entry,
+        at: new Date(),
+        target:
+          parts.length === 1
+            ? entry.target
+            : `${entry.target}, part ${index + 1} of ${parts.length}`,
+        affected: done,
+      });
+    }
+    return { affected };
   }
 
   private checkAction(req: OutboxConsoleRequest, body: ConsoleParams): void {
     if (this.runtime.options.readOnly)
       throw new ForbiddenException('The console is read-only (option readOnly).');
     if (body === null || typeof body !== 'object') throw new ConsoleInputError(MISSING_FORM);
-    const refusal = this.runtime.csrf.refusal(req, body.csrf);
+    const refusal = this.runtime.csrf.refusal(req, body.csrf, this.runtime.principal(req));
     if (refusal !== null) throw new ForbiddenException(`Refused: ${refusal}.`);
   }
 

@@ -81,6 +81,24 @@ export function resultPage(ctx: ViewContext, entry: OutboxConsoleAuditEntry): Ht
   );
 }
 
+/** An action that failed part-way: what was done before, and where to read why. */
+export function stoppedPage(ctx: ViewContext, entry: OutboxConsoleAuditEntry, done: number): Html {
+  const verb = entry.action === 'retry' ? 'requeued' : 'purged';
+  return layout(
+    ctx,
+    'Stopped part-way',
+    html`<p id="result" data-count="${done}" role="alert">
+        ${done} of the ${entry.confirmed} dead letters were ${verb} (${entry.target}); the rest
+        failed, and are left as they were. The reason is in the server log; the audit log has what
+        was done.
+      </p>
+      <p>
+        <a href="${ctx.base}/messages?status=dead">Back to the dead letters</a> ·
+        <a href="${ctx.base}/audit">Audit log</a>
+      </p>`,
+  );
+}
+
 export function auditPage(
   ctx: ViewContext,
   entries: readonly OutboxConsoleAuditEntry[],

@@ -24,7 +24,7 @@ export function layout(ctx: ViewContext, title: string, body: Html): Html {
       <head>
         <meta charset="utf-8" />
         <meta name="viewport" content="width=device-width, initial-scale=1" />
-        <meta name="referrer" content="no-referrer" />
+        <meta name="referrer" content="same-origin" />
         <title>${title} · Outbox console</title>
         <link rel="stylesheet" href="${ctx.base}/assets/console.css" />
         <script src="${ctx.base}/assets/console.js" defer></script>
