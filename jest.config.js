@@ -1,27 +1,14 @@
+const { entryPoints } = require('./entry-points.json');
+
 /** @type {import('jest').Config} */
 const base = {
   preset: 'ts-jest',
   testEnvironment: 'node',
   transform: { '^.+\\.ts$': ['ts-jest', { tsconfig: 'tsconfig.json' }] },
-  moduleNameMapper: {
-    '^nestjs-outbox$': '<rootDir>/lib/index.ts',
-    '^nestjs-outbox/microservices$': '<rootDir>/lib/publishers/microservices/index.ts',
-    '^nestjs-outbox/kafka$': '<rootDir>/lib/publishers/kafka/index.ts',
-    '^nestjs-outbox/rabbitmq$': '<rootDir>/lib/publishers/rabbitmq/index.ts',
-    '^nestjs-outbox/prometheus$': '<rootDir>/lib/integrations/prometheus/index.ts',
-    '^nestjs-outbox/terminus$': '<rootDir>/lib/integrations/terminus/index.ts',
-    '^nestjs-outbox/opentelemetry$': '<rootDir>/lib/integrations/opentelemetry/index.ts',
-    '^nestjs-outbox/testing$': '<rootDir>/lib/testing/index.ts',
-    '^nestjs-outbox/inbox$': '<rootDir>/lib/inbox/index.ts',
-    '^nestjs-outbox/console$': '<rootDir>/lib/operations/console/index.ts',
-    '^nestjs-outbox/pg$': '<rootDir>/lib/orm/pg/index.ts',
-    '^nestjs-outbox/mysql2$': '<rootDir>/lib/orm/mysql2/index.ts',
-    '^nestjs-outbox/better-sqlite3$': '<rootDir>/lib/orm/better-sqlite3/index.ts',
-    '^nestjs-outbox/kysely$': '<rootDir>/lib/orm/kysely/index.ts',
-    '^nestjs-outbox/drizzle$': '<rootDir>/lib/orm/drizzle/index.ts',
-    '^nestjs-outbox/mikro-orm$': '<rootDir>/lib/orm/mikro-orm/index.ts',
-    '^nestjs-outbox/prisma$': '<rootDir>/lib/orm/prisma/index.ts',
-  },
+  // Each entry point to its source, from the one list (entry-points.json).
+  moduleNameMapper: Object.fromEntries(
+    Object.entries(entryPoints).map(([name, { source }]) => [`^${name}$`, `<rootDir>/${source}`]),
+  ),
 };
 
 // Per project, not global: jest runs a project's global setup only when the run selects one of
