@@ -7,6 +7,7 @@ import {
   OutboxService,
   PermanentPublishError,
   type OutboxMessage,
+  type OutboxPublisher,
 } from '../../lib';
 import { mikroOrmOutbox } from '../../lib/orm/mikro-orm';
 import {
@@ -19,7 +20,7 @@ import { uniqueTable } from '../support/databases';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
 import { waitFor } from '../support/wait-for';
-import { openMikroOrm } from './mikro-orm-targets';
+import { openMikroOrm, orderSchema } from './mikro-orm-targets';
 
 // The outbox's own work (admin calls, runOnce(), drain()) made while the app's em.transactional()
 // is open in the same async context: MikroORM resolves orm.em to the transaction's fork there, so
@@ -37,19 +38,24 @@ for (const database of ['postgres', 'mariadb', 'sqlite'] as const) {
     `MikroORM on ${database}: the outbox's work inside the app's em.transactional()`,
     () => {
       const table = uniqueTable('outbox_mikro_own');
+      const consumed = uniqueTable('consumed_mikro');
       let orm: MikroORM;
       let connection: OutboxConnection<MikroORM['em']>;
       const closes: (() => Promise<unknown>)[] = [];
 
       beforeAll(async () => {
-        orm = await openMikroOrm(database);
+        orm = await openMikroOrm(database, consumed);
         connection = mikroOrmOutbox(orm);
         await createOutboxTable(connection.sql, { tableName: table });
+        await connection.sql.query(
+          `CREATE TABLE ${consumed} (id ${database === 'mariadb' ? 'varchar(64)' : 'text'} PRIMARY KEY)`,
+        );
       });
 
       afterEach(async () => {
         for (const close of closes.splice(0).reverse()) await close();
         await connection.sql.query(`DELETE FROM ${table}`);
+        await connection.sql.query(`DELETE FROM ${consumed}`);
       });
 
       afterAll(async () => {
@@ -58,17 +64,21 @@ for (const database of ['postgres', 'mariadb', 'sqlite'] as const) {
           for (const statement of outboxTableDropDdl(dialect, { tableName: table })) {
             await connection.sql.query(statement);
           }
+          await connection.sql.query(`DROP TABLE IF EXISTS ${consumed}`);
         }
         await orm?.close(true);
       });
 
-      async function boot(autoStart: boolean) {
+      async function boot(
+        autoStart: boolean,
+        consumer?: (publisher: OutboxPublisher) => OutboxPublisher,
+      ) {
         const publisher = new RecordingPublisher();
         const moduleRef = await Test.createTestingModule({
           imports: [
             OutboxModule.forRoot({
               connection,
-              publisher,
+              publisher: consumer === undefined ? publisher : consumer(publisher),
               tableName: table,
               autoStart,
               dispatcher: { pollIntervalMs: 50, listen: false },
@@ -144,6 +154,33 @@ for (const database of ['postgres', 'mariadb', 'sqlite'] as const) {
         expect((await app.admin.get(second))?.status).toBe('delivered');
         expect(app.publisher.sentIds).toEqual([first, second]);
       });
+
+      // Not on SQLite: MikroORM's one connection there is the app's until its transaction ends,
+      // so a consumer's transaction of its own waits for it (docs/mikro-orm.md#on-sqlite).
+      if (database !== 'sqlite') {
+        it("commits a consumer's own em.transactional() made during a runOnce() inside a transaction that rolls back", async () => {
+          // An in-process consumer (a LocalPublisher handler) writing in a transaction of its own.
+          const schema = orderSchema(consumed);
+          const app = await boot(false, (recording) => ({
+            async publish(records, signal) {
+              for (const record of records) {
+                await orm.em.transactional((em) => {
+                  em.persist(em.create(schema, { id: record.messageId }));
+                  return Promise.resolve();
+                });
+              }
+              return recording.publish(records, signal);
+            },
+          }));
+          const id = await enqueue(app, 1);
+
+          expect((await insideRolledBack(() => app.dispatcher.runOnce())).published).toBe(1);
+
+          const { rows } = await connection.sql.query<{ id: string }>(`SELECT id FROM ${consumed}`);
+          expect(rows.map((r) => r.id)).toEqual([id]);
+          expect((await app.admin.get(id))?.status).toBe('delivered');
+        });
+      }
 
       it('goes on delivering after a runOnce() made inside a transaction that commits', async () => {
         const app = await boot(true);
