@@ -1,5 +1,6 @@
 import type { Logger } from '@nestjs/common';
 import type { SchedulerRegistry } from '@nestjs/schedule';
+import { captureAsyncContext } from '../internal/detached-context';
 import { describeError } from '../internal/describe-error';
 
 /**
@@ -9,12 +10,16 @@ import { describeError } from '../internal/describe-error';
  * The timer is listed in the app's `SchedulerRegistry` when the app has one (it imported
  * `ScheduleModule.forRoot()` itself), so it shows beside the app's own jobs; the outbox never
  * brings a scheduler of its own, which would run every `@Interval`/`@Cron` of the app twice.
+ *
+ * Every run, whether a timer's, a wake-up's or a caller's (`runOnce()`, `drain()`), runs in the
+ * async context the runner was made in, never the caller's (see `captureAsyncContext`).
  */
 export class IntervalRunner<T> {
   private current: Promise<void> | undefined;
   private timer: NodeJS.Timeout | undefined;
   /** A run was asked for while one was going: it goes once more when that one ends. */
   private again = false;
+  private readonly detached = captureAsyncContext();
 
   constructor(
     private readonly name: string,
@@ -77,7 +82,7 @@ export class IntervalRunner<T> {
   /** Runs `fn` alone: never alongside the task or another exclusive run. */
   async exclusive<R>(fn: () => Promise<R>): Promise<R> {
     while (this.current !== undefined) await this.idle();
-    const run = fn();
+    const run = this.detached(fn);
     const current = run.then(
       () => undefined,
       () => undefined,

@@ -44,6 +44,7 @@ import {
 import { DatabaseWatchdog, watchdogMarginMs } from './database-watchdog';
 import { IntervalRunner } from './interval-runner';
 import { keyRounds, recordRound } from './key-runs';
+import { isUnusableHandle } from './unusable-handle';
 
 /** Settle retries back off from this, doubling, up to `SETTLE_MAX_BACKOFF_MS`. */
 const SETTLE_FIRST_BACKOFF_MS = 100;
@@ -541,7 +542,11 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
       );
     } catch (error) {
       this.lastClaimHeldBack = true;
-      this.pause(error, 'claim failed (database unavailable?)');
+      if (isUnusableHandle(error)) {
+        this.logger.error(
+          `Claim failed on a transaction or connection that had already ended, a fault of the SQL port rather than an outage (claims not paused): ${describeError(error)}`,
+        );
+      } else this.pause(error, 'claim failed (database unavailable?)');
       return 'idle';
     }
     this.lastClaimShort = claimed.records.length < dispatcher.batchSize;

@@ -11,6 +11,12 @@ export interface MikroOrmSqlConnection {
    * `'run'` answers `{ affectedRows, insertId, rows }` for a write and the rows for a read.
    */
   execute(sql: string, params: unknown[], method: 'run', ctx?: unknown): Promise<unknown>;
+  /**
+   * Runs `work` in a transaction of its own on a pool connection (a knex transaction on
+   * MikroORM 6), whatever transaction the async context holds: without `ctx`, never nested.
+   * `options` as MikroORM takes them (`{ isolationLevel }`, its enum's value).
+   */
+  transactional<T>(work: (trx: unknown) => Promise<T>, options?: object): Promise<T>;
 }
 
 /** An `EntityManager` of MikroORM's SQL drivers: the app's, or one forked by `transactional`. */
@@ -20,8 +26,6 @@ export interface MikroOrmEntityManager {
   getPlatform(): object;
   /** The open transaction the manager runs in (a knex transaction on MikroORM 6), if any. */
   getTransactionContext(): unknown;
-  /** Runs `work` in a transaction on a fork; its options take an `isolationLevel` too. */
-  transactional<T>(work: (em: this) => Promise<T>): Promise<T>;
 }
 
 /** A `MikroORM` instance: its global EntityManager, forked for every unit of work. */

@@ -18,9 +18,11 @@ export function mikroOrmSqlRunner(
 }
 
 /**
- * The outbox's own work through MikroORM: statements on its pool, short READ COMMITTED
- * transactions with `transactional` on a fork of the global EntityManager (the app's identity
- * map untouched). No `listen`: MikroORM holds no connection for notifications, so the
+ * The outbox's own work through MikroORM: statements on its pool, and short READ COMMITTED
+ * transactions of the driver connection's own, never through `em.transactional()`: MikroORM
+ * resolves `orm.em` to the transaction of the async context, so an admin call or a `runOnce()`
+ * made inside the app's `transactional` callback would nest into the app's transaction (and
+ * roll back with it). No `listen`: MikroORM holds no connection for notifications, so the
  * dispatcher polls.
  *
  * SQLite: MikroORM's pool there is one connection, which the app's transaction holds until it
@@ -32,13 +34,7 @@ export function mikroOrmSqlPort(
   database: MikroOrmDatabase,
   databaseFile?: string,
 ): SqlPort {
-  // MikroORM's IsolationLevel.READ_COMMITTED, by value: its enum is not imported here.
-  const transactional = em.transactional.bind(em) as <T>(
-    work: (tx: MikroOrmEntityManager) => Promise<T>,
-    options: { isolationLevel?: 'read committed' },
-  ) => Promise<T>;
-  // SQLite's transactions are serializable; knex warns at any other level asked for.
-  const options = database === 'sqlite' ? {} : { isolationLevel: 'read committed' as const };
+  const connection = em.getConnection();
   return {
     databaseType: database,
     // MikroORM.init() connects; its pool opens connections as statements need them.
@@ -46,9 +42,11 @@ export function mikroOrmSqlPort(
     ...(database === 'sqlite' ? { databaseFile: databaseFile ?? '' } : {}),
     query: (sql, params) => run(em, undefined, database, sql, params),
     transaction: (work) =>
-      transactional(
-        (tx) => work(mikroOrmSqlRunner(tx, tx.getTransactionContext(), database)),
-        options,
+      connection.transactional(
+        (trx) => work(mikroOrmSqlRunner(em, trx, database)),
+        // MikroORM's IsolationLevel.READ_COMMITTED, by value: its enum is not imported here.
+        // SQLite's transactions are serializable; knex warns at any other level asked for.
+        database === 'sqlite' ? {} : { isolationLevel: 'read committed' },
       ),
   };
 }
