@@ -15,12 +15,16 @@
 # no Docker.
 set -euo pipefail
 mode=${1:-pinned}
-# The subpaths whose client libraries the modes install (oldest: all but terminus); the ES module app checks that each
-# gives the same exports through import() and require().
-subpaths="nestjs-outbox/microservices nestjs-outbox/kafka nestjs-outbox/rabbitmq nestjs-outbox/testing"
-subpaths+=" nestjs-outbox/inbox nestjs-outbox/prometheus nestjs-outbox/terminus nestjs-outbox/opentelemetry nestjs-outbox/console"
-subpaths+=" nestjs-outbox/pg"
 root=$(cd "$(dirname "$0")/.." && pwd)
+# Every subpath of the package (entry-points.json, the one list), with the optional peers each
+# loads: the ES module app imports each, and checks that import() and require() give the same
+# exports. The oldest mode leaves out terminus (@nestjs/terminus 11 needs NestJS 11).
+subpaths=$(node "$root/scripts/entry-points.mjs" --names | grep -v '^nestjs-outbox$' | tr '\n' ' ')
+peers=$(node "$root/scripts/entry-points.mjs" --peers | tr '\n' ' ')
+# The oldest version a peer range of package.json allows: its first version.
+oldest_peer() {
+  node -p "const r = require('$root/package.json').peerDependencies['$1']; '$1@' + /\d+\.\d+\.\d+/.exec(r)[0]"
+}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$root"
@@ -41,6 +45,7 @@ case "$mode" in
       prom-client @nestjs/terminus @opentelemetry/api; do
       deps+=("$(pinned "$p")")
     done
+    for p in $peers; do [[ " ${deps[*]} " == *" $p@"* ]] || deps+=("$(pinned "$p")"); done
     cjs_flags=(--module commonjs --moduleResolution node)
     ;;
   latest)
@@ -48,6 +53,7 @@ case "$mode" in
       @nestjs/microservices@latest @nestjs/typeorm@latest typeorm@latest pg@latest
       reflect-metadata@latest rxjs@latest amqplib@latest kafkajs@latest typescript@latest
       "@types/node@$node_major" prom-client@latest @nestjs/terminus@latest @opentelemetry/api@latest)
+    for p in $peers; do [[ " ${deps[*]} " == *" $p@"* ]] || deps+=("$p@latest"); done
     # The CommonJS app as a current project compiles it: TypeScript 7 has no node10 resolution,
     # and NodeNext keeps import() an import in CommonJS output.
     cjs_flags=(--module nodenext)
@@ -58,7 +64,10 @@ case "$mode" in
       amqplib@0.10 @types/amqplib kafkajs@2.2.4 "$(pinned typescript)" "@types/node@$node_major"
       prom-client@15.0.0 @opentelemetry/api@1.9.0)
     # nestjs-outbox/terminus needs @nestjs/terminus 11+, hence NestJS 11+: not installed here.
-    subpaths="${subpaths/ nestjs-outbox\/terminus/}"
+    subpaths="${subpaths/nestjs-outbox\/terminus /}"
+    for p in $peers; do
+      [[ "$p" == @nestjs/terminus || " ${deps[*]} " == *" $p@"* ]] || deps+=("$(oldest_peer "$p")")
+    done
     cjs_flags=(--module commonjs --moduleResolution node)
     ;;
   *)
