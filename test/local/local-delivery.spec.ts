@@ -319,6 +319,64 @@ for (const db of DATABASES) {
       }
     });
 
+    it("never runs a key's message, or the same message again, while a handler call of that key outlives its publish timeout; both go out in order once it returns", async () => {
+      const calls: { messageId: string; attempts: number; whileFirstRan: boolean }[] = [];
+      let firstRunning = false;
+      let releaseFirst: () => void = () => undefined;
+      const firstReturns = new Promise<void>((resolve) => {
+        releaseFirst = resolve;
+      });
+      @Injectable()
+      class Ledger {
+        @OnOutboxMessage('ledger')
+        async on(message: OutboxHandlerMessage): Promise<void> {
+          calls.push({
+            messageId: message.messageId,
+            attempts: message.attempts,
+            whileFirstRan: firstRunning,
+          });
+          if (calls.length > 1) return;
+          // The first call ignores its abort signal and runs long past publishTimeoutMs.
+          firstRunning = true;
+          await firstReturns;
+          firstRunning = false;
+        }
+      }
+      const app = await open({
+        handlers: [Ledger],
+        options: { dispatcher: { publishTimeoutMs: 300, maxOutagePauseMs: 200 } },
+      });
+      const [m1] = await app.commit([{ topic: 'ledger', key: 'acct', type: 'entry', payload: {} }]);
+      const [m2] = await app.commit([{ topic: 'ledger', key: 'acct', type: 'entry', payload: {} }]);
+
+      await drainUntil(app, 'the first call to run', () => firstRunning);
+      // The publish timed out (M1 keeps its attempt and is retried); keep the dispatcher going
+      // while the first call still runs.
+      await expectNever(
+        'a second call while the first one runs',
+        async () => {
+          await app.dispatcher.drain();
+          return calls.length > 1 ? calls : false;
+        },
+        2_000,
+      );
+      const held = await app.rows();
+      // Only the call that ran counts an attempt: the claims held back while it ran gave theirs back.
+      expect(held.find((r) => r.messageId === m1)?.attempts).toBe(1);
+      expect(held.find((r) => r.messageId === m2)?.attempts).toBe(0);
+      expect(held.every((r) => r.status !== 'delivered')).toBe(true);
+
+      releaseFirst();
+      await drainUntil(app, 'both delivered', async () =>
+        (await app.rows()).every((r) => r.status === 'delivered'),
+      );
+      expect(calls).toEqual([
+        { messageId: m1, attempts: 1, whileFirstRan: false },
+        { messageId: m1, attempts: 2, whileFirstRan: false },
+        { messageId: m2, attempts: 1, whileFirstRan: false },
+      ]);
+    });
+
     it('waits at shutdown for a handler that finishes within shutdownTimeoutMs', async () => {
       let started = false;
       let finished = false;
