@@ -18,6 +18,7 @@ import type {
   OutboxPublishedRecord,
 } from '../observers/outbox-observer.interface';
 import type { OutboxPublisher, PublishOutcome } from '../publishers/outbox-publisher.interface';
+import { pastPublishDeadline, setPublishDeadline } from '../publishers/publish-deadline';
 import type {
   ClaimedBatch,
   ClaimedRecord,
@@ -646,6 +647,13 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     // a listener per batch on the long-lived shutdown signal must be removed, not accumulated.)
     const controller = new AbortController();
     const { signal } = controller;
+    // Read on the clock before every send (pastPublishDeadline): the timer below cannot fire
+    // while the process is paused, and what runs first on waking must not send.
+    setPublishDeadline(
+      controller,
+      performance.now() + timeoutMs,
+      () => new PublishTimeoutError(timeoutMs),
+    );
     // Publishers may watch the signal once per message; that is no listener leak.
     setMaxListeners(records.length + 10, signal);
     const onShutdown = (): void => controller.abort(this.shutdown.signal.reason);
@@ -683,8 +691,9 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
         for (const key of recordRound(records, sendable, result.outcomes, outcomes)) {
           stopped.add(key);
         }
-        // The deadline passed and the publisher answered the abort: nothing more goes out.
-        if (signal.aborted) break;
+        // The deadline passed (the publisher answered the abort, or the process was paused
+        // through it): nothing more goes out.
+        if (pastPublishDeadline(signal)) break;
         // A round that paused claims (every message timed out) ends the batch too.
         if (Date.now() < this.pausedUntil) break;
       }
@@ -715,7 +724,12 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
         if (this.shutdown.signal.aborted) return { kind: 'shutdown' };
         const error = new PublishTimeoutError(timeoutMs);
         controller.abort(error);
-        const graceMs = Math.min(ABORT_ANSWER_GRACE_MS, Math.floor(publishBy - performance.now()));
+        // At least a moment, even past publishBy: a publisher that found the deadline passed
+        // on waking from a pause answers at once, saying which messages it never sent.
+        const graceMs = Math.max(
+          1,
+          Math.min(ABORT_ANSWER_GRACE_MS, Math.floor(publishBy - performance.now())),
+        );
         // A rejection (an abort's) says nothing about the messages: as no answer.
         const late = await this.within(publishing, graceMs);
         attempt =

@@ -377,6 +377,63 @@ for (const db of DATABASES) {
       ]);
     });
 
+    it('a dispatcher paused past its lease in a handler hands nothing more over; another delivers the rest, each message once', async () => {
+      const calls: { by: string; messageId: string }[] = [];
+      const leaseMs = 2_000;
+      @Injectable()
+      class Frozen {
+        @OnOutboxMessage('ledger')
+        on(message: OutboxHandlerMessage): void {
+          calls.push({ by: 'frozen', messageId: message.messageId });
+          // The whole process stalls in the first handler (SIGSTOP, a long GC): no timer fires
+          // until the lease is over, and the handler then returns as if nothing happened.
+          if (calls.length === 1) {
+            Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, leaseMs + 300);
+          }
+        }
+      }
+      @Injectable()
+      class Healthy {
+        @OnOutboxMessage('ledger')
+        on(message: OutboxHandlerMessage): void {
+          calls.push({ by: 'healthy', messageId: message.messageId });
+        }
+      }
+      // One handler call at a time, so the rest of the batch waits behind the frozen one.
+      const frozen = await open({
+        handlers: [Frozen],
+        options: { dispatcher: { leaseMs } },
+        handlersOptions: { concurrency: 1 },
+      });
+      const healthy = await open({ handlers: [Healthy], table: frozen.table });
+      // a1 and b1 head their keys; a2 follows a1, in the batch's second round.
+      const [a1] = await frozen.commit([{ topic: 'ledger', key: 'a', type: 'e', payload: {} }]);
+      const [b1] = await frozen.commit([{ topic: 'ledger', key: 'b', type: 'e', payload: {} }]);
+      const [a2] = await frozen.commit([{ topic: 'ledger', key: 'a', type: 'e', payload: {} }]);
+
+      const report = await frozen.dispatcher.runOnce();
+      expect(calls).toEqual([{ by: 'frozen', messageId: a1 }]);
+      expect(report).toMatchObject({ claimed: 3, released: 2 });
+      const rows = await frozen.rows();
+      // Handed back unsent: due again, their attempts given back.
+      for (const id of [b1, a2]) {
+        expect(rows.find((r) => r.messageId === id)).toMatchObject({
+          status: 'pending',
+          attempts: 0,
+        });
+      }
+
+      await drainUntil(healthy, 'every message delivered', async () =>
+        (await healthy.rows()).every((r) => r.status === 'delivered'),
+      );
+      expect(calls.filter((c) => c.by === 'healthy').map((c) => c.messageId)).toEqual(
+        expect.arrayContaining([b1, a2]),
+      );
+      // Each message handed over once.
+      const ids = calls.map((c) => c.messageId);
+      expect(ids.sort()).toEqual([a1, b1, a2].sort());
+    });
+
     it('waits at shutdown for a handler that finishes within shutdownTimeoutMs', async () => {
       let started = false;
       let finished = false;

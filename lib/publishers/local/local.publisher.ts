@@ -7,6 +7,7 @@ import { describeError } from '../../internal/describe-error';
 import type { OutboxRecord } from '../../message/outbox-record.interface';
 import { OUTBOX_HANDLERS_OPTIONS } from '../../outbox.constants';
 import type { OutboxPublisher, PublishOutcome } from '../outbox-publisher.interface';
+import { pastPublishDeadline } from '../publish-deadline';
 import { LocalMessages } from './local.messages';
 import type { OutboxHandlerMessage } from './outbox-handler-message.interface';
 import { OutboxHandlersExplorer, type OutboxHandlerBinding } from './outbox-handlers.explorer';
@@ -113,13 +114,15 @@ export class LocalPublisher implements OutboxPublisher, OnModuleInit {
     this.running.set(lane, call);
     let started = false;
     try {
-      await this.limit.run(() => {
+      await this.limit.run(async () => {
+        // Past the deadline (e.g. woken from a pause), the lease may be gone: hand nothing over.
+        if (pastPublishDeadline(signal)) throw abortReason(signal);
         started = true;
-        return this.runHandlers(record, handlers, signal);
+        await this.runHandlers(record, handlers, signal);
       }, signal);
       return { ok: true };
     } catch (error) {
-      // Aborted while waiting for a free slot: no handler saw the message.
+      // Aborted while waiting for a free slot, or past the deadline: no handler saw the message.
       return started ? { ok: false, error } : { ok: false, error, sent: false };
     } finally {
       this.running.delete(lane);
@@ -204,6 +207,10 @@ interface RunningCall {
   readonly since: number;
   /** The messages held back by this call that were logged already: one warning each. */
   readonly warned: Set<string>;
+}
+
+function abortReason(signal: AbortSignal): Error {
+  return signal.reason instanceof Error ? signal.reason : new Error(String(signal.reason));
 }
 
 /** A key's messages share a lane; a message without a key is a lane of its own. */
