@@ -725,7 +725,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
   /**
    * One publish call, raced against the batch's deadline. Past the deadline the call is aborted,
    * and its answer to the abort is still read if it comes within ABORT_ANSWER_GRACE_MS and
-   * before `publishBy` (the lease must leave time to settle).
+   * before `publishBy` (the lease must leave time to settle), or at once when already past it.
    */
   private async publishRound(
     records: readonly ClaimedRecord[],
