@@ -1,6 +1,7 @@
 import type { Logger } from '@nestjs/common';
 import { OutboxDatabaseTimeoutError } from '../errors/outbox-database-timeout.error';
 import { describeError } from '../internal/describe-error';
+import { pausedPast } from './process-pause';
 
 /**
  * How long past `dbTimeoutMs` the watchdog waits before giving up on a call: the server's own
@@ -55,16 +56,20 @@ export class DatabaseWatchdog {
       );
     }
     const pending = call();
-    let timer: NodeJS.Timeout | undefined;
-    const deadline = new Promise<'timeout'>((resolve) => {
-      timer = setTimeout(() => resolve('timeout'), this.timeoutMs);
-    });
-    try {
-      const result = await Promise.race([pending, deadline]);
-      if (result !== 'timeout') return result;
-    } finally {
-      clearTimeout(timer);
+    const dueAt = performance.now() + this.timeoutMs;
+    let answer = await within(pending, this.timeoutMs);
+    if (answer === undefined) {
+      // On waking from a pause, the timer fires before the answer that came meanwhile is read:
+      // the database is not to blame, so it gets its time again.
+      const paused = pausedPast(dueAt);
+      if (paused > 0) {
+        this.logger.warn(
+          `This process was paused for at least ${paused} ms (its event loop did not run: a long GC, SIGSTOP, a debugger, or blocking code); the outbox ${operation} was waiting for the database meanwhile, so it waits ${this.timeoutMs} ms more`,
+        );
+        answer = await within(pending, this.timeoutMs);
+      }
     }
+    if (answer !== undefined) return answer.value;
     this.abandoned = operation;
     this.logger.error(
       `The outbox ${operation} got no database answer within ${this.timeoutMs} ms; giving up on it and pausing (is a connection or lock stuck?)`,
@@ -83,5 +88,18 @@ export class DatabaseWatchdog {
     if (this.abandoned === undefined) return;
     this.abandoned = undefined;
     this.logger.warn(`The abandoned outbox ${operation} ${how}; resuming`);
+  }
+}
+
+/** `{ value }` once `pending` resolves within `ms`; undefined when `ms` passes first. */
+async function within<T>(pending: Promise<T>, ms: number): Promise<{ value: T } | undefined> {
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<undefined>((resolve) => {
+    timer = setTimeout(() => resolve(undefined), ms);
+  });
+  try {
+    return await Promise.race([pending.then((value) => ({ value })), deadline]);
+  } finally {
+    clearTimeout(timer);
   }
 }

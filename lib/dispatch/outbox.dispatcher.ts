@@ -18,6 +18,7 @@ import type {
   OutboxPublishedRecord,
 } from '../observers/outbox-observer.interface';
 import type { OutboxPublisher, PublishOutcome } from '../publishers/outbox-publisher.interface';
+import { pastPublishDeadline, setPublishDeadline } from '../publishers/publish-deadline';
 import type {
   ClaimedBatch,
   ClaimedRecord,
@@ -44,6 +45,7 @@ import {
 import { DatabaseWatchdog, watchdogMarginMs } from './database-watchdog';
 import { IntervalRunner } from './interval-runner';
 import { keyRounds, recordRound } from './key-runs';
+import { pausedPast } from './process-pause';
 import { isUnusableHandle } from './unusable-handle';
 
 /** Settle retries back off from this, doubling, up to `SETTLE_MAX_BACKOFF_MS`. */
@@ -102,6 +104,16 @@ export interface OutboxDispatcherStatus {
  * database; a claim that takes longer is waiting for something else.
  */
 const PUBLISH_HOLD_MAX_MS = 5;
+
+/** A publish's deadlines, on the monotonic clock but for `timeoutMs`. */
+interface PublishDeadlines {
+  /** How long the publish may take (the publish timeout, cut short by the lease). */
+  readonly timeoutMs: number;
+  /** When the publish deadline passes. */
+  readonly deadlineAt: number;
+  /** The latest a late answer may still be read: the lease must leave time to settle. */
+  readonly publishBy: number;
+}
 
 /** A batch the drain loop has handed to `deliver`; `done` once its report is in. */
 interface InFlightBatch {
@@ -542,6 +554,16 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
       );
     } catch (error) {
       this.lastClaimHeldBack = true;
+      // A call answers or is given up on within dbCallMs (or twice that after a pause, see
+      // DatabaseWatchdog): one that ended later lived through a pause of this process, which
+      // can fail it (the server ends a transaction left idle too long) with nothing wrong.
+      const paused = pausedPast(claimStarted + this.dbCallMs);
+      if (paused > 0) {
+        this.logger.warn(
+          `This process was paused for at least ${paused} ms (its event loop did not run: a long GC, SIGSTOP, a debugger, or blocking code) during a claim, which failed meanwhile: ${describeError(error)}. Not a database outage: claiming again at the next poll (${this.runLabel()})`,
+        );
+        return 'idle';
+      }
       if (isUnusableHandle(error)) {
         this.logger.error(
           `Claim failed on a transaction or connection that had already ended, a fault of the SQL port rather than an outage (claims not paused): ${describeError(error)}`,
@@ -651,6 +673,10 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     // a listener per batch on the long-lived shutdown signal must be removed, not accumulated.)
     const controller = new AbortController();
     const { signal } = controller;
+    // Read on the clock before every send (pastPublishDeadline): the timer below cannot fire
+    // while the process is paused, and what runs first on waking must not send.
+    const deadlineAt = performance.now() + timeoutMs;
+    setPublishDeadline(controller, deadlineAt, () => new PublishTimeoutError(timeoutMs));
     // Publishers may watch the signal once per message; that is no listener leak.
     setMaxListeners(records.length + 10, signal);
     const onShutdown = (): void => controller.abort(this.shutdown.signal.reason);
@@ -661,7 +687,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
       signal.addEventListener('abort', () => resolve('timeout'), { once: true });
     });
     const send = (batch: readonly ClaimedRecord[]): Promise<PublishResult> =>
-      this.publishRound(batch, controller, deadline, timeoutMs, publishBy);
+      this.publishRound(batch, controller, deadline, { timeoutMs, deadlineAt, publishBy });
     try {
       const rounds = keyRounds(records);
       if (rounds.length === 1 && held.size === 0) return await send(records);
@@ -688,8 +714,9 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
         for (const key of recordRound(records, sendable, result.outcomes, outcomes)) {
           stopped.add(key);
         }
-        // The deadline passed and the publisher answered the abort: nothing more goes out.
-        if (signal.aborted) break;
+        // The deadline passed (the publisher answered the abort, or the process was paused
+        // through it): nothing more goes out.
+        if (pastPublishDeadline(signal)) break;
         // A round that paused claims (every message timed out) ends the batch too.
         if (Date.now() < this.pausedUntil) break;
       }
@@ -703,24 +730,30 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
   /**
    * One publish call, raced against the batch's deadline. Past the deadline the call is aborted,
    * and its answer to the abort is still read if it comes within ABORT_ANSWER_GRACE_MS and
-   * before `publishBy` (the lease must leave time to settle).
+   * before `publishBy` (the lease must leave time to settle), or at once when already past it.
    */
   private async publishRound(
     records: readonly ClaimedRecord[],
     controller: AbortController,
     deadline: Promise<'timeout'>,
-    timeoutMs: number,
-    publishBy: number,
+    { timeoutMs, deadlineAt, publishBy }: PublishDeadlines,
   ): Promise<PublishResult> {
     try {
       const publishing = this.publisher.publish(records, controller.signal);
       const answer = await Promise.race([publishing, deadline]);
       let attempt: PublishAttempt;
+      let paused = 0;
       if (answer === 'timeout') {
         if (this.shutdown.signal.aborted) return { kind: 'shutdown' };
+        paused = pausedPast(deadlineAt);
         const error = new PublishTimeoutError(timeoutMs);
         controller.abort(error);
-        const graceMs = Math.min(ABORT_ANSWER_GRACE_MS, Math.floor(publishBy - performance.now()));
+        // At least a moment, even past publishBy: a publisher that found the deadline passed
+        // on waking from a pause answers at once, saying which messages it never sent.
+        const graceMs = Math.max(
+          1,
+          Math.min(ABORT_ANSWER_GRACE_MS, Math.floor(publishBy - performance.now())),
+        );
         // A rejection (an abort's) says nothing about the messages: as no answer.
         const late = await this.within(publishing, graceMs);
         attempt =
@@ -728,7 +761,8 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
             ? { kind: 'timed-out', error }
             : { kind: 'timed-out', error, late: late.value };
       } else attempt = { kind: 'returned', outcomes: answer };
-      return this.react(readPublish(attempt, records.length));
+      const reading = readPublish(attempt, records.length);
+      return paused > 0 ? this.afterPause(reading.result, paused) : this.react(reading);
     } catch (error) {
       if (this.shutdown.signal.aborted) return { kind: 'shutdown' };
       return this.react(readPublish({ kind: 'threw', error }, records.length));
@@ -810,6 +844,18 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
       this.outageEnded('a publish went through');
     }
     return result;
+  }
+
+  /**
+   * A publish whose deadline passed while this process was paused says nothing about the
+   * broker: no outage is begun or ended, and what was never sent goes back as after a lapsed
+   * lease (another dispatcher may hold it by now). What may have been sent keeps its outcome.
+   */
+  private afterPause(result: PublishResult, pausedMs: number): PublishResult {
+    this.logger.warn(
+      `This process was paused for at least ${pausedMs} ms (its event loop did not run: a long GC, SIGSTOP, a debugger, or blocking code) while a batch was publishing; its publish deadline passed meanwhile, so what it had not sent goes back unpublished. Not a broker failure: claims go on (${this.runLabel()})`,
+    );
+    return result.kind === 'outage' ? { kind: 'lapsed' } : result;
   }
 
   /** Logs the end of an outage once, with how long it lasted. */

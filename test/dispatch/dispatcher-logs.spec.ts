@@ -1,8 +1,10 @@
 import type { LoggerService } from '@nestjs/common';
-import type { OutboxMessage } from '../../lib';
+import type { OutboxMessage, OutboxRecord, PublishOutcome } from '../../lib';
 import { RecordingPublisher } from '../../lib/testing';
+import type { ClaimOptions } from '../../lib/store/outbox-store.port';
 import { testDatabase } from '../support/databases';
 import { useOutboxScope } from '../support/outbox-scope';
+import { describeWith } from '../support/services';
 import { waitFor } from '../support/wait-for';
 
 // What an operator sees while the dispatcher works: its lifecycle, once per event, never a line
@@ -41,6 +43,14 @@ class CapturingLogger implements LoggerService {
 }
 
 const sqlite = testDatabase('sqlite');
+
+/** Blocks this process's event loop for real, as SIGSTOP or a long GC pause would. */
+const freezeProcess = (ms: number): void => {
+  Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, ms);
+};
+
+/** Lines blaming the broker or the database. */
+const BLAME = /Outage begun|got no database answer|is a connection or lock stuck/;
 
 describe('dispatcher lifecycle logs', () => {
   const scope = useOutboxScope(sqlite, { tablePrefix: 'outbox_logs' });
@@ -113,5 +123,81 @@ describe('dispatcher lifecycle logs', () => {
       (l) => l.context === 'OutboxDispatcher' && l.level !== 'debug' && l.level !== 'verbose',
     );
     expect(loud.length).toBeLessThan(10);
+  });
+
+  it('says a pause of this process past the publish deadline is its own, not a broker outage', async () => {
+    class Freezing extends RecordingPublisher {
+      freezeMs = 0;
+      override async publish(
+        records: readonly OutboxRecord[],
+        signal: AbortSignal,
+      ): Promise<PublishOutcome[]> {
+        const ms = this.freezeMs;
+        this.freezeMs = 0;
+        if (ms > 0) {
+          freezeProcess(ms);
+          // The broker's answer comes in over the network, after the timers due meanwhile.
+          await new Promise((resolve) => setTimeout(resolve, 0));
+        }
+        return super.publish(records, signal);
+      }
+    }
+    const logger = new CapturingLogger();
+    const publisher = new Freezing();
+    const h = await scope.open({
+      publisher,
+      logger,
+      options: { dispatcher: { leaseMs: 10_000, publishTimeoutMs: 500 } },
+    });
+    const [id] = await h.enqueue([{ topic: 'orders', key: 'k', payload: {} }]);
+    publisher.freezeMs = 2_000;
+    await h.dispatcher.runOnce();
+
+    expect(logger.of(BLAME)).toEqual([]);
+    expect(logger.of(/^This process was paused for at least \d+ ms/, 'warn')).toHaveLength(1);
+    expect(h.dispatcher.status().pausedUntil).toBeNull();
+    // The broker had it: delivered, once.
+    expect(publisher.messageIds).toEqual([id]);
+    expect((await h.row(id ?? '')).status).toBe('delivered');
+  });
+});
+
+describeWith(['postgres'], 'dispatcher lifecycle logs (postgres)', () => {
+  const scope = useOutboxScope(testDatabase('postgres'), { tablePrefix: 'outbox_logs' });
+
+  it('says a pause of this process during a claim is its own, not a stuck database', async () => {
+    const logger = new CapturingLogger();
+    const publisher = new RecordingPublisher();
+    const h = await scope.open({
+      publisher,
+      logger,
+      options: { dispatcher: { leaseMs: 10_000, dbTimeoutMs: 300 } },
+    });
+    const [id] = await h.enqueue([{ topic: 'orders', key: 'k', payload: {} }]);
+    const realClaim = h.store.claim.bind(h.store);
+    let freeze = true;
+    h.store.claim = (options: ClaimOptions) => {
+      const claiming = realClaim(options);
+      // Once the claim is on its way and its watchdog armed: the database answers during the
+      // pause, and on waking the watchdog's timer fires before that answer is read.
+      if (freeze) setImmediate(() => freezeProcess(2_000));
+      freeze = false;
+      return claiming;
+    };
+    await h.dispatcher.runOnce();
+    // The pause may have cost the claim its transaction (the server ends one left idle past
+    // dbTimeoutMs); then the next claim takes the message, with no outage paused for.
+    expect(h.dispatcher.status()).toMatchObject({ pausedUntil: null, stalledDatabaseCall: null });
+    await waitFor('the message published', async () => {
+      if (publisher.messageIds.length === 0) await h.dispatcher.runOnce();
+      return publisher.messageIds.length > 0;
+    });
+
+    expect(logger.lines.filter((l) => BLAME.test(l.message))).toEqual([]);
+    expect(
+      logger.of(/^This process was paused for at least \d+ ms/, 'warn').length,
+    ).toBeGreaterThan(0);
+    expect(publisher.messageIds).toEqual([id]);
+    expect((await h.row(id ?? '')).status).toBe('delivered');
   });
 });

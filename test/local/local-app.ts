@@ -30,6 +30,8 @@ export interface LocalAppSpec {
   readonly publisher?: (local: LocalPublisher) => OutboxPublisher;
   readonly options?: HarnessOverrides;
   readonly handlersOptions?: OutboxHandlersOptions;
+  /** Another app's table, to run a second instance on it (left for that app to drop). */
+  readonly table?: string;
 }
 
 export interface LocalApp {
@@ -51,7 +53,7 @@ export interface LocalApp {
 }
 
 export async function openLocalApp(ds: DataSource, spec: LocalAppSpec): Promise<LocalApp> {
-  const table = await freshOutboxTable(ds, 'outbox_local');
+  const table = spec.table ?? (await freshOutboxTable(ds, 'outbox_local'));
   const options = mergeOutboxOptions(
     {
       autoStart: false,
@@ -81,7 +83,7 @@ export async function openLocalApp(ds: DataSource, spec: LocalAppSpec): Promise<
   await moduleRef.init();
   const outbox = moduleRef.get(OutboxService);
   let stopped: Promise<void> | undefined;
-  let dropped = false;
+  let dropped = spec.table !== undefined;
   const app: LocalApp = {
     table,
     moduleRef,

@@ -319,6 +319,121 @@ for (const db of DATABASES) {
       }
     });
 
+    it("never runs a key's message, or the same message again, while a handler call of that key outlives its publish timeout; both go out in order once it returns", async () => {
+      const calls: { messageId: string; attempts: number; whileFirstRan: boolean }[] = [];
+      let firstRunning = false;
+      let releaseFirst: () => void = () => undefined;
+      const firstReturns = new Promise<void>((resolve) => {
+        releaseFirst = resolve;
+      });
+      @Injectable()
+      class Ledger {
+        @OnOutboxMessage('ledger')
+        async on(message: OutboxHandlerMessage): Promise<void> {
+          calls.push({
+            messageId: message.messageId,
+            attempts: message.attempts,
+            whileFirstRan: firstRunning,
+          });
+          if (calls.length > 1) return;
+          // The first call ignores its abort signal and runs long past publishTimeoutMs.
+          firstRunning = true;
+          await firstReturns;
+          firstRunning = false;
+        }
+      }
+      const app = await open({
+        handlers: [Ledger],
+        options: { dispatcher: { publishTimeoutMs: 300, maxOutagePauseMs: 200 } },
+      });
+      const [m1] = await app.commit([{ topic: 'ledger', key: 'acct', type: 'entry', payload: {} }]);
+      const [m2] = await app.commit([{ topic: 'ledger', key: 'acct', type: 'entry', payload: {} }]);
+
+      await drainUntil(app, 'the first call to run', () => firstRunning);
+      // The publish timed out (M1 keeps its attempt and is retried); keep the dispatcher going
+      // while the first call still runs.
+      await expectNever(
+        'a second call while the first one runs',
+        async () => {
+          await app.dispatcher.drain();
+          return calls.length > 1 ? calls : false;
+        },
+        2_000,
+      );
+      const held = await app.rows();
+      // Only the call that ran counts an attempt: the claims held back while it ran gave theirs back.
+      expect(held.find((r) => r.messageId === m1)?.attempts).toBe(1);
+      expect(held.find((r) => r.messageId === m2)?.attempts).toBe(0);
+      expect(held.every((r) => r.status !== 'delivered')).toBe(true);
+
+      releaseFirst();
+      await drainUntil(app, 'both delivered', async () =>
+        (await app.rows()).every((r) => r.status === 'delivered'),
+      );
+      expect(calls).toEqual([
+        { messageId: m1, attempts: 1, whileFirstRan: false },
+        { messageId: m1, attempts: 2, whileFirstRan: false },
+        { messageId: m2, attempts: 1, whileFirstRan: false },
+      ]);
+    });
+
+    it('a dispatcher paused past its lease in a handler hands nothing more over; another delivers the rest, each message once', async () => {
+      const calls: { by: string; messageId: string }[] = [];
+      const leaseMs = 2_000;
+      @Injectable()
+      class Frozen {
+        @OnOutboxMessage('ledger')
+        on(message: OutboxHandlerMessage): void {
+          calls.push({ by: 'frozen', messageId: message.messageId });
+          // The whole process stalls in the first handler (SIGSTOP, a long GC): no timer fires
+          // until the lease is over, and the handler then returns as if nothing happened.
+          if (calls.length === 1) {
+            Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, leaseMs + 300);
+          }
+        }
+      }
+      @Injectable()
+      class Healthy {
+        @OnOutboxMessage('ledger')
+        on(message: OutboxHandlerMessage): void {
+          calls.push({ by: 'healthy', messageId: message.messageId });
+        }
+      }
+      // One handler call at a time, so the rest of the batch waits behind the frozen one.
+      const frozen = await open({
+        handlers: [Frozen],
+        options: { dispatcher: { leaseMs } },
+        handlersOptions: { concurrency: 1 },
+      });
+      const healthy = await open({ handlers: [Healthy], table: frozen.table });
+      // a1 and b1 head their keys; a2 follows a1, in the batch's second round.
+      const [a1] = await frozen.commit([{ topic: 'ledger', key: 'a', type: 'e', payload: {} }]);
+      const [b1] = await frozen.commit([{ topic: 'ledger', key: 'b', type: 'e', payload: {} }]);
+      const [a2] = await frozen.commit([{ topic: 'ledger', key: 'a', type: 'e', payload: {} }]);
+
+      const report = await frozen.dispatcher.runOnce();
+      expect(calls).toEqual([{ by: 'frozen', messageId: a1 }]);
+      expect(report).toMatchObject({ claimed: 3, released: 2 });
+      const rows = await frozen.rows();
+      // Handed back unsent: due again, their attempts given back.
+      for (const id of [b1, a2]) {
+        expect(rows.find((r) => r.messageId === id)).toMatchObject({
+          status: 'pending',
+          attempts: 0,
+        });
+      }
+
+      await drainUntil(healthy, 'every message delivered', async () =>
+        (await healthy.rows()).every((r) => r.status === 'delivered'),
+      );
+      expect(calls.filter((c) => c.by === 'healthy').map((c) => c.messageId)).toEqual(
+        expect.arrayContaining([b1, a2]),
+      );
+      // Each message handed over once.
+      const ids = calls.map((c) => c.messageId);
+      expect(ids.sort()).toEqual([a1, b1, a2].sort());
+    });
+
     it('waits at shutdown for a handler that finishes within shutdownTimeoutMs', async () => {
       let started = false;
       let finished = false;

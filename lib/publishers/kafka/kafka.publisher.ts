@@ -13,6 +13,7 @@ import { PermanentPublishError } from '../../errors/permanent-publish.error';
 import { PublishTimeoutError } from '../../errors/publish-timeout.error';
 import { PublisherUnavailableError } from '../../errors/publisher-unavailable.error';
 import type { OutboxPublisher, PublishOutcome } from '../outbox-publisher.interface';
+import { pastPublishDeadline } from '../publish-deadline';
 import type { OutboxRecord } from '../../message/outbox-record.interface';
 import { describeError, redactSecrets } from '../../internal/describe-error';
 import { raceAbort } from '../../internal/race-abort';
@@ -148,7 +149,9 @@ export class KafkaPublisher implements OutboxPublisher {
     });
     await this.refuseMissingPartitions(outgoing, outcomes, signal);
 
-    if (outgoing.length > 0 && !signal.aborted) {
+    if (outgoing.length > 0 && pastPublishDeadline(signal)) {
+      this.fail(outgoing, outcomes, abortReason(signal), false);
+    } else if (outgoing.length > 0) {
       const handle = await untilAborted(this.connect(), signal);
       if (handle !== undefined) {
         handle.sends++;
@@ -293,7 +296,11 @@ export class KafkaPublisher implements OutboxPublisher {
     signal: AbortSignal,
     depth = 0,
   ): Promise<void> {
-    if (signal.aborted) return; // left undefined: reported with the abort reason
+    if (pastPublishDeadline(signal)) {
+      // Not sent by this publish (a narrowed-down part was, in the request that failed).
+      if (depth === 0) this.fail(batch, outcomes, abortReason(signal), false);
+      return; // otherwise left undefined: reported with the abort reason
+    }
     try {
       await handle.producer.sendBatch({
         topicMessages: groupByTopic(batch),

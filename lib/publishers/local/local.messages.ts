@@ -10,6 +10,10 @@ export const LocalMessages = {
     `No @OnOutboxMessage() handler for type "${type}" of topic "${topic}" in this app (the topic's handlers all name other types), so the message was not delivered to anyone. Add one for the topic (without a type, it takes every type) or for this type; then retry the dead letter.`,
   notJson: (messageId: string, problem: string): string =>
     `Message ${messageId}: its payload is not JSON (${problem}), so no handler can be given it.`,
+  stillRunning: (handlers: string, running: string, runningForMs: number, held: string): string =>
+    `${handlers} is still running for message ${running}, ${runningForMs} ms after it was handed over (past publishTimeoutMs); ${held === running ? 'it is' : `message ${held} of its key is`} handed back unsent, with no attempt counted, until that call returns. Make the handler finish within publishTimeoutMs, or honour message.signal.`,
+  heldBack: (handlers: string, running: string): string =>
+    `Not handed over: ${handlers} is still running for message ${running} of the same key`,
   handlersFound: (list: string): string => `In-process outbox handlers: ${list}`,
   noHandlersFound: (): string =>
     "No @OnOutboxMessage() handlers found: every message routed to the LocalPublisher will be dead-lettered. Are the handlers' providers in a module the app imports?",

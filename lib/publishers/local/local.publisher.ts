@@ -1,4 +1,5 @@
 import { Inject, Injectable, Logger, type OnModuleInit } from '@nestjs/common';
+import { OutboxHandlerBusyError } from '../../errors/outbox-handler-busy.error';
 import { OutboxHandlerMissingError } from '../../errors/outbox-handler-missing.error';
 import { PermanentPublishError } from '../../errors/permanent-publish.error';
 import { ConcurrencyLimit } from '../../internal/concurrency-limit';
@@ -6,6 +7,7 @@ import { describeError } from '../../internal/describe-error';
 import type { OutboxRecord } from '../../message/outbox-record.interface';
 import { OUTBOX_HANDLERS_OPTIONS } from '../../outbox.constants';
 import type { OutboxPublisher, PublishOutcome } from '../outbox-publisher.interface';
+import { pastPublishDeadline } from '../publish-deadline';
 import { LocalMessages } from './local.messages';
 import type { OutboxHandlerMessage } from './outbox-handler-message.interface';
 import { OutboxHandlersExplorer, type OutboxHandlerBinding } from './outbox-handlers.explorer';
@@ -20,13 +22,17 @@ import type { ResolvedOutboxHandlersOptions } from './outbox-handlers.options';
  * backoff and dead-letters it after `retry.maxAttempts`, at once for a `PermanentPublishError`.
  * A message no handler takes is dead-lettered (`OutboxHandlerMissingError`), never counted as
  * delivered. Messages of one key are handed over one at a time, in claim order; other keys run
- * concurrently up to `concurrency`. Provided by `OutboxHandlersModule`.
+ * concurrently up to `concurrency`. A handler call that outlives its publish (past
+ * `publishTimeoutMs`) still holds its key: until it returns, the key's messages, and that message
+ * again, go back unsent with no attempt counted. Provided by `OutboxHandlersModule`.
  */
 @Injectable()
 export class LocalPublisher implements OutboxPublisher, OnModuleInit {
   private readonly logger = new Logger(LocalPublisher.name);
   private readonly limit: ConcurrencyLimit;
   private byTopic = new Map<string, readonly OutboxHandlerBinding[]>();
+  /** The handler calls in progress, by lane (see laneOf), across publishes. */
+  private readonly running = new Map<string, RunningCall>();
 
   constructor(
     private readonly explorer: OutboxHandlersExplorer,
@@ -94,12 +100,56 @@ export class LocalPublisher implements OutboxPublisher, OnModuleInit {
   private async deliverOne(record: OutboxRecord, signal: AbortSignal): Promise<PublishOutcome> {
     const handlers = this.handlersOf(record);
     if (!Array.isArray(handlers)) return { ok: false, error: handlers };
+    // A call the dispatcher gave up on (past its publish timeout) may still be running: the key
+    // must not move on, nor the message run twice at once, before it returns.
+    const lane = laneOf(record);
+    const busy = this.running.get(lane);
+    if (busy !== undefined) return this.heldBack(record, busy);
+    const call: RunningCall = {
+      messageId: record.messageId,
+      handlers: handlers.map(describeBinding).join(', '),
+      since: performance.now(),
+      warned: new Set(),
+    };
+    this.running.set(lane, call);
+    let started = false;
     try {
-      await this.limit.run(() => this.runHandlers(record, handlers, signal), signal);
+      await this.limit.run(async () => {
+        // Past the deadline (e.g. woken from a pause), the lease may be gone: hand nothing over.
+        if (pastPublishDeadline(signal)) throw abortReason(signal);
+        started = true;
+        await this.runHandlers(record, handlers, signal);
+      }, signal);
       return { ok: true };
     } catch (error) {
-      return { ok: false, error };
+      // Aborted while waiting for a free slot, or past the deadline: no handler saw the message.
+      return started ? { ok: false, error } : { ok: false, error, sent: false };
+    } finally {
+      this.running.delete(lane);
     }
+  }
+
+  /** The outcome of a message held back by a call of its lane, warned about once per call. */
+  private heldBack(record: OutboxRecord, busy: RunningCall): PublishOutcome {
+    if (!busy.warned.has(record.messageId)) {
+      busy.warned.add(record.messageId);
+      this.logger.warn(
+        LocalMessages.stillRunning(
+          busy.handlers,
+          busy.messageId,
+          Math.round(performance.now() - busy.since),
+          record.messageId,
+        ),
+      );
+    }
+    return {
+      ok: false,
+      error: new OutboxHandlerBusyError(
+        LocalMessages.heldBack(busy.handlers, busy.messageId),
+        busy.messageId,
+      ),
+      sent: false,
+    };
   }
 
   /** The handlers of a message, or why it has none. */
@@ -148,6 +198,24 @@ export class LocalPublisher implements OutboxPublisher, OnModuleInit {
     if (failures.length === 0) return;
     throw failures.find((e) => e instanceof PermanentPublishError) ?? failures[0];
   }
+}
+
+/** A handler call in progress: what runs, since when, and who was told it holds its lane. */
+interface RunningCall {
+  readonly messageId: string;
+  readonly handlers: string;
+  readonly since: number;
+  /** The messages held back by this call that were logged already: one warning each. */
+  readonly warned: Set<string>;
+}
+
+function abortReason(signal: AbortSignal): Error {
+  return signal.reason instanceof Error ? signal.reason : new Error(String(signal.reason));
+}
+
+/** A key's messages share a lane; a message without a key is a lane of its own. */
+function laneOf(record: OutboxRecord): string {
+  return record.key === null ? `m:${record.messageId}` : `k:${record.key}`;
 }
 
 function describeBinding(binding: OutboxHandlerBinding): string {

@@ -13,6 +13,7 @@ import type { Observable, Subscription } from 'rxjs';
 import { PublishTimeoutError } from '../../errors/publish-timeout.error';
 import { PublisherUnavailableError } from '../../errors/publisher-unavailable.error';
 import type { OutboxPublisher, PublishOutcome } from '../outbox-publisher.interface';
+import { pastPublishDeadline } from '../publish-deadline';
 import type { OutboxRecord } from '../../message/outbox-record.interface';
 import { describeError } from '../../internal/describe-error';
 import { OptionChecks } from '../../options/option-checks';
@@ -330,6 +331,11 @@ export class ClientProxyPublisher implements OutboxPublisher {
   }
 
   private async publishOne(record: OutboxRecord, signal: AbortSignal): Promise<Attempt> {
+    // After the connect's await (or a pause through it), past the deadline: never sent.
+    if (pastPublishDeadline(signal)) {
+      const error = abortReason(signal);
+      return { outcome: { ok: false, error, sent: false }, sent: false };
+    }
     let source: Observable<unknown>;
     try {
       const pattern = this.pattern(record);

@@ -11,6 +11,7 @@ import { PublishTimeoutError } from '../../errors/publish-timeout.error';
 import { PermanentPublishError } from '../../errors/permanent-publish.error';
 import { PublisherUnavailableError } from '../../errors/publisher-unavailable.error';
 import type { OutboxPublisher, PublishOutcome } from '../outbox-publisher.interface';
+import { pastPublishDeadline } from '../publish-deadline';
 import type { OutboxRecord } from '../../message/outbox-record.interface';
 import { raceAbort } from '../../internal/race-abort';
 import { describeError } from '../../internal/describe-error';
@@ -191,7 +192,12 @@ export class RabbitMqPublisher implements OutboxPublisher {
       }
     });
 
-    if (items.length > 0 && !signal.aborted) {
+    if (items.length > 0 && pastPublishDeadline(signal)) {
+      // Nothing was written: each goes back without an attempt.
+      for (const { index } of items) {
+        outcomes[index] = { ok: false, error: abortReason(signal), sent: false };
+      }
+    } else if (items.length > 0) {
       let connection: ConnectionState;
       let shared: ChannelState;
       try {
@@ -274,7 +280,7 @@ export class RabbitMqPublisher implements OutboxPublisher {
     // fault must not loop forever.
     let rounds = 2 * items.length + 2;
     const refused = new Set<string>();
-    while (groups.length > 0 && !signal.aborted) {
+    while (groups.length > 0 && !pastPublishDeadline(signal)) {
       const group = groups.shift() ?? [];
       if (rounds-- <= 0) {
         const error = new PublisherUnavailableError(
@@ -394,8 +400,9 @@ export class RabbitMqPublisher implements OutboxPublisher {
       this.#options.publishTimeoutMs,
     );
     const onAbort = (): void => stop({ ok: false, error: abortReason(signal) });
-    // Aborted while the connection or channel was being opened: publish nothing.
-    if (signal.aborted) onAbort();
+    // Aborted, or past the deadline, while the connection or channel was being opened (or
+    // while the process was paused): publish nothing.
+    if (pastPublishDeadline(signal)) onAbort();
     else signal.addEventListener('abort', onAbort, { once: true });
     const onBlocked = (): void => stop(this.blockedOutcome(connection));
     connection.model.on('blocked', onBlocked);
@@ -407,7 +414,8 @@ export class RabbitMqPublisher implements OutboxPublisher {
         ) {
           await changed(state);
         }
-        if (!this.canPublish(connection, state, stopped)) break;
+        // Past the deadline the abort stops the round (onAbort), whether or not its timer fired.
+        if (pastPublishDeadline(signal) || !this.canPublish(connection, state, stopped)) break;
         entries.push(this.publishOne(state, item));
         unpublished--;
       }
