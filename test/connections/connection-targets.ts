@@ -408,12 +408,7 @@ export function prismaTarget(
         client: typeof prisma,
         work: (tx: PrismaTransactionClient) => Promise<T>,
         rollback?: boolean,
-      ) =>
-        callback<PrismaTransactionClient, T>(
-          (fn) => client.$transaction<T>(fn),
-          work,
-          rollback,
-        );
+      ) => callback<PrismaTransactionClient, T>((fn) => client.$transaction<T>(fn), work, rollback);
       return {
         connection,
         rootHandle: prisma,
