@@ -83,6 +83,59 @@ for (const db of TEST_DATABASES) {
       return new Set(leased.filter((r) => !answered.has(r.token)).map((r) => messageIdText(r.id)));
     }
 
+    // KNOWN GAP, hence `it.failing`: today the claim's rows stay leased until leaseMs ends and
+    // are claimed again with a second attempt. The dispatcher never learns the token of a claim
+    // that threw, so it cannot give them back as it does a claim that answers late (releaseLate).
+    // Turn this into `it` once the dispatcher releases such claims by token.
+    it.failing(
+      'a claim the database committed but whose answer the outage lost charges no attempt',
+      async () => {
+        const table = await scope.table();
+        const { proxy, dataSource } = await proxied();
+        const enqueuer = await scope.open({ table });
+        const [id] = (await enqueuer.enqueue([msg('k')])) as [string];
+        const publisher = new RecordingPublisher();
+        const app = await scope.open(
+          {
+            ...dispatchTestApp(publisher, {
+              dispatcher: {
+                leaseMs: 3_000,
+                publishTimeoutMs: 1_000,
+                dbTimeoutMs: 500,
+                maxOutagePauseMs: 200,
+              },
+            }),
+            table,
+            logger: new KeptLogs(),
+          },
+          dataSource,
+        );
+        const { store } = app;
+        const claim = store.claim.bind(store);
+        let first = true;
+        store.claim = (options) => {
+          if (first) proxy.resetOnAnswerTo(/\bCOMMIT\b/);
+          first = false;
+          return claim(options);
+        };
+        expect(await app.dispatcher.runOnce()).toMatchObject({ claimed: 0 });
+        // The server committed the claim: leased, with its attempt counted.
+        expect(await enqueuer.row(id)).toMatchObject({ attempts: 1, lockedBy: 'dispatch-test' });
+
+        proxy.restore();
+        await waitFor(
+          'the message to be delivered',
+          async () => {
+            await app.dispatcher.runOnce();
+            return (await enqueuer.row(id)).status === 'delivered';
+          },
+          { timeoutMs: 10_000 },
+        );
+        expect(publisher.sentIds).toEqual([id]);
+        expect((await enqueuer.row(id)).attempts).toBe(1);
+      },
+    );
+
     for (const cut of CUTS) {
       it(`a ${cut} of the database mid-drain loses nothing, charges no attempt, and delivery resumes once it is back`, async () => {
         const table = await scope.table();

@@ -17,6 +17,8 @@ interface Link {
   /** Bytes held back while the link is blackholed (or not yet dialled), by direction. */
   readonly toServer: Buffer[];
   readonly toClient: Buffer[];
+  /** The server's next answer on this link is lost: the proxy cuts instead (resetOnAnswerTo). */
+  loseAnswer: boolean;
 }
 
 const LOOPBACK = new Set(['127.0.0.1', 'localhost', '::1']);
@@ -32,6 +34,7 @@ export class TcpProxy {
   private closed = false;
   private readonly links = new Set<Link>();
   private blockedCount = 0;
+  private losesAnswerTo: RegExp | undefined;
   private readonly lifetime: NodeJS.Timeout;
 
   private constructor(
@@ -88,6 +91,14 @@ export class TcpProxy {
     if (how === 'reset') for (const link of [...this.links]) this.reset(link);
   }
 
+  /**
+   * Cuts (`'reset'`) when the server answers the next request whose text matches `request`: the
+   * server did what it was asked (a COMMIT, say) and the client never learns it.
+   */
+  resetOnAnswerTo(request: RegExp): void {
+    this.losesAnswerTo = request;
+  }
+
   /** Forwards again; a blackhole's held connections get what was sent meanwhile. */
   restore(): void {
     this.mode = 'open';
@@ -118,10 +129,20 @@ export class TcpProxy {
       client.resetAndDestroy();
       return;
     }
-    const link: Link = { client, server: undefined, toServer: [], toClient: [] };
+    const link: Link = {
+      client,
+      server: undefined,
+      toServer: [],
+      toClient: [],
+      loseAnswer: false,
+    };
     this.links.add(link);
     client.on('data', (chunk: Buffer) => {
       if (this.mode === 'open' && link.server !== undefined) {
+        if (this.losesAnswerTo?.test(chunk.toString('latin1')) === true) {
+          this.losesAnswerTo = undefined;
+          link.loseAnswer = true;
+        }
         link.server.write(chunk);
         return;
       }
@@ -136,7 +157,8 @@ export class TcpProxy {
     const server = connect(this.target.port, this.target.host);
     link.server = server;
     server.on('data', (chunk: Buffer) => {
-      if (this.mode === 'open') link.client.write(chunk);
+      if (link.loseAnswer) this.cut('reset');
+      else if (this.mode === 'open') link.client.write(chunk);
       else link.toClient.push(chunk);
     });
     this.onEnd(link, server, () => link.client);
