@@ -1,0 +1,233 @@
+import type { LoggerService } from '@nestjs/common';
+import { DataSource } from 'typeorm';
+import {
+  readAttempts,
+  readOutbox,
+  serverConnection,
+  TEST_DATABASES,
+  type OutboxRow,
+} from '../support/databases';
+import { messageIdText } from '../../lib/store/message-id-codec';
+import { msg } from '../support/dispatch-fixtures';
+import { dispatchTestApp, quoteTable, sleep } from '../support/outbox-harness';
+import { useOutboxScope } from '../support/outbox-scope';
+import { RecordingPublisher } from '../support/recording.publisher';
+import { describeWith } from '../support/services';
+import { TcpProxy, type ProxyCut } from '../support/tcp-proxy';
+import { expectNever, waitFor } from '../support/wait-for';
+
+// The database goes away under a draining dispatcher: its DataSource reaches the server through
+// a TCP proxy that the test cuts, while the test enqueues and reads on a direct connection. An
+// uncaught error or unhandled rejection (a driver's 'error' event nobody listens to) fails the
+// test through jest-circus's global handlers.
+
+const TOTAL = 2_000;
+const KEYS = 100;
+/** Each publish call takes this long, so that the drain is still running at the cut. */
+const PUBLISH_MS = 100;
+/** Longer than the watchdog's bound (dbTimeoutMs + its margin): a blackholed call is given up on. */
+const OUTAGE_MS = 4_000;
+const DB_TIMEOUT_MS = 1_000;
+/** Part of the outage, at its end, in which nothing may be published. */
+const QUIET_MS = 1_000;
+const CUTS: readonly ProxyCut[] = ['reset', 'blackhole'];
+
+/** Keeps the dispatcher's log lines, so that an outage's errors do not flood the output. */
+class KeptLogs implements LoggerService {
+  readonly lines: string[] = [];
+  log(): void {}
+  error(message: unknown): void {
+    this.lines.push(`error: ${String(message)}`);
+  }
+  warn(message: unknown): void {
+    this.lines.push(`warn: ${String(message)}`);
+  }
+  fatal(message: unknown): void {
+    this.lines.push(`fatal: ${String(message)}`);
+  }
+}
+
+for (const db of TEST_DATABASES) {
+  const service = db.service;
+  if (service === null) continue;
+  const name = db.name === 'postgres' ? 'postgres' : 'mariadb';
+  describeWith([service], `the dispatcher across a database outage on ${db.name}`, () => {
+    const scope = useOutboxScope(db, { tablePrefix: 'outbox_o' });
+
+    /** A DataSource of the app under test, through a proxy in front of the server. */
+    async function proxied(): Promise<{ proxy: TcpProxy; dataSource: DataSource }> {
+      const direct = serverConnection(name);
+      const proxy = await TcpProxy.start({ host: direct.host, port: direct.port }, 60_000);
+      scope.defer(() => proxy.close());
+      const dataSource = new DataSource({ ...direct, host: '127.0.0.1', port: proxy.port });
+      await dataSource.initialize();
+      scope.defer(() => dataSource.destroy());
+      return { proxy, dataSource };
+    }
+
+    /**
+     * The messages still leased, with the outage not over, by a claim whose answer never reached
+     * the dispatcher: the server committed it and the cut lost the answer. The dispatcher cannot
+     * give their attempt back (it never learnt the claim's token), so they wait for the lease
+     * and are claimed again with a second attempt. A known gap, reported with this test.
+     */
+    async function claimsNeverAnswered(
+      table: string,
+      answered: ReadonlySet<string>,
+    ): Promise<Set<string>> {
+      const pg = db.name === 'postgres';
+      const leased = await scope.ds.query<{ id: string | Uint8Array; token: string }[]>(
+        `SELECT ${pg ? 'message_id::text' : 'message_id'} AS id, ${pg ? 'lock_token::text' : 'lock_token'} AS token
+         FROM ${quoteTable(scope.ds, table)} WHERE lock_token IS NOT NULL`,
+      );
+      return new Set(leased.filter((r) => !answered.has(r.token)).map((r) => messageIdText(r.id)));
+    }
+
+    // KNOWN GAP, hence `it.failing`: today the claim's rows stay leased until leaseMs ends and
+    // are claimed again with a second attempt. The dispatcher never learns the token of a claim
+    // that threw, so it cannot give them back as it does a claim that answers late (releaseLate).
+    // Turn this into `it` once the dispatcher releases such claims by token.
+    it.failing(
+      'a claim the database committed but whose answer the outage lost charges no attempt',
+      async () => {
+        const table = await scope.table();
+        const { proxy, dataSource } = await proxied();
+        const enqueuer = await scope.open({ table });
+        const [id] = (await enqueuer.enqueue([msg('k')])) as [string];
+        const publisher = new RecordingPublisher();
+        const app = await scope.open(
+          {
+            ...dispatchTestApp(publisher, {
+              dispatcher: {
+                leaseMs: 3_000,
+                publishTimeoutMs: 1_000,
+                dbTimeoutMs: 500,
+                maxOutagePauseMs: 200,
+              },
+            }),
+            table,
+            logger: new KeptLogs(),
+          },
+          dataSource,
+        );
+        const { store } = app;
+        const claim = store.claim.bind(store);
+        let first = true;
+        store.claim = (options) => {
+          if (first) proxy.resetOnAnswerTo(/\bCOMMIT\b/);
+          first = false;
+          return claim(options);
+        };
+        expect(await app.dispatcher.runOnce()).toMatchObject({ claimed: 0 });
+        // The server committed the claim: leased, with its attempt counted.
+        expect(await enqueuer.row(id)).toMatchObject({ attempts: 1, lockedBy: 'dispatch-test' });
+
+        proxy.restore();
+        await waitFor(
+          'the message to be delivered',
+          async () => {
+            await app.dispatcher.runOnce();
+            return (await enqueuer.row(id)).status === 'delivered';
+          },
+          { timeoutMs: 10_000 },
+        );
+        expect(publisher.sentIds).toEqual([id]);
+        expect((await enqueuer.row(id)).attempts).toBe(1);
+      },
+    );
+
+    for (const cut of CUTS) {
+      it(`a ${cut} of the database mid-drain loses nothing, charges no attempt, and delivery resumes once it is back`, async () => {
+        const table = await scope.table();
+        const { proxy, dataSource } = await proxied();
+        const enqueuer = await scope.open({ table });
+        const keys = Array.from({ length: KEYS }, (_, k) => `key-${k}`);
+        const ids: string[] = [];
+        for (let tx = 0; tx < TOTAL / KEYS; tx++)
+          ids.push(...(await enqueuer.enqueue(keys.map((key) => msg(key, { tx })))));
+
+        const publisher = new RecordingPublisher().slow(PUBLISH_MS);
+        const logs = new KeptLogs();
+        const app = await scope.open(
+          {
+            ...dispatchTestApp(publisher, {
+              dispatcher: {
+                leaseMs: 6_000,
+                publishTimeoutMs: 2_000,
+                dbTimeoutMs: DB_TIMEOUT_MS,
+                maxOutagePauseMs: 500,
+                // The LISTEN connection goes through the proxy too, and must come back.
+                listen: db.name === 'postgres',
+              },
+            }),
+            table,
+            logger: logs,
+          },
+          dataSource,
+        );
+        // The tokens of the claims whose answer reached the dispatcher (see the attempts below).
+        const answered = new Set<string>();
+        const { store } = app;
+        const claim = store.claim.bind(store);
+        store.claim = async (options) => {
+          const batch = await claim(options);
+          answered.add(batch.token);
+          return batch;
+        };
+        await app.dispatcher.start();
+
+        await publisher.until((p) => p.sent.length >= TOTAL / 4, 20_000, 'a quarter published');
+        proxy.cut(cut);
+        const cutAt = Date.now();
+        await waitFor(
+          'the dispatcher to try the database while it is gone',
+          () => proxy.blocked > 0,
+          {
+            timeoutMs: OUTAGE_MS - QUIET_MS,
+          },
+        );
+        // Batches claimed before the cut may still publish; nothing claimed after it can.
+        await sleep(cutAt + OUTAGE_MS - QUIET_MS - Date.now());
+        const sentInOutage = publisher.sent.length;
+        await expectNever(
+          'a publish while the database is unreachable',
+          () => publisher.sent.length > sentInOutage,
+          QUIET_MS,
+        );
+        expect(sentInOutage).toBeLessThan(TOTAL);
+        const unanswered = await claimsNeverAnswered(table, answered);
+
+        proxy.restore();
+        await waitFor(
+          'delivery to resume after the database returns',
+          () => publisher.sent.length > sentInOutage,
+          { timeoutMs: 3_000 },
+        );
+        const rows = await waitFor(
+          'every row delivered',
+          async () => {
+            const all = await readOutbox(scope.ds, table);
+            return all.every((r) => r.status === 'delivered') ? all : undefined;
+          },
+          { timeoutMs: 30_000, intervalMs: 100 },
+        );
+
+        // Nothing lost, nothing published twice, every key in commit order.
+        expect(rows).toHaveLength(TOTAL);
+        expect(publisher.sentIds).toHaveLength(TOTAL);
+        expect(new Set(publisher.sentIds).size).toBe(TOTAL);
+        for (const [k, key] of keys.entries())
+          expect(publisher.sentForKey(key)).toEqual(ids.filter((_, i) => i % KEYS === k));
+        // The publisher never failed: the outage charged nothing, but for the messages of a claim
+        // the database committed and whose answer the cut lost (see claimsNeverAnswered).
+        const charged = (r: OutboxRow) => r.attempts !== 1 && !unanswered.has(r.messageId);
+        expect(rows.filter(charged).map((r) => [r.messageId, r.attempts])).toEqual([]);
+        expect(rows.filter((r) => r.attempts > 2)).toEqual([]);
+        expect((await readAttempts(scope.ds, table)).filter((a) => a.outcome !== 'outage')).toEqual(
+          [],
+        );
+        expect(logs.lines.filter((line) => line.startsWith('fatal'))).toEqual([]);
+      });
+    }
+  });
+}

@@ -1,0 +1,196 @@
+import { connect, createServer, type Server, type Socket } from 'node:net';
+
+/**
+ * How a cut proxy fails its clients:
+ * - `'reset'`: every open connection is reset (both ends) and every new one is reset as soon as
+ *   it is accepted, as when the database server crashes or restarts;
+ * - `'blackhole'`: connections stay open and new ones are accepted, but nothing passes either
+ *   way, as in a network partition: calls hang without an answer. What was sent meanwhile is
+ *   delivered on `restore()`, as TCP retransmission delivers it once a partition heals.
+ */
+export type ProxyCut = 'reset' | 'blackhole';
+
+/** One client connection and, once dialled, its connection to the target. */
+interface Link {
+  readonly client: Socket;
+  server: Socket | undefined;
+  /** Bytes held back while the link is blackholed (or not yet dialled), by direction. */
+  readonly toServer: Buffer[];
+  readonly toClient: Buffer[];
+  /** The server's next answer on this link is lost: the proxy cuts instead (resetOnAnswerTo). */
+  loseAnswer: boolean;
+}
+
+const LOOPBACK = new Set(['127.0.0.1', 'localhost', '::1']);
+
+/**
+ * A TCP proxy on 127.0.0.1 in front of a local server, for tests that take the server away
+ * from one client (`cut`) and give it back (`restore`) while others keep talking to it directly.
+ * It closes itself after `lifetimeMs`, so a test that fails before closing it leaves nothing
+ * listening.
+ */
+export class TcpProxy {
+  private mode: 'open' | ProxyCut = 'open';
+  private closed = false;
+  private readonly links = new Set<Link>();
+  private blockedCount = 0;
+  private losesAnswerTo: RegExp | undefined;
+  private readonly lifetime: NodeJS.Timeout;
+
+  private constructor(
+    private readonly server: Server,
+    readonly port: number,
+    private readonly target: { readonly host: string; readonly port: number },
+    lifetimeMs: number,
+  ) {
+    server.on('connection', (socket: Socket) => this.accept(socket));
+    this.lifetime = setTimeout(() => this.shut(), lifetimeMs);
+    this.lifetime.unref();
+  }
+
+  /** Listens on a free port of 127.0.0.1 and forwards to `target`, which must be local. */
+  static async start(
+    target: { readonly host: string; readonly port: number },
+    lifetimeMs: number,
+  ): Promise<TcpProxy> {
+    if (!LOOPBACK.has(target.host)) {
+      throw new Error(`TcpProxy forwards to this machine only, not to ${target.host}`);
+    }
+    const server = createServer();
+    await new Promise<void>((resolve, reject) => {
+      server.once('error', reject);
+      server.listen(0, '127.0.0.1', () => {
+        server.off('error', reject);
+        resolve();
+      });
+    });
+    const { port } = server.address() as { port: number };
+    return new TcpProxy(server, port, target, lifetimeMs);
+  }
+
+  /** `'open'` while forwarding, otherwise how it is cut. */
+  get state(): 'open' | ProxyCut {
+    return this.mode;
+  }
+
+  /** Client connections open now. */
+  get connections(): number {
+    return this.links.size;
+  }
+
+  /**
+   * How many times a client met the cut: a connection reset on arrival, or bytes held back by
+   * the blackhole. Proof that the client tried to reach the server while it was gone.
+   */
+  get blocked(): number {
+    return this.blockedCount;
+  }
+
+  cut(how: ProxyCut): void {
+    this.mode = how;
+    if (how === 'reset') for (const link of [...this.links]) this.reset(link);
+  }
+
+  /**
+   * Cuts (`'reset'`) when the server answers the next request whose text matches `request`: the
+   * server did what it was asked (a COMMIT, say) and the client never learns it.
+   */
+  resetOnAnswerTo(request: RegExp): void {
+    this.losesAnswerTo = request;
+  }
+
+  /** Forwards again; a blackhole's held connections get what was sent meanwhile. */
+  restore(): void {
+    this.mode = 'open';
+    for (const link of this.links) {
+      if (link.server === undefined) this.dial(link);
+      else this.flush(link, link.server);
+    }
+  }
+
+  /** Stops listening and drops every connection. */
+  async close(): Promise<void> {
+    const stopped = new Promise<void>((resolve) => this.server.close(() => resolve()));
+    this.shut();
+    await stopped;
+  }
+
+  private shut(): void {
+    clearTimeout(this.lifetime);
+    this.closed = true;
+    if (this.server.listening) this.server.close();
+    for (const link of [...this.links]) this.reset(link);
+  }
+
+  private accept(client: Socket): void {
+    if (this.closed || this.mode === 'reset') {
+      if (!this.closed) this.blockedCount += 1;
+      client.on('error', () => undefined);
+      client.resetAndDestroy();
+      return;
+    }
+    const link: Link = {
+      client,
+      server: undefined,
+      toServer: [],
+      toClient: [],
+      loseAnswer: false,
+    };
+    this.links.add(link);
+    client.on('data', (chunk: Buffer) => {
+      if (this.mode === 'open' && link.server !== undefined) {
+        if (this.losesAnswerTo?.test(chunk.toString('latin1')) === true) {
+          this.losesAnswerTo = undefined;
+          link.loseAnswer = true;
+        }
+        link.server.write(chunk);
+        return;
+      }
+      if (this.mode === 'blackhole') this.blockedCount += 1;
+      link.toServer.push(chunk);
+    });
+    this.onEnd(link, client, () => link.server);
+    if (this.mode === 'open') this.dial(link);
+  }
+
+  private dial(link: Link): void {
+    const server = connect(this.target.port, this.target.host);
+    link.server = server;
+    server.on('data', (chunk: Buffer) => {
+      if (link.loseAnswer) this.cut('reset');
+      else if (this.mode === 'open') link.client.write(chunk);
+      else link.toClient.push(chunk);
+    });
+    this.onEnd(link, server, () => link.client);
+    this.flush(link, server);
+  }
+
+  private flush(link: Link, server: Socket): void {
+    for (const chunk of link.toServer.splice(0)) server.write(chunk);
+    for (const chunk of link.toClient.splice(0)) link.client.write(chunk);
+  }
+
+  /**
+   * When one end closes, the other is closed too: gracefully while forwarding, so that a last
+   * message (a driver's goodbye) still gets through, and at once otherwise.
+   */
+  private onEnd(link: Link, socket: Socket, peer: () => Socket | undefined): void {
+    socket.on('error', () => undefined);
+    socket.on('close', (hadError) => {
+      const other = peer();
+      if (other !== undefined && !other.destroyed) {
+        if (hadError || this.mode !== 'open') other.destroy();
+        else other.end();
+      }
+      if (link.client.destroyed && (link.server?.destroyed ?? true)) this.links.delete(link);
+    });
+  }
+
+  private reset(link: Link): void {
+    this.links.delete(link);
+    link.toServer.length = 0;
+    link.toClient.length = 0;
+    if (!link.client.destroyed) link.client.resetAndDestroy();
+    if (link.server !== undefined && !link.server.destroyed) link.server.resetAndDestroy();
+  }
+}
