@@ -481,7 +481,16 @@ export function mysqlDeadByMessageIds(n: OutboxTableNames, count: number): strin
   return `SELECT id, message_key AS k FROM ${n.table} WHERE status = 'dead' AND message_id IN (${placeholders(count)})`;
 }
 
-/** Params: status, ids. Copies the rows about to be purged into the archive. */
+/**
+ * Params: status, ids. Locks the rows about to be deleted that still have the status: a requeue
+ * that committed since they were read (a consistent read) no longer matches, and one that comes
+ * after waits for the delete, so what is archived is exactly what is deleted.
+ */
+export function mysqlLockByIds(n: OutboxTableNames, count: number): string {
+  return `SELECT id FROM ${n.table} WHERE status = ? AND id IN (${placeholders(count)}) ORDER BY id FOR UPDATE`;
+}
+
+/** Params: status, ids (locked by mysqlLockByIds). Copies them into the archive. */
 export function mysqlArchiveByIds(n: OutboxTableNames, count: number): string {
   return `INSERT INTO ${n.archiveTable} (${ARCHIVE_INSERT_COLUMNS})
 SELECT ${archivedValues('o')} FROM ${n.table} AS o WHERE o.status = ? AND o.id IN (${placeholders(count)}) ORDER BY o.id`;

@@ -25,6 +25,7 @@ import {
   mysqlDeadToRequeue,
   mysqlDeleteAttemptsOf,
   mysqlArchiveByIds,
+  mysqlLockByIds,
   mysqlDeleteByIds,
   mysqlDeleteDeliveredAttempts,
   mysqlDeleteGuardOf,
@@ -544,18 +545,27 @@ export class MysqlOutboxStore implements OutboxStore {
     archive = false,
   ): Promise<number> {
     return this.transaction(async (query) => {
-      const { rows } = await query<{ id: string | number; k: string | null }>(select, params);
+      const { rows: found } = await query<{ id: string | number; k: string | null }>(
+        select,
+        params,
+      );
+      if (found.length === 0) return 0;
+      // Key locks first, so the promotion below cannot miss a park; rows after, as a settle does.
+      const keys =
+        status === 'dead' && this.policy.ordered
+          ? [...new Set(found.flatMap((r) => (r.k === null ? [] : [r.k])))]
+          : [];
+      await this.lockForDispatch(query, keys);
+      // The read above takes no locks: a row requeued since is no longer `status` and is left.
+      const { rows } = await query<{ id: string | number }>(
+        mysqlLockByIds(this.names, found.length),
+        [status, ...found.map((r) => r.id)],
+      );
       if (rows.length === 0) return 0;
-      // Copied and deleted in one transaction: a row is in the outbox or the archive, not both.
+      // Copied and deleted under those locks: a row is in the outbox or the archive, not both.
       if (archive) {
         await query(mysqlArchiveByIds(this.names, rows.length), [status, ...rows.map((r) => r.id)]);
       }
-      // Locks first, so the promotion below cannot miss a park.
-      const keys =
-        status === 'dead' && this.policy.ordered
-          ? [...new Set(rows.flatMap((r) => (r.k === null ? [] : [r.k])))]
-          : [];
-      await this.lockForDispatch(query, keys);
       await query(mysqlDeleteAttemptsOf(this.names, rows.length), [
         status,
         ...rows.map((r) => r.id),
