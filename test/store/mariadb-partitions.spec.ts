@@ -156,6 +156,36 @@ VALUES (UNHEX(REPLACE(UUID(), '-', '')), 'orders', ?, 't', '{}', '{}', ?, ? + IN
       expect(left.map((r) => r.name)).toContain(p4);
     }, 60_000);
 
+    it('promotes the next message of a key whose dead head went with a dropped partition', async () => {
+      const { table, names } = await partitionedTable(3);
+      const [p3] = names;
+      const insert = (status: string, createdAt: string, deadAt: string | null) =>
+        scope.ds.query(
+          `INSERT INTO \`${table}\` (message_id, topic, message_key, event_type, payload, headers, status, created_at, dead_at)
+VALUES (UNHEX(REPLACE(UUID(), '-', '')), 'orders', 'k', 't', '{}', '{}', ?, ?, ?)`,
+          [status, createdAt, deadAt],
+        );
+      // Key k: its dead head three days back, its follower parked behind it today.
+      await insert(
+        'dead',
+        datetime(new Date(dayStart(3).getTime() + 3_600_000)),
+        datetime(dayStart(3)),
+      );
+      await insert('waiting', datetime(new Date()), null);
+      const publisher = new RecordingPublisher();
+      const app = await boot(publisher, table, {
+        partitioning: { interval: 'day', retention: '1d', premake: 2 },
+        cleaner: { deadRetentionMs: DAY },
+      });
+
+      const report = await app.moduleRef.get(OutboxPartitionMaintainer).runOnce();
+      expect(report.dropped).toContain(p3);
+      // No unlocker ran: the maintainer promoted it.
+      expect((await app.rows()).map((r) => [r.key, r.status])).toEqual([['k', 'pending']]);
+      await app.runUntilIdle();
+      expect(publisher.messages.map((m) => m.key)).toEqual(['k']);
+    });
+
     it('adds partitions by reorganising pmax; a dry run changes nothing', async () => {
       const { table } = await partitionedTable(0);
       const partitions = outboxPartitions(typeormSqlPort(scope.ds), { tableName: table });
