@@ -86,6 +86,24 @@ WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND PARTITION_NAME IN (?, ?, 
     expect(publisher.messages.map((m) => m.messageId)).toEqual(ids);
   }, 60_000);
 
+  it('writes an enqueue’s guard rows with the created_at of their outbox rows, so a guard is pruned with its row’s partition', async () => {
+    const { table } = await partitionedTable(0);
+    const app = await boot(new RecordingPublisher(), table);
+    await app.enqueue([
+      msg('a', { n: 1 }, { dedupeKey: 'order-1' }),
+      msg('a', { n: 2 }, { dedupeKey: 'order-2' }),
+      msg('b', { n: 3 }),
+    ]);
+    await app.enqueue([msg('c', { n: 4 }, { dedupeKey: 'order-3', delayMs: 1_000 })]);
+    const rows = await scope.ds.query<{ outbox: string; guard: string }[]>(
+      `SELECT DATE_FORMAT(o.created_at, '%Y-%m-%d %H:%i:%s.%f') AS outbox,
+  DATE_FORMAT(g.created_at, '%Y-%m-%d %H:%i:%s.%f') AS guard
+FROM \`${table}_ids\` AS g JOIN \`${table}\` AS o ON o.message_id = g.message_id ORDER BY o.id`,
+    );
+    expect(rows).toHaveLength(3);
+    for (const row of rows) expect(row.guard).toBe(row.outbox);
+  });
+
   describe('the partition maintainer', () => {
     const policy: OutboxPartitionPolicy = { premake: 2, retentionMs: DAY, deadRetentionMs: null };
 

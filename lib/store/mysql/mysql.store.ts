@@ -52,6 +52,7 @@ import {
   mysqlSettleDead,
   mysqlSettleDelivered,
   mysqlSettleRetry,
+  mysqlSetEnqueuedAt,
   mysqlHasDue,
   mysqlStats,
   mysqlStillHeld,
@@ -195,6 +196,8 @@ export class MysqlOutboxStore implements OutboxStore {
     const present: string[] = [];
     const accepted: NewOutboxRow[] = [];
     const seen = new Set<string>();
+    const guarded = rows.some((r) => r.idempotent === true);
+    if (guarded) await tx.query(mysqlSetEnqueuedAt());
     for (const row of rows) {
       if (row.idempotent !== true) {
         accepted.push(row);
@@ -214,7 +217,7 @@ export class MysqlOutboxStore implements OutboxStore {
       : MAX_ROWS_PER_INSERT;
     for (const chunk of insertChunks(accepted, perStatement, 'base64', ids.param)) {
       await tx.query(
-        mysqlInsert(this.names, chunk.rows.length, chunk.scheduled, false, chunk.extended),
+        mysqlInsert(this.names, chunk.rows.length, chunk.scheduled, false, chunk.extended, guarded),
         chunk.params,
       );
     }
