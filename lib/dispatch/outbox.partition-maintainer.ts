@@ -1,16 +1,18 @@
 import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import { SchedulerRegistry } from '@nestjs/schedule';
-import { OUTBOX_OPTIONS, OUTBOX_SQL } from '../outbox.constants';
+import { OUTBOX_OPTIONS, OUTBOX_SQL, OUTBOX_STORE } from '../outbox.constants';
 import type { ResolvedOutboxOptions } from '../options/resolve-outbox-options';
 import type { OutboxPartitionsReport } from '../store/outbox-partitions.port';
-import { outboxPartitions } from '../store/outbox-partitions';
+import { outboxPartitions, promoteAfterDrop } from '../store/outbox-partitions';
+import type { OutboxStore } from '../store/outbox-store.port';
 import type { SqlPort } from '../store/sql-port';
 import { IntervalWorker } from './interval-worker';
 
 /**
  * Keeps a partitioned outbox table (`partitioning` option): creates the next
  * `partitioning.premake` partitions ahead, and drops the partitions past
- * `partitioning.retention` whose every row is final. One instance at a time (the others skip
+ * `partitioning.retention` whose every row is final, then promotes the next message of each key
+ * whose dead head went with a dropped partition. One instance at a time (the others skip
  * their run); a table it does not recognise is never touched. Without the option it does
  * nothing. Runs at start, then every `partitioning.maintainIntervalMs`; `runOnce()` resolves to
  * what the run did.
@@ -20,6 +22,7 @@ export class OutboxPartitionMaintainer extends IntervalWorker<OutboxPartitionsRe
   constructor(
     @Inject(OUTBOX_OPTIONS) options: ResolvedOutboxOptions,
     @Inject(OUTBOX_SQL) private readonly sql: SqlPort,
+    @Inject(OUTBOX_STORE) private readonly store: OutboxStore,
     // The app's, when it imported ScheduleModule.forRoot(); the outbox never imports one.
     @Optional() @Inject(SchedulerRegistry) registry?: SchedulerRegistry,
   ) {
@@ -65,6 +68,9 @@ export class OutboxPartitionMaintainer extends IntervalWorker<OutboxPartitionsRe
       this.logger.log(`Created partitions ${report.created.join(', ')}`);
     if (report.dropped.length > 0)
       this.logger.log(`Dropped partitions ${report.dropped.join(', ')}`);
+    const promoted = await promoteAfterDrop(this.store, report);
+    if (promoted > 0)
+      this.logger.log(`Promoted ${promoted} waiting message(s) whose dead head was dropped`);
     for (const { name, reason } of report.notCreated) {
       this.logger.warn(`Could not create partition ${name}: ${reason}`);
     }

@@ -117,12 +117,13 @@ export function namedProviders(workers: boolean, name: string): Provider[] {
     },
     {
       provide: token(OutboxPartitionMaintainer),
-      inject: [OUTBOX_OPTIONS, OUTBOX_SQL, registry],
+      inject: [OUTBOX_OPTIONS, OUTBOX_SQL, OUTBOX_STORE, registry],
       useFactory: (
         options: ResolvedOutboxOptions,
         sql: SqlPort,
+        store: OutboxStore,
         scheduler: SchedulerRegistry | undefined,
-      ) => new OutboxPartitionMaintainer(options, sql, scheduler),
+      ) => new OutboxPartitionMaintainer(options, sql, store, scheduler),
     },
   ];
 }

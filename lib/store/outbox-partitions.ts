@@ -1,4 +1,5 @@
-import type { OutboxPartitionsPort } from './outbox-partitions.port';
+import type { OutboxPartitionsPort, OutboxPartitionsReport } from './outbox-partitions.port';
+import type { OutboxStore } from './outbox-store.port';
 import { outboxDatabase, tableNamesFor, outboxDialectOf } from './outbox-dialect';
 import type { SqlPort } from './sql-port';
 import { partitionedTablesOf } from './table-layout';
@@ -18,4 +19,29 @@ export function outboxPartitions(
     schema: table.schema ?? undefined,
   });
   return partitionedTablesOf(outboxDatabase(sql.databaseType)).partitions(sql, names);
+}
+
+// One pass promotes the next messages of at most this many keys; passes go on until one finds
+// nothing, up to MAX_PROMOTION_PASSES (the unlocker takes whatever is left).
+const ORPHAN_KEYS_PER_PASS = 1_000;
+const MAX_PROMOTION_PASSES = 100;
+
+/**
+ * After a maintenance run that dropped partitions: a dead letter dropped with its partition no
+ * longer holds its key back, so the key's next waiting message is promoted now, as the cleaner's
+ * delete does, rather than when the unlocker next runs (or never, where none runs). The drop is
+ * DDL and cannot share a transaction with the promotion. Resolves to the messages promoted.
+ */
+export async function promoteAfterDrop(
+  store: Pick<OutboxStore, 'promoteOrphans'>,
+  report: OutboxPartitionsReport,
+): Promise<number> {
+  if (report.dryRun || report.dropped.length === 0) return 0;
+  let total = 0;
+  for (let pass = 0; pass < MAX_PROMOTION_PASSES; pass++) {
+    const promoted = await store.promoteOrphans(ORPHAN_KEYS_PER_PASS);
+    total += promoted;
+    if (promoted === 0) break;
+  }
+  return total;
 }

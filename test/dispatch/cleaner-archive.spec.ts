@@ -1,21 +1,73 @@
 import { Test } from '@nestjs/testing';
+import type { DataSource } from 'typeorm';
 import {
   ensureOutboxArchiveTable,
   OutboxModule,
   OutboxTableMissingError,
   type OutboxMessage,
 } from '../../lib';
+import { typeormSqlPort } from '../../lib/orm/typeorm/typeorm.sql-port';
+import { createOutboxStore } from '../../lib/store/create-outbox-store';
+import type { OutboxStore } from '../../lib/store/outbox-store.port';
+import type { SqlPort } from '../../lib/store/sql-port';
 import { readArchive, readAttempts, TEST_DATABASES } from '../support/databases';
 import { ageRows } from '../support/db-clock';
 import { dispatchApps, msg } from '../support/dispatch-fixtures';
 import { useOutboxScope } from '../support/outbox-scope';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
+import { waitFor } from '../support/wait-for';
 
 // cleaner.archive: rows past their retention move to `<table>_archive` in the transaction that
 // deletes them, with what was sent and how it ended; nothing else changes about the cleaner.
 
 const MINUTE = 60_000;
+
+/**
+ * A store on `table` whose transactions run their statements and then wait for `release()`
+ * before they commit (`held` resolves when one has got there), so a test can hold one
+ * uncommitted while another transaction meets its locks.
+ */
+async function storeHoldingCommit(ds: DataSource, table: string) {
+  const {
+    transactionOpening: _opening,
+    transactionStatement: _statement,
+    ...port
+  } = typeormSqlPort(ds);
+  let reached = (): void => undefined;
+  let release = (): void => undefined;
+  const held = new Promise<void>((resolve) => (reached = resolve));
+  const released = new Promise<void>((resolve) => (release = resolve));
+  const holding: SqlPort = {
+    ...port,
+    async transaction(work) {
+      return port.transaction(async (tx) => {
+        const value = await work(tx);
+        reached();
+        await released;
+        return value;
+      });
+    },
+  };
+  const store: OutboxStore = await createOutboxStore(
+    holding,
+    { tableName: table, schema: null },
+    { enabled: false, notify: false },
+  );
+  return { store, held, release };
+}
+
+/** Whether a statement on `table` waits for a lock another transaction holds. */
+async function waitsForLock(ds: DataSource, table: string): Promise<boolean> {
+  const postgres = ds.options.type === 'postgres';
+  const sql = postgres
+    ? `SELECT count(*) AS n FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1`
+    : `SELECT count(*) AS n FROM information_schema.innodb_trx WHERE trx_state = 'LOCK WAIT' AND trx_query LIKE ?`;
+  const [row] = await ds.query<{ n: string | number }[]>(sql, [
+    postgres ? `%"${table}"%` : `%\`${table}\`%`,
+  ]);
+  return Number(row?.n ?? 0) > 0;
+}
 
 for (const db of TEST_DATABASES) {
   describeWith(db.service === null ? [] : [db.service], `cleaner archive on ${db.name}`, () => {
@@ -137,6 +189,44 @@ for (const db of TEST_DATABASES) {
       });
       expect((await readArchive(scope.ds, h.table)).map((r) => r.messageId)).toEqual([id]);
     });
+
+    // SQLite has one writer at a time: the cleaner's transaction cannot interleave with a retry.
+    if (db.name !== 'sqlite') {
+      it('leaves a dead letter requeued while the cleaner archives it in the outbox only, and counts what it archived', async () => {
+        const publisher = new RecordingPublisher();
+        const h = await bootArchiving(publisher, MINUTE);
+        const [retried, kept] = (await h.commit([msg('r'), msg('k')])) as [string, string];
+        publisher.fail(retried, 'permanent');
+        publisher.fail(kept, 'permanent');
+        await h.runUntilIdle();
+        await ageRows(scope.ds, h.table, 'dead', 120);
+
+        // The retry has requeued its row but not committed when the cleaner comes to that row.
+        const retry = await storeHoldingCommit(scope.ds, h.table);
+        const requeued = retry.store.requeueDead([retried]);
+        await retry.held;
+        const cleaned = h.cleaner.runOnce();
+        try {
+          // MariaDB refreshes innodb_trx only when last read over 100 ms ago: probe slower.
+          await waitFor(
+            'the cleaner to wait for the requeued row',
+            () => waitsForLock(scope.ds, h.table),
+            { intervalMs: 200 },
+          );
+        } finally {
+          retry.release();
+        }
+        expect(await requeued).toEqual({ requeued: 1, resequenced: 0 });
+        const report = await cleaned;
+
+        const archived = await readArchive(scope.ds, h.table);
+        expect(archived.map((r) => [r.messageId, r.status])).toEqual([[kept, 'dead']]);
+        expect(report).toEqual({ delivered: 0, dead: archived.length });
+        expect((await h.rows()).map((r) => [r.messageId, r.status])).toEqual([
+          [retried, 'pending'],
+        ]);
+      });
+    }
 
     it('keeps dead letters in the outbox when they have no retention', async () => {
       const publisher = new RecordingPublisher();

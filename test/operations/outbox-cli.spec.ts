@@ -1014,6 +1014,7 @@ VALUES (${db.name === 'postgres' ? '$1' : '?'}, 'orders', 't', '{}', '{}', 'deli
         dropped: [old],
         kept: [],
         notCreated: [],
+        promoted: 0,
       });
       const done = await outbox(
         ['partitions', 'maintain', '--premake', '4', '--retention', '1d', '--table', table],
@@ -1028,6 +1029,46 @@ VALUES (${db.name === 'postgres' ? '$1' : '?'}, 'orders', 't', '{}', '{}', 'deli
       );
       expect(after.partitions.map((p) => p.name)).not.toContain(old);
       expect(after.missing).toEqual([]);
+    });
+
+    it('partitions maintain drops dead letters by age only with --yes, and promotes the next message of their keys', async () => {
+      const table = uniqueTable('outbox_clp');
+      scope.defer(() => dropOutboxTable(scope.ds, table));
+      const url = urlFor(db, scope.ds);
+      await outbox(['schema', 'migrate', '--table', table, '--partition-by', 'day'], url);
+      const old = await pastPartition(table, 3);
+      const [head, follower] = [randomUUID(), randomUUID()];
+      const p = (i: number) => (db.name === 'postgres' ? `$${i}` : '?');
+      // Key k: a dead head in the old partition, its follower parked behind it in today's.
+      await scope.ds.query(
+        `INSERT INTO ${quoteTable(scope.ds, table)} (message_id, topic, message_key, event_type, payload, headers, status, created_at, dead_at)
+VALUES (${p(1)}, 'orders', 'k', 't', '{}', '{}', 'dead', '${stamp(new Date(day(3).getTime() + 3_600_000))}', '${stamp(new Date(Date.now() - 3 * DAY))}')`,
+        [storedId(db.name, head)],
+      );
+      await scope.ds.query(
+        `INSERT INTO ${quoteTable(scope.ds, table)} (message_id, topic, message_key, event_type, payload, headers, status)
+VALUES (${p(1)}, 'orders', 'k', 't', '{}', '{}', 'waiting')`,
+        [storedId(db.name, follower)],
+      );
+      const statusOf = async (id: string) =>
+        (await readOutbox(scope.ds, table)).find((r) => r.messageId === id)?.status;
+      const maintain = ['partitions', 'maintain', '--retention', '1d', '--table', table];
+
+      const refused = await outbox([...maintain, '--dead-retention', '0'], url);
+      expect(refused).toMatchObject({ code: 2, stdout: '' });
+      expect(refused.stderr).toMatch(/Refusing to delete dead letters by age without --yes/);
+      expect(await statusOf(head)).toBe('dead');
+      // A dry run deletes nothing: it needs no --yes.
+      const dry = await outboxJson([...maintain, '--dead-retention', '0', '--dry-run'], url);
+      expect(dry).toMatchObject({ dropped: [old], promoted: 0 });
+      expect(await statusOf(head)).toBe('dead');
+
+      const done = await outbox([...maintain, '--dead-retention', '0', '--yes'], url);
+      expect(done.code).toBe(0);
+      expect(done.stdout).toContain(`Dropped ${old}.`);
+      expect(done.stdout).toContain('Promoted 1 waiting message whose dead head was dropped.');
+      expect(await statusOf(head)).toBeUndefined();
+      expect(await statusOf(follower)).toBe('pending');
     });
 
     it('partitions commands refuse a plain table and bad options, saying why', async () => {

@@ -86,6 +86,24 @@ WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME = ? AND PARTITION_NAME IN (?, ?, 
     expect(publisher.messages.map((m) => m.messageId)).toEqual(ids);
   }, 60_000);
 
+  it('writes an enqueue’s guard rows with the created_at of their outbox rows, so a guard is pruned with its row’s partition', async () => {
+    const { table } = await partitionedTable(0);
+    const app = await boot(new RecordingPublisher(), table);
+    await app.enqueue([
+      msg('a', { n: 1 }, { dedupeKey: 'order-1' }),
+      msg('a', { n: 2 }, { dedupeKey: 'order-2' }),
+      msg('b', { n: 3 }),
+    ]);
+    await app.enqueue([msg('c', { n: 4 }, { dedupeKey: 'order-3', delayMs: 1_000 })]);
+    const rows = await scope.ds.query<{ outbox: string; guard: string }[]>(
+      `SELECT DATE_FORMAT(o.created_at, '%Y-%m-%d %H:%i:%s.%f') AS outbox,
+  DATE_FORMAT(g.created_at, '%Y-%m-%d %H:%i:%s.%f') AS guard
+FROM \`${table}_ids\` AS g JOIN \`${table}\` AS o ON o.message_id = g.message_id ORDER BY o.id`,
+    );
+    expect(rows).toHaveLength(3);
+    for (const row of rows) expect(row.guard).toBe(row.outbox);
+  });
+
   describe('the partition maintainer', () => {
     const policy: OutboxPartitionPolicy = { premake: 2, retentionMs: DAY, deadRetentionMs: null };
 
@@ -155,6 +173,36 @@ VALUES (UNHEX(REPLACE(UUID(), '-', '')), 'orders', ?, 't', '{}', '{}', ?, ? + IN
       expect(left.map((r) => r.name)).not.toContain(p5);
       expect(left.map((r) => r.name)).toContain(p4);
     }, 60_000);
+
+    it('promotes the next message of a key whose dead head went with a dropped partition', async () => {
+      const { table, names } = await partitionedTable(3);
+      const [p3] = names;
+      const insert = (status: string, createdAt: string, deadAt: string | null) =>
+        scope.ds.query(
+          `INSERT INTO \`${table}\` (message_id, topic, message_key, event_type, payload, headers, status, created_at, dead_at)
+VALUES (UNHEX(REPLACE(UUID(), '-', '')), 'orders', 'k', 't', '{}', '{}', ?, ?, ?)`,
+          [status, createdAt, deadAt],
+        );
+      // Key k: its dead head three days back, its follower parked behind it today.
+      await insert(
+        'dead',
+        datetime(new Date(dayStart(3).getTime() + 3_600_000)),
+        datetime(dayStart(3)),
+      );
+      await insert('waiting', datetime(new Date()), null);
+      const publisher = new RecordingPublisher();
+      const app = await boot(publisher, table, {
+        partitioning: { interval: 'day', retention: '1d', premake: 2 },
+        cleaner: { deadRetentionMs: DAY },
+      });
+
+      const report = await app.moduleRef.get(OutboxPartitionMaintainer).runOnce();
+      expect(report.dropped).toContain(p3);
+      // No unlocker ran: the maintainer promoted it.
+      expect((await app.rows()).map((r) => [r.key, r.status])).toEqual([['k', 'pending']]);
+      await app.runUntilIdle();
+      expect(publisher.messages.map((m) => m.key)).toEqual(['k']);
+    });
 
     it('adds partitions by reorganising pmax; a dry run changes nothing', async () => {
       const { table } = await partitionedTable(0);

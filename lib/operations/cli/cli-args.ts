@@ -34,7 +34,7 @@ Commands:
                                                    retention, or move them to the archive
   partitions status [--retention 7d]               each partition of a partitioned table: range,
                                                    rows by status, size, droppable or why not
-  partitions maintain [--dry-run] [--retention 7d] [--premake 3]
+  partitions maintain [--dry-run] [--retention 7d] [--premake 3] [--dead-retention 7d --yes]
                                                    create the partitions ahead and drop those
                                                    whose rows are all final (as the app's
                                                    maintainer; --dry-run only says what it would)
@@ -109,7 +109,14 @@ const COMMANDS = {
   leases: [...PAGE, 'longer-than'],
   cleanup: ['once', 'delivered-retention', 'dead-retention', 'yes', 'on-dead-letter', 'archive'],
   'partitions status': ['retention', 'dead-retention', 'premake'],
-  'partitions maintain': ['retention', 'dead-retention', 'premake', 'dry-run'],
+  'partitions maintain': [
+    'retention',
+    'dead-retention',
+    'yes',
+    'premake',
+    'dry-run',
+    'on-dead-letter',
+  ],
 } satisfies Record<string, readonly OptionName[]>;
 
 export type CliCommand = keyof typeof COMMANDS;

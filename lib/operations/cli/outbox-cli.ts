@@ -17,7 +17,7 @@ import {
   type OutboxDialect,
   type OutboxTableOptions,
 } from '../../store/outbox-dialect';
-import { outboxPartitions } from '../../store/outbox-partitions';
+import { outboxPartitions, promoteAfterDrop } from '../../store/outbox-partitions';
 import type { OutboxPartitionPolicy } from '../../store/outbox-partitions.port';
 import { outboxDatabaseOf, outboxDatabaseOfScheme } from '../../store/outbox-databases';
 import { outboxSchemaStatus } from '../../store/schema-status';
@@ -792,7 +792,12 @@ async function partitionsStatus(args: CliArgs, dataSource: DataSource): Promise<
 }
 
 async function partitionsMaintain(args: CliArgs, dataSource: DataSource): Promise<CliResult> {
+  if (!args.dryRun) refuseDeadRetentionWithoutYes(args);
   const report = await partitionsOf(args, dataSource).maintain(partitionPolicy(args), args.dryRun);
+  const promoted =
+    report.dryRun || report.dropped.length === 0
+      ? 0
+      : await withStore(args, dataSource, ({ store }) => promoteAfterDrop(store, report));
   const would = args.dryRun ? 'Would ' : '';
   const lines =
     report.skipped !== null
@@ -804,12 +809,27 @@ async function partitionsMaintain(args: CliArgs, dataSource: DataSource): Promis
           report.dropped.length === 0
             ? `${args.dryRun ? 'Would drop' : 'Dropped'} no partition.`
             : `${would}${args.dryRun ? 'drop' : 'Dropped'} ${report.dropped.join(', ')}.`,
+          ...(promoted === 0
+            ? []
+            : [`Promoted ${plural(promoted, 'waiting message')} whose dead head was dropped.`]),
           ...report.kept.map((k) => `Kept ${k.name}: it ${k.reason}.`),
           ...report.notCreated.map((k) => `Could not create ${k.name}: ${k.reason}.`),
         ];
   // Skipped because the table is not one the outbox partitions: a failure the operator must see.
   const failed = report.skipped !== null && !report.skipped.startsWith('another instance');
-  return { text: lines.join('\n'), json: report, exitCode: failed ? 1 : 0 };
+  return { text: lines.join('\n'), json: { ...report, promoted }, exitCode: failed ? 1 : 0 };
+}
+
+/**
+ * `--dead-retention` deletes dead letters by age, which can reach every one of them: wherever it
+ * deletes (cleanup, partitions maintain), it needs `--yes`.
+ */
+function refuseDeadRetentionWithoutYes(args: CliArgs): void {
+  if (args.deadRetentionMs !== null && !args.yes) {
+    throw new CliUsageError(
+      'Refusing to delete dead letters by age without --yes: --dead-retention can reach every dead letter. Add --yes, or leave --dead-retention out to keep them.',
+    );
+  }
 }
 
 async function cleanup(args: CliArgs, { store }: Connected): Promise<CliResult> {
@@ -818,11 +838,7 @@ async function cleanup(args: CliArgs, { store }: Connected): Promise<CliResult> 
       '"outbox cleanup" runs once and exits: pass --once (the app\'s cleaner runs it on a schedule).',
     );
   }
-  if (args.deadRetentionMs !== null && !args.yes) {
-    throw new CliUsageError(
-      'Refusing to delete dead letters by age without --yes: --dead-retention can reach every dead letter. Add --yes, or leave --dead-retention out to keep them.',
-    );
-  }
+  refuseDeadRetentionWithoutYes(args);
 
   const { archive } = args;
   const delivered = await purgeAll(store, 'delivered', args.deliveredRetentionMs, archive);

@@ -176,14 +176,16 @@ export function mysqlInsert(
   scheduled: boolean,
   idempotent = false,
   extended = false,
+  /** created_at as `mysqlSetEnqueuedAt` read it, not the statement's own clock. */
+  enqueuedAt = false,
 ): string {
-  const more = extended ? EXTENDED_VALUES : '';
+  const more = `${extended ? EXTENDED_VALUES : ''}${enqueuedAt ? `, ${ENQUEUED_AT}` : ''}`;
   const row = scheduled
     ? `(?, ?, ?, ?, ?, ?${more}, COALESCE(?, UTC_TIMESTAMP(6) + INTERVAL ? * 1000 MICROSECOND))`
     : `(?, ?, ?, ?, ?, ?${more})`;
   // Not INSERT IGNORE: that would also turn truncation and other errors into warnings.
   const skip = idempotent ? ' ON DUPLICATE KEY UPDATE id = id' : '';
-  return `INSERT INTO ${n.table} (message_id, topic, message_key, event_type, payload, headers${extended ? EXTENDED_COLUMNS : ''}${scheduled ? ', available_at' : ''}) VALUES ${Array.from({ length: rows }, () => row).join(', ')}${skip}`;
+  return `INSERT INTO ${n.table} (message_id, topic, message_key, event_type, payload, headers${extended ? EXTENDED_COLUMNS : ''}${enqueuedAt ? ', created_at' : ''}${scheduled ? ', available_at' : ''}) VALUES ${Array.from({ length: rows }, () => row).join(', ')}${skip}`;
 }
 
 /**
@@ -449,9 +451,22 @@ export function mysqlHasMessageId(n: OutboxTableNames): string {
   return `SELECT 1 AS found FROM ${n.table} WHERE message_id = ? LIMIT 1`;
 }
 
-/** Param: message id. Claims it in the guard: 1 row when new, 0 when there (see insertGuarded). */
+// One enqueue's time on a partitioned table, read once: the guard row and the outbox row carry
+// the same created_at, so they are in the same period and a guard is pruned with its row's
+// partition, never with the one before it (each statement would read the clock anew).
+const ENQUEUED_AT = '@outbox_enqueued_at';
+
+/** Reads the database clock once for an enqueue's guard and outbox rows (see insertGuarded). */
+export function mysqlSetEnqueuedAt(): string {
+  return `SET ${ENQUEUED_AT} = ${NOW}`;
+}
+
+/**
+ * Param: message id. Claims it in the guard: 1 row when new, 0 when there (see insertGuarded),
+ * at the time `mysqlSetEnqueuedAt` read.
+ */
 export function mysqlGuardId(n: OutboxTableNames): string {
-  return `INSERT IGNORE INTO ${n.idsTable} (message_id) VALUES (?)`;
+  return `INSERT IGNORE INTO ${n.idsTable} (message_id, created_at) VALUES (?, ${ENQUEUED_AT})`;
 }
 
 /** Params: status, row ids. The history of rows about to be deleted (purge, deleteDead). */
@@ -481,7 +496,16 @@ export function mysqlDeadByMessageIds(n: OutboxTableNames, count: number): strin
   return `SELECT id, message_key AS k FROM ${n.table} WHERE status = 'dead' AND message_id IN (${placeholders(count)})`;
 }
 
-/** Params: status, ids. Copies the rows about to be purged into the archive. */
+/**
+ * Params: status, ids. Locks the rows about to be deleted that still have the status: a requeue
+ * that committed since they were read (a consistent read) no longer matches, and one that comes
+ * after waits for the delete, so what is archived is exactly what is deleted.
+ */
+export function mysqlLockByIds(n: OutboxTableNames, count: number): string {
+  return `SELECT id FROM ${n.table} WHERE status = ? AND id IN (${placeholders(count)}) ORDER BY id FOR UPDATE`;
+}
+
+/** Params: status, ids (locked by mysqlLockByIds). Copies them into the archive. */
 export function mysqlArchiveByIds(n: OutboxTableNames, count: number): string {
   return `INSERT INTO ${n.archiveTable} (${ARCHIVE_INSERT_COLUMNS})
 SELECT ${archivedValues('o')} FROM ${n.table} AS o WHERE o.status = ? AND o.id IN (${placeholders(count)}) ORDER BY o.id`;

@@ -25,6 +25,7 @@ import {
   mysqlDeadToRequeue,
   mysqlDeleteAttemptsOf,
   mysqlArchiveByIds,
+  mysqlLockByIds,
   mysqlDeleteByIds,
   mysqlDeleteDeliveredAttempts,
   mysqlDeleteGuardOf,
@@ -51,6 +52,7 @@ import {
   mysqlSettleDead,
   mysqlSettleDelivered,
   mysqlSettleRetry,
+  mysqlSetEnqueuedAt,
   mysqlHasDue,
   mysqlStats,
   mysqlStillHeld,
@@ -194,6 +196,8 @@ export class MysqlOutboxStore implements OutboxStore {
     const present: string[] = [];
     const accepted: NewOutboxRow[] = [];
     const seen = new Set<string>();
+    const guarded = rows.some((r) => r.idempotent === true);
+    if (guarded) await tx.query(mysqlSetEnqueuedAt());
     for (const row of rows) {
       if (row.idempotent !== true) {
         accepted.push(row);
@@ -213,7 +217,7 @@ export class MysqlOutboxStore implements OutboxStore {
       : MAX_ROWS_PER_INSERT;
     for (const chunk of insertChunks(accepted, perStatement, 'base64', ids.param)) {
       await tx.query(
-        mysqlInsert(this.names, chunk.rows.length, chunk.scheduled, false, chunk.extended),
+        mysqlInsert(this.names, chunk.rows.length, chunk.scheduled, false, chunk.extended, guarded),
         chunk.params,
       );
     }
@@ -544,18 +548,27 @@ export class MysqlOutboxStore implements OutboxStore {
     archive = false,
   ): Promise<number> {
     return this.transaction(async (query) => {
-      const { rows } = await query<{ id: string | number; k: string | null }>(select, params);
+      const { rows: found } = await query<{ id: string | number; k: string | null }>(
+        select,
+        params,
+      );
+      if (found.length === 0) return 0;
+      // Key locks first, so the promotion below cannot miss a park; rows after, as a settle does.
+      const keys =
+        status === 'dead' && this.policy.ordered
+          ? [...new Set(found.flatMap((r) => (r.k === null ? [] : [r.k])))]
+          : [];
+      await this.lockForDispatch(query, keys);
+      // The read above takes no locks: a row requeued since is no longer `status` and is left.
+      const { rows } = await query<{ id: string | number }>(
+        mysqlLockByIds(this.names, found.length),
+        [status, ...found.map((r) => r.id)],
+      );
       if (rows.length === 0) return 0;
-      // Copied and deleted in one transaction: a row is in the outbox or the archive, not both.
+      // Copied and deleted under those locks: a row is in the outbox or the archive, not both.
       if (archive) {
         await query(mysqlArchiveByIds(this.names, rows.length), [status, ...rows.map((r) => r.id)]);
       }
-      // Locks first, so the promotion below cannot miss a park.
-      const keys =
-        status === 'dead' && this.policy.ordered
-          ? [...new Set(rows.flatMap((r) => (r.k === null ? [] : [r.k])))]
-          : [];
-      await this.lockForDispatch(query, keys);
       await query(mysqlDeleteAttemptsOf(this.names, rows.length), [
         status,
         ...rows.map((r) => r.id),

@@ -971,9 +971,12 @@ export function postgresPurge(
   archive = false,
 ): string {
   const ts = status === 'delivered' ? 'delivered_at' : 'dead_at';
+  // The status again on the deleted row itself: a row the subquery chose and a requeue changed
+  // before the delete could lock it is checked anew against it (and kept), not against the
+  // subquery's older answer, which would delete a message just put back in the queue.
   return deleteWithHistory(
     n,
-    `id IN (
+    `status = '${status}' AND id IN (
   SELECT id FROM ${n.table} WHERE status = '${status}' AND ${ts} < now() - $1 * interval '1 millisecond' ORDER BY ${ts} LIMIT $2)`,
     partitioned,
     archive,
