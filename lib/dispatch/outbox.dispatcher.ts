@@ -7,7 +7,7 @@ import {
   type OnApplicationBootstrap,
 } from '@nestjs/common';
 import { SchedulerRegistry } from '@nestjs/schedule';
-import { randomBytes } from 'node:crypto';
+import { randomBytes, randomUUID } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import { OutboxDatabaseTimeoutError } from '../errors/outbox-database-timeout.error';
 import { PublishTimeoutError } from '../errors/publish-timeout.error';
@@ -45,6 +45,7 @@ import {
 import { DatabaseWatchdog, watchdogMarginMs } from './database-watchdog';
 import { IntervalRunner } from './interval-runner';
 import { keyRounds, recordRound } from './key-runs';
+import { LostClaims } from './lost-claims';
 import { pausedPast } from './process-pause';
 import { isUnusableHandle } from './unusable-handle';
 
@@ -170,6 +171,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
   private outageSince: number | undefined;
   /** Tells this process's dispatcher apart in logs, across instances and restarts. */
   private readonly runId = randomBytes(4).toString('hex');
+  private readonly lostClaims = new LostClaims();
   /** A wake-up asked for the next drain (not only the timer): it claims without asking first. */
   private woken = false;
   /** Set while a drain waits on a batch in flight that a wake-up should cut short. */
@@ -534,26 +536,32 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
   private async claim(): Promise<ClaimResult> {
     if (this.stopping || Date.now() < this.pausedUntil) return 'idle';
     const { dispatcher } = this.options;
+    if (this.lostClaims.size > 0 && !(await this.releaseLostClaims())) return 'idle';
     const claimStarted = performance.now();
+    const token = randomUUID();
+    let call: Promise<ClaimedBatch> | undefined;
     let claimed: ClaimedBatch;
     try {
       claimed = await this.watchdog.run(
         'claim',
         () =>
-          this.store.claim({
+          (call = this.store.claim({
             limit: dispatcher.batchSize,
             owner: this.options.instanceId,
             leaseMs: dispatcher.leaseMs,
             likelyFew: this.inFlightRetryMs > 0 || this.lastClaimShort,
             window: claimWindowAfter(dispatcher.batchSize, this.lastClaimHeldBack),
             onSent: () => this.releasePublish(),
-          }),
+            token,
+          })),
         // A claim given up on may still commit: hand its rows straight back with their attempt,
         // or database stalls alone could dead-letter messages that were never published.
         { onLateResult: (late) => this.releaseLate(late) },
       );
     } catch (error) {
       this.lastClaimHeldBack = true;
+      // It may have committed all the same, its answer lost with the connection.
+      this.lostClaims.add(token, call, dispatcher.leaseMs);
       // A call answers or is given up on within dbCallMs (or twice that after a pause, see
       // DatabaseWatchdog): one that ended later lived through a pause of this process, which
       // can fail it (the server ends a transaction left idle too long) with nothing wrong.
@@ -589,6 +597,27 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
       return { ...claimed, claimedAt: claimStarted, leaseEnd: claimStarted + dispatcher.leaseMs };
     if (parked > 0) return 'parked';
     return claimed.inFlightKeys > 0 || (claimed.contended ?? 0) > 0 ? 'in-flight' : 'idle';
+  }
+
+  /**
+   * Gives back the rows of claims whose answer was lost (see LostClaims), before claiming again;
+   * false while the database still fails, and the claim waits as in an outage.
+   */
+  private async releaseLostClaims(): Promise<boolean> {
+    try {
+      const released = await this.lostClaims.releaseEnded((token) =>
+        this.watchdog.run('release of a lost claim', () => this.store.releaseClaim(token)),
+      );
+      if (released > 0) {
+        this.logger.warn(
+          `A claim committed while its answer was lost (a database connection failed); released its ${released} message(s) unpublished, their attempt given back (${this.runLabel()})`,
+        );
+      }
+      return true;
+    } catch (error) {
+      this.pause(error, 'releasing a lost claim failed (database unavailable?)');
+      return false;
+    }
   }
 
   /** Gives back the rows of a claim that answered after the watchdog gave up on it. */

@@ -102,6 +102,11 @@ export interface ClaimOptions {
    * hold (5 ms) passes, whichever is first.
    */
   readonly onSent?: () => void;
+  /**
+   * The lease token to write, made by the caller so that it can give the claim back
+   * (`releaseClaim`) when the answer never reaches it. @default a new one
+   */
+  readonly token?: string;
 }
 
 /** How a store queues the messages of one key; fixed for the store's life. */
@@ -170,6 +175,14 @@ export interface OutboxStore {
   settle(token: string, settlement: Settlement, deleteDelivered: boolean): Promise<number>;
   /** Clears expired leases; returns how many. */
   releaseExpired(): Promise<number>;
+  /**
+   * Gives back, unpublished, the rows a claim leased with `token` whose answer was lost (the
+   * database committed it, the connection failed before the caller read it): lease cleared and
+   * attempt given back, as a release would. Rows that left the lease (settled, released, or
+   * retaken after it expired) are not touched; a claim that never committed changes nothing.
+   * Returns how many.
+   */
+  releaseClaim(token: string): Promise<number>;
   /**
    * Promotes waiting messages that no longer have an earlier undelivered message of their key
    * (a safety net, e.g. after `ordering.onDeadLetter` changed); returns how many.

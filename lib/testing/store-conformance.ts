@@ -239,6 +239,31 @@ const CASES: readonly {
   run(context: Context): Promise<void>;
 }[] = [
   {
+    name: 'releaseClaim gives back, with their attempt, the rows a claim leased with its token, and nothing else',
+    async run({ store, claim, enqueue, owner, row }) {
+      await enqueue([message('a'), message('b'), message('c')]);
+      const token = randomUUID();
+      const lost = await store.claim({ limit: 2, owner, leaseMs: 60_000, token });
+      same(lost.token, token, 'the token of a claim given one');
+      same(lost.records.length, 2, 'rows claimed');
+      const kept = await claim(1);
+      same(kept.records.length, 1, 'rows of the second claim');
+      same(await store.releaseClaim(token), 2, 'rows released');
+      for (const id of ids(lost)) {
+        const r = await row(id);
+        same([r.status, r.attempts, r.lockedBy], ['pending', 0, null], `released row ${id}`);
+      }
+      const other = await row(ids(kept)[0] ?? '');
+      same([other.attempts, other.lockedBy], [1, owner], 'the other claim’s row');
+      same(await store.releaseClaim(token), 0, 'a second release of the same claim');
+      await store.settle(kept.token, { ...NONE, delivered: ids(kept) }, false);
+      same(await store.releaseClaim(kept.token), 0, 'a release of a settled claim');
+      same((await row(ids(kept)[0] ?? '')).status, 'delivered', 'the settled row');
+      const again = await claim(5);
+      same(ids(again).sort(), ids(lost).sort(), 'the released rows, claimable at once');
+    },
+  },
+  {
     name: 'hasDue answers whether a claim would find a due message: not for scheduled, leased or waiting ones',
     async run({ store, claim, enqueue }) {
       ok(store.hasDue !== undefined, 'the store offers hasDue');

@@ -475,6 +475,11 @@ export function mysqlDeleteAttemptsOf(n: OutboxTableNames, count: number): strin
 WHERE o.status = ? AND o.id IN (${placeholders(count)})`;
 }
 
+/** Params: the lost claim's token; due at once again (the claim set available_at to its lease end). See OutboxStore.releaseClaim. */
+export function mysqlReleaseClaim(n: OutboxTableNames): string {
+  return `UPDATE ${n.table} SET attempts = GREATEST(CAST(attempts AS SIGNED) - 1, 0), available_at = ${NOW}, ${UNLOCK} WHERE status = 'pending' AND lock_token = ?`;
+}
+
 export function mysqlReleaseExpired(n: OutboxTableNames): string {
   return `UPDATE ${n.table} SET ${UNLOCK} WHERE status = 'pending' AND locked_until < ${NOW}`;
 }

@@ -47,6 +47,7 @@ import {
   mysqlReinsert,
   mysqlRelease,
   mysqlReleaseAllWaiting,
+  mysqlReleaseClaim,
   mysqlReleaseExpired,
   mysqlRequeueInPlace,
   mysqlSettleDead,
@@ -268,7 +269,7 @@ export class MysqlOutboxStore implements OutboxStore {
    * so two dispatchers never split a run between them.
    */
   async claim(options: ClaimOptions): Promise<ClaimedBatch> {
-    const token = randomUUID();
+    const token = options.token ?? randomUUID();
     return this.transaction(async (query) => {
       const reading = query<WindowRow>(mysqlClaimWindow(this.names, this.policy), [
         windowOf(options),
@@ -499,6 +500,10 @@ export class MysqlOutboxStore implements OutboxStore {
 
   async releaseExpired(): Promise<number> {
     return (await this.sql.query(mysqlReleaseExpired(this.names))).affected;
+  }
+
+  async releaseClaim(token: string): Promise<number> {
+    return (await this.sql.query(mysqlReleaseClaim(this.names), [token])).affected;
   }
 
   async promoteOrphans(limit: number): Promise<number> {

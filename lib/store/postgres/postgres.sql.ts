@@ -929,6 +929,11 @@ fi AS (INSERT INTO ${h} (${ATTEMPT_COLUMNS}) SELECT message_id, attempt, outcome
   return `WITH ${ctes.join(',\n')}\nSELECT (${counts})::int AS changed${promoted}`;
 }
 
+/** Params: $1 the lost claim's token. See OutboxStore.releaseClaim. */
+export function postgresReleaseClaim(n: OutboxTableNames): string {
+  return `UPDATE ${n.table} SET attempts = greatest(attempts - 1, 0), ${UNLOCK} WHERE status = 'pending' AND lock_token = $1::uuid`;
+}
+
 export function postgresReleaseExpired(n: OutboxTableNames): string {
   return `UPDATE ${n.table} SET ${UNLOCK} WHERE status = 'pending' AND locked_until < now()`;
 }

@@ -29,6 +29,7 @@ import {
   postgresPromote,
   postgresPurge,
   postgresReleaseAllWaiting,
+  postgresReleaseClaim,
   postgresReleaseExpired,
   postgresRequeueInPlace,
   postgresResequence,
@@ -161,7 +162,7 @@ export class PostgresOutboxStore implements OutboxStore {
   }
 
   async claim(options: ClaimOptions): Promise<ClaimedBatch> {
-    const token = randomUUID();
+    const token = options.token ?? randomUUID();
     const params: unknown[] = [
       options.owner,
       token,
@@ -265,6 +266,10 @@ export class PostgresOutboxStore implements OutboxStore {
 
   async releaseExpired(): Promise<number> {
     return (await this.run(postgresReleaseExpired(this.names), [])).affected;
+  }
+
+  async releaseClaim(token: string): Promise<number> {
+    return (await this.run(postgresReleaseClaim(this.names), [token])).affected;
   }
 
   async promoteOrphans(limit: number): Promise<number> {

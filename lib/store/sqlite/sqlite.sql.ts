@@ -293,6 +293,11 @@ export function sqliteDeleteAttempts(n: OutboxTableNames): string {
   return `DELETE FROM ${n.attemptsTable} WHERE message_id IN (SELECT value FROM json_each(?))`;
 }
 
+/** Params: the lost claim's token; due at once again (the claim set available_at to its lease end). See OutboxStore.releaseClaim. */
+export function sqliteReleaseClaim(n: OutboxTableNames): string {
+  return `UPDATE ${n.table} SET attempts = MAX(attempts - 1, 0), available_at = ${NOW}, ${UNLOCK} WHERE status = 'pending' AND lock_token = ?`;
+}
+
 export function sqliteReleaseExpired(n: OutboxTableNames): string {
   return `UPDATE ${n.table} SET ${UNLOCK} WHERE status = 'pending' AND locked_until < ${NOW}`;
 }

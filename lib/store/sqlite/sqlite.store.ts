@@ -33,6 +33,7 @@ import {
   sqliteReinsert,
   sqliteRelease,
   sqliteReleaseAllWaiting,
+  sqliteReleaseClaim,
   sqliteReleaseExpired,
   sqliteRequeueInPlace,
   sqliteSettleDead,
@@ -154,7 +155,7 @@ export class SqliteOutboxStore implements OutboxStore {
    * from the window read to the lease: no other claim can take part of a run.
    */
   claim(options: ClaimOptions): Promise<ClaimedBatch> {
-    const token = randomUUID();
+    const token = options.token ?? randomUUID();
     // In process: the claim's work runs on this thread whenever it runs, so nothing to wait for.
     options.onSent?.();
     return this.transaction((tx) => {
@@ -286,6 +287,10 @@ export class SqliteOutboxStore implements OutboxStore {
 
   releaseExpired(): Promise<number> {
     return this.transaction((tx) => tx.run(sqliteReleaseExpired(this.names), []));
+  }
+
+  releaseClaim(token: string): Promise<number> {
+    return this.transaction((tx) => tx.run(sqliteReleaseClaim(this.names), [token]));
   }
 
   promoteOrphans(limit: number): Promise<number> {
