@@ -127,13 +127,13 @@ export { OutboxBridgeError, type OutboxBridgeErrorReason } from './errors/outbox
 export { OutboxTableLayoutError } from './errors/outbox-table-layout.error';
 export { OutboxMessageIdLayoutError } from './errors/outbox-message-id-layout.error';
 
-export { createOutboxMigration } from './orm/typeorm/outbox-table.migration';
-export { outboxMigrations } from './orm/typeorm/outbox-migrations';
-export { createOutboxArchiveMigration } from './orm/typeorm/outbox-archive.migration';
-export { createOutboxBinaryIdsMigration } from './orm/typeorm/outbox-binary-ids.migration';
+export { createOutboxMigration } from './typeorm/outbox-table.migration';
+export { outboxMigrations } from './typeorm/outbox-migrations';
+export { createOutboxArchiveMigration } from './typeorm/outbox-archive.migration';
+export { createOutboxBinaryIdsMigration } from './typeorm/outbox-binary-ids.migration';
 export { migrateOutboxToBinaryIds } from './store/binary-message-ids';
 export type { MessageIdConversion as OutboxMessageIdConversion } from './store/outbox-database';
-export { ensureOutboxArchiveTable, ensureOutboxTable } from './orm/typeorm/typeorm-tables';
+export { ensureOutboxArchiveTable, ensureOutboxTable } from './typeorm/typeorm-tables';
 export {
   createOutboxArchiveTable,
   createOutboxTable,

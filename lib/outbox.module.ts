@@ -36,7 +36,7 @@ import {
 import { createOutboxStore } from './store/create-outbox-store';
 import type { OutboxConnection } from './store/outbox-connection';
 import type { SqlPort } from './store/sql-port';
-import { typeormConnection } from './orm/typeorm/typeorm.connection';
+import { typeormConnection } from './typeorm/typeorm.connection';
 import { OutboxCleaner } from './dispatch/outbox.cleaner';
 import { OutboxDispatcher } from './dispatch/outbox.dispatcher';
 import { OutboxUnlocker } from './dispatch/outbox.unlocker';

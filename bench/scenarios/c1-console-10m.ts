@@ -11,7 +11,7 @@ import type { DataSource, Logger as TypeOrmLogger } from 'typeorm';
 import { OutboxAdmin, OutboxModule } from '../../lib';
 import { OutboxConsoleModule } from '../../lib/operations/console';
 import { BacklogSampler } from '../../lib/operations/console/backlog-sampler';
-import { ensureOutboxTable } from '../../lib/orm/typeorm/typeorm-tables';
+import { ensureOutboxTable } from '../../lib/typeorm/typeorm-tables';
 import { RecordingPublisher } from '../../lib/testing';
 import { named } from '../support/config';
 import { closeDataSource, dropOutboxTable, openPostgres } from '../support/databases';

@@ -6,7 +6,7 @@
  */
 import type { DataSource } from 'typeorm';
 import { OutboxCleaner, outboxPartitions } from '../../lib';
-import { typeormSqlPort } from '../../lib/orm/typeorm/typeorm.sql-port';
+import { typeormSqlPort } from '../../lib/typeorm/typeorm.sql-port';
 import { named } from '../support/config';
 import {
   analyse,

@@ -21,14 +21,14 @@ import {
   postgresSettle,
 } from '../../lib/store/postgres/postgres.sql';
 import { tableNamesFor } from '../../lib/store/outbox-dialect';
-import type { OutboxTableNames } from '../../lib/store/sql-identifier';
+import type { OutboxTableNames } from '../../lib/internal/sql-identifier';
 import { periodStart, partitionSuffix } from '../../lib/store/partition-range';
 import { named } from '../support/config';
 import { analyse, dropOutboxTable, resetOutboxTable, seedOutbox } from '../support/databases';
 import { resetPartitionedTable } from '../support/partitions';
 import { addMetric, newResult, type BenchContext, type ScenarioResult } from '../support/report';
 import { round, summarise } from '../support/stats';
-import { promotionRun, queuePolicyOf } from '../../lib/store/queue-policy';
+import { promotionRun, queuePolicyOf } from '../../lib/options/queue-policy';
 import { claimWindow } from '../../lib/store/claim-window';
 import { bareClaimSql, bareSettleSql } from '../baselines/bare-relay';
 import { postgresLiterals } from '../../lib/store/postgres/postgres-literal';

@@ -10,7 +10,7 @@ import {
   PrimaryGeneratedColumn,
   type Logger as TypeOrmLogger,
 } from 'typeorm';
-import { ensureOutboxTable } from '../../lib/orm/typeorm/typeorm-tables';
+import { ensureOutboxTable } from '../../lib/typeorm/typeorm-tables';
 import { serverConnection } from '../../test/support/databases';
 import { KEYS, PAYLOAD_BYTES, SERVICES } from './config';
 

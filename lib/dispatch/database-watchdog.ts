@@ -3,13 +3,8 @@ import { OutboxDatabaseTimeoutError } from '../errors/outbox-database-timeout.er
 import { describeError } from '../internal/describe-error';
 import { pausedPast } from './process-pause';
 
-/**
- * How long past `dbTimeoutMs` the watchdog waits before giving up on a call: the server's own
- * statement timeout should fire first. Part of the lease budget (see resolveOutboxOptions).
- */
-export function watchdogMarginMs(dbTimeoutMs: number): number {
-  return Math.min(1_000, dbTimeoutMs);
-}
+// Part of the lease budget that the options check, so it is defined with them.
+export { watchdogMarginMs } from '../options/resolve-dispatcher-options';
 
 /** How a call behaves while an earlier one is abandoned, and what happens to a late answer. */
 export interface WatchdogCallOptions<T> {

@@ -1,5 +1,5 @@
 import type { MigrationInterface, QueryRunner } from 'typeorm';
-import { tableMigrationName } from '../orm/typeorm/migration-name';
+import { tableMigrationName } from '../typeorm/migration-name';
 import { outboxDialectOf } from '../store/outbox-dialect';
 import type { InboxTableOptions } from './inbox.interfaces';
 import { INBOX_DEFAULT_TABLE } from './inbox.constants';

@@ -2,10 +2,10 @@ import type { DataSource } from 'typeorm';
 import type { SqlPort } from '../store/sql-port';
 import { OutboxOptionsError } from '../errors/outbox-options.error';
 import { outboxDatabase, outboxDialectOf, type OutboxDialect } from '../store/outbox-dialect';
-import { assertIdentifier, outboxTableNames } from '../store/sql-identifier';
+import { assertIdentifier, outboxTableNames } from '../internal/sql-identifier';
 import { INBOX_DEFAULT_TABLE } from './inbox.constants';
 import type { InboxTableOptions } from './inbox.interfaces';
-import type { InboxTableNames } from '../store/sql-identifier';
+import type { InboxTableNames } from '../internal/sql-identifier';
 import { InboxMessages } from './inbox.messages';
 
 // The index name appends `_received_idx` (13 characters); PostgreSQL keeps 63.

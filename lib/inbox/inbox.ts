@@ -1,5 +1,5 @@
 import type { DataSource, EntityManager } from 'typeorm';
-import { typeormSqlPort, typeormSqlRunner } from '../orm/typeorm/typeorm.sql-port';
+import { typeormSqlPort, typeormSqlRunner } from '../typeorm/typeorm.sql-port';
 import { OutboxError } from '../errors/outbox.error';
 import { OutboxOptionsError } from '../errors/outbox-options.error';
 import { OutboxTransactionRequiredError } from '../errors/outbox-transaction-required.error';

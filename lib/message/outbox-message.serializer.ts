@@ -9,7 +9,7 @@ import type { NewOutboxRow } from './new-outbox-row';
 import { OUTBOX_HEADER_PREFIX } from '../outbox.constants';
 import { OutboxMessages } from '../outbox.messages';
 import { describeError } from '../internal/describe-error';
-import { suggestOption } from '../options/option-checks';
+import { suggestOption } from '../internal/did-you-mean';
 import { UuidV7Generator } from './uuidv7';
 import { BrokerAttributesProblem, brokerAttributesJson } from './broker-attributes';
 

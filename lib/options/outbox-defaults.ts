@@ -2,7 +2,7 @@ import { hostname } from 'node:os';
 import { randomBytes } from 'node:crypto';
 import type { OutboxObserver } from '../observers/outbox-observer.interface';
 import { DEFAULT_OUTBOX_NAME } from '../outbox.constants';
-import { DEFAULT_MAX_RUN } from '../store/queue-policy';
+import { DEFAULT_MAX_RUN } from './queue-policy';
 import type {
   OutboxCleanerOptions,
   OutboxPartitioningOptions,

@@ -1,7 +1,14 @@
-import { watchdogMarginMs } from '../dispatch/database-watchdog';
 import { OUTBOX_DEFAULTS } from './outbox-defaults';
 import { checks, DAY, fail, HOUR, MINUTE, section } from './outbox-option-checks';
 import type { OutboxDispatcherOptions } from './outbox.options';
+
+/**
+ * How long past `dbTimeoutMs` the watchdog waits before giving up on a call: the server's own
+ * statement timeout should fire first. Part of the lease budget (see resolveOutboxOptions).
+ */
+export function watchdogMarginMs(dbTimeoutMs: number): number {
+  return Math.min(1_000, dbTimeoutMs);
+}
 
 export interface ResolvedDispatcherOptions {
   readonly batchSize: number;

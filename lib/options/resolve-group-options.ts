@@ -8,7 +8,7 @@ import type {
   OutboxUnlockerOptions,
 } from './outbox.options';
 import type { OutboxQueuePolicy } from '../store/outbox-store.port';
-import { queuePolicyOf } from '../store/queue-policy';
+import { queuePolicyOf } from './queue-policy';
 
 export interface ResolvedOrderingOptions {
   readonly enabled: boolean;

@@ -1,7 +1,7 @@
 import type { DataSource } from 'typeorm';
 import type { OutboxObserver } from '../observers/outbox-observer.interface';
 import type { OutboxPublisher } from '../publishers/outbox-publisher.interface';
-import { assertIdentifier, MAX_TABLE_NAME_LENGTH } from '../store/sql-identifier';
+import { assertIdentifier, MAX_TABLE_NAME_LENGTH } from '../internal/sql-identifier';
 import type { AmbientTransaction } from './ambient-transaction.interface';
 import type { OutboxConnection } from '../store/outbox-connection';
 import { OUTBOX_DEFAULTS } from './outbox-defaults';

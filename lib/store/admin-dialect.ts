@@ -1,4 +1,4 @@
-import type { OutboxTableNames } from './sql-identifier';
+import type { OutboxTableNames } from '../internal/sql-identifier';
 import type { SqlParams } from './sql-params';
 import type { MessageIdParam } from './message-id-codec';
 

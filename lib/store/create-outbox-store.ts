@@ -1,7 +1,7 @@
 import { OutboxError } from '../errors/outbox.error';
 import { OutboxTableMissingError } from '../errors/outbox-table-missing.error';
 import type { OutboxStore } from './outbox-store.port';
-import { queuePolicyOf } from './queue-policy';
+import { queuePolicyOf } from '../options/queue-policy';
 import { describeError } from '../internal/describe-error';
 import { OutboxMessages } from '../outbox.messages';
 import type { OutboxStoreContext } from './outbox-database';

@@ -7,7 +7,7 @@ import {
   type MessageIdLayout,
 } from './message-id-codec';
 import type { OutboxDatabase, StatementRunner } from './outbox-database';
-import type { OutboxTableNames } from './sql-identifier';
+import type { OutboxTableNames } from '../internal/sql-identifier';
 
 /**
  * The message-id layout of tables made beside an existing outbox table (attempt history,

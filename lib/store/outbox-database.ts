@@ -1,10 +1,10 @@
 import type { PartitionInterval } from '../options/resolve-partitioning-options';
 import type { OutboxPartitionsPort, OutboxTableLayout } from './outbox-partitions.port';
 import type { PartitionRange } from './partition-range';
-import type { InboxTableNames } from './sql-identifier';
+import type { InboxTableNames } from '../internal/sql-identifier';
 import type { AdminDialect } from './admin-dialect';
 import type { OutboxQueuePolicy, OutboxStore } from './outbox-store.port';
-import type { IdentifierQuoting, OutboxTableNames } from './sql-identifier';
+import type { IdentifierQuoting, OutboxTableNames } from '../internal/sql-identifier';
 import type { SqlPort } from './sql-port';
 import type { MessageIdCodec, MessageIdLayout } from './message-id-codec';
 

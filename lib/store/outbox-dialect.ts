@@ -9,7 +9,11 @@ import type { OutboxDatabase } from './outbox-database';
 import { checkTableLayout, partitionedTablesOf } from './table-layout';
 import { rangesAhead } from './partition-range';
 import { OUTBOX_DATABASES, outboxDatabaseOf, type OutboxDriverType } from './outbox-databases';
-import { assertIdentifier, outboxTableNames, type OutboxTableNames } from './sql-identifier';
+import {
+  assertIdentifier,
+  outboxTableNames,
+  type OutboxTableNames,
+} from '../internal/sql-identifier';
 import type { SqlPort } from './sql-port';
 import type { MessageIdLayout } from './message-id-codec';
 import { layoutForNewTables } from './message-id-layout';

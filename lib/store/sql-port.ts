@@ -1,6 +1,6 @@
 /**
  * The SQL port: the few things the outbox needs from a database connection, and all it asks of
- * an ORM or driver. TypeORM is one implementation (`lib/orm/typeorm/`); another ORM or a plain
+ * an ORM or driver. TypeORM is one implementation (`lib/typeorm/`); another ORM or a plain
  * driver is another, and the stores, the admin and the table checks run unchanged on top.
  *
  * Statements arrive finished: written by the database's folder (`lib/store/<database>/`) in that

@@ -5,7 +5,7 @@ import { OutboxOptionsError } from '../errors/outbox-options.error';
 import type { OutboxDatabase, PartitionedTables } from './outbox-database';
 import type { OutboxTableLayout } from './outbox-partitions.port';
 import { rangesAhead } from './partition-range';
-import type { OutboxTableNames } from './sql-identifier';
+import type { OutboxTableNames } from '../internal/sql-identifier';
 import type { SqlPort } from './sql-port';
 
 /** The partitioned layout of a database, or a typed error where it has none (SQLite). */

@@ -1,5 +1,5 @@
 import type { DataSource } from 'typeorm';
-import { typeormSqlPort } from '../orm/typeorm/typeorm.sql-port';
+import { typeormSqlPort } from '../typeorm/typeorm.sql-port';
 import { outboxDialectOf, tableNamesFor, type OutboxTableOptions } from '../store/outbox-dialect';
 
 /**

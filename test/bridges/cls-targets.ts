@@ -3,11 +3,11 @@ import { TransactionalAdapterDrizzleOrm } from '@nestjs-cls/transactional-adapte
 import { TransactionalAdapterPrisma } from '@nestjs-cls/transactional-adapter-prisma';
 import { TransactionalAdapterTypeOrm } from '@nestjs-cls/transactional-adapter-typeorm';
 import { DataSource, type EntityManager } from 'typeorm';
-import { typeormConnection } from '../../lib/orm/typeorm/typeorm.connection';
+import { typeormConnection } from '../../lib/typeorm/typeorm.connection';
 import { mysqlTable, varchar } from 'drizzle-orm/mysql-core';
 import { pgTable, text } from 'drizzle-orm/pg-core';
-import { drizzleOutbox } from '../../lib/orm/drizzle';
-import { prismaOutbox } from '../../lib/orm/prisma';
+import { drizzleOutbox } from '../../lib/connections/drizzle';
+import { prismaOutbox } from '../../lib/connections/prisma';
 import type { TransactionalAdapterLike } from '../../lib';
 import type { OutboxConnection } from '../../lib/store/outbox-connection';
 import { serverConnection, uniqueTable } from '../support/databases';

@@ -1,8 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { Test } from '@nestjs/testing';
 import { createOutboxTable, OutboxModule, OutboxService, type OutboxConnection } from '../../lib';
-import { mysql2Outbox } from '../../lib/orm/mysql2';
-import { pgOutbox, type PgPoolClient } from '../../lib/orm/pg';
+import { mysql2Outbox } from '../../lib/connections/mysql2';
+import { pgOutbox, type PgPoolClient } from '../../lib/connections/pg';
 import { outboxDialectOf, outboxTableDropDdl } from '../../lib/store/outbox-dialect';
 import type { SqlPort } from '../../lib/store/sql-port';
 import { uniqueTable } from '../support/databases';

@@ -6,7 +6,7 @@ import {
   OutboxTableMissingError,
   type OutboxMessage,
 } from '../../lib';
-import { typeormSqlPort } from '../../lib/orm/typeorm/typeorm.sql-port';
+import { typeormSqlPort } from '../../lib/typeorm/typeorm.sql-port';
 import { createOutboxStore } from '../../lib/store/create-outbox-store';
 import type { OutboxStore } from '../../lib/store/outbox-store.port';
 import type { SqlPort } from '../../lib/store/sql-port';

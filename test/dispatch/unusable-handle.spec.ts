@@ -1,7 +1,7 @@
 import type { MikroORM } from '@mikro-orm/core';
 import { Test } from '@nestjs/testing';
 import { OutboxAdmin, OutboxDispatcher, OutboxModule, OutboxService } from '../../lib';
-import { mikroOrmOutbox, mikroOrmSqlRunner } from '../../lib/orm/mikro-orm';
+import { mikroOrmOutbox, mikroOrmSqlRunner } from '../../lib/connections/mikro-orm';
 import {
   createOutboxTable,
   outboxDialectOf,

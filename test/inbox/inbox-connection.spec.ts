@@ -9,8 +9,8 @@ import {
   InboxService,
   inboxTableDropDdl,
 } from '../../lib/inbox';
-import { pgOutbox } from '../../lib/orm/pg';
-import { prismaOutbox, type PrismaTransactionClient } from '../../lib/orm/prisma';
+import { pgOutbox } from '../../lib/connections/pg';
+import { prismaOutbox, type PrismaTransactionClient } from '../../lib/connections/prisma';
 import type { OutboxDialect } from '../../lib';
 import { uniqueTable } from '../support/databases';
 import { describeWith } from '../support/services';

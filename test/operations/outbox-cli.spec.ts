@@ -14,7 +14,7 @@ import {
 } from '../../lib';
 import { RecordingPublisher } from '../../lib/testing';
 import { outboxDatabase, tableNamesFor } from '../../lib/store/outbox-dialect';
-import { typeormSqlPort } from '../../lib/orm/typeorm/typeorm.sql-port';
+import { typeormSqlPort } from '../../lib/typeorm/typeorm.sql-port';
 import { createChar36Tables, idColumnTypes } from '../support/mysql-char36-tables';
 import {
   readArchive,

@@ -3,7 +3,7 @@ import {
   betterSqlite3Outbox,
   betterSqlite3SqlPort,
   type BetterSqlite3Database,
-} from '../../lib/orm/better-sqlite3';
+} from '../../lib/connections/better-sqlite3';
 import { describeConnectionModule, type AppDatabase } from './connection-module.suite';
 import { openSqliteFile, sqliteFile, type SqliteDatabaseForTests } from './driver-targets';
 

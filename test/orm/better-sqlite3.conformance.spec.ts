@@ -1,4 +1,4 @@
-import { betterSqlite3SqlPort } from '../../lib/orm/better-sqlite3';
+import { betterSqlite3SqlPort } from '../../lib/connections/better-sqlite3';
 import { outboxStoreConformance } from '../store/outbox-store.conformance';
 import { betterSqlite3Target, sqliteFile } from './driver-targets';
 

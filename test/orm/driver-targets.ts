@@ -18,10 +18,10 @@ import {
   betterSqlite3SqlPort,
   betterSqlite3SqlRunner,
   type BetterSqlite3Database,
-} from '../../lib/orm/better-sqlite3';
-import { kyselySqlPort, kyselySqlRunner } from '../../lib/orm/kysely';
-import { mysql2SqlPort, mysql2SqlRunner } from '../../lib/orm/mysql2';
-import { pgSqlPort, pgSqlRunner, type PgPool, type PgPoolClient } from '../../lib/orm/pg';
+} from '../../lib/connections/better-sqlite3';
+import { kyselySqlPort, kyselySqlRunner } from '../../lib/connections/kysely';
+import { mysql2SqlPort, mysql2SqlRunner } from '../../lib/connections/mysql2';
+import { pgSqlPort, pgSqlRunner, type PgPool, type PgPoolClient } from '../../lib/connections/pg';
 import type { StoreConformanceTarget } from '../../lib/testing';
 import { serverConnection } from '../support/databases';
 

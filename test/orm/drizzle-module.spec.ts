@@ -13,8 +13,11 @@ import {
   OutboxService,
   OutboxTransactionRequiredError,
 } from '../../lib';
-import { betterSqlite3Outbox, type BetterSqlite3Database } from '../../lib/orm/better-sqlite3';
-import { drizzleOutbox } from '../../lib/orm/drizzle';
+import {
+  betterSqlite3Outbox,
+  type BetterSqlite3Database,
+} from '../../lib/connections/better-sqlite3';
+import { drizzleOutbox } from '../../lib/connections/drizzle';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
 import { pgPool, sqliteFile } from './driver-targets';

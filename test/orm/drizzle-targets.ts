@@ -4,9 +4,13 @@ import { drizzle as drizzleMysql } from 'drizzle-orm/mysql2';
 import { drizzle as drizzlePg } from 'drizzle-orm/node-postgres';
 import { createPool } from 'mysql2/promise';
 import type { Pool as PgDriverPool } from 'pg';
-import { drizzleOutbox, drizzleStatement, type DrizzleDatabase } from '../../lib/orm/drizzle';
-import { mysql2SqlRunner } from '../../lib/orm/mysql2';
-import { pgSqlRunner, type PgQueryResult } from '../../lib/orm/pg';
+import {
+  drizzleOutbox,
+  drizzleStatement,
+  type DrizzleDatabase,
+} from '../../lib/connections/drizzle';
+import { mysql2SqlRunner } from '../../lib/connections/mysql2';
+import { pgSqlRunner, type PgQueryResult } from '../../lib/connections/pg';
 import type { StoreConformanceTarget } from '../../lib/testing';
 import type { SqlPort } from '../../lib/store/sql-port';
 import { serverConnection } from '../support/databases';

@@ -1,6 +1,6 @@
 import { Migrator } from 'kysely';
 import { OutboxOptionsError } from '../../lib';
-import { outboxKyselyMigration } from '../../lib/orm/kysely';
+import { outboxKyselyMigration } from '../../lib/connections/kysely';
 import { outboxSchemaStatus } from '../../lib/store/schema-status';
 import { uniqueTable } from '../support/databases';
 import { describeWith } from '../support/services';

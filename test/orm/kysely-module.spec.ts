@@ -16,7 +16,7 @@ import {
   kyselySqlPort,
   type KyselyInstance,
   type KyselyTransaction,
-} from '../../lib/orm/kysely';
+} from '../../lib/connections/kysely';
 import { serverConnection } from '../support/databases';
 import type { ServiceName } from '../support/services';
 import {

@@ -1,6 +1,6 @@
 import type { EntityManager, MikroORM } from '@mikro-orm/core';
 import { OutboxError, OutboxTransactionRequiredError } from '../../lib';
-import { mikroOrmOutbox } from '../../lib/orm/mikro-orm';
+import { mikroOrmOutbox } from '../../lib/connections/mikro-orm';
 import { describeWith } from '../support/services';
 import { ormModuleCases, type OrmModuleTarget } from './orm-module.cases';
 import { openMikroOrm, orderSchema, type MikroOrmTestDatabase } from './mikro-orm-targets';

@@ -9,7 +9,7 @@ import {
   type OutboxMessage,
   type OutboxPublisher,
 } from '../../lib';
-import { mikroOrmOutbox } from '../../lib/orm/mikro-orm';
+import { mikroOrmOutbox } from '../../lib/connections/mikro-orm';
 import {
   createOutboxTable,
   outboxDialectOf,

@@ -2,7 +2,7 @@ import { BetterSqliteDriver } from '@mikro-orm/better-sqlite';
 import { EntitySchema, MikroORM as MikroOrmCore, type Options } from '@mikro-orm/core';
 import { MariaDbDriver } from '@mikro-orm/mariadb';
 import { PostgreSqlDriver } from '@mikro-orm/postgresql';
-import { mikroOrmOutbox } from '../../lib/orm/mikro-orm';
+import { mikroOrmOutbox } from '../../lib/connections/mikro-orm';
 import type { StoreConformanceTarget } from '../../lib/testing';
 import { serverConnection } from '../support/databases';
 import { sqliteFile } from './driver-targets';

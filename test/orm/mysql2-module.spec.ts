@@ -1,6 +1,10 @@
 import type { Pool, PoolConnection } from 'mysql2/promise';
 import { OutboxTransactionRequiredError } from '../../lib';
-import { mysql2Outbox, mysql2SqlPort, type Mysql2PoolConnection } from '../../lib/orm/mysql2';
+import {
+  mysql2Outbox,
+  mysql2SqlPort,
+  type Mysql2PoolConnection,
+} from '../../lib/connections/mysql2';
 import { describeWith } from '../support/services';
 import { describeConnectionModule, type AppDatabase } from './connection-module.suite';
 import { mariadbPool } from './driver-targets';

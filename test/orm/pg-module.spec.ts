@@ -11,7 +11,7 @@ import {
   type OutboxModuleOptions,
 } from '../../lib';
 import { createOutboxTable, outboxTableDropDdl } from '../../lib/store/outbox-dialect';
-import { pgOutbox, pgSqlPort, type PgPoolClient } from '../../lib/orm/pg';
+import { pgOutbox, pgSqlPort, type PgPoolClient } from '../../lib/connections/pg';
 import { RabbitMqPublisher } from '../../lib/publishers/rabbitmq';
 import { uniqueTable } from '../support/databases';
 import { describeWith, SERVICES } from '../support/services';

@@ -1,5 +1,5 @@
 import { randomUUID } from 'node:crypto';
-import { pgSqlPort } from '../../lib/orm/pg';
+import { pgSqlPort } from '../../lib/connections/pg';
 import { outboxStoreConformance } from '../store/outbox-store.conformance';
 import { describeWith } from '../support/services';
 import { expectNever, waitFor } from '../support/wait-for';

@@ -1,6 +1,6 @@
 import { realpathSync } from 'node:fs';
 import { OutboxError, OutboxTransactionRequiredError } from '../../lib';
-import { prismaOutbox, type PrismaTransactionClient } from '../../lib/orm/prisma';
+import { prismaOutbox, type PrismaTransactionClient } from '../../lib/connections/prisma';
 import { describeWith } from '../support/services';
 import { sqliteFile } from './driver-targets';
 import { ormModuleCases, type OrmModuleTarget } from './orm-module.cases';

@@ -5,7 +5,7 @@ import { join } from 'node:path';
 import { PrismaBetterSqlite3 } from '@prisma/adapter-better-sqlite3';
 import { PrismaMariaDb } from '@prisma/adapter-mariadb';
 import { PrismaPg } from '@prisma/adapter-pg';
-import { prismaOutbox, type PrismaClientLike } from '../../lib/orm/prisma';
+import { prismaOutbox, type PrismaClientLike } from '../../lib/connections/prisma';
 import type { StoreConformanceTarget } from '../../lib/testing';
 import { serverConnection } from '../support/databases';
 import { sqliteFile } from './driver-targets';

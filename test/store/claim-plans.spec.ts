@@ -2,7 +2,7 @@ import type { DataSource } from 'typeorm';
 import type { OutboxQueuePolicy, OutboxStore } from '../../lib/store/outbox-store.port';
 import { claimWindow } from '../../lib/store/claim-window';
 import { createOutboxStore } from '../../lib/store/create-outbox-store';
-import { typeormSqlPort } from '../../lib/orm/typeorm/typeorm.sql-port';
+import { typeormSqlPort } from '../../lib/typeorm/typeorm.sql-port';
 import {
   mysqlClaimWindow,
   mysqlFirstBlocking,
@@ -26,7 +26,7 @@ import {
   sqlitePromote,
 } from '../../lib/store/sqlite/sqlite.sql';
 import { outboxDialectOf, tableNamesFor } from '../../lib/store/outbox-dialect';
-import type { OutboxTableNames } from '../../lib/store/sql-identifier';
+import type { OutboxTableNames } from '../../lib/internal/sql-identifier';
 import { TEST_DATABASES, uniqueTable } from '../support/databases';
 import { describeWith } from '../support/services';
 

@@ -7,7 +7,7 @@ import {
   migrateOutboxToBinaryIds,
   type SqlPort,
 } from '../../lib';
-import { typeormSqlPort, typeormSqlRunner } from '../../lib/orm/typeorm/typeorm.sql-port';
+import { typeormSqlPort, typeormSqlRunner } from '../../lib/typeorm/typeorm.sql-port';
 import { createOutboxStore } from '../../lib/store/create-outbox-store';
 import { createOutboxArchiveTable, outboxTableDropDdl } from '../../lib/store/outbox-dialect';
 import type { NewOutboxRow, OutboxStore, Settlement } from '../../lib/store/outbox-store.port';

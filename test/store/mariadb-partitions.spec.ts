@@ -4,7 +4,7 @@ import {
   outboxPartitions,
   type OutboxPartitionPolicy,
 } from '../../lib';
-import { typeormSqlPort } from '../../lib/orm/typeorm/typeorm.sql-port';
+import { typeormSqlPort } from '../../lib/typeorm/typeorm.sql-port';
 import { hashKey } from '../../lib/store/outbox-row.mapper';
 import { partitionSuffix, periodStart } from '../../lib/store/partition-range';
 import { testDatabase, uniqueTable } from '../support/databases';

@@ -1,7 +1,7 @@
 import type { Pool, PoolConnection } from 'mysql2/promise';
 import { DataSource, QueryFailedError, type EntityManager } from 'typeorm';
 import { OutboxError, OutboxService, createOutboxTable } from '../../lib';
-import { mysql2Outbox, mysql2SqlPort } from '../../lib/orm/mysql2';
+import { mysql2Outbox, mysql2SqlPort } from '../../lib/connections/mysql2';
 import { outboxTableDropDdl } from '../../lib/store/outbox-dialect';
 import { mariadbPool } from '../orm/driver-targets';
 import { serverOptions, uniqueTable } from '../support/databases';

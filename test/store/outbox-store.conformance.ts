@@ -1,5 +1,5 @@
 import type { QueryRunner } from 'typeorm';
-import { typeormSqlPort, typeormSqlRunner } from '../../lib/orm/typeorm/typeorm.sql-port';
+import { typeormSqlPort, typeormSqlRunner } from '../../lib/typeorm/typeorm.sql-port';
 import { storeConformanceCases, type StoreConformanceTarget } from '../../lib/testing';
 import { uniqueTable, type TestDatabase } from '../support/databases';
 import { describeWith } from '../support/services';

@@ -9,7 +9,7 @@ import {
   outboxPartitions,
   type OutboxPartitionPolicy,
 } from '../../lib';
-import { typeormSqlPort } from '../../lib/orm/typeorm/typeorm.sql-port';
+import { typeormSqlPort } from '../../lib/typeorm/typeorm.sql-port';
 import { createOutboxStore } from '../../lib/store/create-outbox-store';
 import { tableNamesFor } from '../../lib/store/outbox-dialect';
 import {

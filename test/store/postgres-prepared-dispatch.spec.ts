@@ -1,7 +1,7 @@
 import { DataSource } from 'typeorm';
 import { OutboxError, createOutboxTable } from '../../lib';
-import { pgSqlPort } from '../../lib/orm/pg';
-import { typeormSqlPort } from '../../lib/orm/typeorm/typeorm.sql-port';
+import { pgSqlPort } from '../../lib/connections/pg';
+import { typeormSqlPort } from '../../lib/typeorm/typeorm.sql-port';
 import { createOutboxStore } from '../../lib/store/create-outbox-store';
 import { outboxTableDropDdl } from '../../lib/store/outbox-dialect';
 import type { OutboxStore } from '../../lib/store/outbox-store.port';

@@ -1,6 +1,6 @@
 import { DataSource, QueryFailedError, type EntityManager } from 'typeorm';
 import { OutboxError, OutboxOptionsError, OutboxService, createOutboxTable } from '../../lib';
-import { pgOutbox, pgSqlPort, type PgPoolClient } from '../../lib/orm/pg';
+import { pgOutbox, pgSqlPort, type PgPoolClient } from '../../lib/connections/pg';
 import { outboxTableDropDdl } from '../../lib/store/outbox-dialect';
 import { pgPool, type PgPoolForTests } from '../orm/driver-targets';
 import { serverOptions, uniqueTable } from '../support/databases';

@@ -7,7 +7,7 @@ import {
   postgresOpening,
 } from '../../lib/store/postgres/postgres.sql';
 import type { DataSource } from 'typeorm';
-import { typeormSqlPort } from '../../lib/orm/typeorm/typeorm.sql-port';
+import { typeormSqlPort } from '../../lib/typeorm/typeorm.sql-port';
 import { createOutboxStore } from '../../lib/store/create-outbox-store';
 import type { OutboxStore } from '../../lib/store/outbox-store.port';
 import { TEST_DATABASES, uniqueTable, type TestDatabase } from '../support/databases';

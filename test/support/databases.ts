@@ -8,7 +8,7 @@ import {
   PrimaryGeneratedColumn,
   type DataSourceOptions,
 } from 'typeorm';
-import { ensureOutboxTable } from '../../lib/orm/typeorm/typeorm-tables';
+import { ensureOutboxTable } from '../../lib/typeorm/typeorm-tables';
 import { testPartitioning } from './partitioned-tables';
 import { SERVICES, type ServiceName } from './services';
 import { messageIdBytes, messageIdText } from '../../lib/store/message-id-codec';

@@ -25,7 +25,7 @@ import {
 } from '../../lib';
 import { OUTBOX_STORE } from '../../lib/outbox.constants';
 import type { OutboxStore } from '../../lib/store/outbox-store.port';
-import { ensureOutboxTable } from '../../lib/orm/typeorm/typeorm-tables';
+import { ensureOutboxTable } from '../../lib/typeorm/typeorm-tables';
 import { readOutbox, TestOrder, uniqueTable, type OutboxRow } from './databases';
 import { partitioningOf, testPartitioning } from './partitioned-tables';
 import { dbNowMs, dueAtMs, dueInMs, leaseLeftMs, youngestDeliveredAgeMs } from './db-clock';

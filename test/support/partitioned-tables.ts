@@ -1,6 +1,6 @@
 import type { DataSource } from 'typeorm';
 import type { OutboxPartitioningOptions } from '../../lib';
-import { typeormSqlPort } from '../../lib/orm/typeorm/typeorm.sql-port';
+import { typeormSqlPort } from '../../lib/typeorm/typeorm.sql-port';
 import { outboxPartitions } from '../../lib/store/outbox-partitions';
 
 // OUTBOX_TEST_PARTITIONED=day|week|month makes the tables the test helpers create partitioned

@@ -22,9 +22,9 @@ describe('the core loads without TypeORM', () => {
       }
       /* eslint-disable @typescript-eslint/no-require-imports */
       const core = require('../../lib') as Record<string, unknown>;
-      const pg = require('../../lib/orm/pg') as Record<string, unknown>;
-      const mysql2 = require('../../lib/orm/mysql2') as Record<string, unknown>;
-      const sqlite = require('../../lib/orm/better-sqlite3') as Record<string, unknown>;
+      const pg = require('../../lib/connections/pg') as Record<string, unknown>;
+      const mysql2 = require('../../lib/connections/mysql2') as Record<string, unknown>;
+      const sqlite = require('../../lib/connections/better-sqlite3') as Record<string, unknown>;
       /* eslint-enable @typescript-eslint/no-require-imports */
       expect(typeof core.OutboxModule).toBe('function');
       expect(typeof core.OutboxService).toBe('function');
@@ -43,7 +43,7 @@ describe('the core loads without TypeORM', () => {
       }
       /* eslint-disable @typescript-eslint/no-require-imports */
       const inbox = require('../../lib/inbox') as typeof import('../../lib/inbox');
-      const pg = require('../../lib/orm/pg') as typeof import('../../lib/orm/pg');
+      const pg = require('../../lib/connections/pg') as typeof import('../../lib/connections/pg');
       /* eslint-enable @typescript-eslint/no-require-imports */
       const pool = {
         connect: () => Promise.reject(new Error('not used')),
@@ -64,7 +64,7 @@ describe('the core loads without TypeORM', () => {
         });
       }
       // eslint-disable-next-line @typescript-eslint/no-require-imports
-      const kysely = require('../../lib/orm/kysely') as Record<string, unknown>;
+      const kysely = require('../../lib/connections/kysely') as Record<string, unknown>;
       expect(typeof kysely.kyselyOutbox).toBe('function');
     });
   });

@@ -1,6 +1,6 @@
 import { MySqlDialect } from 'drizzle-orm/mysql-core';
 import { PgDialect } from 'drizzle-orm/pg-core';
-import { drizzleStatement } from '../../lib/orm/drizzle';
+import { drizzleStatement } from '../../lib/connections/drizzle';
 
 // The outbox's placeholder SQL as Drizzle's sql object, compiled by Drizzle's own dialects: the
 // text Drizzle sends and the values it binds.

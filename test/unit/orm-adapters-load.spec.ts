@@ -49,22 +49,22 @@ describe('ORM subpaths load only what they must', () => {
   it.each([
     ['mikro-orm', 'mikroOrmOutbox'],
     ['prisma', 'prismaOutbox'],
-  ])('lib/orm/%s loads without its ORM or a driver', (folder, factory) => {
+  ])('lib/connections/%s loads without its ORM or a driver', (folder, factory) => {
     jest.isolateModules(() => {
       refuse([...ORM_PACKAGES, ...DRIVER_PACKAGES]);
       // eslint-disable-next-line @typescript-eslint/no-require-imports
-      const subpath = require(`../../lib/orm/${folder}`) as Record<string, unknown>;
+      const subpath = require(`../../lib/connections/${folder}`) as Record<string, unknown>;
       expect(typeof subpath[factory]).toBe('function');
     });
   });
 
-  it('lib/orm/drizzle loads drizzle-orm but no driver', () => {
+  it('lib/connections/drizzle loads drizzle-orm but no driver', () => {
     jest.isolateModules(() => {
       // The cases above leave their refusals registered.
       for (const name of ORM_PACKAGES) jest.dontMock(name);
       refuse(DRIVER_PACKAGES);
       // eslint-disable-next-line @typescript-eslint/no-require-imports
-      const subpath = require('../../lib/orm/drizzle') as Record<string, unknown>;
+      const subpath = require('../../lib/connections/drizzle') as Record<string, unknown>;
       expect(typeof subpath.drizzleOutbox).toBe('function');
     });
   });

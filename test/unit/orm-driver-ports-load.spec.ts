@@ -4,7 +4,7 @@ const DRIVERS = ['pg', 'mysql2', 'mysql2/promise', 'better-sqlite3'] as const;
 
 describe('plain-driver SQL ports load no driver', () => {
   for (const entry of ['pg', 'mysql2', 'better-sqlite3'] as const) {
-    it(`lib/orm/${entry} loads without loading a driver`, () => {
+    it(`lib/connections/${entry} loads without loading a driver`, () => {
       jest.isolateModules(() => {
         for (const driver of DRIVERS) {
           jest.doMock(driver, () => {
@@ -12,7 +12,7 @@ describe('plain-driver SQL ports load no driver', () => {
           });
         }
         // eslint-disable-next-line @typescript-eslint/no-require-imports
-        const port = require(`../../lib/orm/${entry}`) as Record<string, unknown>;
+        const port = require(`../../lib/connections/${entry}`) as Record<string, unknown>;
         expect(Object.keys(port).sort()).toEqual(
           expect.arrayContaining([
             expect.stringMatching(/SqlPort$/),

@@ -1,4 +1,4 @@
-import { statementShape } from '../../lib/orm/statement-shape';
+import { statementShape } from '../../lib/drivers/statement-shape';
 
 // Prisma answers rows or a count, not both, and libSQL counts no changed rows for a statement
 // that answers rows: the shape of the outbox's statement decides which call the Prisma port

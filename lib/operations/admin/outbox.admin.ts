@@ -1,9 +1,9 @@
 import { OutboxAdminInputError } from '../../errors/outbox-admin-input.error';
 import type { OutboxStats, OutboxStore, RequeueReport } from '../../store/outbox-store.port';
-import { queuePolicyOf } from '../../store/queue-policy';
-import { suggestOption } from '../../options/option-checks';
+import { queuePolicyOf } from '../../options/queue-policy';
+import { suggestOption } from '../../internal/did-you-mean';
 import { outboxDatabase, outboxDialectOf, tableNamesFor } from '../../store/outbox-dialect';
-import type { OutboxTableNames } from '../../store/sql-identifier';
+import type { OutboxTableNames } from '../../internal/sql-identifier';
 import {
   toBlockedKey,
   toDetail,

@@ -1,7 +1,7 @@
 import { parseArgs } from 'node:util';
 import type { OutboxDeadLetterFilter } from '../admin/outbox-admin.interfaces';
-import { suggestOption } from '../../options/option-checks';
-import { MAX_TABLE_NAME_LENGTH } from '../../store/sql-identifier';
+import { suggestOption } from '../../internal/did-you-mean';
+import { MAX_TABLE_NAME_LENGTH } from '../../internal/sql-identifier';
 import { CliUsageError } from './cli-usage.error';
 
 export const USAGE = `Usage: outbox <command> [options]

@@ -5,9 +5,9 @@ import { OutboxError } from '../../errors/outbox.error';
 import { OutboxTableMissingError } from '../../errors/outbox-table-missing.error';
 import type { OutboxStore } from '../../store/outbox-store.port';
 import { describeError, redactSecrets } from '../../internal/describe-error';
-import { typeormSqlPort } from '../../orm/typeorm/typeorm.sql-port';
+import { typeormSqlPort } from '../../typeorm/typeorm.sql-port';
 import { createOutboxStore } from '../../store/create-outbox-store';
-import { ensureOutboxArchiveTable, ensureOutboxTable } from '../../orm/typeorm/typeorm-tables';
+import { ensureOutboxArchiveTable, ensureOutboxTable } from '../../typeorm/typeorm-tables';
 import {
   outboxArchiveTableDdl,
   outboxDatabase,

@@ -6,4 +6,4 @@ export {
   type KafkaPublisherProducerOptions,
   type ResolvedKafkaPublisherOptions,
 } from './kafka-publisher.options';
-export { classifyKafkaError, type KafkaFailureKind } from './kafka-error.classifier';
+export { classifyKafkaError, type KafkaFailureKind } from '../kafka-error.classifier';

@@ -22,7 +22,7 @@ import {
   OUTBOX_HEADER_MESSAGE_ID,
   OUTBOX_HEADER_TYPE,
 } from '../../outbox.constants';
-import { classifyKafkaError, isPermanentKafkaError } from './kafka-error.classifier';
+import { classifyKafkaError, isPermanentKafkaError } from '../kafka-error.classifier';
 import {
   resolveKafkaPublisherOptions,
   type KafkaPublisherOptions,

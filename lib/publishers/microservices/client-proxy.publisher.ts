@@ -18,7 +18,7 @@ import type { OutboxRecord } from '../../message/outbox-record.interface';
 import { describeError } from '../../internal/describe-error';
 import { OptionChecks } from '../../options/option-checks';
 import { raceAbort } from '../../internal/race-abort';
-import { classifyKafkaError } from '../kafka/kafka-error.classifier';
+import { classifyKafkaError } from '../kafka-error.classifier';
 import {
   OUTBOX_HEADER_CONTENT_TYPE,
   OUTBOX_HEADER_MESSAGE_ID,

@@ -1,4 +1,4 @@
-import type { OutboxTableNames } from '../sql-identifier';
+import type { OutboxTableNames } from '../../internal/sql-identifier';
 
 // The cleaner's cut-off index on MySQL/MariaDB, which have no partial indexes: one index serves
 // both statuses. Delivered rows are found by (status, delivered_at); dead rows, whose

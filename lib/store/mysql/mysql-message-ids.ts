@@ -6,7 +6,7 @@ import type {
   MessageIdLayoutReport,
   StatementRunner,
 } from '../outbox-database';
-import type { OutboxTableNames } from '../sql-identifier';
+import type { OutboxTableNames } from '../../internal/sql-identifier';
 
 // Message ids on MySQL/MariaDB: BINARY(16) since 0.3 (the UUID's bytes: 16 bytes a row and in
 // every index over it instead of 36), CHAR(36) CHARACTER SET ascii before. Which one a table has

@@ -1,4 +1,4 @@
-import type { OutboxTableNames } from '../sql-identifier';
+import type { OutboxTableNames } from '../../internal/sql-identifier';
 
 // MySQL/MariaDB's binary collations compare PAD SPACE: 'k' = 'k ', so two keys (or topics, or
 // types) that differ by trailing spaces would share one queue and one admin filter. The key,

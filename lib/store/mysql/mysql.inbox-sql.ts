@@ -1,4 +1,4 @@
-import type { InboxTableNames } from '../sql-identifier';
+import type { InboxTableNames } from '../../internal/sql-identifier';
 
 // DATETIME has no zone and sessions may differ in theirs: every timestamp is UTC, as in the outbox.
 const NOW = 'UTC_TIMESTAMP(6)';

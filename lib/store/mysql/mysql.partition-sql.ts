@@ -1,6 +1,6 @@
 import type { PartitionInterval } from '../../options/resolve-partitioning-options';
 import { layoutTag, partitionSuffix, type PartitionRange } from '../partition-range';
-import type { OutboxTableNames } from '../sql-identifier';
+import type { OutboxTableNames } from '../../internal/sql-identifier';
 import {
   MYSQL_TABLE_OPTIONS,
   mysqlKeyLockTableDdl,

@@ -1,7 +1,7 @@
 import { ARCHIVE_INSERT_COLUMNS, archivedValues } from '../outbox-archive';
 import { ATTEMPT_COLUMNS, ATTEMPT_HISTORY_LIMIT } from '../attempt-history';
 import type { OutboxQueuePolicy } from '../outbox-store.port';
-import type { OutboxTableNames } from '../sql-identifier';
+import type { OutboxTableNames } from '../../internal/sql-identifier';
 import { mysqlCleanerIndex } from './mysql-cleaner-index';
 import { payloadColumnDefinitions, type PayloadColumnTypes } from '../payload-columns';
 import type { MessageIdLayout } from '../message-id-codec';

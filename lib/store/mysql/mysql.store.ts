@@ -59,7 +59,7 @@ import {
   mysqlStillHeld,
 } from './mysql.sql';
 import { IN_FLIGHT_GRACE_MS, rowsOfFirstKeys, windowOf } from '../claim-window';
-import { promotionRun } from '../queue-policy';
+import { promotionRun } from '../../options/queue-policy';
 import {
   compareIds,
   requeueValues,
@@ -68,7 +68,7 @@ import {
   type ClaimedRow,
   type RequeuedRow,
 } from '../outbox-row.mapper';
-import type { OutboxTableNames } from '../sql-identifier';
+import type { OutboxTableNames } from '../../internal/sql-identifier';
 import type { SqlPort, SqlResult, SqlRow, SqlRunner } from '../sql-port';
 import { messageIdText, type MessageIdCodec } from '../message-id-codec';
 import { messageIdCodecOf } from '../message-id-layout';

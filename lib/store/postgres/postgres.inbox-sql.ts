@@ -1,4 +1,4 @@
-import type { InboxTableNames } from '../sql-identifier';
+import type { InboxTableNames } from '../../internal/sql-identifier';
 
 /** DDL of the inbox table on PostgreSQL 12+. */
 export function postgresInboxTable(n: InboxTableNames): string[] {

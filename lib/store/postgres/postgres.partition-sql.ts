@@ -1,7 +1,7 @@
 import type { PartitionInterval } from '../../options/resolve-partitioning-options';
 import { partialIndexesDdl } from '../partial-indexes.sql';
 import { layoutTag, partitionSuffix, type PartitionRange } from '../partition-range';
-import type { OutboxTableNames } from '../sql-identifier';
+import type { OutboxTableNames } from '../../internal/sql-identifier';
 import {
   POSTGRES_TABLE_STORAGE,
   postgresOutboxColumns,

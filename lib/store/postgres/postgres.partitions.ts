@@ -20,7 +20,7 @@ import {
   rangesAhead,
   type PartitionRange,
 } from '../partition-range';
-import type { OutboxTableNames } from '../sql-identifier';
+import type { OutboxTableNames } from '../../internal/sql-identifier';
 import type { SqlPort, SqlRunner } from '../sql-port';
 import {
   POSTGRES_PARTITIONS,

@@ -3,7 +3,7 @@ import { ARCHIVE_INSERT_COLUMNS, archivedValues } from '../outbox-archive';
 import { IN_FLIGHT_GRACE_MS } from '../claim-window';
 import { dropTableDdl, partialIndexesDdl } from '../partial-indexes.sql';
 import type { OutboxQueuePolicy } from '../outbox-store.port';
-import type { OutboxTableNames } from '../sql-identifier';
+import type { OutboxTableNames } from '../../internal/sql-identifier';
 import { payloadColumnDefinitions, type PayloadColumnTypes } from '../payload-columns';
 
 const PAYLOAD_TYPES: PayloadColumnTypes = {

@@ -38,7 +38,7 @@ import {
 } from './postgres.sql';
 import { windowOf } from '../claim-window';
 import { postgresLiterals } from './postgres-literal';
-import { promotionRun } from '../queue-policy';
+import { promotionRun } from '../../options/queue-policy';
 import { preparedFailure, statementName } from '../prepared-statements';
 import {
   alreadyPresent,
@@ -47,7 +47,7 @@ import {
   toClaimedRecords,
   type ClaimedRow,
 } from '../outbox-row.mapper';
-import type { OutboxTableNames } from '../sql-identifier';
+import type { OutboxTableNames } from '../../internal/sql-identifier';
 import { extendedValues, isExtended, cachedStatement } from '../sql-values';
 import type { SqlPort, SqlQueryOptions, SqlResult, SqlRunner } from '../sql-port';
 

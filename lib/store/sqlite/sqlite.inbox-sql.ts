@@ -1,4 +1,4 @@
-import type { InboxTableNames } from '../sql-identifier';
+import type { InboxTableNames } from '../../internal/sql-identifier';
 
 // Times are UTC text with milliseconds (as in the outbox table), which sorts correctly.
 const NOW = `strftime('%Y-%m-%d %H:%M:%f', 'now')`;

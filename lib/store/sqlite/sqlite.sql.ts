@@ -2,7 +2,7 @@ import { ARCHIVE_INSERT_COLUMNS, archivedValues } from '../outbox-archive';
 import { ATTEMPT_COLUMNS, ATTEMPT_HISTORY_LIMIT } from '../attempt-history';
 import { dropTableDdl, partialIndexesDdl } from '../partial-indexes.sql';
 import type { OutboxQueuePolicy } from '../outbox-store.port';
-import type { OutboxTableNames } from '../sql-identifier';
+import type { OutboxTableNames } from '../../internal/sql-identifier';
 import { payloadColumnDefinitions, type PayloadColumnTypes } from '../payload-columns';
 
 export const SQLITE_PAYLOAD_TYPES: PayloadColumnTypes = {

@@ -44,7 +44,7 @@ import {
   sqliteStats,
 } from './sqlite.sql';
 import { IN_FLIGHT_GRACE_MS, rowsOfFirstKeys, windowOf } from '../claim-window';
-import { promotionRun } from '../queue-policy';
+import { promotionRun } from '../../options/queue-policy';
 import {
   alreadyPresent,
   requeueValues,
@@ -52,7 +52,7 @@ import {
   toClaimedRecords,
   type ClaimedRow,
 } from '../outbox-row.mapper';
-import type { OutboxTableNames } from '../sql-identifier';
+import type { OutboxTableNames } from '../../internal/sql-identifier';
 import type { SqlPort, SqlRunner } from '../sql-port';
 import {
   openSqliteConnection,

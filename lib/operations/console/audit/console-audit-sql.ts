@@ -1,6 +1,6 @@
-import type { OutboxTableNames } from '../../../store/sql-identifier';
+import type { OutboxTableNames } from '../../../internal/sql-identifier';
 
-/** The statements of the console's audit table on one database (in `lib/store/<db>/<db>.audit-sql.ts`). */
+/** The statements of the console's audit table on one database (in `<db>.audit-sql.ts` beside this file). */
 export interface ConsoleAuditSql {
   createTable(names: OutboxTableNames): string[];
   dropTable(names: OutboxTableNames): string[];

@@ -1,13 +1,13 @@
 import type { DataSource } from 'typeorm';
 import { outboxDatabase, outboxDialectOf, type OutboxDialect } from '../../../store/outbox-dialect';
-import { MYSQL_CONSOLE_AUDIT_SQL } from '../../../store/mysql/mysql.audit-sql';
-import { POSTGRES_CONSOLE_AUDIT_SQL } from '../../../store/postgres/postgres.audit-sql';
-import { SQLITE_CONSOLE_AUDIT_SQL } from '../../../store/sqlite/sqlite.audit-sql';
+import { MYSQL_CONSOLE_AUDIT_SQL } from './mysql.audit-sql';
+import { POSTGRES_CONSOLE_AUDIT_SQL } from './postgres.audit-sql';
+import { SQLITE_CONSOLE_AUDIT_SQL } from './sqlite.audit-sql';
 import {
   assertIdentifier,
   outboxTableNames,
   type OutboxTableNames,
-} from '../../../store/sql-identifier';
+} from '../../../internal/sql-identifier';
 import type { ConsoleAuditSql } from './console-audit-sql';
 
 /** Where the console keeps its audit log. */

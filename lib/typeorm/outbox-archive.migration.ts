@@ -1,0 +1,36 @@
+import type { MigrationInterface } from 'typeorm';
+import { outboxArchiveTableDdl, type OutboxTableOptions } from '../store/outbox-dialect';
+import { runAll, tableMigration } from './table-migration';
+import { layoutForNewTables } from '../store/message-id-layout';
+
+/**
+ * The TypeORM migration that creates the archive `<table>_archive` for `cleaner.archive`. Not a
+ * step of `outboxMigrations()`: only apps that archive need the table. Its `down` keeps the
+ * table, since it holds the app's archived messages; drop it yourself when you mean to.
+ *
+ * @param timestamp where the migration sorts among the DataSource's migrations (ms since 1970).
+ *   @default 1763800000100
+ *
+ * @example
+ * new DataSource({ ..., migrations: [...outboxMigrations(), createOutboxArchiveMigration()] })
+ */
+export function createOutboxArchiveMigration(
+  options: OutboxTableOptions = {},
+  timestamp = 1_763_800_000_100,
+): new () => MigrationInterface {
+  // Validate at definition time so a bad name fails before any migration runs.
+  outboxArchiveTableDdl('postgres', options);
+  return tableMigration(
+    'CreateOutboxArchive',
+    'createOutboxArchiveMigration()',
+    options,
+    timestamp,
+    async (database, names, run) =>
+      runAll(
+        run,
+        database.createArchiveTable(names, await layoutForNewTables(database, run, names)),
+      ),
+    // Deliberately nothing: reverting must not destroy an audit trail.
+    () => Promise.resolve(),
+  );
+}
