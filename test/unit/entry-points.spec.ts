@@ -1,4 +1,5 @@
 import { execFileSync } from 'node:child_process';
+import { readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 
 // entry-points.json is the one list of the package's entry points: package.json and
@@ -46,5 +47,27 @@ describe('entry-points.json', () => {
       'nestjs-outbox/nats: its source lib/publishers/nats/index.ts does not exist',
       'nestjs-outbox/nats: its peer nats is not in package.json peerDependencies',
     ]);
+  });
+});
+
+describe('every entry point of entry-points.json', () => {
+  const { entryPoints } = JSON.parse(readFileSync(join(root, 'entry-points.json'), 'utf8')) as {
+    entryPoints: Record<string, { source: string }>;
+  };
+  const files = (dir: string, ext: RegExp): string[] =>
+    readdirSync(join(root, dir), { recursive: true, encoding: 'utf8' })
+      .filter((f) => ext.test(f))
+      .map((f) => readFileSync(join(root, dir, f), 'utf8'));
+  const docs = [...files('docs', /\.md$/), readFileSync(join(root, 'README.md'), 'utf8')].join(
+    '\n',
+  );
+  const specs = files('test', /\.ts$/).join('\n');
+
+  it.each(Object.entries(entryPoints))('%s is documented and imported by a test', (name, e) => {
+    expect(docs).toContain(`'${name}'`);
+    const folder = e.source.replace(/\/index\.ts$/, '');
+    const imported =
+      specs.includes(`'${name}'`) || specs.includes(`${folder}'`) || specs.includes(`${folder}/`);
+    expect(imported).toBe(true);
   });
 });
