@@ -73,7 +73,7 @@ export type {
   BinaryOutboxRecord,
 } from './message/outbox-record.interface';
 export type { OutboxPublisher, PublishOutcome } from './publishers/outbox-publisher.interface';
-export type { OutboxStats, RequeueReport } from './store/outbox-store.port';
+export type { OutboxStats, RequeueReport } from './store/ports/outbox-store.port';
 export type {
   OutboxObserver,
   OutboxBatchReport,
@@ -99,7 +99,7 @@ export {
   type RoutePublishersOptions,
 } from './publishers/routing/route-publishers';
 export type { AmbientTransaction } from './options/ambient-transaction.interface';
-export type { OutboxConnection } from './store/outbox-connection';
+export type { OutboxConnection } from './store/ports/outbox-connection';
 export type {
   OneTripStatement,
   SqlListenLost,
@@ -107,7 +107,7 @@ export type {
   SqlResult,
   SqlRow,
   SqlRunner,
-} from './store/sql-port';
+} from './store/ports/sql-port';
 
 export { OutboxError } from './errors/outbox.error';
 export { OutboxOptionsError } from './errors/outbox-options.error';
@@ -131,7 +131,7 @@ export { createOutboxMigration } from './typeorm/outbox-table.migration';
 export { outboxMigrations } from './typeorm/outbox-migrations';
 export { createOutboxArchiveMigration } from './typeorm/outbox-archive.migration';
 export { createOutboxBinaryIdsMigration } from './typeorm/outbox-binary-ids.migration';
-export { migrateOutboxToBinaryIds } from './store/binary-message-ids';
+export { migrateOutboxToBinaryIds } from './store/schema/binary-message-ids';
 export type { MessageIdConversion as OutboxMessageIdConversion } from './store/outbox-database';
 export { ensureOutboxArchiveTable, ensureOutboxTable } from './typeorm/typeorm-tables';
 export {
@@ -141,13 +141,13 @@ export {
   outboxTableDdl,
   type OutboxDialect,
   type OutboxTableOptions,
-} from './store/outbox-dialect';
+} from './store/schema/outbox-table-ddl';
 
 export { OutboxDispatcher, type OutboxDispatcherStatus } from './dispatch/outbox.dispatcher';
 export { OutboxUnlocker } from './dispatch/outbox.unlocker';
 export { OutboxCleaner, type OutboxCleanReport } from './dispatch/outbox.cleaner';
 export { OutboxPartitionMaintainer } from './dispatch/outbox.partition-maintainer';
-export { outboxPartitions } from './store/outbox-partitions';
+export { outboxPartitions } from './store/partitions/outbox-partitions';
 export type {
   OutboxPartition,
   OutboxPartitionPolicy,
@@ -156,7 +156,7 @@ export type {
   OutboxPartitionsReport,
   OutboxPartitionsStatus,
   OutboxTableLayout,
-} from './store/outbox-partitions.port';
+} from './store/ports/outbox-partitions.port';
 
 export {
   fromClsTransactionHost,

@@ -34,8 +34,8 @@ import {
   type ResolvedOutboxOptions,
 } from './options/resolve-outbox-options';
 import { createOutboxStore } from './store/create-outbox-store';
-import type { OutboxConnection } from './store/outbox-connection';
-import type { SqlPort } from './store/sql-port';
+import type { OutboxConnection } from './store/ports/outbox-connection';
+import type { SqlPort } from './store/ports/sql-port';
 import { typeormConnection } from './typeorm/typeorm.connection';
 import { OutboxCleaner } from './dispatch/outbox.cleaner';
 import { OutboxDispatcher } from './dispatch/outbox.dispatcher';

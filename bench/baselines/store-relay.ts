@@ -8,8 +8,12 @@
  * lease relay and the module, it tells the store's share of the module's cost from theirs (P2).
  */
 import type { Producer } from 'kafkajs';
-import type { ClaimedRecord, OutboxStore, Settlement } from '../../lib/store/outbox-store.port';
-import { claimWindowAfter } from '../../lib/store/claim-window';
+import type {
+  ClaimedRecord,
+  OutboxStore,
+  Settlement,
+} from '../../lib/store/ports/outbox-store.port';
+import { claimWindowAfter } from '../../lib/store/shared-sql/claim-window';
 import { sleep } from '../support/stats';
 
 export interface StoreRelayOptions {

@@ -20,16 +20,16 @@ import {
   postgresOpening,
   postgresSettle,
 } from '../../lib/store/postgres/postgres.sql';
-import { tableNamesFor } from '../../lib/store/outbox-dialect';
+import { tableNamesFor } from '../../lib/store/schema/outbox-table-ddl';
 import type { OutboxTableNames } from '../../lib/internal/sql-identifier';
-import { periodStart, partitionSuffix } from '../../lib/store/partition-range';
+import { periodStart, partitionSuffix } from '../../lib/store/partitions/partition-range';
 import { named } from '../support/config';
 import { analyse, dropOutboxTable, resetOutboxTable, seedOutbox } from '../support/databases';
 import { resetPartitionedTable } from '../support/partitions';
 import { addMetric, newResult, type BenchContext, type ScenarioResult } from '../support/report';
 import { round, summarise } from '../support/stats';
 import { promotionRun, queuePolicyOf } from '../../lib/options/queue-policy';
-import { claimWindow } from '../../lib/store/claim-window';
+import { claimWindow } from '../../lib/store/shared-sql/claim-window';
 import { bareClaimSql, bareSettleSql } from '../baselines/bare-relay';
 import { postgresLiterals } from '../../lib/store/postgres/postgres-literal';
 

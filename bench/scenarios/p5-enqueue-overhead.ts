@@ -13,8 +13,8 @@ import { named } from '../support/config';
 import { randomUUID } from 'node:crypto';
 import type { DataSource, EntityManager } from 'typeorm';
 import { OutboxEvent } from '../../lib';
-import { messageIdBytes } from '../../lib/store/message-id-codec';
-import { sortedKeyLocks } from '../../lib/store/outbox-row.mapper';
+import { messageIdBytes } from '../../lib/store/rows/message-id-codec';
+import { sortedKeyLocks } from '../../lib/store/rows/outbox-row.mapper';
 import { MYSQL_KEY_LOCK_BUCKETS } from '../../lib/store/mysql/mysql.sql';
 import {
   BenchOrder,

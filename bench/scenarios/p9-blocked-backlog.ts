@@ -27,7 +27,7 @@ import {
   type OutboxRecord,
   type PublishOutcome,
 } from '../../lib';
-import { type OutboxStore } from '../../lib/store/outbox-store.port';
+import { type OutboxStore } from '../../lib/store/ports/outbox-store.port';
 import { named } from '../support/config';
 import {
   analyse,

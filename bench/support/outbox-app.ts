@@ -10,7 +10,7 @@ import {
   type OutboxPublisher,
 } from '../../lib';
 import { OUTBOX_STORE } from '../../lib/outbox.constants';
-import { type OutboxStore } from '../../lib/store/outbox-store.port';
+import { type OutboxStore } from '../../lib/store/ports/outbox-store.port';
 import { KafkaPublisher } from '../../lib/publishers/kafka';
 import { RabbitMqPublisher, type RabbitMqPublisherOptions } from '../../lib/publishers/rabbitmq';
 import { SERVICES } from './config';

@@ -1,7 +1,7 @@
 /** Day-partitioned outbox tables with a partition for a past day (P7, P11; docs/partitioning.md). */
 import type { DataSource } from 'typeorm';
 import { ensureOutboxTable } from '../../lib';
-import { partitionSuffix, periodStart } from '../../lib/store/partition-range';
+import { partitionSuffix, periodStart } from '../../lib/store/partitions/partition-range';
 import { dialectOf, dropOutboxTable, quoteTable } from './databases';
 
 const DAY = 86_400_000;

@@ -28,8 +28,8 @@ import { describeError, errorClassOf } from '../internal/describe-error';
 import type { OutboxRecord } from '../message/outbox-record.interface';
 import type { OutboxBatchReport } from '../observers/outbox-observer.interface';
 import type { PublishOutcome } from '../publishers/outbox-publisher.interface';
-import { compareIds } from '../store/outbox-row.mapper';
-import type { ClaimedRecord, Settlement } from '../store/outbox-store.port';
+import { compareIds } from '../store/rows/outbox-row.mapper';
+import type { ClaimedRecord, Settlement } from '../store/ports/outbox-store.port';
 import { retryDelay, type BackoffPolicy } from './retry-backoff';
 
 /** The retry options a verdict depends on. */

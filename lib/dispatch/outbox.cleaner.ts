@@ -1,6 +1,6 @@
 import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import { SchedulerRegistry } from '@nestjs/schedule';
-import type { OutboxStore } from '../store/outbox-store.port';
+import type { OutboxStore } from '../store/ports/outbox-store.port';
 import { OUTBOX_OPTIONS, OUTBOX_STORE } from '../outbox.constants';
 import type { ResolvedOutboxOptions } from '../options/resolve-outbox-options';
 import { IntervalWorker } from './interval-worker';

@@ -24,9 +24,9 @@ import type {
   ClaimedRecord,
   OutboxStore,
   Settlement,
-} from '../store/outbox-store.port';
+} from '../store/ports/outbox-store.port';
 import { describeError } from '../internal/describe-error';
-import { claimWindowAfter, IN_FLIGHT_GRACE_MS } from '../store/claim-window';
+import { claimWindowAfter, IN_FLIGHT_GRACE_MS } from '../store/shared-sql/claim-window';
 import { OUTBOX_OPTIONS, OUTBOX_STORE, outboxTimerName } from '../outbox.constants';
 import { OutboxService } from '../outbox.service';
 import type { ResolvedOutboxOptions } from '../options/resolve-outbox-options';

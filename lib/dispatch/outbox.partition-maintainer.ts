@@ -2,10 +2,10 @@ import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import { SchedulerRegistry } from '@nestjs/schedule';
 import { OUTBOX_OPTIONS, OUTBOX_SQL, OUTBOX_STORE } from '../outbox.constants';
 import type { ResolvedOutboxOptions } from '../options/resolve-outbox-options';
-import type { OutboxPartitionsReport } from '../store/outbox-partitions.port';
-import { outboxPartitions, promoteAfterDrop } from '../store/outbox-partitions';
-import type { OutboxStore } from '../store/outbox-store.port';
-import type { SqlPort } from '../store/sql-port';
+import type { OutboxPartitionsReport } from '../store/ports/outbox-partitions.port';
+import { outboxPartitions, promoteAfterDrop } from '../store/partitions/outbox-partitions';
+import type { OutboxStore } from '../store/ports/outbox-store.port';
+import type { SqlPort } from '../store/ports/sql-port';
 import { IntervalWorker } from './interval-worker';
 
 /**

@@ -1,4 +1,4 @@
-import type { SqlRunner } from '../store/sql-port';
+import type { SqlRunner } from '../store/ports/sql-port';
 
 /**
  * `runner` with the library's own error for a transaction that has ended (Kysely's "Transaction

@@ -1,4 +1,4 @@
-import type { OneTripStatement, SqlResult } from '../store/sql-port';
+import type { OneTripStatement, SqlResult } from '../store/ports/sql-port';
 
 /**
  * What the two PostgreSQL ports (node-postgres, TypeORM on node-postgres) share for

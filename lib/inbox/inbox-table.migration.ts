@@ -1,6 +1,6 @@
 import type { MigrationInterface, QueryRunner } from 'typeorm';
 import { tableMigrationName } from '../typeorm/migration-name';
-import { outboxDialectOf } from '../store/outbox-dialect';
+import { outboxDialectOf } from '../store/schema/outbox-table-ddl';
 import type { InboxTableOptions } from './inbox.interfaces';
 import { INBOX_DEFAULT_TABLE } from './inbox.constants';
 import { inboxTableDdl, inboxTableDropDdl } from './inbox-table';

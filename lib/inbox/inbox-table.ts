@@ -1,7 +1,11 @@
 import type { DataSource } from 'typeorm';
-import type { SqlPort } from '../store/sql-port';
+import type { SqlPort } from '../store/ports/sql-port';
 import { OutboxOptionsError } from '../errors/outbox-options.error';
-import { outboxDatabase, outboxDialectOf, type OutboxDialect } from '../store/outbox-dialect';
+import {
+  outboxDatabase,
+  outboxDialectOf,
+  type OutboxDialect,
+} from '../store/schema/outbox-table-ddl';
 import { assertIdentifier, outboxTableNames } from '../internal/sql-identifier';
 import { INBOX_DEFAULT_TABLE } from './inbox.constants';
 import type { InboxTableOptions } from './inbox.interfaces';

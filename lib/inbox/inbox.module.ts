@@ -2,7 +2,7 @@ import { Module, type DynamicModule, type FactoryProvider } from '@nestjs/common
 import { ModuleRef } from '@nestjs/core';
 import type { DataSource } from 'typeorm';
 import { OutboxOptionsError } from '../errors/outbox-options.error';
-import type { OutboxConnection } from '../store/outbox-connection';
+import type { OutboxConnection } from '../store/ports/outbox-connection';
 import { resolveNamedDataSource } from '../module/named-data-source';
 import { InboxMessages } from './inbox.messages';
 import {

@@ -1,5 +1,5 @@
 import type { DataSource } from 'typeorm';
-import type { OutboxConnection } from '../store/outbox-connection';
+import type { OutboxConnection } from '../store/ports/outbox-connection';
 import type { InboxTableOptions } from './inbox.interfaces';
 
 /** Options of `InboxModule.forRoot()` / `forRootAsync()`. */

@@ -3,9 +3,9 @@ import { typeormSqlPort, typeormSqlRunner } from '../typeorm/typeorm.sql-port';
 import { OutboxError } from '../errors/outbox.error';
 import { OutboxOptionsError } from '../errors/outbox-options.error';
 import { OutboxTransactionRequiredError } from '../errors/outbox-transaction-required.error';
-import type { OutboxConnection } from '../store/outbox-connection';
-import type { SqlPort, SqlRunner } from '../store/sql-port';
-import { outboxDatabase, outboxDialectOf } from '../store/outbox-dialect';
+import type { OutboxConnection } from '../store/ports/outbox-connection';
+import type { SqlPort, SqlRunner } from '../store/ports/sql-port';
+import { outboxDatabase, outboxDialectOf } from '../store/schema/outbox-table-ddl';
 import { INBOX_MAX_CONSUMER_BYTES, INBOX_MAX_MESSAGE_ID_BYTES } from './inbox.constants';
 import type {
   InboxEntry,

@@ -3,9 +3,9 @@ import type { ModuleRef } from '@nestjs/core';
 import { SchedulerRegistry } from '@nestjs/schedule';
 import { OutboxAdmin } from '../operations/admin/outbox.admin';
 import { OutboxOptionsError } from '../errors/outbox-options.error';
-import type { OutboxStore } from '../store/outbox-store.port';
-import type { OutboxConnection } from '../store/outbox-connection';
-import type { SqlPort } from '../store/sql-port';
+import type { OutboxStore } from '../store/ports/outbox-store.port';
+import type { OutboxConnection } from '../store/ports/outbox-connection';
+import type { SqlPort } from '../store/ports/sql-port';
 import {
   DEFAULT_OUTBOX_NAME,
   OUTBOX_CONNECTION,

@@ -1,6 +1,6 @@
 import type { DataSource } from 'typeorm';
 import type { AmbientTransaction } from './ambient-transaction.interface';
-import type { OutboxConnection } from '../store/outbox-connection';
+import type { OutboxConnection } from '../store/ports/outbox-connection';
 import type { OutboxObserver } from '../observers/outbox-observer.interface';
 import type { OutboxPublisher } from '../publishers/outbox-publisher.interface';
 import type { OutboxRecord } from '../message/outbox-record.interface';

@@ -1,4 +1,4 @@
-import type { OutboxQueuePolicy } from '../store/outbox-store.port';
+import type { OutboxQueuePolicy } from '../store/ports/outbox-store.port';
 
 /** `ordering.maxRun`'s default (outbox-defaults.ts states it for the docs). */
 export const DEFAULT_MAX_RUN = 50;

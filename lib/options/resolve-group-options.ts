@@ -7,7 +7,7 @@ import type {
   OutboxRetryOptions,
   OutboxUnlockerOptions,
 } from './outbox.options';
-import type { OutboxQueuePolicy } from '../store/outbox-store.port';
+import type { OutboxQueuePolicy } from '../store/ports/outbox-store.port';
 import { queuePolicyOf } from './queue-policy';
 
 export interface ResolvedOrderingOptions {

@@ -3,7 +3,7 @@ import type { OutboxObserver } from '../observers/outbox-observer.interface';
 import type { OutboxPublisher } from '../publishers/outbox-publisher.interface';
 import { assertIdentifier, MAX_TABLE_NAME_LENGTH } from '../internal/sql-identifier';
 import type { AmbientTransaction } from './ambient-transaction.interface';
-import type { OutboxConnection } from '../store/outbox-connection';
+import type { OutboxConnection } from '../store/ports/outbox-connection';
 import { OUTBOX_DEFAULTS } from './outbox-defaults';
 import { checks, fail } from './outbox-option-checks';
 import type { OutboxModuleOptions } from './outbox.options';

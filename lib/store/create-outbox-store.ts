@@ -1,16 +1,16 @@
 import { OutboxError } from '../errors/outbox.error';
 import { OutboxTableMissingError } from '../errors/outbox-table-missing.error';
-import type { OutboxStore } from './outbox-store.port';
+import type { OutboxStore } from './ports/outbox-store.port';
 import { queuePolicyOf } from '../options/queue-policy';
 import { describeError } from '../internal/describe-error';
 import { OutboxMessages } from '../outbox.messages';
 import type { OutboxStoreContext } from './outbox-database';
-import type { SqlPort } from './sql-port';
-import { payloadColumnsProbe } from './payload-columns';
-import { outboxDatabase, outboxDialectOf, tableNamesFor } from './outbox-dialect';
+import type { SqlPort } from './ports/sql-port';
+import { payloadColumnsProbe } from './schema/payload-columns';
+import { outboxDatabase, outboxDialectOf, tableNamesFor } from './schema/outbox-table-ddl';
 import type { ResolvedPartitioningOptions } from '../options/resolve-partitioning-options';
-import { checkTableLayout } from './table-layout';
-import { messageIdCodecOf } from './message-id-layout';
+import { checkTableLayout } from './schema/table-layout';
+import { messageIdCodecOf } from './schema/message-id-layout';
 
 /** Picks the store for the port's database; opens what the dispatcher needs when asked. */
 export async function createOutboxStore(

@@ -1,12 +1,12 @@
 import type { PartitionInterval } from '../options/resolve-partitioning-options';
-import type { OutboxPartitionsPort, OutboxTableLayout } from './outbox-partitions.port';
-import type { PartitionRange } from './partition-range';
+import type { OutboxPartitionsPort, OutboxTableLayout } from './ports/outbox-partitions.port';
+import type { PartitionRange } from './partitions/partition-range';
 import type { InboxTableNames } from '../internal/sql-identifier';
-import type { AdminDialect } from './admin-dialect';
-import type { OutboxQueuePolicy, OutboxStore } from './outbox-store.port';
+import type { AdminDialect } from './shared-sql/admin-dialect';
+import type { OutboxQueuePolicy, OutboxStore } from './ports/outbox-store.port';
 import type { IdentifierQuoting, OutboxTableNames } from '../internal/sql-identifier';
-import type { SqlPort } from './sql-port';
-import type { MessageIdCodec, MessageIdLayout } from './message-id-codec';
+import type { SqlPort } from './ports/sql-port';
+import type { MessageIdCodec, MessageIdLayout } from './rows/message-id-codec';
 
 /** Runs one statement on whatever connection the caller holds (the port, a migration's runner). */
 export type StatementRunner = (sql: string, params?: unknown[]) => Promise<unknown>;

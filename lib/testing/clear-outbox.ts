@@ -1,6 +1,10 @@
 import type { DataSource } from 'typeorm';
 import { typeormSqlPort } from '../typeorm/typeorm.sql-port';
-import { outboxDialectOf, tableNamesFor, type OutboxTableOptions } from '../store/outbox-dialect';
+import {
+  outboxDialectOf,
+  tableNamesFor,
+  type OutboxTableOptions,
+} from '../store/schema/outbox-table-ddl';
 
 /**
  * Deletes every row of the outbox table (whatever its status) and of its attempt history, so

@@ -2,10 +2,14 @@ import { randomUUID } from 'node:crypto';
 import { OutboxError } from '../errors/outbox.error';
 import { OutboxTransactionRequiredError } from '../errors/outbox-transaction-required.error';
 import { createOutboxStore } from '../store/create-outbox-store';
-import { messageIdText } from '../store/message-id-codec';
-import { createOutboxTable, outboxDialectOf, outboxTableDropDdl } from '../store/outbox-dialect';
-import type { OutboxConnection } from '../store/outbox-connection';
-import type { NewOutboxRow, OutboxStore } from '../store/outbox-store.port';
+import { messageIdText } from '../store/rows/message-id-codec';
+import {
+  createOutboxTable,
+  outboxDialectOf,
+  outboxTableDropDdl,
+} from '../store/schema/outbox-table-ddl';
+import type { OutboxConnection } from '../store/ports/outbox-connection';
+import type { NewOutboxRow, OutboxStore } from '../store/ports/outbox-store.port';
 
 /**
  * One library's connection (`OutboxConnection`) on one database, for the connection conformance

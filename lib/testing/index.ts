@@ -19,7 +19,7 @@ export {
   type StoreConformanceFixture,
   type StoreConformanceTarget,
 } from './store-conformance';
-export type { SqlPort, SqlResult, SqlRow, SqlRunner, SqlListenLost } from '../store/sql-port';
+export type { SqlPort, SqlResult, SqlRow, SqlRunner, SqlListenLost } from '../store/ports/sql-port';
 export {
   connectionConformanceCases,
   type ConnectionConformanceCase,

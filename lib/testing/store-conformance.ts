@@ -5,19 +5,19 @@ import {
   outboxDialectOf,
   outboxTableDropDdl,
   tableNamesFor,
-} from '../store/outbox-dialect';
+} from '../store/schema/outbox-table-ddl';
 import type {
   ClaimedBatch,
   NewOutboxRow,
   OutboxStore,
   Settlement,
-} from '../store/outbox-store.port';
-import type { SqlPort, SqlRunner } from '../store/sql-port';
-import { ATTEMPT_HISTORY_LIMIT } from '../store/attempt-history';
-import { IN_FLIGHT_GRACE_MS } from '../store/claim-window';
+} from '../store/ports/outbox-store.port';
+import type { SqlPort, SqlRunner } from '../store/ports/sql-port';
+import { ATTEMPT_HISTORY_LIMIT } from '../store/shared-sql/attempt-history';
+import { IN_FLIGHT_GRACE_MS } from '../store/shared-sql/claim-window';
 import type { OutboxPartitioningOptions } from '../options/outbox.options';
-import { outboxPartitions } from '../store/outbox-partitions';
-import { messageIdText } from '../store/message-id-codec';
+import { outboxPartitions } from '../store/partitions/outbox-partitions';
+import { messageIdText } from '../store/rows/message-id-codec';
 
 /**
  * A SQL port on one database for the store conformance suite: the port under test, and the

@@ -1,7 +1,7 @@
 import type { MigrationInterface } from 'typeorm';
-import { outboxArchiveTableDdl, type OutboxTableOptions } from '../store/outbox-dialect';
+import { outboxArchiveTableDdl, type OutboxTableOptions } from '../store/schema/outbox-table-ddl';
 import { runAll, tableMigration } from './table-migration';
-import { layoutForNewTables } from '../store/message-id-layout';
+import { layoutForNewTables } from '../store/schema/message-id-layout';
 
 /**
  * The TypeORM migration that creates the archive `<table>_archive` for `cleaner.archive`. Not a

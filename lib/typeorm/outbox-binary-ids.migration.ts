@@ -1,5 +1,5 @@
 import type { MigrationInterface } from 'typeorm';
-import { tableNamesFor, type OutboxTableOptions } from '../store/outbox-dialect';
+import { tableNamesFor, type OutboxTableOptions } from '../store/schema/outbox-table-ddl';
 import { tableMigration } from './table-migration';
 
 /**

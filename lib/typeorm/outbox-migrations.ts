@@ -1,9 +1,9 @@
 import type { MigrationInterface } from 'typeorm';
-import { outboxTableDdl } from '../store/outbox-dialect';
-import type { OutboxTableOptions } from '../store/outbox-dialect';
+import { outboxTableDdl } from '../store/schema/outbox-table-ddl';
+import type { OutboxTableOptions } from '../store/schema/outbox-table-ddl';
 import { createOutboxMigration } from './outbox-table.migration';
 import { runAll, tableMigration } from './table-migration';
-import { layoutForNewTables } from '../store/message-id-layout';
+import { layoutForNewTables } from '../store/schema/message-id-layout';
 
 type MigrationClass = new () => MigrationInterface;
 

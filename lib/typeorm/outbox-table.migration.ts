@@ -11,9 +11,9 @@ import {
   tableNamesFor,
   tablePartitioning,
   type OutboxTableOptions,
-} from '../store/outbox-dialect';
-import { checkTableLayout } from '../store/table-layout';
-import { layoutForNewTables } from '../store/message-id-layout';
+} from '../store/schema/outbox-table-ddl';
+import { checkTableLayout } from '../store/schema/table-layout';
+import { layoutForNewTables } from '../store/schema/message-id-layout';
 
 /**
  * Returns the first step of `outboxMigrations()`: the TypeORM migration class that creates the

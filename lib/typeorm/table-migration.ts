@@ -5,7 +5,7 @@ import {
   outboxDialectOf,
   tableNamesFor,
   type OutboxTableOptions,
-} from '../store/outbox-dialect';
+} from '../store/schema/outbox-table-ddl';
 import type { OutboxTableNames } from '../internal/sql-identifier';
 import { tableMigrationName } from './migration-name';
 

@@ -3,7 +3,7 @@ import {
   createOutboxArchiveTable,
   createOutboxTable,
   type OutboxTableOptions,
-} from '../store/outbox-dialect';
+} from '../store/schema/outbox-table-ddl';
 import { typeormSqlPort } from './typeorm.sql-port';
 
 /** Creates the outbox table if it does not exist, e.g. in tests or at the start of a sample app. */

@@ -2,7 +2,7 @@ import type { DataSource, EntityManager, QueryRunner } from 'typeorm';
 import { OutboxError } from '../errors/outbox.error';
 import { OutboxTransactionRequiredError } from '../errors/outbox-transaction-required.error';
 import { OutboxMessages } from '../outbox.messages';
-import type { OutboxConnection } from '../store/outbox-connection';
+import type { OutboxConnection } from '../store/ports/outbox-connection';
 import { TypeormCommitHook } from './typeorm-commit-hook';
 import { typeormSqlPort, typeormSqlRunner } from './typeorm.sql-port';
 

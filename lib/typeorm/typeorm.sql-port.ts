@@ -5,7 +5,7 @@ import type {
   SqlPort,
   SqlResult,
   SqlRunner,
-} from '../store/sql-port';
+} from '../store/ports/sql-port';
 import {
   heldStatement,
   holdsStatement,

@@ -29,10 +29,10 @@ import {
   createOutboxTable,
   outboxDialectOf,
   outboxTableDropDdl,
-} from '../../lib/store/outbox-dialect';
+} from '../../lib/store/schema/outbox-table-ddl';
 import { uniqueTable } from '../support/databases';
 import { CLIENT, type ClsLibrary } from './cls-targets';
-import { messageIdText } from '../../lib/store/message-id-codec';
+import { messageIdText } from '../../lib/store/rows/message-id-codec';
 
 // An app of the ambient path and the event-bus bridges: the library's client under CLIENT,
 // ClsModule with the library's transactional adapter (wrapped by guardOutboxWrites unless told

@@ -9,7 +9,7 @@ import { pgTable, text } from 'drizzle-orm/pg-core';
 import { drizzleOutbox } from '../../lib/connections/drizzle';
 import { prismaOutbox } from '../../lib/connections/prisma';
 import type { TransactionalAdapterLike } from '../../lib';
-import type { OutboxConnection } from '../../lib/store/outbox-connection';
+import type { OutboxConnection } from '../../lib/store/ports/outbox-connection';
 import { serverConnection, uniqueTable } from '../support/databases';
 import type { ServiceName } from '../support/services';
 import { pgPool } from '../orm/driver-targets';

@@ -8,8 +8,8 @@ import {
 } from '../../lib';
 import { typeormSqlPort } from '../../lib/typeorm/typeorm.sql-port';
 import { createOutboxStore } from '../../lib/store/create-outbox-store';
-import type { OutboxStore } from '../../lib/store/outbox-store.port';
-import type { SqlPort } from '../../lib/store/sql-port';
+import type { OutboxStore } from '../../lib/store/ports/outbox-store.port';
+import type { SqlPort } from '../../lib/store/ports/sql-port';
 import { readArchive, readAttempts, TEST_DATABASES } from '../support/databases';
 import { ageRows } from '../support/db-clock';
 import { dispatchApps, msg } from '../support/dispatch-fixtures';

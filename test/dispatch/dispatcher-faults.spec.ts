@@ -8,7 +8,7 @@ import {
   type OutboxMessage,
   type OutboxObserver,
 } from '../../lib';
-import type { OutboxStore } from '../../lib/store/outbox-store.port';
+import type { OutboxStore } from '../../lib/store/ports/outbox-store.port';
 import { ClientProxyPublisher } from '../../lib/publishers/microservices';
 import type { ChildConfig } from '../support/children/child-protocol';
 import { DispatcherChild } from '../support/children/spawn-dispatcher';

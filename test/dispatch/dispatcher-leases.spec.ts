@@ -1,6 +1,6 @@
 import { DataSource } from 'typeorm';
 import { ensureOutboxTable, type OutboxMessage } from '../../lib';
-import type { ClaimOptions } from '../../lib/store/outbox-store.port';
+import type { ClaimOptions } from '../../lib/store/ports/outbox-store.port';
 import {
   readOutbox,
   serverOptions,

@@ -1,7 +1,7 @@
 import type { LoggerService } from '@nestjs/common';
 import type { OutboxMessage, OutboxRecord, PublishOutcome } from '../../lib';
 import { RecordingPublisher } from '../../lib/testing';
-import type { ClaimOptions } from '../../lib/store/outbox-store.port';
+import type { ClaimOptions } from '../../lib/store/ports/outbox-store.port';
 import { testDatabase } from '../support/databases';
 import { useOutboxScope } from '../support/outbox-scope';
 import { describeWith } from '../support/services';

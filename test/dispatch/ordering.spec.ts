@@ -4,9 +4,9 @@ import {
   type OutboxRecord,
   type PublishOutcome,
 } from '../../lib';
-import { IN_FLIGHT_GRACE_MS } from '../../lib/store/claim-window';
+import { IN_FLIGHT_GRACE_MS } from '../../lib/store/shared-sql/claim-window';
 import { MYSQL_KEY_LOCK_BUCKETS } from '../../lib/store/mysql/mysql.sql';
-import { hashKey } from '../../lib/store/outbox-row.mapper';
+import { hashKey } from '../../lib/store/rows/outbox-row.mapper';
 import { readOutbox, storedId, TEST_DATABASES, TestOrder } from '../support/databases';
 import { quoteTable } from '../support/outbox-harness';
 import { dispatchApps, msg, published } from '../support/dispatch-fixtures';

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import type { INestApplication, LoggerService } from '@nestjs/common';
 import { DataSource } from 'typeorm';
-import { messageIdText } from '../../lib/store/message-id-codec';
+import { messageIdText } from '../../lib/store/rows/message-id-codec';
 import { bootstrap } from '../../sample/bootstrap';
 import { SampleConfig, SampleConfigError } from '../../sample/config/sample.config';
 import { Order } from '../../sample/orders/order.entity';

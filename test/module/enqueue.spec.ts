@@ -8,7 +8,7 @@ import {
 import { readOutbox, TEST_DATABASES, TestOrder } from '../support/databases';
 import { useOutboxScope } from '../support/outbox-scope';
 import { describeWith } from '../support/services';
-import { messageIdText } from '../../lib/store/message-id-codec';
+import { messageIdText } from '../../lib/store/rows/message-id-codec';
 
 @OutboxEvent({
   topic: 'orders',

@@ -9,7 +9,11 @@ import {
   OutboxTableMissingError,
 } from '../../lib';
 import { createInboxMigration } from '../../lib/inbox';
-import { outboxDatabase, outboxDialectOf, tableNamesFor } from '../../lib/store/outbox-dialect';
+import {
+  outboxDatabase,
+  outboxDialectOf,
+  tableNamesFor,
+} from '../../lib/store/schema/outbox-table-ddl';
 import { storedId, TEST_DATABASES, uniqueTable } from '../support/databases';
 import { dropOutboxTable, quoteTable } from '../support/outbox-harness';
 

@@ -9,7 +9,7 @@ import {
   type OutboxMessage,
 } from '../../lib';
 import { MYSQL_KEY_LOCK_BUCKETS } from '../../lib/store/mysql/mysql.sql';
-import { hashKey } from '../../lib/store/outbox-row.mapper';
+import { hashKey } from '../../lib/store/rows/outbox-row.mapper';
 import { dropOutboxTable, quoteTable, sleep } from '../support/outbox-harness';
 import {
   serverOptions,

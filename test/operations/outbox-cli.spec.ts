@@ -13,7 +13,7 @@ import {
   type OutboxMessage,
 } from '../../lib';
 import { RecordingPublisher } from '../../lib/testing';
-import { outboxDatabase, tableNamesFor } from '../../lib/store/outbox-dialect';
+import { outboxDatabase, tableNamesFor } from '../../lib/store/schema/outbox-table-ddl';
 import { typeormSqlPort } from '../../lib/typeorm/typeorm.sql-port';
 import { createChar36Tables, idColumnTypes } from '../support/mysql-char36-tables';
 import {

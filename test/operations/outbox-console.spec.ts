@@ -2,7 +2,7 @@ import { Injectable, Logger, type CanActivate, type ExecutionContext } from '@ne
 import { OutboxOptionsError, PermanentPublishError } from '../../lib';
 import { ensureOutboxConsoleAuditTable } from '../../lib/operations/console';
 import { OUTBOX_STORE } from '../../lib/outbox.constants';
-import type { OutboxStore } from '../../lib/store/outbox-store.port';
+import type { OutboxStore } from '../../lib/store/ports/outbox-store.port';
 import { RecordingPublisher } from '../../lib/testing';
 import { CONSOLE_TOKEN, openConsoleApp, type ConsoleApp } from '../support/console-app';
 import {

@@ -10,7 +10,7 @@ import {
   type OutboxConnection,
   type SqlPort,
 } from '../../lib';
-import { outboxTableDropDdl, type OutboxDialect } from '../../lib/store/outbox-dialect';
+import { outboxTableDropDdl, type OutboxDialect } from '../../lib/store/schema/outbox-table-ddl';
 import { storedId, uniqueTable } from '../support/databases';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith, type ServiceName } from '../support/services';

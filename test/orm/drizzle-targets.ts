@@ -12,7 +12,7 @@ import {
 import { mysql2SqlRunner } from '../../lib/connections/mysql2';
 import { pgSqlRunner, type PgQueryResult } from '../../lib/connections/pg';
 import type { StoreConformanceTarget } from '../../lib/testing';
-import type { SqlPort } from '../../lib/store/sql-port';
+import type { SqlPort } from '../../lib/store/ports/sql-port';
 import { serverConnection } from '../support/databases';
 import { pgPool, sqliteFile, type PgPoolForTests } from './driver-targets';
 

@@ -1,7 +1,7 @@
 import { Migrator } from 'kysely';
 import { OutboxOptionsError } from '../../lib';
 import { outboxKyselyMigration } from '../../lib/connections/kysely';
-import { outboxSchemaStatus } from '../../lib/store/schema-status';
+import { outboxSchemaStatus } from '../../lib/store/schema/schema-status';
 import { uniqueTable } from '../support/databases';
 import { describeWith } from '../support/services';
 import { openKysely } from './driver-targets';

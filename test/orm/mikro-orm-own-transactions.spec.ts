@@ -14,8 +14,8 @@ import {
   createOutboxTable,
   outboxDialectOf,
   outboxTableDropDdl,
-} from '../../lib/store/outbox-dialect';
-import type { OutboxConnection } from '../../lib/store/outbox-connection';
+} from '../../lib/store/schema/outbox-table-ddl';
+import type { OutboxConnection } from '../../lib/store/ports/outbox-connection';
 import { uniqueTable } from '../support/databases';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';

@@ -4,15 +4,15 @@ import {
   createOutboxTable,
   outboxDialectOf,
   outboxTableDropDdl,
-} from '../../lib/store/outbox-dialect';
-import type { OutboxConnection } from '../../lib/store/outbox-connection';
-import type { SqlPort } from '../../lib/store/sql-port';
+} from '../../lib/store/schema/outbox-table-ddl';
+import type { OutboxConnection } from '../../lib/store/ports/outbox-connection';
+import type { SqlPort } from '../../lib/store/ports/sql-port';
 import { storedId, uniqueTable } from '../support/databases';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
 import { expectNever, waitFor } from '../support/wait-for';
 import { expectDeliveredToRabbitMq } from './rabbitmq-delivery';
-import { messageIdText } from '../../lib/store/message-id-codec';
+import { messageIdText } from '../../lib/store/rows/message-id-codec';
 
 // What every ORM connection must do inside a real app: OutboxModule booted on the connection,
 // messages enqueued in the ORM's own transactions next to a business row, delivered by the real

@@ -10,7 +10,7 @@ import {
   type OutboxModuleExtras,
   type OutboxModuleOptions,
 } from '../../lib';
-import { createOutboxTable, outboxTableDropDdl } from '../../lib/store/outbox-dialect';
+import { createOutboxTable, outboxTableDropDdl } from '../../lib/store/schema/outbox-table-ddl';
 import { pgOutbox, pgSqlPort, type PgPoolClient } from '../../lib/connections/pg';
 import { RabbitMqPublisher } from '../../lib/publishers/rabbitmq';
 import { uniqueTable } from '../support/databases';

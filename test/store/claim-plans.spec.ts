@@ -1,6 +1,6 @@
 import type { DataSource } from 'typeorm';
-import type { OutboxQueuePolicy, OutboxStore } from '../../lib/store/outbox-store.port';
-import { claimWindow } from '../../lib/store/claim-window';
+import type { OutboxQueuePolicy, OutboxStore } from '../../lib/store/ports/outbox-store.port';
+import { claimWindow } from '../../lib/store/shared-sql/claim-window';
 import { createOutboxStore } from '../../lib/store/create-outbox-store';
 import { typeormSqlPort } from '../../lib/typeorm/typeorm.sql-port';
 import {
@@ -25,7 +25,7 @@ import {
   sqlitePark,
   sqlitePromote,
 } from '../../lib/store/sqlite/sqlite.sql';
-import { outboxDialectOf, tableNamesFor } from '../../lib/store/outbox-dialect';
+import { outboxDialectOf, tableNamesFor } from '../../lib/store/schema/outbox-table-ddl';
 import type { OutboxTableNames } from '../../lib/internal/sql-identifier';
 import { TEST_DATABASES, uniqueTable } from '../support/databases';
 import { describeWith } from '../support/services';

@@ -1,5 +1,5 @@
 import type { DataSource } from 'typeorm';
-import { tableNamesFor } from '../../lib/store/outbox-dialect';
+import { tableNamesFor } from '../../lib/store/schema/outbox-table-ddl';
 import { mysqlPurgeCandidates } from '../../lib/store/mysql/mysql.sql';
 import { postgresPurge } from '../../lib/store/postgres/postgres.sql';
 import { sqlitePurge } from '../../lib/store/sqlite/sqlite.sql';

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { DataSource, QueryRunner } from 'typeorm';
 import { typeormSqlPort, typeormSqlRunner } from '../../lib/typeorm/typeorm.sql-port';
 import { createOutboxStore } from '../../lib/store/create-outbox-store';
-import type { NewOutboxRow, OutboxStore } from '../../lib/store/outbox-store.port';
+import type { NewOutboxRow, OutboxStore } from '../../lib/store/ports/outbox-store.port';
 import { TEST_DATABASES, readOutbox, uniqueTable } from '../support/databases';
 import { describeWith } from '../support/services';
 

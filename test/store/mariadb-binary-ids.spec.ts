@@ -9,10 +9,17 @@ import {
 } from '../../lib';
 import { typeormSqlPort, typeormSqlRunner } from '../../lib/typeorm/typeorm.sql-port';
 import { createOutboxStore } from '../../lib/store/create-outbox-store';
-import { createOutboxArchiveTable, outboxTableDropDdl } from '../../lib/store/outbox-dialect';
-import type { NewOutboxRow, OutboxStore, Settlement } from '../../lib/store/outbox-store.port';
-import { outboxSchemaStatus } from '../../lib/store/schema-status';
-import { messageIdText } from '../../lib/store/message-id-codec';
+import {
+  createOutboxArchiveTable,
+  outboxTableDropDdl,
+} from '../../lib/store/schema/outbox-table-ddl';
+import type {
+  NewOutboxRow,
+  OutboxStore,
+  Settlement,
+} from '../../lib/store/ports/outbox-store.port';
+import { outboxSchemaStatus } from '../../lib/store/schema/schema-status';
+import { messageIdText } from '../../lib/store/rows/message-id-codec';
 import { readAttempts, readStatuses, testDatabase, uniqueTable } from '../support/databases';
 import { createChar36Tables, idColumnTypes } from '../support/mysql-char36-tables';
 import { describeWith } from '../support/services';

@@ -5,8 +5,8 @@ import {
   type OutboxPartitionPolicy,
 } from '../../lib';
 import { typeormSqlPort } from '../../lib/typeorm/typeorm.sql-port';
-import { hashKey } from '../../lib/store/outbox-row.mapper';
-import { partitionSuffix, periodStart } from '../../lib/store/partition-range';
+import { hashKey } from '../../lib/store/rows/outbox-row.mapper';
+import { partitionSuffix, periodStart } from '../../lib/store/partitions/partition-range';
 import { testDatabase, uniqueTable } from '../support/databases';
 import { msg } from '../support/dispatch-fixtures';
 import { dispatchTestApp, dropOutboxTable } from '../support/outbox-harness';
@@ -14,7 +14,7 @@ import { useOutboxScope } from '../support/outbox-scope';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
 import { waitFor } from '../support/wait-for';
-import { messageIdBytes } from '../../lib/store/message-id-codec';
+import { messageIdBytes } from '../../lib/store/rows/message-id-codec';
 
 // The time-partitioned table on MariaDB (RANGE COLUMNS on created_at below a catch-all pmax):
 // a key spread over partitions drains in id order, and the maintainer drops exactly the

@@ -2,7 +2,7 @@ import type { Pool, PoolConnection } from 'mysql2/promise';
 import { DataSource, QueryFailedError, type EntityManager } from 'typeorm';
 import { OutboxError, OutboxService, createOutboxTable } from '../../lib';
 import { mysql2Outbox, mysql2SqlPort } from '../../lib/connections/mysql2';
-import { outboxTableDropDdl } from '../../lib/store/outbox-dialect';
+import { outboxTableDropDdl } from '../../lib/store/schema/outbox-table-ddl';
 import { mariadbPool } from '../orm/driver-targets';
 import { serverOptions, uniqueTable } from '../support/databases';
 import { describeWith } from '../support/services';

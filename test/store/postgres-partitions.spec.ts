@@ -11,14 +11,14 @@ import {
 } from '../../lib';
 import { typeormSqlPort } from '../../lib/typeorm/typeorm.sql-port';
 import { createOutboxStore } from '../../lib/store/create-outbox-store';
-import { tableNamesFor } from '../../lib/store/outbox-dialect';
+import { tableNamesFor } from '../../lib/store/schema/outbox-table-ddl';
 import {
   postgresClaim,
   postgresOpening,
   postgresSettle,
 } from '../../lib/store/postgres/postgres.sql';
-import { hashKey } from '../../lib/store/outbox-row.mapper';
-import { partitionSuffix, periodStart } from '../../lib/store/partition-range';
+import { hashKey } from '../../lib/store/rows/outbox-row.mapper';
+import { partitionSuffix, periodStart } from '../../lib/store/partitions/partition-range';
 import { testDatabase, uniqueTable } from '../support/databases';
 import { msg } from '../support/dispatch-fixtures';
 import { dispatchTestApp, dropOutboxTable } from '../support/outbox-harness';

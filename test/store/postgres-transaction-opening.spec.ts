@@ -5,9 +5,9 @@ import { createOutboxTable } from '../../lib';
 import { pgSqlPort } from '../../lib/drivers/pg/pg.sql-port';
 import { typeormSqlPort } from '../../lib/typeorm/typeorm.sql-port';
 import { createOutboxStore } from '../../lib/store/create-outbox-store';
-import { hashKey } from '../../lib/store/outbox-row.mapper';
-import type { OutboxStore } from '../../lib/store/outbox-store.port';
-import type { SqlPort } from '../../lib/store/sql-port';
+import { hashKey } from '../../lib/store/rows/outbox-row.mapper';
+import type { OutboxStore } from '../../lib/store/ports/outbox-store.port';
+import type { SqlPort } from '../../lib/store/ports/sql-port';
 import { serverConnection, uniqueTable } from '../support/databases';
 import { describeWith } from '../support/services';
 

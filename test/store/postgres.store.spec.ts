@@ -1,4 +1,4 @@
-import { createOutboxTable, tableNamesFor } from '../../lib/store/outbox-dialect';
+import { createOutboxTable, tableNamesFor } from '../../lib/store/schema/outbox-table-ddl';
 import { randomUUID } from 'node:crypto';
 import {
   POSTGRES_FILLFACTOR,
@@ -9,7 +9,7 @@ import {
 import type { DataSource } from 'typeorm';
 import { typeormSqlPort } from '../../lib/typeorm/typeorm.sql-port';
 import { createOutboxStore } from '../../lib/store/create-outbox-store';
-import type { OutboxStore } from '../../lib/store/outbox-store.port';
+import type { OutboxStore } from '../../lib/store/ports/outbox-store.port';
 import { TEST_DATABASES, uniqueTable, type TestDatabase } from '../support/databases';
 import { describeWith } from '../support/services';
 import { outboxStoreConformance, typeormOn } from './outbox-store.conformance';

@@ -11,8 +11,8 @@ import {
 import { ensureOutboxTable } from '../../lib/typeorm/typeorm-tables';
 import { testPartitioning } from './partitioned-tables';
 import { SERVICES, type ServiceName } from './services';
-import { messageIdBytes, messageIdText } from '../../lib/store/message-id-codec';
-import { outboxDialectOf } from '../../lib/store/outbox-dialect';
+import { messageIdBytes, messageIdText } from '../../lib/store/rows/message-id-codec';
+import { outboxDialectOf } from '../../lib/store/schema/outbox-table-ddl';
 
 /** A business row written next to outbox messages in the tests' transactions. */
 @Entity('outbox_test_order')

@@ -1,5 +1,5 @@
 import type { DataSource } from 'typeorm';
-import { messageIdBytes, messageIdText } from '../../lib/store/message-id-codec';
+import { messageIdBytes, messageIdText } from '../../lib/store/rows/message-id-codec';
 
 // Reads of the outbox table measured on the database's own clock (leases and due times are
 // written with it, so the tests must judge them with it too). Test tables only: the names are

@@ -1,5 +1,5 @@
 import type { SqlPort } from '../../lib';
-import { createOutboxTable } from '../../lib/store/outbox-dialect';
+import { createOutboxTable } from '../../lib/store/schema/outbox-table-ddl';
 
 // The MySQL/MariaDB outbox tables as they were made before binary message ids: message_id
 // CHAR(36) CHARACTER SET ascii in the outbox table, its attempt history and its archive. Kept

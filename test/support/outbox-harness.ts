@@ -24,7 +24,7 @@ import {
   type OutboxPublisher,
 } from '../../lib';
 import { OUTBOX_STORE } from '../../lib/outbox.constants';
-import type { OutboxStore } from '../../lib/store/outbox-store.port';
+import type { OutboxStore } from '../../lib/store/ports/outbox-store.port';
 import { ensureOutboxTable } from '../../lib/typeorm/typeorm-tables';
 import { readOutbox, TestOrder, uniqueTable, type OutboxRow } from './databases';
 import { partitioningOf, testPartitioning } from './partitioned-tables';

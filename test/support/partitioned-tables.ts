@@ -1,7 +1,7 @@
 import type { DataSource } from 'typeorm';
 import type { OutboxPartitioningOptions } from '../../lib';
 import { typeormSqlPort } from '../../lib/typeorm/typeorm.sql-port';
-import { outboxPartitions } from '../../lib/store/outbox-partitions';
+import { outboxPartitions } from '../../lib/store/partitions/outbox-partitions';
 
 // OUTBOX_TEST_PARTITIONED=day|week|month makes the tables the test helpers create partitioned
 // (PostgreSQL, MariaDB), so that the dispatch suites run unchanged on

@@ -12,7 +12,7 @@ import {
   type SettleResult,
 } from '../../lib/dispatch/batch-outcome';
 import type { PublishOutcome } from '../../lib/publishers/outbox-publisher.interface';
-import type { ClaimedRecord, Settlement } from '../../lib/store/outbox-store.port';
+import type { ClaimedRecord, Settlement } from '../../lib/store/ports/outbox-store.port';
 
 const RETRY: RetryPolicy = {
   maxAttempts: 3,

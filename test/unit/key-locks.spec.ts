@@ -1,4 +1,4 @@
-import { hashKey, sortedKeyLocks } from '../../lib/store/outbox-row.mapper';
+import { hashKey, sortedKeyLocks } from '../../lib/store/rows/outbox-row.mapper';
 
 // Every locker (enqueue, park, promotion, settle) takes its keys' locks in one order, or two of
 // them can deadlock: the ids must come out distinct and ascending, whatever the keys' order.

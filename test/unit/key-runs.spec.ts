@@ -1,6 +1,6 @@
 import { keyRounds, recordRound } from '../../lib/dispatch/key-runs';
 import type { PublishOutcome } from '../../lib/publishers/outbox-publisher.interface';
-import type { ClaimedRecord } from '../../lib/store/outbox-store.port';
+import type { ClaimedRecord } from '../../lib/store/ports/outbox-store.port';
 
 const record = (id: string, key: string | null): ClaimedRecord => ({
   id,

@@ -1,6 +1,6 @@
 import { OutboxOptionsError } from '../../lib';
 import { OUTBOX_DATABASES, outboxDatabaseOfScheme } from '../../lib/store/outbox-databases';
-import { outboxDatabase } from '../../lib/store/outbox-dialect';
+import { outboxDatabase } from '../../lib/store/schema/outbox-table-ddl';
 
 describe('the database registry', () => {
   it('refuses an unknown driver type naming every supported one, from the registry', () => {

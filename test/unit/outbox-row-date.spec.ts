@@ -1,4 +1,4 @@
-import { toDate } from '../../lib/store/outbox-row.mapper';
+import { toDate } from '../../lib/store/rows/outbox-row.mapper';
 
 // A claimed row's created_at becomes the record's createdAt (RabbitMQ's timestamp, Kafka's
 // header): every driver's form must parse, or the publish fails on NaN.

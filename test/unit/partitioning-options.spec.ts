@@ -6,7 +6,7 @@ import {
   periodStart,
   rangeOfPartition,
   rangesAhead,
-} from '../../lib/store/partition-range';
+} from '../../lib/store/partitions/partition-range';
 
 const publisher: OutboxPublisher = {
   publish: (messages) => Promise.resolve(messages.map(() => ({ ok: true as const }))),

@@ -1,8 +1,8 @@
 import { OutboxError } from '../../errors/outbox.error';
 import { OutboxTransactionRequiredError } from '../../errors/outbox-transaction-required.error';
 import { OutboxMessages } from '../../outbox.messages';
-import type { OutboxConnection } from '../../store/outbox-connection';
-import type { SqlRunner } from '../../store/sql-port';
+import type { OutboxConnection } from '../../store/ports/outbox-connection';
+import type { SqlRunner } from '../../store/ports/sql-port';
 import type { BetterSqlite3Database } from '../../drivers/better-sqlite3/better-sqlite3-client';
 import {
   betterSqlite3SqlPort,

@@ -4,7 +4,7 @@ import {
   outboxTableDropDdl,
   tableNamesFor,
   type OutboxTableOptions,
-} from '../../store/outbox-dialect';
+} from '../../store/schema/outbox-table-ddl';
 import { kyselyOutbox, type KyselyInstance, type KyselyOutboxOptions } from './kysely.connection';
 
 /** A Kysely migration (`Migration` of `kysely`): what `Migrator` runs. */

@@ -4,7 +4,7 @@ import { OutboxError } from '../../errors/outbox.error';
 import { OutboxOptionsError } from '../../errors/outbox-options.error';
 import { OutboxTransactionRequiredError } from '../../errors/outbox-transaction-required.error';
 import { OutboxMessages } from '../../outbox.messages';
-import type { OutboxConnection } from '../../store/outbox-connection';
+import type { OutboxConnection } from '../../store/ports/outbox-connection';
 import {
   kyselySqlPort,
   kyselySqlRunner,

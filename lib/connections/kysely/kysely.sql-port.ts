@@ -1,5 +1,5 @@
 import { CompiledQuery, type QueryResult } from 'kysely';
-import type { SqlPort, SqlResult, SqlRunner } from '../../store/sql-port';
+import type { SqlPort, SqlResult, SqlRunner } from '../../store/ports/sql-port';
 
 /**
  * What runs a compiled statement: a `Kysely` instance, a `Transaction` or a

@@ -1,7 +1,7 @@
 import { OutboxError } from '../../errors/outbox.error';
 import { OutboxTransactionRequiredError } from '../../errors/outbox-transaction-required.error';
 import { OutboxMessages } from '../../outbox.messages';
-import type { OutboxConnection } from '../../store/outbox-connection';
+import type { OutboxConnection } from '../../store/ports/outbox-connection';
 import type { MikroOrmEntityManager, MikroOrmInstance } from './mikro-orm-client';
 import { mikroOrmSqlPort, mikroOrmSqlRunner, type MikroOrmDatabase } from './mikro-orm.sql-port';
 

@@ -1,4 +1,4 @@
-import type { SqlPort, SqlResult, SqlRunner } from '../../store/sql-port';
+import type { SqlPort, SqlResult, SqlRunner } from '../../store/ports/sql-port';
 import { placeholders } from '../../drivers/sql-placeholders';
 import type { MikroOrmEntityManager } from './mikro-orm-client';
 

@@ -1,8 +1,8 @@
 import { OutboxError } from '../../errors/outbox.error';
 import { OutboxTransactionRequiredError } from '../../errors/outbox-transaction-required.error';
 import { OutboxMessages } from '../../outbox.messages';
-import type { OutboxConnection } from '../../store/outbox-connection';
-import type { SqlRunner } from '../../store/sql-port';
+import type { OutboxConnection } from '../../store/ports/outbox-connection';
+import type { SqlRunner } from '../../store/ports/sql-port';
 import type { Mysql2Pool, Mysql2PoolConnection } from '../../drivers/mysql2/mysql2-client';
 import { mysql2SqlPort, mysql2SqlRunner } from '../../drivers/mysql2/mysql2.sql-port';
 import { mysqlInTransaction } from '../../drivers/mysql2/mysql2-transaction-status';

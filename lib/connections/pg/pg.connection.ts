@@ -1,7 +1,7 @@
 import { OutboxError } from '../../errors/outbox.error';
 import { OutboxTransactionRequiredError } from '../../errors/outbox-transaction-required.error';
 import { OutboxMessages } from '../../outbox.messages';
-import type { OutboxConnection } from '../../store/outbox-connection';
+import type { OutboxConnection } from '../../store/ports/outbox-connection';
 import type { PgPool, PgPoolClient } from '../../drivers/pg/pg-client';
 import { pgSqlPort, pgSqlRunner } from '../../drivers/pg/pg.sql-port';
 import { poolClients } from '../../drivers/pg/pg-pool-clients';

@@ -2,7 +2,7 @@ import { refusingEndedTransaction } from '../../drivers/ended-transaction';
 import { OutboxError } from '../../errors/outbox.error';
 import { OutboxTransactionRequiredError } from '../../errors/outbox-transaction-required.error';
 import { OutboxMessages } from '../../outbox.messages';
-import type { OutboxConnection } from '../../store/outbox-connection';
+import type { OutboxConnection } from '../../store/ports/outbox-connection';
 import type { PrismaClientLike, PrismaTransactionClient } from './prisma-client';
 import { prismaSqlPort, prismaSqlRunner, type PrismaDatabase } from './prisma.sql-port';
 

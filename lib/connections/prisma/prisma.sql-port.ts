@@ -1,4 +1,4 @@
-import type { SqlPort, SqlResult, SqlRunner } from '../../store/sql-port';
+import type { SqlPort, SqlResult, SqlRunner } from '../../store/ports/sql-port';
 import type { PrismaClientLike, PrismaRawClient } from './prisma-client';
 import { statementShape } from '../../drivers/statement-shape';
 

@@ -1,4 +1,4 @@
-import type { SqlPort, SqlResult, SqlRunner } from '../../store/sql-port';
+import type { SqlPort, SqlResult, SqlRunner } from '../../store/ports/sql-port';
 import type { BetterSqlite3Database } from './better-sqlite3-client';
 
 // The app's transaction holds the one connection while it awaits; the port's transaction waits

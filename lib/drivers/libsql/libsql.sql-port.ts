@@ -1,4 +1,4 @@
-import type { SqlPort, SqlResult, SqlRow, SqlRunner } from '../../store/sql-port';
+import type { SqlPort, SqlResult, SqlRow, SqlRunner } from '../../store/ports/sql-port';
 import { statementShape } from '../statement-shape';
 
 /**

@@ -1,4 +1,4 @@
-import type { SqlPort, SqlQueryOptions, SqlResult, SqlRunner } from '../../store/sql-port';
+import type { SqlPort, SqlQueryOptions, SqlResult, SqlRunner } from '../../store/ports/sql-port';
 import { executable, type Mysql2Pool, type Mysql2Queryable } from './mysql2-client';
 
 /** The statements of the caller's transaction: the connection they opened `BEGIN` on. */

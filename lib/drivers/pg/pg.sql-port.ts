@@ -5,7 +5,7 @@ import type {
   SqlQueryOptions,
   SqlResult,
   SqlRunner,
-} from '../../store/sql-port';
+} from '../../store/ports/sql-port';
 import type { PgPool, PgPoolClient, PgQueryable, PgQueryResult } from './pg-client';
 import {
   heldStatement,

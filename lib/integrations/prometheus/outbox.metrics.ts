@@ -7,7 +7,7 @@ import type {
   OutboxPublishedRecord,
 } from '../../observers/outbox-observer.interface';
 import type { OutboxRecord } from '../../message/outbox-record.interface';
-import type { OutboxStats } from '../../store/outbox-store.port';
+import type { OutboxStats } from '../../store/ports/outbox-store.port';
 import { describeError } from '../../internal/describe-error';
 import {
   resolveOutboxPrometheusOptions,

@@ -6,7 +6,7 @@ import {
   type HealthIndicatorStatus,
 } from '@nestjs/terminus';
 import type { OutboxPublisher } from '../../publishers/outbox-publisher.interface';
-import type { OutboxStats } from '../../store/outbox-store.port';
+import type { OutboxStats } from '../../store/ports/outbox-store.port';
 import { describeError } from '../../internal/describe-error';
 import { DEFAULT_OUTBOX_NAME, OUTBOX_OPTIONS } from '../../outbox.constants';
 import { OutboxAdmin } from '../../operations/admin/outbox.admin';

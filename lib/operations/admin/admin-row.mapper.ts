@@ -1,7 +1,7 @@
 import type { OutboxHeaders } from '../../message/outbox-message.interface';
 import { parseBrokerAttributes } from '../../message/broker-attributes';
-import { storedBytes, toDate } from '../../store/outbox-row.mapper';
-import { messageIdText } from '../../store/message-id-codec';
+import { storedBytes, toDate } from '../../store/rows/outbox-row.mapper';
+import { messageIdText } from '../../store/rows/message-id-codec';
 import type {
   OutboxAttempt,
   OutboxAttemptOutcome,

@@ -1,6 +1,6 @@
 import type { Provider } from '@nestjs/common';
-import type { OutboxStore } from '../../store/outbox-store.port';
-import type { SqlPort } from '../../store/sql-port';
+import type { OutboxStore } from '../../store/ports/outbox-store.port';
+import type { SqlPort } from '../../store/ports/sql-port';
 import { OUTBOX_OPTIONS, OUTBOX_SQL, OUTBOX_STORE } from '../../outbox.constants';
 import type { ResolvedOutboxOptions } from '../../options/resolve-outbox-options';
 import { OutboxAdmin } from './outbox.admin';

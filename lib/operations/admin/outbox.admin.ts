@@ -1,8 +1,12 @@
 import { OutboxAdminInputError } from '../../errors/outbox-admin-input.error';
-import type { OutboxStats, OutboxStore, RequeueReport } from '../../store/outbox-store.port';
+import type { OutboxStats, OutboxStore, RequeueReport } from '../../store/ports/outbox-store.port';
 import { queuePolicyOf } from '../../options/queue-policy';
 import { suggestOption } from '../../internal/did-you-mean';
-import { outboxDatabase, outboxDialectOf, tableNamesFor } from '../../store/outbox-dialect';
+import {
+  outboxDatabase,
+  outboxDialectOf,
+  tableNamesFor,
+} from '../../store/schema/outbox-table-ddl';
 import type { OutboxTableNames } from '../../internal/sql-identifier';
 import {
   toBlockedKey,
@@ -15,7 +19,7 @@ import {
   type BlockedKeyRow,
   type StuckLeaseRow,
 } from './admin-row.mapper';
-import type { AdminDialect } from '../../store/admin-dialect';
+import type { AdminDialect } from '../../store/shared-sql/admin-dialect';
 import type {
   OutboxBlockedKey,
   OutboxCounts,
@@ -35,9 +39,13 @@ import type {
   OutboxTopicActivity,
   OutboxTopicCounts,
 } from './outbox-admin.interfaces';
-import type { SqlParams } from '../../store/sql-params';
-import type { SqlPort } from '../../store/sql-port';
-import { messageIdText, TEXT_MESSAGE_IDS, type MessageIdCodec } from '../../store/message-id-codec';
+import type { SqlParams } from '../../store/shared-sql/sql-params';
+import type { SqlPort } from '../../store/ports/sql-port';
+import {
+  messageIdText,
+  TEXT_MESSAGE_IDS,
+  type MessageIdCodec,
+} from '../../store/rows/message-id-codec';
 
 /** Where the admin API finds the table, and how the app queues a key's messages. */
 export interface OutboxAdminOptions {

@@ -1,6 +1,6 @@
 import { existsSync } from 'node:fs';
 import type { DataSourceOptions } from 'typeorm';
-import type { OutboxDialect } from '../../store/outbox-dialect';
+import type { OutboxDialect } from '../../store/schema/outbox-table-ddl';
 import { outboxDatabaseOfScheme } from '../../store/outbox-databases';
 import { OutboxError } from '../../errors/outbox.error';
 import { CliUsageError } from './cli-usage.error';

@@ -3,7 +3,7 @@ import { OutboxAdmin } from '../admin/outbox.admin';
 import type { OutboxMessageDetail } from '../admin/outbox-admin.interfaces';
 import { OutboxError } from '../../errors/outbox.error';
 import { OutboxTableMissingError } from '../../errors/outbox-table-missing.error';
-import type { OutboxStore } from '../../store/outbox-store.port';
+import type { OutboxStore } from '../../store/ports/outbox-store.port';
 import { describeError, redactSecrets } from '../../internal/describe-error';
 import { typeormSqlPort } from '../../typeorm/typeorm.sql-port';
 import { createOutboxStore } from '../../store/create-outbox-store';
@@ -16,15 +16,15 @@ import {
   tableNamesFor,
   type OutboxDialect,
   type OutboxTableOptions,
-} from '../../store/outbox-dialect';
-import { outboxPartitions, promoteAfterDrop } from '../../store/outbox-partitions';
-import type { OutboxPartitionPolicy } from '../../store/outbox-partitions.port';
+} from '../../store/schema/outbox-table-ddl';
+import { outboxPartitions, promoteAfterDrop } from '../../store/partitions/outbox-partitions';
+import type { OutboxPartitionPolicy } from '../../store/ports/outbox-partitions.port';
 import { outboxDatabaseOf, outboxDatabaseOfScheme } from '../../store/outbox-databases';
-import { outboxSchemaStatus } from '../../store/schema-status';
-import { migrateOutboxToBinaryIds } from '../../store/binary-message-ids';
+import { outboxSchemaStatus } from '../../store/schema/schema-status';
+import { migrateOutboxToBinaryIds } from '../../store/schema/binary-message-ids';
 import { OutboxMessages } from '../../outbox.messages';
 import { describeBinary, hexPreview } from '../admin/binary-preview';
-import { describeLayout } from '../../store/outbox-partitions.port';
+import { describeLayout } from '../../store/ports/outbox-partitions.port';
 import { parseCliArgs, USAGE, type CliArgs } from './cli-args';
 import { clip, formatDuration, plural, table } from './cli-output';
 import { CliUsageError } from './cli-usage.error';

@@ -1,6 +1,6 @@
 import { OutboxMessageIdLayoutError } from '../../errors/outbox-message-id-layout.error';
 import { OutboxMessages } from '../../outbox.messages';
-import type { MessageIdLayout } from '../message-id-codec';
+import type { MessageIdLayout } from '../rows/message-id-codec';
 import type {
   MessageIdConversion,
   MessageIdLayoutReport,

@@ -1,7 +1,10 @@
-import { utcText } from '../sql-values';
-import { SqlParams } from '../sql-params';
-import { activityParts, type AdminDialect } from '../admin-dialect';
-import { correlatedAdminQueries, type CorrelatedAdminVocabulary } from '../correlated-admin-sql';
+import { utcText } from '../shared-sql/sql-values';
+import { SqlParams } from '../shared-sql/sql-params';
+import { activityParts, type AdminDialect } from '../shared-sql/admin-dialect';
+import {
+  correlatedAdminQueries,
+  type CorrelatedAdminVocabulary,
+} from '../shared-sql/correlated-admin-sql';
 
 // Times are UTC in zone-less DATETIME columns (see the store): compared with UTC_TIMESTAMP and
 // read as formatted text, because the driver would read a DATETIME in the connection's zone.

@@ -2,7 +2,7 @@ import { OutboxTableMissingError } from '../../errors/outbox-table-missing.error
 import { describeError } from '../../internal/describe-error';
 import { OutboxMessages } from '../../outbox.messages';
 import type { OutboxDatabase, OutboxStoreContext } from '../outbox-database';
-import type { SqlPort } from '../sql-port';
+import type { SqlPort } from '../ports/sql-port';
 import { mysqlAdmin } from './mysql.admin-sql';
 import {
   mysqlInboxDrop,
@@ -16,7 +16,7 @@ import {
   mysqlPresentPayloadColumns,
   payloadColumnDefinitions,
   PAYLOAD_COLUMNS,
-} from '../payload-columns';
+} from '../schema/payload-columns';
 import {
   MYSQL_PAYLOAD_TYPES,
   MYSQL_KEY_LOCK_BUCKETS,

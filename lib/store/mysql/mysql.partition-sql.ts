@@ -1,5 +1,5 @@
 import type { PartitionInterval } from '../../options/resolve-partitioning-options';
-import { layoutTag, partitionSuffix, type PartitionRange } from '../partition-range';
+import { layoutTag, partitionSuffix, type PartitionRange } from '../partitions/partition-range';
 import type { OutboxTableNames } from '../../internal/sql-identifier';
 import {
   MYSQL_TABLE_OPTIONS,
@@ -7,7 +7,7 @@ import {
   mysqlOutboxColumns,
   mysqlOutboxIndexes,
 } from './mysql.sql';
-import type { MessageIdLayout } from '../message-id-codec';
+import type { MessageIdLayout } from '../rows/message-id-codec';
 import { mysqlMessageIdType } from './mysql-message-ids';
 
 // The time-partitioned outbox table on MySQL 8 / MariaDB: RANGE COLUMNS on created_at (UTC, as

@@ -11,17 +11,17 @@ import {
   type OutboxPartitionsStatus,
   type OutboxTableLayout,
   type PartitionBlockers,
-} from '../outbox-partitions.port';
-import { hashKey } from '../outbox-row.mapper';
+} from '../ports/outbox-partitions.port';
+import { hashKey } from '../rows/outbox-row.mapper';
 import {
   intervalOfTag,
   partitionSuffix,
   rangeOfPartition,
   rangesAhead,
   type PartitionRange,
-} from '../partition-range';
+} from '../partitions/partition-range';
 import type { OutboxTableNames } from '../../internal/sql-identifier';
-import type { SqlPort, SqlRunner } from '../sql-port';
+import type { SqlPort, SqlRunner } from '../ports/sql-port';
 import {
   MYSQL_CATCH_ALL,
   MYSQL_PARTITIONS,

@@ -1,10 +1,10 @@
-import { ARCHIVE_INSERT_COLUMNS, archivedValues } from '../outbox-archive';
-import { ATTEMPT_COLUMNS, ATTEMPT_HISTORY_LIMIT } from '../attempt-history';
-import type { OutboxQueuePolicy } from '../outbox-store.port';
+import { ARCHIVE_INSERT_COLUMNS, archivedValues } from '../shared-sql/outbox-archive';
+import { ATTEMPT_COLUMNS, ATTEMPT_HISTORY_LIMIT } from '../shared-sql/attempt-history';
+import type { OutboxQueuePolicy } from '../ports/outbox-store.port';
 import type { OutboxTableNames } from '../../internal/sql-identifier';
 import { mysqlCleanerIndex } from './mysql-cleaner-index';
-import { payloadColumnDefinitions, type PayloadColumnTypes } from '../payload-columns';
-import type { MessageIdLayout } from '../message-id-codec';
+import { payloadColumnDefinitions, type PayloadColumnTypes } from '../schema/payload-columns';
+import type { MessageIdLayout } from '../rows/message-id-codec';
 import { mysqlMessageIdType } from './mysql-message-ids';
 
 export const MYSQL_PAYLOAD_TYPES: PayloadColumnTypes = {

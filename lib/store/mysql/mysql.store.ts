@@ -1,7 +1,7 @@
-import { insertChunks, isExtended, cachedStatement } from '../sql-values';
+import { insertChunks, isExtended, cachedStatement } from '../shared-sql/sql-values';
 import { OutboxTableMissingError } from '../../errors/outbox-table-missing.error';
 import { OutboxMessages } from '../../outbox.messages';
-import { preparedFailure, statementName } from '../prepared-statements';
+import { preparedFailure, statementName } from '../shared-sql/prepared-statements';
 import { randomUUID } from 'node:crypto';
 import type {
   ClaimOptions,
@@ -12,7 +12,7 @@ import type {
   OutboxStore,
   RequeueReport,
   Settlement,
-} from '../outbox-store.port';
+} from '../ports/outbox-store.port';
 import {
   MYSQL_DISPATCH_LOCK_OFFSET,
   MYSQL_KEY_LOCK_BUCKETS,
@@ -58,7 +58,7 @@ import {
   mysqlStats,
   mysqlStillHeld,
 } from './mysql.sql';
-import { IN_FLIGHT_GRACE_MS, rowsOfFirstKeys, windowOf } from '../claim-window';
+import { IN_FLIGHT_GRACE_MS, rowsOfFirstKeys, windowOf } from '../shared-sql/claim-window';
 import { promotionRun } from '../../options/queue-policy';
 import {
   compareIds,
@@ -67,11 +67,11 @@ import {
   toClaimedRecords,
   type ClaimedRow,
   type RequeuedRow,
-} from '../outbox-row.mapper';
+} from '../rows/outbox-row.mapper';
 import type { OutboxTableNames } from '../../internal/sql-identifier';
-import type { SqlPort, SqlResult, SqlRow, SqlRunner } from '../sql-port';
-import { messageIdText, type MessageIdCodec } from '../message-id-codec';
-import { messageIdCodecOf } from '../message-id-layout';
+import type { SqlPort, SqlResult, SqlRow, SqlRunner } from '../ports/sql-port';
+import { messageIdText, type MessageIdCodec } from '../rows/message-id-codec';
+import { messageIdCodecOf } from '../schema/message-id-layout';
 import { mysqlMessageIdLayout } from './mysql-message-ids';
 
 // mysql2 allows 65 535 placeholders per statement; stay well below with the widest row (8).

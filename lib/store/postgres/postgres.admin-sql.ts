@@ -1,5 +1,5 @@
-import { SqlParams } from '../sql-params';
-import { activityParts, blockingStatuses, type AdminDialect } from '../admin-dialect';
+import { SqlParams } from '../shared-sql/sql-params';
+import { activityParts, blockingStatuses, type AdminDialect } from '../shared-sql/admin-dialect';
 
 const STATUS_CONDITIONS: Readonly<Record<string, string>> = {
   pending: `o.status = 'pending'`,

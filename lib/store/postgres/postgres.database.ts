@@ -3,8 +3,8 @@ import {
   dropPartialCleanerIndexes,
   ensurePartialCleanerIndexes,
   hasPartialCleanerIndexes,
-} from '../partial-indexes.sql';
-import type { SqlPort } from '../sql-port';
+} from '../schema/partial-indexes.sql';
+import type { SqlPort } from '../ports/sql-port';
 import { postgresAdmin } from './postgres.admin-sql';
 import {
   postgresInboxDrop,

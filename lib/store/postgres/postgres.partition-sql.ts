@@ -1,6 +1,6 @@
 import type { PartitionInterval } from '../../options/resolve-partitioning-options';
-import { partialIndexesDdl } from '../partial-indexes.sql';
-import { layoutTag, partitionSuffix, type PartitionRange } from '../partition-range';
+import { partialIndexesDdl } from '../schema/partial-indexes.sql';
+import { layoutTag, partitionSuffix, type PartitionRange } from '../partitions/partition-range';
 import type { OutboxTableNames } from '../../internal/sql-identifier';
 import {
   POSTGRES_TABLE_STORAGE,

@@ -1,5 +1,5 @@
 import type { PartitionInterval } from '../../options/resolve-partitioning-options';
-import { hashKey } from '../outbox-row.mapper';
+import { hashKey } from '../rows/outbox-row.mapper';
 import {
   describeLayout,
   keptBecause,
@@ -11,7 +11,7 @@ import {
   type OutboxPartitionsStatus,
   type OutboxTableLayout,
   type PartitionBlockers,
-} from '../outbox-partitions.port';
+} from '../ports/outbox-partitions.port';
 import type { StatementRunner } from '../outbox-database';
 import {
   intervalOfTag,
@@ -19,9 +19,9 @@ import {
   rangeOfPartition,
   rangesAhead,
   type PartitionRange,
-} from '../partition-range';
+} from '../partitions/partition-range';
 import type { OutboxTableNames } from '../../internal/sql-identifier';
-import type { SqlPort, SqlRunner } from '../sql-port';
+import type { SqlPort, SqlRunner } from '../ports/sql-port';
 import {
   POSTGRES_PARTITIONS,
   POSTGRES_TABLE_LAYOUT,

@@ -1,10 +1,10 @@
-import { ATTEMPT_COLUMNS, ATTEMPT_HISTORY_LIMIT } from '../attempt-history';
-import { ARCHIVE_INSERT_COLUMNS, archivedValues } from '../outbox-archive';
-import { IN_FLIGHT_GRACE_MS } from '../claim-window';
-import { dropTableDdl, partialIndexesDdl } from '../partial-indexes.sql';
-import type { OutboxQueuePolicy } from '../outbox-store.port';
+import { ATTEMPT_COLUMNS, ATTEMPT_HISTORY_LIMIT } from '../shared-sql/attempt-history';
+import { ARCHIVE_INSERT_COLUMNS, archivedValues } from '../shared-sql/outbox-archive';
+import { IN_FLIGHT_GRACE_MS } from '../shared-sql/claim-window';
+import { dropTableDdl, partialIndexesDdl } from '../schema/partial-indexes.sql';
+import type { OutboxQueuePolicy } from '../ports/outbox-store.port';
 import type { OutboxTableNames } from '../../internal/sql-identifier';
-import { payloadColumnDefinitions, type PayloadColumnTypes } from '../payload-columns';
+import { payloadColumnDefinitions, type PayloadColumnTypes } from '../schema/payload-columns';
 
 const PAYLOAD_TYPES: PayloadColumnTypes = {
   text: (length) => `varchar(${length})`,

@@ -9,7 +9,7 @@ import type {
   OutboxStore,
   RequeueReport,
   Settlement,
-} from '../outbox-store.port';
+} from '../ports/outbox-store.port';
 import { describeError } from '../../internal/describe-error';
 import { OutboxMessages } from '../../outbox.messages';
 import {
@@ -36,20 +36,20 @@ import {
   postgresSettle,
   postgresStats,
 } from './postgres.sql';
-import { windowOf } from '../claim-window';
+import { windowOf } from '../shared-sql/claim-window';
 import { postgresLiterals } from './postgres-literal';
 import { promotionRun } from '../../options/queue-policy';
-import { preparedFailure, statementName } from '../prepared-statements';
+import { preparedFailure, statementName } from '../shared-sql/prepared-statements';
 import {
   alreadyPresent,
   hashKey,
   sortedKeyLocks,
   toClaimedRecords,
   type ClaimedRow,
-} from '../outbox-row.mapper';
+} from '../rows/outbox-row.mapper';
 import type { OutboxTableNames } from '../../internal/sql-identifier';
-import { extendedValues, isExtended, cachedStatement } from '../sql-values';
-import type { SqlPort, SqlQueryOptions, SqlResult, SqlRunner } from '../sql-port';
+import { extendedValues, isExtended, cachedStatement } from '../shared-sql/sql-values';
+import type { SqlPort, SqlQueryOptions, SqlResult, SqlRunner } from '../ports/sql-port';
 
 type StatsRow = Record<'pending' | 'leased' | 'delivered' | 'dead', number> & {
   oldest_ms: string | number | null;

@@ -1,7 +1,10 @@
-import { utcText } from '../sql-values';
-import { SqlParams } from '../sql-params';
-import { activityParts, type AdminDialect } from '../admin-dialect';
-import { correlatedAdminQueries, type CorrelatedAdminVocabulary } from '../correlated-admin-sql';
+import { utcText } from '../shared-sql/sql-values';
+import { SqlParams } from '../shared-sql/sql-params';
+import { activityParts, type AdminDialect } from '../shared-sql/admin-dialect';
+import {
+  correlatedAdminQueries,
+  type CorrelatedAdminVocabulary,
+} from '../shared-sql/correlated-admin-sql';
 
 // Times are UTC text with milliseconds (see the store), which compare and sort as text.
 const NOW = `strftime('%Y-%m-%d %H:%M:%f', 'now')`;

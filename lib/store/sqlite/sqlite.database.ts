@@ -3,7 +3,7 @@ import {
   dropPartialCleanerIndexes,
   ensurePartialCleanerIndexes,
   hasPartialCleanerIndexes,
-} from '../partial-indexes.sql';
+} from '../schema/partial-indexes.sql';
 import { sqliteAdmin } from './sqlite.admin-sql';
 import {
   sqliteInboxDrop,
@@ -24,7 +24,7 @@ import {
   PAYLOAD_COLUMNS,
   payloadColumnDefinitions,
   sqlitePresentPayloadColumns,
-} from '../payload-columns';
+} from '../schema/payload-columns';
 
 /** SQLite 3.35+ through better-sqlite3. */
 export const sqliteDatabase: OutboxDatabase<'sqlite'> = {

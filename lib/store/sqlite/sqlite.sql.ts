@@ -1,9 +1,9 @@
-import { ARCHIVE_INSERT_COLUMNS, archivedValues } from '../outbox-archive';
-import { ATTEMPT_COLUMNS, ATTEMPT_HISTORY_LIMIT } from '../attempt-history';
-import { dropTableDdl, partialIndexesDdl } from '../partial-indexes.sql';
-import type { OutboxQueuePolicy } from '../outbox-store.port';
+import { ARCHIVE_INSERT_COLUMNS, archivedValues } from '../shared-sql/outbox-archive';
+import { ATTEMPT_COLUMNS, ATTEMPT_HISTORY_LIMIT } from '../shared-sql/attempt-history';
+import { dropTableDdl, partialIndexesDdl } from '../schema/partial-indexes.sql';
+import type { OutboxQueuePolicy } from '../ports/outbox-store.port';
 import type { OutboxTableNames } from '../../internal/sql-identifier';
-import { payloadColumnDefinitions, type PayloadColumnTypes } from '../payload-columns';
+import { payloadColumnDefinitions, type PayloadColumnTypes } from '../schema/payload-columns';
 
 export const SQLITE_PAYLOAD_TYPES: PayloadColumnTypes = {
   text: () => 'TEXT',

@@ -1,4 +1,4 @@
-import { insertChunks, isExtended, cachedStatement } from '../sql-values';
+import { insertChunks, isExtended, cachedStatement } from '../shared-sql/sql-values';
 import { randomUUID } from 'node:crypto';
 import { OutboxOptionsError } from '../../errors/outbox-options.error';
 import type {
@@ -10,7 +10,7 @@ import type {
   OutboxStore,
   RequeueReport,
   Settlement,
-} from '../outbox-store.port';
+} from '../ports/outbox-store.port';
 import { OutboxMessages } from '../../outbox.messages';
 import {
   sqliteBoundAttempts,
@@ -43,7 +43,7 @@ import {
   sqliteInFlightHeads,
   sqliteStats,
 } from './sqlite.sql';
-import { IN_FLIGHT_GRACE_MS, rowsOfFirstKeys, windowOf } from '../claim-window';
+import { IN_FLIGHT_GRACE_MS, rowsOfFirstKeys, windowOf } from '../shared-sql/claim-window';
 import { promotionRun } from '../../options/queue-policy';
 import {
   alreadyPresent,
@@ -51,9 +51,9 @@ import {
   type RequeuedRow,
   toClaimedRecords,
   type ClaimedRow,
-} from '../outbox-row.mapper';
+} from '../rows/outbox-row.mapper';
 import type { OutboxTableNames } from '../../internal/sql-identifier';
-import type { SqlPort, SqlRunner } from '../sql-port';
+import type { SqlPort, SqlRunner } from '../ports/sql-port';
 import {
   openSqliteConnection,
   type SqliteConnection,

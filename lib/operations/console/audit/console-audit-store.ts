@@ -1,7 +1,7 @@
 import type { DataSource } from 'typeorm';
 import { OutboxOptionsError } from '../../../errors/outbox-options.error';
 import { describeError } from '../../../internal/describe-error';
-import { outboxDialectOf } from '../../../store/outbox-dialect';
+import { outboxDialectOf } from '../../../store/schema/outbox-table-ddl';
 import type { OutboxTableNames } from '../../../internal/sql-identifier';
 import type { OutboxConsoleAuditEntry } from '../console.options';
 import type { ConsoleAuditSql } from './console-audit-sql';

@@ -1,5 +1,9 @@
 import type { DataSource } from 'typeorm';
-import { outboxDatabase, outboxDialectOf, type OutboxDialect } from '../../../store/outbox-dialect';
+import {
+  outboxDatabase,
+  outboxDialectOf,
+  type OutboxDialect,
+} from '../../../store/schema/outbox-table-ddl';
 import { MYSQL_CONSOLE_AUDIT_SQL } from './mysql.audit-sql';
 import { POSTGRES_CONSOLE_AUDIT_SQL } from './postgres.audit-sql';
 import { SQLITE_CONSOLE_AUDIT_SQL } from './sqlite.audit-sql';

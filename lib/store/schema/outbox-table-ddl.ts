@@ -1,21 +1,21 @@
-import { OutboxOptionsError } from '../errors/outbox-options.error';
-import type { OutboxPartitioningOptions } from '../options/outbox.options';
+import { OutboxOptionsError } from '../../errors/outbox-options.error';
+import type { OutboxPartitioningOptions } from '../../options/outbox.options';
 import {
   resolvePartitioningOptions,
   type ResolvedPartitioningOptions,
-} from '../options/resolve-partitioning-options';
-import { OutboxMessages } from '../outbox.messages';
-import type { OutboxDatabase } from './outbox-database';
+} from '../../options/resolve-partitioning-options';
+import { OutboxMessages } from '../../outbox.messages';
+import type { OutboxDatabase } from '../outbox-database';
 import { checkTableLayout, partitionedTablesOf } from './table-layout';
-import { rangesAhead } from './partition-range';
-import { OUTBOX_DATABASES, outboxDatabaseOf, type OutboxDriverType } from './outbox-databases';
+import { rangesAhead } from '../partitions/partition-range';
+import { OUTBOX_DATABASES, outboxDatabaseOf, type OutboxDriverType } from '../outbox-databases';
 import {
   assertIdentifier,
   outboxTableNames,
   type OutboxTableNames,
-} from '../internal/sql-identifier';
-import type { SqlPort } from './sql-port';
-import type { MessageIdLayout } from './message-id-codec';
+} from '../../internal/sql-identifier';
+import type { SqlPort } from '../ports/sql-port';
+import type { MessageIdLayout } from '../rows/message-id-codec';
 import { layoutForNewTables } from './message-id-layout';
 
 /** The database families the outbox supports. */

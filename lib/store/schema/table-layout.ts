@@ -1,12 +1,12 @@
-import { OutboxTableLayoutError } from '../errors/outbox-table-layout.error';
-import type { ResolvedPartitioningOptions } from '../options/resolve-partitioning-options';
-import { OutboxMessages } from '../outbox.messages';
-import { OutboxOptionsError } from '../errors/outbox-options.error';
-import type { OutboxDatabase, PartitionedTables } from './outbox-database';
-import type { OutboxTableLayout } from './outbox-partitions.port';
-import { rangesAhead } from './partition-range';
-import type { OutboxTableNames } from '../internal/sql-identifier';
-import type { SqlPort } from './sql-port';
+import { OutboxTableLayoutError } from '../../errors/outbox-table-layout.error';
+import type { ResolvedPartitioningOptions } from '../../options/resolve-partitioning-options';
+import { OutboxMessages } from '../../outbox.messages';
+import { OutboxOptionsError } from '../../errors/outbox-options.error';
+import type { OutboxDatabase, PartitionedTables } from '../outbox-database';
+import type { OutboxTableLayout } from '../ports/outbox-partitions.port';
+import { rangesAhead } from '../partitions/partition-range';
+import type { OutboxTableNames } from '../../internal/sql-identifier';
+import type { SqlPort } from '../ports/sql-port';
 
 /** The partitioned layout of a database, or a typed error where it has none (SQLite). */
 export function partitionedTablesOf(database: OutboxDatabase): PartitionedTables {

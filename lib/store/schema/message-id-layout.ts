@@ -1,13 +1,13 @@
-import { OutboxMessageIdLayoutError } from '../errors/outbox-message-id-layout.error';
-import { OutboxMessages, type OutboxTableRef } from '../outbox.messages';
+import { OutboxMessageIdLayoutError } from '../../errors/outbox-message-id-layout.error';
+import { OutboxMessages, type OutboxTableRef } from '../../outbox.messages';
 import {
   messageIdCodec,
   TEXT_MESSAGE_IDS,
   type MessageIdCodec,
   type MessageIdLayout,
-} from './message-id-codec';
-import type { OutboxDatabase, StatementRunner } from './outbox-database';
-import type { OutboxTableNames } from '../internal/sql-identifier';
+} from '../rows/message-id-codec';
+import type { OutboxDatabase, StatementRunner } from '../outbox-database';
+import type { OutboxTableNames } from '../../internal/sql-identifier';
 
 /**
  * The message-id layout of tables made beside an existing outbox table (attempt history,

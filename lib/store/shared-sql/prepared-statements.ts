@@ -1,6 +1,6 @@
 import { createHash } from 'node:crypto';
-import { OutboxError } from '../errors/outbox.error';
-import { describeError } from '../internal/describe-error';
+import { OutboxError } from '../../errors/outbox.error';
+import { describeError } from '../../internal/describe-error';
 
 /**
  * The name a statement is prepared under on each connection: from its text, so that one name

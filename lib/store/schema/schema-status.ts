@@ -3,10 +3,10 @@ import {
   outboxDialectOf,
   tableNamesFor,
   type OutboxTableOptions,
-} from './outbox-dialect';
-import type { SqlPort } from './sql-port';
+} from './outbox-table-ddl';
+import type { SqlPort } from '../ports/sql-port';
 import { payloadColumnsProbe } from './payload-columns';
-import type { MessageIdLayout } from './message-id-codec';
+import type { MessageIdLayout } from '../rows/message-id-codec';
 
 /** One part of the outbox schema, in the order the schema grew (and the migration steps run). */
 export interface OutboxSchemaPart {

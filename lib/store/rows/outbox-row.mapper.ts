@@ -1,6 +1,6 @@
-import type { OutboxHeaders } from '../message/outbox-message.interface';
-import { parseBrokerAttributes } from '../message/broker-attributes';
-import type { ClaimedRecord, NewOutboxRow } from './outbox-store.port';
+import type { OutboxHeaders } from '../../message/outbox-message.interface';
+import { parseBrokerAttributes } from '../../message/broker-attributes';
+import type { ClaimedRecord, NewOutboxRow } from '../ports/outbox-store.port';
 import { messageIdText } from './message-id-codec';
 
 /** The columns every dialect's claim returns, with driver-dependent types. */

@@ -1,5 +1,5 @@
-import type { StatementRunner } from './outbox-database';
-import type { OutboxTableNames } from '../internal/sql-identifier';
+import type { StatementRunner } from '../outbox-database';
+import type { OutboxTableNames } from '../../internal/sql-identifier';
 
 // Schema step 4: binary payloads and broker attributes. A JSON row leaves all four at their
 // defaults, so the enqueue statements of JSON messages name none of them. A binary row keeps

@@ -1,6 +1,6 @@
-import type { OutboxTableNames } from '../internal/sql-identifier';
+import type { OutboxTableNames } from '../../internal/sql-identifier';
 import type { SqlParams } from './sql-params';
-import type { MessageIdParam } from './message-id-codec';
+import type { MessageIdParam } from '../rows/message-id-codec';
 
 /**
  * The statements of the admin API on one database. Each condition is a fixed fragment over the

@@ -1,4 +1,4 @@
-import type { PartitionInterval } from '../options/resolve-partitioning-options';
+import type { PartitionInterval } from '../../options/resolve-partitioning-options';
 
 /** How an outbox table is laid out, as read from the database's catalog. */
 export type OutboxTableLayout =

@@ -1,13 +1,13 @@
-import { OutboxOptionsError } from '../errors/outbox-options.error';
-import { OutboxMessages } from '../outbox.messages';
-import type { MessageIdConversion } from './outbox-database';
+import { OutboxOptionsError } from '../../errors/outbox-options.error';
+import { OutboxMessages } from '../../outbox.messages';
+import type { MessageIdConversion } from '../outbox-database';
 import {
   outboxDatabase,
   outboxDialectOf,
   tableNamesFor,
   type OutboxTableOptions,
-} from './outbox-dialect';
-import type { SqlPort } from './sql-port';
+} from './outbox-table-ddl';
+import type { SqlPort } from '../ports/sql-port';
 
 /**
  * Converts the message ids of a MySQL/MariaDB outbox table made before 0.3 from CHAR(36) to

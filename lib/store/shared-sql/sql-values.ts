@@ -1,4 +1,4 @@
-import type { NewOutboxRow } from './outbox-store.port';
+import type { NewOutboxRow } from '../ports/outbox-store.port';
 
 /**
  * A date as MySQL DATETIME(6) and SQLite's datetime text want it, in UTC: `2026-11-23 10:37:19.123`.

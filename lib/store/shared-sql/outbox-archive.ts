@@ -1,4 +1,4 @@
-import { PAYLOAD_COLUMNS } from './payload-columns';
+import { PAYLOAD_COLUMNS } from '../schema/payload-columns';
 
 /**
  * The archive: with `cleaner.archive` on, the cleaner moves rows past their retention into

@@ -1,8 +1,8 @@
-import type { OutboxPartitionsPort, OutboxPartitionsReport } from './outbox-partitions.port';
-import type { OutboxStore } from './outbox-store.port';
-import { outboxDatabase, tableNamesFor, outboxDialectOf } from './outbox-dialect';
-import type { SqlPort } from './sql-port';
-import { partitionedTablesOf } from './table-layout';
+import type { OutboxPartitionsPort, OutboxPartitionsReport } from '../ports/outbox-partitions.port';
+import type { OutboxStore } from '../ports/outbox-store.port';
+import { outboxDatabase, tableNamesFor, outboxDialectOf } from '../schema/outbox-table-ddl';
+import type { SqlPort } from '../ports/sql-port';
+import { partitionedTablesOf } from '../schema/table-layout';
 
 /**
  * The partitions of a partitioned outbox table: their status, and the maintenance the

@@ -1,7 +1,7 @@
-import type { OutboxRecord } from '../message/outbox-record.interface';
+import type { OutboxRecord } from '../../message/outbox-record.interface';
 import type { SqlRunner } from './sql-port';
-import type { NewOutboxRow } from '../message/new-outbox-row';
-import type { MessageIdCodec } from './message-id-codec';
+import type { NewOutboxRow } from '../../message/new-outbox-row';
+import type { MessageIdCodec } from '../rows/message-id-codec';
 
 export type { NewOutboxRow };
 

@@ -1,4 +1,4 @@
-import type { PartitionInterval } from '../options/resolve-partitioning-options';
+import type { PartitionInterval } from '../../options/resolve-partitioning-options';
 
 // Partition ranges are whole UTC days, ISO weeks (from Monday) or calendar months, named by
 // their first day: `<table>_p20261123`. The name alone gives the range, so the maintainer can

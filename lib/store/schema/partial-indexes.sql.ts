@@ -1,4 +1,4 @@
-import type { OutboxTableNames } from '../internal/sql-identifier';
+import type { OutboxTableNames } from '../../internal/sql-identifier';
 
 // The databases with partial indexes (PostgreSQL, SQLite) share these statements word for word;
 // MySQL/MariaDB have none and index whole columns instead.
