@@ -122,6 +122,34 @@ describeWith(['postgres'], 'OutboxConsoleModule over HTTP (PostgreSQL, Express)'
     expect((await c!.admin.counts({ status: 'dead' })).dead).toBe(5);
   });
 
+  it('serves its stylesheet and script to a refused visitor, whose 401 page says how to sign in', async () => {
+    c = await openConsoleApp(new RecordingPublisher());
+    for (const [asset, type, text] of [
+      ['console.css', 'text/css', ':root'],
+      ['console.js', 'text/javascript', 'addEventListener'],
+    ]) {
+      const res = await fetch(`${c.url}/assets/${asset}`);
+      expect(res.status).toBe(200);
+      expect(res.headers.get('content-type')).toContain(type);
+      expect(await res.text()).toContain(text);
+    }
+    const refused = await get(c.url, {});
+    expect(refused.status).toBe(401);
+    expect(refused.body).toContain('<link rel="stylesheet" href="/outbox/assets/console.css" />');
+    // No loginUrl: no link to nowhere, but what refused the visitor and what to do.
+    expect(refused.body).not.toContain('id="login"');
+    expect(refused.body).toMatch(/access check for the console .* refused this request/);
+    expect(refused.body).toMatch(/Sign in to the app .* reload this page.*<code>loginUrl<\/code>/);
+    await c.close();
+
+    c = await openConsoleApp(new RecordingPublisher(), { loginUrl: '/login?next=%2Foutbox' });
+    const withLink = await get(`${c.url}/messages?status=dead`, {});
+    expect(withLink.status).toBe(401);
+    expect(withLink.body).toContain(
+      '<a id="login" class="button" href="/login?next=%2Foutbox">Sign in</a>',
+    );
+  });
+
   it('lists dead letters with filters and pages, and shows one message with a <script> payload as text', async () => {
     const { orders, billing } = await withDeadLetters();
     const all = await get(`${c!.url}/messages?status=dead`);

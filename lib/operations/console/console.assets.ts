@@ -25,6 +25,7 @@ pre { background: var(--head); border: 1px solid var(--line); padding: .8rem; ov
 label { display: flex; flex-direction: column; font-size: .8rem; color: var(--muted); }
 input, select, button { font: inherit; padding: .25rem .45rem; }
 button { cursor: pointer; }
+a.button { display: inline-block; padding: .3rem .9rem; border: 1px solid var(--accent); border-radius: .3rem; text-decoration: none; font-weight: 600; }
 button.danger { color: var(--danger); border-color: var(--danger); }
 .tiles { display: flex; gap: 1rem; flex-wrap: wrap; }
 .tiles div { border: 1px solid var(--line); padding: .5rem 1rem; min-width: 8rem; }
