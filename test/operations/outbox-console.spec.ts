@@ -211,6 +211,28 @@ describeWith(['postgres'], 'OutboxConsoleModule over HTTP (PostgreSQL, Express)'
     );
   });
 
+  it('asks "Why is it not out?" of an undelivered message only, not of a delivered one', async () => {
+    c = await openConsoleApp(new RecordingPublisher().fail({ key: 'bad' }, 'permanent'));
+    const [bad, good] = await c.enqueue([
+      { topic: 'orders', key: 'bad', payload: {} },
+      { topic: 'orders', key: 'good', payload: {} },
+    ]);
+    await c.dispatcher.drain();
+    expect((await c.admin.get(good!))?.status).toBe('delivered');
+    const [later] = await c.enqueue([{ topic: 'orders', key: 'later', payload: {} }]);
+
+    const delivered = (await get(`${c.url}/messages/${good}`)).body;
+    expect(delivered).not.toContain('Why is it not out?');
+    expect(delivered).toMatch(/<section id="why"><h2>Delivered<\/h2>/);
+    const explained = (await get(`${c.url}/why?id=${good}`)).body;
+    expect(explained).not.toContain('Why is it not out?');
+    expect(explained).toMatch(/<section id="why"><h2>Delivered<\/h2>/);
+    for (const id of [bad, later]) {
+      const page = (await get(`${c.url}/messages/${id}`)).body;
+      expect(page).toContain('<section id="why"><h2>Why is it not out?</h2>');
+    }
+  });
+
   it('shows a binary message by size, content type and an escaped hex preview, never its raw bytes', async () => {
     c = await openConsoleApp(new RecordingPublisher());
     const bytes = Buffer.concat([
