@@ -233,6 +233,54 @@ describeWith(['postgres'], 'OutboxConsoleModule over HTTP (PostgreSQL, Express)'
     }
   });
 
+  it('reloads its pages at the interval of refreshSeconds or of the Refresh control, never a POST answer', async () => {
+    await expect(openConsoleApp(new RecordingPublisher(), { refreshSeconds: 2 })).rejects.toThrow(
+      /refreshSeconds.*2 is not a whole number from 5 to 3600 s \(or 0\)/s,
+    );
+
+    c = await openConsoleApp(new RecordingPublisher());
+    const off = (await get(c.url)).body;
+    expect(off).toContain('<body data-refresh="0">');
+    expect(off).toMatch(/<option value="0" selected> ?off ?<\/option>/);
+    await c.close();
+
+    c = await openConsoleApp(rejectingPublisher(), { refreshSeconds: 15 });
+    const byOption = (await get(c.url)).body;
+    expect(byOption).toContain('<body data-refresh="15">');
+    expect(byOption).toMatch(/<option value="15" selected> ?every 15 s ?<\/option>/);
+
+    // The control sends the page's own filter again, with the visitor's interval.
+    const listing = (await get(`${c.url}/messages?status=dead&topic=orders&refresh=5`)).body;
+    expect(listing).toContain('<body data-refresh="5">');
+    expect(listing).toContain(
+      '<form method="get" action="/outbox/messages" id="refresh-form" class="refresh" hidden><input type="hidden" name="status" value="dead" /><input type="hidden" name="topic" value="orders" /><label>Refresh <select name="refresh" id="refresh">',
+    );
+    expect(listing).toMatch(/<option value="5" selected> ?every 5 s ?<\/option>/);
+    const odd = (await get(`${c.url}/audit?refresh=90`)).body;
+    expect(odd).toContain('<body data-refresh="90">');
+    expect(odd).toMatch(/<option value="90" selected> ?every 90 s ?<\/option>/);
+    expect((await get(`${c.url}/audit?refresh=0`)).body).toContain('<body data-refresh="0">');
+
+    for (const bad of ['2', 'soon', '4000']) {
+      const page = await get(`${c.url}/audit?refresh=${bad}`);
+      expect(page.status).toBe(400);
+      expect(page.body).toContain('refresh must be 0 (off) or 5 to 3600 seconds');
+    }
+
+    await c.enqueue([{ topic: 'orders', payload: {} }]);
+    await c.dispatcher.drain();
+    const listed = (await get(`${c.url}/messages?status=dead`)).body;
+    const confirm = await post(`${c.url}/actions/confirm`, [
+      ['csrf', tokenOf(listed)],
+      ['action', 'purge'],
+      ['scope', 'filter'],
+      ['topic', 'orders'],
+    ]);
+    expect(confirm.status).toBe(200);
+    expect(confirm.body).toContain('<body data-refresh="0">');
+    expect(confirm.body).not.toContain('id="refresh-form"');
+  });
+
   it('shows a binary message by size, content type and an escaped hex preview, never its raw bytes', async () => {
     c = await openConsoleApp(new RecordingPublisher());
     const bytes = Buffer.concat([

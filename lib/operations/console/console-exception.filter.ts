@@ -36,7 +36,12 @@ export class ConsoleExceptionFilter implements ExceptionFilter {
 
   catch(exception: unknown, host: ArgumentsHost): void {
     const response = host.switchToHttp().getResponse<unknown>();
-    const ctx = { base: this.runtime.path, readOnly: this.runtime.options.readOnly, csrf: '' };
+    const ctx = {
+      base: this.runtime.path,
+      readOnly: this.runtime.options.readOnly,
+      csrf: '',
+      refresh: null,
+    };
     if (exception instanceof ConsoleInputError || isAdminInputError(exception)) {
       this.responder.page(response, 400, notice(ctx, 'Bad request', exception.message));
       return;

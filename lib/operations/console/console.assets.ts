@@ -27,6 +27,8 @@ input, select, button { font: inherit; padding: .25rem .45rem; }
 button { cursor: pointer; }
 a.button { display: inline-block; padding: .3rem .9rem; border: 1px solid var(--accent); border-radius: .3rem; text-decoration: none; font-weight: 600; }
 button.danger { color: var(--danger); border-color: var(--danger); }
+.refresh:not([hidden]) { display: flex; align-items: center; gap: .4rem; margin-left: auto; }
+.refresh label { flex-direction: row; align-items: center; gap: .4rem; }
 .tiles { display: flex; gap: 1rem; flex-wrap: wrap; }
 .tiles div { border: 1px solid var(--line); padding: .5rem 1rem; min-width: 8rem; }
 .tiles dt { color: var(--muted); font-size: .8rem; }
@@ -43,13 +45,34 @@ polyline.delivered { stroke: var(--ok); }
 .key.delivered { color: var(--ok); }
 `;
 
-/** "Select all" on a page of dead letters; the console works without it. */
+/**
+ * "Select all" on a page of dead letters, and the page's reload interval (the Refresh control,
+ * the body's data-refresh); the console works without either.
+ */
 export const CONSOLE_JS = `
 document.addEventListener('DOMContentLoaded', function () {
   var all = document.getElementById('select-all');
-  if (!all) return;
-  all.addEventListener('change', function () {
-    document.querySelectorAll('input[name="id"][form="selection"]').forEach(function (box) { box.checked = all.checked; });
-  });
+  if (all) {
+    all.addEventListener('change', function () {
+      document.querySelectorAll('input[name="id"][form="selection"]').forEach(function (box) { box.checked = all.checked; });
+    });
+  }
+  var form = document.getElementById('refresh-form');
+  var select = document.getElementById('refresh');
+  var state = document.getElementById('refresh-state');
+  if (form && select) {
+    form.hidden = false;
+    select.addEventListener('change', function () { form.submit(); });
+  }
+  var seconds = Number(document.body.getAttribute('data-refresh')) || 0;
+  if (seconds <= 0) return;
+  var timer = setTimeout(function () { location.reload(); }, seconds * 1000);
+  // A reload would throw away what the visitor is typing or ticking: stop reloading this page.
+  document.addEventListener('input', function (event) {
+    if (event.target === select || timer === null) return;
+    clearTimeout(timer);
+    timer = null;
+    if (state) state.textContent = 'paused while you edit';
+  }, true);
 });
 `;

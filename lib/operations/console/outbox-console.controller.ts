@@ -27,6 +27,7 @@ import {
   list,
   messageFilter,
   minutesParam,
+  pageRefresh,
   text,
   uuid,
   type ConsoleParams,
@@ -75,6 +76,9 @@ export class OutboxConsoleController {
       base: this.runtime.path,
       readOnly: this.runtime.options.readOnly,
       csrf: this.runtime.csrf.token(this.runtime.principal(req)),
+      // A POST's page is not reloaded: the reload would post the form again.
+      refresh:
+        req.method === 'GET' ? pageRefresh(req.url, this.runtime.options.refreshSeconds) : null,
     };
   }
 
