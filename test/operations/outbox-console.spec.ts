@@ -281,6 +281,48 @@ describeWith(['postgres'], 'OutboxConsoleModule over HTTP (PostgreSQL, Express)'
     expect(confirm.body).not.toContain('id="refresh-form"');
   });
 
+  it('draws the last hour with a time axis, a count axis, dashed second lines and a legend', async () => {
+    await withDeadLetters();
+    // Two samples at least (one a second here) before there is a line to draw.
+    const overview = await waitFor('two backlog samples', async () => {
+      const page = await get(c!.url);
+      return page.body.includes('<figure>') && page.body.includes('id="total-dead">5<')
+        ? page.body
+        : null;
+    });
+    const charts = [...overview.matchAll(/<figure>.*?<\/figure>/g)].map((m) => m[0]);
+    expect(charts).toHaveLength(2);
+    for (const [chart, unit, solid, dashed] of [
+      [charts[0]!, 'messages', 'undelivered', 'dead'],
+      [charts[1]!, 'per minute', 'delivered per minute', 'dead-lettered per minute'],
+    ] as const) {
+      // Count ticks from 0 to a round top at or above the peak (5 dead letters: 0 to 5 by 1).
+      const counts = /<g class="axis y">(.*?)<\/g>/.exec(chart)?.[1] ?? '';
+      expect([...counts.matchAll(/>(\d+)<\/text>/g)].map((m) => m[1])).toEqual([
+        '0',
+        '1',
+        '2',
+        '3',
+        '4',
+        '5',
+      ]);
+      expect(counts).toMatch(new RegExp(`> ?${unit} ?</text>$`));
+      // Time ticks as UTC clock times (as many as the span has distinct ones, up to 5).
+      const times = /<g class="axis x">(.*?)<\/g>/.exec(chart)?.[1] ?? '';
+      const ticks = [...times.matchAll(/>(\d\d:\d\d(:\d\d)?)<\/text>/g)].map((m) => m[1]);
+      expect(ticks.length).toBeGreaterThanOrEqual(2);
+      expect(new Set(ticks).size).toBe(ticks.length);
+      expect(times).toMatch(/> ?time \(UTC\) ?<\/text>$/);
+      // The second series is dashed, drawn after (over) the first, and the legend says which is which.
+      expect(chart).toMatch(/<polyline class="\w+" points=.*<polyline class="dead dashed" points=/);
+      expect(chart).toMatch(
+        new RegExp(
+          `<figcaption class="legend"><span class="key \\w+"><svg class="swatch".*?<line class="\\w+".*?</svg> ${solid}</span> ?<span class="key dead dashed"><svg class="swatch".*?<line class="dead dashed".*?</svg> ${dashed}</span>`,
+        ),
+      );
+    }
+  });
+
   it('shows a binary message by size, content type and an escaped hex preview, never its raw bytes', async () => {
     c = await openConsoleApp(new RecordingPublisher());
     const bytes = Buffer.concat([

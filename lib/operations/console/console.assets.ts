@@ -33,13 +33,22 @@ button.danger { color: var(--danger); border-color: var(--danger); }
 .tiles div { border: 1px solid var(--line); padding: .5rem 1rem; min-width: 8rem; }
 .tiles dt { color: var(--muted); font-size: .8rem; }
 .tiles dd { margin: 0; font-size: 1.6rem; }
-svg { max-width: 100%; height: auto; border: 1px solid var(--line); }
-polyline { fill: none; stroke-width: 2; }
-polyline.undelivered { stroke: var(--accent); }
-polyline.dead { stroke: var(--danger); }
-polyline.delivered { stroke: var(--ok); }
-.spark { display: block; }
+svg { max-width: 100%; height: auto; }
+svg.chart { border: 1px solid var(--line); }
+svg text { fill: var(--muted); font-size: 11px; font-family: system-ui, sans-serif; }
+svg .axis line { stroke: var(--muted); stroke-width: 1; }
+svg .axis line.grid { stroke: var(--line); }
+svg .axis-title { font-size: 11px; }
+polyline, .swatch line { fill: none; stroke-width: 2; }
+.undelivered { stroke: var(--accent); }
+.dead { stroke: var(--danger); }
+.delivered { stroke: var(--ok); }
+.dashed { stroke-dasharray: 7 4; stroke-width: 2.5; }
+.spark { display: block; border: 1px solid var(--line); }
 .spark polyline { stroke-width: 1.5; }
+.spark polyline.dashed { stroke-dasharray: 4 2; }
+.swatch { vertical-align: middle; border: 0; }
+.legend .key { margin-right: .8rem; white-space: nowrap; }
 .key.undelivered { color: var(--accent); }
 .key.dead { color: var(--danger); }
 .key.delivered { color: var(--ok); }
