@@ -33,6 +33,7 @@ button.danger { color: var(--danger); border-color: var(--danger); }
 .tiles div { border: 1px solid var(--line); padding: .5rem 1rem; min-width: 8rem; }
 .tiles dt { color: var(--muted); font-size: .8rem; }
 .tiles dd { margin: 0; font-size: 1.6rem; }
+figure { margin: 1rem 0; }
 svg { max-width: 100%; height: auto; }
 svg.chart { border: 1px solid var(--line); }
 svg text { fill: var(--muted); font-size: 11px; font-family: system-ui, sans-serif; }
@@ -52,6 +53,19 @@ polyline, .swatch line { fill: none; stroke-width: 2; }
 .key.undelivered { color: var(--accent); }
 .key.dead { color: var(--danger); }
 .key.delivered { color: var(--ok); }
+input, select { max-width: 100%; }
+/* A narrow screen: a table scrolls sideways inside the page rather than widening it. */
+@media (max-width: 800px) {
+  main { padding: .8rem .6rem 2rem; }
+  header { padding: .5rem .6rem; gap: .6rem 1rem; }
+  table { display: block; overflow-x: auto; max-width: 100%; }
+  table.fields th { width: auto; }
+  /* Columns keep their width and the table scrolls, rather than wrapping ids a letter a line. */
+  table:not(.fields) th, table:not(.fields) td { white-space: nowrap; }
+  table:not(.fields) td.error { white-space: normal; min-width: 16rem; }
+  .tiles div { min-width: 6rem; padding: .4rem .6rem; }
+  .refresh:not([hidden]) { margin-left: 0; }
+}
 `;
 
 /**
