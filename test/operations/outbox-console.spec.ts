@@ -479,6 +479,39 @@ describeWith(['postgres'], 'OutboxConsoleModule over HTTP (PostgreSQL, Express)'
     expect((await get(`${c.url}/audit`)).body).toMatch(/<td>anonymous@[^<]+<\/td><td>purge<\/td>/);
   });
 
+  it("names each operator of docs/console.md's token recipe in the audit log, not anonymous@<ip>", async () => {
+    // The recipe's useFactory body, with CONSOLE_TOKENS=alice:<token>,bob:<token>.
+    const operators = new Map(
+      'alice:alice-token-0123456789, bob:bob-token-0123456789'
+        .split(',')
+        .map((entry): [string, string] => {
+          const [name = '', token = ''] = entry.trim().split(':');
+          return [`Bearer ${token}`, name];
+        }),
+    );
+    c = await openConsoleApp(rejectingPublisher(), {
+      authorize: (request) => operators.has(request.headers.authorization ?? ''),
+      actor: (request) => operators.get(request.headers.authorization ?? ''),
+    });
+    await c.enqueue([{ topic: 'orders', payload: {} }]);
+    await c.dispatcher.drain();
+    const alice = { authorization: 'Bearer alice-token-0123456789' };
+    const bob = { authorization: 'Bearer bob-token-0123456789' };
+    const form: [string, string][] = [
+      ['csrf', tokenOf((await get(`${c.url}/messages?status=dead`, alice)).body)],
+      ['action', 'purge'],
+      ['scope', 'filter'],
+      ['topic', 'orders'],
+      ['expected', '1'],
+    ];
+    expect((await post(`${c.url}/actions/run`, form, bob)).status).toBe(403);
+    expect((await post(`${c.url}/actions/run`, form, alice)).status).toBe(200);
+    expect((await c.admin.counts({ status: 'dead' })).dead).toBe(0);
+    const audit = (await get(`${c.url}/audit`, bob)).body;
+    expect(audit).toMatch(/<td>alice<\/td><td>purge<\/td>/);
+    expect(audit).not.toContain('anonymous@');
+  });
+
   it('takes a page token only from the signed-in user it was made for', async () => {
     c = await openConsoleApp(rejectingPublisher(), {
       authorize: undefined,
