@@ -97,6 +97,19 @@ describeWithChromium('The outbox console in Chromium (PostgreSQL, RabbitMQ)', ()
       const visit = await (await anonymous.newPage()).goto(c.url);
       expect(visit?.status()).toBe(401);
       expect(await visit?.text()).not.toMatch(/Dead letters<\/a>.*<table/s);
+      // Styled (the stylesheet is not behind the guard), and it says what to do.
+      const refused = anonymous.pages()[0]!;
+      expect(
+        await refused.locator('.notice').evaluate(
+          (el) =>
+            (
+              globalThis as unknown as {
+                getComputedStyle(e: unknown): { borderLeftWidth: string };
+              }
+            ).getComputedStyle(el).borderLeftWidth,
+        ),
+      ).toBe('4px');
+      expect(await refused.locator('#sign-in-help').innerText()).toMatch(/reload this page/);
     } finally {
       await anonymous.close();
     }
@@ -189,5 +202,62 @@ describeWithChromium('The outbox console in Chromium (PostgreSQL, RabbitMQ)', ()
     });
     expect(await page.locator('#total-dead').innerText()).toBe('2');
     await shoot('console-backlog.png');
+  });
+
+  it('fits a 420 px wide screen: tables scroll inside the page, which does not overflow', async () => {
+    const narrow = await browser.newContext({
+      extraHTTPHeaders: { authorization: `Bearer ${CONSOLE_TOKEN}` },
+      viewport: { width: 420, height: 900 },
+    });
+    try {
+      const phone = await narrow.newPage();
+      for (const [path, table] of [
+        ['', '#topics'],
+        ['/messages?status=dead', '#messages'],
+        [`/messages/${orders[0]}`, '#fields'],
+        ['/audit', '#audit'],
+      ] as const) {
+        await phone.goto(`${c.url}${path}`);
+        const width = await phone
+          .locator('html')
+          .evaluate((el) => (el as unknown as { scrollWidth: number }).scrollWidth);
+        expect({ path, width }).toEqual({ path, width: 420 });
+        const box = await phone.locator(table).boundingBox();
+        expect(box !== null && box.x >= 0 && box.x + box.width <= 420).toBe(true);
+        if (SCREENSHOTS !== undefined) {
+          await phone.screenshot({
+            path: join(SCREENSHOTS, `console-420${path.replace(/[^a-z]+/g, '-')}.png`),
+            fullPage: true,
+          });
+        }
+      }
+    } finally {
+      await narrow.close();
+    }
+  });
+
+  it('reloads a page at the interval chosen in its Refresh control, until the operator types', async () => {
+    await page.goto(`${c.url}/messages?status=dead&topic=orders`);
+    await page.locator('#refresh').selectOption('5');
+    await page.waitForURL(/refresh=5/);
+    expect([...new URL(page.url()).searchParams]).toEqual([
+      ['status', 'dead'],
+      ['topic', 'orders'],
+      ['refresh', '5'],
+    ]);
+    const marked = (): Promise<unknown> =>
+      page.evaluate(() => (globalThis as { marker?: number }).marker);
+    await page.evaluate(() => ((globalThis as { marker?: number }).marker = 1));
+    await page.waitForEvent('load', { timeout: 10_000 });
+    expect(await marked()).toBeUndefined();
+    expect(await page.locator('#refresh').inputValue()).toBe('5');
+
+    // Typing stops the reloads: what the operator writes is not thrown away.
+    await page.getByLabel('Type').fill('order.paid');
+    await page.evaluate(() => ((globalThis as { marker?: number }).marker = 2));
+    expect(await page.locator('#refresh-state').innerText()).toBe('paused while you edit');
+    await new Promise((resolve) => setTimeout(resolve, 6_500));
+    expect(await marked()).toBe(2);
+    expect(await page.getByLabel('Type').inputValue()).toBe('order.paid');
   });
 });

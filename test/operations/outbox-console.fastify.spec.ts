@@ -96,7 +96,7 @@ describeWith(['postgres'], 'OutboxConsoleModule over HTTP (PostgreSQL, Fastify)'
     for (const headers of [{}, { authorization: 'Bearer wrong' }] as Record<string, string>[]) {
       const page = await get(`${c!.url}/messages?status=dead`, headers);
       expect(page.status).toBe(401);
-      expect(page.body).toContain('Sign in to open the outbox console.');
+      expect(page.body).toContain('<h1>Sign in to open the outbox console</h1>');
       expect(page.body).not.toContain(orders[0]);
       const action = await post(
         `${c!.url}/actions/run`,

@@ -122,6 +122,34 @@ describeWith(['postgres'], 'OutboxConsoleModule over HTTP (PostgreSQL, Express)'
     expect((await c!.admin.counts({ status: 'dead' })).dead).toBe(5);
   });
 
+  it('serves its stylesheet and script to a refused visitor, whose 401 page says how to sign in', async () => {
+    c = await openConsoleApp(new RecordingPublisher());
+    for (const [asset, type, text] of [
+      ['console.css', 'text/css', ':root'],
+      ['console.js', 'text/javascript', 'addEventListener'],
+    ]) {
+      const res = await fetch(`${c.url}/assets/${asset}`);
+      expect(res.status).toBe(200);
+      expect(res.headers.get('content-type')).toContain(type);
+      expect(await res.text()).toContain(text);
+    }
+    const refused = await get(c.url, {});
+    expect(refused.status).toBe(401);
+    expect(refused.body).toContain('<link rel="stylesheet" href="/outbox/assets/console.css" />');
+    // No loginUrl: no link to nowhere, but what refused the visitor and what to do.
+    expect(refused.body).not.toContain('id="login"');
+    expect(refused.body).toMatch(/access check for the console .* refused this request/);
+    expect(refused.body).toMatch(/Sign in to the app .* reload this page.*<code>loginUrl<\/code>/);
+    await c.close();
+
+    c = await openConsoleApp(new RecordingPublisher(), { loginUrl: '/login?next=%2Foutbox' });
+    const withLink = await get(`${c.url}/messages?status=dead`, {});
+    expect(withLink.status).toBe(401);
+    expect(withLink.body).toContain(
+      '<a id="login" class="button" href="/login?next=%2Foutbox">Sign in</a>',
+    );
+  });
+
   it('lists dead letters with filters and pages, and shows one message with a <script> payload as text', async () => {
     const { orders, billing } = await withDeadLetters();
     const all = await get(`${c!.url}/messages?status=dead`);
@@ -181,6 +209,118 @@ describeWith(['postgres'], 'OutboxConsoleModule over HTTP (PostgreSQL, Express)'
     expect(clean.body).toContain(
       '<h2>Attempt history</h2><p class="muted" id="attempts">No failed attempt.</p>',
     );
+  });
+
+  it('asks "Why is it not out?" of an undelivered message only, not of a delivered one', async () => {
+    c = await openConsoleApp(new RecordingPublisher().fail({ key: 'bad' }, 'permanent'));
+    const [bad, good] = await c.enqueue([
+      { topic: 'orders', key: 'bad', payload: {} },
+      { topic: 'orders', key: 'good', payload: {} },
+    ]);
+    await c.dispatcher.drain();
+    expect((await c.admin.get(good!))?.status).toBe('delivered');
+    const [later] = await c.enqueue([{ topic: 'orders', key: 'later', payload: {} }]);
+
+    const delivered = (await get(`${c.url}/messages/${good}`)).body;
+    expect(delivered).not.toContain('Why is it not out?');
+    expect(delivered).toMatch(/<section id="why"><h2>Delivered<\/h2>/);
+    const explained = (await get(`${c.url}/why?id=${good}`)).body;
+    expect(explained).not.toContain('Why is it not out?');
+    expect(explained).toMatch(/<section id="why"><h2>Delivered<\/h2>/);
+    for (const id of [bad, later]) {
+      const page = (await get(`${c.url}/messages/${id}`)).body;
+      expect(page).toContain('<section id="why"><h2>Why is it not out?</h2>');
+    }
+  });
+
+  it('reloads its pages at the interval of refreshSeconds or of the Refresh control, never a POST answer', async () => {
+    await expect(openConsoleApp(new RecordingPublisher(), { refreshSeconds: 2 })).rejects.toThrow(
+      /refreshSeconds.*2 is not a whole number from 5 to 3600 s \(or 0\)/s,
+    );
+
+    c = await openConsoleApp(new RecordingPublisher());
+    const off = (await get(c.url)).body;
+    expect(off).toContain('<body data-refresh="0">');
+    expect(off).toMatch(/<option value="0" selected> ?off ?<\/option>/);
+    await c.close();
+
+    c = await openConsoleApp(rejectingPublisher(), { refreshSeconds: 15 });
+    const byOption = (await get(c.url)).body;
+    expect(byOption).toContain('<body data-refresh="15">');
+    expect(byOption).toMatch(/<option value="15" selected> ?every 15 s ?<\/option>/);
+
+    // The control sends the page's own filter again, with the visitor's interval.
+    const listing = (await get(`${c.url}/messages?status=dead&topic=orders&refresh=5`)).body;
+    expect(listing).toContain('<body data-refresh="5">');
+    expect(listing).toContain(
+      '<form method="get" action="/outbox/messages" id="refresh-form" class="refresh" hidden><input type="hidden" name="status" value="dead" /><input type="hidden" name="topic" value="orders" /><label>Refresh <select name="refresh" id="refresh">',
+    );
+    expect(listing).toMatch(/<option value="5" selected> ?every 5 s ?<\/option>/);
+    const odd = (await get(`${c.url}/audit?refresh=90`)).body;
+    expect(odd).toContain('<body data-refresh="90">');
+    expect(odd).toMatch(/<option value="90" selected> ?every 90 s ?<\/option>/);
+    expect((await get(`${c.url}/audit?refresh=0`)).body).toContain('<body data-refresh="0">');
+
+    for (const bad of ['2', 'soon', '4000']) {
+      const page = await get(`${c.url}/audit?refresh=${bad}`);
+      expect(page.status).toBe(400);
+      expect(page.body).toContain('refresh must be 0 (off) or 5 to 3600 seconds');
+    }
+
+    await c.enqueue([{ topic: 'orders', payload: {} }]);
+    await c.dispatcher.drain();
+    const listed = (await get(`${c.url}/messages?status=dead`)).body;
+    const confirm = await post(`${c.url}/actions/confirm`, [
+      ['csrf', tokenOf(listed)],
+      ['action', 'purge'],
+      ['scope', 'filter'],
+      ['topic', 'orders'],
+    ]);
+    expect(confirm.status).toBe(200);
+    expect(confirm.body).toContain('<body data-refresh="0">');
+    expect(confirm.body).not.toContain('id="refresh-form"');
+  });
+
+  it('draws the last hour with a time axis, a count axis, dashed second lines and a legend', async () => {
+    await withDeadLetters();
+    // Two samples at least (one a second here) before there is a line to draw.
+    const overview = await waitFor('two backlog samples', async () => {
+      const page = await get(c!.url);
+      return page.body.includes('<figure>') && page.body.includes('id="total-dead">5<')
+        ? page.body
+        : null;
+    });
+    const charts = [...overview.matchAll(/<figure>.*?<\/figure>/g)].map((m) => m[0]);
+    expect(charts).toHaveLength(2);
+    for (const [chart, unit, solid, dashed] of [
+      [charts[0]!, 'messages', 'undelivered', 'dead'],
+      [charts[1]!, 'per minute', 'delivered per minute', 'dead-lettered per minute'],
+    ] as const) {
+      // Count ticks from 0 to a round top at or above the peak (5 dead letters: 0 to 5 by 1).
+      const counts = /<g class="axis y">(.*?)<\/g>/.exec(chart)?.[1] ?? '';
+      expect([...counts.matchAll(/>(\d+)<\/text>/g)].map((m) => m[1])).toEqual([
+        '0',
+        '1',
+        '2',
+        '3',
+        '4',
+        '5',
+      ]);
+      expect(counts).toMatch(new RegExp(`> ?${unit} ?</text>$`));
+      // Time ticks as UTC clock times (as many as the span has distinct ones, up to 5).
+      const times = /<g class="axis x">(.*?)<\/g>/.exec(chart)?.[1] ?? '';
+      const ticks = [...times.matchAll(/>(\d\d:\d\d(:\d\d)?)<\/text>/g)].map((m) => m[1]);
+      expect(ticks.length).toBeGreaterThanOrEqual(2);
+      expect(new Set(ticks).size).toBe(ticks.length);
+      expect(times).toMatch(/> ?time \(UTC\) ?<\/text>$/);
+      // The second series is dashed, drawn after (over) the first, and the legend says which is which.
+      expect(chart).toMatch(/<polyline class="\w+" points=.*<polyline class="dead dashed" points=/);
+      expect(chart).toMatch(
+        new RegExp(
+          `<figcaption class="legend"><span class="key \\w+"><svg class="swatch".*?<line class="\\w+".*?</svg> ${solid}</span> ?<span class="key dead dashed"><svg class="swatch".*?<line class="dead dashed".*?</svg> ${dashed}</span>`,
+        ),
+      );
+    }
   });
 
   it('shows a binary message by size, content type and an escaped hex preview, never its raw bytes', async () => {
@@ -337,6 +477,39 @@ describeWith(['postgres'], 'OutboxConsoleModule over HTTP (PostgreSQL, Express)'
     ]);
     expect(run.status).toBe(200);
     expect((await get(`${c.url}/audit`)).body).toMatch(/<td>anonymous@[^<]+<\/td><td>purge<\/td>/);
+  });
+
+  it("names each operator of docs/console.md's token recipe in the audit log, not anonymous@<ip>", async () => {
+    // The recipe's useFactory body, with CONSOLE_TOKENS=alice:<token>,bob:<token>.
+    const operators = new Map(
+      'alice:alice-token-0123456789, bob:bob-token-0123456789'
+        .split(',')
+        .map((entry): [string, string] => {
+          const [name = '', token = ''] = entry.trim().split(':');
+          return [`Bearer ${token}`, name];
+        }),
+    );
+    c = await openConsoleApp(rejectingPublisher(), {
+      authorize: (request) => operators.has(request.headers.authorization ?? ''),
+      actor: (request) => operators.get(request.headers.authorization ?? ''),
+    });
+    await c.enqueue([{ topic: 'orders', payload: {} }]);
+    await c.dispatcher.drain();
+    const alice = { authorization: 'Bearer alice-token-0123456789' };
+    const bob = { authorization: 'Bearer bob-token-0123456789' };
+    const form: [string, string][] = [
+      ['csrf', tokenOf((await get(`${c.url}/messages?status=dead`, alice)).body)],
+      ['action', 'purge'],
+      ['scope', 'filter'],
+      ['topic', 'orders'],
+      ['expected', '1'],
+    ];
+    expect((await post(`${c.url}/actions/run`, form, bob)).status).toBe(403);
+    expect((await post(`${c.url}/actions/run`, form, alice)).status).toBe(200);
+    expect((await c.admin.counts({ status: 'dead' })).dead).toBe(0);
+    const audit = (await get(`${c.url}/audit`, bob)).body;
+    expect(audit).toMatch(/<td>alice<\/td><td>purge<\/td>/);
+    expect(audit).not.toContain('anonymous@');
   });
 
   it('takes a page token only from the signed-in user it was made for', async () => {

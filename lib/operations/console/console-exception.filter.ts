@@ -8,11 +8,11 @@ import {
 } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
 import { describeError } from '../../internal/describe-error';
-import { html } from './console-html';
 import { ConsoleInputError } from './console-input';
 import { ConsoleResponder } from './console-responder';
 import { ConsoleRuntime } from './console.runtime';
 import { notice } from './views/layout.view';
+import { signInPage } from './views/sign-in.view';
 
 const isAdminInputError = (error: unknown): error is Error =>
   error instanceof Error && (error as { code?: unknown }).code === 'OUTBOX_ADMIN_INVALID_INPUT';
@@ -36,22 +36,24 @@ export class ConsoleExceptionFilter implements ExceptionFilter {
 
   catch(exception: unknown, host: ArgumentsHost): void {
     const response = host.switchToHttp().getResponse<unknown>();
-    const ctx = { base: this.runtime.path, readOnly: this.runtime.options.readOnly, csrf: '' };
+    const ctx = {
+      base: this.runtime.path,
+      readOnly: this.runtime.options.readOnly,
+      csrf: '',
+      refresh: null,
+    };
     if (exception instanceof ConsoleInputError || isAdminInputError(exception)) {
       this.responder.page(response, 400, notice(ctx, 'Bad request', exception.message));
       return;
     }
     if (exception instanceof HttpException) {
       const status = exception.getStatus();
-      const login = this.runtime.options.loginUrl;
-      const extra =
-        status === 401 && login !== null
-          ? html`<p><a id="login" href="${login}">Sign in</a></p>`
-          : '';
       this.responder.page(
         response,
         status,
-        notice(ctx, status === 401 ? 'Sign in' : 'Refused', exception.message, extra),
+        status === 401
+          ? signInPage(ctx, this.runtime.options.loginUrl)
+          : notice(ctx, 'Refused', exception.message),
       );
       return;
     }

@@ -4,6 +4,9 @@ import type {
   OutboxMessageStatus,
 } from '../admin/outbox-admin.interfaces';
 
+import { MAX_REFRESH_SECONDS, MIN_REFRESH_SECONDS } from './console.options';
+import type { PageRefresh } from './views/layout.view';
+
 /** A query or form value the console refuses: answered with 400 and this reason. */
 export class ConsoleInputError extends Error {
   override readonly name = 'ConsoleInputError';
@@ -118,4 +121,29 @@ export function describeFilter(filter: OutboxDeadLetterFilter): string {
 
 export function minutesParam(params: ConsoleParams, name: string): number | undefined {
   return minutes(params, name);
+}
+
+/**
+ * A GET page's reload interval, `?refresh=` (seconds; 0 for never) or else the option, and the
+ * page's other query parameters, which its Refresh control sends again.
+ */
+export function pageRefresh(url: string | undefined, fallback: number): PageRefresh {
+  const parsed = new URL(url ?? '/', 'http://console.invalid');
+  const given = parsed.searchParams.getAll('refresh');
+  if (given.length > 1) throw new ConsoleInputError('refresh was given more than once');
+  const value = given[0]?.trim() ?? '';
+  let seconds = fallback;
+  if (value !== '') {
+    seconds = /^[0-9]{1,4}$/.test(value) ? Number(value) : NaN;
+    if (!(seconds === 0 || (seconds >= MIN_REFRESH_SECONDS && seconds <= MAX_REFRESH_SECONDS))) {
+      throw new ConsoleInputError(
+        `refresh must be 0 (off) or ${MIN_REFRESH_SECONDS} to ${MAX_REFRESH_SECONDS} seconds, got ${JSON.stringify(value)}`,
+      );
+    }
+  }
+  return {
+    seconds,
+    path: parsed.pathname,
+    params: [...parsed.searchParams].filter(([name]) => name !== 'refresh'),
+  };
 }

@@ -25,30 +25,77 @@ pre { background: var(--head); border: 1px solid var(--line); padding: .8rem; ov
 label { display: flex; flex-direction: column; font-size: .8rem; color: var(--muted); }
 input, select, button { font: inherit; padding: .25rem .45rem; }
 button { cursor: pointer; }
+a.button { display: inline-block; padding: .3rem .9rem; border: 1px solid var(--accent); border-radius: .3rem; text-decoration: none; font-weight: 600; }
 button.danger { color: var(--danger); border-color: var(--danger); }
+.refresh:not([hidden]) { display: flex; align-items: center; gap: .4rem; margin-left: auto; }
+.refresh label { flex-direction: row; align-items: center; gap: .4rem; }
 .tiles { display: flex; gap: 1rem; flex-wrap: wrap; }
 .tiles div { border: 1px solid var(--line); padding: .5rem 1rem; min-width: 8rem; }
 .tiles dt { color: var(--muted); font-size: .8rem; }
 .tiles dd { margin: 0; font-size: 1.6rem; }
-svg { max-width: 100%; height: auto; border: 1px solid var(--line); }
-polyline { fill: none; stroke-width: 2; }
-polyline.undelivered { stroke: var(--accent); }
-polyline.dead { stroke: var(--danger); }
-polyline.delivered { stroke: var(--ok); }
-.spark { display: block; }
+figure { margin: 1rem 0; }
+svg { max-width: 100%; height: auto; }
+svg.chart { border: 1px solid var(--line); }
+svg text { fill: var(--muted); font-size: 11px; font-family: system-ui, sans-serif; }
+svg .axis line { stroke: var(--muted); stroke-width: 1; }
+svg .axis line.grid { stroke: var(--line); }
+svg .axis-title { font-size: 11px; }
+polyline, .swatch line { fill: none; stroke-width: 2; }
+.undelivered { stroke: var(--accent); }
+.dead { stroke: var(--danger); }
+.delivered { stroke: var(--ok); }
+.dashed { stroke-dasharray: 7 4; stroke-width: 2.5; }
+.spark { display: block; border: 1px solid var(--line); }
 .spark polyline { stroke-width: 1.5; }
+.spark polyline.dashed { stroke-dasharray: 4 2; }
+.swatch { vertical-align: middle; border: 0; }
+.legend .key { margin-right: .8rem; white-space: nowrap; }
 .key.undelivered { color: var(--accent); }
 .key.dead { color: var(--danger); }
 .key.delivered { color: var(--ok); }
+input, select { max-width: 100%; }
+/* A narrow screen: a table scrolls sideways inside the page rather than widening it. */
+@media (max-width: 800px) {
+  main { padding: .8rem .6rem 2rem; }
+  header { padding: .5rem .6rem; gap: .6rem 1rem; }
+  table { display: block; overflow-x: auto; max-width: 100%; }
+  table.fields th { width: auto; }
+  /* Columns keep their width and the table scrolls, rather than wrapping ids a letter a line. */
+  table:not(.fields) th, table:not(.fields) td { white-space: nowrap; }
+  table:not(.fields) td.error { white-space: normal; min-width: 16rem; }
+  .tiles div { min-width: 6rem; padding: .4rem .6rem; }
+  .refresh:not([hidden]) { margin-left: 0; }
+}
 `;
 
-/** "Select all" on a page of dead letters; the console works without it. */
+/**
+ * "Select all" on a page of dead letters, and the page's reload interval (the Refresh control,
+ * the body's data-refresh); the console works without either.
+ */
 export const CONSOLE_JS = `
 document.addEventListener('DOMContentLoaded', function () {
   var all = document.getElementById('select-all');
-  if (!all) return;
-  all.addEventListener('change', function () {
-    document.querySelectorAll('input[name="id"][form="selection"]').forEach(function (box) { box.checked = all.checked; });
-  });
+  if (all) {
+    all.addEventListener('change', function () {
+      document.querySelectorAll('input[name="id"][form="selection"]').forEach(function (box) { box.checked = all.checked; });
+    });
+  }
+  var form = document.getElementById('refresh-form');
+  var select = document.getElementById('refresh');
+  var state = document.getElementById('refresh-state');
+  if (form && select) {
+    form.hidden = false;
+    select.addEventListener('change', function () { form.submit(); });
+  }
+  var seconds = Number(document.body.getAttribute('data-refresh')) || 0;
+  if (seconds <= 0) return;
+  var timer = setTimeout(function () { location.reload(); }, seconds * 1000);
+  // A reload would throw away what the visitor is typing or ticking: stop reloading this page.
+  document.addEventListener('input', function (event) {
+    if (event.target === select || timer === null) return;
+    clearTimeout(timer);
+    timer = null;
+    if (state) state.textContent = 'paused while you edit';
+  }, true);
 });
 `;

@@ -74,6 +74,11 @@ export interface OutboxConsoleOptions {
   readonly sampleIntervalMs?: number;
   /** Rows per page of the listings. @default 50 */
   readonly pageSize?: number;
+  /**
+   * Reload every page this often (seconds, 5 to 3600; 0 never), until the visitor types or ticks
+   * something; the Refresh control of a page (`?refresh=`) overrides it. @default 0
+   */
+  readonly refreshSeconds?: number;
 }
 
 /** Options read when the module is defined, so never from a factory. */
@@ -95,9 +100,13 @@ export interface ResolvedOutboxConsoleOptions {
   readonly auditTable: NonNullable<OutboxConsoleOptions['auditTable']> | null;
   readonly sampleIntervalMs: number;
   readonly pageSize: number;
+  readonly refreshSeconds: number;
 }
 
 export const DEFAULT_CONSOLE_PATH = '/outbox';
+/** The bounds of a page's reload interval: no faster than the backlog is worth reading. */
+export const MIN_REFRESH_SECONDS = 5;
+export const MAX_REFRESH_SECONDS = 3600;
 const SUBJECT = 'OutboxConsoleModule';
 const checks = new OptionChecks(SUBJECT);
 const OPTION_KEYS = {
@@ -112,6 +121,7 @@ const OPTION_KEYS = {
     auditTable: true,
     sampleIntervalMs: true,
     pageSize: true,
+    refreshSeconds: true,
   },
 } as const satisfies { '': Record<keyof OutboxConsoleOptions, true> };
 const PATH = /^(\/[A-Za-z0-9._~-]+)+$/;
@@ -278,5 +288,16 @@ export function resolveOutboxConsoleOptions(
             ' ms (or 0)',
           ),
     pageSize: checks.integer(options.pageSize, 50, 'pageSize', 1, 500),
+    refreshSeconds:
+      options.refreshSeconds === 0
+        ? 0
+        : checks.integer(
+            options.refreshSeconds,
+            0,
+            'refreshSeconds',
+            MIN_REFRESH_SECONDS,
+            MAX_REFRESH_SECONDS,
+            ' s (or 0)',
+          ),
   };
 }

@@ -16,7 +16,6 @@ import { HttpAdapterHost } from '@nestjs/core';
 import { describeError } from '../../internal/describe-error';
 import type { OutboxDeadLetterFilter } from '../admin/outbox-admin.interfaces';
 import { OUTBOX_ADMIN_MAX_LIMIT } from '../admin/outbox.admin';
-import { CONSOLE_CSS, CONSOLE_JS } from './console.assets';
 import { ConsoleAccessGuard } from './console-access.guard';
 import { ConsoleExceptionFilter } from './console-exception.filter';
 import { MISSING_FORM } from './console-form-body';
@@ -28,6 +27,7 @@ import {
   list,
   messageFilter,
   minutesParam,
+  pageRefresh,
   text,
   uuid,
   type ConsoleParams,
@@ -53,7 +53,8 @@ const MAX_SELECTION = 500;
 
 /**
  * The console's pages and actions. Not decorated with a path: `OutboxConsoleModule` mounts a
- * subclass of it at the path the app chose. Every route is behind the access guard, every
+ * subclass of it at the path the app chose. Every route is behind the access guard (the
+ * stylesheet and script are served apart, by OutboxConsoleAssetsController), every
  * failure becomes a page (ConsoleExceptionFilter), and every action is a POST checked for CSRF.
  */
 @UseGuards(ConsoleAccessGuard)
@@ -75,6 +76,9 @@ export class OutboxConsoleController {
       base: this.runtime.path,
       readOnly: this.runtime.options.readOnly,
       csrf: this.runtime.csrf.token(this.runtime.principal(req)),
+      // A POST's page is not reloaded: the reload would post the form again.
+      refresh:
+        req.method === 'GET' ? pageRefresh(req.url, this.runtime.options.refreshSeconds) : null,
     };
   }
 
@@ -91,16 +95,6 @@ export class OutboxConsoleController {
         this.runtime.dispatcherStatus(),
       ),
     );
-  }
-
-  @Get('assets/console.css')
-  css(@Res() res: unknown): void {
-    this.respond.asset(res, 'text/css', CONSOLE_CSS);
-  }
-
-  @Get('assets/console.js')
-  js(@Res() res: unknown): void {
-    this.respond.asset(res, 'text/javascript', CONSOLE_JS);
   }
 
   @Get('messages')

@@ -15,6 +15,7 @@ import {
   type OutboxConsoleOptions,
 } from './console.options';
 import { ConsoleAccessGuard } from './console-access.guard';
+import { OutboxConsoleAssetsController } from './console-assets.controller';
 import { ConsoleExceptionFilter } from './console-exception.filter';
 import { ConsoleRuntime } from './console.runtime';
 import { OutboxConsoleController } from './outbox-console.controller';
@@ -63,10 +64,12 @@ export class OutboxConsoleModule {
     // never share route metadata.
     @Controller(path)
     class MountedOutboxConsoleController extends OutboxConsoleController {}
+    @Controller(path)
+    class MountedOutboxConsoleAssetsController extends OutboxConsoleAssetsController {}
     return {
       module: OutboxConsoleModule,
       imports,
-      controllers: [MountedOutboxConsoleController],
+      controllers: [MountedOutboxConsoleAssetsController, MountedOutboxConsoleController],
       providers: [
         { provide: CONSOLE_OPTIONS, inject: [...inject] as never[], useFactory },
         {

@@ -7,6 +7,46 @@ export interface ViewContext {
   readonly readOnly: boolean;
   /** The token the page's forms carry (see ConsoleCsrf). */
   readonly csrf: string;
+  /** How often the page reloads, for the pages that may (GET); null for the others. */
+  readonly refresh: PageRefresh | null;
+}
+
+/** A GET page's reload interval, and where its Refresh control sends the visitor's choice. */
+export interface PageRefresh {
+  /** 0: never. */
+  readonly seconds: number;
+  /** The page's path, e.g. `/outbox/messages`. */
+  readonly path: string;
+  /** Its query parameters other than `refresh`. */
+  readonly params: readonly [string, string][];
+}
+
+const REFRESH_CHOICES: readonly number[] = [0, 5, 15, 60];
+
+/**
+ * The Refresh control: a GET form to this page with its other parameters, which console.js
+ * shows and submits on change. Hidden without the script, which is what reloads the page.
+ */
+function refreshControl(refresh: PageRefresh | null): Html | string {
+  if (refresh === null) return '';
+  const choices = REFRESH_CHOICES.includes(refresh.seconds)
+    ? REFRESH_CHOICES
+    : [...REFRESH_CHOICES, refresh.seconds].sort((a, b) => a - b);
+  return html`<form method="get" action="${refresh.path}" id="refresh-form" class="refresh" hidden>
+    ${refresh.params.map(([name, value]) => html`<input type="hidden" name="${name}" value="${value}" />`)}
+    <label
+      >Refresh
+      <select name="refresh" id="refresh">
+        ${choices.map(
+          (s) =>
+            html`<option value="${s}" ${s === refresh.seconds ? html`selected` : ''}>
+              ${s === 0 ? 'off' : `every ${s} s`}
+            </option>`,
+        )}
+      </select></label
+    >
+    <span id="refresh-state" class="muted" aria-live="polite"></span>
+  </form>`;
 }
 
 const NAV: readonly [string, string][] = [
@@ -29,11 +69,12 @@ export function layout(ctx: ViewContext, title: string, body: Html): Html {
         <link rel="stylesheet" href="${ctx.base}/assets/console.css" />
         <script src="${ctx.base}/assets/console.js" defer></script>
       </head>
-      <body>
+      <body data-refresh="${ctx.refresh?.seconds ?? 0}">
         <header>
           <strong>Outbox console</strong
           >${ctx.readOnly ? html` <span class="badge">read-only</span>` : ''}
           <nav>${NAV.map(([href, label]) => html`<a href="${ctx.base}${href}">${label}</a>`)}</nav>
+          ${refreshControl(ctx.refresh)}
         </header>
         <main>
           <h1>${title}</h1>

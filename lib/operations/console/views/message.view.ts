@@ -18,7 +18,7 @@ export function prettyPayload(payload: string): string {
 
 function explanation(ctx: ViewContext, why: OutboxWhy): Html {
   return html`<section id="why">
-    <h2>Why is it not out?</h2>
+    <h2>${why.state === 'delivered' ? 'Delivered' : 'Why is it not out?'}</h2>
     <p><span class="badge">${why.state}</span> ${why.reason}</p>
     ${
       why.head === null
