@@ -123,6 +123,30 @@ async function outboxJson<T = Record<string, unknown>>(
 
 const NO_STACK = /\n\s+at /;
 
+/**
+ * A `--require` preload under which these packages are not installed, as in an app that never
+ * added them (TypeORM for an app on Prisma or Drizzle). Node resolves every `require`, and the
+ * `import()` the compiled CLI turns into one, through `Module._resolveFilename`; failing there
+ * with MODULE_NOT_FOUND is what Node itself does for a package missing from node_modules, for
+ * the CLI and for anything it loads.
+ */
+function withoutPackages(names: readonly string[]): string {
+  const hook = join(built, `without-${names.join('-')}.js`);
+  writeFileSync(
+    hook,
+    `const Module = require('module');
+const hidden = ${JSON.stringify(names)};
+const resolve = Module._resolveFilename;
+Module._resolveFilename = function (request, ...rest) {
+  if (hidden.some((name) => request === name || request.startsWith(name + '/'))) {
+    throw Object.assign(new Error("Cannot find module '" + request + "'"), { code: 'MODULE_NOT_FOUND' });
+  }
+  return resolve.call(this, request, ...rest);
+};`,
+  );
+  return hook;
+}
+
 function urlFor(db: TestDatabase, ds: DataSource): string {
   switch (db.name) {
     case 'postgres': {
@@ -205,22 +229,13 @@ describe('outbox CLI without a database', () => {
     );
   });
 
-  it('prints the DDL without TypeORM installed, and a command that connects says to install it', async () => {
-    // As in an app on Prisma or Drizzle: require('typeorm') fails.
-    const hook = join(built, 'no-typeorm.js');
-    writeFileSync(
-      hook,
-      `const Module = require('module');
-const resolve = Module._resolveFilename;
-Module._resolveFilename = function (request, ...rest) {
-  if (request === 'typeorm' || request.startsWith('typeorm/')) {
-    throw Object.assign(new Error("Cannot find module '" + request + "'"), { code: 'MODULE_NOT_FOUND' });
-  }
-  return resolve.call(this, request, ...rest);
-};`,
-    );
+  it('prints the DDL without TypeORM installed, and a command whose driver is missing names the package to install', async () => {
     const main = join(built, 'operations/cli/main.js');
-    const printed = await run(['-r', hook, main], ['schema', 'print', '--dialect', 'mysql'], {});
+    const printed = await run(
+      ['-r', withoutPackages(['typeorm']), main],
+      ['schema', 'print', '--dialect', 'mysql'],
+      {},
+    );
     expect(printed.stderr).toBe('');
     expect(printed.code).toBe(0);
     expect(printed.stdout).toBe(
@@ -228,14 +243,20 @@ Module._resolveFilename = function (request, ...rest) {
         .map((s) => `${s};`)
         .join('\n\n')}\n`,
     );
-    const status = await run(['-r', hook, main], ['schema', 'status'], {
-      DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/test',
-    });
-    expect(status.code).toBe(1);
-    expect(status.stderr).toMatch(
-      /through TypeORM, which is not installed: run "npm install --save-dev typeorm"/,
+    // An app on MySQL asked about PostgreSQL: the CLI connects through pg, which is not there.
+    const status = await run(
+      ['-r', withoutPackages(['typeorm', 'pg']), main],
+      ['schema', 'status'],
+      {
+        DATABASE_URL: 'postgres://postgres:Hunter2-Secret@127.0.0.1:5432/test',
+      },
     );
-    expect(status.stderr).not.toMatch(NO_STACK);
+    expect(status.code).toBe(1);
+    expect(status.stdout).toBe('');
+    expect(status.stderr).toMatch(
+      /^outbox: DATABASE_URL names a PostgreSQL database, .*node-postgres .*not installed.*"npm i pg"\); TypeORM is not needed\.\n$/,
+    );
+    expect(status.stderr).not.toContain('Hunter2-Secret');
   });
 
   it('refuses bad command lines with exit code 2 and a one-line reason', async () => {
@@ -471,6 +492,38 @@ for (const db of TEST_DATABASES) {
           dispatcher: { listen: false },
         },
       });
+    });
+
+    it('runs without TypeORM installed, on the driver DATABASE_URL names: schema status, dlq list and purge', async () => {
+      const [dead] = (await app.enqueue([msg('no-typeorm')])) as [string];
+      app.publisher.fail(dead, 'permanent', rejected('no typeorm here'));
+      await app.dispatcher.drain();
+      app.publisher.heal();
+      const noTypeorm = ['-r', withoutPackages(['typeorm']), join(built, 'operations/cli/main.js')];
+      const cli = (args: string[]) =>
+        run(noTypeorm, [...args, '--table', table, '--json'], { DATABASE_URL: url });
+
+      const status = await cli(['schema', 'status']);
+      expect(status).toMatchObject({ code: 0, stderr: '' });
+      expect(JSON.parse(status.stdout)).toMatchObject({
+        dialect: dialectOf[db.name],
+        tableExists: true,
+        upToDate: true,
+      });
+      const list = await cli(['dlq', 'list']);
+      expect(list).toMatchObject({ code: 0, stderr: '' });
+      expect(
+        (JSON.parse(list.stdout) as { items: { messageId: string; lastError: string }[] }).items,
+      ).toEqual([
+        expect.objectContaining({
+          messageId: dead,
+          lastError: expect.stringContaining('no typeorm here') as unknown,
+        }),
+      ]);
+      const purged = await cli(['dlq', 'purge', dead]);
+      expect(purged).toMatchObject({ code: 0, stderr: '' });
+      expect(JSON.parse(purged.stdout)).toEqual({ deleted: 1 });
+      expect(await statusOf(dead)).toBeUndefined();
     });
 
     let ids: Record<'a1' | 'a2' | 'b1' | 'b2' | 'bill1' | 'bill2' | 'ok', string>;

@@ -1,14 +1,14 @@
-import type { DataSource } from 'typeorm';
 import { OutboxAdmin } from '../admin/outbox.admin';
 import type { OutboxMessageDetail } from '../admin/outbox-admin.interfaces';
 import { OutboxError } from '../../errors/outbox.error';
 import { OutboxTableMissingError } from '../../errors/outbox-table-missing.error';
 import type { OutboxStore } from '../../store/outbox-store.port';
 import { describeError, redactSecrets } from '../../internal/describe-error';
-import { typeormSqlPort } from '../../orm/typeorm/typeorm.sql-port';
 import { createOutboxStore } from '../../store/create-outbox-store';
-import { ensureOutboxArchiveTable, ensureOutboxTable } from '../../orm/typeorm/typeorm-tables';
+import type { SqlPort } from '../../store/sql-port';
 import {
+  createOutboxArchiveTable,
+  createOutboxTable,
   outboxArchiveTableDdl,
   outboxDatabase,
   outboxDialectOf,
@@ -29,6 +29,7 @@ import { parseCliArgs, USAGE, type CliArgs } from './cli-args';
 import { clip, formatDuration, plural, table } from './cli-output';
 import { CliUsageError } from './cli-usage.error';
 import { databaseFromUrl, dialectOfUrl, type CliDatabase } from './database-url';
+import { openCliConnection } from './cli-connection';
 
 /** Where the CLI writes; the process streams in `main.ts`, buffers in tests. */
 export interface CliIo {
@@ -101,16 +102,16 @@ function execute(
     case 'partitions status':
     case 'partitions maintain': {
       const db = databaseFromUrl(env.DATABASE_URL);
-      return withDatabase(db, false, (dataSource) =>
+      return withDatabase(db, false, (sql) =>
         args.command === 'partitions status'
-          ? partitionsStatus(args, dataSource)
-          : partitionsMaintain(args, dataSource),
+          ? partitionsStatus(args, sql)
+          : partitionsMaintain(args, sql),
       );
     }
     default: {
       const db = databaseFromUrl(env.DATABASE_URL);
-      return withDatabase(db, false, (dataSource) =>
-        withStore(args, dataSource, (connected) => runCommand(args, connected, io)),
+      return withDatabase(db, false, (sql) =>
+        withStore(args, sql, (connected) => runCommand(args, connected, io)),
       );
     }
   }
@@ -183,28 +184,28 @@ async function schemaMigrate(args: CliArgs, db: CliDatabase): Promise<CliResult>
   if (args.binaryIds && outboxDatabase(db.dialect).convertMessageIds === undefined) {
     throw new CliUsageError(OutboxMessages.binaryIdsUnsupported(db.dialect));
   }
-  return withDatabase(db, true, async (dataSource) => {
+  return withDatabase(db, true, async (sql) => {
     const names = tableNamesFor(db.dialect, tableOptions(args));
     const exists = (table: string): Promise<boolean> =>
-      dataSource
+      sql
         .query(`SELECT 1 FROM ${table} WHERE 1 = 0`)
         .then(() => true)
         .catch(() => false);
     const existed = await exists(names.table);
-    const before = await outboxSchemaStatus(typeormSqlPort(dataSource), tableOptions(args));
+    const before = await outboxSchemaStatus(sql, tableOptions(args));
     const historyExisted = before.parts.some((p) => p.part === 'attempt-history' && p.present);
-    await ensureOutboxTable(dataSource, tableOptions(args));
+    await createOutboxTable(sql, tableOptions(args));
     const archiveExisted = args.archive && (await exists(names.archiveTable));
-    if (args.archive) await ensureOutboxArchiveTable(dataSource, tableOptions(args));
+    if (args.archive) await createOutboxArchiveTable(sql, tableOptions(args));
     // After the archive, so that one made now is converted with the rest.
     const conversion = args.binaryIds
-      ? await migrateOutboxToBinaryIds(typeormSqlPort(dataSource), {
+      ? await migrateOutboxToBinaryIds(sql, {
           tableName: args.table,
           ...(args.schema === null ? {} : { schema: args.schema }),
         })
       : null;
     // An existing table is left as it is: check that this version can use it.
-    await withStore(args, dataSource, () => Promise.resolve());
+    await withStore(args, sql, () => Promise.resolve());
     const added = before.parts
       .filter((p) => (p.step > 1 || existed) && !p.present)
       .map((p) =>
@@ -255,12 +256,12 @@ async function schemaMigrate(args: CliArgs, db: CliDatabase): Promise<CliResult>
 }
 
 async function schemaStatus(args: CliArgs, db: CliDatabase): Promise<CliResult> {
-  return withDatabase(db, false, async (dataSource) => {
-    const status = await outboxSchemaStatus(typeormSqlPort(dataSource), tableOptions(args));
+  return withDatabase(db, false, async (sql) => {
+    const status = await outboxSchemaStatus(sql, tableOptions(args));
     const names = tableNamesFor(db.dialect, tableOptions(args));
     const { table } = names;
     const layout = await outboxDatabase(db.dialect).partitioned?.layout(
-      (statement, params) => dataSource.query(statement, params),
+      async (statement, params) => (await sql.query(statement, params)).rows,
       names,
     );
     const upToDate = status.version === status.latest;
@@ -318,45 +319,22 @@ async function schemaStatus(args: CliArgs, db: CliDatabase): Promise<CliResult> 
   });
 }
 
-/**
- * TypeORM, which the commands that connect use, loaded only then: `schema print` needs no
- * database, and apps on Prisma, Drizzle or another library need not install TypeORM for it.
- */
-async function loadTypeorm(): Promise<typeof import('typeorm')> {
-  try {
-    return await import('typeorm');
-  } catch (error) {
-    const code = (error as { code?: unknown } | null)?.code;
-    if (code !== 'MODULE_NOT_FOUND' && code !== 'ERR_MODULE_NOT_FOUND') throw error;
-    throw new OutboxError(
-      'This outbox command connects to the database through TypeORM, which is not installed: run "npm install --save-dev typeorm" (with the driver: pg, mysql2 or better-sqlite3). "outbox schema print" needs neither.',
-    );
-  }
-}
-
 async function withDatabase<T>(
   db: CliDatabase,
   createFile: boolean,
-  work: (dataSource: DataSource) => Promise<T>,
+  work: (sql: SqlPort) => Promise<T>,
 ): Promise<T> {
-  const { DataSource } = await loadTypeorm();
-  const dataSource = new DataSource(db.options(createFile));
+  const connection = await openCliConnection(db, createFile);
   try {
-    await dataSource.initialize();
-  } catch (error) {
-    const where = db.file === null ? `the ${db.dialect} database` : `the SQLite file ${db.file}`;
-    throw new OutboxError(`Cannot connect to ${where}: ${describeError(error)}`);
-  }
-  try {
-    return await work(dataSource);
+    return await work(connection.sql);
   } finally {
-    await dataSource.destroy();
+    await connection.close();
   }
 }
 
 async function withStore<T>(
   args: CliArgs,
-  dataSource: DataSource,
+  sql: SqlPort,
   work: (connected: Connected) => Promise<T>,
 ): Promise<T> {
   // The table's layout is taken as it is (the CLI does not know the app's partitioning option).
@@ -366,7 +344,6 @@ async function withStore<T>(
     ordering: { enabled: true, onDeadLetter: args.onDeadLetter },
     cleaner: { archive: args.archive },
   };
-  const sql = typeormSqlPort(dataSource);
   let store: OutboxStore;
   try {
     // Workers off: the CLI never claims, and on SQLite opens its write connection only if asked.
@@ -731,8 +708,8 @@ function partitionPolicy(args: CliArgs): OutboxPartitionPolicy {
   };
 }
 
-function partitionsOf(args: CliArgs, dataSource: DataSource) {
-  return outboxPartitions(typeormSqlPort(dataSource), {
+function partitionsOf(args: CliArgs, sql: SqlPort) {
+  return outboxPartitions(sql, {
     tableName: args.table,
     schema: args.schema,
   });
@@ -749,9 +726,9 @@ function bytes(n: number): string {
   return `${unit === 0 ? value : value.toFixed(1)} ${units[unit] ?? ''}`;
 }
 
-async function partitionsStatus(args: CliArgs, dataSource: DataSource): Promise<CliResult> {
+async function partitionsStatus(args: CliArgs, sql: SqlPort): Promise<CliResult> {
   // Rows by status read every partition in full: an operator's question, not the maintainer's.
-  const status = await partitionsOf(args, dataSource).status(partitionPolicy(args), true);
+  const status = await partitionsOf(args, sql).status(partitionPolicy(args), true);
   if (status.layout.kind !== 'partitioned') {
     throw new OutboxError(describeLayout(status.table, status.layout));
   }
@@ -791,13 +768,13 @@ async function partitionsStatus(args: CliArgs, dataSource: DataSource): Promise<
   };
 }
 
-async function partitionsMaintain(args: CliArgs, dataSource: DataSource): Promise<CliResult> {
+async function partitionsMaintain(args: CliArgs, sql: SqlPort): Promise<CliResult> {
   if (!args.dryRun) refuseDeadRetentionWithoutYes(args);
-  const report = await partitionsOf(args, dataSource).maintain(partitionPolicy(args), args.dryRun);
+  const report = await partitionsOf(args, sql).maintain(partitionPolicy(args), args.dryRun);
   const promoted =
     report.dryRun || report.dropped.length === 0
       ? 0
-      : await withStore(args, dataSource, ({ store }) => promoteAfterDrop(store, report));
+      : await withStore(args, sql, ({ store }) => promoteAfterDrop(store, report));
   const would = args.dryRun ? 'Would ' : '';
   const lines =
     report.skipped !== null
