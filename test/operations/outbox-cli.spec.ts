@@ -197,6 +197,7 @@ describe('outbox CLI without a database', () => {
     expect(help).toMatchObject({ code: 0, stderr: '' });
     expect(help.stdout).toContain('Usage: outbox <command>');
     expect(help.stdout).toContain('dlq purge <messageId…> | filters | --yes');
+    expect(help.stdout).toContain('Exit codes: 0 done; 1 failed, or a message id not found');
   });
 
   it('prints the DDL of every dialect, for the table and schema asked', async () => {
@@ -761,7 +762,6 @@ for (const db of TEST_DATABASES) {
         reason: expect.stringMatching(/Due at .*why flaky/) as unknown,
       });
       expect(await why(d1)).toMatchObject({ state: 'delivered' });
-      expect(await why('0190a6b2-1c3d-7e4f-8a9b-0c1d2e3f4aff')).toMatchObject({ state: 'unknown' });
       const text = await outbox(['why', w2, '--table', table], url);
       expect(text.stdout).toMatch(new RegExp(`^parked: Parked behind ${w1} \\(dead\\)`));
 
@@ -797,6 +797,53 @@ for (const db of TEST_DATABASES) {
       await scope.ds.query(
         `DELETE FROM ${quoteTable(scope.ds, table)} WHERE message_id IN (${[1, 2, 3, 4].map(param).join(', ')})`,
         [w1, w2, r1, d1].map((id) => storedId(db.name, id)),
+      );
+    });
+
+    it('a message id that is not found fails with exit code 1 and says so on stderr: why, dlq show, retry and purge', async () => {
+      const unknown = '0190a6b2-1c3d-7e4f-8a9b-0c1d2e3f4aff';
+      const notFound = new RegExp(
+        `^outbox: No message ${unknown} in the outbox table ${table}: never enqueued in it, or deleted since .*\\n$`,
+      );
+      for (const command of [['why'], ['dlq', 'show']]) {
+        for (const json of [[], ['--json']]) {
+          const result = await outbox([...command, unknown, '--table', table, ...json], url);
+          expect(result).toMatchObject({ code: 1, stdout: '' });
+          expect(result.stderr).toMatch(notFound);
+        }
+      }
+
+      // Several ids: those that are dead letters are retried or purged, the others reported.
+      const [dead, other] = (await app.enqueue([msg('nf-dead'), msg('nf-other')])) as [
+        string,
+        string,
+      ];
+      app.publisher.fail(dead, 'permanent', rejected('not found test'));
+      await app.dispatcher.drain();
+      app.publisher.heal();
+      const retried = await outbox(['dlq', 'retry', dead, unknown, '--table', table], url);
+      expect(retried).toMatchObject({
+        code: 1,
+        stdout: 'Retried 1 dead letter.\n',
+        stderr: `outbox: Not dead letters, so not retried: ${unknown} (no such message).\n`,
+      });
+      expect(await statusOf(dead)).toBe('pending');
+      const purged = await outbox(['dlq', 'purge', other, '--table', table, '--json'], url);
+      expect(purged.code).toBe(1);
+      expect(JSON.parse(purged.stdout)).toEqual({
+        deleted: 0,
+        notDeadLetters: [{ messageId: other, status: 'delivered' }],
+      });
+      expect(purged.stderr).toBe(
+        `outbox: Not dead letters, so not deleted: ${other} (delivered).\n`,
+      );
+      expect(await statusOf(other)).toBe('delivered');
+
+      await app.dispatcher.drain();
+      const param = (i: number) => (db.name === 'postgres' ? `$${i}` : '?');
+      await scope.ds.query(
+        `DELETE FROM ${quoteTable(scope.ds, table)} WHERE message_id IN (${param(1)}, ${param(2)})`,
+        [dead, other].map((id) => storedId(db.name, id)),
       );
     });
 

@@ -28,6 +28,7 @@ import { describeLayout } from '../../store/outbox-partitions.port';
 import { parseCliArgs, USAGE, type CliArgs } from './cli-args';
 import { clip, formatDuration, plural, table } from './cli-output';
 import { CliUsageError } from './cli-usage.error';
+import { CliMessages } from './cli.messages';
 import { databaseFromUrl, dialectOfUrl, type CliDatabase } from './database-url';
 import { openCliConnection } from './cli-connection';
 
@@ -44,6 +45,8 @@ interface CliResult {
   readonly exitCode?: number;
   /** The command printed its output itself (`stats --watch`). */
   readonly printed?: true;
+  /** What went wrong beside the output (ids that were not found): stderr, with exit code 1. */
+  readonly problem?: string;
 }
 
 interface Connected {
@@ -55,7 +58,8 @@ const CLEANUP_BATCH = 1_000;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /**
- * Runs one `outbox` command line and resolves to its exit code: 0 done, 1 failed, 2 bad usage.
+ * Runs one `outbox` command line and resolves to its exit code: 0 done, 1 failed or not found
+ * (a message id that names no message, or no dead letter to retry or purge), 2 bad usage.
  * Never rejects, and never prints a stack trace or a credential: errors are one line on stderr.
  */
 export async function runOutboxCli(
@@ -72,6 +76,10 @@ export async function runOutboxCli(
     const result = await execute(args, env, io);
     if (result.printed !== true)
       io.stdout(args.json ? `${JSON.stringify(result.json, null, 2)}\n` : `${result.text}\n`);
+    if (result.problem !== undefined) {
+      io.stderr(`outbox: ${redactSecrets(result.problem)}\n`);
+      return 1;
+    }
     return result.exitCode ?? 0;
   } catch (error) {
     if (error instanceof CliUsageError) {
@@ -456,9 +464,7 @@ async function dlqShow(args: CliArgs, { admin }: Connected): Promise<CliResult> 
     throw new CliUsageError('"outbox dlq show" takes exactly one message id.');
   }
   const m = await admin.get(id);
-  if (m === null) {
-    throw new OutboxError(`No message ${id} in the outbox table ${args.table}.`);
-  }
+  if (m === null) throw new OutboxError(CliMessages.messageNotFound(id, args.table));
   const fields: [string, string][] = [
     ['message id', m.messageId],
     ['id', m.id],
@@ -513,10 +519,12 @@ function attemptHistory(m: OutboxMessageDetail): string {
 async function dlqRetry(args: CliArgs, { admin }: Connected): Promise<CliResult> {
   const ids = messageIds(args);
   let report;
+  let missed: NotDeadLetter[] = [];
   if (ids.length > 0) {
     if (args.filtered || args.all) {
       throw new CliUsageError('Give message ids, or filters, or --all: not several.');
     }
+    missed = await notDeadLetters(admin, ids);
     report = await admin.retry(ids);
   } else if (args.all) {
     if (args.filtered) {
@@ -535,19 +543,56 @@ async function dlqRetry(args: CliArgs, { admin }: Connected): Promise<CliResult>
     report.resequenced === 0
       ? ''
       : ` (${report.resequenced} moved to the end of their key's queue, behind messages that went ahead)`;
+  return withMissed(
+    { text: `Retried ${plural(retried, 'dead letter')}${moved}.`, json: { retried, ...report } },
+    missed,
+    'retried',
+  );
+}
+
+interface NotDeadLetter {
+  readonly messageId: string;
+  /** Its status, or null when there is no such message. */
+  readonly status: string | null;
+}
+
+/**
+ * The ids named that are not dead letters, looked up before the retry or purge (which only
+ * count what they changed): each is reported as not found, with exit code 1.
+ */
+async function notDeadLetters(
+  admin: OutboxAdmin,
+  ids: readonly string[],
+): Promise<NotDeadLetter[]> {
+  const missed: NotDeadLetter[] = [];
+  for (const messageId of new Set(ids.map((id) => id.toLowerCase()))) {
+    const status = (await admin.get(messageId))?.status ?? null;
+    if (status !== 'dead') missed.push({ messageId, status });
+  }
+  return missed;
+}
+
+function withMissed(result: CliResult, missed: readonly NotDeadLetter[], done: string): CliResult {
+  if (missed.length === 0) return result;
   return {
-    text: `Retried ${plural(retried, 'dead letter')}${moved}.`,
-    json: { retried, ...report },
+    ...result,
+    json: { ...(result.json as object), notDeadLetters: missed },
+    problem: CliMessages.notDeadLetters(
+      done,
+      missed.map((m) => `${m.messageId} (${m.status ?? 'no such message'})`),
+    ),
   };
 }
 
 async function dlqPurge(args: CliArgs, { admin }: Connected): Promise<CliResult> {
   const ids = messageIds(args);
   let deleted: number;
+  let missed: NotDeadLetter[] = [];
   if (ids.length > 0) {
     if (args.filtered || args.all) {
       throw new CliUsageError('Give message ids, or filters, or --all --yes: not several.');
     }
+    missed = await notDeadLetters(admin, ids);
     deleted = await admin.purge(ids);
   } else if (args.filtered) {
     if (args.all)
@@ -567,7 +612,11 @@ async function dlqPurge(args: CliArgs, { admin }: Connected): Promise<CliResult>
       'Refusing to delete every dead letter without --yes. Narrow it with message ids or filters, or add --yes.',
     );
   }
-  return { text: `Deleted ${plural(deleted, 'dead letter')}.`, json: { deleted } };
+  return withMissed(
+    { text: `Deleted ${plural(deleted, 'dead letter')}.`, json: { deleted } },
+    missed,
+    'deleted',
+  );
 }
 
 async function stats({ admin, store }: Connected): Promise<CliResult> {
@@ -635,6 +684,10 @@ async function why(args: CliArgs, { admin }: Connected): Promise<CliResult> {
   }
   if (!UUID.test(id)) throw new CliUsageError(`"${id}" is not a message id (a UUID).`);
   const answer = await admin.why(id);
+  // Not found is a failure, as for every command that looks up one message by its id.
+  if (answer.state === 'unknown') {
+    throw new OutboxError(CliMessages.messageNotFound(id, args.table));
+  }
   return { text: `${answer.state}: ${answer.reason}`, json: answer };
 }
 
