@@ -511,6 +511,15 @@ for (const db of TEST_DATABASES) {
         tableExists: true,
         upToDate: true,
       });
+      if (db.name === 'sqlite') {
+        // Prisma's form of a SQLite URL, with one of its options.
+        const prismaUrl = `file:${url.slice('sqlite:'.length)}?connection_limit=1`;
+        const viaFile = await run(noTypeorm, ['schema', 'status', '--table', table, '--json'], {
+          DATABASE_URL: prismaUrl,
+        });
+        expect(viaFile).toMatchObject({ code: 0, stderr: '' });
+        expect(JSON.parse(viaFile.stdout)).toMatchObject({ tableExists: true, upToDate: true });
+      }
       const list = await cli(['dlq', 'list']);
       expect(list).toMatchObject({ code: 0, stderr: '' });
       expect(

@@ -21,7 +21,7 @@ export type CliDatabase =
   | { readonly dialect: 'sqlite'; readonly file: string };
 // No user:password example: the redactor would mask it in the message anyway.
 const SCHEMES =
-  'postgres://…, mysql://…, mariadb://…, sqlite:path/to/file.db, or a SQLite file path';
+  'postgres://…, mysql://…, mariadb://…, sqlite:path/to/file.db, file:path/to/file.db, or a SQLite file path';
 
 /**
  * The scheme of a URL, or null for a file path. A single letter before the colon is a Windows
@@ -35,8 +35,8 @@ function schemeOf(url: string): string | null {
 /** The dialect a DATABASE_URL names, without connecting; null when it names none we know. */
 export function dialectOfUrl(url: string): OutboxDialect | null {
   const scheme = schemeOf(url);
-  // A bare path names a SQLite file.
-  if (scheme === null) return 'sqlite';
+  // A bare path names a SQLite file, and so does `file:` (Prisma's SQLite URLs).
+  if (scheme === null || scheme === 'file') return 'sqlite';
   return (outboxDatabaseOfScheme(scheme)?.dialect as OutboxDialect | undefined) ?? null;
 }
 
@@ -70,8 +70,10 @@ export function databaseFromUrl(url: string | undefined): CliDatabase {
     );
   }
   if (dialect === 'sqlite') {
-    // sqlite:file.db, sqlite:///absolute/file.db, sqlite://file.db, or a plain path.
-    const path = scheme === null ? url : url.slice('sqlite:'.length).replace(/^\/\//, '');
+    // sqlite:file.db, sqlite:///absolute/file.db, sqlite://file.db, file:… alike, or a plain
+    // path. A `file:` URL may carry Prisma's options (?connection_limit=1): not part of the path.
+    const rest = scheme === null ? url : url.slice(scheme.length + 1).replace(/^\/\//, '');
+    const path = scheme === 'file' ? rest.replace(/\?.*$/, '') : rest;
     if (path === '' || path === ':memory:') {
       throw new CliUsageError(
         'DATABASE_URL names no SQLite file (an in-memory database has no outbox to manage).',
