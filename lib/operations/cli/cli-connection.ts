@@ -99,16 +99,7 @@ export async function openCliConnection(
         throw new OutboxError(CliMessages.sqliteFileMissing(db.file));
       }
       const Database = sqliteConstructor(await loadDriver(db.dialect));
-      let sqlite: InstanceType<BetterSqlite3Constructor>;
-      try {
-        sqlite = new Database(db.file, { fileMustExist: !createFile });
-        // As the app's dispatcher opens it: readers never wait for the writer.
-        sqlite.pragma('journal_mode = WAL');
-      } catch (error) {
-        throw new OutboxError(
-          CliMessages.cannotConnect(`the SQLite file ${db.file}`, describeError(error)),
-        );
-      }
+      const sqlite = openSqlite(Database, db.file, createFile);
       return {
         sql: betterSqlite3SqlPort(sqlite),
         close: () => {
@@ -117,6 +108,25 @@ export async function openCliConnection(
         },
       };
     }
+  }
+}
+
+function openSqlite(
+  Database: BetterSqlite3Constructor,
+  file: string,
+  createFile: boolean,
+): InstanceType<BetterSqlite3Constructor> {
+  let sqlite: InstanceType<BetterSqlite3Constructor> | undefined;
+  try {
+    sqlite = new Database(file, { fileMustExist: !createFile });
+    // As the app's dispatcher opens it: readers never wait for the writer.
+    sqlite.pragma('journal_mode = WAL');
+    return sqlite;
+  } catch (error) {
+    sqlite?.close();
+    throw new OutboxError(
+      CliMessages.cannotConnect(`the SQLite file ${file}`, describeError(error)),
+    );
   }
 }
 
