@@ -123,6 +123,30 @@ async function outboxJson<T = Record<string, unknown>>(
 
 const NO_STACK = /\n\s+at /;
 
+/**
+ * A `--require` preload under which these packages are not installed, as in an app that never
+ * added them (TypeORM for an app on Prisma or Drizzle). Node resolves every `require`, and the
+ * `import()` the compiled CLI turns into one, through `Module._resolveFilename`; failing there
+ * with MODULE_NOT_FOUND is what Node itself does for a package missing from node_modules, for
+ * the CLI and for anything it loads.
+ */
+function withoutPackages(names: readonly string[]): string {
+  const hook = join(built, `without-${names.join('-')}.js`);
+  writeFileSync(
+    hook,
+    `const Module = require('module');
+const hidden = ${JSON.stringify(names)};
+const resolve = Module._resolveFilename;
+Module._resolveFilename = function (request, ...rest) {
+  if (hidden.some((name) => request === name || request.startsWith(name + '/'))) {
+    throw Object.assign(new Error("Cannot find module '" + request + "'"), { code: 'MODULE_NOT_FOUND' });
+  }
+  return resolve.call(this, request, ...rest);
+};`,
+  );
+  return hook;
+}
+
 function urlFor(db: TestDatabase, ds: DataSource): string {
   switch (db.name) {
     case 'postgres': {
@@ -173,6 +197,7 @@ describe('outbox CLI without a database', () => {
     expect(help).toMatchObject({ code: 0, stderr: '' });
     expect(help.stdout).toContain('Usage: outbox <command>');
     expect(help.stdout).toContain('dlq purge <messageId…> | filters | --yes');
+    expect(help.stdout).toContain('Exit codes: 0 done; 1 failed, or a message id not found');
   });
 
   it('prints the DDL of every dialect, for the table and schema asked', async () => {
@@ -205,22 +230,13 @@ describe('outbox CLI without a database', () => {
     );
   });
 
-  it('prints the DDL without TypeORM installed, and a command that connects says to install it', async () => {
-    // As in an app on Prisma or Drizzle: require('typeorm') fails.
-    const hook = join(built, 'no-typeorm.js');
-    writeFileSync(
-      hook,
-      `const Module = require('module');
-const resolve = Module._resolveFilename;
-Module._resolveFilename = function (request, ...rest) {
-  if (request === 'typeorm' || request.startsWith('typeorm/')) {
-    throw Object.assign(new Error("Cannot find module '" + request + "'"), { code: 'MODULE_NOT_FOUND' });
-  }
-  return resolve.call(this, request, ...rest);
-};`,
-    );
+  it('prints the DDL without TypeORM installed, and a command whose driver is missing names the package to install', async () => {
     const main = join(built, 'operations/cli/main.js');
-    const printed = await run(['-r', hook, main], ['schema', 'print', '--dialect', 'mysql'], {});
+    const printed = await run(
+      ['-r', withoutPackages(['typeorm']), main],
+      ['schema', 'print', '--dialect', 'mysql'],
+      {},
+    );
     expect(printed.stderr).toBe('');
     expect(printed.code).toBe(0);
     expect(printed.stdout).toBe(
@@ -228,14 +244,20 @@ Module._resolveFilename = function (request, ...rest) {
         .map((s) => `${s};`)
         .join('\n\n')}\n`,
     );
-    const status = await run(['-r', hook, main], ['schema', 'status'], {
-      DATABASE_URL: 'postgres://postgres@127.0.0.1:5432/test',
-    });
-    expect(status.code).toBe(1);
-    expect(status.stderr).toMatch(
-      /through TypeORM, which is not installed: run "npm install --save-dev typeorm"/,
+    // An app on MySQL asked about PostgreSQL: the CLI connects through pg, which is not there.
+    const status = await run(
+      ['-r', withoutPackages(['typeorm', 'pg']), main],
+      ['schema', 'status'],
+      {
+        DATABASE_URL: 'postgres://postgres:Hunter2-Secret@127.0.0.1:5432/test',
+      },
     );
-    expect(status.stderr).not.toMatch(NO_STACK);
+    expect(status.code).toBe(1);
+    expect(status.stdout).toBe('');
+    expect(status.stderr).toMatch(
+      /^outbox: DATABASE_URL names a PostgreSQL database, .*node-postgres .*not installed.*"npm i pg"\); TypeORM is not needed\.\n$/,
+    );
+    expect(status.stderr).not.toContain('Hunter2-Secret');
   });
 
   it('refuses bad command lines with exit code 2 and a one-line reason', async () => {
@@ -473,6 +495,47 @@ for (const db of TEST_DATABASES) {
       });
     });
 
+    it('runs without TypeORM installed, on the driver DATABASE_URL names: schema status, dlq list and purge', async () => {
+      const [dead] = (await app.enqueue([msg('no-typeorm')])) as [string];
+      app.publisher.fail(dead, 'permanent', rejected('no typeorm here'));
+      await app.dispatcher.drain();
+      app.publisher.heal();
+      const noTypeorm = ['-r', withoutPackages(['typeorm']), join(built, 'operations/cli/main.js')];
+      const cli = (args: string[]) =>
+        run(noTypeorm, [...args, '--table', table, '--json'], { DATABASE_URL: url });
+
+      const status = await cli(['schema', 'status']);
+      expect(status).toMatchObject({ code: 0, stderr: '' });
+      expect(JSON.parse(status.stdout)).toMatchObject({
+        dialect: dialectOf[db.name],
+        tableExists: true,
+        upToDate: true,
+      });
+      if (db.name === 'sqlite') {
+        // Prisma's form of a SQLite URL, with one of its options.
+        const prismaUrl = `file:${url.slice('sqlite:'.length)}?connection_limit=1`;
+        const viaFile = await run(noTypeorm, ['schema', 'status', '--table', table, '--json'], {
+          DATABASE_URL: prismaUrl,
+        });
+        expect(viaFile).toMatchObject({ code: 0, stderr: '' });
+        expect(JSON.parse(viaFile.stdout)).toMatchObject({ tableExists: true, upToDate: true });
+      }
+      const list = await cli(['dlq', 'list']);
+      expect(list).toMatchObject({ code: 0, stderr: '' });
+      expect(
+        (JSON.parse(list.stdout) as { items: { messageId: string; lastError: string }[] }).items,
+      ).toEqual([
+        expect.objectContaining({
+          messageId: dead,
+          lastError: expect.stringContaining('no typeorm here') as unknown,
+        }),
+      ]);
+      const purged = await cli(['dlq', 'purge', dead]);
+      expect(purged).toMatchObject({ code: 0, stderr: '' });
+      expect(JSON.parse(purged.stdout)).toEqual({ deleted: 1 });
+      expect(await statusOf(dead)).toBeUndefined();
+    });
+
     let ids: Record<'a1' | 'a2' | 'b1' | 'b2' | 'bill1' | 'bill2' | 'ok', string>;
 
     it('dlq list and show: filters, pages and the full message', async () => {
@@ -575,8 +638,10 @@ for (const db of TEST_DATABASES) {
         url,
       );
       expect(missing).toMatchObject({ code: 1, stdout: '' });
-      expect(missing.stderr).toBe(
-        `outbox: No message 0190a4f1-0000-7000-8000-000000000000 in the outbox table ${table}.\n`,
+      expect(missing.stderr).toMatch(
+        new RegExp(
+          `^outbox: No message 0190a4f1-0000-7000-8000-000000000000 in the outbox table ${table}: never enqueued in it, or deleted since [^\\n]*\\n$`,
+        ),
       );
     });
 
@@ -708,7 +773,6 @@ for (const db of TEST_DATABASES) {
         reason: expect.stringMatching(/Due at .*why flaky/) as unknown,
       });
       expect(await why(d1)).toMatchObject({ state: 'delivered' });
-      expect(await why('0190a6b2-1c3d-7e4f-8a9b-0c1d2e3f4aff')).toMatchObject({ state: 'unknown' });
       const text = await outbox(['why', w2, '--table', table], url);
       expect(text.stdout).toMatch(new RegExp(`^parked: Parked behind ${w1} \\(dead\\)`));
 
@@ -744,6 +808,53 @@ for (const db of TEST_DATABASES) {
       await scope.ds.query(
         `DELETE FROM ${quoteTable(scope.ds, table)} WHERE message_id IN (${[1, 2, 3, 4].map(param).join(', ')})`,
         [w1, w2, r1, d1].map((id) => storedId(db.name, id)),
+      );
+    });
+
+    it('a message id that is not found fails with exit code 1 and says so on stderr: why, dlq show, retry and purge', async () => {
+      const unknown = '0190a6b2-1c3d-7e4f-8a9b-0c1d2e3f4aff';
+      const notFound = new RegExp(
+        `^outbox: No message ${unknown} in the outbox table ${table}: never enqueued in it, or deleted since .*\\n$`,
+      );
+      for (const command of [['why'], ['dlq', 'show']]) {
+        for (const json of [[], ['--json']]) {
+          const result = await outbox([...command, unknown, '--table', table, ...json], url);
+          expect(result).toMatchObject({ code: 1, stdout: '' });
+          expect(result.stderr).toMatch(notFound);
+        }
+      }
+
+      // Several ids: those that are dead letters are retried or purged, the others reported.
+      const [dead, other] = (await app.enqueue([msg('nf-dead'), msg('nf-other')])) as [
+        string,
+        string,
+      ];
+      app.publisher.fail(dead, 'permanent', rejected('not found test'));
+      await app.dispatcher.drain();
+      app.publisher.heal();
+      const retried = await outbox(['dlq', 'retry', dead, unknown, '--table', table], url);
+      expect(retried).toMatchObject({
+        code: 1,
+        stdout: 'Retried 1 dead letter.\n',
+        stderr: `outbox: Not dead letters, so not retried: ${unknown} (no such message).\n`,
+      });
+      expect(await statusOf(dead)).toBe('pending');
+      const purged = await outbox(['dlq', 'purge', other, '--table', table, '--json'], url);
+      expect(purged.code).toBe(1);
+      expect(JSON.parse(purged.stdout)).toEqual({
+        deleted: 0,
+        notDeadLetters: [{ messageId: other, status: 'delivered' }],
+      });
+      expect(purged.stderr).toBe(
+        `outbox: Not dead letters, so not deleted: ${other} (delivered).\n`,
+      );
+      expect(await statusOf(other)).toBe('delivered');
+
+      await app.dispatcher.drain();
+      const param = (i: number) => (db.name === 'postgres' ? `$${i}` : '?');
+      await scope.ds.query(
+        `DELETE FROM ${quoteTable(scope.ds, table)} WHERE message_id IN (${param(1)}, ${param(2)})`,
+        [dead, other].map((id) => storedId(db.name, id)),
       );
     });
 

@@ -54,8 +54,11 @@ Options:
   -h, --help                show this help
 
 The database comes from DATABASE_URL: postgres://user:password@host:5432/db,
-mysql://… or mariadb://…, sqlite:path/to/file.db, or a SQLite file path.
-Durations: 500ms, 30s, 5m, 1h, 7d. Exit codes: 0 done, 1 failed, 2 bad usage.
+mysql://… or mariadb://…, sqlite:path/to/file.db (or file:…), or a SQLite file path.
+Connects through the database's driver (pg, mysql2 or better-sqlite3), not TypeORM.
+Durations: 500ms, 30s, 5m, 1h, 7d.
+Exit codes: 0 done; 1 failed, or a message id not found (why, dlq show, dlq retry and
+dlq purge of ids that are not dead letters: the rest is done); 2 bad usage.
 `;
 
 const OPTIONS = {

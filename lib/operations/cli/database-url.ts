@@ -1,22 +1,27 @@
-import { existsSync } from 'node:fs';
-import type { DataSourceOptions } from 'typeorm';
 import type { OutboxDialect } from '../../store/schema/outbox-table-ddl';
 import { outboxDatabaseOfScheme } from '../../store/outbox-databases';
-import { OutboxError } from '../../errors/outbox.error';
 import { CliUsageError } from './cli-usage.error';
 
-/** What the CLI connects to, read from DATABASE_URL. */
-export interface CliDatabase {
-  readonly dialect: OutboxDialect;
-  /** A SQLite file, for messages; null for servers (their URL may hold a password). */
-  readonly file: string | null;
-  options(createFile: boolean): DataSourceOptions;
+/** A MySQL or MariaDB server, as mysql2's `createPool` takes it. */
+export interface CliMysqlServer {
+  readonly host: string;
+  readonly port: number;
+  readonly user: string;
+  readonly password: string;
+  readonly database: string;
 }
 
-const CONNECT_TIMEOUT_MS = 10_000;
+/**
+ * What the CLI connects to, read from DATABASE_URL. `file` is the SQLite file, for messages;
+ * null for servers, whose URL may hold a password and is never shown.
+ */
+export type CliDatabase =
+  | { readonly dialect: 'postgres'; readonly file: null; readonly url: string }
+  | { readonly dialect: 'mysql'; readonly file: null; readonly server: CliMysqlServer }
+  | { readonly dialect: 'sqlite'; readonly file: string };
 // No user:password example: the redactor would mask it in the message anyway.
 const SCHEMES =
-  'postgres://…, mysql://…, mariadb://…, sqlite:path/to/file.db, or a SQLite file path';
+  'postgres://…, mysql://…, mariadb://…, sqlite:path/to/file.db, file:path/to/file.db, or a SQLite file path';
 
 /**
  * The scheme of a URL, or null for a file path. A single letter before the colon is a Windows
@@ -30,8 +35,8 @@ function schemeOf(url: string): string | null {
 /** The dialect a DATABASE_URL names, without connecting; null when it names none we know. */
 export function dialectOfUrl(url: string): OutboxDialect | null {
   const scheme = schemeOf(url);
-  // A bare path names a SQLite file.
-  if (scheme === null) return 'sqlite';
+  // A bare path names a SQLite file, and so does `file:` (Prisma's SQLite URLs).
+  if (scheme === null || scheme === 'file') return 'sqlite';
   return (outboxDatabaseOfScheme(scheme)?.dialect as OutboxDialect | undefined) ?? null;
 }
 
@@ -65,45 +70,23 @@ export function databaseFromUrl(url: string | undefined): CliDatabase {
     );
   }
   if (dialect === 'sqlite') {
-    // sqlite:file.db, sqlite:///absolute/file.db, sqlite://file.db, or a plain path.
-    const path = scheme === null ? url : url.slice('sqlite:'.length).replace(/^\/\//, '');
+    // sqlite:file.db, sqlite:///absolute/file.db, sqlite://file.db, file:… alike, or a plain
+    // path. A `file:` URL may carry Prisma's options (?connection_limit=1): not part of the path.
+    const rest = scheme === null ? url : url.slice(scheme.length + 1).replace(/^\/\//, '');
+    const path = scheme === 'file' ? rest.replace(/\?.*$/, '') : rest;
     if (path === '' || path === ':memory:') {
       throw new CliUsageError(
         'DATABASE_URL names no SQLite file (an in-memory database has no outbox to manage).',
       );
     }
-    return {
-      dialect,
-      file: path,
-      options: (createFile) => {
-        if (!createFile && !existsSync(path)) {
-          throw new OutboxError(
-            `The SQLite database file ${path} does not exist (create it with "outbox schema migrate").`,
-          );
-        }
-        return { type: 'better-sqlite3', database: path, enableWAL: true, logging: false };
-      },
-    };
+    return { dialect, file: path };
   }
   const parsed = parseServerUrl(url);
   if (parsed.hostname === '' && dialect === 'mysql') {
     throw new CliUsageError('DATABASE_URL names no host.');
   }
-  if (dialect === 'postgres') {
-    // node-postgres reads the URL itself (sslmode, host=/socket/dir, options …).
-    return {
-      dialect,
-      file: null,
-      options: () => ({
-        type: 'postgres',
-        url,
-        connectTimeoutMS: CONNECT_TIMEOUT_MS,
-        applicationName: 'nestjs-outbox-cli',
-        poolSize: 2,
-        logging: false,
-      }),
-    };
-  }
+  // node-postgres reads the URL itself (sslmode, host=/socket/dir, options …).
+  if (dialect === 'postgres') return { dialect, file: null, url };
   const database = decode(parsed.pathname.replace(/^\//, ''), 'database name');
   if (database === '') {
     throw new CliUsageError(
@@ -113,16 +96,12 @@ export function databaseFromUrl(url: string | undefined): CliDatabase {
   return {
     dialect,
     file: null,
-    options: () => ({
-      type: scheme === 'mariadb' ? 'mariadb' : 'mysql',
+    server: {
       host: parsed.hostname,
       port: parsed.port === '' ? 3306 : Number(parsed.port),
-      username: decode(parsed.username, 'user name'),
+      user: decode(parsed.username, 'user name'),
       password: decode(parsed.password, 'password'),
       database,
-      connectTimeout: CONNECT_TIMEOUT_MS,
-      poolSize: 2,
-      logging: false,
-    }),
+    },
   };
 }

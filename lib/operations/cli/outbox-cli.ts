@@ -1,14 +1,14 @@
-import type { DataSource } from 'typeorm';
 import { OutboxAdmin } from '../admin/outbox.admin';
 import type { OutboxMessageDetail } from '../admin/outbox-admin.interfaces';
 import { OutboxError } from '../../errors/outbox.error';
 import { OutboxTableMissingError } from '../../errors/outbox-table-missing.error';
 import type { OutboxStore } from '../../store/ports/outbox-store.port';
 import { describeError, redactSecrets } from '../../internal/describe-error';
-import { typeormSqlPort } from '../../typeorm/typeorm.sql-port';
 import { createOutboxStore } from '../../store/create-outbox-store';
-import { ensureOutboxArchiveTable, ensureOutboxTable } from '../../typeorm/typeorm-tables';
+import type { SqlPort } from '../../store/ports/sql-port';
 import {
+  createOutboxArchiveTable,
+  createOutboxTable,
   outboxArchiveTableDdl,
   outboxDatabase,
   outboxDialectOf,
@@ -28,7 +28,9 @@ import { describeLayout } from '../../store/ports/outbox-partitions.port';
 import { parseCliArgs, USAGE, type CliArgs } from './cli-args';
 import { clip, formatDuration, plural, table } from './cli-output';
 import { CliUsageError } from './cli-usage.error';
+import { CliMessages } from './cli.messages';
 import { databaseFromUrl, dialectOfUrl, type CliDatabase } from './database-url';
+import { openCliConnection } from './cli-connection';
 
 /** Where the CLI writes; the process streams in `main.ts`, buffers in tests. */
 export interface CliIo {
@@ -43,6 +45,8 @@ interface CliResult {
   readonly exitCode?: number;
   /** The command printed its output itself (`stats --watch`). */
   readonly printed?: true;
+  /** What went wrong beside the output (ids that were not found): stderr, with exit code 1. */
+  readonly problem?: string;
 }
 
 interface Connected {
@@ -54,7 +58,8 @@ const CLEANUP_BATCH = 1_000;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/i;
 
 /**
- * Runs one `outbox` command line and resolves to its exit code: 0 done, 1 failed, 2 bad usage.
+ * Runs one `outbox` command line and resolves to its exit code: 0 done, 1 failed or not found
+ * (a message id that names no message, or no dead letter to retry or purge), 2 bad usage.
  * Never rejects, and never prints a stack trace or a credential: errors are one line on stderr.
  */
 export async function runOutboxCli(
@@ -71,6 +76,10 @@ export async function runOutboxCli(
     const result = await execute(args, env, io);
     if (result.printed !== true)
       io.stdout(args.json ? `${JSON.stringify(result.json, null, 2)}\n` : `${result.text}\n`);
+    if (result.problem !== undefined) {
+      io.stderr(`outbox: ${redactSecrets(result.problem)}\n`);
+      return 1;
+    }
     return result.exitCode ?? 0;
   } catch (error) {
     if (error instanceof CliUsageError) {
@@ -101,16 +110,16 @@ function execute(
     case 'partitions status':
     case 'partitions maintain': {
       const db = databaseFromUrl(env.DATABASE_URL);
-      return withDatabase(db, false, (dataSource) =>
+      return withDatabase(db, false, (sql) =>
         args.command === 'partitions status'
-          ? partitionsStatus(args, dataSource)
-          : partitionsMaintain(args, dataSource),
+          ? partitionsStatus(args, sql)
+          : partitionsMaintain(args, sql),
       );
     }
     default: {
       const db = databaseFromUrl(env.DATABASE_URL);
-      return withDatabase(db, false, (dataSource) =>
-        withStore(args, dataSource, (connected) => runCommand(args, connected, io)),
+      return withDatabase(db, false, (sql) =>
+        withStore(args, sql, (connected) => runCommand(args, connected, io)),
       );
     }
   }
@@ -183,28 +192,28 @@ async function schemaMigrate(args: CliArgs, db: CliDatabase): Promise<CliResult>
   if (args.binaryIds && outboxDatabase(db.dialect).convertMessageIds === undefined) {
     throw new CliUsageError(OutboxMessages.binaryIdsUnsupported(db.dialect));
   }
-  return withDatabase(db, true, async (dataSource) => {
+  return withDatabase(db, true, async (sql) => {
     const names = tableNamesFor(db.dialect, tableOptions(args));
     const exists = (table: string): Promise<boolean> =>
-      dataSource
+      sql
         .query(`SELECT 1 FROM ${table} WHERE 1 = 0`)
         .then(() => true)
         .catch(() => false);
     const existed = await exists(names.table);
-    const before = await outboxSchemaStatus(typeormSqlPort(dataSource), tableOptions(args));
+    const before = await outboxSchemaStatus(sql, tableOptions(args));
     const historyExisted = before.parts.some((p) => p.part === 'attempt-history' && p.present);
-    await ensureOutboxTable(dataSource, tableOptions(args));
+    await createOutboxTable(sql, tableOptions(args));
     const archiveExisted = args.archive && (await exists(names.archiveTable));
-    if (args.archive) await ensureOutboxArchiveTable(dataSource, tableOptions(args));
+    if (args.archive) await createOutboxArchiveTable(sql, tableOptions(args));
     // After the archive, so that one made now is converted with the rest.
     const conversion = args.binaryIds
-      ? await migrateOutboxToBinaryIds(typeormSqlPort(dataSource), {
+      ? await migrateOutboxToBinaryIds(sql, {
           tableName: args.table,
           ...(args.schema === null ? {} : { schema: args.schema }),
         })
       : null;
     // An existing table is left as it is: check that this version can use it.
-    await withStore(args, dataSource, () => Promise.resolve());
+    await withStore(args, sql, () => Promise.resolve());
     const added = before.parts
       .filter((p) => (p.step > 1 || existed) && !p.present)
       .map((p) =>
@@ -255,12 +264,12 @@ async function schemaMigrate(args: CliArgs, db: CliDatabase): Promise<CliResult>
 }
 
 async function schemaStatus(args: CliArgs, db: CliDatabase): Promise<CliResult> {
-  return withDatabase(db, false, async (dataSource) => {
-    const status = await outboxSchemaStatus(typeormSqlPort(dataSource), tableOptions(args));
+  return withDatabase(db, false, async (sql) => {
+    const status = await outboxSchemaStatus(sql, tableOptions(args));
     const names = tableNamesFor(db.dialect, tableOptions(args));
     const { table } = names;
     const layout = await outboxDatabase(db.dialect).partitioned?.layout(
-      (statement, params) => dataSource.query(statement, params),
+      async (statement, params) => (await sql.query(statement, params)).rows,
       names,
     );
     const upToDate = status.version === status.latest;
@@ -318,45 +327,22 @@ async function schemaStatus(args: CliArgs, db: CliDatabase): Promise<CliResult> 
   });
 }
 
-/**
- * TypeORM, which the commands that connect use, loaded only then: `schema print` needs no
- * database, and apps on Prisma, Drizzle or another library need not install TypeORM for it.
- */
-async function loadTypeorm(): Promise<typeof import('typeorm')> {
-  try {
-    return await import('typeorm');
-  } catch (error) {
-    const code = (error as { code?: unknown } | null)?.code;
-    if (code !== 'MODULE_NOT_FOUND' && code !== 'ERR_MODULE_NOT_FOUND') throw error;
-    throw new OutboxError(
-      'This outbox command connects to the database through TypeORM, which is not installed: run "npm install --save-dev typeorm" (with the driver: pg, mysql2 or better-sqlite3). "outbox schema print" needs neither.',
-    );
-  }
-}
-
 async function withDatabase<T>(
   db: CliDatabase,
   createFile: boolean,
-  work: (dataSource: DataSource) => Promise<T>,
+  work: (sql: SqlPort) => Promise<T>,
 ): Promise<T> {
-  const { DataSource } = await loadTypeorm();
-  const dataSource = new DataSource(db.options(createFile));
+  const connection = await openCliConnection(db, createFile);
   try {
-    await dataSource.initialize();
-  } catch (error) {
-    const where = db.file === null ? `the ${db.dialect} database` : `the SQLite file ${db.file}`;
-    throw new OutboxError(`Cannot connect to ${where}: ${describeError(error)}`);
-  }
-  try {
-    return await work(dataSource);
+    return await work(connection.sql);
   } finally {
-    await dataSource.destroy();
+    await connection.close();
   }
 }
 
 async function withStore<T>(
   args: CliArgs,
-  dataSource: DataSource,
+  sql: SqlPort,
   work: (connected: Connected) => Promise<T>,
 ): Promise<T> {
   // The table's layout is taken as it is (the CLI does not know the app's partitioning option).
@@ -366,7 +352,6 @@ async function withStore<T>(
     ordering: { enabled: true, onDeadLetter: args.onDeadLetter },
     cleaner: { archive: args.archive },
   };
-  const sql = typeormSqlPort(dataSource);
   let store: OutboxStore;
   try {
     // Workers off: the CLI never claims, and on SQLite opens its write connection only if asked.
@@ -479,9 +464,7 @@ async function dlqShow(args: CliArgs, { admin }: Connected): Promise<CliResult> 
     throw new CliUsageError('"outbox dlq show" takes exactly one message id.');
   }
   const m = await admin.get(id);
-  if (m === null) {
-    throw new OutboxError(`No message ${id} in the outbox table ${args.table}.`);
-  }
+  if (m === null) throw new OutboxError(CliMessages.messageNotFound(id, args.table));
   const fields: [string, string][] = [
     ['message id', m.messageId],
     ['id', m.id],
@@ -536,10 +519,12 @@ function attemptHistory(m: OutboxMessageDetail): string {
 async function dlqRetry(args: CliArgs, { admin }: Connected): Promise<CliResult> {
   const ids = messageIds(args);
   let report;
+  let missed: NotDeadLetter[] = [];
   if (ids.length > 0) {
     if (args.filtered || args.all) {
       throw new CliUsageError('Give message ids, or filters, or --all: not several.');
     }
+    missed = await notDeadLetters(admin, ids);
     report = await admin.retry(ids);
   } else if (args.all) {
     if (args.filtered) {
@@ -558,19 +543,56 @@ async function dlqRetry(args: CliArgs, { admin }: Connected): Promise<CliResult>
     report.resequenced === 0
       ? ''
       : ` (${report.resequenced} moved to the end of their key's queue, behind messages that went ahead)`;
+  return withMissed(
+    { text: `Retried ${plural(retried, 'dead letter')}${moved}.`, json: { retried, ...report } },
+    missed,
+    'retried',
+  );
+}
+
+interface NotDeadLetter {
+  readonly messageId: string;
+  /** Its status, or null when there is no such message. */
+  readonly status: string | null;
+}
+
+/**
+ * The ids named that are not dead letters, looked up before the retry or purge (which only
+ * count what they changed): each is reported as not found, with exit code 1.
+ */
+async function notDeadLetters(
+  admin: OutboxAdmin,
+  ids: readonly string[],
+): Promise<NotDeadLetter[]> {
+  const missed: NotDeadLetter[] = [];
+  for (const messageId of new Set(ids.map((id) => id.toLowerCase()))) {
+    const status = (await admin.get(messageId))?.status ?? null;
+    if (status !== 'dead') missed.push({ messageId, status });
+  }
+  return missed;
+}
+
+function withMissed(result: CliResult, missed: readonly NotDeadLetter[], done: string): CliResult {
+  if (missed.length === 0) return result;
   return {
-    text: `Retried ${plural(retried, 'dead letter')}${moved}.`,
-    json: { retried, ...report },
+    ...result,
+    json: { ...(result.json as object), notDeadLetters: missed },
+    problem: CliMessages.notDeadLetters(
+      done,
+      missed.map((m) => `${m.messageId} (${m.status ?? 'no such message'})`),
+    ),
   };
 }
 
 async function dlqPurge(args: CliArgs, { admin }: Connected): Promise<CliResult> {
   const ids = messageIds(args);
   let deleted: number;
+  let missed: NotDeadLetter[] = [];
   if (ids.length > 0) {
     if (args.filtered || args.all) {
       throw new CliUsageError('Give message ids, or filters, or --all --yes: not several.');
     }
+    missed = await notDeadLetters(admin, ids);
     deleted = await admin.purge(ids);
   } else if (args.filtered) {
     if (args.all)
@@ -590,7 +612,11 @@ async function dlqPurge(args: CliArgs, { admin }: Connected): Promise<CliResult>
       'Refusing to delete every dead letter without --yes. Narrow it with message ids or filters, or add --yes.',
     );
   }
-  return { text: `Deleted ${plural(deleted, 'dead letter')}.`, json: { deleted } };
+  return withMissed(
+    { text: `Deleted ${plural(deleted, 'dead letter')}.`, json: { deleted } },
+    missed,
+    'deleted',
+  );
 }
 
 async function stats({ admin, store }: Connected): Promise<CliResult> {
@@ -658,6 +684,10 @@ async function why(args: CliArgs, { admin }: Connected): Promise<CliResult> {
   }
   if (!UUID.test(id)) throw new CliUsageError(`"${id}" is not a message id (a UUID).`);
   const answer = await admin.why(id);
+  // Not found is a failure, as for every command that looks up one message by its id.
+  if (answer.state === 'unknown') {
+    throw new OutboxError(CliMessages.messageNotFound(id, args.table));
+  }
   return { text: `${answer.state}: ${answer.reason}`, json: answer };
 }
 
@@ -731,8 +761,8 @@ function partitionPolicy(args: CliArgs): OutboxPartitionPolicy {
   };
 }
 
-function partitionsOf(args: CliArgs, dataSource: DataSource) {
-  return outboxPartitions(typeormSqlPort(dataSource), {
+function partitionsOf(args: CliArgs, sql: SqlPort) {
+  return outboxPartitions(sql, {
     tableName: args.table,
     schema: args.schema,
   });
@@ -749,9 +779,9 @@ function bytes(n: number): string {
   return `${unit === 0 ? value : value.toFixed(1)} ${units[unit] ?? ''}`;
 }
 
-async function partitionsStatus(args: CliArgs, dataSource: DataSource): Promise<CliResult> {
+async function partitionsStatus(args: CliArgs, sql: SqlPort): Promise<CliResult> {
   // Rows by status read every partition in full: an operator's question, not the maintainer's.
-  const status = await partitionsOf(args, dataSource).status(partitionPolicy(args), true);
+  const status = await partitionsOf(args, sql).status(partitionPolicy(args), true);
   if (status.layout.kind !== 'partitioned') {
     throw new OutboxError(describeLayout(status.table, status.layout));
   }
@@ -791,13 +821,13 @@ async function partitionsStatus(args: CliArgs, dataSource: DataSource): Promise<
   };
 }
 
-async function partitionsMaintain(args: CliArgs, dataSource: DataSource): Promise<CliResult> {
+async function partitionsMaintain(args: CliArgs, sql: SqlPort): Promise<CliResult> {
   if (!args.dryRun) refuseDeadRetentionWithoutYes(args);
-  const report = await partitionsOf(args, dataSource).maintain(partitionPolicy(args), args.dryRun);
+  const report = await partitionsOf(args, sql).maintain(partitionPolicy(args), args.dryRun);
   const promoted =
     report.dryRun || report.dropped.length === 0
       ? 0
-      : await withStore(args, dataSource, ({ store }) => promoteAfterDrop(store, report));
+      : await withStore(args, sql, ({ store }) => promoteAfterDrop(store, report));
   const would = args.dryRun ? 'Would ' : '';
   const lines =
     report.skipped !== null
