@@ -27,8 +27,7 @@ import type {
 } from '../store/outbox-store.port';
 import { describeError } from '../internal/describe-error';
 import { claimWindowAfter, IN_FLIGHT_GRACE_MS } from '../store/claim-window';
-import { OUTBOX_OPTIONS, OUTBOX_STORE, outboxTimerName } from '../outbox.constants';
-import { OutboxService } from '../outbox.service';
+import { OUTBOX_COMMITS, OUTBOX_OPTIONS, OUTBOX_STORE, outboxTimerName } from '../outbox.constants';
 import type { ResolvedOutboxOptions } from '../options/resolve-outbox-options';
 import {
   batchReport,
@@ -42,6 +41,7 @@ import {
   type SettleResult,
   type Verdict,
 } from './batch-outcome';
+import type { CommitWatcher } from './commit-watcher';
 import { DatabaseWatchdog, watchdogMarginMs } from './database-watchdog';
 import { IntervalRunner } from './interval-runner';
 import { keyRounds, recordRound } from './key-runs';
@@ -204,7 +204,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     @Inject(OUTBOX_STORE) private readonly store: OutboxStore,
     // The app's, when it imported ScheduleModule.forRoot(); the outbox never imports one.
     @Optional() @Inject(SchedulerRegistry) registry: SchedulerRegistry | undefined,
-    private readonly service: OutboxService,
+    @Inject(OUTBOX_COMMITS) private readonly commits: CommitWatcher<unknown>,
   ) {
     if (options.publisher === undefined) throw new Error('OutboxDispatcher needs a publisher');
     this.publisher = options.publisher;
@@ -237,7 +237,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     this.started = true;
     this.startupCheck ??= this.checkPublisher();
     this.runner.start(this.options.dispatcher.pollIntervalMs);
-    this.service.commits.attach(() => this.wake());
+    this.commits.attach(() => this.wake());
     if (
       this.options.dispatcher.listen &&
       this.store.listen !== undefined &&
@@ -311,7 +311,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     this.runner.stop();
     clearTimeout(this.retryTimer);
     this.retryTimer = undefined;
-    this.service.commits.detach();
+    this.commits.detach();
     const unlisten = this.unlisten;
     this.unlisten = undefined;
     await unlisten?.().catch(() => undefined);
