@@ -7,7 +7,7 @@ import {
   type OnApplicationBootstrap,
 } from '@nestjs/common';
 import { SchedulerRegistry } from '@nestjs/schedule';
-import { randomBytes, randomUUID } from 'node:crypto';
+import { randomUUID } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import { OutboxDatabaseTimeoutError } from '../errors/outbox-database-timeout.error';
 import { PublishTimeoutError } from '../errors/publish-timeout.error';
@@ -46,7 +46,11 @@ import { DatabaseWatchdog, watchdogMarginMs } from './database-watchdog';
 import { IntervalRunner } from './interval-runner';
 import { keyRounds, recordRound } from './key-runs';
 import { LostClaims } from './lost-claims';
+import { OutagePause } from './outage-pause';
+import { OutageProbe } from './outage-probe';
 import { pausedPast } from './process-pause';
+import { sleep, within } from './sleep';
+import { DispatcherLog } from './dispatcher-log';
 import { isUnusableHandle } from './unusable-handle';
 
 /** Settle retries back off from this, doubling, up to `SETTLE_MAX_BACKOFF_MS`. */
@@ -122,13 +126,6 @@ interface InFlightBatch {
   done: boolean;
 }
 
-/** A timer that, when `unref`, does not keep a stopping process alive. */
-const sleep = (ms: number, unref = false): Promise<void> =>
-  new Promise((resolve) => {
-    const timer = setTimeout(resolve, ms);
-    if (unref) timer.unref();
-  });
-
 /** Whether `batch` settles within `ms` (false at once without a batch). */
 async function settledWithin(batch: Promise<unknown> | undefined, ms: number): Promise<boolean> {
   if (batch === undefined) return false;
@@ -151,6 +148,10 @@ async function settledWithin(batch: Promise<unknown> | undefined, ms: number): P
 @Injectable()
 export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicationShutdown {
   private readonly logger = new Logger(OutboxDispatcher.name);
+  /** Every line of this dispatcher, naming its run. */
+  private readonly log: DispatcherLog;
+  private readonly outage: OutagePause;
+  private readonly probe: OutageProbe;
   private readonly runner: IntervalRunner<number>;
   private readonly watchdog: DatabaseWatchdog;
   /** The longest one database call may take before the watchdog gives up on it. */
@@ -161,16 +162,9 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
   private started = false;
   private runStartedAt: number | undefined;
   private lastRunFinishedAt: number | undefined;
-  private pausedUntil = 0;
-  private outagePauseMs = 0;
-  private probing = false;
   /** The start's question to the publisher (see checkPublisher), and how to cut it short. */
   private startupCheck:
     { readonly done: Promise<void>; readonly abort: AbortController } | undefined;
-  /** When the current outage began (wall clock), or undefined outside one. */
-  private outageSince: number | undefined;
-  /** Tells this process's dispatcher apart in logs, across instances and restarts. */
-  private readonly runId = randomBytes(4).toString('hex');
   private readonly lostClaims = new LostClaims();
   /** A wake-up asked for the next drain (not only the timer): it claims without asking first. */
   private woken = false;
@@ -211,13 +205,29 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     // A little past the server's own statement timeout, which should fire first.
     this.dbCallMs =
       options.dispatcher.dbTimeoutMs + watchdogMarginMs(options.dispatcher.dbTimeoutMs);
-    this.watchdog = new DatabaseWatchdog(this.dbCallMs, this.logger);
+    this.log = new DispatcherLog(this.logger, options.name);
+    this.watchdog = new DatabaseWatchdog(this.dbCallMs, this.log);
     this.observer = options.observer;
     this.runner = new IntervalRunner(
       outboxTimerName(options.name, 'dispatcher'),
       registry,
-      this.logger,
+      this.log,
       () => this.timedDrain(),
+    );
+    const { pollIntervalMs, maxOutagePauseMs, publishTimeoutMs } = options.dispatcher;
+    this.outage = new OutagePause(pollIntervalMs, maxOutagePauseMs, this.log);
+    const publisher = this.publisher;
+    this.probe = new OutageProbe(
+      this.outage,
+      {
+        ping: publisher.ping?.bind(publisher),
+        stopping: () => this.stopping,
+        wake: () => this.wake(),
+        releasedDueAt: () => this.releasedDueAt,
+      },
+      publishTimeoutMs,
+      OUTAGE_PROBE_INTERVAL_MS,
+      this.log,
     );
   }
 
@@ -230,8 +240,8 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     this.stopping = false;
     const { dispatcher, ordering, instanceId } = this.options;
     if (!this.started) {
-      this.logger.log(
-        `Dispatcher started (${this.runLabel()}): batchSize ${dispatcher.batchSize}, batchesInFlight ${dispatcher.batchesInFlight}, leaseMs ${dispatcher.leaseMs}, pollIntervalMs ${dispatcher.pollIntervalMs}, ordering ${ordering.enabled ? `on (dead letters ${ordering.onDeadLetter}, runs of up to ${ordering.maxRun})` : 'off'}, instance ${instanceId}`,
+      this.log.log(
+        `Dispatcher started (${this.log.label}): batchSize ${dispatcher.batchSize}, batchesInFlight ${dispatcher.batchesInFlight}, leaseMs ${dispatcher.leaseMs}, pollIntervalMs ${dispatcher.pollIntervalMs}, ordering ${ordering.enabled ? `on (dead letters ${ordering.onDeadLetter}, runs of up to ${ordering.maxRun})` : 'off'}, instance ${instanceId}`,
       );
     }
     this.started = true;
@@ -246,7 +256,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
       try {
         this.unlisten = await this.store.listen(() => this.wake());
       } catch (error) {
-        this.logger.warn(`LISTEN unavailable, polling only: ${describeError(error)}`);
+        this.log.warn(`LISTEN unavailable, polling only: ${describeError(error)}`);
       }
     }
     this.wake();
@@ -300,7 +310,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
       runningForMs: this.runStartedAt === undefined ? null : now - this.runStartedAt,
       lastRunFinishedAt:
         this.lastRunFinishedAt === undefined ? null : new Date(this.lastRunFinishedAt),
-      pausedUntil: this.pausedUntil > now ? new Date(this.pausedUntil) : null,
+      pausedUntil: this.outage.paused ? new Date(this.outage.pausedUntil) : null,
       stalledDatabaseCall: this.watchdog.stalled ?? null,
     };
   }
@@ -331,11 +341,9 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     }
     await this.publisher
       .close?.()
-      .catch((error: unknown) =>
-        this.logger.warn(`Publisher close failed: ${describeError(error)}`),
-      );
-    this.logger.log(
-      `Dispatcher stopped (${this.runLabel()})${finished === 'timeout' ? `: in-flight publishes did not finish within shutdownTimeoutMs (${this.options.dispatcher.shutdownTimeoutMs} ms) and were released` : ''}`,
+      .catch((error: unknown) => this.log.warn(`Publisher close failed: ${describeError(error)}`));
+    this.log.log(
+      `Dispatcher stopped (${this.log.label})${finished === 'timeout' ? `: in-flight publishes did not finish within shutdownTimeoutMs (${this.options.dispatcher.shutdownTimeoutMs} ms) and were released` : ''}`,
     );
   }
 
@@ -356,19 +364,12 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
       .then(() => ping(abort.signal))
       .catch((error: unknown) => {
         if (this.stopping) return;
-        this.logger.warn(
-          `The publisher cannot reach its broker at startup (${this.runLabel()}): ${describeError(error)}; messages wait in the outbox and are published once it can`,
+        this.log.warn(
+          `The publisher cannot reach its broker at startup (${this.log.label}): ${describeError(error)}; messages wait in the outbox and are published once it can`,
         );
       })
       .finally(() => clearTimeout(timer));
     return { done, abort };
-  }
-
-  /** Names this dispatcher in its lifecycle logs: one run id per process start. */
-  private runLabel(): string {
-    // With several outbox instances in one app, their lines are told apart by name.
-    const name = this.options.name === 'default' ? '' : `outbox '${this.options.name}', `;
-    return `${name}run ${this.runId}`;
   }
 
   private async timedDrain(): Promise<number> {
@@ -401,7 +402,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
       this.woken = false;
       while (!this.stopping) {
         this.runner.clearRequest();
-        if (Date.now() < this.pausedUntil) break;
+        if (this.outage.paused) break;
         if (ask && !(await this.anythingDue())) break;
         ask = false;
         const started = performance.now();
@@ -534,7 +535,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
 
   /** One claim, then parking of the followers it found queued behind their key's head. */
   private async claim(): Promise<ClaimResult> {
-    if (this.stopping || Date.now() < this.pausedUntil) return 'idle';
+    if (this.stopping || this.outage.paused) return 'idle';
     const { dispatcher } = this.options;
     if (this.lostClaims.size > 0 && !(await this.releaseLostClaims())) return 'idle';
     const claimStarted = performance.now();
@@ -567,13 +568,13 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
       // can fail it (the server ends a transaction left idle too long) with nothing wrong.
       const paused = pausedPast(claimStarted + this.dbCallMs);
       if (paused > 0) {
-        this.logger.warn(
-          `This process was paused for at least ${paused} ms (its event loop did not run: a long GC, SIGSTOP, a debugger, or blocking code) during a claim, which failed meanwhile: ${describeError(error)}. Not a database outage: claiming again at the next poll (${this.runLabel()})`,
+        this.log.warn(
+          `This process was paused for at least ${paused} ms (its event loop did not run: a long GC, SIGSTOP, a debugger, or blocking code) during a claim, which failed meanwhile: ${describeError(error)}. Not a database outage: claiming again at the next poll (${this.log.label})`,
         );
         return 'idle';
       }
       if (isUnusableHandle(error)) {
-        this.logger.error(
+        this.log.error(
           `Claim failed on a transaction or connection that had already ended, a fault of the SQL port rather than an outage (claims not paused): ${describeError(error)}`,
         );
       } else this.pause(error, 'claim failed (database unavailable?)');
@@ -588,7 +589,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
         parked = await this.watchdog.run('park', () => this.store.park(claimed.blockedKeys));
       } catch (error) {
         // Parking only keeps claims cheap; the next claim finds those rows again.
-        this.logger.warn(`Parking queued messages failed: ${describeError(error)}`);
+        this.log.warn(`Parking queued messages failed: ${describeError(error)}`);
       }
     }
     // An empty claim says nothing about the broker: the outage backoff only resets when a
@@ -609,8 +610,8 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
         this.watchdog.run('release of a lost claim', () => this.store.releaseClaim(token)),
       );
       if (released > 0) {
-        this.logger.warn(
-          `A claim committed while its answer was lost (a database connection failed); released its ${released} message(s) unpublished, their attempt given back (${this.runLabel()})`,
+        this.log.warn(
+          `A claim committed while its answer was lost (a database connection failed); released its ${released} message(s) unpublished, their attempt given back (${this.log.label})`,
         );
       }
       return true;
@@ -625,11 +626,11 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     if (records.length === 0) return;
     this.store.settle(token, releaseSettlement(records), false).then(
       (released) =>
-        this.logger.warn(
+        this.log.warn(
           `A claim answered after it was given up on; released its ${released} message(s) unpublished`,
         ),
       (error: unknown) =>
-        this.logger.warn(
+        this.log.warn(
           `Releasing the messages of a late claim failed; they return when their lease expires: ${describeError(error)}`,
         ),
     );
@@ -651,7 +652,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     const { retry, ordering } = this.options;
     const plan = planBatch(records, retry.maxAttempts, performance.now(), publishBy);
     if (plan.skip?.kind === 'lapsed') {
-      this.logger.warn(
+      this.log.warn(
         `A claimed batch of ${records.length} message(s) reached its lease deadline before publishing (was the process paused?); releasing it unpublished`,
       );
     }
@@ -662,7 +663,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
       result,
       retry,
       deadAdvancesKey: !ordering.queue.deadBlocksKey,
-      outagePauseMs: this.outagePauseMs,
+      outagePauseMs: this.outage.currentPauseMs,
       probeEveryMs: this.publisher.ping === undefined ? undefined : OUTAGE_PROBE_INTERVAL_MS,
     });
     for (const error of hookErrors) this.hookThrew(error);
@@ -670,11 +671,11 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     const settled = await this.settle(token, settlement, leaseEnd);
     const report = batchReport(records.length, settlement, settled, performance.now() - started);
     if (report.fenced > 0) {
-      this.logger.warn(
+      this.log.warn(
         `${report.fenced} message(s) of a batch were taken over by another dispatcher after this one's lease expired; their outcome here was discarded`,
       );
     }
-    this.logger.debug(
+    this.log.debug(
       `Batch: claimed ${report.claimed}, published ${report.published}, retried ${report.retried}, dead ${report.deadLettered}, released ${report.released}, fenced ${report.fenced} in ${Math.round(report.durationMs)} ms`,
     );
     this.notify(records, verdicts, report, answeredAfterClaimMs);
@@ -747,7 +748,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
         // through it): nothing more goes out.
         if (pastPublishDeadline(signal)) break;
         // A round that paused claims (every message timed out) ends the batch too.
-        if (Date.now() < this.pausedUntil) break;
+        if (this.outage.paused) break;
       }
       return { kind: 'outcomes', outcomes };
     } finally {
@@ -784,7 +785,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
           Math.min(ABORT_ANSWER_GRACE_MS, Math.floor(publishBy - performance.now())),
         );
         // A rejection (an abort's) says nothing about the messages: as no answer.
-        const late = await this.within(publishing, graceMs);
+        const late = await within(publishing, graceMs);
         attempt =
           late === undefined || this.shutdown.signal.aborted
             ? { kind: 'timed-out', error }
@@ -820,17 +821,17 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
           changed = await this.watchdog.run('settle', () => call, { evenWhileStalled: true });
         } catch (error) {
           if (!(error instanceof OutboxDatabaseTimeoutError)) throw error;
-          const late = await this.within(call, leaseEnd + this.dbCallMs - performance.now());
+          const late = await within(call, leaseEnd + this.dbCallMs - performance.now());
           if (late === undefined) throw error;
           changed = late.value;
         }
-        if (attempt > 1) this.logger.log(`A batch's outcome was recorded on try ${attempt}`);
+        if (attempt > 1) this.log.log(`A batch's outcome was recorded on try ${attempt}`);
         // After a failed try, fewer changed rows may mean that try committed after all.
         return { kind: 'settled', changed, sole: attempt === 1 };
       } catch (error) {
         // At shutdown, or when the next try could not land within the lease, give up.
         if (this.shutdown.signal.aborted || performance.now() + backoff >= leaseEnd) {
-          this.logger.error(
+          this.log.error(
             `Recording a batch's outcome failed ${attempt} time(s) until its lease ended; unless a late try landed, its messages will be claimed and published again: ${describeError(error)}`,
           );
           return { kind: 'unsettled' };
@@ -841,26 +842,6 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     }
   }
 
-  /** The promise's value if it resolves within `ms`; undefined if not (or if it rejects). */
-  private async within<T>(promise: Promise<T>, ms: number): Promise<{ value: T } | undefined> {
-    if (ms <= 0) return undefined;
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<undefined>((resolve) => {
-      timer = setTimeout(() => resolve(undefined), ms);
-    });
-    try {
-      return await Promise.race([
-        promise.then(
-          (value) => ({ value }),
-          () => undefined,
-        ),
-        timeout,
-      ]);
-    } finally {
-      clearTimeout(timer);
-    }
-  }
-
   /**
    * Applies what a publish means for claiming, before the batch is judged (as the pause's
    * observer hook has always run before `retryIf`).
@@ -868,10 +849,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
   private react({ result, reaction }: PublishReading): PublishResult {
     if (reaction.kind === 'pause') {
       this.pause(reaction.error, reaction.what, reaction.counted, reaction.probe);
-    } else {
-      this.outagePauseMs = 0;
-      this.outageEnded('a publish went through');
-    }
+    } else this.outage.publishWentThrough();
     return result;
   }
 
@@ -881,18 +859,10 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
    * lease (another dispatcher may hold it by now). What may have been sent keeps its outcome.
    */
   private afterPause(result: PublishResult, pausedMs: number): PublishResult {
-    this.logger.warn(
-      `This process was paused for at least ${pausedMs} ms (its event loop did not run: a long GC, SIGSTOP, a debugger, or blocking code) while a batch was publishing; its publish deadline passed meanwhile, so what it had not sent goes back unpublished. Not a broker failure: claims go on (${this.runLabel()})`,
+    this.log.warn(
+      `This process was paused for at least ${pausedMs} ms (its event loop did not run: a long GC, SIGSTOP, a debugger, or blocking code) while a batch was publishing; its publish deadline passed meanwhile, so what it had not sent goes back unpublished. Not a broker failure: claims go on (${this.log.label})`,
     );
     return result.kind === 'outage' ? { kind: 'lapsed' } : result;
-  }
-
-  /** Logs the end of an outage once, with how long it lasted. */
-  private outageEnded(how: string): void {
-    if (this.outageSince === undefined) return;
-    const lasted = Date.now() - this.outageSince;
-    this.outageSince = undefined;
-    this.logger.log(`Outage over after ${lasted} ms (${this.runLabel()}): ${how}; claiming again`);
   }
 
   private pause(
@@ -901,62 +871,9 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     counted = 'no attempt counted',
     brokerOutage = false,
   ): void {
-    const base = this.options.dispatcher.pollIntervalMs;
-    this.outagePauseMs = Math.min(
-      this.options.dispatcher.maxOutagePauseMs,
-      this.outagePauseMs === 0 ? base : this.outagePauseMs * 2,
-    );
-    this.pausedUntil = Date.now() + this.outagePauseMs;
-    // Once per outage at warn level; its later, longer pauses at debug.
-    const message = `${what}: ${describeError(error)}; pausing claims for ${this.outagePauseMs} ms (${counted})`;
-    if (this.outageSince === undefined) {
-      this.outageSince = Date.now();
-      this.logger.warn(`Outage begun (${this.runLabel()}): ${message}`);
-    } else this.logger.debug(message);
-    const pauseMs = this.outagePauseMs;
+    const pauseMs = this.outage.pause(error, what, counted);
     this.safely(() => this.observer.onOutage?.(error, pauseMs), undefined);
-    if (brokerOutage) this.probeBroker();
-  }
-
-  /**
-   * While claims are paused by a broker outage, asks the publisher (`ping()`, where it has
-   * one) every `OUTAGE_PROBE_INTERVAL_MS`, one probe at a time, and resumes as soon as the
-   * broker answers: the pause may have grown long, the return should not wait for it.
-   */
-  private probeBroker(): void {
-    const ping = this.publisher.ping?.bind(this.publisher);
-    if (ping === undefined || this.probing) return;
-    this.probing = true;
-    const probe = async (): Promise<void> => {
-      while (!this.stopping && Date.now() < this.pausedUntil) {
-        await sleep(OUTAGE_PROBE_INTERVAL_MS, true);
-        if (this.stopping || Date.now() >= this.pausedUntil) return;
-        const controller = new AbortController();
-        const timer = setTimeout(
-          () => controller.abort(new PublishTimeoutError(this.options.dispatcher.publishTimeoutMs)),
-          this.options.dispatcher.publishTimeoutMs,
-        );
-        try {
-          await ping(controller.signal);
-          this.outageEnded('the broker answered a probe');
-          this.pausedUntil = 0;
-          this.wake();
-          // The batch the outage handed back becomes due a moment later: look again then.
-          const dueIn = this.releasedDueAt - Date.now();
-          if (dueIn > 0) setTimeout(() => this.wake(), dueIn + 10).unref();
-          return;
-        } catch {
-          // Still down: keep waiting, quietly (the pause was logged once).
-        } finally {
-          clearTimeout(timer);
-        }
-      }
-    };
-    probe()
-      .catch((error: unknown) => this.logger.warn(`Broker probe failed: ${describeError(error)}`))
-      .finally(() => {
-        this.probing = false;
-      });
+    if (brokerOutage) this.probe.start();
   }
 
   private notify(
@@ -982,7 +899,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
           undefined,
         );
       else if (verdict?.kind === 'dead') {
-        this.logger.warn(
+        this.log.warn(
           `Message ${record.messageId} (${record.type} to ${record.topic}) dead-lettered after ${record.attempts} attempt(s): ${describeError(verdict.error)}`,
         );
         this.safely(() => this.observer.onDeadLetter?.(record, verdict.error), undefined);
@@ -1004,6 +921,6 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
   }
 
   private hookThrew(error: unknown): void {
-    this.logger.error(`An outbox hook threw: ${describeError(error)}`);
+    this.log.error(`An outbox hook threw: ${describeError(error)}`);
   }
 }
