@@ -11,7 +11,6 @@ import { randomUUID } from 'node:crypto';
 import { setMaxListeners } from 'node:events';
 import { OutboxDatabaseTimeoutError } from '../errors/outbox-database-timeout.error';
 import { PublishTimeoutError } from '../errors/publish-timeout.error';
-import { PublisherUnavailableError } from '../errors/publisher-unavailable.error';
 import type {
   OutboxBatchReport,
   OutboxObserver,
@@ -49,6 +48,8 @@ import { LostClaims } from './lost-claims';
 import { OutagePause } from './outage-pause';
 import { OutageProbe } from './outage-probe';
 import { pausedPast } from './process-pause';
+import { DispatcherShutdown } from './dispatcher-shutdown';
+import { StartupCheck } from './startup-check';
 import { sleep, within } from './sleep';
 import { DispatcherLog } from './dispatcher-log';
 import { isUnusableHandle } from './unusable-handle';
@@ -158,13 +159,11 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
   private readonly dbCallMs: number;
   private readonly publisher: OutboxPublisher;
   private readonly observer: OutboxObserver;
-  private stopping = false;
-  private started = false;
+  private readonly lifecycle = new DispatcherShutdown();
   private runStartedAt: number | undefined;
   private lastRunFinishedAt: number | undefined;
-  /** The start's question to the publisher (see checkPublisher), and how to cut it short. */
-  private startupCheck:
-    { readonly done: Promise<void>; readonly abort: AbortController } | undefined;
+  /** The start's question to the publisher, answered in the background. */
+  private startupCheck: StartupCheck | undefined;
   private readonly lostClaims = new LostClaims();
   /** A wake-up asked for the next drain (not only the timer): it claims without asking first. */
   private woken = false;
@@ -190,8 +189,6 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
   /** When the rows the last outage handed back become due again (wall clock). */
   private releasedDueAt = 0;
   private unlisten: (() => Promise<void>) | undefined;
-  /** Aborted when shutdown gives up waiting for in-flight publishes. */
-  private readonly shutdown = new AbortController();
 
   constructor(
     @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
@@ -221,7 +218,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
       this.outage,
       {
         ping: publisher.ping?.bind(publisher),
-        stopping: () => this.stopping,
+        stopping: () => this.lifecycle.stopping,
         wake: () => this.wake(),
         releasedDueAt: () => this.releasedDueAt,
       },
@@ -237,15 +234,18 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
 
   /** Starts polling, wake-ups and the commit nudge (done at bootstrap unless `autoStart: false`). */
   async start(): Promise<void> {
-    this.stopping = false;
     const { dispatcher, ordering, instanceId } = this.options;
-    if (!this.started) {
+    if (this.lifecycle.start()) {
       this.log.log(
         `Dispatcher started (${this.log.label}): batchSize ${dispatcher.batchSize}, batchesInFlight ${dispatcher.batchesInFlight}, leaseMs ${dispatcher.leaseMs}, pollIntervalMs ${dispatcher.pollIntervalMs}, ordering ${ordering.enabled ? `on (dead letters ${ordering.onDeadLetter}, runs of up to ${ordering.maxRun})` : 'off'}, instance ${instanceId}`,
       );
     }
-    this.started = true;
-    this.startupCheck ??= this.checkPublisher();
+    this.startupCheck ??= new StartupCheck(
+      this.publisher,
+      dispatcher.publishTimeoutMs,
+      () => this.lifecycle.stopping,
+      this.log,
+    );
     this.runner.start(this.options.dispatcher.pollIntervalMs);
     this.commits.attach(() => this.wake());
     if (
@@ -269,7 +269,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
    * a dispatcher running on its own: one driven by `drain()` or `runOnce()` is the caller's.
    */
   private retryAfterOthers(): void {
-    if (!this.started || this.retryTimer !== undefined) return;
+    if (!this.lifecycle.running || this.retryTimer !== undefined) return;
     this.inFlightRetryMs = Math.min(
       this.options.dispatcher.pollIntervalMs,
       this.inFlightRetryMs === 0 ? IN_FLIGHT_RETRY_MS : this.inFlightRetryMs * 2,
@@ -283,7 +283,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
 
   /** Asks for a drain as soon as possible; coalesces with a drain already running. */
   wake(): void {
-    if (this.stopping) return;
+    if (this.lifecycle.stopping) return;
     this.woken = true;
     this.runner.request();
     this.onWake?.();
@@ -306,7 +306,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
   status(): OutboxDispatcherStatus {
     const now = Date.now();
     return {
-      started: this.started,
+      started: this.lifecycle.running,
       runningForMs: this.runStartedAt === undefined ? null : now - this.runStartedAt,
       lastRunFinishedAt:
         this.lastRunFinishedAt === undefined ? null : new Date(this.lastRunFinishedAt),
@@ -316,8 +316,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
   }
 
   async beforeApplicationShutdown(): Promise<void> {
-    this.stopping = true;
-    this.started = false;
+    this.lifecycle.beginStop();
     this.runner.stop();
     clearTimeout(this.retryTimer);
     this.retryTimer = undefined;
@@ -325,51 +324,17 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     const unlisten = this.unlisten;
     this.unlisten = undefined;
     await unlisten?.().catch(() => undefined);
-    this.startupCheck?.abort.abort(new PublisherUnavailableError('dispatcher shutting down'));
-    await this.startupCheck?.done;
-    // A cleared timer: a pending one would keep the process alive for the whole timeout after close().
-    let timer: NodeJS.Timeout | undefined;
-    const deadline = new Promise<'timeout'>((resolve) => {
-      timer = setTimeout(() => resolve('timeout'), this.options.dispatcher.shutdownTimeoutMs);
-    });
-    const finished = await Promise.race([this.runner.idle().then(() => 'idle' as const), deadline]);
-    clearTimeout(timer);
-    if (finished === 'timeout') {
-      // In-flight publishes get an abort; their batch then releases its leases (see batch()).
-      this.shutdown.abort(new PublisherUnavailableError('dispatcher shutting down'));
-      await this.runner.idle();
-    }
+    await this.startupCheck?.cancel();
+    const finished = await this.lifecycle.finishStop(
+      () => this.runner.idle(),
+      this.options.dispatcher.shutdownTimeoutMs,
+    );
     await this.publisher
       .close?.()
       .catch((error: unknown) => this.log.warn(`Publisher close failed: ${describeError(error)}`));
     this.log.log(
       `Dispatcher stopped (${this.log.label})${finished === 'timeout' ? `: in-flight publishes did not finish within shutdownTimeoutMs (${this.options.dispatcher.shutdownTimeoutMs} ms) and were released` : ''}`,
     );
-  }
-
-  /**
-   * Asks the publisher once, in the background, whether its broker can be reached, so that a
-   * wrong URL or refused credentials show in the startup log instead of at the first message.
-   * It never fails or holds up the start: the outbox is there for a broker that is down, and
-   * messages wait for it.
-   */
-  private checkPublisher(): { readonly done: Promise<void>; readonly abort: AbortController } {
-    const abort = new AbortController();
-    const ping = this.publisher.ping?.bind(this.publisher);
-    if (ping === undefined) return { done: Promise.resolve(), abort };
-    const timeoutMs = this.options.dispatcher.publishTimeoutMs;
-    const timer = setTimeout(() => abort.abort(new PublishTimeoutError(timeoutMs)), timeoutMs);
-    timer.unref();
-    const done = Promise.resolve()
-      .then(() => ping(abort.signal))
-      .catch((error: unknown) => {
-        if (this.stopping) return;
-        this.log.warn(
-          `The publisher cannot reach its broker at startup (${this.log.label}): ${describeError(error)}; messages wait in the outbox and are published once it can`,
-        );
-      })
-      .finally(() => clearTimeout(timer));
-    return { done, abort };
   }
 
   private async timedDrain(): Promise<number> {
@@ -400,7 +365,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
       // a timer's poll asks first whether anything is due.
       let ask = !this.woken;
       this.woken = false;
-      while (!this.stopping) {
+      while (!this.lifecycle.stopping) {
         this.runner.clearRequest();
         if (this.outage.paused) break;
         if (ask && !(await this.anythingDue())) break;
@@ -492,7 +457,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
   /** Whether a wake-up came (during the last claim, or now) before `batch` settled. */
   private async wokenBefore(batch: Promise<unknown> | undefined): Promise<boolean> {
     if (this.runner.requested) return true;
-    if (batch === undefined || this.stopping) return false;
+    if (batch === undefined || this.lifecycle.stopping) return false;
     const woken = new Promise<true>((resolve) => {
       this.onWake = () => resolve(true);
     });
@@ -535,7 +500,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
 
   /** One claim, then parking of the followers it found queued behind their key's head. */
   private async claim(): Promise<ClaimResult> {
-    if (this.stopping || this.outage.paused) return 'idle';
+    if (this.lifecycle.stopping || this.outage.paused) return 'idle';
     const { dispatcher } = this.options;
     if (this.lostClaims.size > 0 && !(await this.releaseLostClaims())) return 'idle';
     const claimStarted = performance.now();
@@ -709,8 +674,8 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     setPublishDeadline(controller, deadlineAt, () => new PublishTimeoutError(timeoutMs));
     // Publishers may watch the signal once per message; that is no listener leak.
     setMaxListeners(records.length + 10, signal);
-    const onShutdown = (): void => controller.abort(this.shutdown.signal.reason);
-    this.shutdown.signal.addEventListener('abort', onShutdown, { once: true });
+    const onShutdown = (): void => controller.abort(this.lifecycle.signal.reason);
+    this.lifecycle.signal.addEventListener('abort', onShutdown, { once: true });
     let timer: NodeJS.Timeout | undefined;
     const deadline = new Promise<'timeout'>((resolve) => {
       timer = setTimeout(() => resolve('timeout'), timeoutMs);
@@ -753,7 +718,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
       return { kind: 'outcomes', outcomes };
     } finally {
       clearTimeout(timer);
-      this.shutdown.signal.removeEventListener('abort', onShutdown);
+      this.lifecycle.signal.removeEventListener('abort', onShutdown);
     }
   }
 
@@ -774,7 +739,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
       let attempt: PublishAttempt;
       let paused = 0;
       if (answer === 'timeout') {
-        if (this.shutdown.signal.aborted) return { kind: 'shutdown' };
+        if (this.lifecycle.signal.aborted) return { kind: 'shutdown' };
         paused = pausedPast(deadlineAt);
         const error = new PublishTimeoutError(timeoutMs);
         controller.abort(error);
@@ -787,14 +752,14 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
         // A rejection (an abort's) says nothing about the messages: as no answer.
         const late = await within(publishing, graceMs);
         attempt =
-          late === undefined || this.shutdown.signal.aborted
+          late === undefined || this.lifecycle.signal.aborted
             ? { kind: 'timed-out', error }
             : { kind: 'timed-out', error, late: late.value };
       } else attempt = { kind: 'returned', outcomes: answer };
       const reading = readPublish(attempt, records.length);
       return paused > 0 ? this.afterPause(reading.result, paused) : this.react(reading);
     } catch (error) {
-      if (this.shutdown.signal.aborted) return { kind: 'shutdown' };
+      if (this.lifecycle.signal.aborted) return { kind: 'shutdown' };
       return this.react(readPublish({ kind: 'threw', error }, records.length));
     }
   }
@@ -830,7 +795,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
         return { kind: 'settled', changed, sole: attempt === 1 };
       } catch (error) {
         // At shutdown, or when the next try could not land within the lease, give up.
-        if (this.shutdown.signal.aborted || performance.now() + backoff >= leaseEnd) {
+        if (this.lifecycle.signal.aborted || performance.now() + backoff >= leaseEnd) {
           this.log.error(
             `Recording a batch's outcome failed ${attempt} time(s) until its lease ended; unless a late try landed, its messages will be claimed and published again: ${describeError(error)}`,
           );
