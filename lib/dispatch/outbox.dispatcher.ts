@@ -8,22 +8,13 @@ import {
 } from '@nestjs/common';
 import { SchedulerRegistry } from '@nestjs/schedule';
 import { randomUUID } from 'node:crypto';
-import { setMaxListeners } from 'node:events';
-import { OutboxDatabaseTimeoutError } from '../errors/outbox-database-timeout.error';
-import { PublishTimeoutError } from '../errors/publish-timeout.error';
 import type {
   OutboxBatchReport,
   OutboxObserver,
   OutboxPublishedRecord,
 } from '../observers/outbox-observer.interface';
-import type { OutboxPublisher, PublishOutcome } from '../publishers/outbox-publisher.interface';
-import { pastPublishDeadline, setPublishDeadline } from '../publishers/publish-deadline';
-import type {
-  ClaimedBatch,
-  ClaimedRecord,
-  OutboxStore,
-  Settlement,
-} from '../store/outbox-store.port';
+import type { OutboxPublisher } from '../publishers/outbox-publisher.interface';
+import type { ClaimedBatch, ClaimedRecord, OutboxStore } from '../store/outbox-store.port';
 import { describeError } from '../internal/describe-error';
 import { claimWindowAfter, IN_FLIGHT_GRACE_MS } from '../store/claim-window';
 import { OUTBOX_COMMITS, OUTBOX_OPTIONS, OUTBOX_STORE, outboxTimerName } from '../outbox.constants';
@@ -32,41 +23,27 @@ import {
   batchReport,
   judgeBatch,
   planBatch,
-  readPublish,
   releaseSettlement,
-  type PublishAttempt,
-  type PublishReading,
-  type PublishResult,
-  type SettleResult,
   type Verdict,
 } from './batch-outcome';
 import type { CommitWatcher } from './commit-watcher';
 import { DatabaseWatchdog, watchdogMarginMs } from './database-watchdog';
 import { IntervalRunner } from './interval-runner';
-import { keyRounds, recordRound } from './key-runs';
 import { LostClaims } from './lost-claims';
 import { OutagePause } from './outage-pause';
 import { OutageProbe } from './outage-probe';
 import { pausedPast } from './process-pause';
 import { DispatcherShutdown } from './dispatcher-shutdown';
 import { StartupCheck } from './startup-check';
-import { sleep, within } from './sleep';
+import { BatchPublish } from './batch-publish';
+import { SettleRetry } from './settle-retry';
 import { DispatcherLog } from './dispatcher-log';
 import { isUnusableHandle } from './unusable-handle';
 
-/** Settle retries back off from this, doubling, up to `SETTLE_MAX_BACKOFF_MS`. */
-const SETTLE_FIRST_BACKOFF_MS = 100;
-const SETTLE_MAX_BACKOFF_MS = 1_000;
 /** How often a paused dispatcher asks the publisher whether the broker is back. */
 const OUTAGE_PROBE_INTERVAL_MS = 500;
 /** First wait after a claim held back only by other dispatchers' batches (doubles, see retryAfterOthers). */
 const IN_FLIGHT_RETRY_MS = 50;
-/**
- * How long a publish aborted by the dispatcher's deadline may take to answer the abort, within
- * what the lease leaves for publishing: a publisher that honours the signal answers at once,
- * saying which messages the broker confirmed and which it never wrote.
- */
-const ABORT_ANSWER_GRACE_MS = 250;
 const EMPTY_REPORT: OutboxBatchReport = Object.freeze({
   claimed: 0,
   published: 0,
@@ -111,16 +88,6 @@ export interface OutboxDispatcherStatus {
  */
 const PUBLISH_HOLD_MAX_MS = 5;
 
-/** A publish's deadlines, on the monotonic clock but for `timeoutMs`. */
-interface PublishDeadlines {
-  /** How long the publish may take (the publish timeout, cut short by the lease). */
-  readonly timeoutMs: number;
-  /** When the publish deadline passes. */
-  readonly deadlineAt: number;
-  /** The latest a late answer may still be read: the lease must leave time to settle. */
-  readonly publishBy: number;
-}
-
 /** A batch the drain loop has handed to `deliver`; `done` once its report is in. */
 interface InFlightBatch {
   readonly report: Promise<OutboxBatchReport>;
@@ -153,6 +120,8 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
   private readonly log: DispatcherLog;
   private readonly outage: OutagePause;
   private readonly probe: OutageProbe;
+  private readonly publishing: BatchPublish;
+  private readonly settling: SettleRetry;
   private readonly runner: IntervalRunner<number>;
   private readonly watchdog: DatabaseWatchdog;
   /** The longest one database call may take before the watchdog gives up on it. */
@@ -224,6 +193,22 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
       },
       publishTimeoutMs,
       OUTAGE_PROBE_INTERVAL_MS,
+      this.log,
+    );
+    this.publishing = new BatchPublish(
+      publisher,
+      publishTimeoutMs,
+      this.lifecycle.signal,
+      this.outage,
+      (error, what, counted, probe) => this.pause(error, what, counted, probe),
+      this.log,
+    );
+    this.settling = new SettleRetry(
+      store,
+      this.watchdog,
+      this.dbCallMs,
+      options.cleaner.deliveredRetentionMs === 0,
+      this.lifecycle.signal,
       this.log,
     );
   }
@@ -621,7 +606,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
         `A claimed batch of ${records.length} message(s) reached its lease deadline before publishing (was the process paused?); releasing it unpublished`,
       );
     }
-    const result = plan.skip ?? (await this.publish(plan.fresh, plan.held, publishBy));
+    const result = plan.skip ?? (await this.publishing.publish(plan.fresh, plan.held, publishBy));
     const answeredAfterClaimMs = performance.now() - claimedAt;
     const { verdicts, settlement, releaseDelayMs, hookErrors } = judgeBatch({
       records,
@@ -633,7 +618,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     });
     for (const error of hookErrors) this.hookThrew(error);
     if (result.kind === 'outage') this.releasedDueAt = Date.now() + releaseDelayMs;
-    const settled = await this.settle(token, settlement, leaseEnd);
+    const settled = await this.settling.settle(token, settlement, leaseEnd);
     const report = batchReport(records.length, settlement, settled, performance.now() - started);
     if (report.fenced > 0) {
       this.log.warn(
@@ -645,189 +630,6 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     );
     this.notify(records, verdicts, report, answeredAfterClaimMs);
     return report;
-  }
-
-  /**
-   * Publishes under one deadline and says what the broker side came to. A batch holding runs
-   * (several messages of a key) goes out in rounds (see keyRounds): a key's next message waits
-   * for the broker's answer to the one before, and a key whose message failed sends no more.
-   * `held` records (behind an exhausted one of their key) are not sent.
-   */
-  private async publish(
-    records: readonly ClaimedRecord[],
-    held: ReadonlySet<string>,
-    publishBy: number,
-  ): Promise<PublishResult> {
-    // The publish timeout, cut short by the lease: in-flight publishes are aborted when the
-    // lease deadline passes, whichever comes first.
-    const timeoutMs = Math.max(
-      0,
-      Math.min(this.options.dispatcher.publishTimeoutMs, Math.floor(publishBy - performance.now())),
-    );
-    // One controller per batch, aborted by its own deadline or by shutdown. (Not AbortSignal.any:
-    // a listener per batch on the long-lived shutdown signal must be removed, not accumulated.)
-    const controller = new AbortController();
-    const { signal } = controller;
-    // Read on the clock before every send (pastPublishDeadline): the timer below cannot fire
-    // while the process is paused, and what runs first on waking must not send.
-    const deadlineAt = performance.now() + timeoutMs;
-    setPublishDeadline(controller, deadlineAt, () => new PublishTimeoutError(timeoutMs));
-    // Publishers may watch the signal once per message; that is no listener leak.
-    setMaxListeners(records.length + 10, signal);
-    const onShutdown = (): void => controller.abort(this.lifecycle.signal.reason);
-    this.lifecycle.signal.addEventListener('abort', onShutdown, { once: true });
-    let timer: NodeJS.Timeout | undefined;
-    const deadline = new Promise<'timeout'>((resolve) => {
-      timer = setTimeout(() => resolve('timeout'), timeoutMs);
-      signal.addEventListener('abort', () => resolve('timeout'), { once: true });
-    });
-    const send = (batch: readonly ClaimedRecord[]): Promise<PublishResult> =>
-      this.publishRound(batch, controller, deadline, { timeoutMs, deadlineAt, publishBy });
-    try {
-      const rounds = keyRounds(records);
-      if (rounds.length === 1 && held.size === 0) return await send(records);
-      const outcomes: (PublishOutcome | undefined)[] = records.map(() => undefined);
-      const stopped = new Set<string>();
-      for (const [place, round] of rounds.entries()) {
-        const sendable = round.filter((i) => {
-          const record = records[i];
-          return record !== undefined && !held.has(record.id) && !stopped.has(record.key ?? '');
-        });
-        if (sendable.length === 0) break;
-        const result = await send(sendable.flatMap((i) => records[i] ?? []));
-        // Nothing was acknowledged before the first round: after an outage or a shutdown the
-        // batch fares as one publish (all of it goes back). Not after a timeout: that counts an
-        // attempt for what the round sent only, since the rest of each run and the held records
-        // never reached the broker (charged with the head's timeout, a run went dead with it).
-        if (place === 0 && result.kind !== 'outcomes' && result.kind !== 'timeout') return result;
-        if (result.kind === 'timeout') {
-          for (const i of sendable) outcomes[i] = { ok: false, error: result.error };
-        }
-        // After an outage, a shutdown or a timeout, what the earlier rounds delivered stays
-        // delivered, and every later message goes back unpublished (no outcome).
-        if (result.kind !== 'outcomes') break;
-        for (const key of recordRound(records, sendable, result.outcomes, outcomes)) {
-          stopped.add(key);
-        }
-        // The deadline passed (the publisher answered the abort, or the process was paused
-        // through it): nothing more goes out.
-        if (pastPublishDeadline(signal)) break;
-        // A round that paused claims (every message timed out) ends the batch too.
-        if (this.outage.paused) break;
-      }
-      return { kind: 'outcomes', outcomes };
-    } finally {
-      clearTimeout(timer);
-      this.lifecycle.signal.removeEventListener('abort', onShutdown);
-    }
-  }
-
-  /**
-   * One publish call, raced against the batch's deadline. Past the deadline the call is aborted,
-   * and its answer to the abort is still read if it comes within ABORT_ANSWER_GRACE_MS and
-   * before `publishBy` (the lease must leave time to settle), or at once when already past it.
-   */
-  private async publishRound(
-    records: readonly ClaimedRecord[],
-    controller: AbortController,
-    deadline: Promise<'timeout'>,
-    { timeoutMs, deadlineAt, publishBy }: PublishDeadlines,
-  ): Promise<PublishResult> {
-    try {
-      const publishing = this.publisher.publish(records, controller.signal);
-      const answer = await Promise.race([publishing, deadline]);
-      let attempt: PublishAttempt;
-      let paused = 0;
-      if (answer === 'timeout') {
-        if (this.lifecycle.signal.aborted) return { kind: 'shutdown' };
-        paused = pausedPast(deadlineAt);
-        const error = new PublishTimeoutError(timeoutMs);
-        controller.abort(error);
-        // At least a moment, even past publishBy: a publisher that found the deadline passed
-        // on waking from a pause answers at once, saying which messages it never sent.
-        const graceMs = Math.max(
-          1,
-          Math.min(ABORT_ANSWER_GRACE_MS, Math.floor(publishBy - performance.now())),
-        );
-        // A rejection (an abort's) says nothing about the messages: as no answer.
-        const late = await within(publishing, graceMs);
-        attempt =
-          late === undefined || this.lifecycle.signal.aborted
-            ? { kind: 'timed-out', error }
-            : { kind: 'timed-out', error, late: late.value };
-      } else attempt = { kind: 'returned', outcomes: answer };
-      const reading = readPublish(attempt, records.length);
-      return paused > 0 ? this.afterPause(reading.result, paused) : this.react(reading);
-    } catch (error) {
-      if (this.lifecycle.signal.aborted) return { kind: 'shutdown' };
-      return this.react(readPublish({ kind: 'threw', error }, records.length));
-    }
-  }
-
-  /**
-   * Settles, retrying until the lease ends: the broker has these messages, and an outcome not
-   * recorded means publishing them again. Settles run even while an earlier database call is
-   * stalled (another batch's outcome must not wait behind it). A call the watchdog gives up on
-   * (e.g. waiting behind the application's pool) is not repeated but still awaited, until one
-   * database call past the lease end: it is first in line and may yet land, and its answer says
-   * exactly how many rows were still this dispatcher's.
-   */
-  private async settle(
-    token: string,
-    settlement: Settlement,
-    leaseEnd: number,
-  ): Promise<SettleResult> {
-    const deleteDelivered = this.options.cleaner.deliveredRetentionMs === 0;
-    for (let attempt = 1, backoff = SETTLE_FIRST_BACKOFF_MS; ; attempt++) {
-      const call = this.store.settle(token, settlement, deleteDelivered);
-      try {
-        let changed: number;
-        try {
-          changed = await this.watchdog.run('settle', () => call, { evenWhileStalled: true });
-        } catch (error) {
-          if (!(error instanceof OutboxDatabaseTimeoutError)) throw error;
-          const late = await within(call, leaseEnd + this.dbCallMs - performance.now());
-          if (late === undefined) throw error;
-          changed = late.value;
-        }
-        if (attempt > 1) this.log.log(`A batch's outcome was recorded on try ${attempt}`);
-        // After a failed try, fewer changed rows may mean that try committed after all.
-        return { kind: 'settled', changed, sole: attempt === 1 };
-      } catch (error) {
-        // At shutdown, or when the next try could not land within the lease, give up.
-        if (this.lifecycle.signal.aborted || performance.now() + backoff >= leaseEnd) {
-          this.log.error(
-            `Recording a batch's outcome failed ${attempt} time(s) until its lease ended; unless a late try landed, its messages will be claimed and published again: ${describeError(error)}`,
-          );
-          return { kind: 'unsettled' };
-        }
-        await sleep(backoff);
-        backoff = Math.min(SETTLE_MAX_BACKOFF_MS, backoff * 2);
-      }
-    }
-  }
-
-  /**
-   * Applies what a publish means for claiming, before the batch is judged (as the pause's
-   * observer hook has always run before `retryIf`).
-   */
-  private react({ result, reaction }: PublishReading): PublishResult {
-    if (reaction.kind === 'pause') {
-      this.pause(reaction.error, reaction.what, reaction.counted, reaction.probe);
-    } else this.outage.publishWentThrough();
-    return result;
-  }
-
-  /**
-   * A publish whose deadline passed while this process was paused says nothing about the
-   * broker: no outage is begun or ended, and what was never sent goes back as after a lapsed
-   * lease (another dispatcher may hold it by now). What may have been sent keeps its outcome.
-   */
-  private afterPause(result: PublishResult, pausedMs: number): PublishResult {
-    this.log.warn(
-      `This process was paused for at least ${pausedMs} ms (its event loop did not run: a long GC, SIGSTOP, a debugger, or blocking code) while a batch was publishing; its publish deadline passed meanwhile, so what it had not sent goes back unpublished. Not a broker failure: claims go on (${this.log.label})`,
-    );
-    return result.kind === 'outage' ? { kind: 'lapsed' } : result;
   }
 
   private pause(
