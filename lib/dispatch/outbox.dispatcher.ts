@@ -7,38 +7,29 @@ import {
   type OnApplicationBootstrap,
 } from '@nestjs/common';
 import { SchedulerRegistry } from '@nestjs/schedule';
-import { randomUUID } from 'node:crypto';
 import type {
   OutboxBatchReport,
   OutboxObserver,
   OutboxPublishedRecord,
 } from '../observers/outbox-observer.interface';
 import type { OutboxPublisher } from '../publishers/outbox-publisher.interface';
-import type { ClaimedBatch, ClaimedRecord, OutboxStore } from '../store/outbox-store.port';
+import type { ClaimedRecord, OutboxStore } from '../store/outbox-store.port';
 import { describeError } from '../internal/describe-error';
-import { claimWindowAfter, IN_FLIGHT_GRACE_MS } from '../store/claim-window';
+import { IN_FLIGHT_GRACE_MS } from '../store/claim-window';
 import { OUTBOX_COMMITS, OUTBOX_OPTIONS, OUTBOX_STORE, outboxTimerName } from '../outbox.constants';
 import type { ResolvedOutboxOptions } from '../options/resolve-outbox-options';
-import {
-  batchReport,
-  judgeBatch,
-  planBatch,
-  releaseSettlement,
-  type Verdict,
-} from './batch-outcome';
+import { batchReport, judgeBatch, planBatch, type Verdict } from './batch-outcome';
 import type { CommitWatcher } from './commit-watcher';
 import { DatabaseWatchdog, watchdogMarginMs } from './database-watchdog';
 import { IntervalRunner } from './interval-runner';
-import { LostClaims } from './lost-claims';
 import { OutagePause } from './outage-pause';
 import { OutageProbe } from './outage-probe';
-import { pausedPast } from './process-pause';
 import { DispatcherShutdown } from './dispatcher-shutdown';
 import { StartupCheck } from './startup-check';
 import { BatchPublish } from './batch-publish';
 import { SettleRetry } from './settle-retry';
+import { Claimer, type LeasedBatch } from './claimer';
 import { DispatcherLog } from './dispatcher-log';
-import { isUnusableHandle } from './unusable-handle';
 
 /** How often a paused dispatcher asks the publisher whether the broker is back. */
 const OUTAGE_PROBE_INTERVAL_MS = 500;
@@ -53,19 +44,6 @@ const EMPTY_REPORT: OutboxBatchReport = Object.freeze({
   fenced: 0,
   durationMs: 0,
 });
-
-/**
- * A claimed batch with its lease end on this process's monotonic clock: the claim started
- * before the database wrote the lease, so this end is never later than the lease's own.
- */
-interface LeasedBatch extends ClaimedBatch {
-  /** When the claim started, on the same clock: a message's latency counts from its age then. */
-  readonly claimedAt: number;
-  readonly leaseEnd: number;
-}
-
-/** A claim's result: a batch, nothing due, or only parked followers (look again at once). */
-type ClaimResult = LeasedBatch | 'idle' | 'parked' | 'in-flight';
 
 /** What the dispatcher is doing, for health checks. */
 export interface OutboxDispatcherStatus {
@@ -122,6 +100,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
   private readonly probe: OutageProbe;
   private readonly publishing: BatchPublish;
   private readonly settling: SettleRetry;
+  private readonly claimer: Claimer;
   private readonly runner: IntervalRunner<number>;
   private readonly watchdog: DatabaseWatchdog;
   /** The longest one database call may take before the watchdog gives up on it. */
@@ -133,26 +112,12 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
   private lastRunFinishedAt: number | undefined;
   /** The start's question to the publisher, answered in the background. */
   private startupCheck: StartupCheck | undefined;
-  private readonly lostClaims = new LostClaims();
   /** A wake-up asked for the next drain (not only the timer): it claims without asking first. */
   private woken = false;
   /** Set while a drain waits on a batch in flight that a wake-up should cut short. */
   private onWake: (() => void) | undefined;
   private retryTimer: NodeJS.Timeout | undefined;
   private inFlightRetryMs = 0;
-  /**
-   * Whether the last claim leased less than a full batch. The next claim then does not take a
-   * turn among other dispatchers' claims (ClaimOptions.likelyFew): over a backlog of few keys,
-   * claims that split the keys a settle freed each took a turn in front of the dispatcher
-   * whose batches held them (bench P6 over 1 000 keys).
-   */
-  private lastClaimShort = false;
-  /**
-   * Whether the last claim held rows of its window back (keys in flight or blocked, rows another
-   * claim held) or failed: the next claim then reads the wider window (`claimWindowAfter`), to
-   * find the heads behind those rows. The first claim does too.
-   */
-  private lastClaimHeldBack = true;
   /** Lets the batch claimed last start publishing (see `holdPublish`); a no-op when none waits. */
   private releasePublish: () => void = () => undefined;
   /** When the rows the last outage handed back become due again (wall clock). */
@@ -211,6 +176,12 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
       this.lifecycle.signal,
       this.log,
     );
+    this.claimer = new Claimer(options, store, this.watchdog, this.dbCallMs, this.log, {
+      holdsOff: () => this.lifecycle.stopping || this.outage.paused,
+      pause: (error, what) => this.pause(error, what),
+      likelyFew: () => this.inFlightRetryMs > 0,
+      sent: () => this.releasePublish(),
+    });
   }
 
   async onApplicationBootstrap(): Promise<void> {
@@ -353,10 +324,10 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
       while (!this.lifecycle.stopping) {
         this.runner.clearRequest();
         if (this.outage.paused) break;
-        if (ask && !(await this.anythingDue())) break;
+        if (ask && !(await this.claimer.anythingDue())) break;
         ask = false;
         const started = performance.now();
-        const claimed = await this.claim();
+        const claimed = await this.claimer.claim();
         this.releasePublish();
         if (claimed === 'parked') continue;
         if (claimed === 'in-flight' && inFlight.length === 0) {
@@ -461,129 +432,10 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
 
   private async batch(): Promise<OutboxBatchReport> {
     const started = performance.now();
-    let claimed = await this.claim();
+    let claimed = await this.claimer.claim();
     // A claim that only parked followers freed its window; the next one finds what is due.
-    for (let i = 0; claimed === 'parked' && i < 100; i++) claimed = await this.claim();
+    for (let i = 0; claimed === 'parked' && i < 100; i++) claimed = await this.claimer.claim();
     return typeof claimed === 'string' ? EMPTY_REPORT : this.deliver(claimed, started);
-  }
-
-  /**
-   * Whether a timer's drain should claim at all: one cheap read where the store offers it, so
-   * that the polls of an idle dispatcher cost one statement each, not a claim's transaction
-   * (bench P8).
-   * A failed read answers yes: the claim then meets the outage and pauses as it does.
-   */
-  private async anythingDue(): Promise<boolean> {
-    if (this.store.hasDue === undefined) return true;
-    const hasDue = this.store.hasDue.bind(this.store);
-    try {
-      return await this.watchdog.run('due', hasDue);
-    } catch {
-      return true;
-    }
-  }
-
-  /** One claim, then parking of the followers it found queued behind their key's head. */
-  private async claim(): Promise<ClaimResult> {
-    if (this.lifecycle.stopping || this.outage.paused) return 'idle';
-    const { dispatcher } = this.options;
-    if (this.lostClaims.size > 0 && !(await this.releaseLostClaims())) return 'idle';
-    const claimStarted = performance.now();
-    const token = randomUUID();
-    let call: Promise<ClaimedBatch> | undefined;
-    let claimed: ClaimedBatch;
-    try {
-      claimed = await this.watchdog.run(
-        'claim',
-        () =>
-          (call = this.store.claim({
-            limit: dispatcher.batchSize,
-            owner: this.options.instanceId,
-            leaseMs: dispatcher.leaseMs,
-            likelyFew: this.inFlightRetryMs > 0 || this.lastClaimShort,
-            window: claimWindowAfter(dispatcher.batchSize, this.lastClaimHeldBack),
-            onSent: () => this.releasePublish(),
-            token,
-          })),
-        // A claim given up on may still commit: hand its rows straight back with their attempt,
-        // or database stalls alone could dead-letter messages that were never published.
-        { onLateResult: (late) => this.releaseLate(late) },
-      );
-    } catch (error) {
-      this.lastClaimHeldBack = true;
-      // It may have committed all the same, its answer lost with the connection.
-      this.lostClaims.add(token, call, dispatcher.leaseMs);
-      // A call answers or is given up on within dbCallMs (or twice that after a pause, see
-      // DatabaseWatchdog): one that ended later lived through a pause of this process, which
-      // can fail it (the server ends a transaction left idle too long) with nothing wrong.
-      const paused = pausedPast(claimStarted + this.dbCallMs);
-      if (paused > 0) {
-        this.log.warn(
-          `This process was paused for at least ${paused} ms (its event loop did not run: a long GC, SIGSTOP, a debugger, or blocking code) during a claim, which failed meanwhile: ${describeError(error)}. Not a database outage: claiming again at the next poll (${this.log.label})`,
-        );
-        return 'idle';
-      }
-      if (isUnusableHandle(error)) {
-        this.log.error(
-          `Claim failed on a transaction or connection that had already ended, a fault of the SQL port rather than an outage (claims not paused): ${describeError(error)}`,
-        );
-      } else this.pause(error, 'claim failed (database unavailable?)');
-      return 'idle';
-    }
-    this.lastClaimShort = claimed.records.length < dispatcher.batchSize;
-    this.lastClaimHeldBack =
-      claimed.blockedKeys.length > 0 || claimed.inFlightKeys > 0 || (claimed.contended ?? 0) > 0;
-    let parked = 0;
-    if (claimed.blockedKeys.length > 0) {
-      try {
-        parked = await this.watchdog.run('park', () => this.store.park(claimed.blockedKeys));
-      } catch (error) {
-        // Parking only keeps claims cheap; the next claim finds those rows again.
-        this.log.warn(`Parking queued messages failed: ${describeError(error)}`);
-      }
-    }
-    // An empty claim says nothing about the broker: the outage backoff only resets when a
-    // publish gets through.
-    if (claimed.records.length > 0)
-      return { ...claimed, claimedAt: claimStarted, leaseEnd: claimStarted + dispatcher.leaseMs };
-    if (parked > 0) return 'parked';
-    return claimed.inFlightKeys > 0 || (claimed.contended ?? 0) > 0 ? 'in-flight' : 'idle';
-  }
-
-  /**
-   * Gives back the rows of claims whose answer was lost (see LostClaims), before claiming again;
-   * false while the database still fails, and the claim waits as in an outage.
-   */
-  private async releaseLostClaims(): Promise<boolean> {
-    try {
-      const released = await this.lostClaims.releaseEnded((token) =>
-        this.watchdog.run('release of a lost claim', () => this.store.releaseClaim(token)),
-      );
-      if (released > 0) {
-        this.log.warn(
-          `A claim committed while its answer was lost (a database connection failed); released its ${released} message(s) unpublished, their attempt given back (${this.log.label})`,
-        );
-      }
-      return true;
-    } catch (error) {
-      this.pause(error, 'releasing a lost claim failed (database unavailable?)');
-      return false;
-    }
-  }
-
-  /** Gives back the rows of a claim that answered after the watchdog gave up on it. */
-  private releaseLate({ token, records }: ClaimedBatch): void {
-    if (records.length === 0) return;
-    this.store.settle(token, releaseSettlement(records), false).then(
-      (released) =>
-        this.log.warn(
-          `A claim answered after it was given up on; released its ${released} message(s) unpublished`,
-        ),
-      (error: unknown) =>
-        this.log.warn(
-          `Releasing the messages of a late claim failed; they return when their lease expires: ${describeError(error)}`,
-        ),
-    );
   }
 
   /** Publishes a claimed batch and settles the outcome; never throws. */
