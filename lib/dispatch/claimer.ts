@@ -161,6 +161,7 @@ export class Claimer {
       if (released > 0) {
         this.log.warn(
           `A claim committed while its answer was lost (a database connection failed); released its ${released} message(s) unpublished, their attempt given back (${this.log.label})`,
+          { released, reason: 'lost-claim' },
         );
       }
       return true;
@@ -177,6 +178,7 @@ export class Claimer {
       (released) =>
         this.log.warn(
           `A claim answered after it was given up on; released its ${released} message(s) unpublished`,
+          { released, reason: 'late-claim' },
         ),
       (error: unknown) =>
         this.log.warn(

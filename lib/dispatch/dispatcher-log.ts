@@ -54,8 +54,11 @@ export class DispatcherLog {
     const line = text.includes(this.label) ? text : `${text} (${this.label})`;
     if (fields === undefined) this.logger[level](line);
     else {
-      const outbox = this.outbox === undefined ? {} : { outbox: this.outbox };
-      this.logger[level](line, { runId: this.runId, ...outbox, ...fields });
+      // Without the facts a message does not have (no key): a printed `key: undefined` is noise.
+      const given = Object.entries({ runId: this.runId, outbox: this.outbox, ...fields }).filter(
+        ([, value]) => value !== undefined,
+      );
+      this.logger[level](line, Object.fromEntries(given));
     }
   }
 }

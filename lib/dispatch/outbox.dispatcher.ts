@@ -7,18 +7,14 @@ import {
   type OnApplicationBootstrap,
 } from '@nestjs/common';
 import { SchedulerRegistry } from '@nestjs/schedule';
-import type {
-  OutboxBatchReport,
-  OutboxObserver,
-  OutboxPublishedRecord,
-} from '../observers/outbox-observer.interface';
+import type { OutboxBatchReport, OutboxObserver } from '../observers/outbox-observer.interface';
 import type { OutboxPublisher } from '../publishers/outbox-publisher.interface';
-import type { ClaimedRecord, OutboxStore } from '../store/outbox-store.port';
+import type { OutboxStore } from '../store/outbox-store.port';
 import { describeError } from '../internal/describe-error';
 import { IN_FLIGHT_GRACE_MS } from '../store/claim-window';
 import { OUTBOX_COMMITS, OUTBOX_OPTIONS, OUTBOX_STORE, outboxTimerName } from '../outbox.constants';
 import type { ResolvedOutboxOptions } from '../options/resolve-outbox-options';
-import { batchReport, judgeBatch, planBatch, type Verdict } from './batch-outcome';
+import { batchReport, judgeBatch, planBatch } from './batch-outcome';
 import type { CommitWatcher } from './commit-watcher';
 import { DatabaseWatchdog, watchdogMarginMs } from './database-watchdog';
 import { IntervalRunner } from './interval-runner';
@@ -28,6 +24,7 @@ import { DispatcherShutdown } from './dispatcher-shutdown';
 import { StartupCheck } from './startup-check';
 import { BatchPublish } from './batch-publish';
 import { SettleRetry } from './settle-retry';
+import { BatchNotice } from './batch-notice';
 import { Claimer, type LeasedBatch } from './claimer';
 import { DispatcherLog } from './dispatcher-log';
 
@@ -101,6 +98,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
   private readonly publishing: BatchPublish;
   private readonly settling: SettleRetry;
   private readonly claimer: Claimer;
+  private readonly notice: BatchNotice;
   private readonly runner: IntervalRunner<number>;
   private readonly watchdog: DatabaseWatchdog;
   /** The longest one database call may take before the watchdog gives up on it. */
@@ -139,6 +137,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     this.log = new DispatcherLog(this.logger, options.name);
     this.watchdog = new DatabaseWatchdog(this.dbCallMs, this.log);
     this.observer = options.observer;
+    this.notice = new BatchNotice(options.observer, this.log);
     this.runner = new IntervalRunner(
       outboxTimerName(options.name, 'dispatcher'),
       registry,
@@ -456,6 +455,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     if (plan.skip?.kind === 'lapsed') {
       this.log.warn(
         `A claimed batch of ${records.length} message(s) reached its lease deadline before publishing (was the process paused?); releasing it unpublished`,
+        { released: records.length, reason: 'lapsed' },
       );
     }
     const result = plan.skip ?? (await this.publishing.publish(plan.fresh, plan.held, publishBy));
@@ -468,19 +468,11 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
       outagePauseMs: this.outage.currentPauseMs,
       probeEveryMs: this.publisher.ping === undefined ? undefined : OUTAGE_PROBE_INTERVAL_MS,
     });
-    for (const error of hookErrors) this.hookThrew(error);
+    for (const error of hookErrors) this.notice.hookThrew(error);
     if (result.kind === 'outage') this.releasedDueAt = Date.now() + releaseDelayMs;
     const settled = await this.settling.settle(token, settlement, leaseEnd);
     const report = batchReport(records.length, settlement, settled, performance.now() - started);
-    if (report.fenced > 0) {
-      this.log.warn(
-        `${report.fenced} message(s) of a batch were taken over by another dispatcher after this one's lease expired; their outcome here was discarded`,
-      );
-    }
-    this.log.debug(
-      `Batch: claimed ${report.claimed}, published ${report.published}, retried ${report.retried}, dead ${report.deadLettered}, released ${report.released}, fenced ${report.fenced} in ${Math.round(report.durationMs)} ms`,
-    );
-    this.notify(records, verdicts, report, answeredAfterClaimMs);
+    this.notice.settled(records, verdicts, report, answeredAfterClaimMs);
     return report;
   }
 
@@ -491,55 +483,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     brokerOutage = false,
   ): void {
     const pauseMs = this.outage.pause(error, what, counted);
-    this.safely(() => this.observer.onOutage?.(error, pauseMs), undefined);
+    this.notice.safely(() => this.observer.onOutage?.(error, pauseMs));
     if (brokerOutage) this.probe.start();
-  }
-
-  private notify(
-    records: readonly ClaimedRecord[],
-    verdicts: readonly Verdict[],
-    report: OutboxBatchReport,
-    answeredAfterClaimMs: number,
-  ): void {
-    // A copy of every delivered record only for an observer that reads them: without one it
-    // was an object per message for the garbage collector. Object.assign, not a spread with
-    // one more property after it (`{ ...record, latencyMs }`): see toClaimedRecord.
-    const published: OutboxPublishedRecord[] | undefined =
-      this.observer.onPublished === undefined ? undefined : [];
-    records.forEach((record, i) => {
-      const verdict = verdicts[i];
-      if (verdict?.kind === 'delivered')
-        published?.push(
-          Object.assign({}, record, { latencyMs: record.ageMs + answeredAfterClaimMs }),
-        );
-      else if (verdict?.kind === 'retry')
-        this.safely(
-          () => this.observer.onRetry?.(record, verdict.error, verdict.delayMs),
-          undefined,
-        );
-      else if (verdict?.kind === 'dead') {
-        this.log.warn(
-          `Message ${record.messageId} (${record.type} to ${record.topic}) dead-lettered after ${record.attempts} attempt(s): ${describeError(verdict.error)}`,
-        );
-        this.safely(() => this.observer.onDeadLetter?.(record, verdict.error), undefined);
-      }
-    });
-    if (published !== undefined && published.length > 0)
-      this.safely(() => this.observer.onPublished?.(published), undefined);
-    this.safely(() => this.observer.onBatch?.(report), undefined);
-  }
-
-  /** Observer hooks and user callbacks must never stop delivery. */
-  private safely<T>(fn: () => T, fallback: T): T {
-    try {
-      return fn();
-    } catch (error) {
-      this.hookThrew(error);
-      return fallback;
-    }
-  }
-
-  private hookThrew(error: unknown): void {
-    this.log.error(`An outbox hook threw: ${describeError(error)}`);
   }
 }
