@@ -25,13 +25,13 @@ export type ClaimLoopState = 'idle' | 'asking' | 'claiming' | 'waiting';
 
 /** What the claim loop drives and reads. */
 export interface ClaimLoopParts {
-  readonly claimer: Claimer;
+  readonly claimer: Pick<Claimer, 'claim' | 'anythingDue'>;
   readonly wakeUps: WakeUps;
   readonly hold: PublishHold;
   /** The dispatcher's runner: a wake-up during a drain asks it for one more. */
   readonly runner: { clearRequest(): void; readonly requested: boolean };
-  readonly lifecycle: DispatcherShutdown;
-  readonly outage: OutagePause;
+  readonly lifecycle: Pick<DispatcherShutdown, 'running' | 'stopping'>;
+  readonly outage: Pick<OutagePause, 'paused'>;
   /** Publishes a claimed batch and settles the outcome; never throws. */
   readonly deliver: (
     batch: LeasedBatch,
