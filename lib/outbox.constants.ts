@@ -47,3 +47,8 @@ export function outboxTimerName(
 export const OUTBOX_CONNECTION = Symbol('nestjs-outbox:connection');
 /** The SQL port (`lib/store/sql-port.ts`) of the instance's connection. */
 export const OUTBOX_SQL = Symbol('nestjs-outbox:sql');
+/**
+ * The instance's commit channel (`CommitWatcher`, `lib/dispatch/commit-watcher.ts`): the service
+ * marks the transactions that enqueued, the dispatcher listens for their commits.
+ */
+export const OUTBOX_COMMITS = Symbol('nestjs-outbox:commits');

@@ -7,6 +7,7 @@ import { resolveNamedDataSource } from './module/named-data-source';
 import { OptionChecks } from './options/option-checks';
 import {
   DEFAULT_OUTBOX_NAME,
+  OUTBOX_COMMITS,
   OUTBOX_CONNECTION,
   OUTBOX_INSTANCE_NAME,
   OUTBOX_OPTIONS,
@@ -38,6 +39,7 @@ import type { OutboxConnection } from './store/ports/outbox-connection';
 import type { SqlPort } from './store/ports/sql-port';
 import { typeormConnection } from './typeorm/typeorm.connection';
 import { OutboxCleaner } from './dispatch/outbox.cleaner';
+import { CommitWatcher } from './dispatch/commit-watcher';
 import { OutboxDispatcher } from './dispatch/outbox.dispatcher';
 import { OutboxUnlocker } from './dispatch/outbox.unlocker';
 import { OutboxPartitionMaintainer } from './dispatch/outbox.partition-maintainer';
@@ -87,6 +89,11 @@ function coreProviders(workers: boolean, name: string): Provider[] {
       provide: OUTBOX_CONNECTION,
       inject: [OUTBOX_OPTIONS, ModuleRef],
       useFactory: connectionOf,
+    },
+    {
+      provide: OUTBOX_COMMITS,
+      inject: [OUTBOX_CONNECTION],
+      useFactory: (connection: OutboxConnection<unknown>) => new CommitWatcher(connection),
     },
     {
       provide: OUTBOX_SQL,

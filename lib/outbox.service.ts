@@ -7,7 +7,12 @@ import type { NewOutboxRow, OutboxStats, OutboxStore } from './store/ports/outbo
 import { CommitWatcher } from './dispatch/commit-watcher';
 import { OutboxMessageSerializer, refusedHeaderName } from './message/outbox-message.serializer';
 import type { OutboxConnection } from './store/ports/outbox-connection';
-import { OUTBOX_CONNECTION, OUTBOX_OPTIONS, OUTBOX_STORE } from './outbox.constants';
+import {
+  OUTBOX_COMMITS,
+  OUTBOX_CONNECTION,
+  OUTBOX_OPTIONS,
+  OUTBOX_STORE,
+} from './outbox.constants';
 import { OutboxMessages } from './outbox.messages';
 import type { ResolvedOutboxOptions } from './options/resolve-outbox-options';
 
@@ -31,16 +36,14 @@ export interface EnqueueReport {
 @Injectable()
 export class OutboxService<Tx = EntityManager> implements OnApplicationShutdown {
   private readonly serializer: OutboxMessageSerializer;
-  /** @internal wakes the local dispatcher after a commit that enqueued messages. */
-  readonly commits: CommitWatcher<Tx>;
 
   constructor(
     @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
     @Inject(OUTBOX_STORE) private readonly store: OutboxStore,
     @Inject(OUTBOX_CONNECTION) private readonly connection: OutboxConnection<Tx>,
+    @Inject(OUTBOX_COMMITS) private readonly commits: CommitWatcher<Tx>,
   ) {
     this.serializer = new OutboxMessageSerializer(options.maxPayloadBytes);
-    this.commits = new CommitWatcher(connection);
   }
 
   /**
@@ -158,7 +161,6 @@ export class OutboxService<Tx = EntityManager> implements OnApplicationShutdown 
   }
 
   async onApplicationShutdown(): Promise<void> {
-    this.commits.detach();
     await this.store.close();
     await this.connection.close?.();
   }

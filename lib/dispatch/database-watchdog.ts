@@ -1,4 +1,3 @@
-import type { Logger } from '@nestjs/common';
 import { OutboxDatabaseTimeoutError } from '../errors/outbox-database-timeout.error';
 import { describeError } from '../internal/describe-error';
 import { pausedPast } from './process-pause';
@@ -30,7 +29,7 @@ export class DatabaseWatchdog {
 
   constructor(
     private readonly timeoutMs: number,
-    private readonly logger: Logger,
+    private readonly logger: { warn(text: string): void; error(text: string): void },
   ) {}
 
   /** The operation given up on and still waiting for the database, if any. */

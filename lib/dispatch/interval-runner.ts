@@ -1,4 +1,3 @@
-import type { Logger } from '@nestjs/common';
 import type { SchedulerRegistry } from '@nestjs/schedule';
 import { captureAsyncContext } from '../internal/detached-context';
 import { describeError } from '../internal/describe-error';
@@ -24,7 +23,7 @@ export class IntervalRunner<T> {
   constructor(
     private readonly name: string,
     private readonly registry: SchedulerRegistry | undefined,
-    private readonly logger: Logger,
+    private readonly logger: { error(text: string): void },
     private readonly task: () => Promise<T>,
   ) {}
 

@@ -7,83 +7,31 @@ import {
   type OnApplicationBootstrap,
 } from '@nestjs/common';
 import { SchedulerRegistry } from '@nestjs/schedule';
-import { randomBytes, randomUUID } from 'node:crypto';
-import { setMaxListeners } from 'node:events';
-import { OutboxDatabaseTimeoutError } from '../errors/outbox-database-timeout.error';
-import { PublishTimeoutError } from '../errors/publish-timeout.error';
-import { PublisherUnavailableError } from '../errors/publisher-unavailable.error';
-import type {
-  OutboxBatchReport,
-  OutboxObserver,
-  OutboxPublishedRecord,
-} from '../observers/outbox-observer.interface';
-import type { OutboxPublisher, PublishOutcome } from '../publishers/outbox-publisher.interface';
-import { pastPublishDeadline, setPublishDeadline } from '../publishers/publish-deadline';
-import type {
-  ClaimedBatch,
-  ClaimedRecord,
-  OutboxStore,
-  Settlement,
-} from '../store/ports/outbox-store.port';
+import type { OutboxBatchReport, OutboxObserver } from '../observers/outbox-observer.interface';
+import type { OutboxPublisher } from '../publishers/outbox-publisher.interface';
+import type { OutboxStore } from '../store/ports/outbox-store.port';
 import { describeError } from '../internal/describe-error';
-import { claimWindowAfter, IN_FLIGHT_GRACE_MS } from '../store/shared-sql/claim-window';
-import { OUTBOX_OPTIONS, OUTBOX_STORE, outboxTimerName } from '../outbox.constants';
-import { OutboxService } from '../outbox.service';
+import { OUTBOX_COMMITS, OUTBOX_OPTIONS, OUTBOX_STORE, outboxTimerName } from '../outbox.constants';
 import type { ResolvedOutboxOptions } from '../options/resolve-outbox-options';
-import {
-  batchReport,
-  judgeBatch,
-  planBatch,
-  readPublish,
-  releaseSettlement,
-  type PublishAttempt,
-  type PublishReading,
-  type PublishResult,
-  type SettleResult,
-  type Verdict,
-} from './batch-outcome';
+import { batchReport, judgeBatch, planBatch } from './batch-outcome';
+import type { CommitWatcher } from './commit-watcher';
 import { DatabaseWatchdog, watchdogMarginMs } from './database-watchdog';
 import { IntervalRunner } from './interval-runner';
-import { keyRounds, recordRound } from './key-runs';
-import { LostClaims } from './lost-claims';
-import { pausedPast } from './process-pause';
-import { isUnusableHandle } from './unusable-handle';
+import { OutagePause } from './outage-pause';
+import { OutageProbe } from './outage-probe';
+import { DispatcherShutdown } from './dispatcher-shutdown';
+import { StartupCheck } from './startup-check';
+import { BatchPublish } from './batch-publish';
+import { SettleRetry } from './settle-retry';
+import { BatchNotice } from './batch-notice';
+import { Claimer, type LeasedBatch } from './claimer';
+import { DispatcherLog } from './dispatcher-log';
+import { ClaimLoop } from './claim-loop';
+import { PublishHold } from './publish-hold';
+import { WakeUps } from './wake-ups';
 
-/** Settle retries back off from this, doubling, up to `SETTLE_MAX_BACKOFF_MS`. */
-const SETTLE_FIRST_BACKOFF_MS = 100;
-const SETTLE_MAX_BACKOFF_MS = 1_000;
 /** How often a paused dispatcher asks the publisher whether the broker is back. */
 const OUTAGE_PROBE_INTERVAL_MS = 500;
-/** First wait after a claim held back only by other dispatchers' batches (doubles, see retryAfterOthers). */
-const IN_FLIGHT_RETRY_MS = 50;
-/**
- * How long a publish aborted by the dispatcher's deadline may take to answer the abort, within
- * what the lease leaves for publishing: a publisher that honours the signal answers at once,
- * saying which messages the broker confirmed and which it never wrote.
- */
-const ABORT_ANSWER_GRACE_MS = 250;
-const EMPTY_REPORT: OutboxBatchReport = Object.freeze({
-  claimed: 0,
-  published: 0,
-  retried: 0,
-  deadLettered: 0,
-  released: 0,
-  fenced: 0,
-  durationMs: 0,
-});
-
-/**
- * A claimed batch with its lease end on this process's monotonic clock: the claim started
- * before the database wrote the lease, so this end is never later than the lease's own.
- */
-interface LeasedBatch extends ClaimedBatch {
-  /** When the claim started, on the same clock: a message's latency counts from its age then. */
-  readonly claimedAt: number;
-  readonly leaseEnd: number;
-}
-
-/** A claim's result: a batch, nothing due, or only parked followers (look again at once). */
-type ClaimResult = LeasedBatch | 'idle' | 'parked' | 'in-flight';
 
 /** What the dispatcher is doing, for health checks. */
 export interface OutboxDispatcherStatus {
@@ -100,50 +48,6 @@ export interface OutboxDispatcherStatus {
 }
 
 /**
- * The longest a claimed batch's publish waits for the next claim to be sent (see
- * `holdPublish`): sending one takes a connection and a round trip, about 1 ms on a local
- * database; a claim that takes longer is waiting for something else.
- */
-const PUBLISH_HOLD_MAX_MS = 5;
-
-/** A publish's deadlines, on the monotonic clock but for `timeoutMs`. */
-interface PublishDeadlines {
-  /** How long the publish may take (the publish timeout, cut short by the lease). */
-  readonly timeoutMs: number;
-  /** When the publish deadline passes. */
-  readonly deadlineAt: number;
-  /** The latest a late answer may still be read: the lease must leave time to settle. */
-  readonly publishBy: number;
-}
-
-/** A batch the drain loop has handed to `deliver`; `done` once its report is in. */
-interface InFlightBatch {
-  readonly report: Promise<OutboxBatchReport>;
-  done: boolean;
-}
-
-/** A timer that, when `unref`, does not keep a stopping process alive. */
-const sleep = (ms: number, unref = false): Promise<void> =>
-  new Promise((resolve) => {
-    const timer = setTimeout(resolve, ms);
-    if (unref) timer.unref();
-  });
-
-/** Whether `batch` settles within `ms` (false at once without a batch). */
-async function settledWithin(batch: Promise<unknown> | undefined, ms: number): Promise<boolean> {
-  if (batch === undefined) return false;
-  let timer: NodeJS.Timeout | undefined;
-  const late = new Promise<false>((resolve) => {
-    timer = setTimeout(() => resolve(false), ms);
-  });
-  try {
-    return await Promise.race([batch.then(() => true), late]);
-  } finally {
-    clearTimeout(timer);
-  }
-}
-
-/**
  * Claims due messages, publishes them and settles the outcome, in a loop that survives broker
  * and database failures. Runs on a timer of its own (see `IntervalRunner`), on LISTEN/NOTIFY
  * wake-ups and after local commits; runs never overlap.
@@ -151,74 +55,102 @@ async function settledWithin(batch: Promise<unknown> | undefined, ms: number): P
 @Injectable()
 export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicationShutdown {
   private readonly logger = new Logger(OutboxDispatcher.name);
+  /** Every line of this dispatcher, naming its run. */
+  private readonly log: DispatcherLog;
+  private readonly outage: OutagePause;
+  private readonly probe: OutageProbe;
+  private readonly publishing: BatchPublish;
+  private readonly settling: SettleRetry;
+  private readonly claimer: Claimer;
+  private readonly notice: BatchNotice;
   private readonly runner: IntervalRunner<number>;
   private readonly watchdog: DatabaseWatchdog;
   /** The longest one database call may take before the watchdog gives up on it. */
   private readonly dbCallMs: number;
   private readonly publisher: OutboxPublisher;
   private readonly observer: OutboxObserver;
-  private stopping = false;
-  private started = false;
+  private readonly lifecycle = new DispatcherShutdown();
   private runStartedAt: number | undefined;
   private lastRunFinishedAt: number | undefined;
-  private pausedUntil = 0;
-  private outagePauseMs = 0;
-  private probing = false;
-  /** The start's question to the publisher (see checkPublisher), and how to cut it short. */
-  private startupCheck:
-    { readonly done: Promise<void>; readonly abort: AbortController } | undefined;
-  /** When the current outage began (wall clock), or undefined outside one. */
-  private outageSince: number | undefined;
-  /** Tells this process's dispatcher apart in logs, across instances and restarts. */
-  private readonly runId = randomBytes(4).toString('hex');
-  private readonly lostClaims = new LostClaims();
-  /** A wake-up asked for the next drain (not only the timer): it claims without asking first. */
-  private woken = false;
-  /** Set while a drain waits on a batch in flight that a wake-up should cut short. */
-  private onWake: (() => void) | undefined;
-  private retryTimer: NodeJS.Timeout | undefined;
-  private inFlightRetryMs = 0;
-  /**
-   * Whether the last claim leased less than a full batch. The next claim then does not take a
-   * turn among other dispatchers' claims (ClaimOptions.likelyFew): over a backlog of few keys,
-   * claims that split the keys a settle freed each took a turn in front of the dispatcher
-   * whose batches held them (bench P6 over 1 000 keys).
-   */
-  private lastClaimShort = false;
-  /**
-   * Whether the last claim held rows of its window back (keys in flight or blocked, rows another
-   * claim held) or failed: the next claim then reads the wider window (`claimWindowAfter`), to
-   * find the heads behind those rows. The first claim does too.
-   */
-  private lastClaimHeldBack = true;
-  /** Lets the batch claimed last start publishing (see `holdPublish`); a no-op when none waits. */
-  private releasePublish: () => void = () => undefined;
+  /** The start's question to the publisher, answered in the background. */
+  private startupCheck: StartupCheck | undefined;
+  private readonly wakeUps: WakeUps;
+  private readonly hold = new PublishHold();
+  private readonly loop: ClaimLoop;
   /** When the rows the last outage handed back become due again (wall clock). */
   private releasedDueAt = 0;
   private unlisten: (() => Promise<void>) | undefined;
-  /** Aborted when shutdown gives up waiting for in-flight publishes. */
-  private readonly shutdown = new AbortController();
 
   constructor(
     @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
     @Inject(OUTBOX_STORE) private readonly store: OutboxStore,
     // The app's, when it imported ScheduleModule.forRoot(); the outbox never imports one.
     @Optional() @Inject(SchedulerRegistry) registry: SchedulerRegistry | undefined,
-    private readonly service: OutboxService,
+    @Inject(OUTBOX_COMMITS) private readonly commits: CommitWatcher<unknown>,
   ) {
     if (options.publisher === undefined) throw new Error('OutboxDispatcher needs a publisher');
     this.publisher = options.publisher;
     // A little past the server's own statement timeout, which should fire first.
     this.dbCallMs =
       options.dispatcher.dbTimeoutMs + watchdogMarginMs(options.dispatcher.dbTimeoutMs);
-    this.watchdog = new DatabaseWatchdog(this.dbCallMs, this.logger);
+    this.log = new DispatcherLog(this.logger, options.name);
+    this.watchdog = new DatabaseWatchdog(this.dbCallMs, this.log);
     this.observer = options.observer;
+    this.notice = new BatchNotice(options.observer, this.log);
     this.runner = new IntervalRunner(
       outboxTimerName(options.name, 'dispatcher'),
       registry,
-      this.logger,
+      this.log,
       () => this.timedDrain(),
     );
+    const { pollIntervalMs, maxOutagePauseMs, publishTimeoutMs } = options.dispatcher;
+    this.outage = new OutagePause(pollIntervalMs, maxOutagePauseMs, this.log);
+    const publisher = this.publisher;
+    this.probe = new OutageProbe(
+      this.outage,
+      {
+        ping: publisher.ping?.bind(publisher),
+        stopping: () => this.lifecycle.stopping,
+        wake: () => this.wake(),
+        releasedDueAt: () => this.releasedDueAt,
+      },
+      publishTimeoutMs,
+      OUTAGE_PROBE_INTERVAL_MS,
+      this.log,
+    );
+    this.publishing = new BatchPublish(
+      publisher,
+      publishTimeoutMs,
+      this.lifecycle.signal,
+      this.outage,
+      (error, what, counted, probe) => this.pause(error, what, counted, probe),
+      this.log,
+    );
+    this.settling = new SettleRetry(
+      store,
+      this.watchdog,
+      this.dbCallMs,
+      options.cleaner.deliveredRetentionMs === 0,
+      this.lifecycle.signal,
+      this.log,
+    );
+    this.claimer = new Claimer(options, store, this.watchdog, this.dbCallMs, this.log, {
+      holdsOff: () => this.lifecycle.stopping || this.outage.paused,
+      pause: (error, what) => this.pause(error, what),
+      likelyFew: () => this.wakeUps.retrying,
+      sent: () => this.hold.release(),
+    });
+    this.wakeUps = new WakeUps(() => this.wake(), pollIntervalMs);
+    this.loop = new ClaimLoop({
+      claimer: this.claimer,
+      wakeUps: this.wakeUps,
+      hold: this.hold,
+      runner: this.runner,
+      lifecycle: this.lifecycle,
+      outage: this.outage,
+      deliver: (batch, started, held) => this.deliver(batch, started, held),
+      batchesInFlight: options.dispatcher.batchesInFlight,
+    });
   }
 
   async onApplicationBootstrap(): Promise<void> {
@@ -227,17 +159,20 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
 
   /** Starts polling, wake-ups and the commit nudge (done at bootstrap unless `autoStart: false`). */
   async start(): Promise<void> {
-    this.stopping = false;
     const { dispatcher, ordering, instanceId } = this.options;
-    if (!this.started) {
-      this.logger.log(
-        `Dispatcher started (${this.runLabel()}): batchSize ${dispatcher.batchSize}, batchesInFlight ${dispatcher.batchesInFlight}, leaseMs ${dispatcher.leaseMs}, pollIntervalMs ${dispatcher.pollIntervalMs}, ordering ${ordering.enabled ? `on (dead letters ${ordering.onDeadLetter}, runs of up to ${ordering.maxRun})` : 'off'}, instance ${instanceId}`,
+    if (this.lifecycle.start()) {
+      this.log.log(
+        `Dispatcher started (${this.log.label}): batchSize ${dispatcher.batchSize}, batchesInFlight ${dispatcher.batchesInFlight}, leaseMs ${dispatcher.leaseMs}, pollIntervalMs ${dispatcher.pollIntervalMs}, ordering ${ordering.enabled ? `on (dead letters ${ordering.onDeadLetter}, runs of up to ${ordering.maxRun})` : 'off'}, instance ${instanceId}`,
       );
     }
-    this.started = true;
-    this.startupCheck ??= this.checkPublisher();
+    this.startupCheck ??= new StartupCheck(
+      this.publisher,
+      dispatcher.publishTimeoutMs,
+      () => this.lifecycle.stopping,
+      this.log,
+    );
     this.runner.start(this.options.dispatcher.pollIntervalMs);
-    this.service.commits.attach(() => this.wake());
+    this.commits.attach(() => this.wake());
     if (
       this.options.dispatcher.listen &&
       this.store.listen !== undefined &&
@@ -246,37 +181,17 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
       try {
         this.unlisten = await this.store.listen(() => this.wake());
       } catch (error) {
-        this.logger.warn(`LISTEN unavailable, polling only: ${describeError(error)}`);
+        this.log.warn(`LISTEN unavailable, polling only: ${describeError(error)}`);
       }
     }
     this.wake();
   }
 
-  /**
-   * After a claim held back only by other dispatchers' batches in flight: a wake-up once those
-   * have likely settled, sooner than the next poll, backing off while it keeps finding them
-   * (up to the poll interval) so that idle dispatchers of a busy table claim little. Only for
-   * a dispatcher running on its own: one driven by `drain()` or `runOnce()` is the caller's.
-   */
-  private retryAfterOthers(): void {
-    if (!this.started || this.retryTimer !== undefined) return;
-    this.inFlightRetryMs = Math.min(
-      this.options.dispatcher.pollIntervalMs,
-      this.inFlightRetryMs === 0 ? IN_FLIGHT_RETRY_MS : this.inFlightRetryMs * 2,
-    );
-    this.retryTimer = setTimeout(() => {
-      this.retryTimer = undefined;
-      this.wake();
-    }, this.inFlightRetryMs);
-    this.retryTimer.unref();
-  }
-
   /** Asks for a drain as soon as possible; coalesces with a drain already running. */
   wake(): void {
-    if (this.stopping) return;
-    this.woken = true;
+    if (this.lifecycle.stopping) return;
+    this.wakeUps.woke();
     this.runner.request();
-    this.onWake?.();
   }
 
   /**
@@ -284,7 +199,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
    * reports what happened. For tests and apps that drive the dispatcher themselves.
    */
   async runOnce(): Promise<OutboxBatchReport> {
-    return this.runner.exclusive(() => this.batch());
+    return this.runner.exclusive(() => this.loop.once());
   }
 
   /** Runs batches until nothing is due; resolves to the number of messages published. */
@@ -296,343 +211,44 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
   status(): OutboxDispatcherStatus {
     const now = Date.now();
     return {
-      started: this.started,
+      started: this.lifecycle.running,
       runningForMs: this.runStartedAt === undefined ? null : now - this.runStartedAt,
       lastRunFinishedAt:
         this.lastRunFinishedAt === undefined ? null : new Date(this.lastRunFinishedAt),
-      pausedUntil: this.pausedUntil > now ? new Date(this.pausedUntil) : null,
+      pausedUntil: this.outage.paused ? new Date(this.outage.pausedUntil) : null,
       stalledDatabaseCall: this.watchdog.stalled ?? null,
     };
   }
 
   async beforeApplicationShutdown(): Promise<void> {
-    this.stopping = true;
-    this.started = false;
+    this.lifecycle.beginStop();
     this.runner.stop();
-    clearTimeout(this.retryTimer);
-    this.retryTimer = undefined;
-    this.service.commits.detach();
+    this.wakeUps.cancel();
+    this.commits.detach();
     const unlisten = this.unlisten;
     this.unlisten = undefined;
     await unlisten?.().catch(() => undefined);
-    this.startupCheck?.abort.abort(new PublisherUnavailableError('dispatcher shutting down'));
-    await this.startupCheck?.done;
-    // A cleared timer: a pending one would keep the process alive for the whole timeout after close().
-    let timer: NodeJS.Timeout | undefined;
-    const deadline = new Promise<'timeout'>((resolve) => {
-      timer = setTimeout(() => resolve('timeout'), this.options.dispatcher.shutdownTimeoutMs);
-    });
-    const finished = await Promise.race([this.runner.idle().then(() => 'idle' as const), deadline]);
-    clearTimeout(timer);
-    if (finished === 'timeout') {
-      // In-flight publishes get an abort; their batch then releases its leases (see batch()).
-      this.shutdown.abort(new PublisherUnavailableError('dispatcher shutting down'));
-      await this.runner.idle();
-    }
+    await this.startupCheck?.cancel();
+    const finished = await this.lifecycle.finishStop(
+      () => this.runner.idle(),
+      this.options.dispatcher.shutdownTimeoutMs,
+    );
     await this.publisher
       .close?.()
-      .catch((error: unknown) =>
-        this.logger.warn(`Publisher close failed: ${describeError(error)}`),
-      );
-    this.logger.log(
-      `Dispatcher stopped (${this.runLabel()})${finished === 'timeout' ? `: in-flight publishes did not finish within shutdownTimeoutMs (${this.options.dispatcher.shutdownTimeoutMs} ms) and were released` : ''}`,
+      .catch((error: unknown) => this.log.warn(`Publisher close failed: ${describeError(error)}`));
+    this.log.log(
+      `Dispatcher stopped (${this.log.label})${finished === 'timeout' ? `: in-flight publishes did not finish within shutdownTimeoutMs (${this.options.dispatcher.shutdownTimeoutMs} ms) and were released` : ''}`,
     );
-  }
-
-  /**
-   * Asks the publisher once, in the background, whether its broker can be reached, so that a
-   * wrong URL or refused credentials show in the startup log instead of at the first message.
-   * It never fails or holds up the start: the outbox is there for a broker that is down, and
-   * messages wait for it.
-   */
-  private checkPublisher(): { readonly done: Promise<void>; readonly abort: AbortController } {
-    const abort = new AbortController();
-    const ping = this.publisher.ping?.bind(this.publisher);
-    if (ping === undefined) return { done: Promise.resolve(), abort };
-    const timeoutMs = this.options.dispatcher.publishTimeoutMs;
-    const timer = setTimeout(() => abort.abort(new PublishTimeoutError(timeoutMs)), timeoutMs);
-    timer.unref();
-    const done = Promise.resolve()
-      .then(() => ping(abort.signal))
-      .catch((error: unknown) => {
-        if (this.stopping) return;
-        this.logger.warn(
-          `The publisher cannot reach its broker at startup (${this.runLabel()}): ${describeError(error)}; messages wait in the outbox and are published once it can`,
-        );
-      })
-      .finally(() => clearTimeout(timer));
-    return { done, abort };
-  }
-
-  /** Names this dispatcher in its lifecycle logs: one run id per process start. */
-  private runLabel(): string {
-    // With several outbox instances in one app, their lines are told apart by name.
-    const name = this.options.name === 'default' ? '' : `outbox '${this.options.name}', `;
-    return `${name}run ${this.runId}`;
   }
 
   private async timedDrain(): Promise<number> {
     this.runStartedAt = Date.now();
     try {
-      return await this.drainLoop();
+      return await this.loop.run();
     } finally {
       this.runStartedAt = undefined;
       this.lastRunFinishedAt = Date.now();
     }
-  }
-
-  /**
-   * Claims and delivers until nothing is due, with up to `batchesInFlight` batches publishing at
-   * once: the next claim overlaps the current publish. Safe for ordering, because a claim takes a
-   * key only from its head and a key with a message in flight has no claimable message.
-   */
-  private async drainLoop(): Promise<number> {
-    let published = 0;
-    const inFlight: InFlightBatch[] = [];
-    const settleOldest = async (): Promise<OutboxBatchReport | undefined> => {
-      const report = await inFlight.shift()?.report;
-      if (report !== undefined) published += report.published;
-      return report;
-    };
-    try {
-      // A wake-up (a commit here or elsewhere) says something was written: claim at once. Only
-      // a timer's poll asks first whether anything is due.
-      let ask = !this.woken;
-      this.woken = false;
-      while (!this.stopping) {
-        this.runner.clearRequest();
-        if (Date.now() < this.pausedUntil) break;
-        if (ask && !(await this.anythingDue())) break;
-        ask = false;
-        const started = performance.now();
-        const claimed = await this.claim();
-        this.releasePublish();
-        if (claimed === 'parked') continue;
-        if (claimed === 'in-flight' && inFlight.length === 0) {
-          // Held back by another dispatcher's batches or claim only: look again once they are
-          // likely settled or committed, rather than at the next poll.
-          this.retryAfterOthers();
-          break;
-        }
-        // Held back by batches in flight, ours among them: look again when the oldest settles,
-        // or once the grace has passed, when a claim parks the followers of a slow publish so
-        // that they no longer hold up the keys behind them.
-        if (
-          claimed === 'in-flight' &&
-          !(await settledWithin(inFlight[0]?.report, IN_FLIGHT_GRACE_MS))
-        ) {
-          continue;
-        }
-        // Nothing claimable, with room for another batch: a commit while ours publishes is
-        // claimed at once and published beside it, instead of after its confirms and settle
-        // (bench P4's tail). Safe for ordering for the reason above.
-        if (
-          claimed === 'idle' &&
-          inFlight.length > 0 &&
-          (await this.wokenBefore(inFlight[0]?.report))
-        ) {
-          continue;
-        }
-        if (claimed === 'idle' || claimed === 'in-flight') {
-          // Nothing claimable now; settling what is in flight may free the next message of
-          // its keys, so look again if it made progress.
-          const report = await settleOldest();
-          // A wake-up during that claim (a commit it may have missed) asks for one more look;
-          // without it, the commit's messages would wait for the next poll.
-          // A wake-up during that claim is not lost: the runner runs once more after this run.
-          if (report === undefined) break;
-          const progressed = report.published > 0 || report.deadLettered > 0;
-          if (!progressed && !this.runner.requested && inFlight.length === 0) break;
-          continue;
-        }
-        this.inFlightRetryMs = 0;
-        const batch: InFlightBatch = {
-          done: false,
-          report: this.deliver(claimed, started, this.holdPublish()).finally(() => {
-            batch.done = true;
-          }),
-        };
-        inFlight.push(batch);
-        if (inFlight.length >= this.options.dispatcher.batchesInFlight) {
-          // Waiting on a batch still publishing: this one publishes meanwhile, not after it.
-          if (inFlight[0]?.done === false) this.releasePublish();
-          await settleOldest();
-        }
-      }
-    } finally {
-      this.releasePublish();
-      while (inFlight.length > 0) await settleOldest();
-    }
-    return published;
-  }
-
-  /**
-   * Holds the publish of the batch just claimed until the next claim has gone to the database
-   * (`ClaimOptions.onSent`), or the loop waits on something else. A publish begins with
-   * synchronous work (the broker client encodes the whole batch: about 10 ms for 500 messages
-   * to Kafka) that, started first, kept the next claim from being sent until it was done; the
-   * claim then ran after the encoding instead of beside it, and the drain went at the pace of
-   * the two in a row. Held for `PUBLISH_HOLD_MAX_MS` at most: a claim waiting its turn behind
-   * another dispatcher's (PostgreSQL) is sent only after it, and the publish need not wait so.
-   */
-  private holdPublish(): Promise<void> {
-    this.releasePublish();
-    return new Promise<void>((resolve) => {
-      const timer = setTimeout(() => this.releasePublish(), PUBLISH_HOLD_MAX_MS);
-      timer.unref();
-      this.releasePublish = () => {
-        this.releasePublish = () => undefined;
-        clearTimeout(timer);
-        resolve();
-      };
-    });
-  }
-
-  /** Whether a wake-up came (during the last claim, or now) before `batch` settled. */
-  private async wokenBefore(batch: Promise<unknown> | undefined): Promise<boolean> {
-    if (this.runner.requested) return true;
-    if (batch === undefined || this.stopping) return false;
-    const woken = new Promise<true>((resolve) => {
-      this.onWake = () => resolve(true);
-    });
-    try {
-      return await Promise.race([
-        batch.then(
-          () => false,
-          () => false,
-        ),
-        woken,
-      ]);
-    } finally {
-      this.onWake = undefined;
-    }
-  }
-
-  private async batch(): Promise<OutboxBatchReport> {
-    const started = performance.now();
-    let claimed = await this.claim();
-    // A claim that only parked followers freed its window; the next one finds what is due.
-    for (let i = 0; claimed === 'parked' && i < 100; i++) claimed = await this.claim();
-    return typeof claimed === 'string' ? EMPTY_REPORT : this.deliver(claimed, started);
-  }
-
-  /**
-   * Whether a timer's drain should claim at all: one cheap read where the store offers it, so
-   * that the polls of an idle dispatcher cost one statement each, not a claim's transaction
-   * (bench P8).
-   * A failed read answers yes: the claim then meets the outage and pauses as it does.
-   */
-  private async anythingDue(): Promise<boolean> {
-    if (this.store.hasDue === undefined) return true;
-    const hasDue = this.store.hasDue.bind(this.store);
-    try {
-      return await this.watchdog.run('due', hasDue);
-    } catch {
-      return true;
-    }
-  }
-
-  /** One claim, then parking of the followers it found queued behind their key's head. */
-  private async claim(): Promise<ClaimResult> {
-    if (this.stopping || Date.now() < this.pausedUntil) return 'idle';
-    const { dispatcher } = this.options;
-    if (this.lostClaims.size > 0 && !(await this.releaseLostClaims())) return 'idle';
-    const claimStarted = performance.now();
-    const token = randomUUID();
-    let call: Promise<ClaimedBatch> | undefined;
-    let claimed: ClaimedBatch;
-    try {
-      claimed = await this.watchdog.run(
-        'claim',
-        () =>
-          (call = this.store.claim({
-            limit: dispatcher.batchSize,
-            owner: this.options.instanceId,
-            leaseMs: dispatcher.leaseMs,
-            likelyFew: this.inFlightRetryMs > 0 || this.lastClaimShort,
-            window: claimWindowAfter(dispatcher.batchSize, this.lastClaimHeldBack),
-            onSent: () => this.releasePublish(),
-            token,
-          })),
-        // A claim given up on may still commit: hand its rows straight back with their attempt,
-        // or database stalls alone could dead-letter messages that were never published.
-        { onLateResult: (late) => this.releaseLate(late) },
-      );
-    } catch (error) {
-      this.lastClaimHeldBack = true;
-      // It may have committed all the same, its answer lost with the connection.
-      this.lostClaims.add(token, call, dispatcher.leaseMs);
-      // A call answers or is given up on within dbCallMs (or twice that after a pause, see
-      // DatabaseWatchdog): one that ended later lived through a pause of this process, which
-      // can fail it (the server ends a transaction left idle too long) with nothing wrong.
-      const paused = pausedPast(claimStarted + this.dbCallMs);
-      if (paused > 0) {
-        this.logger.warn(
-          `This process was paused for at least ${paused} ms (its event loop did not run: a long GC, SIGSTOP, a debugger, or blocking code) during a claim, which failed meanwhile: ${describeError(error)}. Not a database outage: claiming again at the next poll (${this.runLabel()})`,
-        );
-        return 'idle';
-      }
-      if (isUnusableHandle(error)) {
-        this.logger.error(
-          `Claim failed on a transaction or connection that had already ended, a fault of the SQL port rather than an outage (claims not paused): ${describeError(error)}`,
-        );
-      } else this.pause(error, 'claim failed (database unavailable?)');
-      return 'idle';
-    }
-    this.lastClaimShort = claimed.records.length < dispatcher.batchSize;
-    this.lastClaimHeldBack =
-      claimed.blockedKeys.length > 0 || claimed.inFlightKeys > 0 || (claimed.contended ?? 0) > 0;
-    let parked = 0;
-    if (claimed.blockedKeys.length > 0) {
-      try {
-        parked = await this.watchdog.run('park', () => this.store.park(claimed.blockedKeys));
-      } catch (error) {
-        // Parking only keeps claims cheap; the next claim finds those rows again.
-        this.logger.warn(`Parking queued messages failed: ${describeError(error)}`);
-      }
-    }
-    // An empty claim says nothing about the broker: the outage backoff only resets when a
-    // publish gets through.
-    if (claimed.records.length > 0)
-      return { ...claimed, claimedAt: claimStarted, leaseEnd: claimStarted + dispatcher.leaseMs };
-    if (parked > 0) return 'parked';
-    return claimed.inFlightKeys > 0 || (claimed.contended ?? 0) > 0 ? 'in-flight' : 'idle';
-  }
-
-  /**
-   * Gives back the rows of claims whose answer was lost (see LostClaims), before claiming again;
-   * false while the database still fails, and the claim waits as in an outage.
-   */
-  private async releaseLostClaims(): Promise<boolean> {
-    try {
-      const released = await this.lostClaims.releaseEnded((token) =>
-        this.watchdog.run('release of a lost claim', () => this.store.releaseClaim(token)),
-      );
-      if (released > 0) {
-        this.logger.warn(
-          `A claim committed while its answer was lost (a database connection failed); released its ${released} message(s) unpublished, their attempt given back (${this.runLabel()})`,
-        );
-      }
-      return true;
-    } catch (error) {
-      this.pause(error, 'releasing a lost claim failed (database unavailable?)');
-      return false;
-    }
-  }
-
-  /** Gives back the rows of a claim that answered after the watchdog gave up on it. */
-  private releaseLate({ token, records }: ClaimedBatch): void {
-    if (records.length === 0) return;
-    this.store.settle(token, releaseSettlement(records), false).then(
-      (released) =>
-        this.logger.warn(
-          `A claim answered after it was given up on; released its ${released} message(s) unpublished`,
-        ),
-      (error: unknown) =>
-        this.logger.warn(
-          `Releasing the messages of a late claim failed; they return when their lease expires: ${describeError(error)}`,
-        ),
-    );
   }
 
   /** Publishes a claimed batch and settles the outcome; never throws. */
@@ -651,248 +267,27 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     const { retry, ordering } = this.options;
     const plan = planBatch(records, retry.maxAttempts, performance.now(), publishBy);
     if (plan.skip?.kind === 'lapsed') {
-      this.logger.warn(
+      this.log.warn(
         `A claimed batch of ${records.length} message(s) reached its lease deadline before publishing (was the process paused?); releasing it unpublished`,
+        { released: records.length, reason: 'lapsed' },
       );
     }
-    const result = plan.skip ?? (await this.publish(plan.fresh, plan.held, publishBy));
+    const result = plan.skip ?? (await this.publishing.publish(plan.fresh, plan.held, publishBy));
     const answeredAfterClaimMs = performance.now() - claimedAt;
     const { verdicts, settlement, releaseDelayMs, hookErrors } = judgeBatch({
       records,
       result,
       retry,
       deadAdvancesKey: !ordering.queue.deadBlocksKey,
-      outagePauseMs: this.outagePauseMs,
+      outagePauseMs: this.outage.currentPauseMs,
       probeEveryMs: this.publisher.ping === undefined ? undefined : OUTAGE_PROBE_INTERVAL_MS,
     });
-    for (const error of hookErrors) this.hookThrew(error);
+    for (const error of hookErrors) this.notice.hookThrew(error);
     if (result.kind === 'outage') this.releasedDueAt = Date.now() + releaseDelayMs;
-    const settled = await this.settle(token, settlement, leaseEnd);
+    const settled = await this.settling.settle(token, settlement, leaseEnd);
     const report = batchReport(records.length, settlement, settled, performance.now() - started);
-    if (report.fenced > 0) {
-      this.logger.warn(
-        `${report.fenced} message(s) of a batch were taken over by another dispatcher after this one's lease expired; their outcome here was discarded`,
-      );
-    }
-    this.logger.debug(
-      `Batch: claimed ${report.claimed}, published ${report.published}, retried ${report.retried}, dead ${report.deadLettered}, released ${report.released}, fenced ${report.fenced} in ${Math.round(report.durationMs)} ms`,
-    );
-    this.notify(records, verdicts, report, answeredAfterClaimMs);
+    this.notice.settled(records, verdicts, report, answeredAfterClaimMs);
     return report;
-  }
-
-  /**
-   * Publishes under one deadline and says what the broker side came to. A batch holding runs
-   * (several messages of a key) goes out in rounds (see keyRounds): a key's next message waits
-   * for the broker's answer to the one before, and a key whose message failed sends no more.
-   * `held` records (behind an exhausted one of their key) are not sent.
-   */
-  private async publish(
-    records: readonly ClaimedRecord[],
-    held: ReadonlySet<string>,
-    publishBy: number,
-  ): Promise<PublishResult> {
-    // The publish timeout, cut short by the lease: in-flight publishes are aborted when the
-    // lease deadline passes, whichever comes first.
-    const timeoutMs = Math.max(
-      0,
-      Math.min(this.options.dispatcher.publishTimeoutMs, Math.floor(publishBy - performance.now())),
-    );
-    // One controller per batch, aborted by its own deadline or by shutdown. (Not AbortSignal.any:
-    // a listener per batch on the long-lived shutdown signal must be removed, not accumulated.)
-    const controller = new AbortController();
-    const { signal } = controller;
-    // Read on the clock before every send (pastPublishDeadline): the timer below cannot fire
-    // while the process is paused, and what runs first on waking must not send.
-    const deadlineAt = performance.now() + timeoutMs;
-    setPublishDeadline(controller, deadlineAt, () => new PublishTimeoutError(timeoutMs));
-    // Publishers may watch the signal once per message; that is no listener leak.
-    setMaxListeners(records.length + 10, signal);
-    const onShutdown = (): void => controller.abort(this.shutdown.signal.reason);
-    this.shutdown.signal.addEventListener('abort', onShutdown, { once: true });
-    let timer: NodeJS.Timeout | undefined;
-    const deadline = new Promise<'timeout'>((resolve) => {
-      timer = setTimeout(() => resolve('timeout'), timeoutMs);
-      signal.addEventListener('abort', () => resolve('timeout'), { once: true });
-    });
-    const send = (batch: readonly ClaimedRecord[]): Promise<PublishResult> =>
-      this.publishRound(batch, controller, deadline, { timeoutMs, deadlineAt, publishBy });
-    try {
-      const rounds = keyRounds(records);
-      if (rounds.length === 1 && held.size === 0) return await send(records);
-      const outcomes: (PublishOutcome | undefined)[] = records.map(() => undefined);
-      const stopped = new Set<string>();
-      for (const [place, round] of rounds.entries()) {
-        const sendable = round.filter((i) => {
-          const record = records[i];
-          return record !== undefined && !held.has(record.id) && !stopped.has(record.key ?? '');
-        });
-        if (sendable.length === 0) break;
-        const result = await send(sendable.flatMap((i) => records[i] ?? []));
-        // Nothing was acknowledged before the first round: after an outage or a shutdown the
-        // batch fares as one publish (all of it goes back). Not after a timeout: that counts an
-        // attempt for what the round sent only, since the rest of each run and the held records
-        // never reached the broker (charged with the head's timeout, a run went dead with it).
-        if (place === 0 && result.kind !== 'outcomes' && result.kind !== 'timeout') return result;
-        if (result.kind === 'timeout') {
-          for (const i of sendable) outcomes[i] = { ok: false, error: result.error };
-        }
-        // After an outage, a shutdown or a timeout, what the earlier rounds delivered stays
-        // delivered, and every later message goes back unpublished (no outcome).
-        if (result.kind !== 'outcomes') break;
-        for (const key of recordRound(records, sendable, result.outcomes, outcomes)) {
-          stopped.add(key);
-        }
-        // The deadline passed (the publisher answered the abort, or the process was paused
-        // through it): nothing more goes out.
-        if (pastPublishDeadline(signal)) break;
-        // A round that paused claims (every message timed out) ends the batch too.
-        if (Date.now() < this.pausedUntil) break;
-      }
-      return { kind: 'outcomes', outcomes };
-    } finally {
-      clearTimeout(timer);
-      this.shutdown.signal.removeEventListener('abort', onShutdown);
-    }
-  }
-
-  /**
-   * One publish call, raced against the batch's deadline. Past the deadline the call is aborted,
-   * and its answer to the abort is still read if it comes within ABORT_ANSWER_GRACE_MS and
-   * before `publishBy` (the lease must leave time to settle), or at once when already past it.
-   */
-  private async publishRound(
-    records: readonly ClaimedRecord[],
-    controller: AbortController,
-    deadline: Promise<'timeout'>,
-    { timeoutMs, deadlineAt, publishBy }: PublishDeadlines,
-  ): Promise<PublishResult> {
-    try {
-      const publishing = this.publisher.publish(records, controller.signal);
-      const answer = await Promise.race([publishing, deadline]);
-      let attempt: PublishAttempt;
-      let paused = 0;
-      if (answer === 'timeout') {
-        if (this.shutdown.signal.aborted) return { kind: 'shutdown' };
-        paused = pausedPast(deadlineAt);
-        const error = new PublishTimeoutError(timeoutMs);
-        controller.abort(error);
-        // At least a moment, even past publishBy: a publisher that found the deadline passed
-        // on waking from a pause answers at once, saying which messages it never sent.
-        const graceMs = Math.max(
-          1,
-          Math.min(ABORT_ANSWER_GRACE_MS, Math.floor(publishBy - performance.now())),
-        );
-        // A rejection (an abort's) says nothing about the messages: as no answer.
-        const late = await this.within(publishing, graceMs);
-        attempt =
-          late === undefined || this.shutdown.signal.aborted
-            ? { kind: 'timed-out', error }
-            : { kind: 'timed-out', error, late: late.value };
-      } else attempt = { kind: 'returned', outcomes: answer };
-      const reading = readPublish(attempt, records.length);
-      return paused > 0 ? this.afterPause(reading.result, paused) : this.react(reading);
-    } catch (error) {
-      if (this.shutdown.signal.aborted) return { kind: 'shutdown' };
-      return this.react(readPublish({ kind: 'threw', error }, records.length));
-    }
-  }
-
-  /**
-   * Settles, retrying until the lease ends: the broker has these messages, and an outcome not
-   * recorded means publishing them again. Settles run even while an earlier database call is
-   * stalled (another batch's outcome must not wait behind it). A call the watchdog gives up on
-   * (e.g. waiting behind the application's pool) is not repeated but still awaited, until one
-   * database call past the lease end: it is first in line and may yet land, and its answer says
-   * exactly how many rows were still this dispatcher's.
-   */
-  private async settle(
-    token: string,
-    settlement: Settlement,
-    leaseEnd: number,
-  ): Promise<SettleResult> {
-    const deleteDelivered = this.options.cleaner.deliveredRetentionMs === 0;
-    for (let attempt = 1, backoff = SETTLE_FIRST_BACKOFF_MS; ; attempt++) {
-      const call = this.store.settle(token, settlement, deleteDelivered);
-      try {
-        let changed: number;
-        try {
-          changed = await this.watchdog.run('settle', () => call, { evenWhileStalled: true });
-        } catch (error) {
-          if (!(error instanceof OutboxDatabaseTimeoutError)) throw error;
-          const late = await this.within(call, leaseEnd + this.dbCallMs - performance.now());
-          if (late === undefined) throw error;
-          changed = late.value;
-        }
-        if (attempt > 1) this.logger.log(`A batch's outcome was recorded on try ${attempt}`);
-        // After a failed try, fewer changed rows may mean that try committed after all.
-        return { kind: 'settled', changed, sole: attempt === 1 };
-      } catch (error) {
-        // At shutdown, or when the next try could not land within the lease, give up.
-        if (this.shutdown.signal.aborted || performance.now() + backoff >= leaseEnd) {
-          this.logger.error(
-            `Recording a batch's outcome failed ${attempt} time(s) until its lease ended; unless a late try landed, its messages will be claimed and published again: ${describeError(error)}`,
-          );
-          return { kind: 'unsettled' };
-        }
-        await sleep(backoff);
-        backoff = Math.min(SETTLE_MAX_BACKOFF_MS, backoff * 2);
-      }
-    }
-  }
-
-  /** The promise's value if it resolves within `ms`; undefined if not (or if it rejects). */
-  private async within<T>(promise: Promise<T>, ms: number): Promise<{ value: T } | undefined> {
-    if (ms <= 0) return undefined;
-    let timer: NodeJS.Timeout | undefined;
-    const timeout = new Promise<undefined>((resolve) => {
-      timer = setTimeout(() => resolve(undefined), ms);
-    });
-    try {
-      return await Promise.race([
-        promise.then(
-          (value) => ({ value }),
-          () => undefined,
-        ),
-        timeout,
-      ]);
-    } finally {
-      clearTimeout(timer);
-    }
-  }
-
-  /**
-   * Applies what a publish means for claiming, before the batch is judged (as the pause's
-   * observer hook has always run before `retryIf`).
-   */
-  private react({ result, reaction }: PublishReading): PublishResult {
-    if (reaction.kind === 'pause') {
-      this.pause(reaction.error, reaction.what, reaction.counted, reaction.probe);
-    } else {
-      this.outagePauseMs = 0;
-      this.outageEnded('a publish went through');
-    }
-    return result;
-  }
-
-  /**
-   * A publish whose deadline passed while this process was paused says nothing about the
-   * broker: no outage is begun or ended, and what was never sent goes back as after a lapsed
-   * lease (another dispatcher may hold it by now). What may have been sent keeps its outcome.
-   */
-  private afterPause(result: PublishResult, pausedMs: number): PublishResult {
-    this.logger.warn(
-      `This process was paused for at least ${pausedMs} ms (its event loop did not run: a long GC, SIGSTOP, a debugger, or blocking code) while a batch was publishing; its publish deadline passed meanwhile, so what it had not sent goes back unpublished. Not a broker failure: claims go on (${this.runLabel()})`,
-    );
-    return result.kind === 'outage' ? { kind: 'lapsed' } : result;
-  }
-
-  /** Logs the end of an outage once, with how long it lasted. */
-  private outageEnded(how: string): void {
-    if (this.outageSince === undefined) return;
-    const lasted = Date.now() - this.outageSince;
-    this.outageSince = undefined;
-    this.logger.log(`Outage over after ${lasted} ms (${this.runLabel()}): ${how}; claiming again`);
   }
 
   private pause(
@@ -901,109 +296,8 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     counted = 'no attempt counted',
     brokerOutage = false,
   ): void {
-    const base = this.options.dispatcher.pollIntervalMs;
-    this.outagePauseMs = Math.min(
-      this.options.dispatcher.maxOutagePauseMs,
-      this.outagePauseMs === 0 ? base : this.outagePauseMs * 2,
-    );
-    this.pausedUntil = Date.now() + this.outagePauseMs;
-    // Once per outage at warn level; its later, longer pauses at debug.
-    const message = `${what}: ${describeError(error)}; pausing claims for ${this.outagePauseMs} ms (${counted})`;
-    if (this.outageSince === undefined) {
-      this.outageSince = Date.now();
-      this.logger.warn(`Outage begun (${this.runLabel()}): ${message}`);
-    } else this.logger.debug(message);
-    const pauseMs = this.outagePauseMs;
-    this.safely(() => this.observer.onOutage?.(error, pauseMs), undefined);
-    if (brokerOutage) this.probeBroker();
-  }
-
-  /**
-   * While claims are paused by a broker outage, asks the publisher (`ping()`, where it has
-   * one) every `OUTAGE_PROBE_INTERVAL_MS`, one probe at a time, and resumes as soon as the
-   * broker answers: the pause may have grown long, the return should not wait for it.
-   */
-  private probeBroker(): void {
-    const ping = this.publisher.ping?.bind(this.publisher);
-    if (ping === undefined || this.probing) return;
-    this.probing = true;
-    const probe = async (): Promise<void> => {
-      while (!this.stopping && Date.now() < this.pausedUntil) {
-        await sleep(OUTAGE_PROBE_INTERVAL_MS, true);
-        if (this.stopping || Date.now() >= this.pausedUntil) return;
-        const controller = new AbortController();
-        const timer = setTimeout(
-          () => controller.abort(new PublishTimeoutError(this.options.dispatcher.publishTimeoutMs)),
-          this.options.dispatcher.publishTimeoutMs,
-        );
-        try {
-          await ping(controller.signal);
-          this.outageEnded('the broker answered a probe');
-          this.pausedUntil = 0;
-          this.wake();
-          // The batch the outage handed back becomes due a moment later: look again then.
-          const dueIn = this.releasedDueAt - Date.now();
-          if (dueIn > 0) setTimeout(() => this.wake(), dueIn + 10).unref();
-          return;
-        } catch {
-          // Still down: keep waiting, quietly (the pause was logged once).
-        } finally {
-          clearTimeout(timer);
-        }
-      }
-    };
-    probe()
-      .catch((error: unknown) => this.logger.warn(`Broker probe failed: ${describeError(error)}`))
-      .finally(() => {
-        this.probing = false;
-      });
-  }
-
-  private notify(
-    records: readonly ClaimedRecord[],
-    verdicts: readonly Verdict[],
-    report: OutboxBatchReport,
-    answeredAfterClaimMs: number,
-  ): void {
-    // A copy of every delivered record only for an observer that reads them: without one it
-    // was an object per message for the garbage collector. Object.assign, not a spread with
-    // one more property after it (`{ ...record, latencyMs }`): see toClaimedRecord.
-    const published: OutboxPublishedRecord[] | undefined =
-      this.observer.onPublished === undefined ? undefined : [];
-    records.forEach((record, i) => {
-      const verdict = verdicts[i];
-      if (verdict?.kind === 'delivered')
-        published?.push(
-          Object.assign({}, record, { latencyMs: record.ageMs + answeredAfterClaimMs }),
-        );
-      else if (verdict?.kind === 'retry')
-        this.safely(
-          () => this.observer.onRetry?.(record, verdict.error, verdict.delayMs),
-          undefined,
-        );
-      else if (verdict?.kind === 'dead') {
-        this.logger.warn(
-          `Message ${record.messageId} (${record.type} to ${record.topic}) dead-lettered after ${record.attempts} attempt(s): ${describeError(verdict.error)}`,
-        );
-        this.safely(() => this.observer.onDeadLetter?.(record, verdict.error), undefined);
-      }
-    });
-    if (published !== undefined && published.length > 0)
-      this.safely(() => this.observer.onPublished?.(published), undefined);
-    this.safely(() => this.observer.onBatch?.(report), undefined);
-  }
-
-  /** Observer hooks and user callbacks must never stop delivery. */
-  private safely<T>(fn: () => T, fallback: T): T {
-    try {
-      return fn();
-    } catch (error) {
-      this.hookThrew(error);
-      return fallback;
-    }
-  }
-
-  private hookThrew(error: unknown): void {
-    this.logger.error(`An outbox hook threw: ${describeError(error)}`);
+    const pauseMs = this.outage.pause(error, what, counted);
+    this.notice.safely(() => this.observer.onOutage?.(error, pauseMs));
+    if (brokerOutage) this.probe.start();
   }
 }

@@ -8,6 +8,7 @@ import type { OutboxConnection } from '../store/ports/outbox-connection';
 import type { SqlPort } from '../store/ports/sql-port';
 import {
   DEFAULT_OUTBOX_NAME,
+  OUTBOX_COMMITS,
   OUTBOX_CONNECTION,
   OUTBOX_INSTANCE_NAME,
   OUTBOX_OPTIONS,
@@ -19,6 +20,7 @@ import { OutboxService } from '../outbox.service';
 import { getOutboxToken, type OutboxProviderType } from './outbox.tokens';
 import type { ResolvedOutboxOptions } from '../options/resolve-outbox-options';
 import { OutboxCleaner } from '../dispatch/outbox.cleaner';
+import { CommitWatcher } from '../dispatch/commit-watcher';
 import { OutboxDispatcher } from '../dispatch/outbox.dispatcher';
 import { OutboxUnlocker } from '../dispatch/outbox.unlocker';
 import { OutboxPartitionMaintainer } from '../dispatch/outbox.partition-maintainer';
@@ -70,12 +72,13 @@ export function namedProviders(workers: boolean, name: string): Provider[] {
   const core: Provider[] = [
     {
       provide: token(OutboxService),
-      inject: [OUTBOX_OPTIONS, OUTBOX_STORE, OUTBOX_CONNECTION],
+      inject: [OUTBOX_OPTIONS, OUTBOX_STORE, OUTBOX_CONNECTION, OUTBOX_COMMITS],
       useFactory: (
         options: ResolvedOutboxOptions,
         store: OutboxStore,
         connection: OutboxConnection<unknown>,
-      ) => new OutboxService(options, store, connection),
+        commits: CommitWatcher<unknown>,
+      ) => new OutboxService(options, store, connection, commits),
     },
     {
       provide: token(OutboxAdmin),
@@ -89,13 +92,13 @@ export function namedProviders(workers: boolean, name: string): Provider[] {
     ...core,
     {
       provide: token(OutboxDispatcher),
-      inject: [OUTBOX_OPTIONS, OUTBOX_STORE, registry, token(OutboxService)],
+      inject: [OUTBOX_OPTIONS, OUTBOX_STORE, registry, OUTBOX_COMMITS],
       useFactory: (
         options: ResolvedOutboxOptions,
         store: OutboxStore,
         scheduler: SchedulerRegistry | undefined,
-        service: OutboxService,
-      ) => new OutboxDispatcher(options, store, scheduler, service),
+        commits: CommitWatcher<unknown>,
+      ) => new OutboxDispatcher(options, store, scheduler, commits),
     },
     {
       provide: token(OutboxUnlocker),

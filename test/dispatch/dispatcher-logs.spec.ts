@@ -11,28 +11,48 @@ import { waitFor } from '../support/wait-for';
 // per message.
 
 class CapturingLogger implements LoggerService {
-  readonly lines: { level: string; context: string; message: string }[] = [];
-  private push(level: string, message: unknown, context: unknown): void {
+  readonly lines: {
+    level: string;
+    context: string;
+    message: string;
+    fields: Record<string, unknown> | undefined;
+  }[] = [];
+  // Nest's Logger passes (message, ...params, context); an object among the params is fields.
+  private push(level: string, message: unknown, params: unknown[]): void {
+    const last = params.at(-1);
+    const fields = params.find(
+      (p): p is Record<string, unknown> => typeof p === 'object' && p !== null,
+    );
     this.lines.push({
       level,
       message: String(message),
-      context: typeof context === 'string' ? context : '',
+      context: typeof last === 'string' ? last : '',
+      fields,
     });
   }
-  log(message: unknown, context?: unknown): void {
-    this.push('log', message, context);
+  log(message: unknown, ...params: unknown[]): void {
+    this.push('log', message, params);
   }
-  warn(message: unknown, context?: unknown): void {
-    this.push('warn', message, context);
+  warn(message: unknown, ...params: unknown[]): void {
+    this.push('warn', message, params);
   }
-  error(message: unknown, _trace?: unknown, context?: unknown): void {
-    this.push('error', message, context);
+  error(message: unknown, ...params: unknown[]): void {
+    this.push('error', message, params);
   }
-  debug(message: unknown, context?: unknown): void {
-    this.push('debug', message, context);
+  debug(message: unknown, ...params: unknown[]): void {
+    this.push('debug', message, params);
   }
-  verbose(message: unknown, context?: unknown): void {
-    this.push('verbose', message, context);
+  verbose(message: unknown, ...params: unknown[]): void {
+    this.push('verbose', message, params);
+  }
+  /** The dispatcher's lines (with their fields) matching `pattern`. */
+  linesOf(pattern: RegExp, level?: string) {
+    return this.lines.filter(
+      (l) =>
+        l.context === 'OutboxDispatcher' &&
+        (level === undefined || l.level === level) &&
+        pattern.test(l.message),
+    );
   }
   of(pattern: RegExp, level?: string): string[] {
     return this.lines
@@ -199,5 +219,87 @@ describeWith(['postgres'], 'dispatcher lifecycle logs (postgres)', () => {
     ).toBeGreaterThan(0);
     expect(publisher.messageIds).toEqual([id]);
     expect((await h.row(id ?? '')).status).toBe('delivered');
+  });
+});
+
+describe('dispatcher per-message logs', () => {
+  const scope = useOutboxScope(sqlite, { tablePrefix: 'outbox_msglogs' });
+
+  it('says why an attempt failed, at warn once per topic per interval, with the message facts and the run id as fields; the batch line at verbose', async () => {
+    const logger = new CapturingLogger();
+    const publisher = new RecordingPublisher()
+      .fail({ topic: 'payments' }, 'retryable', { error: new TypeError('handler blew up') })
+      .fail({ topic: 'orders' }, 'retryable', { error: new Error('broker said 503') });
+    const h = await scope.open({ publisher, logger });
+    const [p1, p2, p3] = await h.enqueue(
+      ['p1', 'p2', 'p3'].map((key) => ({
+        topic: 'payments',
+        key,
+        type: 'PaymentTaken',
+        payload: {},
+      })),
+    );
+    const [o1] = await h.enqueue([{ topic: 'orders', payload: {} }]);
+    await h.dispatcher.runOnce();
+
+    // Every message was tried and failed once: retried, not lost.
+    for (const id of [p1, p2, p3, o1]) {
+      expect(await h.row(id ?? '')).toMatchObject({ status: 'pending', attempts: 1 });
+    }
+    const loud = logger.linesOf(/failed attempt 1, retrying in \d+ ms/, 'warn');
+    expect(loud).toHaveLength(2);
+    const payment = loud.find((l) => l.message.includes('to payments'));
+    expect(payment?.message).toMatch(
+      /^Message \S+ \(PaymentTaken to payments\) failed attempt 1, retrying in \d+ ms: TypeError: handler blew up \(run [0-9a-f]{8}\)$/,
+    );
+    expect(loud.find((l) => l.message.includes('to orders'))?.message).toMatch(
+      /failed attempt 1, retrying in \d+ ms: Error: broker said 503/,
+    );
+    const runId = /run ([0-9a-f]{8})/.exec(payment?.message ?? '')?.[1];
+    const paymentIds = [p1, p2, p3];
+    expect(paymentIds).toContain(payment?.fields?.['messageId']);
+    expect(payment?.fields).toEqual({
+      runId,
+      messageId: expect.any(String),
+      key: expect.stringMatching(/^p[123]$/),
+      topic: 'payments',
+      type: 'PaymentTaken',
+      attempt: 1,
+      errorClass: 'TypeError',
+      retryInMs: expect.any(Number),
+    });
+    expect(loud.find((l) => l.message.includes('orders'))?.fields).not.toHaveProperty('key');
+    // The topic's other failures in the interval are quieter, not gone.
+    expect(logger.linesOf(/to payments\) failed attempt 1/, 'verbose')).toHaveLength(2);
+    // The batch line: verbose, not debug, naming the run, its counts as fields.
+    expect(logger.linesOf(/^Batch:/, 'debug')).toEqual([]);
+    const batch = logger.linesOf(/^Batch: claimed 4, published 0, retried 4/, 'verbose');
+    expect(batch.map((l) => l.message)).toEqual([expect.stringMatching(`\\(run ${runId}\\)$`)]);
+    expect(batch[0]?.fields).toMatchObject({ runId, claimed: 4, retried: 4, published: 0 });
+    await h.close();
+  });
+
+  it('gives a dead letter its facts as fields', async () => {
+    const logger = new CapturingLogger();
+    const publisher = new RecordingPublisher().fail({ topic: 'orders' }, 'permanent');
+    const h = await scope.open({ publisher, logger });
+    const [id] = await h.enqueue([
+      { topic: 'orders', key: 'o-1', type: 'OrderPlaced', payload: {} },
+    ]);
+    await h.dispatcher.runOnce();
+
+    expect((await h.row(id ?? '')).status).toBe('dead');
+    const dead = logger.linesOf(/dead-lettered after 1 attempt/, 'warn');
+    expect(dead).toHaveLength(1);
+    expect(dead[0]?.fields).toEqual({
+      runId: expect.stringMatching(/^[0-9a-f]{8}$/),
+      messageId: id,
+      key: 'o-1',
+      topic: 'orders',
+      type: 'OrderPlaced',
+      attempt: 1,
+      errorClass: 'PermanentPublishError',
+    });
+    await h.close();
   });
 });

@@ -1,4 +1,4 @@
-import type { Provider } from '@nestjs/common';
+import type { LoggerService, Provider } from '@nestjs/common';
 import { Test, type TestingModule } from '@nestjs/testing';
 import type { DataSource } from 'typeorm';
 import {
@@ -32,6 +32,8 @@ export interface LocalAppSpec {
   readonly handlersOptions?: OutboxHandlersOptions;
   /** Another app's table, to run a second instance on it (left for that app to drop). */
   readonly table?: string;
+  /** Receives the app's logs. @default errors only, to the console */
+  readonly logger?: LoggerService;
 }
 
 export interface LocalApp {
@@ -79,7 +81,7 @@ export async function openLocalApp(ds: DataSource, spec: LocalAppSpec): Promise<
     ],
     providers: [...spec.handlers],
   }).compile();
-  moduleRef.useLogger(['error', 'fatal']);
+  moduleRef.useLogger(spec.logger ?? ['error', 'fatal']);
   await moduleRef.init();
   const outbox = moduleRef.get(OutboxService);
   let stopped: Promise<void> | undefined;

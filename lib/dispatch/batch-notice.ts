@@ -1,0 +1,107 @@
+import { describeError, errorClassOf } from '../internal/describe-error';
+import type {
+  OutboxBatchReport,
+  OutboxObserver,
+  OutboxPublishedRecord,
+} from '../observers/outbox-observer.interface';
+import type { ClaimedRecord } from '../store/ports/outbox-store.port';
+import type { Verdict } from './batch-outcome';
+import type { DispatcherLog, LogFields } from './dispatcher-log';
+import { TopicLogLimit } from './topic-log-limit';
+
+/** A topic's failed attempts are logged at warn once per this; the others at verbose. */
+const FAILED_ATTEMPT_LOG_INTERVAL_MS = 30_000;
+
+/** The facts of one message's line, as fields for a log indexer. */
+function messageFields(record: ClaimedRecord, error: unknown): LogFields {
+  return {
+    messageId: record.messageId,
+    key: record.key ?? undefined,
+    topic: record.topic,
+    type: record.type,
+    attempt: record.attempts,
+    errorClass: errorClassOf(error),
+  };
+}
+
+/**
+ * Tells the log and the observer what became of a settled batch: a line per batch at verbose,
+ * each failed attempt with its reason (at warn once per topic per interval), each dead letter.
+ */
+export class BatchNotice {
+  private readonly failedAttempts = new TopicLogLimit(FAILED_ATTEMPT_LOG_INTERVAL_MS);
+
+  constructor(
+    private readonly observer: OutboxObserver,
+    private readonly log: DispatcherLog,
+  ) {}
+
+  settled(
+    records: readonly ClaimedRecord[],
+    verdicts: readonly Verdict[],
+    report: OutboxBatchReport,
+    answeredAfterClaimMs: number,
+  ): void {
+    if (report.fenced > 0) {
+      this.log.warn(
+        `${report.fenced} message(s) of a batch were taken over by another dispatcher after this one's lease expired; their outcome here was discarded`,
+      );
+    }
+    const { claimed, published, retried, deadLettered, released, fenced } = report;
+    const durationMs = Math.round(report.durationMs);
+    this.log.verbose(
+      `Batch: claimed ${claimed}, published ${published}, retried ${retried}, dead ${deadLettered}, released ${released}, fenced ${fenced} in ${durationMs} ms`,
+      { claimed, published, retried, deadLettered, released, fenced, durationMs },
+    );
+    // A copy of every delivered record only for an observer that reads them: without one it
+    // was an object per message for the garbage collector. Object.assign, not a spread with
+    // one more property after it (`{ ...record, latencyMs }`): see toClaimedRecord.
+    const delivered: OutboxPublishedRecord[] | undefined =
+      this.observer.onPublished === undefined ? undefined : [];
+    records.forEach((record, i) => {
+      const verdict = verdicts[i];
+      if (verdict?.kind === 'delivered')
+        delivered?.push(
+          Object.assign({}, record, { latencyMs: record.ageMs + answeredAfterClaimMs }),
+        );
+      else if (verdict?.kind === 'retry') {
+        this.failedAttempt(record, verdict.error, verdict.delayMs);
+        this.safely(() => this.observer.onRetry?.(record, verdict.error, verdict.delayMs));
+      } else if (verdict?.kind === 'dead') {
+        this.log.warn(
+          `Message ${record.messageId} (${record.type} to ${record.topic}) dead-lettered after ${record.attempts} attempt(s): ${describeError(verdict.error)}`,
+          messageFields(record, verdict.error),
+        );
+        this.safely(() => this.observer.onDeadLetter?.(record, verdict.error));
+      }
+    });
+    if (delivered !== undefined && delivered.length > 0)
+      this.safely(() => this.observer.onPublished?.(delivered));
+    this.safely(() => this.observer.onBatch?.(report));
+  }
+
+  /** Observer hooks and user callbacks must never stop delivery. */
+  safely(fn: () => void): void {
+    try {
+      fn();
+    } catch (error) {
+      this.hookThrew(error);
+    }
+  }
+
+  hookThrew(error: unknown): void {
+    this.log.error(`An outbox hook threw: ${describeError(error)}`);
+  }
+
+  private failedAttempt(record: ClaimedRecord, error: unknown, delayMs: number): void {
+    const turn = this.failedAttempts.take(record.topic);
+    const quieted =
+      turn.loud && turn.quieted > 0
+        ? ` (${turn.quieted} more failed attempt(s) on this topic since the last such line, logged at verbose)`
+        : '';
+    const line = `Message ${record.messageId} (${record.type} to ${record.topic}) failed attempt ${record.attempts}, retrying in ${delayMs} ms: ${describeError(error)}${quieted}`;
+    const fields = { ...messageFields(record, error), retryInMs: delayMs };
+    if (turn.loud) this.log.warn(line, fields);
+    else this.log.verbose(line, fields);
+  }
+}

@@ -1,0 +1,192 @@
+import { setMaxListeners } from 'node:events';
+import { PublishTimeoutError } from '../errors/publish-timeout.error';
+import type { OutboxPublisher, PublishOutcome } from '../publishers/outbox-publisher.interface';
+import { pastPublishDeadline, setPublishDeadline } from '../publishers/publish-deadline';
+import type { ClaimedRecord } from '../store/ports/outbox-store.port';
+import {
+  readPublish,
+  type PublishAttempt,
+  type PublishReading,
+  type PublishResult,
+} from './batch-outcome';
+import type { DispatcherLog } from './dispatcher-log';
+import { keyRounds, recordRound } from './key-runs';
+import type { OutagePause } from './outage-pause';
+import { pausedPast } from './process-pause';
+import { within } from './sleep';
+
+/**
+ * How long a publish aborted by the dispatcher's deadline may take to answer the abort, within
+ * what the lease leaves for publishing: a publisher that honours the signal answers at once,
+ * saying which messages the broker confirmed and which it never wrote.
+ */
+const ABORT_ANSWER_GRACE_MS = 250;
+
+/** A publish's deadlines, on the monotonic clock but for `timeoutMs`. */
+interface PublishDeadlines {
+  /** How long the publish may take (the publish timeout, cut short by the lease). */
+  readonly timeoutMs: number;
+  /** When the publish deadline passes. */
+  readonly deadlineAt: number;
+  /** The latest a late answer may still be read: the lease must leave time to settle. */
+  readonly publishBy: number;
+}
+
+/** Pauses claims for an outage the publish met (see `OutboxDispatcher.pause`). */
+export type OnOutage = (error: unknown, what: string, counted: string, probe: boolean) => void;
+
+/**
+ * The publish of one claimed batch: its rounds, its deadline, its answer to an abort, and what
+ * the broker's answer means for the outage pause.
+ */
+export class BatchPublish {
+  constructor(
+    private readonly publisher: OutboxPublisher,
+    private readonly publishTimeoutMs: number,
+    /** Aborted at shutdown: publishes in flight answer `shutdown`. */
+    private readonly shutdown: AbortSignal,
+    private readonly outage: OutagePause,
+    private readonly onOutage: OnOutage,
+    private readonly log: DispatcherLog,
+  ) {}
+
+  /**
+   * Publishes under one deadline and says what the broker side came to. A batch holding runs
+   * (several messages of a key) goes out in rounds (see keyRounds): a key's next message waits
+   * for the broker's answer to the one before, and a key whose message failed sends no more.
+   * `held` records (behind an exhausted one of their key) are not sent.
+   */
+  async publish(
+    records: readonly ClaimedRecord[],
+    held: ReadonlySet<string>,
+    publishBy: number,
+  ): Promise<PublishResult> {
+    // The publish timeout, cut short by the lease: in-flight publishes are aborted when the
+    // lease deadline passes, whichever comes first.
+    const timeoutMs = Math.max(
+      0,
+      Math.min(this.publishTimeoutMs, Math.floor(publishBy - performance.now())),
+    );
+    // One controller per batch, aborted by its own deadline or by shutdown. (Not AbortSignal.any:
+    // a listener per batch on the long-lived shutdown signal must be removed, not accumulated.)
+    const controller = new AbortController();
+    const { signal } = controller;
+    // Read on the clock before every send (pastPublishDeadline): the timer below cannot fire
+    // while the process is paused, and what runs first on waking must not send.
+    const deadlineAt = performance.now() + timeoutMs;
+    setPublishDeadline(controller, deadlineAt, () => new PublishTimeoutError(timeoutMs));
+    // Publishers may watch the signal once per message; that is no listener leak.
+    setMaxListeners(records.length + 10, signal);
+    const onShutdown = (): void => controller.abort(this.shutdown.reason);
+    this.shutdown.addEventListener('abort', onShutdown, { once: true });
+    let timer: NodeJS.Timeout | undefined;
+    const deadline = new Promise<'timeout'>((resolve) => {
+      timer = setTimeout(() => resolve('timeout'), timeoutMs);
+      signal.addEventListener('abort', () => resolve('timeout'), { once: true });
+    });
+    const send = (batch: readonly ClaimedRecord[]): Promise<PublishResult> =>
+      this.publishRound(batch, controller, deadline, { timeoutMs, deadlineAt, publishBy });
+    try {
+      const rounds = keyRounds(records);
+      if (rounds.length === 1 && held.size === 0) return await send(records);
+      const outcomes: (PublishOutcome | undefined)[] = records.map(() => undefined);
+      const stopped = new Set<string>();
+      for (const [place, round] of rounds.entries()) {
+        const sendable = round.filter((i) => {
+          const record = records[i];
+          return record !== undefined && !held.has(record.id) && !stopped.has(record.key ?? '');
+        });
+        if (sendable.length === 0) break;
+        const result = await send(sendable.flatMap((i) => records[i] ?? []));
+        // Nothing was acknowledged before the first round: after an outage or a shutdown the
+        // batch fares as one publish (all of it goes back). Not after a timeout: that counts an
+        // attempt for what the round sent only, since the rest of each run and the held records
+        // never reached the broker (charged with the head's timeout, a run went dead with it).
+        if (place === 0 && result.kind !== 'outcomes' && result.kind !== 'timeout') return result;
+        if (result.kind === 'timeout') {
+          for (const i of sendable) outcomes[i] = { ok: false, error: result.error };
+        }
+        // After an outage, a shutdown or a timeout, what the earlier rounds delivered stays
+        // delivered, and every later message goes back unpublished (no outcome).
+        if (result.kind !== 'outcomes') break;
+        for (const key of recordRound(records, sendable, result.outcomes, outcomes)) {
+          stopped.add(key);
+        }
+        // The deadline passed (the publisher answered the abort, or the process was paused
+        // through it): nothing more goes out.
+        if (pastPublishDeadline(signal)) break;
+        // A round that paused claims (every message timed out) ends the batch too.
+        if (this.outage.paused) break;
+      }
+      return { kind: 'outcomes', outcomes };
+    } finally {
+      clearTimeout(timer);
+      this.shutdown.removeEventListener('abort', onShutdown);
+    }
+  }
+
+  /**
+   * One publish call, raced against the batch's deadline. Past the deadline the call is aborted,
+   * and its answer to the abort is still read if it comes within ABORT_ANSWER_GRACE_MS and
+   * before `publishBy` (the lease must leave time to settle), or at once when already past it.
+   */
+  private async publishRound(
+    records: readonly ClaimedRecord[],
+    controller: AbortController,
+    deadline: Promise<'timeout'>,
+    { timeoutMs, deadlineAt, publishBy }: PublishDeadlines,
+  ): Promise<PublishResult> {
+    try {
+      const publishing = this.publisher.publish(records, controller.signal);
+      const answer = await Promise.race([publishing, deadline]);
+      let attempt: PublishAttempt;
+      let paused = 0;
+      if (answer === 'timeout') {
+        if (this.shutdown.aborted) return { kind: 'shutdown' };
+        paused = pausedPast(deadlineAt);
+        const error = new PublishTimeoutError(timeoutMs);
+        controller.abort(error);
+        // At least a moment, even past publishBy: a publisher that found the deadline passed
+        // on waking from a pause answers at once, saying which messages it never sent.
+        const graceMs = Math.max(
+          1,
+          Math.min(ABORT_ANSWER_GRACE_MS, Math.floor(publishBy - performance.now())),
+        );
+        // A rejection (an abort's) says nothing about the messages: as no answer.
+        const late = await within(publishing, graceMs);
+        attempt =
+          late === undefined || this.shutdown.aborted
+            ? { kind: 'timed-out', error }
+            : { kind: 'timed-out', error, late: late.value };
+      } else attempt = { kind: 'returned', outcomes: answer };
+      const reading = readPublish(attempt, records.length);
+      return paused > 0 ? this.afterPause(reading.result, paused) : this.react(reading);
+    } catch (error) {
+      if (this.shutdown.aborted) return { kind: 'shutdown' };
+      return this.react(readPublish({ kind: 'threw', error }, records.length));
+    }
+  }
+
+  /**
+   * Applies what a publish means for claiming, before the batch is judged (as the pause's
+   * observer hook has always run before `retryIf`).
+   */
+  private react({ result, reaction }: PublishReading): PublishResult {
+    if (reaction.kind === 'pause') {
+      this.onOutage(reaction.error, reaction.what, reaction.counted, reaction.probe);
+    } else this.outage.publishWentThrough();
+    return result;
+  }
+
+  /**
+   * A publish whose deadline passed while this process was paused says nothing about the
+   * broker: no outage is begun or ended, and what was never sent goes back as after a lapsed
+   * lease (another dispatcher may hold it by now). What may have been sent keeps its outcome.
+   */
+  private afterPause(result: PublishResult, pausedMs: number): PublishResult {
+    this.log.warn(
+      `This process was paused for at least ${pausedMs} ms (its event loop did not run: a long GC, SIGSTOP, a debugger, or blocking code) while a batch was publishing; its publish deadline passed meanwhile, so what it had not sent goes back unpublished. Not a broker failure: claims go on (${this.log.label})`,
+    );
+    return result.kind === 'outage' ? { kind: 'lapsed' } : result;
+  }
+}

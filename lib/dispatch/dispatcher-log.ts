@@ -1,0 +1,64 @@
+import type { Logger } from '@nestjs/common';
+import { randomBytes } from 'node:crypto';
+
+/** Facts of a log line for a log indexer, passed to the logger service as its last object. */
+export type LogFields = Readonly<Record<string, string | number | undefined>>;
+
+/**
+ * The dispatcher's lines, each naming its run (one id per process start, and the instance when
+ * not the default one) in the text and, where a line carries fields, among them: lines of
+ * several dispatchers in one log are told apart, and an indexer finds a run's lines by field.
+ */
+export class DispatcherLog {
+  readonly runId: string;
+  /** `run <id>`, or `outbox '<name>', run <id>` for a named instance. */
+  readonly label: string;
+  private readonly outbox: string | undefined;
+
+  constructor(
+    private readonly logger: Logger,
+    name: string,
+    runId = randomBytes(4).toString('hex'),
+  ) {
+    this.runId = runId;
+    this.outbox = name === 'default' ? undefined : name;
+    this.label = `${this.outbox === undefined ? '' : `outbox '${this.outbox}', `}run ${runId}`;
+  }
+
+  log(text: string, fields?: LogFields): void {
+    this.write('log', text, fields);
+  }
+
+  warn(text: string, fields?: LogFields): void {
+    this.write('warn', text, fields);
+  }
+
+  error(text: string, fields?: LogFields): void {
+    this.write('error', text, fields);
+  }
+
+  verbose(text: string, fields?: LogFields): void {
+    this.write('verbose', text, fields);
+  }
+
+  debug(text: string, fields?: LogFields): void {
+    this.write('debug', text, fields);
+  }
+
+  private write(
+    level: 'log' | 'warn' | 'error' | 'verbose' | 'debug',
+    text: string,
+    fields: LogFields | undefined,
+  ): void {
+    // Lifecycle lines place the label in their sentence; the others end with it.
+    const line = text.includes(this.label) ? text : `${text} (${this.label})`;
+    if (fields === undefined) this.logger[level](line);
+    else {
+      // Without the facts a message does not have (no key): a printed `key: undefined` is noise.
+      const given = Object.entries({ runId: this.runId, outbox: this.outbox, ...fields }).filter(
+        ([, value]) => value !== undefined,
+      );
+      this.logger[level](line, Object.fromEntries(given));
+    }
+  }
+}
