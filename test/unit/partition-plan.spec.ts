@@ -132,8 +132,9 @@ describe('partition plan', () => {
       dryRun: true,
       skipped: null,
       created: ['t_p20261127', 't_p20261128'],
-      dropped: ['t_p20261120', 't_p20261121'],
-      kept: [],
+      dropped: ['t_p20261120'],
+      // Never probed: kept rather than dropped unchecked.
+      kept: [{ name: 't_p20261121', reason: 'not checked for the messages it holds' }],
       notCreated: [],
     });
     expect(skippedReport(false, 'locked')).toEqual({

@@ -71,10 +71,7 @@ export function pastRetention(
   return listed.filter((p) => keptBecause(rangeOf(p), now, policy, null) === null);
 }
 
-/**
- * Splits partitions past retention into those to drop and those kept, by their blockers (by
- * partition name; one without blockers probed is taken as free).
- */
+/** Splits partitions past retention into those to drop and those kept, by their blockers. */
 export function sortDrops(
   candidates: readonly ListedPartition[],
   blockers: ReadonlyMap<string, PartitionBlockers>,
@@ -84,7 +81,7 @@ export function sortDrops(
   const drop: ListedPartition[] = [];
   const kept: { name: string; reason: string }[] = [];
   for (const p of candidates) {
-    const reason = keptBecause(rangeOf(p), now, policy, blockers.get(p.name) ?? null);
+    const reason = reasonToKeep(p, blockers, now, policy);
     if (reason === null) drop.push(p);
     else kept.push({ name: p.name, reason });
   }
@@ -158,7 +155,7 @@ export function planStatus(
   counts: ReadonlyMap<string, OutboxPartitionRows> | null,
 ): { partitions: OutboxPartition[]; missing: string[] } {
   const partitions = frame.listed.map((p): OutboxPartition => {
-    const reason = keptBecause(rangeOf(p), frame.now, frame.policy, blockers.get(p.name) ?? null);
+    const reason = reasonToKeep(p, blockers, frame.now, frame.policy);
     return {
       name: p.name,
       ...rangeOf(p),
@@ -169,6 +166,19 @@ export function planStatus(
     };
   });
   return { partitions, missing: missingRanges(frame).map(frame.nameOf) };
+}
+
+// A partition past retention that was not probed is kept: dropping it could lose messages.
+function reasonToKeep(
+  p: ListedPartition,
+  blockers: ReadonlyMap<string, PartitionBlockers>,
+  now: Date,
+  policy: OutboxPartitionPolicy,
+): string | null {
+  const probed = blockers.get(p.name);
+  if (probed === undefined && keptBecause(rangeOf(p), now, policy, null) === null)
+    return 'not checked for the messages it holds';
+  return keptBecause(rangeOf(p), now, policy, probed ?? null);
 }
 
 function rangeOf(p: ListedPartition): { from: Date | null; to: Date | null } {
