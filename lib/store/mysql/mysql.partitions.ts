@@ -1,23 +1,19 @@
 import type { PartitionInterval } from '../../options/resolve-partitioning-options';
 import type { StatementRunner } from '../outbox-database';
-import {
-  describeLayout,
-  keptBecause,
-  type OutboxPartition,
-  type OutboxPartitionPolicy,
-  type OutboxPartitionRows,
-  type OutboxPartitionsPort,
-  type OutboxPartitionsReport,
-  type OutboxPartitionsStatus,
-  type OutboxTableLayout,
-  type PartitionBlockers,
+import type {
+  OutboxPartitionPolicy,
+  OutboxPartitionRows,
+  OutboxTableLayout,
+  PartitionBlockers,
 } from '../ports/outbox-partitions.port';
 import { hashKey } from '../rows/outbox-row.mapper';
+import type { ListedPartition } from '../partitions/partition-plan';
+import { PartitionRunner } from '../partitions/partition-runner';
+import type { PartitionSql } from '../partitions/partition-sql';
 import {
   intervalOfTag,
   partitionSuffix,
   rangeOfPartition,
-  rangesAhead,
   type PartitionRange,
 } from '../partitions/partition-range';
 import type { OutboxTableNames } from '../../internal/sql-identifier';
@@ -68,176 +64,32 @@ export async function mysqlTableLayout(
   return { kind: 'partitioned', interval };
 }
 
-interface ListedPartition {
-  readonly name: string;
-  readonly range: PartitionRange | null;
-  readonly bytes: number;
+/** The partitions of the table on MySQL/MariaDB, and the maintainer that keeps them. */
+export class MysqlPartitions extends PartitionRunner {
+  constructor(sql: SqlPort, n: OutboxTableNames) {
+    super(sql, new MysqlPartitionSql(n));
+  }
 }
 
-/** The partitions of the table on MySQL/MariaDB, and the maintainer that keeps them. */
-export class MysqlPartitions implements OutboxPartitionsPort {
+/** The statements the partition runner carries out on MySQL/MariaDB. */
+class MysqlPartitionSql implements PartitionSql {
+  readonly table: string;
+  // Partitions can only be added above the last one (REORGANIZE of pmax).
+  readonly placement = 'above-last';
   private readonly lockName: string;
 
-  constructor(
-    private readonly sql: SqlPort,
-    private readonly n: OutboxTableNames,
-  ) {
+  constructor(private readonly n: OutboxTableNames) {
+    this.table = n.table;
     // GET_LOCK names are at most 64 characters.
     this.lockName = `nestjs-outbox-partitions:${hashKey(`${n.schema ?? ''}.${n.tableName}`)}`;
   }
 
-  status(policy: OutboxPartitionPolicy, countRows: boolean): Promise<OutboxPartitionsStatus> {
-    return this.sql.transaction(async (tx) => {
-      const now = await this.now(tx);
-      const layout = await mysqlTableLayout((s, p) => rows(tx, s, p), this.n);
-      const empty = { table: this.n.table, partitions: [], missing: [], now };
-      if (layout.kind !== 'partitioned') return { ...empty, layout };
-      const listed = await this.list(tx, layout.interval);
-      if (typeof listed === 'string')
-        return { ...empty, layout: { kind: 'unrecognised', problem: listed } };
-      const partitions: OutboxPartition[] = [];
-      for (const p of listed) {
-        const range = rangeOf(p);
-        const past = keptBecause(range, now, policy, null) === null;
-        const reason = keptBecause(
-          range,
-          now,
-          policy,
-          past ? await this.blockers(tx, p, policy) : null,
-        );
-        partitions.push({
-          name: p.name,
-          ...range,
-          bytes: p.bytes,
-          rows: countRows ? await this.count(tx, p) : null,
-          droppable: reason === null,
-          keptBecause: reason,
-        });
-      }
-      const missing = this.missing(listed, layout.interval, now, policy).map((r) =>
-        partitionSuffix(r.from),
-      );
-      return { ...empty, layout, partitions, missing };
-    });
-  }
-
-  maintain(policy: OutboxPartitionPolicy, dryRun: boolean): Promise<OutboxPartitionsReport> {
-    const skip = (skipped: string): OutboxPartitionsReport => ({
-      dryRun,
-      skipped,
-      created: [],
-      dropped: [],
-      kept: [],
-      notCreated: [],
-    });
-    let dropped: ListedPartition[] = [];
-    return this.sql
-      .transaction(async (tx) => {
-        // One maintainer at a time; a second one skips its run instead of waiting behind it.
-        const [got] = await rows<{ got: number | string | null }>(
-          tx,
-          'SELECT GET_LOCK(?, 0) AS got',
-          [this.lockName],
-        );
-        if (Number(got?.got) !== 1)
-          return skip(`another instance is maintaining the partitions of ${this.n.table}`);
-        try {
-          return await this.maintainLocked(tx, policy, dryRun, skip, (list) => (dropped = list));
-        } finally {
-          await tx.query('SELECT RELEASE_LOCK(?)', [this.lockName]);
-        }
-      })
-      .then(async (report) => {
-        // After the drop: the guard rows and the attempt history of the dropped rows.
-        for (const p of dropped) {
-          if (p.range !== null) {
-            await this.sql.query(mysqlPruneIds(this.n), [
-              mysqlDatetime(p.range.from).slice(1, -1),
-              mysqlDatetime(p.range.to).slice(1, -1),
-            ]);
-          }
-        }
-        if (dropped.length > 0) await this.sql.query(mysqlPruneOrphanAttempts(this.n));
-        return report;
-      });
-  }
-
-  private async maintainLocked(
-    tx: SqlRunner,
-    policy: OutboxPartitionPolicy,
-    dryRun: boolean,
-    skip: (why: string) => OutboxPartitionsReport,
-    onDropped: (list: ListedPartition[]) => void,
-  ): Promise<OutboxPartitionsReport> {
-    const now = await this.now(tx);
-    const layout = await mysqlTableLayout((s, p) => rows(tx, s, p), this.n);
-    if (layout.kind !== 'partitioned') return skip(describeLayout(this.n.table, layout));
-    const listed = await this.list(tx, layout.interval);
-    if (typeof listed === 'string') return skip(listed);
-    const missing = this.missing(listed, layout.interval, now, policy);
-    const kept: { name: string; reason: string }[] = [];
-    const droppable = async (): Promise<ListedPartition[]> => {
-      kept.length = 0;
-      const found: ListedPartition[] = [];
-      for (const p of listed) {
-        if (keptBecause(rangeOf(p), now, policy, null) !== null) continue;
-        const reason = keptBecause(rangeOf(p), now, policy, await this.blockers(tx, p, policy));
-        if (reason === null) found.push(p);
-        else kept.push({ name: p.name, reason });
-      }
-      return found;
-    };
-    let drop = await droppable();
-    const created = missing.map((r) => partitionSuffix(r.from));
-    if (dryRun)
-      return {
-        dryRun,
-        skipped: null,
-        created,
-        dropped: drop.map((p) => p.name),
-        kept,
-        notCreated: [],
-      };
-    const [wait] = await rows<{ seconds: number | string }>(
-      tx,
-      'SELECT @@SESSION.lock_wait_timeout AS seconds',
-    );
-    await tx.query(`SET SESSION lock_wait_timeout = ${LOCK_WAIT_SECONDS}`);
-    try {
-      if (missing.length > 0) await tx.query(mysqlAddPartitions(this.n, missing));
-      if (drop.length > 0) {
-        // Under the table's write lock nothing can change a row of the partition between the
-        // check and the drop (an operator's retry, a resequenced dead letter): check again.
-        await tx.query(`LOCK TABLES ${this.n.table} WRITE`);
-        try {
-          drop = await droppable();
-          if (drop.length > 0) {
-            await tx.query(
-              `ALTER TABLE ${this.n.table} DROP PARTITION ${drop.map((p) => p.name).join(', ')}`,
-            );
-          }
-        } finally {
-          await tx.query('UNLOCK TABLES');
-        }
-      }
-    } finally {
-      await tx.query(
-        `SET SESSION lock_wait_timeout = ${Math.max(1, Number(wait?.seconds ?? 31_536_000))}`,
-      );
-    }
-    onDropped(drop);
-    return {
-      dryRun,
-      skipped: null,
-      created,
-      dropped: drop.map((p) => p.name),
-      kept,
-      notCreated: [],
-    };
+  nameOf(range: PartitionRange): string {
+    return partitionSuffix(range.from);
   }
 
   /** The database's clock (UTC, as the table's timestamps). */
-  private async now(tx: SqlRunner): Promise<Date> {
+  async begin(tx: SqlRunner): Promise<Date> {
     const [row] = await rows<{ now: string }>(
       tx,
       `SELECT DATE_FORMAT(UTC_TIMESTAMP(3), '%Y-%m-%dT%H:%i:%s.%fZ') AS now`,
@@ -245,11 +97,11 @@ export class MysqlPartitions implements OutboxPartitionsPort {
     return new Date(Date.parse((row?.now ?? '').replace(/(\.\d{3})\d*Z$/, '$1Z')) || Date.now());
   }
 
-  /** The partitions, or what keeps the maintainer from recognising them. */
-  private async list(
-    tx: SqlRunner,
-    interval: PartitionInterval,
-  ): Promise<ListedPartition[] | string> {
+  layout(tx: SqlRunner): Promise<OutboxTableLayout> {
+    return mysqlTableLayout((s, p) => rows(tx, s, p), this.n);
+  }
+
+  async list(tx: SqlRunner, interval: PartitionInterval): Promise<ListedPartition[] | string> {
     const found = await rows<{ name: string; bound: string; bytes: string | number }>(
       tx,
       MYSQL_PARTITIONS,
@@ -273,21 +125,7 @@ export class MysqlPartitions implements OutboxPartitionsPort {
     return listed;
   }
 
-  private missing(
-    listed: readonly ListedPartition[],
-    interval: PartitionInterval,
-    now: Date,
-    policy: OutboxPartitionPolicy,
-  ): PartitionRange[] {
-    // Partitions can only be added above the last one (REORGANIZE of pmax).
-    const last = listed.reduce(
-      (max, p) => Math.max(max, p.range?.to.getTime() ?? -Infinity),
-      -Infinity,
-    );
-    return rangesAhead(interval, now, policy.premake).filter((r) => r.from.getTime() >= last);
-  }
-
-  private async blockers(
+  async blockers(
     tx: SqlRunner,
     p: ListedPartition,
     policy: OutboxPartitionPolicy,
@@ -305,7 +143,7 @@ export class MysqlPartitions implements OutboxPartitionsPort {
     };
   }
 
-  private async count(tx: SqlRunner, p: ListedPartition): Promise<OutboxPartitionRows> {
+  async count(tx: SqlRunner, p: ListedPartition): Promise<OutboxPartitionRows> {
     const counts = { pending: 0, waiting: 0, delivered: 0, dead: 0 };
     for (const r of await rows<{ status: keyof typeof counts; n: number | string }>(
       tx,
@@ -315,10 +153,62 @@ export class MysqlPartitions implements OutboxPartitionsPort {
     }
     return counts;
   }
-}
 
-function rangeOf(p: ListedPartition): { from: Date | null; to: Date | null } {
-  return { from: p.range?.from ?? null, to: p.range?.to ?? null };
+  async exclusively<T>(tx: SqlRunner, work: () => Promise<T>): Promise<T | null> {
+    const [got] = await rows<{ got: number | string | null }>(tx, 'SELECT GET_LOCK(?, 0) AS got', [
+      this.lockName,
+    ]);
+    if (Number(got?.got) !== 1) return null;
+    try {
+      return await work();
+    } finally {
+      await tx.query('SELECT RELEASE_LOCK(?)', [this.lockName]);
+    }
+  }
+
+  async altering<T>(tx: SqlRunner, work: () => Promise<T>): Promise<T> {
+    const [wait] = await rows<{ seconds: number | string }>(
+      tx,
+      'SELECT @@SESSION.lock_wait_timeout AS seconds',
+    );
+    await tx.query(`SET SESSION lock_wait_timeout = ${LOCK_WAIT_SECONDS}`);
+    try {
+      return await work();
+    } finally {
+      await tx.query(
+        `SET SESSION lock_wait_timeout = ${Math.max(1, Number(wait?.seconds ?? 31_536_000))}`,
+      );
+    }
+  }
+
+  async create(tx: SqlRunner, ranges: readonly PartitionRange[]): Promise<void> {
+    await tx.query(mysqlAddPartitions(this.n, ranges));
+  }
+
+  async lockedForDrop<T>(tx: SqlRunner, work: () => Promise<T>): Promise<T> {
+    await tx.query(`LOCK TABLES ${this.n.table} WRITE`);
+    try {
+      return await work();
+    } finally {
+      await tx.query('UNLOCK TABLES');
+    }
+  }
+
+  async drop(tx: SqlRunner, partitions: readonly ListedPartition[]): Promise<void> {
+    await tx.query(
+      `ALTER TABLE ${this.n.table} DROP PARTITION ${partitions.map((p) => p.name).join(', ')}`,
+    );
+  }
+
+  async pruneDropped(sql: SqlPort, ranges: readonly PartitionRange[]): Promise<void> {
+    for (const r of ranges) {
+      await sql.query(mysqlPruneIds(this.n), [
+        mysqlDatetime(r.from).slice(1, -1),
+        mysqlDatetime(r.to).slice(1, -1),
+      ]);
+    }
+    await sql.query(mysqlPruneOrphanAttempts(this.n));
+  }
 }
 
 async function rows<R>(tx: SqlRunner, sql: string, params: readonly unknown[] = []): Promise<R[]> {
