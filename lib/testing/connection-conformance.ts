@@ -319,38 +319,10 @@ export function connectionConformanceCases<Tx>(
       : {
           name: FOREIGN,
           run: (t) =>
-            withTable(t, async (context) => {
+            withTable(t, (context) => {
               const foreign = context.fixture.inForeignTransaction?.bind(context.fixture);
               ok(foreign !== undefined, 'the fixture gives no foreign transaction');
-              for (const rollback of [true, false]) {
-                let written: string | undefined;
-                let refusal: unknown;
-                await foreign(async (tx) => {
-                  try {
-                    written = await context.enqueue(tx);
-                  } catch (error) {
-                    refusal = error;
-                  }
-                }, rollback);
-                const stored = await context.stored();
-                if (written === undefined) {
-                  ok(
-                    refusal instanceof OutboxError,
-                    `the foreign transaction was refused with ${describe(refusal)}, not an OutboxError`,
-                  );
-                  ok(stored.length === 0, 'the refused enqueue wrote a row');
-                } else if (rollback) {
-                  ok(
-                    !stored.includes(written),
-                    'a message enqueued in a foreign transaction that rolled back is in the table',
-                  );
-                } else {
-                  ok(
-                    stored.includes(written),
-                    'a message enqueued in a foreign transaction that committed is not in the table',
-                  );
-                }
-              }
+              return sharesFate(context, 'a foreign transaction', foreign);
             }),
         },
     without.nestedTransaction !== undefined
@@ -358,34 +330,10 @@ export function connectionConformanceCases<Tx>(
       : {
           name: NESTED,
           run: (t) =>
-            withTable(t, async (context) => {
+            withTable(t, (context) => {
               const nested = context.fixture.inNestedTransaction?.bind(context.fixture);
               ok(nested !== undefined, 'the fixture gives no nested transaction');
-              for (const rollbackOuter of [true, false]) {
-                let written: string | undefined;
-                let refusal: unknown;
-                await nested(async (tx) => {
-                  try {
-                    written = await context.enqueue(tx);
-                  } catch (error) {
-                    refusal = error;
-                  }
-                }, rollbackOuter);
-                const stored = await context.stored();
-                if (written === undefined) {
-                  ok(
-                    refusal instanceof OutboxError,
-                    `the nested transaction was refused with ${describe(refusal)}, not an OutboxError`,
-                  );
-                } else {
-                  ok(
-                    stored.includes(written) === !rollbackOuter,
-                    rollbackOuter
-                      ? 'a message enqueued in a nested transaction outlived its outer rollback'
-                      : 'a message enqueued in a nested transaction is missing after its outer commit',
-                  );
-                }
-              }
+              return sharesFate(context, 'a nested transaction (its outer one)', nested);
             }),
         },
     without.killedConnections !== undefined
@@ -396,6 +344,43 @@ export function connectionConformanceCases<Tx>(
         },
   ];
   return cases;
+}
+
+/**
+ * An enqueue inside `begin`'s transaction, rolled back and then committed: refused with an
+ * `OutboxError` (nothing written), or the message is in the table exactly when it committed.
+ */
+async function sharesFate<Tx>(
+  context: Context<Tx>,
+  what: string,
+  begin: (work: (tx: Tx) => Promise<void>, rollback: boolean) => Promise<void>,
+): Promise<void> {
+  for (const rollback of [true, false]) {
+    let written: string | undefined;
+    let refusal: unknown;
+    await begin(async (tx) => {
+      try {
+        written = await context.enqueue(tx);
+      } catch (error) {
+        refusal = error;
+      }
+    }, rollback);
+    const stored = await context.stored();
+    if (written === undefined) {
+      ok(
+        refusal instanceof OutboxError,
+        `${what} was refused with ${describe(refusal)}, not an OutboxError`,
+      );
+      ok(stored.length === 0, `the enqueue ${what} refused wrote a row`);
+    } else {
+      ok(
+        stored.includes(written) === !rollback,
+        rollback
+          ? `a message enqueued in ${what} that rolled back is in the table`
+          : `a message enqueued in ${what} that committed is not in the table`,
+      );
+    }
+  }
 }
 
 /**
