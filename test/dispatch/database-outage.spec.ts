@@ -1,5 +1,5 @@
-import type { LoggerService } from '@nestjs/common';
 import { DataSource } from 'typeorm';
+import { CapturingLogger } from '../support/capturing-logger';
 import {
   readAttempts,
   readOutbox,
@@ -30,21 +30,6 @@ const DB_TIMEOUT_MS = 1_000;
 /** Part of the outage, at its end, in which nothing may be published. */
 const QUIET_MS = 1_000;
 const CUTS: readonly ProxyCut[] = ['reset', 'blackhole'];
-
-/** Keeps the dispatcher's log lines, so that an outage's errors do not flood the output. */
-class KeptLogs implements LoggerService {
-  readonly lines: string[] = [];
-  log(): void {}
-  error(message: unknown): void {
-    this.lines.push(`error: ${String(message)}`);
-  }
-  warn(message: unknown): void {
-    this.lines.push(`warn: ${String(message)}`);
-  }
-  fatal(message: unknown): void {
-    this.lines.push(`fatal: ${String(message)}`);
-  }
-}
 
 for (const db of TEST_DATABASES) {
   const service = db.service;
@@ -84,7 +69,7 @@ for (const db of TEST_DATABASES) {
             },
           }),
           table,
-          logger: new KeptLogs(),
+          logger: new CapturingLogger(),
         },
         dataSource,
       );
@@ -124,7 +109,7 @@ for (const db of TEST_DATABASES) {
           ids.push(...(await enqueuer.enqueue(keys.map((key) => msg(key, { tx })))));
 
         const publisher = new RecordingPublisher().slow(PUBLISH_MS);
-        const logs = new KeptLogs();
+        const logs = new CapturingLogger();
         const app = await scope.open(
           {
             ...dispatchTestApp(publisher, {
@@ -192,7 +177,7 @@ for (const db of TEST_DATABASES) {
         expect((await readAttempts(scope.ds, table)).filter((a) => a.outcome !== 'outage')).toEqual(
           [],
         );
-        expect(logs.lines.filter((line) => line.startsWith('fatal'))).toEqual([]);
+        expect(logs.lines.filter((line) => line.level === 'fatal')).toEqual([]);
       });
     }
   });

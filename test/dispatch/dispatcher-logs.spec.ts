@@ -1,7 +1,7 @@
-import type { LoggerService } from '@nestjs/common';
 import type { OutboxMessage, OutboxRecord, PublishOutcome } from '../../lib';
 import { RecordingPublisher } from '../../lib/testing';
 import type { ClaimOptions } from '../../lib/store/ports/outbox-store.port';
+import { CapturingLogger as CapturedLogs } from '../support/capturing-logger';
 import { testDatabase } from '../support/databases';
 import { useOutboxScope } from '../support/outbox-scope';
 import { describeWith } from '../support/services';
@@ -10,55 +10,10 @@ import { waitFor } from '../support/wait-for';
 // What an operator sees while the dispatcher works: its lifecycle, once per event, never a line
 // per message.
 
-class CapturingLogger implements LoggerService {
-  readonly lines: {
-    level: string;
-    context: string;
-    message: string;
-    fields: Record<string, unknown> | undefined;
-  }[] = [];
-  // Nest's Logger passes (message, ...params, context); an object among the params is fields.
-  private push(level: string, message: unknown, params: unknown[]): void {
-    const last = params.at(-1);
-    const fields = params.find(
-      (p): p is Record<string, unknown> => typeof p === 'object' && p !== null,
-    );
-    this.lines.push({
-      level,
-      message: String(message),
-      context: typeof last === 'string' ? last : '',
-      fields,
-    });
-  }
-  log(message: unknown, ...params: unknown[]): void {
-    this.push('log', message, params);
-  }
-  warn(message: unknown, ...params: unknown[]): void {
-    this.push('warn', message, params);
-  }
-  error(message: unknown, ...params: unknown[]): void {
-    this.push('error', message, params);
-  }
-  debug(message: unknown, ...params: unknown[]): void {
-    this.push('debug', message, params);
-  }
-  verbose(message: unknown, ...params: unknown[]): void {
-    this.push('verbose', message, params);
-  }
-  /** The dispatcher's lines (with their fields) matching `pattern`. */
-  linesOf(pattern: RegExp, level?: string) {
-    return this.lines.filter(
-      (l) =>
-        l.context === 'OutboxDispatcher' &&
-        (level === undefined || l.level === level) &&
-        pattern.test(l.message),
-    );
-  }
+class CapturingLogger extends CapturedLogs {
+  /** The texts of the dispatcher's lines matching `pattern`. */
   of(pattern: RegExp, level?: string): string[] {
-    return this.lines
-      .filter((l) => l.context === 'OutboxDispatcher' && (level === undefined || l.level === level))
-      .map((l) => l.message)
-      .filter((m) => pattern.test(m));
+    return this.linesOf(pattern, level).map((l) => l.message);
   }
 }
 

@@ -1,43 +1,12 @@
-import { Injectable, type LoggerService } from '@nestjs/common';
+import { Injectable } from '@nestjs/common';
 import type { DataSource } from 'typeorm';
 import { OnOutboxMessage, type OutboxHandlerMessage } from '../../lib';
+import { CapturingLogger } from '../support/capturing-logger';
 import { testDatabase } from '../support/databases';
 import { openLocalApp, type LocalApp } from './local-app';
 
 // A failing in-process handler says why in the log at its first failed attempt, with the
 // message's facts as fields, before the message is ever dead-lettered.
-
-interface Line {
-  readonly level: string;
-  readonly message: string;
-  readonly fields: Record<string, unknown> | undefined;
-}
-
-class CapturingLogger implements LoggerService {
-  readonly lines: Line[] = [];
-  private push(level: string, message: unknown, params: unknown[]): void {
-    const fields = params.find(
-      (p): p is Record<string, unknown> => typeof p === 'object' && p !== null,
-    );
-    if (params.at(-1) === 'OutboxDispatcher')
-      this.lines.push({ level, message: String(message), fields });
-  }
-  log(message: unknown, ...params: unknown[]): void {
-    this.push('log', message, params);
-  }
-  warn(message: unknown, ...params: unknown[]): void {
-    this.push('warn', message, params);
-  }
-  error(message: unknown, ...params: unknown[]): void {
-    this.push('error', message, params);
-  }
-  debug(message: unknown, ...params: unknown[]): void {
-    this.push('debug', message, params);
-  }
-  verbose(message: unknown, ...params: unknown[]): void {
-    this.push('verbose', message, params);
-  }
-}
 
 describe('in-process handler failures in the log (sqlite)', () => {
   const db = testDatabase('sqlite');
@@ -71,10 +40,11 @@ describe('in-process handler failures in the log (sqlite)', () => {
 
     const row = await app.row(id ?? '');
     expect(row).toMatchObject({ status: 'pending', attempts: 1 });
-    const failed = logger.lines.filter((l) => /failed attempt 1/.test(l.message));
+    const failed = logger.linesOf(/failed attempt 1/);
     expect(failed).toEqual([
       {
         level: 'warn',
+        context: 'OutboxDispatcher',
         message: expect.stringMatching(
           /^Message \S+ \(StockTaken to stock\) failed attempt 1, retrying in \d+ ms: RangeError: stock of sku-7 below zero \(run [0-9a-f]{8}\)$/,
         ),
