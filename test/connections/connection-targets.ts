@@ -20,6 +20,7 @@ import { mysql2Outbox } from '../../lib/connections/mysql2';
 import { pgOutbox, type PgPoolClient } from '../../lib/connections/pg';
 import { prismaOutbox, type PrismaTransactionClient } from '../../lib/connections/prisma';
 import { typeormConnection } from '../../lib/typeorm/typeorm.connection';
+import type { OutboxConnection } from '../../lib';
 import type { ConnectionConformanceTarget } from '../../lib/testing';
 import { serverConnection, serverOptions } from '../support/databases';
 import { serverConnectionsSince } from '../support/server-connections';
@@ -97,57 +98,38 @@ async function watch(database: AnyDatabase) {
   return database === 'sqlite' ? undefined : serverConnectionsSince(database);
 }
 
-export function pgTarget(): ConnectionConformanceTarget<PgPoolClient> {
-  return {
-    name: 'pg',
-    async setUp() {
-      const server = await serverConnectionsSince('postgres');
-      const pool = pgPool();
-      const other = pgPool();
-      const connection = pgOutbox(pool);
-      return {
-        connection,
-        rootHandle: pool,
-        inTransaction: (work, rollback) => explicit(() => pool.connect(), work, rollback),
-        inForeignTransaction: (work, rollback) => explicit(() => other.connect(), work, rollback),
-        inNestedTransaction: (work, rollbackOuter) =>
-          explicit(
-            () => pool.connect(),
-            (client) =>
-              savepoint(
-                (s) => client.query(s),
-                () => work(client),
-              ),
-            rollbackOuter,
-          ),
-        killConnections: () => server.killNew().then(() => undefined),
-        async tearDown() {
-          await pool.end();
-          await other.end();
-          await server.close();
-        },
-      };
-    },
-  };
+/** A plain driver's pool: what the app checks a transaction's connection out of. */
+interface DriverPool<C> {
+  checkout(): Promise<C & { release(): void }>;
+  end(): Promise<void>;
 }
 
-export function mysql2Target(): ConnectionConformanceTarget<Mysql2PoolConnection> {
+/**
+ * A plain driver's connection on its server: the app's transactions are `BEGIN … COMMIT` on a
+ * checked-out connection, a foreign one is of a second pool, a nested one a savepoint.
+ */
+function driverTarget<P, C extends { query(text: string): Promise<unknown> }>(
+  name: string,
+  database: ServerDatabase,
+  open: () => { pool: P; driver: DriverPool<C> },
+  outbox: (pool: P) => OutboxConnection<C>,
+): ConnectionConformanceTarget<C> {
   return {
-    name: 'mysql2',
+    name,
     async setUp() {
-      const server = await serverConnectionsSince('mariadb');
-      const pool = mariadbPool();
-      const other = mariadbPool();
-      const connection = mysql2Outbox(pool);
+      const server = await serverConnectionsSince(database);
+      const own = open();
+      const other = open();
+      const checkout = () => own.driver.checkout();
       return {
-        connection,
-        rootHandle: pool,
-        inTransaction: (work, rollback) => explicit(() => pool.getConnection(), work, rollback),
+        connection: outbox(own.pool),
+        rootHandle: own.pool,
+        inTransaction: (work, rollback) => explicit(checkout, work, rollback),
         inForeignTransaction: (work, rollback) =>
-          explicit(() => other.getConnection(), work, rollback),
+          explicit(() => other.driver.checkout(), work, rollback),
         inNestedTransaction: (work, rollbackOuter) =>
           explicit(
-            () => pool.getConnection(),
+            checkout,
             (c) =>
               savepoint(
                 (s) => c.query(s),
@@ -157,13 +139,37 @@ export function mysql2Target(): ConnectionConformanceTarget<Mysql2PoolConnection
           ),
         killConnections: () => server.killNew().then(() => undefined),
         async tearDown() {
-          await pool.end();
-          await other.end();
+          await own.driver.end();
+          await other.driver.end();
           await server.close();
         },
       };
     },
   };
+}
+
+export function pgTarget(): ConnectionConformanceTarget<PgPoolClient> {
+  return driverTarget(
+    'pg',
+    'postgres',
+    () => {
+      const pool = pgPool();
+      return { pool, driver: { checkout: () => pool.connect(), end: () => pool.end() } };
+    },
+    pgOutbox,
+  );
+}
+
+export function mysql2Target(): ConnectionConformanceTarget<Mysql2PoolConnection> {
+  return driverTarget<ReturnType<typeof mariadbPool>, Mysql2PoolConnection>(
+    'mysql2',
+    'mariadb',
+    () => {
+      const pool = mariadbPool();
+      return { pool, driver: { checkout: () => pool.getConnection(), end: () => pool.end() } };
+    },
+    mysql2Outbox,
+  );
 }
 
 export function betterSqlite3Target(): ConnectionConformanceTarget<unknown> {
