@@ -5,14 +5,17 @@ import { mysql2Outbox } from '../../lib/connections/mysql2';
 import { pgOutbox, type PgPoolClient } from '../../lib/connections/pg';
 import { outboxDialectOf, outboxTableDropDdl } from '../../lib/store/schema/outbox-table-ddl';
 import type { SqlPort } from '../../lib/store/ports/sql-port';
-import { uniqueTable } from '../support/databases';
+import { serverConnection, uniqueTable } from '../support/databases';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { serverConnectionsSince } from '../support/server-connections';
 import { describeWith, type ServiceName } from '../support/services';
 import { waitFor } from '../support/wait-for';
 
+// eslint-disable-next-line @typescript-eslint/no-require-imports
+const pg = require('pg') as { Pool: new (config: object) => PgPoolForTests };
+
 const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
-import { mariadbPool, pgPool } from '../orm/driver-targets';
+import { mariadbPool, pgPool, type PgPoolForTests } from '../orm/driver-targets';
 
 // The dispatcher on the plain-driver connections, set up as docs/without-typeorm.md shows, while
 // the database ends every connection of the app's pool part-way through a drain (a failover,
@@ -27,7 +30,15 @@ interface DriverApp<Tx> {
 }
 
 function pgApp(): DriverApp<PgPoolClient> {
-  const pool = pgPool();
+  // As docs/without-typeorm.md makes it: a bare pg.Pool, with no 'error' listener of the app's.
+  const c = serverConnection('postgres');
+  const pool = new pg.Pool({
+    host: c.host,
+    port: c.port,
+    user: c.username,
+    password: c.password,
+    database: c.database,
+  });
   const admin = pgPool(2);
   return {
     connection: pgOutbox(pool),

@@ -7,6 +7,7 @@ import type {
   SqlRunner,
 } from '../../store/ports/sql-port';
 import type { PgPool, PgPoolClient, PgQueryable, PgQueryResult } from './pg-client';
+import { hearIdleClientErrors } from './pg-pool-errors';
 import {
   heldStatement,
   holdsStatement,
@@ -32,6 +33,7 @@ export function pgSqlRunner(client: PgQueryable, prepares = false): SqlRunner {
 
 /** The outbox's own work on a node-postgres pool: pooled statements, short transactions, LISTEN. */
 export function pgSqlPort(pool: PgPool): SqlPort {
+  hearIdleClientErrors(pool);
   return {
     databaseType: 'postgres',
     get isConnected() {
