@@ -1,0 +1,46 @@
+#!/usr/bin/env bash
+# Turn on what log tailing and Debezium read on this machine's servers, restarting a server only
+# when a setting changes:
+#   PostgreSQL: wal_level = logical (and room for replication slots and WAL senders)
+#   MariaDB:    the binlog in ROW format with full row images, a server id
+# Users set the same on their own servers: docs/log-tailing.md and docs/debezium.md.
+set -euo pipefail
+
+port_open() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+wait_port() { for _ in $(seq 1 60); do port_open "$1" && return 0; sleep 1; done; echo "db-log-settings: :$1 did not come back" >&2; return 1; }
+
+pg() { psql -h 127.0.0.1 -U postgres -d postgres -Atqc "$1"; }
+if [ "$(pg 'SHOW wal_level')" != logical ]; then
+  echo "== PostgreSQL: wal_level = logical (restart)"
+  pg "ALTER SYSTEM SET wal_level = 'logical'"
+  pg "ALTER SYSTEM SET max_replication_slots = 20"
+  pg "ALTER SYSTEM SET max_wal_senders = 20"
+  cluster=$(ls /etc/postgresql)
+  pg_ctlcluster --skip-systemctl-redirect "$cluster" main restart
+  wait_port 5432
+fi
+echo "== PostgreSQL wal_level: $(pg 'SHOW wal_level')"
+
+my() { mysql -h 127.0.0.1 -u root -Nse "$1"; }
+if [ "$(my 'SELECT @@log_bin')" != 1 ] || [ "$(my 'SELECT @@binlog_format')" != ROW ]; then
+  echo "== MariaDB: binlog in ROW format (restart)"
+  conf=/etc/mysql/my.cnf
+  if ! grep -q 'nestjs-outbox: binlog' "$conf"; then
+    cat >>"$conf" <<'CNF'
+
+# nestjs-outbox: binlog for log tailing and Debezium (scripts/db-log-settings.sh)
+[mysqld]
+server-id = 1
+log-bin = mysql-bin
+binlog-format = ROW
+binlog-row-image = FULL
+binlog-row-metadata = FULL
+expire-logs-days = 1
+CNF
+  fi
+  mysqladmin -h 127.0.0.1 -u root shutdown || true
+  for _ in $(seq 1 60); do pgrep -x mariadbd >/dev/null || break; sleep 1; done
+  start-stop-daemon --start --oknodo --background --exec /usr/sbin/mariadbd
+  wait_port 3306
+fi
+echo "== MariaDB log_bin=$(my 'SELECT @@log_bin') binlog_format=$(my 'SELECT @@binlog_format') server_id=$(my 'SELECT @@server_id')"
