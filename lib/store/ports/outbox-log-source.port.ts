@@ -1,0 +1,72 @@
+import type { OutboxTableNames } from '../../internal/sql-identifier';
+import type { SqlPort } from './sql-port';
+
+/**
+ * One committed insert into the outbox table, as the database's log carried it: enough to find
+ * the row in the table and to keep a key's order, never the message itself (the table is the
+ * record; the row is read from it when it is leased).
+ */
+export interface LoggedInsert {
+  /** The row's primary key (`id`), as decimal text. */
+  readonly id: string;
+  /** The message key, or null. */
+  readonly key: string | null;
+}
+
+/**
+ * The inserts of one or more committed transactions, in commit order, and the log position just
+ * after the last of them. Acknowledging `position` tells the source that every insert up to it
+ * has its outcome recorded in the table (or was handed to the table's own path).
+ */
+export interface LoggedBatch {
+  readonly inserts: readonly LoggedInsert[];
+  /** Opaque to the dispatcher: an LSN on PostgreSQL, a binlog file and offset on MySQL. */
+  readonly position: string;
+}
+
+/** How far the source's durable position is behind the database's log. */
+export interface OutboxLogLag {
+  /** Bytes of log kept for this outbox and not yet acknowledged; null when unknown. */
+  readonly retainedBytes: number | null;
+  /** Whether this process is the one active reader now. */
+  readonly active: boolean;
+}
+
+/**
+ * A reader of the database's transaction log for one outbox table: PostgreSQL logical
+ * replication (pgoutput), the MySQL/MariaDB binlog. One process reads at a time; the others
+ * stand by and take over when it stops or dies.
+ */
+export interface OutboxLogSource {
+  /**
+   * Checks the server settings and grants the source needs; throws `OutboxOptionsError` naming
+   * the missing setting and how to change it. Run at bootstrap, before the first read.
+   */
+  check(): Promise<void>;
+  /**
+   * Becomes the one active reader (retrying while another process holds the log), then hands
+   * each run of committed inserts to `onBatch`, one call at a time and awaited, in commit order,
+   * starting after the last acknowledged position. Resolves once `signal` aborts and the read
+   * has stopped; a lost connection is retried, never thrown.
+   */
+  run(onBatch: (batch: LoggedBatch) => Promise<void>, signal: AbortSignal): Promise<void>;
+  /** Durably records that everything up to `position` is handled; a restart resumes after it. */
+  acknowledge(position: string): Promise<void>;
+  lag(): Promise<OutboxLogLag>;
+}
+
+/** What a log source is built from, given by the module at bootstrap. */
+export interface OutboxLogSourceContext {
+  readonly database: 'postgres' | 'mysql' | 'sqlite';
+  readonly names: OutboxTableNames;
+  /** The instance's SQL port (for checks, the position table, the lock). */
+  readonly sql: SqlPort;
+  /** A name for this process in locks and logs (the dispatcher's `locked_by`). */
+  readonly owner: string;
+}
+
+/** What `dispatcher.observe` takes besides `'poll'`: builds the source for the instance's database. */
+export interface OutboxLogObserver {
+  readonly kind: 'log';
+  create(context: OutboxLogSourceContext): OutboxLogSource;
+}
