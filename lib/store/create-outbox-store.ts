@@ -114,7 +114,7 @@ export async function createOutboxStore(
   // How the ids are bound depends on the table (BINARY(16), or CHAR(36) made before 0.3).
   const messageIds = sql.isConnected
     ? await messageIdCodecOf(
-        database.messageIdLayout?.bind(database),
+        database.schema.messageIdLayout?.bind(database),
         async (statement, params) => (await sql.query(statement, params)).rows,
         names,
         {

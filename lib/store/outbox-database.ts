@@ -93,20 +93,23 @@ export interface PartitionedTables {
 }
 
 /**
- * Everything the outbox needs to know about one database, kept in that database's folder
- * (`lib/store/<database>/`): its outbox, admin and inbox SQL, its table DDL and its store.
- * The registry in `outbox-databases.ts` maps TypeORM driver types to these.
+ * One part a later schema step adds to the outbox table on one database
+ * (`lib/store/schema/schema-steps.ts` runs them in order).
  */
-export interface OutboxDatabase<D extends string = string> {
-  /** The dialect name the public API reports (`OutboxDialect`). */
-  readonly dialect: D;
-  /** The DATABASE_URL schemes that name it (also accepted by the CLI's --dialect). */
-  readonly urlSchemes: readonly string[];
-  readonly quoting: IdentifierQuoting;
-  /** Whether a schema (PostgreSQL) or database (MySQL) may qualify table names. */
-  readonly schemas: boolean;
-  /** Whether the outbox table comes with a key-lock table (named in setup messages). */
-  readonly keyLockTable: boolean;
+export interface SchemaPartSql {
+  /** Adds it to a table made before it; does nothing where it is there. */
+  ensure(run: StatementRunner, n: OutboxTableNames): Promise<void>;
+  /** Whether the table has it (read only). */
+  has(run: StatementRunner, n: OutboxTableNames): Promise<boolean>;
+  /** Removes it (the step's down migration). */
+  drop(run: StatementRunner, n: OutboxTableNames): Promise<void>;
+}
+
+/**
+ * The DDL of the outbox's tables on one database: the table, its attempt history and archive,
+ * the parts later schema steps add, and the message-id layouts.
+ */
+export interface OutboxSchemaSql {
   /**
    * The outbox table (and its lock table). `ids`: how the message ids are stored where the
    * database has more than one way (MySQL/MariaDB; default binary, as new tables are); the
@@ -140,40 +143,44 @@ export interface OutboxDatabase<D extends string = string> {
     to: MessageIdLayout,
   ): Promise<MessageIdConversion>;
   /**
-   * Adds the cleaner's cut-off indexes to a table made before them (a migration step of its
-   * own); does nothing when they are there.
-   */
-  ensureCleanerIndexes(run: StatementRunner, n: OutboxTableNames): Promise<void>;
-  /** Whether the table has every one of the cleaner's indexes (read only). */
-  hasCleanerIndexes(run: StatementRunner, n: OutboxTableNames): Promise<boolean>;
-  /**
    * What keeps an existing table from being current beyond its columns (e.g. MySQL's PAD SPACE
    * collations), in words that say how migrate fixes it; undefined when nothing does.
    */
   tableProblem?(run: StatementRunner, n: OutboxTableNames): Promise<string | undefined>;
-  dropCleanerIndexes(n: OutboxTableNames): string[];
+  /** Brings a table that already existed up to date after `createTable` ran. */
+  afterCreateTable?(run: StatementRunner, n: OutboxTableNames): Promise<void>;
+  /** Schema step 3: the cleaner's cut-off indexes (step 1 makes them on a new table). */
+  readonly cleanerIndexes: SchemaPartSql;
   /**
-   * Schema step 4: adds the binary-payload and broker-attribute columns to a table made before
-   * them (columns only, rows kept, no table rewrite); does nothing when they are there.
+   * Schema step 4: the binary-payload and broker-attribute columns, added to an older table
+   * without a rewrite, rows kept (its `drop` loses binary rows and attributes).
    */
-  ensurePayloadColumns(run: StatementRunner, n: OutboxTableNames): Promise<void>;
-  /** Undoes step 4 (the down migration): binary rows and attributes are lost. */
-  dropPayloadColumns(run: StatementRunner, n: OutboxTableNames): Promise<void>;
+  readonly payloadColumns: SchemaPartSql;
   /**
    * Schema step 5: the index of waiting messages by key, which settles read to skip the keys
    * that have none. Absent where the database needs none: MySQL/MariaDB's key index holds the
    * status already, and SQLite's single writer has no settle to spare the probes.
    */
-  readonly waitingIndex?: {
-    /** Adds it to a table made before it; does nothing when it is there. */
-    ensure(run: StatementRunner, n: OutboxTableNames): Promise<void>;
-    /** Whether the table has it (read only). */
-    has(run: StatementRunner, n: OutboxTableNames): Promise<boolean>;
-    /** Undoes step 5 (the down migration). */
-    drop(n: OutboxTableNames): string[];
-  };
-  /** Brings a table that already existed up to date after `createTable` ran. */
-  afterCreateTable?(run: StatementRunner, n: OutboxTableNames): Promise<void>;
+  readonly waitingIndex?: SchemaPartSql;
+}
+
+/**
+ * Everything the outbox needs to know about one database, kept in that database's folder
+ * (`lib/store/<database>/`): its outbox, admin and inbox SQL, its table DDL and its store.
+ * The registry in `outbox-databases.ts` maps TypeORM driver types to these.
+ */
+export interface OutboxDatabase<D extends string = string> {
+  /** The dialect name the public API reports (`OutboxDialect`). */
+  readonly dialect: D;
+  /** The DATABASE_URL schemes that name it (also accepted by the CLI's --dialect). */
+  readonly urlSchemes: readonly string[];
+  readonly quoting: IdentifierQuoting;
+  /** Whether a schema (PostgreSQL) or database (MySQL) may qualify table names. */
+  readonly schemas: boolean;
+  /** Whether the outbox table comes with a key-lock table (named in setup messages). */
+  readonly keyLockTable: boolean;
+  /** The DDL of its tables (schema steps, migrations, `outbox schema migrate`). */
+  readonly schema: OutboxSchemaSql;
   /** Bootstrap checks beyond the column probe every database gets; throws to refuse to start. */
   checkTable?(sql: SqlPort, context: OutboxStoreContext): Promise<void>;
   createStore(sql: SqlPort, context: OutboxStoreContext): Promise<OutboxStore>;

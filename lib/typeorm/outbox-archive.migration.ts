@@ -28,7 +28,7 @@ export function createOutboxArchiveMigration(
     async (database, names, run) =>
       runAll(
         run,
-        database.createArchiveTable(names, await layoutForNewTables(database, run, names)),
+        database.schema.createArchiveTable(names, await layoutForNewTables(database, run, names)),
       ),
     // Deliberately nothing: reverting must not destroy an audit trail.
     () => Promise.resolve(),

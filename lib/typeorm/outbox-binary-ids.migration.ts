@@ -29,10 +29,10 @@ export function createOutboxBinaryIdsMigration(
     options,
     timestamp,
     async (database, names, run) => {
-      await database.convertMessageIds?.(run, names, 'binary');
+      await database.schema.convertMessageIds?.(run, names, 'binary');
     },
     async (database, names, run) => {
-      await database.convertMessageIds?.(run, names, 'text');
+      await database.schema.convertMessageIds?.(run, names, 'text');
     },
   );
 }

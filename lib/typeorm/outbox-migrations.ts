@@ -1,87 +1,33 @@
 import type { MigrationInterface } from 'typeorm';
-import { outboxTableDdl } from '../store/schema/outbox-table-ddl';
-import type { OutboxTableOptions } from '../store/schema/outbox-table-ddl';
+import {
+  outboxTableDdl,
+  tablePartitioning,
+  type OutboxTableOptions,
+} from '../store/schema/outbox-table-ddl';
+import { OUTBOX_SCHEMA_STEPS, type OutboxSchemaStep } from '../store/schema/schema-steps';
 import { createOutboxMigration } from './outbox-table.migration';
-import { runAll, tableMigration } from './table-migration';
-import { layoutForNewTables } from '../store/schema/message-id-layout';
+import { tableMigration } from './table-migration';
 
 type MigrationClass = new () => MigrationInterface;
 
-/** One schema change: its migration, named after the table, sorting at `timestamp`. */
-type MigrationStep = (options: OutboxTableOptions, timestamp: number) => MigrationClass;
-
 const STEP_SUBJECT = 'outboxMigrations()';
 
-/** Step 2: the attempt history `<table>_attempts` beside an existing outbox table. */
-const addAttemptHistory: MigrationStep = (options, timestamp) =>
-  tableMigration(
-    'AddOutboxAttemptHistory',
+/** A later schema step as a migration, named after the table, sorting at `timestamp`. */
+function stepMigration(
+  step: OutboxSchemaStep,
+  options: OutboxTableOptions,
+  timestamp: number,
+): MigrationClass {
+  const partitioning = tablePartitioning(options);
+  return tableMigration(
+    step.migration,
     STEP_SUBJECT,
     options,
     timestamp,
-    // In the id layout of the outbox table (CHAR(36) ids stay so until converted).
-    async (database, names, run) =>
-      runAll(
-        run,
-        database.createHistoryTable(names, await layoutForNewTables(database, run, names)),
-      ),
-    (database, names, run) => runAll(run, database.dropHistoryTable(names)),
+    (database, names, run) => step.apply({ database, names, run, partitioning }),
+    (database, names, run) => step.revert({ database, names, run, partitioning }),
   );
-
-/**
- * Step 3: the cleaner's cut-off indexes on an existing outbox table (step 1 makes them on a new
- * one, so here they are usually there already and nothing happens).
- */
-const addCleanerIndexes: MigrationStep = (options, timestamp) =>
-  tableMigration(
-    'AddOutboxCleanerIndexes',
-    STEP_SUBJECT,
-    options,
-    timestamp,
-    (database, names, run) => database.ensureCleanerIndexes(run, names),
-    (database, names, run) => runAll(run, database.dropCleanerIndexes(names)),
-  );
-
-/**
- * Step 4: the binary-payload and broker-attribute columns (`payload_encoding`, `content_type`,
- * `payload_bytes`, `broker_attributes`) on an existing outbox table, added in place without a
- * table rewrite (step 1 makes them on a new one, so there this does nothing).
- */
-const addPayloadColumns: MigrationStep = (options, timestamp) =>
-  tableMigration(
-    'AddOutboxPayloadColumns',
-    STEP_SUBJECT,
-    options,
-    timestamp,
-    (database, names, run) => database.ensurePayloadColumns(run, names),
-    (database, names, run) => database.dropPayloadColumns(run, names),
-  );
-
-/**
- * Step 5: the index of waiting messages by key (`<table>_waiting_idx`, PostgreSQL), which lets
- * a settle skip the keys that have none; on the other databases it does nothing.
- */
-const addWaitingIndex: MigrationStep = (options, timestamp) =>
-  tableMigration(
-    'AddOutboxWaitingIndex',
-    STEP_SUBJECT,
-    options,
-    timestamp,
-    async (database, names, run) => database.waitingIndex?.ensure(run, names),
-    (database, names, run) => runAll(run, database.waitingIndex?.drop(names) ?? []),
-  );
-
-/**
- * The outbox's schema changes in order. Never reorder, rename or change a step: TypeORM knows
- * the ones it ran by name. A new schema change is a new step at the end.
- */
-const STEPS: readonly MigrationStep[] = [
-  createOutboxMigration,
-  addAttemptHistory,
-  addCleanerIndexes,
-  addPayloadColumns,
-  addWaitingIndex,
-];
+}
 
 /**
  * Returns the TypeORM migration classes of one outbox table, oldest first: step 1 creates the
@@ -108,5 +54,10 @@ export function outboxMigrations(
 ): MigrationClass[] {
   // Validate at definition time so a bad name fails before any migration runs.
   outboxTableDdl('postgres', options);
-  return STEPS.map((step, index) => step(options, timestamp + index));
+  // Step 1 is `createOutboxMigration()`, same name and same work, for DataSources that list it.
+  return OUTBOX_SCHEMA_STEPS.map((step, index) =>
+    index === 0
+      ? createOutboxMigration(options, timestamp)
+      : stepMigration(step, options, timestamp + index),
+  );
 }

@@ -1,19 +1,16 @@
 import type { MigrationInterface, QueryRunner } from 'typeorm';
 import { OutboxTableMissingError } from '../errors/outbox-table-missing.error';
-import { describeError } from '../internal/describe-error';
 import { tableMigrationName } from './migration-name';
 import { OutboxMessages } from '../outbox.messages';
 import {
   outboxDatabase,
   outboxDialectOf,
   outboxTableDdl,
-  outboxTableStatements,
   tableNamesFor,
   tablePartitioning,
   type OutboxTableOptions,
 } from '../store/schema/outbox-table-ddl';
-import { checkTableLayout } from '../store/schema/table-layout';
-import { layoutForNewTables } from '../store/schema/message-id-layout';
+import { outboxTableStep as tableStep } from '../store/schema/schema-steps';
 
 /**
  * Returns the first step of `outboxMigrations()`: the TypeORM migration class that creates the
@@ -81,59 +78,22 @@ export function createOutboxMigration(
       // The table alone, as this step always made it: the attempt history is the next step.
       // Time-partitioned when the options say so; a plain table already there is refused, not
       // converted (the error lists the manual steps).
-      const names = tableNamesFor(dialect, options);
-      const partitioning = tablePartitioning(options);
-      await checkTableLayout(
-        {
-          isConnected: true,
-          query: async <R>(sql: string, params?: readonly unknown[]) => ({
-            rows: (await queryRunner.query(sql, params === undefined ? [] : [...params])) as R[],
-            affected: 0,
-          }),
-        },
+      await tableStep.apply({
         database,
-        names,
-        partitioning,
-        { creating: true },
-      );
-      const run = (sql: string, params?: unknown[]): Promise<unknown> =>
-        queryRunner.query(sql, params);
-      const ids = await layoutForNewTables(database, run, names);
-      for (const sql of outboxTableStatements(database, names, partitioning, ids)) {
-        await queryRunner.query(sql);
-      }
-      // e.g. MySQL tables made before 0.3, which compare keys ignoring trailing spaces.
-      await database.afterCreateTable?.((sql, params) => queryRunner.query(sql, params), names);
-      // CREATE TABLE IF NOT EXISTS leaves an older table as it is: fail rather than record a
-      // migration whose table this version cannot use (the app start would fail on it anyway).
-      const { table } = tableNamesFor(dialect, options);
-      try {
-        await queryRunner.query(
-          `SELECT 1 FROM ${table} WHERE 1 = 0 AND last_attempt_at IS NULL AND dead_at IS NULL`,
-        );
-      } catch (error) {
-        throw new OutboxTableMissingError(
-          OutboxMessages.tableOutdated(table, describeError(error), {
-            tableName,
-            schema: options.schema,
-            keyLock: database.keyLockTable,
-          }),
-          table,
-          { cause: error },
-        );
-      }
+        names: tableNamesFor(dialect, options),
+        run: (sql, params) => queryRunner.query(sql, params),
+        partitioning: tablePartitioning(options),
+      });
     }
 
     async down(queryRunner: QueryRunner): Promise<void> {
       const dialect = outboxDialectOf(queryRunner.connection.options.type);
-      const database = outboxDatabase(dialect);
-      const names = tableNamesFor(dialect, options);
-      for (const sql of [
-        ...database.dropTable(names),
-        ...(database.partitioned?.dropTable(names) ?? []),
-      ]) {
-        await queryRunner.query(sql);
-      }
+      await tableStep.revert({
+        database: outboxDatabase(dialect),
+        names: tableNamesFor(dialect, options),
+        run: (sql, params) => queryRunner.query(sql, params),
+        partitioning: tablePartitioning(options),
+      });
     }
   };
 }

@@ -28,7 +28,7 @@ function version01Migration(table: string): new () => MigrationInterface {
     async up(runner: QueryRunner): Promise<void> {
       const dialect = outboxDialectOf(runner.connection.options.type);
       const names = tableNamesFor(dialect, { tableName: table });
-      for (const sql of outboxDatabase(dialect).createTable(names)) await runner.query(sql);
+      for (const sql of outboxDatabase(dialect).schema.createTable(names)) await runner.query(sql);
       const quoted = quoteTable(runner.connection, table);
       // 0.1 had no index on the columns it lacked (SQLite refuses to drop an indexed column).
       await runner
@@ -286,10 +286,11 @@ describe.each(TEST_DATABASES)('outbox migrations on $name', (db) => {
         tableName: table,
       });
       const database = outboxDatabase(outboxDialectOf(base.options.type));
-      for (const sql of database.dropCleanerIndexes(names)) await base.query(sql);
+      const run = (sql: string, params?: unknown[]): Promise<unknown> => base.query(sql, params);
+      await database.schema.cleanerIndexes.drop(run, names);
       expect(await cleanerIndexesOf(base, table)).toEqual([]);
       // Nor (on PostgreSQL, the one database that has it) the index of waiting messages.
-      for (const sql of database.waitingIndex?.drop(names) ?? []) await base.query(sql);
+      await database.schema.waitingIndex?.drop(run, names);
       expect(await waitingIndexOf(base, table)).toEqual([]);
 
       // The DataSource now lists outboxMigrations(): step 1 is known by name, only the later run.
@@ -338,7 +339,7 @@ describe.each(TEST_DATABASES)('outbox migrations on $name', (db) => {
       expect(await v3.runMigrations()).toHaveLength(3);
       const dialect = outboxDialectOf(base.options.type);
       const names = tableNamesFor(dialect, { tableName: table });
-      await outboxDatabase(dialect).dropPayloadColumns(
+      await outboxDatabase(dialect).schema.payloadColumns.drop(
         (sql, params) => base.query(sql, params),
         names,
       );

@@ -392,8 +392,10 @@ for (const db of TEST_DATABASES) {
 
       // A table made before the cleaner's indexes: status names them, migrate adds them.
       const names = tableNamesFor(dialectOf[db.name], { tableName: table });
-      for (const sql of outboxDatabase(dialectOf[db.name]).dropCleanerIndexes(names))
-        await scope.ds.query(sql);
+      await outboxDatabase(dialectOf[db.name]).schema.cleanerIndexes.drop(
+        (sql, params) => scope.ds.query(sql, params),
+        names,
+      );
       const noIndexes = await outbox(['schema', 'status', '--table', table], url);
       expect(noIndexes.stdout).toMatch(/schema version 2 of 5\./);
       expect(noIndexes.stdout).toMatch(
@@ -407,7 +409,7 @@ for (const db of TEST_DATABASES) {
 
       // A version-3 table (before binary payloads): status names step 4, the app refuses it
       // naming the command, migrate adds the columns in place.
-      await outboxDatabase(dialectOf[db.name]).dropPayloadColumns(
+      await outboxDatabase(dialectOf[db.name]).schema.payloadColumns.drop(
         (sql, params) => scope.ds.query(sql, params),
         names,
       );
@@ -429,10 +431,10 @@ for (const db of TEST_DATABASES) {
 
       // A version-4 table (before the index of waiting messages): on PostgreSQL, status names
       // step 5 and migrate adds the index; the other databases have nothing to add.
-      const waiting = outboxDatabase(dialectOf[db.name]).waitingIndex;
+      const waiting = outboxDatabase(dialectOf[db.name]).schema.waitingIndex;
       expect(waiting === undefined).toBe(db.name !== 'postgres');
       if (waiting !== undefined) {
-        for (const sql of waiting.drop(names)) await scope.ds.query(sql);
+        await waiting.drop((sql, params) => scope.ds.query(sql, params), names);
         const v4 = await outbox(['schema', 'status', '--table', table], url);
         expect(v4.stdout).toMatch(/schema version 4 of 5\./);
         expect(v4.stdout).toMatch(/5 {2}waiting-index +missing: the index of waiting messages/);

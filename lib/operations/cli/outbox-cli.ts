@@ -21,6 +21,7 @@ import { outboxPartitions, promoteAfterDrop } from '../../store/partitions/outbo
 import type { OutboxPartitionPolicy } from '../../store/ports/outbox-partitions.port';
 import { outboxDatabaseOf, outboxDatabaseOfScheme } from '../../store/outbox-databases';
 import { outboxSchemaStatus } from '../../store/schema/schema-status';
+import { OUTBOX_SCHEMA_STEPS } from '../../store/schema/schema-steps';
 import { migrateOutboxToBinaryIds } from '../../store/schema/binary-message-ids';
 import { OutboxMessages } from '../../outbox.messages';
 import { describeBinary, hexPreview } from '../admin/binary-preview';
@@ -189,7 +190,7 @@ function schemaPrint(args: CliArgs, url: string | undefined): CliResult {
 }
 
 async function schemaMigrate(args: CliArgs, db: CliDatabase): Promise<CliResult> {
-  if (args.binaryIds && outboxDatabase(db.dialect).convertMessageIds === undefined) {
+  if (args.binaryIds && outboxDatabase(db.dialect).schema.convertMessageIds === undefined) {
     throw new CliUsageError(OutboxMessages.binaryIdsUnsupported(db.dialect));
   }
   return withDatabase(db, true, async (sql) => {
@@ -216,17 +217,12 @@ async function schemaMigrate(args: CliArgs, db: CliDatabase): Promise<CliResult>
     await withStore(args, sql, () => Promise.resolve());
     const added = before.parts
       .filter((p) => (p.step > 1 || existed) && !p.present)
-      .map((p) =>
-        p.part === 'table'
-          ? `brought the table itself up to date (${(p.missing ?? '').replace(/: migrate .*$/, '')})`
-          : p.part === 'attempt-history'
-            ? `added its attempt history ${names.attemptsTable}`
-            : p.part === 'payload-columns'
-              ? 'added the binary-payload and broker-attribute columns (step 4)'
-              : p.part === 'waiting-index'
-                ? 'added the index of waiting messages (step 5)'
-                : "added the cleaner's indexes",
-      );
+      .map((p) => {
+        const done = OUTBOX_SCHEMA_STEPS[p.step - 1]?.added(names) ?? p.part;
+        return p.part === 'table'
+          ? `${done} (${(p.missing ?? '').replace(/: migrate .*$/, '')})`
+          : done;
+      });
     const archiveCreated = args.archive && !archiveExisted;
     const archived = !args.archive
       ? ''

@@ -42,45 +42,53 @@ export const mysqlDatabase: OutboxDatabase<'mysql'> = {
   quoting: 'backtick',
   schemas: true,
   keyLockTable: true,
-  createTable: mysqlCreateTable,
-  finishTableDdl: mysqlNoPadDdl,
-  dropTable: mysqlDropTable,
-  createHistoryTable: mysqlCreateHistoryTable,
-  dropHistoryTable: mysqlDropHistoryTable,
-  createArchiveTable: mysqlCreateArchiveTable,
-  messageIdLayout: mysqlMessageIdLayout,
-  convertMessageIds: mysqlConvertMessageIds,
-  ensureCleanerIndexes: mysqlEnsureCleanerIndex,
-  hasCleanerIndexes: mysqlHasCleanerIndex,
-  async tableProblem(query, names) {
-    const { padded } = await mysqlPaddedColumns(query, names);
-    return padded.length === 0
-      ? undefined
-      : `${padded.join(', ')} compare ignoring trailing spaces (PAD SPACE, made before 0.3): migrate moves them to a NO PAD collation in place`;
-  },
-  dropCleanerIndexes: (n) => [
-    `ALTER TABLE ${n.table} DROP INDEX ${n.quote(`${n.tableName}_done_idx`)}`,
-  ],
-  // MySQL has no ADD COLUMN IF NOT EXISTS: the catalog says which columns are missing, added in
-  // one ALTER that MySQL 8.0.29+ and MariaDB 10.3+ run instantly (metadata only).
-  async ensurePayloadColumns(query, names) {
-    const present = await mysqlPresentPayloadColumns(query, names);
-    const definitions = payloadColumnDefinitions(MYSQL_PAYLOAD_TYPES);
-    const missing = PAYLOAD_COLUMNS.flatMap((column, i) =>
-      present.has(column) ? [] : [`ADD COLUMN ${definitions[i] ?? ''}`],
-    );
-    if (missing.length > 0) await query(`ALTER TABLE ${names.table} ${missing.join(', ')}`);
-  },
-  async dropPayloadColumns(query, names) {
-    const present = await mysqlPresentPayloadColumns(query, names);
-    const drops = PAYLOAD_COLUMNS.filter((c) => present.has(c)).map((c) => `DROP COLUMN ${c}`);
-    if (drops.length > 0) await query(`ALTER TABLE ${names.table} ${drops.join(', ')}`);
-  },
-  // Tables made before 0.3 compare keys and topics ignoring trailing spaces, and lack the
-  // cleaner's index: both fixed in place.
-  async afterCreateTable(query, names) {
-    await mysqlEnsureNoPad(query, names);
-    await mysqlEnsureCleanerIndex(query, names);
+  schema: {
+    createTable: mysqlCreateTable,
+    finishTableDdl: mysqlNoPadDdl,
+    dropTable: mysqlDropTable,
+    createHistoryTable: mysqlCreateHistoryTable,
+    dropHistoryTable: mysqlDropHistoryTable,
+    createArchiveTable: mysqlCreateArchiveTable,
+    messageIdLayout: mysqlMessageIdLayout,
+    convertMessageIds: mysqlConvertMessageIds,
+    async tableProblem(query, names) {
+      const { padded } = await mysqlPaddedColumns(query, names);
+      return padded.length === 0
+        ? undefined
+        : `${padded.join(', ')} compare ignoring trailing spaces (PAD SPACE, made before 0.3): migrate moves them to a NO PAD collation in place`;
+    },
+    cleanerIndexes: {
+      ensure: mysqlEnsureCleanerIndex,
+      has: mysqlHasCleanerIndex,
+      async drop(run, n) {
+        await run(`ALTER TABLE ${n.table} DROP INDEX ${n.quote(`${n.tableName}_done_idx`)}`);
+      },
+    },
+    // MySQL has no ADD COLUMN IF NOT EXISTS: the catalog says which columns are missing, added in
+    // one ALTER that MySQL 8.0.29+ and MariaDB 10.3+ run instantly (metadata only).
+    payloadColumns: {
+      async ensure(query, names) {
+        const present = await mysqlPresentPayloadColumns(query, names);
+        const definitions = payloadColumnDefinitions(MYSQL_PAYLOAD_TYPES);
+        const missing = PAYLOAD_COLUMNS.flatMap((column, i) =>
+          present.has(column) ? [] : [`ADD COLUMN ${definitions[i] ?? ''}`],
+        );
+        if (missing.length > 0) await query(`ALTER TABLE ${names.table} ${missing.join(', ')}`);
+      },
+      has: async (query, names) =>
+        (await mysqlPresentPayloadColumns(query, names)).size === PAYLOAD_COLUMNS.length,
+      async drop(query, names) {
+        const present = await mysqlPresentPayloadColumns(query, names);
+        const drops = PAYLOAD_COLUMNS.filter((c) => present.has(c)).map((c) => `DROP COLUMN ${c}`);
+        if (drops.length > 0) await query(`ALTER TABLE ${names.table} ${drops.join(', ')}`);
+      },
+    },
+    // Tables made before 0.3 compare keys and topics ignoring trailing spaces, and lack the
+    // cleaner's index: both fixed in place.
+    async afterCreateTable(query, names) {
+      await mysqlEnsureNoPad(query, names);
+      await mysqlEnsureCleanerIndex(query, names);
+    },
   },
   async checkTable(sql, context) {
     const { names, table, policy } = context;

@@ -1,3 +1,4 @@
+import { runAll } from '../schema/run-statements';
 import type { OutboxDatabase } from '../outbox-database';
 import {
   dropPartialCleanerIndexes,
@@ -5,6 +6,7 @@ import {
   hasPartialCleanerIndexes,
 } from '../schema/partial-indexes.sql';
 import type { SqlPort } from '../ports/sql-port';
+import { hasPayloadColumns } from '../schema/payload-columns';
 import { postgresAdmin } from './postgres.admin-sql';
 import {
   postgresInboxDrop,
@@ -39,30 +41,40 @@ export const postgresDatabase: OutboxDatabase<'postgres'> = {
   quoting: 'double',
   schemas: true,
   keyLockTable: false,
-  createTable: postgresCreateTable,
-  dropTable: postgresDropTable,
-  createHistoryTable: postgresCreateHistoryTable,
-  dropHistoryTable: postgresDropHistoryTable,
-  createArchiveTable: postgresCreateArchiveTable,
-  ensureCleanerIndexes: ensurePartialCleanerIndexes,
-  hasCleanerIndexes: (run, n) => hasPartialCleanerIndexes(run, n, 'postgres'),
-  dropCleanerIndexes: dropPartialCleanerIndexes,
-  async ensurePayloadColumns(run, n) {
-    await run(postgresAddPayloadColumns(n));
-  },
-  async dropPayloadColumns(run, n) {
-    await run(postgresDropPayloadColumns(n));
-  },
-  waitingIndex: {
-    async ensure(run, n) {
-      await run(postgresWaitingIndex(n));
+  schema: {
+    createTable: postgresCreateTable,
+    dropTable: postgresDropTable,
+    createHistoryTable: postgresCreateHistoryTable,
+    dropHistoryTable: postgresDropHistoryTable,
+    createArchiveTable: postgresCreateArchiveTable,
+    cleanerIndexes: {
+      ensure: ensurePartialCleanerIndexes,
+      has: (run, n) => hasPartialCleanerIndexes(run, n, 'postgres'),
+      drop: (run, n) => runAll(run, dropPartialCleanerIndexes(n)),
     },
-    async has(run, n) {
-      const { text, params } = postgresHasWaitingIndex(n);
-      const rows = (await run(text, params)) as { n: number }[];
-      return (rows[0]?.n ?? 0) > 0;
+    // ADD COLUMN IF NOT EXISTS: columns only, no table rewrite.
+    payloadColumns: {
+      async ensure(run, n) {
+        await run(postgresAddPayloadColumns(n));
+      },
+      has: hasPayloadColumns,
+      async drop(run, n) {
+        await run(postgresDropPayloadColumns(n));
+      },
     },
-    drop: (n) => [postgresDropWaitingIndex(n)],
+    waitingIndex: {
+      async ensure(run, n) {
+        await run(postgresWaitingIndex(n));
+      },
+      async has(run, n) {
+        const { text, params } = postgresHasWaitingIndex(n);
+        const rows = (await run(text, params)) as { n: number }[];
+        return (rows[0]?.n ?? 0) > 0;
+      },
+      async drop(run, n) {
+        await run(postgresDropWaitingIndex(n));
+      },
+    },
   },
   async createStore(
     sql,

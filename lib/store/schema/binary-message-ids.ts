@@ -27,10 +27,10 @@ export async function migrateOutboxToBinaryIds(
 ): Promise<MessageIdConversion> {
   const dialect = outboxDialectOf(sql.databaseType);
   const database = outboxDatabase(dialect);
-  if (database.convertMessageIds === undefined) {
+  if (database.schema.convertMessageIds === undefined) {
     throw new OutboxOptionsError(OutboxMessages.binaryIdsUnsupported(dialect), 'dataSource');
   }
-  return database.convertMessageIds(
+  return database.schema.convertMessageIds(
     async (statement, params) => (await sql.query(statement, params)).rows,
     tableNamesFor(dialect, options),
     'binary',

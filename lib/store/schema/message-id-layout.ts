@@ -19,8 +19,8 @@ export async function layoutForNewTables(
   run: StatementRunner,
   n: OutboxTableNames,
 ): Promise<MessageIdLayout | undefined> {
-  if (database.messageIdLayout === undefined) return undefined;
-  return (await database.messageIdLayout(run, n)).table ?? 'binary';
+  if (database.schema.messageIdLayout === undefined) return undefined;
+  return (await database.schema.messageIdLayout(run, n)).table ?? 'binary';
 }
 
 /**
@@ -28,7 +28,7 @@ export async function layoutForNewTables(
  * do, a column of another type or tables left in two layouts.
  */
 export async function messageIdCodecOf(
-  layoutOf: OutboxDatabase['messageIdLayout'],
+  layoutOf: OutboxDatabase['schema']['messageIdLayout'],
   run: StatementRunner,
   n: OutboxTableNames,
   ref: OutboxTableRef,

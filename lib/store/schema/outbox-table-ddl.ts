@@ -6,8 +6,8 @@ import {
 } from '../../options/resolve-partitioning-options';
 import { OutboxMessages } from '../../outbox.messages';
 import type { OutboxDatabase } from '../outbox-database';
-import { checkTableLayout, partitionedTablesOf } from './table-layout';
-import { rangesAhead } from '../partitions/partition-range';
+import { applySchemaSteps } from './schema-steps';
+import { outboxTableStatements } from './table-statements';
 import { OUTBOX_DATABASES, outboxDatabaseOf, type OutboxDriverType } from '../outbox-databases';
 import {
   assertIdentifier,
@@ -15,7 +15,6 @@ import {
   type OutboxTableNames,
 } from '../../internal/sql-identifier';
 import type { SqlPort } from '../ports/sql-port';
-import type { MessageIdLayout } from '../rows/message-id-codec';
 import { layoutForNewTables } from './message-id-layout';
 
 /** The database families the outbox supports. */
@@ -88,30 +87,9 @@ export function outboxTableDdl(
   const names = tableNamesFor(database.dialect as OutboxDialect, options);
   return [
     ...outboxTableStatements(database, names, tablePartitioning(options)),
-    ...(database.finishTableDdl?.(names) ?? []),
-    ...database.createHistoryTable(names),
+    ...(database.schema.finishTableDdl?.(names) ?? []),
+    ...database.schema.createHistoryTable(names),
   ];
-}
-
-/**
- * The statements that create the outbox table alone, in the layout asked: plain, or
- * partitioned with its first partitions made ahead from now.
- */
-export function outboxTableStatements(
-  database: OutboxDatabase,
-  names: OutboxTableNames,
-  partitioning: Pick<ResolvedPartitioningOptions, 'interval' | 'premake'> | null,
-  /** How message ids are stored (MySQL/MariaDB): see `layoutForNewTables`. */
-  ids?: MessageIdLayout,
-): string[] {
-  return partitioning === null
-    ? database.createTable(names, ids)
-    : partitionedTablesOf(database).createTable(
-        names,
-        partitioning.interval,
-        rangesAhead(partitioning.interval, new Date(), partitioning.premake),
-        ids,
-      );
 }
 
 /**
@@ -123,7 +101,7 @@ export function outboxArchiveTableDdl(
   dialect: OutboxDialect,
   options: OutboxTableOptions = {},
 ): string[] {
-  return OUTBOX_DATABASES[dialect].createArchiveTable(tableNamesFor(dialect, options));
+  return OUTBOX_DATABASES[dialect].schema.createArchiveTable(tableNamesFor(dialect, options));
 }
 
 /** Creates the archive `<table>_archive` if it does not exist (see `outboxArchiveTableDdl`). */
@@ -135,7 +113,7 @@ export async function createOutboxArchiveTable(
   const database = OUTBOX_DATABASES[dialect];
   const names = tableNamesFor(dialect, options);
   const ids = await layoutForNewTables(database, runnerOf(sql), names);
-  for (const statement of database.createArchiveTable(names, ids)) {
+  for (const statement of database.schema.createArchiveTable(names, ids)) {
     await sql.query(statement);
   }
 }
@@ -153,42 +131,26 @@ export function outboxTableDropDdl(
   const database = OUTBOX_DATABASES[dialect];
   const names = tableNamesFor(dialect, options);
   return [
-    ...database.dropHistoryTable(names),
-    ...database.dropTable(names),
+    ...database.schema.dropHistoryTable(names),
+    ...database.schema.dropTable(names),
     // The partitioned layout's guard, if the table had it.
     ...(database.partitioned?.dropTable(names) ?? []),
   ];
 }
 
-/** Creates the outbox table if it does not exist, and brings an older one up to date. */
+/**
+ * Creates the outbox table if it does not exist, and brings an older one up to date: every
+ * schema step in order (`schema-steps.ts`), as the migrations and `outbox schema migrate` do.
+ */
 export async function createOutboxTable(
   sql: SqlPort,
   options: OutboxTableOptions = {},
 ): Promise<void> {
   const dialect = outboxDialectOf(sql.databaseType);
-  // A table already there must have the layout asked for: a plain one is never converted here.
-  await checkTableLayout(
-    sql,
-    OUTBOX_DATABASES[dialect],
-    tableNamesFor(dialect, options),
-    tablePartitioning(options),
-    {
-      creating: true,
-    },
-  );
-  const database = OUTBOX_DATABASES[dialect];
-  const names = tableNamesFor(dialect, options);
-  const run = runnerOf(sql);
-  // outboxTableDdl's statements, in the id layout of a table already there (kept as it is).
-  const ids = await layoutForNewTables(database, run, names);
-  for (const statement of [
-    ...outboxTableStatements(database, names, tablePartitioning(options), ids),
-    ...database.createHistoryTable(names, ids),
-  ]) {
-    await sql.query(statement);
-  }
-  await OUTBOX_DATABASES[dialect].afterCreateTable?.(run, names);
-  // Steps 4 and 5 on a table that existed before them (a new table has them already).
-  await OUTBOX_DATABASES[dialect].ensurePayloadColumns(run, names);
-  await OUTBOX_DATABASES[dialect].waitingIndex?.ensure(run, names);
+  await applySchemaSteps({
+    database: OUTBOX_DATABASES[dialect],
+    names: tableNamesFor(dialect, options),
+    run: runnerOf(sql),
+    partitioning: tablePartitioning(options),
+  });
 }

@@ -65,3 +65,17 @@ export async function sqlitePresentPayloadColumns(
   )) as { name: string }[];
   return new Set(rows.map((r) => r.name));
 }
+
+/**
+ * Whether the table has every payload column, by the probe (PostgreSQL). Outside a transaction
+ * only: a failed probe aborts PostgreSQL's.
+ */
+export function hasPayloadColumns(
+  run: (sql: string, params?: unknown[]) => Promise<unknown>,
+  n: OutboxTableNames,
+): Promise<boolean> {
+  return run(payloadColumnsProbe(n)).then(
+    () => true,
+    () => false,
+  );
+}

@@ -5,15 +5,14 @@ import {
   type OutboxTableOptions,
 } from './outbox-table-ddl';
 import type { SqlPort } from '../ports/sql-port';
-import { payloadColumnsProbe } from './payload-columns';
+import { OUTBOX_SCHEMA_STEPS, type OutboxSchemaStep } from './schema-steps';
 import type { MessageIdLayout } from '../rows/message-id-codec';
 
 /** One part of the outbox schema, in the order the schema grew (and the migration steps run). */
 export interface OutboxSchemaPart {
   /** The `outboxMigrations()` step that makes it. */
   readonly step: number;
-  readonly part:
-    'table' | 'attempt-history' | 'cleaner-indexes' | 'payload-columns' | 'waiting-index';
+  readonly part: OutboxSchemaStep['part'];
   readonly present: boolean;
   /** What is missing, or what a migrate would do; null when present. */
   readonly missing: string | null;
@@ -54,81 +53,22 @@ export async function outboxSchemaStatus(
   const dialect = outboxDialectOf(sql.databaseType);
   const database = outboxDatabase(dialect);
   const names = tableNamesFor(dialect, options);
-  const answers = (statement: string): Promise<boolean> =>
-    sql.query(statement).then(
-      () => true,
-      () => false,
-    );
-  const tableExists = await answers(`SELECT 1 FROM ${names.table} WHERE 1 = 0`);
-  // 0.1's table lacks these columns: it is there, but unusable until dropped (docs/upgrading.md).
-  const columns =
-    tableExists &&
-    (await answers(
-      `SELECT 1 FROM ${names.table} WHERE 1 = 0 AND last_attempt_at IS NULL AND dead_at IS NULL`,
-    ));
-  const tableProblem = !tableExists
-    ? 'the table does not exist: migrate creates it'
-    : !columns
-      ? 'the table lacks last_attempt_at and dead_at (made by 0.1): drop it after draining, then migrate (docs/upgrading.md)'
-      : await database.tableProblem?.(
-          async (statement, params) => (await sql.query(statement, params)).rows,
-          names,
-        );
-  const history = await answers(`SELECT 1 FROM ${names.attemptsTable} WHERE 1 = 0`);
-  const indexes =
-    tableExists &&
-    (await database.hasCleanerIndexes(
-      async (statement, params) => (await sql.query(statement, params)).rows,
-      names,
-    ));
-  const payloadColumns = tableExists && (await answers(payloadColumnsProbe(names)));
-  const waitingIndex =
-    tableExists &&
-    (database.waitingIndex === undefined ||
-      (await database.waitingIndex.has(
-        async (statement, params) => (await sql.query(statement, params)).rows,
-        names,
-      )));
-  const parts: OutboxSchemaPart[] = [
-    { step: 1, part: 'table', present: tableProblem === undefined, missing: tableProblem ?? null },
-    {
-      step: 2,
-      part: 'attempt-history',
-      present: history,
-      missing: history ? null : `${names.attemptsTable} does not exist: migrate creates it`,
-    },
-    {
-      step: 3,
-      part: 'cleaner-indexes',
-      present: indexes,
-      missing: indexes
-        ? null
-        : "the cleaner's cut-off indexes are missing: migrate adds them (docs/upgrading.md has the non-blocking PostgreSQL form)",
-    },
-    {
-      step: 4,
-      part: 'payload-columns',
-      present: payloadColumns,
-      missing: payloadColumns
-        ? null
-        : 'the binary-payload and broker-attribute columns (payload_encoding, content_type, payload_bytes, broker_attributes) are missing: migrate adds them in place, rows kept',
-    },
-    {
-      step: 5,
-      part: 'waiting-index',
-      present: waitingIndex,
-      missing: waitingIndex
-        ? null
-        : `the index of waiting messages (${names.tableName}_waiting_idx) is missing: migrate adds it (docs/upgrading.md has the non-blocking PostgreSQL form)`,
-    },
-  ];
+  const run = async (statement: string, params?: unknown[]): Promise<unknown> =>
+    (await sql.query(statement, params)).rows;
+  const tableExists = await run(`SELECT 1 FROM ${names.table} WHERE 1 = 0`).then(
+    () => true,
+    () => false,
+  );
+  const context = { database, names, run, partitioning: null };
+  const parts: OutboxSchemaPart[] = [];
+  for (const [index, step] of OUTBOX_SCHEMA_STEPS.entries()) {
+    const missing = await step.missing(context);
+    parts.push({ step: index + 1, part: step.part, present: missing === null, missing });
+  }
   const firstMissing = parts.findIndex((p) => !p.present);
   const ids =
-    tableExists && database.messageIdLayout !== undefined
-      ? await database.messageIdLayout(
-          async (statement, params) => (await sql.query(statement, params)).rows,
-          names,
-        )
+    tableExists && database.schema.messageIdLayout !== undefined
+      ? await database.schema.messageIdLayout(run, names)
       : null;
   return {
     version: firstMissing === -1 ? parts.length : firstMissing,

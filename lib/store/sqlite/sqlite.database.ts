@@ -1,3 +1,4 @@
+import { runAll } from '../schema/run-statements';
 import type { OutboxDatabase } from '../outbox-database';
 import {
   dropPartialCleanerIndexes,
@@ -33,28 +34,36 @@ export const sqliteDatabase: OutboxDatabase<'sqlite'> = {
   quoting: 'double',
   schemas: false,
   keyLockTable: false,
-  createTable: sqliteCreateTable,
-  dropTable: sqliteDropTable,
-  createHistoryTable: sqliteCreateHistoryTable,
-  dropHistoryTable: sqliteDropHistoryTable,
-  createArchiveTable: sqliteCreateArchiveTable,
-  ensureCleanerIndexes: ensurePartialCleanerIndexes,
-  hasCleanerIndexes: (run, n) => hasPartialCleanerIndexes(run, n, 'sqlite'),
-  dropCleanerIndexes: dropPartialCleanerIndexes,
-  // SQLite adds one column per ALTER, without rewriting the table.
-  async ensurePayloadColumns(run, n) {
-    const present = await sqlitePresentPayloadColumns(run, n);
-    const definitions = payloadColumnDefinitions(SQLITE_PAYLOAD_TYPES);
-    for (const [i, column] of PAYLOAD_COLUMNS.entries()) {
-      if (!present.has(column))
-        await run(`ALTER TABLE ${n.table} ADD COLUMN ${definitions[i] ?? ''}`);
-    }
-  },
-  async dropPayloadColumns(run, n) {
-    const present = await sqlitePresentPayloadColumns(run, n);
-    for (const column of PAYLOAD_COLUMNS) {
-      if (present.has(column)) await run(`ALTER TABLE ${n.table} DROP COLUMN ${column}`);
-    }
+  schema: {
+    createTable: sqliteCreateTable,
+    dropTable: sqliteDropTable,
+    createHistoryTable: sqliteCreateHistoryTable,
+    dropHistoryTable: sqliteDropHistoryTable,
+    createArchiveTable: sqliteCreateArchiveTable,
+    cleanerIndexes: {
+      ensure: ensurePartialCleanerIndexes,
+      has: (run, n) => hasPartialCleanerIndexes(run, n, 'sqlite'),
+      drop: (run, n) => runAll(run, dropPartialCleanerIndexes(n)),
+    },
+    // SQLite adds one column per ALTER, without rewriting the table.
+    payloadColumns: {
+      async ensure(run, n) {
+        const present = await sqlitePresentPayloadColumns(run, n);
+        const definitions = payloadColumnDefinitions(SQLITE_PAYLOAD_TYPES);
+        for (const [i, column] of PAYLOAD_COLUMNS.entries()) {
+          if (!present.has(column))
+            await run(`ALTER TABLE ${n.table} ADD COLUMN ${definitions[i] ?? ''}`);
+        }
+      },
+      has: async (run, n) =>
+        (await sqlitePresentPayloadColumns(run, n)).size === PAYLOAD_COLUMNS.length,
+      async drop(run, n) {
+        const present = await sqlitePresentPayloadColumns(run, n);
+        for (const column of PAYLOAD_COLUMNS) {
+          if (present.has(column)) await run(`ALTER TABLE ${n.table} DROP COLUMN ${column}`);
+        }
+      },
+    },
   },
   createStore(sql, { names, policy, dispatch }) {
     const store = new SqliteOutboxStore(sql, names, policy);

@@ -1,0 +1,194 @@
+import { OutboxTableMissingError } from '../../errors/outbox-table-missing.error';
+import { describeError } from '../../internal/describe-error';
+import type { OutboxTableNames } from '../../internal/sql-identifier';
+import { OutboxMessages } from '../../outbox.messages';
+import type { OutboxDatabase, SchemaPartSql, StatementRunner } from '../outbox-database';
+import { layoutForNewTables } from './message-id-layout';
+import { runAll } from './run-statements';
+import { checkTableLayout } from './table-layout';
+import { outboxTableStatements, type TablePartitioning } from './table-statements';
+
+/** What a schema step works on: one outbox table on one database, through one runner. */
+export interface SchemaStepContext {
+  readonly database: OutboxDatabase;
+  readonly names: OutboxTableNames;
+  /** Answers the rows of a statement (a port, a migration's query runner). */
+  readonly run: StatementRunner;
+  /** The layout asked for: step 1 makes a new table so, and refuses an existing one without it. */
+  readonly partitioning: TablePartitioning;
+}
+
+/**
+ * One change of the outbox schema. The steps below are the one list from which the TypeORM
+ * migrations (`outboxMigrations()`), `createOutboxTable`/`ensureOutboxTable` and the Kysely
+ * migration, `outbox schema migrate` and `outbox schema status` are all made.
+ */
+export interface OutboxSchemaStep {
+  readonly part:
+    'table' | 'attempt-history' | 'cleaner-indexes' | 'payload-columns' | 'waiting-index';
+  /** The TypeORM migration's name prefix: never changed, since TypeORM knows its steps by name. */
+  readonly migration: string;
+  /**
+   * What the table lacks without this step, in words that say what migrate does about it; null
+   * when it has it. Read only, outside a transaction (a failed probe aborts PostgreSQL's).
+   */
+  missing(context: SchemaStepContext): Promise<string | null>;
+  /** What `outbox schema migrate` reports after adding it to an existing table. */
+  added(names: OutboxTableNames): string;
+  /** Makes it; does nothing where it is there already. */
+  apply(context: SchemaStepContext): Promise<void>;
+  /** Undoes it (the step's down migration). */
+  revert(context: SchemaStepContext): Promise<void>;
+}
+
+/** Answers whether a statement runs (a probe); outside a transaction only. */
+function answers(run: StatementRunner, statement: string): Promise<boolean> {
+  return run(statement).then(
+    () => true,
+    () => false,
+  );
+}
+
+/** A probe naming the columns that 0.1's table lacks. */
+function columnsProbe(names: OutboxTableNames): string {
+  return `SELECT 1 FROM ${names.table} WHERE 1 = 0 AND last_attempt_at IS NULL AND dead_at IS NULL`;
+}
+
+/** Step 1: the outbox table itself, plain or partitioned, with its indexes (and lock table). */
+export const outboxTableStep: OutboxSchemaStep = {
+  part: 'table',
+  migration: 'CreateOutboxTable',
+  async missing({ database, names, run }) {
+    if (!(await answers(run, `SELECT 1 FROM ${names.table} WHERE 1 = 0`))) {
+      return 'the table does not exist: migrate creates it';
+    }
+    // 0.1's table lacks these columns: it is there, but unusable until dropped (docs/upgrading.md).
+    if (!(await answers(run, columnsProbe(names)))) {
+      return 'the table lacks last_attempt_at and dead_at (made by 0.1): drop it after draining, then migrate (docs/upgrading.md)';
+    }
+    return (await database.schema.tableProblem?.(run, names)) ?? null;
+  },
+  added: () => 'brought the table itself up to date',
+  async apply({ database, names, run, partitioning }) {
+    // A table already there must have the layout asked for: a plain one is never converted here
+    // (the error lists the manual steps).
+    await checkTableLayout(
+      {
+        isConnected: true,
+        query: async <R>(sql: string, params?: readonly unknown[]) => ({
+          rows: (await run(sql, params === undefined ? undefined : [...params])) as R[],
+          affected: 0,
+        }),
+      },
+      database,
+      names,
+      partitioning,
+      { creating: true },
+    );
+    // In the id layout of a table already there (kept as it is).
+    const ids = await layoutForNewTables(database, run, names);
+    await runAll(run, outboxTableStatements(database, names, partitioning, ids));
+    // e.g. MySQL tables made before 0.3, which compare keys ignoring trailing spaces.
+    await database.schema.afterCreateTable?.(run, names);
+    // CREATE TABLE IF NOT EXISTS leaves an older table as it is: fail rather than go on with a
+    // table this version cannot use (the app start would fail on it anyway).
+    try {
+      await run(columnsProbe(names));
+    } catch (error) {
+      throw new OutboxTableMissingError(
+        OutboxMessages.tableOutdated(names.table, describeError(error), {
+          tableName: names.tableName,
+          schema: names.schema ?? undefined,
+          keyLock: database.keyLockTable,
+        }),
+        names.table,
+        { cause: error },
+      );
+    }
+  },
+  async revert({ database, names, run }) {
+    await runAll(run, [
+      ...database.schema.dropTable(names),
+      // The partitioned layout's guard, if the table had it.
+      ...(database.partitioned?.dropTable(names) ?? []),
+    ]);
+  },
+};
+
+/** Step 2: the attempt history `<table>_attempts`, in the id layout of the outbox table. */
+const attemptHistory: OutboxSchemaStep = {
+  part: 'attempt-history',
+  migration: 'AddOutboxAttemptHistory',
+  missing: async ({ names, run }) =>
+    (await answers(run, `SELECT 1 FROM ${names.attemptsTable} WHERE 1 = 0`))
+      ? null
+      : `${names.attemptsTable} does not exist: migrate creates it`,
+  added: (names) => `added its attempt history ${names.attemptsTable}`,
+  async apply({ database, names, run }) {
+    const ids = await layoutForNewTables(database, run, names);
+    await runAll(run, database.schema.createHistoryTable(names, ids));
+  },
+  revert: ({ database, names, run }) => runAll(run, database.schema.dropHistoryTable(names)),
+};
+
+/** A later step that adds one part of a database's `OutboxSchemaSql` to an existing table. */
+function partStep(
+  part: OutboxSchemaStep['part'],
+  migration: string,
+  sqlOf: (database: OutboxDatabase) => SchemaPartSql | undefined,
+  lacks: (names: OutboxTableNames) => string,
+  added: string,
+): OutboxSchemaStep {
+  return {
+    part,
+    migration,
+    async missing({ database, names, run }) {
+      const sql = sqlOf(database);
+      return sql === undefined || (await sql.has(run, names)) ? null : lacks(names);
+    },
+    added: () => added,
+    apply: async ({ database, names, run }) => sqlOf(database)?.ensure(run, names),
+    revert: async ({ database, names, run }) => sqlOf(database)?.drop(run, names),
+  };
+}
+
+/**
+ * The outbox's schema changes in order. Never reorder, rename or change a step: TypeORM knows
+ * the ones it ran by name, and a table's version is the number of steps it has in a row. A new
+ * schema change is a new step at the end, with its SQL in each database's `OutboxSchemaSql`.
+ */
+export const OUTBOX_SCHEMA_STEPS: readonly OutboxSchemaStep[] = [
+  outboxTableStep,
+  attemptHistory,
+  // On a new table step 1 makes the indexes, and step 4's columns, already: these add them to
+  // an older one.
+  partStep(
+    'cleaner-indexes',
+    'AddOutboxCleanerIndexes',
+    (database) => database.schema.cleanerIndexes,
+    () =>
+      "the cleaner's cut-off indexes are missing: migrate adds them (docs/upgrading.md has the non-blocking PostgreSQL form)",
+    "added the cleaner's indexes",
+  ),
+  partStep(
+    'payload-columns',
+    'AddOutboxPayloadColumns',
+    (database) => database.schema.payloadColumns,
+    () =>
+      'the binary-payload and broker-attribute columns (payload_encoding, content_type, payload_bytes, broker_attributes) are missing: migrate adds them in place, rows kept',
+    'added the binary-payload and broker-attribute columns (step 4)',
+  ),
+  partStep(
+    'waiting-index',
+    'AddOutboxWaitingIndex',
+    (database) => database.schema.waitingIndex,
+    (names) =>
+      `the index of waiting messages (${names.tableName}_waiting_idx) is missing: migrate adds it (docs/upgrading.md has the non-blocking PostgreSQL form)`,
+    'added the index of waiting messages (step 5)',
+  ),
+];
+
+/** Runs every step in order: a new table is made whole, an older one brought up to date. */
+export async function applySchemaSteps(context: SchemaStepContext): Promise<void> {
+  for (const step of OUTBOX_SCHEMA_STEPS) await step.apply(context);
+}

@@ -1,0 +1,52 @@
+import { openSqliteFile } from '../orm/driver-targets';
+import { betterSqlite3SqlPort } from '../../lib/drivers/better-sqlite3/better-sqlite3.sql-port';
+import { createOutboxTable } from '../../lib';
+import { outboxSchemaStatus } from '../../lib/store/schema/schema-status';
+import { outboxDatabase, tableNamesFor } from '../../lib/store/schema/outbox-table-ddl';
+import { OUTBOX_SCHEMA_STEPS } from '../../lib/store/schema/schema-steps';
+import { outboxMigrations } from '../../lib/typeorm/outbox-migrations';
+
+describe('the schema steps', () => {
+  it('keep the names and order TypeORM has recorded in apps (a new step goes at the end)', () => {
+    expect(OUTBOX_SCHEMA_STEPS.map((s) => [s.part, s.migration])).toEqual([
+      ['table', 'CreateOutboxTable'],
+      ['attempt-history', 'AddOutboxAttemptHistory'],
+      ['cleaner-indexes', 'AddOutboxCleanerIndexes'],
+      ['payload-columns', 'AddOutboxPayloadColumns'],
+      ['waiting-index', 'AddOutboxWaitingIndex'],
+    ]);
+    expect(outboxMigrations({ tableName: 'orders_outbox' }).map((m) => new m().name)).toEqual(
+      OUTBOX_SCHEMA_STEPS.map((s, i) => `${s.migration}_orders_outbox_${1_763_800_000_000 + i}`),
+    );
+  });
+
+  it('are what status reads: each step reverted lowers the version to the one before it, and createOutboxTable brings it back', async () => {
+    const db = openSqliteFile(':memory:');
+    const sql = betterSqlite3SqlPort(db);
+    const database = outboxDatabase('sqlite');
+    const context = {
+      database,
+      names: tableNamesFor('sqlite', {}),
+      run: async (statement: string, params?: unknown[]) =>
+        (await sql.query(statement, params)).rows,
+      partitioning: null,
+    };
+    expect((await outboxSchemaStatus(sql)).version).toBe(0);
+    await createOutboxTable(sql);
+    const latest = OUTBOX_SCHEMA_STEPS.length;
+    expect(await outboxSchemaStatus(sql)).toMatchObject({ version: latest, latest });
+
+    // SQLite has no index of waiting messages (step 5): reverting it changes nothing.
+    await OUTBOX_SCHEMA_STEPS[4]?.revert(context);
+    expect((await outboxSchemaStatus(sql)).version).toBe(latest);
+    for (const index of [3, 2, 1]) {
+      await OUTBOX_SCHEMA_STEPS[index]?.revert(context);
+      const status = await outboxSchemaStatus(sql);
+      expect(status.version).toBe(index);
+      expect(status.parts[index]).toMatchObject({ present: false, missing: expect.any(String) });
+    }
+    await createOutboxTable(sql);
+    expect((await outboxSchemaStatus(sql)).version).toBe(latest);
+    db.close();
+  });
+});
