@@ -73,6 +73,7 @@ export type {
   BinaryOutboxRecord,
 } from './message/outbox-record.interface';
 export type { OutboxPublisher, PublishOutcome } from './publishers/outbox-publisher.interface';
+export { pastPublishDeadline } from './publishers/publish-deadline';
 export type { OutboxStats, RequeueReport } from './store/ports/outbox-store.port';
 export type {
   OutboxObserver,
@@ -120,6 +121,7 @@ export {
 } from './errors/outbox-invalid-message.error';
 export { PermanentPublishError } from './errors/permanent-publish.error';
 export { OutboxHandlerMissingError } from './errors/outbox-handler-missing.error';
+export { OutboxHandlerBusyError } from './errors/outbox-handler-busy.error';
 export { PublisherUnavailableError } from './errors/publisher-unavailable.error';
 export { PublishTimeoutError } from './errors/publish-timeout.error';
 export { OutboxDatabaseTimeoutError } from './errors/outbox-database-timeout.error';

@@ -21,6 +21,7 @@
  *   token no longer matches was taken over by another dispatcher after this one's lease expired;
  *   its outcome here is discarded and it counts as fenced.
  */
+import { OutboxHandlerBusyError } from '../errors/outbox-handler-busy.error';
 import { PermanentPublishError } from '../errors/permanent-publish.error';
 import { PublishTimeoutError } from '../errors/publish-timeout.error';
 import { PublisherUnavailableError } from '../errors/publisher-unavailable.error';
@@ -66,7 +67,16 @@ export type PublishResult =
    * rest of a key's run after a failure, or after the broker side failed mid-batch): it goes
    * back with its attempt given back.
    */
-  | { readonly kind: 'outcomes'; readonly outcomes: readonly (PublishOutcome | undefined)[] }
+  | {
+      readonly kind: 'outcomes';
+      readonly outcomes: readonly (PublishOutcome | undefined)[];
+      /**
+       * Some records came back unsent because a call of their key is still running
+       * (`OutboxHandlerBusyError`): they go back after `heldReleaseMs`, so that the claims do not
+       * take them again and again while it runs.
+       */
+      readonly heldBack?: boolean;
+    }
   /** The broker could not be reached: the batch goes back with its attempts given back. */
   | { readonly kind: 'outage'; readonly error: unknown }
   /** The deadline passed: the broker may have the messages, so each counts as an attempt. */
@@ -89,7 +99,12 @@ export type OutageReaction =
       readonly probe: boolean;
     }
   /** A publish went through: the outage backoff starts over and an outage in progress ends. */
-  | { readonly kind: 'resume' };
+  | { readonly kind: 'resume' }
+  /**
+   * Nothing was sent, for a reason that says nothing about the broker (every message's key was
+   * held by a call still running): no outage begins, and one in progress goes on.
+   */
+  | { readonly kind: 'none' };
 
 /** What a publish came to, and how claiming should react to it. */
 export interface PublishReading {
@@ -132,6 +147,8 @@ export interface JudgeBatchInput {
   readonly outagePauseMs: number;
   /** How often a paused dispatcher probes the broker, or undefined when it cannot probe. */
   readonly probeEveryMs: number | undefined;
+  /** How long records held back by a running call of their key wait before they are due again. */
+  readonly heldReleaseMs: number;
   /** Jitter source for retry delays. */
   readonly random?: () => number;
 }
@@ -162,6 +179,10 @@ const isBrokerSilence = (error: unknown): boolean =>
  */
 const isUnsent = (outcome: PublishOutcome): boolean =>
   !outcome.ok && outcome.sent === false && !(outcome.error instanceof PermanentPublishError);
+
+/** Unsent because a call of its key is still running: says nothing about the broker. */
+const isHeld = (outcome: PublishOutcome): boolean =>
+  !outcome.ok && outcome.error instanceof OutboxHandlerBusyError;
 
 /**
  * Which records of a leased batch to publish. `now` and `publishBy` are on the same monotonic
@@ -234,13 +255,22 @@ function readOutcomes(outcomes: readonly PublishOutcome[], sent: number): Publis
     };
   }
   // Only a batch that failed as a whole for being unable to reach the broker is an outage;
-  // one message "unavailable" while others went through is that message's failure.
-  const failures = outcomes.filter((o) => !o.ok);
+  // one message "unavailable" while others went through is that message's failure. Messages
+  // held back by a running call of their key were not offered to the broker: they count for
+  // neither side.
+  const heldBack = outcomes.some(isHeld);
+  const offered = heldBack ? outcomes.filter((o) => !isHeld(o)) : outcomes;
+  const failures = offered.filter((o) => !o.ok);
   const first = failures[0];
   // Unsent messages get no outcome: they go back with their attempt given back.
-  const someUnsent = failures.some(isUnsent);
+  const someUnsent = heldBack || failures.some(isUnsent);
   const judged = someUnsent ? outcomes.map((o) => (isUnsent(o) ? undefined : o)) : outcomes;
-  if (first !== undefined && failures.length === outcomes.length) {
+  const read = (reaction: OutageReaction): PublishReading => ({
+    result: { kind: 'outcomes', outcomes: judged, ...(heldBack ? { heldBack } : {}) },
+    reaction,
+  });
+  if (offered.length === 0) return read({ kind: 'none' });
+  if (first !== undefined && failures.length === offered.length) {
     if (
       failures.every((o) => !o.ok && (isUnsent(o) || o.error instanceof PublisherUnavailableError))
     ) {
@@ -260,18 +290,17 @@ function readOutcomes(outcomes: readonly PublishOutcome[], sent: number): Publis
     // less eagerly; but the attempts of what was sent count, as for a batch that hit the
     // deadline.
     if (failures.every((o) => !o.ok && (isUnsent(o) || isBrokerSilence(o.error)))) {
-      return {
-        result: { kind: 'outcomes', outcomes: judged },
-        reaction: pause(
+      return read(
+        pause(
           first.error,
           'every publish of the batch timed out',
           someUnsent ? 'each message sent counts an attempt' : 'each counts an attempt',
           false,
         ),
-      };
+      );
     }
   }
-  return { result: { kind: 'outcomes', outcomes: judged }, reaction: { kind: 'resume' } };
+  return read({ kind: 'resume' });
 }
 
 const pause = (error: unknown, what: string, counted: string, probe: boolean): OutageReaction => ({
@@ -318,7 +347,9 @@ export function judgeBatch(input: JudgeBatchInput): BatchJudgement {
   // and the rows must be due by then.
   const releaseDelayMs =
     result.kind !== 'outage'
-      ? 0
+      ? result.kind === 'outcomes' && result.heldBack === true
+        ? input.heldReleaseMs
+        : 0
       : input.probeEveryMs === undefined
         ? input.outagePauseMs
         : Math.min(input.outagePauseMs, input.probeEveryMs * 2);

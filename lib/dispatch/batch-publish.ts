@@ -174,7 +174,7 @@ export class BatchPublish {
   private react({ result, reaction }: PublishReading): PublishResult {
     if (reaction.kind === 'pause') {
       this.onOutage(reaction.error, reaction.what, reaction.counted, reaction.probe);
-    } else this.outage.publishWentThrough();
+    } else if (reaction.kind === 'resume') this.outage.publishWentThrough();
     return result;
   }
 

@@ -281,6 +281,8 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
       deadAdvancesKey: !ordering.queue.deadBlocksKey,
       outagePauseMs: this.outage.currentPauseMs,
       probeEveryMs: this.publisher.ping === undefined ? undefined : OUTAGE_PROBE_INTERVAL_MS,
+      // A key held by a running in-process call is looked at again once a poll.
+      heldReleaseMs: this.options.dispatcher.pollIntervalMs,
     });
     for (const error of hookErrors) this.notice.hookThrew(error);
     if (result.kind === 'outage') this.releasedDueAt = Date.now() + releaseDelayMs;

@@ -1,4 +1,9 @@
-import { PermanentPublishError, PublishTimeoutError, PublisherUnavailableError } from '../../lib';
+import {
+  OutboxHandlerBusyError,
+  PermanentPublishError,
+  PublishTimeoutError,
+  PublisherUnavailableError,
+} from '../../lib';
 import {
   batchReport,
   judgeBatch,
@@ -25,6 +30,7 @@ const RETRY: RetryPolicy = {
 };
 const PAUSE_MS = 4_000;
 const PROBE_MS = 500;
+const HELD_MS = 250;
 
 function rec(
   id: string,
@@ -55,6 +61,8 @@ const boom = new Error('boom');
 const unavailable = new PublisherUnavailableError('connection refused');
 const slow = new PublishTimeoutError(5_000);
 const rejected = new PermanentPublishError('rejected by broker');
+/** What LocalPublisher answers for a message whose key a handler call still holds. */
+const busy = new OutboxHandlerBusyError('a call of its key is still running', 'm0');
 /** How a settlement records `slow`. */
 const slowRecorded = {
   error: 'PublishTimeoutError: No broker acknowledgement within 5000 ms',
@@ -124,6 +132,7 @@ function settle(c: Case): {
     deadAdvancesKey: c.deadAdvancesKey ?? false,
     outagePauseMs: PAUSE_MS,
     probeEveryMs: c.probe === true ? PROBE_MS : undefined,
+    heldReleaseMs: HELD_MS,
   });
   return {
     settlement: judged.settlement,
@@ -213,6 +222,59 @@ describe('batch outcome', () => {
         ],
       },
       reaction: resume,
+    },
+    {
+      name: 'every message held back by a running call of its key: no outage, released for a poll with no attempt history',
+      records: [rec('1'), rec('2')],
+      publish: returned(unsent(busy), unsent(busy)),
+      settlement: {
+        ...none,
+        release: [
+          { id: '1', delayMs: HELD_MS, error: null, errorClass: null },
+          { id: '2', delayMs: HELD_MS, error: null, errorClass: null },
+        ],
+      },
+      reaction: { kind: 'none' },
+    },
+    {
+      name: 'held back beside a delivered message: the publish went through, the held one waits a poll',
+      records: [rec('1'), rec('2')],
+      publish: returned(unsent(busy), ok),
+      settlement: {
+        ...none,
+        delivered: ['2'],
+        release: [{ id: '1', delayMs: HELD_MS, error: null, errorClass: null }],
+        advancedKeys: ['k2'],
+      },
+      reaction: resume,
+    },
+    {
+      name: 'held back beside an unreachable broker: the rest of the batch is the outage',
+      records: [rec('1'), rec('2')],
+      publish: returned(unsent(busy), fail(unavailable)),
+      settlement: {
+        ...none,
+        release: [
+          {
+            id: '1',
+            delayMs: PAUSE_MS,
+            error: 'PublisherUnavailableError: connection refused',
+            errorClass: 'PublisherUnavailableError',
+          },
+          {
+            id: '2',
+            delayMs: PAUSE_MS,
+            error: 'PublisherUnavailableError: connection refused',
+            errorClass: 'PublisherUnavailableError',
+          },
+        ],
+      },
+      reaction: pauseOf(
+        unavailable,
+        'every publish of the batch failed',
+        'no attempt counted',
+        true,
+      ),
     },
     {
       name: 'PublisherUnavailableError for the whole batch: outage, released for the pause',
@@ -758,6 +820,7 @@ describe('batch outcome', () => {
       retry: { ...RETRY, jitter: 0.5 },
       deadAdvancesKey: false,
       outagePauseMs: PAUSE_MS,
+      heldReleaseMs: HELD_MS,
       probeEveryMs: undefined,
       random: () => 1,
     });
