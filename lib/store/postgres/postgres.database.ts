@@ -1,10 +1,5 @@
-import { runAll } from '../schema/run-statements';
 import type { OutboxDatabase } from '../outbox-database';
-import {
-  dropPartialCleanerIndexes,
-  ensurePartialCleanerIndexes,
-  hasPartialCleanerIndexes,
-} from '../schema/partial-indexes.sql';
+import { partialCleanerIndexes } from '../schema/partial-indexes.sql';
 import type { SqlPort } from '../ports/sql-port';
 import { hasPayloadColumns } from '../schema/payload-columns';
 import { postgresAdmin } from './postgres.admin-sql';
@@ -47,11 +42,7 @@ export const postgresDatabase: OutboxDatabase<'postgres'> = {
     createHistoryTable: postgresCreateHistoryTable,
     dropHistoryTable: postgresDropHistoryTable,
     createArchiveTable: postgresCreateArchiveTable,
-    cleanerIndexes: {
-      ensure: ensurePartialCleanerIndexes,
-      has: (run, n) => hasPartialCleanerIndexes(run, n, 'postgres'),
-      drop: (run, n) => runAll(run, dropPartialCleanerIndexes(n)),
-    },
+    cleanerIndexes: partialCleanerIndexes('postgres'),
     // ADD COLUMN IF NOT EXISTS: columns only, no table rewrite.
     payloadColumns: {
       async ensure(run, n) {

@@ -1,4 +1,6 @@
 import type { OutboxTableNames } from '../../internal/sql-identifier';
+import type { SchemaPartSql } from '../outbox-database';
+import { runAll } from './run-statements';
 
 // The databases with partial indexes (PostgreSQL, SQLite) share these statements word for word;
 // MySQL/MariaDB have none and index whole columns instead.
@@ -28,37 +30,35 @@ export function cleanerIndexesDdl(n: OutboxTableNames): string[] {
   ];
 }
 
-/** Adds the cleaner's indexes where missing, as a migration step. */
-export async function ensurePartialCleanerIndexes(
-  run: (sql: string) => Promise<unknown>,
-  n: OutboxTableNames,
-): Promise<void> {
-  for (const statement of cleanerIndexesDdl(n)) await run(statement);
-}
-
-/** Whether both of the cleaner's indexes exist (PostgreSQL or SQLite catalog). */
-export async function hasPartialCleanerIndexes(
-  run: (sql: string, params?: unknown[]) => Promise<unknown>,
-  n: OutboxTableNames,
-  catalog: 'postgres' | 'sqlite',
-): Promise<boolean> {
-  const wanted = [`${n.tableName}_delivered_idx`, `${n.tableName}_dead_idx`];
-  const rows = (await run(
-    catalog === 'postgres'
-      ? `SELECT indexname AS name FROM pg_indexes WHERE schemaname = coalesce($1, current_schema()) AND tablename = $2 AND indexname IN ($3, $4)`
-      : `SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ? AND name IN (?, ?)`,
-    catalog === 'postgres' ? [n.schema, n.tableName, ...wanted] : [n.tableName, ...wanted],
-  )) as unknown[];
-  return rows.length === wanted.length;
-}
-
-export function dropPartialCleanerIndexes(n: OutboxTableNames): string[] {
-  // PostgreSQL indexes live in their table's schema: qualify them as the table is.
-  const qualify = (index: string): string =>
-    n.schema === null ? n.quote(index) : `${n.quote(n.schema)}.${n.quote(index)}`;
-  return [`${n.tableName}_delivered_idx`, `${n.tableName}_dead_idx`].map(
-    (index) => `DROP INDEX IF EXISTS ${qualify(index)}`,
-  );
+/** The cleaner's indexes as schema step 3, on a database with partial indexes. */
+export function partialCleanerIndexes(catalog: 'postgres' | 'sqlite'): SchemaPartSql {
+  const wanted = (n: OutboxTableNames): string[] => [
+    `${n.tableName}_delivered_idx`,
+    `${n.tableName}_dead_idx`,
+  ];
+  return {
+    ensure: (run, n) => runAll(run, cleanerIndexesDdl(n)),
+    async has(run, n) {
+      const rows = (await run(
+        catalog === 'postgres'
+          ? `SELECT indexname AS name FROM pg_indexes WHERE schemaname = coalesce($1, current_schema()) AND tablename = $2 AND indexname IN ($3, $4)`
+          : `SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ? AND name IN (?, ?)`,
+        catalog === 'postgres'
+          ? [n.schema, n.tableName, ...wanted(n)]
+          : [n.tableName, ...wanted(n)],
+      )) as unknown[];
+      return rows.length === wanted(n).length;
+    },
+    // PostgreSQL indexes live in their table's schema: qualify them as the table is.
+    drop: (run, n) =>
+      runAll(
+        run,
+        wanted(n).map(
+          (index) =>
+            `DROP INDEX IF EXISTS ${n.schema === null ? n.quote(index) : `${n.quote(n.schema)}.${n.quote(index)}`}`,
+        ),
+      ),
+  };
 }
 
 export function dropTableDdl(n: OutboxTableNames): string[] {

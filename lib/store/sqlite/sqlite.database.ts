@@ -1,10 +1,5 @@
-import { runAll } from '../schema/run-statements';
 import type { OutboxDatabase } from '../outbox-database';
-import {
-  dropPartialCleanerIndexes,
-  ensurePartialCleanerIndexes,
-  hasPartialCleanerIndexes,
-} from '../schema/partial-indexes.sql';
+import { partialCleanerIndexes } from '../schema/partial-indexes.sql';
 import { sqliteAdmin } from './sqlite.admin-sql';
 import {
   sqliteInboxDrop,
@@ -40,11 +35,7 @@ export const sqliteDatabase: OutboxDatabase<'sqlite'> = {
     createHistoryTable: sqliteCreateHistoryTable,
     dropHistoryTable: sqliteDropHistoryTable,
     createArchiveTable: sqliteCreateArchiveTable,
-    cleanerIndexes: {
-      ensure: ensurePartialCleanerIndexes,
-      has: (run, n) => hasPartialCleanerIndexes(run, n, 'sqlite'),
-      drop: (run, n) => runAll(run, dropPartialCleanerIndexes(n)),
-    },
+    cleanerIndexes: partialCleanerIndexes('sqlite'),
     // SQLite adds one column per ALTER, without rewriting the table.
     payloadColumns: {
       async ensure(run, n) {
