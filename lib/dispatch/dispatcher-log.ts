@@ -1,8 +1,36 @@
 import type { Logger } from '@nestjs/common';
 import { randomBytes } from 'node:crypto';
+import { inspect } from 'node:util';
 
 /** Facts of a log line for a log indexer, passed to the logger service as its last object. */
 export type LogFields = Readonly<Record<string, string | number | undefined>>;
+
+/**
+ * A line with its facts, given to the logger as its message. Loggers read it the way each reads
+ * an object: Nest's `ConsoleLogger` prints its text (`inspect`, or `toString` before Nest 11) and
+ * with `json: true` the whole object; nestjs-pino merges its own properties into the record, the
+ * text under pino's `msg`; nest-winston takes its `message` (not enumerable, so that pino's record
+ * does not carry the text twice) and the rest as metadata. A second argument after the text would
+ * reach none of them but Nest's own logger (nestjs-pino drops it).
+ */
+export class LogLine {
+  declare readonly message: string;
+  readonly msg: string;
+
+  constructor(text: string, fields: Readonly<Record<string, string | number>>) {
+    Object.assign(this, fields);
+    this.msg = text;
+    Object.defineProperty(this, 'message', { value: text, enumerable: false });
+  }
+
+  toString(): string {
+    return this.msg;
+  }
+
+  [inspect.custom](): string {
+    return this.msg;
+  }
+}
 
 /**
  * The dispatcher's lines, each naming its run (one id per process start, and the instance when
@@ -58,7 +86,9 @@ export class DispatcherLog {
       const given = Object.entries({ runId: this.runId, outbox: this.outbox, ...fields }).filter(
         ([, value]) => value !== undefined,
       );
-      this.logger[level](line, Object.fromEntries(given));
+      this.logger[level](
+        new LogLine(line, Object.fromEntries(given) as Record<string, string | number>),
+      );
     }
   }
 }

@@ -15,12 +15,15 @@ export interface CapturedLine {
 export class CapturingLogger implements LoggerService {
   readonly lines: CapturedLine[] = [];
 
-  // Nest's Logger passes (message, ...params, context); an object among the params is fields.
+  // Nest's Logger passes (message, ...params, context). A line with facts is one object, its
+  // text under `msg` (the dispatcher's `LogLine`).
   private push(level: string, message: unknown, params: unknown[]): void {
     const last = params.at(-1);
-    const fields = params.find(
-      (p): p is Record<string, unknown> => typeof p === 'object' && p !== null,
-    );
+    let fields: Record<string, unknown> | undefined;
+    if (typeof message === 'object' && message !== null && 'msg' in message) {
+      const { msg: _text, ...facts } = message as Record<string, unknown>;
+      fields = facts;
+    }
     this.lines.push({
       level,
       message: String(message),
