@@ -1,0 +1,290 @@
+import { createPool, type Pool, type PoolConnection } from 'mysql2/promise';
+import type {
+  LoggedBatch,
+  OutboxLogSourceContext,
+} from '../../lib/store/ports/outbox-log-source.port';
+import { mysql2SqlPort } from '../../lib/drivers/mysql2/mysql2.sql-port';
+import {
+  outboxTableDdl,
+  outboxTableDropDdl,
+  tableNamesFor,
+} from '../../lib/store/schema/outbox-table-ddl';
+import type { BinlogClientClass } from '../../lib/log-tailing/mysql/mysql-binlog-client';
+import {
+  mysqlLogSource,
+  type MysqlBinlogSource,
+} from '../../lib/log-tailing/mysql/mysql-binlog.source';
+import {
+  mysqlLogLockName,
+  mysqlLogTailingDdl,
+  mysqlLogTailingDrop,
+  mysqlReadLogPosition,
+} from '../../lib/log-tailing/mysql/mysql-log-tailing.sql';
+import { serverConnection, uniqueTable } from '../support/databases';
+import { describeWithPackages } from '../support/services';
+import { expectNever, waitFor } from '../support/wait-for';
+
+// zongji is an ES module. Node's own require loads it (20.19+); jest's module system, which also
+// stands in for `node:module`, cannot, so the test asks the process for the real one.
+const nodeModule = process.getBuiltinModule('node:module');
+const ZongJi = (
+  nodeModule.createRequire(__filename)('@vlasky/zongji') as { default: BinlogClientClass }
+).default;
+
+const server = serverConnection('mariadb');
+const binlogLogin = {
+  host: server.host,
+  port: server.port,
+  user: server.username,
+  password: server.password,
+};
+
+interface Run {
+  readonly batches: LoggedBatch[];
+  readonly done: Promise<void>;
+  stop(): Promise<void>;
+}
+
+describeWithPackages(['mariadb'], ['@vlasky/zongji'], 'MySQL/MariaDB binlog log source', () => {
+  let pool: Pool;
+  let table: string;
+  let context: OutboxLogSourceContext;
+  const runs: Run[] = [];
+
+  const source = (owner: string): MysqlBinlogSource =>
+    mysqlLogSource(
+      { ...context, owner },
+      { connection: binlogLogin, client: ZongJi, retryMs: 200, idleAdvanceMs: 200 },
+    );
+
+  const start = (s: MysqlBinlogSource, onBatch?: (b: LoggedBatch) => Promise<void>): Run => {
+    const controller = new AbortController();
+    const batches: LoggedBatch[] = [];
+    const done = s.run(async (batch) => {
+      batches.push(batch);
+      await onBatch?.(batch);
+    }, controller.signal);
+    const run = {
+      batches,
+      done,
+      async stop() {
+        controller.abort();
+        await done;
+      },
+    };
+    runs.push(run);
+    return run;
+  };
+
+  /** Inserts one row per key in one transaction; answers the ids, committed or not. */
+  const enqueue = async (
+    keys: readonly (string | null)[],
+    outcome: 'commit' | 'rollback' = 'commit',
+    on?: PoolConnection,
+  ): Promise<string[]> => {
+    const connection = on ?? (await pool.getConnection());
+    try {
+      if (on === undefined) await connection.query('BEGIN');
+      const ids: string[] = [];
+      for (const key of keys) {
+        const [result] = await connection.query(
+          `INSERT INTO ${table} (message_id, topic, message_key, event_type, payload, headers)
+           VALUES (UNHEX(REPLACE(UUID(), '-', '')), 'orders', ?, 'created', '{}', '{}')`,
+          [key],
+        );
+        ids.push(String((result as { insertId: number }).insertId));
+      }
+      if (on === undefined) await connection.query(outcome === 'commit' ? 'COMMIT' : 'ROLLBACK');
+      return ids;
+    } finally {
+      if (on === undefined) connection.release();
+    }
+  };
+
+  const storedPosition = async (): Promise<string | null> => {
+    const { rows } = await context.sql.query<{ binlog_file: string; binlog_offset: unknown }>(
+      mysqlReadLogPosition(context.names),
+    );
+    const row = rows[0];
+    return row === undefined ? null : `${row.binlog_file}:${String(row.binlog_offset)}`;
+  };
+
+  const idsOf = (batches: readonly LoggedBatch[]): string[] =>
+    batches.flatMap((b) => b.inserts.map((i) => i.id));
+
+  beforeAll(() => {
+    pool = createPool({
+      host: server.host,
+      port: server.port,
+      user: server.username,
+      password: server.password,
+      database: server.database,
+      connectionLimit: 8,
+    });
+  });
+
+  beforeEach(async () => {
+    table = uniqueTable('lt_my');
+    const names = tableNamesFor('mysql', { tableName: table });
+    context = { database: 'mysql', names, sql: mysql2SqlPort(pool), owner: 'a' };
+    for (const statement of [
+      ...outboxTableDdl('mysql', { tableName: table }),
+      ...mysqlLogTailingDdl(names),
+    ]) {
+      await pool.query(statement);
+    }
+  });
+
+  afterEach(async () => {
+    await Promise.all(runs.splice(0).map((run) => run.stop()));
+    for (const statement of [
+      ...mysqlLogTailingDrop(context.names),
+      ...outboxTableDropDdl('mysql', { tableName: table }),
+    ]) {
+      await pool.query(statement);
+    }
+  });
+
+  afterAll(async () => {
+    await pool.end();
+  });
+
+  it('passes its check on this server', async () => {
+    await expect(source('a').check()).resolves.toBeUndefined();
+  });
+
+  it('hands over exactly the committed inserts, in commit order, a position after whole transactions', async () => {
+    const before = await enqueue(['early']);
+    const run = start(source('a'));
+    // The first start stores the binlog end: what was enqueued before is the poll's.
+    await waitFor('the first position', storedPosition);
+    const committed: string[] = [];
+    committed.push(...(await enqueue(['a', 'b', null])));
+    await enqueue(['rolled', 'back'], 'rollback');
+    // Interleaved: the second transaction commits first, so its rows come first.
+    const first = await pool.getConnection();
+    const second = await pool.getConnection();
+    try {
+      await first.query('BEGIN');
+      await second.query('BEGIN');
+      const firstIds = await enqueue(['a', 'c'], 'commit', first);
+      const secondIds = await enqueue(['b'], 'commit', second);
+      await second.query('COMMIT');
+      await first.query('COMMIT');
+      committed.push(...secondIds, ...firstIds);
+    } finally {
+      first.release();
+      second.release();
+    }
+    committed.push(...(await enqueue(['d'])));
+
+    await waitFor('every committed insert', () => idsOf(run.batches).length >= committed.length);
+    expect(idsOf(run.batches)).toEqual(committed);
+    expect(idsOf(run.batches)).not.toContain(before[0]);
+    const keys = run.batches.flatMap((b) => b.inserts.map((i) => i.key));
+    expect(keys).toEqual(['a', 'b', null, 'b', 'a', 'c', 'd']);
+    // Each batch's position is after its last transaction: resuming there replays none of it.
+    for (const batch of run.batches) expect(batch.position).toMatch(/^.+\.\d+:\d+$/);
+    await expectNever(
+      'an insert of the rolled-back transaction',
+      () => idsOf(run.batches).length > committed.length,
+      500,
+    );
+  });
+
+  it('resumes after the acknowledged position: nothing before it again, nothing after it lost', async () => {
+    const s = source('a');
+    const first = start(s);
+    await waitFor('the first position', storedPosition);
+    const acked = await enqueue(['k1', 'k2']);
+    await waitFor('the first transaction', () => idsOf(first.batches).length === 2);
+    const position = first.batches[0]?.position ?? '';
+    await s.acknowledge(position);
+    // Handed over but never acknowledged: it must come again after the restart.
+    const unacked = await enqueue(['k3']);
+    await waitFor('the second transaction', () => idsOf(first.batches).length === 3);
+    await first.stop();
+    expect(await storedPosition()).toBe(position);
+
+    const later = await enqueue(['k4']);
+    const second = start(source('a'));
+    await waitFor('the replay and the new one', () => idsOf(second.batches).length >= 2);
+    await expectNever(
+      'more than the unacknowledged and the new',
+      () => idsOf(second.batches).length > 2,
+      500,
+    );
+    expect(idsOf(second.batches)).toEqual([...unacked, ...later]);
+    expect(idsOf(second.batches)).not.toContain(acked[0]);
+  });
+
+  it('splits a large transaction into batches, positions only after whole transactions', async () => {
+    const s = mysqlLogSource(context, {
+      connection: binlogLogin,
+      client: ZongJi,
+      maxBatch: 3,
+      retryMs: 200,
+    });
+    const run = start(s);
+    await waitFor('the first position', storedPosition);
+    const startPosition = await storedPosition();
+    const big = await enqueue(['a', 'b', 'c', 'd', 'e', 'f', 'g']);
+    await waitFor('all seven', () => idsOf(run.batches).length === 7);
+    expect(run.batches.map((b) => b.inserts.length)).toEqual([3, 3, 1]);
+    // The parts before the last acknowledge nothing of the transaction.
+    expect(run.batches[0]?.position).toBe(startPosition);
+    expect(run.batches[1]?.position).toBe(startPosition);
+    expect(run.batches[2]?.position).not.toBe(startPosition);
+    expect(idsOf(run.batches)).toEqual(big);
+  });
+
+  it('a standby takes over within seconds when the reader stops, and when its connection is killed', async () => {
+    const a = source('a');
+    const b = source('b');
+    const runA = start(a);
+    await waitFor('a to be active', async () => (await a.lag()).active);
+    const runB = start(b);
+    await enqueue(['x']);
+    await waitFor('a to hand over', () => runA.batches.length === 1);
+    await expectNever('b reading while a holds the lock', () => runB.batches.length > 0, 700);
+    expect((await b.lag()).active).toBe(false);
+    await a.acknowledge(runA.batches[0]?.position ?? '');
+
+    await runA.stop();
+    const stoppedAt = Date.now();
+    await waitFor('b to take over', async () => (await b.lag()).active, { timeoutMs: 5_000 });
+    expect(Date.now() - stoppedAt).toBeLessThan(5_000);
+    const y = await enqueue(['y']);
+    await waitFor('b to hand over y', () => idsOf(runB.batches).includes(y[0] ?? ''));
+
+    // A third process stands by; b's lock connection dies under it.
+    const c = source('c');
+    const runC = start(c);
+    const [rows] = await pool.query('SELECT IS_USED_LOCK(?) AS holder', [
+      mysqlLogLockName(server.database, context.names),
+    ]);
+    const holder = Number((rows as { holder: unknown }[])[0]?.holder);
+    expect(holder).toBeGreaterThan(0);
+    await pool.query(`KILL ${holder}`);
+    const killedAt = Date.now();
+    await waitFor('c to take over', async () => (await c.lag()).active, { timeoutMs: 5_000 });
+    expect(Date.now() - killedAt).toBeLessThan(5_000);
+    const z = await enqueue(['z']);
+    await waitFor('c to hand over z', () => idsOf(runC.batches).includes(z[0] ?? ''));
+    await waitFor('b to stand by', async () => !(await b.lag()).active);
+  });
+
+  it('reports the bytes of binlog not acknowledged', async () => {
+    const s = source('a');
+    const run = start(s);
+    await waitFor('the first position', storedPosition);
+    await enqueue(['lag']);
+    await waitFor('the batch', () => run.batches.length === 1);
+    const lag = await s.lag();
+    expect(lag.active).toBe(true);
+    expect(lag.retainedBytes).toBeGreaterThan(0);
+    await s.acknowledge(run.batches[0]?.position ?? '');
+    const after = await s.lag();
+    expect(after.retainedBytes).toBeLessThan(lag.retainedBytes ?? 0);
+  });
+});
