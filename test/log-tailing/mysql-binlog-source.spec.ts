@@ -1,8 +1,12 @@
+import { execFile } from 'node:child_process';
+import { resolve } from 'node:path';
+import { promisify } from 'node:util';
 import { createPool, type Pool, type PoolConnection } from 'mysql2/promise';
 import type {
   LoggedBatch,
   OutboxLogSourceContext,
 } from '../../lib/store/ports/outbox-log-source.port';
+import { OutboxOptionsError } from '../../lib/errors/outbox-options.error';
 import { mysql2SqlPort } from '../../lib/drivers/mysql2/mysql2.sql-port';
 import {
   outboxTableDdl,
@@ -44,6 +48,23 @@ interface Run {
   readonly done: Promise<void>;
   stop(): Promise<void>;
 }
+
+const execFileAsync = promisify(execFile);
+
+describe('loading @vlasky/zongji', () => {
+  // Where jest cannot follow (see above): in a plain Node process, as an app runs the CommonJS build.
+  it('finds the class under the ES module namespace, from CommonJS', async () => {
+    const script =
+      "require('./lib/log-tailing/mysql/mysql-binlog-client').loadBinlogClient()" +
+      ".then((c) => console.log(JSON.stringify({ same: c === require('@vlasky/zongji').default })))";
+    const { stdout } = await execFileAsync(
+      process.execPath,
+      ['-r', 'ts-node/register/transpile-only', '-e', script],
+      { cwd: resolve(__dirname, '../..') },
+    );
+    expect(JSON.parse(stdout)).toEqual({ same: true });
+  });
+});
 
 describeWithPackages(['mariadb'], ['@vlasky/zongji'], 'MySQL/MariaDB binlog log source', () => {
   let pool: Pool;
@@ -151,6 +172,42 @@ describeWithPackages(['mariadb'], ['@vlasky/zongji'], 'MySQL/MariaDB binlog log 
 
   it('passes its check on this server', async () => {
     await expect(source('a').check()).resolves.toBeUndefined();
+  });
+
+  it('names the missing grants of a binlog user, and reads with no more than the grants it names', async () => {
+    const user = `lt_my_user_${process.pid}`;
+    const login = { ...binlogLogin, user, password: 'lt-my-secret' };
+    const limited = (): MysqlBinlogSource =>
+      mysqlLogSource(context, { connection: login, client: ZongJi, retryMs: 200 });
+    try {
+      await pool.query(`CREATE USER '${user}'@'%' IDENTIFIED BY 'lt-my-secret'`);
+      const error = await limited()
+        .check()
+        .then(
+          () => null,
+          (e: unknown) => e,
+        );
+      expect(error).toBeInstanceOf(OutboxOptionsError);
+      expect((error as OutboxOptionsError).option).toBe('REPLICATION SLAVE');
+      const message = (error as Error).message;
+      expect(message).toContain(`GRANT REPLICATION SLAVE ON *.* TO '${user}'@'%';`);
+      expect(message).toContain(`GRANT BINLOG MONITOR ON *.* TO '${user}'@'%';`);
+      expect(message).toContain(`GRANT SELECT ON ${server.database}.${table} TO '${user}'@'%';`);
+      expect(message).not.toContain('lt-my-secret');
+
+      await pool.query(`GRANT REPLICATION SLAVE, BINLOG MONITOR ON *.* TO '${user}'@'%'`);
+      await pool.query(`GRANT SELECT ON ${server.database}.${table} TO '${user}'@'%'`);
+      const s = limited();
+      await expect(s.check()).resolves.toBeUndefined();
+      const run = start(s);
+      await waitFor('the first position', storedPosition);
+      const ids = await enqueue(['granted']);
+      await waitFor('the insert', () => idsOf(run.batches).length === 1);
+      expect(idsOf(run.batches)).toEqual(ids);
+      await run.stop();
+    } finally {
+      await pool.query(`DROP USER IF EXISTS '${user}'@'%'`);
+    }
   });
 
   it('hands over exactly the committed inserts, in commit order, a position after whole transactions', async () => {

@@ -49,6 +49,12 @@ export class BinlogTransactions {
         return false;
       case 'xid':
         return this.commit(event.nextPosition);
+      case 'gtid':
+      case 'mariadbgtid':
+        // A transaction starts (MariaDB writes no BEGIN query). Rows still open belong to an
+        // XA transaction only prepared: they are not handed over (the table's poll finds them).
+        this.open = [];
+        return false;
       case 'query':
         // BEGIN opens a transaction; anything else (COMMIT, DDL) closes a group.
         if (event.query?.trim().toUpperCase() === 'BEGIN') {

@@ -114,6 +114,9 @@ export class MysqlBinlogSource implements OutboxLogSource {
       );
       const v = (variables as Record<string, unknown>[])[0] ?? {};
       const [grants] = await connection.query('SHOW GRANTS');
+      const [compression] = await connection.query(
+        "SHOW GLOBAL VARIABLES LIKE 'binlog_transaction_compression'",
+      );
       const [columns] = await connection.query(
         "SELECT COUNT(*) AS n FROM information_schema.COLUMNS WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ? AND COLUMN_NAME IN ('id', 'message_key')",
         [schema, this.context.names.tableName],
@@ -125,6 +128,9 @@ export class MysqlBinlogSource implements OutboxLogSource {
         binlogRowImage: String(v['binlog_row_image']),
         user: quotedUser(String(v['user'])),
         grants: (grants as Record<string, unknown>[]).map((row) => String(Object.values(row)[0])),
+        transactionCompression: (compression as { Value?: unknown }[]).some(
+          (row) => String(row.Value).toUpperCase() === 'ON',
+        ),
         tableVisible: Number((columns as { n: unknown }[])[0]?.n) === 2,
         table: `${schema}.${this.context.names.tableName}`,
       });
@@ -242,7 +248,7 @@ export class MysqlBinlogSource implements OutboxLogSource {
       serverId: this.settings.serverId ?? defaultServerId(schema, this.context.names.tableName),
       filename: start.file,
       position: start.offset,
-      includeEvents: ['rotate', 'tablemap', 'writerows', 'xid', 'query'],
+      includeEvents: ['rotate', 'gtid', 'mariadbgtid', 'tablemap', 'writerows', 'xid', 'query'],
       includeSchema: { [schema]: [this.context.names.tableName] },
     });
     try {

@@ -15,6 +15,8 @@ export interface MysqlBinlogServerFacts {
   readonly user: string;
   /** The lines of `SHOW GRANTS`. */
   readonly grants: readonly string[];
+  /** MySQL 8.0.20+ `@@binlog_transaction_compression` (MariaDB has none: false). */
+  readonly transactionCompression: boolean;
   /** Whether the user sees the outbox table's columns in information_schema. */
   readonly tableVisible: boolean;
   /** The outbox table, `schema`.`table`. */
@@ -41,6 +43,9 @@ export function mysqlBinlogProblems(facts: MysqlBinlogServerFacts): OutboxOption
   const image = facts.binlogRowImage.toUpperCase();
   if (!ROW_IMAGES.has(image)) {
     problems.push(['binlog_row_image', MysqlLogTailingMessages.binlogRowImage(image)]);
+  }
+  if (facts.transactionCompression) {
+    problems.push(['binlog_transaction_compression', MysqlLogTailingMessages.compression()]);
   }
   if (!all && !granted.has('REPLICATION SLAVE')) {
     problems.push(['REPLICATION SLAVE', MysqlLogTailingMessages.replicationSlave(facts.user)]);

@@ -12,6 +12,8 @@ export const MysqlLogTailingMessages = {
     `binlog_format is ${format}, not ROW: the binlog then carries statements, not the rows inserted. Set \`binlog_format = ROW\` under [mysqld] and restart (or SET GLOBAL binlog_format = 'ROW' and reconnect the writers; on RDS set it in the DB parameter group).`,
   binlogRowImage: (image: string): string =>
     `binlog_row_image is ${image}: an insert's logged row may then lack its id or key. Set \`binlog_row_image = FULL\` under [mysqld] and restart (or SET GLOBAL binlog_row_image = 'FULL'; on RDS in the DB parameter group).`,
+  compression: (): string =>
+    'binlog_transaction_compression is ON: the binlog reader cannot decompress the transactions it writes. Set `binlog_transaction_compression = OFF` under [mysqld] (or SET GLOBAL binlog_transaction_compression = OFF; on RDS in the DB parameter group).',
   replicationSlave: (user: string): string =>
     `the binlog user ${user} lacks REPLICATION SLAVE, which reading the binlog needs: GRANT REPLICATION SLAVE ON *.* TO ${user};`,
   binlogMonitor: (user: string, mariadb: boolean): string =>
