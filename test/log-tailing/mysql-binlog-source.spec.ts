@@ -13,7 +13,10 @@ import {
   outboxTableDropDdl,
   tableNamesFor,
 } from '../../lib/store/schema/outbox-table-ddl';
-import type { BinlogClientClass } from '../../lib/log-tailing/mysql/mysql-binlog-client';
+import type {
+  BinlogClient,
+  BinlogClientClass,
+} from '../../lib/log-tailing/mysql/mysql-binlog-client';
 import {
   mysqlLogSource,
   type MysqlBinlogSource,
@@ -329,6 +332,97 @@ describeWithPackages(['mariadb'], ['@vlasky/zongji'], 'MySQL/MariaDB binlog log 
     const z = await enqueue(['z']);
     await waitFor('c to hand over z', () => idsOf(runC.batches).includes(z[0] ?? ''));
     await waitFor('b to stand by', async () => !(await b.lag()).active);
+  });
+
+  it('reconnects from the acknowledged position when its binlog connection is killed', async () => {
+    // A client that remembers its instances, to find the binlog connection's thread.
+    const clients: BinlogClient[] = [];
+    class RecordingClient extends ZongJi {
+      constructor(settings: Record<string, unknown>) {
+        super(settings);
+        clients.push(this);
+      }
+    }
+    const s = mysqlLogSource(context, {
+      connection: binlogLogin,
+      client: RecordingClient,
+      retryMs: 200,
+    });
+    const run = start(s);
+    await waitFor('the first position', storedPosition);
+    const acked = await enqueue(['one']);
+    await waitFor('the first insert', () => idsOf(run.batches).length === 1);
+    await s.acknowledge(run.batches[0]?.position ?? '');
+    const unacked = await enqueue(['two']);
+    await waitFor('the second insert', () => idsOf(run.batches).length === 2);
+
+    const thread = await waitFor(
+      'the binlog thread',
+      // zongji's binlog connection is a mysql2 connection: its threadId is the server's.
+      () => (clients[0]?.connection as { threadId?: number } | null | undefined)?.threadId,
+    );
+    await pool.query(`KILL ${thread}`);
+    await waitFor('a new binlog connection', () => clients.length === 2);
+    const after = await enqueue(['three']);
+    await waitFor('the insert after the kill', () => idsOf(run.batches).includes(after[0] ?? ''));
+    // The unacknowledged one again (replays are the dispatcher's to skip), the acknowledged never.
+    expect(idsOf(run.batches)).toEqual([...acked, ...unacked, ...unacked, ...after]);
+  });
+
+  it('reads on from the binlog end when the stored position is no longer on the server', async () => {
+    const warnings: string[] = [];
+    const s = mysqlLogSource(context, {
+      connection: binlogLogin,
+      client: ZongJi,
+      retryMs: 200,
+      logger: { warn: (message) => warnings.push(message) },
+    });
+    await s.acknowledge('mysql-bin.999999:4');
+    const run = start(s);
+    await waitFor('the warning', () => warnings.some((w) => w.includes('no longer on the server')));
+    await waitFor(
+      'the position at the end',
+      async () => (await storedPosition()) !== 'mysql-bin.999999:4',
+    );
+    const ids = await enqueue(['after']);
+    await waitFor('the insert', () => idsOf(run.batches).length === 1);
+    expect(idsOf(run.batches)).toEqual(ids);
+    expect(warnings.join('\n')).not.toContain('password');
+  });
+
+  it('moves its position past other tables’ transactions, never past an unacknowledged batch', async () => {
+    const other = `${table}_other`;
+    await pool.query(
+      `CREATE TABLE ${other} (id INT AUTO_INCREMENT PRIMARY KEY, v INT) ENGINE=InnoDB`,
+    );
+    try {
+      const s = source('a');
+      const run = start(s);
+      const first = await waitFor('the first position', storedPosition);
+      await pool.query(`INSERT INTO ${other} (v) VALUES (1)`);
+      const moved = await waitFor('the position to move', async () => {
+        const now = await storedPosition();
+        return now !== first && now;
+      });
+
+      await enqueue(['held']);
+      await waitFor('the batch', () => run.batches.length === 1);
+      await pool.query(`INSERT INTO ${other} (v) VALUES (2)`);
+      await expectNever(
+        'a move past the unacknowledged batch',
+        async () => (await storedPosition()) !== moved,
+        800,
+      );
+
+      await s.acknowledge(run.batches[0]?.position ?? '');
+      await pool.query(`INSERT INTO ${other} (v) VALUES (3)`);
+      await waitFor('the position past the last transaction', async () => {
+        const now = await storedPosition();
+        return now !== moved && now !== run.batches[0]?.position;
+      });
+    } finally {
+      await pool.query(`DROP TABLE IF EXISTS ${other}`);
+    }
   });
 
   it('reports the bytes of binlog not acknowledged', async () => {
