@@ -5,7 +5,7 @@
  */
 export const MysqlLogTailingMessages = {
   intro: (problems: readonly string[]): string =>
-    `Log tailing (MySQL/MariaDB binlog) cannot start: ${problems.length === 1 ? 'one server setting is' : `${problems.length} server settings are`} missing.\n- ${problems.join('\n- ')}\nOr leave log tailing off: the dispatcher then polls the table alone.`,
+    `Log tailing (MySQL/MariaDB binlog) cannot start: ${problems.length === 1 ? 'one server setting is' : `${problems.length} server settings are`} missing.\n- ${problems.join('\n- ')}\nSee docs/log-tailing-mysql.md#what-the-server-needs, or leave log tailing off: the dispatcher then polls the table alone.`,
   logBin: (): string =>
     'log_bin is OFF: the server writes no binlog. Set `log_bin = mysql-bin` under [mysqld] (MySQL 8 has it on by default; on RDS enable automated backups) and restart the server.',
   binlogFormat: (format: string): string =>
