@@ -262,6 +262,15 @@ describe('the server check', () => {
     ).toBe('REPLICATION SLAVE');
   });
 
+  it('counts SHOW BINARY LOGS that ran as the monitor grant (held through a role)', () => {
+    const error = problem({
+      grants: ['GRANT `replicator` TO `outbox`@`%`', 'GRANT USAGE ON *.* TO `outbox`@`%`'],
+      binlogMonitor: true,
+    });
+    expect(error.option).toBe('REPLICATION SLAVE');
+    expect(error.message).not.toContain('BINLOG MONITOR');
+  });
+
   it('names the table the binlog user cannot see', () => {
     const error = problem({ tableVisible: false });
     expect(error.message).toContain("GRANT SELECT ON shop.outbox TO 'outbox'@'%';");

@@ -51,17 +51,24 @@ export class MysqlBinlogLock {
     this.declareLost(new Error('lock released'));
   }
 
-  private async check(): Promise<void> {
-    if (this.released) return;
+  /** Whether this connection still holds the lock (false once it is lost or released). */
+  async held(): Promise<boolean> {
+    if (this.released) return false;
     try {
       const [rows] = await this.connection.query(
         'SELECT IS_USED_LOCK(?) = CONNECTION_ID() AS mine',
         [this.name],
       );
       const mine = (rows as { mine: unknown }[])[0]?.mine;
-      if (Number(mine) !== 1) this.declareLost(new Error('the binlog lock is no longer held'));
+      if (Number(mine) === 1) return true;
+      this.declareLost(new Error('the binlog lock is no longer held'));
     } catch (error) {
       this.declareLost(error instanceof Error ? error : new Error(String(error)));
     }
+    return false;
+  }
+
+  private async check(): Promise<void> {
+    await this.held();
   }
 }

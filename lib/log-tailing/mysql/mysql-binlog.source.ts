@@ -73,8 +73,14 @@ export interface MysqlLogSourceSettings {
 
 // Inserts waiting to be handed over beyond which the binlog connection is paused.
 const PAUSE_AT_BATCHES = 20;
-// The MySQL/MariaDB error for a dump from a file or offset the server no longer has.
+// The MySQL/MariaDB error that ends a binlog dump; it also ends the dump of a reader that
+// another one with the same server id replaced, so only the texts of a missing file or offset
+// mean that the position is gone.
 const ER_MASTER_FATAL_ERROR_READING_BINLOG = 1236;
+const POSITION_GONE =
+  /could not find first log file|impossible position|position > file size|purged required binary logs/i;
+// A warning repeated within this time is not logged again.
+const WARNING_QUIET_MS = 60_000;
 
 /**
  * The MySQL/MariaDB binlog source: one process holds a named lock and reads the binlog in ROW
@@ -93,6 +99,7 @@ export class MysqlBinlogSource implements OutboxLogSource {
   private lock: MysqlBinlogLock | null = null;
   private schema: string | null;
   private lastAdvance = 0;
+  private lastWarning = { text: '', at: 0 };
 
   constructor(
     private readonly context: OutboxLogSourceContext,
@@ -114,6 +121,12 @@ export class MysqlBinlogSource implements OutboxLogSource {
       );
       const v = (variables as Record<string, unknown>[])[0] ?? {};
       const [grants] = await connection.query('SHOW GRANTS');
+      // A privilege held through a role is not in SHOW GRANTS: what SHOW BINARY LOGS needs is
+      // tried instead of read.
+      const monitors = await connection.query('SHOW BINARY LOGS').then(
+        () => true,
+        () => false,
+      );
       const [compression] = await connection.query(
         "SHOW GLOBAL VARIABLES LIKE 'binlog_transaction_compression'",
       );
@@ -128,6 +141,7 @@ export class MysqlBinlogSource implements OutboxLogSource {
         binlogRowImage: String(v['binlog_row_image']),
         user: quotedUser(String(v['user'])),
         grants: (grants as Record<string, unknown>[]).map((row) => String(Object.values(row)[0])),
+        binlogMonitor: monitors,
         transactionCompression: (compression as { Value?: unknown }[]).some(
           (row) => String(row.Value).toUpperCase() === 'ON',
         ),
@@ -270,7 +284,11 @@ export class MysqlBinlogSource implements OutboxLogSource {
       }
       const lost = state.failure;
       if (lost !== null && !signal.aborted) {
-        if (errnoOf(lost) === ER_MASTER_FATAL_ERROR_READING_BINLOG) {
+        if (
+          errnoOf(lost) === ER_MASTER_FATAL_ERROR_READING_BINLOG &&
+          POSITION_GONE.test(lost.message) &&
+          (await lock.held())
+        ) {
           await this.skipToEnd(lock.connection, lost);
         }
         throw lost;
@@ -370,6 +388,9 @@ export class MysqlBinlogSource implements OutboxLogSource {
   }
 
   private warn(message: string): void {
+    const now = Date.now();
+    if (message === this.lastWarning.text && now - this.lastWarning.at < WARNING_QUIET_MS) return;
+    this.lastWarning = { text: message, at: now };
     this.settings.logger?.warn(
       `Log tailing (${this.context.names.tableName}, ${this.context.owner}): ${message}`,
     );

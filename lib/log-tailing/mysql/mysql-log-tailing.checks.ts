@@ -15,6 +15,8 @@ export interface MysqlBinlogServerFacts {
   readonly user: string;
   /** The lines of `SHOW GRANTS`. */
   readonly grants: readonly string[];
+  /** Whether `SHOW BINARY LOGS` ran (REPLICATION CLIENT / BINLOG MONITOR, however granted). */
+  readonly binlogMonitor?: boolean;
   /** MySQL 8.0.20+ `@@binlog_transaction_compression` (MariaDB has none: false). */
   readonly transactionCompression: boolean;
   /** Whether the user sees the outbox table's columns in information_schema. */
@@ -51,7 +53,11 @@ export function mysqlBinlogProblems(facts: MysqlBinlogServerFacts): OutboxOption
     problems.push(['REPLICATION SLAVE', MysqlLogTailingMessages.replicationSlave(facts.user)]);
   }
   // MariaDB 10.5+ shows REPLICATION CLIENT as BINLOG MONITOR; older servers and MySQL as is.
-  if (!all && !granted.has('REPLICATION CLIENT') && !granted.has('BINLOG MONITOR')) {
+  const monitors =
+    facts.binlogMonitor === true ||
+    granted.has('REPLICATION CLIENT') ||
+    granted.has('BINLOG MONITOR');
+  if (!all && !monitors) {
     problems.push([
       mariadb ? 'BINLOG MONITOR' : 'REPLICATION CLIENT',
       MysqlLogTailingMessages.binlogMonitor(facts.user, mariadb),
