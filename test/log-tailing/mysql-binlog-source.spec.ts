@@ -27,6 +27,10 @@ import {
   mysqlLogTailingDrop,
   mysqlReadLogPosition,
 } from '../../lib/log-tailing/mysql/mysql-log-tailing.sql';
+import {
+  compareBinlogPositions,
+  parseBinlogPosition,
+} from '../../lib/log-tailing/mysql/mysql-binlog-position';
 import { serverConnection, uniqueTable } from '../support/databases';
 import { describeWithPackages } from '../support/services';
 import { expectNever, waitFor } from '../support/wait-for';
@@ -278,6 +282,21 @@ describeWithPackages(['mariadb'], ['@vlasky/zongji'], 'MySQL/MariaDB binlog log 
     expect(idsOf(second.batches)).not.toContain(acked[0]);
   });
 
+  it('gathers busy traffic into batches of several transactions, positions in order', async () => {
+    // A slow consumer: the transactions committed meanwhile come together in the next batch.
+    const run = start(source('a'), () => new Promise((done) => setTimeout(done, 30)));
+    await waitFor('the first position', storedPosition);
+    const committed: string[] = [];
+    for (let i = 0; i < 100; i += 1) committed.push(...(await enqueue([`k${i % 7}`])));
+    await waitFor('every insert', () => idsOf(run.batches).length === committed.length);
+    expect(idsOf(run.batches)).toEqual(committed);
+    expect(run.batches.length).toBeLessThan(50);
+    const positions = run.batches.map((b) => parseBinlogPosition(b.position));
+    for (let i = 1; i < positions.length; i += 1) {
+      expect(compareBinlogPositions(positions[i - 1]!, positions[i]!)).toBeLessThan(0);
+    }
+  });
+
   it('splits a large transaction into batches, positions only after whole transactions', async () => {
     const s = mysqlLogSource(context, {
       connection: binlogLogin,
@@ -423,6 +442,34 @@ describeWithPackages(['mariadb'], ['@vlasky/zongji'], 'MySQL/MariaDB binlog log 
     } finally {
       await pool.query(`DROP TABLE IF EXISTS ${other}`);
     }
+  });
+
+  it('follows the binlog into its next file, and resumes there', async () => {
+    const s = source('a');
+    const first = start(s);
+    await waitFor('the first position', storedPosition);
+    const before = await enqueue(['before']);
+    await waitFor('the first insert', () => idsOf(first.batches).length === 1);
+    // Starts a new binlog file (FLUSH never purges one).
+    await pool.query('FLUSH BINARY LOGS');
+    const after = await enqueue(['after']);
+    await waitFor('the insert in the new file', () => idsOf(first.batches).length === 2);
+    expect(idsOf(first.batches)).toEqual([...before, ...after]);
+    const [oldFile, newFile] = first.batches.map((b) => b.position.split(':')[0] ?? '');
+    expect(newFile).not.toBe(oldFile);
+    expect((await s.lag()).retainedBytes).toBeGreaterThan(0);
+    await s.acknowledge(first.batches[1]?.position ?? '');
+    await first.stop();
+
+    const last = await enqueue(['last']);
+    const second = start(source('a'));
+    await waitFor('the insert after the restart', () => idsOf(second.batches).length === 1);
+    await expectNever(
+      'anything before the acknowledged position',
+      () => idsOf(second.batches).length > 1,
+      500,
+    );
+    expect(idsOf(second.batches)).toEqual(last);
   });
 
   it('reports the bytes of binlog not acknowledged', async () => {
