@@ -472,6 +472,22 @@ describeWithPackages(['mariadb'], ['@vlasky/zongji'], 'MySQL/MariaDB binlog log 
     expect(idsOf(second.batches)).toEqual(last);
   });
 
+  it('never moves the stored position back for a late acknowledgement', async () => {
+    // Two processes: the one that lost the lock may acknowledge after the one that took over.
+    const a = source('a');
+    const b = source('b');
+    await b.acknowledge('mysql-bin.000002:100');
+    await a.acknowledge('mysql-bin.000001:900');
+    expect(await storedPosition()).toBe('mysql-bin.000002:100');
+    await a.acknowledge('mysql-bin.000002:50');
+    expect(await storedPosition()).toBe('mysql-bin.000002:100');
+    await a.acknowledge('mysql-bin.000002:150');
+    expect(await storedPosition()).toBe('mysql-bin.000002:150');
+    // Past the sixth digit the server's names grow longer: still later.
+    await b.acknowledge('mysql-bin.1000000:4');
+    expect(await storedPosition()).toBe('mysql-bin.1000000:4');
+  });
+
   it('reports the bytes of binlog not acknowledged', async () => {
     const s = source('a');
     const run = start(s);

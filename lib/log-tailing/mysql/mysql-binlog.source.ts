@@ -29,7 +29,9 @@ import {
   mysqlLogLockName,
   mysqlLogPositionTable,
   mysqlReadLogPosition,
-  mysqlWriteLogPosition,
+  mysqlAdvanceLogPosition,
+  mysqlInsertLogPosition,
+  mysqlResetLogPosition,
 } from './mysql-log-tailing.sql';
 
 /** What the MySQL/MariaDB log source needs besides the module's context. */
@@ -325,7 +327,7 @@ export class MysqlBinlogSource implements OutboxLogSource {
       `the binlog at the stored position is no longer on the server (${describeError(error)}); reading on from ${end.file}:${end.offset}, the inserts in between are left to the table's poll. Keep binlogs longer (binlog_expire_logs_seconds, expire_logs_days, or RDS binlog retention hours).`,
     );
     this.acknowledged = null;
-    await this.write(end);
+    await this.write(end, 'reset');
   }
 
   /**
@@ -352,12 +354,22 @@ export class MysqlBinlogSource implements OutboxLogSource {
     }
   }
 
-  private async write(position: BinlogPosition): Promise<void> {
-    await this.context.sql.query(mysqlWriteLogPosition(this.context.names), [
-      position.file,
-      position.offset,
-      this.context.owner.slice(0, 128),
-    ]);
+  private async write(
+    position: BinlogPosition,
+    how: 'advance' | 'reset' = 'advance',
+  ): Promise<void> {
+    const values = [position.file, position.offset, this.context.owner.slice(0, 128)];
+    if (how === 'reset') {
+      await this.context.sql.query(mysqlResetLogPosition(this.context.names), values);
+      return;
+    }
+    const { affected } = await this.context.sql.query(
+      mysqlAdvanceLogPosition(this.context.names),
+      values,
+    );
+    if (affected === 0) {
+      await this.context.sql.query(mysqlInsertLogPosition(this.context.names), values);
+    }
   }
 
   private async schemaName(): Promise<string> {

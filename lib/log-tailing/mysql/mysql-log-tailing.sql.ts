@@ -30,19 +30,38 @@ export function mysqlReadLogPosition(n: OutboxTableNames): string {
   return `SELECT binlog_file, binlog_offset FROM ${mysqlLogPositionTable(n)} WHERE id = 1`;
 }
 
+/** Stores a first position; a table that has one keeps it. Values: file, offset, owner. */
+export function mysqlInsertLogPosition(n: OutboxTableNames): string {
+  return `INSERT IGNORE INTO ${mysqlLogPositionTable(n)} (id, binlog_file, binlog_offset, acknowledged_by, acknowledged_at)
+VALUES (1, ?, ?, ?, UTC_TIMESTAMP(6))`;
+}
+
 /**
- * Writes the position; an older one never overwrites a newer one of the same file, so a late
- * acknowledgement of an earlier batch cannot move the position back. (A position in a later
- * file is always newer: the file changes only forward.)
+ * Moves the position forward only: an acknowledgement arriving late (from a process that has
+ * since lost the lock to another) never takes it back. Files are ordered by their sequence
+ * number, which the server writes zero-padded: a longer name is a later file.
+ * Values: file, offset, owner.
  */
-export function mysqlWriteLogPosition(n: OutboxTableNames): string {
+export function mysqlAdvanceLogPosition(n: OutboxTableNames): string {
+  return `UPDATE ${mysqlLogPositionTable(n)} AS p
+JOIN (SELECT ? AS new_file, ? AS new_offset, ? AS new_owner) AS v
+SET p.binlog_file = v.new_file, p.binlog_offset = v.new_offset, p.acknowledged_by = v.new_owner,
+  p.acknowledged_at = UTC_TIMESTAMP(6)
+WHERE p.id = 1 AND (CHAR_LENGTH(v.new_file) > CHAR_LENGTH(p.binlog_file)
+  OR (CHAR_LENGTH(v.new_file) = CHAR_LENGTH(p.binlog_file) AND v.new_file > p.binlog_file)
+  OR (v.new_file = p.binlog_file AND v.new_offset > p.binlog_offset))`;
+}
+
+/**
+ * Sets the position whatever it was: for a stored position the server no longer has (purged,
+ * or its binlog reset), which may be numbered after the server's new end. Values: file, offset,
+ * owner.
+ */
+export function mysqlResetLogPosition(n: OutboxTableNames): string {
   return `INSERT INTO ${mysqlLogPositionTable(n)} (id, binlog_file, binlog_offset, acknowledged_by, acknowledged_at)
 VALUES (1, ?, ?, ?, UTC_TIMESTAMP(6))
-ON DUPLICATE KEY UPDATE
-  binlog_offset = IF(binlog_file = VALUES(binlog_file), GREATEST(binlog_offset, VALUES(binlog_offset)), VALUES(binlog_offset)),
-  acknowledged_by = VALUES(acknowledged_by),
-  acknowledged_at = VALUES(acknowledged_at),
-  binlog_file = VALUES(binlog_file)`;
+ON DUPLICATE KEY UPDATE binlog_file = VALUES(binlog_file), binlog_offset = VALUES(binlog_offset),
+  acknowledged_by = VALUES(acknowledged_by), acknowledged_at = VALUES(acknowledged_at)`;
 }
 
 /**
