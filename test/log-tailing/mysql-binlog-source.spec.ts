@@ -182,6 +182,22 @@ describeWithPackages(['mariadb'], ['@vlasky/zongji'], 'MySQL/MariaDB binlog log 
     await expect(source('a').check()).resolves.toBeUndefined();
   });
 
+  it('fails its check with the login, never the password, when the binlog user cannot log in', async () => {
+    const s = mysqlLogSource(context, {
+      connection: { ...binlogLogin, user: 'lt_my_nobody', password: 'lt-my-wrong-secret' },
+      client: ZongJi,
+    });
+    const error = await s.check().then(
+      () => null,
+      (e: unknown) => e,
+    );
+    expect(error).toBeInstanceOf(OutboxOptionsError);
+    expect((error as OutboxOptionsError).option).toBe('logTailing.connection');
+    expect((error as Error).message).toContain(`lt_my_nobody@${server.host}:${server.port}`);
+    expect((error as Error).message).toContain('Access denied');
+    expect((error as Error).message).not.toContain('lt-my-wrong-secret');
+  });
+
   it('names the missing grants of a binlog user, and reads with no more than the grants it names', async () => {
     const user = `lt_my_user_${process.pid}`;
     const login = { ...binlogLogin, user, password: 'lt-my-secret' };

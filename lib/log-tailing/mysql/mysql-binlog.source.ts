@@ -25,6 +25,7 @@ import {
 } from './mysql-binlog-position';
 import { BinlogTransactions } from './mysql-binlog-transactions';
 import { mysqlBinlogProblems } from './mysql-log-tailing.checks';
+import { MysqlLogTailingMessages } from './mysql-log-tailing.messages';
 import {
   mysqlLogLockName,
   mysqlLogPositionTable,
@@ -102,6 +103,7 @@ export class MysqlBinlogSource implements OutboxLogSource {
   private schema: string | null;
   private lastAdvance = 0;
   private lastWarning = { text: '', at: 0 };
+  private client: BinlogClientClass | undefined;
 
   constructor(
     private readonly context: OutboxLogSourceContext,
@@ -115,8 +117,18 @@ export class MysqlBinlogSource implements OutboxLogSource {
   }
 
   async check(): Promise<void> {
+    // A missing package fails the start here rather than the first run.
+    this.client ??= this.settings.client ?? (await loadBinlogClient());
     const schema = await this.schemaName();
-    const connection = await openLockConnection(this.settings.connection);
+    const { host, port = 3306, user } = this.settings.connection;
+    const connection = await openLockConnection(this.settings.connection).catch(
+      (error: unknown) => {
+        throw new OutboxOptionsError(
+          MysqlLogTailingMessages.cannotConnect(`${user}@${host}:${port}`, describeError(error)),
+          'logTailing.connection',
+        );
+      },
+    );
     try {
       const [variables] = await connection.query(
         'SELECT VERSION() AS version, @@log_bin AS log_bin, @@binlog_format AS binlog_format, @@binlog_row_image AS binlog_row_image, CURRENT_USER() AS user',
@@ -165,7 +177,7 @@ export class MysqlBinlogSource implements OutboxLogSource {
   }
 
   async run(onBatch: (batch: LoggedBatch) => Promise<void>, signal: AbortSignal): Promise<void> {
-    const Client = this.settings.client ?? (await loadBinlogClient());
+    const Client = (this.client ??= this.settings.client ?? (await loadBinlogClient()));
     while (!signal.aborted) {
       const lock = await this.takeLock(signal);
       if (lock === null) break;

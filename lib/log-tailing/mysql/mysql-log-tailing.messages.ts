@@ -22,6 +22,8 @@ export const MysqlLogTailingMessages = {
       : `the binlog user ${user} lacks REPLICATION CLIENT, which SHOW BINARY LOGS (the start position and the lag) needs: GRANT REPLICATION CLIENT ON *.* TO ${user};`,
   tableHidden: (user: string, table: string): string =>
     `the binlog user ${user} cannot see the columns of ${table}, which decoding its rows needs: GRANT SELECT ON ${table} TO ${user};`,
+  cannotConnect: (login: string, cause: string): string =>
+    `Log tailing could not log in to the binlog as ${login} (${cause}). Check the log source's \`connection\` (host, port, user, password) and that the user exists with the grants in docs/log-tailing-mysql.md#the-binlog-user-and-its-grants.`,
   clientMissing: (cause: string): string =>
     `Log tailing on MySQL/MariaDB reads the binlog with @vlasky/zongji, which could not be loaded (${cause}). Install it: npm install @vlasky/zongji`,
 } as const;
