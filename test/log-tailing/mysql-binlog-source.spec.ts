@@ -16,6 +16,7 @@ import {
 import type {
   BinlogClient,
   BinlogClientClass,
+  BinlogClientStartOptions,
 } from '../../lib/log-tailing/mysql/mysql-binlog-client';
 import {
   mysqlLogSource,
@@ -318,6 +319,46 @@ describeWithPackages(['mariadb'], ['@vlasky/zongji'], 'MySQL/MariaDB binlog log 
     for (let i = 1; i < positions.length; i += 1) {
       expect(compareBinlogPositions(positions[i - 1]!, positions[i]!)).toBeLessThan(0);
     }
+  });
+
+  it('pauses the binlog while the consumer is behind, and resumes it', async () => {
+    let release: () => void = () => undefined;
+    const blocked = new Promise<void>((done) => {
+      release = done;
+    });
+    // A client that counts the source's pauses of its binlog connection.
+    let pauses = 0;
+    class CountingClient extends ZongJi {
+      override start(options: BinlogClientStartOptions): void {
+        super.start(options);
+        const connection = this.connection;
+        if (connection === null) return;
+        const pause = connection.pause.bind(connection);
+        connection.pause = () => {
+          pauses += 1;
+          pause();
+        };
+      }
+    }
+    // 2 inserts a batch: past 40 waiting the source pauses its binlog connection.
+    const s = mysqlLogSource(context, {
+      connection: binlogLogin,
+      client: CountingClient,
+      maxBatch: 2,
+      retryMs: 200,
+    });
+    const run = start(s, () => blocked);
+    await waitFor('the first position', storedPosition);
+    const committed: string[] = [];
+    for (let i = 0; i < 10; i += 1)
+      committed.push(...(await enqueue(['p', 'q', 'r', 's', 't', 'u', 'v', 'w', 'x', 'y'])));
+    await waitFor('the source to pause its binlog', () => pauses > 0);
+    expect(run.batches.length).toBe(1);
+    release();
+    await waitFor('every insert', () => idsOf(run.batches).length === committed.length, {
+      timeoutMs: 20_000,
+    });
+    expect(idsOf(run.batches)).toEqual(committed);
   });
 
   it('splits a large transaction into batches, positions only after whole transactions', async () => {
