@@ -31,7 +31,15 @@ module.exports = {
       // Every promise folder (dispatch, publishers, operations, integrations, module, inbox,
       // store, and any new one): a new folder cannot be left out of the run by accident.
       testMatch: ['<rootDir>/test/**/*.spec.ts'],
-      testPathIgnorePatterns: ['/node_modules/', '<rootDir>/test/unit/'],
+      testPathIgnorePatterns: ['/node_modules/', '<rootDir>/test/unit/', '<rootDir>/test/slow/'],
+    },
+    {
+      ...base,
+      ...services,
+      // Specs that need a Kafka Connect worker (npm run connect:start), whose start-up alone takes
+      // longer than most suites: run on their own (npm run test:slow), outside `npm test`.
+      displayName: 'slow',
+      testMatch: ['<rootDir>/test/slow/**/*.spec.ts'],
     },
     {
       ...base,
