@@ -14,6 +14,8 @@ import {
   type DebeziumConnectorDefinition,
   type OutboxMessage,
 } from '../../lib';
+import { KafkaPublisher } from 'nestjs-outbox/kafka';
+import { runOutboxCli } from '../../lib/operations/cli/outbox-cli';
 import { pgPool, type PgPoolForTests } from '../orm/driver-targets';
 import { serverConnection, testDatabase, uniqueTable } from '../support/databases';
 import {
@@ -21,6 +23,7 @@ import {
   createConnector,
   deleteConnector,
   expectConnectRunning,
+  KAFKA_BROKERS,
   type ReceivedRecord,
 } from '../support/kafka-connect';
 import { describeWith } from '../support/services';
@@ -56,6 +59,36 @@ function connectorFor(table: string, startWith: 'new' | 'undelivered' = 'new') {
     publicationName: table,
     startWith,
   });
+}
+
+/** The connector as `outbox cdc debezium` prints it, with the password a secret store would add. */
+async function connectorFromCli(table: string): Promise<DebeziumConnectorDefinition> {
+  const c = serverConnection('postgres');
+  let stdout = '';
+  const code = await runOutboxCli(
+    [
+      'cdc',
+      'debezium',
+      '--connector',
+      'postgres',
+      '--table',
+      table,
+      '--name',
+      `dbz-it-${table}`,
+      '--topic-prefix',
+      `dbz_it_${table}`,
+      '--slot',
+      table,
+      '--start-with',
+      'undelivered',
+      '--json',
+    ],
+    { DATABASE_URL: `postgres://${c.username}@${c.host}:${c.port}/${c.database}` },
+    { stdout: (text) => (stdout += text), stderr: (text) => (stdout += text) },
+  );
+  expect(code).toBe(0);
+  const printed = JSON.parse(stdout) as DebeziumConnectorDefinition;
+  return { ...printed, config: { ...printed.config, 'database.password': c.password ?? '' } };
 }
 
 /** The payload's sequence number, for the order checks. */
@@ -97,13 +130,13 @@ describeWith(
     /** A table, a connector on it and, after the test, none of them (nor the slot). */
     async function openTable(
       startWith: 'new' | 'undelivered' = 'new',
-      beforeConnector?: (ds: DataSource, table: string) => Promise<void>,
+      beforeConnector?: (table: string) => Promise<void>,
     ): Promise<{ table: string; connector: DebeziumConnectorDefinition }> {
       const table = uniqueTable(`dbz_${run}`);
       ds = await db.open(table);
       cleanups.push(() => db.close(ds, table));
-      await beforeConnector?.(ds, table);
-      const connector = connectorFor(table, startWith);
+      await beforeConnector?.(table);
+      const connector = startWith === 'new' ? connectorFor(table) : await connectorFromCli(table);
       // A slot left behind retains WAL for ever: dropped even if the test failed half-way.
       cleanups.push(async () => {
         await deleteConnector(connector.name);
@@ -124,6 +157,22 @@ describeWith(
         intervalMs: 200,
       });
       return { table, connector };
+    }
+
+    /** The app before the cut-over: the module's dispatcher publishing to the same broker. */
+    async function openDispatcherApp(table: string): Promise<TestingModule> {
+      const publisher = new KafkaPublisher({ brokers: KAFKA_BROKERS, clientId: `dbz-it-${run}` });
+      const moduleRef = await Test.createTestingModule({
+        imports: [
+          OutboxModule.forRoot({ dataSource: ds, tableName: table, publisher, autoStart: false }),
+        ],
+      }).compile();
+      await moduleRef.init();
+      cleanups.push(async () => {
+        await moduleRef.close();
+        await publisher.close();
+      });
+      return moduleRef;
     }
 
     /** The app: two outbox instances on one table, TypeORM (default) and node-postgres ('pg'). */
@@ -266,6 +315,21 @@ describeWith(
       const why = await admin.why(committed[0]?.messageId as string);
       expect(why.state).toBe('external');
       expect(why.reason).toMatch(/delivery is external \(Debezium\)/);
+      // So does the command, told the app's delivery.
+      const c = serverConnection('postgres');
+      const url = `postgres://${c.username}${c.password ? `:${c.password}` : ''}@${c.host}:${c.port}/${c.database}`;
+      for (const argv of [['why', committed[0]?.messageId as string], ['stats']]) {
+        let out = '';
+        const code = await runOutboxCli(
+          [...argv, '--table', table, '--delivery', 'external'],
+          { DATABASE_URL: url },
+          { stdout: (text) => (out += text), stderr: (text) => (out += text) },
+        );
+        expect({ code, out }).toEqual({
+          code: 0,
+          out: expect.stringMatching(/external \(Debezium\)/),
+        });
+      }
       await expect(app.get(OutboxDispatcher).runOnce()).rejects.toBeInstanceOf(
         OutboxExternalDeliveryError,
       );
@@ -282,6 +346,124 @@ describeWith(
         intervalMs: 250,
       });
       expect(records.length).toBe(before + 1);
+    });
+
+    /** Enqueues `count` messages per key in transactions of their own (TypeORM), in key order. */
+    async function enqueueRounds(
+      outbox: OutboxService,
+      topic: string,
+      from: number,
+      count: number,
+    ): Promise<string[]> {
+      const ids: string[] = [];
+      for (let i = from; i < from + count; i++) {
+        for (const key of KEYS) {
+          ids.push(
+            await ds.transaction((manager) =>
+              outbox.enqueue({ topic, key, type: 't', payload: { seq: i, key } }, manager),
+            ),
+          );
+        }
+      }
+      return ids;
+    }
+
+    /** Every id on the topic exactly once, and each key's messages in `seq` order in one partition. */
+    function expectOnceInOrder(records: readonly ReceivedRecord[], ids: readonly string[]): void {
+      const seen = records.map((r) => r.headers['x-outbox-message-id']);
+      expect([...seen].sort()).toEqual([...ids].sort());
+      for (const key of KEYS) {
+        const ofKey = records.filter((r) => r.key === key);
+        expect(new Set(ofKey.map((r) => r.partition)).size).toBe(1);
+        expect([...ofKey].sort((a, b) => a.offset - b.offset).map(seq)).toEqual(
+          ofKey.map(seq).sort((a, b) => a - b),
+        );
+      }
+    }
+
+    it('cut-over from the dispatcher: what it delivered is not repeated, what it had not is sent once, in key order', async () => {
+      let topic = '';
+      let records: ReceivedRecord[] = [];
+      const ids: string[] = [];
+      const { table } = await openTable('undelivered', async (t) => {
+        topic = `dbz-it-${t}`;
+        records = await collect([topic]);
+        // Before: the module's dispatcher delivers the first messages; then it stops (the apps are
+        // redeployed with delivery 'external') with the next ones still pending.
+        const before = await openDispatcherApp(t);
+        const outbox = before.get(OutboxService);
+        ids.push(...(await enqueueRounds(outbox, topic, 1, 4)));
+        await before.get(OutboxDispatcher).drain();
+        ids.push(...(await enqueueRounds(outbox, topic, 5, 3)));
+        await before.close();
+      });
+      // After: Debezium, registered with --start-with undelivered, sends the pending rows, then
+      // every new one.
+      const app = await openApp(table);
+      ids.push(...(await enqueueRounds(app.get(OutboxService), topic, 8, 3)));
+      await waitFor(`${ids.length} messages`, () => records.length >= ids.length, {
+        timeoutMs: 60_000,
+        intervalMs: 250,
+      });
+      // Anything repeated would arrive with the rest: give it the time a poll takes.
+      await new Promise((resolve) => setTimeout(resolve, 2_000));
+      expectOnceInOrder(records, ids);
+    });
+
+    it('cut-back to the dispatcher: a short write lock, the slot caught up, the rows marked delivered', async () => {
+      const { table, connector } = await openTable('new');
+      const topic = `dbz-it-${table}`;
+      const records = await collect([topic]);
+      const app = await openApp(table);
+      const external = app.get(OutboxService);
+      const ids = await enqueueRounds(external, topic, 1, 4);
+
+      // The procedure of docs/debezium.md, in an operator's session.
+      const operator = await pool.connect();
+      let late: Promise<string> = Promise.resolve('');
+      try {
+        await operator.query('BEGIN');
+        await operator.query(`LOCK TABLE "${table}" IN EXCLUSIVE MODE`);
+        // An enqueue of the app meanwhile waits for the lock, and goes to the dispatcher.
+        late = ds.transaction((manager) =>
+          external.enqueue(
+            { topic, key: 'k1', type: 't', payload: { seq: 5, key: 'k1' } },
+            manager,
+          ),
+        );
+        const { rows } = await operator.query('SELECT pg_current_wal_lsn()::text AS lsn');
+        const lsn = (rows as { lsn: string }[])[0]?.lsn;
+        await waitFor(
+          'the slot to confirm the position of the lock',
+          async () => {
+            const { rows: slot } = await operator.query(
+              'SELECT confirmed_flush_lsn >= $2::pg_lsn AS caught FROM pg_replication_slots WHERE slot_name = $1',
+              [table, lsn],
+            );
+            return (slot as { caught: boolean }[])[0]?.caught === true;
+          },
+          { timeoutMs: 90_000, intervalMs: 500 },
+        );
+        await operator.query(
+          `UPDATE "${table}" SET status = 'delivered', delivered_at = now() WHERE status IN ('pending', 'waiting')`,
+        );
+        await deleteConnector(connector.name);
+        await operator.query('COMMIT');
+      } finally {
+        operator.release();
+      }
+      ids.push(await late);
+
+      // After: the module's dispatcher delivers what was written since, and nothing before.
+      const after = await openDispatcherApp(table);
+      ids.push(...(await enqueueRounds(after.get(OutboxService), topic, 6, 2)));
+      await after.get(OutboxDispatcher).drain();
+      await waitFor(`${ids.length} messages`, () => records.length >= ids.length, {
+        timeoutMs: 60_000,
+        intervalMs: 250,
+      });
+      await new Promise((resolve) => setTimeout(resolve, 2_000));
+      expectOnceInOrder(records, ids);
     });
   },
 );

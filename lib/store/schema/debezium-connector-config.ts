@@ -206,6 +206,10 @@ export function debeziumConnectorConfig(
         // A publication of this table only, made by the connector if it is missing.
         'publication.autocreate.mode': 'filtered',
         'table.include.list': table,
+        // Without it, a quiet outbox on a busy server never moves the slot forward: the slot
+        // retains the server's WAL, and the slot's position never shows that the connector has
+        // caught up (the cut-back procedure waits for it).
+        'heartbeat.interval.ms': '10000',
         ...snapshot(startWith, table, `"${schema}"."${tableName}"`),
         ...router,
       },
