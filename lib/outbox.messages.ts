@@ -44,7 +44,7 @@ export const OutboxMessages = {
   externalDelivery: (outbox: string, call: string): string =>
     `The dispatcher of outbox "${outbox}" cannot ${call}: its delivery is 'external' (Debezium or another engine reading the database's log delivers its messages, and a second delivery would publish them twice). Set delivery: 'dispatcher' to deliver with the module (docs/debezium.md#moving-between-the-dispatcher-and-debezium).`,
   /** What admin, the console and `outbox why` say about a message in an external-delivery table. */
-  externalDeliveryStatus:
+  externalDeliveryStatus: (): string =>
     'delivery is external (Debezium): the module writes messages and an engine reading the database log publishes them; the table does not record what it delivered',
   optionInvalid: (path: string, problem: string, fix: string, subject = 'OutboxModule'): string =>
     `Invalid ${subject} option "${path}": ${problem}. ${fix}`,

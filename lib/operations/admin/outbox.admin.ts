@@ -358,7 +358,7 @@ export class OutboxAdmin {
       return {
         ...base,
         state: 'external',
-        reason: `Written at ${at(message.createdAt)}; ${OutboxMessages.externalDeliveryStatus}, so it is in the topic ${JSON.stringify(message.topic)} once the connector has read past its commit (watch the connector's lag). The cleaner deletes it after cleaner.deliveredRetentionMs.`,
+        reason: `Written at ${at(message.createdAt)}; ${OutboxMessages.externalDeliveryStatus()}, so it is in the topic ${JSON.stringify(message.topic)} once the connector has read past its commit (watch the connector's lag). The cleaner deletes it after cleaner.deliveredRetentionMs.`,
         head: null,
       };
     }
