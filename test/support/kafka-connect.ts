@@ -127,3 +127,17 @@ export async function collectTopics(
   });
   return { records, stop: () => consumer.disconnect() };
 }
+
+/** Pauses (`pause`) or resumes (`resume`) the connector, and waits until its task says so. */
+export async function setConnectorState(name: string, state: 'pause' | 'resume'): Promise<void> {
+  await connect('PUT', `/connectors/${name}/${state}`);
+  const wanted = state === 'pause' ? 'PAUSED' : 'RUNNING';
+  await waitFor(
+    `connector ${name} ${wanted}`,
+    async () => {
+      const status = (await connect('GET', `/connectors/${name}/status`)) as ConnectorStatus | null;
+      return status?.tasks?.[0]?.state === wanted;
+    },
+    { timeoutMs: 30_000, intervalMs: 100 },
+  );
+}
