@@ -65,7 +65,8 @@ mvn_quiet() { # log-file args...
 }
 
 fetch_runtime() {
-  [[ -f "$LIB/.complete" ]] && return 0
+  # The logging bridge is checked too: a cache made before it changed is fetched again.
+  [[ -f "$LIB/.complete" && -f "$LIB/log4j-slf4j-impl-$LOG4J_VERSION.jar" ]] && return 0
   log "fetching the Kafka Connect $CONNECT_VERSION runtime into $LIB …"
   cat >"$CONNECT_HOME_DIR/pom.xml" <<EOF
 <?xml version="1.0" encoding="UTF-8"?>
@@ -81,8 +82,8 @@ fetch_runtime() {
     <dependency><groupId>org.apache.kafka</groupId><artifactId>connect-json</artifactId><version>$CONNECT_VERSION</version></dependency>
     <dependency><groupId>org.apache.kafka</groupId><artifactId>connect-api</artifactId><version>$CONNECT_VERSION</version></dependency>
     <dependency><groupId>org.apache.kafka</groupId><artifactId>connect-transforms</artifactId><version>$CONNECT_VERSION</version></dependency>
-    <!-- logging backend (Kafka 4.x logs through slf4j 2 + log4j2) -->
-    <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-slf4j2-impl</artifactId><version>$LOG4J_VERSION</version></dependency>
+    <!-- logging backend: the runtime resolves slf4j-api 1.7, so log4j2's bridge for slf4j 1.x -->
+    <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-slf4j-impl</artifactId><version>$LOG4J_VERSION</version></dependency>
     <dependency><groupId>org.apache.logging.log4j</groupId><artifactId>log4j-core</artifactId><version>$LOG4J_VERSION</version></dependency>
   </dependencies>
 </project>
@@ -219,6 +220,9 @@ listeners=http://$HOST:$CONNECT_PORT
 rest.advertised.host.name=$HOST
 rest.advertised.port=$CONNECT_PORT
 plugin.path=$PLUGINS
+# The Debezium archives carry ServiceLoader manifests: read those instead of scanning every class
+# (the scan is most of the worker's start-up).
+plugin.discovery=service_load
 # The worker's own topics, on a one-broker cluster: replication 1.
 config.storage.topic=$CONNECT_GROUP_ID-configs
 offset.storage.topic=$CONNECT_GROUP_ID-offsets
