@@ -1,4 +1,4 @@
-import { OutboxExternalDeliveryError } from '../../lib';
+import { OutboxExternalDeliveryError, OutboxInvalidMessageError } from '../../lib';
 import { TEST_DATABASES } from '../support/databases';
 import { useOutboxScope } from '../support/outbox-scope';
 import { describeWith } from '../support/services';
@@ -52,6 +52,30 @@ for (const db of TEST_DATABASES) {
       // Written and left alone: no lease, no attempt, still pending.
       expect(left[0]).toMatchObject({ status: 'pending', attempts: 0 });
       expect([old1, old2]).not.toContain(young);
+    });
+
+    it('refuses at enqueue what Debezium would drop: a binary payload, broker attributes, a delay', async () => {
+      const app = await scope.open({ options: { delivery: 'external', workers: true } });
+      const base = { topic: 't', key: 'k', type: 'x' };
+      for (const [message, reason] of [
+        [
+          { ...base, payload: Buffer.from([1, 2, 3]), contentType: 'application/octet-stream' },
+          'invalid-content-type',
+        ],
+        [
+          { ...base, payload: { n: 1 }, attributes: { kafka: { partition: 0 } } },
+          'invalid-attributes',
+        ],
+        [{ ...base, payload: { n: 1 }, delayMs: 1_000 }, 'invalid-schedule'],
+      ] as const) {
+        const error: unknown = await app.enqueue(message).catch((e: unknown) => e);
+        expect(error).toBeInstanceOf(OutboxInvalidMessageError);
+        expect(error).toMatchObject({
+          reason,
+          message: expect.stringMatching(/delivery 'external'/),
+        });
+      }
+      expect(await app.rows()).toEqual([]);
     });
   });
 }
