@@ -216,18 +216,13 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
   }
 
   /** Runs batches until nothing is due; resolves to the number of messages published. */
-  drain(): Promise<number> {
-    if (this.options.delivery === 'external') {
-      return Promise.reject(
-        new OutboxExternalDeliveryError(
-          OutboxMessages.externalDelivery(this.options.name, 'drain()'),
-          this.options.name,
-        ),
-      );
-    }
+  async drain(): Promise<number> {
+    this.refuseExternal('drain()');
     return this.runner.run();
   }
 
+  // With delivery 'external' Debezium publishes every row: a second delivery path would send
+  // each message twice (and its settle would reach the connector as an update).
   private refuseExternal(call: string): void {
     if (this.options.delivery === 'external') {
       throw new OutboxExternalDeliveryError(
