@@ -18,6 +18,22 @@ const services = {
   globalTeardown: '<rootDir>/test/support/global-teardown.ts',
 };
 
+// Specs that need a Kafka Connect worker (npm run connect:start), whose start-up alone takes longer
+// than most suites: a project only when asked for (npm run test:slow sets OUTBOX_TEST_SLOW=1), so
+// that `npm test` and `npm test -- <path> -t <name>` leave it out without a project filter (jest's
+// --selectProjects would take the path that follows it for a project name).
+const slow =
+  process.env.OUTBOX_TEST_SLOW === '1'
+    ? [
+        {
+          ...base,
+          ...services,
+          displayName: 'slow',
+          testMatch: ['<rootDir>/test/slow/**/*.spec.ts'],
+        },
+      ]
+    : [];
+
 module.exports = {
   // Records the selected specs for the global setup (it starts Kafka only when one needs it).
   testSequencer: '<rootDir>/test/support/selected-specs-sequencer.js',
@@ -31,8 +47,9 @@ module.exports = {
       // Every promise folder (dispatch, publishers, operations, integrations, module, inbox,
       // store, and any new one): a new folder cannot be left out of the run by accident.
       testMatch: ['<rootDir>/test/**/*.spec.ts'],
-      testPathIgnorePatterns: ['/node_modules/', '<rootDir>/test/unit/'],
+      testPathIgnorePatterns: ['/node_modules/', '<rootDir>/test/unit/', '<rootDir>/test/slow/'],
     },
+    ...slow,
     {
       ...base,
       ...services,

@@ -63,6 +63,8 @@ import { p14 } from './scenarios/p14-dispatcher-settings';
 import { p15 } from './scenarios/p15-statement-buffers';
 import { p16 } from './scenarios/p16-hot-keys';
 import { p17 } from './scenarios/p17-large-payload';
+import { p18 } from './scenarios/p18-external-delivery-enqueue';
+import { p19 } from './scenarios/p19-debezium-drain';
 import { profileDrain, type ProfiledBroker } from './scenarios/profile-drain';
 import { c1 } from './scenarios/c1-console-10m';
 
@@ -84,6 +86,8 @@ const SCENARIOS: Record<string, (ctx: BenchContext) => Promise<ScenarioResult>> 
   P15: p15,
   P16: p16,
   P17: p17,
+  P18: p18,
+  P19: p19,
   C1: c1,
 };
 /**

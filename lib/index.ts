@@ -39,6 +39,7 @@ export type {
   OutboxRetryOptions,
   OutboxOrderingOptions,
   OutboxCleanerOptions,
+  OutboxDelivery,
   OutboxUnlockerOptions,
   OutboxPartitioningOptions,
 } from './options/outbox.options';
@@ -112,6 +113,7 @@ export type {
 
 export { OutboxError } from './errors/outbox.error';
 export { OutboxOptionsError } from './errors/outbox-options.error';
+export { OutboxExternalDeliveryError } from './errors/outbox-external-delivery.error';
 export { OutboxTransactionRequiredError } from './errors/outbox-transaction-required.error';
 export { OutboxTableMissingError } from './errors/outbox-table-missing.error';
 export { OutboxAdminInputError } from './errors/outbox-admin-input.error';
@@ -144,6 +146,14 @@ export {
   type OutboxDialect,
   type OutboxTableOptions,
 } from './store/schema/outbox-table-ddl';
+export {
+  debeziumConnectorConfig,
+  DEBEZIUM_HEADERS_HEADER,
+  type DebeziumConnectorDefinition,
+  type DebeziumConnectorKind,
+  type DebeziumConnectorOptions,
+  type DebeziumDatabaseOptions,
+} from './store/schema/debezium-connector-config';
 
 export { OutboxDispatcher, type OutboxDispatcherStatus } from './dispatch/outbox.dispatcher';
 export { OutboxUnlocker } from './dispatch/outbox.unlocker';

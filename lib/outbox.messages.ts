@@ -41,6 +41,13 @@ const dropIt = ({ tableName, keyLock }: OutboxTableRef): string =>
  * error says how to fix what it reports.
  */
 export const OutboxMessages = {
+  externalDelivery: (outbox: string, call: string): string =>
+    `The dispatcher of outbox "${outbox}" cannot ${call}: its delivery is 'external' (Debezium or another engine reading the database's log delivers its messages, and a second delivery would publish them twice). Set delivery: 'dispatcher' to deliver with the module (docs/debezium.md#moving-between-the-dispatcher-and-debezium).`,
+  droppedByExternalDelivery: (what: string): string =>
+    `${what} cannot be delivered with delivery 'external': Debezium's outbox router publishes the JSON payload of each row as soon as it is committed (docs/debezium.md#what-changes-in-the-app)`,
+  /** What admin, the console and `outbox why` say about a message in an external-delivery table. */
+  externalDeliveryStatus: (): string =>
+    'delivery is external (Debezium): the module writes messages and an engine reading the database log publishes them; the table does not record what it delivered',
   optionInvalid: (path: string, problem: string, fix: string, subject = 'OutboxModule'): string =>
     `Invalid ${subject} option "${path}": ${problem}. ${fix}`,
   unknownOption: (

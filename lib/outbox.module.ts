@@ -106,7 +106,8 @@ function coreProviders(workers: boolean, name: string): Provider[] {
       useFactory: (options: ResolvedOutboxOptions, sql: SqlPort) =>
         createOutboxStore(sql, options, {
           enabled: workers,
-          notify: options.dispatcher.listen,
+          // With delivery 'external' no dispatcher listens: the enqueue's NOTIFY would wake no one.
+          notify: options.dispatcher.listen && options.delivery === 'dispatcher',
         }),
     },
     ...(name === DEFAULT_OUTBOX_NAME

@@ -100,6 +100,7 @@ export class OutboxService<Tx = EntityManager> implements OnApplicationShutdown 
       list.map((item, index) => this.serializer.toRow(item, index, options)),
     );
     rejectRepeatedIds(rows);
+    if (this.options.delivery === 'external') rejectWhatDebeziumDrops(rows);
     const tx = manager ?? (this.currentTransaction() as Tx | undefined);
     if (tx === undefined) {
       // TypeORM's message names the EntityManager; another library's names its own handle.
@@ -217,5 +218,39 @@ function rejectRepeatedIds(rows: readonly NewOutboxRow[]): void {
       );
     }
     seen.add(row.messageId);
+  });
+}
+
+/**
+ * With delivery 'external', Debezium's outbox router publishes each row as it is committed, from
+ * its JSON payload column: a binary body, broker attributes or a delay would be dropped without a
+ * word (a `null` value, the default partition, at once). Refused, as any message that cannot be
+ * delivered as written.
+ */
+function rejectWhatDebeziumDrops(rows: readonly NewOutboxRow[]): void {
+  rows.forEach((row, index) => {
+    const refuse = (
+      field: string,
+      what: string,
+      reason: 'invalid-content-type' | 'invalid-attributes' | 'invalid-schedule',
+    ): never => {
+      throw new OutboxInvalidMessageError(
+        OutboxMessages.invalidField(field, OutboxMessages.droppedByExternalDelivery(what)),
+        reason,
+        index,
+      );
+    };
+    if (row.binary !== undefined) {
+      refuse(
+        'payload',
+        'a binary payload (send the bytes base64-encoded in a JSON payload)',
+        'invalid-content-type',
+      );
+    }
+    if (row.attributes !== undefined)
+      refuse('attributes', 'broker attributes', 'invalid-attributes');
+    if (row.availableAt !== null || row.delayMs !== null) {
+      refuse('availableAt', 'a delivery time (availableAt, delayMs)', 'invalid-schedule');
+    }
   });
 }

@@ -13,12 +13,19 @@ const MAX_BATCHES_PER_RUN = 100;
 export interface OutboxCleanReport {
   readonly delivered: number;
   readonly dead: number;
+  /**
+   * With `delivery: 'external'`: rows deleted by age whatever their status (then `delivered`
+   * and `dead` are 0: the module does not know which the external engine delivered).
+   */
+  readonly expired?: number;
 }
 
 /**
  * Deletes delivered rows past their retention (and dead rows, when configured) in bounded
  * batches, or moves them to the archive with `cleaner.archive`; on a partitioned table only dead
- * rows (delivered ones go with their partition). `runOnce()` deletes what is past retention now.
+ * rows (delivered ones go with their partition). With `delivery: 'external'` it deletes every row
+ * older than `cleaner.deliveredRetentionMs`, whatever its status. `runOnce()` deletes what is
+ * past retention now.
  */
 @Injectable()
 export class OutboxCleaner extends IntervalWorker<OutboxCleanReport> {
@@ -33,12 +40,34 @@ export class OutboxCleaner extends IntervalWorker<OutboxCleanReport> {
 
   protected async work(): Promise<OutboxCleanReport> {
     const { deliveredRetentionMs, deadRetentionMs } = this.options.cleaner;
+    if (this.options.delivery === 'external') {
+      return { delivered: 0, dead: 0, expired: await this.purgeByAge(deliveredRetentionMs) };
+    }
     // On a partitioned table delivered rows leave with their partition (the maintainer drops
     // it): deleting them row by row is the cost partitioning is there to avoid.
     const delivered =
       this.options.partitioning === null ? await this.purge('delivered', deliveredRetentionMs) : 0;
     const dead = deadRetentionMs === null ? 0 : await this.purge('dead', deadRetentionMs);
     return { delivered, dead };
+  }
+
+  // The external engine never marks a row delivered: rows leave by age alone, the log (and the
+  // topics) having kept them since their commit.
+  private async purgeByAge(olderThanMs: number): Promise<number> {
+    const { batchSize } = this.options.cleaner;
+    let total = 0;
+    for (let i = 0; i < MAX_BATCHES_PER_RUN; i++) {
+      const deleted = await this.store.purgeByAge(olderThanMs, batchSize);
+      total += deleted;
+      if (deleted < batchSize) break;
+    }
+    if (total > 0) {
+      this.logger.log(
+        `Deleted ${total} message(s) past their retention (delivery is external: by age, whatever their status)`,
+      );
+      this.safely(() => this.options.observer.onPurged?.('delivered', total));
+    }
+    return total;
   }
 
   private async purge(status: 'delivered' | 'dead', olderThanMs: number): Promise<number> {

@@ -11,6 +11,8 @@ import type { OutboxBatchReport, OutboxObserver } from '../observers/outbox-obse
 import type { OutboxPublisher } from '../publishers/outbox-publisher.interface';
 import type { OutboxStore } from '../store/ports/outbox-store.port';
 import { describeError } from '../internal/describe-error';
+import { OutboxExternalDeliveryError } from '../errors/outbox-external-delivery.error';
+import { OutboxMessages } from '../outbox.messages';
 import { OUTBOX_COMMITS, OUTBOX_OPTIONS, OUTBOX_STORE, outboxTimerName } from '../outbox.constants';
 import type { ResolvedOutboxOptions } from '../options/resolve-outbox-options';
 import { batchReport, judgeBatch, planBatch } from './batch-outcome';
@@ -88,8 +90,12 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     @Optional() @Inject(SchedulerRegistry) registry: SchedulerRegistry | undefined,
     @Inject(OUTBOX_COMMITS) private readonly commits: CommitWatcher<unknown>,
   ) {
-    if (options.publisher === undefined) throw new Error('OutboxDispatcher needs a publisher');
-    this.publisher = options.publisher;
+    if (options.publisher === undefined && options.delivery === 'dispatcher') {
+      throw new Error('OutboxDispatcher needs a publisher');
+    }
+    // With delivery 'external' nothing publishes: start() does not start, runOnce() and drain()
+    // refuse, so this stand-in is never called.
+    this.publisher = options.publisher ?? { publish: () => Promise.resolve([]) };
     // A little past the server's own statement timeout, which should fire first.
     this.dbCallMs =
       options.dispatcher.dbTimeoutMs + watchdogMarginMs(options.dispatcher.dbTimeoutMs);
@@ -160,6 +166,12 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
   /** Starts polling, wake-ups and the commit nudge (done at bootstrap unless `autoStart: false`). */
   async start(): Promise<void> {
     const { dispatcher, ordering, instanceId } = this.options;
+    if (this.options.delivery === 'external') {
+      this.logger.log(
+        `Outbox "${this.options.name}": delivery is external (Debezium or another engine reading the database log); no dispatcher runs`,
+      );
+      return;
+    }
     if (this.lifecycle.start()) {
       this.log.log(
         `Dispatcher started (${this.log.label}): batchSize ${dispatcher.batchSize}, batchesInFlight ${dispatcher.batchesInFlight}, leaseMs ${dispatcher.leaseMs}, pollIntervalMs ${dispatcher.pollIntervalMs}, ordering ${ordering.enabled ? `on (dead letters ${ordering.onDeadLetter}, runs of up to ${ordering.maxRun})` : 'off'}, instance ${instanceId}`,
@@ -199,12 +211,25 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
    * reports what happened. For tests and apps that drive the dispatcher themselves.
    */
   async runOnce(): Promise<OutboxBatchReport> {
+    this.refuseExternal('runOnce()');
     return this.runner.exclusive(() => this.loop.once());
   }
 
   /** Runs batches until nothing is due; resolves to the number of messages published. */
-  drain(): Promise<number> {
+  async drain(): Promise<number> {
+    this.refuseExternal('drain()');
     return this.runner.run();
+  }
+
+  // With delivery 'external' Debezium publishes every row: a second delivery path would send
+  // each message twice (and its settle would reach the connector as an update).
+  private refuseExternal(call: string): void {
+    if (this.options.delivery === 'external') {
+      throw new OutboxExternalDeliveryError(
+        OutboxMessages.externalDelivery(this.options.name, call),
+        this.options.name,
+      );
+    }
   }
 
   /** What the dispatcher is doing now (for health checks such as `nestjs-outbox/terminus`). */

@@ -25,7 +25,14 @@ export class OutboxUnlocker extends IntervalWorker<number> {
     super(options, registry, 'unlocker', new Logger(OutboxUnlocker.name));
   }
 
+  // With delivery 'external' no dispatcher leases rows, and a promotion would be an UPDATE that
+  // the engine reading the log would see (Debezium's outbox router warns on every update).
+  protected override intervalMs(): number | null {
+    return this.options.delivery === 'external' ? null : super.intervalMs();
+  }
+
   protected async work(): Promise<number> {
+    if (this.options.delivery === 'external') return 0;
     const promoted = await this.store.promoteOrphans(ORPHANS_PER_RUN);
     if (promoted > 0) {
       this.logger.warn(`Promoted ${promoted} waiting message(s) that nothing was holding back`);

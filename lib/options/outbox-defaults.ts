@@ -71,7 +71,8 @@ export const OUTBOX_DEFAULTS = deepFreeze({
   '': {
     dataSource: { described: 'required unless connection is given' },
     connection: { described: 'required unless dataSource is given' },
-    publisher: { described: 'required unless workers is false' },
+    publisher: { described: "required unless workers is false or delivery is 'external'" },
+    delivery: { value: 'dispatcher' },
     tableName: { value: 'outbox' },
     schema: { described: "the connection's search path" },
     maxPayloadBytes: { value: 262_144 },

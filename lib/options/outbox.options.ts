@@ -78,7 +78,10 @@ export interface OutboxOrderingOptions {
 export interface OutboxCleanerOptions {
   /** How often the cleaner runs. @default 60000 */
   intervalMs?: number;
-  /** Keep delivered rows this long; 0 deletes them when they are settled. @default 86400000 (1 day) */
+  /**
+   * Keep delivered rows this long; 0 deletes them when they are settled. With `delivery:
+   * 'external'`, every row is deleted this long after it was written. @default 86400000 (1 day)
+   */
   deliveredRetentionMs?: number;
   /** Delete dead rows after this long; null keeps them until an operator acts. @default null */
   deadRetentionMs?: number | null;
@@ -119,6 +122,12 @@ export interface OutboxUnlockerOptions {
   intervalMs?: number;
 }
 
+/**
+ * Who delivers the messages: the module's own dispatcher, or an engine outside the app that reads
+ * the table from the database's log (Debezium's outbox event router on Kafka Connect).
+ */
+export type OutboxDelivery = 'dispatcher' | 'external';
+
 /** Options of `OutboxModule.forRoot()` / the object `forRootAsync()`'s factory returns. */
 export interface OutboxModuleOptions {
   /**
@@ -132,8 +141,19 @@ export interface OutboxModuleOptions {
    * Give this or `dataSource`, not both.
    */
   connection?: OutboxConnection<unknown>;
-  /** Where the dispatcher sends messages. Required unless `workers` is false. */
+  /**
+   * Where the dispatcher sends messages. Required unless `workers` is false or `delivery` is
+   * `'external'`.
+   */
   publisher?: OutboxPublisher;
+  /**
+   * `'dispatcher'`: the module delivers through `publisher`. `'external'`: an engine that reads
+   * the database's log delivers (Debezium, see docs/debezium.md); the module only writes
+   * messages, runs no dispatcher or unlocker, and its cleaner deletes every row older than
+   * `cleaner.deliveredRetentionMs`, whatever its status (the engine never marks a row
+   * delivered). @default 'dispatcher'
+   */
+  delivery?: OutboxDelivery;
   /** Outbox table name: letters, digits and underscores. @default 'outbox' */
   tableName?: string;
   /** Schema of the table (PostgreSQL only). @default the connection's search path */

@@ -8,6 +8,7 @@ import { OutboxOptionsError } from '../errors/outbox-options.error';
 import { OutboxMessages } from '../outbox.messages';
 import type {
   OutboxCleanerOptions,
+  OutboxDelivery,
   OutboxDispatcherOptions,
   OutboxModuleExtras,
   OutboxModuleOptions,
@@ -54,6 +55,8 @@ export interface ResolvedOutboxOptions {
   readonly dataSource: DataSource | string | undefined;
   readonly connection: OutboxConnection<unknown> | undefined;
   readonly publisher: OutboxPublisher | undefined;
+  /** `'external'`: messages are only written; an engine outside the app delivers them. */
+  readonly delivery: OutboxDelivery;
   readonly tableName: string;
   readonly schema: string | null;
   readonly maxPayloadBytes: number;
@@ -84,6 +87,7 @@ export const OUTBOX_OPTION_KEYS = {
     dataSource: true,
     connection: true,
     publisher: true,
+    delivery: true,
     tableName: true,
     schema: true,
     maxPayloadBytes: true,
@@ -164,6 +168,47 @@ function checkShape(options: OutboxModuleOptions): void {
   checks.knownKeys(options, OUTBOX_OPTION_KEYS);
 }
 
+function resolveDelivery(value: OutboxDelivery | undefined): OutboxDelivery {
+  const delivery = value ?? OUTBOX_DEFAULTS[''].delivery.value;
+  if (delivery !== 'dispatcher' && delivery !== 'external') {
+    fail(
+      'delivery',
+      `${checks.show(delivery)} is not a delivery mode`,
+      "Use 'dispatcher' (the module's dispatcher delivers through the publisher) or 'external' (an engine reading the database's log, such as Debezium, delivers).",
+    );
+  }
+  return delivery;
+}
+
+// What has no meaning when an engine outside the app delivers: refused rather than ignored.
+function checkExternalDelivery(
+  options: OutboxModuleOptions,
+  partitioning: ResolvedPartitioningOptions | null,
+  cleaner: ResolvedCleanerOptions,
+): void {
+  if (options.publisher !== undefined) {
+    fail(
+      'publisher',
+      "it is given with delivery 'external', where no dispatcher runs to use it",
+      "Leave the publisher out (Debezium or the engine reading the log publishes), or use delivery 'dispatcher'.",
+    );
+  }
+  if (partitioning !== null) {
+    fail(
+      'partitioning',
+      "it cannot be combined with delivery 'external': a partition is dropped only once its rows are delivered, which an external engine never records",
+      "Leave partitioning out; with delivery 'external' the cleaner deletes rows by age (cleaner.deliveredRetentionMs).",
+    );
+  }
+  if (cleaner.archive) {
+    fail(
+      'cleaner.archive',
+      "true cannot be combined with delivery 'external': the rows were never delivered by the module, and the log already holds them",
+      'Leave cleaner.archive off; keep rows longer with cleaner.deliveredRetentionMs.',
+    );
+  }
+}
+
 /**
  * Merges the defaults (`OUTBOX_DEFAULTS`) into the user's options and rejects invalid values with
  * a message that names the option and says how to fix it. Pure: no I/O, no clock.
@@ -176,7 +221,8 @@ export function resolveOutboxOptions(
   checkShape(options);
   const defaults = OUTBOX_DEFAULTS[''];
   const { dataSource, connection } = resolveDatabase(options);
-  const publisher = resolvePublisher(options.publisher, workers);
+  const delivery = resolveDelivery(options.delivery);
+  const publisher = resolvePublisher(options.publisher, workers && delivery === 'dispatcher');
   const { tableName, schema } = resolveTable(options);
   const ambientTransaction = resolveAmbientTransaction(options.ambientTransaction);
   const instanceId = resolveInstanceId(options.instanceId);
@@ -194,6 +240,7 @@ export function resolveOutboxOptions(
       'Leave cleaner.archive off on a partitioned table (keep old partitions longer with partitioning.retention), or use a plain table to archive.',
     );
   }
+  if (delivery === 'external') checkExternalDelivery(options, partitioning, cleaner);
   const observer = resolveObserver(options.observer);
   const headersProvider = resolveHeadersProvider(options.headersProvider);
   return {
@@ -201,6 +248,7 @@ export function resolveOutboxOptions(
     dataSource,
     connection,
     publisher,
+    delivery,
     tableName,
     schema,
     maxPayloadBytes: checks.integer(

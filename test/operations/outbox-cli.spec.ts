@@ -685,6 +685,7 @@ for (const db of TEST_DATABASES) {
         delivered: 5,
         dead: 1,
         oldestPendingAgeMs: expect.any(Number),
+        delivery: 'dispatcher',
         byTopic: [
           { topic: 'billing', pending: 0, waiting: 0, leased: 0, delivered: 2, dead: 0 },
           { topic: 'orders', pending: 0, waiting: 1, leased: 0, delivered: 3, dead: 1 },

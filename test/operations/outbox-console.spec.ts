@@ -12,6 +12,7 @@ import {
   post,
   rejectingPublisher,
   SCRIPT,
+  squash,
   tokenOf,
 } from '../support/console-http';
 import { testDatabase, uniqueTable } from '../support/databases';
@@ -51,6 +52,17 @@ describeWith(['postgres'], 'OutboxConsoleModule over HTTP (PostgreSQL, Express)'
   afterEach(async () => {
     await c?.close();
     c = undefined;
+  });
+
+  it('says that delivery is external (Debezium) instead of reporting a dispatcher and a backlog', async () => {
+    c = await openConsoleApp(new RecordingPublisher(), { delivery: 'external' });
+    await c.enqueue([{ topic: 'orders', type: 'order.created', key: 'o-1', payload: { n: 1 } }]);
+    const page = await waitFor('a sample with the message', async () => {
+      const body = (await get(c?.url ?? '')).body;
+      return body.includes('id="total-pending">1<') ? body : null;
+    });
+    expect(squash(page)).toContain('<strong>Delivery is external (Debezium).</strong>');
+    expect(page).not.toContain('id="dispatcher"');
   });
 
   async function withDeadLetters(): Promise<{ orders: string[]; billing: string[] }> {

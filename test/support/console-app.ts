@@ -50,20 +50,22 @@ export async function openConsoleApp(
     auditTableName?: string;
     /** The outbox's `ordering` options. @default ordering on, dead letters block their key */
     ordering?: OutboxModuleOptions['ordering'];
+    /** The outbox's `delivery`; with 'external', `publisher` is not given to the module. */
+    delivery?: OutboxModuleOptions['delivery'];
   } = {},
   http: ConsoleHttp = {},
 ): Promise<ConsoleApp> {
   const db = testDatabase('postgres');
   const table = uniqueTable('outbox_console');
   const dataSource = await db.open(table);
-  const { auditTableName, ordering, ...consoleOptions } = console;
+  const { auditTableName, ordering, delivery, ...consoleOptions } = console;
   try {
     const moduleRef = await Test.createTestingModule({
       imports: [
         OutboxModule.forRoot({
           dataSource,
           tableName: table,
-          publisher,
+          ...(delivery === 'external' ? { delivery } : { publisher }),
           autoStart: false,
           retry: { maxAttempts: 1 },
           dispatcher: { listen: false },

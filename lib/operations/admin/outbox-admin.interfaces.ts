@@ -202,9 +202,11 @@ export interface OutboxWhy {
    * `unknown` (no such row), `delivered`, `dead`, `parked` (waiting behind its key's head),
    * `leased` (being published), `lease-expired`, `scheduled` (due later: backoff or delay),
    * `behind-head` (due, but an earlier message of its key goes first), `due` (the next claim
-   * takes it).
+   * takes it), `external` (delivery is external: Debezium or another engine reading the log
+   * delivers, and the table does not record what it delivered).
    */
   readonly state:
+    | 'external'
     | 'unknown'
     | 'delivered'
     | 'dead'

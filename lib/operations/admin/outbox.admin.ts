@@ -1,4 +1,6 @@
 import { OutboxAdminInputError } from '../../errors/outbox-admin-input.error';
+import type { OutboxDelivery } from '../../options/outbox.options';
+import { OutboxMessages } from '../../outbox.messages';
 import type { OutboxStats, OutboxStore, RequeueReport } from '../../store/ports/outbox-store.port';
 import { queuePolicyOf } from '../../options/queue-policy';
 import { suggestOption } from '../../internal/did-you-mean';
@@ -53,6 +55,11 @@ export interface OutboxAdminOptions {
   readonly tableName?: string;
   /** PostgreSQL schema, or MySQL database. @default the connection's */
   readonly schema?: string | null;
+  /**
+   * The app's `delivery`: with `'external'`, `why()` says that Debezium (or another engine
+   * reading the log) delivers, instead of calling every message due. @default 'dispatcher'
+   */
+  readonly delivery?: OutboxDelivery;
   /** The app's `ordering` options; they decide which keys count as blocked. */
   readonly ordering?: {
     readonly enabled?: boolean;
@@ -250,6 +257,12 @@ export class OutboxAdmin {
   private readonly ordered: boolean;
   private readonly deadBlocksKey: boolean;
 
+  /**
+   * Who delivers this table's messages: `'external'` when Debezium (or another engine reading
+   * the log) does, and pending only means "written" (the table never records its deliveries).
+   */
+  readonly delivery: OutboxDelivery;
+
   constructor(
     private readonly sqlPort: SqlPort,
     private readonly store: OutboxStore,
@@ -261,6 +274,7 @@ export class OutboxAdmin {
       tableName: options.tableName,
       schema: options.schema ?? undefined,
     });
+    this.delivery = options.delivery ?? 'dispatcher';
     ({ ordered: this.ordered, deadBlocksKey: this.deadBlocksKey } = queuePolicyOf(
       options.ordering,
     ));
@@ -337,6 +351,14 @@ export class OutboxAdmin {
         ...base,
         state: 'dead',
         reason: `Dead-lettered${message.deadAt === null ? '' : ` at ${at(message.deadAt)}`} after ${message.attempts} attempt(s)${lastError}.${holds}`,
+        head: null,
+      };
+    }
+    if (this.delivery === 'external') {
+      return {
+        ...base,
+        state: 'external',
+        reason: `Written at ${at(message.createdAt)}; ${OutboxMessages.externalDeliveryStatus()}, so it is in the topic ${JSON.stringify(message.topic)} once the connector has read past its commit (watch the connector's lag). The cleaner deletes it after cleaner.deliveredRetentionMs.`,
         head: null,
       };
     }
@@ -513,8 +535,8 @@ export class OutboxAdmin {
    * The gauges a dashboard polls: counts by status and the age of the oldest pending message
    * (database clock). Cheaper than {@link counts}, which groups by topic and takes filters.
    */
-  stats(): Promise<OutboxStats> {
-    return this.store.stats();
+  async stats(): Promise<OutboxStats & { readonly delivery: OutboxDelivery }> {
+    return { ...(await this.store.stats()), delivery: this.delivery };
   }
 
   /** Counts of the messages matching `filter` by state, in total and per topic. */

@@ -32,6 +32,12 @@ Commands:
   cleanup --once [--delivered-retention 1d] [--dead-retention 7d --yes] [--archive]
                                                    delete delivered (and dead) rows past
                                                    retention, or move them to the archive
+  cdc debezium --connector postgres|mysql|mariadb [--name N] [--topic-prefix P]
+         [--start-with new|undelivered] [--slot NAME] [--bootstrap-servers HOST:PORT]
+         [--server-id N]                           print the Kafka Connect config of a Debezium
+                                                   connector that delivers this table (host,
+                                                   port, user and database from DATABASE_URL;
+                                                   the password as a config-provider reference)
   partitions status [--retention 7d]               each partition of a partitioned table: range,
                                                    rows by status, size, droppable or why not
   partitions maintain [--dry-run] [--retention 7d] [--premake 3] [--dead-retention 7d --yes]
@@ -46,6 +52,9 @@ Options:
   --table NAME              outbox table (default: outbox)
   --schema NAME             PostgreSQL schema or MySQL database (default: the connection's)
   --on-dead-letter MODE     block (default) or skip: as the app's ordering.onDeadLetter
+  --delivery MODE           dispatcher (default) or external: as the app's delivery; with
+                            external (Debezium), stats and why say so, and cleanup deletes
+                            rows by age whatever their status
   --retention, --premake, --dead-retention
                             for partitions: as the app's partitioning.retention (default 7d),
                             partitioning.premake (default 3) and cleaner.deadRetentionMs
@@ -89,6 +98,14 @@ const OPTIONS = {
   retention: { type: 'string' },
   'dry-run': { type: 'boolean' },
   'binary-ids': { type: 'boolean' },
+  delivery: { type: 'string' },
+  connector: { type: 'string' },
+  name: { type: 'string' },
+  'topic-prefix': { type: 'string' },
+  'start-with': { type: 'string' },
+  slot: { type: 'string' },
+  'bootstrap-servers': { type: 'string' },
+  'server-id': { type: 'string' },
 } as const;
 
 type OptionName = keyof typeof OPTIONS;
@@ -106,11 +123,28 @@ const COMMANDS = {
   'dlq show': [],
   'dlq retry': [...FILTERS, 'all', 'on-dead-letter'],
   'dlq purge': [...FILTERS, 'all', 'yes', 'on-dead-letter'],
-  stats: ['watch', 'interval'],
-  why: [],
+  stats: ['watch', 'interval', 'delivery'],
+  why: ['delivery'],
   blocked: [...PAGE, 'on-dead-letter'],
   leases: [...PAGE, 'longer-than'],
-  cleanup: ['once', 'delivered-retention', 'dead-retention', 'yes', 'on-dead-letter', 'archive'],
+  cleanup: [
+    'once',
+    'delivered-retention',
+    'dead-retention',
+    'yes',
+    'on-dead-letter',
+    'archive',
+    'delivery',
+  ],
+  'cdc debezium': [
+    'connector',
+    'name',
+    'topic-prefix',
+    'start-with',
+    'slot',
+    'bootstrap-servers',
+    'server-id',
+  ],
   'partitions status': ['retention', 'dead-retention', 'premake'],
   'partitions maintain': [
     'retention',
@@ -159,6 +193,58 @@ export interface CliArgs {
   readonly dryRun: boolean;
   /** schema migrate: convert CHAR(36) message ids to BINARY(16) (MySQL/MariaDB). */
   readonly binaryIds: boolean;
+  /** `--delivery`, as the app's `delivery`. */
+  readonly delivery: 'dispatcher' | 'external';
+  /** `cdc debezium`: the connector and its names. */
+  readonly cdc: CliCdcArgs;
+}
+
+/** The options of `outbox cdc debezium`. */
+export interface CliCdcArgs {
+  readonly connector: 'postgres' | 'mysql' | 'mariadb' | undefined;
+  readonly name: string | undefined;
+  readonly topicPrefix: string | undefined;
+  readonly startWith: 'new' | 'undelivered';
+  readonly slot: string | undefined;
+  readonly bootstrapServers: string | undefined;
+  readonly serverId: number | undefined;
+}
+
+function cdcArgs(values: {
+  connector?: string;
+  name?: string;
+  'topic-prefix'?: string;
+  'start-with'?: string;
+  slot?: string;
+  'bootstrap-servers'?: string;
+  'server-id'?: string;
+}): CliCdcArgs {
+  const connector = values.connector;
+  if (
+    connector !== undefined &&
+    connector !== 'postgres' &&
+    connector !== 'mysql' &&
+    connector !== 'mariadb'
+  ) {
+    throw new CliUsageError(`--connector must be postgres, mysql or mariadb.`);
+  }
+  const startWith = values['start-with'] ?? 'new';
+  if (startWith !== 'new' && startWith !== 'undelivered') {
+    throw new CliUsageError(`--start-with must be new or undelivered.`);
+  }
+  const serverId = values['server-id'];
+  if (serverId !== undefined && !/^[1-9]\d{0,9}$/.test(serverId)) {
+    throw new CliUsageError(`--server-id must be a positive whole number.`);
+  }
+  return {
+    connector,
+    name: values.name,
+    topicPrefix: values['topic-prefix'],
+    startWith,
+    slot: values.slot,
+    bootstrapServers: values['bootstrap-servers'],
+    serverId: serverId === undefined ? undefined : Number(serverId),
+  };
 }
 
 const UNITS: Readonly<Record<string, number>> = {
@@ -201,7 +287,7 @@ function commandOf(positionals: readonly string[]): { command: CliCommand; rest:
   if (Object.hasOwn(COMMANDS, first) && !first.includes(' ')) {
     return { command: first as CliCommand, rest: positionals.slice(1) };
   }
-  if (first === 'schema' || first === 'dlq' || first === 'partitions') {
+  if (first === 'schema' || first === 'dlq' || first === 'partitions' || first === 'cdc') {
     const subs = Object.keys(COMMANDS)
       .filter((c) => c.startsWith(`${first} `))
       .map((c) => c.slice(first.length + 1));
@@ -272,6 +358,10 @@ export function parseCliArgs(argv: readonly string[]): CliArgs {
     throw new CliUsageError(`--on-dead-letter must be block or skip.`);
   }
   const dead = values['dead-retention'];
+  const delivery = values.delivery ?? 'dispatcher';
+  if (delivery !== 'dispatcher' && delivery !== 'external') {
+    throw new CliUsageError(`--delivery must be dispatcher or external.`);
+  }
   return {
     command,
     args: rest,
@@ -304,6 +394,8 @@ export function parseCliArgs(argv: readonly string[]): CliArgs {
     premake: premakeOf(values.premake),
     retentionMs: retentionOf(values.retention),
     dryRun: values['dry-run'] === true,
+    delivery,
+    cdc: cdcArgs(values),
   };
 }
 
@@ -358,6 +450,8 @@ function helpArgs(): CliArgs {
     partitionBy: undefined,
     premake: 3,
     retentionMs: 7 * 86_400_000,
+    delivery: 'dispatcher',
+    cdc: cdcArgs({}),
     dryRun: false,
   };
 }

@@ -24,6 +24,7 @@ import { outboxSchemaStatus } from '../../store/schema/schema-status';
 import { OUTBOX_SCHEMA_STEPS } from '../../store/schema/schema-steps';
 import { migrateOutboxToBinaryIds } from '../../store/schema/binary-message-ids';
 import { OutboxMessages } from '../../outbox.messages';
+import { debeziumConnectorConfig } from '../../store/schema/debezium-connector-config';
 import { describeBinary, hexPreview } from '../admin/binary-preview';
 import { describeLayout } from '../../store/ports/outbox-partitions.port';
 import { parseCliArgs, USAGE, type CliArgs } from './cli-args';
@@ -104,6 +105,8 @@ function execute(
       return Promise.resolve({ text: USAGE, json: null });
     case 'schema print':
       return Promise.resolve(schemaPrint(args, env.DATABASE_URL));
+    case 'cdc debezium':
+      return Promise.resolve(cdcDebezium(args, env.DATABASE_URL));
     case 'schema migrate':
       return schemaMigrate(args, databaseFromUrl(env.DATABASE_URL));
     case 'schema status':
@@ -187,6 +190,53 @@ function schemaPrint(args: CliArgs, url: string | undefined): CliResult {
     text: statements.map((s) => `${s};`).join('\n\n'),
     json: { dialect, table: args.table, schema: args.schema, statements },
   };
+}
+
+/**
+ * `outbox cdc debezium`: the connector for this table, from DATABASE_URL's host, port, user and
+ * database. The URL's password is never printed: the config names a Kafka Connect config provider
+ * instead, which the docs show how to set up.
+ */
+function cdcDebezium(args: CliArgs, url: string | undefined): CliResult {
+  const { connector } = args.cdc;
+  if (connector === undefined) {
+    throw new CliUsageError('Name the connector: --connector postgres, mysql or mariadb.');
+  }
+  if (url === undefined || url === '') {
+    throw new CliUsageError(
+      'Set DATABASE_URL to the database the connector reads (its password is not printed).',
+    );
+  }
+  let parsed: URL;
+  try {
+    parsed = new URL(url);
+  } catch {
+    throw new CliUsageError('DATABASE_URL is not a URL (postgres://user@host:5432/db, mysql://…).');
+  }
+  const postgres = connector === 'postgres';
+  const dbname = decodeURIComponent(parsed.pathname.replace(/^\//, ''));
+  if (dbname === '' || parsed.hostname === '') {
+    throw new CliUsageError('DATABASE_URL must name the host and the database.');
+  }
+  const definition = debeziumConnectorConfig({
+    connector,
+    database: {
+      hostname: parsed.hostname,
+      port: parsed.port === '' ? (postgres ? 5432 : 3306) : Number(parsed.port),
+      user: decodeURIComponent(parsed.username) || (postgres ? 'postgres' : 'root'),
+      dbname,
+    },
+    tableName: args.table,
+    schema: postgres ? (args.schema ?? undefined) : undefined,
+    name: args.cdc.name,
+    topicPrefix: args.cdc.topicPrefix,
+    startWith: args.cdc.startWith,
+    slotName: args.cdc.slot,
+    publicationName: args.cdc.slot,
+    schemaHistoryBootstrapServers: args.cdc.bootstrapServers,
+    serverId: args.cdc.serverId,
+  });
+  return { text: JSON.stringify(definition, null, 2), json: definition };
 }
 
 async function schemaMigrate(args: CliArgs, db: CliDatabase): Promise<CliResult> {
@@ -347,6 +397,7 @@ async function withStore<T>(
     schema: args.schema,
     ordering: { enabled: true, onDeadLetter: args.onDeadLetter },
     cleaner: { archive: args.archive },
+    delivery: args.delivery,
   };
   let store: OutboxStore;
   try {
@@ -617,8 +668,20 @@ async function dlqPurge(args: CliArgs, { admin }: Connected): Promise<CliResult>
 
 async function stats({ admin, store }: Connected): Promise<CliResult> {
   const [counts, base] = await Promise.all([admin.counts(), store.stats()]);
-  const json = { ...counts, oldestPendingAgeMs: base.oldestPendingAgeMs };
+  const json = {
+    ...counts,
+    oldestPendingAgeMs: base.oldestPendingAgeMs,
+    delivery: admin.delivery,
+  };
   const states = ['pending', 'waiting', 'leased', 'delivered', 'dead'] as const;
+  if (admin.delivery === 'external') {
+    // Pending only means "written": the table never learns what Debezium delivered.
+    const text = [
+      `Delivery is external (Debezium): ${plural(counts.pending + counts.waiting, 'message')} written and kept for the cleaner's retention; the connector's lag says what is not yet in Kafka.`,
+      `oldest row: ${base.oldestPendingAgeMs === null ? 'none' : formatDuration(base.oldestPendingAgeMs)}`,
+    ].join('\n');
+    return { text, json };
+  }
   const text = [
     table(
       ['STATUS', 'COUNT'],
@@ -867,6 +930,23 @@ async function cleanup(args: CliArgs, { store }: Connected): Promise<CliResult> 
   refuseDeadRetentionWithoutYes(args);
 
   const { archive } = args;
+  if (args.delivery === 'external') {
+    if (archive || args.deadRetentionMs !== null) {
+      throw new CliUsageError(
+        '--delivery external deletes rows by age whatever their status: leave out --archive and --dead-retention.',
+      );
+    }
+    let expired = 0;
+    for (;;) {
+      const deleted = await store.purgeByAge(args.deliveredRetentionMs, CLEANUP_BATCH);
+      expired += deleted;
+      if (deleted < CLEANUP_BATCH) break;
+    }
+    return {
+      text: `Deleted ${plural(expired, 'message')} written more than ${formatDuration(args.deliveredRetentionMs)} ago (delivery is external: by age, whatever their status).`,
+      json: { expired },
+    };
+  }
   const delivered = await purgeAll(store, 'delivered', args.deliveredRetentionMs, archive);
   const dead =
     args.deadRetentionMs === null

@@ -93,6 +93,7 @@ export class OutboxConsoleController {
         now,
         this.runtime.sampler.history(),
         this.runtime.dispatcherStatus(),
+        this.runtime.admin.delivery,
       ),
     );
   }

@@ -496,6 +496,27 @@ export function mysqlPurgeCandidates(n: OutboxTableNames, status: 'delivered' | 
   return `SELECT id, message_key AS k FROM ${n.table} WHERE ${due} LIMIT ?`;
 }
 
+/**
+ * Params: limit, age ms. The oldest rows written before the cut-off, whatever their status
+ * (delivery 'external'), read in primary-key order and cut at `limit` before the age test (see
+ * postgresPurgeByAge).
+ */
+export function mysqlPurgeByAgeCandidates(n: OutboxTableNames): string {
+  return `SELECT id FROM (SELECT id, created_at FROM ${n.table} ORDER BY id LIMIT ?) AS oldest
+WHERE created_at < ${NOW} - INTERVAL ? * 1000 MICROSECOND`;
+}
+
+/** Params: row ids. The attempt history of rows about to be deleted by age. */
+export function mysqlDeleteAttemptsOfIds(n: OutboxTableNames, count: number): string {
+  return `DELETE h FROM ${n.attemptsTable} AS h JOIN ${n.table} AS o ON o.message_id = h.message_id
+WHERE o.id IN (${placeholders(count)})`;
+}
+
+/** Params: row ids. */
+export function mysqlDeleteIds(n: OutboxTableNames, count: number): string {
+  return `DELETE FROM ${n.table} WHERE id IN (${placeholders(count)})`;
+}
+
 /** Params: message ids. Dead rows to delete, with their keys. */
 export function mysqlDeadByMessageIds(n: OutboxTableNames, count: number): string {
   return `SELECT id, message_key AS k FROM ${n.table} WHERE status = 'dead' AND message_id IN (${placeholders(count)})`;

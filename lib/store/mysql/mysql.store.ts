@@ -43,6 +43,9 @@ import {
   mysqlPark,
   mysqlPromote,
   mysqlPurgeCandidates,
+  mysqlPurgeByAgeCandidates,
+  mysqlDeleteAttemptsOfIds,
+  mysqlDeleteIds,
   mysqlRecordAttempts,
   mysqlReinsert,
   mysqlRelease,
@@ -533,6 +536,19 @@ export class MysqlOutboxStore implements OutboxStore {
       [olderThanMs, limit],
       archive,
     );
+  }
+
+  async purgeByAge(olderThanMs: number, limit: number): Promise<number> {
+    return this.transaction(async (query) => {
+      const { rows } = await query<{ id: string | number }>(mysqlPurgeByAgeCandidates(this.names), [
+        limit,
+        olderThanMs,
+      ]);
+      if (rows.length === 0) return 0;
+      const ids = rows.map((r) => r.id);
+      await query(mysqlDeleteAttemptsOfIds(this.names, ids.length), ids);
+      return (await query(mysqlDeleteIds(this.names, ids.length), ids)).affected;
+    });
   }
 
   async deleteDead(messageIds: readonly string[]): Promise<number> {

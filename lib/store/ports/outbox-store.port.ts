@@ -198,6 +198,12 @@ export interface OutboxStore {
     limit: number,
     archive?: boolean,
   ): Promise<number>;
+  /**
+   * Deletes up to `limit` of the oldest rows written more than `olderThanMs` ago, whatever their
+   * status, with their attempt history; returns how many. For `delivery: 'external'`, where an
+   * engine reading the log delivers and no row is ever marked delivered.
+   */
+  purgeByAge(olderThanMs: number, limit: number): Promise<number>;
   /** Deletes the dead messages with these message ids (their keys move on); returns how many. */
   deleteDead(messageIds: readonly string[]): Promise<number>;
   /**

@@ -988,6 +988,21 @@ export function postgresPurge(
   );
 }
 
+/**
+ * $1 age ms, $2 limit. Deletes the oldest rows written before the cut-off, whatever their status
+ * (delivery 'external'). Read in id order from the primary key and cut at `limit` before the age
+ * test, so that a pass with nothing due reads `limit` entries at most, with no index of its own;
+ * ids follow `created_at` closely enough for a retention measured in hours.
+ */
+export function postgresPurgeByAge(n: OutboxTableNames): string {
+  return deleteWithHistory(
+    n,
+    `id IN (SELECT id FROM (SELECT id, created_at FROM ${n.table} ORDER BY id LIMIT $2) AS oldest
+  WHERE created_at < now() - $1 * interval '1 millisecond')`,
+    false,
+  );
+}
+
 /** $1 message ids. Returns the keys of the deleted rows. */
 export function postgresDeleteDead(n: OutboxTableNames, partitioned = false): string {
   return deleteWithHistory(n, `status = 'dead' AND message_id = ANY($1::uuid[])`, partitioned);

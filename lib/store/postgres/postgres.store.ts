@@ -28,6 +28,7 @@ import {
   postgresPark,
   postgresPromote,
   postgresPurge,
+  postgresPurgeByAge,
   postgresReleaseAllWaiting,
   postgresReleaseClaim,
   postgresReleaseExpired,
@@ -298,6 +299,11 @@ export class PostgresOutboxStore implements OutboxStore {
     );
     if (status === 'dead') await this.advanceDeleted(records);
     return records.length;
+  }
+
+  async purgeByAge(olderThanMs: number, limit: number): Promise<number> {
+    const { rows } = await this.run(postgresPurgeByAge(this.names), [olderThanMs, limit]);
+    return rows.length;
   }
 
   async deleteDead(messageIds: readonly string[]): Promise<number> {

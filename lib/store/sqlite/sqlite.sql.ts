@@ -315,6 +315,16 @@ export function sqlitePurgeCandidates(n: OutboxTableNames, status: 'delivered' |
   return `SELECT id FROM ${n.table} WHERE status = '${status}' AND ${ts} < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || (? / 1000.0) || ' seconds') ORDER BY ${ts} LIMIT ?`;
 }
 
+/**
+ * Params: limit, age ms. Deletes the oldest rows written before the cut-off, whatever their
+ * status (delivery 'external'; see postgresPurgeByAge). Returns the keys of the deleted rows.
+ */
+export function sqlitePurgeByAge(n: OutboxTableNames): string {
+  return `DELETE FROM ${n.table} WHERE id IN (SELECT id FROM (SELECT id, created_at FROM ${n.table} ORDER BY id LIMIT ?)
+  WHERE created_at < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || (? / 1000.0) || ' seconds'))
+RETURNING message_key AS key, message_id`;
+}
+
 /** Params: JSON array of row ids. Copies the rows about to be purged into the archive. */
 export function sqliteArchiveByIds(n: OutboxTableNames): string {
   return `INSERT INTO ${n.archiveTable} (${ARCHIVE_INSERT_COLUMNS})

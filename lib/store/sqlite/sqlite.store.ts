@@ -26,6 +26,7 @@ import {
   sqlitePark,
   sqlitePromote,
   sqlitePurge,
+  sqlitePurgeByAge,
   sqlitePurgeCandidates,
   sqliteArchiveByIds,
   sqliteDeleteByIds,
@@ -316,6 +317,14 @@ export class SqliteOutboxStore implements OutboxStore {
         : tx.all<DeletedRow>(sqlitePurge(this.names, status), [olderThanMs, limit]);
       this.deleteAttempts(tx, rows);
       if (status === 'dead') this.advanceDeleted(tx, rows);
+      return rows.length;
+    });
+  }
+
+  purgeByAge(olderThanMs: number, limit: number): Promise<number> {
+    return this.transaction((tx) => {
+      const rows = tx.all<DeletedRow>(sqlitePurgeByAge(this.names), [limit, olderThanMs]);
+      this.deleteAttempts(tx, rows);
       return rows.length;
     });
   }

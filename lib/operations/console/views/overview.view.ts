@@ -1,5 +1,6 @@
 import { html, type Html } from '../console-html';
 import type { OutboxDispatcherStatus } from '../../../dispatch/outbox.dispatcher';
+import type { OutboxDelivery } from '../../../options/outbox.options';
 import type { BacklogSample } from '../backlog-sampler';
 import { duration, layout, query, time, type ViewContext } from './layout.view';
 
@@ -194,11 +195,23 @@ function dispatcherSection(status: OutboxDispatcherStatus | null): Html {
   </p>`;
 }
 
+// With delivery 'external' the table never records a delivery: "pending" only means written, and
+// the gauges would call every message stuck.
+function externalDeliverySection(): Html {
+  return html`<p id="external-delivery">
+    <strong>Delivery is external (Debezium).</strong> This app writes the messages and Debezium's
+    connector publishes them from the database log, so the table does not record what reached Kafka:
+    the pending count is what was written in the cleaner's retention, not a backlog. Watch the
+    connector's lag and the replication slot instead (docs/debezium.md#monitoring).
+  </p>`;
+}
+
 export function overviewPage(
   ctx: ViewContext,
   now: BacklogSample,
   history: readonly BacklogSample[],
   dispatcher: OutboxDispatcherStatus | null,
+  delivery: OutboxDelivery = 'dispatcher',
 ): Html {
   const rows = now.byTopic.filter(
     (t) => t.pending + t.waiting + t.leased + t.dead + t.deliveredLastMinute + t.deadLastMinute > 0,
@@ -240,7 +253,7 @@ export function overviewPage(
           <dd id="dead-per-minute">${now.deadLastMinute}</dd>
         </div>
       </dl>
-      ${dispatcherSection(dispatcher)}
+      ${delivery === 'external' ? externalDeliverySection() : dispatcherSection(dispatcher)}
       <h2>Last hour</h2>
       ${chart(history, 'Backlog over the sampled period', 'messages', BACKLOG)}
       ${chart(history, 'Throughput over the sampled period', 'per minute', THROUGHPUT)}
