@@ -11,7 +11,23 @@ import type { OutboxBatchReport, OutboxObserver } from '../observers/outbox-obse
 import type { OutboxPublisher } from '../publishers/outbox-publisher.interface';
 import type { OutboxStore } from '../store/ports/outbox-store.port';
 import { describeError } from '../internal/describe-error';
-import { OUTBOX_COMMITS, OUTBOX_OPTIONS, OUTBOX_STORE, outboxTimerName } from '../outbox.constants';
+import {
+  OUTBOX_COMMITS,
+  OUTBOX_OPTIONS,
+  OUTBOX_SQL,
+  OUTBOX_STORE,
+  outboxTimerName,
+} from '../outbox.constants';
+import type { SqlPort } from '../store/ports/sql-port';
+import { OutboxOptionsError } from '../errors/outbox-options.error';
+import { outboxDatabaseOf } from '../store/outbox-databases';
+import { outboxTableNames } from '../internal/sql-identifier';
+import type {
+  OutboxLogConnectionSettings,
+  OutboxLogLag,
+  OutboxLogObserver,
+} from '../store/ports/outbox-log-source.port';
+import { LogTailer } from './log-tailer';
 import type { ResolvedOutboxOptions } from '../options/resolve-outbox-options';
 import { batchReport, judgeBatch, planBatch } from './batch-outcome';
 import type { CommitWatcher } from './commit-watcher';
@@ -32,6 +48,9 @@ import { WakeUps } from './wake-ups';
 
 /** How often a paused dispatcher asks the publisher whether the broker is back. */
 const OUTAGE_PROBE_INTERVAL_MS = 500;
+
+/** How often a dispatcher that observes the log polls the table, unless its observer says. */
+const DEFAULT_SWEEP_INTERVAL_MS = 5_000;
 
 /** What the dispatcher is doing, for health checks. */
 export interface OutboxDispatcherStatus {
@@ -80,6 +99,9 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
   /** When the rows the last outage handed back become due again (wall clock). */
   private releasedDueAt = 0;
   private unlisten: (() => Promise<void>) | undefined;
+  /** The log's reader, when `dispatcher.observe` is a log observer and the start made it. */
+  private tailer: LogTailer | undefined;
+  private logLag: (() => Promise<OutboxLogLag>) | undefined;
 
   constructor(
     @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
@@ -87,6 +109,8 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     // The app's, when it imported ScheduleModule.forRoot(); the outbox never imports one.
     @Optional() @Inject(SchedulerRegistry) registry: SchedulerRegistry | undefined,
     @Inject(OUTBOX_COMMITS) private readonly commits: CommitWatcher<unknown>,
+    // The instance's SQL port: what a log observer reads the server's settings through.
+    @Optional() @Inject(OUTBOX_SQL) private readonly sql?: SqlPort,
   ) {
     if (options.publisher === undefined) throw new Error('OutboxDispatcher needs a publisher');
     this.publisher = options.publisher;
@@ -171,6 +195,16 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
       () => this.lifecycle.stopping,
       this.log,
     );
+    const observe = this.options.dispatcher.observe;
+    if (observe !== 'poll') {
+      // The log brings new messages; the table's poll, slower, brings back retries, promotions
+      // and what the log's reader left to the table. Commit nudges and NOTIFY would only make
+      // the poll race the reader for every new message: both correct, the poll a wasted claim.
+      if (this.tailer === undefined) await this.startTailing(observe);
+      this.runner.start(observe.sweepIntervalMs ?? DEFAULT_SWEEP_INTERVAL_MS);
+      this.wake();
+      return;
+    }
     this.runner.start(this.options.dispatcher.pollIntervalMs);
     this.commits.attach(() => this.wake());
     if (
@@ -220,8 +254,20 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     };
   }
 
+  /**
+   * How far the log's durable position is behind (`dispatcher.observe` a log observer), or null
+   * when the dispatcher polls: for the lag metric and health check.
+   */
+  async logLagStatus(): Promise<OutboxLogLag | null> {
+    return this.logLag === undefined ? null : this.logLag();
+  }
+
   async beforeApplicationShutdown(): Promise<void> {
     this.lifecycle.beginStop();
+    // The reader first: the batch it is handing over finishes (settled) or stays unacknowledged.
+    const tailer = this.tailer;
+    this.tailer = undefined;
+    const tailing = tailer?.stop();
     this.runner.stop();
     this.wakeUps.cancel();
     this.commits.detach();
@@ -229,10 +275,10 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     this.unlisten = undefined;
     await unlisten?.().catch(() => undefined);
     await this.startupCheck?.cancel();
-    const finished = await this.lifecycle.finishStop(
-      () => this.runner.idle(),
-      this.options.dispatcher.shutdownTimeoutMs,
-    );
+    const finished = await this.lifecycle.finishStop(async () => {
+      await tailing;
+      await this.runner.idle();
+    }, this.options.dispatcher.shutdownTimeoutMs);
     await this.publisher
       .close?.()
       .catch((error: unknown) => this.log.warn(`Publisher close failed: ${describeError(error)}`));
@@ -290,6 +336,55 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     return report;
   }
 
+  /**
+   * Checks the log observer's source (server settings, publication, slot) and starts reading:
+   * a missing setting fails the app's start with an error that names it.
+   */
+  private async startTailing(observer: OutboxLogObserver): Promise<void> {
+    const database = this.sql === undefined ? undefined : outboxDatabaseOf(this.sql.databaseType);
+    if (this.sql === undefined || database === undefined) {
+      throw new OutboxOptionsError(
+        "dispatcher.observe: the instance's database is unknown to log tailing; use 'poll'.",
+        'dispatcher.observe',
+      );
+    }
+    const dialect = database.dialect;
+    const claimIds = this.store.claimIds?.bind(this.store);
+    if (dialect === 'sqlite' || claimIds === undefined) {
+      throw new OutboxOptionsError(
+        `dispatcher.observe: log tailing needs PostgreSQL or MySQL/MariaDB, and this instance runs on ${dialect === 'sqlite' ? 'SQLite, which has no replication log' : dialect + ', whose store cannot lease by id yet'}. Use dispatcher.observe: 'poll' (the default).`,
+        'dispatcher.observe',
+      );
+    }
+    const { tableName, schema, instanceId, dispatcher, ordering } = this.options;
+    const source = observer.create({
+      database: dialect as 'postgres' | 'mysql',
+      names: outboxTableNames(tableName, schema, database.quoting),
+      sql: this.sql,
+      owner: instanceId,
+      connection: connectionSettings(this.options.dataSource),
+      log: (level, message) => (level === 'warn' ? this.log.warn(message) : this.log.log(message)),
+    });
+    await source.check();
+    this.logLag = () => source.lag();
+    this.tailer = new LogTailer({
+      source,
+      store: { claimIds },
+      watchdog: this.watchdog,
+      log: this.log,
+      owner: instanceId,
+      leaseMs: dispatcher.leaseMs,
+      batchSize: dispatcher.batchSize,
+      ordered: ordering.enabled,
+      maxRun: ordering.maxRun,
+      holdsOff: () => this.lifecycle.stopping || this.outage.paused,
+      deliver: (batch, started) => this.deliver(batch, started),
+      handOff: () => this.wake(),
+      pause: (error, what) => this.pause(error, what),
+    });
+    this.tailer.start();
+  }
+
   private pause(
     error: unknown,
     what: string,
@@ -300,4 +395,34 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     this.notice.safely(() => this.observer.onOutage?.(error, pauseMs));
     if (brokerOutage) this.probe.start();
   }
+}
+
+/**
+ * The connection settings of a TypeORM DataSource given as `dataSource`, for the log's
+ * replication connection; undefined for anything else (a connection of another library, a
+ * DataSource named by string), where `logTailing({ connectionString })` says how.
+ */
+function connectionSettings(
+  dataSource: ResolvedOutboxOptions['dataSource'],
+): OutboxLogConnectionSettings | undefined {
+  if (typeof dataSource !== 'object') return undefined;
+  const o = dataSource.options as {
+    url?: string;
+    host?: string;
+    port?: number;
+    username?: string;
+    password?: unknown;
+    database?: unknown;
+    ssl?: boolean | object;
+  };
+  return {
+    connectionString: o.url,
+    host: o.host,
+    port: o.port,
+    user: o.username,
+    // A password given as a function (rotating credentials) is left to connectionString.
+    password: typeof o.password === 'string' ? o.password : undefined,
+    database: typeof o.database === 'string' ? o.database : undefined,
+    ssl: o.ssl,
+  };
 }
