@@ -5,6 +5,7 @@ import {
   Optional,
   type BeforeApplicationShutdown,
   type OnApplicationBootstrap,
+  type OnModuleInit,
 } from '@nestjs/common';
 import { SchedulerRegistry } from '@nestjs/schedule';
 import type { OutboxBatchReport, OutboxObserver } from '../observers/outbox-observer.interface';
@@ -26,6 +27,7 @@ import type {
   OutboxLogConnectionSettings,
   OutboxLogLag,
   OutboxLogObserver,
+  OutboxLogSource,
 } from '../store/ports/outbox-log-source.port';
 import { LogTailer } from './log-tailer';
 import type { ResolvedOutboxOptions } from '../options/resolve-outbox-options';
@@ -72,7 +74,9 @@ export interface OutboxDispatcherStatus {
  * wake-ups and after local commits; runs never overlap.
  */
 @Injectable()
-export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicationShutdown {
+export class OutboxDispatcher
+  implements OnModuleInit, OnApplicationBootstrap, BeforeApplicationShutdown
+{
   private readonly logger = new Logger(OutboxDispatcher.name);
   /** Every line of this dispatcher, naming its run. */
   private readonly log: DispatcherLog;
@@ -101,6 +105,8 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
   private unlisten: (() => Promise<void>) | undefined;
   /** The log's reader, when `dispatcher.observe` is a log observer and the start made it. */
   private tailer: LogTailer | undefined;
+  /** The log source, checked at module init (`dispatcher.observe` a log observer). */
+  private source: OutboxLogSource | undefined;
   private logLag: (() => Promise<OutboxLogLag>) | undefined;
 
   constructor(
@@ -177,6 +183,15 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     });
   }
 
+  /**
+   * With a log observer, checks the server (settings, grants, publication) and makes the slot
+   * before any worker starts: a missing setting fails the app's start, naming it.
+   */
+  async onModuleInit(): Promise<void> {
+    const observe = this.options.dispatcher.observe;
+    if (observe !== 'poll') this.source ??= await this.prepareSource(observe);
+  }
+
   async onApplicationBootstrap(): Promise<void> {
     if (this.options.autoStart) await this.start();
   }
@@ -200,9 +215,11 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
       // The log brings new messages; the table's poll, slower, brings back retries, promotions
       // and what the log's reader left to the table. Commit nudges and NOTIFY would only make
       // the poll race the reader for every new message: both correct, the poll a wasted claim.
-      if (this.tailer === undefined) await this.startTailing(observe);
+      this.source ??= await this.prepareSource(observe);
+      this.tailer ??= this.startTailing(this.source);
+      // The first sweep comes after one interval, not now: what committed before the slot
+      // existed (a backlog from polling days) waits that long; everything since is in the log.
       this.runner.start(observe.sweepIntervalMs ?? DEFAULT_SWEEP_INTERVAL_MS);
-      this.wake();
       return;
     }
     this.runner.start(this.options.dispatcher.pollIntervalMs);
@@ -336,11 +353,8 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     return report;
   }
 
-  /**
-   * Checks the log observer's source (server settings, publication, slot) and starts reading:
-   * a missing setting fails the app's start with an error that names it.
-   */
-  private async startTailing(observer: OutboxLogObserver): Promise<void> {
+  /** Makes the log observer's source for this instance and checks it (see onModuleInit). */
+  private async prepareSource(observer: OutboxLogObserver): Promise<OutboxLogSource> {
     const database = this.sql === undefined ? undefined : outboxDatabaseOf(this.sql.databaseType);
     if (this.sql === undefined || database === undefined) {
       throw new OutboxOptionsError(
@@ -356,7 +370,7 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
         'dispatcher.observe',
       );
     }
-    const { tableName, schema, instanceId, dispatcher, ordering } = this.options;
+    const { tableName, schema, instanceId } = this.options;
     const source = observer.create({
       database: dialect as 'postgres' | 'mysql',
       names: outboxTableNames(tableName, schema, database.quoting),
@@ -367,7 +381,15 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     });
     await source.check();
     this.logLag = () => source.lag();
-    this.tailer = new LogTailer({
+    return source;
+  }
+
+  /** Starts reading the log: what it brings is leased by id and delivered (see LogTailer). */
+  private startTailing(source: OutboxLogSource): LogTailer {
+    const claimIds = this.store.claimIds?.bind(this.store);
+    if (claimIds === undefined) throw new Error('unreachable: prepareSource checked claimIds');
+    const { instanceId, dispatcher, ordering } = this.options;
+    const tailer = new LogTailer({
       source,
       store: { claimIds },
       watchdog: this.watchdog,
@@ -382,7 +404,8 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
       handOff: () => this.wake(),
       pause: (error, what) => this.pause(error, what),
     });
-    this.tailer.start();
+    tailer.start();
+    return tailer;
   }
 
   private pause(
