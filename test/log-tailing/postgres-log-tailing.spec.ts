@@ -19,7 +19,8 @@ import { useOutboxScope } from '../support/outbox-scope';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { DispatcherChild } from '../support/children/spawn-dispatcher';
 import { TcpConsumer } from '../support/children/tcp-consumer';
-import { describeWith } from '../support/services';
+import { describeWith, SERVICES } from '../support/services';
+import { runOutboxCli } from '../../lib/operations/cli/outbox-cli';
 import { expectNever, waitFor } from '../support/wait-for';
 
 // Log tailing on PostgreSQL (docs/log-tailing.md): the dispatcher learns of new messages from
@@ -391,6 +392,41 @@ describeWith(['postgres'], 'log tailing on PostgreSQL', () => {
     }
   });
 
+  it('outbox schema migrate --log-tailing makes the publication; log status shows the slot; log drop --yes removes it', async () => {
+    const table = await scope.table('lt_pg');
+    const names = postgresLogNames('public', table);
+    scope.defer(() => dropLogObjects(scope.ds, names.slot, names.publication));
+    const migrated = await cli(['schema', 'migrate', '--log-tailing', '--table', table]);
+    expect(migrated.code).toBe(0);
+    expect(migrated.out).toContain(`Publication ${names.publication}`);
+    const app = await tailingApp(table, new RecordingPublisher());
+    await waitFor('reading', async () => (await app.dispatcher.logLagStatus())?.active === true);
+    const running = JSON.parse((await cli(['log', 'status', '--table', table, '--json'])).out) as {
+      active: boolean;
+      slotExists: boolean;
+      publicationCoversTable: boolean;
+      retainedBytes: number;
+    };
+    expect(running).toMatchObject({ active: true, slotExists: true, publicationCoversTable: true });
+    expect(typeof running.retainedBytes).toBe('number');
+    // A running reader's slot is not dropped.
+    expect((await cli(['log', 'drop', '--yes', '--table', table])).code).toBe(1);
+    await app.close();
+    await waitFor('the slot let go', async () => {
+      const status = await cli(['log', 'status', '--table', table]);
+      return status.out.includes('NOT read by any process');
+    });
+    const refused = await cli(['log', 'drop', '--table', table]);
+    expect(refused.code).toBe(2);
+    expect(refused.err).toContain('--yes');
+    expect((await cli(['log', 'drop', '--yes', '--table', table])).code).toBe(0);
+    const gone: unknown[] = await scope.ds.query(
+      'SELECT 1 FROM pg_replication_slots WHERE slot_name = $1 UNION ALL SELECT 1 FROM pg_publication WHERE pubname = $1',
+      [names.slot],
+    );
+    expect(gone).toEqual([]);
+  });
+
   it('refuses to start without the publication, naming the command that creates it', async () => {
     const table = await scope.table('lt_pg');
     const names = postgresLogNames('public', table);
@@ -426,6 +462,22 @@ class TimedPublisher extends RecordingPublisher {
       this.times.set(m.messageId, [...(this.times.get(m.messageId) ?? []), Date.now()]);
     return super.publish(messages, signal);
   }
+}
+
+/** Runs the `outbox` command in this process against the test server. */
+async function cli(argv: readonly string[]): Promise<{ code: number; out: string; err: string }> {
+  let out = '';
+  let err = '';
+  const user = encodeURIComponent(process.env.PGUSER ?? 'postgres');
+  const pw = process.env.PGPASSWORD;
+  const auth = pw === undefined ? user : `${user}:${encodeURIComponent(pw)}`;
+  const url = `postgres://${auth}@${SERVICES.postgres.host}:${SERVICES.postgres.port}/${process.env.PGDATABASE ?? 'test'}`;
+  const code = await runOutboxCli(
+    argv,
+    { DATABASE_URL: url },
+    { stdout: (t) => (out += t), stderr: (t) => (err += t) },
+  );
+  return { code, out, err };
 }
 
 async function dropLogObjects(ds: DataSource, slot: string, publication: string): Promise<void> {
