@@ -21,6 +21,10 @@ import { DispatcherChild } from '../support/children/spawn-dispatcher';
 import { TcpConsumer } from '../support/children/tcp-consumer';
 import { describeWith, SERVICES } from '../support/services';
 import { runOutboxCli } from '../../lib/operations/cli/outbox-cli';
+import { TerminusModule } from '@nestjs/terminus';
+import { Registry } from 'prom-client';
+import { OutboxHealthIndicator } from 'nestjs-outbox/terminus';
+import { OutboxMetrics } from 'nestjs-outbox/prometheus';
 import { expectNever, waitFor } from '../support/wait-for';
 
 // Log tailing on PostgreSQL (docs/log-tailing.md): the dispatcher learns of new messages from
@@ -425,6 +429,34 @@ describeWith(['postgres'], 'log tailing on PostgreSQL', () => {
       [names.slot],
     );
     expect(gone).toEqual([]);
+  });
+
+  it("reports the slot's retained WAL and its reader as Prometheus gauges and in the Terminus health check", async () => {
+    const table = await tailedTable();
+    const spec = dispatchTestApp(new RecordingPublisher());
+    const h = await scope.open({
+      ...spec,
+      table,
+      imports: [TerminusModule.forRoot({ logger: false })],
+      providers: [OutboxHealthIndicator],
+      options: mergeOutboxOptions(spec.options ?? {}, {
+        autoStart: true,
+        dispatcher: { observe: logTailing({ sweepIntervalMs: NO_SWEEP }) },
+      }),
+    });
+    await waitFor('reading', async () => (await h.dispatcher.logLagStatus())?.active === true);
+    const registry = new Registry();
+    const metrics = new OutboxMetrics({ registry, sampleIntervalMs: 100 });
+    metrics.startSampling(h.outbox, h.dispatcher);
+    scope.defer(() => metrics.stopSampling());
+    await waitFor('the gauges sampled', async () =>
+      (await registry.metrics()).includes('outbox_log_reader_active 1'),
+    );
+    expect(await registry.metrics()).toMatch(/^outbox_log_retained_bytes \d+$/m);
+    const health = h.moduleRef.get(OutboxHealthIndicator);
+    const up = await health.isHealthy('outbox', { requireDispatcher: true });
+    expect(up.outbox).toMatchObject({ status: 'up', log: { reading: true } });
+    expect(typeof up.outbox.log?.retainedBytes).toBe('number');
   });
 
   it('refuses to start without the publication, naming the command that creates it', async () => {

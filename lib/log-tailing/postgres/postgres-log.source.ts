@@ -17,7 +17,7 @@ import {
   postgresLogTailingDdl,
   type PostgresLogNames,
 } from '../../store/postgres/postgres.log-tailing-sql';
-import { compareLsn } from './lsn';
+import { compareLsn, lsnBefore } from './lsn';
 
 /** What a PostgreSQL log source is built from, resolved by `logTailing()`. */
 export interface PostgresLogSourceSettings extends PostgresLogNames {
@@ -135,7 +135,7 @@ export class PostgresLogSource implements OutboxLogSource {
 
   async acknowledge(position: string): Promise<void> {
     if (compareLsn(position, this.acked) > 0) this.acked = position;
-    await this.service?.acknowledge(this.acked);
+    await this.service?.acknowledge(lsnBefore(this.acked));
   }
 
   async lag(): Promise<OutboxLogLag> {
@@ -211,7 +211,8 @@ export class PostgresLogSource implements OutboxLogSource {
       // Idle: everything sent before this keepalive is handled, so its position is too.
       const idle = this.outstanding === 0 && open === undefined && queue.length === 0;
       if (idle && compareLsn(lsn, this.acked) > 0) this.acked = lsn;
-      if (idle || shouldRespond) void service.acknowledge(this.acked).catch(() => undefined);
+      if (idle || shouldRespond)
+        void service.acknowledge(lsnBefore(this.acked)).catch(() => undefined);
     });
     service.on('error', (error: Error) => {
       failure ??= error;

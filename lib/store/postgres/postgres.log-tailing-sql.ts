@@ -107,7 +107,7 @@ WHERE NOT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1)`;
 /** $1 slot name: the slot's state, and the WAL it keeps (bytes past its confirmed position). */
 export const POSTGRES_SLOT_STATUS = `SELECT s.slot_name, s.active, s.plugin, s.database,
   s.confirmed_flush_lsn::text AS confirmed_flush_lsn,
-  pg_wal_lsn_diff(pg_current_wal_lsn(), s.confirmed_flush_lsn)::float8 AS retained_bytes
+  greatest(0, pg_wal_lsn_diff(pg_current_wal_lsn(), s.confirmed_flush_lsn))::float8 AS retained_bytes
 FROM pg_replication_slots AS s WHERE s.slot_name = $1`;
 
 /** $1 slot name: drops the slot (fails while a reader is active on it). */
