@@ -219,6 +219,12 @@ export class PostgresLogSource implements OutboxLogSource {
       stop();
     });
     service.on('start', () => {
+      // Stopped while connecting: the library had no connection to end then; end it now, or
+      // it would hold the slot from the standbys.
+      if (signal.aborted) {
+        stop();
+        return;
+      }
       this.active = true;
       this.settings.log('log', `Reading replication slot ${slot} (publication ${publication})`);
     });
