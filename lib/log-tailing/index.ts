@@ -5,6 +5,7 @@
  * The table stays the record of every message. See docs/log-tailing.md.
  */
 export { logTailing } from './log-tailing.observer';
+export { logTailingMigration } from './log-tailing.migration';
 export type { LogTailingOptions } from './log-tailing.options';
 export { PostgresLogSource } from './postgres/postgres-log.source';
 export type { PostgresLogSourceSettings } from './postgres/postgres-log.source';

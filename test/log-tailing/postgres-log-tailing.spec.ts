@@ -3,6 +3,7 @@ import { OutboxOptionsError, type OutboxRecord } from '../../lib';
 import { outboxTableNames } from '../../lib/internal/sql-identifier';
 import {
   logTailing,
+  logTailingMigration,
   postgresLogNames,
   postgresLogTailingDdl,
   type LogTailingOptions,
@@ -457,6 +458,30 @@ describeWith(['postgres'], 'log tailing on PostgreSQL', () => {
     const up = await health.isHealthy('outbox', { requireDispatcher: true });
     expect(up.outbox).toMatchObject({ status: 'up', log: { reading: true } });
     expect(typeof up.outbox.log?.retainedBytes).toBe('number');
+  });
+
+  it('logTailingMigration() creates the publication in a TypeORM migration and drops it going down', async () => {
+    const table = await scope.table('lt_pg');
+    const names = postgresLogNames('public', table);
+    scope.defer(() => dropLogObjects(scope.ds, names.slot, names.publication));
+    const Migration = logTailingMigration({ tableName: table });
+    const runner = scope.ds.createQueryRunner();
+    const covered = async (): Promise<boolean> => {
+      const rows: unknown[] = await scope.ds.query(
+        'SELECT 1 FROM pg_publication_tables WHERE pubname = $1 AND tablename = $2',
+        [names.publication, table],
+      );
+      return rows.length === 1;
+    };
+    try {
+      await new Migration().up(runner);
+      expect(await covered()).toBe(true);
+      await new Migration().up(runner); // idempotent
+      await new Migration().down(runner);
+      expect(await covered()).toBe(false);
+    } finally {
+      await runner.release();
+    }
   });
 
   it('refuses to start without the publication, naming the command that creates it', async () => {
