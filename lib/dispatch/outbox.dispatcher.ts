@@ -108,6 +108,9 @@ export class OutboxDispatcher
   /** The log source, checked at module init (`dispatcher.observe` a log observer). */
   private source: OutboxLogSource | undefined;
   private logLag: (() => Promise<OutboxLogLag>) | undefined;
+  /** The next sweep a retry asked for (log tailing), and when it fires. */
+  private sweepTimer: NodeJS.Timeout | undefined;
+  private sweepTimerAt = 0;
 
   constructor(
     @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
@@ -285,6 +288,8 @@ export class OutboxDispatcher
     const tailer = this.tailer;
     this.tailer = undefined;
     const tailing = tailer?.stop();
+    clearTimeout(this.sweepTimer);
+    this.sweepTimer = undefined;
     this.runner.stop();
     this.wakeUps.cancel();
     this.commits.detach();
@@ -348,6 +353,11 @@ export class OutboxDispatcher
     for (const error of hookErrors) this.notice.hookThrew(error);
     if (result.kind === 'outage') this.releasedDueAt = Date.now() + releaseDelayMs;
     const settled = await this.settling.settle(token, settlement, leaseEnd);
+    if (this.options.dispatcher.observe !== 'poll' && settlement.retry.length > 0) {
+      // Retries go out through the table's sweep; without LISTEN and commit nudges, it would
+      // find them up to a sweep interval late. Look when the first is due.
+      this.sweepAt(Math.min(...settlement.retry.map((r) => r.delayMs)));
+    }
     const report = batchReport(records.length, settlement, settled, performance.now() - started);
     this.notice.settled(records, verdicts, report, answeredAfterClaimMs);
     return report;
@@ -406,6 +416,20 @@ export class OutboxDispatcher
     });
     tailer.start();
     return tailer;
+  }
+
+  /** Runs a sweep of the table `delayMs` from now (the earliest one asked for wins). */
+  private sweepAt(delayMs: number): void {
+    const at = Date.now() + delayMs;
+    if (this.sweepTimer !== undefined && this.sweepTimerAt <= at) return;
+    clearTimeout(this.sweepTimer);
+    this.sweepTimerAt = at;
+    // A little past the due time: the database clock decides, and a wake-up early finds nothing.
+    this.sweepTimer = setTimeout(() => {
+      this.sweepTimer = undefined;
+      this.wake();
+    }, delayMs + 20);
+    this.sweepTimer.unref();
   }
 
   private pause(

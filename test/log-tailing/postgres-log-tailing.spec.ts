@@ -126,8 +126,8 @@ describeWith(['postgres'], 'log tailing on PostgreSQL', () => {
   it("under 'block', a failing head holds its key in the table; later messages follow it in order, other keys flow", async () => {
     const table = await tailedTable();
     const publisher = new RecordingPublisher();
-    // Retries come back through the table: its sweep runs often here.
-    const h = await tailingApp(table, publisher, { sweepIntervalMs: 100 });
+    // Retries come back through the table, swept when the first is due (no periodic sweep here).
+    const h = await tailingApp(table, publisher);
     const [a1] = await h.commit([msg('a', { n: 1 })]);
     publisher.fail(a1 as string, 'retryable', { times: 2 });
     const b = await h.commit([msg('b', { n: 1 }), msg('b', { n: 2 })]);
@@ -184,10 +184,11 @@ describeWith(['postgres'], 'log tailing on PostgreSQL', () => {
   it('retries with backoff through the table and dead-letters after maxAttempts, as polling does', async () => {
     const table = await tailedTable();
     const publisher = new TimedPublisher();
+    // The default sweep interval (5 s): the retries come back when due, not at the next sweep.
     const h = await tailingApp(
       table,
       publisher,
-      { sweepIntervalMs: 50 },
+      { sweepIntervalMs: undefined },
       { retry: { maxAttempts: 3, initialDelayMs: 200, factor: 2, jitter: 0 } },
     );
     const [bad] = await h.commit([msg(null, { bad: true })]);
@@ -210,6 +211,8 @@ describeWith(['postgres'], 'log tailing on PostgreSQL', () => {
     const times = publisher.times.get(bad as string) ?? [];
     expect((times[1] as number) - (times[0] as number)).toBeGreaterThanOrEqual(150);
     expect((times[2] as number) - (times[1] as number)).toBeGreaterThanOrEqual(350);
+    // …and came back when due, not at the next sweep of the table (5 s).
+    expect((times[2] as number) - (times[0] as number)).toBeLessThan(4_000);
   });
 
   it('pauses through a broker outage without spending attempts, then delivers everything', async () => {
