@@ -71,6 +71,15 @@ async function app(
 
 async function fresh(ds: DataSource): Promise<void> {
   const names = postgresLogNames('public', TABLE);
+  // A closed reader's server process ends a moment after its client: wait before the drop.
+  for (let i = 0; i < 100; i++) {
+    const rows: { active: boolean }[] = await ds.query(
+      'SELECT active FROM pg_replication_slots WHERE slot_name = $1',
+      [names.slot],
+    );
+    if (rows.every((r) => !r.active)) break;
+    await new Promise((r) => setTimeout(r, 100));
+  }
   await ds.query(
     `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1`,
     [names.slot],
