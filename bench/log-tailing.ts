@@ -70,7 +70,7 @@ async function app(
 }
 
 async function fresh(ds: DataSource): Promise<void> {
-  const names = postgresLogNames('public', TABLE);
+  const names = postgresLogNames('public', TABLE, process.env.PGDATABASE ?? 'test');
   // A closed reader's server process ends a moment after its client: wait before the drop.
   for (let i = 0; i < 100; i++) {
     const rows: { active: boolean }[] = await ds.query(

@@ -21,7 +21,7 @@ export function logTailingMigration(
   const { publicationName, ...table } = options;
   const publication =
     publicationName ??
-    postgresLogNames(table.schema ?? 'public', table.tableName ?? 'outbox').publication;
+    postgresLogNames(table.schema ?? 'public', table.tableName ?? 'outbox', '').publication;
   assertIdentifier(publication, 'publicationName');
   return tableMigration(
     'AddOutboxLogTailingPublication',

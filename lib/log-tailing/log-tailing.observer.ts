@@ -49,10 +49,12 @@ export function logTailing(options: LogTailingOptions = {}): OutboxLogObserver {
       // One source per database; MySQL/MariaDB's binlog source joins here (lib/log-tailing/mysql/).
       switch (context.database) {
         case 'postgres': {
-          const names = postgresLogNames(context.names.schema ?? 'public', context.names.tableName);
+          const schema = context.names.schema ?? 'public';
+          // The database is part of the slot's default name; the source reads it at check().
+          const { publication } = postgresLogNames(schema, context.names.tableName, '');
           return new PostgresLogSource(context, {
-            slot: slotName ?? names.slot,
-            publication: publicationName ?? names.publication,
+            slot: slotName,
+            publication: publicationName ?? publication,
             connection: replicationConnection(context, connectionString),
             standbyRetryMs,
             maxQueued,

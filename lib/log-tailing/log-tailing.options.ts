@@ -2,10 +2,10 @@
 export interface LogTailingOptions {
   /**
    * The replication slot (PostgreSQL): lower-case letters, digits and `_`, at most 63.
-   * @default `outbox_<schema>_<table>`, lower-cased (one per outbox table)
+   * @default `outbox_<database>_<schema>_<table>`, lower-cased (one per outbox table)
    */
   slotName?: string;
-  /** The publication of the outbox table (PostgreSQL). @default the slot's default name */
+  /** The publication of the outbox table (PostgreSQL). @default `outbox_<schema>_<table>` */
   publicationName?: string;
   /**
    * How the replication connection reaches the server, e.g. as a role with REPLICATION.

@@ -36,6 +36,8 @@ import { expectNever, waitFor } from '../support/wait-for';
 // table. Every slot a test makes is dropped after it (an unread slot keeps WAL forever).
 
 const postgres = testDatabase('postgres');
+/** The test database, part of a slot's default name. */
+const DATABASE = process.env.PGDATABASE ?? 'test';
 
 /** A dispatcher that only the log can have fed (the sweep does not run during the test). */
 const NO_SWEEP = 3_600_000;
@@ -47,7 +49,7 @@ describeWith(['postgres'], 'log tailing on PostgreSQL', () => {
   async function tailedTable(): Promise<string> {
     const table = await scope.table('lt_pg');
     const ds = scope.ds;
-    const names = postgresLogNames('public', table);
+    const names = postgresLogNames('public', table, DATABASE);
     for (const statement of postgresLogTailingDdl(
       outboxTableNames(table, null, 'double'),
       names.publication,
@@ -402,7 +404,7 @@ describeWith(['postgres'], 'log tailing on PostgreSQL', () => {
 
   it('outbox schema migrate --log-tailing makes the publication; log status shows the slot; log drop --yes removes it', async () => {
     const table = await scope.table('lt_pg');
-    const names = postgresLogNames('public', table);
+    const names = postgresLogNames('public', table, DATABASE);
     scope.defer(() => dropLogObjects(scope.ds, names.slot, names.publication));
     const migrated = await cli(['schema', 'migrate', '--log-tailing', '--table', table]);
     expect(migrated.code).toBe(0);
@@ -465,7 +467,7 @@ describeWith(['postgres'], 'log tailing on PostgreSQL', () => {
 
   it('logTailingMigration() creates the publication in a TypeORM migration and drops it going down', async () => {
     const table = await scope.table('lt_pg');
-    const names = postgresLogNames('public', table);
+    const names = postgresLogNames('public', table, DATABASE);
     scope.defer(() => dropLogObjects(scope.ds, names.slot, names.publication));
     const Migration = logTailingMigration({ tableName: table });
     const runner = scope.ds.createQueryRunner();
@@ -489,7 +491,7 @@ describeWith(['postgres'], 'log tailing on PostgreSQL', () => {
 
   it('refuses to start without the publication, naming the command that creates it', async () => {
     const table = await scope.table('lt_pg');
-    const names = postgresLogNames('public', table);
+    const names = postgresLogNames('public', table, DATABASE);
     scope.defer(() => dropLogObjects(scope.ds, names.slot, names.publication));
     await expect(tailingApp(table, new RecordingPublisher())).rejects.toThrow(
       expect.objectContaining({

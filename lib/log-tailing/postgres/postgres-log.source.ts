@@ -14,13 +14,20 @@ import {
   POSTGRES_LOG_SETTINGS,
   POSTGRES_PUBLICATION_STATUS,
   POSTGRES_SLOT_STATUS,
+  postgresLogNames,
   postgresLogTailingDdl,
-  type PostgresLogNames,
 } from '../../store/postgres/postgres.log-tailing-sql';
 import { compareLsn, lsnBefore } from './lsn';
 
 /** What a PostgreSQL log source is built from, resolved by `logTailing()`. */
-export interface PostgresLogSourceSettings extends PostgresLogNames {
+export interface PostgresLogSourceSettings {
+  /** The publication on the outbox table (an identifier, validated). */
+  readonly publication: string;
+  /**
+   * The logical replication slot; left out, `outbox_<database>_<schema>_<table>`
+   * (postgresLogNames), found at `check()`.
+   */
+  readonly slot?: string;
   /** How to open the replication connection (never logged: it may hold a password). */
   readonly connection: ClientConfig;
   /** How often a standby asks for the slot while another process reads it. */
@@ -59,6 +66,8 @@ export class PostgresLogSource implements OutboxLogSource {
   /** Received and not yet acknowledged: transactions queued, or being handed over. */
   private outstanding = 0;
   private active = false;
+  /** The slot's name, from the settings or (at `check()`) the database's default. */
+  private slotName: string | undefined;
 
   constructor(
     private readonly context: OutboxLogSourceContext,
@@ -67,11 +76,14 @@ export class PostgresLogSource implements OutboxLogSource {
 
   async check(): Promise<void> {
     const { sql, names } = this.context;
-    const { slot, publication } = this.settings;
+    const { publication } = this.settings;
     const [settings] = (
-      await sql.query<{ wal_level: string; can_replicate: boolean | null; role_name: string }>(
-        POSTGRES_LOG_SETTINGS,
-      )
+      await sql.query<{
+        wal_level: string;
+        database_name: string;
+        can_replicate: boolean | null;
+        role_name: string;
+      }>(POSTGRES_LOG_SETTINGS)
     ).rows;
     if (settings?.wal_level !== 'logical') {
       throw new OutboxOptionsError(
@@ -86,6 +98,9 @@ export class PostgresLogSource implements OutboxLogSource {
       );
     }
     const schema = names.schema ?? 'public';
+    const slot =
+      this.settings.slot ?? postgresLogNames(schema, names.tableName, settings.database_name).slot;
+    this.slotName = slot;
     const [found] = (
       await sql.query<{ pubinsert: boolean; covers: boolean }>(POSTGRES_PUBLICATION_STATUS, [
         publication,
@@ -104,6 +119,12 @@ export class PostgresLogSource implements OutboxLogSource {
     await sql.query(POSTGRES_CREATE_SLOT, [slot]);
   }
 
+  /** The slot's name; known once `check()` ran. */
+  get slot(): string {
+    if (this.slotName === undefined) throw new Error('PostgresLogSource: check() has not run');
+    return this.slotName;
+  }
+
   async run(onBatch: (batch: LoggedBatch) => Promise<void>, signal: AbortSignal): Promise<void> {
     let standingBy = false;
     while (!signal.aborted) {
@@ -118,7 +139,7 @@ export class PostgresLogSource implements OutboxLogSource {
         if (!standingBy) {
           this.settings.log(
             'log',
-            `Replication slot ${this.settings.slot} is read by another process: standing by, asking every ${this.settings.standbyRetryMs} ms`,
+            `Replication slot ${this.slot} is read by another process: standing by, asking every ${this.settings.standbyRetryMs} ms`,
           );
         }
         standingBy = true;
@@ -126,7 +147,7 @@ export class PostgresLogSource implements OutboxLogSource {
         standingBy = false;
         this.settings.log(
           'warn',
-          `Reading replication slot ${this.settings.slot} failed, reconnecting in ${this.settings.standbyRetryMs} ms: ${describeError(ended)}`,
+          `Reading replication slot ${this.slot} failed, reconnecting in ${this.settings.standbyRetryMs} ms: ${describeError(ended)}`,
         );
       }
       await sleep(this.settings.standbyRetryMs, signal);
@@ -141,7 +162,7 @@ export class PostgresLogSource implements OutboxLogSource {
   async lag(): Promise<OutboxLogLag> {
     const [row] = (
       await this.context.sql.query<{ retained_bytes: number | null }>(POSTGRES_SLOT_STATUS, [
-        this.settings.slot,
+        this.slot,
       ])
     ).rows;
     return { retainedBytes: row?.retained_bytes ?? null, active: this.active };
@@ -155,7 +176,8 @@ export class PostgresLogSource implements OutboxLogSource {
     onBatch: (batch: LoggedBatch) => Promise<void>,
     signal: AbortSignal,
   ): Promise<void> {
-    const { slot, publication, connection, maxQueued } = this.settings;
+    const { publication, connection, maxQueued } = this.settings;
+    const slot = this.slot;
     const service = new LogicalReplicationService(connection, {
       // Both off: the library would otherwise confirm every LSN it received, handled or not.
       acknowledge: { auto: false, timeoutSeconds: 0 },

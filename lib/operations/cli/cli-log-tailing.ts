@@ -25,8 +25,10 @@ export interface LogCliResult {
 }
 
 /** The slot and publication the command means: the options', else the table's defaults. */
-function logNames(args: CliArgs): PostgresLogNames {
-  const defaults = postgresLogNames(args.schema ?? 'public', args.table);
+async function logNames(args: CliArgs, sql: SqlPort): Promise<PostgresLogNames> {
+  // The slot's default name holds the database (slots are per server, publications per database).
+  const [row] = (await sql.query<{ db: string }>('SELECT current_database() AS db')).rows;
+  const defaults = postgresLogNames(args.schema ?? 'public', args.table, row?.db ?? '');
   return {
     slot: args.slot ?? defaults.slot,
     publication: args.publication ?? defaults.publication,
@@ -48,7 +50,7 @@ export async function logSetup(
   sql: SqlPort,
 ): Promise<LogCliResult> {
   postgresOnly(db, 'log setup');
-  const { publication } = logNames(args);
+  const { publication } = await logNames(args, sql);
   const names = outboxTableNames(args.table, args.schema, 'double');
   for (const statement of postgresLogTailingDdl(names, publication)) await sql.query(statement);
   return {
@@ -64,7 +66,7 @@ export async function logStatus(
   sql: SqlPort,
 ): Promise<LogCliResult> {
   postgresOnly(db, 'log status');
-  const { slot, publication } = logNames(args);
+  const { slot, publication } = await logNames(args, sql);
   const [row] = (
     await sql.query<{
       active: boolean;
@@ -105,7 +107,7 @@ export async function logStatus(
 /** Drops the slot (and the publication), so the server stops keeping WAL for it. */
 export async function logDrop(args: CliArgs, db: CliDatabase, sql: SqlPort): Promise<LogCliResult> {
   postgresOnly(db, 'log drop');
-  const { slot, publication } = logNames(args);
+  const { slot, publication } = await logNames(args, sql);
   if (!args.yes) {
     throw new CliUsageError(
       `"outbox log drop" removes replication slot ${slot} and publication ${publication}: an app still set to log tailing makes the slot again at its next start, and messages committed meanwhile are found by its poll. Add --yes to go ahead.`,

@@ -60,15 +60,28 @@ export interface PostgresLogNames {
 const SLOT_NAME = /^[a-z0-9_]{1,63}$/;
 
 /**
- * The default names, from the schema and table, so that two outboxes never share a slot: `outbox_`,
- * then `<schema>_<table>` lower-cased with anything but letters, digits and `_` as `_`, cut to
- * 63 with a hash of the whole when longer (two long names must not collide once cut).
+ * The default names, so that two outboxes never share a slot: the publication (one per
+ * database) `outbox_<schema>_<table>`, the slot (one per server, tied to a database)
+ * `outbox_<database>_<schema>_<table>`; lower-cased, anything but letters, digits and `_` as
+ * `_`, cut to 63 with a hash of the whole when longer (two long names must not collide once cut).
  */
-export function postgresLogNames(schema: string, tableName: string): PostgresLogNames {
-  const base = `outbox_${schema}_${tableName}`.toLowerCase().replace(/[^a-z0-9_]/g, '_');
-  const name =
-    base.length <= 63 ? base : `${base.slice(0, 54)}_${shortHash(`${schema}.${tableName}`)}`;
-  return { publication: name, slot: name };
+export function postgresLogNames(
+  schema: string,
+  tableName: string,
+  database: string,
+): PostgresLogNames {
+  return {
+    publication: logName(`outbox_${schema}_${tableName}`, `${schema}.${tableName}`),
+    slot: logName(
+      `outbox_${database}_${schema}_${tableName}`,
+      `${database}.${schema}.${tableName}`,
+    ),
+  };
+}
+
+function logName(name: string, whole: string): string {
+  const base = name.toLowerCase().replace(/[^a-z0-9_]/g, '_');
+  return base.length <= 63 ? base : `${base.slice(0, 54)}_${shortHash(whole)}`;
 }
 
 /** Whether a slot name is one PostgreSQL accepts (it only takes these characters). */
@@ -114,7 +127,7 @@ FROM pg_replication_slots AS s WHERE s.slot_name = $1`;
 export const POSTGRES_DROP_SLOT = `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1`;
 
 /** The settings log tailing checks: the WAL level, and whether the role may replicate. */
-export const POSTGRES_LOG_SETTINGS = `SELECT current_setting('wal_level') AS wal_level,
+export const POSTGRES_LOG_SETTINGS = `SELECT current_setting('wal_level') AS wal_level, current_database() AS database_name,
   (SELECT r.rolreplication OR r.rolsuper FROM pg_roles AS r WHERE r.rolname = current_user) AS can_replicate,
   current_user AS role_name`;
 
