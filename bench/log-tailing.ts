@@ -143,6 +143,8 @@ async function round(mode: Mode, scenario: 'latency' | 'burst'): Promise<string>
   await dispatcher.close();
   await writer.close();
   await fresh(ds);
+  const { publication } = postgresLogNames('public', TABLE, process.env.PGDATABASE ?? 'test');
+  await ds.query(`DROP PUBLICATION IF EXISTS "${publication}"`);
   await ds.query(`DROP TABLE IF EXISTS "${TABLE}_attempts", "${TABLE}"`);
   await ds.destroy();
   const sorted = [...publisher.latencies].sort((a, b) => a - b);
