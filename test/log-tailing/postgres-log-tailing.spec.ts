@@ -258,6 +258,12 @@ describeWith(['postgres'], 'log tailing on PostgreSQL', () => {
     // One batch of five through, the next one publishing: the transaction is not acknowledged.
     await waitFor('a first batch delivered', () => first.sentIds.length >= 5);
     await a.close();
+    // A graceful shutdown: the batch cut short is released, its attempt given back, no lease left.
+    const afterStop = await a.rows();
+    expect(afterStop.filter((r) => r.lockedBy !== null)).toEqual([]);
+    expect(afterStop.filter((r) => r.status === 'pending').every((r) => r.attempts === 0)).toBe(
+      true,
+    );
     // Committed while no process reads the slot: the slot keeps it.
     const late = await a.commit(
       Array.from({ length: 10 }, (_, i) => msg(`k${i % 4}`, { late: i })),
