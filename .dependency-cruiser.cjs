@@ -9,7 +9,8 @@
 //                 publishers), operations/admin/ and integrations/cls/.
 //   entry points  one folder each, published as a subpath with optional peers
 //                 (entry-points.json): connections/<library>/, publishers/<broker>/,
-//                 integrations/<name>/, inbox/, operations/console/, testing/.
+//                 integrations/<name>/, inbox/, operations/console/, testing/,
+//                 log-tailing/ (the log sources, one folder per database below it).
 //   tools         operations/cli/ (the `outbox` bin): may use core and driver ports.
 //
 // The rules: the core imports no entry point; an entry point imports the core and its own
@@ -23,6 +24,7 @@ const ENTRY_POINTS = [
   '^lib/inbox/',
   '^lib/operations/console/',
   '^lib/testing/',
+  '^lib/log-tailing/',
 ];
 const ENTRY = `(${ENTRY_POINTS.join('|')})`;
 const TOOLS = '^lib/operations/cli/';

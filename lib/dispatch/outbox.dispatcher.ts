@@ -5,6 +5,7 @@ import {
   Optional,
   type BeforeApplicationShutdown,
   type OnApplicationBootstrap,
+  type OnModuleInit,
 } from '@nestjs/common';
 import { SchedulerRegistry } from '@nestjs/schedule';
 import type { OutboxBatchReport, OutboxObserver } from '../observers/outbox-observer.interface';
@@ -13,7 +14,24 @@ import type { OutboxStore } from '../store/ports/outbox-store.port';
 import { describeError } from '../internal/describe-error';
 import { OutboxExternalDeliveryError } from '../errors/outbox-external-delivery.error';
 import { OutboxMessages } from '../outbox.messages';
-import { OUTBOX_COMMITS, OUTBOX_OPTIONS, OUTBOX_STORE, outboxTimerName } from '../outbox.constants';
+import {
+  OUTBOX_COMMITS,
+  OUTBOX_OPTIONS,
+  OUTBOX_SQL,
+  OUTBOX_STORE,
+  outboxTimerName,
+} from '../outbox.constants';
+import type { SqlPort } from '../store/ports/sql-port';
+import { OutboxOptionsError } from '../errors/outbox-options.error';
+import { outboxDatabaseOf } from '../store/outbox-databases';
+import { outboxTableNames } from '../internal/sql-identifier';
+import type {
+  OutboxLogConnectionSettings,
+  OutboxLogLag,
+  OutboxLogObserver,
+  OutboxLogSource,
+} from '../store/ports/outbox-log-source.port';
+import { LogTailer } from './log-tailer';
 import type { ResolvedOutboxOptions } from '../options/resolve-outbox-options';
 import { batchReport, judgeBatch, planBatch } from './batch-outcome';
 import type { CommitWatcher } from './commit-watcher';
@@ -35,6 +53,9 @@ import { WakeUps } from './wake-ups';
 /** How often a paused dispatcher asks the publisher whether the broker is back. */
 const OUTAGE_PROBE_INTERVAL_MS = 500;
 
+/** How often a dispatcher that observes the log polls the table, unless its observer says. */
+const DEFAULT_SWEEP_INTERVAL_MS = 5_000;
+
 /** What the dispatcher is doing, for health checks. */
 export interface OutboxDispatcherStatus {
   /** Polling and listening (`start()` ran, shutdown has not). */
@@ -55,7 +76,9 @@ export interface OutboxDispatcherStatus {
  * wake-ups and after local commits; runs never overlap.
  */
 @Injectable()
-export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicationShutdown {
+export class OutboxDispatcher
+  implements OnModuleInit, OnApplicationBootstrap, BeforeApplicationShutdown
+{
   private readonly logger = new Logger(OutboxDispatcher.name);
   /** Every line of this dispatcher, naming its run. */
   private readonly log: DispatcherLog;
@@ -82,6 +105,14 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
   /** When the rows the last outage handed back become due again (wall clock). */
   private releasedDueAt = 0;
   private unlisten: (() => Promise<void>) | undefined;
+  /** The log's reader, when `dispatcher.observe` is a log observer and the start made it. */
+  private tailer: LogTailer | undefined;
+  /** The log source, checked at module init (`dispatcher.observe` a log observer). */
+  private source: OutboxLogSource | undefined;
+  private logLag: (() => Promise<OutboxLogLag>) | undefined;
+  /** The next sweep a retry asked for (log tailing), and when it fires. */
+  private sweepTimer: NodeJS.Timeout | undefined;
+  private sweepTimerAt = 0;
 
   constructor(
     @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
@@ -89,6 +120,8 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     // The app's, when it imported ScheduleModule.forRoot(); the outbox never imports one.
     @Optional() @Inject(SchedulerRegistry) registry: SchedulerRegistry | undefined,
     @Inject(OUTBOX_COMMITS) private readonly commits: CommitWatcher<unknown>,
+    // The instance's SQL port: what a log observer reads the server's settings through.
+    @Optional() @Inject(OUTBOX_SQL) private readonly sql?: SqlPort,
   ) {
     if (options.publisher === undefined && options.delivery === 'dispatcher') {
       throw new Error('OutboxDispatcher needs a publisher');
@@ -159,6 +192,15 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     });
   }
 
+  /**
+   * With a log observer, checks the server (settings, grants, publication) and makes the slot
+   * before any worker starts: a missing setting fails the app's start, naming it.
+   */
+  async onModuleInit(): Promise<void> {
+    const observe = this.options.dispatcher.observe;
+    if (observe !== 'poll') this.source ??= await this.prepareSource(observe);
+  }
+
   async onApplicationBootstrap(): Promise<void> {
     if (this.options.autoStart) await this.start();
   }
@@ -183,6 +225,18 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
       () => this.lifecycle.stopping,
       this.log,
     );
+    const observe = this.options.dispatcher.observe;
+    if (observe !== 'poll') {
+      // The log brings new messages; the table's poll, slower, brings back retries, promotions
+      // and what the log's reader left to the table. Commit nudges and NOTIFY would only make
+      // the poll race the reader for every new message: both correct, the poll a wasted claim.
+      this.source ??= await this.prepareSource(observe);
+      this.tailer ??= this.startTailing(this.source);
+      // The first sweep comes after one interval, not now: what committed before the slot
+      // existed (a backlog from polling days) waits that long; everything since is in the log.
+      this.runner.start(observe.sweepIntervalMs ?? DEFAULT_SWEEP_INTERVAL_MS);
+      return;
+    }
     this.runner.start(this.options.dispatcher.pollIntervalMs);
     this.commits.attach(() => this.wake());
     if (
@@ -245,8 +299,22 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     };
   }
 
+  /**
+   * How far the log's durable position is behind (`dispatcher.observe` a log observer), or null
+   * when the dispatcher polls: for the lag metric and health check.
+   */
+  async logLagStatus(): Promise<OutboxLogLag | null> {
+    return this.logLag === undefined ? null : this.logLag();
+  }
+
   async beforeApplicationShutdown(): Promise<void> {
     this.lifecycle.beginStop();
+    // The reader first: the batch it is handing over finishes (settled) or stays unacknowledged.
+    const tailer = this.tailer;
+    this.tailer = undefined;
+    const tailing = tailer?.stop();
+    clearTimeout(this.sweepTimer);
+    this.sweepTimer = undefined;
     this.runner.stop();
     this.wakeUps.cancel();
     this.commits.detach();
@@ -254,10 +322,10 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     this.unlisten = undefined;
     await unlisten?.().catch(() => undefined);
     await this.startupCheck?.cancel();
-    const finished = await this.lifecycle.finishStop(
-      () => this.runner.idle(),
-      this.options.dispatcher.shutdownTimeoutMs,
-    );
+    const finished = await this.lifecycle.finishStop(async () => {
+      await tailing;
+      await this.runner.idle();
+    }, this.options.dispatcher.shutdownTimeoutMs);
     await this.publisher
       .close?.()
       .catch((error: unknown) => this.log.warn(`Publisher close failed: ${describeError(error)}`));
@@ -312,9 +380,83 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     for (const error of hookErrors) this.notice.hookThrew(error);
     if (result.kind === 'outage') this.releasedDueAt = Date.now() + releaseDelayMs;
     const settled = await this.settling.settle(token, settlement, leaseEnd);
+    if (this.options.dispatcher.observe !== 'poll' && settlement.retry.length > 0) {
+      // Retries go out through the table's sweep; without LISTEN and commit nudges, it would
+      // find them up to a sweep interval late. Look when the first is due.
+      this.sweepAt(Math.min(...settlement.retry.map((r) => r.delayMs)));
+    }
     const report = batchReport(records.length, settlement, settled, performance.now() - started);
     this.notice.settled(records, verdicts, report, answeredAfterClaimMs);
     return report;
+  }
+
+  /** Makes the log observer's source for this instance and checks it (see onModuleInit). */
+  private async prepareSource(observer: OutboxLogObserver): Promise<OutboxLogSource> {
+    const database = this.sql === undefined ? undefined : outboxDatabaseOf(this.sql.databaseType);
+    if (this.sql === undefined || database === undefined) {
+      throw new OutboxOptionsError(
+        "dispatcher.observe: the instance's database is unknown to log tailing; use 'poll'.",
+        'dispatcher.observe',
+      );
+    }
+    const dialect = database.dialect;
+    const claimIds = this.store.claimIds?.bind(this.store);
+    if (dialect === 'sqlite' || claimIds === undefined) {
+      throw new OutboxOptionsError(
+        `dispatcher.observe: log tailing needs PostgreSQL or MySQL/MariaDB, and this instance runs on ${dialect === 'sqlite' ? 'SQLite, which has no replication log' : dialect + ', whose store cannot lease by id yet'}. Use dispatcher.observe: 'poll' (the default).`,
+        'dispatcher.observe',
+      );
+    }
+    const { tableName, schema, instanceId } = this.options;
+    const source = observer.create({
+      database: dialect as 'postgres' | 'mysql',
+      names: outboxTableNames(tableName, schema, database.quoting),
+      sql: this.sql,
+      owner: instanceId,
+      connection: connectionSettings(this.options.dataSource),
+      log: (level, message) => (level === 'warn' ? this.log.warn(message) : this.log.log(message)),
+    });
+    await source.check();
+    this.logLag = () => source.lag();
+    return source;
+  }
+
+  /** Starts reading the log: what it brings is leased by id and delivered (see LogTailer). */
+  private startTailing(source: OutboxLogSource): LogTailer {
+    const claimIds = this.store.claimIds?.bind(this.store);
+    if (claimIds === undefined) throw new Error('unreachable: prepareSource checked claimIds');
+    const { instanceId, dispatcher, ordering } = this.options;
+    const tailer = new LogTailer({
+      source,
+      store: { claimIds },
+      watchdog: this.watchdog,
+      log: this.log,
+      owner: instanceId,
+      leaseMs: dispatcher.leaseMs,
+      batchSize: dispatcher.batchSize,
+      ordered: ordering.enabled,
+      maxRun: ordering.maxRun,
+      holdsOff: () => this.lifecycle.stopping || this.outage.paused,
+      deliver: (batch, started) => this.deliver(batch, started),
+      handOff: () => this.wake(),
+      pause: (error, what) => this.pause(error, what),
+    });
+    tailer.start();
+    return tailer;
+  }
+
+  /** Runs a sweep of the table `delayMs` from now (the earliest one asked for wins). */
+  private sweepAt(delayMs: number): void {
+    const at = Date.now() + delayMs;
+    if (this.sweepTimer !== undefined && this.sweepTimerAt <= at) return;
+    clearTimeout(this.sweepTimer);
+    this.sweepTimerAt = at;
+    // A little past the due time: the database clock decides, and a wake-up early finds nothing.
+    this.sweepTimer = setTimeout(() => {
+      this.sweepTimer = undefined;
+      this.wake();
+    }, delayMs + 20);
+    this.sweepTimer.unref();
   }
 
   private pause(
@@ -327,4 +469,34 @@ export class OutboxDispatcher implements OnApplicationBootstrap, BeforeApplicati
     this.notice.safely(() => this.observer.onOutage?.(error, pauseMs));
     if (brokerOutage) this.probe.start();
   }
+}
+
+/**
+ * The connection settings of a TypeORM DataSource given as `dataSource`, for the log's
+ * replication connection; undefined for anything else (a connection of another library, a
+ * DataSource named by string), where `logTailing({ connectionString })` says how.
+ */
+function connectionSettings(
+  dataSource: ResolvedOutboxOptions['dataSource'],
+): OutboxLogConnectionSettings | undefined {
+  if (typeof dataSource !== 'object') return undefined;
+  const o = dataSource.options as {
+    url?: string;
+    host?: string;
+    port?: number;
+    username?: string;
+    password?: unknown;
+    database?: unknown;
+    ssl?: boolean | object;
+  };
+  return {
+    connectionString: o.url,
+    host: o.host,
+    port: o.port,
+    user: o.username,
+    // A password given as a function (rotating credentials) is left to connectionString.
+    password: typeof o.password === 'string' ? o.password : undefined,
+    database: typeof o.database === 'string' ? o.database : undefined,
+    ssl: o.ssl,
+  };
 }

@@ -92,13 +92,14 @@ export function namedProviders(workers: boolean, name: string): Provider[] {
     ...core,
     {
       provide: token(OutboxDispatcher),
-      inject: [OUTBOX_OPTIONS, OUTBOX_STORE, registry, OUTBOX_COMMITS],
+      inject: [OUTBOX_OPTIONS, OUTBOX_STORE, registry, OUTBOX_COMMITS, OUTBOX_SQL],
       useFactory: (
         options: ResolvedOutboxOptions,
         store: OutboxStore,
         scheduler: SchedulerRegistry | undefined,
         commits: CommitWatcher<unknown>,
-      ) => new OutboxDispatcher(options, store, scheduler, commits),
+        sql: SqlPort,
+      ) => new OutboxDispatcher(options, store, scheduler, commits, sql),
     },
     {
       provide: token(OutboxUnlocker),

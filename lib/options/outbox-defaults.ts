@@ -107,6 +107,7 @@ export const OUTBOX_DEFAULTS = deepFreeze({
     listen: { value: true },
     shutdownTimeoutMs: { value: 10_000 },
     maxOutagePauseMs: { computed: 'max(30000, pollIntervalMs)', rule: defaultMaxOutagePauseMs },
+    observe: { value: 'poll' },
   } satisfies Defaults<OutboxDispatcherOptions>,
   retry: {
     maxAttempts: { value: 10 },

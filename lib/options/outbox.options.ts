@@ -4,6 +4,7 @@ import type { OutboxConnection } from '../store/ports/outbox-connection';
 import type { OutboxObserver } from '../observers/outbox-observer.interface';
 import type { OutboxPublisher } from '../publishers/outbox-publisher.interface';
 import type { OutboxRecord } from '../message/outbox-record.interface';
+import type { OutboxLogObserver } from '../store/ports/outbox-log-source.port';
 
 export interface OutboxDispatcherOptions {
   /** Most messages claimed and published in one batch. @default 500 */
@@ -39,6 +40,13 @@ export interface OutboxDispatcherOptions {
    * @default max(30000, pollIntervalMs)
    */
   maxOutagePauseMs?: number;
+  /**
+   * How the dispatcher learns of new messages: `'poll'` claims them from the table; a log
+   * observer (`logTailing()` from `nestjs-outbox/log-tailing`) reads them from PostgreSQL's
+   * logical replication instead, the table still the record (docs/log-tailing.md). SQLite
+   * takes `'poll'` only. @default 'poll'
+   */
+  observe?: 'poll' | OutboxLogObserver;
 }
 
 export interface OutboxRetryOptions {

@@ -1,6 +1,7 @@
 import { OUTBOX_DEFAULTS } from './outbox-defaults';
 import { checks, DAY, fail, HOUR, MINUTE, section } from './outbox-option-checks';
 import type { OutboxDispatcherOptions } from './outbox.options';
+import type { OutboxLogObserver } from '../store/ports/outbox-log-source.port';
 
 /**
  * How long past `dbTimeoutMs` the watchdog waits before giving up on a call: the server's own
@@ -20,6 +21,8 @@ export interface ResolvedDispatcherOptions {
   readonly listen: boolean;
   readonly shutdownTimeoutMs: number;
   readonly maxOutagePauseMs: number;
+  /** 'poll', or the log observer the dispatcher reads new messages from. */
+  readonly observe: 'poll' | OutboxLogObserver;
 }
 
 type Deadlines = Pick<ResolvedDispatcherOptions, 'leaseMs' | 'publishTimeoutMs' | 'dbTimeoutMs'>;
@@ -117,5 +120,23 @@ export function resolveDispatcherOptions(
       HOUR,
       ' ms',
     ),
+    observe: resolveObserve(d.observe),
   };
+}
+
+/** 'poll' (the default) or an observer made by `logTailing()`. */
+function resolveObserve(value: unknown): 'poll' | OutboxLogObserver {
+  if (value === undefined || value === 'poll') return 'poll';
+  if (isLogObserver(value)) return value;
+  return fail(
+    'dispatcher.observe',
+    `${typeof value === 'string' ? JSON.stringify(value) : typeof value} is neither 'poll' nor a log observer`,
+    "Use 'poll' (the default) or logTailing() from nestjs-outbox/log-tailing.",
+  );
+}
+
+function isLogObserver(value: unknown): value is OutboxLogObserver {
+  if (typeof value !== 'object' || value === null) return false;
+  const { kind, create } = value as { kind?: unknown; create?: unknown };
+  return kind === 'log' && typeof create === 'function';
 }

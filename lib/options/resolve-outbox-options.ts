@@ -114,6 +114,7 @@ export const OUTBOX_OPTION_KEYS = {
     listen: true,
     shutdownTimeoutMs: true,
     maxOutagePauseMs: true,
+    observe: true,
   } satisfies Record<keyof OutboxDispatcherOptions, true>,
   retry: {
     maxAttempts: true,

@@ -221,7 +221,11 @@ describe('OutboxHealthIndicator options', () => {
       pingTimeoutMs: 3_000,
       statsTimeoutMs: 5_000,
       statsMaxAgeMs: 10_000,
+      maxLogRetainedBytes: 1_073_741_824,
     });
+    expect(resolveOutboxHealthOptions({ maxLogRetainedBytes: null }).maxLogRetainedBytes).toBe(
+      null,
+    );
     expect(resolveOutboxHealthOptions({ maxOldestPendingAgeMs: null }).maxOldestPendingAgeMs).toBe(
       null,
     );

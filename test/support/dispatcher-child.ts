@@ -17,6 +17,7 @@ import {
   type PublishOutcome,
 } from '../../lib';
 import { ClientProxyPublisher } from '../../lib/publishers/microservices';
+import { logTailing } from '../../lib/log-tailing';
 import type { ChildConfig, ChildMessage, ParentMessage } from './children/child-protocol';
 
 const config = JSON.parse(process.env.OUTBOX_CHILD ?? '{}') as ChildConfig;
@@ -117,7 +118,10 @@ async function main(): Promise<void> {
       publisher,
       instanceId: config.instanceId,
       autoStart: true,
-      dispatcher: config.dispatcher,
+      dispatcher:
+        config.logTailing === undefined
+          ? config.dispatcher
+          : { ...config.dispatcher, observe: logTailing(config.logTailing) },
       retry: config.retry,
       observer: {
         onBatch: (r: OutboxBatchReport) => {

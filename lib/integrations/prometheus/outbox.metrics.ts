@@ -20,6 +20,14 @@ export interface OutboxStatsSource {
   stats(): Promise<OutboxStats>;
 }
 
+/** Where the log-tailing gauges are read from: the dispatcher (`logLagStatus()`). */
+export interface OutboxLogLagSource {
+  logLagStatus(): Promise<{
+    readonly retainedBytes: number | null;
+    readonly active: boolean;
+  } | null>;
+}
+
 /**
  * Prometheus metrics of an outbox. Pass it as the module's `observer` (alone, or with your own
  * through `combineObservers`) for the counters and the batch histogram; the gauges are refreshed
@@ -38,6 +46,8 @@ export interface OutboxStatsSource {
  * | `outbox_pending_messages` | gauge | waiting for delivery, in flight included |
  * | `outbox_oldest_pending_age_seconds` | gauge | age of the oldest of those; 0 when none |
  * | `outbox_dead_messages` | gauge | dead letters in the table |
+ * | `outbox_log_retained_bytes` | gauge | log tailing: WAL the replication slot keeps (sampled) |
+ * | `outbox_log_reader_active` | gauge | log tailing: 1 when this process reads the slot, 0 standing by |
  */
 export class OutboxMetrics implements OutboxObserver {
   /** The registry the metrics live in: expose it with `await registry.metrics()`. */
@@ -54,6 +64,8 @@ export class OutboxMetrics implements OutboxObserver {
   private readonly pending: Gauge;
   private readonly oldestPendingAge: Gauge;
   private readonly dead: Gauge;
+  private readonly logRetained: Gauge;
+  private readonly logActive: Gauge;
   private timer: NodeJS.Timeout | undefined;
   private sampling: Promise<void> | undefined;
 
@@ -175,6 +187,24 @@ export class OutboxMetrics implements OutboxObserver {
           registers,
         }),
     );
+    this.logRetained = named(
+      'outbox_log_retained_bytes',
+      (name) =>
+        new Gauge({
+          name,
+          help: "Log tailing: bytes of WAL the outbox's replication slot keeps, not yet acknowledged (sampled).",
+          registers,
+        }),
+    );
+    this.logActive = named(
+      'outbox_log_reader_active',
+      (name) =>
+        new Gauge({
+          name,
+          help: "Log tailing: 1 when this process reads the outbox's replication slot, 0 when it stands by (sampled).",
+          registers,
+        }),
+    );
   }
 
   onPublished(records: readonly OutboxPublishedRecord[]): void {
@@ -216,11 +246,13 @@ export class OutboxMetrics implements OutboxObserver {
    * Reads `source.stats()` now and then every `sampleIntervalMs` (nothing when it is 0), never
    * two readings at once. A failed reading is logged and the gauges keep their last values.
    */
-  startSampling(source: OutboxStatsSource): void {
+  startSampling(source: OutboxStatsSource, log?: OutboxLogLagSource): void {
     if (this.timer !== undefined || this.options.sampleIntervalMs === 0) return;
     const tick = (): void => {
       if (this.sampling !== undefined) return;
-      this.sampling = this.sample(source).finally(() => (this.sampling = undefined));
+      this.sampling = Promise.all([this.sample(source), this.sampleLog(log)])
+        .then(() => undefined)
+        .finally(() => (this.sampling = undefined));
     };
     this.timer = setInterval(tick, this.options.sampleIntervalMs);
     // Sampling alone must not keep a process alive.
@@ -233,6 +265,18 @@ export class OutboxMetrics implements OutboxObserver {
     clearInterval(this.timer);
     this.timer = undefined;
     await this.sampling;
+  }
+
+  /** Sets the log-tailing gauges; nothing when the dispatcher polls. */
+  private async sampleLog(log: OutboxLogLagSource | undefined): Promise<void> {
+    try {
+      const lag = await log?.logLagStatus();
+      if (lag === undefined || lag === null) return;
+      if (lag.retainedBytes !== null) this.logRetained.set(lag.retainedBytes);
+      this.logActive.set(lag.active ? 1 : 0);
+    } catch (error) {
+      this.logger.warn(`Reading the replication slot's lag failed: ${describeError(error)}`);
+    }
   }
 
   private async sample(source: OutboxStatsSource): Promise<void> {

@@ -28,6 +28,11 @@ export interface OutboxHealthDetails {
   readonly pending: number | null;
   readonly dead: number | null;
   readonly oldestPendingAgeSeconds: number | null;
+  /**
+   * With log tailing: the WAL the replication slot keeps (null when unknown or not tailing),
+   * and whether this process is the slot's reader.
+   */
+  readonly log?: { readonly retainedBytes: number | null; readonly reading: boolean };
   /** Why the check is down (absent when up). */
   readonly problems?: readonly string[];
 }
@@ -128,12 +133,14 @@ export class OutboxHealthIndicator implements OnModuleInit {
       problems.push(`${stats.dead} dead-lettered message(s), over the limit of ${limits.maxDead}`);
     }
 
+    const log = await this.logLag(limits, problems);
     const details: OutboxHealthDetails = {
       dispatcher,
       publisher,
       pending,
       dead: stats?.dead ?? null,
       oldestPendingAgeSeconds: oldestMs === null ? null : oldestMs / 1_000,
+      ...(log === undefined ? {} : { log }),
     };
     const session = this.health.check(key);
     return problems.length === 0
@@ -156,6 +163,29 @@ export class OutboxHealthIndicator implements OnModuleInit {
       problems.push(`the publisher's broker is unreachable: ${describeError(error)}`);
       return 'unreachable';
     }
+  }
+
+  /** The replication slot's lag, when the dispatcher tails the log. */
+  private async logLag(
+    limits: ResolvedOutboxHealthOptions,
+    problems: string[],
+  ): Promise<OutboxHealthDetails['log']> {
+    if (this.dispatcher === undefined) return undefined;
+    let lag;
+    try {
+      lag = await within(this.dispatcher.logLagStatus(), limits.statsTimeoutMs, 'the log lag');
+    } catch (error) {
+      problems.push(`the replication slot's lag could not be read: ${describeError(error)}`);
+      return { retainedBytes: null, reading: false };
+    }
+    if (lag === null) return undefined;
+    const max = limits.maxLogRetainedBytes;
+    if (max !== null && lag.retainedBytes !== null && lag.retainedBytes > max) {
+      problems.push(
+        `the replication slot keeps ${lag.retainedBytes} bytes of WAL, over the limit of ${max} (is a reader running? see "outbox log status")`,
+      );
+    }
+    return { retainedBytes: lag.retainedBytes, reading: lag.active };
   }
 
   private async stats(

@@ -27,6 +27,12 @@ export interface OutboxHealthOptions {
    * @default 10000
    */
   statsMaxAgeMs?: number;
+  /**
+   * With log tailing (`dispatcher.observe`), down when the replication slot keeps more WAL than
+   * this many bytes (a reader behind, or none), or when this process stands by and no process
+   * reads the slot; null does not check. @default 1073741824 (1 GiB)
+   */
+  maxLogRetainedBytes?: number | null;
 }
 
 /** {@link OutboxHealthOptions} with the defaults applied and every value checked. */
@@ -38,6 +44,7 @@ export interface ResolvedOutboxHealthOptions {
   readonly pingTimeoutMs: number;
   readonly statsTimeoutMs: number;
   readonly statsMaxAgeMs: number;
+  readonly maxLogRetainedBytes: number | null;
 }
 
 const checks = new OptionChecks('OutboxHealthIndicator');
@@ -50,6 +57,7 @@ const OPTION_KEYS = {
     pingTimeoutMs: true,
     statsTimeoutMs: true,
     statsMaxAgeMs: true,
+    maxLogRetainedBytes: true,
   },
 } as const satisfies { '': Record<keyof OutboxHealthOptions, true> };
 const DAY = 86_400_000;
@@ -98,5 +106,16 @@ export function resolveOutboxHealthOptions(
       ' ms',
     ),
     statsMaxAgeMs: checks.integer(options.statsMaxAgeMs, 10_000, 'statsMaxAgeMs', 0, DAY, ' ms'),
+    maxLogRetainedBytes:
+      options.maxLogRetainedBytes === null
+        ? null
+        : checks.integer(
+            options.maxLogRetainedBytes,
+            1_073_741_824,
+            'maxLogRetainedBytes',
+            0,
+            Number.MAX_SAFE_INTEGER,
+            ' bytes',
+          ),
   };
 }

@@ -10,7 +10,7 @@ Commands:
   schema print [--dialect postgres|mysql|sqlite] [--partition-by day|week|month] [--archive]
                                                    print the outbox table's DDL (and its
                                                    archive's, for cleaner.archive)
-  schema migrate [--partition-by day|week|month] [--archive] [--binary-ids]
+  schema migrate [--partition-by day|week|month] [--archive] [--binary-ids] [--log-tailing]
                                                    create the outbox table if it is missing
                                                    (time-partitioned with --partition-by), or
                                                    bring an older one up to date in place
@@ -38,6 +38,14 @@ Commands:
                                                    connector that delivers this table (host,
                                                    port, user and database from DATABASE_URL;
                                                    the password as a config-provider reference)
+  log setup [--publication NAME]                   PostgreSQL log tailing: create the
+                                                   publication of the table's inserts (also
+                                                   schema migrate --log-tailing)
+  log status [--slot NAME] [--publication NAME]    the replication slot: read or not, and the
+                                                   WAL it keeps
+  log drop --yes [--slot NAME] [--publication NAME]
+                                                   drop the slot and publication (when log
+                                                   tailing is turned off)
   partitions status [--retention 7d]               each partition of a partitioned table: range,
                                                    rows by status, size, droppable or why not
   partitions maintain [--dry-run] [--retention 7d] [--premake 3] [--dead-retention 7d --yes]
@@ -106,6 +114,8 @@ const OPTIONS = {
   slot: { type: 'string' },
   'bootstrap-servers': { type: 'string' },
   'server-id': { type: 'string' },
+  'log-tailing': { type: 'boolean' },
+  publication: { type: 'string' },
 } as const;
 
 type OptionName = keyof typeof OPTIONS;
@@ -117,7 +127,14 @@ const PAGE: readonly OptionName[] = ['limit', 'after'];
 /** The commands, with the options each accepts besides the common ones. */
 const COMMANDS = {
   'schema print': ['dialect', 'archive', 'partition-by', 'premake'],
-  'schema migrate': ['archive', 'partition-by', 'premake', 'binary-ids'],
+  'schema migrate': [
+    'archive',
+    'partition-by',
+    'premake',
+    'binary-ids',
+    'log-tailing',
+    'publication',
+  ],
   'schema status': [],
   'dlq list': [...FILTERS, ...PAGE],
   'dlq show': [],
@@ -154,6 +171,9 @@ const COMMANDS = {
     'dry-run',
     'on-dead-letter',
   ],
+  'log setup': ['publication'],
+  'log status': ['slot', 'publication'],
+  'log drop': ['slot', 'publication', 'yes'],
 } satisfies Record<string, readonly OptionName[]>;
 
 export type CliCommand = keyof typeof COMMANDS;
@@ -197,6 +217,12 @@ export interface CliArgs {
   readonly delivery: 'dispatcher' | 'external';
   /** `cdc debezium`: the connector and its names. */
   readonly cdc: CliCdcArgs;
+  /** schema migrate: also the publication log tailing reads (PostgreSQL). */
+  readonly logTailing: boolean;
+  /** log commands: the replication slot, else the table's default name. */
+  readonly slot: string | undefined;
+  /** log commands: the publication, else the table's default name. */
+  readonly publication: string | undefined;
 }
 
 /** The options of `outbox cdc debezium`. */
@@ -277,6 +303,15 @@ function identifier(value: string, option: string, max: number): string {
   return value;
 }
 
+function slotName(value: string): string {
+  if (!/^[a-z0-9_]{1,63}$/.test(value)) {
+    throw new CliUsageError(
+      `--slot ${JSON.stringify(value)} is not a replication slot name: use 1 to 63 lower-case letters, digits or underscores.`,
+    );
+  }
+  return value;
+}
+
 function commandOf(positionals: readonly string[]): { command: CliCommand; rest: string[] } {
   const [first, second] = positionals;
   if (first === undefined) throw new CliUsageError('No command given.');
@@ -287,7 +322,13 @@ function commandOf(positionals: readonly string[]): { command: CliCommand; rest:
   if (Object.hasOwn(COMMANDS, first) && !first.includes(' ')) {
     return { command: first as CliCommand, rest: positionals.slice(1) };
   }
-  if (first === 'schema' || first === 'dlq' || first === 'partitions' || first === 'cdc') {
+  if (
+    first === 'schema' ||
+    first === 'dlq' ||
+    first === 'partitions' ||
+    first === 'cdc' ||
+    first === 'log'
+  ) {
     const subs = Object.keys(COMMANDS)
       .filter((c) => c.startsWith(`${first} `))
       .map((c) => c.slice(first.length + 1));
@@ -390,6 +431,12 @@ export function parseCliArgs(argv: readonly string[]): CliArgs {
     intervalMs: watchInterval(values.interval, values.watch === true),
     archive: values.archive === true,
     binaryIds: values['binary-ids'] === true,
+    logTailing: values['log-tailing'] === true,
+    slot: values.slot === undefined ? undefined : slotName(values.slot),
+    publication:
+      values.publication === undefined
+        ? undefined
+        : identifier(values.publication, 'publication', 63),
     partitionBy: partitionInterval(values['partition-by']),
     premake: premakeOf(values.premake),
     retentionMs: retentionOf(values.retention),
@@ -447,6 +494,9 @@ function helpArgs(): CliArgs {
     intervalMs: 2_000,
     archive: false,
     binaryIds: false,
+    logTailing: false,
+    slot: undefined,
+    publication: undefined,
     partitionBy: undefined,
     premake: 3,
     retentionMs: 7 * 86_400_000,

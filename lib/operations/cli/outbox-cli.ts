@@ -33,6 +33,7 @@ import { CliUsageError } from './cli-usage.error';
 import { CliMessages } from './cli.messages';
 import { databaseFromUrl, dialectOfUrl, type CliDatabase } from './database-url';
 import { openCliConnection } from './cli-connection';
+import { logDrop, logSetup, logStatus } from './cli-log-tailing';
 
 /** Where the CLI writes; the process streams in `main.ts`, buffers in tests. */
 export interface CliIo {
@@ -107,8 +108,26 @@ function execute(
       return Promise.resolve(schemaPrint(args, env.DATABASE_URL));
     case 'cdc debezium':
       return Promise.resolve(cdcDebezium(args, env.DATABASE_URL));
-    case 'schema migrate':
-      return schemaMigrate(args, databaseFromUrl(env.DATABASE_URL));
+    case 'schema migrate': {
+      const db = databaseFromUrl(env.DATABASE_URL);
+      if (!args.logTailing) return schemaMigrate(args, db);
+      // The publication after the table, which it names (cli-log-tailing.ts).
+      return schemaMigrate(args, db).then((migrated) =>
+        withDatabase(db, false, (sql) => logSetup(args, db, sql)).then((log) => ({
+          text: `${migrated.text}\n${log.text}`,
+          json: { ...(migrated.json as object), logTailing: log.json },
+        })),
+      );
+    }
+    case 'log setup':
+    case 'log status':
+    case 'log drop': {
+      const db = databaseFromUrl(env.DATABASE_URL);
+      const command = { 'log setup': logSetup, 'log status': logStatus, 'log drop': logDrop }[
+        args.command
+      ];
+      return withDatabase(db, false, (sql) => command(args, db, sql));
+    }
     case 'schema status':
       return schemaStatus(args, databaseFromUrl(env.DATABASE_URL));
     case 'partitions status':

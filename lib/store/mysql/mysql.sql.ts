@@ -249,6 +249,28 @@ FROM ${n.table} AS c WHERE c.id IN (${placeholders(count)}) AND c.status = 'pend
 ORDER BY c.available_at, c.id FOR UPDATE SKIP LOCKED`;
 }
 
+/**
+ * Log tailing's lease by id, after locking the rows (mysqlClaimLock): for the keys of the
+ * locked rows, the first blocking row of each key that is not among them. A locked row is
+ * leased only when no such row comes before it, so what is leased of a key is a prefix of its
+ * queue. Params: keys, then the locked ids.
+ */
+export function mysqlFirstBlockingOutside(
+  n: OutboxTableNames,
+  policy: OutboxQueuePolicy,
+  keys: number,
+  ids: number,
+): string {
+  return `SELECT message_key AS k, MIN(id) AS first FROM ${n.table} ${BY_KEY(n)}
+WHERE message_key IN (${placeholders(keys)}) AND status IN ${blocking(policy.deadBlocksKey)} AND id NOT IN (${placeholders(ids)})
+GROUP BY message_key`;
+}
+
+/** Params: ids. Those of the ids that are in the table (log tailing: the others are not yet visible). */
+export function mysqlExistingIds(n: OutboxTableNames, count: number): string {
+  return `SELECT id FROM ${n.table} WHERE id IN (${placeholders(count)})`;
+}
+
 /** Step 3: write the lease and count the attempt. Params: owner, token, lease ms, lease ms, ids. */
 export function mysqlClaimLease(n: OutboxTableNames, count: number): string {
   return `UPDATE ${n.table} SET locked_by = ?, lock_token = ?, locked_until = ${NOW} + INTERVAL ? * 1000 MICROSECOND,

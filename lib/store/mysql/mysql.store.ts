@@ -6,6 +6,8 @@ import { randomUUID } from 'node:crypto';
 import type {
   ClaimOptions,
   ClaimedBatch,
+  ClaimIdsOptions,
+  ClaimedIds,
   NewOutboxRow,
   OutboxQueuePolicy,
   OutboxStats,
@@ -20,6 +22,8 @@ import {
   mysqlClaimLease,
   mysqlClaimLock,
   mysqlClaimWindow,
+  mysqlExistingIds,
+  mysqlFirstBlockingOutside,
   mysqlDeadByMessageIds,
   mysqlDeadKeys,
   mysqlDeadToRequeue,
@@ -323,6 +327,52 @@ export class MysqlOutboxStore implements OutboxStore {
         // Candidates another dispatcher's claim held (SKIP LOCKED) or took since the window.
         contended: candidates.length - locked.length,
       };
+    });
+  }
+
+  /**
+   * Log tailing's lease by id (see the port): locks the due rows of `ids` (SKIP LOCKED), keeps,
+   * under ordering, those with no earlier blocking row of their key outside the locked set, and
+   * leases them as a claim does, in one transaction.
+   */
+  async claimIds(options: ClaimIdsOptions): Promise<ClaimedIds> {
+    const token = options.token ?? randomUUID();
+    const ids = [...options.ids];
+    if (ids.length === 0) return { token, records: [], unseen: [] };
+    return this.transaction(async (query) => {
+      const { rows: found } = await query<{ id: string | number }>(
+        mysqlExistingIds(this.names, ids.length),
+        ids,
+      );
+      const seen = new Set(found.map((r) => String(r.id)));
+      const unseen = ids.filter((id) => !seen.has(id));
+      const { rows: locked } = await query<ClaimedRow>(mysqlClaimLock(this.names, ids.length), ids);
+      let kept = locked;
+      const keys = [
+        ...new Set(locked.flatMap((r) => (r.message_key === null ? [] : [r.message_key]))),
+      ];
+      if (this.policy.ordered && keys.length > 0) {
+        const lockedIds = locked.map((r) => r.id);
+        const { rows: outside } = await query<{ k: string; first: string | number }>(
+          mysqlFirstBlockingOutside(this.names, this.policy, keys.length, lockedIds.length),
+          [...keys, ...lockedIds],
+        );
+        const first = new Map(outside.map((r) => [r.k, BigInt(r.first)]));
+        kept = locked.filter((r) => {
+          const before = r.message_key === null ? undefined : first.get(r.message_key);
+          return before === undefined || before > BigInt(r.id);
+        });
+      }
+      if (kept.length > 0) {
+        await query(mysqlClaimLease(this.names, kept.length), [
+          options.owner,
+          token,
+          options.leaseMs,
+          options.leaseMs,
+          ...kept.map((r) => r.id),
+        ]);
+      }
+      return { token, records: toClaimedRecords(kept), unseen };
     });
   }
 

@@ -55,6 +55,22 @@ export interface OutboxLogSource {
   lag(): Promise<OutboxLogLag>;
 }
 
+/**
+ * How the instance's own connection reaches the server, where the module can tell (a TypeORM
+ * DataSource's options): a log source opens its replication connection the same way unless
+ * told otherwise. May hold a password: never log it.
+ */
+export interface OutboxLogConnectionSettings {
+  readonly connectionString?: string;
+  readonly host?: string;
+  readonly port?: number;
+  readonly user?: string;
+  readonly password?: string;
+  readonly database?: string;
+  /** As the driver takes it (`true`, or TLS options). */
+  readonly ssl?: boolean | object;
+}
+
 /** What a log source is built from, given by the module at bootstrap. */
 export interface OutboxLogSourceContext {
   readonly database: 'postgres' | 'mysql' | 'sqlite';
@@ -63,10 +79,19 @@ export interface OutboxLogSourceContext {
   readonly sql: SqlPort;
   /** A name for this process in locks and logs (the dispatcher's `locked_by`). */
   readonly owner: string;
+  /** The instance's connection settings, when the module can tell them (see there). */
+  readonly connection?: OutboxLogConnectionSettings;
+  /** The dispatcher's log, for a source's own lines (standby, reconnects). */
+  readonly log?: (level: 'log' | 'warn', message: string) => void;
 }
 
 /** What `dispatcher.observe` takes besides `'poll'`: builds the source for the instance's database. */
 export interface OutboxLogObserver {
   readonly kind: 'log';
+  /**
+   * How often the dispatcher still polls the table while it observes the log: the path of
+   * retries, promotions and rows the log's reader left to the table. @default 5000
+   */
+  readonly sweepIntervalMs?: number;
   create(context: OutboxLogSourceContext): OutboxLogSource;
 }

@@ -109,6 +109,27 @@ export interface ClaimOptions {
   readonly token?: string;
 }
 
+/** What `claimIds` leases: rows the database's log named, by id (log tailing). */
+export interface ClaimIdsOptions {
+  /** Row ids (`id`, decimal text), in the order the log gave them. */
+  readonly ids: readonly string[];
+  readonly owner: string;
+  readonly leaseMs: number;
+  /** The lease token to write. @default a new one */
+  readonly token?: string;
+}
+
+/** A lease by id: the leased rows, and the ids the table does not show (yet). */
+export interface ClaimedIds {
+  readonly token: string;
+  readonly records: readonly ClaimedRecord[];
+  /**
+   * Ids the statement's snapshot did not find at all: the log can hand over a commit a moment
+   * before a new snapshot sees it. Ask again; never treat them as gone.
+   */
+  readonly unseen: readonly string[];
+}
+
 /** How a store queues the messages of one key; fixed for the store's life. */
 export interface OutboxQueuePolicy {
   /** A key is claimed from its head only (a run of up to `maxRun`); the others wait their turn. */
@@ -160,6 +181,14 @@ export interface OutboxStore {
    * backlogs queued behind a stuck key: those are reported in `blockedKeys` for `park`.
    */
   claim(options: ClaimOptions): Promise<ClaimedBatch>;
+  /**
+   * Leases, by id, those of `ids` a claim could take now (pending, due, unleased) and, under
+   * ordering, only where every earlier undelivered message of the key is leased by this same
+   * call: a prefix of each key's queue, as `claim` would take. The same lease, token and
+   * attempt as `claim`, in one statement, so `settle` applies unchanged. Rows it leaves are
+   * the table's to claim (log tailing, docs/log-tailing.md). Left out: no log tailing.
+   */
+  claimIds?(options: ClaimIdsOptions): Promise<ClaimedIds>;
   /**
    * Whether any message is due (pending and available now), in one read of the pending index
    * outside any transaction: a drain that finds none skips the claim's transaction, so an idle

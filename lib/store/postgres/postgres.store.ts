@@ -3,6 +3,8 @@ import { randomUUID } from 'node:crypto';
 import type {
   ClaimOptions,
   ClaimedBatch,
+  ClaimIdsOptions,
+  ClaimedIds,
   NewOutboxRow,
   OutboxQueuePolicy,
   OutboxStats,
@@ -38,6 +40,7 @@ import {
   postgresStats,
 } from './postgres.sql';
 import { windowOf } from '../shared-sql/claim-window';
+import { postgresClaimIds } from './postgres.log-tailing-sql';
 import { postgresLiterals } from './postgres-literal';
 import { promotionRun } from '../../options/queue-policy';
 import { preparedFailure, statementName } from '../shared-sql/prepared-statements';
@@ -75,6 +78,8 @@ export class PostgresOutboxStore implements OutboxStore {
   /** The settle statement of each shape (its groups, settle mode, partition range, promotion). */
   private readonly settleSql = new Map<string, string>();
   private readonly claimSql: string;
+  /** The lease by id of log tailing, built at its first use. */
+  private claimIdsSql: string | undefined;
   /** Whether the table has schema step 5's waiting index; read once, at the first promotion. */
   private waitingIndex: Promise<boolean> | undefined;
 
@@ -197,6 +202,16 @@ export class PostgresOutboxStore implements OutboxStore {
       inFlightKeys: rows[0]?.in_flight ?? 0,
       contended: rows[0]?.contended ?? 0,
     };
+  }
+
+  async claimIds(options: ClaimIdsOptions): Promise<ClaimedIds> {
+    const token = options.token ?? randomUUID();
+    if (options.ids.length === 0) return { token, records: [], unseen: [] };
+    this.claimIdsSql ??= postgresClaimIds(this.names, this.policy);
+    const params = [options.owner, token, options.leaseMs, options.ids];
+    const { rows } = await this.statementTransaction<ClaimIdsRow>(this.claimIdsSql, params, {});
+    const claimed = rows.filter((row): row is ClaimedRow & ClaimIdsRow => row.id !== null);
+    return { token, records: toClaimedRecords(claimed), unseen: rows[0]?.unseen ?? [] };
   }
 
   async hasDue(): Promise<boolean> {
@@ -623,6 +638,12 @@ function lockTimedOut(error: unknown): boolean {
     (e?.cause !== undefined && e.cause !== error && lockTimedOut(e.cause))
   );
 }
+
+/** A lease by id answers one row even when it leased nothing, to carry the unseen ids. */
+type ClaimIdsRow = Omit<ClaimedRow, 'id'> & {
+  id: ClaimedRow['id'] | null;
+  unseen: string[] | null;
+};
 
 /** A claim answers one row even when it leased nothing, to carry the blocked keys. */
 type ClaimRow = Omit<ClaimedRow, 'id'> & {

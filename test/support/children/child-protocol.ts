@@ -1,4 +1,5 @@
 import type { OutboxDispatcherOptions, OutboxRetryOptions } from '../../../lib';
+import type { LogTailingOptions } from '../../../lib/log-tailing';
 
 /** What test/support/dispatcher-child.ts is told through OUTBOX_CHILD. */
 export interface ChildConfig {
@@ -17,6 +18,8 @@ export interface ChildConfig {
   readonly retry?: OutboxRetryOptions;
   /** Hang (never settle) in the batch that crosses this many published messages. */
   readonly hangAfter?: number;
+  /** Observe the log (`dispatcher.observe: logTailing(these)`) instead of polling. */
+  readonly logTailing?: LogTailingOptions;
 }
 
 export interface ChildTotals {

@@ -1,0 +1,177 @@
+import { randomUUID } from 'node:crypto';
+import type { OutboxBatchReport } from '../observers/outbox-observer.interface';
+import { describeError } from '../internal/describe-error';
+import type { ClaimedIds, OutboxStore } from '../store/ports/outbox-store.port';
+import type { LoggedBatch, OutboxLogSource } from '../store/ports/outbox-log-source.port';
+import type { LeasedBatch } from './claimer';
+import type { DatabaseWatchdog } from './database-watchdog';
+import type { DispatcherLog } from './dispatcher-log';
+import { sleep } from './sleep';
+
+/** How often, and how long apart, ids the table does not show yet are asked for again. */
+const UNSEEN_TRIES = 100;
+const UNSEEN_WAIT_MS = 10;
+
+/** What the tailer needs from its dispatcher. */
+export interface LogTailerParts {
+  readonly source: OutboxLogSource;
+  readonly store: Required<Pick<OutboxStore, 'claimIds'>>;
+  readonly watchdog: DatabaseWatchdog;
+  readonly log: DispatcherLog;
+  readonly owner: string;
+  readonly leaseMs: number;
+  readonly batchSize: number;
+  /** Ordering on: a key's messages go one run (of up to `maxRun`) at a time, in log order. */
+  readonly ordered: boolean;
+  readonly maxRun: number;
+  /** Shutting down or paused by an outage: lease nothing more, leave the rest to the table. */
+  readonly holdsOff: () => boolean;
+  /** Publishes a leased batch and settles the outcome; never throws (the dispatcher's). */
+  readonly deliver: (batch: LeasedBatch, started: number) => Promise<OutboxBatchReport>;
+  /** Some rows were left to the table: the table's path (the poll) should look soon. */
+  readonly handOff: () => void;
+  /** A database call failed: pause as a failed claim does. */
+  readonly pause: (error: unknown, what: string) => void;
+}
+
+/**
+ * The dispatcher's side of log tailing: takes the committed inserts the log source hands over
+ * (in commit order), leases them by id (`claimIds`) and delivers them through the dispatcher's
+ * own publish, judge and settle; then acknowledges the log position. What it cannot lease now
+ * (a key held in the table by a message backing off or dead, rows leased by another process,
+ * not due yet) it leaves to the table, whose poll runs on beside it: see ARCHITECTURE.md,
+ * "Log tailing: two paths, one owner".
+ */
+export class LogTailer {
+  private readonly abort = new AbortController();
+  private running: Promise<void> | undefined;
+
+  constructor(private readonly parts: LogTailerParts) {}
+
+  start(): void {
+    this.running ??= this.parts.source
+      .run((batch) => this.handle(batch), this.abort.signal)
+      .catch((error: unknown) =>
+        this.parts.log.error(`Log tailing stopped on an error: ${describeError(error)}`),
+      );
+  }
+
+  /** Stops reading; resolves once the batch being handled has been delivered and settled. */
+  async stop(): Promise<void> {
+    this.abort.abort();
+    await this.running;
+  }
+
+  /** One run of committed inserts: leased and delivered, or left to the table; then acknowledged. */
+  private async handle(batch: LoggedBatch): Promise<void> {
+    const { ordered, batchSize, maxRun } = this.parts;
+    // Keyless messages (and every message without ordering) have no order to keep.
+    const free: string[] = [];
+    const keys = new Map<string, string[]>();
+    for (const insert of batch.inserts) {
+      if (!ordered || insert.key === null) free.push(insert.id);
+      else {
+        const queue = keys.get(insert.key);
+        if (queue === undefined) keys.set(insert.key, [insert.id]);
+        else queue.push(insert.id);
+      }
+    }
+    let handedOff = 0;
+    let unseenTries = 0;
+    while (free.length > 0 || keys.size > 0) {
+      if (this.parts.holdsOff()) {
+        if (this.abort.signal.aborted) return; // unacknowledged: read again after a restart
+        // An outage: the table's path takes them after the pause, with no attempt spent here.
+        handedOff += free.length + [...keys.values()].reduce((n, q) => n + q.length, 0);
+        break;
+      }
+      // Keyless ids first, then a run from the front of each key's queue.
+      const picked = free.splice(0, batchSize);
+      const freePicked = picked.length;
+      const runs = new Map<string, string[]>();
+      for (const [key, queue] of keys) {
+        if (picked.length >= batchSize) break;
+        const run = queue.splice(0, Math.min(maxRun, batchSize - picked.length));
+        runs.set(key, run);
+        picked.push(...run);
+      }
+      const started = performance.now();
+      const leased = await this.lease(picked);
+      if (leased === undefined) {
+        // The database failed (the dispatcher paused); the rows stay in the table, pending.
+        handedOff += picked.length + free.length;
+        handedOff += [...keys.values()].reduce((n, q) => n + q.length, 0);
+        break;
+      }
+      const taken = new Set(leased.records.map((r) => r.id));
+      const unseen = new Set(leased.unseen);
+      const retry = unseenTries < UNSEEN_TRIES;
+      let waitForUnseen = false;
+      for (const id of picked.slice(0, freePicked)) {
+        if (taken.has(id)) continue;
+        if (unseen.has(id) && retry) {
+          free.push(id);
+          waitForUnseen = true;
+        } else handedOff++;
+      }
+      for (const [key, run] of runs) {
+        const queue = keys.get(key) ?? [];
+        const rest = run.filter((id) => !taken.has(id));
+        // The lease took a prefix of the run (claimIds). The first id it left decides: not in
+        // the table yet, ask again; otherwise the key is held in the table (its head backing
+        // off, dead, leased by another), and the table's path owns the key's later messages.
+        const [first] = rest;
+        if (first === undefined) {
+          if (queue.length === 0) keys.delete(key);
+        } else if (unseen.has(first) && retry) {
+          queue.unshift(...rest);
+          waitForUnseen = true;
+        } else {
+          handedOff += rest.length + queue.length;
+          keys.delete(key);
+        }
+      }
+      if (leased.records.length > 0) {
+        const leaseEnd = started + this.parts.leaseMs;
+        const { token, records } = leased;
+        const batch = { token, records, blockedKeys: [], inFlightKeys: 0 };
+        await this.parts.deliver({ ...batch, claimedAt: started, leaseEnd }, started);
+        // A key delivered in this batch gets its next run in the next round; one that failed
+        // is refused there by claimIds (its head is pending again), and so left to the table.
+      }
+      if (waitForUnseen) {
+        unseenTries++;
+        await sleep(UNSEEN_WAIT_MS);
+      }
+    }
+    if (handedOff > 0) {
+      this.parts.log.debug(`Log tailing left ${handedOff} message(s) to the table's path`);
+      this.parts.handOff();
+    }
+    // Every insert up to here is settled in the table, or pending there for its own path.
+    try {
+      await this.parts.source.acknowledge(batch.position);
+    } catch (error) {
+      // Not acknowledged: read again after a reconnect, which the lease by id makes harmless.
+      this.parts.log.warn(
+        `Acknowledging log position ${batch.position} failed: ${describeError(error)}`,
+      );
+    }
+  }
+
+  /** Leases `ids` (see claimIds); undefined when the database failed. */
+  private async lease(ids: readonly string[]): Promise<ClaimedIds | undefined> {
+    if (ids.length === 0) return { token: '', records: [], unseen: [] };
+    const token = randomUUID();
+    const { store, owner, leaseMs } = this.parts;
+    try {
+      return await this.parts.watchdog.run('claim', () =>
+        store.claimIds({ ids, owner, leaseMs, token }),
+      );
+    } catch (error) {
+      // Its rows, if it committed after all, return when the lease expires (the unlocker).
+      this.parts.pause(error, 'lease by id failed (database unavailable?)');
+      return undefined;
+    }
+  }
+}

@@ -1,0 +1,24 @@
+/**
+ * `nestjs-outbox/log-tailing`: the dispatcher learns of new messages from the database's log
+ * instead of polling the table for them: `dispatcher: { observe: logTailing() }`. PostgreSQL
+ * reads logical replication (`pgoutput`) through the optional peer `pg-logical-replication`.
+ * The table stays the record of every message. See docs/log-tailing.md.
+ */
+export { logTailing } from './log-tailing.observer';
+export { logTailingMigration } from './log-tailing.migration';
+export type { LogTailingOptions } from './log-tailing.options';
+export { PostgresLogSource } from './postgres/postgres-log.source';
+export type { PostgresLogSourceSettings } from './postgres/postgres-log.source';
+export type {
+  LoggedBatch,
+  LoggedInsert,
+  OutboxLogLag,
+  OutboxLogObserver,
+  OutboxLogSource,
+  OutboxLogSourceContext,
+  OutboxLogConnectionSettings,
+} from '../store/ports/outbox-log-source.port';
+export {
+  postgresLogNames,
+  postgresLogTailingDdl,
+} from '../store/postgres/postgres.log-tailing-sql';

@@ -1,0 +1,239 @@
+import { Logger } from '@nestjs/common';
+import { DatabaseWatchdog } from '../../lib/dispatch/database-watchdog';
+import { DispatcherLog } from '../../lib/dispatch/dispatcher-log';
+import { LogTailer, type LogTailerParts } from '../../lib/dispatch/log-tailer';
+import type { LeasedBatch } from '../../lib/dispatch/claimer';
+import type { OutboxBatchReport } from '../../lib/observers/outbox-observer.interface';
+import type {
+  ClaimedIds,
+  ClaimedRecord,
+  ClaimIdsOptions,
+} from '../../lib/store/ports/outbox-store.port';
+import type { LoggedBatch, OutboxLogSource } from '../../lib/store/ports/outbox-log-source.port';
+
+// The log tailer's own decisions, over a table kept in memory that leases by id as claimIds
+// promises (pending, unleased, a prefix of each key): the order it asks for a key's messages
+// in, what it leaves to the table, the ids the table does not show yet, and when it
+// acknowledges. That the real statements keep those promises is proven on the databases
+// (test/log-tailing/).
+
+interface Row {
+  readonly id: string;
+  readonly key: string | null;
+  status: 'pending' | 'delivered';
+  leased: boolean;
+  /** claimIds calls left before the row is visible. */
+  hiddenFor: number;
+}
+
+class Table {
+  readonly rows = new Map<string, Row>();
+  readonly failing = new Set<string>();
+  readonly published: string[] = [];
+
+  add(id: string, key: string | null, hiddenFor = 0): { id: string; key: string | null } {
+    this.rows.set(id, { id, key, status: 'pending', leased: false, hiddenFor });
+    return { id, key };
+  }
+
+  claimIds({ ids, token }: ClaimIdsOptions): Promise<ClaimedIds> {
+    const unseen: string[] = [];
+    const locked = ids.flatMap((id) => {
+      const row = this.rows.get(id);
+      if (row === undefined || row.hiddenFor > 0) {
+        if (row !== undefined) row.hiddenFor--;
+        unseen.push(id);
+        return [];
+      }
+      return row.status === 'pending' && !row.leased ? [row] : [];
+    });
+    const lockedIds = new Set(locked.map((r) => r.id));
+    const kept = locked.filter(
+      (r) =>
+        r.key === null ||
+        ![...this.rows.values()].some(
+          (e) =>
+            e.key === r.key &&
+            Number(e.id) < Number(r.id) &&
+            e.status === 'pending' &&
+            !lockedIds.has(e.id),
+        ),
+    );
+    for (const r of kept) r.leased = true;
+    return Promise.resolve({ token: token ?? 't', records: kept.map(record), unseen });
+  }
+
+  /** Publishes in id order; a failing row stays pending (a retry in the table). */
+  deliver(batch: LeasedBatch): Promise<OutboxBatchReport> {
+    let published = 0;
+    const stopped = new Set<string>();
+    for (const r of [...batch.records].sort((a, b) => Number(a.id) - Number(b.id))) {
+      const row = this.rows.get(r.id) as Row;
+      row.leased = false;
+      if (this.failing.has(r.id) || (r.key !== null && stopped.has(r.key))) {
+        if (r.key !== null) stopped.add(r.key);
+        continue;
+      }
+      row.status = 'delivered';
+      this.published.push(r.id);
+      published++;
+    }
+    const report = { claimed: batch.records.length, published };
+    return Promise.resolve({
+      ...report,
+      retried: report.claimed - published,
+      deadLettered: 0,
+      released: 0,
+      fenced: 0,
+      durationMs: 0,
+    });
+  }
+}
+
+function record(row: Row): ClaimedRecord {
+  return {
+    id: row.id,
+    messageId: `m${row.id}`,
+    topic: 't',
+    key: row.key,
+    type: 'e',
+    payload: '{}',
+    headers: {},
+    attempts: 1,
+    createdAt: new Date(0),
+    ageMs: 0,
+  };
+}
+
+/** A source that hands over the given batches, then waits to be stopped. */
+class ListSource implements OutboxLogSource {
+  readonly acknowledged: string[] = [];
+  constructor(private readonly batches: LoggedBatch[]) {}
+  check(): Promise<void> {
+    return Promise.resolve();
+  }
+  async run(onBatch: (batch: LoggedBatch) => Promise<void>, signal: AbortSignal): Promise<void> {
+    for (const batch of this.batches) {
+      if (signal.aborted) return;
+      await onBatch(batch);
+    }
+    this.done();
+    if (signal.aborted) return;
+    await new Promise<void>((resolve) => signal.addEventListener('abort', () => resolve()));
+  }
+  acknowledge(position: string): Promise<void> {
+    this.acknowledged.push(position);
+    return Promise.resolve();
+  }
+  lag() {
+    return Promise.resolve({ retainedBytes: 0, active: true });
+  }
+  done: () => void = () => undefined;
+  readonly finished = new Promise<void>((resolve) => (this.done = resolve));
+}
+
+function tailer(
+  table: Table,
+  source: ListSource,
+  overrides: Partial<LogTailerParts> = {},
+): { tailer: LogTailer; handOffs: () => number } {
+  const log = new DispatcherLog(new Logger('test'), 'default', 'abcd0123');
+  let handOffs = 0;
+  const parts: LogTailerParts = {
+    source,
+    store: { claimIds: (o) => table.claimIds(o) },
+    watchdog: new DatabaseWatchdog(5_000, log),
+    log,
+    owner: 'me',
+    leaseMs: 10_000,
+    batchSize: 10,
+    ordered: true,
+    maxRun: 2,
+    holdsOff: () => false,
+    deliver: (batch) => table.deliver(batch),
+    handOff: () => handOffs++,
+    pause: () => undefined,
+    ...overrides,
+  };
+  return { tailer: new LogTailer(parts), handOffs: () => handOffs };
+}
+
+describe('LogTailer', () => {
+  it("publishes each key in log order, a run at a time, and acknowledges the batch's position after", async () => {
+    const table = new Table();
+    const inserts = [
+      table.add('1', 'a'),
+      table.add('2', 'b'),
+      table.add('3', 'a'),
+      table.add('4', null),
+      table.add('5', 'a'),
+      table.add('6', 'b'),
+    ];
+    const source = new ListSource([{ inserts, position: '0/100' }]);
+    const { tailer: t, handOffs } = tailer(table, source);
+    t.start();
+    await source.finished;
+    await t.stop();
+    const ofKey = (key: string) => table.published.filter((id) => table.rows.get(id)?.key === key);
+    expect(ofKey('a')).toEqual(['1', '3', '5']);
+    expect(ofKey('b')).toEqual(['2', '6']);
+    expect([...table.published].sort()).toEqual(['1', '2', '3', '4', '5', '6']);
+    expect(source.acknowledged).toEqual(['0/100']);
+    expect(handOffs()).toBe(0);
+  });
+
+  it('leaves a key to the table once its head fails, and still acknowledges', async () => {
+    const table = new Table();
+    const inserts = [
+      table.add('1', 'a'),
+      table.add('2', 'b'),
+      table.add('3', 'a'),
+      table.add('4', 'a'),
+    ];
+    table.failing.add('1');
+    const source = new ListSource([{ inserts, position: '0/200' }]);
+    const { tailer: t, handOffs } = tailer(table, source, { maxRun: 1 });
+    t.start();
+    await source.finished;
+    await t.stop();
+    expect(table.published).toEqual(['2']);
+    expect(table.rows.get('3')?.status).toBe('pending');
+    expect(table.rows.get('4')?.status).toBe('pending');
+    expect(handOffs()).toBe(1);
+    expect(source.acknowledged).toEqual(['0/200']);
+  });
+
+  it('asks again for ids the table does not show yet, and publishes them in order', async () => {
+    const table = new Table();
+    const inserts = [table.add('1', 'a', 3), table.add('2', 'a'), table.add('3', null, 2)];
+    const source = new ListSource([{ inserts, position: '0/300' }]);
+    const { tailer: t, handOffs } = tailer(table, source);
+    t.start();
+    await source.finished;
+    await t.stop();
+    expect(table.published.filter((id) => id !== '3')).toEqual(['1', '2']);
+    expect(table.published).toContain('3');
+    expect(handOffs()).toBe(0);
+  });
+
+  it('acknowledges nothing it was stopped in the middle of', async () => {
+    const table = new Table();
+    const inserts = [table.add('1', 'a'), table.add('2', 'a')];
+    const source = new ListSource([{ inserts, position: '0/400' }]);
+    let stopping = false;
+    const { tailer: t } = tailer(table, source, {
+      maxRun: 1,
+      holdsOff: () => stopping,
+      deliver: async (batch) => {
+        stopping = true;
+        const report = await table.deliver(batch);
+        void t.stop();
+        return report;
+      },
+    });
+    t.start();
+    await t.stop();
+    expect(table.published).toEqual(['1']);
+    expect(source.acknowledged).toEqual([]);
+  });
+});
