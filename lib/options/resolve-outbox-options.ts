@@ -186,7 +186,15 @@ function checkExternalDelivery(
   options: OutboxModuleOptions,
   partitioning: ResolvedPartitioningOptions | null,
   cleaner: ResolvedCleanerOptions,
+  dispatcher: ResolvedDispatcherOptions,
 ): void {
+  if (dispatcher.observe !== 'poll') {
+    fail(
+      'dispatcher.observe',
+      "a log observer is given with delivery 'external', where no dispatcher runs to read the log",
+      "Leave dispatcher.observe out (the external engine reads the log), or use delivery 'dispatcher' with logTailing().",
+    );
+  }
   if (options.publisher !== undefined) {
     fail(
       'publisher',
@@ -241,7 +249,7 @@ export function resolveOutboxOptions(
       'Leave cleaner.archive off on a partitioned table (keep old partitions longer with partitioning.retention), or use a plain table to archive.',
     );
   }
-  if (delivery === 'external') checkExternalDelivery(options, partitioning, cleaner);
+  if (delivery === 'external') checkExternalDelivery(options, partitioning, cleaner, dispatcher);
   const observer = resolveObserver(options.observer);
   const headersProvider = resolveHeadersProvider(options.headersProvider);
   return {

@@ -6,6 +6,7 @@ import {
   type OutboxModuleOptions,
   type OutboxPublisher,
 } from '../../lib';
+import { logTailing } from '../../lib/log-tailing';
 import { resolveOutboxOptions } from '../../lib/options/resolve-outbox-options';
 
 const dataSource = new DataSource({ type: 'better-sqlite3', database: ':memory:' });
@@ -46,6 +47,16 @@ describe("delivery: 'external' options", () => {
     expect(errorOf({ dataSource, delivery: 'external', cleaner: { archive: true } }).option).toBe(
       'cleaner.archive',
     );
+  });
+
+  it('rejects a log observer: no dispatcher runs to read the log', () => {
+    const error = errorOf({
+      dataSource,
+      delivery: 'external',
+      dispatcher: { observe: logTailing() },
+    });
+    expect(error.option).toBe('dispatcher.observe');
+    expect(error.message).toMatch(/Leave dispatcher.observe out/);
   });
 });
 
