@@ -128,7 +128,9 @@ export class BinlogTransactions {
   }
 }
 
-function insertOf(row: Readonly<Record<string, unknown>>): LoggedInsert {
+function insertOf(inserted: object): LoggedInsert {
+  // A writerows row: the inserted values by column name.
+  const row = inserted as Readonly<Record<string, unknown>>;
   return { id: String(row['id']), key: textOf(row['message_key']) };
 }
 
