@@ -30,7 +30,10 @@ export interface LogTailingOptions {
    * left to the table). @default 5000
    */
   sweepIntervalMs?: number;
-  /** Most inserts received and not yet handed over before reading pauses. @default 50000 */
+  /**
+   * Most inserts received and not yet handed over before reading pauses (PostgreSQL; the
+   * MySQL/MariaDB reader pauses the binlog at 10 000). @default 50000
+   */
   maxQueued?: number;
   /**
    * MySQL/MariaDB: the replica id the binlog reader announces, unique among the server's
