@@ -19,7 +19,13 @@ import {
 } from '../support/outbox-harness';
 import { useOutboxScope } from '../support/outbox-scope';
 import { RecordingPublisher } from '../support/recording.publisher';
+import { DispatcherChild } from '../support/children/spawn-dispatcher';
+import { TcpConsumer } from '../support/children/tcp-consumer';
 import { describeWithPackages } from '../support/services';
+import { TerminusModule } from '@nestjs/terminus';
+import { Registry } from 'prom-client';
+import { OutboxHealthIndicator } from 'nestjs-outbox/terminus';
+import { OutboxMetrics } from 'nestjs-outbox/prometheus';
 import { runOutboxCli } from '../../lib/operations/cli/outbox-cli';
 import { expectNever, waitFor } from '../support/wait-for';
 
@@ -296,6 +302,134 @@ describeWithPackages(['mariadb'], ['@vlasky/zongji'], 'log tailing on MySQL/Mari
         await orderOf(b, `k${k}`),
       );
     }
+  });
+
+  it('pauses through a broker outage without spending attempts, then delivers everything', async () => {
+    const table = await tailedTable();
+    const publisher = new RecordingPublisher();
+    const h = await tailingApp(
+      table,
+      publisher,
+      { sweepIntervalMs: 200 },
+      { dispatcher: { maxOutagePauseMs: 500 } },
+    );
+    await positionStored(table);
+    publisher.goDown();
+    const ids = [
+      ...(await h.commit([msg('k', { n: 1 }), msg(null, { n: 2 })])),
+      ...(await h.commit([msg('k', { n: 3 })])),
+    ];
+    await waitFor('the outage seen', () => h.outages.length > 0);
+    await expectNever(
+      'a message published during the outage',
+      () => publisher.sentIds.length > 0,
+      500,
+    );
+    publisher.comeBack();
+    await waitFor('every message delivered', delivered(h), { timeoutMs: 15_000 });
+    expect([...publisher.sentIds].sort()).toEqual([...ids].sort());
+    expect(publisher.sentForKey('k')).toEqual([ids[0], ids[2]]);
+    // The outage gave every attempt back: each row counts only the one that delivered it.
+    expect((await h.rows()).map((r) => r.attempts)).toEqual([1, 1, 1]);
+  });
+
+  it('a standby takes over within seconds when the reading process is SIGKILLed mid-batch; nothing is lost, per-key order holds', async () => {
+    const consumer = new TcpConsumer();
+    await consumer.start();
+    scope.defer(() => consumer.stop().catch(() => undefined));
+    const table = await tailedTable();
+    // A plain Node process: it loads @vlasky/zongji itself (no binlogClient).
+    const doomed = await DispatcherChild.start({
+      db: 'mariadb',
+      table,
+      instanceId: 'doomed-tailer',
+      tcpPort: consumer.port,
+      dispatcher: { leaseMs: 3_000, publishTimeoutMs: 2_800, batchSize: 20, listen: false },
+      hangAfter: 25,
+      logTailing: { sweepIntervalMs: NO_SWEEP, standbyRetryMs: 200 },
+    });
+    scope.defer(() => doomed.kill('SIGKILL').catch(() => undefined));
+    await positionStored(table);
+    // The standby, in this process: it waits for the lock while the child reads the binlog.
+    const survivor = new RecordingPublisher();
+    const b = await tailingApp(
+      table,
+      survivor,
+      { sweepIntervalMs: 200 },
+      { instanceId: 'survivor', dispatcher: { leaseMs: 1_500 } },
+    );
+    const writer = await enqueuer(table);
+    const ids: string[] = [];
+    for (let tx = 0; tx < 12; tx++) {
+      ids.push(
+        ...(await writer.commit(Array.from({ length: 10 }, (_, k) => msg(`key-${k}`, { tx })))),
+      );
+    }
+    const hanging = await doomed.waitFor('hanging', 20_000);
+    expect((await b.dispatcher.logLagStatus())?.active).toBe(false);
+    // The child's batch in flight: leased to it, published in part, never settled.
+    const leasedToChild = (await b.rows())
+      .filter((r) => r.lockedBy === 'doomed-tailer' && r.status === 'pending')
+      .map((r) => r.messageId);
+    await doomed.kill('SIGKILL');
+    const killedAt = Date.now();
+    await waitFor(
+      'the standby reading',
+      async () => (await b.dispatcher.logLagStatus())?.active === true,
+      { timeoutMs: 10_000, intervalMs: 50 },
+    );
+    const takeoverMs = Date.now() - killedAt;
+    await waitFor('every row delivered', delivered(b), { timeoutMs: 30_000 });
+    expect(takeoverMs).toBeLessThan(5_000);
+
+    const sentByChild = consumer.counts();
+    const sentBySurvivor = survivor.sentIds;
+    // Nothing lost; the only messages published twice are the ones the child sent and never settled.
+    expect(ids.filter((id) => !sentByChild.has(id) && !sentBySurvivor.includes(id))).toEqual([]);
+    const unsettled = new Set(leasedToChild);
+    const twice = sentBySurvivor.filter((id) => sentByChild.has(id));
+    expect(twice.filter((id) => !unsettled.has(id))).toEqual([]);
+    expect(hanging.published.filter((id) => !twice.includes(id))).toEqual([]);
+    expect(new Set(sentBySurvivor).size).toBe(sentBySurvivor.length);
+    // Per key, first publications in commit order: the child's, then the survivor's new ones.
+    const firsts = consumer.firstArrivalsByKey();
+    for (let k = 0; k < 10; k++) {
+      const key = `key-${k}`;
+      const byChild = firsts.get(key) ?? [];
+      const bySurvivor = survivor.sentForKey(key).filter((id) => !byChild.includes(id));
+      expect([...byChild, ...bySurvivor]).toEqual(await orderOf(b, key));
+    }
+  });
+
+  it('reports the binlog after the stored position and its reader as Prometheus gauges and in the Terminus health check', async () => {
+    const table = await tailedTable();
+    const spec = dispatchTestApp(new RecordingPublisher());
+    const h = await scope.open({
+      ...spec,
+      table,
+      imports: [TerminusModule.forRoot({ logger: false })],
+      providers: [OutboxHealthIndicator],
+      options: mergeOutboxOptions(spec.options ?? {}, {
+        autoStart: true,
+        dispatcher: {
+          observe: logTailing({ sweepIntervalMs: NO_SWEEP, binlogClient: ZongJi }),
+        },
+      }),
+    });
+    await waitFor('reading', async () => (await h.dispatcher.logLagStatus())?.active === true);
+    await positionStored(table);
+    const registry = new Registry();
+    const metrics = new OutboxMetrics({ registry, sampleIntervalMs: 100 });
+    metrics.startSampling(h.outbox, h.dispatcher);
+    scope.defer(() => metrics.stopSampling());
+    await waitFor('the gauges sampled', async () =>
+      (await registry.metrics()).includes('outbox_log_reader_active 1'),
+    );
+    expect(await registry.metrics()).toMatch(/^outbox_log_retained_bytes \d+$/m);
+    const health = h.moduleRef.get(OutboxHealthIndicator);
+    const up = await health.isHealthy('outbox', { requireDispatcher: true });
+    expect(up.outbox).toMatchObject({ status: 'up', log: { reading: true } });
+    expect(typeof up.outbox.log?.retainedBytes).toBe('number');
   });
 
   it('outbox schema migrate --log-tailing makes the position table; log status shows the position, the reader and the lag; log drop --yes removes it', async () => {
