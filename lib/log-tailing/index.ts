@@ -1,7 +1,9 @@
 /**
  * `nestjs-outbox/log-tailing`: the dispatcher learns of new messages from the database's log
  * instead of polling the table for them: `dispatcher: { observe: logTailing() }`. PostgreSQL
- * reads logical replication (`pgoutput`) through the optional peer `pg-logical-replication`.
+ * reads logical replication (`pgoutput`) through the optional peer `pg-logical-replication`;
+ * MySQL/MariaDB reads the binlog through the optional peer `@vlasky/zongji`, loaded only when
+ * the dispatcher starts on MySQL.
  * The table stays the record of every message. See docs/log-tailing.md.
  */
 export { logTailing } from './log-tailing.observer';
@@ -9,6 +11,9 @@ export { logTailingMigration } from './log-tailing.migration';
 export type { LogTailingOptions } from './log-tailing.options';
 export { PostgresLogSource } from './postgres/postgres-log.source';
 export type { PostgresLogSourceSettings } from './postgres/postgres-log.source';
+export { MysqlBinlogSource, mysqlLogSource } from './mysql/mysql-binlog.source';
+export type { MysqlLogSourceSettings } from './mysql/mysql-binlog.source';
+export type { BinlogClientClass, MysqlBinlogConnectionSettings } from './mysql/mysql-binlog-client';
 export type {
   LoggedBatch,
   LoggedInsert,
@@ -22,3 +27,8 @@ export {
   postgresLogNames,
   postgresLogTailingDdl,
 } from '../store/postgres/postgres.log-tailing-sql';
+export {
+  mysqlLogPositionTable,
+  mysqlLogTailingDdl,
+  mysqlLogTailingDrop,
+} from '../store/mysql/mysql.log-tailing-sql';

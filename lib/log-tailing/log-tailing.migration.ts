@@ -5,14 +5,16 @@ import {
   postgresLogNames,
   postgresLogTailingDdl,
 } from '../store/postgres/postgres.log-tailing-sql';
+import { mysqlLogTailingDdl, mysqlLogTailingDrop } from '../store/mysql/mysql.log-tailing-sql';
 import { tableMigration } from '../typeorm/table-migration';
 import { assertIdentifier } from '../internal/sql-identifier';
 
 /**
- * A TypeORM migration that creates the publication PostgreSQL log tailing reads (the same
- * SQL as `outbox schema migrate --log-tailing`); add it after `...outboxMigrations(…)` with the
- * same table options. On another database it does nothing (the binlog needs no publication).
- * `down` drops the publication; drop the slot with `outbox log drop --yes`.
+ * A TypeORM migration that makes what log tailing needs in the database (the same SQL as
+ * `outbox schema migrate --log-tailing`): the publication PostgreSQL reads, or MySQL/MariaDB's
+ * binlog position table `<table>_log_position`. Add it after `...outboxMigrations(…)` with the
+ * same table options; on SQLite it does nothing. `down` drops the publication (drop the slot
+ * with `outbox log drop --yes`) or the position table.
  */
 export function logTailingMigration(
   options: OutboxTableOptions & { readonly publicationName?: string } = {},
@@ -29,11 +31,19 @@ export function logTailingMigration(
     table,
     timestamp,
     async (database, names, run) => {
-      if (database.dialect !== 'postgres') return;
-      for (const statement of postgresLogTailingDdl(names, publication)) await run(statement);
+      const statements =
+        database.dialect === 'postgres'
+          ? postgresLogTailingDdl(names, publication)
+          : database.dialect === 'mysql'
+            ? mysqlLogTailingDdl(names)
+            : [];
+      for (const statement of statements) await run(statement);
     },
-    async (database, _names, run) => {
+    async (database, names, run) => {
       if (database.dialect === 'postgres') await run(postgresDropPublication(publication));
+      if (database.dialect === 'mysql') {
+        for (const statement of mysqlLogTailingDrop(names)) await run(statement);
+      }
     },
   );
 }

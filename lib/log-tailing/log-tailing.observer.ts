@@ -8,6 +8,8 @@ import type {
 } from '../store/ports/outbox-log-source.port';
 import { isSlotName, postgresLogNames } from '../store/postgres/postgres.log-tailing-sql';
 import type { LogTailingOptions } from './log-tailing.options';
+import type { MysqlBinlogConnectionSettings } from './mysql/mysql-binlog-client';
+import { MysqlBinlogSource } from './mysql/mysql-binlog.source';
 import { PostgresLogSource } from './postgres/postgres-log.source';
 
 const DEFAULT_STANDBY_RETRY_MS = 1_000;
@@ -42,11 +44,15 @@ export function logTailing(options: LogTailingOptions = {}): OutboxLogObserver {
     'sweepIntervalMs',
   );
   const maxQueued = positive(options.maxQueued, DEFAULT_MAX_QUEUED, 'maxQueued');
+  const serverId =
+    options.serverId === undefined
+      ? undefined
+      : positive(options.serverId, options.serverId, 'serverId');
   return {
     kind: 'log',
     sweepIntervalMs,
     create(context: OutboxLogSourceContext): OutboxLogSource {
-      // One source per database; MySQL/MariaDB's binlog source joins here (lib/log-tailing/mysql/).
+      // One source per database: lib/log-tailing/postgres/ and lib/log-tailing/mysql/.
       switch (context.database) {
         case 'postgres': {
           const schema = context.names.schema ?? 'public';
@@ -61,11 +67,29 @@ export function logTailing(options: LogTailingOptions = {}): OutboxLogObserver {
             log: context.log ?? (() => undefined),
           });
         }
-        case 'mysql':
-          throw new OutboxOptionsError(
-            "Log tailing on MySQL/MariaDB is not available in this build. Use dispatcher.observe: 'poll'.",
-            'dispatcher.observe',
-          );
+        case 'mysql': {
+          // Refused rather than ignored: a name given for a slot that is never made would
+          // leave its author looking for it.
+          const postgresOnly =
+            slotName !== undefined
+              ? 'slotName'
+              : publicationName !== undefined
+                ? 'publicationName'
+                : undefined;
+          if (postgresOnly !== undefined) {
+            throw new OutboxOptionsError(
+              `logTailing({ ${postgresOnly} }) is for PostgreSQL; MySQL/MariaDB's binlog has no slot or publication (its position is kept in the table <table>_log_position). Remove the option.`,
+              `dispatcher.observe.${postgresOnly}`,
+            );
+          }
+          return new MysqlBinlogSource(context, {
+            connection: binlogConnection(context, connectionString),
+            serverId,
+            client: options.binlogClient,
+            retryMs: standbyRetryMs,
+            logger: { warn: (message) => context.log?.('warn', message) },
+          });
+        }
         case 'sqlite':
           throw sqliteRefused();
       }
@@ -103,6 +127,77 @@ function replicationConnection(
     database: own.database,
     ssl: own.ssl,
   };
+}
+
+/**
+ * The binlog connection: the `mysql://` URL given, else the instance's own settings. Errors
+ * never quote the URL, which holds the password.
+ */
+function binlogConnection(
+  context: OutboxLogSourceContext,
+  connectionString: string | undefined,
+): MysqlBinlogConnectionSettings {
+  if (connectionString !== undefined) {
+    return mysqlUrl(
+      connectionString,
+      'dispatcher.observe.connectionString',
+      'logTailing({ connectionString })',
+    );
+  }
+  const own = context.connection;
+  if (own?.connectionString !== undefined) {
+    return mysqlUrl(own.connectionString, 'dataSource.url', "the DataSource's url");
+  }
+  if (own?.host === undefined || own.user === undefined) {
+    throw new OutboxOptionsError(
+      "logTailing() cannot tell how this instance reaches MySQL/MariaDB (only a TypeORM DataSource's host and username are read): pass logTailing({ connectionString: 'mysql://user:password@host:3306/db' }), a user with REPLICATION SLAVE and REPLICATION CLIENT (BINLOG MONITOR on MariaDB).",
+      'dispatcher.observe.connectionString',
+    );
+  }
+  return {
+    host: own.host,
+    port: own.port,
+    user: own.user,
+    password: own.password,
+    ssl: mysqlSsl(own.ssl),
+  };
+}
+
+/** `mysql://user:password@host:port/db` (or `mariadb://`); `?ssl=true` asks for TLS. */
+function mysqlUrl(text: string, option: string, what: string): MysqlBinlogConnectionSettings {
+  let url: URL | undefined;
+  try {
+    url = new URL(text);
+  } catch {
+    url = undefined;
+  }
+  if (
+    url === undefined ||
+    !/^(mysql|mariadb):$/.test(url.protocol) ||
+    url.hostname === '' ||
+    url.username === ''
+  ) {
+    throw new OutboxOptionsError(
+      `${what} is not a MySQL URL with a user (mysql://user:password@host:3306/db); it is not shown here, as it may hold a password.`,
+      option,
+    );
+  }
+  const ssl = url.searchParams.get('ssl');
+  return {
+    // URL keeps IPv6 hosts in brackets; mysql2 wants them bare.
+    host: url.hostname.replace(/^\[(.*)\]$/, '$1'),
+    port: url.port === '' ? undefined : Number(url.port),
+    user: decodeURIComponent(url.username),
+    password: url.password === '' ? undefined : decodeURIComponent(url.password),
+    ssl: ssl === 'true' || ssl === '1' ? {} : undefined,
+  };
+}
+
+/** TypeORM's `ssl` as mysql2 takes it: `true` is TLS with the defaults. */
+function mysqlSsl(ssl: boolean | object | undefined): MysqlBinlogConnectionSettings['ssl'] {
+  if (ssl === true) return {};
+  if (ssl === false || ssl === undefined) return undefined;
+  return ssl as Readonly<Record<string, unknown>>;
 }
 
 function positive(value: number | undefined, fallback: number, name: string): number {

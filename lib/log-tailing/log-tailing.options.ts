@@ -1,24 +1,51 @@
+import type { BinlogClientClass } from './mysql/mysql-binlog-client';
+
 /** The options of `logTailing()`. */
 export interface LogTailingOptions {
   /**
-   * The replication slot (PostgreSQL): lower-case letters, digits and `_`, at most 63.
+   * The replication slot (PostgreSQL only; refused on MySQL/MariaDB): lower-case letters,
+   * digits and `_`, at most 63.
    * @default `outbox_<database>_<schema>_<table>`, lower-cased (one per outbox table)
    */
   slotName?: string;
-  /** The publication of the outbox table (PostgreSQL). @default `outbox_<schema>_<table>` */
+  /**
+   * The publication of the outbox table (PostgreSQL only; refused on MySQL/MariaDB).
+   * @default `outbox_<schema>_<table>`
+   */
   publicationName?: string;
   /**
-   * How the replication connection reaches the server, e.g. as a role with REPLICATION.
+   * How the replication connection reaches the server: `postgres://…` as a role with
+   * REPLICATION; `mysql://user:password@host:3306/db` as a user with REPLICATION SLAVE and
+   * REPLICATION CLIENT (BINLOG MONITOR on MariaDB). The password is never logged.
    * @default the instance's own connection settings (a TypeORM DataSource's), else required
    */
   connectionString?: string;
-  /** How often a standby asks for the log while another process reads it. @default 1000 */
+  /**
+   * How often a standby asks for the log while another process reads it (on MySQL/MariaDB
+   * also how often a lost binlog connection is retried). @default 1000
+   */
   standbyRetryMs?: number;
   /**
    * How often the dispatcher still polls the table (retries, promotions, rows the log's reader
    * left to the table). @default 5000
    */
   sweepIntervalMs?: number;
-  /** Most inserts received and not yet handed over before reading pauses. @default 50000 */
+  /**
+   * Most inserts received and not yet handed over before reading pauses (PostgreSQL; the
+   * MySQL/MariaDB reader pauses the binlog at 10 000). @default 50000
+   */
   maxQueued?: number;
+  /**
+   * MySQL/MariaDB: the replica id the binlog reader announces, unique among the server's
+   * replicas and readers. @default a number from 1 000 000 000 up, derived from the table's name
+   */
+  serverId?: number;
+  /**
+   * MySQL/MariaDB: the `@vlasky/zongji` class (its default export), for an app that loads it
+   * itself. `@vlasky/zongji` is an ES module: a CommonJS app on Node 20.19+ needs nothing here
+   * (it is loaded at the first start), but an app whose bundler or test runner cannot load ES
+   * modules at run time (jest) imports it and passes it: `binlogClient: ZongJi`.
+   * @default loaded from `@vlasky/zongji` when the dispatcher starts
+   */
+  binlogClient?: BinlogClientClass;
 }

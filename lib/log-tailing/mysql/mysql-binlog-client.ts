@@ -29,8 +29,11 @@ export interface BinlogClientEvent {
   /** tablemap, through writerows' table id. */
   readonly schemaName?: string;
   readonly tableName?: string;
-  /** writerows: the rows inserted, by column name. */
-  readonly rows?: readonly Readonly<Record<string, unknown>>[];
+  /**
+   * writerows: the rows inserted, each an object by column name. Typed `object` so that
+   * zongji's own typings (rows of an update are `{ before, after }`) fit this interface.
+   */
+  readonly rows?: readonly object[];
   readonly tableId?: number;
   readonly tableMap?: Readonly<
     Record<number, { readonly parentSchema: string; readonly tableName: string }>

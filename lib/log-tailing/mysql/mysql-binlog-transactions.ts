@@ -1,6 +1,6 @@
 import type { LoggedBatch, LoggedInsert } from '../../store/ports/outbox-log-source.port';
 import type { BinlogClientEvent } from './mysql-binlog-client';
-import { formatBinlogPosition, type BinlogPosition } from './mysql-binlog-position';
+import { formatBinlogPosition, type BinlogPosition } from '../../store/mysql/mysql.binlog-position';
 
 /** A committed transaction's inserts into the outbox table, and the position after it. */
 interface CommittedTransaction {
@@ -128,7 +128,9 @@ export class BinlogTransactions {
   }
 }
 
-function insertOf(row: Readonly<Record<string, unknown>>): LoggedInsert {
+function insertOf(inserted: object): LoggedInsert {
+  // A writerows row: the inserted values by column name.
+  const row = inserted as Readonly<Record<string, unknown>>;
   return { id: String(row['id']), key: textOf(row['message_key']) };
 }
 

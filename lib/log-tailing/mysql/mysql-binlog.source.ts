@@ -22,7 +22,7 @@ import {
   retainedBinlogBytes,
   type BinaryLogFile,
   type BinlogPosition,
-} from './mysql-binlog-position';
+} from '../../store/mysql/mysql.binlog-position';
 import { BinlogTransactions } from './mysql-binlog-transactions';
 import { mysqlBinlogProblems } from './mysql-log-tailing.checks';
 import { MysqlLogTailingMessages } from './mysql-log-tailing.messages';
@@ -33,7 +33,7 @@ import {
   mysqlAdvanceLogPosition,
   mysqlInsertLogPosition,
   mysqlResetLogPosition,
-} from './mysql-log-tailing.sql';
+} from '../../store/mysql/mysql.log-tailing-sql';
 
 /** What the MySQL/MariaDB log source needs besides the module's context. */
 export interface MysqlLogSourceSettings {
@@ -170,7 +170,7 @@ export class MysqlBinlogSource implements OutboxLogSource {
       .query(`${mysqlReadLogPosition(this.context.names)} LIMIT 0`)
       .catch((error: unknown) => {
         throw new OutboxOptionsError(
-          `Log tailing keeps its binlog position in ${mysqlLogPositionTable(this.context.names)}, which could not be read (${describeError(error)}). Create it: run \`outbox schema migrate\`, or the statements of mysqlLogTailingDdl().`,
+          `Log tailing keeps its binlog position in ${mysqlLogPositionTable(this.context.names)}, which could not be read (${describeError(error)}). Create it: run \`outbox log setup\` (or \`outbox schema migrate --log-tailing\`, or add logTailingMigration() to the app's TypeORM migrations).`,
           'logTailing',
         );
       });

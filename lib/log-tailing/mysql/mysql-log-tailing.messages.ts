@@ -5,7 +5,7 @@
  */
 export const MysqlLogTailingMessages = {
   intro: (problems: readonly string[]): string =>
-    `Log tailing (MySQL/MariaDB binlog) cannot start: ${problems.length === 1 ? 'one server setting is' : `${problems.length} server settings are`} missing.\n- ${problems.join('\n- ')}\nSee docs/log-tailing-mysql.md#what-the-server-needs, or leave log tailing off: the dispatcher then polls the table alone.`,
+    `Log tailing (MySQL/MariaDB binlog) cannot start: ${problems.length === 1 ? 'one server setting is' : `${problems.length} server settings are`} missing.\n- ${problems.join('\n- ')}\nSee docs/log-tailing.md#what-the-server-needs, or leave log tailing off: the dispatcher then polls the table alone.`,
   logBin: (): string =>
     'log_bin is OFF: the server writes no binlog. Set `log_bin = mysql-bin` under [mysqld] (MySQL 8 has it on by default; on RDS enable automated backups) and restart the server.',
   binlogFormat: (format: string): string =>
@@ -23,7 +23,7 @@ export const MysqlLogTailingMessages = {
   tableHidden: (user: string, table: string): string =>
     `the binlog user ${user} cannot see the columns of ${table}, which decoding its rows needs: GRANT SELECT ON ${table} TO ${user};`,
   cannotConnect: (login: string, cause: string): string =>
-    `Log tailing could not log in to the binlog as ${login} (${cause}). Check the log source's \`connection\` (host, port, user, password) and that the user exists with the grants in docs/log-tailing-mysql.md#the-binlog-user-and-its-grants.`,
+    `Log tailing could not log in to the binlog as ${login} (${cause}). Check logTailing({ connectionString }) (or the DataSource's host, port, username and password) and that the user exists with the grants in docs/log-tailing.md#the-binlog-user-and-its-grants.`,
   clientMissing: (cause: string): string =>
-    `Log tailing on MySQL/MariaDB reads the binlog with @vlasky/zongji, which could not be loaded (${cause}). Install it: npm install @vlasky/zongji`,
+    `Log tailing on MySQL/MariaDB reads the binlog with @vlasky/zongji, which could not be loaded (${cause}). Install it: npm install @vlasky/zongji (where ES modules cannot be loaded at run time, as under jest, import it and pass logTailing({ binlogClient }))`,
 } as const;

@@ -1,4 +1,4 @@
-import { LogicalReplicationService, PgoutputPlugin, type Pgoutput } from 'pg-logical-replication';
+import type { LogicalReplicationService, Pgoutput } from 'pg-logical-replication';
 import type { ClientConfig } from 'pg';
 import { OutboxOptionsError } from '../../errors/outbox-options.error';
 import { describeError } from '../../internal/describe-error';
@@ -75,6 +75,8 @@ export class PostgresLogSource implements OutboxLogSource {
   ) {}
 
   async check(): Promise<void> {
+    // A missing package fails the start here rather than the first read.
+    await loadLogicalReplication();
     const { sql, names } = this.context;
     const { publication } = this.settings;
     const [settings] = (
@@ -178,6 +180,7 @@ export class PostgresLogSource implements OutboxLogSource {
   ): Promise<void> {
     const { publication, connection, maxQueued } = this.settings;
     const slot = this.slot;
+    const { LogicalReplicationService, PgoutputPlugin } = await loadLogicalReplication();
     const service = new LogicalReplicationService(connection, {
       // Both off: the library would otherwise confirm every LSN it received, handled or not.
       acknowledge: { auto: false, timeoutSeconds: 0 },
@@ -305,4 +308,23 @@ function sleep(ms: number, signal: AbortSignal): Promise<void> {
     }
     signal.addEventListener('abort', done, { once: true });
   });
+}
+
+type LogicalReplicationModule = typeof import('pg-logical-replication');
+let logicalReplication: Promise<LogicalReplicationModule> | undefined;
+
+/**
+ * `pg-logical-replication` (and `pg` under it), loaded when a PostgreSQL source first checks or
+ * reads rather than by the entry point: an app on MySQL/MariaDB imports `logTailing` too, and
+ * has neither package.
+ */
+function loadLogicalReplication(): Promise<LogicalReplicationModule> {
+  logicalReplication ??= import('pg-logical-replication').catch((error: unknown) => {
+    logicalReplication = undefined;
+    throw new OutboxOptionsError(
+      `Log tailing on PostgreSQL reads logical replication with pg-logical-replication, which could not be loaded (${describeError(error)}). Install it: npm install pg-logical-replication`,
+      'dispatcher.observe',
+    );
+  });
+  return logicalReplication;
 }

@@ -38,14 +38,15 @@ Commands:
                                                    connector that delivers this table (host,
                                                    port, user and database from DATABASE_URL;
                                                    the password as a config-provider reference)
-  log setup [--publication NAME]                   PostgreSQL log tailing: create the
-                                                   publication of the table's inserts (also
-                                                   schema migrate --log-tailing)
-  log status [--slot NAME] [--publication NAME]    the replication slot: read or not, and the
-                                                   WAL it keeps
+  log setup [--publication NAME]                   log tailing: create the publication of
+                                                   the table's inserts (PostgreSQL) or the
+                                                   binlog position table (MySQL/MariaDB);
+                                                   also schema migrate --log-tailing
+  log status [--slot NAME] [--publication NAME]    the slot (PostgreSQL) or stored binlog
+                                                   position (MySQL): read or not, the log kept
   log drop --yes [--slot NAME] [--publication NAME]
-                                                   drop the slot and publication (when log
-                                                   tailing is turned off)
+                                                   drop the slot and publication, or the
+                                                   position table (when log tailing is off)
   partitions status [--retention 7d]               each partition of a partitioned table: range,
                                                    rows by status, size, droppable or why not
   partitions maintain [--dry-run] [--retention 7d] [--premake 3] [--dead-retention 7d --yes]

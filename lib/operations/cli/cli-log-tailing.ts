@@ -1,4 +1,4 @@
-import { outboxTableNames } from '../../internal/sql-identifier';
+import { outboxTableNames, type OutboxTableNames } from '../../internal/sql-identifier';
 import {
   POSTGRES_DROP_SLOT,
   POSTGRES_PUBLICATION_STATUS,
@@ -8,14 +8,22 @@ import {
   postgresLogTailingDdl,
   type PostgresLogNames,
 } from '../../store/postgres/postgres.log-tailing-sql';
+import { retainedBinlogBytes } from '../../store/mysql/mysql.binlog-position';
+import {
+  mysqlLogLockName,
+  mysqlLogPositionTable,
+  mysqlLogTailingDdl,
+  mysqlLogTailingDrop,
+  mysqlLogPositionStatus,
+} from '../../store/mysql/mysql.log-tailing-sql';
 import type { SqlPort } from '../../store/ports/sql-port';
 import type { CliArgs } from './cli-args';
 import { CliUsageError } from './cli-usage.error';
 import type { CliDatabase } from './database-url';
 
 // The `outbox log …` commands and `schema migrate --log-tailing` (docs/log-tailing.md): the
-// publication and replication slot of PostgreSQL log tailing. Apart from outbox-cli.ts, which
-// only routes to them.
+// publication and replication slot of PostgreSQL log tailing, the binlog position table of
+// MySQL/MariaDB's. Apart from outbox-cli.ts, which only routes to them.
 
 /** What one of these commands prints. */
 export interface LogCliResult {
@@ -35,12 +43,27 @@ async function logNames(args: CliArgs, sql: SqlPort): Promise<PostgresLogNames> 
   };
 }
 
-function postgresOnly(db: CliDatabase, command: string): void {
-  if (db.dialect !== 'postgres') {
+/** MySQL/MariaDB keeps no slot or publication: their options would be silently ignored. */
+function refusePostgresOptions(args: CliArgs, command: string): void {
+  const given =
+    args.slot !== undefined ? '--slot' : args.publication !== undefined ? '--publication' : null;
+  if (given !== null) {
     throw new CliUsageError(
-      `"outbox ${command}" is for PostgreSQL (DATABASE_URL names ${db.dialect}); MySQL/MariaDB's binlog needs no publication or slot.`,
+      `"outbox ${command}" ${given} is for PostgreSQL (DATABASE_URL names MySQL/MariaDB, whose binlog needs no slot or publication). Leave it out.`,
     );
   }
+}
+
+/** The table's names on MySQL/MariaDB, and its database (part of the reader's lock name). */
+async function mysqlNames(
+  args: CliArgs,
+  sql: SqlPort,
+  command: string,
+): Promise<{ names: OutboxTableNames; database: string }> {
+  refusePostgresOptions(args, command);
+  const names = outboxTableNames(args.table, args.schema, 'backtick');
+  const [row] = (await sql.query<{ db: string | null }>('SELECT DATABASE() AS db')).rows;
+  return { names, database: args.schema ?? row?.db ?? '' };
 }
 
 /** Creates the publication of the outbox table's inserts (idempotent). */
@@ -49,7 +72,8 @@ export async function logSetup(
   db: CliDatabase,
   sql: SqlPort,
 ): Promise<LogCliResult> {
-  postgresOnly(db, 'log setup');
+  if (db.dialect === 'mysql') return mysqlLogSetup(args, sql);
+  sqliteRefused(db, 'log setup');
   const { publication } = await logNames(args, sql);
   const names = outboxTableNames(args.table, args.schema, 'double');
   for (const statement of postgresLogTailingDdl(names, publication)) await sql.query(statement);
@@ -65,7 +89,8 @@ export async function logStatus(
   db: CliDatabase,
   sql: SqlPort,
 ): Promise<LogCliResult> {
-  postgresOnly(db, 'log status');
+  if (db.dialect === 'mysql') return mysqlLogStatus(args, sql);
+  sqliteRefused(db, 'log status');
   const { slot, publication } = await logNames(args, sql);
   const [row] = (
     await sql.query<{
@@ -106,7 +131,8 @@ export async function logStatus(
 
 /** Drops the slot (and the publication), so the server stops keeping WAL for it. */
 export async function logDrop(args: CliArgs, db: CliDatabase, sql: SqlPort): Promise<LogCliResult> {
-  postgresOnly(db, 'log drop');
+  if (db.dialect === 'mysql') return mysqlLogDrop(args, sql);
+  sqliteRefused(db, 'log drop');
   const { slot, publication } = await logNames(args, sql);
   if (!args.yes) {
     throw new CliUsageError(
@@ -126,6 +152,131 @@ export async function logDrop(args: CliArgs, db: CliDatabase, sql: SqlPort): Pro
   return {
     text: `${row === undefined ? `No slot ${slot} to drop` : `Dropped slot ${slot}`}; dropped publication ${publication} (if it existed).`,
     json: { slot, dropped: row !== undefined, publication },
+  };
+}
+
+function sqliteRefused(db: CliDatabase, command: string): void {
+  if (db.dialect === 'sqlite') {
+    throw new CliUsageError(
+      `"outbox ${command}" is for PostgreSQL and MySQL/MariaDB: SQLite has no replication log to tail.`,
+    );
+  }
+}
+
+/** Creates the binlog position table (idempotent); the reader stores its first position. */
+async function mysqlLogSetup(args: CliArgs, sql: SqlPort): Promise<LogCliResult> {
+  const { names } = await mysqlNames(args, sql, 'log setup');
+  for (const statement of mysqlLogTailingDdl(names)) await sql.query(statement);
+  const positionTable = mysqlLogPositionTable(names);
+  return {
+    text: `Position table ${positionTable} keeps where the binlog reader of ${names.table} is. The app's logTailing() stores its first position at its first start (from the binlog's end then).`,
+    json: { positionTable, table: names.table },
+  };
+}
+
+interface MysqlLogState {
+  readonly positionTable: string;
+  readonly positionTableExists: boolean;
+  readonly position: string | null;
+  readonly acknowledgedBy: string | null;
+  readonly active: boolean;
+  readonly retainedBytes: number | null;
+}
+
+/** The stored position, whether a reader holds the lock, and the binlog after the position. */
+async function mysqlLogState(args: CliArgs, sql: SqlPort, command: string): Promise<MysqlLogState> {
+  const { names, database } = await mysqlNames(args, sql, command);
+  const positionTable = mysqlLogPositionTable(names);
+  const [lock] = (
+    await sql.query<{ holder: unknown }>('SELECT IS_USED_LOCK(?) AS holder', [
+      mysqlLogLockName(database, names),
+    ])
+  ).rows;
+  const active = lock?.holder !== null && lock?.holder !== undefined;
+  const [exists] = (
+    await sql.query<{ n: unknown }>(
+      'SELECT COUNT(*) AS n FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?',
+      [database, `${names.tableName}_log_position`],
+    )
+  ).rows;
+  if (Number(exists?.n) === 0) {
+    return {
+      positionTable,
+      positionTableExists: false,
+      position: null,
+      acknowledgedBy: null,
+      active,
+      retainedBytes: null,
+    };
+  }
+  const [row] = (
+    await sql.query<{
+      binlog_file: string;
+      binlog_offset: unknown;
+      acknowledged_by: string | null;
+    }>(mysqlLogPositionStatus(names))
+  ).rows;
+  if (row === undefined) {
+    return {
+      positionTable,
+      positionTableExists: true,
+      position: null,
+      acknowledgedBy: null,
+      active,
+      retainedBytes: null,
+    };
+  }
+  const position = { file: row.binlog_file, offset: Number(row.binlog_offset) };
+  // SHOW BINARY LOGS needs REPLICATION CLIENT (BINLOG MONITOR): without it the lag is unknown.
+  const files = await sql.query<{ Log_name: string; File_size: unknown }>('SHOW BINARY LOGS').then(
+    ({ rows }) => rows.map((r) => ({ file: r.Log_name, size: Number(r.File_size) })),
+    () => null,
+  );
+  return {
+    positionTable,
+    positionTableExists: true,
+    position: `${position.file}:${position.offset}`,
+    acknowledgedBy: row.acknowledged_by,
+    active,
+    retainedBytes: files === null ? null : retainedBinlogBytes(position, files),
+  };
+}
+
+async function mysqlLogStatus(args: CliArgs, sql: SqlPort): Promise<LogCliResult> {
+  const state = await mysqlLogState(args, sql, 'log status');
+  const reader = state.active ? 'read now' : 'NOT read by any process';
+  const lines = !state.positionTableExists
+    ? [`Position table ${state.positionTable}: missing (outbox log setup). Binlog ${reader}.`]
+    : state.position === null
+      ? [
+          `Position table ${state.positionTable}: no position yet (the app stores one at its first start with log tailing). Binlog ${reader}.`,
+        ]
+      : [
+          `Binlog ${reader}; acknowledged up to ${state.position}${state.acknowledgedBy === null ? '' : ` by ${state.acknowledgedBy}`}, ${formatBytes(state.retainedBytes)} of binlog after it.`,
+        ];
+  return { text: lines.join('\n'), json: state };
+}
+
+/** Drops the position table: a later start with log tailing reads from the binlog's end. */
+async function mysqlLogDrop(args: CliArgs, sql: SqlPort): Promise<LogCliResult> {
+  const state = await mysqlLogState(args, sql, 'log drop');
+  if (!args.yes) {
+    throw new CliUsageError(
+      `"outbox log drop" removes the binlog position table ${state.positionTable}: an app still set to log tailing then refuses to start until "outbox log setup" makes it again, and reads from the binlog's end (messages committed meanwhile are found by its poll). Add --yes to go ahead.`,
+    );
+  }
+  if (state.active) {
+    return {
+      text: `The binlog of this table is being read by a running app: stop it (or set dispatcher.observe back to 'poll' and deploy) first.`,
+      json: { positionTable: state.positionTable, dropped: false, reason: 'active' },
+      exitCode: 1,
+    };
+  }
+  const names = outboxTableNames(args.table, args.schema, 'backtick');
+  for (const statement of mysqlLogTailingDrop(names)) await sql.query(statement);
+  return {
+    text: `${state.positionTableExists ? 'Dropped' : 'No'} position table ${state.positionTable}${state.positionTableExists ? '' : ' to drop'}.`,
+    json: { positionTable: state.positionTable, dropped: state.positionTableExists },
   };
 }
 

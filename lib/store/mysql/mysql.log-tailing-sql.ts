@@ -30,6 +30,11 @@ export function mysqlReadLogPosition(n: OutboxTableNames): string {
   return `SELECT binlog_file, binlog_offset FROM ${mysqlLogPositionTable(n)} WHERE id = 1`;
 }
 
+/** The stored position and who acknowledged it last (`outbox log status`). */
+export function mysqlLogPositionStatus(n: OutboxTableNames): string {
+  return `SELECT binlog_file, binlog_offset, acknowledged_by FROM ${mysqlLogPositionTable(n)} WHERE id = 1`;
+}
+
 /** Stores a first position; a table that has one keeps it. Values: file, offset, owner. */
 export function mysqlInsertLogPosition(n: OutboxTableNames): string {
   return `INSERT IGNORE INTO ${mysqlLogPositionTable(n)} (id, binlog_file, binlog_offset, acknowledged_by, acknowledged_at)
