@@ -22,16 +22,8 @@ import {
   outboxTimerName,
 } from '../outbox.constants';
 import type { SqlPort } from '../store/ports/sql-port';
-import { OutboxOptionsError } from '../errors/outbox-options.error';
-import { outboxDatabaseOf } from '../store/outbox-databases';
-import { outboxTableNames } from '../internal/sql-identifier';
-import type {
-  OutboxLogConnectionSettings,
-  OutboxLogLag,
-  OutboxLogObserver,
-  OutboxLogSource,
-} from '../store/ports/outbox-log-source.port';
-import { LogTailer } from './log-tailer';
+import type { OutboxLogLag } from '../store/ports/outbox-log-source.port';
+import { LogObservation } from './log-observation';
 import type { ResolvedOutboxOptions } from '../options/resolve-outbox-options';
 import { batchReport, judgeBatch, planBatch } from './batch-outcome';
 import type { CommitWatcher } from './commit-watcher';
@@ -52,9 +44,6 @@ import { WakeUps } from './wake-ups';
 
 /** How often a paused dispatcher asks the publisher whether the broker is back. */
 const OUTAGE_PROBE_INTERVAL_MS = 500;
-
-/** How often a dispatcher that observes the log polls the table, unless its observer says. */
-const DEFAULT_SWEEP_INTERVAL_MS = 5_000;
 
 /** What the dispatcher is doing, for health checks. */
 export interface OutboxDispatcherStatus {
@@ -105,14 +94,8 @@ export class OutboxDispatcher
   /** When the rows the last outage handed back become due again (wall clock). */
   private releasedDueAt = 0;
   private unlisten: (() => Promise<void>) | undefined;
-  /** The log's reader, when `dispatcher.observe` is a log observer and the start made it. */
-  private tailer: LogTailer | undefined;
-  /** The log source, checked at module init (`dispatcher.observe` a log observer). */
-  private source: OutboxLogSource | undefined;
-  private logLag: (() => Promise<OutboxLogLag>) | undefined;
-  /** The next sweep a retry asked for (log tailing), and when it fires. */
-  private sweepTimer: NodeJS.Timeout | undefined;
-  private sweepTimerAt = 0;
+  /** The log's side, when `dispatcher.observe` is a log observer (`logTailing()`). */
+  private readonly logObservation: LogObservation | undefined;
 
   constructor(
     @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
@@ -190,6 +173,21 @@ export class OutboxDispatcher
       deliver: (batch, started, held) => this.deliver(batch, started, held),
       batchesInFlight: options.dispatcher.batchesInFlight,
     });
+    const observe = options.dispatcher.observe;
+    this.logObservation =
+      observe === 'poll'
+        ? undefined
+        : new LogObservation(observe, {
+            options,
+            store,
+            sql: this.sql,
+            watchdog: this.watchdog,
+            log: this.log,
+            holdsOff: () => this.lifecycle.stopping || this.outage.paused,
+            deliver: (batch, started) => this.deliver(batch, started),
+            wake: () => this.wake(),
+            pause: (error, what) => this.pause(error, what),
+          });
   }
 
   /**
@@ -197,8 +195,7 @@ export class OutboxDispatcher
    * before any worker starts: a missing setting fails the app's start, naming it.
    */
   async onModuleInit(): Promise<void> {
-    const observe = this.options.dispatcher.observe;
-    if (observe !== 'poll') this.source ??= await this.prepareSource(observe);
+    await this.logObservation?.prepare();
   }
 
   async onApplicationBootstrap(): Promise<void> {
@@ -225,16 +222,14 @@ export class OutboxDispatcher
       () => this.lifecycle.stopping,
       this.log,
     );
-    const observe = this.options.dispatcher.observe;
-    if (observe !== 'poll') {
+    if (this.logObservation !== undefined) {
       // The log brings new messages; the table's poll, slower, brings back retries, promotions
       // and what the log's reader left to the table. Commit nudges and NOTIFY would only make
       // the poll race the reader for every new message: both correct, the poll a wasted claim.
-      this.source ??= await this.prepareSource(observe);
-      this.tailer ??= this.startTailing(this.source);
+      await this.logObservation.start();
       // The first sweep comes after one interval, not now: what committed before the slot
       // existed (a backlog from polling days) waits that long; everything since is in the log.
-      this.runner.start(observe.sweepIntervalMs ?? DEFAULT_SWEEP_INTERVAL_MS);
+      this.runner.start(this.logObservation.sweepIntervalMs);
       return;
     }
     this.runner.start(this.options.dispatcher.pollIntervalMs);
@@ -304,17 +299,13 @@ export class OutboxDispatcher
    * when the dispatcher polls: for the lag metric and health check.
    */
   async logLagStatus(): Promise<OutboxLogLag | null> {
-    return this.logLag === undefined ? null : this.logLag();
+    return (await this.logObservation?.lag()) ?? null;
   }
 
   async beforeApplicationShutdown(): Promise<void> {
     this.lifecycle.beginStop();
     // The reader first: the batch it is handing over finishes (settled) or stays unacknowledged.
-    const tailer = this.tailer;
-    this.tailer = undefined;
-    const tailing = tailer?.stop();
-    clearTimeout(this.sweepTimer);
-    this.sweepTimer = undefined;
+    const tailing = this.logObservation?.stop();
     this.runner.stop();
     this.wakeUps.cancel();
     this.commits.detach();
@@ -380,83 +371,10 @@ export class OutboxDispatcher
     for (const error of hookErrors) this.notice.hookThrew(error);
     if (result.kind === 'outage') this.releasedDueAt = Date.now() + releaseDelayMs;
     const settled = await this.settling.settle(token, settlement, leaseEnd);
-    if (this.options.dispatcher.observe !== 'poll' && settlement.retry.length > 0) {
-      // Retries go out through the table's sweep; without LISTEN and commit nudges, it would
-      // find them up to a sweep interval late. Look when the first is due.
-      this.sweepAt(Math.min(...settlement.retry.map((r) => r.delayMs)));
-    }
+    this.logObservation?.retriesDue(settlement.retry.map((r) => r.delayMs));
     const report = batchReport(records.length, settlement, settled, performance.now() - started);
     this.notice.settled(records, verdicts, report, answeredAfterClaimMs);
     return report;
-  }
-
-  /** Makes the log observer's source for this instance and checks it (see onModuleInit). */
-  private async prepareSource(observer: OutboxLogObserver): Promise<OutboxLogSource> {
-    const database = this.sql === undefined ? undefined : outboxDatabaseOf(this.sql.databaseType);
-    if (this.sql === undefined || database === undefined) {
-      throw new OutboxOptionsError(
-        "dispatcher.observe: the instance's database is unknown to log tailing; use 'poll'.",
-        'dispatcher.observe',
-      );
-    }
-    const dialect = database.dialect;
-    const claimIds = this.store.claimIds?.bind(this.store);
-    if (dialect === 'sqlite' || claimIds === undefined) {
-      throw new OutboxOptionsError(
-        `dispatcher.observe: log tailing needs PostgreSQL or MySQL/MariaDB, and this instance runs on ${dialect === 'sqlite' ? 'SQLite, which has no replication log' : dialect + ', whose store cannot lease by id yet'}. Use dispatcher.observe: 'poll' (the default).`,
-        'dispatcher.observe',
-      );
-    }
-    const { tableName, schema, instanceId } = this.options;
-    const source = observer.create({
-      database: dialect as 'postgres' | 'mysql',
-      names: outboxTableNames(tableName, schema, database.quoting),
-      sql: this.sql,
-      owner: instanceId,
-      connection: connectionSettings(this.options.dataSource),
-      log: (level, message) => (level === 'warn' ? this.log.warn(message) : this.log.log(message)),
-    });
-    await source.check();
-    this.logLag = () => source.lag();
-    return source;
-  }
-
-  /** Starts reading the log: what it brings is leased by id and delivered (see LogTailer). */
-  private startTailing(source: OutboxLogSource): LogTailer {
-    const claimIds = this.store.claimIds?.bind(this.store);
-    if (claimIds === undefined) throw new Error('unreachable: prepareSource checked claimIds');
-    const { instanceId, dispatcher, ordering } = this.options;
-    const tailer = new LogTailer({
-      source,
-      store: { claimIds },
-      watchdog: this.watchdog,
-      log: this.log,
-      owner: instanceId,
-      leaseMs: dispatcher.leaseMs,
-      batchSize: dispatcher.batchSize,
-      ordered: ordering.enabled,
-      maxRun: ordering.maxRun,
-      holdsOff: () => this.lifecycle.stopping || this.outage.paused,
-      deliver: (batch, started) => this.deliver(batch, started),
-      handOff: () => this.wake(),
-      pause: (error, what) => this.pause(error, what),
-    });
-    tailer.start();
-    return tailer;
-  }
-
-  /** Runs a sweep of the table `delayMs` from now (the earliest one asked for wins). */
-  private sweepAt(delayMs: number): void {
-    const at = Date.now() + delayMs;
-    if (this.sweepTimer !== undefined && this.sweepTimerAt <= at) return;
-    clearTimeout(this.sweepTimer);
-    this.sweepTimerAt = at;
-    // A little past the due time: the database clock decides, and a wake-up early finds nothing.
-    this.sweepTimer = setTimeout(() => {
-      this.sweepTimer = undefined;
-      this.wake();
-    }, delayMs + 20);
-    this.sweepTimer.unref();
   }
 
   private pause(
@@ -469,34 +387,4 @@ export class OutboxDispatcher
     this.notice.safely(() => this.observer.onOutage?.(error, pauseMs));
     if (brokerOutage) this.probe.start();
   }
-}
-
-/**
- * The connection settings of a TypeORM DataSource given as `dataSource`, for the log's
- * replication connection; undefined for anything else (a connection of another library, a
- * DataSource named by string), where `logTailing({ connectionString })` says how.
- */
-function connectionSettings(
-  dataSource: ResolvedOutboxOptions['dataSource'],
-): OutboxLogConnectionSettings | undefined {
-  if (typeof dataSource !== 'object') return undefined;
-  const o = dataSource.options as {
-    url?: string;
-    host?: string;
-    port?: number;
-    username?: string;
-    password?: unknown;
-    database?: unknown;
-    ssl?: boolean | object;
-  };
-  return {
-    connectionString: o.url,
-    host: o.host,
-    port: o.port,
-    user: o.username,
-    // A password given as a function (rotating credentials) is left to connectionString.
-    password: typeof o.password === 'string' ? o.password : undefined,
-    database: typeof o.database === 'string' ? o.database : undefined,
-    ssl: o.ssl,
-  };
 }
