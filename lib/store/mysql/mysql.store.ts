@@ -311,15 +311,7 @@ export class MysqlOutboxStore implements OutboxStore {
       const ids = candidates.map((c) => c.id);
       const { rows: locked } = await query<ClaimedRow>(mysqlClaimLock(this.names, ids.length), ids);
       const kept = wholeRuns(locked, places);
-      if (kept.length > 0) {
-        await query(mysqlClaimLease(this.names, kept.length), [
-          options.owner,
-          token,
-          options.leaseMs,
-          options.leaseMs,
-          ...kept.map((r) => r.id),
-        ]);
-      }
+      await this.lease(query, kept, options, token);
       return {
         token,
         records: toClaimedRecords(kept),
@@ -328,6 +320,23 @@ export class MysqlOutboxStore implements OutboxStore {
         contended: candidates.length - locked.length,
       };
     });
+  }
+
+  /** Writes the lease of a claim (its owner, token and end) on `rows`, an attempt each. */
+  private async lease(
+    query: Query,
+    rows: readonly ClaimedRow[],
+    { owner, leaseMs }: { readonly owner: string; readonly leaseMs: number },
+    token: string,
+  ): Promise<void> {
+    if (rows.length === 0) return;
+    await query(mysqlClaimLease(this.names, rows.length), [
+      owner,
+      token,
+      leaseMs,
+      leaseMs,
+      ...rows.map((r) => r.id),
+    ]);
   }
 
   /**
@@ -363,15 +372,7 @@ export class MysqlOutboxStore implements OutboxStore {
           return before === undefined || before > BigInt(r.id);
         });
       }
-      if (kept.length > 0) {
-        await query(mysqlClaimLease(this.names, kept.length), [
-          options.owner,
-          token,
-          options.leaseMs,
-          options.leaseMs,
-          ...kept.map((r) => r.id),
-        ]);
-      }
+      await this.lease(query, kept, options, token);
       return { token, records: toClaimedRecords(kept), unseen };
     });
   }
