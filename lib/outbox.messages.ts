@@ -110,6 +110,15 @@ export const OutboxMessages = {
     'given to kyselyOutbox(db), or with the trx of db.startTransaction().execute() before its ' +
     'commit (docs/without-typeorm.md#enqueue-in-your-kysely-transaction). Writing an outbox ' +
     'row outside the business transaction would break the outbox guarantee.',
+  transactionEndedBeforeWrite: (): string =>
+    'OutboxService.enqueue() reached the database after the transaction it was given had ended ' +
+    '(committed or rolled back), so the message was not written: await the enqueue before the ' +
+    'transaction commits, and before the code that rolls it back runs. Writing the row then ' +
+    'would commit it on its own, outside the business transaction.',
+  insertIncomplete: (table: string): string =>
+    `An enqueue's insert into "${table}" wrote fewer rows than it was given, inside an open ` +
+    'transaction: the enqueue failed rather than lose a message. Check the table with ' +
+    '`npx outbox schema status`.',
   foreignTransaction: (handle: string, owner: string, fix: string): string =>
     `The ${handle} belongs to another ${owner} than the one OutboxModule was given: the ` +
     `message would not commit with the outbox table. ${fix}`,

@@ -260,6 +260,130 @@ function notApplicable<Tx>(
   };
 }
 
+/** When, relative to the moment it is called, `at` starts its work. */
+type Moment = (start: () => void) => void;
+
+const MOMENTS: readonly { readonly name: string; readonly at: Moment }[] = [
+  { name: 'at once', at: (start) => start() },
+  ...[1, 2, 3, 5, 8].map((depth) => ({
+    name: `after ${depth} microtask(s)`,
+    at: (start: () => void) => afterMicrotasks(depth, start),
+  })),
+  { name: 'on the next tick', at: (start) => process.nextTick(start) },
+  ...[1, 2, 3].map((depth) => ({
+    name: `after ${depth} setImmediate(s)`,
+    at: (start: () => void) => afterImmediates(depth, start),
+  })),
+  { name: 'after a 0 ms timer', at: (start) => void setTimeout(start, 0) },
+];
+
+function afterMicrotasks(depth: number, start: () => void): void {
+  if (depth === 0) start();
+  else queueMicrotask(() => afterMicrotasks(depth - 1, start));
+}
+
+function afterImmediates(depth: number, start: () => void): void {
+  if (depth === 0) start();
+  else setImmediate(() => afterImmediates(depth - 1, start));
+}
+
+/** An enqueue started and not awaited: its message id, and how it ended. */
+interface Unawaited {
+  readonly moment: string;
+  readonly messageId: Promise<string | undefined>;
+}
+
+/** Starts `context.enqueue(tx)` at `moment`, without awaiting it; a refusal answers undefined. */
+function unawaited<Tx>(context: Context<Tx>, tx: Tx, moment: (typeof MOMENTS)[number]): Unawaited {
+  const messageId = new Promise<string | undefined>((resolve) => {
+    moment.at(() => {
+      // join() may throw at once: that is a refusal too.
+      Promise.resolve()
+        .then(() => context.enqueue(tx))
+        .then(resolve, () => resolve(undefined));
+    });
+  });
+  return { moment: moment.name, messageId };
+}
+
+/** Waits for enqueues that were not awaited, failing rather than hanging on one that never ends. */
+async function settled(started: readonly Unawaited[]): Promise<void> {
+  const pending = new Set(started.map((s) => s.moment));
+  const all = Promise.all(
+    started.map(async (s) => {
+      await s.messageId;
+      pending.delete(s.moment);
+    }),
+  );
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<'late'>((resolve) => {
+    timer = setTimeout(() => resolve('late'), 15_000);
+  });
+  try {
+    const outcome = await Promise.race([all.then(() => 'done' as const), deadline]);
+    ok(outcome === 'done', `enqueues started ${[...pending].join(', ')} never ended`);
+  } finally {
+    clearTimeout(timer);
+  }
+}
+
+/**
+ * An enqueue the app does not await before its transaction rolls back (the business code failed
+ * and the library rolled back at once): whenever its statements reach the connection, nothing
+ * of it may stay. Run in a transaction of its own for each moment the rollback may come at.
+ */
+async function unawaitedBeforeRollback<Tx>(context: Context<Tx>): Promise<void> {
+  const waits: readonly { readonly name: string; readonly wait: () => Promise<void> }[] = [
+    { name: 'in the same tick', wait: () => Promise.resolve() },
+    { name: 'after a microtask', wait: () => new Promise((resolve) => queueMicrotask(resolve)) },
+    { name: 'after setImmediate', wait: () => new Promise((resolve) => setImmediate(resolve)) },
+    { name: 'after a 1 ms timer', wait: () => new Promise((resolve) => setTimeout(resolve, 1)) },
+  ];
+  for (const begun of [false, true]) {
+    for (const { name, wait } of waits) {
+      const started: Unawaited[] = [];
+      await context.fixture.inTransaction(async (tx) => {
+        // With a statement of the app's first, or as the transaction's first statement.
+        if (begun) await context.enqueue(tx);
+        started.push(unawaited(context, tx, MOMENTS[0] as (typeof MOMENTS)[number]));
+        await wait();
+      }, true);
+      await settled(started);
+      const stored = await context.stored();
+      ok(
+        stored.length === 0,
+        `${stored.length} message(s) stayed after the rollback of a transaction ${
+          begun ? 'that had run a statement' : 'with no statement before'
+        }, when the enqueue was not awaited and the rollback came ${name}`,
+      );
+    }
+  }
+}
+
+/**
+ * Enqueues started as the transaction ends: before the library sends its ROLLBACK, while the
+ * ROLLBACK is on its way and unanswered, and after it. An enqueue that sees the transaction as
+ * still open and writes after the ROLLBACK would commit on its own; none may stay.
+ */
+async function duringRollback<Tx>(context: Context<Tx>): Promise<void> {
+  for (let round = 0; round < 3; round += 1) {
+    const started: Unawaited[] = [];
+    await context.fixture.inTransaction(async (tx) => {
+      await context.enqueue(tx);
+      for (const moment of MOMENTS) started.push(unawaited(context, tx, moment));
+    }, true);
+    await settled(started);
+    const stored = await context.stored();
+    ok(
+      stored.length === 0,
+      `${stored.length} message(s) stayed after a rollback with enqueues started as it was sent`,
+    );
+  }
+}
+
+const UNAWAITED = 'an enqueue not awaited before the transaction rolls back: nothing of it stays';
+const DURING_ROLLBACK =
+  'an enqueue started while the rollback is sent or on its way: nothing of it stays';
 const ROOT_HANDLE = 'refuses the library’s root handle instead of a transaction, writing nothing';
 const FOREIGN =
   'a transaction of another pool or database: refused, or the message shares that transaction’s fate';
@@ -313,6 +437,14 @@ export function connectionConformanceCases<Tx>(
     {
       name: 'refuses a transaction that has rolled back, writing nothing',
       run: (t) => withTable(t, (context) => afterEnd(context, true)),
+    },
+    {
+      name: UNAWAITED,
+      run: (t) => withTable(t, (context) => unawaitedBeforeRollback(context)),
+    },
+    {
+      name: DURING_ROLLBACK,
+      run: (t) => withTable(t, (context) => duringRollback(context)),
     },
     without.foreignTransaction !== undefined
       ? notApplicable(FOREIGN, without.foreignTransaction, (f) => !f.inForeignTransaction)

@@ -14,6 +14,10 @@ import {
   statementGone,
 } from '../drivers/postgres-one-trip';
 import { executable, type Mysql2ExecuteValue } from '../drivers/mysql2/mysql2-client';
+import type { BetterSqlite3Database } from '../drivers/better-sqlite3/better-sqlite3-client';
+import { betterSqlite3SqlRunner } from '../drivers/better-sqlite3/better-sqlite3.sql-port';
+import { OutboxTransactionRequiredError } from '../errors/outbox-transaction-required.error';
+import { OutboxMessages } from '../outbox.messages';
 
 // TypeORM as the SQL port. Every statement goes through a QueryRunner with TypeORM's structured
 // result: `DataSource.query` answers an UPDATE … RETURNING as [rows, count] on PostgreSQL and a
@@ -28,12 +32,35 @@ export function typeormSqlRunner(runner: QueryRunner): SqlRunner {
       : type === 'mysql' || type === 'mariadb'
         ? executedQuery
         : undefined;
+  if (type === 'better-sqlite3')
+    return { query: (sql, params) => sqliteQuery(runner, sql, params) };
   return {
     query: (sql, params, options) =>
       prepared !== undefined && options?.prepare !== undefined && !runner.isReleased
         ? prepared(runner, options.prepare, sql, params)
         : structuredQuery(runner, sql, params),
   };
+}
+
+/**
+ * SQLite: a statement of the caller's transaction on better-sqlite3's one connection, run only
+ * if that transaction is still open, checked in the same synchronous step as the statement:
+ * TypeORM's `query` awaits before it runs one, and a ROLLBACK that runs meanwhile (an enqueue
+ * not awaited before the transaction ended) would leave the statement to commit on its own.
+ */
+async function sqliteQuery<R>(
+  runner: QueryRunner,
+  sql: string,
+  params: readonly unknown[] | undefined,
+): Promise<SqlResult<R>> {
+  const db = (await runner.connect()) as BetterSqlite3Database;
+  if (!db.inTransaction) {
+    throw new OutboxTransactionRequiredError(OutboxMessages.transactionEndedBeforeWrite());
+  }
+  const values = params === undefined ? [] : [...params];
+  // Nothing is awaited between the check and the statement: loggedAsQuery calls it at once,
+  // and better-sqlite3 runs it synchronously.
+  return loggedAsQuery(runner, sql, values, () => betterSqlite3SqlRunner(db).query<R>(sql, values));
 }
 
 // node-postgres' client as a named statement needs it: the config form of `query`.

@@ -170,22 +170,58 @@ export function mysqlLockKeys(n: OutboxTableNames, count: number): string {
   return `SELECT COUNT(*) AS locked FROM ${n.lockTable} WHERE bucket IN (${placeholders(count)}) FOR UPDATE`;
 }
 
+/**
+ * What an enqueue's writes check, in the statement itself, before they write: that the caller's
+ * transaction is still open. MariaDB answers it in `@@in_transaction` (1 inside BEGIN … COMMIT,
+ * 0 for a statement that runs on its own), so no statement of the app (a ROLLBACK queued before
+ * an enqueue that was not awaited reached the connection) can come between the check and the
+ * write. MySQL 8 has no such variable: there the connection's check before the first statement
+ * is all there is (docs/enqueue.md says to await the enqueue).
+ */
+export type MysqlTransactionGuard = '@@in_transaction = 1' | 'TRUE';
+
+export function mysqlTransactionGuard(version: string): MysqlTransactionGuard {
+  return /mariadb/i.test(version) ? '@@in_transaction = 1' : 'TRUE';
+}
+
+/** Whether the caller's transaction is open, asked after a guarded write wrote nothing. */
+export const MYSQL_IN_TRANSACTION = 'SELECT @@in_transaction AS open';
+
+/**
+ * Inserts `rows` rows inside the caller's transaction only (`guard`): fewer rows written than
+ * given means it had ended. One row is a SELECT of its values; several a UNION ALL of them,
+ * named by the first, in the order given (the order their ids follow).
+ */
 export function mysqlInsert(
   n: OutboxTableNames,
   rows: number,
   scheduled: boolean,
+  guard: MysqlTransactionGuard,
   idempotent = false,
   extended = false,
   /** created_at as `mysqlSetEnqueuedAt` read it, not the statement's own clock. */
   enqueuedAt = false,
 ): string {
-  const more = `${extended ? EXTENDED_VALUES : ''}${enqueuedAt ? `, ${ENQUEUED_AT}` : ''}`;
-  const row = scheduled
-    ? `(?, ?, ?, ?, ?, ?${more}, COALESCE(?, UTC_TIMESTAMP(6) + INTERVAL ? * 1000 MICROSECOND))`
-    : `(?, ?, ?, ?, ?, ?${more})`;
+  const values = [
+    '?',
+    '?',
+    '?',
+    '?',
+    '?',
+    '?',
+    ...(extended ? ['?', '?', 'FROM_BASE64(?)', '?'] : []),
+    ...(enqueuedAt ? [ENQUEUED_AT] : []),
+    ...(scheduled ? ['COALESCE(?, UTC_TIMESTAMP(6) + INTERVAL ? * 1000 MICROSECOND)'] : []),
+  ];
+  const columns = `message_id, topic, message_key, event_type, payload, headers${extended ? EXTENDED_COLUMNS : ''}${enqueuedAt ? ', created_at' : ''}${scheduled ? ', available_at' : ''}`;
   // Not INSERT IGNORE: that would also turn truncation and other errors into warnings.
   const skip = idempotent ? ' ON DUPLICATE KEY UPDATE id = id' : '';
-  return `INSERT INTO ${n.table} (message_id, topic, message_key, event_type, payload, headers${extended ? EXTENDED_COLUMNS : ''}${enqueuedAt ? ', created_at' : ''}${scheduled ? ', available_at' : ''}) VALUES ${Array.from({ length: rows }, () => row).join(', ')}${skip}`;
+  if (rows === 1) {
+    return `INSERT INTO ${n.table} (${columns}) SELECT ${values.join(', ')} FROM DUAL WHERE ${guard}${skip}`;
+  }
+  const first = `SELECT ${values.map((v, i) => `${v} AS c${i}`).join(', ')}`;
+  const rest = `UNION ALL SELECT ${values.join(', ')}`;
+  return `INSERT INTO ${n.table} (${columns}) SELECT v.* FROM (${[first, ...Array.from({ length: rows - 1 }, () => rest)].join(' ')}) AS v WHERE ${guard}${skip}`;
 }
 
 /**
@@ -193,17 +229,18 @@ export function mysqlInsert(
  * the `SELECT … FOR UPDATE` of the key's bucket, so the lock is held before the row exists
  * (and InnoDB gives it its id only then: a key's ids follow its commit order, as with
  * `mysqlLockKeys` then `mysqlInsert`, with one round trip fewer). The last parameter is the
- * bucket. Answers no row when the bucket row is missing: the caller must treat that as an
- * error, never as written.
+ * bucket. Answers no row when the bucket row is missing or the caller's transaction had ended
+ * (`guard`): the caller must treat that as an error, never as written.
  */
 export function mysqlInsertOneLocked(
   n: OutboxTableNames,
   scheduled: boolean,
+  guard: MysqlTransactionGuard,
   extended = false,
 ): string {
   const due = scheduled ? ', COALESCE(?, UTC_TIMESTAMP(6) + INTERVAL ? * 1000 MICROSECOND)' : '';
   return `INSERT INTO ${n.table} (message_id, topic, message_key, event_type, payload, headers${extended ? EXTENDED_COLUMNS : ''}${scheduled ? ', available_at' : ''})
-SELECT ?, ?, ?, ?, ?, ?${extended ? EXTENDED_VALUES : ''}${due} FROM ${n.lockTable} WHERE bucket = ? FOR UPDATE`;
+SELECT ?, ?, ?, ?, ?, ?${extended ? EXTENDED_VALUES : ''}${due} FROM ${n.lockTable} WHERE bucket = ? AND ${guard} FOR UPDATE`;
 }
 
 function blocking(deadBlocksKey: boolean): string {
@@ -487,8 +524,8 @@ export function mysqlSetEnqueuedAt(): string {
  * Param: message id. Claims it in the guard: 1 row when new, 0 when there (see insertGuarded),
  * at the time `mysqlSetEnqueuedAt` read.
  */
-export function mysqlGuardId(n: OutboxTableNames): string {
-  return `INSERT IGNORE INTO ${n.idsTable} (message_id, created_at) VALUES (?, ${ENQUEUED_AT})`;
+export function mysqlGuardId(n: OutboxTableNames, guard: MysqlTransactionGuard): string {
+  return `INSERT IGNORE INTO ${n.idsTable} (message_id, created_at) SELECT ?, ${ENQUEUED_AT} FROM DUAL WHERE ${guard}`;
 }
 
 /** Params: status, row ids. The history of rows about to be deleted (purge, deleteDead). */

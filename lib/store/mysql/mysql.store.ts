@@ -1,5 +1,7 @@
 import { insertChunks, isExtended, cachedStatement } from '../shared-sql/sql-values';
 import { OutboxTableMissingError } from '../../errors/outbox-table-missing.error';
+import { OutboxError } from '../../errors/outbox.error';
+import { OutboxTransactionRequiredError } from '../../errors/outbox-transaction-required.error';
 import { OutboxMessages } from '../../outbox.messages';
 import { preparedFailure, statementName } from '../shared-sql/prepared-statements';
 import { randomUUID } from 'node:crypto';
@@ -39,6 +41,9 @@ import {
   mysqlFirstWaiting,
   mysqlInsert,
   mysqlInsertOneLocked,
+  mysqlTransactionGuard,
+  MYSQL_IN_TRANSACTION,
+  type MysqlTransactionGuard,
   mysqlKeyHeads,
   mysqlKeyRows,
   mysqlKeyRowsParams,
@@ -136,12 +141,54 @@ export class MysqlOutboxStore implements OutboxStore {
     return this.ids;
   }
 
+  private guard: Promise<MysqlTransactionGuard> | undefined;
+
+  /**
+   * What the enqueue's writes check of the caller's transaction, by server: read once, on the
+   * caller's connection (the pool may have no other free: its transaction holds one).
+   */
+  private transactionGuard(tx: SqlRunner): Promise<MysqlTransactionGuard> {
+    this.guard ??= tx
+      .query<{ v: unknown }>('SELECT VERSION() AS v')
+      .then(({ rows }) => {
+        const version = rows[0]?.v;
+        // Text from most drivers; bytes from a port that reads strings as binary.
+        const text =
+          version instanceof Uint8Array ? Buffer.from(version).toString('utf8') : version;
+        return mysqlTransactionGuard(typeof text === 'string' ? text : '');
+      })
+      .catch((error: unknown) => {
+        this.guard = undefined;
+        throw error;
+      });
+    return this.guard;
+  }
+
+  /**
+   * After a guarded write wrote less than it was given: refused because the caller's
+   * transaction had ended (the write then changed nothing), else `otherwise`.
+   */
+  private async refusedWrite(tx: SqlRunner, otherwise: () => Error): Promise<Error> {
+    return (await this.stillInTransaction(tx)) ? otherwise() : this.transactionEnded();
+  }
+
+  /** Whether the caller's transaction is open now (MySQL 8, which cannot tell: true). */
+  private async stillInTransaction(tx: SqlRunner): Promise<boolean> {
+    if ((await this.transactionGuard(tx)) === 'TRUE') return true;
+    const { rows } = await tx.query<{ open: unknown }>(MYSQL_IN_TRANSACTION);
+    return Number(rows[0]?.open ?? 1) !== 0;
+  }
+
+  private transactionEnded(): OutboxTransactionRequiredError {
+    return new OutboxTransactionRequiredError(OutboxMessages.transactionEndedBeforeWrite());
+  }
+
   async insert(
     tx: SqlRunner,
     rows: readonly NewOutboxRow[],
     lockKeys: boolean,
   ): Promise<readonly string[]> {
-    const ids = await this.messageIdCodec();
+    const [ids, guard] = await Promise.all([this.messageIdCodec(), this.transactionGuard(tx)]);
     const buckets = lockKeys
       ? sortedKeyLocks(
           rows.map((r) => r.key),
@@ -155,11 +202,11 @@ export class MysqlOutboxStore implements OutboxStore {
       only.idempotent !== true &&
       buckets.length === 1
     ) {
-      await this.insertOneLocked(tx, only, buckets[0] as number, ids);
+      await this.insertOneLocked(tx, only, buckets[0] as number, ids, guard);
       return [];
     }
     await this.lockBucketRows((sql, params) => tx.query(sql, params), buckets);
-    if (this.partitioned) return this.insertGuarded(tx, rows, ids);
+    if (this.partitioned) return this.insertGuarded(tx, rows, ids, guard);
     const present: string[] = [];
     // With caller-given ids, one row per statement: MySQL has no RETURNING, and only a single
     // row's insert id (0 for a duplicate left alone) says whether it was written.
@@ -174,6 +221,7 @@ export class MysqlOutboxStore implements OutboxStore {
           this.names,
           chunk.rows.length,
           chunk.scheduled,
+          guard,
           chunk.idempotent,
           chunk.extended,
         ),
@@ -182,8 +230,12 @@ export class MysqlOutboxStore implements OutboxStore {
       const [only] = chunk.rows;
       // mysql2 sets CLIENT_FOUND_ROWS, so a duplicate counts as a changed row too; only a
       // written row gets an insert id.
-      if (chunk.idempotent && only !== undefined && (result.insertId ?? 0) === 0)
+      if (chunk.idempotent && only !== undefined && (result.insertId ?? 0) === 0) {
+        if (result.affected === 0) throw await this.refusedWrite(tx, () => this.noRowWritten());
         present.push(only.messageId);
+      } else if (!chunk.idempotent && result.affected !== chunk.rows.length) {
+        throw await this.refusedWrite(tx, () => this.noRowWritten());
+      }
     }
     return present;
   }
@@ -200,6 +252,7 @@ export class MysqlOutboxStore implements OutboxStore {
     tx: SqlRunner,
     rows: readonly NewOutboxRow[],
     ids: MessageIdCodec,
+    guard: MysqlTransactionGuard,
   ): Promise<string[]> {
     const present: string[] = [];
     const accepted: NewOutboxRow[] = [];
@@ -216,18 +269,31 @@ export class MysqlOutboxStore implements OutboxStore {
       const id = ids.param(row.messageId);
       const { rows: found } = await tx.query(mysqlHasMessageId(this.names), [id]);
       const { affected } =
-        found.length > 0 ? { affected: 0 } : await tx.query(mysqlGuardId(this.names), [id]);
+        found.length > 0 ? { affected: 0 } : await tx.query(mysqlGuardId(this.names, guard), [id]);
+      // Nothing written: the id is there (in the table, or guarded by a writer that committed
+      // while this one waited), or the caller's transaction had ended.
       if (affected === 1) accepted.push(row);
-      else present.push(row.messageId);
+      else if (found.length > 0 || (await this.stillInTransaction(tx))) present.push(row.messageId);
+      else throw this.transactionEnded();
     }
     const perStatement = accepted.some(isExtended)
       ? MAX_EXTENDED_ROWS_PER_INSERT
       : MAX_ROWS_PER_INSERT;
     for (const chunk of insertChunks(accepted, perStatement, 'base64', ids.param)) {
-      await tx.query(
-        mysqlInsert(this.names, chunk.rows.length, chunk.scheduled, false, chunk.extended, guarded),
+      const { affected } = await tx.query(
+        mysqlInsert(
+          this.names,
+          chunk.rows.length,
+          chunk.scheduled,
+          guard,
+          false,
+          chunk.extended,
+          guarded,
+        ),
         chunk.params,
       );
+      if (affected !== chunk.rows.length)
+        throw await this.refusedWrite(tx, () => this.noRowWritten());
     }
     return present;
   }
@@ -238,14 +304,15 @@ export class MysqlOutboxStore implements OutboxStore {
     row: NewOutboxRow,
     bucket: number,
     ids: MessageIdCodec,
+    guard: MysqlTransactionGuard,
   ): Promise<void> {
     const [chunk] = insertChunks([row], 1, 'base64', ids.param);
     if (chunk === undefined) return;
     const { text, name } = cachedStatement(
       this.oneRowInserts,
-      `${chunk.scheduled}:${chunk.extended}`,
+      `${chunk.scheduled}:${chunk.extended}:${guard}`,
       () => {
-        const statement = mysqlInsertOneLocked(this.names, chunk.scheduled, chunk.extended);
+        const statement = mysqlInsertOneLocked(this.names, chunk.scheduled, guard, chunk.extended);
         return { text: statement, name: statementName(statement) };
       },
     );
@@ -261,10 +328,13 @@ export class MysqlOutboxStore implements OutboxStore {
               OutboxMessages.mysqlPreparedStatementLost,
             );
       });
-    // No bucket row to lock means no row written: fail the enqueue (and so the business
-    // transaction) rather than lose the message. The bootstrap check makes this unexpected.
+    // No row written: the caller's transaction had ended, or there was no bucket row to lock.
+    // Either way fail the enqueue (and so the business transaction) rather than lose the
+    // message; the bootstrap check makes a missing bucket row unexpected.
     if (affected !== 1) {
-      throw this.lockTableBroken(`has no row for bucket ${bucket}`);
+      throw await this.refusedWrite(tx, () =>
+        this.lockTableBroken(`has no row for bucket ${bucket}`),
+      );
     }
   }
 
@@ -781,6 +851,11 @@ export class MysqlOutboxStore implements OutboxStore {
         `has ${buckets.length - locked} of the ${buckets.length} bucket rows this step locks missing`,
       );
     }
+  }
+
+  /** A guarded write that wrote nothing although the caller's transaction was open. */
+  private noRowWritten(): Error {
+    return new OutboxError(OutboxMessages.insertIncomplete(this.names.tableName));
   }
 
   private lockTableBroken(problem: string): OutboxTableMissingError {

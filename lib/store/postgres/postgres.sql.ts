@@ -173,9 +173,42 @@ export function postgresCreateArchiveTable(n: OutboxTableNames): string[] {
 }
 
 /**
+ * Whether the statement runs inside the caller's open transaction, read by the statement itself:
+ * a transaction with a transaction id has written before, and a statement that runs on its own
+ * (autocommit, after the caller's transaction ended) starts with none. The insert writes only
+ * when it is true, so no statement of the app (a ROLLBACK sent before an enqueue that was not
+ * awaited reached the connection) can come between the check and the write. A transaction that
+ * has not written yet has no id either: the store then gives it one (`POSTGRES_OPEN_TRANSACTION`)
+ * and tries again. Nothing in the insert assigns an id before the check (advisory locks and
+ * pg_notify do not), and a row is written only after it passed, so the answer cannot change
+ * within the statement.
+ */
+const IN_TRANSACTION = `(SELECT txid_current_if_assigned() IS NOT NULL AS open) AS tx`;
+
+/**
+ * Gives the caller's transaction its transaction id, so that the guarded insert may write. Sent
+ * after an insert refused for want of one; outside a transaction it is a statement of its own
+ * (an id spent on nothing), and the insert after it is refused again.
+ */
+export const POSTGRES_OPEN_TRANSACTION = 'SELECT txid_current()';
+
+/**
+ * An idempotent insert (`w`, with RETURNING) as one statement answering the ids written and,
+ * when the transaction check refused it, one row with `open` false: with ON CONFLICT an empty
+ * answer alone would not tell a refusal from ids that were all there already.
+ */
+function withRefusal(ctes: readonly string[], insert: string): string {
+  return `WITH tx AS (SELECT txid_current_if_assigned() IS NOT NULL AS open)${ctes.map((c) => `, ${c}`).join('')}, w AS (${insert})
+SELECT id, true AS open FROM w
+UNION ALL SELECT NULL, false FROM tx WHERE NOT tx.open`;
+}
+
+/**
  * One statement: take the per-key transaction locks (when asked), then insert the rows in array
- * order. The lock subquery is an aggregate, so every lock is held before the first row gets its
- * id; that makes a key's id order its commit order.
+ * order, inside the caller's transaction only (`IN_TRANSACTION`: a plain insert answers 0 rows
+ * when refused, an idempotent one a row with `open` false). The lock subquery is an aggregate,
+ * so every lock is held before the first row gets its id; that makes a key's id order its commit
+ * order.
  */
 export function postgresInsert(
   n: OutboxTableNames,
@@ -197,31 +230,41 @@ export function postgresInsert(
     extra += ` CROSS JOIN (SELECT count(pg_advisory_xact_lock($${next++}::int4, k)) FROM unnest($${next++}::int4[]) AS k) AS lk`;
   }
   if (notify) extra += ` CROSS JOIN (SELECT pg_notify($${next++}::text, '')) AS nt`;
+  // In a CTE the transaction check is the CTE `tx`; in a plain insert, its FROM item.
+  const check = idempotent ? 'tx' : IN_TRANSACTION;
   // A delay counts from the enqueue call (clock_timestamp), not from the start of the business
   // transaction (now()), which may have begun long before. A row of a scheduled batch that has
   // neither a time nor a delay is due as an unscheduled one is, at the column's default, now().
   const rows = `INSERT INTO ${n.table} (${cols}${scheduled ? ', available_at' : ''})
 SELECT u.m, u.t, u.k, u.y, u.p::json, u.h::json${extended ? `, u.e, u.c, decode(u.b, 'base64'), u.x::json` : ''}${scheduled ? `, COALESCE(u.a, clock_timestamp() + u.d * interval '1 millisecond', now())` : ''}
-FROM unnest(${arrays}${schedule}) WITH ORDINALITY AS u(m, t, k, y, p, h${extended ? ', e, c, b, x' : ''}${scheduled ? ', a, d' : ''}, ord)${extra}`;
+FROM ${check} CROSS JOIN unnest(${arrays}${schedule}) WITH ORDINALITY AS u(m, t, k, y, p, h${extended ? ', e, c, b, x' : ''}${scheduled ? ', a, d' : ''}, ord)${extra}
+WHERE tx.open`;
   if (idempotent && partitioned) {
     // The guard takes the place of UNIQUE (message_id): only the ids it accepted are written.
     // The caller passes each id once (a batch repeating one would write it twice).
-    return `${guardIds(n, `SELECT m FROM unnest($1::uuid[]) AS m`, 'm')}
-${rows}
-WHERE u.m IN (SELECT message_id FROM g)
+    return withRefusal(
+      [guardIds(n, 'SELECT m FROM tx CROSS JOIN unnest($1::uuid[]) AS m', 'm')],
+      `${rows} AND u.m IN (SELECT message_id FROM g)
 ORDER BY u.ord
-RETURNING message_id::text AS id`;
+RETURNING message_id::text AS id`,
+    );
   }
-  return `${rows}
-ORDER BY u.ord${
+  if (idempotent) {
     // A concurrent insert of the same id waits for the first to commit, then does nothing; the
     // ids it returns are the ones written, so the caller learns which were already there.
-    idempotent ? '\nON CONFLICT (message_id) DO NOTHING\nRETURNING message_id::text AS id' : ''
-  }`;
+    return withRefusal(
+      [],
+      `${rows}
+ORDER BY u.ord
+ON CONFLICT (message_id) DO NOTHING
+RETURNING message_id::text AS id`,
+    );
+  }
+  return `${rows}
+ORDER BY u.ord`;
 }
 
 /**
-
  * The step-4 columns an extended insert writes after headers: encoding, content type, the bytes
  * (bound as base64 text, so that every SQL port binds them alike) and the broker attributes.
  */
@@ -229,13 +272,14 @@ const EXTENDED_COLUMNS = ', payload_encoding, content_type, payload_bytes, broke
 
 /**
  * On a partitioned table (no unique key without created_at): the CTE `g` of the supplied ids
- * that are new. The guard's primary key serialises two writers of one id as UNIQUE (message_id)
- * does (the second waits for the first to commit, then skips); NOT EXISTS also skips an id
- * already in the table without a guard row (one the outbox generated, given again).
+ * that are new, written only inside the caller's transaction (`select` reads `tx`). The guard's
+ * primary key serialises two writers of one id as UNIQUE (message_id) does (the second waits for
+ * the first to commit, then skips); NOT EXISTS also skips an id already in the table without a
+ * guard row (one the outbox generated, given again).
  */
-function guardIds(n: OutboxTableNames, ids: string, id: string): string {
-  return `WITH g AS (INSERT INTO ${n.idsTable} (message_id)
-  ${ids} WHERE NOT EXISTS (SELECT 1 FROM ${n.table} AS x WHERE x.message_id = ${id})
+function guardIds(n: OutboxTableNames, select: string, id: string): string {
+  return `g AS (INSERT INTO ${n.idsTable} (message_id)
+  ${select} WHERE tx.open AND NOT EXISTS (SELECT 1 FROM ${n.table} AS x WHERE x.message_id = ${id})
   ON CONFLICT (message_id) DO NOTHING
   RETURNING message_id)`;
 }
@@ -246,6 +290,7 @@ function guardIds(n: OutboxTableNames, ids: string, id: string): string {
  * time and delay, with `lockKey` the lock namespace and the key's lock id, with `notify` the
  * channel. The one-message form of `postgresInsert`, for the common enqueue of one event: plain
  * parameters instead of arrays and `unnest`, a third of the statement's cost on the server.
+ * Written inside the caller's transaction only, as `postgresInsert` is.
  */
 export function postgresInsertOne(
   n: OutboxTableNames,
@@ -271,14 +316,27 @@ export function postgresInsertOne(
   const insert = `INSERT INTO ${n.table} (message_id, topic, message_key, event_type, payload, headers${extended ? EXTENDED_COLUMNS : ''}${scheduled ? ', available_at' : ''})
 SELECT $1::uuid, $2::text, $3::text, $4::text, $5::json, $6::json${extended ? `, $7::text, $8::text, decode($9::text, 'base64'), $10::json` : ''}${due}`;
   if (idempotent && partitioned) {
-    return `${guardIds(n, 'SELECT $1::uuid', '$1::uuid')}
-${insert}
-FROM ${['g', ...from].join(', ')}
-RETURNING message_id::text AS id`;
+    return withRefusal(
+      [guardIds(n, 'SELECT $1::uuid FROM tx', '$1::uuid')],
+      `${insert}
+FROM ${['tx', 'g', ...from].join(', ')}
+WHERE tx.open
+RETURNING message_id::text AS id`,
+    );
   }
-  return `${insert}${from.length > 0 ? `\nFROM ${from.join(', ')}` : ''}${
-    idempotent ? '\nON CONFLICT (message_id) DO NOTHING\nRETURNING message_id::text AS id' : ''
-  }`;
+  if (idempotent) {
+    return withRefusal(
+      [],
+      `${insert}
+FROM ${['tx', ...from].join(', ')}
+WHERE tx.open
+ON CONFLICT (message_id) DO NOTHING
+RETURNING message_id::text AS id`,
+    );
+  }
+  return `${insert}
+FROM ${[IN_TRANSACTION, ...from].join(', ')}
+WHERE tx.open`;
 }
 
 /**

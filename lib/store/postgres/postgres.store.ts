@@ -14,6 +14,7 @@ import type {
 } from '../ports/outbox-store.port';
 import { describeError } from '../../internal/describe-error';
 import { OutboxMessages } from '../../outbox.messages';
+import { OutboxTransactionRequiredError } from '../../errors/outbox-transaction-required.error';
 import {
   postgresClaim,
   postgresDeadKeys,
@@ -21,6 +22,7 @@ import {
   postgresDeleteDead,
   postgresInsert,
   postgresInsertOne,
+  POSTGRES_OPEN_TRANSACTION,
   postgresLockKeys,
   postgresClaimTurn,
   postgresOpening,
@@ -157,14 +159,27 @@ export class PostgresOutboxStore implements OutboxStore {
     }
     if (lock) params.push(this.lockNamespace, one ? keys[0] : keys);
     if (this.notify) params.push(this.channel);
-    const { rows: written } = await tx
-      .query(statement.text, params, statement.options)
-      .catch((error: unknown) => {
-        throw statement.options.prepare === undefined
-          ? error
-          : preparedFailure(error, lostPreparedStatement, OutboxMessages.preparedStatementLost);
-      });
-    return idempotent ? alreadyPresent(rows, written) : [];
+    const write = () =>
+      tx
+        .query<{ id: unknown; open?: unknown }>(statement.text, params, statement.options)
+        .catch((error: unknown) => {
+          throw statement.options.prepare === undefined
+            ? error
+            : preparedFailure(error, lostPreparedStatement, OutboxMessages.preparedStatementLost);
+        });
+    const refused = (result: SqlResult<{ id: unknown; open?: unknown }>) =>
+      idempotent ? result.rows.some((r) => r.open === false) : result.affected !== rows.length;
+    let result = await write();
+    if (refused(result)) {
+      // A transaction that has not written yet has no id for the check to see: give it one,
+      // and try once more. Refused again, the handle's transaction had ended.
+      await tx.query(POSTGRES_OPEN_TRANSACTION);
+      result = await write();
+      if (refused(result)) {
+        throw new OutboxTransactionRequiredError(OutboxMessages.transactionEndedBeforeWrite());
+      }
+    }
+    return idempotent ? alreadyPresent(rows, result.rows) : [];
   }
 
   async claim(options: ClaimOptions): Promise<ClaimedBatch> {
