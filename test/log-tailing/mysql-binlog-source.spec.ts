@@ -532,8 +532,9 @@ describeWithPackages(['mariadb'], ['@vlasky/zongji'], 'MySQL/MariaDB binlog log 
     await waitFor('the silent binlog connection given up', () => clients.length > 1, {
       timeoutMs: 15_000,
     });
-    expect(warnings.join('\n')).toMatch(/binlog.*(nothing|silent)/i);
-    expect((await s.lag()).active).toBe(true); // its lock connection still answers
+    // Its lock, on a connection of its own, was not lost: the binlog connection was.
+    expect(warnings.join('\n')).toContain('the binlog connection sent nothing');
+    expect(warnings.join('\n')).not.toContain('Lost the binlog lock');
     proxy.restore();
     const after = await enqueue(['after']);
     await waitFor('the insert after the cut', () => idsOf(run.batches).includes(after[0] ?? ''));
