@@ -15,6 +15,7 @@ import { PostgresLogSource } from './postgres/postgres-log.source';
 const DEFAULT_STANDBY_RETRY_MS = 1_000;
 const DEFAULT_SWEEP_INTERVAL_MS = 5_000;
 const DEFAULT_MAX_QUEUED = 50_000;
+const DEFAULT_READER_TIMEOUT_MS = 5_000;
 
 /**
  * The dispatcher's log observer: `OutboxModule.forRoot({ …, dispatcher: { observe:
@@ -44,6 +45,11 @@ export function logTailing(options: LogTailingOptions = {}): OutboxLogObserver {
     'sweepIntervalMs',
   );
   const maxQueued = positive(options.maxQueued, DEFAULT_MAX_QUEUED, 'maxQueued');
+  const readerTimeoutMs = positive(
+    options.readerTimeoutMs,
+    DEFAULT_READER_TIMEOUT_MS,
+    'readerTimeoutMs',
+  );
   const serverId =
     options.serverId === undefined
       ? undefined
@@ -87,7 +93,11 @@ export function logTailing(options: LogTailingOptions = {}): OutboxLogObserver {
             serverId,
             client: options.binlogClient,
             retryMs: standbyRetryMs,
-            logger: { warn: (message) => context.log?.('warn', message) },
+            timeoutMs: readerTimeoutMs,
+            logger: {
+              warn: (message) => context.log?.('warn', message),
+              log: (message) => context.log?.('log', message),
+            },
           });
         }
         case 'sqlite':

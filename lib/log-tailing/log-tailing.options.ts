@@ -26,6 +26,15 @@ export interface LogTailingOptions {
    */
   standbyRetryMs?: number;
   /**
+   * MySQL/MariaDB: the longest the binlog reader waits for the server (a connect, a check that
+   * it still holds the reader's lock, a statement; silence on the binlog connection, which the
+   * server fills with heartbeats) before it takes the link for dead, stops reading and gives the
+   * lock up. The server ends the lock's session after `standbyRetryMs + readerTimeoutMs`
+   * (rounded up to whole seconds, plus one) without a word from it, so a standby takes over
+   * from a reader cut off or frozen. @default 5000
+   */
+  readerTimeoutMs?: number;
+  /**
    * How often the dispatcher still polls the table (retries, promotions, rows the log's reader
    * left to the table). @default 5000
    */

@@ -35,7 +35,8 @@ import {
 } from '../../lib/store/mysql/mysql.binlog-position';
 import { serverConnection, uniqueTable } from '../support/databases';
 import { describeWithPackages } from '../support/services';
-import { expectNever, waitFor } from '../support/wait-for';
+import { TcpProxy } from '../support/tcp-proxy';
+import { expectNever, resolvesWithin, waitFor } from '../support/wait-for';
 
 // zongji is an ES module. Node's own require loads it (20.19+); jest's module system, which also
 // stands in for `node:module`, cannot, so the test asks the process for the real one.
@@ -80,6 +81,7 @@ describeWithPackages(['mariadb'], ['@vlasky/zongji'], 'MySQL/MariaDB binlog log 
   let table: string;
   let context: OutboxLogSourceContext;
   const runs: Run[] = [];
+  const proxies: TcpProxy[] = [];
 
   const source = (owner: string): MysqlBinlogSource =>
     mysqlLogSource(
@@ -167,6 +169,7 @@ describeWithPackages(['mariadb'], ['@vlasky/zongji'], 'MySQL/MariaDB binlog log 
 
   afterEach(async () => {
     await Promise.all(runs.splice(0).map((run) => run.stop()));
+    await Promise.all(proxies.splice(0).map((proxy) => proxy.close()));
     for (const statement of [
       ...mysqlLogTailingDrop(context.names),
       ...outboxTableDropDdl('mysql', { tableName: table }),
@@ -449,6 +452,93 @@ describeWithPackages(['mariadb'], ['@vlasky/zongji'], 'MySQL/MariaDB binlog log 
     await waitFor('the insert after the kill', () => idsOf(run.batches).includes(after[0] ?? ''));
     // The unacknowledged one again (replays are the dispatcher's to skip), the acknowledged never.
     expect(idsOf(run.batches)).toEqual([...acked, ...unacked, ...unacked, ...after]);
+  });
+
+  /** A proxy in front of the server, closed after the test (TcpProxy: `cut`, `restore`). */
+  const proxied = async (): Promise<TcpProxy> => {
+    const proxy = await TcpProxy.start({ host: server.host, port: server.port }, 120_000);
+    proxies.push(proxy);
+    return proxy;
+  };
+
+  it('stops at once when its link to the server goes silent, holding the lock or standing by', async () => {
+    const said: string[] = [];
+    // Statements are given a minute: the stop must not wait for them to time out.
+    const patient = (owner: string, proxy: TcpProxy): MysqlBinlogSource =>
+      mysqlLogSource(
+        { ...context, owner },
+        {
+          connection: { ...binlogLogin, port: proxy.port },
+          client: ZongJi,
+          retryMs: 200,
+          timeoutMs: 60_000,
+          logger: { warn: () => undefined, log: (line) => said.push(`${owner}: ${line}`) },
+        },
+      );
+    const toHolder = await proxied();
+    const toStandby = await proxied();
+    const holder = patient('a', toHolder);
+    const standby = patient('b', toStandby);
+    const runA = start(holder);
+    await waitFor('a to be active', async () => (await holder.lag()).active);
+    const runB = start(standby);
+    await waitFor('b standing by', () => said.some((line) => /^b: .*standing by/.test(line)));
+
+    // Silent: nothing passes, nothing is closed. Each sends something into the hole (a lock
+    // check, a GET_LOCK) that will never be answered.
+    toHolder.cut('blackhole');
+    toStandby.cut('blackhole');
+    await waitFor(
+      'a check and a GET_LOCK unanswered',
+      () => toHolder.blocked > 0 && toStandby.blocked > 0,
+    );
+    const stops = await Promise.allSettled([
+      resolvesWithin('the reader stopping', runA.stop(), 10_000),
+      resolvesWithin('the standby stopping', runB.stop(), 10_000),
+    ]);
+    expect(stops.flatMap((s) => (s.status === 'rejected' ? [String(s.reason)] : []))).toEqual([]);
+  });
+
+  it('gives up a binlog connection that sends nothing, not even a heartbeat, and reads again', async () => {
+    const proxy = await proxied();
+    const warnings: string[] = [];
+    // The binlog connection through the proxy, the lock connection straight to the server.
+    const clients: BinlogClient[] = [];
+    let heartbeats = 0;
+    class ProxiedClient extends ZongJi {
+      constructor(settings: Record<string, unknown>) {
+        super({ ...settings, port: proxy.port });
+        clients.push(this);
+        this.on('binlog', (event) => {
+          if (event.getEventName() === 'heartbeat') heartbeats += 1;
+        });
+      }
+    }
+    const s = mysqlLogSource(context, {
+      connection: binlogLogin,
+      client: ProxiedClient,
+      retryMs: 200,
+      timeoutMs: 1_500,
+      logger: { warn: (message) => warnings.push(message) },
+    });
+    const run = start(s);
+    await waitFor('the first position', storedPosition);
+    const before = await enqueue(['before']);
+    await waitFor('the insert before the cut', () => idsOf(run.batches).length === 1);
+    // The server sends heartbeats while the binlog is idle: silence then means a dead link.
+    await waitFor('a heartbeat', () => heartbeats > 0);
+
+    proxy.cut('blackhole');
+    await waitFor('the silent binlog connection given up', () => clients.length > 1, {
+      timeoutMs: 15_000,
+    });
+    // Its lock, on a connection of its own, was not lost: the binlog connection was.
+    expect(warnings.join('\n')).toContain('the binlog connection sent nothing');
+    expect(warnings.join('\n')).not.toContain('Lost the binlog lock');
+    proxy.restore();
+    const after = await enqueue(['after']);
+    await waitFor('the insert after the cut', () => idsOf(run.batches).includes(after[0] ?? ''));
+    expect(idsOf(run.batches)).toContain(before[0]);
   });
 
   it('reads on from the binlog end when the stored position is no longer on the server', async () => {

@@ -105,4 +105,9 @@ describe('logTailing() on MySQL/MariaDB', () => {
     expect(() => logTailing({ serverId: 0 })).toThrow(OutboxOptionsError);
     expect(() => logTailing({ serverId: 1.5 })).toThrow(/serverId/);
   });
+
+  it('refuses a readerTimeoutMs that is not a positive whole number', () => {
+    expect(() => logTailing({ readerTimeoutMs: 0 })).toThrow(OutboxOptionsError);
+    expect(() => logTailing({ readerTimeoutMs: 2.5 })).toThrow(/readerTimeoutMs/);
+  });
 });

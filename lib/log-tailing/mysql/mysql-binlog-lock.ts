@@ -1,27 +1,37 @@
 import type { MysqlLockConnection } from './mysql-binlog-client';
 
+// The most a graceful release waits for the server before the connection is closed instead
+// (which frees the lock just the same, once the server sees the socket close).
+const RELEASE_GRACE_MS = 1_000;
+
 /**
  * The named lock that makes one process the reader, held by its own connection for as long as
- * it reads: the server releases it the moment that connection ends (a stop, a crash, a KILL),
- * and a standby's next `GET_LOCK` takes it. `lost` settles once the connection is gone, found
- * by the connection's own error or by a ping every `checkMs`.
+ * it reads: the server releases it the moment that connection ends (a stop, a crash, a KILL, or
+ * the session's `wait_timeout` once nothing arrives from it), and a standby's next `GET_LOCK`
+ * takes it. `lost` settles once the lock is no longer this process's: the connection's own
+ * error, or a check every `checkMs` that the server did not answer in time (the connection's
+ * bound), or that found the lock gone. A lost lock's connection is closed, never awaited.
  */
 export class MysqlBinlogLock {
   readonly lost: Promise<Error>;
-  private declareLost: (error: Error) => void = () => undefined;
+  private lostWith: Error | undefined;
+  private resolveLost: (error: Error) => void = () => undefined;
   private readonly timer: NodeJS.Timeout;
   private released = false;
+  private checking = false;
 
   constructor(
     readonly connection: MysqlLockConnection,
-    private readonly name: string,
+    readonly name: string,
     checkMs: number,
   ) {
     this.lost = new Promise<Error>((resolve) => {
-      this.declareLost = resolve;
+      this.resolveLost = resolve;
     });
-    connection.on('error', (error) => this.declareLost(error ?? new Error('lock connection lost')));
-    connection.on('end', () => this.declareLost(new Error('lock connection ended')));
+    connection.on('error', (error) =>
+      this.declareLost(error ?? new Error('the lock connection failed')),
+    );
+    connection.on('end', () => this.declareLost(new Error('the lock connection ended')));
     this.timer = setInterval(() => void this.check(), checkMs);
     this.timer.unref();
   }
@@ -37,14 +47,26 @@ export class MysqlBinlogLock {
     return Number(got) === 1 ? new MysqlBinlogLock(connection, name, checkMs) : null;
   }
 
-  /** Releases the lock and closes its connection; a connection that does not answer is dropped. */
+  /** Whether the lock is still this process's, as far as the last check knows. */
+  get holding(): boolean {
+    return !this.released && this.lostWith === undefined;
+  }
+
+  /**
+   * Releases the lock and closes its connection, waiting a moment at most: a connection that
+   * does not answer, or whose lock is already lost, is closed at once.
+   */
   async release(): Promise<void> {
     if (this.released) return;
     this.released = true;
     clearInterval(this.timer);
+    if (this.lostWith !== undefined) {
+      this.connection.destroy();
+      return;
+    }
     try {
-      await this.connection.query('SELECT RELEASE_LOCK(?)', [this.name]);
-      await this.connection.end();
+      await this.connection.query('SELECT RELEASE_LOCK(?)', [this.name], RELEASE_GRACE_MS);
+      await this.connection.end(RELEASE_GRACE_MS);
     } catch {
       this.connection.destroy();
     }
@@ -53,7 +75,7 @@ export class MysqlBinlogLock {
 
   /** Whether this connection still holds the lock (false once it is lost or released). */
   async held(): Promise<boolean> {
-    if (this.released) return false;
+    if (!this.holding) return false;
     try {
       const [rows] = await this.connection.query(
         'SELECT IS_USED_LOCK(?) = CONNECTION_ID() AS mine',
@@ -61,14 +83,33 @@ export class MysqlBinlogLock {
       );
       const mine = (rows as { mine: unknown }[])[0]?.mine;
       if (Number(mine) === 1) return true;
-      this.declareLost(new Error('the binlog lock is no longer held'));
+      this.declareLost(new Error('the server no longer gives this connection the lock'));
     } catch (error) {
       this.declareLost(error instanceof Error ? error : new Error(String(error)));
     }
     return false;
   }
 
+  /** One check at a time: a slow answer is not asked again behind itself. */
   private async check(): Promise<void> {
-    await this.held();
+    if (this.checking) return;
+    this.checking = true;
+    try {
+      await this.held();
+    } finally {
+      this.checking = false;
+    }
+  }
+
+  private declareLost(error: Error): void {
+    if (this.lostWith !== undefined) return;
+    this.lostWith = error;
+    this.resolveLost(error);
+    // Whatever the server still thinks, this process reads no more under this lock: closing
+    // the connection ends the session, and with it the lock, for the standby to take.
+    if (!this.released) {
+      clearInterval(this.timer);
+      this.connection.destroy();
+    }
   }
 }

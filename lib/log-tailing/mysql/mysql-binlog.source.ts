@@ -65,13 +65,26 @@ export interface MysqlLogSourceSettings {
    */
   readonly retryMs?: number;
   /**
+   * Longest wait for the server: a connect, a statement on the reader's own connection (a lock
+   * check among them), or, once the server has sent heartbeats, silence on the binlog
+   * connection. Past it the connection is taken for dead and closed; a lock check that times out
+   * means the lock is lost. The server ends the lock's session after `retryMs + timeoutMs`
+   * (rounded up to seconds, plus one) without a word from it (`wait_timeout`), which frees the
+   * lock of a frozen or cut-off reader.
+   * @default 5000
+   */
+  readonly timeoutMs?: number;
+  /**
    * How often, while the outbox has no new inserts and everything handed over is acknowledged,
    * the source moves the durable position past the other tables' transactions itself.
    * @default 5000
    */
   readonly idleAdvanceMs?: number;
-  /** Where lost connections and skipped binlog are reported (a Nest `Logger` fits). */
-  readonly logger?: { warn(message: string): void };
+  /**
+   * Where the reader says what it does (`log`: reading, standing by) and what went wrong
+   * (`warn`: a lost lock or connection, skipped binlog). A Nest `Logger` fits.
+   */
+  readonly logger?: { warn(message: string): void; log?(message: string): void };
 }
 
 // Inserts waiting to be handed over beyond which the binlog connection is paused.
@@ -98,6 +111,11 @@ export class MysqlBinlogSource implements OutboxLogSource {
   private readonly lingerMs: number;
   private readonly retryMs: number;
   private readonly idleAdvanceMs: number;
+  private readonly timeoutMs: number;
+  /** The lock connection's `wait_timeout`: longer than a check's interval and bound together. */
+  private readonly idleSeconds: number;
+  /** Whether this server sends binlog heartbeats (then a silent binlog connection is dead). */
+  private heartbeats = false;
   private acknowledged: BinlogPosition | null = null;
   private lock: MysqlBinlogLock | null = null;
   private schema: string | null;
@@ -113,6 +131,8 @@ export class MysqlBinlogSource implements OutboxLogSource {
     this.lingerMs = settings.lingerMs ?? 5;
     this.retryMs = positive(settings.retryMs, 1_000, 'retryMs');
     this.idleAdvanceMs = positive(settings.idleAdvanceMs, 5_000, 'idleAdvanceMs');
+    this.timeoutMs = positive(settings.timeoutMs, 5_000, 'timeoutMs');
+    this.idleSeconds = Math.ceil((this.retryMs + this.timeoutMs) / 1_000) + 1;
     this.schema = context.names.schema;
   }
 
@@ -121,14 +141,14 @@ export class MysqlBinlogSource implements OutboxLogSource {
     this.client ??= this.settings.client ?? (await loadBinlogClient());
     const schema = await this.schemaName();
     const { host, port = 3306, user } = this.settings.connection;
-    const connection = await openLockConnection(this.settings.connection).catch(
-      (error: unknown) => {
-        throw new OutboxOptionsError(
-          MysqlLogTailingMessages.cannotConnect(`${user}@${host}:${port}`, describeError(error)),
-          'logTailing.connection',
-        );
-      },
-    );
+    const connection = await openLockConnection(this.settings.connection, {
+      timeoutMs: this.timeoutMs,
+    }).catch((error: unknown) => {
+      throw new OutboxOptionsError(
+        MysqlLogTailingMessages.cannotConnect(`${user}@${host}:${port}`, describeError(error)),
+        'logTailing.connection',
+      );
+    });
     try {
       const [variables] = await connection.query(
         'SELECT VERSION() AS version, @@log_bin AS log_bin, @@binlog_format AS binlog_format, @@binlog_row_image AS binlog_row_image, CURRENT_USER() AS user',
@@ -179,14 +199,23 @@ export class MysqlBinlogSource implements OutboxLogSource {
   async run(onBatch: (batch: LoggedBatch) => Promise<void>, signal: AbortSignal): Promise<void> {
     const Client = (this.client ??= this.settings.client ?? (await loadBinlogClient()));
     while (!signal.aborted) {
-      const lock = await this.takeLock(signal);
-      if (lock === null) break;
+      const taken = await this.takeLock(signal);
+      if (taken === null) break;
+      const { lock, tookOver } = taken;
       this.lock = lock;
       try {
-        await this.read(Client, lock, onBatch, signal);
+        await this.read(Client, lock, tookOver, onBatch, signal);
       } catch (error) {
-        if (!signal.aborted) {
-          this.warn(`binlog reading stopped (${describeError(error)}); retrying`);
+        if (signal.aborted) {
+          // Stopping: whatever failed on the way out is no news.
+        } else if (error instanceof LockLost) {
+          this.warn(
+            `Lost the binlog lock ${lock.name} of ${this.tableLabel()}: ${describeError(error.reason)}. Stopped reading; asking for the lock again every ${this.retryMs} ms`,
+          );
+        } else {
+          this.warn(
+            `Reading the binlog of ${this.tableLabel()} failed, reconnecting in ${this.retryMs} ms: ${describeError(error)}`,
+          );
         }
       } finally {
         this.lock = null;
@@ -201,40 +230,79 @@ export class MysqlBinlogSource implements OutboxLogSource {
   }
 
   async lag(): Promise<OutboxLogLag> {
-    const active = this.lock !== null;
     const { rows } = await this.context.sql.query<{ binlog_file: string; binlog_offset: unknown }>(
       mysqlReadLogPosition(this.context.names),
     );
     const row = rows[0];
-    if (row === undefined) return { retainedBytes: null, active };
-    const files = await this.withConnection(async (connection) => binaryLogs(connection));
+    // Unknown rather than failed when the server cannot be asked: the gauges still say whether
+    // this process reads.
+    const files =
+      row === undefined
+        ? null
+        : await this.withConnection(async (connection) => binaryLogs(connection)).catch(
+            (error: unknown) => {
+              this.warn(`Cannot read the binlog's size for the lag: ${describeError(error)}`);
+              return null;
+            },
+          );
     return {
-      retainedBytes: retainedBinlogBytes(
-        { file: row.binlog_file, offset: Number(row.binlog_offset) },
-        files,
-      ),
-      active,
+      retainedBytes:
+        row === undefined || files === null
+          ? null
+          : retainedBinlogBytes(
+              { file: row.binlog_file, offset: Number(row.binlog_offset) },
+              files,
+            ),
+      active: this.lock?.holding === true,
     };
   }
 
-  /** Retries until this process holds the lock, or answers null once `signal` aborts. */
-  private async takeLock(signal: AbortSignal): Promise<MysqlBinlogLock | null> {
+  /**
+   * Retries until this process holds the lock, or answers null once `signal` aborts (a
+   * connection opening or asking then is closed, not awaited). `tookOver`: another process
+   * held it meanwhile.
+   */
+  private async takeLock(
+    signal: AbortSignal,
+  ): Promise<{ lock: MysqlBinlogLock; tookOver: boolean } | null> {
     const name = mysqlLogLockName(await this.schemaName(), this.context.names);
     let reported = false;
+    let standingBy = false;
     while (!signal.aborted) {
       let connection: MysqlLockConnection | null = null;
+      const drop = (): void => connection?.destroy();
+      signal.addEventListener('abort', drop, { once: true });
       try {
-        connection = await openLockConnection(this.settings.connection);
+        connection = await openLockConnection(this.settings.connection, {
+          timeoutMs: this.timeoutMs,
+          idleSeconds: this.idleSeconds,
+          signal,
+        });
         // A standby keeps its connection and asks again; it holds nothing meanwhile.
         while (!signal.aborted) {
           const lock = await MysqlBinlogLock.take(connection, name, this.retryMs);
-          if (lock !== null) return lock;
+          if (lock !== null) {
+            connection = null;
+            return { lock, tookOver: standingBy };
+          }
+          if (!standingBy) {
+            this.note(
+              `The binlog of ${this.tableLabel()} is read by another process (it holds the lock ${name}): standing by, asking every ${this.retryMs} ms`,
+            );
+          }
+          standingBy = true;
           await pause(this.retryMs, signal);
         }
       } catch (error) {
-        if (!reported) this.warn(`cannot take the binlog lock (${describeError(error)}); retrying`);
+        if (!reported && !signal.aborted) {
+          this.warn(
+            `Cannot ask for the binlog lock ${name} (${describeError(error)}); retrying every ${this.retryMs} ms`,
+          );
+        }
         reported = true;
         await pause(this.retryMs, signal);
+      } finally {
+        signal.removeEventListener('abort', drop);
       }
       connection?.destroy();
     }
@@ -244,17 +312,28 @@ export class MysqlBinlogSource implements OutboxLogSource {
   private async read(
     Client: BinlogClientClass,
     lock: MysqlBinlogLock,
+    tookOver: boolean,
     onBatch: (batch: LoggedBatch) => Promise<void>,
     signal: AbortSignal,
   ): Promise<void> {
     const schema = await this.schemaName();
     const start = await this.startPosition(lock.connection);
+    this.note(
+      `Reading the binlog of ${this.tableLabel()} from ${start.file}:${start.offset} (lock ${lock.name}${tookOver ? ', taken over from another process' : ''})`,
+    );
     const transactions = new BinlogTransactions(schema, this.context.names.tableName, start);
     const wake = new Wake();
     // Written by the client's and the lock's callbacks, read by the loop.
     const state: { failure: Error | null; paused: boolean } = { failure: null, paused: false };
-    const client = new Client(connectionOptions(this.settings.connection));
+    const client = new Client(connectionOptions(this.settings.connection, this.timeoutMs));
+    // Anything from the binlog connection, a heartbeat included, shows that it is alive.
+    let heardAt = performance.now();
     client.on('binlog', (event) => {
+      heardAt = performance.now();
+      if (event.getEventName() === 'heartbeat') {
+        this.heartbeats = true;
+        return;
+      }
       if (!transactions.accept(event)) return;
       wake.notify();
       if (!state.paused && transactions.waiting > PAUSE_AT_BATCHES * this.maxBatch) {
@@ -267,7 +346,7 @@ export class MysqlBinlogSource implements OutboxLogSource {
       wake.notify();
     });
     void lock.lost.then((error) => {
-      state.failure ??= error;
+      state.failure ??= new LockLost(error);
       wake.notify();
     });
     const onAbort = (): void => wake.notify();
@@ -276,9 +355,26 @@ export class MysqlBinlogSource implements OutboxLogSource {
       serverId: this.settings.serverId ?? defaultServerId(schema, this.context.names.tableName),
       filename: start.file,
       position: start.offset,
-      includeEvents: ['rotate', 'gtid', 'mariadbgtid', 'tablemap', 'writerows', 'xid', 'query'],
+      includeEvents: [
+        'rotate',
+        'gtid',
+        'mariadbgtid',
+        'tablemap',
+        'writerows',
+        'xid',
+        'query',
+        'heartbeat',
+      ],
       includeSchema: { [schema]: [this.context.names.tableName] },
     });
+    // Queued on the binlog connection before zongji's own statements and its dump: while the
+    // binlog is idle the server sends a heartbeat this often (the variable is in nanoseconds;
+    // MySQL 8.0.26+ reads the second name).
+    const heartbeatNs = Math.ceil(this.timeoutMs / 4) * 1_000_000;
+    client.connection?.query?.(
+      `SET @master_heartbeat_period = ${heartbeatNs}, @source_heartbeat_period = ${heartbeatNs}`,
+      () => undefined,
+    );
     try {
       while (!signal.aborted && state.failure === null) {
         if (transactions.waiting > 0 && transactions.waiting < this.maxBatch) {
@@ -292,8 +388,18 @@ export class MysqlBinlogSource implements OutboxLogSource {
         if (state.paused) {
           state.paused = false;
           client.connection?.resume();
+          heardAt = performance.now();
         }
         await this.advanceIdle(transactions);
+        if (this.heartbeats && !state.paused && performance.now() - heardAt > this.timeoutMs) {
+          // A link cut whole silences the lock connection too: that is the news, if so.
+          state.failure ??= (await lock.held())
+            ? new Error(
+                `the binlog connection sent nothing, not even a heartbeat, for ${this.timeoutMs} ms`,
+              )
+            : new LockLost(await lock.lost);
+          break;
+        }
         await wake.wait(this.retryMs);
       }
       const lost = state.failure;
@@ -336,7 +442,7 @@ export class MysqlBinlogSource implements OutboxLogSource {
   private async skipToEnd(connection: MysqlLockConnection, error: Error): Promise<void> {
     const end = await binlogEnd(connection);
     this.warn(
-      `the binlog at the stored position is no longer on the server (${describeError(error)}); reading on from ${end.file}:${end.offset}, the inserts in between are left to the table's poll. Keep binlogs longer (binlog_expire_logs_seconds, expire_logs_days, or RDS binlog retention hours).`,
+      `The binlog of ${this.tableLabel()} at the stored position is no longer on the server (${describeError(error)}); reading on from ${end.file}:${end.offset}, the inserts in between are left to the table's poll. Keep binlogs longer (binlog_expire_logs_seconds, expire_logs_days, or RDS binlog retention hours).`,
     );
     this.acknowledged = null;
     await this.write(end, 'reset');
@@ -402,8 +508,10 @@ export class MysqlBinlogSource implements OutboxLogSource {
   /** Runs `work` on the lock's connection while this process reads, else on a short one. */
   private async withConnection<T>(work: (c: MysqlLockConnection) => Promise<T>): Promise<T> {
     const held = this.lock;
-    if (held !== null) return work(held.connection);
-    const connection = await openLockConnection(this.settings.connection);
+    if (held?.holding === true) return work(held.connection);
+    const connection = await openLockConnection(this.settings.connection, {
+      timeoutMs: this.timeoutMs,
+    });
     try {
       return await work(connection);
     } finally {
@@ -411,13 +519,21 @@ export class MysqlBinlogSource implements OutboxLogSource {
     }
   }
 
+  /** `database.table`, as the lines name the outbox table. */
+  private tableLabel(): string {
+    return `${this.schema ?? '?'}.${this.context.names.tableName}`;
+  }
+
+  /** A line at LOG level: what the reader does (reading, standing by). */
+  private note(message: string): void {
+    this.settings.logger?.log?.(message);
+  }
+
   private warn(message: string): void {
     const now = Date.now();
     if (message === this.lastWarning.text && now - this.lastWarning.at < WARNING_QUIET_MS) return;
     this.lastWarning = { text: message, at: now };
-    this.settings.logger?.warn(
-      `Log tailing (${this.context.names.tableName}, ${this.context.owner}): ${message}`,
-    );
+    this.settings.logger?.warn(message);
   }
 }
 
@@ -427,6 +543,13 @@ export function mysqlLogSource(
   settings: MysqlLogSourceSettings,
 ): MysqlBinlogSource {
   return new MysqlBinlogSource(context, settings);
+}
+
+/** The reader's lock is no longer its own (`reason` says how it learnt): reading stops. */
+class LockLost extends Error {
+  constructor(readonly reason: Error) {
+    super(`binlog lock lost: ${reason.message}`);
+  }
 }
 
 /** Resolves on `notify`, or after `ms`. */
