@@ -1,4 +1,5 @@
 import { inspect } from 'node:util';
+import { Logger } from '@nestjs/common';
 import { TerminusModule } from '@nestjs/terminus';
 import type { DataSource } from 'typeorm';
 import {
@@ -24,7 +25,9 @@ import {
   type HarnessOverrides,
   type OutboxHarness,
 } from '../support/outbox-harness';
+import { CapturingLogger } from '../support/capturing-logger';
 import { describeWith, SERVICES } from '../support/services';
+import { TcpProxy } from '../support/tcp-proxy';
 import {
   consumeStream,
   jetStreamAdmin,
@@ -433,18 +436,39 @@ describeWith(['postgres', 'nats'], 'JetStreamPublisher (PostgreSQL → NATS JetS
     );
   });
 
-  it('never logs or shows the credentials of a server URL', async () => {
+  it('never logs or shows the credentials of a server URL: connected, lost, refused', async () => {
+    const logger = new CapturingLogger();
+    Logger.overrideLogger(logger);
+    cleanups.push(() => Promise.resolve(Logger.overrideLogger(['error', 'fatal'])));
+    const proxy = await TcpProxy.start(SERVICES.nats, 60_000);
+    cleanups.push(() => proxy.close());
+    const secret = 's3cret-pass';
     const p = publisher({
-      servers: `nats://outbox:s3cret-pass@127.0.0.1:${await freePort()}`,
+      // This server asks for no credentials; the client sends them all the same.
+      servers: `nats://outbox:${secret}@127.0.0.1:${proxy.port}`,
       reconnect: { initialDelayMs: 50, maxDelayMs: 100 },
     });
-    const error = await p.connect().then(
+    await p.connect();
+    proxy.cut('reset');
+    await waitFor('the loss to be logged', () =>
+      logger.lines.some((l) => l.level === 'warn' && /NATS connection .* lost/.test(l.message)),
+    );
+    const refused = await p.connect().then(
       () => undefined,
       (e: unknown) => e,
     );
-    expect(String(error)).not.toContain('s3cret');
-    expect(JSON.stringify(p)).not.toContain('s3cret');
-    expect(inspect(p, { depth: 5 })).not.toContain('s3cret');
+    expect(refused).toBeInstanceOf(PublisherUnavailableError);
+    expect(logger.lines.map((l) => l.message)).toEqual(
+      expect.arrayContaining([`Connected to NATS at nats://127.0.0.1:${proxy.port}`]),
+    );
+    for (const shown of [
+      ...logger.lines.map((l) => l.message),
+      String(refused),
+      JSON.stringify(p),
+      inspect(p, { depth: 5 }),
+    ]) {
+      expect(shown).not.toContain(secret);
+    }
   });
 
   it('checks its options at construction', () => {
