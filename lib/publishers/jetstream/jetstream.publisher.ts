@@ -276,7 +276,14 @@ export class JetStreamPublisher implements OutboxPublisher {
       }
       return;
     }
-    if (noResponders.length > 0) await this.explainNoResponders(state, noResponders, outcomes);
+    if (noResponders.length === 0) return;
+    const explained = this.explainNoResponders(state, noResponders, outcomes);
+    if ((await untilAborted(explained, signal)) === undefined) {
+      // Not stored anywhere (nothing answered), but which failure it is stays unknown: an
+      // attempt, as for any failure.
+      const reason = abortReason(signal);
+      for (const item of noResponders) outcomes[item.index] ??= { ok: false, error: reason };
+    }
   }
 
   private async sendRun(
@@ -305,7 +312,8 @@ export class JetStreamPublisher implements OutboxPublisher {
     // Read on the clock right before the write: after an await (or a pause of the process) the
     // lease may be gone, and another dispatcher may hold the message.
     if (pastPublishDeadline(signal)) return Promise.resolve(unsent(abortReason(signal)));
-    if (state.closed) return Promise.resolve(unsent(this.lost(state, undefined)));
+    if (state.closed || state.nc.isClosed())
+      return Promise.resolve(unsent(this.lost(state, undefined)));
     const options: Partial<JetStreamPublishOptions> = {
       msgID: item.record.messageId,
       // The client's own header set (natsHeaders()), typed by what the publisher writes.
@@ -396,7 +404,7 @@ export class JetStreamPublisher implements OutboxPublisher {
       }),
     );
     for (const item of items)
-      outcomes[item.index] = { ok: false, error: verdicts.get(item.subject) };
+      outcomes[item.index] ??= { ok: false, error: verdicts.get(item.subject) };
   }
 
   private manager(state: ConnectionState): Promise<JetStreamManager> {
