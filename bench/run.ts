@@ -67,6 +67,7 @@ import { p18 } from './scenarios/p18-external-delivery-enqueue';
 import { p19 } from './scenarios/p19-debezium-drain';
 import { profileDrain, type ProfiledBroker } from './scenarios/profile-drain';
 import { c1 } from './scenarios/c1-console-10m';
+import { j1 } from './scenarios/j1-drain-jetstream';
 
 const SCENARIOS: Record<string, (ctx: BenchContext) => Promise<ScenarioResult>> = {
   P1: p1,
@@ -89,6 +90,7 @@ const SCENARIOS: Record<string, (ctx: BenchContext) => Promise<ScenarioResult>> 
   P18: p18,
   P19: p19,
   C1: c1,
+  J1: j1,
 };
 /**
  * Scenarios run only when named with --only: C1 fills a 10-million-row table (minutes, GBs); P13

@@ -25,6 +25,14 @@ export interface KafkaEachMessageLike {
   readonly message: KafkaMessageLike;
 }
 
+/**
+ * The part of a `JsMsg` (a message a JetStream consumer of `@nats-io/jetstream` got) that carries
+ * the id: its NATS headers (`MsgHdrs#get` answers '' for a missing header).
+ */
+export interface JetStreamMessageLike {
+  readonly headers?: { get(name: string): string } | undefined;
+}
+
 /** Any `@nestjs/microservices` context (`RmqContext`, `KafkaContext`, `NatsContext`, `MqttContext`, `TcpContext`, `RedisContext`). */
 export interface RpcContextLike {
   getArgs(): unknown;
@@ -92,6 +100,27 @@ export function messageIdFromKafka(message: KafkaMessageLike | KafkaEachMessageL
       : (message as KafkaMessageLike);
   const id = fromKafka(inner);
   if (id === undefined) throw new MessageIdMissingError('kafka', KAFKA_LOOKED);
+  return id;
+}
+
+/** JetStream's own deduplication id, which `JetStreamPublisher` sets to the message id. */
+const NATS_MSG_ID_HEADER = 'Nats-Msg-Id';
+const JETSTREAM_LOOKED = `header ${OUTBOX_HEADER_MESSAGE_ID}, then header ${NATS_MSG_ID_HEADER}`;
+
+/**
+ * The message id of a message a JetStream consumer received (`JsMsg`): the `x-outbox-message-id`
+ * header, else `Nats-Msg-Id` (both set by `JetStreamPublisher`; the second is the id the stream
+ * deduplicated the publish by).
+ *
+ * @throws MessageIdMissingError when neither is there.
+ */
+export function messageIdFromJetStream(message: JetStreamMessageLike): string {
+  const headers = message.headers;
+  const id =
+    headers === undefined
+      ? undefined
+      : (text(headers.get(OUTBOX_HEADER_MESSAGE_ID)) ?? text(headers.get(NATS_MSG_ID_HEADER)));
+  if (id === undefined) throw new MessageIdMissingError('jetstream', JETSTREAM_LOOKED);
   return id;
 }
 

@@ -1,4 +1,5 @@
 import type { OutboxBrokerAttributes } from './outbox-message.interface';
+import { natsSubjectProblem } from './nats-subject';
 
 // eslint-disable-next-line no-control-regex
 const CONTROL_CHARS = /[\u0000-\u001f\u007f]/;
@@ -69,6 +70,14 @@ const qos: Check = (value, path) => {
   return value;
 };
 
+const natsSubject: Check = (value, path) => {
+  const problem = natsSubjectProblem(value);
+  if (problem !== undefined) {
+    throw new BrokerAttributesProblem(path, `${problem}, got ${describe(value)}`);
+  }
+  return value;
+};
+
 // Every attribute a publisher knows, by broker: anything else is refused, so a misspelt
 // attribute fails the enqueue instead of being silently ignored by every publisher.
 const SHAPE: Record<string, Record<string, Check>> = {
@@ -80,6 +89,7 @@ const SHAPE: Record<string, Record<string, Check>> = {
   },
   kafka: { partition: integer(0, MAX_INT32) },
   mqtt: { qos, retain: boolean },
+  jetstream: { subject: natsSubject },
 };
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {

@@ -90,6 +90,15 @@ export interface OutboxMqttAttributes {
   readonly retain?: boolean;
 }
 
+/** NATS JetStream attributes of one message, applied by `JetStreamPublisher`. */
+export interface OutboxJetStreamAttributes {
+  /**
+   * The subject to publish to instead of the publisher's route for the topic: a NATS subject
+   * without wildcards, which a stream must capture (checked at enqueue: tokens, no `*` or `>`).
+   */
+  readonly subject?: string;
+}
+
 /**
  * Broker attributes of one message, by broker. Each publisher reads its own part and ignores the
  * others, so one message may carry attributes for a RabbitMQ and a Kafka route.
@@ -98,6 +107,7 @@ export interface OutboxBrokerAttributes {
   readonly rabbitmq?: OutboxRabbitMqAttributes;
   readonly kafka?: OutboxKafkaAttributes;
   readonly mqtt?: OutboxMqttAttributes;
+  readonly jetstream?: OutboxJetStreamAttributes;
 }
 
 /** Options of `@OutboxEvent()`. */

@@ -30,6 +30,8 @@ import { KafkaPublisher } from '../../lib/publishers/kafka';
 import { ClientProxyPublisher, type OutboxEnvelope } from '../../lib/publishers/microservices';
 import { traceContextHeaders, TracedPublisher } from '../../lib/integrations/opentelemetry';
 import { RabbitMqPublisher } from '../../lib/publishers/rabbitmq';
+import { JetStreamPublisher } from '../../lib/publishers/jetstream';
+import { consumeStream, jetStreamAdmin, JETSTREAM_URL } from '../support/transports/jetstream';
 import { readOutbox, testDatabase, TestOrder } from '../support/databases';
 import { type OutboxApp } from '../support/outbox-harness';
 import { useOutboxScope } from '../support/outbox-scope';
@@ -283,6 +285,37 @@ describeWith(['postgres'], 'OpenTelemetry: trace context from enqueue to consume
       expect(failed.status.message).toMatch(/unroutable|NO_ROUTE|312/i);
       expect(failed.events.some((e) => e.name === 'exception')).toBe(true);
       expect(failed.parentSpanContext?.spanId).toBe(lost.enqueued.spanId);
+    });
+  });
+
+  describeWith(['nats'], 'JetStreamPublisher', () => {
+    it('the JetStream consumer continues the trace from the producer span (NATS headers)', async () => {
+      const admin = await jetStreamAdmin();
+      closers.push(() => admin.close());
+      const stream = await admin.createStream({}, 'otel');
+      const consumer = await consumeStream(admin.nc, stream.name);
+      closers.push(() => consumer.close());
+      const subject = `${stream.name}.orders`;
+
+      const h = await openOutbox(
+        new TracedPublisher(new JetStreamPublisher({ servers: JETSTREAM_URL }), { system: 'nats' }),
+      );
+      const sent = await enqueueInSpan(h, {
+        topic: subject,
+        key: 'order-3',
+        type: 'order.created',
+        payload: { orderId: 3 },
+        headers: { 'x-tenant': 't1' },
+      });
+      await drainUntil(h, () => exporter.getFinishedSpans().length >= 2, 'the producer span');
+      const [message] = await consumer.received.settle(1);
+
+      expect(message?.messageId).toBe(sent.id);
+      expect(message?.headers['x-tenant']).toBe('t1');
+      await expectPropagated(h, sent, message?.headers.traceparent, {
+        system: 'nats',
+        destination: subject,
+      });
     });
   });
 

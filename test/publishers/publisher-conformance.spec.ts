@@ -4,6 +4,7 @@ import type { OutboxEnvelope } from '../../lib/publishers/microservices';
 import { ClientProxyPublisher } from '../../lib/publishers/microservices';
 import { KafkaPublisher } from '../../lib/publishers/kafka';
 import { RabbitMqPublisher } from '../../lib/publishers/rabbitmq';
+import { JetStreamPublisher } from '../../lib/publishers/jetstream';
 import type { OutboxPublisher } from '../../lib/publishers/outbox-publisher.interface';
 import {
   publisherConformanceCases,
@@ -25,6 +26,7 @@ import {
   type NativeConsumer,
 } from '../support/transports/native-consumers';
 import { startNestConsumer } from '../support/transports/nest-consumer';
+import { consumeStream, jetStreamAdmin, JETSTREAM_URL } from '../support/transports/jetstream';
 import { freePort } from '../support/transports/net';
 
 // Every publisher the package ships keeps the one contract the dispatcher relies on (one outcome
@@ -103,6 +105,27 @@ const targets: readonly (PublisherConformanceTarget & { readonly services: Servi
       const consumer = await consumeRabbitMq(queue);
       const publisher = new RabbitMqPublisher({ url: RABBITMQ_URL, outboxHeaders: false });
       return fixture(publisher, queue, consumer, (m) => m.properties.messageId as string);
+    },
+  },
+  {
+    // A stream of its own per case, read by an ordered consumer, deleted afterwards.
+    name: 'JetStreamPublisher',
+    services: ['nats'],
+    setUp: async () => {
+      const admin = await jetStreamAdmin();
+      const stream = await admin.createStream({}, 'conformance');
+      const consumer = await consumeStream(admin.nc, stream.name);
+      const publisher = new JetStreamPublisher({ servers: JETSTREAM_URL });
+      return {
+        publisher,
+        topic: `${stream.name}.events`,
+        received: () => consumer.received.items.map((m) => m.messageId),
+        tearDown: async () => {
+          await publisher.close();
+          await consumer.close();
+          await admin.close();
+        },
+      };
     },
   },
   {
