@@ -67,6 +67,7 @@ export type {
   OutboxRabbitMqAttributes,
   OutboxKafkaAttributes,
   OutboxMqttAttributes,
+  OutboxRedisAttributes,
 } from './message/outbox-message.interface';
 export type {
   OutboxRecord,

@@ -21,11 +21,14 @@ export { createInboxMigration } from './inbox-table.migration';
 export {
   messageIdFromAmqp,
   messageIdFromKafka,
+  messageIdFromRedisStream,
   messageIdFromRpcContext,
   type AmqpMessageLike,
   type KafkaEachMessageLike,
   type KafkaHeaderValue,
   type KafkaMessageLike,
+  type RedisStreamEntryLike,
+  type RedisStreamValue,
   type RpcContextLike,
 } from './message-id.extractors';
 export { MessageIdMissingError, type MessageIdSource } from './message-id-missing.error';

@@ -90,6 +90,20 @@ export interface OutboxMqttAttributes {
   readonly retain?: boolean;
 }
 
+/** Redis Streams attributes of one message, applied by `RedisStreamsPublisher`. */
+export interface OutboxRedisAttributes {
+  /**
+   * The stream key to add the entry to, instead of the publisher's stream for the topic (used
+   * as it is: the publisher's `streamPrefix` is not put before it).
+   */
+  readonly stream?: string;
+  /**
+   * Trims the entry's stream to about this many entries as it is added (`MAXLEN ~`, or `=` when
+   * the publisher trims exactly), instead of the publisher's `trim`.
+   */
+  readonly maxLen?: number;
+}
+
 /**
  * Broker attributes of one message, by broker. Each publisher reads its own part and ignores the
  * others, so one message may carry attributes for a RabbitMQ and a Kafka route.
@@ -98,6 +112,7 @@ export interface OutboxBrokerAttributes {
   readonly rabbitmq?: OutboxRabbitMqAttributes;
   readonly kafka?: OutboxKafkaAttributes;
   readonly mqtt?: OutboxMqttAttributes;
+  readonly redis?: OutboxRedisAttributes;
 }
 
 /** Options of `@OutboxEvent()`. */
