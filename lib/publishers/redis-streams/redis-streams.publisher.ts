@@ -154,7 +154,7 @@ export class RedisStreamsPublisher implements OutboxPublisher {
     this.#ended.add(client);
     // A server that does not answer the QUIT must not hold the app's shutdown.
     await within(client.quit(), this.#options.publishTimeoutMs).catch(() => undefined);
-    client.disconnect();
+    disconnect(client);
   }
 
   /** The XADD of each message; a message whose stream cannot be named fails here. */
@@ -405,7 +405,7 @@ export class RedisStreamsPublisher implements OutboxPublisher {
       await within(client.connect(), this.#options.connectionTimeoutMs);
     } catch (error) {
       this.#ended.add(client);
-      client.disconnect();
+      disconnect(client);
       const { initialDelayMs, maxDelayMs } = this.#options.reconnect;
       this.#delayMs = Math.min(
         maxDelayMs,
@@ -475,8 +475,16 @@ export class RedisStreamsPublisher implements OutboxPublisher {
       this.logger.warn(`${why}; closing the connection, the next batch opens another`);
     }
     this.#ended.add(client);
-    client.disconnect();
+    disconnect(client);
   }
+}
+
+/**
+ * Closes the client's socket unless it is closed already: ioredis would otherwise keep a 2 s
+ * timer for a socket that will never report its close again.
+ */
+function disconnect(client: Redis): void {
+  if (client.status !== 'end') client.disconnect();
 }
 
 /** The abort reason as the outcome of unanswered messages (the dispatcher aborts with a PublishTimeoutError). */
