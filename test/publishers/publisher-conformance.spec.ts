@@ -4,6 +4,7 @@ import type { OutboxEnvelope } from '../../lib/publishers/microservices';
 import { ClientProxyPublisher } from '../../lib/publishers/microservices';
 import { KafkaPublisher } from '../../lib/publishers/kafka';
 import { RabbitMqPublisher } from '../../lib/publishers/rabbitmq';
+import { RedisStreamsPublisher } from '../../lib/publishers/redis-streams';
 import type { OutboxPublisher } from '../../lib/publishers/outbox-publisher.interface';
 import {
   publisherConformanceCases,
@@ -25,6 +26,7 @@ import {
   type NativeConsumer,
 } from '../support/transports/native-consumers';
 import { startNestConsumer } from '../support/transports/nest-consumer';
+import { consumeRedisStream, REDIS_URL } from '../support/transports/redis-streams';
 import { freePort } from '../support/transports/net';
 
 // Every publisher the package ships keeps the one contract the dispatcher relies on (one outcome
@@ -103,6 +105,16 @@ const targets: readonly (PublisherConformanceTarget & { readonly services: Servi
       const consumer = await consumeRabbitMq(queue);
       const publisher = new RabbitMqPublisher({ url: RABBITMQ_URL, outboxHeaders: false });
       return fixture(publisher, queue, consumer, (m) => m.properties.messageId as string);
+    },
+  },
+  {
+    name: 'RedisStreamsPublisher',
+    services: ['redis'],
+    setUp: async () => {
+      const stream = `conformance:${randomUUID()}`;
+      const consumer = await consumeRedisStream(stream);
+      const publisher = new RedisStreamsPublisher({ connection: REDIS_URL });
+      return fixture(publisher, stream, consumer, (e) => e.fields[HEADER]);
     },
   },
   {
