@@ -4,8 +4,10 @@
  * in flight) into one stream, beside the bare client's ceiling: the same ioredis client, set up
  * as the publisher sets up its own, XADDing the same messages with the same fields in pipelines
  * of the same size, two in flight, with no database; and, between the two, the bare relay
- * (claim 500, the same pipeline, settle) with that client: what the table costs any relay.
- * Every module drain is checked in the stream (count, duplicates, missing, per-key order).
+ * (claim 500, the same pipeline, settle) with that client: what the table costs any relay; and
+ * the publisher driven directly with the same batches (no database, no dispatcher): what the
+ * publisher itself costs. Every module drain is checked in the stream (count, duplicates,
+ * missing, per-key order).
  */
 import { named } from '../support/config';
 import {
@@ -23,6 +25,7 @@ import {
   bareRedisRelay,
   bareXadd,
   checkStream,
+  publishDirect,
   redisStreamsPublisher,
 } from '../support/redis';
 import {
@@ -83,6 +86,10 @@ export async function p20(ctx: BenchContext): Promise<ScenarioResult> {
   const moduleRates: number[] = [];
   const bareRates: number[] = [];
   const relayRates: number[] = [];
+  const directRates: number[] = [];
+  // The same publisher class, driven directly on a stream of its own (no database, no dispatcher).
+  const directStream = named('bench:p20:direct', ':');
+  const direct = redisStreamsPublisher(directStream);
   const moduleCpu: number[] = [];
   const bareCpu: number[] = [];
   let extra = 0;
@@ -95,6 +102,7 @@ export async function p20(ctx: BenchContext): Promise<ScenarioResult> {
     await bareXadd(redis, bareStream, 2_000, BATCH_SIZE, IN_FLIGHT);
     await prepare(2_000);
     await bareRedisRelay(pool, TABLE, redis, bareStream);
+    await publishDirect(direct, 2_000, BATCH_SIZE, IN_FLIGHT);
 
     for (let run = 1; run <= ctx.runs; run++) {
       const m = await measured(
@@ -129,6 +137,13 @@ export async function p20(ctx: BenchContext): Promise<ScenarioResult> {
       bareCpu.push(b.cpuUs / n);
       log(`P20 run ${run}: bare ioredis pipelines ${Math.round(n / b.seconds)} msgs/s`);
 
+      const d = await measured(`P20 run ${run} publisher alone`, log, async () => {
+        await redis.del(directStream);
+        return timedWithCpu(() => publishDirect(direct, n, BATCH_SIZE, IN_FLIGHT));
+      });
+      directRates.push(n / d.seconds);
+      log(`P20 run ${run}: RedisStreamsPublisher alone ${Math.round(n / d.seconds)} msgs/s`);
+
       const r = await measured(`P20 run ${run} bare relay`, log, async () => {
         await redis.del(bareStream);
         await prepare(n);
@@ -142,8 +157,9 @@ export async function p20(ctx: BenchContext): Promise<ScenarioResult> {
     }
   } finally {
     await app.close();
+    await direct.close();
     await pool.end();
-    await redis.del(moduleStream, bareStream).catch(() => undefined);
+    await redis.del(moduleStream, bareStream, directStream).catch(() => undefined);
     await redis.quit().catch(() => undefined);
     await dropOutboxTable(pg, TABLE);
   }
@@ -172,6 +188,14 @@ export async function p20(ctx: BenchContext): Promise<ScenarioResult> {
     relayRates,
     n,
   );
+  const alone = addMetric(
+    result,
+    'publisher_alone_msgs_per_s',
+    'RedisStreamsPublisher driven directly: the same batches, no database or dispatcher',
+    'msgs/s',
+    directRates,
+    n,
+  );
   addMetric(result, 'module_node_cpu_us_per_msg', 'module: node CPU per message', 'µs', moduleCpu);
   addMetric(result, 'bare_node_cpu_us_per_msg', 'bare client: node CPU per message', 'µs', bareCpu);
   for (const [key, label, runs] of [
@@ -195,6 +219,7 @@ export async function p20(ctx: BenchContext): Promise<ScenarioResult> {
     '>=',
     0.8,
   );
+  result.values.p20_publisher_alone_vs_bare_client = round(ratio(alone.median, bare.median), 3);
   result.values.p20_vs_bare_relay = round(ratio(module.median, relay.median), 3);
   result.values.p20_bare_relay_vs_bare_client = round(ratio(relay.median, bare.median), 3);
   addTarget(result, 'p20_duplicates', 'duplicate entries over all module runs', extra, '==', 0);
@@ -206,6 +231,9 @@ export async function p20(ctx: BenchContext): Promise<ScenarioResult> {
     reordered,
     '==',
     0,
+  );
+  result.notes.push(
+    `RedisStreamsPublisher alone ÷ bare client ${result.values.p20_publisher_alone_vs_bare_client} (what the publisher itself costs)`,
   );
   result.notes.push(
     `module ÷ bare relay ${result.values.p20_vs_bare_relay}; bare relay ÷ bare client ${result.values.p20_bare_relay_vs_bare_client} (what the table costs any relay)`,

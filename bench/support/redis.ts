@@ -1,7 +1,12 @@
 /** Redis Streams for the bench: the module's publisher, the bare client and a check of a stream. */
 import { randomUUID } from 'node:crypto';
 import { Redis } from 'ioredis';
-import { OUTBOX_HEADER_KEY, OUTBOX_HEADER_MESSAGE_ID, OUTBOX_HEADER_TYPE } from '../../lib';
+import {
+  OUTBOX_HEADER_KEY,
+  OUTBOX_HEADER_MESSAGE_ID,
+  OUTBOX_HEADER_TYPE,
+  type OutboxRecord,
+} from '../../lib';
 import { RedisStreamsPublisher } from '../../lib/publishers/redis-streams';
 import { SERVICES as TEST_SERVICES } from '../../test/support/services';
 import { BARE_BATCH_SIZE, bareClaimSql, bareSettleSql, type Row } from '../baselines/bare-relay';
@@ -167,4 +172,46 @@ export async function bareRedisRelay(
   };
   await Promise.all([lane(), lane()]);
   return published;
+}
+
+/**
+ * The module's publisher driven directly, with no database and no dispatcher: `count` records
+ * like the seeded ones (1 KiB JSON, 1 000 keys) handed to `publish()` in batches of `batchSize`,
+ * `inFlight` at a time. Against the bare client, what RedisStreamsPublisher itself costs.
+ */
+export async function publishDirect(
+  publisher: RedisStreamsPublisher,
+  count: number,
+  batchSize: number,
+  inFlight: number,
+): Promise<void> {
+  let next = 1;
+  // One date for all: the publisher never reads it, and the bare client makes none.
+  const createdAt = new Date();
+  const lane = async (): Promise<void> => {
+    while (next <= count) {
+      const from = next;
+      const to = Math.min(count, from + batchSize - 1);
+      next = to + 1;
+      const records: OutboxRecord[] = [];
+      for (let seq = from; seq <= to; seq++) {
+        const key = keyOf(seq);
+        records.push({
+          id: String(seq),
+          messageId: randomUUID(),
+          topic: 'bench',
+          key,
+          type: 'order.created',
+          payload: payloadOf(seq, key),
+          headers: {},
+          attempts: 1,
+          createdAt,
+        });
+      }
+      const outcomes = await publisher.publish(records, new AbortController().signal);
+      const failed = outcomes.find((o) => !o.ok);
+      if (failed !== undefined && !failed.ok) throw failed.error as Error;
+    }
+  };
+  await Promise.all(Array.from({ length: inFlight }, lane));
 }
