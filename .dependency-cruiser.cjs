@@ -19,7 +19,7 @@
 
 const ENTRY_POINTS = [
   '^lib/connections/[^/]+/',
-  '^lib/publishers/(microservices|kafka|rabbitmq|jetstream)/',
+  '^lib/publishers/(microservices|kafka|rabbitmq|jetstream|redis-streams)/',
   '^lib/integrations/(prometheus|terminus|opentelemetry|cqrs|event-emitter)/',
   '^lib/inbox/',
   '^lib/operations/console/',

@@ -68,6 +68,7 @@ export type {
   OutboxKafkaAttributes,
   OutboxMqttAttributes,
   OutboxJetStreamAttributes,
+  OutboxRedisAttributes,
 } from './message/outbox-message.interface';
 export type {
   OutboxRecord,

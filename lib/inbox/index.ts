@@ -21,6 +21,7 @@ export { createInboxMigration } from './inbox-table.migration';
 export {
   messageIdFromAmqp,
   messageIdFromKafka,
+  messageIdFromRedisStream,
   messageIdFromRpcContext,
   messageIdFromJetStream,
   type AmqpMessageLike,
@@ -28,6 +29,8 @@ export {
   type KafkaEachMessageLike,
   type KafkaHeaderValue,
   type KafkaMessageLike,
+  type RedisStreamEntryLike,
+  type RedisStreamValue,
   type RpcContextLike,
 } from './message-id.extractors';
 export { MessageIdMissingError, type MessageIdSource } from './message-id-missing.error';

@@ -32,6 +32,18 @@ export interface KafkaEachMessageLike {
 export interface JetStreamMessageLike {
   readonly headers?: { get(name: string): string } | undefined;
 }
+/** A Redis field name or value as a client returns it: text, or bytes from a `…Buffer` command. */
+export type RedisStreamValue = string | Buffer;
+
+/**
+ * One stream entry as a Redis client returns it from `XREADGROUP` / `XRANGE`: ioredis' `[id,
+ * [field, value, …]]`, node-redis' `{ id, message: { field: value } }`, or the entry's fields
+ * already made into an object.
+ */
+export type RedisStreamEntryLike =
+  | readonly [id: RedisStreamValue, fields: readonly RedisStreamValue[]]
+  | { readonly id?: RedisStreamValue; readonly message: Readonly<Record<string, RedisStreamValue>> }
+  | Readonly<Record<string, RedisStreamValue>>;
 
 /** Any `@nestjs/microservices` context (`RmqContext`, `KafkaContext`, `NatsContext`, `MqttContext`, `TcpContext`, `RedisContext`). */
 export interface RpcContextLike {
@@ -70,8 +82,30 @@ function fromKafka(message: KafkaMessageLike): string | undefined {
   return text(message.headers?.[OUTBOX_HEADER_MESSAGE_ID]);
 }
 
+function fromRedisStream(entry: RedisStreamEntryLike): string | undefined {
+  if (Array.isArray(entry)) {
+    const fields: unknown = entry[1];
+    if (!Array.isArray(fields)) return undefined;
+    // Field names sit at even places; a value is never taken for a name.
+    for (let i = 0; i + 1 < fields.length; i += 2) {
+      if (text(fields[i]) === OUTBOX_HEADER_MESSAGE_ID) return text(fields[i + 1]);
+    }
+    return undefined;
+  }
+  const object = entry as Record<string, unknown>;
+  const message = object.message;
+  const fields =
+    typeof message === 'object' && message !== null && !Buffer.isBuffer(message)
+      ? (message as Record<string, unknown>)
+      : object;
+  return Object.hasOwn(fields, OUTBOX_HEADER_MESSAGE_ID)
+    ? text(fields[OUTBOX_HEADER_MESSAGE_ID])
+    : undefined;
+}
+
 const AMQP_LOOKED = `header ${OUTBOX_HEADER_MESSAGE_ID}, then property messageId`;
 const KAFKA_LOOKED = `header ${OUTBOX_HEADER_MESSAGE_ID}`;
+const REDIS_LOOKED = `field ${OUTBOX_HEADER_MESSAGE_ID} of the stream entry`;
 
 /**
  * The message id of an amqplib message (`channel.consume` callback, `channel.get`): the
@@ -121,6 +155,20 @@ export function messageIdFromJetStream(message: JetStreamMessageLike): string {
       ? undefined
       : (text(headers.get(OUTBOX_HEADER_MESSAGE_ID)) ?? text(headers.get(NATS_MSG_ID_HEADER)));
   if (id === undefined) throw new MessageIdMissingError('jetstream', JETSTREAM_LOOKED);
+  return id;
+}
+
+/**
+ * The message id of a Redis stream entry read with `XREADGROUP` (or `XRANGE`): its
+ * `x-outbox-message-id` field, set by `RedisStreamsPublisher`. Takes the entry as ioredis returns
+ * it (`[id, [field, value, …]]`, text or Buffers), as node-redis does (`{ id, message }`), or its
+ * fields as an object.
+ *
+ * @throws MessageIdMissingError when the field is not there.
+ */
+export function messageIdFromRedisStream(entry: RedisStreamEntryLike): string {
+  const id = typeof entry === 'object' && entry !== null ? fromRedisStream(entry) : undefined;
+  if (id === undefined) throw new MessageIdMissingError('redis-stream', REDIS_LOOKED);
   return id;
 }
 

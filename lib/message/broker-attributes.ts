@@ -56,6 +56,26 @@ const shortString: Check = (value, path) => {
   return value;
 };
 
+// Redis keys are binary-safe and up to 512 MB; a stream key a message names is held to what a
+// log line, a CLI and another client can show and type.
+const MAX_STREAM_KEY_BYTES = 1_024;
+
+const streamKey: Check = (value, path) => {
+  if (
+    typeof value !== 'string' ||
+    value === '' ||
+    Buffer.byteLength(value, 'utf8') > MAX_STREAM_KEY_BYTES ||
+    CONTROL_CHARS.test(value) ||
+    /\p{Cs}/u.test(value)
+  ) {
+    throw new BrokerAttributesProblem(
+      path,
+      `expected a stream key of 1 to ${MAX_STREAM_KEY_BYTES} UTF-8 bytes without control characters, got ${describe(value)}`,
+    );
+  }
+  return value;
+};
+
 const boolean: Check = (value, path) => {
   if (typeof value !== 'boolean') {
     throw new BrokerAttributesProblem(path, `expected true or false, got ${describe(value)}`);
@@ -90,6 +110,7 @@ const SHAPE: Record<string, Record<string, Check>> = {
   kafka: { partition: integer(0, MAX_INT32) },
   mqtt: { qos, retain: boolean },
   jetstream: { subject: natsSubject },
+  redis: { stream: streamKey, maxLen: integer(1, Number.MAX_SAFE_INTEGER) },
 };
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {

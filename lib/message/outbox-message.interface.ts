@@ -99,6 +99,20 @@ export interface OutboxJetStreamAttributes {
   readonly subject?: string;
 }
 
+/** Redis Streams attributes of one message, applied by `RedisStreamsPublisher`. */
+export interface OutboxRedisAttributes {
+  /**
+   * The stream key to add the entry to, instead of the publisher's stream for the topic (used
+   * as it is: the publisher's `streamPrefix` is not put before it).
+   */
+  readonly stream?: string;
+  /**
+   * Trims the entry's stream to about this many entries as it is added (`MAXLEN ~`, or `=` when
+   * the publisher trims exactly), instead of the publisher's `trim`.
+   */
+  readonly maxLen?: number;
+}
+
 /**
  * Broker attributes of one message, by broker. Each publisher reads its own part and ignores the
  * others, so one message may carry attributes for a RabbitMQ and a Kafka route.
@@ -108,6 +122,7 @@ export interface OutboxBrokerAttributes {
   readonly kafka?: OutboxKafkaAttributes;
   readonly mqtt?: OutboxMqttAttributes;
   readonly jetstream?: OutboxJetStreamAttributes;
+  readonly redis?: OutboxRedisAttributes;
 }
 
 /** Options of `@OutboxEvent()`. */

@@ -32,6 +32,7 @@ import { traceContextHeaders, TracedPublisher } from '../../lib/integrations/ope
 import { RabbitMqPublisher } from '../../lib/publishers/rabbitmq';
 import { JetStreamPublisher } from '../../lib/publishers/jetstream';
 import { consumeStream, jetStreamAdmin, JETSTREAM_URL } from '../support/transports/jetstream';
+import { RedisStreamsPublisher } from '../../lib/publishers/redis-streams';
 import { readOutbox, testDatabase, TestOrder } from '../support/databases';
 import { type OutboxApp } from '../support/outbox-harness';
 import { useOutboxScope } from '../support/outbox-scope';
@@ -39,10 +40,11 @@ import { describeWith, SERVICES } from '../support/services';
 import { Collector } from '../support/transports/collector';
 import { startNestConsumer } from '../support/transports/nest-consumer';
 import { freePort } from '../support/transports/net';
+import { consumeRedisStream, redisClient, REDIS_URL } from '../support/transports/redis-streams';
 
 // The trace context travels from the span that enqueued a message, through the outbox table and
-// a real dispatcher, to a real consumer of Kafka, RabbitMQ and a Nest TCP microservice; the
-// producer spans are taken from a real OpenTelemetry SDK.
+// a real dispatcher, to a real consumer of Kafka, RabbitMQ, Redis Streams and a Nest TCP
+// microservice; the producer spans are taken from a real OpenTelemetry SDK.
 
 const db = testDatabase('postgres');
 const RABBITMQ_URL = `amqp://guest:guest@${SERVICES.rabbitmq.host}:${SERVICES.rabbitmq.port}`;
@@ -316,6 +318,49 @@ describeWith(['postgres'], 'OpenTelemetry: trace context from enqueue to consume
         system: 'nats',
         destination: subject,
       });
+    });
+  });
+
+  describeWith(['redis'], 'RedisStreamsPublisher', () => {
+    it('the stream entry carries the producer span context as a field; a WRONGTYPE refusal ends its span as an error', async () => {
+      const stream = unique('redis');
+      const consumer = await consumeRedisStream(stream);
+      closers.push(() => consumer.close());
+      const h = await openOutbox(
+        new TracedPublisher(new RedisStreamsPublisher({ connection: REDIS_URL }), {
+          system: 'redis',
+        }),
+      );
+      const sent = await enqueueInSpan(h, {
+        topic: stream,
+        key: 'order-3',
+        type: 'order.created',
+        payload: { orderId: 3 },
+      });
+      await drainUntil(h, () => exporter.getFinishedSpans().length >= 2, 'the producer span');
+      const [entry] = await consumer.received.settle(1);
+      expect(entry?.fields[OUTBOX_HEADER_MESSAGE_ID]).toBe(sent.id);
+      await expectPropagated(h, sent, entry?.fields.traceparent, {
+        system: 'redis',
+        destination: stream,
+      });
+
+      // A key of another type: Redis refuses the XADD (WRONGTYPE), the message is dead at once.
+      const redis = redisClient();
+      const taken = unique('redis-string');
+      closers.push(async () => {
+        await redis.del(taken);
+        await redis.quit();
+      });
+      await redis.set(taken, 'not a stream');
+      exporter.reset();
+      const lost = await enqueueInSpan(h, { topic: taken, type: 'order.created', payload: {} });
+      await drainUntil(h, () => exporter.getFinishedSpans().length >= 2, 'the failed span');
+      const failed = producerSpan(lost.id);
+      expect(failed.status.code).toBe(SpanStatusCode.ERROR);
+      expect(failed.status.message).toMatch(/WRONGTYPE/);
+      expect(failed.attributes['error.type']).toBe('PermanentPublishError');
+      expect(failed.parentSpanContext?.spanId).toBe(lost.enqueued.spanId);
     });
   });
 

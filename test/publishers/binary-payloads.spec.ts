@@ -10,6 +10,7 @@ import {
 } from '../../lib';
 import { KafkaPublisher } from '../../lib/publishers/kafka';
 import { RabbitMqPublisher } from '../../lib/publishers/rabbitmq';
+import { RedisStreamsPublisher } from '../../lib/publishers/redis-streams';
 import { ClientProxyPublisher, type OutboxEnvelope } from '../../lib/publishers/microservices';
 import { TEST_DATABASES } from '../support/databases';
 import { RecordingPublisher } from '../support/recording.publisher';
@@ -18,11 +19,12 @@ import { describeWith, type ServiceName } from '../support/services';
 import { Collector } from '../support/transports/collector';
 import { KAFKA_BROKERS, MQTT_URL, RABBITMQ_URL } from '../support/transports/native-consumers';
 import { startNestConsumer } from '../support/transports/nest-consumer';
+import { readStream, redisClient, REDIS_URL } from '../support/transports/redis-streams';
 import { freePort } from '../support/transports/net';
 
 // Binary payloads and broker attributes end to end: enqueued as bytes on each database, read
-// back by the claim, published by RabbitMqPublisher, KafkaPublisher and ClientProxyPublisher
-// (Nest TCP), and compared byte for byte with what a real consumer received. The bytes include
+// back by the claim, published by RabbitMqPublisher, KafkaPublisher, RedisStreamsPublisher and
+// ClientProxyPublisher (Nest TCP), and compared byte for byte with what a real consumer received. The bytes include
 // NUL, 0xFF and invalid UTF-8, which any text round trip would mangle.
 
 const AVRO = 'application/avro';
@@ -185,6 +187,66 @@ for (const db of TEST_DATABASES) {
       expect(own?.queue).toBe(routed);
       expect(own?.content.equals(bytes)).toBe(true);
       expect(items.find((i) => i.properties.messageId === routeId)?.queue).toBe(elsewhere);
+    });
+  });
+
+  describeWith(services('redis'), `binary payloads through Redis Streams on ${db.name}`, () => {
+    const scope = useOutboxScope(db, { tablePrefix: 'outbox_bin' });
+
+    it('adds the bytes as the payload field with a content-type field, and applies the stream and maxLen attributes', async () => {
+      const topic = unique('redis');
+      const own = unique('redis-own');
+      const redis = redisClient();
+      scope.defer(async () => {
+        await redis.del(topic, own);
+        await redis.quit();
+      });
+      await redis.xadd(own, '*', 'earlier', '1', 'earlier', '2');
+      await redis.xadd(own, '*', 'earlier', '3');
+
+      const h = await scope.open({
+        publisher: new RedisStreamsPublisher({
+          connection: REDIS_URL,
+          trim: { maxLen: 100, exact: true },
+        }),
+      });
+      const plain = awkwardBytes();
+      const routed = awkwardBytes();
+      const [binaryId, jsonId, routedId] = await h.commit([
+        { topic, key: 'k1', payload: plain, contentType: AVRO },
+        { topic, key: 'k1', payload: { n: 1 } },
+        {
+          topic,
+          key: 'k2',
+          payload: new Uint8Array(routed),
+          contentType: PROTO,
+          attributes: { redis: { stream: own, maxLen: 1 } },
+        },
+      ]);
+      await h.runUntilIdle();
+
+      const entries = await readStream(redis, topic);
+      const field = (id: string | undefined, name: string) =>
+        entries
+          .find((e) => e.fields[OUTBOX_HEADER_MESSAGE_ID] === id)
+          ?.pairs.find(([n]) => n === name)?.[1];
+      expect(field(binaryId, 'payload')?.equals(plain)).toBe(true);
+      expect(field(binaryId, OUTBOX_HEADER_CONTENT_TYPE)?.toString()).toBe(AVRO);
+      expect(JSON.parse(field(jsonId, 'payload')?.toString('utf8') ?? 'null')).toEqual({ n: 1 });
+      expect(field(jsonId, OUTBOX_HEADER_CONTENT_TYPE)).toBeUndefined();
+      expect(entries).toHaveLength(2);
+
+      // Its own stream, trimmed to its own length: only the entry itself is left.
+      const [ownEntry, ...more] = await readStream(redis, own);
+      expect(more).toEqual([]);
+      expect(ownEntry?.fields[OUTBOX_HEADER_MESSAGE_ID]).toBe(routedId);
+      expect(ownEntry?.pairs.find(([n]) => n === 'payload')?.[1].equals(routed)).toBe(true);
+      expect(ownEntry?.fields[OUTBOX_HEADER_CONTENT_TYPE]).toBe(PROTO);
+      expect((await h.rows()).map((r) => r.status)).toEqual([
+        'delivered',
+        'delivered',
+        'delivered',
+      ]);
     });
   });
 

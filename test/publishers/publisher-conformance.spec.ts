@@ -5,6 +5,7 @@ import { ClientProxyPublisher } from '../../lib/publishers/microservices';
 import { KafkaPublisher } from '../../lib/publishers/kafka';
 import { RabbitMqPublisher } from '../../lib/publishers/rabbitmq';
 import { JetStreamPublisher } from '../../lib/publishers/jetstream';
+import { RedisStreamsPublisher } from '../../lib/publishers/redis-streams';
 import type { OutboxPublisher } from '../../lib/publishers/outbox-publisher.interface';
 import {
   publisherConformanceCases,
@@ -27,6 +28,7 @@ import {
 } from '../support/transports/native-consumers';
 import { startNestConsumer } from '../support/transports/nest-consumer';
 import { consumeStream, jetStreamAdmin, JETSTREAM_URL } from '../support/transports/jetstream';
+import { consumeRedisStream, REDIS_URL } from '../support/transports/redis-streams';
 import { freePort } from '../support/transports/net';
 
 // Every publisher the package ships keeps the one contract the dispatcher relies on (one outcome
@@ -126,6 +128,16 @@ const targets: readonly (PublisherConformanceTarget & { readonly services: Servi
           await admin.close();
         },
       };
+    },
+  },
+  {
+    name: 'RedisStreamsPublisher',
+    services: ['redis'],
+    setUp: async () => {
+      const stream = `conformance:${randomUUID()}`;
+      const consumer = await consumeRedisStream(stream);
+      const publisher = new RedisStreamsPublisher({ connection: REDIS_URL });
+      return fixture(publisher, stream, consumer, (e) => e.fields[HEADER]);
     },
   },
   {

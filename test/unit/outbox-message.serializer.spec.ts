@@ -85,6 +85,27 @@ describe('OutboxMessageSerializer: binary payloads and broker attributes', () =>
       serializer.toRow({ topic: 't', payload: {}, attributes: { kafka: { partition: -1 } } }, 0),
     ).toThrow(/attributes\.kafka\.partition: expected a whole number from 0 to 2147483647, got -1/);
   });
+
+  it('keeps redis attributes (a stream key, a maxLen) and refuses bad ones', () => {
+    const row = serializer.toRow(
+      { topic: 't', payload: {}, attributes: { redis: { stream: 'audit:orders', maxLen: 1_000 } } },
+      0,
+    );
+    expect(row.attributes).toBe('{"redis":{"stream":"audit:orders","maxLen":1000}}');
+    const refused = (redis: object) => () =>
+      serializer.toRow({ topic: 't', payload: {}, attributes: { redis } }, 0);
+    expect(refused({ stream: '' })).toThrow(
+      /attributes\.redis\.stream: expected a stream key of 1 to 1024 UTF-8 bytes without control characters, got a string of 0 characters/,
+    );
+    expect(refused({ stream: 'a\nb' })).toThrow(/attributes\.redis\.stream: expected a stream key/);
+    expect(refused({ stream: 'x'.repeat(1_025) })).toThrow(/attributes\.redis\.stream/);
+    expect(refused({ maxLen: 0 })).toThrow(
+      /attributes\.redis\.maxLen: expected a whole number from 1 to 9007199254740991, got 0/,
+    );
+    expect(refused({ maxlen: 10 })).toThrow(
+      /attributes\.redis: "maxlen" is not an attribute here; the known ones are "stream", "maxLen"/,
+    );
+  });
 });
 
 describe('OutboxMessageSerializer', () => {
