@@ -19,7 +19,7 @@
 
 const ENTRY_POINTS = [
   '^lib/connections/[^/]+/',
-  '^lib/publishers/(microservices|kafka|rabbitmq)/',
+  '^lib/publishers/(microservices|kafka|rabbitmq|sqs|sns)/',
   '^lib/integrations/(prometheus|terminus|opentelemetry|cqrs|event-emitter)/',
   '^lib/inbox/',
   '^lib/operations/console/',
