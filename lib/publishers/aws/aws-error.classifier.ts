@@ -113,6 +113,20 @@ interface ErrorLike {
   cause?: unknown;
 }
 
+// The SDK's retry middleware turns a thrown value that is not an Error of its own realm (a
+// socket error under jest, or in any vm context) into `new Error('AWS SDK error wrapper for ' +
+// String(value))`, keeping only that text: "<name>: <message>", a socket error's message ending
+// in its code ("read ECONNRESET", "connect ECONNREFUSED 127.0.0.1:9324"). Only that fixed format
+// is read back.
+const SDK_WRAPPER = /^AWS SDK error wrapper for ([A-Za-z.]+): (?:\w+ )?(E[A-Z]+)?/;
+
+function unwrapped(error: ErrorLike & { message?: unknown }): ErrorLike | undefined {
+  if (typeof error.message !== 'string') return undefined;
+  const match = SDK_WRAPPER.exec(error.message);
+  if (match === null) return undefined;
+  return { name: match[1], code: match[2] };
+}
+
 function chain(error: unknown): ErrorLike[] {
   const seen: ErrorLike[] = [];
   let current: unknown = error;
@@ -123,6 +137,8 @@ function chain(error: unknown): ErrorLike[] {
     seen.length < 8
   ) {
     seen.push(current);
+    const wrapped = unwrapped(current);
+    if (wrapped !== undefined) seen.push(wrapped);
     current = (current as ErrorLike).cause;
   }
   return seen;
