@@ -53,7 +53,12 @@ describe('AWS message attributes', () => {
       'x-outbox-headers',
     ]);
     expect(JSON.parse(parts.attributes['x-outbox-headers']?.StringValue ?? '')).toEqual(many);
-    for (const headers of [{ 'has space': 'v' }, { empty: '' }, { 'AWS.reserved': 'v' }]) {
+    const odd: Record<string, string>[] = [
+      { 'has space': 'v' },
+      { empty: '' },
+      { 'AWS.reserved': 'v' },
+    ];
+    for (const headers of odd) {
       expect(Object.keys(awsMessageParts({ ...base, headers }).attributes)).toContain(
         'x-outbox-headers',
       );
@@ -315,7 +320,7 @@ describe('SqsPublisher and SnsPublisher options', () => {
     expect(message).not.toContain(secret);
   });
 
-  it("SnsPublisher.checkEnqueue judges the ARN its topicArn function gives each message", () => {
+  it('SnsPublisher.checkEnqueue judges the ARN its topicArn function gives each message', () => {
     const sns = new SnsPublisher({
       topicArn: (m) => `arn:aws:sns:eu-west-1:123456789012:${m.topic}`,
     });
