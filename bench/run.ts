@@ -65,6 +65,7 @@ import { p16 } from './scenarios/p16-hot-keys';
 import { p17 } from './scenarios/p17-large-payload';
 import { p18 } from './scenarios/p18-external-delivery-enqueue';
 import { p19 } from './scenarios/p19-debezium-drain';
+import { p1Sqs } from './scenarios/p1-drain-sqs';
 import { profileDrain, type ProfiledBroker } from './scenarios/profile-drain';
 import { c1 } from './scenarios/c1-console-10m';
 
@@ -88,6 +89,7 @@ const SCENARIOS: Record<string, (ctx: BenchContext) => Promise<ScenarioResult>> 
   P17: p17,
   P18: p18,
   P19: p19,
+  'P1-SQS': p1Sqs,
   C1: c1,
 };
 /**
