@@ -19,7 +19,7 @@
 
 const ENTRY_POINTS = [
   '^lib/connections/[^/]+/',
-  '^lib/publishers/(microservices|kafka|rabbitmq|jetstream|redis-streams)/',
+  '^lib/publishers/(microservices|kafka|rabbitmq|jetstream|redis-streams|sqs|sns)/',
   '^lib/integrations/(prometheus|terminus|opentelemetry|cqrs|event-emitter)/',
   '^lib/inbox/',
   '^lib/operations/console/',

@@ -69,13 +69,20 @@ export type {
   OutboxMqttAttributes,
   OutboxJetStreamAttributes,
   OutboxRedisAttributes,
+  OutboxSqsAttributes,
+  OutboxSnsAttributes,
 } from './message/outbox-message.interface';
 export type {
   OutboxRecord,
   JsonOutboxRecord,
   BinaryOutboxRecord,
 } from './message/outbox-record.interface';
-export type { OutboxPublisher, PublishOutcome } from './publishers/outbox-publisher.interface';
+export type {
+  OutboxMessageDraft,
+  OutboxPublisher,
+  PublisherRefusal,
+  PublishOutcome,
+} from './publishers/outbox-publisher.interface';
 export { pastPublishDeadline } from './publishers/publish-deadline';
 export type { OutboxStats, RequeueReport } from './store/ports/outbox-store.port';
 export type {

@@ -151,6 +151,8 @@ export const OutboxMessages = {
     `The payload is ${bytes} bytes, over the limit of ${limit} bytes (option maxPayloadBytes). ` +
     `Store large data elsewhere and enqueue a reference to it.`,
   invalidField: (field: string, problem: string): string => `Invalid message ${field}: ${problem}.`,
+  refusedByPublisher: (problem: string): string =>
+    `The publisher cannot deliver this message: ${problem} Nothing was written.`,
   reservedHeader: (name: string): string =>
     `Header "${name}" is reserved (the module sets x-outbox-* itself; CC and BCC would reroute ` +
     `RabbitMQ messages). Use another header name.`,

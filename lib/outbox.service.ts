@@ -2,7 +2,13 @@ import { Inject, Injectable, type OnApplicationShutdown } from '@nestjs/common';
 import type { EntityManager } from 'typeorm';
 import { OutboxInvalidMessageError } from './errors/outbox-invalid-message.error';
 import { OutboxTransactionRequiredError } from './errors/outbox-transaction-required.error';
-import type { EnqueueOptions, OutboxMessage } from './message/outbox-message.interface';
+import type {
+  EnqueueOptions,
+  OutboxHeaders,
+  OutboxMessage,
+} from './message/outbox-message.interface';
+import { parseBrokerAttributes } from './message/broker-attributes';
+import type { OutboxPublisher } from './publishers/outbox-publisher.interface';
 import type { NewOutboxRow, OutboxStats, OutboxStore } from './store/ports/outbox-store.port';
 import { CommitWatcher } from './dispatch/commit-watcher';
 import { OutboxMessageSerializer, refusedHeaderName } from './message/outbox-message.serializer';
@@ -101,6 +107,8 @@ export class OutboxService<Tx = EntityManager> implements OnApplicationShutdown 
     );
     rejectRepeatedIds(rows);
     if (this.options.delivery === 'external') rejectWhatDebeziumDrops(rows);
+    const publisher = this.options.publisher;
+    if (publisher?.checkEnqueue !== undefined) rejectWhatThePublisherRefuses(rows, publisher);
     const tx = manager ?? (this.currentTransaction() as Tx | undefined);
     if (tx === undefined) {
       // TypeORM's message names the EntityManager; another library's names its own handle.
@@ -200,6 +208,36 @@ export class OutboxService<Tx = EntityManager> implements OnApplicationShutdown 
       }),
     );
   }
+}
+
+const NO_HEADERS: OutboxHeaders = Object.freeze({});
+
+/** What the publisher says at enqueue it could never deliver (`OutboxPublisher.checkEnqueue`). */
+function rejectWhatThePublisherRefuses(
+  rows: readonly NewOutboxRow[],
+  publisher: OutboxPublisher,
+): void {
+  rows.forEach((row, index) => {
+    const refusal = publisher.checkEnqueue?.({
+      messageId: row.messageId,
+      topic: row.topic,
+      key: row.key,
+      type: row.type,
+      headers: row.headers === '{}' ? NO_HEADERS : (JSON.parse(row.headers) as OutboxHeaders),
+      payload: row.binary?.bytes ?? row.payload,
+      ...(row.binary === undefined ? {} : { contentType: row.binary.contentType }),
+      ...(row.attributes === undefined
+        ? {}
+        : { attributes: parseBrokerAttributes(row.attributes) }),
+    });
+    if (refusal !== undefined) {
+      throw new OutboxInvalidMessageError(
+        OutboxMessages.refusedByPublisher(refusal.problem),
+        refusal.reason,
+        index,
+      );
+    }
+  });
 }
 
 /** One call naming one message id twice is a mistake, not a retry: refuse it. */

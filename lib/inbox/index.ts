@@ -33,6 +33,11 @@ export {
   type RedisStreamValue,
   type RpcContextLike,
 } from './message-id.extractors';
+export {
+  messageIdFromSqs,
+  type SqsMessageAttributeLike,
+  type SqsMessageLike,
+} from './sqs-message-id.extractor';
 export { MessageIdMissingError, type MessageIdSource } from './message-id-missing.error';
 export { InvalidInboxEntryError } from './invalid-inbox-entry.error';
 export { isPermanentInboxError } from './permanent-inbox.error';

@@ -2,7 +2,8 @@ import { OutboxError } from '../errors/outbox.error';
 import { InboxMessages } from './inbox.messages';
 
 /** Where a message id was looked for. */
-export type MessageIdSource = 'amqp' | 'kafka' | 'jetstream' | 'redis-stream' | 'rpc-context';
+export type MessageIdSource =
+  'amqp' | 'kafka' | 'jetstream' | 'redis-stream' | 'rpc-context' | 'sqs';
 
 /**
  * Thrown by the message id extractors when a message has no usable id, so it cannot be

@@ -98,6 +98,28 @@ const natsSubject: Check = (value, path) => {
   return value;
 };
 
+// SQS and SNS message group ids: 1 to 128 printable ASCII characters.
+const groupId: Check = (value, path) => {
+  if (typeof value !== 'string' || !/^[\x21-\x7e]{1,128}$/.test(value)) {
+    throw new BrokerAttributesProblem(
+      path,
+      `expected 1 to 128 letters, digits or ASCII punctuation (what SQS and SNS take as a MessageGroupId), got ${describe(value)}`,
+    );
+  }
+  return value;
+};
+
+// An SNS Subject: 1 to 100 printable ASCII characters (and spaces), not starting with a space.
+const snsSubject: Check = (value, path) => {
+  if (typeof value !== 'string' || !/^[\x21-\x7e][\x20-\x7e]{0,99}$/.test(value)) {
+    throw new BrokerAttributesProblem(
+      path,
+      `expected 1 to 100 printable ASCII characters, not starting with a space (what SNS takes as a Subject), got ${describe(value)}`,
+    );
+  }
+  return value;
+};
+
 // Every attribute a publisher knows, by broker: anything else is refused, so a misspelt
 // attribute fails the enqueue instead of being silently ignored by every publisher.
 const SHAPE: Record<string, Record<string, Check>> = {
@@ -111,6 +133,9 @@ const SHAPE: Record<string, Record<string, Check>> = {
   mqtt: { qos, retain: boolean },
   jetstream: { subject: natsSubject },
   redis: { stream: streamKey, maxLen: integer(1, Number.MAX_SAFE_INTEGER) },
+  // SQS takes a per-message delay of up to 15 minutes (standard queues only).
+  sqs: { delaySeconds: integer(0, 900), messageGroupId: groupId },
+  sns: { messageGroupId: groupId, subject: snsSubject },
 };
 
 function isPlainObject(value: unknown): value is Record<string, unknown> {

@@ -34,7 +34,8 @@ export interface OutboxMessage<TPayload = unknown> extends OutboxSchedule {
   contentType?: string;
   /**
    * Publisher-specific attributes of this message (RabbitMQ priority, expiration, exchange and
-   * routing key; Kafka partition; MQTT qos and retain), checked at enqueue and applied by the
+   * routing key; Kafka partition; MQTT qos and retain; SQS delay and message group; SNS message
+   * group and subject), checked at enqueue and applied by the
    * matching publisher; the others ignore them (docs/broker-attributes.md). @default undefined
    */
   attributes?: OutboxBrokerAttributes;
@@ -113,6 +114,28 @@ export interface OutboxRedisAttributes {
   readonly maxLen?: number;
 }
 
+/** Amazon SQS attributes of one message, applied by `SqsPublisher` (`nestjs-outbox/sqs`). */
+export interface OutboxSqsAttributes {
+  /**
+   * Seconds SQS keeps the message invisible after taking it, 0 to 900 (`DelaySeconds`). Standard
+   * queues only: a FIFO queue has a delay per queue, and refuses the message (checked at enqueue).
+   */
+  readonly delaySeconds?: number;
+  /**
+   * The `MessageGroupId` instead of the one from the key: on a FIFO queue, the group the message
+   * is ordered in; on a standard queue, the fair-queue tenant. 1 to 128 printable ASCII characters.
+   */
+  readonly messageGroupId?: string;
+}
+
+/** Amazon SNS attributes of one message, applied by `SnsPublisher` (`nestjs-outbox/sns`). */
+export interface OutboxSnsAttributes {
+  /** The `MessageGroupId` instead of the one from the key (FIFO topics order within it). */
+  readonly messageGroupId?: string;
+  /** The `Subject`: the e-mail subject, and `Subject` in the JSON an SQS subscriber gets. */
+  readonly subject?: string;
+}
+
 /**
  * Broker attributes of one message, by broker. Each publisher reads its own part and ignores the
  * others, so one message may carry attributes for a RabbitMQ and a Kafka route.
@@ -123,6 +146,8 @@ export interface OutboxBrokerAttributes {
   readonly mqtt?: OutboxMqttAttributes;
   readonly jetstream?: OutboxJetStreamAttributes;
   readonly redis?: OutboxRedisAttributes;
+  readonly sqs?: OutboxSqsAttributes;
+  readonly sns?: OutboxSnsAttributes;
 }
 
 /** Options of `@OutboxEvent()`. */

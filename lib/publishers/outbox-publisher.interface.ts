@@ -1,4 +1,32 @@
+import type { OutboxInvalidMessageReason } from '../errors/outbox-invalid-message.error';
+import type { OutboxBrokerAttributes, OutboxHeaders } from '../message/outbox-message.interface';
 import type { OutboxRecord } from '../message/outbox-record.interface';
+
+/**
+ * A message as `enqueue()` is about to write it, for a publisher's `checkEnqueue`: what the
+ * publisher will be handed later, less what only the table gives (row id, attempts, time).
+ */
+export interface OutboxMessageDraft {
+  readonly messageId: string;
+  readonly topic: string;
+  readonly key: string | null;
+  readonly type: string;
+  /** The message's headers with the `headersProvider` ones. */
+  readonly headers: OutboxHeaders;
+  /** The JSON text of a JSON message, or the bytes of a binary one. */
+  readonly payload: string | Buffer;
+  /** The content type of a binary message; absent for JSON. */
+  readonly contentType?: string;
+  readonly attributes?: OutboxBrokerAttributes;
+}
+
+/** Why a publisher could never deliver a message, given at enqueue. */
+export interface PublisherRefusal {
+  /** The `OutboxInvalidMessageError.reason` the enqueue fails with. */
+  readonly reason: OutboxInvalidMessageReason;
+  /** What is wrong and how to fix it, as a sentence. */
+  readonly problem: string;
+}
 
 /**
  * The broker's answer for one message. A failure with `sent: false` says the message was never
@@ -32,4 +60,11 @@ export interface OutboxPublisher {
    * seconds and give up when `signal` aborts.
    */
   ping?(signal: AbortSignal): Promise<void>;
+  /**
+   * Checks at enqueue, before anything is written, a message this publisher could never deliver
+   * (over its broker's size limit, say): returns why, or undefined. `enqueue()` then fails with
+   * `OutboxInvalidMessageError` and the business transaction rolls back, instead of the message
+   * being dead-lettered later. Synchronous and cheap: it runs for every message enqueued.
+   */
+  checkEnqueue?(message: OutboxMessageDraft): PublisherRefusal | undefined;
 }

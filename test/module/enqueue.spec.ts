@@ -329,7 +329,22 @@ for (const db of TEST_DATABASES) {
       ],
       [
         'an unknown broker',
-        { topic: 't', payload: {}, attributes: { sqs: { delay: 1 } } },
+        { topic: 't', payload: {}, attributes: { sqls: { delay: 1 } } },
+        'invalid-attributes',
+      ],
+      [
+        'an SQS delay over 15 minutes',
+        { topic: 't', payload: {}, attributes: { sqs: { delaySeconds: 901 } } },
+        'invalid-attributes',
+      ],
+      [
+        'an SQS message group with a space',
+        { topic: 't', payload: {}, attributes: { sqs: { messageGroupId: 'a b' } } },
+        'invalid-attributes',
+      ],
+      [
+        'an SNS subject with a line break',
+        { topic: 't', payload: {}, attributes: { sns: { subject: 'a\nb' } } },
         'invalid-attributes',
       ],
       [

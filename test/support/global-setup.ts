@@ -1,12 +1,13 @@
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
-import { selectedSpecsNeedKafka } from './selected-specs';
+import { selectedSpecsNeedElasticMq, selectedSpecsNeedKafka } from './selected-specs';
 import { canConnect, recordServiceStatus, SERVICES, type ServiceName } from './services';
 
 // The integration and e2e projects' setup (the unit project has none). It probes the machine
 // services every run of those projects needs. Kafka is not a machine service: when it is not
 // running, the setup starts the project's local broker (scripts/kafka.sh, jars from Maven
-// Central), a minute of JVM start, so it is probed only when a selected spec needs it.
+// Central), a minute of JVM start, so it is probed only when a selected spec needs it; so is
+// ElasticMQ, the SQS-compatible server (scripts/elasticmq.sh, the same way).
 const ALWAYS: readonly ServiceName[] = ['postgres', 'mariadb', 'rabbitmq', 'nats', 'redis', 'mqtt'];
 
 async function dockerAvailable(): Promise<boolean> {
@@ -75,17 +76,18 @@ async function startContainer(name: ServiceName): Promise<boolean> {
   return true;
 }
 
-function startLocalKafka(): boolean {
+/** Starts the project's own Kafka or ElasticMQ (scripts/<name>.sh); false when it could not. */
+function startLocal(script: 'kafka' | 'elasticmq', startedVar: string): boolean {
   try {
-    const out = execFileSync('bash', [join(__dirname, '../../scripts/kafka.sh'), 'start'], {
+    const out = execFileSync('bash', [join(__dirname, `../../scripts/${script}.sh`), 'start'], {
       stdio: ['ignore', 'pipe', 'inherit'],
       timeout: 300_000,
       encoding: 'utf8',
     });
     process.stdout.write(out);
-    // `start` answers "already running" when a broker came up since the probe (another run's,
-    // or one started by hand): that broker is not this run's, so the teardown leaves it alone.
-    if (!/already running/.test(out)) process.env.OUTBOX_TEST_STARTED_KAFKA = '1';
+    // `start` answers "already running" when a server came up since the probe (another run's,
+    // or one started by hand): that server is not this run's, so the teardown leaves it alone.
+    if (!/already running/.test(out)) process.env[startedVar] = '1';
     return true;
   } catch {
     return false;
@@ -96,14 +98,20 @@ export default async function globalSetup(): Promise<void> {
   const ci = process.env.CI === 'true';
   const status: Partial<Record<ServiceName, string | true>> = {};
   let docker: boolean | undefined;
-  const required = selectedSpecsNeedKafka() ? [...ALWAYS, 'kafka' as const] : ALWAYS;
+  const required: ServiceName[] = [...ALWAYS];
+  if (selectedSpecsNeedKafka()) required.push('kafka');
+  if (selectedSpecsNeedElasticMq()) required.push('elasticmq');
   for (const name of required) {
     const { host, port } = SERVICES[name];
     if (await canConnect(host, port)) {
       status[name] = true;
       continue;
     }
-    if (name === 'kafka' && startLocalKafka()) {
+    if (name === 'kafka' && startLocal('kafka', 'OUTBOX_TEST_STARTED_KAFKA')) {
+      status[name] = true;
+      continue;
+    }
+    if (name === 'elasticmq' && startLocal('elasticmq', 'OUTBOX_TEST_STARTED_ELASTICMQ')) {
       status[name] = true;
       continue;
     }

@@ -10,4 +10,9 @@ export default async function globalTeardown(): Promise<void> {
     // Only the broker this run started: one started by hand or by CI is left alone.
     execFileSync('bash', [join(__dirname, '../../scripts/kafka.sh'), 'stop'], { stdio: 'ignore' });
   }
+  if (process.env.OUTBOX_TEST_STARTED_ELASTICMQ === '1') {
+    execFileSync('bash', [join(__dirname, '../../scripts/elasticmq.sh'), 'stop'], {
+      stdio: 'ignore',
+    });
+  }
 }

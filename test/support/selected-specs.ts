@@ -16,7 +16,16 @@ function selectedSpecs(): readonly string[] | undefined {
  * With no record of the selection (another sequencer), every run is taken to need it.
  */
 export function selectedSpecsNeedKafka(): boolean {
+  return selectedSpecsMention(/kafka/i);
+}
+
+/** Whether the run includes a spec that needs ElasticMQ (an SQS server): as for Kafka. */
+export function selectedSpecsNeedElasticMq(): boolean {
+  return selectedSpecsMention(/elasticmq/i);
+}
+
+function selectedSpecsMention(pattern: RegExp): boolean {
   const specs = selectedSpecs();
   if (specs === undefined) return true;
-  return specs.some((path) => /kafka/i.test(readFileSync(path, 'utf8')));
+  return specs.some((path) => pattern.test(readFileSync(path, 'utf8')));
 }

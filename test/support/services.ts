@@ -21,6 +21,10 @@ export const SERVICES = {
     host: process.env.KAFKA_HOST ?? '127.0.0.1',
     port: Number(process.env.KAFKA_PORT ?? 9092),
   },
+  elasticmq: {
+    host: process.env.ELASTICMQ_HOST ?? '127.0.0.1',
+    port: Number(process.env.ELASTICMQ_PORT ?? 9324),
+  },
 } as const;
 
 export type ServiceName = keyof typeof SERVICES;
@@ -56,9 +60,10 @@ export function serviceStatus(name: ServiceName): true | string {
 }
 
 function notProbed(name: ServiceName): string {
-  return name === 'kafka'
-    ? 'not probed (the global setup starts Kafka only for specs whose source mentions it, see test/support/selected-specs.ts)'
-    : 'not probed (no global setup ran: the unit project has none, so a spec needing services belongs outside test/unit/)';
+  if (name === 'kafka' || name === 'elasticmq') {
+    return `not probed (the global setup starts ${name === 'kafka' ? 'Kafka' : 'ElasticMQ'} only for specs whose source mentions it, see test/support/selected-specs.ts)`;
+  }
+  return 'not probed (no global setup ran: the unit project has none, so a spec needing services belongs outside test/unit/)';
 }
 
 /**

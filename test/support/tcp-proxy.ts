@@ -18,7 +18,7 @@ interface Link {
   readonly toServer: Buffer[];
   readonly toClient: Buffer[];
   /** The server's next answer on this link is lost: the proxy cuts instead (resetOnAnswerTo). */
-  loseAnswer: boolean;
+  loseAnswer: ProxyCut | undefined;
 }
 
 const LOOPBACK = new Set(['127.0.0.1', 'localhost', '::1']);
@@ -34,7 +34,7 @@ export class TcpProxy {
   private closed = false;
   private readonly links = new Set<Link>();
   private blockedCount = 0;
-  private losesAnswerTo: RegExp | undefined;
+  private losesAnswerTo: { readonly request: RegExp; readonly how: ProxyCut } | undefined;
   private readonly lifetime: NodeJS.Timeout;
 
   private constructor(
@@ -96,7 +96,16 @@ export class TcpProxy {
    * server did what it was asked (a COMMIT, say) and the client never learns it.
    */
   resetOnAnswerTo(request: RegExp): void {
-    this.losesAnswerTo = request;
+    this.losesAnswerTo = { request, how: 'reset' };
+  }
+
+  /**
+   * Cuts as a `'blackhole'` when the server answers the next request whose text matches
+   * `request`: the server did what it was asked and the client waits for an answer that does
+   * not come, until its own timeout.
+   */
+  holdAnswerTo(request: RegExp): void {
+    this.losesAnswerTo = { request, how: 'blackhole' };
   }
 
   /** Forwards again; a blackhole's held connections get what was sent meanwhile. */
@@ -134,14 +143,14 @@ export class TcpProxy {
       server: undefined,
       toServer: [],
       toClient: [],
-      loseAnswer: false,
+      loseAnswer: undefined,
     };
     this.links.add(link);
     client.on('data', (chunk: Buffer) => {
       if (this.mode === 'open' && link.server !== undefined) {
-        if (this.losesAnswerTo?.test(chunk.toString('latin1')) === true) {
+        if (this.losesAnswerTo?.request.test(chunk.toString('latin1')) === true) {
+          link.loseAnswer = this.losesAnswerTo.how;
           this.losesAnswerTo = undefined;
-          link.loseAnswer = true;
         }
         link.server.write(chunk);
         return;
@@ -157,8 +166,12 @@ export class TcpProxy {
     const server = connect(this.target.port, this.target.host);
     link.server = server;
     server.on('data', (chunk: Buffer) => {
-      if (link.loseAnswer) this.cut('reset');
-      else if (this.mode === 'open') link.client.write(chunk);
+      if (link.loseAnswer !== undefined) {
+        const how = link.loseAnswer;
+        link.loseAnswer = undefined;
+        this.cut(how);
+        if (how === 'blackhole') link.toClient.push(chunk);
+      } else if (this.mode === 'open') link.client.write(chunk);
       else link.toClient.push(chunk);
     });
     this.onEnd(link, server, () => link.client);

@@ -8,7 +8,12 @@ import {
   type Span,
   type Tracer,
 } from '@opentelemetry/api';
-import type { OutboxPublisher, PublishOutcome } from '../../publishers/outbox-publisher.interface';
+import type {
+  OutboxMessageDraft,
+  OutboxPublisher,
+  PublisherRefusal,
+  PublishOutcome,
+} from '../../publishers/outbox-publisher.interface';
 import type { OutboxRecord } from '../../message/outbox-record.interface';
 import { describeError } from '../../internal/describe-error';
 import { OptionChecks } from '../../options/option-checks';
@@ -54,6 +59,8 @@ const OPTION_KEYS = {
 export class TracedPublisher implements OutboxPublisher {
   /** Forwarded when the wrapped publisher has one, so health checks still see it. */
   readonly ping?: (signal: AbortSignal) => Promise<void>;
+  /** Forwarded when the wrapped publisher has one, so enqueue still checks its limits. */
+  readonly checkEnqueue?: (message: OutboxMessageDraft) => PublisherRefusal | undefined;
   private readonly tracer: Tracer;
   private readonly system: string;
   private readonly destination: (record: OutboxRecord) => string;
@@ -92,6 +99,9 @@ export class TracedPublisher implements OutboxPublisher {
     this.attributes = options.attributes;
     if (publisher.ping !== undefined) {
       this.ping = (signal) => publisher.ping?.(signal) ?? Promise.resolve();
+    }
+    if (publisher.checkEnqueue !== undefined) {
+      this.checkEnqueue = (message) => publisher.checkEnqueue?.(message);
     }
   }
 

@@ -70,7 +70,7 @@ function compile(options: RoutePublishersOptions): CompiledRoute[] {
  * be without the router (released, no attempt counted, claims paused); in a batch mixed with
  * other publishers' messages, its messages count an attempt and back off while the others are
  * delivered. `close()` closes each publisher once; `ping()` asks every publisher that can be
- * asked.
+ * asked; `checkEnqueue()` asks the publisher of the message's topic.
  */
 export function routePublishers(options: RoutePublishersOptions): OutboxPublisher {
   const routes = compile(options);
@@ -123,6 +123,9 @@ export function routePublishers(options: RoutePublishersOptions): OutboxPublishe
     async ping(signal) {
       await Promise.all(publishers.map((p) => p.ping?.(signal) ?? Promise.resolve()));
     },
+    // An unrouted topic is the dispatcher's to dead-letter, as before: only a route's own
+    // publisher checks its messages.
+    checkEnqueue: (message) => routeOf(message.topic)?.checkEnqueue?.(message),
   };
 }
 

@@ -1,0 +1,341 @@
+import type { Logger } from '@nestjs/common';
+import { PermanentPublishError } from '../../errors/permanent-publish.error';
+import { PublishTimeoutError } from '../../errors/publish-timeout.error';
+import { PublisherUnavailableError } from '../../errors/publisher-unavailable.error';
+import { ConcurrencyLimit } from '../../internal/concurrency-limit';
+import { describeError } from '../../internal/describe-error';
+import type { PublishOutcome } from '../outbox-publisher.interface';
+import { pastPublishDeadline } from '../publish-deadline';
+import {
+  classifyAwsError,
+  isPermanentEntryFailure,
+  type AwsBatchEntryFailure,
+} from './aws-error.classifier';
+
+/** Entries one `SendMessageBatch` or `PublishBatch` call takes at most. */
+export const AWS_MAX_BATCH_ENTRIES = 10;
+
+/** One message on its way out: its position in the publish, where it goes, and its entry. */
+export interface AwsBatchItem<E> {
+  readonly index: number;
+  /** The queue URL or topic ARN. */
+  readonly destination: string;
+  /** The outbox key: a key's messages go out one after the other, in input order. */
+  readonly key: string | null;
+  /** Its size as the batch limit counts it. */
+  readonly bytes: number;
+  /** The request entry, less its `Id` (the sender numbers the entries of each call). */
+  readonly entry: E;
+}
+
+/** What one batch call answered: the ids taken, and the entries refused. */
+export interface AwsBatchAnswer {
+  readonly successful: readonly string[];
+  readonly failed: readonly AwsBatchEntryFailure[];
+}
+
+/** Sends one batch (at most ten entries, one destination); rejects when the call fails. */
+export type AwsBatchCall<E> = (
+  destination: string,
+  entries: readonly (E & { Id: string })[],
+  signal: AbortSignal,
+) => Promise<AwsBatchAnswer>;
+
+export interface AwsBatchSenderOptions {
+  /** `SQS` or `SNS`, for messages. */
+  readonly service: string;
+  /** What a destination is called in messages (`queue`, `topic`). */
+  readonly destinationNoun: string;
+  readonly maxConcurrentRequests: number;
+  /** Most bytes one call may carry, all entries together. */
+  readonly maxBatchBytes: number;
+  readonly logger: Logger;
+}
+
+type Outcomes = (PublishOutcome | undefined)[];
+
+/**
+ * Publishes a batch of messages with the batch APIs: at most ten entries and `maxBatchBytes`
+ * per call, one destination per call, calls in parallel up to `maxConcurrentRequests`. One
+ * outcome per entry: what AWS took is published; an entry refused as the sender's fault fails
+ * permanently, any other refusal is retried.
+ *
+ * A key's messages go out in input order, one at a time: the batch is sent in waves, the first
+ * message of every key (and every message without a key) in the first, the second in the next,
+ * and a key whose message failed sends nothing more (its later messages go back unsent). A FIFO
+ * queue orders a message group across calls only as the calls arrive, so two calls in flight
+ * for one key could swap it.
+ *
+ * A whole call refused for its content is sent again in halves until the entry at fault is
+ * found: only it fails. A call that cannot reach AWS (refused connection, throttling, a server
+ * fault) is an outage: its messages fail with `PublisherUnavailableError`, and `sent: false`
+ * where AWS certainly did not take them. Refused credentials are an outage too, logged as an
+ * error on every publish: an operator must act, and no message should lose attempts meanwhile.
+ */
+export class AwsBatchSender<E> {
+  private readonly limit: ConcurrencyLimit;
+
+  constructor(
+    private readonly call: AwsBatchCall<E>,
+    private readonly options: AwsBatchSenderOptions,
+  ) {
+    this.limit = new ConcurrencyLimit(options.maxConcurrentRequests);
+  }
+
+  /** Fills `outcomes` (by item index) for every item. */
+  async send(
+    items: readonly AwsBatchItem<E>[],
+    outcomes: Outcomes,
+    signal: AbortSignal,
+  ): Promise<void> {
+    const stopped = new Set<string>();
+    let credentialsLogged = false;
+    const onCredentials = (error: unknown): void => {
+      if (credentialsLogged) return;
+      credentialsLogged = true;
+      this.options.logger.error(
+        `${this.options.service} refused the credentials or a permission (${describeError(error)}): nothing is published and no message counts an attempt until this is fixed`,
+      );
+    };
+    for (const wave of waves(items)) {
+      const sendable: AwsBatchItem<E>[] = [];
+      for (const item of wave) {
+        if (item.key !== null && stopped.has(item.key)) {
+          outcomes[item.index] = {
+            ok: false,
+            error: new PublisherUnavailableError(
+              `Not sent: an earlier message of key "${item.key}" in this batch was not published`,
+            ),
+            sent: false,
+          };
+        } else sendable.push(item);
+      }
+      await Promise.all(
+        chunks(sendable, this.options.maxBatchBytes).map((chunk) =>
+          this.limit
+            .run(() => this.sendChunk(chunk, outcomes, signal, 0, onCredentials), signal)
+            // Aborted while waiting for a request slot: never sent.
+            .catch((error: unknown) =>
+              signal.aborted
+                ? this.fail(chunk, outcomes, abortReason(signal), false)
+                : this.fail(chunk, outcomes, error),
+            ),
+        ),
+      );
+      for (const item of sendable) {
+        if (item.key !== null && outcomes[item.index]?.ok !== true) stopped.add(item.key);
+      }
+    }
+  }
+
+  private async sendChunk(
+    chunk: readonly AwsBatchItem<E>[],
+    outcomes: Outcomes,
+    signal: AbortSignal,
+    depth: number,
+    onCredentials: (error: unknown) => void,
+  ): Promise<void> {
+    if (pastPublishDeadline(signal)) {
+      this.fail(chunk, outcomes, abortReason(signal), false);
+      return;
+    }
+    const destination = (chunk[0] as AwsBatchItem<E>).destination;
+    const byId = new Map(chunk.map((item) => [String(item.index), item]));
+    let answer: AwsBatchAnswer;
+    try {
+      answer = await this.call(
+        destination,
+        chunk.map((item) => ({ ...item.entry, Id: String(item.index) })),
+        signal,
+      );
+    } catch (error) {
+      return this.failed(chunk, outcomes, signal, depth, onCredentials, error);
+    }
+    for (const id of answer.successful) {
+      const item = byId.get(id);
+      if (item !== undefined) outcomes[item.index] = { ok: true };
+    }
+    for (const failure of answer.failed) {
+      const item = byId.get(failure.Id ?? '');
+      if (item !== undefined) outcomes[item.index] = this.entryOutcome(failure, destination);
+    }
+    for (const item of chunk) {
+      outcomes[item.index] ??= {
+        ok: false,
+        error: new Error(
+          `${this.options.service} answered the batch without an outcome for this message`,
+        ),
+      };
+    }
+  }
+
+  private async failed(
+    chunk: readonly AwsBatchItem<E>[],
+    outcomes: Outcomes,
+    signal: AbortSignal,
+    depth: number,
+    onCredentials: (error: unknown) => void,
+    error: unknown,
+  ): Promise<void> {
+    const { service, destinationNoun } = this.options;
+    const destination = (chunk[0] as AwsBatchItem<E>).destination;
+    if (signal.aborted) {
+      // The request may have reached AWS: each message counts an attempt.
+      this.fail(chunk, outcomes, abortReason(signal));
+      return;
+    }
+    switch (classifyAwsError(error)) {
+      case 'unsent':
+        this.fail(chunk, outcomes, unavailable(service, error), false);
+        return;
+      case 'outage':
+        this.fail(chunk, outcomes, unavailable(service, error));
+        return;
+      case 'credentials':
+        onCredentials(error);
+        this.fail(chunk, outcomes, unavailable(service, error), false);
+        return;
+      case 'destination':
+        this.fail(
+          chunk,
+          outcomes,
+          new PermanentPublishError(
+            `${service} ${destinationNoun} ${destination} does not exist: ${describeError(error)}`,
+            { cause: error },
+          ),
+        );
+        return;
+      case 'request': {
+        if (chunk.length === 1) {
+          this.fail(
+            chunk,
+            outcomes,
+            new PermanentPublishError(
+              `${service} refused the message for ${destination}: ${describeError(error)}`,
+              { cause: error },
+            ),
+          );
+          return;
+        }
+        if (depth === 0) {
+          this.options.logger.warn(
+            `${service} refused a batch of ${chunk.length} messages for ${destination} as a whole (${describeError(error)}); sending it in parts to find the message(s) at fault`,
+          );
+        }
+        // Every key is in a chunk once, so the halves may go out side by side. A refused call
+        // took none of its entries, so nothing is sent twice.
+        const half = Math.ceil(chunk.length / 2);
+        await Promise.all([
+          this.sendChunk(chunk.slice(0, half), outcomes, signal, depth + 1, onCredentials),
+          this.sendChunk(chunk.slice(half), outcomes, signal, depth + 1, onCredentials),
+        ]);
+        return;
+      }
+      case 'aborted':
+        this.fail(chunk, outcomes, abortReason(signal));
+        return;
+      case 'other':
+        this.fail(chunk, outcomes, error);
+        return;
+    }
+  }
+
+  private entryOutcome(failure: AwsBatchEntryFailure, destination: string): PublishOutcome {
+    const { service } = this.options;
+    const what = `${failure.Code ?? 'unknown'}: ${failure.Message ?? 'no message'}`;
+    if (isPermanentEntryFailure(failure)) {
+      return {
+        ok: false,
+        error: new PermanentPublishError(
+          `${service} refused the message for ${destination} (${what})`,
+        ),
+      };
+    }
+    if (classifyAwsError({ name: failure.Code }) === 'outage') {
+      // Throttled or failed on AWS's side before it was taken: no attempt counted.
+      return {
+        ok: false,
+        error: new PublisherUnavailableError(
+          `${service} could not take the message for ${destination} now (${what})`,
+        ),
+        sent: false,
+      };
+    }
+    return {
+      ok: false,
+      error: new Error(`${service} did not take the message for ${destination} (${what})`),
+    };
+  }
+
+  /** Fails what `chunk` has no outcome for yet; `sent: false` when none of it was sent. */
+  private fail(
+    chunk: readonly AwsBatchItem<unknown>[],
+    outcomes: Outcomes,
+    error: unknown,
+    sent = true,
+  ): void {
+    const outcome: PublishOutcome = sent ? { ok: false, error } : { ok: false, error, sent };
+    for (const { index } of chunk) outcomes[index] ??= outcome;
+  }
+}
+
+function unavailable(service: string, error: unknown): PublisherUnavailableError {
+  return new PublisherUnavailableError(`${service} is unreachable: ${describeError(error)}`, {
+    cause: error,
+  });
+}
+
+/** The abort reason as the outcome of unanswered messages (the dispatcher aborts with a PublishTimeoutError). */
+export function abortReason(signal: AbortSignal): Error {
+  const reason: unknown = signal.reason;
+  return reason instanceof PublishTimeoutError || reason instanceof PublisherUnavailableError
+    ? reason
+    : new PublisherUnavailableError('The publish was aborted before AWS answered', {
+        cause: reason,
+      });
+}
+
+/**
+ * The items in waves: wave n holds the n-th message of every key (and, in the first, every
+ * message without a key), each wave in input order.
+ */
+export function waves<T extends { readonly key: string | null }>(items: readonly T[]): T[][] {
+  const seen = new Map<string, number>();
+  const out: T[][] = [];
+  for (const item of items) {
+    let wave = 0;
+    if (item.key !== null) {
+      wave = seen.get(item.key) ?? 0;
+      seen.set(item.key, wave + 1);
+    }
+    (out[wave] ??= []).push(item);
+  }
+  return out;
+}
+
+/**
+ * The items of one wave in calls: one destination each, at most ten entries and `maxBytes`
+ * together, in input order within a destination.
+ */
+export function chunks<T extends { readonly destination: string; readonly bytes: number }>(
+  items: readonly T[],
+  maxBytes: number,
+): T[][] {
+  const open = new Map<string, { items: T[]; bytes: number }>();
+  const out: T[][] = [];
+  for (const item of items) {
+    let current = open.get(item.destination);
+    if (
+      current === undefined ||
+      current.items.length >= AWS_MAX_BATCH_ENTRIES ||
+      current.bytes + item.bytes > maxBytes
+    ) {
+      current = { items: [], bytes: 0 };
+      open.set(item.destination, current);
+      out.push(current.items);
+    }
+    current.items.push(item);
+    current.bytes += item.bytes;
+  }
+  return out;
+}

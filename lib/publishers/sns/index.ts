@@ -1,0 +1,9 @@
+// nestjs-outbox/sns: a native Amazon SNS publisher on @aws-sdk/client-sns (an optional peer
+// dependency).
+export { SnsPublisher } from './sns.publisher';
+export {
+  resolveSnsPublisherOptions,
+  SNS_MAX_MESSAGE_BYTES,
+  type ResolvedSnsPublisherOptions,
+  type SnsPublisherOptions,
+} from './sns-publisher.options';

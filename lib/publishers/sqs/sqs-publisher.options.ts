@@ -1,0 +1,153 @@
+import type { SQSClient, SQSClientConfig } from '@aws-sdk/client-sqs';
+import {
+  OptionChecks,
+  type KnownOptionKeys,
+  type OptionFailure,
+} from '../../options/option-checks';
+import type { OutboxMessageDraft } from '../outbox-publisher.interface';
+
+/** Options of {@link SqsPublisher}. */
+export interface SqsPublisherOptions {
+  /**
+   * Your own `SQSClient` (the publisher never destroys it), or the configuration of one the
+   * publisher builds and destroys at `close()`. Credentials come from the AWS SDK's default
+   * provider chain unless the configuration names them; they are never logged.
+   * @default a client of the default region and credential chain, with 3 s to connect and 10 s per request
+   */
+  client?: SQSClient | SQSClientConfig;
+  /**
+   * The queue of a message: its name (looked up once with `GetQueueUrl`) or its URL, fixed or per
+   * message. A name or URL ending in `.fifo` is a FIFO queue: `MessageGroupId` from the key,
+   * `MessageDeduplicationId` the message id.
+   * @default the message's topic, as a queue name
+   */
+  queue?: string | ((message: OutboxMessageDraft) => string);
+  /** `SendMessageBatch` calls in flight at once, per publisher. @default 10 */
+  maxConcurrentRequests?: number;
+  /**
+   * The largest message, body and attributes, in bytes: checked at enqueue, so an oversized
+   * message fails `enqueue()` instead of being dead-lettered. A queue's `MaximumMessageSize` may
+   * allow up to 1 MiB; keep this at or below it. Also the most one `SendMessageBatch` carries.
+   * @default 262144 (256 KiB)
+   */
+  maxMessageBytes?: number;
+  /**
+   * The queue `ping()` asks for its attributes (a name or a URL). @default `queue` when fixed,
+   * else the last queue published to, else `ListQueues` (which needs `sqs:ListQueues`)
+   */
+  pingQueue?: string;
+}
+
+/** Options with defaults applied and values checked. */
+export interface ResolvedSqsPublisherOptions {
+  /** The client given, or undefined when the publisher builds its own from `clientConfig`. */
+  readonly client: SQSClient | undefined;
+  readonly clientConfig: SQSClientConfig;
+  readonly queue: (message: OutboxMessageDraft) => string;
+  /** The one queue every message goes to, when `queue` is a string. */
+  readonly fixedQueue: string | undefined;
+  readonly maxConcurrentRequests: number;
+  readonly maxMessageBytes: number;
+  readonly pingQueue: string | undefined;
+}
+
+/** SQS's own limits: a message (and a batch call) carries at most 1 MiB; 256 KiB by default. */
+export const SQS_DEFAULT_MAX_MESSAGE_BYTES = 262_144;
+export const SQS_MAX_MESSAGE_BYTES = 1_048_576;
+
+const OPTION_KEYS = {
+  '': {
+    client: true,
+    queue: true,
+    maxConcurrentRequests: true,
+    maxMessageBytes: true,
+    pingQueue: true,
+  } satisfies Record<keyof SqsPublisherOptions, true>,
+} satisfies KnownOptionKeys;
+
+const checks = new OptionChecks('SqsPublisher');
+const fail: OptionFailure = checks.fail;
+const { show, integer } = checks;
+
+// A queue name (1 to 80 of letters, digits, '-' and '_', FIFO ones ending in '.fifo') or an
+// http(s) URL.
+const QUEUE_NAME = /^[A-Za-z0-9_-]{1,75}(\.fifo|[A-Za-z0-9_-]{0,5})$/;
+const QUEUE_URL = /^https?:\/\/\S+$/;
+
+/** Whether `value` names a queue the publisher can send to: an SQS queue name or a URL. */
+export function isSqsQueue(value: unknown): value is string {
+  return typeof value === 'string' && (QUEUE_NAME.test(value) || QUEUE_URL.test(value));
+}
+
+function checkQueue(option: string, value: unknown): void {
+  if (!isSqsQueue(value)) {
+    fail(
+      option,
+      `${show(value)} is neither an SQS queue name (1 to 80 letters, digits, - or _, FIFO queues ending in .fifo) nor a queue URL`,
+      "Pass e.g. 'orders', 'orders.fifo' or 'https://sqs.eu-west-1.amazonaws.com/123456789012/orders'.",
+    );
+  }
+}
+
+function resolveClient(
+  client: SqsPublisherOptions['client'],
+): Pick<ResolvedSqsPublisherOptions, 'client' | 'clientConfig'> {
+  if (client === undefined) return { client: undefined, clientConfig: {} };
+  // Never echo the value: a configuration may hold credentials.
+  if (client === null || typeof client !== 'object') {
+    fail(
+      'client',
+      'it is neither an SQSClient nor an SQSClientConfig object',
+      "Pass new SQSClient({ region: 'eu-west-1' }), or its configuration, or leave it out.",
+    );
+  }
+  if (typeof (client as { send?: unknown }).send === 'function') {
+    return { client: client as SQSClient, clientConfig: {} };
+  }
+  return { client: undefined, clientConfig: client };
+}
+
+/**
+ * Merges the defaults into `SqsPublisher` options and rejects invalid ones with a message that
+ * says how to fix them. Pure: no I/O, nothing of the client configuration echoed.
+ */
+export function resolveSqsPublisherOptions(
+  options: SqsPublisherOptions = {},
+): ResolvedSqsPublisherOptions {
+  if (options === null || typeof options !== 'object') {
+    fail('options', `${show(options)} is not an object`, "Pass { queue: 'orders.fifo' } or {}.");
+  }
+  checks.knownKeys(options, OPTION_KEYS);
+  const { client, clientConfig } = resolveClient(options.client);
+  const { queue } = options;
+  if (queue !== undefined && typeof queue !== 'function') checkQueue('queue', queue);
+  if (options.pingQueue !== undefined) checkQueue('pingQueue', options.pingQueue);
+  const fixedQueue = typeof queue === 'string' ? queue : undefined;
+  return {
+    client,
+    clientConfig,
+    queue:
+      typeof queue === 'function'
+        ? queue
+        : fixedQueue !== undefined
+          ? () => fixedQueue
+          : (message) => message.topic,
+    fixedQueue,
+    maxConcurrentRequests: integer(
+      options.maxConcurrentRequests,
+      10,
+      'maxConcurrentRequests',
+      1,
+      1_000,
+    ),
+    maxMessageBytes: integer(
+      options.maxMessageBytes,
+      SQS_DEFAULT_MAX_MESSAGE_BYTES,
+      'maxMessageBytes',
+      1_024,
+      SQS_MAX_MESSAGE_BYTES,
+      ' bytes',
+    ),
+    pingQueue: options.pingQueue,
+  };
+}
