@@ -53,7 +53,14 @@ case "$mode" in
       @nestjs/microservices@latest @nestjs/typeorm@latest typeorm@latest pg@latest
       reflect-metadata@latest rxjs@latest amqplib@latest kafkajs@latest typescript@latest
       "@types/node@$node_major" prom-client@latest @nestjs/terminus@latest @opentelemetry/api@latest)
-    for p in $peers; do [[ " ${deps[*]} " == *" $p@"* ]] || deps+=("$p@latest"); done
+    # A peer that the newest TypeORM also names as an optional peer takes TypeORM's range (ioredis
+    # 6 is outside typeorm 1.x's ^5, and npm refuses the pair): what a TypeORM app can install.
+    typeorm_peers=$(npm view typeorm@latest peerDependencies --json 2>/dev/null || echo '{}')
+    for p in $peers; do
+      [[ " ${deps[*]} " == *" $p@"* ]] && continue
+      range=$(node -p "JSON.parse(process.argv[1])[process.argv[2]] ?? 'latest'" "$typeorm_peers" "$p")
+      deps+=("$p@$range")
+    done
     # The CommonJS app as a current project compiles it: TypeScript 7 has no node10 resolution,
     # and NodeNext keeps import() an import in CommonJS output.
     cjs_flags=(--module nodenext)
