@@ -1,5 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
+import { recordBaselineHandles } from './open-handles';
 import { selectedSpecsNeedElasticMq, selectedSpecsNeedKafka } from './selected-specs';
 import { canConnect, recordServiceStatus, SERVICES, type ServiceName } from './services';
 
@@ -95,6 +96,7 @@ function startLocal(script: 'kafka' | 'elasticmq', startedVar: string): boolean 
 }
 
 export default async function globalSetup(): Promise<void> {
+  recordBaselineHandles();
   const ci = process.env.CI === 'true';
   const status: Partial<Record<ServiceName, string | true>> = {};
   let docker: boolean | undefined;

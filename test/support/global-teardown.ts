@@ -1,5 +1,6 @@
 import { execFileSync } from 'node:child_process';
 import { join } from 'node:path';
+import { failOnOpenHandles } from './open-handles';
 
 export default async function globalTeardown(): Promise<void> {
   const containers =
@@ -15,4 +16,5 @@ export default async function globalTeardown(): Promise<void> {
       stdio: 'ignore',
     });
   }
+  await failOnOpenHandles();
 }
