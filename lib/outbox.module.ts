@@ -106,8 +106,12 @@ function coreProviders(workers: boolean, name: string): Provider[] {
       useFactory: (options: ResolvedOutboxOptions, sql: SqlPort) =>
         createOutboxStore(sql, options, {
           enabled: workers,
-          // With delivery 'external' no dispatcher listens: the enqueue's NOTIFY would wake no one.
-          notify: options.dispatcher.listen && options.delivery === 'dispatcher',
+          // Only a polling dispatcher LISTENs: with delivery 'external' none runs, and a log
+          // observer reads new rows from the log, so the enqueue's NOTIFY would wake no one.
+          notify:
+            options.dispatcher.listen &&
+            options.delivery === 'dispatcher' &&
+            options.dispatcher.observe === 'poll',
         }),
     },
     ...(name === DEFAULT_OUTBOX_NAME

@@ -1,3 +1,4 @@
+import { Client } from 'pg';
 import type { DataSource } from 'typeorm';
 import { OutboxOptionsError, type OutboxRecord } from '../../lib';
 import { outboxTableNames } from '../../lib/internal/sql-identifier';
@@ -225,6 +226,34 @@ for (const target of TARGETS) {
       expect(rows.every((r) => r.attempts === 1 && r.lockedBy === null)).toBe(true);
       expect((await h.dispatcher.logLagStatus())?.active).toBe(true);
     });
+
+    if (target.name === 'postgres') {
+      it('sends no NOTIFY at enqueue: only a polling dispatcher LISTENs, the log brings the rows', async () => {
+        const table = await tailedTable();
+        const publisher = new RecordingPublisher();
+        const h = await tailingApp(table, publisher);
+        const { host, port, username, password, database } = serverConnection('postgres');
+        const listener = new Client({ host, port, user: username, password, database });
+        await listener.connect();
+        try {
+          const channel = `public_${table}`;
+          const payloads: string[] = [];
+          listener.on('notification', (n) => payloads.push(n.payload ?? ''));
+          await listener.query(`LISTEN "${channel}"`);
+          const [id] = await h.commit([msg('k', { n: 1 })]);
+          // Notifications arrive in commit order: the marker, committed after the enqueue's
+          // transaction, comes first only when that transaction sent none.
+          await scope.ds.query('SELECT pg_notify($1, $2)', [channel, 'marker']);
+          await waitFor('the marker notification', () => payloads.length > 0);
+          expect(payloads).toEqual(['marker']);
+          await waitFor('the message delivered through the log', () =>
+            publisher.sentIds.includes(id as string),
+          );
+        } finally {
+          await listener.end();
+        }
+      });
+    }
 
     it("under 'block', a failing head holds its key in the table; later messages follow it in order, other keys flow", async () => {
       const table = await tailedTable();
