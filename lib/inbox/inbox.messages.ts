@@ -19,6 +19,10 @@ export const InboxMessages = {
     'Inbox.recordOnce() needs the EntityManager of an open transaction (inside ' +
     'dataSource.transaction(async (manager) => …)): recorded outside one, the id would commit ' +
     "whether or not the handler's writes do.",
+  transactionEndedBeforeRecord: (): string =>
+    'Inbox.recordOnce() ran after its transaction had ended (a ROLLBACK or COMMIT the app sent ' +
+    'before the recordOnce it had not awaited): nothing was recorded. Await recordOnce() ' +
+    'before ending the transaction, and do the work only when it resolves to true.',
   foreignManager: (): string =>
     'The DataSource or EntityManager passed to handleOnce() belongs to another DataSource than ' +
     "the inbox's: the message id would not be recorded in the handler's transaction. Pass the " +

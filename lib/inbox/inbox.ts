@@ -6,6 +6,7 @@ import { OutboxTransactionRequiredError } from '../errors/outbox-transaction-req
 import type { OutboxConnection } from '../store/ports/outbox-connection';
 import type { SqlPort, SqlRunner } from '../store/ports/sql-port';
 import { outboxDatabase, outboxDialectOf } from '../store/schema/outbox-table-ddl';
+import type { InboxRecorder } from '../store/outbox-database';
 import { INBOX_MAX_CONSUMER_BYTES, INBOX_MAX_MESSAGE_ID_BYTES } from './inbox.constants';
 import type {
   InboxEntry,
@@ -72,6 +73,7 @@ export class Inbox<Tx = EntityManager> {
   private readonly sql: SqlPort;
   private readonly sharedConnection: boolean;
   private readonly insertSql: string;
+  private readonly recorder: InboxRecorder;
   private readonly purgeSql: string;
 
   /**
@@ -95,6 +97,7 @@ export class Inbox<Tx = EntityManager> {
     // TypeORM shares one connection among SQLite transactions; a connection of its own does not.
     this.sharedConnection = this.source !== undefined && inbox.sharedConnection;
     this.insertSql = inbox.insert(names);
+    this.recorder = inbox.recorder(names);
     this.purgeSql = inbox.purge(names);
   }
 
@@ -123,7 +126,11 @@ export class Inbox<Tx = EntityManager> {
   async recordOnce(tx: Tx, entry: InboxEntry): Promise<boolean> {
     const consumer = checkEntryField('consumer', entry.consumer, INBOX_MAX_CONSUMER_BYTES);
     const messageId = checkEntryField('messageId', entry.messageId, INBOX_MAX_MESSAGE_ID_BYTES);
-    return this.record(this.runnerOf(tx), consumer, messageId);
+    const outcome = await this.recorder(this.runnerOf(tx), consumer, messageId);
+    if (outcome === 'ended') {
+      throw new OutboxTransactionRequiredError(InboxMessages.transactionEndedBeforeRecord());
+    }
+    return outcome === 'written';
   }
 
   private runnerOf(tx: Tx): SqlRunner {

@@ -5,7 +5,7 @@ import type { InboxTableNames } from '../internal/sql-identifier';
 import type { AdminDialect } from './shared-sql/admin-dialect';
 import type { OutboxQueuePolicy, OutboxStore } from './ports/outbox-store.port';
 import type { IdentifierQuoting, OutboxTableNames } from '../internal/sql-identifier';
-import type { SqlPort } from './ports/sql-port';
+import type { SqlPort, SqlRunner } from './ports/sql-port';
 import type { MessageIdCodec, MessageIdLayout } from './rows/message-id-codec';
 
 /** Runs one statement on whatever connection the caller holds (the port, a migration's runner). */
@@ -190,11 +190,30 @@ export interface OutboxDatabase<D extends string = string> {
   readonly inbox: InboxSql;
 }
 
+/**
+ * What recording an id in the caller's transaction did: wrote it, found it there already, or
+ * wrote nothing because the transaction had ended.
+ */
+export type InboxRecordOutcome = 'written' | 'present' | 'ended';
+
+export type InboxRecorder = (
+  tx: SqlRunner,
+  consumer: string,
+  messageId: string,
+) => Promise<InboxRecordOutcome>;
+
 /** The inbox table's statements on one database. */
 export interface InboxSql {
   createTable(n: InboxTableNames): string[];
   dropTable(n: InboxTableNames): string[];
+  /** The insert of the inbox's own transaction (`handleOnce`): nothing else runs in it. */
   insert(n: InboxTableNames): string;
+  /**
+   * Records an id in the caller's transaction (`recordOnce`), where the check that it is open and
+   * the write are one statement: no statement of the app (a ROLLBACK sent before a `recordOnce`
+   * that was not awaited) can come between them.
+   */
+  recorder(n: InboxTableNames): InboxRecorder;
   purge(n: InboxTableNames): string;
   /**
    * TypeORM runs every transaction of the DataSource on one shared connection, so the inbox

@@ -7,6 +7,7 @@ import { mysqlAdmin } from './mysql.admin-sql';
 import {
   mysqlInboxDrop,
   mysqlInboxInsert,
+  mysqlInboxRecorder,
   mysqlInboxPurge,
   mysqlInboxTable,
 } from './mysql.inbox-sql';
@@ -134,6 +135,7 @@ export const mysqlDatabase: OutboxDatabase<'mysql'> = {
     createTable: mysqlInboxTable,
     dropTable: mysqlInboxDrop,
     insert: mysqlInboxInsert,
+    recorder: mysqlInboxRecorder,
     purge: mysqlInboxPurge,
     sharedConnection: false,
   },

@@ -1,4 +1,7 @@
 import type { InboxTableNames } from '../../internal/sql-identifier';
+import type { InboxRecorder } from '../outbox-database';
+import type { MysqlTransactionGuard } from './mysql.sql';
+import { mysqlStillInTransaction, readMysqlTransactionGuard } from './mysql.transaction-guard';
 
 // DATETIME has no zone and sessions may differ in theirs: every timestamp is UTC, as in the outbox.
 const NOW = 'UTC_TIMESTAMP(6)';
@@ -41,4 +44,28 @@ export function mysqlInboxInsert(n: InboxTableNames): string {
 /** Deletes up to `?` rows received more than `?` ms ago (database clock). */
 export function mysqlInboxPurge(n: InboxTableNames): string {
   return `DELETE FROM ${n.table} WHERE received_at < ${NOW} - INTERVAL ? * 1000 MICROSECOND ORDER BY received_at LIMIT ?`;
+}
+
+/**
+ * The insert of `recordOnce`, inside the caller's transaction only (`guard`, as the outbox's
+ * enqueue checks it, `mysql.sql.ts`): a statement running on its own after the app's ROLLBACK
+ * writes nothing.
+ */
+export function mysqlInboxRecord(n: InboxTableNames, guard: MysqlTransactionGuard): string {
+  return `INSERT IGNORE INTO ${n.table} (consumer, message_id) SELECT ?, ? FROM DUAL WHERE ${guard}`;
+}
+
+export function mysqlInboxRecorder(n: InboxTableNames): InboxRecorder {
+  let guard: Promise<MysqlTransactionGuard> | undefined;
+  return async (tx, consumer, messageId) => {
+    guard ??= readMysqlTransactionGuard(tx).catch((error: unknown) => {
+      guard = undefined;
+      throw error;
+    });
+    const check = await guard;
+    const { affected } = await tx.query(mysqlInboxRecord(n, check), [consumer, messageId]);
+    if (affected === 1) return 'written';
+    // Nothing written: the id was there, or the transaction had ended (IGNORE hides neither).
+    return (await mysqlStillInTransaction(tx, check)) ? 'present' : 'ended';
+  };
 }

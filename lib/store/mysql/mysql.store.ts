@@ -41,8 +41,6 @@ import {
   mysqlFirstWaiting,
   mysqlInsert,
   mysqlInsertOneLocked,
-  mysqlTransactionGuard,
-  MYSQL_IN_TRANSACTION,
   type MysqlTransactionGuard,
   mysqlKeyHeads,
   mysqlKeyRows,
@@ -81,6 +79,7 @@ import {
   type RequeuedRow,
 } from '../rows/outbox-row.mapper';
 import type { OutboxTableNames } from '../../internal/sql-identifier';
+import { mysqlStillInTransaction, readMysqlTransactionGuard } from './mysql.transaction-guard';
 import type { SqlPort, SqlResult, SqlRow, SqlRunner } from '../ports/sql-port';
 import { messageIdText, type MessageIdCodec } from '../rows/message-id-codec';
 import { messageIdCodecOf } from '../schema/message-id-layout';
@@ -145,22 +144,13 @@ export class MysqlOutboxStore implements OutboxStore {
 
   /**
    * What the enqueue's writes check of the caller's transaction, by server: read once, on the
-   * caller's connection (the pool may have no other free: its transaction holds one).
+   * caller's connection.
    */
   private transactionGuard(tx: SqlRunner): Promise<MysqlTransactionGuard> {
-    this.guard ??= tx
-      .query<{ v: unknown }>('SELECT VERSION() AS v')
-      .then(({ rows }) => {
-        const version = rows[0]?.v;
-        // Text from most drivers; bytes from a port that reads strings as binary.
-        const text =
-          version instanceof Uint8Array ? Buffer.from(version).toString('utf8') : version;
-        return mysqlTransactionGuard(typeof text === 'string' ? text : '');
-      })
-      .catch((error: unknown) => {
-        this.guard = undefined;
-        throw error;
-      });
+    this.guard ??= readMysqlTransactionGuard(tx).catch((error: unknown) => {
+      this.guard = undefined;
+      throw error;
+    });
     return this.guard;
   }
 
@@ -172,11 +162,8 @@ export class MysqlOutboxStore implements OutboxStore {
     return (await this.stillInTransaction(tx)) ? otherwise() : this.transactionEnded();
   }
 
-  /** Whether the caller's transaction is open now (MySQL 8, which cannot tell: true). */
   private async stillInTransaction(tx: SqlRunner): Promise<boolean> {
-    if ((await this.transactionGuard(tx)) === 'TRUE') return true;
-    const { rows } = await tx.query<{ open: unknown }>(MYSQL_IN_TRANSACTION);
-    return Number(rows[0]?.open ?? 1) !== 0;
+    return mysqlStillInTransaction(tx, await this.transactionGuard(tx));
   }
 
   private transactionEnded(): OutboxTransactionRequiredError {

@@ -6,6 +6,7 @@ import { postgresAdmin } from './postgres.admin-sql';
 import {
   postgresInboxDrop,
   postgresInboxInsert,
+  postgresInboxRecorder,
   postgresInboxPurge,
   postgresInboxTable,
 } from './postgres.inbox-sql';
@@ -99,6 +100,7 @@ export const postgresDatabase: OutboxDatabase<'postgres'> = {
     createTable: postgresInboxTable,
     dropTable: postgresInboxDrop,
     insert: postgresInboxInsert,
+    recorder: postgresInboxRecorder,
     purge: postgresInboxPurge,
     sharedConnection: false,
   },

@@ -1,4 +1,6 @@
 import type { InboxTableNames } from '../../internal/sql-identifier';
+import type { InboxRecorder } from '../outbox-database';
+import { POSTGRES_OPEN_TRANSACTION } from './postgres.sql';
 
 /** DDL of the inbox table on PostgreSQL 12+. */
 export function postgresInboxTable(n: InboxTableNames): string[] {
@@ -36,4 +38,39 @@ export function postgresInboxInsert(n: InboxTableNames): string {
 export function postgresInboxPurge(n: InboxTableNames): string {
   return `DELETE FROM ${n.table} WHERE (consumer, message_id) IN (
   SELECT consumer, message_id FROM ${n.table} WHERE received_at < now() - $1 * interval '1 millisecond' LIMIT $2)`;
+}
+
+/**
+ * The insert of `recordOnce`, inside the caller's transaction only: a transaction that has
+ * written has an id, a statement running on its own (after the app's ROLLBACK) has none, and the
+ * insert reads it in the same statement (as the outbox's enqueue does, `postgres.sql.ts`). One
+ * row answers: whether the transaction was open, and whether the id was written.
+ */
+export function postgresInboxRecord(n: InboxTableNames): string {
+  return `WITH tx AS (SELECT txid_current_if_assigned() IS NOT NULL AS open),
+w AS (INSERT INTO ${n.table} (consumer, message_id) SELECT $1::varchar, $2::varchar FROM tx WHERE tx.open
+ON CONFLICT (consumer, message_id) DO NOTHING RETURNING 1)
+SELECT tx.open, (SELECT count(*) FROM w)::int AS written FROM tx`;
+}
+
+export function postgresInboxRecorder(n: InboxTableNames): InboxRecorder {
+  const sql = postgresInboxRecord(n);
+  return async (tx, consumer, messageId) => {
+    const once = async () =>
+      (await tx.query<{ open: unknown; written: unknown }>(sql, [consumer, messageId])).rows[0];
+    let answer = await once();
+    if (!isTrue(answer?.open)) {
+      // A transaction that has not written yet has no id for the check to see: give it one and
+      // try once more. Refused again, the caller's transaction had ended.
+      await tx.query(POSTGRES_OPEN_TRANSACTION);
+      answer = await once();
+      if (!isTrue(answer?.open)) return 'ended';
+    }
+    return Number(answer?.written) === 1 ? 'written' : 'present';
+  };
+}
+
+/** A boolean column as the libraries give it: true, 't' (text protocol) or 1. */
+function isTrue(value: unknown): boolean {
+  return value === true || value === 't' || value === 1 || value === 'true';
 }

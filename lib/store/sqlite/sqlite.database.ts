@@ -4,6 +4,7 @@ import { sqliteAdmin } from './sqlite.admin-sql';
 import {
   sqliteInboxDrop,
   sqliteInboxInsert,
+  sqliteInboxRecorder,
   sqliteInboxPurge,
   sqliteInboxTable,
 } from './sqlite.inbox-sql';
@@ -66,6 +67,7 @@ export const sqliteDatabase: OutboxDatabase<'sqlite'> = {
     createTable: sqliteInboxTable,
     dropTable: sqliteInboxDrop,
     insert: sqliteInboxInsert,
+    recorder: sqliteInboxRecorder,
     purge: sqliteInboxPurge,
     sharedConnection: true,
   },

@@ -1,4 +1,5 @@
 import type { InboxTableNames } from '../../internal/sql-identifier';
+import type { InboxRecorder } from '../outbox-database';
 
 // Times are UTC text with milliseconds (as in the outbox table), which sorts correctly.
 const NOW = `strftime('%Y-%m-%d %H:%M:%f', 'now')`;
@@ -37,4 +38,14 @@ export function sqliteInboxPurge(n: InboxTableNames): string {
   return `DELETE FROM ${n.table} WHERE (consumer, message_id) IN (
   SELECT consumer, message_id FROM ${n.table}
   WHERE received_at < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || (? / 1000.0) || ' seconds') LIMIT ?)`;
+}
+
+/**
+ * `recordOnce` on SQLite: the connections check that the caller's transaction is open in the
+ * same synchronous step as they run the insert, so the plain insert is already one unit.
+ */
+export function sqliteInboxRecorder(n: InboxTableNames): InboxRecorder {
+  const sql = sqliteInboxInsert(n);
+  return async (tx, consumer, messageId) =>
+    (await tx.query(sql, [consumer, messageId])).affected === 1 ? 'written' : 'present';
 }
