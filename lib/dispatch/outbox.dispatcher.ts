@@ -11,6 +11,7 @@ import { SchedulerRegistry } from '@nestjs/schedule';
 import type { OutboxBatchReport, OutboxObserver } from '../observers/outbox-observer.interface';
 import type { OutboxPublisher } from '../publishers/outbox-publisher.interface';
 import type { OutboxStore } from '../store/ports/outbox-store.port';
+import { captureAsyncContext } from '../internal/detached-context';
 import { describeError } from '../internal/describe-error';
 import { OutboxExternalDeliveryError } from '../errors/outbox-external-delivery.error';
 import { OutboxMessages } from '../outbox.messages';
@@ -84,6 +85,8 @@ export class OutboxDispatcher
   private readonly publisher: OutboxPublisher;
   private readonly observer: OutboxObserver;
   private readonly lifecycle = new DispatcherShutdown();
+  /** The context the dispatcher was made in: what `start()` starts runs in it, never the caller's. */
+  private readonly detached = captureAsyncContext();
   private runStartedAt: number | undefined;
   private lastRunFinishedAt: number | undefined;
   /** The start's question to the publisher, answered in the background. */
@@ -202,8 +205,17 @@ export class OutboxDispatcher
     if (this.options.autoStart) await this.start();
   }
 
-  /** Starts polling, wake-ups and the commit nudge (done at bootstrap unless `autoStart: false`). */
-  async start(): Promise<void> {
+  /**
+   * Starts polling, wake-ups and the commit nudge, or the log's reader (done at bootstrap unless
+   * `autoStart: false`). What it starts runs in the context the dispatcher was made in: a start
+   * made inside a request (nestjs-cls, MikroORM's RequestContext) would otherwise hand that
+   * request's store to the reader's connection, and so to every message it delivers.
+   */
+  start(): Promise<void> {
+    return this.detached(() => this.startDetached());
+  }
+
+  private async startDetached(): Promise<void> {
     const { dispatcher, ordering, instanceId } = this.options;
     if (this.options.delivery === 'external') {
       this.logger.log(

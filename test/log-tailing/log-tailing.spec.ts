@@ -1,3 +1,4 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import type { DataSource } from 'typeorm';
 import { OutboxOptionsError, type OutboxRecord } from '../../lib';
 import { outboxTableNames } from '../../lib/internal/sql-identifier';
@@ -224,6 +225,32 @@ for (const target of TARGETS) {
       expect(rows).toHaveLength(committed.length);
       expect(rows.every((r) => r.attempts === 1 && r.lockedBy === null)).toBe(true);
       expect((await h.dispatcher.logLagStatus())?.active).toBe(true);
+    });
+
+    it('delivers outside the async context of the caller of start() (nestjs-cls, MikroORM), as the poll does', async () => {
+      // A request's store (nestjs-cls, MikroORM's RequestContext) around start(): the reader it
+      // starts must not carry it into the messages other requests enqueue later.
+      const request = new AsyncLocalStorage<{ user: string }>();
+      const seen: (string | undefined)[] = [];
+      const publisher = new (class extends RecordingPublisher {
+        override publish(messages: readonly OutboxRecord[], signal: AbortSignal) {
+          for (const m of messages) seen.push(request.getStore()?.user ?? m.messageId);
+          return super.publish(messages, signal);
+        }
+      })();
+      const table = await tailedTable();
+      const h = await tailingApp(table, publisher, {}, { autoStart: false });
+      await request.run({ user: 'alice' }, () => h.dispatcher.start());
+      await target.started(scope.ds, table);
+
+      const ids = await request.run({ user: 'bob' }, () =>
+        h.commit([msg('k', { n: 1 }), msg(null, { n: 2 })]),
+      );
+
+      await waitFor('every message delivered', delivered(h));
+      expect([...publisher.sentIds].sort()).toEqual([...ids].sort());
+      // Each publish saw no request's store: neither the starter's nor the enqueuer's.
+      expect([...seen].sort()).toEqual([...ids].sort());
     });
 
     it("under 'block', a failing head holds its key in the table; later messages follow it in order, other keys flow", async () => {
@@ -731,7 +758,7 @@ function tailingApps(scope: OutboxScope, target: LogTarget) {
       ...spec,
       table,
       options: mergeOutboxOptions(spec.options ?? {}, {
-        autoStart: true,
+        autoStart: overrides.autoStart ?? true,
         dispatcher: {
           observe: logTailing({
             sweepIntervalMs: NO_SWEEP,
