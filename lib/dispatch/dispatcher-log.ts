@@ -2,6 +2,14 @@ import type { Logger } from '@nestjs/common';
 import { randomBytes } from 'node:crypto';
 import { inspect } from 'node:util';
 
+/**
+ * A batch's short id on its log lines: the first 8 hex digits of its claim's (or lease's) token,
+ * so that an operator can follow one batch from claim to settle, and find its rows by token.
+ */
+export function batchIdOf(token: string): string {
+  return token.slice(0, 8);
+}
+
 /** Facts of a log line for a log indexer, passed to the logger service as its last object. */
 export type LogFields = Readonly<Record<string, string | number | undefined>>;
 

@@ -38,13 +38,27 @@ import { BatchPublish } from './batch-publish';
 import { SettleRetry } from './settle-retry';
 import { BatchNotice } from './batch-notice';
 import { Claimer, type LeasedBatch } from './claimer';
-import { DispatcherLog } from './dispatcher-log';
+import { batchIdOf, DispatcherLog } from './dispatcher-log';
 import { ClaimLoop } from './claim-loop';
 import { PublishHold } from './publish-hold';
 import { WakeUps } from './wake-ups';
+import { within } from './sleep';
 
 /** How often a paused dispatcher asks the publisher whether the broker is back. */
 const OUTAGE_PROBE_INTERVAL_MS = 500;
+
+/**
+ * How long past `shutdownTimeoutMs` a shutdown may take: for aborted publishes to give their
+ * leases back, and for the publisher to close. Past it, shutdown returns whatever still runs.
+ */
+const SHUTDOWN_MARGIN_MS = 1_000;
+
+/** A batch being delivered, for the shutdown's account of what it left running. */
+interface BatchInFlight {
+  readonly size: number;
+  readonly source: 'claim loop' | 'log reader';
+  stage: 'publishing' | 'settling';
+}
 
 /** What the dispatcher is doing, for health checks. */
 export interface OutboxDispatcherStatus {
@@ -99,6 +113,8 @@ export class OutboxDispatcher
   private unlisten: (() => Promise<void>) | undefined;
   /** The log's side, when `dispatcher.observe` is a log observer (`logTailing()`). */
   private readonly logObservation: LogObservation | undefined;
+  /** The batches being delivered, by batch id. */
+  private readonly batches = new Map<string, BatchInFlight>();
 
   constructor(
     @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
@@ -173,7 +189,7 @@ export class OutboxDispatcher
       runner: this.runner,
       lifecycle: this.lifecycle,
       outage: this.outage,
-      deliver: (batch, started, held) => this.deliver(batch, started, held),
+      deliver: (batch, started, held) => this.deliver(batch, started, 'claim loop', held),
       batchesInFlight: options.dispatcher.batchesInFlight,
     });
     const observe = options.dispatcher.observe;
@@ -187,7 +203,7 @@ export class OutboxDispatcher
             watchdog: this.watchdog,
             log: this.log,
             holdsOff: () => this.lifecycle.stopping || this.outage.paused,
-            deliver: (batch, started) => this.deliver(batch, started),
+            deliver: (batch, started) => this.deliver(batch, started, 'log reader'),
             wake: () => this.wake(),
             pause: (error, what) => this.pause(error, what),
           });
@@ -314,27 +330,79 @@ export class OutboxDispatcher
     return (await this.logObservation?.lag()) ?? null;
   }
 
+  /**
+   * Stops within `shutdownTimeoutMs` and a small margin whatever happens: past the timeout the
+   * publishes in flight are aborted and their leases given back; what still runs after the margin
+   * (a publisher or a log reader deaf to the abort) is left, named in a warning.
+   */
   async beforeApplicationShutdown(): Promise<void> {
+    const { shutdownTimeoutMs } = this.options.dispatcher;
+    const endBy = performance.now() + shutdownTimeoutMs + SHUTDOWN_MARGIN_MS;
+    const left: string[] = [];
+    const bounded = async (what: string, step: Promise<unknown>, atLeastMs = 1): Promise<void> => {
+      const ms = Math.max(atLeastMs, endBy - performance.now());
+      if (
+        (await within(
+          step.then(() => true),
+          ms,
+        )) === undefined
+      )
+        left.push(what);
+    };
     this.lifecycle.beginStop();
     // The reader first: the batch it is handing over finishes (settled) or stays unacknowledged.
-    const tailing = this.logObservation?.stop();
+    let tailingDone = this.logObservation === undefined;
+    const tailing = this.logObservation?.stop().finally(() => (tailingDone = true));
     this.runner.stop();
     this.wakeUps.cancel();
     this.commits.detach();
     const unlisten = this.unlisten;
     this.unlisten = undefined;
-    await unlisten?.().catch(() => undefined);
-    await this.startupCheck?.cancel();
-    const finished = await this.lifecycle.finishStop(async () => {
-      await tailing;
-      await this.runner.idle();
-    }, this.options.dispatcher.shutdownTimeoutMs);
-    await this.publisher
+    if (unlisten !== undefined) {
+      await bounded(
+        'the LISTEN connection',
+        unlisten().catch(() => undefined),
+      );
+    }
+    if (this.startupCheck !== undefined) {
+      await bounded("the startup check's ping", this.startupCheck.cancel());
+    }
+    const finished = await this.lifecycle.finishStop(
+      async () => {
+        await tailing;
+        await this.runner.idle();
+      },
+      endBy - SHUTDOWN_MARGIN_MS - performance.now(),
+      SHUTDOWN_MARGIN_MS,
+    );
+    if (finished === 'abandoned') left.push(...this.stillRunning(tailingDone));
+    const closing = this.publisher
       .close?.()
       .catch((error: unknown) => this.log.warn(`Publisher close failed: ${describeError(error)}`));
+    // The publisher's close gets a moment even when the batches took the whole margin.
+    if (closing !== undefined) await bounded("the publisher's close()", closing, 250);
+    if (left.length > 0) {
+      this.log.warn(
+        `Dispatcher stopped (${this.log.label}) with work still running after shutdownTimeoutMs (${shutdownTimeoutMs} ms) and a margin of ${SHUTDOWN_MARGIN_MS} ms: ${left.join('; ')}. Left running; the messages of a batch not settled are claimed again once its lease expires`,
+      );
+      return;
+    }
     this.log.log(
-      `Dispatcher stopped (${this.log.label})${finished === 'timeout' ? `: in-flight publishes did not finish within shutdownTimeoutMs (${this.options.dispatcher.shutdownTimeoutMs} ms) and were released` : ''}`,
+      `Dispatcher stopped (${this.log.label})${finished === 'timeout' ? `: in-flight publishes did not finish within shutdownTimeoutMs (${shutdownTimeoutMs} ms) and were released` : ''}`,
     );
+  }
+
+  /** What an abandoned shutdown leaves running: the batches, the log reader, the claim loop. */
+  private stillRunning(tailingDone: boolean): string[] {
+    const left = [...this.batches].map(
+      ([id, b]) => `batch ${id} (${b.size} message(s) from the ${b.source}, ${b.stage})`,
+    );
+    if (!tailingDone) left.push('the log reader');
+    const state = this.loop.state;
+    if (this.runner.running && state !== 'idle' && (state !== 'waiting' || left.length === 0)) {
+      left.push(`the claim loop (${state})`);
+    }
+    return left;
   }
 
   private async timedDrain(): Promise<number> {
@@ -349,9 +417,27 @@ export class OutboxDispatcher
 
   /** Publishes a claimed batch and settles the outcome; never throws. */
   private async deliver(
-    { token, records, claimedAt, leaseEnd }: LeasedBatch,
+    batch: LeasedBatch,
     started: number,
+    source: BatchInFlight['source'],
     held?: Promise<void>,
+  ): Promise<OutboxBatchReport> {
+    const id = batchIdOf(batch.token);
+    const inFlight: BatchInFlight = { size: batch.records.length, source, stage: 'publishing' };
+    this.batches.set(id, inFlight);
+    try {
+      return await this.deliverBatch(batch, id, inFlight, started, held);
+    } finally {
+      this.batches.delete(id);
+    }
+  }
+
+  private async deliverBatch(
+    { token, records, claimedAt, leaseEnd }: LeasedBatch,
+    batchId: string,
+    inFlight: BatchInFlight,
+    started: number,
+    held: Promise<void> | undefined,
   ): Promise<OutboxBatchReport> {
     if (held !== undefined) {
       await held;
@@ -382,6 +468,7 @@ export class OutboxDispatcher
     });
     for (const error of hookErrors) this.notice.hookThrew(error);
     if (result.kind === 'outage') this.releasedDueAt = Date.now() + releaseDelayMs;
+    inFlight.stage = 'settling';
     const settled = await this.settling.settle(token, settlement, leaseEnd);
     this.logObservation?.retriesDue(settlement.retry.map((r) => r.delayMs));
     const report = batchReport(records.length, settlement, settled, performance.now() - started);
