@@ -41,7 +41,8 @@ export class LogLine {
 }
 
 /**
- * The dispatcher's lines, each naming its run (one id per process start, and the instance when
+ * The dispatcher's lines, each naming its run (and, for a line about one batch, the batch: a
+ * `batch` field, see `batchIdOf`) (one id per process start, and the instance when
  * not the default one) in the text and, where a line carries fields, among them: lines of
  * several dispatchers in one log are told apart, and an indexer finds a run's lines by field.
  */
@@ -86,8 +87,12 @@ export class DispatcherLog {
     text: string,
     fields: LogFields | undefined,
   ): void {
-    // Lifecycle lines place the label in their sentence; the others end with it.
-    const line = text.includes(this.label) ? text : `${text} (${this.label})`;
+    // Lifecycle lines place the label in their sentence; the others end with it, after the
+    // batch a line is about, if any.
+    const batch = fields?.['batch'];
+    const line = text.includes(this.label)
+      ? text
+      : `${text} (${batch === undefined ? '' : `batch ${batch}, `}${this.label})`;
     if (fields === undefined) this.logger[level](line);
     else {
       // Without the facts a message does not have (no key): a printed `key: undefined` is noise.

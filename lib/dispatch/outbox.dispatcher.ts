@@ -239,9 +239,11 @@ export class OutboxDispatcher
       );
       return;
     }
+    // The log's reader is known once its source is made (at module init, normally).
+    await this.logObservation?.prepare();
     if (this.lifecycle.start()) {
       this.log.log(
-        `Dispatcher started (${this.log.label}): batchSize ${dispatcher.batchSize}, batchesInFlight ${dispatcher.batchesInFlight}, leaseMs ${dispatcher.leaseMs}, pollIntervalMs ${dispatcher.pollIntervalMs}, ordering ${ordering.enabled ? `on (dead letters ${ordering.onDeadLetter}, runs of up to ${ordering.maxRun})` : 'off'}, instance ${instanceId}`,
+        `Dispatcher started (${this.log.label}): ${this.sourceDescription()}, batchSize ${dispatcher.batchSize}, batchesInFlight ${dispatcher.batchesInFlight}, leaseMs ${dispatcher.leaseMs}, ordering ${ordering.enabled ? `on (dead letters ${ordering.onDeadLetter}, runs of up to ${ordering.maxRun})` : 'off'}, instance ${instanceId}`,
       );
     }
     this.startupCheck ??= new StartupCheck(
@@ -274,6 +276,18 @@ export class OutboxDispatcher
       }
     }
     this.wake();
+  }
+
+  /** Where new messages come from, with the settings of that source only. */
+  private sourceDescription(): string {
+    const observation = this.logObservation;
+    if (observation !== undefined) {
+      return `log tailing (${observation.reader}), table swept every ${observation.sweepIntervalMs} ms`;
+    }
+    const { pollIntervalMs, listen } = this.options.dispatcher;
+    const wakeUps =
+      listen && this.store.listen !== undefined ? 'LISTEN/NOTIFY wake-ups' : 'no LISTEN';
+    return `polling every ${pollIntervalMs} ms (${wakeUps})`;
   }
 
   /** Asks for a drain as soon as possible; coalesces with a drain already running. */
@@ -337,6 +351,11 @@ export class OutboxDispatcher
    */
   async beforeApplicationShutdown(): Promise<void> {
     const { shutdownTimeoutMs } = this.options.dispatcher;
+    // Nothing ran (the start said so): no stop to report, only a publisher given to close.
+    if (this.options.delivery === 'external') {
+      await this.publisher.close?.().catch(() => undefined);
+      return;
+    }
     const endBy = performance.now() + shutdownTimeoutMs + SHUTDOWN_MARGIN_MS;
     const left: string[] = [];
     const bounded = async (what: string, step: Promise<unknown>, atLeastMs = 1): Promise<void> => {
@@ -444,6 +463,10 @@ export class OutboxDispatcher
       // Past the promise jobs that hand the next claim's statement to the driver.
       await new Promise<void>((resolve) => setImmediate(resolve));
     }
+    this.log.debug(
+      `Claimed ${records.length} message(s) by the ${inFlight.source === 'log reader' ? 'log reader (by id)' : 'claim loop'}`,
+      { batch: batchId, claimed: records.length },
+    );
     // Publishing must end early enough to settle within the lease (see planBatch).
     const publishBy = leaseEnd - this.dbCallMs;
     const { retry, ordering } = this.options;
@@ -451,10 +474,11 @@ export class OutboxDispatcher
     if (plan.skip?.kind === 'lapsed') {
       this.log.warn(
         `A claimed batch of ${records.length} message(s) reached its lease deadline before publishing (was the process paused?); releasing it unpublished`,
-        { released: records.length, reason: 'lapsed' },
+        { batch: batchId, released: records.length, reason: 'lapsed' },
       );
     }
-    const result = plan.skip ?? (await this.publishing.publish(plan.fresh, plan.held, publishBy));
+    const result =
+      plan.skip ?? (await this.publishing.publish(plan.fresh, plan.held, publishBy, batchId));
     const answeredAfterClaimMs = performance.now() - claimedAt;
     const { verdicts, settlement, releaseDelayMs, hookErrors } = judgeBatch({
       records,
@@ -472,7 +496,7 @@ export class OutboxDispatcher
     const settled = await this.settling.settle(token, settlement, leaseEnd);
     this.logObservation?.retriesDue(settlement.retry.map((r) => r.delayMs));
     const report = batchReport(records.length, settlement, settled, performance.now() - started);
-    this.notice.settled(records, verdicts, report, answeredAfterClaimMs);
+    this.notice.settled(batchId, records, verdicts, report, answeredAfterClaimMs);
     return report;
   }
 
