@@ -13,8 +13,9 @@ import { TopicLogLimit } from './topic-log-limit';
 const FAILED_ATTEMPT_LOG_INTERVAL_MS = 30_000;
 
 /** The facts of one message's line, as fields for a log indexer. */
-function messageFields(record: ClaimedRecord, error: unknown): LogFields {
+function messageFields(record: ClaimedRecord, error: unknown, batch: string): LogFields {
   return {
+    batch,
     messageId: record.messageId,
     key: record.key ?? undefined,
     topic: record.topic,
@@ -36,7 +37,9 @@ export class BatchNotice {
     private readonly log: DispatcherLog,
   ) {}
 
+  /** `batch`: the batch's id on its lines (`batchIdOf`). */
   settled(
+    batch: string,
     records: readonly ClaimedRecord[],
     verdicts: readonly Verdict[],
     report: OutboxBatchReport,
@@ -45,13 +48,14 @@ export class BatchNotice {
     if (report.fenced > 0) {
       this.log.warn(
         `${report.fenced} message(s) of a batch were taken over by another dispatcher after this one's lease expired; their outcome here was discarded`,
+        { batch, fenced: report.fenced },
       );
     }
     const { claimed, published, retried, deadLettered, released, fenced } = report;
     const durationMs = Math.round(report.durationMs);
     this.log.verbose(
       `Batch: claimed ${claimed}, published ${published}, retried ${retried}, dead ${deadLettered}, released ${released}, fenced ${fenced} in ${durationMs} ms`,
-      { claimed, published, retried, deadLettered, released, fenced, durationMs },
+      { batch, claimed, published, retried, deadLettered, released, fenced, durationMs },
     );
     // A copy of every delivered record only for an observer that reads them: without one it
     // was an object per message for the garbage collector. Object.assign, not a spread with
@@ -65,12 +69,12 @@ export class BatchNotice {
           Object.assign({}, record, { latencyMs: record.ageMs + answeredAfterClaimMs }),
         );
       else if (verdict?.kind === 'retry') {
-        this.failedAttempt(record, verdict.error, verdict.delayMs);
+        this.failedAttempt(batch, record, verdict.error, verdict.delayMs);
         this.safely(() => this.observer.onRetry?.(record, verdict.error, verdict.delayMs));
       } else if (verdict?.kind === 'dead') {
         this.log.warn(
           `Message ${record.messageId} (${record.type} to ${record.topic}) dead-lettered after ${record.attempts} attempt(s): ${describeError(verdict.error)}`,
-          messageFields(record, verdict.error),
+          messageFields(record, verdict.error, batch),
         );
         this.safely(() => this.observer.onDeadLetter?.(record, verdict.error));
       }
@@ -93,14 +97,19 @@ export class BatchNotice {
     this.log.error(`An outbox hook threw: ${describeError(error)}`);
   }
 
-  private failedAttempt(record: ClaimedRecord, error: unknown, delayMs: number): void {
+  private failedAttempt(
+    batch: string,
+    record: ClaimedRecord,
+    error: unknown,
+    delayMs: number,
+  ): void {
     const turn = this.failedAttempts.take(record.topic);
     const quieted =
       turn.loud && turn.quieted > 0
         ? ` (${turn.quieted} more failed attempt(s) on this topic since the last such line, logged at verbose)`
         : '';
     const line = `Message ${record.messageId} (${record.type} to ${record.topic}) failed attempt ${record.attempts}, retrying in ${delayMs} ms: ${describeError(error)}${quieted}`;
-    const fields = { ...messageFields(record, error), retryInMs: delayMs };
+    const fields = { ...messageFields(record, error, batch), retryInMs: delayMs };
     if (turn.loud) this.log.warn(line, fields);
     else this.log.verbose(line, fields);
   }

@@ -60,6 +60,7 @@ export class BatchPublish {
     records: readonly ClaimedRecord[],
     held: ReadonlySet<string>,
     publishBy: number,
+    batchId: string,
   ): Promise<PublishResult> {
     // The publish timeout, cut short by the lease: in-flight publishes are aborted when the
     // lease deadline passes, whichever comes first.
@@ -85,7 +86,7 @@ export class BatchPublish {
       signal.addEventListener('abort', () => resolve('timeout'), { once: true });
     });
     const send = (batch: readonly ClaimedRecord[]): Promise<PublishResult> =>
-      this.publishRound(batch, controller, deadline, { timeoutMs, deadlineAt, publishBy });
+      this.publishRound(batch, controller, deadline, { timeoutMs, deadlineAt, publishBy }, batchId);
     try {
       const rounds = keyRounds(records);
       if (rounds.length === 1 && held.size === 0) return await send(records);
@@ -135,6 +136,7 @@ export class BatchPublish {
     controller: AbortController,
     deadline: Promise<'timeout'>,
     { timeoutMs, deadlineAt, publishBy }: PublishDeadlines,
+    batchId: string,
   ): Promise<PublishResult> {
     try {
       const publishing = this.publisher.publish(records, controller.signal);
@@ -160,7 +162,7 @@ export class BatchPublish {
             : { kind: 'timed-out', error, late: late.value };
       } else attempt = { kind: 'returned', outcomes: answer };
       const reading = readPublish(attempt, records.length);
-      return paused > 0 ? this.afterPause(reading.result, paused) : this.react(reading);
+      return paused > 0 ? this.afterPause(reading.result, paused, batchId) : this.react(reading);
     } catch (error) {
       if (this.shutdown.aborted) return { kind: 'shutdown' };
       return this.react(readPublish({ kind: 'threw', error }, records.length));
@@ -183,9 +185,9 @@ export class BatchPublish {
    * broker: no outage is begun or ended, and what was never sent goes back as after a lapsed
    * lease (another dispatcher may hold it by now). What may have been sent keeps its outcome.
    */
-  private afterPause(result: PublishResult, pausedMs: number): PublishResult {
+  private afterPause(result: PublishResult, pausedMs: number, batch: string): PublishResult {
     this.log.warn(
-      `This process was paused for at least ${pausedMs} ms (its event loop did not run: a long GC, SIGSTOP, a debugger, or blocking code) while a batch was publishing; its publish deadline passed meanwhile, so what it had not sent goes back unpublished. Not a broker failure: claims go on (${this.log.label})`,
+      `This process was paused for at least ${pausedMs} ms (its event loop did not run: a long GC, SIGSTOP, a debugger, or blocking code) while batch ${batch} was publishing; its publish deadline passed meanwhile, so what it had not sent goes back unpublished. Not a broker failure: claims go on (${this.log.label})`,
     );
     return result.kind === 'outage' ? { kind: 'lapsed' } : result;
   }

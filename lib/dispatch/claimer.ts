@@ -5,7 +5,7 @@ import { claimWindowAfter } from '../store/shared-sql/claim-window';
 import type { ClaimedBatch, OutboxStore } from '../store/ports/outbox-store.port';
 import { releaseSettlement } from './batch-outcome';
 import type { DatabaseWatchdog } from './database-watchdog';
-import type { DispatcherLog } from './dispatcher-log';
+import { batchIdOf, type DispatcherLog } from './dispatcher-log';
 import { LostClaims } from './lost-claims';
 import { pausedPast } from './process-pause';
 import { isUnusableHandle } from './unusable-handle';
@@ -178,7 +178,7 @@ export class Claimer {
       (released) =>
         this.log.warn(
           `A claim answered after it was given up on; released its ${released} message(s) unpublished`,
-          { released, reason: 'late-claim' },
+          { batch: batchIdOf(token), released, reason: 'late-claim' },
         ),
       (error: unknown) =>
         this.log.warn(

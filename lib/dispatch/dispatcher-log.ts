@@ -2,6 +2,14 @@ import type { Logger } from '@nestjs/common';
 import { randomBytes } from 'node:crypto';
 import { inspect } from 'node:util';
 
+/**
+ * A batch's short id on its log lines: the first 8 hex digits of its claim's (or lease's) token,
+ * so that an operator can follow one batch from claim to settle, and find its rows by token.
+ */
+export function batchIdOf(token: string): string {
+  return token.slice(0, 8);
+}
+
 /** Facts of a log line for a log indexer, passed to the logger service as its last object. */
 export type LogFields = Readonly<Record<string, string | number | undefined>>;
 
@@ -33,7 +41,8 @@ export class LogLine {
 }
 
 /**
- * The dispatcher's lines, each naming its run (one id per process start, and the instance when
+ * The dispatcher's lines, each naming its run (and, for a line about one batch, the batch: a
+ * `batch` field, see `batchIdOf`) (one id per process start, and the instance when
  * not the default one) in the text and, where a line carries fields, among them: lines of
  * several dispatchers in one log are told apart, and an indexer finds a run's lines by field.
  */
@@ -78,8 +87,12 @@ export class DispatcherLog {
     text: string,
     fields: LogFields | undefined,
   ): void {
-    // Lifecycle lines place the label in their sentence; the others end with it.
-    const line = text.includes(this.label) ? text : `${text} (${this.label})`;
+    // Lifecycle lines place the label in their sentence; the others end with it, after the
+    // batch a line is about, if any.
+    const batch = fields?.['batch'];
+    const line = text.includes(this.label)
+      ? text
+      : `${text} (${batch === undefined ? '' : `batch ${batch}, `}${this.label})`;
     if (fields === undefined) this.logger[level](line);
     else {
       // Without the facts a message does not have (no key): a printed `key: undefined` is noise.

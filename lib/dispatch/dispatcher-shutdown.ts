@@ -7,8 +7,12 @@ import { PublisherUnavailableError } from '../errors/publisher-unavailable.error
  */
 export type DispatcherState = 'idle' | 'running' | 'draining' | 'aborting' | 'stopped';
 
-/** How a shutdown ended: everything in flight finished, or it was cut short. */
-export type ShutdownEnd = 'idle' | 'timeout';
+/**
+ * How a shutdown ended: everything in flight finished (`idle`), or it was cut short and what was
+ * in flight settled after the abort (`timeout`), or some of it was still running when the grace
+ * after the abort ran out too (`abandoned`).
+ */
+export type ShutdownEnd = 'idle' | 'timeout' | 'abandoned';
 
 /**
  * The dispatcher's start and stop: whether it runs, whether it is stopping, and the signal that
@@ -51,23 +55,37 @@ export class DispatcherShutdown {
 
   /**
    * Waits up to `timeoutMs` for `idle()` (the batches in flight to settle); past that, aborts
-   * their publishes (their batches then release their leases) and waits for them to settle.
+   * their publishes (their batches then release their leases) and waits up to `graceMs` more for
+   * them to settle. Never longer: a source or publisher that ignores the abort is left running.
    */
-  async finishStop(idle: () => Promise<void>, timeoutMs: number): Promise<ShutdownEnd> {
+  async finishStop(
+    idle: () => Promise<void>,
+    timeoutMs: number,
+    graceMs: number,
+  ): Promise<ShutdownEnd> {
     this.current = 'draining';
-    // A cleared timer: a pending one would keep the process alive for the whole timeout after close().
-    let timer: NodeJS.Timeout | undefined;
-    const deadline = new Promise<'timeout'>((resolve) => {
-      timer = setTimeout(() => resolve('timeout'), timeoutMs);
-    });
-    const end = await Promise.race([idle().then(() => 'idle' as const), deadline]);
-    clearTimeout(timer);
+    const settled = idle().then(() => 'idle' as const);
+    let end: ShutdownEnd = await raceTimer(settled, timeoutMs, 'timeout');
     if (end === 'timeout') {
       this.current = 'aborting';
       this.abort.abort(new PublisherUnavailableError('dispatcher shutting down'));
-      await idle();
+      end = (await raceTimer(settled, graceMs, 'abandoned')) === 'idle' ? 'timeout' : 'abandoned';
     }
     this.current = 'stopped';
     return end;
+  }
+}
+
+/** `promise`'s value, or `late` once `ms` have passed. */
+async function raceTimer<T, L>(promise: Promise<T>, ms: number, late: L): Promise<T | L> {
+  // A cleared timer: a pending one would keep the process alive for the whole timeout after close().
+  let timer: NodeJS.Timeout | undefined;
+  const deadline = new Promise<L>((resolve) => {
+    timer = setTimeout(() => resolve(late), Math.max(0, ms));
+  });
+  try {
+    return await Promise.race([promise, deadline]);
+  } finally {
+    clearTimeout(timer);
   }
 }

@@ -42,6 +42,7 @@ export interface LogObservationHooks {
  */
 export class LogObservation {
   private source: OutboxLogSource | undefined;
+  private database: 'postgres' | 'mysql' | undefined;
   private tailer: LogTailer | undefined;
   /** The next sweep a retry asked for, and when it fires. */
   private sweepTimer: NodeJS.Timeout | undefined;
@@ -55,6 +56,13 @@ export class LogObservation {
   /** How often the table is still polled: retries, promotions and rows the reader left. */
   get sweepIntervalMs(): number {
     return this.observer.sweepIntervalMs ?? DEFAULT_SWEEP_INTERVAL_MS;
+  }
+
+  /** Which log is read, for the start's line: known once the source is made (`prepare`). */
+  get reader(): string {
+    if (this.database === 'postgres') return 'PostgreSQL logical replication';
+    if (this.database === 'mysql') return 'MySQL/MariaDB binlog';
+    return 'database log';
   }
 
   /**
@@ -144,8 +152,9 @@ export class LogObservation {
       );
     }
     const { tableName, schema, instanceId } = options;
+    this.database = dialect as 'postgres' | 'mysql';
     const source = this.observer.create({
-      database: dialect as 'postgres' | 'mysql',
+      database: this.database,
       names: outboxTableNames(tableName, schema, database.quoting),
       sql,
       owner: instanceId,

@@ -11,6 +11,7 @@ import { SchedulerRegistry } from '@nestjs/schedule';
 import type { OutboxBatchReport, OutboxObserver } from '../observers/outbox-observer.interface';
 import type { OutboxPublisher } from '../publishers/outbox-publisher.interface';
 import type { OutboxStore } from '../store/ports/outbox-store.port';
+import { captureAsyncContext } from '../internal/detached-context';
 import { describeError } from '../internal/describe-error';
 import { OutboxExternalDeliveryError } from '../errors/outbox-external-delivery.error';
 import { OutboxMessages } from '../outbox.messages';
@@ -37,13 +38,27 @@ import { BatchPublish } from './batch-publish';
 import { SettleRetry } from './settle-retry';
 import { BatchNotice } from './batch-notice';
 import { Claimer, type LeasedBatch } from './claimer';
-import { DispatcherLog } from './dispatcher-log';
+import { batchIdOf, DispatcherLog } from './dispatcher-log';
 import { ClaimLoop } from './claim-loop';
 import { PublishHold } from './publish-hold';
 import { WakeUps } from './wake-ups';
+import { within } from './sleep';
 
 /** How often a paused dispatcher asks the publisher whether the broker is back. */
 const OUTAGE_PROBE_INTERVAL_MS = 500;
+
+/**
+ * How long past `shutdownTimeoutMs` a shutdown may take: for aborted publishes to give their
+ * leases back, and for the publisher to close. Past it, shutdown returns whatever still runs.
+ */
+const SHUTDOWN_MARGIN_MS = 1_000;
+
+/** A batch being delivered, for the shutdown's account of what it left running. */
+interface BatchInFlight {
+  readonly size: number;
+  readonly source: 'claim loop' | 'log reader';
+  stage: 'publishing' | 'settling';
+}
 
 /** What the dispatcher is doing, for health checks. */
 export interface OutboxDispatcherStatus {
@@ -84,6 +99,8 @@ export class OutboxDispatcher
   private readonly publisher: OutboxPublisher;
   private readonly observer: OutboxObserver;
   private readonly lifecycle = new DispatcherShutdown();
+  /** The context the dispatcher was made in: what `start()` starts runs in it, never the caller's. */
+  private readonly detached = captureAsyncContext();
   private runStartedAt: number | undefined;
   private lastRunFinishedAt: number | undefined;
   /** The start's question to the publisher, answered in the background. */
@@ -96,6 +113,8 @@ export class OutboxDispatcher
   private unlisten: (() => Promise<void>) | undefined;
   /** The log's side, when `dispatcher.observe` is a log observer (`logTailing()`). */
   private readonly logObservation: LogObservation | undefined;
+  /** The batches being delivered, by batch id. */
+  private readonly batches = new Map<string, BatchInFlight>();
 
   constructor(
     @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
@@ -170,7 +189,7 @@ export class OutboxDispatcher
       runner: this.runner,
       lifecycle: this.lifecycle,
       outage: this.outage,
-      deliver: (batch, started, held) => this.deliver(batch, started, held),
+      deliver: (batch, started, held) => this.deliver(batch, started, 'claim loop', held),
       batchesInFlight: options.dispatcher.batchesInFlight,
     });
     const observe = options.dispatcher.observe;
@@ -184,7 +203,7 @@ export class OutboxDispatcher
             watchdog: this.watchdog,
             log: this.log,
             holdsOff: () => this.lifecycle.stopping || this.outage.paused,
-            deliver: (batch, started) => this.deliver(batch, started),
+            deliver: (batch, started) => this.deliver(batch, started, 'log reader'),
             wake: () => this.wake(),
             pause: (error, what) => this.pause(error, what),
           });
@@ -202,8 +221,17 @@ export class OutboxDispatcher
     if (this.options.autoStart) await this.start();
   }
 
-  /** Starts polling, wake-ups and the commit nudge (done at bootstrap unless `autoStart: false`). */
-  async start(): Promise<void> {
+  /**
+   * Starts polling, wake-ups and the commit nudge, or the log's reader (done at bootstrap unless
+   * `autoStart: false`). What it starts runs in the context the dispatcher was made in: a start
+   * made inside a request (nestjs-cls, MikroORM's RequestContext) would otherwise hand that
+   * request's store to the reader's connection, and so to every message it delivers.
+   */
+  start(): Promise<void> {
+    return this.detached(() => this.startDetached());
+  }
+
+  private async startDetached(): Promise<void> {
     const { dispatcher, ordering, instanceId } = this.options;
     if (this.options.delivery === 'external') {
       this.logger.log(
@@ -211,9 +239,11 @@ export class OutboxDispatcher
       );
       return;
     }
+    // The log's reader is known once its source is made (at module init, normally).
+    await this.logObservation?.prepare();
     if (this.lifecycle.start()) {
       this.log.log(
-        `Dispatcher started (${this.log.label}): batchSize ${dispatcher.batchSize}, batchesInFlight ${dispatcher.batchesInFlight}, leaseMs ${dispatcher.leaseMs}, pollIntervalMs ${dispatcher.pollIntervalMs}, ordering ${ordering.enabled ? `on (dead letters ${ordering.onDeadLetter}, runs of up to ${ordering.maxRun})` : 'off'}, instance ${instanceId}`,
+        `Dispatcher started (${this.log.label}): ${this.sourceDescription()}, batchSize ${dispatcher.batchSize}, batchesInFlight ${dispatcher.batchesInFlight}, leaseMs ${dispatcher.leaseMs}, ordering ${ordering.enabled ? `on (dead letters ${ordering.onDeadLetter}, runs of up to ${ordering.maxRun})` : 'off'}, instance ${instanceId}`,
       );
     }
     this.startupCheck ??= new StartupCheck(
@@ -246,6 +276,18 @@ export class OutboxDispatcher
       }
     }
     this.wake();
+  }
+
+  /** Where new messages come from, with the settings of that source only. */
+  private sourceDescription(): string {
+    const observation = this.logObservation;
+    if (observation !== undefined) {
+      return `log tailing (${observation.reader}), table swept every ${observation.sweepIntervalMs} ms`;
+    }
+    const { pollIntervalMs, listen } = this.options.dispatcher;
+    const wakeUps =
+      listen && this.store.listen !== undefined ? 'LISTEN/NOTIFY wake-ups' : 'no LISTEN';
+    return `polling every ${pollIntervalMs} ms (${wakeUps})`;
   }
 
   /** Asks for a drain as soon as possible; coalesces with a drain already running. */
@@ -302,27 +344,84 @@ export class OutboxDispatcher
     return (await this.logObservation?.lag()) ?? null;
   }
 
+  /**
+   * Stops within `shutdownTimeoutMs` and a small margin whatever happens: past the timeout the
+   * publishes in flight are aborted and their leases given back; what still runs after the margin
+   * (a publisher or a log reader deaf to the abort) is left, named in a warning.
+   */
   async beforeApplicationShutdown(): Promise<void> {
+    const { shutdownTimeoutMs } = this.options.dispatcher;
+    // Nothing ran (the start said so): no stop to report, only a publisher given to close.
+    if (this.options.delivery === 'external') {
+      await this.publisher.close?.().catch(() => undefined);
+      return;
+    }
+    const endBy = performance.now() + shutdownTimeoutMs + SHUTDOWN_MARGIN_MS;
+    const left: string[] = [];
+    const bounded = async (what: string, step: Promise<unknown>, atLeastMs = 1): Promise<void> => {
+      const ms = Math.max(atLeastMs, endBy - performance.now());
+      if (
+        (await within(
+          step.then(() => true),
+          ms,
+        )) === undefined
+      )
+        left.push(what);
+    };
     this.lifecycle.beginStop();
     // The reader first: the batch it is handing over finishes (settled) or stays unacknowledged.
-    const tailing = this.logObservation?.stop();
+    let tailingDone = this.logObservation === undefined;
+    const tailing = this.logObservation?.stop().finally(() => (tailingDone = true));
     this.runner.stop();
     this.wakeUps.cancel();
     this.commits.detach();
     const unlisten = this.unlisten;
     this.unlisten = undefined;
-    await unlisten?.().catch(() => undefined);
-    await this.startupCheck?.cancel();
-    const finished = await this.lifecycle.finishStop(async () => {
-      await tailing;
-      await this.runner.idle();
-    }, this.options.dispatcher.shutdownTimeoutMs);
-    await this.publisher
+    if (unlisten !== undefined) {
+      await bounded(
+        'the LISTEN connection',
+        unlisten().catch(() => undefined),
+      );
+    }
+    if (this.startupCheck !== undefined) {
+      await bounded("the startup check's ping", this.startupCheck.cancel());
+    }
+    const finished = await this.lifecycle.finishStop(
+      async () => {
+        await tailing;
+        await this.runner.idle();
+      },
+      endBy - SHUTDOWN_MARGIN_MS - performance.now(),
+      SHUTDOWN_MARGIN_MS,
+    );
+    if (finished === 'abandoned') left.push(...this.stillRunning(tailingDone));
+    const closing = this.publisher
       .close?.()
       .catch((error: unknown) => this.log.warn(`Publisher close failed: ${describeError(error)}`));
+    // The publisher's close gets a moment even when the batches took the whole margin.
+    if (closing !== undefined) await bounded("the publisher's close()", closing, 250);
+    if (left.length > 0) {
+      this.log.warn(
+        `Dispatcher stopped (${this.log.label}) with work still running after shutdownTimeoutMs (${shutdownTimeoutMs} ms) and a margin of ${SHUTDOWN_MARGIN_MS} ms: ${left.join('; ')}. Left running; the messages of a batch not settled are claimed again once its lease expires`,
+      );
+      return;
+    }
     this.log.log(
-      `Dispatcher stopped (${this.log.label})${finished === 'timeout' ? `: in-flight publishes did not finish within shutdownTimeoutMs (${this.options.dispatcher.shutdownTimeoutMs} ms) and were released` : ''}`,
+      `Dispatcher stopped (${this.log.label})${finished === 'timeout' ? `: in-flight publishes did not finish within shutdownTimeoutMs (${shutdownTimeoutMs} ms) and were released` : ''}`,
     );
+  }
+
+  /** What an abandoned shutdown leaves running: the batches, the log reader, the claim loop. */
+  private stillRunning(tailingDone: boolean): string[] {
+    const left = [...this.batches].map(
+      ([id, b]) => `batch ${id} (${b.size} message(s) from the ${b.source}, ${b.stage})`,
+    );
+    if (!tailingDone) left.push('the log reader');
+    const state = this.loop.state;
+    if (this.runner.running && state !== 'idle' && (state !== 'waiting' || left.length === 0)) {
+      left.push(`the claim loop (${state})`);
+    }
+    return left;
   }
 
   private async timedDrain(): Promise<number> {
@@ -337,15 +436,37 @@ export class OutboxDispatcher
 
   /** Publishes a claimed batch and settles the outcome; never throws. */
   private async deliver(
-    { token, records, claimedAt, leaseEnd }: LeasedBatch,
+    batch: LeasedBatch,
     started: number,
+    source: BatchInFlight['source'],
     held?: Promise<void>,
+  ): Promise<OutboxBatchReport> {
+    const id = batchIdOf(batch.token);
+    const inFlight: BatchInFlight = { size: batch.records.length, source, stage: 'publishing' };
+    this.batches.set(id, inFlight);
+    try {
+      return await this.deliverBatch(batch, id, inFlight, started, held);
+    } finally {
+      this.batches.delete(id);
+    }
+  }
+
+  private async deliverBatch(
+    { token, records, claimedAt, leaseEnd }: LeasedBatch,
+    batchId: string,
+    inFlight: BatchInFlight,
+    started: number,
+    held: Promise<void> | undefined,
   ): Promise<OutboxBatchReport> {
     if (held !== undefined) {
       await held;
       // Past the promise jobs that hand the next claim's statement to the driver.
       await new Promise<void>((resolve) => setImmediate(resolve));
     }
+    this.log.debug(
+      `Claimed ${records.length} message(s) by the ${inFlight.source === 'log reader' ? 'log reader (by id)' : 'claim loop'}`,
+      { batch: batchId, claimed: records.length },
+    );
     // Publishing must end early enough to settle within the lease (see planBatch).
     const publishBy = leaseEnd - this.dbCallMs;
     const { retry, ordering } = this.options;
@@ -353,10 +474,11 @@ export class OutboxDispatcher
     if (plan.skip?.kind === 'lapsed') {
       this.log.warn(
         `A claimed batch of ${records.length} message(s) reached its lease deadline before publishing (was the process paused?); releasing it unpublished`,
-        { released: records.length, reason: 'lapsed' },
+        { batch: batchId, released: records.length, reason: 'lapsed' },
       );
     }
-    const result = plan.skip ?? (await this.publishing.publish(plan.fresh, plan.held, publishBy));
+    const result =
+      plan.skip ?? (await this.publishing.publish(plan.fresh, plan.held, publishBy, batchId));
     const answeredAfterClaimMs = performance.now() - claimedAt;
     const { verdicts, settlement, releaseDelayMs, hookErrors } = judgeBatch({
       records,
@@ -370,10 +492,11 @@ export class OutboxDispatcher
     });
     for (const error of hookErrors) this.notice.hookThrew(error);
     if (result.kind === 'outage') this.releasedDueAt = Date.now() + releaseDelayMs;
+    inFlight.stage = 'settling';
     const settled = await this.settling.settle(token, settlement, leaseEnd);
     this.logObservation?.retriesDue(settlement.retry.map((r) => r.delayMs));
     const report = batchReport(records.length, settlement, settled, performance.now() - started);
-    this.notice.settled(records, verdicts, report, answeredAfterClaimMs);
+    this.notice.settled(batchId, records, verdicts, report, answeredAfterClaimMs);
     return report;
   }
 

@@ -3,7 +3,7 @@ import { describeError } from '../internal/describe-error';
 import type { OutboxStore, Settlement } from '../store/ports/outbox-store.port';
 import type { SettleResult } from './batch-outcome';
 import type { DatabaseWatchdog } from './database-watchdog';
-import type { DispatcherLog } from './dispatcher-log';
+import { batchIdOf, type DispatcherLog } from './dispatcher-log';
 import { sleep, within } from './sleep';
 
 /** Settle retries back off from this, doubling, up to `SETTLE_MAX_BACKOFF_MS`. */
@@ -44,7 +44,11 @@ export class SettleRetry {
           if (late === undefined) throw error;
           changed = late.value;
         }
-        if (attempt > 1) this.log.log(`A batch's outcome was recorded on try ${attempt}`);
+        if (attempt > 1) {
+          this.log.log(`A batch's outcome was recorded on try ${attempt}`, {
+            batch: batchIdOf(token),
+          });
+        }
         // After a failed try, fewer changed rows may mean that try committed after all.
         return { kind: 'settled', changed, sole: attempt === 1 };
       } catch (error) {
@@ -52,6 +56,7 @@ export class SettleRetry {
         if (this.shutdown.aborted || performance.now() + backoff >= leaseEnd) {
           this.log.error(
             `Recording a batch's outcome failed ${attempt} time(s) until its lease ended; unless a late try landed, its messages will be claimed and published again: ${describeError(error)}`,
+            { batch: batchIdOf(token) },
           );
           return { kind: 'unsettled' };
         }

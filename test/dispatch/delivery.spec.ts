@@ -1,4 +1,6 @@
+import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomBytes } from 'node:crypto';
+import type { OutboxRecord } from '../../lib';
 import { ensureOutboxTable } from '../../lib';
 import { readOutbox, readStatuses, TEST_DATABASES, TestOrder } from '../support/databases';
 import { sleep } from '../support/outbox-harness';
@@ -103,6 +105,27 @@ for (const db of TEST_DATABASES) {
       expect([...publisher.sentIds].sort()).toEqual([...ids].sort());
       expect(publisher.sentForKey('k0')).toEqual(ids.filter((_, i) => (i % 6) % 2 === 0));
       expect(publisher.sentForKey('k1')).toEqual(ids.filter((_, i) => (i % 6) % 2 === 1));
+    });
+
+    it('delivers outside the async context of the caller of start() (nestjs-cls, MikroORM)', async () => {
+      // A request's store around start(): the poll, the wake-ups and the LISTEN it starts must
+      // not carry it into the messages other requests enqueue later (log-tailing.spec.ts has
+      // the same test for the log's reader).
+      const request = new AsyncLocalStorage<{ user: string }>();
+      const seen: string[] = [];
+      const publisher = new (class extends RecordingPublisher {
+        override publish(messages: readonly OutboxRecord[], signal: AbortSignal) {
+          for (const m of messages) seen.push(request.getStore()?.user ?? m.messageId);
+          return super.publish(messages, signal);
+        }
+      })();
+      const h = await boot(publisher, { autoStart: false, dispatcher: { pollIntervalMs: 100 } });
+      await request.run({ user: 'alice' }, () => h.dispatcher.start());
+
+      const ids = await request.run({ user: 'bob' }, () => h.commit([msg('k'), msg(null)]));
+
+      await publisher.until((p) => p.sent.length >= ids.length, 15_000, `${ids.length} deliveries`);
+      expect([...seen].sort()).toEqual([...ids].sort());
     });
 
     it('publishes a commit that arrives while a batch is publishing beside it, never ahead of its own key', async () => {

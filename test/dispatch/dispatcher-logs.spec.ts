@@ -90,6 +90,9 @@ describe('dispatcher lifecycle logs', () => {
     expect(started).toHaveLength(1);
     const run = /run ([0-9a-f]{8})/.exec(started[0] ?? '')?.[1];
     expect(started[0]).toMatch(/batchSize \d+, batchesInFlight \d+, leaseMs \d+/);
+    // Which source runs, with its own settings only.
+    expect(started[0]).toMatch(/: polling every 50 ms \(no LISTEN\), batchSize/);
+    expect(started[0]).not.toMatch(/log tailing|sweep/);
     expect(logger.of(/^Outage begun/, 'warn')).toHaveLength(1);
     expect(logger.of(/^Outage over after \d+ ms/, 'log')).toHaveLength(1);
     expect(logger.of(new RegExp(`^Dispatcher stopped \\(run ${run}\\)`), 'log')).toHaveLength(1);
@@ -98,6 +101,18 @@ describe('dispatcher lifecycle logs', () => {
       (l) => l.context === 'OutboxDispatcher' && l.level !== 'debug' && l.level !== 'verbose',
     );
     expect(loud.length).toBeLessThan(10);
+  });
+
+  it("with delivery 'external', says once that no dispatcher runs and logs no stop", async () => {
+    const logger = new CapturingLogger();
+    const h = await scope.open({
+      logger,
+      options: { delivery: 'external', autoStart: true, workers: true },
+    });
+    await h.close();
+
+    expect(logger.of(/delivery is external.*no dispatcher runs/, 'log')).toHaveLength(1);
+    expect(logger.of(/^Dispatcher (started|stopped)/)).toEqual([]);
   });
 
   it('says a pause of this process past the publish deadline is its own, not a broker outage', async () => {
@@ -205,16 +220,18 @@ describe('dispatcher per-message logs', () => {
     expect(loud).toHaveLength(2);
     const payment = loud.find((l) => l.message.includes('to payments'));
     expect(payment?.message).toMatch(
-      /^Message \S+ \(PaymentTaken to payments\) failed attempt 1, retrying in \d+ ms: TypeError: handler blew up \(run [0-9a-f]{8}\)$/,
+      /^Message \S+ \(PaymentTaken to payments\) failed attempt 1, retrying in \d+ ms: TypeError: handler blew up \(batch [0-9a-f]{8}, run [0-9a-f]{8}\)$/,
     );
     expect(loud.find((l) => l.message.includes('to orders'))?.message).toMatch(
       /failed attempt 1, retrying in \d+ ms: Error: broker said 503/,
     );
     const runId = /run ([0-9a-f]{8})/.exec(payment?.message ?? '')?.[1];
+    const batchId = /batch ([0-9a-f]{8})/.exec(payment?.message ?? '')?.[1];
     const paymentIds = [p1, p2, p3];
     expect(paymentIds).toContain(payment?.fields?.['messageId']);
     expect(payment?.fields).toEqual({
       runId,
+      batch: batchId,
       messageId: expect.any(String),
       key: expect.stringMatching(/^p[123]$/),
       topic: 'payments',
@@ -229,8 +246,21 @@ describe('dispatcher per-message logs', () => {
     // The batch line: verbose, not debug, naming the run, its counts as fields.
     expect(logger.linesOf(/^Batch:/, 'debug')).toEqual([]);
     const batch = logger.linesOf(/^Batch: claimed 4, published 0, retried 4/, 'verbose');
-    expect(batch.map((l) => l.message)).toEqual([expect.stringMatching(`\\(run ${runId}\\)$`)]);
-    expect(batch[0]?.fields).toMatchObject({ runId, claimed: 4, retried: 4, published: 0 });
+    expect(batch.map((l) => l.message)).toEqual([
+      expect.stringMatching(`\\(batch ${batchId}, run ${runId}\\)$`),
+    ]);
+    expect(batch[0]?.fields).toMatchObject({
+      runId,
+      batch: batchId,
+      claimed: 4,
+      retried: 4,
+      published: 0,
+    });
+    // The claim that began it, at debug, under the same batch id: one batch, start to settle.
+    const claimed = logger.linesOf(/^Claimed 4 message\(s\) by the claim loop/, 'debug');
+    expect(claimed.map((l) => l.message)).toEqual([
+      expect.stringMatching(`\\(batch ${batchId}, run ${runId}\\)$`),
+    ]);
     await h.close();
   });
 
@@ -248,6 +278,7 @@ describe('dispatcher per-message logs', () => {
     expect(dead).toHaveLength(1);
     expect(dead[0]?.fields).toEqual({
       runId: expect.stringMatching(/^[0-9a-f]{8}$/),
+      batch: expect.stringMatching(/^[0-9a-f]{8}$/),
       messageId: id,
       key: 'o-1',
       topic: 'orders',

@@ -2,6 +2,8 @@ import { Module, type INestApplicationContext, type LoggerService } from '@nestj
 import { NestFactory } from '@nestjs/core';
 import type { DataSource } from 'typeorm';
 import { OutboxModule } from '../../lib';
+import type { OutboxLogObserver } from 'nestjs-outbox/log-tailing';
+import { CapturingLogger as CapturedLogs } from '../support/capturing-logger';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { TEST_DATABASES, testDatabase, uniqueTable } from '../support/databases';
 import { dispatchApps, msg } from '../support/dispatch-fixtures';
@@ -118,5 +120,72 @@ for (const db of TEST_DATABASES) {
       expect(publisher.sent).toHaveLength(0);
       expect(publisher.closed).toBe(true);
     });
+
+    it("returns when the publisher's close() never settles, and says what it left running", async () => {
+      const logs = new CapturedLogs();
+      const publisher = new (class extends RecordingPublisher {
+        override close(): Promise<void> {
+          return new Promise<void>(() => undefined);
+        }
+      })();
+      const h = await scope.open({
+        publisher,
+        logger: logs,
+        options: { autoStart: true, dispatcher: { shutdownTimeoutMs: 300, pollIntervalMs: 50 } },
+      });
+      const [id] = await h.commit([msg('a')]);
+      await waitFor('the message delivered', async () =>
+        (await h.rows()).every((r) => r.status === 'delivered'),
+      );
+      expect(publisher.sentIds).toEqual([id]);
+
+      await resolvesWithin(
+        "close() with a publisher's close() that never settles",
+        h.close(),
+        15_000,
+      );
+
+      const left = logs.linesOf(/^Dispatcher stopped .*still running/, 'warn');
+      expect(left).toHaveLength(1);
+      expect(left[0]?.message).toMatch(/the publisher's close\(\)/);
+      expect(logs.linesOf(/^Dispatcher stopped/, 'log')).toEqual([]);
+    });
   });
 }
+
+describeWith(['postgres'], 'shutdown with a log source that never stops', () => {
+  const scope = useOutboxScope(postgres, { tablePrefix: 'outbox_stop_log' });
+
+  it('returns within shutdownTimeoutMs and names the log reader it left running', async () => {
+    const logs = new CapturedLogs();
+    let reading = false;
+    // A reader stuck where no abort reaches it (a connect that never answers, a dead socket).
+    const observer: OutboxLogObserver = {
+      kind: 'log',
+      sweepIntervalMs: 3_600_000,
+      create: () => ({
+        check: () => Promise.resolve(),
+        run: () => {
+          reading = true;
+          return new Promise<void>(() => undefined);
+        },
+        acknowledge: () => Promise.resolve(),
+        lag: () => Promise.resolve({ retainedBytes: null, active: false }),
+      }),
+    };
+    const publisher = new RecordingPublisher();
+    const h = await scope.open({
+      publisher,
+      logger: logs,
+      options: { autoStart: true, dispatcher: { shutdownTimeoutMs: 300, observe: observer } },
+    });
+    await waitFor('the reader started', () => reading);
+
+    await resolvesWithin('close() with a log reader that never stops', h.close(), 15_000);
+
+    const left = logs.linesOf(/^Dispatcher stopped .*still running/, 'warn');
+    expect(left).toHaveLength(1);
+    expect(left[0]?.message).toMatch(/the log reader/);
+    expect(publisher.closed).toBe(true);
+  });
+});

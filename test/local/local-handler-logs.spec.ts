@@ -46,10 +46,11 @@ describe('in-process handler failures in the log (sqlite)', () => {
         level: 'warn',
         context: 'OutboxDispatcher',
         message: expect.stringMatching(
-          /^Message \S+ \(StockTaken to stock\) failed attempt 1, retrying in \d+ ms: RangeError: stock of sku-7 below zero \(run [0-9a-f]{8}\)$/,
+          /^Message \S+ \(StockTaken to stock\) failed attempt 1, retrying in \d+ ms: RangeError: stock of sku-7 below zero \(batch [0-9a-f]{8}, run [0-9a-f]{8}\)$/,
         ),
         fields: {
           runId: expect.stringMatching(/^[0-9a-f]{8}$/),
+          batch: expect.stringMatching(/^[0-9a-f]{8}$/),
           messageId: id,
           key: 'sku-7',
           topic: 'stock',

@@ -1,4 +1,6 @@
 import { Client } from 'pg';
+import { AsyncLocalStorage } from 'node:async_hooks';
+import type { LoggerService } from '@nestjs/common';
 import type { DataSource } from 'typeorm';
 import { OutboxOptionsError, type OutboxRecord } from '../../lib';
 import { outboxTableNames } from '../../lib/internal/sql-identifier';
@@ -37,6 +39,7 @@ import { Registry } from 'prom-client';
 import { OutboxHealthIndicator } from 'nestjs-outbox/terminus';
 import { OutboxMetrics } from 'nestjs-outbox/prometheus';
 import { expectNever, waitFor } from '../support/wait-for';
+import { CapturingLogger } from '../support/capturing-logger';
 
 // Log tailing (docs/log-tailing.md), through the real OutboxModule, on each database with a log:
 // the dispatcher learns of new messages from PostgreSQL's logical replication or the MySQL/MariaDB
@@ -254,6 +257,48 @@ for (const target of TARGETS) {
         }
       });
     }
+    it('delivers outside the async context of the caller of start() (nestjs-cls, MikroORM), as the poll does', async () => {
+      // A request's store (nestjs-cls, MikroORM's RequestContext) around start(): the reader it
+      // starts must not carry it into the messages other requests enqueue later.
+      const request = new AsyncLocalStorage<{ user: string }>();
+      const seen: (string | undefined)[] = [];
+      const publisher = new (class extends RecordingPublisher {
+        override publish(messages: readonly OutboxRecord[], signal: AbortSignal) {
+          for (const m of messages) seen.push(request.getStore()?.user ?? m.messageId);
+          return super.publish(messages, signal);
+        }
+      })();
+      const table = await tailedTable();
+      const h = await tailingApp(table, publisher, {}, { autoStart: false });
+      await request.run({ user: 'alice' }, () => h.dispatcher.start());
+      await target.started(scope.ds, table);
+
+      const ids = await request.run({ user: 'bob' }, () =>
+        h.commit([msg('k', { n: 1 }), msg(null, { n: 2 })]),
+      );
+
+      await waitFor('every message delivered', delivered(h));
+      expect([...publisher.sentIds].sort()).toEqual([...ids].sort());
+      // Each publish saw no request's store: neither the starter's nor the enqueuer's.
+      expect([...seen].sort()).toEqual([...ids].sort());
+    });
+
+    it('says at start that it tails the log, naming the reader and the sweep, not the poll interval', async () => {
+      const logs = new CapturingLogger();
+      const table = await tailedTable();
+      const h = await tailingApp(table, new RecordingPublisher(), {}, {}, logs);
+      await h.close();
+
+      const started = logs.linesOf(/^Dispatcher started/, 'log').map((l) => l.message);
+      const reader =
+        target.name === 'postgres' ? 'PostgreSQL logical replication' : 'MySQL/MariaDB binlog';
+      expect(started).toEqual([
+        expect.stringContaining(
+          `: log tailing (${reader}), table swept every ${NO_SWEEP} ms, batchSize`,
+        ),
+      ]);
+      expect(started[0]).not.toMatch(/poll/);
+    });
 
     it("under 'block', a failing head holds its key in the table; later messages follow it in order, other keys flow", async () => {
       const table = await tailedTable();
@@ -754,13 +799,15 @@ function tailingApps(scope: OutboxScope, target: LogTarget) {
     publisher: RecordingPublisher,
     log: LogTailingOptions = {},
     overrides: HarnessOverrides = {},
+    logger?: LoggerService,
   ): Promise<OutboxApp<RecordingPublisher>> {
     const spec = dispatchTestApp(publisher, overrides);
     return scope.open({
       ...spec,
+      ...(logger === undefined ? {} : { logger }),
       table,
       options: mergeOutboxOptions(spec.options ?? {}, {
-        autoStart: true,
+        autoStart: overrides.autoStart ?? true,
         dispatcher: {
           observe: logTailing({
             sweepIntervalMs: NO_SWEEP,

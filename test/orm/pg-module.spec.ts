@@ -1,3 +1,4 @@
+import type { EventEmitter } from 'node:events';
 import { Test, type TestingModule } from '@nestjs/testing';
 import { connect, type Channel, type ChannelModel } from 'amqplib';
 import {
@@ -322,6 +323,20 @@ describeWith(['postgres', 'rabbitmq'], 'OutboxModule on node-postgres (nestjs-ou
       Test.createTestingModule({
         imports: [OutboxModule.forRoot({ workers: false, tableName: table, ...options })],
       }).compile();
+
+    it("hears a pool's lost idle connections with one listener however many outboxes share the pool", () => {
+      // Several instances (or ports) on one pool: a listener each ran into Node's
+      // MaxListenersExceededWarning at eleven.
+      const pool = pgPool(1);
+      cleanups.push(() => pool.end());
+      const listeners = (): number => (pool as unknown as EventEmitter).listenerCount('error');
+      const before = listeners();
+      for (let i = 0; i < 12; i++) {
+        pgSqlPort(pool);
+        pgOutbox(pool);
+      }
+      expect(listeners()).toBe(before + 1);
+    });
 
     it('fails the bootstrap when both dataSource and connection are given', async () => {
       const pool = pgPool(1);

@@ -15,7 +15,7 @@ describe('DispatcherShutdown', () => {
     life.beginStop();
     expect(life.state).toBe('draining');
     expect([life.running, life.stopping]).toEqual([false, true]);
-    expect(await life.finishStop(() => Promise.resolve(), 1_000)).toBe('idle');
+    expect(await life.finishStop(() => Promise.resolve(), 1_000, 1_000)).toBe('idle');
     expect(life.state).toBe('stopped');
     expect(life.signal.aborted).toBe(false);
     expect(life.start()).toBe(true);
@@ -33,9 +33,19 @@ describe('DispatcherShutdown', () => {
       seen.push(life.state);
       settle();
     });
-    expect(await life.finishStop(() => inFlight, 20)).toBe('timeout');
+    expect(await life.finishStop(() => inFlight, 20, 60_000)).toBe('timeout');
     expect(seen).toEqual(['aborting']);
     expect(life.signal.reason).toBeInstanceOf(PublisherUnavailableError);
+    expect(life.state).toBe('stopped');
+  });
+
+  it('gives up on what ignores the abort once the grace has passed too', async () => {
+    const life = new DispatcherShutdown();
+    life.start();
+    life.beginStop();
+    const never = new Promise<void>(() => undefined);
+    expect(await life.finishStop(() => never, 20, 20)).toBe('abandoned');
+    expect(life.signal.aborted).toBe(true);
     expect(life.state).toBe('stopped');
   });
 });

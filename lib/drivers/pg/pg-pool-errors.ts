@@ -3,6 +3,13 @@ import { describeError } from '../../internal/describe-error';
 import type { PgPool } from './pg-client';
 
 /**
+ * The pools already heard: one listener per pool, however many outbox instances (or ports) share
+ * it; one each would reach Node's MaxListenersExceededWarning. Weak, so a pool ended and dropped
+ * by the app is not kept.
+ */
+const heard = new WeakSet<object>();
+
+/**
  * Hears the errors a node-postgres pool emits for its idle clients. When the server ends an idle
  * connection (a failover, pg_terminate_backend, a proxy's idle timeout), `pg.Pool` drops the
  * client and emits 'error' on itself; with no listener that ends the process, dispatcher and all.
@@ -12,7 +19,8 @@ import type { PgPool } from './pg-client';
  */
 export function hearIdleClientErrors(pool: PgPool): void {
   const on = (pool as { on?: unknown }).on;
-  if (typeof on !== 'function') return;
+  if (typeof on !== 'function' || heard.has(pool)) return;
+  heard.add(pool);
   const logger = new Logger('OutboxStore');
   (on as (event: string, listener: (error: unknown) => void) => unknown).call(
     pool,
