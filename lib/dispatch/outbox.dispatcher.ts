@@ -113,7 +113,7 @@ export class OutboxDispatcher
   private unlisten: (() => Promise<void>) | undefined;
   /** The log's side, when `dispatcher.observe` is a log observer (`logTailing()`). */
   private readonly logObservation: LogObservation | undefined;
-  /** The batches being delivered, by batch id. */
+  /** The batches being delivered, by token. */
   private readonly batches = new Map<string, BatchInFlight>();
 
   constructor(
@@ -414,7 +414,8 @@ export class OutboxDispatcher
   /** What an abandoned shutdown leaves running: the batches, the log reader, the claim loop. */
   private stillRunning(tailingDone: boolean): string[] {
     const left = [...this.batches].map(
-      ([id, b]) => `batch ${id} (${b.size} message(s) from the ${b.source}, ${b.stage})`,
+      ([token, b]) =>
+        `batch ${batchIdOf(token)} (${b.size} message(s) from the ${b.source}, ${b.stage})`,
     );
     if (!tailingDone) left.push('the log reader');
     const state = this.loop.state;
@@ -443,11 +444,11 @@ export class OutboxDispatcher
   ): Promise<OutboxBatchReport> {
     const id = batchIdOf(batch.token);
     const inFlight: BatchInFlight = { size: batch.records.length, source, stage: 'publishing' };
-    this.batches.set(id, inFlight);
+    this.batches.set(batch.token, inFlight);
     try {
       return await this.deliverBatch(batch, id, inFlight, started, held);
     } finally {
-      this.batches.delete(id);
+      this.batches.delete(batch.token);
     }
   }
 

@@ -1,7 +1,7 @@
 import { Module, type INestApplicationContext, type LoggerService } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import type { DataSource } from 'typeorm';
-import { OutboxModule } from '../../lib';
+import { OutboxModule, type OutboxRecord } from '../../lib';
 import type { OutboxLogObserver } from 'nestjs-outbox/log-tailing';
 import { CapturingLogger as CapturedLogs } from '../support/capturing-logger';
 import { RecordingPublisher } from '../support/recording.publisher';
@@ -153,8 +153,58 @@ for (const db of TEST_DATABASES) {
   });
 }
 
-describeWith(['postgres'], 'shutdown with a log source that never stops', () => {
+describeWith(['postgres'], 'shutdown past shutdownTimeoutMs on postgres', () => {
   const scope = useOutboxScope(postgres, { tablePrefix: 'outbox_stop_log' });
+
+  it('returns while a settle waits on a row lock, naming the batch it left settling', async () => {
+    const logs = new CapturedLogs();
+    const table = await scope.table('outbox_stop_lock');
+    // Another session locks the leased row while the batch publishes: the settle waits for it.
+    const other = scope.ds.createQueryRunner();
+    await other.connect();
+    await other.startTransaction();
+    const publisher = new (class extends RecordingPublisher {
+      override async publish(records: readonly OutboxRecord[], signal: AbortSignal) {
+        await other.query(`SELECT 1 FROM "${table}" WHERE message_id = $1 FOR UPDATE`, [
+          records[0]?.messageId,
+        ]);
+        return super.publish(records, signal);
+      }
+    })();
+    const h = await scope.open({
+      table,
+      publisher,
+      logger: logs,
+      options: {
+        dispatcher: { shutdownTimeoutMs: 300, dbTimeoutMs: 60_000, leaseMs: 600_000 },
+      },
+    });
+    const [id] = await h.commit([msg('a')]);
+    const run = h.dispatcher.runOnce();
+    await waitFor('the settle waiting on the lock', async () => {
+      const rows: unknown[] = await scope.ds.query(
+        `SELECT 1 FROM pg_stat_activity WHERE wait_event_type = 'Lock' AND query LIKE $1`,
+        [`%UPDATE%${table}%`],
+      );
+      return rows.length > 0;
+    });
+
+    try {
+      await resolvesWithin('close() with a settle waiting on a lock', h.close(), 15_000);
+    } finally {
+      await other.rollbackTransaction();
+      await other.release();
+    }
+
+    const left = logs.linesOf(/^Dispatcher stopped .*still running/, 'warn');
+    expect(left.map((l) => l.message)).toEqual([
+      expect.stringMatching(/batch [0-9a-f]{8} \(1 message\(s\) from the claim loop, settling\)/),
+    ]);
+    // Let go, the settle lands: the message was published and is recorded so.
+    expect((await run).published).toBe(1);
+    expect(publisher.sentIds).toEqual([id]);
+    expect((await h.row(id ?? '')).status).toBe('delivered');
+  });
 
   it('returns within shutdownTimeoutMs and names the log reader it left running', async () => {
     const logs = new CapturedLogs();
