@@ -287,6 +287,57 @@ describe('outbox CLI without a database', () => {
       [['stats'], undefined, /DATABASE_URL is not set/],
       [['stats'], 'redis://localhost:6379', /unsupported scheme "redis:"/],
       [['stats'], 'postgres://admin:Hunter2-Secret@db.example:notaport/app', /not a valid URL/],
+      // What the user typed is named (a flag, or DATABASE_URL), never the option of the module
+      // behind it (schemaHistoryBootstrapServers, database.dbname, topicPrefix, partitioning …).
+      [
+        ['cdc', 'debezium', '--connector', 'mysql'],
+        'mysql://admin:Hunter2-Secret@db.example:3306/shop',
+        /--connector mysql needs --bootstrap-servers HOST:PORT.*e\.g\. --bootstrap-servers kafka:9092/,
+      ],
+      [
+        ['cdc', 'debezium', '--connector', 'mariadb', '--bootstrap-servers', 'kafka:9092'],
+        'mariadb://admin:Hunter2-Secret@db.example:3306/my-shop',
+        /DATABASE_URL names the database "my-shop".*letters, digits or underscores/,
+      ],
+      [
+        ['cdc', 'debezium', '--connector', 'mysql', '--bootstrap-servers', 'kafka:9092'],
+        'mysql://admin:Hunter2-Secret@db.example:3306/sh%ZZop',
+        /DATABASE_URL has a badly percent-encoded database name/,
+      ],
+      [
+        ['cdc', 'debezium', '--connector', 'postgres', '--topic-prefix', 'shop events'],
+        'postgres://admin:Hunter2-Secret@db.example:5432/shop',
+        /--topic-prefix "shop events" is not a Kafka topic prefix: use 1 to 200 letters, digits/,
+      ],
+      [
+        ['cdc', 'debezium', '--connector', 'postgres', '--name', 'orders/outbox'],
+        'postgres://admin:Hunter2-Secret@db.example:5432/shop',
+        /--name "orders\/outbox" is not a connector name: use 1 to 200 letters, digits/,
+      ],
+      [
+        [
+          'cdc',
+          'debezium',
+          '--connector',
+          'mysql',
+          '--bootstrap-servers',
+          'kafka:9092',
+          '--server-id',
+          '9999999999',
+        ],
+        'mysql://admin:Hunter2-Secret@db.example:3306/shop',
+        /--server-id must be a whole number from 1 to 4294967295/,
+      ],
+      [
+        ['schema', 'print', '--dialect', 'sqlite', '--partition-by', 'day'],
+        undefined,
+        /--partition-by: sqlite has no partitioned tables.*leave --partition-by out/,
+      ],
+      [
+        ['stats', '--watch', '--interval', '30d'],
+        'sqlite:unused.db',
+        /--interval must be from 100ms to 1d/,
+      ],
     ];
     const results = await Promise.all(cases.map(([args, url]) => outbox(args, url)));
     results.forEach((result, i) => {
@@ -296,6 +347,7 @@ describe('outbox CLI without a database', () => {
       expect(result.stderr).toMatch(reason);
       expect(result.stderr).toMatch(/^outbox: .*\nRun "outbox --help" for usage\.\n$/);
       expect(result.stderr).not.toContain('Hunter2-Secret');
+      expect(result.stderr).not.toMatch(/option "|OutboxModule|debeziumConnectorConfig/);
     });
   });
 });

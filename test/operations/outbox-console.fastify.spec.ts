@@ -140,6 +140,40 @@ describeWith(['postgres'], 'OutboxConsoleModule over HTTP (PostgreSQL, Fastify)'
     expect((await c!.admin.counts({ status: 'dead' })).dead).toBe(5);
   });
 
+  it('checks Origin against X-Forwarded-Host only when Fastify trusts the proxy (trustProxy)', async () => {
+    // A proxy serves the console at https://ops.example and sends Host: 127.0.0.1:<port>.
+    const viaProxy = { ...auth, origin: 'https://ops.example', 'x-forwarded-host': 'ops.example' };
+    const form = (token: string): [string, string][] => [
+      ['csrf', token],
+      ['action', 'purge'],
+      ['scope', 'filter'],
+      ['topic', 'orders'],
+      ['expected', '3'],
+    ];
+    await withDeadLetters();
+    const untrusted = await post(
+      `${c!.url}/actions/run`,
+      form(tokenOf((await get(`${c!.url}/messages?status=dead`)).body)),
+      viaProxy,
+    );
+    expect(untrusted.status).toBe(403);
+    expect(untrusted.body).toMatch(/another origin/);
+    expect((await c!.admin.counts({ status: 'dead' })).dead).toBe(5);
+    await c!.close();
+    c = undefined;
+
+    await withDeadLetters({ ...fastify, trustProxy: true });
+    const token = tokenOf((await get(`${c!.url}/messages?status=dead`)).body);
+    const elsewhere = await post(`${c!.url}/actions/run`, form(token), {
+      ...viaProxy,
+      origin: 'https://evil.example',
+    });
+    expect(elsewhere.status).toBe(403);
+    const trusted = await post(`${c!.url}/actions/run`, form(token), viaProxy);
+    expect(trusted.status).toBe(200);
+    expect((await c!.admin.counts({ status: 'dead' })).dead).toBe(2);
+  });
+
   it('purges by filter exactly the dead letters the confirmation counted, and audits it', async () => {
     const { orders, billing } = await withDeadLetters();
     const token = tokenOf((await get(`${c!.url}/messages?status=dead&topic=orders`)).body);

@@ -475,6 +475,98 @@ describeWith(['postgres'], 'OutboxConsoleModule over HTTP (PostgreSQL, Express)'
     expect((await c!.admin.counts({ status: 'dead' })).dead).toBe(2);
   });
 
+  /** The form of a purge of the dead letters of topic `orders`, `expected` of them. */
+  const purgeOrders = (token: string, expected: number): [string, string][] => [
+    ['csrf', token],
+    ['action', 'purge'],
+    ['scope', 'filter'],
+    ['topic', 'orders'],
+    ['expected', String(expected)],
+  ];
+  const SECRET = 'the-replicas-shared-console-secret-0123456789';
+
+  it('takes a page token shown by another replica with the same csrfSecret, and not under another secret', async () => {
+    c = await openConsoleApp(rejectingPublisher(), { csrfSecret: SECRET });
+    // The page a load balancer had one replica show; the form is posted to another.
+    const shown = tokenOf((await get(`${c.url}/messages?status=dead`)).body);
+    for (const [secret, status, dead] of [
+      ['the-secret-of-another-deployment-0123456789', 403, 1],
+      [SECRET, 200, 0],
+    ] as const) {
+      const replica = await openConsoleApp(rejectingPublisher(), { csrfSecret: secret });
+      try {
+        await replica.enqueue([{ topic: 'orders', payload: {} }]);
+        await replica.dispatcher.drain();
+        const run = await post(`${replica.url}/actions/run`, purgeOrders(shown, 1));
+        expect(`${secret}: ${run.status}`).toBe(`${secret}: ${status}`);
+        if (status === 403) expect(run.body).toMatch(/console token is not valid/);
+        expect((await replica.admin.counts({ status: 'dead' })).dead).toBe(dead);
+      } finally {
+        await replica.close();
+      }
+    }
+  });
+
+  it('notes once at boot that replicas need a csrfSecret, and refuses a secret too short to be a key', async () => {
+    const log = jest.spyOn(Logger.prototype, 'log');
+    const notes = (): string[] =>
+      log.mock.calls.map(([m]) => String(m)).filter((m) => m.includes('csrfSecret'));
+    try {
+      c = await openConsoleApp(new RecordingPublisher());
+      expect(notes()).toHaveLength(1);
+      expect(notes()[0]).toMatch(/replicas.*same csrfSecret/);
+      await c.close();
+      c = undefined;
+      log.mockClear();
+      c = await openConsoleApp(new RecordingPublisher(), { csrfSecret: SECRET });
+      expect(notes()).toEqual([]);
+    } finally {
+      log.mockRestore();
+    }
+    for (const secret of ['short-secret', 42]) {
+      const started = openConsoleApp(new RecordingPublisher(), {
+        csrfSecret: secret as string,
+      });
+      await expect(started).rejects.toThrow(OutboxOptionsError);
+      await expect(started).rejects.toThrow(/csrfSecret.*32 bytes or more.*openssl rand/s);
+      await expect(started).rejects.not.toThrow(/short-secret/);
+    }
+  });
+
+  it('checks Origin against X-Forwarded-Host only when the app trusts its proxy', async () => {
+    // A proxy serves the console at https://ops.example and sends Host: 127.0.0.1:<port>.
+    const viaProxy = {
+      ...auth,
+      origin: 'https://ops.example',
+      'x-forwarded-host': 'ops.example',
+    };
+    c = await openConsoleApp(rejectingPublisher());
+    await c.enqueue([{ topic: 'orders', payload: {} }]);
+    await c.dispatcher.drain();
+    let form = purgeOrders(tokenOf((await get(`${c.url}/messages?status=dead`)).body), 1);
+    // Not trusted (Express's default): the header is anyone's, so it opens nothing.
+    const untrusted = await post(`${c.url}/actions/run`, form, viaProxy);
+    expect(untrusted.status).toBe(403);
+    expect(untrusted.body).toMatch(/another origin/);
+    expect((await c.admin.counts({ status: 'dead' })).dead).toBe(1);
+    await c.close();
+    c = undefined;
+
+    c = await openConsoleApp(rejectingPublisher(), {}, { trustProxy: true });
+    await c.enqueue([{ topic: 'orders', payload: {} }]);
+    await c.dispatcher.drain();
+    form = purgeOrders(tokenOf((await get(`${c.url}/messages?status=dead`)).body), 1);
+    const elsewhere = await post(`${c.url}/actions/run`, form, {
+      ...viaProxy,
+      origin: 'https://evil.example',
+    });
+    expect(elsewhere.status).toBe(403);
+    expect((await c.admin.counts({ status: 'dead' })).dead).toBe(1);
+    const trusted = await post(`${c.url}/actions/run`, form, viaProxy);
+    expect(trusted.status).toBe(200);
+    expect((await c.admin.counts({ status: 'dead' })).dead).toBe(0);
+  });
+
   it("names a visitor the app's actor does not name as the default would, in the audit log", async () => {
     c = await openConsoleApp(rejectingPublisher(), { actor: () => undefined });
     await c.enqueue([{ topic: 'orders', payload: {} }]);

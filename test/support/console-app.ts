@@ -1,5 +1,6 @@
 import type { INestApplication } from '@nestjs/common';
 import fastifyFormbody from '@fastify/formbody';
+import type { NestExpressApplication } from '@nestjs/platform-express';
 import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fastify';
 import { Test } from '@nestjs/testing';
 import type { DataSource } from 'typeorm';
@@ -40,6 +41,12 @@ export interface ConsoleHttp {
   readonly bodyParser?: boolean;
   /** Fastify only: register @fastify/formbody (awaited) before the app starts. */
   readonly formbody?: boolean;
+  /**
+   * Trust the proxy on the loopback (this test's own requests), as an app behind a reverse proxy
+   * does: Express `app.set('trust proxy', 'loopback')`, Fastify `trustProxy: '127.0.0.1'`.
+   * @default false (the adapters' default)
+   */
+  readonly trustProxy?: boolean;
 }
 
 /** The console accepts `Authorization: Bearer CONSOLE_TOKEN` unless `console` says otherwise. */
@@ -84,13 +91,17 @@ export async function openConsoleApp(
     let app: INestApplication;
     if (http.adapter === 'fastify') {
       const fastify = moduleRef.createNestApplication<NestFastifyApplication>(
-        new FastifyAdapter(),
+        new FastifyAdapter(http.trustProxy === true ? { trustProxy: '127.0.0.1' } : {}),
         { logger: ['error'], bodyParser: http.bodyParser ?? true },
       );
       if (http.formbody === true) await fastify.register(fastifyFormbody);
       app = fastify;
     } else {
-      app = moduleRef.createNestApplication({ logger: ['error'] });
+      const express = moduleRef.createNestApplication<NestExpressApplication>({
+        logger: ['error'],
+      });
+      if (http.trustProxy === true) express.set('trust proxy', 'loopback');
+      app = express;
     }
     try {
       await app.listen(0, '127.0.0.1');

@@ -1,4 +1,8 @@
+import { OutboxOptionsError } from '../../lib';
+import { flagErrorOf } from '../../lib/operations/cli/cli-option-flags';
+import { CliUsageError } from '../../lib/operations/cli/cli-usage.error';
 import { runOutboxCli } from '../../lib/operations/cli/outbox-cli';
+import { debeziumConnectorConfig } from '../../lib/store/schema/debezium-connector-config';
 
 async function cli(
   argv: string[],
@@ -90,5 +94,55 @@ describe('outbox cdc debezium', () => {
     const { code, stderr } = await cli(['cdc', 'debezium', '--connector', 'postgres'], {});
     expect(code).toBe(2);
     expect(stderr).toMatch(/Set DATABASE_URL/);
+  });
+
+  it('names the flag or DATABASE_URL for a refusal of the config builder the command line let through', () => {
+    const refusal = (build: () => unknown): unknown => {
+      try {
+        build();
+      } catch (error) {
+        return error;
+      }
+      throw new Error('not refused');
+    };
+    const database = { hostname: 'db', port: 3306, user: 'root' };
+    const cases: [() => unknown, RegExp][] = [
+      [
+        () =>
+          debeziumConnectorConfig({
+            connector: 'mysql',
+            database: { ...database, dbname: 'shop' },
+          }),
+        /^--bootstrap-servers: the mysql connector keeps .* needs its brokers/,
+      ],
+      [
+        () =>
+          debeziumConnectorConfig({
+            connector: 'mysql',
+            database: { ...database, dbname: 'my-shop' },
+            schemaHistoryBootstrapServers: 'kafka:9092',
+          }),
+        /^DATABASE_URL: "my-shop" is not a safe SQL identifier/,
+      ],
+      [
+        () =>
+          debeziumConnectorConfig({
+            connector: 'postgres',
+            database: { ...database, dbname: 'shop' },
+            topicPrefix: 'a b',
+          }),
+        /^--topic-prefix: "a b" is not a valid topic prefix/,
+      ],
+    ];
+    for (const [build, message] of cases) {
+      const error = flagErrorOf(refusal(build));
+      expect(error).toBeInstanceOf(CliUsageError);
+      expect(error?.message).toMatch(message);
+    }
+    // Only options errors of options the command line fills.
+    expect(
+      flagErrorOf(new OutboxOptionsError('Invalid OutboxModule option "x": y.', 'x')),
+    ).toBeNull();
+    expect(flagErrorOf(new Error('tableName'))).toBeNull();
   });
 });

@@ -117,12 +117,12 @@ describe('console CSRF', () => {
 
   it('accepts its own fresh token from the same origin only', () => {
     let now = 1_000_000;
-    const csrf = new ConsoleCsrf(() => now);
+    const csrf = new ConsoleCsrf({ now: () => now });
     const token = csrf.token('alice');
     expect(csrf.refusal(same, token, 'alice')).toBeNull();
     expect(csrf.refusal({ headers: { host: 'ops.example:3000' } }, token, 'alice')).toBeNull();
     expect(csrf.refusal(same, undefined, 'alice')).toMatch(/no console token/);
-    expect(csrf.refusal(same, new ConsoleCsrf(() => now).token('alice'), 'alice')).toMatch(
+    expect(csrf.refusal(same, new ConsoleCsrf({ now: () => now }).token('alice'), 'alice')).toMatch(
       /not valid/,
     );
     expect(
@@ -144,5 +144,44 @@ describe('console CSRF', () => {
     ).toMatch(/another origin/);
     now += 3_600_001;
     expect(csrf.refusal(same, token, 'alice')).toMatch(/expired/);
+  });
+
+  it('signs alike under one csrfSecret and console path, and apart under another of either', () => {
+    const secret = 'a-secret-the-replicas-share-0123456789';
+    const token = new ConsoleCsrf({ secret, scope: '/outbox' }).token('alice');
+    const refusal = (options: ConstructorParameters<typeof ConsoleCsrf>[0]): string | null =>
+      new ConsoleCsrf(options).refusal(same, token, 'alice');
+    expect(refusal({ secret, scope: '/outbox' })).toBeNull();
+    expect(refusal({ secret: `${secret}!`, scope: '/outbox' })).toMatch(/not valid/);
+    expect(refusal({ secret, scope: '/audit-outbox' })).toMatch(/not valid/);
+    expect(refusal({ scope: '/outbox' })).toMatch(/not valid/);
+  });
+
+  it('reads X-Forwarded-Host only where the adapter trusts the peer that sent it', () => {
+    const csrf = new ConsoleCsrf();
+    const token = csrf.token('alice');
+    const proxied = {
+      host: '10.0.0.5:3000',
+      origin: 'https://ops.example',
+      'x-forwarded-host': 'ops.example:443, 10.0.0.5',
+    };
+    const express = (trusted: boolean) => ({
+      headers: proxied,
+      socket: { remoteAddress: '10.0.0.9' },
+      app: { get: (name: string) => (name === 'trust proxy fn' ? () => trusted : undefined) },
+    });
+    expect(csrf.refusal(express(false), token, 'alice')).toMatch(/another origin/);
+    // Express takes the first entry, and :443 is https's own port.
+    expect(csrf.refusal(express(true), token, 'alice')).toBeNull();
+    // Fastify answers `host` itself, by its trustProxy (5) or `hostname` (4, with the port).
+    const fastify = (fields: object) => ({ headers: proxied, raw: {}, ...fields });
+    expect(csrf.refusal(fastify({ host: '10.0.0.5:3000' }), token, 'alice')).toMatch(/origin/);
+    expect(csrf.refusal(fastify({ host: 'ops.example' }), token, 'alice')).toBeNull();
+    expect(csrf.refusal(fastify({ hostname: 'ops.example' }), token, 'alice')).toBeNull();
+    // Another adapter: the Host header alone.
+    expect(csrf.refusal({ headers: proxied }, token, 'alice')).toMatch(/another origin/);
+    expect(
+      csrf.refusal({ headers: { ...proxied, host: 'ops.example' } }, token, 'alice'),
+    ).toBeNull();
   });
 });

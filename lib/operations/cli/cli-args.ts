@@ -237,6 +237,11 @@ export interface CliCdcArgs {
   readonly serverId: number | undefined;
 }
 
+/** MySQL's server ids are 32-bit. */
+const MAX_SERVER_ID = 4_294_967_295;
+/** Kafka Connect connector names and Debezium topic prefixes, as the connector config takes them. */
+const KAFKA_NAME = /^[A-Za-z0-9_.-]{1,200}$/;
+
 function cdcArgs(values: {
   connector?: string;
   name?: string;
@@ -260,8 +265,27 @@ function cdcArgs(values: {
     throw new CliUsageError(`--start-with must be new or undelivered.`);
   }
   const serverId = values['server-id'];
-  if (serverId !== undefined && !/^[1-9]\d{0,9}$/.test(serverId)) {
-    throw new CliUsageError(`--server-id must be a positive whole number.`);
+  if (
+    serverId !== undefined &&
+    (!/^[1-9]\d{0,9}$/.test(serverId) || Number(serverId) > MAX_SERVER_ID)
+  ) {
+    throw new CliUsageError(`--server-id must be a whole number from 1 to ${MAX_SERVER_ID}.`);
+  }
+  // The connector's own rules, checked here so that the error names the flag typed.
+  for (const [flag, what] of [
+    ['name', 'a connector name'],
+    ['topic-prefix', 'a Kafka topic prefix'],
+  ] as const) {
+    const value = values[flag];
+    if (value !== undefined && !KAFKA_NAME.test(value)) {
+      throw new CliUsageError(
+        `--${flag} ${JSON.stringify(value)} is not ${what}: use 1 to 200 letters, digits, '.', '_' or '-'.`,
+      );
+    }
+  }
+  const bootstrapServers = values['bootstrap-servers']?.trim();
+  if (bootstrapServers === '') {
+    throw new CliUsageError('--bootstrap-servers needs the Kafka brokers, e.g. kafka:9092.');
   }
   return {
     connector,
@@ -269,7 +293,7 @@ function cdcArgs(values: {
     topicPrefix: values['topic-prefix'],
     startWith,
     slot: values.slot,
-    bootstrapServers: values['bootstrap-servers'],
+    bootstrapServers,
     serverId: serverId === undefined ? undefined : Number(serverId),
   };
 }
@@ -511,7 +535,8 @@ function watchInterval(text: string | undefined, watch: boolean): number {
   if (text === undefined) return 2_000;
   if (!watch) throw new CliUsageError('--interval goes with --watch.');
   const ms = parseDuration(text, 'interval');
-  if (ms < 100) throw new CliUsageError('--interval must be at least 100ms.');
+  // Past a day a timer's delay overflows (Node caps it at 2^31 - 1 ms and fires at once).
+  if (ms < 100 || ms > 86_400_000) throw new CliUsageError('--interval must be from 100ms to 1d.');
   return ms;
 }
 

@@ -16,4 +16,16 @@ export const CliMessages = {
 
   notDeadLetters: (done: string, ids: readonly string[]): string =>
     `Not dead letters, so not ${done}: ${ids.join(', ')}.`,
+
+  cdcNeedsBootstrapServers: (connector: string): string =>
+    `--connector ${connector} needs --bootstrap-servers HOST:PORT: the ${connector} connector keeps the table's schema history in a Kafka topic, on the brokers of your Kafka Connect (e.g. --bootstrap-servers kafka:9092).`,
+
+  cdcDatabaseName: (database: string, connector: string): string =>
+    `DATABASE_URL names the database ${JSON.stringify(database)}, which the ${connector} connector's table list cannot take: it needs a database whose name is 1 to 63 letters, digits or underscores (the path of DATABASE_URL, e.g. mysql://user@host:3306/shop).`,
+
+  partitionByUnsupported: (dialect: string): string =>
+    `--partition-by: ${dialect} has no partitioned tables (PostgreSQL and MySQL/MariaDB do): leave --partition-by out; the cleaner keeps the plain table small.`,
+
+  /** A module option the CLI filled from `flag`, refused: the module's reason under the flag's name. */
+  flagRefused: (flag: string, reason: string): string => `${flag}: ${reason}`,
 } as const;

@@ -49,7 +49,8 @@ function parseServerUrl(url: string): URL {
   }
 }
 
-function decode(part: string, what: string): string {
+/** A percent-encoded part of DATABASE_URL, decoded; a `CliUsageError` that names it otherwise. */
+export function decodeUrlPart(part: string, what: string): string {
   try {
     return decodeURIComponent(part);
   } catch {
@@ -87,7 +88,7 @@ export function databaseFromUrl(url: string | undefined): CliDatabase {
   }
   // node-postgres reads the URL itself (sslmode, host=/socket/dir, options …).
   if (dialect === 'postgres') return { dialect, file: null, url };
-  const database = decode(parsed.pathname.replace(/^\//, ''), 'database name');
+  const database = decodeUrlPart(parsed.pathname.replace(/^\//, ''), 'database name');
   if (database === '') {
     throw new CliUsageError(
       'DATABASE_URL names no database: add it as the path, e.g. mysql://user@host:3306/app.',
@@ -99,8 +100,8 @@ export function databaseFromUrl(url: string | undefined): CliDatabase {
     server: {
       host: parsed.hostname,
       port: parsed.port === '' ? 3306 : Number(parsed.port),
-      user: decode(parsed.username, 'user name'),
-      password: decode(parsed.password, 'password'),
+      user: decodeUrlPart(parsed.username, 'user name'),
+      password: decodeUrlPart(parsed.password, 'password'),
       database,
     },
   };

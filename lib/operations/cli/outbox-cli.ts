@@ -31,7 +31,8 @@ import { parseCliArgs, USAGE, type CliArgs } from './cli-args';
 import { clip, formatDuration, plural, table } from './cli-output';
 import { CliUsageError } from './cli-usage.error';
 import { CliMessages } from './cli.messages';
-import { databaseFromUrl, dialectOfUrl, type CliDatabase } from './database-url';
+import { databaseFromUrl, decodeUrlPart, dialectOfUrl, type CliDatabase } from './database-url';
+import { flagErrorOf } from './cli-option-flags';
 import { openCliConnection } from './cli-connection';
 import { logDrop, logSetup, logStatus } from './cli-log-tailing';
 
@@ -84,7 +85,8 @@ export async function runOutboxCli(
       return 1;
     }
     return result.exitCode ?? 0;
-  } catch (error) {
+  } catch (caught) {
+    const error = flagErrorOf(caught) ?? caught;
     if (error instanceof CliUsageError) {
       io.stderr(`outbox: ${redactSecrets(error.message)}\nRun "outbox --help" for usage.\n`);
       return 2;
@@ -181,6 +183,16 @@ function dialectNamed(name: string): OutboxDialect {
   return database.dialect as OutboxDialect;
 }
 
+/** As `assertIdentifier` takes a name (the database of a MySQL connector). */
+const SAFE_IDENTIFIER = /^[A-Za-z_][A-Za-z0-9_]{0,62}$/;
+
+/** Refuses `--partition-by` where the database has no partitioned tables, naming the flag. */
+function checkPartitionBy(args: CliArgs, dialect: OutboxDialect): void {
+  if (args.partitionBy !== undefined && outboxDatabase(dialect).partitioned === undefined) {
+    throw new CliUsageError(CliMessages.partitionByUnsupported(dialect));
+  }
+}
+
 function tableOptions(args: CliArgs): OutboxTableOptions {
   const partitioning =
     args.partitionBy === undefined
@@ -201,6 +213,7 @@ function schemaPrint(args: CliArgs, url: string | undefined): CliResult {
       'Name the database: --dialect postgres|mysql|sqlite, or set DATABASE_URL.',
     );
   }
+  checkPartitionBy(args, dialect);
   const statements = [
     ...outboxTableDdl(dialect, tableOptions(args)),
     ...(args.archive ? outboxArchiveTableDdl(dialect, tableOptions(args)) : []),
@@ -233,16 +246,23 @@ function cdcDebezium(args: CliArgs, url: string | undefined): CliResult {
     throw new CliUsageError('DATABASE_URL is not a URL (postgres://user@host:5432/db, mysql://…).');
   }
   const postgres = connector === 'postgres';
-  const dbname = decodeURIComponent(parsed.pathname.replace(/^\//, ''));
+  if (!postgres && args.cdc.bootstrapServers === undefined) {
+    throw new CliUsageError(CliMessages.cdcNeedsBootstrapServers(connector));
+  }
+  const dbname = decodeUrlPart(parsed.pathname.replace(/^\//, ''), 'database name');
   if (dbname === '' || parsed.hostname === '') {
     throw new CliUsageError('DATABASE_URL must name the host and the database.');
+  }
+  // The MySQL connector's table list names the database; PostgreSQL's takes any name.
+  if (!postgres && !SAFE_IDENTIFIER.test(dbname)) {
+    throw new CliUsageError(CliMessages.cdcDatabaseName(dbname, connector));
   }
   const definition = debeziumConnectorConfig({
     connector,
     database: {
       hostname: parsed.hostname,
       port: parsed.port === '' ? (postgres ? 5432 : 3306) : Number(parsed.port),
-      user: decodeURIComponent(parsed.username) || (postgres ? 'postgres' : 'root'),
+      user: decodeUrlPart(parsed.username, 'user name') || (postgres ? 'postgres' : 'root'),
       dbname,
     },
     tableName: args.table,
@@ -262,6 +282,7 @@ async function schemaMigrate(args: CliArgs, db: CliDatabase): Promise<CliResult>
   if (args.binaryIds && outboxDatabase(db.dialect).schema.convertMessageIds === undefined) {
     throw new CliUsageError(OutboxMessages.binaryIdsUnsupported(db.dialect));
   }
+  checkPartitionBy(args, db.dialect);
   return withDatabase(db, true, async (sql) => {
     const names = tableNamesFor(db.dialect, tableOptions(args));
     const exists = (table: string): Promise<boolean> =>

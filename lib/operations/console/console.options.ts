@@ -79,6 +79,13 @@ export interface OutboxConsoleOptions {
    * something; the Refresh control of a page (`?refresh=`) overrides it. @default 0
    */
   readonly refreshSeconds?: number;
+  /**
+   * The secret the action tokens of the console's pages are signed with, 32 bytes or more (e.g.
+   * `openssl rand -hex 32`), the same on every replica behind one load balancer: a token one
+   * replica showed is then taken by the others. @default a key of this process (a note at boot
+   * says replicas need one)
+   */
+  readonly csrfSecret?: string;
 }
 
 /** Options read when the module is defined, so never from a factory. */
@@ -101,12 +108,15 @@ export interface ResolvedOutboxConsoleOptions {
   readonly sampleIntervalMs: number;
   readonly pageSize: number;
   readonly refreshSeconds: number;
+  readonly csrfSecret: string | null;
 }
 
 export const DEFAULT_CONSOLE_PATH = '/outbox';
 /** The bounds of a page's reload interval: no faster than the backlog is worth reading. */
 export const MIN_REFRESH_SECONDS = 5;
 export const MAX_REFRESH_SECONDS = 3600;
+/** The shortest `csrfSecret`: an HMAC-SHA256 key of less than its output would be the weak part. */
+export const MIN_CSRF_SECRET_BYTES = 32;
 const SUBJECT = 'OutboxConsoleModule';
 const checks = new OptionChecks(SUBJECT);
 const OPTION_KEYS = {
@@ -122,6 +132,7 @@ const OPTION_KEYS = {
     sampleIntervalMs: true,
     pageSize: true,
     refreshSeconds: true,
+    csrfSecret: true,
   },
 } as const satisfies { '': Record<keyof OutboxConsoleOptions, true> };
 const PATH = /^(\/[A-Za-z0-9._~-]+)+$/;
@@ -200,6 +211,25 @@ function auditTableOf(
     );
   }
   return value;
+}
+
+function csrfSecretOf(value: unknown): string | null {
+  if (value === undefined || value === null) return null;
+  // The value is never shown: a secret a few characters short of the bound is still most of one.
+  const problem =
+    typeof value !== 'string'
+      ? `it is ${typeof value}, not a string`
+      : Buffer.byteLength(value) < MIN_CSRF_SECRET_BYTES
+        ? `it is ${Buffer.byteLength(value)} bytes long`
+        : null;
+  if (problem !== null) {
+    checks.fail(
+      'csrfSecret',
+      problem,
+      `Give a random string of ${MIN_CSRF_SECRET_BYTES} bytes or more, the same on every replica (e.g. from \`openssl rand -hex 32\`, kept with the app's other secrets), or leave it out for a key of this process.`,
+    );
+  }
+  return value as string;
 }
 
 /**
@@ -299,5 +329,6 @@ export function resolveOutboxConsoleOptions(
             MAX_REFRESH_SECONDS,
             ' s (or 0)',
           ),
+    csrfSecret: csrfSecretOf(options.csrfSecret),
   };
 }

@@ -26,14 +26,15 @@ import {
 
 /**
  * Everything one mounted console holds: its checked options, the admin API of its outbox, the
- * backlog sampler, the audit log and the CSRF key. Built when the app starts, so a console
- * without an access check fails the start, not the first request.
+ * backlog sampler, the audit log and the CSRF key (from the replicas' `csrfSecret`, or this
+ * process's own). Built when the app starts, so a console without an access check fails the
+ * start, not the first request.
  */
 export class ConsoleRuntime implements OnModuleInit, OnApplicationBootstrap, OnModuleDestroy {
   readonly options: ResolvedOutboxConsoleOptions;
   readonly sampler: BacklogSampler;
   readonly audit: ConsoleAuditLog;
-  readonly csrf = new ConsoleCsrf();
+  readonly csrf: ConsoleCsrf;
   private guard: CanActivate | null = null;
   private readonly auditTable: ConsoleAuditStore | null;
   private dispatcher: OutboxDispatcher | null = null;
@@ -47,6 +48,7 @@ export class ConsoleRuntime implements OnModuleInit, OnApplicationBootstrap, OnM
     private readonly moduleRef: ModuleRef,
   ) {
     this.options = resolveOutboxConsoleOptions(options);
+    this.csrf = new ConsoleCsrf({ secret: this.options.csrfSecret, scope: path });
     this.sampler = new BacklogSampler(admin, this.options.sampleIntervalMs);
     const { auditTable } = this.options;
     this.auditTable =
@@ -87,6 +89,12 @@ export class ConsoleRuntime implements OnModuleInit, OnApplicationBootstrap, OnM
     ) {
       this.logger.warn(
         `The outbox console at ${this.path} is open to anyone who can reach this server (unsafeAllowAnonymous: true): it shows payloads and can retry and purge dead letters. Give it a guard or authorize before this app leaves a development machine.`,
+      );
+    }
+    if (!this.options.readOnly && this.options.csrfSecret === null) {
+      // A note, not a warning: one instance is a sound deployment. Logged once per boot.
+      this.logger.log(
+        `The outbox console at ${this.path} signs its action tokens with a key of this process: with several replicas behind a load balancer, give each the same csrfSecret (32 bytes or more), or a page one replica showed has its actions refused by another.`,
       );
     }
     this.sampler.start();
