@@ -1,4 +1,5 @@
 import { OUTBOX_HEADER_MESSAGE_ID } from '../outbox.constants';
+import { canonicalMessageId } from './canonical-message-id';
 import { MessageIdMissingError } from './message-id-missing.error';
 
 // Structural types, so the inbox needs neither amqplib, kafkajs nor @nestjs/microservices
@@ -117,7 +118,7 @@ const REDIS_LOOKED = `field ${OUTBOX_HEADER_MESSAGE_ID} of the stream entry`;
 export function messageIdFromAmqp(message: AmqpMessageLike): string {
   const id = fromAmqp(message);
   if (id === undefined) throw new MessageIdMissingError('amqp', AMQP_LOOKED);
-  return id;
+  return canonicalMessageId(id);
 }
 
 /**
@@ -134,7 +135,7 @@ export function messageIdFromKafka(message: KafkaMessageLike | KafkaEachMessageL
       : (message as KafkaMessageLike);
   const id = fromKafka(inner);
   if (id === undefined) throw new MessageIdMissingError('kafka', KAFKA_LOOKED);
-  return id;
+  return canonicalMessageId(id);
 }
 
 /** JetStream's own deduplication id, which `JetStreamPublisher` sets to the message id. */
@@ -155,7 +156,7 @@ export function messageIdFromJetStream(message: JetStreamMessageLike): string {
       ? undefined
       : (text(headers.get(OUTBOX_HEADER_MESSAGE_ID)) ?? text(headers.get(NATS_MSG_ID_HEADER)));
   if (id === undefined) throw new MessageIdMissingError('jetstream', JETSTREAM_LOOKED);
-  return id;
+  return canonicalMessageId(id);
 }
 
 /**
@@ -169,7 +170,7 @@ export function messageIdFromJetStream(message: JetStreamMessageLike): string {
 export function messageIdFromRedisStream(entry: RedisStreamEntryLike): string {
   const id = typeof entry === 'object' && entry !== null ? fromRedisStream(entry) : undefined;
   if (id === undefined) throw new MessageIdMissingError('redis-stream', REDIS_LOOKED);
-  return id;
+  return canonicalMessageId(id);
 }
 
 function isEnvelope(data: unknown): data is { messageId: string } {
@@ -235,5 +236,5 @@ export function messageIdFromRpcContext(context: RpcContextLike, data?: unknown)
       `the transport's ${OUTBOX_HEADER_MESSAGE_ID} header or AMQP messageId, then the messageId of an OutboxEnvelope payload`,
     );
   }
-  return id;
+  return canonicalMessageId(id);
 }

@@ -1,5 +1,6 @@
 import { OUTBOX_HEADER_MESSAGE_ID } from '../outbox.constants';
 import { outboxIdOfSqsMessage, type SqsMessageLike } from '../publishers/aws/aws-received-message';
+import { canonicalMessageId } from './canonical-message-id';
 import { MessageIdMissingError } from './message-id-missing.error';
 
 export type {
@@ -24,5 +25,5 @@ export function messageIdFromSqs(message: SqsMessageLike): string {
       `message attribute ${OUTBOX_HEADER_MESSAGE_ID}, then the same attribute of an SNS notification body`,
     );
   }
-  return id;
+  return canonicalMessageId(id);
 }

@@ -1,4 +1,5 @@
 import { randomUUID } from 'node:crypto';
+import { EventEmitter } from 'node:events';
 import { OutboxError } from '../errors/outbox.error';
 import { OutboxTransactionRequiredError } from '../errors/outbox-transaction-required.error';
 import { createOutboxStore } from '../store/create-outbox-store';
@@ -211,6 +212,23 @@ async function withoutUncaught(work: () => Promise<void>): Promise<void> {
   const record = (error: unknown): void => {
     uncaught.push(error);
   };
+  // An 'error' event nobody listens to is how a lost connection ends a process. It is caught
+  // where it is emitted, not by a process 'uncaughtException' listener: a test runner (jest)
+  // gives the test its own `process` and keeps the real one's listeners to itself, so a listener
+  // of ours would never hear it and the case could not fail. Put back when the work ends.
+  // eslint-disable-next-line @typescript-eslint/unbound-method
+  const emit = EventEmitter.prototype.emit;
+  EventEmitter.prototype.emit = function (
+    this: EventEmitter,
+    name: string | symbol,
+    ...args: unknown[]
+  ): boolean {
+    if (name === 'error' && this.listenerCount('error') === 0) {
+      record(args[0] ?? new Error("an 'error' event without an error"));
+      return false;
+    }
+    return emit.call(this, name, ...args);
+  };
   process.on('uncaughtException', record);
   process.on('unhandledRejection', record);
   try {
@@ -218,6 +236,7 @@ async function withoutUncaught(work: () => Promise<void>): Promise<void> {
     // An 'error' event of a socket closed by the server may come a moment later.
     await sleep(300);
   } finally {
+    EventEmitter.prototype.emit = emit;
     process.removeListener('uncaughtException', record);
     process.removeListener('unhandledRejection', record);
   }
@@ -225,6 +244,29 @@ async function withoutUncaught(work: () => Promise<void>): Promise<void> {
     uncaught.length === 0,
     `${uncaught.length} error(s) reached the process, which would end it: ${uncaught.map(describe).join('; ')}`,
   );
+}
+
+/** How long the drain of the killed-connections case may take before it fails. */
+const DRAIN_MS = 30_000;
+
+/** A call that did not answer within the case's time: fails the case at once, never retried. */
+class UnansweredError extends Error {}
+
+/** `promise`, or a failure naming `what` once `ms` have passed without an answer. */
+async function within<T>(promise: Promise<T>, ms: number, what: string): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(
+      () =>
+        reject(new UnansweredError(`connection conformance: ${what} did not answer in ${ms} ms`)),
+      ms,
+    );
+  });
+  try {
+    return await Promise.race([promise, late]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /** `attempt` until it resolves, for up to `ms`: the connection must come back by itself. */
@@ -548,55 +590,94 @@ async function drainThroughKill<Tx>(context: Context<Tx>): Promise<void> {
     let settledOnce!: () => void;
     const firstSettle = new Promise<void>((resolve) => (settledOnce = resolve));
     let killed = false;
+    let settledAny = false;
     let failures = 0;
     try {
       // A transaction of the port left open across the kill, part-way through the drain: its
-      // next statement must fail, not hang or succeed.
+      // next statement itself must fail, not hang or succeed. Its own outcome is what is judged:
+      // a port that swallowed the failure would still see the transaction fail at COMMIT.
+      let statementAfterKill = 'not run' as 'not run' | 'succeeded' | 'failed';
       const held = sql
         .transaction(async (tx) => {
           await tx.query('SELECT 1');
           await firstSettle;
+          if (!settledAny) return;
           await kill();
           killed = true;
           await sleep(300);
-          await tx.query('SELECT 1');
+          try {
+            await tx.query('SELECT 1');
+            statementAfterKill = 'succeeded';
+          } catch (error) {
+            statementAfterKill = 'failed';
+            throw error;
+          }
         })
         .then(
           () => 'committed',
           () => 'failed',
         );
-      const deadline = Date.now() + 30_000;
+      const deadline = Date.now() + DRAIN_MS;
+      // Every call of the drain is bounded by what is left of the case's time: one that never
+      // answers fails the case with its name, rather than hanging it to the runner's timeout.
+      const bounded = <T>(call: Promise<T>, what: string): Promise<T> =>
+        within(call, Math.max(deadline - Date.now(), 1_000), what);
+      let lastFailure: unknown;
       while (Date.now() < deadline) {
         try {
-          const batch = await store.claim({ limit: 20, owner: 'conformance', leaseMs: 2_000 });
+          const batch = await bounded(
+            store.claim({ limit: 20, owner: 'conformance', leaseMs: 2_000 }),
+            'a claim',
+          );
           if (batch.records.length === 0) {
-            if (killed && (await context.undelivered()) === 0) break;
+            if (killed && (await bounded(context.undelivered(), 'a count')) === 0) break;
             // A settle lost with its connection leaves its rows leased until the lease ends.
-            await store.releaseExpired();
+            await bounded(store.releaseExpired(), 'a release of expired leases');
             await sleep(100);
             continue;
           }
           // Slow enough that the kill lands while claims and settles are under way.
           if (!killed) await sleep(50);
-          await store.settle(
-            batch.token,
-            {
-              delivered: batch.records.map((r) => r.id),
-              retry: [],
-              dead: [],
-              release: [],
-              advancedKeys: [],
-            },
-            false,
+          await bounded(
+            store.settle(
+              batch.token,
+              {
+                delivered: batch.records.map((r) => r.id),
+                retry: [],
+                dead: [],
+                release: [],
+                advancedKeys: [],
+              },
+              false,
+            ),
+            'a settle',
           );
+          settledAny = true;
           settledOnce();
-        } catch {
+        } catch (error) {
+          if (error instanceof UnansweredError) throw error;
           failures += 1;
+          lastFailure = error;
           // The dispatcher pauses on a database outage; so does this drain.
           await sleep(200);
         }
       }
-      ok((await held) === 'failed', 'a statement on a connection the server ended succeeded');
+      ok(
+        settledAny,
+        `no settle succeeded in ${DRAIN_MS} ms, before any connection was ended (${failures} failed calls; the last: ${describe(lastFailure)})`,
+      );
+      // Let the held transaction go on (or end, if nothing settled) and judge it.
+      settledOnce();
+      const heldOutcome = await within(held, 10_000, 'the transaction held across the kill');
+      ok(
+        statementAfterKill !== 'succeeded',
+        'a statement on a connection the server ended succeeded (the port swallowed its failure?)',
+      );
+      ok(
+        statementAfterKill === 'failed',
+        `the statement after the kill never ran (the transaction held across the kill ${heldOutcome} before it)`,
+      );
+      ok(heldOutcome === 'failed', 'a transaction whose connection the server ended committed');
       ok(
         sql.listen === undefined || lost === 1,
         `the LISTEN connection's loss was reported ${lost} times, not once`,

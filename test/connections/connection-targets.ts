@@ -111,15 +111,15 @@ interface DriverPool<C> {
 function driverTarget<P, C extends { query(text: string): Promise<unknown> }>(
   name: string,
   database: ServerDatabase,
-  open: () => { pool: P; driver: DriverPool<C> },
+  open: (own: boolean) => { pool: P; driver: DriverPool<C> },
   outbox: (pool: P) => OutboxConnection<C>,
 ): ConnectionConformanceTarget<C> {
   return {
     name,
     async setUp() {
       const server = await serverConnectionsSince(database);
-      const own = open();
-      const other = open();
+      const own = open(true);
+      const other = open(false);
       const checkout = () => own.driver.checkout();
       return {
         connection: outbox(own.pool),
@@ -152,8 +152,12 @@ export function pgTarget(): ConnectionConformanceTarget<PgPoolClient> {
   return driverTarget(
     'pg',
     'postgres',
-    () => {
-      const pool = pgPool();
+    (own) => {
+      // The pool handed to the outbox has no 'error' listener of the app's, as
+      // docs/without-typeorm.md makes it: the killed-connections case then proves that the
+      // library's own handling keeps the process up. The foreign pool is the app's, never shown
+      // to the outbox, and the app listens on it.
+      const pool = pgPool(10, { appListener: !own });
       return { pool, driver: { checkout: () => pool.connect(), end: () => pool.end() } };
     },
     pgOutbox,
@@ -302,13 +306,14 @@ export function kyselyTarget(
 type DrizzleTx = unknown;
 
 export function drizzleTarget(database: AnyDatabase): ConnectionConformanceTarget<DrizzleTx> {
-  const open = (): { db: DrizzleDatabase<DrizzleTx>; end: () => Promise<void> } => {
+  const open = (own: boolean): { db: DrizzleDatabase<DrizzleTx>; end: () => Promise<void> } => {
     if (database === 'sqlite') {
       const opened = drizzleOnLibsql();
       return { db: opened.db, end: opened.end };
     }
     if (database === 'postgres') {
-      const pool = pgPool();
+      // As for pg: no app listener on the pool the outbox is given, one on the foreign pool.
+      const pool = pgPool(10, { appListener: !own });
       return {
         db: drizzleOnPostgres(pool),
         end: () => pool.end(),
@@ -325,8 +330,8 @@ export function drizzleTarget(database: AnyDatabase): ConnectionConformanceTarge
     without: database === 'sqlite' ? { killedConnections: EMBEDDED } : undefined,
     async setUp() {
       const server = await watch(database);
-      const main = open();
-      const other = open();
+      const main = open(true);
+      const other = open(false);
       const connection = drizzleOutbox(main.db);
       const run = <T>(
         db: DrizzleDatabase<DrizzleTx>,

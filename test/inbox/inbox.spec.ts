@@ -292,6 +292,22 @@ function inboxSuite(db: TestDatabase): void {
     expect(await f.effects()).toHaveLength(3);
   });
 
+  it('a message re-sent across a Debezium cut-over (32 hex digits, then UUID text) is handled once', async () => {
+    const f = await fixture();
+    const id = randomUUID();
+    // Debezium's router on a MySQL/MariaDB table (message_id BINARY(16)), then KafkaPublisher.
+    const fromDebezium = messageIdFromKafka({
+      headers: { [OUTBOX_HEADER_MESSAGE_ID]: Buffer.from(id.replace(/-/g, '')) },
+    });
+    const fromPublisher = messageIdFromKafka({ headers: { [OUTBOX_HEADER_MESSAGE_ID]: id } });
+    const fromRabbitMq = messageIdFromAmqp({ properties: { messageId: id.toUpperCase() } });
+    expect((await f.deliver(fromDebezium)).handled).toBe(true);
+    expect((await f.deliver(fromPublisher)).handled).toBe(false);
+    expect((await f.deliver(fromRabbitMq)).handled).toBe(false);
+    expect(await f.effects()).toEqual([{ consumer: CONSUMER, messageId: id, note: null }]);
+    expect(await f.rows()).toEqual([{ consumer: CONSUMER, messageId: id }]);
+  });
+
   /** Starts a delivery whose handler writes, then waits for `gate`; resolves once it is inside. */
   async function heldDelivery(
     f: Fixture,

@@ -58,7 +58,14 @@ export interface SqliteDatabaseForTests extends BetterSqlite3Database {
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const BetterSqlite3 = require('better-sqlite3') as new (file: string) => SqliteDatabaseForTests;
 
-export function pgPool(max = 10, at: { port?: number } = {}): PgPoolForTests {
+/**
+ * A node-postgres pool on the test server. `appListener: false` leaves out the app's pool 'error'
+ * listener, for a pool handed to the outbox whose own handling a test must prove.
+ */
+export function pgPool(
+  max = 10,
+  at: { port?: number; appListener?: boolean } = {},
+): PgPoolForTests {
   const c = serverConnection('postgres');
   const pool = new pg.Pool({
     host: c.host,
@@ -69,7 +76,7 @@ export function pgPool(max = 10, at: { port?: number } = {}): PgPoolForTests {
     max,
   });
   // An idle client whose server connection dies is reported here; unheard, it would crash jest.
-  pool.on('error', () => undefined);
+  if (at.appListener !== false) pool.on('error', () => undefined);
   return pool;
 }
 
