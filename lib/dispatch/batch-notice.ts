@@ -22,6 +22,7 @@ function messageFields(record: ClaimedRecord, error: unknown, batch: string): Lo
     type: record.type,
     attempt: record.attempts,
     errorClass: errorClassOf(error),
+    err: { type: errorClassOf(error), message: describeError(error) },
   };
 }
 

@@ -10,8 +10,20 @@ export function batchIdOf(token: string): string {
   return token.slice(0, 8);
 }
 
+/**
+ * A line's error as pino and most indexers expect it (`err.type`, `err.message`): plain data,
+ * its message redacted as the text is, never the Error itself (a serialiser of Errors would
+ * write its unredacted message and stack).
+ */
+export interface LogErrorField {
+  readonly type: string;
+  readonly message: string;
+}
+
+type LogFieldValue = string | number | LogErrorField;
+
 /** Facts of a log line for a log indexer, passed to the logger service as its last object. */
-export type LogFields = Readonly<Record<string, string | number | undefined>>;
+export type LogFields = Readonly<Record<string, LogFieldValue | undefined>>;
 
 /**
  * A line with its facts, given to the logger as its message. Loggers read it the way each reads
@@ -25,7 +37,7 @@ export class LogLine {
   declare readonly message: string;
   readonly msg: string;
 
-  constructor(text: string, fields: Readonly<Record<string, string | number>>) {
+  constructor(text: string, fields: Readonly<Record<string, LogFieldValue>>) {
     Object.assign(this, fields);
     this.msg = text;
     Object.defineProperty(this, 'message', { value: text, enumerable: false });
@@ -100,7 +112,7 @@ export class DispatcherLog {
         ([, value]) => value !== undefined,
       );
       this.logger[level](
-        new LogLine(line, Object.fromEntries(given) as Record<string, string | number>),
+        new LogLine(line, Object.fromEntries(given) as Record<string, LogFieldValue>),
       );
     }
   }

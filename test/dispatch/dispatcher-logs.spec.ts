@@ -238,6 +238,7 @@ describe('dispatcher per-message logs', () => {
       type: 'PaymentTaken',
       attempt: 1,
       errorClass: 'TypeError',
+      err: { type: 'TypeError', message: 'TypeError: handler blew up' },
       retryInMs: expect.any(Number),
     });
     expect(loud.find((l) => l.message.includes('orders'))?.fields).not.toHaveProperty('key');
@@ -285,6 +286,7 @@ describe('dispatcher per-message logs', () => {
       type: 'OrderPlaced',
       attempt: 1,
       errorClass: 'PermanentPublishError',
+      err: { type: 'PermanentPublishError', message: expect.any(String) },
     });
     await h.close();
   });

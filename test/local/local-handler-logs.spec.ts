@@ -57,6 +57,10 @@ describe('in-process handler failures in the log (sqlite)', () => {
           type: 'StockTaken',
           attempt: 1,
           errorClass: 'RangeError',
+          err: {
+            type: 'RangeError',
+            message: expect.stringContaining('stock of sku-7 below zero'),
+          },
           retryInMs: expect.any(Number),
         },
       },
