@@ -30,6 +30,8 @@ interface PublishDeadlines {
   readonly deadlineAt: number;
   /** The latest a late answer may still be read: the lease must leave time to settle. */
   readonly publishBy: number;
+  /** Aborted when the owner lock the batch's token names is lost (OwnerLiveness). */
+  readonly fence?: AbortSignal;
 }
 
 /** Pauses claims for an outage the publish met (see `OutboxDispatcher.pause`). */
@@ -60,7 +62,10 @@ export class BatchPublish {
     records: readonly ClaimedRecord[],
     held: ReadonlySet<string>,
     publishBy: number,
+    fence?: AbortSignal,
   ): Promise<PublishResult> {
+    // Leased under an owner lock already lost: another dispatcher may hold these rows by now.
+    if (fence?.aborted === true) return { kind: 'lapsed' };
     // The publish timeout, cut short by the lease: in-flight publishes are aborted when the
     // lease deadline passes, whichever comes first.
     const timeoutMs = Math.max(
@@ -79,13 +84,15 @@ export class BatchPublish {
     setMaxListeners(records.length + 10, signal);
     const onShutdown = (): void => controller.abort(this.shutdown.reason);
     this.shutdown.addEventListener('abort', onShutdown, { once: true });
+    const onFence = (): void => controller.abort(fence?.reason);
+    fence?.addEventListener('abort', onFence, { once: true });
     let timer: NodeJS.Timeout | undefined;
     const deadline = new Promise<'timeout'>((resolve) => {
       timer = setTimeout(() => resolve('timeout'), timeoutMs);
       signal.addEventListener('abort', () => resolve('timeout'), { once: true });
     });
     const send = (batch: readonly ClaimedRecord[]): Promise<PublishResult> =>
-      this.publishRound(batch, controller, deadline, { timeoutMs, deadlineAt, publishBy });
+      this.publishRound(batch, controller, deadline, { timeoutMs, deadlineAt, publishBy, fence });
     try {
       const rounds = keyRounds(records);
       if (rounds.length === 1 && held.size === 0) return await send(records);
@@ -122,6 +129,7 @@ export class BatchPublish {
     } finally {
       clearTimeout(timer);
       this.shutdown.removeEventListener('abort', onShutdown);
+      fence?.removeEventListener('abort', onFence);
     }
   }
 
@@ -134,7 +142,7 @@ export class BatchPublish {
     records: readonly ClaimedRecord[],
     controller: AbortController,
     deadline: Promise<'timeout'>,
-    { timeoutMs, deadlineAt, publishBy }: PublishDeadlines,
+    { timeoutMs, deadlineAt, publishBy, fence }: PublishDeadlines,
   ): Promise<PublishResult> {
     try {
       const publishing = this.publisher.publish(records, controller.signal);
@@ -143,6 +151,9 @@ export class BatchPublish {
       let paused = 0;
       if (answer === 'timeout') {
         if (this.shutdown.aborted) return { kind: 'shutdown' };
+        // The owner lock was lost: what this round sent may have reached the broker, and goes
+        // back as after a lapsed lease (at least once, as after a crash).
+        if (fence?.aborted === true) return { kind: 'lapsed' };
         paused = pausedPast(deadlineAt);
         const error = new PublishTimeoutError(timeoutMs);
         controller.abort(error);
@@ -163,6 +174,7 @@ export class BatchPublish {
       return paused > 0 ? this.afterPause(reading.result, paused) : this.react(reading);
     } catch (error) {
       if (this.shutdown.aborted) return { kind: 'shutdown' };
+      if (fence?.aborted === true) return { kind: 'lapsed' };
       return this.react(readPublish({ kind: 'threw', error }, records.length));
     }
   }

@@ -41,6 +41,7 @@ import { DispatcherLog } from './dispatcher-log';
 import { ClaimLoop } from './claim-loop';
 import { PublishHold } from './publish-hold';
 import { WakeUps } from './wake-ups';
+import { OwnerLiveness } from './owner-liveness';
 
 /** How often a paused dispatcher asks the publisher whether the broker is back. */
 const OUTAGE_PROBE_INTERVAL_MS = 500;
@@ -94,6 +95,8 @@ export class OutboxDispatcher
   /** When the rows the last outage handed back become due again (wall clock). */
   private releasedDueAt = 0;
   private unlisten: (() => Promise<void>) | undefined;
+  /** The owner lock and the watch for the leases of ended dispatchers (fast takeover). */
+  private readonly liveness: OwnerLiveness;
   /** The log's side, when `dispatcher.observe` is a log observer (`logTailing()`). */
   private readonly logObservation: LogObservation | undefined;
 
@@ -161,8 +164,10 @@ export class OutboxDispatcher
       pause: (error, what) => this.pause(error, what),
       likelyFew: () => this.wakeUps.retrying,
       sent: () => this.hold.release(),
+      lease: () => this.liveness.lease(),
     });
     this.wakeUps = new WakeUps(() => this.wake(), pollIntervalMs);
+    this.liveness = new OwnerLiveness(this.sql, store, this.log, () => this.wake());
     this.loop = new ClaimLoop({
       claimer: this.claimer,
       wakeUps: this.wakeUps,
@@ -187,6 +192,7 @@ export class OutboxDispatcher
             deliver: (batch, started) => this.deliver(batch, started),
             wake: () => this.wake(),
             pause: (error, what) => this.pause(error, what),
+            lease: () => this.liveness.lease(),
           });
   }
 
@@ -222,6 +228,7 @@ export class OutboxDispatcher
       () => this.lifecycle.stopping,
       this.log,
     );
+    this.liveness.start();
     if (this.logObservation !== undefined) {
       // The log brings new messages; the table's poll, slower, brings back retries, promotions
       // and what the log's reader left to the table. Commit nudges and NOTIFY would only make
@@ -317,6 +324,8 @@ export class OutboxDispatcher
       await tailing;
       await this.runner.idle();
     }, this.options.dispatcher.shutdownTimeoutMs);
+    // After the batches settled: a lock given up earlier would let others end their leases.
+    await this.liveness.stop();
     await this.publisher
       .close?.()
       .catch((error: unknown) => this.log.warn(`Publisher close failed: ${describeError(error)}`));
@@ -337,7 +346,7 @@ export class OutboxDispatcher
 
   /** Publishes a claimed batch and settles the outcome; never throws. */
   private async deliver(
-    { token, records, claimedAt, leaseEnd }: LeasedBatch,
+    { token, records, claimedAt, leaseEnd, fence }: LeasedBatch,
     started: number,
     held?: Promise<void>,
   ): Promise<OutboxBatchReport> {
@@ -356,7 +365,8 @@ export class OutboxDispatcher
         { released: records.length, reason: 'lapsed' },
       );
     }
-    const result = plan.skip ?? (await this.publishing.publish(plan.fresh, plan.held, publishBy));
+    const result =
+      plan.skip ?? (await this.publishing.publish(plan.fresh, plan.held, publishBy, fence));
     const answeredAfterClaimMs = performance.now() - claimedAt;
     const { verdicts, settlement, releaseDelayMs, hookErrors } = judgeBatch({
       records,
