@@ -228,7 +228,7 @@ export class OutboxDispatcher
       () => this.lifecycle.stopping,
       this.log,
     );
-    this.liveness.start();
+    await this.liveness.start();
     if (this.logObservation !== undefined) {
       // The log brings new messages; the table's poll, slower, brings back retries, promotions
       // and what the log's reader left to the table. Commit nudges and NOTIFY would only make

@@ -23,6 +23,8 @@ export const TAKEOVER_GRACE_MS = 1_250;
 const WATCH_MS = 500;
 /** Every how many looks one reads every owner with a lease, not only those seen alive. */
 const FULL_LOOK_EVERY = 60;
+/** How long `start()` waits for the first owner lock before claims begin without it. */
+const START_WAIT_MS = 2_000;
 /** How long to wait before asking for a session again after failing to get one. */
 const RETRY_MS = 1_000;
 
@@ -86,10 +88,20 @@ export class OwnerLiveness {
     );
   }
 
-  start(): void {
+  /**
+   * Takes the owner lock (waiting for it a moment, so that the first claims already name it)
+   * and starts the heartbeats and the watch.
+   */
+  async start(): Promise<void> {
     if (!this.supported || !this.stopped) return;
     this.stopped = false;
-    this.heartbeatTimer = this.schedule(this.heartbeat, 0);
+    const first = this.acquire();
+    // A slow database holds the start up no longer than this; the lock comes when it comes.
+    await within(first, START_WAIT_MS);
+    if (this.stopped) return;
+    this.heartbeatTimer = this.schedule(() => {
+      void first.finally(this.heartbeat);
+    }, 0);
     this.watchTimer = this.schedule(this.watch, 0);
   }
 
