@@ -118,6 +118,7 @@ export type {
   SqlResult,
   SqlRow,
   SqlRunner,
+  SqlSession,
 } from './store/ports/sql-port';
 
 export { OutboxError } from './errors/outbox.error';

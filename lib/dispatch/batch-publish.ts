@@ -30,6 +30,8 @@ interface PublishDeadlines {
   readonly deadlineAt: number;
   /** The latest a late answer may still be read: the lease must leave time to settle. */
   readonly publishBy: number;
+  /** Aborted when the owner lock the batch's token names is lost (OwnerLiveness). */
+  readonly fence?: AbortSignal;
 }
 
 /** Pauses claims for an outage the publish met (see `OutboxDispatcher.pause`). */
@@ -61,7 +63,10 @@ export class BatchPublish {
     held: ReadonlySet<string>,
     publishBy: number,
     batchId: string,
+    fence?: AbortSignal,
   ): Promise<PublishResult> {
+    // Leased under an owner lock already lost: another dispatcher may hold these rows by now.
+    if (fence?.aborted === true) return { kind: 'lapsed' };
     // The publish timeout, cut short by the lease: in-flight publishes are aborted when the
     // lease deadline passes, whichever comes first.
     const timeoutMs = Math.max(
@@ -80,13 +85,21 @@ export class BatchPublish {
     setMaxListeners(records.length + 10, signal);
     const onShutdown = (): void => controller.abort(this.shutdown.reason);
     this.shutdown.addEventListener('abort', onShutdown, { once: true });
+    const onFence = (): void => controller.abort(fence?.reason);
+    fence?.addEventListener('abort', onFence, { once: true });
     let timer: NodeJS.Timeout | undefined;
     const deadline = new Promise<'timeout'>((resolve) => {
       timer = setTimeout(() => resolve('timeout'), timeoutMs);
       signal.addEventListener('abort', () => resolve('timeout'), { once: true });
     });
     const send = (batch: readonly ClaimedRecord[]): Promise<PublishResult> =>
-      this.publishRound(batch, controller, deadline, { timeoutMs, deadlineAt, publishBy }, batchId);
+      this.publishRound(
+        batch,
+        controller,
+        deadline,
+        { timeoutMs, deadlineAt, publishBy, fence },
+        batchId,
+      );
     try {
       const rounds = keyRounds(records);
       if (rounds.length === 1 && held.size === 0) return await send(records);
@@ -123,6 +136,7 @@ export class BatchPublish {
     } finally {
       clearTimeout(timer);
       this.shutdown.removeEventListener('abort', onShutdown);
+      fence?.removeEventListener('abort', onFence);
     }
   }
 
@@ -135,7 +149,7 @@ export class BatchPublish {
     records: readonly ClaimedRecord[],
     controller: AbortController,
     deadline: Promise<'timeout'>,
-    { timeoutMs, deadlineAt, publishBy }: PublishDeadlines,
+    { timeoutMs, deadlineAt, publishBy, fence }: PublishDeadlines,
     batchId: string,
   ): Promise<PublishResult> {
     try {
@@ -145,6 +159,9 @@ export class BatchPublish {
       let paused = 0;
       if (answer === 'timeout') {
         if (this.shutdown.aborted) return { kind: 'shutdown' };
+        // The owner lock was lost: what this round sent may have reached the broker, and goes
+        // back as after a lapsed lease (at least once, as after a crash).
+        if (fence?.aborted === true) return { kind: 'lapsed' };
         paused = pausedPast(deadlineAt);
         const error = new PublishTimeoutError(timeoutMs);
         controller.abort(error);
@@ -165,6 +182,7 @@ export class BatchPublish {
       return paused > 0 ? this.afterPause(reading.result, paused, batchId) : this.react(reading);
     } catch (error) {
       if (this.shutdown.aborted) return { kind: 'shutdown' };
+      if (fence?.aborted === true) return { kind: 'lapsed' };
       return this.react(readPublish({ kind: 'threw', error }, records.length));
     }
   }

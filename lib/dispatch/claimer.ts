@@ -7,6 +7,7 @@ import { releaseSettlement } from './batch-outcome';
 import type { DatabaseWatchdog } from './database-watchdog';
 import { batchIdOf, type DispatcherLog } from './dispatcher-log';
 import { LostClaims } from './lost-claims';
+import type { OwnerLease } from './owner-liveness';
 import { pausedPast } from './process-pause';
 import { isUnusableHandle } from './unusable-handle';
 
@@ -18,6 +19,8 @@ export interface LeasedBatch extends ClaimedBatch {
   /** When the claim started, on the same clock: a message's latency counts from its age then. */
   readonly claimedAt: number;
   readonly leaseEnd: number;
+  /** Aborted when the owner lock the token names is lost: stop publishing (OwnerLiveness). */
+  readonly fence?: AbortSignal;
 }
 
 /** A claim's result: a batch, nothing due, or only parked followers (look again at once). */
@@ -33,6 +36,8 @@ export interface ClaimLoopHooks {
   readonly likelyFew: () => boolean;
   /** The claim's statement has gone to the database (see `ClaimOptions.onSent`). */
   readonly sent: () => void;
+  /** The lease token to write (OwnerLiveness); a random one when left out. */
+  readonly lease?: () => OwnerLease;
 }
 
 /**
@@ -88,7 +93,7 @@ export class Claimer {
     const { dispatcher } = this.options;
     if (this.lostClaims.size > 0 && !(await this.releaseLostClaims())) return 'idle';
     const claimStarted = performance.now();
-    const token = randomUUID();
+    const { token, fence } = this.loop.lease?.() ?? { token: randomUUID() };
     let call: Promise<ClaimedBatch> | undefined;
     let claimed: ClaimedBatch;
     try {
@@ -144,7 +149,12 @@ export class Claimer {
     // An empty claim says nothing about the broker: the outage backoff only resets when a
     // publish gets through.
     if (claimed.records.length > 0)
-      return { ...claimed, claimedAt: claimStarted, leaseEnd: claimStarted + dispatcher.leaseMs };
+      return {
+        ...claimed,
+        claimedAt: claimStarted,
+        leaseEnd: claimStarted + dispatcher.leaseMs,
+        fence,
+      };
     if (parked > 0) return 'parked';
     return claimed.inFlightKeys > 0 || (claimed.contended ?? 0) > 0 ? 'in-flight' : 'idle';
   }

@@ -15,6 +15,7 @@ import type { LeasedBatch } from './claimer';
 import type { DatabaseWatchdog } from './database-watchdog';
 import type { DispatcherLog } from './dispatcher-log';
 import { LogTailer } from './log-tailer';
+import type { OwnerLease } from './owner-liveness';
 
 /** How often a dispatcher that observes the log polls the table, unless its observer says. */
 const DEFAULT_SWEEP_INTERVAL_MS = 5_000;
@@ -33,6 +34,8 @@ export interface LogObservationHooks {
   /** Asks the table's claim loop for a sweep now. */
   readonly wake: () => void;
   readonly pause: (error: unknown, what: string) => void;
+  /** The lease token to write (the dispatcher's OwnerLiveness). */
+  readonly lease: () => OwnerLease;
 }
 
 /**
@@ -95,6 +98,7 @@ export class LogObservation {
       deliver: this.hooks.deliver,
       handOff: this.hooks.wake,
       pause: this.hooks.pause,
+      lease: this.hooks.lease,
     });
     this.tailer.start();
   }

@@ -6,6 +6,7 @@ import type { LoggedBatch, OutboxLogSource } from '../store/ports/outbox-log-sou
 import type { LeasedBatch } from './claimer';
 import type { DatabaseWatchdog } from './database-watchdog';
 import type { DispatcherLog } from './dispatcher-log';
+import type { OwnerLease } from './owner-liveness';
 import { sleep } from './sleep';
 
 /** How often, and how long apart, ids the table does not show yet are asked for again. */
@@ -32,6 +33,8 @@ export interface LogTailerParts {
   readonly handOff: () => void;
   /** A database call failed: pause as a failed claim does. */
   readonly pause: (error: unknown, what: string) => void;
+  /** The lease token to write (OwnerLiveness); a random one when left out. */
+  readonly lease?: () => OwnerLease;
 }
 
 /**
@@ -133,8 +136,8 @@ export class LogTailer {
       }
       if (leased.records.length > 0) {
         const leaseEnd = started + this.parts.leaseMs;
-        const { token, records } = leased;
-        const batch = { token, records, blockedKeys: [], inFlightKeys: 0 };
+        const { token, records, fence } = leased;
+        const batch = { token, records, blockedKeys: [], inFlightKeys: 0, fence };
         await this.parts.deliver({ ...batch, claimedAt: started, leaseEnd }, started);
         // A key delivered in this batch gets its next run in the next round; one that failed
         // is refused there by claimIds (its head is pending again), and so left to the table.
@@ -160,14 +163,17 @@ export class LogTailer {
   }
 
   /** Leases `ids` (see claimIds); undefined when the database failed. */
-  private async lease(ids: readonly string[]): Promise<ClaimedIds | undefined> {
+  private async lease(
+    ids: readonly string[],
+  ): Promise<(ClaimedIds & { fence?: AbortSignal }) | undefined> {
     if (ids.length === 0) return { token: '', records: [], unseen: [] };
-    const token = randomUUID();
+    const { token, fence } = this.parts.lease?.() ?? { token: randomUUID() };
     const { store, owner, leaseMs } = this.parts;
     try {
-      return await this.parts.watchdog.run('claim', () =>
+      const leased = await this.parts.watchdog.run('claim', () =>
         store.claimIds({ ids, owner, leaseMs, token }),
       );
+      return { ...leased, fence };
     } catch (error) {
       // Its rows, if it committed after all, return when the lease expires (the unlocker).
       this.parts.pause(error, 'lease by id failed (database unavailable?)');

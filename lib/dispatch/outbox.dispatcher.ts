@@ -43,6 +43,7 @@ import { ClaimLoop } from './claim-loop';
 import { PublishHold } from './publish-hold';
 import { WakeUps } from './wake-ups';
 import { within } from './sleep';
+import { OwnerLiveness } from './owner-liveness';
 
 /** How often a paused dispatcher asks the publisher whether the broker is back. */
 const OUTAGE_PROBE_INTERVAL_MS = 500;
@@ -111,6 +112,8 @@ export class OutboxDispatcher
   /** When the rows the last outage handed back become due again (wall clock). */
   private releasedDueAt = 0;
   private unlisten: (() => Promise<void>) | undefined;
+  /** The owner lock and the watch for the leases of ended dispatchers (fast takeover). */
+  private readonly liveness: OwnerLiveness;
   /** The log's side, when `dispatcher.observe` is a log observer (`logTailing()`). */
   private readonly logObservation: LogObservation | undefined;
   /** The batches being delivered, by token. */
@@ -180,8 +183,10 @@ export class OutboxDispatcher
       pause: (error, what) => this.pause(error, what),
       likelyFew: () => this.wakeUps.retrying,
       sent: () => this.hold.release(),
+      lease: () => this.liveness.lease(),
     });
     this.wakeUps = new WakeUps(() => this.wake(), pollIntervalMs);
+    this.liveness = new OwnerLiveness(this.sql, store, this.log, () => this.wake());
     this.loop = new ClaimLoop({
       claimer: this.claimer,
       wakeUps: this.wakeUps,
@@ -206,6 +211,7 @@ export class OutboxDispatcher
             deliver: (batch, started) => this.deliver(batch, started, 'log reader'),
             wake: () => this.wake(),
             pause: (error, what) => this.pause(error, what),
+            lease: () => this.liveness.lease(),
           });
   }
 
@@ -252,6 +258,7 @@ export class OutboxDispatcher
       () => this.lifecycle.stopping,
       this.log,
     );
+    await this.liveness.start();
     if (this.logObservation !== undefined) {
       // The log brings new messages; the table's poll, slower, brings back retries, promotions
       // and what the log's reader left to the table. Commit nudges and NOTIFY would only make
@@ -395,6 +402,8 @@ export class OutboxDispatcher
       SHUTDOWN_MARGIN_MS,
     );
     if (finished === 'abandoned') left.push(...this.stillRunning(tailingDone));
+    // After the batches settled: a lock given up earlier would let others end their leases.
+    await bounded('the owner lock', this.liveness.stop());
     const closing = this.publisher
       .close?.()
       .catch((error: unknown) => this.log.warn(`Publisher close failed: ${describeError(error)}`));
@@ -453,7 +462,7 @@ export class OutboxDispatcher
   }
 
   private async deliverBatch(
-    { token, records, claimedAt, leaseEnd }: LeasedBatch,
+    { token, records, claimedAt, leaseEnd, fence }: LeasedBatch,
     batchId: string,
     inFlight: BatchInFlight,
     started: number,
@@ -479,7 +488,8 @@ export class OutboxDispatcher
       );
     }
     const result =
-      plan.skip ?? (await this.publishing.publish(plan.fresh, plan.held, publishBy, batchId));
+      plan.skip ??
+      (await this.publishing.publish(plan.fresh, plan.held, publishBy, batchId, fence));
     const answeredAfterClaimMs = performance.now() - claimedAt;
     const { verdicts, settlement, releaseDelayMs, hookErrors } = judgeBatch({
       records,

@@ -5,6 +5,7 @@ import type {
   SqlPort,
   SqlResult,
   SqlRunner,
+  SqlSession,
 } from '../store/ports/sql-port';
 import {
   heldStatement,
@@ -211,6 +212,9 @@ export function typeormSqlPort(dataSource: DataSource): SqlPort {
         await runner.release();
       }
     },
+    ...(type === 'postgres' || type === 'mysql' || type === 'mariadb'
+      ? { session: () => typeormSession(dataSource) }
+      : {}),
     ...(type === 'postgres'
       ? {
           listen: (...args) => postgresListen(dataSource, ...args),
@@ -220,6 +224,34 @@ export function typeormSqlPort(dataSource: DataSource): SqlPort {
         }
       : {}),
   } satisfies SqlPort;
+}
+
+/** A QueryRunner kept connected (`SqlPort.session`). */
+async function typeormSession(dataSource: DataSource): Promise<SqlSession> {
+  const runner = dataSource.createQueryRunner('master');
+  await runner.connect();
+  return {
+    query: (sql, params) => structuredQuery(runner, sql, params),
+    async release(broken) {
+      if (runner.isReleased) return;
+      // A broken connection is closed, with its session: what it held must not go back to the
+      // pool. node-postgres' pool closes a client released with an error (TypeORM's
+      // releasePostgresConnection); mysql2's connection leaves its pool when destroyed.
+      const pg = runner as unknown as {
+        releasePostgresConnection?: (error?: Error) => Promise<void>;
+      };
+      if (broken && typeof pg.releasePostgresConnection === 'function') {
+        await pg.releasePostgresConnection(new Error('outbox session closed'));
+        return;
+      }
+      if (broken) {
+        const client = (runner as unknown as { databaseConnection?: { destroy?: () => void } })
+          .databaseConnection;
+        client?.destroy?.();
+      }
+      await runner.release();
+    },
+  };
 }
 
 async function structuredQuery<R>(

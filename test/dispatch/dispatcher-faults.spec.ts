@@ -7,7 +7,9 @@ import {
   type OutboxDispatcherOptions,
   type OutboxMessage,
   type OutboxObserver,
+  type OutboxPublisher,
 } from '../../lib';
+import { POSTGRES_OWNER_LOCK_CLASS } from '../../lib/store/shared-sql/owner-leases';
 import type { OutboxStore } from '../../lib/store/ports/outbox-store.port';
 import { ClientProxyPublisher } from '../../lib/publishers/microservices';
 import type { ChildConfig } from '../support/children/child-protocol';
@@ -99,8 +101,8 @@ for (const db of TEST_DATABASES) {
       return app.moduleRef;
     }
 
-    async function startChild(config: ChildConfig): Promise<DispatcherChild> {
-      const child = await DispatcherChild.start(config);
+    async function startChild(config: ChildConfig, timeoutMs?: number): Promise<DispatcherChild> {
+      const child = await DispatcherChild.start(config, timeoutMs);
       // A child a test killed or stopped already has nothing left to kill.
       scope.defer(() => child.kill('SIGKILL').catch(() => undefined));
       return child;
@@ -169,8 +171,13 @@ for (const db of TEST_DATABASES) {
       expect(hanging.published.length).toBeGreaterThan(0);
       expect(hanging.published.length).toBeLessThan(hanging.claimed.length);
       const exit = await doomed.kill('SIGKILL');
+      const killedAt = Date.now();
       expect(exit.signal).toBe('SIGKILL');
       const leaseEnds = Math.floor(leasesReadFrom + Math.max(...leases.map((l) => l.remainingMs)));
+      // PostgreSQL and MariaDB free the dead child's owner lock with its session, and the
+      // survivor takes the rows over before the lease ends (ARCHITECTURE.md "Takeover after a
+      // crash"); SQLite runs one process, whose leases end with leaseMs.
+      const takeoverFrom = db.name === 'sqlite' ? leaseEnds : killedAt;
       // What it handed to the socket before dying arrived; its rows are still leased to it.
       await consumer.until(
         (c) => hanging.published.every((id) => c.counts().has(id)),
@@ -197,13 +204,14 @@ for (const db of TEST_DATABASES) {
       expect(ids.filter((id) => !counts.has(id))).toEqual([]);
       expect(consumer.duplicates().sort()).toEqual([...hanging.published].sort());
       expect(Math.max(...counts.values())).toBe(2);
-      // The survivor took the child's messages over only after the child's lease had expired.
+      // The survivor took the child's messages over only after the child's lease had expired
+      // (SQLite) or its process had ended (its owner lock free).
       const claimed = new Set(leased);
       const takenOver = consumer.arrivals
         .slice(beforeTakeover)
         .filter((a) => claimed.has(a.messageId));
       expect(takenOver).toHaveLength(leased.length);
-      for (const a of takenOver) expect(a.at).toBeGreaterThanOrEqual(leaseEnds);
+      for (const a of takenOver) expect(a.at).toBeGreaterThanOrEqual(takeoverFrom);
       // Per-key order of first publications is commit order.
       const firsts = consumer.firstArrivalsByKey();
       for (const [key, order] of idOrderByKey(rows)) expect(firsts.get(key)).toEqual(order);
@@ -215,6 +223,152 @@ for (const db of TEST_DATABASES) {
         true,
       );
     });
+
+    // Fast takeover (ARCHITECTURE.md "Takeover after a crash"): a lease of 60 s that only the
+    // dead process's freed owner lock can end early; the wait below is a third of it.
+    (db.name === 'sqlite' ? it.skip : it)(
+      'gives the leases of a SIGKILLed dispatcher back long before leaseMs: all delivered, per-key order, duplicates only of what it sent (not SQLite: one process)',
+      async () => {
+        const consumer = await consumerOn();
+        const { table, commit } = await freshTable();
+        const keys = Array.from({ length: 10 }, (_, k) => `key-${k}`);
+        const ids: string[] = [];
+        for (let tx = 0; tx < 12; tx++)
+          ids.push(...(await commit(keys.map((key) => msg(key, { tx })))));
+        const slow = { leaseMs: 60_000, publishTimeoutMs: 20_000 } as const;
+        const doomed = await startChild(
+          {
+            db: db.name,
+            table,
+            instanceId: 'doomed-owner',
+            tcpPort: consumer.port,
+            dispatcher: { ...slow, batchSize: 20, pollIntervalMs: 50, listen: false },
+            hangAfter: 25,
+          },
+          // A child compiles the library as it starts: slow on a loaded machine.
+          120_000,
+        );
+        const hanging = await doomed.waitFor('hanging', 20_000);
+        const leased = (await leasesOf(table, 'doomed-owner')).map((l) => l.messageId);
+        expect(leased.length).toBeGreaterThan(0);
+        await doomed.kill('SIGKILL');
+
+        await tcpDispatcher(table, consumer.port, {
+          instanceId: 'survivor',
+          dispatcher: { ...slow, pollIntervalMs: 100, batchSize: 50 },
+        });
+        await consumer.until((c) => ids.every((id) => c.counts().has(id)), 20_000, 'every message');
+        const rows = await waitForRows(
+          table,
+          (rs) => rs.every((r) => r.status === 'delivered'),
+          10_000,
+          'every row delivered',
+        );
+        const counts = consumer.counts();
+        expect(ids.filter((id) => !counts.has(id))).toEqual([]);
+        // Published twice: only what the dead child had sent and not settled.
+        expect(consumer.duplicates().sort()).toEqual([...hanging.published].sort());
+        expect(Math.max(...counts.values())).toBe(2);
+        const firsts = consumer.firstArrivalsByKey();
+        for (const [key, order] of idOrderByKey(rows)) expect(firsts.get(key)).toEqual(order);
+        expect(rows.every((r) => r.lockedBy === null)).toBe(true);
+      },
+      240_000,
+    );
+
+    // A live dispatcher whose owner-lock connection alone is killed (ARCHITECTURE.md "Takeover
+    // after a crash", 6): it must stop publishing what it leased under that lock before anyone
+    // else can claim it, give it back, and go on under a new lock.
+    (db.name === 'sqlite' ? it.skip : it)(
+      'a dispatcher whose owner-lock connection is killed stops publishing its batch and gives it back before another takes it (not SQLite: no owner lock)',
+      async () => {
+        const { table, commit } = await freshTable();
+        const ids = await commit(Array.from({ length: 6 }, (_, i) => msg(`key-${i}`, { i })));
+        const events: string[] = [];
+        let hung = false;
+        const stuck: OutboxPublisher = {
+          // The first batch hangs until its signal aborts; later ones go through.
+          publish: async (records, signal) => {
+            if (hung) {
+              for (const r of records) events.push(`a:${r.messageId}`);
+              return records.map(() => ({ ok: true as const }));
+            }
+            hung = true;
+            events.push('a:hanging');
+            await new Promise<void>((done) =>
+              signal.addEventListener('abort', () => done(), { once: true }),
+            );
+            events.push('a:aborted');
+            throw new Error('aborted');
+          },
+        };
+        const slow = { leaseMs: 60_000, publishTimeoutMs: 30_000, pollIntervalMs: 100 } as const;
+        await scope.open({
+          table,
+          publisher: stuck,
+          logger: ['error', 'fatal'],
+          options: { autoStart: true, instanceId: 'cut-owner', dispatcher: slow },
+        });
+        await waitFor('the batch hanging', () => events.includes('a:hanging'));
+        const [leased] = await leasesOf(table, 'cut-owner');
+        expect(leased).toBeDefined();
+        const tokens: { t: string }[] = await scope.ds.query(
+          db.name === 'postgres'
+            ? `SELECT lock_token::text AS t FROM "${table}" WHERE locked_by = 'cut-owner' LIMIT 1`
+            : `SELECT lock_token AS t FROM \`${table}\` WHERE locked_by = 'cut-owner' LIMIT 1`,
+        );
+        // An owner lease: the lock's key, then a version-8 UUID.
+        expect(tokens[0]?.t).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-8/);
+        const hex = tokens[0]?.t.slice(0, 8) ?? '';
+        // Kill the session holding this owner's lock: only that one connection of the process.
+        if (db.name === 'postgres') {
+          const [holder] = await scope.ds.query<{ pid: number }[]>(
+            `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND classid = ${POSTGRES_OWNER_LOCK_CLASS} AND objsubid = 2 AND objid = $1`,
+            [Number.parseInt(hex, 16)],
+          );
+          expect(holder).toBeDefined();
+          await scope.ds.query('SELECT pg_terminate_backend($1)', [holder?.pid]);
+        } else {
+          const [holder] = await scope.ds.query<{ id: number | string | null }[]>(
+            'SELECT IS_USED_LOCK(?) AS id',
+            [`nestjs-outbox-owner-${hex}`],
+          );
+          const id = Number(holder?.id);
+          expect(Number.isInteger(id) && id > 0).toBe(true);
+          await scope.ds.query(`KILL CONNECTION ${id}`);
+        }
+        const b = new RecordingPublisher();
+        const bPublish = b.publish.bind(b);
+        b.publish = (records, signal) => {
+          for (const r of records) events.push(`b:${r.messageId}`);
+          return bPublish(records, signal);
+        };
+        await scope.open({
+          table,
+          publisher: b,
+          logger: ['error', 'fatal'],
+          options: { autoStart: true, instanceId: 'other', dispatcher: slow },
+        });
+        await waitFor(
+          'every message delivered',
+          async () => (await readOutbox(scope.ds, table)).every((r) => r.status === 'delivered'),
+          { timeoutMs: 20_000 },
+        );
+        // The cut owner stopped before anyone else published one of its messages.
+        const aborted = events.indexOf('a:aborted');
+        expect(aborted).toBeGreaterThan(0);
+        const firstOther = events.findIndex((e) => e.startsWith('b:'));
+        if (firstOther !== -1) expect(firstOther).toBeGreaterThan(aborted);
+        // Nothing published twice: its fenced batch went back unpublished.
+        const published = events.filter((e) => e !== 'a:hanging' && e !== 'a:aborted');
+        const byId = published.map((e) => e.slice(2));
+        expect(new Set(byId).size).toBe(byId.length);
+        expect([...byId].sort()).toEqual([...ids].sort());
+        const rows = await readOutbox(scope.ds, table);
+        expect(rows.every((r) => r.attempts >= 1 && r.attempts <= 2)).toBe(true);
+      },
+      120_000,
+    );
 
     it('fences a settle whose lease was taken over: it changes nothing, whatever its outcome (store)', async () => {
       const { table, commit } = await freshTable();

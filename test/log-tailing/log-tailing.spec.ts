@@ -593,6 +593,64 @@ for (const target of TARGETS) {
       }
     });
 
+    // Fast takeover (ARCHITECTURE.md "Takeover after a crash"): leases of 60 s, no sweep; the
+    // wait below is a third of the lease, so only the dead reader's freed owner lock explains it.
+    it('gives the leases of a SIGKILLed reader back long before leaseMs: all delivered once more at most, per key in commit order', async () => {
+      const consumer = new TcpConsumer();
+      await consumer.start();
+      scope.defer(() => consumer.stop().catch(() => undefined));
+      const table = await tailedTable();
+      const slow = { leaseMs: 60_000, publishTimeoutMs: 20_000 } as const;
+      const doomed = await DispatcherChild.start(
+        {
+          db: target.name,
+          table,
+          instanceId: 'doomed-owner',
+          tcpPort: consumer.port,
+          dispatcher: { ...slow, batchSize: 20, listen: false },
+          hangAfter: 25,
+          logTailing: { sweepIntervalMs: NO_SWEEP, standbyRetryMs: 200 },
+        },
+        // A child compiles the library as it starts: slow on a loaded machine.
+        120_000,
+      );
+      scope.defer(() => doomed.kill('SIGKILL').catch(() => undefined));
+      await target.started(scope.ds, table);
+      const survivor = new RecordingPublisher();
+      const b = await tailingApp(table, survivor, {}, { instanceId: 'survivor', dispatcher: slow });
+      const writer = await enqueuer(table);
+      const ids: string[] = [];
+      for (let tx = 0; tx < 12; tx++) {
+        ids.push(
+          ...(await writer.commit(Array.from({ length: 10 }, (_, k) => msg(`key-${k}`, { tx })))),
+        );
+      }
+      const hanging = await doomed.waitFor('hanging', 30_000);
+      const leasedToChild = (await b.rows())
+        .filter((r) => r.lockedBy === 'doomed-owner' && r.status === 'pending')
+        .map((r) => r.messageId);
+      expect(leasedToChild.length).toBeGreaterThan(0);
+      await doomed.kill('SIGKILL');
+      await waitFor('every row delivered', delivered(b), { timeoutMs: 20_000 });
+
+      const sentByChild = consumer.counts();
+      const sentBySurvivor = survivor.sentIds;
+      expect(ids.filter((id) => !sentByChild.has(id) && !sentBySurvivor.includes(id))).toEqual([]);
+      // Published twice: only what the dead child sent and never settled.
+      const unsettled = new Set(leasedToChild);
+      const twice = sentBySurvivor.filter((id) => sentByChild.has(id));
+      expect(twice.filter((id) => !unsettled.has(id))).toEqual([]);
+      expect(new Set(sentBySurvivor).size).toBe(sentBySurvivor.length);
+      const firsts = consumer.firstArrivalsByKey();
+      for (let k = 0; k < 10; k++) {
+        const key = `key-${k}`;
+        const byChild = firsts.get(key) ?? [];
+        const bySurvivor = survivor.sentForKey(key).filter((id) => !byChild.includes(id));
+        expect([...byChild, ...bySurvivor]).toEqual(await orderOf(b, key));
+      }
+      expect(hanging.published.length).toBeGreaterThan(0);
+    }, 240_000);
+
     it(`reports ${target.retained} and its reader as Prometheus gauges and in the Terminus health check`, async () => {
       const table = await tailedTable();
       const spec = dispatchTestApp(new RecordingPublisher());

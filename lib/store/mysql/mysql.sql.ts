@@ -1,3 +1,4 @@
+import { MYSQL_OWNER_LOCK_PREFIX, OWNER_TOKEN_VERSION } from '../shared-sql/owner-leases';
 import { ARCHIVE_INSERT_COLUMNS, archivedValues } from '../shared-sql/outbox-archive';
 import { ATTEMPT_COLUMNS, ATTEMPT_HISTORY_LIMIT } from '../shared-sql/attempt-history';
 import type { OutboxQueuePolicy } from '../ports/outbox-store.port';
@@ -672,4 +673,28 @@ function placeholders(count: number): string {
 /** Whether a message is due: one probe of the pending index (see OutboxStore.hasDue). */
 export function mysqlHasDue(n: OutboxTableNames): string {
   return `SELECT EXISTS (SELECT 1 FROM ${n.table} WHERE status = 'pending' AND available_at <= ${NOW}) AS due`;
+}
+
+/**
+ * Params: grace ms. The owner keys (8 hex digits) of live owner leases whose owner lock no
+ * session holds (fast takeover, see shared-sql/owner-leases.ts). A lease writes `available_at`
+ * at its end, so the pending index's range past now holds every lease and no due backlog.
+ */
+export function mysqlOrphanedOwners(n: OutboxTableNames): string {
+  return `SELECT c.k FROM (
+  SELECT DISTINCT LEFT(lock_token, 8) AS k FROM ${n.table}
+  WHERE status = 'pending' AND available_at > ${NOW} AND locked_until > ${NOW} + INTERVAL ? * 1000 MICROSECOND
+    AND SUBSTRING(lock_token, 15, 1) = '${OWNER_TOKEN_VERSION}'
+) AS c WHERE IS_FREE_LOCK(CONCAT('${MYSQL_OWNER_LOCK_PREFIX}', c.k)) = 1`;
+}
+
+/**
+ * Params: grace ms three times, then the owner keys (8 hex digits). Ends the owner leases of these
+ * keys `grace` from now (never later than they end already).
+ */
+export function mysqlShortenOwnerLeases(n: OutboxTableNames, count: number): string {
+  const end = `${NOW} + INTERVAL ? * 1000 MICROSECOND`;
+  return `UPDATE ${n.table} SET locked_until = ${end}, available_at = LEAST(available_at, ${end})
+WHERE status = 'pending' AND locked_until > ${end}
+  AND SUBSTRING(lock_token, 15, 1) = '${OWNER_TOKEN_VERSION}' AND LEFT(lock_token, 8) IN (${placeholders(count)})`;
 }

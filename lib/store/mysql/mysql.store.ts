@@ -59,6 +59,8 @@ import {
   mysqlReleaseAllWaiting,
   mysqlReleaseClaim,
   mysqlReleaseExpired,
+  mysqlOrphanedOwners,
+  mysqlShortenOwnerLeases,
   mysqlRequeueInPlace,
   mysqlSettleDead,
   mysqlSettleDelivered,
@@ -69,6 +71,7 @@ import {
   mysqlStillHeld,
 } from './mysql.sql';
 import { IN_FLIGHT_GRACE_MS, rowsOfFirstKeys, windowOf } from '../shared-sql/claim-window';
+import { mysqlOwnerLockName, ownerHex, ownerKeyOf } from '../shared-sql/owner-leases';
 import { promotionRun } from '../../options/queue-policy';
 import {
   compareIds,
@@ -611,6 +614,48 @@ export class MysqlOutboxStore implements OutboxStore {
 
   async releaseExpired(): Promise<number> {
     return (await this.sql.query(mysqlReleaseExpired(this.names))).affected;
+  }
+
+  async lockOwner(session: SqlRunner, key: number): Promise<boolean> {
+    const { rows } = await session.query<{ locked: unknown }>('SELECT GET_LOCK(?, 0) AS locked', [
+      mysqlOwnerLockName(key),
+    ]);
+    return Number(rows[0]?.locked) === 1;
+  }
+
+  // MySQL/MariaDB list no session's named locks (without a plugin): every look reads the leases'
+  // owners, a range of the pending index that holds only leased and backing-off rows.
+  async shortenOrphanedLeases(graceMs: number): Promise<number> {
+    const looked = (
+      await this.sql.query<{ k: string }>(mysqlOrphanedOwners(this.names), [graceMs])
+    ).rows.flatMap((r) => ownerKeyOf(String(r.k)) ?? []);
+    if (looked.length === 0) return 0;
+    // Each owner's lock is held while its leases are shortened, so no owner can take that key
+    // meanwhile; given back before the connection goes back to the pool.
+    return this.sql.transaction(async (tx) => {
+      const held: number[] = [];
+      try {
+        for (const key of looked) {
+          const { rows } = await tx.query<{ locked: unknown }>('SELECT GET_LOCK(?, 0) AS locked', [
+            mysqlOwnerLockName(key),
+          ]);
+          if (Number(rows[0]?.locked) === 1) held.push(key);
+        }
+        if (held.length === 0) return 0;
+        return (
+          await tx.query(mysqlShortenOwnerLeases(this.names, held.length), [
+            graceMs,
+            graceMs,
+            graceMs,
+            ...held.map(ownerHex),
+          ])
+        ).affected;
+      } finally {
+        for (const key of held) {
+          await tx.query('SELECT RELEASE_LOCK(?)', [mysqlOwnerLockName(key)]);
+        }
+      }
+    });
   }
 
   async releaseClaim(token: string): Promise<number> {

@@ -213,6 +213,20 @@ export interface OutboxStore {
    */
   releaseClaim(token: string): Promise<number>;
   /**
+   * Fast takeover after a crash (ARCHITECTURE.md, "Takeover after a crash"): takes the owner
+   * lock of `key` on `session`, a connection the dispatcher holds for its life; false when
+   * another session holds it. While it holds the lock the dispatcher writes owner lease tokens
+   * (shared-sql/owner-leases.ts). Left out, with `shortenOrphanedLeases`: no fast takeover.
+   */
+  lockOwner?(session: SqlRunner, key: number): Promise<boolean>;
+  /**
+   * Ends `graceMs` from now (on the database clock) the owner leases whose owner lock no
+   * session holds any more: their process ended, or lost the session it held the lock on and
+   * stops publishing before the grace ends. `full`: look at every owner with a lease, not only
+   * those seen holding their lock at the last call. Returns how many leases it shortened.
+   */
+  shortenOrphanedLeases?(graceMs: number, full: boolean): Promise<number>;
+  /**
    * Promotes waiting messages that no longer have an earlier undelivered message of their key
    * (a safety net, e.g. after `ordering.onDeadLetter` changed); returns how many.
    */

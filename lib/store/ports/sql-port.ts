@@ -70,6 +70,18 @@ export interface OneTripStatement {
   readonly executed: string;
 }
 
+/**
+ * A connection held by the outbox for as long as it likes (`SqlPort.session`), not returned to
+ * the pool between statements: what a session lock (the dispatcher's owner lock) lives on.
+ */
+export interface SqlSession extends SqlRunner {
+  /**
+   * Gives the connection up. `broken`: a statement on it failed or did not answer, so it is
+   * closed rather than handed back to the pool with whatever it holds.
+   */
+  release(broken: boolean): Promise<void>;
+}
+
 /** Called when a LISTEN connection is lost (an error, or the server closed it). */
 export type SqlListenLost = (error: Error) => void;
 
@@ -134,6 +146,12 @@ export interface SqlPort extends SqlRunner {
     statement: OneTripStatement,
     onSent?: () => void,
   ): Promise<SqlResult<R>>;
+  /**
+   * PostgreSQL and MySQL/MariaDB: a connection of the port's own, held until released. The
+   * dispatcher holds its owner lock on it (fast takeover after a crash, ARCHITECTURE.md
+   * "Takeover after a crash"). Left out: the leases of a crashed process wait out `leaseMs`.
+   */
+  session?(): Promise<SqlSession>;
   /**
    * PostgreSQL LISTEN on a dedicated connection, for wake-ups between polls. `channel` arrives
    * quoted. Resolves once listening, to a function that stops and releases the connection;

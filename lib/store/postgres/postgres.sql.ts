@@ -1,3 +1,4 @@
+import { OWNER_TOKEN_VERSION } from '../shared-sql/owner-leases';
 import { ATTEMPT_COLUMNS, ATTEMPT_HISTORY_LIMIT } from '../shared-sql/attempt-history';
 import { ARCHIVE_INSERT_COLUMNS, archivedValues } from '../shared-sql/outbox-archive';
 import { IN_FLIGHT_GRACE_MS } from '../shared-sql/claim-window';
@@ -1124,4 +1125,35 @@ FROM ${n.table}`;
 /** Whether a message is due: one probe of the pending index (see OutboxStore.hasDue). */
 export function postgresHasDue(n: OutboxTableNames): string {
   return `SELECT EXISTS (SELECT 1 FROM ${n.table} WHERE status = 'pending' AND available_at <= now() AND ${unleased()}) AS due`;
+}
+
+/**
+ * Params: $1 the owner-lock class. The owner keys whose lock a session of this database holds
+ * now (fast takeover, see shared-sql/owner-leases.ts): a read of the lock table, no table scan.
+ */
+export const POSTGRES_LIVE_OWNERS = `SELECT objid::int8 AS k FROM pg_locks
+WHERE locktype = 'advisory' AND classid = $1::int8::oid AND objsubid = 2 AND granted
+  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())`;
+
+/** The owner keys (8 hex digits) of the live owner leases of the table. */
+export function postgresLeaseOwners(n: OutboxTableNames): string {
+  return `SELECT DISTINCT left(lock_token::text, 8) AS k FROM ${n.table}
+WHERE status = 'pending' AND locked_until > now() AND substr(lock_token::text, 15, 1) = '${OWNER_TOKEN_VERSION}'`;
+}
+
+/**
+ * Params: $1 the owner-lock class, $2 owner keys. Those of the keys whose lock no session holds,
+ * each then held by this transaction until it ends: no owner can take that key meanwhile.
+ */
+export const POSTGRES_FREE_OWNERS = `SELECT k FROM unnest($2::int4[]) AS k WHERE pg_try_advisory_xact_lock($1::int4, k)`;
+
+/**
+ * Params: $1 grace ms, $2 owner keys (8 hex digits). Ends the owner leases of these keys `grace`
+ * from now (never later than they end already), so that a claim takes their rows then.
+ */
+export function postgresShortenOwnerLeases(n: OutboxTableNames): string {
+  const end = `now() + $1 * interval '1 millisecond'`;
+  return `UPDATE ${n.table} SET locked_until = ${end}
+WHERE status = 'pending' AND locked_until > ${end}
+  AND substr(lock_token::text, 15, 1) = '${OWNER_TOKEN_VERSION}' AND left(lock_token::text, 8) = ANY($2::text[])`;
 }

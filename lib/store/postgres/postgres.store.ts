@@ -36,12 +36,17 @@ import {
   postgresReleaseAllWaiting,
   postgresReleaseClaim,
   postgresReleaseExpired,
+  POSTGRES_FREE_OWNERS,
+  POSTGRES_LIVE_OWNERS,
+  postgresLeaseOwners,
+  postgresShortenOwnerLeases,
   postgresRequeueInPlace,
   postgresResequence,
   postgresSettle,
   postgresStats,
 } from './postgres.sql';
 import { windowOf } from '../shared-sql/claim-window';
+import { ownerHex, ownerKeyOf, POSTGRES_OWNER_LOCK_CLASS } from '../shared-sql/owner-leases';
 import { postgresClaimIds } from './postgres.log-tailing-sql';
 import { postgresLiterals } from './postgres-literal';
 import { promotionRun } from '../../options/queue-policy';
@@ -67,6 +72,8 @@ const RELISTEN_DELAY_MS = 1_000;
 export class PostgresOutboxStore implements OutboxStore {
   private readonly logger = new Logger('OutboxStore');
   private readonly channel: string;
+  /** The owner keys whose lock a session held at the last look (shortenOrphanedLeases). */
+  private ownersSeen = new Set<number>();
   /** Advisory-lock namespace of enqueues: a key's writers commit in id order. */
   private readonly lockNamespace: number;
   /** Advisory-lock namespace of parking and promotion, apart so they never wait on enqueues. */
@@ -297,6 +304,44 @@ export class PostgresOutboxStore implements OutboxStore {
 
   async releaseExpired(): Promise<number> {
     return (await this.run(postgresReleaseExpired(this.names), [])).affected;
+  }
+
+  async lockOwner(session: SqlRunner, key: number): Promise<boolean> {
+    const { rows } = await session.query<{ locked: boolean }>(
+      'SELECT pg_try_advisory_lock($1::int4, $2::int4) AS locked',
+      [POSTGRES_OWNER_LOCK_CLASS, key],
+    );
+    return rows[0]?.locked === true;
+  }
+
+  async shortenOrphanedLeases(graceMs: number, full: boolean): Promise<number> {
+    const live = new Set(
+      (
+        await this.sql.query<{ k: string | number }>(POSTGRES_LIVE_OWNERS, [
+          POSTGRES_OWNER_LOCK_CLASS,
+        ])
+      ).rows.map((r) => Number(r.k)),
+    );
+    // Between full looks, only the owners that held their lock at the last look and hold it no
+    // more: one read of the lock table, and a pass over the leases only after an owner went.
+    const looked = full
+      ? (await this.sql.query<{ k: string }>(postgresLeaseOwners(this.names))).rows.flatMap(
+          (r) => ownerKeyOf(r.k) ?? [],
+        )
+      : [...this.ownersSeen];
+    this.ownersSeen = live;
+    const gone = looked.filter((k) => !live.has(k));
+    if (gone.length === 0) return 0;
+    return this.sql.transaction(async (tx) => {
+      const free = (
+        await tx.query<{ k: string | number }>(POSTGRES_FREE_OWNERS, [
+          POSTGRES_OWNER_LOCK_CLASS,
+          gone,
+        ])
+      ).rows.map((r) => ownerHex(Number(r.k)));
+      if (free.length === 0) return 0;
+      return (await tx.query(postgresShortenOwnerLeases(this.names), [graceMs, free])).affected;
+    });
   }
 
   async releaseClaim(token: string): Promise<number> {
