@@ -165,7 +165,7 @@ export async function logDrop(args: CliArgs, db: CliDatabase, sql: SqlPort): Pro
   const { slot, publication } = await logNames(args, sql);
   if (!args.yes) {
     throw new CliUsageError(
-      `"outbox log drop" removes replication slot ${slot} and publication ${publication}: an app still set to log tailing makes the slot again at its next start, and messages committed meanwhile are found by its poll. Add --yes to go ahead.`,
+      `"outbox log drop" removes replication slot ${slot} and publication ${publication}: an app still set to log tailing makes the slot again (at once if it is running, else at its next start), and messages committed meanwhile are found by its sweep. Add --yes to go ahead.`,
     );
   }
   const [row] = (await sql.query<{ active: boolean }>(POSTGRES_SLOT_STATUS, [slot])).rows;
