@@ -454,15 +454,19 @@ for (const target of TARGETS) {
       scope.defer(() => consumer.stop().catch(() => undefined));
       const table = await tailedTable();
       // A plain Node process: on MySQL/MariaDB it loads @vlasky/zongji itself (no binlogClient).
-      const doomed = await DispatcherChild.start({
-        db: target.name,
-        table,
-        instanceId: 'doomed-tailer',
-        tcpPort: consumer.port,
-        dispatcher: { leaseMs: 3_000, publishTimeoutMs: 2_800, batchSize: 20, listen: false },
-        hangAfter: 25,
-        logTailing: { sweepIntervalMs: NO_SWEEP, standbyRetryMs: 200 },
-      });
+      // Its start (ts-node) takes long on a busy machine: the deadline only fails a hang.
+      const doomed = await DispatcherChild.start(
+        {
+          db: target.name,
+          table,
+          instanceId: 'doomed-tailer',
+          tcpPort: consumer.port,
+          dispatcher: { leaseMs: 3_000, publishTimeoutMs: 2_800, batchSize: 20, listen: false },
+          hangAfter: 25,
+          logTailing: { sweepIntervalMs: NO_SWEEP, standbyRetryMs: 200 },
+        },
+        100_000,
+      );
       scope.defer(() => doomed.kill('SIGKILL').catch(() => undefined));
       await target.started(scope.ds, table);
       // The standby, in this process: it waits for the slot (the binlog reader's lock) while the
@@ -517,7 +521,7 @@ for (const target of TARGETS) {
         const bySurvivor = survivor.sentForKey(key).filter((id) => !byChild.includes(id));
         expect([...byChild, ...bySurvivor]).toEqual(await orderOf(b, key));
       }
-    });
+    }, 180_000);
 
     it(`reports ${target.retained} and its reader as Prometheus gauges and in the Terminus health check`, async () => {
       const table = await tailedTable();
