@@ -242,6 +242,61 @@ describeWith(['postgres'], 'the PostgreSQL log reader under faults', () => {
     expect(up.outbox).toMatchObject({ status: 'up', log: { reading: true, positionLosses: 1 } });
   });
 
+  it('while its dropped slot cannot be made again (an open write transaction), the health check is down saying why; then the slot is back and counted once', async () => {
+    const table = await tailedTable();
+    const logs = new CapturingLogger();
+    const publisher = new RecordingPublisher();
+    const h = await tailingApp(
+      table,
+      publisher,
+      { createSlotTimeoutMs: 1_000 },
+      { logger: logs, health: true },
+    );
+    await waitFor('reading', reading(h));
+    const runner = scope.ds.createQueryRunner();
+    await runner.connect();
+    let open = true;
+    scope.defer(async () => {
+      if (open) await runner.rollbackTransaction().catch(() => undefined);
+      await runner.release();
+    });
+    await runner.startTransaction();
+    await runner.query('SELECT txid_current()');
+    const { slot } = names(table);
+    await waitFor('the slot dropped', async () => {
+      await scope.ds.query(
+        'SELECT pg_terminate_backend(active_pid) FROM pg_replication_slots WHERE slot_name = $1 AND active_pid IS NOT NULL',
+        [slot],
+      );
+      return scope.ds.query('SELECT pg_drop_replication_slot($1)', [slot]).then(
+        () => true,
+        () => false,
+      );
+    });
+    const health = h.moduleRef.get(OutboxHealthIndicator);
+    const down = await waitFor('the health check down, saying why', async () => {
+      const result = await health.isHealthy('outbox', { requireDispatcher: true });
+      const { problems = [] } = result.outbox;
+      return problems.some((p) => p.includes('could not be made again'))
+        ? result.outbox
+        : undefined;
+    });
+    expect(down.problems).toContainEqual(
+      expect.stringContaining(`replication slot ${slot} was dropped and could not be made again`),
+    );
+    expect(down.log).toMatchObject({ reading: false, positionLosses: 1 });
+    expect((await h.dispatcher.logLagStatus())?.problem).toMatch(/could not be made again/);
+    expect(logs.linesOf(/could not be made again/, 'warn').length).toBeGreaterThan(0);
+
+    await runner.rollbackTransaction();
+    open = false;
+    await waitFor('reading again', reading(h), { timeoutMs: 20_000 });
+    const up = await health.isHealthy('outbox', { requireDispatcher: true });
+    expect(up.outbox).toMatchObject({ status: 'up', log: { reading: true, positionLosses: 1 } });
+    const [id] = (await h.commit([msg('k', { n: 1 })])) as [string];
+    await waitFor('delivered from the new slot', () => publisher.sentIds.includes(id));
+  });
+
   it('refuses to wait past createSlotTimeoutMs for an open write transaction, naming its pid; outbox log setup then makes the slot', async () => {
     const table = await tailedTable();
     const runner = scope.ds.createQueryRunner();
