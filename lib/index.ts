@@ -126,6 +126,10 @@ export { OutboxOptionsError } from './errors/outbox-options.error';
 export { OutboxExternalDeliveryError } from './errors/outbox-external-delivery.error';
 export { OutboxTransactionRequiredError } from './errors/outbox-transaction-required.error';
 export { OutboxTableMissingError } from './errors/outbox-table-missing.error';
+export {
+  OutboxReplicationSlotWaitError,
+  type OutboxSlotBlocker,
+} from './errors/outbox-replication-slot-wait.error';
 export { OutboxAdminInputError } from './errors/outbox-admin-input.error';
 export {
   OutboxInvalidMessageError,

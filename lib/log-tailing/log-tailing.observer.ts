@@ -16,6 +16,7 @@ const DEFAULT_STANDBY_RETRY_MS = 1_000;
 const DEFAULT_SWEEP_INTERVAL_MS = 5_000;
 const DEFAULT_MAX_QUEUED = 50_000;
 const DEFAULT_READER_TIMEOUT_MS = 5_000;
+const DEFAULT_CREATE_SLOT_TIMEOUT_MS = 10_000;
 
 /**
  * The dispatcher's log observer: `OutboxModule.forRoot({ …, dispatcher: { observe:
@@ -50,6 +51,11 @@ export function logTailing(options: LogTailingOptions = {}): OutboxLogObserver {
     DEFAULT_READER_TIMEOUT_MS,
     'readerTimeoutMs',
   );
+  const createSlotTimeoutMs = positive(
+    options.createSlotTimeoutMs,
+    DEFAULT_CREATE_SLOT_TIMEOUT_MS,
+    'createSlotTimeoutMs',
+  );
   const serverId =
     options.serverId === undefined
       ? undefined
@@ -69,6 +75,8 @@ export function logTailing(options: LogTailingOptions = {}): OutboxLogObserver {
             publication: publicationName ?? publication,
             connection: replicationConnection(context, connectionString),
             standbyRetryMs,
+            readerTimeoutMs,
+            createSlotTimeoutMs,
             maxQueued,
             log: context.log ?? (() => undefined),
           });
@@ -81,7 +89,9 @@ export function logTailing(options: LogTailingOptions = {}): OutboxLogObserver {
               ? 'slotName'
               : publicationName !== undefined
                 ? 'publicationName'
-                : undefined;
+                : options.createSlotTimeoutMs !== undefined
+                  ? 'createSlotTimeoutMs'
+                  : undefined;
           if (postgresOnly !== undefined) {
             throw new OutboxOptionsError(
               `logTailing({ ${postgresOnly} }) is for PostgreSQL; MySQL/MariaDB's binlog has no slot or publication (its position is kept in the table <table>_log_position). Remove the option.`,

@@ -26,14 +26,26 @@ export interface LogTailingOptions {
    */
   standbyRetryMs?: number;
   /**
-   * MySQL/MariaDB: the longest the binlog reader waits for the server (a connect, a check that
-   * it still holds the reader's lock, a statement; silence on the binlog connection, which the
-   * server fills with heartbeats) before it takes the link for dead, stops reading and gives the
-   * lock up. The server ends the lock's session after `standbyRetryMs + readerTimeoutMs`
-   * (rounded up to whole seconds, plus one) without a word from it, so a standby takes over
-   * from a reader cut off or frozen. @default 5000
+   * The longest the log's reader waits for the server before it takes the link for dead, stops
+   * reading and lets a standby take over. MySQL/MariaDB: a connect, a check that it still holds
+   * the reader's lock, a statement; silence on the binlog connection, which the server fills
+   * with heartbeats. The server ends the lock's session after `standbyRetryMs + readerTimeoutMs`
+   * (rounded up to whole seconds, plus one) without a word from it. PostgreSQL: the replication
+   * connection's connect, and the check (every `standbyRetryMs`) that the server still counts
+   * this process as the slot's reader; the server ends a replication session silent for
+   * `standbyRetryMs + readerTimeoutMs` (its `wal_sender_timeout`, set for this session). Either
+   * way a standby takes over from a reader cut off or frozen, and TCP keep-alive probes start
+   * after `readerTimeoutMs` of silence. @default 5000
    */
   readerTimeoutMs?: number;
+  /**
+   * PostgreSQL: the longest making the replication slot (at the first start, or after the slot
+   * was lost) waits for the write transactions open on the server, which PostgreSQL waits for
+   * before it makes a logical slot. Past it the start fails with
+   * `OutboxReplicationSlotWaitError`, naming the oldest such session's pid. `outbox log setup`
+   * makes the slot ahead of a deploy. @default 10000
+   */
+  createSlotTimeoutMs?: number;
   /**
    * How often the dispatcher still polls the table (retries, promotions, rows the log's reader
    * left to the table). @default 5000

@@ -528,15 +528,19 @@ for (const target of TARGETS) {
       scope.defer(() => consumer.stop().catch(() => undefined));
       const table = await tailedTable();
       // A plain Node process: on MySQL/MariaDB it loads @vlasky/zongji itself (no binlogClient).
-      const doomed = await DispatcherChild.start({
-        db: target.name,
-        table,
-        instanceId: 'doomed-tailer',
-        tcpPort: consumer.port,
-        dispatcher: { leaseMs: 3_000, publishTimeoutMs: 2_800, batchSize: 20, listen: false },
-        hangAfter: 25,
-        logTailing: { sweepIntervalMs: NO_SWEEP, standbyRetryMs: 200 },
-      });
+      // Its start (ts-node) takes long on a busy machine: the deadline only fails a hang.
+      const doomed = await DispatcherChild.start(
+        {
+          db: target.name,
+          table,
+          instanceId: 'doomed-tailer',
+          tcpPort: consumer.port,
+          dispatcher: { leaseMs: 3_000, publishTimeoutMs: 2_800, batchSize: 20, listen: false },
+          hangAfter: 25,
+          logTailing: { sweepIntervalMs: NO_SWEEP, standbyRetryMs: 200 },
+        },
+        100_000,
+      );
       scope.defer(() => doomed.kill('SIGKILL').catch(() => undefined));
       await target.started(scope.ds, table);
       // The standby, in this process: it waits for the slot (the binlog reader's lock) while the
@@ -591,7 +595,7 @@ for (const target of TARGETS) {
         const bySurvivor = survivor.sentForKey(key).filter((id) => !byChild.includes(id));
         expect([...byChild, ...bySurvivor]).toEqual(await orderOf(b, key));
       }
-    });
+    }, 180_000);
 
     // Fast takeover (ARCHITECTURE.md "Takeover after a crash"): leases of 60 s, no sweep; the
     // wait below is a third of the lease, so only the dead reader's freed owner lock explains it.

@@ -25,6 +25,8 @@ export interface OutboxLogLagSource {
   logLagStatus(): Promise<{
     readonly retainedBytes: number | null;
     readonly active: boolean;
+    readonly positionLosses?: number;
+    readonly problem?: string | null;
   } | null>;
 }
 
@@ -48,6 +50,8 @@ export interface OutboxLogLagSource {
  * | `outbox_dead_messages` | gauge | dead letters in the table |
  * | `outbox_log_retained_bytes` | gauge | log tailing: WAL the replication slot keeps (sampled) |
  * | `outbox_log_reader_active` | gauge | log tailing: 1 when this process reads the slot, 0 standing by |
+ * | `outbox_log_position_losses_total` | counter | log tailing: the slot found dropped or invalidated, and made again |
+ * | `outbox_log_unreadable` | gauge | log tailing: 1 while the slot is missing or invalidated and not made again |
  */
 export class OutboxMetrics implements OutboxObserver {
   /** The registry the metrics live in: expose it with `await registry.metrics()`. */
@@ -66,6 +70,10 @@ export class OutboxMetrics implements OutboxObserver {
   private readonly dead: Gauge;
   private readonly logRetained: Gauge;
   private readonly logActive: Gauge;
+  private readonly logLosses: Counter;
+  private readonly logUnreadable: Gauge;
+  /** The source's count of losses at the last sample (the counter adds what is new). */
+  private logLossesSeen = 0;
   private timer: NodeJS.Timeout | undefined;
   private sampling: Promise<void> | undefined;
 
@@ -205,6 +213,24 @@ export class OutboxMetrics implements OutboxObserver {
           registers,
         }),
     );
+    this.logLosses = named(
+      'outbox_log_position_losses_total',
+      (name) =>
+        new Counter({
+          name,
+          help: "Log tailing: times the outbox's replication slot was found dropped or invalidated and made again (sampled); what committed meanwhile went through the sweep.",
+          registers,
+        }),
+    );
+    this.logUnreadable = named(
+      'outbox_log_unreadable',
+      (name) =>
+        new Gauge({
+          name,
+          help: "Log tailing: 1 while the outbox's replication slot is missing or invalidated and not made again (sampled).",
+          registers,
+        }),
+    );
   }
 
   onPublished(records: readonly OutboxPublishedRecord[]): void {
@@ -274,6 +300,10 @@ export class OutboxMetrics implements OutboxObserver {
       if (lag === undefined || lag === null) return;
       if (lag.retainedBytes !== null) this.logRetained.set(lag.retainedBytes);
       this.logActive.set(lag.active ? 1 : 0);
+      this.logUnreadable.set(lag.problem == null ? 0 : 1);
+      const losses = lag.positionLosses ?? 0;
+      if (losses > this.logLossesSeen) this.logLosses.inc(losses - this.logLossesSeen);
+      this.logLossesSeen = losses;
     } catch (error) {
       this.logger.warn(`Reading the replication slot's lag failed: ${describeError(error)}`);
     }

@@ -32,7 +32,17 @@ export interface OutboxHealthDetails {
    * With log tailing: the WAL the replication slot keeps (null when unknown or not tailing),
    * and whether this process is the slot's reader.
    */
-  readonly log?: { readonly retainedBytes: number | null; readonly reading: boolean };
+  readonly log?: {
+    readonly retainedBytes: number | null;
+    readonly reading: boolean;
+    /**
+     * How often the log's position was found lost (PostgreSQL: the slot dropped or
+     * invalidated) and made again since the start; present where the source counts it.
+     */
+    readonly positionLosses?: number;
+    /** What keeps the log from being read now (a missing or invalidated slot), when anything. */
+    readonly problem?: string;
+  };
   /** Why the check is down (absent when up). */
   readonly problems?: readonly string[];
 }
@@ -185,7 +195,15 @@ export class OutboxHealthIndicator implements OnModuleInit {
         `the replication slot keeps ${lag.retainedBytes} bytes of WAL, over the limit of ${max} (is a reader running? see "outbox log status")`,
       );
     }
-    return { retainedBytes: lag.retainedBytes, reading: lag.active };
+    if (lag.problem != null) {
+      problems.push(`log tailing cannot read the log: ${lag.problem} (see "outbox log status")`);
+    }
+    return {
+      retainedBytes: lag.retainedBytes,
+      reading: lag.active,
+      ...(lag.positionLosses === undefined ? {} : { positionLosses: lag.positionLosses }),
+      ...(lag.problem == null ? {} : { problem: lag.problem }),
+    };
   }
 
   private async stats(

@@ -1,3 +1,4 @@
+import { Socket } from 'node:net';
 import type { LogicalReplicationService, Pgoutput } from 'pg-logical-replication';
 import type { ClientConfig } from 'pg';
 import { OutboxOptionsError } from '../../errors/outbox-options.error';
@@ -10,7 +11,6 @@ import type {
   OutboxLogSourceContext,
 } from '../../store/ports/outbox-log-source.port';
 import {
-  POSTGRES_CREATE_SLOT,
   POSTGRES_LOG_SETTINGS,
   POSTGRES_PUBLICATION_STATUS,
   POSTGRES_SLOT_STATUS,
@@ -18,6 +18,8 @@ import {
   postgresLogTailingDdl,
 } from '../../store/postgres/postgres.log-tailing-sql';
 import { compareLsn, lsnBefore } from './lsn';
+import { PostgresLogTailingMessages as Messages } from './postgres-log-tailing.messages';
+import { ensureLogicalSlot } from './postgres-slot';
 
 /** What a PostgreSQL log source is built from, resolved by `logTailing()`. */
 export interface PostgresLogSourceSettings {
@@ -30,8 +32,23 @@ export interface PostgresLogSourceSettings {
   readonly slot?: string;
   /** How to open the replication connection (never logged: it may hold a password). */
   readonly connection: ClientConfig;
-  /** How often a standby asks for the slot while another process reads it. */
+  /**
+   * How often a standby asks for the slot while another process reads it, and how often the
+   * reader checks that the server still counts it as the slot's reader.
+   */
   readonly standbyRetryMs: number;
+  /**
+   * The longest the reader waits for the server: its connect, its check that it still holds
+   * the slot; TCP keep-alive starts after this much silence. The server ends a replication
+   * session silent for `standbyRetryMs + readerTimeoutMs` (its `wal_sender_timeout`), so a
+   * standby takes over from a reader cut off or frozen. @default 5000
+   */
+  readonly readerTimeoutMs?: number;
+  /**
+   * The longest making the slot waits for the write transactions open on the server before it
+   * fails with `OutboxReplicationSlotWaitError`. @default 10000
+   */
+  readonly createSlotTimeoutMs?: number;
   /**
    * Most inserts received and not yet handed over before the source stops reading to let the
    * dispatcher catch up (it reconnects from the acknowledged position afterwards).
@@ -43,6 +60,10 @@ export interface PostgresLogSourceSettings {
 
 /** PostgreSQL's SQLSTATE for "object in use": the slot is read by another process. */
 const OBJECT_IN_USE = '55006';
+const DEFAULT_READER_TIMEOUT_MS = 5_000;
+const DEFAULT_CREATE_SLOT_TIMEOUT_MS = 10_000;
+/** A warning that repeats word for word is written at most this often. */
+const REPEAT_WARNING_MS = 60_000;
 
 /** A committed transaction of the outbox table, as it came off the stream. */
 interface Committed {
@@ -66,8 +87,16 @@ export class PostgresLogSource implements OutboxLogSource {
   /** Received and not yet acknowledged: transactions queued, or being handed over. */
   private outstanding = 0;
   private active = false;
+  /** The server process streaming the slot to this source (learnt after each start). */
+  private readerPid: number | undefined;
   /** The slot's name, from the settings or (at `check()`) the database's default. */
   private slotName: string | undefined;
+  /** Times the slot was found gone or invalidated (`OutboxLogLag.positionLosses`). */
+  private losses = 0;
+  /** Since when the slot is gone and not made again, and why; undefined while it is there. */
+  private lost: { readonly reason: string; problem: string } | undefined;
+  /** The last warning written, when, and how many like it were held back since. */
+  private lastWarning: { text: string; at: number; held: number } | undefined;
 
   constructor(
     private readonly context: OutboxLogSourceContext,
@@ -118,7 +147,17 @@ export class PostgresLogSource implements OutboxLogSource {
     }
     // The slot is made here, before the first read, so that WAL is kept from now on: what
     // commits between this check and the first read is read, not left to the poll alone.
-    await sql.query(POSTGRES_CREATE_SLOT, [slot]);
+    await ensureLogicalSlot(sql, slot, this.createSlotTimeoutMs, (line) =>
+      this.settings.log('log', line),
+    );
+  }
+
+  private get readerTimeoutMs(): number {
+    return this.settings.readerTimeoutMs ?? DEFAULT_READER_TIMEOUT_MS;
+  }
+
+  private get createSlotTimeoutMs(): number {
+    return this.settings.createSlotTimeoutMs ?? DEFAULT_CREATE_SLOT_TIMEOUT_MS;
   }
 
   /** The slot's name; known once `check()` ran. */
@@ -147,13 +186,83 @@ export class PostgresLogSource implements OutboxLogSource {
         standingBy = true;
       } else if (ended !== undefined) {
         standingBy = false;
-        this.settings.log(
-          'warn',
-          `Reading replication slot ${this.slot} failed, reconnecting in ${this.settings.standbyRetryMs} ms: ${describeError(ended)}`,
-        );
+        const remade = await this.remakeLostSlot(signal);
+        if (remade) continue;
+        if (this.lost === undefined) {
+          this.warn(
+            Messages.readFailed(this.slot, this.settings.standbyRetryMs, describeError(ended)),
+          );
+        }
       }
       await sleep(this.settings.standbyRetryMs, signal);
     }
+  }
+
+  /**
+   * After a read failed: when the slot is gone (dropped: `outbox log drop`, a failover, an
+   * operator) or invalidated by the server (`max_slot_wal_keep_size`), makes it again and
+   * answers true, so the reader reconnects at once. The new slot starts at the server's current
+   * WAL position: what was committed while the slot was gone is never read from the log, but
+   * each such row is `pending` in the table (a row leaves that state only through a recorded
+   * outcome), so the sweep, which selects by state, delivers it; a key's later rows that the
+   * log names wait behind it (claimIds leases only a key's head). Nothing is lost, only later.
+   */
+  private async remakeLostSlot(signal: AbortSignal): Promise<boolean> {
+    const slot = this.slot;
+    let found: { wal_status: string | null } | undefined;
+    try {
+      [found] = (
+        await within(
+          this.context.sql.query<{ wal_status: string | null }>(POSTGRES_SLOT_STATUS, [slot]),
+          this.readerTimeoutMs,
+        )
+      ).rows;
+    } catch {
+      return false;
+    }
+    if (found !== undefined && found.wal_status !== 'lost') return false;
+    if (this.lost === undefined) {
+      this.losses++;
+      const reason =
+        found === undefined
+          ? 'dropped'
+          : 'invalidated by the server (it kept more WAL than max_slot_wal_keep_size allows)';
+      this.lost = { reason, problem: `replication slot ${slot} was ${reason}` };
+    }
+    const { reason } = this.lost;
+    try {
+      await untilAborted(
+        ensureLogicalSlot(this.context.sql, slot, this.createSlotTimeoutMs, (line) =>
+          this.settings.log('log', line),
+        ),
+        signal,
+      );
+    } catch (error) {
+      this.lost.problem = `replication slot ${slot} was ${reason} and could not be made again: ${describeError(error)}`;
+      this.warn(Messages.slotNotRemade(slot, reason, describeError(error)));
+      return false;
+    }
+    if (signal.aborted) return false;
+    this.lost = undefined;
+    this.lastWarning = undefined;
+    this.settings.log('warn', Messages.slotLost(slot, reason));
+    return true;
+  }
+
+  /**
+   * A warning, written at once when it is new and at most once a minute while it repeats word
+   * for word (a reader retrying every standbyRetryMs would write 86 400 lines a day).
+   */
+  private warn(text: string): void {
+    const now = Date.now();
+    const last = this.lastWarning;
+    if (last !== undefined && last.text === text && now - last.at < REPEAT_WARNING_MS) {
+      last.held++;
+      return;
+    }
+    const held = last?.text === text ? last.held : 0;
+    this.lastWarning = { text, at: now, held: 0 };
+    this.settings.log('warn', held === 0 ? text : Messages.repeated(text, held));
   }
 
   async acknowledge(position: string): Promise<void> {
@@ -163,11 +272,29 @@ export class PostgresLogSource implements OutboxLogSource {
 
   async lag(): Promise<OutboxLogLag> {
     const [row] = (
-      await this.context.sql.query<{ retained_bytes: number | null }>(POSTGRES_SLOT_STATUS, [
-        this.slot,
-      ])
+      await this.context.sql.query<{
+        retained_bytes: number | null;
+        wal_status: string | null;
+        active_pid: number | null;
+      }>(POSTGRES_SLOT_STATUS, [this.slot])
     ).rows;
-    return { retainedBytes: row?.retained_bytes ?? null, active: this.active };
+    // Active only while the server agrees: a reader cut off keeps its socket until it notices,
+    // and the server may already have given the slot to a standby.
+    const active =
+      this.active && row?.active_pid != null && Number(row.active_pid) === this.readerPid;
+    const problem =
+      this.lost?.problem ??
+      (row === undefined
+        ? `replication slot ${this.slot} does not exist`
+        : row.wal_status === 'lost'
+          ? `replication slot ${this.slot} was invalidated by the server (max_slot_wal_keep_size)`
+          : null);
+    return {
+      retainedBytes: row?.retained_bytes ?? null,
+      active,
+      positionLosses: this.losses,
+      problem,
+    };
   }
 
   /**
@@ -178,9 +305,27 @@ export class PostgresLogSource implements OutboxLogSource {
     onBatch: (batch: LoggedBatch) => Promise<void>,
     signal: AbortSignal,
   ): Promise<void> {
-    const { publication, connection, maxQueued } = this.settings;
+    const { publication, maxQueued, standbyRetryMs } = this.settings;
     const slot = this.slot;
+    const timeoutMs = this.readerTimeoutMs;
     const { LogicalReplicationService, PgoutputPlugin } = await loadLogicalReplication();
+    // The socket is ours so that a stop can close it in any state: node-postgres never settles
+    // a connect that its own end() interrupts, and its end() waits for the server's goodbye.
+    let socket: Socket | undefined;
+    const connection: ClientConfig = {
+      ...this.settings.connection,
+      stream: () => {
+        socket = new Socket();
+        return socket;
+      },
+      keepAlive: true,
+      keepAliveInitialDelayMillis: timeoutMs,
+      connectionTimeoutMillis: timeoutMs,
+      fallback_application_name: 'nestjs-outbox log reader',
+      // The server ends this session when it has not heard from it for this long (the reader
+      // answers its keepalives at once): the slot of a reader cut off or frozen goes to a standby.
+      options: `-c wal_sender_timeout=${standbyRetryMs + timeoutMs}`,
+    };
     const service = new LogicalReplicationService(connection, {
       // Both off: the library would otherwise confirm every LSN it received, handled or not.
       acknowledge: { auto: false, timeoutSeconds: 0 },
@@ -198,8 +343,13 @@ export class PostgresLogSource implements OutboxLogSource {
       wake = undefined;
       w?.();
     };
+    let stopped: (() => void) | undefined;
+    const ended = new Promise<void>((resolve) => (stopped = resolve));
     const stop = () => {
-      void service.stop();
+      this.active = false;
+      void service.stop().catch(() => undefined);
+      socket?.destroy();
+      stopped?.();
       notify();
     };
     const { schema, tableName } = this.context.names;
@@ -243,6 +393,49 @@ export class PostgresLogSource implements OutboxLogSource {
       failure ??= error;
       stop();
     });
+    // Whether the server still counts this connection as the slot's reader: the first answer
+    // after the start names this reader's server process; an answer naming another (or none),
+    // or no answer within readerTimeoutMs, means the stream is dead or the slot was taken over
+    // (a cut the socket has not noticed): stop, and ask for the slot again.
+    let checking: NodeJS.Timeout | undefined;
+    let inCheck = false;
+    const check = async () => {
+      if (inCheck || !this.active) return;
+      inCheck = true;
+      try {
+        const [row] = (
+          await within(
+            this.context.sql.query<{ active_pid: number | null }>(POSTGRES_SLOT_STATUS, [slot]),
+            timeoutMs,
+          )
+        ).rows;
+        const pid = row?.active_pid == null ? undefined : Number(row.active_pid);
+        if (!this.active) return;
+        if (this.readerPid === undefined && pid !== undefined) this.readerPid = pid;
+        else if (pid === undefined || pid !== this.readerPid) {
+          this.warn(
+            Messages.readerLost(
+              slot,
+              pid === undefined
+                ? 'the server no longer counts a reader on it (the connection was cut or the slot dropped)'
+                : `another process (server pid ${pid}) reads it now`,
+            ),
+          );
+          stop();
+        }
+      } catch (error) {
+        if (!this.active) return;
+        this.warn(
+          Messages.readerLost(
+            slot,
+            `checking that this process still reads it failed: ${describeError(error)}`,
+          ),
+        );
+        stop();
+      } finally {
+        inCheck = false;
+      }
+    };
     service.on('start', () => {
       // Stopped while connecting: the library had no connection to end then; end it now, or
       // it would hold the slot from the standbys.
@@ -251,9 +444,13 @@ export class PostgresLogSource implements OutboxLogSource {
         return;
       }
       this.active = true;
+      this.readerPid = undefined;
       this.settings.log('log', `Reading replication slot ${slot} (publication ${publication})`);
+      checking ??= setInterval(() => void check(), standbyRetryMs);
+      void check();
     });
     signal.addEventListener('abort', stop, { once: true });
+    if (signal.aborted) stop();
     this.outstanding = 0;
     // Hands the queue over, oldest first, merged into batches: one lease and settle for many
     // small transactions. Runs until the stream ended and the queue is empty.
@@ -276,18 +473,25 @@ export class PostgresLogSource implements OutboxLogSource {
     })();
     try {
       // '0/0': from the slot's confirmed position, never from a position this process believes.
-      await service.subscribe(
-        new PgoutputPlugin({ protoVersion: 1, publicationNames: [publication] }),
-        slot,
-        '0/0',
-      );
+      // Raced with the stop: a connect it interrupted never settles.
+      await Promise.race([
+        service.subscribe(
+          new PgoutputPlugin({ protoVersion: 1, publicationNames: [publication] }),
+          slot,
+          '0/0',
+        ),
+        ended,
+      ]);
     } catch (error) {
       failure ??= error;
     } finally {
+      clearInterval(checking);
       signal.removeEventListener('abort', stop);
       streaming = false;
+      this.active = false;
       notify();
       await handing;
+      socket?.destroy();
       await service.stop().catch(() => undefined);
       if (this.service === service) this.service = undefined;
     }
@@ -295,6 +499,31 @@ export class PostgresLogSource implements OutboxLogSource {
       throw failure instanceof Error ? failure : new Error(describeError(failure));
     }
   }
+}
+
+/** `work`, or a rejection once `ms` passed without its answer. */
+function within<T>(work: Promise<T>, ms: number): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const late = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error(`no answer within ${ms} ms`)), ms);
+  });
+  return Promise.race([work, late]).finally(() => clearTimeout(timer));
+}
+
+/** `work`, or undefined as soon as `signal` aborts (`work` goes on, its answer unused). */
+function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T | undefined> {
+  if (signal.aborted) {
+    work.catch(() => undefined);
+    return Promise.resolve(undefined);
+  }
+  let onAbort: (() => void) | undefined;
+  const aborted = new Promise<undefined>((resolve) => {
+    onAbort = () => resolve(undefined);
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+  return Promise.race([work, aborted]).finally(() => {
+    if (onAbort !== undefined) signal.removeEventListener('abort', onAbort);
+  });
 }
 
 function sleep(ms: number, signal: AbortSignal): Promise<void> {

@@ -38,9 +38,11 @@ Commands:
                                                    connector that delivers this table (host,
                                                    port, user and database from DATABASE_URL;
                                                    the password as a config-provider reference)
-  log setup [--publication NAME]                   log tailing: create the publication of
-                                                   the table's inserts (PostgreSQL) or the
-                                                   binlog position table (MySQL/MariaDB);
+  log setup [--slot NAME] [--publication NAME]     log tailing: create the publication of
+                                                   the table's inserts and the replication
+                                                   slot (PostgreSQL; waits up to 60 s for
+                                                   open write transactions) or the binlog
+                                                   position table (MySQL/MariaDB);
                                                    also schema migrate --log-tailing
   log status [--slot NAME] [--publication NAME]    the slot (PostgreSQL) or stored binlog
                                                    position (MySQL): read or not, the log kept
@@ -172,7 +174,7 @@ const COMMANDS = {
     'dry-run',
     'on-dead-letter',
   ],
-  'log setup': ['publication'],
+  'log setup': ['slot', 'publication'],
   'log status': ['slot', 'publication'],
   'log drop': ['slot', 'publication', 'yes'],
 } satisfies Record<string, readonly OptionName[]>;

@@ -17,6 +17,7 @@ import {
   mysqlLogPositionStatus,
 } from '../../store/mysql/mysql.log-tailing-sql';
 import type { SqlPort } from '../../store/ports/sql-port';
+import { ensureLogicalSlot } from '../../log-tailing/postgres/postgres-slot';
 import type { CliArgs } from './cli-args';
 import { CliUsageError } from './cli-usage.error';
 import type { CliDatabase } from './database-url';
@@ -66,7 +67,14 @@ async function mysqlNames(
   return { names, database: args.schema ?? row?.db ?? '' };
 }
 
-/** Creates the publication of the outbox table's inserts (idempotent). */
+/** How long `outbox log setup` waits for the server's open write transactions to make the slot. */
+const SETUP_SLOT_WAIT_MS = 60_000;
+
+/**
+ * Creates the publication of the outbox table's inserts (or adds the table to it), checks that
+ * it now covers the table, and makes the replication slot (idempotent), so that the app's first
+ * start neither waits for the server's open transactions nor fails its readiness probe.
+ */
 export async function logSetup(
   args: CliArgs,
   db: CliDatabase,
@@ -74,12 +82,33 @@ export async function logSetup(
 ): Promise<LogCliResult> {
   if (db.dialect === 'mysql') return mysqlLogSetup(args, sql);
   sqliteRefused(db, 'log setup');
-  const { publication } = await logNames(args, sql);
+  const { publication, slot } = await logNames(args, sql);
   const names = outboxTableNames(args.table, args.schema, 'double');
   for (const statement of postgresLogTailingDdl(names, publication)) await sql.query(statement);
+  // Checked after the DDL, as the app checks it: a publication of this name made by hand may
+  // publish no inserts, and only this query says what the server will send.
+  const [pub] = (
+    await sql.query<{ covers: boolean; pubinsert: boolean }>(POSTGRES_PUBLICATION_STATUS, [
+      publication,
+      args.schema ?? 'public',
+      args.table,
+    ])
+  ).rows;
+  if (pub?.covers !== true || !pub.pubinsert) {
+    return {
+      text: `Publication ${publication} ${pub === undefined ? 'could not be made' : pub.covers ? 'covers ' + names.table + ' but does not publish inserts' : 'still does not cover ' + names.table} after "outbox log setup". Check it (SELECT * FROM pg_publication_tables WHERE pubname = '${publication}'), or drop it (outbox log drop --yes) and run "outbox log setup" again.`,
+      json: { publication, table: names.table, covered: false },
+      exitCode: 1,
+    };
+  }
+  const made = await ensureLogicalSlot(sql, slot, SETUP_SLOT_WAIT_MS, () => undefined);
+  const slotLine =
+    made === 'exists'
+      ? `Replication slot ${slot} was already there.`
+      : `Made replication slot ${slot}: from now on the server keeps WAL for it until an app reads it (an unread slot fills the disk: "outbox log status", "outbox log drop").`;
   return {
-    text: `Publication ${publication} publishes the inserts of ${names.table}. The app's logTailing() makes its replication slot at its first start (a role with REPLICATION).`,
-    json: { publication, table: names.table },
+    text: `Publication ${publication} publishes the inserts of ${names.table}. ${slotLine}`,
+    json: { publication, table: names.table, covered: true, slot, slotMade: made !== 'exists' },
   };
 }
 
@@ -117,7 +146,7 @@ export async function logStatus(
   };
   const lines = [
     row === undefined
-      ? `Slot ${slot}: none (the app makes it at its first start with log tailing).`
+      ? `Slot ${slot}: none ("outbox log setup" makes it, or the app at its first start with log tailing).`
       : `Slot ${slot}: ${row.active ? 'read now' : 'NOT read by any process'}, confirmed up to ${row.confirmed_flush_lsn ?? '-'}, keeping ${formatBytes(json.retainedBytes)} of WAL.`,
     `Publication ${publication}: ${pub === undefined ? 'missing (outbox log setup)' : pub.covers ? 'publishes the table' : 'does not cover the table'}.`,
   ];
@@ -136,7 +165,7 @@ export async function logDrop(args: CliArgs, db: CliDatabase, sql: SqlPort): Pro
   const { slot, publication } = await logNames(args, sql);
   if (!args.yes) {
     throw new CliUsageError(
-      `"outbox log drop" removes replication slot ${slot} and publication ${publication}: an app still set to log tailing makes the slot again at its next start, and messages committed meanwhile are found by its poll. Add --yes to go ahead.`,
+      `"outbox log drop" removes replication slot ${slot} and publication ${publication}: an app still set to log tailing makes the slot again (at once if it is running, else at its next start), and messages committed meanwhile are found by its sweep. Add --yes to go ahead.`,
     );
   }
   const [row] = (await sql.query<{ active: boolean }>(POSTGRES_SLOT_STATUS, [slot])).rows;

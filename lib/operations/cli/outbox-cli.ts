@@ -118,6 +118,7 @@ function execute(
         withDatabase(db, false, (sql) => logSetup(args, db, sql)).then((log) => ({
           text: `${migrated.text}\n${log.text}`,
           json: { ...(migrated.json as object), logTailing: log.json },
+          ...(log.exitCode === undefined ? {} : { exitCode: log.exitCode }),
         })),
       );
     }

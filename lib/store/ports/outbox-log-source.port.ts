@@ -30,6 +30,18 @@ export interface OutboxLogLag {
   readonly retainedBytes: number | null;
   /** Whether this process is the one active reader now. */
   readonly active: boolean;
+  /**
+   * How often this process found the log's durable position gone and made a new one
+   * (PostgreSQL: the slot dropped, or invalidated past `max_slot_wal_keep_size`). Messages
+   * committed while it was gone are pending in the table and go out through the sweep.
+   * Left out by a source that cannot lose its position.
+   */
+  readonly positionLosses?: number;
+  /**
+   * Why the log cannot be read now (the slot is missing or invalidated and could not be made
+   * again yet); null or left out when nothing stands in the way.
+   */
+  readonly problem?: string | null;
 }
 
 /**

@@ -98,16 +98,25 @@ function shortHash(text: string): string {
 /**
  * The DDL log tailing needs on the server, idempotent: the publication of the outbox table's
  * inserts (the tailer needs no other change: outcomes are in the table, read by id), published
- * under the root table when the table is partitioned. The slot is not DDL (a replication
- * connection creates it, see PostgresLogSource); its SQL is in `postgresCreateSlot`.
- * `publication` is checked as an identifier here (letters, digits, `_`), so it needs no escaping.
+ * under the root table when the table is partitioned. A publication that exists and does not
+ * cover the table (the table was dropped and made again, which takes it out of every
+ * publication) gets it added. The slot is not DDL (see `POSTGRES_CREATE_SLOT`).
+ * `publication` is checked as an identifier here (letters, digits, `_`) and the table's names
+ * were when `n` was made, so none needs escaping inside the string constants.
  */
 export function postgresLogTailingDdl(n: OutboxTableNames, publication: string): string[] {
   assertIdentifier(publication, 'publicationName');
+  // Compared as regclass: the publication lists the table by schema and name, `n.table` may be
+  // unqualified (the search path's schema), and a partition root is listed under its own name.
   return [
     `DO $$ BEGIN
   IF NOT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = '${publication}') THEN
     CREATE PUBLICATION "${publication}" FOR TABLE ${n.table} WITH (publish = 'insert', publish_via_partition_root = true);
+  ELSIF NOT EXISTS (
+    SELECT 1 FROM pg_publication_tables AS t
+    WHERE t.pubname = '${publication}'
+      AND format('%I.%I', t.schemaname, t.tablename)::regclass = '${n.table}'::regclass) THEN
+    ALTER PUBLICATION "${publication}" ADD TABLE ${n.table};
   END IF;
 END $$`,
   ];
@@ -117,11 +126,34 @@ END $$`,
 export const POSTGRES_CREATE_SLOT = `SELECT slot_name FROM pg_create_logical_replication_slot($1, 'pgoutput')
 WHERE NOT EXISTS (SELECT 1 FROM pg_replication_slots WHERE slot_name = $1)`;
 
-/** $1 slot name: the slot's state, and the WAL it keeps (bytes past its confirmed position). */
+/**
+ * $1 slot name: the slot's state, the WAL it keeps (bytes past its confirmed position), whether
+ * the server invalidated it (`wal_status` 'lost': it kept more than `max_slot_wal_keep_size`),
+ * and the server process reading it (`active_pid`, null when none does).
+ */
 export const POSTGRES_SLOT_STATUS = `SELECT s.slot_name, s.active, s.plugin, s.database,
   s.confirmed_flush_lsn::text AS confirmed_flush_lsn,
-  greatest(0, pg_wal_lsn_diff(pg_current_wal_lsn(), s.confirmed_flush_lsn))::float8 AS retained_bytes
+  greatest(0, pg_wal_lsn_diff(pg_current_wal_lsn(), s.confirmed_flush_lsn))::float8 AS retained_bytes,
+  s.wal_status, s.active_pid
 FROM pg_replication_slots AS s WHERE s.slot_name = $1`;
+
+/** $1 slot name: drops the slot if the server invalidated it and no session reads it. */
+export const POSTGRES_DROP_LOST_SLOT = `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots
+WHERE slot_name = $1 AND wal_status = 'lost' AND NOT active`;
+
+/**
+ * The sessions with an open write transaction (an xid), oldest first: a new logical slot waits
+ * for each of them to end. Other roles' sessions show their xid only to a role with
+ * `pg_read_all_stats`; prepared transactions (which hold it too) are listed with pid 0.
+ */
+export const POSTGRES_SLOT_BLOCKERS = `SELECT * FROM (
+  SELECT a.pid, a.xact_start::text AS xact_start, a.usename::text AS usename,
+    a.datname::text AS datname, a.application_name, a.state, a.xact_start AS started
+  FROM pg_stat_activity AS a WHERE a.backend_xid IS NOT NULL AND a.pid <> pg_backend_pid()
+  UNION ALL
+  SELECT 0, p.prepared::text, p.owner::text, p.database::text, 'prepared transaction ' || p.gid, 'prepared', p.prepared
+  FROM pg_prepared_xacts AS p) AS b
+ORDER BY b.started NULLS LAST LIMIT 5`;
 
 /** $1 slot name: drops the slot (fails while a reader is active on it). */
 export const POSTGRES_DROP_SLOT = `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1`;
