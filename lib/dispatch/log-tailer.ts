@@ -76,7 +76,12 @@ export class LogTailer {
         else queue.push(insert.id);
       }
     }
-    let handedOff = 0;
+    // Transactions past the source's bound are the table's whole. A later transaction's message
+    // of one of their keys is not leased here before their rows go out: claimIds leases a row
+    // only when every earlier blocking row of its key is in the same lease, so it is refused
+    // while those pending rows wait, and left to the table too, whose sweep claims heads of key
+    // in id (commit) order. The same rule keeps order behind any key held in the table.
+    let handedOff = batch.leftToTable ?? 0;
     let unseenTries = 0;
     while (free.length > 0 || keys.size > 0) {
       if (this.parts.holdsOff()) {
