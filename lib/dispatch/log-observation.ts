@@ -33,6 +33,8 @@ export interface LogObservationHooks {
   /** Asks the table's claim loop for a sweep now. */
   readonly wake: () => void;
   readonly pause: (error: unknown, what: string) => void;
+  /** A lease by id whose answer was lost: given back with the claim loop's lost claims. */
+  readonly lostLease: (token: string, call: Promise<unknown> | undefined) => void;
 }
 
 /**
@@ -87,6 +89,7 @@ export class LogObservation {
       deliver: this.hooks.deliver,
       handOff: this.hooks.wake,
       pause: this.hooks.pause,
+      lostLease: this.hooks.lostLease,
     });
     this.tailer.start();
   }

@@ -32,6 +32,11 @@ export interface LogTailerParts {
   readonly handOff: () => void;
   /** A database call failed: pause as a failed claim does. */
   readonly pause: (error: unknown, what: string) => void;
+  /**
+   * A lease by id that failed or was given up on, still running as `call`: it may have
+   * committed with its answer lost. Given back by token with the claim loop's (LostClaims).
+   */
+  readonly lostLease: (token: string, call: Promise<unknown> | undefined) => void;
 }
 
 /**
@@ -169,12 +174,16 @@ export class LogTailer {
     if (ids.length === 0) return { token: '', records: [], unseen: [] };
     const token = randomUUID();
     const { store, owner, leaseMs } = this.parts;
+    let call: Promise<ClaimedIds> | undefined;
     try {
-      return await this.parts.watchdog.run('claim', () =>
-        store.claimIds({ ids, owner, leaseMs, token }),
+      return await this.parts.watchdog.run(
+        'claim',
+        () => (call = store.claimIds({ ids, owner, leaseMs, token })),
       );
     } catch (error) {
-      // Its rows, if it committed after all, return when the lease expires (the unlocker).
+      // It may have committed all the same, its answer lost with the connection: its rows are
+      // given back by token, their attempt with them, before the table's next claim.
+      this.parts.lostLease(token, call);
       this.parts.pause(error, 'lease by id failed (database unavailable?)');
       return undefined;
     }

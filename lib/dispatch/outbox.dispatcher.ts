@@ -187,6 +187,7 @@ export class OutboxDispatcher
             deliver: (batch, started) => this.deliver(batch, started),
             wake: () => this.wake(),
             pause: (error, what) => this.pause(error, what),
+            lostLease: (token, call) => this.claimer.lostLease(token, call),
           });
   }
 

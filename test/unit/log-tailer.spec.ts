@@ -3,6 +3,7 @@ import { DatabaseWatchdog } from '../../lib/dispatch/database-watchdog';
 import { DispatcherLog } from '../../lib/dispatch/dispatcher-log';
 import { LogTailer, type LogTailerParts } from '../../lib/dispatch/log-tailer';
 import type { LeasedBatch } from '../../lib/dispatch/claimer';
+import { LostClaims } from '../../lib/dispatch/lost-claims';
 import type { OutboxBatchReport } from '../../lib/observers/outbox-observer.interface';
 import type {
   ClaimedIds,
@@ -153,6 +154,7 @@ function tailer(
     deliver: (batch) => table.deliver(batch),
     handOff: () => handOffs++,
     pause: () => undefined,
+    lostLease: () => undefined,
     ...overrides,
   };
   return { tailer: new LogTailer(parts), handOffs: () => handOffs };
@@ -214,6 +216,41 @@ describe('LogTailer', () => {
     expect(table.published.filter((id) => id !== '3')).toEqual(['1', '2']);
     expect(table.published).toContain('3');
     expect(handOffs()).toBe(0);
+  });
+
+  it('gives a lease by id whose answer was lost back with the lost claims, by its token', async () => {
+    const table = new Table();
+    const source = new ListSource([{ inserts: [table.add('1', 'a')], position: '0/500' }]);
+    const lost = new LostClaims();
+    const tokens: string[] = [];
+    let paused = 0;
+    const { tailer: t } = tailer(table, source, {
+      store: {
+        // The lease commits, and the connection fails before its answer comes back.
+        claimIds: async (o) => {
+          tokens.push(o.token ?? '');
+          await table.claimIds(o);
+          throw new Error('Connection terminated unexpectedly');
+        },
+      },
+      pause: () => paused++,
+      lostLease: (token, call) => lost.add(token, call, 10_000),
+    });
+    t.start();
+    await source.finished;
+    await t.stop();
+    expect(paused).toBe(1);
+    expect(table.rows.get('1')?.leased).toBe(true);
+    const released: string[] = [];
+    const count = await lost.releaseEnded((token) => {
+      released.push(token);
+      const row = table.rows.get('1') as Row;
+      row.leased = false;
+      return Promise.resolve(1);
+    });
+    expect(count).toBe(1);
+    expect(released).toEqual(tokens);
+    expect(tokens).toHaveLength(1);
   });
 
   it('acknowledges nothing it was stopped in the middle of', async () => {
