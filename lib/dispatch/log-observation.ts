@@ -88,6 +88,7 @@ export class LogObservation {
       holdsOff: this.hooks.holdsOff,
       deliver: this.hooks.deliver,
       handOff: this.hooks.wake,
+      sweepAfter: (delayMs) => this.retriesDue([delayMs]),
       pause: this.hooks.pause,
       lostLease: this.hooks.lostLease,
     });

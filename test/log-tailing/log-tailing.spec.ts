@@ -617,6 +617,19 @@ for (const target of TARGETS) {
       expect(warnings[0]?.message).toContain('passed 50 outbox inserts');
     });
 
+    it('a delayed message that comes through the log goes out when due, not at the next sweep', async () => {
+      const table = await tailedTable();
+      const publisher = new RecordingPublisher();
+      // The sweep's timer never fires in this test: only a sweep armed for the due time can.
+      const h = await tailingApp(table, publisher);
+      await target.started(scope.ds, table);
+      const [now] = await h.commit([msg('k', { now: true })]);
+      await waitFor('the first message delivered', delivered(h));
+      const [later] = await h.commit([{ ...msg('k', { later: true }), delayMs: 1_000 }]);
+      await waitFor('the delayed message delivered', delivered(h), { timeoutMs: 20_000 });
+      expect(publisher.sentIds).toEqual([now, later]);
+    });
+
     if (target === postgresTarget) postgresOnly(scope, apps);
     else mysqlOnly(scope, apps);
   });
