@@ -87,6 +87,14 @@ export class Claimer {
     }
   }
 
+  /**
+   * A lease by id (log tailing) that failed or was given up on while `call` may still commit:
+   * its rows are given back like a lost claim's, before the next claim.
+   */
+  lostLease(token: string, call: Promise<unknown> | undefined): void {
+    this.lostClaims.add(token, call, this.options.dispatcher.leaseMs);
+  }
+
   /** One claim, then parking of the followers it found queued behind their key's head. */
   async claim(): Promise<ClaimResult> {
     if (this.loop.holdsOff()) return 'idle';

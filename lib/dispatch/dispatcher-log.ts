@@ -104,7 +104,7 @@ export class DispatcherLog {
     const batch = fields?.['batch'];
     const line = text.includes(this.label)
       ? text
-      : `${text} (${batch === undefined ? '' : `batch ${batch}, `}${this.label})`;
+      : `${text} (${typeof batch === 'string' ? `batch ${batch}, ` : ''}${this.label})`;
     if (fields === undefined) this.logger[level](line);
     else {
       // Without the facts a message does not have (no key): a printed `key: undefined` is noise.

@@ -36,6 +36,8 @@ export interface LogObservationHooks {
   readonly pause: (error: unknown, what: string) => void;
   /** The lease token to write (the dispatcher's OwnerLiveness). */
   readonly lease: () => OwnerLease;
+  /** A lease by id whose answer was lost: given back with the claim loop's lost claims. */
+  readonly lostLease: (token: string, call: Promise<unknown> | undefined) => void;
 }
 
 /**
@@ -97,8 +99,10 @@ export class LogObservation {
       holdsOff: this.hooks.holdsOff,
       deliver: this.hooks.deliver,
       handOff: this.hooks.wake,
+      sweepAfter: (delayMs) => this.retriesDue([delayMs]),
       pause: this.hooks.pause,
       lease: this.hooks.lease,
+      lostLease: this.hooks.lostLease,
     });
     this.tailer.start();
   }

@@ -7,11 +7,12 @@ import type { LeasedBatch } from './claimer';
 import type { DatabaseWatchdog } from './database-watchdog';
 import type { DispatcherLog } from './dispatcher-log';
 import type { OwnerLease } from './owner-liveness';
-import { sleep } from './sleep';
 
-/** How often, and how long apart, ids the table does not show yet are asked for again. */
-const UNSEEN_TRIES = 100;
-const UNSEEN_WAIT_MS = 10;
+/**
+ * When the table is swept again for ids it did not show (it is also swept at once): a commit
+ * the log handed over a moment before a new snapshot sees it is visible by then.
+ */
+const UNSEEN_SWEEP_MS = 100;
 
 /** What the tailer needs from its dispatcher. */
 export interface LogTailerParts {
@@ -31,10 +32,17 @@ export interface LogTailerParts {
   readonly deliver: (batch: LeasedBatch, started: number) => Promise<OutboxBatchReport>;
   /** Some rows were left to the table: the table's path (the poll) should look soon. */
   readonly handOff: () => void;
+  /** The table's path should look in `delayMs` (rows left to it become due, or visible, then). */
+  readonly sweepAfter: (delayMs: number) => void;
   /** A database call failed: pause as a failed claim does. */
   readonly pause: (error: unknown, what: string) => void;
   /** The lease token to write (OwnerLiveness); a random one when left out. */
   readonly lease?: () => OwnerLease;
+  /**
+   * A lease by id that failed or was given up on, still running as `call`: it may have
+   * committed with its answer lost. Given back by token with the claim loop's (LostClaims).
+   */
+  readonly lostLease: (token: string, call: Promise<unknown> | undefined) => void;
 }
 
 /**
@@ -79,8 +87,12 @@ export class LogTailer {
         else queue.push(insert.id);
       }
     }
-    let handedOff = 0;
-    let unseenTries = 0;
+    // Transactions past the source's bound are the table's whole. A later transaction's message
+    // of one of their keys is not leased here before their rows go out: claimIds leases a row
+    // only when every earlier blocking row of its key is in the same lease, so it is refused
+    // while those pending rows wait, and left to the table too, whose sweep claims heads of key
+    // in id (commit) order. The same rule keeps order behind any key held in the table.
+    let handedOff = batch.leftToTable ?? 0;
     while (free.length > 0 || keys.size > 0) {
       if (this.parts.holdsOff()) {
         if (this.abort.signal.aborted) return; // unacknowledged: read again after a restart
@@ -107,28 +119,23 @@ export class LogTailer {
         break;
       }
       const taken = new Set(leased.records.map((r) => r.id));
-      const unseen = new Set(leased.unseen);
-      const retry = unseenTries < UNSEEN_TRIES;
-      let waitForUnseen = false;
-      for (const id of picked.slice(0, freePicked)) {
-        if (taken.has(id)) continue;
-        if (unseen.has(id) && retry) {
-          free.push(id);
-          waitForUnseen = true;
-        } else handedOff++;
-      }
+      // Ids the table does not show are not waited for here: most never will be (inserted and
+      // deleted in one transaction, XA, a replay after delete-at-settle), and the log's later
+      // work would wait behind them. A commit not visible yet is pending in the table once it
+      // is, and the table's path takes it: swept at once and again shortly.
+      if (leased.unseen.length > 0) this.parts.sweepAfter(UNSEEN_SWEEP_MS);
+      // Delayed messages and retries are refused until due: the table's path looks when the
+      // first is due rather than at its next poll.
+      if (leased.notDueForMs !== undefined) this.parts.sweepAfter(leased.notDueForMs);
+      for (const id of picked.slice(0, freePicked)) if (!taken.has(id)) handedOff++;
       for (const [key, run] of runs) {
         const queue = keys.get(key) ?? [];
         const rest = run.filter((id) => !taken.has(id));
-        // The lease took a prefix of the run (claimIds). The first id it left decides: not in
-        // the table yet, ask again; otherwise the key is held in the table (its head backing
-        // off, dead, leased by another), and the table's path owns the key's later messages.
-        const [first] = rest;
-        if (first === undefined) {
+        // The lease took a prefix of the run (claimIds). If it left any, the key is held in the
+        // table (its head backing off, dead, leased by another, not due or not visible yet),
+        // and the table's path owns the key's later messages.
+        if (rest.length === 0) {
           if (queue.length === 0) keys.delete(key);
-        } else if (unseen.has(first) && retry) {
-          queue.unshift(...rest);
-          waitForUnseen = true;
         } else {
           handedOff += rest.length + queue.length;
           keys.delete(key);
@@ -141,10 +148,6 @@ export class LogTailer {
         await this.parts.deliver({ ...batch, claimedAt: started, leaseEnd }, started);
         // A key delivered in this batch gets its next run in the next round; one that failed
         // is refused there by claimIds (its head is pending again), and so left to the table.
-      }
-      if (waitForUnseen) {
-        unseenTries++;
-        await sleep(UNSEEN_WAIT_MS);
       }
     }
     if (handedOff > 0) {
@@ -169,13 +172,17 @@ export class LogTailer {
     if (ids.length === 0) return { token: '', records: [], unseen: [] };
     const { token, fence } = this.parts.lease?.() ?? { token: randomUUID() };
     const { store, owner, leaseMs } = this.parts;
+    let call: Promise<ClaimedIds> | undefined;
     try {
-      const leased = await this.parts.watchdog.run('claim', () =>
-        store.claimIds({ ids, owner, leaseMs, token }),
+      const leased = await this.parts.watchdog.run(
+        'claim',
+        () => (call = store.claimIds({ ids, owner, leaseMs, token })),
       );
       return { ...leased, fence };
     } catch (error) {
-      // Its rows, if it committed after all, return when the lease expires (the unlocker).
+      // It may have committed all the same, its answer lost with the connection: its rows are
+      // given back by token, their attempt with them, before the table's next claim.
+      this.parts.lostLease(token, call);
       this.parts.pause(error, 'lease by id failed (database unavailable?)');
       return undefined;
     }

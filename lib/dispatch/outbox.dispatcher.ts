@@ -212,6 +212,7 @@ export class OutboxDispatcher
             wake: () => this.wake(),
             pause: (error, what) => this.pause(error, what),
             lease: () => this.liveness.lease(),
+            lostLease: (token, call) => this.claimer.lostLease(token, call),
           });
   }
 

@@ -15,6 +15,9 @@ import { PostgresLogSource } from './postgres/postgres-log.source';
 const DEFAULT_STANDBY_RETRY_MS = 1_000;
 const DEFAULT_SWEEP_INTERVAL_MS = 5_000;
 const DEFAULT_MAX_QUEUED = 50_000;
+// About 2.5 MB of ids and keys per transaction; a transaction past it is a backfill, which the
+// sweep delivers as fast as the log path would (it claims full batches back to back).
+const DEFAULT_MAX_TRANSACTION_INSERTS = 10_000;
 const DEFAULT_READER_TIMEOUT_MS = 5_000;
 const DEFAULT_CREATE_SLOT_TIMEOUT_MS = 10_000;
 
@@ -46,6 +49,11 @@ export function logTailing(options: LogTailingOptions = {}): OutboxLogObserver {
     'sweepIntervalMs',
   );
   const maxQueued = positive(options.maxQueued, DEFAULT_MAX_QUEUED, 'maxQueued');
+  const maxTransactionInserts = positive(
+    options.maxTransactionInserts,
+    DEFAULT_MAX_TRANSACTION_INSERTS,
+    'maxTransactionInserts',
+  );
   const readerTimeoutMs = positive(
     options.readerTimeoutMs,
     DEFAULT_READER_TIMEOUT_MS,
@@ -78,6 +86,7 @@ export function logTailing(options: LogTailingOptions = {}): OutboxLogObserver {
             readerTimeoutMs,
             createSlotTimeoutMs,
             maxQueued,
+            maxTransactionInserts,
             log: context.log ?? (() => undefined),
           });
         }
@@ -104,6 +113,7 @@ export function logTailing(options: LogTailingOptions = {}): OutboxLogObserver {
             client: options.binlogClient,
             retryMs: standbyRetryMs,
             timeoutMs: readerTimeoutMs,
+            maxTransactionInserts,
             logger: {
               warn: (message) => context.log?.('warn', message),
               log: (message) => context.log?.('log', message),

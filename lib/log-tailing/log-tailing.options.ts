@@ -57,6 +57,15 @@ export interface LogTailingOptions {
    */
   maxQueued?: number;
   /**
+   * Most outbox inserts of one transaction the reader keeps in memory until its commit (about
+   * 250 bytes each). A larger transaction (a backfill) is left whole to the table's sweep, which
+   * the reader wakes at its commit and which delivers its messages in order; its end is
+   * acknowledged like any other, and a WARN names this option. Without a bound one transaction
+   * of millions of rows would run the reader out of memory, and every reader after it.
+   * @default 10000
+   */
+  maxTransactionInserts?: number;
+  /**
    * MySQL/MariaDB: the replica id the binlog reader announces, unique among the server's
    * replicas and readers. @default a number from 1 000 000 000 up, derived from the table's name
    */

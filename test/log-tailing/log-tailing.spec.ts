@@ -711,6 +711,60 @@ for (const target of TARGETS) {
       );
     });
 
+    it('leaves a transaction past maxTransactionInserts to the table: every message once, per key in order, one WARN', async () => {
+      const table = await tailedTable();
+      const publisher = new RecordingPublisher();
+      const logs = new CapturingLogger();
+      const spec = dispatchTestApp(publisher);
+      // No sweep on a timer: only the reader's hand-off at the big transaction's commit wakes it.
+      const h = await scope.open({
+        ...spec,
+        table,
+        logger: logs,
+        options: mergeOutboxOptions(spec.options ?? {}, {
+          autoStart: true,
+          dispatcher: {
+            observe: logTailing({
+              sweepIntervalMs: NO_SWEEP,
+              standbyRetryMs: 200,
+              maxTransactionInserts: 50,
+              ...target.logOptions(),
+            }),
+          },
+        }),
+      });
+      await target.started(scope.ds, table);
+      const keys = ['a', 'b', 'c', 'd'];
+      const committed = [
+        ...(await h.commit(keys.map((k) => msg(k, { tx: 'before' })))),
+        ...(await h.commit(Array.from({ length: 200 }, (_, i) => msg(keys[i % 4] ?? null, { i })))),
+        // After the big one: its messages of the same keys must not overtake the table's.
+        ...(await h.commit(keys.map((k) => msg(k, { tx: 'after' })))),
+      ];
+
+      await waitFor('every message delivered', delivered(h), { timeoutMs: 30_000 });
+      expect([...publisher.sentIds].sort()).toEqual([...committed].sort());
+      expect(new Set(publisher.sentIds).size).toBe(committed.length);
+      for (const key of keys) expect(publisher.sentForKey(key)).toEqual(await orderOf(h, key));
+      expect((await h.rows()).every((r) => r.attempts === 1)).toBe(true);
+      const warnings = logs.linesOf(/maxTransactionInserts/, 'warn');
+      expect(warnings).toHaveLength(1);
+      expect(warnings[0]?.message).toContain('passed 50 outbox inserts');
+    });
+
+    it('a delayed message that comes through the log goes out when due, not at the next sweep', async () => {
+      const table = await tailedTable();
+      const publisher = new RecordingPublisher();
+      // The sweep's timer never fires in this test: only a sweep armed for the due time can.
+      const h = await tailingApp(table, publisher);
+      await target.started(scope.ds, table);
+      const [now] = await h.commit([msg('k', { now: true })]);
+      await waitFor('the first message delivered', delivered(h));
+      const [later] = await h.commit([{ ...msg('k', { later: true }), delayMs: 1_000 }]);
+      await waitFor('the delayed message delivered', delivered(h), { timeoutMs: 20_000 });
+      expect(publisher.sentIds).toEqual([now, later]);
+    });
+
     if (target === postgresTarget) postgresOnly(scope, apps);
     else mysqlOnly(scope, apps);
   });

@@ -3,6 +3,7 @@ import { DatabaseWatchdog } from '../../lib/dispatch/database-watchdog';
 import { DispatcherLog } from '../../lib/dispatch/dispatcher-log';
 import { LogTailer, type LogTailerParts } from '../../lib/dispatch/log-tailer';
 import type { LeasedBatch } from '../../lib/dispatch/claimer';
+import { LostClaims } from '../../lib/dispatch/lost-claims';
 import type { OutboxBatchReport } from '../../lib/observers/outbox-observer.interface';
 import type {
   ClaimedIds,
@@ -10,6 +11,7 @@ import type {
   ClaimIdsOptions,
 } from '../../lib/store/ports/outbox-store.port';
 import type { LoggedBatch, OutboxLogSource } from '../../lib/store/ports/outbox-log-source.port';
+import { waitFor } from '../support/wait-for';
 
 // The log tailer's own decisions, over a table kept in memory that leases by id as claimIds
 // promises (pending, unleased, a prefix of each key): the order it asks for a key's messages
@@ -136,9 +138,10 @@ function tailer(
   table: Table,
   source: ListSource,
   overrides: Partial<LogTailerParts> = {},
-): { tailer: LogTailer; handOffs: () => number } {
+): { tailer: LogTailer; handOffs: () => number; sweeps: number[] } {
   const log = new DispatcherLog(new Logger('test'), 'default', 'abcd0123');
   let handOffs = 0;
+  const sweeps: number[] = [];
   const parts: LogTailerParts = {
     source,
     store: { claimIds: (o) => table.claimIds(o) },
@@ -152,10 +155,12 @@ function tailer(
     holdsOff: () => false,
     deliver: (batch) => table.deliver(batch),
     handOff: () => handOffs++,
+    sweepAfter: (delayMs) => sweeps.push(delayMs),
     pause: () => undefined,
+    lostLease: () => undefined,
     ...overrides,
   };
-  return { tailer: new LogTailer(parts), handOffs: () => handOffs };
+  return { tailer: new LogTailer(parts), handOffs: () => handOffs, sweeps };
 }
 
 describe('LogTailer', () => {
@@ -203,17 +208,76 @@ describe('LogTailer', () => {
     expect(source.acknowledged).toEqual(['0/200']);
   });
 
-  it('asks again for ids the table does not show yet, and publishes them in order', async () => {
+  it('leaves ids the table does not show yet to the table, with their key behind them, and has it swept soon', async () => {
     const table = new Table();
     const inserts = [table.add('1', 'a', 3), table.add('2', 'a'), table.add('3', null, 2)];
+    inserts.push(table.add('4', 'b'));
     const source = new ListSource([{ inserts, position: '0/300' }]);
-    const { tailer: t, handOffs } = tailer(table, source);
+    const { tailer: t, handOffs, sweeps } = tailer(table, source);
     t.start();
     await source.finished;
     await t.stop();
-    expect(table.published.filter((id) => id !== '3')).toEqual(['1', '2']);
-    expect(table.published).toContain('3');
-    expect(handOffs()).toBe(0);
+    // Key a's later message stays behind its head, in the table; key b goes out.
+    expect(table.published).toEqual(['4']);
+    expect(table.rows.get('2')?.leased).toBe(false);
+    expect(handOffs()).toBe(1);
+    expect(sweeps.length).toBeGreaterThan(0);
+    expect(source.acknowledged).toEqual(['0/300']);
+  });
+
+  it('gives a lease by id whose answer was lost back with the lost claims, by its token', async () => {
+    const table = new Table();
+    const source = new ListSource([{ inserts: [table.add('1', 'a')], position: '0/500' }]);
+    const lost = new LostClaims();
+    const tokens: string[] = [];
+    let paused = 0;
+    const { tailer: t } = tailer(table, source, {
+      store: {
+        // The lease commits, and the connection fails before its answer comes back.
+        claimIds: async (o) => {
+          tokens.push(o.token ?? '');
+          await table.claimIds(o);
+          throw new Error('Connection terminated unexpectedly');
+        },
+      },
+      pause: () => paused++,
+      lostLease: (token, call) => lost.add(token, call, 10_000),
+    });
+    t.start();
+    await source.finished;
+    await t.stop();
+    expect(paused).toBe(1);
+    expect(table.rows.get('1')?.leased).toBe(true);
+    const released: string[] = [];
+    const count = await lost.releaseEnded((token) => {
+      released.push(token);
+      const row = table.rows.get('1') as Row;
+      row.leased = false;
+      return Promise.resolve(1);
+    });
+    expect(count).toBe(1);
+    expect(released).toEqual(tokens);
+    expect(tokens).toHaveLength(1);
+  });
+
+  it('holds no later work behind an id the table never shows: leaves it to the table and goes on', async () => {
+    const table = new Table();
+    const source = new ListSource([
+      // Inserted and deleted in one transaction (or an XA one, or replayed after a delete).
+      { inserts: [{ id: '1', key: 'a' }], position: '0/600' },
+      { inserts: [table.add('2', 'a'), table.add('3', null)], position: '0/700' },
+    ]);
+    const { tailer: t, handOffs, sweeps } = tailer(table, source);
+    t.start();
+    await waitFor('the later messages published', () => table.published.length === 2, {
+      timeoutMs: 5_000,
+    });
+    await source.finished;
+    await t.stop();
+    expect(table.published).toEqual(['2', '3']);
+    expect(source.acknowledged).toEqual(['0/600', '0/700']);
+    expect(handOffs()).toBe(1);
+    expect(sweeps.length).toBe(1);
   });
 
   it('acknowledges nothing it was stopped in the middle of', async () => {

@@ -106,6 +106,13 @@ describe('logTailing() on MySQL/MariaDB', () => {
     expect(() => logTailing({ serverId: 1.5 })).toThrow(/serverId/);
   });
 
+  it('refuses a maxTransactionInserts that is not a positive whole number, naming it', () => {
+    expect(() => logTailing({ maxTransactionInserts: 0 })).toThrow(OutboxOptionsError);
+    expect(() => logTailing({ maxTransactionInserts: 2.5 })).toThrow(
+      /logTailing\(\{ maxTransactionInserts \}\): 2.5 is not a positive whole number/,
+    );
+  });
+
   it('refuses a readerTimeoutMs that is not a positive whole number', () => {
     expect(() => logTailing({ readerTimeoutMs: 0 })).toThrow(OutboxOptionsError);
     expect(() => logTailing({ readerTimeoutMs: 2.5 })).toThrow(/readerTimeoutMs/);

@@ -164,6 +164,33 @@ describe('binlog events into transactions and batches', () => {
     expect(t.take(10)?.inserts).toEqual([{ id: '2', key: 'k2' }]);
   });
 
+  it('keeps no ids of a transaction past its bound: the batch says how many it left to the table', () => {
+    const sizes: number[] = [];
+    const t = new BinlogTransactions('shop', 'outbox', start, {
+      maxInserts: 3,
+      overflowed: (soFar) => sizes.push(soFar),
+    });
+    for (const e of [gtid, rows(7, 1), xid(200)]) t.accept(e);
+    for (const e of [gtid, rows(7, 2, 3), rows(7, 4, 5, 6), xid(300)]) t.accept(e);
+    for (const e of [gtid, rows(7, 7, 8, 9), xid(400)]) t.accept(e);
+    expect(sizes).toEqual([4]);
+    expect(t.waiting).toBe(4);
+    expect(t.take(500)).toEqual({
+      inserts: [
+        { id: '1', key: 'k1' },
+        { id: '7', key: 'k7' },
+        { id: '8', key: 'k8' },
+        { id: '9', key: 'k9' },
+      ],
+      leftToTable: 5,
+      position: 'mysql-bin.000001:400',
+    });
+    // An overflowed transaction alone is still a batch: its end must be acknowledged.
+    for (const e of [gtid, rows(7, 10, 11, 12, 13), xid(500)]) t.accept(e);
+    expect(t.take(500)).toEqual({ inserts: [], leftToTable: 4, position: 'mysql-bin.000001:500' });
+    expect(sizes).toEqual([4, 4]);
+  });
+
   it('reads a null key as null and a binary key as text', () => {
     const t = new BinlogTransactions('shop', 'outbox', start);
     t.accept(

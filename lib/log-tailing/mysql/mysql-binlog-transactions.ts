@@ -1,10 +1,13 @@
 import type { LoggedBatch, LoggedInsert } from '../../store/ports/outbox-log-source.port';
 import type { BinlogClientEvent } from './mysql-binlog-client';
 import { formatBinlogPosition, type BinlogPosition } from '../../store/mysql/mysql.binlog-position';
+import { OpenTransaction } from '../open-transaction';
 
 /** A committed transaction's inserts into the outbox table, and the position after it. */
 interface CommittedTransaction {
   readonly inserts: readonly LoggedInsert[];
+  /** Inserts not kept: the transaction passed the bound, and the table's sweep has them. */
+  readonly leftToTable: number;
   readonly position: BinlogPosition;
 }
 
@@ -17,7 +20,7 @@ interface CommittedTransaction {
  */
 export class BinlogTransactions {
   private file: string;
-  private open: LoggedInsert[] = [];
+  private readonly open: OpenTransaction;
   private readonly committed: CommittedTransaction[] = [];
   /** Inserts in `committed`, for the batch size and the back-pressure. */
   private waitingInserts = 0;
@@ -30,7 +33,13 @@ export class BinlogTransactions {
     private readonly schema: string,
     private readonly table: string,
     start: BinlogPosition,
+    /** Most inserts of one transaction kept (see OpenTransaction), and who hears of one past it. */
+    bound: { readonly maxInserts: number; overflowed(insertsSoFar: number): void } = {
+      maxInserts: Number.MAX_SAFE_INTEGER,
+      overflowed: () => undefined,
+    },
   ) {
+    this.open = new OpenTransaction(bound.maxInserts, (soFar) => bound.overflowed(soFar));
     this.file = start.file;
     this.read = start;
     this.handed = start;
@@ -44,7 +53,7 @@ export class BinlogTransactions {
         return false;
       case 'writerows':
         if (this.isOutbox(event)) {
-          for (const row of event.rows ?? []) this.open.push(insertOf(row));
+          for (const row of event.rows ?? []) this.open.add(insertOf(row));
         }
         return false;
       case 'xid':
@@ -53,12 +62,12 @@ export class BinlogTransactions {
       case 'mariadbgtid':
         // A transaction starts (MariaDB writes no BEGIN query). Rows still open belong to an
         // XA transaction only prepared: they are not handed over (the table's poll finds them).
-        this.open = [];
+        this.open.begin();
         return false;
       case 'query':
         // BEGIN opens a transaction; anything else (COMMIT, DDL) closes a group.
         if (event.query?.trim().toUpperCase() === 'BEGIN') {
-          this.open = [];
+          this.open.begin();
           return false;
         }
         return this.commit(event.nextPosition);
@@ -89,6 +98,7 @@ export class BinlogTransactions {
    */
   take(max: number): LoggedBatch | null {
     const inserts: LoggedInsert[] = [];
+    let leftToTable = 0;
     let position = this.handed;
     while (this.committed.length > 0) {
       const next = this.committed[0] as CommittedTransaction;
@@ -96,17 +106,23 @@ export class BinlogTransactions {
       if (next.inserts.length > max - inserts.length) {
         const part = next.inserts.slice(0, max - inserts.length);
         inserts.push(...part);
-        this.committed[0] = { inserts: next.inserts.slice(part.length), position: next.position };
+        this.committed[0] = {
+          inserts: next.inserts.slice(part.length),
+          leftToTable: 0,
+          position: next.position,
+        };
         break;
       }
       inserts.push(...next.inserts);
+      leftToTable += next.leftToTable;
       position = next.position;
       this.committed.shift();
     }
-    if (inserts.length === 0) return null;
+    if (inserts.length === 0 && leftToTable === 0) return null;
     this.waitingInserts -= inserts.length;
     this.handed = position;
-    return { inserts, position: formatBinlogPosition(position) };
+    const batch = { inserts, position: formatBinlogPosition(position) };
+    return leftToTable === 0 ? batch : { ...batch, leftToTable };
   }
 
   private commit(nextPosition: number): boolean {
@@ -114,10 +130,9 @@ export class BinlogTransactions {
     if (nextPosition <= 0) return false;
     const position = { file: this.file, offset: nextPosition };
     this.read = position;
-    const inserts = this.open;
-    this.open = [];
-    if (inserts.length === 0) return false;
-    this.committed.push({ inserts, position });
+    const { inserts, leftToTable } = this.open.end();
+    if (inserts.length === 0 && leftToTable === 0) return false;
+    this.committed.push({ inserts, leftToTable, position });
     this.waitingInserts += inserts.length;
     return true;
   }

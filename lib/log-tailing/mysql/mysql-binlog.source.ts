@@ -24,6 +24,7 @@ import {
   type BinlogPosition,
 } from '../../store/mysql/mysql.binlog-position';
 import { BinlogTransactions } from './mysql-binlog-transactions';
+import { overflowWarning } from '../open-transaction';
 import { mysqlBinlogProblems } from './mysql-log-tailing.checks';
 import { MysqlLogTailingMessages } from './mysql-log-tailing.messages';
 import {
@@ -54,6 +55,11 @@ export interface MysqlLogSourceSettings {
    * @default 500
    */
   readonly maxBatch?: number;
+  /**
+   * Most inserts of one transaction kept in memory; past it the transaction is left whole to
+   * the table's sweep (see OpenTransaction). @default 10000
+   */
+  readonly maxTransactionInserts?: number;
   /**
    * How long a batch under `maxBatch` waits for more transactions before it goes.
    * @default 5
@@ -108,6 +114,7 @@ const WARNING_QUIET_MS = 60_000;
  */
 export class MysqlBinlogSource implements OutboxLogSource {
   private readonly maxBatch: number;
+  private readonly maxTransactionInserts: number;
   private readonly lingerMs: number;
   private readonly retryMs: number;
   private readonly idleAdvanceMs: number;
@@ -128,6 +135,11 @@ export class MysqlBinlogSource implements OutboxLogSource {
     private readonly settings: MysqlLogSourceSettings,
   ) {
     this.maxBatch = positive(settings.maxBatch, 500, 'maxBatch');
+    this.maxTransactionInserts = positive(
+      settings.maxTransactionInserts,
+      10_000,
+      'maxTransactionInserts',
+    );
     this.lingerMs = settings.lingerMs ?? 5;
     this.retryMs = positive(settings.retryMs, 1_000, 'retryMs');
     this.idleAdvanceMs = positive(settings.idleAdvanceMs, 5_000, 'idleAdvanceMs');
@@ -321,7 +333,12 @@ export class MysqlBinlogSource implements OutboxLogSource {
     this.note(
       `Reading the binlog of ${this.tableLabel()} from ${start.file}:${start.offset} (lock ${lock.name}${tookOver ? ', taken over from another process' : ''})`,
     );
-    const transactions = new BinlogTransactions(schema, this.context.names.tableName, start);
+    const maxInserts = this.maxTransactionInserts;
+    const transactions = new BinlogTransactions(schema, this.context.names.tableName, start, {
+      maxInserts,
+      overflowed: (soFar) =>
+        this.settings.logger?.warn(overflowWarning(this.tableLabel(), maxInserts, soFar)),
+    });
     const wake = new Wake();
     // Written by the client's and the lock's callbacks, read by the loop.
     const state: { failure: Error | null; paused: boolean } = { failure: null, paused: false };

@@ -17,6 +17,7 @@ import {
   postgresLogNames,
   postgresLogTailingDdl,
 } from '../../store/postgres/postgres.log-tailing-sql';
+import { OpenTransaction, overflowWarning } from '../open-transaction';
 import { compareLsn, lsnBefore } from './lsn';
 import { PostgresLogTailingMessages as Messages } from './postgres-log-tailing.messages';
 import { ensureLogicalSlot } from './postgres-slot';
@@ -54,6 +55,8 @@ export interface PostgresLogSourceSettings {
    * dispatcher catch up (it reconnects from the acknowledged position afterwards).
    */
   readonly maxQueued: number;
+  /** Most inserts of one transaction kept in memory; past it the table's sweep has them all. */
+  readonly maxTransactionInserts: number;
   /** Logs a line (the dispatcher's log). */
   readonly log: (level: 'log' | 'warn', message: string) => void;
 }
@@ -68,6 +71,7 @@ const REPEAT_WARNING_MS = 60_000;
 /** A committed transaction of the outbox table, as it came off the stream. */
 interface Committed {
   readonly inserts: LoggedInsert[];
+  readonly leftToTable: number;
   readonly position: string;
 }
 
@@ -334,7 +338,7 @@ export class PostgresLogSource implements OutboxLogSource {
     this.service = service;
     const queue: Committed[] = [];
     let queued = 0;
-    let open: LoggedInsert[] | undefined;
+    let open: OpenTransaction | undefined;
     let failure: unknown;
     let wake: (() => void) | undefined;
     let overflowing = false;
@@ -354,23 +358,31 @@ export class PostgresLogSource implements OutboxLogSource {
     };
     const { schema, tableName } = this.context.names;
     const table = { schema: schema ?? 'public', name: tableName };
+    const transaction = new OpenTransaction(this.settings.maxTransactionInserts, (soFar) =>
+      this.settings.log(
+        'warn',
+        overflowWarning(this.context.names.table, this.settings.maxTransactionInserts, soFar),
+      ),
+    );
     // Messages arrive in order on one socket and are handled here synchronously, so a keepalive
     // is seen after every transaction sent before it.
     service.on('data', (_lsn: string, message: Pgoutput.Message) => {
-      if (message.tag === 'begin') open = [];
-      else if (message.tag === 'insert' && open !== undefined) {
+      if (message.tag === 'begin') {
+        open = transaction;
+        open.begin();
+      } else if (message.tag === 'insert' && open !== undefined) {
         const { relation } = message;
         if (relation.schema !== table.schema || relation.name !== table.name) return;
         const row = message.new as { id?: unknown; message_key?: unknown };
-        open.push({
+        open.add({
           id: String(row.id),
           key: typeof row.message_key === 'string' ? row.message_key : null,
         });
       } else if (message.tag === 'commit') {
-        const inserts = open ?? [];
+        const { inserts, leftToTable } = open?.end() ?? { inserts: [], leftToTable: 0 };
         open = undefined;
         if (message.commitEndLsn === null) return;
-        queue.push({ inserts, position: message.commitEndLsn });
+        queue.push({ inserts, leftToTable, position: message.commitEndLsn });
         queued += inserts.length;
         this.outstanding++;
         // Too much received and not handed over: stop reading, hand over what came, and read
@@ -464,10 +476,11 @@ export class PostgresLogSource implements OutboxLogSource {
         if (signal.aborted) return;
         const taken = queue.splice(0, queue.length);
         const inserts = taken.flatMap((t) => t.inserts);
+        const leftToTable = taken.reduce((n, t) => n + t.leftToTable, 0);
         queued -= inserts.length;
         const last = taken[taken.length - 1];
         if (last === undefined) continue;
-        await onBatch({ inserts, position: last.position });
+        await onBatch({ inserts, leftToTable, position: last.position });
         this.outstanding -= taken.length;
       }
     })();

@@ -306,7 +306,11 @@ GROUP BY message_key`;
 
 /** Params: ids. Those of the ids that are in the table (log tailing: the others are not yet visible). */
 export function mysqlExistingIds(n: OutboxTableNames, count: number): string {
-  return `SELECT id FROM ${n.table} WHERE id IN (${placeholders(count)})`;
+  // due_in_ms: of a pending row not leased and not due yet (a delayed message, a retry).
+  return `SELECT id, CASE WHEN status = 'pending' AND available_at > ${NOW}
+    AND (locked_until IS NULL OR locked_until <= ${NOW})
+  THEN TIMESTAMPDIFF(MICROSECOND, ${NOW}, available_at) / 1000 END AS due_in_ms
+FROM ${n.table} WHERE id IN (${placeholders(count)})`;
 }
 
 /** Step 3: write the lease and count the attempt. Params: owner, token, lease ms, lease ms, ids. */

@@ -409,10 +409,10 @@ export class MysqlOutboxStore implements OutboxStore {
     const ids = [...options.ids];
     if (ids.length === 0) return { token, records: [], unseen: [] };
     return this.transaction(async (query) => {
-      const { rows: found } = await query<{ id: string | number }>(
-        mysqlExistingIds(this.names, ids.length),
-        ids,
-      );
+      const { rows: found } = await query<{
+        id: string | number;
+        due_in_ms: string | number | null;
+      }>(mysqlExistingIds(this.names, ids.length), ids);
       const seen = new Set(found.map((r) => String(r.id)));
       const unseen = ids.filter((id) => !seen.has(id));
       const { rows: locked } = await query<ClaimedRow>(mysqlClaimLock(this.names, ids.length), ids);
@@ -433,7 +433,11 @@ export class MysqlOutboxStore implements OutboxStore {
         });
       }
       await this.lease(query, kept, options, token);
-      return { token, records: toClaimedRecords(kept), unseen };
+      const due = found.flatMap((r) => (r.due_in_ms === null ? [] : [Number(r.due_in_ms)]));
+      const records = toClaimedRecords(kept);
+      return due.length === 0
+        ? { token, records, unseen }
+        : { token, records, unseen, notDueForMs: Math.ceil(Math.min(...due)) };
     });
   }
 

@@ -22,6 +22,11 @@ export interface LoggedBatch {
   readonly inserts: readonly LoggedInsert[];
   /** Opaque to the dispatcher: an LSN on PostgreSQL, a binlog file and offset on MySQL. */
   readonly position: string;
+  /**
+   * Inserts of these transactions not in `inserts`: a transaction past the source's bound
+   * (`maxTransactionInserts`) is left whole to the table's sweep. @default 0
+   */
+  readonly leftToTable?: number;
 }
 
 /** How far the source's durable position is behind the database's log. */

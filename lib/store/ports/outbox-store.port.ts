@@ -128,6 +128,12 @@ export interface ClaimedIds {
    * before a new snapshot sees it. Ask again; never treat them as gone.
    */
   readonly unseen: readonly string[];
+  /**
+   * How long until the first of `ids` that was refused only for not being due yet (a delayed
+   * message, a retry backing off) becomes due, in ms on the database clock; absent when none.
+   * The table's path should look then, rather than at its next poll.
+   */
+  readonly notDueForMs?: number;
 }
 
 /** How a store queues the messages of one key; fixed for the store's life. */

@@ -1,6 +1,6 @@
 import type { OutboxQueuePolicy } from '../ports/outbox-store.port';
 import { assertIdentifier, type OutboxTableNames } from '../../internal/sql-identifier';
-import { blockingStatuses, claimable, POSTGRES_CLAIMED_COLUMNS } from './postgres.sql';
+import { blockingStatuses, claimable, POSTGRES_CLAIMED_COLUMNS, unleased } from './postgres.sql';
 
 // The statements of log tailing on PostgreSQL (docs/log-tailing.md): the lease of rows the log
 // named, and the DDL of the publication. Apart from postgres.sql.ts, which the polling claim
@@ -16,6 +16,8 @@ import { blockingStatuses, claimable, POSTGRES_CLAIMED_COLUMNS } from './postgre
  * Each answer row is a leased row, or (id null) one row carrying `unseen`: the ids of `$4` the
  * statement's snapshot does not show at all. The log can hand over a commit a moment before a
  * new snapshot sees it (PITFALLS.md); the caller asks again for those, and never drops them.
+ * It also carries `due_in_ms`: how long until the first row of `$4` that is pending, unleased
+ * and not due yet (a delayed message, a retry backing off) becomes due, on the database clock.
  */
 export function postgresClaimIds(n: OutboxTableNames, policy: OutboxQueuePolicy): string {
   const t = n.table;
@@ -43,9 +45,13 @@ o AS (
     attempts = o.attempts + 1, last_attempt_at = now()
   FROM g WHERE o.id = g.id
   RETURNING ${POSTGRES_CLAIMED_COLUMNS})
-SELECT o.*, b.unseen FROM (
+SELECT o.*, b.unseen, d.due_in_ms FROM (
   SELECT array_agg(x.id::text) AS unseen FROM unnest($4::int8[]) AS x(id)
   WHERE NOT EXISTS (SELECT 1 FROM ${t} AS s WHERE s.id = x.id)) AS b
+CROSS JOIN (
+  SELECT ceil(extract(epoch FROM min(s.available_at) - now()) * 1000)::float8 AS due_in_ms
+  FROM ${t} AS s WHERE s.id = ANY($4::int8[]) AND s.status = 'pending'
+    AND s.available_at > now() AND ${unleased('s')}) AS d
 LEFT JOIN o ON true`;
 }
 

@@ -233,7 +233,13 @@ export class PostgresOutboxStore implements OutboxStore {
     const params = [options.owner, token, options.leaseMs, options.ids];
     const { rows } = await this.statementTransaction<ClaimIdsRow>(this.claimIdsSql, params, {});
     const claimed = rows.filter((row): row is ClaimedRow & ClaimIdsRow => row.id !== null);
-    return { token, records: toClaimedRecords(claimed), unseen: rows[0]?.unseen ?? [] };
+    const dueInMs = rows[0]?.due_in_ms ?? null;
+    return {
+      token,
+      records: toClaimedRecords(claimed),
+      unseen: rows[0]?.unseen ?? [],
+      ...(dueInMs === null ? {} : { notDueForMs: Number(dueInMs) }),
+    };
   }
 
   async hasDue(): Promise<boolean> {
@@ -703,6 +709,7 @@ function lockTimedOut(error: unknown): boolean {
 type ClaimIdsRow = Omit<ClaimedRow, 'id'> & {
   id: ClaimedRow['id'] | null;
   unseen: string[] | null;
+  due_in_ms: number | string | null;
 };
 
 /** A claim answers one row even when it leased nothing, to carry the blocked keys. */

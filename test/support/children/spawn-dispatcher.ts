@@ -30,11 +30,18 @@ export class DispatcherChild {
     );
   }
 
-  /** Forks the child and waits until its dispatcher is running. */
-  static async start(config: ChildConfig, timeoutMs = 30_000): Promise<DispatcherChild> {
+  /**
+   * Forks the child and waits until its dispatcher is running; `nodeArgs` go to its `node`
+   * (`--max-old-space-size=…`).
+   */
+  static async start(
+    config: ChildConfig,
+    timeoutMs = 30_000,
+    nodeArgs: readonly string[] = [],
+  ): Promise<DispatcherChild> {
     const child = fork(SCRIPT, [], {
       cwd: ROOT,
-      execArgv: ['-r', 'ts-node/register/transpile-only'],
+      execArgv: [...nodeArgs, '-r', 'ts-node/register/transpile-only'],
       env: {
         ...process.env,
         OUTBOX_CHILD: JSON.stringify(config),
