@@ -37,7 +37,36 @@ export function mysql2SqlPort(pool: Mysql2Pool): SqlPort {
         else connection.release();
       }
     },
+    // A connection kept for the outbox: the dispatcher's owner lock (GET_LOCK) lives on it.
+    async session() {
+      const connection = await pool.getConnection();
+      // Heard: the server ending the held connection must not end the process (its next
+      // statement fails instead, and the lock is known to be gone).
+      const events = connection.connection as Mysql2Events | undefined;
+      const heard = (): void => undefined;
+      events?.on?.('error', heard);
+      let released = false;
+      return {
+        query: (sql, params) => run(connection, sql, params),
+        release(broken) {
+          if (!released) {
+            released = true;
+            events?.removeListener?.('error', heard);
+            // Destroyed, it leaves the pool with its session and the locks the session held.
+            if (broken) connection.destroy();
+            else connection.release();
+          }
+          return Promise.resolve();
+        },
+      };
+    },
   };
+}
+
+/** The callback-API connection's events, where the promise connection exposes it. */
+interface Mysql2Events {
+  on?(event: 'error', listener: () => void): unknown;
+  removeListener?(event: 'error', listener: () => void): unknown;
 }
 
 /** mysql2's `ResultSetHeader`, answered for a statement without rows. */

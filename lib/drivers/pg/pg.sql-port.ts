@@ -5,6 +5,7 @@ import type {
   SqlQueryOptions,
   SqlResult,
   SqlRunner,
+  SqlSession,
 } from '../../store/ports/sql-port';
 import type { PgPool, PgPoolClient, PgQueryable, PgQueryResult } from './pg-client';
 import { hearIdleClientErrors } from './pg-pool-errors';
@@ -50,6 +51,34 @@ export function pgSqlPort(pool: PgPool): SqlPort {
     transactionStatement: (opening, statement, onSent) =>
       pgStatementTransaction(pool, opening, statement, onSent),
     listen: (channel, onNotify, onLost) => pgListen(pool, channel, onNotify, onLost),
+    session: () => pgSession(pool),
+  };
+}
+
+/** A pool client kept for the outbox (`SqlPort.session`): the dispatcher's owner lock lives on it. */
+async function pgSession(pool: PgPool): Promise<SqlSession> {
+  const client = await pool.connect();
+  let lost: Error | undefined;
+  // A held client has no listener of the pool's: the server ending its connection would end
+  // the process. Heard, the next statement fails instead and the lock is known to be gone.
+  const failed = (error: Error): void => {
+    lost ??= error;
+  };
+  client.on('error', failed);
+  let released = false;
+  return {
+    query: (sql, params) => (lost === undefined ? run(client, sql, params) : Promise.reject(lost)),
+    release(broken) {
+      if (!released) {
+        released = true;
+        client.removeListener('error', failed);
+        // With an error the pool closes the connection, and the session's locks with it.
+        client.release(
+          broken || lost !== undefined ? (lost ?? new Error('outbox session closed')) : undefined,
+        );
+      }
+      return Promise.resolve();
+    },
   };
 }
 
