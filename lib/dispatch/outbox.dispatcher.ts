@@ -186,7 +186,12 @@ export class OutboxDispatcher
       lease: () => this.liveness.lease(),
     });
     this.wakeUps = new WakeUps(() => this.wake(), pollIntervalMs);
-    this.liveness = new OwnerLiveness(this.sql, store, this.log, () => this.wake());
+    this.liveness = new OwnerLiveness(
+      options.dispatcher.ownerLock ? this.sql : undefined,
+      store,
+      this.log,
+      () => this.wake(),
+    );
     this.loop = new ClaimLoop({
       claimer: this.claimer,
       wakeUps: this.wakeUps,

@@ -105,6 +105,7 @@ export const OUTBOX_DEFAULTS = deepFreeze({
       rule: defaultDbTimeoutMs,
     },
     listen: { value: true },
+    ownerLock: { value: true },
     shutdownTimeoutMs: { value: 10_000 },
     maxOutagePauseMs: { computed: 'max(30000, pollIntervalMs)', rule: defaultMaxOutagePauseMs },
     observe: { value: 'poll' },

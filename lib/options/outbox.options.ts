@@ -33,6 +33,13 @@ export interface OutboxDispatcherOptions {
   dbTimeoutMs?: number;
   /** Wake up on PostgreSQL NOTIFY from other instances (ignored on other databases). @default true */
   listen?: boolean;
+  /**
+   * PostgreSQL and MySQL/MariaDB: hold an owner lock on one connection of the pool, so that
+   * another instance gives a crashed one's leases back within about two seconds instead of
+   * after `leaseMs` (docs/delivery.md, "Takeover after a crash"). `false` leaves that
+   * connection to the pool (a pool of one or two). @default true
+   */
+  ownerLock?: boolean;
   /** On shutdown, how long in-flight publishes may finish before their leases are released. @default 10000 */
   shutdownTimeoutMs?: number;
   /**

@@ -19,6 +19,7 @@ export interface ResolvedDispatcherOptions {
   readonly publishTimeoutMs: number;
   readonly dbTimeoutMs: number;
   readonly listen: boolean;
+  readonly ownerLock: boolean;
   readonly shutdownTimeoutMs: number;
   readonly maxOutagePauseMs: number;
   /** 'poll', or the log observer the dispatcher reads new messages from. */
@@ -104,6 +105,7 @@ export function resolveDispatcherOptions(
     publishTimeoutMs,
     dbTimeoutMs,
     listen: bool(d.listen, defaults.listen.value, 'dispatcher.listen'),
+    ownerLock: bool(d.ownerLock, defaults.ownerLock.value, 'dispatcher.ownerLock'),
     shutdownTimeoutMs: integer(
       d.shutdownTimeoutMs,
       defaults.shutdownTimeoutMs.value,

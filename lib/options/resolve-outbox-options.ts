@@ -112,6 +112,7 @@ export const OUTBOX_OPTION_KEYS = {
     publishTimeoutMs: true,
     dbTimeoutMs: true,
     listen: true,
+    ownerLock: true,
     shutdownTimeoutMs: true,
     maxOutagePauseMs: true,
     observe: true,

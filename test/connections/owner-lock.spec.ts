@@ -127,7 +127,7 @@ const TARGETS: Target[] = [
 
 for (const target of TARGETS) {
   describeWith([target.service], `owner lock on a ${target.name} connection`, () => {
-    it('leases under an owner lock its session holds, released at shutdown', async () => {
+    async function leaseToken(ownerLock: boolean, check: (token: string, held: boolean) => void) {
       const db = target.open();
       const table = uniqueTable('outbox_owner');
       await createOutboxTable(db.connection.sql, { tableName: table });
@@ -140,7 +140,7 @@ for (const target of TARGETS) {
               connection: db.connection,
               publisher,
               tableName: table,
-              dispatcher: { pollIntervalMs: 100 },
+              dispatcher: { pollIntervalMs: 100, ownerLock },
             }),
           ],
         }).compile();
@@ -152,14 +152,12 @@ for (const target of TARGETS) {
           const rows = await db.query(`SELECT lock_token FROM ${q} WHERE lock_token IS NOT NULL`);
           return rows[0]?.['lock_token'] as string | undefined;
         });
-        // UUID version 8 at its place: a token that names its owner's lock.
-        expect(token[14]).toBe('8');
-        expect(await target.lockHeld(db.query, token)).toBe(true);
+        check(token, await target.lockHeld(db.query, token));
         publisher.release();
         await waitFor('the message published', () => publisher.sent.length === 1);
         await moduleRef.close();
         moduleRef = undefined;
-        expect(await target.lockHeld(db.query, token)).toBe(false);
+        if (ownerLock) expect(await target.lockHeld(db.query, token)).toBe(false);
       } finally {
         publisher.release();
         await moduleRef?.close();
@@ -168,6 +166,16 @@ for (const target of TARGETS) {
         }
         await db.end();
       }
-    });
+    }
+
+    it('leases under an owner lock its session holds, released at shutdown', () =>
+      leaseToken(true, (token, held) => {
+        // UUID version 8 at its place: a token that names its owner's lock.
+        expect(token[14]).toBe('8');
+        expect(held).toBe(true);
+      }));
+
+    it('with ownerLock: false, holds no connection for a lock and leases with plain tokens', () =>
+      leaseToken(false, (token) => expect(token[14]).toBe('4')));
   });
 }

@@ -50,6 +50,7 @@ describe('resolveOutboxOptions', () => {
         leaseMs: 30_000,
         publishTimeoutMs: 10_000,
         listen: true,
+        ownerLock: true,
       },
       retry: {
         maxAttempts: 10,
