@@ -9,12 +9,11 @@ import { serverConnection, uniqueTable } from '../support/databases';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { serverConnectionsSince } from '../support/server-connections';
 import { describeWith, type ServiceName } from '../support/services';
-import { waitFor } from '../support/wait-for';
+import { sleep, waitFor } from '../support/wait-for';
 
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const pg = require('pg') as { Pool: new (config: object) => PgPoolForTests };
 
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 import { mariadbPool, pgPool, type PgPoolForTests } from '../orm/driver-targets';
 
 // The dispatcher on the plain-driver connections, set up as docs/without-typeorm.md shows, while

@@ -49,14 +49,13 @@ import {
   Gate,
   readEffects,
   readInbox,
-  sleep,
   track,
   type Tracked,
-  waitFor,
   writeEffect,
   waitUntilBlocked,
   type Effect,
 } from '../support/inbox-fixtures';
+import { sleep, waitFor } from '../support/wait-for';
 import { startNestInboxConsumer } from '../support/inbox-nest-consumer';
 import { openOutbox, type OutboxApp } from '../support/outbox-harness';
 import { describeWith, SERVICES, type ServiceName } from '../support/services';
@@ -570,17 +569,17 @@ function inboxSuite(db: TestDatabase): void {
       },
     });
     return Object.assign(app, {
-      drain: () =>
-        waitFor(
+      drain: async (): Promise<void> => {
+        await waitFor(
           'the outbox to deliver everything',
           async () => {
             await app.dispatcher.drain();
             const stats = await app.outbox.stats();
             return stats.pending === 0 && stats.leased === 0;
           },
-          30_000,
-          20,
-        ),
+          { timeoutMs: 30_000, intervalMs: 20 },
+        );
+      },
     });
   }
 
@@ -645,7 +644,7 @@ function inboxSuite(db: TestDatabase): void {
             if (msg !== null) onMessage(msg).catch((error: unknown) => errors.push(error));
           });
           // 7 copies on the broker (5 + 2 duplicates), each delivered twice.
-          await waitFor('14 deliveries', () => deliveries.length >= 14);
+          await waitFor('14 deliveries', () => deliveries.length >= 14, { timeoutMs: 20_000 });
           await sleep(300);
 
           expect(errors).toEqual([]);
@@ -737,13 +736,15 @@ function inboxSuite(db: TestDatabase): void {
         };
 
         const first = await startConsumer(1);
-        await waitFor('six records at the first consumer', () => seen.length >= 6, 60_000);
+        await waitFor('six records at the first consumer', () => seen.length >= 6, {
+          timeoutMs: 60_000,
+        });
         await first.disconnect();
         await startConsumer(2);
         await waitFor(
           'six records again at the restarted consumer',
           () => seen.filter((s) => s.run === 2).length >= 6,
-          60_000,
+          { timeoutMs: 60_000 },
         );
         await sleep(300);
 
@@ -907,7 +908,7 @@ describeWith(
         channel.sendToQueue(queue, Buffer.from('{"orderId":"o-1","total":1}'), {
           headers: { [OUTBOX_HEADER_MESSAGE_ID]: 'x'.repeat(300) },
         });
-        await waitFor('the first delivery', () => deliveries > 0);
+        await waitFor('the first delivery', () => deliveries > 0, { timeoutMs: 20_000 });
         // A requeued message comes back within milliseconds; give it a second to show up.
         await sleep(1_000);
         expect(deliveries).toBe(1);

@@ -41,6 +41,7 @@ import { Collector } from '../support/transports/collector';
 import { startNestConsumer } from '../support/transports/nest-consumer';
 import { freePort } from '../support/transports/net';
 import { consumeRedisStream, redisClient, REDIS_URL } from '../support/transports/redis-streams';
+import { sleep } from '../support/wait-for';
 
 // The trace context travels from the span that enqueued a message, through the outbox table and
 // a real dispatcher, to a real consumer of Kafka, RabbitMQ, Redis Streams and a Nest TCP
@@ -49,7 +50,6 @@ import { consumeRedisStream, redisClient, REDIS_URL } from '../support/transport
 const db = testDatabase('postgres');
 const RABBITMQ_URL = `amqp://guest:guest@${SERVICES.rabbitmq.host}:${SERVICES.rabbitmq.port}`;
 const KAFKA_BROKERS = [`${SERVICES.kafka.host}:${SERVICES.kafka.port}`];
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 let counter = 0;
 const unique = (what: string): string => `outbox-otel-${what}-${process.pid}-${++counter}`;
 

@@ -14,6 +14,7 @@ import { testDatabase } from '../support/databases';
 import { useOutboxScope } from '../support/outbox-scope';
 import { describeWith, SERVICES } from '../support/services';
 import { freePort } from '../support/transports/net';
+import { sleep } from '../support/wait-for';
 
 // PostgreSQL outbox → real dispatcher → real RabbitMQ, with OutboxPrometheusModule's metrics in a
 // real prom-client registry, read back the way Prometheus scrapes them (registry.metrics()).
@@ -21,7 +22,6 @@ import { freePort } from '../support/transports/net';
 const db = testDatabase('postgres');
 const RABBITMQ_URL = `amqp://guest:guest@${SERVICES.rabbitmq.host}:${SERVICES.rabbitmq.port}`;
 const SAMPLE_MS = 250;
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 let counter = 0;
 const unique = (what: string): string => `outbox-prom-${what}-${process.pid}-${++counter}`;
 

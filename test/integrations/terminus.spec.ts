@@ -19,13 +19,13 @@ import { useOutboxScope } from '../support/outbox-scope';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith, SERVICES } from '../support/services';
 import { freePort } from '../support/transports/net';
+import { sleep, waitFor } from '../support/wait-for';
 
 // A real Nest HTTP app with @nestjs/terminus' HealthCheckService and OutboxHealthIndicator, over
 // a PostgreSQL outbox and a real RabbitMQ; the health endpoint is called over HTTP.
 
 const db = testDatabase('postgres');
 const RABBITMQ_URL = `amqp://guest:guest@${SERVICES.rabbitmq.host}:${SERVICES.rabbitmq.port}`;
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 let counter = 0;
 const unique = (what: string): string => `outbox-health-${what}-${process.pid}-${++counter}`;
 
@@ -120,6 +120,7 @@ describeWith(['postgres', 'rabbitmq'], 'OutboxHealthIndicator (@nestjs/terminus)
     await waitFor(
       'the message to be delivered',
       async () => (await outbox.stats()).delivered === 1,
+      { timeoutMs: 15_000 },
     );
     expect(await channel.get(queue)).not.toBe(false);
 
@@ -140,7 +141,9 @@ describeWith(['postgres', 'rabbitmq'], 'OutboxHealthIndicator (@nestjs/terminus)
     await scope.ds.transaction((m) =>
       outbox.enqueue({ topic: unique('nowhere'), payload: { lost: true } }, m),
     );
-    await waitFor('the dead letter', async () => (await outbox.stats()).dead === 1);
+    await waitFor('the dead letter', async () => (await outbox.stats()).dead === 1, {
+      timeoutMs: 15_000,
+    });
     const unhealthy = await get();
     expect(unhealthy.status).toBe(503);
     expect(unhealthy.body.status).toBe('error');
@@ -199,13 +202,17 @@ describeWith(['postgres', 'rabbitmq'], 'OutboxHealthIndicator (@nestjs/terminus)
     // The publish hangs until the dispatcher's publish deadline (10 s by default).
     publisher.fail(id as string, 'hang');
     await app.get(OutboxDispatcher).start();
-    await waitFor('the health check to report the stuck run', async () => {
-      const response = await get();
-      return (
-        response.status === 503 &&
-        (response.body.details.outbox.problems ?? []).some((p) => p.includes('current run'))
-      );
-    });
+    await waitFor(
+      'the health check to report the stuck run',
+      async () => {
+        const response = await get();
+        return (
+          response.status === 503 &&
+          (response.body.details.outbox.problems ?? []).some((p) => p.includes('current run'))
+        );
+      },
+      { timeoutMs: 15_000 },
+    );
     expect(app.get(OutboxDispatcher).status()).toMatchObject({ started: true });
     expect(app.get(OutboxDispatcher).status().runningForMs).toBeGreaterThan(1_000);
   });
@@ -235,15 +242,3 @@ describe('OutboxHealthIndicator options', () => {
     expect(() => resolveOutboxHealthOptions({ maxDead: -1 })).toThrow(OutboxOptionsError);
   });
 });
-
-async function waitFor(
-  what: string,
-  check: () => Promise<boolean>,
-  timeoutMs = 15_000,
-): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
-    await sleep(50);
-  }
-}

@@ -11,14 +11,12 @@ import { ensureInboxTable, Inbox } from '../../lib/inbox';
 import { TestOrder, testDatabase, uniqueTable, type TestDatabase } from '../support/databases';
 import { quoteTable } from '../support/outbox-harness';
 import { describeWith } from '../support/services';
-import { expectNever, waitFor } from '../support/wait-for';
+import { expectNever, sleep, waitFor } from '../support/wait-for';
 import { openLocalApp, type LocalApp, type LocalAppSpec } from './local-app';
 
 // The in-process transport on real databases: OutboxModule → LocalPublisher → @OnOutboxMessage()
 // handlers on providers of the same app. Every test asserts what the handlers received and what
 // the outbox table says.
-
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 interface Call {
   readonly messageId: string;

@@ -14,15 +14,13 @@ import { outboxTableDropDdl, type OutboxDialect } from '../../lib/store/schema/o
 import { storedId, uniqueTable } from '../support/databases';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith, type ServiceName } from '../support/services';
-import { expectNever, waitFor } from '../support/wait-for';
+import { expectNever, sleep, waitFor } from '../support/wait-for';
 import { expectDeliveredToRabbitMq } from './rabbitmq-delivery';
 
 // The module's `connection` on one library, end to end: OutboxModule boots on it, the real
 // dispatcher delivers what the app's committed transaction enqueued and nothing of a rolled-back
 // one, and enqueue refuses what would not commit with the app's writes. Each library's spec
 // gives the fixture: how its app opens its pool, runs a transaction and writes a business row.
-
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** The app's database handle as one library has it: a pool, a Database, a Kysely instance. */
 export interface AppDatabase<Tx> {

@@ -10,7 +10,7 @@ import type { SqlPort } from '../../lib/store/ports/sql-port';
 import { storedId, uniqueTable } from '../support/databases';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
-import { expectNever, waitFor } from '../support/wait-for';
+import { expectNever, sleep, waitFor } from '../support/wait-for';
 import { expectDeliveredToRabbitMq } from './rabbitmq-delivery';
 import { messageIdText } from '../../lib/store/rows/message-id-codec';
 
@@ -18,8 +18,6 @@ import { messageIdText } from '../../lib/store/rows/message-id-codec';
 // messages enqueued in the ORM's own transactions next to a business row, delivered by the real
 // dispatcher to a recording publisher, and end to end to a real RabbitMQ queue. One list of
 // cases, run by each ORM's module spec on each database.
-
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 /** An app's use of one ORM on one database, as its module spec builds it. */
 export interface OrmApp<Tx> {

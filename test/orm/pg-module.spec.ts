@@ -16,7 +16,7 @@ import { pgOutbox, pgSqlPort, type PgPoolClient } from '../../lib/connections/pg
 import { RabbitMqPublisher } from '../../lib/publishers/rabbitmq';
 import { uniqueTable } from '../support/databases';
 import { describeWith, SERVICES } from '../support/services';
-import { expectNever, waitFor } from '../support/wait-for';
+import { expectNever, sleep, waitFor } from '../support/wait-for';
 import { pgPool, type PgPoolForTests } from './driver-targets';
 
 // An app with no TypeORM: OutboxModule on a plain node-postgres pool (`connection:
@@ -24,7 +24,6 @@ import { pgPool, type PgPoolForTests } from './driver-targets';
 // delivered by the real dispatcher to a real RabbitMQ queue.
 
 const RABBITMQ_URL = `amqp://guest:guest@${SERVICES.rabbitmq.host}:${SERVICES.rabbitmq.port}`;
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 describeWith(['postgres', 'rabbitmq'], 'OutboxModule on node-postgres (nestjs-outbox/pg)', () => {
   const table = uniqueTable('outbox_pg');

@@ -4,14 +4,13 @@ import { OutboxModule, OutboxService, type OutboxConnection, type SqlPort } from
 import { RabbitMqPublisher } from '../../lib/publishers/rabbitmq';
 import { storedId, uniqueTable } from '../support/databases';
 import { SERVICES } from '../support/services';
-import { waitFor } from '../support/wait-for';
+import { sleep, waitFor } from '../support/wait-for';
 
 // One library's app end to end: OutboxModule on its connection with the real RabbitMqPublisher,
 // a rolled-back and a committed transaction (a business row and a message each), and what a
 // real RabbitMQ queue received.
 
 const RABBITMQ_URL = `amqp://guest:guest@${SERVICES.rabbitmq.host}:${SERVICES.rabbitmq.port}`;
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 export interface RabbitMqDeliveryApp<Tx> {
   readonly connection: OutboxConnection<Tx>;

@@ -54,13 +54,13 @@ import {
 } from '../support/transports/native-consumers';
 import { startNestConsumer, type NestConsumer } from '../support/transports/nest-consumer';
 import { freePort, startBlackholeMqttBroker } from '../support/transports/net';
+import { sleep } from '../support/wait-for';
 
 // End-to-end proofs of ClientProxyPublisher: real PostgreSQL outbox table, real Nest clients, and
 // a real consumer on each transport (Nest TCP microservice; amqplib, nats, ioredis, mqtt and
 // kafkajs consumers for the brokers).
 
 const db = testDatabase('postgres');
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 const KEYS = ['k-a', 'k-b', 'k-c', 'k-d'];
 const TYPE = 'test.event';
 const HEADERS = { 'x-tenant': 't1' };

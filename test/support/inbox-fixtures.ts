@@ -1,25 +1,9 @@
 import type { OutboxPublisher, OutboxRecord, PublishOutcome } from 'nestjs-outbox';
 import type { DataSource, EntityManager } from 'typeorm';
+import { waitFor } from './wait-for';
 
 // Helpers of the inbox suite: a business table per test (so counts are never shared with other
 // suites running against the same database), raw reads of the inbox table, and lock-wait probes.
-
-export const sleep = (ms: number): Promise<void> =>
-  new Promise((resolve) => setTimeout(resolve, ms));
-
-export async function waitFor(
-  what: string,
-  check: () => boolean | Promise<boolean>,
-  timeoutMs = 20_000,
-  everyMs = 25,
-): Promise<void> {
-  const deadline = Date.now() + timeoutMs;
-  while (!(await check())) {
-    if (Date.now() > deadline)
-      throw new Error(`Timed out after ${timeoutMs} ms waiting for ${what}`);
-    await sleep(everyMs);
-  }
-}
 
 /** A promise the test resolves or rejects when it chooses. */
 export class Gate {
@@ -160,8 +144,7 @@ export async function waitUntilBlocked(ds: DataSource, table: string): Promise<v
       previous = new Set(now);
       return stuck;
     },
-    20_000,
-    150,
+    { timeoutMs: 20_000, intervalMs: 150 },
   );
 }
 

@@ -38,8 +38,7 @@ import { waitFor } from './wait-for';
 // instances of one app. Nothing here calls the store: specs that must drive it directly get it
 // from `store`.
 
-export const sleep = (ms: number): Promise<void> =>
-  new Promise((resolve) => setTimeout(resolve, ms));
+export { sleep } from './wait-for';
 
 /** Module options a spec may set: everything but where the module runs, which the harness sets. */
 export type HarnessOverrides = Omit<

@@ -11,7 +11,9 @@ export interface WaitOptions {
   readonly intervalMs?: number;
 }
 
-const pause = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
+/** Waits `ms`: for pacing a test (a poll, a load), never for ordering events (see waitFor). */
+export const sleep = (ms: number): Promise<void> =>
+  new Promise((resolve) => setTimeout(resolve, ms));
 
 /**
  * Probes until `probe` returns something truthy and resolves to it; rejects after `timeoutMs`
@@ -32,7 +34,7 @@ export async function waitFor<T>(
         `timed out after ${timeoutMs} ms waiting for ${what} (last probe: ${describe(value)})`,
       );
     }
-    await pause(Math.min(intervalMs, Math.max(1, deadline - Date.now())));
+    await sleep(Math.min(intervalMs, Math.max(1, deadline - Date.now())));
   }
 }
 
@@ -51,7 +53,7 @@ export async function expectNever(
     const value = await probe();
     if (value) throw new Error(`${what} happened (${describe(value)})`);
     if (Date.now() >= end) return;
-    await pause(Math.min(intervalMs, Math.max(1, end - Date.now())));
+    await sleep(Math.min(intervalMs, Math.max(1, end - Date.now())));
   }
 }
 

@@ -5,6 +5,7 @@ import { type OutboxModuleOptions, type OutboxPublisher } from '../../lib';
 import { resolveOutboxOptions } from '../../lib/options/resolve-outbox-options';
 import { IntervalWorker, type IntervalWorkerName } from '../../lib/dispatch/interval-worker';
 import type { ResolvedOutboxOptions } from '../../lib/options/resolve-outbox-options';
+import { sleep } from '../support/wait-for';
 
 const publisher: OutboxPublisher = {
   publish: (messages) => Promise.resolve(messages.map(() => ({ ok: true as const }))),
@@ -12,7 +13,6 @@ const publisher: OutboxPublisher = {
 const dataSource = new DataSource({ type: 'better-sqlite3', database: ':memory:' });
 const INTERVAL_MS = 100;
 
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 // Timers are faked: time passes only when a test advances it.
 const elapse = async (ms: number): Promise<void> => {
   await jest.advanceTimersByTimeAsync(ms);

@@ -11,6 +11,7 @@ import {
   type JsonOutboxRecord,
   type OutboxRecord,
 } from '../../lib';
+import { sleep } from '../support/wait-for';
 
 // The in-process publisher on a real Nest app context: handlers discovered on providers, outcomes
 // as the dispatcher reads them. (Delivery after commit, retries and dead letters on real databases
@@ -32,8 +33,6 @@ function record(topic: string, fields: Partial<JsonOutboxRecord> = {}): OutboxRe
     ...fields,
   };
 }
-
-const sleep = (ms: number): Promise<void> => new Promise((resolve) => setTimeout(resolve, ms));
 
 @Injectable()
 class Billing {
