@@ -90,8 +90,8 @@ const mariadb: Target = {
     });
   },
   async insertBig(ds, table) {
-    await ds.query(`INSERT INTO \`${table}\` (message_id, topic, message_key, event_type, payload)
-SELECT UNHEX(REPLACE(UUID(), '-', '')), 'backfill', CONCAT('key-', seq % 1000), 'row.touched', '{}'
+    await ds.query(`INSERT INTO \`${table}\` (message_id, topic, message_key, event_type, payload, headers)
+SELECT UNHEX(REPLACE(UUID(), '-', '')), 'backfill', CONCAT('key-', seq % 1000), 'row.touched', '{}', '{}'
 FROM seq_1_to_${ROWS}`);
   },
 };

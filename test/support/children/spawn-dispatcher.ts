@@ -32,11 +32,12 @@ export class DispatcherChild {
 
   /**
    * Forks the child and waits until its dispatcher is running; `nodeArgs` go to its `node`
-   * (`--max-old-space-size=…`).
+   * (`--max-old-space-size=…`). The wait is a failure deadline only: ts-node compiles the child
+   * first, which takes tens of seconds on a busy two-core machine.
    */
   static async start(
     config: ChildConfig,
-    timeoutMs = 30_000,
+    timeoutMs = 120_000,
     nodeArgs: readonly string[] = [],
   ): Promise<DispatcherChild> {
     const child = fork(SCRIPT, [], {
