@@ -215,8 +215,8 @@ describeWith(['postgres', 'rabbitmq'], 'Prometheus metrics (OutboxPrometheusModu
     expect(() => new OutboxMetrics({ registry, prefix: 'app_' })).toThrow(OutboxOptionsError);
     expect(() => new OutboxMetrics({ registry, prefix: 'app_' })).toThrow(/distinct prefix/);
     // The failed attempt registered nothing, and the first instance's metrics are intact.
-    // Seven counters and histograms, three table gauges, two log-tailing gauges.
-    expect(registry.getMetricsAsArray()).toHaveLength(12);
+    // Seven counters and histograms, three table gauges, four log-tailing metrics.
+    expect(registry.getMetricsAsArray()).toHaveLength(14);
     expect(first.registry).toBe(registry);
     expect(() => new OutboxMetrics({ registry, prefix: '9bad' })).toThrow(OutboxOptionsError);
     expect(

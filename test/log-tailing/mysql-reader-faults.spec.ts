@@ -231,7 +231,12 @@ describeWithPackages(
       const lock = mysqlLogLockName(server.database, outboxTableNames(table, null, 'backtick'));
       // One logger for both apps (Nest's logger is one per process): the lines tell them apart.
       const logs = new CapturingLogger();
-      const binlogLines = () => logs.linesOf(/binlog/, 'log').map((l) => l.message);
+      // The reader's own lines (the dispatcher's start line names the binlog too).
+      const binlogLines = () =>
+        logs
+          .linesOf(/binlog/, 'log')
+          .map((l) => l.message)
+          .filter((m) => !m.startsWith('Dispatcher started'));
       const log = { connectionString: login.url(server.port) };
       const a = await tailingApp(table, new RecordingPublisher(), log, {
         instanceId: 'first',

@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import type { DataSource } from 'typeorm';
 import {
   mysqlLogTailingDdl,
@@ -23,6 +24,8 @@ import { waitFor } from '../support/wait-for';
 const HEAP_MB = 160;
 /** Inserts in the one transaction: at about 230 bytes each kept, far past `HEAP_MB`. */
 const ROWS = 1_000_000;
+/** How many of them the test sees delivered (all of them would take the sweep many minutes). */
+const BACKFILL_SEEN = 5_000;
 
 interface Target {
   readonly name: 'postgres' | 'mariadb';
@@ -32,6 +35,8 @@ interface Target {
   started(ds: DataSource, table: string): Promise<void>;
   /** Inserts `ROWS` pending outbox rows in one transaction, keys spread over 1 000. */
   insertBig(ds: DataSource, table: string): Promise<void>;
+  /** Inserts one pending row with `id`, of a key the big transaction does not use. */
+  insertOne(ds: DataSource, table: string, id: string): Promise<void>;
 }
 
 const postgres: Target = {
@@ -67,6 +72,12 @@ const postgres: Target = {
 SELECT gen_random_uuid(), 'backfill', 'key-' || (g % 1000), 'row.touched', '{}'
 FROM generate_series(1, ${ROWS}) AS g`);
   },
+  async insertOne(ds, table, id) {
+    await ds.query(
+      `INSERT INTO "${table}" (message_id, topic, message_key, event_type, payload) VALUES ($1, 'after', 'after-key', 'row.touched', '{}')`,
+      [id],
+    );
+  },
 };
 
 const mariadb: Target = {
@@ -94,6 +105,12 @@ const mariadb: Target = {
 SELECT UNHEX(REPLACE(UUID(), '-', '')), 'backfill', CONCAT('key-', seq % 1000), 'row.touched', '{}', '{}'
 FROM seq_1_to_${ROWS}`);
   },
+  async insertOne(ds, table, id) {
+    await ds.query(
+      `INSERT INTO \`${table}\` (message_id, topic, message_key, event_type, payload, headers) VALUES (UNHEX(REPLACE(?, '-', '')), 'after', 'after-key', 'row.touched', '{}', '{}')`,
+      [id],
+    );
+  },
 };
 
 function pgNames(table: string) {
@@ -106,7 +123,7 @@ for (const target of TARGETS) {
   describeWith([target.name], `a log reader with a ${HEAP_MB} MB heap on ${target.name}`, () => {
     const scope = useOutboxScope(testDatabase(target.name), { tablePrefix: 'bigtx' });
 
-    it(`survives one transaction of ${ROWS} outbox inserts and delivers every message`, async () => {
+    it(`survives one transaction of ${ROWS} outbox inserts, reads past it and leaves it to the sweep`, async () => {
       const table = await scope.table('bigtx');
       await target.setUp(scope.ds, table);
       scope.defer(() => target.drop(scope.ds, table));
@@ -130,24 +147,38 @@ for (const target of TARGETS) {
       await target.started(scope.ds, table);
 
       await target.insertBig(scope.ds, table);
+      // Committed after the big one, of a key it does not use: it reaches the consumer through
+      // the log only once the reader has read past the whole transaction, alive.
+      const after = randomUUID();
+      await target.insertOne(scope.ds, table, after);
 
       let exit: { code: number | null; signal: string | null } | undefined;
       void reader.exited.then((e) => (exit = e));
+      const alive = (): void => {
+        if (exit !== undefined) {
+          throw new Error(`the reader died (${JSON.stringify(exit)}):\n${reader.output}`);
+        }
+      };
       await waitFor(
-        `all ${ROWS} messages at the consumer, the reader alive`,
+        'the message committed after the big transaction, the reader alive',
         () => {
-          if (exit !== undefined) {
-            throw new Error(`the reader died (${JSON.stringify(exit)}):\n${reader.output}`);
-          }
-          return Promise.resolve(consumer.arrivals.length >= ROWS);
+          alive();
+          return consumer.ids().includes(after);
         },
-        { timeoutMs: 900_000, intervalMs: 500 },
+        { timeoutMs: 600_000, intervalMs: 500 },
       );
-      expect(new Set(consumer.ids()).size).toBe(ROWS);
-      const [left] = await scope.ds.query<{ n: string | number }[]>(
-        `SELECT COUNT(*) AS n FROM ${target.name === 'postgres' ? `"${table}"` : `\`${table}\``} WHERE status <> 'delivered'`,
+      // The big transaction was left to the table: its rows go out through the sweep. Every one
+      // of them once, in key order, is the integration test's (log-tailing.spec, a bound of 50);
+      // here, that they flow while the reader lives on.
+      await waitFor(
+        `${BACKFILL_SEEN} of the big transaction's messages at the consumer, the reader alive`,
+        () => {
+          alive();
+          return consumer.arrivals.length > BACKFILL_SEEN;
+        },
+        { timeoutMs: 300_000, intervalMs: 500 },
       );
-      expect(Number(left?.n)).toBe(0);
+      expect(consumer.duplicates()).toEqual([]);
       await reader.stop(60_000);
     }, 1_200_000);
   });
