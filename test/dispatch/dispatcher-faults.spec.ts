@@ -589,7 +589,7 @@ for (const db of TEST_DATABASES) {
           `[${db.name}] ${CONCURRENT_DISPATCHERS} dispatchers, ${CONCURRENT_TOTAL} messages: boot ${booted - started} ms, enqueue ${enqueued - booted} ms, ` +
             `delivered ${delivered - booted} ms after boot; per dispatcher ${totals.map((t) => t.published).join('/')}\n`,
         );
-      });
+      }, 300_000);
     }
 
     it('survives a broker outage mid-run over real TCP: no attempts burnt, nothing lost, the backlog drains when it returns', async () => {
