@@ -1,3 +1,4 @@
+import { randomUUID } from 'node:crypto';
 import { OutboxEvent, OutboxInvalidMessageError, OutboxService } from '../../lib';
 import { readOutbox, TEST_DATABASES, TestOrder } from '../support/databases';
 import { useOutboxScope } from '../support/outbox-scope';
@@ -34,18 +35,21 @@ for (const db of TEST_DATABASES) {
     });
 
     it('validatePayload: false stores what JSON.stringify makes, with the business row', async () => {
+      // Customers of this run only: the orders table is shared with other suites and runs.
+      const validated = `validated-${randomUUID()}`;
+      const unchecked = `unchecked-${randomUUID()}`;
       // Validated (the default): refused, and the transaction with it.
       await expect(
         scope.ds.transaction(async (m) => {
-          await m.save(TestOrder, { customer: 'validated' });
+          await m.save(TestOrder, { customer: validated });
           return outbox.enqueue({ topic: 't', payload: { a: undefined, b: 1 } }, m);
         }),
       ).rejects.toThrow(OutboxInvalidMessageError);
       expect(await readOutbox(scope.ds, table)).toEqual([]);
-      expect(await scope.ds.getRepository(TestOrder).countBy({ customer: 'validated' })).toBe(0);
+      expect(await scope.ds.getRepository(TestOrder).countBy({ customer: validated })).toBe(0);
 
       const ids = await scope.ds.transaction(async (m) => {
-        await m.save(TestOrder, { customer: 'unchecked' });
+        await m.save(TestOrder, { customer: unchecked });
         return Promise.all([
           outbox.enqueue(
             { topic: 't', payload: { a: undefined, b: 1 }, validatePayload: false },
@@ -59,7 +63,7 @@ for (const db of TEST_DATABASES) {
         [ids[0], { b: 1 }],
         [ids[1], { values: [1, null, null] }],
       ]);
-      expect(await scope.ds.getRepository(TestOrder).countBy({ customer: 'unchecked' })).toBe(1);
+      expect(await scope.ds.getRepository(TestOrder).countBy({ customer: unchecked })).toBe(1);
     });
 
     it('headers are validated whatever the payload switch says: a bad header writes nothing', async () => {
