@@ -24,3 +24,28 @@ export function awsMessageGroupId(key: string | null, messageId: string): string
   if (isAwsGroupId(key)) return key;
   return `sha256:${createHash('sha256').update(key, 'utf8').digest('base64url')}`;
 }
+
+/** The FIFO fields of an entry (`awsOrdering`): the broker's per-group order and deduplication. */
+export interface AwsOrderingFields {
+  MessageGroupId?: string;
+  MessageDeduplicationId?: string;
+}
+
+/**
+ * The ordering fields of one message to `destination`: on a FIFO queue or topic its group (the
+ * one given in its attributes, else its key's) and its id for deduplication; elsewhere only a
+ * group given in its attributes (a fair queue's tenant).
+ */
+export function awsOrdering(
+  destination: string,
+  record: { readonly key: string | null; readonly messageId: string },
+  messageGroupId: string | undefined,
+): AwsOrderingFields {
+  if (isFifoDestination(destination)) {
+    return {
+      MessageGroupId: messageGroupId ?? awsMessageGroupId(record.key, record.messageId),
+      MessageDeduplicationId: record.messageId,
+    };
+  }
+  return messageGroupId === undefined ? {} : { MessageGroupId: messageGroupId };
+}

@@ -24,7 +24,7 @@ import {
   type AwsBatchAnswer,
   type AwsBatchItem,
 } from '../aws/aws-batch-sender';
-import { awsMessageGroupId, isFifoDestination } from '../aws/aws-fifo';
+import { awsOrdering } from '../aws/aws-fifo';
 import {
   awsMessageBytesBound,
   awsMessageParts,
@@ -194,13 +194,11 @@ export class SnsPublisher implements OutboxPublisher {
       };
     }
     const own = record.attributes?.sns;
-    const entry: Entry = { Message: parts.body, MessageAttributes: parts.attributes };
-    if (isFifoDestination(arn)) {
-      entry.MessageGroupId = own?.messageGroupId ?? awsMessageGroupId(record.key, record.messageId);
-      entry.MessageDeduplicationId = record.messageId;
-    } else if (own?.messageGroupId !== undefined) {
-      entry.MessageGroupId = own.messageGroupId;
-    }
+    const entry: Entry = {
+      Message: parts.body,
+      MessageAttributes: parts.attributes,
+      ...awsOrdering(arn, record, own?.messageGroupId),
+    };
     if (own?.subject !== undefined) entry.Subject = own.subject;
     return { index, destination: arn, key: record.key, bytes: parts.bytes, entry };
   }

@@ -26,7 +26,7 @@ import {
   type AwsBatchItem,
 } from '../aws/aws-batch-sender';
 import { classifyAwsError } from '../aws/aws-error.classifier';
-import { awsMessageGroupId, isFifoDestination } from '../aws/aws-fifo';
+import { awsOrdering, isFifoDestination } from '../aws/aws-fifo';
 import {
   awsMessageBytesBound,
   awsMessageParts,
@@ -244,13 +244,11 @@ export class SqsPublisher implements OutboxPublisher {
       };
     }
     const own = record.attributes?.sqs;
-    const entry: Entry = { MessageBody: parts.body, MessageAttributes: parts.attributes };
-    if (isFifoDestination(url)) {
-      entry.MessageGroupId = own?.messageGroupId ?? awsMessageGroupId(record.key, record.messageId);
-      entry.MessageDeduplicationId = record.messageId;
-    } else if (own?.messageGroupId !== undefined) {
-      entry.MessageGroupId = own.messageGroupId;
-    }
+    const entry: Entry = {
+      MessageBody: parts.body,
+      MessageAttributes: parts.attributes,
+      ...awsOrdering(url, record, own?.messageGroupId),
+    };
     if (own?.delaySeconds !== undefined) entry.DelaySeconds = own.delaySeconds;
     return { index, destination: url, key: record.key, bytes: parts.bytes, entry };
   }
