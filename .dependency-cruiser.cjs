@@ -2,11 +2,12 @@
 // architecture drawing: read it before adding a folder.
 //
 //   core          the outbox itself, loaded by `nestjs-outbox`: the root files, message/,
-//                 options/, store/, dispatch/, module/, errors/, observers/, internal/,
+//                 options/, store/, dispatch/, workers/, module/ (with admin/), errors/,
+//                 observers/, internal/,
 //                 drivers/ (SQL ports over pg, mysql2, better-sqlite3 and libSQL, typed
 //                 structurally so that no driver is loaded), typeorm/ (the default
 //                 connection), publishers/ (the port, and the in-process and routing
-//                 publishers), operations/admin/ and integrations/cls/.
+//                 publishers) and integrations/cls/.
 //   entry points  one folder each, published as a subpath with optional peers
 //                 (entry-points.json): connections/<library>/, publishers/<broker>/,
 //                 integrations/<name>/, inbox/, operations/console/, testing/,
@@ -86,6 +87,7 @@ module.exports = {
         path: [
           '^lib/store/',
           '^lib/dispatch/',
+          '^lib/workers/',
           '^lib/module/',
           '^lib/operations/',
           '^lib/drivers/',
@@ -102,8 +104,23 @@ module.exports = {
       severity: 'error',
       from: { path: ['^lib/store/', '^lib/drivers/'] },
       to: {
-        path: ['^lib/dispatch/', '^lib/module/', '^lib/operations/', '^lib/outbox\\.(module|service)\\.ts$'],
+        path: ['^lib/dispatch/', '^lib/workers/', '^lib/module/', '^lib/operations/', '^lib/outbox\\.(module|service)\\.ts$'],
       },
+    },
+    {
+      name: 'dispatch-parts-below-the-dispatcher',
+      comment:
+        'The dispatcher wires its parts; the pipeline, the sources and the health parts never reach back up to it, and the sources reach the pipeline only, never each other.',
+      severity: 'error',
+      from: { path: '^lib/dispatch/(pipeline|poll|log|health)/' },
+      to: { path: '^lib/dispatch/outbox\\.dispatcher\\.ts$' },
+    },
+    {
+      name: 'workers-are-not-the-dispatcher',
+      comment: 'The interval workers (unlocker, cleaner, partition maintainer) run beside the dispatcher and share none of its parts.',
+      severity: 'error',
+      from: { path: '^lib/workers/' },
+      to: { path: '^lib/dispatch/' },
     },
     {
       name: 'message-does-not-use-options',

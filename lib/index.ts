@@ -10,7 +10,7 @@ export {
   OutboxAdmin,
   OUTBOX_ADMIN_MAX_LIMIT,
   type OutboxAdminOptions,
-} from './operations/admin/outbox.admin';
+} from './module/admin/outbox.admin';
 export type {
   OutboxBlockedKey,
   OutboxCounts,
@@ -31,7 +31,7 @@ export type {
   OutboxStuckLeaseQuery,
   OutboxTopicActivity,
   OutboxTopicCounts,
-} from './operations/admin/outbox-admin.interfaces';
+} from './module/admin/outbox-admin.interfaces';
 export type {
   OutboxModuleOptions,
   OutboxModuleExtras,
@@ -170,9 +170,9 @@ export {
 } from './store/schema/debezium-connector-config';
 
 export { OutboxDispatcher, type OutboxDispatcherStatus } from './dispatch/outbox.dispatcher';
-export { OutboxUnlocker } from './dispatch/outbox.unlocker';
-export { OutboxCleaner, type OutboxCleanReport } from './dispatch/outbox.cleaner';
-export { OutboxPartitionMaintainer } from './dispatch/outbox.partition-maintainer';
+export { OutboxUnlocker } from './workers/outbox.unlocker';
+export { OutboxCleaner, type OutboxCleanReport } from './workers/outbox.cleaner';
+export { OutboxPartitionMaintainer } from './workers/outbox.partition-maintainer';
 export { outboxPartitions } from './store/partitions/outbox-partitions';
 export type {
   OutboxPartition,

@@ -1,7 +1,7 @@
 import { Module, type DynamicModule, type Provider } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
-import { OUTBOX_ADMIN_PROVIDER } from './operations/admin/outbox-admin.provider';
-import { OutboxAdmin } from './operations/admin/outbox.admin';
+import { OUTBOX_ADMIN_PROVIDER } from './module/admin/outbox-admin.provider';
+import { OutboxAdmin } from './module/admin/outbox.admin';
 import { OutboxOptionsError } from './errors/outbox-options.error';
 import { resolveNamedDataSource } from './module/named-data-source';
 import { OptionChecks } from './options/option-checks';
@@ -38,11 +38,11 @@ import { createOutboxStore } from './store/create-outbox-store';
 import type { OutboxConnection } from './store/ports/outbox-connection';
 import type { SqlPort } from './store/ports/sql-port';
 import { typeormConnection } from './typeorm/typeorm.connection';
-import { OutboxCleaner } from './dispatch/outbox.cleaner';
-import { CommitWatcher } from './dispatch/commit-watcher';
+import { OutboxCleaner } from './workers/outbox.cleaner';
+import { CommitWatcher } from './dispatch/poll/commit-watcher';
 import { OutboxDispatcher } from './dispatch/outbox.dispatcher';
-import { OutboxUnlocker } from './dispatch/outbox.unlocker';
-import { OutboxPartitionMaintainer } from './dispatch/outbox.partition-maintainer';
+import { OutboxUnlocker } from './workers/outbox.unlocker';
+import { OutboxPartitionMaintainer } from './workers/outbox.partition-maintainer';
 import { ShutdownHooksCheck } from './module/shutdown-hooks.check';
 
 const WORKERS = [OutboxDispatcher, OutboxUnlocker, OutboxCleaner, OutboxPartitionMaintainer];

@@ -10,7 +10,7 @@ import type {
 import { parseBrokerAttributes } from './message/broker-attributes';
 import type { OutboxPublisher } from './publishers/outbox-publisher.interface';
 import type { NewOutboxRow, OutboxStats, OutboxStore } from './store/ports/outbox-store.port';
-import { CommitWatcher } from './dispatch/commit-watcher';
+import { CommitWatcher } from './dispatch/poll/commit-watcher';
 import { OutboxMessageSerializer, refusedHeaderName } from './message/outbox-message.serializer';
 import type { OutboxConnection } from './store/ports/outbox-connection';
 import {

@@ -1,5 +1,5 @@
 import { Inject } from '@nestjs/common';
-import { OutboxAdmin } from '../operations/admin/outbox.admin';
+import { OutboxAdmin } from './admin/outbox.admin';
 import { getOutboxToken } from './outbox.tokens';
 
 /**

@@ -1,7 +1,7 @@
 import type { Provider } from '@nestjs/common';
 import type { ModuleRef } from '@nestjs/core';
 import { SchedulerRegistry } from '@nestjs/schedule';
-import { OutboxAdmin } from '../operations/admin/outbox.admin';
+import { OutboxAdmin } from './admin/outbox.admin';
 import { OutboxOptionsError } from '../errors/outbox-options.error';
 import type { OutboxStore } from '../store/ports/outbox-store.port';
 import type { OutboxConnection } from '../store/ports/outbox-connection';
@@ -19,11 +19,11 @@ import { OutboxMessages } from '../outbox.messages';
 import { OutboxService } from '../outbox.service';
 import { getOutboxToken, type OutboxProviderType } from './outbox.tokens';
 import type { ResolvedOutboxOptions } from '../options/resolve-outbox-options';
-import { OutboxCleaner } from '../dispatch/outbox.cleaner';
-import { CommitWatcher } from '../dispatch/commit-watcher';
+import { OutboxCleaner } from '../workers/outbox.cleaner';
+import { CommitWatcher } from '../dispatch/poll/commit-watcher';
 import { OutboxDispatcher } from '../dispatch/outbox.dispatcher';
-import { OutboxUnlocker } from '../dispatch/outbox.unlocker';
-import { OutboxPartitionMaintainer } from '../dispatch/outbox.partition-maintainer';
+import { OutboxUnlocker } from '../workers/outbox.unlocker';
+import { OutboxPartitionMaintainer } from '../workers/outbox.partition-maintainer';
 
 // What makes one OutboxModule instance distinct from another in the same app: its name, checked
 // and unique, and, for a named instance, providers under tokens of its own.

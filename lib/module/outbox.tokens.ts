@@ -1,10 +1,10 @@
-import { OutboxAdmin } from '../operations/admin/outbox.admin';
+import { OutboxAdmin } from './admin/outbox.admin';
 import { DEFAULT_OUTBOX_NAME } from '../outbox.constants';
 import { OutboxService } from '../outbox.service';
-import { OutboxCleaner } from '../dispatch/outbox.cleaner';
+import { OutboxCleaner } from '../workers/outbox.cleaner';
 import { OutboxDispatcher } from '../dispatch/outbox.dispatcher';
-import { OutboxUnlocker } from '../dispatch/outbox.unlocker';
-import { OutboxPartitionMaintainer } from '../dispatch/outbox.partition-maintainer';
+import { OutboxUnlocker } from '../workers/outbox.unlocker';
+import { OutboxPartitionMaintainer } from '../workers/outbox.partition-maintainer';
 
 /** The providers an `OutboxModule` instance exports. */
 export type OutboxProviderType =

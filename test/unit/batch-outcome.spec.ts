@@ -15,7 +15,7 @@ import {
   type PublishResult,
   type RetryPolicy,
   type SettleResult,
-} from '../../lib/dispatch/batch-outcome';
+} from '../../lib/dispatch/pipeline/batch-outcome';
 import type { PublishOutcome } from '../../lib/publishers/outbox-publisher.interface';
 import type { ClaimedRecord, Settlement } from '../../lib/store/ports/outbox-store.port';
 

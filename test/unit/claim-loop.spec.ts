@@ -1,7 +1,7 @@
-import { ClaimLoop, type ClaimLoopParts } from '../../lib/dispatch/claim-loop';
-import type { ClaimResult, LeasedBatch } from '../../lib/dispatch/claimer';
-import { PublishHold } from '../../lib/dispatch/publish-hold';
-import { WakeUps } from '../../lib/dispatch/wake-ups';
+import { ClaimLoop, type ClaimLoopParts } from '../../lib/dispatch/poll/claim-loop';
+import type { ClaimResult, LeasedBatch } from '../../lib/dispatch/poll/claimer';
+import { PublishHold } from '../../lib/dispatch/pipeline/publish-hold';
+import { WakeUps } from '../../lib/dispatch/poll/wake-ups';
 import type { OutboxBatchReport } from '../../lib/observers/outbox-observer.interface';
 
 // The claim loop's decisions, on a scripted claimer: a poll asks first and a wake-up does not;

@@ -1,5 +1,5 @@
 import { Logger } from '@nestjs/common';
-import { IntervalRunner } from '../../lib/dispatch/interval-runner';
+import { IntervalRunner } from '../../lib/workers/interval-runner';
 
 /** A task whose runs end when the test says so. */
 function gatedTask(): { task: () => Promise<number>; runs: () => number; finish: () => void } {

@@ -3,7 +3,7 @@ import { SchedulerRegistry } from '@nestjs/schedule';
 import { DataSource } from 'typeorm';
 import { type OutboxModuleOptions, type OutboxPublisher } from '../../lib';
 import { resolveOutboxOptions } from '../../lib/options/resolve-outbox-options';
-import { IntervalWorker, type IntervalWorkerName } from '../../lib/dispatch/interval-worker';
+import { IntervalWorker, type IntervalWorkerName } from '../../lib/workers/interval-worker';
 import type { ResolvedOutboxOptions } from '../../lib/options/resolve-outbox-options';
 import { sleep } from '../support/wait-for';
 

@@ -1,4 +1,4 @@
-import { keyRounds, recordRound } from '../../lib/dispatch/key-runs';
+import { keyRounds, recordRound } from '../../lib/dispatch/pipeline/key-runs';
 import type { PublishOutcome } from '../../lib/publishers/outbox-publisher.interface';
 import type { ClaimedRecord } from '../../lib/store/ports/outbox-store.port';
 

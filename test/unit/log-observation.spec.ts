@@ -1,4 +1,4 @@
-import { LogObservation, type LogObservationHooks } from '../../lib/dispatch/log-observation';
+import { LogObservation, type LogObservationHooks } from '../../lib/dispatch/log/log-observation';
 import type { OutboxLogObserver } from '../../lib/store/ports/outbox-log-source.port';
 
 function observation(sweepIntervalMs?: number): { part: LogObservation; wakes: number[] } {

@@ -1,9 +1,9 @@
 import { Logger } from '@nestjs/common';
-import { DatabaseWatchdog } from '../../lib/dispatch/database-watchdog';
+import { DatabaseWatchdog } from '../../lib/dispatch/health/database-watchdog';
 import { DispatcherLog } from '../../lib/dispatch/dispatcher-log';
-import { LogTailer, type LogTailerParts } from '../../lib/dispatch/log-tailer';
-import type { LeasedBatch } from '../../lib/dispatch/claimer';
-import { LostClaims } from '../../lib/dispatch/lost-claims';
+import { LogTailer, type LogTailerParts } from '../../lib/dispatch/log/log-tailer';
+import type { LeasedBatch } from '../../lib/dispatch/poll/claimer';
+import { LostClaims } from '../../lib/dispatch/poll/lost-claims';
 import type { OutboxBatchReport } from '../../lib/observers/outbox-observer.interface';
 import type {
   ClaimedIds,

@@ -1,7 +1,7 @@
 import { Logger } from '@nestjs/common';
 import { DispatcherLog } from '../../lib/dispatch/dispatcher-log';
-import { OutagePause } from '../../lib/dispatch/outage-pause';
-import { OutageProbe } from '../../lib/dispatch/outage-probe';
+import { OutagePause } from '../../lib/dispatch/health/outage-pause';
+import { OutageProbe } from '../../lib/dispatch/health/outage-probe';
 
 // The pause of claims after an outage and its probe: clear → paused → resuming → paused (twice
 // as long, up to the most) → clear when a publish or a probe gets through; logged once each way.

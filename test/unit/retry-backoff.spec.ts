@@ -1,4 +1,4 @@
-import { retryDelay } from '../../lib/dispatch/retry-backoff';
+import { retryDelay } from '../../lib/dispatch/pipeline/retry-backoff';
 import { describeError, redactSecrets } from '../../lib/internal/describe-error';
 
 describe('retryDelay', () => {

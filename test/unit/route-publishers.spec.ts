@@ -7,7 +7,7 @@ import {
   type OutboxRecord,
   type PublishOutcome,
 } from '../../lib';
-import { readPublish } from '../../lib/dispatch/batch-outcome';
+import { readPublish } from '../../lib/dispatch/pipeline/batch-outcome';
 
 // routePublishers: which publisher gets which message, outcomes back in the batch's order, and
 // how a publisher's failure reads to the dispatcher (readPublish is the dispatcher's own reading).

@@ -1,4 +1,4 @@
-import { TopicLogLimit } from '../../lib/dispatch/topic-log-limit';
+import { TopicLogLimit } from '../../lib/dispatch/pipeline/topic-log-limit';
 
 // One loud line per topic per interval: open → quiet (failures counted) → open again, saying how
 // many were kept quiet meanwhile; topics apart.

@@ -1,5 +1,5 @@
 import { QueryRunnerAlreadyReleasedError } from 'typeorm';
-import { isUnusableHandle } from '../../lib/dispatch/unusable-handle';
+import { isUnusableHandle } from '../../lib/dispatch/health/unusable-handle';
 
 // Which claim failures are a finished handle (no outage pause) rather than a database that
 // cannot be reached: the drivers' own errors, as thrown or wrapped.

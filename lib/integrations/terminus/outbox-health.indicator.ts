@@ -9,7 +9,7 @@ import type { OutboxPublisher } from '../../publishers/outbox-publisher.interfac
 import type { OutboxStats } from '../../store/ports/outbox-store.port';
 import { describeError } from '../../internal/describe-error';
 import { DEFAULT_OUTBOX_NAME, OUTBOX_OPTIONS } from '../../outbox.constants';
-import { OutboxAdmin } from '../../operations/admin/outbox.admin';
+import { OutboxAdmin } from '../../module/admin/outbox.admin';
 import type { ResolvedOutboxOptions } from '../../options/resolve-outbox-options';
 import { OutboxDispatcher } from '../../dispatch/outbox.dispatcher';
 import {

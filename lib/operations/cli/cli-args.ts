@@ -1,5 +1,5 @@
 import { parseArgs } from 'node:util';
-import type { OutboxDeadLetterFilter } from '../admin/outbox-admin.interfaces';
+import type { OutboxDeadLetterFilter } from '../../module/admin/outbox-admin.interfaces';
 import { suggestOption } from '../../internal/did-you-mean';
 import { MAX_TABLE_NAME_LENGTH } from '../../internal/sql-identifier';
 import { CliUsageError } from './cli-usage.error';

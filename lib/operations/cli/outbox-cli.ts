@@ -1,5 +1,5 @@
-import { OutboxAdmin } from '../admin/outbox.admin';
-import type { OutboxMessageDetail } from '../admin/outbox-admin.interfaces';
+import { OutboxAdmin } from '../../module/admin/outbox.admin';
+import type { OutboxMessageDetail } from '../../module/admin/outbox-admin.interfaces';
 import { OutboxError } from '../../errors/outbox.error';
 import { OutboxTableMissingError } from '../../errors/outbox-table-missing.error';
 import type { OutboxStore } from '../../store/ports/outbox-store.port';
@@ -25,7 +25,7 @@ import { OUTBOX_SCHEMA_STEPS } from '../../store/schema/schema-steps';
 import { migrateOutboxToBinaryIds } from '../../store/schema/binary-message-ids';
 import { OutboxMessages } from '../../outbox.messages';
 import { debeziumConnectorConfig } from '../../store/schema/debezium-connector-config';
-import { describeBinary, hexPreview } from '../admin/binary-preview';
+import { describeBinary, hexPreview } from '../../module/admin/binary-preview';
 import { describeLayout } from '../../store/ports/outbox-partitions.port';
 import { parseCliArgs, USAGE, type CliArgs } from './cli-args';
 import { clip, formatDuration, plural, table } from './cli-output';

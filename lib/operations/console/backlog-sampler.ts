@@ -1,7 +1,7 @@
 import { Logger } from '@nestjs/common';
 import { describeError } from '../../internal/describe-error';
-import type { OutboxAdmin } from '../admin/outbox.admin';
-import type { OutboxTopicCounts } from '../admin/outbox-admin.interfaces';
+import type { OutboxAdmin } from '../../module/admin/outbox.admin';
+import type { OutboxTopicCounts } from '../../module/admin/outbox-admin.interfaces';
 
 /** What one topic looked like at a sample. */
 export interface BacklogTopic extends OutboxTopicCounts {

@@ -2,7 +2,7 @@ import type {
   OutboxDeadLetterFilter,
   OutboxMessageFilter,
   OutboxMessageStatus,
-} from '../admin/outbox-admin.interfaces';
+} from '../../module/admin/outbox-admin.interfaces';
 
 import { MAX_REFRESH_SECONDS, MIN_REFRESH_SECONDS } from './console.options';
 import type { PageRefresh } from './views/layout.view';

@@ -11,7 +11,7 @@ import { HttpAdapterHost, type ModuleRef } from '@nestjs/core';
 import { isObservable, lastValueFrom } from 'rxjs';
 import { OutboxDispatcher, type OutboxDispatcherStatus } from '../../dispatch/outbox.dispatcher';
 import { getOutboxToken } from '../../module/outbox.tokens';
-import type { OutboxAdmin } from '../admin/outbox.admin';
+import type { OutboxAdmin } from '../../module/admin/outbox.admin';
 import { ConsoleAuditStore } from './audit/console-audit-store';
 import { BacklogSampler } from './backlog-sampler';
 import { ConsoleAuditLog } from './console-audit';

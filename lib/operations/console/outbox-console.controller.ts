@@ -14,8 +14,8 @@ import {
 } from '@nestjs/common';
 import { HttpAdapterHost } from '@nestjs/core';
 import { describeError } from '../../internal/describe-error';
-import type { OutboxDeadLetterFilter } from '../admin/outbox-admin.interfaces';
-import { OUTBOX_ADMIN_MAX_LIMIT } from '../admin/outbox.admin';
+import type { OutboxDeadLetterFilter } from '../../module/admin/outbox-admin.interfaces';
+import { OUTBOX_ADMIN_MAX_LIMIT } from '../../module/admin/outbox.admin';
 import { ConsoleAccessGuard } from './console-access.guard';
 import { ConsoleExceptionFilter } from './console-exception.filter';
 import { MISSING_FORM } from './console-form-body';

@@ -7,7 +7,7 @@ import {
 } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
 import { getOutboxToken } from '../../module/outbox.tokens';
-import { OutboxAdmin } from '../admin/outbox.admin';
+import { OutboxAdmin } from '../../module/admin/outbox.admin';
 import {
   resolveConsoleOutbox,
   resolveConsolePath,

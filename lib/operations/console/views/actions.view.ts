@@ -1,6 +1,6 @@
 import { html, type Html } from '../console-html';
 import { filterParams } from '../console-input';
-import type { OutboxDeadLetterFilter } from '../../admin/outbox-admin.interfaces';
+import type { OutboxDeadLetterFilter } from '../../../module/admin/outbox-admin.interfaces';
 import type { OutboxConsoleAuditEntry } from '../console.options';
 import { csrfField, layout, query, time, type ViewContext } from './layout.view';
 

@@ -3,7 +3,7 @@ import type {
   OutboxBlockedKey,
   OutboxPage,
   OutboxStuckLease,
-} from '../../admin/outbox-admin.interfaces';
+} from '../../../module/admin/outbox-admin.interfaces';
 import { duration, layout, query, time, type ViewContext } from './layout.view';
 
 const nextLink = (

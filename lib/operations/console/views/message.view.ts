@@ -3,9 +3,9 @@ import type {
   OutboxAttempt,
   OutboxMessageDetail,
   OutboxWhy,
-} from '../../admin/outbox-admin.interfaces';
+} from '../../../module/admin/outbox-admin.interfaces';
 import { csrfField, duration, layout, time, type ViewContext } from './layout.view';
-import { describeBinary, hexPreview } from '../../admin/binary-preview';
+import { describeBinary, hexPreview } from '../../../module/admin/binary-preview';
 
 /** The payload pretty-printed when it is JSON (it always is when enqueued by this library). */
 export function prettyPayload(payload: string): string {

@@ -5,7 +5,7 @@ import type {
   OutboxMessageStatus,
   OutboxMessageSummary,
   OutboxPage,
-} from '../../admin/outbox-admin.interfaces';
+} from '../../../module/admin/outbox-admin.interfaces';
 import { csrfField, duration, layout, query, time, type ViewContext } from './layout.view';
 
 function filterForm(

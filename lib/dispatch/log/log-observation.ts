@@ -1,21 +1,21 @@
-import type { OutboxBatchReport } from '../observers/outbox-observer.interface';
-import { OutboxOptionsError } from '../errors/outbox-options.error';
-import { outboxTableNames } from '../internal/sql-identifier';
-import type { ResolvedOutboxOptions } from '../options/resolve-outbox-options';
-import { outboxDatabaseOf } from '../store/outbox-databases';
+import type { OutboxBatchReport } from '../../observers/outbox-observer.interface';
+import { OutboxOptionsError } from '../../errors/outbox-options.error';
+import { outboxTableNames } from '../../internal/sql-identifier';
+import type { ResolvedOutboxOptions } from '../../options/resolve-outbox-options';
+import { outboxDatabaseOf } from '../../store/outbox-databases';
 import type {
   OutboxLogConnectionSettings,
   OutboxLogLag,
   OutboxLogObserver,
   OutboxLogSource,
-} from '../store/ports/outbox-log-source.port';
-import type { OutboxStore } from '../store/ports/outbox-store.port';
-import type { SqlPort } from '../store/ports/sql-port';
-import type { LeasedBatch } from './claimer';
-import type { DatabaseWatchdog } from './database-watchdog';
-import type { DispatcherLog } from './dispatcher-log';
+} from '../../store/ports/outbox-log-source.port';
+import type { OutboxStore } from '../../store/ports/outbox-store.port';
+import type { SqlPort } from '../../store/ports/sql-port';
+import type { LeasedBatch } from '../poll/claimer';
+import type { DatabaseWatchdog } from '../health/database-watchdog';
+import type { DispatcherLog } from '../dispatcher-log';
 import { LogTailer } from './log-tailer';
-import type { OwnerLease } from './owner-liveness';
+import type { OwnerLease } from '../health/owner-liveness';
 
 /** How often a dispatcher that observes the log polls the table, unless its observer says. */
 const DEFAULT_SWEEP_INTERVAL_MS = 5_000;

@@ -1,4 +1,4 @@
-import type { OutboxConnection } from '../store/ports/outbox-connection';
+import type { OutboxConnection } from '../../store/ports/outbox-connection';
 
 /**
  * Tells the local dispatcher when a transaction that enqueued messages commits, so they go out

@@ -1,9 +1,9 @@
-import { OutboxDatabaseTimeoutError } from '../errors/outbox-database-timeout.error';
-import { describeError } from '../internal/describe-error';
+import { OutboxDatabaseTimeoutError } from '../../errors/outbox-database-timeout.error';
+import { describeError } from '../../internal/describe-error';
 import { pausedPast } from './process-pause';
 
 // Part of the lease budget that the options check, so it is defined with them.
-export { watchdogMarginMs } from '../options/resolve-dispatcher-options';
+export { watchdogMarginMs } from '../../options/resolve-dispatcher-options';
 
 /** How a call behaves while an earlier one is abandoned, and what happens to a late answer. */
 export interface WatchdogCallOptions<T> {

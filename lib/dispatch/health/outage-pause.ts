@@ -1,5 +1,5 @@
-import { describeError } from '../internal/describe-error';
-import type { DispatcherLog } from './dispatcher-log';
+import { describeError } from '../../internal/describe-error';
+import type { DispatcherLog } from '../dispatcher-log';
 
 /**
  * `clear`: no outage. `paused`: an outage paused claims until `pausedUntil`. `resuming`: the

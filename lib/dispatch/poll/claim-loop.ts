@@ -1,10 +1,10 @@
-import type { OutboxBatchReport } from '../observers/outbox-observer.interface';
-import { IN_FLIGHT_GRACE_MS } from '../store/shared-sql/claim-window';
+import type { OutboxBatchReport } from '../../observers/outbox-observer.interface';
+import { IN_FLIGHT_GRACE_MS } from '../../store/shared-sql/claim-window';
 import type { Claimer, LeasedBatch } from './claimer';
-import type { DispatcherShutdown } from './dispatcher-shutdown';
-import { InFlightBatches } from './in-flight-batches';
-import type { OutagePause } from './outage-pause';
-import type { PublishHold } from './publish-hold';
+import type { DispatcherShutdown } from '../dispatcher-shutdown';
+import { InFlightBatches } from '../pipeline/in-flight-batches';
+import type { OutagePause } from '../health/outage-pause';
+import type { PublishHold } from '../pipeline/publish-hold';
 import type { WakeUps } from './wake-ups';
 
 const EMPTY_REPORT: OutboxBatchReport = Object.freeze({

@@ -21,16 +21,16 @@
  *   token no longer matches was taken over by another dispatcher after this one's lease expired;
  *   its outcome here is discarded and it counts as fenced.
  */
-import { OutboxHandlerBusyError } from '../errors/outbox-handler-busy.error';
-import { PermanentPublishError } from '../errors/permanent-publish.error';
-import { PublishTimeoutError } from '../errors/publish-timeout.error';
-import { PublisherUnavailableError } from '../errors/publisher-unavailable.error';
-import { describeError, errorClassOf } from '../internal/describe-error';
-import type { OutboxRecord } from '../message/outbox-record.interface';
-import type { OutboxBatchReport } from '../observers/outbox-observer.interface';
-import type { PublishOutcome } from '../publishers/outbox-publisher.interface';
-import { compareIds } from '../store/rows/outbox-row.mapper';
-import type { ClaimedRecord, Settlement } from '../store/ports/outbox-store.port';
+import { OutboxHandlerBusyError } from '../../errors/outbox-handler-busy.error';
+import { PermanentPublishError } from '../../errors/permanent-publish.error';
+import { PublishTimeoutError } from '../../errors/publish-timeout.error';
+import { PublisherUnavailableError } from '../../errors/publisher-unavailable.error';
+import { describeError, errorClassOf } from '../../internal/describe-error';
+import type { OutboxRecord } from '../../message/outbox-record.interface';
+import type { OutboxBatchReport } from '../../observers/outbox-observer.interface';
+import type { PublishOutcome } from '../../publishers/outbox-publisher.interface';
+import { compareIds } from '../../store/rows/outbox-row.mapper';
+import type { ClaimedRecord, Settlement } from '../../store/ports/outbox-store.port';
 import { retryDelay, type BackoffPolicy } from './retry-backoff';
 
 /** The retry options a verdict depends on. */

@@ -1,19 +1,19 @@
 import { setMaxListeners } from 'node:events';
-import { PublishTimeoutError } from '../errors/publish-timeout.error';
-import type { OutboxPublisher, PublishOutcome } from '../publishers/outbox-publisher.interface';
-import { pastPublishDeadline, setPublishDeadline } from '../publishers/publish-deadline';
-import type { ClaimedRecord } from '../store/ports/outbox-store.port';
+import { PublishTimeoutError } from '../../errors/publish-timeout.error';
+import type { OutboxPublisher, PublishOutcome } from '../../publishers/outbox-publisher.interface';
+import { pastPublishDeadline, setPublishDeadline } from '../../publishers/publish-deadline';
+import type { ClaimedRecord } from '../../store/ports/outbox-store.port';
 import {
   readPublish,
   type PublishAttempt,
   type PublishReading,
   type PublishResult,
 } from './batch-outcome';
-import type { DispatcherLog } from './dispatcher-log';
+import type { DispatcherLog } from '../dispatcher-log';
 import { keyRounds, recordRound } from './key-runs';
-import type { OutagePause } from './outage-pause';
-import { pausedPast } from './process-pause';
-import { within } from './sleep';
+import type { OutagePause } from '../health/outage-pause';
+import { pausedPast } from '../health/process-pause';
+import { within } from '../sleep';
 
 /**
  * How long a publish aborted by the dispatcher's deadline may take to answer the abort, within

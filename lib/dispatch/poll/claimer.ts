@@ -1,15 +1,15 @@
 import { randomUUID } from 'node:crypto';
-import { describeError } from '../internal/describe-error';
-import type { ResolvedOutboxOptions } from '../options/resolve-outbox-options';
-import { claimWindowAfter } from '../store/shared-sql/claim-window';
-import type { ClaimedBatch, OutboxStore } from '../store/ports/outbox-store.port';
-import { releaseSettlement } from './batch-outcome';
-import type { DatabaseWatchdog } from './database-watchdog';
-import { batchIdOf, type DispatcherLog } from './dispatcher-log';
+import { describeError } from '../../internal/describe-error';
+import type { ResolvedOutboxOptions } from '../../options/resolve-outbox-options';
+import { claimWindowAfter } from '../../store/shared-sql/claim-window';
+import type { ClaimedBatch, OutboxStore } from '../../store/ports/outbox-store.port';
+import { releaseSettlement } from '../pipeline/batch-outcome';
+import type { DatabaseWatchdog } from '../health/database-watchdog';
+import { batchIdOf, type DispatcherLog } from '../dispatcher-log';
 import { LostClaims } from './lost-claims';
-import type { OwnerLease } from './owner-liveness';
-import { pausedPast } from './process-pause';
-import { isUnusableHandle } from './unusable-handle';
+import type { OwnerLease } from '../health/owner-liveness';
+import { pausedPast } from '../health/process-pause';
+import { isUnusableHandle } from '../health/unusable-handle';
 
 /**
  * A claimed batch with its lease end on this process's monotonic clock: the claim started

@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto';
-import type { OutboxBatchReport } from '../observers/outbox-observer.interface';
-import { describeError } from '../internal/describe-error';
-import type { ClaimedIds, OutboxStore } from '../store/ports/outbox-store.port';
-import type { LoggedBatch, OutboxLogSource } from '../store/ports/outbox-log-source.port';
-import type { LeasedBatch } from './claimer';
-import type { DatabaseWatchdog } from './database-watchdog';
-import type { DispatcherLog } from './dispatcher-log';
-import type { OwnerLease } from './owner-liveness';
+import type { OutboxBatchReport } from '../../observers/outbox-observer.interface';
+import { describeError } from '../../internal/describe-error';
+import type { ClaimedIds, OutboxStore } from '../../store/ports/outbox-store.port';
+import type { LoggedBatch, OutboxLogSource } from '../../store/ports/outbox-log-source.port';
+import type { LeasedBatch } from '../poll/claimer';
+import type { DatabaseWatchdog } from '../health/database-watchdog';
+import type { DispatcherLog } from '../dispatcher-log';
+import type { OwnerLease } from '../health/owner-liveness';
 
 /**
  * When the table is swept again for ids it did not show (it is also swept at once): a commit

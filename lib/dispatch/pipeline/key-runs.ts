@@ -1,6 +1,6 @@
-import type { PublishOutcome } from '../publishers/outbox-publisher.interface';
-import { compareIds } from '../store/rows/outbox-row.mapper';
-import type { ClaimedRecord } from '../store/ports/outbox-store.port';
+import type { PublishOutcome } from '../../publishers/outbox-publisher.interface';
+import { compareIds } from '../../store/rows/outbox-row.mapper';
+import type { ClaimedRecord } from '../../store/ports/outbox-store.port';
 
 /**
  * A batch may hold runs: consecutive messages of one key (the store's claim, under ordering).

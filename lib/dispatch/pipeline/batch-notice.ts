@@ -1,12 +1,12 @@
-import { describeError, errorClassOf } from '../internal/describe-error';
+import { describeError, errorClassOf } from '../../internal/describe-error';
 import type {
   OutboxBatchReport,
   OutboxObserver,
   OutboxPublishedRecord,
-} from '../observers/outbox-observer.interface';
-import type { ClaimedRecord } from '../store/ports/outbox-store.port';
+} from '../../observers/outbox-observer.interface';
+import type { ClaimedRecord } from '../../store/ports/outbox-store.port';
 import type { Verdict } from './batch-outcome';
-import type { DispatcherLog, LogFields } from './dispatcher-log';
+import type { DispatcherLog, LogFields } from '../dispatcher-log';
 import { TopicLogLimit } from './topic-log-limit';
 
 /** A topic's failed attempts are logged at warn once per this; the others at verbose. */

@@ -1,8 +1,8 @@
-import { PublisherUnavailableError } from '../errors/publisher-unavailable.error';
-import { PublishTimeoutError } from '../errors/publish-timeout.error';
-import { describeError } from '../internal/describe-error';
-import type { OutboxPublisher } from '../publishers/outbox-publisher.interface';
-import type { DispatcherLog } from './dispatcher-log';
+import { PublisherUnavailableError } from '../../errors/publisher-unavailable.error';
+import { PublishTimeoutError } from '../../errors/publish-timeout.error';
+import { describeError } from '../../internal/describe-error';
+import type { OutboxPublisher } from '../../publishers/outbox-publisher.interface';
+import type { DispatcherLog } from '../dispatcher-log';
 
 /**
  * Asks the publisher once, in the background, whether its broker can be reached, so that a

@@ -1,8 +1,8 @@
-import { PublishTimeoutError } from '../errors/publish-timeout.error';
-import { describeError } from '../internal/describe-error';
-import type { DispatcherLog } from './dispatcher-log';
+import { PublishTimeoutError } from '../../errors/publish-timeout.error';
+import { describeError } from '../../internal/describe-error';
+import type { DispatcherLog } from '../dispatcher-log';
 import type { OutagePause } from './outage-pause';
-import { sleep } from './sleep';
+import { sleep } from '../sleep';
 
 /** `idle`: no probe running. `probing`: a probe asks the publisher while claims are paused. */
 export type ProbeState = 'idle' | 'probing';

@@ -1,11 +1,11 @@
 import { AsyncResource } from 'node:async_hooks';
 import { randomUUID } from 'node:crypto';
-import { describeError } from '../internal/describe-error';
-import type { OutboxStore } from '../store/ports/outbox-store.port';
-import type { SqlPort, SqlSession } from '../store/ports/sql-port';
-import { newOwnerKey, ownerToken } from '../store/shared-sql/owner-leases';
-import type { DispatcherLog } from './dispatcher-log';
-import { within } from './sleep';
+import { describeError } from '../../internal/describe-error';
+import type { OutboxStore } from '../../store/ports/outbox-store.port';
+import type { SqlPort, SqlSession } from '../../store/ports/sql-port';
+import { newOwnerKey, ownerToken } from '../../store/shared-sql/owner-leases';
+import type { DispatcherLog } from '../dispatcher-log';
+import { within } from '../sleep';
 
 /** How often the owner asks its session whether it is still there. */
 const HEARTBEAT_MS = 250;

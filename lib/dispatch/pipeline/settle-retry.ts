@@ -1,10 +1,10 @@
-import { OutboxDatabaseTimeoutError } from '../errors/outbox-database-timeout.error';
-import { describeError } from '../internal/describe-error';
-import type { OutboxStore, Settlement } from '../store/ports/outbox-store.port';
+import { OutboxDatabaseTimeoutError } from '../../errors/outbox-database-timeout.error';
+import { describeError } from '../../internal/describe-error';
+import type { OutboxStore, Settlement } from '../../store/ports/outbox-store.port';
 import type { SettleResult } from './batch-outcome';
-import type { DatabaseWatchdog } from './database-watchdog';
-import { batchIdOf, type DispatcherLog } from './dispatcher-log';
-import { sleep, within } from './sleep';
+import type { DatabaseWatchdog } from '../health/database-watchdog';
+import { batchIdOf, type DispatcherLog } from '../dispatcher-log';
+import { sleep, within } from '../sleep';
 
 /** Settle retries back off from this, doubling, up to `SETTLE_MAX_BACKOFF_MS`. */
 const SETTLE_FIRST_BACKOFF_MS = 100;

@@ -1,4 +1,4 @@
-import type { OutboxBatchReport } from '../observers/outbox-observer.interface';
+import type { OutboxBatchReport } from '../../observers/outbox-observer.interface';
 
 /** `empty`: no batch in flight. `room`: some, and room for another. `full`: `limit` of them. */
 export type InFlightState = 'empty' | 'room' | 'full';
