@@ -3,16 +3,37 @@ import { OutboxOptionsError } from '../../errors/outbox-options.error';
 import { outboxTableNames } from '../../internal/sql-identifier';
 import type { ResolvedOutboxOptions } from '../../options/resolve-outbox-options';
 import { outboxDatabaseOf } from '../../store/outbox-databases';
-import type {
-  OutboxLogConnectionSettings,
-  OutboxLogLag,
-  OutboxLogObserver,
-  OutboxLogSource,
+import {
+  DEFAULT_LOG_LINGER_MS,
+  type OutboxLogConnectionSettings,
+  type OutboxLogLag,
+  type OutboxLogObserver,
+  type OutboxLogSource,
+  type OutboxLogSourceContext,
 } from '../../store/ports/outbox-log-source.port';
 import type { DeliverySource, DrainTimes, SourceContext, SourceStop } from '../delivery-source';
 import type { DeliveryPipeline } from '../pipeline/delivery-pipeline';
 import { LogTailer } from './log-tailer';
 import { RetrySweeps } from './retry-sweeps';
+
+/** The log each dialect's reader reads, for the start line; null where a dispatcher can read none. */
+const LOG_READERS = {
+  postgres: 'PostgreSQL logical replication',
+  mysql: 'MySQL/MariaDB binlog',
+  sqlite: null,
+} as const satisfies Record<OutboxLogSourceContext['database'], string | null>;
+
+/** Each dialect's name, for the refusal. */
+const DIALECT_NAMES = {
+  postgres: 'PostgreSQL',
+  mysql: 'MySQL/MariaDB',
+  sqlite: 'SQLite',
+} as const satisfies Record<OutboxLogSourceContext['database'], string>;
+
+/** The dialects with a log to read. */
+type LogDialect = {
+  [D in keyof typeof LOG_READERS]: (typeof LOG_READERS)[D] extends null ? never : D;
+}[keyof typeof LOG_READERS];
 
 /** How often a dispatcher that observes the log polls the table, unless its observer says. */
 const DEFAULT_SWEEP_INTERVAL_MS = 5_000;
@@ -21,13 +42,6 @@ const DEFAULT_SWEEP_INTERVAL_MS = 5_000;
 export function logSweepIntervalMs(observer: OutboxLogObserver): number {
   return observer.sweepIntervalMs ?? DEFAULT_SWEEP_INTERVAL_MS;
 }
-
-/**
- * How long ids at hand wait for more while a batch is in flight, unless the observer says: about
- * a lease's round trip, so that 1 000 commits a second share batches instead of each paying a
- * lease, a publish and a settle of its own.
- */
-const DEFAULT_LINGER_MS = 1;
 
 /**
  * The log's source (`dispatcher.observe` a log observer, `logTailing()`): the database's log
@@ -39,7 +53,7 @@ const DEFAULT_LINGER_MS = 1;
 export class LogSource implements DeliverySource {
   readonly delivers = true;
   private source: OutboxLogSource | undefined;
-  private database: 'postgres' | 'mysql' | undefined;
+  private database: LogDialect | undefined;
   private tailer: LogTailer | undefined;
   /** The sweeps retries ask for. */
   private readonly retrySweeps: RetrySweeps;
@@ -65,9 +79,7 @@ export class LogSource implements DeliverySource {
 
   /** Which log is read, for the start's line: known once the source is made (`prepare`). */
   get reader(): string {
-    if (this.database === 'postgres') return 'PostgreSQL logical replication';
-    if (this.database === 'mysql') return 'MySQL/MariaDB binlog';
-    return 'database log';
+    return this.database === undefined ? 'database log' : LOG_READERS[this.database];
   }
 
   get description(): string {
@@ -103,7 +115,7 @@ export class LogSource implements DeliverySource {
         leaseMs: dispatcher.leaseMs,
         batchSize: dispatcher.batchSize,
         batchesInFlight: dispatcher.batchesInFlight,
-        lingerMs: this.observer.lingerMs ?? DEFAULT_LINGER_MS,
+        lingerMs: this.observer.lingerMs ?? DEFAULT_LOG_LINGER_MS,
         ordered: ordering.enabled,
         maxRun: ordering.maxRun,
         handOff: () => this.sweep.wake(),
@@ -162,15 +174,16 @@ export class LogSource implements DeliverySource {
         'dispatcher.observe',
       );
     }
-    const dialect = database.dialect;
-    if (dialect === 'sqlite' || store.claimIds === undefined) {
+    const dialect = database.dialect as OutboxLogSourceContext['database'];
+    const reader = LOG_READERS[dialect];
+    if (reader === null || store.claimIds === undefined) {
       throw new OutboxOptionsError(
-        `dispatcher.observe: log tailing needs PostgreSQL or MySQL/MariaDB, and this instance runs on ${dialect === 'sqlite' ? 'SQLite, which has no replication log' : dialect + ', whose store cannot lease by id yet'}. Use dispatcher.observe: 'poll' (the default).`,
+        `dispatcher.observe: log tailing needs PostgreSQL or MySQL/MariaDB, and this instance runs on ${DIALECT_NAMES[dialect]}, ${reader === null ? 'which has no replication log' : 'whose store cannot lease by id yet'}. Use dispatcher.observe: 'poll' (the default).`,
         'dispatcher.observe',
       );
     }
     const { tableName, schema, instanceId } = options;
-    this.database = dialect as 'postgres' | 'mysql';
+    this.database = dialect as LogDialect;
     const source = this.observer.create({
       database: this.database,
       names: outboxTableNames(tableName, schema, database.quoting),

@@ -103,6 +103,9 @@ export interface OutboxLogSourceContext {
 }
 
 /** What `dispatcher.observe` takes besides `'poll'`: builds the source for the instance's database. */
+/** The wait for a fuller batch of an observer that does not say (`OutboxLogObserver.lingerMs`). */
+export const DEFAULT_LOG_LINGER_MS = 1;
+
 export interface OutboxLogObserver {
   readonly kind: 'log';
   /**
