@@ -14,8 +14,8 @@ import { prismaOutbox, type PrismaTransactionClient } from '../../lib/connection
 import type { OutboxDialect } from '../../lib';
 import { uniqueTable } from '../support/databases';
 import { describeWith } from '../support/services';
-import { pgPool, sqliteFile } from '../orm/driver-targets';
-import { openPrisma, type PrismaTestDatabase } from '../orm/prisma-targets';
+import { pgPool, sqliteFile } from '../connections/driver-targets';
+import { openPrisma, type PrismaTestDatabase } from '../connections/prisma-targets';
 
 // The inbox without TypeORM: built on a library's outbox connection, it records ids with
 // recordOnce(tx, entry) in the app's own transaction. Prisma on each database, and node-postgres

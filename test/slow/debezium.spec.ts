@@ -16,7 +16,7 @@ import {
 } from '../../lib';
 import { KafkaPublisher } from 'nestjs-outbox/kafka';
 import { runOutboxCli } from '../../lib/operations/cli/outbox-cli';
-import { pgPool, type PgPoolForTests } from '../orm/driver-targets';
+import { pgPool, type PgPoolForTests } from '../connections/driver-targets';
 import { serverConnection, testDatabase, uniqueTable } from '../support/databases';
 import {
   collectTopics,
