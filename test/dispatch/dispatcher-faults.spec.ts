@@ -23,12 +23,11 @@ import {
   type OutboxRow,
 } from '../support/databases';
 import { leasesHeldBy } from '../support/db-clock';
-import { sleep } from '../support/outbox-harness';
 import { dispatchApps, msg } from '../support/dispatch-fixtures';
 import { useOutboxScope } from '../support/outbox-scope';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
-import { expectNever, resolvesWithin, waitFor } from '../support/wait-for';
+import { expectNever, resolvesWithin, sleep, waitFor } from '../support/wait-for';
 
 // Crash, fencing, concurrency and outage (of the broker and of the database). Every delivery proof here goes through a real TCP
 // socket (Nest's ClientTCP + the library's ClientProxyPublisher) to a consumer that records what
