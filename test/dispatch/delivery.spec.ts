@@ -296,7 +296,7 @@ for (const db of TEST_DATABASES) {
         const h = await boot(new RecordingPublisher());
         await scope.ds.transaction(async (manager) => {
           await manager.query('SELECT 1');
-          await new Promise((resolve) => setTimeout(resolve, 600));
+          await sleep(600);
           await h.outbox.enqueue(msg('k'), manager, { delayMs: 1_000 });
         });
         const [row] = await scope.ds.query<{ gap: number }[]>(

@@ -777,7 +777,7 @@ for (const db of TEST_DATABASES) {
           const { outbox } = await scope.open({ table: h.table }, other);
           const ids = await waitFor('a wake-up through the re-established LISTEN', async () => {
             await other.transaction((m) => outbox.enqueue(msg('k'), m));
-            await new Promise((resolve) => setTimeout(resolve, 300));
+            await sleep(300);
             return publisher.sent.length > 0 ? publisher.sentIds : undefined;
           });
           expect(ids.length).toBeGreaterThan(0);

@@ -1,5 +1,6 @@
 import { createServer, type Server, type Socket } from 'node:net';
 import { JsonSocket } from '@nestjs/microservices/helpers';
+import { sleep } from '../wait-for';
 
 /** One message as it reached the consumer. */
 export interface Arrival {
@@ -100,7 +101,7 @@ export class TcpConsumer {
         throw new Error(
           `TcpConsumer: timed out after ${timeoutMs} ms waiting for ${what} (${this.arrivals.length} arrivals)`,
         );
-      await new Promise((resolve) => setTimeout(resolve, 20));
+      await sleep(20);
     }
   }
 
