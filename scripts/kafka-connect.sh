@@ -70,15 +70,13 @@ fetch_runtime() {
 # is not reachable, and the archive already holds every jar the connector needs.
 fetch_plugin() { # connector
   local name=$1 dir="$PLUGINS/debezium-connector-$1"
+  local artifact="io.debezium:debezium-connector-$name:$DEBEZIUM_VERSION:tar.gz:plugin"
   [[ -f "$dir/.complete" ]] && return 0
   need mvn "needed once to fetch the Debezium plugins from Maven Central"
-  log "fetching io.debezium:debezium-connector-$name:$DEBEZIUM_VERSION:tar.gz:plugin …"
+  log "fetching $artifact …"
   local tmp="$PLUGINS/$name.tmp.$$"
-  mvn_into "$CONNECT_HOME_DIR" "$tmp" "$CONNECT_HOME_DIR/mvn-$name.log" \
-    "io.debezium:debezium-connector-$name:$DEBEZIUM_VERSION:tar.gz:plugin" \
-    "$DEPENDENCY_PLUGIN:unpack" \
-    -Dartifact="io.debezium:debezium-connector-$name:$DEBEZIUM_VERSION:tar.gz:plugin" \
-    -DoutputDirectory="$tmp" -Dmdep.useBaseVersion=true
+  mvn_into "$CONNECT_HOME_DIR" "$tmp" "$CONNECT_HOME_DIR/mvn-$name.log" "$artifact" \
+    "$DEPENDENCY_PLUGIN:unpack" -Dartifact="$artifact" -DoutputDirectory="$tmp" -Dmdep.useBaseVersion=true
   # The archive holds one folder, debezium-connector-<name>/.
   [[ -d "$tmp/debezium-connector-$name" ]] || die "the $name plugin archive has no debezium-connector-$name folder"
   install_complete "$tmp/debezium-connector-$name" "$dir"
