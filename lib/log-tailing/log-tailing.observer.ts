@@ -1,10 +1,11 @@
 import type { ClientConfig } from 'pg';
 import { OutboxOptionsError } from '../errors/outbox-options.error';
 import { assertIdentifier } from '../internal/sql-identifier';
-import type {
-  OutboxLogObserver,
-  OutboxLogSource,
-  OutboxLogSourceContext,
+import {
+  DEFAULT_LOG_LINGER_MS,
+  type OutboxLogObserver,
+  type OutboxLogSource,
+  type OutboxLogSourceContext,
 } from '../store/ports/outbox-log-source.port';
 import { isSlotName, postgresLogNames } from '../store/postgres/postgres.log-tailing-sql';
 import type { LogTailingOptions } from './log-tailing.options';
@@ -48,6 +49,7 @@ export function logTailing(options: LogTailingOptions = {}): OutboxLogObserver {
     DEFAULT_SWEEP_INTERVAL_MS,
     'sweepIntervalMs',
   );
+  const lingerMs = notNegative(options.lingerMs, DEFAULT_LOG_LINGER_MS, 'lingerMs');
   const maxQueued = positive(options.maxQueued, DEFAULT_MAX_QUEUED, 'maxQueued');
   const maxTransactionInserts = positive(
     options.maxTransactionInserts,
@@ -71,6 +73,7 @@ export function logTailing(options: LogTailingOptions = {}): OutboxLogObserver {
   return {
     kind: 'log',
     sweepIntervalMs,
+    lingerMs,
     create(context: OutboxLogSourceContext): OutboxLogSource {
       // One source per database: lib/log-tailing/postgres/ and lib/log-tailing/mysql/.
       switch (context.database) {
@@ -228,6 +231,17 @@ function mysqlSsl(ssl: boolean | object | undefined): MysqlBinlogConnectionSetti
   if (ssl === true) return {};
   if (ssl === false || ssl === undefined) return undefined;
   return ssl as Readonly<Record<string, unknown>>;
+}
+
+function notNegative(value: number | undefined, fallback: number, name: string): number {
+  if (value === undefined) return fallback;
+  if (!Number.isSafeInteger(value) || value < 0) {
+    throw new OutboxOptionsError(
+      `logTailing({ ${name} }): ${String(value)} is not a whole number of 0 or more.`,
+      `dispatcher.observe.${name}`,
+    );
+  }
+  return value;
 }
 
 function positive(value: number | undefined, fallback: number, name: string): number {

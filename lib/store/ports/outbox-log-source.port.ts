@@ -103,6 +103,9 @@ export interface OutboxLogSourceContext {
 }
 
 /** What `dispatcher.observe` takes besides `'poll'`: builds the source for the instance's database. */
+/** The wait for a fuller batch of an observer that does not say (`OutboxLogObserver.lingerMs`). */
+export const DEFAULT_LOG_LINGER_MS = 1;
+
 export interface OutboxLogObserver {
   readonly kind: 'log';
   /**
@@ -110,5 +113,10 @@ export interface OutboxLogObserver {
    * retries, promotions and rows the log's reader left to the table. @default 5000
    */
   readonly sweepIntervalMs?: number;
+  /**
+   * How long the ids at hand wait for more before a batch smaller than `batchSize` is leased,
+   * while another batch is in flight (with none in flight they go at once). @default 1
+   */
+  readonly lingerMs?: number;
   create(context: OutboxLogSourceContext): OutboxLogSource;
 }
