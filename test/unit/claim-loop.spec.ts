@@ -4,6 +4,7 @@ import type { ClaimResult, LeasedBatch } from '../../lib/dispatch/poll/claimer';
 import { PublishHold } from '../../lib/dispatch/pipeline/publish-hold';
 import { WakeUps } from '../../lib/dispatch/poll/wake-ups';
 import type { OutboxBatchReport } from '../../lib/observers/outbox-observer.interface';
+import { sleep } from '../support/wait-for';
 
 // The claim loop's decisions, on a scripted claimer: a poll asks first and a wake-up does not;
 // it claims until nothing is claimable, up to batchesInFlight batches at once; held back only by
@@ -44,7 +45,7 @@ function scripted(results: ClaimResult[], options: { due?: boolean; batchesInFli
       deliver: async (leased: DeliveryBatch): Promise<OutboxBatchReport> => {
         inFlight += 1;
         mostInFlight = Math.max(mostInFlight, inFlight);
-        await new Promise((resolve) => setTimeout(resolve, 5));
+        await sleep(5);
         inFlight -= 1;
         seen.push(`settled ${leased.token}`);
         return {

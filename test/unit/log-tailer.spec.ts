@@ -16,7 +16,7 @@ import type {
   ClaimIdsOptions,
 } from '../../lib/store/ports/outbox-store.port';
 import type { LoggedBatch, OutboxLogSource } from '../../lib/store/ports/outbox-log-source.port';
-import { waitFor } from '../support/wait-for';
+import { sleep, waitFor } from '../support/wait-for';
 
 // The log tailer's own decisions, over a table kept in memory that leases by id as claimIds
 // promises (pending, unleased, a prefix of each key): the order it asks for a key's messages
@@ -360,7 +360,7 @@ describe('LogTailer', () => {
           inFlight++;
           most = Math.max(most, inFlight);
           // The second batch of every three settles first: acknowledgements must still wait.
-          await new Promise((resolve) => setTimeout(resolve, sent.length % 3 === 1 ? 1 : 8));
+          await sleep(sent.length % 3 === 1 ? 1 : 8);
           sent.push(batch.records.map((r) => r.id));
           inFlight--;
           return table.deliver(batch);
@@ -399,7 +399,7 @@ describe('LogTailer', () => {
       {
         deliver: async (batch) => {
           sizes.push(batch.records.length);
-          await new Promise((resolve) => setTimeout(resolve, 3));
+          await sleep(3);
           return table.deliver(batch);
         },
       },
