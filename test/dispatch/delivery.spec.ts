@@ -200,7 +200,9 @@ for (const source of SOURCE_CASES) {
         [delayed, future].every((id) => publisher.sentIds.includes(id as string)),
       );
       expect([...publisher.sentIds].sort()).toEqual([now, past, delayed, future].sort());
-      expect((await h.rows()).every((r) => r.status === 'delivered')).toBe(true);
+      await waitFor('every row settled as delivered', async () =>
+        (await h.rows()).every((r) => r.status === 'delivered'),
+      );
     });
   });
 }
