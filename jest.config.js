@@ -39,7 +39,11 @@ const slow =
 // `sources` project runs them again on the database's log (PostgreSQL logical replication,
 // the MariaDB binlog). That second run is a project only when asked for (npm run test:sources
 // sets OUTBOX_TEST_SOURCES=1), like `slow`, so that `npm test` keeps its time.
-const SOURCE_SPECS = ['test/dispatch/delivery.spec.ts', 'test/dispatch/ordering.spec.ts'];
+const SOURCE_SPECS = [
+  'test/dispatch/delivery.spec.ts',
+  'test/dispatch/ordering.spec.ts',
+  'test/dispatch/retries.spec.ts',
+];
 const sources =
   process.env.OUTBOX_TEST_SOURCES === '1'
     ? [
