@@ -43,6 +43,8 @@ const SOURCE_SPECS = [
   'test/dispatch/delivery.spec.ts',
   'test/dispatch/ordering.spec.ts',
   'test/dispatch/retries.spec.ts',
+  'test/dispatch/dispatcher-faults.spec.ts',
+  'test/dispatch/shutdown.spec.ts',
 ];
 const sources =
   process.env.OUTBOX_TEST_SOURCES === '1'

@@ -142,7 +142,7 @@ for (const source of SOURCE_CASES) {
     const named =
       (name: string) =>
       (r: OutboxRecord): boolean =>
-        (JSON.parse(r.payload) as { name?: string }).name === name;
+        (JSON.parse(String(r.payload)) as { name?: string }).name === name;
     const allDelivered = (h: { rows(): Promise<{ status: string }[]> }) => async () =>
       (await h.rows()).every((r) => r.status === 'delivered');
 

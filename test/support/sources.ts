@@ -305,3 +305,15 @@ function mariadbLog(scope: OutboxScope): LogObjects {
     },
   };
 }
+
+/**
+ * `describeWith` in the poll's run only: for a suite of the poll's own behaviour in a spec the
+ * `sources` project runs too (that project runs only the spec's source-parameterised suites).
+ */
+export function describeWithOnPoll(
+  services: Parameters<typeof describeWith>[0],
+  name: string,
+  fn: () => void,
+): void {
+  if (selectedSource() === 'poll') describeWith(services, name, fn);
+}
