@@ -45,6 +45,8 @@ const SOURCE_SPECS = [
   'test/dispatch/retries.spec.ts',
   'test/dispatch/dispatcher-faults.spec.ts',
   'test/dispatch/shutdown.spec.ts',
+  'test/dispatch/database-outage.spec.ts',
+  'test/local/local-rabbitmq.spec.ts',
 ];
 const sources =
   process.env.OUTBOX_TEST_SOURCES === '1'

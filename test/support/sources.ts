@@ -20,7 +20,7 @@ import {
   type OutboxApp,
 } from './outbox-harness';
 import type { OutboxScope } from './outbox-scope';
-import { describeWith, describeWithPackages } from './services';
+import { describeWith, describeWithPackages, type ServiceName } from './services';
 import { waitFor } from './wait-for';
 
 // Where the dispatcher learns of new messages: the table's poll (`dispatcher.observe: 'poll'`,
@@ -67,12 +67,18 @@ const LOG_READER_PACKAGE = { postgres: 'pg-logical-replication', mariadb: '@vlas
 
 /**
  * `describe` for one case: the database's service, and for the log its reader's package; the
- * title names the database and the source (`delivery on postgres, log source`).
+ * title names the database and the source (`delivery on postgres, log source`). `alsoNeeds`:
+ * the other services the suite needs (a broker).
  */
-export function describeSource(source: SourceCase, title: string, fn: () => void): void {
+export function describeSource(
+  source: SourceCase,
+  title: string,
+  fn: () => void,
+  alsoNeeds: readonly ServiceName[] = [],
+): void {
   const { db } = source;
   const name = `${title} on ${db.name}, ${source.name} source`;
-  const services = db.service === null ? [] : [db.service];
+  const services = [...(db.service === null ? [] : [db.service]), ...alsoNeeds];
   if (source.name === 'poll' || db.name === 'sqlite') {
     describeWith(services, name, fn);
     return;
