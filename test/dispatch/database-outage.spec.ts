@@ -1,16 +1,15 @@
 import { DataSource } from 'typeorm';
 import { CapturingLogger } from '../support/capturing-logger';
-import {
-  readAttempts,
-  readOutbox,
-  serverConnection,
-  TEST_DATABASES,
-  type OutboxRow,
-} from '../support/databases';
+import { readAttempts, readOutbox, serverConnection, type OutboxRow } from '../support/databases';
 import { msg } from '../support/dispatch-fixtures';
 import { dispatchTestApp, mergeOutboxOptions, sleep } from '../support/outbox-harness';
 import { useOutboxScope } from '../support/outbox-scope';
-import { describeSource, selectedSource, SERVER_SOURCE_CASES, useSource } from '../support/sources';
+import {
+  describeSource,
+  POLL_RUN_DATABASES,
+  SERVER_SOURCE_CASES,
+  useSource,
+} from '../support/sources';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
 import { TcpProxy, type ProxyCut } from '../support/tcp-proxy';
@@ -147,7 +146,7 @@ for (const source of SERVER_SOURCE_CASES) {
 
 // A claim whose answer a cut lost, on the poll (the log's lease by id has its own in
 // test/log-tailing/); the sources project runs only the block above.
-for (const db of selectedSource() === 'poll' ? TEST_DATABASES : []) {
+for (const db of POLL_RUN_DATABASES) {
   const service = db.service;
   if (service === null) continue;
   const name = db.name === 'postgres' ? 'postgres' : 'mariadb';

@@ -2,11 +2,11 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomBytes } from 'node:crypto';
 import type { OutboxRecord } from '../../lib';
 import { ensureOutboxTable } from '../../lib';
-import { readOutbox, readStatuses, TEST_DATABASES, TestOrder } from '../support/databases';
+import { readOutbox, readStatuses, TestOrder } from '../support/databases';
 import { sleep } from '../support/outbox-harness';
 import { dispatchApps, msg } from '../support/dispatch-fixtures';
 import { useOutboxScope } from '../support/outbox-scope';
-import { describeSource, selectedSource, SOURCE_CASES, useSource } from '../support/sources';
+import { describeSource, POLL_RUN_DATABASES, SOURCE_CASES, useSource } from '../support/sources';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
 import { expectNever, waitFor } from '../support/wait-for';
@@ -210,7 +210,7 @@ for (const source of SOURCE_CASES) {
 // The poll's own behaviour: runOnce and autoStart, the claim's windows and retries, LISTEN/NOTIFY,
 // the cleaner and the schema option. The log source has its own for these
 // (test/log-tailing/log-tailing.spec.ts); the sources project runs only the block above.
-for (const db of selectedSource() === 'poll' ? TEST_DATABASES : []) {
+for (const db of POLL_RUN_DATABASES) {
   describeWith(db.service === null ? [] : [db.service], `delivery on ${db.name}`, () => {
     const scope = useOutboxScope(db, { tablePrefix: 'outbox_d' });
     const quote = (name: string): string => (db.name === 'mariadb' ? `\`${name}\`` : `"${name}"`);

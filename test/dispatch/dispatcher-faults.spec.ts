@@ -15,18 +15,12 @@ import { ClientProxyPublisher } from '../../lib/publishers/microservices';
 import type { ChildConfig } from '../support/children/child-protocol';
 import { DispatcherChild } from '../support/children/spawn-dispatcher';
 import { TcpConsumer } from '../support/children/tcp-consumer';
-import {
-  readAttempts,
-  readOutbox,
-  serverConnection,
-  TEST_DATABASES,
-  type OutboxRow,
-} from '../support/databases';
+import { readAttempts, readOutbox, serverConnection, type OutboxRow } from '../support/databases';
 import { leasesHeldBy } from '../support/db-clock';
 import { sleep } from '../support/outbox-harness';
 import { dispatchApps, msg } from '../support/dispatch-fixtures';
 import { useOutboxScope } from '../support/outbox-scope';
-import { describeSource, selectedSource, SOURCE_CASES, useSource } from '../support/sources';
+import { describeSource, POLL_RUN_DATABASES, SOURCE_CASES, useSource } from '../support/sources';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
 import { expectNever, resolvesWithin, waitFor } from '../support/wait-for';
@@ -194,7 +188,7 @@ for (const source of SOURCE_CASES) {
 // Crashes, fencing, processes side by side and the database's own faults, on the poll: the log
 // source's are in test/log-tailing/ (a killed reader, a cut or frozen one, a takeover). The
 // sources project runs only the block above.
-for (const db of selectedSource() === 'poll' ? TEST_DATABASES : []) {
+for (const db of POLL_RUN_DATABASES) {
   describeWith(db.service === null ? [] : [db.service], `dispatcher faults on ${db.name}`, () => {
     const scope = useOutboxScope(db, { tablePrefix: 'outbox_f' });
 

@@ -8,11 +8,11 @@ import {
 import { IN_FLIGHT_GRACE_MS } from '../../lib/store/shared-sql/claim-window';
 import { MYSQL_KEY_LOCK_BUCKETS } from '../../lib/store/mysql/mysql.sql';
 import { hashKey } from '../../lib/store/rows/outbox-row.mapper';
-import { readOutbox, storedId, TEST_DATABASES, TestOrder } from '../support/databases';
+import { readOutbox, storedId, TestOrder } from '../support/databases';
 import { quoteTable } from '../support/outbox-harness';
 import { dispatchApps, msg } from '../support/dispatch-fixtures';
 import { useOutboxScope } from '../support/outbox-scope';
-import { describeSource, selectedSource, SOURCE_CASES, useSource } from '../support/sources';
+import { describeSource, POLL_RUN_DATABASES, SOURCE_CASES, useSource } from '../support/sources';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
 import { expectNever, resolvesWithin, waitFor } from '../support/wait-for';
@@ -356,7 +356,7 @@ for (const source of SOURCE_CASES) {
 // stuck key's backlog and the in-flight grace, a dead letter retried behind a message in flight,
 // key-lock buckets. The log leaves all of it to the table (ARCHITECTURE.md, "Log tailing: two
 // paths, one owner"); the sources project runs only the block above.
-for (const db of selectedSource() === 'poll' ? TEST_DATABASES : []) {
+for (const db of POLL_RUN_DATABASES) {
   describeWith(db.service === null ? [] : [db.service], `ordering on ${db.name}`, () => {
     const scope = useOutboxScope(db, { tablePrefix: 'outbox_o' });
 

@@ -4,12 +4,11 @@ import {
   readOutbox,
   readStatuses,
   storedId,
-  TEST_DATABASES,
   type OutboxRow,
 } from '../support/databases';
 import { dispatchApps, msg } from '../support/dispatch-fixtures';
 import { useOutboxScope } from '../support/outbox-scope';
-import { describeSource, selectedSource, SOURCE_CASES, useSource } from '../support/sources';
+import { describeSource, POLL_RUN_DATABASES, SOURCE_CASES, useSource } from '../support/sources';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
 import { expectNever, waitFor } from '../support/wait-for';
@@ -118,7 +117,7 @@ for (const source of SOURCE_CASES) {
 // The judgement in detail, on the poll: exact backoff on the database clock, retryIf, the
 // unavailable message, dispatchers dying mid-publish, maxAgeMs, retryDead, the cleaner and
 // purgeDead. The sources project runs only the block above.
-for (const db of selectedSource() === 'poll' ? TEST_DATABASES : []) {
+for (const db of POLL_RUN_DATABASES) {
   describeWith(
     db.service === null ? [] : [db.service],
     `retries and dead letters on ${db.name}`,

@@ -16,7 +16,6 @@ import {
   dispatchUntil,
   mergeOutboxOptions,
   type HarnessOverrides,
-  type OpenOutboxSpec,
   type OutboxApp,
 } from './outbox-harness';
 import type { OutboxScope } from './outbox-scope';
@@ -56,6 +55,13 @@ export const SOURCE_CASES: readonly SourceCase[] = ((source) =>
     name: source,
     db,
   })))(selectedSource());
+
+/**
+ * The databases of a spec's suites of the poll's own behaviour: every selected one in the poll's
+ * run, none in the `sources` project's (which runs only the source-parameterised suites).
+ */
+export const POLL_RUN_DATABASES: readonly TestDatabase[] =
+  selectedSource() === 'poll' ? TEST_DATABASES : [];
 
 /** The cases on databases with a server (PostgreSQL, MariaDB), for suites SQLite cannot run. */
 export const SERVER_SOURCE_CASES: readonly SourceCase[] = SOURCE_CASES.filter(
@@ -145,12 +151,14 @@ export interface SourceApps {
     overrides?: HarnessOverrides,
     sweep?: SourceSweep,
   ): Promise<OutboxApp<P>>;
-  /** The same on an existing `table`, prepared for the source (another instance of the app). */
+  /**
+   * The same on an existing `table` (another instance of the app, or the app started again):
+   * the table is prepared for the source at its first app, with that app's sweep.
+   */
   dispatcherApp<P extends OutboxPublisher>(
     table: string,
     publisher: P,
     overrides?: HarnessOverrides,
-    spec?: Omit<OpenOutboxSpec<P>, 'table' | 'publisher' | 'options'>,
   ): Promise<OutboxApp<P>>;
   /**
    * Until `done()` holds: the poll's dispatcher drained again and again (the test drives it),
@@ -191,12 +199,10 @@ export function useSource(scope: OutboxScope, source: SourceCase): SourceApps {
     table: string,
     publisher: P,
     overrides: HarnessOverrides = {},
-    spec: Omit<OpenOutboxSpec<P>, 'table' | 'publisher' | 'options'> = {},
   ): Promise<OutboxApp<P>> {
     const observed = await prepare(table);
     const app = await scope.open<P>({
       ...dispatchTestApp(publisher, mergeOutboxOptions(overrides, observed)),
-      ...spec,
       table,
     });
     await started(table);
