@@ -2,7 +2,6 @@ import { ClientTCP } from '@nestjs/microservices';
 import type { TestingModule } from '@nestjs/testing';
 import { DataSource } from 'typeorm';
 import {
-  OutboxDispatcher,
   type OutboxBatchReport,
   type OutboxDispatcherOptions,
   type OutboxMessage,

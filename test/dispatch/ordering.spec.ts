@@ -360,7 +360,7 @@ for (const db of POLL_RUN_DATABASES) {
   describeWith(db.service === null ? [] : [db.service], `ordering on ${db.name}`, () => {
     const scope = useOutboxScope(db, { tablePrefix: 'outbox_o' });
 
-    const { boot, dispatcherApp } = dispatchApps(scope);
+    const { boot } = dispatchApps(scope);
 
     it('drains a one-key backlog in order without waiting a poll interval per message', async () => {
       // Only a key's head is claimable, so each batch holds one message of the key; the next one
