@@ -110,5 +110,10 @@ export interface OutboxLogObserver {
    * retries, promotions and rows the log's reader left to the table. @default 5000
    */
   readonly sweepIntervalMs?: number;
+  /**
+   * How long the ids at hand wait for more before a batch smaller than `batchSize` is leased,
+   * while another batch is in flight (with none in flight they go at once). @default 1
+   */
+  readonly lingerMs?: number;
   create(context: OutboxLogSourceContext): OutboxLogSource;
 }

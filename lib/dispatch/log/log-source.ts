@@ -9,58 +9,58 @@ import type {
   OutboxLogObserver,
   OutboxLogSource,
 } from '../../store/ports/outbox-log-source.port';
-import type { OutboxStore } from '../../store/ports/outbox-store.port';
-import type { SqlPort } from '../../store/ports/sql-port';
-import type { LeasedBatch } from '../poll/claimer';
-import type { DatabaseWatchdog } from '../health/database-watchdog';
-import type { DispatcherLog } from '../dispatcher-log';
+import type { DeliverySource, DrainTimes, SourceContext, SourceStop } from '../delivery-source';
+import type { DeliveryPipeline } from '../pipeline/delivery-pipeline';
 import { LogTailer } from './log-tailer';
-import type { OwnerLease } from '../health/owner-liveness';
+import { RetrySweeps } from './retry-sweeps';
 
 /** How often a dispatcher that observes the log polls the table, unless its observer says. */
 const DEFAULT_SWEEP_INTERVAL_MS = 5_000;
 
-/** What the log's side of the dispatcher needs from the rest of it. */
-export interface LogObservationHooks {
-  readonly options: ResolvedOutboxOptions;
-  readonly store: OutboxStore;
-  /** The instance's SQL port, which the source checks the server through. */
-  readonly sql: SqlPort | undefined;
-  readonly watchdog: DatabaseWatchdog;
-  readonly log: DispatcherLog;
-  /** Shutting down or paused by an outage: lease nothing more. */
-  readonly holdsOff: () => boolean;
-  readonly deliver: (batch: LeasedBatch, started: number) => Promise<OutboxBatchReport>;
-  /** Asks the table's claim loop for a sweep now. */
-  readonly wake: () => void;
-  readonly pause: (error: unknown, what: string) => void;
-  /** The lease token to write (the dispatcher's OwnerLiveness). */
-  readonly lease: () => OwnerLease;
-  /** A lease by id whose answer was lost: given back with the claim loop's lost claims. */
-  readonly lostLease: (token: string, call: Promise<unknown> | undefined) => void;
+/** How often the table is swept beside `observer`'s log. */
+export function logSweepIntervalMs(observer: OutboxLogObserver): number {
+  return observer.sweepIntervalMs ?? DEFAULT_SWEEP_INTERVAL_MS;
 }
 
 /**
- * The dispatcher with `dispatcher.observe` a log observer (`logTailing()`): the source, checked
- * at module init, the `LogTailer` that leases what it brings, and the sweeps of the table it
- * asks for. States: no source (`'poll'`, or before init), checked, reading, stopped.
+ * How long ids at hand wait for more while a batch is in flight, unless the observer says: about
+ * a lease's round trip, so that 1 000 commits a second share batches instead of each paying a
+ * lease, a publish and a settle of its own.
  */
-export class LogObservation {
+const DEFAULT_LINGER_MS = 1;
+
+/**
+ * The log's source (`dispatcher.observe` a log observer, `logTailing()`): the database's log
+ * reader, checked at module init; the `LogTailer` that leases what it brings and hands it to the
+ * pipeline; and the table's sweep (a `PollSource` on a slow timer, without LISTEN or commit
+ * nudges), which takes retries, promotions and what the tailer left to the table, and is asked
+ * to look when a retry falls due. States: not made (before init), checked, reading, stopped.
+ */
+export class LogSource implements DeliverySource {
+  readonly delivers = true;
   private source: OutboxLogSource | undefined;
   private database: 'postgres' | 'mysql' | undefined;
   private tailer: LogTailer | undefined;
-  /** The next sweep a retry asked for, and when it fires. */
-  private sweepTimer: NodeJS.Timeout | undefined;
-  private sweepTimerAt = 0;
+  /** The sweeps retries ask for. */
+  private readonly retrySweeps: RetrySweeps;
 
+  /**
+   * `sweep` is the table's source on the sweep's timer (see `chooseDeliverySource`): the log
+   * source wakes it for what it leaves to the table and for retries falling due.
+   */
   constructor(
     private readonly observer: OutboxLogObserver,
-    private readonly hooks: LogObservationHooks,
-  ) {}
+    private readonly pipeline: DeliveryPipeline,
+    private readonly context: SourceContext,
+    private readonly sweep: DeliverySource,
+  ) {
+    this.retrySweeps = new RetrySweeps(() => this.sweep.wake());
+    pipeline.onRetries((delaysMs) => this.retrySweeps.due(delaysMs));
+  }
 
   /** How often the table is still polled: retries, promotions and rows the reader left. */
   get sweepIntervalMs(): number {
-    return this.observer.sweepIntervalMs ?? DEFAULT_SWEEP_INTERVAL_MS;
+    return logSweepIntervalMs(this.observer);
   }
 
   /** Which log is read, for the start's line: known once the source is made (`prepare`). */
@@ -68,6 +68,14 @@ export class LogObservation {
     if (this.database === 'postgres') return 'PostgreSQL logical replication';
     if (this.database === 'mysql') return 'MySQL/MariaDB binlog';
     return 'database log';
+  }
+
+  get description(): string {
+    return `log tailing (${this.reader}), table swept every ${this.sweepIntervalMs} ms`;
+  }
+
+  get drainTimes(): DrainTimes {
+    return this.sweep.drainTimes;
   }
 
   /**
@@ -78,33 +86,45 @@ export class LogObservation {
     this.source ??= await this.makeSource();
   }
 
-  /** Starts reading the log: what it brings is leased by id and delivered (see LogTailer). */
+  /** Starts reading the log and the sweep's timer. */
   async start(): Promise<void> {
     await this.prepare();
     const source = this.source;
-    const claimIds = this.hooks.store.claimIds?.bind(this.hooks.store);
-    if (this.tailer !== undefined || source === undefined || claimIds === undefined) return;
-    const { options, watchdog, log } = this.hooks;
-    const { instanceId, dispatcher, ordering } = options;
-    this.tailer = new LogTailer({
-      source,
-      store: { claimIds },
-      watchdog,
-      log,
-      owner: instanceId,
-      leaseMs: dispatcher.leaseMs,
-      batchSize: dispatcher.batchSize,
-      ordered: ordering.enabled,
-      maxRun: ordering.maxRun,
-      holdsOff: this.hooks.holdsOff,
-      deliver: this.hooks.deliver,
-      handOff: this.hooks.wake,
-      sweepAfter: (delayMs) => this.retriesDue([delayMs]),
-      pause: this.hooks.pause,
-      lease: this.hooks.lease,
-      lostLease: this.hooks.lostLease,
-    });
-    this.tailer.start();
+    const claimIds = this.context.store.claimIds?.bind(this.context.store);
+    if (this.tailer === undefined && source !== undefined && claimIds !== undefined) {
+      const { options, log } = this.context;
+      const { instanceId, dispatcher, ordering } = options;
+      this.tailer = new LogTailer({
+        source,
+        store: { claimIds },
+        pipeline: this.pipeline,
+        log,
+        owner: instanceId,
+        leaseMs: dispatcher.leaseMs,
+        batchSize: dispatcher.batchSize,
+        batchesInFlight: dispatcher.batchesInFlight,
+        lingerMs: this.observer.lingerMs ?? DEFAULT_LINGER_MS,
+        ordered: ordering.enabled,
+        maxRun: ordering.maxRun,
+        handOff: () => this.sweep.wake(),
+        sweepAfter: (delayMs) => this.retrySweeps.due([delayMs]),
+      });
+      this.tailer.start();
+    }
+    await this.sweep.start();
+  }
+
+  /** A sweep of the table now. */
+  wake(): void {
+    this.sweep.wake();
+  }
+
+  drain(): Promise<number> {
+    return this.sweep.drain();
+  }
+
+  runOnce(): Promise<OutboxBatchReport> {
+    return this.sweep.runOnce();
   }
 
   /** How far the log's durable position is behind; null before the source is made. */
@@ -113,38 +133,28 @@ export class LogObservation {
   }
 
   /**
-   * Retries go out through the table's sweep; without LISTEN and commit nudges, it would find
-   * them up to a sweep interval late. Sweeps when the first of `delaysMs` is due.
+   * Stops the reader first: the batches it leased finish (settled), what it had not leased stays
+   * unacknowledged. Then the sweep.
    */
-  retriesDue(delaysMs: readonly number[]): void {
-    if (delaysMs.length === 0) return;
-    const delayMs = Math.min(...delaysMs);
-    const at = Date.now() + delayMs;
-    if (this.sweepTimer !== undefined && this.sweepTimerAt <= at) return;
-    clearTimeout(this.sweepTimer);
-    this.sweepTimerAt = at;
-    // A little past the due time: the database clock decides, and a wake-up early finds nothing.
-    this.sweepTimer = setTimeout(() => {
-      this.sweepTimer = undefined;
-      this.hooks.wake();
-    }, delayMs + 20);
-    this.sweepTimer.unref();
+  stop(): SourceStop {
+    const tailer = this.tailer;
+    this.retrySweeps.stop();
+    const tailing = tailer?.stop() ?? Promise.resolve();
+    const sweep = this.sweep.stop();
+    return {
+      idle: Promise.all([tailing, sweep.idle]).then(() => undefined),
+      closing: sweep.closing,
+    };
   }
 
-  /**
-   * Stops the reader first: the batch it is handing over finishes (settled) or stays
-   * unacknowledged. Resolves when it has stopped.
-   */
-  stop(): Promise<void> {
-    const tailer = this.tailer;
-    this.tailer = undefined;
-    clearTimeout(this.sweepTimer);
-    this.sweepTimer = undefined;
-    return tailer?.stop() ?? Promise.resolve();
+  stillRunning(idleDone: boolean): string[] {
+    const left = this.sweep.stillRunning(idleDone);
+    if (!idleDone && this.tailer !== undefined && !this.tailer.idle) left.unshift('the log reader');
+    return left;
   }
 
   private async makeSource(): Promise<OutboxLogSource> {
-    const { sql, store, options, log } = this.hooks;
+    const { sql, store, options, log } = this.context;
     const database = sql === undefined ? undefined : outboxDatabaseOf(sql.databaseType);
     if (sql === undefined || database === undefined) {
       throw new OutboxOptionsError(
