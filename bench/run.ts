@@ -70,6 +70,7 @@ import { p1Sqs } from './scenarios/p1-drain-sqs';
 import { profileDrain, type ProfiledBroker } from './scenarios/profile-drain';
 import { c1 } from './scenarios/c1-console-10m';
 import { j1 } from './scenarios/j1-drain-jetstream';
+import { l1 } from './scenarios/l1-log-drain';
 
 const SCENARIOS: Record<string, (ctx: BenchContext) => Promise<ScenarioResult>> = {
   P1: p1,
@@ -95,6 +96,7 @@ const SCENARIOS: Record<string, (ctx: BenchContext) => Promise<ScenarioResult>> 
   'P1-SQS': p1Sqs,
   C1: c1,
   J1: j1,
+  L1: l1,
 };
 /**
  * Scenarios run only when named with --only: C1 fills a 10-million-row table (minutes, GBs); P13
