@@ -71,6 +71,7 @@ import { profileDrain, type ProfiledBroker } from './scenarios/profile-drain';
 import { c1 } from './scenarios/c1-console-10m';
 import { j1 } from './scenarios/j1-drain-jetstream';
 import { l1 } from './scenarios/l1-log-drain';
+import { l2 } from './scenarios/l2-log-latency';
 
 const SCENARIOS: Record<string, (ctx: BenchContext) => Promise<ScenarioResult>> = {
   P1: p1,
@@ -97,6 +98,7 @@ const SCENARIOS: Record<string, (ctx: BenchContext) => Promise<ScenarioResult>> 
   C1: c1,
   J1: j1,
   L1: l1,
+  L2: l2,
 };
 /**
  * Scenarios run only when named with --only: C1 fills a 10-million-row table (minutes, GBs); P13

@@ -36,24 +36,33 @@ async function relay(
     const connection = await pool.getConnection();
     try {
       for (;;) {
-        await connection.beginTransaction();
-        const [found] = await connection.query<(mysql.RowDataPacket & Row)[]>(
-          `SELECT CAST(id AS CHAR) AS id, LOWER(HEX(message_id)) AS message_id, topic, message_key, event_type, payload
+        const rows = await retried(async () => {
+          await connection.beginTransaction();
+          try {
+            const [found] = await connection.query<(mysql.RowDataPacket & Row)[]>(
+              `SELECT CAST(id AS CHAR) AS id, LOWER(INSERT(INSERT(INSERT(INSERT(HEX(message_id), 21, 0, '-'), 17, 0, '-'), 13, 0, '-'), 9, 0, '-')) AS message_id, topic, message_key, event_type, payload
 FROM ${t} WHERE status = 'pending' AND locked_by IS NULL ORDER BY status, available_at, id LIMIT ? FOR UPDATE SKIP LOCKED`,
-          [BARE_BATCH_SIZE],
-        );
-        const rows: Row[] = found;
-        if (rows.length > 0) {
-          await connection.query(`UPDATE ${t} SET locked_by = 'bare' WHERE id IN (?)`, [
-            rows.map((r) => r.id),
-          ]);
-        }
-        await connection.commit();
+              [BARE_BATCH_SIZE],
+            );
+            if (found.length > 0) {
+              await connection.query(`UPDATE ${t} SET locked_by = 'bare' WHERE id IN (?)`, [
+                found.map((r) => r.id),
+              ]);
+            }
+            await connection.commit();
+            return found as Row[];
+          } catch (error) {
+            await connection.rollback().catch(() => undefined);
+            throw error;
+          }
+        });
         if (rows.length === 0) return;
         await publishBatch(rows);
-        await connection.query(
-          `UPDATE ${t} SET status = 'delivered', delivered_at = UTC_TIMESTAMP(6), locked_by = NULL WHERE id IN (?)`,
-          [rows.map((r) => r.id)],
+        await retried(() =>
+          connection.query(
+            `UPDATE ${t} SET status = 'delivered', delivered_at = UTC_TIMESTAMP(6), locked_by = NULL WHERE id IN (?)`,
+            [rows.map((r) => r.id)],
+          ),
         );
         published += rows.length;
       }
@@ -63,6 +72,22 @@ FROM ${t} WHERE status = 'pending' AND locked_by IS NULL ORDER BY status, availa
   };
   await Promise.all(Array.from({ length: depth }, lane));
   return published;
+}
+
+/**
+ * Runs `fn` again when InnoDB chose it as a deadlock's victim: writers inserting beside the
+ * relay's claim and settle (L2) take gap locks in another order, as any relay on MariaDB meets.
+ */
+async function retried<T>(fn: () => Promise<T>): Promise<T> {
+  for (let attempt = 1; ; attempt++) {
+    try {
+      return await fn();
+    } catch (error) {
+      const code = (error as { code?: unknown }).code;
+      if (attempt >= 20 || (code !== 'ER_LOCK_DEADLOCK' && code !== 'ER_LOCK_WAIT_TIMEOUT'))
+        throw error;
+    }
+  }
 }
 
 /** Drains the MariaDB table into `queue` through the confirm window; resolves to the number published. */

@@ -23,6 +23,7 @@ import {
   quoteTable,
   seedOutbox,
 } from './databases';
+import { SERVICES } from './config';
 import type { BenchContext, ScenarioResult } from './report';
 import { sleep } from './stats';
 
@@ -131,8 +132,9 @@ export async function dropLog(target: LogTarget, table: string): Promise<void> {
 }
 
 /**
- * Resolves once the reader of `table` reads: the slot is held (PostgreSQL), the first position is
- * stored (MariaDB: the reader starts at the binlog's end, and rows committed before are the poll's).
+ * Resolves once a reader of `table` reads: the slot is held (PostgreSQL); the reader's lock is
+ * held and its position stored (MariaDB: a first reader starts at the binlog's end, and rows
+ * committed before are the poll's).
  */
 export async function readerReady(
   target: LogTarget,
@@ -140,21 +142,26 @@ export async function readerReady(
   timeoutMs = 30_000,
 ): Promise<void> {
   const deadline = Date.now() + timeoutMs;
-  for (;;) {
-    const ready =
-      target.name === 'postgres'
-        ? (
-            await target.ds.query<{ active: boolean }[]>(
-              'SELECT active FROM pg_replication_slots WHERE slot_name = $1',
-              [postgresBenchLogNames(table).slot],
-            )
-          )[0]?.active === true
-        : (
-            await target.ds.query<unknown[]>(
-              `SELECT 1 FROM ${quoteTable(target.ds, `${table}_log_position`)} WHERE id = 1`,
-            )
-          ).length === 1;
-    if (ready) return;
+  const { ds } = target;
+  const ready = async (): Promise<boolean> => {
+    if (target.name === 'postgres') {
+      const rows = await ds.query<{ active: boolean }[]>(
+        'SELECT active FROM pg_replication_slots WHERE slot_name = $1',
+        [postgresBenchLogNames(table).slot],
+      );
+      return rows[0]?.active === true;
+    }
+    // The lock's name as the reader makes it (database.table:log, short enough not to be hashed).
+    const lock = await ds.query<{ holder: unknown }[]>('SELECT IS_USED_LOCK(?) AS holder', [
+      `${SERVICES.mariadb.database}.${table}:log`,
+    ]);
+    if (lock[0]?.holder === null || lock[0]?.holder === undefined) return false;
+    const rows = await ds.query<unknown[]>(
+      `SELECT 1 FROM ${quoteTable(ds, `${table}_log_position`)} WHERE id = 1`,
+    );
+    return rows.length === 1;
+  };
+  while (!(await ready())) {
     if (Date.now() > deadline) throw new Error(`the log reader of ${table} did not start`);
     await sleep(50);
   }
