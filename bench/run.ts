@@ -72,6 +72,7 @@ import { c1 } from './scenarios/c1-console-10m';
 import { j1 } from './scenarios/j1-drain-jetstream';
 import { l1 } from './scenarios/l1-log-drain';
 import { l2 } from './scenarios/l2-log-latency';
+import { l3 } from './scenarios/l3-log-writers';
 
 const SCENARIOS: Record<string, (ctx: BenchContext) => Promise<ScenarioResult>> = {
   P1: p1,
@@ -99,6 +100,7 @@ const SCENARIOS: Record<string, (ctx: BenchContext) => Promise<ScenarioResult>> 
   J1: j1,
   L1: l1,
   L2: l2,
+  L3: l3,
 };
 /**
  * Scenarios run only when named with --only: C1 fills a 10-million-row table (minutes, GBs); P13
