@@ -73,6 +73,7 @@ import { j1 } from './scenarios/j1-drain-jetstream';
 import { l1 } from './scenarios/l1-log-drain';
 import { l2 } from './scenarios/l2-log-latency';
 import { l3 } from './scenarios/l3-log-writers';
+import { l4 } from './scenarios/l4-log-bytes';
 
 const SCENARIOS: Record<string, (ctx: BenchContext) => Promise<ScenarioResult>> = {
   P1: p1,
@@ -101,6 +102,7 @@ const SCENARIOS: Record<string, (ctx: BenchContext) => Promise<ScenarioResult>> 
   L1: l1,
   L2: l2,
   L3: l3,
+  L4: l4,
 };
 /**
  * Scenarios run only when named with --only: C1 fills a 10-million-row table (minutes, GBs); P13
