@@ -13,7 +13,7 @@
 import * as amqp from 'amqplib';
 import { logTailing } from '../../lib/log-tailing';
 import type { BareRelayChildConfig } from '../support/bare-relay-process';
-import { forkTs, type Child } from '../support/child';
+import { forkTs, stopChild, type Child } from '../support/child';
 import { SERVICES, named } from '../support/config';
 import { dropOutboxTable, resetOutboxTable, truncateOutbox } from '../support/databases';
 import type { DispatcherChildConfig } from '../support/dispatcher-process';
@@ -150,8 +150,7 @@ async function windows(
     }
   } finally {
     for (const mode of MODES) {
-      children[mode]?.send({ type: 'exit' });
-      await children[mode]?.exit();
+      await stopChild(children[mode]);
       await writers[mode]?.close();
     }
     await dropLog(target, tableOf('log'));

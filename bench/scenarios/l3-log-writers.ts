@@ -14,7 +14,7 @@
  * made again, so the next reader starts at the binlog's end), so each window starts clean.
  */
 import { logTailing, type LogTailingOptions } from '../../lib/log-tailing';
-import { forkTs, type Child } from '../support/child';
+import { forkTs, stopChild, type Child } from '../support/child';
 import { named } from '../support/config';
 import {
   countByStatus,
@@ -150,8 +150,7 @@ async function windows(
     }
   } finally {
     for (const mode of MODES) {
-      children[mode]?.send({ type: 'exit' });
-      await children[mode]?.exit();
+      await stopChild(children[mode]);
       await writers[mode]?.close();
     }
     for (const mode of MODES) {

@@ -78,7 +78,8 @@ export async function openLogTargets(
 
 /** The slot and publication of a bench table: its own name, so no other slot is ever touched. */
 export function postgresBenchLogNames(table: string): { slot: string; publication: string } {
-  return { slot: table, publication: `${table}_pub` };
+  // Both end in the run's id (`_r<pid>`), as dropStaleRunObjects expects.
+  return { slot: table, publication: table.replace(/^bench_/, 'bench_pub_') };
 }
 
 /** The `logTailing()` options of a bench table on `db`, with `extra` (the sweep) on top. */
