@@ -8,8 +8,10 @@
  * logTailing() }` (the defaults, the bench's slot name) is started and timed until every message
  * is published and none is pending: its reader reads the whole backlog from the log. Polling (the
  * defaults) and the bare relay drain the same backlog in a table of their own (their rows would
- * otherwise pass through the slot). Modes rotate run by run; each module run is checked at the
- * consumer (RabbitMQ: duplicates, missing) or counted in the topic (Kafka).
+ * otherwise pass through the slot). Log tailing runs twice: with the default sweep (5 s: a drain
+ * longer than that is helped by the table's poll) and with the sweep off (an hour: the log path
+ * alone). Modes rotate run by run; each module run is checked at the consumer (RabbitMQ:
+ * duplicates, missing) or counted in the topic (Kafka).
  */
 import type { Producer } from 'kafkajs';
 import { named } from '../support/config';
@@ -41,8 +43,10 @@ const QUEUE = named('bench.l1', '.');
 const TOPIC = named('bench-l1', '-');
 const WARMUP = 1_000;
 
-type Mode = 'log' | 'poll' | 'bare';
-const MODES: readonly Mode[] = ['log', 'poll', 'bare'];
+type Mode = 'log' | 'log_no_sweep' | 'poll' | 'bare';
+const MODES: readonly Mode[] = ['log', 'log_no_sweep', 'poll', 'bare'];
+/** The sweep "off": an hour, so that only the log feeds the dispatcher. */
+const NO_SWEEP_MS = 3_600_000;
 
 interface Problems {
   duplicates: number;
@@ -125,7 +129,7 @@ async function drains(
   const { ds } = target;
   const label = `L1 ${target.name} → ${broker}`;
   const destination = broker === 'rabbitmq' ? QUEUE : TOPIC;
-  const rates: Record<Mode, number[]> = { log: [], poll: [], bare: [] };
+  const rates: Record<Mode, number[]> = { log: [], log_no_sweep: [], poll: [], bare: [] };
   const bare = new BareRelay(target);
   await resetOutboxTable(ds, LOG_TABLE);
   await resetOutboxTable(ds, POLL_TABLE);
@@ -151,7 +155,7 @@ async function drains(
     }
   };
   const once = async (mode: Mode, count: number, instanceId: string): Promise<number> => {
-    const table = mode === 'log' ? LOG_TABLE : POLL_TABLE;
+    const table = mode === 'log' || mode === 'log_no_sweep' ? LOG_TABLE : POLL_TABLE;
     await truncateOutbox(ds, table);
     await prefill(ds, table, count);
     await emptyDestination();
@@ -163,7 +167,12 @@ async function drains(
       destination,
       n: count,
       instanceId,
-      log: mode === 'log' ? logOptions : undefined,
+      log:
+        mode === 'log'
+          ? logOptions
+          : mode === 'log_no_sweep'
+            ? { ...logOptions, sweepIntervalMs: NO_SWEEP_MS }
+            : undefined,
     });
     if (d.outages > 0) throw new Error(`${d.outages} outage(s) during the drain`);
     return d.seconds;
@@ -219,7 +228,16 @@ async function drains(
     rates.bare,
     n,
   );
+  const noSweep = addMetric(
+    result,
+    `${key}_log_no_sweep_msgs_per_s`,
+    `${target.name} → ${broker}: log tailing, sweep off (sweepIntervalMs ${NO_SWEEP_MS}: the log alone)`,
+    'msgs/s',
+    rates.log_no_sweep,
+    n,
+  );
   result.values[`l1_${key}_log_vs_bare`] = round(ratio(log.median, bareS.median), 3);
+  result.values[`l1_${key}_log_no_sweep_vs_bare`] = round(ratio(noSweep.median, bareS.median), 3);
   result.values[`l1_${key}_poll_vs_bare`] = round(ratio(poll.median, bareS.median), 3);
   result.values[`l1_${key}_log_vs_poll`] = round(ratio(log.median, poll.median), 3);
 }

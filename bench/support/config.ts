@@ -109,7 +109,7 @@ const BASE_PROFILES: Record<ProfileName, BenchProfile> = {
     l1Messages: 5_000,
     l2DurationMs: 4_000,
     l2Rate: 1_000,
-    l3DurationMs: 8_000,
+    l3DurationMs: 5_000,
     l3Writers: 8,
     l3PerTransaction: 10,
     l4Messages: 5_000,
