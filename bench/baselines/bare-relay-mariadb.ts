@@ -50,7 +50,7 @@ FROM ${t} WHERE status = 'pending' AND locked_by IS NULL ORDER BY status, availa
               ]);
             }
             await connection.commit();
-            return found as Row[];
+            return found;
           } catch (error) {
             await connection.rollback().catch(() => undefined);
             throw error;
