@@ -220,8 +220,11 @@ export async function prefill(
 /** The reader's lines that mean it lost its link or its place and read again. */
 const RECONNECT =
   /reconnect|Lost replication slot|Lost the binlog lock|made it again|could not be made again|taken over|purged/i;
-/** The reader's line at each start of reading (a second one within a run is a re-read). */
-const READING = /^Reading (replication slot|the binlog of)/;
+/**
+ * The reader's line at each start of reading (a second one within a run is a re-read); its
+ * "Reading … failed, reconnecting" lines are reconnects, not starts.
+ */
+const READING = /^Reading (replication slot|the binlog of)(?!.* failed, reconnecting)/;
 
 /**
  * A Nest logger that prints errors and warnings as the bench's apps do, and counts the log
