@@ -69,6 +69,10 @@ import { p1Sqs } from './scenarios/p1-drain-sqs';
 import { profileDrain, type ProfiledBroker } from './scenarios/profile-drain';
 import { c1 } from './scenarios/c1-console-10m';
 import { j1 } from './scenarios/j1-drain-jetstream';
+import { l1 } from './scenarios/l1-log-drain';
+import { l2 } from './scenarios/l2-log-latency';
+import { l3 } from './scenarios/l3-log-writers';
+import { l4 } from './scenarios/l4-log-bytes';
 import { sleep } from '../test/support/wait-for';
 
 const SCENARIOS: Record<string, (ctx: BenchContext) => Promise<ScenarioResult>> = {
@@ -95,6 +99,10 @@ const SCENARIOS: Record<string, (ctx: BenchContext) => Promise<ScenarioResult>> 
   'P1-SQS': p1Sqs,
   C1: c1,
   J1: j1,
+  L1: l1,
+  L2: l2,
+  L3: l3,
+  L4: l4,
 };
 /**
  * Scenarios run only when named with --only: C1 fills a 10-million-row table (minutes, GBs); P13

@@ -72,6 +72,17 @@ export class Child {
   }
 }
 
+/** Asks a child to exit and waits for it; one that already died (its channel closed) is fine. */
+export async function stopChild(child: Child | undefined): Promise<void> {
+  if (child === undefined) return;
+  try {
+    child.send({ type: 'exit' });
+  } catch {
+    // It exited already: nothing to ask.
+  }
+  await child.exit();
+}
+
 /** Forks a TypeScript entry of bench/support under ts-node (transpile only). */
 export function forkTs(entry: string, config: unknown, nodeArgs: string[] = []): Child {
   const child = fork(join(__dirname, entry), [], {

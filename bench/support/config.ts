@@ -50,6 +50,17 @@ export interface BenchProfile {
   /** P17: messages enqueued and drained per dispatcher setting and run, and each one's JSON size. */
   readonly p17Messages: number;
   readonly p17PayloadBytes: number;
+  /** L1: the backlog drained with log tailing, polling and the bare relay (a key per message). */
+  readonly l1Messages: number;
+  /** L2: length of each latency window, and the load (commit → consumer, log vs poll). */
+  readonly l2DurationMs: number;
+  readonly l2Rate: number;
+  /** L3: length of the full-rate window of the writers, how many, and messages per transaction. */
+  readonly l3DurationMs: number;
+  readonly l3Writers: number;
+  readonly l3PerTransaction: number;
+  /** L4: messages whose WAL / binlog bytes are counted, enqueued and delivered. */
+  readonly l4Messages: number;
   /** P9's databases; BENCH_P9_DATABASES=postgres,sqlite picks some. */
   readonly p9Dialects: readonly ('postgres' | 'mariadb' | 'sqlite')[];
 }
@@ -95,6 +106,13 @@ const BASE_PROFILES: Record<ProfileName, BenchProfile> = {
     p12Batches: 60,
     p17Messages: 8,
     p17PayloadBytes: 10 * 2 ** 20,
+    l1Messages: 5_000,
+    l2DurationMs: 4_000,
+    l2Rate: 1_000,
+    l3DurationMs: 5_000,
+    l3Writers: 8,
+    l3PerTransaction: 10,
+    l4Messages: 5_000,
     p9Dialects: P9_DATABASES,
   },
   full: {
@@ -127,6 +145,14 @@ const BASE_PROFILES: Record<ProfileName, BenchProfile> = {
     p12Batches: 300,
     p17Messages: 16,
     p17PayloadBytes: 10 * 2 ** 20,
+    // The outside measurement's sizes (30 000 × 1 KiB, a key per message).
+    l1Messages: 30_000,
+    l2DurationMs: 20_000,
+    l2Rate: 1_000,
+    l3DurationMs: 30_000,
+    l3Writers: 8,
+    l3PerTransaction: 10,
+    l4Messages: 30_000,
     p9Dialects: P9_DATABASES,
   },
 };
@@ -197,6 +223,9 @@ function scaled(
           'p9BudgetS',
           'p9Pool',
           'p17Messages',
+          'l2Rate',
+          'l3Writers',
+          'l3PerTransaction',
         ].includes(k)
           ? Math.max(100, Math.round(v * factor))
           : v,

@@ -311,15 +311,17 @@ export async function dropStaleRunObjects(log: (line: string) => void): Promise<
     return pid !== undefined && !existsSync(`/proc/${pid}`);
   };
   try {
+    // pg-transactional-outbox's slot (P1), and the log-tailing scenarios' (L1–L4: named after
+    // their table, bench_l…_r<pid>); only inactive ones, of runs that no longer exist.
     const slots = await client.query<{ slot_name: string }>(
-      `SELECT slot_name FROM pg_replication_slots WHERE slot_name LIKE 'pgto\\_bench\\_slot\\_r%' AND NOT active`,
+      `SELECT slot_name FROM pg_replication_slots WHERE (slot_name LIKE 'pgto\\_bench\\_slot\\_r%' OR slot_name LIKE 'bench\\_l%\\_r%') AND NOT active`,
     );
     for (const { slot_name } of slots.rows.filter((r) => dead(r.slot_name))) {
       await client.query('SELECT pg_drop_replication_slot($1)', [slot_name]);
       log(`dropped the replication slot ${slot_name} of a bench run that no longer exists`);
     }
     const pubs = await client.query<{ pubname: string }>(
-      `SELECT pubname FROM pg_publication WHERE pubname LIKE 'pgto\\_bench\\_pub\\_r%'`,
+      `SELECT pubname FROM pg_publication WHERE pubname LIKE 'pgto\\_bench\\_pub\\_r%' OR pubname LIKE 'bench\\_pub\\_l%\\_r%'`,
     );
     for (const { pubname } of pubs.rows.filter((r) => dead(r.pubname)))
       await client.query(`DROP PUBLICATION IF EXISTS "${pubname}"`);

@@ -12,8 +12,16 @@
  */
 import 'reflect-metadata';
 import type { OutboxDispatcherOptions, OutboxPublisher } from '../../lib';
+import { logTailing, type LogTailingOptions } from '../../lib/log-tailing';
 import { childSide } from './child';
-import { CountingLogger, closeDataSource, openPostgres, pendingCount } from './databases';
+import {
+  CountingLogger,
+  closeDataSource,
+  openMaria,
+  openPostgres,
+  pendingCount,
+} from './databases';
+import { ReaderLines } from './log-tailing';
 import {
   connectPublisher,
   countClaims,
@@ -35,12 +43,33 @@ export interface DispatcherChildConfig {
   readonly instanceId: string;
   readonly dispatcher?: OutboxDispatcherOptions;
   readonly phases?: boolean;
+  /** The database (L2, L3 run on MariaDB too). @default 'postgres' */
+  readonly database?: 'postgres' | 'mariadb';
+  /**
+   * `dispatcher.observe: logTailing(these)` (the options cross the process boundary as JSON);
+   * the reader's starts and reconnect lines are counted and reported with each "done".
+   */
+  readonly logTailing?: LogTailingOptions;
 }
 
 async function main(): Promise<void> {
   const { config, send, next } = childSide<DispatcherChildConfig>();
   const logger = config.mode === 'idle' ? new CountingLogger() : undefined;
-  const ds = await openPostgres({ poolSize: 10, logger });
+  const ds =
+    config.database === 'mariadb'
+      ? await openMaria()
+      : await openPostgres({ poolSize: 10, logger });
+  const readerLines = config.logTailing === undefined ? undefined : new ReaderLines();
+  const dispatcherOptions: OutboxDispatcherOptions | undefined =
+    config.logTailing === undefined
+      ? config.dispatcher
+      : { ...config.dispatcher, observe: logTailing(config.logTailing) };
+  const readerReport = (): Record<string, unknown> => {
+    if (readerLines === undefined) return {};
+    const report = { readerStarts: readerLines.starts, readerReconnects: readerLines.reconnects };
+    readerLines.reset();
+    return report;
+  };
   const newPublisher = (): OutboxPublisher =>
     config.kafkaTopic === undefined
       ? rabbitPublisher(config.queue)
@@ -57,7 +86,8 @@ async function main(): Promise<void> {
       instanceId: config.instanceId,
       autoStart: serving,
       ordering: { enabled: true },
-      dispatcher: config.dispatcher,
+      dispatcher: dispatcherOptions,
+      ...(readerLines === undefined ? {} : { logger: readerLines }),
       observer: {
         onBatch: (report) => {
           progress += report.published;
@@ -93,6 +123,7 @@ async function main(): Promise<void> {
         queries: logger?.count ?? 0,
         seconds,
         texts: logger === undefined ? {} : Object.fromEntries(logger.texts),
+        ...readerReport(),
       });
       continue;
     }
@@ -127,6 +158,7 @@ async function main(): Promise<void> {
         claims: counted.claims,
         emptyClaims: counted.empty,
         claimedRows: counted.rows,
+        ...readerReport(),
       });
       continue;
     }

@@ -1,5 +1,5 @@
 /** The real OutboxModule in a Nest application context, and timing hooks around its parts. */
-import { Module, type INestApplicationContext } from '@nestjs/common';
+import { Module, type INestApplicationContext, type LoggerService } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import type { DataSource } from 'typeorm';
 import {
@@ -30,10 +30,12 @@ export interface OutboxApp {
 export type AppOptions = Omit<OutboxModuleOptions, 'dataSource'> & {
   dataSource: DataSource;
   workers?: boolean;
+  /** The app's Nest logger (L3 counts the log reader's lines). @default errors and warnings to the console */
+  logger?: LoggerService;
 };
 
 export async function startOutboxApp(options: AppOptions): Promise<OutboxApp> {
-  const { workers = true, ...rest } = options;
+  const { workers = true, logger, ...rest } = options;
   const outages = { count: 0 };
   const observer = {
     ...rest.observer,
@@ -47,7 +49,7 @@ export async function startOutboxApp(options: AppOptions): Promise<OutboxApp> {
   class BenchOutboxModule {}
 
   const app = await NestFactory.createApplicationContext(BenchOutboxModule, {
-    logger: ['error', 'warn'],
+    logger: logger ?? ['error', 'warn'],
   });
   return {
     app,

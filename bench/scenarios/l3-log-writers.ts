@@ -1,0 +1,277 @@
+/**
+ * L3: `l3Writers` (8) writers commit as fast as they can, `l3PerTransaction` (10) messages per
+ * transaction (a key per message, 1 KiB), for `l3DurationMs`, while one dispatcher delivers to
+ * RabbitMQ: polling (the defaults), log tailing with the default sweep (5 s), and log tailing
+ * with the sweep effectively off (`sweepIntervalMs` one hour, so that only the log feeds it), on
+ * PostgreSQL and MariaDB. Reported per mode: messages committed per second, delivered per second
+ * (rows delivered when the writers stop ÷ the window), the backlog then (committed, not yet
+ * delivered), and whether the log's reader reconnected or read again (its start and reconnect
+ * lines, counted in the dispatcher's own log).
+ *
+ * The dispatcher runs in a process of its own, started for each window; the writers' app is set
+ * up as the dispatcher's. After a window its backlog is dropped, not drained: the table is
+ * emptied and the log's position moved to the end (the slot advanced; MariaDB's position table
+ * made again, so the next reader starts at the binlog's end), so each window starts clean.
+ */
+import { logTailing, type LogTailingOptions } from '../../lib/log-tailing';
+import { forkTs, stopChild, type Child } from '../support/child';
+import { named } from '../support/config';
+import {
+  countByStatus,
+  dropOutboxTable,
+  resetOutboxTable,
+  truncateOutbox,
+} from '../support/databases';
+import type { DispatcherChildConfig } from '../support/dispatcher-process';
+import {
+  benchLogOptions,
+  dropLog,
+  openLogTargets,
+  postgresBenchLogNames,
+  readerReady,
+  setUpLog,
+  type LogTarget,
+} from '../support/log-tailing';
+import { runWriters } from '../support/log-writers';
+import { startOutboxApp, type OutboxApp } from '../support/outbox-app';
+import { purgeQueue, resetQueue } from '../support/rabbit';
+import { addMetric, newResult, type BenchContext, type ScenarioResult } from '../support/report';
+import { ratio, round } from '../support/stats';
+import { sleep } from '../../test/support/wait-for';
+
+const QUEUE = named('bench.l3', '.');
+/** The "sweep off" setting: an hour, far beyond any window. */
+const NO_SWEEP_MS = 3_600_000;
+const WARMUP_MS = 1_000;
+
+type Mode = 'poll' | 'log' | 'log_no_sweep';
+const MODES: readonly Mode[] = ['poll', 'log', 'log_no_sweep'];
+const tableOf = (mode: Mode): string => named(`bench_l3_${mode.replace(/_/g, '')}`);
+
+interface ModeStats {
+  committed: number[];
+  delivered: number[];
+  backlog: number[];
+  readerStarts: number;
+  reconnects: string[];
+}
+
+export async function l3(ctx: BenchContext): Promise<ScenarioResult> {
+  const { profile } = ctx;
+  const result = newResult(
+    'L3',
+    `${profile.l3Writers} writers at full rate, ${profile.l3PerTransaction} msgs/tx for ${profile.l3DurationMs / 1000} s: committed, delivered and backlog, polling vs log tailing (default sweep, sweep off), PostgreSQL and MariaDB → RabbitMQ`,
+  );
+  const { targets, close } = await openLogTargets(ctx, result);
+  try {
+    // Capped: nobody reads the queue during a window, and 100 000 × 1 KiB would sit in memory.
+    await resetQueue(ctx.rabbit, QUEUE, 10_000);
+    for (const target of targets) {
+      try {
+        await windows(ctx, result, target);
+      } catch (error) {
+        ctx.log(`L3 ${target.name} failed: ${String(error)}`);
+        result.skipped.push(
+          `${target.name}: ${error instanceof Error ? error.message : String(error)}`,
+        );
+      }
+    }
+  } finally {
+    await ctx.rabbit.deleteQueue(QUEUE).catch(() => undefined);
+    await close();
+  }
+  return result;
+}
+
+function logOptionsOf(target: LogTarget, mode: Mode): LogTailingOptions | undefined {
+  if (mode === 'poll') return undefined;
+  return benchLogOptions(
+    target.name,
+    tableOf(mode),
+    mode === 'log_no_sweep' ? { sweepIntervalMs: NO_SWEEP_MS } : {},
+  );
+}
+
+async function windows(
+  ctx: BenchContext,
+  result: ScenarioResult,
+  target: LogTarget,
+): Promise<void> {
+  const { ds } = target;
+  const stats: Record<Mode, ModeStats> = {
+    poll: { committed: [], delivered: [], backlog: [], readerStarts: 0, reconnects: [] },
+    log: { committed: [], delivered: [], backlog: [], readerStarts: 0, reconnects: [] },
+    log_no_sweep: { committed: [], delivered: [], backlog: [], readerStarts: 0, reconnects: [] },
+  };
+  const writers: Partial<Record<Mode, OutboxApp>> = {};
+  const children: Partial<Record<Mode, Child>> = {};
+  try {
+    for (const mode of MODES) {
+      await resetOutboxTable(ds, tableOf(mode));
+      const log = logOptionsOf(target, mode);
+      if (log !== undefined) await setUpLog(target, tableOf(mode));
+      writers[mode] = await startOutboxApp({
+        dataSource: ds,
+        tableName: tableOf(mode),
+        workers: false,
+        ...(log === undefined ? {} : { dispatcher: { observe: logTailing(log) } }),
+      });
+      children[mode] = forkTs('../support/dispatcher-process.ts', {
+        mode: 'run',
+        database: target.name,
+        table: tableOf(mode),
+        queue: QUEUE,
+        instanceId: `bench-l3-${mode}`,
+        ...(log === undefined ? {} : { logTailing: log }),
+      } satisfies DispatcherChildConfig);
+    }
+    for (const mode of MODES) await children[mode]?.next('ready', 120_000);
+    ctx.log(`L3 ${target.name}: the dispatchers are ready`);
+    for (let run = 0; run <= ctx.runs; run++) {
+      // Run 0 (a short window) warms every mode up and makes the slots; not counted.
+      const order = MODES.map((_, i) => MODES[(i + run) % MODES.length] as Mode);
+      for (const mode of order) {
+        const child = children[mode];
+        const writer = writers[mode];
+        if (child === undefined || writer === undefined) throw new Error('no child or writer');
+        const durationMs = run === 0 ? WARMUP_MS : ctx.profile.l3DurationMs;
+        const w = await window(ctx, target, mode, child, writer, durationMs);
+        if (run === 0) continue;
+        const s = stats[mode];
+        s.committed.push(w.committed / (durationMs / 1000));
+        s.delivered.push(w.delivered / (durationMs / 1000));
+        s.backlog.push(w.committed - w.delivered);
+        s.readerStarts += w.readerStarts;
+        s.reconnects.push(...w.reconnects);
+        ctx.log(
+          `L3 ${target.name} run ${run} ${mode}: committed ${Math.round(w.committed / (durationMs / 1000))} msgs/s, delivered ${Math.round(w.delivered / (durationMs / 1000))} msgs/s, backlog ${w.committed - w.delivered}${mode === 'poll' ? '' : `, reader starts ${w.readerStarts}, reconnect lines ${w.reconnects.length}`}`,
+        );
+        for (const line of w.reconnects) ctx.log(`L3 ${target.name} ${mode} reader: ${line}`);
+      }
+    }
+  } finally {
+    for (const mode of MODES) {
+      await stopChild(children[mode]);
+      await writers[mode]?.close();
+    }
+    for (const mode of MODES) {
+      if (mode !== 'poll') await dropLog(target, tableOf(mode));
+      await dropOutboxTable(ds, tableOf(mode));
+    }
+  }
+  const db = target.name;
+  const label: Record<Mode, string> = {
+    poll: 'polling (defaults)',
+    log: 'log tailing (default sweep, 5 s)',
+    log_no_sweep: `log tailing, sweep off (sweepIntervalMs ${NO_SWEEP_MS})`,
+  };
+  const committed: Partial<Record<Mode, number>> = {};
+  for (const mode of MODES) {
+    const s = stats[mode];
+    committed[mode] = addMetric(
+      result,
+      `${db}_${mode}_committed_msgs_per_s`,
+      `${db}, ${label[mode]}: committed`,
+      'msgs/s',
+      s.committed,
+    ).median;
+    const delivered = addMetric(
+      result,
+      `${db}_${mode}_delivered_msgs_per_s`,
+      `${db}, ${label[mode]}: delivered during the window`,
+      'msgs/s',
+      s.delivered,
+    ).median;
+    const backlog = addMetric(
+      result,
+      `${db}_${mode}_backlog`,
+      `${db}, ${label[mode]}: backlog when the writers stop`,
+      'msgs',
+      s.backlog,
+    ).median;
+    result.values[`l3_${db}_${mode}_committed_msgs_per_s`] = Math.round(committed[mode] ?? NaN);
+    result.values[`l3_${db}_${mode}_delivered_msgs_per_s`] = Math.round(delivered);
+    result.values[`l3_${db}_${mode}_backlog`] = Math.round(backlog);
+    if (mode !== 'poll') {
+      // One start per window is the reader's own; more is a reconnect that read the log again.
+      result.values[`l3_${db}_${mode}_reader_restarts`] = s.readerStarts - ctx.runs;
+      result.values[`l3_${db}_${mode}_reader_reconnect_lines`] = s.reconnects.length;
+    }
+  }
+  result.values[`l3_${db}_log_vs_poll_committed`] = round(
+    ratio(committed.log ?? NaN, committed.poll ?? NaN),
+    3,
+  );
+  result.values[`l3_${db}_log_no_sweep_vs_poll_committed`] = round(
+    ratio(committed.log_no_sweep ?? NaN, committed.poll ?? NaN),
+    3,
+  );
+}
+
+interface Window {
+  committed: number;
+  delivered: number;
+  readerStarts: number;
+  reconnects: string[];
+}
+
+async function window(
+  ctx: BenchContext,
+  target: LogTarget,
+  mode: Mode,
+  child: Child,
+  writer: OutboxApp,
+  durationMs: number,
+): Promise<Window> {
+  const { profile } = ctx;
+  const table = tableOf(mode);
+  try {
+    child.send({ type: 'go' });
+    if (mode !== 'poll') await readerReady(target, table);
+    const committed = await runWriters({
+      ds: target.ds,
+      outbox: writer.outbox,
+      writers: profile.l3Writers,
+      perTransaction: profile.l3PerTransaction,
+      durationMs,
+    });
+    const delivered = (await countByStatus(target.ds, table)).delivered ?? 0;
+    child.send({ type: 'stop' });
+    const done = await child.next('done');
+    return {
+      committed,
+      delivered,
+      readerStarts: Number(done.readerStarts ?? 0),
+      reconnects: Array.isArray(done.readerReconnects) ? done.readerReconnects.map(String) : [],
+    };
+  } finally {
+    await dropBacklog(target, mode);
+    await purgeQueue(ctx.rabbit, QUEUE);
+  }
+}
+
+/** Empties the table and moves the log's position past what it held (see the file's comment). */
+async function dropBacklog(target: LogTarget, mode: Mode): Promise<void> {
+  const table = tableOf(mode);
+  if (mode !== 'poll') {
+    if (target.name === 'postgres') {
+      const { slot } = postgresBenchLogNames(table);
+      for (let i = 0; i < 150; i++) {
+        const rows = await target.ds.query<{ active: boolean }[]>(
+          'SELECT active FROM pg_replication_slots WHERE slot_name = $1',
+          [slot],
+        );
+        if (rows.every((r) => !r.active)) break;
+        await sleep(100);
+      }
+      await target.ds.query(
+        'SELECT pg_replication_slot_advance(slot_name, pg_current_wal_lsn()) FROM pg_replication_slots WHERE slot_name = $1 AND NOT active',
+        [slot],
+      );
+    } else {
+      await dropLog(target, table);
+      await setUpLog(target, table);
+    }
+  }
+  await truncateOutbox(target.ds, table);
+}
