@@ -6,7 +6,8 @@
 import type { DataSource } from 'typeorm';
 import type { OutboxService } from '../../lib';
 import { keyOf, payloadOf } from './databases';
-import { nowMs, sleep } from './stats';
+import { nowMs } from './stats';
+import { sleep } from '../../test/support/wait-for';
 
 export interface WriterLoad {
   readonly ds: DataSource;
