@@ -44,13 +44,16 @@ o AS (
   SET locked_by = $1, lock_token = $2::uuid, locked_until = now() + $3 * interval '1 millisecond',
     attempts = o.attempts + 1, last_attempt_at = now()
   FROM g WHERE o.id = g.id
-  RETURNING ${POSTGRES_CLAIMED_COLUMNS})
+  RETURNING ${POSTGRES_CLAIMED_COLUMNS}),
+-- The ids the lock did not take: only they can be unseen or not due yet (most leases take all).
+r AS MATERIALIZED (
+  SELECT x.id FROM unnest($4::int8[]) AS x(id) WHERE x.id NOT IN (SELECT c.id FROM c))
 SELECT o.*, b.unseen, d.due_in_ms FROM (
-  SELECT array_agg(x.id::text) AS unseen FROM unnest($4::int8[]) AS x(id)
-  WHERE NOT EXISTS (SELECT 1 FROM ${t} AS s WHERE s.id = x.id)) AS b
+  SELECT array_agg(r.id::text) AS unseen FROM r
+  WHERE NOT EXISTS (SELECT 1 FROM ${t} AS s WHERE s.id = r.id)) AS b
 CROSS JOIN (
   SELECT ceil(extract(epoch FROM min(s.available_at) - now()) * 1000)::float8 AS due_in_ms
-  FROM ${t} AS s WHERE s.id = ANY($4::int8[]) AND s.status = 'pending'
+  FROM ${t} AS s WHERE s.id IN (SELECT r.id FROM r) AND s.status = 'pending'
     AND s.available_at > now() AND ${unleased('s')}) AS d
 LEFT JOIN o ON true`;
 }
