@@ -26,9 +26,9 @@ export type {
 export {
   postgresLogNames,
   postgresLogTailingDdl,
-} from '../store/postgres/postgres.log-tailing-sql';
+} from './postgres/postgres-log-tailing.sql';
 export {
   mysqlLogPositionTable,
   mysqlLogTailingDdl,
   mysqlLogTailingDrop,
-} from '../store/mysql/mysql.log-tailing-sql';
+} from './mysql/mysql-log-tailing.sql';

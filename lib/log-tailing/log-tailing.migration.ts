@@ -4,8 +4,8 @@ import {
   postgresDropPublication,
   postgresLogNames,
   postgresLogTailingDdl,
-} from '../store/postgres/postgres.log-tailing-sql';
-import { mysqlLogTailingDdl, mysqlLogTailingDrop } from '../store/mysql/mysql.log-tailing-sql';
+} from './postgres/postgres-log-tailing.sql';
+import { mysqlLogTailingDdl, mysqlLogTailingDrop } from './mysql/mysql-log-tailing.sql';
 import { tableMigration } from '../typeorm/table-migration';
 import { assertIdentifier } from '../internal/sql-identifier';
 

@@ -6,7 +6,7 @@ import type {
   OutboxLogSource,
   OutboxLogSourceContext,
 } from '../store/ports/outbox-log-source.port';
-import { isSlotName, postgresLogNames } from '../store/postgres/postgres.log-tailing-sql';
+import { isSlotName, postgresLogNames } from './postgres/postgres-log-tailing.sql';
 import type { LogTailingOptions } from './log-tailing.options';
 import type { MysqlBinlogConnectionSettings } from './mysql/mysql-binlog-client';
 import { MysqlBinlogSource } from './mysql/mysql-binlog.source';

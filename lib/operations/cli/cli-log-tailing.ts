@@ -7,15 +7,15 @@ import {
   postgresLogNames,
   postgresLogTailingDdl,
   type PostgresLogNames,
-} from '../../store/postgres/postgres.log-tailing-sql';
-import { retainedBinlogBytes } from '../../store/mysql/mysql.binlog-position';
+} from '../../log-tailing/postgres/postgres-log-tailing.sql';
+import { retainedBinlogBytes } from '../../log-tailing/mysql/mysql-binlog-position';
 import {
   mysqlLogLockName,
   mysqlLogPositionTable,
   mysqlLogTailingDdl,
   mysqlLogTailingDrop,
   mysqlLogPositionStatus,
-} from '../../store/mysql/mysql.log-tailing-sql';
+} from '../../log-tailing/mysql/mysql-log-tailing.sql';
 import type { SqlPort } from '../../store/ports/sql-port';
 import { ensureLogicalSlot } from '../../log-tailing/postgres/postgres-slot';
 import type { CliArgs } from './cli-args';
