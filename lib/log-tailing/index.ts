@@ -23,10 +23,7 @@ export type {
   OutboxLogSourceContext,
   OutboxLogConnectionSettings,
 } from '../store/ports/outbox-log-source.port';
-export {
-  postgresLogNames,
-  postgresLogTailingDdl,
-} from './postgres/postgres-log-tailing.sql';
+export { postgresLogNames, postgresLogTailingDdl } from './postgres/postgres-log-tailing.sql';
 export {
   mysqlLogPositionTable,
   mysqlLogTailingDdl,
