@@ -37,6 +37,11 @@ export const postgresDatabase: OutboxDatabase<'postgres'> = {
   quoting: 'double',
   schemas: true,
   keyLockTable: false,
+  placeholders: 'numbered',
+  serializableOnly: false,
+  singleWriter: false,
+  insertIdReportsWrite: false,
+  file: false,
   schema: {
     createTable: postgresCreateTable,
     dropTable: postgresDropTable,

@@ -30,6 +30,11 @@ export const sqliteDatabase: OutboxDatabase<'sqlite'> = {
   quoting: 'double',
   schemas: false,
   keyLockTable: false,
+  placeholders: 'question',
+  serializableOnly: true,
+  singleWriter: true,
+  insertIdReportsWrite: false,
+  file: true,
   schema: {
     createTable: sqliteCreateTable,
     dropTable: sqliteDropTable,
