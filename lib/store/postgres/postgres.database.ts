@@ -15,6 +15,7 @@ import {
   postgresDropPayloadColumns,
   postgresCreateHistoryTable,
   postgresCreateTable,
+  postgresIndexCatalog,
   postgresDropHistoryTable,
   postgresCreateArchiveTable,
   postgresDropTable,
@@ -48,7 +49,7 @@ export const postgresDatabase: OutboxDatabase<'postgres'> = {
     createHistoryTable: postgresCreateHistoryTable,
     dropHistoryTable: postgresDropHistoryTable,
     createArchiveTable: postgresCreateArchiveTable,
-    cleanerIndexes: partialCleanerIndexes('postgres'),
+    cleanerIndexes: partialCleanerIndexes(postgresIndexCatalog),
     // ADD COLUMN IF NOT EXISTS: columns only, no table rewrite.
     payloadColumns: {
       async ensure(run, n) {

@@ -12,6 +12,7 @@ import {
   sqliteCreateHistoryTable,
   SQLITE_PAYLOAD_TYPES,
   sqliteCreateTable,
+  sqliteIndexCatalog,
   sqliteDropHistoryTable,
   sqliteCreateArchiveTable,
   sqliteDropTable,
@@ -41,7 +42,7 @@ export const sqliteDatabase: OutboxDatabase<'sqlite'> = {
     createHistoryTable: sqliteCreateHistoryTable,
     dropHistoryTable: sqliteDropHistoryTable,
     createArchiveTable: sqliteCreateArchiveTable,
-    cleanerIndexes: partialCleanerIndexes('sqlite'),
+    cleanerIndexes: partialCleanerIndexes(sqliteIndexCatalog),
     // SQLite adds one column per ALTER, without rewriting the table.
     payloadColumns: {
       async ensure(run, n) {
