@@ -116,6 +116,12 @@ module.exports = {
       to: { path: '^lib/dispatch/outbox\\.dispatcher\\.ts$' },
     },
     {
+      name: 'sources-do-not-reach-each-other',
+      severity: 'error',
+      from: { path: '^lib/dispatch/(poll|log)/' },
+      to: { path: '^lib/dispatch/(poll|log)/', pathNot: ['^lib/dispatch/$1/'] },
+    },
+    {
       name: 'workers-are-not-the-dispatcher',
       comment: 'The interval workers (unlocker, cleaner, partition maintainer) run beside the dispatcher and share none of its parts.',
       severity: 'error',

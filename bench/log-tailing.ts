@@ -27,6 +27,7 @@ import {
 } from '../lib';
 import { logTailing, postgresLogNames, postgresLogTailingDdl } from '../lib/log-tailing';
 import { outboxTableNames } from '../lib/internal/sql-identifier';
+import { sleep } from '../test/support/wait-for';
 
 type Mode = 'poll' | 'log';
 
@@ -78,7 +79,7 @@ async function fresh(ds: DataSource): Promise<void> {
       [names.slot],
     );
     if (rows.every((r) => !r.active)) break;
-    await new Promise((r) => setTimeout(r, 100));
+    await sleep(100);
   }
   await ds.query(
     `SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1`,
@@ -103,7 +104,7 @@ async function round(mode: Mode, scenario: 'latency' | 'burst'): Promise<string>
   const writer = await app(ds, { workers: false });
   const outbox = writer.get(OutboxService);
   // Let the reader reach the slot (a standby's first ask) before the clock starts.
-  await new Promise((r) => setTimeout(r, 1_500));
+  await sleep(1_500);
   let total = 0;
   const started = Date.now();
   if (scenario === 'latency') {
@@ -112,7 +113,7 @@ async function round(mode: Mode, scenario: 'latency' | 'burst'): Promise<string>
       await ds.transaction((m) =>
         outbox.enqueue({ topic: 't', key: `k${i % 20}`, type: 'e', payload: { i } }, m),
       );
-      await new Promise((r) => setTimeout(r, 5));
+      await sleep(5);
     }
   } else {
     total = 8 * 2_000;
@@ -137,7 +138,7 @@ async function round(mode: Mode, scenario: 'latency' | 'burst'): Promise<string>
   const committedMs = Date.now() - started;
   const deadline = Date.now() + 120_000;
   while (publisher.delivered < total && Date.now() < deadline) {
-    await new Promise((r) => setTimeout(r, 20));
+    await sleep(20);
   }
   const drainMs = publisher.lastAt - started;
   await dispatcher.close();

@@ -45,7 +45,6 @@ import {
   otherJestProcesses,
   pgSettings,
 } from './support/services';
-import { sleep } from './support/stats';
 import { p1 } from './scenarios/p1-drain-rabbitmq';
 import { p2 } from './scenarios/p2-drain-kafka';
 import { p3 } from './scenarios/p3-other-databases';
@@ -70,6 +69,7 @@ import { p1Sqs } from './scenarios/p1-drain-sqs';
 import { profileDrain, type ProfiledBroker } from './scenarios/profile-drain';
 import { c1 } from './scenarios/c1-console-10m';
 import { j1 } from './scenarios/j1-drain-jetstream';
+import { sleep } from '../test/support/wait-for';
 
 const SCENARIOS: Record<string, (ctx: BenchContext) => Promise<ScenarioResult>> = {
   P1: p1,

@@ -48,7 +48,10 @@ export const OUTBOX_CONNECTION = Symbol('nestjs-outbox:connection');
 /** The SQL port (`lib/store/sql-port.ts`) of the instance's connection. */
 export const OUTBOX_SQL = Symbol('nestjs-outbox:sql');
 /**
- * The instance's commit channel (`CommitWatcher`, `lib/dispatch/commit-watcher.ts`): the service
+ * The instance's commit channel (`CommitWatcher`, `lib/dispatch/poll/commit-watcher.ts`): the service
  * marks the transactions that enqueued, the dispatcher listens for their commits.
  */
 export const OUTBOX_COMMITS = Symbol('nestjs-outbox:commits');
+
+/** The dispatcher's source of work, chosen once from the resolved options (`chooseDeliverySource`). */
+export const OUTBOX_DELIVERY_SOURCE = Symbol('nestjs-outbox:delivery-source');

@@ -1,5 +1,9 @@
 import { Module, type DynamicModule, type Provider } from '@nestjs/common';
 import { ModuleRef } from '@nestjs/core';
+import {
+  enqueueNotifies,
+  OUTBOX_DELIVERY_SOURCE_PROVIDER,
+} from './dispatch/delivery-source.provider';
 import { OUTBOX_ADMIN_PROVIDER } from './module/admin/outbox-admin.provider';
 import { OutboxAdmin } from './module/admin/outbox.admin';
 import { OutboxOptionsError } from './errors/outbox-options.error';
@@ -104,16 +108,9 @@ function coreProviders(workers: boolean, name: string): Provider[] {
       provide: OUTBOX_STORE,
       inject: [OUTBOX_OPTIONS, OUTBOX_SQL],
       useFactory: (options: ResolvedOutboxOptions, sql: SqlPort) =>
-        createOutboxStore(sql, options, {
-          enabled: workers,
-          // Only a polling dispatcher LISTENs: with delivery 'external' none runs, and a log
-          // observer reads new rows from the log, so the enqueue's NOTIFY would wake no one.
-          notify:
-            options.dispatcher.listen &&
-            options.delivery === 'dispatcher' &&
-            options.dispatcher.observe === 'poll',
-        }),
+        createOutboxStore(sql, options, { enabled: workers, notify: enqueueNotifies(options) }),
     },
+    OUTBOX_DELIVERY_SOURCE_PROVIDER,
     ...(name === DEFAULT_OUTBOX_NAME
       ? [OutboxService, OUTBOX_ADMIN_PROVIDER, ...(workers ? WORKERS : [])]
       : namedProviders(workers, name)),

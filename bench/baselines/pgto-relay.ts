@@ -21,7 +21,8 @@ import {
 } from 'pg-transactional-outbox';
 import { KEYS, named } from '../support/config';
 import { PAD, pgConfig } from '../support/databases';
-import { sleep, toError } from '../support/stats';
+import { toError } from '../support/stats';
+import { sleep } from '../../test/support/wait-for';
 
 export type PgtoMode = 'readme' | 'fast';
 

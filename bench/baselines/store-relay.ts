@@ -14,7 +14,7 @@ import type {
   Settlement,
 } from '../../lib/store/ports/outbox-store.port';
 import { claimWindowAfter } from '../../lib/store/shared-sql/claim-window';
-import { sleep } from '../support/stats';
+import { sleep } from '../../test/support/wait-for';
 
 export interface StoreRelayOptions {
   readonly store: OutboxStore;

@@ -34,6 +34,7 @@ import {
   type ScenarioResult,
 } from '../support/report';
 import { ratio, round } from '../support/stats';
+import { sleep } from '../../test/support/wait-for';
 
 const TABLE = named('bench_p13');
 const QUEUE = named('bench.p13', '.');
@@ -219,6 +220,6 @@ async function applySettings(ds: DataSource, settings: Record<string, number>): 
       `SELECT VARIABLE_VALUE AS v FROM information_schema.GLOBAL_STATUS WHERE VARIABLE_NAME = 'INNODB_BUFFER_POOL_RESIZE_STATUS'`,
     );
     if (row === undefined || row.v === '' || /complete|finished/i.test(row.v)) return;
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await sleep(100);
   }
 }

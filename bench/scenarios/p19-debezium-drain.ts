@@ -31,7 +31,8 @@ import { deleteTopic, kafkaClient, resetTopic, topicCount } from '../support/kaf
 import { drainAll, startOutboxApp, type OutboxApp } from '../support/outbox-app';
 import { KafkaPublisher } from '../../lib/publishers/kafka';
 import { addMetric, newResult, type BenchContext, type ScenarioResult } from '../support/report';
-import { percentile, round, sleep } from '../support/stats';
+import { percentile, round } from '../support/stats';
+import { sleep } from '../../test/support/wait-for';
 
 const TABLE = named('bench_p19');
 const KEYS = 1_000;

@@ -28,7 +28,8 @@ import {
 } from '../support/outbox-app';
 import { purgeQueue, readAndCheck, resetQueue } from '../support/rabbit';
 import { addMetric, newResult, type BenchContext, type ScenarioResult } from '../support/report';
-import { ratio, round, sleep } from '../support/stats';
+import { ratio, round } from '../support/stats';
+import { sleep } from '../../test/support/wait-for';
 
 const TABLE = named('bench_p3');
 const QUEUE = named('bench.p3', '.');

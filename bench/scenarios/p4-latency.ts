@@ -23,7 +23,8 @@ import {
   type BenchContext,
   type ScenarioResult,
 } from '../support/report';
-import { nowMs, percentile, round, sleep } from '../support/stats';
+import { nowMs, percentile, round } from '../support/stats';
+import { sleep } from '../../test/support/wait-for';
 
 const TABLE = named('bench_p4');
 const QUEUE = named('bench.p4', '.');

@@ -17,7 +17,8 @@ import {
   type BenchContext,
   type ScenarioResult,
 } from '../support/report';
-import { round, sleep } from '../support/stats';
+import { round } from '../support/stats';
+import { sleep } from '../../test/support/wait-for';
 
 const TABLE = named('bench_p8');
 const QUEUE = named('bench.p8', '.');

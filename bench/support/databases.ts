@@ -13,6 +13,7 @@ import {
 import { ensureOutboxTable } from '../../lib/typeorm/typeorm-tables';
 import { serverConnection } from '../../test/support/databases';
 import { KEYS, PAYLOAD_BYTES, SERVICES } from './config';
+import { sleep } from '../../test/support/wait-for';
 
 /** The business row of P5's transactions. */
 @Entity('bench_order')
@@ -289,7 +290,7 @@ export async function untilDelivered(
     const rows = await ds.query<{ left: boolean }[]>(sql);
     if (rows[0]?.left !== true) return;
     if (Date.now() > deadline) throw new Error(`${table} was not delivered within ${timeoutMs} ms`);
-    await new Promise((resolve) => setTimeout(resolve, pollMs));
+    await sleep(pollMs);
   }
 }
 

@@ -23,7 +23,8 @@ import {
   startOutboxApp,
   type OutboxApp,
 } from './outbox-app';
-import { nowMs, sleep } from './stats';
+import { nowMs } from './stats';
+import { sleep } from '../../test/support/wait-for';
 
 export interface DispatcherChildConfig {
   readonly mode: 'drain' | 'run' | 'serve' | 'idle' | 'rss';

@@ -2,6 +2,7 @@
 import { Kafka, logLevel, Partitioners, type Admin, type Producer } from 'kafkajs';
 import { canConnect } from '../../test/support/services';
 import { SERVICES } from './config';
+import { sleep } from '../../test/support/wait-for';
 
 export const KAFKA_PARTITIONS = 3;
 
@@ -30,8 +31,7 @@ export async function resetTopic(topic: string): Promise<void> {
     const existing = await admin.listTopics();
     if (existing.includes(topic)) {
       await admin.deleteTopics({ topics: [topic], timeout: 10_000 });
-      for (let i = 0; i < 50 && (await admin.listTopics()).includes(topic); i++)
-        await new Promise((r) => setTimeout(r, 200));
+      for (let i = 0; i < 50 && (await admin.listTopics()).includes(topic); i++) await sleep(200);
     }
     for (let attempt = 0; ; attempt++) {
       try {
@@ -43,7 +43,7 @@ export async function resetTopic(topic: string): Promise<void> {
         return;
       } catch (error) {
         if (attempt >= 20) throw error;
-        await new Promise((r) => setTimeout(r, 300));
+        await sleep(300);
       }
     }
   });

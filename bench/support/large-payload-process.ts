@@ -15,7 +15,7 @@ import type { OutboxDispatcherOptions } from '../../lib';
 import { childSide } from './child';
 import { closeDataSource, openPostgres, pendingCount } from './databases';
 import { connectPublisher, rabbitPublisher, startOutboxApp } from './outbox-app';
-import { sleep } from './stats';
+import { sleep } from '../../test/support/wait-for';
 
 export interface LargePayloadChildConfig {
   readonly table: string;

@@ -15,7 +15,7 @@ import { KafkaPublisher } from '../../lib/publishers/kafka';
 import { RabbitMqPublisher, type RabbitMqPublisherOptions } from '../../lib/publishers/rabbitmq';
 import { SERVICES } from './config';
 import { pendingCount } from './databases';
-import { sleep } from './stats';
+import { sleep } from '../../test/support/wait-for';
 
 export interface OutboxApp {
   readonly app: INestApplicationContext;

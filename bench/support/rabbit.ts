@@ -2,7 +2,8 @@
 import { createHash } from 'node:crypto';
 import * as amqp from 'amqplib';
 import { SERVICES } from './config';
-import { sleep, toError } from './stats';
+import { toError } from './stats';
+import { sleep } from '../../test/support/wait-for';
 
 /**
  * The bench's own management connection. Reopened when it was lost (other test suites on the

@@ -9,6 +9,7 @@ import { join } from 'node:path';
 import { Client } from './pg';
 import { SERVICES } from './config';
 import { pgConfig } from './databases';
+import { sleep } from '../../test/support/wait-for';
 
 export async function pgQuery<T extends Record<string, unknown>>(
   sql: string,
@@ -79,7 +80,7 @@ export async function configurePostgres(log: (line: string) => void): Promise<vo
       );
       return;
     } catch {
-      await new Promise((r) => setTimeout(r, 500));
+      await sleep(500);
     }
   }
   throw new Error('PostgreSQL did not come back after the restart');

@@ -41,9 +41,6 @@ export const round = (value: number, digits = 2): number => {
   return Math.round(value * f) / f;
 };
 
-export const sleep = (ms: number): Promise<void> =>
-  new Promise((resolve) => setTimeout(resolve, ms));
-
 /** Milliseconds since the epoch with sub-millisecond resolution; comparable across processes. */
 export const nowMs = (): number => performance.timeOrigin + performance.now();
 

@@ -1,5 +1,6 @@
 import { OutboxOptionsError } from '../errors/outbox-options.error';
 import {
+  DEFAULT_LOG_LINGER_MS,
   DEFAULT_LOG_SWEEP_INTERVAL_MS,
   type OutboxLogObserver,
   type OutboxLogSource,
@@ -8,7 +9,7 @@ import {
 import type { OutboxDialect } from '../store/schema/outbox-table-ddl';
 import { LOG_TAILING_DATABASES, logTailingTitles } from './log-tailing.databases';
 import type { LogTailingOptions } from './log-tailing.options';
-import { positiveOption, type LogTailingSettings } from './log-tailing.settings';
+import { notNegativeOption, positiveOption, type LogTailingSettings } from './log-tailing.settings';
 
 const DEFAULT_STANDBY_RETRY_MS = 1_000;
 // About 2.5 MB of ids and keys per transaction; a transaction past it is a backfill, which the
@@ -46,6 +47,7 @@ export function logTailing(options: LogTailingOptions = {}): OutboxLogObserver {
     DEFAULT_LOG_SWEEP_INTERVAL_MS,
     'sweepIntervalMs',
   );
+  const lingerMs = notNegativeOption(options.lingerMs, DEFAULT_LOG_LINGER_MS, 'lingerMs');
   // Every database checks its own options now, wherever the app runs: a bad slot name fails
   // on a laptop's SQLite as it would in production.
   const sources = new Map<OutboxDialect, (context: OutboxLogSourceContext) => OutboxLogSource>();
@@ -55,6 +57,7 @@ export function logTailing(options: LogTailingOptions = {}): OutboxLogObserver {
   return {
     kind: 'log',
     sweepIntervalMs,
+    lingerMs,
     create(context: OutboxLogSourceContext): OutboxLogSource {
       const source = sources.get(context.database);
       if (source === undefined) throw unsupported(context.database);

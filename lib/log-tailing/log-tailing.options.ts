@@ -52,6 +52,13 @@ export interface LogTailingOptions {
    */
   sweepIntervalMs?: number;
   /**
+   * How long the ids at hand wait for more before a batch smaller than `batchSize` is leased,
+   * while another batch is in flight (with none in flight they go at once): at a steady trickle
+   * of small transactions, commits share a lease, a publish and a settle instead of paying one
+   * each. 0 leases at once. @default 1
+   */
+  lingerMs?: number;
+  /**
    * Most inserts received and not yet handed over before reading pauses (PostgreSQL; the
    * MySQL/MariaDB reader pauses the binlog at 10 000). @default 50000
    */

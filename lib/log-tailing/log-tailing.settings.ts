@@ -25,3 +25,19 @@ export function positiveOption(
   }
   return value;
 }
+
+/** The option's value, else `fallback`; throws `OutboxOptionsError` unless a whole number ≥ 0. */
+export function notNegativeOption(
+  value: number | undefined,
+  fallback: number,
+  name: keyof LogTailingOptions,
+): number {
+  if (value === undefined) return fallback;
+  if (!Number.isSafeInteger(value) || value < 0) {
+    throw new OutboxOptionsError(
+      `logTailing({ ${name} }): ${String(value)} is not a whole number of 0 or more.`,
+      `dispatcher.observe.${name}`,
+    );
+  }
+  return value;
+}

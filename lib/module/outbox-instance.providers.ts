@@ -10,6 +10,7 @@ import {
   DEFAULT_OUTBOX_NAME,
   OUTBOX_COMMITS,
   OUTBOX_CONNECTION,
+  OUTBOX_DELIVERY_SOURCE,
   OUTBOX_INSTANCE_NAME,
   OUTBOX_OPTIONS,
   OUTBOX_SQL,
@@ -22,6 +23,7 @@ import type { ResolvedOutboxOptions } from '../options/resolve-outbox-options';
 import { OutboxCleaner } from '../workers/outbox.cleaner';
 import { CommitWatcher } from '../dispatch/poll/commit-watcher';
 import { OutboxDispatcher } from '../dispatch/outbox.dispatcher';
+import type { DeliverySourceFactory } from '../dispatch/delivery-source';
 import { OutboxUnlocker } from '../workers/outbox.unlocker';
 import { OutboxPartitionMaintainer } from '../workers/outbox.partition-maintainer';
 
@@ -92,14 +94,22 @@ export function namedProviders(workers: boolean, name: string): Provider[] {
     ...core,
     {
       provide: token(OutboxDispatcher),
-      inject: [OUTBOX_OPTIONS, OUTBOX_STORE, registry, OUTBOX_COMMITS, OUTBOX_SQL],
+      inject: [
+        OUTBOX_OPTIONS,
+        OUTBOX_STORE,
+        registry,
+        OUTBOX_COMMITS,
+        OUTBOX_SQL,
+        OUTBOX_DELIVERY_SOURCE,
+      ],
       useFactory: (
         options: ResolvedOutboxOptions,
         store: OutboxStore,
         scheduler: SchedulerRegistry | undefined,
         commits: CommitWatcher<unknown>,
         sql: SqlPort,
-      ) => new OutboxDispatcher(options, store, scheduler, commits, sql),
+        source: DeliverySourceFactory,
+      ) => new OutboxDispatcher(options, store, scheduler, commits, sql, source),
     },
     {
       provide: token(OutboxUnlocker),

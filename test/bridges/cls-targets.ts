@@ -12,9 +12,9 @@ import type { TransactionalAdapterLike } from '../../lib';
 import type { OutboxConnection } from '../../lib/store/ports/outbox-connection';
 import { serverConnection, uniqueTable } from '../support/databases';
 import type { ServiceName } from '../support/services';
-import { pgPool } from '../orm/driver-targets';
-import { drizzleOnMariadb, drizzleOnPostgres, mysqlPool } from '../orm/drizzle-targets';
-import { openPrisma, PRISMA_ORDERS, type PrismaTestClient } from '../orm/prisma-targets';
+import { pgPool } from '../connections/driver-targets';
+import { drizzleOnMariadb, drizzleOnPostgres, mysqlPool } from '../connections/drizzle-targets';
+import { openPrisma, PRISMA_ORDERS, type PrismaTestClient } from '../connections/prisma-targets';
 
 // The libraries that have a transactional adapter of @nestjs-cls/transactional on the registry
 // and a connection of ours: each opened the way an app wires it (the client under an injection

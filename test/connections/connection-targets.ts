@@ -24,10 +24,10 @@ import type { OutboxConnection } from '../../lib';
 import type { ConnectionConformanceTarget } from '../../lib/testing';
 import { serverConnection, serverOptions } from '../support/databases';
 import { serverConnectionsSince } from '../support/server-connections';
-import { mariadbPool, pgPool, sqliteFile } from '../orm/driver-targets';
-import { drizzleOnLibsql, drizzleOnMariadb, drizzleOnPostgres } from '../orm/drizzle-targets';
-import { openMikroOrm } from '../orm/mikro-orm-targets';
-import { openPrisma } from '../orm/prisma-targets';
+import { mariadbPool, pgPool, sqliteFile } from './driver-targets';
+import { drizzleOnLibsql, drizzleOnMariadb, drizzleOnPostgres } from './drizzle-targets';
+import { openMikroOrm } from './mikro-orm-targets';
+import { openPrisma } from './prisma-targets';
 
 // The connection conformance suite's targets: each library's connection on each database it runs
 // on here, with the handles an app of that library holds (its transaction, its root handle, a

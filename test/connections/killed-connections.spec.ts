@@ -14,7 +14,7 @@ import { sleep, waitFor } from '../support/wait-for';
 // eslint-disable-next-line @typescript-eslint/no-require-imports
 const pg = require('pg') as { Pool: new (config: object) => PgPoolForTests };
 
-import { mariadbPool, pgPool, type PgPoolForTests } from '../orm/driver-targets';
+import { mariadbPool, pgPool, type PgPoolForTests } from './driver-targets';
 
 // The dispatcher on the plain-driver connections, set up as docs/without-typeorm.md shows, while
 // the database ends every connection of the app's pool part-way through a drain (a failover,

@@ -18,7 +18,7 @@ import {
 import { uniqueTable } from '../support/databases';
 import { describeWith } from '../support/services';
 import { waitFor } from '../support/wait-for';
-import { mariadbPool, pgPool } from '../orm/driver-targets';
+import { mariadbPool, pgPool } from './driver-targets';
 
 // Fast takeover after a crash (ARCHITECTURE.md, "Takeover after a crash") on the connections of
 // node-postgres and mysql2, not only TypeORM's: the dispatcher holds an owner lock on a session

@@ -8,12 +8,12 @@ import {
   type OutboxRow,
 } from '../support/databases';
 import { msg } from '../support/dispatch-fixtures';
-import { dispatchTestApp, sleep } from '../support/outbox-harness';
+import { dispatchTestApp } from '../support/outbox-harness';
 import { useOutboxScope } from '../support/outbox-scope';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
 import { TcpProxy, type ProxyCut } from '../support/tcp-proxy';
-import { expectNever, waitFor } from '../support/wait-for';
+import { expectNever, sleep, waitFor } from '../support/wait-for';
 
 // The database goes away under a draining dispatcher: its DataSource reaches the server through
 // a TCP proxy that the test cuts, while the test enqueues and reads on a direct connection. An

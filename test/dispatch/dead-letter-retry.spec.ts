@@ -1,11 +1,11 @@
 import type { DataSource } from 'typeorm';
 import type { OutboxMessage, OutboxRecord } from '../../lib';
-import { quoteTable, sleep } from '../support/outbox-harness';
+import { quoteTable } from '../support/outbox-harness';
 import { readOutbox, storedId, TEST_DATABASES } from '../support/databases';
 import { type Instance } from '../support/outbox-harness';
 import { useOutboxScope } from '../support/outbox-scope';
 import { describeWith } from '../support/services';
-import { waitFor } from '../support/wait-for';
+import { sleep, waitFor } from '../support/wait-for';
 
 // Retrying a dead letter keeps its key's order: under 'block' the retried head goes back to the
 // head of its key and the key flows at once; under 'skip' the decision "has the key moved past

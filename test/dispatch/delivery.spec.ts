@@ -3,12 +3,11 @@ import { randomBytes } from 'node:crypto';
 import type { OutboxRecord } from '../../lib';
 import { ensureOutboxTable } from '../../lib';
 import { readOutbox, readStatuses, TEST_DATABASES, TestOrder } from '../support/databases';
-import { sleep } from '../support/outbox-harness';
 import { dispatchApps, msg, published } from '../support/dispatch-fixtures';
 import { useOutboxScope } from '../support/outbox-scope';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
-import { expectNever, waitFor } from '../support/wait-for';
+import { expectNever, sleep, waitFor } from '../support/wait-for';
 
 // Delivery: every committed message is published once and nothing else is; when the dispatcher
 // runs (autoStart, runOnce, wake-ups by LISTEN/NOTIFY or the poll), when a message is due
@@ -297,7 +296,7 @@ for (const db of TEST_DATABASES) {
         const h = await boot(new RecordingPublisher());
         await scope.ds.transaction(async (manager) => {
           await manager.query('SELECT 1');
-          await new Promise((resolve) => setTimeout(resolve, 600));
+          await sleep(600);
           await h.outbox.enqueue(msg('k'), manager, { delayMs: 1_000 });
         });
         const [row] = await scope.ds.query<{ gap: number }[]>(

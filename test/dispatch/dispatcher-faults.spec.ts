@@ -23,12 +23,11 @@ import {
   type OutboxRow,
 } from '../support/databases';
 import { leasesHeldBy } from '../support/db-clock';
-import { sleep } from '../support/outbox-harness';
 import { dispatchApps, msg } from '../support/dispatch-fixtures';
 import { useOutboxScope } from '../support/outbox-scope';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
-import { expectNever, resolvesWithin, waitFor } from '../support/wait-for';
+import { expectNever, resolvesWithin, sleep, waitFor } from '../support/wait-for';
 
 // Crash, fencing, concurrency and outage (of the broker and of the database). Every delivery proof here goes through a real TCP
 // socket (Nest's ClientTCP + the library's ClientProxyPublisher) to a consumer that records what
@@ -108,27 +107,21 @@ for (const db of TEST_DATABASES) {
       return child;
     }
 
-    async function waitForRows(
-      table: string,
-      predicate: (rows: OutboxRow[]) => boolean,
-      timeoutMs: number,
-      what: string,
-    ): Promise<OutboxRow[]> {
-      const deadline = Date.now() + timeoutMs;
-      for (;;) {
-        const rows = await readOutbox(scope.ds, table);
-        if (predicate(rows)) return rows;
-        if (Date.now() > deadline) {
-          const statuses = rows.reduce<Record<string, number>>(
-            (acc, r) => ({ ...acc, [r.status]: (acc[r.status] ?? 0) + 1 }),
-            {},
-          );
-          throw new Error(
-            `timed out after ${timeoutMs} ms waiting for ${what}: ${JSON.stringify(statuses)}`,
-          );
-        }
-        await sleep(100);
-      }
+    /** The table's rows once every one is delivered; a timeout says how many are in each status. */
+    async function untilAllDelivered(table: string, timeoutMs: number): Promise<OutboxRow[]> {
+      let rows: OutboxRow[] = [];
+      return waitFor(
+        'every row delivered',
+        async () => {
+          rows = await readOutbox(scope.ds, table);
+          return rows.every((r) => r.status === 'delivered') && rows;
+        },
+        {
+          timeoutMs,
+          intervalMs: 100,
+          describeState: () => JSON.stringify(countByStatus(rows)),
+        },
+      );
     }
 
     const leasesOf = (table: string, owner: string) => leasesHeldBy(scope.ds, table, owner);
@@ -192,12 +185,7 @@ for (const db of TEST_DATABASES) {
         dispatcher: { leaseMs: 1_500, pollIntervalMs: 100, batchSize: 50 },
       });
       await consumer.until((c) => ids.every((id) => c.counts().has(id)), 30_000, 'every message');
-      const rows = await waitForRows(
-        table,
-        (rs) => rs.every((r) => r.status === 'delivered'),
-        10_000,
-        'every row delivered',
-      );
+      const rows = await untilAllDelivered(table, 10_000);
 
       // Nothing lost; the only duplicates are messages the dead child sent but never settled.
       const counts = consumer.counts();
@@ -258,12 +246,7 @@ for (const db of TEST_DATABASES) {
           dispatcher: { ...slow, pollIntervalMs: 100, batchSize: 50 },
         });
         await consumer.until((c) => ids.every((id) => c.counts().has(id)), 20_000, 'every message');
-        const rows = await waitForRows(
-          table,
-          (rs) => rs.every((r) => r.status === 'delivered'),
-          10_000,
-          'every row delivered',
-        );
+        const rows = await untilAllDelivered(table, 10_000);
         const counts = consumer.counts();
         expect(ids.filter((id) => !counts.has(id))).toEqual([]);
         // Published twice: only what the dead child had sent and not settled.
@@ -556,12 +539,7 @@ for (const db of TEST_DATABASES) {
           240_000,
           'every message',
         );
-        const rows = await waitForRows(
-          table,
-          (rs) => rs.every((r) => r.status === 'delivered'),
-          30_000,
-          'every row delivered',
-        );
+        const rows = await untilAllDelivered(table, 30_000);
         const delivered = Date.now();
         const totals = await Promise.all(children.map((c) => c.stop()));
         // The dispatchers have stopped; anything still on the wire would show up as an extra arrival.
@@ -643,12 +621,7 @@ for (const db of TEST_DATABASES) {
         20_000,
         'the backlog after the outage',
       );
-      const rows = await waitForRows(
-        table,
-        (rs) => rs.every((r) => r.status === 'delivered'),
-        10_000,
-        'every row delivered',
-      );
+      const rows = await untilAllDelivered(table, 10_000);
       const drainedIn = Date.now() - back;
       expect(drainedIn).toBeLessThan(5_000 + 50 + 400 + 5_000);
       expect(rows.every((r) => r.attempts >= 1 && r.attempts <= 2 && r.lockedBy === null)).toBe(
@@ -778,7 +751,7 @@ for (const db of TEST_DATABASES) {
           const { outbox } = await scope.open({ table: h.table }, other);
           const ids = await waitFor('a wake-up through the re-established LISTEN', async () => {
             await other.transaction((m) => outbox.enqueue(msg('k'), m));
-            await new Promise((resolve) => setTimeout(resolve, 300));
+            await sleep(300);
             return publisher.sent.length > 0 ? publisher.sentIds : undefined;
           });
           expect(ids.length).toBeGreaterThan(0);
@@ -823,4 +796,11 @@ for (const db of TEST_DATABASES) {
       });
     }
   });
+}
+
+function countByStatus(rows: readonly OutboxRow[]): Record<string, number> {
+  return rows.reduce<Record<string, number>>(
+    (acc, r) => ({ ...acc, [r.status]: (acc[r.status] ?? 0) + 1 }),
+    {},
+  );
 }

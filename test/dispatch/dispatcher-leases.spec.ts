@@ -8,12 +8,12 @@ import {
   testDatabase,
   uniqueTable,
 } from '../support/databases';
-import { dropOutboxTable, instance, sleep, type Instance } from '../support/outbox-harness';
+import { dropOutboxTable, instance, type Instance } from '../support/outbox-harness';
 import { dispatchApps, msg as orderEvent } from '../support/dispatch-fixtures';
 import { useOutboxScope } from '../support/outbox-scope';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
-import { waitFor } from '../support/wait-for';
+import { sleep, waitFor } from '../support/wait-for';
 
 // What a dispatcher does with its lease when its process stalls, its database calls wait behind
 // the application's pool, or its broker comes back: it never publishes a batch whose lease it

@@ -5,7 +5,7 @@ import { CapturingLogger as CapturedLogs } from '../support/capturing-logger';
 import { testDatabase } from '../support/databases';
 import { useOutboxScope } from '../support/outbox-scope';
 import { describeWith } from '../support/services';
-import { waitFor } from '../support/wait-for';
+import { sleep, waitFor } from '../support/wait-for';
 
 // What an operator sees while the dispatcher works: its lifecycle, once per event, never a line
 // per message.
@@ -127,7 +127,7 @@ describe('dispatcher lifecycle logs', () => {
         if (ms > 0) {
           freezeProcess(ms);
           // The broker's answer comes in over the network, after the timers due meanwhile.
-          await new Promise((resolve) => setTimeout(resolve, 0));
+          await sleep(0);
         }
         return super.publish(records, signal);
       }

@@ -3,7 +3,7 @@ import { TEST_DATABASES } from '../support/databases';
 import { useOutboxScope } from '../support/outbox-scope';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
-import { waitFor } from '../support/wait-for';
+import { sleep, waitFor } from '../support/wait-for';
 
 // A drain begins with one read of whether anything is due (OutboxStore.hasDue), so that the
 // polls of an idle dispatcher cost that read, not a claim's transaction (bench P8 counts the
@@ -42,7 +42,7 @@ describe.each(TEST_DATABASES)('idle polls on $name', (db) => {
 
       // Once its time has come, the scheduled one is found by the same read.
       const wait = Math.max(0, await app.dueInMs(later as string)) + 50;
-      await new Promise((resolve) => setTimeout(resolve, wait));
+      await sleep(wait);
       expect(await app.dispatcher.drain()).toBe(1);
       expect(app.publisher.sentIds).toEqual([now, later]);
       expect((await app.rows()).map((r) => r.status)).toEqual(['delivered', 'delivered']);

@@ -12,7 +12,7 @@ import { uniqueTable } from '../support/databases';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
 import { waitFor } from '../support/wait-for';
-import { openMikroOrm } from '../orm/mikro-orm-targets';
+import { openMikroOrm } from '../connections/mikro-orm-targets';
 
 // A SQL port that hands the dispatcher a transaction that has already ended (as MikroORM's port
 // did after one runOnce() inside the app's transaction): the driver says the handle is finished

@@ -10,6 +10,7 @@ import { bootstrap } from '../../sample/bootstrap';
 import { SampleConfig, SampleConfigError } from '../../sample/config/sample.config';
 import { Order } from '../../sample/orders/order.entity';
 import { SERVICES, describeWith, type ServiceName } from '../support/services';
+import { sleep } from '../support/wait-for';
 
 // ---------------------------------------------------------------------------------------------
 // Helpers
@@ -59,7 +60,7 @@ async function eventually<T>(
       throw new Error(
         `Timed out after ${timeoutMs} ms waiting for ${what}. Recent output:\n${logs().split('\n').slice(-25).join('\n')}`,
       );
-    await new Promise((r) => setTimeout(r, 50));
+    await sleep(50);
   }
 }
 

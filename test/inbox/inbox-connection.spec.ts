@@ -14,8 +14,9 @@ import { prismaOutbox, type PrismaTransactionClient } from '../../lib/connection
 import type { OutboxDialect } from '../../lib';
 import { uniqueTable } from '../support/databases';
 import { describeWith } from '../support/services';
-import { pgPool, sqliteFile } from '../orm/driver-targets';
-import { openPrisma, type PrismaTestDatabase } from '../orm/prisma-targets';
+import { pgPool, sqliteFile } from '../connections/driver-targets';
+import { openPrisma, type PrismaTestDatabase } from '../connections/prisma-targets';
+import { sleep } from '../support/wait-for';
 
 // The inbox without TypeORM: built on a library's outbox connection, it records ids with
 // recordOnce(tx, entry) in the app's own transaction. Prisma on each database, and node-postgres
@@ -111,7 +112,7 @@ for (const database of ['postgres', 'mariadb', 'sqlite'] as const) {
         );
         expect(await inbox.purge(60_000)).toBe(0);
         // Older than 0 ms means recorded before this millisecond (SQLite keeps milliseconds).
-        await new Promise((resolve) => setTimeout(resolve, 5));
+        await sleep(5);
         expect(await inbox.purge(0)).toBe(1);
         expect(await count()).toBe(0);
       });
@@ -156,7 +157,7 @@ describeWith(['postgres'], 'inbox on node-postgres: two deliveries of one id at 
         const second = inbox.recordOnce(b, entry).finally(() => {
           settled = true;
         });
-        await new Promise((resolve) => setTimeout(resolve, 200));
+        await sleep(200);
         expect(settled).toBe(false);
         await a.query(ending);
         expect(await second).toBe(expected);

@@ -5,7 +5,7 @@ import { mysql2Outbox } from '../../lib/connections/mysql2';
 import type { OutboxConnection, OutboxDialect } from '../../lib';
 import { uniqueTable } from '../support/databases';
 import { describeWith } from '../support/services';
-import { mariadbPool, pgPool } from '../orm/driver-targets';
+import { mariadbPool, pgPool } from '../connections/driver-targets';
 
 // recordOnce not awaited before the app's ROLLBACK, or made while a ROLLBACK is on its way: the
 // id must go with the rolled-back transaction, never commit on its own (the redelivery would be

@@ -38,7 +38,7 @@ import { TerminusModule } from '@nestjs/terminus';
 import { Registry } from 'prom-client';
 import { OutboxHealthIndicator } from 'nestjs-outbox/terminus';
 import { OutboxMetrics } from 'nestjs-outbox/prometheus';
-import { expectNever, waitFor } from '../support/wait-for';
+import { expectNever, sleep, waitFor } from '../support/wait-for';
 import { CapturingLogger } from '../support/capturing-logger';
 
 // Log tailing (docs/log-tailing.md), through the real OutboxModule, on each database with a log:
@@ -495,7 +495,7 @@ for (const target of TARGETS) {
           committed.push(
             ...(await writer.commit(Array.from({ length: 5 }, (_, i) => msg(`k${i}`, { tx })))),
           );
-          await new Promise((resolve) => setTimeout(resolve, 20));
+          await sleep(20);
         }
       })();
       await waitFor('a publishing', () => publisherA.sentIds.length >= 30);

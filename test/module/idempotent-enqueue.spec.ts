@@ -9,6 +9,7 @@ import { readOutbox, TEST_DATABASES, TestOrder } from '../support/databases';
 import { useOutboxScope } from '../support/outbox-scope';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
+import { sleep } from '../support/wait-for';
 
 @OutboxEvent<OrderPaid>({ topic: 'orders', key: 'orderId', dedupeKey: (e) => `paid:${e.orderId}` })
 class OrderPaid {
@@ -134,7 +135,7 @@ for (const db of TEST_DATABASES) {
                 throw error;
               });
             if (++inside === 2) release();
-            await Promise.race([bothIn, new Promise((r) => setTimeout(r, 500))]);
+            await Promise.race([bothIn, sleep(500)]);
             return id;
           });
         const [a, b] = await Promise.all([attempt(), attempt()]);

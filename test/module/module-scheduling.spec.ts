@@ -5,8 +5,7 @@ import type { DataSource } from 'typeorm';
 import { OutboxModule, OutboxService } from '../../lib';
 import { RecordingPublisher } from '../../lib/testing';
 import { readOutbox, testDatabase, uniqueTable } from '../support/databases';
-import { sleep } from '../support/outbox-harness';
-import { waitFor } from '../support/wait-for';
+import { sleep, waitFor } from '../support/wait-for';
 
 // The outbox runs its workers on timers of its own: it must never add a second
 // ScheduleModule.forRoot() to an app that has one (every @Interval/@Cron of the app would then

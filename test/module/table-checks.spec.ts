@@ -10,7 +10,7 @@ import {
 } from '../../lib';
 import { MYSQL_KEY_LOCK_BUCKETS } from '../../lib/store/mysql/mysql.sql';
 import { hashKey } from '../../lib/store/rows/outbox-row.mapper';
-import { dropOutboxTable, quoteTable, sleep } from '../support/outbox-harness';
+import { dropOutboxTable, quoteTable } from '../support/outbox-harness';
 import {
   serverOptions,
   storedId,
@@ -21,6 +21,7 @@ import {
 import { instance } from '../support/outbox-harness';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
+import { sleep } from '../support/wait-for';
 
 // What the module checks about its tables at bootstrap, and how it names its locks and
 // channels after the schema the table really lives in.

@@ -2,6 +2,7 @@ import { clearOutbox, RecordingPublisher } from '../../lib/testing';
 import { readAttempts, TEST_DATABASES, TestOrder } from '../support/databases';
 import { useOutboxScope } from '../support/outbox-scope';
 import { describeWith } from '../support/services';
+import { sleep } from '../support/wait-for';
 
 // The README's "Testing your app" flow, run twice against the same database: with
 // clearOutbox() before each test, the second run sees only its own messages.
@@ -59,7 +60,7 @@ describe.each(TEST_DATABASES)('clearOutbox on $name', (db) => {
       await clearOutbox(scope.ds, { tableName: table });
       await runReadmeSpec(false);
       // Let the first run's retry backoff (1 s by default, with jitter) pass.
-      await new Promise((resolve) => setTimeout(resolve, 2_500));
+      await sleep(2_500);
       const second = await runReadmeSpec(false);
       expect(second[0]).toHaveLength(2);
       expect(await clearOutbox(scope.ds, { tableName: table })).toBeGreaterThan(0);

@@ -9,10 +9,10 @@ import {
 } from '../../lib';
 import { RecordingPublisher } from '../../lib/testing';
 import { readAttempts, readOutbox, TEST_DATABASES } from '../support/databases';
-import { mergeOutboxOptions, sleep, type HarnessOverrides } from '../support/outbox-harness';
+import { mergeOutboxOptions, type HarnessOverrides } from '../support/outbox-harness';
 import { useOutboxScope } from '../support/outbox-scope';
 import { describeWith } from '../support/services';
-import { waitFor } from '../support/wait-for';
+import { sleep, waitFor } from '../support/wait-for';
 
 // OutboxAdmin on every database, through OutboxModule's own provider: dead letters and parked
 // keys are produced by the real dispatcher (a scripted publisher), leases by real claims, and

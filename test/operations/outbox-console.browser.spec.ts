@@ -5,7 +5,7 @@ import { chromium, type Browser, type BrowserContext, type Page } from 'playwrig
 import { RabbitMqPublisher } from '../../lib/publishers/rabbitmq';
 import { CONSOLE_TOKEN, openConsoleApp, type ConsoleApp } from '../support/console-app';
 import { describeWith, SERVICES } from '../support/services';
-import { waitFor } from '../support/wait-for';
+import { sleep, waitFor } from '../support/wait-for';
 
 // The console in a real browser: the machine's Chromium (apt-get install chromium; .ci/run
 // installs it) driven by playwright-core, against a Nest app on PostgreSQL whose RabbitMQ
@@ -256,7 +256,7 @@ describeWithChromium('The outbox console in Chromium (PostgreSQL, RabbitMQ)', ()
     await page.getByLabel('Type').fill('order.paid');
     await page.evaluate(() => ((globalThis as { marker?: number }).marker = 2));
     expect(await page.locator('#refresh-state').innerText()).toBe('paused while you edit');
-    await new Promise((resolve) => setTimeout(resolve, 6_500));
+    await sleep(6_500);
     expect(await marked()).toBe(2);
     expect(await page.getByLabel('Type').inputValue()).toBe('order.paid');
   });

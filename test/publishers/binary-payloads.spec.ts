@@ -21,6 +21,7 @@ import { KAFKA_BROKERS, MQTT_URL, RABBITMQ_URL } from '../support/transports/nat
 import { startNestConsumer } from '../support/transports/nest-consumer';
 import { readStream, redisClient, REDIS_URL } from '../support/transports/redis-streams';
 import { freePort } from '../support/transports/net';
+import { sleep } from '../support/wait-for';
 
 // Binary payloads and broker attributes end to end: enqueued as bytes on each database, read
 // back by the claim, published by RabbitMqPublisher, KafkaPublisher, RedisStreamsPublisher and
@@ -78,7 +79,7 @@ for (const db of TEST_DATABASES) {
       // The later message is pending (backing off): the retry moves the dead one behind it,
       // re-inserting its row (the path that copies the bytes through the app on MySQL/SQLite).
       expect(await h.admin.retry([dead])).toEqual({ requeued: 0, resequenced: 1 });
-      await new Promise((resolve) => setTimeout(resolve, 300));
+      await sleep(300);
       await h.runUntilIdle();
       expect(publisher.sentForKey('k')).toEqual([later, dead]);
       const record = publisher.sent.find((r) => r.messageId === dead);

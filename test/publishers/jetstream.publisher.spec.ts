@@ -21,7 +21,6 @@ import {
   dispatchUntil,
   openOutbox,
   openOutboxHarness,
-  sleep,
   type HarnessOverrides,
   type OutboxHarness,
 } from '../support/outbox-harness';
@@ -37,7 +36,7 @@ import {
   type TestStream,
 } from '../support/transports/jetstream';
 import { freePort, startTcpRelay } from '../support/transports/net';
-import { waitFor } from '../support/wait-for';
+import { sleep, waitFor } from '../support/wait-for';
 
 // PostgreSQL → JetStreamPublisher → a real NATS server with JetStream (the shared one on 4222, or
 // a private nats-server for the tests that stop it) → an ordered JetStream consumer reading the

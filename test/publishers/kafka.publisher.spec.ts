@@ -23,12 +23,11 @@ import {
   allSettled,
   dispatchUntil,
   openOutboxHarness,
-  sleep,
   type HarnessOverrides,
   type OutboxHarness,
 } from '../support/outbox-harness';
 import { describeWith, SERVICES } from '../support/services';
-import { waitFor } from '../support/wait-for';
+import { sleep, waitFor } from '../support/wait-for';
 
 // PostgreSQL → KafkaPublisher → a real single-node Kafka broker (scripts/kafka.sh) → a kafkajs
 // consumer. Every test asserts what the consumer received and what the outbox table says (or,

@@ -23,13 +23,12 @@ import {
   allSettled,
   dispatchUntil,
   openOutboxHarness,
-  sleep,
   type HarnessOverrides,
   type OutboxHarness,
 } from '../support/outbox-harness';
 import { describeWith, SERVICES } from '../support/services';
 import { startTcpRelay } from '../support/transports/net';
-import { waitFor } from '../support/wait-for';
+import { sleep, waitFor } from '../support/wait-for';
 
 // {PostgreSQL, MariaDB} → RabbitMqPublisher → a real RabbitMQ → an amqplib consumer. Every test
 // asserts what the consumer received and what the outbox table says.

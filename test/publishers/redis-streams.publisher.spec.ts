@@ -27,7 +27,6 @@ import {
   allSettled,
   dispatchUntil,
   mergeOutboxOptions,
-  sleep,
   type HarnessOverrides,
   type OutboxApp,
 } from '../support/outbox-harness';
@@ -42,7 +41,7 @@ import {
   REDIS_URL,
   type StreamEntry,
 } from '../support/transports/redis-streams';
-import { waitFor } from '../support/wait-for';
+import { sleep, waitFor } from '../support/wait-for';
 
 // PostgreSQL → RedisStreamsPublisher → Redis: the machine's shared server (a stream per test,
 // deleted after it), through a TCP proxy for the outage, and redis-servers of the tests' own for

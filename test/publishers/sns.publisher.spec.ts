@@ -14,7 +14,6 @@ import {
   allSettled,
   dispatchUntil,
   openOutboxHarness,
-  sleep,
   type HarnessOverrides,
   type OutboxHarness,
 } from '../support/outbox-harness';
@@ -27,7 +26,7 @@ import {
   type SubscribedTopic,
 } from '../support/transports/aws';
 import { freePort } from '../support/transports/net';
-import { waitFor } from '../support/wait-for';
+import { sleep, waitFor } from '../support/wait-for';
 
 // PostgreSQL → SnsPublisher → fauxqs (an SNS/SQS emulator from npm, run by this spec on a port of
 // its own: no SNS-compatible server is installed on the machine) → an SQS queue subscribed to the

@@ -17,7 +17,6 @@ import {
   allSettled,
   dispatchUntil,
   openOutboxHarness,
-  sleep,
   type HarnessOverrides,
   type OutboxHarness,
 } from '../support/outbox-harness';
@@ -32,7 +31,7 @@ import {
   type SqsQueueConsumer,
 } from '../support/transports/aws';
 import { freePort } from '../support/transports/net';
-import { waitFor } from '../support/wait-for';
+import { sleep, waitFor } from '../support/wait-for';
 
 // PostgreSQL → SqsPublisher → ElasticMQ (scripts/elasticmq.sh, an SQS-compatible server that
 // enforces SQS's limits) → a ReceiveMessage consumer. What reached the queue is read back from

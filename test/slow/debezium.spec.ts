@@ -16,7 +16,7 @@ import {
 } from '../../lib';
 import { KafkaPublisher } from 'nestjs-outbox/kafka';
 import { runOutboxCli } from '../../lib/operations/cli/outbox-cli';
-import { pgPool, type PgPoolForTests } from '../orm/driver-targets';
+import { pgPool, type PgPoolForTests } from '../connections/driver-targets';
 import { serverConnection, testDatabase, uniqueTable } from '../support/databases';
 import {
   collectTopics,
@@ -27,7 +27,7 @@ import {
   type ReceivedRecord,
 } from '../support/kafka-connect';
 import { describeWith } from '../support/services';
-import { waitFor } from '../support/wait-for';
+import { sleep, waitFor } from '../support/wait-for';
 
 // PostgreSQL → Debezium's PostgreSQL connector with the outbox event router on a real Kafka Connect
 // worker (scripts/kafka-connect.sh) → a real Kafka broker → a kafkajs consumer. The app enqueues
@@ -406,7 +406,7 @@ describeWith(
         intervalMs: 250,
       });
       // Anything repeated would arrive with the rest: give it the time a poll takes.
-      await new Promise((resolve) => setTimeout(resolve, 2_000));
+      await sleep(2_000);
       expectOnceInOrder(records, ids);
     });
 
@@ -462,7 +462,7 @@ describeWith(
         timeoutMs: 60_000,
         intervalMs: 250,
       });
-      await new Promise((resolve) => setTimeout(resolve, 2_000));
+      await sleep(2_000);
       expectOnceInOrder(records, ids);
     });
   },

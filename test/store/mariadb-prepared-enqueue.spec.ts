@@ -3,7 +3,7 @@ import { DataSource, QueryFailedError, type EntityManager } from 'typeorm';
 import { OutboxError, OutboxService, createOutboxTable } from '../../lib';
 import { mysql2Outbox, mysql2SqlPort } from '../../lib/connections/mysql2';
 import { outboxTableDropDdl } from '../../lib/store/schema/outbox-table-ddl';
-import { mariadbPool } from '../orm/driver-targets';
+import { mariadbPool } from '../connections/driver-targets';
 import { serverOptions, uniqueTable } from '../support/databases';
 import { describeWith } from '../support/services';
 import { OrderPlaced, enqueueModules } from '../support/prepared-enqueue';

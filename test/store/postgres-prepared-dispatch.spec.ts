@@ -6,7 +6,7 @@ import { createOutboxStore } from '../../lib/store/create-outbox-store';
 import { outboxTableDropDdl } from '../../lib/store/schema/outbox-table-ddl';
 import type { OutboxStore } from '../../lib/store/ports/outbox-store.port';
 import type { SqlPort } from '../../lib/store/ports/sql-port';
-import { pgPool, type PgPoolForTests } from '../orm/driver-targets';
+import { pgPool, type PgPoolForTests } from '../connections/driver-targets';
 import { serverOptions, uniqueTable } from '../support/databases';
 import { describeWith } from '../support/services';
 

@@ -2,7 +2,7 @@ import { DataSource, QueryFailedError, type EntityManager } from 'typeorm';
 import { OutboxError, OutboxOptionsError, OutboxService, createOutboxTable } from '../../lib';
 import { pgOutbox, pgSqlPort, type PgPoolClient } from '../../lib/connections/pg';
 import { outboxTableDropDdl } from '../../lib/store/schema/outbox-table-ddl';
-import { pgPool, type PgPoolForTests } from '../orm/driver-targets';
+import { pgPool, type PgPoolForTests } from '../connections/driver-targets';
 import { serverOptions, uniqueTable } from '../support/databases';
 import { describeWith } from '../support/services';
 import { OrderPlaced, enqueueModules } from '../support/prepared-enqueue';

@@ -10,6 +10,7 @@ import type { OutboxStore } from '../../lib/store/ports/outbox-store.port';
 import type { SqlPort } from '../../lib/store/ports/sql-port';
 import { serverConnection, uniqueTable } from '../support/databases';
 import { describeWith } from '../support/services';
+import { sleep } from '../support/wait-for';
 
 // The dispatcher's PostgreSQL transactions open with their settings and dispatch locks sent in
 // the same simple query as BEGIN (SqlPort.transactionOpening): a claim is three round trips.
@@ -277,7 +278,7 @@ describeWith(['postgres'], 'PostgreSQL dispatcher transactions open in one round
             .claim({ limit: 10, owner: 'me', leaseMs: 30_000 })
             .finally(() => (settled = true));
           // Within the turn's wait (half the 400 ms dbTimeoutMs here).
-          await new Promise((resolve) => setTimeout(resolve, 100));
+          await sleep(100);
           expect(settled).toBe(false);
           await holder.query('COMMIT');
           const batch = await claiming;

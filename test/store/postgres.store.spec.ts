@@ -13,6 +13,7 @@ import type { OutboxStore } from '../../lib/store/ports/outbox-store.port';
 import { TEST_DATABASES, uniqueTable, type TestDatabase } from '../support/databases';
 import { describeWith } from '../support/services';
 import { outboxStoreConformance, typeormOn } from './outbox-store.conformance';
+import { sleep } from '../support/wait-for';
 
 const db = TEST_DATABASES.find((d) => d.name === 'postgres');
 if (db === undefined) throw new Error('no postgres test database');
@@ -127,7 +128,7 @@ SELECT gen_random_uuid(), 't', 'k' || g, 'e', '{}' FROM generate_series(1, 20) A
     let counts = await tableUpdates(ds, table);
     for (let waited = 0; counts.updated - updatesBefore.updated < 20; waited += 100) {
       if (waited > 10_000) break;
-      await new Promise((resolve) => setTimeout(resolve, 100));
+      await sleep(100);
       counts = await tableUpdates(ds, table);
     }
     expect({

@@ -1,5 +1,6 @@
 import { createHook } from 'node:async_hooks';
 import { Socket } from 'node:net';
+import { sleep } from './wait-for';
 
 // The run ends by itself (no --forceExit): with --runInBand every spec runs in this process, so
 // whatever a spec leaves open is here at the global teardown. The teardown waits a moment for
@@ -127,7 +128,7 @@ export async function failOnOpenHandles(graceMs = 10_000): Promise<void> {
   const deadline = Date.now() + graceMs;
   let left = leftovers();
   while (left.length > 0 && Date.now() < deadline) {
-    await new Promise((resolve) => setTimeout(resolve, 200));
+    await sleep(200);
     left = leftovers();
   }
   if (left.length === 0) return;

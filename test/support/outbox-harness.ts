@@ -38,8 +38,6 @@ import { waitFor } from './wait-for';
 // instances of one app. Nothing here calls the store: specs that must drive it directly get it
 // from `store`.
 
-export { sleep } from './wait-for';
-
 /** Module options a spec may set: everything but where the module runs, which the harness sets. */
 export type HarnessOverrides = Omit<
   Partial<OutboxModuleOptions>,

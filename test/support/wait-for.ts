@@ -9,6 +9,11 @@ export interface WaitOptions {
   readonly timeoutMs?: number;
   /** Time between probes. @default 25 */
   readonly intervalMs?: number;
+  /**
+   * Added to the timeout's message: the state that explains it, where the last probe's value
+   * (often `false`) does not.
+   */
+  readonly describeState?: () => string;
 }
 
 /** Waits `ms`: for pacing a test (a poll, a load), never for ordering events (see waitFor). */
@@ -24,14 +29,15 @@ export async function waitFor<T>(
   probe: () => T | Promise<T>,
   options: WaitOptions = {},
 ): Promise<Exclude<T, false | null | undefined | 0 | ''>> {
-  const { timeoutMs = 10_000, intervalMs = 25 } = options;
+  const { timeoutMs = 10_000, intervalMs = 25, describeState } = options;
   const deadline = Date.now() + timeoutMs;
   for (;;) {
     const value = await probe();
     if (value) return value as Exclude<T, false | null | undefined | 0 | ''>;
     if (Date.now() >= deadline) {
+      const state = describeState === undefined ? '' : `; ${describeState()}`;
       throw new Error(
-        `timed out after ${timeoutMs} ms waiting for ${what} (last probe: ${describe(value)})`,
+        `timed out after ${timeoutMs} ms waiting for ${what} (last probe: ${describe(value)}${state})`,
       );
     }
     await sleep(Math.min(intervalMs, Math.max(1, deadline - Date.now())));

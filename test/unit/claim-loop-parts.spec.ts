@@ -2,6 +2,7 @@ import { InFlightBatches } from '../../lib/dispatch/pipeline/in-flight-batches';
 import { PublishHold } from '../../lib/dispatch/pipeline/publish-hold';
 import { WakeUps } from '../../lib/dispatch/poll/wake-ups';
 import type { OutboxBatchReport } from '../../lib/observers/outbox-observer.interface';
+import { sleep } from '../support/wait-for';
 
 // The small parts of the claim loop: the batches in flight (empty → room → full, settled oldest
 // first), the wake-ups (quiet → woken → quiet; the retry after others backing off), and the hold
@@ -77,19 +78,19 @@ describe('WakeUps', () => {
     wake.retryAfterOthers();
     expect(wake.state).toBe('retry-scheduled');
     expect(wake.retrying).toBe(true);
-    await new Promise((resolve) => setTimeout(resolve, 80));
+    await sleep(80);
     expect(fired).toBe(1);
     expect(wake.state).toBe('quiet');
     const started = performance.now();
     wake.retryAfterOthers(); // 100 ms now
-    while (fired < 2) await new Promise((resolve) => setTimeout(resolve, 5));
+    while (fired < 2) await sleep(5);
     expect(performance.now() - started).toBeGreaterThanOrEqual(95);
     wake.claimedWork();
     expect(wake.retrying).toBe(false);
     wake.retryAfterOthers();
     wake.cancel();
     expect(wake.state).toBe('quiet');
-    await new Promise((resolve) => setTimeout(resolve, 80));
+    await sleep(80);
     expect(fired).toBe(2);
   });
 });

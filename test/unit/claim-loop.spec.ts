@@ -1,8 +1,10 @@
+import type { DeliveryBatch } from '../../lib/dispatch/pipeline/delivery-batch';
 import { ClaimLoop, type ClaimLoopParts } from '../../lib/dispatch/poll/claim-loop';
 import type { ClaimResult, LeasedBatch } from '../../lib/dispatch/poll/claimer';
 import { PublishHold } from '../../lib/dispatch/pipeline/publish-hold';
 import { WakeUps } from '../../lib/dispatch/poll/wake-ups';
 import type { OutboxBatchReport } from '../../lib/observers/outbox-observer.interface';
+import { sleep } from '../support/wait-for';
 
 // The claim loop's decisions, on a scripted claimer: a poll asks first and a wake-up does not;
 // it claims until nothing is claimable, up to batchesInFlight batches at once; held back only by
@@ -39,21 +41,23 @@ function scripted(results: ClaimResult[], options: { due?: boolean; batchesInFli
     runner: { clearRequest: () => undefined, requested: false },
     lifecycle: { running: true, stopping: false },
     outage: { paused: false },
-    deliver: async (leased): Promise<OutboxBatchReport> => {
-      inFlight += 1;
-      mostInFlight = Math.max(mostInFlight, inFlight);
-      await new Promise((resolve) => setTimeout(resolve, 5));
-      inFlight -= 1;
-      seen.push(`settled ${leased.token}`);
-      return {
-        claimed: 2,
-        published: 2,
-        retried: 0,
-        deadLettered: 0,
-        released: 0,
-        fenced: 0,
-        durationMs: 5,
-      };
+    pipeline: {
+      deliver: async (leased: DeliveryBatch): Promise<OutboxBatchReport> => {
+        inFlight += 1;
+        mostInFlight = Math.max(mostInFlight, inFlight);
+        await sleep(5);
+        inFlight -= 1;
+        seen.push(`settled ${leased.token}`);
+        return {
+          claimed: 2,
+          published: 2,
+          retried: 0,
+          deadLettered: 0,
+          released: 0,
+          fenced: 0,
+          durationMs: 5,
+        };
+      },
     },
     batchesInFlight: options.batchesInFlight ?? 2,
   };

@@ -1,9 +1,14 @@
 import { Logger } from '@nestjs/common';
 import { DatabaseWatchdog } from '../../lib/dispatch/health/database-watchdog';
 import { DispatcherLog } from '../../lib/dispatch/dispatcher-log';
-import { LogTailer, type LogTailerParts } from '../../lib/dispatch/log/log-tailer';
-import type { LeasedBatch } from '../../lib/dispatch/poll/claimer';
-import { LostClaims } from '../../lib/dispatch/poll/lost-claims';
+import { randomUUID } from 'node:crypto';
+import {
+  LogTailer,
+  type LogTailerParts,
+  type TailerPipeline,
+} from '../../lib/dispatch/log/log-tailer';
+import type { DeliveryBatch } from '../../lib/dispatch/pipeline/delivery-batch';
+import { LostClaims } from '../../lib/dispatch/pipeline/lost-claims';
 import type { OutboxBatchReport } from '../../lib/observers/outbox-observer.interface';
 import type {
   ClaimedIds,
@@ -11,7 +16,7 @@ import type {
   ClaimIdsOptions,
 } from '../../lib/store/ports/outbox-store.port';
 import type { LoggedBatch, OutboxLogSource } from '../../lib/store/ports/outbox-log-source.port';
-import { waitFor } from '../support/wait-for';
+import { sleep, waitFor } from '../support/wait-for';
 
 // The log tailer's own decisions, over a table kept in memory that leases by id as claimIds
 // promises (pending, unleased, a prefix of each key): the order it asks for a key's messages
@@ -66,7 +71,7 @@ class Table {
   }
 
   /** Publishes in id order; a failing row stays pending (a retry in the table). */
-  deliver(batch: LeasedBatch): Promise<OutboxBatchReport> {
+  deliver(batch: DeliveryBatch): Promise<OutboxBatchReport> {
     let published = 0;
     const stopped = new Set<string>();
     for (const r of [...batch.records].sort((a, b) => Number(a.id) - Number(b.id))) {
@@ -134,30 +139,53 @@ class ListSource implements OutboxLogSource {
   readonly finished = new Promise<void>((resolve) => (this.done = resolve));
 }
 
+/** The pipeline's side, over the table: what each case overrides of it. */
+interface PipelineFake {
+  stopping?: () => boolean;
+  deliver?: (batch: DeliveryBatch) => Promise<OutboxBatchReport>;
+  pause?: () => void;
+  lostLease?: (token: string, call: Promise<unknown> | undefined) => void;
+}
+
 function tailer(
   table: Table,
   source: ListSource,
   overrides: Partial<LogTailerParts> = {},
+  fake: PipelineFake = {},
 ): { tailer: LogTailer; handOffs: () => number; sweeps: number[] } {
   const log = new DispatcherLog(new Logger('test'), 'default', 'abcd0123');
   let handOffs = 0;
   const sweeps: number[] = [];
+  const stopping = fake.stopping ?? (() => false);
+  const pipeline: TailerPipeline = {
+    get open() {
+      return !stopping();
+    },
+    lifecycle: {
+      get stopping() {
+        return stopping();
+      },
+    } as TailerPipeline['lifecycle'],
+    deliver: (batch) => (fake.deliver ?? ((b) => table.deliver(b)))(batch),
+    lease: () => ({ token: randomUUID() }),
+    lostLease: fake.lostLease ?? (() => undefined),
+    pause: fake.pause ?? (() => undefined),
+    watchdog: new DatabaseWatchdog(5_000, log),
+  };
   const parts: LogTailerParts = {
     source,
     store: { claimIds: (o) => table.claimIds(o) },
-    watchdog: new DatabaseWatchdog(5_000, log),
+    pipeline,
     log,
     owner: 'me',
     leaseMs: 10_000,
     batchSize: 10,
+    batchesInFlight: 2,
+    lingerMs: 0,
     ordered: true,
     maxRun: 2,
-    holdsOff: () => false,
-    deliver: (batch) => table.deliver(batch),
     handOff: () => handOffs++,
     sweepAfter: (delayMs) => sweeps.push(delayMs),
-    pause: () => undefined,
-    lostLease: () => undefined,
     ...overrides,
   };
   return { tailer: new LogTailer(parts), handOffs: () => handOffs, sweeps };
@@ -231,18 +259,24 @@ describe('LogTailer', () => {
     const lost = new LostClaims();
     const tokens: string[] = [];
     let paused = 0;
-    const { tailer: t } = tailer(table, source, {
-      store: {
-        // The lease commits, and the connection fails before its answer comes back.
-        claimIds: async (o) => {
-          tokens.push(o.token ?? '');
-          await table.claimIds(o);
-          throw new Error('Connection terminated unexpectedly');
+    const { tailer: t } = tailer(
+      table,
+      source,
+      {
+        store: {
+          // The lease commits, and the connection fails before its answer comes back.
+          claimIds: async (o) => {
+            tokens.push(o.token ?? '');
+            await table.claimIds(o);
+            throw new Error('Connection terminated unexpectedly');
+          },
         },
       },
-      pause: () => paused++,
-      lostLease: (token, call) => lost.add(token, call, 10_000),
-    });
+      {
+        pause: () => paused++,
+        lostLease: (token, call) => lost.add(token, call, 10_000),
+      },
+    );
     t.start();
     await source.finished;
     await t.stop();
@@ -274,8 +308,9 @@ describe('LogTailer', () => {
     });
     await source.finished;
     await t.stop();
-    expect(table.published).toEqual(['2', '3']);
-    expect(source.acknowledged).toEqual(['0/600', '0/700']);
+    // The keyless message need not wait for key a's batch; both go out.
+    expect([...table.published].sort()).toEqual(['2', '3']);
+    expect(source.acknowledged.at(-1)).toBe('0/700');
     expect(handOffs()).toBe(1);
     expect(sweeps.length).toBe(1);
   });
@@ -285,19 +320,98 @@ describe('LogTailer', () => {
     const inserts = [table.add('1', 'a'), table.add('2', 'a')];
     const source = new ListSource([{ inserts, position: '0/400' }]);
     let stopping = false;
-    const { tailer: t } = tailer(table, source, {
-      maxRun: 1,
-      holdsOff: () => stopping,
-      deliver: async (batch) => {
-        stopping = true;
-        const report = await table.deliver(batch);
-        void t.stop();
-        return report;
+    const { tailer: t } = tailer(
+      table,
+      source,
+      { maxRun: 1 },
+      {
+        stopping: () => stopping,
+        deliver: async (batch) => {
+          stopping = true;
+          const report = await table.deliver(batch);
+          void t.stop();
+          return report;
+        },
       },
-    });
+    );
     t.start();
     await t.stop();
     expect(table.published).toEqual(['1']);
     expect(source.acknowledged).toEqual([]);
+  });
+
+  it('keeps batches in flight side by side, a key waiting for its previous run, and acknowledges in log order', async () => {
+    const table = new Table();
+    const handovers: LoggedBatch[] = [];
+    for (let h = 0; h < 20; h++) {
+      const inserts = [1, 2, 3].map((i) => table.add(String(h * 3 + i), `k${(h * 3 + i) % 4}`));
+      handovers.push({ inserts, position: `0/${1000 + h}` });
+    }
+    const source = new ListSource(handovers);
+    let inFlight = 0;
+    let most = 0;
+    const sent: string[][] = [];
+    const { tailer: t } = tailer(
+      table,
+      source,
+      { batchSize: 4, batchesInFlight: 3, maxRun: 1 },
+      {
+        deliver: async (batch) => {
+          inFlight++;
+          most = Math.max(most, inFlight);
+          // The second batch of every three settles first: acknowledgements must still wait.
+          await sleep(sent.length % 3 === 1 ? 1 : 8);
+          sent.push(batch.records.map((r) => r.id));
+          inFlight--;
+          return table.deliver(batch);
+        },
+      },
+    );
+    t.start();
+    await source.finished;
+    await waitFor('everything published', () => table.published.length === 60, {
+      timeoutMs: 5_000,
+    });
+    await t.stop();
+    expect(most).toBeGreaterThan(1);
+    for (const key of ['k0', 'k1', 'k2', 'k3']) {
+      const ids = table.published.filter((id) => table.rows.get(id)?.key === key).map(Number);
+      expect(ids).toEqual([...ids].sort((a, b) => a - b));
+    }
+    // Acknowledged positions only ever move forward, and end at the last handover.
+    const positions = source.acknowledged.map((p) => Number(p.slice(2)));
+    expect(positions).toEqual([...positions].sort((a, b) => a - b));
+    expect(source.acknowledged.at(-1)).toBe('0/1019');
+  });
+
+  it('coalesces small handovers that arrive while a batch is in flight', async () => {
+    const table = new Table();
+    const handovers = Array.from({ length: 30 }, (_, h) => ({
+      inserts: [table.add(String(h + 1), `k${h}`)],
+      position: `0/${2000 + h}`,
+    }));
+    const source = new ListSource(handovers);
+    const sizes: number[] = [];
+    const { tailer: t } = tailer(
+      table,
+      source,
+      { batchSize: 50, batchesInFlight: 2, lingerMs: 5 },
+      {
+        deliver: async (batch) => {
+          sizes.push(batch.records.length);
+          await sleep(3);
+          return table.deliver(batch);
+        },
+      },
+    );
+    t.start();
+    await source.finished;
+    await waitFor('everything published', () => table.published.length === 30, {
+      timeoutMs: 5_000,
+    });
+    await t.stop();
+    // One lease and publish per handover would be 30 batches.
+    expect(sizes.length).toBeLessThan(10);
+    expect(source.acknowledged.at(-1)).toBe('0/2029');
   });
 });

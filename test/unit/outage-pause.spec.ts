@@ -2,6 +2,7 @@ import { Logger } from '@nestjs/common';
 import { DispatcherLog } from '../../lib/dispatch/dispatcher-log';
 import { OutagePause } from '../../lib/dispatch/health/outage-pause';
 import { OutageProbe } from '../../lib/dispatch/health/outage-probe';
+import { sleep } from '../support/wait-for';
 
 // The pause of claims after an outage and its probe: clear → paused → resuming → paused (twice
 // as long, up to the most) → clear when a publish or a probe gets through; logged once each way.
@@ -93,7 +94,7 @@ describe('OutageProbe', () => {
     return { pause, probe, woken: () => woken };
   };
   const until = async (done: () => boolean): Promise<void> => {
-    while (!done()) await new Promise((resolve) => setTimeout(resolve, 2));
+    while (!done()) await sleep(2);
   };
 
   it('probes while paused, one probe at a time, and resumes claims once the broker answers', async () => {

@@ -1,4 +1,4 @@
-import { openSqliteFile } from '../orm/driver-targets';
+import { openSqliteFile } from '../connections/driver-targets';
 import { betterSqlite3SqlPort } from '../../lib/drivers/better-sqlite3/better-sqlite3.sql-port';
 import { createOutboxTable } from '../../lib';
 import { outboxSchemaStatus } from '../../lib/store/schema/schema-status';

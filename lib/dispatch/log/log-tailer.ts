@@ -1,12 +1,8 @@
-import { randomUUID } from 'node:crypto';
-import type { OutboxBatchReport } from '../../observers/outbox-observer.interface';
 import { describeError } from '../../internal/describe-error';
 import type { ClaimedIds, OutboxStore } from '../../store/ports/outbox-store.port';
 import type { LoggedBatch, OutboxLogSource } from '../../store/ports/outbox-log-source.port';
-import type { LeasedBatch } from '../poll/claimer';
-import type { DatabaseWatchdog } from '../health/database-watchdog';
 import type { DispatcherLog } from '../dispatcher-log';
-import type { OwnerLease } from '../health/owner-liveness';
+import type { DeliveryPipeline } from '../pipeline/delivery-pipeline';
 
 /**
  * When the table is swept again for ids it did not show (it is also swept at once): a commit
@@ -14,111 +10,214 @@ import type { OwnerLease } from '../health/owner-liveness';
  */
 const UNSEEN_SWEEP_MS = 100;
 
-/** What the tailer needs from its dispatcher. */
+/** What the tailer uses of the pipeline. */
+export type TailerPipeline = Pick<
+  DeliveryPipeline,
+  'open' | 'lifecycle' | 'deliver' | 'lease' | 'lostLease' | 'pause' | 'watchdog'
+>;
+
+/** What the tailer needs besides the pipeline. */
 export interface LogTailerParts {
   readonly source: OutboxLogSource;
   readonly store: Required<Pick<OutboxStore, 'claimIds'>>;
-  readonly watchdog: DatabaseWatchdog;
+  readonly pipeline: TailerPipeline;
   readonly log: DispatcherLog;
   readonly owner: string;
   readonly leaseMs: number;
   readonly batchSize: number;
+  /** Most batches leased and not yet settled at once. */
+  readonly batchesInFlight: number;
+  /**
+   * How long the ids at hand wait for more before a batch smaller than `batchSize` is leased,
+   * while another batch is in flight (with none in flight they go at once).
+   */
+  readonly lingerMs: number;
   /** Ordering on: a key's messages go one run (of up to `maxRun`) at a time, in log order. */
   readonly ordered: boolean;
   readonly maxRun: number;
-  /** Shutting down or paused by an outage: lease nothing more, leave the rest to the table. */
-  readonly holdsOff: () => boolean;
-  /** Publishes a leased batch and settles the outcome; never throws (the dispatcher's). */
-  readonly deliver: (batch: LeasedBatch, started: number) => Promise<OutboxBatchReport>;
-  /** Some rows were left to the table: the table's path (the poll) should look soon. */
+  /** Some rows were left to the table: the table's path (the sweep) should look soon. */
   readonly handOff: () => void;
   /** The table's path should look in `delayMs` (rows left to it become due, or visible, then). */
   readonly sweepAfter: (delayMs: number) => void;
-  /** A database call failed: pause as a failed claim does. */
-  readonly pause: (error: unknown, what: string) => void;
-  /** The lease token to write (OwnerLiveness); a random one when left out. */
-  readonly lease?: () => OwnerLease;
-  /**
-   * A lease by id that failed or was given up on, still running as `call`: it may have
-   * committed with its answer lost. Given back by token with the claim loop's (LostClaims).
-   */
-  readonly lostLease: (token: string, call: Promise<unknown> | undefined) => void;
+}
+
+/** One handover of the log: its position, acknowledged once none of its inserts is pending. */
+interface Handover {
+  readonly position: string;
+  remaining: number;
+}
+
+/** One insert the log named, waiting to be leased. */
+interface Entry {
+  readonly id: string;
+  /** Null without ordering or without a key: no order to keep. */
+  readonly key: string | null;
+  readonly handover: Handover;
+  readonly at: number;
 }
 
 /**
- * The dispatcher's side of log tailing: takes the committed inserts the log source hands over
- * (in commit order), leases them by id (`claimIds`) and delivers them through the dispatcher's
- * own publish, judge and settle; then acknowledges the log position. What it cannot lease now
- * (a key held in the table by a message backing off or dead, rows leased by another process,
- * not due yet) it leaves to the table, whose poll runs on beside it: see ARCHITECTURE.md,
- * "Log tailing: two paths, one owner".
+ * The log source's side of delivery: takes the committed inserts the log hands over (in commit
+ * order), leases them by id (`claimIds`) and hands them to the pipeline, with up to
+ * `batchesInFlight` batches leased at once. Per-key order holds across them: a key with a batch
+ * in flight gets its next run only once that batch settled. Positions are acknowledged in log
+ * order, each once every insert up to it is settled in the table or pending there for the
+ * table's path. Small handovers coalesce: while a batch is in flight, the ids at hand wait up to
+ * `lingerMs` for a fuller batch, and meanwhile every handover that arrives joins them.
+ *
+ * What it cannot lease (a key held in the table by a message backing off or dead, rows leased by
+ * another process, not due yet) it leaves to the table, whose sweep runs on beside it: see
+ * ARCHITECTURE.md, "Log tailing: two paths, one owner".
  */
 export class LogTailer {
   private readonly abort = new AbortController();
   private running: Promise<void> | undefined;
+  private reading = false;
+  private readonly handovers: Handover[] = [];
+  private pending: Entry[] = [];
+  private readonly batches = new Set<Promise<void>>();
+  private readonly keysInFlight = new Set<string>();
+  private lingerTimer: NodeJS.Timeout | undefined;
+  private progressed: (() => void) | undefined;
+  private acknowledging: Promise<void> = Promise.resolve();
+  private handedOff = 0;
 
   constructor(private readonly parts: LogTailerParts) {}
 
+  /** Whether the reader has stopped and every batch it leased has settled. */
+  get idle(): boolean {
+    return !this.reading && this.batches.size === 0;
+  }
+
   start(): void {
-    this.running ??= this.parts.source
+    if (this.running !== undefined) return;
+    this.reading = true;
+    this.running = this.parts.source
       .run((batch) => this.handle(batch), this.abort.signal)
       .catch((error: unknown) =>
         this.parts.log.error(`Log tailing stopped on an error: ${describeError(error)}`),
-      );
+      )
+      .finally(() => {
+        this.reading = false;
+      });
   }
 
-  /** Stops reading; resolves once the batch being handled has been delivered and settled. */
+  /**
+   * Stops reading; resolves once the batches in flight have been delivered and settled. What was
+   * handed over and not leased stays unacknowledged: read again after a restart.
+   */
   async stop(): Promise<void> {
     this.abort.abort();
+    clearTimeout(this.lingerTimer);
+    this.lingerTimer = undefined;
+    this.progressed?.();
     await this.running;
+    while (this.batches.size > 0) await Promise.race(this.batches);
+    await this.acknowledging;
   }
 
-  /** One run of committed inserts: leased and delivered, or left to the table; then acknowledged. */
+  /**
+   * One run of committed inserts, queued for leasing; resolves once there is room for more, so
+   * that the reader holds back while the batches at hand are that far behind.
+   */
   private async handle(batch: LoggedBatch): Promise<void> {
-    const { ordered, batchSize, maxRun } = this.parts;
-    // Keyless messages (and every message without ordering) have no order to keep.
-    const free: string[] = [];
-    const keys = new Map<string, string[]>();
-    for (const insert of batch.inserts) {
-      if (!ordered || insert.key === null) free.push(insert.id);
-      else {
-        const queue = keys.get(insert.key);
-        if (queue === undefined) keys.set(insert.key, [insert.id]);
-        else queue.push(insert.id);
-      }
-    }
+    const handover: Handover = { position: batch.position, remaining: batch.inserts.length };
+    this.handovers.push(handover);
     // Transactions past the source's bound are the table's whole. A later transaction's message
     // of one of their keys is not leased here before their rows go out: claimIds leases a row
-    // only when every earlier blocking row of its key is in the same lease, so it is refused
-    // while those pending rows wait, and left to the table too, whose sweep claims heads of key
-    // in id (commit) order. The same rule keeps order behind any key held in the table.
-    let handedOff = batch.leftToTable ?? 0;
-    while (free.length > 0 || keys.size > 0) {
-      if (this.parts.holdsOff()) {
-        if (this.abort.signal.aborted) return; // unacknowledged: read again after a restart
+    // only when every earlier blocking row of its key is in the same lease.
+    if ((batch.leftToTable ?? 0) > 0) this.handedOff += batch.leftToTable ?? 0;
+    const at = performance.now();
+    const ordered = this.parts.ordered;
+    for (const insert of batch.inserts) {
+      this.pending.push({ id: insert.id, key: ordered ? insert.key : null, handover, at });
+    }
+    this.pump();
+    this.acknowledgeDone();
+    const room = this.parts.batchSize * this.parts.batchesInFlight;
+    while (this.pending.length >= room && !this.abort.signal.aborted) {
+      await new Promise<void>((resolve) => (this.progressed = resolve));
+    }
+  }
+
+  /** Leases and starts batches while there is room and work that may go now. */
+  private pump(): void {
+    const { pipeline, batchSize, batchesInFlight, lingerMs } = this.parts;
+    while (this.batches.size < batchesInFlight && this.pending.length > 0) {
+      // Stopping: what is not leased stays unacknowledged, read again after a restart.
+      if (pipeline.lifecycle.stopping) break;
+      if (!pipeline.open) {
         // An outage: the table's path takes them after the pause, with no attempt spent here.
-        handedOff += free.length + [...keys.values()].reduce((n, q) => n + q.length, 0);
+        for (const entry of this.pending) entry.handover.remaining--;
+        this.handedOff += this.pending.length;
+        this.pending = [];
         break;
       }
-      // Keyless ids first, then a run from the front of each key's queue.
-      const picked = free.splice(0, batchSize);
-      const freePicked = picked.length;
-      const runs = new Map<string, string[]>();
-      for (const [key, queue] of keys) {
-        if (picked.length >= batchSize) break;
-        const run = queue.splice(0, Math.min(maxRun, batchSize - picked.length));
+      if (this.batches.size > 0 && this.pending.length < batchSize && lingerMs > 0) {
+        const waitMs = (this.pending[0]?.at ?? 0) + lingerMs - performance.now();
+        if (waitMs > 0) {
+          this.lingerTimer ??= setTimeout(() => {
+            this.lingerTimer = undefined;
+            this.pump();
+          }, waitMs);
+          return;
+        }
+      }
+      const picked = this.pick();
+      if (picked.length === 0) break;
+      clearTimeout(this.lingerTimer);
+      this.lingerTimer = undefined;
+      const batch = this.run(picked).finally(() => {
+        this.batches.delete(batch);
+        this.pump();
+        this.acknowledgeDone();
+        this.progressed?.();
+      });
+      this.batches.add(batch);
+    }
+    this.reportHandOff();
+  }
+
+  /**
+   * Up to `batchSize` entries in log order: keyless ones, and of each key not in flight a run of
+   * up to `maxRun` from its front. A key in flight, or whose run is full, keeps its entries
+   * (all of them, so none overtakes an earlier one) for a later batch.
+   */
+  private pick(): Entry[] {
+    const { batchSize, maxRun } = this.parts;
+    const picked: Entry[] = [];
+    const rest: Entry[] = [];
+    const runs = new Map<string, number>();
+    const closed = new Set<string>();
+    for (const entry of this.pending) {
+      const key = entry.key;
+      if (picked.length >= batchSize) rest.push(entry);
+      else if (key === null) picked.push(entry);
+      else if (closed.has(key) || this.keysInFlight.has(key)) rest.push(entry);
+      else {
+        const run = (runs.get(key) ?? 0) + 1;
         runs.set(key, run);
-        picked.push(...run);
+        picked.push(entry);
+        if (run >= maxRun) closed.add(key);
       }
+    }
+    this.pending = rest;
+    for (const key of runs.keys()) this.keysInFlight.add(key);
+    return picked;
+  }
+
+  /** Leases `picked` by id and delivers what it took; what it did not take goes to the table. */
+  private async run(picked: readonly Entry[]): Promise<void> {
+    const keys = new Set<string>();
+    for (const entry of picked) if (entry.key !== null) keys.add(entry.key);
+    try {
       const started = performance.now();
-      const leased = await this.lease(picked);
+      const leased = await this.lease(picked.map((entry) => entry.id));
       if (leased === undefined) {
-        // The database failed (the dispatcher paused); the rows stay in the table, pending.
-        handedOff += picked.length + free.length;
-        handedOff += [...keys.values()].reduce((n, q) => n + q.length, 0);
-        break;
+        // The database failed (the pipeline paused); the rows stay in the table, pending.
+        this.handedOff += picked.length;
+        return;
       }
-      const taken = new Set(leased.records.map((r) => r.id));
       // Ids the table does not show are not waited for here: most never will be (inserted and
       // deleted in one transaction, XA, a replay after delete-at-settle), and the log's later
       // work would wait behind them. A commit not visible yet is pending in the table once it
@@ -127,54 +226,85 @@ export class LogTailer {
       // Delayed messages and retries are refused until due: the table's path looks when the
       // first is due rather than at its next poll.
       if (leased.notDueForMs !== undefined) this.parts.sweepAfter(leased.notDueForMs);
-      for (const id of picked.slice(0, freePicked)) if (!taken.has(id)) handedOff++;
-      for (const [key, run] of runs) {
-        const queue = keys.get(key) ?? [];
-        const rest = run.filter((id) => !taken.has(id));
-        // The lease took a prefix of the run (claimIds). If it left any, the key is held in the
-        // table (its head backing off, dead, leased by another, not due or not visible yet),
-        // and the table's path owns the key's later messages.
-        if (rest.length === 0) {
-          if (queue.length === 0) keys.delete(key);
-        } else {
-          handedOff += rest.length + queue.length;
-          keys.delete(key);
-        }
+      const taken = new Set(leased.records.map((r) => r.id));
+      const unseen = new Set(leased.unseen);
+      const held = new Set<string>();
+      const left = picked.filter((entry) => !taken.has(entry.id));
+      // The lease took a prefix of each key's run (claimIds). A key it refused a row of is held
+      // in the table (its head backing off, dead, leased by another, not due), and the table's
+      // path owns that key's messages at hand too. An id the table does not show holds nothing.
+      for (const entry of left) {
+        if (entry.key !== null && !unseen.has(entry.id)) held.add(entry.key);
       }
+      this.handedOff += left.length;
+      if (held.size > 0) this.leaveKeysToTable(held);
       if (leased.records.length > 0) {
-        const leaseEnd = started + this.parts.leaseMs;
         const { token, records, fence } = leased;
-        const batch = { token, records, blockedKeys: [], inFlightKeys: 0, fence };
-        await this.parts.deliver({ ...batch, claimedAt: started, leaseEnd }, started);
-        // A key delivered in this batch gets its next run in the next round; one that failed
-        // is refused there by claimIds (its head is pending again), and so left to the table.
+        const leaseEnd = started + this.parts.leaseMs;
+        await this.parts.pipeline.deliver(
+          { token, records, claimedAt: started, leaseEnd, fence },
+          'log reader',
+          started,
+        );
+        // A key that failed here is refused by claimIds next time (its head is pending again),
+        // and so left to the table.
       }
+    } finally {
+      for (const key of keys) this.keysInFlight.delete(key);
+      for (const entry of picked) entry.handover.remaining--;
     }
-    if (handedOff > 0) {
-      this.parts.log.debug(`Log tailing left ${handedOff} message(s) to the table's path`);
-      this.parts.handOff();
+  }
+
+  /** The queued entries of keys the table holds: theirs to take, in key order. */
+  private leaveKeysToTable(keys: ReadonlySet<string>): void {
+    const rest: Entry[] = [];
+    for (const entry of this.pending) {
+      if (entry.key !== null && keys.has(entry.key)) {
+        this.handedOff++;
+        entry.handover.remaining--;
+      } else rest.push(entry);
     }
-    // Every insert up to here is settled in the table, or pending there for its own path.
-    try {
-      await this.parts.source.acknowledge(batch.position);
-    } catch (error) {
-      // Not acknowledged: read again after a reconnect, which the lease by id makes harmless.
-      this.parts.log.warn(
-        `Acknowledging log position ${batch.position} failed: ${describeError(error)}`,
-      );
+    this.pending = rest;
+  }
+
+  private reportHandOff(): void {
+    if (this.handedOff === 0) return;
+    this.parts.log.debug(`Log tailing left ${this.handedOff} message(s) to the table's path`);
+    this.handedOff = 0;
+    this.parts.handOff();
+  }
+
+  /**
+   * Acknowledges the newest position whose inserts, and every earlier one's, are settled in the
+   * table or pending there for its own path. Acknowledgements go out one at a time, in order.
+   */
+  private acknowledgeDone(): void {
+    let position: string | undefined;
+    while (this.handovers.length > 0 && (this.handovers[0]?.remaining ?? 1) <= 0) {
+      position = this.handovers.shift()?.position;
     }
+    this.reportHandOff();
+    if (position === undefined) return;
+    const done = position;
+    this.acknowledging = this.acknowledging.then(async () => {
+      try {
+        await this.parts.source.acknowledge(done);
+      } catch (error) {
+        // Not acknowledged: read again after a reconnect, which the lease by id makes harmless.
+        this.parts.log.warn(`Acknowledging log position ${done} failed: ${describeError(error)}`);
+      }
+    });
   }
 
   /** Leases `ids` (see claimIds); undefined when the database failed. */
   private async lease(
     ids: readonly string[],
   ): Promise<(ClaimedIds & { fence?: AbortSignal }) | undefined> {
-    if (ids.length === 0) return { token: '', records: [], unseen: [] };
-    const { token, fence } = this.parts.lease?.() ?? { token: randomUUID() };
-    const { store, owner, leaseMs } = this.parts;
+    const { token, fence } = this.parts.pipeline.lease();
+    const { store, owner, leaseMs, pipeline } = this.parts;
     let call: Promise<ClaimedIds> | undefined;
     try {
-      const leased = await this.parts.watchdog.run(
+      const leased = await pipeline.watchdog.run(
         'claim',
         () => (call = store.claimIds({ ids, owner, leaseMs, token })),
       );
@@ -182,8 +312,8 @@ export class LogTailer {
     } catch (error) {
       // It may have committed all the same, its answer lost with the connection: its rows are
       // given back by token, their attempt with them, before the table's next claim.
-      this.parts.lostLease(token, call);
-      this.parts.pause(error, 'lease by id failed (database unavailable?)');
+      pipeline.lostLease(token, call);
+      pipeline.pause(error, 'lease by id failed (database unavailable?)');
       return undefined;
     }
   }

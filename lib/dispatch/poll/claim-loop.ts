@@ -1,7 +1,8 @@
 import type { OutboxBatchReport } from '../../observers/outbox-observer.interface';
 import { IN_FLIGHT_GRACE_MS } from '../../store/shared-sql/claim-window';
-import type { Claimer, LeasedBatch } from './claimer';
+import type { Claimer } from './claimer';
 import type { DispatcherShutdown } from '../dispatcher-shutdown';
+import type { DeliveryPipeline } from '../pipeline/delivery-pipeline';
 import { InFlightBatches } from '../pipeline/in-flight-batches';
 import type { OutagePause } from '../health/outage-pause';
 import type { PublishHold } from '../pipeline/publish-hold';
@@ -33,11 +34,7 @@ export interface ClaimLoopParts {
   readonly lifecycle: Pick<DispatcherShutdown, 'running' | 'stopping'>;
   readonly outage: Pick<OutagePause, 'paused'>;
   /** Publishes a claimed batch and settles the outcome; never throws. */
-  readonly deliver: (
-    batch: LeasedBatch,
-    started: number,
-    held?: Promise<void>,
-  ) => Promise<OutboxBatchReport>;
+  readonly pipeline: Pick<DeliveryPipeline, 'deliver'>;
   readonly batchesInFlight: number;
 }
 
@@ -105,7 +102,7 @@ export class ClaimLoop {
           continue;
         }
         wakeUps.claimedWork();
-        inFlight.add(this.parts.deliver(claimed, started, hold.hold()));
+        inFlight.add(this.parts.pipeline.deliver(claimed, 'claim loop', started, hold.hold()));
         if (inFlight.state === 'full') {
           // Waiting on a batch still publishing: this one publishes meanwhile, not after it.
           if (inFlight.oldestPublishing) hold.release();
@@ -128,7 +125,9 @@ export class ClaimLoop {
     let claimed = await claimer.claim();
     // A claim that only parked followers freed its window; the next one finds what is due.
     for (let i = 0; claimed === 'parked' && i < 100; i++) claimed = await claimer.claim();
-    return typeof claimed === 'string' ? EMPTY_REPORT : this.parts.deliver(claimed, started);
+    return typeof claimed === 'string'
+      ? EMPTY_REPORT
+      : this.parts.pipeline.deliver(claimed, 'claim loop', started);
   }
 
   /** Whether a wake-up came (during the last claim, or now) before `batch` settled. */

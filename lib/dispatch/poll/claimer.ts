@@ -1,13 +1,11 @@
-import { randomUUID } from 'node:crypto';
 import { describeError } from '../../internal/describe-error';
 import type { ResolvedOutboxOptions } from '../../options/resolve-outbox-options';
 import { claimWindowAfter } from '../../store/shared-sql/claim-window';
 import type { ClaimedBatch, OutboxStore } from '../../store/ports/outbox-store.port';
 import { releaseSettlement } from '../pipeline/batch-outcome';
-import type { DatabaseWatchdog } from '../health/database-watchdog';
 import { batchIdOf, type DispatcherLog } from '../dispatcher-log';
-import { LostClaims } from './lost-claims';
-import type { OwnerLease } from '../health/owner-liveness';
+import type { DeliveryBatch } from '../pipeline/delivery-batch';
+import type { DeliveryPipeline } from '../pipeline/delivery-pipeline';
 import { pausedPast } from '../health/process-pause';
 import { isUnusableHandle } from '../health/unusable-handle';
 
@@ -15,29 +13,23 @@ import { isUnusableHandle } from '../health/unusable-handle';
  * A claimed batch with its lease end on this process's monotonic clock: the claim started
  * before the database wrote the lease, so this end is never later than the lease's own.
  */
-export interface LeasedBatch extends ClaimedBatch {
-  /** When the claim started, on the same clock: a message's latency counts from its age then. */
-  readonly claimedAt: number;
-  readonly leaseEnd: number;
-  /** Aborted when the owner lock the token names is lost: stop publishing (OwnerLiveness). */
-  readonly fence?: AbortSignal;
-}
+export type LeasedBatch = ClaimedBatch & DeliveryBatch;
 
 /** A claim's result: a batch, nothing due, or only parked followers (look again at once). */
 export type ClaimResult = LeasedBatch | 'idle' | 'parked' | 'in-flight';
 
+/** What a claim uses of the pipeline: its gate, its outage pause, its leases and watchdog. */
+export type ClaimerPipeline = Pick<
+  DeliveryPipeline,
+  'open' | 'pause' | 'lease' | 'lostLease' | 'lostLeases' | 'watchdog' | 'dbCallMs'
+>;
+
 /** What a claim needs from the loop that asks for it. */
 export interface ClaimLoopHooks {
-  /** Shutting down or paused by an outage: no claim now. */
-  readonly holdsOff: () => boolean;
-  /** Pauses claims for an outage of the database. */
-  readonly pause: (error: unknown, what: string) => void;
   /** Retrying after other dispatchers' batches: the claim is likely to find few rows. */
   readonly likelyFew: () => boolean;
   /** The claim's statement has gone to the database (see `ClaimOptions.onSent`). */
   readonly sent: () => void;
-  /** The lease token to write (OwnerLiveness); a random one when left out. */
-  readonly lease?: () => OwnerLease;
 }
 
 /**
@@ -46,7 +38,6 @@ export interface ClaimLoopHooks {
  * was lost or came too late.
  */
 export class Claimer {
-  private readonly lostClaims = new LostClaims();
   /**
    * Whether the last claim leased less than a full batch. The next claim then does not take a
    * turn among other dispatchers' claims (ClaimOptions.likelyFew): over a backlog of few keys,
@@ -64,9 +55,7 @@ export class Claimer {
   constructor(
     private readonly options: ResolvedOutboxOptions,
     private readonly store: OutboxStore,
-    private readonly watchdog: DatabaseWatchdog,
-    /** The longest one database call may take before the watchdog gives up on it. */
-    private readonly dbCallMs: number,
+    private readonly pipeline: ClaimerPipeline,
     private readonly log: DispatcherLog,
     private readonly loop: ClaimLoopHooks,
   ) {}
@@ -81,31 +70,23 @@ export class Claimer {
     if (this.store.hasDue === undefined) return true;
     const hasDue = this.store.hasDue.bind(this.store);
     try {
-      return await this.watchdog.run('due', hasDue);
+      return await this.pipeline.watchdog.run('due', hasDue);
     } catch {
       return true;
     }
   }
 
-  /**
-   * A lease by id (log tailing) that failed or was given up on while `call` may still commit:
-   * its rows are given back like a lost claim's, before the next claim.
-   */
-  lostLease(token: string, call: Promise<unknown> | undefined): void {
-    this.lostClaims.add(token, call, this.options.dispatcher.leaseMs);
-  }
-
   /** One claim, then parking of the followers it found queued behind their key's head. */
   async claim(): Promise<ClaimResult> {
-    if (this.loop.holdsOff()) return 'idle';
+    if (!this.pipeline.open) return 'idle';
     const { dispatcher } = this.options;
-    if (this.lostClaims.size > 0 && !(await this.releaseLostClaims())) return 'idle';
+    if (this.pipeline.lostLeases.size > 0 && !(await this.releaseLostClaims())) return 'idle';
     const claimStarted = performance.now();
-    const { token, fence } = this.loop.lease?.() ?? { token: randomUUID() };
+    const { token, fence } = this.pipeline.lease();
     let call: Promise<ClaimedBatch> | undefined;
     let claimed: ClaimedBatch;
     try {
-      claimed = await this.watchdog.run(
+      claimed = await this.pipeline.watchdog.run(
         'claim',
         () =>
           (call = this.store.claim({
@@ -124,11 +105,11 @@ export class Claimer {
     } catch (error) {
       this.lastClaimHeldBack = true;
       // It may have committed all the same, its answer lost with the connection.
-      this.lostClaims.add(token, call, dispatcher.leaseMs);
+      this.pipeline.lostLease(token, call);
       // A call answers or is given up on within dbCallMs (or twice that after a pause, see
       // DatabaseWatchdog): one that ended later lived through a pause of this process, which
       // can fail it (the server ends a transaction left idle too long) with nothing wrong.
-      const paused = pausedPast(claimStarted + this.dbCallMs);
+      const paused = pausedPast(claimStarted + this.pipeline.dbCallMs);
       if (paused > 0) {
         this.log.warn(
           `This process was paused for at least ${paused} ms (its event loop did not run: a long GC, SIGSTOP, a debugger, or blocking code) during a claim, which failed meanwhile: ${describeError(error)}. Not a database outage: claiming again at the next poll (${this.log.label})`,
@@ -139,7 +120,7 @@ export class Claimer {
         this.log.error(
           `Claim failed on a transaction or connection that had already ended, a fault of the SQL port rather than an outage (claims not paused): ${describeError(error)}`,
         );
-      } else this.loop.pause(error, 'claim failed (database unavailable?)');
+      } else this.pipeline.pause(error, 'claim failed (database unavailable?)');
       return 'idle';
     }
     this.lastClaimShort = claimed.records.length < dispatcher.batchSize;
@@ -148,7 +129,9 @@ export class Claimer {
     let parked = 0;
     if (claimed.blockedKeys.length > 0) {
       try {
-        parked = await this.watchdog.run('park', () => this.store.park(claimed.blockedKeys));
+        parked = await this.pipeline.watchdog.run('park', () =>
+          this.store.park(claimed.blockedKeys),
+        );
       } catch (error) {
         // Parking only keeps claims cheap; the next claim finds those rows again.
         this.log.warn(`Parking queued messages failed: ${describeError(error)}`);
@@ -173,8 +156,8 @@ export class Claimer {
    */
   private async releaseLostClaims(): Promise<boolean> {
     try {
-      const released = await this.lostClaims.releaseEnded((token) =>
-        this.watchdog.run('release of a lost claim', () => this.store.releaseClaim(token)),
+      const released = await this.pipeline.lostLeases.releaseEnded((token) =>
+        this.pipeline.watchdog.run('release of a lost claim', () => this.store.releaseClaim(token)),
       );
       if (released > 0) {
         this.log.warn(
@@ -184,7 +167,7 @@ export class Claimer {
       }
       return true;
     } catch (error) {
-      this.loop.pause(error, 'releasing a lost claim failed (database unavailable?)');
+      this.pipeline.pause(error, 'releasing a lost claim failed (database unavailable?)');
       return false;
     }
   }

@@ -61,8 +61,10 @@ export interface MysqlLogSourceSettings {
    */
   readonly maxTransactionInserts?: number;
   /**
-   * How long a batch under `maxBatch` waits for more transactions before it goes.
-   * @default 5
+   * How long a batch under `maxBatch` waits for more transactions before it goes. The
+   * dispatcher's tailer coalesces what arrives while a batch is in flight (`logTailing({
+   * lingerMs })`), so the reader hands over at once: a wait here delayed every message, even
+   * the only one. @default 0
    */
   readonly lingerMs?: number;
   /**
@@ -140,7 +142,7 @@ export class MysqlBinlogSource implements OutboxLogSource {
       10_000,
       'maxTransactionInserts',
     );
-    this.lingerMs = settings.lingerMs ?? 5;
+    this.lingerMs = settings.lingerMs ?? 0;
     this.retryMs = positive(settings.retryMs, 1_000, 'retryMs');
     this.idleAdvanceMs = positive(settings.idleAdvanceMs, 5_000, 'idleAdvanceMs');
     this.timeoutMs = positive(settings.timeoutMs, 5_000, 'timeoutMs');
@@ -394,7 +396,7 @@ export class MysqlBinlogSource implements OutboxLogSource {
     );
     try {
       while (!signal.aborted && state.failure === null) {
-        if (transactions.waiting > 0 && transactions.waiting < this.maxBatch) {
+        if (this.lingerMs > 0 && transactions.waiting > 0 && transactions.waiting < this.maxBatch) {
           await pause(this.lingerMs, signal);
         }
         const batch = transactions.take(this.maxBatch);

@@ -89,7 +89,12 @@ export class PostgresLogSource implements OutboxLogSource {
   /** The last position handed to `acknowledge` (or the keepalive's, when idle). */
   private acked = '0/0';
   /** Received and not yet acknowledged: transactions queued, or being handed over. */
-  private outstanding = 0;
+  /**
+   * The commit positions received and not yet acknowledged, oldest first: a keepalive may move
+   * the position past them only once there are none (the dispatcher settles batches side by
+   * side and acknowledges after; handed over is not done).
+   */
+  private readonly outstanding: string[] = [];
   private active = false;
   /** The server process streaming the slot to this source (learnt after each start). */
   private readerPid: number | undefined;
@@ -271,6 +276,14 @@ export class PostgresLogSource implements OutboxLogSource {
 
   async acknowledge(position: string): Promise<void> {
     if (compareLsn(position, this.acked) > 0) this.acked = position;
+    let done = 0;
+    while (
+      done < this.outstanding.length &&
+      compareLsn(this.outstanding[done] ?? '', position) <= 0
+    ) {
+      done++;
+    }
+    this.outstanding.splice(0, done);
     await this.service?.acknowledge(lsnBefore(this.acked));
   }
 
@@ -384,7 +397,7 @@ export class PostgresLogSource implements OutboxLogSource {
         if (message.commitEndLsn === null) return;
         queue.push({ inserts, leftToTable, position: message.commitEndLsn });
         queued += inserts.length;
-        this.outstanding++;
+        this.outstanding.push(message.commitEndLsn);
         // Too much received and not handed over: stop reading, hand over what came, and read
         // the rest again from the acknowledged position (a replay the lease by id makes harmless).
         if (queued > maxQueued && !overflowing) {
@@ -396,7 +409,7 @@ export class PostgresLogSource implements OutboxLogSource {
     });
     service.on('heartbeat', (lsn: string, _time: number, shouldRespond: boolean) => {
       // Idle: everything sent before this keepalive is handled, so its position is too.
-      const idle = this.outstanding === 0 && open === undefined && queue.length === 0;
+      const idle = this.outstanding.length === 0 && open === undefined && queue.length === 0;
       if (idle && compareLsn(lsn, this.acked) > 0) this.acked = lsn;
       if (idle || shouldRespond)
         void service.acknowledge(lsnBefore(this.acked)).catch(() => undefined);
@@ -463,7 +476,7 @@ export class PostgresLogSource implements OutboxLogSource {
     });
     signal.addEventListener('abort', stop, { once: true });
     if (signal.aborted) stop();
-    this.outstanding = 0;
+    this.outstanding.length = 0;
     // Hands the queue over, oldest first, merged into batches: one lease and settle for many
     // small transactions. Runs until the stream ended and the queue is empty.
     let streaming = true;
@@ -481,7 +494,6 @@ export class PostgresLogSource implements OutboxLogSource {
         const last = taken[taken.length - 1];
         if (last === undefined) continue;
         await onBatch({ inserts, leftToTable, position: last.position });
-        this.outstanding -= taken.length;
       }
     })();
     try {

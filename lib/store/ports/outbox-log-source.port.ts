@@ -106,6 +106,9 @@ export interface OutboxLogSourceContext {
   readonly log?: (level: 'log' | 'warn', message: string) => void;
 }
 
+/** The wait for a fuller batch of an observer that does not say (`OutboxLogObserver.lingerMs`). */
+export const DEFAULT_LOG_LINGER_MS = 1;
+
 /** What `dispatcher.observe` takes besides `'poll'`: builds the source for the instance's database. */
 export interface OutboxLogObserver {
   readonly kind: 'log';
@@ -115,5 +118,10 @@ export interface OutboxLogObserver {
    * @default 5000 (`DEFAULT_LOG_SWEEP_INTERVAL_MS`)
    */
   readonly sweepIntervalMs?: number;
+  /**
+   * How long the ids at hand wait for more before a batch smaller than `batchSize` is leased,
+   * while another batch is in flight (with none in flight they go at once). @default 1
+   */
+  readonly lingerMs?: number;
   create(context: OutboxLogSourceContext): OutboxLogSource;
 }

@@ -1,6 +1,7 @@
 import { fork, type ChildProcess } from 'node:child_process';
 import { resolve } from 'node:path';
 import type { ChildConfig, ChildMessage, ChildTotals } from './child-protocol';
+import { sleep } from '../wait-for';
 
 const ROOT = resolve(__dirname, '../../..');
 const SCRIPT = resolve(__dirname, '../dispatcher-child.ts');
@@ -86,7 +87,7 @@ export class DispatcherChild {
         throw new Error(
           `dispatcher child ${this.config.instanceId}: no "${type}" within ${timeoutMs} ms\n${this.output}`,
         );
-      await new Promise((r) => setTimeout(r, 20));
+      await sleep(20);
     }
   }
 

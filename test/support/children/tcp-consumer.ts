@@ -1,5 +1,6 @@
 import { createServer, type Server, type Socket } from 'node:net';
 import { JsonSocket } from '@nestjs/microservices/helpers';
+import { waitFor } from '../wait-for';
 
 /** One message as it reached the consumer. */
 export interface Arrival {
@@ -94,14 +95,11 @@ export class TcpConsumer {
 
   /** Resolves once `predicate` holds; rejects after `timeoutMs`. */
   async until(predicate: (c: this) => boolean, timeoutMs: number, what: string): Promise<void> {
-    const deadline = Date.now() + timeoutMs;
-    while (!predicate(this)) {
-      if (Date.now() > deadline)
-        throw new Error(
-          `TcpConsumer: timed out after ${timeoutMs} ms waiting for ${what} (${this.arrivals.length} arrivals)`,
-        );
-      await new Promise((resolve) => setTimeout(resolve, 20));
-    }
+    await waitFor(`${what} at the TcpConsumer`, () => predicate(this), {
+      timeoutMs,
+      intervalMs: 20,
+      describeState: () => `${this.arrivals.length} arrivals`,
+    });
   }
 
   private accept(socket: Socket): void {

@@ -21,6 +21,7 @@ import {
 import { SERVICES } from '../services';
 import { Collector } from './collector';
 import { freePort } from './net';
+import { sleep } from '../wait-for';
 
 // ElasticMQ (scripts/elasticmq.sh) for SQS, and fauxqs (an SNS/SQS emulator from npm, started
 // by the spec that needs it) for SNS: what the AWS publishers' specs and the bench talk to.
@@ -97,7 +98,7 @@ export function consumeSqs(client: SQSClient, url: string): SqsQueueConsumer {
           );
         }
       } catch {
-        if (!stop.signal.aborted) await new Promise((resolve) => setTimeout(resolve, 100));
+        if (!stop.signal.aborted) await sleep(100);
       }
     }
   })();
@@ -162,7 +163,7 @@ export async function startFauxqs(): Promise<Fauxqs> {
       child.kill();
       throw new Error(`fauxqs did not start on port ${port}`);
     }
-    await new Promise((resolve) => setTimeout(resolve, 100));
+    await sleep(100);
   }
   const config = { endpoint, region: 'us-east-1', credentials: CREDENTIALS, maxAttempts: 1 };
   return {

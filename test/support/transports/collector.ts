@@ -1,3 +1,5 @@
+import { sleep } from '../wait-for';
+
 /** Messages a real consumer received, with a way to wait for a count and to catch late extras. */
 export class Collector<T> {
   readonly items: T[] = [];
@@ -37,7 +39,7 @@ export class Collector<T> {
   /** Waits for `count`, then a quiet period, so duplicates and ghosts have time to show up. */
   async settle(count: number, quietMs = 300, timeoutMs = 10_000): Promise<T[]> {
     await this.waitFor(count, timeoutMs);
-    await new Promise((resolve) => setTimeout(resolve, quietMs));
+    await sleep(quietMs);
     return this.items;
   }
 

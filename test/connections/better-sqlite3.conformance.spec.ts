@@ -1,6 +1,7 @@
 import { betterSqlite3SqlPort } from '../../lib/connections/better-sqlite3';
 import { outboxStoreConformance } from '../store/outbox-store.conformance';
 import { betterSqlite3Target, sqliteFile } from './driver-targets';
+import { sleep } from '../support/wait-for';
 
 // The better-sqlite3 port: the store conformance suite on a SQLite file, and what the one
 // connection asks of the port's own transactions, which the suite does not cover.
@@ -19,7 +20,7 @@ describe('better-sqlite3 SQL port: one connection', () => {
 
   it('runs its transactions one after the other, each committed or rolled back whole', async () => {
     const sql = betterSqlite3SqlPort(sqlite.db);
-    const pause = () => new Promise((resolve) => setTimeout(resolve, 10));
+    const pause = () => sleep(10);
     const seen: number[] = [];
     const writer = (n: number, fail: boolean) =>
       sql.transaction(async (tx) => {
@@ -47,7 +48,7 @@ describe('better-sqlite3 SQL port: one connection', () => {
     sqlite.db.exec('BEGIN IMMEDIATE');
     sqlite.db.prepare('INSERT INTO log (n) VALUES (1)').run();
     const ours = sql.transaction((tx) => tx.query('INSERT INTO log (n) VALUES (2)'));
-    await new Promise((resolve) => setTimeout(resolve, 50));
+    await sleep(50);
     // The app rolls back: had the port's insert joined its transaction, it would go too.
     sqlite.db.exec('ROLLBACK');
     await ours;

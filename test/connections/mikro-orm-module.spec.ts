@@ -4,6 +4,7 @@ import { mikroOrmOutbox } from '../../lib/connections/mikro-orm';
 import { describeWith } from '../support/services';
 import { ormModuleCases, type OrmModuleTarget } from './orm-module.cases';
 import { openMikroOrm, orderSchema, type MikroOrmTestDatabase } from './mikro-orm-targets';
+import { sleep } from '../support/wait-for';
 
 // An app on MikroORM: OutboxModule on mikroOrmOutbox(orm), the business row persisted as an
 // entity and the message enqueued with the EntityManager of em.transactional(async (em) => …).
@@ -141,7 +142,7 @@ describe('mikroOrmOutbox on SQLite: one connection for the app and the outbox', 
         .transactional(async (em) => {
           await connection.join(em).query('INSERT INTO log (n) VALUES (1)');
           ours = sql.query('INSERT INTO log (n) VALUES (2)');
-          await new Promise((resolve) => setTimeout(resolve, 100));
+          await sleep(100);
           throw new Rollback();
         })
         .catch((e: unknown) => e);

@@ -10,6 +10,7 @@ import {
   type PrismaTestClient,
   type PrismaTestDatabase,
 } from './prisma-targets';
+import { sleep } from '../support/wait-for';
 
 // An app on Prisma 7 (generated client on the database's driver adapter): OutboxModule on
 // prismaOutbox(prisma), the business row created through the model and the message enqueued with
@@ -128,7 +129,7 @@ describe('prismaOutbox on SQLite: the one connection, and which transactions it 
         .$transaction(async (tx) => {
           await tx.$executeRawUnsafe('INSERT INTO log (n) VALUES (1)');
           ours = sql.query('INSERT INTO log (n) VALUES (2)');
-          await new Promise((resolve) => setTimeout(resolve, 100));
+          await sleep(100);
           throw new Rollback();
         })
         .catch((e: unknown) => e);

@@ -1,0 +1,255 @@
+import type { OutboxBatchReport, OutboxObserver } from '../../observers/outbox-observer.interface';
+import type { OutboxPublisher } from '../../publishers/outbox-publisher.interface';
+import type { ResolvedOutboxOptions } from '../../options/resolve-outbox-options';
+import type { OutboxStore } from '../../store/ports/outbox-store.port';
+import type { SqlPort } from '../../store/ports/sql-port';
+import { batchIdOf, type DispatcherLog } from '../dispatcher-log';
+import { DispatcherShutdown } from '../dispatcher-shutdown';
+import { DatabaseWatchdog, watchdogMarginMs } from '../health/database-watchdog';
+import { OutagePause } from '../health/outage-pause';
+import { OutageProbe } from '../health/outage-probe';
+import { OwnerLiveness, type OwnerLease } from '../health/owner-liveness';
+import { batchReport, judgeBatch, planBatch } from './batch-outcome';
+import { BatchNotice } from './batch-notice';
+import { BatchPublish } from './batch-publish';
+import type { BatchOrigin, DeliveryBatch } from './delivery-batch';
+import { LostClaims } from './lost-claims';
+import { SettleRetry } from './settle-retry';
+
+/** How often a paused pipeline asks the publisher whether the broker is back. */
+const OUTAGE_PROBE_INTERVAL_MS = 500;
+
+/** A batch being delivered, for the shutdown's account of what it left running. */
+interface BatchInFlight {
+  readonly size: number;
+  readonly origin: BatchOrigin;
+  stage: 'publishing' | 'settling';
+}
+
+/** What the pipeline is made of: the instance's options, store, publisher and SQL port. */
+export interface DeliveryPipelineParts {
+  readonly options: ResolvedOutboxOptions;
+  readonly store: OutboxStore;
+  readonly publisher: OutboxPublisher;
+  /** The instance's SQL port: the owner lock's session, when `dispatcher.ownerLock` is on. */
+  readonly sql: SqlPort | undefined;
+  readonly log: DispatcherLog;
+}
+
+/**
+ * Lease → publish → judge → settle, for the batches of any source (the claim loop, the log
+ * source): the publish under its deadline and fence, the verdicts, the settle retried until the
+ * lease ends, and what surrounds them: the outage gate (a failed publish or database call pauses
+ * every source, and a probe reopens it), the owner lock whose tokens fence the leases, the leases
+ * whose answer was lost, and the start and stop that abort publishes still running.
+ *
+ * Sources are handed the pipeline; it knows none of them. What they need to hear of it (the gate
+ * reopened, retries due) they subscribe to.
+ */
+export class DeliveryPipeline {
+  readonly lifecycle = new DispatcherShutdown();
+  readonly watchdog: DatabaseWatchdog;
+  /** The longest one database call may take before the watchdog gives up on it. */
+  readonly dbCallMs: number;
+  /**
+   * Leases and claims whose answer was lost: given back by token before the claim loop claims
+   * again, whichever source made them.
+   */
+  readonly lostLeases = new LostClaims();
+  readonly outage: OutagePause;
+  private readonly probe: OutageProbe;
+  private readonly publishing: BatchPublish;
+  private readonly settling: SettleRetry;
+  private readonly notice: BatchNotice;
+  private readonly observer: OutboxObserver;
+  private readonly liveness: OwnerLiveness;
+  private readonly batches = new Map<string, BatchInFlight>();
+  private readonly lookAgain = new Set<() => void>();
+  private readonly retryListeners = new Set<(delaysMs: readonly number[]) => void>();
+  /** When the rows the last outage handed back become due again (wall clock). */
+  private releasedDueAt = 0;
+
+  constructor(private readonly parts: DeliveryPipelineParts) {
+    const { options, store, publisher, log } = parts;
+    const { dbTimeoutMs, pollIntervalMs, maxOutagePauseMs, publishTimeoutMs } = options.dispatcher;
+    // A little past the server's own statement timeout, which should fire first.
+    this.dbCallMs = dbTimeoutMs + watchdogMarginMs(dbTimeoutMs);
+    this.watchdog = new DatabaseWatchdog(this.dbCallMs, log);
+    this.observer = options.observer;
+    this.notice = new BatchNotice(options.observer, log);
+    this.outage = new OutagePause(pollIntervalMs, maxOutagePauseMs, log);
+    this.probe = new OutageProbe(
+      this.outage,
+      {
+        ping: publisher.ping?.bind(publisher),
+        stopping: () => this.lifecycle.stopping,
+        wake: () => this.wakeSources(),
+        releasedDueAt: () => this.releasedDueAt,
+      },
+      publishTimeoutMs,
+      OUTAGE_PROBE_INTERVAL_MS,
+      log,
+    );
+    this.publishing = new BatchPublish(
+      publisher,
+      publishTimeoutMs,
+      this.lifecycle.signal,
+      this.outage,
+      (error, what, counted, probe) => this.pause(error, what, counted, probe),
+      log,
+    );
+    this.settling = new SettleRetry(
+      store,
+      this.watchdog,
+      this.dbCallMs,
+      options.cleaner.deliveredRetentionMs === 0,
+      this.lifecycle.signal,
+      log,
+    );
+    this.liveness = new OwnerLiveness(
+      options.dispatcher.ownerLock ? parts.sql : undefined,
+      store,
+      log,
+      () => this.wakeSources(),
+    );
+  }
+
+  /** Whether a source may lease now: not stopping, not paused by an outage. */
+  get open(): boolean {
+    return !this.lifecycle.stopping && !this.outage.paused;
+  }
+
+  /** Calls `listener` when the sources should look again: an outage ended, leases were freed. */
+  onLookAgain(listener: () => void): void {
+    this.lookAgain.add(listener);
+  }
+
+  /**
+   * Calls `listener` with the delays of the retries each settle scheduled: a source that does not
+   * poll often (the log source's sweep) looks when the first is due.
+   */
+  onRetries(listener: (delaysMs: readonly number[]) => void): void {
+    this.retryListeners.add(listener);
+  }
+
+  /** Takes the owner lock, when the port and options allow, and starts watching for takeovers. */
+  start(): Promise<void> {
+    return this.liveness.start();
+  }
+
+  /** Gives up the owner lock: after the batches settled, or others would end their leases. */
+  stopOwnerLock(): Promise<void> {
+    return this.liveness.stop();
+  }
+
+  /** The lease token to write, fenced by the owner lock when it is held. */
+  lease(): OwnerLease {
+    return this.liveness.lease();
+  }
+
+  /**
+   * A lease or claim that failed or was given up on while `call` may still commit: its rows are
+   * given back by token, their attempt with them, before the claim loop's next claim.
+   */
+  lostLease(token: string, call: Promise<unknown> | undefined): void {
+    this.lostLeases.add(token, call, this.parts.options.dispatcher.leaseMs);
+  }
+
+  /** Closes the gate for an outage (of the database, or the broker when `brokerOutage`). */
+  pause(error: unknown, what: string, counted = 'no attempt counted', brokerOutage = false): void {
+    const pauseMs = this.outage.pause(error, what, counted);
+    this.notice.safely(() => this.observer.onOutage?.(error, pauseMs));
+    if (brokerOutage) this.probe.start();
+  }
+
+  /** What an abandoned shutdown leaves running: the batches still publishing or settling. */
+  stillRunning(): string[] {
+    return [...this.batches].map(
+      ([token, b]) =>
+        `batch ${batchIdOf(token)} (${b.size} message(s) from the ${b.origin}, ${b.stage})`,
+    );
+  }
+
+  /** Whether any batch is being delivered. */
+  get busy(): boolean {
+    return this.batches.size > 0;
+  }
+
+  /**
+   * Publishes a leased batch and settles the outcome; never throws. `held` (the claim loop's
+   * publish hold) is waited for before the publish starts.
+   */
+  async deliver(
+    batch: DeliveryBatch,
+    origin: BatchOrigin,
+    started: number,
+    held?: Promise<void>,
+  ): Promise<OutboxBatchReport> {
+    const inFlight: BatchInFlight = { size: batch.records.length, origin, stage: 'publishing' };
+    this.batches.set(batch.token, inFlight);
+    try {
+      return await this.deliverBatch(batch, inFlight, started, held);
+    } finally {
+      this.batches.delete(batch.token);
+    }
+  }
+
+  private async deliverBatch(
+    { token, records, claimedAt, leaseEnd, fence }: DeliveryBatch,
+    inFlight: BatchInFlight,
+    started: number,
+    held: Promise<void> | undefined,
+  ): Promise<OutboxBatchReport> {
+    const { options, log, publisher } = this.parts;
+    const batchId = batchIdOf(token);
+    if (held !== undefined) {
+      await held;
+      // Past the promise jobs that hand the next claim's statement to the driver.
+      await new Promise<void>((resolve) => setImmediate(resolve));
+    }
+    log.debug(
+      `Claimed ${records.length} message(s) by the ${inFlight.origin === 'log reader' ? 'log reader (by id)' : 'claim loop'}`,
+      { batch: batchId, claimed: records.length },
+    );
+    // Publishing must end early enough to settle within the lease (see planBatch).
+    const publishBy = leaseEnd - this.dbCallMs;
+    const { retry, ordering } = options;
+    const plan = planBatch(records, retry.maxAttempts, performance.now(), publishBy);
+    if (plan.skip?.kind === 'lapsed') {
+      log.warn(
+        `A claimed batch of ${records.length} message(s) reached its lease deadline before publishing (was the process paused?); releasing it unpublished`,
+        { batch: batchId, released: records.length, reason: 'lapsed' },
+      );
+    }
+    const result =
+      plan.skip ??
+      (await this.publishing.publish(plan.fresh, plan.held, publishBy, batchId, fence));
+    const answeredAfterClaimMs = performance.now() - claimedAt;
+    const { verdicts, settlement, releaseDelayMs, hookErrors } = judgeBatch({
+      records,
+      result,
+      retry,
+      deadAdvancesKey: !ordering.queue.deadBlocksKey,
+      outagePauseMs: this.outage.currentPauseMs,
+      probeEveryMs: publisher.ping === undefined ? undefined : OUTAGE_PROBE_INTERVAL_MS,
+      // A key held by a running in-process call is looked at again once a poll.
+      heldReleaseMs: options.dispatcher.pollIntervalMs,
+    });
+    for (const error of hookErrors) this.notice.hookThrew(error);
+    if (result.kind === 'outage') this.releasedDueAt = Date.now() + releaseDelayMs;
+    inFlight.stage = 'settling';
+    const settled = await this.settling.settle(token, settlement, leaseEnd);
+    if (settlement.retry.length > 0) {
+      const delays = settlement.retry.map((r) => r.delayMs);
+      for (const listener of this.retryListeners) listener(delays);
+    }
+    const report = batchReport(records.length, settlement, settled, performance.now() - started);
+    this.notice.settled(batchId, records, verdicts, report, answeredAfterClaimMs);
+    return report;
+  }
+
+  private wakeSources(): void {
+    if (this.lifecycle.stopping) return;
+    for (const listener of this.lookAgain) listener();
+  }
+}
