@@ -34,6 +34,33 @@ const slow =
       ]
     : [];
 
+// The specs whose promises are parameterised by the source of new messages
+// (test/support/sources.ts): the integration project runs them on the table's poll; the
+// `sources` project runs them again on the database's log (PostgreSQL logical replication,
+// the MariaDB binlog). That second run is a project only when asked for (npm run test:sources
+// sets OUTBOX_TEST_SOURCES=1), like `slow`, so that `npm test` keeps its time.
+const SOURCE_SPECS = [
+  'test/dispatch/delivery.spec.ts',
+  'test/dispatch/ordering.spec.ts',
+  'test/dispatch/retries.spec.ts',
+  'test/dispatch/dispatcher-faults.spec.ts',
+  'test/dispatch/shutdown.spec.ts',
+  'test/dispatch/database-outage.spec.ts',
+  'test/local/local-rabbitmq.spec.ts',
+];
+const sources =
+  process.env.OUTBOX_TEST_SOURCES === '1'
+    ? [
+        {
+          ...base,
+          ...services,
+          displayName: 'sources',
+          setupFiles: ['<rootDir>/test/support/log-source.setup.ts'],
+          testMatch: SOURCE_SPECS.map((spec) => `<rootDir>/${spec}`),
+        },
+      ]
+    : [];
+
 module.exports = {
   // Records the selected specs for the global setup (it starts Kafka only when one needs it).
   testSequencer: '<rootDir>/test/support/selected-specs-sequencer.js',
@@ -50,6 +77,7 @@ module.exports = {
       testPathIgnorePatterns: ['/node_modules/', '<rootDir>/test/unit/', '<rootDir>/test/slow/'],
     },
     ...slow,
+    ...sources,
     {
       ...base,
       ...services,

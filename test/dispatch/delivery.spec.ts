@@ -2,9 +2,10 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomBytes } from 'node:crypto';
 import type { OutboxRecord } from '../../lib';
 import { ensureOutboxTable } from '../../lib';
-import { readOutbox, readStatuses, TEST_DATABASES, TestOrder } from '../support/databases';
-import { dispatchApps, msg, published } from '../support/dispatch-fixtures';
+import { readOutbox, readStatuses, TestOrder } from '../support/databases';
+import { dispatchApps, msg } from '../support/dispatch-fixtures';
 import { useOutboxScope } from '../support/outbox-scope';
+import { describeSource, POLL_RUN_DATABASES, SOURCE_CASES, useSource } from '../support/sources';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
 import { expectNever, sleep, waitFor } from '../support/wait-for';
@@ -17,17 +18,17 @@ import { expectNever, sleep, waitFor } from '../support/wait-for';
 
 const suffix = (): string => randomBytes(4).toString('hex');
 
-for (const db of TEST_DATABASES) {
-  describeWith(db.service === null ? [] : [db.service], `delivery on ${db.name}`, () => {
-    const scope = useOutboxScope(db, { tablePrefix: 'outbox_d' });
-    const quote = (name: string): string => (db.name === 'mariadb' ? `\`${name}\`` : `"${name}"`);
-    const statuses = (qualifiedTable: string) => readStatuses(scope.ds, qualifiedTable);
-
-    const { boot, dispatcherApp, enqueuer } = dispatchApps(scope);
+// What holds whatever the source of new messages (the table's poll or the database's log,
+// test/support/sources.ts): every committed message once, per key in commit order, never a
+// rolled-back one, delayed ones when due, beside a batch in flight and an open transaction.
+for (const source of SOURCE_CASES) {
+  describeSource(source, 'delivery', () => {
+    const scope = useOutboxScope(source.db, { tablePrefix: 'outbox_d' });
+    const src = useSource(scope, source);
 
     it('publishes every committed message exactly once, in per-key commit order, and never a rolled-back one', async () => {
       const publisher = new RecordingPublisher();
-      const h = await boot(publisher, { dispatcher: { batchSize: 7 } });
+      const h = await src.boot(publisher, { dispatcher: { batchSize: 7 } });
       const committed: string[] = [];
       const byKey = new Map<string | null, string[]>();
       for (let tx = 0; tx < 5; tx++) {
@@ -58,8 +59,9 @@ for (const db of TEST_DATABASES) {
       }
       expect(rolledBack).toHaveLength(4);
 
-      const reports = await h.runUntilIdle();
-      expect(published(reports)).toBe(committed.length);
+      await src.deliver(h, 'every committed message delivered', async () =>
+        (await h.rows()).every((r) => r.status === 'delivered'),
+      );
       expect(publisher.sentIds).toHaveLength(committed.length);
       expect(new Set(publisher.sentIds).size).toBe(committed.length);
       expect([...publisher.sentIds].sort()).toEqual([...committed].sort());
@@ -73,21 +75,21 @@ for (const db of TEST_DATABASES) {
         rows.every(
           (r) =>
             r.status === 'delivered' &&
-            // The claim counts the attempt that delivered it.
+            // The claim (or the lease by id) counts the attempt that delivered it.
             r.attempts === 1 &&
             r.lockedBy === null &&
             r.lastError === null,
         ),
       ).toBe(true);
 
-      // Nothing is due any more: another run publishes nothing.
+      // Nothing is due any more: a claim of the table publishes nothing more.
       expect(await h.dispatcher.runOnce()).toMatchObject({ claimed: 0, published: 0 });
       expect(publisher.sent).toHaveLength(committed.length);
     });
 
     it('delivers on its own when autoStart is on', async () => {
       const publisher = new RecordingPublisher();
-      const h = await boot(publisher, {
+      const h = await src.boot(publisher, {
         autoStart: true,
         dispatcher: { pollIntervalMs: 100, batchSize: 5 },
       });
@@ -105,6 +107,115 @@ for (const db of TEST_DATABASES) {
       expect(publisher.sentForKey('k0')).toEqual(ids.filter((_, i) => (i % 6) % 2 === 0));
       expect(publisher.sentForKey('k1')).toEqual(ids.filter((_, i) => (i % 6) % 2 === 1));
     });
+
+    it('publishes a commit that arrives while a batch is publishing beside it, never ahead of its own key', async () => {
+      const publisher = new RecordingPublisher();
+      // The first batch (key a) is held at the broker until the test lets it go.
+      let release!: () => void;
+      const gate = new Promise<void>((resolve) => (release = resolve));
+      let holding = false;
+      const publish = publisher.publish.bind(publisher);
+      publisher.publish = async (messages, signal) => {
+        if (!holding && messages.some((m) => m.key === 'a')) {
+          holding = true;
+          await gate;
+        }
+        return publish(messages, signal);
+      };
+      // Only wake-ups (or the log) drive it: the poll is a minute away.
+      const h = await src.boot(publisher, {
+        autoStart: true,
+        dispatcher: { pollIntervalMs: 60_000, batchesInFlight: 2, leaseMs: 60_000 },
+      });
+      const [first] = (await h.commit([msg('a', { n: 1 })])) as [string];
+      await waitFor('the first batch to reach the broker', () => holding);
+
+      const [other] = (await h.commit([msg('b', { n: 2 })])) as [string];
+      const [sameKey] = (await h.commit([msg('a', { n: 3 })])) as [string];
+      // Claimed and published while the first batch still waits for its broker...
+      await publisher.until((p) => p.sentIds.includes(other), 10_000, 'the commit made meanwhile');
+      // ...but a later message of the held key waits for it.
+      expect(publisher.sentIds).toEqual([other]);
+
+      release();
+      await publisher.until((p) => p.sentIds.length === 3, 10_000, 'the held batch and its key');
+      expect(publisher.sentForKey('a')).toEqual([first, sameKey]);
+      await waitFor('every row settled as delivered', async () =>
+        (await h.rows()).every((r) => r.status === 'delivered'),
+      );
+    });
+
+    it('never stalls an enqueuing transaction that is open while the dispatcher runs', async () => {
+      // The dispatcher polls every 20 ms while each transaction stays open across awaits; on
+      // SQLite that means its claims and settles meet a held write lock again and again. A
+      // dispatcher that blocked the event loop while waiting for that lock would hold up the
+      // transaction that owns it until its own wait failed: a failed claim (an outage report), a
+      // failed settle (the message published twice), or a failed business transaction.
+      const publisher = new RecordingPublisher();
+      const outages: unknown[] = [];
+      const h = await src.boot(publisher, {
+        autoStart: true,
+        dispatcher: { pollIntervalMs: 20 },
+        observer: { onOutage: (error) => outages.push(error) },
+      });
+      const ids: string[] = [];
+      for (let tx = 0; tx < 10; tx++) {
+        ids.push(
+          ...(await scope.ds.transaction(async (manager) => {
+            await manager.save(TestOrder, { customer: 'open-while-dispatching' });
+            await sleep(40); // held open across awaits, not an ordering
+            return h.outbox.enqueue([msg(`k${tx % 3}`, { tx })], manager);
+          })),
+        );
+      }
+      await publisher.until((p) => p.sent.length >= ids.length, 10_000, 'every message');
+      await waitFor('every row settled as delivered', async () =>
+        (await h.rows()).every((r) => r.status === 'delivered'),
+      );
+      expect([...publisher.sentIds].sort()).toEqual([...ids].sort());
+      expect(outages).toEqual([]);
+    });
+
+    it('holds delayed messages until due and publishes a past availableAt at once', async () => {
+      const publisher = new RecordingPublisher();
+      const h = await src.boot(publisher);
+      const [now] = await h.commit([msg(null, { when: 'now' })]);
+      const [delayed] = await h.commit([msg(null, { when: 'delayed' }, { delayMs: 1_000 })]);
+      const [past] = await h.commit([
+        msg(null, { when: 'past' }, { availableAt: new Date(Date.now() - 60_000) }),
+      ]);
+      const [future] = await h.commit([
+        msg(null, { when: 'future' }, { availableAt: new Date(Date.now() + 1_000) }),
+      ]);
+
+      await src.deliver(h, 'the messages due at once', () =>
+        [now, past].every((id) => publisher.sentIds.includes(id as string)),
+      );
+      expect([...publisher.sentIds].sort()).toEqual([now, past].sort());
+      expect(await h.row(delayed as string)).toMatchObject({ status: 'pending', attempts: 0 });
+      expect(await h.row(future as string)).toMatchObject({ status: 'pending', attempts: 0 });
+
+      await src.deliver(h, 'the delayed and the future message', () =>
+        [delayed, future].every((id) => publisher.sentIds.includes(id as string)),
+      );
+      expect([...publisher.sentIds].sort()).toEqual([now, past, delayed, future].sort());
+      await waitFor('every row settled as delivered', async () =>
+        (await h.rows()).every((r) => r.status === 'delivered'),
+      );
+    });
+  });
+}
+
+// The poll's own behaviour: runOnce and autoStart, the claim's windows and retries, LISTEN/NOTIFY,
+// the cleaner and the schema option. The log source has its own for these
+// (test/log-tailing/log-tailing.spec.ts); the sources project runs only the block above.
+for (const db of POLL_RUN_DATABASES) {
+  describeWith(db.service === null ? [] : [db.service], `delivery on ${db.name}`, () => {
+    const scope = useOutboxScope(db, { tablePrefix: 'outbox_d' });
+    const quote = (name: string): string => (db.name === 'mariadb' ? `\`${name}\`` : `"${name}"`);
+    const statuses = (qualifiedTable: string) => readStatuses(scope.ds, qualifiedTable);
+
+    const { boot, dispatcherApp, enqueuer } = dispatchApps(scope);
 
     it('delivers outside the async context of the caller of start() (nestjs-cls, MikroORM)', async () => {
       // A request's store around start(): the poll, the wake-ups and the LISTEN it starts must
@@ -125,43 +236,6 @@ for (const db of TEST_DATABASES) {
 
       await publisher.until((p) => p.sent.length >= ids.length, 15_000, `${ids.length} deliveries`);
       expect([...seen].sort()).toEqual([...ids].sort());
-    });
-
-    it('publishes a commit that arrives while a batch is publishing beside it, never ahead of its own key', async () => {
-      const publisher = new RecordingPublisher();
-      // The first batch (key a) is held at the broker until the test lets it go.
-      let release!: () => void;
-      const gate = new Promise<void>((resolve) => (release = resolve));
-      let holding = false;
-      const publish = publisher.publish.bind(publisher);
-      publisher.publish = async (messages, signal) => {
-        if (!holding && messages.some((m) => m.key === 'a')) {
-          holding = true;
-          await gate;
-        }
-        return publish(messages, signal);
-      };
-      // Only wake-ups drive it: the poll is a minute away.
-      const h = await boot(publisher, {
-        autoStart: true,
-        dispatcher: { pollIntervalMs: 60_000, batchesInFlight: 2, leaseMs: 60_000 },
-      });
-      const [first] = (await h.commit([msg('a', { n: 1 })])) as [string];
-      await waitFor('the first batch to reach the broker', () => holding);
-
-      const [other] = (await h.commit([msg('b', { n: 2 })])) as [string];
-      const [sameKey] = (await h.commit([msg('a', { n: 3 })])) as [string];
-      // Claimed and published while the first batch still waits for its broker...
-      await publisher.until((p) => p.sentIds.includes(other), 10_000, 'the commit made meanwhile');
-      // ...but a later message of the held key waits for it.
-      expect(publisher.sentIds).toEqual([other]);
-
-      release();
-      await publisher.until((p) => p.sentIds.length === 3, 10_000, 'the held batch and its key');
-      expect(publisher.sentForKey('a')).toEqual([first, sameKey]);
-      await waitFor('every row settled as delivered', async () =>
-        (await h.rows()).every((r) => r.status === 'delivered'),
-      );
     });
 
     it('sends the next claim before publishing the batch claimed, and still delivers every message once in key order', async () => {
@@ -220,37 +294,6 @@ for (const db of TEST_DATABASES) {
       expect(order).toContain(true);
     });
 
-    it('never stalls an enqueuing transaction that is open while the dispatcher runs', async () => {
-      // The dispatcher polls every 20 ms while each transaction stays open across awaits; on
-      // SQLite that means its claims and settles meet a held write lock again and again. A
-      // dispatcher that blocked the event loop while waiting for that lock would hold up the
-      // transaction that owns it until its own wait failed: a failed claim (an outage report), a
-      // failed settle (the message published twice), or a failed business transaction.
-      const publisher = new RecordingPublisher();
-      const outages: unknown[] = [];
-      const h = await boot(publisher, {
-        autoStart: true,
-        dispatcher: { pollIntervalMs: 20 },
-        observer: { onOutage: (error) => outages.push(error) },
-      });
-      const ids: string[] = [];
-      for (let tx = 0; tx < 10; tx++) {
-        ids.push(
-          ...(await scope.ds.transaction(async (manager) => {
-            await manager.save(TestOrder, { customer: 'open-while-dispatching' });
-            await sleep(40); // held open across awaits, not an ordering
-            return h.outbox.enqueue([msg(`k${tx % 3}`, { tx })], manager);
-          })),
-        );
-      }
-      await publisher.until((p) => p.sent.length >= ids.length, 10_000, 'every message');
-      await waitFor('every row settled as delivered', async () =>
-        (await h.rows()).every((r) => r.status === 'delivered'),
-      );
-      expect([...publisher.sentIds].sort()).toEqual([...ids].sort());
-      expect(outages).toEqual([]);
-    });
-
     it('publishes nothing with autoStart false until runOnce()', async () => {
       const publisher = new RecordingPublisher();
       const h = await boot(publisher, { autoStart: false });
@@ -263,32 +306,6 @@ for (const db of TEST_DATABASES) {
       );
       expect(await h.dispatcher.runOnce()).toMatchObject({ claimed: 3, published: 3 });
       expect([...publisher.sentIds].sort()).toEqual([...ids].sort());
-    });
-
-    it('holds delayed messages until due and publishes a past availableAt at once', async () => {
-      const publisher = new RecordingPublisher();
-      const h = await boot(publisher);
-      const [now] = await h.commit([msg(null, { when: 'now' })]);
-      const [delayed] = await h.commit([msg(null, { when: 'delayed' }, { delayMs: 1_000 })]);
-      const [past] = await h.commit([
-        msg(null, { when: 'past' }, { availableAt: new Date(Date.now() - 60_000) }),
-      ]);
-      const [future] = await h.commit([
-        msg(null, { when: 'future' }, { availableAt: new Date(Date.now() + 1_000) }),
-      ]);
-
-      expect(await h.dispatcher.runOnce()).toMatchObject({ claimed: 2, published: 2 });
-      expect([...publisher.sentIds].sort()).toEqual([now, past].sort());
-      expect(await h.row(delayed as string)).toMatchObject({ status: 'pending', attempts: 0 });
-      expect(await h.row(future as string)).toMatchObject({ status: 'pending', attempts: 0 });
-
-      await waitFor(
-        'the delayed and the future message to be due',
-        async () =>
-          (await h.dueInMs(delayed as string)) <= 0 && (await h.dueInMs(future as string)) <= 0,
-      );
-      expect(await h.dispatcher.runOnce()).toMatchObject({ claimed: 2, published: 2 });
-      expect([...publisher.sentIds].sort()).toEqual([now, past, delayed, future].sort());
     });
 
     if (db.name === 'postgres') {

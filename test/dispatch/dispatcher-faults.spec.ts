@@ -2,7 +2,6 @@ import { ClientTCP } from '@nestjs/microservices';
 import type { TestingModule } from '@nestjs/testing';
 import { DataSource } from 'typeorm';
 import {
-  OutboxDispatcher,
   type OutboxBatchReport,
   type OutboxDispatcherOptions,
   type OutboxMessage,
@@ -15,16 +14,11 @@ import { ClientProxyPublisher } from '../../lib/publishers/microservices';
 import type { ChildConfig } from '../support/children/child-protocol';
 import { DispatcherChild } from '../support/children/spawn-dispatcher';
 import { TcpConsumer } from '../support/children/tcp-consumer';
-import {
-  readAttempts,
-  readOutbox,
-  serverConnection,
-  TEST_DATABASES,
-  type OutboxRow,
-} from '../support/databases';
+import { readAttempts, readOutbox, serverConnection, type OutboxRow } from '../support/databases';
 import { leasesHeldBy } from '../support/db-clock';
 import { dispatchApps, msg } from '../support/dispatch-fixtures';
 import { useOutboxScope } from '../support/outbox-scope';
+import { describeSource, POLL_RUN_DATABASES, SOURCE_CASES, useSource } from '../support/sources';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
 import { expectNever, resolvesWithin, sleep, waitFor } from '../support/wait-for';
@@ -46,7 +40,153 @@ function idOrderByKey(rows: readonly OutboxRow[]): Map<string | null, string[]> 
   return byKey;
 }
 
-for (const db of TEST_DATABASES) {
+// What holds whatever the source of new messages (the table's poll or the database's log,
+// test/support/sources.ts): a broker outage, over real TCP or in memory, loses nothing, burns no
+// attempt, and the dispatcher survives it and drains the backlog when the broker is back. The
+// log source leaves what it cannot publish during the outage to the table, swept every second.
+for (const source of SOURCE_CASES) {
+  describeSource(source, 'broker outages', () => {
+    const scope = useOutboxScope(source.db, { tablePrefix: 'outbox_f' });
+    const src = useSource(scope, source);
+    const swept = { sweepIntervalMs: 1_000 } as const;
+
+    async function consumerOn(options: { ack?: boolean } = {}): Promise<TcpConsumer> {
+      const consumer = new TcpConsumer(options);
+      await consumer.start();
+      // Tests stop and restart their consumer; a stop at the end may find it stopped already.
+      scope.defer(() => consumer.stop().catch(() => undefined));
+      return consumer;
+    }
+
+    it('survives a broker outage mid-run over real TCP: no attempts burnt, nothing lost, the backlog drains when it returns', async () => {
+      const consumer = await consumerOn({ ack: true });
+      const table = await scope.table();
+      await src.prepare(table, swept);
+      const writer = await scope.open({ table });
+      const commit = (messages: OutboxMessage[]) => writer.enqueue(messages);
+      let outages = 0;
+      const batchSize = 20;
+      const client = new ClientTCP({ host: '127.0.0.1', port: consumer.port });
+      const app = await src.dispatcherApp(
+        table,
+        new ClientProxyPublisher(client, { timeoutMs: 2_000, closeClient: true, mode: 'send' }),
+        {
+          autoStart: true,
+          instanceId: 'outage-survivor',
+          dispatcher: {
+            pollIntervalMs: 50,
+            maxOutagePauseMs: 400,
+            batchSize,
+            leaseMs: 5_000,
+            publishTimeoutMs: 3_000,
+          },
+          observer: { onOutage: () => (outages += 1) },
+        },
+      );
+      const keys = Array.from({ length: 20 }, (_, k) => `key-${k}`);
+      const ids: string[] = [];
+      for (let tx = 0; tx < 20; tx++)
+        ids.push(...(await commit(keys.map((key) => msg(key, { tx })))));
+
+      await consumer.until((c) => c.arrivals.length >= 100, 20_000, 'the first deliveries');
+      await consumer.stop();
+      const cut = consumer.arrivals.length;
+      expect(cut).toBeLessThan(ids.length);
+      // Messages committed during the outage.
+      for (let tx = 20; tx < 25; tx++)
+        ids.push(...(await commit(keys.map((key) => msg(key, { tx })))));
+      const outagesAtCut = outages;
+      // The dispatcher keeps trying while the broker is away.
+      await waitFor('more outage reports', () => outages >= outagesAtCut + 2);
+      expect(outages).toBeGreaterThan(1);
+      const during = await readOutbox(scope.ds, table);
+      // Queued (pending or parked behind their key's head), none dead, no attempt burnt: a
+      // released claim gives its attempt back (a row may be mid-claim as it is read).
+      expect(
+        during.filter((r) => r.status === 'pending' || r.status === 'waiting').length,
+      ).toBeGreaterThan(100);
+      // Released claims give their attempt back; a publish cut off mid-flight by the outage
+      // timed out, which counts one attempt (the broker may have had it).
+      expect(during.every((r) => r.status !== 'dead' && r.attempts <= 1)).toBe(true);
+      expect(consumer.arrivals).toHaveLength(cut);
+
+      await consumer.start();
+      await consumer.until(
+        (c) => ids.every((id) => c.counts().has(id)),
+        20_000,
+        'the backlog after the outage',
+      );
+      const rows = await waitFor(
+        'every row delivered',
+        async () => {
+          const all = await readOutbox(scope.ds, table);
+          return all.every((r) => r.status === 'delivered') ? all : undefined;
+        },
+        { timeoutMs: 10_000, intervalMs: 100 },
+      );
+      expect(rows.every((r) => r.attempts >= 1 && r.attempts <= 2 && r.lockedBy === null)).toBe(
+        true,
+      );
+      // Only a batch in flight at the cut can be published twice (ambiguous: no acknowledgement).
+      expect(consumer.duplicates().length).toBeLessThanOrEqual(batchSize);
+      const firsts = consumer.firstArrivalsByKey();
+      for (const [key, order] of idOrderByKey(rows)) expect(firsts.get(key)).toEqual(order);
+
+      // Still alive afterwards.
+      const [after] = await commit([msg('after-outage')]);
+      await consumer.until(
+        (c) => c.counts().has(after as string),
+        5_000,
+        'a message after the outage',
+      );
+      expect(app.dispatcher.status()).toMatchObject({ started: true });
+    });
+
+    it('an outage burns no attempts, the dispatcher keeps trying, and the backlog drains after', async () => {
+      const publisher = new RecordingPublisher().goDown();
+      const pauses: number[] = [];
+      const h = await src.boot(
+        publisher,
+        {
+          autoStart: true,
+          dispatcher: { pollIntervalMs: 50, maxOutagePauseMs: 200, batchSize: 4 },
+          observer: { onOutage: (_error, pauseMs) => pauses.push(pauseMs) },
+        },
+        swept,
+      );
+      const ids = await h.commit(Array.from({ length: 10 }, (_, i) => msg(`k${i % 3}`, { i })));
+      await publisher.until(
+        (p) => p.calls.length >= 5,
+        10_000,
+        'repeated publish attempts during the outage',
+      );
+      // The pause after each failed batch doubles from pollIntervalMs and is capped.
+      expect(pauses.slice(0, 4)).toEqual([50, 100, 200, 200]);
+      const during = await h.rows();
+      // Released with the attempt given back, and the outage on record.
+      // (A row may be mid-claim as it is read: that claim's attempt is given back in turn.)
+      expect(during.every((r) => r.attempts === (r.lockedBy === null ? 0 : 1))).toBe(true);
+      expect(during.some((r) => r.lastError?.includes('ECONNREFUSED') === true)).toBe(true);
+      expect(publisher.sent).toHaveLength(0);
+
+      publisher.comeBack();
+      await publisher.until((p) => p.sent.length >= ids.length, 10_000, 'the backlog to drain');
+      await waitFor('every row settled as delivered', async () =>
+        (await h.rows()).every((r) => r.status === 'delivered'),
+      );
+      const after = await h.rows();
+      expect(after.map((r) => [r.status, r.attempts])).toEqual(ids.map(() => ['delivered', 1]));
+      expect([...publisher.sentIds].sort()).toEqual([...ids].sort());
+      for (const key of ['k0', 'k1', 'k2'])
+        expect(publisher.sentForKey(key)).toEqual(ids.filter((_, i) => `k${i % 3}` === key));
+    });
+  });
+}
+
+// Crashes, fencing, processes side by side and the database's own faults, on the poll: the log
+// source's are in test/log-tailing/ (a killed reader, a cut or frozen one, a takeover). The
+// sources project runs only the block above.
+for (const db of POLL_RUN_DATABASES) {
   describeWith(db.service === null ? [] : [db.service], `dispatcher faults on ${db.name}`, () => {
     const scope = useOutboxScope(db, { tablePrefix: 'outbox_f' });
 
@@ -570,114 +710,7 @@ for (const db of TEST_DATABASES) {
       }, 300_000);
     }
 
-    it('survives a broker outage mid-run over real TCP: no attempts burnt, nothing lost, the backlog drains when it returns', async () => {
-      const consumer = await consumerOn({ ack: true });
-      const { table, commit } = await freshTable();
-      let outages = 0;
-      const batchSize = 20;
-      const d = await tcpDispatcher(table, consumer.port, {
-        ack: true,
-        instanceId: 'outage-survivor',
-        dispatcher: {
-          pollIntervalMs: 50,
-          maxOutagePauseMs: 400,
-          batchSize,
-          leaseMs: 5_000,
-          publishTimeoutMs: 3_000,
-        },
-        observer: { onOutage: () => (outages += 1) },
-      });
-      const keys = Array.from({ length: 20 }, (_, k) => `key-${k}`);
-      const ids: string[] = [];
-      for (let tx = 0; tx < 20; tx++)
-        ids.push(...(await commit(keys.map((key) => msg(key, { tx })))));
-
-      await consumer.until((c) => c.arrivals.length >= 100, 20_000, 'the first deliveries');
-      await consumer.stop();
-      const cut = consumer.arrivals.length;
-      expect(cut).toBeLessThan(ids.length);
-      // Messages committed during the outage.
-      for (let tx = 20; tx < 25; tx++)
-        ids.push(...(await commit(keys.map((key) => msg(key, { tx })))));
-      const outagesAtCut = outages;
-      // The dispatcher keeps trying while the broker is away.
-      await waitFor('more outage reports', () => outages >= outagesAtCut + 2);
-      expect(outages).toBeGreaterThan(1);
-      const during = await readOutbox(scope.ds, table);
-      // Queued (pending or parked behind their key's head), none dead, no attempt burnt: a
-      // released claim gives its attempt back (a row may be mid-claim as it is read).
-      expect(
-        during.filter((r) => r.status === 'pending' || r.status === 'waiting').length,
-      ).toBeGreaterThan(100);
-      // Released claims give their attempt back; a publish cut off mid-flight by the outage
-      // timed out, which counts one attempt (the broker may have had it).
-      expect(during.every((r) => r.status !== 'dead' && r.attempts <= 1)).toBe(true);
-      expect(consumer.arrivals).toHaveLength(cut);
-
-      await consumer.start();
-      const back = Date.now();
-      await consumer.until(
-        (c) => ids.every((id) => c.counts().has(id)),
-        20_000,
-        'the backlog after the outage',
-      );
-      const rows = await untilAllDelivered(table, 10_000);
-      const drainedIn = Date.now() - back;
-      expect(drainedIn).toBeLessThan(5_000 + 50 + 400 + 5_000);
-      expect(rows.every((r) => r.attempts >= 1 && r.attempts <= 2 && r.lockedBy === null)).toBe(
-        true,
-      );
-      // Only a batch in flight at the cut can be published twice (ambiguous: no acknowledgement).
-      expect(consumer.duplicates().length).toBeLessThanOrEqual(batchSize);
-      const firsts = consumer.firstArrivalsByKey();
-      for (const [key, order] of idOrderByKey(rows)) expect(firsts.get(key)).toEqual(order);
-
-      // Still alive afterwards.
-      const [after] = await commit([msg('after-outage')]);
-      await consumer.until(
-        (c) => c.counts().has(after as string),
-        5_000,
-        'a message after the outage',
-      );
-      expect(d.get(OutboxDispatcher)).toBeDefined();
-    });
-
     // Outages of the broker and of the database, with the in-memory publisher ------------------
-
-    it('an outage burns no attempts, the dispatcher keeps trying, and the backlog drains after', async () => {
-      const publisher = new RecordingPublisher().goDown();
-      const pauses: number[] = [];
-      const h = await boot(publisher, {
-        autoStart: true,
-        dispatcher: { pollIntervalMs: 50, maxOutagePauseMs: 200, batchSize: 4 },
-        observer: { onOutage: (_error, pauseMs) => pauses.push(pauseMs) },
-      });
-      const ids = await h.commit(Array.from({ length: 10 }, (_, i) => msg(`k${i % 3}`, { i })));
-      await publisher.until(
-        (p) => p.calls.length >= 5,
-        10_000,
-        'repeated publish attempts during the outage',
-      );
-      // The pause after each failed batch doubles from pollIntervalMs and is capped.
-      expect(pauses.slice(0, 4)).toEqual([50, 100, 200, 200]);
-      const during = await h.rows();
-      // Released with the attempt given back, and the outage on record.
-      // (A row may be mid-claim as it is read: that claim's attempt is given back in turn.)
-      expect(during.every((r) => r.attempts === (r.lockedBy === null ? 0 : 1))).toBe(true);
-      expect(during.some((r) => r.lastError?.includes('ECONNREFUSED') === true)).toBe(true);
-      expect(publisher.sent).toHaveLength(0);
-
-      publisher.comeBack();
-      await publisher.until((p) => p.sent.length >= ids.length, 10_000, 'the backlog to drain');
-      await waitFor('every row settled as delivered', async () =>
-        (await h.rows()).every((r) => r.status === 'delivered'),
-      );
-      const after = await h.rows();
-      expect(after.map((r) => [r.status, r.attempts])).toEqual(ids.map(() => ['delivered', 1]));
-      expect([...publisher.sentIds].sort()).toEqual([...ids].sort());
-      for (const key of ['k0', 'k1', 'k2'])
-        expect(publisher.sentForKey(key)).toEqual(ids.filter((_, i) => `k${i % 3}` === key));
-    });
 
     it('a whole batch failing with PublisherUnavailableError outcomes pauses claims without attempts', async () => {
       const publisher = new RecordingPublisher();

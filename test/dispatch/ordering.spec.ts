@@ -1,5 +1,6 @@
 import {
   PublisherUnavailableError,
+  type OutboxMessage,
   type OutboxPublisher,
   type OutboxRecord,
   type PublishOutcome,
@@ -7,10 +8,11 @@ import {
 import { IN_FLIGHT_GRACE_MS } from '../../lib/store/shared-sql/claim-window';
 import { MYSQL_KEY_LOCK_BUCKETS } from '../../lib/store/mysql/mysql.sql';
 import { hashKey } from '../../lib/store/rows/outbox-row.mapper';
-import { readOutbox, storedId, TEST_DATABASES, TestOrder } from '../support/databases';
+import { readOutbox, storedId, TestOrder } from '../support/databases';
 import { quoteTable } from '../support/outbox-harness';
-import { dispatchApps, msg, published } from '../support/dispatch-fixtures';
+import { dispatchApps, msg } from '../support/dispatch-fixtures';
 import { useOutboxScope } from '../support/outbox-scope';
+import { describeSource, POLL_RUN_DATABASES, SOURCE_CASES, useSource } from '../support/sources';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
 import { expectNever, resolvesWithin, waitFor } from '../support/wait-for';
@@ -126,11 +128,239 @@ function abortableDelay(ms: number, signal: AbortSignal): Promise<void> {
   });
 }
 
-for (const db of TEST_DATABASES) {
+// What holds whatever the source of new messages (the table's poll or the database's log,
+// test/support/sources.ts): a key's messages go out in commit order, one at a time, past a head
+// that backs off or is dead ('block' and 'skip'), with several batches in flight, and with
+// transactions that overlap. Retries and requeued dead letters come back through the table,
+// which the log source sweeps every second here (5 s by default).
+for (const source of SOURCE_CASES) {
+  describeSource(source, 'ordering', () => {
+    const scope = useOutboxScope(source.db, { tablePrefix: 'outbox_o' });
+    const src = useSource(scope, source);
+    const swept = { sweepIntervalMs: 1_000 } as const;
+    /** Matches the message whose payload names it (A1, B2…): a failure scripted before it commits. */
+    const named =
+      (name: string) =>
+      (r: OutboxRecord): boolean =>
+        (JSON.parse(String(r.payload)) as { name?: string }).name === name;
+    const allDelivered = (h: { rows(): Promise<{ status: string }[]> }) => async () =>
+      (await h.rows()).every((r) => r.status === 'delivered');
+
+    /** Commits A1 B1 A2 B2 A3 B3, one transaction each; resolves to their ids by name. */
+    async function interleaved(h: { commit: (m: OutboxMessage[]) => Promise<string[]> }) {
+      const ids: Record<string, string> = {};
+      for (const name of ['A1', 'B1', 'A2', 'B2', 'A3', 'B3'])
+        ids[name] = (await h.commit([msg(name[0] as string, { name })]))[0] as string;
+      return ids as Record<'A1' | 'B1' | 'A2' | 'B2' | 'A3' | 'B3', string>;
+    }
+
+    it('holds the later messages of a key while its head backs off, while other keys flow', async () => {
+      const publisher = new RecordingPublisher();
+      // The head's backoff is long enough to look at the table while it lasts.
+      const h = await src.boot(publisher, { retry: { initialDelayMs: 2_000, jitter: 0 } }, swept);
+      publisher.fail(named('A1'), 'retryable', { times: 1 });
+      const ids = await interleaved(h);
+
+      await src.deliver(
+        h,
+        "B's messages, and A1's first attempt",
+        () => publisher.sentForKey('B').length === 3 && publisher.attemptsOf(ids.A1) === 1,
+      );
+      expect(publisher.sentForKey('B')).toEqual([ids.B1, ids.B2, ids.B3]);
+      expect(publisher.sentForKey('A')).toEqual([]);
+      // A2 and A3 were never even handed to the publisher while A1 backs off.
+      expect(publisher.attemptsOf(ids.A2)).toBe(0);
+      expect(publisher.attemptsOf(ids.A3)).toBe(0);
+      await waitFor('A1 settled as a retry', async () => (await h.row(ids.A1)).attempts === 1);
+      expect(await h.row(ids.A1)).toMatchObject({ status: 'pending', attempts: 1 });
+      // Queued behind A1 (parked by a claim, or pending where the log left it to the table).
+      for (const later of [ids.A2, ids.A3]) {
+        expect(['pending', 'waiting']).toContain((await h.row(later)).status);
+        expect(await h.row(later)).toMatchObject({ attempts: 0, lockedBy: null });
+      }
+
+      await src.deliver(h, 'A1 retried, then A2 and A3', allDelivered(h));
+      expect(publisher.sentForKey('A')).toEqual([ids.A1, ids.A2, ids.A3]);
+      expect(publisher.attemptsOf(ids.A1)).toBe(2);
+      expect(publisher.attemptsOf(ids.A2)).toBe(1);
+      expect(publisher.attemptsOf(ids.A3)).toBe(1);
+    });
+
+    it("with onDeadLetter 'block', a dead head keeps holding its key until an operator requeues it", async () => {
+      const publisher = new RecordingPublisher();
+      const h = await src.boot(publisher, { ordering: { onDeadLetter: 'block' } }, swept);
+      publisher.fail(named('A1'), 'permanent');
+      const ids = await interleaved(h);
+
+      await src.deliver(
+        h,
+        "B's messages, and A1 dead",
+        async () =>
+          publisher.sentForKey('B').length === 3 && (await h.row(ids.A1)).status === 'dead',
+      );
+      // Past a sweep of the table: the dead head still holds its key.
+      await expectNever(
+        'a message of A published',
+        () => publisher.sentForKey('A').length > 0,
+        1_500,
+      );
+      expect(publisher.sentForKey('B')).toEqual([ids.B1, ids.B2, ids.B3]);
+      expect(await h.row(ids.A1)).toMatchObject({ status: 'dead', attempts: 1 });
+      for (const later of [ids.A2, ids.A3]) {
+        expect(['pending', 'waiting']).toContain((await h.row(later)).status);
+        expect(await h.row(later)).toMatchObject({ attempts: 0, lockedBy: null });
+        expect(publisher.attemptsOf(later)).toBe(0);
+      }
+
+      publisher.heal();
+      expect(await h.outbox.retryDead()).toBe(1);
+      await src.deliver(h, 'A1 requeued, then A2 and A3', allDelivered(h));
+      expect(publisher.sentForKey('A')).toEqual([ids.A1, ids.A2, ids.A3]);
+    });
+
+    it("with onDeadLetter 'skip', the later messages of a dead head flow in order", async () => {
+      const publisher = new RecordingPublisher();
+      const h = await src.boot(publisher, { ordering: { onDeadLetter: 'skip' } }, swept);
+      publisher.fail(named('A1'), 'permanent');
+      const ids = await interleaved(h);
+
+      await src.deliver(
+        h,
+        'every message but A1 delivered',
+        () => publisher.sentForKey('A').length === 2 && publisher.sentForKey('B').length === 3,
+      );
+      expect(publisher.sentForKey('A')).toEqual([ids.A2, ids.A3]);
+      expect(publisher.sentForKey('B')).toEqual([ids.B1, ids.B2, ids.B3]);
+      expect(await h.row(ids.A1)).toMatchObject({ status: 'dead', attempts: 1 });
+      expect(publisher.attemptsOf(ids.A1)).toBe(1);
+    });
+
+    if (source.db.name !== 'sqlite') {
+      // SQLite serialises writers, so two enqueuing transactions cannot interleave there.
+      it('publishes a key in commit order when enqueuing transactions overlap', async () => {
+        const publisher = new RecordingPublisher();
+        const h = await src.boot(publisher);
+        const signal = () => {
+          let fire!: () => void;
+          const fired = new Promise<void>((resolve) => (fire = resolve));
+          return { fire, fired };
+        };
+        const t1Enqueued = signal();
+        const t1MayCommit = signal();
+        const t2Enqueuing = signal();
+        let firstId = '';
+        let secondId = '';
+        let secondDone = false;
+        // T1 enqueues K first and holds its transaction open; T2 enqueues K meanwhile.
+        const t1 = scope.ds.transaction(async (m) => {
+          firstId = (await h.outbox.enqueue([msg('K', { n: 1 })], m))[0] as string;
+          t1Enqueued.fire();
+          await t1MayCommit.fired;
+        });
+        await t1Enqueued.fired;
+        const t2 = scope.ds
+          .transaction(async (m) => {
+            await m.save(TestOrder, { customer: 'second' });
+            t2Enqueuing.fire();
+            secondId = (await h.outbox.enqueue([msg('K', { n: 2 })], m))[0] as string;
+          })
+          .then(() => (secondDone = true));
+        await t2Enqueuing.fired;
+        // T2 waits on K's enqueue lock until T1 commits: it cannot finish in this window.
+        await expectNever('T2 committing while T1 holds K', () => secondDone, 300);
+        expect(publisher.calls).toHaveLength(0);
+        t1MayCommit.fire();
+        await Promise.all([t1, t2]);
+
+        // A transaction that began earlier but commits later is published later: the slow one
+        // begins, the fast one begins, enqueues and commits, then the slow one enqueues and commits.
+        const slowBegan = signal();
+        const fastCommitted = signal();
+        let late = '';
+        let early = '';
+        const slow = scope.ds.transaction(async (m) => {
+          await m.save(TestOrder, { customer: 'slow' });
+          slowBegan.fire();
+          await fastCommitted.fired;
+          late = (await h.outbox.enqueue([msg('L', { n: 'late' })], m))[0] as string;
+        });
+        await slowBegan.fired;
+        await scope.ds.transaction(async (m) => {
+          early = (await h.outbox.enqueue([msg('L', { n: 'early' })], m))[0] as string;
+        });
+        fastCommitted.fire();
+        await slow;
+
+        await src.deliver(h, 'K and L', () => publisher.sentIds.length >= 4);
+        expect(publisher.sentForKey('K')).toEqual([firstId, secondId]);
+        expect(publisher.sentForKey('L')).toEqual([early, late]);
+      });
+    }
+
+    it('with batchesInFlight 3, 30 keys × 20 messages under random per-message publish delays: all delivered once, each key in commit order, one message per key in flight', async () => {
+      const seed = 0x5eed ^ Number(process.pid);
+      const random = seeded(seed);
+      const publisher = new ConcurrentJitterPublisher(random, 15);
+      const table = await scope.table();
+      const app = await src.dispatcherApp(table, publisher, {
+        dispatcher: {
+          batchesInFlight: 3,
+          batchSize: 10,
+          pollIntervalMs: 100,
+          leaseMs: 60_000,
+          publishTimeoutMs: 30_000,
+        },
+      });
+      const keys = Array.from({ length: 30 }, (_, k) => `key-${k}`);
+      const expected = new Map<string, string[]>(keys.map((k) => [k, []]));
+      const all: string[] = [];
+      // 20 transactions, each with one message per key in a shuffled key order.
+      for (let tx = 0; tx < 20; tx++) {
+        const order = [...keys].sort(() => random() - 0.5);
+        const ids = await app.commit(order.map((key) => msg(key, { tx })));
+        ids.forEach((id, i) => expected.get(order[i] as string)?.push(id));
+        all.push(...ids);
+      }
+
+      // The log's dispatcher runs already (its reader read every commit above).
+      if (source.name === 'poll') await app.dispatcher.start();
+      await waitFor('every message acknowledged', () => publisher.acked.length >= all.length, {
+        timeoutMs: 60_000,
+      });
+      await waitFor(
+        'every row settled as delivered',
+        async () => (await readOutbox(scope.ds, table)).every((r) => r.status === 'delivered'),
+        { timeoutMs: 10_000 },
+      );
+
+      const context = `seed ${seed}`;
+      expect({ context, overlaps: publisher.sameKeyOverlaps }).toEqual({ context, overlaps: [] });
+      const ackedIds = publisher.acked.map((r) => r.messageId);
+      expect(ackedIds).toHaveLength(all.length);
+      expect(new Set(ackedIds).size).toBe(all.length);
+      expect([...ackedIds].sort()).toEqual([...all].sort());
+      for (const [key, ids] of expected)
+        expect({
+          context,
+          key,
+          order: publisher.acked.filter((r) => r.key === key).map((r) => r.messageId),
+        }).toEqual({ context, key, order: ids });
+      // Batches really overlapped, and never more than batchesInFlight of them.
+      expect(publisher.maxConcurrentCalls).toBeGreaterThanOrEqual(2);
+      expect(publisher.maxConcurrentCalls).toBeLessThanOrEqual(3);
+    });
+  });
+}
+
+// The claim's own ordering machinery: runs and rounds in one batch, exhausted runs, parking of a
+// stuck key's backlog and the in-flight grace, a dead letter retried behind a message in flight,
+// key-lock buckets. The log leaves all of it to the table (ARCHITECTURE.md, "Log tailing: two
+// paths, one owner"); the sources project runs only the block above.
+for (const db of POLL_RUN_DATABASES) {
   describeWith(db.service === null ? [] : [db.service], `ordering on ${db.name}`, () => {
     const scope = useOutboxScope(db, { tablePrefix: 'outbox_o' });
 
-    const { boot, dispatcherApp } = dispatchApps(scope);
+    const { boot } = dispatchApps(scope);
 
     it('drains a one-key backlog in order without waiting a poll interval per message', async () => {
       // Only a key's head is claimable, so each batch holds one message of the key; the next one
@@ -156,37 +386,6 @@ for (const db of TEST_DATABASES) {
       const manual = await boot(new RecordingPublisher(), { autoStart: false });
       await manual.commit(Array.from({ length: 8 }, (_, i) => msg('hot', { i })));
       expect(await manual.dispatcher.drain()).toBe(8);
-    });
-
-    it('holds the later messages of a key while its head backs off, while other keys flow', async () => {
-      const publisher = new RecordingPublisher();
-      const h = await boot(publisher, { retry: { initialDelayMs: 500, jitter: 0 } });
-      // One transaction per message, keys interleaved: commit order A1 B1 A2 B2 A3 B3.
-      const ids: Record<string, string> = {};
-      for (const name of ['A1', 'B1', 'A2', 'B2', 'A3', 'B3'])
-        ids[name] = (await h.commit([msg(name[0] as string, { name })]))[0] as string;
-      publisher.fail(ids.A1 as string, 'retryable', { times: 1 });
-
-      const first = await h.runUntilIdle();
-      expect(published(first)).toBe(3);
-      expect(publisher.sentForKey('B')).toEqual([ids.B1, ids.B2, ids.B3]);
-      expect(publisher.sentForKey('A')).toEqual([]);
-      // A2 and A3 were never even handed to the publisher while A1 backs off.
-      expect(publisher.attemptsOf(ids.A2 as string)).toBe(0);
-      expect(publisher.attemptsOf(ids.A3 as string)).toBe(0);
-      expect(await h.row(ids.A1 as string)).toMatchObject({ status: 'pending', attempts: 1 });
-      // Parked behind A1: out of the claim's way until A1 is done.
-      expect(await h.row(ids.A2 as string)).toMatchObject({
-        status: 'waiting',
-        attempts: 0,
-        lockedBy: null,
-      });
-
-      await waitFor('A1 to be due again', async () => (await h.dueInMs(ids.A1 as string)) <= 0);
-      const second = await h.runUntilIdle();
-      expect(published(second)).toBe(3);
-      expect(publisher.sentForKey('A')).toEqual([ids.A1, ids.A2, ids.A3]);
-      expect((await h.rows()).every((r) => r.status === 'delivered')).toBe(true);
     });
 
     it('runs of a key are sent one message after another; an outage part way keeps what was acknowledged and hands the rest back unsent, no attempt counted', async () => {
@@ -300,163 +499,6 @@ for (const db of TEST_DATABASES) {
       // The dead message holds its key ('block'): k3 never goes.
       await h.runUntilIdle();
       expect(publisher.sentIds).toEqual([k1]);
-    });
-
-    it("with onDeadLetter 'block', a dead head keeps holding its key until an operator requeues it", async () => {
-      const publisher = new RecordingPublisher();
-      const h = await boot(publisher, { ordering: { onDeadLetter: 'block' } });
-      const ids: Record<string, string> = {};
-      for (const name of ['A1', 'B1', 'A2', 'B2', 'A3', 'B3'])
-        ids[name] = (await h.commit([msg(name[0] as string, { name })]))[0] as string;
-      publisher.fail(ids.A1 as string, 'permanent');
-
-      await h.runUntilIdle();
-      await h.runUntilIdle();
-      expect(publisher.sentForKey('B')).toEqual([ids.B1, ids.B2, ids.B3]);
-      expect(publisher.sentForKey('A')).toEqual([]);
-      expect(await h.row(ids.A1 as string)).toMatchObject({ status: 'dead', attempts: 1 });
-      for (const later of [ids.A2, ids.A3] as string[]) {
-        expect(await h.row(later)).toMatchObject({
-          status: 'waiting',
-          attempts: 0,
-          lockedBy: null,
-        });
-        expect(publisher.attemptsOf(later)).toBe(0);
-      }
-
-      publisher.heal();
-      expect(await h.outbox.retryDead()).toBe(1);
-      await h.runUntilIdle();
-      expect(publisher.sentForKey('A')).toEqual([ids.A1, ids.A2, ids.A3]);
-      expect((await h.rows()).every((r) => r.status === 'delivered')).toBe(true);
-    });
-
-    it("with onDeadLetter 'skip', the later messages of a dead head flow in order", async () => {
-      const publisher = new RecordingPublisher();
-      const h = await boot(publisher, { ordering: { onDeadLetter: 'skip' } });
-      const ids: Record<string, string> = {};
-      for (const name of ['A1', 'B1', 'A2', 'B2', 'A3', 'B3'])
-        ids[name] = (await h.commit([msg(name[0] as string, { name })]))[0] as string;
-      publisher.fail(ids.A1 as string, 'permanent');
-
-      await h.runUntilIdle();
-      expect(publisher.sentForKey('A')).toEqual([ids.A2, ids.A3]);
-      expect(publisher.sentForKey('B')).toEqual([ids.B1, ids.B2, ids.B3]);
-      expect(await h.row(ids.A1 as string)).toMatchObject({ status: 'dead' });
-    });
-
-    if (db.name !== 'sqlite') {
-      // SQLite serialises writers, so two enqueuing transactions cannot interleave there.
-      it('publishes a key in commit order when enqueuing transactions overlap', async () => {
-        const publisher = new RecordingPublisher();
-        const h = await boot(publisher);
-        const signal = () => {
-          let fire!: () => void;
-          const fired = new Promise<void>((resolve) => (fire = resolve));
-          return { fire, fired };
-        };
-        const t1Enqueued = signal();
-        const t1MayCommit = signal();
-        const t2Enqueuing = signal();
-        let firstId = '';
-        let secondId = '';
-        let secondDone = false;
-        // T1 enqueues K first and holds its transaction open; T2 enqueues K meanwhile.
-        const t1 = scope.ds.transaction(async (m) => {
-          firstId = (await h.outbox.enqueue([msg('K', { n: 1 })], m))[0] as string;
-          t1Enqueued.fire();
-          await t1MayCommit.fired;
-        });
-        await t1Enqueued.fired;
-        const t2 = scope.ds
-          .transaction(async (m) => {
-            await m.save(TestOrder, { customer: 'second' });
-            t2Enqueuing.fire();
-            secondId = (await h.outbox.enqueue([msg('K', { n: 2 })], m))[0] as string;
-          })
-          .then(() => (secondDone = true));
-        await t2Enqueuing.fired;
-        // T2 waits on K's enqueue lock until T1 commits: it cannot finish in this window.
-        await expectNever('T2 committing while T1 holds K', () => secondDone, 300);
-        expect(await h.dispatcher.runOnce()).toMatchObject({ claimed: 0 });
-        t1MayCommit.fire();
-        await Promise.all([t1, t2]);
-
-        // A transaction that began earlier but commits later is published later: the slow one
-        // begins, the fast one begins, enqueues and commits, then the slow one enqueues and commits.
-        const slowBegan = signal();
-        const fastCommitted = signal();
-        let late = '';
-        let early = '';
-        const slow = scope.ds.transaction(async (m) => {
-          await m.save(TestOrder, { customer: 'slow' });
-          slowBegan.fire();
-          await fastCommitted.fired;
-          late = (await h.outbox.enqueue([msg('L', { n: 'late' })], m))[0] as string;
-        });
-        await slowBegan.fired;
-        await scope.ds.transaction(async (m) => {
-          early = (await h.outbox.enqueue([msg('L', { n: 'early' })], m))[0] as string;
-        });
-        fastCommitted.fire();
-        await slow;
-
-        await h.runUntilIdle();
-        expect(publisher.sentForKey('K')).toEqual([firstId, secondId]);
-        expect(publisher.sentForKey('L')).toEqual([early, late]);
-      });
-    }
-
-    it('with batchesInFlight 3, 30 keys × 20 messages under random per-message publish delays: all delivered once, each key in commit order, one message per key in flight', async () => {
-      const seed = 0x5eed ^ Number(process.pid);
-      const random = seeded(seed);
-      const publisher = new ConcurrentJitterPublisher(random, 15);
-      const table = await scope.table();
-      const app = await dispatcherApp(table, publisher, {
-        dispatcher: {
-          batchesInFlight: 3,
-          batchSize: 10,
-          pollIntervalMs: 100,
-          leaseMs: 60_000,
-          publishTimeoutMs: 30_000,
-        },
-      });
-      const keys = Array.from({ length: 30 }, (_, k) => `key-${k}`);
-      const expected = new Map<string, string[]>(keys.map((k) => [k, []]));
-      const all: string[] = [];
-      // 20 transactions, each with one message per key in a shuffled key order.
-      for (let tx = 0; tx < 20; tx++) {
-        const order = [...keys].sort(() => random() - 0.5);
-        const ids = await app.commit(order.map((key) => msg(key, { tx })));
-        ids.forEach((id, i) => expected.get(order[i] as string)?.push(id));
-        all.push(...ids);
-      }
-
-      await app.dispatcher.start();
-      await waitFor('every message acknowledged', () => publisher.acked.length >= all.length, {
-        timeoutMs: 60_000,
-      });
-      await waitFor(
-        'every row settled as delivered',
-        async () => (await readOutbox(scope.ds, table)).every((r) => r.status === 'delivered'),
-        { timeoutMs: 10_000 },
-      );
-
-      const context = `seed ${seed}`;
-      expect({ context, overlaps: publisher.sameKeyOverlaps }).toEqual({ context, overlaps: [] });
-      const ackedIds = publisher.acked.map((r) => r.messageId);
-      expect(ackedIds).toHaveLength(all.length);
-      expect(new Set(ackedIds).size).toBe(all.length);
-      expect([...ackedIds].sort()).toEqual([...all].sort());
-      for (const [key, ids] of expected)
-        expect({
-          context,
-          key,
-          order: publisher.acked.filter((r) => r.key === key).map((r) => r.messageId),
-        }).toEqual({ context, key, order: ids });
-      // Batches really overlapped, and never more than batchesInFlight of them.
-      expect(publisher.maxConcurrentCalls).toBeGreaterThanOrEqual(2);
-      expect(publisher.maxConcurrentCalls).toBeLessThanOrEqual(3);
     });
 
     it("a stuck key's backlog is parked: other keys flow, and the backlog follows its head in order once released", async () => {

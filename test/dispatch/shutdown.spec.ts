@@ -5,10 +5,11 @@ import { OutboxModule, type OutboxRecord } from '../../lib';
 import type { OutboxLogObserver } from 'nestjs-outbox/log-tailing';
 import { CapturingLogger as CapturedLogs } from '../support/capturing-logger';
 import { RecordingPublisher } from '../support/recording.publisher';
-import { TEST_DATABASES, testDatabase, uniqueTable } from '../support/databases';
-import { dispatchApps, msg } from '../support/dispatch-fixtures';
+import { testDatabase, uniqueTable } from '../support/databases';
+import { msg } from '../support/dispatch-fixtures';
+import { mergeOutboxOptions } from '../support/outbox-harness';
 import { useOutboxScope } from '../support/outbox-scope';
-import { describeWith } from '../support/services';
+import { describeSource, describeWithOnPoll, SOURCE_CASES, useSource } from '../support/sources';
 import { expectNever, resolvesWithin, waitFor } from '../support/wait-for';
 
 // Shutdown: a dispatcher that is closed gives back what it claimed and could not publish in
@@ -27,7 +28,9 @@ class CapturingLogger implements LoggerService {
   }
 }
 
-describe('the shutdown hooks warning', () => {
+// The hooks warning and the settle left behind are the poll's run only (the sources project
+// runs the source-parameterised block).
+describeWithOnPoll([], 'the shutdown hooks warning', () => {
   let ds: DataSource;
   let table: string;
   let app: INestApplicationContext | undefined;
@@ -86,20 +89,27 @@ describe('the shutdown hooks warning', () => {
   });
 });
 
-for (const db of TEST_DATABASES) {
-  describeWith(db.service === null ? [] : [db.service], `shutdown on ${db.name}`, () => {
-    const scope = useOutboxScope(db, { tablePrefix: 'outbox_stop' });
-    const { boot } = dispatchApps(scope);
+// What holds whatever the source of new messages (the table's poll or the database's log,
+// test/support/sources.ts): closing the app is bounded by shutdownTimeoutMs, gives back what it
+// had leased and could not publish (no attempt counted), and loses nothing: the next start
+// delivers it.
+for (const source of SOURCE_CASES) {
+  describeSource(source, 'shutdown', () => {
+    const scope = useOutboxScope(source.db, { tablePrefix: 'outbox_stop' });
+    const src = useSource(scope, source);
 
-    it('releases the leases of a hung publish on shutdown within shutdownTimeoutMs', async () => {
+    it('releases the leases of a hung publish on shutdown within shutdownTimeoutMs, and the next start delivers them', async () => {
       const publisher = new RecordingPublisher();
-      const h = await boot(publisher, {
-        // Publish timeout and lease far beyond the test: only the shutdown timeout can end the hung publish.
-        dispatcher: { shutdownTimeoutMs: 300, leaseMs: 600_000, publishTimeoutMs: 300_000 },
-      });
-      const ids = await h.commit([msg('a'), msg('b'), msg(null), msg(null)]);
       publisher.fail(() => true, 'hang');
-      const run = h.dispatcher.runOnce();
+      // Publish timeout and lease far beyond the test: only the shutdown timeout can end the hung publish.
+      const h = await src.boot(
+        publisher,
+        { dispatcher: { shutdownTimeoutMs: 300, leaseMs: 600_000, publishTimeoutMs: 300_000 } },
+        { sweepIntervalMs: 1_000 },
+      );
+      const ids = await h.commit([msg('a'), msg('b'), msg(null), msg(null)]);
+      // The poll's dispatcher is driven by hand; the log's runs already.
+      const run = source.name === 'poll' ? h.dispatcher.runOnce() : undefined;
       await publisher.until((p) => p.hanging === 1, 5_000, 'the publish to hang');
       expect((await h.rows()).map((r) => r.lockedBy)).toEqual(ids.map(() => h.instanceId));
 
@@ -107,18 +117,31 @@ for (const db of TEST_DATABASES) {
       await resolvesWithin('close() with a hung publish', h.close(), 15_000);
       // In-flight publishes got their grace period before being aborted.
       expect(Date.now() - started).toBeGreaterThanOrEqual(250);
-      expect(await run).toMatchObject({
-        claimed: 4,
-        published: 0,
-        released: 4,
-        retried: 0,
-        fenced: 0,
-      });
+      if (run !== undefined) {
+        expect(await run).toMatchObject({
+          claimed: 4,
+          published: 0,
+          released: 4,
+          retried: 0,
+          fenced: 0,
+        });
+      }
       expect((await h.rows()).map((r) => [r.status, r.lockedBy, r.attempts])).toEqual(
         ids.map(() => ['pending', null, 0]),
       );
       expect(publisher.sent).toHaveLength(0);
       expect(publisher.closed).toBe(true);
+
+      // Nothing lost: the next start of the app delivers every message, each once. Released,
+      // they are pending rows of the table (the log acknowledged past them): the poll claims
+      // them, the log source's sweep (every second here) does.
+      const next = new RecordingPublisher();
+      const restarted = await src.dispatcherApp(h.table, next, { autoStart: true });
+      await src.deliver(restarted, 'the released messages after a restart', async () =>
+        (await restarted.rows()).every((r) => r.status === 'delivered'),
+      );
+      expect([...next.sentIds].sort()).toEqual([...ids].sort());
+      expect((await restarted.rows()).map((r) => r.attempts)).toEqual(ids.map(() => 1));
     });
 
     it("returns when the publisher's close() never settles, and says what it left running", async () => {
@@ -128,11 +151,18 @@ for (const db of TEST_DATABASES) {
           return new Promise<void>(() => undefined);
         }
       })();
+      const table = await scope.table();
+      const observed = await src.prepare(table);
       const h = await scope.open({
+        table,
         publisher,
         logger: logs,
-        options: { autoStart: true, dispatcher: { shutdownTimeoutMs: 300, pollIntervalMs: 50 } },
+        options: mergeOutboxOptions(observed, {
+          autoStart: true,
+          dispatcher: { shutdownTimeoutMs: 300, pollIntervalMs: 50 },
+        }),
       });
+      await src.started(table);
       const [id] = await h.commit([msg('a')]);
       await waitFor('the message delivered', async () =>
         (await h.rows()).every((r) => r.status === 'delivered'),
@@ -153,7 +183,7 @@ for (const db of TEST_DATABASES) {
   });
 }
 
-describeWith(['postgres'], 'shutdown past shutdownTimeoutMs on postgres', () => {
+describeWithOnPoll(['postgres'], 'shutdown past shutdownTimeoutMs on postgres', () => {
   const scope = useOutboxScope(postgres, { tablePrefix: 'outbox_stop_log' });
 
   it('returns while a settle waits on a row lock, naming the batch it left settling', async () => {

@@ -563,12 +563,17 @@ for (const target of TARGETS) {
       expect((await b.dispatcher.logLagStatus())?.active).toBe(false);
       // (Its sweep of the table may already publish what the child has not leased: both paths
       // lease heads of key under row locks, so that is no duplicate and keeps the order.)
-      // The child's batch in flight: leased to it, published in part (in rounds), never settled.
-      const leasedToChild = (await b.rows())
-        .filter((r) => r.lockedBy === 'doomed-tailer' && r.status === 'pending')
-        .map((r) => r.messageId);
+      // The child's batches in flight: leased to it, published in part (in rounds), never
+      // settled. It keeps up to batchesInFlight of them, and may lease another between this look
+      // and the kill, so look again once it is dead (before its leases could be taken over).
+      const leasedToChildNow = async () =>
+        (await b.rows())
+          .filter((r) => r.lockedBy === 'doomed-tailer' && r.status === 'pending')
+          .map((r) => r.messageId);
+      const leasedBefore = await leasedToChildNow();
       await doomed.kill('SIGKILL');
       const killedAt = Date.now();
+      const leasedToChild = [...leasedBefore, ...(await leasedToChildNow())];
       await waitFor(
         'the standby reading',
         async () => (await b.dispatcher.logLagStatus())?.active === true,

@@ -103,16 +103,34 @@ export class LogTailer {
   }
 
   /**
-   * Stops reading; resolves once the batches in flight have been delivered and settled. What was
-   * handed over and not leased stays unacknowledged: read again after a restart.
+   * Stops: lets the batches in flight settle and their positions be acknowledged while the
+   * reader still streams (PostgreSQL takes acknowledgements on the stream), then stops reading.
+   * The wait ends early once shutdown aborts the publishes still running. What was handed over
+   * and not leased stays unacknowledged: read again after a restart.
    */
   async stop(): Promise<void> {
-    this.abort.abort();
     clearTimeout(this.lingerTimer);
     this.lingerTimer = undefined;
+    await this.settled(this.parts.pipeline.lifecycle.signal);
+    this.abort.abort();
     this.progressed?.();
     await this.running;
-    while (this.batches.size > 0) await Promise.race(this.batches);
+    await this.settled();
+  }
+
+  /** Resolves once no batch is in flight and the acknowledgements went out, or `signal` aborts. */
+  private async settled(signal?: AbortSignal): Promise<void> {
+    let onAbort: (() => void) | undefined;
+    const aborted = new Promise<void>((resolve) => (onAbort = resolve));
+    const listener = (): void => onAbort?.();
+    signal?.addEventListener('abort', listener, { once: true });
+    try {
+      while (this.batches.size > 0 && signal?.aborted !== true) {
+        await Promise.race([...this.batches, aborted]);
+      }
+    } finally {
+      signal?.removeEventListener('abort', listener);
+    }
     await this.acknowledging;
   }
 
