@@ -23,12 +23,9 @@ export type {
   OutboxLogSourceContext,
   OutboxLogConnectionSettings,
 } from '../store/ports/outbox-log-source.port';
-export {
-  postgresLogNames,
-  postgresLogTailingDdl,
-} from '../store/postgres/postgres.log-tailing-sql';
+export { postgresLogNames, postgresLogTailingDdl } from './postgres/postgres-log-tailing.sql';
 export {
   mysqlLogPositionTable,
   mysqlLogTailingDdl,
   mysqlLogTailingDrop,
-} from '../store/mysql/mysql.log-tailing-sql';
+} from './mysql/mysql-log-tailing.sql';

@@ -1,13 +1,8 @@
 import type { MigrationInterface } from 'typeorm';
 import type { OutboxTableOptions } from '../store/schema/outbox-table-ddl';
-import {
-  postgresDropPublication,
-  postgresLogNames,
-  postgresLogTailingDdl,
-} from '../store/postgres/postgres.log-tailing-sql';
-import { mysqlLogTailingDdl, mysqlLogTailingDrop } from '../store/mysql/mysql.log-tailing-sql';
 import { tableMigration } from '../typeorm/table-migration';
 import { assertIdentifier } from '../internal/sql-identifier';
+import { logTailingOf } from './log-tailing.databases';
 
 /**
  * A TypeORM migration that makes what log tailing needs in the database (the same SQL as
@@ -21,29 +16,21 @@ export function logTailingMigration(
   timestamp = 1_764_100_000_000,
 ): new () => MigrationInterface {
   const { publicationName, ...table } = options;
-  const publication =
-    publicationName ??
-    postgresLogNames(table.schema ?? 'public', table.tableName ?? 'outbox', '').publication;
-  assertIdentifier(publication, 'publicationName');
+  if (publicationName !== undefined) assertIdentifier(publicationName, 'publicationName');
   return tableMigration(
     'AddOutboxLogTailingPublication',
     'logTailingMigration()',
     table,
     timestamp,
     async (database, names, run) => {
-      const statements =
-        database.dialect === 'postgres'
-          ? postgresLogTailingDdl(names, publication)
-          : database.dialect === 'mysql'
-            ? mysqlLogTailingDdl(names)
-            : [];
-      for (const statement of statements) await run(statement);
+      for (const statement of logTailingOf(database.dialect)?.ddl(names, { publicationName }) ?? [])
+        await run(statement);
     },
     async (database, names, run) => {
-      if (database.dialect === 'postgres') await run(postgresDropPublication(publication));
-      if (database.dialect === 'mysql') {
-        for (const statement of mysqlLogTailingDrop(names)) await run(statement);
-      }
+      for (const statement of logTailingOf(database.dialect)?.dropDdl(names, {
+        publicationName,
+      }) ?? [])
+        await run(statement);
     },
   );
 }

@@ -179,6 +179,28 @@ export interface OutboxDatabase<D extends string = string> {
   readonly schemas: boolean;
   /** Whether the outbox table comes with a key-lock table (named in setup messages). */
   readonly keyLockTable: boolean;
+  /** How the outbox's statements mark their parameters: `$1` (numbered) or `?` (question). */
+  readonly placeholders: 'numbered' | 'question';
+  /**
+   * Whether every transaction is serializable and the drivers refuse any other level (SQLite):
+   * a port's own transactions then ask for none; elsewhere they ask for READ COMMITTED.
+   */
+  readonly serializableOnly: boolean;
+  /**
+   * Whether a second writing transaction waits for the first to end before it can begin (SQLite's
+   * one writer), rather than running beside it until they touch the same row.
+   */
+  readonly singleWriter: boolean;
+  /**
+   * Whether the idempotent insert says that it wrote its row only by its insert id (MySQL's
+   * ON DUPLICATE KEY UPDATE counts a row left alone as found): a port reports `insertId`.
+   */
+  readonly insertIdReportsWrite: boolean;
+  /**
+   * Whether the database is a file the dispatcher opens a connection of its own to (SQLite,
+   * whose ORMs share one connection): a port reports `databaseFile`.
+   */
+  readonly file: boolean;
   /** The DDL of its tables (schema steps, migrations, `outbox schema migrate`). */
   readonly schema: OutboxSchemaSql;
   /** Bootstrap checks beyond the column probe every database gets; throws to refuse to start. */

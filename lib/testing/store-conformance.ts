@@ -2,6 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { createOutboxStore } from '../store/create-outbox-store';
 import {
   createOutboxTable,
+  outboxDatabase,
   outboxDialectOf,
   outboxTableDropDdl,
   tableNamesFor,
@@ -942,7 +943,7 @@ const CASES: readonly {
       // SQLite has one writer at a time (a port over one connection cannot even begin the
       // second transaction): there the second follows the first, as SQLite would order them.
       const shared = message(null, { messageId: randomUUID() });
-      const overlap = !fixture.sql.databaseType.includes('sqlite');
+      const overlap = !outboxDatabase(fixture.sql.databaseType).singleWriter;
       let release: () => void = () => undefined;
       const held = new Promise<void>((resolve) => (release = resolve));
       const first = fixture.inTransaction(async (tx) => {

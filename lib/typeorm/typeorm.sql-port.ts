@@ -19,6 +19,7 @@ import type { BetterSqlite3Database } from '../drivers/better-sqlite3/better-sql
 import { betterSqlite3SqlRunner } from '../drivers/better-sqlite3/better-sqlite3.sql-port';
 import { OutboxTransactionRequiredError } from '../errors/outbox-transaction-required.error';
 import { OutboxMessages } from '../outbox.messages';
+import type { OutboxDriverType } from '../store/outbox-databases';
 
 // TypeORM as the SQL port. Every statement goes through a QueryRunner with TypeORM's structured
 // result: `DataSource.query` answers an UPDATE … RETURNING as [rows, count] on PostgreSQL and a
@@ -26,21 +27,80 @@ import { OutboxMessages } from '../outbox.messages';
 
 /** The statements of the caller's transaction (an EntityManager's active QueryRunner). */
 export function typeormSqlRunner(runner: QueryRunner): SqlRunner {
-  const type = runner.connection.options.type;
-  const prepared =
-    type === 'postgres'
-      ? preparedQuery
-      : type === 'mysql' || type === 'mariadb'
-        ? executedQuery
-        : undefined;
-  if (type === 'better-sqlite3')
-    return { query: (sql, params) => sqliteQuery(runner, sql, params) };
-  return {
+  return typeormDriverOf(runner.connection.options.type).runner(runner);
+}
+
+/** A statement sent to a runner's connection prepared under `name`. */
+type PreparedQuery = <R>(
+  runner: QueryRunner,
+  name: string,
+  sql: string,
+  params: readonly unknown[] | undefined,
+) => Promise<SqlResult<R>>;
+
+/** What the port does on one TypeORM driver. */
+interface TypeormDriver {
+  /** The statements of the caller's transaction. */
+  runner(runner: QueryRunner): SqlRunner;
+  /** SQLite: a database file, and transactions serializable whatever is asked. */
+  readonly sqlite: boolean;
+  /** The members of the port the driver has beyond statements and transactions. */
+  extras(
+    dataSource: DataSource,
+  ): Pick<SqlPort, 'session' | 'listen' | 'transactionOpening' | 'transactionStatement'>;
+}
+
+/** TypeORM's query, or the driver's prepared statement where the store names one. */
+function queryRunner(prepared: PreparedQuery | undefined): TypeormDriver['runner'] {
+  return (runner) => ({
     query: (sql, params, options) =>
       prepared !== undefined && options?.prepare !== undefined && !runner.isReleased
         ? prepared(runner, options.prepare, sql, params)
         : structuredQuery(runner, sql, params),
-  };
+  });
+}
+
+const MYSQL_DRIVER: TypeormDriver = {
+  runner: queryRunner(executedQuery),
+  sqlite: false,
+  extras: (dataSource) => ({ session: () => typeormSession(dataSource) }),
+};
+
+const SQLITE = { sqlite: true, extras: () => ({}) } as const;
+
+/** The TypeORM drivers the outbox supports (`OUTBOX_DATABASES`), each as the port runs it. */
+const TYPEORM_DRIVERS: Readonly<Record<OutboxDriverType, TypeormDriver>> = {
+  postgres: {
+    runner: queryRunner(preparedQuery),
+    sqlite: false,
+    extras: (dataSource) => ({
+      session: () => typeormSession(dataSource),
+      listen: (...args) => postgresListen(dataSource, ...args),
+      transactionOpening: (opening, work) => postgresTransaction(dataSource, opening, work),
+      transactionStatement: (opening, statement, onSent) =>
+        postgresStatementTransaction(dataSource, opening, statement, onSent),
+    }),
+  },
+  mysql: MYSQL_DRIVER,
+  mariadb: MYSQL_DRIVER,
+  sqlite: { ...SQLITE, runner: queryRunner(undefined) },
+  'better-sqlite3': {
+    ...SQLITE,
+    runner: (runner) => ({ query: (sql, params) => sqliteQuery(runner, sql, params) }),
+  },
+};
+
+/** A driver the outbox does not support: the bootstrap refuses it by name. */
+const OTHER_DRIVER: TypeormDriver = {
+  runner: queryRunner(undefined),
+  sqlite: false,
+  extras: () => ({}),
+};
+
+function typeormDriverOf(type: string): TypeormDriver {
+  return Object.prototype.hasOwnProperty.call(TYPEORM_DRIVERS, type)
+    ? TYPEORM_DRIVERS[type as OutboxDriverType]
+    : OTHER_DRIVER;
 }
 
 /**
@@ -180,7 +240,8 @@ function queryFailed(sql: string, values: unknown[], cause: Error): Error {
 export function typeormSqlPort(dataSource: DataSource): SqlPort {
   const type = dataSource.options.type;
   const file = (dataSource.options as { database?: unknown }).database;
-  const sqlite = type === 'sqlite' || type === 'better-sqlite3';
+  const driver = typeormDriverOf(type);
+  const { sqlite } = driver;
   return {
     databaseType: type,
     get isConnected() {
@@ -212,17 +273,7 @@ export function typeormSqlPort(dataSource: DataSource): SqlPort {
         await runner.release();
       }
     },
-    ...(type === 'postgres' || type === 'mysql' || type === 'mariadb'
-      ? { session: () => typeormSession(dataSource) }
-      : {}),
-    ...(type === 'postgres'
-      ? {
-          listen: (...args) => postgresListen(dataSource, ...args),
-          transactionOpening: (opening, work) => postgresTransaction(dataSource, opening, work),
-          transactionStatement: (opening, statement, onSent) =>
-            postgresStatementTransaction(dataSource, opening, statement, onSent),
-        }
-      : {}),
+    ...driver.extras(dataSource),
   } satisfies SqlPort;
 }
 

@@ -27,12 +27,12 @@ import {
   mysqlLogTailingDdl,
   mysqlLogTailingDrop,
   mysqlReadLogPosition,
-} from '../../lib/store/mysql/mysql.log-tailing-sql';
+} from '../../lib/log-tailing/mysql/mysql-log-tailing.sql';
 import {
   compareBinlogPositions,
   parseBinlogPosition,
   retainedBinlogBytes,
-} from '../../lib/store/mysql/mysql.binlog-position';
+} from '../../lib/log-tailing/mysql/mysql-binlog-position';
 import { serverConnection, uniqueTable } from '../support/databases';
 import { describeWithPackages } from '../support/services';
 import { TcpProxy } from '../support/tcp-proxy';

@@ -8,7 +8,7 @@ import {
   type LogTailingOptions,
 } from 'nestjs-outbox/log-tailing';
 import { OutboxMetrics } from 'nestjs-outbox/prometheus';
-import { mysqlLogLockName } from '../../lib/store/mysql/mysql.log-tailing-sql';
+import { mysqlLogLockName } from '../../lib/log-tailing/mysql/mysql-log-tailing.sql';
 import { CapturingLogger } from '../support/capturing-logger';
 import { DispatcherChild } from '../support/children/spawn-dispatcher';
 import { TcpConsumer } from '../support/children/tcp-consumer';

@@ -6,7 +6,7 @@ import {
   formatBinlogPosition,
   parseBinlogPosition,
   retainedBinlogBytes,
-} from '../../lib/store/mysql/mysql.binlog-position';
+} from '../../lib/log-tailing/mysql/mysql-binlog-position';
 import { BinlogTransactions } from '../../lib/log-tailing/mysql/mysql-binlog-transactions';
 import {
   mysqlBinlogProblems,
@@ -16,7 +16,7 @@ import {
   mysqlLogLockName,
   mysqlLogTailingDdl,
   mysqlLogTailingDrop,
-} from '../../lib/store/mysql/mysql.log-tailing-sql';
+} from '../../lib/log-tailing/mysql/mysql-log-tailing.sql';
 
 describe('binlog positions', () => {
   it('round-trips and orders by file sequence, then offset', () => {

@@ -13,11 +13,15 @@ import {
   type KyselySqlPortOptions,
 } from './kysely.sql-port';
 
-const ADAPTER_NAMES: Readonly<Record<string, KyselyOutboxOptions['databaseType']>> = {
-  PostgresAdapter: 'postgres',
-  MysqlAdapter: 'mysql',
-  SqliteAdapter: 'sqlite',
-};
+/** Kysely's own adapters, and the database each speaks. */
+const ADAPTERS: readonly {
+  readonly adapter: abstract new (...args: never[]) => object;
+  readonly database: NonNullable<KyselyOutboxOptions['databaseType']>;
+}[] = [
+  { adapter: PostgresAdapter, database: 'postgres' },
+  { adapter: MysqlAdapter, database: 'mysql' },
+  { adapter: SqliteAdapter, database: 'sqlite' },
+];
 
 /** What Kysely answers from `getExecutor()`: the adapter of the instance's dialect. */
 interface KyselyQueryExecutor {
@@ -125,10 +129,10 @@ function portOptions(adapter: object, options: KyselyOutboxOptions): KyselySqlPo
 }
 
 function databaseOf(adapter: object): KyselyOutboxOptions['databaseType'] {
-  if (adapter instanceof PostgresAdapter) return 'postgres';
-  if (adapter instanceof MysqlAdapter) return 'mysql';
-  if (adapter instanceof SqliteAdapter) return 'sqlite';
   // An adapter of a second copy of Kysely (another version installed beside the app's) fails
   // instanceof; Kysely's own adapters still carry their class names.
-  return ADAPTER_NAMES[adapter.constructor.name];
+  return (
+    ADAPTERS.find((a) => adapter instanceof a.adapter) ??
+    ADAPTERS.find((a) => adapter.constructor.name === a.adapter.name)
+  )?.database;
 }

@@ -1,5 +1,6 @@
 import { CompiledQuery, type QueryResult } from 'kysely';
 import type { SqlPort, SqlResult, SqlRunner } from '../../store/ports/sql-port';
+import { outboxDatabase } from '../../store/schema/outbox-table-ddl';
 
 /**
  * What runs a compiled statement: a `Kysely` instance, a `Transaction` or a
@@ -38,12 +39,12 @@ export function kyselySqlRunner(trx: KyselyExecutor): SqlRunner {
  * the dispatcher polls (and wakes at local commits).
  */
 export function kyselySqlPort(db: KyselyDatabase, options: KyselySqlPortOptions): SqlPort {
-  const mysql = options.databaseType === 'mysql' || options.databaseType === 'mariadb';
+  const mysql = outboxDatabase(options.databaseType).insertIdReportsWrite;
   return {
     databaseType: options.databaseType,
     // Kysely's drivers connect on first use: usable from the start.
     isConnected: true,
-    ...(options.databaseType === 'sqlite' ? { databaseFile: options.databaseFile } : {}),
+    ...('databaseFile' in options ? { databaseFile: options.databaseFile } : {}),
     query: (sql, params) => run(db, sql, params, mysql),
     transaction: (work) =>
       db

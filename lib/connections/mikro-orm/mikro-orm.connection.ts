@@ -2,6 +2,7 @@ import { OutboxError } from '../../errors/outbox.error';
 import { OutboxTransactionRequiredError } from '../../errors/outbox-transaction-required.error';
 import { OutboxMessages } from '../../outbox.messages';
 import type { OutboxConnection } from '../../store/ports/outbox-connection';
+import { outboxDatabase } from '../../store/schema/outbox-table-ddl';
 import type { MikroOrmEntityManager, MikroOrmInstance } from './mikro-orm-client';
 import { mikroOrmSqlPort, mikroOrmSqlRunner, type MikroOrmDatabase } from './mikro-orm.sql-port';
 
@@ -22,7 +23,7 @@ export function mikroOrmOutbox<Em extends MikroOrmEntityManager>(
 ): OutboxConnection<Em> {
   const database = databaseOf(orm.em);
   const connection = orm.em.getConnection();
-  const file = database === 'sqlite' ? orm.config.get('dbName') : undefined;
+  const file = outboxDatabase(database).file ? orm.config.get('dbName') : undefined;
   return {
     sql: mikroOrmSqlPort(orm.em, database, typeof file === 'string' ? file : undefined),
     join(em) {
@@ -62,10 +63,8 @@ function required(handle: string): OutboxTransactionRequiredError {
 /** The database behind the ORM, from its platform's class (one per driver package). */
 function databaseOf(em: MikroOrmEntityManager): MikroOrmDatabase {
   const platform = em.getPlatform().constructor.name;
-  if (platform.startsWith('PostgreSql')) return 'postgres';
-  if (platform.startsWith('MySql') || platform.startsWith('MariaDb')) return 'mysql';
-  // @mikro-orm/better-sqlite, @mikro-orm/sqlite and @mikro-orm/libsql: one knex SQLite dialect.
-  if (/^(BetterSqlite|Sqlite|LibSql)Platform/.test(platform)) return 'sqlite';
+  const known = PLATFORMS.find(([name]) => name.test(platform));
+  if (known !== undefined) return known[1];
   throw new OutboxError(
     OutboxMessages.ormUnsupportedClient(
       `MikroORM's ${platform}`,
@@ -73,3 +72,11 @@ function databaseOf(em: MikroOrmEntityManager): MikroOrmDatabase {
     ),
   );
 }
+
+/** MikroORM's platform classes by name, and the database each runs on. */
+const PLATFORMS: readonly (readonly [RegExp, MikroOrmDatabase])[] = [
+  [/^PostgreSql/, 'postgres'],
+  [/^(MySql|MariaDb)/, 'mysql'],
+  // @mikro-orm/better-sqlite, @mikro-orm/sqlite and @mikro-orm/libsql: one knex SQLite dialect.
+  [/^(BetterSqlite|Sqlite|LibSql)Platform/, 'sqlite'],
+];

@@ -1,9 +1,10 @@
 import type { SqlPort, SqlResult, SqlRunner } from '../../store/ports/sql-port';
-import { placeholders } from '../../drivers/sql-placeholders';
+import { placeholders, type PlaceholderStyle } from '../../drivers/sql-placeholders';
+import { outboxDatabase, type OutboxDialect } from '../../store/schema/outbox-table-ddl';
 import type { MikroOrmEntityManager } from './mikro-orm-client';
 
 /** The databases of MikroORM's SQL drivers the outbox runs on. */
-export type MikroOrmDatabase = 'postgres' | 'mysql' | 'sqlite';
+export type MikroOrmDatabase = OutboxDialect;
 
 /**
  * The statements of a transaction MikroORM opened: `em.getConnection().execute(…)` with the
@@ -35,18 +36,19 @@ export function mikroOrmSqlPort(
   databaseFile?: string,
 ): SqlPort {
   const connection = em.getConnection();
+  const { file, serializableOnly } = outboxDatabase(database);
   return {
     databaseType: database,
     // MikroORM.init() connects; its pool opens connections as statements need them.
     isConnected: true,
-    ...(database === 'sqlite' ? { databaseFile: databaseFile ?? '' } : {}),
+    ...(file ? { databaseFile: databaseFile ?? '' } : {}),
     query: (sql, params) => run(em, undefined, database, sql, params),
     transaction: (work) =>
       connection.transactional(
         (trx) => work(mikroOrmSqlRunner(em, trx, database)),
         // MikroORM's IsolationLevel.READ_COMMITTED, by value: its enum is not imported here.
         // SQLite's transactions are serializable; knex warns at any other level asked for.
-        database === 'sqlite' ? {} : { isolationLevel: 'read committed' },
+        serializableOnly ? {} : { isolationLevel: 'read committed' },
       ),
   };
 }
@@ -58,15 +60,13 @@ async function run<R>(
   text: string,
   params: readonly unknown[] | undefined,
 ): Promise<SqlResult<R>> {
-  const [sql, values] =
-    database === 'postgres'
-      ? questionMarks(text, params ?? [])
-      : escapeLiterals(text, params ?? []);
+  const { placeholders: style, insertIdReportsWrite } = outboxDatabase(database);
+  const [sql, values] = IN_MIKRO_ORM_STYLE[style](text, params ?? []);
   const answer = await em.getConnection().execute(sql, values, 'run', ctx);
   if (Array.isArray(answer)) return { rows: answer as R[], affected: 0 };
   const result = answer as { affectedRows?: number; insertId?: unknown; rows?: unknown[] };
   const rows = (result.rows ?? []) as R[];
-  if (database === 'mysql') {
+  if (insertIdReportsWrite) {
     return { rows, affected: result.affectedRows ?? 0, insertId: Number(result.insertId ?? 0) };
   }
   // node-postgres counts the rows of a SELECT too, and MikroORM counts the rows a SQLite
@@ -99,7 +99,7 @@ function questionMarks(text: string, params: readonly unknown[]): [string, unkno
   return [sql + escapeQuestionMarks(text.slice(start)), values];
 }
 
-/** MySQL statements keep their `?` placeholders; only a `?` in a literal needs escaping. */
+/** MySQL and SQLite statements keep their `?` placeholders; only a `?` in a literal needs escaping. */
 function escapeLiterals(text: string, params: readonly unknown[]): [string, unknown[]] {
   let sql = '';
   let start = 0;
@@ -109,6 +109,11 @@ function escapeLiterals(text: string, params: readonly unknown[]): [string, unkn
   }
   return [sql + escapeQuestionMarks(text.slice(start)), [...params]];
 }
+
+/** A statement of the outbox, by how it marks its parameters, as MikroORM takes it. */
+const IN_MIKRO_ORM_STYLE: Readonly<
+  Record<PlaceholderStyle, (text: string, params: readonly unknown[]) => [string, unknown[]]>
+> = { numbered: questionMarks, question: escapeLiterals };
 
 const escapeQuestionMarks = (text: string): string => text.replace(/\?/g, '\\?');
 

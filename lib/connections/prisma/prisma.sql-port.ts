@@ -1,9 +1,10 @@
 import type { SqlPort, SqlResult, SqlRunner } from '../../store/ports/sql-port';
+import { outboxDatabase, type OutboxDialect } from '../../store/schema/outbox-table-ddl';
 import type { PrismaClientLike, PrismaRawClient } from './prisma-client';
 import { statementShape } from '../../drivers/statement-shape';
 
 /** The databases of Prisma's providers the outbox runs on. */
-export type PrismaDatabase = 'postgres' | 'mysql' | 'sqlite';
+export type PrismaDatabase = OutboxDialect;
 
 /**
  * How long the outbox's own transactions may take and wait for a connection. Prisma's default
@@ -38,19 +39,20 @@ export function prismaSqlPort(
   prisma: PrismaClientLike,
   database: PrismaDatabase = 'postgres',
 ): SqlPort {
+  const { serializableOnly, insertIdReportsWrite, file: onFile } = outboxDatabase(database);
   const transaction = <T>(work: (tx: SqlRunner) => Promise<T>): Promise<T> =>
     prisma.$transaction((tx) => work(prismaSqlRunner(tx, database)), {
       // Prisma refuses any level but SERIALIZABLE on SQLite, whose transactions are serializable.
-      ...(database === 'sqlite' ? {} : { isolationLevel: 'ReadCommitted' as const }),
+      ...(serializableOnly ? {} : { isolationLevel: 'ReadCommitted' as const }),
       ...OWN_TRANSACTION,
     });
-  if (database !== 'sqlite') {
+  if (!onFile) {
     return {
       databaseType: database,
       // Prisma connects on first use.
       isConnected: true,
       query: (sql, params) =>
-        database === 'mysql' && reportsInsertId(sql)
+        insertIdReportsWrite && reportsInsertId(sql)
           ? transaction((tx) => tx.query(sql, params))
           : run(prisma, database, sql, params),
       transaction,
@@ -70,7 +72,7 @@ export function prismaSqlPort(
       throw error;
     }));
   return {
-    databaseType: 'sqlite',
+    databaseType: database,
     isConnected: true,
     get databaseFile() {
       return file;
@@ -99,7 +101,8 @@ async function run<R>(
   const values = params ?? [];
   const shape = statementShape(sql);
   if (shape === 'count') {
-    if (database === 'mysql' && reportsInsertId(sql)) return insertWithId(client, sql, values);
+    if (outboxDatabase(database).insertIdReportsWrite && reportsInsertId(sql))
+      return insertWithId(client, sql, values);
     return { rows: [], affected: await client.$executeRawUnsafe(sql, ...values) };
   }
   const rows = await client.$queryRawUnsafe<R[]>(sql, ...values);

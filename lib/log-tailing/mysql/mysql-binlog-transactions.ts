@@ -1,6 +1,6 @@
 import type { LoggedBatch, LoggedInsert } from '../../store/ports/outbox-log-source.port';
 import type { BinlogClientEvent } from './mysql-binlog-client';
-import { formatBinlogPosition, type BinlogPosition } from '../../store/mysql/mysql.binlog-position';
+import { formatBinlogPosition, type BinlogPosition } from './mysql-binlog-position';
 import { OpenTransaction } from '../open-transaction';
 
 /** A committed transaction's inserts into the outbox table, and the position after it. */

@@ -22,7 +22,7 @@ import {
   retainedBinlogBytes,
   type BinaryLogFile,
   type BinlogPosition,
-} from '../../store/mysql/mysql.binlog-position';
+} from './mysql-binlog-position';
 import { BinlogTransactions } from './mysql-binlog-transactions';
 import { overflowWarning } from '../open-transaction';
 import { mysqlBinlogProblems } from './mysql-log-tailing.checks';
@@ -34,7 +34,7 @@ import {
   mysqlAdvanceLogPosition,
   mysqlInsertLogPosition,
   mysqlResetLogPosition,
-} from '../../store/mysql/mysql.log-tailing-sql';
+} from './mysql-log-tailing.sql';
 
 /** What the MySQL/MariaDB log source needs besides the module's context. */
 export interface MysqlLogSourceSettings {

@@ -16,7 +16,7 @@ import {
   POSTGRES_SLOT_STATUS,
   postgresLogNames,
   postgresLogTailingDdl,
-} from '../../store/postgres/postgres.log-tailing-sql';
+} from './postgres-log-tailing.sql';
 import { OpenTransaction, overflowWarning } from '../open-transaction';
 import { compareLsn, lsnBefore } from './lsn';
 import { PostgresLogTailingMessages as Messages } from './postgres-log-tailing.messages';

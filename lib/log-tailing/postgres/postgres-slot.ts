@@ -8,7 +8,7 @@ import {
   POSTGRES_DROP_LOST_SLOT,
   POSTGRES_SLOT_BLOCKERS,
   POSTGRES_SLOT_STATUS,
-} from '../../store/postgres/postgres.log-tailing-sql';
+} from './postgres-log-tailing.sql';
 import { PostgresLogTailingMessages } from './postgres-log-tailing.messages';
 
 /** SQLSTATE of a statement cancelled by `statement_timeout`. */

@@ -2,6 +2,11 @@ import { parseArgs } from 'node:util';
 import type { OutboxDeadLetterFilter } from '../../module/admin/outbox-admin.interfaces';
 import { suggestOption } from '../../internal/did-you-mean';
 import { MAX_TABLE_NAME_LENGTH } from '../../internal/sql-identifier';
+import {
+  DEBEZIUM_CONNECTORS,
+  isDebeziumConnector,
+  type DebeziumConnectorKind,
+} from '../../store/schema/debezium-connector-config';
 import { CliUsageError } from './cli-usage.error';
 
 export const USAGE = `Usage: outbox <command> [options]
@@ -230,7 +235,7 @@ export interface CliArgs {
 
 /** The options of `outbox cdc debezium`. */
 export interface CliCdcArgs {
-  readonly connector: 'postgres' | 'mysql' | 'mariadb' | undefined;
+  readonly connector: DebeziumConnectorKind | undefined;
   readonly name: string | undefined;
   readonly topicPrefix: string | undefined;
   readonly startWith: 'new' | 'undelivered';
@@ -254,13 +259,12 @@ function cdcArgs(values: {
   'server-id'?: string;
 }): CliCdcArgs {
   const connector = values.connector;
-  if (
-    connector !== undefined &&
-    connector !== 'postgres' &&
-    connector !== 'mysql' &&
-    connector !== 'mariadb'
-  ) {
-    throw new CliUsageError(`--connector must be postgres, mysql or mariadb.`);
+  if (connector !== undefined && !isDebeziumConnector(connector)) {
+    throw new CliUsageError(
+      `--connector must be ${Object.keys(DEBEZIUM_CONNECTORS)
+        .join(', ')
+        .replace(/, ([^,]*)$/, ' or $1')}.`,
+    );
   }
   const startWith = values['start-with'] ?? 'new';
   if (startWith !== 'new' && startWith !== 'undelivered') {

@@ -2,6 +2,7 @@ import { existsSync } from 'node:fs';
 import { OutboxError } from '../../errors/outbox.error';
 import { describeError } from '../../internal/describe-error';
 import type { SqlPort } from '../../store/ports/sql-port';
+import type { OutboxDialect } from '../../store/schema/outbox-table-ddl';
 import { betterSqlite3SqlPort } from '../../drivers/better-sqlite3/better-sqlite3.sql-port';
 import type { BetterSqlite3Database } from '../../drivers/better-sqlite3/better-sqlite3-client';
 import { mysql2SqlPort } from '../../drivers/mysql2/mysql2.sql-port';
@@ -42,38 +43,33 @@ type BetterSqlite3Constructor = new (
   options: { fileMustExist: boolean },
 ) => BetterSqlite3Database & { pragma(source: string): unknown; close(): unknown };
 
-/**
- * The driver each database is reached through: the package the app already has for its own
- * connection, whatever its ORM (TypeORM, Prisma, Drizzle, MikroORM and Kysely all sit on these).
- */
-const DRIVERS = {
-  postgres: { database: 'PostgreSQL', driver: 'node-postgres', npmPackage: 'pg', load: 'pg' },
-  mysql: {
-    database: 'MySQL or MariaDB',
-    driver: 'mysql2',
-    npmPackage: 'mysql2',
-    load: 'mysql2/promise',
-  },
-  sqlite: {
-    database: 'SQLite',
-    driver: 'better-sqlite3',
-    npmPackage: 'better-sqlite3',
-    load: 'better-sqlite3',
-  },
-} as const;
+/** DATABASE_URL's database of one dialect. */
+type CliDatabaseOf<D extends OutboxDialect> = Extract<CliDatabase, { readonly dialect: D }>;
 
 /**
- * Connects to the database DATABASE_URL names through its driver, loaded only now: `schema
- * print` needs none, and an app has only the driver of its own database. `createFile`: a SQLite
- * file that does not exist is made (for `schema migrate`) instead of refused.
+ * The driver a database is reached through: the package the app already has for its own
+ * connection, whatever its ORM (TypeORM, Prisma, Drizzle, MikroORM and Kysely all sit on these).
  */
-export async function openCliConnection(
-  db: CliDatabase,
-  createFile: boolean,
-): Promise<CliConnection> {
-  switch (db.dialect) {
-    case 'postgres': {
-      const { Pool } = exportsOf<PgModule>(await loadDriver(db.dialect), 'Pool');
+interface CliDriverPackage {
+  readonly database: string;
+  readonly driver: string;
+  readonly npmPackage: string;
+  /** The module `import()`ed, only when the command connects. */
+  readonly load: string;
+}
+
+interface CliDriver<D extends OutboxDialect> extends CliDriverPackage {
+  open(db: CliDatabaseOf<D>, createFile: boolean): Promise<CliConnection>;
+}
+
+const DRIVERS: { readonly [D in OutboxDialect]: CliDriver<D> } = {
+  postgres: {
+    database: 'PostgreSQL',
+    driver: 'node-postgres',
+    npmPackage: 'pg',
+    load: 'pg',
+    async open(db) {
+      const { Pool } = exportsOf<PgModule>(await loadDriver(this), 'Pool');
       const pool = new Pool({
         connectionString: db.url,
         connectionTimeoutMillis: CONNECT_TIMEOUT_MS,
@@ -84,21 +80,33 @@ export async function openCliConnection(
       // with a stack; the next statement fails on its own, with the one-line report.
       pool.on('error', () => undefined);
       return probed({ sql: pgSqlPort(pool), close: () => pool.end() }, 'the postgres database');
-    }
-    case 'mysql': {
-      const { createPool } = exportsOf<Mysql2Module>(await loadDriver(db.dialect), 'createPool');
+    },
+  },
+  mysql: {
+    database: 'MySQL or MariaDB',
+    driver: 'mysql2',
+    npmPackage: 'mysql2',
+    load: 'mysql2/promise',
+    async open(db) {
+      const { createPool } = exportsOf<Mysql2Module>(await loadDriver(this), 'createPool');
       const pool = createPool({
         ...db.server,
         connectTimeout: CONNECT_TIMEOUT_MS,
         connectionLimit: POOL_SIZE,
       });
       return probed({ sql: mysql2SqlPort(pool), close: () => pool.end() }, 'the mysql database');
-    }
-    case 'sqlite': {
+    },
+  },
+  sqlite: {
+    database: 'SQLite',
+    driver: 'better-sqlite3',
+    npmPackage: 'better-sqlite3',
+    load: 'better-sqlite3',
+    async open(db, createFile) {
       if (!createFile && !existsSync(db.file)) {
         throw new OutboxError(CliMessages.sqliteFileMissing(db.file));
       }
-      const Database = sqliteConstructor(await loadDriver(db.dialect));
+      const Database = sqliteConstructor(await loadDriver(this));
       const sqlite = openSqlite(Database, db.file, createFile);
       return {
         sql: betterSqlite3SqlPort(sqlite),
@@ -107,8 +115,19 @@ export async function openCliConnection(
           return Promise.resolve();
         },
       };
-    }
-  }
+    },
+  },
+};
+
+/**
+ * Connects to the database DATABASE_URL names through its driver, loaded only now: `schema
+ * print` needs none, and an app has only the driver of its own database. `createFile`: a SQLite
+ * file that does not exist is made (for `schema migrate`) instead of refused.
+ */
+export function openCliConnection(db: CliDatabase, createFile: boolean): Promise<CliConnection> {
+  // Each entry takes its own dialect's database, which TypeScript cannot pair with `db` here.
+  const driver = DRIVERS[db.dialect] as CliDriver<CliDatabase['dialect']>;
+  return driver.open(db, createFile);
 }
 
 function openSqlite(
@@ -144,8 +163,7 @@ async function probed(connection: CliConnection, where: string): Promise<CliConn
   return connection;
 }
 
-async function loadDriver(dialect: CliDatabase['dialect']): Promise<unknown> {
-  const driver = DRIVERS[dialect];
+async function loadDriver(driver: CliDriverPackage): Promise<unknown> {
   try {
     return (await import(driver.load)) as unknown;
   } catch (error) {

@@ -70,9 +70,45 @@ export function databaseFromUrl(url: string | undefined): CliDatabase {
       `DATABASE_URL has the unsupported scheme "${scheme ?? ''}:". Expected ${SCHEMES}.`,
     );
   }
-  if (dialect === 'sqlite') {
-    // sqlite:file.db, sqlite:///absolute/file.db, sqlite://file.db, file:… alike, or a plain
-    // path. A `file:` URL may carry Prisma's options (?connection_limit=1): not part of the path.
+  return FROM_URL[dialect](url, scheme);
+}
+
+/** How DATABASE_URL names a database of each dialect. `scheme`: null for a bare file path. */
+const FROM_URL: {
+  readonly [D in OutboxDialect]: (
+    url: string,
+    scheme: string | null,
+  ) => Extract<CliDatabase, { readonly dialect: D }>;
+} = {
+  // node-postgres reads the URL itself (sslmode, host=/socket/dir, options …).
+  postgres: (url) => {
+    parseServerUrl(url);
+    return { dialect: 'postgres', file: null, url };
+  },
+  mysql: (url) => {
+    const parsed = parseServerUrl(url);
+    if (parsed.hostname === '') throw new CliUsageError('DATABASE_URL names no host.');
+    const database = decodeUrlPart(parsed.pathname.replace(/^\//, ''), 'database name');
+    if (database === '') {
+      throw new CliUsageError(
+        'DATABASE_URL names no database: add it as the path, e.g. mysql://user@host:3306/app.',
+      );
+    }
+    return {
+      dialect: 'mysql',
+      file: null,
+      server: {
+        host: parsed.hostname,
+        port: parsed.port === '' ? 3306 : Number(parsed.port),
+        user: decodeUrlPart(parsed.username, 'user name'),
+        password: decodeUrlPart(parsed.password, 'password'),
+        database,
+      },
+    };
+  },
+  // sqlite:file.db, sqlite:///absolute/file.db, sqlite://file.db, file:… alike, or a plain
+  // path. A `file:` URL may carry Prisma's options (?connection_limit=1): not part of the path.
+  sqlite: (url, scheme) => {
     const rest = scheme === null ? url : url.slice(scheme.length + 1).replace(/^\/\//, '');
     const path = scheme === 'file' ? rest.replace(/\?.*$/, '') : rest;
     if (path === '' || path === ':memory:') {
@@ -80,29 +116,6 @@ export function databaseFromUrl(url: string | undefined): CliDatabase {
         'DATABASE_URL names no SQLite file (an in-memory database has no outbox to manage).',
       );
     }
-    return { dialect, file: path };
-  }
-  const parsed = parseServerUrl(url);
-  if (parsed.hostname === '' && dialect === 'mysql') {
-    throw new CliUsageError('DATABASE_URL names no host.');
-  }
-  // node-postgres reads the URL itself (sslmode, host=/socket/dir, options …).
-  if (dialect === 'postgres') return { dialect, file: null, url };
-  const database = decodeUrlPart(parsed.pathname.replace(/^\//, ''), 'database name');
-  if (database === '') {
-    throw new CliUsageError(
-      'DATABASE_URL names no database: add it as the path, e.g. mysql://user@host:3306/app.',
-    );
-  }
-  return {
-    dialect,
-    file: null,
-    server: {
-      host: parsed.hostname,
-      port: parsed.port === '' ? 3306 : Number(parsed.port),
-      user: decodeUrlPart(parsed.username, 'user name'),
-      password: decodeUrlPart(parsed.password, 'password'),
-      database,
-    },
-  };
-}
+    return { dialect: 'sqlite', file: path };
+  },
+};

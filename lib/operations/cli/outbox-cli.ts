@@ -24,7 +24,10 @@ import { outboxSchemaStatus } from '../../store/schema/schema-status';
 import { OUTBOX_SCHEMA_STEPS } from '../../store/schema/schema-steps';
 import { migrateOutboxToBinaryIds } from '../../store/schema/binary-message-ids';
 import { OutboxMessages } from '../../outbox.messages';
-import { debeziumConnectorConfig } from '../../store/schema/debezium-connector-config';
+import {
+  DEBEZIUM_CONNECTORS,
+  debeziumConnectorConfig,
+} from '../../store/schema/debezium-connector-config';
 import { describeBinary, hexPreview } from '../../module/admin/binary-preview';
 import { describeLayout } from '../../store/ports/outbox-partitions.port';
 import { parseCliArgs, USAGE, type CliArgs } from './cli-args';
@@ -246,8 +249,8 @@ function cdcDebezium(args: CliArgs, url: string | undefined): CliResult {
   } catch {
     throw new CliUsageError('DATABASE_URL is not a URL (postgres://user@host:5432/db, mysql://…).');
   }
-  const postgres = connector === 'postgres';
-  if (!postgres && args.cdc.bootstrapServers === undefined) {
+  const kind = DEBEZIUM_CONNECTORS[connector];
+  if (kind.schemaHistory && args.cdc.bootstrapServers === undefined) {
     throw new CliUsageError(CliMessages.cdcNeedsBootstrapServers(connector));
   }
   const dbname = decodeUrlPart(parsed.pathname.replace(/^\//, ''), 'database name');
@@ -255,19 +258,19 @@ function cdcDebezium(args: CliArgs, url: string | undefined): CliResult {
     throw new CliUsageError('DATABASE_URL must name the host and the database.');
   }
   // The MySQL connector's table list names the database; PostgreSQL's takes any name.
-  if (!postgres && !SAFE_IDENTIFIER.test(dbname)) {
+  if (!kind.schemas && !SAFE_IDENTIFIER.test(dbname)) {
     throw new CliUsageError(CliMessages.cdcDatabaseName(dbname, connector));
   }
   const definition = debeziumConnectorConfig({
     connector,
     database: {
       hostname: parsed.hostname,
-      port: parsed.port === '' ? (postgres ? 5432 : 3306) : Number(parsed.port),
-      user: decodeUrlPart(parsed.username, 'user name') || (postgres ? 'postgres' : 'root'),
+      port: parsed.port === '' ? kind.defaultPort : Number(parsed.port),
+      user: decodeUrlPart(parsed.username, 'user name') || kind.defaultUser,
       dbname,
     },
     tableName: args.table,
-    schema: postgres ? (args.schema ?? undefined) : undefined,
+    schema: kind.schemas ? (args.schema ?? undefined) : undefined,
     name: args.cdc.name,
     topicPrefix: args.cdc.topicPrefix,
     startWith: args.cdc.startWith,

@@ -43,6 +43,11 @@ export const mysqlDatabase: OutboxDatabase<'mysql'> = {
   quoting: 'backtick',
   schemas: true,
   keyLockTable: true,
+  placeholders: 'question',
+  serializableOnly: false,
+  singleWriter: false,
+  insertIdReportsWrite: true,
+  file: false,
   schema: {
     createTable: mysqlCreateTable,
     finishTableDdl: mysqlNoPadDdl,

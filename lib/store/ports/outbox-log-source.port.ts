@@ -1,6 +1,9 @@
 import type { OutboxTableNames } from '../../internal/sql-identifier';
 import type { SqlPort } from './sql-port';
 
+/** How often a dispatcher that tails the log still sweeps the table, unless told otherwise. */
+export const DEFAULT_LOG_SWEEP_INTERVAL_MS = 5_000;
+
 /**
  * One committed insert into the outbox table, as the database's log carried it: enough to find
  * the row in the table and to keep a key's order, never the message itself (the table is the
@@ -90,6 +93,7 @@ export interface OutboxLogConnectionSettings {
 
 /** What a log source is built from, given by the module at bootstrap. */
 export interface OutboxLogSourceContext {
+  /** The dialect (`OutboxDialect`, written out: the options, below the store, use this port). */
   readonly database: 'postgres' | 'mysql' | 'sqlite';
   readonly names: OutboxTableNames;
   /** The instance's SQL port (for checks, the position table, the lock). */
@@ -102,15 +106,16 @@ export interface OutboxLogSourceContext {
   readonly log?: (level: 'log' | 'warn', message: string) => void;
 }
 
-/** What `dispatcher.observe` takes besides `'poll'`: builds the source for the instance's database. */
 /** The wait for a fuller batch of an observer that does not say (`OutboxLogObserver.lingerMs`). */
 export const DEFAULT_LOG_LINGER_MS = 1;
 
+/** What `dispatcher.observe` takes besides `'poll'`: builds the source for the instance's database. */
 export interface OutboxLogObserver {
   readonly kind: 'log';
   /**
    * How often the dispatcher still polls the table while it observes the log: the path of
-   * retries, promotions and rows the log's reader left to the table. @default 5000
+   * retries, promotions and rows the log's reader left to the table.
+   * @default 5000 (`DEFAULT_LOG_SWEEP_INTERVAL_MS`)
    */
   readonly sweepIntervalMs?: number;
   /**

@@ -15,6 +15,7 @@ import {
   postgresDropPayloadColumns,
   postgresCreateHistoryTable,
   postgresCreateTable,
+  postgresIndexCatalog,
   postgresDropHistoryTable,
   postgresCreateArchiveTable,
   postgresDropTable,
@@ -37,13 +38,18 @@ export const postgresDatabase: OutboxDatabase<'postgres'> = {
   quoting: 'double',
   schemas: true,
   keyLockTable: false,
+  placeholders: 'numbered',
+  serializableOnly: false,
+  singleWriter: false,
+  insertIdReportsWrite: false,
+  file: false,
   schema: {
     createTable: postgresCreateTable,
     dropTable: postgresDropTable,
     createHistoryTable: postgresCreateHistoryTable,
     dropHistoryTable: postgresDropHistoryTable,
     createArchiveTable: postgresCreateArchiveTable,
-    cleanerIndexes: partialCleanerIndexes('postgres'),
+    cleanerIndexes: partialCleanerIndexes(postgresIndexCatalog),
     // ADD COLUMN IF NOT EXISTS: columns only, no table rewrite.
     payloadColumns: {
       async ensure(run, n) {

@@ -2,7 +2,11 @@ import { OWNER_TOKEN_VERSION } from '../shared-sql/owner-leases';
 import { ATTEMPT_COLUMNS, ATTEMPT_HISTORY_LIMIT } from '../shared-sql/attempt-history';
 import { ARCHIVE_INSERT_COLUMNS, archivedValues } from '../shared-sql/outbox-archive';
 import { IN_FLIGHT_GRACE_MS } from '../shared-sql/claim-window';
-import { dropTableDdl, partialIndexesDdl } from '../schema/partial-indexes.sql';
+import {
+  dropTableDdl,
+  partialIndexesDdl,
+  type IndexCatalogQuery,
+} from '../schema/partial-indexes.sql';
 import type { OutboxQueuePolicy } from '../ports/outbox-store.port';
 import type { OutboxTableNames } from '../../internal/sql-identifier';
 import { payloadColumnDefinitions, type PayloadColumnTypes } from '../schema/payload-columns';
@@ -1157,3 +1161,9 @@ export function postgresShortenOwnerLeases(n: OutboxTableNames): string {
 WHERE status = 'pending' AND locked_until > ${end}
   AND substr(lock_token::text, 15, 1) = '${OWNER_TOKEN_VERSION}' AND left(lock_token::text, 8) = ANY($2::text[])`;
 }
+
+/** The table's indexes of these names, in its schema (the search path's when unqualified). */
+export const postgresIndexCatalog: IndexCatalogQuery = (n, [a, b]) => ({
+  text: `SELECT indexname AS name FROM pg_indexes WHERE schemaname = coalesce($1, current_schema()) AND tablename = $2 AND indexname IN ($3, $4)`,
+  params: [n.schema, n.tableName, a, b],
+});

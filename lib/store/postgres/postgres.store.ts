@@ -47,7 +47,7 @@ import {
 } from './postgres.sql';
 import { windowOf } from '../shared-sql/claim-window';
 import { ownerHex, ownerKeyOf, POSTGRES_OWNER_LOCK_CLASS } from '../shared-sql/owner-leases';
-import { postgresClaimIds } from './postgres.log-tailing-sql';
+import { postgresClaimIds } from './postgres.claim-ids-sql';
 import { postgresLiterals } from './postgres-literal';
 import { promotionRun } from '../../options/queue-policy';
 import { preparedFailure, statementName } from '../shared-sql/prepared-statements';

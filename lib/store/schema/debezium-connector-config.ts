@@ -112,7 +112,7 @@ export function debeziumConnectorConfig(
   options: DebeziumConnectorOptions,
 ): DebeziumConnectorDefinition {
   const { connector, database } = options;
-  if (connector !== 'postgres' && connector !== 'mysql' && connector !== 'mariadb') {
+  if (!isDebeziumConnector(connector)) {
     fail(
       'connector',
       `${JSON.stringify(connector)} is not a Debezium connector the outbox supports`,
@@ -189,7 +189,48 @@ export function debeziumConnectorConfig(
     'topic.prefix': topicPrefix,
   };
 
-  if (connector === 'postgres') {
+  return DEBEZIUM_CONNECTORS[connector].definition(options, {
+    name,
+    tableName,
+    topicPrefix,
+    startWith,
+    common,
+    router,
+  });
+}
+
+/** What every connector's configuration shares, checked. */
+interface SharedConfig {
+  readonly name: string;
+  readonly tableName: string;
+  readonly topicPrefix: string;
+  readonly startWith: 'new' | 'undelivered';
+  readonly common: Readonly<Record<string, string>>;
+  readonly router: Readonly<Record<string, string>>;
+}
+
+/** What differs between the Debezium connectors (the CLI reads it too). */
+export interface DebeziumConnector {
+  /** Where DATABASE_URL leaves them out. */
+  readonly defaultPort: number;
+  readonly defaultUser: string;
+  /**
+   * Whether the table sits in a schema of its own (PostgreSQL); otherwise the connector's table
+   * list names the database, which must then be an identifier.
+   */
+  readonly schemas: boolean;
+  /** Whether the connector keeps the table's schema history in a Kafka topic (its brokers needed). */
+  readonly schemaHistory: boolean;
+  definition(options: DebeziumConnectorOptions, shared: SharedConfig): DebeziumConnectorDefinition;
+}
+
+const POSTGRES_CONNECTOR: DebeziumConnector = {
+  defaultPort: 5432,
+  defaultUser: 'postgres',
+  schemas: true,
+  schemaHistory: false,
+  definition(options, { name, tableName, startWith, common, router }) {
+    const { database } = options;
     const schema = options.schema ?? 'public';
     assertIdentifier(schema, 'schema');
     const table = `${schema}.${tableName}`;
@@ -214,35 +255,58 @@ export function debeziumConnectorConfig(
         ...router,
       },
     };
-  }
-  assertIdentifier(database.dbname, 'database.dbname');
-  const bootstrap = options.schemaHistoryBootstrapServers;
-  if (bootstrap === undefined || bootstrap.trim() === '') {
-    fail(
-      'schemaHistoryBootstrapServers',
-      `the ${connector} connector keeps the table's schema history in a Kafka topic and needs its brokers`,
-      'Pass the Kafka bootstrap servers, e.g. "kafka:9092".',
-    );
-  }
-  const table = `${database.dbname}.${tableName}`;
-  return {
-    name,
-    config: {
-      'connector.class': 'io.debezium.connector.mysql.MySqlConnector',
-      ...common,
-      'database.server.id': String(positiveInteger(options.serverId, 184_054, 'serverId')),
-      'database.include.list': database.dbname,
-      'table.include.list': table,
-      'include.schema.changes': 'false',
-      'schema.history.internal.kafka.bootstrap.servers': bootstrap,
-      'schema.history.internal.kafka.topic': `${topicPrefix}.schema-history`,
-      'schema.history.internal.store.only.captured.tables.ddl': 'true',
-      // BINARY(16) message ids as text (32 hex digits), so the id header is readable text.
-      'binary.handling.mode': 'hex',
-      ...snapshot(startWith, table, `\`${database.dbname}\`.\`${tableName}\``),
-      ...router,
-    },
-  };
+  },
+};
+
+const MYSQL_CONNECTOR: DebeziumConnector = {
+  defaultPort: 3306,
+  defaultUser: 'root',
+  schemas: false,
+  schemaHistory: true,
+  definition(options, { name, tableName, topicPrefix, startWith, common, router }) {
+    const { connector, database } = options;
+    assertIdentifier(database.dbname, 'database.dbname');
+    const bootstrap = options.schemaHistoryBootstrapServers;
+    if (bootstrap === undefined || bootstrap.trim() === '') {
+      fail(
+        'schemaHistoryBootstrapServers',
+        `the ${connector} connector keeps the table's schema history in a Kafka topic and needs its brokers`,
+        'Pass the Kafka bootstrap servers, e.g. "kafka:9092".',
+      );
+    }
+    const table = `${database.dbname}.${tableName}`;
+    return {
+      name,
+      config: {
+        'connector.class': 'io.debezium.connector.mysql.MySqlConnector',
+        ...common,
+        'database.server.id': String(positiveInteger(options.serverId, 184_054, 'serverId')),
+        'database.include.list': database.dbname,
+        'table.include.list': table,
+        'include.schema.changes': 'false',
+        'schema.history.internal.kafka.bootstrap.servers': bootstrap,
+        'schema.history.internal.kafka.topic': `${topicPrefix}.schema-history`,
+        'schema.history.internal.store.only.captured.tables.ddl': 'true',
+        // BINARY(16) message ids as text (32 hex digits), so the id header is readable text.
+        'binary.handling.mode': 'hex',
+        ...snapshot(startWith, table, `\`${database.dbname}\`.\`${tableName}\``),
+        ...router,
+      },
+    };
+  },
+};
+
+/** The connectors by kind: MariaDB's is MySQL's. */
+export const DEBEZIUM_CONNECTORS: Readonly<Record<DebeziumConnectorKind, DebeziumConnector>> = {
+  postgres: POSTGRES_CONNECTOR,
+  mysql: MYSQL_CONNECTOR,
+  mariadb: MYSQL_CONNECTOR,
+};
+
+export function isDebeziumConnector(kind: unknown): kind is DebeziumConnectorKind {
+  return (
+    typeof kind === 'string' && Object.prototype.hasOwnProperty.call(DEBEZIUM_CONNECTORS, kind)
+  );
 }
 
 function snapshot(

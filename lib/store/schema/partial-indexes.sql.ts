@@ -30,23 +30,26 @@ export function cleanerIndexesDdl(n: OutboxTableNames): string[] {
   ];
 }
 
+/**
+ * A query of the database's catalog for the table's indexes of two names: one row per index
+ * found. Each database's own (`lib/store/<database>/`).
+ */
+export type IndexCatalogQuery = (
+  n: OutboxTableNames,
+  indexes: readonly [string, string],
+) => { readonly text: string; readonly params: unknown[] };
+
 /** The cleaner's indexes as schema step 3, on a database with partial indexes. */
-export function partialCleanerIndexes(catalog: 'postgres' | 'sqlite'): SchemaPartSql {
-  const wanted = (n: OutboxTableNames): string[] => [
+export function partialCleanerIndexes(catalog: IndexCatalogQuery): SchemaPartSql {
+  const wanted = (n: OutboxTableNames): [string, string] => [
     `${n.tableName}_delivered_idx`,
     `${n.tableName}_dead_idx`,
   ];
   return {
     ensure: (run, n) => runAll(run, cleanerIndexesDdl(n)),
     async has(run, n) {
-      const rows = (await run(
-        catalog === 'postgres'
-          ? `SELECT indexname AS name FROM pg_indexes WHERE schemaname = coalesce($1, current_schema()) AND tablename = $2 AND indexname IN ($3, $4)`
-          : `SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ? AND name IN (?, ?)`,
-        catalog === 'postgres'
-          ? [n.schema, n.tableName, ...wanted(n)]
-          : [n.tableName, ...wanted(n)],
-      )) as unknown[];
+      const { text, params } = catalog(n, wanted(n));
+      const rows = (await run(text, params)) as unknown[];
       return rows.length === wanted(n).length;
     },
     // PostgreSQL indexes live in their table's schema: qualify them as the table is.

@@ -12,6 +12,7 @@ import {
   sqliteCreateHistoryTable,
   SQLITE_PAYLOAD_TYPES,
   sqliteCreateTable,
+  sqliteIndexCatalog,
   sqliteDropHistoryTable,
   sqliteCreateArchiveTable,
   sqliteDropTable,
@@ -30,13 +31,18 @@ export const sqliteDatabase: OutboxDatabase<'sqlite'> = {
   quoting: 'double',
   schemas: false,
   keyLockTable: false,
+  placeholders: 'question',
+  serializableOnly: true,
+  singleWriter: true,
+  insertIdReportsWrite: false,
+  file: true,
   schema: {
     createTable: sqliteCreateTable,
     dropTable: sqliteDropTable,
     createHistoryTable: sqliteCreateHistoryTable,
     dropHistoryTable: sqliteDropHistoryTable,
     createArchiveTable: sqliteCreateArchiveTable,
-    cleanerIndexes: partialCleanerIndexes('sqlite'),
+    cleanerIndexes: partialCleanerIndexes(sqliteIndexCatalog),
     // SQLite adds one column per ALTER, without rewriting the table.
     payloadColumns: {
       async ensure(run, n) {

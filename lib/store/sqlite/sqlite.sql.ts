@@ -1,6 +1,10 @@
 import { ARCHIVE_INSERT_COLUMNS, archivedValues } from '../shared-sql/outbox-archive';
 import { ATTEMPT_COLUMNS, ATTEMPT_HISTORY_LIMIT } from '../shared-sql/attempt-history';
-import { dropTableDdl, partialIndexesDdl } from '../schema/partial-indexes.sql';
+import {
+  dropTableDdl,
+  partialIndexesDdl,
+  type IndexCatalogQuery,
+} from '../schema/partial-indexes.sql';
 import type { OutboxQueuePolicy } from '../ports/outbox-store.port';
 import type { OutboxTableNames } from '../../internal/sql-identifier';
 import { payloadColumnDefinitions, type PayloadColumnTypes } from '../schema/payload-columns';
@@ -397,3 +401,9 @@ FROM ${n.table}`;
 export function sqliteHasDue(n: OutboxTableNames): string {
   return `SELECT EXISTS (SELECT 1 FROM ${n.table} WHERE status = 'pending' AND available_at <= ${NOW}) AS due`;
 }
+
+/** The table's indexes of these names. */
+export const sqliteIndexCatalog: IndexCatalogQuery = (n, [a, b]) => ({
+  text: `SELECT name FROM sqlite_master WHERE type = 'index' AND tbl_name = ? AND name IN (?, ?)`,
+  params: [n.tableName, a, b],
+});

@@ -1,62 +1,8 @@
-import type { OutboxQueuePolicy } from '../ports/outbox-store.port';
 import { assertIdentifier, type OutboxTableNames } from '../../internal/sql-identifier';
-import { blockingStatuses, claimable, POSTGRES_CLAIMED_COLUMNS, unleased } from './postgres.sql';
 
-// The statements of log tailing on PostgreSQL (docs/log-tailing.md): the lease of rows the log
-// named, and the DDL of the publication. Apart from postgres.sql.ts, which the polling claim
-// owns, so that the two can change independently.
-
-/**
- * $1 owner, $2 token, $3 lease ms, $4 ids (bigint[]): leases the rows of `$4` a claim could
- * take (pending, due, unleased) and, under ordering, only those with no earlier blocking row
- * of their key outside the rows this statement locked: what it leases of a key is a prefix of
- * the key's queue, exactly what the polling claim could lease there. The same lease, token and
- * attempt as the claim, so settle, fencing and promotion apply unchanged.
- *
- * Each answer row is a leased row, or (id null) one row carrying `unseen`: the ids of `$4` the
- * statement's snapshot does not show at all. The log can hand over a commit a moment before a
- * new snapshot sees it (PITFALLS.md); the caller asks again for those, and never drops them.
- * It also carries `due_in_ms`: how long until the first row of `$4` that is pending, unleased
- * and not due yet (a delayed message, a retry backing off) becomes due, on the database clock.
- */
-export function postgresClaimIds(n: OutboxTableNames, policy: OutboxQueuePolicy): string {
-  const t = n.table;
-  // Locked in id order: a key's rows in its queue order, and two tailers (there is one per
-  // slot, but a takeover can overlap a stalled one) lock in the same order.
-  const locked = `c AS MATERIALIZED (
-  SELECT c.id, c.message_key FROM ${t} AS c
-  WHERE c.id = ANY($4::int8[]) AND ${claimable('c')}
-  ORDER BY c.id
-  FOR UPDATE OF c SKIP LOCKED)`;
-  const heads = policy.ordered
-    ? `g AS MATERIALIZED (
-  SELECT c.id FROM c
-  WHERE c.message_key IS NULL OR NOT EXISTS (
-    SELECT 1 FROM ${t} AS e
-    WHERE e.message_key = c.message_key AND e.id < c.id
-      AND e.status IN ${blockingStatuses(policy.deadBlocksKey)}
-      AND e.id NOT IN (SELECT l.id FROM c AS l)))`
-    : `g AS MATERIALIZED (SELECT c.id FROM c)`;
-  return `WITH ${locked},
-${heads},
-o AS (
-  UPDATE ${t} AS o
-  SET locked_by = $1, lock_token = $2::uuid, locked_until = now() + $3 * interval '1 millisecond',
-    attempts = o.attempts + 1, last_attempt_at = now()
-  FROM g WHERE o.id = g.id
-  RETURNING ${POSTGRES_CLAIMED_COLUMNS}),
--- The ids the lock did not take: only they can be unseen or not due yet (most leases take all).
-r AS MATERIALIZED (
-  SELECT x.id FROM unnest($4::int8[]) AS x(id) WHERE x.id NOT IN (SELECT c.id FROM c))
-SELECT o.*, b.unseen, d.due_in_ms FROM (
-  SELECT array_agg(r.id::text) AS unseen FROM r
-  WHERE NOT EXISTS (SELECT 1 FROM ${t} AS s WHERE s.id = r.id)) AS b
-CROSS JOIN (
-  SELECT ceil(extract(epoch FROM min(s.available_at) - now()) * 1000)::float8 AS due_in_ms
-  FROM ${t} AS s WHERE s.id IN (SELECT r.id FROM r) AND s.status = 'pending'
-    AND s.available_at > now() AND ${unleased('s')}) AS d
-LEFT JOIN o ON true`;
-}
+// The statements of log tailing on PostgreSQL (docs/log-tailing.md) outside the store: the
+// publication, the replication slot, and the checks of both. The lease of the rows the log
+// names is the store's (lib/store/postgres/postgres.claim-ids-sql.ts).
 
 /** The replication slot and publication of one outbox table. */
 export interface PostgresLogNames {
