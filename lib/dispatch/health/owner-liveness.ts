@@ -115,17 +115,14 @@ export class OwnerLiveness {
     if (held === undefined) return;
     this.drop(held, false);
     // Unlocked before the connection goes back to the pool, or closed with it.
-    const unlocked = await within(
-      held.session.query(
-        this.sql?.databaseType === 'postgres'
-          ? 'SELECT pg_advisory_unlock_all()'
-          : 'SELECT RELEASE_ALL_LOCKS()',
-      ),
-      VALID_MS,
-    ).then(
-      (answer) => answer !== undefined,
-      () => false,
-    );
+    const unlock = this.store.unlockOwner?.bind(this.store);
+    // A store without it: the connection is closed rather than pooled with the lock.
+    const unlocked =
+      unlock !== undefined &&
+      (await within(unlock(held.session), VALID_MS).then(
+        (answer) => answer !== undefined,
+        () => false,
+      ));
     await within(held.session.release(!unlocked), VALID_MS).catch(() => undefined);
   }
 

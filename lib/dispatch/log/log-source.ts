@@ -5,6 +5,7 @@ import type { ResolvedOutboxOptions } from '../../options/resolve-outbox-options
 import { outboxDatabaseOf } from '../../store/outbox-databases';
 import {
   DEFAULT_LOG_LINGER_MS,
+  DEFAULT_LOG_SWEEP_INTERVAL_MS,
   type OutboxLogConnectionSettings,
   type OutboxLogLag,
   type OutboxLogObserver,
@@ -35,12 +36,9 @@ type LogDialect = {
   [D in keyof typeof LOG_READERS]: (typeof LOG_READERS)[D] extends null ? never : D;
 }[keyof typeof LOG_READERS];
 
-/** How often a dispatcher that observes the log polls the table, unless its observer says. */
-const DEFAULT_SWEEP_INTERVAL_MS = 5_000;
-
 /** How often the table is swept beside `observer`'s log. */
 export function logSweepIntervalMs(observer: OutboxLogObserver): number {
-  return observer.sweepIntervalMs ?? DEFAULT_SWEEP_INTERVAL_MS;
+  return observer.sweepIntervalMs ?? DEFAULT_LOG_SWEEP_INTERVAL_MS;
 }
 
 /**

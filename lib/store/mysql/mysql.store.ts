@@ -626,6 +626,9 @@ export class MysqlOutboxStore implements OutboxStore {
     ]);
     return Number(rows[0]?.locked) === 1;
   }
+  async unlockOwner(session: SqlRunner): Promise<void> {
+    await session.query('SELECT RELEASE_ALL_LOCKS()');
+  }
 
   // MySQL/MariaDB list no session's named locks (without a plugin): every look reads the leases'
   // owners, a range of the pending index that holds only leased and backing-off rows.

@@ -226,6 +226,11 @@ export interface OutboxStore {
    */
   lockOwner?(session: SqlRunner, key: number): Promise<boolean>;
   /**
+   * Gives up every owner lock `session` holds, before the connection goes back to its pool.
+   * Present wherever `lockOwner` is.
+   */
+  unlockOwner?(session: SqlRunner): Promise<void>;
+  /**
    * Ends `graceMs` from now (on the database clock) the owner leases whose owner lock no
    * session holds any more: their process ended, or lost the session it held the lock on and
    * stops publishing before the grace ends. `full`: look at every owner with a lease, not only

@@ -319,6 +319,9 @@ export class PostgresOutboxStore implements OutboxStore {
     );
     return rows[0]?.locked === true;
   }
+  async unlockOwner(session: SqlRunner): Promise<void> {
+    await session.query('SELECT pg_advisory_unlock_all()');
+  }
 
   async shortenOrphanedLeases(graceMs: number, full: boolean): Promise<number> {
     const live = new Set(
