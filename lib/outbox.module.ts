@@ -35,6 +35,7 @@ import {
   type ResolvedOutboxOptions,
 } from './options/resolve-outbox-options';
 import { createOutboxStore } from './store/create-outbox-store';
+import type { OutboxStore } from './store/ports/outbox-store.port';
 import type { OutboxConnection } from './store/ports/outbox-connection';
 import type { SqlPort } from './store/ports/sql-port';
 import { typeormConnection } from './typeorm/typeorm.connection';
@@ -92,8 +93,9 @@ function coreProviders(workers: boolean, name: string): Provider[] {
     },
     {
       provide: OUTBOX_COMMITS,
-      inject: [OUTBOX_CONNECTION],
-      useFactory: (connection: OutboxConnection<unknown>) => new CommitWatcher(connection),
+      inject: [OUTBOX_CONNECTION, OUTBOX_STORE],
+      useFactory: (connection: OutboxConnection<unknown>, store: OutboxStore) =>
+        new CommitWatcher(connection, store),
     },
     {
       provide: OUTBOX_SQL,
@@ -102,9 +104,9 @@ function coreProviders(workers: boolean, name: string): Provider[] {
     },
     {
       provide: OUTBOX_STORE,
-      inject: [OUTBOX_OPTIONS, OUTBOX_SQL],
-      useFactory: (options: ResolvedOutboxOptions, sql: SqlPort) =>
-        createOutboxStore(sql, options, {
+      inject: [OUTBOX_OPTIONS, OUTBOX_CONNECTION],
+      useFactory: (options: ResolvedOutboxOptions, connection: OutboxConnection<unknown>) =>
+        createOutboxStore(connection.sql, options, {
           enabled: workers,
           // Only a polling dispatcher LISTENs: with delivery 'external' none runs, and a log
           // observer reads new rows from the log, so the enqueue's NOTIFY would wake no one.
@@ -112,6 +114,8 @@ function coreProviders(workers: boolean, name: string): Provider[] {
             options.dispatcher.listen &&
             options.delivery === 'dispatcher' &&
             options.dispatcher.observe === 'poll',
+          // Where the connection reports its commits, the NOTIFY leaves the app's transaction.
+          afterCommit: connection.afterCommit !== undefined,
         }),
     },
     ...(name === DEFAULT_OUTBOX_NAME

@@ -61,6 +61,10 @@ import {
 import type { OutboxTableNames } from '../../internal/sql-identifier';
 import { extendedValues, isExtended, cachedStatement } from '../shared-sql/sql-values';
 import type { SqlPort, SqlQueryOptions, SqlResult, SqlRunner } from '../ports/sql-port';
+import { PostgresWakeNotifier } from './postgres-wake-notifier';
+
+/** How an enqueue wakes the LISTENing dispatchers (see the store's constructor). */
+export type PostgresWakeUp = 'none' | 'transaction' | 'after-commit';
 
 type StatsRow = Record<'pending' | 'leased' | 'delivered' | 'dead', number> & {
   oldest_ms: string | number | null;
@@ -91,11 +95,22 @@ export class PostgresOutboxStore implements OutboxStore {
   private claimIdsSql: string | undefined;
   /** Whether the table has schema step 5's waiting index; read once, at the first promotion. */
   private waitingIndex: Promise<boolean> | undefined;
+  /** Whether the enqueue's statement sends the NOTIFY itself. */
+  private readonly notify: boolean;
+  /** The NOTIFY sent after commits, in 'after-commit' mode. */
+  private readonly notifier: PostgresWakeNotifier | undefined;
+  /** Present in 'after-commit' mode: called once a transaction that enqueued committed. */
+  readonly wakeListeners?: () => void;
 
   constructor(
     private readonly sql: SqlPort,
     private readonly names: OutboxTableNames,
-    private readonly notify: boolean,
+    /**
+     * How the enqueue wakes the LISTENing dispatchers: a NOTIFY in its statement ('transaction'),
+     * one sent after the commit (`wakeListeners`, for a connection that reports its commits), or
+     * none (nothing listens: log tailing, external delivery, `listen` off).
+     */
+    wakeUp: PostgresWakeUp,
     private readonly policy: OutboxQueuePolicy,
     private readonly timeoutMs: number,
     /** The schema the table resolves to (the table's own, else the connection's). */
@@ -112,6 +127,12 @@ export class PostgresOutboxStore implements OutboxStore {
     this.lockNamespace = hashKey(`nestjs-outbox:${this.channel}`);
     this.dispatchNamespace = hashKey(`nestjs-outbox-dispatch:${this.channel}`);
     this.claimSql = postgresClaim(names, policy, partitioned);
+    this.notify = wakeUp === 'transaction';
+    if (wakeUp === 'after-commit') {
+      const notifier = new PostgresWakeNotifier(sql, this.channel);
+      this.notifier = notifier;
+      this.wakeListeners = () => notifier.wake();
+    }
   }
 
   async insert(
@@ -493,7 +514,8 @@ export class PostgresOutboxStore implements OutboxStore {
   }
 
   async close(): Promise<void> {
-    // The DataSource belongs to the application; nothing of ours to close.
+    // The DataSource belongs to the application: only the NOTIFY in flight is ours.
+    await this.notifier?.close();
   }
 
   /** Promotes the next waiting messages of each key, under the keys' dispatch locks. */
