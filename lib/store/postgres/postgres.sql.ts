@@ -364,7 +364,7 @@ export function blockingStatuses(deadBlocksKey: boolean): string {
 /**
  * The first message of a key that holds back its later ones (the key's head): an ordered probe
  * of the key index that stops at the first row. Callers run it with sequential and bitmap scans
- * disabled (POSTGRES_PLANNER_SETTINGS, set by the store's transactions).
+ * disabled (the planner settings of postgresOpening, set by the store's transactions).
  *
  * PostgreSQL has no hints, and with statistics taken while one key filled the table it believes
  * any key matches nearly every row: it then answered `EXISTS (… e.message_key = c.message_key
@@ -424,13 +424,6 @@ const FLYING = `e.locked_until > now() AND e.last_attempt_at > now() - interval 
  */
 const KEY_ORDER = 'ORDER BY e.message_key, e.id';
 
-/**
- * Transaction-local planner settings (select-list items) for the dispatcher's transactions:
- * every key-head lookup stays an index probe whatever the statistics say (see keyHead). The
- * other statements of those transactions read through indexes anyway; a scan disabled this
- * way is still used where nothing else can answer (costed, not forbidden).
- */
-export const POSTGRES_PLANNER_SETTINGS = `set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true)`;
 
 /**
  * The statements that open each of the dispatcher's transactions: JIT off (a promotion over a
@@ -452,21 +445,42 @@ export const POSTGRES_PLANNER_SETTINGS = `set_config('enable_seqscan', 'off', tr
  *
  * Without parameters, so that a port can send them in the same simple query as the BEGIN: every
  * value is an integer of the store's own, written as a literal only after checking it is one.
+ *
+ * `form` 'set' (for a port that sends the opening in that one query) writes the settings as
+ * `SET LOCAL` statements, one per setting: a utility statement is neither planned nor executed
+ * as a query, and the six of them cost the server a fraction of the one `SELECT set_config(…)`
+ * that 'select' writes (which a port running the opening statement by statement needs, so that
+ * the settings stay one round trip).
  */
 export function postgresOpening(
   timeoutMs: number,
   namespace: number,
   lockIds: readonly number[],
   plans: 'generic' | 'custom' = 'generic',
+  form: 'select' | 'set' = 'select',
 ): string[] {
   const timeout = int32Literal(timeoutMs);
-  const settings = `SELECT set_config('statement_timeout', '${timeout}', true), set_config('jit', 'off', true),
-  set_config('idle_in_transaction_session_timeout', '${timeout}', true), ${POSTGRES_PLANNER_SETTINGS},
-  set_config('plan_cache_mode', '${plans === 'generic' ? 'force_generic_plan' : 'force_custom_plan'}', true)`;
-  if (lockIds.length === 0) return [settings];
+  const values: readonly (readonly [string, string])[] = [
+    ['statement_timeout', timeout],
+    ['jit', 'off'],
+    ['idle_in_transaction_session_timeout', timeout],
+    // The planner settings: every key-head lookup stays an index probe whatever the statistics
+    // say (see keyHead). The other statements read through indexes anyway; a scan disabled this
+    // way is still used where nothing else can answer (costed, not forbidden).
+    ['enable_seqscan', 'off'],
+    ['enable_bitmapscan', 'off'],
+    ['plan_cache_mode', plans === 'generic' ? 'force_generic_plan' : 'force_custom_plan'],
+  ];
+  const settings =
+    form === 'set'
+      ? values.map(([name, value]) => `SET LOCAL ${name} = ${value}`)
+      : [
+          `SELECT ${values.map(([name, value]) => `set_config('${name}', '${value}', true)`).join(', ')}`,
+        ];
+  if (lockIds.length === 0) return settings;
   const ids = lockIds.map(int32Literal).join(',');
   return [
-    settings,
+    ...settings,
     `SELECT count(pg_advisory_xact_lock(${int32Literal(namespace)}, k)) FROM unnest('{${ids}}'::int4[]) AS k`,
   ];
 }
@@ -476,9 +490,17 @@ export function postgresOpening(
  * waited for at most `waitMs` (`lock_timeout`, set for this transaction only: a claim takes no
  * other lock it could wait for). Without parameters, like the opening.
  */
-export function postgresClaimTurn(namespace: number, turnLock: number, waitMs: number): string[] {
+export function postgresClaimTurn(
+  namespace: number,
+  turnLock: number,
+  waitMs: number,
+  form: 'select' | 'set' = 'select',
+): string[] {
+  const wait = int32Literal(waitMs);
   return [
-    `SELECT set_config('lock_timeout', '${int32Literal(waitMs)}', true)`,
+    form === 'set'
+      ? `SET LOCAL lock_timeout = ${wait}`
+      : `SELECT set_config('lock_timeout', '${wait}', true)`,
     // count(): a column every port can read (Prisma cannot read a void one).
     `SELECT count(pg_advisory_xact_lock(${int32Literal(namespace)}, ${int32Literal(turnLock)}))`,
   ];

@@ -602,11 +602,14 @@ export class PostgresOutboxStore implements OutboxStore {
     claimTurn = false,
     plans = 'generic',
   }: TransactionOptions): string[] {
+    // A port that sends the opening with the BEGIN in one query takes the cheaper SET LOCALs.
+    const form = this.sql.transactionOpening === undefined ? 'select' : 'set';
     const opening = postgresOpening(
       this.timeoutMs,
       this.dispatchNamespace,
       sortedKeyLocks(lockKeys),
       plans,
+      form,
     );
     if (claimTurn) {
       opening.push(
@@ -614,6 +617,7 @@ export class PostgresOutboxStore implements OutboxStore {
           this.dispatchNamespace,
           CLAIM_TURN_LOCK,
           Math.max(1, Math.min(CLAIM_TURN_WAIT_MS, Math.floor(this.timeoutMs / 2))),
+          form,
         ),
       );
     }
