@@ -187,6 +187,17 @@ export function postgresCreateArchiveTable(n: OutboxTableNames): string[] {
 const IN_TRANSACTION = `(SELECT txid_current_if_assigned() IS NOT NULL AS open) AS tx`;
 
 /**
+ * The check's place in a statement the port sends only where the driver knows it runs inside
+ * the caller's open transaction (`SqlQueryOptions.inTransaction`): nothing left to check.
+ */
+const UNCHECKED = `(SELECT true AS open) AS tx`;
+
+/** The transaction check as a FROM item: `IN_TRANSACTION`, or none when `checked` is false. */
+function transactionCheck(checked: boolean): string {
+  return checked ? IN_TRANSACTION : UNCHECKED;
+}
+
+/**
  * Gives the caller's transaction its transaction id, so that the guarded insert may write. Sent
  * after an insert refused for want of one; outside a transaction it is a statement of its own
  * (an id spent on nothing), and the insert after it is refused again.
@@ -198,8 +209,8 @@ export const POSTGRES_OPEN_TRANSACTION = 'SELECT txid_current()';
  * when the transaction check refused it, one row with `open` false: with ON CONFLICT an empty
  * answer alone would not tell a refusal from ids that were all there already.
  */
-function withRefusal(ctes: readonly string[], insert: string): string {
-  return `WITH tx AS (SELECT txid_current_if_assigned() IS NOT NULL AS open)${ctes.map((c) => `, ${c}`).join('')}, w AS (${insert})
+function withRefusal(ctes: readonly string[], insert: string, checked: boolean): string {
+  return `WITH tx AS (SELECT ${checked ? 'txid_current_if_assigned() IS NOT NULL' : 'true'} AS open)${ctes.map((c) => `, ${c}`).join('')}, w AS (${insert})
 SELECT id, true AS open FROM w
 UNION ALL SELECT NULL, false FROM tx WHERE NOT tx.open`;
 }
@@ -219,6 +230,7 @@ export function postgresInsert(
   idempotent = false,
   extended = false,
   partitioned = false,
+  checked = true,
 ): string {
   // Binary payloads and broker attributes (EXTENDED_*) only when a row has one: the JSON path
   // binds and writes what it did before step 4.
@@ -232,7 +244,7 @@ export function postgresInsert(
   }
   if (notify) extra += ` CROSS JOIN (SELECT pg_notify($${next++}::text, '')) AS nt`;
   // In a CTE the transaction check is the CTE `tx`; in a plain insert, its FROM item.
-  const check = idempotent ? 'tx' : IN_TRANSACTION;
+  const check = idempotent ? 'tx' : transactionCheck(checked);
   // A delay counts from the enqueue call (clock_timestamp), not from the start of the business
   // transaction (now()), which may have begun long before. A row of a scheduled batch that has
   // neither a time nor a delay is due as an unscheduled one is, at the column's default, now().
@@ -248,6 +260,7 @@ WHERE tx.open`;
       `${rows} AND u.m IN (SELECT message_id FROM g)
 ORDER BY u.ord
 RETURNING message_id::text AS id`,
+      checked,
     );
   }
   if (idempotent) {
@@ -259,6 +272,7 @@ RETURNING message_id::text AS id`,
 ORDER BY u.ord
 ON CONFLICT (message_id) DO NOTHING
 RETURNING message_id::text AS id`,
+      checked,
     );
   }
   return `${rows}
@@ -301,6 +315,7 @@ export function postgresInsertOne(
   idempotent: boolean,
   extended = false,
   partitioned = false,
+  checked = true,
 ): string {
   let next = extended ? 11 : 7;
   const due = scheduled
@@ -323,6 +338,7 @@ SELECT $1::uuid, $2::text, $3::text, $4::text, $5::json, $6::json${extended ? `,
 FROM ${['tx', 'g', ...from].join(', ')}
 WHERE tx.open
 RETURNING message_id::text AS id`,
+      checked,
     );
   }
   if (idempotent) {
@@ -333,10 +349,11 @@ FROM ${['tx', ...from].join(', ')}
 WHERE tx.open
 ON CONFLICT (message_id) DO NOTHING
 RETURNING message_id::text AS id`,
+      checked,
     );
   }
   return `${insert}
-FROM ${[IN_TRANSACTION, ...from].join(', ')}
+FROM ${[transactionCheck(checked), ...from].join(', ')}
 WHERE tx.open`;
 }
 

@@ -153,10 +153,22 @@ export class PostgresOutboxStore implements OutboxStore {
     const variant = `${one}:${scheduled}:${lock}:${this.notify}:${idempotent}:${extended}`;
     const statement = cachedStatement(this.insertSql, variant, () => {
       const shape = [this.names, scheduled, lock, this.notify, idempotent, extended] as const;
-      const text = one
-        ? postgresInsertOne(...shape, this.partitioned)
-        : postgresInsert(...shape, this.partitioned);
-      return { text, options: this.prepared ? { prepare: statementName(text) } : {} };
+      const write = (checked: boolean) =>
+        one
+          ? postgresInsertOne(...shape, this.partitioned, checked)
+          : postgresInsert(...shape, this.partitioned, checked);
+      const text = write(true);
+      // The same insert without its transaction check, for a port that knows the connection is
+      // in the caller's open transaction when it sends it: one round trip in a transaction that
+      // has not written yet, instead of a refusal, `txid_current()` and the insert again.
+      const unchecked = write(false);
+      const inTransaction = this.prepared
+        ? { text: unchecked, prepare: statementName(unchecked) }
+        : { text: unchecked };
+      return {
+        text,
+        options: this.prepared ? { prepare: statementName(text), inTransaction } : { inTransaction },
+      };
     });
     // Parameters in the order the statement numbers them: the rows' columns (values for one
     // row, arrays for many), then the optional groups.
@@ -187,9 +199,9 @@ export class PostgresOutboxStore implements OutboxStore {
     }
     if (lock) params.push(this.lockNamespace, one ? keys[0] : keys);
     if (this.notify) params.push(this.channel);
-    const write = () =>
+    const write = (options: SqlQueryOptions) =>
       tx
-        .query<{ id: unknown; open?: unknown }>(statement.text, params, statement.options)
+        .query<{ id: unknown; open?: unknown }>(statement.text, params, options)
         .catch((error: unknown) => {
           throw statement.options.prepare === undefined
             ? error
@@ -197,12 +209,14 @@ export class PostgresOutboxStore implements OutboxStore {
         });
     const refused = (result: SqlResult<{ id: unknown; open?: unknown }>) =>
       idempotent ? result.rows.some((r) => r.open === false) : result.affected !== rows.length;
-    let result = await write();
+    let result = await write(statement.options);
     if (refused(result)) {
       // A transaction that has not written yet has no id for the check to see: give it one,
-      // and try once more. Refused again, the handle's transaction had ended.
+      // and try once more. Refused again, the handle's transaction had ended. The retry is
+      // checked whatever the port knows: the app may have begun another transaction meanwhile.
       await tx.query(POSTGRES_OPEN_TRANSACTION);
-      result = await write();
+      const { inTransaction: _, ...checked } = statement.options;
+      result = await write(checked);
       if (refused(result)) {
         throw new OutboxTransactionRequiredError(OutboxMessages.transactionEndedBeforeWrite());
       }
