@@ -1,6 +1,6 @@
 import { randomUUID } from 'node:crypto';
 import { Pool, type PoolClient } from 'pg';
-import { DataSource, type EntityManager, type Logger } from 'typeorm';
+import { DataSource, type Logger } from 'typeorm';
 import { createOutboxTable } from '../../lib';
 import { pgOutbox } from '../../lib/connections/pg';
 import { pgSqlPort } from '../../lib/drivers/pg/pg.sql-port';
@@ -123,7 +123,7 @@ async function typeormTarget(table: string): Promise<Target> {
       try {
         await runner.startTransaction();
         recorder.sent = sent;
-        await work(connection.join(runner.manager as EntityManager));
+        await work(connection.join(runner.manager));
         recorder.sent = undefined;
         await (rollback ? runner.rollbackTransaction() : runner.commitTransaction());
       } finally {

@@ -441,7 +441,6 @@ const FLYING = `e.locked_until > now() AND e.last_attempt_at > now() - interval 
  */
 const KEY_ORDER = 'ORDER BY e.message_key, e.id';
 
-
 /**
  * The statements that open each of the dispatcher's transactions: JIT off (a promotion over a
  * key with a large parked backlog is estimated near jit_above_cost, and compiling it cost 15×

@@ -167,7 +167,9 @@ export class PostgresOutboxStore implements OutboxStore {
         : { text: unchecked };
       return {
         text,
-        options: this.prepared ? { prepare: statementName(text), inTransaction } : { inTransaction },
+        options: this.prepared
+          ? { prepare: statementName(text), inTransaction }
+          : { inTransaction },
       };
     });
     // Parameters in the order the statement numbers them: the rows' columns (values for one
