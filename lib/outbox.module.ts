@@ -39,6 +39,7 @@ import {
   type ResolvedOutboxOptions,
 } from './options/resolve-outbox-options';
 import { createOutboxStore } from './store/create-outbox-store';
+import type { OutboxStore } from './store/ports/outbox-store.port';
 import type { OutboxConnection } from './store/ports/outbox-connection';
 import type { SqlPort } from './store/ports/sql-port';
 import { typeormConnection } from './typeorm/typeorm.connection';
@@ -96,8 +97,9 @@ function coreProviders(workers: boolean, name: string): Provider[] {
     },
     {
       provide: OUTBOX_COMMITS,
-      inject: [OUTBOX_CONNECTION],
-      useFactory: (connection: OutboxConnection<unknown>) => new CommitWatcher(connection),
+      inject: [OUTBOX_CONNECTION, OUTBOX_STORE],
+      useFactory: (connection: OutboxConnection<unknown>, store: OutboxStore) =>
+        new CommitWatcher(connection, store),
     },
     {
       provide: OUTBOX_SQL,
@@ -106,9 +108,14 @@ function coreProviders(workers: boolean, name: string): Provider[] {
     },
     {
       provide: OUTBOX_STORE,
-      inject: [OUTBOX_OPTIONS, OUTBOX_SQL],
-      useFactory: (options: ResolvedOutboxOptions, sql: SqlPort) =>
-        createOutboxStore(sql, options, { enabled: workers, notify: enqueueNotifies(options) }),
+      inject: [OUTBOX_OPTIONS, OUTBOX_CONNECTION],
+      useFactory: (options: ResolvedOutboxOptions, connection: OutboxConnection<unknown>) =>
+        createOutboxStore(connection.sql, options, {
+          enabled: workers,
+          notify: enqueueNotifies(options),
+          // Where the connection reports its commits, the NOTIFY leaves the app's transaction.
+          afterCommit: connection.afterCommit !== undefined,
+        }),
     },
     OUTBOX_DELIVERY_SOURCE_PROVIDER,
     ...(name === DEFAULT_OUTBOX_NAME

@@ -38,6 +38,7 @@ import {
   type ScenarioResult,
 } from '../support/report';
 import { pairedBlocks } from '../support/paired-blocks';
+import { measureConcurrent } from './p5-concurrent-enqueue';
 import { round, summarise } from '../support/stats';
 
 const TABLE = named('bench_p5');
@@ -58,7 +59,17 @@ export async function p5(ctx: BenchContext): Promise<ScenarioResult> {
     'Enqueue overhead (defaults: ordering on, NOTIFY on), 1 KiB events, on PostgreSQL, MariaDB and SQLite',
   );
   await measureOn(ctx, result, ctx.pg, '');
-  for (const open of [openMaria, openSqlite]) {
+  await resetOutboxTable(ctx.pg, TABLE);
+  try {
+    await measureConcurrent(ctx, result, ctx.pg, TABLE);
+  } finally {
+    await dropOutboxTable(ctx.pg, TABLE);
+  }
+  // BENCH_P5_DATABASES=postgres: PostgreSQL's pairs only.
+  const others = (process.env.BENCH_P5_DATABASES ?? 'postgres,mariadb,sqlite').split(',');
+  for (const open of [openMaria, openSqlite].filter((_, i) =>
+    others.includes(['mariadb', 'sqlite'][i] ?? ''),
+  )) {
     const ds = await open();
     try {
       await measureOn(ctx, result, ds, `${dialectOf(ds)}_`);

@@ -29,7 +29,7 @@ export async function createOutboxStore(
      */
     partitioning?: Pick<ResolvedPartitioningOptions, 'interval' | 'premake'> | null;
   },
-  dispatch: { enabled: boolean; notify: boolean },
+  dispatch: OutboxStoreContext['dispatch'],
 ): Promise<OutboxStore> {
   const policy = queuePolicyOf(table.ordering, table.dispatcher?.batchSize);
   const timeoutMs = table.dispatcher?.dbTimeoutMs ?? 10_000;

@@ -19,7 +19,16 @@ export interface OutboxStoreContext {
   readonly timeoutMs: number;
   /** The table as the options named it, for messages and lock namespaces. */
   readonly table: { readonly tableName: string; readonly schema: string | null };
-  readonly dispatch: { readonly enabled: boolean; readonly notify: boolean };
+  readonly dispatch: {
+    readonly enabled: boolean;
+    /** Whether the enqueue wakes the LISTENing dispatchers (PostgreSQL NOTIFY). */
+    readonly notify: boolean;
+    /**
+     * Whether the connection reports its commits (`OutboxConnection.afterCommit`): the wake-up
+     * is then sent after the commit (`OutboxStore.wakeListeners`), not inside the transaction.
+     */
+    readonly afterCommit?: boolean;
+  };
   /** Whether the table is time-partitioned (`OutboxDatabase.partitioned`). */
   readonly partitioned: boolean;
   /**

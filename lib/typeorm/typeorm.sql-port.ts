@@ -3,6 +3,7 @@ import type {
   OneTripStatement,
   SqlListenLost,
   SqlPort,
+  SqlQueryOptions,
   SqlResult,
   SqlRunner,
   SqlSession,
@@ -15,6 +16,7 @@ import {
   statementGone,
 } from '../drivers/postgres-one-trip';
 import { executable, type Mysql2ExecuteValue } from '../drivers/mysql2/mysql2-client';
+import { pgInOpenTransaction } from '../drivers/pg/pg-client';
 import type { BetterSqlite3Database } from '../drivers/better-sqlite3/better-sqlite3-client';
 import { betterSqlite3SqlRunner } from '../drivers/better-sqlite3/better-sqlite3.sql-port';
 import { OutboxTransactionRequiredError } from '../errors/outbox-transaction-required.error';
@@ -36,6 +38,7 @@ type PreparedQuery = <R>(
   name: string,
   sql: string,
   params: readonly unknown[] | undefined,
+  inTransaction?: SqlQueryOptions['inTransaction'],
 ) => Promise<SqlResult<R>>;
 
 /** What the port does on one TypeORM driver. */
@@ -55,7 +58,7 @@ function queryRunner(prepared: PreparedQuery | undefined): TypeormDriver['runner
   return (runner) => ({
     query: (sql, params, options) =>
       prepared !== undefined && options?.prepare !== undefined && !runner.isReleased
-        ? prepared(runner, options.prepare, sql, params)
+        ? prepared(runner, options.prepare, sql, params, options.inTransaction)
         : structuredQuery(runner, sql, params),
   });
 }
@@ -145,11 +148,17 @@ async function preparedQuery<R>(
   name: string,
   sql: string,
   params: readonly unknown[] | undefined,
+  inTransaction?: SqlQueryOptions['inTransaction'],
 ): Promise<SqlResult<R>> {
   const client = (await runner.connect()) as NamedStatementClient;
   const values = params === undefined ? [] : [...params];
-  return loggedAsQuery(runner, sql, values, async () => {
-    const raw = await client.query({ name, text: sql, values });
+  // Checked after the await above and in the same step as the send: loggedAsQuery calls it at once.
+  const checked =
+    inTransaction?.prepare !== undefined && pgInOpenTransaction(client) ? inTransaction : undefined;
+  const text = checked?.text ?? sql;
+  const statement = checked?.prepare ?? name;
+  return loggedAsQuery(runner, text, values, async () => {
+    const raw = await client.query({ name: statement, text, values });
     return { rows: (raw.rows ?? []) as R[], affected: raw.rowCount ?? 0 };
   });
 }

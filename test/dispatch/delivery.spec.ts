@@ -2,7 +2,13 @@ import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomBytes } from 'node:crypto';
 import type { OutboxRecord } from '../../lib';
 import { ensureOutboxTable } from '../../lib';
-import { readOutbox, readStatuses, TestOrder } from '../support/databases';
+import { Client } from 'pg';
+import {
+  readOutbox,
+  readStatuses,
+  serverConnection,
+  TestOrder,
+} from '../support/databases';
 import { dispatchApps, msg } from '../support/dispatch-fixtures';
 import { useOutboxScope } from '../support/outbox-scope';
 import { describeSource, POLL_RUN_DATABASES, SOURCE_CASES, useSource } from '../support/sources';
@@ -553,6 +559,41 @@ for (const db of POLL_RUN_DATABASES) {
         // It was committed and due all along: the next run publishes it.
         expect(await app.dispatcher.runOnce()).toMatchObject({ claimed: 1, published: 1 });
         expect(publisher.sentIds).toEqual([id]);
+      });
+
+      it('an enqueue-only app on TypeORM wakes the listeners after each commit that enqueued, and never after a rollback', async () => {
+        // TypeORM reports its commits, so the NOTIFY is sent after the commit rather than in
+        // the app's transaction: it must still come for every commit, and for no rollback.
+        const table = await scope.table('outbox_n');
+        const writer = await enqueuer(table);
+        const { host, port, username, password, database } = serverConnection('postgres');
+        const listener = new Client({ host, port, user: username, password, database });
+        await listener.connect();
+        scope.defer(() => listener.end());
+        const payloads: string[] = [];
+        listener.on('notification', (n) => payloads.push(n.payload ?? ''));
+        await listener.query(`LISTEN "public_${table}"`);
+        const marker = (text: string) =>
+          scope.ds.query('SELECT pg_notify($1, $2)', [`public_${table}`, text]);
+
+        await expect(
+          scope.ds.transaction(async (m) => {
+            await writer.outbox.enqueue(msg('k', { n: 1 }), m);
+            throw new Error('rolled back');
+          }),
+        ).rejects.toThrow('rolled back');
+        // Notifications arrive in commit order: after the marker, nothing was sent for the
+        // rolled-back transaction (a late one would arrive before 'after-rollback').
+        await marker('after-rollback');
+        await marker('end');
+        await waitFor('the markers', () => payloads.includes('end'));
+        expect(payloads).toEqual(['after-rollback', 'end']);
+
+        payloads.length = 0;
+        await Promise.all(Array.from({ length: 8 }, (_, n) => writer.commit([msg('k', { n })])));
+        await waitFor('the wake-up after the commits', () => payloads.includes(''));
+        // Coalesced: at least one, never more than one per commit.
+        expect(payloads.filter((p) => p === '').length).toBeLessThanOrEqual(8);
       });
     }
 

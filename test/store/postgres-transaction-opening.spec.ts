@@ -164,7 +164,7 @@ describeWith(['postgres'], 'PostgreSQL dispatcher transactions open in one round
         expect(batch.records.map((r) => r.key).sort()).toEqual(['a', 'b']);
         expect(sent).toHaveLength(3);
         expect(sent[0]).toMatch(
-          /^BEGIN ISOLATION LEVEL READ COMMITTED; SELECT set_config\('statement_timeout', '400', true\)/,
+          /^BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL statement_timeout = 400; SET LOCAL jit = off/,
         );
         expect(sent[2]).toBe('COMMIT');
       });
@@ -193,7 +193,7 @@ describeWith(['postgres'], 'PostgreSQL dispatcher transactions open in one round
         expect(sent).toHaveLength(2);
         for (const text of sent) {
           expect(text).toMatch(
-            /^BEGIN ISOLATION LEVEL READ COMMITTED; SELECT set_config\('statement_timeout', '400', true\).*; EXECUTE nestjs_outbox_[0-9a-f]{32}\(.*\); COMMIT$/s,
+            /^BEGIN ISOLATION LEVEL READ COMMITTED; SET LOCAL statement_timeout = 400; SET LOCAL jit = off.*; EXECUTE nestjs_outbox_[0-9a-f]{32}\(.*\); COMMIT$/s,
           );
         }
         expect(sent[1]).toContain(`E'{"c","d"}'`);

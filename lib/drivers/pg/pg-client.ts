@@ -33,6 +33,28 @@ export interface PgPoolClient extends PgQueryable {
   getTransactionStatus?(): string | null;
 }
 
+/**
+ * Whether a statement sent to `client` now runs inside its open transaction block: node-postgres'
+ * own client (not pipelining) ready for a query, so nothing is in flight or queued ahead, and
+ * the server's last word was `'T'`. Read in the same synchronous step as the statement is sent,
+ * nothing the app does later can come between. False where it cannot tell (another client, the
+ * native one, node-postgres before 8.21).
+ */
+export function pgInOpenTransaction(client: unknown): boolean {
+  if (typeof client !== 'object' || client === null) return false;
+  const c = client as {
+    readyForQuery?: unknown;
+    pipeline?: unknown;
+    getTransactionStatus?: unknown;
+  };
+  return (
+    c.readyForQuery === true &&
+    c.pipeline !== true &&
+    typeof c.getTransactionStatus === 'function' &&
+    (c.getTransactionStatus as () => unknown).call(client) === 'T'
+  );
+}
+
 /** A `pg.Pool`. */
 export interface PgPool extends PgQueryable {
   connect(): Promise<PgPoolClient>;

@@ -7,7 +7,13 @@ import type {
   SqlRunner,
   SqlSession,
 } from '../../store/ports/sql-port';
-import type { PgPool, PgPoolClient, PgQueryable, PgQueryResult } from './pg-client';
+import {
+  pgInOpenTransaction,
+  type PgPool,
+  type PgPoolClient,
+  type PgQueryable,
+  type PgQueryResult,
+} from './pg-client';
 import { hearIdleClientErrors } from './pg-pool-errors';
 import {
   heldStatement,
@@ -28,7 +34,15 @@ const CHANGING_COMMANDS: ReadonlySet<string> = new Set(['INSERT', 'UPDATE', 'DEL
  */
 export function pgSqlRunner(client: PgQueryable, prepares = false): SqlRunner {
   return {
-    query: (sql, params, options) => run(client, sql, params, prepares ? options : undefined),
+    query: (sql, params, options) => {
+      const checked = options?.inTransaction;
+      // Checked here, and `run` sends the statement before its first await.
+      if (prepares && checked !== undefined && pgInOpenTransaction(client)) {
+        const named = checked.prepare === undefined ? undefined : { prepare: checked.prepare };
+        return run(client, checked.text, params, named);
+      }
+      return run(client, sql, params, prepares ? options : undefined);
+    },
   };
 }
 

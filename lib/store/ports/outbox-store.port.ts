@@ -271,6 +271,13 @@ export interface OutboxStore {
    * BINARY(16)); the admin API binds its lookups with it. Left out: as text.
    */
   messageIdCodec?(): Promise<MessageIdCodec>;
+  /**
+   * Tells the LISTENing dispatchers (PostgreSQL NOTIFY) that a transaction which enqueued has
+   * committed; called after that commit. Present only when the enqueue does not send the wake-up
+   * inside the transaction itself (a connection that reports its commits). Coalesced: a burst of
+   * commits costs a NOTIFY or two, the last one sent after the last commit.
+   */
+  wakeListeners?(): void;
   /** Wake-ups from other processes (PostgreSQL LISTEN). Resolves to an unsubscribe function. */
   listen?(onWake: () => void): Promise<() => Promise<void>>;
   close(): Promise<void>;

@@ -49,6 +49,16 @@ export interface SqlQueryOptions {
    * user turned prepared statements off (`preparedStatements: false`).
    */
   readonly prepare?: string;
+  /**
+   * PostgreSQL, the enqueue: the statement as it may run where the driver knows, in the same
+   * synchronous step as it sends it, that the connection is inside an open transaction block with
+   * nothing sent ahead of it (node-postgres: ready for a query, its last transaction status
+   * `'T'`). The statement's own text checks that it runs inside the caller's transaction, and is
+   * refused in one that has not written yet, to be sent again after giving it an id (three round
+   * trips); this form needs no such check, and writes in one. A port that cannot tell sends the
+   * statement's own text.
+   */
+  readonly inTransaction?: { readonly text: string; readonly prepare?: string };
 }
 
 /** Runs statements on one connection: the caller's transaction, or one of the port's own. */

@@ -85,7 +85,7 @@ export const postgresDatabase: OutboxDatabase<'postgres'> = {
     return new PostgresOutboxStore(
       sql,
       names,
-      dispatch.notify,
+      !dispatch.notify ? 'none' : dispatch.afterCommit === true ? 'after-commit' : 'transaction',
       policy,
       timeoutMs,
       schema,

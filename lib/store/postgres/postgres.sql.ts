@@ -191,6 +191,17 @@ export function postgresCreateArchiveTable(n: OutboxTableNames): string[] {
 const IN_TRANSACTION = `(SELECT txid_current_if_assigned() IS NOT NULL AS open) AS tx`;
 
 /**
+ * The check's place in a statement the port sends only where the driver knows it runs inside
+ * the caller's open transaction (`SqlQueryOptions.inTransaction`): nothing left to check.
+ */
+const UNCHECKED = `(SELECT true AS open) AS tx`;
+
+/** The transaction check as a FROM item: `IN_TRANSACTION`, or none when `checked` is false. */
+function transactionCheck(checked: boolean): string {
+  return checked ? IN_TRANSACTION : UNCHECKED;
+}
+
+/**
  * Gives the caller's transaction its transaction id, so that the guarded insert may write. Sent
  * after an insert refused for want of one; outside a transaction it is a statement of its own
  * (an id spent on nothing), and the insert after it is refused again.
@@ -202,8 +213,8 @@ export const POSTGRES_OPEN_TRANSACTION = 'SELECT txid_current()';
  * when the transaction check refused it, one row with `open` false: with ON CONFLICT an empty
  * answer alone would not tell a refusal from ids that were all there already.
  */
-function withRefusal(ctes: readonly string[], insert: string): string {
-  return `WITH tx AS (SELECT txid_current_if_assigned() IS NOT NULL AS open)${ctes.map((c) => `, ${c}`).join('')}, w AS (${insert})
+function withRefusal(ctes: readonly string[], insert: string, checked: boolean): string {
+  return `WITH tx AS (SELECT ${checked ? 'txid_current_if_assigned() IS NOT NULL' : 'true'} AS open)${ctes.map((c) => `, ${c}`).join('')}, w AS (${insert})
 SELECT id, true AS open FROM w
 UNION ALL SELECT NULL, false FROM tx WHERE NOT tx.open`;
 }
@@ -223,6 +234,7 @@ export function postgresInsert(
   idempotent = false,
   extended = false,
   partitioned = false,
+  checked = true,
 ): string {
   // Binary payloads and broker attributes (EXTENDED_*) only when a row has one: the JSON path
   // binds and writes what it did before step 4.
@@ -236,7 +248,7 @@ export function postgresInsert(
   }
   if (notify) extra += ` CROSS JOIN (SELECT pg_notify($${next++}::text, '')) AS nt`;
   // In a CTE the transaction check is the CTE `tx`; in a plain insert, its FROM item.
-  const check = idempotent ? 'tx' : IN_TRANSACTION;
+  const check = idempotent ? 'tx' : transactionCheck(checked);
   // A delay counts from the enqueue call (clock_timestamp), not from the start of the business
   // transaction (now()), which may have begun long before. A row of a scheduled batch that has
   // neither a time nor a delay is due as an unscheduled one is, at the column's default, now().
@@ -252,6 +264,7 @@ WHERE tx.open`;
       `${rows} AND u.m IN (SELECT message_id FROM g)
 ORDER BY u.ord
 RETURNING message_id::text AS id`,
+      checked,
     );
   }
   if (idempotent) {
@@ -263,6 +276,7 @@ RETURNING message_id::text AS id`,
 ORDER BY u.ord
 ON CONFLICT (message_id) DO NOTHING
 RETURNING message_id::text AS id`,
+      checked,
     );
   }
   return `${rows}
@@ -305,6 +319,7 @@ export function postgresInsertOne(
   idempotent: boolean,
   extended = false,
   partitioned = false,
+  checked = true,
 ): string {
   let next = extended ? 11 : 7;
   const due = scheduled
@@ -327,6 +342,7 @@ SELECT $1::uuid, $2::text, $3::text, $4::text, $5::json, $6::json${extended ? `,
 FROM ${['tx', 'g', ...from].join(', ')}
 WHERE tx.open
 RETURNING message_id::text AS id`,
+      checked,
     );
   }
   if (idempotent) {
@@ -337,10 +353,11 @@ FROM ${['tx', ...from].join(', ')}
 WHERE tx.open
 ON CONFLICT (message_id) DO NOTHING
 RETURNING message_id::text AS id`,
+      checked,
     );
   }
   return `${insert}
-FROM ${[IN_TRANSACTION, ...from].join(', ')}
+FROM ${[transactionCheck(checked), ...from].join(', ')}
 WHERE tx.open`;
 }
 
@@ -368,7 +385,7 @@ export function blockingStatuses(deadBlocksKey: boolean): string {
 /**
  * The first message of a key that holds back its later ones (the key's head): an ordered probe
  * of the key index that stops at the first row. Callers run it with sequential and bitmap scans
- * disabled (POSTGRES_PLANNER_SETTINGS, set by the store's transactions).
+ * disabled (the planner settings of postgresOpening, set by the store's transactions).
  *
  * PostgreSQL has no hints, and with statistics taken while one key filled the table it believes
  * any key matches nearly every row: it then answered `EXISTS (… e.message_key = c.message_key
@@ -429,14 +446,6 @@ const FLYING = `e.locked_until > now() AND e.last_attempt_at > now() - interval 
 const KEY_ORDER = 'ORDER BY e.message_key, e.id';
 
 /**
- * Transaction-local planner settings (select-list items) for the dispatcher's transactions:
- * every key-head lookup stays an index probe whatever the statistics say (see keyHead). The
- * other statements of those transactions read through indexes anyway; a scan disabled this
- * way is still used where nothing else can answer (costed, not forbidden).
- */
-export const POSTGRES_PLANNER_SETTINGS = `set_config('enable_seqscan', 'off', true), set_config('enable_bitmapscan', 'off', true)`;
-
-/**
  * The statements that open each of the dispatcher's transactions: JIT off (a promotion over a
  * key with a large parked backlog is estimated near jit_above_cost, and compiling it cost 15×
  * the statement, bench P9); the statement timeout; the idle timeout, which ends the transaction
@@ -456,21 +465,42 @@ export const POSTGRES_PLANNER_SETTINGS = `set_config('enable_seqscan', 'off', tr
  *
  * Without parameters, so that a port can send them in the same simple query as the BEGIN: every
  * value is an integer of the store's own, written as a literal only after checking it is one.
+ *
+ * `form` 'set' (for a port that sends the opening in that one query) writes the settings as
+ * `SET LOCAL` statements, one per setting: a utility statement is neither planned nor executed
+ * as a query, and the six of them cost the server a fraction of the one `SELECT set_config(…)`
+ * that 'select' writes (which a port running the opening statement by statement needs, so that
+ * the settings stay one round trip).
  */
 export function postgresOpening(
   timeoutMs: number,
   namespace: number,
   lockIds: readonly number[],
   plans: 'generic' | 'custom' = 'generic',
+  form: 'select' | 'set' = 'select',
 ): string[] {
   const timeout = int32Literal(timeoutMs);
-  const settings = `SELECT set_config('statement_timeout', '${timeout}', true), set_config('jit', 'off', true),
-  set_config('idle_in_transaction_session_timeout', '${timeout}', true), ${POSTGRES_PLANNER_SETTINGS},
-  set_config('plan_cache_mode', '${plans === 'generic' ? 'force_generic_plan' : 'force_custom_plan'}', true)`;
-  if (lockIds.length === 0) return [settings];
+  const values: readonly (readonly [string, string])[] = [
+    ['statement_timeout', timeout],
+    ['jit', 'off'],
+    ['idle_in_transaction_session_timeout', timeout],
+    // The planner settings: every key-head lookup stays an index probe whatever the statistics
+    // say (see keyHead). The other statements read through indexes anyway; a scan disabled this
+    // way is still used where nothing else can answer (costed, not forbidden).
+    ['enable_seqscan', 'off'],
+    ['enable_bitmapscan', 'off'],
+    ['plan_cache_mode', plans === 'generic' ? 'force_generic_plan' : 'force_custom_plan'],
+  ];
+  const settings =
+    form === 'set'
+      ? values.map(([name, value]) => `SET LOCAL ${name} = ${value}`)
+      : [
+          `SELECT ${values.map(([name, value]) => `set_config('${name}', '${value}', true)`).join(', ')}`,
+        ];
+  if (lockIds.length === 0) return settings;
   const ids = lockIds.map(int32Literal).join(',');
   return [
-    settings,
+    ...settings,
     `SELECT count(pg_advisory_xact_lock(${int32Literal(namespace)}, k)) FROM unnest('{${ids}}'::int4[]) AS k`,
   ];
 }
@@ -480,9 +510,17 @@ export function postgresOpening(
  * waited for at most `waitMs` (`lock_timeout`, set for this transaction only: a claim takes no
  * other lock it could wait for). Without parameters, like the opening.
  */
-export function postgresClaimTurn(namespace: number, turnLock: number, waitMs: number): string[] {
+export function postgresClaimTurn(
+  namespace: number,
+  turnLock: number,
+  waitMs: number,
+  form: 'select' | 'set' = 'select',
+): string[] {
+  const wait = int32Literal(waitMs);
   return [
-    `SELECT set_config('lock_timeout', '${int32Literal(waitMs)}', true)`,
+    form === 'set'
+      ? `SET LOCAL lock_timeout = ${wait}`
+      : `SELECT set_config('lock_timeout', '${wait}', true)`,
     // count(): a column every port can read (Prisma cannot read a void one).
     `SELECT count(pg_advisory_xact_lock(${int32Literal(namespace)}, ${int32Literal(turnLock)}))`,
   ];

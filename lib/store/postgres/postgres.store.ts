@@ -61,6 +61,10 @@ import {
 import type { OutboxTableNames } from '../../internal/sql-identifier';
 import { extendedValues, isExtended, cachedStatement } from '../shared-sql/sql-values';
 import type { SqlPort, SqlQueryOptions, SqlResult, SqlRunner } from '../ports/sql-port';
+import { PostgresWakeNotifier } from './postgres-wake-notifier';
+
+/** How an enqueue wakes the LISTENing dispatchers (see the store's constructor). */
+export type PostgresWakeUp = 'none' | 'transaction' | 'after-commit';
 
 type StatsRow = Record<'pending' | 'leased' | 'delivered' | 'dead', number> & {
   oldest_ms: string | number | null;
@@ -91,11 +95,22 @@ export class PostgresOutboxStore implements OutboxStore {
   private claimIdsSql: string | undefined;
   /** Whether the table has schema step 5's waiting index; read once, at the first promotion. */
   private waitingIndex: Promise<boolean> | undefined;
+  /** Whether the enqueue's statement sends the NOTIFY itself. */
+  private readonly notify: boolean;
+  /** The NOTIFY sent after commits, in 'after-commit' mode. */
+  private readonly notifier: PostgresWakeNotifier | undefined;
+  /** Present in 'after-commit' mode: called once a transaction that enqueued committed. */
+  readonly wakeListeners?: () => void;
 
   constructor(
     private readonly sql: SqlPort,
     private readonly names: OutboxTableNames,
-    private readonly notify: boolean,
+    /**
+     * How the enqueue wakes the LISTENing dispatchers: a NOTIFY in its statement ('transaction'),
+     * one sent after the commit (`wakeListeners`, for a connection that reports its commits), or
+     * none (nothing listens: log tailing, external delivery, `listen` off).
+     */
+    wakeUp: PostgresWakeUp,
     private readonly policy: OutboxQueuePolicy,
     private readonly timeoutMs: number,
     /** The schema the table resolves to (the table's own, else the connection's). */
@@ -112,6 +127,12 @@ export class PostgresOutboxStore implements OutboxStore {
     this.lockNamespace = hashKey(`nestjs-outbox:${this.channel}`);
     this.dispatchNamespace = hashKey(`nestjs-outbox-dispatch:${this.channel}`);
     this.claimSql = postgresClaim(names, policy, partitioned);
+    this.notify = wakeUp === 'transaction';
+    if (wakeUp === 'after-commit') {
+      const notifier = new PostgresWakeNotifier(sql, this.channel);
+      this.notifier = notifier;
+      this.wakeListeners = () => notifier.wake();
+    }
   }
 
   async insert(
@@ -132,10 +153,24 @@ export class PostgresOutboxStore implements OutboxStore {
     const variant = `${one}:${scheduled}:${lock}:${this.notify}:${idempotent}:${extended}`;
     const statement = cachedStatement(this.insertSql, variant, () => {
       const shape = [this.names, scheduled, lock, this.notify, idempotent, extended] as const;
-      const text = one
-        ? postgresInsertOne(...shape, this.partitioned)
-        : postgresInsert(...shape, this.partitioned);
-      return { text, options: this.prepared ? { prepare: statementName(text) } : {} };
+      const write = (checked: boolean) =>
+        one
+          ? postgresInsertOne(...shape, this.partitioned, checked)
+          : postgresInsert(...shape, this.partitioned, checked);
+      const text = write(true);
+      // The same insert without its transaction check, for a port that knows the connection is
+      // in the caller's open transaction when it sends it: one round trip in a transaction that
+      // has not written yet, instead of a refusal, `txid_current()` and the insert again.
+      const unchecked = write(false);
+      const inTransaction = this.prepared
+        ? { text: unchecked, prepare: statementName(unchecked) }
+        : { text: unchecked };
+      return {
+        text,
+        options: this.prepared
+          ? { prepare: statementName(text), inTransaction }
+          : { inTransaction },
+      };
     });
     // Parameters in the order the statement numbers them: the rows' columns (values for one
     // row, arrays for many), then the optional groups.
@@ -166,9 +201,9 @@ export class PostgresOutboxStore implements OutboxStore {
     }
     if (lock) params.push(this.lockNamespace, one ? keys[0] : keys);
     if (this.notify) params.push(this.channel);
-    const write = () =>
+    const write = (options: SqlQueryOptions) =>
       tx
-        .query<{ id: unknown; open?: unknown }>(statement.text, params, statement.options)
+        .query<{ id: unknown; open?: unknown }>(statement.text, params, options)
         .catch((error: unknown) => {
           throw statement.options.prepare === undefined
             ? error
@@ -176,12 +211,14 @@ export class PostgresOutboxStore implements OutboxStore {
         });
     const refused = (result: SqlResult<{ id: unknown; open?: unknown }>) =>
       idempotent ? result.rows.some((r) => r.open === false) : result.affected !== rows.length;
-    let result = await write();
+    let result = await write(statement.options);
     if (refused(result)) {
       // A transaction that has not written yet has no id for the check to see: give it one,
-      // and try once more. Refused again, the handle's transaction had ended.
+      // and try once more. Refused again, the handle's transaction had ended. The retry is
+      // checked whatever the port knows: the app may have begun another transaction meanwhile.
       await tx.query(POSTGRES_OPEN_TRANSACTION);
-      result = await write();
+      const { inTransaction: _, ...checked } = statement.options;
+      result = await write(checked);
       if (refused(result)) {
         throw new OutboxTransactionRequiredError(OutboxMessages.transactionEndedBeforeWrite());
       }
@@ -496,7 +533,8 @@ export class PostgresOutboxStore implements OutboxStore {
   }
 
   async close(): Promise<void> {
-    // The DataSource belongs to the application; nothing of ours to close.
+    // The DataSource belongs to the application: only the NOTIFY in flight is ours.
+    await this.notifier?.close();
   }
 
   /** Promotes the next waiting messages of each key, under the keys' dispatch locks. */
@@ -583,11 +621,14 @@ export class PostgresOutboxStore implements OutboxStore {
     claimTurn = false,
     plans = 'generic',
   }: TransactionOptions): string[] {
+    // A port that sends the opening with the BEGIN in one query takes the cheaper SET LOCALs.
+    const form = this.sql.transactionOpening === undefined ? 'select' : 'set';
     const opening = postgresOpening(
       this.timeoutMs,
       this.dispatchNamespace,
       sortedKeyLocks(lockKeys),
       plans,
+      form,
     );
     if (claimTurn) {
       opening.push(
@@ -595,6 +636,7 @@ export class PostgresOutboxStore implements OutboxStore {
           this.dispatchNamespace,
           CLAIM_TURN_LOCK,
           Math.max(1, Math.min(CLAIM_TURN_WAIT_MS, Math.floor(this.timeoutMs / 2))),
+          form,
         ),
       );
     }
