@@ -77,6 +77,8 @@ export class LogTailer {
   private pending: Entry[] = [];
   private readonly batches = new Set<Promise<void>>();
   private readonly keysInFlight = new Set<string>();
+  /** Batches whose lease is on its way (the rest of `batches` are publishing or settling). */
+  private leasing = 0;
   private lingerTimer: NodeJS.Timeout | undefined;
   private progressed: (() => void) | undefined;
   private acknowledging: Promise<void> = Promise.resolve();
@@ -161,7 +163,13 @@ export class LogTailer {
   /** Leases and starts batches while there is room and work that may go now. */
   private pump(): void {
     const { pipeline, batchSize, batchesInFlight, lingerMs } = this.parts;
-    while (this.batches.size < batchesInFlight && this.pending.length > 0) {
+    // As the claim loop does: up to batchesInFlight batches publishing, and the next lease on its
+    // way beside them, one at a time.
+    while (
+      this.leasing === 0 &&
+      this.batches.size - this.leasing < batchesInFlight &&
+      this.pending.length > 0
+    ) {
       // Stopping: what is not leased stays unacknowledged, read again after a restart.
       if (pipeline.lifecycle.stopping) break;
       if (!pipeline.open) {
@@ -230,7 +238,15 @@ export class LogTailer {
     for (const entry of picked) if (entry.key !== null) keys.add(entry.key);
     try {
       const started = performance.now();
-      const leased = await this.lease(picked.map((entry) => entry.id));
+      this.leasing++;
+      let leased: Awaited<ReturnType<LogTailer['lease']>>;
+      try {
+        leased = await this.lease(picked.map((entry) => entry.id));
+      } finally {
+        this.leasing--;
+      }
+      // The next lease may go out while this batch publishes.
+      this.pump();
       if (leased === undefined) {
         // The database failed (the pipeline paused); the rows stay in the table, pending.
         this.handedOff += picked.length;
