@@ -63,15 +63,26 @@ export function postgresLogTailingDdl(n: OutboxTableNames, publication: string):
   assertIdentifier(publication, 'publicationName');
   // Compared as regclass: the publication lists the table by schema and name, `n.table` may be
   // unqualified (the search path's schema), and a partition root is listed under its own name.
+  // From PostgreSQL 15 the publication carries the two columns the reader uses: the server then
+  // sends about 40 bytes per insert instead of the whole row (payload included), and the reader
+  // parses that much. An older server publishes the whole row. Dynamic, so that an older
+  // server's PL/pgSQL never parses a column list.
+  const table = `${n.table} (id, message_key)`;
   return [
-    `DO $$ BEGIN
+    `DO $$
+DECLARE
+  listed boolean := current_setting('server_version_num')::int >= 150000;
+BEGIN
   IF NOT EXISTS (SELECT 1 FROM pg_publication WHERE pubname = '${publication}') THEN
-    CREATE PUBLICATION "${publication}" FOR TABLE ${n.table} WITH (publish = 'insert', publish_via_partition_root = true);
+    EXECUTE 'CREATE PUBLICATION "${publication}" FOR TABLE '
+      || CASE WHEN listed THEN '${table}' ELSE '${n.table}' END
+      || ' WITH (publish = ''insert'', publish_via_partition_root = true)';
   ELSIF NOT EXISTS (
     SELECT 1 FROM pg_publication_tables AS t
     WHERE t.pubname = '${publication}'
       AND format('%I.%I', t.schemaname, t.tablename)::regclass = '${n.table}'::regclass) THEN
-    ALTER PUBLICATION "${publication}" ADD TABLE ${n.table};
+    EXECUTE 'ALTER PUBLICATION "${publication}" ADD TABLE '
+      || CASE WHEN listed THEN '${table}' ELSE '${n.table}' END;
   END IF;
 END $$`,
   ];
