@@ -3,12 +3,7 @@ import { randomBytes } from 'node:crypto';
 import type { OutboxRecord } from '../../lib';
 import { ensureOutboxTable } from '../../lib';
 import { Client } from 'pg';
-import {
-  readOutbox,
-  readStatuses,
-  serverConnection,
-  TestOrder,
-} from '../support/databases';
+import { readOutbox, readStatuses, serverConnection, TestOrder } from '../support/databases';
 import { dispatchApps, msg } from '../support/dispatch-fixtures';
 import { useOutboxScope } from '../support/outbox-scope';
 import { describeSource, POLL_RUN_DATABASES, SOURCE_CASES, useSource } from '../support/sources';
