@@ -23,9 +23,13 @@ export function postgresClaimIds(n: OutboxTableNames, policy: OutboxQueuePolicy)
   const t = n.table;
   // Locked in id order: a key's rows in its queue order, and two tailers (there is one per
   // slot, but a takeover can overlap a stalled one) lock in the same order.
+  // Joined from the ids, so that each is one primary-key probe: written as `id = ANY($4)`, the
+  // generic plan of a table without statistics yet (a fresh backlog) walked the whole pending
+  // index and tested every entry against the array (215 ms for 500 ids of 30 000, not 2).
   const locked = `c AS MATERIALIZED (
-  SELECT c.id, c.message_key FROM ${t} AS c
-  WHERE c.id = ANY($4::int8[]) AND ${claimable('c')}
+  SELECT c.id, c.message_key FROM (SELECT DISTINCT unnest($4::int8[]) AS id) AS x
+  JOIN ${t} AS c ON c.id = x.id
+  WHERE ${claimable('c')}
   ORDER BY c.id
   FOR UPDATE OF c SKIP LOCKED)`;
   const heads = policy.ordered
