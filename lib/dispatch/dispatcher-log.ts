@@ -3,11 +3,12 @@ import { randomBytes } from 'node:crypto';
 import { inspect } from 'node:util';
 
 /**
- * A batch's short id on its log lines: the first 8 hex digits of its claim's (or lease's) token,
- * so that an operator can follow one batch from claim to settle, and find its rows by token.
+ * A batch's short id on its log lines: the last 8 hex digits of its claim's (or lease's) token,
+ * so that an operator can follow one batch from claim to settle, and find its rows by token. Not
+ * the first: an owner token's first group is its owner's key, the same for all its batches.
  */
 export function batchIdOf(token: string): string {
-  return token.slice(0, 8);
+  return token.slice(-8);
 }
 
 /**

@@ -95,7 +95,7 @@ export class OutboxDispatcher
       options,
       store,
       publisher: this.publisher,
-      sql: options.dispatcher.ownerLock ? sql : undefined,
+      sql,
       log: this.log,
     });
     this.source = makeSource(this.pipeline, {
