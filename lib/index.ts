@@ -33,6 +33,23 @@ export type {
   OutboxTopicCounts,
 } from './module/admin/outbox-admin.interfaces';
 export type {
+  OutboxAuditEntry,
+  OutboxRedriveCandidate,
+  OutboxRedriveFilter,
+  OutboxRedriveOptions,
+  OutboxRedrivePreview,
+  OutboxRedrivePreviewOptions,
+  OutboxRedriveRecord,
+  OutboxRedriveReport,
+} from './module/admin/outbox-redrive.interfaces';
+export { OutboxAuditStore } from './module/admin/outbox-audit.store';
+export { REDRIVE_ID_HEADER, REDRIVE_OF_HEADER } from './module/admin/outbox-redrive';
+export {
+  DEFAULT_AUDIT_TABLE,
+  outboxAuditTableDdl,
+  type OutboxAuditTableOptions,
+} from './store/shared-sql/audit-table';
+export type {
   OutboxModuleOptions,
   OutboxModuleExtras,
   OutboxDispatcherOptions,
@@ -131,6 +148,7 @@ export {
   type OutboxSlotBlocker,
 } from './errors/outbox-replication-slot-wait.error';
 export { OutboxAdminInputError } from './errors/outbox-admin-input.error';
+export { OutboxRedriveRefusedError } from './errors/outbox-redrive-refused.error';
 export {
   OutboxInvalidMessageError,
   type OutboxInvalidMessageReason,

@@ -42,6 +42,16 @@ import type {
   OutboxTopicCounts,
 } from './outbox-admin.interfaces';
 import type { SqlParams } from '../../store/shared-sql/sql-params';
+import type { OutboxAuditTableOptions } from '../../store/shared-sql/audit-table';
+import { OutboxRedriver } from './outbox-redrive';
+import type {
+  OutboxRedriveFilter,
+  OutboxRedriveOptions,
+  OutboxRedrivePreview,
+  OutboxRedrivePreviewOptions,
+  OutboxRedriveRecord,
+  OutboxRedriveReport,
+} from './outbox-redrive.interfaces';
 import type { SqlPort } from '../../store/ports/sql-port';
 import {
   messageIdText,
@@ -65,6 +75,13 @@ export interface OutboxAdminOptions {
     readonly enabled?: boolean;
     readonly onDeadLetter?: 'block' | 'skip';
   };
+  /** The app's `cleaner.archive`: re-drives then also find the rows in `<table>_archive`. */
+  readonly cleaner?: { readonly archive?: boolean };
+  /**
+   * The audit table re-drives are recorded in and listed from (the console's audit log).
+   * @default { tableName: 'outbox_console_audit' }
+   */
+  readonly auditTable?: OutboxAuditTableOptions;
 }
 
 /** Largest page of a listing, and the batch size of retries and purges by filter. */
@@ -256,6 +273,7 @@ export class OutboxAdmin {
   private readonly names: OutboxTableNames;
   private readonly ordered: boolean;
   private readonly deadBlocksKey: boolean;
+  private readonly redriver: OutboxRedriver;
 
   /**
    * Who delivers this table's messages: `'external'` when Debezium (or another engine reading
@@ -278,6 +296,50 @@ export class OutboxAdmin {
     ({ ordered: this.ordered, deadBlocksKey: this.deadBlocksKey } = queuePolicyOf(
       options.ordering,
     ));
+    this.redriver = new OutboxRedriver({
+      sqlPort,
+      store,
+      sql: this.sql,
+      names: this.names,
+      ordered: this.ordered,
+      archive: options.cleaner?.archive === true,
+      auditTable: options.auditTable,
+    });
+  }
+
+  /**
+   * How many delivered messages `redrive(filter)` would send again (exact, at this moment) and
+   * the first of them in queue order. Searches `<table>_archive` too with `cleaner.archive`.
+   */
+  previewRedrive(
+    filter: OutboxRedriveFilter,
+    options?: OutboxRedrivePreviewOptions,
+  ): Promise<OutboxRedrivePreview> {
+    return this.redriver.preview(filter, options);
+  }
+
+  /**
+   * Sends the delivered messages matching `filter` again, as new messages (new ids, so that
+   * consumers' inboxes take them; headers `x-outbox-redrive-of` and `x-outbox-redrive-id`),
+   * in their original queue order, through the store's insert (key order and key locks as at
+   * enqueue), a transaction per 500; to their own topic or `destination`, spread by
+   * `ratePerSecond` over `available_at`. Recorded in the audit log (who, why, filter, count)
+   * in the transaction of the first copies. Refused with `OutboxRedriveRefusedError`, nothing
+   * sent, when the selection's count is not `expectedCount`, is above `maxCount`, is 0, or the
+   * audit table is missing; bad input with `OutboxAdminInputError`.
+   */
+  redrive(
+    filter: OutboxRedriveFilter,
+    options: OutboxRedriveOptions,
+  ): Promise<OutboxRedriveReport> {
+    return this.redriver.redrive(filter, options);
+  }
+
+  /** Past re-drives from the audit log, newest first (`limit` 1 to 1000, default 50). */
+  redrives(
+    options: { readonly limit?: number; readonly auditTable?: OutboxAuditTableOptions } = {},
+  ): Promise<OutboxRedriveRecord[]> {
+    return this.redriver.records(options.limit ?? 50, options.auditTable);
   }
 
   /** Messages matching `filter`, in queue (id) order, one page at a time. */

@@ -45,6 +45,13 @@ export const postgresAdmin: AdminDialect = {
   createdAtOrAfter: (p, at) => `o.created_at >= ${p.add(at.toISOString())}::timestamptz`,
   createdOlderThan: (p, olderMs) =>
     `o.created_at < now() - ${p.add(olderMs)}::float8 * interval '1 millisecond'`,
+  deliveredBefore: (p, at) => `o.delivered_at < ${p.add(at.toISOString())}::timestamptz`,
+  deliveredAtOrAfter: (p, at) => `o.delivered_at >= ${p.add(at.toISOString())}::timestamptz`,
+  redriveColumns: (origin) =>
+    `${origin} AS origin, o.message_id::text AS message_id, o.topic, o.message_key, o.event_type,
+  o.payload::text AS payload, o.headers::text AS headers, o.payload_encoding, o.content_type,
+  encode(o.payload_bytes, 'base64') AS payload_bytes, o.broker_attributes::text AS broker_attributes,
+  o.created_at, o.delivered_at`,
   idAfter: (p, id) => `o.id > ${p.add(id)}::int8`,
   idAtMost: (p, id) => `o.id <= ${p.add(id)}::int8`,
   // Undelivered rows sit at the end of a long delivered history (or dead ones scattered in it),

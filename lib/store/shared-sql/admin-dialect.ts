@@ -21,6 +21,13 @@ export interface AdminDialect {
   createdBefore(p: SqlParams, at: Date): string;
   createdAtOrAfter(p: SqlParams, at: Date): string;
   createdOlderThan(p: SqlParams, ms: number): string;
+  deliveredBefore(p: SqlParams, at: Date): string;
+  deliveredAtOrAfter(p: SqlParams, at: Date): string;
+  /**
+   * The columns a re-drive copies from a delivered row over the alias `o` (see `RedriveRow`),
+   * from the outbox (`origin` its id) or from its archive (`origin` the outbox id it had).
+   */
+  redriveColumns(origin: 'o.id' | 'o.outbox_id'): string;
   idAfter(p: SqlParams, id: string): string;
   idAtMost(p: SqlParams, id: string): string;
   /**

@@ -41,6 +41,11 @@ export const sqliteAdmin: AdminDialect = {
   createdBefore: (p, at) => `o.created_at < ${p.add(utcText(at))}`,
   createdAtOrAfter: (p, at) => `o.created_at >= ${p.add(utcText(at))}`,
   createdOlderThan: (p, olderMs) => `o.created_at < ${ago(p.add(olderMs))}`,
+  deliveredBefore: (p, at) => `o.delivered_at < ${p.add(utcText(at))}`,
+  deliveredAtOrAfter: (p, at) => `o.delivered_at >= ${p.add(utcText(at))}`,
+  redriveColumns: (origin) =>
+    `${origin} AS origin, o.message_id, o.topic, o.message_key, o.event_type, o.payload, o.headers,
+  o.payload_encoding, o.content_type, o.payload_bytes, o.broker_attributes, o.created_at, o.delivered_at`,
   idAfter: (p, id) => `o.id > CAST(${p.add(id)} AS INTEGER)`,
   idAtMost: (p, id) => `o.id <= CAST(${p.add(id)} AS INTEGER)`,
   listOrder: () => 'o.id',

@@ -4,7 +4,7 @@ import { describeError } from '../../../internal/describe-error';
 import { outboxDialectOf } from '../../../store/schema/outbox-table-ddl';
 import type { OutboxTableNames } from '../../../internal/sql-identifier';
 import type { OutboxConsoleAuditEntry } from '../console.options';
-import type { ConsoleAuditSql } from './console-audit-sql';
+import type { AuditSql } from '../../../store/shared-sql/audit-sql';
 import {
   consoleAuditSqlOf,
   consoleAuditTableNames,
@@ -31,7 +31,7 @@ function toDate(value: Date | string): Date {
 
 /** The console's audit log in a table of the app's database (see docs/console.md#audit-log). */
 export class ConsoleAuditStore {
-  private readonly sql: ConsoleAuditSql;
+  private readonly sql: AuditSql;
   private readonly names: OutboxTableNames;
 
   constructor(

@@ -1,10 +1,10 @@
-import type { ConsoleAuditSql } from './console-audit-sql';
+import type { AuditSql } from '../shared-sql/audit-sql';
 
 /**
  * The console's audit table on MySQL 8 / MariaDB 10.6+. `at` is UTC (written with
  * UTC_TIMESTAMP, read as text), whatever the session's time zone.
  */
-export const MYSQL_CONSOLE_AUDIT_SQL: ConsoleAuditSql = {
+export const MYSQL_CONSOLE_AUDIT_SQL: AuditSql = {
   createTable: (n) => [
     `CREATE TABLE IF NOT EXISTS ${n.table} (
   id BIGINT NOT NULL AUTO_INCREMENT PRIMARY KEY,
@@ -22,6 +22,8 @@ export const MYSQL_CONSOLE_AUDIT_SQL: ConsoleAuditSql = {
     `INSERT INTO ${n.table} (at, actor, action, scope, target, confirmed, affected) VALUES (UTC_TIMESTAMP(3), ?, ?, ?, ?, ?, ?)`,
   recent: (n) =>
     `SELECT DATE_FORMAT(at, '%Y-%m-%d %H:%i:%s.%f') AS at, actor, action, scope, target, confirmed, affected FROM ${n.table} ORDER BY id DESC LIMIT ?`,
+  recentOf: (n) =>
+    `SELECT DATE_FORMAT(at, '%Y-%m-%d %H:%i:%s.%f') AS at, actor, action, scope, target, confirmed, affected FROM ${n.table} WHERE action = ? ORDER BY id DESC LIMIT ?`,
   probe: (n) =>
     `SELECT id, at, actor, action, scope, target, confirmed, affected FROM ${n.table} WHERE 1 = 0`,
 };

@@ -1,7 +1,7 @@
-import type { ConsoleAuditSql } from './console-audit-sql';
+import type { AuditSql } from '../shared-sql/audit-sql';
 
 /** The console's audit table on SQLite: `at` is UTC text with milliseconds, as in the outbox table. */
-export const SQLITE_CONSOLE_AUDIT_SQL: ConsoleAuditSql = {
+export const SQLITE_CONSOLE_AUDIT_SQL: AuditSql = {
   createTable: (n) => [
     `CREATE TABLE IF NOT EXISTS ${n.table} (
   id INTEGER PRIMARY KEY AUTOINCREMENT,
@@ -19,6 +19,8 @@ export const SQLITE_CONSOLE_AUDIT_SQL: ConsoleAuditSql = {
     `INSERT INTO ${n.table} (actor, action, scope, target, confirmed, affected) VALUES (?, ?, ?, ?, ?, ?)`,
   recent: (n) =>
     `SELECT at, actor, action, scope, target, confirmed, affected FROM ${n.table} ORDER BY id DESC LIMIT ?`,
+  recentOf: (n) =>
+    `SELECT at, actor, action, scope, target, confirmed, affected FROM ${n.table} WHERE action = ? ORDER BY id DESC LIMIT ?`,
   probe: (n) =>
     `SELECT id, at, actor, action, scope, target, confirmed, affected FROM ${n.table} WHERE 1 = 0`,
 };

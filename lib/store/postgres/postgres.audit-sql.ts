@@ -1,7 +1,7 @@
-import type { ConsoleAuditSql } from './console-audit-sql';
+import type { AuditSql } from '../shared-sql/audit-sql';
 
 /** The console's audit table on PostgreSQL: one row per action, written on the database clock. */
-export const POSTGRES_CONSOLE_AUDIT_SQL: ConsoleAuditSql = {
+export const POSTGRES_CONSOLE_AUDIT_SQL: AuditSql = {
   createTable: (n) => [
     `CREATE TABLE IF NOT EXISTS ${n.table} (
   id BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
@@ -19,6 +19,8 @@ export const POSTGRES_CONSOLE_AUDIT_SQL: ConsoleAuditSql = {
     `INSERT INTO ${n.table} (actor, action, scope, target, confirmed, affected) VALUES ($1, $2, $3, $4, $5, $6)`,
   recent: (n) =>
     `SELECT at, actor, action, scope, target, confirmed, affected FROM ${n.table} ORDER BY id DESC LIMIT $1`,
+  recentOf: (n) =>
+    `SELECT at, actor, action, scope, target, confirmed, affected FROM ${n.table} WHERE action = $1 ORDER BY id DESC LIMIT $2`,
   probe: (n) =>
     `SELECT id, at, actor, action, scope, target, confirmed, affected FROM ${n.table} WHERE 1 = 0`,
 };

@@ -1,0 +1,458 @@
+import { OutboxAdminInputError } from '../../errors/outbox-admin-input.error';
+import { OutboxRedriveRefusedError } from '../../errors/outbox-redrive-refused.error';
+import { describeError } from '../../internal/describe-error';
+import type { OutboxTableNames } from '../../internal/sql-identifier';
+import type { OutboxHeaders } from '../../message/outbox-message.interface';
+import { UuidV7Generator } from '../../message/uuidv7';
+import { OutboxMessages } from '../../outbox.messages';
+import type { NewOutboxRow, OutboxStore } from '../../store/ports/outbox-store.port';
+import type { SqlPort } from '../../store/ports/sql-port';
+import { messageIdText } from '../../store/rows/message-id-codec';
+import { storedBytes, toDate } from '../../store/rows/outbox-row.mapper';
+import type { AdminDialect } from '../../store/shared-sql/admin-dialect';
+import type { OutboxAuditTableOptions } from '../../store/shared-sql/audit-table';
+import type { SqlParams } from '../../store/shared-sql/sql-params';
+import { OutboxAuditStore } from './outbox-audit.store';
+import type {
+  OutboxRedriveCandidate,
+  OutboxRedriveFilter,
+  OutboxRedriveOptions,
+  OutboxRedrivePreview,
+  OutboxRedrivePreviewOptions,
+  OutboxRedriveRecord,
+  OutboxRedriveReport,
+} from './outbox-redrive.interfaces';
+
+/** The header naming the message a re-drive copied. */
+export const REDRIVE_OF_HEADER = 'x-outbox-redrive-of';
+/** The header naming the re-drive that wrote a copy (its audit entry). */
+export const REDRIVE_ID_HEADER = 'x-outbox-redrive-id';
+/** The audit log's action of a re-drive. */
+export const REDRIVE_ACTION = 'redrive';
+
+const DEFAULT_MAX_COUNT = 10_000;
+const MAX_MAX_COUNT = 1_000_000;
+const DEFAULT_SAMPLE = 20;
+/** Copies per transaction: one multi-row insert each, key locks held only that long. */
+const CHUNK = 500;
+const MAX_REASON = 500;
+const MAX_ACTOR = 200;
+/** The audit table's `target` column. */
+const MAX_TARGET = 2_000;
+
+/** A row a re-drive copies, as the drivers return it (see `AdminDialect.redriveColumns`). */
+interface RedriveRow {
+  src: string;
+  origin: number | string;
+  message_id: string | Uint8Array;
+  topic: string;
+  message_key: string | null;
+  event_type: string;
+  payload: string;
+  headers: string;
+  payload_encoding: string;
+  content_type: string | null;
+  payload_bytes: string | Uint8Array | null;
+  broker_attributes: string | null;
+  created_at: Date | string;
+  delivered_at: Date | string | null;
+}
+
+type Field<K extends keyof OutboxRedriveFilter> = {
+  /** Undefined when the value is good, else what is wrong with it. */
+  readonly problem: (value: NonNullable<OutboxRedriveFilter[K]> | null) => string | undefined;
+  readonly condition: (
+    sql: AdminDialect,
+    p: SqlParams,
+    value: NonNullable<OutboxRedriveFilter[K]> | null,
+  ) => string;
+};
+
+const text = (value: unknown): string | undefined =>
+  typeof value === 'string' && value !== '' ? undefined : 'expected a non-empty string';
+const date = (value: unknown): string | undefined =>
+  value instanceof Date && !Number.isNaN(value.getTime()) ? undefined : 'expected a valid Date';
+
+/**
+ * The filter's fields: how each is checked and which condition over the alias `o` it adds (the
+ * outbox and its archive share these columns). A new field (a tenant, say) is one entry here
+ * and one in `OutboxRedriveFilter`.
+ */
+const FIELDS: { readonly [K in keyof OutboxRedriveFilter]-?: Field<K> } = {
+  topic: { problem: text, condition: (_s, p, v) => `o.topic = ${p.add(v)}` },
+  key: {
+    problem: (v) =>
+      v === null || typeof v === 'string'
+        ? undefined
+        : 'expected a string, or null for messages without a key',
+    condition: (_s, p, v) => (v === null ? 'o.message_key IS NULL' : `o.message_key = ${p.add(v)}`),
+  },
+  type: { problem: text, condition: (_s, p, v) => `o.event_type = ${p.add(v)}` },
+  createdAfter: { problem: date, condition: (s, p, v) => s.createdAtOrAfter(p, v as Date) },
+  createdBefore: { problem: date, condition: (s, p, v) => s.createdBefore(p, v as Date) },
+  deliveredAfter: { problem: date, condition: (s, p, v) => s.deliveredAtOrAfter(p, v as Date) },
+  deliveredBefore: { problem: date, condition: (s, p, v) => s.deliveredBefore(p, v as Date) },
+};
+
+const invalid = (what: string, problem: string): OutboxAdminInputError =>
+  new OutboxAdminInputError(`Invalid ${what} for OutboxAdmin re-drive: ${problem}.`, what);
+
+/** The filter's fields, checked: unknown, undefined, ill-typed and empty filters are refused. */
+export function redriveFilterOf(
+  filter: OutboxRedriveFilter,
+): [keyof OutboxRedriveFilter, unknown][] {
+  if (typeof filter !== 'object' || filter === null) {
+    throw invalid('filter', 'expected an object such as { topic: "orders", createdAfter: date }');
+  }
+  const fields = Object.entries(filter) as [keyof OutboxRedriveFilter, unknown][];
+  for (const [name, value] of fields) {
+    if (!Object.hasOwn(FIELDS, name)) {
+      throw invalid(
+        `filter field "${String(name)}"`,
+        `not a re-drive filter field (use ${Object.keys(FIELDS).join(', ')})`,
+      );
+    }
+    if (value === undefined) {
+      throw invalid(
+        `filter field "${name}"`,
+        'it is present but undefined, which would widen the re-drive; leave it out',
+      );
+    }
+    const problem = (FIELDS[name].problem as (v: unknown) => string | undefined)(value);
+    if (problem !== undefined) throw invalid(`filter ${name}`, problem);
+  }
+  if (fields.length === 0) {
+    throw invalid(
+      'filter',
+      'an empty filter would re-drive every delivered message; name a topic, key, type or time range',
+    );
+  }
+  const { createdAfter, createdBefore, deliveredAfter, deliveredBefore } = filter;
+  for (const [from, to, name] of [
+    [createdAfter, createdBefore, 'created'],
+    [deliveredAfter, deliveredBefore, 'delivered'],
+  ] as const) {
+    if (from !== undefined && to !== undefined && from.getTime() >= to.getTime()) {
+      throw invalid(`filter ${name} range`, `${name}After must be before ${name}Before`);
+    }
+  }
+  return fields;
+}
+
+/** The filter as the audit log keeps it: times as ISO text. */
+function filterRecord(filter: OutboxRedriveFilter): Record<string, string | null> {
+  const out: Record<string, string | null> = {};
+  for (const [name, value] of Object.entries(filter) as [string, unknown][]) {
+    out[name] = value instanceof Date ? value.toISOString() : (value as string | null);
+  }
+  return out;
+}
+
+function toCandidate(row: RedriveRow): OutboxRedriveCandidate {
+  return {
+    source: row.src === 'archive' ? 'archive' : 'outbox',
+    id: String(row.origin),
+    messageId: messageIdText(row.message_id),
+    topic: row.topic,
+    key: row.message_key,
+    type: row.event_type,
+    createdAt: toDate(row.created_at),
+    deliveredAt: row.delivered_at === null ? null : toDate(row.delivered_at),
+  };
+}
+
+function positiveInteger(value: number, name: string, max: number): number {
+  if (!Number.isInteger(value) || value < 1 || value > max) {
+    throw invalid(name, `expected an integer from 1 to ${max}, got ${String(value)}`);
+  }
+  return value;
+}
+
+/** The re-drive target of the audit log: JSON, refused when the column cannot hold it. */
+function auditTarget(record: Omit<OutboxRedriveRecord, 'at' | 'actor' | 'count'>): string {
+  const target = JSON.stringify({
+    id: record.redriveId,
+    reason: record.reason,
+    filter: record.filter,
+    to: record.destination,
+    rate: record.ratePerSecond,
+  });
+  if (target.length > MAX_TARGET) {
+    throw invalid(
+      'reason',
+      `the reason and filter take ${target.length} characters in the audit log, which keeps ${MAX_TARGET}; shorten the reason`,
+    );
+  }
+  return target;
+}
+
+function parseRecord(entry: {
+  at: Date;
+  actor: string;
+  target: string;
+  affected: number;
+}): OutboxRedriveRecord | null {
+  try {
+    const t = JSON.parse(entry.target) as {
+      id?: unknown;
+      reason?: unknown;
+      filter?: unknown;
+      to?: unknown;
+      rate?: unknown;
+    };
+    if (typeof t.id !== 'string') return null;
+    return {
+      redriveId: t.id,
+      at: entry.at,
+      actor: entry.actor,
+      reason: typeof t.reason === 'string' ? t.reason : '',
+      filter:
+        typeof t.filter === 'object' && t.filter !== null
+          ? (t.filter as Record<string, string | null>)
+          : {},
+      destination: typeof t.to === 'string' ? t.to : null,
+      ratePerSecond: typeof t.rate === 'number' ? t.rate : null,
+      count: entry.affected,
+    };
+  } catch {
+    return null;
+  }
+}
+
+/** What the re-drive needs of the admin that owns it. */
+export interface RedriveContext {
+  readonly sqlPort: SqlPort;
+  readonly store: OutboxStore;
+  readonly sql: AdminDialect;
+  readonly names: OutboxTableNames;
+  /** Writers of a key are serialised at insert (the app's ordering). */
+  readonly ordered: boolean;
+  /** `<table>_archive` is searched too. */
+  readonly archive: boolean;
+  readonly auditTable: OutboxAuditTableOptions | undefined;
+}
+
+/**
+ * Re-drives of delivered messages (see `OutboxAdmin.redrive`): selects them from the outbox
+ * (and its archive), and writes a copy of each through the store's insert, as enqueue does.
+ */
+export class OutboxRedriver {
+  private readonly ids = new UuidV7Generator();
+
+  constructor(private readonly context: RedriveContext) {}
+
+  async preview(
+    filter: OutboxRedriveFilter,
+    options: OutboxRedrivePreviewOptions = {},
+  ): Promise<OutboxRedrivePreview> {
+    const sample = positiveInteger(options.sampleSize ?? DEFAULT_SAMPLE, 'sampleSize', 100);
+    const fields = redriveFilterOf(filter);
+    const p = this.context.sql.params();
+    const [row] = await this.query<{ n: number | string }>(
+      `SELECT count(*) AS n FROM (${this.selection(p, fields)}) AS r`,
+      p,
+    );
+    const rows = await this.rows(fields, sample);
+    return {
+      count: Number(row?.n ?? 0),
+      sample: rows.map(toCandidate),
+      includesArchive: this.context.archive,
+    };
+  }
+
+  async redrive(
+    filter: OutboxRedriveFilter,
+    options: OutboxRedriveOptions,
+  ): Promise<OutboxRedriveReport> {
+    const fields = redriveFilterOf(filter);
+    const { actor, reason, destination, ratePerSecond, expectedCount } = options ?? {};
+    if (typeof actor !== 'string' || actor.trim() === '' || actor.length > MAX_ACTOR) {
+      throw invalid('actor', `expected who re-drives, 1 to ${MAX_ACTOR} characters`);
+    }
+    if (typeof reason !== 'string' || reason.trim() === '' || reason.length > MAX_REASON) {
+      throw invalid('reason', `expected why, 1 to ${MAX_REASON} characters`);
+    }
+    if (destination !== undefined && text(destination) !== undefined) {
+      throw invalid('destination', 'expected a topic name (a non-empty string)');
+    }
+    if (
+      ratePerSecond !== undefined &&
+      !(Number.isFinite(ratePerSecond) && ratePerSecond > 0 && ratePerSecond <= 1_000_000)
+    ) {
+      throw invalid('ratePerSecond', 'expected a number of messages per second above 0');
+    }
+    if (expectedCount !== undefined && !(Number.isInteger(expectedCount) && expectedCount >= 0)) {
+      throw invalid('expectedCount', 'expected the count previewRedrive() gave (an integer)');
+    }
+    const maxCount = positiveInteger(
+      options.maxCount ?? DEFAULT_MAX_COUNT,
+      'maxCount',
+      MAX_MAX_COUNT,
+    );
+    const redriveId = this.ids.next();
+    const target = auditTarget({
+      redriveId,
+      reason: reason.trim(),
+      filter: filterRecord(filter),
+      destination: destination ?? null,
+      ratePerSecond: ratePerSecond ?? null,
+    });
+    const audit = new OutboxAuditStore(
+      this.context.sqlPort,
+      options.auditTable ?? this.context.auditTable,
+    );
+    try {
+      await audit.probe();
+    } catch (error) {
+      throw new OutboxRedriveRefusedError(
+        OutboxMessages.redriveNoAuditTable(audit.names.table, describeError(error)),
+        'no-audit-table',
+        null,
+        null,
+      );
+    }
+
+    // One statement reads the whole selection: its count is exact at one moment, and what is
+    // delivered or cleaned afterwards changes nothing that is sent.
+    const rows = await this.rows(fields, maxCount + 1);
+    if (rows.length > maxCount) {
+      throw new OutboxRedriveRefusedError(
+        OutboxMessages.redriveTooMany(maxCount),
+        'too-many',
+        maxCount,
+        null,
+      );
+    }
+    if (expectedCount !== undefined && rows.length !== expectedCount) {
+      throw new OutboxRedriveRefusedError(
+        OutboxMessages.redriveCountChanged(expectedCount, rows.length),
+        'count-changed',
+        expectedCount,
+        rows.length,
+      );
+    }
+    if (rows.length === 0) {
+      throw new OutboxRedriveRefusedError(
+        OutboxMessages.redriveEmpty(),
+        'empty',
+        expectedCount ?? null,
+        0,
+      );
+    }
+
+    const copies = rows.map((row, i) => this.copyOf(row, i, redriveId, destination, ratePerSecond));
+    for (let start = 0; start < copies.length; start += CHUNK) {
+      const chunk = copies.slice(start, start + CHUNK);
+      await this.context.sqlPort.transaction(async (tx) => {
+        // Recorded with the first copies, in their transaction: no copy goes out unaudited, and
+        // a re-drive refused by the database leaves no entry.
+        if (start === 0) {
+          await audit.record(
+            {
+              actor: actor.trim(),
+              action: REDRIVE_ACTION,
+              scope: 'filter',
+              target,
+              confirmed: expectedCount ?? rows.length,
+              affected: rows.length,
+            },
+            tx,
+          );
+        }
+        await this.context.store.insert(tx, chunk, this.context.ordered);
+      });
+    }
+    return {
+      redriveId,
+      count: copies.length,
+      destination: destination ?? null,
+      ratePerSecond: ratePerSecond ?? null,
+    };
+  }
+
+  /** The past re-drives, newest first, from the audit log. */
+  async records(
+    limit: number,
+    auditTable: OutboxAuditTableOptions | undefined,
+  ): Promise<OutboxRedriveRecord[]> {
+    positiveInteger(limit, 'limit', 1_000);
+    const audit = new OutboxAuditStore(this.context.sqlPort, auditTable ?? this.context.auditTable);
+    const entries = await audit.recent(limit, REDRIVE_ACTION);
+    return entries.flatMap((entry) => {
+      const record = parseRecord(entry);
+      return record === null ? [] : [record];
+    });
+  }
+
+  private copyOf(
+    row: RedriveRow,
+    index: number,
+    redriveId: string,
+    destination: string | undefined,
+    rate: number | undefined,
+  ): NewOutboxRow {
+    const headers = JSON.parse(row.headers) as OutboxHeaders;
+    const binary = row.payload_encoding === 'binary';
+    return {
+      messageId: this.ids.next(),
+      topic: destination ?? row.topic,
+      key: row.message_key,
+      type: row.event_type,
+      payload: row.payload,
+      headers: JSON.stringify({
+        ...headers,
+        [REDRIVE_OF_HEADER]: messageIdText(row.message_id),
+        [REDRIVE_ID_HEADER]: redriveId,
+      }),
+      ...(binary
+        ? {
+            binary: { bytes: storedBytes(row.payload_bytes), contentType: row.content_type ?? '' },
+          }
+        : {}),
+      ...(row.broker_attributes === null || row.broker_attributes === ''
+        ? {}
+        : { attributes: row.broker_attributes }),
+      availableAt: null,
+      delayMs: rate === undefined ? null : Math.round((index * 1000) / rate),
+    };
+  }
+
+  /** The selected rows in queue order (original row id), at most `limit`. */
+  private async rows(
+    fields: [keyof OutboxRedriveFilter, unknown][],
+    limit: number,
+  ): Promise<RedriveRow[]> {
+    const p = this.context.sql.params();
+    const selection = this.selection(p, fields);
+    return this.query<RedriveRow>(
+      `SELECT * FROM (${selection}) AS r ORDER BY r.origin LIMIT ${p.add(limit)}`,
+      p,
+    );
+  }
+
+  /** The delivered rows matching `fields`, of the outbox and (with the archive) of its archive. */
+  private selection(p: SqlParams, fields: [keyof OutboxRedriveFilter, unknown][]): string {
+    const { sql, names, archive } = this.context;
+    const part = (table: string, src: string, origin: 'o.id' | 'o.outbox_id'): string => {
+      const conditions = [
+        `o.status = 'delivered'`,
+        ...fields.map(([name, value]) =>
+          (FIELDS[name].condition as (s: AdminDialect, p: SqlParams, v: unknown) => string)(
+            sql,
+            p,
+            value,
+          ),
+        ),
+      ];
+      return `SELECT '${src}' AS src, ${sql.redriveColumns(origin)} FROM ${table} AS o WHERE ${conditions.join(' AND ')}`;
+    };
+    const outbox = part(names.table, 'outbox', 'o.id');
+    return archive
+      ? `${outbox}\nUNION ALL\n${part(names.archiveTable, 'archive', 'o.outbox_id')}`
+      : outbox;
+  }
+
+  private async query<R>(statement: string, p: SqlParams): Promise<R[]> {
+    return (await this.context.sqlPort.query<R>(statement, p.values)).rows;
+  }
+}

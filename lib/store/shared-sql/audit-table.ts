@@ -1,0 +1,58 @@
+import {
+  assertIdentifier,
+  outboxTableNames,
+  type OutboxTableNames,
+} from '../../internal/sql-identifier';
+import { outboxDatabase, type OutboxDialect } from '../schema/outbox-table-ddl';
+import { MYSQL_CONSOLE_AUDIT_SQL } from '../mysql/mysql.audit-sql';
+import { POSTGRES_CONSOLE_AUDIT_SQL } from '../postgres/postgres.audit-sql';
+import { SQLITE_CONSOLE_AUDIT_SQL } from '../sqlite/sqlite.audit-sql';
+import type { AuditSql } from './audit-sql';
+
+/** Where the audit log is kept: the console's audit table, which re-drives write too. */
+export interface OutboxAuditTableOptions {
+  /** @default 'outbox_console_audit' */
+  readonly tableName?: string;
+  /** PostgreSQL schema, or MySQL database. @default the connection's */
+  readonly schema?: string;
+}
+
+export const DEFAULT_AUDIT_TABLE = 'outbox_console_audit';
+
+const SQL: Record<OutboxDialect, AuditSql> = {
+  postgres: POSTGRES_CONSOLE_AUDIT_SQL,
+  mysql: MYSQL_CONSOLE_AUDIT_SQL,
+  sqlite: SQLITE_CONSOLE_AUDIT_SQL,
+};
+
+export function auditSqlOf(dialect: OutboxDialect): AuditSql {
+  return SQL[dialect];
+}
+
+/**
+ * The audit table's quoted names, each identifier checked (throws `OutboxOptionsError` naming
+ * `option`, the option the names came from).
+ */
+export function auditTableNames(
+  dialect: OutboxDialect,
+  options: OutboxAuditTableOptions = {},
+  option = 'auditTable',
+): OutboxTableNames {
+  const tableName = options.tableName ?? DEFAULT_AUDIT_TABLE;
+  assertIdentifier(tableName, `${option}.tableName`);
+  if (options.schema !== undefined) assertIdentifier(options.schema, `${option}.schema`);
+  const database = outboxDatabase(dialect);
+  return outboxTableNames(
+    tableName,
+    database.schemas ? (options.schema ?? null) : null,
+    database.quoting,
+  );
+}
+
+/** The statements that create the audit table on one database, for a migration. */
+export function outboxAuditTableDdl(
+  dialect: OutboxDialect,
+  options: OutboxAuditTableOptions = {},
+): string[] {
+  return SQL[dialect].createTable(auditTableNames(dialect, options));
+}
