@@ -50,10 +50,12 @@ export const mysqlAdmin: AdminDialect = {
     `o.created_at < ${NOW} - INTERVAL ${p.add(Math.round(olderMs * 1000))} MICROSECOND`,
   deliveredBefore: (p, at) => `o.delivered_at < ${p.add(utcText(at))}`,
   deliveredAtOrAfter: (p, at) => `o.delivered_at >= ${p.add(utcText(at))}`,
+  // One collation for the outbox's NO PAD columns and the archive's, which a UNION needs.
   redriveColumns: (origin) =>
-    `${origin} AS origin, o.message_id, o.topic, o.message_key, o.event_type, o.payload, o.headers,
-  o.payload_encoding, o.content_type, TO_BASE64(o.payload_bytes) AS payload_bytes, o.broker_attributes,
-  ${ts('o.created_at', 'created_at')}, ${ts('o.delivered_at', 'delivered_at')}`,
+    `${origin} AS origin, o.message_id, o.topic COLLATE utf8mb4_bin AS topic,
+  o.message_key COLLATE utf8mb4_bin AS message_key, o.event_type COLLATE utf8mb4_bin AS event_type,
+  o.payload, o.headers, o.payload_encoding, o.content_type, TO_BASE64(o.payload_bytes) AS payload_bytes,
+  o.broker_attributes, ${ts('o.created_at', 'created_at')}, ${ts('o.delivered_at', 'delivered_at')}`,
   // Cast so the bound text compares as an integer (no float conversion of large ids).
   idAfter: (p, id) => `o.id > CAST(${p.add(id)} AS SIGNED)`,
   idAtMost: (p, id) => `o.id <= CAST(${p.add(id)} AS SIGNED)`,

@@ -1,0 +1,288 @@
+import {
+  ensureOutboxArchiveTable,
+  OutboxAdminInputError,
+  OutboxAuditStore,
+  OutboxRedriveRefusedError,
+  REDRIVE_ID_HEADER,
+  REDRIVE_OF_HEADER,
+  type OutboxMessage,
+} from '../../lib';
+import { OUTBOX_SQL } from '../../lib/outbox.constants';
+import type { SqlPort } from '../../lib/store/ports/sql-port';
+import { RecordingPublisher } from '../../lib/testing';
+import { readOutbox, TEST_DATABASES, uniqueTable } from '../support/databases';
+import { ageRows } from '../support/db-clock';
+import { mergeOutboxOptions, type HarnessOverrides } from '../support/outbox-harness';
+import { useOutboxScope } from '../support/outbox-scope';
+import { describeWith } from '../support/services';
+import { sleep } from '../support/wait-for';
+
+// OutboxAdmin.redrive on every database: real rows delivered by the real dispatcher, copies
+// written through the store's insert and delivered again by the dispatcher; every assertion
+// reads what reached the publisher, the outbox table or the audit table.
+
+const msg = (key: string | null, n: number, extra: Partial<OutboxMessage> = {}): OutboxMessage => ({
+  topic: 'orders',
+  type: 'order.created',
+  key,
+  payload: { n },
+  ...extra,
+});
+
+for (const db of TEST_DATABASES) {
+  describeWith(
+    db.service === null ? [] : [db.service],
+    `OutboxAdmin re-drive on ${db.name}`,
+    () => {
+      const scope = useOutboxScope(db, { tablePrefix: 'outbox_rd' });
+
+      const open = async (overrides: HarnessOverrides = {}, publisher = true) => {
+        const c = await scope.open({
+          ...(publisher ? { publisher: new RecordingPublisher() } : {}),
+          options: mergeOutboxOptions(
+            { dispatcher: { listen: false, pollIntervalMs: 50 } },
+            overrides,
+          ),
+        });
+        const auditTable = { tableName: uniqueTable('outbox_rd_aud') };
+        const audit = new OutboxAuditStore(c.moduleRef.get<SqlPort>(OUTBOX_SQL), auditTable);
+        await audit.ensure();
+        scope.defer(() => scope.ds.query(`DROP TABLE IF EXISTS ${audit.names.table}`));
+        return { c, audit, auditTable };
+      };
+
+      const who = { actor: 'alice', reason: 'consumer lost its database' };
+
+      it('previews the exact count and a sample in queue order, and refuses bad filters', async () => {
+        const { c } = await open();
+        const ids = await c.enqueue([
+          msg('a', 1),
+          msg('b', 2),
+          msg('a', 3, { type: 'order.paid' }),
+          msg(null, 4, { topic: 'billing' }),
+        ]);
+        await c.runUntilIdle();
+        // Not delivered: never selected.
+        await c.enqueue(msg('a', 5, { availableAt: new Date(Date.now() + 3_600_000) }));
+
+        const all = await c.admin.previewRedrive({ topic: 'orders' });
+        expect(all.count).toBe(3);
+        expect(all.includesArchive).toBe(false);
+        expect(all.sample.map((m) => m.messageId)).toEqual([ids[0], ids[1], ids[2]]);
+        expect(all.sample[0]).toMatchObject({ source: 'outbox', key: 'a', type: 'order.created' });
+        expect(all.sample[0]?.deliveredAt).toBeInstanceOf(Date);
+        expect((await c.admin.previewRedrive({ key: 'a' })).count).toBe(2);
+        expect((await c.admin.previewRedrive({ key: null })).count).toBe(1);
+        expect((await c.admin.previewRedrive({ type: 'order.paid' })).count).toBe(1);
+        const small = await c.admin.previewRedrive({ topic: 'orders' }, { sampleSize: 1 });
+        expect(small).toMatchObject({ count: 3 });
+        expect(small.sample).toHaveLength(1);
+        const first = await c.admin.get(ids[0] as string);
+        const createdAfter = new Date((first?.createdAt.getTime() ?? 0) - 60_000);
+        expect((await c.admin.previewRedrive({ createdAfter })).count).toBe(4);
+        expect((await c.admin.previewRedrive({ createdBefore: createdAfter })).count).toBe(0);
+        const deliveredAfter = new Date((first?.deliveredAt?.getTime() ?? 0) - 60_000);
+        expect((await c.admin.previewRedrive({ deliveredAfter })).count).toBe(4);
+        expect((await c.admin.previewRedrive({ deliveredBefore: deliveredAfter })).count).toBe(0);
+
+        for (const bad of [
+          {},
+          { topic: undefined },
+          { status: 'dead' },
+          { topic: '' },
+          { createdAfter: new Date('nope') },
+          { createdAfter: new Date(2), createdBefore: new Date(1) },
+        ]) {
+          await expect(c.admin.previewRedrive(bad as never)).rejects.toBeInstanceOf(
+            OutboxAdminInputError,
+          );
+        }
+      });
+
+      it('sends copies in key order with new ids and the re-drive headers, and audits it', async () => {
+        const { c, audit, auditTable } = await open();
+        const ids = await c.enqueue([
+          msg('a', 1, { headers: { tenant: 't1' } }),
+          msg('b', 2),
+          msg('a', 3),
+          msg(null, 4, { topic: 'billing' }),
+          msg('a', 5),
+        ]);
+        await c.runUntilIdle();
+        c.publisher.clear();
+
+        const preview = await c.admin.previewRedrive({ topic: 'orders' });
+        expect(preview.count).toBe(4);
+        const report = await c.admin.redrive(
+          { topic: 'orders' },
+          { ...who, expectedCount: preview.count, auditTable },
+        );
+        expect(report).toMatchObject({ count: 4, destination: null, ratePerSecond: null });
+        await c.runUntilIdle();
+
+        const sent = c.publisher.messages;
+        expect(sent.map((r) => r.headers[REDRIVE_OF_HEADER])).toEqual([
+          ids[0],
+          ids[1],
+          ids[2],
+          ids[4],
+        ]);
+        expect(sent.every((r) => r.headers[REDRIVE_ID_HEADER] === report.redriveId)).toBe(true);
+        expect(sent.map((r) => r.topic)).toEqual(['orders', 'orders', 'orders', 'orders']);
+        // New messages: new ids, so consumers' inboxes take them.
+        expect(sent.some((r) => ids.includes(r.messageId))).toBe(false);
+        expect(sent[0]?.headers).toMatchObject({ tenant: 't1' });
+        expect(c.publisher.payloads({ key: 'a' })).toEqual([{ n: 1 }, { n: 3 }, { n: 5 }]);
+        // The copies' rows follow their originals' order per key.
+        const rows = await readOutbox(scope.ds, c.table);
+        const copies = rows.filter((r) => r.headers[REDRIVE_ID_HEADER] === report.redriveId);
+        expect(
+          copies.filter((r) => r.key === 'a').map((r) => r.headers[REDRIVE_OF_HEADER]),
+        ).toEqual([ids[0], ids[2], ids[4]]);
+        expect(copies.every((r) => r.status === 'delivered')).toBe(true);
+
+        const [entry] = await audit.recent(10);
+        expect(entry).toMatchObject({
+          actor: 'alice',
+          action: 'redrive',
+          scope: 'filter',
+          confirmed: 4,
+          affected: 4,
+        });
+        const [listed] = await c.admin.redrives({ auditTable });
+        expect(listed).toMatchObject({
+          redriveId: report.redriveId,
+          actor: 'alice',
+          reason: 'consumer lost its database',
+          filter: { topic: 'orders' },
+          destination: null,
+          count: 4,
+        });
+        expect(listed?.at).toBeInstanceOf(Date);
+      });
+
+      it('sends the copies to the destination topic instead', async () => {
+        const { c, auditTable } = await open();
+        const ids = await c.enqueue([msg('a', 1), msg('a', 2, { topic: 'billing' })]);
+        await c.runUntilIdle();
+        c.publisher.clear();
+        const report = await c.admin.redrive(
+          { key: 'a' },
+          { ...who, destination: 'orders.replay', auditTable },
+        );
+        expect(report).toMatchObject({ count: 2, destination: 'orders.replay' });
+        await c.runUntilIdle();
+        expect(c.publisher.messages.map((r) => [r.topic, r.headers[REDRIVE_OF_HEADER]])).toEqual([
+          ['orders.replay', ids[0]],
+          ['orders.replay', ids[1]],
+        ]);
+        const [listed] = await c.admin.redrives({ auditTable });
+        expect(listed?.destination).toBe('orders.replay');
+      });
+
+      it('spreads the copies over available_at at the rate asked for', async () => {
+        const { c, auditTable } = await open({}, false);
+        await c.enqueue([msg('a', 1), msg('b', 2), msg('c', 3), msg('d', 4)]);
+        // Delivered by hand: the module has no dispatcher here.
+        await scope.ds.query(
+          `UPDATE ${scope.ds.driver.escape(c.table)} SET status = 'delivered', delivered_at = created_at`,
+        );
+        const report = await c.admin.redrive(
+          { topic: 'orders' },
+          { ...who, ratePerSecond: 2, auditTable },
+        );
+        const copies = (await readOutbox(scope.ds, c.table)).filter(
+          (r) => r.headers[REDRIVE_ID_HEADER] === report.redriveId,
+        );
+        expect(copies).toHaveLength(4);
+        const due = await Promise.all(copies.map((r) => c.dueAtMs(r.messageId)));
+        const gaps = due.slice(1).map((t, i) => t - (due[i] as number));
+        for (const gap of gaps) {
+          expect(gap).toBeGreaterThanOrEqual(450);
+          expect(gap).toBeLessThanOrEqual(550);
+        }
+      });
+
+      it('refuses, writing nothing, when the count changed since the preview, or is above maxCount, or no audit table', async () => {
+        const { c, audit, auditTable } = await open();
+        await c.enqueue([msg('a', 1), msg('a', 2)]);
+        await c.runUntilIdle();
+        const preview = await c.admin.previewRedrive({ key: 'a' });
+        await c.enqueue(msg('a', 3));
+        await c.runUntilIdle();
+        const before = (await readOutbox(scope.ds, c.table)).length;
+
+        const changed = await c.admin
+          .redrive({ key: 'a' }, { ...who, expectedCount: preview.count, auditTable })
+          .catch((e: unknown) => e);
+        expect(changed).toBeInstanceOf(OutboxRedriveRefusedError);
+        expect(changed).toMatchObject({ reason: 'count-changed', expected: 2, actual: 3 });
+
+        const tooMany = await c.admin
+          .redrive({ key: 'a' }, { ...who, maxCount: 2, auditTable })
+          .catch((e: unknown) => e);
+        expect(tooMany).toMatchObject({ reason: 'too-many', expected: 2 });
+
+        const noTable = await c.admin
+          .redrive({ key: 'a' }, { ...who, auditTable: { tableName: uniqueTable('no_such') } })
+          .catch((e: unknown) => e);
+        expect(noTable).toMatchObject({ reason: 'no-audit-table' });
+
+        await expect(
+          c.admin.redrive({ key: 'a' }, { actor: '', reason: 'x', auditTable }),
+        ).rejects.toBeInstanceOf(OutboxAdminInputError);
+        await expect(
+          c.admin.redrive({ key: 'a' }, { actor: 'bob', reason: '  ', auditTable }),
+        ).rejects.toBeInstanceOf(OutboxAdminInputError);
+
+        expect((await readOutbox(scope.ds, c.table)).length).toBe(before);
+        expect(await audit.recent(10)).toEqual([]);
+      });
+
+      it('finds archived rows too with cleaner.archive, in their original order', async () => {
+        const table = await scope.table('outbox_rd');
+        await ensureOutboxArchiveTable(scope.ds, { tableName: table });
+        const publisher = new RecordingPublisher();
+        const c = await scope.open({
+          table,
+          publisher,
+          options: {
+            dispatcher: { listen: false, pollIntervalMs: 50 },
+            cleaner: { archive: true, deliveredRetentionMs: 60_000 },
+          },
+        });
+        scope.defer(() =>
+          scope.ds.query(`DROP TABLE IF EXISTS ${scope.ds.driver.escape(`${table}_archive`)}`),
+        );
+        const auditTable = { tableName: uniqueTable('outbox_rd_aud') };
+        const audit = new OutboxAuditStore(c.moduleRef.get<SqlPort>(OUTBOX_SQL), auditTable);
+        await audit.ensure();
+        scope.defer(() => scope.ds.query(`DROP TABLE IF EXISTS ${audit.names.table}`));
+
+        const old = await c.enqueue([msg('a', 1), msg('a', 2)]);
+        await c.runUntilIdle();
+        await ageRows(scope.ds, table, 'delivered', 120);
+        expect(await c.cleaner.runOnce()).toMatchObject({ delivered: 2 });
+        await sleep(5);
+        const fresh = await c.enqueue(msg('a', 3));
+        await c.runUntilIdle();
+
+        const preview = await c.admin.previewRedrive({ key: 'a' });
+        expect(preview).toMatchObject({ count: 3, includesArchive: true });
+        expect(preview.sample.map((m) => [m.source, m.messageId])).toEqual([
+          ['archive', old[0]],
+          ['archive', old[1]],
+          ['outbox', fresh[0]],
+        ]);
+        publisher.clear();
+        await c.admin.redrive({ key: 'a' }, { ...who, expectedCount: 3, auditTable });
+        await c.runUntilIdle();
+        expect(publisher.messages.map((r) => r.headers[REDRIVE_OF_HEADER])).toEqual([
+          old[0],
+          old[1],
+          fresh[0],
+        ]);
+      });
+    },
+  );
+}
