@@ -1,5 +1,6 @@
 import { parseArgs } from 'node:util';
 import type { OutboxDeadLetterFilter } from '../../module/admin/outbox-admin.interfaces';
+import type { OutboxRedriveFilter } from '../../module/admin/outbox-redrive.interfaces';
 import { suggestOption } from '../../internal/did-you-mean';
 import { MAX_TABLE_NAME_LENGTH } from '../../internal/sql-identifier';
 import {
@@ -54,6 +55,13 @@ Commands:
   log drop --yes [--slot NAME] [--publication NAME]
                                                    drop the slot and publication, or the
                                                    position table (when log tailing is off)
+  redrive [redrive filters] --reason TEXT [--to TOPIC] [--rate N] [--actor NAME]
+         [--expect N] [--max N] [--archive] [--audit-table NAME] --dry-run | --yes
+                                                   send delivered messages again as new
+                                                   messages (headers x-outbox-redrive-of and
+                                                   x-outbox-redrive-id), recorded in the audit
+                                                   table; --dry-run prints the count and the
+                                                   first 20, --yes sends them
   partitions status [--retention 7d]               each partition of a partitioned table: range,
                                                    rows by status, size, droppable or why not
   partitions maintain [--dry-run] [--retention 7d] [--premake 3] [--dead-retention 7d --yes]
@@ -63,6 +71,10 @@ Commands:
 
 Filters (dead letters matching all of them):
   --topic T  --key K  --type T  --error TEXT (in last_error, any case)  --older-than 1h (enqueued)
+
+Redrive filters (delivered messages matching all of them; --archive: also <table>_archive):
+  --topic T  --key K  --type T  --since WHEN  --until WHEN (enqueued)
+  --delivered-since WHEN  --delivered-until WHEN     WHEN: an ISO time or a duration ago (2h)
 
 Options:
   --table NAME              outbox table (default: outbox)
@@ -124,6 +136,17 @@ const OPTIONS = {
   'server-id': { type: 'string' },
   'log-tailing': { type: 'boolean' },
   publication: { type: 'string' },
+  since: { type: 'string' },
+  until: { type: 'string' },
+  'delivered-since': { type: 'string' },
+  'delivered-until': { type: 'string' },
+  to: { type: 'string' },
+  rate: { type: 'string' },
+  reason: { type: 'string' },
+  actor: { type: 'string' },
+  expect: { type: 'string' },
+  max: { type: 'string' },
+  'audit-table': { type: 'string' },
 } as const;
 
 type OptionName = keyof typeof OPTIONS;
@@ -179,6 +202,26 @@ const COMMANDS = {
     'dry-run',
     'on-dead-letter',
   ],
+  redrive: [
+    'topic',
+    'key',
+    'type',
+    'since',
+    'until',
+    'delivered-since',
+    'delivered-until',
+    'to',
+    'rate',
+    'reason',
+    'actor',
+    'expect',
+    'max',
+    'archive',
+    'audit-table',
+    'dry-run',
+    'yes',
+    'on-dead-letter',
+  ],
   'log setup': ['slot', 'publication'],
   'log status': ['slot', 'publication'],
   'log drop': ['slot', 'publication', 'yes'],
@@ -231,6 +274,94 @@ export interface CliArgs {
   readonly slot: string | undefined;
   /** log commands: the publication, else the table's default name. */
   readonly publication: string | undefined;
+  /** `outbox redrive`. */
+  readonly redrive: CliRedriveArgs;
+}
+
+/** The options of `outbox redrive`. */
+export interface CliRedriveArgs {
+  readonly filter: OutboxRedriveFilter;
+  readonly to: string | undefined;
+  readonly rate: number | undefined;
+  readonly reason: string | undefined;
+  /** `--actor`; the CLI takes the OS user when absent. */
+  readonly actor: string | undefined;
+  readonly expect: number | undefined;
+  readonly max: number | undefined;
+  readonly auditTable: string | undefined;
+}
+
+/** `--since 2026-11-27T10:00:00Z`, or `--since 2h` (that long ago). */
+function instantOf(text: string, option: string, now: number): Date {
+  if (/^\d+(?:\.\d+)?(ms|s|m|h|d|w)$/.test(text.trim())) {
+    return new Date(now - parseDuration(text, option));
+  }
+  const at = /^\d{4}-\d{2}-\d{2}/.test(text) ? new Date(text) : new Date(Number.NaN);
+  if (Number.isNaN(at.getTime())) {
+    throw new CliUsageError(
+      `--${option} ${JSON.stringify(text)} is not a time: use an ISO time (2026-11-27T10:00:00Z) or a duration ago (2h, 7d).`,
+    );
+  }
+  return at;
+}
+
+function wholeNumber(text: string | undefined, option: string, min: number, max: number) {
+  if (text === undefined) return undefined;
+  const n = Number(text);
+  if (!/^\d+$/.test(text) || n < min || n > max) {
+    throw new CliUsageError(`--${option} must be a whole number from ${min} to ${max}.`);
+  }
+  return n;
+}
+
+function redriveArgs(values: {
+  topic?: string;
+  key?: string;
+  type?: string;
+  since?: string;
+  until?: string;
+  'delivered-since'?: string;
+  'delivered-until'?: string;
+  to?: string;
+  rate?: string;
+  reason?: string;
+  actor?: string;
+  expect?: string;
+  max?: string;
+  'audit-table'?: string;
+}): CliRedriveArgs {
+  const now = Date.now();
+  const filter: { -readonly [K in keyof OutboxRedriveFilter]: OutboxRedriveFilter[K] } = {};
+  if (values.topic !== undefined) filter.topic = values.topic;
+  if (values.key !== undefined) filter.key = values.key;
+  if (values.type !== undefined) filter.type = values.type;
+  if (values.since !== undefined) filter.createdAfter = instantOf(values.since, 'since', now);
+  if (values.until !== undefined) filter.createdBefore = instantOf(values.until, 'until', now);
+  const ds = values['delivered-since'];
+  const du = values['delivered-until'];
+  if (ds !== undefined) filter.deliveredAfter = instantOf(ds, 'delivered-since', now);
+  if (du !== undefined) filter.deliveredBefore = instantOf(du, 'delivered-until', now);
+  let rate: number | undefined;
+  if (values.rate !== undefined) {
+    rate = Number(values.rate);
+    if (!/^\d+(?:\.\d+)?$/.test(values.rate) || !(rate > 0) || rate > 1_000_000) {
+      throw new CliUsageError('--rate must be a number of messages per second above 0.');
+    }
+  }
+  if (values.to === '') throw new CliUsageError('--to needs a topic.');
+  return {
+    filter,
+    to: values.to,
+    rate,
+    reason: values.reason,
+    actor: values.actor,
+    expect: wholeNumber(values.expect, 'expect', 0, 1_000_000),
+    max: wholeNumber(values.max, 'max', 1, 1_000_000),
+    auditTable:
+      values['audit-table'] === undefined
+        ? undefined
+        : identifier(values['audit-table'], 'audit-table', MAX_TABLE_NAME_LENGTH),
+  };
 }
 
 /** The options of `outbox cdc debezium`. */
@@ -474,6 +605,7 @@ export function parseCliArgs(argv: readonly string[]): CliArgs {
     dryRun: values['dry-run'] === true,
     delivery,
     cdc: cdcArgs(values),
+    redrive: redriveArgs(values),
   };
 }
 
@@ -533,6 +665,7 @@ function helpArgs(): CliArgs {
     retentionMs: 7 * 86_400_000,
     delivery: 'dispatcher',
     cdc: cdcArgs({}),
+    redrive: redriveArgs({}),
     dryRun: false,
   };
 }

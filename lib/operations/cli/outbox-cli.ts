@@ -1,4 +1,6 @@
+import { userInfo } from 'node:os';
 import { OutboxAdmin } from '../../module/admin/outbox.admin';
+import type { OutboxRedrivePreview } from '../../module/admin/outbox-redrive.interfaces';
 import type { OutboxMessageDetail } from '../../module/admin/outbox-admin.interfaces';
 import { OutboxError } from '../../errors/outbox.error';
 import { OutboxTableMissingError } from '../../errors/outbox-table-missing.error';
@@ -174,6 +176,8 @@ function runCommand(args: CliArgs, c: Connected, io: CliIo): Promise<CliResult> 
       return leases(args, c);
     case 'cleanup':
       return cleanup(args, c);
+    case 'redrive':
+      return redrive(args, c);
     default:
       throw new CliUsageError(`"outbox ${args.command}" needs no connection.`);
   }
@@ -442,6 +446,9 @@ async function withStore<T>(
     ordering: { enabled: true, onDeadLetter: args.onDeadLetter },
     cleaner: { archive: args.archive },
     delivery: args.delivery,
+    ...(args.redrive.auditTable === undefined
+      ? {}
+      : { auditTable: { tableName: args.redrive.auditTable, schema: args.schema ?? undefined } }),
   };
   let store: OutboxStore;
   try {
@@ -1014,4 +1021,73 @@ function narrowsBeyondAge(filter: CliArgs['filter']): boolean {
     filter.type !== undefined ||
     filter.errorContains !== undefined
   );
+}
+
+/** Who runs the command, as the audit log names them: `--actor`, else the OS user. */
+function cliActor(args: CliArgs): string {
+  if (args.redrive.actor !== undefined) return args.redrive.actor;
+  try {
+    return userInfo().username;
+  } catch {
+    return process.env.USER ?? process.env.USERNAME ?? 'unknown';
+  }
+}
+
+function redrivePreviewText(preview: OutboxRedrivePreview): string[] {
+  const where = preview.includesArchive ? 'the outbox and its archive' : 'the outbox';
+  const head = `${plural(preview.count, 'delivered message')} in ${where} match.`;
+  if (preview.sample.length === 0) return [head];
+  const rows = preview.sample.map((m) => [
+    m.id,
+    m.messageId,
+    m.topic,
+    m.key ?? '-',
+    m.type,
+    iso(m.createdAt),
+    iso(m.deliveredAt),
+    m.source,
+  ]);
+  const shown =
+    preview.sample.length < preview.count ? [`(the first ${preview.sample.length} shown)`] : [];
+  return [
+    head,
+    table(['ID', 'MESSAGE ID', 'TOPIC', 'KEY', 'TYPE', 'CREATED', 'DELIVERED', 'FROM'], rows),
+    ...shown,
+  ];
+}
+
+async function redrive(args: CliArgs, { admin }: Connected): Promise<CliResult> {
+  const r = args.redrive;
+  if (args.dryRun && args.yes) throw new CliUsageError('Give --dry-run or --yes, not both.');
+  if (args.yes && (r.reason === undefined || r.reason.trim() === '')) {
+    throw new CliUsageError('--reason is required to re-drive: say why, for the audit log.');
+  }
+  const preview = await admin.previewRedrive(r.filter);
+  const lines = redrivePreviewText(preview);
+  if (!args.yes) {
+    const json = { dryRun: true, count: preview.count, sample: preview.sample };
+    if (args.dryRun) return { text: [...lines, 'Dry run: nothing sent.'].join('\n'), json };
+    return {
+      text: lines.join('\n'),
+      json,
+      problem: `Nothing sent: pass --yes (with --reason) to re-drive ${plural(preview.count, 'message')}, or --dry-run to only preview.`,
+    };
+  }
+  const report = await admin.redrive(r.filter, {
+    actor: cliActor(args),
+    reason: r.reason ?? '',
+    expectedCount: r.expect ?? preview.count,
+    ...(r.to === undefined ? {} : { destination: r.to }),
+    ...(r.rate === undefined ? {} : { ratePerSecond: r.rate }),
+    ...(r.max === undefined ? {} : { maxCount: r.max }),
+  });
+  const to = report.destination === null ? 'their own topics' : report.destination;
+  const pace = report.ratePerSecond === null ? '' : `, ${report.ratePerSecond} per second`;
+  return {
+    text: [
+      ...lines,
+      `Re-drove ${plural(report.count, 'message')} to ${to}${pace} (re-drive ${report.redriveId}, recorded in the audit log).`,
+    ].join('\n'),
+    json: report,
+  };
 }
