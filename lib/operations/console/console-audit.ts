@@ -21,6 +21,21 @@ export class ConsoleAuditLog {
   ) {}
 
   async record(entry: OutboxConsoleAuditEntry): Promise<void> {
+    await this.keep(entry, this.table);
+  }
+
+  /**
+   * An entry whose row is in the audit table already (a re-drive writes it with its first
+   * copies): kept in memory, logged and handed to the callback only.
+   */
+  async noted(entry: OutboxConsoleAuditEntry): Promise<void> {
+    await this.keep(entry, null);
+  }
+
+  private async keep(
+    entry: OutboxConsoleAuditEntry,
+    table: ConsoleAuditStore | null,
+  ): Promise<void> {
     this.entries.unshift(entry);
     this.entries.length = Math.min(this.entries.length, KEPT);
     this.logger.log(
@@ -28,9 +43,9 @@ export class ConsoleAuditLog {
     );
     // The action is done by now: failing the page would invite a second, duplicate action, so
     // a failed write is logged (with the entry just above it in the log) instead.
-    if (this.table !== null) {
+    if (table !== null) {
       try {
-        await this.table.insert(entry);
+        await table.insert(entry);
       } catch (error) {
         this.logger.error(
           `The audit table write failed for the entry above: ${describeError(error)}`,

@@ -22,7 +22,7 @@ export interface OutboxConsoleAuditEntry {
   readonly at: Date;
   /** Who, as `actor` named them. */
   readonly actor: string;
-  readonly action: 'retry' | 'purge';
+  readonly action: 'retry' | 'purge' | 'redrive';
   /** By the ids ticked in a list, or by a filter. */
   readonly scope: 'selection' | 'filter';
   /** The filter (for `filter`) or the ids (for `selection`), as text. */

@@ -46,6 +46,10 @@ import { blockedKeysPage, stuckLeasesPage } from './views/keys-and-leases.view';
 import { notice, type ViewContext } from './views/layout.view';
 import { messagePage, whyPage } from './views/message.view';
 import { messagesPage } from './views/messages.view';
+import { redriveDonePage, redrivePage, type RedriveHistory } from './views/redrive.view';
+import { redriveFilter, redriveRate } from './console-redrive-input';
+import type { OutboxAuditTableOptions } from '../../store/shared-sql/audit-table';
+import type { OutboxRedriveReport } from '../../module/admin/outbox-redrive.interfaces';
 import { overviewPage } from './views/overview.view';
 
 /** Most ids one confirmation takes (a page of the listing is at most 500). */
@@ -174,6 +178,102 @@ export class OutboxConsoleController {
   async audit(@Req() req: OutboxConsoleRequest, @Res() res: unknown): Promise<void> {
     const entries = await this.runtime.audit.recent();
     this.respond.page(res, 200, auditPage(this.ctx(req), entries, this.runtime.audit.durable));
+  }
+
+  /** The Re-drive page: the filter form, its preview when a field is given, past re-drives. */
+  @Get('redrive')
+  async redrive(
+    @Req() req: OutboxConsoleRequest,
+    @Query() q: ConsoleParams,
+    @Res() res: unknown,
+  ): Promise<void> {
+    const filter = redriveFilter(q);
+    const preview =
+      Object.keys(filter).length === 0 ? null : await this.runtime.admin.previewRedrive(filter);
+    this.respond.page(
+      res,
+      200,
+      redrivePage(this.ctx(req), filter, preview, await this.redriveHistory()),
+    );
+  }
+
+  /**
+   * The confirmed re-drive, if the filter still selects the count the page showed; recorded in
+   * the audit table by the admin API, with the copies.
+   */
+  @Post('redrive/run')
+  async runRedrive(
+    @Req() req: OutboxConsoleRequest,
+    @Body() body: ConsoleParams,
+    @Res() res: unknown,
+  ): Promise<void> {
+    this.checkAction(req, body);
+    const filter = redriveFilter(body);
+    if (Object.keys(filter).length === 0) {
+      throw new ConsoleInputError('a re-drive needs at least one filter field');
+    }
+    const expected = Number(text(body, 'expected'));
+    if (!Number.isInteger(expected) || expected < 1) {
+      throw new ConsoleInputError('expected must be the count the preview showed');
+    }
+    const reason = text(body, 'reason');
+    if (reason === undefined) throw new ConsoleInputError('say why in reason, for the audit log');
+    const destination = text(body, 'destination');
+    const rate = redriveRate(body);
+    const actor = this.runtime.principal(req);
+    let report: OutboxRedriveReport;
+    try {
+      report = await this.runtime.admin.redrive(filter, {
+        actor,
+        reason,
+        expectedCount: expected,
+        auditTable: this.redriveAuditTable(),
+        ...(destination === undefined ? {} : { destination }),
+        ...(rate === undefined ? {} : { ratePerSecond: rate }),
+      });
+    } catch (error) {
+      const refused = redriveRefusal(error);
+      if (refused === null) throw error;
+      const preview = await this.runtime.admin.previewRedrive(filter);
+      this.respond.page(
+        res,
+        409,
+        redrivePage(this.ctx(req), filter, preview, await this.redriveHistory(), refused),
+      );
+      return;
+    }
+    await this.runtime.audit.noted({
+      at: new Date(),
+      actor,
+      action: 'redrive',
+      scope: 'filter',
+      target: `${report.redriveId}: ${reason}`,
+      confirmed: expected,
+      affected: report.count,
+    });
+    this.respond.page(res, 200, redriveDonePage(this.ctx(req), report));
+  }
+
+  /** The console's audit table, by name, in the outbox's database; the default name without one. */
+  private redriveAuditTable(): OutboxAuditTableOptions {
+    const table = this.runtime.options.auditTable;
+    if (table === null) return {};
+    return {
+      ...(table.tableName === undefined ? {} : { tableName: table.tableName }),
+      ...(table.schema === undefined ? {} : { schema: table.schema }),
+    };
+  }
+
+  private async redriveHistory(): Promise<RedriveHistory> {
+    try {
+      return {
+        records: await this.runtime.admin.redrives({ auditTable: this.redriveAuditTable() }),
+      };
+    } catch (error) {
+      return {
+        problem: `The past re-drives cannot be read from the audit table (${describeError(error)}); re-drives need it (docs/operations.md#re-drive-delivered-messages).`,
+      };
+    }
   }
 
   /** The confirmation page: what the action would touch, counted now. */
@@ -324,6 +424,13 @@ export class OutboxConsoleController {
     for (const id of selection.ids) if ((await admin.get(id))?.status === 'dead') dead += 1;
     return dead;
   }
+}
+
+/** A re-drive refused before sending anything, in words for the page; null for other errors. */
+function redriveRefusal(error: unknown): string | null {
+  if (!(error instanceof Error)) return null;
+  if ((error as { code?: unknown }).code !== 'OUTBOX_REDRIVE_REFUSED') return null;
+  return error.message;
 }
 
 function actionOf(body: ConsoleParams): 'retry' | 'purge' {

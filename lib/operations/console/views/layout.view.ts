@@ -55,6 +55,7 @@ const NAV: readonly [string, string][] = [
   ['/blocked-keys', 'Blocked keys'],
   ['/stuck-leases', 'Stuck leases'],
   ['/why', 'Explain a message'],
+  ['/redrive', 'Re-drive'],
   ['/audit', 'Audit log'],
 ];
 
