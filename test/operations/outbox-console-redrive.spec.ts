@@ -1,0 +1,92 @@
+import { REDRIVE_ID_HEADER, REDRIVE_OF_HEADER } from '../../lib';
+import { ensureOutboxConsoleAuditTable } from '../../lib/operations/console';
+import { RecordingPublisher } from '../../lib/testing';
+import { openConsoleApp, type ConsoleApp } from '../support/console-app';
+import { countOf, get, post, tokenOf } from '../support/console-http';
+import { testDatabase, uniqueTable } from '../support/databases';
+import { describeWith } from '../support/services';
+
+// The console's Re-drive page over HTTP, on PostgreSQL: the preview counts what the admin API
+// selects, the confirmation is a CSRF-checked POST that refuses a changed count, and the copies
+// reach the publisher with their headers while the audit table records who and why.
+
+describeWith(['postgres'], 'OutboxConsole re-drive', () => {
+  let c: ConsoleApp | undefined;
+  let auditTableName = '';
+
+  afterEach(async () => {
+    if (c !== undefined) {
+      await c.dataSource.query(`DROP TABLE IF EXISTS "${auditTableName}"`);
+      await c.close();
+    }
+    c = undefined;
+  });
+
+  it('previews, refuses a changed count and a missing token, re-drives, and lists it', async () => {
+    auditTableName = uniqueTable('console_audit');
+    const postgres = testDatabase('postgres');
+    const scratch = uniqueTable('outbox_console');
+    const setup = await postgres.open(scratch);
+    await ensureOutboxConsoleAuditTable(setup, { tableName: auditTableName });
+    await postgres.close(setup, scratch);
+    const publisher = new RecordingPublisher();
+    c = await openConsoleApp(publisher, { auditTableName, actor: () => 'ops@example.com' });
+    const ids = await c.enqueue([
+      { topic: 'orders', key: 'a', payload: { n: 1 } },
+      { topic: 'orders', key: 'a', payload: { n: 2 } },
+      { topic: 'billing', key: 'b', payload: { n: 3 } },
+    ]);
+    await c.dispatcher.drain();
+    publisher.clear();
+
+    const empty = await get(`${c.url}/redrive`);
+    expect(empty.status).toBe(200);
+    expect(empty.body).toContain('No re-drive yet.');
+    expect(empty.body).not.toContain('id="matched"');
+
+    const page = await get(`${c.url}/redrive?topic=orders`);
+    expect(countOf(page.body, 'matched')).toBe(2);
+    expect(page.body).toContain(ids[0]);
+    const form: [string, string][] = [
+      ['csrf', tokenOf(page.body)],
+      ['topic', 'orders'],
+      ['reason', 'search index rebuilt'],
+      ['destination', 'orders.reindex'],
+    ];
+
+    expect((await post(`${c.url}/redrive/run`, [...form.slice(1), ['expected', '2']])).status).toBe(
+      403,
+    );
+    const changed = await post(`${c.url}/redrive/run`, [...form, ['expected', '3']]);
+    expect(changed.status).toBe(409);
+    expect(changed.body).toContain('not the 3 confirmed');
+    expect(countOf(changed.body, 'matched')).toBe(2);
+    const noReason = await post(`${c.url}/redrive/run`, [
+      ...form.filter(([k]) => k !== 'reason'),
+      ['expected', '2'],
+    ]);
+    expect(noReason.status).toBe(400);
+    expect(await c.admin.redrives({ auditTable: { tableName: auditTableName } })).toEqual([]);
+
+    const done = await post(`${c.url}/redrive/run`, [...form, ['expected', '2']]);
+    expect(done.status).toBe(200);
+    expect(countOf(done.body, 'result')).toBe(2);
+    await c.dispatcher.drain();
+    expect(publisher.messages.map((r) => [r.topic, r.headers[REDRIVE_OF_HEADER]])).toEqual([
+      ['orders.reindex', ids[0]],
+      ['orders.reindex', ids[1]],
+    ]);
+    const redriveId = publisher.messages[0]?.headers[REDRIVE_ID_HEADER] ?? '';
+    expect(done.body).toContain(redriveId);
+
+    const rows = await c.dataSource.query<{ actor: string; action: string; affected: number }[]>(
+      `SELECT actor, action, affected FROM "${auditTableName}"`,
+    );
+    expect(rows).toEqual([{ actor: 'ops@example.com', action: 'redrive', affected: 2 }]);
+    const history = await get(`${c.url}/redrive`);
+    expect(history.body).toMatch(
+      /<td>ops@example.com<\/td><td>search index rebuilt<\/td><td> ?topic=&quot;orders&quot; ?<\/td><td> ?orders.reindex ?<\/td><td>2<\/td>/,
+    );
+    expect(history.body).toContain(redriveId);
+  });
+});
