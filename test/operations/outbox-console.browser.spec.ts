@@ -3,7 +3,9 @@ import { join } from 'node:path';
 import { connect, type Channel, type ChannelModel } from 'amqplib';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { RabbitMqPublisher } from '../../lib/publishers/rabbitmq';
+import { ensureOutboxConsoleAuditTable } from '../../lib/operations/console';
 import { CONSOLE_TOKEN, openConsoleApp, type ConsoleApp } from '../support/console-app';
+import { testDatabase, uniqueTable } from '../support/databases';
 import { describeWith, SERVICES } from '../support/services';
 import { sleep, waitFor } from '../support/wait-for';
 
@@ -35,6 +37,7 @@ function describeWithChromium(name: string, fn: () => void): void {
 
 describeWithChromium('The outbox console in Chromium (PostgreSQL, RabbitMQ)', () => {
   const queue = `outbox_console_${process.pid}_${Date.now()}`;
+  const auditTableName = uniqueTable('console_audit');
   let browser: Browser;
   let amqp: ChannelModel;
   let channel: Channel;
@@ -56,7 +59,13 @@ describeWithChromium('The outbox console in Chromium (PostgreSQL, RabbitMQ)', ()
       exchange: '',
       routingKey: () => queue,
     });
-    c = await openConsoleApp(publisher);
+    // An audit table, which re-drives are recorded in.
+    const postgres = testDatabase('postgres');
+    const scratch = uniqueTable('outbox_console');
+    const setup = await postgres.open(scratch);
+    await ensureOutboxConsoleAuditTable(setup, { tableName: auditTableName });
+    await postgres.close(setup, scratch);
+    c = await openConsoleApp(publisher, { auditTableName });
     // The operator signs in the way the app's authorize callback expects.
     operator = await browser.newContext({
       extraHTTPHeaders: { authorization: `Bearer ${CONSOLE_TOKEN}` },
@@ -67,6 +76,7 @@ describeWithChromium('The outbox console in Chromium (PostgreSQL, RabbitMQ)', ()
   afterAll(async () => {
     await operator?.close();
     await browser?.close();
+    await c?.dataSource.query(`DROP TABLE IF EXISTS "${auditTableName}"`);
     await c?.close();
     await channel?.deleteQueue(queue);
     await amqp?.close();
@@ -216,6 +226,7 @@ describeWithChromium('The outbox console in Chromium (PostgreSQL, RabbitMQ)', ()
         ['/messages?status=dead', '#messages'],
         [`/messages/${orders[0]}`, '#fields'],
         ['/audit', '#audit'],
+        ['/redrive?topic=orders', '#redrive-sample'],
       ] as const) {
         await phone.goto(`${c.url}${path}`);
         const width = await phone
@@ -259,5 +270,33 @@ describeWithChromium('The outbox console in Chromium (PostgreSQL, RabbitMQ)', ()
     await sleep(6_500);
     expect(await marked()).toBe(2);
     expect(await page.getByLabel('Type').inputValue()).toBe('order.paid');
+  });
+
+  it('re-drives a delivered message from the Re-drive page: RabbitMQ gets a copy with its headers', async () => {
+    await page.goto(c.url);
+    await page.getByRole('link', { name: 'Re-drive', exact: true }).click();
+    expect(await page.locator('#redrive-history').innerText()).toBe('No re-drive yet.');
+    await page.getByLabel('Key').fill('o-2');
+    await page.getByRole('button', { name: 'Preview' }).click();
+    expect(await page.locator('#matched').getAttribute('data-count')).toBe('1');
+    expect(await page.locator('#redrive-sample').innerText()).toContain(orders[1]);
+    await shoot('console-redrive.png');
+    await page.getByLabel('Reason').fill('consumer restored from backup');
+    await page.locator('#confirm').click();
+    expect(await page.locator('#result').getAttribute('data-count')).toBe('1');
+
+    await c.dispatcher.drain();
+    const copy = await waitFor('the re-driven copy in the queue', async () => {
+      const got = await channel.get(queue, { noAck: true });
+      return got === false ? null : got;
+    });
+    expect(copy.properties.messageId).not.toBe(orders[1]);
+    expect(copy.properties.headers?.['x-outbox-redrive-of']).toBe(orders[1]);
+    expect(JSON.parse(copy.content.toString())).toEqual({ total: 42 });
+
+    await page.getByRole('link', { name: 'Re-drive', exact: true }).click();
+    expect(await page.locator('#redrive-history tbody tr').allInnerTexts()).toEqual([
+      expect.stringMatching(/consumer restored from backup\s+key="o-2"\s+own topics\s+1\s/),
+    ]);
   });
 });
