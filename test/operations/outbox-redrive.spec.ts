@@ -161,6 +161,30 @@ for (const db of TEST_DATABASES) {
         expect(listed?.at).toBeInstanceOf(Date);
       });
 
+      it('copies a binary payload with its content type, and the broker attributes', async () => {
+        const { c, auditTable } = await open();
+        const bytes = Buffer.from([0, 1, 2, 254, 255]);
+        const [id] = await c.enqueue({
+          topic: 'blobs',
+          key: 'x',
+          payload: bytes,
+          contentType: 'application/octet-stream',
+          attributes: { rabbitmq: { priority: 3 } },
+        });
+        await c.runUntilIdle();
+        c.publisher.clear();
+        await c.admin.redrive({ topic: 'blobs' }, { ...who, auditTable });
+        await c.runUntilIdle();
+        const [copy] = c.publisher.messages;
+        expect(copy?.headers[REDRIVE_OF_HEADER]).toBe(id);
+        expect(copy).toMatchObject({
+          encoding: 'binary',
+          contentType: 'application/octet-stream',
+          attributes: { rabbitmq: { priority: 3 } },
+        });
+        expect(Buffer.from(copy?.payload ?? '')).toEqual(bytes);
+      });
+
       it('sends the copies to the destination topic instead', async () => {
         const { c, auditTable } = await open();
         const ids = await c.enqueue([msg('a', 1), msg('a', 2, { topic: 'billing' })]);
