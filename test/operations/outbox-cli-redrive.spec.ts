@@ -95,6 +95,19 @@ for (const db of TEST_DATABASES) {
       const noReason = await cli([...base, '--yes'], url);
       expect(noReason.code).toBe(2);
       expect(noReason.stderr).toContain('--reason is required');
+      for (const [args, problem] of [
+        [['--dry-run', '--yes', '--reason', 'x'], 'not both'],
+        [['--since', 'yesterday', '--dry-run'], '--since "yesterday" is not a time'],
+        [['--rate', '0', '--dry-run'], '--rate must be'],
+        [['--error', 'x', '--dry-run'], '--error does not apply'],
+      ] as const) {
+        const bad = await cli([...base, ...args], url);
+        expect(bad.code).toBe(2);
+        expect(bad.stderr).toContain(problem);
+      }
+      const unfiltered = await cli(['redrive', '--table', c.table, '--dry-run'], url);
+      expect(unfiltered.code).toBe(1);
+      expect(unfiltered.stderr).toContain('an empty filter would re-drive every delivered message');
       const changed = await cli([...base, '--yes', '--reason', 'replay', '--expect', '5'], url);
       expect(changed.code).toBe(1);
       expect(changed.stderr).toContain('not the 5 confirmed');
