@@ -227,6 +227,30 @@ for (const db of TEST_DATABASES) {
         }
       });
 
+      it('writes more than one transaction of copies in the originals order, audited once', async () => {
+        const { c, audit, auditTable } = await open({}, false);
+        const messages = Array.from({ length: 1_100 }, (_, n) => msg(`k${n % 3}`, n));
+        const ids: string[] = [];
+        for (let i = 0; i < messages.length; i += 250) {
+          ids.push(...(await c.enqueue(messages.slice(i, i + 250))));
+        }
+        await scope.ds.query(
+          `UPDATE ${scope.ds.driver.escape(c.table)} SET status = 'delivered', delivered_at = created_at`,
+        );
+        const report = await c.admin.redrive(
+          { topic: 'orders' },
+          { ...who, expectedCount: 1_100, auditTable },
+        );
+        expect(report.count).toBe(1_100);
+        const copies = (await readOutbox(scope.ds, c.table)).filter(
+          (r) => r.headers[REDRIVE_ID_HEADER] === report.redriveId,
+        );
+        // Rows read in id order: the copies' order is the originals'.
+        expect(copies.map((r) => r.headers[REDRIVE_OF_HEADER])).toEqual(ids);
+        expect(copies.every((r) => r.status === 'pending')).toBe(true);
+        expect((await audit.recent(10)).map((e) => e.affected)).toEqual([1_100]);
+      });
+
       it('refuses, writing nothing, when the count changed since the preview, or is above maxCount, or no audit table', async () => {
         const { c, audit, auditTable } = await open();
         await c.enqueue([msg('a', 1), msg('a', 2)]);
