@@ -127,6 +127,10 @@ for (const db of TEST_DATABASES) {
         ['orders.v2', ids[1]],
       ]);
       const redriveId = publisher.messages[0]?.headers[REDRIVE_ID_HEADER];
+      const listed = await cli(['redrives', '--table', c.table, '--audit-table', auditTable], url);
+      expect(listed).toMatchObject({ code: 0, stderr: '' });
+      expect(listed.stdout).toMatch(/ops-bot\s+billing replay\s+topic="orders"\s+orders.v2\s+2\s/);
+      expect(listed.stdout).toContain(redriveId);
       const [entry] = await c.admin.redrives({ auditTable: { tableName: auditTable } });
       expect(entry).toMatchObject({
         redriveId,

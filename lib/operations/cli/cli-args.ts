@@ -62,6 +62,8 @@ Commands:
                                                    x-outbox-redrive-id), recorded in the audit
                                                    table; --dry-run prints the count and the
                                                    first 20, --yes sends them
+  redrives [--limit N] [--audit-table NAME]        past re-drives from the audit table, newest
+                                                   first (who, why, filter, count)
   partitions status [--retention 7d]               each partition of a partitioned table: range,
                                                    rows by status, size, droppable or why not
   partitions maintain [--dry-run] [--retention 7d] [--premake 3] [--dead-retention 7d --yes]
@@ -222,6 +224,7 @@ const COMMANDS = {
     'yes',
     'on-dead-letter',
   ],
+  redrives: ['limit', 'audit-table'],
   'log setup': ['slot', 'publication'],
   'log status': ['slot', 'publication'],
   'log drop': ['slot', 'publication', 'yes'],

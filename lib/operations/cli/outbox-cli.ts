@@ -178,6 +178,8 @@ function runCommand(args: CliArgs, c: Connected, io: CliIo): Promise<CliResult> 
       return cleanup(args, c);
     case 'redrive':
       return redrive(args, c);
+    case 'redrives':
+      return redrives(args, c);
     default:
       throw new CliUsageError(`"outbox ${args.command}" needs no connection.`);
   }
@@ -1089,5 +1091,25 @@ async function redrive(args: CliArgs, { admin }: Connected): Promise<CliResult> 
       `Re-drove ${plural(report.count, 'message')} to ${to}${pace} (re-drive ${report.redriveId}, recorded in the audit log).`,
     ].join('\n'),
     json: report,
+  };
+}
+
+async function redrives(args: CliArgs, { admin }: Connected): Promise<CliResult> {
+  const records = await admin.redrives({ limit: args.limit ?? 20 });
+  if (records.length === 0) return { text: 'No re-drive recorded.', json: records };
+  const rows = records.map((r) => [
+    iso(r.at),
+    r.actor,
+    clip(r.reason, 40),
+    Object.entries(r.filter)
+      .map(([k, v]) => `${k}=${JSON.stringify(v)}`)
+      .join(' '),
+    r.destination ?? '-',
+    String(r.count),
+    r.redriveId,
+  ]);
+  return {
+    text: table(['AT', 'ACTOR', 'REASON', 'FILTER', 'TO', 'COUNT', 'RE-DRIVE ID'], rows),
+    json: records,
   };
 }
