@@ -27,3 +27,9 @@ export {
   type ConnectionConformanceTarget,
   type ConnectionConformanceWithout,
 } from './connection-conformance';
+export {
+  FaultProxy,
+  type FaultProxyCut,
+  type FaultProxyEndpoint,
+  type FaultProxyOptions,
+} from './fault.proxy';
