@@ -33,3 +33,23 @@ export {
   type FaultProxyEndpoint,
   type FaultProxyOptions,
 } from './fault.proxy';
+export {
+  DispatcherProcess,
+  reportDispatcherReady,
+  type DispatcherProcessExit,
+  type DispatcherProcessOptions,
+} from './dispatcher.process';
+export {
+  arrivalCounts,
+  assertDelivery,
+  checkDelivery,
+  describeDeliveryReport,
+  firstArrivalsByKey,
+  type AllowedDuplicates,
+  type CommittedMessage,
+  type DeliveryCheckInput,
+  type DeliveryReport,
+  type DuplicatedMessage,
+  type OrderViolation,
+  type ReceivedMessage,
+} from './delivery-check';
