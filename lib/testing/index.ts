@@ -53,3 +53,13 @@ export {
   type OrderViolation,
   type ReceivedMessage,
 } from './delivery-check';
+export {
+  faultKitCases,
+  faultKitEndpoints,
+  faultKitEnv,
+  type FaultKitCase,
+  type FaultKitEndpoints,
+  type FaultKitFixture,
+  type FaultKitMessage,
+  type FaultKitTarget,
+} from './fault-kit';
