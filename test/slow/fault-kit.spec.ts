@@ -15,6 +15,8 @@ import { describeWith, SERVICES } from '../support/services';
 // the module in a dispatcher process of its own (test/support/children/fault-kit-dispatcher.ts),
 // RabbitMQ behind the kit's proxy, a consumer on the queue recording what arrives, on each
 // database. SQLite is a file: no database link to cut, so those cases say so and are skipped.
+// In the slow project: about fourteen dispatcher processes, each compiled by ts-node as it
+// starts, take minutes on a busy machine.
 
 const ROOT = resolve(__dirname, '../..');
 const SCRIPT = resolve(__dirname, '../support/children/fault-kit-dispatcher.ts');
