@@ -93,6 +93,13 @@ export class DispatcherProcess {
       child.once('exit', (code, signal) => {
         this.exit = { code, signal };
         done(this.exit);
+        // The last output arrives just after the exit; a process the child started may hold
+        // the pipes for ever, which would keep the test runner's process alive.
+        setTimeout(() => {
+          child.stdout?.destroy();
+          child.stderr?.destroy();
+          if (child.connected) child.disconnect();
+        }, 1_000).unref();
       }),
     );
   }

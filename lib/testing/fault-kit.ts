@@ -1,5 +1,5 @@
 import { UuidV7Generator } from '../message/uuidv7';
-import { assertDelivery, type CommittedMessage } from './delivery-check';
+import { checkDelivery, describeDeliveryReport, type CommittedMessage } from './delivery-check';
 import { DispatcherProcess } from './dispatcher.process';
 import { FaultProxy, type FaultProxyEndpoint } from './fault.proxy';
 
@@ -186,15 +186,19 @@ class CaseRun {
     return this.committed.filter((m) => got.has(m.messageId)).length;
   }
 
-  async until(what: string, done: () => boolean, timeoutMs: number): Promise<void> {
+  /** Waits until `done()`; false once `timeoutMs` have passed without it. */
+  async within(done: () => boolean, timeoutMs: number): Promise<boolean> {
     const deadline = Date.now() + timeoutMs;
     while (!done()) {
-      if (Date.now() > deadline)
-        throw new Error(
-          `${this.target.name}: ${what} within ${timeoutMs} ms (${this.arrived()} of ${this.committed.length} committed messages arrived)${this.lastOutput()}`,
-        );
+      if (Date.now() > deadline) return false;
       await sleep(5);
     }
+    return true;
+  }
+
+  /** How far the case got, for a failure message. */
+  progress(): string {
+    return `${this.arrived()} of ${this.committed.length} committed messages arrived`;
   }
 
   lastOutput(): string {
@@ -272,11 +276,10 @@ async function runFault(target: FaultKitTarget, fault: Fault): Promise<void> {
     await run.startDispatcher();
     // The fault lands mid-drain: after a first share of the backlog went out, before the rest.
     const share = Math.max(1, Math.floor(backlog / 5));
-    await run.until(
-      `the first ${share} messages did not arrive`,
-      () => run.arrived() >= share,
-      FIRST_ARRIVALS_MS,
-    );
+    if (!(await run.within(() => run.arrived() >= share, FIRST_ARRIVALS_MS)))
+      throw new Error(
+        `${target.name}: the first ${share} messages did not arrive within ${FIRST_ARRIVALS_MS} ms (${run.progress()})${run.lastOutput()}`,
+      );
     if (run.arrived() >= run.committed.length)
       throw new Error(
         `${target.name}: the dispatcher drained all ${backlog} messages before the fault could land: raise \`messages\``,
@@ -285,18 +288,19 @@ async function runFault(target: FaultKitTarget, fault: Fault): Promise<void> {
     // Only a message that had reached the consumer before the system was whole again can have
     // been published by a dispatcher that never learnt the outcome: those may come twice.
     const beforeHeal = new Set(fixture.received());
-    await run.until(
-      'not every committed message arrived',
-      () => run.arrived() === run.committed.length,
-      target.deliveryTimeoutMs ?? 60_000,
-    );
+    const timeoutMs = target.deliveryTimeoutMs ?? 60_000;
+    const complete = await run.within(() => run.arrived() === run.committed.length, timeoutMs);
     await sleep(QUIET_MS);
-    assertDelivery({
+    const report = checkDelivery({
       committed: run.committed,
       received: fixture.received().map((messageId) => ({ messageId })),
       rolledBack: run.rolledBack,
       allowedDuplicates: [{ messageIds: beforeHeal, reason: fault.name }],
     });
+    if (!report.ok)
+      throw new Error(
+        `${target.name}, ${fault.name}: ${complete ? 'every message arrived, but' : `after ${timeoutMs} ms,`}\n${describeDeliveryReport(report)}${complete ? '' : run.lastOutput()}`,
+      );
   } finally {
     await run.close();
   }
@@ -307,7 +311,7 @@ async function runFault(target: FaultKitTarget, fault: Fault): Promise<void> {
  * runner can run. Each case commits a backlog (and one transaction it rolls back), starts your
  * dispatcher, and once part of the backlog went out injects its fault (a database or broker
  * link reset or frozen through a `FaultProxy`, or the dispatcher process SIGKILLed and another
- * started), commits more while it lasts, and then checks with `assertDelivery` that nothing was
+ * started), commits more while it lasts, and then checks with `checkDelivery` that nothing was
  * lost, nothing rolled back arrived, each key kept its commit order, and only messages that
  * arrived before the fault ended came twice. A case that does not apply to the target (no
  * database server to cut: SQLite) says so in its name and `notApplicable`.

@@ -7,7 +7,12 @@
 import 'reflect-metadata';
 import { NestFactory } from '@nestjs/core';
 import { DataSource } from 'typeorm';
-import { OutboxModule } from '../../../lib';
+import {
+  OutboxModule,
+  type OutboxPublisher,
+  type OutboxRecord,
+  type PublishOutcome,
+} from '../../../lib';
 import { RabbitMqPublisher } from '../../../lib/publishers/rabbitmq';
 import { faultKitEndpoints, reportDispatcherReady } from '../../../lib/testing';
 
@@ -17,6 +22,34 @@ export interface FaultKitChildConfig {
   readonly table: string;
   readonly queue: string;
   readonly instanceId: string;
+  /**
+   * A broken publisher, for the spec's proof that the kit can fail: every `dropEvery`-th message
+   * is reported published and never sent.
+   */
+  readonly dropEvery?: number;
+}
+
+/** Answers ok for every `every`-th message without sending it: a publisher that loses messages. */
+class DroppingPublisher implements OutboxPublisher {
+  private seen = 0;
+
+  constructor(
+    private readonly inner: OutboxPublisher,
+    private readonly every: number,
+  ) {}
+
+  async publish(
+    records: readonly OutboxRecord[],
+    signal: AbortSignal,
+  ): Promise<readonly PublishOutcome[]> {
+    const dropped = records.map(() => ++this.seen % this.every === 0);
+    const sent = await this.inner.publish(
+      records.filter((_, i) => !dropped[i]),
+      signal,
+    );
+    let next = 0;
+    return dropped.map((drop) => (drop ? { ok: true as const } : (sent[next++] as PublishOutcome)));
+  }
 }
 
 const config = JSON.parse(process.env.OUTBOX_FAULT_KIT_CHILD ?? '{}') as FaultKitChildConfig;
@@ -50,6 +83,9 @@ function dataSource(): DataSource {
       });
 }
 
+const broken = (publisher: OutboxPublisher): OutboxPublisher =>
+  config.dropEvery === undefined ? publisher : new DroppingPublisher(publisher, config.dropEvery);
+
 async function main(): Promise<void> {
   if (broker === undefined) throw new Error('no broker endpoint from the fault kit');
   const ds = await dataSource().initialize();
@@ -61,14 +97,16 @@ async function main(): Promise<void> {
       tableName: config.table,
       instanceId: config.instanceId,
       autoStart: true,
-      publisher: new RabbitMqPublisher({
-        url: `amqp://${user}:${password}@${broker.host}:${broker.port}`,
-        assertTopology: async (channel) => {
-          await channel.assertQueue(config.queue, { durable: false });
-        },
-        reconnect: { initialDelayMs: 100, maxDelayMs: 1_000 },
-        publishTimeoutMs: 1_500,
-      }),
+      publisher: broken(
+        new RabbitMqPublisher({
+          url: `amqp://${user}:${password}@${broker.host}:${broker.port}`,
+          assertTopology: async (channel) => {
+            await channel.assertQueue(config.queue, { durable: false });
+          },
+          reconnect: { initialDelayMs: 100, maxDelayMs: 1_000 },
+          publishTimeoutMs: 1_500,
+        }),
+      ),
       dispatcher: {
         batchSize: 50,
         pollIntervalMs: 50,
