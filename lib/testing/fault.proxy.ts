@@ -244,7 +244,17 @@ export class FaultProxy {
     this.links.delete(link);
     link.toServer.length = 0;
     link.toClient.length = 0;
-    if (!link.client.destroyed) link.client.resetAndDestroy();
-    if (link.server !== undefined && !link.server.destroyed) link.server.resetAndDestroy();
+    abort(link.client);
+    if (link.server !== undefined) abort(link.server);
   }
+}
+
+/**
+ * Resets `socket`, or destroys it if it was ended already: libuv refuses to reset a socket after
+ * its shutdown (EINVAL), and Node then leaves it open for ever.
+ */
+function abort(socket: Socket): void {
+  if (socket.destroyed) return;
+  if (socket.writableEnded) socket.destroy();
+  else socket.resetAndDestroy();
 }
