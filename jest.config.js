@@ -19,7 +19,8 @@ const services = {
 };
 
 // Specs that need a Kafka Connect worker (npm run connect:start), whose start-up alone takes longer
-// than most suites: a project only when asked for (npm run test:slow sets OUTBOX_TEST_SLOW=1), so
+// than most suites, and the fault kit's (dispatcher processes booted and broken, minutes on a
+// busy machine): a project only when asked for (npm run test:slow sets OUTBOX_TEST_SLOW=1), so
 // that `npm test` and `npm test -- <path> -t <name>` leave it out without a project filter (jest's
 // --selectProjects would take the path that follows it for a project name).
 const slow =

@@ -27,3 +27,39 @@ export {
   type ConnectionConformanceTarget,
   type ConnectionConformanceWithout,
 } from './connection-conformance';
+export {
+  FaultProxy,
+  type FaultProxyCut,
+  type FaultProxyEndpoint,
+  type FaultProxyOptions,
+} from './fault.proxy';
+export {
+  DispatcherProcess,
+  reportDispatcherReady,
+  type DispatcherProcessExit,
+  type DispatcherProcessOptions,
+} from './dispatcher.process';
+export {
+  arrivalCounts,
+  assertDelivery,
+  checkDelivery,
+  describeDeliveryReport,
+  firstArrivalsByKey,
+  type AllowedDuplicates,
+  type CommittedMessage,
+  type DeliveryCheckInput,
+  type DeliveryReport,
+  type DuplicatedMessage,
+  type OrderViolation,
+  type ReceivedMessage,
+} from './delivery-check';
+export {
+  faultKitCases,
+  faultKitEndpoints,
+  faultKitEnv,
+  type FaultKitCase,
+  type FaultKitEndpoints,
+  type FaultKitFixture,
+  type FaultKitMessage,
+  type FaultKitTarget,
+} from './fault-kit';

@@ -12,7 +12,7 @@ import {
 } from '../support/sources';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
-import { TcpProxy, type ProxyCut } from '../support/tcp-proxy';
+import { FaultProxy, type FaultProxyCut } from '../../lib/testing';
 import { expectNever, sleep, waitFor } from '../support/wait-for';
 
 // The database goes away under a draining dispatcher: its DataSource reaches the server through
@@ -29,7 +29,7 @@ const OUTAGE_MS = 4_000;
 const DB_TIMEOUT_MS = 1_000;
 /** Part of the outage, at its end, in which nothing may be published. */
 const QUIET_MS = 1_000;
-const CUTS: readonly ProxyCut[] = ['reset', 'blackhole'];
+const CUTS: readonly FaultProxyCut[] = ['reset', 'blackhole'];
 
 // What holds whatever the source of new messages (the table's poll or the database's log,
 // test/support/sources.ts): a cut of the database mid-drain loses nothing, charges no attempt,
@@ -44,9 +44,12 @@ for (const source of SERVER_SOURCE_CASES) {
     const src = useSource(scope, source);
 
     /** A DataSource of the app under test, through a proxy in front of the server. */
-    async function proxied(): Promise<{ proxy: TcpProxy; dataSource: DataSource }> {
+    async function proxied(): Promise<{ proxy: FaultProxy; dataSource: DataSource }> {
       const direct = serverConnection(name);
-      const proxy = await TcpProxy.start({ host: direct.host, port: direct.port }, 60_000);
+      const proxy = await FaultProxy.start(
+        { host: direct.host, port: direct.port },
+        { lifetimeMs: 60_000 },
+      );
       scope.defer(() => proxy.close());
       const dataSource = new DataSource({ ...direct, host: '127.0.0.1', port: proxy.port });
       await dataSource.initialize();
@@ -154,9 +157,12 @@ for (const db of POLL_RUN_DATABASES) {
     const scope = useOutboxScope(db, { tablePrefix: 'outbox_o' });
 
     /** A DataSource of the app under test, through a proxy in front of the server. */
-    async function proxied(): Promise<{ proxy: TcpProxy; dataSource: DataSource }> {
+    async function proxied(): Promise<{ proxy: FaultProxy; dataSource: DataSource }> {
       const direct = serverConnection(name);
-      const proxy = await TcpProxy.start({ host: direct.host, port: direct.port }, 60_000);
+      const proxy = await FaultProxy.start(
+        { host: direct.host, port: direct.port },
+        { lifetimeMs: 60_000 },
+      );
       scope.defer(() => proxy.close());
       const dataSource = new DataSource({ ...direct, host: '127.0.0.1', port: proxy.port });
       await dataSource.initialize();

@@ -35,7 +35,7 @@ import {
 } from '../../lib/log-tailing/mysql/mysql-binlog-position';
 import { serverConnection, uniqueTable } from '../support/databases';
 import { describeWithPackages } from '../support/services';
-import { TcpProxy } from '../support/tcp-proxy';
+import { FaultProxy } from '../../lib/testing';
 import { expectNever, resolvesWithin, waitFor } from '../support/wait-for';
 
 // zongji is an ES module. Node's own require loads it (20.19+); jest's module system, which also
@@ -81,7 +81,7 @@ describeWithPackages(['mariadb'], ['@vlasky/zongji'], 'MySQL/MariaDB binlog log 
   let table: string;
   let context: OutboxLogSourceContext;
   const runs: Run[] = [];
-  const proxies: TcpProxy[] = [];
+  const proxies: FaultProxy[] = [];
 
   const source = (owner: string): MysqlBinlogSource =>
     mysqlLogSource(
@@ -454,9 +454,12 @@ describeWithPackages(['mariadb'], ['@vlasky/zongji'], 'MySQL/MariaDB binlog log 
     expect(idsOf(run.batches)).toEqual([...acked, ...unacked, ...unacked, ...after]);
   });
 
-  /** A proxy in front of the server, closed after the test (TcpProxy: `cut`, `restore`). */
-  const proxied = async (): Promise<TcpProxy> => {
-    const proxy = await TcpProxy.start({ host: server.host, port: server.port }, 120_000);
+  /** A proxy in front of the server, closed after the test (FaultProxy: `cut`, `restore`). */
+  const proxied = async (): Promise<FaultProxy> => {
+    const proxy = await FaultProxy.start(
+      { host: server.host, port: server.port },
+      { lifetimeMs: 120_000 },
+    );
     proxies.push(proxy);
     return proxy;
   };
@@ -464,7 +467,7 @@ describeWithPackages(['mariadb'], ['@vlasky/zongji'], 'MySQL/MariaDB binlog log 
   it('stops at once when its link to the server goes silent, holding the lock or standing by', async () => {
     const said: string[] = [];
     // Statements are given a minute: the stop must not wait for them to time out.
-    const patient = (owner: string, proxy: TcpProxy): MysqlBinlogSource =>
+    const patient = (owner: string, proxy: FaultProxy): MysqlBinlogSource =>
       mysqlLogSource(
         { ...context, owner },
         {

@@ -23,7 +23,7 @@ import {
 import { useOutboxScope } from '../support/outbox-scope';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWithPackages } from '../support/services';
-import { TcpProxy } from '../support/tcp-proxy';
+import { FaultProxy } from '../../lib/testing';
 import { resolvesWithin, waitFor } from '../support/wait-for';
 
 // The MariaDB binlog reader when its link to the server goes quiet without closing (a network
@@ -80,8 +80,11 @@ describeWithPackages(
     }
 
     /** A proxy in front of the server, closed after the test. */
-    async function proxy(): Promise<TcpProxy> {
-      const p = await TcpProxy.start({ host: server.host, port: server.port }, 120_000);
+    async function proxy(): Promise<FaultProxy> {
+      const p = await FaultProxy.start(
+        { host: server.host, port: server.port },
+        { lifetimeMs: 120_000 },
+      );
       scope.defer(() => p.close());
       return p;
     }

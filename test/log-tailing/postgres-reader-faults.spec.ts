@@ -26,7 +26,7 @@ import { ensureOutboxTable } from '../../lib/typeorm/typeorm-tables';
 import { testPartitioning } from '../support/partitioned-tables';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
-import { TcpProxy } from '../support/tcp-proxy';
+import { FaultProxy } from '../../lib/testing';
 import { resolvesWithin, waitFor } from '../support/wait-for';
 
 // The PostgreSQL log reader under faults: stopped in every state, cut off silently, its slot
@@ -95,8 +95,11 @@ describeWith(['postgres'], 'the PostgreSQL log reader under faults', () => {
   }
 
   /** A proxy in front of the server, closed after the test. */
-  async function proxy(): Promise<TcpProxy> {
-    const p = await TcpProxy.start({ host: server.host, port: server.port }, 120_000);
+  async function proxy(): Promise<FaultProxy> {
+    const p = await FaultProxy.start(
+      { host: server.host, port: server.port },
+      { lifetimeMs: 120_000 },
+    );
     scope.defer(() => p.close());
     return p;
   }

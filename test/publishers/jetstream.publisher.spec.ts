@@ -26,7 +26,7 @@ import {
 } from '../support/outbox-harness';
 import { CapturingLogger } from '../support/capturing-logger';
 import { describeWith, SERVICES } from '../support/services';
-import { TcpProxy } from '../support/tcp-proxy';
+import { FaultProxy } from '../../lib/testing';
 import {
   consumeStream,
   jetStreamAdmin,
@@ -439,7 +439,7 @@ describeWith(['postgres', 'nats'], 'JetStreamPublisher (PostgreSQL → NATS JetS
     const logger = new CapturingLogger();
     Logger.overrideLogger(logger);
     cleanups.push(() => Promise.resolve(Logger.overrideLogger(['error', 'fatal'])));
-    const proxy = await TcpProxy.start(SERVICES.nats, 60_000);
+    const proxy = await FaultProxy.start(SERVICES.nats, { lifetimeMs: 60_000 });
     cleanups.push(() => proxy.close());
     const secret = 's3cret-pass';
     const p = publisher({

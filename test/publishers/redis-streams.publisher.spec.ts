@@ -33,7 +33,7 @@ import {
 import { useOutboxScope } from '../support/outbox-scope';
 import { PrivateRedis, redisServerMissing } from '../support/redis-server';
 import { describeWith, SERVICES } from '../support/services';
-import { TcpProxy } from '../support/tcp-proxy';
+import { FaultProxy } from '../../lib/testing';
 import { freePort } from '../support/transports/net';
 import {
   readStream,
@@ -367,7 +367,7 @@ describeWith(['postgres', 'redis'], 'RedisStreamsPublisher (PostgreSQL → Redis
 
   it('Redis gone during a drain (a proxy resets every connection) and back: nothing lost, no attempt burnt, delivery resumes at the next probe', async () => {
     const topic = stream('outage');
-    const proxy = await TcpProxy.start(SERVICES.redis, 120_000);
+    const proxy = await FaultProxy.start(SERVICES.redis, { lifetimeMs: 120_000 });
     scope.defer(() => proxy.close());
     const h = await openOutbox(
       {
@@ -481,7 +481,7 @@ describeWith(['postgres', 'redis'], 'RedisStreamsPublisher (PostgreSQL → Redis
     }
 
     it('reports the publisher reachable while Redis answers its ping, and unreachable once it is gone', async () => {
-      const proxy = await TcpProxy.start(SERVICES.redis, 60_000);
+      const proxy = await FaultProxy.start(SERVICES.redis, { lifetimeMs: 60_000 });
       scope.defer(() => proxy.close());
       const { http } = await scope.open({
         publisher: new RedisStreamsPublisher({

@@ -18,7 +18,7 @@ import {
   type OutboxHarness,
 } from '../support/outbox-harness';
 import { describeWith } from '../support/services';
-import { TcpProxy } from '../support/tcp-proxy';
+import { FaultProxy } from '../../lib/testing';
 import {
   startFauxqs,
   topicWithQueue,
@@ -43,7 +43,7 @@ describeWith(['postgres'], 'SnsPublisher (PostgreSQL → fauxqs)', () => {
   const baseTable = uniqueTable('outbox_sns');
   const harnesses: Harness[] = [];
   const topics: SubscribedTopic[] = [];
-  const proxies: TcpProxy[] = [];
+  const proxies: FaultProxy[] = [];
 
   beforeAll(async () => {
     ds = await db.open(baseTable);
@@ -153,9 +153,9 @@ describeWith(['postgres'], 'SnsPublisher (PostgreSQL → fauxqs)', () => {
 
   it('the server gone mid-drain and back: nothing lost, no attempt burnt, delivery resumes', async () => {
     const t = await topic(true, true);
-    const p = await TcpProxy.start(
+    const p = await FaultProxy.start(
       { host: '127.0.0.1', port: Number(new URL(fauxqs.endpoint).port) },
-      120_000,
+      { lifetimeMs: 120_000 },
     );
     proxies.push(p);
     const h = await openOutbox(

@@ -21,7 +21,7 @@ import {
   type OutboxHarness,
 } from '../support/outbox-harness';
 import { describeWith, SERVICES } from '../support/services';
-import { TcpProxy } from '../support/tcp-proxy';
+import { FaultProxy } from '../../lib/testing';
 import {
   consumeSqs,
   createQueue,
@@ -78,7 +78,7 @@ describeWith(['postgres', 'elasticmq'], 'SqsPublisher (PostgreSQL → ElasticMQ)
   const baseTable = uniqueTable('outbox_sqs');
   const harnesses: Harness[] = [];
   const consumers: SqsQueueConsumer[] = [];
-  const proxies: TcpProxy[] = [];
+  const proxies: FaultProxy[] = [];
   const publishers: SqsPublisher[] = [];
 
   beforeAll(async () => {
@@ -104,8 +104,8 @@ describeWith(['postgres', 'elasticmq'], 'SqsPublisher (PostgreSQL → ElasticMQ)
     return { name, consumer };
   }
 
-  async function proxy(): Promise<TcpProxy> {
-    const p = await TcpProxy.start(SERVICES.elasticmq, 120_000);
+  async function proxy(): Promise<FaultProxy> {
+    const p = await FaultProxy.start(SERVICES.elasticmq, { lifetimeMs: 120_000 });
     proxies.push(p);
     return p;
   }

@@ -18,6 +18,7 @@ import {
 } from '../../lib';
 import { ClientProxyPublisher } from '../../lib/publishers/microservices';
 import { logTailing } from '../../lib/log-tailing';
+import { reportDispatcherReady } from '../../lib/testing/dispatcher.process';
 import type { ChildConfig, ChildMessage, ParentMessage } from './children/child-protocol';
 
 const config = JSON.parse(process.env.OUTBOX_CHILD ?? '{}') as ChildConfig;
@@ -155,7 +156,7 @@ async function main(): Promise<void> {
   process.on('SIGTERM', () => void stop());
   // Orphaned (the parent died): shut down instead of dispatching forever.
   process.on('disconnect', () => void stop().finally(() => process.exit(0)));
-  tell({ type: 'ready', pid: process.pid });
+  reportDispatcherReady();
 }
 
 main().catch((error: unknown) => {

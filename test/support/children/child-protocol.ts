@@ -33,7 +33,6 @@ export interface ChildTotals {
 }
 
 export type ChildMessage =
-  | { readonly type: 'ready'; readonly pid: number }
   | { readonly type: 'hanging'; readonly claimed: string[]; readonly published: string[] }
   | { readonly type: 'stopped'; readonly totals: ChildTotals }
   | { readonly type: 'error'; readonly error: string };

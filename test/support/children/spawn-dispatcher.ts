@@ -1,35 +1,23 @@
-import { fork, type ChildProcess } from 'node:child_process';
 import { resolve } from 'node:path';
+import { DispatcherProcess, type DispatcherProcessExit } from '../../../lib/testing';
 import type { ChildConfig, ChildMessage, ChildTotals } from './child-protocol';
-import { sleep } from '../wait-for';
 
 const ROOT = resolve(__dirname, '../../..');
 const SCRIPT = resolve(__dirname, '../dispatcher-child.ts');
 
-type Exit = { code: number | null; signal: NodeJS.Signals | null };
+const isChildMessage = (m: unknown): m is ChildMessage =>
+  typeof m === 'object' && m !== null && typeof (m as { type?: unknown }).type === 'string';
 
-/** A dispatcher in a child process (test/support/dispatcher-child.ts). */
+/**
+ * A dispatcher in a child process (test/support/dispatcher-child.ts), started, killed and
+ * stopped through the fault kit's `DispatcherProcess`; this adds the child's own protocol
+ * (children/child-protocol.ts): its config, its 'hanging' report and its totals at a stop.
+ */
 export class DispatcherChild {
-  readonly messages: ChildMessage[] = [];
-  /** The child's stdout and stderr, for diagnosing a failure. */
-  output = '';
-  readonly exited: Promise<Exit>;
-  private exit: Exit | undefined;
-
   private constructor(
     readonly config: ChildConfig,
-    private readonly child: ChildProcess,
-  ) {
-    child.stdout?.on('data', (chunk: Buffer) => this.log(chunk));
-    child.stderr?.on('data', (chunk: Buffer) => this.log(chunk));
-    child.on('message', (message: ChildMessage) => this.messages.push(message));
-    this.exited = new Promise<Exit>((done) =>
-      child.once('exit', (code, signal) => {
-        this.exit = { code, signal };
-        done(this.exit);
-      }),
-    );
-  }
+    private readonly process: DispatcherProcess,
+  ) {}
 
   /**
    * Forks the child and waits until its dispatcher is running; `nodeArgs` go to its `node`
@@ -41,77 +29,65 @@ export class DispatcherChild {
     timeoutMs = 120_000,
     nodeArgs: readonly string[] = [],
   ): Promise<DispatcherChild> {
-    const child = fork(SCRIPT, [], {
+    const child = await DispatcherProcess.start({
+      script: SCRIPT,
       cwd: ROOT,
       execArgv: [...nodeArgs, '-r', 'ts-node/register/transpile-only'],
       env: {
-        ...process.env,
         OUTBOX_CHILD: JSON.stringify(config),
         TS_NODE_PROJECT: resolve(ROOT, 'tsconfig.json'),
       },
-      stdio: ['ignore', 'pipe', 'pipe', 'ipc'],
+      readyTimeoutMs: timeoutMs,
     });
-    const handle = new DispatcherChild(config, child);
-    try {
-      await handle.waitFor('ready', timeoutMs);
-    } catch (error) {
-      child.kill('SIGKILL');
-      throw error;
-    }
-    return handle;
+    return new DispatcherChild(config, child);
   }
 
   get pid(): number {
-    return this.child.pid ?? -1;
+    return this.process.pid;
   }
 
-  /** Resolves with the first message of `type`; rejects on timeout or if the child dies first. */
+  get messages(): ChildMessage[] {
+    return this.process.messages.filter(isChildMessage);
+  }
+
+  /** The child's stdout and stderr, for diagnosing a failure. */
+  get output(): string {
+    return this.process.output;
+  }
+
+  get exited(): Promise<DispatcherProcessExit> {
+    return this.process.exited;
+  }
+
+  /** Resolves with the first message of `type`; rejects on timeout, on an error report or if the child dies first. */
   async waitFor<T extends ChildMessage['type']>(
     type: T,
     timeoutMs: number,
   ): Promise<Extract<ChildMessage, { type: T }>> {
-    const deadline = Date.now() + timeoutMs;
-    for (;;) {
-      const found = this.messages.find((m) => m.type === type);
-      if (found !== undefined) return found as Extract<ChildMessage, { type: T }>;
-      const error = this.messages.find((m) => m.type === 'error');
-      if (error !== undefined)
-        throw new Error(
-          `dispatcher child ${this.config.instanceId} failed: ${(error as { error: string }).error}\n${this.output}`,
-        );
-      if (this.exit !== undefined)
-        throw new Error(
-          `dispatcher child ${this.config.instanceId} exited (${JSON.stringify(this.exit)}) before "${type}"\n${this.output}`,
-        );
-      if (Date.now() > deadline)
-        throw new Error(
-          `dispatcher child ${this.config.instanceId}: no "${type}" within ${timeoutMs} ms\n${this.output}`,
-        );
-      await sleep(20);
-    }
+    const found = await this.process.waitForMessage(
+      type,
+      (m): m is ChildMessage => isChildMessage(m) && (m.type === type || m.type === 'error'),
+      timeoutMs,
+    );
+    if (found.type === 'error')
+      throw new Error(
+        `dispatcher child ${this.config.instanceId} failed: ${found.error}\n${this.output}`,
+      );
+    return found as Extract<ChildMessage, { type: T }>;
   }
 
   /** Kills the process (SIGKILL by default: no shutdown hooks run) and waits for its exit. */
-  async kill(signal: NodeJS.Signals = 'SIGKILL'): Promise<Exit> {
-    if (this.exit === undefined) this.child.kill(signal);
-    return this.exited;
+  kill(signal: NodeJS.Signals = 'SIGKILL'): Promise<DispatcherProcessExit> {
+    return this.process.kill(signal);
   }
 
   /** Graceful stop through IPC; resolves to the dispatcher's totals. */
   async stop(timeoutMs = 20_000): Promise<ChildTotals> {
-    if (this.exit !== undefined)
+    if (this.process.exitStatus !== undefined)
       throw new Error(`dispatcher child ${this.config.instanceId} already exited\n${this.output}`);
-    this.child.send({ type: 'stop' });
+    this.process.send({ type: 'stop' });
     const stopped = await this.waitFor('stopped', timeoutMs);
-    const exit = await Promise.race([
-      this.exited,
-      new Promise<undefined>((r) => setTimeout(() => r(undefined), 5_000)),
-    ]);
-    if (exit === undefined) this.child.kill('SIGKILL');
+    await this.process.stop(5_000);
     return stopped.totals;
-  }
-
-  private log(chunk: Buffer): void {
-    this.output = (this.output + chunk.toString()).slice(-20_000);
   }
 }

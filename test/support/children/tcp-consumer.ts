@@ -1,5 +1,6 @@
 import { createServer, type Server, type Socket } from 'node:net';
 import { JsonSocket } from '@nestjs/microservices/helpers';
+import { arrivalCounts, firstArrivalsByKey } from '../../../lib/testing';
 import { waitFor } from '../wait-for';
 
 /** One message as it reached the consumer. */
@@ -69,9 +70,7 @@ export class TcpConsumer {
 
   /** How many times each message arrived. */
   counts(): Map<string, number> {
-    const counts = new Map<string, number>();
-    for (const a of this.arrivals) counts.set(a.messageId, (counts.get(a.messageId) ?? 0) + 1);
-    return counts;
+    return arrivalCounts(this.arrivals);
   }
 
   /** Message ids that arrived more than once. */
@@ -81,16 +80,8 @@ export class TcpConsumer {
 
   /** Per key, the message ids in order of their first arrival. */
   firstArrivalsByKey(): Map<string | null, string[]> {
-    const seen = new Set<string>();
-    const byKey = new Map<string | null, string[]>();
-    for (const a of this.arrivals) {
-      if (seen.has(a.messageId)) continue;
-      seen.add(a.messageId);
-      const list = byKey.get(a.key) ?? [];
-      list.push(a.messageId);
-      byKey.set(a.key, list);
-    }
-    return byKey;
+    const keys = new Map(this.arrivals.map((a) => [a.messageId, a.key]));
+    return firstArrivalsByKey(this.arrivals, (id) => keys.get(id));
   }
 
   /** Resolves once `predicate` holds; rejects after `timeoutMs`. */

@@ -8,7 +8,24 @@ import { connect, createServer, type Server, type Socket } from 'node:net';
  *   way, as in a network partition: calls hang without an answer. What was sent meanwhile is
  *   delivered on `restore()`, as TCP retransmission delivers it once a partition heals.
  */
-export type ProxyCut = 'reset' | 'blackhole';
+export type FaultProxyCut = 'reset' | 'blackhole';
+
+/** A TCP server's address. */
+export interface FaultProxyEndpoint {
+  readonly host: string;
+  readonly port: number;
+}
+
+/** How `FaultProxy.start` listens. */
+export interface FaultProxyOptions {
+  /**
+   * The proxy closes itself after this long, so a test that fails before `close()` leaves
+   * nothing listening. @default 600000
+   */
+  readonly lifetimeMs?: number;
+  /** The address the proxy listens on (port: a free one). @default '127.0.0.1' */
+  readonly listenHost?: string;
+}
 
 /** One client connection and, once dialled, its connection to the target. */
 interface Link {
@@ -18,29 +35,38 @@ interface Link {
   readonly toServer: Buffer[];
   readonly toClient: Buffer[];
   /** The server's next answer on this link is lost: the proxy cuts instead (resetOnAnswerTo). */
-  loseAnswer: ProxyCut | undefined;
+  loseAnswer: FaultProxyCut | undefined;
 }
 
-const LOOPBACK = new Set(['127.0.0.1', 'localhost', '::1']);
-
 /**
- * A TCP proxy on 127.0.0.1 in front of a local server, for tests that take the server away
- * from one client (`cut`) and give it back (`restore`) while others keep talking to it directly.
- * It closes itself after `lifetimeMs`, so a test that fails before closing it leaves nothing
- * listening.
+ * A TCP proxy in front of a server (a database, a broker), for tests that take the server away
+ * from one client (`cut`, `freeze`) and give it back (`restore`) while others keep talking to it
+ * directly: point the app under test at `proxy.host`/`proxy.port` instead of the server. It
+ * needs no test framework, and closes itself after `lifetimeMs` so a test that fails before
+ * `close()` leaves nothing listening.
+ *
+ * ```ts
+ * const proxy = await FaultProxy.start({ host: '127.0.0.1', port: 5432 });
+ * // … the dispatcher connects to proxy.port …
+ * proxy.cut(); // connections reset, as when the server restarts
+ * proxy.restore();
+ * await proxy.close();
+ * ```
  */
-export class TcpProxy {
-  private mode: 'open' | ProxyCut = 'open';
+export class FaultProxy {
+  private mode: 'open' | FaultProxyCut = 'open';
   private closed = false;
   private readonly links = new Set<Link>();
   private blockedCount = 0;
-  private losesAnswerTo: { readonly request: RegExp; readonly how: ProxyCut } | undefined;
+  private losesAnswerTo: { readonly request: RegExp; readonly how: FaultProxyCut } | undefined;
   private readonly lifetime: NodeJS.Timeout;
 
   private constructor(
     private readonly server: Server,
+    /** The address clients connect to instead of the target's. */
+    readonly host: string,
     readonly port: number,
-    private readonly target: { readonly host: string; readonly port: number },
+    private readonly target: FaultProxyEndpoint,
     lifetimeMs: number,
   ) {
     server.on('connection', (socket: Socket) => this.accept(socket));
@@ -48,28 +74,31 @@ export class TcpProxy {
     this.lifetime.unref();
   }
 
-  /** Listens on a free port of 127.0.0.1 and forwards to `target`, which must be local. */
+  /** Listens on a free port and forwards every connection to `target`. */
   static async start(
-    target: { readonly host: string; readonly port: number },
-    lifetimeMs: number,
-  ): Promise<TcpProxy> {
-    if (!LOOPBACK.has(target.host)) {
-      throw new Error(`TcpProxy forwards to this machine only, not to ${target.host}`);
-    }
+    target: FaultProxyEndpoint,
+    options: FaultProxyOptions = {},
+  ): Promise<FaultProxy> {
+    const { lifetimeMs = 600_000, listenHost = '127.0.0.1' } = options;
     const server = createServer();
     await new Promise<void>((resolve, reject) => {
       server.once('error', reject);
-      server.listen(0, '127.0.0.1', () => {
+      server.listen(0, listenHost, () => {
         server.off('error', reject);
         resolve();
       });
     });
     const { port } = server.address() as { port: number };
-    return new TcpProxy(server, port, target, lifetimeMs);
+    return new FaultProxy(server, listenHost, port, target, lifetimeMs);
+  }
+
+  /** Where clients connect: `{ host, port }` of the proxy. */
+  get endpoint(): FaultProxyEndpoint {
+    return { host: this.host, port: this.port };
   }
 
   /** `'open'` while forwarding, otherwise how it is cut. */
-  get state(): 'open' | ProxyCut {
+  get state(): 'open' | FaultProxyCut {
     return this.mode;
   }
 
@@ -86,9 +115,21 @@ export class TcpProxy {
     return this.blockedCount;
   }
 
-  cut(how: ProxyCut): void {
+  /**
+   * Takes the server away: `'reset'` (the default) resets every connection, as a crash or a
+   * restart of the server does; `'blackhole'` is `freeze()`.
+   */
+  cut(how: FaultProxyCut = 'reset'): void {
     this.mode = how;
     if (how === 'reset') for (const link of [...this.links]) this.reset(link);
+  }
+
+  /**
+   * Freezes the link, as a network partition or a paused server does: connections stay open,
+   * nothing passes either way, and calls hang until their own timeouts or `restore()`.
+   */
+  freeze(): void {
+    this.cut('blackhole');
   }
 
   /**
@@ -203,7 +244,17 @@ export class TcpProxy {
     this.links.delete(link);
     link.toServer.length = 0;
     link.toClient.length = 0;
-    if (!link.client.destroyed) link.client.resetAndDestroy();
-    if (link.server !== undefined && !link.server.destroyed) link.server.resetAndDestroy();
+    abort(link.client);
+    if (link.server !== undefined) abort(link.server);
   }
+}
+
+/**
+ * Resets `socket`, or destroys it if it was ended already: libuv refuses to reset a socket after
+ * its shutdown (EINVAL), and Node then leaves it open for ever.
+ */
+function abort(socket: Socket): void {
+  if (socket.destroyed) return;
+  if (socket.writableEnded) socket.destroy();
+  else socket.resetAndDestroy();
 }
