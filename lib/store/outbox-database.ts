@@ -171,6 +171,11 @@ export interface OutboxSchemaSql {
    * status already, and SQLite's single writer has no settle to spare the probes.
    */
   readonly waitingIndex?: SchemaPartSql;
+  /**
+   * Schema step 6: the `key_seq` column and the per-key counter table `<table>_key_seq` of
+   * `ordering.sequence`.
+   */
+  readonly keySequence?: SchemaPartSql;
 }
 
 /**

@@ -24,6 +24,7 @@ import {
   postgresWaitingIndex,
 } from './postgres.sql';
 import { PostgresOutboxStore } from './postgres.store';
+import { postgresKeySequence } from './postgres.key-sequence-sql';
 import {
   postgresConversionSteps,
   postgresCreatePartitionedTable,
@@ -73,6 +74,7 @@ export const postgresDatabase: OutboxDatabase<'postgres'> = {
         await run(postgresDropWaitingIndex(n));
       },
     },
+    keySequence: postgresKeySequence,
   },
   async createStore(
     sql,

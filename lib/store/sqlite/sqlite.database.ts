@@ -18,6 +18,7 @@ import {
   sqliteDropTable,
 } from './sqlite.sql';
 import { SqliteOutboxStore } from './sqlite.store';
+import { sqliteKeySequence } from './sqlite.key-sequence-sql';
 import {
   PAYLOAD_COLUMNS,
   payloadColumnDefinitions,
@@ -62,6 +63,7 @@ export const sqliteDatabase: OutboxDatabase<'sqlite'> = {
         }
       },
     },
+    keySequence: sqliteKeySequence,
   },
   createStore(sql, { names, policy, dispatch }) {
     const store = new SqliteOutboxStore(sql, names, policy);
