@@ -37,7 +37,7 @@ RETURNING message_key, last_seq`;
 /** Writes `rows` rows' numbers (message id, number pairs), column and header alike. */
 export function sqliteSetNumbers(n: OutboxTableNames, rows: number): string {
   return `WITH v(m, s) AS (VALUES ${Array.from({ length: rows }, () => '(?, ?)').join(', ')})
-UPDATE ${n.table} SET key_seq = v.s,
-  headers = json_set(headers, '$."${OUTBOX_HEADER_SEQUENCE}"', CAST(v.s AS TEXT))
+UPDATE ${n.table} SET key_seq = CAST(v.s AS INTEGER),
+  headers = json_set(headers, '$."${OUTBOX_HEADER_SEQUENCE}"', CAST(CAST(v.s AS INTEGER) AS TEXT))
 FROM v WHERE ${n.table}.message_id = v.m`;
 }
