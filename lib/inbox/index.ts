@@ -41,3 +41,15 @@ export {
 export { MessageIdMissingError, type MessageIdSource } from './message-id-missing.error';
 export { InvalidInboxEntryError } from './invalid-inbox-entry.error';
 export { isPermanentInboxError } from './permanent-inbox.error';
+export { SequenceGuard } from './sequence-guard';
+export { sequenceOf } from './sequence-check';
+export { SequenceGapError } from './sequence-gap.error';
+export { InvalidSequenceError } from './invalid-sequence.error';
+export type {
+  SequenceCheck,
+  SequencedMessage,
+  SequenceGapPolicy,
+  SequenceOptions,
+  SequenceStatus,
+  SequenceStore,
+} from './sequence.interfaces';
