@@ -5,7 +5,14 @@ export { InboxService } from './inbox.service';
 export { InboxModule } from './inbox.module';
 export { INBOX_MODULE_OPTIONS } from './inbox.module-definition';
 export type { InboxModuleOptions, InboxModuleExtras } from './inbox.options';
-export type { InboxEntry, InboxHandler, InboxOutcome, InboxPurgeOptions } from './inbox.interfaces';
+export type {
+  InboxEntry,
+  InboxHandler,
+  InboxHandlerContext,
+  InboxOptions,
+  InboxOutcome,
+  InboxPurgeOptions,
+} from './inbox.interfaces';
 export {
   INBOX_DEFAULT_TABLE,
   INBOX_MAX_CONSUMER_BYTES,

@@ -97,6 +97,8 @@ export interface InboxTableNames {
   readonly table: string;
   /** Quoted name of the received_at index. */
   readonly index: string;
+  /** Quoted `<inbox>_seq`: the gap guard's last sequence number per consumer and key. */
+  readonly sequenceTable: string;
   readonly schema: string | null;
   readonly quote: (name: string) => string;
 }

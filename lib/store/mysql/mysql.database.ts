@@ -9,6 +9,7 @@ import {
   mysqlInboxInsert,
   mysqlInboxRecorder,
   mysqlInboxPurge,
+  mysqlInboxSequence,
   mysqlInboxTable,
 } from './mysql.inbox-sql';
 import { mysqlEnsureCleanerIndex, mysqlHasCleanerIndex } from './mysql-cleaner-index';
@@ -145,6 +146,7 @@ export const mysqlDatabase: OutboxDatabase<'mysql'> = {
     insert: mysqlInboxInsert,
     recorder: mysqlInboxRecorder,
     purge: mysqlInboxPurge,
+    sequence: mysqlInboxSequence,
     sharedConnection: false,
   },
 };

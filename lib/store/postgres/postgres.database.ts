@@ -8,6 +8,7 @@ import {
   postgresInboxInsert,
   postgresInboxRecorder,
   postgresInboxPurge,
+  postgresInboxSequence,
   postgresInboxTable,
 } from './postgres.inbox-sql';
 import {
@@ -110,6 +111,7 @@ export const postgresDatabase: OutboxDatabase<'postgres'> = {
     insert: postgresInboxInsert,
     recorder: postgresInboxRecorder,
     purge: postgresInboxPurge,
+    sequence: postgresInboxSequence,
     sharedConnection: false,
   },
 };

@@ -6,6 +6,7 @@ import {
   sqliteInboxInsert,
   sqliteInboxRecorder,
   sqliteInboxPurge,
+  sqliteInboxSequence,
   sqliteInboxTable,
 } from './sqlite.inbox-sql';
 import {
@@ -77,6 +78,7 @@ export const sqliteDatabase: OutboxDatabase<'sqlite'> = {
     insert: sqliteInboxInsert,
     recorder: sqliteInboxRecorder,
     purge: sqliteInboxPurge,
+    sequence: sqliteInboxSequence,
     sharedConnection: true,
   },
 };
