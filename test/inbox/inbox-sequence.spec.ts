@@ -6,6 +6,7 @@ import {
   SequenceGapError,
   type InboxHandlerContext,
   type SequencedMessage,
+  type SequenceOptions,
 } from 'nestjs-outbox/inbox';
 import type { DataSource } from 'typeorm';
 import { outboxDialectOf } from '../../lib/store/schema/outbox-table-ddl';
@@ -38,7 +39,7 @@ for (const db of TEST_DATABASES) {
       await db.close(ds, baseTable);
     });
 
-    async function inbox(sequence: ConstructorParameters<typeof Inbox>[1]['sequence'] = {}) {
+    async function inbox(sequence: SequenceOptions = {}) {
       const tableName = uniqueTable('inbox_seq');
       tables.push(tableName);
       await ensureInboxTable(ds, { tableName });
