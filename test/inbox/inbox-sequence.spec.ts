@@ -51,7 +51,11 @@ for (const db of TEST_DATABASES) {
       return (sequence: number, key = 'k', messageId: string = randomUUID()) =>
         inboxOf.handleOnce(
           ds,
-          { consumer: 'billing', messageId, sequence: { key, sequence } satisfies SequencedMessage },
+          {
+            consumer: 'billing',
+            messageId,
+            sequence: { key, sequence } satisfies SequencedMessage,
+          },
           async (_tx, context: InboxHandlerContext) => {
             seen.push(`${sequence}:${context.sequence?.status ?? 'none'}`);
             return sequence;
@@ -78,10 +82,10 @@ for (const db of TEST_DATABASES) {
       expect(await handle(1, 'other')).toMatchObject({ sequence: { status: 'next' } });
       expect(seen).toEqual(['1:next', '3:gap', '2:out-of-order', '3:duplicate', '1:next']);
       // Without a sequence the guard stays out of the way.
-      const plain = await (await inbox()).handleOnce(
-        ds,
-        { consumer: 'billing', messageId: randomUUID() },
-        (_tx, context) => Promise.resolve(context.sequence),
+      const plain = await (
+        await inbox()
+      ).handleOnce(ds, { consumer: 'billing', messageId: randomUUID() }, (_tx, context) =>
+        Promise.resolve(context.sequence),
       );
       expect(plain).toEqual({ handled: true, result: undefined });
     });

@@ -1,8 +1,4 @@
-import {
-  OUTBOX_HEADER_KEY,
-  OUTBOX_HEADER_SEQUENCE,
-  OutboxOptionsError,
-} from '../../lib';
+import { OUTBOX_HEADER_KEY, OUTBOX_HEADER_SEQUENCE, OutboxOptionsError } from '../../lib';
 import {
   InvalidSequenceError,
   SequenceGapError,
@@ -85,18 +81,24 @@ describe('SequenceGuard', () => {
     await expect(guard.check(m('', 1))).rejects.toBeInstanceOf(InvalidSequenceError);
     await expect(guard.check(m('k', 1.5))).rejects.toBeInstanceOf(InvalidSequenceError);
     expect(() => new SequenceGuard({ holdMs: 0 })).toThrow(OutboxOptionsError);
-    expect(() => new SequenceGuard({ onGap: 'wait' as never })).toThrow(/'accept', 'hold' or 'reject'/);
+    expect(() => new SequenceGuard({ onGap: 'wait' as never })).toThrow(
+      /'accept', 'hold' or 'reject'/,
+    );
   });
 
   it('reads key and number from text, byte and number headers, and null without them', () => {
-    expect(sequenceOf({ [OUTBOX_HEADER_KEY]: 'k', [OUTBOX_HEADER_SEQUENCE]: '7' })).toEqual(m('k', 7));
+    expect(sequenceOf({ [OUTBOX_HEADER_KEY]: 'k', [OUTBOX_HEADER_SEQUENCE]: '7' })).toEqual(
+      m('k', 7),
+    );
     expect(
       sequenceOf({
         [OUTBOX_HEADER_KEY]: Buffer.from('k'),
         [OUTBOX_HEADER_SEQUENCE]: Buffer.from('12'),
       }),
     ).toEqual(m('k', 12));
-    expect(sequenceOf({ [OUTBOX_HEADER_KEY]: 'k', [OUTBOX_HEADER_SEQUENCE]: 3 })).toEqual(m('k', 3));
+    expect(sequenceOf({ [OUTBOX_HEADER_KEY]: 'k', [OUTBOX_HEADER_SEQUENCE]: 3 })).toEqual(
+      m('k', 3),
+    );
     expect(sequenceOf({ [OUTBOX_HEADER_KEY]: 'k' })).toBeNull();
     expect(sequenceOf({ [OUTBOX_HEADER_SEQUENCE]: '1' })).toBeNull();
     expect(sequenceOf({ [OUTBOX_HEADER_KEY]: 'k', [OUTBOX_HEADER_SEQUENCE]: '0' })).toBeNull();
