@@ -78,7 +78,8 @@ async function measureOn(ctx: BenchContext, result: ScenarioResult, db: DataSour
   const hot = (s: number): string => `hot-${s % HOT_KEYS}`;
   const solo = { on: [] as number[], off: [] as number[], ratio: [] as number[] };
   const busy = { on: [] as number[], off: [] as number[], ratio: [] as number[] };
-  const n = ctx.profile.p5Transactions;
+  // A quarter of P5's transactions per variant: the whole scenario stays within about 3 minutes.
+  const n = Math.max(BLOCK * 2, Math.round(ctx.profile.p5Transactions / 4));
   const rounds = Math.max(BLOCK, Math.round(n / CLIENTS));
   try {
     for (let run = 1; run <= ctx.runs; run++) {
