@@ -60,23 +60,24 @@ SELECT v.k, v.c FROM (${values}) AS v WHERE ${guard} ORDER BY v.k
 ON DUPLICATE KEY UPDATE last_seq = last_seq + VALUES(last_seq)`;
 }
 
-/** The counters of `keys` keys as this transaction left them (its own write, locked). */
-export function mysqlReadCounters(n: OutboxTableNames, keys: number): string {
-  return `SELECT message_key, last_seq FROM ${n.keySeqTable}
-WHERE message_key IN (${Array.from({ length: keys }, () => '?').join(', ')}) FOR UPDATE`;
-}
-
-/** Writes `rows` rows' numbers (message id, number pairs), column and header alike. */
+/**
+ * Writes `rows` rows' numbers, column and header alike: (message id, key, back) triples, `back`
+ * how many rows of the key this enqueue wrote after the row, so its number is the counter's new
+ * value less `back`. The counter is read in the same statement: a multi-table UPDATE reads it
+ * with a lock, that is the version this transaction just wrote and still holds.
+ */
 export function mysqlSetNumbers(
   n: OutboxTableNames,
   rows: number,
   guard: MysqlTransactionGuard,
 ): string {
   const values = Array.from({ length: rows }, (_, i) =>
-    i === 0 ? 'SELECT ? AS m, ? AS s' : 'SELECT ?, ?',
+    i === 0 ? 'SELECT ? AS m, ? AS k, ? AS b' : 'SELECT ?, ?, ?',
   ).join(' UNION ALL ');
-  return `UPDATE ${n.table} AS o JOIN (${values}) AS v ON o.message_id = v.m
-SET o.key_seq = v.s,
-  o.headers = JSON_SET(o.headers, '$."${OUTBOX_HEADER_SEQUENCE}"', CAST(v.s AS CHAR))
+  return `UPDATE ${n.table} AS o
+JOIN (${values}) AS v ON o.message_id = v.m
+JOIN ${n.keySeqTable} AS s ON s.message_key = v.k
+SET o.key_seq = s.last_seq - v.b,
+  o.headers = JSON_SET(o.headers, '$."${OUTBOX_HEADER_SEQUENCE}"', CAST(s.last_seq - v.b AS CHAR))
 WHERE ${guard}`;
 }

@@ -5,12 +5,8 @@ import { OutboxTransactionRequiredError } from '../../errors/outbox-transaction-
 import { OutboxMessages } from '../../outbox.messages';
 import { preparedFailure, statementName } from '../shared-sql/prepared-statements';
 import { randomUUID } from 'node:crypto';
-import { keyCounts, numbersOf } from '../shared-sql/key-sequence';
-import {
-  mysqlBumpCounters,
-  mysqlReadCounters,
-  mysqlSetNumbers,
-} from './mysql.key-sequence-sql';
+import { keyCounts, rowsAfter } from '../shared-sql/key-sequence';
+import { mysqlBumpCounters, mysqlSetNumbers } from './mysql.key-sequence-sql';
 import type {
   ClaimOptions,
   ClaimedBatch,
@@ -107,11 +103,6 @@ type StatsRow = Record<'pending' | 'leased' | 'delivered' | 'dead', string | num
 /** MySQL 8 / MariaDB 10.6+: a short READ COMMITTED claim transaction with SKIP LOCKED. */
 /** Keys, or rows, per statement of `numberKeys`: well inside the placeholder limit. */
 const SEQUENCE_CHUNK = 500;
-
-/** A counter's key as read back: bytes (VARBINARY) from most drivers. */
-function keyText(value: unknown): string {
-  return value instanceof Uint8Array ? Buffer.from(value).toString('utf8') : String(value);
-}
 
 export class MysqlOutboxStore implements OutboxStore {
   /** InnoDB row-lock wait bound of the dispatcher's transactions, in seconds. */
@@ -249,7 +240,6 @@ export class MysqlOutboxStore implements OutboxStore {
     if (rows.length === 0) return;
     const [ids, guard] = await Promise.all([this.messageIdCodec(), this.transactionGuard(tx)]);
     const counts = keyCounts(rows);
-    const last = new Map<string, number>();
     for (let at = 0; at < counts.length; at += SEQUENCE_CHUNK) {
       const chunk = counts.slice(at, at + SEQUENCE_CHUNK);
       const { affected } = await tx.query(
@@ -258,18 +248,13 @@ export class MysqlOutboxStore implements OutboxStore {
       );
       // An upsert counts 1 a new counter, 2 a raised one: 0 means refused (the transaction ended).
       if (affected === 0) throw await this.refusedWrite(tx, () => this.noRowWritten());
-      const { rows: counters } = await tx.query<{ message_key: unknown; last_seq: unknown }>(
-        mysqlReadCounters(this.names, chunk.length),
-        chunk.map(([key]) => key),
-      );
-      for (const c of counters) last.set(keyText(c.message_key), Number(c.last_seq));
     }
-    const numbers = numbersOf(rows, last);
+    const backs = rowsAfter(rows);
     for (let at = 0; at < rows.length; at += SEQUENCE_CHUNK) {
       const chunk = rows.slice(at, at + SEQUENCE_CHUNK);
       const { affected } = await tx.query(
         mysqlSetNumbers(this.names, chunk.length, guard),
-        chunk.flatMap((r, i) => [ids.param(r.messageId), String(numbers[at + i])]),
+        chunk.flatMap((r, i) => [ids.param(r.messageId), r.key, backs[at + i]]),
       );
       if (affected !== chunk.length) throw await this.refusedWrite(tx, () => this.noRowWritten());
     }

@@ -41,6 +41,17 @@ export function numbersOf(
   });
 }
 
+/** For each row, how many rows of its key come after it among `rows`. */
+export function rowsAfter(rows: readonly KeyedRow[]): number[] {
+  const counts = new Map(keyCounts(rows));
+  const seen = new Map<string, number>();
+  return rows.map((row) => {
+    const index = (seen.get(row.key) ?? 0) + 1;
+    seen.set(row.key, index);
+    return (counts.get(row.key) ?? 0) - index;
+  });
+}
+
 /**
  * A read that fails unless the table has step 6 (the column and the counter table); run at app
  * start when `ordering.sequence` is on.
