@@ -66,9 +66,8 @@ export function compareSequence(last: number | undefined, sequence: number): Seq
   return { status: sequence === last ? 'duplicate' : 'out-of-order', expected };
 }
 
-type HeaderValue = string | number | Buffer | Uint8Array | readonly unknown[] | null | undefined;
-
-function headerText(value: HeaderValue | unknown): string | undefined {
+/** A header's value as text: AMQP and NATS give text or numbers, Kafka bytes, some a list. */
+function headerText(value: unknown): string | undefined {
   if (typeof value === 'string') return value;
   if (typeof value === 'number') return String(value);
   if (value instanceof Uint8Array) return Buffer.from(value).toString('utf8');

@@ -59,10 +59,7 @@ export class SequenceGuard {
    * `SequenceGapError`. Resolves to the check (after the hold, when there was one); on
    * `duplicate` or `out-of-order` nothing is recorded: the caller decides whether to skip it.
    */
-  async accept(
-    message: SequencedMessage,
-    options: SequenceOptions = {},
-  ): Promise<SequenceCheck> {
+  async accept(message: SequencedMessage, options: SequenceOptions = {}): Promise<SequenceCheck> {
     const { onGap, holdMs } = resolveSequenceOptions(
       { onGap: options.onGap ?? this.onGap, holdMs: options.holdMs ?? this.holdMs },
       'accept',

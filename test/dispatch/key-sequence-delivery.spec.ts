@@ -75,7 +75,7 @@ for (const db of TEST_DATABASES.filter((d) => d.service !== null)) {
             const headers = (message.properties.headers ?? {}) as Record<string, unknown>;
             const sequence = sequenceOf(headers);
             numbers.push(
-              `${sequence?.key ?? '-'}:${String(headers[OUTBOX_HEADER_SEQUENCE] ?? '-')}`,
+              `${sequence?.key ?? '-'}:${sequence === null ? '-' : String(sequence.sequence)}`,
             );
             void inbox
               .handleOnce(

@@ -18,9 +18,9 @@ const SEQUENCE = { ordering: { sequence: true } };
 /** key_seq of each row by message id (read back through the header's twin, the column). */
 async function numbers(ds: DataSource, h: OutboxApp): Promise<Map<string, number | null>> {
   const rows = await h.rows();
-  const raw = (await ds.query(
+  const raw = await ds.query<{ id: unknown; key_seq: unknown }[]>(
     `SELECT id, key_seq FROM ${quoteTable(ds, h.table)} ORDER BY id`,
-  )) as { id: unknown; key_seq: unknown }[];
+  );
   const byId = new Map(raw.map((r) => [String(r.id), r.key_seq]));
   return new Map(
     rows.map((r) => {

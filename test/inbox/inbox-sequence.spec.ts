@@ -56,9 +56,9 @@ for (const db of TEST_DATABASES) {
             messageId,
             sequence: { key, sequence } satisfies SequencedMessage,
           },
-          async (_tx, context: InboxHandlerContext) => {
+          (_tx, context: InboxHandlerContext) => {
             seen.push(`${sequence}:${context.sequence?.status ?? 'none'}`);
-            return sequence;
+            return Promise.resolve(sequence);
           },
         );
     }

@@ -25,14 +25,17 @@ WHERE TABLE_SCHEMA = ${n.schema === null ? 'DATABASE()' : '?'} AND TABLE_NAME = 
  */
 export const mysqlKeySequence: SchemaPartSql = {
   async ensure(run, n) {
-    if (!(await hasColumn(run, n))) await run(`ALTER TABLE ${n.table} ADD COLUMN key_seq BIGINT NULL`);
+    if (!(await hasColumn(run, n)))
+      await run(`ALTER TABLE ${n.table} ADD COLUMN key_seq BIGINT NULL`);
     await run(`CREATE TABLE IF NOT EXISTS ${n.keySeqTable} (
   message_key VARBINARY(1020) NOT NULL PRIMARY KEY,
   last_seq BIGINT NOT NULL
 ) ENGINE=InnoDB`);
   },
   has: (run, n) =>
-    run(`SELECT 1 FROM ${n.table} AS o CROSS JOIN ${n.keySeqTable} AS s WHERE 1 = 0 AND o.key_seq IS NULL`).then(
+    run(
+      `SELECT 1 FROM ${n.table} AS o CROSS JOIN ${n.keySeqTable} AS s WHERE 1 = 0 AND o.key_seq IS NULL`,
+    ).then(
       () => true,
       () => false,
     ),

@@ -14,7 +14,6 @@ import type { KeyedRow } from '../ports/outbox-store.port';
  * idempotent duplicate it skipped takes none), without a second look at which were written.
  */
 
-
 /** How many rows of each key, keys sorted so that concurrent writers lock counters alike. */
 export function keyCounts(rows: readonly KeyedRow[]): [string, number][] {
   const counts = new Map<string, number>();
@@ -26,10 +25,7 @@ export function keyCounts(rows: readonly KeyedRow[]): [string, number][] {
  * Each row's number from its key's counter after the increment (`last`): a key's rows take the
  * numbers up to `last` in the order they were written (their ids' order).
  */
-export function numbersOf(
-  rows: readonly KeyedRow[],
-  last: ReadonlyMap<string, number>,
-): number[] {
+export function numbersOf(rows: readonly KeyedRow[], last: ReadonlyMap<string, number>): number[] {
   const counts = new Map(keyCounts(rows));
   const seen = new Map<string, number>();
   return rows.map((row) => {

@@ -17,7 +17,9 @@ export const sqliteKeySequence: SchemaPartSql = {
 )`);
   },
   has: (run, n) =>
-    run(`SELECT 1 FROM ${n.table} AS o CROSS JOIN ${n.keySeqTable} AS s WHERE 1 = 0 AND o.key_seq IS NULL`).then(
+    run(
+      `SELECT 1 FROM ${n.table} AS o CROSS JOIN ${n.keySeqTable} AS s WHERE 1 = 0 AND o.key_seq IS NULL`,
+    ).then(
       () => true,
       () => false,
     ),
