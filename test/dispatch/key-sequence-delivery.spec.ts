@@ -1,8 +1,18 @@
 import { randomUUID } from 'node:crypto';
 import { Injectable } from '@nestjs/common';
+import { Test } from '@nestjs/testing';
 import { connect, type ChannelModel } from 'amqplib';
 import type { DataSource } from 'typeorm';
-import { OUTBOX_HEADER_SEQUENCE, OnOutboxMessage, type OutboxHandlerMessage } from '../../lib';
+import {
+  OUTBOX_HEADER_SEQUENCE,
+  OnOutboxMessage,
+  OutboxModule,
+  OutboxService,
+  type OutboxHandlerMessage,
+} from '../../lib';
+import { pgOutbox, pgSqlPort, type PgPoolClient } from '../../lib/connections/pg';
+import { createOutboxTable, outboxTableDropDdl } from '../../lib/store/schema/outbox-table-ddl';
+import { pgPool, type PgPoolForTests } from '../connections/driver-targets';
 import { ensureInboxTable, Inbox, inboxTableDropDdl, sequenceOf } from '../../lib/inbox';
 import { RabbitMqPublisher } from '../../lib/publishers/rabbitmq';
 import { outboxDialectOf } from '../../lib/store/schema/outbox-table-ddl';
@@ -155,5 +165,61 @@ describeWith(['postgres'], 'key sequence to an in-process handler (postgres)', (
       ['k', '2'],
       ['k', '3'],
     ]);
+  });
+});
+
+// Every connection enqueues through the store's insert, and so numbers: one without TypeORM.
+describeWith(['postgres'], 'key sequence on node-postgres (pgOutbox)', () => {
+  const table = uniqueTable('outbox_seqpg');
+  let pool: PgPoolForTests;
+
+  beforeAll(async () => {
+    pool = pgPool(4);
+    await createOutboxTable(pgSqlPort(pool), { tableName: table });
+  });
+  afterAll(async () => {
+    for (const statement of outboxTableDropDdl('postgres', { tableName: table })) {
+      await pool.query(statement);
+    }
+    await pool.end();
+  });
+
+  it('numbers keyed messages enqueued with a PoolClient; a rolled-back transaction burns nothing', async () => {
+    const moduleRef = await Test.createTestingModule({
+      imports: [
+        OutboxModule.forRoot({
+          connection: pgOutbox(pool),
+          tableName: table,
+          workers: false,
+          ordering: { sequence: true },
+        }),
+      ],
+    }).compile();
+    await moduleRef.init();
+    try {
+      const outbox = moduleRef.get<OutboxService<PgPoolClient>>(OutboxService);
+      const inTransaction = async (rollback: boolean): Promise<void> => {
+        const client = await pool.connect();
+        try {
+          await client.query('BEGIN');
+          await outbox.enqueue([{ topic: 't', key: 'k', type: 'e', payload: {} }], client);
+          await client.query(rollback ? 'ROLLBACK' : 'COMMIT');
+        } finally {
+          client.release();
+        }
+      };
+      await inTransaction(false);
+      await inTransaction(true);
+      await inTransaction(false);
+      const { rows } = (await pool.query(
+        `SELECT key_seq::text, headers FROM "${table}" ORDER BY id`,
+      )) as { rows: { key_seq: string; headers: Record<string, string> }[] };
+      expect(rows.map((r) => [r.key_seq, r.headers[OUTBOX_HEADER_SEQUENCE]])).toEqual([
+        ['1', '1'],
+        ['2', '2'],
+      ]);
+    } finally {
+      await moduleRef.close();
+    }
   });
 });
