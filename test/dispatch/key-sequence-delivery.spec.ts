@@ -213,7 +213,7 @@ describeWith(['postgres'], 'key sequence on node-postgres (pgOutbox)', () => {
       await inTransaction(false);
       const { rows } = (await pool.query(
         `SELECT key_seq::text, headers FROM "${table}" ORDER BY id`,
-      )) as { rows: { key_seq: string; headers: Record<string, string> }[] };
+      )) as { rows: readonly { key_seq: string; headers: Record<string, string> }[] };
       expect(rows.map((r) => [r.key_seq, r.headers[OUTBOX_HEADER_SEQUENCE]])).toEqual([
         ['1', '1'],
         ['2', '2'],
