@@ -8,6 +8,11 @@ import { describeSource, POLL_RUN_DATABASES, SOURCE_CASES, useSource } from '../
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
 import { sleep } from '../support/wait-for';
+import {
+  outboxDatabase,
+  outboxDialectOf,
+  tableNamesFor,
+} from '../../lib/store/schema/outbox-table-ddl';
 
 // ordering.sequence: each keyed message gets the next number of its key at enqueue (key_seq and
 // the x-outbox-sequence header), 1, 2, 3… in commit order, nothing burnt by a rollback or a
@@ -84,10 +89,12 @@ for (const db of POLL_RUN_DATABASES) {
       const publisher = new RecordingPublisher();
       const h = await apps.boot(publisher, {
         ...SEQUENCE,
-        cleaner: { deliveredRetentionMs: 0 },
+        cleaner: { deliveredRetentionMs: 1 },
       });
       await h.commit([msg('k'), msg('k'), msg('j')]);
       await h.runUntilIdle();
+      await sleep(20);
+      expect(await h.cleaner.runOnce()).toMatchObject({ delivered: 3 });
       expect(await h.rows()).toEqual([]);
       await h.commit([msg('k'), msg('j')]);
       await h.runUntilIdle();
@@ -95,6 +102,31 @@ for (const db of POLL_RUN_DATABASES) {
         publisher.sent.filter((r) => r.key === key).map((r) => r.headers[OUTBOX_HEADER_SEQUENCE]);
       expect(of('k')).toEqual(['1', '2', '3']);
       expect(of('j')).toEqual(['1', '2']);
+    });
+
+    it('keeps counting when delivered rows are deleted at settle', async () => {
+      const publisher = new RecordingPublisher();
+      const h = await apps.boot(publisher, { ...SEQUENCE, cleaner: { deliveredRetentionMs: 0 } });
+      await h.commit([msg('k')]);
+      await h.runUntilIdle();
+      expect(await h.rows()).toEqual([]);
+      await h.commit([msg('k')]);
+      await h.runUntilIdle();
+      expect(publisher.sent.map((r) => r.headers[OUTBOX_HEADER_SEQUENCE])).toEqual(['1', '2']);
+    });
+
+    it('refuses to start with the option on until schema step 6 is there, and works without it when off', async () => {
+      const table = await scope.table('outbox_seqm');
+      const dialect = outboxDialectOf(scope.ds.options.type);
+      await outboxDatabase(dialect).schema.keySequence?.drop(
+        (sql, params) => scope.ds.query(sql, params),
+        tableNamesFor(dialect, { tableName: table }),
+      );
+      await expect(apps.enqueuer(table, SEQUENCE)).rejects.toThrow(
+        /lacks the key_seq column or the counter table .*schema migrate/s,
+      );
+      const plain = await apps.enqueuer(table);
+      await expect(plain.commit([msg('k')])).resolves.toHaveLength(1);
     });
 
     it('writes no number with the option off', async () => {
