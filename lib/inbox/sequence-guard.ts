@@ -56,12 +56,16 @@ export class SequenceGuard {
    * Checks `message` and records it when it moves its key forward (`next`, or `gap` once
    * accepted). A gap follows `onGap`: `accept` at once, `hold` until the predecessor is
    * accepted through this guard or `holdMs` passes (then accepted), `reject` with
-   * `SequenceGapError`. Resolves to the check (after the hold, when there was one); on
+   * `SequenceGapError`; `accept(message, { holdMs })` alone holds. Resolves to the check (after the hold, when there was one); on
    * `duplicate` or `out-of-order` nothing is recorded: the caller decides whether to skip it.
    */
   async accept(message: SequencedMessage, options: SequenceOptions = {}): Promise<SequenceCheck> {
+    // A hold time given to this call asks for a hold, whatever the guard's own policy.
     const { onGap, holdMs } = resolveSequenceOptions(
-      { onGap: options.onGap ?? this.onGap, holdMs: options.holdMs ?? this.holdMs },
+      {
+        onGap: options.onGap ?? (options.holdMs === undefined ? this.onGap : 'hold'),
+        holdMs: options.holdMs ?? this.holdMs,
+      },
       'accept',
     );
     const { key, sequence } = checkSequenced(message);

@@ -50,6 +50,14 @@ describe('SequenceGuard', () => {
     expect(Date.now() - started).toBeLessThan(2_000);
   });
 
+  it('holds when the call gives a hold time, whatever the guard policy', async () => {
+    const guard = new SequenceGuard();
+    await guard.accept(m('k', 1));
+    const started = Date.now();
+    expect(await guard.accept(m('k', 3), { holdMs: 100 })).toEqual({ status: 'gap', expected: 2 });
+    expect(Date.now() - started).toBeGreaterThanOrEqual(90);
+  });
+
   it('holds a gap no longer than holdMs, then accepts it as a gap', async () => {
     const guard = new SequenceGuard({ onGap: 'hold', holdMs: 150 });
     await guard.accept(m('k', 1));
