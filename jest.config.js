@@ -49,6 +49,7 @@ const SOURCE_SPECS = [
   'test/dispatch/database-outage.spec.ts',
   'test/local/local-rabbitmq.spec.ts',
   'test/dispatch/redrive-delivery.spec.ts',
+  'test/dispatch/key-sequence.spec.ts',
 ];
 const sources =
   process.env.OUTBOX_TEST_SOURCES === '1'

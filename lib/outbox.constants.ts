@@ -20,6 +20,11 @@ export const OUTBOX_HEADER_MESSAGE_ID = 'x-outbox-message-id';
 export const OUTBOX_HEADER_TYPE = 'x-outbox-type';
 /** The message key, on transports without a key of their own (RabbitMQ). */
 export const OUTBOX_HEADER_KEY = 'x-outbox-key';
+/**
+ * The message's number within its key (1, 2, 3… in commit order), with `ordering.sequence`: a
+ * consumer that saw n of a key expects n + 1 next (`SequenceGuard`, the inbox's gap guard).
+ */
+export const OUTBOX_HEADER_SEQUENCE = 'x-outbox-sequence';
 /** The content type of a binary message, on transports without a property of their own (Kafka, NATS). */
 export const OUTBOX_HEADER_CONTENT_TYPE = 'x-outbox-content-type';
 

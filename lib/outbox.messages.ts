@@ -206,6 +206,12 @@ export const OutboxMessages = {
     `DATABASE_URL set, which adds them in place (rows kept, no table rewrite), or run the ` +
     `DataSource's ...outboxMigrations(${migrationArgs(ref)}) (step 4 adds them), before ` +
     `starting the app (docs/upgrading.md: "Upgrading from 0.2").`,
+  keySequenceMissing: (table: string, reason: string, ref: OutboxTableRef): string =>
+    `ordering.sequence is on, but the outbox table ${table} lacks the key_seq column or the ` +
+    `counter table ${ref.tableName}_key_seq that schema step 6 adds (${reason}). Run ` +
+    `"${schemaMigrate(ref)}" with DATABASE_URL set, or the DataSource's ` +
+    `...outboxMigrations(${migrationArgs(ref)}) (step 6 adds them), before starting the app, or ` +
+    `leave ordering.sequence off (docs/upgrading.md).`,
   waitingIndexMissing: (table: string, ref: OutboxTableRef): string =>
     `The outbox table ${table} lacks the index of waiting messages (${ref.tableName}_waiting_idx) ` +
     `that schema step 5 adds: the dispatcher works without it, but every settle then probes ` +

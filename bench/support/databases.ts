@@ -150,6 +150,8 @@ export async function dropOutboxTable(ds: DataSource, table: string): Promise<vo
   await ds.query(`DROP TABLE IF EXISTS ${quoteTable(ds, table)}`);
   // The guard of a partitioned table (P7, P11, P12).
   await ds.query(`DROP TABLE IF EXISTS ${quoteTable(ds, `${table}_ids`)}`);
+  // The counters of ordering.sequence (P21).
+  await ds.query(`DROP TABLE IF EXISTS ${quoteTable(ds, `${table}_key_seq`)}`);
 }
 
 /** Empties the table (and restarts its ids) between runs. */

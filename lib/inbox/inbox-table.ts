@@ -56,6 +56,7 @@ export function inboxTableNames(
   return {
     table: names.table,
     index: names.quote(`${tableName}_received_idx`),
+    sequenceTable: names.qualify(`${tableName}_seq`),
     schema: names.schema,
     quote: names.quote,
   };
@@ -63,7 +64,9 @@ export function inboxTableNames(
 
 /** The statements that create the inbox table and its index on one dialect. */
 export function inboxTableDdl(dialect: OutboxDialect, options: InboxTableOptions = {}): string[] {
-  return outboxDatabase(dialect).inbox.createTable(inboxTableNames(dialect, options));
+  const { inbox } = outboxDatabase(dialect);
+  const names = inboxTableNames(dialect, options);
+  return [...inbox.createTable(names), ...inbox.sequence.createTable(names)];
 }
 
 /** The statements that drop the inbox table on one dialect. */
@@ -71,7 +74,9 @@ export function inboxTableDropDdl(
   dialect: OutboxDialect,
   options: InboxTableOptions = {},
 ): string[] {
-  return outboxDatabase(dialect).inbox.dropTable(inboxTableNames(dialect, options));
+  const { inbox } = outboxDatabase(dialect);
+  const names = inboxTableNames(dialect, options);
+  return [...inbox.sequence.dropTable(names), ...inbox.dropTable(names)];
 }
 
 /** Creates the inbox table if it does not exist, e.g. in tests or at the start of a sample app. */

@@ -1,4 +1,5 @@
 import type { EntityManager } from 'typeorm';
+import type { SequenceCheck, SequencedMessage, SequenceOptions } from './sequence.interfaces';
 
 /** Which message, for which consumer: the inbox's primary key. */
 export interface InboxEntry {
@@ -13,17 +14,36 @@ export interface InboxEntry {
    * renaming it makes every retained id new again.
    */
   readonly consumer: string;
+  /**
+   * The message's key and number (`sequenceOf(headers)` reads `x-outbox-key` and
+   * `x-outbox-sequence`), for the gap guard; null or left out: no guard for this message.
+   */
+  readonly sequence?: SequencedMessage | null;
 }
 
 /** What `handleOnce()` resolves to. */
 export type InboxOutcome<T> =
   /** First delivery: the handler ran and its transaction committed with the id. */
-  | { readonly handled: true; readonly result: T }
+  | {
+      readonly handled: true;
+      readonly result: T;
+      /** How the message stood in its key's sequence, when the entry carried one. */
+      readonly sequence?: SequenceCheck;
+    }
   /** A duplicate: the id was already recorded for this consumer; the handler did not run. */
   | { readonly handled: false };
 
 /** The business work of one message, run in the transaction that records its id. */
-export type InboxHandler<T> = (manager: EntityManager) => Promise<T>;
+export type InboxHandler<T> = (manager: EntityManager, context: InboxHandlerContext) => Promise<T>;
+
+/** What the handler learns of its message besides the transaction. */
+export interface InboxHandlerContext {
+  /**
+   * How the message stands in its key's sequence (`gap`: an earlier one not seen yet;
+   * `out-of-order`: older than the last seen), when the entry carried one.
+   */
+  readonly sequence?: SequenceCheck;
+}
 
 /** Options of `Inbox.purge()`. */
 export interface InboxPurgeOptions {
@@ -37,4 +57,13 @@ export interface InboxTableOptions {
   tableName?: string;
   /** PostgreSQL schema, or MySQL database; ignored on SQLite. @default the connection's */
   schema?: string;
+}
+
+/** Options of `new Inbox()`: where the table is, and the gap guard. */
+export interface InboxOptions extends InboxTableOptions {
+  /**
+   * What the gap guard does with a message whose entry carries a sequence and arrives before an
+   * earlier one of its key. @default { onGap: 'accept', holdMs: 5000 }
+   */
+  sequence?: SequenceOptions;
 }

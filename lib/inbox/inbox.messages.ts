@@ -1,5 +1,11 @@
 /** Every message text of the inbox, in one place; each says how to fix what it reports. */
 export const InboxMessages = {
+  sequenceGap: (key: string, expected: number, received: number): string =>
+    `Message ${received} of key ${JSON.stringify(key)} arrived before ${expected}: refused by the ` +
+    `gap policy (onGap: 'reject'). Let the broker redeliver it, or use onGap 'hold' or 'accept'.`,
+  invalidSequence: (problem: string): string =>
+    `Invalid sequence: ${problem}. Pass the message's x-outbox-key and x-outbox-sequence ` +
+    '(sequenceOf(headers) reads them).',
   optionInvalid: (path: string, problem: string, fix: string): string =>
     `Invalid Inbox option "${path}": ${problem}. ${fix}`,
   identifierFix: (maxLength: number): string =>

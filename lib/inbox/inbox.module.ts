@@ -41,6 +41,7 @@ function createService(
   return new InboxService(source, {
     tableName: options.tableName,
     schema: options.schema,
+    sequence: options.sequence,
   });
 }
 

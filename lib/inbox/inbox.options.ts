@@ -1,9 +1,9 @@
 import type { DataSource } from 'typeorm';
 import type { OutboxConnection } from '../store/ports/outbox-connection';
-import type { InboxTableOptions } from './inbox.interfaces';
+import type { InboxOptions } from './inbox.interfaces';
 
 /** Options of `InboxModule.forRoot()` / `forRootAsync()`. */
-export interface InboxModuleOptions extends InboxTableOptions {
+export interface InboxModuleOptions extends InboxOptions {
   /**
    * The TypeORM DataSource whose database holds the inbox table and the handlers' business
    * tables, or the name it was registered under with `@nestjs/typeorm`.

@@ -7,18 +7,25 @@ import type { OutboxConnection } from '../store/ports/outbox-connection';
 import type { SqlPort, SqlRunner } from '../store/ports/sql-port';
 import { outboxDatabase, outboxDialectOf } from '../store/schema/outbox-table-ddl';
 import type { InboxRecorder } from '../store/outbox-database';
+import { checkSequenced, compareSequence, resolveSequenceOptions } from './sequence-check';
+import type { ResolvedSequenceOptions } from './sequence-check';
+import { SequenceGapError } from './sequence-gap.error';
+import type { SequenceCheck, SequencedMessage } from './sequence.interfaces';
 import { INBOX_MAX_CONSUMER_BYTES, INBOX_MAX_MESSAGE_ID_BYTES } from './inbox.constants';
 import type {
   InboxEntry,
   InboxHandler,
+  InboxOptions,
   InboxOutcome,
   InboxPurgeOptions,
-  InboxTableOptions,
 } from './inbox.interfaces';
 import { InboxMessages } from './inbox.messages';
 import { inboxTableNames } from './inbox-table';
 import { InvalidInboxEntryError } from './invalid-inbox-entry.error';
 import { runSerially } from './sqlite-transaction.queue';
+
+/** How often a held message looks for its predecessor. */
+const HOLD_POLL_MS = 25;
 
 function checkEntryField(
   field: 'messageId' | 'consumer',
@@ -75,6 +82,8 @@ export class Inbox<Tx = EntityManager> {
   private readonly insertSql: string;
   private readonly recorder: InboxRecorder;
   private readonly purgeSql: string;
+  private readonly sequence: ResolvedSequenceOptions;
+  private readonly sequenceSql: { read: string; peek: string; write: string };
 
   /**
    * @param source the TypeORM DataSource whose database holds the inbox table, or the outbox
@@ -82,7 +91,7 @@ export class Inbox<Tx = EntityManager> {
    *   database for the guarantee to hold.
    * @param options where the table is (validated as identifiers; refused, never escaped).
    */
-  constructor(source: DataSource | OutboxConnection<Tx>, options: InboxTableOptions = {}) {
+  constructor(source: DataSource | OutboxConnection<Tx>, options: InboxOptions = {}) {
     if (isDataSourceLike(source)) {
       this.source = source;
       this.sql = typeormSqlPort(source);
@@ -99,6 +108,12 @@ export class Inbox<Tx = EntityManager> {
     this.insertSql = inbox.insert(names);
     this.recorder = inbox.recorder(names);
     this.purgeSql = inbox.purge(names);
+    this.sequence = resolveSequenceOptions(options.sequence);
+    this.sequenceSql = {
+      read: inbox.sequence.read(names),
+      peek: inbox.sequence.peek(names),
+      write: inbox.sequence.write(names),
+    };
   }
 
   /**
@@ -169,7 +184,15 @@ export class Inbox<Tx = EntityManager> {
     }
     const consumer = checkEntryField('consumer', entry.consumer, INBOX_MAX_CONSUMER_BYTES);
     const messageId = checkEntryField('messageId', entry.messageId, INBOX_MAX_MESSAGE_ID_BYTES);
+    const sequenced =
+      entry.sequence === undefined || entry.sequence === null
+        ? null
+        : checkSequenced(entry.sequence);
     const manager = this.managerOf(target);
+    // Held outside the transaction, so that the wait holds no lock and no connection of a pool.
+    if (sequenced !== null && this.sequence.onGap === 'hold') {
+      await this.holdForPredecessor(consumer, sequenced);
+    }
     // EntityManager.transaction() opens a transaction, or a savepoint when the manager's query
     // runner is already in one.
     const attempt = (): Promise<InboxOutcome<T>> =>
@@ -177,10 +200,13 @@ export class Inbox<Tx = EntityManager> {
         const runner = tx.queryRunner;
         if (runner === undefined)
           throw new OutboxError('The inbox transaction has no query runner');
-        if (!(await this.record(typeormSqlRunner(runner), consumer, messageId))) {
+        const sql = typeormSqlRunner(runner);
+        if (!(await this.record(sql, consumer, messageId))) {
           return { handled: false };
         }
-        return { handled: true, result: await handler(tx) };
+        if (sequenced === null) return { handled: true, result: await handler(tx, {}) };
+        const sequence = await this.recordSequence(sql, consumer, sequenced);
+        return { handled: true, result: await handler(tx, { sequence }), sequence };
       });
     const joinsTransaction = manager.queryRunner?.isTransactionActive === true;
     return this.sharedConnection && !joinsTransaction
@@ -237,6 +263,48 @@ export class Inbox<Tx = EntityManager> {
       throw new OutboxError(InboxMessages.foreignManager());
     }
     return manager as EntityManager;
+  }
+
+  /**
+   * The gap guard in the handler's transaction: the key's last number, locked until the
+   * transaction ends (a concurrent delivery of the key waits), compared with the message's; a
+   * number that moves the key forward is recorded with the id. `reject` throws on a gap, which
+   * rolls the id back too.
+   */
+  private async recordSequence(
+    runner: SqlRunner,
+    consumer: string,
+    message: SequencedMessage,
+  ): Promise<SequenceCheck> {
+    const { rows } = await runner.query<{ last_seq: unknown }>(this.sequenceSql.read, [
+      consumer,
+      message.key,
+    ]);
+    const last = rows[0] === undefined ? undefined : Number(rows[0].last_seq);
+    const check = compareSequence(last, message.sequence);
+    if (check.status === 'gap' && this.sequence.onGap === 'reject') {
+      throw new SequenceGapError(message.key, check.expected, message.sequence);
+    }
+    if (check.status === 'next' || check.status === 'gap') {
+      await runner.query(this.sequenceSql.write, [consumer, message.key, message.sequence]);
+    }
+    return check;
+  }
+
+  /** Waits, up to `holdMs`, until the key's last number recorded is the message's predecessor. */
+  private async holdForPredecessor(consumer: string, message: SequencedMessage): Promise<void> {
+    const deadline = Date.now() + this.sequence.holdMs;
+    for (;;) {
+      const { rows } = await this.sql.query<{ last_seq: unknown }>(this.sequenceSql.peek, [
+        consumer,
+        message.key,
+      ]);
+      const last = rows[0] === undefined ? undefined : Number(rows[0].last_seq);
+      if (compareSequence(last, message.sequence).status !== 'gap') return;
+      const left = deadline - Date.now();
+      if (left <= 0) return;
+      await new Promise((resolve) => setTimeout(resolve, Math.min(HOLD_POLL_MS, left)));
+    }
   }
 
   /** Inserts the id through the transaction's runner; false when it was already there. */

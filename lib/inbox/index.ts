@@ -5,7 +5,14 @@ export { InboxService } from './inbox.service';
 export { InboxModule } from './inbox.module';
 export { INBOX_MODULE_OPTIONS } from './inbox.module-definition';
 export type { InboxModuleOptions, InboxModuleExtras } from './inbox.options';
-export type { InboxEntry, InboxHandler, InboxOutcome, InboxPurgeOptions } from './inbox.interfaces';
+export type {
+  InboxEntry,
+  InboxHandler,
+  InboxHandlerContext,
+  InboxOptions,
+  InboxOutcome,
+  InboxPurgeOptions,
+} from './inbox.interfaces';
 export {
   INBOX_DEFAULT_TABLE,
   INBOX_MAX_CONSUMER_BYTES,
@@ -41,3 +48,15 @@ export {
 export { MessageIdMissingError, type MessageIdSource } from './message-id-missing.error';
 export { InvalidInboxEntryError } from './invalid-inbox-entry.error';
 export { isPermanentInboxError } from './permanent-inbox.error';
+export { SequenceGuard } from './sequence-guard';
+export { sequenceOf } from './sequence-check';
+export { SequenceGapError } from './sequence-gap.error';
+export { InvalidSequenceError } from './invalid-sequence.error';
+export type {
+  SequenceCheck,
+  SequencedMessage,
+  SequenceGapPolicy,
+  SequenceOptions,
+  SequenceStatus,
+  SequenceStore,
+} from './sequence.interfaces';

@@ -48,6 +48,11 @@ export interface OutboxTableNames {
    * message ids unique (see docs/partitioning.md).
    */
   readonly idsTable: string;
+  /**
+   * Quoted `<table>_key_seq`: the last sequence number given to each key (`ordering.sequence`),
+   * apart from the outbox table so that the cleaner deleting delivered rows never resets it.
+   */
+  readonly keySeqTable: string;
   /** Unquoted names, for index names and notifications. */
   readonly tableName: string;
   readonly schema: string | null;
@@ -78,6 +83,7 @@ export function outboxTableNames(
     attemptsTable: qualify(`${tableName}_attempts`),
     archiveTable: qualify(`${tableName}_archive`),
     idsTable: qualify(`${tableName}_ids`),
+    keySeqTable: qualify(`${tableName}_key_seq`),
     tableName,
     schema,
     quote,
@@ -91,6 +97,8 @@ export interface InboxTableNames {
   readonly table: string;
   /** Quoted name of the received_at index. */
   readonly index: string;
+  /** Quoted `<inbox>_seq`: the gap guard's last sequence number per consumer and key. */
+  readonly sequenceTable: string;
   readonly schema: string | null;
   readonly quote: (name: string) => string;
 }

@@ -93,6 +93,7 @@ export const OUTBOX_DEFAULTS = deepFreeze({
     enabled: { value: true },
     onDeadLetter: { value: 'block' },
     maxRun: { value: DEFAULT_MAX_RUN },
+    sequence: { value: false },
   } satisfies Defaults<OutboxOrderingOptions>,
   dispatcher: {
     batchSize: { value: 500 },

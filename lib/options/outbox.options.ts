@@ -88,6 +88,11 @@ export interface OutboxOrderingOptions {
    * batch instead of one. 1 sends one message per key per batch. @default 50
    */
   maxRun?: number;
+  /**
+   * Number each keyed message 1, 2, 3… per key at enqueue, in commit order, sent as the
+   * `x-outbox-sequence` header so consumers can detect gaps (needs schema step 6). @default false
+   */
+  sequence?: boolean;
 }
 
 export interface OutboxCleanerOptions {

@@ -14,6 +14,8 @@ export interface ResolvedOrderingOptions {
   readonly enabled: boolean;
   readonly onDeadLetter: 'block' | 'skip';
   readonly maxRun: number;
+  /** Whether enqueue numbers each key's messages (`x-outbox-sequence`). */
+  readonly sequence: boolean;
   /** The queue's rules these options make, worked out once here for every part of the module. */
   readonly queue: OutboxQueuePolicy;
 }
@@ -58,10 +60,12 @@ export function resolveOrderingOptions(
   }
   const enabled = bool(ordering.enabled, defaults.enabled.value, 'ordering.enabled');
   const maxRun = integer(ordering.maxRun, defaults.maxRun.value, 'ordering.maxRun', 1, 1_000, '');
+  const sequence = bool(ordering.sequence, defaults.sequence.value, 'ordering.sequence');
   return {
     enabled,
     onDeadLetter,
     maxRun,
+    sequence,
     queue: queuePolicyOf({ enabled, onDeadLetter, maxRun }, batchSize),
   };
 }

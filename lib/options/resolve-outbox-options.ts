@@ -126,7 +126,7 @@ export const OUTBOX_OPTION_KEYS = {
     maxAgeMs: true,
     retryIf: true,
   } satisfies Record<keyof OutboxRetryOptions, true>,
-  ordering: { enabled: true, onDeadLetter: true, maxRun: true } satisfies Record<
+  ordering: { enabled: true, onDeadLetter: true, maxRun: true, sequence: true } satisfies Record<
     keyof OutboxOrderingOptions,
     true
   >,
@@ -215,6 +215,13 @@ function checkExternalDelivery(
       'cleaner.archive',
       "true cannot be combined with delivery 'external': the rows were never delivered by the module, and the log already holds them",
       'Leave cleaner.archive off; keep rows longer with cleaner.deliveredRetentionMs.',
+    );
+  }
+  if (options.ordering?.sequence === true) {
+    fail(
+      'ordering.sequence',
+      "true cannot be combined with delivery 'external': the number is written just after the row's insert, and an engine reading inserts from the log would not see it",
+      "Leave ordering.sequence off with delivery 'external', or use delivery 'dispatcher'.",
     );
   }
 }

@@ -11,6 +11,7 @@ import { outboxDatabase, outboxDialectOf, tableNamesFor } from './schema/outbox-
 import type { ResolvedPartitioningOptions } from '../options/resolve-partitioning-options';
 import { checkTableLayout } from './schema/table-layout';
 import { messageIdCodecOf } from './schema/message-id-layout';
+import { keySequenceProbes } from './shared-sql/key-sequence';
 
 /** Picks the store for the port's database; opens what the dispatcher needs when asked. */
 export async function createOutboxStore(
@@ -18,7 +19,12 @@ export async function createOutboxStore(
   table: {
     tableName: string;
     schema: string | null;
-    ordering?: { enabled: boolean; onDeadLetter: 'block' | 'skip'; maxRun?: number };
+    ordering?: {
+      enabled: boolean;
+      onDeadLetter: 'block' | 'skip';
+      maxRun?: number;
+      sequence?: boolean;
+    };
     dispatcher?: { dbTimeoutMs: number; batchSize?: number };
     cleaner?: { archive: boolean };
     /** Whether statements may be prepared by name (the `preparedStatements` option); default true. */
@@ -100,6 +106,17 @@ export async function createOutboxStore(
       (reason) => OutboxMessages.payloadColumnsMissing(names.table, reason, ref),
       4,
     );
+    // Step 6, only where the enqueue writes to it: a table without it works otherwise.
+    if (table.ordering?.sequence === true) {
+      for (const statement of keySequenceProbes(names)) {
+        await probe(
+          statement,
+          names.table,
+          (reason) => OutboxMessages.keySequenceMissing(names.table, reason, ref),
+          6,
+        );
+      }
+    }
     // Checked here, not at the first clean an hour into production.
     if (table.cleaner?.archive === true) {
       await probe(`SELECT 1 FROM ${names.archiveTable} WHERE 1 = 0`, names.archiveTable, (reason) =>

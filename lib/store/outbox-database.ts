@@ -171,6 +171,11 @@ export interface OutboxSchemaSql {
    * status already, and SQLite's single writer has no settle to spare the probes.
    */
   readonly waitingIndex?: SchemaPartSql;
+  /**
+   * Schema step 6: the `key_seq` column and the per-key counter table `<table>_key_seq` of
+   * `ordering.sequence`.
+   */
+  readonly keySequence?: SchemaPartSql;
 }
 
 /**
@@ -234,6 +239,21 @@ export type InboxRecorder = (
 ) => Promise<InboxRecordOutcome>;
 
 /** The inbox table's statements on one database. */
+/**
+ * The inbox's gap guard: the last sequence number of each (consumer, key). Parameters: consumer,
+ * key, then the number for `write`.
+ */
+export interface InboxSequenceSql {
+  createTable(n: InboxTableNames): string[];
+  dropTable(n: InboxTableNames): string[];
+  /** The last number, its row locked until the transaction ends (where the database locks rows). */
+  read(n: InboxTableNames): string;
+  /** The last number, read without a lock (the hold's look outside the transaction). */
+  peek(n: InboxTableNames): string;
+  /** Records the number, never lowering the one there. */
+  write(n: InboxTableNames): string;
+}
+
 export interface InboxSql {
   createTable(n: InboxTableNames): string[];
   dropTable(n: InboxTableNames): string[];
@@ -246,6 +266,8 @@ export interface InboxSql {
    */
   recorder(n: InboxTableNames): InboxRecorder;
   purge(n: InboxTableNames): string;
+  /** The gap guard's table of last sequence numbers (`<inbox>_seq`). */
+  readonly sequence: InboxSequenceSql;
   /**
    * TypeORM runs every transaction of the DataSource on one shared connection, so the inbox
    * must run its own transactions one after another.

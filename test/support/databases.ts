@@ -84,6 +84,7 @@ const ALL_DATABASES: readonly TestDatabase[] = [
       await ds.query(`DROP TABLE IF EXISTS "${table}_attempts"`);
       await ds.query(`DROP TABLE IF EXISTS "${table}"`);
       await ds.query(`DROP TABLE IF EXISTS "${table}_ids"`);
+      await ds.query(`DROP TABLE IF EXISTS "${table}_key_seq"`);
       await ds.destroy();
     },
   },
@@ -101,6 +102,7 @@ const ALL_DATABASES: readonly TestDatabase[] = [
       await ds.query(`DROP TABLE IF EXISTS \`${table}_key_lock\``);
       await ds.query(`DROP TABLE IF EXISTS \`${table}\``);
       await ds.query(`DROP TABLE IF EXISTS \`${table}_ids\``);
+      await ds.query(`DROP TABLE IF EXISTS \`${table}_key_seq\``);
       await ds.destroy();
     },
   },

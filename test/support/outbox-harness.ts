@@ -128,6 +128,7 @@ export async function dropOutboxTable(ds: DataSource, table: string): Promise<vo
     await ds.query(`DROP TABLE IF EXISTS ${quoteTable(ds, `${table}_key_lock`)}`);
   await ds.query(`DROP TABLE IF EXISTS ${quoteTable(ds, table)}`);
   await ds.query(`DROP TABLE IF EXISTS ${quoteTable(ds, `${table}_ids`)}`);
+  await ds.query(`DROP TABLE IF EXISTS ${quoteTable(ds, `${table}_key_seq`)}`);
 }
 
 /** Creates a fresh outbox table on `ds` and returns its name; the caller drops it. */

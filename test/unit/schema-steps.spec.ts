@@ -14,6 +14,7 @@ describe('the schema steps', () => {
       ['cleaner-indexes', 'AddOutboxCleanerIndexes'],
       ['payload-columns', 'AddOutboxPayloadColumns'],
       ['waiting-index', 'AddOutboxWaitingIndex'],
+      ['key-sequence', 'AddOutboxKeySequence'],
     ]);
     expect(outboxMigrations({ tableName: 'orders_outbox' }).map((m) => new m().name)).toEqual(
       OUTBOX_SCHEMA_STEPS.map((s, i) => `${s.migration}_orders_outbox_${1_763_800_000_000 + i}`),
@@ -35,6 +36,12 @@ describe('the schema steps', () => {
     await createOutboxTable(sql);
     const latest = OUTBOX_SCHEMA_STEPS.length;
     expect(await outboxSchemaStatus(sql)).toMatchObject({ version: latest, latest });
+
+    // Step 6 (sequence numbers) reverted: the table is at step 5 until it is made again.
+    await OUTBOX_SCHEMA_STEPS[5]?.revert(context);
+    expect(await outboxSchemaStatus(sql)).toMatchObject({ version: 5 });
+    await createOutboxTable(sql);
+    expect((await outboxSchemaStatus(sql)).version).toBe(latest);
 
     // SQLite has no index of waiting messages (step 5): reverting it changes nothing.
     await OUTBOX_SCHEMA_STEPS[4]?.revert(context);

@@ -9,6 +9,7 @@ import {
   mysqlInboxInsert,
   mysqlInboxRecorder,
   mysqlInboxPurge,
+  mysqlInboxSequence,
   mysqlInboxTable,
 } from './mysql.inbox-sql';
 import { mysqlEnsureCleanerIndex, mysqlHasCleanerIndex } from './mysql-cleaner-index';
@@ -37,6 +38,8 @@ import { MysqlPartitions, mysqlTableLayout } from './mysql.partitions';
 import { mysqlConvertMessageIds, mysqlMessageIdLayout } from './mysql-message-ids';
 
 /** MySQL 8 and MariaDB 10.6+. */
+import { mysqlKeySequence } from './mysql.key-sequence-sql';
+
 export const mysqlDatabase: OutboxDatabase<'mysql'> = {
   dialect: 'mysql',
   urlSchemes: ['mysql', 'mariadb'],
@@ -95,6 +98,7 @@ export const mysqlDatabase: OutboxDatabase<'mysql'> = {
       await mysqlEnsureNoPad(query, names);
       await mysqlEnsureCleanerIndex(query, names);
     },
+    keySequence: mysqlKeySequence,
   },
   async checkTable(sql, context) {
     const { names, table, policy } = context;
@@ -142,6 +146,7 @@ export const mysqlDatabase: OutboxDatabase<'mysql'> = {
     insert: mysqlInboxInsert,
     recorder: mysqlInboxRecorder,
     purge: mysqlInboxPurge,
+    sequence: mysqlInboxSequence,
     sharedConnection: false,
   },
 };

@@ -1,5 +1,5 @@
 import type { InboxTableNames } from '../../internal/sql-identifier';
-import type { InboxRecorder } from '../outbox-database';
+import type { InboxRecorder, InboxSequenceSql } from '../outbox-database';
 import type { MysqlTransactionGuard } from './mysql.sql';
 import { mysqlStillInTransaction, readMysqlTransactionGuard } from './mysql.transaction-guard';
 
@@ -69,3 +69,24 @@ export function mysqlInboxRecorder(n: InboxTableNames): InboxRecorder {
     return (await mysqlStillInTransaction(tx, check)) ? 'present' : 'ended';
   };
 }
+
+/**
+ * The inbox's gap guard on MySQL/MariaDB (`InboxSequenceSql`); consumer and key as bytes, so
+ * that they compare exactly as the inbox's own columns do.
+ */
+export const mysqlInboxSequence: InboxSequenceSql = {
+  createTable: (n) => [
+    `CREATE TABLE IF NOT EXISTS ${n.sequenceTable} (
+  consumer VARBINARY(128) NOT NULL,
+  message_key VARBINARY(1020) NOT NULL,
+  last_seq BIGINT NOT NULL,
+  PRIMARY KEY (consumer, message_key)
+) ENGINE=InnoDB`,
+  ],
+  dropTable: (n) => [`DROP TABLE IF EXISTS ${n.sequenceTable}`],
+  read: (n) =>
+    `SELECT last_seq FROM ${n.sequenceTable} WHERE consumer = ? AND message_key = ? FOR UPDATE`,
+  peek: (n) => `SELECT last_seq FROM ${n.sequenceTable} WHERE consumer = ? AND message_key = ?`,
+  write: (n) => `INSERT INTO ${n.sequenceTable} (consumer, message_key, last_seq) VALUES (?, ?, ?)
+ON DUPLICATE KEY UPDATE last_seq = GREATEST(last_seq, VALUES(last_seq))`,
+};

@@ -5,11 +5,14 @@ import { OutboxTransactionRequiredError } from '../../errors/outbox-transaction-
 import { OutboxMessages } from '../../outbox.messages';
 import { preparedFailure, statementName } from '../shared-sql/prepared-statements';
 import { randomUUID } from 'node:crypto';
+import { keyCounts, rowsAfter } from '../shared-sql/key-sequence';
+import { mysqlBumpCounters, mysqlSetNumbers } from './mysql.key-sequence-sql';
 import type {
   ClaimOptions,
   ClaimedBatch,
   ClaimIdsOptions,
   ClaimedIds,
+  KeyedRow,
   NewOutboxRow,
   OutboxQueuePolicy,
   OutboxStats,
@@ -98,6 +101,9 @@ type StatsRow = Record<'pending' | 'leased' | 'delivered' | 'dead', string | num
 };
 
 /** MySQL 8 / MariaDB 10.6+: a short READ COMMITTED claim transaction with SKIP LOCKED. */
+/** Keys, or rows, per statement of `numberKeys`: well inside the placeholder limit. */
+const SEQUENCE_CHUNK = 500;
+
 export class MysqlOutboxStore implements OutboxStore {
   /** InnoDB row-lock wait bound of the dispatcher's transactions, in seconds. */
   private readonly lockWaitSeconds: number;
@@ -228,6 +234,30 @@ export class MysqlOutboxStore implements OutboxStore {
       }
     }
     return present;
+  }
+
+  async numberKeys(tx: SqlRunner, rows: readonly KeyedRow[]): Promise<void> {
+    if (rows.length === 0) return;
+    const [ids, guard] = await Promise.all([this.messageIdCodec(), this.transactionGuard(tx)]);
+    const counts = keyCounts(rows);
+    for (let at = 0; at < counts.length; at += SEQUENCE_CHUNK) {
+      const chunk = counts.slice(at, at + SEQUENCE_CHUNK);
+      const { affected } = await tx.query(
+        mysqlBumpCounters(this.names, chunk.length, guard),
+        chunk.flat(),
+      );
+      // An upsert counts 1 a new counter, 2 a raised one: 0 means refused (the transaction ended).
+      if (affected === 0) throw await this.refusedWrite(tx, () => this.noRowWritten());
+    }
+    const backs = rowsAfter(rows);
+    for (let at = 0; at < rows.length; at += SEQUENCE_CHUNK) {
+      const chunk = rows.slice(at, at + SEQUENCE_CHUNK);
+      const { affected } = await tx.query(
+        mysqlSetNumbers(this.names, chunk.length, guard),
+        chunk.flatMap((r, i) => [ids.param(r.messageId), r.key, backs[at + i]]),
+      );
+      if (affected !== chunk.length) throw await this.refusedWrite(tx, () => this.noRowWritten());
+    }
   }
 
   /**

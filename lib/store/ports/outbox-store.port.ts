@@ -3,6 +3,12 @@ import type { SqlRunner } from './sql-port';
 import type { NewOutboxRow } from '../../message/new-outbox-row';
 import type { MessageIdCodec } from '../rows/message-id-codec';
 
+/** A row an enqueue wrote that has a key, for its sequence number (`OutboxStore.numberKeys`). */
+export interface KeyedRow {
+  readonly messageId: string;
+  readonly key: string;
+}
+
 export type { NewOutboxRow };
 
 /** What a claim returns: the rows, the lease token that settles them, and their ages. */
@@ -179,6 +185,13 @@ export interface OutboxStore {
     rows: readonly NewOutboxRow[],
     lockKeys: boolean,
   ): Promise<readonly string[]>;
+  /**
+   * Gives each of `rows` (keyed rows `insert` just wrote in this same transaction, in the order
+   * written) the next sequence number of its key, in its `key_seq` column and its
+   * `x-outbox-sequence` header (`ordering.sequence`, shared-sql/key-sequence.ts). Numbers commit
+   * or roll back with the transaction.
+   */
+  numberKeys(tx: SqlRunner, rows: readonly KeyedRow[]): Promise<void>;
   /**
    * Leases up to `limit` due head-of-key messages and counts an attempt for each; under
    * ordering, a head may bring the messages of its key right behind it (a run of up to

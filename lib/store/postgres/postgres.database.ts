@@ -8,6 +8,7 @@ import {
   postgresInboxInsert,
   postgresInboxRecorder,
   postgresInboxPurge,
+  postgresInboxSequence,
   postgresInboxTable,
 } from './postgres.inbox-sql';
 import {
@@ -24,6 +25,7 @@ import {
   postgresWaitingIndex,
 } from './postgres.sql';
 import { PostgresOutboxStore } from './postgres.store';
+import { postgresKeySequence } from './postgres.key-sequence-sql';
 import {
   postgresConversionSteps,
   postgresCreatePartitionedTable,
@@ -73,6 +75,7 @@ export const postgresDatabase: OutboxDatabase<'postgres'> = {
         await run(postgresDropWaitingIndex(n));
       },
     },
+    keySequence: postgresKeySequence,
   },
   async createStore(
     sql,
@@ -108,6 +111,7 @@ export const postgresDatabase: OutboxDatabase<'postgres'> = {
     insert: postgresInboxInsert,
     recorder: postgresInboxRecorder,
     purge: postgresInboxPurge,
+    sequence: postgresInboxSequence,
     sharedConnection: false,
   },
 };

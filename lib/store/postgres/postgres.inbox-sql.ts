@@ -1,5 +1,5 @@
 import type { InboxTableNames } from '../../internal/sql-identifier';
-import type { InboxRecorder } from '../outbox-database';
+import type { InboxRecorder, InboxSequenceSql } from '../outbox-database';
 import { POSTGRES_OPEN_TRANSACTION } from './postgres.sql';
 
 /** DDL of the inbox table on PostgreSQL 12+. */
@@ -74,3 +74,22 @@ export function postgresInboxRecorder(n: InboxTableNames): InboxRecorder {
 function isTrue(value: unknown): boolean {
   return value === true || value === 't' || value === 1 || value === 'true';
 }
+
+/** The inbox's gap guard on PostgreSQL (`InboxSequenceSql`). */
+export const postgresInboxSequence: InboxSequenceSql = {
+  createTable: (n) => [
+    `CREATE TABLE IF NOT EXISTS ${n.sequenceTable} (
+  consumer varchar(128) NOT NULL,
+  message_key varchar(255) NOT NULL,
+  last_seq bigint NOT NULL,
+  PRIMARY KEY (consumer, message_key)
+)`,
+  ],
+  dropTable: (n) => [`DROP TABLE IF EXISTS ${n.sequenceTable}`],
+  read: (n) =>
+    `SELECT last_seq FROM ${n.sequenceTable} WHERE consumer = $1 AND message_key = $2 FOR UPDATE`,
+  peek: (n) => `SELECT last_seq FROM ${n.sequenceTable} WHERE consumer = $1 AND message_key = $2`,
+  write: (n) => `INSERT INTO ${n.sequenceTable} AS q (consumer, message_key, last_seq)
+VALUES ($1, $2, $3) ON CONFLICT (consumer, message_key)
+DO UPDATE SET last_seq = GREATEST(q.last_seq, EXCLUDED.last_seq)`,
+};

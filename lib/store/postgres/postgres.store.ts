@@ -5,6 +5,7 @@ import type {
   ClaimedBatch,
   ClaimIdsOptions,
   ClaimedIds,
+  KeyedRow,
   NewOutboxRow,
   OutboxQueuePolicy,
   OutboxStats,
@@ -62,6 +63,7 @@ import type { OutboxTableNames } from '../../internal/sql-identifier';
 import { extendedValues, isExtended, cachedStatement } from '../shared-sql/sql-values';
 import type { SqlPort, SqlQueryOptions, SqlResult, SqlRunner } from '../ports/sql-port';
 import { PostgresWakeNotifier } from './postgres-wake-notifier';
+import { postgresNumberKeys } from './postgres.key-sequence-sql';
 
 /** How an enqueue wakes the LISTENing dispatchers (see the store's constructor). */
 export type PostgresWakeUp = 'none' | 'transaction' | 'after-commit';
@@ -84,6 +86,8 @@ export class PostgresOutboxStore implements OutboxStore {
   private readonly dispatchNamespace: number;
   /** The enqueue statement of each variant, with the name it is prepared under (or none). */
   private readonly insertSql = new Map<string, { text: string; options: SqlQueryOptions }>();
+  /** The numbering of `ordering.sequence`, built at its first use. */
+  private numberKeysSql: string | undefined;
   /** The name each statement of the outbox's own transactions is prepared under, by its text. */
   private readonly preparedNames = new Map<string, SqlQueryOptions>();
   /** Set when the server lost one of those statements: they run as plain text from then on. */
@@ -224,6 +228,25 @@ export class PostgresOutboxStore implements OutboxStore {
       }
     }
     return idempotent ? alreadyPresent(rows, result.rows) : [];
+  }
+
+  async numberKeys(tx: SqlRunner, rows: readonly KeyedRow[]): Promise<void> {
+    if (rows.length === 0) return;
+    this.numberKeysSql ??= postgresNumberKeys(this.names);
+    const text = this.numberKeysSql;
+    const options = this.prepared ? { prepare: statementName(text) } : undefined;
+    const { affected } = await tx
+      .query(text, [rows.map((r) => r.messageId)], options)
+      .catch((error: unknown) => {
+        throw options === undefined
+          ? error
+          : preparedFailure(error, lostPreparedStatement, OutboxMessages.preparedStatementLost);
+      });
+    // Fewer rows numbered than written: the statement ran outside the transaction that wrote
+    // them (it had ended), and numbered nothing.
+    if (affected !== rows.length) {
+      throw new OutboxTransactionRequiredError(OutboxMessages.transactionEndedBeforeWrite());
+    }
   }
 
   async claim(options: ClaimOptions): Promise<ClaimedBatch> {

@@ -133,6 +133,8 @@ export function outboxTableDropDdl(
   return [
     ...database.schema.dropHistoryTable(names),
     ...database.schema.dropTable(names),
+    // The counters of ordering.sequence (schema step 6), if the table had them.
+    `DROP TABLE IF EXISTS ${names.keySeqTable}`,
     // The partitioned layout's guard, if the table had it.
     ...(database.partitioned?.dropTable(names) ?? []),
   ];

@@ -25,7 +25,12 @@ export interface SchemaStepContext {
  */
 export interface OutboxSchemaStep {
   readonly part:
-    'table' | 'attempt-history' | 'cleaner-indexes' | 'payload-columns' | 'waiting-index';
+    | 'table'
+    | 'attempt-history'
+    | 'cleaner-indexes'
+    | 'payload-columns'
+    | 'waiting-index'
+    | 'key-sequence';
   /** The TypeORM migration's name prefix: never changed, since TypeORM knows its steps by name. */
   readonly migration: string;
   /**
@@ -185,6 +190,14 @@ export const OUTBOX_SCHEMA_STEPS: readonly OutboxSchemaStep[] = [
     (names) =>
       `the index of waiting messages (${names.tableName}_waiting_idx) is missing: migrate adds it (docs/upgrading.md has the non-blocking PostgreSQL form)`,
     'added the index of waiting messages (step 5)',
+  ),
+  partStep(
+    'key-sequence',
+    'AddOutboxKeySequence',
+    (database) => database.schema.keySequence,
+    (names) =>
+      `the sequence column key_seq and the counter table ${names.tableName}_key_seq (ordering.sequence) are missing: migrate adds them, rows kept`,
+    'added the key_seq column and the per-key sequence counters (step 6)',
   ),
 ];
 

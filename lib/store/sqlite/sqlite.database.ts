@@ -6,6 +6,7 @@ import {
   sqliteInboxInsert,
   sqliteInboxRecorder,
   sqliteInboxPurge,
+  sqliteInboxSequence,
   sqliteInboxTable,
 } from './sqlite.inbox-sql';
 import {
@@ -18,6 +19,7 @@ import {
   sqliteDropTable,
 } from './sqlite.sql';
 import { SqliteOutboxStore } from './sqlite.store';
+import { sqliteKeySequence } from './sqlite.key-sequence-sql';
 import {
   PAYLOAD_COLUMNS,
   payloadColumnDefinitions,
@@ -62,6 +64,7 @@ export const sqliteDatabase: OutboxDatabase<'sqlite'> = {
         }
       },
     },
+    keySequence: sqliteKeySequence,
   },
   createStore(sql, { names, policy, dispatch }) {
     const store = new SqliteOutboxStore(sql, names, policy);
@@ -75,6 +78,7 @@ export const sqliteDatabase: OutboxDatabase<'sqlite'> = {
     insert: sqliteInboxInsert,
     recorder: sqliteInboxRecorder,
     purge: sqliteInboxPurge,
+    sequence: sqliteInboxSequence,
     sharedConnection: true,
   },
 };

@@ -1,5 +1,5 @@
 import type { InboxTableNames } from '../../internal/sql-identifier';
-import type { InboxRecorder } from '../outbox-database';
+import type { InboxRecorder, InboxSequenceSql } from '../outbox-database';
 
 // Times are UTC text with milliseconds (as in the outbox table), which sorts correctly.
 const NOW = `strftime('%Y-%m-%d %H:%M:%f', 'now')`;
@@ -49,3 +49,20 @@ export function sqliteInboxRecorder(n: InboxTableNames): InboxRecorder {
   return async (tx, consumer, messageId) =>
     (await tx.query(sql, [consumer, messageId])).affected === 1 ? 'written' : 'present';
 }
+
+/** The inbox's gap guard on SQLite, whose single writer needs no row lock (`InboxSequenceSql`). */
+export const sqliteInboxSequence: InboxSequenceSql = {
+  createTable: (n) => [
+    `CREATE TABLE IF NOT EXISTS ${n.sequenceTable} (
+  consumer TEXT NOT NULL,
+  message_key TEXT NOT NULL,
+  last_seq INTEGER NOT NULL,
+  PRIMARY KEY (consumer, message_key)
+)`,
+  ],
+  dropTable: (n) => [`DROP TABLE IF EXISTS ${n.sequenceTable}`],
+  read: (n) => `SELECT last_seq FROM ${n.sequenceTable} WHERE consumer = ? AND message_key = ?`,
+  peek: (n) => `SELECT last_seq FROM ${n.sequenceTable} WHERE consumer = ? AND message_key = ?`,
+  write: (n) => `INSERT INTO ${n.sequenceTable} (consumer, message_key, last_seq) VALUES (?, ?, ?)
+ON CONFLICT (consumer, message_key) DO UPDATE SET last_seq = max(last_seq, excluded.last_seq)`,
+};

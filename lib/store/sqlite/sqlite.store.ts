@@ -4,6 +4,7 @@ import { OutboxOptionsError } from '../../errors/outbox-options.error';
 import type {
   ClaimOptions,
   ClaimedBatch,
+  KeyedRow,
   NewOutboxRow,
   OutboxQueuePolicy,
   OutboxStats,
@@ -12,6 +13,8 @@ import type {
   Settlement,
 } from '../ports/outbox-store.port';
 import { OutboxMessages } from '../../outbox.messages';
+import { keyCounts, numbersOf } from '../shared-sql/key-sequence';
+import { sqliteBumpCounters, sqliteSetNumbers } from './sqlite.key-sequence-sql';
 import {
   sqliteBoundAttempts,
   sqliteClaimLease,
@@ -146,6 +149,21 @@ export class SqliteOutboxStore implements OutboxStore {
       if (chunk.idempotent) present.push(...alreadyPresent(chunk.rows, written));
     }
     return present;
+  }
+
+  async numberKeys(tx: SqlRunner, rows: readonly KeyedRow[]): Promise<void> {
+    if (rows.length === 0) return;
+    const counts = keyCounts(rows);
+    const { rows: counters } = await tx.query<{ message_key: string; last_seq: number | bigint }>(
+      sqliteBumpCounters(this.names, counts.length),
+      counts.flat(),
+    );
+    const last = new Map(counters.map((c) => [c.message_key, Number(c.last_seq)]));
+    const numbers = numbersOf(rows, last);
+    await tx.query(
+      sqliteSetNumbers(this.names, rows.length),
+      rows.flatMap((r, i) => [r.messageId, numbers[i]]),
+    );
   }
 
   /**

@@ -1,0 +1,9 @@
+import { OutboxError } from '../errors/outbox.error';
+import { InboxMessages } from './inbox.messages';
+
+/** A sequence number or key that cannot be one (not a positive integer, an empty key). */
+export class InvalidSequenceError extends OutboxError {
+  constructor(readonly problem: string) {
+    super(InboxMessages.invalidSequence(problem));
+  }
+}
