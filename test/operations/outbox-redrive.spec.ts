@@ -1,5 +1,6 @@
 import {
   ensureOutboxArchiveTable,
+  OUTBOX_HEADER_SEQUENCE,
   OutboxAdminInputError,
   OutboxAuditStore,
   OutboxRedriveRefusedError,
@@ -159,6 +160,38 @@ for (const db of TEST_DATABASES) {
           count: 4,
         });
         expect(listed?.at).toBeInstanceOf(Date);
+      });
+
+      it('numbers the copies after their keys last message with ordering.sequence, and drops the originals number without it', async () => {
+        const { c, auditTable } = await open({ ordering: { sequence: true } });
+        await c.enqueue([msg('a', 1), msg('a', 2), msg(null, 3)]);
+        await c.runUntilIdle();
+        c.publisher.clear();
+        await c.admin.redrive({ topic: 'orders' }, { ...who, expectedCount: 3, auditTable });
+        await c.runUntilIdle();
+        // A consumer's gap guard sees the copies as the key's next messages, not as replays.
+        const numbers = (key: string | null) =>
+          c.publisher.messages
+            .filter((r) => r.key === key)
+            .map((r) => r.headers[OUTBOX_HEADER_SEQUENCE]);
+        expect(numbers('a')).toEqual(['3', '4']);
+        expect(numbers(null)).toEqual([undefined]);
+
+        // The same table, by an instance that does not number keys: the copies carry no number.
+        const publisher = new RecordingPublisher();
+        const plain = await scope.open({
+          table: c.table,
+          publisher,
+          options: { dispatcher: { listen: false, pollIntervalMs: 50 } },
+        });
+        await plain.admin.redrive({ key: 'a' }, { ...who, auditTable });
+        await plain.runUntilIdle();
+        expect(publisher.messages.map((r) => r.headers[OUTBOX_HEADER_SEQUENCE])).toEqual([
+          undefined,
+          undefined,
+          undefined,
+          undefined,
+        ]);
       });
 
       it('copies a binary payload with its content type, and the broker attributes', async () => {

@@ -4,8 +4,9 @@ import { describeError } from '../../internal/describe-error';
 import type { OutboxTableNames } from '../../internal/sql-identifier';
 import type { OutboxHeaders } from '../../message/outbox-message.interface';
 import { UuidV7Generator } from '../../message/uuidv7';
+import { OUTBOX_HEADER_SEQUENCE } from '../../outbox.constants';
 import { OutboxMessages } from '../../outbox.messages';
-import type { NewOutboxRow, OutboxStore } from '../../store/ports/outbox-store.port';
+import type { KeyedRow, NewOutboxRow, OutboxStore } from '../../store/ports/outbox-store.port';
 import type { SqlPort } from '../../store/ports/sql-port';
 import { messageIdText } from '../../store/rows/message-id-codec';
 import { storedBytes, toDate } from '../../store/rows/outbox-row.mapper';
@@ -227,6 +228,8 @@ export interface RedriveContext {
   readonly names: OutboxTableNames;
   /** Writers of a key are serialised at insert (the app's ordering). */
   readonly ordered: boolean;
+  /** Enqueue numbers each key's messages (`ordering.sequence`): copies take new numbers too. */
+  readonly sequence: boolean;
   /** `<table>_archive` is searched too. */
   readonly archive: boolean;
   readonly auditTable: OutboxAuditTableOptions | undefined;
@@ -359,7 +362,18 @@ export class OutboxRedriver {
             tx,
           );
         }
-        await this.context.store.insert(tx, chunk, this.context.ordered);
+        const duplicates = new Set(
+          await this.context.store.insert(tx, chunk, this.context.ordered),
+        );
+        if (this.context.sequence) {
+          const keyed: KeyedRow[] = [];
+          for (const copy of chunk) {
+            if (copy.key !== null && !duplicates.has(copy.messageId)) {
+              keyed.push({ messageId: copy.messageId, key: copy.key });
+            }
+          }
+          await this.context.store.numberKeys(tx, keyed);
+        }
       });
     }
     return {
@@ -391,7 +405,11 @@ export class OutboxRedriver {
     destination: string | undefined,
     rate: number | undefined,
   ): NewOutboxRow {
-    const headers = JSON.parse(row.headers) as OutboxHeaders;
+    // The original's number belongs to its first delivery: a copy is a new message of its key,
+    // numbered like any enqueue when the instance numbers keys, unnumbered otherwise.
+    const { [OUTBOX_HEADER_SEQUENCE]: _sequence, ...headers } = JSON.parse(
+      row.headers,
+    ) as OutboxHeaders;
     const binary = row.payload_encoding === 'binary';
     return {
       messageId: this.ids.next(),

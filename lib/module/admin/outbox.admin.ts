@@ -74,6 +74,8 @@ export interface OutboxAdminOptions {
   readonly ordering?: {
     readonly enabled?: boolean;
     readonly onDeadLetter?: 'block' | 'skip';
+    /** Re-drive copies take the next numbers of their keys, as enqueue gives them. */
+    readonly sequence?: boolean;
   };
   /** The app's `cleaner.archive`: re-drives then also find the rows in `<table>_archive`. */
   readonly cleaner?: { readonly archive?: boolean };
@@ -302,6 +304,7 @@ export class OutboxAdmin {
       sql: this.sql,
       names: this.names,
       ordered: this.ordered,
+      sequence: options.ordering?.sequence === true,
       archive: options.cleaner?.archive === true,
       auditTable: options.auditTable,
     });
