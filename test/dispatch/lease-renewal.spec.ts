@@ -53,8 +53,8 @@ async function takeOver(ds: DataSource, table: string): Promise<string> {
   return token;
 }
 
-describe.each(POLL_RUN_DATABASES)('lease renewal on $name', (db) => {
-  describeWith(db.service === null ? [] : [db.service], `on ${db.name}`, () => {
+for (const db of POLL_RUN_DATABASES) {
+  describeWith(db.service === null ? [] : [db.service], `lease renewal on ${db.name}`, () => {
     const scope = useOutboxScope(db, { tablePrefix: 'outbox_renew' });
     let table: string;
 
@@ -171,7 +171,7 @@ describe.each(POLL_RUN_DATABASES)('lease renewal on $name', (db) => {
       ]);
     });
   });
-});
+}
 
 // On either source (the table's poll, or the database's log: test/support/sources.ts).
 for (const source of SOURCE_CASES) {
