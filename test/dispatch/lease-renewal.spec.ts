@@ -1,5 +1,8 @@
 import { randomUUID } from 'node:crypto';
+import { Injectable } from '@nestjs/common';
 import type { DataSource } from 'typeorm';
+import { OnOutboxMessage, type OutboxHandlerMessage } from '../../lib';
+import { openLocalApp } from '../local/local-app';
 import { msg } from '../support/dispatch-fixtures';
 import { useOutboxScope } from '../support/outbox-scope';
 import type { Instance } from '../support/outbox-harness';
@@ -96,6 +99,31 @@ for (const db of POLL_RUN_DATABASES) {
       expect(row).toMatchObject({ status: 'delivered', attempts: 1 });
       await second?.dispatcher.drain();
       expect(second?.publisher.calls ?? []).toEqual([]);
+    });
+
+    it('delivers to an in-process handler that runs three times as long as the lease exactly once', async () => {
+      const calls: string[] = [];
+      @Injectable()
+      class SlowLedger {
+        @OnOutboxMessage('ledger')
+        async on(message: OutboxHandlerMessage): Promise<void> {
+          calls.push(message.messageId);
+          await sleep(SLOW_MS);
+        }
+      }
+      const app = await openLocalApp(scope.ds, { handlers: [SlowLedger], options: RENEWED });
+      try {
+        const [id] = await app.commit([
+          { topic: 'ledger', key: 'acct', type: 'entry', payload: {} },
+        ]);
+        const report = await app.dispatcher.runOnce();
+        expect(report).toMatchObject({ claimed: 1, published: 1, fenced: 0 });
+        expect(report.durationMs).toBeGreaterThanOrEqual(SLOW_MS - 50);
+        expect(calls).toEqual([id]);
+        expect((await app.rows()).map((r) => [r.status, r.attempts])).toEqual([['delivered', 1]]);
+      } finally {
+        await app.close();
+      }
     });
 
     it('without renewal, the lease lapses: a publish longer than the lease is cut at its end', async () => {
