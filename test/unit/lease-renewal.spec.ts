@@ -69,7 +69,7 @@ describe('BatchLease (lease renewal)', () => {
   it('writes nothing for a batch that settles before the first interval', async () => {
     const { lease, renewals } = setup(() => Promise.resolve(2));
     await jest.advanceTimersByTimeAsync(INTERVAL_MS - 1);
-    await lease.stop();
+    lease.stop();
     await jest.advanceTimersByTimeAsync(10 * LEASE_MS);
     expect(renewals).toEqual([]);
     expect(lease.fence.aborted).toBe(false);
@@ -89,7 +89,7 @@ describe('BatchLease (lease renewal)', () => {
     await jest.advanceTimersByTimeAsync(10_000);
     expect(lease.holds()).toBe(true);
     expect(lease.fence.aborted).toBe(false);
-    await lease.stop();
+    lease.stop();
     const sent = renewals.length;
     await jest.advanceTimersByTimeAsync(10_000);
     expect(renewals).toHaveLength(sent);
@@ -139,7 +139,7 @@ describe('BatchLease (lease renewal)', () => {
     expect(second).toBeGreaterThanOrEqual(2_200);
     expect(second).toBeLessThanOrEqual(2_201);
     expect(lease.leaseEnd).toBe(second + LEASE_MS);
-    await lease.stop();
+    lease.stop();
   });
 
   it('is lost on the clock when read past its end before its timers ran (a paused process)', async () => {
@@ -150,6 +150,21 @@ describe('BatchLease (lease renewal)', () => {
     expect(lease.fence.aborted).toBe(true);
     await jest.advanceTimersByTimeAsync(5_000);
     expect(renewals).toEqual([]);
+  });
+
+  it('takes no late answer for a lost lease: a renewal answering after the settle began changes nothing', async () => {
+    // Sent at 1 s, answered at 1.5 s with no rows (the settle cleared the lease meanwhile).
+    const { lease, renewals, lost, logger } = setup(
+      () => new Promise((resolve) => setTimeout(() => resolve(0), 500)),
+    );
+    await jest.advanceTimersByTimeAsync(1_100);
+    expect(renewals).toHaveLength(1);
+    lease.stop();
+    await jest.advanceTimersByTimeAsync(5_000);
+    expect(lost).toEqual([]);
+    expect(logger.lines).toEqual([]);
+    expect(lease.fence.aborted).toBe(false);
+    expect(renewals).toHaveLength(1);
   });
 
   it("ends with the owner lock's fence, without renewing after it", async () => {

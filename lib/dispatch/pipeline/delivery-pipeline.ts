@@ -242,7 +242,7 @@ export class DeliveryPipeline {
           lease,
         ));
     } finally {
-      await lease?.stop();
+      lease?.stop();
     }
     const answeredAfterClaimMs = performance.now() - claimedAt;
     const { verdicts, settlement, releaseDelayMs, hookErrors } = judgeBatch({

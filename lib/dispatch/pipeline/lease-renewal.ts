@@ -43,7 +43,6 @@ export class BatchLease {
   private renewTimer: NodeJS.Timeout | undefined;
   private expiryTimer: NodeJS.Timeout | undefined;
   private stopped = false;
-  private renewing: Promise<void> | undefined;
   private readonly now: () => number;
   private readonly onOwnerLost = (): void => this.lose('the owner lock was lost');
 
@@ -87,33 +86,27 @@ export class BatchLease {
    * paused, so a publisher reads this before every send; past `publishBy` it loses the lease.
    */
   holds(): boolean {
-    if (this.lost.signal.aborted) return false;
+    // Once stopped, the publish is over: a call still running sends nothing more under it.
+    if (this.stopped || this.lost.signal.aborted) return false;
     if (this.now() < this.publishBy) return true;
     this.lose('its end came without a renewal');
     return false;
   }
 
   /**
-   * Ends renewing (the publish is over): no renewal is sent after this. One already sent is
-   * waited for, up to one database call, so that it cannot land after the settle.
+   * Ends renewing (the publish is over): no renewal is sent after this. One already sent is not
+   * waited for: landing after the settle, it changes nothing (the settle cleared the token or
+   * the row is no longer pending), and waiting would eat into the settle's time.
    */
-  async stop(): Promise<void> {
+  stop(): void {
     this.stopped = true;
     this.clearTimers();
     this.ownerFence?.removeEventListener('abort', this.onOwnerLost);
-    await this.renewing;
   }
 
   private armRenewal(at: number): void {
     clearTimeout(this.renewTimer);
-    this.renewTimer = setTimeout(
-      () => {
-        this.renewing = this.renew().finally(() => {
-          this.renewing = undefined;
-        });
-      },
-      Math.max(0, at - this.now()),
-    );
+    this.renewTimer = setTimeout(() => void this.renew(), Math.max(0, at - this.now()));
   }
 
   private armExpiry(): void {
@@ -137,7 +130,8 @@ export class BatchLease {
       this.armRenewal(this.now() + Math.min(RETRY_AFTER_FAILURE_MS, intervalMs));
       return;
     }
-    if (this.lost.signal.aborted) return;
+    // Answered after the publish ended: the settle may have cleared the rows' lease already.
+    if (this.stopped || this.lost.signal.aborted) return;
     if (renewed < this.ids.length) {
       this.lose(
         `${this.ids.length - renewed} of its ${this.ids.length} message(s) no longer hold its lease (taken over after it expired, or released)`,
@@ -146,7 +140,7 @@ export class BatchLease {
     }
     // Measured from the send: the database wrote its end later than that, never earlier.
     this.end = Math.max(this.end, sentAt + leaseMs);
-    if (!this.holds() || this.stopped) return;
+    if (!this.holds()) return;
     log.debug(`Renewed the lease of ${renewed} message(s) still publishing`, {
       batch: batchIdOf(this.token),
     });
