@@ -68,16 +68,17 @@ for (const db of POLL_RUN_DATABASES) {
     it('delivers a publish three times as long as the lease exactly once, and no other dispatcher claims it meanwhile', async () => {
       const first = await scope.instance(table, 'first', RENEWED);
       first.publisher.slow(SLOW_MS);
-      // SQLite runs one dispatcher per database; the servers get a second on the same table,
-      // with its owner-lock watch (takeover after a crash) running.
-      const second: Instance | undefined =
-        db.name === 'sqlite'
-          ? undefined
-          : await scope.instance(table, 'second', { ...RENEWED, autoStart: true });
       const [id] = await first.enqueue(msg('k', { n: 1 }));
       const started = performance.now();
       const run = first.dispatcher.runOnce();
       await waitFor('the publish to start', () => first.publisher.calls.length === 1);
+      // SQLite runs one dispatcher per database; the servers get a second on the same table,
+      // started once the first holds the message, with its owner-lock watch (takeover after a
+      // crash) running.
+      const second: Instance | undefined =
+        db.name === 'sqlite'
+          ? undefined
+          : await scope.instance(table, 'second', { ...RENEWED, autoStart: true });
       // Past the lease twice over, the row is still the first dispatcher's, renewed: neither
       // the other's claims, nor its unlocker, nor its takeover watch took it.
       while (performance.now() - started < 2 * LEASE_MS + 500) {
