@@ -167,6 +167,16 @@ describe('BatchLease (lease renewal)', () => {
     expect(renewals).toHaveLength(1);
   });
 
+  it('sends no renewal when its timer first runs past the end (woken from a pause): the lease is lost', async () => {
+    const { lease, renewals, lost } = setup(() => Promise.resolve(2));
+    pausedMs = LEASE_MS;
+    // The renewal's timer is the first to run on waking (due at 1 s, before the end's at 2.5 s).
+    await jest.advanceTimersByTimeAsync(INTERVAL_MS);
+    expect(renewals).toEqual([]);
+    expect(lease.fence.aborted).toBe(true);
+    expect(lost).toEqual(['its end came without a renewal']);
+  });
+
   it("ends with the owner lock's fence, without renewing after it", async () => {
     const owner = new AbortController();
     const { lease, renewals, lost } = setup(() => Promise.resolve(2), owner.signal);

@@ -115,7 +115,8 @@ export class BatchLease {
   }
 
   private async renew(): Promise<void> {
-    if (this.stopped || this.lost.signal.aborted) return;
+    // Read on the clock first: woken from a pause past the lease's end, it is lost, not renewed.
+    if (this.stopped || !this.holds()) return;
     const { leaseMs, intervalMs, log } = this.parts;
     const sentAt = this.now();
     let renewed: number;
