@@ -66,7 +66,8 @@ export interface OutboxDispatcherOptions {
     | {
         /**
          * How often a batch still publishing renews its lease; `intervalMs + dbTimeoutMs` plus
-         * the watchdog's margin must stay below `leaseMs`. Default: `floor(leaseMs / 3)`.
+         * the watchdog's margin must stay below `leaseMs` where renewals are relied on (a
+         * publish that may outlast the lease) or this is set. Default: `floor(leaseMs / 3)`.
          */
         intervalMs?: number;
       };

@@ -82,8 +82,12 @@ function resolveDeadlines(d: Partial<OutboxDispatcherOptions>): Deadlines {
   const dbTimeoutMs = resolveDbTimeoutMs(d, leaseMs, publishTimeoutMs);
   const margin = watchdogMarginMs(dbTimeoutMs);
   // Each renewal is sent `intervalMs` after the one before and must answer while the lease
-  // still leaves one database call for the settle.
-  if (intervalMs + dbTimeoutMs + margin >= leaseMs) {
+  // still leaves one database call for the settle. Checked where renewals are relied on (a
+  // publish that may outlast the lease's room) or the interval was chosen: a lease that holds
+  // the publish and the settle anyway is valid as it always was, renewed or not.
+  const reliedOn = publishTimeoutMs + dbTimeoutMs + margin > leaseMs;
+  const chosen = renewal !== true && renewal.intervalMs !== undefined;
+  if ((reliedOn || chosen) && intervalMs + dbTimeoutMs + margin >= leaseMs) {
     fail(
       'dispatcher.leaseRenewal.intervalMs',
       `intervalMs (${intervalMs} ms) + dbTimeoutMs (${dbTimeoutMs} ms) + the database watchdog's margin (${margin} ms, min(1 s, dbTimeoutMs)) are not below dispatcher.leaseMs (${leaseMs} ms)`,

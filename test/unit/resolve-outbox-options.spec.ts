@@ -156,6 +156,17 @@ describe('resolveOutboxOptions', () => {
     ).toBe(false);
   });
 
+  it('takes, with renewal on by default, every lease that holds the publish and the settle as before', () => {
+    // The default interval (666 ms) and one database call do not fit in this lease; renewals
+    // are not needed either: the publish and the settle fit in the lease without them.
+    const { dispatcher } = resolveOutboxOptions({
+      ...valid,
+      dispatcher: { leaseMs: 2_000, publishTimeoutMs: 150 },
+    });
+    expect(dispatcher.dbTimeoutMs).toBe(925);
+    expect(dispatcher.leaseRenewal).toEqual({ intervalMs: 666 });
+  });
+
   it('asks for dbTimeoutMs when the publish outlasts the lease and its default would be 100 ms', () => {
     const error = errorOf({ ...valid, dispatcher: { leaseMs: 3_000, publishTimeoutMs: 9_000 } });
     expect(error.option).toBe('dispatcher.dbTimeoutMs');

@@ -182,8 +182,9 @@ export type BeginLease = (
 ) => BatchLease;
 
 /**
- * The pipeline's lease renewal: undefined when `dispatcher.leaseRenewal` is off or the store
- * cannot renew (then a lease ends after `leaseMs`, as it always did).
+ * The pipeline's lease renewal: undefined when `dispatcher.leaseRenewal` is off, the store
+ * cannot renew, or no renewal could land in time (then a lease ends after `leaseMs`, as it
+ * always did).
  */
 export function leaseRenewal(
   options: ResolvedOutboxOptions,
@@ -196,6 +197,10 @@ export function leaseRenewal(
   const { leaseRenewal: renewal, leaseMs } = options.dispatcher;
   const renewLease = store.renewLease?.bind(store);
   if (renewal === false || renewLease === undefined) return undefined;
+  // No renewal could land before the lease's end less one call: the options then hold the
+  // publish and the settle in the lease (checked at bootstrap), and it stays unrenewed, its
+  // publish cut at that end as always (a publish that hangs counts its attempt).
+  if (renewal.intervalMs + dbCallMs >= leaseMs) return undefined;
   const parts: LeaseRenewalParts = {
     // Even while another call is stalled, as a settle: a publish in flight depends on it.
     renew: (ids, token, ms) =>
