@@ -50,6 +50,7 @@ const SOURCE_SPECS = [
   'test/local/local-rabbitmq.spec.ts',
   'test/dispatch/redrive-delivery.spec.ts',
   'test/dispatch/key-sequence.spec.ts',
+  'test/dispatch/lease-renewal.spec.ts',
 ];
 const sources =
   process.env.OUTBOX_TEST_SOURCES === '1'

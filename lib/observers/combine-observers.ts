@@ -40,6 +40,7 @@ export function combineObservers(
       each((o) => o.onDeadLetter?.(record, error)),
     onOutage: (error: unknown, pauseMs: number) => each((o) => o.onOutage?.(error, pauseMs)),
     onLeasesReleased: (count: number) => each((o) => o.onLeasesReleased?.(count)),
+    onLeaseLost: (count: number, reason: string) => each((o) => o.onLeaseLost?.(count, reason)),
     onPurged: (status: 'delivered' | 'dead', count: number) =>
       each((o) => o.onPurged?.(status, count)),
   };

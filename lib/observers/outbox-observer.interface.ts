@@ -33,5 +33,10 @@ export interface OutboxObserver {
   onDeadLetter?(record: OutboxRecord, error: unknown): void;
   onOutage?(error: unknown, pauseMs: number): void;
   onLeasesReleased?(count: number): void;
+  /**
+   * A batch still publishing lost its lease (lease renewal: a renewal found its rows taken over,
+   * or none landed before the lease's end): its `count` messages stop publishing.
+   */
+  onLeaseLost?(count: number, reason: string): void;
   onPurged?(status: 'delivered' | 'dead', count: number): void;
 }

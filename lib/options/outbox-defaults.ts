@@ -110,6 +110,7 @@ export const OUTBOX_DEFAULTS = deepFreeze({
     shutdownTimeoutMs: { value: 10_000 },
     maxOutagePauseMs: { computed: 'max(30000, pollIntervalMs)', rule: defaultMaxOutagePauseMs },
     observe: { value: 'poll' },
+    leaseRenewal: { value: true },
   } satisfies Defaults<OutboxDispatcherOptions>,
   retry: {
     maxAttempts: { value: 10 },

@@ -19,7 +19,8 @@ export interface OutboxDispatcherOptions {
   /** How long a claim is owned before another dispatcher may take it over. @default 30000 */
   leaseMs?: number;
   /**
-   * How long one publish may wait for the broker; must be below `leaseMs`.
+   * How long one publish may wait for the broker; must be below `leaseMs` unless
+   * `leaseRenewal` is on.
    * @default min(10000, floor(leaseMs / 2))
    */
   publishTimeoutMs?: number;
@@ -27,7 +28,7 @@ export interface OutboxDispatcherOptions {
    * Longest time one dispatcher database call (claim, settle, park) may take: enforced by the
    * server where it can (PostgreSQL `statement_timeout`) and by a watchdog that logs, gives up
    * on the call `min(1000, dbTimeoutMs)` later and pauses. `publishTimeoutMs + dbTimeoutMs` plus
-   * that margin must not exceed `leaseMs`.
+   * that margin must not exceed `leaseMs` (without `leaseRenewal`).
    * @default max(100, min(10000, floor((leaseMs - publishTimeoutMs) / 2)))
    */
   dbTimeoutMs?: number;
@@ -54,6 +55,22 @@ export interface OutboxDispatcherOptions {
    * takes `'poll'` only. @default 'poll'
    */
   observe?: 'poll' | OutboxLogObserver;
+  /**
+   * Renew the lease of a batch still publishing every `intervalMs` (one fenced statement per
+   * batch, on the database clock), so a publish may outlast `leaseMs`; a batch settled before
+   * the first renewal writes nothing more. With it, `publishTimeoutMs` may exceed `leaseMs`
+   * (docs/delivery.md, "Lease renewal"). `true`: every `floor(leaseMs / 3)` ms. @default true
+   */
+  leaseRenewal?:
+    | boolean
+    | {
+        /**
+         * How often a batch still publishing renews its lease; `intervalMs + dbTimeoutMs` plus
+         * the watchdog's margin must stay below `leaseMs` where renewals are relied on (a
+         * publish that may outlast the lease) or this is set. Default: `floor(leaseMs / 3)`.
+         */
+        intervalMs?: number;
+      };
 }
 
 export interface OutboxRetryOptions {

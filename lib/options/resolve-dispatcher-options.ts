@@ -24,9 +24,14 @@ export interface ResolvedDispatcherOptions {
   readonly maxOutagePauseMs: number;
   /** 'poll', or the log observer the dispatcher reads new messages from. */
   readonly observe: 'poll' | OutboxLogObserver;
+  /** How often a batch still publishing renews its lease; `false`: never (it lapses). */
+  readonly leaseRenewal: false | { readonly intervalMs: number };
 }
 
-type Deadlines = Pick<ResolvedDispatcherOptions, 'leaseMs' | 'publishTimeoutMs' | 'dbTimeoutMs'>;
+type Deadlines = Pick<
+  ResolvedDispatcherOptions,
+  'leaseMs' | 'publishTimeoutMs' | 'dbTimeoutMs' | 'leaseRenewal'
+>;
 
 const defaults = OUTBOX_DEFAULTS.dispatcher;
 const { integer, bool } = checks;
@@ -49,24 +54,66 @@ function resolveDeadlines(d: Partial<OutboxDispatcherOptions>): Deadlines {
     DAY,
     ' ms',
   );
+  const renewal = d.leaseRenewal ?? defaults.leaseRenewal.value;
+  if (renewal === false) return fixedLease(d, leaseMs, publishTimeoutMs);
+  if (renewal !== true && (renewal === null || typeof renewal !== 'object')) {
+    fail(
+      'dispatcher.leaseRenewal',
+      `${checks.show(renewal)} is neither a boolean nor { intervalMs }`,
+      'Use true (the default), false, or { intervalMs }.',
+    );
+  }
+  const intervalMs = integer(
+    renewal === true ? undefined : renewal.intervalMs,
+    Math.floor(leaseMs / 3),
+    'dispatcher.leaseRenewal.intervalMs',
+    100,
+    DAY,
+    ' ms',
+  );
+  // A publish may outlast the lease: the lease, renewed, leaves the settle its room instead.
+  if (publishTimeoutMs >= leaseMs && d.dbTimeoutMs === undefined) {
+    fail(
+      'dispatcher.dbTimeoutMs',
+      `left to its default while publishTimeoutMs (${publishTimeoutMs} ms) is not below dispatcher.leaseMs (${leaseMs} ms), where the default (from leaseMs - publishTimeoutMs) comes to 100 ms`,
+      `Set dbTimeoutMs with lease renewal and a publish longer than the lease, e.g. ${Math.min(10_000, Math.floor(leaseMs / 4))} (leaseMs / 4).`,
+    );
+  }
+  const dbTimeoutMs = resolveDbTimeoutMs(d, leaseMs, publishTimeoutMs);
+  const margin = watchdogMarginMs(dbTimeoutMs);
+  // Each renewal is sent `intervalMs` after the one before and must answer while the lease
+  // still leaves one database call for the settle. Checked where renewals are relied on (a
+  // publish that may outlast the lease's room) or the interval was chosen: a lease that holds
+  // the publish and the settle anyway is valid as it always was, renewed or not.
+  const reliedOn = publishTimeoutMs + dbTimeoutMs + margin > leaseMs;
+  const chosen = renewal !== true && renewal.intervalMs !== undefined;
+  if ((reliedOn || chosen) && intervalMs + dbTimeoutMs + margin >= leaseMs) {
+    fail(
+      'dispatcher.leaseRenewal.intervalMs',
+      `intervalMs (${intervalMs} ms) + dbTimeoutMs (${dbTimeoutMs} ms) + the database watchdog's margin (${margin} ms, min(1 s, dbTimeoutMs)) are not below dispatcher.leaseMs (${leaseMs} ms)`,
+      'A renewal must land while the lease still leaves time to settle: lower leaseRenewal.intervalMs or dbTimeoutMs, or raise leaseMs.',
+    );
+  }
+  return { leaseMs, publishTimeoutMs, dbTimeoutMs, leaseRenewal: { intervalMs } };
+}
+
+// Without renewal, the publish and one settle must fit in the lease.
+function fixedLease(
+  d: Partial<OutboxDispatcherOptions>,
+  leaseMs: number,
+  publishTimeoutMs: number,
+): Deadlines {
   if (publishTimeoutMs >= leaseMs) {
     fail(
       'dispatcher.publishTimeoutMs',
       `${publishTimeoutMs} ms is not below dispatcher.leaseMs (${leaseMs} ms)`,
-      'A publish must time out before its lease expires, or two dispatchers could publish the same message: lower publishTimeoutMs or raise leaseMs.',
+      'A publish must time out before its lease expires, or two dispatchers could publish the same message: lower publishTimeoutMs, raise leaseMs, or turn dispatcher.leaseRenewal on.',
     );
   }
   // The settle must fit in the lease after the publish, including the watchdog's margin past
   // dbTimeoutMs: a settle that lands after the lease expired is fenced off and the batch is
   // published again.
-  const dbTimeoutMs = integer(
-    d.dbTimeoutMs,
-    defaults.dbTimeoutMs.rule({ leaseMs, publishTimeoutMs }),
-    'dispatcher.dbTimeoutMs',
-    100,
-    10 * MINUTE,
-    ' ms',
-  );
+  const dbTimeoutMs = resolveDbTimeoutMs(d, leaseMs, publishTimeoutMs);
   const margin = watchdogMarginMs(dbTimeoutMs);
   if (publishTimeoutMs + dbTimeoutMs + margin > leaseMs) {
     fail(
@@ -75,14 +122,29 @@ function resolveDeadlines(d: Partial<OutboxDispatcherOptions>): Deadlines {
       'A batch must be published and settled within its lease, or another dispatcher may publish it again: raise leaseMs or lower publishTimeoutMs/dbTimeoutMs.',
     );
   }
-  return { leaseMs, publishTimeoutMs, dbTimeoutMs };
+  return { leaseMs, publishTimeoutMs, dbTimeoutMs, leaseRenewal: false };
+}
+
+function resolveDbTimeoutMs(
+  d: Partial<OutboxDispatcherOptions>,
+  leaseMs: number,
+  publishTimeoutMs: number,
+): number {
+  return integer(
+    d.dbTimeoutMs,
+    defaults.dbTimeoutMs.rule({ leaseMs, publishTimeoutMs }),
+    'dispatcher.dbTimeoutMs',
+    100,
+    10 * MINUTE,
+    ' ms',
+  );
 }
 
 export function resolveDispatcherOptions(
   value: OutboxDispatcherOptions | undefined,
 ): ResolvedDispatcherOptions {
   const d = section(value, 'dispatcher');
-  const { leaseMs, publishTimeoutMs, dbTimeoutMs } = resolveDeadlines(d);
+  const { leaseMs, publishTimeoutMs, dbTimeoutMs, leaseRenewal } = resolveDeadlines(d);
   const pollIntervalMs = integer(
     d.pollIntervalMs,
     defaults.pollIntervalMs.value,
@@ -123,6 +185,7 @@ export function resolveDispatcherOptions(
       ' ms',
     ),
     observe: resolveObserve(d.observe),
+    leaseRenewal,
   };
 }
 

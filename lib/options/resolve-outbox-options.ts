@@ -116,6 +116,7 @@ export const OUTBOX_OPTION_KEYS = {
     shutdownTimeoutMs: true,
     maxOutagePauseMs: true,
     observe: true,
+    leaseRenewal: true,
   } satisfies Record<keyof OutboxDispatcherOptions, true>,
   retry: {
     maxAttempts: true,

@@ -11,6 +11,13 @@ interface PublishDeadline {
   /** `performance.now()` past which nothing more may be sent. */
   readonly at: number;
   readonly abort: () => void;
+  /** A renewed lease (lease renewal): read on the clock too, and losing it aborts the signal. */
+  readonly lease?: PublishLease;
+}
+
+/** A lease that moves while the publish runs: false once it no longer holds (it is then lost). */
+export interface PublishLease {
+  holds(): boolean;
 }
 
 // Keyed by the signal of one publish: an entry lives as long as its signal, and no two apps
@@ -22,8 +29,9 @@ export function setPublishDeadline(
   controller: AbortController,
   at: number,
   reason: () => unknown,
+  lease?: PublishLease,
 ): void {
-  deadlines.set(controller.signal, { at, abort: () => controller.abort(reason()) });
+  deadlines.set(controller.signal, { at, abort: () => controller.abort(reason()), lease });
 }
 
 /**
@@ -33,7 +41,11 @@ export function setPublishDeadline(
 export function pastPublishDeadline(signal: AbortSignal): boolean {
   if (signal.aborted) return true;
   const deadline = deadlines.get(signal);
-  if (deadline === undefined || performance.now() < deadline.at) return false;
-  deadline.abort();
-  return true;
+  if (deadline === undefined) return false;
+  if (performance.now() >= deadline.at) {
+    deadline.abort();
+    return true;
+  }
+  // A lease lost aborts the publish through its fence (BatchPublish), so the signal is aborted.
+  return deadline.lease !== undefined && !deadline.lease.holds();
 }

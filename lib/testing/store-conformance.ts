@@ -265,6 +265,36 @@ const CASES: readonly {
     },
   },
   {
+    name: 'renewLease moves the lease of the rows still holding the token and pending, and no other',
+    async run({ store, claim, enqueue, owner, row }) {
+      const renew = store.renewLease?.bind(store);
+      ok(renew !== undefined, 'the store offers renewLease');
+      await enqueue([message('a'), message('b'), message('c')]);
+      const leased = await claim(2, 1_000);
+      const other = await claim(1);
+      same(leased.records.length, 2, 'rows claimed');
+      same(await renew(ids(leased), leased.token, 60_000), 2, 'rows renewed');
+      // Past the claim's own lease: renewed, the rows are neither expired nor claimable.
+      await sleep(1_300);
+      same(await store.releaseExpired(), 0, 'expired leases cleared after the renewal');
+      same((await claim(5)).records.length, 0, 'rows a claim takes after the renewal');
+      for (const id of ids(leased)) {
+        const r = await row(id);
+        same([r.status, r.attempts, r.lockedBy], ['pending', 1, owner], `renewed row ${id}`);
+      }
+      // Fenced: another token renews nothing, and a row of another batch is not renewed.
+      same(await renew(ids(leased), randomUUID(), 60_000), 0, 'rows renewed with another token');
+      same(
+        await renew([...ids(leased), ...ids(other)], leased.token, 60_000),
+        2,
+        'rows renewed with ids of another batch among them',
+      );
+      // A settled row is not pending any more.
+      await store.settle(leased.token, { ...NONE, delivered: ids(leased) }, false);
+      same(await renew(ids(leased), leased.token, 60_000), 0, 'settled rows renewed');
+    },
+  },
+  {
     name: 'hasDue answers whether a claim would find a due message: not for scheduled, leased or waiting ones',
     async run({ store, claim, enqueue }) {
       ok(store.hasDue !== undefined, 'the store offers hasDue');

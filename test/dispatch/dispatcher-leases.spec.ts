@@ -314,7 +314,12 @@ describe.each(TEST_DATABASES)('expired and impossible leases on $name', (db) => 
     it('refuses to boot when publishTimeoutMs + dbTimeoutMs do not fit in leaseMs', async () => {
       await expect(
         boot(new RecordingPublisher(), {
-          dispatcher: { leaseMs: 5_000, publishTimeoutMs: 4_000, dbTimeoutMs: 2_000 },
+          dispatcher: {
+            leaseMs: 5_000,
+            publishTimeoutMs: 4_000,
+            dbTimeoutMs: 2_000,
+            leaseRenewal: false,
+          },
         }),
       ).rejects.toThrow(/dbTimeoutMs.*exceed dispatcher.leaseMs/);
     });

@@ -129,17 +129,70 @@ describe('resolveOutboxOptions', () => {
     );
   });
 
-  it('rejects a publish timeout that is not below the lease', () => {
-    const error = errorOf({ ...valid, dispatcher: { leaseMs: 5_000, publishTimeoutMs: 5_000 } });
+  it('rejects a publish timeout that is not below the lease without lease renewal', () => {
+    const error = errorOf({
+      ...valid,
+      dispatcher: { leaseMs: 5_000, publishTimeoutMs: 5_000, leaseRenewal: false },
+    });
     expect(error.option).toBe('dispatcher.publishTimeoutMs');
     expect(error.message).toMatch(/lease/);
+    expect(error.message).toMatch(/leaseRenewal on/);
+  });
+
+  it('takes a publish timeout longer than the lease with lease renewal (on by default)', () => {
+    const { dispatcher } = resolveOutboxOptions({
+      ...valid,
+      dispatcher: { leaseMs: 3_000, publishTimeoutMs: 9_000, dbTimeoutMs: 500 },
+    });
+    expect(dispatcher.publishTimeoutMs).toBe(9_000);
+    expect(dispatcher.leaseRenewal).toEqual({ intervalMs: 1_000 });
+    expect(
+      resolveOutboxOptions({ ...valid, dispatcher: { leaseRenewal: { intervalMs: 2_000 } } })
+        .dispatcher.leaseRenewal,
+    ).toEqual({ intervalMs: 2_000 });
+    expect(
+      resolveOutboxOptions({ ...valid, dispatcher: { leaseRenewal: false } }).dispatcher
+        .leaseRenewal,
+    ).toBe(false);
+  });
+
+  it('takes, with renewal on by default, every lease that holds the publish and the settle as before', () => {
+    // The default interval (666 ms) and one database call do not fit in this lease; renewals
+    // are not needed either: the publish and the settle fit in the lease without them.
+    const { dispatcher } = resolveOutboxOptions({
+      ...valid,
+      dispatcher: { leaseMs: 2_000, publishTimeoutMs: 150 },
+    });
+    expect(dispatcher.dbTimeoutMs).toBe(925);
+    expect(dispatcher.leaseRenewal).toEqual({ intervalMs: 666 });
+  });
+
+  it('asks for dbTimeoutMs when the publish outlasts the lease and its default would be 100 ms', () => {
+    const error = errorOf({ ...valid, dispatcher: { leaseMs: 3_000, publishTimeoutMs: 9_000 } });
+    expect(error.option).toBe('dispatcher.dbTimeoutMs');
+    expect(error.message).toMatch(/Set dbTimeoutMs/);
+  });
+
+  it('rejects a renewal interval that leaves no room for the renewal and the settle', () => {
+    const error = errorOf({
+      ...valid,
+      dispatcher: { leaseMs: 3_000, dbTimeoutMs: 1_000, leaseRenewal: { intervalMs: 1_000 } },
+    });
+    expect(error.option).toBe('dispatcher.leaseRenewal.intervalMs');
+    expect(error.message).toMatch(/lower leaseRenewal.intervalMs/);
+    expect(errorOf({ ...valid, dispatcher: { leaseRenewal: 'yes' as never } }).option).toBe(
+      'dispatcher.leaseRenewal',
+    );
+    expect(errorOf({ ...valid, dispatcher: { leaseRenewal: { intervalMs: 50 } } }).option).toBe(
+      'dispatcher.leaseRenewal.intervalMs',
+    );
   });
 
   it('rejects a lease that cannot hold a publish plus one settle the watchdog may wait for', () => {
     // The watchdog waits dbTimeoutMs + min(1 s, dbTimeoutMs) before giving up on a call.
     const error = errorOf({
       ...valid,
-      dispatcher: { leaseMs: 1_000, publishTimeoutMs: 500, dbTimeoutMs: 500 },
+      dispatcher: { leaseMs: 1_000, publishTimeoutMs: 500, dbTimeoutMs: 500, leaseRenewal: false },
     });
     expect(error.option).toBe('dispatcher.dbTimeoutMs');
     expect(error.message).toMatch(/watchdog's margin \(500 ms/);

@@ -1,7 +1,11 @@
 import { setMaxListeners } from 'node:events';
 import { PublishTimeoutError } from '../../errors/publish-timeout.error';
 import type { OutboxPublisher, PublishOutcome } from '../../publishers/outbox-publisher.interface';
-import { pastPublishDeadline, setPublishDeadline } from '../../publishers/publish-deadline';
+import {
+  pastPublishDeadline,
+  setPublishDeadline,
+  type PublishLease,
+} from '../../publishers/publish-deadline';
 import type { ClaimedRecord } from '../../store/ports/outbox-store.port';
 import {
   readPublish,
@@ -32,6 +36,14 @@ interface PublishDeadlines {
   readonly publishBy: number;
   /** Aborted when the owner lock the batch's token names is lost (OwnerLiveness). */
   readonly fence?: AbortSignal;
+  /** A renewed lease: `publishBy` moves with it (its `publishBy`). */
+  readonly lease?: RenewedLease;
+}
+
+/** A lease renewed while the batch publishes (BatchLease): its fence is the batch's fence. */
+export interface RenewedLease extends PublishLease {
+  /** Past this, nothing more may be published (moves with each renewal). */
+  readonly publishBy: number;
 }
 
 /** Pauses claims for an outage the publish met (see `OutboxDispatcher.pause`). */
@@ -64,14 +76,18 @@ export class BatchPublish {
     publishBy: number,
     batchId: string,
     fence?: AbortSignal,
+    lease?: RenewedLease,
   ): Promise<PublishResult> {
     // Leased under an owner lock already lost: another dispatcher may hold these rows by now.
     if (fence?.aborted === true) return { kind: 'lapsed' };
     // The publish timeout, cut short by the lease: in-flight publishes are aborted when the
-    // lease deadline passes, whichever comes first.
+    // lease deadline passes, whichever comes first. A renewed lease is kept by its fence instead
+    // (aborted when it is lost), so it does not cut the timeout.
     const timeoutMs = Math.max(
       0,
-      Math.min(this.publishTimeoutMs, Math.floor(publishBy - performance.now())),
+      lease !== undefined
+        ? this.publishTimeoutMs
+        : Math.min(this.publishTimeoutMs, Math.floor(publishBy - performance.now())),
     );
     // One controller per batch, aborted by its own deadline or by shutdown. (Not AbortSignal.any:
     // a listener per batch on the long-lived shutdown signal must be removed, not accumulated.)
@@ -80,7 +96,7 @@ export class BatchPublish {
     // Read on the clock before every send (pastPublishDeadline): the timer below cannot fire
     // while the process is paused, and what runs first on waking must not send.
     const deadlineAt = performance.now() + timeoutMs;
-    setPublishDeadline(controller, deadlineAt, () => new PublishTimeoutError(timeoutMs));
+    setPublishDeadline(controller, deadlineAt, () => new PublishTimeoutError(timeoutMs), lease);
     // Publishers may watch the signal once per message; that is no listener leak.
     setMaxListeners(records.length + 10, signal);
     const onShutdown = (): void => controller.abort(this.shutdown.reason);
@@ -97,7 +113,7 @@ export class BatchPublish {
         batch,
         controller,
         deadline,
-        { timeoutMs, deadlineAt, publishBy, fence },
+        { timeoutMs, deadlineAt, publishBy, fence, lease },
         batchId,
       );
     try {
@@ -149,7 +165,7 @@ export class BatchPublish {
     records: readonly ClaimedRecord[],
     controller: AbortController,
     deadline: Promise<'timeout'>,
-    { timeoutMs, deadlineAt, publishBy, fence }: PublishDeadlines,
+    { timeoutMs, deadlineAt, publishBy, fence, lease }: PublishDeadlines,
     batchId: string,
   ): Promise<PublishResult> {
     try {
@@ -159,8 +175,8 @@ export class BatchPublish {
       let paused = 0;
       if (answer === 'timeout') {
         if (this.shutdown.aborted) return { kind: 'shutdown' };
-        // The owner lock was lost: what this round sent may have reached the broker, and goes
-        // back as after a lapsed lease (at least once, as after a crash).
+        // The owner lock or the renewed lease was lost: what this round sent may have reached
+        // the broker, and goes back as after a lapsed lease (at least once, as after a crash).
         if (fence?.aborted === true) return { kind: 'lapsed' };
         paused = pausedPast(deadlineAt);
         const error = new PublishTimeoutError(timeoutMs);
@@ -169,7 +185,10 @@ export class BatchPublish {
         // on waking from a pause answers at once, saying which messages it never sent.
         const graceMs = Math.max(
           1,
-          Math.min(ABORT_ANSWER_GRACE_MS, Math.floor(publishBy - performance.now())),
+          Math.min(
+            ABORT_ANSWER_GRACE_MS,
+            Math.floor((lease?.publishBy ?? publishBy) - performance.now()),
+          ),
         );
         // A rejection (an abort's) says nothing about the messages: as no answer.
         const late = await within(publishing, graceMs);

@@ -9,10 +9,11 @@ import { DatabaseWatchdog, watchdogMarginMs } from '../health/database-watchdog'
 import { OutagePause } from '../health/outage-pause';
 import { OutageProbe } from '../health/outage-probe';
 import { OwnerLiveness, type OwnerLease } from '../health/owner-liveness';
-import { batchReport, judgeBatch, planBatch } from './batch-outcome';
+import { batchReport, judgeBatch, planBatch, type PublishResult } from './batch-outcome';
 import { BatchNotice } from './batch-notice';
 import { BatchPublish } from './batch-publish';
 import type { BatchOrigin, DeliveryBatch } from './delivery-batch';
+import { leaseRenewal, type BeginLease } from './lease-renewal';
 import { LostClaims } from './lost-claims';
 import { SettleRetry } from './settle-retry';
 
@@ -63,6 +64,7 @@ export class DeliveryPipeline {
   private readonly notice: BatchNotice;
   private readonly observer: OutboxObserver;
   private readonly liveness: OwnerLiveness;
+  private readonly renewal: BeginLease | undefined;
   private readonly batches = new Map<string, BatchInFlight>();
   private readonly lookAgain = new Set<() => void>();
   private readonly retryListeners = new Set<(delaysMs: readonly number[]) => void>();
@@ -105,6 +107,9 @@ export class DeliveryPipeline {
       options.cleaner.deliveredRetentionMs === 0,
       this.lifecycle.signal,
       log,
+    );
+    this.renewal = leaseRenewal(options, store, this.watchdog, this.dbCallMs, log, (reason, n) =>
+      this.notice.safely(() => this.observer.onLeaseLost?.(n, reason)),
     );
     this.liveness = new OwnerLiveness(
       options.dispatcher.ownerLock ? parts.sql : undefined,
@@ -221,9 +226,24 @@ export class DeliveryPipeline {
         { batch: batchId, released: records.length, reason: 'lapsed' },
       );
     }
-    const result =
-      plan.skip ??
-      (await this.publishing.publish(plan.fresh, plan.held, publishBy, batchId, fence));
+    // Renewed while it publishes (lease renewal); the settle then has until its renewed end.
+    const lease =
+      plan.skip === undefined ? this.renewal?.(token, records, leaseEnd, fence) : undefined;
+    let result: PublishResult;
+    try {
+      result =
+        plan.skip ??
+        (await this.publishing.publish(
+          plan.fresh,
+          plan.held,
+          publishBy,
+          batchId,
+          lease?.fence ?? fence,
+          lease,
+        ));
+    } finally {
+      lease?.stop();
+    }
     const answeredAfterClaimMs = performance.now() - claimedAt;
     const { verdicts, settlement, releaseDelayMs, hookErrors } = judgeBatch({
       records,
@@ -238,7 +258,7 @@ export class DeliveryPipeline {
     for (const error of hookErrors) this.notice.hookThrew(error);
     if (result.kind === 'outage') this.releasedDueAt = Date.now() + releaseDelayMs;
     inFlight.stage = 'settling';
-    const settled = await this.settling.settle(token, settlement, leaseEnd);
+    const settled = await this.settling.settle(token, settlement, lease?.leaseEnd ?? leaseEnd);
     if (settlement.retry.length > 0) {
       const delays = settlement.retry.map((r) => r.delayMs);
       for (const listener of this.retryListeners) listener(delays);

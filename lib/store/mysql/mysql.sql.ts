@@ -544,6 +544,17 @@ export function mysqlReleaseClaim(n: OutboxTableNames): string {
   return `UPDATE ${n.table} SET attempts = GREATEST(CAST(attempts AS SIGNED) - 1, 0), available_at = ${NOW}, ${UNLOCK} WHERE status = 'pending' AND lock_token = ?`;
 }
 
+/**
+ * Params: lease ms twice, the batch's token, row ids. Lease renewal: only rows still leased with
+ * the token and pending move their lease end, and `available_at` with it (a lease holds the row
+ * out of the claim window that way here). See OutboxStore.renewLease.
+ */
+export function mysqlRenewLease(n: OutboxTableNames, count: number): string {
+  return `UPDATE ${n.table} SET locked_until = ${NOW} + INTERVAL ? * 1000 MICROSECOND,
+  available_at = ${NOW} + INTERVAL ? * 1000 MICROSECOND
+WHERE lock_token = ? AND status = 'pending' AND id IN (${placeholders(count)})`;
+}
+
 export function mysqlReleaseExpired(n: OutboxTableNames): string {
   return `UPDATE ${n.table} SET ${UNLOCK} WHERE status = 'pending' AND locked_until < ${NOW}`;
 }

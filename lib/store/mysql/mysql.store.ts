@@ -61,6 +61,7 @@ import {
   mysqlRelease,
   mysqlReleaseAllWaiting,
   mysqlReleaseClaim,
+  mysqlRenewLease,
   mysqlReleaseExpired,
   mysqlOrphanedOwners,
   mysqlShortenOwnerLeases,
@@ -693,6 +694,18 @@ export class MysqlOutboxStore implements OutboxStore {
         }
       }
     });
+  }
+
+  async renewLease(ids: readonly string[], token: string, leaseMs: number): Promise<number> {
+    if (ids.length === 0) return 0;
+    return (
+      await this.sql.query(mysqlRenewLease(this.names, ids.length), [
+        leaseMs,
+        leaseMs,
+        token,
+        ...ids,
+      ])
+    ).affected;
   }
 
   async releaseClaim(token: string): Promise<number> {

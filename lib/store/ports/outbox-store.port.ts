@@ -221,6 +221,13 @@ export interface OutboxStore {
    * waiting messages of each advanced key (`promotionRun` of them). Atomic. Returns rows changed.
    */
   settle(token: string, settlement: Settlement, deleteDelivered: boolean): Promise<number>;
+  /**
+   * Lease renewal: moves the lease of the rows `ids` that still hold `token` and are pending to
+   * `leaseMs` from now, on the database clock, in one statement. Returns how many rows it
+   * renewed: fewer than `ids` means the others left the lease (taken over after it expired,
+   * released, settled). Left out: leases are never renewed.
+   */
+  renewLease?(ids: readonly string[], token: string, leaseMs: number): Promise<number>;
   /** Clears expired leases; returns how many. */
   releaseExpired(): Promise<number>;
   /**

@@ -1035,6 +1035,15 @@ export function postgresReleaseClaim(n: OutboxTableNames): string {
   return `UPDATE ${n.table} SET attempts = greatest(attempts - 1, 0), ${UNLOCK} WHERE status = 'pending' AND lock_token = $1::uuid`;
 }
 
+/**
+ * Params: $1 row ids, $2 the batch's token, $3 lease ms. Lease renewal: only rows still leased
+ * with the token and pending move their lease end. See OutboxStore.renewLease.
+ */
+export function postgresRenewLease(n: OutboxTableNames): string {
+  return `UPDATE ${n.table} SET locked_until = now() + $3 * interval '1 millisecond'
+WHERE id = ANY($1::int8[]) AND lock_token = $2::uuid AND status = 'pending'`;
+}
+
 export function postgresReleaseExpired(n: OutboxTableNames): string {
   return `UPDATE ${n.table} SET ${UNLOCK} WHERE status = 'pending' AND locked_until < now()`;
 }

@@ -36,6 +36,7 @@ import {
   postgresPurgeByAge,
   postgresReleaseAllWaiting,
   postgresReleaseClaim,
+  postgresRenewLease,
   postgresReleaseExpired,
   POSTGRES_FREE_OWNERS,
   POSTGRES_LIVE_OWNERS,
@@ -366,6 +367,14 @@ export class PostgresOutboxStore implements OutboxStore {
       lockKeys: keys,
     });
     return rows[0]?.changed ?? 0;
+  }
+
+  async renewLease(ids: readonly string[], token: string, leaseMs: number): Promise<number> {
+    if (ids.length === 0) return 0;
+    // Under the dispatcher's statement timeout, as its other lease statements.
+    return (
+      await this.statementTransaction(postgresRenewLease(this.names), [ids, token, leaseMs], {})
+    ).affected;
   }
 
   async releaseExpired(): Promise<number> {

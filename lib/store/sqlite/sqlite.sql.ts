@@ -302,6 +302,16 @@ export function sqliteReleaseClaim(n: OutboxTableNames): string {
   return `UPDATE ${n.table} SET attempts = MAX(attempts - 1, 0), available_at = ${NOW}, ${UNLOCK} WHERE status = 'pending' AND lock_token = ?`;
 }
 
+/**
+ * Params: lease ms twice, the batch's token, JSON array of row ids. Lease renewal: only rows
+ * still leased with the token and pending move their lease end, and `available_at` with it.
+ * See OutboxStore.renewLease.
+ */
+export function sqliteRenewLease(n: OutboxTableNames): string {
+  return `UPDATE ${n.table} SET locked_until = ${plusMs('?')}, available_at = ${plusMs('?')}
+WHERE lock_token = ? AND status = 'pending' AND id IN (SELECT value FROM json_each(?))`;
+}
+
 export function sqliteReleaseExpired(n: OutboxTableNames): string {
   return `UPDATE ${n.table} SET ${UNLOCK} WHERE status = 'pending' AND locked_until < ${NOW}`;
 }

@@ -38,6 +38,7 @@ import {
   sqliteRelease,
   sqliteReleaseAllWaiting,
   sqliteReleaseClaim,
+  sqliteRenewLease,
   sqliteReleaseExpired,
   sqliteRequeueInPlace,
   sqliteSettleDead,
@@ -306,6 +307,17 @@ export class SqliteOutboxStore implements OutboxStore {
 
   releaseExpired(): Promise<number> {
     return this.transaction((tx) => tx.run(sqliteReleaseExpired(this.names), []));
+  }
+
+  renewLease(ids: readonly string[], token: string, leaseMs: number): Promise<number> {
+    return this.transaction((tx) =>
+      tx.run(sqliteRenewLease(this.names), [
+        leaseMs,
+        leaseMs,
+        token,
+        JSON.stringify(ids.map(Number)),
+      ]),
+    );
   }
 
   releaseClaim(token: string): Promise<number> {
