@@ -14,6 +14,8 @@ export interface ResolvedOrderingOptions {
   readonly enabled: boolean;
   readonly onDeadLetter: 'block' | 'skip';
   readonly maxRun: number;
+  /** Event types whose policy's `onDeadLetter` differs from `onDeadLetter` (see `policies`). */
+  readonly deadLetterExceptions: readonly string[];
   /** The queue's rules these options make, worked out once here for every part of the module. */
   readonly queue: OutboxQueuePolicy;
 }
@@ -62,7 +64,22 @@ export function resolveOrderingOptions(
     enabled,
     onDeadLetter,
     maxRun,
+    deadLetterExceptions: [],
     queue: queuePolicyOf({ enabled, onDeadLetter, maxRun }, batchSize),
+  };
+}
+
+/** The ordering options with the event types whose dead messages do the opposite of the module's. */
+export function withDeadLetterExceptions(
+  ordering: ResolvedOrderingOptions,
+  exceptions: readonly string[],
+  batchSize?: number,
+): ResolvedOrderingOptions {
+  if (exceptions.length === 0) return ordering;
+  return {
+    ...ordering,
+    deadLetterExceptions: exceptions,
+    queue: queuePolicyOf({ ...ordering, deadLetterExceptions: exceptions }, batchSize),
   };
 }
 

@@ -18,7 +18,13 @@ export async function createOutboxStore(
   table: {
     tableName: string;
     schema: string | null;
-    ordering?: { enabled: boolean; onDeadLetter: 'block' | 'skip'; maxRun?: number };
+    ordering?: {
+      enabled: boolean;
+      onDeadLetter: 'block' | 'skip';
+      maxRun?: number;
+      /** Types whose dead messages do the opposite of `onDeadLetter` (their policy's). */
+      deadLetterExceptions?: readonly string[];
+    };
     dispatcher?: { dbTimeoutMs: number; batchSize?: number };
     cleaner?: { archive: boolean };
     /** Whether statements may be prepared by name (the `preparedStatements` option); default true. */

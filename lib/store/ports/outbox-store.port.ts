@@ -143,6 +143,13 @@ export interface OutboxQueuePolicy {
   /** A dead message blocks the later messages of its key. */
   readonly deadBlocksKey: boolean;
   /**
+   * Event types whose dead messages do the opposite of `deadBlocksKey` (their policy's
+   * `onDeadLetter` differs from the module's), sorted; each checked at bootstrap to hold only
+   * characters a SQL string literal needs no escape for. Empty or absent: every dead message
+   * follows `deadBlocksKey`, and the statements are those without per-type policies.
+   */
+  readonly deadLetterExceptions?: readonly string[];
+  /**
    * Under ordering, the most consecutive messages of one key a claim may lease together (a
    * run): the key's head and the messages right behind it, published one after another. 1:
    * only the head.
