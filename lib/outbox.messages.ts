@@ -48,6 +48,11 @@ export const OutboxMessages = {
   /** What admin, the console and `outbox why` say about a message in an external-delivery table. */
   externalDeliveryStatus: (): string =>
     'delivery is external (Debezium): the module writes messages and an engine reading the database log publishes them; the table does not record what it delivered',
+  messageExpired: (policy: string, maxAgeMs: number, ageMs: number, lastFailure: unknown): string =>
+    `expired: not delivered within ${maxAgeMs} ms of its enqueue (policy '${policy}': maxAgeMs ${maxAgeMs}); ` +
+    (lastFailure === undefined
+      ? `${Math.round(ageMs)} ms old when claimed, so it was not published`
+      : `its next retry would fall past that (${Math.round(ageMs)} ms old); last failure: ${lastFailure instanceof Error ? lastFailure.message : String(lastFailure)}`),
   optionInvalid: (path: string, problem: string, fix: string, subject = 'OutboxModule'): string =>
     `Invalid ${subject} option "${path}": ${problem}. ${fix}`,
   unknownOption: (

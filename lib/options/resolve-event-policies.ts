@@ -107,7 +107,11 @@ function collectFromEvents(
 ): void {
   if (events === undefined) return;
   if (!Array.isArray(events)) {
-    fail('events', `${show(events)} is not an array`, 'Pass the event classes: [OrderPlaced, PaymentCaptured].');
+    fail(
+      'events',
+      `${show(events)} is not an array`,
+      'Pass the event classes: [OrderPlaced, PaymentCaptured].',
+    );
   }
   (events as readonly unknown[]).forEach((event, i) => {
     const meta = getOutboxEventClassMetadata(event);

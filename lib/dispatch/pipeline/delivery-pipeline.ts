@@ -9,7 +9,14 @@ import { DatabaseWatchdog, watchdogMarginMs } from '../health/database-watchdog'
 import { OutagePause } from '../health/outage-pause';
 import { OutageProbe } from '../health/outage-probe';
 import { OwnerLiveness, type OwnerLease } from '../health/owner-liveness';
-import { batchReport, judgeBatch, planBatch } from './batch-outcome';
+import { deadBlocksKeyOf } from '../../options/queue-policy';
+import {
+  batchReport,
+  judgeBatch,
+  planBatch,
+  type PolicyOf,
+  type RecordPolicy,
+} from './batch-outcome';
 import { BatchNotice } from './batch-notice';
 import { BatchPublish } from './batch-publish';
 import type { BatchOrigin, DeliveryBatch } from './delivery-batch';
@@ -63,6 +70,9 @@ export class DeliveryPipeline {
   private readonly notice: BatchNotice;
   private readonly observer: OutboxObserver;
   private readonly liveness: OwnerLiveness;
+  /** Each event type's policy as the judge reads it, made once per type seen. */
+  private readonly recordPolicies = new Map<string, RecordPolicy>();
+  private readonly defaultPolicy: RecordPolicy;
   private readonly batches = new Map<string, BatchInFlight>();
   private readonly lookAgain = new Set<() => void>();
   private readonly retryListeners = new Set<(delaysMs: readonly number[]) => void>();
@@ -76,7 +86,17 @@ export class DeliveryPipeline {
     this.dbCallMs = dbTimeoutMs + watchdogMarginMs(dbTimeoutMs);
     this.watchdog = new DatabaseWatchdog(this.dbCallMs, log);
     this.observer = options.observer;
-    this.notice = new BatchNotice(options.observer, log);
+    this.defaultPolicy = {
+      name: 'default',
+      retry: options.retry,
+      deadAdvancesKey: !options.ordering.queue.deadBlocksKey,
+      maxAgeMs: options.policies.default.maxAgeMs,
+    };
+    this.notice = new BatchNotice(
+      options.observer,
+      log,
+      (type) => options.policies.policyFor(type).name,
+    );
     this.outage = new OutagePause(pollIntervalMs, maxOutagePauseMs, log);
     this.probe = new OutageProbe(
       this.outage,
@@ -214,7 +234,7 @@ export class DeliveryPipeline {
     // Publishing must end early enough to settle within the lease (see planBatch).
     const publishBy = leaseEnd - this.dbCallMs;
     const { retry, ordering } = options;
-    const plan = planBatch(records, retry.maxAttempts, performance.now(), publishBy);
+    const plan = planBatch(records, retry.maxAttempts, performance.now(), publishBy, this.policyOf);
     if (plan.skip?.kind === 'lapsed') {
       log.warn(
         `A claimed batch of ${records.length} message(s) reached its lease deadline before publishing (was the process paused?); releasing it unpublished`,
@@ -230,6 +250,7 @@ export class DeliveryPipeline {
       result,
       retry,
       deadAdvancesKey: !ordering.queue.deadBlocksKey,
+      policyOf: this.policyOf,
       outagePauseMs: this.outage.currentPauseMs,
       probeEveryMs: publisher.ping === undefined ? undefined : OUTAGE_PROBE_INTERVAL_MS,
       // A key held by a running in-process call is looked at again once a poll.
@@ -247,6 +268,25 @@ export class DeliveryPipeline {
     this.notice.settled(batchId, records, verdicts, report, answeredAfterClaimMs);
     return report;
   }
+
+  /** A record's policy: its event type's, or the module's defaults. */
+  private readonly policyOf: PolicyOf = (record) => {
+    const known = this.recordPolicies.get(record.type);
+    if (known !== undefined) return known;
+    const { policies, ordering } = this.parts.options;
+    const resolved = policies.policyFor(record.type);
+    // Types without a policy share the default one: the map holds only what a policy names, so
+    // it stays small however many types flow through.
+    if (resolved.name === 'default') return this.defaultPolicy;
+    const policy: RecordPolicy = {
+      name: resolved.name,
+      retry: resolved.retry,
+      deadAdvancesKey: !deadBlocksKeyOf(ordering.queue, record.type),
+      maxAgeMs: resolved.maxAgeMs,
+    };
+    this.recordPolicies.set(record.type, policy);
+    return policy;
+  };
 
   private wakeSources(): void {
     if (this.lifecycle.stopping) return;
