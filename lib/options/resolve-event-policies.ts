@@ -31,7 +31,7 @@ export interface ResolvedEventPolicies {
  * differs from the module's into their blocking checks as SQL literals, so a name must not
  * carry a quote, a backslash or anything else a literal would have to escape.
  */
-const POLICY_TYPE_PATTERN = /^[A-Za-z0-9_][A-Za-z0-9_.:/@#+-]{0,254}$/;
+export const POLICY_TYPE_PATTERN = /^[A-Za-z0-9_][A-Za-z0-9_.:/@#+-]{0,254}$/;
 
 const POLICY_KEYS = {
   retry: true,

@@ -1,3 +1,5 @@
+import type { PurgeTypes } from '../ports/outbox-store.port';
+import { eventTypeFilter } from '../shared-sql/event-type-filter';
 import {
   blockingCondition,
   deadRowBlocks,
@@ -557,11 +559,16 @@ export function mysqlReleaseExpired(n: OutboxTableNames): string {
  * Params: age ms, limit. The rows to purge, with their keys: the oldest first, in the order of
  * the cleaner index (mysql-cleaner-index.ts), so a pass with nothing due reads one entry.
  */
-export function mysqlPurgeCandidates(n: OutboxTableNames, status: 'delivered' | 'dead'): string {
+export function mysqlPurgeCandidates(
+  n: OutboxTableNames,
+  status: 'delivered' | 'dead',
+  types?: PurgeTypes,
+): string {
+  const typed = eventTypeFilter(types);
   const due =
     status === 'delivered'
-      ? `status = 'delivered' AND delivered_at < ${NOW} - INTERVAL ? * 1000 MICROSECOND ORDER BY delivered_at`
-      : `status = 'dead' AND delivered_at IS NULL AND dead_at < ${NOW} - INTERVAL ? * 1000 MICROSECOND ORDER BY dead_at`;
+      ? `status = 'delivered' AND delivered_at < ${NOW} - INTERVAL ? * 1000 MICROSECOND${typed} ORDER BY delivered_at`
+      : `status = 'dead' AND delivered_at IS NULL AND dead_at < ${NOW} - INTERVAL ? * 1000 MICROSECOND${typed} ORDER BY dead_at`;
   return `SELECT id, message_key AS k FROM ${n.table} WHERE ${due} LIMIT ?`;
 }
 

@@ -1,3 +1,4 @@
+import type { PurgeTypes } from '../ports/outbox-store.port';
 import { someDeadSkip } from '../shared-sql/dead-blocking';
 import { insertChunks, isExtended, cachedStatement } from '../shared-sql/sql-values';
 import { OutboxTableMissingError } from '../../errors/outbox-table-missing.error';
@@ -690,10 +691,11 @@ export class MysqlOutboxStore implements OutboxStore {
     olderThanMs: number,
     limit: number,
     archive = false,
+    types?: PurgeTypes,
   ): Promise<number> {
     return this.deleteWhere(
       status,
-      mysqlPurgeCandidates(this.names, status),
+      mysqlPurgeCandidates(this.names, status, types),
       [olderThanMs, limit],
       archive,
     );

@@ -159,6 +159,12 @@ export interface OutboxQueuePolicy {
   readonly batchSize: number;
 }
 
+/**
+ * The event types a purge is limited to: one type (its policy's retention), or every type but
+ * these. Type names hold only the characters a policy's type may (resolve-event-policies.ts).
+ */
+export type PurgeTypes = { readonly only: string } | { readonly except: readonly string[] };
+
 /** What `requeueDead` did. */
 export interface RequeueReport {
   /** Messages put back in place, as the head of their key. */
@@ -258,6 +264,8 @@ export interface OutboxStore {
     olderThanMs: number,
     limit: number,
     archive?: boolean,
+    /** Only rows of one event type, or none of these (types with a retention of their own). */
+    types?: PurgeTypes,
   ): Promise<number>;
   /**
    * Deletes up to `limit` of the oldest rows written more than `olderThanMs` ago, whatever their

@@ -1,3 +1,5 @@
+import type { PurgeTypes } from '../ports/outbox-store.port';
+import { eventTypeFilter } from '../shared-sql/event-type-filter';
 import {
   blockingCondition,
   deadRowBlocks,
@@ -1082,6 +1084,7 @@ export function postgresPurge(
   status: 'delivered' | 'dead',
   partitioned = false,
   archive = false,
+  types?: PurgeTypes,
 ): string {
   const ts = status === 'delivered' ? 'delivered_at' : 'dead_at';
   // The status again on the deleted row itself: a row the subquery chose and a requeue changed
@@ -1090,7 +1093,7 @@ export function postgresPurge(
   return deleteWithHistory(
     n,
     `status = '${status}' AND id IN (
-  SELECT id FROM ${n.table} WHERE status = '${status}' AND ${ts} < now() - $1 * interval '1 millisecond' ORDER BY ${ts} LIMIT $2)`,
+  SELECT id FROM ${n.table} WHERE status = '${status}' AND ${ts} < now() - $1 * interval '1 millisecond'${eventTypeFilter(types)} ORDER BY ${ts} LIMIT $2)`,
     partitioned,
     archive,
   );

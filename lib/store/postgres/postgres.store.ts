@@ -1,3 +1,4 @@
+import type { PurgeTypes } from '../ports/outbox-store.port';
 import { someDeadSkip } from '../shared-sql/dead-blocking';
 import { Logger } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
@@ -414,9 +415,10 @@ export class PostgresOutboxStore implements OutboxStore {
     olderThanMs: number,
     limit: number,
     archive = false,
+    types?: PurgeTypes,
   ): Promise<number> {
     const { rows: records } = await this.run<{ key: string | null }>(
-      postgresPurge(this.names, status, this.partitioned, archive),
+      postgresPurge(this.names, status, this.partitioned, archive, types),
       [olderThanMs, limit],
     );
     if (status === 'dead') await this.advanceDeleted(records);

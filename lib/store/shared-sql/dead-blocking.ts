@@ -1,4 +1,5 @@
 import type { OutboxQueuePolicy } from '../ports/outbox-store.port';
+import { typeLiteral } from './event-type-filter';
 
 /**
  * Which dead rows hold back the later messages of their key, as SQL, for every database: by the
@@ -6,26 +7,14 @@ import type { OutboxQueuePolicy } from '../ports/outbox-store.port';
  * Without such a policy the statements are exactly those the module always ran.
  */
 
-/** What a policy's event type may hold to be inlined (resolve-event-policies.ts checks it). */
-const INLINE_TYPE = /^[A-Za-z0-9_][A-Za-z0-9_.:/@#+-]{0,254}$/;
-
 /** `alias.column`, or the bare column where the statement names the table without an alias. */
 const column = (alias: string, name: string): string => (alias === '' ? name : `${alias}.${name}`);
 
-/**
- * The types whose dead rows do the opposite of the module's rule, as an SQL list, or undefined
- * when there are none. The names were checked at bootstrap; they are checked again here, since
- * a string reaching SQL must never depend on a check made elsewhere.
- */
+/** The types whose dead rows do the opposite of the module's rule, as an SQL list, or undefined. */
 function exceptionList(policy: OutboxQueuePolicy): string | undefined {
   const types = policy.deadLetterExceptions ?? [];
   if (types.length === 0) return undefined;
-  for (const type of types) {
-    if (!INLINE_TYPE.test(type)) {
-      throw new Error(`Event type ${JSON.stringify(type)} cannot be written into SQL`);
-    }
-  }
-  return `(${types.map((t) => `'${t}'`).join(', ')})`;
+  return `(${types.map(typeLiteral).join(', ')})`;
 }
 
 /** Whether a dead row (of `alias`) blocks its key, as an SQL condition. */

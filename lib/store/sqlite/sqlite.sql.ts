@@ -1,3 +1,5 @@
+import type { PurgeTypes } from '../ports/outbox-store.port';
+import { eventTypeFilter } from '../shared-sql/event-type-filter';
 import { blockingCondition, someDeadSkip, andDeadRowSkips } from '../shared-sql/dead-blocking';
 import { ARCHIVE_INSERT_COLUMNS, archivedValues } from '../shared-sql/outbox-archive';
 import { ATTEMPT_COLUMNS, ATTEMPT_HISTORY_LIMIT } from '../shared-sql/attempt-history';
@@ -303,16 +305,24 @@ export function sqliteReleaseExpired(n: OutboxTableNames): string {
 }
 
 /** Params: age ms, limit. Returns the keys of the deleted rows. */
-export function sqlitePurge(n: OutboxTableNames, status: 'delivered' | 'dead'): string {
-  return `DELETE FROM ${n.table} WHERE id IN (${sqlitePurgeCandidates(n, status)})
+export function sqlitePurge(
+  n: OutboxTableNames,
+  status: 'delivered' | 'dead',
+  types?: PurgeTypes,
+): string {
+  return `DELETE FROM ${n.table} WHERE id IN (${sqlitePurgeCandidates(n, status, types)})
 RETURNING message_key AS key, message_id`;
 }
 
 /** Params: age ms, limit. The ids of the rows to purge, oldest first. */
-export function sqlitePurgeCandidates(n: OutboxTableNames, status: 'delivered' | 'dead'): string {
+export function sqlitePurgeCandidates(
+  n: OutboxTableNames,
+  status: 'delivered' | 'dead',
+  types?: PurgeTypes,
+): string {
   // As on PostgreSQL: the status literal matches the partial cut-off index, read in its order.
   const ts = status === 'delivered' ? 'delivered_at' : 'dead_at';
-  return `SELECT id FROM ${n.table} WHERE status = '${status}' AND ${ts} < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || (? / 1000.0) || ' seconds') ORDER BY ${ts} LIMIT ?`;
+  return `SELECT id FROM ${n.table} WHERE status = '${status}' AND ${ts} < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || (? / 1000.0) || ' seconds')${eventTypeFilter(types)} ORDER BY ${ts} LIMIT ?`;
 }
 
 /**
