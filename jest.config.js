@@ -47,6 +47,7 @@ const SOURCE_SPECS = [
   'test/dispatch/shutdown.spec.ts',
   'test/dispatch/database-outage.spec.ts',
   'test/local/local-rabbitmq.spec.ts',
+  'test/dispatch/event-policies.spec.ts',
 ];
 const sources =
   process.env.OUTBOX_TEST_SOURCES === '1'
