@@ -144,6 +144,12 @@ export { OutboxHandlerBusyError } from './errors/outbox-handler-busy.error';
 export { PublisherUnavailableError } from './errors/publisher-unavailable.error';
 export { PublishTimeoutError } from './errors/publish-timeout.error';
 export { OutboxMessageExpiredError } from './errors/outbox-message-expired.error';
+export {
+  OnOutboxDeadLetter,
+  type OnOutboxDeadLetterOptions,
+  type OutboxDeadLetterMethod,
+  type OutboxFallbackResult,
+} from './dispatch/fallback/on-outbox-dead-letter.decorator';
 export { OutboxDatabaseTimeoutError } from './errors/outbox-database-timeout.error';
 export { OutboxBridgeError, type OutboxBridgeErrorReason } from './errors/outbox-bridge.error';
 export { OutboxTableLayoutError } from './errors/outbox-table-layout.error';

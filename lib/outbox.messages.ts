@@ -48,6 +48,7 @@ export const OutboxMessages = {
   /** What admin, the console and `outbox why` say about a message in an external-delivery table. */
   externalDeliveryStatus: (): string =>
     'delivery is external (Debezium): the module writes messages and an engine reading the database log publishes them; the table does not record what it delivered',
+  badFallback: (problem: string): string => `Invalid @OnOutboxDeadLetter(): ${problem}.`,
   messageExpired: (policy: string, maxAgeMs: number, ageMs: number, lastFailure: unknown): string =>
     `expired: not delivered within ${maxAgeMs} ms of its enqueue (policy '${policy}': maxAgeMs ${maxAgeMs}); ` +
     (lastFailure === undefined

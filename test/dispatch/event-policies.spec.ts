@@ -1,7 +1,15 @@
-import { OutboxEvent, OutboxOptionsError, type OutboxMessage, type OutboxRecord } from '../../lib';
+import { Injectable } from '@nestjs/common';
+import {
+  OnOutboxDeadLetter,
+  OutboxEvent,
+  OutboxOptionsError,
+  type OutboxFallbackResult,
+  type OutboxMessage,
+  type OutboxRecord,
+} from '../../lib';
 import { msg } from '../support/dispatch-fixtures';
 import { storedId } from '../support/databases';
-import { quoteTable } from '../support/outbox-harness';
+import { dispatchTestApp, mergeOutboxOptions, quoteTable } from '../support/outbox-harness';
 import { useOutboxScope } from '../support/outbox-scope';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
@@ -28,6 +36,26 @@ const typed = (key: string, name: string, type: string, extra: Partial<OutboxMes
 
 @OutboxEvent({ topic: 'payments', type: PAYMENT, policy: { onDeadLetter: 'skip' } })
 class PaymentCaptured {}
+
+/** The app's fallbacks: a payment is refunded elsewhere (settled) unless the refund fails. */
+@Injectable()
+class PaymentFallbacks {
+  readonly calls: { messageId: string; error: string }[] = [];
+
+  @OnOutboxDeadLetter(PAYMENT)
+  refund(record: OutboxRecord, error: unknown): OutboxFallbackResult | undefined {
+    this.calls.push({ messageId: record.messageId, error: String(error) });
+    const { name } = JSON.parse(String(record.payload)) as { name: string };
+    if (name.startsWith('refund-fails')) throw new Error('refund service down');
+    if (name.startsWith('no-refund')) return undefined;
+    return { settled: true };
+  }
+
+  @OnOutboxDeadLetter(CACHE, { outbox: 'another-instance' })
+  notMine(): OutboxFallbackResult {
+    return { settled: true };
+  }
+}
 
 // What holds whatever the source of new messages (the table's poll or the database's log):
 // retries and dead letters come back through the table, swept every second on the log source.
@@ -204,6 +232,58 @@ for (const source of SOURCE_CASES) {
       expect(payment?.attemptHistory.map((a) => [a.outcome, a.errorClass])).toEqual([
         ['dead', 'OutboxMessageExpiredError'],
       ]);
+    });
+
+    it("calls the type's fallback before dead-lettering: settled, it is delivered; declined or failing, dead with the fallback noted", async () => {
+      const publisher = new RecordingPublisher();
+      const table = await scope.table('outbox_s');
+      const observed = await src.prepare(table, swept);
+      const h = await scope.open({
+        ...dispatchTestApp(
+          publisher,
+          mergeOutboxOptions({ ordering: { onDeadLetter: 'block' } }, observed),
+        ),
+        table,
+        providers: [PaymentFallbacks],
+      });
+      await src.started(table);
+      const fallbacks = h.moduleRef.get(PaymentFallbacks);
+      publisher.fail(() => true, 'permanent');
+      const ids = await commitEach(h, [
+        typed('P', 'refunded', PAYMENT),
+        typed('P', 'refunded-later', PAYMENT),
+        typed('Q', 'no-refund', PAYMENT),
+        typed('R', 'refund-fails', PAYMENT),
+        typed('S', 'no-fallback', CACHE),
+      ]);
+
+      await src.deliver(h, 'every message settled or dead', async () =>
+        (await h.rows()).every((r) => r.status === 'delivered' || r.status === 'dead'),
+      );
+      const status = new Map((await h.rows()).map((r) => [r.messageId, r.status]));
+      // Settled by the fallback: delivered, and its key went on to the next message.
+      expect(status.get(ids.refunded as string)).toBe('delivered');
+      expect(status.get(ids['refunded-later'] as string)).toBe('delivered');
+      expect(status.get(ids['no-refund'] as string)).toBe('dead');
+      expect(status.get(ids['refund-fails'] as string)).toBe('dead');
+      // The cache type's fallback serves another instance only.
+      expect(status.get(ids['no-fallback'] as string)).toBe('dead');
+      expect(fallbacks.calls.map((c) => c.messageId).sort()).toEqual(
+        [ids.refunded, ids['refunded-later'], ids['no-refund'], ids['refund-fails']].sort(),
+      );
+      expect(fallbacks.calls[0]?.error).toMatch(/PermanentPublishError/);
+      // A fallback that let its message die is noted in its last error and attempt history.
+      const failed = await h.admin.get(ids['refund-fails'] as string);
+      expect(failed?.lastError).toMatch(
+        /fallback PaymentFallbacks\.refund failed: Error: refund service down$/,
+      );
+      expect(failed?.attemptHistory.map((a) => [a.outcome, a.errorClass, a.error])).toEqual([
+        ['dead', 'PermanentPublishError', failed?.lastError],
+      ]);
+      expect((await h.admin.get(ids['no-refund'] as string))?.lastError).toMatch(
+        /fallback PaymentFallbacks\.refund declined$/,
+      );
+      expect((await h.admin.get(ids.refunded as string))?.lastError).toBeNull();
     });
   });
 }

@@ -5,7 +5,7 @@ import type {
   OutboxPublishedRecord,
 } from '../../observers/outbox-observer.interface';
 import type { ClaimedRecord } from '../../store/ports/outbox-store.port';
-import type { Verdict } from './batch-outcome';
+import type { FallbackAnswer, Verdict } from './batch-outcome';
 import type { DispatcherLog, LogFields } from '../dispatcher-log';
 import { TopicLogLimit } from './topic-log-limit';
 
@@ -97,6 +97,30 @@ export class BatchNotice {
     if (delivered !== undefined && delivered.length > 0)
       this.safely(() => this.observer.onPublished?.(delivered));
     this.safely(() => this.observer.onBatch?.(report));
+  }
+
+  /** One run of a dead message's fallback: what it did, and so what becomes of the message. */
+  fallbackRan(batch: string, record: ClaimedRecord, error: unknown, answer: FallbackAnswer): void {
+    const fields = {
+      ...messageFields(record, error, batch, this.policyName(record.type)),
+      fallback: answer.fallback,
+      fallbackOutcome: answer.kind,
+    };
+    const about = `Message ${record.messageId} ${this.about(record)} was to be dead-lettered (${describeError(error)})`;
+    switch (answer.kind) {
+      case 'settled':
+        this.log.log(`${about}; its fallback ${answer.fallback} settled it`, fields);
+        break;
+      case 'declined':
+        this.log.log(`${about}; its fallback ${answer.fallback} left it dead`, fields);
+        break;
+      case 'failed':
+        this.log.warn(
+          `${about}; its fallback ${answer.fallback} failed, so it is dead-lettered: ${describeError(answer.error)}`,
+          fields,
+        );
+        break;
+    }
   }
 
   /** Observer hooks and user callbacks must never stop delivery. */

@@ -151,6 +151,58 @@ export interface BatchJudgement {
   readonly releaseDelayMs: number;
   /** Errors thrown by `retry.retryIf`, in call order, for the dispatcher to log. */
   readonly hookErrors: readonly unknown[];
+  /** The settlement of other verdicts for the same batch (after its fallbacks ran). */
+  readonly resettle: (verdicts: readonly Verdict[]) => Settlement;
+}
+
+/** What a dead message's fallback (`@OnOutboxDeadLetter`) came to. */
+export type FallbackAnswer =
+  /** It returned `{ settled: true }`: the message is settled (delivered), not dead. */
+  | { readonly kind: 'settled'; readonly fallback: string }
+  /** It returned nothing: the message is dead-lettered. */
+  | { readonly kind: 'declined'; readonly fallback: string }
+  /** It threw (or did not finish in time): the message is dead-lettered, the error noted. */
+  | { readonly kind: 'failed'; readonly fallback: string; readonly error: unknown };
+
+/**
+ * The judgement once the fallbacks of its dead messages answered (by record index): a settled
+ * one becomes delivered; the others stay dead, their error noting what the fallback did.
+ */
+export function withFallbacks(
+  judgement: BatchJudgement,
+  answers: ReadonlyMap<number, FallbackAnswer>,
+): BatchJudgement {
+  if (answers.size === 0) return judgement;
+  const verdicts = judgement.verdicts.map((verdict, i): Verdict => {
+    const answer = answers.get(i);
+    if (answer === undefined || verdict.kind !== 'dead') return verdict;
+    switch (answer.kind) {
+      case 'settled':
+        return { kind: 'delivered' };
+      case 'declined':
+        return {
+          kind: 'dead',
+          error: noted(verdict.error, `fallback ${answer.fallback} declined`),
+        };
+      case 'failed':
+        return {
+          kind: 'dead',
+          error: noted(
+            verdict.error,
+            `fallback ${answer.fallback} failed: ${describeError(answer.error)}`,
+          ),
+        };
+    }
+  });
+  return { ...judgement, verdicts, settlement: judgement.resettle(verdicts) };
+}
+
+/** The error a message dies of, with a note after its text; its class stays the error's. */
+function noted(error: unknown, note: string): Error {
+  const text = error instanceof Error ? error.message : describeError(error);
+  const withNote = new Error(`${text}; ${note}`, { cause: error });
+  withNote.name = errorClassOf(error);
+  return withNote;
 }
 
 export interface JudgeBatchInput {
@@ -406,14 +458,15 @@ export function judgeBatch(input: JudgeBatchInput): BatchJudgement {
     result.kind === 'outage'
       ? { error: describeError(result.error), errorClass: errorClassOf(result.error) }
       : null;
-  const settlement = settlementOf(
-    records,
-    verdicts,
-    releaseDelayMs,
-    releaseError,
-    (record) => policyOf(record).deadAdvancesKey,
-  );
-  return { verdicts, settlement, releaseDelayMs, hookErrors };
+  const resettle = (judged: readonly Verdict[]): Settlement =>
+    settlementOf(
+      records,
+      judged,
+      releaseDelayMs,
+      releaseError,
+      (record) => policyOf(record).deadAdvancesKey,
+    );
+  return { verdicts, settlement: resettle(verdicts), releaseDelayMs, hookErrors, resettle };
 }
 
 function judgeOutcome(

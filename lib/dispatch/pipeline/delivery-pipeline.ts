@@ -14,9 +14,18 @@ import {
   batchReport,
   judgeBatch,
   planBatch,
+  withFallbacks,
+  type BatchJudgement,
+  type FallbackAnswer,
   type PolicyOf,
   type RecordPolicy,
 } from './batch-outcome';
+import type { ClaimedRecord } from '../../store/ports/outbox-store.port';
+import {
+  settlesMessage,
+  type DeadLetterFallback,
+  type DeadLetterFallbackLookup,
+} from '../fallback/dead-letter-fallbacks';
 import { BatchNotice } from './batch-notice';
 import { BatchPublish } from './batch-publish';
 import type { BatchOrigin, DeliveryBatch } from './delivery-batch';
@@ -41,7 +50,12 @@ export interface DeliveryPipelineParts {
   /** The instance's SQL port: the owner lock's session, when `dispatcher.ownerLock` is on. */
   readonly sql: SqlPort | undefined;
   readonly log: DispatcherLog;
+  /** The `@OnOutboxDeadLetter()` fallbacks, called before a message is dead-lettered. */
+  readonly fallbacks?: DeadLetterFallbackLookup;
 }
+
+/** What a fallback's race against the lease ends with when the lease wins. */
+const FALLBACK_LATE = Symbol('late');
 
 /**
  * Lease → publish → judge → settle, for the batches of any source (the claim loop, the log
@@ -245,7 +259,7 @@ export class DeliveryPipeline {
       plan.skip ??
       (await this.publishing.publish(plan.fresh, plan.held, publishBy, batchId, fence));
     const answeredAfterClaimMs = performance.now() - claimedAt;
-    const { verdicts, settlement, releaseDelayMs, hookErrors } = judgeBatch({
+    const judged = judgeBatch({
       records,
       result,
       retry,
@@ -256,7 +270,13 @@ export class DeliveryPipeline {
       // A key held by a running in-process call is looked at again once a poll.
       heldReleaseMs: options.dispatcher.pollIntervalMs,
     });
-    for (const error of hookErrors) this.notice.hookThrew(error);
+    for (const error of judged.hookErrors) this.notice.hookThrew(error);
+    const { verdicts, settlement, releaseDelayMs } = await this.fallBack(
+      records,
+      judged,
+      leaseEnd,
+      batchId,
+    );
     if (result.kind === 'outage') this.releasedDueAt = Date.now() + releaseDelayMs;
     inFlight.stage = 'settling';
     const settled = await this.settling.settle(token, settlement, leaseEnd);
@@ -287,6 +307,74 @@ export class DeliveryPipeline {
     this.recordPolicies.set(record.type, policy);
     return policy;
   };
+
+  /**
+   * Calls the fallback of each message about to be dead-lettered whose type has one, all at
+   * once, within what the lease leaves before the settle; a settled one is delivered instead.
+   */
+  private async fallBack(
+    records: readonly ClaimedRecord[],
+    judgement: BatchJudgement,
+    leaseEnd: number,
+    batchId: string,
+  ): Promise<BatchJudgement> {
+    const lookup = this.parts.fallbacks;
+    if (lookup === undefined) return judgement;
+    const runs: Promise<readonly [number, FallbackAnswer]>[] = [];
+    judgement.verdicts.forEach((verdict, i) => {
+      const record = records[i];
+      if (verdict.kind !== 'dead' || record === undefined) return;
+      const fallback = lookup.fallbackFor(record.type);
+      if (fallback === undefined) return;
+      runs.push(
+        this.runFallback(fallback, record, verdict.error, leaseEnd).then((a) => [i, a] as const),
+      );
+    });
+    if (runs.length === 0) return judgement;
+    const answers = new Map(await Promise.all(runs));
+    for (const [i, answer] of answers) {
+      const record = records[i];
+      const verdict = judgement.verdicts[i];
+      if (record !== undefined && verdict?.kind === 'dead') {
+        this.notice.fallbackRan(batchId, record, verdict.error, answer);
+      }
+    }
+    return withFallbacks(judgement, answers);
+  }
+
+  private async runFallback(
+    fallback: DeadLetterFallback,
+    record: ClaimedRecord,
+    error: unknown,
+    leaseEnd: number,
+  ): Promise<FallbackAnswer> {
+    // The settle must still land within the lease: past that, another dispatcher may hold it.
+    const budgetMs = Math.max(0, Math.floor(leaseEnd - this.dbCallMs - performance.now()));
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<typeof FALLBACK_LATE>((resolve) => {
+      timer = setTimeout(() => resolve(FALLBACK_LATE), budgetMs);
+    });
+    try {
+      const answer = await Promise.race([
+        Promise.resolve().then(() => fallback.call(record, error)),
+        late,
+      ]);
+      if (answer === FALLBACK_LATE) {
+        return {
+          kind: 'failed',
+          fallback: fallback.name,
+          error: new Error(
+            `it did not finish within ${budgetMs} ms, before the batch's lease ends`,
+          ),
+        };
+      }
+      return { kind: settlesMessage(answer) ? 'settled' : 'declined', fallback: fallback.name };
+    } catch (thrown) {
+      return { kind: 'failed', fallback: fallback.name, error: thrown };
+    } finally {
+      clearTimeout(timer);
+    }
+  }
 
   private wakeSources(): void {
     if (this.lifecycle.stopping) return;
