@@ -7,6 +7,7 @@ import {
   type OutboxMessage,
   type OutboxRecord,
 } from '../../lib';
+import { CapturingLogger } from '../support/capturing-logger';
 import { msg } from '../support/dispatch-fixtures';
 import { storedId } from '../support/databases';
 import { dispatchTestApp, mergeOutboxOptions, quoteTable } from '../support/outbox-harness';
@@ -348,6 +349,21 @@ for (const db of POLL_RUN_DATABASES) {
         ]),
       );
       expect(await h.cleaner.runOnce()).toEqual({ delivered: 0, dead: 0 });
+    });
+
+    it('warns once per type when enqueue meets an event class whose policy this instance does not apply', async () => {
+      const logger = new CapturingLogger();
+      const h = await scope.open({ tablePrefix: 'outbox_polc', logger });
+      for (let i = 0; i < 2; i++) {
+        await scope.ds.transaction((m) =>
+          h.outbox.enqueue([new PaymentCaptured(), new PaymentCaptured()], m),
+        );
+      }
+      const warned = logger.linesOf(/does not apply it/, 'warn', 'OutboxService');
+      expect(warned.map((l) => l.message)).toEqual([
+        `PaymentCaptured (type "${PAYMENT}") has an @OutboxEvent policy, but outbox "default" does not apply it: its dispatcher delivers this type under the module's defaults. List the class in the module's events option (or give the policy by type in policies).`,
+      ]);
+      expect(await h.rows()).toHaveLength(4);
     });
 
     it.each<[string, Record<string, unknown>, RegExp]>([
