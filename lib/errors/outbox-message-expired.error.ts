@@ -1,3 +1,4 @@
+import { describeError } from '../internal/describe-error';
 import { OutboxMessages } from '../outbox.messages';
 import { OutboxError } from './outbox.error';
 
@@ -18,6 +19,13 @@ export class OutboxMessageExpiredError extends OutboxError {
     /** What the last attempt failed with, when the expiry cut a retry short. */
     readonly lastFailure?: unknown,
   ) {
-    super(OutboxMessages.messageExpired(policy, maxAgeMs, ageMs, lastFailure));
+    super(
+      OutboxMessages.messageExpired(
+        policy,
+        maxAgeMs,
+        ageMs,
+        lastFailure === undefined ? undefined : describeError(lastFailure),
+      ),
+    );
   }
 }

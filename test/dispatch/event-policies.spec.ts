@@ -15,7 +15,7 @@ import { useOutboxScope } from '../support/outbox-scope';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
 import { describeSource, POLL_RUN_DATABASES, SOURCE_CASES, useSource } from '../support/sources';
-import { expectNever, waitFor } from '../support/wait-for';
+import { expectNever } from '../support/wait-for';
 
 // Per-event-type policies: one instance delivers event types with different needs. A type's
 // onDeadLetter decides whether its dead letter holds its key (both ways round from the module's
