@@ -351,6 +351,40 @@ for (const db of POLL_RUN_DATABASES) {
       expect(await h.cleaner.runOnce()).toEqual({ delivered: 0, dead: 0 });
     });
 
+    it("names a type's policy in the dispatcher's lines for its retries and dead letters", async () => {
+      const logger = new CapturingLogger();
+      const publisher = new RecordingPublisher();
+      const h = await scope.open({
+        publisher,
+        tablePrefix: 'outbox_polc',
+        logger,
+        options: {
+          retry: { maxAttempts: 2, initialDelayMs: 0, jitter: 0 },
+          policies: { [PAYMENT]: { maxAgeMs: 60_000 } },
+        },
+      });
+      publisher.fail(() => true, 'retryable', { error: new Error('broker said no') });
+      await h.commit([typed('p', 'p', PAYMENT), typed('o', 'o', OTHER)]);
+      await h.runUntilIdle();
+      await h.runUntilIdle();
+      const lines = logger.lines
+        .filter((l) => l.context === 'OutboxDispatcher' && l.level === 'warn')
+        .map((l) => l.message);
+      expect(
+        lines.filter((l) => l.includes(`(${PAYMENT} to orders, policy '${PAYMENT}')`)),
+      ).toEqual([
+        expect.stringMatching(/failed attempt 1, retrying in 0 ms: Error: broker said no/),
+        expect.stringMatching(/dead-lettered after 2 attempt\(s\): Error: broker said no/),
+      ]);
+      // A type without a policy keeps the lines it always had (its first failure on the topic
+      // came after the payment's, so it was logged at verbose).
+      const all = logger.lines
+        .filter((l) => l.context === 'OutboxDispatcher')
+        .map((l) => l.message);
+      expect(all.filter((l) => l.includes(`(${OTHER} to orders)`))).toHaveLength(2);
+      expect(all.filter((l) => l.includes(`(${OTHER} to orders, policy`))).toEqual([]);
+    });
+
     it('warns once per type when enqueue meets an event class whose policy this instance does not apply', async () => {
       const logger = new CapturingLogger();
       const h = await scope.open({ tablePrefix: 'outbox_polc', logger });
