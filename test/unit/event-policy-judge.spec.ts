@@ -2,6 +2,7 @@ import { OutboxMessageExpiredError } from '../../lib/errors/outbox-message-expir
 import {
   judgeBatch,
   planBatch,
+  withFallbacks,
   type PolicyOf,
   type PublishResult,
   type RecordPolicy,
@@ -157,5 +158,40 @@ describe('judging under per-event-type policies', () => {
       heldReleaseMs: 100,
     });
     expect(verdicts.map((v) => v.kind)).toEqual(['retry']);
+  });
+
+  it("applies the fallbacks' answers: settled is delivered and frees its key, declined and failed stay dead with a note", () => {
+    const records = [
+      rec('1', 'payment.captured', { key: 'a', attempts: 2 }),
+      rec('2', 'payment.captured', { key: 'b', attempts: 2 }),
+      rec('3', 'payment.captured', { key: 'c', attempts: 2 }),
+      rec('4', 'other', { key: 'd', attempts: 1 }),
+    ];
+    const judged = judge(records, failed(4));
+    expect(judged.verdicts.map((v) => v.kind)).toEqual(['dead', 'dead', 'dead', 'retry']);
+    const after = withFallbacks(
+      judged,
+      new Map([
+        [0, { kind: 'settled', fallback: 'F.refund' }],
+        [1, { kind: 'declined', fallback: 'F.refund' }],
+        [2, { kind: 'failed', fallback: 'F.refund', error: new TypeError('down') }],
+        // An answer for a record that is not dead changes nothing.
+        [3, { kind: 'settled', fallback: 'F.refund' }],
+      ]),
+    );
+    expect(after.verdicts.map((v) => v.kind)).toEqual(['delivered', 'dead', 'dead', 'retry']);
+    expect(after.settlement.delivered).toEqual(['1']);
+    expect(after.settlement.advancedKeys).toEqual(['a']);
+    expect(after.settlement.dead).toEqual([
+      { id: '2', errorClass: 'Error', error: 'Error: boom; fallback F.refund declined' },
+      {
+        id: '3',
+        errorClass: 'Error',
+        error: 'Error: boom; fallback F.refund failed: TypeError: down',
+      },
+    ]);
+    expect(after.settlement.retry.map((r) => r.id)).toEqual(['4']);
+    // No answer: the judgement as it was.
+    expect(withFallbacks(judged, new Map())).toBe(judged);
   });
 });
