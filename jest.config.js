@@ -51,6 +51,7 @@ const SOURCE_SPECS = [
   'test/dispatch/redrive-delivery.spec.ts',
   'test/dispatch/key-sequence.spec.ts',
   'test/dispatch/lease-renewal.spec.ts',
+  'test/dispatch/event-policies.spec.ts',
 ];
 const sources =
   process.env.OUTBOX_TEST_SOURCES === '1'

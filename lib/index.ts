@@ -31,6 +31,7 @@ export type {
   OutboxStuckLeaseQuery,
   OutboxTopicActivity,
   OutboxTopicCounts,
+  OutboxPolicyView,
 } from './module/admin/outbox-admin.interfaces';
 export type {
   OutboxAuditEntry,
@@ -59,7 +60,9 @@ export type {
   OutboxDelivery,
   OutboxUnlockerOptions,
   OutboxPartitioningOptions,
+  OutboxEventClass,
 } from './options/outbox.options';
+export type { OutboxEventPolicy, OutboxEventRetryPolicy } from './message/outbox-event-policy';
 export {
   OUTBOX_HEADER_MESSAGE_ID,
   OUTBOX_HEADER_TYPE,
@@ -159,6 +162,13 @@ export { OutboxHandlerMissingError } from './errors/outbox-handler-missing.error
 export { OutboxHandlerBusyError } from './errors/outbox-handler-busy.error';
 export { PublisherUnavailableError } from './errors/publisher-unavailable.error';
 export { PublishTimeoutError } from './errors/publish-timeout.error';
+export { OutboxMessageExpiredError } from './errors/outbox-message-expired.error';
+export {
+  OnOutboxDeadLetter,
+  type OnOutboxDeadLetterOptions,
+  type OutboxDeadLetterMethod,
+  type OutboxFallbackResult,
+} from './dispatch/fallback/on-outbox-dead-letter.decorator';
 export { OutboxDatabaseTimeoutError } from './errors/outbox-database-timeout.error';
 export { OutboxBridgeError, type OutboxBridgeErrorReason } from './errors/outbox-bridge.error';
 export { OutboxTableLayoutError } from './errors/outbox-table-layout.error';

@@ -11,6 +11,8 @@ export const OUTBOX_OBSERVER = Symbol('nestjs-outbox:observer');
 export const OUTBOX_EVENT_METADATA = 'outbox:event';
 /** Metadata key written by `@OnOutboxMessage()` on handler methods. */
 export const OUTBOX_HANDLER_METADATA = 'outbox:handler';
+/** Metadata key written by `@OnOutboxDeadLetter()` on fallback methods. */
+export const OUTBOX_DEAD_LETTER_METADATA = 'outbox:dead-letter';
 /** Injection token of the resolved options of `OutboxHandlersModule`. */
 export const OUTBOX_HANDLERS_OPTIONS = Symbol('nestjs-outbox:handlers-options');
 
@@ -60,3 +62,6 @@ export const OUTBOX_COMMITS = Symbol('nestjs-outbox:commits');
 
 /** The dispatcher's source of work, chosen once from the resolved options (`chooseDeliverySource`). */
 export const OUTBOX_DELIVERY_SOURCE = Symbol('nestjs-outbox:delivery-source');
+
+/** The `@OnOutboxDeadLetter()` methods the dispatcher calls before it dead-letters a message. */
+export const OUTBOX_DEAD_LETTER_FALLBACKS = Symbol('nestjs-outbox:dead-letter-fallbacks');

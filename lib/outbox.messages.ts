@@ -48,6 +48,19 @@ export const OutboxMessages = {
   /** What admin, the console and `outbox why` say about a message in an external-delivery table. */
   externalDeliveryStatus: (): string =>
     'delivery is external (Debezium): the module writes messages and an engine reading the database log publishes them; the table does not record what it delivered',
+  policyNotApplied: (className: string, type: string, outbox: string): string =>
+    `${className} (type ${JSON.stringify(type)}) has an @OutboxEvent policy, but outbox "${outbox}" does not apply it: its dispatcher delivers this type under the module's defaults. List the class in the module's events option (or give the policy by type in policies).`,
+  badFallback: (problem: string): string => `Invalid @OnOutboxDeadLetter(): ${problem}.`,
+  messageExpired: (
+    policy: string,
+    maxAgeMs: number,
+    ageMs: number,
+    lastFailure: string | undefined,
+  ): string =>
+    `expired: not delivered within ${maxAgeMs} ms of its enqueue (policy '${policy}': maxAgeMs ${maxAgeMs}); ` +
+    (lastFailure === undefined
+      ? `${Math.round(ageMs)} ms old when claimed, so it was not published`
+      : `its next retry would fall past that (${Math.round(ageMs)} ms old); last failure: ${lastFailure}`),
   optionInvalid: (path: string, problem: string, fix: string, subject = 'OutboxModule'): string =>
     `Invalid ${subject} option "${path}": ${problem}. ${fix}`,
   unknownOption: (

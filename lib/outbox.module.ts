@@ -1,5 +1,6 @@
 import { Module, type DynamicModule, type Provider } from '@nestjs/common';
-import { ModuleRef } from '@nestjs/core';
+import { DiscoveryModule, DiscoveryService, MetadataScanner, ModuleRef } from '@nestjs/core';
+import { DeadLetterFallbacks } from './dispatch/fallback/dead-letter-fallbacks';
 import {
   enqueueNotifies,
   OUTBOX_DELIVERY_SOURCE_PROVIDER,
@@ -13,6 +14,7 @@ import {
   DEFAULT_OUTBOX_NAME,
   OUTBOX_COMMITS,
   OUTBOX_CONNECTION,
+  OUTBOX_DEAD_LETTER_FALLBACKS,
   OUTBOX_INSTANCE_NAME,
   OUTBOX_OPTIONS,
   OUTBOX_SQL,
@@ -79,6 +81,16 @@ function checkAsyncOptions(options: object): void {
   asyncChecks.knownKeys(options, { '': ASYNC_OPTION_KEYS });
 }
 
+/** The instance's `@OnOutboxDeadLetter()` fallbacks, found on the app's providers. */
+function deadLetterFallbacksProvider(name: string): Provider {
+  return {
+    provide: OUTBOX_DEAD_LETTER_FALLBACKS,
+    inject: [DiscoveryService, MetadataScanner],
+    useFactory: (discovery: DiscoveryService, scanner: MetadataScanner) =>
+      new DeadLetterFallbacks(discovery, scanner, name),
+  };
+}
+
 function coreProviders(workers: boolean, name: string): Provider[] {
   return [
     { provide: OUTBOX_INSTANCE_NAME, useValue: name },
@@ -118,6 +130,7 @@ function coreProviders(workers: boolean, name: string): Provider[] {
         }),
     },
     OUTBOX_DELIVERY_SOURCE_PROVIDER,
+    ...(workers ? [deadLetterFallbacksProvider(name)] : []),
     ...(name === DEFAULT_OUTBOX_NAME
       ? [OutboxService, OUTBOX_ADMIN_PROVIDER, ...(workers ? WORKERS : [])]
       : namedProviders(workers, name)),
@@ -193,6 +206,8 @@ export class OutboxModule extends ConfigurableOutboxModule {
         : types.map((type) => getOutboxToken(name, type));
     return {
       ...module,
+      // The dispatcher finds the app's @OnOutboxDeadLetter() methods through discovery.
+      imports: [...(module.imports ?? []), ...(workers ? [DiscoveryModule] : [])],
       providers: [...(module.providers ?? []), ...coreProviders(workers, name)],
       exports: [...(module.exports ?? []), ...exported],
     };

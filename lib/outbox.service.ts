@@ -1,4 +1,5 @@
-import { Inject, Injectable, type OnApplicationShutdown } from '@nestjs/common';
+import { Inject, Injectable, Logger, type OnApplicationShutdown } from '@nestjs/common';
+import { getOutboxEventMetadata } from './message/outbox-event.decorator';
 import type { EntityManager } from 'typeorm';
 import { OutboxInvalidMessageError } from './errors/outbox-invalid-message.error';
 import { OutboxTransactionRequiredError } from './errors/outbox-transaction-required.error';
@@ -48,6 +49,9 @@ export interface EnqueueReport {
 @Injectable()
 export class OutboxService<Tx = EntityManager> implements OnApplicationShutdown {
   private readonly serializer: OutboxMessageSerializer;
+  private readonly logger = new Logger('OutboxService');
+  /** Event types already warned of: their class has a policy this instance does not apply. */
+  private readonly unappliedPolicies = new Set<string>();
 
   constructor(
     @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
@@ -112,6 +116,7 @@ export class OutboxService<Tx = EntityManager> implements OnApplicationShutdown 
       list.map((item, index) => this.serializer.toRow(item, index, options)),
     );
     rejectRepeatedIds(rows);
+    this.warnOfUnappliedPolicies(list);
     if (this.options.delivery === 'external') rejectWhatDebeziumDrops(rows);
     const publisher = this.options.publisher;
     if (publisher?.checkEnqueue !== undefined) rejectWhatThePublisherRefuses(rows, publisher);
@@ -147,6 +152,25 @@ export class OutboxService<Tx = EntityManager> implements OnApplicationShutdown 
       }
     }
     await this.store.numberKeys(runner, keyed);
+  }
+
+  /**
+   * An event class whose @OutboxEvent has a policy this instance's dispatcher does not know
+   * (the class is not in its `events`): said once per type, since its messages get the defaults.
+   */
+  private warnOfUnappliedPolicies(list: readonly OutboxInput[]): void {
+    for (const item of list) {
+      if (item === null || typeof item !== 'object') continue;
+      const meta = getOutboxEventMetadata(item);
+      if (meta?.policy === undefined) continue;
+      if (this.options.policies.types.has(meta.type) || this.unappliedPolicies.has(meta.type)) {
+        continue;
+      }
+      this.unappliedPolicies.add(meta.type);
+      this.logger.warn(
+        OutboxMessages.policyNotApplied(item.constructor.name, meta.type, this.options.name),
+      );
+    }
   }
 
   /**

@@ -15,6 +15,7 @@ import { captureAsyncContext } from '../internal/detached-context';
 import { describeError } from '../internal/describe-error';
 import {
   OUTBOX_COMMITS,
+  OUTBOX_DEAD_LETTER_FALLBACKS,
   OUTBOX_DELIVERY_SOURCE,
   OUTBOX_OPTIONS,
   OUTBOX_SQL,
@@ -28,6 +29,7 @@ import { chooseDeliverySource } from './delivery-source.provider';
 import { DispatcherLog } from './dispatcher-log';
 import { StartupCheck } from './health/startup-check';
 import { DeliveryPipeline } from './pipeline/delivery-pipeline';
+import type { DeadLetterFallbackLookup } from './fallback/dead-letter-fallbacks';
 import type { CommitWatcher } from './poll/commit-watcher';
 import { within } from './sleep';
 
@@ -82,6 +84,8 @@ export class OutboxDispatcher
     // server's settings through.
     @Optional() @Inject(OUTBOX_SQL) sql?: SqlPort,
     @Optional() @Inject(OUTBOX_DELIVERY_SOURCE) source?: DeliverySourceFactory,
+    // The app's @OnOutboxDeadLetter() methods, called before a message is dead-lettered.
+    @Optional() @Inject(OUTBOX_DEAD_LETTER_FALLBACKS) fallbacks?: DeadLetterFallbackLookup,
   ) {
     if (options.publisher === undefined && options.delivery === 'dispatcher') {
       throw new Error('OutboxDispatcher needs a publisher');
@@ -97,6 +101,7 @@ export class OutboxDispatcher
       publisher: this.publisher,
       sql,
       log: this.log,
+      ...(fallbacks === undefined ? {} : { fallbacks }),
     });
     this.source = makeSource(this.pipeline, {
       options,

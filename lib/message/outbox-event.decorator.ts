@@ -38,3 +38,9 @@ export function getOutboxEventMetadata(event: object): OutboxEventMetadata | und
   if (typeof ctor !== 'function') return undefined;
   return Reflect.getMetadata(OUTBOX_EVENT_METADATA, ctor) as OutboxEventMetadata | undefined;
 }
+
+/** Reads `@OutboxEvent()` metadata from a class (or a parent class). */
+export function getOutboxEventClassMetadata(target: unknown): OutboxEventMetadata | undefined {
+  if (typeof target !== 'function') return undefined;
+  return Reflect.getMetadata(OUTBOX_EVENT_METADATA, target) as OutboxEventMetadata | undefined;
+}

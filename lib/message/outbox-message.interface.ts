@@ -1,3 +1,4 @@
+import type { OutboxEventPolicy } from './outbox-event-policy';
 /** Header values are strings on every transport, so they are strings here too. */
 export type OutboxHeaders = Readonly<Record<string, string>>;
 
@@ -183,6 +184,12 @@ export interface OutboxEventOptions<TEvent = object> {
    * class-validator). @default true
    */
   validatePayload?: boolean;
+  /**
+   * How the dispatcher treats messages of this type (retries, dead letters, retention, expiry).
+   * Metadata only: an instance applies it once the class is listed in its `events` option.
+   * @default undefined (the module's defaults)
+   */
+  policy?: OutboxEventPolicy;
 }
 
 /** Per-call options of `OutboxService.enqueue()`. */

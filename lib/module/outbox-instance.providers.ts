@@ -10,6 +10,7 @@ import {
   DEFAULT_OUTBOX_NAME,
   OUTBOX_COMMITS,
   OUTBOX_CONNECTION,
+  OUTBOX_DEAD_LETTER_FALLBACKS,
   OUTBOX_DELIVERY_SOURCE,
   OUTBOX_INSTANCE_NAME,
   OUTBOX_OPTIONS,
@@ -23,6 +24,7 @@ import type { ResolvedOutboxOptions } from '../options/resolve-outbox-options';
 import { OutboxCleaner } from '../workers/outbox.cleaner';
 import { CommitWatcher } from '../dispatch/poll/commit-watcher';
 import { OutboxDispatcher } from '../dispatch/outbox.dispatcher';
+import type { DeadLetterFallbackLookup } from '../dispatch/fallback/dead-letter-fallbacks';
 import type { DeliverySourceFactory } from '../dispatch/delivery-source';
 import { OutboxUnlocker } from '../workers/outbox.unlocker';
 import { OutboxPartitionMaintainer } from '../workers/outbox.partition-maintainer';
@@ -101,6 +103,7 @@ export function namedProviders(workers: boolean, name: string): Provider[] {
         OUTBOX_COMMITS,
         OUTBOX_SQL,
         OUTBOX_DELIVERY_SOURCE,
+        OUTBOX_DEAD_LETTER_FALLBACKS,
       ],
       useFactory: (
         options: ResolvedOutboxOptions,
@@ -109,7 +112,8 @@ export function namedProviders(workers: boolean, name: string): Provider[] {
         commits: CommitWatcher<unknown>,
         sql: SqlPort,
         source: DeliverySourceFactory,
-      ) => new OutboxDispatcher(options, store, scheduler, commits, sql, source),
+        fallbacks: DeadLetterFallbackLookup,
+      ) => new OutboxDispatcher(options, store, scheduler, commits, sql, source, fallbacks),
     },
     {
       provide: token(OutboxUnlocker),

@@ -88,6 +88,8 @@ export const OUTBOX_DEFAULTS = deepFreeze({
     partitioning: { described: 'the defaults of its keys' },
     observer: { described: 'none', make: (): OutboxObserver => ({}) },
     headersProvider: { described: 'none' },
+    events: { described: 'none' },
+    policies: { described: 'none' },
   } satisfies Defaults<OutboxModuleOptions>,
   ordering: {
     enabled: { value: true },

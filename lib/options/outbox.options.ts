@@ -5,6 +5,7 @@ import type { OutboxObserver } from '../observers/outbox-observer.interface';
 import type { OutboxPublisher } from '../publishers/outbox-publisher.interface';
 import type { OutboxRecord } from '../message/outbox-record.interface';
 import type { OutboxLogObserver } from '../store/ports/outbox-log-source.port';
+import type { OutboxEventPolicy } from '../message/outbox-event-policy';
 
 export interface OutboxDispatcherOptions {
   /** Most messages claimed and published in one batch. @default 500 */
@@ -234,7 +235,20 @@ export interface OutboxModuleOptions {
    * `nestjs-outbox/opentelemetry`. @default none
    */
   headersProvider?: () => Readonly<Record<string, string>> | undefined;
+  /**
+   * Event classes whose `@OutboxEvent({ policy })` this instance's dispatcher applies to their
+   * type (the dispatcher never sees classes otherwise). @default none
+   */
+  events?: readonly OutboxEventClass[];
+  /**
+   * Policies by event type, for plain messages and types enqueued elsewhere; a type may not
+   * also get one from a class in `events`. @default none
+   */
+  policies?: Readonly<Record<string, OutboxEventPolicy>>;
 }
+
+/** A class decorated with `@OutboxEvent()`. */
+export type OutboxEventClass = abstract new (...args: never[]) => object;
 
 /** Options that decide which providers exist, so they are given outside the async factory. */
 export interface OutboxModuleExtras {

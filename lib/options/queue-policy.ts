@@ -16,15 +16,27 @@ export function queuePolicyOf(
     readonly enabled?: boolean;
     readonly onDeadLetter?: 'block' | 'skip';
     readonly maxRun?: number;
+    readonly deadLetterExceptions?: readonly string[];
   },
   batchSize = DEFAULT_BATCH_SIZE,
 ): OutboxQueuePolicy {
+  const exceptions = ordering?.deadLetterExceptions ?? [];
   return {
     ordered: ordering?.enabled ?? true,
     deadBlocksKey: (ordering?.onDeadLetter ?? 'block') === 'block',
     maxRun: ordering?.maxRun ?? DEFAULT_MAX_RUN,
     batchSize,
+    ...(exceptions.length > 0 ? { deadLetterExceptions: exceptions } : {}),
   };
+}
+
+/**
+ * Whether a dead message of `eventType` blocks the later messages of its key under `policy`:
+ * the module's rule, unless the type's policy says otherwise.
+ */
+export function deadBlocksKeyOf(policy: OutboxQueuePolicy, eventType: string): boolean {
+  const exception = policy.deadLetterExceptions?.includes(eventType) ?? false;
+  return exception ? !policy.deadBlocksKey : policy.deadBlocksKey;
 }
 
 /**

@@ -16,6 +16,8 @@ export interface ResolvedOrderingOptions {
   readonly maxRun: number;
   /** Whether enqueue numbers each key's messages (`x-outbox-sequence`). */
   readonly sequence: boolean;
+  /** Event types whose policy's `onDeadLetter` differs from `onDeadLetter` (see `policies`). */
+  readonly deadLetterExceptions: readonly string[];
   /** The queue's rules these options make, worked out once here for every part of the module. */
   readonly queue: OutboxQueuePolicy;
 }
@@ -66,7 +68,22 @@ export function resolveOrderingOptions(
     onDeadLetter,
     maxRun,
     sequence,
+    deadLetterExceptions: [],
     queue: queuePolicyOf({ enabled, onDeadLetter, maxRun }, batchSize),
+  };
+}
+
+/** The ordering options with the event types whose dead messages do the opposite of the module's. */
+export function withDeadLetterExceptions(
+  ordering: ResolvedOrderingOptions,
+  exceptions: readonly string[],
+  batchSize?: number,
+): ResolvedOrderingOptions {
+  if (exceptions.length === 0) return ordering;
+  return {
+    ...ordering,
+    deadLetterExceptions: exceptions,
+    queue: queuePolicyOf({ ...ordering, deadLetterExceptions: exceptions }, batchSize),
   };
 }
 

@@ -28,11 +28,17 @@ import {
   resolveOrderingOptions,
   resolveRetryOptions,
   resolveUnlockerOptions,
+  withDeadLetterExceptions,
   type ResolvedCleanerOptions,
   type ResolvedOrderingOptions,
   type ResolvedRetryOptions,
   type ResolvedUnlockerOptions,
 } from './resolve-group-options';
+import {
+  deadLetterExceptions,
+  resolveEventPolicies,
+  type ResolvedEventPolicies,
+} from './resolve-event-policies';
 import {
   resolvePartitioningOptions,
   type ResolvedPartitioningOptions,
@@ -73,6 +79,8 @@ export interface ResolvedOutboxOptions {
   readonly partitioning: ResolvedPartitioningOptions | null;
   readonly observer: OutboxObserver;
   readonly headersProvider: (() => Readonly<Record<string, string>> | undefined) | undefined;
+  /** The per-event-type policies (`events`, `policies`) over the module's defaults. */
+  readonly policies: ResolvedEventPolicies;
 }
 
 /**
@@ -103,6 +111,8 @@ export const OUTBOX_OPTION_KEYS = {
     partitioning: true,
     observer: true,
     headersProvider: true,
+    events: true,
+    policies: true,
   } satisfies Record<keyof OutboxModuleOptions, true>,
   dispatcher: {
     batchSize: true,
@@ -245,7 +255,7 @@ export function resolveOutboxOptions(
   const ambientTransaction = resolveAmbientTransaction(options.ambientTransaction);
   const instanceId = resolveInstanceId(options.instanceId);
   const dispatcher = resolveDispatcherOptions(options.dispatcher);
-  const ordering = resolveOrderingOptions(options.ordering, dispatcher.batchSize);
+  const baseOrdering = resolveOrderingOptions(options.ordering, dispatcher.batchSize);
   const retry = resolveRetryOptions(options.retry);
   const cleaner = resolveCleanerOptions(options.cleaner);
   const partitioning = resolvePartitioningOptions(options.partitioning, dispatcher.leaseMs);
@@ -259,6 +269,22 @@ export function resolveOutboxOptions(
     );
   }
   if (delivery === 'external') checkExternalDelivery(options, partitioning, cleaner, dispatcher);
+  const policies = resolveEventPolicies(options, {
+    retry,
+    onDeadLetter: baseOrdering.onDeadLetter,
+    cleaner,
+    noRetention:
+      partitioning !== null
+        ? 'a partitioned table drops delivered rows with their partition (partitioning.retention), not by type'
+        : delivery === 'external'
+          ? "with delivery 'external' the cleaner deletes rows by age whatever their type"
+          : undefined,
+  });
+  const ordering = withDeadLetterExceptions(
+    baseOrdering,
+    deadLetterExceptions(policies),
+    dispatcher.batchSize,
+  );
   const observer = resolveObserver(options.observer);
   const headersProvider = resolveHeadersProvider(options.headersProvider);
   return {
@@ -293,5 +319,6 @@ export function resolveOutboxOptions(
     partitioning,
     observer,
     headersProvider,
+    policies,
   };
 }

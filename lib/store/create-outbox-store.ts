@@ -24,6 +24,8 @@ export async function createOutboxStore(
       onDeadLetter: 'block' | 'skip';
       maxRun?: number;
       sequence?: boolean;
+      /** Types whose dead messages do the opposite of `onDeadLetter` (their policy's). */
+      deadLetterExceptions?: readonly string[];
     };
     dispatcher?: { dbTimeoutMs: number; batchSize?: number };
     cleaner?: { archive: boolean };

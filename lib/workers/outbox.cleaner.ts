@@ -1,6 +1,7 @@
 import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import { SchedulerRegistry } from '@nestjs/schedule';
-import type { OutboxStore } from '../store/ports/outbox-store.port';
+import type { OutboxStore, PurgeTypes } from '../store/ports/outbox-store.port';
+import type { ResolvedEventPolicy } from '../options/resolve-event-policies';
 import { OUTBOX_OPTIONS, OUTBOX_STORE } from '../outbox.constants';
 import type { ResolvedOutboxOptions } from '../options/resolve-outbox-options';
 import { IntervalWorker } from './interval-worker';
@@ -46,9 +47,36 @@ export class OutboxCleaner extends IntervalWorker<OutboxCleanReport> {
     // On a partitioned table delivered rows leave with their partition (the maintainer drops
     // it): deleting them row by row is the cost partitioning is there to avoid.
     const delivered =
-      this.options.partitioning === null ? await this.purge('delivered', deliveredRetentionMs) : 0;
-    const dead = deadRetentionMs === null ? 0 : await this.purge('dead', deadRetentionMs);
+      this.options.partitioning === null
+        ? await this.purgeByPolicy('delivered', deliveredRetentionMs)
+        : 0;
+    const dead = await this.purgeByPolicy('dead', deadRetentionMs);
     return { delivered, dead };
+  }
+
+  /**
+   * Purges `status` rows past their retention: each event type whose policy gives it a retention
+   * of its own by that retention, every other type by the module's.
+   */
+  private async purgeByPolicy(
+    status: 'delivered' | 'dead',
+    retentionMs: number | null,
+  ): Promise<number> {
+    const retentionOf = (p: ResolvedEventPolicy): number | null =>
+      status === 'delivered' ? p.deliveredRetentionMs : p.deadRetentionMs;
+    const own = [...this.options.policies.types.values()].filter(
+      (p) => retentionOf(p) !== retentionMs,
+    );
+    if (own.length === 0) return retentionMs === null ? 0 : this.purge(status, retentionMs);
+    let total =
+      retentionMs === null
+        ? 0
+        : await this.purge(status, retentionMs, { except: own.map((p) => p.name) });
+    for (const policy of own) {
+      const ms = retentionOf(policy);
+      if (ms !== null) total += await this.purge(status, ms, { only: policy.name });
+    }
+    return total;
   }
 
   // The external engine never marks a row delivered: rows leave by age alone, the log (and the
@@ -70,18 +98,25 @@ export class OutboxCleaner extends IntervalWorker<OutboxCleanReport> {
     return total;
   }
 
-  private async purge(status: 'delivered' | 'dead', olderThanMs: number): Promise<number> {
+  private async purge(
+    status: 'delivered' | 'dead',
+    olderThanMs: number,
+    types?: PurgeTypes,
+  ): Promise<number> {
     const { batchSize, archive } = this.options.cleaner;
     let total = 0;
     for (let i = 0; i < MAX_BATCHES_PER_RUN; i++) {
-      const deleted = await this.store.purge(status, olderThanMs, batchSize, archive);
+      const deleted =
+        types === undefined
+          ? await this.store.purge(status, olderThanMs, batchSize, archive)
+          : await this.store.purge(status, olderThanMs, batchSize, archive, types);
       total += deleted;
       if (deleted < batchSize) break;
     }
     if (total > 0) {
       // Once per pass that removed something: the only trace of retention in the app's logs.
       this.logger.log(
-        `${archive ? 'Archived' : 'Deleted'} ${total} ${status} message(s) past their retention`,
+        `${archive ? 'Archived' : 'Deleted'} ${total} ${status} message(s) past their retention${types !== undefined && 'only' in types ? ` (policy '${types.only}')` : ''}`,
       );
       this.safely(() => this.options.observer.onPurged?.(status, total));
     }

@@ -5,7 +5,7 @@ import type {
   OutboxPublishedRecord,
 } from '../../observers/outbox-observer.interface';
 import type { ClaimedRecord } from '../../store/ports/outbox-store.port';
-import type { Verdict } from './batch-outcome';
+import type { FallbackAnswer, Verdict } from './batch-outcome';
 import type { DispatcherLog, LogFields } from '../dispatcher-log';
 import { TopicLogLimit } from './topic-log-limit';
 
@@ -13,8 +13,14 @@ import { TopicLogLimit } from './topic-log-limit';
 const FAILED_ATTEMPT_LOG_INTERVAL_MS = 30_000;
 
 /** The facts of one message's line, as fields for a log indexer. */
-function messageFields(record: ClaimedRecord, error: unknown, batch: string): LogFields {
+function messageFields(
+  record: ClaimedRecord,
+  error: unknown,
+  batch: string,
+  policy: string,
+): LogFields {
   return {
+    ...(policy === 'default' ? {} : { policy }),
     batch,
     messageId: record.messageId,
     key: record.key ?? undefined,
@@ -36,7 +42,15 @@ export class BatchNotice {
   constructor(
     private readonly observer: OutboxObserver,
     private readonly log: DispatcherLog,
+    /** The name of the policy a message of this event type is delivered under. */
+    private readonly policyName: (eventType: string) => string = () => 'default',
   ) {}
+
+  /** `(type to topic)`, with the policy when the type has its own. */
+  private about(record: ClaimedRecord): string {
+    const policy = this.policyName(record.type);
+    return `(${record.type} to ${record.topic}${policy === 'default' ? '' : `, policy '${policy}'`})`;
+  }
 
   /** `batch`: the batch's id on its lines (`batchIdOf`). */
   settled(
@@ -74,8 +88,8 @@ export class BatchNotice {
         this.safely(() => this.observer.onRetry?.(record, verdict.error, verdict.delayMs));
       } else if (verdict?.kind === 'dead') {
         this.log.warn(
-          `Message ${record.messageId} (${record.type} to ${record.topic}) dead-lettered after ${record.attempts} attempt(s): ${describeError(verdict.error)}`,
-          messageFields(record, verdict.error, batch),
+          `Message ${record.messageId} ${this.about(record)} dead-lettered after ${record.attempts} attempt(s): ${describeError(verdict.error)}`,
+          messageFields(record, verdict.error, batch, this.policyName(record.type)),
         );
         this.safely(() => this.observer.onDeadLetter?.(record, verdict.error));
       }
@@ -83,6 +97,30 @@ export class BatchNotice {
     if (delivered !== undefined && delivered.length > 0)
       this.safely(() => this.observer.onPublished?.(delivered));
     this.safely(() => this.observer.onBatch?.(report));
+  }
+
+  /** One run of a dead message's fallback: what it did, and so what becomes of the message. */
+  fallbackRan(batch: string, record: ClaimedRecord, error: unknown, answer: FallbackAnswer): void {
+    const fields = {
+      ...messageFields(record, error, batch, this.policyName(record.type)),
+      fallback: answer.fallback,
+      fallbackOutcome: answer.kind,
+    };
+    const about = `Message ${record.messageId} ${this.about(record)} was to be dead-lettered (${describeError(error)})`;
+    switch (answer.kind) {
+      case 'settled':
+        this.log.log(`${about}; its fallback ${answer.fallback} settled it`, fields);
+        break;
+      case 'declined':
+        this.log.log(`${about}; its fallback ${answer.fallback} left it dead`, fields);
+        break;
+      case 'failed':
+        this.log.warn(
+          `${about}; its fallback ${answer.fallback} failed, so it is dead-lettered: ${describeError(answer.error)}`,
+          fields,
+        );
+        break;
+    }
   }
 
   /** Observer hooks and user callbacks must never stop delivery. */
@@ -109,8 +147,11 @@ export class BatchNotice {
       turn.loud && turn.quieted > 0
         ? ` (${turn.quieted} more failed attempt(s) on this topic since the last such line, logged at verbose)`
         : '';
-    const line = `Message ${record.messageId} (${record.type} to ${record.topic}) failed attempt ${record.attempts}, retrying in ${delayMs} ms: ${describeError(error)}${quieted}`;
-    const fields = { ...messageFields(record, error, batch), retryInMs: delayMs };
+    const line = `Message ${record.messageId} ${this.about(record)} failed attempt ${record.attempts}, retrying in ${delayMs} ms: ${describeError(error)}${quieted}`;
+    const fields = {
+      ...messageFields(record, error, batch, this.policyName(record.type)),
+      retryInMs: delayMs,
+    };
     if (turn.loud) this.log.warn(line, fields);
     else this.log.verbose(line, fields);
   }

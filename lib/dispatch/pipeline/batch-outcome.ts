@@ -22,6 +22,7 @@
  *   its outcome here is discarded and it counts as fenced.
  */
 import { OutboxHandlerBusyError } from '../../errors/outbox-handler-busy.error';
+import { OutboxMessageExpiredError } from '../../errors/outbox-message-expired.error';
 import { PermanentPublishError } from '../../errors/permanent-publish.error';
 import { PublishTimeoutError } from '../../errors/publish-timeout.error';
 import { PublisherUnavailableError } from '../../errors/publisher-unavailable.error';
@@ -39,6 +40,23 @@ export interface RetryPolicy extends BackoffPolicy {
   readonly maxAgeMs: number;
   readonly retryIf: ((error: unknown, record: OutboxRecord) => boolean) | undefined;
 }
+
+/**
+ * What one message is judged under: its event type's policy (or the module's defaults, named
+ * `'default'`).
+ */
+export interface RecordPolicy {
+  /** `'default'`, or the event type whose policy applies: named in the dispatcher's log lines. */
+  readonly name: string;
+  readonly retry: RetryPolicy;
+  /** A dead message of this type lets its key move on (its `onDeadLetter` is `'skip'`). */
+  readonly deadAdvancesKey: boolean;
+  /** Message expiry (ms since enqueue): older, it is dead-lettered unpublished; 0: none. */
+  readonly maxAgeMs: number;
+}
+
+/** The policy of each record. */
+export type PolicyOf = (record: ClaimedRecord) => RecordPolicy;
 
 export type Verdict =
   | { readonly kind: 'delivered' }
@@ -133,6 +151,58 @@ export interface BatchJudgement {
   readonly releaseDelayMs: number;
   /** Errors thrown by `retry.retryIf`, in call order, for the dispatcher to log. */
   readonly hookErrors: readonly unknown[];
+  /** The settlement of other verdicts for the same batch (after its fallbacks ran). */
+  readonly resettle: (verdicts: readonly Verdict[]) => Settlement;
+}
+
+/** What a dead message's fallback (`@OnOutboxDeadLetter`) came to. */
+export type FallbackAnswer =
+  /** It returned `{ settled: true }`: the message is settled (delivered), not dead. */
+  | { readonly kind: 'settled'; readonly fallback: string }
+  /** It returned nothing: the message is dead-lettered. */
+  | { readonly kind: 'declined'; readonly fallback: string }
+  /** It threw (or did not finish in time): the message is dead-lettered, the error noted. */
+  | { readonly kind: 'failed'; readonly fallback: string; readonly error: unknown };
+
+/**
+ * The judgement once the fallbacks of its dead messages answered (by record index): a settled
+ * one becomes delivered; the others stay dead, their error noting what the fallback did.
+ */
+export function withFallbacks(
+  judgement: BatchJudgement,
+  answers: ReadonlyMap<number, FallbackAnswer>,
+): BatchJudgement {
+  if (answers.size === 0) return judgement;
+  const verdicts = judgement.verdicts.map((verdict, i): Verdict => {
+    const answer = answers.get(i);
+    if (answer === undefined || verdict.kind !== 'dead') return verdict;
+    switch (answer.kind) {
+      case 'settled':
+        return { kind: 'delivered' };
+      case 'declined':
+        return {
+          kind: 'dead',
+          error: noted(verdict.error, `fallback ${answer.fallback} declined`),
+        };
+      case 'failed':
+        return {
+          kind: 'dead',
+          error: noted(
+            verdict.error,
+            `fallback ${answer.fallback} failed: ${describeError(answer.error)}`,
+          ),
+        };
+    }
+  });
+  return { ...judgement, verdicts, settlement: judgement.resettle(verdicts) };
+}
+
+/** The error a message dies of, with a note after its text; its class stays the error's. */
+function noted(error: unknown, note: string): Error {
+  const text = error instanceof Error ? error.message : describeError(error);
+  const withNote = new Error(`${text}; ${note}`, { cause: error });
+  withNote.name = errorClassOf(error);
+  return withNote;
 }
 
 export interface JudgeBatchInput {
@@ -143,6 +213,11 @@ export interface JudgeBatchInput {
   readonly retry: RetryPolicy;
   /** A dead message lets its key move on (`ordering.onDeadLetter: 'skip'`). */
   readonly deadAdvancesKey: boolean;
+  /**
+   * Each record's policy (its event type's); left out, every record is judged under `retry`
+   * and `deadAdvancesKey`, with no expiry. Give planBatch the same one.
+   */
+  readonly policyOf?: PolicyOf;
   /** The claim pause in force after an outage (already lengthened for this one). */
   readonly outagePauseMs: number;
   /** How often a paused dispatcher probes the broker, or undefined when it cannot probe. */
@@ -170,6 +245,30 @@ const NOTHING_PUBLISHED: PublishResult = Object.freeze({
 const isExhausted = (record: ClaimedRecord, maxAttempts: number): boolean =>
   record.attempts > maxAttempts;
 
+/** Past its type's expiry when claimed: dead-lettered without being published. */
+const isExpired = (record: ClaimedRecord, policy: RecordPolicy): boolean =>
+  policy.maxAgeMs > 0 && record.ageMs >= policy.maxAgeMs;
+
+/** What a record is dead-lettered for before publishing, if it is: exhausted or expired. */
+function unpublishable(record: ClaimedRecord, policy: RecordPolicy): Error | undefined {
+  const { maxAttempts } = policy.retry;
+  if (isExhausted(record, maxAttempts)) {
+    return new Error(
+      `claimed ${record.attempts} times, more than retry.maxAttempts (${maxAttempts}${policy.name === 'default' ? '' : ` under policy '${policy.name}'`}), without an outcome: the dispatchers holding it crashed or lost their lease while publishing`,
+    );
+  }
+  if (isExpired(record, policy)) {
+    return new OutboxMessageExpiredError(policy.name, policy.maxAgeMs, record.ageMs);
+  }
+  return undefined;
+}
+
+/** The policy of every record when no per-type lookup is given: the module's. */
+const uniformPolicy = (retry: RetryPolicy, deadAdvancesKey: boolean): PolicyOf => {
+  const policy: RecordPolicy = { name: 'default', retry, deadAdvancesKey, maxAgeMs: 0 };
+  return () => policy;
+};
+
 const isBrokerSilence = (error: unknown): boolean =>
   error instanceof PublishTimeoutError || error instanceof PublisherUnavailableError;
 
@@ -195,10 +294,15 @@ export function planBatch(
   maxAttempts: number,
   now: number,
   publishBy: number,
+  /** Each record's policy: exhausted under its own `maxAttempts`, or past its expiry. */
+  policyOf?: PolicyOf,
 ): BatchPlan {
-  const exhausted = records.filter((r) => isExhausted(r, maxAttempts));
-  const fresh =
-    exhausted.length > 0 ? records.filter((r) => !isExhausted(r, maxAttempts)) : records;
+  const spent = (r: ClaimedRecord): boolean =>
+    policyOf === undefined
+      ? isExhausted(r, maxAttempts)
+      : unpublishable(r, policyOf(r)) !== undefined;
+  const exhausted = records.filter(spent);
+  const fresh = exhausted.length > 0 ? records.filter((r) => !spent(r)) : records;
   const held = new Set(
     fresh
       .filter((r) =>
@@ -316,20 +420,15 @@ const pause = (error: unknown, what: string, counted: string, probe: boolean): O
  * `retry.retryIf` (a user callback) for failed messages; one that throws allows the retry.
  */
 export function judgeBatch(input: JudgeBatchInput): BatchJudgement {
-  const { records, result, retry } = input;
+  const { records, result } = input;
+  const policyOf = input.policyOf ?? uniformPolicy(input.retry, input.deadAdvancesKey);
   const hookErrors: unknown[] = [];
   const judge = (record: ClaimedRecord, outcome: PublishOutcome | undefined): Verdict =>
-    judgeOutcome(record, outcome, retry, hookErrors, input.random);
+    judgeOutcome(record, outcome, policyOf(record), hookErrors, input.random);
   let index = 0;
   const verdicts = records.map((record): Verdict => {
-    if (isExhausted(record, retry.maxAttempts)) {
-      return {
-        kind: 'dead',
-        error: new Error(
-          `claimed ${record.attempts} times, more than retry.maxAttempts (${retry.maxAttempts}), without an outcome: the dispatchers holding it crashed or lost their lease while publishing`,
-        ),
-      };
-    }
+    const spent = unpublishable(record, policyOf(record));
+    if (spent !== undefined) return { kind: 'dead', error: spent };
     const i = index++;
     switch (result.kind) {
       case 'outage':
@@ -359,23 +458,25 @@ export function judgeBatch(input: JudgeBatchInput): BatchJudgement {
     result.kind === 'outage'
       ? { error: describeError(result.error), errorClass: errorClassOf(result.error) }
       : null;
-  const settlement = settlementOf(
-    records,
-    verdicts,
-    releaseDelayMs,
-    releaseError,
-    input.deadAdvancesKey,
-  );
-  return { verdicts, settlement, releaseDelayMs, hookErrors };
+  const resettle = (judged: readonly Verdict[]): Settlement =>
+    settlementOf(
+      records,
+      judged,
+      releaseDelayMs,
+      releaseError,
+      (record) => policyOf(record).deadAdvancesKey,
+    );
+  return { verdicts, settlement: resettle(verdicts), releaseDelayMs, hookErrors, resettle };
 }
 
 function judgeOutcome(
   record: ClaimedRecord,
   outcome: PublishOutcome | undefined,
-  retry: RetryPolicy,
+  policy: RecordPolicy,
   hookErrors: unknown[],
   random: (() => number) | undefined,
 ): Verdict {
+  const { retry } = policy;
   if (outcome === undefined) return { kind: 'release' };
   if (outcome.ok) return { kind: 'delivered' };
   const { error } = outcome;
@@ -388,6 +489,13 @@ function judgeOutcome(
   if (attempt >= retry.maxAttempts) return { kind: 'dead', error };
   const delayMs = retryDelay(attempt, retry, random);
   if (retry.maxAgeMs > 0 && record.ageMs + delayMs > retry.maxAgeMs) return { kind: 'dead', error };
+  // The message's expiry: a retry that would come due past it could never be delivered in time.
+  if (policy.maxAgeMs > 0 && record.ageMs + delayMs >= policy.maxAgeMs) {
+    return {
+      kind: 'dead',
+      error: new OutboxMessageExpiredError(policy.name, policy.maxAgeMs, record.ageMs, error),
+    };
+  }
   return { kind: 'retry', delayMs, error };
 }
 
@@ -415,7 +523,7 @@ export function releaseSettlement(records: readonly ClaimedRecord[]): Settlement
     records.map((): Verdict => ({ kind: 'release' })),
     0,
     null,
-    false,
+    () => false,
   );
 }
 
@@ -424,7 +532,7 @@ function settlementOf(
   verdicts: readonly Verdict[],
   releaseDelayMs: number,
   releaseError: { readonly error: string; readonly errorClass: string } | null,
-  deadAdvancesKey: boolean,
+  deadAdvancesKey: (record: ClaimedRecord) => boolean,
 ): Settlement {
   const delivered: string[] = [];
   const retry: Settlement['retry'][number][] = [];
@@ -453,7 +561,7 @@ function settlementOf(
           errorClass: errorClassOf(verdict.error),
         });
         // A dead message advances its key only when dead messages do not block.
-        if (deadAdvancesKey && record.key !== null) advanced.add(record.key);
+        if (record.key !== null && deadAdvancesKey(record)) advanced.add(record.key);
         break;
       case 'release':
         release.push({

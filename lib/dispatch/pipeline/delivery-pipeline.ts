@@ -9,7 +9,24 @@ import { DatabaseWatchdog, watchdogMarginMs } from '../health/database-watchdog'
 import { OutagePause } from '../health/outage-pause';
 import { OutageProbe } from '../health/outage-probe';
 import { OwnerLiveness, type OwnerLease } from '../health/owner-liveness';
-import { batchReport, judgeBatch, planBatch, type PublishResult } from './batch-outcome';
+import { deadBlocksKeyOf } from '../../options/queue-policy';
+import {
+  batchReport,
+  judgeBatch,
+  planBatch,
+  withFallbacks,
+  type BatchJudgement,
+  type FallbackAnswer,
+  type PolicyOf,
+  type PublishResult,
+  type RecordPolicy,
+} from './batch-outcome';
+import type { ClaimedRecord } from '../../store/ports/outbox-store.port';
+import {
+  settlesMessage,
+  type DeadLetterFallback,
+  type DeadLetterFallbackLookup,
+} from '../fallback/dead-letter-fallbacks';
 import { BatchNotice } from './batch-notice';
 import { BatchPublish } from './batch-publish';
 import type { BatchOrigin, DeliveryBatch } from './delivery-batch';
@@ -35,7 +52,12 @@ export interface DeliveryPipelineParts {
   /** The instance's SQL port: the owner lock's session, when `dispatcher.ownerLock` is on. */
   readonly sql: SqlPort | undefined;
   readonly log: DispatcherLog;
+  /** The `@OnOutboxDeadLetter()` fallbacks, called before a message is dead-lettered. */
+  readonly fallbacks?: DeadLetterFallbackLookup;
 }
+
+/** What a fallback's race against the lease ends with when the lease wins. */
+const FALLBACK_LATE = Symbol('late');
 
 /**
  * Lease → publish → judge → settle, for the batches of any source (the claim loop, the log
@@ -65,6 +87,9 @@ export class DeliveryPipeline {
   private readonly observer: OutboxObserver;
   private readonly liveness: OwnerLiveness;
   private readonly renewal: BeginLease | undefined;
+  /** Each event type's policy as the judge reads it, made once per type seen. */
+  private readonly recordPolicies = new Map<string, RecordPolicy>();
+  private readonly defaultPolicy: RecordPolicy;
   private readonly batches = new Map<string, BatchInFlight>();
   private readonly lookAgain = new Set<() => void>();
   private readonly retryListeners = new Set<(delaysMs: readonly number[]) => void>();
@@ -78,7 +103,17 @@ export class DeliveryPipeline {
     this.dbCallMs = dbTimeoutMs + watchdogMarginMs(dbTimeoutMs);
     this.watchdog = new DatabaseWatchdog(this.dbCallMs, log);
     this.observer = options.observer;
-    this.notice = new BatchNotice(options.observer, log);
+    this.defaultPolicy = {
+      name: 'default',
+      retry: options.retry,
+      deadAdvancesKey: !options.ordering.queue.deadBlocksKey,
+      maxAgeMs: options.policies.default.maxAgeMs,
+    };
+    this.notice = new BatchNotice(
+      options.observer,
+      log,
+      (type) => options.policies.policyFor(type).name,
+    );
     this.outage = new OutagePause(pollIntervalMs, maxOutagePauseMs, log);
     this.probe = new OutageProbe(
       this.outage,
@@ -219,7 +254,7 @@ export class DeliveryPipeline {
     // Publishing must end early enough to settle within the lease (see planBatch).
     const publishBy = leaseEnd - this.dbCallMs;
     const { retry, ordering } = options;
-    const plan = planBatch(records, retry.maxAttempts, performance.now(), publishBy);
+    const plan = planBatch(records, retry.maxAttempts, performance.now(), publishBy, this.policyOf);
     if (plan.skip?.kind === 'lapsed') {
       log.warn(
         `A claimed batch of ${records.length} message(s) reached its lease deadline before publishing (was the process paused?); releasing it unpublished`,
@@ -245,20 +280,29 @@ export class DeliveryPipeline {
       lease?.stop();
     }
     const answeredAfterClaimMs = performance.now() - claimedAt;
-    const { verdicts, settlement, releaseDelayMs, hookErrors } = judgeBatch({
+    const judged = judgeBatch({
       records,
       result,
       retry,
       deadAdvancesKey: !ordering.queue.deadBlocksKey,
+      policyOf: this.policyOf,
       outagePauseMs: this.outage.currentPauseMs,
       probeEveryMs: publisher.ping === undefined ? undefined : OUTAGE_PROBE_INTERVAL_MS,
       // A key held by a running in-process call is looked at again once a poll.
       heldReleaseMs: options.dispatcher.pollIntervalMs,
     });
-    for (const error of hookErrors) this.notice.hookThrew(error);
+    for (const error of judged.hookErrors) this.notice.hookThrew(error);
+    // The renewed end, if renewals moved it: fallbacks and the settle share what is left of it.
+    const settleBy = lease?.leaseEnd ?? leaseEnd;
+    const { verdicts, settlement, releaseDelayMs } = await this.fallBack(
+      records,
+      judged,
+      settleBy,
+      batchId,
+    );
     if (result.kind === 'outage') this.releasedDueAt = Date.now() + releaseDelayMs;
     inFlight.stage = 'settling';
-    const settled = await this.settling.settle(token, settlement, lease?.leaseEnd ?? leaseEnd);
+    const settled = await this.settling.settle(token, settlement, settleBy);
     if (settlement.retry.length > 0) {
       const delays = settlement.retry.map((r) => r.delayMs);
       for (const listener of this.retryListeners) listener(delays);
@@ -266,6 +310,93 @@ export class DeliveryPipeline {
     const report = batchReport(records.length, settlement, settled, performance.now() - started);
     this.notice.settled(batchId, records, verdicts, report, answeredAfterClaimMs);
     return report;
+  }
+
+  /** A record's policy: its event type's, or the module's defaults. */
+  private readonly policyOf: PolicyOf = (record) => {
+    const known = this.recordPolicies.get(record.type);
+    if (known !== undefined) return known;
+    const { policies, ordering } = this.parts.options;
+    const resolved = policies.policyFor(record.type);
+    // Types without a policy share the default one: the map holds only what a policy names, so
+    // it stays small however many types flow through.
+    if (resolved.name === 'default') return this.defaultPolicy;
+    const policy: RecordPolicy = {
+      name: resolved.name,
+      retry: resolved.retry,
+      deadAdvancesKey: !deadBlocksKeyOf(ordering.queue, record.type),
+      maxAgeMs: resolved.maxAgeMs,
+    };
+    this.recordPolicies.set(record.type, policy);
+    return policy;
+  };
+
+  /**
+   * Calls the fallback of each message about to be dead-lettered whose type has one, all at
+   * once, within what the lease leaves before the settle; a settled one is delivered instead.
+   */
+  private async fallBack(
+    records: readonly ClaimedRecord[],
+    judgement: BatchJudgement,
+    leaseEnd: number,
+    batchId: string,
+  ): Promise<BatchJudgement> {
+    const lookup = this.parts.fallbacks;
+    if (lookup === undefined) return judgement;
+    const runs: Promise<readonly [number, FallbackAnswer]>[] = [];
+    judgement.verdicts.forEach((verdict, i) => {
+      const record = records[i];
+      if (verdict.kind !== 'dead' || record === undefined) return;
+      const fallback = lookup.fallbackFor(record.type);
+      if (fallback === undefined) return;
+      runs.push(
+        this.runFallback(fallback, record, verdict.error, leaseEnd).then((a) => [i, a] as const),
+      );
+    });
+    if (runs.length === 0) return judgement;
+    const answers = new Map(await Promise.all(runs));
+    for (const [i, answer] of answers) {
+      const record = records[i];
+      const verdict = judgement.verdicts[i];
+      if (record !== undefined && verdict?.kind === 'dead') {
+        this.notice.fallbackRan(batchId, record, verdict.error, answer);
+      }
+    }
+    return withFallbacks(judgement, answers);
+  }
+
+  private async runFallback(
+    fallback: DeadLetterFallback,
+    record: ClaimedRecord,
+    error: unknown,
+    leaseEnd: number,
+  ): Promise<FallbackAnswer> {
+    // The settle must still land within the lease: past that, another dispatcher may hold it.
+    const budgetMs = Math.max(0, Math.floor(leaseEnd - this.dbCallMs - performance.now()));
+    let timer: NodeJS.Timeout | undefined;
+    const late = new Promise<typeof FALLBACK_LATE>((resolve) => {
+      timer = setTimeout(() => resolve(FALLBACK_LATE), budgetMs);
+    });
+    try {
+      const answer = await Promise.race([
+        Promise.resolve().then(() => fallback.call(record, error)),
+        late,
+      ]);
+      if (answer === FALLBACK_LATE) {
+        return {
+          kind: 'failed',
+          fallback: fallback.name,
+          error: new Error(
+            `it did not finish within ${budgetMs} ms, before the batch's lease ends`,
+          ),
+        };
+      }
+      return { kind: settlesMessage(answer) ? 'settled' : 'declined', fallback: fallback.name };
+    } catch (thrown) {
+      return { kind: 'failed', fallback: fallback.name, error: thrown };
+    } finally {
+      clearTimeout(timer);
+    }
   }
 
   private wakeSources(): void {

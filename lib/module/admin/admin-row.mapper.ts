@@ -100,7 +100,7 @@ export function toSummary(row: AdminRow): OutboxMessageSummary {
 export function toDetail(
   row: AdminDetailRow,
   attempts: readonly AttemptRow[],
-): OutboxMessageDetail {
+): Omit<OutboxMessageDetail, 'policy'> {
   return {
     ...toSummary(row),
     payload: row.payload,

@@ -122,6 +122,30 @@ export interface OutboxMessageDetail extends OutboxMessageSummary {
    * message, deleted with the message. Empty for a message that never failed.
    */
   readonly attemptHistory: readonly OutboxAttempt[];
+  /** The policy its event type is delivered under (`'default'`: the module's options). */
+  readonly policy: OutboxPolicyView;
+}
+
+/**
+ * One event type's resolved policy, as the admin API shows it: its overrides merged over the
+ * module's defaults (`retry.retryIf` left out: a function).
+ */
+export interface OutboxPolicyView {
+  /** `'default'`, or the event type the policy was given for. */
+  readonly name: string;
+  readonly retry: {
+    readonly maxAttempts: number;
+    readonly initialDelayMs: number;
+    readonly maxDelayMs: number;
+    readonly factor: number;
+    readonly jitter: number;
+    readonly maxAgeMs: number;
+  };
+  readonly onDeadLetter: 'block' | 'skip';
+  readonly deliveredRetentionMs: number;
+  readonly deadRetentionMs: number | null;
+  /** Message expiry (ms since enqueue); 0: none. */
+  readonly maxAgeMs: number;
 }
 
 /**

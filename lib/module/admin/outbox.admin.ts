@@ -2,7 +2,13 @@ import { OutboxAdminInputError } from '../../errors/outbox-admin-input.error';
 import type { OutboxDelivery } from '../../options/outbox.options';
 import { OutboxMessages } from '../../outbox.messages';
 import type { OutboxStats, OutboxStore, RequeueReport } from '../../store/ports/outbox-store.port';
-import { queuePolicyOf } from '../../options/queue-policy';
+import { deadBlocksKeyOf, queuePolicyOf } from '../../options/queue-policy';
+import { OUTBOX_DEFAULTS } from '../../options/outbox-defaults';
+import type {
+  ResolvedEventPolicies,
+  ResolvedEventPolicy,
+} from '../../options/resolve-event-policies';
+import type { OutboxQueuePolicy } from '../../store/ports/outbox-store.port';
 import { suggestOption } from '../../internal/did-you-mean';
 import {
   outboxDatabase,
@@ -35,6 +41,7 @@ import type {
   OutboxMessageSummary,
   OutboxPage,
   OutboxPageRequest,
+  OutboxPolicyView,
   OutboxStatusCounts,
   OutboxStuckLease,
   OutboxStuckLeaseQuery,
@@ -76,7 +83,11 @@ export interface OutboxAdminOptions {
     readonly onDeadLetter?: 'block' | 'skip';
     /** Re-drive copies take the next numbers of their keys, as enqueue gives them. */
     readonly sequence?: boolean;
+    /** Types whose policy's `onDeadLetter` differs from `onDeadLetter`. */
+    readonly deadLetterExceptions?: readonly string[];
   };
+  /** The app's per-event-type policies; left out, every message shows the defaults. */
+  readonly policies?: ResolvedEventPolicies;
   /** The app's `cleaner.archive`: re-drives then also find the rows in `<table>_archive`. */
   readonly cleaner?: { readonly archive?: boolean };
   /**
@@ -274,7 +285,8 @@ export class OutboxAdmin {
   private readonly sql: AdminDialect;
   private readonly names: OutboxTableNames;
   private readonly ordered: boolean;
-  private readonly deadBlocksKey: boolean;
+  private readonly queue: OutboxQueuePolicy;
+  private readonly policies: ResolvedEventPolicies | undefined;
   private readonly redriver: OutboxRedriver;
 
   /**
@@ -295,9 +307,9 @@ export class OutboxAdmin {
       schema: options.schema ?? undefined,
     });
     this.delivery = options.delivery ?? 'dispatcher';
-    ({ ordered: this.ordered, deadBlocksKey: this.deadBlocksKey } = queuePolicyOf(
-      options.ordering,
-    ));
+    this.queue = queuePolicyOf(options.ordering);
+    this.ordered = this.queue.ordered;
+    this.policies = options.policies;
     this.redriver = new OutboxRedriver({
       sqlPort,
       store,
@@ -345,6 +357,49 @@ export class OutboxAdmin {
     return this.redriver.records(options.limit ?? 50, options.auditTable);
   }
 
+  /**
+   * Every policy this instance delivers under: the module's defaults (`'default'`) first, then
+   * each event type's, by name.
+   */
+  policyList(): OutboxPolicyView[] {
+    const types = [...(this.policies?.types.values() ?? [])].sort((a, b) =>
+      a.name < b.name ? -1 : a.name > b.name ? 1 : 0,
+    );
+    return [this.policyView('default'), ...types.map((p) => policyViewOf(p))];
+  }
+
+  /** The resolved policy a message of `eventType` is delivered under. */
+  policyOf(eventType: string): OutboxPolicyView {
+    return this.policyView(eventType);
+  }
+
+  private policyView(eventType: string): OutboxPolicyView {
+    const resolved = this.policies?.policyFor(eventType);
+    if (resolved !== undefined) return policyViewOf(resolved);
+    // An admin built without the app's policies (the CLI): the ordering it was given, and what
+    // it cannot know shown as the module's defaults.
+    return {
+      name: 'default',
+      retry: {
+        maxAttempts: OUTBOX_DEFAULTS.retry.maxAttempts.value,
+        initialDelayMs: OUTBOX_DEFAULTS.retry.initialDelayMs.value,
+        maxDelayMs: Math.max(300_000, OUTBOX_DEFAULTS.retry.initialDelayMs.value),
+        factor: OUTBOX_DEFAULTS.retry.factor.value,
+        jitter: OUTBOX_DEFAULTS.retry.jitter.value,
+        maxAgeMs: OUTBOX_DEFAULTS.retry.maxAgeMs.value,
+      },
+      onDeadLetter: this.queue.deadBlocksKey ? 'block' : 'skip',
+      deliveredRetentionMs: OUTBOX_DEFAULTS.cleaner.deliveredRetentionMs.value,
+      deadRetentionMs: OUTBOX_DEFAULTS.cleaner.deadRetentionMs.value,
+      maxAgeMs: 0,
+    };
+  }
+
+  /** Whether a dead message of `eventType` holds back its key. */
+  private deadBlocks(eventType: string): boolean {
+    return this.ordered && deadBlocksKeyOf(this.queue, eventType);
+  }
+
   /** Messages matching `filter`, in queue (id) order, one page at a time. */
   async list(
     filter: OutboxMessageFilter = {},
@@ -378,7 +433,8 @@ export class OutboxAdmin {
       `SELECT ${this.sql.attemptColumns} FROM ${this.names.attemptsTable} AS o WHERE ${this.sql.messageIdIs(h, id)} ORDER BY o.id`,
       h,
     );
-    return toDetail(row, attempts);
+    const detail = toDetail(row, attempts);
+    return { ...detail, policy: this.policyView(detail.type) };
   }
 
   /**
@@ -408,10 +464,18 @@ export class OutboxAdmin {
       return { ...base, state: 'delivered', reason: `Delivered${when}.`, head: null };
     }
     if (message.status === 'dead') {
+      const { policy } = message;
+      const blocks = this.deadBlocks(message.type);
       const holds =
-        this.ordered && this.deadBlocksKey && message.key !== null
-          ? ` It holds back the later messages of key ${JSON.stringify(message.key)} until it is retried or purged (ordering.onDeadLetter 'block').`
-          : '';
+        !this.ordered || message.key === null
+          ? ''
+          : policy.name === 'default'
+            ? blocks
+              ? ` It holds back the later messages of key ${JSON.stringify(message.key)} until it is retried or purged (ordering.onDeadLetter 'block').`
+              : ''
+            : blocks
+              ? ` Dead under policy '${policy.name}': onDeadLetter 'block', so it holds back the later messages of key ${JSON.stringify(message.key)} until it is retried or purged.`
+              : ` Dead under policy '${policy.name}': onDeadLetter 'skip', so later messages of its key go on.`;
       return {
         ...base,
         state: 'dead',
@@ -427,7 +491,11 @@ export class OutboxAdmin {
         head: null,
       };
     }
-    const head = await this.headOf(message);
+    const found = await this.headOf(message);
+    const head: OutboxWhyHead | null =
+      found === null
+        ? null
+        : { messageId: found.messageId, status: found.status, lastError: found.lastError };
     if (message.status === 'waiting') {
       return {
         ...base,
@@ -435,7 +503,7 @@ export class OutboxAdmin {
         reason:
           head === null
             ? 'Parked, and nothing earlier of its key holds it back any more: the unlocker promotes it.'
-            : `Parked behind ${head.messageId} (${head.status}), the head of key ${JSON.stringify(message.key)}: it goes once that one is delivered${this.deadBlocksKey ? '' : ' or dead'}.`,
+            : `Parked behind ${head.messageId} (${head.status}), the head of key ${JSON.stringify(message.key)}: it goes once that one is delivered${found?.deadBlocks === false ? ' or dead' : ''}.`,
         head,
       };
     }
@@ -480,16 +548,36 @@ export class OutboxAdmin {
   }
 
   /** The first undelivered message of the message's key before it, when ordering holds it. */
-  private async headOf(message: OutboxMessageDetail): Promise<OutboxWhyHead | null> {
+  private async headOf(
+    message: OutboxMessageDetail,
+  ): Promise<(OutboxWhyHead & { readonly deadBlocks: boolean }) | null> {
     if (!this.ordered || message.key === null) return null;
-    const blocking: OutboxMessageStatus[] = this.deadBlocksKey
-      ? ['pending', 'waiting', 'dead']
-      : ['pending', 'waiting'];
-    const { items } = await this.list({ key: message.key, status: blocking }, { limit: 1 });
-    const [first] = items;
-    if (first === undefined || first.messageId === message.messageId) return null;
-    if (BigInt(first.id) > BigInt(message.id)) return null;
-    return { messageId: first.messageId, status: first.status, lastError: first.lastError };
+    const typed = (this.queue.deadLetterExceptions?.length ?? 0) > 0;
+    const blocking: OutboxMessageStatus[] =
+      this.queue.deadBlocksKey || typed ? ['pending', 'waiting', 'dead'] : ['pending', 'waiting'];
+    // Where a dead message blocks by its type, the dead ones that do not are passed over.
+    let after: string | undefined;
+    for (;;) {
+      const page = await this.list(
+        { key: message.key, status: blocking },
+        { limit: typed ? 100 : 1, ...(after === undefined ? {} : { after }) },
+      );
+      const first = page.items.find((m) => m.status !== 'dead' || this.deadBlocks(m.type));
+      if (first !== undefined) {
+        if (first.messageId === message.messageId) return null;
+        if (BigInt(first.id) > BigInt(message.id)) return null;
+        return {
+          messageId: first.messageId,
+          status: first.status,
+          lastError: first.lastError,
+          deadBlocks: this.deadBlocks(first.type),
+        };
+      }
+      const last = page.items.at(-1);
+      if (!typed || page.nextCursor === null || last === undefined) return null;
+      if (BigInt(last.id) > BigInt(message.id)) return null;
+      after = page.nextCursor;
+    }
   }
 
   /**
@@ -571,7 +659,7 @@ export class OutboxAdmin {
     if (!this.ordered) return { items: [], nextCursor: null };
     const p = this.sql.params();
     const rows = await this.query<BlockedKeyRow>(
-      this.sql.blockedKeys(this.names, p, this.deadBlocksKey, after, limit + 1),
+      this.sql.blockedKeys(this.names, p, this.queue, after, limit + 1),
       p,
     );
     return paged(rows, limit, toBlockedKey, (item) => item.headId);
@@ -736,4 +824,17 @@ export class OutboxAdmin {
   private async query<R>(sql: string, p: SqlParams): Promise<R[]> {
     return (await this.sqlPort.query<R>(sql, p.values)).rows;
   }
+}
+
+/** A resolved policy as the admin API shows it (no functions). */
+function policyViewOf(policy: ResolvedEventPolicy): OutboxPolicyView {
+  const { maxAttempts, initialDelayMs, maxDelayMs, factor, jitter, maxAgeMs } = policy.retry;
+  return {
+    name: policy.name,
+    retry: { maxAttempts, initialDelayMs, maxDelayMs, factor, jitter, maxAgeMs },
+    onDeadLetter: policy.onDeadLetter,
+    deliveredRetentionMs: policy.deliveredRetentionMs,
+    deadRetentionMs: policy.deadRetentionMs,
+    maxAgeMs: policy.maxAgeMs,
+  };
 }

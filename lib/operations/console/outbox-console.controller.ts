@@ -98,6 +98,7 @@ export class OutboxConsoleController {
         this.runtime.sampler.history(),
         this.runtime.dispatcherStatus(),
         this.runtime.admin.delivery,
+        this.runtime.admin.policyList(),
       ),
     );
   }

@@ -1,3 +1,11 @@
+import type { PurgeTypes } from '../ports/outbox-store.port';
+import { eventTypeFilter } from '../shared-sql/event-type-filter';
+import {
+  blockingCondition,
+  deadRowBlocks,
+  someDeadSkip,
+  andDeadRowSkips,
+} from '../shared-sql/dead-blocking';
 import { MYSQL_OWNER_LOCK_PREFIX, OWNER_TOKEN_VERSION } from '../shared-sql/owner-leases';
 import { ARCHIVE_INSERT_COLUMNS, archivedValues } from '../shared-sql/outbox-archive';
 import { ATTEMPT_COLUMNS, ATTEMPT_HISTORY_LIMIT } from '../shared-sql/attempt-history';
@@ -244,10 +252,6 @@ export function mysqlInsertOneLocked(
 SELECT ?, ?, ?, ?, ?, ?${extended ? EXTENDED_VALUES : ''}${due} FROM ${n.lockTable} WHERE bucket = ? AND ${guard} FOR UPDATE`;
 }
 
-function blocking(deadBlocksKey: boolean): string {
-  return deadBlocksKey ? `('pending', 'waiting', 'dead')` : `('pending', 'waiting')`;
-}
-
 /**
  * `FORCE INDEX` the key index, for every lookup of a key's rows: statistics taken while one key
  * fills the table make any key look like most of it, and the optimizer may then prefer the
@@ -266,7 +270,7 @@ const BY_KEY = (n: OutboxTableNames): string =>
  */
 export function mysqlClaimWindow(n: OutboxTableNames, policy: OutboxQueuePolicy): string {
   const behind = policy.ordered
-    ? `(c.message_key IS NOT NULL AND EXISTS (SELECT 1 FROM ${n.table} AS e ${BY_KEY(n)} WHERE e.message_key = c.message_key AND e.status IN ${blocking(policy.deadBlocksKey)} AND e.id < c.id))`
+    ? `(c.message_key IS NOT NULL AND EXISTS (SELECT 1 FROM ${n.table} AS e ${BY_KEY(n)} WHERE e.message_key = c.message_key AND ${blockingCondition('e', policy)} AND e.id < c.id))`
     : '0';
   return `SELECT c.id, c.message_key, ${behind} AS behind FROM ${n.table} AS c
 WHERE c.status = 'pending' AND c.available_at <= ${NOW}
@@ -300,7 +304,7 @@ export function mysqlFirstBlockingOutside(
   ids: number,
 ): string {
   return `SELECT message_key AS k, MIN(id) AS first FROM ${n.table} ${BY_KEY(n)}
-WHERE message_key IN (${placeholders(keys)}) AND status IN ${blocking(policy.deadBlocksKey)} AND id NOT IN (${placeholders(ids)})
+WHERE message_key IN (${placeholders(keys)}) AND ${blockingCondition('', policy)} AND id NOT IN (${placeholders(ids)})
 GROUP BY message_key`;
 }
 
@@ -342,7 +346,7 @@ export function mysqlFirstBlocking(
   count: number,
 ): string {
   return `SELECT message_key AS k, MIN(id) AS first FROM ${n.table} ${BY_KEY(n)}
-WHERE message_key IN (${placeholders(count)}) AND status IN ${blocking(policy.deadBlocksKey)}
+WHERE message_key IN (${placeholders(count)}) AND ${blockingCondition('', policy)}
 GROUP BY message_key`;
 }
 
@@ -359,9 +363,11 @@ export function mysqlKeyRows(
   policy: OutboxQueuePolicy,
   count: number,
 ): string {
+  // A dead row blocks by its type where a policy says otherwise than the module.
+  const typed = (policy.deadLetterExceptions?.length ?? 0) > 0;
   const parts = blockingStatuses(policy).map(
     (status) => `(SELECT message_key AS k, id, status FROM ${n.table} ${BY_KEY(n)}
-WHERE message_key = ? AND status = '${status}' AND id > ? ORDER BY id LIMIT ?)`,
+WHERE message_key = ? AND status = '${status}'${status === 'dead' && typed ? ` AND ${deadRowBlocks('', policy)}` : ''} AND id > ? ORDER BY id LIMIT ?)`,
   );
   return Array.from({ length: count }, () => parts)
     .flat()
@@ -378,7 +384,8 @@ export function mysqlKeyRowsParams(
 }
 
 function blockingStatuses(policy: OutboxQueuePolicy): readonly string[] {
-  return policy.deadBlocksKey ? ['pending', 'waiting', 'dead'] : ['pending', 'waiting'];
+  const someDeadBlock = policy.deadBlocksKey || (policy.deadLetterExceptions?.length ?? 0) > 0;
+  return someDeadBlock ? ['pending', 'waiting', 'dead'] : ['pending', 'waiting'];
 }
 
 /** Params: (key, first id) per key. Parks the due followers of each head. */
@@ -403,7 +410,7 @@ export function mysqlStillHeld(
 ): string {
   const pairs = Array.from({ length: count }, () => '(message_key = ? AND id < ?)').join(' OR ');
   return `SELECT DISTINCT message_key AS k FROM ${n.table} ${BY_KEY(n)}
-WHERE status IN ${blocking(policy.deadBlocksKey)} AND (${pairs})`;
+WHERE ${blockingCondition('', policy)} AND (${pairs})`;
 }
 
 /** Params: ids. */
@@ -415,7 +422,7 @@ export function mysqlPromote(n: OutboxTableNames, count: number): string {
 export function mysqlOrphanKeys(n: OutboxTableNames, policy: OutboxQueuePolicy): string {
   return `SELECT DISTINCT w.message_key AS k FROM ${n.table} AS w
 WHERE w.status = 'waiting' AND w.message_key IS NOT NULL
-  AND NOT EXISTS (SELECT 1 FROM ${n.table} AS e ${BY_KEY(n)} WHERE e.message_key = w.message_key AND e.id < w.id AND e.status IN ${blocking(policy.deadBlocksKey)})
+  AND NOT EXISTS (SELECT 1 FROM ${n.table} AS e ${BY_KEY(n)} WHERE e.message_key = w.message_key AND e.id < w.id AND ${blockingCondition('e', policy)})
 LIMIT ?`;
 }
 
@@ -563,11 +570,16 @@ export function mysqlReleaseExpired(n: OutboxTableNames): string {
  * Params: age ms, limit. The rows to purge, with their keys: the oldest first, in the order of
  * the cleaner index (mysql-cleaner-index.ts), so a pass with nothing due reads one entry.
  */
-export function mysqlPurgeCandidates(n: OutboxTableNames, status: 'delivered' | 'dead'): string {
+export function mysqlPurgeCandidates(
+  n: OutboxTableNames,
+  status: 'delivered' | 'dead',
+  types?: PurgeTypes,
+): string {
+  const typed = eventTypeFilter(types);
   const due =
     status === 'delivered'
-      ? `status = 'delivered' AND delivered_at < ${NOW} - INTERVAL ? * 1000 MICROSECOND ORDER BY delivered_at`
-      : `status = 'dead' AND delivered_at IS NULL AND dead_at < ${NOW} - INTERVAL ? * 1000 MICROSECOND ORDER BY dead_at`;
+      ? `status = 'delivered' AND delivered_at < ${NOW} - INTERVAL ? * 1000 MICROSECOND${typed} ORDER BY delivered_at`
+      : `status = 'dead' AND delivered_at IS NULL AND dead_at < ${NOW} - INTERVAL ? * 1000 MICROSECOND${typed} ORDER BY dead_at`;
   return `SELECT id, message_key AS k FROM ${n.table} WHERE ${due} LIMIT ?`;
 }
 
@@ -647,8 +659,8 @@ export function mysqlDeadToRequeue(
   policy: OutboxQueuePolicy,
 ): string {
   const overtaken =
-    policy.ordered && !policy.deadBlocksKey
-      ? `(d.message_key IS NOT NULL AND EXISTS (
+    policy.ordered && someDeadSkip(policy)
+      ? `(d.message_key IS NOT NULL${andDeadRowSkips('d', policy)} AND EXISTS (
     SELECT 1 FROM ${n.table} AS e ${BY_KEY(n)} WHERE e.message_key = d.message_key AND e.id > d.id AND e.status IN ('pending', 'waiting')))`
       : '0';
   return `SELECT d.id, ${REQUEUE_COLUMNS.map(requeueRead).join(', ')},

@@ -1,3 +1,5 @@
+import type { PurgeTypes } from '../ports/outbox-store.port';
+import { someDeadSkip } from '../shared-sql/dead-blocking';
 import { insertChunks, isExtended, cachedStatement } from '../shared-sql/sql-values';
 import { OutboxTableMissingError } from '../../errors/outbox-table-missing.error';
 import { OutboxError } from '../../errors/outbox.error';
@@ -732,10 +734,11 @@ export class MysqlOutboxStore implements OutboxStore {
     olderThanMs: number,
     limit: number,
     archive = false,
+    types?: PurgeTypes,
   ): Promise<number> {
     return this.deleteWhere(
       status,
-      mysqlPurgeCandidates(this.names, status),
+      mysqlPurgeCandidates(this.names, status, types),
       [olderThanMs, limit],
       archive,
     );
@@ -817,7 +820,7 @@ export class MysqlOutboxStore implements OutboxStore {
     const codec = await this.messageIdCodec();
     const ids = messageIds?.map(codec.param);
     return this.transaction(async (query) => {
-      if (this.policy.ordered && !this.policy.deadBlocksKey) {
+      if (this.policy.ordered && someDeadSkip(this.policy)) {
         // The keys' enqueue locks, taken before deciding where each message goes: no message of
         // these keys can commit (and so be claimed) between the decision and the requeue, and
         // every one that committed before is seen by it.

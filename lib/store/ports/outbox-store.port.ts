@@ -149,6 +149,13 @@ export interface OutboxQueuePolicy {
   /** A dead message blocks the later messages of its key. */
   readonly deadBlocksKey: boolean;
   /**
+   * Event types whose dead messages do the opposite of `deadBlocksKey` (their policy's
+   * `onDeadLetter` differs from the module's), sorted; each checked at bootstrap to hold only
+   * characters a SQL string literal needs no escape for. Empty or absent: every dead message
+   * follows `deadBlocksKey`, and the statements are those without per-type policies.
+   */
+  readonly deadLetterExceptions?: readonly string[];
+  /**
    * Under ordering, the most consecutive messages of one key a claim may lease together (a
    * run): the key's head and the messages right behind it, published one after another. 1:
    * only the head.
@@ -157,6 +164,12 @@ export interface OutboxQueuePolicy {
   /** The dispatcher's claim size (`dispatcher.batchSize`): how much a promotion prepares. */
   readonly batchSize: number;
 }
+
+/**
+ * The event types a purge is limited to: one type (its policy's retention), or every type but
+ * these. Type names hold only the characters a policy's type may (resolve-event-policies.ts).
+ */
+export type PurgeTypes = { readonly only: string } | { readonly except: readonly string[] };
 
 /** What `requeueDead` did. */
 export interface RequeueReport {
@@ -271,6 +284,8 @@ export interface OutboxStore {
     olderThanMs: number,
     limit: number,
     archive?: boolean,
+    /** Only rows of one event type, or none of these (types with a retention of their own). */
+    types?: PurgeTypes,
   ): Promise<number>;
   /**
    * Deletes up to `limit` of the oldest rows written more than `olderThanMs` ago, whatever their

@@ -1,5 +1,6 @@
 import { SqlParams } from '../shared-sql/sql-params';
-import { activityParts, blockingStatuses, type AdminDialect } from '../shared-sql/admin-dialect';
+import { activityParts, type AdminDialect } from '../shared-sql/admin-dialect';
+import { blockingCondition } from '../shared-sql/dead-blocking';
 
 const STATUS_CONDITIONS: Readonly<Record<string, string>> = {
   pending: `o.status = 'pending'`,
@@ -69,12 +70,12 @@ GROUP BY 1, 2, 3`,
     const since = (): string => `now() - ${window}::float8 * interval '1 millisecond'`;
     return activityParts(n.table, since, ms('min(o.created_at)', 'now()'));
   },
-  blockedKeys: (n, p, deadBlocksKey, after, limit) => {
+  blockedKeys: (n, p, policy, after, limit) => {
     const t = n.table;
     const from = after === null ? '' : `AND o.id > ${p.add(after)}::int8`;
     return `WITH h AS (
   SELECT message_key AS k, min(id) AS head FROM ${t}
-  WHERE message_key IS NOT NULL AND status IN ${blockingStatuses(deadBlocksKey)}
+  WHERE message_key IS NOT NULL AND ${blockingCondition('', policy)}
   GROUP BY message_key)
 SELECT h.k AS message_key, o.id::text AS head_id, o.message_id::text AS head_message_id, o.status AS head_status,
   o.attempts, o.last_error, o.available_at, f.waiting::int AS waiting, ${ms('f.oldest', 'now()')} AS oldest_waiting_ms

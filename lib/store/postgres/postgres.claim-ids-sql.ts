@@ -1,6 +1,7 @@
+import { blockingCondition } from '../shared-sql/dead-blocking';
 import type { OutboxQueuePolicy } from '../ports/outbox-store.port';
 import type { OutboxTableNames } from '../../internal/sql-identifier';
-import { blockingStatuses, claimable, POSTGRES_CLAIMED_COLUMNS, unleased } from './postgres.sql';
+import { claimable, POSTGRES_CLAIMED_COLUMNS, unleased } from './postgres.sql';
 
 // The lease of rows the database's log named (log tailing, docs/log-tailing.md). Apart from
 // postgres.sql.ts, which the polling claim owns, so that the two can change independently; the
@@ -38,7 +39,7 @@ export function postgresClaimIds(n: OutboxTableNames, policy: OutboxQueuePolicy)
   WHERE c.message_key IS NULL OR NOT EXISTS (
     SELECT 1 FROM ${t} AS e
     WHERE e.message_key = c.message_key AND e.id < c.id
-      AND e.status IN ${blockingStatuses(policy.deadBlocksKey)}
+      AND ${blockingCondition('e', policy)}
       AND e.id NOT IN (SELECT l.id FROM c AS l)))`
     : `g AS MATERIALIZED (SELECT c.id FROM c)`;
   return `WITH ${locked},

@@ -1,3 +1,11 @@
+import type { PurgeTypes } from '../ports/outbox-store.port';
+import { eventTypeFilter } from '../shared-sql/event-type-filter';
+import {
+  blockingCondition,
+  deadRowBlocks,
+  someDeadSkip,
+  andDeadRowSkips,
+} from '../shared-sql/dead-blocking';
 import { OWNER_TOKEN_VERSION } from '../shared-sql/owner-leases';
 import { ATTEMPT_COLUMNS, ATTEMPT_HISTORY_LIMIT } from '../shared-sql/attempt-history';
 import { ARCHIVE_INSERT_COLUMNS, archivedValues } from '../shared-sql/outbox-archive';
@@ -377,11 +385,6 @@ export const POSTGRES_CLAIMED_COLUMNS = `o.id::text AS id, o.message_id::text AS
   o.broker_attributes::text AS broker_attributes,
   date_part('epoch', now() - o.created_at) * 1000 AS age_ms`;
 
-/** The statuses that hold back the later messages of a key. */
-export function blockingStatuses(deadBlocksKey: boolean): string {
-  return deadBlocksKey ? `('pending', 'waiting', 'dead')` : `('pending', 'waiting')`;
-}
-
 /**
  * The first message of a key that holds back its later ones (the key's head): an ordered probe
  * of the key index that stops at the first row. Callers run it with sequential and bitmap scans
@@ -411,7 +414,7 @@ function keyHead(
   // queue behind it is.
   const below = before === undefined ? '' : ` AND (e.message_key, e.id) < (${key}, ${before})`;
   return `(SELECT ${columns} FROM ${t} AS e
-      WHERE e.message_key >= ${key} AND e.message_key <= ${key}${below} AND e.status IN ${blockingStatuses(policy.deadBlocksKey)}
+      WHERE e.message_key >= ${key} AND e.message_key <= ${key}${below} AND ${blockingCondition('e', policy)}
       ORDER BY e.message_key, e.id LIMIT 1)`;
 }
 
@@ -431,7 +434,7 @@ function keyRows(
   // shows as they were.
   const past = gone === undefined ? '' : ` AND e.id NOT IN (SELECT ${gone}.id FROM ${gone})`;
   return `(SELECT ${columns} FROM ${t} AS e
-      WHERE e.message_key >= ${key} AND e.message_key <= ${key} AND e.status IN ${blockingStatuses(policy.deadBlocksKey)}${past}
+      WHERE e.message_key >= ${key} AND e.message_key <= ${key} AND ${blockingCondition('e', policy)}${past}
       ORDER BY e.message_key, e.id LIMIT ${limit})`;
 }
 
@@ -978,11 +981,13 @@ dh AS (DELETE FROM ${h} WHERE message_id IN (SELECT message_id FROM d) AND ${any
     counted.push('r');
     failed.push(`SELECT message_id, attempt, 'retry' AS outcome, locked_by, cls, err FROM r`);
   }
+  // Whether a dead row leaves its key free depends on its type (a policy's onDeadLetter).
+  const typedDead = promote !== undefined && (promote.deadLetterExceptions?.length ?? 0) > 0;
   if (groups.dead) {
     const u = `unnest($${next++}::int8[], $${next++}::text[], $${next++}::text[])`;
     ctes.push(`x AS (UPDATE ${t} AS o SET status = 'dead', dead_at = now(), last_error = u.err, ${UNLOCK}
   FROM ${u} AS u(id, err, cls), ${prior}
-  WHERE o.id = u.id AND ${joined} AND o.lock_token = $1::uuid RETURNING o.id, ${recorded})`);
+  WHERE o.id = u.id AND ${joined} AND o.lock_token = $1::uuid RETURNING o.id, ${recorded}${typedDead ? ', o.event_type' : ''})`);
     counted.push('x');
     failed.push(`SELECT message_id, attempt, 'dead' AS outcome, locked_by, cls, err FROM x`);
   }
@@ -1012,7 +1017,11 @@ fi AS (INSERT INTO ${h} (${ATTEMPT_COLUMNS}) SELECT message_id, attempt, outcome
     // What leaves the queue: delivered rows, and dead ones where dead messages do not block.
     const gone = [
       ...(groups.delivered ? ['SELECT d.id FROM d'] : []),
-      ...(groups.dead && !promote.deadBlocksKey ? ['SELECT x.id FROM x'] : []),
+      ...(groups.dead && typedDead
+        ? [`SELECT x.id FROM x WHERE NOT (${deadRowBlocks('x', promote)})`]
+        : groups.dead && !promote.deadBlocksKey
+          ? ['SELECT x.id FROM x']
+          : []),
     ];
     const keys = `$${next++}`;
     const run = `$${next++}`;
@@ -1084,6 +1093,7 @@ export function postgresPurge(
   status: 'delivered' | 'dead',
   partitioned = false,
   archive = false,
+  types?: PurgeTypes,
 ): string {
   const ts = status === 'delivered' ? 'delivered_at' : 'dead_at';
   // The status again on the deleted row itself: a row the subquery chose and a requeue changed
@@ -1092,7 +1102,7 @@ export function postgresPurge(
   return deleteWithHistory(
     n,
     `status = '${status}' AND id IN (
-  SELECT id FROM ${n.table} WHERE status = '${status}' AND ${ts} < now() - $1 * interval '1 millisecond' ORDER BY ${ts} LIMIT $2)`,
+  SELECT id FROM ${n.table} WHERE status = '${status}' AND ${ts} < now() - $1 * interval '1 millisecond'${eventTypeFilter(types)} ORDER BY ${ts} LIMIT $2)`,
     partitioned,
     archive,
   );
@@ -1133,8 +1143,8 @@ WHERE d.status = 'dead' AND d.message_key IS NOT NULL AND ($1::uuid[] IS NULL OR
 export function postgresDeadToRequeue(n: OutboxTableNames, policy: OutboxQueuePolicy): string {
   const t = n.table;
   const overtaken =
-    policy.ordered && !policy.deadBlocksKey
-      ? `(d.message_key IS NOT NULL AND EXISTS (
+    policy.ordered && someDeadSkip(policy)
+      ? `(d.message_key IS NOT NULL${andDeadRowSkips('d', policy)} AND EXISTS (
     SELECT 1 FROM ${t} AS e WHERE e.message_key = d.message_key AND e.id > d.id AND e.status IN ('pending', 'waiting')))`
       : 'false';
   return `SELECT d.id::text AS id, d.message_key AS key, ${overtaken} AS overtaken

@@ -1,3 +1,5 @@
+import type { PurgeTypes } from '../ports/outbox-store.port';
+import { someDeadSkip } from '../shared-sql/dead-blocking';
 import { Logger } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
 import type {
@@ -445,9 +447,10 @@ export class PostgresOutboxStore implements OutboxStore {
     olderThanMs: number,
     limit: number,
     archive = false,
+    types?: PurgeTypes,
   ): Promise<number> {
     const { rows: records } = await this.run<{ key: string | null }>(
-      postgresPurge(this.names, status, this.partitioned, archive),
+      postgresPurge(this.names, status, this.partitioned, archive, types),
       [olderThanMs, limit],
     );
     if (status === 'dead') await this.advanceDeleted(records);
@@ -480,7 +483,7 @@ export class PostgresOutboxStore implements OutboxStore {
     if (messageIds !== undefined && messageIds.length === 0) return { requeued: 0, resequenced: 0 };
     return this.transaction(
       async (run) => {
-        if (this.policy.ordered && !this.policy.deadBlocksKey) {
+        if (this.policy.ordered && someDeadSkip(this.policy)) {
           // The keys' enqueue locks, taken before deciding where each message goes: no message of
           // these keys can commit (and so be claimed) between the decision and the requeue, and
           // every one that committed before is seen by it.

@@ -1,3 +1,4 @@
+import type { OutboxQueuePolicy } from '../ports/outbox-store.port';
 import type { OutboxTableNames } from '../../internal/sql-identifier';
 import type { SqlParams } from './sql-params';
 import type { MessageIdParam } from '../rows/message-id-codec';
@@ -52,7 +53,8 @@ export interface AdminDialect {
   blockedKeys(
     n: OutboxTableNames,
     p: SqlParams,
-    deadBlocksKey: boolean,
+    /** The queue's rules: which dead heads block their key (by type, where a policy says). */
+    policy: OutboxQueuePolicy,
     after: string | null,
     limit: number,
   ): string;
@@ -81,9 +83,4 @@ export function activityParts(table: string, since: () => string, oldest: string
     part('delivered', `o.status = 'delivered' AND o.delivered_at > ${since()}`, 'count(*)', 'NULL'),
     part('dead', `o.status = 'dead' AND o.dead_at > ${since()}`, 'count(*)', 'NULL'),
   ].join('\nUNION ALL\n');
-}
-
-/** The statuses that hold back the later messages of a key (as in the store). */
-export function blockingStatuses(deadBlocksKey: boolean): string {
-  return deadBlocksKey ? `('pending', 'waiting', 'dead')` : `('pending', 'waiting')`;
 }

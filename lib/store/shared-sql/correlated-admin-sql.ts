@@ -1,4 +1,5 @@
-import { blockingStatuses, type AdminDialect } from './admin-dialect';
+import type { AdminDialect } from './admin-dialect';
+import { blockingCondition } from './dead-blocking';
 import type { SqlParams } from './sql-params';
 
 /**
@@ -30,7 +31,7 @@ export function correlatedAdminQueries(
 ): Pick<AdminDialect, 'blockedKeys' | 'stuckLeases'> {
   const NOW = v.now;
   return {
-    blockedKeys: (n, p, deadBlocksKey, after, limit) => {
+    blockedKeys: (n, p, policy, after, limit) => {
       const t = n.table;
       const from = after === null ? '' : `AND o.id > CAST(${p.add(after)} AS ${v.integer})`;
       const followers = `FROM ${t} AS w WHERE w.message_key = h.k AND w.id > h.head AND w.status IN ('pending', 'waiting')`;
@@ -41,7 +42,7 @@ export function correlatedAdminQueries(
     (SELECT ${v.ms(`${v.min}(w.created_at)`)} ${followers}) AS oldest_waiting_ms
   FROM (
     SELECT message_key AS k, ${v.min}(id) AS head FROM ${t}
-    WHERE message_key IS NOT NULL AND status IN ${blockingStatuses(deadBlocksKey)}
+    WHERE message_key IS NOT NULL AND ${blockingCondition('', policy)}
     GROUP BY message_key) AS h
   JOIN ${t} AS o ON o.id = h.head
   WHERE (o.status = 'dead' OR (o.status = 'pending' AND o.available_at > ${NOW}

@@ -1,3 +1,6 @@
+import type { PurgeTypes } from '../ports/outbox-store.port';
+import { eventTypeFilter } from '../shared-sql/event-type-filter';
+import { blockingCondition, someDeadSkip, andDeadRowSkips } from '../shared-sql/dead-blocking';
 import { ARCHIVE_INSERT_COLUMNS, archivedValues } from '../shared-sql/outbox-archive';
 import { ATTEMPT_COLUMNS, ATTEMPT_HISTORY_LIMIT } from '../shared-sql/attempt-history';
 import {
@@ -117,10 +120,6 @@ export function sqliteInsert(
   return `INSERT INTO ${n.table} (message_id, topic, message_key, event_type, payload, headers${extended ? EXTENDED_COLUMNS : ''}${scheduled ? ', available_at' : ''}) VALUES ${Array.from({ length: rows }, () => row).join(', ')}${skip}`;
 }
 
-function blocking(deadBlocksKey: boolean): string {
-  return deadBlocksKey ? `('pending', 'waiting', 'dead')` : `('pending', 'waiting')`;
-}
-
 // SQLite uses a partial index only when the query's WHERE visibly implies the index's: every
 // lookup of a key's rows repeats `status <> 'delivered'`, or it scans the table instead of
 // `<table>_key_idx`.
@@ -145,7 +144,7 @@ const BY_KEY = (n: OutboxTableNames): string => `INDEXED BY ${n.quote(`${n.table
 export function sqliteClaimWindow(n: OutboxTableNames, policy: OutboxQueuePolicy): string {
   const t = n.table;
   const prev = policy.ordered
-    ? `(SELECT e.id FROM ${t} AS e ${BY_KEY(n)} WHERE e.message_key = c.message_key AND ${UNDELIVERED('e')} AND e.id < c.id AND e.status IN ${blocking(policy.deadBlocksKey)} ORDER BY e.id DESC LIMIT 1)`
+    ? `(SELECT e.id FROM ${t} AS e ${BY_KEY(n)} WHERE e.message_key = c.message_key AND ${UNDELIVERED('e')} AND e.id < c.id AND ${blockingCondition('e', policy)} ORDER BY e.id DESC LIMIT 1)`
     : 'NULL';
   return `SELECT c.id, c.message_key, ${prev} AS prev FROM ${t} AS c INDEXED BY ${n.quote(`${n.tableName}_pending_idx`)}
 WHERE c.status = 'pending' AND c.available_at <= ${NOW}
@@ -170,7 +169,7 @@ export function sqliteInFlightHeads(n: OutboxTableNames, policy: OutboxQueuePoli
   const t = n.table;
   return `SELECT k.value AS k FROM json_each(?) AS k
 WHERE (SELECT e.locked_until > ${NOW} AND e.last_attempt_at > ${minusMs('?')} FROM ${t} AS e ${BY_KEY(n)}
-  WHERE e.message_key = k.value AND ${UNDELIVERED('e')} AND e.status IN ${blocking(policy.deadBlocksKey)}
+  WHERE e.message_key = k.value AND ${UNDELIVERED('e')} AND ${blockingCondition('e', policy)}
   ORDER BY e.id LIMIT 1)`;
 }
 
@@ -185,7 +184,7 @@ export function sqlitePark(n: OutboxTableNames, policy: OutboxQueuePolicy): stri
   return `UPDATE ${t} ${BY_KEY(n)} SET status = 'waiting'
 WHERE status = 'pending' AND status <> 'delivered' AND message_key IN (SELECT value FROM json_each(?))
   AND (locked_until IS NULL OR locked_until < ${NOW})
-  AND id > (SELECT min(e.id) FROM ${t} AS e ${BY_KEY(n)} WHERE e.message_key = ${t}.message_key AND ${UNDELIVERED('e')} AND e.status IN ${blocking(policy.deadBlocksKey)})`;
+  AND id > (SELECT min(e.id) FROM ${t} AS e ${BY_KEY(n)} WHERE e.message_key = ${t}.message_key AND ${UNDELIVERED('e')} AND ${blockingCondition('e', policy)})`;
 }
 
 /**
@@ -199,17 +198,16 @@ WHERE status = 'pending' AND status <> 'delivered' AND message_key IN (SELECT va
  */
 export function sqlitePromote(n: OutboxTableNames, policy: OutboxQueuePolicy): string {
   const t = n.table;
-  const statuses = blocking(policy.deadBlocksKey);
   return `WITH f AS (
   SELECT k.value AS key,
     (SELECT w.id FROM ${t} AS w ${BY_KEY(n)} WHERE w.message_key = k.value AND ${UNDELIVERED('w')} AND w.status = 'waiting' ORDER BY w.id LIMIT 1) AS first
   FROM json_each(?) AS k),
 h AS (
   SELECT f.key, f.first,
-    (SELECT e.id FROM ${t} AS e ${BY_KEY(n)} WHERE e.message_key = f.key AND ${UNDELIVERED('e')} AND e.id > f.first AND e.status IN ${statuses} ORDER BY e.id LIMIT 1 OFFSET ?) AS bound
+    (SELECT e.id FROM ${t} AS e ${BY_KEY(n)} WHERE e.message_key = f.key AND ${UNDELIVERED('e')} AND e.id > f.first AND ${blockingCondition('e', policy)} ORDER BY e.id LIMIT 1 OFFSET ?) AS bound
   FROM f
   WHERE f.first IS NOT NULL
-    AND NOT EXISTS (SELECT 1 FROM ${t} AS e ${BY_KEY(n)} WHERE e.message_key = f.key AND ${UNDELIVERED('e')} AND e.id < f.first AND e.status IN ${statuses}))
+    AND NOT EXISTS (SELECT 1 FROM ${t} AS e ${BY_KEY(n)} WHERE e.message_key = f.key AND ${UNDELIVERED('e')} AND e.id < f.first AND ${blockingCondition('e', policy)}))
 UPDATE ${t} SET status = 'pending'
 WHERE status = 'waiting' AND id IN (
   SELECT x.id FROM h CROSS JOIN ${t} AS x ${BY_KEY(n)}
@@ -222,7 +220,7 @@ export function sqliteOrphanKeys(n: OutboxTableNames, policy: OutboxQueuePolicy)
   const t = n.table;
   return `SELECT DISTINCT w.message_key AS key FROM ${t} AS w
 WHERE w.status = 'waiting' AND ${UNDELIVERED('w')} AND w.message_key IS NOT NULL
-  AND NOT EXISTS (SELECT 1 FROM ${t} AS e ${BY_KEY(n)} WHERE e.message_key = w.message_key AND ${UNDELIVERED('e')} AND e.id < w.id AND e.status IN ${blocking(policy.deadBlocksKey)})
+  AND NOT EXISTS (SELECT 1 FROM ${t} AS e ${BY_KEY(n)} WHERE e.message_key = w.message_key AND ${UNDELIVERED('e')} AND e.id < w.id AND ${blockingCondition('e', policy)})
 LIMIT ?`;
 }
 
@@ -317,16 +315,24 @@ export function sqliteReleaseExpired(n: OutboxTableNames): string {
 }
 
 /** Params: age ms, limit. Returns the keys of the deleted rows. */
-export function sqlitePurge(n: OutboxTableNames, status: 'delivered' | 'dead'): string {
-  return `DELETE FROM ${n.table} WHERE id IN (${sqlitePurgeCandidates(n, status)})
+export function sqlitePurge(
+  n: OutboxTableNames,
+  status: 'delivered' | 'dead',
+  types?: PurgeTypes,
+): string {
+  return `DELETE FROM ${n.table} WHERE id IN (${sqlitePurgeCandidates(n, status, types)})
 RETURNING message_key AS key, message_id`;
 }
 
 /** Params: age ms, limit. The ids of the rows to purge, oldest first. */
-export function sqlitePurgeCandidates(n: OutboxTableNames, status: 'delivered' | 'dead'): string {
+export function sqlitePurgeCandidates(
+  n: OutboxTableNames,
+  status: 'delivered' | 'dead',
+  types?: PurgeTypes,
+): string {
   // As on PostgreSQL: the status literal matches the partial cut-off index, read in its order.
   const ts = status === 'delivered' ? 'delivered_at' : 'dead_at';
-  return `SELECT id FROM ${n.table} WHERE status = '${status}' AND ${ts} < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || (? / 1000.0) || ' seconds') ORDER BY ${ts} LIMIT ?`;
+  return `SELECT id FROM ${n.table} WHERE status = '${status}' AND ${ts} < strftime('%Y-%m-%d %H:%M:%f', 'now', '-' || (? / 1000.0) || ' seconds')${eventTypeFilter(types)} ORDER BY ${ts} LIMIT ?`;
 }
 
 /**
@@ -362,8 +368,8 @@ export function sqliteDeadToRequeue(
 ): string {
   const t = n.table;
   const overtaken =
-    policy.ordered && !policy.deadBlocksKey
-      ? `(d.message_key IS NOT NULL AND EXISTS (
+    policy.ordered && someDeadSkip(policy)
+      ? `(d.message_key IS NOT NULL${andDeadRowSkips('d', policy)} AND EXISTS (
     SELECT 1 FROM ${t} AS e ${BY_KEY(n)} WHERE e.message_key = d.message_key AND ${UNDELIVERED('e')} AND e.id > d.id AND e.status IN ('pending', 'waiting')))`
       : '0';
   return `SELECT d.id, ${REQUEUE_COLUMNS.split(', ')

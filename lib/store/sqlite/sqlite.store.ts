@@ -1,3 +1,4 @@
+import type { PurgeTypes } from '../ports/outbox-store.port';
 import { insertChunks, isExtended, cachedStatement } from '../shared-sql/sql-values';
 import { randomUUID } from 'node:crypto';
 import { OutboxOptionsError } from '../../errors/outbox-options.error';
@@ -340,11 +341,12 @@ export class SqliteOutboxStore implements OutboxStore {
     olderThanMs: number,
     limit: number,
     archive = false,
+    types?: PurgeTypes,
   ): Promise<number> {
     return this.transaction((tx) => {
       const rows = archive
-        ? this.archiveAndDelete(tx, status, olderThanMs, limit)
-        : tx.all<DeletedRow>(sqlitePurge(this.names, status), [olderThanMs, limit]);
+        ? this.archiveAndDelete(tx, status, olderThanMs, limit, types)
+        : tx.all<DeletedRow>(sqlitePurge(this.names, status, types), [olderThanMs, limit]);
       this.deleteAttempts(tx, rows);
       if (status === 'dead') this.advanceDeleted(tx, rows);
       return rows.length;
@@ -377,9 +379,10 @@ export class SqliteOutboxStore implements OutboxStore {
     status: 'delivered' | 'dead',
     olderThanMs: number,
     limit: number,
+    types?: PurgeTypes,
   ): DeletedRow[] {
     const ids = tx
-      .all<{ id: number }>(sqlitePurgeCandidates(this.names, status), [olderThanMs, limit])
+      .all<{ id: number }>(sqlitePurgeCandidates(this.names, status, types), [olderThanMs, limit])
       .map((r) => r.id);
     if (ids.length === 0) return [];
     const list = JSON.stringify(ids);

@@ -2,6 +2,7 @@ import { html, type Html } from '../console-html';
 import type {
   OutboxAttempt,
   OutboxMessageDetail,
+  OutboxPolicyView,
   OutboxWhy,
 } from '../../../module/admin/outbox-admin.interfaces';
 import { csrfField, duration, layout, time, type ViewContext } from './layout.view';
@@ -62,6 +63,19 @@ function attemptHistory(attempts: readonly OutboxAttempt[]): Html {
   </table>`;
 }
 
+/** A span of time, below a second in ms (a backoff of 300 ms is not "0 s"). */
+const span = (ms: number): string => (ms < 1000 ? `${ms} ms` : duration(ms));
+
+/** One line of a resolved policy: its name and what it sets. */
+export function policySummary(policy: OutboxPolicyView): Html {
+  const { retry } = policy;
+  return html`<span class="badge">${policy.name}</span> onDeadLetter ${policy.onDeadLetter},
+    maxAttempts ${String(retry.maxAttempts)}, backoff ${span(retry.initialDelayMs)} to
+    ${span(retry.maxDelayMs)}, expiry ${policy.maxAgeMs === 0 ? 'none' : span(policy.maxAgeMs)},
+    delivered kept ${span(policy.deliveredRetentionMs)}, dead kept
+    ${policy.deadRetentionMs === null ? 'until purged' : span(policy.deadRetentionMs)}`;
+}
+
 export function messagePage(ctx: ViewContext, message: OutboxMessageDetail, why: OutboxWhy): Html {
   const headers = Object.entries(message.headers);
   const actions =
@@ -97,6 +111,10 @@ export function messagePage(ctx: ViewContext, message: OutboxMessageDetail, why:
         <tr>
           <th>Key</th>
           <td>${message.key ?? html`<span class="muted">none</span>`}</td>
+        </tr>
+        <tr>
+          <th>Policy</th>
+          <td id="policy">${policySummary(message.policy)}</td>
         </tr>
         <tr>
           <th>Row id (queue position)</th>

@@ -3,6 +3,8 @@ import type { OutboxDispatcherStatus } from '../../../dispatch/outbox.dispatcher
 import type { OutboxDelivery } from '../../../options/outbox.options';
 import type { BacklogSample } from '../backlog-sampler';
 import { duration, layout, query, time, type ViewContext } from './layout.view';
+import type { OutboxPolicyView } from '../../../module/admin/outbox-admin.interfaces';
+import { policySummary } from './message.view';
 
 const WIDTH = 640;
 const HEIGHT = 190;
@@ -212,6 +214,7 @@ export function overviewPage(
   history: readonly BacklogSample[],
   dispatcher: OutboxDispatcherStatus | null,
   delivery: OutboxDelivery = 'dispatcher',
+  policies: readonly OutboxPolicyView[] = [],
 ): Html {
   const rows = now.byTopic.filter(
     (t) => t.pending + t.waiting + t.leased + t.dead + t.deliveredLastMinute + t.deadLastMinute > 0,
@@ -311,6 +314,32 @@ export function overviewPage(
                 )}
               </tbody>
             </table>`
-      }`,
+      }
+      ${policiesSection(policies)}`,
   );
+}
+
+/** The policies the dispatcher delivers under: the module's defaults and each event type's. */
+function policiesSection(policies: readonly OutboxPolicyView[]): Html {
+  if (policies.length === 0) return html``;
+  return html`<h2>Policies</h2>
+    <table id="policies">
+      <thead>
+        <tr>
+          <th>Event type</th>
+          <th>Policy</th>
+        </tr>
+      </thead>
+      <tbody>
+        ${policies.map(
+          (p) =>
+            html`<tr>
+              <td>
+                ${p.name === 'default' ? html`<span class="muted">every other type</span>` : p.name}
+              </td>
+              <td>${policySummary(p)}</td>
+            </tr>`,
+        )}
+      </tbody>
+    </table>`;
 }
