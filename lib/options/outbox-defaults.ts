@@ -11,6 +11,7 @@ import type {
   OutboxModuleOptions,
   OutboxOrderingOptions,
   OutboxRetryOptions,
+  OutboxTenantsOptions,
   OutboxUnlockerOptions,
 } from './outbox.options';
 
@@ -88,6 +89,7 @@ export const OUTBOX_DEFAULTS = deepFreeze({
     partitioning: { described: 'the defaults of its keys' },
     observer: { described: 'none', make: (): OutboxObserver => ({}) },
     headersProvider: { described: 'none' },
+    tenants: { described: 'none (no tenant ids)' },
   } satisfies Defaults<OutboxModuleOptions>,
   ordering: {
     enabled: { value: true },
@@ -135,6 +137,10 @@ export const OUTBOX_DEFAULTS = deepFreeze({
     premake: { value: 3 },
     maintainIntervalMs: { value: 3_600_000 },
   } satisfies Defaults<OutboxPartitioningOptions>,
+  tenants: {
+    resolve: { described: 'none' },
+    fair: { value: false },
+  } satisfies Defaults<OutboxTenantsOptions>,
 } as const);
 
 /** The defaults of the module's extras (`forRoot()`'s options that decide which providers exist). */

@@ -15,8 +15,10 @@ import type {
   OutboxOrderingOptions,
   OutboxPartitioningOptions,
   OutboxRetryOptions,
+  OutboxTenantsOptions,
   OutboxUnlockerOptions,
 } from './outbox.options';
+import { resolveTenantsOptions, type ResolvedTenantsOptions } from './resolve-tenants-options';
 import { OUTBOX_DEFAULTS, OUTBOX_EXTRA_DEFAULTS } from './outbox-defaults';
 import { checks, fail } from './outbox-option-checks';
 import {
@@ -73,6 +75,8 @@ export interface ResolvedOutboxOptions {
   readonly partitioning: ResolvedPartitioningOptions | null;
   readonly observer: OutboxObserver;
   readonly headersProvider: (() => Readonly<Record<string, string>> | undefined) | undefined;
+  /** null: tenant ids are off. */
+  readonly tenants: ResolvedTenantsOptions | null;
 }
 
 /**
@@ -103,6 +107,7 @@ export const OUTBOX_OPTION_KEYS = {
     partitioning: true,
     observer: true,
     headersProvider: true,
+    tenants: true,
   } satisfies Record<keyof OutboxModuleOptions, true>,
   dispatcher: {
     batchSize: true,
@@ -144,6 +149,7 @@ export const OUTBOX_OPTION_KEYS = {
     premake: true,
     maintainIntervalMs: true,
   } satisfies Record<keyof OutboxPartitioningOptions, true>,
+  tenants: { resolve: true, fair: true } satisfies Record<keyof OutboxTenantsOptions, true>,
 } satisfies KnownOptionKeys;
 
 // `forRoot()` strips these before the options reach the resolver; found here, they came from a
@@ -285,5 +291,6 @@ export function resolveOutboxOptions(
     partitioning,
     observer,
     headersProvider,
+    tenants: resolveTenantsOptions(options.tenants),
   };
 }
