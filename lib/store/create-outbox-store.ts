@@ -7,6 +7,7 @@ import { OutboxMessages } from '../outbox.messages';
 import type { OutboxStoreContext } from './outbox-database';
 import type { SqlPort } from './ports/sql-port';
 import { payloadColumnsProbe } from './schema/payload-columns';
+import { tenantColumnProbe } from './schema/tenant-column';
 import { outboxDatabase, outboxDialectOf, tableNamesFor } from './schema/outbox-table-ddl';
 import type { ResolvedPartitioningOptions } from '../options/resolve-partitioning-options';
 import { checkTableLayout } from './schema/table-layout';
@@ -21,6 +22,8 @@ export async function createOutboxStore(
     ordering?: { enabled: boolean; onDeadLetter: 'block' | 'skip'; maxRun?: number };
     dispatcher?: { dbTimeoutMs: number; batchSize?: number };
     cleaner?: { archive: boolean };
+    /** The `tenants` option: when set, the table must have schema step 6's `tenant_id`. */
+    tenants?: object | null;
     /** Whether statements may be prepared by name (the `preparedStatements` option); default true. */
     preparedStatements?: boolean;
     /**
@@ -100,6 +103,15 @@ export async function createOutboxStore(
       (reason) => OutboxMessages.payloadColumnsMissing(names.table, reason, ref),
       4,
     );
+    // Step 6's column only where tenants are used: a table without it serves every other app.
+    if (table.tenants !== undefined && table.tenants !== null) {
+      await probe(
+        tenantColumnProbe(names),
+        names.table,
+        (reason) => OutboxMessages.tenantColumnMissing(names.table, reason, ref),
+        6,
+      );
+    }
     // Checked here, not at the first clean an hour into production.
     if (table.cleaner?.archive === true) {
       await probe(`SELECT 1 FROM ${names.archiveTable} WHERE 1 = 0`, names.archiveTable, (reason) =>

@@ -171,6 +171,11 @@ export interface OutboxSchemaSql {
    * status already, and SQLite's single writer has no settle to spare the probes.
    */
   readonly waitingIndex?: SchemaPartSql;
+  /**
+   * Schema step 6: `tenant_id`, generated from the `x-outbox-tenant` header, and its index of
+   * pending rows by tenant (docs/tenants.md). Needed only with the `tenants` option.
+   */
+  readonly tenantColumn?: SchemaPartSql;
 }
 
 /**

@@ -28,6 +28,7 @@ import {
   mysqlDropTable,
 } from './mysql.sql';
 import { MysqlOutboxStore } from './mysql.store';
+import { mysqlTenantColumn } from './mysql.tenant-sql';
 import {
   mysqlConversionSteps,
   mysqlCreatePartitionedTable,
@@ -63,6 +64,7 @@ export const mysqlDatabase: OutboxDatabase<'mysql'> = {
         ? undefined
         : `${padded.join(', ')} compare ignoring trailing spaces (PAD SPACE, made before 0.3): migrate moves them to a NO PAD collation in place`;
     },
+    tenantColumn: mysqlTenantColumn,
     cleanerIndexes: {
       ensure: mysqlEnsureCleanerIndex,
       has: mysqlHasCleanerIndex,

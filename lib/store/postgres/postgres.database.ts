@@ -24,6 +24,7 @@ import {
   postgresWaitingIndex,
 } from './postgres.sql';
 import { PostgresOutboxStore } from './postgres.store';
+import { postgresTenantColumn } from './postgres.tenant-sql';
 import {
   postgresConversionSteps,
   postgresCreatePartitionedTable,
@@ -60,6 +61,7 @@ export const postgresDatabase: OutboxDatabase<'postgres'> = {
         await run(postgresDropPayloadColumns(n));
       },
     },
+    tenantColumn: postgresTenantColumn,
     waitingIndex: {
       async ensure(run, n) {
         await run(postgresWaitingIndex(n));

@@ -25,7 +25,12 @@ export interface SchemaStepContext {
  */
 export interface OutboxSchemaStep {
   readonly part:
-    'table' | 'attempt-history' | 'cleaner-indexes' | 'payload-columns' | 'waiting-index';
+    | 'table'
+    | 'attempt-history'
+    | 'cleaner-indexes'
+    | 'payload-columns'
+    | 'waiting-index'
+    | 'tenant-column';
   /** The TypeORM migration's name prefix: never changed, since TypeORM knows its steps by name. */
   readonly migration: string;
   /**
@@ -185,6 +190,14 @@ export const OUTBOX_SCHEMA_STEPS: readonly OutboxSchemaStep[] = [
     (names) =>
       `the index of waiting messages (${names.tableName}_waiting_idx) is missing: migrate adds it (docs/upgrading.md has the non-blocking PostgreSQL form)`,
     'added the index of waiting messages (step 5)',
+  ),
+  partStep(
+    'tenant-column',
+    'AddOutboxTenantColumn',
+    (database) => database.schema.tenantColumn,
+    (names) =>
+      `the tenant_id column and its index (${names.tableName}_tenant_idx) are missing: migrate adds them (needed only with the tenants option, docs/tenants.md)`,
+    'added the tenant_id column and its index (step 6)',
   ),
 ];
 

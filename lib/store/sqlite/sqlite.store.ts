@@ -12,6 +12,7 @@ import type {
   Settlement,
 } from '../ports/outbox-store.port';
 import { OutboxMessages } from '../../outbox.messages';
+import { sqliteDueTenants } from './sqlite.tenant-sql';
 import {
   sqliteBoundAttempts,
   sqliteClaimLease,
@@ -162,8 +163,14 @@ export class SqliteOutboxStore implements OutboxStore {
     return this.transaction((tx) => {
       const window = rowsOfFirstKeys(
         tx.all<{ id: number; message_key: string | null; prev: number | null }>(
-          sqliteClaimWindow(this.names, this.policy),
-          [windowOf(options)],
+          sqliteClaimWindow(
+            this.names,
+            this.policy,
+            options.tenant === undefined ? 'all' : options.tenant.id === null ? 'none' : 'one',
+          ),
+          options.tenant?.id == null
+            ? [windowOf(options)]
+            : [options.tenant.id, windowOf(options)],
         ),
         options.limit,
       );
@@ -402,6 +409,16 @@ export class SqliteOutboxStore implements OutboxStore {
       }
       return { requeued, resequenced: moved.length };
     });
+  }
+
+  async dueTenants(after: string | null, limit: number): Promise<readonly (string | null)[]> {
+    const sql = sqliteDueTenants(this.names);
+    const params = [after ?? '', limit];
+    const rows =
+      this.database === undefined
+        ? (await this.sql.query<{ tenant: string | null }>(sql, params)).rows
+        : (this.statement(sql).all(...params) as { tenant: string | null }[]);
+    return rows.map((r) => r.tenant);
   }
 
   async hasDue(): Promise<boolean> {
