@@ -42,12 +42,14 @@ export type {
   OutboxDelivery,
   OutboxUnlockerOptions,
   OutboxPartitioningOptions,
+  OutboxTenantsOptions,
 } from './options/outbox.options';
 export {
   OUTBOX_HEADER_MESSAGE_ID,
   OUTBOX_HEADER_TYPE,
   OUTBOX_HEADER_KEY,
   OUTBOX_HEADER_CONTENT_TYPE,
+  OUTBOX_HEADER_TENANT,
 } from './outbox.constants';
 
 export {

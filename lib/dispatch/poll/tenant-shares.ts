@@ -10,9 +10,9 @@ import type { ClaimedBatch, ClaimOptions, OutboxStore } from '../../store/ports/
 export const TENANTS_PER_CLAIM = 16;
 
 /**
- * Splits `limit` rows between `tenants` by weight (1 unless named): every tenant gets at least
- * one row, the rest go by weight, largest remainders first. Fewer rows than tenants: the first
- * `limit` tenants get one each.
+ * Splits `limit` rows between `tenants` in proportion to their weights (1 unless named), each
+ * getting at least one row; the rows rounding leaves go by largest remainder, ties to the first.
+ * Fewer rows than tenants: the first `limit` tenants get one each.
  */
 export function tenantQuotas(
   limit: number,
@@ -23,10 +23,15 @@ export function tenantQuotas(
   if (limit <= tenants.length) return tenants.map((_, i) => (i < limit ? 1 : 0));
   const weight = tenants.map((t) => (t === null ? 1 : (weights.get(t) ?? 1)));
   const total = weight.reduce((a, b) => a + b, 0);
-  const spare = limit - tenants.length;
-  const exact = weight.map((w) => (spare * w) / total);
-  const quotas = exact.map((e) => 1 + Math.floor(e));
+  const exact = weight.map((w) => (limit * w) / total);
+  const quotas = exact.map((e) => Math.max(1, Math.floor(e)));
   let left = limit - quotas.reduce((a, b) => a + b, 0);
+  // The floor of one row each can overshoot: the largest shares give it back.
+  while (left < 0) {
+    const largest = quotas.indexOf(Math.max(...quotas));
+    quotas[largest] = (quotas[largest] ?? 1) - 1;
+    left++;
+  }
   const byRemainder = exact
     .map((e, i) => [e - Math.floor(e), i] as const)
     .sort((a, b) => b[0] - a[0] || a[1] - b[1]);
