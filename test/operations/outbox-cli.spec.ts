@@ -407,7 +407,7 @@ for (const db of TEST_DATABASES) {
       // Before: nothing there, and status says what migrate would make.
       const none = await outbox(['schema', 'status', '--table', table], url);
       expect(none.code).toBe(0);
-      expect(none.stdout).toMatch(/schema version 0 of 5\./);
+      expect(none.stdout).toMatch(/schema version 0 of 6\./);
       expect(none.stdout).toMatch(
         /1 {2}table +missing: the table does not exist: migrate creates it/,
       );
@@ -430,8 +430,8 @@ for (const db of TEST_DATABASES) {
       expect(again.code).toBe(0);
       expect(again.stdout).toMatch(/already exists and is up to date; nothing changed/);
       expect(await outboxJson(['schema', 'status', '--table', table], url)).toMatchObject({
-        version: 5,
-        latest: 5,
+        version: 6,
+        latest: 6,
         upToDate: true,
         parts: [
           { step: 1, part: 'table', present: true, missing: null },
@@ -439,6 +439,7 @@ for (const db of TEST_DATABASES) {
           { step: 3, part: 'cleaner-indexes', present: true, missing: null },
           { step: 4, part: 'payload-columns', present: true, missing: null },
           { step: 5, part: 'waiting-index', present: true, missing: null },
+          { step: 6, part: 'tenant-column', present: true, missing: null },
         ],
       });
 
@@ -449,14 +450,14 @@ for (const db of TEST_DATABASES) {
         names,
       );
       const noIndexes = await outbox(['schema', 'status', '--table', table], url);
-      expect(noIndexes.stdout).toMatch(/schema version 2 of 5\./);
+      expect(noIndexes.stdout).toMatch(/schema version 2 of 6\./);
       expect(noIndexes.stdout).toMatch(
         /3 {2}cleaner-indexes +missing: the cleaner's cut-off indexes/,
       );
       const indexed = await outbox(['schema', 'migrate', '--table', table], url);
       expect(indexed.stdout).toMatch(/already exists; added the cleaner's indexes\./);
       expect(await outboxJson(['schema', 'status', '--table', table], url)).toMatchObject({
-        version: 5,
+        version: 6,
       });
 
       // A version-3 table (before binary payloads): status names step 4, the app refuses it
@@ -466,7 +467,7 @@ for (const db of TEST_DATABASES) {
         names,
       );
       const v3 = await outbox(['schema', 'status', '--table', table], url);
-      expect(v3.stdout).toMatch(/schema version 3 of 5\./);
+      expect(v3.stdout).toMatch(/schema version 3 of 6\./);
       expect(v3.stdout).toMatch(/4 {2}payload-columns +missing: the binary-payload/);
       const refusedV3 = await outbox(['dlq', 'list', '--table', table], url);
       expect(refusedV3.code).toBe(1);
@@ -477,7 +478,7 @@ for (const db of TEST_DATABASES) {
         /already exists; added the binary-payload and broker-attribute columns \(step 4\)\./,
       );
       expect(await outboxJson(['schema', 'status', '--table', table], url)).toMatchObject({
-        version: 5,
+        version: 6,
         upToDate: true,
       });
 
@@ -488,14 +489,14 @@ for (const db of TEST_DATABASES) {
       if (waiting !== undefined) {
         await waiting.drop((sql, params) => scope.ds.query(sql, params), names);
         const v4 = await outbox(['schema', 'status', '--table', table], url);
-        expect(v4.stdout).toMatch(/schema version 4 of 5\./);
+        expect(v4.stdout).toMatch(/schema version 4 of 6\./);
         expect(v4.stdout).toMatch(/5 {2}waiting-index +missing: the index of waiting messages/);
         const added = await outbox(['schema', 'migrate', '--table', table], url);
         expect(added.stdout).toMatch(
           /already exists; added the index of waiting messages \(step 5\)\./,
         );
         expect(await outboxJson(['schema', 'status', '--table', table], url)).toMatchObject({
-          version: 5,
+          version: 6,
           upToDate: true,
         });
       }
@@ -521,7 +522,7 @@ for (const db of TEST_DATABASES) {
           `ALTER TABLE ${quoteTable(scope.ds, table)} MODIFY topic VARCHAR(255) COLLATE utf8mb4_bin NOT NULL, MODIFY message_key VARCHAR(255) COLLATE utf8mb4_bin NULL, MODIFY event_type VARCHAR(255) COLLATE utf8mb4_bin NOT NULL`,
         );
         const padded = await outbox(['schema', 'status', '--table', table], url);
-        expect(padded.stdout).toMatch(/schema version 0 of 5\./);
+        expect(padded.stdout).toMatch(/schema version 0 of 6\./);
         expect(padded.stdout).toMatch(/1 {2}table +missing: .*PAD SPACE/);
         expect(padded.stdout).not.toContain('There is no table');
         expect(await outboxJson(['schema', 'status', '--table', table], url)).toMatchObject({
@@ -533,7 +534,7 @@ for (const db of TEST_DATABASES) {
           /already exists; brought the table itself up to date \(topic, message_key, event_type compare ignoring trailing spaces/,
         );
         expect(await outboxJson(['schema', 'status', '--table', table], url)).toMatchObject({
-          version: 5,
+          version: 6,
           upToDate: true,
         });
       }

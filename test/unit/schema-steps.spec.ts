@@ -14,6 +14,7 @@ describe('the schema steps', () => {
       ['cleaner-indexes', 'AddOutboxCleanerIndexes'],
       ['payload-columns', 'AddOutboxPayloadColumns'],
       ['waiting-index', 'AddOutboxWaitingIndex'],
+      ['tenant-column', 'AddOutboxTenantColumn'],
     ]);
     expect(outboxMigrations({ tableName: 'orders_outbox' }).map((m) => new m().name)).toEqual(
       OUTBOX_SCHEMA_STEPS.map((s, i) => `${s.migration}_orders_outbox_${1_763_800_000_000 + i}`),
@@ -36,6 +37,10 @@ describe('the schema steps', () => {
     const latest = OUTBOX_SCHEMA_STEPS.length;
     expect(await outboxSchemaStatus(sql)).toMatchObject({ version: latest, latest });
 
+    await OUTBOX_SCHEMA_STEPS[5]?.revert(context);
+    expect((await outboxSchemaStatus(sql)).version).toBe(5);
+    await createOutboxTable(sql);
+    expect((await outboxSchemaStatus(sql)).version).toBe(latest);
     // SQLite has no index of waiting messages (step 5): reverting it changes nothing.
     await OUTBOX_SCHEMA_STEPS[4]?.revert(context);
     expect((await outboxSchemaStatus(sql)).version).toBe(latest);
