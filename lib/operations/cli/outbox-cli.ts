@@ -165,7 +165,7 @@ function runCommand(args: CliArgs, c: Connected, io: CliIo): Promise<CliResult> 
     case 'dlq purge':
       return dlqPurge(args, c);
     case 'stats':
-      return args.watch ? statsWatch(args, c, io) : stats(c);
+      return args.watch ? statsWatch(args, c, io) : stats(c, args.filter.tenant);
     case 'why':
       return why(args, c);
     case 'blocked':
@@ -442,6 +442,8 @@ async function withStore<T>(
     ordering: { enabled: true, onDeadLetter: args.onDeadLetter },
     cleaner: { archive: args.archive },
     delivery: args.delivery,
+    // --tenant reads tenant_id, which only tables migrated to step 6 have.
+    tenants: args.filter.tenant === undefined ? null : {},
   };
   let store: OutboxStore;
   try {
@@ -457,6 +459,12 @@ async function withStore<T>(
       throw new OutboxError(
         `The archive table ${error.table} cannot be read (${describeError(error.cause)}). ` +
           'Create it with "outbox schema migrate --archive" (same --table/--schema), or leave --archive out to delete instead.',
+      );
+    }
+    if (error.missingStep === 6) {
+      throw new OutboxError(
+        `The outbox table ${error.table} lacks the tenant_id column that schema step 6 adds (${describeError(error.cause)}), which --tenant reads. ` +
+          'Run "outbox schema migrate" with the same --table/--schema to add it in place, rows kept.',
       );
     }
     if (error.missingStep === 4) {
@@ -710,8 +718,11 @@ async function dlqPurge(args: CliArgs, { admin }: Connected): Promise<CliResult>
   );
 }
 
-async function stats({ admin, store }: Connected): Promise<CliResult> {
-  const [counts, base] = await Promise.all([admin.counts(), store.stats()]);
+async function stats({ admin, store }: Connected, tenant?: string | null): Promise<CliResult> {
+  const [counts, base] = await Promise.all([
+    admin.counts(tenant === undefined ? {} : { tenant }),
+    store.stats(),
+  ]);
   const json = {
     ...counts,
     oldestPendingAgeMs: base.oldestPendingAgeMs,
@@ -754,7 +765,7 @@ async function statsWatch(args: CliArgs, c: Connected, io: CliIo): Promise<CliRe
   process.once('SIGTERM', onSignal);
   try {
     while (!stop.signal.aborted) {
-      const frame = await stats(c);
+      const frame = await stats(c, args.filter.tenant);
       const at = new Date().toISOString();
       io.stdout(
         args.json
@@ -1012,6 +1023,7 @@ function narrowsBeyondAge(filter: CliArgs['filter']): boolean {
     filter.topic !== undefined ||
     filter.key !== undefined ||
     filter.type !== undefined ||
-    filter.errorContains !== undefined
+    filter.errorContains !== undefined ||
+    filter.tenant !== undefined
   );
 }
