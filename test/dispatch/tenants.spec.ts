@@ -1,6 +1,11 @@
+import { Injectable } from '@nestjs/common';
+import { AsyncLocalStorage } from 'node:async_hooks';
 import {
+  OnOutboxMessage,
+  OutboxAdminInputError,
   OutboxEvent,
   OutboxInvalidMessageError,
+  type OutboxHandlerMessage,
   OUTBOX_HEADER_TENANT,
   type OutboxMessage,
 } from '../../lib';
@@ -11,6 +16,22 @@ import { useOutboxScope } from '../support/outbox-scope';
 import { describeSource, POLL_RUN_DATABASES, SOURCE_CASES, useSource } from '../support/sources';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
+import { openLocalApp } from '../local/local-app';
+import { waitFor } from '../support/wait-for';
+
+/** The app's tenant context, as nestjs-cls or any AsyncLocalStorage would hold it. */
+const tenantContext = new AsyncLocalStorage<string>();
+
+/** What each handler call saw: the message's tenant, and the tenant context it ran in. */
+const handled: { tenant: string | undefined; context: string | undefined }[] = [];
+
+@Injectable()
+class TenantHandlers {
+  @OnOutboxMessage({ topic: 'orders' })
+  onOrder(message: OutboxHandlerMessage): void {
+    handled.push({ tenant: message.tenant, context: tenantContext.getStore() });
+  }
+}
 
 // Tenant ids (docs/tenants.md): captured at enqueue (explicitly, by the decorator, from the
 // caller's context), stored in tenant_id and carried in x-outbox-tenant to the broker whichever
@@ -178,6 +199,59 @@ for (const db of POLL_RUN_DATABASES) {
       await expect(
         scope.open({ table, options: { workers: false, tenants: {} } }),
       ).rejects.toThrow(/tenant_id/);
+    });
+
+    it('hands in-process handlers the tenant, and runs them in the tenantContext the app gives', async () => {
+      handled.length = 0;
+      const app = await openLocalApp(scope.ds, {
+        handlers: [TenantHandlers],
+        options: { tenants: {} },
+        handlersOptions: {
+          concurrency: 1,
+          tenantContext: (tenant, run) => tenantContext.run(tenant, run),
+        },
+      });
+      scope.defer(() => app.close());
+      await app.commit([msg('k1', { n: 1 }, { tenant: 'acme' }), msg('k2', { n: 2 })]);
+      await waitFor('both handled', async () => {
+        await app.dispatcher.drain();
+        return handled.length === 2;
+      });
+      expect(handled).toEqual([
+        { tenant: 'acme', context: 'acme' },
+        { tenant: undefined, context: undefined },
+      ]);
+    });
+
+    it('lists and counts by tenant in the admin API, with the tenant on each listed message; refused with tenants off', async () => {
+      const h = await apps.boot(new RecordingPublisher(), { tenants: {} });
+      const [a1, a2] = await h.enqueue([
+        msg('k', { n: 1 }, { topic: 'a', tenant: 'acme' }),
+        msg('k', { n: 2 }, { topic: 'b', tenant: 'acme' }),
+      ]);
+      const [other] = await h.enqueue(msg('j', { n: 3 }, { tenant: 'globex' }));
+      const [none] = await h.enqueue(msg('i', { n: 4 }));
+      const listed = await h.admin.list({ tenant: 'acme' });
+      expect(listed.items.map((m) => [m.messageId, m.tenant])).toEqual([
+        [a1, 'acme'],
+        [a2, 'acme'],
+      ]);
+      expect((await h.admin.list({ tenant: null })).items.map((m) => m.messageId)).toEqual([
+        none,
+      ]);
+      expect((await h.admin.list()).items.map((m) => m.tenant)).toEqual([
+        'acme',
+        'acme',
+        'globex',
+        null,
+      ]);
+      const counts = await h.admin.counts({ tenant: 'globex' });
+      expect(counts).toMatchObject({ pending: 1, byTopic: [{ topic: 'orders', pending: 1 }] });
+      expect(other).toBeDefined();
+
+      const off = await apps.boot(new RecordingPublisher());
+      await expect(off.admin.list({ tenant: 'acme' })).rejects.toThrow(OutboxAdminInputError);
+      expect((await off.admin.list()).items.every((m) => m.tenant === undefined)).toBe(true);
     });
   });
 }
