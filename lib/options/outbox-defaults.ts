@@ -89,7 +89,7 @@ export const OUTBOX_DEFAULTS = deepFreeze({
     partitioning: { described: 'the defaults of its keys' },
     observer: { described: 'none', make: (): OutboxObserver => ({}) },
     headersProvider: { described: 'none' },
-    tenants: { described: 'none (no tenant ids)' },
+    tenants: { described: 'the defaults of its keys' },
   } satisfies Defaults<OutboxModuleOptions>,
   ordering: {
     enabled: { value: true },

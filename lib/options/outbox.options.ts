@@ -215,7 +215,7 @@ export interface OutboxModuleOptions {
   /**
    * Turns on tenant ids: each message may carry one (`tenant`), stored in the table's
    * `tenant_id` column and sent as the `x-outbox-tenant` header (docs/tenants.md). Left out,
-   * messages carry none and a message given one is refused. @default none (no tenant ids)
+   * messages carry none and a message given one is refused.
    */
   tenants?: OutboxTenantsOptions;
 }
