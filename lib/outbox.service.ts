@@ -191,11 +191,7 @@ export class OutboxService<Tx = EntityManager> implements OnApplicationShutdown 
     if (tenants === null) {
       const index = rows.findIndex((row) => row.tenant !== undefined);
       if (index >= 0) {
-        throw new OutboxInvalidMessageError(
-          OutboxMessages.tenantsOff(),
-          'invalid-tenant',
-          index,
-        );
+        throw new OutboxInvalidMessageError(OutboxMessages.tenantsOff(), 'invalid-tenant', index);
       }
       return rows;
     }
@@ -203,8 +199,7 @@ export class OutboxService<Tx = EntityManager> implements OnApplicationShutdown 
     // Asked before any await, so the functions see the caller's async context (nestjs-cls).
     let ambient: string | undefined;
     if (rows.some((row) => row.tenant === undefined)) {
-      const resolved =
-        tenants.resolve?.() ?? this.options.ambientTransaction?.currentTenant?.();
+      const resolved = tenants.resolve?.() ?? this.options.ambientTransaction?.currentTenant?.();
       if (resolved !== undefined) {
         ambient = checkedTenant(
           resolved,

@@ -13,7 +13,6 @@ import { suggestOption } from '../internal/did-you-mean';
 import { UuidV7Generator } from './uuidv7';
 import { BrokerAttributesProblem, brokerAttributesJson } from './broker-attributes';
 
-
 const MAX_NAME = 255;
 const MAX_HEADER_VALUE = 8_192;
 const MAX_HEADERS = 64;
@@ -321,7 +320,9 @@ export function checkedTenant(tenant: unknown, invalid: (problem: string) => Err
       `expected a non-empty string of at most ${MAX_TENANT_LENGTH} characters, got ${describeValue(tenant)}`,
     );
   }
-  const problem = textProblem(tenant) ?? (CONTROL_CHARS.test(tenant) ? 'contains a control character' : undefined);
+  const problem =
+    textProblem(tenant) ??
+    (CONTROL_CHARS.test(tenant) ? 'contains a control character' : undefined);
   if (problem !== undefined) throw invalid(`it ${problem}`);
   return tenant;
 }

@@ -27,9 +27,7 @@ export function resolveTenantsOptions(
   return { resolve: tenants.resolve, fair: resolveFair(tenants.fair) };
 }
 
-function resolveFair(
-  fair: OutboxTenantsOptions['fair'],
-): ResolvedTenantsOptions['fair'] {
+function resolveFair(fair: OutboxTenantsOptions['fair']): ResolvedTenantsOptions['fair'] {
   if (fair === undefined || fair === false) return null;
   if (fair === true) return { weights: new Map() };
   const { weights } = section(fair, 'tenants.fair');

@@ -1,5 +1,6 @@
 import { Injectable } from '@nestjs/common';
 import { AsyncLocalStorage } from 'node:async_hooks';
+import type { DataSource } from 'typeorm';
 import {
   OnOutboxMessage,
   OutboxAdminInputError,
@@ -54,16 +55,16 @@ class InvoiceVoided {
 /** The tenant_id column of each message, in the order of `ids`. */
 async function tenantColumn(
   h: { table: string },
-  ds: import('typeorm').DataSource,
+  ds: DataSource,
   ids: readonly string[],
 ): Promise<(string | null)[]> {
   const param = ds.options.type === 'postgres' ? '$1' : '?';
   const column: (string | null)[] = [];
   for (const id of ids) {
-    const rows = (await ds.query(
+    const rows = await ds.query<{ t: string | null }[]>(
       `SELECT tenant_id AS t FROM ${quoteTable(ds, h.table)} WHERE message_id = ${param}`,
       [storedId(ds.options.type, id)],
-    )) as { t: string | null }[];
+    );
     column.push(rows[0]?.t ?? null);
   }
   return column;
@@ -92,13 +93,7 @@ for (const source of SOURCE_CASES) {
       await src.deliver(h, 'all five', () => publisher.sentIds.length >= 5);
       const header = (id: string) =>
         publisher.sent.find((r) => r.messageId === id)?.headers[OUTBOX_HEADER_TENANT];
-      expect(ids.map(header)).toEqual([
-        'explicit-1',
-        'ambient-1',
-        'acct-A',
-        'acct-7',
-        undefined,
-      ]);
+      expect(ids.map(header)).toEqual(['explicit-1', 'ambient-1', 'acct-A', 'acct-7', undefined]);
       expect(await tenantColumn(h, scope.ds, ids)).toEqual([
         'explicit-1',
         'ambient-1',
@@ -187,18 +182,18 @@ for (const db of POLL_RUN_DATABASES) {
 
     it('fails the app start when the table lacks tenant_id and the tenants option is on, and not otherwise', async () => {
       const table = await scope.table('outbox_tn');
-      await scope.ds.query(
-        `ALTER TABLE ${quoteTable(scope.ds, table)} DROP COLUMN tenant_id`,
-      ).catch(async () => {
-        // MySQL/MariaDB drop the index with its column; SQLite needs the index gone first.
-        await scope.ds.query(`DROP INDEX ${quoteTable(scope.ds, `${table}_tenant_idx`)}`);
-        await scope.ds.query(`ALTER TABLE ${quoteTable(scope.ds, table)} DROP COLUMN tenant_id`);
-      });
+      await scope.ds
+        .query(`ALTER TABLE ${quoteTable(scope.ds, table)} DROP COLUMN tenant_id`)
+        .catch(async () => {
+          // MySQL/MariaDB drop the index with its column; SQLite needs the index gone first.
+          await scope.ds.query(`DROP INDEX ${quoteTable(scope.ds, `${table}_tenant_idx`)}`);
+          await scope.ds.query(`ALTER TABLE ${quoteTable(scope.ds, table)} DROP COLUMN tenant_id`);
+        });
       const plain = await scope.open({ table, options: { workers: false } });
       expect(await plain.enqueue(msg('k', {}))).toHaveLength(1);
-      await expect(
-        scope.open({ table, options: { workers: false, tenants: {} } }),
-      ).rejects.toThrow(/tenant_id/);
+      await expect(scope.open({ table, options: { workers: false, tenants: {} } })).rejects.toThrow(
+        /tenant_id/,
+      );
     });
 
     it('hands in-process handlers the tenant, and runs them in the tenantContext the app gives', async () => {
@@ -236,9 +231,7 @@ for (const db of POLL_RUN_DATABASES) {
         [a1, 'acme'],
         [a2, 'acme'],
       ]);
-      expect((await h.admin.list({ tenant: null })).items.map((m) => m.messageId)).toEqual([
-        none,
-      ]);
+      expect((await h.admin.list({ tenant: null })).items.map((m) => m.messageId)).toEqual([none]);
       expect((await h.admin.list()).items.map((m) => m.tenant)).toEqual([
         'acme',
         'acme',

@@ -1,11 +1,7 @@
 import { describeError } from '../../internal/describe-error';
 import type { ResolvedOutboxOptions } from '../../options/resolve-outbox-options';
 import { claimWindowAfter } from '../../store/shared-sql/claim-window';
-import type {
-  ClaimedBatch,
-  ClaimOptions,
-  OutboxStore,
-} from '../../store/ports/outbox-store.port';
+import type { ClaimedBatch, ClaimOptions, OutboxStore } from '../../store/ports/outbox-store.port';
 import { TenantShares } from './tenant-shares';
 import { releaseSettlement } from '../pipeline/batch-outcome';
 import { batchIdOf, type DispatcherLog } from '../dispatcher-log';

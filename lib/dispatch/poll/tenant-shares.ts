@@ -90,7 +90,9 @@ export class TenantShares {
     }
     const taken = parts.reduce((n, p) => n + p.records.length, 0);
     if (full && taken < options.limit) {
-      parts.push(await this.store.claim({ ...options, limit: options.limit - taken, onSent: undefined }));
+      parts.push(
+        await this.store.claim({ ...options, limit: options.limit - taken, onSent: undefined }),
+      );
     }
     return merged(options.token, parts);
   }

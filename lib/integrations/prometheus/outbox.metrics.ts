@@ -86,8 +86,7 @@ export class OutboxMetrics implements OutboxObserver {
     const { prefix, tenantLabel } = this.options;
     const registers = [this.registry];
     this.tenants = tenantLabel === null ? undefined : new TenantLabels(tenantLabel.maxTenants);
-    const counted: ('topic' | 'tenant')[] =
-      tenantLabel === null ? ['topic'] : ['topic', 'tenant'];
+    const counted: ('topic' | 'tenant')[] = tenantLabel === null ? ['topic'] : ['topic', 'tenant'];
     const names: string[] = [];
     const named = <T extends Metric>(name: string, create: (full: string) => T): T => {
       const full = `${prefix}${name}`;

@@ -131,11 +131,7 @@ function bulkFilterOf(selection: OutboxDeadLetterSelection): OutboxDeadLetterFil
   return filter;
 }
 
-function checkFilter(
-  filter: OutboxMessageFilter,
-  allowStatus: boolean,
-  tenants = false,
-): void {
+function checkFilter(filter: OutboxMessageFilter, allowStatus: boolean, tenants = false): void {
   if (typeof filter !== 'object' || filter === null) {
     throw invalid('filter', 'expected an object such as { topic: "orders" }');
   }
@@ -178,11 +174,14 @@ function checkFilter(
     if (!tenants) {
       throw invalid(
         'filter tenant',
-        'tenant ids are off (set the module\'s tenants option, or --tenant on the CLI)',
+        "tenant ids are off (set the module's tenants option, or --tenant on the CLI)",
       );
     }
     if (tenant !== null && (typeof tenant !== 'string' || tenant === '')) {
-      throw invalid('filter tenant', 'expected a non-empty string, or null for messages without one');
+      throw invalid(
+        'filter tenant',
+        'expected a non-empty string, or null for messages without one',
+      );
     }
   }
   for (const [name, value] of [

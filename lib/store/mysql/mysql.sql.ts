@@ -280,8 +280,7 @@ export function mysqlClaimWindow(
     tenant === 'all' ? '' : tenant === 'one' ? ' AND c.tenant_id = ?' : ' AND c.tenant_id IS NULL';
   // Narrowed to a tenant, its index: statistics taken while one tenant filled the table may
   // make the pending index look as good, and walking it reads the other tenants' backlogs.
-  const index =
-    tenant === 'all' ? '' : ` FORCE INDEX (${n.quote(`${n.tableName}_tenant_idx`)})`;
+  const index = tenant === 'all' ? '' : ` FORCE INDEX (${n.quote(`${n.tableName}_tenant_idx`)})`;
   return `SELECT c.id, c.message_key, ${behind} AS behind FROM ${n.table} AS c${index}
 WHERE c.status = 'pending' AND c.available_at <= ${NOW}${only}
 ORDER BY c.available_at, c.id LIMIT ?`;

@@ -337,10 +337,10 @@ export class MysqlOutboxStore implements OutboxStore {
    * so two dispatchers never split a run between them.
    */
   async dueTenants(after: string | null, limit: number): Promise<readonly (string | null)[]> {
-    const { rows } = await this.sql.query<{ tenant: string | null }>(
-      mysqlDueTenants(this.names),
-      [after ?? '', limit],
-    );
+    const { rows } = await this.sql.query<{ tenant: string | null }>(mysqlDueTenants(this.names), [
+      after ?? '',
+      limit,
+    ]);
     return rows.map((r) => (r.tenant === null ? null : String(r.tenant)));
   }
 

@@ -613,11 +613,7 @@ LEFT JOIN o ON true`;
  * short (PostgreSQL runs the uncorrelated subquery only when the CASE reaches it); a full batch
  * was not held back.
  */
-function unorderedClaim(
-  n: OutboxTableNames,
-  partitioned: boolean,
-  tenant: TenantFilter,
-): string {
+function unorderedClaim(n: OutboxTableNames, partitioned: boolean, tenant: TenantFilter): string {
   const t = n.table;
   const only = tenantCondition('c', tenant, 6);
   return `WITH p AS MATERIALIZED (
@@ -790,7 +786,11 @@ function tenantOrder(a: string, filter: TenantFilter): string {
 /** ` AND …` narrowing alias `a`'s rows to `filter`, the tenant id being parameter `$param`. */
 export function tenantCondition(a: string, filter: TenantFilter, param: number): string {
   if (filter === 'all') return '';
-  return filter === 'none' ? ` AND ${a}.tenant_id IS NULL` : ` AND ${a}.tenant_id = $${param}::text`;
+  // A range, not an equality: an equality makes the tenant a constant of the plan and drops it
+  // from the ORDER BY (see tenantOrder), as keyHead writes its key.
+  return filter === 'none'
+    ? ` AND ${a}.tenant_id IS NULL`
+    : ` AND ${a}.tenant_id >= $${param}::text AND ${a}.tenant_id <= $${param}::text`;
 }
 
 /** $1 namespace, $2 sorted lock ids: transaction locks that serialise parking and promotion. */

@@ -168,9 +168,7 @@ export class SqliteOutboxStore implements OutboxStore {
             this.policy,
             options.tenant === undefined ? 'all' : options.tenant.id === null ? 'none' : 'one',
           ),
-          options.tenant?.id == null
-            ? [windowOf(options)]
-            : [options.tenant.id, windowOf(options)],
+          options.tenant?.id == null ? [windowOf(options)] : [options.tenant.id, windowOf(options)],
         ),
         options.limit,
       );
