@@ -73,6 +73,7 @@ describe('createOutboxMigration() names and arguments', () => {
       'AddOutboxCleanerIndexes_outbox_1763800000002',
       'AddOutboxPayloadColumns_outbox_1763800000003',
       'AddOutboxWaitingIndex_outbox_1763800000004',
+      'AddOutboxTenantColumn_outbox_1763800000005',
     ]);
     expect(
       names(outboxMigrations({ tableName: 'audit', schema: 'events' }, 1_700_000_000_000)),
@@ -83,6 +84,7 @@ describe('createOutboxMigration() names and arguments', () => {
       'AddOutboxCleanerIndexes_events.audit_1700000000002',
       'AddOutboxPayloadColumns_events.audit_1700000000003',
       'AddOutboxWaitingIndex_events.audit_1700000000004',
+      'AddOutboxTenantColumn_events.audit_1700000000005',
     ]);
     expect(() => outboxMigrations({ tableName: 'x; DROP TABLE y' })).toThrow(OutboxOptionsError);
   });
@@ -188,11 +190,13 @@ describe.each(TEST_DATABASES)('outbox migrations on $name', (db) => {
           `AddOutboxCleanerIndexes_${first}_1763800000002`,
           `AddOutboxPayloadColumns_${first}_1763800000003`,
           `AddOutboxWaitingIndex_${first}_1763800000004`,
+          `AddOutboxTenantColumn_${first}_1763800000005`,
           `CreateOutboxTable_${second}_1763800000000`,
           `AddOutboxAttemptHistory_${second}_1763800000001`,
           `AddOutboxCleanerIndexes_${second}_1763800000002`,
           `AddOutboxPayloadColumns_${second}_1763800000003`,
           `AddOutboxWaitingIndex_${second}_1763800000004`,
+          `AddOutboxTenantColumn_${second}_1763800000005`,
         ].sort(),
       );
       await columnsOf20(ds, first);
@@ -251,6 +255,7 @@ describe.each(TEST_DATABASES)('outbox migrations on $name', (db) => {
         `AddOutboxCleanerIndexes_${table}_1763800000002`,
         `AddOutboxPayloadColumns_${table}_1763800000003`,
         `AddOutboxWaitingIndex_${table}_1763800000004`,
+        `AddOutboxTenantColumn_${table}_1763800000005`,
       ]);
       await columnsOf20(current, table);
       await historyOf(current, table);
@@ -300,6 +305,7 @@ describe.each(TEST_DATABASES)('outbox migrations on $name', (db) => {
         `AddOutboxCleanerIndexes_${table}_1763800000002`,
         `AddOutboxPayloadColumns_${table}_1763800000003`,
         `AddOutboxWaitingIndex_${table}_1763800000004`,
+        `AddOutboxTenantColumn_${table}_1763800000005`,
       ]);
       await historyOf(current, table);
       expect(await cleanerIndexesOf(base, table)).toEqual(
@@ -386,6 +392,7 @@ VALUES (${[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11].map(p).join(', ')})`,
       expect((await current.runMigrations()).map((m) => m.name)).toEqual([
         `AddOutboxPayloadColumns_${table}_1763800000003`,
         `AddOutboxWaitingIndex_${table}_1763800000004`,
+        `AddOutboxTenantColumn_${table}_1763800000005`,
       ]);
       // Every row is still there as it was, now a JSON message with no attributes.
       const after = await base.query<Record<string, unknown>[]>(

@@ -278,7 +278,7 @@ export class OutboxAdmin {
   private readonly ordered: boolean;
   private readonly deadBlocksKey: boolean;
   /** Whether the table's tenant ids are read and filtered on (`OutboxAdminOptions.tenants`). */
-  private readonly tenants: boolean;
+  readonly tenants: boolean;
 
   /**
    * Who delivers this table's messages: `'external'` when Debezium (or another engine reading
