@@ -59,13 +59,15 @@ export async function openConsoleApp(
     ordering?: OutboxModuleOptions['ordering'];
     /** The outbox's `delivery`; with 'external', `publisher` is not given to the module. */
     delivery?: OutboxModuleOptions['delivery'];
+    /** The outbox's `tenants` option. @default none */
+    tenants?: OutboxModuleOptions['tenants'];
   } = {},
   http: ConsoleHttp = {},
 ): Promise<ConsoleApp> {
   const db = testDatabase('postgres');
   const table = uniqueTable('outbox_console');
   const dataSource = await db.open(table);
-  const { auditTableName, ordering, delivery, ...consoleOptions } = console;
+  const { auditTableName, ordering, delivery, tenants, ...consoleOptions } = console;
   try {
     const moduleRef = await Test.createTestingModule({
       imports: [
@@ -77,6 +79,7 @@ export async function openConsoleApp(
           retry: { maxAttempts: 1 },
           dispatcher: { listen: false },
           ...(ordering === undefined ? {} : { ordering }),
+          ...(tenants === undefined ? {} : { tenants }),
         }),
         OutboxConsoleModule.forRoot({
           authorize: (request) => request.headers.authorization === `Bearer ${CONSOLE_TOKEN}`,
