@@ -319,8 +319,12 @@ describe.each(TEST_DATABASES)('outbox migrations on $name', (db) => {
       expect(await bootOn(table)).toBeUndefined();
       expect(await current.runMigrations()).toEqual([]);
 
-      // Reverting step 5 drops its index; step 4 its columns; step 3 the indexes; step 2 the
-      // history, leaving the outbox table.
+      // Reverting step 6 drops the tenant column; step 5 its index; step 4 its columns; step 3
+      // the indexes; step 2 the history, leaving the outbox table.
+      await current.undoLastMigration();
+      expect(
+        await failureOf(base.query(`SELECT tenant_id FROM ${quoteTable(base, table)} WHERE 1 = 0`)),
+      ).toBeDefined();
       await current.undoLastMigration();
       expect(await waitingIndexOf(base, table)).toEqual([]);
       await current.undoLastMigration();
