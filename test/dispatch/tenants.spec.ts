@@ -251,29 +251,33 @@ for (const db of POLL_RUN_DATABASES) {
   });
 }
 
-describeWith(['postgres'], 'tenant ids in the console on postgres', () => {
-  it('filters messages by tenant and shows a Tenant column, only with the tenants option', async () => {
-    const c = await openConsoleApp(new RecordingPublisher(), { tenants: {} });
-    try {
-      const [acme] = await c.enqueue([msg('k1', {}, { tenant: 'acme' })]);
-      const [globex] = await c.enqueue([msg('k2', {}, { tenant: 'globex' })]);
-      const page = await get(`${c.url}/messages?status=pending&tenant=acme`);
-      expect(page.status).toBe(200);
-      expect(page.body).toContain(acme);
-      expect(page.body).not.toContain(globex);
-      expect(page.body).toContain('<th>Tenant</th>');
-      expect(page.body).toContain('<td>acme</td>');
-      expect(page.body).toContain('name="tenant" value="acme"');
-    } finally {
-      await c.close();
-    }
-    const off = await openConsoleApp(new RecordingPublisher());
-    try {
-      const page = await get(`${off.url}/messages?status=pending`);
-      expect(page.status).toBe(200);
-      expect(page.body).not.toContain('Tenant');
-    } finally {
-      await off.close();
-    }
+// The console's pages are the poll run's (the sources project runs the suites above again).
+const CONSOLE_RUNS = POLL_RUN_DATABASES.some((db) => db.name === 'postgres');
+if (CONSOLE_RUNS) {
+  describeWith(['postgres'], 'tenant ids in the console on postgres', () => {
+    it('filters messages by tenant and shows a Tenant column, only with the tenants option', async () => {
+      const c = await openConsoleApp(new RecordingPublisher(), { tenants: {} });
+      try {
+        const [acme] = await c.enqueue([msg('k1', {}, { tenant: 'acme' })]);
+        const [globex] = await c.enqueue([msg('k2', {}, { tenant: 'globex' })]);
+        const page = await get(`${c.url}/messages?status=pending&tenant=acme`);
+        expect(page.status).toBe(200);
+        expect(page.body).toContain(acme);
+        expect(page.body).not.toContain(globex);
+        expect(page.body).toContain('<th>Tenant</th>');
+        expect(page.body).toContain('<td>acme</td>');
+        expect(page.body).toContain('name="tenant" value="acme"');
+      } finally {
+        await c.close();
+      }
+      const off = await openConsoleApp(new RecordingPublisher());
+      try {
+        const page = await get(`${off.url}/messages?status=pending`);
+        expect(page.status).toBe(200);
+        expect(page.body).not.toContain('Tenant');
+      } finally {
+        await off.close();
+      }
+    });
   });
-});
+}
