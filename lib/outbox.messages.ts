@@ -210,8 +210,8 @@ export const OutboxMessages = {
     `DATABASE_URL set, which adds them in place (rows kept, no table rewrite), or run the ` +
     `DataSource's ...outboxMigrations(${migrationArgs(ref)}) (step 4 adds them), before ` +
     `starting the app (docs/upgrading.md: "Upgrading from 0.2").`,
-  tenantColumnMissing: (table: string, reason: string, ref: OutboxTableRef): string =>
-    `The outbox table ${table} lacks the tenant_id column and its index that schema step 6 ` +
+  tenantColumnMissing: (table: string, reason: string, ref: OutboxTableRef, step: number): string =>
+    `The outbox table ${table} lacks the tenant_id column and its index that schema step ${step} ` +
     `adds (${reason}), which the tenants option needs. Run "${schemaMigrate(ref)}" with ` +
     `DATABASE_URL set, which adds them in place (rows kept), or the DataSource's ` +
     `...outboxMigrations(${migrationArgs(ref)}), before starting the app, or leave the tenants ` +

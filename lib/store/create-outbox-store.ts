@@ -8,6 +8,7 @@ import type { OutboxStoreContext } from './outbox-database';
 import type { SqlPort } from './ports/sql-port';
 import { payloadColumnsProbe } from './schema/payload-columns';
 import { tenantColumnProbe } from './schema/tenant-column';
+import { schemaStepOf } from './schema/schema-steps';
 import { outboxDatabase, outboxDialectOf, tableNamesFor } from './schema/outbox-table-ddl';
 import type { ResolvedPartitioningOptions } from '../options/resolve-partitioning-options';
 import { checkTableLayout } from './schema/table-layout';
@@ -108,8 +109,14 @@ export async function createOutboxStore(
       await probe(
         tenantColumnProbe(names),
         names.table,
-        (reason) => OutboxMessages.tenantColumnMissing(names.table, reason, ref),
-        6,
+        (reason) =>
+          OutboxMessages.tenantColumnMissing(
+            names.table,
+            reason,
+            ref,
+            schemaStepOf('tenant-column'),
+          ),
+        schemaStepOf('tenant-column'),
       );
     }
     // Checked here, not at the first clean an hour into production.

@@ -1,3 +1,4 @@
+import { schemaStepOf } from '../../store/schema/schema-steps';
 import { OutboxAdmin } from '../../module/admin/outbox.admin';
 import type { OutboxMessageDetail } from '../../module/admin/outbox-admin.interfaces';
 import { OutboxError } from '../../errors/outbox.error';
@@ -461,9 +462,10 @@ async function withStore<T>(
           'Create it with "outbox schema migrate --archive" (same --table/--schema), or leave --archive out to delete instead.',
       );
     }
-    if (error.missingStep === 6) {
+    const tenantStep = schemaStepOf('tenant-column');
+    if (error.missingStep === tenantStep) {
       throw new OutboxError(
-        `The outbox table ${error.table} lacks the tenant_id column that schema step 6 adds (${describeError(error.cause)}), which --tenant reads. ` +
+        `The outbox table ${error.table} lacks the tenant_id column that schema step ${tenantStep} adds (${describeError(error.cause)}), which --tenant reads. ` +
           'Run "outbox schema migrate" with the same --table/--schema to add it in place, rows kept.',
       );
     }

@@ -197,9 +197,14 @@ export const OUTBOX_SCHEMA_STEPS: readonly OutboxSchemaStep[] = [
     (database) => database.schema.tenantColumn,
     (names) =>
       `the tenant_id column and its index (${names.tableName}_tenant_idx) are missing: migrate adds them (needed only with the tenants option, docs/tenants.md)`,
-    'added the tenant_id column and its index (step 6)',
+    'added the tenant_id column and its index (for the tenants option)',
   ),
 ];
+
+/** The number of the step that makes `part` (1 for the table), as status and migrate count them. */
+export function schemaStepOf(part: OutboxSchemaStep['part']): number {
+  return OUTBOX_SCHEMA_STEPS.findIndex((step) => step.part === part) + 1;
+}
 
 /** Runs every step in order: a new table is made whole, an older one brought up to date. */
 export async function applySchemaSteps(context: SchemaStepContext): Promise<void> {

@@ -1,5 +1,5 @@
 /**
- * P21: tenant-fair claiming (docs/tenants.md). Tenant A has a backlog of `BENCH_P21_BACKLOG`
+ * P22: tenant-fair claiming (docs/tenants.md). Tenant A has a backlog of `BENCH_P22_BACKLOG`
  * (200 000) pending messages (1 000 keys, 1 KiB JSON) when tenant B enqueues one message; the
  * latency of B's message, from its commit to RabbitMQ's confirm (`RabbitMqPublisher`, confirms
  * on), is measured three ways, each on a fresh PostgreSQL table with a running dispatcher (its
@@ -33,13 +33,13 @@ import {
 import { ratio } from '../support/stats';
 import { sleep } from '../../test/support/wait-for';
 
-const TABLE = named('bench_p21');
-const QUEUE = named('bench.p21', '.');
-const BACKLOG = Number(process.env.BENCH_P21_BACKLOG ?? 200_000);
+const TABLE = named('bench_p22');
+const QUEUE = named('bench.p22', '.');
+const BACKLOG = Number(process.env.BENCH_P22_BACKLOG ?? 200_000);
 const ALL_MODES = ['alone', 'fair', 'unfair'] as const;
 type Mode = (typeof ALL_MODES)[number];
-/** BENCH_P21_MODES=alone,fair skips the control, whose drain of the backlog is most of the run. */
-const MODES = (process.env.BENCH_P21_MODES ?? ALL_MODES.join(','))
+/** BENCH_P22_MODES=alone,fair skips the control, whose drain of the backlog is most of the run. */
+const MODES = (process.env.BENCH_P22_MODES ?? ALL_MODES.join(','))
   .split(',')
   .map((m) => m.trim())
   .filter((m): m is Mode => (ALL_MODES as readonly string[]).includes(m));
@@ -104,7 +104,7 @@ async function once(ctx: BenchContext, mode: Mode): Promise<number> {
       dataSource: ds,
       tableName: TABLE,
       publisher,
-      instanceId: `bench-p21-${mode}`,
+      instanceId: `bench-p22-${mode}`,
       tenants: { fair: mode === 'fair' },
     });
     // Behind work in flight: the backlog's first batch is out before B commits.
@@ -129,9 +129,9 @@ async function once(ctx: BenchContext, mode: Mode): Promise<number> {
   }
 }
 
-export async function p21(ctx: BenchContext): Promise<ScenarioResult> {
+export async function p22(ctx: BenchContext): Promise<ScenarioResult> {
   const result = newResult(
-    'P21',
+    'P22',
     `Tenant B's one message behind tenant A's ${BACKLOG.toLocaleString('en-US')}-message backlog (PostgreSQL → RabbitMQ)`,
   );
   await resetQueue(ctx.rabbit, QUEUE, 10_000);
@@ -142,7 +142,7 @@ export async function p21(ctx: BenchContext): Promise<ScenarioResult> {
       for (const mode of MODES) {
         const ms = await once(ctx, mode);
         runs[mode].push(ms);
-        ctx.log(`P21 run ${run + 1} ${mode}: ${ms.toFixed(1)} ms`);
+        ctx.log(`P22 run ${run + 1} ${mode}: ${ms.toFixed(1)} ms`);
       }
     }
   } finally {
@@ -152,11 +152,11 @@ export async function p21(ctx: BenchContext): Promise<ScenarioResult> {
   const alone = addMetric(result, 'alone', "B's message alone: commit → confirm", 'ms', runs.alone);
   const fair = addMetric(result, 'fair', 'behind the backlog, tenants.fair', 'ms', runs.fair);
   const unfair = addMetric(result, 'unfair', 'behind the backlog, fair off', 'ms', runs.unfair);
-  result.values.p21_backlog = BACKLOG;
-  result.values.p21_unfair_vs_alone = ratio(unfair.median, alone.median);
+  result.values.p22_backlog = BACKLOG;
+  result.values.p22_unfair_vs_alone = ratio(unfair.median, alone.median);
   addTarget(
     result,
-    'p21_fair_vs_alone',
+    'p22_fair_vs_alone',
     'fair latency ÷ alone (medians)',
     ratio(fair.median, alone.median),
     '<=',
