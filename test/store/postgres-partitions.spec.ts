@@ -26,6 +26,7 @@ import { useOutboxScope } from '../support/outbox-scope';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
 import { waitFor } from '../support/wait-for';
+import { OUTBOX_SCHEMA_STEPS } from '../../lib/store/schema/schema-steps';
 
 // The time-partitioned table on PostgreSQL: a key's messages spread over partitions drain in id
 // order, and the partition maintainer drops exactly the partitions whose rows are all final,
@@ -534,7 +535,7 @@ SELECT gen_random_uuid(), 'orders', $1, 't', '{}', $2::text, $3::timestamptz + i
         await dropOutboxTable(scope.ds, table);
         await ds.destroy();
       });
-      expect(await ds.runMigrations()).toHaveLength(5);
+      expect(await ds.runMigrations()).toHaveLength(OUTBOX_SCHEMA_STEPS.length);
       const { layout } = await outboxPartitions(typeormSqlPort(scope.ds), {
         tableName: table,
       }).status(policyOf(1), false);
