@@ -47,6 +47,7 @@ const SOURCE_SPECS = [
   'test/dispatch/dispatcher-faults.spec.ts',
   'test/dispatch/shutdown.spec.ts',
   'test/dispatch/database-outage.spec.ts',
+  'test/dispatch/tenants.spec.ts',
   'test/local/local-rabbitmq.spec.ts',
   'test/dispatch/redrive-delivery.spec.ts',
   'test/dispatch/key-sequence.spec.ts',

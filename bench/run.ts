@@ -66,6 +66,7 @@ import { p18 } from './scenarios/p18-external-delivery-enqueue';
 import { p19 } from './scenarios/p19-debezium-drain';
 import { p20 } from './scenarios/p20-drain-redis-streams';
 import { p21 } from './scenarios/p21-sequence-enqueue';
+import { p22 } from './scenarios/p22-tenant-fairness';
 import { p1Sqs } from './scenarios/p1-drain-sqs';
 import { profileDrain, type ProfiledBroker } from './scenarios/profile-drain';
 import { c1 } from './scenarios/c1-console-10m';
@@ -98,6 +99,7 @@ const SCENARIOS: Record<string, (ctx: BenchContext) => Promise<ScenarioResult>> 
   P19: p19,
   P20: p20,
   P21: p21,
+  P22: p22,
   'P1-SQS': p1Sqs,
   C1: c1,
   J1: j1,

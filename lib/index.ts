@@ -61,6 +61,7 @@ export type {
   OutboxUnlockerOptions,
   OutboxPartitioningOptions,
   OutboxEventClass,
+  OutboxTenantsOptions,
 } from './options/outbox.options';
 export type { OutboxEventPolicy, OutboxEventRetryPolicy } from './message/outbox-event-policy';
 export {
@@ -69,6 +70,7 @@ export {
   OUTBOX_HEADER_KEY,
   OUTBOX_HEADER_SEQUENCE,
   OUTBOX_HEADER_CONTENT_TYPE,
+  OUTBOX_HEADER_TENANT,
 } from './outbox.constants';
 
 export {

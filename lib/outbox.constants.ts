@@ -29,6 +29,8 @@ export const OUTBOX_HEADER_KEY = 'x-outbox-key';
 export const OUTBOX_HEADER_SEQUENCE = 'x-outbox-sequence';
 /** The content type of a binary message, on transports without a property of their own (Kafka, NATS). */
 export const OUTBOX_HEADER_CONTENT_TYPE = 'x-outbox-content-type';
+/** The message's tenant, with the `tenants` option on (docs/tenants.md). */
+export const OUTBOX_HEADER_TENANT = 'x-outbox-tenant';
 
 /** The name of an `OutboxModule` registered without one. */
 export const DEFAULT_OUTBOX_NAME = 'default';

@@ -166,6 +166,10 @@ export const OutboxMessages = {
   invalidField: (field: string, problem: string): string => `Invalid message ${field}: ${problem}.`,
   refusedByPublisher: (problem: string): string =>
     `The publisher cannot deliver this message: ${problem} Nothing was written.`,
+  tenantsOff: (): string =>
+    `The message names a tenant, but the module's tenants option is off. Set tenants: {} ` +
+    `(docs/tenants.md) after "outbox schema migrate" added the tenant_id column, or leave the ` +
+    `tenant out.`,
   reservedHeader: (name: string): string =>
     `Header "${name}" is reserved (the module sets x-outbox-* itself; CC and BCC would reroute ` +
     `RabbitMQ messages). Use another header name.`,
@@ -225,6 +229,12 @@ export const OutboxMessages = {
     `"${schemaMigrate(ref)}" with DATABASE_URL set, or the DataSource's ` +
     `...outboxMigrations(${migrationArgs(ref)}) (step 6 adds them), before starting the app, or ` +
     `leave ordering.sequence off (docs/upgrading.md).`,
+  tenantColumnMissing: (table: string, reason: string, ref: OutboxTableRef, step: number): string =>
+    `The outbox table ${table} lacks the tenant_id column and its index that schema step ${step} ` +
+    `adds (${reason}), which the tenants option needs. Run "${schemaMigrate(ref)}" with ` +
+    `DATABASE_URL set, which adds them in place (rows kept), or the DataSource's ` +
+    `...outboxMigrations(${migrationArgs(ref)}), before starting the app, or leave the tenants ` +
+    `option out (docs/tenants.md).`,
   waitingIndexMissing: (table: string, ref: OutboxTableRef): string =>
     `The outbox table ${table} lacks the index of waiting messages (${ref.tableName}_waiting_idx) ` +
     `that schema step 5 adds: the dispatcher works without it, but every settle then probes ` +

@@ -18,11 +18,16 @@ import type {
 } from './store/ports/outbox-store.port';
 import type { SqlRunner } from './store/ports/sql-port';
 import { CommitWatcher } from './dispatch/poll/commit-watcher';
-import { OutboxMessageSerializer, refusedHeaderName } from './message/outbox-message.serializer';
+import {
+  checkedTenant,
+  OutboxMessageSerializer,
+  refusedHeaderName,
+} from './message/outbox-message.serializer';
 import type { OutboxConnection } from './store/ports/outbox-connection';
 import {
   OUTBOX_COMMITS,
   OUTBOX_CONNECTION,
+  OUTBOX_HEADER_TENANT,
   OUTBOX_OPTIONS,
   OUTBOX_STORE,
 } from './outbox.constants';
@@ -112,8 +117,10 @@ export class OutboxService<Tx = EntityManager> implements OnApplicationShutdown 
   ): Promise<EnqueueReport> {
     const list: readonly OutboxInput[] = Array.isArray(input) ? input : [input];
     // Validate everything before touching the database: a bad message writes nothing.
-    const rows = this.withProvidedHeaders(
-      list.map((item, index) => this.serializer.toRow(item, index, options)),
+    const rows = this.withTenants(
+      this.withProvidedHeaders(
+        list.map((item, index) => this.serializer.toRow(item, index, options)),
+      ),
     );
     rejectRepeatedIds(rows);
     this.warnOfUnappliedPolicies(list);
@@ -219,6 +226,51 @@ export class OutboxService<Tx = EntityManager> implements OnApplicationShutdown 
   async onApplicationShutdown(): Promise<void> {
     await this.store.close();
     await this.connection.close?.();
+  }
+
+  /**
+   * Gives each row its tenant (its own, else the `tenants.resolve` function's, else the ambient
+   * transaction's) and the `x-outbox-tenant` header that carries it to the broker. Without the
+   * `tenants` option a row naming a tenant is refused: the table may have no column for it.
+   */
+  private withTenants(rows: NewOutboxRow[]): NewOutboxRow[] {
+    const tenants = this.options.tenants;
+    if (tenants === null) {
+      const index = rows.findIndex((row) => row.tenant !== undefined);
+      if (index >= 0) {
+        throw new OutboxInvalidMessageError(OutboxMessages.tenantsOff(), 'invalid-tenant', index);
+      }
+      return rows;
+    }
+    if (rows.length === 0) return rows;
+    // Asked before any await, so the functions see the caller's async context (nestjs-cls).
+    let ambient: string | undefined;
+    if (rows.some((row) => row.tenant === undefined)) {
+      const resolved = tenants.resolve?.() ?? this.options.ambientTransaction?.currentTenant?.();
+      if (resolved !== undefined) {
+        ambient = checkedTenant(
+          resolved,
+          (problem) =>
+            new OutboxInvalidMessageError(
+              OutboxMessages.invalidField('tenant from tenants.resolve', problem),
+              'invalid-tenant',
+              0,
+            ),
+        );
+      }
+    }
+    return rows.map((row) => {
+      const tenant = row.tenant ?? ambient;
+      if (tenant === undefined) return row;
+      const headers =
+        row.headers === '{}'
+          ? JSON.stringify({ [OUTBOX_HEADER_TENANT]: tenant })
+          : JSON.stringify({
+              ...(JSON.parse(row.headers) as Record<string, string>),
+              [OUTBOX_HEADER_TENANT]: tenant,
+            });
+      return Object.assign({}, row, { tenant, headers });
+    });
   }
 
   /** Adds the `headersProvider` headers to each row, under the message's own headers. */

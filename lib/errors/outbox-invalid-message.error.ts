@@ -13,7 +13,8 @@ export type OutboxInvalidMessageReason =
   | 'invalid-schedule'
   | 'invalid-message-id'
   | 'invalid-content-type'
-  | 'invalid-attributes';
+  | 'invalid-attributes'
+  | 'invalid-tenant';
 
 /**
  * Thrown by `enqueue()` for a message that cannot be stored. Nothing of the call is written, and

@@ -17,4 +17,6 @@ export interface NewOutboxRow {
   readonly availableAt: Date | null;
   /** Delay after the database's `now`, if the caller gave one. */
   readonly delayMs: number | null;
+  /** The message's tenant (`tenant_id`); absent when it has none. */
+  readonly tenant?: string;
 }

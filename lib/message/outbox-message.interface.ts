@@ -57,6 +57,12 @@ export interface OutboxMessage<TPayload = unknown> extends OutboxSchedule {
    * id: the same dedupe key is enqueued once for as long as its row is kept.
    */
   dedupeKey?: string;
+  /**
+   * The tenant the message belongs to (at most 128 characters), with the module's `tenants`
+   * option on: stored in `tenant_id` and sent as the `x-outbox-tenant` header. Left out, the
+   * `tenants.resolve` function's answer. @default undefined
+   */
+  tenant?: string;
 }
 
 /**
@@ -166,6 +172,11 @@ export interface OutboxEventOptions<TEvent = object> {
    * business identity (see `OutboxMessage.dedupeKey`).
    */
   dedupeKey?: (keyof TEvent & string) | ((event: TEvent) => string | undefined);
+  /**
+   * The tenant of every instance: a property name of the event, or a function of it (see
+   * `OutboxMessage.tenant`). @default undefined (the `tenants.resolve` function's answer)
+   */
+  tenant?: (keyof TEvent & string) | ((event: TEvent) => string | undefined);
   /**
    * Broker attributes of every instance: fixed, or computed from the event (see
    * `OutboxMessage.attributes`). @default undefined

@@ -16,6 +16,8 @@ import { BrokerAttributesProblem, brokerAttributesJson } from './broker-attribut
 const MAX_NAME = 255;
 const MAX_HEADER_VALUE = 8_192;
 const MAX_HEADERS = 64;
+/** The longest tenant id: the `tenant_id` column's width. */
+export const MAX_TENANT_LENGTH = 128;
 // CC and BCC are RabbitMQ sender-selected distribution headers: a user value would reroute
 // the message to other queues.
 const RESERVED_HEADERS = new Set(['cc', 'bcc']);
@@ -272,6 +274,7 @@ const MESSAGE_FIELDS = {
   validatePayload: true,
   contentType: true,
   attributes: true,
+  tenant: true,
 } satisfies Record<keyof OutboxMessage, true>;
 
 function isPlainObject(value: object): boolean {
@@ -307,6 +310,23 @@ export function uuidFromDedupeKey(dedupeKey: string): string {
   return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
 }
 
+/**
+ * A tenant id as stored in `tenant_id`: a non-empty string of at most 128 characters that every
+ * database and broker header can hold. Throws what `invalid` makes of the problem otherwise.
+ */
+export function checkedTenant(tenant: unknown, invalid: (problem: string) => Error): string {
+  if (typeof tenant !== 'string' || tenant === '' || tenant.length > MAX_TENANT_LENGTH) {
+    throw invalid(
+      `expected a non-empty string of at most ${MAX_TENANT_LENGTH} characters, got ${describeValue(tenant)}`,
+    );
+  }
+  const problem =
+    textProblem(tenant) ??
+    (CONTROL_CHARS.test(tenant) ? 'contains a control character' : undefined);
+  if (problem !== undefined) throw invalid(`it ${problem}`);
+  return tenant;
+}
+
 export class OutboxMessageSerializer {
   private readonly ids = new UuidV7Generator();
 
@@ -324,11 +344,13 @@ export class OutboxMessageSerializer {
 
     let topic: unknown, type: unknown, key: unknown, headers: unknown, payload: unknown;
     let messageId: unknown, dedupeKey: unknown, contentType: unknown, attributes: unknown;
+    let tenant: unknown;
     let validatePayload: unknown = true;
     let availableAt: unknown = options?.availableAt;
     let delayMs: unknown = options?.delayMs;
     if (isPlainMessage(input)) {
-      ({ topic, key, headers, payload, messageId, dedupeKey, contentType, attributes } = input);
+      ({ topic, key, headers, payload, messageId, dedupeKey, contentType, attributes, tenant } =
+        input);
       validatePayload = input.validatePayload ?? true;
       type = input.type ?? input.topic;
       availableAt = input.availableAt ?? availableAt;
@@ -365,6 +387,20 @@ export class OutboxMessageSerializer {
             `the key of @OutboxEvent() on ${className} threw ${describeError(error)}`,
           ),
           'invalid-key',
+          error,
+        );
+      }
+      try {
+        if (typeof meta.tenant === 'function') tenant = meta.tenant(input);
+        else if (typeof meta.tenant === 'string')
+          tenant = (input as Record<string, unknown>)[meta.tenant];
+      } catch (error) {
+        throw invalid(
+          OutboxMessages.invalidField(
+            'tenant',
+            `the tenant function of @OutboxEvent() on ${className} threw ${describeError(error)}`,
+          ),
+          'invalid-tenant',
           error,
         );
       }
@@ -437,7 +473,7 @@ export class OutboxMessageSerializer {
     }
     const supplied = this.suppliedId(messageId, dedupeKey, invalid);
     // The JSON path builds the row as it did before binary payloads existed: nothing more.
-    if (contentType === undefined && attributes === undefined) {
+    if (contentType === undefined && attributes === undefined && tenant === undefined) {
       return {
         messageId: supplied ?? this.ids.next(),
         idempotent: supplied !== undefined,
@@ -461,6 +497,13 @@ export class OutboxMessageSerializer {
       ...this.schedule(availableAt, delayMs, invalid),
       ...(contentType === undefined ? {} : { binary: this.binary(payload, contentType, invalid) }),
       ...this.attributes(attributes, invalid),
+      ...(tenant === undefined
+        ? {}
+        : {
+            tenant: checkedTenant(tenant, (problem) =>
+              invalid(OutboxMessages.invalidField('tenant', problem), 'invalid-tenant'),
+            ),
+          }),
     };
   }
 

@@ -8,4 +8,9 @@ import type { EntityManager } from 'typeorm';
 export interface AmbientTransaction<Tx = EntityManager> {
   /** The active transaction (its manager or client), or undefined when none is active. */
   currentManager(): Tx | undefined;
+  /**
+   * The tenant of the current call, for messages that name none, with the module's `tenants`
+   * option on; asked after `tenants.resolve`. @default none
+   */
+  currentTenant?(): string | undefined;
 }

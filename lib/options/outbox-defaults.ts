@@ -11,6 +11,7 @@ import type {
   OutboxModuleOptions,
   OutboxOrderingOptions,
   OutboxRetryOptions,
+  OutboxTenantsOptions,
   OutboxUnlockerOptions,
 } from './outbox.options';
 
@@ -90,6 +91,7 @@ export const OUTBOX_DEFAULTS = deepFreeze({
     headersProvider: { described: 'none' },
     events: { described: 'none' },
     policies: { described: 'none' },
+    tenants: { described: 'the defaults of its keys' },
   } satisfies Defaults<OutboxModuleOptions>,
   ordering: {
     enabled: { value: true },
@@ -139,6 +141,10 @@ export const OUTBOX_DEFAULTS = deepFreeze({
     premake: { value: 3 },
     maintainIntervalMs: { value: 3_600_000 },
   } satisfies Defaults<OutboxPartitioningOptions>,
+  tenants: {
+    resolve: { described: 'none' },
+    fair: { value: false },
+  } satisfies Defaults<OutboxTenantsOptions>,
 } as const);
 
 /** The defaults of the module's extras (`forRoot()`'s options that decide which providers exist). */

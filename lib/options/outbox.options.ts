@@ -245,6 +245,28 @@ export interface OutboxModuleOptions {
    * also get one from a class in `events`. @default none
    */
   policies?: Readonly<Record<string, OutboxEventPolicy>>;
+  /**
+   * Turns on tenant ids: each message may carry one (`tenant`), stored in the table's
+   * `tenant_id` column and sent as the `x-outbox-tenant` header (docs/tenants.md). Left out,
+   * messages carry none and a message given one is refused.
+   */
+  tenants?: OutboxTenantsOptions;
+}
+
+/** Tenant ids on messages, and tenant-fair claiming (docs/tenants.md). */
+export interface OutboxTenantsOptions {
+  /**
+   * Called once per `enqueue()` call, synchronously in the caller's context (like
+   * `headersProvider`), for the tenant of messages that name none, e.g.
+   * `() => cls.get('tenantId')`. @default none
+   */
+  resolve?: () => string | undefined;
+  /**
+   * Shares each claimed batch between the tenants with due messages, so that one tenant's
+   * backlog does not hold up another's messages: `true` in equal shares, or `{ weights }` with a
+   * share per tenant (1 for those not named). @default false
+   */
+  fair?: boolean | { weights?: Readonly<Record<string, number>> };
 }
 
 /** A class decorated with `@OutboxEvent()`. */

@@ -15,8 +15,10 @@ import type {
   OutboxOrderingOptions,
   OutboxPartitioningOptions,
   OutboxRetryOptions,
+  OutboxTenantsOptions,
   OutboxUnlockerOptions,
 } from './outbox.options';
+import { resolveTenantsOptions, type ResolvedTenantsOptions } from './resolve-tenants-options';
 import { OUTBOX_DEFAULTS, OUTBOX_EXTRA_DEFAULTS } from './outbox-defaults';
 import { checks, fail } from './outbox-option-checks';
 import {
@@ -81,6 +83,8 @@ export interface ResolvedOutboxOptions {
   readonly headersProvider: (() => Readonly<Record<string, string>> | undefined) | undefined;
   /** The per-event-type policies (`events`, `policies`) over the module's defaults. */
   readonly policies: ResolvedEventPolicies;
+  /** null: tenant ids are off. */
+  readonly tenants: ResolvedTenantsOptions | null;
 }
 
 /**
@@ -113,6 +117,7 @@ export const OUTBOX_OPTION_KEYS = {
     headersProvider: true,
     events: true,
     policies: true,
+    tenants: true,
   } satisfies Record<keyof OutboxModuleOptions, true>,
   dispatcher: {
     batchSize: true,
@@ -155,6 +160,7 @@ export const OUTBOX_OPTION_KEYS = {
     premake: true,
     maintainIntervalMs: true,
   } satisfies Record<keyof OutboxPartitioningOptions, true>,
+  tenants: { resolve: true, fair: true } satisfies Record<keyof OutboxTenantsOptions, true>,
 } satisfies KnownOptionKeys;
 
 // `forRoot()` strips these before the options reach the resolver; found here, they came from a
@@ -320,5 +326,6 @@ export function resolveOutboxOptions(
     observer,
     headersProvider,
     policies,
+    tenants: resolveTenantsOptions(options.tenants),
   };
 }

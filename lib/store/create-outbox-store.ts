@@ -7,6 +7,8 @@ import { OutboxMessages } from '../outbox.messages';
 import type { OutboxStoreContext } from './outbox-database';
 import type { SqlPort } from './ports/sql-port';
 import { payloadColumnsProbe } from './schema/payload-columns';
+import { tenantColumnProbe } from './schema/tenant-column';
+import { schemaStepOf } from './schema/schema-steps';
 import { outboxDatabase, outboxDialectOf, tableNamesFor } from './schema/outbox-table-ddl';
 import type { ResolvedPartitioningOptions } from '../options/resolve-partitioning-options';
 import { checkTableLayout } from './schema/table-layout';
@@ -29,6 +31,8 @@ export async function createOutboxStore(
     };
     dispatcher?: { dbTimeoutMs: number; batchSize?: number };
     cleaner?: { archive: boolean };
+    /** The `tenants` option: when set, the table must have schema step 7's `tenant_id`. */
+    tenants?: object | null;
     /** Whether statements may be prepared by name (the `preparedStatements` option); default true. */
     preparedStatements?: boolean;
     /**
@@ -115,9 +119,24 @@ export async function createOutboxStore(
           statement,
           names.table,
           (reason) => OutboxMessages.keySequenceMissing(names.table, reason, ref),
-          6,
+          schemaStepOf('key-sequence'),
         );
       }
+    }
+    // Step 7's column only where tenants are used: a table without it serves every other app.
+    if (table.tenants !== undefined && table.tenants !== null) {
+      await probe(
+        tenantColumnProbe(names),
+        names.table,
+        (reason) =>
+          OutboxMessages.tenantColumnMissing(
+            names.table,
+            reason,
+            ref,
+            schemaStepOf('tenant-column'),
+          ),
+        schemaStepOf('tenant-column'),
+      );
     }
     // Checked here, not at the first clean an hour into production.
     if (table.cleaner?.archive === true) {

@@ -176,6 +176,11 @@ export interface OutboxSchemaSql {
    * `ordering.sequence`.
    */
   readonly keySequence?: SchemaPartSql;
+  /**
+   * Schema step 7: `tenant_id`, generated from the `x-outbox-tenant` header, and its index of
+   * pending rows by tenant (docs/tenants.md). Needed only with the `tenants` option.
+   */
+  readonly tenantColumn?: SchemaPartSql;
 }
 
 /**

@@ -74,6 +74,7 @@ describe('createOutboxMigration() names and arguments', () => {
       'AddOutboxPayloadColumns_outbox_1763800000003',
       'AddOutboxWaitingIndex_outbox_1763800000004',
       'AddOutboxKeySequence_outbox_1763800000005',
+      'AddOutboxTenantColumn_outbox_1763800000006',
     ]);
     expect(
       names(outboxMigrations({ tableName: 'audit', schema: 'events' }, 1_700_000_000_000)),
@@ -85,6 +86,7 @@ describe('createOutboxMigration() names and arguments', () => {
       'AddOutboxPayloadColumns_events.audit_1700000000003',
       'AddOutboxWaitingIndex_events.audit_1700000000004',
       'AddOutboxKeySequence_events.audit_1700000000005',
+      'AddOutboxTenantColumn_events.audit_1700000000006',
     ]);
     expect(() => outboxMigrations({ tableName: 'x; DROP TABLE y' })).toThrow(OutboxOptionsError);
   });
@@ -191,12 +193,14 @@ describe.each(TEST_DATABASES)('outbox migrations on $name', (db) => {
           `AddOutboxPayloadColumns_${first}_1763800000003`,
           `AddOutboxWaitingIndex_${first}_1763800000004`,
           `AddOutboxKeySequence_${first}_1763800000005`,
+          `AddOutboxTenantColumn_${first}_1763800000006`,
           `CreateOutboxTable_${second}_1763800000000`,
           `AddOutboxAttemptHistory_${second}_1763800000001`,
           `AddOutboxCleanerIndexes_${second}_1763800000002`,
           `AddOutboxPayloadColumns_${second}_1763800000003`,
           `AddOutboxWaitingIndex_${second}_1763800000004`,
           `AddOutboxKeySequence_${second}_1763800000005`,
+          `AddOutboxTenantColumn_${second}_1763800000006`,
         ].sort(),
       );
       await columnsOf20(ds, first);
@@ -257,6 +261,7 @@ describe.each(TEST_DATABASES)('outbox migrations on $name', (db) => {
         `AddOutboxPayloadColumns_${table}_1763800000003`,
         `AddOutboxWaitingIndex_${table}_1763800000004`,
         `AddOutboxKeySequence_${table}_1763800000005`,
+        `AddOutboxTenantColumn_${table}_1763800000006`,
       ]);
       await columnsOf20(current, table);
       await historyOf(current, table);
@@ -307,6 +312,7 @@ describe.each(TEST_DATABASES)('outbox migrations on $name', (db) => {
         `AddOutboxPayloadColumns_${table}_1763800000003`,
         `AddOutboxWaitingIndex_${table}_1763800000004`,
         `AddOutboxKeySequence_${table}_1763800000005`,
+        `AddOutboxTenantColumn_${table}_1763800000006`,
       ]);
       await historyOf(current, table);
       expect(await cleanerIndexesOf(base, table)).toEqual(
@@ -320,8 +326,12 @@ describe.each(TEST_DATABASES)('outbox migrations on $name', (db) => {
       expect(await bootOn(table)).toBeUndefined();
       expect(await current.runMigrations()).toEqual([]);
 
-      // Reverting step 6 drops the sequence counters and column; step 5 its index; step 4 its
-      // columns; step 3 the indexes; step 2 the history, leaving the outbox table.
+      // Reverting step 7 drops the tenant column; step 6 the sequence counters and column; step 5
+      // its index; step 4 its columns; step 3 the indexes; step 2 the history, leaving the table.
+      await current.undoLastMigration();
+      expect(
+        await failureOf(base.query(`SELECT tenant_id FROM ${quoteTable(base, table)} WHERE 1 = 0`)),
+      ).toBeDefined();
       await current.undoLastMigration();
       expect(
         await failureOf(base.query(`SELECT key_seq FROM ${quoteTable(base, table)} WHERE 1 = 0`)),
@@ -398,6 +408,7 @@ VALUES (${[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11].map(p).join(', ')})`,
         `AddOutboxPayloadColumns_${table}_1763800000003`,
         `AddOutboxWaitingIndex_${table}_1763800000004`,
         `AddOutboxKeySequence_${table}_1763800000005`,
+        `AddOutboxTenantColumn_${table}_1763800000006`,
       ]);
       // Every row is still there as it was, now a JSON message with no attributes.
       const after = await base.query<Record<string, unknown>[]>(

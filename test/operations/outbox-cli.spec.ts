@@ -368,6 +368,8 @@ for (const db of TEST_DATABASES) {
     const rows = () => readOutbox(scope.ds, table);
     const statusOf = async (messageId: string) =>
       (await rows()).find((r) => r.messageId === messageId)?.status;
+    const statusOfIn = async (other: string, messageId: string) =>
+      (await readOutbox(scope.ds, other)).find((r) => r.messageId === messageId)?.status;
 
     it('schema migrate --binary-ids converts a CHAR(36) table in place on MySQL/MariaDB, and is refused elsewhere', async () => {
       const old = uniqueTable('outbox_clid');
@@ -440,6 +442,7 @@ for (const db of TEST_DATABASES) {
           { step: 4, part: 'payload-columns', present: true, missing: null },
           { step: 5, part: 'waiting-index', present: true, missing: null },
           { step: 6, part: 'key-sequence', present: true, missing: null },
+          { step: 7, part: 'tenant-column', present: true, missing: null },
         ],
       });
 
@@ -1009,6 +1012,30 @@ for (const db of TEST_DATABASES) {
       ).toEqual({ delivered: 0, dead: 1, archived: false });
       expect(await rows()).toEqual([]);
       expect(await readArchive(scope.ds, table)).toHaveLength(delivered);
+    });
+
+    it('--tenant filters dlq list and stats by the tenant_id column', async () => {
+      const t = await scope.open({
+        publisher: new RecordingPublisher(),
+        options: { tenants: {} },
+      });
+      const [acme, globex, none] = (await t.enqueue([
+        msg('t1', { tenant: 'acme' }),
+        msg('t2', { tenant: 'globex' }),
+        msg('t3'),
+      ])) as [string, string, string];
+      t.publisher.fail(acme, 'permanent', rejected('refused')).fail(globex, 'permanent');
+      await t.dispatcher.drain();
+      type Page = { items: { messageId: string }[] };
+      const listed = await outboxJson<Page>(
+        ['dlq', 'list', '--table', t.table, '--tenant', 'acme'],
+        url,
+      );
+      expect(listed.items.map((m) => m.messageId)).toEqual([acme]);
+      expect(
+        await outboxJson(['stats', '--table', t.table, '--tenant', 'globex'], url),
+      ).toMatchObject({ dead: 1, delivered: 0 });
+      expect(await statusOfIn(t.table, none)).toBe('delivered');
     });
 
     it('dlq show describes a binary dead letter by size and content type with a hex preview, never its raw bytes', async () => {

@@ -61,13 +61,15 @@ export async function openConsoleApp(
     delivery?: OutboxModuleOptions['delivery'];
     /** The outbox's per-event-type `policies`. @default none */
     policies?: OutboxModuleOptions['policies'];
+    /** The outbox's `tenants` option. @default none */
+    tenants?: OutboxModuleOptions['tenants'];
   } = {},
   http: ConsoleHttp = {},
 ): Promise<ConsoleApp> {
   const db = testDatabase('postgres');
   const table = uniqueTable('outbox_console');
   const dataSource = await db.open(table);
-  const { auditTableName, ordering, delivery, policies, ...consoleOptions } = console;
+  const { auditTableName, ordering, delivery, policies, tenants, ...consoleOptions } = console;
   try {
     const moduleRef = await Test.createTestingModule({
       imports: [
@@ -80,6 +82,7 @@ export async function openConsoleApp(
           dispatcher: { listen: false },
           ...(ordering === undefined ? {} : { ordering }),
           ...(policies === undefined ? {} : { policies }),
+          ...(tenants === undefined ? {} : { tenants }),
         }),
         OutboxConsoleModule.forRoot({
           authorize: (request) => request.headers.authorization === `Bearer ${CONSOLE_TOKEN}`,

@@ -1,7 +1,8 @@
 import { describeError } from '../../internal/describe-error';
 import type { ResolvedOutboxOptions } from '../../options/resolve-outbox-options';
 import { claimWindowAfter } from '../../store/shared-sql/claim-window';
-import type { ClaimedBatch, OutboxStore } from '../../store/ports/outbox-store.port';
+import type { ClaimedBatch, ClaimOptions, OutboxStore } from '../../store/ports/outbox-store.port';
+import { TenantShares } from './tenant-shares';
 import { releaseSettlement } from '../pipeline/batch-outcome';
 import { batchIdOf, type DispatcherLog } from '../dispatcher-log';
 import type { DeliveryBatch } from '../pipeline/delivery-batch';
@@ -51,6 +52,8 @@ export class Claimer {
    * find the heads behind those rows. The first claim does too.
    */
   private lastClaimHeldBack = true;
+  /** Shares each batch between tenants (`tenants.fair`), where the store can. */
+  private readonly shares: TenantShares | undefined;
 
   constructor(
     private readonly options: ResolvedOutboxOptions,
@@ -58,7 +61,16 @@ export class Claimer {
     private readonly pipeline: ClaimerPipeline,
     private readonly log: DispatcherLog,
     private readonly loop: ClaimLoopHooks,
-  ) {}
+  ) {
+    const fair = options.tenants?.fair ?? null;
+    this.shares =
+      fair !== null && TenantShares.supported(store) ? new TenantShares(fair, store) : undefined;
+  }
+
+  /** The store's claim, or a tenant-fair one (`tenants.fair`). */
+  private claimBatch(options: ClaimOptions & { readonly token: string }): Promise<ClaimedBatch> {
+    return this.shares === undefined ? this.store.claim(options) : this.shares.claim(options);
+  }
 
   /**
    * Whether a timer's drain should claim at all: one cheap read where the store offers it, so
@@ -89,7 +101,7 @@ export class Claimer {
       claimed = await this.pipeline.watchdog.run(
         'claim',
         () =>
-          (call = this.store.claim({
+          (call = this.claimBatch({
             limit: dispatcher.batchSize,
             owner: this.options.instanceId,
             leaseMs: dispatcher.leaseMs,

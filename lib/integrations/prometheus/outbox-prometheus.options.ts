@@ -19,6 +19,12 @@ export interface OutboxPrometheusOptions {
   latencyBuckets?: readonly number[];
   /** Buckets of `outbox_delivery_attempts`. @default [1, 2, 3, 5, 10, 20, 50, 100] */
   attemptsBuckets?: readonly number[];
+  /**
+   * Adds a `tenant` label (the message's `x-outbox-tenant`, '' without one) to the published,
+   * retried and dead-lettered counters, for at most `maxTenants` distinct tenants: the others
+   * are labelled `other` (docs/tenants.md). @default off (no tenant label)
+   */
+  tenantLabel?: { maxTenants: number };
 }
 
 /** {@link OutboxPrometheusOptions} with the defaults applied and every value checked. */
@@ -29,6 +35,8 @@ export interface ResolvedOutboxPrometheusOptions {
   readonly batchDurationBuckets: readonly number[];
   readonly latencyBuckets: readonly number[];
   readonly attemptsBuckets: readonly number[];
+  /** null: no tenant label. */
+  readonly tenantLabel: { readonly maxTenants: number } | null;
 }
 
 const checks = new OptionChecks('OutboxMetrics');
@@ -40,8 +48,13 @@ const OPTION_KEYS = {
     batchDurationBuckets: true,
     latencyBuckets: true,
     attemptsBuckets: true,
+    tenantLabel: true,
   },
-} as const satisfies { '': Record<keyof OutboxPrometheusOptions, true> };
+  tenantLabel: { maxTenants: true },
+} as const satisfies {
+  '': Record<keyof OutboxPrometheusOptions, true>;
+  tenantLabel: Record<keyof NonNullable<OutboxPrometheusOptions['tenantLabel']>, true>;
+};
 // Prometheus' metric name grammar: the prefix must keep every name valid.
 const METRIC_NAME_PREFIX = /^[a-zA-Z_:][a-zA-Z0-9_:]*$/;
 const DEFAULT_BUCKETS = [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10];
@@ -111,6 +124,23 @@ export function resolveOutboxPrometheusOptions(
     batchDurationBuckets,
     latencyBuckets,
     attemptsBuckets,
+    tenantLabel: resolveTenantLabel(options.tenantLabel),
+  };
+}
+
+function resolveTenantLabel(
+  value: OutboxPrometheusOptions['tenantLabel'],
+): ResolvedOutboxPrometheusOptions['tenantLabel'] {
+  if (value === undefined) return null;
+  if (value === null || typeof value !== 'object') {
+    checks.fail(
+      'tenantLabel',
+      `${checks.show(value)} is not an object`,
+      'Pass { maxTenants: 100 }, or leave it out for no tenant label.',
+    );
+  }
+  return {
+    maxTenants: checks.integer(value.maxTenants, 100, 'tenantLabel.maxTenants', 1, 10_000),
   };
 }
 

@@ -1,3 +1,4 @@
+import { TenantLabels } from './tenant-labels';
 import { Logger } from '@nestjs/common';
 import { Counter, Gauge, Histogram, type Metric, type Registry } from 'prom-client';
 import { OutboxOptionsError } from '../../errors/outbox-options.error';
@@ -38,7 +39,7 @@ export interface OutboxLogLagSource {
  *
  * | metric | type | |
  * |---|---|---|
- * | `outbox_messages_published_total{topic}` | counter | acknowledged by the broker |
+ * | `outbox_messages_published_total{topic}` | counter | acknowledged by the broker (`tenant` too with `tenantLabel`) |
  * | `outbox_messages_retried_total{topic}` | counter | failed, rescheduled |
  * | `outbox_messages_dead_lettered_total{topic}` | counter | moved to `dead` |
  * | `outbox_outages_total` | counter | publisher or database unreachable: claims paused |
@@ -58,9 +59,11 @@ export class OutboxMetrics implements OutboxObserver {
   readonly registry: Registry;
   private readonly options: ResolvedOutboxPrometheusOptions;
   private readonly logger = new Logger(OutboxMetrics.name);
-  private readonly published: Counter<'topic'>;
-  private readonly retried: Counter<'topic'>;
-  private readonly deadLettered: Counter<'topic'>;
+  private readonly published: Counter<'topic' | 'tenant'>;
+  private readonly retried: Counter<'topic' | 'tenant'>;
+  private readonly deadLettered: Counter<'topic' | 'tenant'>;
+  /** The `tenant` label's values (`tenantLabel`); undefined without the label. */
+  private readonly tenants: TenantLabels | undefined;
   private readonly outages: Counter;
   private readonly batchDuration: Histogram;
   private readonly latency: Histogram<'topic'>;
@@ -80,8 +83,10 @@ export class OutboxMetrics implements OutboxObserver {
   constructor(options: OutboxPrometheusOptions = {}) {
     this.options = resolveOutboxPrometheusOptions(options);
     this.registry = this.options.registry;
-    const { prefix } = this.options;
+    const { prefix, tenantLabel } = this.options;
     const registers = [this.registry];
+    this.tenants = tenantLabel === null ? undefined : new TenantLabels(tenantLabel.maxTenants);
+    const counted: ('topic' | 'tenant')[] = tenantLabel === null ? ['topic'] : ['topic', 'tenant'];
     const names: string[] = [];
     const named = <T extends Metric>(name: string, create: (full: string) => T): T => {
       const full = `${prefix}${name}`;
@@ -103,7 +108,7 @@ export class OutboxMetrics implements OutboxObserver {
         new Counter({
           name,
           help: 'Outbox messages the broker acknowledged, by topic.',
-          labelNames: ['topic'],
+          labelNames: counted,
           registers,
         }),
     );
@@ -113,7 +118,7 @@ export class OutboxMetrics implements OutboxObserver {
         new Counter({
           name,
           help: 'Outbox publishes that failed and were rescheduled, by topic.',
-          labelNames: ['topic'],
+          labelNames: counted,
           registers,
         }),
     );
@@ -123,7 +128,7 @@ export class OutboxMetrics implements OutboxObserver {
         new Counter({
           name,
           help: 'Outbox messages moved to the dead-letter state, by topic.',
-          labelNames: ['topic'],
+          labelNames: counted,
           registers,
         }),
     );
@@ -242,15 +247,34 @@ export class OutboxMetrics implements OutboxObserver {
       this.latency.observe(labels, Math.max(0, record.latencyMs) / 1_000);
       this.deliveryAttempts.observe(labels, record.attempts);
     }
-    byTopic.forEach((count, topic) => this.published.inc({ topic }, count));
+    if (this.tenants === undefined) {
+      byTopic.forEach((count, topic) => this.published.inc({ topic }, count));
+      return;
+    }
+    const byLabels = new Map<string, { topic: string; tenant: string; n: number }>();
+    for (const record of records) {
+      const tenant = this.tenants.of(record);
+      const id = JSON.stringify([record.topic, tenant]);
+      const entry = byLabels.get(id);
+      if (entry === undefined) byLabels.set(id, { topic: record.topic, tenant, n: 1 });
+      else entry.n += 1;
+    }
+    byLabels.forEach(({ topic, tenant, n }) => this.published.inc({ topic, tenant }, n));
   }
 
   onRetry(record: OutboxRecord): void {
-    this.retried.inc({ topic: record.topic });
+    this.retried.inc(this.labelsOf(record));
   }
 
   onDeadLetter(record: OutboxRecord): void {
-    this.deadLettered.inc({ topic: record.topic });
+    this.deadLettered.inc(this.labelsOf(record));
+  }
+
+  /** A counter's labels: the topic, and the tenant with `tenantLabel`. */
+  private labelsOf(record: OutboxRecord): { topic: string; tenant?: string } {
+    return this.tenants === undefined
+      ? { topic: record.topic }
+      : { topic: record.topic, tenant: this.tenants.of(record) };
   }
 
   onOutage(): void {

@@ -34,6 +34,8 @@ export interface AdminRow {
   locked_by: string | null;
   locked_until: Time;
   age_ms: Num;
+  /** Selected only with the `tenants` option on. */
+  tenant_id?: string | null;
 }
 
 export interface AdminDetailRow extends AdminRow {
@@ -94,6 +96,7 @@ export function toSummary(row: AdminRow): OutboxMessageSummary {
     lockedBy: row.locked_by,
     lockedUntil: optionalDate(row.locked_until),
     ageMs: wholeMs(row.age_ms),
+    ...(row.tenant_id === undefined ? {} : { tenant: row.tenant_id }),
   };
 }
 

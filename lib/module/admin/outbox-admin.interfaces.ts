@@ -23,6 +23,11 @@ export interface OutboxMessageFilter {
   readonly createdAfter?: Date;
   /** Enqueued more than this many milliseconds ago. */
   readonly olderThanMs?: number;
+  /**
+   * The message's tenant (`tenant_id`, docs/tenants.md); `null` matches messages without one.
+   * Only with the `tenants` option on.
+   */
+  readonly tenant?: string | null;
 }
 
 /** A filter over dead letters: the status is `dead` by definition. */
@@ -73,6 +78,8 @@ export interface OutboxMessageSummary {
   readonly lockedUntil: Date | null;
   /** Milliseconds since enqueue, on the database clock. */
   readonly ageMs: number;
+  /** The message's tenant, with the `tenants` option on (null: none); absent otherwise. */
+  readonly tenant?: string | null;
 }
 
 /**

@@ -95,6 +95,11 @@ export interface OutboxAdminOptions {
    * @default { tableName: 'outbox_console_audit' }
    */
   readonly auditTable?: OutboxAuditTableOptions;
+  /**
+   * The app's `tenants` option: when set, listings carry each message's `tenant` and filters
+   * may name one (the table has schema step 7's `tenant_id`). @default none
+   */
+  readonly tenants?: object | null;
 }
 
 /** Largest page of a listing, and the batch size of retries and purges by filter. */
@@ -112,6 +117,7 @@ const FILTER_KEYS = {
   createdBefore: true,
   createdAfter: true,
   olderThanMs: true,
+  tenant: true,
 } satisfies Record<keyof OutboxMessageFilter, true>;
 
 const invalid = (what: string, problem: string): OutboxAdminInputError =>
@@ -155,7 +161,7 @@ function bulkFilterOf(selection: OutboxDeadLetterSelection): OutboxDeadLetterFil
   return filter;
 }
 
-function checkFilter(filter: OutboxMessageFilter, allowStatus: boolean): void {
+function checkFilter(filter: OutboxMessageFilter, allowStatus: boolean, tenants = false): void {
   if (typeof filter !== 'object' || filter === null) {
     throw invalid('filter', 'expected an object such as { topic: "orders" }');
   }
@@ -192,6 +198,21 @@ function checkFilter(filter: OutboxMessageFilter, allowStatus: boolean): void {
   }
   if (key !== undefined && key !== null && typeof key !== 'string') {
     throw invalid('filter key', 'expected a string, or null for messages without a key');
+  }
+  const { tenant } = filter;
+  if (tenant !== undefined) {
+    if (!tenants) {
+      throw invalid(
+        'filter tenant',
+        "tenant ids are off (set the module's tenants option, or --tenant on the CLI)",
+      );
+    }
+    if (tenant !== null && (typeof tenant !== 'string' || tenant === '')) {
+      throw invalid(
+        'filter tenant',
+        'expected a non-empty string, or null for messages without one',
+      );
+    }
   }
   for (const [name, value] of [
     ['createdBefore', createdBefore],
@@ -288,6 +309,8 @@ export class OutboxAdmin {
   private readonly queue: OutboxQueuePolicy;
   private readonly policies: ResolvedEventPolicies | undefined;
   private readonly redriver: OutboxRedriver;
+  /** Whether the table's tenant ids are read and filtered on (`OutboxAdminOptions.tenants`). */
+  readonly tenants: boolean;
 
   /**
    * Who delivers this table's messages: `'external'` when Debezium (or another engine reading
@@ -310,6 +333,7 @@ export class OutboxAdmin {
     this.queue = queuePolicyOf(options.ordering);
     this.ordered = this.queue.ordered;
     this.policies = options.policies;
+    this.tenants = options.tenants !== undefined && options.tenants !== null;
     this.redriver = new OutboxRedriver({
       sqlPort,
       store,
@@ -405,12 +429,12 @@ export class OutboxAdmin {
     filter: OutboxMessageFilter = {},
     page: OutboxPageRequest = {},
   ): Promise<OutboxPage<OutboxMessageSummary>> {
-    checkFilter(filter, true);
+    checkFilter(filter, true, this.tenants);
     const { after, limit } = pageOf(page);
     const p = this.sql.params();
     const where = this.where(p, filter, after);
     const rows = await this.query<AdminRow>(
-      `SELECT ${this.sql.summaryColumns} FROM ${this.names.table} AS o WHERE ${where} ORDER BY ${this.sql.listOrder(undeliveredOnly(filter))} LIMIT ${p.add(limit + 1)}`,
+      `SELECT ${this.sql.summaryColumns}${this.tenants ? ', o.tenant_id' : ''} FROM ${this.names.table} AS o WHERE ${where} ORDER BY ${this.sql.listOrder(undeliveredOnly(filter))} LIMIT ${p.add(limit + 1)}`,
       p,
     );
     return paged(rows, limit, toSummary, (item) => item.id);
@@ -694,7 +718,7 @@ export class OutboxAdmin {
 
   /** Counts of the messages matching `filter` by state, in total and per topic. */
   async counts(filter: OutboxMessageFilter = {}): Promise<OutboxCounts> {
-    checkFilter(filter, true);
+    checkFilter(filter, true, this.tenants);
     const p = this.sql.params();
     const rows = await this.query<{
       topic: string;
@@ -769,7 +793,7 @@ export class OutboxAdmin {
     filter: OutboxDeadLetterFilter,
     work: (messageIds: string[]) => Promise<void>,
   ): Promise<void> {
-    checkFilter(filter, false);
+    checkFilter(filter, false, this.tenants);
     const [top] = await this.query<{ id: string | null }>(
       this.sql.maxId(this.names),
       this.sql.params(),
@@ -808,6 +832,8 @@ export class OutboxAdmin {
     if (type !== undefined) conditions.push(`o.event_type = ${p.add(type)}`);
     if (key === null) conditions.push('o.message_key IS NULL');
     else if (key !== undefined) conditions.push(`o.message_key = ${p.add(key)}`);
+    if (filter.tenant === null) conditions.push('o.tenant_id IS NULL');
+    else if (filter.tenant !== undefined) conditions.push(`o.tenant_id = ${p.add(filter.tenant)}`);
     if (errorContains !== undefined) conditions.push(sql.errorContains(p, errorContains));
     if (createdBefore !== undefined) conditions.push(sql.createdBefore(p, createdBefore));
     if (createdAfter !== undefined) conditions.push(sql.createdAtOrAfter(p, createdAfter));

@@ -73,6 +73,7 @@ Commands:
 
 Filters (dead letters matching all of them):
   --topic T  --key K  --type T  --error TEXT (in last_error, any case)  --older-than 1h (enqueued)
+  --tenant T (the message's tenant_id, docs/tenants.md; also for stats)
 
 Redrive filters (delivered messages matching all of them; --archive: also <table>_archive):
   --topic T  --key K  --type T  --since WHEN  --until WHEN (enqueued)
@@ -112,6 +113,7 @@ const OPTIONS = {
   type: { type: 'string' },
   error: { type: 'string' },
   'older-than': { type: 'string' },
+  tenant: { type: 'string' },
   limit: { type: 'string' },
   after: { type: 'string' },
   all: { type: 'boolean' },
@@ -154,7 +156,7 @@ const OPTIONS = {
 type OptionName = keyof typeof OPTIONS;
 
 const COMMON: readonly OptionName[] = ['table', 'schema', 'json', 'help'];
-const FILTERS: readonly OptionName[] = ['topic', 'key', 'type', 'error', 'older-than'];
+const FILTERS: readonly OptionName[] = ['topic', 'key', 'type', 'error', 'older-than', 'tenant'];
 const PAGE: readonly OptionName[] = ['limit', 'after'];
 
 /** The commands, with the options each accepts besides the common ones. */
@@ -173,7 +175,7 @@ const COMMANDS = {
   'dlq show': [],
   'dlq retry': [...FILTERS, 'all', 'on-dead-letter'],
   'dlq purge': [...FILTERS, 'all', 'yes', 'on-dead-letter'],
-  stats: ['watch', 'interval', 'delivery'],
+  stats: ['watch', 'interval', 'delivery', 'tenant'],
   why: ['delivery'],
   blocked: [...PAGE, 'on-dead-letter'],
   leases: [...PAGE, 'longer-than'],
@@ -542,6 +544,7 @@ export function parseCliArgs(argv: readonly string[]): CliArgs {
   if (values.key !== undefined) filter.key = values.key;
   if (values.type !== undefined) filter.type = values.type;
   if (values.error !== undefined) filter.errorContains = values.error;
+  if (values.tenant !== undefined) filter.tenant = values.tenant;
   if (values['older-than'] !== undefined) {
     filter.olderThanMs = parseDuration(values['older-than'], 'older-than');
   }

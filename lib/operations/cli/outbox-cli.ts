@@ -1,4 +1,5 @@
 import { userInfo } from 'node:os';
+import { schemaStepOf } from '../../store/schema/schema-steps';
 import { OutboxAdmin } from '../../module/admin/outbox.admin';
 import type { OutboxRedrivePreview } from '../../module/admin/outbox-redrive.interfaces';
 import type { OutboxMessageDetail } from '../../module/admin/outbox-admin.interfaces';
@@ -167,7 +168,7 @@ function runCommand(args: CliArgs, c: Connected, io: CliIo): Promise<CliResult> 
     case 'dlq purge':
       return dlqPurge(args, c);
     case 'stats':
-      return args.watch ? statsWatch(args, c, io) : stats(c);
+      return args.watch ? statsWatch(args, c, io) : stats(c, args.filter.tenant);
     case 'why':
       return why(args, c);
     case 'blocked':
@@ -451,6 +452,8 @@ async function withStore<T>(
     ...(args.redrive.auditTable === undefined
       ? {}
       : { auditTable: { tableName: args.redrive.auditTable, schema: args.schema ?? undefined } }),
+    // --tenant reads tenant_id, which only tables migrated to step 7 have.
+    tenants: args.filter.tenant === undefined ? null : {},
   };
   let store: OutboxStore;
   try {
@@ -466,6 +469,13 @@ async function withStore<T>(
       throw new OutboxError(
         `The archive table ${error.table} cannot be read (${describeError(error.cause)}). ` +
           'Create it with "outbox schema migrate --archive" (same --table/--schema), or leave --archive out to delete instead.',
+      );
+    }
+    const tenantStep = schemaStepOf('tenant-column');
+    if (error.missingStep === tenantStep) {
+      throw new OutboxError(
+        `The outbox table ${error.table} lacks the tenant_id column that schema step ${tenantStep} adds (${describeError(error.cause)}), which --tenant reads. ` +
+          'Run "outbox schema migrate" with the same --table/--schema to add it in place, rows kept.',
       );
     }
     if (error.missingStep === 4) {
@@ -719,8 +729,11 @@ async function dlqPurge(args: CliArgs, { admin }: Connected): Promise<CliResult>
   );
 }
 
-async function stats({ admin, store }: Connected): Promise<CliResult> {
-  const [counts, base] = await Promise.all([admin.counts(), store.stats()]);
+async function stats({ admin, store }: Connected, tenant?: string | null): Promise<CliResult> {
+  const [counts, base] = await Promise.all([
+    admin.counts(tenant === undefined ? {} : { tenant }),
+    store.stats(),
+  ]);
   const json = {
     ...counts,
     oldestPendingAgeMs: base.oldestPendingAgeMs,
@@ -763,7 +776,7 @@ async function statsWatch(args: CliArgs, c: Connected, io: CliIo): Promise<CliRe
   process.once('SIGTERM', onSignal);
   try {
     while (!stop.signal.aborted) {
-      const frame = await stats(c);
+      const frame = await stats(c, args.filter.tenant);
       const at = new Date().toISOString();
       io.stdout(
         args.json
@@ -1021,7 +1034,8 @@ function narrowsBeyondAge(filter: CliArgs['filter']): boolean {
     filter.topic !== undefined ||
     filter.key !== undefined ||
     filter.type !== undefined ||
-    filter.errorContains !== undefined
+    filter.errorContains !== undefined ||
+    filter.tenant !== undefined
   );
 }
 

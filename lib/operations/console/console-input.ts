@@ -80,13 +80,17 @@ export function status(params: ConsoleParams): OutboxMessageStatus {
   return value as OutboxMessageStatus;
 }
 
-/** The dead-letter filter fields of a query or form: topic, type, key, error, olderThanMinutes. */
+/**
+ * The dead-letter filter fields of a query or form: topic, type, key, error, olderThanMinutes,
+ * tenant (with the module's `tenants` option).
+ */
 export function deadLetterFilter(params: ConsoleParams): OutboxDeadLetterFilter {
   const topic = text(params, 'topic');
   const type = text(params, 'type');
   const key = text(params, 'key');
   const errorContains = text(params, 'error');
   const older = minutes(params, 'olderThanMinutes');
+  const tenant = text(params, 'tenant');
   // Only the fields given: an absent one must not reach the admin API as undefined.
   return {
     ...(topic === undefined ? {} : { topic }),
@@ -94,6 +98,7 @@ export function deadLetterFilter(params: ConsoleParams): OutboxDeadLetterFilter 
     ...(key === undefined ? {} : { key }),
     ...(errorContains === undefined ? {} : { errorContains }),
     ...(older === undefined ? {} : { olderThanMs: Math.round(older * MINUTE) }),
+    ...(tenant === undefined ? {} : { tenant }),
   };
 }
 
@@ -110,6 +115,7 @@ export function filterParams(filter: OutboxDeadLetterFilter): [string, string][]
   if (filter.errorContains !== undefined) out.push(['error', filter.errorContains]);
   if (filter.olderThanMs !== undefined)
     out.push(['olderThanMinutes', String(filter.olderThanMs / MINUTE)]);
+  if (typeof filter.tenant === 'string') out.push(['tenant', filter.tenant]);
   return out;
 }
 

@@ -115,7 +115,11 @@ export class OutboxConsoleController {
       limit: this.runtime.options.pageSize,
     });
     const { status = 'dead', ...rest } = filter;
-    this.respond.page(res, 200, messagesPage(this.ctx(req), status as 'dead', rest, page));
+    this.respond.page(
+      res,
+      200,
+      messagesPage(this.ctx(req), status as 'dead', rest, page, this.runtime.admin.tenants),
+    );
   }
 
   @Get('messages/:id')

@@ -5,7 +5,7 @@ import { PermanentPublishError } from '../../errors/permanent-publish.error';
 import { ConcurrencyLimit } from '../../internal/concurrency-limit';
 import { describeError } from '../../internal/describe-error';
 import type { OutboxRecord } from '../../message/outbox-record.interface';
-import { OUTBOX_HANDLERS_OPTIONS } from '../../outbox.constants';
+import { OUTBOX_HANDLERS_OPTIONS, OUTBOX_HEADER_TENANT } from '../../outbox.constants';
 import type { OutboxPublisher, PublishOutcome } from '../outbox-publisher.interface';
 import { pastPublishDeadline } from '../publish-deadline';
 import { LocalMessages } from './local.messages';
@@ -30,6 +30,7 @@ import type { ResolvedOutboxHandlersOptions } from './outbox-handlers.options';
 export class LocalPublisher implements OutboxPublisher, OnModuleInit {
   private readonly logger = new Logger(LocalPublisher.name);
   private readonly limit: ConcurrencyLimit;
+  private readonly tenantContext: ResolvedOutboxHandlersOptions['tenantContext'];
   private byTopic = new Map<string, readonly OutboxHandlerBinding[]>();
   /** The handler calls in progress, by lane (see laneOf), across publishes. */
   private readonly running = new Map<string, RunningCall>();
@@ -39,6 +40,7 @@ export class LocalPublisher implements OutboxPublisher, OnModuleInit {
     @Inject(OUTBOX_HANDLERS_OPTIONS) options: ResolvedOutboxHandlersOptions,
   ) {
     this.limit = new ConcurrencyLimit(options.concurrency);
+    this.tenantContext = options.tenantContext;
   }
 
   /** Finds the handlers: every provider exists by now, and no dispatcher started yet. */
@@ -189,9 +191,16 @@ export class LocalPublisher implements OutboxPublisher, OnModuleInit {
     handlers: readonly OutboxHandlerBinding[],
     signal: AbortSignal,
   ): Promise<void> {
+    const tenant = record.headers[OUTBOX_HEADER_TENANT];
+    const context = this.tenantContext;
     const results = await Promise.allSettled(
       handlers.map(async (handler) => {
-        await handler.call(messageFor(record, signal));
+        const message = messageFor(record, signal, tenant);
+        if (tenant === undefined || context === undefined) await handler.call(message);
+        else
+          await context(tenant, async () => {
+            await handler.call(message);
+          });
       }),
     );
     const failures = results.flatMap((r) => (r.status === 'rejected' ? [r.reason as unknown] : []));
@@ -223,7 +232,11 @@ function describeBinding(binding: OutboxHandlerBinding): string {
 }
 
 /** A handler's own copy: one handler changing its payload must not change another's. */
-function messageFor(record: OutboxRecord, signal: AbortSignal): OutboxHandlerMessage {
+function messageFor(
+  record: OutboxRecord,
+  signal: AbortSignal,
+  tenant: string | undefined,
+): OutboxHandlerMessage {
   // Bytes are copied too, once per handler, and the copy is also its raw payload: a handler
   // writing into its Buffer must not change another's.
   const bytes = record.encoding === 'binary' ? Buffer.from(record.payload) : undefined;
@@ -235,6 +248,7 @@ function messageFor(record: OutboxRecord, signal: AbortSignal): OutboxHandlerMes
     payload: bytes ?? (JSON.parse(record.payload as string) as unknown),
     rawPayload: bytes ?? record.payload,
     ...(record.encoding === 'binary' ? { contentType: record.contentType } : {}),
+    ...(tenant === undefined ? {} : { tenant }),
     headers: Object.freeze({ ...record.headers }),
     attempts: record.attempts,
     createdAt: record.createdAt,

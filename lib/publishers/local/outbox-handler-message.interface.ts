@@ -26,6 +26,8 @@ export interface OutboxHandlerMessage<TPayload = unknown> {
   readonly rawPayload: string | Buffer;
   /** The content type of a binary message; absent for JSON. */
   readonly contentType?: string;
+  /** The message's tenant (its `x-outbox-tenant` header, docs/tenants.md); absent without one. */
+  readonly tenant?: string;
   /** The message's headers (its own and the `headersProvider`'s). */
   readonly headers: OutboxHeaders;
   /** Deliveries started, this one included (1 on the first). */

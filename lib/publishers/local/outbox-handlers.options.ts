@@ -10,10 +10,18 @@ export interface OutboxHandlersOptions {
   concurrency?: number;
   /** Makes `LocalPublisher` injectable everywhere without importing the module. @default true */
   isGlobal?: boolean;
+  /**
+   * Runs the handlers of a message that has a tenant (`x-outbox-tenant`, docs/tenants.md) inside
+   * the app's tenant context: call `run()` within it and return its promise, e.g.
+   * `(tenant, run) => cls.run(() => { cls.set('tenantId', tenant); return run(); })`.
+   * @default none (handlers read `message.tenant`)
+   */
+  tenantContext?: (tenant: string, run: () => Promise<void>) => Promise<void>;
 }
 
 export interface ResolvedOutboxHandlersOptions {
   readonly concurrency: number;
+  readonly tenantContext?: (tenant: string, run: () => Promise<void>) => Promise<void>;
 }
 
 const checks = new OptionChecks('OutboxHandlersModule');
@@ -22,7 +30,18 @@ const checks = new OptionChecks('OutboxHandlersModule');
 export function resolveOutboxHandlersOptions(
   options: OutboxHandlersOptions = {},
 ): ResolvedOutboxHandlersOptions {
-  checks.knownKeys(options, { '': { concurrency: true, isGlobal: true } });
+  checks.knownKeys(options, { '': { concurrency: true, isGlobal: true, tenantContext: true } });
   checks.bool(options.isGlobal, true, 'isGlobal');
-  return { concurrency: checks.integer(options.concurrency, 10, 'concurrency', 1, 10_000) };
+  const { tenantContext } = options;
+  if (tenantContext !== undefined && typeof tenantContext !== 'function') {
+    checks.fail(
+      'tenantContext',
+      'it is not a function',
+      'Pass (tenant, run) => runInYourTenantContext(tenant, run), returning what run() returns.',
+    );
+  }
+  return {
+    concurrency: checks.integer(options.concurrency, 10, 'concurrency', 1, 10_000),
+    ...(tenantContext === undefined ? {} : { tenantContext }),
+  };
 }

@@ -29,6 +29,7 @@ import {
   mysqlDropTable,
 } from './mysql.sql';
 import { MysqlOutboxStore } from './mysql.store';
+import { mysqlTenantColumn } from './mysql.tenant-sql';
 import {
   mysqlConversionSteps,
   mysqlCreatePartitionedTable,
@@ -66,6 +67,7 @@ export const mysqlDatabase: OutboxDatabase<'mysql'> = {
         ? undefined
         : `${padded.join(', ')} compare ignoring trailing spaces (PAD SPACE, made before 0.3): migrate moves them to a NO PAD collation in place`;
     },
+    tenantColumn: mysqlTenantColumn,
     cleanerIndexes: {
       ensure: mysqlEnsureCleanerIndex,
       has: mysqlHasCleanerIndex,

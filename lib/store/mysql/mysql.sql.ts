@@ -268,12 +268,25 @@ const BY_KEY = (n: OutboxTableNames): string =>
  * let a later one of the same key through. A row not flagged heads its key; the rows of its run
  * behind it are found by mysqlKeyRows, for keys with more rows in the window. Params: window.
  */
-export function mysqlClaimWindow(n: OutboxTableNames, policy: OutboxQueuePolicy): string {
+export function mysqlClaimWindow(
+  n: OutboxTableNames,
+  policy: OutboxQueuePolicy,
+  /**
+   * A tenant-fair claim's share (docs/tenants.md): one tenant's rows (`one`, its id the first
+   * parameter) or those without one (`none`). The head check below still sees every tenant.
+   */
+  tenant: 'all' | 'one' | 'none' = 'all',
+): string {
   const behind = policy.ordered
     ? `(c.message_key IS NOT NULL AND EXISTS (SELECT 1 FROM ${n.table} AS e ${BY_KEY(n)} WHERE e.message_key = c.message_key AND ${blockingCondition('e', policy)} AND e.id < c.id))`
     : '0';
-  return `SELECT c.id, c.message_key, ${behind} AS behind FROM ${n.table} AS c
-WHERE c.status = 'pending' AND c.available_at <= ${NOW}
+  const only =
+    tenant === 'all' ? '' : tenant === 'one' ? ' AND c.tenant_id = ?' : ' AND c.tenant_id IS NULL';
+  // Narrowed to a tenant, its index: statistics taken while one tenant filled the table may
+  // make the pending index look as good, and walking it reads the other tenants' backlogs.
+  const index = tenant === 'all' ? '' : ` FORCE INDEX (${n.quote(`${n.tableName}_tenant_idx`)})`;
+  return `SELECT c.id, c.message_key, ${behind} AS behind FROM ${n.table} AS c${index}
+WHERE c.status = 'pending' AND c.available_at <= ${NOW}${only}
 ORDER BY c.available_at, c.id LIMIT ?`;
 }
 

@@ -93,6 +93,7 @@ import type { SqlPort, SqlResult, SqlRow, SqlRunner } from '../ports/sql-port';
 import { messageIdText, type MessageIdCodec } from '../rows/message-id-codec';
 import { messageIdCodecOf } from '../schema/message-id-layout';
 import { mysqlMessageIdLayout } from './mysql-message-ids';
+import { mysqlDueTenants } from './mysql.tenant-sql';
 
 // mysql2 allows 65 535 placeholders per statement; stay well below with the widest row (8).
 const MAX_ROWS_PER_INSERT = 4_000;
@@ -368,12 +369,26 @@ export class MysqlOutboxStore implements OutboxStore {
    * a key out); a locked row is leased only when every earlier row of its run was locked too,
    * so two dispatchers never split a run between them.
    */
+  async dueTenants(after: string | null, limit: number): Promise<readonly (string | null)[]> {
+    const { rows } = await this.sql.query<{ tenant: string | null }>(mysqlDueTenants(this.names), [
+      after ?? '',
+      limit,
+    ]);
+    return rows.map((r) => (r.tenant === null ? null : String(r.tenant)));
+  }
+
   async claim(options: ClaimOptions): Promise<ClaimedBatch> {
     const token = options.token ?? randomUUID();
     return this.transaction(async (query) => {
-      const reading = query<WindowRow>(mysqlClaimWindow(this.names, this.policy), [
-        windowOf(options),
-      ]);
+      const tenant = options.tenant;
+      const reading = query<WindowRow>(
+        mysqlClaimWindow(
+          this.names,
+          this.policy,
+          tenant === undefined ? 'all' : tenant.id === null ? 'none' : 'one',
+        ),
+        tenant?.id == null ? [windowOf(options)] : [tenant.id, windowOf(options)],
+      );
       options.onSent?.();
       const { rows: due } = await reading;
       const window = rowsOfFirstKeys(due, options.limit);

@@ -113,6 +113,12 @@ export interface ClaimOptions {
    * (`releaseClaim`) when the answer never reaches it. @default a new one
    */
   readonly token?: string;
+  /**
+   * A tenant-fair claim's share (docs/tenants.md): only rows of this tenant (`id`), or without
+   * one (`id` null), are taken; the heads of their keys are found as in any claim. Left out:
+   * every tenant's rows.
+   */
+  readonly tenant?: { readonly id: string | null };
 }
 
 /** What `claimIds` leases: rows the database's log named, by id (log tailing). */
@@ -221,6 +227,12 @@ export interface OutboxStore {
    * the table's to claim (log tailing, docs/log-tailing.md). Left out: no log tailing.
    */
   claimIds?(options: ClaimIdsOptions): Promise<ClaimedIds>;
+  /**
+   * Up to `limit` tenants with a due message, in tenant order after `after` (null: from the
+   * first), found without reading any tenant's backlog; null stands for messages without a
+   * tenant, listed last when any is due. Left out: no tenant-fair claims (docs/tenants.md).
+   */
+  dueTenants?(after: string | null, limit: number): Promise<readonly (string | null)[]>;
   /**
    * Whether any message is due (pending and available now), in one read of the pending index
    * outside any transaction: a drain that finds none skips the claim's transaction, so an idle

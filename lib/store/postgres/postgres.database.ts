@@ -26,6 +26,7 @@ import {
 } from './postgres.sql';
 import { PostgresOutboxStore } from './postgres.store';
 import { postgresKeySequence } from './postgres.key-sequence-sql';
+import { postgresTenantColumn } from './postgres.tenant-sql';
 import {
   postgresConversionSteps,
   postgresCreatePartitionedTable,
@@ -62,6 +63,7 @@ export const postgresDatabase: OutboxDatabase<'postgres'> = {
         await run(postgresDropPayloadColumns(n));
       },
     },
+    tenantColumn: postgresTenantColumn,
     waitingIndex: {
       async ensure(run, n) {
         await run(postgresWaitingIndex(n));

@@ -142,8 +142,9 @@ export function postgresConversionSteps(n: OutboxTableNames, create: readonly st
     'BEGIN',
     `LOCK TABLE ${n.table} IN ACCESS EXCLUSIVE MODE`,
     `ALTER TABLE ${n.table} RENAME TO ${n.quote(plain)}`,
-    // IF EXISTS: a table made before schema step 5 has no waiting index.
-    `DROP INDEX IF EXISTS ${['pending_idx', 'key_idx', 'delivered_idx', 'dead_idx', 'waiting_idx'].map(index).join(', ')}`,
+    // IF EXISTS: a table made before schema step 5 has no waiting index, before step 6 no
+    // tenant index (which migrate then makes on the new table under the same name).
+    `DROP INDEX IF EXISTS ${['pending_idx', 'key_idx', 'delivered_idx', 'dead_idx', 'waiting_idx', 'tenant_idx'].map(index).join(', ')}`,
     `ALTER TABLE ${n.qualify(plain)} RENAME CONSTRAINT ${n.quote(`${n.tableName}_pkey`)} TO ${n.quote(`${plain}_pkey`)}`,
     ...create,
     `INSERT INTO ${n.table} (${columns}) OVERRIDING SYSTEM VALUE

@@ -556,15 +556,17 @@ export function postgresClaim(
   n: OutboxTableNames,
   policy: OutboxQueuePolicy,
   partitioned = false,
+  /** A tenant-fair claim's share: one tenant's rows ($7, or $6 without ordering), or those of none. */
+  tenant: TenantFilter = 'all',
 ): string {
-  if (!policy.ordered) return unorderedClaim(n, partitioned);
+  if (!policy.ordered) return unorderedClaim(n, partitioned, tenant);
   const t = n.table;
   const made = partitioned ? ', c.created_at AS made' : '';
   const window = `w AS MATERIALIZED (
   SELECT c.id, c.message_key, c.available_at AS due${made}
   FROM ${t} AS c
-  WHERE ${claimable('c')}
-  ORDER BY c.available_at, c.id
+  WHERE ${claimable('c')}${tenantCondition('c', tenant, 7)}
+  ORDER BY ${tenantOrder('c', tenant)}c.available_at, c.id
   LIMIT $5)`;
   // Heads first (every key's first row, in due order), then every key's second row, and so
   // on: a batch cut short by the limit shortens runs before it leaves a key out.
@@ -614,18 +616,19 @@ LEFT JOIN o ON true`;
  * short (PostgreSQL runs the uncorrelated subquery only when the CASE reaches it); a full batch
  * was not held back.
  */
-function unorderedClaim(n: OutboxTableNames, partitioned: boolean): string {
+function unorderedClaim(n: OutboxTableNames, partitioned: boolean, tenant: TenantFilter): string {
   const t = n.table;
+  const only = tenantCondition('c', tenant, 6);
   return `WITH p AS MATERIALIZED (
   SELECT c.id, ${partitioned ? 'c.created_at' : 'c.ctid'} FROM ${t} AS c
-  WHERE ${claimable('c')}
-  ORDER BY c.available_at, c.id
+  WHERE ${claimable('c')}${only}
+  ORDER BY ${tenantOrder('c', tenant)}c.available_at, c.id
   LIMIT $4
   FOR UPDATE OF c SKIP LOCKED)${leaseUpdate(n, partitioned, 'p', true)}
 SELECT o.*, NULL::text[] AS blocked, 0 AS in_flight,
   CASE WHEN (SELECT count(*) FROM p) >= $4 THEN 0
   ELSE (SELECT least($4::int, count(*)::int) FROM (
-    SELECT 1 FROM ${t} AS c WHERE ${claimable('c')} ORDER BY c.available_at, c.id LIMIT $5) AS w) - (SELECT count(*)::int FROM p)
+    SELECT 1 FROM ${t} AS c WHERE ${claimable('c')}${only} ORDER BY c.available_at, c.id LIMIT $5) AS w) - (SELECT count(*)::int FROM p)
   END AS contended
 FROM (SELECT 1) AS b LEFT JOIN o ON true`;
 }
@@ -765,6 +768,32 @@ o AS (
     attempts = o.attempts + 1, last_attempt_at = now()
   FROM ${source} WHERE ${partitioned ? `o.id = ${row}.id AND o.created_at = ${row}.created_at` : `o.ctid = ${row}.ctid AND o.id = ${row}.id`}
   RETURNING ${POSTGRES_CLAIMED_COLUMNS})`;
+}
+
+/**
+ * Which rows a claim's window reads (docs/tenants.md): every tenant's (`all`), one tenant's
+ * (`one`, its id a parameter), or those without a tenant (`none`). Only the window is narrowed:
+ * the head-of-key checks still see every row of a key, whatever its tenant.
+ */
+export type TenantFilter = 'all' | 'one' | 'none';
+
+/**
+ * The tenant first in a narrowed window's order (it is one value there): the order of the tenant
+ * index, so the planner reads that index rather than walking the pending index past the other
+ * tenants' backlogs, which statistics taken while one tenant filled the table made it prefer.
+ */
+function tenantOrder(a: string, filter: TenantFilter): string {
+  return filter === 'all' ? '' : `${a}.tenant_id, `;
+}
+
+/** ` AND …` narrowing alias `a`'s rows to `filter`, the tenant id being parameter `$param`. */
+export function tenantCondition(a: string, filter: TenantFilter, param: number): string {
+  if (filter === 'all') return '';
+  // A range, not an equality: an equality makes the tenant a constant of the plan and drops it
+  // from the ORDER BY (see tenantOrder), as keyHead writes its key.
+  return filter === 'none'
+    ? ` AND ${a}.tenant_id IS NULL`
+    : ` AND ${a}.tenant_id >= $${param}::text AND ${a}.tenant_id <= $${param}::text`;
 }
 
 /** $1 namespace, $2 sorted lock ids: transaction locks that serialise parking and promotion. */

@@ -67,6 +67,7 @@ import { extendedValues, isExtended, cachedStatement } from '../shared-sql/sql-v
 import type { SqlPort, SqlQueryOptions, SqlResult, SqlRunner } from '../ports/sql-port';
 import { PostgresWakeNotifier } from './postgres-wake-notifier';
 import { postgresNumberKeys } from './postgres.key-sequence-sql';
+import { postgresDueTenants } from './postgres.tenant-sql';
 
 /** How an enqueue wakes the LISTENing dispatchers (see the store's constructor). */
 export type PostgresWakeUp = 'none' | 'transaction' | 'after-commit';
@@ -98,6 +99,8 @@ export class PostgresOutboxStore implements OutboxStore {
   /** The settle statement of each shape (its groups, settle mode, partition range, promotion). */
   private readonly settleSql = new Map<string, string>();
   private readonly claimSql: string;
+  /** The claims of one tenant's share, and of the rows without one (tenant-fair claims). */
+  private readonly tenantClaimSql: Record<'one' | 'none', string>;
   /** The lease by id of log tailing, built at its first use. */
   private claimIdsSql: string | undefined;
   /** Whether the table has schema step 5's waiting index; read once, at the first promotion. */
@@ -134,6 +137,10 @@ export class PostgresOutboxStore implements OutboxStore {
     this.lockNamespace = hashKey(`nestjs-outbox:${this.channel}`);
     this.dispatchNamespace = hashKey(`nestjs-outbox-dispatch:${this.channel}`);
     this.claimSql = postgresClaim(names, policy, partitioned);
+    this.tenantClaimSql = {
+      one: postgresClaim(names, policy, partitioned, 'one'),
+      none: postgresClaim(names, policy, partitioned, 'none'),
+    };
     this.notify = wakeUp === 'transaction';
     if (wakeUp === 'after-commit') {
       const notifier = new PostgresWakeNotifier(sql, this.channel);
@@ -262,8 +269,14 @@ export class PostgresOutboxStore implements OutboxStore {
       windowOf(options),
     ];
     if (this.policy.ordered) params.push(this.policy.maxRun);
+    const tenant = options.tenant;
+    if (tenant !== undefined && tenant.id !== null) params.push(tenant.id);
+    const text =
+      tenant === undefined
+        ? this.claimSql
+        : this.tenantClaimSql[tenant.id === null ? 'none' : 'one'];
     const claim = (turn: boolean) =>
-      this.statementTransaction<ClaimRow>(this.claimSql, params, {
+      this.statementTransaction<ClaimRow>(text, params, {
         claimTurn: turn,
         onSent: options.onSent,
       });
@@ -303,6 +316,14 @@ export class PostgresOutboxStore implements OutboxStore {
       unseen: rows[0]?.unseen ?? [],
       ...(dueInMs === null ? {} : { notDueForMs: Number(dueInMs) }),
     };
+  }
+
+  async dueTenants(after: string | null, limit: number): Promise<readonly (string | null)[]> {
+    const { rows } = await this.run<{ tenant: string | null }>(postgresDueTenants(this.names), [
+      after,
+      limit,
+    ]);
+    return rows.map((r) => r.tenant);
   }
 
   async hasDue(): Promise<boolean> {

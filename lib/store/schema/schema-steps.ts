@@ -30,7 +30,8 @@ export interface OutboxSchemaStep {
     | 'cleaner-indexes'
     | 'payload-columns'
     | 'waiting-index'
-    | 'key-sequence';
+    | 'key-sequence'
+    | 'tenant-column';
   /** The TypeORM migration's name prefix: never changed, since TypeORM knows its steps by name. */
   readonly migration: string;
   /**
@@ -199,7 +200,20 @@ export const OUTBOX_SCHEMA_STEPS: readonly OutboxSchemaStep[] = [
       `the sequence column key_seq and the counter table ${names.tableName}_key_seq (ordering.sequence) are missing: migrate adds them, rows kept`,
     'added the key_seq column and the per-key sequence counters (step 6)',
   ),
+  partStep(
+    'tenant-column',
+    'AddOutboxTenantColumn',
+    (database) => database.schema.tenantColumn,
+    (names) =>
+      `the tenant_id column and its index (${names.tableName}_tenant_idx) are missing: migrate adds them (needed only with the tenants option, docs/tenants.md)`,
+    'added the tenant_id column and its index (for the tenants option, step 7)',
+  ),
 ];
+
+/** The number of the step that makes `part` (1 for the table), as status and migrate count them. */
+export function schemaStepOf(part: OutboxSchemaStep['part']): number {
+  return OUTBOX_SCHEMA_STEPS.findIndex((step) => step.part === part) + 1;
+}
 
 /** Runs every step in order: a new table is made whole, an older one brought up to date. */
 export async function applySchemaSteps(context: SchemaStepContext): Promise<void> {

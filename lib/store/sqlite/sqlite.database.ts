@@ -1,3 +1,4 @@
+import { sqliteTenantColumn } from './sqlite.tenant-sql';
 import type { OutboxDatabase } from '../outbox-database';
 import { partialCleanerIndexes } from '../schema/partial-indexes.sql';
 import { sqliteAdmin } from './sqlite.admin-sql';
@@ -46,6 +47,7 @@ export const sqliteDatabase: OutboxDatabase<'sqlite'> = {
     createArchiveTable: sqliteCreateArchiveTable,
     cleanerIndexes: partialCleanerIndexes(sqliteIndexCatalog),
     // SQLite adds one column per ALTER, without rewriting the table.
+    tenantColumn: sqliteTenantColumn,
     payloadColumns: {
       async ensure(run, n) {
         const present = await sqlitePresentPayloadColumns(run, n);

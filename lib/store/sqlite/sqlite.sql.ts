@@ -141,13 +141,25 @@ const BY_KEY = (n: OutboxTableNames): string => `INDEXED BY ${n.quote(`${n.table
  * (see SqliteOutboxStore.claim). One backward probe of the key index per row, stopping at the
  * first blocking row, as cheap as an existence check. Runs inside the claim's write transaction.
  */
-export function sqliteClaimWindow(n: OutboxTableNames, policy: OutboxQueuePolicy): string {
+export function sqliteClaimWindow(
+  n: OutboxTableNames,
+  policy: OutboxQueuePolicy,
+  /**
+   * A tenant-fair claim's share (docs/tenants.md): one tenant's rows (`one`, its id the first
+   * parameter) or those without one (`none`), read through the tenant index. The key probe
+   * still sees every tenant.
+   */
+  tenant: 'all' | 'one' | 'none' = 'all',
+): string {
   const t = n.table;
   const prev = policy.ordered
     ? `(SELECT e.id FROM ${t} AS e ${BY_KEY(n)} WHERE e.message_key = c.message_key AND ${UNDELIVERED('e')} AND e.id < c.id AND ${blockingCondition('e', policy)} ORDER BY e.id DESC LIMIT 1)`
     : 'NULL';
-  return `SELECT c.id, c.message_key, ${prev} AS prev FROM ${t} AS c INDEXED BY ${n.quote(`${n.tableName}_pending_idx`)}
-WHERE c.status = 'pending' AND c.available_at <= ${NOW}
+  const index = tenant === 'all' ? `${n.tableName}_pending_idx` : `${n.tableName}_tenant_idx`;
+  const only =
+    tenant === 'all' ? '' : tenant === 'one' ? ' AND c.tenant_id = ?' : ' AND c.tenant_id IS NULL';
+  return `SELECT c.id, c.message_key, ${prev} AS prev FROM ${t} AS c INDEXED BY ${n.quote(index)}
+WHERE c.status = 'pending' AND c.available_at <= ${NOW}${only}
 ORDER BY c.available_at, c.id LIMIT ?`;
 }
 

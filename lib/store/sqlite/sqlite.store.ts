@@ -16,6 +16,7 @@ import type {
 import { OutboxMessages } from '../../outbox.messages';
 import { keyCounts, numbersOf } from '../shared-sql/key-sequence';
 import { sqliteBumpCounters, sqliteSetNumbers } from './sqlite.key-sequence-sql';
+import { sqliteDueTenants } from './sqlite.tenant-sql';
 import {
   sqliteBoundAttempts,
   sqliteClaimLease,
@@ -182,8 +183,12 @@ export class SqliteOutboxStore implements OutboxStore {
     return this.transaction((tx) => {
       const window = rowsOfFirstKeys(
         tx.all<{ id: number; message_key: string | null; prev: number | null }>(
-          sqliteClaimWindow(this.names, this.policy),
-          [windowOf(options)],
+          sqliteClaimWindow(
+            this.names,
+            this.policy,
+            options.tenant === undefined ? 'all' : options.tenant.id === null ? 'none' : 'one',
+          ),
+          options.tenant?.id == null ? [windowOf(options)] : [options.tenant.id, windowOf(options)],
         ),
         options.limit,
       );
@@ -435,6 +440,16 @@ export class SqliteOutboxStore implements OutboxStore {
       }
       return { requeued, resequenced: moved.length };
     });
+  }
+
+  async dueTenants(after: string | null, limit: number): Promise<readonly (string | null)[]> {
+    const sql = sqliteDueTenants(this.names);
+    const params = [after ?? '', limit];
+    const rows =
+      this.database === undefined
+        ? (await this.sql.query<{ tenant: string | null }>(sql, params)).rows
+        : (this.statement(sql).all(...params) as { tenant: string | null }[]);
+    return rows.map((r) => r.tenant);
   }
 
   async hasDue(): Promise<boolean> {

@@ -12,6 +12,7 @@ function filterForm(
   ctx: ViewContext,
   status: OutboxMessageStatus,
   filter: OutboxDeadLetterFilter,
+  tenants: boolean,
 ): Html {
   const value = (name: string): string => filterParams(filter).find(([k]) => k === name)?.[1] ?? '';
   return html`<form method="get" action="${ctx.base}/messages" class="filters" id="filter-form">
@@ -26,6 +27,7 @@ function filterForm(
     <label>Topic <input name="topic" value="${value('topic')}" /></label>
     <label>Type <input name="type" value="${value('type')}" /></label>
     <label>Key <input name="key" value="${value('key')}" /></label>
+    ${tenants ? html`<label>Tenant <input name="tenant" value="${value('tenant')}" /></label>` : ''}
     <label>Error contains <input name="error" value="${value('error')}" /></label>
     <label
       >Older than (min)
@@ -65,6 +67,8 @@ export function messagesPage(
   status: OutboxMessageStatus,
   filter: OutboxDeadLetterFilter,
   page: OutboxPage<OutboxMessageSummary>,
+  /** Whether the app has tenant ids (`tenants`): a Tenant filter and column. */
+  tenants = false,
 ): Html {
   const dead = status === 'dead';
   const selectable = dead && !ctx.readOnly;
@@ -88,6 +92,7 @@ export function messagesPage(
         <td>${m.topic}</td>
         <td>${m.type}</td>
         <td>${m.key ?? html`<span class="muted">none</span>`}</td>
+        ${tenants ? html`<td>${m.tenant ?? html`<span class="muted">none</span>`}</td>` : ''}
         <td>${m.attempts}</td>
         <td class="error">${m.lastError ?? ''}</td>
         <td title="${time(m.createdAt)}">${duration(m.ageMs)}</td>
@@ -97,7 +102,7 @@ export function messagesPage(
   return layout(
     ctx,
     dead ? 'Dead letters' : `Messages: ${status}`,
-    html`${filterForm(ctx, status, filter)} ${dead ? bulkActions(ctx, filter) : ''}
+    html`${filterForm(ctx, status, filter, tenants)} ${dead ? bulkActions(ctx, filter) : ''}
       ${
         page.items.length === 0
           ? html`<p id="empty">No ${status} message matches.</p>`
@@ -109,6 +114,7 @@ export function messagesPage(
                     <th>Topic</th>
                     <th>Type</th>
                     <th>Key</th>
+                    ${tenants ? html`<th>Tenant</th>` : ''}
                     <th>Attempts</th>
                     <th>Last error</th>
                     <th>Age</th>
