@@ -1,6 +1,11 @@
 import type { OutboxTableNames } from '../../internal/sql-identifier';
 import type { SqlPort, SqlRunner } from '../../store/ports/sql-port';
-import type { AuditSql } from '../../store/shared-sql/audit-sql';
+import {
+  auditEntryOf,
+  auditInsertValues,
+  type AuditRow,
+  type AuditSql,
+} from '../../store/shared-sql/audit-sql';
 import {
   auditSqlOf,
   auditTableNames,
@@ -8,24 +13,6 @@ import {
 } from '../../store/shared-sql/audit-table';
 import { outboxDialectOf } from '../../store/schema/outbox-table-ddl';
 import type { OutboxAuditEntry } from './outbox-redrive.interfaces';
-
-interface AuditRow {
-  at: Date | string;
-  actor: string;
-  action: string;
-  scope: string;
-  target: string;
-  confirmed: number | string;
-  affected: number | string;
-}
-
-/** PostgreSQL gives Dates; MySQL (formatted) and SQLite give UTC text without a zone. */
-function toDate(value: Date | string): Date {
-  if (value instanceof Date) return value;
-  const [whole = value, fraction = ''] = value.split('.');
-  const ms = fraction === '' ? '' : `.${fraction.slice(0, 3).padEnd(3, '0')}`;
-  return new Date(`${whole.replace(' ', 'T')}${ms}Z`);
-}
 
 /**
  * The audit log table (the console's, `outbox_console_audit` by default) over the outbox's SQL
@@ -62,14 +49,7 @@ export class OutboxAuditStore {
     entry: Omit<OutboxAuditEntry, 'at'>,
     runner: SqlRunner = this.sqlPort,
   ): Promise<void> {
-    await runner.query(this.sql.insert(this.names), [
-      entry.actor.slice(0, 200),
-      entry.action,
-      entry.scope,
-      entry.target.slice(0, 2000),
-      entry.confirmed,
-      entry.affected,
-    ]);
+    await runner.query(this.sql.insert(this.names), auditInsertValues(entry));
   }
 
   /** The newest entries first, of every action or of `action` only. */
@@ -78,14 +58,6 @@ export class OutboxAuditStore {
       action === undefined
         ? await this.sqlPort.query<AuditRow>(this.sql.recent(this.names), [limit])
         : await this.sqlPort.query<AuditRow>(this.sql.recentOf(this.names), [action, limit]);
-    return rows.map((row) => ({
-      at: toDate(row.at),
-      actor: row.actor,
-      action: row.action,
-      scope: row.scope,
-      target: row.target,
-      confirmed: Number(row.confirmed),
-      affected: Number(row.affected),
-    }));
+    return rows.map(auditEntryOf);
   }
 }

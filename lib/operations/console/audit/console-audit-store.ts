@@ -4,30 +4,17 @@ import { describeError } from '../../../internal/describe-error';
 import { outboxDialectOf } from '../../../store/schema/outbox-table-ddl';
 import type { OutboxTableNames } from '../../../internal/sql-identifier';
 import type { OutboxConsoleAuditEntry } from '../console.options';
-import type { AuditSql } from '../../../store/shared-sql/audit-sql';
+import {
+  auditEntryOf,
+  auditInsertValues,
+  type AuditRow,
+  type AuditSql,
+} from '../../../store/shared-sql/audit-sql';
 import {
   consoleAuditSqlOf,
   consoleAuditTableNames,
   type OutboxConsoleAuditTableOptions,
 } from './console-audit-table';
-
-interface AuditRow {
-  at: Date | string;
-  actor: string;
-  action: string;
-  scope: string;
-  target: string;
-  confirmed: number | string;
-  affected: number | string;
-}
-
-/** PostgreSQL gives Dates; MySQL (formatted) and SQLite give UTC text without a zone. */
-function toDate(value: Date | string): Date {
-  if (value instanceof Date) return value;
-  const [whole = value, fraction = ''] = value.split('.');
-  const ms = fraction === '' ? '' : `.${fraction.slice(0, 3).padEnd(3, '0')}`;
-  return new Date(`${whole.replace(' ', 'T')}${ms}Z`);
-}
 
 /** The console's audit log in a table of the app's database (see docs/console.md#audit-log). */
 export class ConsoleAuditStore {
@@ -56,26 +43,12 @@ export class ConsoleAuditStore {
   }
 
   async insert(entry: OutboxConsoleAuditEntry): Promise<void> {
-    await this.dataSource.query(this.sql.insert(this.names), [
-      entry.actor.slice(0, 200),
-      entry.action,
-      entry.scope,
-      entry.target.slice(0, 2000),
-      entry.confirmed,
-      entry.affected,
-    ]);
+    await this.dataSource.query(this.sql.insert(this.names), auditInsertValues(entry));
   }
 
   async recent(limit: number): Promise<OutboxConsoleAuditEntry[]> {
     const rows = await this.dataSource.query<AuditRow[]>(this.sql.recent(this.names), [limit]);
-    return rows.map((row) => ({
-      at: toDate(row.at),
-      actor: row.actor,
-      action: row.action as OutboxConsoleAuditEntry['action'],
-      scope: row.scope as OutboxConsoleAuditEntry['scope'],
-      target: row.target,
-      confirmed: Number(row.confirmed),
-      affected: Number(row.affected),
-    }));
+    // The table holds only what the console and the admin wrote: their own actions and scopes.
+    return rows.map((row) => auditEntryOf(row) as OutboxConsoleAuditEntry);
   }
 }
