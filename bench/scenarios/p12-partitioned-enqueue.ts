@@ -6,19 +6,19 @@
  * partitioned table's id guard is not written (it is for idempotent enqueues only).
  */
 import type { DataSource, EntityManager } from 'typeorm';
-import { OutboxEvent, type OutboxService } from '../../lib';
+import { type OutboxService } from '../../lib';
 import { named } from '../support/config';
 import {
   BenchOrder,
-  PAD,
-  closeDataSource,
   dialectOf,
   dropOutboxTable,
   keyOf,
-  openMaria,
+  onPostgresAndMaria,
+  PAD,
   resetOutboxTable,
   truncateOutbox,
 } from '../support/databases';
+import { OrderPlaced } from '../support/order-placed.event';
 import { startOutboxApp, type OutboxApp } from '../support/outbox-app';
 import { pairedBlocks } from '../support/paired-blocks';
 import { resetPartitionedTable } from '../support/partitions';
@@ -36,27 +36,12 @@ const PARTITIONED = named('bench_p12_part');
 const BLOCK = 20;
 const BATCH_BLOCK = 5;
 
-@OutboxEvent({ topic: 'orders', type: 'order.created', key: (e: OrderPlaced) => e.key })
-class OrderPlaced {
-  constructor(
-    readonly seq: number,
-    readonly key: string,
-    readonly pad: string,
-  ) {}
-}
-
 export async function p12(ctx: BenchContext): Promise<ScenarioResult> {
   const result = newResult(
     'P12',
     'Enqueue into the table partitioned by day vs the plain table (defaults: ordering on, NOTIFY on), 1 KiB events, on PostgreSQL and MariaDB',
   );
-  await measureOn(ctx, result, ctx.pg);
-  const maria = await openMaria();
-  try {
-    await measureOn(ctx, result, maria);
-  } finally {
-    await closeDataSource(maria);
-  }
+  await onPostgresAndMaria(ctx.pg, (db) => measureOn(ctx, result, db));
   return result;
 }
 

@@ -11,19 +11,19 @@
  * the 128 MiB default. Only dynamic settings: nothing restarts the server.
  */
 import type { DataSource, EntityManager } from 'typeorm';
-import { OutboxEvent } from '../../lib';
 import { named } from '../support/config';
 import { checkedRabbitDrain } from '../support/checked-drain';
 import {
   BenchOrder,
-  PAD,
   closeDataSource,
   dropOutboxTable,
   keyOf,
   openMaria,
+  PAD,
   resetOutboxTable,
   truncateOutbox,
 } from '../support/databases';
+import { OrderPlaced } from '../support/order-placed.event';
 import { rabbitPublisher, startOutboxApp } from '../support/outbox-app';
 import { resetQueue } from '../support/rabbit';
 import {
@@ -38,15 +38,6 @@ import { sleep } from '../../test/support/wait-for';
 
 const TABLE = named('bench_p13');
 const QUEUE = named('bench.p13', '.');
-
-@OutboxEvent({ topic: 'orders', type: 'order.created', key: (e: OrderPlaced) => e.key })
-class OrderPlaced {
-  constructor(
-    readonly seq: number,
-    readonly key: string,
-    readonly pad: string,
-  ) {}
-}
 
 interface Variant {
   readonly name: string;

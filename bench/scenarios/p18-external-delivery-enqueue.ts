@@ -7,21 +7,20 @@
  * interleaved in paired blocks, on PostgreSQL and MariaDB. A figure to choose by, not a target.
  */
 import type { DataSource, EntityManager } from 'typeorm';
-import { OutboxEvent } from '../../lib';
 import { messageIdBytes } from '../../lib/store/rows/message-id-codec';
 import { named } from '../support/config';
 import {
   BenchOrder,
-  PAD,
-  closeDataSource,
   dialectOf,
   dropOutboxTable,
   keyOf,
-  openMaria,
+  onPostgresAndMaria,
+  PAD,
   quoteTable,
   resetOutboxTable,
   truncateOutbox,
 } from '../support/databases';
+import { OrderPlaced } from '../support/order-placed.event';
 import { startOutboxApp } from '../support/outbox-app';
 import { pairedBlocks } from '../support/paired-blocks';
 import { addMetric, newResult, type BenchContext, type ScenarioResult } from '../support/report';
@@ -30,27 +29,12 @@ import { round, summarise } from '../support/stats';
 const TABLE = named('bench_p18');
 const BLOCK = 20;
 
-@OutboxEvent({ topic: 'orders', type: 'order.created', key: (e: OrderPlaced) => e.key })
-class OrderPlaced {
-  constructor(
-    readonly seq: number,
-    readonly key: string,
-    readonly pad: string,
-  ) {}
-}
-
 export async function p18(ctx: BenchContext): Promise<ScenarioResult> {
   const result = newResult(
     'P18',
     "delivery 'external': enqueue (rows deleted later by age) vs enqueue + DELETE in the same transaction, 1 KiB events",
   );
-  await measureOn(ctx, result, ctx.pg);
-  const maria = await openMaria();
-  try {
-    await measureOn(ctx, result, maria);
-  } finally {
-    await closeDataSource(maria);
-  }
+  await onPostgresAndMaria(ctx.pg, (db) => measureOn(ctx, result, db));
   return result;
 }
 

@@ -7,19 +7,18 @@
  * row). A figure to choose by, not a target.
  */
 import type { DataSource, EntityManager } from 'typeorm';
-import { OutboxEvent } from '../../lib';
 import { named } from '../support/config';
 import {
   BenchOrder,
-  PAD,
-  closeDataSource,
   dialectOf,
   dropOutboxTable,
   keyOf,
-  openMaria,
+  onPostgresAndMaria,
+  PAD,
   resetOutboxTable,
   truncateOutbox,
 } from '../support/databases';
+import { OrderPlaced } from '../support/order-placed.event';
 import { startOutboxApp } from '../support/outbox-app';
 import { pairedBlocks } from '../support/paired-blocks';
 import { addMetric, newResult, type BenchContext, type ScenarioResult } from '../support/report';
@@ -30,27 +29,12 @@ const BLOCK = 20;
 const CLIENTS = 8;
 const HOT_KEYS = 8;
 
-@OutboxEvent({ topic: 'orders', type: 'order.created', key: (e: OrderPlaced) => e.key })
-class OrderPlaced {
-  constructor(
-    readonly seq: number,
-    readonly key: string,
-    readonly pad: string,
-  ) {}
-}
-
 export async function p21(ctx: BenchContext): Promise<ScenarioResult> {
   const result = newResult(
     'P21',
     'ordering.sequence: enqueue with per-key sequence numbers vs without, 1 KiB keyed events',
   );
-  await measureOn(ctx, result, ctx.pg);
-  const maria = await openMaria();
-  try {
-    await measureOn(ctx, result, maria);
-  } finally {
-    await closeDataSource(maria);
-  }
+  await onPostgresAndMaria(ctx.pg, (db) => measureOn(ctx, result, db));
   return result;
 }
 

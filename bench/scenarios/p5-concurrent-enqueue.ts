@@ -7,8 +7,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { DataSource, EntityManager } from 'typeorm';
-import { OutboxEvent } from '../../lib';
-import { BenchOrder, PAD, keyOf, quoteTable, truncateOutbox } from '../support/databases';
+import { BenchOrder, keyOf, PAD, quoteTable, truncateOutbox } from '../support/databases';
+import { OrderPlaced } from '../support/order-placed.event';
 import { startOutboxApp } from '../support/outbox-app';
 import { addMetric, addTarget, type BenchContext, type ScenarioResult } from '../support/report';
 import { pairedBlocks } from '../support/paired-blocks';
@@ -17,15 +17,6 @@ import { round, summarise } from '../support/stats';
 /** Concurrent clients: the issue's outside benchmark ran 8. */
 const CLIENTS = Number(process.env.BENCH_P5_CLIENTS ?? 8);
 const BLOCK = 10;
-
-@OutboxEvent({ topic: 'orders', type: 'order.created', key: (e: OrderPlaced) => e.key })
-class OrderPlaced {
-  constructor(
-    readonly seq: number,
-    readonly key: string,
-    readonly pad: string,
-  ) {}
-}
 
 /** Adds `p5_clients_*` to `result`: the module with and without its wake-up ÷ the hand INSERT. */
 export async function measureConcurrent(

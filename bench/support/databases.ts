@@ -336,3 +336,17 @@ export async function dropStaleRunObjects(log: (line: string) => void): Promise<
     await client.end();
   }
 }
+
+/** Runs `measure` on the run's PostgreSQL, then on a MariaDB connection of its own. */
+export async function onPostgresAndMaria(
+  pg: DataSource,
+  measure: (db: DataSource) => Promise<void>,
+): Promise<void> {
+  await measure(pg);
+  const maria = await openMaria();
+  try {
+    await measure(maria);
+  } finally {
+    await closeDataSource(maria);
+  }
+}
