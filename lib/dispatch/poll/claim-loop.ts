@@ -149,6 +149,7 @@ export class ClaimLoop {
       pipeline,
       pollIntervalMs: laneTickMs,
       stopping: () => lifecycle.stopping || this.parts.outage.paused,
+      woken: () => this.parts.runner.requested,
     });
   }
 

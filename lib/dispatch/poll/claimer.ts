@@ -118,7 +118,8 @@ export class Claimer {
             limit: dispatcher.batchSize,
             owner: this.options.instanceId,
             leaseMs: dispatcher.leaseMs,
-            likelyFew: this.loop.likelyFew() || this.lastClaimShort,
+            // The lane's claim takes few rows: it takes no turn among full claims (PostgreSQL).
+            likelyFew: busy !== undefined || this.loop.likelyFew() || this.lastClaimShort,
             window: claimWindowAfter(dispatcher.batchSize, this.lastClaimHeldBack),
             onSent: () => this.loop.sent(),
             token,

@@ -14,6 +14,8 @@ export interface QuietLaneParts {
   /** A drain's poll tick: how long the lane waits without a wake-up before it claims. */
   readonly pollIntervalMs: number;
   readonly stopping: () => boolean;
+  /** Whether a wake-up came during the loop's last claim (the runner's request). */
+  readonly woken: () => boolean;
 }
 
 /** `free`: no batch of the lane in flight. `busy`: one is publishing. */
@@ -66,7 +68,8 @@ export class QuietLane {
    */
   async whileFull(oldest: Promise<unknown> | undefined): Promise<void> {
     const { claimer, wakeUps, pipeline, pollIntervalMs, stopping } = this.parts;
-    let lookNow = false;
+    // A commit during the claim that filled the slots woke nothing that waits yet.
+    let lookNow = this.parts.woken();
     while (this.batch === undefined && !stopping()) {
       if (!lookNow && !(await wakeUps.before(oldest, pollIntervalMs))) return;
       if (stopping()) return;
