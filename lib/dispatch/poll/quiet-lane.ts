@@ -77,6 +77,12 @@ export class QuietLane {
       const claimed = await claimer.claim(new Set(this.busy.keys()));
       // Only parked followers: their window is free now, so look again at once.
       lookNow = claimed === 'parked';
+      if (claimed === 'idle' || claimed === 'in-flight') {
+        // Nothing quiet was due: a busy tenant's stream of commits would otherwise have the
+        // lane claim back to back. It rests as long as that claim took, at most half its time.
+        await settledOrAfter(oldest, performance.now() - started);
+        continue;
+      }
       if (typeof claimed === 'string') continue;
       const batch = this.track(claimed.records, pipeline.deliver(claimed, 'claim loop', started));
       this.batch = batch.then((report) => {
@@ -90,6 +96,21 @@ export class QuietLane {
   /** Waits for the lane's batch, if one is in flight. */
   async settle(): Promise<void> {
     await this.batch;
+  }
+}
+
+/** Waits until `batch` settles or `ms` have passed, whichever is first. */
+async function settledOrAfter(batch: Promise<unknown> | undefined, ms: number): Promise<void> {
+  let timer: NodeJS.Timeout | undefined;
+  try {
+    await Promise.race([
+      batch?.catch(() => undefined),
+      new Promise<void>((resolve) => {
+        timer = setTimeout(resolve, ms);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
   }
 }
 
