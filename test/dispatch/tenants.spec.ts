@@ -75,7 +75,7 @@ class HoldingPublisher extends RecordingPublisher {
   override async publish(messages: readonly OutboxRecord[], signal: AbortSignal) {
     const isB = (m: OutboxRecord) => m.headers[OUTBOX_HEADER_TENANT] === 'B';
     if (messages.some(isB)) {
-      this.heldWhenB = this.held;
+      if (this.heldWhenB < 0) this.heldWhenB = this.held;
       const outcomes = await super.publish(messages, signal);
       this.releaseHeld?.();
       return outcomes;
@@ -220,12 +220,20 @@ for (const db of POLL_RUN_DATABASES) {
       );
       await h.dispatcher.start();
       await waitFor('both slots holding A', () => publisher.held === 2);
-      const [bId] = await h.enqueue(msg('b', { i: 0 }, { tenant: 'B' }));
-      await waitFor('every message', () => publisher.sentIds.length >= 61, { timeoutMs: 20_000 });
+      // B's second message is on a key of A's in flight: it waits for A's messages of the key.
+      const [bId, bSharedId] = await h.enqueue([
+        msg('b', { i: 0 }, { tenant: 'B' }),
+        msg('a0', { i: 60 }, { tenant: 'B' }),
+      ]);
+      await waitFor('every message', () => publisher.sentIds.length >= 62, { timeoutMs: 20_000 });
       expect(publisher.heldWhenB).toBe(2);
       expect(publisher.releasedBy.slice(0, 2)).toEqual(['b', 'b']);
-      expect([...publisher.sentIds].sort()).toEqual([...aIds, bId].sort());
-      for (let k = 0; k < 20; k++) {
+      expect([...publisher.sentIds].sort()).toEqual([...aIds, bId, bSharedId].sort());
+      expect(publisher.sentForKey('a0')).toEqual([
+        ...aIds.filter((_, i) => i % 20 === 0),
+        bSharedId,
+      ]);
+      for (let k = 1; k < 20; k++) {
         expect(publisher.sentForKey(`a${k}`)).toEqual(aIds.filter((_, i) => i % 20 === k));
       }
     });
