@@ -114,16 +114,19 @@ export class Claimer {
       claimed = await this.pipeline.watchdog.run(
         'claim',
         () =>
-          (call = this.claimBatch({
-            limit: dispatcher.batchSize,
-            owner: this.options.instanceId,
-            leaseMs: dispatcher.leaseMs,
-            // The lane's claim takes few rows: it takes no turn among full claims (PostgreSQL).
-            likelyFew: busy !== undefined || this.loop.likelyFew() || this.lastClaimShort,
-            window: claimWindowAfter(dispatcher.batchSize, this.lastClaimHeldBack),
-            onSent: () => this.loop.sent(),
-            token,
-          }, busy)),
+          (call = this.claimBatch(
+            {
+              limit: dispatcher.batchSize,
+              owner: this.options.instanceId,
+              leaseMs: dispatcher.leaseMs,
+              // The lane's claim takes few rows: it takes no turn among full claims (PostgreSQL).
+              likelyFew: busy !== undefined || this.loop.likelyFew() || this.lastClaimShort,
+              window: claimWindowAfter(dispatcher.batchSize, this.lastClaimHeldBack),
+              onSent: () => this.loop.sent(),
+              token,
+            },
+            busy,
+          )),
         // A claim given up on may still commit: hand its rows straight back with their attempt,
         // or database stalls alone could dead-letter messages that were never published.
         { onLateResult: (late) => this.releaseLate(late) },
