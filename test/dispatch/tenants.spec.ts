@@ -9,6 +9,7 @@ import {
   type OutboxHandlerMessage,
   OUTBOX_HEADER_TENANT,
   type OutboxMessage,
+  type OutboxRecord,
 } from '../../lib';
 import { quoteTable } from '../support/outbox-harness';
 import { storedId } from '../support/databases';
@@ -52,6 +53,46 @@ class InvoicePaid {
 @OutboxEvent<InvoiceVoided>({ topic: 'invoices', tenant: (e) => `acct-${e.accountNo}` })
 class InvoiceVoided {
   constructor(readonly accountNo: number) {}
+}
+
+/**
+ * Holds each batch without tenant B's message open until B's message was published (or
+ * `holdMs` passed), noting how many such batches were held when it was.
+ */
+class HoldingPublisher extends RecordingPublisher {
+  held = 0;
+  /** How many of A's batches were held open when B's message was published; -1: not yet. */
+  heldWhenB = -1;
+  /** Why each held batch was let go: B's message published, or the time limit. */
+  readonly releasedBy: ('b' | 'timeout')[] = [];
+  private releaseHeld: (() => void) | undefined;
+  private readonly bPublished = new Promise<void>((resolve) => (this.releaseHeld = resolve));
+
+  constructor(private readonly holdMs: number) {
+    super();
+  }
+
+  override async publish(messages: readonly OutboxRecord[], signal: AbortSignal) {
+    const isB = (m: OutboxRecord) => m.headers[OUTBOX_HEADER_TENANT] === 'B';
+    if (messages.some(isB)) {
+      if (this.heldWhenB < 0) this.heldWhenB = this.held;
+      const outcomes = await super.publish(messages, signal);
+      this.releaseHeld?.();
+      return outcomes;
+    }
+    this.held++;
+    let timer: NodeJS.Timeout | undefined;
+    const why = await Promise.race([
+      this.bPublished.then(() => 'b' as const),
+      new Promise<'timeout'>(
+        (resolve) => (timer = setTimeout(() => resolve('timeout'), this.holdMs)),
+      ),
+    ]);
+    clearTimeout(timer);
+    this.releasedBy.push(why);
+    this.held--;
+    return super.publish(messages, signal);
+  }
 }
 
 /** The tenant_id column of each message, in the order of `ids`. */
@@ -163,6 +204,38 @@ for (const db of POLL_RUN_DATABASES) {
     it("without tenants.fair, tenant B's message waits behind A's backlog (the control)", async () => {
       const { first, bId } = await firstBatch(false);
       expect(first).not.toContain(bId);
+    });
+
+    // The quiet lane: both of the loop's slots (batchesInFlight 2) hold A's batches, which the
+    // publisher keeps open until B's message is published; B commits meanwhile. Without the
+    // lane B's message would wait for a slot, and the held batches for their time limit.
+    it("with tenants.fair, tenant B's message is claimed and published while both slots hold A's batches, and every key keeps its order", async () => {
+      const publisher = new HoldingPublisher(5_000);
+      const h = await apps.boot(publisher, {
+        dispatcher: { batchSize: 10, batchesInFlight: 2 },
+        tenants: { fair: true },
+      });
+      const aIds = await h.enqueue(
+        Array.from({ length: 60 }, (_, i) => msg(`a${i % 20}`, { i }, { tenant: 'A' })),
+      );
+      await h.dispatcher.start();
+      await waitFor('both slots holding A', () => publisher.held === 2);
+      // B's second message is on a key of A's in flight: it waits for A's messages of the key.
+      const [bId, bSharedId] = await h.enqueue([
+        msg('b', { i: 0 }, { tenant: 'B' }),
+        msg('a0', { i: 60 }, { tenant: 'B' }),
+      ]);
+      await waitFor('every message', () => publisher.sentIds.length >= 62, { timeoutMs: 20_000 });
+      expect(publisher.heldWhenB).toBe(2);
+      expect(publisher.releasedBy.slice(0, 2)).toEqual(['b', 'b']);
+      expect([...publisher.sentIds].sort()).toEqual([...aIds, bId, bSharedId].sort());
+      expect(publisher.sentForKey('a0')).toEqual([
+        ...aIds.filter((_, i) => i % 20 === 0),
+        bSharedId,
+      ]);
+      for (let k = 1; k < 20; k++) {
+        expect(publisher.sentForKey(`a${k}`)).toEqual(aIds.filter((_, i) => i % 20 === k));
+      }
     });
 
     it('with weights, a batch is shared by weight between the tenants with due messages', async () => {

@@ -6,6 +6,7 @@ import type { DeliveryPipeline } from '../pipeline/delivery-pipeline';
 import { InFlightBatches } from '../pipeline/in-flight-batches';
 import type { OutagePause } from '../health/outage-pause';
 import type { PublishHold } from '../pipeline/publish-hold';
+import { QuietLane } from './quiet-lane';
 import type { WakeUps } from './wake-ups';
 
 const EMPTY_REPORT: OutboxBatchReport = Object.freeze({
@@ -36,6 +37,11 @@ export interface ClaimLoopParts {
   /** Publishes a claimed batch and settles the outcome; never throws. */
   readonly pipeline: Pick<DeliveryPipeline, 'deliver'>;
   readonly batchesInFlight: number;
+  /**
+   * Set with `tenants.fair` (where claims share batches): the poll's interval, and a quiet lane
+   * (QuietLane) beside the batches in flight. Left out: no lane.
+   */
+  readonly laneTickMs?: number;
 }
 
 /**
@@ -56,6 +62,7 @@ export class ClaimLoop {
   async run(): Promise<number> {
     const { claimer, wakeUps, hold, runner, lifecycle, outage } = this.parts;
     const inFlight = new InFlightBatches(this.parts.batchesInFlight);
+    const lane = this.laneFor();
     try {
       // A wake-up (a commit here or elsewhere) says something was written: claim at once. Only
       // a timer's poll asks first whether anything is due.
@@ -102,10 +109,12 @@ export class ClaimLoop {
           continue;
         }
         wakeUps.claimedWork();
-        inFlight.add(this.parts.pipeline.deliver(claimed, 'claim loop', started, hold.hold()));
+        const report = this.parts.pipeline.deliver(claimed, 'claim loop', started, hold.hold());
+        inFlight.add(lane === undefined ? report : lane.track(claimed.records, report));
         if (inFlight.state === 'full') {
           // Waiting on a batch still publishing: this one publishes meanwhile, not after it.
           if (inFlight.oldestPublishing) hold.release();
+          await lane?.whileFull(inFlight.oldest);
           await inFlight.settleOldest();
         }
       }
@@ -113,9 +122,10 @@ export class ClaimLoop {
       this.current = 'waiting';
       hold.release();
       await inFlight.settleAll();
+      await lane?.settle();
       this.current = 'idle';
     }
-    return inFlight.published;
+    return inFlight.published + (lane?.published ?? 0);
   }
 
   /** Claims, publishes and settles one batch (`runOnce()`). */
@@ -128,6 +138,19 @@ export class ClaimLoop {
     return typeof claimed === 'string'
       ? EMPTY_REPORT
       : this.parts.pipeline.deliver(claimed, 'claim loop', started);
+  }
+
+  private laneFor(): QuietLane | undefined {
+    const { laneTickMs, claimer, wakeUps, pipeline, lifecycle } = this.parts;
+    if (laneTickMs === undefined) return undefined;
+    return new QuietLane({
+      claimer,
+      wakeUps,
+      pipeline,
+      pollIntervalMs: laneTickMs,
+      stopping: () => lifecycle.stopping || this.parts.outage.paused,
+      woken: () => this.parts.runner.requested,
+    });
   }
 
   /** Whether a wake-up came (during the last claim, or now) before `batch` settled. */

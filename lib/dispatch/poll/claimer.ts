@@ -67,9 +67,18 @@ export class Claimer {
       fair !== null && TenantShares.supported(store) ? new TenantShares(fair, store) : undefined;
   }
 
-  /** The store's claim, or a tenant-fair one (`tenants.fair`). */
-  private claimBatch(options: ClaimOptions & { readonly token: string }): Promise<ClaimedBatch> {
-    return this.shares === undefined ? this.store.claim(options) : this.shares.claim(options);
+  /** Whether claims share batches between tenants (`tenants.fair`), so a quiet lane can run. */
+  get fair(): boolean {
+    return this.shares !== undefined;
+  }
+
+  /** The store's claim, a tenant-fair one (`tenants.fair`), or the quiet lane's (`busy`). */
+  private claimBatch(
+    options: ClaimOptions & { readonly token: string },
+    busy: ReadonlySet<string | null> | undefined,
+  ): Promise<ClaimedBatch> {
+    if (this.shares === undefined) return this.store.claim(options);
+    return busy === undefined ? this.shares.claim(options) : this.shares.claimQuiet(options, busy);
   }
 
   /**
@@ -88,8 +97,12 @@ export class Claimer {
     }
   }
 
-  /** One claim, then parking of the followers it found queued behind their key's head. */
-  async claim(): Promise<ClaimResult> {
+  /**
+   * One claim, then parking of the followers it found queued behind their key's head. With
+   * `busy` (the quiet lane, `tenants.fair` only): a claim of the due tenants other than those.
+   */
+  async claim(busy?: ReadonlySet<string | null>): Promise<ClaimResult> {
+    if (busy !== undefined && this.shares === undefined) return 'idle';
     if (!this.pipeline.open) return 'idle';
     const { dispatcher } = this.options;
     if (this.pipeline.lostLeases.size > 0 && !(await this.releaseLostClaims())) return 'idle';
@@ -101,15 +114,19 @@ export class Claimer {
       claimed = await this.pipeline.watchdog.run(
         'claim',
         () =>
-          (call = this.claimBatch({
-            limit: dispatcher.batchSize,
-            owner: this.options.instanceId,
-            leaseMs: dispatcher.leaseMs,
-            likelyFew: this.loop.likelyFew() || this.lastClaimShort,
-            window: claimWindowAfter(dispatcher.batchSize, this.lastClaimHeldBack),
-            onSent: () => this.loop.sent(),
-            token,
-          })),
+          (call = this.claimBatch(
+            {
+              limit: dispatcher.batchSize,
+              owner: this.options.instanceId,
+              leaseMs: dispatcher.leaseMs,
+              // The lane's claim takes few rows: it takes no turn among full claims (PostgreSQL).
+              likelyFew: busy !== undefined || this.loop.likelyFew() || this.lastClaimShort,
+              window: claimWindowAfter(dispatcher.batchSize, this.lastClaimHeldBack),
+              onSent: () => this.loop.sent(),
+              token,
+            },
+            busy,
+          )),
         // A claim given up on may still commit: hand its rows straight back with their attempt,
         // or database stalls alone could dead-letter messages that were never published.
         { onLateResult: (late) => this.releaseLate(late) },
@@ -135,9 +152,12 @@ export class Claimer {
       } else this.pipeline.pause(error, 'claim failed (database unavailable?)');
       return 'idle';
     }
-    this.lastClaimShort = claimed.records.length < dispatcher.batchSize;
-    this.lastClaimHeldBack =
-      claimed.blockedKeys.length > 0 || claimed.inFlightKeys > 0 || (claimed.contended ?? 0) > 0;
+    // A lane's claim takes a few tenants' rows: it says nothing of what the next claim finds.
+    if (busy === undefined) {
+      this.lastClaimShort = claimed.records.length < dispatcher.batchSize;
+      this.lastClaimHeldBack =
+        claimed.blockedKeys.length > 0 || claimed.inFlightKeys > 0 || (claimed.contended ?? 0) > 0;
+    }
     let parked = 0;
     if (claimed.blockedKeys.length > 0) {
       try {

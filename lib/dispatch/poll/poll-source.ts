@@ -61,6 +61,7 @@ export class PollSource implements DeliverySource {
       outage: pipeline.outage,
       pipeline,
       batchesInFlight: options.dispatcher.batchesInFlight,
+      ...(claimer.fair ? { laneTickMs: settings.intervalMs } : {}),
     });
     pipeline.onLookAgain(() => this.wake());
   }

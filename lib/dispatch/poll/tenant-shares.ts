@@ -9,6 +9,9 @@ import type { ClaimedBatch, ClaimOptions, OutboxStore } from '../../store/ports/
  */
 export const TENANTS_PER_CLAIM = 16;
 
+/** The most busy tenants the quiet lane reads past to find the quiet ones (one probe each). */
+const BUSY_TENANTS_SKIPPED = 256;
+
 /**
  * Splits `limit` rows between `tenants` in proportion to their weights (1 unless named), each
  * getting at least one row; the rows rounding leaves go by largest remainder, ties to the first.
@@ -69,6 +72,33 @@ export class TenantShares {
     const tenants = await this.dueTenants(Math.min(options.limit, TENANTS_PER_CLAIM));
     // One tenant (or none) due: nothing to share.
     if (tenants.length <= 1) return this.store.claim(options);
+    return this.claimShares(options, tenants, true);
+  }
+
+  /**
+   * The quiet lane's claim (docs/tenants.md): the shares of the due tenants other than `busy`
+   * (those with a message in a batch in flight) only, with no ordinary claim of the room left,
+   * which would take the busy tenants' rows. Leaves the cursor of the ordinary claims alone.
+   */
+  async claimQuiet(
+    options: ClaimOptions & { readonly token: string },
+    busy: ReadonlySet<string | null>,
+  ): Promise<ClaimedBatch> {
+    // Asking for as many more tenants as are busy finds the first quiet ones among them; past
+    // a few hundred busy tenants the fair claims serve the quiet ones about as soon.
+    const limit = Math.min(options.limit, TENANTS_PER_CLAIM);
+    const extra = Math.min(busy.size, BUSY_TENANTS_SKIPPED);
+    const found = await this.dueTenants(limit + extra, false);
+    const tenants = found.filter((t) => !busy.has(t)).slice(0, limit);
+    if (tenants.length === 0) return merged(options.token, []);
+    return this.claimShares(options, tenants, false);
+  }
+
+  private async claimShares(
+    options: ClaimOptions & { readonly token: string },
+    tenants: readonly (string | null)[],
+    fillUp: boolean,
+  ): Promise<ClaimedBatch> {
     const quotas = tenantQuotas(options.limit, tenants, this.fair.weights);
     const parts: ClaimedBatch[] = [];
     let full = false;
@@ -86,10 +116,10 @@ export class TenantShares {
       sent = true;
       if (part.records.length >= limit) full = true;
       parts.push(part);
-      if (tenant !== null) this.cursor = tenant;
+      if (tenant !== null && fillUp) this.cursor = tenant;
     }
     const taken = parts.reduce((n, p) => n + p.records.length, 0);
-    if (full && taken < options.limit) {
+    if (fillUp && full && taken < options.limit) {
       parts.push(
         await this.store.claim({ ...options, limit: options.limit - taken, onSent: undefined }),
       );
@@ -98,7 +128,7 @@ export class TenantShares {
   }
 
   /** Up to `limit` tenants with due messages, after the last one served, wrapping around. */
-  private async dueTenants(limit: number): Promise<(string | null)[]> {
+  private async dueTenants(limit: number, moveCursor = true): Promise<(string | null)[]> {
     const dueTenants = this.store.dueTenants?.bind(this.store);
     if (dueTenants === undefined) return [];
     const after = this.cursor;
@@ -112,7 +142,7 @@ export class TenantShares {
           found.push(tenant);
         }
       }
-      if (found.length < 2) this.cursor = null;
+      if (found.length < 2 && moveCursor) this.cursor = null;
     }
     return found;
   }

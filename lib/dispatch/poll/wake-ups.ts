@@ -73,11 +73,16 @@ export class WakeUps {
     this.retryTimer = undefined;
   }
 
-  /** Whether a wake-up comes before `batch` settles (false at once without a batch). */
-  async before(batch: Promise<unknown> | undefined): Promise<boolean> {
+  /**
+   * Whether a wake-up comes before `batch` settles (false at once without a batch); with
+   * `tickMs`, a tick that long after the call counts as one (the poll's, during a drain).
+   */
+  async before(batch: Promise<unknown> | undefined, tickMs?: number): Promise<boolean> {
     if (batch === undefined) return false;
+    let timer: NodeJS.Timeout | undefined;
     const woken = new Promise<true>((resolve) => {
       this.onWake = () => resolve(true);
+      if (tickMs !== undefined) timer = setTimeout(() => resolve(true), tickMs);
     });
     try {
       return await Promise.race([
@@ -88,6 +93,7 @@ export class WakeUps {
         woken,
       ]);
     } finally {
+      clearTimeout(timer);
       this.onWake = undefined;
     }
   }
