@@ -145,8 +145,15 @@ export class OutboxDispatcher
     // A log source's reader is known once it is made (at module init, normally).
     await this.source.prepare();
     if (this.pipeline.lifecycle.start()) {
+      // Event policies and tenants are named only when set, so that an operator sees them here.
+      const types = [...this.options.policies.types.keys()];
+      const policies = types.length === 0 ? '' : `, event policies for ${types.join(', ')}`;
+      const tenants =
+        this.options.tenants === null
+          ? ''
+          : `, tenants${this.options.tenants.fair === null ? '' : ' (fair claims)'}`;
       this.log.log(
-        `Dispatcher started (${this.log.label}): ${this.source.description}, batchSize ${dispatcher.batchSize}, batchesInFlight ${dispatcher.batchesInFlight}, leaseMs ${dispatcher.leaseMs}, ordering ${ordering.enabled ? `on (dead letters ${ordering.onDeadLetter}, runs of up to ${ordering.maxRun})` : 'off'}, instance ${instanceId}`,
+        `Dispatcher started (${this.log.label}): ${this.source.description}, batchSize ${dispatcher.batchSize}, batchesInFlight ${dispatcher.batchesInFlight}, leaseMs ${dispatcher.leaseMs}, ordering ${ordering.enabled ? `on (dead letters ${ordering.onDeadLetter}, runs of up to ${ordering.maxRun})` : 'off'}${policies}${tenants}, instance ${instanceId}`,
       );
     }
     this.startupCheck ??= new StartupCheck(

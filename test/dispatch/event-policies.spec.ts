@@ -383,6 +383,14 @@ for (const db of POLL_RUN_DATABASES) {
         .map((l) => l.message);
       expect(all.filter((l) => l.includes(`(${OTHER} to orders)`))).toHaveLength(2);
       expect(all.filter((l) => l.includes(`(${OTHER} to orders, policy`))).toEqual([]);
+      // The start line names the types with a policy of their own.
+      await h.dispatcher.start();
+      const lifecycle = logger.lines
+        .filter((l) => l.context === 'OutboxDispatcher')
+        .map((l) => l.message);
+      expect(lifecycle.filter((l) => l.startsWith('Dispatcher started'))).toEqual([
+        expect.stringContaining(`, event policies for ${PAYMENT}, instance `),
+      ]);
     });
 
     it('warns once per type when enqueue meets an event class whose policy this instance does not apply', async () => {
