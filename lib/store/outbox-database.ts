@@ -181,6 +181,11 @@ export interface OutboxSchemaSql {
    * pending rows by tenant (docs/tenants.md). Needed only with the `tenants` option.
    */
   readonly tenantColumn?: SchemaPartSql;
+  /**
+   * Schema step 8: the attempt history's outcome check admits `fallback`, the row a settling
+   * `@OnOutboxDeadLetter` fallback leaves.
+   */
+  readonly fallbackOutcome?: SchemaPartSql;
 }
 
 /**

@@ -30,6 +30,7 @@ import {
 } from './mysql.sql';
 import { MysqlOutboxStore } from './mysql.store';
 import { mysqlTenantColumn } from './mysql.tenant-sql';
+import { mysqlFallbackOutcome } from './mysql.fallback-outcome-sql';
 import {
   mysqlConversionSteps,
   mysqlCreatePartitionedTable,
@@ -68,6 +69,7 @@ export const mysqlDatabase: OutboxDatabase<'mysql'> = {
         : `${padded.join(', ')} compare ignoring trailing spaces (PAD SPACE, made before 0.3): migrate moves them to a NO PAD collation in place`;
     },
     tenantColumn: mysqlTenantColumn,
+    fallbackOutcome: mysqlFallbackOutcome,
     cleanerIndexes: {
       ensure: mysqlEnsureCleanerIndex,
       has: mysqlHasCleanerIndex,

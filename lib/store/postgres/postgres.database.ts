@@ -27,6 +27,7 @@ import {
 import { PostgresOutboxStore } from './postgres.store';
 import { postgresKeySequence } from './postgres.key-sequence-sql';
 import { postgresTenantColumn } from './postgres.tenant-sql';
+import { postgresFallbackOutcome } from './postgres.fallback-outcome-sql';
 import {
   postgresConversionSteps,
   postgresCreatePartitionedTable,
@@ -64,6 +65,7 @@ export const postgresDatabase: OutboxDatabase<'postgres'> = {
       },
     },
     tenantColumn: postgresTenantColumn,
+    fallbackOutcome: postgresFallbackOutcome,
     waitingIndex: {
       async ensure(run, n) {
         await run(postgresWaitingIndex(n));

@@ -7,7 +7,12 @@ import {
   andDeadRowSkips,
 } from '../shared-sql/dead-blocking';
 import { OWNER_TOKEN_VERSION } from '../shared-sql/owner-leases';
-import { ATTEMPT_COLUMNS, ATTEMPT_HISTORY_LIMIT } from '../shared-sql/attempt-history';
+import {
+  ATTEMPT_COLUMNS,
+  ATTEMPT_HISTORY_LIMIT,
+  attemptOutcomeCheck,
+  attemptOutcomeCheckName,
+} from '../shared-sql/attempt-history';
 import { ARCHIVE_INSERT_COLUMNS, archivedValues } from '../shared-sql/outbox-archive';
 import { IN_FLIGHT_GRACE_MS } from '../shared-sql/claim-window';
 import {
@@ -144,11 +149,12 @@ export function postgresCreateHistoryTable(n: OutboxTableNames): string[] {
   id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
   message_id uuid NOT NULL,
   attempt integer NOT NULL,
-  outcome varchar(16) NOT NULL CHECK (outcome IN ('retry', 'dead', 'outage')),
+  outcome varchar(16) NOT NULL,
   locked_by varchar(128),
   error_class varchar(128),
   error text,
-  failed_at timestamptz NOT NULL DEFAULT now()
+  failed_at timestamptz NOT NULL DEFAULT now(),
+  CONSTRAINT ${n.quote(attemptOutcomeCheckName(n))} ${attemptOutcomeCheck()}
 )`,
     `CREATE INDEX IF NOT EXISTS ${n.quote(`${n.tableName}_attempts_msg`)} ON ${n.attemptsTable} (message_id, id)`,
   ];

@@ -13,3 +13,22 @@ export const ATTEMPT_HISTORY_LIMIT = 50;
 
 /** The history's columns, in the order the stores insert them. */
 export const ATTEMPT_COLUMNS = 'message_id, attempt, outcome, locked_by, error_class, error';
+
+/**
+ * The outcomes an attempt-history row may have. `fallback`: an `@OnOutboxDeadLetter` fallback
+ * settled the message instead of its dead letter (schema step 8 lets the table hold it).
+ */
+export const ATTEMPT_OUTCOMES = ['retry', 'dead', 'outage', 'fallback'] as const;
+
+/** The outcomes before schema step 8, which its revert narrows the check back to. */
+export const ATTEMPT_OUTCOMES_BEFORE_FALLBACK = ['retry', 'dead', 'outage'] as const;
+
+/** The history's outcome check, over fixed words only (never user input). */
+export function attemptOutcomeCheck(outcomes: readonly string[] = ATTEMPT_OUTCOMES): string {
+  return `CHECK (outcome IN (${outcomes.map((o) => `'${o}'`).join(', ')}))`;
+}
+
+/** The name of the outcome check, as step 8 and new tables give it. */
+export function attemptOutcomeCheckName(n: { readonly tableName: string }): string {
+  return `${n.tableName}_attempts_chk`;
+}
