@@ -122,7 +122,15 @@ export const mysqlDatabase: OutboxDatabase<'mysql'> = {
   },
   createStore: (
     sql: SqlPort,
-    { names, policy, timeoutMs, partitioned, messageIds, preparedStatements }: OutboxStoreContext,
+    {
+      names,
+      policy,
+      timeoutMs,
+      partitioned,
+      messageIds,
+      preparedStatements,
+      fallbackHistory,
+    }: OutboxStoreContext,
   ) =>
     Promise.resolve(
       new MysqlOutboxStore(
@@ -133,6 +141,7 @@ export const mysqlDatabase: OutboxDatabase<'mysql'> = {
         partitioned,
         messageIds,
         preparedStatements,
+        fallbackHistory ?? false,
       ),
     ),
   partitioned: {

@@ -83,7 +83,7 @@ export const postgresDatabase: OutboxDatabase<'postgres'> = {
   },
   async createStore(
     sql,
-    { names, policy, timeoutMs, table, dispatch, partitioned, preparedStatements },
+    { names, policy, timeoutMs, table, dispatch, partitioned, preparedStatements, fallbackHistory },
   ) {
     // The lock namespace and NOTIFY channel follow the schema the table really lives in, so
     // that tenants with a schema each (by search_path) never wait on one another's enqueue
@@ -98,6 +98,7 @@ export const postgresDatabase: OutboxDatabase<'postgres'> = {
       schema,
       partitioned,
       preparedStatements,
+      fallbackHistory ?? false,
     );
   },
   partitioned: {

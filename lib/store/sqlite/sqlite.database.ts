@@ -70,8 +70,8 @@ export const sqliteDatabase: OutboxDatabase<'sqlite'> = {
     },
     keySequence: sqliteKeySequence,
   },
-  createStore(sql, { names, policy, dispatch }) {
-    const store = new SqliteOutboxStore(sql, names, policy);
+  createStore(sql, { names, policy, dispatch, fallbackHistory }) {
+    const store = new SqliteOutboxStore(sql, names, policy, fallbackHistory ?? false);
     if (dispatch.enabled) store.open();
     return Promise.resolve(store);
   },
