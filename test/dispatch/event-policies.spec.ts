@@ -284,7 +284,21 @@ for (const source of SOURCE_CASES) {
       expect((await h.admin.get(ids['no-refund'] as string))?.lastError).toMatch(
         /fallback PaymentFallbacks\.refund declined$/,
       );
-      expect((await h.admin.get(ids.refunded as string))?.lastError).toBeNull();
+      const refunded = await h.admin.get(ids.refunded as string);
+      expect(refunded?.lastError).toBeNull();
+      // The settling run is in the attempt history, written by the settle that delivered it.
+      expect(
+        refunded?.attemptHistory.map((a) => [a.attempt, a.outcome, a.errorClass, a.error]),
+      ).toEqual([
+        [
+          1,
+          'fallback',
+          'PermanentPublishError',
+          expect.stringMatching(
+            /^fallback PaymentFallbacks\.refund settled it after: PermanentPublishError: /,
+          ) as unknown,
+        ],
+      ]);
     });
   });
 }
