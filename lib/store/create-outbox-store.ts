@@ -166,10 +166,12 @@ export async function createOutboxStore(
   // step), rather than every such settle failing on the history's check.
   const fallbackHistory =
     sql.isConnected &&
-    (await (database.schema.fallbackOutcome?.has(
-      async (statement, params) => (await sql.query(statement, params)).rows,
-      names,
-    ) ?? Promise.resolve(false)).catch(() => false));
+    (await (
+      database.schema.fallbackOutcome?.has(
+        async (statement, params) => (await sql.query(statement, params)).rows,
+        names,
+      ) ?? Promise.resolve(false)
+    ).catch(() => false));
   const context: OutboxStoreContext = {
     names,
     policy,

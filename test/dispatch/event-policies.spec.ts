@@ -343,9 +343,9 @@ for (const db of POLL_RUN_DATABASES) {
       expect((await h.row(refunded as string)).status).toBe('delivered');
       expect((await h.admin.get(refunded as string))?.attemptHistory).toEqual([]);
       // The other outcomes are recorded as before.
-      expect(
-        (await h.admin.get(dead as string))?.attemptHistory.map((a) => a.outcome),
-      ).toEqual(['dead']);
+      expect((await h.admin.get(dead as string))?.attemptHistory.map((a) => a.outcome)).toEqual([
+        'dead',
+      ]);
     });
 
     it("purges each type's delivered and dead rows by its own retention, the other types by the module's", async () => {

@@ -494,9 +494,7 @@ VALUES (${[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11].map(p).join(', ')})`,
       ).toEqual(before);
       await insertAttempt(base, table, 'fallback');
       expect(await failureOf(insertAttempt(base, table, 'other'))).toBeDefined();
-      expect(
-        (await outboxSchemaStatus(sqlPortOf(base), { tableName: table })).version,
-      ).toBe(8);
+      expect((await outboxSchemaStatus(sqlPortOf(base), { tableName: table })).version).toBe(8);
     } finally {
       await dropOutboxTable(base, table);
     }

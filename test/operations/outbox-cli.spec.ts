@@ -530,7 +530,9 @@ for (const db of TEST_DATABASES) {
       );
       const v7 = await outbox(['schema', 'status', '--table', table], url);
       expect(v7.stdout).toMatch(/schema version 7 of 8\./);
-      expect(v7.stdout).toMatch(/8 {2}fallback-outcome +missing: .* refuses the 'fallback' outcome/);
+      expect(v7.stdout).toMatch(
+        /8 {2}fallback-outcome +missing: .* refuses the 'fallback' outcome/,
+      );
       const widened = await outbox(['schema', 'migrate', '--table', table], url);
       expect(widened.stdout).toMatch(
         /already exists; let the attempt history record fallback runs \(the 'fallback' outcome, step 8\)\./,

@@ -655,7 +655,12 @@ export class MysqlOutboxStore implements OutboxStore {
     deleteDelivered: boolean,
   ): Promise<void> {
     const failed = [
-      ...this.fallbackRows(s, deleteDelivered).map((r) => [r.id, 'fallback', r.errorClass, r.error]),
+      ...this.fallbackRows(s, deleteDelivered).map((r) => [
+        r.id,
+        'fallback',
+        r.errorClass,
+        r.error,
+      ]),
       ...s.retry.map((r) => [r.id, 'retry', r.errorClass, r.error]),
       ...s.dead.map((r) => [r.id, 'dead', r.errorClass, r.error]),
       ...s.release.flatMap((r) =>
@@ -676,7 +681,10 @@ export class MysqlOutboxStore implements OutboxStore {
    * The rows a fallback settled, to record: none where the table refuses the outcome (no step 8)
    * or where delivered rows are deleted, with their history, in this very settle.
    */
-  private fallbackRows(s: Settlement, deleteDelivered: boolean): NonNullable<Settlement['fallback']> {
+  private fallbackRows(
+    s: Settlement,
+    deleteDelivered: boolean,
+  ): NonNullable<Settlement['fallback']> {
     return this.fallbackHistory && !deleteDelivered ? (s.fallback ?? []) : [];
   }
 
