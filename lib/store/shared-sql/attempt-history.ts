@@ -1,8 +1,8 @@
 /**
  * The attempt history: one row per failed publish attempt of a message, in `<table>_attempts`,
- * written by the store's settle in the same transaction as the failure it records (never on
- * delivery), keyed by message id so that a message moved to the end of its key keeps it, and
- * deleted with its message.
+ * written by the store's settle in the same transaction as the failure it records (on delivery
+ * only for the run of a fallback that settled the message: `fallback`), keyed by message id so
+ * that a message moved to the end of its key keeps it, and deleted with its message.
  */
 
 /**
