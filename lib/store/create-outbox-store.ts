@@ -162,6 +162,16 @@ export async function createOutboxStore(
         },
       )
     : undefined;
+  // Step 8 is not required: without it a settling fallback leaves no history row (as before the
+  // step), rather than every such settle failing on the history's check.
+  const fallbackHistory =
+    sql.isConnected &&
+    (await (
+      database.schema.fallbackOutcome?.has(
+        async (statement, params) => (await sql.query(statement, params)).rows,
+        names,
+      ) ?? Promise.resolve(false)
+    ).catch(() => false));
   const context: OutboxStoreContext = {
     names,
     policy,
@@ -171,6 +181,7 @@ export async function createOutboxStore(
     partitioned,
     messageIds,
     preparedStatements: table.preparedStatements ?? true,
+    fallbackHistory,
   };
   if (sql.isConnected) await database.checkTable?.(sql, context);
   return database.createStore(sql, context);

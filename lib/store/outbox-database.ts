@@ -42,6 +42,12 @@ export interface OutboxStoreContext {
    * connection was not open yet (the store then reads it on first use).
    */
   readonly messageIds: MessageIdCodec | undefined;
+  /**
+   * Whether the attempt history takes `fallback` rows (schema step 8), read at bootstrap; false
+   * when the table lacks the step or the connection was not open yet: a settling fallback then
+   * leaves no history row rather than failing its settle.
+   */
+  readonly fallbackHistory?: boolean;
 }
 
 /**
@@ -181,6 +187,11 @@ export interface OutboxSchemaSql {
    * pending rows by tenant (docs/tenants.md). Needed only with the `tenants` option.
    */
   readonly tenantColumn?: SchemaPartSql;
+  /**
+   * Schema step 8: the attempt history's outcome check admits `fallback`, the row a settling
+   * `@OnOutboxDeadLetter` fallback leaves.
+   */
+  readonly fallbackOutcome?: SchemaPartSql;
 }
 
 /**

@@ -10,12 +10,22 @@ import {
 import { CapturingLogger } from '../support/capturing-logger';
 import { msg } from '../support/dispatch-fixtures';
 import { storedId } from '../support/databases';
-import { dispatchTestApp, mergeOutboxOptions, quoteTable } from '../support/outbox-harness';
+import {
+  dispatchTestApp,
+  dispatchUntil,
+  mergeOutboxOptions,
+  quoteTable,
+} from '../support/outbox-harness';
 import { useOutboxScope } from '../support/outbox-scope';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
 import { describeSource, POLL_RUN_DATABASES, SOURCE_CASES, useSource } from '../support/sources';
 import { expectNever } from '../support/wait-for';
+import {
+  outboxDatabase,
+  outboxDialectOf,
+  tableNamesFor,
+} from '../../lib/store/schema/outbox-table-ddl';
 
 // Per-event-type policies: one instance delivers event types with different needs. A type's
 // onDeadLetter decides whether its dead letter holds its key (both ways round from the module's
@@ -284,7 +294,21 @@ for (const source of SOURCE_CASES) {
       expect((await h.admin.get(ids['no-refund'] as string))?.lastError).toMatch(
         /fallback PaymentFallbacks\.refund declined$/,
       );
-      expect((await h.admin.get(ids.refunded as string))?.lastError).toBeNull();
+      const refunded = await h.admin.get(ids.refunded as string);
+      expect(refunded?.lastError).toBeNull();
+      // The settling run is in the attempt history, written by the settle that delivered it.
+      expect(
+        refunded?.attemptHistory.map((a) => [a.attempt, a.outcome, a.errorClass, a.error]),
+      ).toEqual([
+        [
+          1,
+          'fallback',
+          'PermanentPublishError',
+          expect.stringMatching(
+            /^fallback PaymentFallbacks\.refund settled it after: PermanentPublishError: /,
+          ) as unknown,
+        ],
+      ]);
     });
   });
 }
@@ -293,6 +317,36 @@ for (const source of SOURCE_CASES) {
 for (const db of POLL_RUN_DATABASES) {
   describeWith(db.service === null ? [] : [db.service], `per-event policies on ${db.name}`, () => {
     const scope = useOutboxScope(db, { tablePrefix: 'outbox_polc' });
+
+    it("settles through a fallback on a table without schema step 8: delivered, with no 'fallback' history row", async () => {
+      const publisher = new RecordingPublisher();
+      const table = await scope.table('outbox_polc7');
+      const dialect = outboxDialectOf(scope.ds.options.type);
+      // The history as tables made before step 8 have it: its check refuses 'fallback'.
+      await outboxDatabase(dialect).schema.fallbackOutcome?.drop(
+        (sql, params) => scope.ds.query(sql, params),
+        tableNamesFor(dialect, { tableName: table }),
+      );
+      const h = await scope.open({
+        ...dispatchTestApp(publisher, {}),
+        table,
+        providers: [PaymentFallbacks],
+      });
+      publisher.fail(() => true, 'permanent');
+      const [refunded, dead] = await h.commit([
+        typed('P', 'refunded', PAYMENT),
+        typed('Q', 'no-refund', PAYMENT),
+      ]);
+      await dispatchUntil(h, 'both settled', async () =>
+        (await h.rows()).every((r) => r.status === 'delivered' || r.status === 'dead'),
+      );
+      expect((await h.row(refunded as string)).status).toBe('delivered');
+      expect((await h.admin.get(refunded as string))?.attemptHistory).toEqual([]);
+      // The other outcomes are recorded as before.
+      expect((await h.admin.get(dead as string))?.attemptHistory.map((a) => a.outcome)).toEqual([
+        'dead',
+      ]);
+    });
 
     it("purges each type's delivered and dead rows by its own retention, the other types by the module's", async () => {
       const publisher = new RecordingPublisher();

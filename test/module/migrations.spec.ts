@@ -14,6 +14,9 @@ import {
   outboxDialectOf,
   tableNamesFor,
 } from '../../lib/store/schema/outbox-table-ddl';
+import { outboxSchemaStatus } from '../../lib/store/schema/schema-status';
+import { OUTBOX_SCHEMA_STEPS } from '../../lib/store/schema/schema-steps';
+import { typeormSqlPort } from '../../lib/typeorm/typeorm.sql-port';
 import { storedId, TEST_DATABASES, uniqueTable } from '../support/databases';
 import { dropOutboxTable, quoteTable } from '../support/outbox-harness';
 
@@ -75,6 +78,7 @@ describe('createOutboxMigration() names and arguments', () => {
       'AddOutboxWaitingIndex_outbox_1763800000004',
       'AddOutboxKeySequence_outbox_1763800000005',
       'AddOutboxTenantColumn_outbox_1763800000006',
+      'AllowOutboxFallbackOutcome_outbox_1763800000007',
     ]);
     expect(
       names(outboxMigrations({ tableName: 'audit', schema: 'events' }, 1_700_000_000_000)),
@@ -87,6 +91,7 @@ describe('createOutboxMigration() names and arguments', () => {
       'AddOutboxWaitingIndex_events.audit_1700000000004',
       'AddOutboxKeySequence_events.audit_1700000000005',
       'AddOutboxTenantColumn_events.audit_1700000000006',
+      'AllowOutboxFallbackOutcome_events.audit_1700000000007',
     ]);
     expect(() => outboxMigrations({ tableName: 'x; DROP TABLE y' })).toThrow(OutboxOptionsError);
   });
@@ -136,6 +141,22 @@ describe.each(TEST_DATABASES)('outbox migrations on $name', (db) => {
     ds.query(
       `SELECT message_id, attempt, outcome, locked_by, error_class, error, failed_at FROM ${quoteTable(ds, `${table}_attempts`)} WHERE 1 = 0`,
     );
+  /** Writes one attempt-history row with `outcome` (the message need not exist). */
+  const insertAttempt = (ds: DataSource, table: string, outcome: string): Promise<unknown> => {
+    const p = (i: number): string => (db.name === 'postgres' ? `$${i}` : '?');
+    return ds.query(
+      `INSERT INTO ${quoteTable(ds, `${table}_attempts`)} (message_id, attempt, outcome, locked_by, error_class, error) VALUES (${[1, 2, 3, 4, 5, 6].map(p).join(', ')})`,
+      [
+        storedId(ds.options.type, '0190d6b4-0000-7000-8000-000000000001'),
+        1,
+        outcome,
+        'dispatcher-1',
+        'PermanentPublishError',
+        `${outcome}: refused`,
+      ],
+    );
+  };
+  const sqlPortOf = (ds: DataSource) => typeormSqlPort(ds);
   const payloadColumnsOf = (ds: DataSource, table: string): Promise<unknown> =>
     ds.query(
       `SELECT payload_encoding, content_type, payload_bytes, broker_attributes FROM ${quoteTable(ds, table)} WHERE 1 = 0`,
@@ -194,6 +215,7 @@ describe.each(TEST_DATABASES)('outbox migrations on $name', (db) => {
           `AddOutboxWaitingIndex_${first}_1763800000004`,
           `AddOutboxKeySequence_${first}_1763800000005`,
           `AddOutboxTenantColumn_${first}_1763800000006`,
+          `AllowOutboxFallbackOutcome_${first}_1763800000007`,
           `CreateOutboxTable_${second}_1763800000000`,
           `AddOutboxAttemptHistory_${second}_1763800000001`,
           `AddOutboxCleanerIndexes_${second}_1763800000002`,
@@ -201,6 +223,7 @@ describe.each(TEST_DATABASES)('outbox migrations on $name', (db) => {
           `AddOutboxWaitingIndex_${second}_1763800000004`,
           `AddOutboxKeySequence_${second}_1763800000005`,
           `AddOutboxTenantColumn_${second}_1763800000006`,
+          `AllowOutboxFallbackOutcome_${second}_1763800000007`,
         ].sort(),
       );
       await columnsOf20(ds, first);
@@ -262,6 +285,7 @@ describe.each(TEST_DATABASES)('outbox migrations on $name', (db) => {
         `AddOutboxWaitingIndex_${table}_1763800000004`,
         `AddOutboxKeySequence_${table}_1763800000005`,
         `AddOutboxTenantColumn_${table}_1763800000006`,
+        `AllowOutboxFallbackOutcome_${table}_1763800000007`,
       ]);
       await columnsOf20(current, table);
       await historyOf(current, table);
@@ -313,6 +337,7 @@ describe.each(TEST_DATABASES)('outbox migrations on $name', (db) => {
         `AddOutboxWaitingIndex_${table}_1763800000004`,
         `AddOutboxKeySequence_${table}_1763800000005`,
         `AddOutboxTenantColumn_${table}_1763800000006`,
+        `AllowOutboxFallbackOutcome_${table}_1763800000007`,
       ]);
       await historyOf(current, table);
       expect(await cleanerIndexesOf(base, table)).toEqual(
@@ -326,8 +351,11 @@ describe.each(TEST_DATABASES)('outbox migrations on $name', (db) => {
       expect(await bootOn(table)).toBeUndefined();
       expect(await current.runMigrations()).toEqual([]);
 
-      // Reverting step 7 drops the tenant column; step 6 the sequence counters and column; step 5
-      // its index; step 4 its columns; step 3 the indexes; step 2 the history, leaving the table.
+      // Reverting step 8 narrows the history's outcome check; step 7 drops the tenant column;
+      // step 6 the sequence counters and column; step 5 its index; step 4 its columns; step 3
+      // the indexes; step 2 the history, leaving the table.
+      await current.undoLastMigration();
+      expect(await failureOf(insertAttempt(base, table, 'fallback'))).toBeDefined();
       await current.undoLastMigration();
       expect(
         await failureOf(base.query(`SELECT tenant_id FROM ${quoteTable(base, table)} WHERE 1 = 0`)),
@@ -409,6 +437,7 @@ VALUES (${[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11].map(p).join(', ')})`,
         `AddOutboxWaitingIndex_${table}_1763800000004`,
         `AddOutboxKeySequence_${table}_1763800000005`,
         `AddOutboxTenantColumn_${table}_1763800000006`,
+        `AllowOutboxFallbackOutcome_${table}_1763800000007`,
       ]);
       // Every row is still there as it was, now a JSON message with no attributes.
       const after = await base.query<Record<string, unknown>[]>(
@@ -429,6 +458,43 @@ VALUES (${[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11].map(p).join(', ')})`,
       ).toEqual(before);
       expect(await bootOn(table)).toBeUndefined();
       expect(await current.runMigrations()).toEqual([]);
+    } finally {
+      await dropOutboxTable(base, table);
+    }
+  });
+
+  it("takes an attempt history holding rows to step 8 in place: the 'fallback' outcome is then taken", async () => {
+    const table = `${scratch}_v7`;
+    try {
+      const current = await withMigrations(outboxMigrations({ tableName: table }));
+      expect(await current.runMigrations()).toHaveLength(OUTBOX_SCHEMA_STEPS.length);
+      await insertAttempt(base, table, 'fallback');
+      // Its down migration deletes the rows the narrow check would refuse, then narrows it.
+      await current.undoLastMigration();
+      const h = quoteTable(base, `${table}_attempts`);
+      expect(await base.query(`SELECT outcome FROM ${h}`)).toEqual([]);
+      expect(await failureOf(insertAttempt(base, table, 'fallback'))).toBeDefined();
+      for (const outcome of ['retry', 'dead', 'outage']) await insertAttempt(base, table, outcome);
+      const before = await base.query<Record<string, unknown>[]>(
+        `SELECT id, message_id, attempt, outcome, locked_by, error_class, error FROM ${h} ORDER BY id`,
+      );
+      expect(before.map((r) => r.outcome)).toEqual(['retry', 'dead', 'outage']);
+      const status = await outboxSchemaStatus(sqlPortOf(base), { tableName: table });
+      expect(status).toMatchObject({ version: 7, latest: 8 });
+      expect(status.parts[7]?.missing).toContain("refuses the 'fallback' outcome");
+
+      expect((await current.runMigrations()).map((m) => m.name)).toEqual([
+        `AllowOutboxFallbackOutcome_${table}_1763800000007`,
+      ]);
+      // The rows are kept, ids included, and the history takes the new outcome.
+      expect(
+        await base.query(
+          `SELECT id, message_id, attempt, outcome, locked_by, error_class, error FROM ${h} ORDER BY id`,
+        ),
+      ).toEqual(before);
+      await insertAttempt(base, table, 'fallback');
+      expect(await failureOf(insertAttempt(base, table, 'other'))).toBeDefined();
+      expect((await outboxSchemaStatus(sqlPortOf(base), { tableName: table })).version).toBe(8);
     } finally {
       await dropOutboxTable(base, table);
     }

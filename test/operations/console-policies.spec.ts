@@ -1,9 +1,20 @@
+import { Injectable } from '@nestjs/common';
+import { OnOutboxDeadLetter, type OutboxFallbackResult } from '../../lib';
 import { openConsoleApp, type ConsoleApp } from '../support/console-app';
 import { get, rejectingPublisher, squash } from '../support/console-http';
 import { describeWith } from '../support/services';
 
 // The console shows the policies the dispatcher delivers under (the module's defaults and each
 // event type's) on its overview, and on a message's page the policy of its type.
+
+/** Settles every dead `order.paid` elsewhere. */
+@Injectable()
+class PaidFallback {
+  @OnOutboxDeadLetter('order.paid')
+  settle(): OutboxFallbackResult {
+    return { settled: true };
+  }
+}
 
 describeWith(['postgres'], 'the console shows per-event policies (PostgreSQL)', () => {
   let c: ConsoleApp | undefined;
@@ -40,5 +51,18 @@ describeWith(['postgres'], 'the console shows per-event policies (PostgreSQL)', 
     );
     const other = squash((await get(`${c.url}/messages/${created as string}`)).body);
     expect(other).toMatch(/<td id="policy"><span class="badge">default<\/span> onDeadLetter block/);
+  });
+
+  it("shows a fallback's run in the message's attempt history", async () => {
+    c = await openConsoleApp(rejectingPublisher(), { providers: [PaidFallback] });
+    const [paid] = await c.enqueue([
+      { topic: 'orders', type: 'order.paid', key: 'o-1', payload: { n: 1 } },
+    ]);
+    await c.dispatcher.drain();
+
+    const page = squash((await get(`${c.url}/messages/${paid as string}`)).body);
+    expect(page).toMatch(
+      /<tr><td>1<\/td><td><span class="badge">fallback<\/span><\/td><td>[^<]+<\/td><td>[^<]+<\/td><td>PermanentPublishError<\/td><td class="error">fallback PaidFallback\.settle settled it after: PermanentPublishError: [^<]*<\/td><\/tr>/,
+    );
   });
 });

@@ -409,7 +409,7 @@ for (const db of TEST_DATABASES) {
       // Before: nothing there, and status says what migrate would make.
       const none = await outbox(['schema', 'status', '--table', table], url);
       expect(none.code).toBe(0);
-      expect(none.stdout).toMatch(/schema version 0 of 7\./);
+      expect(none.stdout).toMatch(/schema version 0 of 8\./);
       expect(none.stdout).toMatch(
         /1 {2}table +missing: the table does not exist: migrate creates it/,
       );
@@ -432,8 +432,8 @@ for (const db of TEST_DATABASES) {
       expect(again.code).toBe(0);
       expect(again.stdout).toMatch(/already exists and is up to date; nothing changed/);
       expect(await outboxJson(['schema', 'status', '--table', table], url)).toMatchObject({
-        version: 7,
-        latest: 7,
+        version: 8,
+        latest: 8,
         upToDate: true,
         parts: [
           { step: 1, part: 'table', present: true, missing: null },
@@ -443,6 +443,7 @@ for (const db of TEST_DATABASES) {
           { step: 5, part: 'waiting-index', present: true, missing: null },
           { step: 6, part: 'key-sequence', present: true, missing: null },
           { step: 7, part: 'tenant-column', present: true, missing: null },
+          { step: 8, part: 'fallback-outcome', present: true, missing: null },
         ],
       });
 
@@ -453,14 +454,14 @@ for (const db of TEST_DATABASES) {
         names,
       );
       const noIndexes = await outbox(['schema', 'status', '--table', table], url);
-      expect(noIndexes.stdout).toMatch(/schema version 2 of 7\./);
+      expect(noIndexes.stdout).toMatch(/schema version 2 of 8\./);
       expect(noIndexes.stdout).toMatch(
         /3 {2}cleaner-indexes +missing: the cleaner's cut-off indexes/,
       );
       const indexed = await outbox(['schema', 'migrate', '--table', table], url);
       expect(indexed.stdout).toMatch(/already exists; added the cleaner's indexes\./);
       expect(await outboxJson(['schema', 'status', '--table', table], url)).toMatchObject({
-        version: 7,
+        version: 8,
       });
 
       // A version-3 table (before binary payloads): status names step 4, the app refuses it
@@ -470,7 +471,7 @@ for (const db of TEST_DATABASES) {
         names,
       );
       const v3 = await outbox(['schema', 'status', '--table', table], url);
-      expect(v3.stdout).toMatch(/schema version 3 of 7\./);
+      expect(v3.stdout).toMatch(/schema version 3 of 8\./);
       expect(v3.stdout).toMatch(/4 {2}payload-columns +missing: the binary-payload/);
       const refusedV3 = await outbox(['dlq', 'list', '--table', table], url);
       expect(refusedV3.code).toBe(1);
@@ -481,7 +482,7 @@ for (const db of TEST_DATABASES) {
         /already exists; added the binary-payload and broker-attribute columns \(step 4\)\./,
       );
       expect(await outboxJson(['schema', 'status', '--table', table], url)).toMatchObject({
-        version: 7,
+        version: 8,
         upToDate: true,
       });
 
@@ -492,14 +493,14 @@ for (const db of TEST_DATABASES) {
       if (waiting !== undefined) {
         await waiting.drop((sql, params) => scope.ds.query(sql, params), names);
         const v4 = await outbox(['schema', 'status', '--table', table], url);
-        expect(v4.stdout).toMatch(/schema version 4 of 7\./);
+        expect(v4.stdout).toMatch(/schema version 4 of 8\./);
         expect(v4.stdout).toMatch(/5 {2}waiting-index +missing: the index of waiting messages/);
         const added = await outbox(['schema', 'migrate', '--table', table], url);
         expect(added.stdout).toMatch(
           /already exists; added the index of waiting messages \(step 5\)\./,
         );
         expect(await outboxJson(['schema', 'status', '--table', table], url)).toMatchObject({
-          version: 7,
+          version: 8,
           upToDate: true,
         });
       }
@@ -510,14 +511,34 @@ for (const db of TEST_DATABASES) {
         names,
       );
       const v5 = await outbox(['schema', 'status', '--table', table], url);
-      expect(v5.stdout).toMatch(/schema version 5 of 7\./);
+      expect(v5.stdout).toMatch(/schema version 5 of 8\./);
       expect(v5.stdout).toMatch(/6 {2}key-sequence +missing: the sequence column key_seq/);
       const sequenced = await outbox(['schema', 'migrate', '--table', table], url);
       expect(sequenced.stdout).toMatch(
         /already exists; added the key_seq column and the per-key sequence counters \(step 6\)\./,
       );
       expect(await outboxJson(['schema', 'status', '--table', table], url)).toMatchObject({
-        version: 7,
+        version: 8,
+        upToDate: true,
+      });
+
+      // A version-7 table (its history refuses the 'fallback' outcome): status names step 8,
+      // migrate widens the check in place.
+      await outboxDatabase(dialectOf[db.name]).schema.fallbackOutcome?.drop(
+        (sql, params) => scope.ds.query(sql, params),
+        names,
+      );
+      const v7 = await outbox(['schema', 'status', '--table', table], url);
+      expect(v7.stdout).toMatch(/schema version 7 of 8\./);
+      expect(v7.stdout).toMatch(
+        /8 {2}fallback-outcome +missing: .* refuses the 'fallback' outcome/,
+      );
+      const widened = await outbox(['schema', 'migrate', '--table', table], url);
+      expect(widened.stdout).toMatch(
+        /already exists; let the attempt history record fallback runs \(the 'fallback' outcome, step 8\)\./,
+      );
+      expect(await outboxJson(['schema', 'status', '--table', table], url)).toMatchObject({
+        version: 8,
         upToDate: true,
       });
 
@@ -542,7 +563,7 @@ for (const db of TEST_DATABASES) {
           `ALTER TABLE ${quoteTable(scope.ds, table)} MODIFY topic VARCHAR(255) COLLATE utf8mb4_bin NOT NULL, MODIFY message_key VARCHAR(255) COLLATE utf8mb4_bin NULL, MODIFY event_type VARCHAR(255) COLLATE utf8mb4_bin NOT NULL`,
         );
         const padded = await outbox(['schema', 'status', '--table', table], url);
-        expect(padded.stdout).toMatch(/schema version 0 of 7\./);
+        expect(padded.stdout).toMatch(/schema version 0 of 8\./);
         expect(padded.stdout).toMatch(/1 {2}table +missing: .*PAD SPACE/);
         expect(padded.stdout).not.toContain('There is no table');
         expect(await outboxJson(['schema', 'status', '--table', table], url)).toMatchObject({
@@ -554,7 +575,7 @@ for (const db of TEST_DATABASES) {
           /already exists; brought the table itself up to date \(topic, message_key, event_type compare ignoring trailing spaces/,
         );
         expect(await outboxJson(['schema', 'status', '--table', table], url)).toMatchObject({
-          version: 7,
+          version: 8,
           upToDate: true,
         });
       }

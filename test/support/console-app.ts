@@ -1,4 +1,4 @@
-import type { INestApplication } from '@nestjs/common';
+import type { INestApplication, Provider } from '@nestjs/common';
 import fastifyFormbody from '@fastify/formbody';
 import type { NestExpressApplication } from '@nestjs/platform-express';
 import { FastifyAdapter, type NestFastifyApplication } from '@nestjs/platform-fastify';
@@ -63,13 +63,16 @@ export async function openConsoleApp(
     policies?: OutboxModuleOptions['policies'];
     /** The outbox's `tenants` option. @default none */
     tenants?: OutboxModuleOptions['tenants'];
+    /** The app's own providers (e.g. `@OnOutboxDeadLetter` fallbacks). @default none */
+    providers?: Provider[];
   } = {},
   http: ConsoleHttp = {},
 ): Promise<ConsoleApp> {
   const db = testDatabase('postgres');
   const table = uniqueTable('outbox_console');
   const dataSource = await db.open(table);
-  const { auditTableName, ordering, delivery, policies, tenants, ...consoleOptions } = console;
+  const { auditTableName, ordering, delivery, policies, tenants, providers, ...consoleOptions } =
+    console;
   try {
     const moduleRef = await Test.createTestingModule({
       imports: [
@@ -93,6 +96,7 @@ export async function openConsoleApp(
           ...consoleOptions,
         }),
       ],
+      providers: providers ?? [],
     }).compile();
     let app: INestApplication;
     if (http.adapter === 'fastify') {

@@ -181,6 +181,10 @@ describe('judging under per-event-type policies', () => {
     );
     expect(after.verdicts.map((v) => v.kind)).toEqual(['delivered', 'dead', 'dead', 'retry']);
     expect(after.settlement.delivered).toEqual(['1']);
+    // The settled one is also a 'fallback' row of the attempt history: which fallback, after what.
+    expect(after.settlement.fallback).toEqual([
+      { id: '1', errorClass: 'Error', error: 'fallback F.refund settled it after: Error: boom' },
+    ]);
     expect(after.settlement.advancedKeys).toEqual(['a']);
     expect(after.settlement.dead).toEqual([
       { id: '2', errorClass: 'Error', error: 'Error: boom; fallback F.refund declined' },
@@ -191,7 +195,8 @@ describe('judging under per-event-type policies', () => {
       },
     ]);
     expect(after.settlement.retry.map((r) => r.id)).toEqual(['4']);
-    // No answer: the judgement as it was.
+    // No answer: the judgement as it was, with no fallback rows.
     expect(withFallbacks(judged, new Map())).toBe(judged);
+    expect(judged.settlement.fallback).toBeUndefined();
   });
 });

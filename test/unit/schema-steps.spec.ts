@@ -16,6 +16,7 @@ describe('the schema steps', () => {
       ['waiting-index', 'AddOutboxWaitingIndex'],
       ['key-sequence', 'AddOutboxKeySequence'],
       ['tenant-column', 'AddOutboxTenantColumn'],
+      ['fallback-outcome', 'AllowOutboxFallbackOutcome'],
     ]);
     expect(outboxMigrations({ tableName: 'orders_outbox' }).map((m) => new m().name)).toEqual(
       OUTBOX_SCHEMA_STEPS.map((s, i) => `${s.migration}_orders_outbox_${1_763_800_000_000 + i}`),
@@ -38,6 +39,11 @@ describe('the schema steps', () => {
     const latest = OUTBOX_SCHEMA_STEPS.length;
     expect(await outboxSchemaStatus(sql)).toMatchObject({ version: latest, latest });
 
+    // Step 8 (the 'fallback' outcome) reverted: the table is at step 7 until it is made again.
+    await OUTBOX_SCHEMA_STEPS[7]?.revert(context);
+    expect((await outboxSchemaStatus(sql)).version).toBe(7);
+    await createOutboxTable(sql);
+    expect((await outboxSchemaStatus(sql)).version).toBe(latest);
     // Step 7 (tenant ids) reverted: the table is at step 6 until it is made again.
     await OUTBOX_SCHEMA_STEPS[6]?.revert(context);
     expect((await outboxSchemaStatus(sql)).version).toBe(6);

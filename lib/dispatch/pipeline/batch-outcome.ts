@@ -59,7 +59,11 @@ export interface RecordPolicy {
 export type PolicyOf = (record: ClaimedRecord) => RecordPolicy;
 
 export type Verdict =
-  | { readonly kind: 'delivered' }
+  /** `fallback`: an `@OnOutboxDeadLetter` fallback settled it, after `error` (its dead letter). */
+  | {
+      readonly kind: 'delivered';
+      readonly fallback?: { readonly name: string; readonly error: unknown };
+    }
   | { readonly kind: 'retry'; readonly delayMs: number; readonly error: unknown }
   | { readonly kind: 'dead'; readonly error: unknown }
   | { readonly kind: 'release' };
@@ -178,7 +182,7 @@ export function withFallbacks(
     if (answer === undefined || verdict.kind !== 'dead') return verdict;
     switch (answer.kind) {
       case 'settled':
-        return { kind: 'delivered' };
+        return { kind: 'delivered', fallback: { name: answer.fallback, error: verdict.error } };
       case 'declined':
         return {
           kind: 'dead',
@@ -535,6 +539,7 @@ function settlementOf(
   deadAdvancesKey: (record: ClaimedRecord) => boolean,
 ): Settlement {
   const delivered: string[] = [];
+  const fallback: NonNullable<Settlement['fallback']>[number][] = [];
   const retry: Settlement['retry'][number][] = [];
   const dead: Settlement['dead'][number][] = [];
   const release: Settlement['release'][number][] = [];
@@ -544,6 +549,13 @@ function settlementOf(
     switch (verdict.kind) {
       case 'delivered':
         delivered.push(record.id);
+        if (verdict.fallback !== undefined) {
+          fallback.push({
+            id: record.id,
+            error: `fallback ${verdict.fallback.name} settled it after: ${describeError(verdict.fallback.error)}`,
+            errorClass: errorClassOf(verdict.fallback.error),
+          });
+        }
         if (record.key !== null) advanced.add(record.key);
         break;
       case 'retry':
@@ -575,6 +587,7 @@ function settlementOf(
   });
   return {
     delivered,
+    ...(fallback.length > 0 ? { fallback } : {}),
     retry,
     dead,
     release,

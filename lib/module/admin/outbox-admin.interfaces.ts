@@ -84,10 +84,11 @@ export interface OutboxMessageSummary {
 
 /**
  * What became of a failed attempt: `retry` (tried again after a backoff), `dead`
- * (dead-lettered), or `outage` (the broker was unreachable: released unpublished, the attempt
- * given back).
+ * (dead-lettered), `outage` (the broker was unreachable: released unpublished, the attempt
+ * given back), or `fallback` (its `@OnOutboxDeadLetter` fallback settled it instead of its dead
+ * letter; the error names the fallback and the last publish error; schema step 8).
  */
-export type OutboxAttemptOutcome = 'retry' | 'dead' | 'outage';
+export type OutboxAttemptOutcome = 'retry' | 'dead' | 'outage' | 'fallback';
 
 /** One failed publish attempt of a message, as the attempt history `<table>_attempts` keeps it. */
 export interface OutboxAttempt {

@@ -30,6 +30,7 @@ import {
 } from './mysql.sql';
 import { MysqlOutboxStore } from './mysql.store';
 import { mysqlTenantColumn } from './mysql.tenant-sql';
+import { mysqlFallbackOutcome } from './mysql.fallback-outcome-sql';
 import {
   mysqlConversionSteps,
   mysqlCreatePartitionedTable,
@@ -68,6 +69,7 @@ export const mysqlDatabase: OutboxDatabase<'mysql'> = {
         : `${padded.join(', ')} compare ignoring trailing spaces (PAD SPACE, made before 0.3): migrate moves them to a NO PAD collation in place`;
     },
     tenantColumn: mysqlTenantColumn,
+    fallbackOutcome: mysqlFallbackOutcome,
     cleanerIndexes: {
       ensure: mysqlEnsureCleanerIndex,
       has: mysqlHasCleanerIndex,
@@ -120,7 +122,15 @@ export const mysqlDatabase: OutboxDatabase<'mysql'> = {
   },
   createStore: (
     sql: SqlPort,
-    { names, policy, timeoutMs, partitioned, messageIds, preparedStatements }: OutboxStoreContext,
+    {
+      names,
+      policy,
+      timeoutMs,
+      partitioned,
+      messageIds,
+      preparedStatements,
+      fallbackHistory,
+    }: OutboxStoreContext,
   ) =>
     Promise.resolve(
       new MysqlOutboxStore(
@@ -131,6 +141,7 @@ export const mysqlDatabase: OutboxDatabase<'mysql'> = {
         partitioned,
         messageIds,
         preparedStatements,
+        fallbackHistory ?? false,
       ),
     ),
   partitioned: {

@@ -8,7 +8,12 @@ import {
 } from '../shared-sql/dead-blocking';
 import { MYSQL_OWNER_LOCK_PREFIX, OWNER_TOKEN_VERSION } from '../shared-sql/owner-leases';
 import { ARCHIVE_INSERT_COLUMNS, archivedValues } from '../shared-sql/outbox-archive';
-import { ATTEMPT_COLUMNS, ATTEMPT_HISTORY_LIMIT } from '../shared-sql/attempt-history';
+import {
+  ATTEMPT_COLUMNS,
+  ATTEMPT_HISTORY_LIMIT,
+  attemptOutcomeCheck,
+  attemptOutcomeCheckName,
+} from '../shared-sql/attempt-history';
 import type { OutboxQueuePolicy } from '../ports/outbox-store.port';
 import type { OutboxTableNames } from '../../internal/sql-identifier';
 import { mysqlCleanerIndex } from './mysql-cleaner-index';
@@ -125,7 +130,7 @@ export function mysqlCreateHistoryTable(
   failed_at DATETIME(6) NOT NULL DEFAULT (${NOW}),
   PRIMARY KEY (id),
   KEY ${n.quote(`${n.tableName}_attempts_msg`)} (message_id, id),
-  CHECK (outcome IN ('retry', 'dead', 'outage'))
+  CONSTRAINT ${n.quote(attemptOutcomeCheckName(n))} ${attemptOutcomeCheck()}
 ) ENGINE=InnoDB DEFAULT CHARSET=utf8mb4 COLLATE=utf8mb4_bin`,
   ];
 }

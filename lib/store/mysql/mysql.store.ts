@@ -125,6 +125,8 @@ export class MysqlOutboxStore implements OutboxStore {
     messageIds?: MessageIdCodec,
     /** Whether the one-message enqueue runs as a server-side prepared statement (`preparedStatements`). */
     private readonly prepared = true,
+    /** Whether the attempt history takes `fallback` rows (schema step 8). */
+    private readonly fallbackHistory = false,
   ) {
     this.lockWaitSeconds = Math.max(1, Math.ceil(timeoutMs / 1_000));
     this.ids = messageIds === undefined ? undefined : Promise.resolve(messageIds);
@@ -590,7 +592,7 @@ export class MysqlOutboxStore implements OutboxStore {
       const keys = this.policy.ordered ? s.advancedKeys : [];
       await this.lockForDispatch(query, keys);
       let changed = 0;
-      await this.recordAttempts(query, token, s);
+      await this.recordAttempts(query, token, s, deleteDelivered);
       if (s.delivered.length > 0) {
         // Deleted rows take their history with them (a message delivered after failures).
         if (deleteDelivered) {
@@ -646,8 +648,19 @@ export class MysqlOutboxStore implements OutboxStore {
    * clear the lease; then the history of those messages is cut to its bound. Nothing to do,
    * and no statement, when the batch went through.
    */
-  private async recordAttempts(query: Query, token: string, s: Settlement): Promise<void> {
+  private async recordAttempts(
+    query: Query,
+    token: string,
+    s: Settlement,
+    deleteDelivered: boolean,
+  ): Promise<void> {
     const failed = [
+      ...this.fallbackRows(s, deleteDelivered).map((r) => [
+        r.id,
+        'fallback',
+        r.errorClass,
+        r.error,
+      ]),
       ...s.retry.map((r) => [r.id, 'retry', r.errorClass, r.error]),
       ...s.dead.map((r) => [r.id, 'dead', r.errorClass, r.error]),
       ...s.release.flatMap((r) =>
@@ -662,6 +675,17 @@ export class MysqlOutboxStore implements OutboxStore {
     if (affected === 0) return;
     const ids = failed.map(([id]) => id);
     await query(mysqlBoundAttempts(this.names, ids.length), ids);
+  }
+
+  /**
+   * The rows a fallback settled, to record: none where the table refuses the outcome (no step 8)
+   * or where delivered rows are deleted, with their history, in this very settle.
+   */
+  private fallbackRows(
+    s: Settlement,
+    deleteDelivered: boolean,
+  ): NonNullable<Settlement['fallback']> {
+    return this.fallbackHistory && !deleteDelivered ? (s.fallback ?? []) : [];
   }
 
   async releaseExpired(): Promise<number> {

@@ -62,6 +62,12 @@ export interface Settlement {
     error: string | null;
     errorClass: string | null;
   }[];
+  /**
+   * Delivered rows (also in `delivered`) that an `@OnOutboxDeadLetter` fallback settled instead
+   * of their dead letter: each is a `fallback` row of the attempt history (`error`: the fallback
+   * and the last publish error), when delivered rows are kept and the table has schema step 8.
+   */
+  readonly fallback?: readonly { id: string; error: string; errorClass: string }[];
   /** Keys whose head left the queue (delivered, or dead when dead messages do not block). */
   readonly advancedKeys: readonly string[];
   /**

@@ -27,6 +27,7 @@ import {
 import { PostgresOutboxStore } from './postgres.store';
 import { postgresKeySequence } from './postgres.key-sequence-sql';
 import { postgresTenantColumn } from './postgres.tenant-sql';
+import { postgresFallbackOutcome } from './postgres.fallback-outcome-sql';
 import {
   postgresConversionSteps,
   postgresCreatePartitionedTable,
@@ -64,6 +65,7 @@ export const postgresDatabase: OutboxDatabase<'postgres'> = {
       },
     },
     tenantColumn: postgresTenantColumn,
+    fallbackOutcome: postgresFallbackOutcome,
     waitingIndex: {
       async ensure(run, n) {
         await run(postgresWaitingIndex(n));
@@ -81,7 +83,7 @@ export const postgresDatabase: OutboxDatabase<'postgres'> = {
   },
   async createStore(
     sql,
-    { names, policy, timeoutMs, table, dispatch, partitioned, preparedStatements },
+    { names, policy, timeoutMs, table, dispatch, partitioned, preparedStatements, fallbackHistory },
   ) {
     // The lock namespace and NOTIFY channel follow the schema the table really lives in, so
     // that tenants with a schema each (by search_path) never wait on one another's enqueue
@@ -96,6 +98,7 @@ export const postgresDatabase: OutboxDatabase<'postgres'> = {
       schema,
       partitioned,
       preparedStatements,
+      fallbackHistory ?? false,
     );
   },
   partitioned: {

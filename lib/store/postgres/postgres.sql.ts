@@ -7,7 +7,12 @@ import {
   andDeadRowSkips,
 } from '../shared-sql/dead-blocking';
 import { OWNER_TOKEN_VERSION } from '../shared-sql/owner-leases';
-import { ATTEMPT_COLUMNS, ATTEMPT_HISTORY_LIMIT } from '../shared-sql/attempt-history';
+import {
+  ATTEMPT_COLUMNS,
+  ATTEMPT_HISTORY_LIMIT,
+  attemptOutcomeCheck,
+  attemptOutcomeCheckName,
+} from '../shared-sql/attempt-history';
 import { ARCHIVE_INSERT_COLUMNS, archivedValues } from '../shared-sql/outbox-archive';
 import { IN_FLIGHT_GRACE_MS } from '../shared-sql/claim-window';
 import {
@@ -144,11 +149,12 @@ export function postgresCreateHistoryTable(n: OutboxTableNames): string[] {
   id bigint GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
   message_id uuid NOT NULL,
   attempt integer NOT NULL,
-  outcome varchar(16) NOT NULL CHECK (outcome IN ('retry', 'dead', 'outage')),
+  outcome varchar(16) NOT NULL,
   locked_by varchar(128),
   error_class varchar(128),
   error text,
-  failed_at timestamptz NOT NULL DEFAULT now()
+  failed_at timestamptz NOT NULL DEFAULT now(),
+  CONSTRAINT ${n.quote(attemptOutcomeCheckName(n))} ${attemptOutcomeCheck()}
 )`,
     `CREATE INDEX IF NOT EXISTS ${n.quote(`${n.tableName}_attempts_msg`)} ON ${n.attemptsTable} (message_id, id)`,
   ];
@@ -950,7 +956,9 @@ function anyHistory(h: string): string {
  * counted by the claim; a release gives it back. Parameters: $1 token, with `pruned` $2 and $3 the
  * batch's creation-time bounds, then per present group
  * in this order: delivered ids; retry ids, delays, errors, error classes; dead ids, errors,
- * error classes; release ids, delays, errors, error classes.
+ * error classes; release ids, delays, errors, error classes; fallback ids, errors, error classes
+ * (delivered rows an `@OnOutboxDeadLetter` fallback settled, recorded as `fallback` when
+ * delivered rows are kept: the caller leaves the group out otherwise).
  *
  * The failures (retries, dead letters, releases with an error: outages) are also recorded in
  * the attempt history by the same statement, from the rows the fenced updates changed, so a
@@ -969,7 +977,13 @@ function anyHistory(h: string): string {
  */
 export function postgresSettle(
   n: OutboxTableNames,
-  groups: { delivered: boolean; retry: boolean; dead: boolean; release: boolean },
+  groups: {
+    delivered: boolean;
+    retry: boolean;
+    dead: boolean;
+    release: boolean;
+    fallback?: boolean;
+  },
   deleteDelivered: boolean,
   partitioned = false,
   pruned = false,
@@ -1030,6 +1044,13 @@ dh AS (DELETE FROM ${h} WHERE message_id IN (SELECT message_id FROM d) AND ${any
     failed.push(
       `SELECT message_id, attempt, 'outage' AS outcome, locked_by, cls, err FROM l WHERE err IS NOT NULL`,
     );
+  }
+  if (groups.fallback === true && groups.delivered && !deleteDelivered) {
+    const u = `unnest($${next++}::int8[], $${next++}::text[], $${next++}::text[])`;
+    // Of the rows the fenced update delivered, as they were before it (as the failures are).
+    ctes.push(`fb AS (SELECT b.message_id, b.attempts AS attempt, b.locked_by, u.cls, u.err
+  FROM ${u} AS u(id, err, cls) JOIN d ON d.id = u.id JOIN ${prior} ON b.id = u.id${within('b.')})`);
+    failed.push(`SELECT message_id, attempt, 'fallback' AS outcome, locked_by, cls, err FROM fb`);
   }
   if (failed.length > 0) {
     // All CTEs see one snapshot: the delete keeps the latest LIMIT - 1 earlier attempts of each

@@ -132,6 +132,8 @@ export class PostgresOutboxStore implements OutboxStore {
      * park, promotion), run as named prepared statements (`preparedStatements`).
      */
     private readonly prepared = true,
+    /** Whether the attempt history takes `fallback` rows (schema step 8). */
+    private readonly fallbackHistory = false,
   ) {
     this.channel = `${schema}_${names.tableName}`.slice(0, 63);
     this.lockNamespace = hashKey(`nestjs-outbox:${this.channel}`);
@@ -338,18 +340,21 @@ export class PostgresOutboxStore implements OutboxStore {
   }
 
   async settle(token: string, s: Settlement, deleteDelivered: boolean): Promise<number> {
+    // Where delivered rows are deleted, their history goes with them in this very statement.
+    const fallback = this.fallbackHistory && !deleteDelivered ? (s.fallback ?? []) : [];
     const groups = {
       delivered: s.delivered.length > 0,
       retry: s.retry.length > 0,
       dead: s.dead.length > 0,
       release: s.release.length > 0,
+      fallback: fallback.length > 0,
     };
     if (!groups.delivered && !groups.retry && !groups.dead && !groups.release) return 0;
     const range = this.partitioned ? s.createdRange : undefined;
     const keys = this.policy.ordered ? s.advancedKeys : [];
     const promote = keys.length > 0;
     const waiting = promote && (await this.hasWaitingIndex());
-    const shape = `${groups.delivered}:${groups.retry}:${groups.dead}:${groups.release}:${deleteDelivered}:${range !== undefined}:${promote}:${waiting}`;
+    const shape = `${groups.delivered}:${groups.retry}:${groups.dead}:${groups.release}:${groups.fallback}:${deleteDelivered}:${range !== undefined}:${promote}:${waiting}`;
     const sql = cachedStatement(this.settleSql, shape, () =>
       postgresSettle(
         this.names,
@@ -382,6 +387,12 @@ export class PostgresOutboxStore implements OutboxStore {
         s.release.map((r) => r.delayMs),
         s.release.map((r) => r.error),
         s.release.map((r) => r.errorClass),
+      );
+    if (groups.fallback)
+      params.push(
+        fallback.map((r) => r.id),
+        fallback.map((r) => r.error),
+        fallback.map((r) => r.errorClass),
       );
     if (keys.length > 0) params.push(keys, promotionRun(this.policy, keys.length));
     // The dispatch locks come first so that the promotion in the statement sees every park

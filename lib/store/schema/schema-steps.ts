@@ -31,7 +31,8 @@ export interface OutboxSchemaStep {
     | 'payload-columns'
     | 'waiting-index'
     | 'key-sequence'
-    | 'tenant-column';
+    | 'tenant-column'
+    | 'fallback-outcome';
   /** The TypeORM migration's name prefix: never changed, since TypeORM knows its steps by name. */
   readonly migration: string;
   /**
@@ -207,6 +208,14 @@ export const OUTBOX_SCHEMA_STEPS: readonly OutboxSchemaStep[] = [
     (names) =>
       `the tenant_id column and its index (${names.tableName}_tenant_idx) are missing: migrate adds them (needed only with the tenants option, docs/tenants.md)`,
     'added the tenant_id column and its index (for the tenants option, step 7)',
+  ),
+  partStep(
+    'fallback-outcome',
+    'AllowOutboxFallbackOutcome',
+    (database) => database.schema.fallbackOutcome,
+    (names) =>
+      `${names.attemptsTable} refuses the 'fallback' outcome: migrate widens its check, rows kept (until then a settling @OnOutboxDeadLetter fallback leaves no history row)`,
+    "let the attempt history record fallback runs (the 'fallback' outcome, step 8)",
   ),
 ];
 

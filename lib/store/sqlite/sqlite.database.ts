@@ -1,4 +1,5 @@
 import { sqliteTenantColumn } from './sqlite.tenant-sql';
+import { sqliteFallbackOutcome } from './sqlite.fallback-outcome-sql';
 import type { OutboxDatabase } from '../outbox-database';
 import { partialCleanerIndexes } from '../schema/partial-indexes.sql';
 import { sqliteAdmin } from './sqlite.admin-sql';
@@ -42,12 +43,13 @@ export const sqliteDatabase: OutboxDatabase<'sqlite'> = {
   schema: {
     createTable: sqliteCreateTable,
     dropTable: sqliteDropTable,
-    createHistoryTable: sqliteCreateHistoryTable,
+    createHistoryTable: (n) => sqliteCreateHistoryTable(n),
     dropHistoryTable: sqliteDropHistoryTable,
     createArchiveTable: sqliteCreateArchiveTable,
     cleanerIndexes: partialCleanerIndexes(sqliteIndexCatalog),
     // SQLite adds one column per ALTER, without rewriting the table.
     tenantColumn: sqliteTenantColumn,
+    fallbackOutcome: sqliteFallbackOutcome,
     payloadColumns: {
       async ensure(run, n) {
         const present = await sqlitePresentPayloadColumns(run, n);
@@ -68,8 +70,8 @@ export const sqliteDatabase: OutboxDatabase<'sqlite'> = {
     },
     keySequence: sqliteKeySequence,
   },
-  createStore(sql, { names, policy, dispatch }) {
-    const store = new SqliteOutboxStore(sql, names, policy);
+  createStore(sql, { names, policy, dispatch, fallbackHistory }) {
+    const store = new SqliteOutboxStore(sql, names, policy, fallbackHistory ?? false);
     if (dispatch.enabled) store.open();
     return Promise.resolve(store);
   },

@@ -2,7 +2,12 @@ import type { PurgeTypes } from '../ports/outbox-store.port';
 import { eventTypeFilter } from '../shared-sql/event-type-filter';
 import { blockingCondition, someDeadSkip, andDeadRowSkips } from '../shared-sql/dead-blocking';
 import { ARCHIVE_INSERT_COLUMNS, archivedValues } from '../shared-sql/outbox-archive';
-import { ATTEMPT_COLUMNS, ATTEMPT_HISTORY_LIMIT } from '../shared-sql/attempt-history';
+import {
+  ATTEMPT_COLUMNS,
+  ATTEMPT_HISTORY_LIMIT,
+  attemptOutcomeCheck,
+  attemptOutcomeCheckName,
+} from '../shared-sql/attempt-history';
 import {
   dropTableDdl,
   partialIndexesDdl,
@@ -59,17 +64,21 @@ export function sqliteCreateTable(n: OutboxTableNames): string[] {
 export const sqliteDropTable = dropTableDdl;
 
 /** DDL of the attempt history (see attempt-history.ts). AUTOINCREMENT: ids never come back. */
-export function sqliteCreateHistoryTable(n: OutboxTableNames): string[] {
+export function sqliteCreateHistoryTable(
+  n: OutboxTableNames,
+  outcomes?: readonly string[],
+): string[] {
   return [
     `CREATE TABLE IF NOT EXISTS ${n.attemptsTable} (
   id INTEGER PRIMARY KEY AUTOINCREMENT,
   message_id TEXT NOT NULL,
   attempt INTEGER NOT NULL,
-  outcome TEXT NOT NULL CHECK (outcome IN ('retry', 'dead', 'outage')),
+  outcome TEXT NOT NULL,
   locked_by TEXT,
   error_class TEXT,
   error TEXT,
-  failed_at TEXT NOT NULL DEFAULT (${NOW})
+  failed_at TEXT NOT NULL DEFAULT (${NOW}),
+  CONSTRAINT ${n.quote(attemptOutcomeCheckName(n))} ${attemptOutcomeCheck(outcomes)}
 )`,
     `CREATE INDEX IF NOT EXISTS ${n.quote(`${n.tableName}_attempts_msg`)} ON ${n.attemptsTable} (message_id, id)`,
   ];

@@ -114,6 +114,8 @@ export class SqliteOutboxStore implements OutboxStore {
     private readonly sql: SqlPort,
     private readonly names: OutboxTableNames,
     private readonly policy: OutboxQueuePolicy,
+    /** Whether the attempt history takes `fallback` rows (schema step 8). */
+    private readonly fallbackHistory = false,
   ) {}
 
   /** Opens the dispatcher's own connection; only apps that run workers need it. */
@@ -254,7 +256,7 @@ export class SqliteOutboxStore implements OutboxStore {
     // One transaction: a crash between the groups must not leave half a batch settled.
     return this.transaction((tx) => {
       let changed = 0;
-      this.recordAttempts(tx, token, s);
+      this.recordAttempts(tx, token, s, deleteDelivered);
       if (s.delivered.length > 0) {
         // Deleted rows take their history with them (a message delivered after failures).
         if (deleteDelivered) {
@@ -298,8 +300,16 @@ export class SqliteOutboxStore implements OutboxStore {
    * clear the lease; then the history of those messages is cut to its bound. No statement
    * when the batch went through.
    */
-  private recordAttempts(tx: SqliteTx, token: string, s: Settlement): void {
+  private recordAttempts(
+    tx: SqliteTx,
+    token: string,
+    s: Settlement,
+    deleteDelivered: boolean,
+  ): void {
+    // Where delivered rows are deleted, their history goes with them in this very settle.
+    const fallback = this.fallbackHistory && !deleteDelivered ? (s.fallback ?? []) : [];
     const failed = [
+      ...fallback.map((r) => [Number(r.id), 'fallback', r.errorClass, r.error]),
       ...s.retry.map((r) => [Number(r.id), 'retry', r.errorClass, r.error]),
       ...s.dead.map((r) => [Number(r.id), 'dead', r.errorClass, r.error]),
       ...s.release.flatMap((r) =>
