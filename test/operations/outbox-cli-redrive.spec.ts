@@ -1,35 +1,15 @@
-import type { DataSource } from 'typeorm';
 import { OutboxAuditStore, REDRIVE_ID_HEADER, REDRIVE_OF_HEADER } from '../../lib';
 import { runOutboxCli } from '../../lib/operations/cli/outbox-cli';
 import { OUTBOX_SQL } from '../../lib/outbox.constants';
 import type { SqlPort } from '../../lib/store/ports/sql-port';
 import { RecordingPublisher } from '../../lib/testing';
-import { readOutbox, TEST_DATABASES, uniqueTable, type TestDatabase } from '../support/databases';
+import { databaseUrlFor, readOutbox, TEST_DATABASES, uniqueTable } from '../support/databases';
 import { useOutboxScope } from '../support/outbox-scope';
-import { SERVICES, describeWith } from '../support/services';
+import { describeWith } from '../support/services';
 
 // `outbox redrive` against real databases, run in-process through the CLI's own entry
 // (runOutboxCli): the dry run writes nothing, a run without --yes refuses, --yes writes the
 // copies and the audit entry; the dispatcher then delivers the copies.
-
-function urlFor(db: TestDatabase, ds: DataSource): string {
-  switch (db.name) {
-    case 'postgres': {
-      const user = encodeURIComponent(process.env.PGUSER ?? 'postgres');
-      const pw = process.env.PGPASSWORD;
-      const auth = pw === undefined ? user : `${user}:${encodeURIComponent(pw)}`;
-      return `postgres://${auth}@${SERVICES.postgres.host}:${SERVICES.postgres.port}/${process.env.PGDATABASE ?? 'test'}`;
-    }
-    case 'mariadb': {
-      const user = encodeURIComponent(process.env.MYSQL_USER ?? 'root');
-      const pw = process.env.MYSQL_PASSWORD ?? '';
-      const auth = pw === '' ? user : `${user}:${encodeURIComponent(pw)}`;
-      return `mariadb://${auth}@${SERVICES.mariadb.host}:${SERVICES.mariadb.port}/${process.env.MYSQL_DATABASE ?? 'test'}`;
-    }
-    case 'sqlite':
-      return `sqlite:${(ds.options as { database: string }).database}`;
-  }
-}
 
 async function cli(
   args: readonly string[],
@@ -68,7 +48,7 @@ for (const db of TEST_DATABASES) {
       ]);
       await c.runUntilIdle();
       publisher.clear();
-      const url = urlFor(db, scope.ds);
+      const url = databaseUrlFor(db, scope.ds);
       const base = [
         'redrive',
         '--table',

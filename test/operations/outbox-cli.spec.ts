@@ -4,7 +4,6 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSyn
 import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
 import ts from 'typescript';
-import type { DataSource } from 'typeorm';
 import {
   PermanentPublishError,
   outboxTableDdl,
@@ -17,6 +16,7 @@ import { outboxDatabase, tableNamesFor } from '../../lib/store/schema/outbox-tab
 import { typeormSqlPort } from '../../lib/typeorm/typeorm.sql-port';
 import { createChar36Tables, idColumnTypes } from '../support/mysql-char36-tables';
 import {
+  databaseUrlFor,
   readArchive,
   readAttempts,
   readOutbox,
@@ -145,25 +145,6 @@ Module._resolveFilename = function (request, ...rest) {
 };`,
   );
   return hook;
-}
-
-function urlFor(db: TestDatabase, ds: DataSource): string {
-  switch (db.name) {
-    case 'postgres': {
-      const user = encodeURIComponent(process.env.PGUSER ?? 'postgres');
-      const pw = process.env.PGPASSWORD;
-      const auth = pw === undefined ? user : `${user}:${encodeURIComponent(pw)}`;
-      return `postgres://${auth}@${SERVICES.postgres.host}:${SERVICES.postgres.port}/${process.env.PGDATABASE ?? 'test'}`;
-    }
-    case 'mariadb': {
-      const user = encodeURIComponent(process.env.MYSQL_USER ?? 'root');
-      const pw = process.env.MYSQL_PASSWORD ?? '';
-      const auth = pw === '' ? user : `${user}:${encodeURIComponent(pw)}`;
-      return `mariadb://${auth}@${SERVICES.mariadb.host}:${SERVICES.mariadb.port}/${process.env.MYSQL_DATABASE ?? 'test'}`;
-    }
-    case 'sqlite':
-      return `sqlite:${(ds.options as { database: string }).database}`;
-  }
 }
 
 const dialectOf: Record<TestDatabase['name'], OutboxDialect> = {
@@ -361,7 +342,7 @@ for (const db of TEST_DATABASES) {
     let app: OutboxApp<RecordingPublisher>;
 
     beforeAll(() => {
-      url = urlFor(db, scope.ds);
+      url = databaseUrlFor(db, scope.ds);
       scope.defer(() => dropOutboxTable(scope.ds, table), 'block');
     });
 
@@ -1183,7 +1164,7 @@ VALUES (${db.name === 'postgres' ? '$1' : '?'}, 'orders', 't', '{}', '{}', 'deli
     it('schema migrate --partition-by makes a partitioned table; partitions status and maintain report, create ahead and drop', async () => {
       const table = uniqueTable('outbox_clp');
       scope.defer(() => dropOutboxTable(scope.ds, table));
-      const url = urlFor(db, scope.ds);
+      const url = databaseUrlFor(db, scope.ds);
       const created = await outbox(
         ['schema', 'migrate', '--table', table, '--partition-by', 'day', '--premake', '2'],
         url,
@@ -1266,7 +1247,7 @@ VALUES (${db.name === 'postgres' ? '$1' : '?'}, 'orders', 't', '{}', '{}', 'deli
     it('partitions maintain drops dead letters by age only with --yes, and promotes the next message of their keys', async () => {
       const table = uniqueTable('outbox_clp');
       scope.defer(() => dropOutboxTable(scope.ds, table));
-      const url = urlFor(db, scope.ds);
+      const url = databaseUrlFor(db, scope.ds);
       await outbox(['schema', 'migrate', '--table', table, '--partition-by', 'day'], url);
       const old = await pastPartition(table, 3);
       const [head, follower] = [randomUUID(), randomUUID()];
@@ -1304,7 +1285,7 @@ VALUES (${p(1)}, 'orders', 'k', 't', '{}', '{}', 'waiting')`,
     });
 
     it('partitions commands refuse a plain table and bad options, saying why', async () => {
-      const url = urlFor(db, scope.ds);
+      const url = databaseUrlFor(db, scope.ds);
       const printed = await outbox(
         ['schema', 'print', '--dialect', dialectOf[db.name], '--partition-by', 'week'],
         undefined,

@@ -304,3 +304,23 @@ export interface OutboxRow {
 export function storedId(databaseType: string, id: string): string | Buffer {
   return outboxDialectOf(databaseType) === 'mysql' ? messageIdBytes(id) : id;
 }
+
+/** The database's URL as the `outbox` command takes it in DATABASE_URL. */
+export function databaseUrlFor(db: TestDatabase, ds: DataSource): string {
+  switch (db.name) {
+    case 'postgres': {
+      const user = encodeURIComponent(process.env.PGUSER ?? 'postgres');
+      const pw = process.env.PGPASSWORD;
+      const auth = pw === undefined ? user : `${user}:${encodeURIComponent(pw)}`;
+      return `postgres://${auth}@${SERVICES.postgres.host}:${SERVICES.postgres.port}/${process.env.PGDATABASE ?? 'test'}`;
+    }
+    case 'mariadb': {
+      const user = encodeURIComponent(process.env.MYSQL_USER ?? 'root');
+      const pw = process.env.MYSQL_PASSWORD ?? '';
+      const auth = pw === '' ? user : `${user}:${encodeURIComponent(pw)}`;
+      return `mariadb://${auth}@${SERVICES.mariadb.host}:${SERVICES.mariadb.port}/${process.env.MYSQL_DATABASE ?? 'test'}`;
+    }
+    case 'sqlite':
+      return `sqlite:${(ds.options as { database: string }).database}`;
+  }
+}
