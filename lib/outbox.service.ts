@@ -10,13 +10,8 @@ import type {
 } from './message/outbox-message.interface';
 import { parseBrokerAttributes } from './message/broker-attributes';
 import type { OutboxPublisher } from './publishers/outbox-publisher.interface';
-import type {
-  KeyedRow,
-  NewOutboxRow,
-  OutboxStats,
-  OutboxStore,
-} from './store/ports/outbox-store.port';
-import type { SqlRunner } from './store/ports/sql-port';
+import type { NewOutboxRow, OutboxStats, OutboxStore } from './store/ports/outbox-store.port';
+import { writtenKeyedRows } from './store/shared-sql/key-sequence';
 import { CommitWatcher } from './dispatch/poll/commit-watcher';
 import {
   checkedTenant,
@@ -139,26 +134,12 @@ export class OutboxService<Tx = EntityManager> implements OnApplicationShutdown 
     let duplicates: readonly string[] = [];
     if (rows.length > 0) {
       duplicates = await this.store.insert(runner, rows, this.options.ordering.queue.ordered);
-      if (this.options.ordering.sequence) await this.numberKeys(runner, rows, duplicates);
+      if (this.options.ordering.sequence) {
+        await this.store.numberKeys(runner, writtenKeyedRows(rows, duplicates));
+      }
       this.commits.track(tx);
     }
     return { messageIds: rows.map((r) => r.messageId), duplicates };
-  }
-
-  /** Numbers the keyed rows this call wrote (a duplicate it skipped takes no number). */
-  private async numberKeys(
-    runner: SqlRunner,
-    rows: readonly NewOutboxRow[],
-    duplicates: readonly string[],
-  ): Promise<void> {
-    const skipped = new Set(duplicates);
-    const keyed: KeyedRow[] = [];
-    for (const row of rows) {
-      if (row.key !== null && !skipped.has(row.messageId)) {
-        keyed.push({ messageId: row.messageId, key: row.key });
-      }
-    }
-    await this.store.numberKeys(runner, keyed);
   }
 
   /**

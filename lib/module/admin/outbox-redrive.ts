@@ -6,7 +6,8 @@ import type { OutboxHeaders } from '../../message/outbox-message.interface';
 import { UuidV7Generator } from '../../message/uuidv7';
 import { OUTBOX_HEADER_SEQUENCE } from '../../outbox.constants';
 import { OutboxMessages } from '../../outbox.messages';
-import type { KeyedRow, NewOutboxRow, OutboxStore } from '../../store/ports/outbox-store.port';
+import type { NewOutboxRow, OutboxStore } from '../../store/ports/outbox-store.port';
+import { writtenKeyedRows } from '../../store/shared-sql/key-sequence';
 import type { SqlPort } from '../../store/ports/sql-port';
 import { messageIdText } from '../../store/rows/message-id-codec';
 import { storedBytes, toDate } from '../../store/rows/outbox-row.mapper';
@@ -362,17 +363,9 @@ export class OutboxRedriver {
             tx,
           );
         }
-        const duplicates = new Set(
-          await this.context.store.insert(tx, chunk, this.context.ordered),
-        );
+        const duplicates = await this.context.store.insert(tx, chunk, this.context.ordered);
         if (this.context.sequence) {
-          const keyed: KeyedRow[] = [];
-          for (const copy of chunk) {
-            if (copy.key !== null && !duplicates.has(copy.messageId)) {
-              keyed.push({ messageId: copy.messageId, key: copy.key });
-            }
-          }
-          await this.context.store.numberKeys(tx, keyed);
+          await this.context.store.numberKeys(tx, writtenKeyedRows(chunk, duplicates));
         }
       });
     }

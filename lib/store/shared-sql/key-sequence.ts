@@ -1,5 +1,5 @@
 import type { OutboxTableNames } from '../../internal/sql-identifier';
-import type { KeyedRow } from '../ports/outbox-store.port';
+import type { KeyedRow, NewOutboxRow } from '../ports/outbox-store.port';
 
 /**
  * Sequence numbers per key (`ordering.sequence`, docs/ordering-and-dead-letters.md). Each keyed
@@ -13,6 +13,21 @@ import type { KeyedRow } from '../ports/outbox-store.port';
  * Numbered after the insert, not in it: only the rows the insert wrote are numbered (an
  * idempotent duplicate it skipped takes none), without a second look at which were written.
  */
+
+/** The keyed rows of `rows` the insert wrote: a duplicate it skipped takes no number. */
+export function writtenKeyedRows(
+  rows: readonly NewOutboxRow[],
+  duplicates: Iterable<string>,
+): KeyedRow[] {
+  const skipped = new Set(duplicates);
+  const keyed: KeyedRow[] = [];
+  for (const row of rows) {
+    if (row.key !== null && !skipped.has(row.messageId)) {
+      keyed.push({ messageId: row.messageId, key: row.key });
+    }
+  }
+  return keyed;
+}
 
 /** How many rows of each key, keys sorted so that concurrent writers lock counters alike. */
 export function keyCounts(rows: readonly KeyedRow[]): [string, number][] {
