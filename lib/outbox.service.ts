@@ -147,6 +147,9 @@ export class OutboxService<Tx = EntityManager> implements OnApplicationShutdown 
    * (the class is not in its `events`): said once per type, since its messages get the defaults.
    */
   private warnOfUnappliedPolicies(list: readonly OutboxInput[]): void {
+    // An instance without a publisher (enqueue only) or with external delivery dispatches
+    // nothing: the policies that matter are those of the instance that delivers.
+    if (this.options.publisher === undefined || this.options.delivery === 'external') return;
     for (const item of list) {
       if (item === null || typeof item !== 'object') continue;
       const meta = getOutboxEventMetadata(item);

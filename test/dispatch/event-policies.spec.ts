@@ -449,7 +449,11 @@ for (const db of POLL_RUN_DATABASES) {
 
     it('warns once per type when enqueue meets an event class whose policy this instance does not apply', async () => {
       const logger = new CapturingLogger();
-      const h = await scope.open({ tablePrefix: 'outbox_polc', logger });
+      const h = await scope.open({
+        tablePrefix: 'outbox_polc',
+        logger,
+        publisher: new RecordingPublisher(),
+      });
       for (let i = 0; i < 2; i++) {
         await scope.ds.transaction((m) =>
           h.outbox.enqueue([new PaymentCaptured(), new PaymentCaptured()], m),
@@ -460,6 +464,13 @@ for (const db of POLL_RUN_DATABASES) {
         `PaymentCaptured (type "${PAYMENT}") has an @OutboxEvent policy, but outbox "default" does not apply it: its dispatcher delivers this type under the module's defaults. List the class in the module's events option (or give the policy by type in policies).`,
       ]);
       expect(await h.rows()).toHaveLength(4);
+
+      // An enqueue-only instance delivers nothing: the policies are the delivering instance's.
+      const quiet = new CapturingLogger();
+      const writer = await scope.open({ table: h.table, logger: quiet });
+      await scope.ds.transaction((m) => writer.outbox.enqueue(new PaymentCaptured(), m));
+      expect(quiet.linesOf(/does not apply it/, 'warn', 'OutboxService')).toEqual([]);
+      expect(await h.rows()).toHaveLength(5);
     });
 
     it.each<[string, Record<string, unknown>, RegExp]>([
