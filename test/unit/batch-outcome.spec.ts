@@ -63,12 +63,12 @@ const slow = new PublishTimeoutError(5_000);
 const rejected = new PermanentPublishError('rejected by broker');
 /** What LocalPublisher answers for a message whose key a handler call still holds. */
 const busy = new OutboxHandlerBusyError('a call of its key is still running', 'm0');
-/** What shutdown aborts a publish with, 1200 ms after it began. */
-const stopped = new PublishTimeoutError(1_200);
+/** What shutdown aborts a publish with. */
+const stopped = new PublisherUnavailableError('dispatcher shutting down');
 /** How a settlement records `stopped`. */
 const stoppedRecorded = {
-  error: 'PublishTimeoutError: No broker acknowledgement within 1200 ms',
-  errorClass: 'PublishTimeoutError',
+  error: 'PublisherUnavailableError: dispatcher shutting down',
+  errorClass: 'PublisherUnavailableError',
 } as const;
 /** How a settlement records `slow`. */
 const slowRecorded = {

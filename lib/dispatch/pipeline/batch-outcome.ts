@@ -83,12 +83,12 @@ export type PublishAttempt =
     }
   /**
    * Shutdown aborted the publish (`shutdownTimeoutMs` passed) and the call has returned. `late`:
-   * its answer to the abort; absent when it threw. `error`: what a message without an answer
-   * of its own counts its attempt with.
+   * its answer to the abort; absent when it threw. `error` (the abort's reason): what a message
+   * without an answer of its own counts its attempt with.
    */
   | {
       readonly kind: 'stopped';
-      readonly error: PublishTimeoutError;
+      readonly error: unknown;
       readonly late?: readonly PublishOutcome[];
     };
 
@@ -379,11 +379,16 @@ export function readPublish(attempt: PublishAttempt, sent: number): PublishReadi
  * or broke its contract), every message may be at the broker: a timed-out attempt each.
  */
 function stoppedResult(
-  error: PublishTimeoutError,
+  error: unknown,
   late: readonly PublishOutcome[] | undefined,
   sent: number,
 ): PublishResult {
-  if (late?.length !== sent) return { kind: 'timeout', error };
+  if (late?.length !== sent) {
+    return {
+      kind: 'outcomes',
+      outcomes: Array.from({ length: sent }, () => ({ ok: false, error })),
+    };
+  }
   const heldBack = late.some(isHeld);
   return {
     kind: 'outcomes',

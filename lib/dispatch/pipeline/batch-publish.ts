@@ -106,10 +106,7 @@ export class BatchPublish {
     setPublishDeadline(controller, deadlineAt, () => new PublishTimeoutError(timeoutMs), lease);
     // Publishers may watch the signal once per message; that is no listener leak.
     setMaxListeners(records.length + 10, signal);
-    // What a message the broker did not confirm by then counts its attempt with (stoppedResult).
-    const startedAt = performance.now();
-    const onShutdown = (): void =>
-      controller.abort(new PublishTimeoutError(Math.round(performance.now() - startedAt)));
+    const onShutdown = (): void => controller.abort(this.shutdown.reason);
     this.shutdown.addEventListener('abort', onShutdown, { once: true });
     const onFence = (): void => controller.abort(fence?.reason);
     fence?.addEventListener('abort', onFence, { once: true });
@@ -239,8 +236,8 @@ export class BatchPublish {
     records: readonly ClaimedRecord[],
     limits: PublishDeadlines,
   ): Promise<PublishResult> {
-    const reason: unknown = controller.signal.reason;
-    const error = reason instanceof PublishTimeoutError ? reason : new PublishTimeoutError(0);
+    // What a message without an answer of its own counts its attempt with (stoppedResult).
+    const error: unknown = controller.signal.reason;
     let late = await this.answerToAbort(call, limits);
     if (late === undefined && !call.returned) {
       await limits.onUnanswered?.();
