@@ -55,8 +55,9 @@ export class DispatcherShutdown {
 
   /**
    * Waits up to `timeoutMs` for `idle()` (the batches in flight to settle); past that, aborts
-   * their publishes (their batches then release their leases) and waits up to `graceMs` more for
-   * them to settle. Never longer: a source or publisher that ignores the abort is left running.
+   * their publishes (their batches then settle what the publishers answer) and waits up to
+   * `graceMs` more for them to settle. Never longer: a source or publisher that ignores the
+   * abort is left running (its batch's messages stay leased while it runs: ShutdownHold).
    */
   async finishStop(
     idle: () => Promise<void>,

@@ -34,8 +34,8 @@ import type { CommitWatcher } from './poll/commit-watcher';
 import { within } from './sleep';
 
 /**
- * How long past `shutdownTimeoutMs` a shutdown may take: for aborted publishes to give their
- * leases back, and for the publisher to close. Past it, shutdown returns whatever still runs.
+ * How long past `shutdownTimeoutMs` a shutdown may take: for aborted publishes to answer and be
+ * settled, and for the publisher to close. Past it, shutdown returns whatever still runs.
  */
 const SHUTDOWN_MARGIN_MS = 1_000;
 
@@ -209,8 +209,10 @@ export class OutboxDispatcher
 
   /**
    * Stops within `shutdownTimeoutMs` and a small margin whatever happens: past the timeout the
-   * publishes in flight are aborted and their leases given back; what still runs after the margin
-   * (a publisher or a log reader deaf to the abort) is left, named in a warning.
+   * publishes in flight are aborted and what their publishers answer is settled; what still runs
+   * after the margin (a publisher or a log reader deaf to the abort) is left, named in a warning.
+   * A publish deaf to the abort keeps its messages leased while it runs (ShutdownHold), and the
+   * owner lock is given up only once no batch publishes under it.
    */
   async beforeApplicationShutdown(): Promise<void> {
     const { shutdownTimeoutMs } = this.options.dispatcher;
@@ -250,8 +252,12 @@ export class OutboxDispatcher
     if (finished === 'abandoned') {
       left.push(...this.pipeline.stillRunning(), ...this.source.stillRunning(idleDone));
     }
-    // After the batches settled: a lock given up earlier would let others end their leases.
-    await bounded('the owner lock', this.pipeline.stopOwnerLock());
+    // After the batches settled: a lock given up earlier would let others end their leases. It
+    // waits for a publish still running under it, past this shutdown if need be.
+    await bounded(
+      'the owner lock (kept while a batch leased under it publishes)',
+      this.pipeline.stopOwnerLock(),
+    );
     const closing = this.publisher
       .close?.()
       .catch((error: unknown) => this.log.warn(`Publisher close failed: ${describeError(error)}`));
@@ -259,12 +265,12 @@ export class OutboxDispatcher
     if (closing !== undefined) await bounded("the publisher's close()", closing, 250);
     if (left.length > 0) {
       this.log.warn(
-        `Dispatcher stopped (${this.log.label}) with work still running after shutdownTimeoutMs (${shutdownTimeoutMs} ms) and a margin of ${SHUTDOWN_MARGIN_MS} ms: ${left.join('; ')}. Left running; the messages of a batch not settled are claimed again once its lease expires`,
+        `Dispatcher stopped (${this.log.label}) with work still running after shutdownTimeoutMs (${shutdownTimeoutMs} ms) and a margin of ${SHUTDOWN_MARGIN_MS} ms: ${left.join('; ')}. Left running; the messages of a batch not settled are claimed again once its lease ends`,
       );
       return;
     }
     this.log.log(
-      `Dispatcher stopped (${this.log.label})${finished === 'timeout' ? `: in-flight publishes did not finish within shutdownTimeoutMs (${shutdownTimeoutMs} ms) and were released` : ''}`,
+      `Dispatcher stopped (${this.log.label})${finished === 'timeout' ? `: in-flight publishes did not finish within shutdownTimeoutMs (${shutdownTimeoutMs} ms); they were aborted and what the publisher answered was recorded` : ''}`,
     );
   }
 }

@@ -42,7 +42,10 @@ export interface OutboxDispatcherOptions {
    * connection to the pool (a pool of one or two). @default true
    */
   ownerLock?: boolean;
-  /** On shutdown, how long in-flight publishes may finish before their leases are released. @default 10000 */
+  /**
+   * On shutdown, how long in-flight publishes may finish before they are aborted (what the
+   * publisher answers the abort is then recorded; docs/delivery.md). @default 10000
+   */
   shutdownTimeoutMs?: number;
   /**
    * Longest pause after a broker outage; pauses double from `pollIntervalMs` up to this.

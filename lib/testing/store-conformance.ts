@@ -265,7 +265,7 @@ const CASES: readonly {
     },
   },
   {
-    name: 'renewLease moves the lease of the rows still holding the token and pending, and no other',
+    name: 'renewLease moves the lease of the rows still holding the token and pending, and no other, to a new token if given',
     async run({ store, claim, enqueue, owner, row }) {
       const renew = store.renewLease?.bind(store);
       ok(renew !== undefined, 'the store offers renewLease');
@@ -289,9 +289,19 @@ const CASES: readonly {
         2,
         'rows renewed with ids of another batch among them',
       );
+      // With a new token the rows move to it: the old one renews and settles nothing more.
+      const moved = randomUUID();
+      same(await renew(ids(leased), leased.token, 60_000, moved), 2, 'rows moved to a new token');
+      same(await renew(ids(leased), leased.token, 60_000), 0, 'rows renewed with the old token');
+      same((await claim(5)).records.length, 0, 'rows a claim takes after the move');
+      same(
+        await store.settle(leased.token, { ...NONE, delivered: ids(leased) }, false),
+        0,
+        'rows settled with the old token',
+      );
       // A settled row is not pending any more.
-      await store.settle(leased.token, { ...NONE, delivered: ids(leased) }, false);
-      same(await renew(ids(leased), leased.token, 60_000), 0, 'settled rows renewed');
+      await store.settle(moved, { ...NONE, delivered: ids(leased) }, false);
+      same(await renew(ids(leased), moved, 60_000), 0, 'settled rows renewed');
     },
   },
   {

@@ -12,8 +12,8 @@ import { useOutboxScope } from '../support/outbox-scope';
 import { describeSource, describeWithOnPoll, SOURCE_CASES, useSource } from '../support/sources';
 import { expectNever, resolvesWithin, waitFor } from '../support/wait-for';
 
-// Shutdown: a dispatcher that is closed gives back what it claimed and could not publish in
-// time. Without app.enableShutdownHooks(), SIGTERM kills the process before it can, and the
+// Shutdown: a dispatcher that is closed aborts what it could not publish in time and records
+// what the publisher answered (test/dispatch/shutdown-answers.spec.ts has the answers). Without app.enableShutdownHooks(), SIGTERM kills the process before it can, and the
 // outbox says so at bootstrap when its dispatcher runs (those tests boot a real application
 // context, as a worker's main.ts does, rather than a testing module: the warning is about it).
 
@@ -90,15 +90,15 @@ describeWithOnPoll([], 'the shutdown hooks warning', () => {
 });
 
 // What holds whatever the source of new messages (the table's poll or the database's log,
-// test/support/sources.ts): closing the app is bounded by shutdownTimeoutMs, gives back what it
-// had leased and could not publish (no attempt counted), and loses nothing: the next start
-// delivers it.
+// test/support/sources.ts): closing the app is bounded by shutdownTimeoutMs, records a publish it
+// had to abort as timed out (the broker may have its messages), and loses nothing: the next
+// start delivers it.
 for (const source of SOURCE_CASES) {
   describeSource(source, 'shutdown', () => {
     const scope = useOutboxScope(source.db, { tablePrefix: 'outbox_stop' });
     const src = useSource(scope, source);
 
-    it('releases the leases of a hung publish on shutdown within shutdownTimeoutMs, and the next start delivers them', async () => {
+    it('settles a hung publish on shutdown within shutdownTimeoutMs as timed out, and the next start delivers it', async () => {
       const publisher = new RecordingPublisher();
       publisher.fail(() => true, 'hang');
       // Publish timeout and lease far beyond the test: only the shutdown timeout can end the hung publish.
@@ -117,22 +117,24 @@ for (const source of SOURCE_CASES) {
       await resolvesWithin('close() with a hung publish', h.close(), 15_000);
       // In-flight publishes got their grace period before being aborted.
       expect(Date.now() - started).toBeGreaterThanOrEqual(250);
+      // The publish answered the abort by throwing: that says nothing of what reached the
+      // broker, so each message counts a timed-out attempt and is retried after a backoff.
       if (run !== undefined) {
         expect(await run).toMatchObject({
           claimed: 4,
           published: 0,
-          released: 4,
-          retried: 0,
+          released: 0,
+          retried: 4,
           fenced: 0,
         });
       }
       expect((await h.rows()).map((r) => [r.status, r.lockedBy, r.attempts])).toEqual(
-        ids.map(() => ['pending', null, 0]),
+        ids.map(() => ['pending', null, 1]),
       );
       expect(publisher.sent).toHaveLength(0);
       expect(publisher.closed).toBe(true);
 
-      // Nothing lost: the next start of the app delivers every message, each once. Released,
+      // Nothing lost: the next start of the app delivers every message, each once. Settled,
       // they are pending rows of the table (the log acknowledged past them): the poll claims
       // them, the log source's sweep (every second here) does.
       const next = new RecordingPublisher();
@@ -141,7 +143,7 @@ for (const source of SOURCE_CASES) {
         (await restarted.rows()).every((r) => r.status === 'delivered'),
       );
       expect([...next.sentIds].sort()).toEqual([...ids].sort());
-      expect((await restarted.rows()).map((r) => r.attempts)).toEqual(ids.map(() => 1));
+      expect((await restarted.rows()).map((r) => r.attempts)).toEqual(ids.map(() => 2));
     });
 
     it("returns when the publisher's close() never settles, and says what it left running", async () => {

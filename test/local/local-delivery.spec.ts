@@ -464,7 +464,7 @@ for (const db of DATABASES) {
       expect((await app.row(id ?? '')).status).toBe('delivered');
     });
 
-    it('aborts a handler still running when shutdownTimeoutMs passes and releases its message unpublished', async () => {
+    it('aborts a handler still running when shutdownTimeoutMs passes; its message, begun, counts an attempt and is retried', async () => {
       let started = false;
       let abortReason: unknown;
       @Injectable()
@@ -492,8 +492,13 @@ for (const db of DATABASES) {
       await draining;
       expect(Date.now() - stopping).toBeLessThan(3_000);
       expect(abortReason).toBeInstanceOf(PublisherUnavailableError);
-      // Released: pending again, its attempt given back, for the next instance to deliver.
-      expect(await app.row(id ?? '')).toMatchObject({ status: 'pending', attempts: 0 });
+      // The handler had begun (it may have done part of its work): pending again, unleased, the
+      // attempt counted as a timed-out one's, for the next instance to deliver after its backoff.
+      expect(await app.row(id ?? '')).toMatchObject({
+        status: 'pending',
+        attempts: 1,
+        lockedBy: null,
+      });
     });
   });
 }

@@ -63,6 +63,13 @@ const slow = new PublishTimeoutError(5_000);
 const rejected = new PermanentPublishError('rejected by broker');
 /** What LocalPublisher answers for a message whose key a handler call still holds. */
 const busy = new OutboxHandlerBusyError('a call of its key is still running', 'm0');
+/** What shutdown aborts a publish with. */
+const stopped = new PublisherUnavailableError('dispatcher shutting down');
+/** How a settlement records `stopped`. */
+const stoppedRecorded = {
+  error: 'PublisherUnavailableError: dispatcher shutting down',
+  errorClass: 'PublisherUnavailableError',
+} as const;
 /** How a settlement records `slow`. */
 const slowRecorded = {
   error: 'PublishTimeoutError: No broker acknowledgement within 5000 ms',
@@ -452,6 +459,98 @@ describe('batch outcome', () => {
       reaction: pauseOf(slow, 'no message of the batch could be sent', 'no attempt counted', true),
     },
     {
+      name: 'shutdown aborted the publish and it answered: what the broker confirmed is delivered, what was never written gets its attempt back, the rest counts a timed-out attempt',
+      records: [rec('1'), rec('2'), rec('3'), rec('4')],
+      publish: {
+        kind: 'stopped',
+        error: stopped,
+        late: [ok, fail(stopped), unsent(stopped), fail(rejected)],
+      },
+      settlement: {
+        ...none,
+        delivered: ['1'],
+        advancedKeys: ['k1'],
+        retry: [{ id: '2', delayMs: 100, ...stoppedRecorded }],
+        dead: [
+          {
+            id: '4',
+            error: 'PermanentPublishError: rejected by broker',
+            errorClass: 'PermanentPublishError',
+          },
+        ],
+        release: [{ id: '3', delayMs: 0, error: null, errorClass: null }],
+      },
+      // Shutdown, not the broker, ended it: claims neither pause nor resume.
+      reaction: { kind: 'none' },
+    },
+    {
+      name: "shutdown's abort answered with the publisher's own unavailability: each message written counts an attempt, never an outage's release",
+      records: [rec('1'), rec('2')],
+      publish: { kind: 'stopped', error: stopped, late: [fail(unavailable), unsent(unavailable)] },
+      settlement: {
+        ...none,
+        retry: [
+          {
+            id: '1',
+            delayMs: 100,
+            error: 'PublisherUnavailableError: connection refused',
+            errorClass: 'PublisherUnavailableError',
+          },
+        ],
+        release: [{ id: '2', delayMs: 0, error: null, errorClass: null }],
+      },
+      reaction: { kind: 'none' },
+    },
+    {
+      name: "shutdown's abort answered that nothing was written: released at once, no attempt counted, no outage",
+      records: [rec('1'), rec('2')],
+      publish: { kind: 'stopped', error: stopped, late: [unsent(stopped), unsent(stopped)] },
+      settlement: {
+        ...none,
+        release: [
+          { id: '1', delayMs: 0, error: null, errorClass: null },
+          { id: '2', delayMs: 0, error: null, errorClass: null },
+        ],
+      },
+      reaction: { kind: 'none' },
+    },
+    {
+      name: "shutdown's abort answered by a call of its key still running: held back, no attempt counted",
+      records: [rec('1'), rec('2')],
+      publish: { kind: 'stopped', error: stopped, late: [ok, fail(busy)] },
+      settlement: {
+        ...none,
+        delivered: ['1'],
+        advancedKeys: ['k1'],
+        release: [{ id: '2', delayMs: HELD_MS, error: null, errorClass: null }],
+      },
+      reaction: { kind: 'none' },
+    },
+    {
+      name: 'shutdown aborted the publish and it threw: every message may be at the broker, a timed-out attempt each',
+      records: [rec('1'), rec('2', { attempts: 3 })],
+      publish: { kind: 'stopped', error: stopped },
+      settlement: {
+        ...none,
+        retry: [{ id: '1', delayMs: 100, ...stoppedRecorded }],
+        dead: [{ id: '2', ...stoppedRecorded }],
+      },
+      reaction: { kind: 'none' },
+    },
+    {
+      name: "shutdown's abort answered with the wrong number of outcomes: as no answer",
+      records: [rec('1'), rec('2')],
+      publish: { kind: 'stopped', error: stopped, late: [ok] },
+      settlement: {
+        ...none,
+        retry: [
+          { id: '1', delayMs: 100, ...stoppedRecorded },
+          { id: '2', delayMs: 100, ...stoppedRecorded },
+        ],
+      },
+      reaction: { kind: 'none' },
+    },
+    {
       name: "an answer to the abort with the wrong number of outcomes says nothing: the deadline's reading stands",
       records: [rec('1'), rec('2')],
       publish: { kind: 'timed-out', error: slow, late: [ok] },
@@ -757,7 +856,7 @@ describe('batch outcome', () => {
       },
     },
     {
-      name: 'shutdown cut the publish short: released at once, last_error untouched',
+      name: 'shutdown came before the publish began: released at once, last_error untouched',
       records: [rec('1'), rec('2')],
       publish: 'shutdown',
       settlement: {

@@ -105,12 +105,23 @@ export class OwnerLiveness {
     this.watchTimer = this.schedule(this.watch, 0);
   }
 
-  /** Stops watching and gives the lock up (the session goes back to the pool, lock released). */
-  async stop(): Promise<void> {
+  /**
+   * Stops the heartbeats, the watch for others' leases and the taking of new locks, but keeps
+   * the lock held now (shutdown, while a batch still publishes under it): the database frees it
+   * when `stop()` gives it up or the session ends.
+   */
+  stopWatching(): void {
     this.stopped = true;
     clearTimeout(this.heartbeatTimer);
     clearTimeout(this.watchTimer);
     clearTimeout(this.wakeTimer);
+    // Without heartbeats it would otherwise count as lost, and be given up, a second from now.
+    clearTimeout(this.held?.expiry);
+  }
+
+  /** Stops watching and gives the lock up (the session goes back to the pool, lock released). */
+  async stop(): Promise<void> {
+    this.stopWatching();
     const held = this.held;
     if (held === undefined) return;
     this.drop(held, false);
@@ -154,11 +165,12 @@ export class OwnerLiveness {
     try {
       const answer = await within(held.session.query('SELECT 1'), VALID_MS);
       if (answer === undefined) throw new Error(`no answer within ${VALID_MS} ms`);
-      if (this.held !== held) return;
+      // Stopped meanwhile: a lock kept through shutdown is not watched any more.
+      if (this.held !== held || this.stopped) return;
       held.validUntil = sentAt + VALID_MS;
       this.armExpiry(held);
     } catch (error) {
-      if (this.held !== held) return;
+      if (this.held !== held || this.stopped) return;
       this.log.warn(
         `Lost the owner lock's database session (${describeError(error)}): batches leased under it stop publishing and go back; taking a new owner lock`,
       );

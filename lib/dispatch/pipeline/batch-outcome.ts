@@ -7,7 +7,7 @@
  *   one per message in input order (`PublishOutcome`).
  * - verdict: what becomes of one claimed message: delivered, retried after a delay, dead
  *   (dead-lettered), or released (handed back unpublished with its attempt given back, after an
- *   outage, a lapsed lease or a shutdown that cut the publish short).
+ *   outage, a lapsed lease, or a shutdown that came before it was written).
  * - settlement: the verdicts of a batch grouped into the few statements that record them
  *   (`Settlement`), plus the keys whose head left the queue.
  * - outage: the broker could not be reached for the batch as a whole (the publisher threw, every
@@ -80,6 +80,16 @@ export type PublishAttempt =
       readonly kind: 'timed-out';
       readonly error: PublishTimeoutError;
       readonly late?: readonly PublishOutcome[];
+    }
+  /**
+   * Shutdown aborted the publish (`shutdownTimeoutMs` passed) and the call has returned. `late`:
+   * its answer to the abort; absent when it threw. `error` (the abort's reason): what a message
+   * without an answer of its own counts its attempt with.
+   */
+  | {
+      readonly kind: 'stopped';
+      readonly error: unknown;
+      readonly late?: readonly PublishOutcome[];
     };
 
 /** What the broker side of a batch came to. */
@@ -105,6 +115,7 @@ export type PublishResult =
   | { readonly kind: 'timeout'; readonly error: PublishTimeoutError }
   /** The lease deadline passed before publishing began: nothing was sent. */
   | { readonly kind: 'lapsed' }
+  /** Shutdown came before publishing began: nothing was sent. */
   | { readonly kind: 'shutdown' };
 
 /** How the dispatcher's claiming should react to a publish. */
@@ -351,7 +362,39 @@ export function readPublish(attempt: PublishAttempt, sent: number): PublishReadi
     }
     case 'returned':
       return readOutcomes(attempt.outcomes, sent);
+    case 'stopped':
+      // Shutdown, not the broker, ended the publish: no outage begins or ends.
+      return {
+        result: stoppedResult(attempt.error, attempt.late, sent),
+        reaction: { kind: 'none' },
+      };
   }
+}
+
+/**
+ * What a publish cut short by shutdown says, message by message: what the broker confirmed is
+ * delivered, what was never written (or was held back by a call of its key) goes back with its
+ * attempt given back, and every other message counts an attempt, since the broker may have it.
+ * Never an outage, whose release gives every attempt back. Without an answer (the call threw,
+ * or broke its contract), every message may be at the broker: a timed-out attempt each.
+ */
+function stoppedResult(
+  error: unknown,
+  late: readonly PublishOutcome[] | undefined,
+  sent: number,
+): PublishResult {
+  if (late?.length !== sent) {
+    return {
+      kind: 'outcomes',
+      outcomes: Array.from({ length: sent }, () => ({ ok: false, error })),
+    };
+  }
+  const heldBack = late.some(isHeld);
+  return {
+    kind: 'outcomes',
+    outcomes: late.map((o) => (isUnsent(o) || isHeld(o) ? undefined : o)),
+    ...(heldBack ? { heldBack } : {}),
+  };
 }
 
 function readOutcomes(outcomes: readonly PublishOutcome[], sent: number): PublishReading {

@@ -7,12 +7,7 @@ import {
   type PublishLease,
 } from '../../publishers/publish-deadline';
 import type { ClaimedRecord } from '../../store/ports/outbox-store.port';
-import {
-  readPublish,
-  type PublishAttempt,
-  type PublishReading,
-  type PublishResult,
-} from './batch-outcome';
+import { readPublish, type PublishReading, type PublishResult } from './batch-outcome';
 import type { DispatcherLog } from '../dispatcher-log';
 import { keyRounds, recordRound } from './key-runs';
 import type { OutagePause } from '../health/outage-pause';
@@ -20,24 +15,36 @@ import { pausedPast } from '../health/process-pause';
 import { within } from '../sleep';
 
 /**
- * How long a publish aborted by the dispatcher's deadline may take to answer the abort, within
- * what the lease leaves for publishing: a publisher that honours the signal answers at once,
- * saying which messages the broker confirmed and which it never wrote.
+ * How long a publish aborted by the dispatcher's deadline or by shutdown may take to answer the
+ * abort, within what the lease leaves for publishing: a publisher that honours the signal
+ * answers at once, saying which messages the broker confirmed and which it never wrote.
  */
 const ABORT_ANSWER_GRACE_MS = 250;
 
-/** A publish's deadlines, on the monotonic clock but for `timeoutMs`. */
-interface PublishDeadlines {
-  /** How long the publish may take (the publish timeout, cut short by the lease). */
-  readonly timeoutMs: number;
-  /** When the publish deadline passes. */
-  readonly deadlineAt: number;
+/** What the publish of one batch goes by, besides its records. */
+export interface BatchPublishing {
   /** The latest a late answer may still be read: the lease must leave time to settle. */
   readonly publishBy: number;
+  /** The batch's name in log lines. */
+  readonly batchId: string;
   /** Aborted when the owner lock the batch's token names is lost (OwnerLiveness). */
   readonly fence?: AbortSignal;
   /** A renewed lease: `publishBy` moves with it (its `publishBy`). */
   readonly lease?: RenewedLease;
+  /**
+   * Called once when a call does not answer the shutdown's abort within the grace: the batch
+   * must keep its messages from other dispatchers while the call runs (ShutdownHold). The
+   * publish then waits for the call, however long it runs, and reads what it answers.
+   */
+  readonly onUnanswered?: () => Promise<void>;
+}
+
+/** A publish's deadlines, on the monotonic clock but for `timeoutMs`. */
+interface PublishDeadlines extends BatchPublishing {
+  /** How long the publish may take (the publish timeout, cut short by the lease). */
+  readonly timeoutMs: number;
+  /** When the publish deadline passes. */
+  readonly deadlineAt: number;
 }
 
 /** A lease renewed while the batch publishes (BatchLease): its fence is the batch's fence. */
@@ -73,13 +80,13 @@ export class BatchPublish {
   async publish(
     records: readonly ClaimedRecord[],
     held: ReadonlySet<string>,
-    publishBy: number,
-    batchId: string,
-    fence?: AbortSignal,
-    lease?: RenewedLease,
+    publishing: BatchPublishing,
   ): Promise<PublishResult> {
+    const { publishBy, fence, lease } = publishing;
     // Leased under an owner lock already lost: another dispatcher may hold these rows by now.
     if (fence?.aborted === true) return { kind: 'lapsed' };
+    // Shutdown gave up waiting before this batch began (it waited for its publish hold).
+    if (this.shutdown.aborted) return { kind: 'shutdown' };
     // The publish timeout, cut short by the lease: in-flight publishes are aborted when the
     // lease deadline passes, whichever comes first. A renewed lease is kept by its fence instead
     // (aborted when it is lost), so it does not cut the timeout.
@@ -106,16 +113,19 @@ export class BatchPublish {
     let timer: NodeJS.Timeout | undefined;
     const deadline = new Promise<'timeout'>((resolve) => {
       timer = setTimeout(() => resolve('timeout'), timeoutMs);
-      signal.addEventListener('abort', () => resolve('timeout'), { once: true });
+      // Cleared at once: a call deaf to shutdown's abort may outlive the app, and this timer
+      // must not keep its process alive.
+      signal.addEventListener(
+        'abort',
+        () => {
+          clearTimeout(timer);
+          resolve('timeout');
+        },
+        { once: true },
+      );
     });
     const send = (batch: readonly ClaimedRecord[]): Promise<PublishResult> =>
-      this.publishRound(
-        batch,
-        controller,
-        deadline,
-        { timeoutMs, deadlineAt, publishBy, fence, lease },
-        batchId,
-      );
+      this.publishRound(batch, controller, deadline, { ...publishing, timeoutMs, deadlineAt });
     try {
       const rounds = keyRounds(records);
       if (rounds.length === 1 && held.size === 0) return await send(records);
@@ -128,22 +138,22 @@ export class BatchPublish {
         });
         if (sendable.length === 0) break;
         const result = await send(sendable.flatMap((i) => records[i] ?? []));
-        // Nothing was acknowledged before the first round: after an outage or a shutdown the
-        // batch fares as one publish (all of it goes back). Not after a timeout: that counts an
-        // attempt for what the round sent only, since the rest of each run and the held records
-        // never reached the broker (charged with the head's timeout, a run went dead with it).
+        // Nothing was acknowledged before the first round: after an outage the batch fares as
+        // one publish (all of it goes back). Not after a timeout: that counts an attempt for
+        // what the round sent only, since the rest of each run and the held records never
+        // reached the broker (charged with the head's timeout, a run went dead with it).
         if (place === 0 && result.kind !== 'outcomes' && result.kind !== 'timeout') return result;
         if (result.kind === 'timeout') {
           for (const i of sendable) outcomes[i] = { ok: false, error: result.error };
         }
-        // After an outage, a shutdown or a timeout, what the earlier rounds delivered stays
-        // delivered, and every later message goes back unpublished (no outcome).
+        // After an outage or a timeout, what the earlier rounds delivered stays delivered, and
+        // every later message goes back unpublished (no outcome).
         if (result.kind !== 'outcomes') break;
         for (const key of recordRound(records, sendable, result.outcomes, outcomes)) {
           stopped.add(key);
         }
-        // The deadline passed (the publisher answered the abort, or the process was paused
-        // through it): nothing more goes out.
+        // The deadline passed or shutdown aborted (the publisher answered the abort, or the
+        // process was paused through it): nothing more goes out.
         if (pastPublishDeadline(signal)) break;
         // A round that paused claims (every message timed out) ends the batch too.
         if (this.outage.paused) break;
@@ -157,53 +167,91 @@ export class BatchPublish {
   }
 
   /**
-   * One publish call, raced against the batch's deadline. Past the deadline the call is aborted,
-   * and its answer to the abort is still read if it comes within ABORT_ANSWER_GRACE_MS and
-   * before `publishBy` (the lease must leave time to settle), or at once when already past it.
+   * One publish call, raced against the batch's deadline. Past the deadline, or at shutdown, the
+   * call is aborted and its answer to the abort read (answerToAbort). A call that does not
+   * answer the shutdown's abort within that grace is waited for until it returns (see
+   * `onUnanswered`): it may still write its messages, so they are not handed back while it runs.
    */
   private async publishRound(
     records: readonly ClaimedRecord[],
     controller: AbortController,
     deadline: Promise<'timeout'>,
-    { timeoutMs, deadlineAt, publishBy, fence, lease }: PublishDeadlines,
-    batchId: string,
+    limits: PublishDeadlines,
   ): Promise<PublishResult> {
+    const { timeoutMs, deadlineAt, fence, batchId } = limits;
+    const call = startCall(() => this.publisher.publish(records, controller.signal));
     try {
-      const publishing = this.publisher.publish(records, controller.signal);
-      const answer = await Promise.race([publishing, deadline]);
-      let attempt: PublishAttempt;
-      let paused = 0;
-      if (answer === 'timeout') {
-        if (this.shutdown.aborted) return { kind: 'shutdown' };
-        // The owner lock or the renewed lease was lost: what this round sent may have reached
-        // the broker, and goes back as after a lapsed lease (at least once, as after a crash).
-        if (fence?.aborted === true) return { kind: 'lapsed' };
-        paused = pausedPast(deadlineAt);
-        const error = new PublishTimeoutError(timeoutMs);
-        controller.abort(error);
-        // At least a moment, even past publishBy: a publisher that found the deadline passed
-        // on waking from a pause answers at once, saying which messages it never sent.
-        const graceMs = Math.max(
-          1,
-          Math.min(
-            ABORT_ANSWER_GRACE_MS,
-            Math.floor((lease?.publishBy ?? publishBy) - performance.now()),
-          ),
-        );
-        // A rejection (an abort's) says nothing about the messages: as no answer.
-        const late = await within(publishing, graceMs);
-        attempt =
-          late === undefined || this.shutdown.aborted
-            ? { kind: 'timed-out', error }
-            : { kind: 'timed-out', error, late: late.value };
-      } else attempt = { kind: 'returned', outcomes: answer };
-      const reading = readPublish(attempt, records.length);
+      const answer = await Promise.race([call.answer, deadline]);
+      if (answer !== 'timeout') {
+        return this.react(readPublish({ kind: 'returned', outcomes: answer }, records.length));
+      }
+      if (this.shutdown.aborted) return await this.afterShutdown(call, controller, records, limits);
+      // The owner lock or the renewed lease was lost: what this round sent may have reached
+      // the broker, and goes back as after a lapsed lease (at least once, as after a crash).
+      if (fence?.aborted === true) return { kind: 'lapsed' };
+      const paused = pausedPast(deadlineAt);
+      const error = new PublishTimeoutError(timeoutMs);
+      controller.abort(error);
+      const late = await this.answerToAbort(call, limits);
+      const reading = readPublish(
+        { kind: 'timed-out', error, ...(late === undefined ? {} : { late: late.value }) },
+        records.length,
+      );
       return paused > 0 ? this.afterPause(reading.result, paused, batchId) : this.react(reading);
     } catch (error) {
-      if (this.shutdown.aborted) return { kind: 'shutdown' };
+      if (this.shutdown.aborted) return await this.afterShutdown(call, controller, records, limits);
       if (fence?.aborted === true) return { kind: 'lapsed' };
       return this.react(readPublish({ kind: 'threw', error }, records.length));
     }
+  }
+
+  /**
+   * The call's answer to an abort, if it comes within ABORT_ANSWER_GRACE_MS and before
+   * `publishBy` (the lease must leave time to settle), or at once when already past it. A
+   * rejection (an abort's) says nothing about the messages: as no answer.
+   */
+  private answerToAbort(
+    call: TrackedCall,
+    { publishBy, lease }: PublishDeadlines,
+  ): Promise<{ value: readonly PublishOutcome[] } | undefined> {
+    // At least a moment, even past publishBy: a publisher that found the deadline passed on
+    // waking from a pause answers at once, saying which messages it never sent.
+    const graceMs = Math.max(
+      1,
+      Math.min(
+        ABORT_ANSWER_GRACE_MS,
+        Math.floor((lease?.publishBy ?? publishBy) - performance.now()),
+      ),
+    );
+    return within(call.answer, graceMs);
+  }
+
+  /**
+   * A round that shutdown aborted: what its call answers is recorded (stoppedResult). A call
+   * still running after the grace is handed to `onUnanswered` and then waited for.
+   */
+  private async afterShutdown(
+    call: TrackedCall,
+    controller: AbortController,
+    records: readonly ClaimedRecord[],
+    limits: PublishDeadlines,
+  ): Promise<PublishResult> {
+    // What a message without an answer of its own counts its attempt with (stoppedResult).
+    const error: unknown = controller.signal.reason;
+    let late = await this.answerToAbort(call, limits);
+    if (late === undefined && !call.returned) {
+      await limits.onUnanswered?.();
+      late = await call.answer.then(
+        (value) => ({ value }),
+        () => undefined,
+      );
+    }
+    return this.react(
+      readPublish(
+        { kind: 'stopped', error, ...(late === undefined ? {} : { late: late.value }) },
+        records.length,
+      ),
+    );
   }
 
   /**
@@ -228,4 +276,23 @@ export class BatchPublish {
     );
     return result.kind === 'outage' ? { kind: 'lapsed' } : result;
   }
+}
+
+/** A publish call, and whether it has returned (resolved or rejected) yet. */
+interface TrackedCall {
+  readonly answer: Promise<readonly PublishOutcome[]>;
+  readonly returned: boolean;
+}
+
+/** Calls `publish`; a publisher that throws rather than rejects is read as one that rejects. */
+function startCall(publish: () => Promise<readonly PublishOutcome[]>): TrackedCall {
+  // Called at once all the same: an async function runs up to its first await.
+  const answer = (async () => publish())();
+  const call = { answer, returned: false };
+  const ended = (): void => {
+    call.returned = true;
+  };
+  // Only observed here: the round awaits `answer` itself.
+  void answer.then(ended, ended);
+  return call;
 }

@@ -33,6 +33,7 @@ import type { BatchOrigin, DeliveryBatch } from './delivery-batch';
 import { leaseRenewal, type BeginLease } from './lease-renewal';
 import { LostClaims } from './lost-claims';
 import { SettleRetry } from './settle-retry';
+import { ShutdownHold, type ShutdownHoldParts } from './shutdown-hold';
 
 /** How often a paused pipeline asks the publisher whether the broker is back. */
 const OUTAGE_PROBE_INTERVAL_MS = 500;
@@ -41,7 +42,11 @@ const OUTAGE_PROBE_INTERVAL_MS = 500;
 interface BatchInFlight {
   readonly size: number;
   readonly origin: BatchOrigin;
+  /** Its token names the owner lock: a takeover would shorten its lease once the lock is free. */
+  readonly ownerLease: boolean;
   stage: 'publishing' | 'settling';
+  /** What holds its messages when its publish did not answer the shutdown's abort. */
+  hold?: ShutdownHold;
 }
 
 /** What the pipeline is made of: the instance's options, store, publisher and SQL port. */
@@ -91,6 +96,9 @@ export class DeliveryPipeline {
   private readonly recordPolicies = new Map<string, RecordPolicy>();
   private readonly defaultPolicy: RecordPolicy;
   private readonly batches = new Map<string, BatchInFlight>();
+  /** Called when a batch ends, moves on or changes its hold (see `stopOwnerLock`). */
+  private readonly changes = new Set<() => void>();
+  private readonly holdParts: ShutdownHoldParts;
   private readonly lookAgain = new Set<() => void>();
   private readonly retryListeners = new Set<(delaysMs: readonly number[]) => void>();
   /** When the rows the last outage handed back become due again (wall clock). */
@@ -146,6 +154,21 @@ export class DeliveryPipeline {
     this.renewal = leaseRenewal(options, store, this.watchdog, this.dbCallMs, log, (reason, n) =>
       this.notice.safely(() => this.observer.onLeaseLost?.(n, reason)),
     );
+    const renewLease = store.renewLease?.bind(store);
+    const { leaseMs, leaseRenewal: renewing } = options.dispatcher;
+    this.holdParts = {
+      renew:
+        renewLease === undefined
+          ? undefined
+          : (ids, token, ms, newToken) =>
+              this.watchdog.run('lease hold', () => renewLease(ids, token, ms, newToken), {
+                evenWhileStalled: true,
+              }),
+      leaseMs,
+      intervalMs: renewing === false ? undefined : renewing.intervalMs,
+      log,
+      onChange: () => this.changed(),
+    };
     this.liveness = new OwnerLiveness(
       options.dispatcher.ownerLock ? parts.sql : undefined,
       store,
@@ -177,9 +200,32 @@ export class DeliveryPipeline {
     return this.liveness.start();
   }
 
-  /** Gives up the owner lock: after the batches settled, or others would end their leases. */
-  stopOwnerLock(): Promise<void> {
-    return this.liveness.stop();
+  /**
+   * Gives up the owner lock once no batch publishes under it: given up earlier, it lets the
+   * other instances end those batches' leases while their publishes may still write. A batch
+   * whose publish did not answer the shutdown's abort stops counting once its lease has moved to
+   * a token of its own (ShutdownHold); until then, or if that failed, the lock is kept as long
+   * as the call runs.
+   */
+  async stopOwnerLock(): Promise<void> {
+    this.liveness.stopWatching();
+    while (this.ownerLockNeeded()) {
+      await new Promise<void>((resolve) => this.changes.add(resolve));
+    }
+    await this.liveness.stop();
+  }
+
+  private ownerLockNeeded(): boolean {
+    for (const b of this.batches.values()) {
+      if (b.ownerLease && b.stage === 'publishing' && (b.hold?.onClaimToken ?? true)) return true;
+    }
+    return false;
+  }
+
+  private changed(): void {
+    const waiting = [...this.changes];
+    this.changes.clear();
+    for (const resolve of waiting) resolve();
   }
 
   /** The lease token to write, fenced by the owner lock when it is held. */
@@ -202,11 +248,14 @@ export class DeliveryPipeline {
     if (brokerOutage) this.probe.start();
   }
 
-  /** What an abandoned shutdown leaves running: the batches still publishing or settling. */
+  /**
+   * What an abandoned shutdown leaves running: the batches still publishing or settling, and
+   * what holds the messages of a publish that did not answer the abort.
+   */
   stillRunning(): string[] {
     return [...this.batches].map(
       ([token, b]) =>
-        `batch ${batchIdOf(token)} (${b.size} message(s) from the ${b.origin}, ${b.stage})`,
+        `batch ${batchIdOf(token)} (${b.size} message(s) from the ${b.origin}, ${b.stage}${b.hold === undefined ? '' : `: ${b.hold.describe()}`})`,
     );
   }
 
@@ -225,12 +274,19 @@ export class DeliveryPipeline {
     started: number,
     held?: Promise<void>,
   ): Promise<OutboxBatchReport> {
-    const inFlight: BatchInFlight = { size: batch.records.length, origin, stage: 'publishing' };
+    const inFlight: BatchInFlight = {
+      size: batch.records.length,
+      origin,
+      ownerLease: batch.fence !== undefined,
+      stage: 'publishing',
+    };
     this.batches.set(batch.token, inFlight);
     try {
       return await this.deliverBatch(batch, inFlight, started, held);
     } finally {
+      inFlight.hold?.stop();
       this.batches.delete(batch.token);
+      this.changed();
     }
   }
 
@@ -264,20 +320,33 @@ export class DeliveryPipeline {
     // Renewed while it publishes (lease renewal); the settle then has until its renewed end.
     const lease =
       plan.skip === undefined ? this.renewal?.(token, records, leaseEnd, fence) : undefined;
+    // A publish deaf to the shutdown's abort: its messages are held while the call runs.
+    const onUnanswered = async (): Promise<void> => {
+      lease?.stop();
+      const hold = new ShutdownHold(
+        this.holdParts,
+        token,
+        records.map((r) => r.id),
+        lease?.leaseEnd ?? leaseEnd,
+      );
+      inFlight.hold = hold;
+      await hold.moved;
+    };
     let result: PublishResult;
     try {
       result =
         plan.skip ??
-        (await this.publishing.publish(
-          plan.fresh,
-          plan.held,
+        (await this.publishing.publish(plan.fresh, plan.held, {
           publishBy,
           batchId,
-          lease?.fence ?? fence,
+          fence: lease?.fence ?? fence,
           lease,
-        ));
+          onUnanswered,
+        }));
     } finally {
       lease?.stop();
+      // The call returned: its lease need only last until the settle below.
+      inFlight.hold?.stop();
     }
     const answeredAfterClaimMs = performance.now() - claimedAt;
     const judged = judgeBatch({
@@ -293,7 +362,7 @@ export class DeliveryPipeline {
     });
     for (const error of judged.hookErrors) this.notice.hookThrew(error);
     // The renewed end, if renewals moved it: fallbacks and the settle share what is left of it.
-    const settleBy = lease?.leaseEnd ?? leaseEnd;
+    const settleBy = inFlight.hold?.leaseEnd ?? lease?.leaseEnd ?? leaseEnd;
     const { verdicts, settlement, releaseDelayMs } = await this.fallBack(
       records,
       judged,
@@ -302,7 +371,9 @@ export class DeliveryPipeline {
     );
     if (result.kind === 'outage') this.releasedDueAt = Date.now() + releaseDelayMs;
     inFlight.stage = 'settling';
-    const settled = await this.settling.settle(token, settlement, settleBy);
+    this.changed();
+    // A held batch's rows hold the token its hold moved them to.
+    const settled = await this.settling.settle(inFlight.hold?.token ?? token, settlement, settleBy);
     if (settlement.retry.length > 0) {
       const delays = settlement.retry.map((r) => r.delayMs);
       for (const listener of this.retryListeners) listener(delays);

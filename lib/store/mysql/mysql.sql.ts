@@ -570,13 +570,14 @@ export function mysqlReleaseClaim(n: OutboxTableNames): string {
 }
 
 /**
- * Params: lease ms twice, the batch's token, row ids. Lease renewal: only rows still leased with
- * the token and pending move their lease end, and `available_at` with it (a lease holds the row
- * out of the claim window that way here). See OutboxStore.renewLease.
+ * Params: lease ms twice, the new token or null, the batch's token, row ids. Lease renewal: only
+ * rows still leased with the token and pending move their lease end, and `available_at` with it
+ * (a lease holds the row out of the claim window that way here), and take the new token. See
+ * OutboxStore.renewLease.
  */
 export function mysqlRenewLease(n: OutboxTableNames, count: number): string {
   return `UPDATE ${n.table} SET locked_until = ${NOW} + INTERVAL ? * 1000 MICROSECOND,
-  available_at = ${NOW} + INTERVAL ? * 1000 MICROSECOND
+  available_at = ${NOW} + INTERVAL ? * 1000 MICROSECOND, lock_token = COALESCE(?, lock_token)
 WHERE lock_token = ? AND status = 'pending' AND id IN (${placeholders(count)})`;
 }
 

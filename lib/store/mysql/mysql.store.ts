@@ -737,12 +737,18 @@ export class MysqlOutboxStore implements OutboxStore {
     });
   }
 
-  async renewLease(ids: readonly string[], token: string, leaseMs: number): Promise<number> {
+  async renewLease(
+    ids: readonly string[],
+    token: string,
+    leaseMs: number,
+    newToken?: string,
+  ): Promise<number> {
     if (ids.length === 0) return 0;
     return (
       await this.sql.query(mysqlRenewLease(this.names, ids.length), [
         leaseMs,
         leaseMs,
+        newToken ?? null,
         token,
         ...ids,
       ])

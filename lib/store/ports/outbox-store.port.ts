@@ -256,9 +256,16 @@ export interface OutboxStore {
    * Lease renewal: moves the lease of the rows `ids` that still hold `token` and are pending to
    * `leaseMs` from now, on the database clock, in one statement. Returns how many rows it
    * renewed: fewer than `ids` means the others left the lease (taken over after it expired,
-   * released, settled). Left out: leases are never renewed.
+   * released, settled). With `newToken`, the renewed rows take that token in the same statement:
+   * the lease of a batch whose publish did not answer the shutdown's abort moves to a token that
+   * names no owner lock, so that no takeover shortens it. Left out: leases are never renewed.
    */
-  renewLease?(ids: readonly string[], token: string, leaseMs: number): Promise<number>;
+  renewLease?(
+    ids: readonly string[],
+    token: string,
+    leaseMs: number,
+    newToken?: string,
+  ): Promise<number>;
   /** Clears expired leases; returns how many. */
   releaseExpired(): Promise<number>;
   /**

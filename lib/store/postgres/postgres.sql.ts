@@ -1095,11 +1095,13 @@ export function postgresReleaseClaim(n: OutboxTableNames): string {
 }
 
 /**
- * Params: $1 row ids, $2 the batch's token, $3 lease ms. Lease renewal: only rows still leased
- * with the token and pending move their lease end. See OutboxStore.renewLease.
+ * Params: $1 row ids, $2 the batch's token, $3 lease ms, $4 the new token or null. Lease
+ * renewal: only rows still leased with the token and pending move their lease end (and take the
+ * new token). See OutboxStore.renewLease.
  */
 export function postgresRenewLease(n: OutboxTableNames): string {
-  return `UPDATE ${n.table} SET locked_until = now() + $3 * interval '1 millisecond'
+  return `UPDATE ${n.table} SET locked_until = now() + $3 * interval '1 millisecond',
+  lock_token = coalesce($4::uuid, lock_token)
 WHERE id = ANY($1::int8[]) AND lock_token = $2::uuid AND status = 'pending'`;
 }
 

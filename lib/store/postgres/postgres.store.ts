@@ -403,12 +403,16 @@ export class PostgresOutboxStore implements OutboxStore {
     return rows[0]?.changed ?? 0;
   }
 
-  async renewLease(ids: readonly string[], token: string, leaseMs: number): Promise<number> {
+  async renewLease(
+    ids: readonly string[],
+    token: string,
+    leaseMs: number,
+    newToken?: string,
+  ): Promise<number> {
     if (ids.length === 0) return 0;
     // Under the dispatcher's statement timeout, as its other lease statements.
-    return (
-      await this.statementTransaction(postgresRenewLease(this.names), [ids, token, leaseMs], {})
-    ).affected;
+    const params = [ids, token, leaseMs, newToken ?? null];
+    return (await this.statementTransaction(postgresRenewLease(this.names), params, {})).affected;
   }
 
   async releaseExpired(): Promise<number> {

@@ -322,12 +322,13 @@ export function sqliteReleaseClaim(n: OutboxTableNames): string {
 }
 
 /**
- * Params: lease ms twice, the batch's token, JSON array of row ids. Lease renewal: only rows
- * still leased with the token and pending move their lease end, and `available_at` with it.
- * See OutboxStore.renewLease.
+ * Params: lease ms twice, the new token or null, the batch's token, JSON array of row ids. Lease
+ * renewal: only rows still leased with the token and pending move their lease end, and
+ * `available_at` with it, and take the new token. See OutboxStore.renewLease.
  */
 export function sqliteRenewLease(n: OutboxTableNames): string {
-  return `UPDATE ${n.table} SET locked_until = ${plusMs('?')}, available_at = ${plusMs('?')}
+  return `UPDATE ${n.table} SET locked_until = ${plusMs('?')}, available_at = ${plusMs('?')},
+  lock_token = COALESCE(?, lock_token)
 WHERE lock_token = ? AND status = 'pending' AND id IN (SELECT value FROM json_each(?))`;
 }
 

@@ -325,11 +325,17 @@ export class SqliteOutboxStore implements OutboxStore {
     return this.transaction((tx) => tx.run(sqliteReleaseExpired(this.names), []));
   }
 
-  renewLease(ids: readonly string[], token: string, leaseMs: number): Promise<number> {
+  renewLease(
+    ids: readonly string[],
+    token: string,
+    leaseMs: number,
+    newToken?: string,
+  ): Promise<number> {
     return this.transaction((tx) =>
       tx.run(sqliteRenewLease(this.names), [
         leaseMs,
         leaseMs,
+        newToken ?? null,
         token,
         JSON.stringify(ids.map(Number)),
       ]),
