@@ -3,9 +3,19 @@ export const InboxMessages = {
   sequenceGap: (key: string, expected: number, received: number): string =>
     `Message ${received} of key ${JSON.stringify(key)} arrived before ${expected}: refused by the ` +
     `gap policy (onGap: 'reject'). Let the broker redeliver it, or use onGap 'hold' or 'accept'.`,
-  invalidSequence: (problem: string): string =>
-    `Invalid sequence: ${problem}. Pass the message's x-outbox-key and x-outbox-sequence ` +
-    '(sequenceOf(headers) reads them).',
+  invalidSequence: (problem: string, fix?: string): string =>
+    `Invalid sequence: ${problem}. ` +
+    (fix ??
+      "Pass the message's x-outbox-key and x-outbox-sequence (sequenceOf(message) reads them)."),
+  sequenceWithoutKey: (sequence: string, lookedAt: string): string =>
+    `the message carries x-outbox-sequence ${sequence} but no key (looked for ${lookedAt})`,
+  sequenceWithoutKeyFix: (): string =>
+    'The gap guard needs both. Pass the whole message to sequenceOf(), not its headers (a ' +
+    "Kafka message's key is its record key, an envelope's its key field); RabbitMqPublisher " +
+    'sends x-outbox-key unless outboxHeaders is false, and ClientProxyPublisher over ClientRMQ ' +
+    'sends none (docs/inbox.md#gap-guard).',
+  unknownMessageShape: (what: string, received: string, reads: readonly string[]): string =>
+    `${what} cannot read ${received}. It reads ${reads.join('; ')}.`,
   optionInvalid: (path: string, problem: string, fix: string): string =>
     `Invalid Inbox option "${path}": ${problem}. ${fix}`,
   identifierFix: (maxLength: number): string =>

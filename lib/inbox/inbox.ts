@@ -83,7 +83,12 @@ export class Inbox<Tx = EntityManager> {
   private readonly recorder: InboxRecorder;
   private readonly purgeSql: string;
   private readonly sequence: ResolvedSequenceOptions;
-  private readonly sequenceSql: { read: string; peek: string; write: string };
+  private readonly sequenceSql: {
+    seed: string | undefined;
+    read: string;
+    peek: string;
+    write: string;
+  };
 
   /**
    * @param source the TypeORM DataSource whose database holds the inbox table, or the outbox
@@ -110,6 +115,7 @@ export class Inbox<Tx = EntityManager> {
     this.purgeSql = inbox.purge(names);
     this.sequence = resolveSequenceOptions(options.sequence);
     this.sequenceSql = {
+      seed: inbox.sequence.seed?.(names),
       read: inbox.sequence.read(names),
       peek: inbox.sequence.peek(names),
       write: inbox.sequence.write(names),
@@ -267,20 +273,21 @@ export class Inbox<Tx = EntityManager> {
 
   /**
    * The gap guard in the handler's transaction: the key's last number, locked until the
-   * transaction ends (a concurrent delivery of the key waits), compared with the message's; a
-   * number that moves the key forward is recorded with the id. `reject` throws on a gap, which
-   * rolls the id back too.
+   * transaction ends (a concurrent delivery of the key waits, the key's first deliveries too:
+   * the row is seeded before it is read), compared with the message's; a number that moves the
+   * key forward is recorded with the id. `reject` throws on a gap, which rolls the id back too.
    */
   private async recordSequence(
     runner: SqlRunner,
     consumer: string,
     message: SequencedMessage,
   ): Promise<SequenceCheck> {
-    const { rows } = await runner.query<{ last_seq: unknown }>(this.sequenceSql.read, [
-      consumer,
-      message.key,
-    ]);
-    const last = rows[0] === undefined ? undefined : Number(rows[0].last_seq);
+    const { seed, read } = this.sequenceSql;
+    if (seed !== undefined) await runner.query(seed, [consumer, message.key]);
+    const { rows } = await runner.query<{ last_seq: unknown }>(read, [consumer, message.key]);
+    // 0: the row the seed just made, never committed as it is (the write below raises it).
+    const recorded = rows[0] === undefined ? 0 : Number(rows[0].last_seq);
+    const last = recorded === 0 ? undefined : recorded;
     const check = compareSequence(last, message.sequence);
     if (check.status === 'gap' && this.sequence.onGap === 'reject') {
       throw new SequenceGapError(message.key, check.expected, message.sequence);

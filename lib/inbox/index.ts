@@ -36,6 +36,7 @@ export {
   type KafkaEachMessageLike,
   type KafkaHeaderValue,
   type KafkaMessageLike,
+  type NatsHeadersLike,
   type RedisStreamEntryLike,
   type RedisStreamValue,
   type RpcContextLike,
@@ -49,7 +50,8 @@ export { MessageIdMissingError, type MessageIdSource } from './message-id-missin
 export { InvalidInboxEntryError } from './invalid-inbox-entry.error';
 export { isPermanentInboxError } from './permanent-inbox.error';
 export { SequenceGuard } from './sequence-guard';
-export { sequenceOf } from './sequence-check';
+export { sequenceOf, type ReceivedMessageLike } from './sequence-of';
+export { UnknownMessageShapeError } from './unknown-message-shape.error';
 export { SequenceGapError } from './sequence-gap.error';
 export { InvalidSequenceError } from './invalid-sequence.error';
 export type {

@@ -1,5 +1,4 @@
 import { OutboxOptionsError } from '../errors/outbox-options.error';
-import { OUTBOX_HEADER_KEY, OUTBOX_HEADER_SEQUENCE } from '../outbox.constants';
 import { InboxMessages } from './inbox.messages';
 import { InvalidSequenceError } from './invalid-sequence.error';
 import type {
@@ -64,31 +63,4 @@ export function compareSequence(last: number | undefined, sequence: number): Seq
   if (sequence === expected) return { status: 'next', expected };
   if (sequence > expected) return { status: 'gap', expected };
   return { status: sequence === last ? 'duplicate' : 'out-of-order', expected };
-}
-
-/** A header's value as text: AMQP and NATS give text or numbers, Kafka bytes, some a list. */
-function headerText(value: unknown): string | undefined {
-  if (typeof value === 'string') return value;
-  if (typeof value === 'number') return String(value);
-  if (value instanceof Uint8Array) return Buffer.from(value).toString('utf8');
-  if (Array.isArray(value)) return headerText(value[0]);
-  return undefined;
-}
-
-/**
- * A message's key and number from its headers (`x-outbox-key`, `x-outbox-sequence`: AMQP
- * headers, Kafka headers as bytes, NATS or Redis fields as text), or null when it carries none
- * (a message without a key, or from a producer without `ordering.sequence`).
- */
-export function sequenceOf(
-  headers: Readonly<Record<string, unknown>> | undefined | null,
-): SequencedMessage | null {
-  if (headers === undefined || headers === null) return null;
-  const key = headerText(headers[OUTBOX_HEADER_KEY]);
-  const raw = headerText(headers[OUTBOX_HEADER_SEQUENCE]);
-  if (key === undefined || key === '' || raw === undefined || !/^[1-9][0-9]{0,15}$/.test(raw)) {
-    return null;
-  }
-  const sequence = Number(raw);
-  return Number.isSafeInteger(sequence) ? { key, sequence } : null;
 }

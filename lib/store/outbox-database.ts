@@ -262,6 +262,14 @@ export type InboxRecorder = (
 export interface InboxSequenceSql {
   createTable(n: InboxTableNames): string[];
   dropTable(n: InboxTableNames): string[];
+  /**
+   * Inserts the key's row with last number 0 unless it is there, waiting for a transaction that
+   * inserted it and has not ended, so that `read` always finds a row to lock: a locking read of
+   * a missing row locks nothing on PostgreSQL, and on InnoDB only a gap, which two first
+   * deliveries both hold before each waits for the other's insert. Run before `read`; absent
+   * where the inbox's first write already took the database's one write lock (SQLite).
+   */
+  seed?(n: InboxTableNames): string;
   /** The last number, its row locked until the transaction ends (where the database locks rows). */
   read(n: InboxTableNames): string;
   /** The last number, read without a lock (the hold's look outside the transaction). */

@@ -1,3 +1,5 @@
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { Registry } from 'prom-client';
 import { OutboxOptionsError, type OutboxPublishedRecord } from '../../lib';
 import { OutboxMetrics } from '../../lib/integrations/prometheus';
@@ -56,4 +58,21 @@ describe('OutboxMetrics per-message histograms', () => {
       );
     },
   );
+});
+
+describe('the metrics table of docs/observability.md', () => {
+  it('lists every metric OutboxMetrics registers, with its type, and no other', () => {
+    const registry = new Registry();
+    new OutboxMetrics({ registry, tenantLabel: { maxTenants: 10 } });
+    const registered = registry
+      .getMetricsAsArray()
+      .map((m) => `${m.name} ${String(m.type)}`)
+      .sort();
+    const page = readFileSync(join(__dirname, '../../docs/observability.md'), 'utf8');
+    // Rows of the table: | `name{labels}` | type | meaning |
+    const documented = [...page.matchAll(/^\| `(outbox_[a-z_]+)(?:\{[^}]*\})?` \| (\w+) \|/gm)]
+      .map(([, name, type]) => `${name ?? ''} ${type ?? ''}`)
+      .sort();
+    expect(documented).toEqual(registered);
+  });
 });

@@ -94,7 +94,7 @@ describe('SequenceGuard', () => {
     );
   });
 
-  it('reads key and number from text, byte and number headers, and null without them', () => {
+  it('reads key and number from text, byte and number headers, null without a number', () => {
     expect(sequenceOf({ [OUTBOX_HEADER_KEY]: 'k', [OUTBOX_HEADER_SEQUENCE]: '7' })).toEqual(
       m('k', 7),
     );
@@ -108,8 +108,11 @@ describe('SequenceGuard', () => {
       m('k', 3),
     );
     expect(sequenceOf({ [OUTBOX_HEADER_KEY]: 'k' })).toBeNull();
-    expect(sequenceOf({ [OUTBOX_HEADER_SEQUENCE]: '1' })).toBeNull();
-    expect(sequenceOf({ [OUTBOX_HEADER_KEY]: 'k', [OUTBOX_HEADER_SEQUENCE]: '0' })).toBeNull();
     expect(sequenceOf(undefined)).toBeNull();
+    // A number the guard cannot use is refused rather than read as none (test/unit/sequence-of.spec.ts).
+    expect(() => sequenceOf({ [OUTBOX_HEADER_SEQUENCE]: '1' })).toThrow(InvalidSequenceError);
+    expect(() => sequenceOf({ [OUTBOX_HEADER_KEY]: 'k', [OUTBOX_HEADER_SEQUENCE]: '0' })).toThrow(
+      InvalidSequenceError,
+    );
   });
 });

@@ -84,6 +84,10 @@ export const mysqlInboxSequence: InboxSequenceSql = {
 ) ENGINE=InnoDB`,
   ],
   dropTable: (n) => [`DROP TABLE IF EXISTS ${n.sequenceTable}`],
+  // ON DUPLICATE KEY UPDATE locks a row that is there exclusively at once; INSERT IGNORE would
+  // take a shared lock that two deliveries then both try to raise for the read: a deadlock.
+  seed: (n) => `INSERT INTO ${n.sequenceTable} (consumer, message_key, last_seq) VALUES (?, ?, 0)
+ON DUPLICATE KEY UPDATE last_seq = last_seq`,
   read: (n) =>
     `SELECT last_seq FROM ${n.sequenceTable} WHERE consumer = ? AND message_key = ? FOR UPDATE`,
   peek: (n) => `SELECT last_seq FROM ${n.sequenceTable} WHERE consumer = ? AND message_key = ?`,

@@ -86,6 +86,9 @@ export const postgresInboxSequence: InboxSequenceSql = {
 )`,
   ],
   dropTable: (n) => [`DROP TABLE IF EXISTS ${n.sequenceTable}`],
+  // DO NOTHING takes no lock on a row that is there: the read below does.
+  seed: (n) => `INSERT INTO ${n.sequenceTable} (consumer, message_key, last_seq)
+VALUES ($1, $2, 0) ON CONFLICT (consumer, message_key) DO NOTHING`,
   read: (n) =>
     `SELECT last_seq FROM ${n.sequenceTable} WHERE consumer = $1 AND message_key = $2 FOR UPDATE`,
   peek: (n) => `SELECT last_seq FROM ${n.sequenceTable} WHERE consumer = $1 AND message_key = $2`,
