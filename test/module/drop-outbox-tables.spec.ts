@@ -1,4 +1,3 @@
-import type { DataSource } from 'typeorm';
 import {
   dropOutboxTables,
   ensureOutboxArchiveTable,
@@ -9,6 +8,7 @@ import {
 import { logTailingOf } from '../../lib/log-tailing/log-tailing.databases';
 import { outboxDialectOf, tableNamesFor } from '../../lib/store/schema/outbox-table-ddl';
 import { RecordingPublisher } from '../../lib/testing';
+import { objectsNamedAfter } from '../support/catalog';
 import { readAttempts, TEST_DATABASES, uniqueTable } from '../support/databases';
 import { useOutboxScope } from '../support/outbox-scope';
 import { describeWith } from '../support/services';
@@ -18,37 +18,6 @@ import { describeWith } from '../support/services';
 // binlog position table and a partitioned table's guard and partitions, used by a module
 // (sequence numbers given, a failed attempt recorded), then dropped: nothing whose name is the
 // table's, or starts with it, is left in the database's catalog.
-
-/** The names of the database's objects that are `table` or start with `<table>_`. */
-async function objectsOf(ds: DataSource, table: string): Promise<string[]> {
-  const prefix = `${table}_`;
-  const type = ds.options.type;
-  const rows: { name: string }[] =
-    type === 'postgres'
-      ? await ds.query(
-          `SELECT relname AS name FROM pg_class WHERE relname = $1 OR starts_with(relname, $2)
-           UNION ALL SELECT conname FROM pg_constraint WHERE starts_with(conname, $2)
-           UNION ALL SELECT typname FROM pg_type WHERE typname = $1 OR starts_with(typname, $2)
-           UNION ALL SELECT proname FROM pg_proc WHERE starts_with(proname, $2)`,
-          [table, prefix],
-        )
-      : type === 'mariadb' || type === 'mysql'
-        ? await ds.query(
-            `SELECT TABLE_NAME AS name FROM information_schema.TABLES
-              WHERE TABLE_SCHEMA = DATABASE() AND (TABLE_NAME = ? OR LEFT(TABLE_NAME, ?) = ?)
-             UNION ALL SELECT TRIGGER_NAME FROM information_schema.TRIGGERS
-              WHERE TRIGGER_SCHEMA = DATABASE() AND LEFT(TRIGGER_NAME, ?) = ?
-             UNION ALL SELECT ROUTINE_NAME FROM information_schema.ROUTINES
-              WHERE ROUTINE_SCHEMA = DATABASE() AND LEFT(ROUTINE_NAME, ?) = ?`,
-            [table, prefix.length, prefix, prefix.length, prefix, prefix.length, prefix],
-          )
-        : await ds.query(
-            `SELECT name FROM sqlite_master WHERE name = ? OR substr(name, 1, ?) = ?
-              OR tbl_name = ? OR substr(tbl_name, 1, ?) = ?`,
-            [table, prefix.length, prefix, table, prefix.length, prefix],
-          );
-  return rows.map((row) => row.name).sort();
-}
 
 describe.each(TEST_DATABASES)('dropOutboxTables on $name', (db) => {
   describeWith(db.service === null ? [] : [db.service], `on ${db.name}`, () => {
@@ -99,7 +68,7 @@ describe.each(TEST_DATABASES)('dropOutboxTables on $name', (db) => {
         scope.defer(() => dropOutboxTables(scope.ds, { tableName: table }));
         await makeEverything(table, partitioned);
         await use(table);
-        const made = await objectsOf(scope.ds, table);
+        const made = await objectsNamedAfter(scope.ds, table);
         expect(made).toEqual(
           expect.arrayContaining([
             table,
@@ -117,7 +86,7 @@ describe.each(TEST_DATABASES)('dropOutboxTables on $name', (db) => {
           auditTable: { tableName: `${table}_audit` },
         };
         await dropOutboxTables(scope.ds, options);
-        expect(await objectsOf(scope.ds, table)).toEqual([]);
+        expect(await objectsNamedAfter(scope.ds, table)).toEqual([]);
         // Again on what is gone: nothing to drop, no error.
         await dropOutboxTables(scope.ds, options);
       },
@@ -130,13 +99,13 @@ describe.each(TEST_DATABASES)('dropOutboxTables on $name', (db) => {
       );
       await makeEverything(gone, false);
       await makeEverything(kept, false);
-      const before = await objectsOf(scope.ds, kept);
+      const before = await objectsNamedAfter(scope.ds, kept);
       await dropOutboxTables(scope.ds, { tableName: gone });
       // Only the audit table (and on PostgreSQL its key, sequence and row type) is left.
-      const left = await objectsOf(scope.ds, gone);
+      const left = await objectsNamedAfter(scope.ds, gone);
       expect(left).toContain(`${gone}_audit`);
       expect(left.filter((name) => !name.startsWith(`${gone}_audit`))).toEqual([]);
-      expect(await objectsOf(scope.ds, kept)).toEqual(before);
+      expect(await objectsNamedAfter(scope.ds, kept)).toEqual(before);
     });
   });
 });
