@@ -1,5 +1,6 @@
 import { mkdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
+import { Client } from 'pg';
 import ts from 'typescript';
 import { serverConnection } from '../support/databases';
 import { describeWith, SERVICES } from '../support/services';
@@ -110,6 +111,22 @@ describeWith(['postgres', 'rabbitmq'], "docs/testing.md's fault kit, as written"
   afterAll(() => {
     process.chdir(cwd);
     rmSync(APP, { recursive: true, force: true });
+  });
+
+  // The page's tear-down (dropOutboxTables) left nothing of the tables its cases made, which it
+  // names `outbox_faults_<pid>_<time>`.
+  afterAll(async () => {
+    const client = new Client({ connectionString: databaseUrl() });
+    await client.connect();
+    try {
+      const { rows } = await client.query<{ relname: string }>(
+        'SELECT relname FROM pg_class WHERE starts_with(relname, $1) ORDER BY relname',
+        [`outbox_faults_${process.pid}_`],
+      );
+      expect(rows.map((row) => row.relname)).toEqual([]);
+    } finally {
+      await client.end();
+    }
   });
 });
 
