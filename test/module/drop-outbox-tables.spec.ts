@@ -65,7 +65,12 @@ describe.each(TEST_DATABASES)('dropOutboxTables on $name', (db) => {
       'leaves nothing named after the table (partitioned: %s)',
       async (partitioned) => {
         const table = uniqueTable('outbox_drop');
-        scope.defer(() => dropOutboxTables(scope.ds, { tableName: table }));
+        scope.defer(() =>
+          dropOutboxTables(scope.ds, {
+            tableName: table,
+            auditTable: { tableName: `${table}_audit` },
+          }),
+        );
         await makeEverything(table, partitioned);
         await use(table);
         const made = await objectsNamedAfter(scope.ds, table);
@@ -94,9 +99,13 @@ describe.each(TEST_DATABASES)('dropOutboxTables on $name', (db) => {
 
     it('leaves the other outbox tables of the database, and an audit table it is not given', async () => {
       const [gone, kept] = [uniqueTable('outbox_drop'), uniqueTable('outbox_drop')];
-      scope.defer(() =>
-        dropOutboxTables(scope.ds, { tableName: kept, auditTable: { tableName: `${gone}_audit` } }),
-      );
+      scope.defer(async () => {
+        for (const table of [gone, kept])
+          await dropOutboxTables(scope.ds, {
+            tableName: table,
+            auditTable: { tableName: `${table}_audit` },
+          });
+      });
       await makeEverything(gone, false);
       await makeEverything(kept, false);
       const before = await objectsNamedAfter(scope.ds, kept);
