@@ -182,7 +182,12 @@ export { createOutboxArchiveMigration } from './typeorm/outbox-archive.migration
 export { createOutboxBinaryIdsMigration } from './typeorm/outbox-binary-ids.migration';
 export { migrateOutboxToBinaryIds } from './store/schema/binary-message-ids';
 export type { MessageIdConversion as OutboxMessageIdConversion } from './store/outbox-database';
-export { ensureOutboxArchiveTable, ensureOutboxTable } from './typeorm/typeorm-tables';
+export {
+  dropOutboxTables,
+  ensureOutboxArchiveTable,
+  ensureOutboxTable,
+  type OutboxTableDropOptions,
+} from './typeorm/typeorm-tables';
 export {
   createOutboxArchiveTable,
   createOutboxTable,

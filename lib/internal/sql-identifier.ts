@@ -33,26 +33,43 @@ export function assertIdentifier(
   }
 }
 
-/** A validated, quoted table reference and the names derived from it. */
-export interface OutboxTableNames {
-  /** Quoted, schema-qualified table, ready to splice into SQL. */
-  readonly table: string;
-  /** Quoted per-key lock table (MySQL/MariaDB only). */
-  readonly lockTable: string;
-  /** Quoted attempt-history table, `<table>_attempts`: one row per failed attempt. */
-  readonly attemptsTable: string;
-  /** Quoted archive table, `<table>_archive`: where the cleaner moves rows when asked to. */
-  readonly archiveTable: string;
+/**
+ * Every table the outbox may make for one outbox table, by its role, and the suffix its name
+ * adds to the table's: the one list from which the quoted names below are made and which
+ * `dropOutboxTables` removes, so that a table added here is dropped too.
+ */
+export const OUTBOX_TABLE_SUFFIXES = {
+  /** The outbox table itself. */
+  table: '',
+  /** The per-key lock table (MySQL/MariaDB only). */
+  lockTable: '_key_lock',
+  /** The attempt history: one row per failed attempt. */
+  attemptsTable: '_attempts',
+  /** The archive, where the cleaner moves rows when asked to. */
+  archiveTable: '_archive',
   /**
-   * Quoted `<table>_ids`: on a partitioned table, the unpartitioned guard that keeps supplied
-   * message ids unique (see docs/partitioning.md).
+   * On a partitioned table, the unpartitioned guard that keeps supplied message ids unique (see
+   * docs/partitioning.md).
    */
-  readonly idsTable: string;
+  idsTable: '_ids',
   /**
-   * Quoted `<table>_key_seq`: the last sequence number given to each key (`ordering.sequence`),
-   * apart from the outbox table so that the cleaner deleting delivered rows never resets it.
+   * The last sequence number given to each key (`ordering.sequence`), apart from the outbox
+   * table so that the cleaner deleting delivered rows never resets it.
    */
-  readonly keySeqTable: string;
+  keySeqTable: '_key_seq',
+  /** Log tailing on MySQL/MariaDB: where the binlog reader is (docs/log-tailing.md). */
+  logPositionTable: '_log_position',
+} as const;
+
+/** The role of a table named after the outbox table (`OUTBOX_TABLE_SUFFIXES`). */
+export type OutboxTableRole = keyof typeof OUTBOX_TABLE_SUFFIXES;
+
+/**
+ * A validated, quoted table reference and the names derived from it: each table of
+ * `OUTBOX_TABLE_SUFFIXES` (`table` itself, `lockTable`, `attemptsTable`, …), quoted and
+ * qualified like the table, ready to splice into SQL.
+ */
+export interface OutboxTableNames extends Readonly<Record<OutboxTableRole, string>> {
   /** Unquoted names, for index names and notifications. */
   readonly tableName: string;
   readonly schema: string | null;
@@ -77,13 +94,14 @@ export function outboxTableNames(
   };
   const qualify = (name: string): string =>
     schema === null ? quote(name) : `${quote(schema)}.${quote(name)}`;
+  const tables = Object.fromEntries(
+    Object.entries(OUTBOX_TABLE_SUFFIXES).map(([role, suffix]) => [
+      role,
+      qualify(`${tableName}${suffix}`),
+    ]),
+  ) as Record<OutboxTableRole, string>;
   return {
-    table: qualify(tableName),
-    lockTable: qualify(`${tableName}_key_lock`),
-    attemptsTable: qualify(`${tableName}_attempts`),
-    archiveTable: qualify(`${tableName}_archive`),
-    idsTable: qualify(`${tableName}_ids`),
-    keySeqTable: qualify(`${tableName}_key_seq`),
+    ...tables,
     tableName,
     schema,
     quote,

@@ -16,8 +16,9 @@ export interface DispatcherProcessOptions {
   /** Arguments after the script. @default [] */
   readonly args?: readonly string[];
   /**
-   * Options of the child's `node`, e.g. `['-r', 'ts-node/register/transpile-only']` for a
-   * TypeScript entry file. @default []
+   * Options of the child's `node`: none for an entry your build compiled (`nest build`:
+   * `dist/outbox-dispatcher.main.js`), `['-r', 'ts-node/register/transpile-only']` for a
+   * TypeScript entry file in a CommonJS app that has ts-node. @default []
    */
   readonly execArgv?: readonly string[];
   /** Variables added to this process's environment for the child. @default {} */
@@ -60,15 +61,14 @@ export function reportDispatcherReady(): void {
  * `reportDispatcherReady()`:
  *
  * ```ts
- * // test/outbox-dispatcher.main.ts
+ * // src/outbox-dispatcher.main.ts, built with the app (docs/testing.md has a complete one)
  * const app = await NestFactory.createApplicationContext(AppModule); // OutboxModule with autoStart
  * app.enableShutdownHooks();
  * reportDispatcherReady();
  * ```
  *
  * ```ts
- * const dispatcher = await DispatcherProcess.start({ script: 'test/outbox-dispatcher.main.ts',
- *   execArgv: ['-r', 'ts-node/register/transpile-only'] });
+ * const dispatcher = await DispatcherProcess.start({ script: 'dist/outbox-dispatcher.main.js' });
  * await dispatcher.kill();
  * ```
  */

@@ -37,7 +37,10 @@ export interface FaultKitFixture {
   enqueue(messages: readonly FaultKitMessage[], rollback: boolean): Promise<void>;
   /** The message ids your consumer received so far, in arrival order, duplicates included. */
   received(): readonly string[];
-  /** Closes what `setUp` opened (the consumer, the app, the table). */
+  /**
+   * Closes what `setUp` opened: the consumer, the app, and the table with everything the outbox
+   * made for it (`dropOutboxTables` from `nestjs-outbox`).
+   */
   tearDown(): Promise<void>;
 }
 

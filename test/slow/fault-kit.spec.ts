@@ -1,11 +1,15 @@
 import { resolve } from 'node:path';
 import { connect, type ChannelModel } from 'amqplib';
+import { dropOutboxTables, ensureOutboxArchiveTable, outboxAuditTableDdl } from '../../lib';
+import { logTailingOf } from '../../lib/log-tailing/log-tailing.databases';
+import { outboxDialectOf, tableNamesFor } from '../../lib/store/schema/outbox-table-ddl';
 import {
   DispatcherProcess,
   faultKitCases,
   faultKitEnv,
   type FaultKitTarget,
 } from '../../lib/testing';
+import { objectsNamedAfter } from '../support/catalog';
 import type { FaultKitChildConfig } from '../support/children/fault-kit-dispatcher';
 import { useOutboxScope } from '../support/outbox-scope';
 import { POLL_RUN_DATABASES } from '../support/sources';
@@ -15,6 +19,9 @@ import { describeWith, SERVICES } from '../support/services';
 // the module in a dispatcher process of its own (test/support/children/fault-kit-dispatcher.ts),
 // RabbitMQ behind the kit's proxy, a consumer on the queue recording what arrives, on each
 // database. SQLite is a file: no database link to cut, so those cases say so and are skipped.
+// Each case's table has everything the outbox can make for it (every schema step, the archive,
+// an audit table, MariaDB's binlog position), and its tear-down drops it all with
+// dropOutboxTables: nothing named after the table is left once a case has run.
 // In the slow project: about fourteen dispatcher processes, each compiled by ts-node as it
 // starts, take minutes on a busy machine.
 
@@ -49,6 +56,16 @@ for (const db of POLL_RUN_DATABASES) {
       outageMs: 1_500,
       async setUp() {
         const table = await scope.table();
+        const dialect = outboxDialectOf(scope.ds.options.type);
+        const audit = { tableName: `${table}_audit` };
+        await ensureOutboxArchiveTable(scope.ds, { tableName: table });
+        for (const statement of [
+          ...outboxAuditTableDdl(dialect, audit),
+          ...(dialect === 'mysql'
+            ? (logTailingOf(dialect)?.ddl(tableNamesFor(dialect, { tableName: table }), {}) ?? [])
+            : []),
+        ])
+          await scope.ds.query(statement);
         const writer = await scope.open({ table });
         const queue = `outbox-fk-${process.pid}-${table}`;
         const channel = await consumer!.createChannel();
@@ -99,6 +116,9 @@ for (const db of POLL_RUN_DATABASES) {
           async tearDown() {
             await channel.deleteQueue(queue);
             await channel.close();
+            await dropOutboxTables(scope.ds, { tableName: table, auditTable: audit });
+            const left = await objectsNamedAfter(scope.ds, table);
+            if (left.length > 0) throw new Error(`left after dropOutboxTables: ${left.join(', ')}`);
           },
         };
       },

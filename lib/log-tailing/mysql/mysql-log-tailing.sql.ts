@@ -2,7 +2,7 @@ import type { OutboxTableNames } from '../../internal/sql-identifier';
 
 /** The position table's name, `<table>_log_position`, quoted and qualified like the table. */
 export function mysqlLogPositionTable(n: OutboxTableNames): string {
-  return n.qualify(`${n.tableName}_log_position`);
+  return n.logPositionTable;
 }
 
 /**

@@ -1,4 +1,8 @@
-import { outboxTableNames, type OutboxTableNames } from '../../internal/sql-identifier';
+import {
+  OUTBOX_TABLE_SUFFIXES,
+  outboxTableNames,
+  type OutboxTableNames,
+} from '../../internal/sql-identifier';
 import type { SqlPort } from '../../store/ports/sql-port';
 import {
   formatBytes,
@@ -79,7 +83,7 @@ async function mysqlLogState(
   const [exists] = (
     await sql.query<{ n: unknown }>(
       'SELECT COUNT(*) AS n FROM information_schema.TABLES WHERE TABLE_SCHEMA = ? AND TABLE_NAME = ?',
-      [database, `${names.tableName}_log_position`],
+      [database, `${names.tableName}${OUTBOX_TABLE_SUFFIXES.logPositionTable}`],
     )
   ).rows;
   if (Number(exists?.n) === 0) {

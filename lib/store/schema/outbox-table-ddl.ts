@@ -11,8 +11,10 @@ import { outboxTableStatements } from './table-statements';
 import { OUTBOX_DATABASES, outboxDatabaseOf, type OutboxDriverType } from '../outbox-databases';
 import {
   assertIdentifier,
+  OUTBOX_TABLE_SUFFIXES,
   outboxTableNames,
   type OutboxTableNames,
+  type OutboxTableRole,
 } from '../../internal/sql-identifier';
 import type { SqlPort } from '../ports/sql-port';
 import { layoutForNewTables } from './message-id-layout';
@@ -123,21 +125,30 @@ function runnerOf(sql: SqlPort): (statement: string, params?: unknown[]) => Prom
   return async (statement, params) => (await sql.query(statement, params)).rows;
 }
 
-/** Drops the attempt history and the outbox table (and its lock table). */
+/**
+ * The tables named after the outbox table that are made apart from its schema steps, each by a
+ * migration of its own, which the schema's down leaves alone: the archive (the app's record,
+ * `createOutboxArchiveMigration`) and log tailing's binlog position (`logTailingMigration`).
+ */
+const MADE_APART: ReadonlySet<OutboxTableRole> = new Set(['archiveTable', 'logPositionTable']);
+
+/**
+ * The statements that drop the tables named after the outbox table (`OUTBOX_TABLE_SUFFIXES`),
+ * the table itself last (its indexes, partitions and identity sequences go with it), each
+ * `IF EXISTS`: what the schema steps made (`'schema'`, a migration's down: the table, its
+ * attempt history, key locks, sequence counters and partition guard), or all of them, the
+ * archive and the log position too (`'all'`, `dropOutboxTables`).
+ */
 export function outboxTableDropDdl(
   dialect: OutboxDialect,
   options: OutboxTableOptions = {},
+  tables: 'schema' | 'all' = 'schema',
 ): string[] {
-  const database = OUTBOX_DATABASES[dialect];
   const names = tableNamesFor(dialect, options);
-  return [
-    ...database.schema.dropHistoryTable(names),
-    ...database.schema.dropTable(names),
-    // The counters of ordering.sequence (schema step 6), if the table had them.
-    `DROP TABLE IF EXISTS ${names.keySeqTable}`,
-    // The partitioned layout's guard, if the table had it.
-    ...(database.partitioned?.dropTable(names) ?? []),
-  ];
+  const beside = (Object.keys(OUTBOX_TABLE_SUFFIXES) as OutboxTableRole[]).filter(
+    (role) => role !== 'table' && (tables === 'all' || !MADE_APART.has(role)),
+  );
+  return [...beside, 'table' as const].map((role) => `DROP TABLE IF EXISTS ${names[role]}`);
 }
 
 /**
