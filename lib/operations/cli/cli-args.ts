@@ -32,7 +32,7 @@ Commands:
                                                    only --older-than or nothing narrows it)
   stats [--watch [--interval 2s]]                  count messages by status and topic (again
                                                    every interval with --watch, until Ctrl-C)
-  why <messageId>                                  why a message is not out yet
+  why <messageId> [--on-dead-letter MODE]          why a message is not out yet
   blocked [--limit N] [--after CURSOR]             keys held up by a dead or retrying head
   leases [--longer-than 5m]                        leases that expired (or are held that long)
   cleanup --once [--delivered-retention 1d] [--dead-retention 7d --yes] [--archive]
@@ -176,7 +176,7 @@ const COMMANDS = {
   'dlq retry': [...FILTERS, 'all', 'on-dead-letter'],
   'dlq purge': [...FILTERS, 'all', 'yes', 'on-dead-letter'],
   stats: ['watch', 'interval', 'delivery', 'tenant'],
-  why: ['delivery'],
+  why: ['delivery', 'on-dead-letter'],
   blocked: [...PAGE, 'on-dead-letter'],
   leases: [...PAGE, 'longer-than'],
   cleanup: [
