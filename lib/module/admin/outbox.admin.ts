@@ -354,8 +354,9 @@ export class OutboxAdmin {
   }
 
   /**
-   * How many delivered messages `redrive(filter)` would send again (exact, at this moment) and
-   * the first of them in queue order. Searches `<table>_archive` too with `cleaner.archive`.
+   * How many delivered messages `redrive(filter)` would send again (exact, at this moment), the
+   * first of them in queue order, and the `confirmation` of exactly those messages, which
+   * `redrive()` takes as `expected`. Searches `<table>_archive` too with `cleaner.archive`.
    */
   previewRedrive(
     filter: OutboxRedriveFilter,
@@ -371,8 +372,9 @@ export class OutboxAdmin {
    * enqueue), a transaction per 500; to their own topic or `destination`, spread by
    * `ratePerSecond` over `available_at`. Recorded in the audit log (who, why, filter, count)
    * in the transaction of the first copies. Refused with `OutboxRedriveRefusedError`, nothing
-   * sent, when the selection's count is not `expectedCount`, is above `maxCount`, is 0, or the
-   * audit table is missing; bad input with `OutboxAdminInputError`.
+   * sent, when the selection is not the messages of the `expected` confirmation (even with their
+   * count), is above `maxCount`, is empty, or the audit table is missing; bad input with
+   * `OutboxAdminInputError`.
    */
   redrive(
     filter: OutboxRedriveFilter,
