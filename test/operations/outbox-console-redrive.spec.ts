@@ -1,4 +1,6 @@
-import { REDRIVE_ID_HEADER, REDRIVE_OF_HEADER } from '../../lib';
+import { OutboxAuditStore, REDRIVE_ID_HEADER, REDRIVE_OF_HEADER } from '../../lib';
+import { OUTBOX_SQL } from '../../lib/outbox.constants';
+import type { SqlPort } from '../../lib/store/ports/sql-port';
 import { ensureOutboxConsoleAuditTable } from '../../lib/operations/console';
 import { RecordingPublisher } from '../../lib/testing';
 import { openConsoleApp, type ConsoleApp } from '../support/console-app';
@@ -9,7 +11,7 @@ import { describeWith } from '../support/services';
 // The console's Re-drive page over HTTP, on PostgreSQL: the preview counts what the admin API
 // selects, the confirmation is a CSRF-checked POST that carries the preview's confirmation and
 // refuses other messages (keeping what the operator typed), and the copies reach the publisher
-// with their headers while the audit table records who and why.
+// with their headers while the audit table records who and why. A copy's page links its original.
 
 describeWith(['postgres'], 'OutboxConsole re-drive', () => {
   let c: ConsoleApp | undefined;
@@ -156,6 +158,64 @@ describeWith(['postgres'], 'OutboxConsole re-drive', () => {
     expect(done.status).toBe(200);
     await c.dispatcher.drain();
     expect(publisher.messages.map((r) => r.headers[REDRIVE_OF_HEADER])).toEqual([ids[1], fresh]);
+  });
+
+  it('links a copy to its original, and shows Due only while a message waits to be sent', async () => {
+    auditTableName = uniqueTable('console_audit');
+    const publisher = new RecordingPublisher().fail({ key: 'bad' }, 'permanent');
+    c = await openConsoleApp(publisher);
+    await new OutboxAuditStore(c.app.get<SqlPort>(OUTBOX_SQL), {
+      tableName: auditTableName,
+    }).ensure();
+    const [original, dead] = await c.enqueue([
+      { topic: 'orders', key: 'a', payload: { n: 1 } },
+      { topic: 'orders', key: 'bad', payload: { n: 2 } },
+    ]);
+    const [later] = await c.enqueue([
+      {
+        topic: 'orders',
+        key: 'b',
+        payload: { n: 3 },
+        availableAt: new Date(Date.now() + 3_600_000),
+      },
+    ]);
+    await c.dispatcher.drain();
+    await c.admin.redrive(
+      { key: 'a' },
+      { actor: 'ops', reason: 'replay', auditTable: { tableName: auditTableName } },
+    );
+    await c.dispatcher.drain();
+    const copy = publisher.messages.find((r) => r.headers[REDRIVE_OF_HEADER] === original);
+    expect(copy).toBeDefined();
+
+    const copyPage = (await get(`${c.url}/messages/${copy?.messageId ?? ''}`)).body;
+    expect(copyPage).toContain(
+      `<th>x-outbox-redrive-of</th><td><a href="/outbox/messages/${original}" id="redrive-of">${original}</a></td>`,
+    );
+    expect((await get(`${c.url}/messages/${original}`)).status).toBe(200);
+    for (const [id, status] of [
+      [original, 'delivered'],
+      [copy?.messageId, 'delivered'],
+      [dead, 'dead'],
+    ] as const) {
+      const page = (await get(`${c.url}/messages/${id ?? ''}`)).body;
+      expect(page).toContain(`<th>Status</th><td>${status}</td>`);
+      expect(page).not.toContain('<th>Due</th>');
+    }
+    const pending = (await get(`${c.url}/messages/${later}`)).body;
+    expect(pending).toMatch(/<th>Due<\/th><td>\d{4}-\d{2}-\d{2}/);
+
+    // A header that is not a message id (written by hand: enqueue refuses x-outbox-* headers)
+    // is shown as text, escaped, and linked nowhere.
+    await c.dataSource.query(`UPDATE "${c.table}" SET headers = $1 WHERE message_id = $2`, [
+      JSON.stringify({ 'x-outbox-redrive-of': '"><script>x</script>' }),
+      later,
+    ]);
+    const forged = (await get(`${c.url}/messages/${later}`)).body;
+    expect(forged).toContain(
+      '<th>x-outbox-redrive-of</th><td>&quot;&gt;&lt;script&gt;x&lt;/script&gt;</td>',
+    );
+    expect(forged).not.toContain('id="redrive-of"');
   });
 });
 
