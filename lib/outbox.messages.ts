@@ -329,18 +329,26 @@ export const OutboxMessages = {
     'Publish it inside a @Transactional() method (with ambientTransaction: ' +
     "fromClsTransactionHost(txHost) on OutboxModule), or set outsideTransaction: 'publish' to " +
     'hand such events to the in-memory handlers only (docs/event-bus.md#outside-a-transaction).',
+  /**
+   * How to make the audit table from code: the one DDL function every message about a missing
+   * audit table names (the admin API's, the console's, the outbox command's).
+   */
+  auditTableDdl: (): string => 'in a migration with the statements of outboxAuditTableDdl(dialect)',
   redriveNoAuditTable: (table: string, cause: string): string =>
     `Re-drive refused: the audit table ${table} it must be recorded in cannot be read (${cause}). ` +
-    'Create it with the statements of outboxAuditTableDdl() in a migration, ' +
-    'ensureOutboxConsoleAuditTable(dataSource) (nestjs-outbox/console) or ' +
-    'new OutboxAuditStore(sqlPort).ensure(); nothing was sent.',
+    `Create it ${OutboxMessages.auditTableDdl()}, with ensureOutboxConsoleAuditTable(dataSource) ` +
+    '(nestjs-outbox/console) or new OutboxAuditStore(sqlPort).ensure(), or with the command ' +
+    '"outbox schema migrate --audit"; nothing was sent.',
   redriveTooMany: (max: number): string =>
     `Re-drive refused: the filter selects more than ${max} delivered messages (maxCount). ` +
     'Narrow it (a time range, a key), or raise maxCount; nothing was sent.',
-  redriveCountChanged: (expected: number, actual: number): string =>
-    `Re-drive refused: the filter selects ${actual} delivered message(s) now, not the ${expected} ` +
-    'confirmed (messages were delivered or cleaned since the preview). Preview again and confirm ' +
-    'the new count; nothing was sent.',
+  redriveSelectionChanged: (expected: number, actual: number): string =>
+    `Re-drive refused: the filter selects ${
+      actual === expected
+        ? `${actual} delivered message(s) now, as many as confirmed but not the same ones`
+        : `${actual} delivered message(s) now, not the ${expected} confirmed`
+    } (messages were delivered or cleaned since the preview). Preview again and confirm ` +
+    'what it shows; nothing was sent.',
   redriveEmpty: (): string =>
     'Re-drive refused: the filter selects no delivered message (cleaned rows are only found ' +
     'in <table>_archive with cleaner.archive on); nothing was sent.',

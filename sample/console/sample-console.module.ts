@@ -19,7 +19,7 @@ export class SampleConsoleModule {
           inject: [DataSource],
           useFactory: async (dataSource: DataSource) => {
             // The sample creates its tables at startup; an app would use a migration
-            // (outboxConsoleAuditTableDdl gives the statements).
+            // (outboxAuditTableDdl gives the statements).
             await ensureOutboxConsoleAuditTable(dataSource);
             return {
               authorize: consoleTokenCheck(token),

@@ -42,13 +42,15 @@ for (const source of SOURCE_CASES) {
         async () => (await h.rows()).filter((r) => r.status === 'delivered').length === 6,
       );
 
+      const preview = await h.admin.previewRedrive({ topic: 'orders' });
+      expect(preview.count).toBe(6);
       const report = await h.admin.redrive(
         { topic: 'orders' },
         {
           actor: 'ops',
           reason: 'replay',
           ratePerSecond: 10,
-          expectedCount: 6,
+          expected: preview.confirmation ?? '',
           auditTable: { tableName: audit.names.tableName },
         },
       );

@@ -694,7 +694,7 @@ describeWith(['postgres'], 'OutboxConsoleModule over HTTP (PostgreSQL, Express)'
   it('keeps the audit log in its table when given one, and refuses to start without the table', async () => {
     const auditTableName = uniqueTable('console_audit');
     await expect(openConsoleApp(new RecordingPublisher(), { auditTableName })).rejects.toThrow(
-      /auditTable.*ensureOutboxConsoleAuditTable/,
+      /auditTable.*ensureOutboxConsoleAuditTable\(dataSource\), in a migration with the statements of outboxAuditTableDdl\(dialect\) or with the command "outbox schema migrate --audit"/,
     );
     const postgres = testDatabase('postgres');
     const scratch = uniqueTable('outbox_console');

@@ -7,11 +7,12 @@ import {
   REDRIVE_ID_HEADER,
   REDRIVE_OF_HEADER,
   type OutboxMessage,
+  type OutboxRedrivePreview,
 } from '../../lib';
 import { OUTBOX_SQL } from '../../lib/outbox.constants';
 import type { SqlPort } from '../../lib/store/ports/sql-port';
 import { RecordingPublisher } from '../../lib/testing';
-import { readOutbox, TEST_DATABASES, uniqueTable } from '../support/databases';
+import { readOutbox, storedId, TEST_DATABASES, uniqueTable } from '../support/databases';
 import { ageRows } from '../support/db-clock';
 import { mergeOutboxOptions, type HarnessOverrides } from '../support/outbox-harness';
 import { useOutboxScope } from '../support/outbox-scope';
@@ -21,6 +22,12 @@ import { sleep } from '../support/wait-for';
 // OutboxAdmin.redrive on every database: real rows delivered by the real dispatcher, copies
 // written through the store's insert and delivered again by the dispatcher; every assertion
 // reads what reached the publisher, the outbox table or the audit table.
+
+/** The preview's confirmation, which a preview of a selection within maxCount always has. */
+function confirmation(preview: OutboxRedrivePreview): string {
+  expect(preview.confirmation).toMatch(/^[0-9]+-[0-9a-f]{32}$/);
+  return preview.confirmation as string;
+}
 
 const msg = (key: string | null, n: number, extra: Partial<OutboxMessage> = {}): OutboxMessage => ({
   topic: 'orders',
@@ -116,7 +123,7 @@ for (const db of TEST_DATABASES) {
         expect(preview.count).toBe(4);
         const report = await c.admin.redrive(
           { topic: 'orders' },
-          { ...who, expectedCount: preview.count, auditTable },
+          { ...who, expected: confirmation(preview), auditTable },
         );
         expect(report).toMatchObject({ count: 4, destination: null, ratePerSecond: null });
         await c.runUntilIdle();
@@ -167,7 +174,12 @@ for (const db of TEST_DATABASES) {
         await c.enqueue([msg('a', 1), msg('a', 2), msg(null, 3)]);
         await c.runUntilIdle();
         c.publisher.clear();
-        await c.admin.redrive({ topic: 'orders' }, { ...who, expectedCount: 3, auditTable });
+        const preview = await c.admin.previewRedrive({ topic: 'orders' });
+        expect(preview.count).toBe(3);
+        await c.admin.redrive(
+          { topic: 'orders' },
+          { ...who, expected: confirmation(preview), auditTable },
+        );
         await c.runUntilIdle();
         // A consumer's gap guard sees the copies as the key's next messages, not as replays.
         const numbers = (key: string | null) =>
@@ -270,9 +282,11 @@ for (const db of TEST_DATABASES) {
         await scope.ds.query(
           `UPDATE ${scope.ds.driver.escape(c.table)} SET status = 'delivered', delivered_at = created_at`,
         );
+        const preview = await c.admin.previewRedrive({ topic: 'orders' });
+        expect(preview.count).toBe(1_100);
         const report = await c.admin.redrive(
           { topic: 'orders' },
-          { ...who, expectedCount: 1_100, auditTable },
+          { ...who, expected: confirmation(preview), auditTable },
         );
         expect(report.count).toBe(1_100);
         const copies = (await readOutbox(scope.ds, c.table)).filter(
@@ -284,25 +298,33 @@ for (const db of TEST_DATABASES) {
         expect((await audit.recent(10)).map((e) => e.affected)).toEqual([1_100]);
       });
 
-      it('refuses, writing nothing, when the count changed since the preview, or is above maxCount, or no audit table', async () => {
+      it('refuses, writing nothing, when the selection grew since the preview, or is above maxCount, or no audit table', async () => {
         const { c, audit, auditTable } = await open();
         await c.enqueue([msg('a', 1), msg('a', 2)]);
         await c.runUntilIdle();
         const preview = await c.admin.previewRedrive({ key: 'a' });
+        expect(preview).toMatchObject({ count: 2, maxCount: 10_000 });
         await c.enqueue(msg('a', 3));
         await c.runUntilIdle();
         const before = (await readOutbox(scope.ds, c.table)).length;
 
         const changed = await c.admin
-          .redrive({ key: 'a' }, { ...who, expectedCount: preview.count, auditTable })
+          .redrive({ key: 'a' }, { ...who, expected: confirmation(preview), auditTable })
           .catch((e: unknown) => e);
         expect(changed).toBeInstanceOf(OutboxRedriveRefusedError);
-        expect(changed).toMatchObject({ reason: 'count-changed', expected: 2, actual: 3 });
+        expect(changed).toMatchObject({ reason: 'selection-changed', expected: 2, actual: 3 });
+        expect((changed as Error).message).toContain('not the 2 confirmed');
 
         const tooMany = await c.admin
           .redrive({ key: 'a' }, { ...who, maxCount: 2, auditTable })
           .catch((e: unknown) => e);
         expect(tooMany).toMatchObject({ reason: 'too-many', expected: 2 });
+        // The preview says so up front: counted, but no confirmation to give.
+        expect(await c.admin.previewRedrive({ key: 'a' }, { maxCount: 2 })).toMatchObject({
+          count: 3,
+          confirmation: null,
+          maxCount: 2,
+        });
 
         const noTable = await c.admin
           .redrive({ key: 'a' }, { ...who, auditTable: { tableName: uniqueTable('no_such') } })
@@ -315,9 +337,50 @@ for (const db of TEST_DATABASES) {
         await expect(
           c.admin.redrive({ key: 'a' }, { actor: 'bob', reason: '  ', auditTable }),
         ).rejects.toBeInstanceOf(OutboxAdminInputError);
+        await expect(
+          c.admin.redrive({ key: 'a' }, { ...who, expected: '3', auditTable }),
+        ).rejects.toMatchObject({ field: 'expected' });
 
         expect((await readOutbox(scope.ds, c.table)).length).toBe(before);
         expect(await audit.recent(10)).toEqual([]);
+      });
+
+      it('refuses a confirmed set that changed with its count kept: one row cleaned, another delivered', async () => {
+        const { c, audit, auditTable } = await open();
+        const ids = await c.enqueue([msg('a', 1), msg('a', 2)]);
+        await c.runUntilIdle();
+        const preview = await c.admin.previewRedrive({ key: 'a' });
+        expect(preview.count).toBe(2);
+        // The cleaner took the first, and the app delivered a new message of the key since.
+        await scope.ds.query(
+          `DELETE FROM ${scope.ds.driver.escape(c.table)} WHERE message_id = ${db.name === 'postgres' ? '$1' : '?'}`,
+          [storedId(db.name, ids[0] as string)],
+        );
+        await c.enqueue(msg('a', 3));
+        await c.runUntilIdle();
+        expect((await c.admin.previewRedrive({ key: 'a' })).count).toBe(2);
+        const before = await readOutbox(scope.ds, c.table);
+        c.publisher.clear();
+
+        const refused = await c.admin
+          .redrive({ key: 'a' }, { ...who, expected: confirmation(preview), auditTable })
+          .catch((e: unknown) => e);
+        expect(refused).toBeInstanceOf(OutboxRedriveRefusedError);
+        expect(refused).toMatchObject({ reason: 'selection-changed', expected: 2, actual: 2 });
+        expect((refused as Error).message).toContain('as many as confirmed but not the same ones');
+        expect(await readOutbox(scope.ds, c.table)).toEqual(before);
+        expect(await audit.recent(10)).toEqual([]);
+        await c.runUntilIdle();
+        expect(c.publisher.messages).toEqual([]);
+
+        // Previewed again, the new set is confirmed and sent.
+        const again = await c.admin.previewRedrive({ key: 'a' });
+        expect(again.confirmation).not.toBe(preview.confirmation);
+        const report = await c.admin.redrive(
+          { key: 'a' },
+          { ...who, expected: confirmation(again), auditTable },
+        );
+        expect(report.count).toBe(2);
       });
 
       it('finds archived rows too with cleaner.archive, in their original order', async () => {
@@ -356,7 +419,10 @@ for (const db of TEST_DATABASES) {
           ['outbox', fresh[0]],
         ]);
         publisher.clear();
-        await c.admin.redrive({ key: 'a' }, { ...who, expectedCount: 3, auditTable });
+        await c.admin.redrive(
+          { key: 'a' },
+          { ...who, expected: confirmation(preview), auditTable },
+        );
         await c.runUntilIdle();
         expect(publisher.messages.map((r) => r.headers[REDRIVE_OF_HEADER])).toEqual([
           old[0],

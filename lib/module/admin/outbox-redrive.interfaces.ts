@@ -41,11 +41,24 @@ export interface OutboxRedrivePreview {
   readonly sample: readonly OutboxRedriveCandidate[];
   /** Whether `<table>_archive` was searched too (the admin's `cleaner.archive`). */
   readonly includesArchive: boolean;
+  /**
+   * The confirmation of exactly these messages (their count and a digest of their ids, such as
+   * `'2-9f3c…'`): pass it as `redrive()`'s `expected`, which then sends these messages or
+   * nothing. Null when none match, or more than `maxCount` (no re-drive could send them).
+   */
+  readonly confirmation: string | null;
+  /** The most messages the re-drive may send, as given (see `OutboxRedriveOptions.maxCount`). */
+  readonly maxCount: number;
 }
 
 export interface OutboxRedrivePreviewOptions {
   /** Messages in the sample, 1 to 100. @default 20 */
   readonly sampleSize?: number;
+  /**
+   * The `maxCount` the re-drive will be given: past it the preview counts, but gives no
+   * confirmation. @default 10000
+   */
+  readonly maxCount?: number;
 }
 
 export interface OutboxRedriveOptions {
@@ -62,10 +75,12 @@ export interface OutboxRedriveOptions {
    */
   readonly ratePerSecond?: number;
   /**
-   * The count the operator confirmed (from `previewRedrive()`): when the selection has another
-   * count now, nothing is sent and `OutboxRedriveRefusedError` says so. @default not checked
+   * The `confirmation` of the preview the operator confirmed: when the filter does not select
+   * exactly those messages any more (one was cleaned, another delivered, even with the same
+   * count), nothing is sent and `OutboxRedriveRefusedError` says so (`'selection-changed'`).
+   * @default not checked: whatever the filter selects when the re-drive reads it
    */
-  readonly expectedCount?: number;
+  readonly expected?: string;
   /** The most messages one re-drive may send, 1 to 1 000 000. @default 10000 */
   readonly maxCount?: number;
   /**

@@ -15,6 +15,11 @@ import type { AdminDialect } from '../../store/shared-sql/admin-dialect';
 import type { OutboxAuditTableOptions } from '../../store/shared-sql/audit-table';
 import type { SqlParams } from '../../store/shared-sql/sql-params';
 import { OutboxAuditStore } from './outbox-audit.store';
+import {
+  redriveConfirmationCount,
+  redriveConfirmationOf,
+  type RedriveIdentity,
+} from './redrive-confirmation';
 import type {
   OutboxRedriveCandidate,
   OutboxRedriveFilter,
@@ -250,17 +255,32 @@ export class OutboxRedriver {
     options: OutboxRedrivePreviewOptions = {},
   ): Promise<OutboxRedrivePreview> {
     const sample = positiveInteger(options.sampleSize ?? DEFAULT_SAMPLE, 'sampleSize', 100);
-    const fields = redriveFilterOf(filter);
-    const p = this.context.sql.params();
-    const [row] = await this.query<{ n: number | string }>(
-      `SELECT count(*) AS n FROM (${this.selection(p, fields)}) AS r`,
-      p,
+    const maxCount = positiveInteger(
+      options.maxCount ?? DEFAULT_MAX_COUNT,
+      'maxCount',
+      MAX_MAX_COUNT,
     );
+    const fields = redriveFilterOf(filter);
+    // One statement reads the set the confirmation stands for; counted apart only past
+    // maxCount, where no re-drive could send it anyway.
+    const identities = await this.identities(fields, maxCount + 1);
+    const within = identities.length <= maxCount;
+    let count = identities.length;
+    if (!within) {
+      const p = this.context.sql.params();
+      const [row] = await this.query<{ n: number | string }>(
+        `SELECT count(*) AS n FROM (${this.selection(p, fields)}) AS r`,
+        p,
+      );
+      count = Number(row?.n ?? 0);
+    }
     const rows = await this.rows(fields, sample);
     return {
-      count: Number(row?.n ?? 0),
+      count,
       sample: rows.map(toCandidate),
       includesArchive: this.context.archive,
+      confirmation: within && count > 0 ? redriveConfirmationOf(identities) : null,
+      maxCount,
     };
   }
 
@@ -269,7 +289,7 @@ export class OutboxRedriver {
     options: OutboxRedriveOptions,
   ): Promise<OutboxRedriveReport> {
     const fields = redriveFilterOf(filter);
-    const { actor, reason, destination, ratePerSecond, expectedCount } = options ?? {};
+    const { actor, reason, destination, ratePerSecond, expected } = options ?? {};
     if (typeof actor !== 'string' || actor.trim() === '' || actor.length > MAX_ACTOR) {
       throw invalid('actor', `expected who re-drives, 1 to ${MAX_ACTOR} characters`);
     }
@@ -285,8 +305,12 @@ export class OutboxRedriver {
     ) {
       throw invalid('ratePerSecond', 'expected a number of messages per second above 0');
     }
-    if (expectedCount !== undefined && !(Number.isInteger(expectedCount) && expectedCount >= 0)) {
-      throw invalid('expectedCount', 'expected the count previewRedrive() gave (an integer)');
+    const expectedCount = expected === undefined ? undefined : redriveConfirmationCount(expected);
+    if (expected !== undefined && expectedCount === undefined) {
+      throw invalid(
+        'expected',
+        "expected the confirmation previewRedrive() gave (such as '2-9f3c…')",
+      );
     }
     const maxCount = positiveInteger(
       options.maxCount ?? DEFAULT_MAX_COUNT,
@@ -327,10 +351,11 @@ export class OutboxRedriver {
         null,
       );
     }
-    if (expectedCount !== undefined && rows.length !== expectedCount) {
+    // The rows read are the rows copied: what is sent is exactly the set confirmed, or nothing.
+    if (expectedCount !== undefined && redriveConfirmationOf(rows) !== expected) {
       throw new OutboxRedriveRefusedError(
-        OutboxMessages.redriveCountChanged(expectedCount, rows.length),
-        'count-changed',
+        OutboxMessages.redriveSelectionChanged(expectedCount, rows.length),
+        'selection-changed',
         expectedCount,
         rows.length,
       );
@@ -357,7 +382,7 @@ export class OutboxRedriver {
               action: REDRIVE_ACTION,
               scope: 'filter',
               target,
-              confirmed: expectedCount ?? rows.length,
+              confirmed: rows.length,
               affected: rows.length,
             },
             tx,
@@ -441,8 +466,29 @@ export class OutboxRedriver {
     );
   }
 
-  /** The delivered rows matching `fields`, of the outbox and (with the archive) of its archive. */
-  private selection(p: SqlParams, fields: [keyof OutboxRedriveFilter, unknown][]): string {
+  /** The identities of the selected rows in queue order, at most `limit` (see `preview`). */
+  private async identities(
+    fields: [keyof OutboxRedriveFilter, unknown][],
+    limit: number,
+  ): Promise<RedriveIdentity[]> {
+    const p = this.context.sql.params();
+    const selection = this.selection(p, fields, (origin) => `${origin} AS origin, o.message_id`);
+    return this.query<RedriveIdentity>(
+      `SELECT r.src, r.origin, r.message_id FROM (${selection}) AS r ORDER BY r.origin LIMIT ${p.add(limit)}`,
+      p,
+    );
+  }
+
+  /**
+   * The delivered rows matching `fields`, of the outbox and (with the archive) of its archive,
+   * with `columns` (by default every column a copy needs).
+   */
+  private selection(
+    p: SqlParams,
+    fields: [keyof OutboxRedriveFilter, unknown][],
+    columns: (origin: 'o.id' | 'o.outbox_id') => string = (origin) =>
+      this.context.sql.redriveColumns(origin),
+  ): string {
     const { sql, names, archive } = this.context;
     const part = (table: string, src: string, origin: 'o.id' | 'o.outbox_id'): string => {
       const conditions = [
@@ -455,7 +501,7 @@ export class OutboxRedriver {
           ),
         ),
       ];
-      return `SELECT '${src}' AS src, ${sql.redriveColumns(origin)} FROM ${table} AS o WHERE ${conditions.join(' AND ')}`;
+      return `SELECT '${src}' AS src, ${columns(origin)} FROM ${table} AS o WHERE ${conditions.join(' AND ')}`;
     };
     const outbox = part(names.table, 'outbox', 'o.id');
     return archive

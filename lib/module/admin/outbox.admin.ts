@@ -308,6 +308,11 @@ export class OutboxAdmin {
   private readonly ordered: boolean;
   private readonly queue: OutboxQueuePolicy;
   private readonly policies: ResolvedEventPolicies | undefined;
+  /**
+   * Whether this admin knows which types' dead letters hold their key (the app's policies, or
+   * the types given in `ordering.deadLetterExceptions`); the `outbox` command's does not.
+   */
+  private readonly knowsTypeRules: boolean;
   private readonly redriver: OutboxRedriver;
   /** Whether the table's tenant ids are read and filtered on (`OutboxAdminOptions.tenants`). */
   readonly tenants: boolean;
@@ -333,6 +338,8 @@ export class OutboxAdmin {
     this.queue = queuePolicyOf(options.ordering);
     this.ordered = this.queue.ordered;
     this.policies = options.policies;
+    this.knowsTypeRules =
+      options.policies !== undefined || options.ordering?.deadLetterExceptions !== undefined;
     this.tenants = options.tenants !== undefined && options.tenants !== null;
     this.redriver = new OutboxRedriver({
       sqlPort,
@@ -347,8 +354,9 @@ export class OutboxAdmin {
   }
 
   /**
-   * How many delivered messages `redrive(filter)` would send again (exact, at this moment) and
-   * the first of them in queue order. Searches `<table>_archive` too with `cleaner.archive`.
+   * How many delivered messages `redrive(filter)` would send again (exact, at this moment), the
+   * first of them in queue order, and the `confirmation` of exactly those messages, which
+   * `redrive()` takes as `expected`. Searches `<table>_archive` too with `cleaner.archive`.
    */
   previewRedrive(
     filter: OutboxRedriveFilter,
@@ -364,8 +372,9 @@ export class OutboxAdmin {
    * enqueue), a transaction per 500; to their own topic or `destination`, spread by
    * `ratePerSecond` over `available_at`. Recorded in the audit log (who, why, filter, count)
    * in the transaction of the first copies. Refused with `OutboxRedriveRefusedError`, nothing
-   * sent, when the selection's count is not `expectedCount`, is above `maxCount`, is 0, or the
-   * audit table is missing; bad input with `OutboxAdminInputError`.
+   * sent, when the selection is not the messages of the `expected` confirmation (even with their
+   * count), is above `maxCount`, is empty, or the audit table is missing; bad input with
+   * `OutboxAdminInputError`.
    */
   redrive(
     filter: OutboxRedriveFilter,
@@ -490,16 +499,19 @@ export class OutboxAdmin {
     if (message.status === 'dead') {
       const { policy } = message;
       const blocks = this.deadBlocks(message.type);
+      const key = JSON.stringify(message.key);
       const holds =
         !this.ordered || message.key === null
           ? ''
-          : policy.name === 'default'
-            ? blocks
-              ? ` It holds back the later messages of key ${JSON.stringify(message.key)} until it is retried or purged (ordering.onDeadLetter 'block').`
-              : ''
-            : blocks
-              ? ` Dead under policy '${policy.name}': onDeadLetter 'block', so it holds back the later messages of key ${JSON.stringify(message.key)} until it is retried or purged.`
-              : ` Dead under policy '${policy.name}': onDeadLetter 'skip', so later messages of its key go on.`;
+          : !this.knowsTypeRules
+            ? this.deadHoldsUnknown(message.type, key, blocks)
+            : policy.name === 'default'
+              ? blocks
+                ? ` It holds back the later messages of key ${key} until it is retried or purged (ordering.onDeadLetter 'block').`
+                : ''
+              : blocks
+                ? ` Dead under policy '${policy.name}': onDeadLetter 'block', so it holds back the later messages of key ${key} until it is retried or purged.`
+                : ` Dead under policy '${policy.name}': onDeadLetter 'skip', so later messages of its key go on.`;
       return {
         ...base,
         state: 'dead',
@@ -527,7 +539,7 @@ export class OutboxAdmin {
         reason:
           head === null
             ? 'Parked, and nothing earlier of its key holds it back any more: the unlocker promotes it.'
-            : `Parked behind ${head.messageId} (${head.status}), the head of key ${JSON.stringify(message.key)}: it goes once that one is delivered${found?.deadBlocks === false ? ' or dead' : ''}.`,
+            : `Parked behind ${head.messageId} (${head.status}), the head of key ${JSON.stringify(message.key)}: it goes once that one is delivered${found?.deadBlocks === false ? ' or dead' : ''}.${this.deadHeadUnknown(head)}`,
         head,
       };
     }
@@ -559,7 +571,7 @@ export class OutboxAdmin {
       return {
         ...base,
         state: 'behind-head',
-        reason: `Due, but queued behind ${head.messageId} (${head.status}), the head of key ${JSON.stringify(message.key)}.`,
+        reason: `Due, but queued behind ${head.messageId} (${head.status}), the head of key ${JSON.stringify(message.key)}.${this.deadHeadUnknown(head)}`,
         head,
       };
     }
@@ -569,6 +581,26 @@ export class OutboxAdmin {
       reason: 'Due now: the next claim takes it (is a dispatcher running against this table?).',
       head: null,
     };
+  }
+
+  /**
+   * What an admin without the app's per-type rules (the `outbox` command's) can say of a dead
+   * letter's key: the rule it was given, and what the type's policy would change.
+   */
+  private deadHoldsUnknown(type: string, key: string, blocks: boolean): string {
+    const given = blocks
+      ? `under onDeadLetter 'block' it holds back the later messages of key ${key} until it is retried or purged; under a policy with onDeadLetter 'skip' they go on`
+      : `under onDeadLetter 'skip' the later messages of key ${key} go on; under a policy with onDeadLetter 'block' it holds them back until it is retried or purged`;
+    return (
+      ` Whether it holds back its key is up to the app's policy for type ${JSON.stringify(type)}, which this admin was built without (it was given ordering.onDeadLetter '${blocks ? 'block' : 'skip'}'; the outbox command's --on-dead-letter): ` +
+      `${given}. The app's OutboxAdmin.why() and console know which applies.`
+    );
+  }
+
+  /** A dead head's hold, said as the rule given, when this admin cannot see the app's policies. */
+  private deadHeadUnknown(head: OutboxWhyHead): string {
+    if (this.knowsTypeRules || head.status !== 'dead') return '';
+    return ` That holds under the onDeadLetter 'block' this admin was given; if the app's policy for the head's type says 'skip', the head holds nothing back (the app's OutboxAdmin.why() knows).`;
   }
 
   /** The first undelivered message of the message's key before it, when ordering holds it. */

@@ -3,6 +3,7 @@ import type { OutboxDeadLetterFilter } from '../../module/admin/outbox-admin.int
 import type { OutboxRedriveFilter } from '../../module/admin/outbox-redrive.interfaces';
 import { suggestOption } from '../../internal/did-you-mean';
 import { MAX_TABLE_NAME_LENGTH } from '../../internal/sql-identifier';
+import { redriveConfirmationCount } from '../../module/admin/redrive-confirmation';
 import {
   DEBEZIUM_CONNECTORS,
   isDebeziumConnector,
@@ -14,15 +15,18 @@ export const USAGE = `Usage: outbox <command> [options]
 
 Commands:
   schema print [--dialect postgres|mysql|sqlite] [--partition-by day|week|month] [--archive]
-                                                   print the outbox table's DDL (and its
-                                                   archive's, for cleaner.archive)
+         [--audit [--audit-table NAME]]            print the outbox table's DDL (and its
+                                                   archive's, for cleaner.archive, and the
+                                                   audit table's, for re-drives)
   schema migrate [--partition-by day|week|month] [--archive] [--binary-ids] [--log-tailing]
-                                                   create the outbox table if it is missing
+         [--audit [--audit-table NAME]]            create the outbox table if it is missing
                                                    (time-partitioned with --partition-by), or
                                                    bring an older one up to date in place
-                                                   (and create the archive table); with
-                                                   --binary-ids (MySQL/MariaDB, app stopped),
-                                                   convert CHAR(36) message ids to BINARY(16)
+                                                   (and create the archive table, and the
+                                                   audit table re-drives are recorded in);
+                                                   with --binary-ids (MySQL/MariaDB, app
+                                                   stopped), convert CHAR(36) message ids to
+                                                   BINARY(16)
   schema status                                    which parts of the schema the table has,
                                                    and what migrate would change
   dlq list [filters] [--limit N] [--after CURSOR]  list dead letters, oldest first
@@ -32,7 +36,7 @@ Commands:
                                                    only --older-than or nothing narrows it)
   stats [--watch [--interval 2s]]                  count messages by status and topic (again
                                                    every interval with --watch, until Ctrl-C)
-  why <messageId>                                  why a message is not out yet
+  why <messageId> [--on-dead-letter MODE]          why a message is not out yet
   blocked [--limit N] [--after CURSOR]             keys held up by a dead or retrying head
   leases [--longer-than 5m]                        leases that expired (or are held that long)
   cleanup --once [--delivered-retention 1d] [--dead-retention 7d --yes] [--archive]
@@ -56,12 +60,15 @@ Commands:
                                                    drop the slot and publication, or the
                                                    position table (when log tailing is off)
   redrive [redrive filters] --reason TEXT [--to TOPIC] [--rate N] [--actor NAME]
-         [--expect N] [--max N] [--archive] [--audit-table NAME] --dry-run | --yes
+         [--max N] [--archive] [--audit-table NAME] --dry-run | --yes [--expect TOKEN]
                                                    send delivered messages again as new
                                                    messages (headers x-outbox-redrive-of and
                                                    x-outbox-redrive-id), recorded in the audit
-                                                   table; --dry-run prints the count and the
-                                                   first 20, --yes sends them
+                                                   table; --dry-run prints the count, the
+                                                   first 20 and their confirmation TOKEN;
+                                                   --yes --expect TOKEN sends exactly those
+                                                   (refused if they changed), --yes alone
+                                                   what it prints as it runs
   redrives [--limit N] [--audit-table NAME]        past re-drives from the audit table, newest
                                                    first (who, why, filter, count)
   partitions status [--retention 7d]               each partition of a partitioned table: range,
@@ -151,6 +158,7 @@ const OPTIONS = {
   expect: { type: 'string' },
   max: { type: 'string' },
   'audit-table': { type: 'string' },
+  audit: { type: 'boolean' },
 } as const;
 
 type OptionName = keyof typeof OPTIONS;
@@ -161,7 +169,7 @@ const PAGE: readonly OptionName[] = ['limit', 'after'];
 
 /** The commands, with the options each accepts besides the common ones. */
 const COMMANDS = {
-  'schema print': ['dialect', 'archive', 'partition-by', 'premake'],
+  'schema print': ['dialect', 'archive', 'partition-by', 'premake', 'audit', 'audit-table'],
   'schema migrate': [
     'archive',
     'partition-by',
@@ -169,6 +177,8 @@ const COMMANDS = {
     'binary-ids',
     'log-tailing',
     'publication',
+    'audit',
+    'audit-table',
   ],
   'schema status': [],
   'dlq list': [...FILTERS, ...PAGE],
@@ -176,7 +186,7 @@ const COMMANDS = {
   'dlq retry': [...FILTERS, 'all', 'on-dead-letter'],
   'dlq purge': [...FILTERS, 'all', 'yes', 'on-dead-letter'],
   stats: ['watch', 'interval', 'delivery', 'tenant'],
-  why: ['delivery'],
+  why: ['delivery', 'on-dead-letter'],
   blocked: [...PAGE, 'on-dead-letter'],
   leases: [...PAGE, 'longer-than'],
   cleanup: [
@@ -260,6 +270,8 @@ export interface CliArgs {
   readonly intervalMs: number;
   /** schema print/migrate: the archive table too; cleanup: move rows there. */
   readonly archive: boolean;
+  /** schema print/migrate: the audit table too (`--audit-table`, else the default name). */
+  readonly audit: boolean;
   /** `--partition-by`: make the table partitioned by this interval. */
   readonly partitionBy: 'day' | 'week' | 'month' | undefined;
   /** `--premake`, as `partitioning.premake`. */
@@ -291,8 +303,10 @@ export interface CliRedriveArgs {
   readonly reason: string | undefined;
   /** `--actor`; the CLI takes the OS user when absent. */
   readonly actor: string | undefined;
-  readonly expect: number | undefined;
+  /** `--expect`: the confirmation a dry run printed. */
+  readonly expect: string | undefined;
   readonly max: number | undefined;
+  /** `--audit-table` (redrive, redrives, schema print/migrate --audit). */
   readonly auditTable: string | undefined;
 }
 
@@ -317,6 +331,16 @@ function wholeNumber(text: string | undefined, option: string, min: number, max:
     throw new CliUsageError(`--${option} must be a whole number from ${min} to ${max}.`);
   }
   return n;
+}
+
+function confirmationOf(text: string | undefined): string | undefined {
+  if (text === undefined) return undefined;
+  if (redriveConfirmationCount(text) === undefined) {
+    throw new CliUsageError(
+      `--expect takes the confirmation a dry run printed (such as 2-9f3c0a…), not ${JSON.stringify(text)}: run the same command with --dry-run to get it.`,
+    );
+  }
+  return text;
 }
 
 function redriveArgs(values: {
@@ -360,7 +384,7 @@ function redriveArgs(values: {
     rate,
     reason: values.reason,
     actor: values.actor,
-    expect: wholeNumber(values.expect, 'expect', 0, 1_000_000),
+    expect: confirmationOf(values.expect),
     max: wholeNumber(values.max, 'max', 1, 1_000_000),
     auditTable:
       values['audit-table'] === undefined
@@ -530,6 +554,13 @@ export function parseCliArgs(argv: readonly string[]): CliArgs {
       throw new CliUsageError(`--${name} does not apply to "outbox ${command}".`);
     }
   }
+  if (
+    values['audit-table'] !== undefined &&
+    command.startsWith('schema ') &&
+    values.audit !== true
+  ) {
+    throw new CliUsageError(`--audit-table goes with --audit on "outbox ${command}".`);
+  }
   const takesIds =
     command === 'dlq show' ||
     command === 'dlq retry' ||
@@ -598,6 +629,7 @@ export function parseCliArgs(argv: readonly string[]): CliArgs {
     watch: values.watch === true,
     intervalMs: watchInterval(values.interval, values.watch === true),
     archive: values.archive === true,
+    audit: values.audit === true,
     binaryIds: values['binary-ids'] === true,
     logTailing: values['log-tailing'] === true,
     slot: values.slot === undefined ? undefined : slotName(values.slot),
@@ -662,6 +694,7 @@ function helpArgs(): CliArgs {
     watch: false,
     intervalMs: 2_000,
     archive: false,
+    audit: false,
     binaryIds: false,
     logTailing: false,
     slot: undefined,

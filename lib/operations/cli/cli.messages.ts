@@ -1,3 +1,5 @@
+import { OutboxMessages } from '../../outbox.messages';
+
 /** The `outbox` command's own texts: what it says when it cannot do what was asked. */
 export const CliMessages = {
   driverMissing: (database: string, driver: string, npmPackage: string): string =>
@@ -25,6 +27,16 @@ export const CliMessages = {
 
   partitionByUnsupported: (dialect: string): string =>
     `--partition-by: ${dialect} has no partitioned tables (PostgreSQL and MySQL/MariaDB do): leave --partition-by out; the cleaner keeps the plain table small.`,
+
+  /** The audit table a re-drive is recorded in is missing: `create` is the command that makes it. */
+  auditTableMissing: (table: string, cause: string, create: string): string =>
+    `The audit table ${table} cannot be read (${cause}). Create it with "${create}", or ${OutboxMessages.auditTableDdl()}.`,
+
+  redriveNoAuditTable: (table: string, cause: string, create: string): string =>
+    `Re-drive refused: the audit table ${table} it must be recorded in cannot be read (${cause}). Create it with "${create}", or ${OutboxMessages.auditTableDdl()}; nothing was sent.`,
+
+  redriveDryRunNoAuditTable: (table: string, cause: string, create: string): string =>
+    `warning: the audit table ${table} cannot be read (${cause}), so --yes will be refused until it exists. Create it with "${create}", or ${OutboxMessages.auditTableDdl()}.`,
 
   /** A module option the CLI filled from `flag`, refused: the module's reason under the flag's name. */
   flagRefused: (flag: string, reason: string): string => `${flag}: ${reason}`,

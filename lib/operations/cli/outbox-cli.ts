@@ -1,6 +1,11 @@
 import { userInfo } from 'node:os';
 import { schemaStepOf } from '../../store/schema/schema-steps';
 import { OutboxAdmin } from '../../module/admin/outbox.admin';
+import { OutboxAuditStore } from '../../module/admin/outbox-audit.store';
+import {
+  outboxAuditTableDdl,
+  type OutboxAuditTableOptions,
+} from '../../store/shared-sql/audit-table';
 import type { OutboxRedrivePreview } from '../../module/admin/outbox-redrive.interfaces';
 import type { OutboxMessageDetail } from '../../module/admin/outbox-admin.interfaces';
 import { OutboxError } from '../../errors/outbox.error';
@@ -57,9 +62,12 @@ interface CliResult {
   readonly printed?: true;
   /** What went wrong beside the output (ids that were not found): stderr, with exit code 1. */
   readonly problem?: string;
+  /** What will go wrong later (a dry run whose run would be refused): stderr, exit code kept. */
+  readonly warning?: string;
 }
 
 interface Connected {
+  readonly sql: SqlPort;
   readonly store: OutboxStore;
   readonly admin: OutboxAdmin;
 }
@@ -86,6 +94,7 @@ export async function runOutboxCli(
     const result = await execute(args, env, io);
     if (result.printed !== true)
       io.stdout(args.json ? `${JSON.stringify(result.json, null, 2)}\n` : `${result.text}\n`);
+    if (result.warning !== undefined) io.stderr(`outbox: ${redactSecrets(result.warning)}\n`);
     if (result.problem !== undefined) {
       io.stderr(`outbox: ${redactSecrets(result.problem)}\n`);
       return 1;
@@ -228,6 +237,7 @@ function schemaPrint(args: CliArgs, url: string | undefined): CliResult {
   const statements = [
     ...outboxTableDdl(dialect, tableOptions(args)),
     ...(args.archive ? outboxArchiveTableDdl(dialect, tableOptions(args)) : []),
+    ...(args.audit ? outboxAuditTableDdl(dialect, auditTableOptions(args)) : []),
   ];
   return {
     text: statements.map((s) => `${s};`).join('\n\n'),
@@ -307,6 +317,7 @@ async function schemaMigrate(args: CliArgs, db: CliDatabase): Promise<CliResult>
     await createOutboxTable(sql, tableOptions(args));
     const archiveExisted = args.archive && (await exists(names.archiveTable));
     if (args.archive) await createOutboxArchiveTable(sql, tableOptions(args));
+    const audit = args.audit ? await ensureAuditTable(sql, args) : null;
     // After the archive, so that one made now is converted with the rest.
     const conversion = args.binaryIds
       ? await migrateOutboxToBinaryIds(sql, {
@@ -337,6 +348,11 @@ async function schemaMigrate(args: CliArgs, db: CliDatabase): Promise<CliResult>
           ? `The outbox table ${names.table} already exists; ${added.join('; ')}.`
           : `The outbox table ${names.table} already exists and is up to date; nothing changed.`) +
       archived +
+      (audit === null
+        ? ''
+        : audit.created
+          ? ` Created the audit table ${audit.table} (re-drives are recorded in it).`
+          : ` Its audit table ${audit.table} already exists.`) +
       (conversion === null
         ? before.messageIds?.layout === 'text'
           ? ` Its message ids are CHAR(36) (made before 0.3): "outbox schema migrate --binary-ids" converts them to BINARY(16), rows kept, with the app stopped (docs/outbox-table.md).`
@@ -353,6 +369,7 @@ async function schemaMigrate(args: CliArgs, db: CliDatabase): Promise<CliResult>
         created: !existed,
         historyCreated: !historyExisted,
         archiveCreated,
+        ...(audit === null ? {} : { auditCreated: audit.created }),
         ...(conversion === null ? {} : { binaryIdsConverted: conversion.converted }),
         ...(args.partitionBy === undefined ? {} : { partitionBy: args.partitionBy }),
       },
@@ -449,9 +466,7 @@ async function withStore<T>(
     ordering: { enabled: true, onDeadLetter: args.onDeadLetter },
     cleaner: { archive: args.archive },
     delivery: args.delivery,
-    ...(args.redrive.auditTable === undefined
-      ? {}
-      : { auditTable: { tableName: args.redrive.auditTable, schema: args.schema ?? undefined } }),
+    auditTable: auditTableOptions(args),
     // --tenant reads tenant_id, which only tables migrated to step 7 have.
     tenants: args.filter.tenant === undefined ? null : {},
   };
@@ -498,7 +513,7 @@ async function withStore<T>(
     );
   }
   try {
-    return await work({ store, admin: new OutboxAdmin(sql, store, options) });
+    return await work({ sql, store, admin: new OutboxAdmin(sql, store, options) });
   } finally {
     await store.close();
   }
@@ -1065,34 +1080,135 @@ function redrivePreviewText(preview: OutboxRedrivePreview): string[] {
   ]);
   const shown =
     preview.sample.length < preview.count ? [`(the first ${preview.sample.length} shown)`] : [];
+  const confirmation =
+    preview.confirmation === null
+      ? [
+          `More than --max ${preview.maxCount}: a re-drive of them would be refused. Narrow the filter (a time range, a key) or raise --max.`,
+        ]
+      : [
+          `Confirmation: ${preview.confirmation} (--yes --expect ${preview.confirmation} re-drives exactly these, or nothing if they changed).`,
+        ];
   return [
     head,
     table(['ID', 'MESSAGE ID', 'TOPIC', 'KEY', 'TYPE', 'CREATED', 'DELIVERED', 'FROM'], rows),
     ...shown,
+    ...confirmation,
   ];
 }
 
-async function redrive(args: CliArgs, { admin }: Connected): Promise<CliResult> {
+/**
+ * The audit table the CLI's re-drives are recorded in: `--audit-table` (in `--schema`), else the
+ * admin's default, as `schema migrate --audit` makes it.
+ */
+function auditTableOptions(args: CliArgs): OutboxAuditTableOptions {
+  const tableName = args.redrive.auditTable;
+  if (tableName === undefined) return {};
+  return args.schema === null ? { tableName } : { tableName, schema: args.schema };
+}
+
+/** The command line that makes the audit table these arguments name. */
+function auditTableCommand(args: CliArgs): string {
+  return [
+    'outbox schema migrate --audit',
+    ...(args.table === 'outbox' ? [] : [`--table ${args.table}`]),
+    ...(args.schema === null ? [] : [`--schema ${args.schema}`]),
+    ...(args.redrive.auditTable === undefined ? [] : [`--audit-table ${args.redrive.auditTable}`]),
+  ].join(' ');
+}
+
+/** Null when the audit table can be read, else its name and the database's reason. */
+async function auditTableProblem(
+  sql: SqlPort,
+  args: CliArgs,
+): Promise<{ readonly table: string; readonly cause: string } | null> {
+  const audit = new OutboxAuditStore(sql, auditTableOptions(args));
+  try {
+    await audit.probe();
+    return null;
+  } catch (error) {
+    return { table: audit.names.table, cause: describeError(error) };
+  }
+}
+
+/** `schema migrate --audit`: creates the audit table unless it exists, then checks its shape. */
+async function ensureAuditTable(
+  sql: SqlPort,
+  args: CliArgs,
+): Promise<{ readonly table: string; readonly created: boolean }> {
+  const audit = new OutboxAuditStore(sql, auditTableOptions(args));
+  const existed = await sql
+    .query(`SELECT 1 FROM ${audit.names.table} WHERE 1 = 0`)
+    .then(() => true)
+    .catch(() => false);
+  await audit.ensure();
+  const problem = await auditTableProblem(sql, args);
+  if (problem !== null) {
+    throw new OutboxError(
+      `The table ${problem.table} exists but is not an audit table (${problem.cause}): name another with --audit-table.`,
+    );
+  }
+  return { table: audit.names.table, created: !existed };
+}
+
+async function redrive(args: CliArgs, { admin, sql }: Connected): Promise<CliResult> {
   const r = args.redrive;
   if (args.dryRun && args.yes) throw new CliUsageError('Give --dry-run or --yes, not both.');
+  if (r.expect !== undefined && !args.yes) {
+    throw new CliUsageError(
+      '--expect goes with --yes: it names the messages a dry run showed, to re-drive exactly those.',
+    );
+  }
   if (args.yes && (r.reason === undefined || r.reason.trim() === '')) {
     throw new CliUsageError('--reason is required to re-drive: say why, for the audit log.');
   }
-  const preview = await admin.previewRedrive(r.filter);
+  const preview = await admin.previewRedrive(
+    r.filter,
+    r.max === undefined ? {} : { maxCount: r.max },
+  );
   const lines = redrivePreviewText(preview);
+  const audit = await auditTableProblem(sql, args);
   if (!args.yes) {
-    const json = { dryRun: true, count: preview.count, sample: preview.sample };
-    if (args.dryRun) return { text: [...lines, 'Dry run: nothing sent.'].join('\n'), json };
+    const json = {
+      dryRun: true,
+      count: preview.count,
+      sample: preview.sample,
+      confirmation: preview.confirmation,
+      auditTable: audit === null ? { ready: true } : { ready: false, ...audit },
+    };
+    const warning =
+      audit === null
+        ? undefined
+        : CliMessages.redriveDryRunNoAuditTable(audit.table, audit.cause, auditTableCommand(args));
+    if (args.dryRun) {
+      return {
+        text: [...lines, 'Dry run: nothing sent.'].join('\n'),
+        json,
+        ...(warning === undefined ? {} : { warning }),
+      };
+    }
+    const how =
+      preview.confirmation === null
+        ? '--yes (with --reason)'
+        : `--yes --expect ${preview.confirmation} (with --reason)`;
     return {
       text: lines.join('\n'),
       json,
-      problem: `Nothing sent: pass --yes (with --reason) to re-drive ${plural(preview.count, 'message')}, or --dry-run to only preview.`,
+      problem: `Nothing sent: pass ${how} to re-drive ${plural(preview.count, 'message')}, or --dry-run to only preview.`,
+      ...(warning === undefined ? {} : { warning }),
     };
   }
+  if (audit !== null) {
+    throw new OutboxError(
+      CliMessages.redriveNoAuditTable(audit.table, audit.cause, auditTableCommand(args)),
+    );
+  }
+  // Without --expect, the set this run printed is the one it confirms: what is sent is what
+  // the lines above show, or nothing.
+  const expected = r.expect ?? preview.confirmation;
   const report = await admin.redrive(r.filter, {
     actor: cliActor(args),
     reason: r.reason ?? '',
-    expectedCount: r.expect ?? preview.count,
+    ...(expected === null ? {} : { expected }),
     ...(r.to === undefined ? {} : { destination: r.to }),
     ...(r.rate === undefined ? {} : { ratePerSecond: r.rate }),
     ...(r.max === undefined ? {} : { maxCount: r.max }),
@@ -1108,7 +1224,13 @@ async function redrive(args: CliArgs, { admin }: Connected): Promise<CliResult> 
   };
 }
 
-async function redrives(args: CliArgs, { admin }: Connected): Promise<CliResult> {
+async function redrives(args: CliArgs, { admin, sql }: Connected): Promise<CliResult> {
+  const audit = await auditTableProblem(sql, args);
+  if (audit !== null) {
+    throw new OutboxError(
+      CliMessages.auditTableMissing(audit.table, audit.cause, auditTableCommand(args)),
+    );
+  }
   const records = await admin.redrives({ limit: args.limit ?? 20 });
   if (records.length === 0) return { text: 'No re-drive recorded.', json: records };
   const rows = records.map((r) => [

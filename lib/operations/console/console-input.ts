@@ -51,6 +51,11 @@ function minutes(params: ConsoleParams, name: string): number | undefined {
   return n;
 }
 
+/** Whether `value` is a message id (a UUID), as a link to a message's page needs. */
+export function isMessageId(value: string): boolean {
+  return UUID.test(value);
+}
+
 export function uuid(value: string | undefined, name = 'id'): string {
   if (value === undefined || !UUID.test(value)) {
     throw new ConsoleInputError(

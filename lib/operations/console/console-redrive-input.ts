@@ -60,3 +60,22 @@ export function redriveRate(params: ConsoleParams): number | undefined {
   }
   return rate;
 }
+
+/** What the operator typed in the confirmation form, kept when a re-drive is refused. */
+export interface RedriveTyped {
+  readonly reason?: string;
+  readonly destination?: string;
+  readonly rate?: string;
+}
+
+/** The confirmation form's typed fields, as given (checked where they are used). */
+export function redriveTyped(params: ConsoleParams): RedriveTyped {
+  const reason = text(params, 'reason');
+  const destination = text(params, 'destination');
+  const rate = text(params, 'rate');
+  return {
+    ...(reason === undefined ? {} : { reason }),
+    ...(destination === undefined ? {} : { destination }),
+    ...(rate === undefined ? {} : { rate }),
+  };
+}

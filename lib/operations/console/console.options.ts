@@ -55,7 +55,8 @@ export interface OutboxConsoleOptions {
   readonly loginUrl?: string | null;
   /**
    * Keep the audit log in this table of this DataSource (created with
-   * `ensureOutboxConsoleAuditTable` or `outboxConsoleAuditTableDdl`; checked at startup), and
+   * `ensureOutboxConsoleAuditTable`, `outboxAuditTableDdl` or `outbox schema migrate --audit`;
+   * checked at startup), and
    * show it from there. @default none: the last 500 entries in memory
    */
   readonly auditTable?: {

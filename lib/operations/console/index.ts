@@ -10,6 +10,5 @@ export {
 export {
   DEFAULT_CONSOLE_AUDIT_TABLE,
   ensureOutboxConsoleAuditTable,
-  outboxConsoleAuditTableDdl,
   type OutboxConsoleAuditTableOptions,
 } from './audit/console-audit-table';

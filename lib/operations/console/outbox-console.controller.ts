@@ -47,7 +47,8 @@ import { notice, type ViewContext } from './views/layout.view';
 import { messagePage, whyPage } from './views/message.view';
 import { messagesPage } from './views/messages.view';
 import { redriveDonePage, redrivePage, type RedriveHistory } from './views/redrive.view';
-import { redriveFilter, redriveRate } from './console-redrive-input';
+import { redriveFilter, redriveRate, redriveTyped } from './console-redrive-input';
+import { redriveConfirmationCount } from '../../module/admin/redrive-confirmation';
 import type { OutboxAuditTableOptions } from '../../store/shared-sql/audit-table';
 import type { OutboxRedriveReport } from '../../module/admin/outbox-redrive.interfaces';
 import { overviewPage } from './views/overview.view';
@@ -203,8 +204,8 @@ export class OutboxConsoleController {
   }
 
   /**
-   * The confirmed re-drive, if the filter still selects the count the page showed; recorded in
-   * the audit table by the admin API, with the copies.
+   * The confirmed re-drive, if the filter still selects the very messages the page showed (its
+   * confirmation); recorded in the audit table by the admin API, with the copies.
    */
   @Post('redrive/run')
   async runRedrive(
@@ -217,13 +218,14 @@ export class OutboxConsoleController {
     if (Object.keys(filter).length === 0) {
       throw new ConsoleInputError('a re-drive needs at least one filter field');
     }
-    const expected = Number(text(body, 'expected'));
-    if (!Number.isInteger(expected) || expected < 1) {
-      throw new ConsoleInputError('expected must be the count the preview showed');
+    const expected = text(body, 'expected');
+    const confirmed = redriveConfirmationCount(expected);
+    if (expected === undefined || confirmed === undefined) {
+      throw new ConsoleInputError('expected must be the confirmation of the preview shown');
     }
-    const reason = text(body, 'reason');
+    const typed = redriveTyped(body);
+    const reason = typed.reason;
     if (reason === undefined) throw new ConsoleInputError('say why in reason, for the audit log');
-    const destination = text(body, 'destination');
     const rate = redriveRate(body);
     const actor = this.runtime.principal(req);
     let report: OutboxRedriveReport;
@@ -231,19 +233,20 @@ export class OutboxConsoleController {
       report = await this.runtime.admin.redrive(filter, {
         actor,
         reason,
-        expectedCount: expected,
+        expected,
         auditTable: this.redriveAuditTable(),
-        ...(destination === undefined ? {} : { destination }),
+        ...(typed.destination === undefined ? {} : { destination: typed.destination }),
         ...(rate === undefined ? {} : { ratePerSecond: rate }),
       });
     } catch (error) {
       const refused = redriveRefusal(error);
       if (refused === null) throw error;
       const preview = await this.runtime.admin.previewRedrive(filter);
+      // The new preview and its confirmation, with what the operator typed kept in the form.
       this.respond.page(
         res,
         409,
-        redrivePage(this.ctx(req), filter, preview, await this.redriveHistory(), refused),
+        redrivePage(this.ctx(req), filter, preview, await this.redriveHistory(), refused, typed),
       );
       return;
     }
@@ -253,7 +256,7 @@ export class OutboxConsoleController {
       action: 'redrive',
       scope: 'filter',
       target: `${report.redriveId}: ${reason}`,
-      confirmed: expected,
+      confirmed,
       affected: report.count,
     });
     this.respond.page(res, 200, redriveDonePage(this.ctx(req), report));

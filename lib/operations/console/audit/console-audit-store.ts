@@ -1,6 +1,7 @@
 import type { DataSource } from 'typeorm';
 import { OutboxOptionsError } from '../../../errors/outbox-options.error';
 import { describeError } from '../../../internal/describe-error';
+import { OutboxMessages } from '../../../outbox.messages';
 import { outboxDialectOf } from '../../../store/schema/outbox-table-ddl';
 import type { OutboxTableNames } from '../../../internal/sql-identifier';
 import type { OutboxConsoleAuditEntry } from '../console.options';
@@ -36,7 +37,7 @@ export class ConsoleAuditStore {
       await this.dataSource.query(this.sql.probe(this.names));
     } catch (error) {
       throw new OutboxOptionsError(
-        `Invalid OutboxConsoleModule option "auditTable": the audit table ${this.names.table} cannot be read (${describeError(error)}). Create it with ensureOutboxConsoleAuditTable(dataSource) or the statements of outboxConsoleAuditTableDdl() in a migration (see docs/console.md#audit-log), or leave auditTable out to keep the audit log in memory.`,
+        `Invalid OutboxConsoleModule option "auditTable": the audit table ${this.names.table} cannot be read (${describeError(error)}). Create it with ensureOutboxConsoleAuditTable(dataSource), ${OutboxMessages.auditTableDdl()} or with the command "outbox schema migrate --audit" (see docs/console.md#audit-log), or leave auditTable out to keep the audit log in memory.`,
         'auditTable',
       );
     }

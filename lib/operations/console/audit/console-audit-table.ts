@@ -6,6 +6,7 @@ import {
   auditSqlOf,
   auditTableNames,
   DEFAULT_AUDIT_TABLE,
+  outboxAuditTableDdl,
   type OutboxAuditTableOptions,
 } from '../../../store/shared-sql/audit-table';
 
@@ -26,20 +27,15 @@ export function consoleAuditTableNames(
   return auditTableNames(dialect, options);
 }
 
-/** The statements that create the console's audit table on one database, for a migration. */
-export function outboxConsoleAuditTableDdl(
-  dialect: OutboxDialect,
-  options: OutboxConsoleAuditTableOptions = {},
-): string[] {
-  return auditSqlOf(dialect).createTable(consoleAuditTableNames(dialect, options));
-}
-
-/** Creates the console's audit table if it does not exist. */
+/**
+ * Creates the console's audit table if it does not exist (the statements of
+ * `outboxAuditTableDdl`, which a migration runs instead).
+ */
 export async function ensureOutboxConsoleAuditTable(
   dataSource: DataSource,
   options: OutboxConsoleAuditTableOptions = {},
 ): Promise<void> {
-  for (const sql of outboxConsoleAuditTableDdl(outboxDialectOf(dataSource.options.type), options)) {
+  for (const sql of outboxAuditTableDdl(outboxDialectOf(dataSource.options.type), options)) {
     await dataSource.query(sql);
   }
 }

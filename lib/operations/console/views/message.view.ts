@@ -7,6 +7,8 @@ import type {
 } from '../../../module/admin/outbox-admin.interfaces';
 import { csrfField, duration, layout, time, type ViewContext } from './layout.view';
 import { describeBinary, hexPreview } from '../../../module/admin/binary-preview';
+import { REDRIVE_OF_HEADER } from '../../../module/admin/outbox-redrive';
+import { isMessageId } from '../console-input';
 
 /** The payload pretty-printed when it is JSON (it always is when enqueued by this library). */
 export function prettyPayload(payload: string): string {
@@ -76,6 +78,12 @@ export function policySummary(policy: OutboxPolicyView): Html {
     ${policy.deadRetentionMs === null ? 'until purged' : span(policy.deadRetentionMs)}`;
 }
 
+/** A header's value; the original of a re-drive copy as a link to its page. */
+function headerValue(ctx: ViewContext, name: string, value: string): Html | string {
+  if (name !== REDRIVE_OF_HEADER || !isMessageId(value)) return value;
+  return html`<a href="${ctx.base}/messages/${value.toLowerCase()}" id="redrive-of">${value}</a>`;
+}
+
 export function messagePage(ctx: ViewContext, message: OutboxMessageDetail, why: OutboxWhy): Html {
   const headers = Object.entries(message.headers);
   const actions =
@@ -136,10 +144,15 @@ export function messagePage(ctx: ViewContext, message: OutboxMessageDetail, why:
           <th>Last attempt</th>
           <td>${time(message.lastAttemptAt)}</td>
         </tr>
-        <tr>
-          <th>Due</th>
-          <td>${time(message.availableAt)}</td>
-        </tr>
+        ${
+          // Due means something only while the message waits to be sent.
+          message.status === 'pending' || message.status === 'waiting'
+            ? html`<tr>
+                <th>Due</th>
+                <td>${time(message.availableAt)}</td>
+              </tr>`
+            : ''
+        }
         <tr>
           <th>Delivered</th>
           <td>${time(message.deliveredAt)}</td>
@@ -166,7 +179,7 @@ export function messagePage(ctx: ViewContext, message: OutboxMessageDetail, why:
                 ([k, v]) =>
                   html`<tr>
                     <th>${k}</th>
-                    <td>${v}</td>
+                    <td>${headerValue(ctx, k, v)}</td>
                   </tr>`,
               )}
             </table>`

@@ -1,5 +1,5 @@
 import { html, type Html } from '../console-html';
-import { redriveFilterParams } from '../console-redrive-input';
+import { redriveFilterParams, type RedriveTyped } from '../console-redrive-input';
 import type {
   OutboxRedriveFilter,
   OutboxRedrivePreview,
@@ -42,6 +42,7 @@ function previewBlock(
   ctx: ViewContext,
   filter: OutboxRedriveFilter,
   preview: OutboxRedrivePreview,
+  typed: RedriveTyped,
 ): Html {
   const where = preview.includesArchive ? 'in the outbox and its archive' : 'in the outbox';
   const count = html`<p id="matched" data-count="${preview.count}">
@@ -84,26 +85,48 @@ function previewBlock(
       : '';
   const confirm = ctx.readOnly
     ? html`<p class="muted">The console is read-only: re-drives are off.</p>`
-    : html`<form method="post" action="${ctx.base}/redrive/run" class="bulk" id="redrive-form">
-          ${csrfField(ctx)}
-          ${redriveFilterParams(filter).map(
-            ([k, v]) => html`<input type="hidden" name="${k}" value="${v}" />`,
-          )}
-          <input type="hidden" name="expected" value="${preview.count}" />
-          <label>Reason <input name="reason" id="reason" required maxlength="500" /></label>
-          <label
-            >To topic <input name="destination" placeholder="each message's own topic"
-          /></label>
-          <label
-            >Per second <input name="rate" inputmode="decimal" placeholder="all at once"
-          /></label>
-          <button type="submit" id="confirm">Re-drive ${preview.count}</button>
-        </form>
-        <p class="muted">
-          Each is sent again as a new message (a new id, so consumers' inboxes take it) with the
-          headers x-outbox-redrive-of and x-outbox-redrive-id, in queue order; the re-drive is
-          recorded in the audit log.
-        </p>`;
+    : preview.confirmation === null
+      ? html`<p class="notice" id="too-many">
+          More than ${preview.maxCount} messages: one re-drive sends at most that many. Narrow the
+          filter (a delivery time range, a key).
+        </p>`
+      : html`<form method="post" action="${ctx.base}/redrive/run" class="bulk" id="redrive-form">
+            ${csrfField(ctx)}
+            ${redriveFilterParams(filter).map(
+              ([k, v]) => html`<input type="hidden" name="${k}" value="${v}" />`,
+            )}
+            <input type="hidden" name="expected" value="${preview.confirmation}" />
+            <label
+              >Reason
+              <input
+                name="reason"
+                id="reason"
+                required
+                maxlength="500"
+                value="${typed.reason ?? ''}"
+            /></label>
+            <label
+              >To topic
+              <input
+                name="destination"
+                placeholder="each message's own topic"
+                value="${typed.destination ?? ''}"
+            /></label>
+            <label
+              >Per second
+              <input
+                name="rate"
+                inputmode="decimal"
+                placeholder="all at once"
+                value="${typed.rate ?? ''}"
+            /></label>
+            <button type="submit" id="confirm">Re-drive ${preview.count}</button>
+          </form>
+          <p class="muted">
+            Each is sent again as a new message (a new id, so consumers' inboxes take it) with the
+            headers x-outbox-redrive-of and x-outbox-redrive-id, in queue order; the re-drive is
+            recorded in the audit log.
+          </p>`;
   return html`${count}${sample}${shown}${confirm}`;
 }
 
@@ -149,7 +172,8 @@ function historyBlock(history: RedriveHistory): Html {
 
 /**
  * The Re-drive page: the filter, its preview (count and the first messages) with the
- * confirmation form, and the past re-drives. `note` heads it (a refusal to confirm again).
+ * confirmation form, and the past re-drives. `note` heads it (a refusal to confirm again), and
+ * `typed` fills the form with what the refused confirmation carried.
  */
 export function redrivePage(
   ctx: ViewContext,
@@ -157,6 +181,7 @@ export function redrivePage(
   preview: OutboxRedrivePreview | null,
   history: RedriveHistory,
   note: string | null = null,
+  typed: RedriveTyped = {},
 ): Html {
   return layout(
     ctx,
@@ -165,7 +190,8 @@ export function redrivePage(
       <p class="muted">
         Send delivered messages again, chosen by topic, key, type and time. At least one field.
       </p>
-      ${filterForm(ctx, filter)} ${preview === null ? '' : previewBlock(ctx, filter, preview)}
+      ${filterForm(ctx, filter)}
+      ${preview === null ? '' : previewBlock(ctx, filter, preview, typed)}
       <h2>Past re-drives</h2>
       ${historyBlock(history)}`,
   );
