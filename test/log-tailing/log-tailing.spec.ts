@@ -451,12 +451,13 @@ for (const target of TARGETS) {
       // One batch of five through, the next one publishing: the transaction is not acknowledged.
       await waitFor('a first batch delivered', () => first.sentIds.length >= 5);
       await a.close();
-      // A graceful shutdown: the batch cut short is released, its attempt given back, no lease left.
+      // A graceful shutdown: no lease left. The batch cut short answered the abort by throwing,
+      // which says nothing of what reached the broker: its messages count one timed-out attempt
+      // (as on the poll, test/dispatch/shutdown.spec.ts); the rest were never tried.
       const afterStop = await a.rows();
       expect(afterStop.filter((r) => r.lockedBy !== null)).toEqual([]);
-      expect(afterStop.filter((r) => r.status === 'pending').every((r) => r.attempts === 0)).toBe(
-        true,
-      );
+      const tried = afterStop.filter((r) => r.status === 'pending' && r.attempts > 0);
+      expect(tried.every((r) => r.attempts === 1)).toBe(true);
       // Committed while no process reads the log: the slot keeps it, the stored position is before it.
       const late = await a.commit(
         Array.from({ length: 10 }, (_, i) => msg(`k${i % 4}`, { late: i })),
