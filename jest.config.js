@@ -67,6 +67,23 @@ const sources =
       ]
     : [];
 
+// The same promises once more with `dispatcher.claims: 'partitions'` on PostgreSQL: a project
+// only when asked for (npm run test:partitions sets OUTBOX_TEST_PARTITIONS=1), like `sources`.
+const partitions =
+  process.env.OUTBOX_TEST_PARTITIONS === '1'
+    ? [
+        {
+          ...base,
+          ...services,
+          displayName: 'partitions',
+          setupFiles: ['<rootDir>/test/support/partitions.setup.ts'],
+          testMatch: [...SOURCE_SPECS, 'test/dispatch/partitions.spec.ts'].map(
+            (spec) => `<rootDir>/${spec}`,
+          ),
+        },
+      ]
+    : [];
+
 module.exports = {
   // Records the selected specs for the global setup (it starts Kafka only when one needs it).
   testSequencer: '<rootDir>/test/support/selected-specs-sequencer.js',
@@ -84,6 +101,7 @@ module.exports = {
     },
     ...slow,
     ...sources,
+    ...partitions,
     {
       ...base,
       ...services,

@@ -235,6 +235,16 @@ export const OutboxMessages = {
     `DATABASE_URL set, which adds them in place (rows kept), or the DataSource's ` +
     `...outboxMigrations(${migrationArgs(ref)}), before starting the app, or leave the tenants ` +
     `option out (docs/tenants.md).`,
+  partitionsMissing: (table: string, reason: string, ref: OutboxTableRef, step: number): string =>
+    `The outbox table ${table} lacks the delivery_partition column and the dispatchers' and ` +
+    `owners' tables that schema step ${step} adds (${reason}), which dispatcher.claims ` +
+    `'partitions' needs. Run "${schemaMigrate(ref)}" with DATABASE_URL set, which adds them ` +
+    `(rows kept), or the DataSource's ...outboxMigrations(${migrationArgs(ref)}), before ` +
+    `starting the app, or leave dispatcher.claims at 'leases' (docs/delivery.md, "Partitions").`,
+  partitionsUnsupported: (table: string, database: string): string =>
+    `dispatcher.claims 'partitions' is not available on ${database} in this release (the outbox ` +
+    `table ${table}): it runs on PostgreSQL. Leave dispatcher.claims at 'leases' (the default) ` +
+    `on this database (docs/delivery.md, "Partitions").`,
   waitingIndexMissing: (table: string, ref: OutboxTableRef): string =>
     `The outbox table ${table} lacks the index of waiting messages (${ref.tableName}_waiting_idx) ` +
     `that schema step 5 adds: the dispatcher works without it, but every settle then probes ` +

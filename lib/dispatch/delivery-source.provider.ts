@@ -4,6 +4,7 @@ import type { ResolvedOutboxOptions } from '../options/resolve-outbox-options';
 import type { DeliverySourceFactory } from './delivery-source';
 import { LogSource, logSweepIntervalMs } from './log/log-source';
 import { NoSource } from './no-source';
+import { PartitionSource } from './partitions/partition-source';
 import { PollSource, type PollSettings } from './poll/poll-source';
 
 /**
@@ -28,6 +29,9 @@ export function chooseDeliverySource(options: ResolvedOutboxOptions): DeliverySo
     };
     return (pipeline, context) =>
       new LogSource(observe, pipeline, context, new PollSource(pipeline, context, sweep));
+  }
+  if (options.dispatcher.claims === 'partitions') {
+    return (pipeline, context) => new PartitionSource(pipeline, context);
   }
   const { pollIntervalMs, listen } = options.dispatcher;
   return (pipeline, context) =>

@@ -57,6 +57,13 @@ export const OUTBOX_TABLE_SUFFIXES = {
    * table so that the cleaner deleting delivered rows never resets it.
    */
   keySeqTable: '_key_seq',
+  /**
+   * Partitioned delivery (schema step 9): the live dispatchers, each with its heartbeat on the
+   * database clock.
+   */
+  dispatchersTable: '_dispatchers',
+  /** Partitioned delivery: each of the 256 partitions' owner and fencing generation. */
+  ownersTable: '_owners',
   /** Log tailing on MySQL/MariaDB: where the binlog reader is (docs/log-tailing.md). */
   logPositionTable: '_log_position',
 } as const;

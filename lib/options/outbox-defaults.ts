@@ -115,6 +115,8 @@ export const OUTBOX_DEFAULTS = deepFreeze({
     maxOutagePauseMs: { computed: 'max(30000, pollIntervalMs)', rule: defaultMaxOutagePauseMs },
     observe: { value: 'poll' },
     leaseRenewal: { value: true },
+    claims: { value: 'leases' as const },
+    partitionTimeoutMs: { value: 1_500 },
   } satisfies Defaults<OutboxDispatcherOptions>,
   retry: {
     maxAttempts: { value: 10 },

@@ -75,6 +75,21 @@ export interface OutboxDispatcherOptions {
          */
         intervalMs?: number;
       };
+  /**
+   * How dispatchers share the table. `'leases'`: each claim leases the rows it takes (a write per
+   * row) and works out per-key order in SQL. `'partitions'` (PostgreSQL, polling): the key space
+   * is cut into 256 partitions that live dispatchers divide among themselves; an owner reads its
+   * partitions' due rows without locking or writing them, keeps per-key order in memory, and
+   * writes each message once, at its settle (docs/delivery.md, "Partitions"; needs schema step 9,
+   * and every dispatcher of the table in the same mode). @default 'leases'
+   */
+  claims?: 'leases' | 'partitions';
+  /**
+   * With `claims: 'partitions'`: a dispatcher whose heartbeat is older than this is gone, and
+   * its partitions are taken over; it beats every fifth of it. Takeover after a crash takes
+   * about this long plus one beat. @default 1500
+   */
+  partitionTimeoutMs?: number;
 }
 
 export interface OutboxRetryOptions {

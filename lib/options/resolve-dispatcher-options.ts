@@ -26,6 +26,9 @@ export interface ResolvedDispatcherOptions {
   readonly observe: 'poll' | OutboxLogObserver;
   /** How often a batch still publishing renews its lease; `false`: never (it lapses). */
   readonly leaseRenewal: false | { readonly intervalMs: number };
+  /** How dispatchers share the table: row leases, or partitions of the key space. */
+  readonly claims: 'leases' | 'partitions';
+  readonly partitionTimeoutMs: number;
 }
 
 type Deadlines = Pick<
@@ -153,6 +156,15 @@ export function resolveDispatcherOptions(
     HOUR,
     ' ms',
   );
+  const observe = resolveObserve(d.observe);
+  const claims = resolveClaims(d.claims);
+  if (claims === 'partitions' && observe !== 'poll') {
+    fail(
+      'dispatcher.claims',
+      "'partitions' reads the table's partitions by polling; it does not take a log observer yet",
+      "Leave dispatcher.observe at 'poll' with 'partitions', or keep dispatcher.claims at 'leases' for log tailing.",
+    );
+  }
   return {
     batchSize: integer(d.batchSize, defaults.batchSize.value, 'dispatcher.batchSize', 1, 10_000),
     batchesInFlight: integer(
@@ -184,9 +196,29 @@ export function resolveDispatcherOptions(
       HOUR,
       ' ms',
     ),
-    observe: resolveObserve(d.observe),
+    observe,
     leaseRenewal,
+    claims,
+    partitionTimeoutMs: integer(
+      d.partitionTimeoutMs,
+      defaults.partitionTimeoutMs.value,
+      'dispatcher.partitionTimeoutMs',
+      500,
+      MINUTE,
+      ' ms',
+    ),
   };
+}
+
+function resolveClaims(value: unknown): 'leases' | 'partitions' {
+  if (value === undefined || value === 'leases' || value === 'partitions') {
+    return value ?? defaults.claims.value;
+  }
+  return fail(
+    'dispatcher.claims',
+    `${JSON.stringify(value)} is neither 'leases' nor 'partitions'`,
+    "Use 'leases' (the default) or 'partitions' (docs/delivery.md, \"Partitions\").",
+  );
 }
 
 /** 'poll' (the default) or an observer made by `logTailing()`. */

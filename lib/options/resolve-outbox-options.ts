@@ -132,6 +132,8 @@ export const OUTBOX_OPTION_KEYS = {
     maxOutagePauseMs: true,
     observe: true,
     leaseRenewal: true,
+    claims: true,
+    partitionTimeoutMs: true,
   } satisfies Record<keyof OutboxDispatcherOptions, true>,
   retry: {
     maxAttempts: true,
@@ -291,6 +293,14 @@ export function resolveOutboxOptions(
     deadLetterExceptions(policies),
     dispatcher.batchSize,
   );
+  const tenants = resolveTenantsOptions(options.tenants);
+  if (dispatcher.claims === 'partitions' && (tenants?.fair ?? null) !== null) {
+    fail(
+      'dispatcher.claims',
+      "'partitions' does not share reads fairly between tenants yet (tenants.fair)",
+      "Keep dispatcher.claims at 'leases' with tenants.fair, or turn tenants.fair off.",
+    );
+  }
   const observer = resolveObserver(options.observer);
   const headersProvider = resolveHeadersProvider(options.headersProvider);
   return {
@@ -326,6 +336,6 @@ export function resolveOutboxOptions(
     observer,
     headersProvider,
     policies,
-    tenants: resolveTenantsOptions(options.tenants),
+    tenants,
   };
 }

@@ -29,7 +29,7 @@ export async function createOutboxStore(
       /** Types whose dead messages do the opposite of `onDeadLetter` (their policy's). */
       deadLetterExceptions?: readonly string[];
     };
-    dispatcher?: { dbTimeoutMs: number; batchSize?: number };
+    dispatcher?: { dbTimeoutMs: number; batchSize?: number; claims?: 'leases' | 'partitions' };
     cleaner?: { archive: boolean };
     /** The `tenants` option: when set, the table must have schema step 7's `tenant_id`. */
     tenants?: object | null;
@@ -136,6 +136,19 @@ export async function createOutboxStore(
             schemaStepOf('tenant-column'),
           ),
         schemaStepOf('tenant-column'),
+      );
+    }
+    // Step 9 where this instance delivers by partitions: every read and settle needs it.
+    if (table.dispatcher?.claims === 'partitions' && dispatch.enabled) {
+      if (database.schema.deliveryPartitions === undefined) {
+        throw new OutboxError(OutboxMessages.partitionsUnsupported(names.table, sql.databaseType));
+      }
+      const step = schemaStepOf('delivery-partitions');
+      await probe(
+        `SELECT 1 FROM ${names.table} AS o CROSS JOIN ${names.ownersTable} AS w CROSS JOIN ${names.dispatchersTable} AS d WHERE 1 = 0 AND o.delivery_partition IS NULL`,
+        names.table,
+        (reason) => OutboxMessages.partitionsMissing(names.table, reason, ref, step),
+        step,
       );
     }
     // Checked here, not at the first clean an hour into production.

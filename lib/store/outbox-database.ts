@@ -192,6 +192,12 @@ export interface OutboxSchemaSql {
    * `@OnOutboxDeadLetter` fallback leaves.
    */
   readonly fallbackOutcome?: SchemaPartSql;
+  /**
+   * Schema step 9: each row's partition of the key space (`delivery_partition`), the index of
+   * pending rows an owner reads, and the dispatchers' and owners' tables of partitioned
+   * delivery (`dispatcher.claims: 'partitions'`).
+   */
+  readonly deliveryPartitions?: SchemaPartSql;
 }
 
 /**

@@ -129,6 +129,8 @@ export async function dropOutboxTable(ds: DataSource, table: string): Promise<vo
   await ds.query(`DROP TABLE IF EXISTS ${quoteTable(ds, table)}`);
   await ds.query(`DROP TABLE IF EXISTS ${quoteTable(ds, `${table}_ids`)}`);
   await ds.query(`DROP TABLE IF EXISTS ${quoteTable(ds, `${table}_key_seq`)}`);
+  await ds.query(`DROP TABLE IF EXISTS ${quoteTable(ds, `${table}_owners`)}`);
+  await ds.query(`DROP TABLE IF EXISTS ${quoteTable(ds, `${table}_dispatchers`)}`);
 }
 
 /** Creates a fresh outbox table on `ds` and returns its name; the caller drops it. */
@@ -197,6 +199,8 @@ export async function openOutbox<P extends OutboxPublisher = RecordingPublisher>
   // A partitioned table needs the option that says so (the module checks the layout).
   const partitioning = await partitioningOf(ds, table, spec.options?.schema);
   const options = mergeOutboxOptions(
+    // The `partitions` project (jest.config.js) runs the dispatch suites on partitioned delivery.
+    process.env.OUTBOX_TEST_CLAIMS === 'partitions' ? { dispatcher: { claims: 'partitions' } } : {},
     {
       autoStart: false,
       partitioning,

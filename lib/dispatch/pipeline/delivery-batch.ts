@@ -1,4 +1,5 @@
-import type { ClaimedRecord } from '../../store/ports/outbox-store.port';
+import type { RenewedLease } from './batch-publish';
+import type { ClaimedRecord, Settlement } from '../../store/ports/outbox-store.port';
 
 /**
  * A leased batch, as the pipeline delivers it, whichever source leased it: the claim loop's
@@ -13,7 +14,26 @@ export interface DeliveryBatch {
   readonly leaseEnd: number;
   /** Aborted when the owner lock the token names is lost: stop publishing (OwnerLiveness). */
   readonly fence?: AbortSignal;
+  /**
+   * A batch that holds no row lease (partitioned delivery): how its outcome is recorded, fenced
+   * by what its source holds instead of by `token`. Renewals and a shutdown's hold, which move
+   * row leases, are then not used.
+   */
+  readonly settle?: (settlement: Settlement) => Promise<number>;
+  /** What fences such a batch's publish instead of a row lease (see `HeldLease`). */
+  readonly lease?: HeldLease;
+}
+
+/**
+ * A hold on a batch's messages that its source keeps up (a partition's ownership): the publish
+ * stops when `fence` aborts or `holds()` turns false, and must end by `publishBy` (monotonic
+ * clock).
+ */
+export interface HeldLease extends RenewedLease {
+  readonly fence: AbortSignal;
+  readonly leaseEnd: number;
+  stop(): void;
 }
 
 /** Which source leased a batch, for the logs and a shutdown's account of what it left. */
-export type BatchOrigin = 'claim loop' | 'log reader';
+export type BatchOrigin = 'claim loop' | 'log reader' | 'partition owner';

@@ -277,7 +277,7 @@ export class DeliveryPipeline {
     const inFlight: BatchInFlight = {
       size: batch.records.length,
       origin,
-      ownerLease: batch.fence !== undefined,
+      ownerLease: batch.fence !== undefined && batch.settle === undefined,
       stage: 'publishing',
     };
     this.batches.set(batch.token, inFlight);
@@ -291,7 +291,7 @@ export class DeliveryPipeline {
   }
 
   private async deliverBatch(
-    { token, records, claimedAt, leaseEnd, fence }: DeliveryBatch,
+    { token, records, claimedAt, leaseEnd, fence, settle: ownSettle, lease: sourceLease }: DeliveryBatch,
     inFlight: BatchInFlight,
     started: number,
     held: Promise<void> | undefined,
@@ -318,10 +318,14 @@ export class DeliveryPipeline {
       );
     }
     // Renewed while it publishes (lease renewal); the settle then has until its renewed end.
+    // A partition batch's hold is its source's (`held`): no row lease to renew or move.
     const lease =
-      plan.skip === undefined ? this.renewal?.(token, records, leaseEnd, fence) : undefined;
-    // A publish deaf to the shutdown's abort: its messages are held while the call runs.
+      sourceLease ??
+      (plan.skip === undefined ? this.renewal?.(token, records, leaseEnd, fence) : undefined);
+    // A publish deaf to the shutdown's abort: its messages are held while the call runs (a
+    // partition batch's by its source, which keeps its partitions until the pipeline is idle).
     const onUnanswered = async (): Promise<void> => {
+      if (sourceLease !== undefined) return;
       lease?.stop();
       const hold = new ShutdownHold(
         this.holdParts,
@@ -373,7 +377,12 @@ export class DeliveryPipeline {
     inFlight.stage = 'settling';
     this.changed();
     // A held batch's rows hold the token its hold moved them to.
-    const settled = await this.settling.settle(inFlight.hold?.token ?? token, settlement, settleBy);
+    const settled = await this.settling.settle(
+      inFlight.hold?.token ?? token,
+      settlement,
+      settleBy,
+      ownSettle,
+    );
     if (settlement.retry.length > 0) {
       const delays = settlement.retry.map((r) => r.delayMs);
       for (const listener of this.retryListeners) listener(delays);

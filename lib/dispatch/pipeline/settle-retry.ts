@@ -31,9 +31,18 @@ export class SettleRetry {
    * database call past the lease end: it is first in line and may yet land, and its answer says
    * exactly how many rows were still this dispatcher's.
    */
-  async settle(token: string, settlement: Settlement, leaseEnd: number): Promise<SettleResult> {
+  async settle(
+    token: string,
+    settlement: Settlement,
+    leaseEnd: number,
+    /** The batch's own settle (a partition batch's, fenced by its owner), instead of the token's. */
+    own?: (settlement: Settlement) => Promise<number>,
+  ): Promise<SettleResult> {
     for (let attempt = 1, backoff = SETTLE_FIRST_BACKOFF_MS; ; attempt++) {
-      const call = this.store.settle(token, settlement, this.deleteDelivered);
+      const call =
+        own === undefined
+          ? this.store.settle(token, settlement, this.deleteDelivered)
+          : own(settlement);
       try {
         let changed: number;
         try {

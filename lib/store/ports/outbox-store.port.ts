@@ -1,3 +1,4 @@
+import type { OutboxPartitionStore } from './outbox-partition-store.port';
 import type { OutboxRecord } from '../../message/outbox-record.interface';
 import type { SqlRunner } from './sql-port';
 import type { NewOutboxRow } from '../../message/new-outbox-row';
@@ -340,5 +341,10 @@ export interface OutboxStore {
   wakeListeners?(): void;
   /** Wake-ups from other processes (PostgreSQL LISTEN). Resolves to an unsubscribe function. */
   listen?(onWake: () => void): Promise<() => Promise<void>>;
+  /**
+   * Partitioned delivery (`dispatcher.claims: 'partitions'`, schema step 9); absent where the
+   * database does not support it yet.
+   */
+  readonly partitions?: OutboxPartitionStore;
   close(): Promise<void>;
 }

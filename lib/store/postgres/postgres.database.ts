@@ -1,3 +1,4 @@
+import { postgresDeliveryPartitions } from './postgres.delivery-partitions-sql';
 import type { OutboxDatabase } from '../outbox-database';
 import { partialCleanerIndexes } from '../schema/partial-indexes.sql';
 import type { SqlPort } from '../ports/sql-port';
@@ -80,6 +81,7 @@ export const postgresDatabase: OutboxDatabase<'postgres'> = {
       },
     },
     keySequence: postgresKeySequence,
+    deliveryPartitions: postgresDeliveryPartitions,
   },
   async createStore(
     sql,

@@ -68,6 +68,8 @@ import type { SqlPort, SqlQueryOptions, SqlResult, SqlRunner } from '../ports/sq
 import { PostgresWakeNotifier } from './postgres-wake-notifier';
 import { postgresNumberKeys } from './postgres.key-sequence-sql';
 import { postgresDueTenants } from './postgres.tenant-sql';
+import { PostgresPartitionStore } from './postgres.partition-store';
+import type { OutboxPartitionStore } from '../ports/outbox-partition-store.port';
 
 /** How an enqueue wakes the LISTENing dispatchers (see the store's constructor). */
 export type PostgresWakeUp = 'none' | 'transaction' | 'after-commit';
@@ -326,6 +328,19 @@ export class PostgresOutboxStore implements OutboxStore {
       limit,
     ]);
     return rows.map((r) => r.tenant);
+  }
+
+  private partitionStore: PostgresPartitionStore | undefined;
+
+  /** Partitioned delivery's statements (schema step 9), in this store's dispatch transactions. */
+  get partitions(): OutboxPartitionStore {
+    this.partitionStore ??= new PostgresPartitionStore(
+      this.names,
+      this.policy,
+      (sql, params) => this.statementTransaction(sql, params, {}),
+      (sql, params) => this.run(sql, [...params]),
+    );
+    return this.partitionStore;
   }
 
   async hasDue(): Promise<boolean> {

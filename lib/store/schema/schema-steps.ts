@@ -32,7 +32,8 @@ export interface OutboxSchemaStep {
     | 'waiting-index'
     | 'key-sequence'
     | 'tenant-column'
-    | 'fallback-outcome';
+    | 'fallback-outcome'
+    | 'delivery-partitions';
   /** The TypeORM migration's name prefix: never changed, since TypeORM knows its steps by name. */
   readonly migration: string;
   /**
@@ -216,6 +217,14 @@ export const OUTBOX_SCHEMA_STEPS: readonly OutboxSchemaStep[] = [
     (names) =>
       `${names.attemptsTable} refuses the 'fallback' outcome: migrate widens its check, rows kept (until then a settling @OnOutboxDeadLetter fallback leaves no history row)`,
     "let the attempt history record fallback runs (the 'fallback' outcome, step 8)",
+  ),
+  partStep(
+    'delivery-partitions',
+    'AddOutboxDeliveryPartitions',
+    (database) => database.schema.deliveryPartitions,
+    (names) =>
+      `the delivery_partition column and the tables ${names.tableName}_dispatchers and ${names.tableName}_owners are missing: migrate adds them, rows kept (needed only with dispatcher.claims 'partitions', docs/delivery.md)`,
+    "added each row's delivery partition and the partition owners' tables (for dispatcher.claims 'partitions', step 9)",
   ),
 ];
 

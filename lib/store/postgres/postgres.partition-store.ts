@@ -1,0 +1,161 @@
+import type {
+  OutboxPartitionStore,
+  OwnedRead,
+  PartitionFence,
+} from '../ports/outbox-partition-store.port';
+import type { OutboxQueuePolicy, Settlement } from '../ports/outbox-store.port';
+import type { SqlResult } from '../ports/sql-port';
+import type { OutboxTableNames } from '../../internal/sql-identifier';
+import { blockingCondition } from '../shared-sql/dead-blocking';
+import { toClaimedRecords, type ClaimedRow } from '../rows/outbox-row.mapper';
+import { cachedStatement } from '../shared-sql/sql-values';
+import { POSTGRES_CLAIMED_COLUMNS } from './postgres.sql';
+import {
+  postgresBeat,
+  postgresLeave,
+  postgresOwned,
+  postgresReadOwned,
+  postgresRelease,
+  postgresSettleOwned,
+  postgresTake,
+  type OwnedSettleGroups,
+} from './postgres.delivery-partitions-sql';
+
+/** Runs one statement: in a transaction of the store's dispatch settings, or on its own. */
+export type PartitionStatement = <R>(sql: string, params: readonly unknown[]) => Promise<SqlResult<R>>;
+
+type OwnedRow = ClaimedRow & { partition: number; held: boolean };
+
+/**
+ * Partitioned delivery on PostgreSQL (OutboxPartitionStore): the statements of
+ * postgres.delivery-partitions-sql.ts, run in the store's dispatch transactions (its timeout
+ * and planner settings) by `transact`, or on their own by `run`.
+ */
+export class PostgresPartitionStore implements OutboxPartitionStore {
+  private readonly readSql: string;
+  private readonly settleSql = new Map<string, string>();
+
+  constructor(
+    private readonly names: OutboxTableNames,
+    policy: OutboxQueuePolicy,
+    private readonly transact: PartitionStatement,
+    private readonly run: PartitionStatement,
+  ) {
+    // The attempt a delivery of the row would make: the read writes none, the settle counts it.
+    const columns = POSTGRES_CLAIMED_COLUMNS.replace('o.attempts,', 'o.attempts + 1 AS attempts,');
+    this.readSql = postgresReadOwned(names, blockingCondition('e', policy), columns);
+  }
+
+  async beat(instance: string, timeoutMs: number): Promise<readonly string[]> {
+    const { rows } = await this.run<{ live: string[] }>(postgresBeat(this.names), [
+      instance,
+      timeoutMs,
+    ]);
+    return rows[0]?.live ?? [instance];
+  }
+
+  async take(
+    instance: string,
+    partitions: readonly number[],
+    timeoutMs: number,
+  ): Promise<PartitionFence> {
+    if (partitions.length === 0) return new Map();
+    const { rows } = await this.transact<{ partition: number; generation: string }>(
+      postgresTake(this.names),
+      [instance, partitions, timeoutMs],
+    );
+    return new Map(rows.map((r) => [Number(r.partition), String(r.generation)]));
+  }
+
+  async release(instance: string, partitions: readonly number[]): Promise<void> {
+    if (partitions.length === 0) return;
+    await this.run(postgresRelease(this.names), [instance, partitions]);
+  }
+
+  async owned(instance: string): Promise<PartitionFence> {
+    const { rows } = await this.run<{ partition: number; generation: string }>(
+      postgresOwned(this.names),
+      [instance],
+    );
+    return new Map(rows.map((r) => [Number(r.partition), String(r.generation)]));
+  }
+
+  async leave(instance: string): Promise<void> {
+    for (const statement of postgresLeave(this.names)) await this.run(statement, [instance]);
+  }
+
+  async readOwned(
+    partitions: readonly number[],
+    limit: number,
+    skip: readonly string[],
+  ): Promise<OwnedRead> {
+    if (partitions.length === 0 || limit <= 0) {
+      return { records: [], partitions: new Map(), held: new Set() };
+    }
+    const { rows } = await this.run<OwnedRow>(this.readSql, [partitions, limit, skip]);
+    const partitionOf = new Map<string, number>();
+    const held = new Set<string>();
+    // By id, not by position: the mapper sorts the records by id numerically.
+    for (const row of rows) {
+      const id = String(row.id);
+      partitionOf.set(id, Number(row.partition));
+      if (row.held) held.add(id);
+    }
+    return { records: toClaimedRecords(rows), partitions: partitionOf, held };
+  }
+
+  async settleOwned(
+    instance: string,
+    fence: PartitionFence,
+    s: Settlement,
+    deleteDelivered: boolean,
+  ): Promise<number> {
+    const fallback = !deleteDelivered ? (s.fallback ?? []) : [];
+    const groups: OwnedSettleGroups = {
+      delivered: s.delivered.length > 0,
+      retry: s.retry.length > 0,
+      dead: s.dead.length > 0,
+      release: s.release.length > 0,
+      fallback: fallback.length > 0,
+    };
+    if (!groups.delivered && !groups.retry && !groups.dead && !groups.release) return 0;
+    const shape = `${groups.delivered}:${groups.retry}:${groups.dead}:${groups.release}:${groups.fallback}:${deleteDelivered}`;
+    const sql = cachedStatement(this.settleSql, shape, () =>
+      postgresSettleOwned(this.names, groups, deleteDelivered),
+    );
+    const params: unknown[] = [instance, [...fence.keys()], [...fence.values()]];
+    if (groups.delivered) params.push(s.delivered);
+    if (groups.retry) {
+      params.push(
+        s.retry.map((r) => r.id),
+        s.retry.map((r) => r.delayMs),
+        s.retry.map((r) => r.error),
+        s.retry.map((r) => r.errorClass),
+      );
+    }
+    if (groups.dead) {
+      params.push(
+        s.dead.map((r) => r.id),
+        s.dead.map((r) => r.error),
+        s.dead.map((r) => r.errorClass),
+      );
+    }
+    if (groups.release) {
+      params.push(
+        s.release.map((r) => r.id),
+        s.release.map((r) => r.delayMs),
+        s.release.map((r) => r.error),
+        s.release.map((r) => r.errorClass),
+      );
+    }
+    if (groups.fallback) {
+      params.push(
+        fallback.map((r) => r.id),
+        fallback.map((r) => r.error),
+        fallback.map((r) => r.errorClass),
+      );
+    }
+    const { rows } = await this.transact<{ changed: number }>(sql, params);
+    return rows[0]?.changed ?? 0;
+  }
+}
