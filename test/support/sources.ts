@@ -32,6 +32,12 @@ import { waitFor } from './wait-for';
 
 export type SourceName = 'poll' | 'log';
 
+/**
+ * Whether this jest project runs the dispatch suites with `dispatcher.claims: 'partitions'` (the
+ * `partitions` project): rows are never leased nor parked there, which a few assertions read.
+ */
+export const PARTITIONED = process.env.OUTBOX_TEST_CLAIMS === 'partitions';
+
 /** One source on one database: what a source-parameterised suite runs once for. */
 export interface SourceCase {
   readonly name: SourceName;

@@ -23,9 +23,20 @@ export class KeyLedger {
   private readonly freedAt = new Map<string, number>();
   private readonly reads = new Set<LedgerRead>();
 
-  /** The ids in flight: a read skips them. */
-  get inFlight(): readonly string[] {
-    return [...this.ids];
+  /**
+   * Keys found held back (an earlier message backing off, waiting or dead under `'block'`):
+   * reads skip them until `forgetHeld`, so that their backlog does not fill every read.
+   */
+  private readonly heldKeys = new Set<string>();
+
+  /** What a read skips: the ids in flight, and the keys in flight or found held back. */
+  skip(): { ids: string[]; keys: string[] } {
+    return { ids: [...this.ids], keys: [...this.keys.keys(), ...this.heldKeys] };
+  }
+
+  /** Held keys are looked at again (each drain, when their earlier message may be due). */
+  forgetHeld(): void {
+    this.heldKeys.clear();
   }
 
   /** Whether any message of `partition` is in flight. */
@@ -64,6 +75,7 @@ export class KeyLedger {
       if (key !== null) {
         if (blocked.has(key)) continue;
         const stale = (this.freedAt.get(key) ?? -1) > read.since;
+        if (held.has(record.id)) this.heldKeys.add(key);
         if (held.has(record.id) || this.keys.has(key) || stale) {
           blocked.add(key);
           continue;

@@ -46,6 +46,8 @@ export class PartitionSource implements DeliverySource {
   private runningSince: number | undefined;
   private lastFinishedAt: number | undefined;
   private loopState: OwnerLoopState = 'idle';
+  private wakeUp: Promise<void> | undefined;
+  private woken: () => void = () => undefined;
 
   constructor(
     private readonly pipeline: DeliveryPipeline,
@@ -107,6 +109,19 @@ export class PartitionSource implements DeliverySource {
     if (this.pipeline.lifecycle.stopping) return;
     this.wakeUps.woke();
     this.runner.request();
+    this.woken();
+  }
+
+  /** Resolves at the next wake-up: a loop waiting on its batches reads again for new rows. */
+  private nextWake(): Promise<void> {
+    this.wakeUp ??= new Promise<void>((resolve) => {
+      this.woken = () => {
+        this.wakeUp = undefined;
+        this.woken = () => undefined;
+        resolve();
+      };
+    });
+    return this.wakeUp;
   }
 
   drain(): Promise<number> {
@@ -118,7 +133,7 @@ export class PartitionSource implements DeliverySource {
     return this.runner.exclusive(async () => {
       if (!this.pipeline.lifecycle.stopping) await this.ownership.start();
       const batch = await this.nextBatch();
-      if (batch === undefined) return EMPTY_REPORT;
+      if (batch === undefined || batch === 'skipped') return EMPTY_REPORT;
       return this.deliver(batch.records, batch.partitionOf);
     });
   }
@@ -172,6 +187,7 @@ export class PartitionSource implements DeliverySource {
     const { batchesInFlight } = this.context.options.dispatcher;
     // A dispatcher driven by hand (autoStart off) takes its partitions at its first drain.
     if (!this.pipeline.lifecycle.stopping) await this.ownership.start();
+    this.ledger.forgetHeld();
     let published = 0;
     const running = new Set<Promise<number>>();
     const track = (p: Promise<number>): void => {
@@ -192,12 +208,13 @@ export class PartitionSource implements DeliverySource {
       }
       this.loopState = 'reading';
       const next = await this.nextBatch();
+      if (next === 'skipped') continue;
       if (next === undefined) {
         // Nothing may go now: what is in flight may free keys, or a wake-up came meanwhile.
         if (running.size === 0 && !this.runner.requested) break;
-        if (running.size === 0) continue;
+        if (running.size === 0 || this.runner.requested) continue;
         this.loopState = 'waiting';
-        await Promise.race(running);
+        await Promise.race([...running, this.nextWake()]);
         continue;
       }
       track(
@@ -209,9 +226,12 @@ export class PartitionSource implements DeliverySource {
     return published;
   }
 
-  /** The next batch that may go now, or undefined when the read found none. */
+  /**
+   * The next batch that may go now; `'skipped'` when the read found only rows held back (read
+   * again: their keys are skipped now), undefined when it found none.
+   */
   private async nextBatch(): Promise<
-    { records: ClaimedRecord[]; partitionOf: ReadonlyMap<string, number> } | undefined
+    { records: ClaimedRecord[]; partitionOf: ReadonlyMap<string, number> } | 'skipped' | undefined
   > {
     const partitions = this.ownership.readable();
     if (partitions.length === 0) return undefined;
@@ -219,10 +239,10 @@ export class PartitionSource implements DeliverySource {
     const read = this.ledger.open();
     try {
       const found = await this.pipeline.watchdog.run('read of owned partitions', () =>
-        this.store.readOwned(partitions, batchSize, this.ledger.inFlight),
+        this.store.readOwned(partitions, batchSize, this.ledger.skip()),
       );
       const records = this.ledger.select(read, found.records, found.held, batchSize);
-      if (records.length === 0) return undefined;
+      if (records.length === 0) return found.held.size > 0 ? 'skipped' : undefined;
       return { records, partitionOf: found.partitions };
     } catch (error) {
       this.pipeline.pause(error, 'reading the owned partitions failed');

@@ -39,13 +39,14 @@ export interface OutboxPartitionStore {
   /** Leaves: gives up every partition and removes the heartbeat. */
   leave(instance: string): Promise<void>;
   /**
-   * Reads the due pending rows of `partitions`, in id order, without `skip` (the ids in flight),
-   * at most `limit`: no lock, no write.
+   * Reads the due pending rows of `partitions`, in id order, at most `limit`, without the ids in
+   * `skip.ids` (in flight) and the rows of the keys in `skip.keys` (in flight, or known to be
+   * held back), so that a key's backlog does not fill the read: no lock, no write.
    */
   readOwned(
     partitions: readonly number[],
     limit: number,
-    skip: readonly string[],
+    skip: { readonly ids: readonly string[]; readonly keys: readonly string[] },
   ): Promise<OwnedRead>;
   /**
    * Settles rows read by `readOwned` while this instance holds their partitions at the

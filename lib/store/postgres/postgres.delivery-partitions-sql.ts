@@ -131,13 +131,15 @@ ORDER BY w.partition`;
 }
 
 /**
- * $1 partitions (int2[]), $2 limit, $3 ids to skip (int8[], those in flight): the due pending
+ * $1 partitions (int2[]), $2 limit, $3 ids to skip (int8[], those in flight), $4 keys to skip
+ * (text[], in flight or known to be held back): the due pending
  * rows of those partitions in id order through the partition index, no lock taken, nothing
  * written. Rows another dispatcher leased (a row lease from the `'leases'` mode) are passed
  * over. Each row answers its partition and whether an earlier message of its key holds it back:
- * one backing off, waiting, or dead where a dead message blocks its key (`blocking`, the
- * policy's condition on alias `e`). A due pending earlier row is not one: it is in this read
- * (id order) or in flight, and the dispatcher orders those itself. The attempt counted is the
+ * one backing off, waiting, leased by a `'leases'` dispatcher, or dead where a dead message
+ * blocks its key (`blocking`, the policy's condition on alias `e`). A due, unleased pending
+ * earlier row is not one: it is in this read (id order) or in flight, and the dispatcher orders
+ * those itself. The attempt counted is the
  * one this delivery would make (the settle writes it).
  */
 export function postgresReadOwned(n: OutboxTableNames, blocking: string, columns: string): string {
@@ -146,12 +148,14 @@ export function postgresReadOwned(n: OutboxTableNames, blocking: string, columns
   SELECT o.id FROM ${t} AS o
   WHERE o.delivery_partition = ANY($1::int2[]) AND o.status = 'pending' AND o.available_at <= now()
     AND (o.locked_until IS NULL OR o.locked_until < now()) AND o.id <> ALL($3::int8[])
+    AND (o.message_key IS NULL OR o.message_key <> ALL($4::text[]))
   ORDER BY o.id LIMIT $2)
 SELECT ${columns}, o.delivery_partition AS partition,
   (o.message_key IS NOT NULL AND EXISTS (
     SELECT 1 FROM ${t} AS e
     WHERE e.message_key >= o.message_key AND e.message_key <= o.message_key AND e.id < o.id
-      AND ${blocking} AND NOT (e.status = 'pending' AND e.available_at <= now()))) AS held
+      AND ${blocking} AND NOT (e.status = 'pending' AND e.available_at <= now()
+        AND (e.locked_until IS NULL OR e.locked_until < now())))) AS held
 FROM c JOIN ${t} AS o ON o.id = c.id
 ORDER BY o.id`;
 }

@@ -87,12 +87,17 @@ export class PostgresPartitionStore implements OutboxPartitionStore {
   async readOwned(
     partitions: readonly number[],
     limit: number,
-    skip: readonly string[],
+    skip: { readonly ids: readonly string[]; readonly keys: readonly string[] },
   ): Promise<OwnedRead> {
     if (partitions.length === 0 || limit <= 0) {
       return { records: [], partitions: new Map(), held: new Set() };
     }
-    const { rows } = await this.run<OwnedRow>(this.readSql, [partitions, limit, skip]);
+    const { rows } = await this.run<OwnedRow>(this.readSql, [
+      partitions,
+      limit,
+      skip.ids,
+      skip.keys,
+    ]);
     const partitionOf = new Map<string, number>();
     const held = new Set<string>();
     // By id, not by position: the mapper sorts the records by id numerically.
