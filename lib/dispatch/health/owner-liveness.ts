@@ -252,7 +252,10 @@ export class OwnerLiveness {
       this.lastWatchError = undefined;
       if (count === 0) return;
       this.log.warn(
-        `${count} message(s) leased by a dispatcher whose process ended: their leases end in ${TAKEOVER_GRACE_MS} ms and they are claimed again then`,
+        // A free owner lock says only that its session ended: with its process, or alone (a
+        // cut connection; the owner then fenced itself and lives on under a new lock). Nothing
+        // here tells the two apart, so the line claims neither.
+        `${count} message(s) leased by a dispatcher whose owner lock was released (its process ended or its lock connection was lost): their leases end in ${TAKEOVER_GRACE_MS} ms and they are claimed again then`,
       );
       clearTimeout(this.wakeTimer);
       this.wakeTimer = this.schedule(() => {
