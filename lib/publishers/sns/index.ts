@@ -3,6 +3,7 @@
 export { SnsPublisher } from './sns.publisher';
 export {
   resolveSnsPublisherOptions,
+  SNS_DEFAULT_MAX_MESSAGE_BYTES,
   SNS_MAX_MESSAGE_BYTES,
   type ResolvedSnsPublisherOptions,
   type SnsPublisherOptions,

@@ -25,8 +25,10 @@ export interface SnsPublisherOptions {
   maxConcurrentRequests?: number;
   /**
    * The largest message, body and attributes, in bytes: checked at enqueue, so an oversized
-   * message fails `enqueue()` instead of being dead-lettered. SNS takes 256 KiB at most, which is
-   * also the most one `PublishBatch` carries. @default 262144 (256 KiB)
+   * message fails `enqueue()` instead of being dead-lettered. A topic takes 256 KiB unless its
+   * `MaximumMessageSize` attribute allows more, up to 1 MiB; keep this at or below it. Also the
+   * most one `PublishBatch` carries (SNS counts a batch against the same attribute).
+   * @default 262144 (256 KiB)
    */
   maxMessageBytes?: number;
   /**
@@ -49,8 +51,12 @@ export interface ResolvedSnsPublisherOptions {
   readonly pingTopicArn: string | undefined;
 }
 
-/** SNS's own limit: a message (and a `PublishBatch` call) carries at most 256 KiB. */
-export const SNS_MAX_MESSAGE_BYTES = 262_144;
+/**
+ * SNS's own limits: a message (and a `PublishBatch` call) carries at most a topic's
+ * `MaximumMessageSize`, 256 KiB by default and 1 MiB at most.
+ */
+export const SNS_DEFAULT_MAX_MESSAGE_BYTES = 262_144;
+export const SNS_MAX_MESSAGE_BYTES = 1_048_576;
 
 const OPTION_KEYS = {
   '': {
@@ -143,7 +149,7 @@ export function resolveSnsPublisherOptions(
     ),
     maxMessageBytes: integer(
       options.maxMessageBytes,
-      SNS_MAX_MESSAGE_BYTES,
+      SNS_DEFAULT_MAX_MESSAGE_BYTES,
       'maxMessageBytes',
       1_024,
       SNS_MAX_MESSAGE_BYTES,
