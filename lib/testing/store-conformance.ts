@@ -1042,9 +1042,7 @@ const CASES: readonly {
       release();
       const answers = await Promise.allSettled([first, second]);
       same(
-        answers.map((a) =>
-          a.status === 'fulfilled' ? a.value : String(a.reason),
-        ),
+        answers.map((a) => (a.status === 'fulfilled' ? a.value : String(a.reason))),
         [[], [shared.messageId]],
         'what the two writers were told was already there',
       );
