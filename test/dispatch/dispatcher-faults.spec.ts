@@ -554,6 +554,70 @@ for (const db of POLL_RUN_DATABASES) {
       120_000,
     );
 
+    // The look of a takeover (ARCHITECTURE.md "Takeover after a crash", 4) with several owners
+    // gone at once: every one's leases shortened, a live owner's left alone,
+    // and no owner lock left held by the looker's pooled connection.
+    (db.name === 'sqlite' ? it.skip : it)(
+      'a look shortens the leases of every owner whose lock is free, and no other, and gives back the locks it took (not SQLite: no owner lock)',
+      async () => {
+        const { table, commit } = await freshTable();
+        const ids = await commit(Array.from({ length: 6 }, (_, i) => msg(`key-${i}`, { i })));
+        const { store } = await scope.open({ table, publisher: new RecordingPublisher() });
+        const port = typeormSqlPort(scope.ds);
+        if (port.session === undefined || store.lockOwner === undefined)
+          throw new Error('no session');
+        const owners = [];
+        for (let o = 0; o < 3; o++) {
+          const session = await port.session();
+          scope.defer(() => session.release(true).catch(() => undefined));
+          const key = newOwnerKey();
+          expect(await store.lockOwner(session, key)).toBe(true);
+          const batch = await store.claim({
+            limit: 2,
+            owner: `owner-${o}`,
+            leaseMs: 60_000,
+            token: ownerToken(key),
+          });
+          expect(batch.records).toHaveLength(2);
+          owners.push({ session, key, ids: batch.records.map((r) => r.messageId) });
+        }
+        expect(owners.flatMap((o) => o.ids).sort()).toEqual([...ids].sort());
+        const [gone1, gone2, live] = owners as [
+          (typeof owners)[0],
+          (typeof owners)[0],
+          (typeof owners)[0],
+        ];
+        await killOwnerLockSession(ownerHex(gone1.key));
+        await killOwnerLockSession(ownerHex(gone2.key));
+        const shorten = store.shortenOrphanedLeases?.bind(store);
+        if (shorten === undefined) throw new Error('no takeover on this store');
+        const left = async (owner: string) =>
+          (await leasesOf(table, owner)).map((l) => l.remainingMs);
+        // The server ends a killed session a moment after KILL returns: look until both are seen.
+        let shortened: number[] = [];
+        await waitFor('both owners seen gone', async () => {
+          await shorten(1_250, true);
+          shortened = [...(await left('owner-0')), ...(await left('owner-1'))];
+          return shortened.every((ms) => ms <= 1_250);
+        });
+        expect(shortened).toHaveLength(4);
+        for (const ms of await left('owner-2')) expect(ms).toBeGreaterThan(50_000);
+        // Nothing more to shorten, and the looker gave back the locks it took.
+        expect(await shorten(1_250, true)).toBe(0);
+        if (db.name !== 'postgres') {
+          for (const o of [gone1, gone2]) {
+            const [free] = await scope.ds.query<{ f: number | string }[]>(
+              'SELECT IS_FREE_LOCK(?) AS f',
+              [`nestjs-outbox-owner-${ownerHex(o.key)}`],
+            );
+            expect(Number(free?.f)).toBe(1);
+          }
+        }
+        expect(live.ids).toHaveLength(2);
+      },
+      60_000,
+    );
+
     it('fences a settle whose lease was taken over: it changes nothing, whatever its outcome (store)', async () => {
       const { table, commit } = await freshTable();
       const { store } = await scope.open({ table, publisher: new RecordingPublisher() });

@@ -742,16 +742,20 @@ export class MysqlOutboxStore implements OutboxStore {
     ).rows.flatMap((r) => ownerKeyOf(String(r.k)) ?? []);
     if (looked.length === 0) return 0;
     // Each owner's lock is held while its leases are shortened, so no owner can take that key
-    // meanwhile; given back before the connection goes back to the pool.
+    // meanwhile; given back before the connection goes back to the pool. One statement takes
+    // every lock and one gives them back, whatever the number of owners: a takeover's rounds
+    // stay few on a loaded server.
     return this.sql.transaction(async (tx) => {
-      const held: number[] = [];
+      const names = looked.map(mysqlOwnerLockName);
+      // Until the locks' answer is read, any of them may be held (a statement failed midway).
+      let held = looked;
       try {
-        for (const key of looked) {
-          const { rows } = await tx.query<{ locked: unknown }>('SELECT GET_LOCK(?, 0) AS locked', [
-            mysqlOwnerLockName(key),
-          ]);
-          if (Number(rows[0]?.locked) === 1) held.push(key);
-        }
+        const { rows } = await tx.query<Record<string, unknown>>(
+          `SELECT ${names.map((_, i) => `GET_LOCK(?, 0) AS l${i}`).join(', ')}`,
+          names,
+        );
+        const got = rows[0] ?? {};
+        held = looked.filter((_, i) => Number(got[`l${i}`]) === 1);
         if (held.length === 0) return 0;
         return (
           await tx.query(mysqlShortenOwnerLeases(this.names, held.length), [
@@ -762,8 +766,11 @@ export class MysqlOutboxStore implements OutboxStore {
           ])
         ).affected;
       } finally {
-        for (const key of held) {
-          await tx.query('SELECT RELEASE_LOCK(?)', [mysqlOwnerLockName(key)]);
+        if (held.length > 0) {
+          await tx.query(
+            `SELECT ${held.map((_, i) => `RELEASE_LOCK(?) AS r${i}`).join(', ')}`,
+            held.map(mysqlOwnerLockName),
+          );
         }
       }
     });
