@@ -206,6 +206,27 @@ for (const db of TEST_DATABASES) {
         ]);
       });
 
+      it('numbers copies sent to another destination in that destination, burning none of the original topics numbers', async () => {
+        const { c, auditTable } = await open({ ordering: { sequence: true } });
+        await c.enqueue([msg('a', 1), msg('a', 2)]);
+        await c.runUntilIdle();
+        c.publisher.clear();
+        const preview = await c.admin.previewRedrive({ topic: 'orders' });
+        await c.admin.redrive(
+          { topic: 'orders' },
+          { ...who, destination: 'orders-replay', expected: confirmation(preview), auditTable },
+        );
+        await c.enqueue(msg('a', 3));
+        await c.runUntilIdle();
+        const numbers = (topic: string) =>
+          c.publisher.messages
+            .filter((r) => r.topic === topic)
+            .map((r) => r.headers[OUTBOX_HEADER_SEQUENCE]);
+        // A consumer of `orders` sees 1, 2, 3; one of `orders-replay` sees its own 1, 2.
+        expect(numbers('orders-replay')).toEqual(['1', '2']);
+        expect(numbers('orders')).toEqual(['3']);
+      });
+
       it('copies a binary payload with its content type, and the broker attributes', async () => {
         const { c, auditTable } = await open();
         const bytes = Buffer.from([0, 1, 2, 254, 255]);

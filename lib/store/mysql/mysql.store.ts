@@ -260,7 +260,7 @@ export class MysqlOutboxStore implements OutboxStore {
       const chunk = rows.slice(at, at + SEQUENCE_CHUNK);
       const { affected } = await tx.query(
         mysqlSetNumbers(this.names, chunk.length, guard),
-        chunk.flatMap((r, i) => [ids.param(r.messageId), r.key, backs[at + i]]),
+        chunk.flatMap((r, i) => [ids.param(r.messageId), r.topic, r.key, backs[at + i]]),
       );
       if (affected !== chunk.length) throw await this.refusedWrite(tx, () => this.noRowWritten());
     }
