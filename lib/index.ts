@@ -71,6 +71,7 @@ export {
   OUTBOX_HEADER_SEQUENCE,
   OUTBOX_HEADER_CONTENT_TYPE,
   OUTBOX_HEADER_TENANT,
+  OUTBOX_HEADER_REDRIVE_DELAY,
 } from './outbox.constants';
 
 export {
