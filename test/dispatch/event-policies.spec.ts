@@ -235,6 +235,12 @@ for (const source of SOURCE_CASES) {
       expect(late?.attemptHistory).toMatchObject([
         { outcome: 'dead', errorClass: 'OutboxMessageExpiredError' },
       ]);
+      // Never published, so never attempted: the claim's count is given back, and the reason
+      // says it expired unpublished rather than "after 1 attempt(s)".
+      expect(late?.attempts).toBe(0);
+      const why = await h.admin.why(ids.C1 as string);
+      expect(why?.reason).toMatch(/^Dead-lettered at .* unpublished: it expired before any attempt/);
+      expect(why?.reason).not.toMatch(/attempt\(s\)/);
       // One attempt, then dead at once: its 2 s backoff would end past its 1 s expiry.
       expect(publisher.attemptsOf(ids.P1 as string)).toBe(1);
       const payment = await h.admin.get(ids.P1 as string);

@@ -1,4 +1,5 @@
 import { OutboxAdminInputError } from '../../errors/outbox-admin-input.error';
+import { OutboxMessageExpiredError } from '../../errors/outbox-message-expired.error';
 import type { OutboxDelivery } from '../../options/outbox.options';
 import { OutboxMessages } from '../../outbox.messages';
 import type { OutboxStats, OutboxStore, RequeueReport } from '../../store/ports/outbox-store.port';
@@ -515,7 +516,13 @@ export class OutboxAdmin {
       return {
         ...base,
         state: 'dead',
-        reason: `Dead-lettered${message.deadAt === null ? '' : ` at ${at(message.deadAt)}`} after ${message.attempts} attempt(s)${lastError}.${holds}`,
+        reason: `Dead-lettered${message.deadAt === null ? '' : ` at ${at(message.deadAt)}`}${
+          message.attempts === 0
+            ? message.lastError?.startsWith(OutboxMessageExpiredError.name) === true
+              ? ' unpublished: it expired before any attempt'
+              : ' unpublished, before any attempt'
+            : ` after ${message.attempts} attempt(s)`
+        }${lastError}.${holds}`,
         head: null,
       };
     }

@@ -625,7 +625,7 @@ export class MysqlOutboxStore implements OutboxStore {
       if (s.dead.length > 0) {
         changed += (
           await query(mysqlSettleDead(this.names, s.dead.length), [
-            ...s.dead.flatMap((r) => [r.id, r.error]),
+            ...s.dead.flatMap((r) => [r.id, r.error, r.unpublished === true ? 1 : 0]),
             token,
           ])
         ).affected;

@@ -54,7 +54,16 @@ export type ClaimedRecord = OutboxRecord & {
 export interface Settlement {
   readonly delivered: readonly string[];
   readonly retry: readonly { id: string; delayMs: number; error: string; errorClass: string }[];
-  readonly dead: readonly { id: string; error: string; errorClass: string }[];
+  /**
+   * `unpublished`: it expired before its publish (a type's `maxAgeMs`), so the claim's attempt is
+   * given back: a message never published has 0 attempts.
+   */
+  readonly dead: readonly {
+    id: string;
+    error: string;
+    errorClass: string;
+    unpublished?: boolean;
+  }[];
   /**
    * Handed back with the claim's attempt given back (outage, shutdown), due again after
    * `delayMs`; `error` (an outage's cause) replaces `last_error` when not null, and is then

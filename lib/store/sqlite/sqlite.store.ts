@@ -278,7 +278,9 @@ export class SqliteOutboxStore implements OutboxStore {
       }
       if (s.dead.length > 0) {
         changed += tx.run(sqliteSettleDead(this.names), [
-          JSON.stringify(s.dead.map((r) => [Number(r.id), r.error])),
+          JSON.stringify(
+            s.dead.map((r) => [Number(r.id), r.error, r.unpublished === true ? 1 : 0]),
+          ),
           token,
         ]);
       }
