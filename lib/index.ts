@@ -16,6 +16,7 @@ export type {
   OutboxCounts,
   OutboxDeadLetterFilter,
   OutboxDeadLetterSelection,
+  OutboxRetryReport,
   OutboxWhy,
   OutboxWhyHead,
   OutboxMessageDetail,

@@ -429,9 +429,7 @@ export class OutboxRedriver {
       [OUTBOX_HEADER_SEQUENCE]: _sequence,
       [OUTBOX_HEADER_REDRIVE_DELAY]: _delay,
       ...headers
-    } = JSON.parse(
-      row.headers,
-    ) as OutboxHeaders;
+    } = JSON.parse(row.headers) as OutboxHeaders;
     const binary = row.payload_encoding === 'binary';
     const delayMs = rate === undefined ? 0 : Math.round((index * 1000) / rate);
     return {
