@@ -327,6 +327,31 @@ for (const db of TEST_DATABASES) {
         expect(c.publisher.payloads<{ n: number }>().map((p) => p.n)).toEqual([1, 2, 3, 4]);
       });
 
+      it("queues copies to the same topic in their key's lane: after the key's earlier live messages, before its later ones", async () => {
+        const { c, auditTable } = await open();
+        const [a1, a2] = await c.enqueue([msg('a', 1), msg('a', 2)]);
+        await c.runUntilIdle();
+        c.publisher.clear();
+        const [a3] = await c.enqueue(msg('a', 3));
+        const preview = await c.admin.previewRedrive({ topic: 'orders', key: 'a' });
+        expect(preview.count).toBe(2);
+        await c.admin.redrive(
+          { topic: 'orders', key: 'a' },
+          { ...who, ratePerSecond: 5, expected: confirmation(preview), auditTable },
+        );
+        const [a4] = await c.enqueue(msg('a', 4));
+        await waitFor(
+          'the live messages and the copies delivered',
+          async () => {
+            await c.runUntilIdle();
+            return c.publisher.messages.length === 4;
+          },
+          { timeoutMs: 15_000, intervalMs: 50 },
+        );
+        const sent = c.publisher.messages.map((m) => m.headers[REDRIVE_OF_HEADER] ?? m.messageId);
+        expect(sent).toEqual([a3, a1, a2, a4]);
+      });
+
       it('writes more than one transaction of copies in the originals order, audited once', async () => {
         const { c, audit, auditTable } = await open({}, false);
         const messages = Array.from({ length: 1_100 }, (_, n) => msg(`k${n % 3}`, n));
