@@ -16,6 +16,7 @@ export type {
   OutboxCounts,
   OutboxDeadLetterFilter,
   OutboxDeadLetterSelection,
+  OutboxRetryReport,
   OutboxWhy,
   OutboxWhyHead,
   OutboxMessageDetail,
@@ -71,6 +72,7 @@ export {
   OUTBOX_HEADER_SEQUENCE,
   OUTBOX_HEADER_CONTENT_TYPE,
   OUTBOX_HEADER_TENANT,
+  OUTBOX_HEADER_REDRIVE_DELAY,
 } from './outbox.constants';
 
 export {

@@ -207,7 +207,7 @@ WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN (?, ?, ?) AND COLUMN_NAME = 'm
       ids.pending,
     ]);
     // The dead head goes back, is delivered, and its key moves on to the parked message.
-    expect(await admin.retry([ids.dead])).toEqual({ requeued: 1, resequenced: 0 });
+    expect(await admin.retry([ids.dead])).toEqual({ requeued: 1, resequenced: 0, expired: [] });
     ({ batch, byKey } = await claimAll(after));
     expect(batch.records.map((r) => r.messageId).sort()).toEqual([ids.dead, ids.pending].sort());
     await after.settle(

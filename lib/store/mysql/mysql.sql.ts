@@ -511,10 +511,14 @@ SET o.available_at = ${NOW} + INTERVAL u.delay_ms * 1000 MICROSECOND, o.last_err
 WHERE o.lock_token = ?`;
 }
 
-/** Params: (id, error) per row, then token. */
+/**
+ * Params: (id, error, back) per row, then token; `back` 1 gives the claim's attempt back (it
+ * expired before its publish).
+ */
 export function mysqlSettleDead(n: OutboxTableNames, count: number): string {
-  return `UPDATE ${n.table} AS o JOIN (${rowsOf(count, ['id', 'err'])}) AS u ON o.id = u.id
-SET o.status = 'dead', o.dead_at = ${NOW}, o.last_error = u.err, o.locked_by = NULL, o.lock_token = NULL, o.locked_until = NULL
+  return `UPDATE ${n.table} AS o JOIN (${rowsOf(count, ['id', 'err', 'back'])}) AS u ON o.id = u.id
+SET o.status = 'dead', o.dead_at = ${NOW}, o.last_error = u.err, o.attempts = GREATEST(o.attempts - u.back, 0),
+  o.locked_by = NULL, o.lock_token = NULL, o.locked_until = NULL
 WHERE o.lock_token = ?`;
 }
 

@@ -287,7 +287,7 @@ export class MysqlOutboxStore implements OutboxStore {
       const chunk = rows.slice(at, at + SEQUENCE_CHUNK);
       const { affected } = await tx.query(
         mysqlSetNumbers(this.names, chunk.length, guard),
-        chunk.flatMap((r, i) => [ids.param(r.messageId), r.key, backs[at + i]]),
+        chunk.flatMap((r, i) => [ids.param(r.messageId), r.topic, r.key, backs[at + i]]),
       );
       if (affected !== chunk.length) throw await this.refusedWrite(tx, () => this.noRowWritten());
     }
@@ -657,7 +657,7 @@ export class MysqlOutboxStore implements OutboxStore {
       if (s.dead.length > 0) {
         changed += (
           await query(mysqlSettleDead(this.names, s.dead.length), [
-            ...s.dead.flatMap((r) => [r.id, r.error]),
+            ...s.dead.flatMap((r) => [r.id, r.error, r.unpublished === true ? 1 : 0]),
             token,
           ])
         ).affected;
