@@ -4,6 +4,15 @@ import {
   type KnownOptionKeys,
   type OptionFailure,
 } from '../../options/option-checks';
+import {
+  checkOptionsObject,
+  resolveReconnectOption,
+  resolvePublishTimeout,
+  resolveConnectTimeout,
+  RECONNECT_OPTION_KEYS,
+  type PublisherReconnectOption,
+} from '../kit/publisher-options-check';
+import type { ReconnectDelays } from '../kit/reconnect-backoff';
 import type { OutboxRecord } from '../../message/outbox-record.interface';
 
 /**
@@ -72,12 +81,7 @@ export interface RedisStreamsPublisherOptions {
   /** Time allowed to connect (TCP, TLS, AUTH and the ready check), in ms. @default 5000 */
   connectionTimeoutMs?: number;
   /** Waits between reconnection attempts: doubled after each failure, up to the maximum. */
-  reconnect?: {
-    /** @default 500 */
-    initialDelayMs?: number;
-    /** @default max(15000, initialDelayMs) */
-    maxDelayMs?: number;
-  };
+  reconnect?: PublisherReconnectOption;
   /** `CLIENT SETNAME` of the connection, shown by `CLIENT LIST`. @default 'nestjs-outbox' */
   connectionName?: string;
 }
@@ -99,7 +103,7 @@ export interface ResolvedRedisStreamsPublisherOptions {
   readonly waitForReplicas: { readonly replicas: number; readonly timeoutMs: number } | undefined;
   readonly publishTimeoutMs: number;
   readonly connectionTimeoutMs: number;
-  readonly reconnect: { readonly initialDelayMs: number; readonly maxDelayMs: number };
+  readonly reconnect: ReconnectDelays;
   readonly connectionName: string;
 }
 
@@ -117,10 +121,7 @@ const OPTION_KEYS = {
     reconnect: true,
     connectionName: true,
   } satisfies Record<keyof RedisStreamsPublisherOptions, true>,
-  reconnect: { initialDelayMs: true, maxDelayMs: true } satisfies Record<
-    keyof NonNullable<RedisStreamsPublisherOptions['reconnect']>,
-    true
-  >,
+  reconnect: RECONNECT_OPTION_KEYS,
   waitForReplicas: { replicas: true, timeoutMs: true } satisfies Record<
     keyof NonNullable<RedisStreamsPublisherOptions['waitForReplicas']>,
     true
@@ -267,40 +268,6 @@ function resolveTrim(value: RedisStreamsTrim | undefined): ResolvedRedisStreamsT
   };
 }
 
-function resolveReconnect(
-  value: RedisStreamsPublisherOptions['reconnect'],
-): ResolvedRedisStreamsPublisherOptions['reconnect'] {
-  const reconnect = value ?? {};
-  if (typeof reconnect !== 'object' || reconnect === null)
-    fail(
-      'reconnect',
-      'it is not an object',
-      'Pass { initialDelayMs, maxDelayMs } or leave it out.',
-    );
-  const initialDelayMs = integer(
-    reconnect.initialDelayMs,
-    500,
-    'reconnect.initialDelayMs',
-    0,
-    600_000,
-  );
-  const maxDelayMs = integer(
-    reconnect.maxDelayMs,
-    Math.max(15_000, initialDelayMs),
-    'reconnect.maxDelayMs',
-    0,
-    3_600_000,
-  );
-  if (maxDelayMs < initialDelayMs) {
-    fail(
-      'reconnect.maxDelayMs',
-      `${maxDelayMs} ms is below reconnect.initialDelayMs (${initialDelayMs} ms)`,
-      'Raise maxDelayMs or lower initialDelayMs.',
-    );
-  }
-  return { initialDelayMs, maxDelayMs };
-}
-
 function resolveWait(
   value: RedisStreamsPublisherOptions['waitForReplicas'],
   publishTimeoutMs: number,
@@ -344,13 +311,7 @@ function resolveWait(
 export function resolveRedisStreamsPublisherOptions(
   options: RedisStreamsPublisherOptions,
 ): ResolvedRedisStreamsPublisherOptions {
-  if (options === null || typeof options !== 'object') {
-    fail(
-      'options',
-      `${show(options)} is not an object`,
-      "Pass { connection: 'redis://host:6379' }.",
-    );
-  }
+  checkOptionsObject(checks, options, "{ connection: 'redis://host:6379' }");
   checks.knownKeys(options, OPTION_KEYS);
   checkConnection(options.connection);
   const stream = resolveStream(options);
@@ -362,13 +323,7 @@ export function resolveRedisStreamsPublisherOptions(
       `${show(createStreams)} is not a boolean`,
       'Pass false to refuse entries for streams that do not exist, or leave it out.',
     );
-  const publishTimeoutMs = integer(
-    options.publishTimeoutMs,
-    5_000,
-    'publishTimeoutMs',
-    10,
-    3_600_000,
-  );
+  const publishTimeoutMs = resolvePublishTimeout(checks, options.publishTimeoutMs);
   const connectionName = options.connectionName ?? 'nestjs-outbox';
   // CLIENT SETNAME refuses spaces and newlines.
   if (typeof connectionName !== 'string' || !/^[\x21-\x7e]{1,128}$/.test(connectionName))
@@ -384,14 +339,12 @@ export function resolveRedisStreamsPublisherOptions(
     createStreams,
     waitForReplicas: resolveWait(options.waitForReplicas, publishTimeoutMs),
     publishTimeoutMs,
-    connectionTimeoutMs: integer(
+    connectionTimeoutMs: resolveConnectTimeout(
+      checks,
       options.connectionTimeoutMs,
-      5_000,
       'connectionTimeoutMs',
-      100,
-      600_000,
     ),
-    reconnect: resolveReconnect(options.reconnect),
+    reconnect: resolveReconnectOption(checks, options.reconnect),
     connectionName,
   };
 }
