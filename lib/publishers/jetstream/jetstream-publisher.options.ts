@@ -1,13 +1,6 @@
+import type { KnownOptionKeys, OptionFailure } from '../../options/option-checks';
 import {
-  OptionChecks,
-  type KnownOptionKeys,
-  type OptionFailure,
-} from '../../options/option-checks';
-import {
-  checkOptionsObject,
-  resolveReconnectOption,
-  resolvePublishTimeout,
-  resolveConnectTimeout,
+  PublisherOptionChecks,
   RECONNECT_OPTION_KEYS,
   type PublisherReconnectOption,
 } from '../kit/publisher-options-check';
@@ -105,7 +98,7 @@ const OPTION_KEYS = {
   reconnect: RECONNECT_OPTION_KEYS,
 } satisfies KnownOptionKeys;
 
-const checks = new OptionChecks('JetStreamPublisher');
+const checks: PublisherOptionChecks = new PublisherOptionChecks('JetStreamPublisher');
 const fail: OptionFailure = checks.fail;
 const { show, integer } = checks;
 
@@ -212,7 +205,7 @@ function resolveRouting(options: JetStreamPublisherOptions): Routing {
 export function resolveJetStreamPublisherOptions(
   options: JetStreamPublisherOptions,
 ): ResolvedJetStreamPublisherOptions {
-  checkOptionsObject(checks, options, "{ servers: 'nats://host:4222' }");
+  checks.optionsObject(options, "{ servers: 'nats://host:4222' }");
   checks.knownKeys(options, OPTION_KEYS);
   const servers = resolveServers(options.servers);
   const credentials = resolveCredentials(options);
@@ -225,9 +218,9 @@ export function resolveJetStreamPublisherOptions(
     name,
     ...credentials,
     ...routing,
-    publishTimeoutMs: resolvePublishTimeout(checks, options.publishTimeoutMs),
-    connectTimeoutMs: resolveConnectTimeout(checks, options.connectTimeoutMs, 'connectTimeoutMs'),
+    publishTimeoutMs: checks.publishTimeout(options.publishTimeoutMs),
+    connectTimeoutMs: checks.connectTimeout(options.connectTimeoutMs, 'connectTimeoutMs'),
     pingIntervalMs: integer(options.pingIntervalMs, 10_000, 'pingIntervalMs', 1_000, 3_600_000),
-    reconnect: resolveReconnectOption(checks, options.reconnect),
+    reconnect: checks.reconnect(options.reconnect),
   };
 }

@@ -1,4 +1,4 @@
-import type { OptionChecks } from '../../options/option-checks';
+import { OptionChecks } from '../../options/option-checks';
 import type { ReconnectDelays } from './reconnect-backoff';
 
 /** The `reconnect` option of a reconnecting publisher (RabbitMQ, Redis Streams, JetStream). */
@@ -15,67 +15,63 @@ export const RECONNECT_OPTION_KEYS = {
   maxDelayMs: true,
 } as const satisfies Record<keyof PublisherReconnectOption, true>;
 
-/** Rejects options that are not an object, naming an example of what to pass. */
-export function checkOptionsObject(
-  checks: OptionChecks,
-  options: unknown,
-  example: string,
-): asserts options is object {
-  if (options === null || typeof options !== 'object') {
-    checks.fail('options', `${checks.show(options)} is not an object`, `Pass ${example}.`);
-  }
-}
-
-/** The `reconnect` option with its defaults, checked. */
-export function resolveReconnectOption(
-  checks: OptionChecks,
-  value: PublisherReconnectOption | undefined,
-): ReconnectDelays {
-  const reconnect = value ?? {};
-  if (typeof reconnect !== 'object' || reconnect === null)
-    checks.fail(
-      'reconnect',
-      'it is not an object',
-      'Pass { initialDelayMs, maxDelayMs } or leave it out.',
-    );
-  const initialDelayMs = checks.integer(
-    reconnect.initialDelayMs,
-    500,
-    'reconnect.initialDelayMs',
-    0,
-    600_000,
-  );
-  const maxDelayMs = checks.integer(
-    reconnect.maxDelayMs,
-    // A larger first wait than the default maximum raises the maximum with it.
-    Math.max(15_000, initialDelayMs),
-    'reconnect.maxDelayMs',
-    0,
-    3_600_000,
-  );
-  if (maxDelayMs < initialDelayMs) {
-    checks.fail(
-      'reconnect.maxDelayMs',
-      `${maxDelayMs} ms is below reconnect.initialDelayMs (${initialDelayMs} ms)`,
-      'Raise maxDelayMs or lower initialDelayMs.',
-    );
-  }
-  return { initialDelayMs, maxDelayMs };
-}
-
 /**
- * The publisher's own `publishTimeoutMs`: how long it waits for the broker's answer to a
- * message. The same default and range for every broker, so that one reads like the other.
+ * The checks of a broker publisher's options: the module's `OptionChecks`, and the options every
+ * broker's publisher shares, with one default and one range each, so that one publisher's
+ * options read like another's and a new publisher checks only what is its own.
  */
-export function resolvePublishTimeout(checks: OptionChecks, value: number | undefined): number {
-  return checks.integer(value, 5_000, 'publishTimeoutMs', 10, 3_600_000);
-}
+export class PublisherOptionChecks extends OptionChecks {
+  /** Rejects options that are not an object, naming an example of what to pass. */
+  readonly optionsObject: (options: unknown, example: string) => asserts options is object = (
+    options,
+    example,
+  ) => {
+    if (options === null || typeof options !== 'object') {
+      this.fail('options', `${this.show(options)} is not an object`, `Pass ${example}.`);
+    }
+  };
 
-/** The time allowed to open a connection, under the option name the broker's publisher uses. */
-export function resolveConnectTimeout(
-  checks: OptionChecks,
-  value: number | undefined,
-  option: 'connectionTimeoutMs' | 'connectTimeoutMs',
-): number {
-  return checks.integer(value, 5_000, option, 100, 600_000);
+  /** The `reconnect` option with its defaults, checked. */
+  readonly reconnect = (value: PublisherReconnectOption | undefined): ReconnectDelays => {
+    const reconnect = value ?? {};
+    if (typeof reconnect !== 'object' || reconnect === null)
+      this.fail(
+        'reconnect',
+        'it is not an object',
+        'Pass { initialDelayMs, maxDelayMs } or leave it out.',
+      );
+    const initialDelayMs = this.integer(
+      reconnect.initialDelayMs,
+      500,
+      'reconnect.initialDelayMs',
+      0,
+      600_000,
+    );
+    const maxDelayMs = this.integer(
+      reconnect.maxDelayMs,
+      // A first wait above the default maximum raises the maximum with it.
+      Math.max(15_000, initialDelayMs),
+      'reconnect.maxDelayMs',
+      0,
+      3_600_000,
+    );
+    if (maxDelayMs < initialDelayMs) {
+      this.fail(
+        'reconnect.maxDelayMs',
+        `${maxDelayMs} ms is below reconnect.initialDelayMs (${initialDelayMs} ms)`,
+        'Raise maxDelayMs or lower initialDelayMs.',
+      );
+    }
+    return { initialDelayMs, maxDelayMs };
+  };
+
+  /** The publisher's own `publishTimeoutMs`: how long it waits for the broker's answer. */
+  readonly publishTimeout = (value: number | undefined): number =>
+    this.integer(value, 5_000, 'publishTimeoutMs', 10, 3_600_000);
+
+  /** The time allowed to open a connection, under the option name the broker's publisher uses. */
+  readonly connectTimeout = (
+    value: number | undefined,
+    option: 'connectionTimeoutMs' | 'connectTimeoutMs',
+  ): number => this.integer(value, 5_000, option, 100, 600_000);
 }

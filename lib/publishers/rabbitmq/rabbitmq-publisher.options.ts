@@ -1,14 +1,7 @@
 import type { Channel, Options } from 'amqplib';
+import type { KnownOptionKeys, OptionFailure } from '../../options/option-checks';
 import {
-  OptionChecks,
-  type KnownOptionKeys,
-  type OptionFailure,
-} from '../../options/option-checks';
-import {
-  checkOptionsObject,
-  resolveReconnectOption,
-  resolvePublishTimeout,
-  resolveConnectTimeout,
+  PublisherOptionChecks,
   RECONNECT_OPTION_KEYS,
   type PublisherReconnectOption,
 } from '../kit/publisher-options-check';
@@ -101,7 +94,7 @@ const OPTION_KEYS = {
   reconnect: RECONNECT_OPTION_KEYS,
 } satisfies KnownOptionKeys;
 
-const checks = new OptionChecks('RabbitMqPublisher');
+const checks: PublisherOptionChecks = new PublisherOptionChecks('RabbitMqPublisher');
 const fail: OptionFailure = checks.fail;
 const { show, integer } = checks;
 
@@ -163,14 +156,14 @@ function resolveRouting(options: RabbitMqPublisherOptions): Routing {
 export function resolveRabbitMqPublisherOptions(
   options: RabbitMqPublisherOptions,
 ): ResolvedRabbitMqPublisherOptions {
-  checkOptionsObject(checks, options, "{ url: 'amqp://user:pass@host:5672' }");
+  checks.optionsObject(options, "{ url: 'amqp://user:pass@host:5672' }");
   checks.knownKeys(options, OPTION_KEYS);
   checkUrl(options.url);
   const socketOptions = options.socketOptions ?? {};
   if (typeof socketOptions !== 'object' || socketOptions === null)
     fail('socketOptions', 'it is not an object', 'Pass socket/TLS options or leave it out.');
   const { exchange, routingKey, assertTopology } = resolveRouting(options);
-  const reconnect = resolveReconnectOption(checks, options.reconnect);
+  const reconnect = checks.reconnect(options.reconnect);
   const connectionName = options.connectionName ?? 'nestjs-outbox';
   if (typeof connectionName !== 'string')
     fail(
@@ -201,13 +194,9 @@ export function resolveRabbitMqPublisherOptions(
       1,
       1_000_000,
     ),
-    publishTimeoutMs: resolvePublishTimeout(checks, options.publishTimeoutMs),
+    publishTimeoutMs: checks.publishTimeout(options.publishTimeoutMs),
     heartbeat: integer(options.heartbeat, 10, 'heartbeat', 0, 3_600),
-    connectionTimeoutMs: resolveConnectTimeout(
-      checks,
-      options.connectionTimeoutMs,
-      'connectionTimeoutMs',
-    ),
+    connectionTimeoutMs: checks.connectTimeout(options.connectionTimeoutMs, 'connectionTimeoutMs'),
     reconnect,
     connectionName,
     appId: options.appId,

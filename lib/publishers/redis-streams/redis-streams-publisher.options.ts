@@ -1,14 +1,7 @@
 import type { RedisOptions } from 'ioredis';
+import type { KnownOptionKeys, OptionFailure } from '../../options/option-checks';
 import {
-  OptionChecks,
-  type KnownOptionKeys,
-  type OptionFailure,
-} from '../../options/option-checks';
-import {
-  checkOptionsObject,
-  resolveReconnectOption,
-  resolvePublishTimeout,
-  resolveConnectTimeout,
+  PublisherOptionChecks,
   RECONNECT_OPTION_KEYS,
   type PublisherReconnectOption,
 } from '../kit/publisher-options-check';
@@ -153,7 +146,7 @@ const OWN_CONNECTION_SETTINGS: Readonly<Record<string, string>> = {
 
 const MIN_STREAM_ID = /^\d{1,20}(-\d{1,20})?$/;
 
-const checks = new OptionChecks('RedisStreamsPublisher');
+const checks: PublisherOptionChecks = new PublisherOptionChecks('RedisStreamsPublisher');
 const fail: OptionFailure = checks.fail;
 const { show, integer } = checks;
 
@@ -311,7 +304,7 @@ function resolveWait(
 export function resolveRedisStreamsPublisherOptions(
   options: RedisStreamsPublisherOptions,
 ): ResolvedRedisStreamsPublisherOptions {
-  checkOptionsObject(checks, options, "{ connection: 'redis://host:6379' }");
+  checks.optionsObject(options, "{ connection: 'redis://host:6379' }");
   checks.knownKeys(options, OPTION_KEYS);
   checkConnection(options.connection);
   const stream = resolveStream(options);
@@ -323,7 +316,7 @@ export function resolveRedisStreamsPublisherOptions(
       `${show(createStreams)} is not a boolean`,
       'Pass false to refuse entries for streams that do not exist, or leave it out.',
     );
-  const publishTimeoutMs = resolvePublishTimeout(checks, options.publishTimeoutMs);
+  const publishTimeoutMs = checks.publishTimeout(options.publishTimeoutMs);
   const connectionName = options.connectionName ?? 'nestjs-outbox';
   // CLIENT SETNAME refuses spaces and newlines.
   if (typeof connectionName !== 'string' || !/^[\x21-\x7e]{1,128}$/.test(connectionName))
@@ -339,12 +332,8 @@ export function resolveRedisStreamsPublisherOptions(
     createStreams,
     waitForReplicas: resolveWait(options.waitForReplicas, publishTimeoutMs),
     publishTimeoutMs,
-    connectionTimeoutMs: resolveConnectTimeout(
-      checks,
-      options.connectionTimeoutMs,
-      'connectionTimeoutMs',
-    ),
-    reconnect: resolveReconnectOption(checks, options.reconnect),
+    connectionTimeoutMs: checks.connectTimeout(options.connectionTimeoutMs, 'connectionTimeoutMs'),
+    reconnect: checks.reconnect(options.reconnect),
     connectionName,
   };
 }
