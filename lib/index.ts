@@ -45,11 +45,6 @@ export type {
 } from './module/admin/outbox-redrive.interfaces';
 export { OutboxAuditStore } from './module/admin/outbox-audit.store';
 export { REDRIVE_ID_HEADER, REDRIVE_OF_HEADER } from './module/admin/outbox-redrive';
-export {
-  DEFAULT_AUDIT_TABLE,
-  outboxAuditTableDdl,
-  type OutboxAuditTableOptions,
-} from './store/shared-sql/audit-table';
 export type {
   OutboxModuleOptions,
   OutboxModuleExtras,
@@ -173,29 +168,7 @@ export {
 } from './dispatch/fallback/on-outbox-dead-letter.decorator';
 export { OutboxDatabaseTimeoutError } from './errors/outbox-database-timeout.error';
 export { OutboxBridgeError, type OutboxBridgeErrorReason } from './errors/outbox-bridge.error';
-export { OutboxTableLayoutError } from './errors/outbox-table-layout.error';
-export { OutboxMessageIdLayoutError } from './errors/outbox-message-id-layout.error';
 
-export { createOutboxMigration } from './typeorm/outbox-table.migration';
-export { outboxMigrations } from './typeorm/outbox-migrations';
-export { createOutboxArchiveMigration } from './typeorm/outbox-archive.migration';
-export { createOutboxBinaryIdsMigration } from './typeorm/outbox-binary-ids.migration';
-export { migrateOutboxToBinaryIds } from './store/schema/binary-message-ids';
-export type { MessageIdConversion as OutboxMessageIdConversion } from './store/outbox-database';
-export {
-  dropOutboxTables,
-  ensureOutboxArchiveTable,
-  ensureOutboxTable,
-  type OutboxTableDropOptions,
-} from './typeorm/typeorm-tables';
-export {
-  createOutboxArchiveTable,
-  createOutboxTable,
-  outboxArchiveTableDdl,
-  outboxTableDdl,
-  type OutboxDialect,
-  type OutboxTableOptions,
-} from './store/schema/outbox-table-ddl';
 export {
   debeziumConnectorConfig,
   DEBEZIUM_HEADERS_HEADER,
@@ -209,16 +182,6 @@ export { OutboxDispatcher, type OutboxDispatcherStatus } from './dispatch/outbox
 export { OutboxUnlocker } from './workers/outbox.unlocker';
 export { OutboxCleaner, type OutboxCleanReport } from './workers/outbox.cleaner';
 export { OutboxPartitionMaintainer } from './workers/outbox.partition-maintainer';
-export { outboxPartitions } from './store/partitions/outbox-partitions';
-export type {
-  OutboxPartition,
-  OutboxPartitionPolicy,
-  OutboxPartitionRows,
-  OutboxPartitionsPort,
-  OutboxPartitionsReport,
-  OutboxPartitionsStatus,
-  OutboxTableLayout,
-} from './store/ports/outbox-partitions.port';
 
 export {
   fromClsTransactionHost,

@@ -1,6 +1,5 @@
 import { Test, type TestingModule } from '@nestjs/testing';
 import {
-  createOutboxTable,
   OutboxAdmin,
   OutboxError,
   OutboxModule,
@@ -10,6 +9,7 @@ import {
   type OutboxConnection,
   type SqlPort,
 } from '../../lib';
+import { createOutboxTable } from '../../lib/schema';
 import { outboxTableDropDdl, type OutboxDialect } from '../../lib/store/schema/outbox-table-ddl';
 import { storedId, uniqueTable } from '../support/databases';
 import { RecordingPublisher } from '../support/recording.publisher';

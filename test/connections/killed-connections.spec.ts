@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Test } from '@nestjs/testing';
-import { createOutboxTable, OutboxModule, OutboxService, type OutboxConnection } from '../../lib';
+import { OutboxModule, OutboxService, type OutboxConnection } from '../../lib';
+import { createOutboxTable } from '../../lib/schema';
 import { mysql2Outbox } from '../../lib/connections/mysql2';
 import { pgOutbox, type PgPoolClient } from '../../lib/connections/pg';
 import { outboxDialectOf, outboxTableDropDdl } from '../../lib/store/schema/outbox-table-ddl';

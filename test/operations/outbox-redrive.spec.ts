@@ -1,5 +1,4 @@
 import {
-  ensureOutboxArchiveTable,
   OUTBOX_HEADER_SEQUENCE,
   OutboxAdminInputError,
   OutboxAuditStore,
@@ -9,6 +8,7 @@ import {
   type OutboxMessage,
   type OutboxRedrivePreview,
 } from '../../lib';
+import { ensureOutboxArchiveTable } from '../../lib/schema';
 import { OUTBOX_SQL } from '../../lib/outbox.constants';
 import type { SqlPort } from '../../lib/store/ports/sql-port';
 import { RecordingPublisher } from '../../lib/testing';

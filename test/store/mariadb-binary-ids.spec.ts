@@ -1,12 +1,11 @@
 import { randomUUID } from 'node:crypto';
 import type { DataSource, QueryRunner } from 'typeorm';
+import { OutboxAdmin, type SqlPort } from '../../lib';
 import {
-  OutboxAdmin,
   OutboxMessageIdLayoutError,
   createOutboxBinaryIdsMigration,
   migrateOutboxToBinaryIds,
-  type SqlPort,
-} from '../../lib';
+} from '../../lib/schema';
 import { typeormSqlPort, typeormSqlRunner } from '../../lib/typeorm/typeorm.sql-port';
 import { createOutboxStore } from '../../lib/store/create-outbox-store';
 import {
