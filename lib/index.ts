@@ -6,44 +6,8 @@ export { OutboxModule } from './outbox.module';
 export { getOutboxToken, type OutboxProviderType } from './module/outbox.tokens';
 export { InjectOutbox, InjectOutboxAdmin } from './module/inject-outbox.decorator';
 export { OutboxService, type EnqueueReport, type OutboxInput } from './outbox.service';
-export {
-  OutboxAdmin,
-  OUTBOX_ADMIN_MAX_LIMIT,
-  type OutboxAdminOptions,
-} from './module/admin/outbox.admin';
-export type {
-  OutboxBlockedKey,
-  OutboxCounts,
-  OutboxDeadLetterFilter,
-  OutboxDeadLetterSelection,
-  OutboxWhy,
-  OutboxWhyHead,
-  OutboxMessageDetail,
-  OutboxAttempt,
-  OutboxAttemptOutcome,
-  OutboxMessageFilter,
-  OutboxMessageStatus,
-  OutboxMessageSummary,
-  OutboxPage,
-  OutboxPageRequest,
-  OutboxStatusCounts,
-  OutboxStuckLease,
-  OutboxStuckLeaseQuery,
-  OutboxTopicActivity,
-  OutboxTopicCounts,
-  OutboxPolicyView,
-} from './module/admin/outbox-admin.interfaces';
-export type {
-  OutboxAuditEntry,
-  OutboxRedriveCandidate,
-  OutboxRedriveFilter,
-  OutboxRedriveOptions,
-  OutboxRedrivePreview,
-  OutboxRedrivePreviewOptions,
-  OutboxRedriveRecord,
-  OutboxRedriveReport,
-} from './module/admin/outbox-redrive.interfaces';
-export { OutboxAuditStore } from './module/admin/outbox-audit.store';
+export { OutboxAdmin } from './module/admin/outbox.admin';
+export type { OutboxMessageStatus } from './module/admin/outbox-admin.interfaces';
 export { REDRIVE_ID_HEADER, REDRIVE_OF_HEADER } from './module/admin/outbox-redrive';
 export type {
   OutboxModuleOptions,
@@ -102,7 +66,6 @@ export type {
   PublishOutcome,
 } from './publishers/outbox-publisher.interface';
 export { pastPublishDeadline } from './publishers/publish-deadline';
-export type { OutboxStats, RequeueReport } from './store/ports/outbox-store.port';
 export type {
   OutboxObserver,
   OutboxBatchReport,
@@ -168,15 +131,6 @@ export {
 } from './dispatch/fallback/on-outbox-dead-letter.decorator';
 export { OutboxDatabaseTimeoutError } from './errors/outbox-database-timeout.error';
 export { OutboxBridgeError, type OutboxBridgeErrorReason } from './errors/outbox-bridge.error';
-
-export {
-  debeziumConnectorConfig,
-  DEBEZIUM_HEADERS_HEADER,
-  type DebeziumConnectorDefinition,
-  type DebeziumConnectorKind,
-  type DebeziumConnectorOptions,
-  type DebeziumDatabaseOptions,
-} from './store/schema/debezium-connector-config';
 
 export { OutboxDispatcher, type OutboxDispatcherStatus } from './dispatch/outbox.dispatcher';
 export { OutboxUnlocker } from './workers/outbox.unlocker';
