@@ -46,13 +46,6 @@ export type {
   OutboxSchedule,
   EnqueueOptions,
   OutboxBrokerAttributes,
-  OutboxRabbitMqAttributes,
-  OutboxKafkaAttributes,
-  OutboxMqttAttributes,
-  OutboxJetStreamAttributes,
-  OutboxRedisAttributes,
-  OutboxSqsAttributes,
-  OutboxSnsAttributes,
 } from './message/outbox-message.interface';
 export type {
   OutboxRecord,
@@ -91,26 +84,12 @@ export {
   type RoutePublishersOptions,
 } from './publishers/routing/route-publishers';
 export type { AmbientTransaction } from './options/ambient-transaction.interface';
-export type { OutboxConnection } from './store/ports/outbox-connection';
-export type {
-  OneTripStatement,
-  SqlListenLost,
-  SqlPort,
-  SqlResult,
-  SqlRow,
-  SqlRunner,
-  SqlSession,
-} from './store/ports/sql-port';
 
 export { OutboxError } from './errors/outbox.error';
 export { OutboxOptionsError } from './errors/outbox-options.error';
 export { OutboxExternalDeliveryError } from './errors/outbox-external-delivery.error';
 export { OutboxTransactionRequiredError } from './errors/outbox-transaction-required.error';
 export { OutboxTableMissingError } from './errors/outbox-table-missing.error';
-export {
-  OutboxReplicationSlotWaitError,
-  type OutboxSlotBlocker,
-} from './errors/outbox-replication-slot-wait.error';
 export { OutboxAdminInputError } from './errors/outbox-admin-input.error';
 export { OutboxRedriveRefusedError } from './errors/outbox-redrive-refused.error';
 export {

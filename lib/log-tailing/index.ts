@@ -13,3 +13,7 @@ export type { BinlogClientClass } from './mysql/mysql-binlog-client';
 export type { OutboxLogLag, OutboxLogObserver } from '../store/ports/outbox-log-source.port';
 export { postgresLogNames, postgresLogTailingDdl } from './postgres/postgres-log-tailing.sql';
 export { mysqlLogTailingDdl, mysqlLogTailingDrop } from './mysql/mysql-log-tailing.sql';
+export {
+  OutboxReplicationSlotWaitError,
+  type OutboxSlotBlocker,
+} from '../errors/outbox-replication-slot-wait.error';

@@ -6,9 +6,8 @@ import {
   OutboxService,
   OutboxTableMissingError,
   OutboxTransactionRequiredError,
-  type OutboxConnection,
-  type SqlPort,
 } from '../../lib';
+import { type OutboxConnection, type SqlPort } from '../../lib/testing';
 import { createOutboxTable } from '../../lib/schema';
 import { outboxTableDropDdl, type OutboxDialect } from '../../lib/store/schema/outbox-table-ddl';
 import { storedId, uniqueTable } from '../support/databases';

@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import { createInboxTable, Inbox, inboxTableDropDdl } from '../../lib/inbox';
 import { pgOutbox } from '../../lib/connections/pg';
 import { mysql2Outbox } from '../../lib/connections/mysql2';
-import type { OutboxConnection } from '../../lib';
+import type { OutboxConnection } from '../../lib/testing';
 import type { OutboxDialect } from '../../lib/schema';
 import { uniqueTable } from '../support/databases';
 import { describeWith } from '../support/services';

@@ -1,6 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { DataSource, QueryRunner } from 'typeorm';
-import { OutboxAdmin, type SqlPort } from '../../lib';
+import { OutboxAdmin } from '../../lib';
+import { type SqlPort } from '../../lib/testing';
 import {
   OutboxMessageIdLayoutError,
   createOutboxBinaryIdsMigration,
