@@ -5,8 +5,8 @@ import {
   OutboxAdminInputError,
   PermanentPublishError,
   type OutboxMessage,
-  type OutboxMessageSummary,
 } from '../../lib';
+import { type OutboxMessageSummary } from '../../lib/admin';
 import { RecordingPublisher } from '../../lib/testing';
 import { readAttempts, readOutbox, TEST_DATABASES } from '../support/databases';
 import { mergeOutboxOptions, type HarnessOverrides } from '../support/outbox-harness';

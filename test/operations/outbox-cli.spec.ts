@@ -4,13 +4,8 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSyn
 import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
 import ts from 'typescript';
-import {
-  PermanentPublishError,
-  outboxTableDdl,
-  outboxArchiveTableDdl,
-  type OutboxDialect,
-  type OutboxMessage,
-} from '../../lib';
+import { PermanentPublishError, type OutboxMessage } from '../../lib';
+import { outboxTableDdl, outboxArchiveTableDdl, type OutboxDialect } from '../../lib/schema';
 import { RecordingPublisher } from '../../lib/testing';
 import { outboxDatabase, tableNamesFor } from '../../lib/store/schema/outbox-table-ddl';
 import { typeormSqlPort } from '../../lib/typeorm/typeorm.sql-port';

@@ -1,14 +1,13 @@
 import {
-  ensureOutboxArchiveTable,
   OUTBOX_HEADER_SEQUENCE,
   OutboxAdminInputError,
-  OutboxAuditStore,
   OutboxRedriveRefusedError,
   REDRIVE_ID_HEADER,
   REDRIVE_OF_HEADER,
   type OutboxMessage,
-  type OutboxRedrivePreview,
 } from '../../lib';
+import { OutboxAuditStore, type OutboxRedrivePreview } from '../../lib/admin';
+import { ensureOutboxArchiveTable } from '../../lib/schema';
 import { OUTBOX_SQL } from '../../lib/outbox.constants';
 import type { SqlPort } from '../../lib/store/ports/sql-port';
 import { RecordingPublisher } from '../../lib/testing';

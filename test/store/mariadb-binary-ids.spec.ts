@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import type { DataSource, QueryRunner } from 'typeorm';
+import { OutboxAdmin } from '../../lib';
+import { type SqlPort } from '../../lib/testing';
 import {
-  OutboxAdmin,
   OutboxMessageIdLayoutError,
   createOutboxBinaryIdsMigration,
   migrateOutboxToBinaryIds,
-  type SqlPort,
-} from '../../lib';
+} from '../../lib/schema';
 import { typeormSqlPort, typeormSqlRunner } from '../../lib/typeorm/typeorm.sql-port';
 import { createOutboxStore } from '../../lib/store/create-outbox-store';
 import {

@@ -8,3 +8,5 @@ export {
   type ResolvedSnsPublisherOptions,
   type SnsPublisherOptions,
 } from './sns-publisher.options';
+/** The message's `attributes.sns` (docs/broker-attributes.md). */
+export type { OutboxSnsAttributes } from '../../message/outbox-message.interface';
