@@ -26,6 +26,7 @@ const ENTRY_POINTS = [
   '^lib/operations/console/',
   '^lib/testing/',
   '^lib/log-tailing/',
+  '^lib/(schema|admin|debezium)/',
 ];
 const ENTRY = `(${ENTRY_POINTS.join('|')})`;
 const TOOLS = '^lib/operations/cli/';

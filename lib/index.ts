@@ -6,50 +6,9 @@ export { OutboxModule } from './outbox.module';
 export { getOutboxToken, type OutboxProviderType } from './module/outbox.tokens';
 export { InjectOutbox, InjectOutboxAdmin } from './module/inject-outbox.decorator';
 export { OutboxService, type EnqueueReport, type OutboxInput } from './outbox.service';
-export {
-  OutboxAdmin,
-  OUTBOX_ADMIN_MAX_LIMIT,
-  type OutboxAdminOptions,
-} from './module/admin/outbox.admin';
-export type {
-  OutboxBlockedKey,
-  OutboxCounts,
-  OutboxDeadLetterFilter,
-  OutboxDeadLetterSelection,
-  OutboxWhy,
-  OutboxWhyHead,
-  OutboxMessageDetail,
-  OutboxAttempt,
-  OutboxAttemptOutcome,
-  OutboxMessageFilter,
-  OutboxMessageStatus,
-  OutboxMessageSummary,
-  OutboxPage,
-  OutboxPageRequest,
-  OutboxStatusCounts,
-  OutboxStuckLease,
-  OutboxStuckLeaseQuery,
-  OutboxTopicActivity,
-  OutboxTopicCounts,
-  OutboxPolicyView,
-} from './module/admin/outbox-admin.interfaces';
-export type {
-  OutboxAuditEntry,
-  OutboxRedriveCandidate,
-  OutboxRedriveFilter,
-  OutboxRedriveOptions,
-  OutboxRedrivePreview,
-  OutboxRedrivePreviewOptions,
-  OutboxRedriveRecord,
-  OutboxRedriveReport,
-} from './module/admin/outbox-redrive.interfaces';
-export { OutboxAuditStore } from './module/admin/outbox-audit.store';
+export { OutboxAdmin } from './module/admin/outbox.admin';
+export type { OutboxMessageStatus } from './module/admin/outbox-admin.interfaces';
 export { REDRIVE_ID_HEADER, REDRIVE_OF_HEADER } from './module/admin/outbox-redrive';
-export {
-  DEFAULT_AUDIT_TABLE,
-  outboxAuditTableDdl,
-  type OutboxAuditTableOptions,
-} from './store/shared-sql/audit-table';
 export type {
   OutboxModuleOptions,
   OutboxModuleExtras,
@@ -71,6 +30,7 @@ export {
   OUTBOX_HEADER_SEQUENCE,
   OUTBOX_HEADER_CONTENT_TYPE,
   OUTBOX_HEADER_TENANT,
+  OUTBOX_HEADER_REDRIVE_DELAY,
 } from './outbox.constants';
 
 export {
@@ -87,13 +47,6 @@ export type {
   OutboxSchedule,
   EnqueueOptions,
   OutboxBrokerAttributes,
-  OutboxRabbitMqAttributes,
-  OutboxKafkaAttributes,
-  OutboxMqttAttributes,
-  OutboxJetStreamAttributes,
-  OutboxRedisAttributes,
-  OutboxSqsAttributes,
-  OutboxSnsAttributes,
 } from './message/outbox-message.interface';
 export type {
   OutboxRecord,
@@ -107,7 +60,6 @@ export type {
   PublishOutcome,
 } from './publishers/outbox-publisher.interface';
 export { pastPublishDeadline } from './publishers/publish-deadline';
-export type { OutboxStats, RequeueReport } from './store/ports/outbox-store.port';
 export type {
   OutboxObserver,
   OutboxBatchReport,
@@ -133,26 +85,12 @@ export {
   type RoutePublishersOptions,
 } from './publishers/routing/route-publishers';
 export type { AmbientTransaction } from './options/ambient-transaction.interface';
-export type { OutboxConnection } from './store/ports/outbox-connection';
-export type {
-  OneTripStatement,
-  SqlListenLost,
-  SqlPort,
-  SqlResult,
-  SqlRow,
-  SqlRunner,
-  SqlSession,
-} from './store/ports/sql-port';
 
 export { OutboxError } from './errors/outbox.error';
 export { OutboxOptionsError } from './errors/outbox-options.error';
 export { OutboxExternalDeliveryError } from './errors/outbox-external-delivery.error';
 export { OutboxTransactionRequiredError } from './errors/outbox-transaction-required.error';
 export { OutboxTableMissingError } from './errors/outbox-table-missing.error';
-export {
-  OutboxReplicationSlotWaitError,
-  type OutboxSlotBlocker,
-} from './errors/outbox-replication-slot-wait.error';
 export { OutboxAdminInputError } from './errors/outbox-admin-input.error';
 export { OutboxRedriveRefusedError } from './errors/outbox-redrive-refused.error';
 export {
@@ -173,52 +111,11 @@ export {
 } from './dispatch/fallback/on-outbox-dead-letter.decorator';
 export { OutboxDatabaseTimeoutError } from './errors/outbox-database-timeout.error';
 export { OutboxBridgeError, type OutboxBridgeErrorReason } from './errors/outbox-bridge.error';
-export { OutboxTableLayoutError } from './errors/outbox-table-layout.error';
-export { OutboxMessageIdLayoutError } from './errors/outbox-message-id-layout.error';
-
-export { createOutboxMigration } from './typeorm/outbox-table.migration';
-export { outboxMigrations } from './typeorm/outbox-migrations';
-export { createOutboxArchiveMigration } from './typeorm/outbox-archive.migration';
-export { createOutboxBinaryIdsMigration } from './typeorm/outbox-binary-ids.migration';
-export { migrateOutboxToBinaryIds } from './store/schema/binary-message-ids';
-export type { MessageIdConversion as OutboxMessageIdConversion } from './store/outbox-database';
-export {
-  dropOutboxTables,
-  ensureOutboxArchiveTable,
-  ensureOutboxTable,
-  type OutboxTableDropOptions,
-} from './typeorm/typeorm-tables';
-export {
-  createOutboxArchiveTable,
-  createOutboxTable,
-  outboxArchiveTableDdl,
-  outboxTableDdl,
-  type OutboxDialect,
-  type OutboxTableOptions,
-} from './store/schema/outbox-table-ddl';
-export {
-  debeziumConnectorConfig,
-  DEBEZIUM_HEADERS_HEADER,
-  type DebeziumConnectorDefinition,
-  type DebeziumConnectorKind,
-  type DebeziumConnectorOptions,
-  type DebeziumDatabaseOptions,
-} from './store/schema/debezium-connector-config';
 
 export { OutboxDispatcher, type OutboxDispatcherStatus } from './dispatch/outbox.dispatcher';
 export { OutboxUnlocker } from './workers/outbox.unlocker';
 export { OutboxCleaner, type OutboxCleanReport } from './workers/outbox.cleaner';
 export { OutboxPartitionMaintainer } from './workers/outbox.partition-maintainer';
-export { outboxPartitions } from './store/partitions/outbox-partitions';
-export type {
-  OutboxPartition,
-  OutboxPartitionPolicy,
-  OutboxPartitionRows,
-  OutboxPartitionsPort,
-  OutboxPartitionsReport,
-  OutboxPartitionsStatus,
-  OutboxTableLayout,
-} from './store/ports/outbox-partitions.port';
 
 export {
   fromClsTransactionHost,

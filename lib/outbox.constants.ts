@@ -31,6 +31,11 @@ export const OUTBOX_HEADER_SEQUENCE = 'x-outbox-sequence';
 export const OUTBOX_HEADER_CONTENT_TYPE = 'x-outbox-content-type';
 /** The message's tenant, with the `tenants` option on (docs/tenants.md). */
 export const OUTBOX_HEADER_TENANT = 'x-outbox-tenant';
+/**
+ * On a re-drive copy spread by a rate: how many milliseconds after the re-drive wrote it the copy
+ * falls due. Its age (a type's `maxAgeMs`, `retry.maxAgeMs`) counts from then, not from the write.
+ */
+export const OUTBOX_HEADER_REDRIVE_DELAY = 'x-outbox-redrive-delay-ms';
 
 /** The name of an `OutboxModule` registered without one. */
 export const DEFAULT_OUTBOX_NAME = 'default';

@@ -5,7 +5,8 @@
  * on PostgreSQL and MariaDB.
  */
 import type { DataSource } from 'typeorm';
-import { OutboxCleaner, outboxPartitions } from '../../lib';
+import { OutboxCleaner } from '../../lib';
+import { outboxPartitions } from '../../lib/schema';
 import { typeormSqlPort } from '../../lib/typeorm/typeorm.sql-port';
 import { named } from '../support/config';
 import {

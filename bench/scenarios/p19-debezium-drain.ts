@@ -10,7 +10,7 @@
  * so, without one. A figure to publish, not a target to tune against.
  */
 import type { DataSource } from 'typeorm';
-import { debeziumConnectorConfig, type DebeziumConnectorDefinition } from '../../lib';
+import { debeziumConnectorConfig, type DebeziumConnectorDefinition } from '../../lib/debezium';
 import {
   createConnector,
   deleteConnector,

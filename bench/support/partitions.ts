@@ -1,6 +1,6 @@
 /** Day-partitioned outbox tables with a partition for a past day (P7, P11; docs/partitioning.md). */
 import type { DataSource } from 'typeorm';
-import { ensureOutboxTable } from '../../lib';
+import { ensureOutboxTable } from '../../lib/schema';
 import { partitionSuffix, periodStart } from '../../lib/store/partitions/partition-range';
 import { dialectOf, dropOutboxTable, quoteTable } from './databases';
 

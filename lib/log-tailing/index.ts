@@ -9,23 +9,11 @@
 export { logTailing } from './log-tailing.observer';
 export { logTailingMigration } from './log-tailing.migration';
 export type { LogTailingOptions } from './log-tailing.options';
-export { PostgresLogSource } from './postgres/postgres-log.source';
-export type { PostgresLogSourceSettings } from './postgres/postgres-log.source';
-export { MysqlBinlogSource, mysqlLogSource } from './mysql/mysql-binlog.source';
-export type { MysqlLogSourceSettings } from './mysql/mysql-binlog.source';
-export type { BinlogClientClass, MysqlBinlogConnectionSettings } from './mysql/mysql-binlog-client';
-export type {
-  LoggedBatch,
-  LoggedInsert,
-  OutboxLogLag,
-  OutboxLogObserver,
-  OutboxLogSource,
-  OutboxLogSourceContext,
-  OutboxLogConnectionSettings,
-} from '../store/ports/outbox-log-source.port';
+export type { BinlogClientClass } from './mysql/mysql-binlog-client';
+export type { OutboxLogLag, OutboxLogObserver } from '../store/ports/outbox-log-source.port';
 export { postgresLogNames, postgresLogTailingDdl } from './postgres/postgres-log-tailing.sql';
+export { mysqlLogTailingDdl, mysqlLogTailingDrop } from './mysql/mysql-log-tailing.sql';
 export {
-  mysqlLogPositionTable,
-  mysqlLogTailingDdl,
-  mysqlLogTailingDrop,
-} from './mysql/mysql-log-tailing.sql';
+  OutboxReplicationSlotWaitError,
+  type OutboxSlotBlocker,
+} from '../errors/outbox-replication-slot-wait.error';

@@ -19,7 +19,6 @@ export {
   type StoreConformanceFixture,
   type StoreConformanceTarget,
 } from './store-conformance';
-export type { SqlPort, SqlResult, SqlRow, SqlRunner, SqlListenLost } from '../store/ports/sql-port';
 export {
   connectionConformanceCases,
   type ConnectionConformanceCase,
@@ -63,3 +62,15 @@ export {
   type FaultKitMessage,
   type FaultKitTarget,
 } from './fault-kit';
+// The connection SPI, beside the suite that proves a connection: what a connection of your own
+// implements (docs/testing.md, "Proving a connection").
+export type { OutboxConnection } from '../store/ports/outbox-connection';
+export type {
+  OneTripStatement,
+  SqlListenLost,
+  SqlPort,
+  SqlResult,
+  SqlRow,
+  SqlRunner,
+  SqlSession,
+} from '../store/ports/sql-port';

@@ -1005,6 +1005,54 @@ const CASES: readonly {
       );
     },
   },
+  {
+    name: 'a writer that enqueues again while a concurrent writer of its id waits keeps its transaction; the waiter is told the id is there',
+    async run({ store, rows, fixture }) {
+      // Two open transactions enqueue one id (no key: no key lock orders them); the second
+      // waits on the first's row. The first then enqueues more: an insert that held the
+      // table's AUTO-INC lock while it waited (InnoDB's INSERT … SELECT) deadlocked here, and
+      // the first writer lost its whole transaction (MariaDB error 1467, which deadlock
+      // retries do not recognise). SQLite has one writer at a time: the second follows.
+      const shared = message(null, { messageId: randomUUID() });
+      const later = [message(null), message('k')];
+      const overlap = !outboxDatabase(fixture.sql.databaseType).singleWriter;
+      let release: () => void = () => undefined;
+      const held = new Promise<void>((resolve) => (release = resolve));
+      let secondStarted: () => void = () => undefined;
+      const started = new Promise<void>((resolve) => (secondStarted = resolve));
+      const first = fixture.inTransaction(async (tx) => {
+        const skipped = [...(await store.insert(tx, [shared], true))];
+        if (overlap) {
+          await held;
+          // The second writer is waiting on the shared id now.
+          for (const row of later) skipped.push(...(await store.insert(tx, [row], true)));
+        } else {
+          for (const row of later) skipped.push(...(await store.insert(tx, [row], true)));
+        }
+        return skipped;
+      });
+      if (!overlap) await first;
+      else await sleep(100);
+      const second = fixture.inTransaction(async (tx) => {
+        secondStarted();
+        return store.insert(tx, [shared], true);
+      });
+      await started;
+      await sleep(overlap ? 300 : 0);
+      release();
+      const answers = await Promise.allSettled([first, second]);
+      same(
+        answers.map((a) => (a.status === 'fulfilled' ? a.value : String(a.reason))),
+        [[], [shared.messageId]],
+        'what the two writers were told was already there',
+      );
+      same(
+        (await rows()).map((r) => r.messageId),
+        [shared, ...later].map((m) => m.messageId),
+        'the rows written (the first writer kept all of its transaction)',
+      );
+    },
+  },
 ];
 
 /**

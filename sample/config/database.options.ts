@@ -1,5 +1,5 @@
 import type { DataSourceOptions } from 'typeorm';
-import { outboxMigrations } from '../../lib';
+import { outboxMigrations } from '../../lib/schema';
 import { CreateOrdersTable1763800000100 } from '../migrations/create-orders-table.migration';
 import { Order } from '../orders/order.entity';
 import type { DatabaseConfig } from './sample.config';

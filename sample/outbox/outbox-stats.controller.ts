@@ -1,5 +1,6 @@
 import { Controller, Get } from '@nestjs/common';
-import { OutboxAdmin, type OutboxStats } from '../../lib';
+import { OutboxAdmin } from '../../lib';
+import { type OutboxStats } from '../../lib/admin';
 
 /** Operator view of the outbox: counts by status and the age of the oldest pending message. */
 @Controller('outbox')

@@ -13,13 +13,8 @@ import {
   type MicroserviceOptions,
 } from '@nestjs/microservices';
 import { connect } from 'amqplib';
-import {
-  OutboxDispatcher,
-  OutboxModule,
-  OutboxOptionsError,
-  OutboxService,
-  ensureOutboxTable,
-} from 'nestjs-outbox';
+import { OutboxDispatcher, OutboxModule, OutboxOptionsError, OutboxService } from 'nestjs-outbox';
+import { ensureOutboxTable } from 'nestjs-outbox/schema';
 import { KafkaPublisher } from 'nestjs-outbox/kafka';
 import { RabbitMqPublisher } from 'nestjs-outbox/rabbitmq';
 import { RecordingPublisher } from 'nestjs-outbox/testing';

@@ -1,5 +1,5 @@
 import { EventEmitter } from 'node:events';
-import type { OutboxConnection } from '../../lib';
+import type { OutboxConnection } from '../../lib/testing';
 import {
   connectionConformanceCases,
   type ConnectionConformanceCase,

@@ -1,15 +1,14 @@
 import { Test, type TestingModule } from '@nestjs/testing';
 import {
-  createOutboxTable,
   OutboxAdmin,
   OutboxError,
   OutboxModule,
   OutboxService,
   OutboxTableMissingError,
   OutboxTransactionRequiredError,
-  type OutboxConnection,
-  type SqlPort,
 } from '../../lib';
+import { type OutboxConnection, type SqlPort } from '../../lib/testing';
+import { createOutboxTable } from '../../lib/schema';
 import { outboxTableDropDdl, type OutboxDialect } from '../../lib/store/schema/outbox-table-ddl';
 import { storedId, uniqueTable } from '../support/databases';
 import { RecordingPublisher } from '../support/recording.publisher';

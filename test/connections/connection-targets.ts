@@ -20,7 +20,7 @@ import { mysql2Outbox } from '../../lib/connections/mysql2';
 import { pgOutbox, type PgPoolClient } from '../../lib/connections/pg';
 import { prismaOutbox, type PrismaTransactionClient } from '../../lib/connections/prisma';
 import { typeormConnection } from '../../lib/typeorm/typeorm.connection';
-import type { OutboxConnection } from '../../lib';
+import type { OutboxConnection } from '../../lib/testing';
 import type { ConnectionConformanceTarget } from '../../lib/testing';
 import { serverConnection, serverOptions } from '../support/databases';
 import { serverConnectionsSince } from '../support/server-connections';

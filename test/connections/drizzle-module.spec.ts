@@ -7,12 +7,12 @@ import { mysqlTable, varchar } from 'drizzle-orm/mysql-core';
 import { pgTable, text } from 'drizzle-orm/pg-core';
 import { sqliteTable, text as sqliteText } from 'drizzle-orm/sqlite-core';
 import {
-  createOutboxTable,
   OutboxError,
   OutboxModule,
   OutboxService,
   OutboxTransactionRequiredError,
 } from '../../lib';
+import { createOutboxTable } from '../../lib/schema';
 import {
   betterSqlite3Outbox,
   type BetterSqlite3Database,

@@ -1,6 +1,8 @@
 import { randomUUID } from 'node:crypto';
 import { Test } from '@nestjs/testing';
-import { createOutboxTable, OutboxModule, OutboxService, type OutboxConnection } from '../../lib';
+import { OutboxModule, OutboxService } from '../../lib';
+import { type OutboxConnection } from '../../lib/testing';
+import { createOutboxTable } from '../../lib/schema';
 import { mysql2Outbox } from '../../lib/connections/mysql2';
 import { pgOutbox, type PgPoolClient } from '../../lib/connections/pg';
 import { outboxDialectOf, outboxTableDropDdl } from '../../lib/store/schema/outbox-table-ddl';

@@ -3,11 +3,11 @@ import { Test, type TestingModule } from '@nestjs/testing';
 import {
   OutboxModule,
   OutboxService,
-  type OutboxConnection,
   type OutboxPublisher,
   type OutboxRecord,
   type PublishOutcome,
 } from '../../lib';
+import { type OutboxConnection } from '../../lib/testing';
 import { pgOutbox } from '../../lib/connections/pg';
 import { mysql2Outbox } from '../../lib/connections/mysql2';
 import { createOutboxTable, outboxTableDropDdl } from '../../lib/store/schema/outbox-table-ddl';

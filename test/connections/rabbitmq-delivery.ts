@@ -1,6 +1,7 @@
 import { Test } from '@nestjs/testing';
 import { connect } from 'amqplib';
-import { OutboxModule, OutboxService, type OutboxConnection, type SqlPort } from '../../lib';
+import { OutboxModule, OutboxService } from '../../lib';
+import { type OutboxConnection, type SqlPort } from '../../lib/testing';
 import { RabbitMqPublisher } from '../../lib/publishers/rabbitmq';
 import { storedId, uniqueTable } from '../support/databases';
 import { SERVICES } from '../support/services';

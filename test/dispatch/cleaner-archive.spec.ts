@@ -1,11 +1,7 @@
 import { Test } from '@nestjs/testing';
 import type { DataSource } from 'typeorm';
-import {
-  ensureOutboxArchiveTable,
-  OutboxModule,
-  OutboxTableMissingError,
-  type OutboxMessage,
-} from '../../lib';
+import { OutboxModule, OutboxTableMissingError, type OutboxMessage } from '../../lib';
+import { ensureOutboxArchiveTable } from '../../lib/schema';
 import { typeormSqlPort } from '../../lib/typeorm/typeorm.sql-port';
 import { createOutboxStore } from '../../lib/store/create-outbox-store';
 import type { OutboxStore } from '../../lib/store/ports/outbox-store.port';
@@ -216,7 +212,7 @@ for (const db of TEST_DATABASES) {
         } finally {
           retry.release();
         }
-        expect(await requeued).toEqual({ requeued: 1, resequenced: 0 });
+        expect(await requeued).toEqual({ requeued: 1, resequenced: 0, expired: [] });
         const report = await cleaned;
 
         const archived = await readArchive(scope.ds, h.table);

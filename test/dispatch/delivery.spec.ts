@@ -1,7 +1,7 @@
 import { AsyncLocalStorage } from 'node:async_hooks';
 import { randomBytes } from 'node:crypto';
 import type { OutboxRecord } from '../../lib';
-import { ensureOutboxTable } from '../../lib';
+import { ensureOutboxTable } from '../../lib/schema';
 import { Client } from 'pg';
 import { readOutbox, readStatuses, serverConnection, TestOrder } from '../support/databases';
 import { dispatchApps, msg } from '../support/dispatch-fixtures';

@@ -8,7 +8,13 @@ import {
   type OutboxObserver,
   type OutboxPublisher,
 } from '../../lib';
-import { POSTGRES_OWNER_LOCK_CLASS } from '../../lib/store/shared-sql/owner-leases';
+import {
+  newOwnerKey,
+  ownerHex,
+  ownerToken,
+  POSTGRES_OWNER_LOCK_CLASS,
+} from '../../lib/store/shared-sql/owner-leases';
+import { typeormSqlPort } from '../../lib/typeorm/typeorm.sql-port';
 import type { OutboxStore } from '../../lib/store/ports/outbox-store.port';
 import { ClientProxyPublisher } from '../../lib/publishers/microservices';
 import type { ChildConfig } from '../support/children/child-protocol';
@@ -19,6 +25,7 @@ import { leasesHeldBy } from '../support/db-clock';
 import { dispatchApps, msg } from '../support/dispatch-fixtures';
 import { useOutboxScope } from '../support/outbox-scope';
 import { describeSource, POLL_RUN_DATABASES, SOURCE_CASES, useSource } from '../support/sources';
+import { CapturingLogger } from '../support/capturing-logger';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
 import { expectNever, resolvesWithin, sleep, waitFor } from '../support/wait-for';
@@ -266,6 +273,27 @@ for (const db of POLL_RUN_DATABASES) {
 
     const leasesOf = (table: string, owner: string) => leasesHeldBy(scope.ds, table, owner);
 
+    /** Kills the one session that holds the owner lock of key `hex` (8 hex digits). */
+    async function killOwnerLockSession(hex: string): Promise<void> {
+      // Kill the session holding this owner's lock: only that one connection of the process.
+      if (db.name === 'postgres') {
+        const [holder] = await scope.ds.query<{ pid: number }[]>(
+          `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND classid = ${POSTGRES_OWNER_LOCK_CLASS} AND objsubid = 2 AND objid = $1`,
+          [Number.parseInt(hex, 16)],
+        );
+        expect(holder).toBeDefined();
+        await scope.ds.query('SELECT pg_terminate_backend($1)', [holder?.pid]);
+      } else {
+        const [holder] = await scope.ds.query<{ id: number | string | null }[]>(
+          'SELECT IS_USED_LOCK(?) AS id',
+          [`nestjs-outbox-owner-${hex}`],
+        );
+        const id = Number(holder?.id);
+        expect(Number.isInteger(id) && id > 0).toBe(true);
+        await scope.ds.query(`KILL CONNECTION ${id}`);
+      }
+    }
+
     const sqlitePath = (): string | undefined =>
       db.name === 'sqlite' ? String(scope.ds.options.database) : undefined;
 
@@ -442,24 +470,7 @@ for (const db of POLL_RUN_DATABASES) {
         );
         // An owner lease: the lock's key, then a version-8 UUID.
         expect(tokens[0]?.t).toMatch(/^[0-9a-f]{8}-[0-9a-f]{4}-8/);
-        const hex = tokens[0]?.t.slice(0, 8) ?? '';
-        // Kill the session holding this owner's lock: only that one connection of the process.
-        if (db.name === 'postgres') {
-          const [holder] = await scope.ds.query<{ pid: number }[]>(
-            `SELECT pid FROM pg_locks WHERE locktype = 'advisory' AND classid = ${POSTGRES_OWNER_LOCK_CLASS} AND objsubid = 2 AND objid = $1`,
-            [Number.parseInt(hex, 16)],
-          );
-          expect(holder).toBeDefined();
-          await scope.ds.query('SELECT pg_terminate_backend($1)', [holder?.pid]);
-        } else {
-          const [holder] = await scope.ds.query<{ id: number | string | null }[]>(
-            'SELECT IS_USED_LOCK(?) AS id',
-            [`nestjs-outbox-owner-${hex}`],
-          );
-          const id = Number(holder?.id);
-          expect(Number.isInteger(id) && id > 0).toBe(true);
-          await scope.ds.query(`KILL CONNECTION ${id}`);
-        }
+        await killOwnerLockSession(tokens[0]?.t.slice(0, 8) ?? '');
         const b = new RecordingPublisher();
         const bPublish = b.publish.bind(b);
         b.publish = (records, signal) => {
@@ -491,6 +502,120 @@ for (const db of POLL_RUN_DATABASES) {
         expect(rows.every((r) => r.attempts >= 1 && r.attempts <= 2)).toBe(true);
       },
       120_000,
+    );
+
+    // What the others say of leases whose owner lock is free: a lock is freed by the end of its
+    // process or of its connection alone, and the looker cannot tell which (the process may live
+    // on under a new lock), so the line claims neither. Here the owner is this live process: its
+    // lock's connection alone is killed, with its leases still on the rows.
+    (db.name === 'sqlite' ? it.skip : it)(
+      'the takeover line for a live owner whose lock connection was killed says its lock was released, not that its process ended (not SQLite: no owner lock)',
+      async () => {
+        const { table, commit } = await freshTable();
+        const ids = await commit(Array.from({ length: 3 }, (_, i) => msg(`key-${i}`, { i })));
+        const { store } = await scope.open({ table, publisher: new RecordingPublisher() });
+        const port = typeormSqlPort(scope.ds);
+        const session = await port.session?.();
+        if (session === undefined || store.lockOwner === undefined) throw new Error('no session');
+        scope.defer(() => session.release(true).catch(() => undefined));
+        const key = newOwnerKey();
+        expect(await store.lockOwner(session, key)).toBe(true);
+        const leased = await store.claim({
+          limit: 10,
+          owner: 'live-owner',
+          leaseMs: 60_000,
+          token: ownerToken(key),
+        });
+        expect(leased.records.map((r) => r.messageId).sort()).toEqual([...ids].sort());
+        const lookLog = new CapturingLogger();
+        await scope.open({
+          table,
+          publisher: new RecordingPublisher(),
+          logger: lookLog,
+          options: {
+            autoStart: true,
+            instanceId: 'looker',
+            dispatcher: { leaseMs: 60_000, pollIntervalMs: 100 },
+          },
+        });
+        await killOwnerLockSession(ownerHex(key));
+        const takeover = /leased by a dispatcher whose owner lock was released/;
+        await waitFor('the takeover line', () => lookLog.linesOf(takeover).length > 0, {
+          timeoutMs: 10_000,
+        });
+        const lines = lookLog.linesOf(takeover, 'warn').map((l) => l.message);
+        expect(lines).toHaveLength(1);
+        expect(lines[0]).toMatch(
+          /^3 message\(s\) leased by a dispatcher whose owner lock was released \(its process ended or its lock connection was lost\): their leases end in 1250 ms and they are claimed again then/,
+        );
+        expect(lookLog.linesOf(/process ended:/)).toEqual([]);
+        await untilAllDelivered(table, 20_000);
+      },
+      120_000,
+    );
+
+    // The look of a takeover (ARCHITECTURE.md "Takeover after a crash", 4) with several owners
+    // gone at once: every one's leases shortened, a live owner's left alone,
+    // and no owner lock left held by the looker's pooled connection.
+    (db.name === 'sqlite' ? it.skip : it)(
+      'a look shortens the leases of every owner whose lock is free, and no other, and gives back the locks it took (not SQLite: no owner lock)',
+      async () => {
+        const { table, commit } = await freshTable();
+        const ids = await commit(Array.from({ length: 6 }, (_, i) => msg(`key-${i}`, { i })));
+        const { store } = await scope.open({ table, publisher: new RecordingPublisher() });
+        const port = typeormSqlPort(scope.ds);
+        if (port.session === undefined || store.lockOwner === undefined)
+          throw new Error('no session');
+        const owners = [];
+        for (let o = 0; o < 3; o++) {
+          const session = await port.session();
+          scope.defer(() => session.release(true).catch(() => undefined));
+          const key = newOwnerKey();
+          expect(await store.lockOwner(session, key)).toBe(true);
+          const batch = await store.claim({
+            limit: 2,
+            owner: `owner-${o}`,
+            leaseMs: 60_000,
+            token: ownerToken(key),
+          });
+          expect(batch.records).toHaveLength(2);
+          owners.push({ session, key, ids: batch.records.map((r) => r.messageId) });
+        }
+        expect(owners.flatMap((o) => o.ids).sort()).toEqual([...ids].sort());
+        const [gone1, gone2, live] = owners as [
+          (typeof owners)[0],
+          (typeof owners)[0],
+          (typeof owners)[0],
+        ];
+        await killOwnerLockSession(ownerHex(gone1.key));
+        await killOwnerLockSession(ownerHex(gone2.key));
+        const shorten = store.shortenOrphanedLeases?.bind(store);
+        if (shorten === undefined) throw new Error('no takeover on this store');
+        const left = async (owner: string) =>
+          (await leasesOf(table, owner)).map((l) => l.remainingMs);
+        // The server ends a killed session a moment after KILL returns: look until both are seen.
+        let shortened: number[] = [];
+        await waitFor('both owners seen gone', async () => {
+          await shorten(1_250, true);
+          shortened = [...(await left('owner-0')), ...(await left('owner-1'))];
+          return shortened.every((ms) => ms <= 1_250);
+        });
+        expect(shortened).toHaveLength(4);
+        for (const ms of await left('owner-2')) expect(ms).toBeGreaterThan(50_000);
+        // Nothing more to shorten, and the looker gave back the locks it took.
+        expect(await shorten(1_250, true)).toBe(0);
+        if (db.name !== 'postgres') {
+          for (const o of [gone1, gone2]) {
+            const [free] = await scope.ds.query<{ f: number | string }[]>(
+              'SELECT IS_FREE_LOCK(?) AS f',
+              [`nestjs-outbox-owner-${ownerHex(o.key)}`],
+            );
+            expect(Number(free?.f)).toBe(1);
+          }
+        }
+        expect(live.ids).toHaveLength(2);
+      },
+      60_000,
     );
 
     it('fences a settle whose lease was taken over: it changes nothing, whatever its outcome (store)', async () => {

@@ -1,5 +1,6 @@
 import { DataSource } from 'typeorm';
-import { ensureOutboxTable, type OutboxMessage } from '../../lib';
+import { type OutboxMessage } from '../../lib';
+import { ensureOutboxTable } from '../../lib/schema';
 import type { ClaimOptions } from '../../lib/store/ports/outbox-store.port';
 import {
   readOutbox,

@@ -235,6 +235,12 @@ for (const source of SOURCE_CASES) {
       expect(late?.attemptHistory).toMatchObject([
         { outcome: 'dead', errorClass: 'OutboxMessageExpiredError' },
       ]);
+      // Never published, so never attempted: the claim's count is given back, and the reason
+      // says it expired unpublished rather than "after 1 attempt(s)".
+      expect(late?.attempts).toBe(0);
+      const why = await h.admin.why(ids.C1 as string);
+      expect(why?.reason).toMatch(/^Dead-lettered at .* unpublished: it expired before any attempt/);
+      expect(why?.reason).not.toMatch(/attempt\(s\)/);
       // One attempt, then dead at once: its 2 s backoff would end past its 1 s expiry.
       expect(publisher.attemptsOf(ids.P1 as string)).toBe(1);
       const payment = await h.admin.get(ids.P1 as string);
@@ -243,6 +249,18 @@ for (const source of SOURCE_CASES) {
       expect(payment?.attemptHistory.map((a) => [a.outcome, a.errorClass])).toEqual([
         ['dead', 'OutboxMessageExpiredError'],
       ]);
+
+      // A retry could only expire them again (and under 'block' hold their key again): refused,
+      // named in the report, the rows left as they are.
+      const expired = [ids.C1, ids.P1] as string[];
+      expect(await h.admin.retry(expired)).toEqual({ requeued: 0, resequenced: 0, expired });
+      expect(await h.admin.retryWhere({ all: true })).toEqual({
+        requeued: 0,
+        resequenced: 0,
+        expired,
+      });
+      for (const id of expired) expect((await h.row(id)).status).toBe('dead');
+      expect(publisher.attemptsOf(ids.C1 as string)).toBe(0);
     });
 
     it("calls the type's fallback before dead-lettering: settled, it is delivered; declined or failing, dead with the fallback noted", async () => {

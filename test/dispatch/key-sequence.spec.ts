@@ -85,6 +85,16 @@ for (const db of POLL_RUN_DATABASES) {
       expect(keyless?.headers[OUTBOX_HEADER_SEQUENCE]).toBeUndefined();
     });
 
+    it('counts per destination and key: a key used on two topics gives each topic 1, 2, 3 without a gap', async () => {
+      const h = await apps.boot(new RecordingPublisher(), SEQUENCE);
+      const pay = (key: string) => msg(key, {}, { topic: 'payments' });
+      const ids = await h.commit([msg('o-1'), pay('o-1'), msg('o-1'), pay('o-1'), pay('o-1')]);
+      const more = await h.commit([msg('o-1'), pay('o-1')]);
+      const seq = await numbers(scope.ds, h);
+      expect(ids.map((id) => seq.get(id))).toEqual([1, 1, 2, 2, 3]);
+      expect(more.map((id) => seq.get(id))).toEqual([3, 4]);
+    });
+
     it('sends the number as x-outbox-sequence, and keeps counting after the cleaner deleted the delivered rows', async () => {
       const publisher = new RecordingPublisher();
       const h = await apps.boot(publisher, {

@@ -1,4 +1,5 @@
-import { OutboxAuditStore, REDRIVE_ID_HEADER, REDRIVE_OF_HEADER } from '../../lib';
+import { REDRIVE_ID_HEADER, REDRIVE_OF_HEADER } from '../../lib';
+import { OutboxAuditStore } from '../../lib/admin';
 import { OUTBOX_SQL } from '../../lib/outbox.constants';
 import type { SqlPort } from '../../lib/store/ports/sql-port';
 import { uniqueTable } from '../support/databases';

@@ -11,7 +11,7 @@ import {
 } from '../../lib/inbox';
 import { pgOutbox } from '../../lib/connections/pg';
 import { prismaOutbox, type PrismaTransactionClient } from '../../lib/connections/prisma';
-import type { OutboxDialect } from '../../lib';
+import type { OutboxDialect } from '../../lib/schema';
 import { uniqueTable } from '../support/databases';
 import { describeWith } from '../support/services';
 import { pgPool, sqliteFile } from '../connections/driver-targets';

@@ -1,6 +1,6 @@
 import { TerminusModule } from '@nestjs/terminus';
 import { Registry } from 'prom-client';
-import { OutboxReplicationSlotWaitError } from '../../lib';
+import { OutboxReplicationSlotWaitError } from '../../lib/log-tailing';
 import { outboxTableNames } from '../../lib/internal/sql-identifier';
 import { runOutboxCli } from '../../lib/operations/cli/outbox-cli';
 import {

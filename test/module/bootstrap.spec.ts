@@ -77,7 +77,7 @@ describe('bootstrap checks', () => {
     const { DataSource } = await import('typeorm');
     const ds = new DataSource({ type: 'better-sqlite3', database: ':memory:' });
     await ds.initialize();
-    const { ensureOutboxTable } = await import('../../lib');
+    const { ensureOutboxTable } = await import('../../lib/schema');
     await ensureOutboxTable(ds);
     const publisher = { publish: () => Promise.resolve([]) };
     try {

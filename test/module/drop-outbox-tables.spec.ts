@@ -4,7 +4,7 @@ import {
   ensureOutboxTable,
   outboxAuditTableDdl,
   type OutboxTableDropOptions,
-} from '../../lib';
+} from '../../lib/schema';
 import { logTailingOf } from '../../lib/log-tailing/log-tailing.databases';
 import { outboxDialectOf, tableNamesFor } from '../../lib/store/schema/outbox-table-ddl';
 import { RecordingPublisher } from '../../lib/testing';

@@ -6,13 +6,8 @@ import { ClientProxyFactory, Transport } from '@nestjs/microservices';
 import { Test } from '@nestjs/testing';
 import { InjectDataSource, TypeOrmModule } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
-import {
-  OutboxEvent,
-  outboxMigrations,
-  OutboxModule,
-  OutboxService,
-  type OutboxPublisher,
-} from '../../lib';
+import { OutboxEvent, OutboxModule, OutboxService, type OutboxPublisher } from '../../lib';
+import { outboxMigrations } from '../../lib/schema';
 import { ClientProxyPublisher } from '../../lib/publishers/microservices';
 import { RecordingPublisher } from '../../lib/testing';
 import { freePort } from '../support/transports/net';

@@ -1,13 +1,11 @@
 import { Test } from '@nestjs/testing';
 import { DataSource, type MigrationInterface, type QueryRunner } from 'typeorm';
+import { OutboxModule, OutboxOptionsError, OutboxTableMissingError } from '../../lib';
 import {
   createOutboxMigration,
   createOutboxArchiveMigration,
   outboxMigrations,
-  OutboxModule,
-  OutboxOptionsError,
-  OutboxTableMissingError,
-} from '../../lib';
+} from '../../lib/schema';
 import { createInboxMigration } from '../../lib/inbox';
 import {
   outboxDatabase,

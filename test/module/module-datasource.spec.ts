@@ -5,7 +5,8 @@ import { Module, type DynamicModule, type INestApplicationContext } from '@nestj
 import { NestFactory } from '@nestjs/core';
 import { getDataSourceToken, TypeOrmModule, type TypeOrmModuleOptions } from '@nestjs/typeorm';
 import { DataSource } from 'typeorm';
-import { outboxMigrations, OutboxModule, OutboxOptionsError, OutboxService } from '../../lib';
+import { OutboxModule, OutboxOptionsError, OutboxService } from '../../lib';
+import { outboxMigrations } from '../../lib/schema';
 import { InboxModule, InboxService } from '../../lib/inbox';
 import { RecordingPublisher } from '../../lib/testing';
 import { readOutbox, uniqueTable } from '../support/databases';

@@ -8,7 +8,6 @@ import { NestFactory } from '@nestjs/core';
 import { ScheduleModule, SchedulerRegistry } from '@nestjs/schedule';
 import type { DataSource } from 'typeorm';
 import {
-  ensureOutboxTable,
   getOutboxToken,
   InjectOutbox,
   InjectOutboxAdmin,
@@ -18,6 +17,7 @@ import {
   OutboxOptionsError,
   OutboxService,
 } from '../../lib';
+import { ensureOutboxTable } from '../../lib/schema';
 import { RecordingPublisher } from '../../lib/testing';
 import { readOutbox, testDatabase, uniqueTable } from '../support/databases';
 import { dropOutboxTable } from '../support/outbox-harness';

@@ -4,10 +4,9 @@ import {
   OutboxModule,
   OutboxService,
   OutboxTableMissingError,
-  ensureOutboxTable,
-  outboxTableDdl,
   type OutboxMessage,
 } from '../../lib';
+import { ensureOutboxTable, outboxTableDdl } from '../../lib/schema';
 import { MYSQL_KEY_LOCK_BUCKETS } from '../../lib/store/mysql/mysql.sql';
 import { hashKey } from '../../lib/store/rows/outbox-row.mapper';
 import { dropOutboxTable, quoteTable } from '../support/outbox-harness';

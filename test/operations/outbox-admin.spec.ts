@@ -5,8 +5,8 @@ import {
   OutboxAdminInputError,
   PermanentPublishError,
   type OutboxMessage,
-  type OutboxMessageSummary,
 } from '../../lib';
+import { type OutboxMessageSummary } from '../../lib/admin';
 import { RecordingPublisher } from '../../lib/testing';
 import { readAttempts, readOutbox, TEST_DATABASES } from '../support/databases';
 import { mergeOutboxOptions, type HarnessOverrides } from '../support/outbox-harness';
@@ -205,7 +205,7 @@ for (const db of TEST_DATABASES) {
       // the same message id, the same history; it fails again and the new attempts follow.
       c.publisher.heal().fail(failing, 'permanent', rejected('still unknown'));
       await c.enqueue([msg('k')]);
-      expect(await c.admin.retry([failing])).toEqual({ requeued: 0, resequenced: 1 });
+      expect(await c.admin.retry([failing])).toEqual({ requeued: 0, resequenced: 1, expired: [] });
       const requeued = await c.admin.get(failing);
       expect(requeued?.attempts).toBe(0);
       expect(requeued?.attemptHistory).toHaveLength(3);
@@ -250,6 +250,7 @@ for (const db of TEST_DATABASES) {
       expect(await c.admin.retry([second, ...unknown, first])).toEqual({
         requeued: 0,
         resequenced: 2,
+        expired: [],
       });
       await c.dispatcher.drain();
       expect(c.publisher.messageIds.slice(sent)).toEqual([later, first, second]);
@@ -348,6 +349,7 @@ for (const db of TEST_DATABASES) {
       expect(await c.admin.retryWhere({ key: 'a', errorContains: 'rejected' })).toEqual({
         requeued: 1,
         resequenced: 0,
+        expired: [],
       });
       await c.dispatcher.drain();
       expect(c.publisher.messageIds).toEqual([a1, a2, a3]);
@@ -363,10 +365,15 @@ for (const db of TEST_DATABASES) {
       expect(await c.admin.retry([(b1 as string).toUpperCase()])).toEqual({
         requeued: 1,
         resequenced: 0,
+        expired: [],
       });
       await c.dispatcher.drain();
       expect(c.publisher.messageIds).toEqual([a1, a2, a3, b1, b2]);
-      expect(await c.admin.retry([a1 as string])).toEqual({ requeued: 0, resequenced: 0 });
+      expect(await c.admin.retry([a1 as string])).toEqual({
+        requeued: 0,
+        resequenced: 0,
+        expired: [],
+      });
       await expect(c.admin.retryWhere({ status: 'pending' } as never)).rejects.toThrow(
         /only ever touch dead/,
       );
@@ -399,7 +406,11 @@ for (const db of TEST_DATABASES) {
         expect(error).toMatchObject({ code: 'OUTBOX_ADMIN_INVALID_INPUT' });
       }
       expect((await c.admin.counts()).dead).toBe(2);
-      expect(await c.admin.retryWhere({ all: true })).toEqual({ requeued: 2, resequenced: 0 });
+      expect(await c.admin.retryWhere({ all: true })).toEqual({
+        requeued: 2,
+        resequenced: 0,
+        expired: [],
+      });
       await c.dispatcher.drain();
       expect(c.publisher.messageIds).toEqual([x, y]);
     });

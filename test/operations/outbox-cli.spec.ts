@@ -4,13 +4,8 @@ import { mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSyn
 import { tmpdir } from 'node:os';
 import { dirname, join, relative, resolve } from 'node:path';
 import ts from 'typescript';
-import {
-  PermanentPublishError,
-  outboxTableDdl,
-  outboxArchiveTableDdl,
-  type OutboxDialect,
-  type OutboxMessage,
-} from '../../lib';
+import { PermanentPublishError, type OutboxMessage } from '../../lib';
+import { outboxTableDdl, outboxArchiveTableDdl, type OutboxDialect } from '../../lib/schema';
 import { RecordingPublisher } from '../../lib/testing';
 import { outboxDatabase, tableNamesFor } from '../../lib/store/schema/outbox-table-ddl';
 import { typeormSqlPort } from '../../lib/typeorm/typeorm.sql-port';
@@ -732,12 +727,13 @@ for (const db of TEST_DATABASES) {
         retried: 1,
         requeued: 1,
         resequenced: 0,
+        expired: [],
       });
       expect(await statusOf(ids.a1)).toBe('pending');
       expect(await statusOf(ids.a2)).toBe('waiting');
       expect(
         await outboxJson(['dlq', 'retry', '--topic', 'billing', '--table', table], url),
-      ).toEqual({ retried: 2, requeued: 2, resequenced: 0 });
+      ).toEqual({ retried: 2, requeued: 2, resequenced: 0, expired: [] });
       await app.dispatcher.drain();
       expect(app.publisher.messageIds).toEqual([ids.ok, ids.a1, ids.bill1, ids.bill2, ids.a2]);
       expect((await rows()).map((r) => [r.messageId, r.status, r.attempts])).toEqual([

@@ -1,14 +1,13 @@
 import {
-  ensureOutboxArchiveTable,
   OUTBOX_HEADER_SEQUENCE,
   OutboxAdminInputError,
-  OutboxAuditStore,
   OutboxRedriveRefusedError,
   REDRIVE_ID_HEADER,
   REDRIVE_OF_HEADER,
   type OutboxMessage,
-  type OutboxRedrivePreview,
 } from '../../lib';
+import { OutboxAuditStore, type OutboxRedrivePreview } from '../../lib/admin';
+import { ensureOutboxArchiveTable } from '../../lib/schema';
 import { OUTBOX_SQL } from '../../lib/outbox.constants';
 import type { SqlPort } from '../../lib/store/ports/sql-port';
 import { RecordingPublisher } from '../../lib/testing';
@@ -17,7 +16,7 @@ import { ageRows } from '../support/db-clock';
 import { mergeOutboxOptions, type HarnessOverrides } from '../support/outbox-harness';
 import { useOutboxScope } from '../support/outbox-scope';
 import { describeWith } from '../support/services';
-import { sleep } from '../support/wait-for';
+import { sleep, waitFor } from '../support/wait-for';
 
 // OutboxAdmin.redrive on every database: real rows delivered by the real dispatcher, copies
 // written through the store's insert and delivered again by the dispatcher; every assertion
@@ -206,6 +205,27 @@ for (const db of TEST_DATABASES) {
         ]);
       });
 
+      it('numbers copies sent to another destination in that destination, burning none of the original topics numbers', async () => {
+        const { c, auditTable } = await open({ ordering: { sequence: true } });
+        await c.enqueue([msg('a', 1), msg('a', 2)]);
+        await c.runUntilIdle();
+        c.publisher.clear();
+        const preview = await c.admin.previewRedrive({ topic: 'orders' });
+        await c.admin.redrive(
+          { topic: 'orders' },
+          { ...who, destination: 'orders-replay', expected: confirmation(preview), auditTable },
+        );
+        await c.enqueue(msg('a', 3));
+        await c.runUntilIdle();
+        const numbers = (topic: string) =>
+          c.publisher.messages
+            .filter((r) => r.topic === topic)
+            .map((r) => r.headers[OUTBOX_HEADER_SEQUENCE]);
+        // A consumer of `orders` sees 1, 2, 3; one of `orders-replay` sees its own 1, 2.
+        expect(numbers('orders-replay')).toEqual(['1', '2']);
+        expect(numbers('orders')).toEqual(['3']);
+      });
+
       it('copies a binary payload with its content type, and the broker attributes', async () => {
         const { c, auditTable } = await open();
         const bytes = Buffer.from([0, 1, 2, 254, 255]);
@@ -270,6 +290,65 @@ for (const db of TEST_DATABASES) {
           expect(gap).toBeGreaterThanOrEqual(450);
           expect(gap).toBeLessThanOrEqual(550);
         }
+      });
+
+      it("counts a rate-spread copy's age from when it is due: a type's expiry dead-letters none of the later copies", async () => {
+        // 'block' (the default): a copy dead-lettered by its own spread would also wedge its key.
+        const { c, auditTable } = await open({ policies: { 'order.created': { maxAgeMs: 300 } } });
+        await c.enqueue([msg('a', 1), msg('a', 2), msg('a', 3), msg('a', 4)]);
+        await c.runUntilIdle();
+        c.publisher.clear();
+        // Copy i is due i × 200 ms after the copies were written: the last two past 300 ms.
+        const report = await c.admin.redrive(
+          { topic: 'orders' },
+          { ...who, ratePerSecond: 5, auditTable },
+        );
+        await waitFor(
+          'every copy delivered or dead',
+          async () => {
+            await c.runUntilIdle();
+            const rows = (await readOutbox(scope.ds, c.table)).filter(
+              (r) => r.headers[REDRIVE_ID_HEADER] === report.redriveId,
+            );
+            return rows.every((r) => r.status !== 'pending') ? rows : false;
+          },
+          { timeoutMs: 15_000, intervalMs: 50 },
+        );
+        const rows = (await readOutbox(scope.ds, c.table)).filter(
+          (r) => r.headers[REDRIVE_ID_HEADER] === report.redriveId,
+        );
+        expect(rows.map((r) => [r.status, r.attempts])).toEqual([
+          ['delivered', 1],
+          ['delivered', 1],
+          ['delivered', 1],
+          ['delivered', 1],
+        ]);
+        expect(c.publisher.payloads<{ n: number }>().map((p) => p.n)).toEqual([1, 2, 3, 4]);
+      });
+
+      it("queues copies to the same topic in their key's lane: after the key's earlier live messages, before its later ones", async () => {
+        const { c, auditTable } = await open();
+        const [a1, a2] = await c.enqueue([msg('a', 1), msg('a', 2)]);
+        await c.runUntilIdle();
+        c.publisher.clear();
+        const [a3] = await c.enqueue(msg('a', 3));
+        const preview = await c.admin.previewRedrive({ topic: 'orders', key: 'a' });
+        expect(preview.count).toBe(2);
+        await c.admin.redrive(
+          { topic: 'orders', key: 'a' },
+          { ...who, ratePerSecond: 5, expected: confirmation(preview), auditTable },
+        );
+        const [a4] = await c.enqueue(msg('a', 4));
+        await waitFor(
+          'the live messages and the copies delivered',
+          async () => {
+            await c.runUntilIdle();
+            return c.publisher.messages.length === 4;
+          },
+          { timeoutMs: 15_000, intervalMs: 50 },
+        );
+        const sent = c.publisher.messages.map((m) => m.headers[REDRIVE_OF_HEADER] ?? m.messageId);
+        expect(sent).toEqual([a3, a1, a2, a4]);
       });
 
       it('writes more than one transaction of copies in the originals order, audited once', async () => {

@@ -78,7 +78,7 @@ for (const db of TEST_DATABASES) {
       expect((await h.row(dead)).status).toBe('dead');
       // The later message is pending (backing off): the retry moves the dead one behind it,
       // re-inserting its row (the path that copies the bytes through the app on MySQL/SQLite).
-      expect(await h.admin.retry([dead])).toEqual({ requeued: 0, resequenced: 1 });
+      expect(await h.admin.retry([dead])).toEqual({ requeued: 0, resequenced: 1, expired: [] });
       await sleep(300);
       await h.runUntilIdle();
       expect(publisher.sentForKey('k')).toEqual([later, dead]);

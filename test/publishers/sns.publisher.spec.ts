@@ -151,6 +151,35 @@ describeWith(['postgres'], 'SnsPublisher (PostgreSQL → fauxqs)', () => {
     expect(await h.rows()).toEqual([]);
   });
 
+  it('takes a message past 256 KiB at enqueue when maxMessageBytes follows a larger topic MaximumMessageSize; a topic that refuses it dead-letters it alone', async () => {
+    const t = await topic(false, true);
+    // The default refuses it: a topic takes 256 KiB unless its MaximumMessageSize says more.
+    const strict = await openOutbox();
+    const refused = strict.enqueue({ topic: t.topicArn, payload: { text: 'x'.repeat(300_000) } });
+    await expect(refused).rejects.toMatchObject({ reason: 'payload-too-large' });
+    // Raised to SNS's 1 MiB, it is written. fauxqs keeps every topic at 256 KiB (it reads no
+    // MaximumMessageSize), so here SNS refuses it as a topic left at the default would: it is
+    // dead-lettered at once, alone, and its neighbours are published.
+    const h = await openOutbox(
+      { maxMessageBytes: 1_048_576 },
+      { maxPayloadBytes: 1_048_576, dispatcher: { batchSize: 20 } },
+    );
+    const small = await h.enqueue(
+      Array.from({ length: 4 }, (_, k) => ({ topic: t.topicArn, key: `k${k}`, payload: { k } })),
+    );
+    const [big] = await h.enqueue({
+      topic: t.topicArn,
+      key: 'big',
+      payload: { text: 'x'.repeat(300_000) },
+    });
+    await dispatchUntil(h, 'settled', allSettled(h));
+    const rows = await h.rows();
+    expect(rows.filter((r) => r.status === 'dead').map((r) => r.messageId)).toEqual([big]);
+    expect(rows.filter((r) => r.status === 'delivered')).toHaveLength(small.length);
+    const received = await t.consumer.received.settle(small.length);
+    expect(received).toHaveLength(small.length);
+  });
+
   it('the server gone mid-drain and back: nothing lost, no attempt burnt, delivery resumes', async () => {
     const t = await topic(true, true);
     const p = await FaultProxy.start(

@@ -3,7 +3,6 @@ import { ensureInboxTable, Inbox, messageIdFromKafka } from 'nestjs-outbox/inbox
 import { pgOutbox, type PgPoolClient } from 'nestjs-outbox/pg';
 import type { DataSource } from 'typeorm';
 import {
-  debeziumConnectorConfig,
   getOutboxToken,
   OutboxAdmin,
   OutboxCleaner,
@@ -11,9 +10,9 @@ import {
   OutboxExternalDeliveryError,
   OutboxModule,
   OutboxService,
-  type DebeziumConnectorDefinition,
   type OutboxMessage,
 } from '../../lib';
+import { debeziumConnectorConfig, type DebeziumConnectorDefinition } from '../../lib/debezium';
 import { KafkaPublisher } from 'nestjs-outbox/kafka';
 import { runOutboxCli } from '../../lib/operations/cli/outbox-cli';
 import { pgPool, type PgPoolForTests } from '../connections/driver-targets';

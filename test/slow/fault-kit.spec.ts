@@ -1,6 +1,6 @@
 import { resolve } from 'node:path';
 import { connect, type ChannelModel } from 'amqplib';
-import { dropOutboxTables, ensureOutboxArchiveTable, outboxAuditTableDdl } from '../../lib';
+import { dropOutboxTables, ensureOutboxArchiveTable, outboxAuditTableDdl } from '../../lib/schema';
 import { logTailingOf } from '../../lib/log-tailing/log-tailing.databases';
 import { outboxDialectOf, tableNamesFor } from '../../lib/store/schema/outbox-table-ddl';
 import {

@@ -1,12 +1,12 @@
 import { randomUUID } from 'node:crypto';
 import type { DataSource, QueryRunner } from 'typeorm';
+import { OutboxAdmin } from '../../lib';
+import { type SqlPort } from '../../lib/testing';
 import {
-  OutboxAdmin,
   OutboxMessageIdLayoutError,
   createOutboxBinaryIdsMigration,
   migrateOutboxToBinaryIds,
-  type SqlPort,
-} from '../../lib';
+} from '../../lib/schema';
 import { typeormSqlPort, typeormSqlRunner } from '../../lib/typeorm/typeorm.sql-port';
 import { createOutboxStore } from '../../lib/store/create-outbox-store';
 import {
@@ -207,7 +207,7 @@ WHERE TABLE_SCHEMA = DATABASE() AND TABLE_NAME IN (?, ?, ?) AND COLUMN_NAME = 'm
       ids.pending,
     ]);
     // The dead head goes back, is delivered, and its key moves on to the parked message.
-    expect(await admin.retry([ids.dead])).toEqual({ requeued: 1, resequenced: 0 });
+    expect(await admin.retry([ids.dead])).toEqual({ requeued: 1, resequenced: 0, expired: [] });
     ({ batch, byKey } = await claimAll(after));
     expect(batch.records.map((r) => r.messageId).sort()).toEqual([ids.dead, ids.pending].sort());
     await after.settle(

@@ -1,9 +1,5 @@
-import {
-  OutboxPartitionMaintainer,
-  ensureOutboxTable,
-  outboxPartitions,
-  type OutboxPartitionPolicy,
-} from '../../lib';
+import { OutboxPartitionMaintainer } from '../../lib';
+import { ensureOutboxTable, outboxPartitions, type OutboxPartitionPolicy } from '../../lib/schema';
 import { typeormSqlPort } from '../../lib/typeorm/typeorm.sql-port';
 import { hashKey } from '../../lib/store/rows/outbox-row.mapper';
 import { partitionSuffix, periodStart } from '../../lib/store/partitions/partition-range';

@@ -1,6 +1,7 @@
 import type { Pool, PoolConnection } from 'mysql2/promise';
 import { DataSource, QueryFailedError, type EntityManager } from 'typeorm';
-import { OutboxError, OutboxService, createOutboxTable } from '../../lib';
+import { OutboxError, OutboxService } from '../../lib';
+import { createOutboxTable } from '../../lib/schema';
 import { mysql2Outbox, mysql2SqlPort } from '../../lib/connections/mysql2';
 import { outboxTableDropDdl } from '../../lib/store/schema/outbox-table-ddl';
 import { mariadbPool } from '../connections/driver-targets';

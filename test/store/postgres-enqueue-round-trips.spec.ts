@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Pool, type PoolClient } from 'pg';
 import { DataSource, type Logger } from 'typeorm';
-import { createOutboxTable } from '../../lib';
+import { createOutboxTable } from '../../lib/schema';
 import { pgOutbox } from '../../lib/connections/pg';
 import { pgSqlPort } from '../../lib/drivers/pg/pg.sql-port';
 import { typeormConnection } from '../../lib/typeorm/typeorm.connection';

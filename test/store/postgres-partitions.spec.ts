@@ -1,14 +1,13 @@
 import { randomUUID } from 'node:crypto';
 import { DataSource } from 'typeorm';
+import { OutboxOptionsError, OutboxPartitionMaintainer } from '../../lib';
 import {
-  OutboxOptionsError,
-  OutboxPartitionMaintainer,
   OutboxTableLayoutError,
   ensureOutboxTable,
   outboxMigrations,
   outboxPartitions,
   type OutboxPartitionPolicy,
-} from '../../lib';
+} from '../../lib/schema';
 import { typeormSqlPort } from '../../lib/typeorm/typeorm.sql-port';
 import { createOutboxStore } from '../../lib/store/create-outbox-store';
 import { tableNamesFor } from '../../lib/store/schema/outbox-table-ddl';

@@ -1,5 +1,6 @@
 import { DataSource } from 'typeorm';
-import { OutboxError, createOutboxTable } from '../../lib';
+import { OutboxError } from '../../lib';
+import { createOutboxTable } from '../../lib/schema';
 import { pgSqlPort } from '../../lib/connections/pg';
 import { typeormSqlPort } from '../../lib/typeorm/typeorm.sql-port';
 import { createOutboxStore } from '../../lib/store/create-outbox-store';

@@ -1,5 +1,6 @@
 import { DataSource, QueryFailedError, type EntityManager } from 'typeorm';
-import { OutboxError, OutboxOptionsError, OutboxService, createOutboxTable } from '../../lib';
+import { OutboxError, OutboxOptionsError, OutboxService } from '../../lib';
+import { createOutboxTable } from '../../lib/schema';
 import { pgOutbox, pgSqlPort, type PgPoolClient } from '../../lib/connections/pg';
 import { outboxTableDropDdl } from '../../lib/store/schema/outbox-table-ddl';
 import { pgPool, type PgPoolForTests } from '../connections/driver-targets';

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import { Pool, type PoolClient } from 'pg';
 import { DataSource, type Logger } from 'typeorm';
-import { createOutboxTable } from '../../lib';
+import { createOutboxTable } from '../../lib/schema';
 import { pgSqlPort } from '../../lib/drivers/pg/pg.sql-port';
 import { typeormSqlPort } from '../../lib/typeorm/typeorm.sql-port';
 import { createOutboxStore } from '../../lib/store/create-outbox-store';

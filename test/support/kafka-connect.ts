@@ -1,5 +1,5 @@
 import { Kafka, logLevel, type Consumer } from 'kafkajs';
-import type { DebeziumConnectorDefinition } from '../../lib';
+import type { DebeziumConnectorDefinition } from '../../lib/debezium';
 import { SERVICES } from './services';
 import { waitFor } from './wait-for';
 

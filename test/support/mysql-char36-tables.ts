@@ -1,4 +1,4 @@
-import type { SqlPort } from '../../lib';
+import type { SqlPort } from '../../lib/testing';
 import { createOutboxTable } from '../../lib/store/schema/outbox-table-ddl';
 
 // The MySQL/MariaDB outbox tables as they were made before binary message ids: message_id

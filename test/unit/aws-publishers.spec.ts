@@ -302,7 +302,12 @@ describe('SqsPublisher and SnsPublisher options', () => {
     expect(() => resolveSnsPublisherOptions({ topicArn: 'orders' })).toThrow(
       /not an SNS topic ARN/,
     );
-    expect(() => resolveSnsPublisherOptions({ maxMessageBytes: 300_000 })).toThrow(
+    // SNS follows the topic's MaximumMessageSize: 256 KiB by default, up to 1 MiB.
+    expect(resolveSnsPublisherOptions({}).maxMessageBytes).toBe(262_144);
+    expect(resolveSnsPublisherOptions({ maxMessageBytes: 1_048_576 }).maxMessageBytes).toBe(
+      1_048_576,
+    );
+    expect(() => resolveSnsPublisherOptions({ maxMessageBytes: 1_048_577 })).toThrow(
       /maxMessageBytes/,
     );
     // A configuration with credentials is never echoed.

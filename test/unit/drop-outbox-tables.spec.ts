@@ -1,5 +1,6 @@
 import { betterSqlite3Outbox } from '../../lib/connections/better-sqlite3';
-import { dropOutboxTables, OutboxOptionsError } from '../../lib';
+import { OutboxOptionsError } from '../../lib';
+import { dropOutboxTables } from '../../lib/schema';
 import { logTailingOf } from '../../lib/log-tailing/log-tailing.databases';
 import { OUTBOX_DATABASES } from '../../lib/store/outbox-databases';
 import {

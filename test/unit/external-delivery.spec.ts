@@ -1,11 +1,6 @@
 import { DataSource } from 'typeorm';
-import {
-  debeziumConnectorConfig,
-  OutboxOptionsError,
-  type DebeziumConnectorOptions,
-  type OutboxModuleOptions,
-  type OutboxPublisher,
-} from '../../lib';
+import { OutboxOptionsError, type OutboxModuleOptions, type OutboxPublisher } from '../../lib';
+import { debeziumConnectorConfig, type DebeziumConnectorOptions } from '../../lib/debezium';
 import { logTailing } from '../../lib/log-tailing';
 import { resolveOutboxOptions } from '../../lib/options/resolve-outbox-options';
 

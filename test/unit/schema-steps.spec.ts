@@ -1,6 +1,6 @@
 import { openSqliteFile } from '../connections/driver-targets';
 import { betterSqlite3SqlPort } from '../../lib/drivers/better-sqlite3/better-sqlite3.sql-port';
-import { createOutboxTable } from '../../lib';
+import { createOutboxTable } from '../../lib/schema';
 import { outboxSchemaStatus } from '../../lib/store/schema/schema-status';
 import { outboxDatabase, tableNamesFor } from '../../lib/store/schema/outbox-table-ddl';
 import { OUTBOX_SCHEMA_STEPS } from '../../lib/store/schema/schema-steps';

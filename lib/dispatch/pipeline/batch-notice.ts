@@ -88,7 +88,7 @@ export class BatchNotice {
         this.safely(() => this.observer.onRetry?.(record, verdict.error, verdict.delayMs));
       } else if (verdict?.kind === 'dead') {
         this.log.warn(
-          `Message ${record.messageId} ${this.about(record)} dead-lettered after ${record.attempts} attempt(s): ${describeError(verdict.error)}`,
+          `Message ${record.messageId} ${this.about(record)} dead-lettered ${verdict.unpublished === true ? 'unpublished, expired before any attempt' : `after ${record.attempts} attempt(s)`}: ${describeError(verdict.error)}`,
           messageFields(record, verdict.error, batch, this.policyName(record.type)),
         );
         this.safely(() => this.observer.onDeadLetter?.(record, verdict.error));

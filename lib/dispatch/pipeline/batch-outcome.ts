@@ -65,7 +65,8 @@ export type Verdict =
       readonly fallback?: { readonly name: string; readonly error: unknown };
     }
   | { readonly kind: 'retry'; readonly delayMs: number; readonly error: unknown }
-  | { readonly kind: 'dead'; readonly error: unknown }
+  /** `unpublished`: it expired before its publish, so the claim's attempt is given back. */
+  | { readonly kind: 'dead'; readonly error: unknown; readonly unpublished?: boolean }
   | { readonly kind: 'release' };
 
 /** How a publish call ended, before any judgement. */
@@ -196,12 +197,12 @@ export function withFallbacks(
         return { kind: 'delivered', fallback: { name: answer.fallback, error: verdict.error } };
       case 'declined':
         return {
-          kind: 'dead',
+          ...verdict,
           error: noted(verdict.error, `fallback ${answer.fallback} declined`),
         };
       case 'failed':
         return {
-          kind: 'dead',
+          ...verdict,
           error: noted(
             verdict.error,
             `fallback ${answer.fallback} failed: ${describeError(answer.error)}`,
@@ -475,7 +476,12 @@ export function judgeBatch(input: JudgeBatchInput): BatchJudgement {
   let index = 0;
   const verdicts = records.map((record): Verdict => {
     const spent = unpublishable(record, policyOf(record));
-    if (spent !== undefined) return { kind: 'dead', error: spent };
+    if (spent !== undefined) {
+      // An expiry found at the claim is not an attempt: nothing was published.
+      return spent instanceof OutboxMessageExpiredError
+        ? { kind: 'dead', error: spent, unpublished: true }
+        : { kind: 'dead', error: spent };
+    }
     const i = index++;
     switch (result.kind) {
       case 'outage':
@@ -614,6 +620,7 @@ function settlementOf(
           id: record.id,
           error: describeError(verdict.error),
           errorClass: errorClassOf(verdict.error),
+          ...(verdict.unpublished === true ? { unpublished: true } : {}),
         });
         // A dead message advances its key only when dead messages do not block.
         if (record.key !== null && deadAdvancesKey(record)) advanced.add(record.key);

@@ -40,6 +40,22 @@ export type OutboxDeadLetterFilter = Omit<OutboxMessageFilter, 'status'>;
 export type OutboxDeadLetterSelection = OutboxDeadLetterFilter | { readonly all: true };
 
 /** One page of a keyset-paginated listing. */
+/**
+ * What `OutboxAdmin.retry` and `retryWhere` did: the store's report, and the dead messages they
+ * refused because they died of their type's expiry (`maxAgeMs`). Such a message is already past
+ * its expiry: requeued, its next claim would dead-letter it again unpublished (holding its key
+ * again under `'block'`, running its fallback again). Purge it; to send its content anyway,
+ * enqueue it again as a new message.
+ */
+export interface OutboxRetryReport {
+  /** Messages put back in place, as the head of their key. */
+  readonly requeued: number;
+  /** Messages moved to the end of their key's queue (see `RequeueReport`). */
+  readonly resequenced: number;
+  /** Message ids refused because they expired (left dead), in queue order. */
+  readonly expired: readonly string[];
+}
+
 export interface OutboxPageRequest {
   /** The `nextCursor` of the previous page; omit it for the first page. */
   readonly after?: string | null;

@@ -4,7 +4,7 @@ import { describeError } from '../../internal/describe-error';
 import type { OutboxTableNames } from '../../internal/sql-identifier';
 import type { OutboxHeaders } from '../../message/outbox-message.interface';
 import { UuidV7Generator } from '../../message/uuidv7';
-import { OUTBOX_HEADER_SEQUENCE } from '../../outbox.constants';
+import { OUTBOX_HEADER_REDRIVE_DELAY, OUTBOX_HEADER_SEQUENCE } from '../../outbox.constants';
 import { OutboxMessages } from '../../outbox.messages';
 import type { NewOutboxRow, OutboxStore } from '../../store/ports/outbox-store.port';
 import { writtenKeyedRows } from '../../store/shared-sql/key-sequence';
@@ -425,10 +425,13 @@ export class OutboxRedriver {
   ): NewOutboxRow {
     // The original's number belongs to its first delivery: a copy is a new message of its key,
     // numbered like any enqueue when the instance numbers keys, unnumbered otherwise.
-    const { [OUTBOX_HEADER_SEQUENCE]: _sequence, ...headers } = JSON.parse(
-      row.headers,
-    ) as OutboxHeaders;
+    const {
+      [OUTBOX_HEADER_SEQUENCE]: _sequence,
+      [OUTBOX_HEADER_REDRIVE_DELAY]: _delay,
+      ...headers
+    } = JSON.parse(row.headers) as OutboxHeaders;
     const binary = row.payload_encoding === 'binary';
+    const delayMs = rate === undefined ? 0 : Math.round((index * 1000) / rate);
     return {
       messageId: this.ids.next(),
       topic: destination ?? row.topic,
@@ -439,6 +442,9 @@ export class OutboxRedriver {
         ...headers,
         [REDRIVE_OF_HEADER]: messageIdText(row.message_id),
         [REDRIVE_ID_HEADER]: redriveId,
+        // The copy's age counts from when it falls due (see the claim's row mapper), or a type's
+        // maxAgeMs would dead-letter the later copies of a slow spread unpublished.
+        ...(delayMs > 0 ? { [OUTBOX_HEADER_REDRIVE_DELAY]: String(delayMs) } : {}),
       }),
       ...(binary
         ? {
@@ -449,7 +455,7 @@ export class OutboxRedriver {
         ? {}
         : { attributes: row.broker_attributes }),
       availableAt: null,
-      delayMs: rate === undefined ? null : Math.round((index * 1000) / rate),
+      delayMs: rate === undefined ? null : delayMs,
     };
   }
 

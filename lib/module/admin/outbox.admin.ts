@@ -1,7 +1,8 @@
 import { OutboxAdminInputError } from '../../errors/outbox-admin-input.error';
+import { OutboxMessageExpiredError } from '../../errors/outbox-message-expired.error';
 import type { OutboxDelivery } from '../../options/outbox.options';
 import { OutboxMessages } from '../../outbox.messages';
-import type { OutboxStats, OutboxStore, RequeueReport } from '../../store/ports/outbox-store.port';
+import type { OutboxStats, OutboxStore } from '../../store/ports/outbox-store.port';
 import { deadBlocksKeyOf, queuePolicyOf } from '../../options/queue-policy';
 import { OUTBOX_DEFAULTS } from '../../options/outbox-defaults';
 import type {
@@ -33,6 +34,7 @@ import type {
   OutboxCounts,
   OutboxDeadLetterFilter,
   OutboxDeadLetterSelection,
+  OutboxRetryReport,
   OutboxWhy,
   OutboxWhyHead,
   OutboxMessageDetail,
@@ -515,7 +517,13 @@ export class OutboxAdmin {
       return {
         ...base,
         state: 'dead',
-        reason: `Dead-lettered${message.deadAt === null ? '' : ` at ${at(message.deadAt)}`} after ${message.attempts} attempt(s)${lastError}.${holds}`,
+        reason: `Dead-lettered${message.deadAt === null ? '' : ` at ${at(message.deadAt)}`}${
+          message.attempts === 0
+            ? message.lastError?.startsWith(OutboxMessageExpiredError.name) === true
+              ? ' unpublished: it expired before any attempt'
+              : ' unpublished, before any attempt'
+            : ` after ${message.attempts} attempt(s)`
+        }${lastError}.${holds}`,
         head: null,
       };
     }
@@ -638,48 +646,84 @@ export class OutboxAdmin {
 
   /**
    * Puts these dead messages back in the queue, attempts reset, each where its key's order
-   * allows (see `docs/ordering-and-dead-letters.md`); ids that are not dead are ignored.
+   * allows (see `docs/ordering-and-dead-letters.md`); ids that are not dead are ignored. A
+   * message that died of its type's expiry is refused and named in `expired`: a retry could
+   * only expire it again (see {@link OutboxRetryReport}).
    */
-  async retry(messageIds: readonly string[]): Promise<RequeueReport> {
+  async retry(messageIds: readonly string[]): Promise<OutboxRetryReport> {
     const ids = messageIdsOf(messageIds);
-    if (ids.length === 0) return { requeued: 0, resequenced: 0 };
-    if (ids.length <= OUTBOX_ADMIN_MAX_LIMIT) return this.store.requeueDead(ids);
+    if (ids.length === 0) return { requeued: 0, resequenced: 0, expired: [] };
+    let requeued = 0;
+    let resequenced = 0;
+    const expired: string[] = [];
+    const requeue = async (chunk: readonly string[]): Promise<void> => {
+      const refused = await this.expiredAmong(chunk);
+      expired.push(...chunk.filter((id) => refused.has(id)));
+      const retryable = refused.size === 0 ? chunk : chunk.filter((id) => !refused.has(id));
+      if (retryable.length === 0) return;
+      const report = await this.store.requeueDead(retryable);
+      requeued += report.requeued;
+      resequenced += report.resequenced;
+    };
+    if (ids.length <= OUTBOX_ADMIN_MAX_LIMIT) {
+      await requeue(ids);
+      return { requeued, resequenced, expired };
+    }
     // More than one transaction takes: requeued in queue order, not the caller's, or a later
     // dead message of a key listed in an earlier chunk would be moved to the end of its key
     // before an earlier one, and the two would swap places.
     const wanted = new Set(ids);
     const due: string[] = [];
-    let requeued = 0;
-    let resequenced = 0;
-    const requeue = async (chunk: readonly string[]): Promise<void> => {
-      const report = await this.store.requeueDead(chunk);
-      requeued += report.requeued;
-      resequenced += report.resequenced;
-    };
     await this.forEachDeadPage({}, async (page) => {
       due.push(...page.filter((id) => wanted.has(id)));
       while (due.length >= OUTBOX_ADMIN_MAX_LIMIT)
         await requeue(due.splice(0, OUTBOX_ADMIN_MAX_LIMIT));
     });
     if (due.length > 0) await requeue(due);
-    return { requeued, resequenced };
+    return { requeued, resequenced, expired };
   }
 
   /**
    * Retries every dead message matching `selection`, in queue order. `{ all: true }` retries
    * every dead letter; an empty filter or a field given as `undefined` is refused
-   * ({@link OutboxAdminInputError}), so a missing parameter never widens the retry.
+   * ({@link OutboxAdminInputError}), so a missing parameter never widens the retry. Messages
+   * that died of their type's expiry are refused and named in `expired`, as by `retry`.
    */
-  async retryWhere(selection: OutboxDeadLetterSelection): Promise<RequeueReport> {
+  async retryWhere(selection: OutboxDeadLetterSelection): Promise<OutboxRetryReport> {
     const filter = bulkFilterOf(selection);
     let requeued = 0;
     let resequenced = 0;
+    const expired: string[] = [];
     await this.forEachDeadPage(filter, async (ids) => {
-      const report = await this.store.requeueDead(ids);
+      const refused = await this.expiredAmong(ids);
+      expired.push(...ids.filter((id) => refused.has(id)));
+      const retryable = refused.size === 0 ? ids : ids.filter((id) => !refused.has(id));
+      if (retryable.length === 0) return;
+      const report = await this.store.requeueDead(retryable);
       requeued += report.requeued;
       resequenced += report.resequenced;
     });
-    return { requeued, resequenced };
+    return { requeued, resequenced, expired };
+  }
+
+  /**
+   * Of these message ids (at most a page), the dead ones that died of their type's expiry: their
+   * last error is an `OutboxMessageExpiredError`, whether the claim found them expired or a retry
+   * would have come due past it. Read from the row, so the `outbox` command, which knows no
+   * policy, refuses them too.
+   */
+  private async expiredAmong(ids: readonly string[]): Promise<Set<string>> {
+    if (ids.length === 0) return new Set();
+    const codec = await this.messageIds();
+    const p = this.sql.params();
+    // Bound in the order written: MySQL's and SQLite's placeholders are positional.
+    const expiredError = p.add(`${OutboxMessageExpiredError.name}:%`);
+    const matches = ids.map((id) => this.sql.messageIdIs(p, codec.param(id))).join(' OR ');
+    const rows = await this.query<{ message_id: string | Uint8Array }>(
+      `SELECT o.message_id FROM ${this.names.table} AS o WHERE o.status = 'dead' AND o.last_error LIKE ${expiredError} AND (${matches})`,
+      p,
+    );
+    return new Set(rows.map((r) => messageIdText(r.message_id)));
   }
 
   /** Deletes these dead messages; their keys move on. Ids that are not dead are ignored. */

@@ -19,6 +19,9 @@ export const CliMessages = {
   notDeadLetters: (done: string, ids: readonly string[]): string =>
     `Not dead letters, so not ${done}: ${ids.join(', ')}.`,
 
+  expiredNotRetried: (ids: readonly string[]): string =>
+    `Not retried, ${ids.length === 1 ? 'it' : 'they'} expired (the type's maxAgeMs): a retry would only dead-letter ${ids.length === 1 ? 'it' : 'them'} again unpublished. Purge ${ids.length === 1 ? 'it' : 'them'} (outbox dlq purge ID…), and enqueue the content again as a new message if it is still wanted: ${ids.join(', ')}.`,
+
   cdcNeedsBootstrapServers: (connector: string): string =>
     `--connector ${connector} needs --bootstrap-servers HOST:PORT: the ${connector} connector keeps the table's schema history in a Kafka topic, on the brokers of your Kafka Connect (e.g. --bootstrap-servers kafka:9092).`,
 

@@ -668,11 +668,19 @@ async function dlqRetry(args: CliArgs, { admin }: Connected): Promise<CliResult>
     report.resequenced === 0
       ? ''
       : ` (${report.resequenced} moved to the end of their key's queue, behind messages that went ahead)`;
-  return withMissed(
+  const result = withMissed(
     { text: `Retried ${plural(retried, 'dead letter')}${moved}.`, json: { retried, ...report } },
     missed,
     'retried',
   );
+  if (report.expired.length === 0) return result;
+  // Refused, not failed: a retry could only expire them again. Stderr and exit 1, as for ids
+  // that are not dead letters.
+  const refused = CliMessages.expiredNotRetried(report.expired);
+  return {
+    ...result,
+    problem: result.problem === undefined ? refused : `${result.problem}\n${refused}`,
+  };
 }
 
 interface NotDeadLetter {

@@ -349,7 +349,11 @@ export class OutboxConsoleController {
     };
     const done = await this.act(entry, ids);
     if (done.error === undefined) {
-      this.respond.page(res, 200, resultPage(this.ctx(req), { ...entry, affected: done.affected }));
+      this.respond.page(
+        res,
+        200,
+        resultPage(this.ctx(req), { ...entry, affected: done.affected }, done.expired),
+      );
       return;
     }
     this.logger.error(
@@ -367,8 +371,9 @@ export class OutboxConsoleController {
   private async act(
     entry: OutboxConsoleAuditEntry,
     ids: readonly string[],
-  ): Promise<{ affected: number; error?: unknown }> {
+  ): Promise<{ affected: number; expired: string[]; error?: unknown }> {
     const admin = this.runtime.admin;
+    const expired: string[] = [];
     const parts: string[][] = [];
     for (let i = 0; i < ids.length; i += OUTBOX_ADMIN_MAX_LIMIT) {
       parts.push(ids.slice(i, i + OUTBOX_ADMIN_MAX_LIMIT));
@@ -380,11 +385,12 @@ export class OutboxConsoleController {
         if (entry.action === 'retry') {
           const report = await admin.retry(part);
           done = report.requeued + report.resequenced;
+          expired.push(...report.expired);
         } else {
           done = await admin.purge(part);
         }
       } catch (error) {
-        return { affected, error };
+        return { affected, expired, error };
       }
       affected += done;
       await this.runtime.audit.record({
@@ -397,7 +403,7 @@ export class OutboxConsoleController {
         affected: done,
       });
     }
-    return { affected };
+    return { affected, expired };
   }
 
   private checkAction(req: OutboxConsoleRequest, body: ConsoleParams): void {

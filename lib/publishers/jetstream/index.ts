@@ -11,3 +11,5 @@ export {
   JETSTREAM_REFUSED_CODES,
   type JetStreamFailureKind,
 } from './jetstream-error.classifier';
+/** The message's `attributes.jetstream` (docs/broker-attributes.md). */
+export type { OutboxJetStreamAttributes } from '../../message/outbox-message.interface';

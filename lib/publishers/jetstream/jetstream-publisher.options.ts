@@ -1,8 +1,10 @@
+import type { KnownOptionKeys, OptionFailure } from '../../options/option-checks';
 import {
-  OptionChecks,
-  type KnownOptionKeys,
-  type OptionFailure,
-} from '../../options/option-checks';
+  PublisherOptionChecks,
+  RECONNECT_OPTION_KEYS,
+  type PublisherReconnectOption,
+} from '../kit/publisher-options-check';
+import type { ReconnectDelays } from '../kit/reconnect-backoff';
 import type { OutboxRecord } from '../../message/outbox-record.interface';
 import type { NatsAuthenticator, NatsTlsOptions } from './nats-client';
 
@@ -54,12 +56,7 @@ export interface JetStreamPublisherOptions {
    * The client's own reconnection is off: a lost connection fails what was in flight at once
    * (an outage) instead of holding it, and the next publish or `ping()` connects again.
    */
-  reconnect?: {
-    /** @default 500 */
-    initialDelayMs?: number;
-    /** @default max(15000, initialDelayMs) */
-    maxDelayMs?: number;
-  };
+  reconnect?: PublisherReconnectOption;
 }
 
 /** Options with defaults applied and values checked. */
@@ -77,7 +74,7 @@ export interface ResolvedJetStreamPublisherOptions {
   readonly publishTimeoutMs: number;
   readonly connectTimeoutMs: number;
   readonly pingIntervalMs: number;
-  readonly reconnect: { readonly initialDelayMs: number; readonly maxDelayMs: number };
+  readonly reconnect: ReconnectDelays;
 }
 
 // Every other key is refused: a misspelt option would silently keep its default.
@@ -98,13 +95,10 @@ const OPTION_KEYS = {
     pingIntervalMs: true,
     reconnect: true,
   } satisfies Record<keyof JetStreamPublisherOptions, true>,
-  reconnect: { initialDelayMs: true, maxDelayMs: true } satisfies Record<
-    keyof NonNullable<JetStreamPublisherOptions['reconnect']>,
-    true
-  >,
+  reconnect: RECONNECT_OPTION_KEYS,
 } satisfies KnownOptionKeys;
 
-const checks = new OptionChecks('JetStreamPublisher');
+const checks: PublisherOptionChecks = new PublisherOptionChecks('JetStreamPublisher');
 const fail: OptionFailure = checks.fail;
 const { show, integer } = checks;
 
@@ -204,40 +198,6 @@ function resolveRouting(options: JetStreamPublisherOptions): Routing {
   };
 }
 
-function resolveReconnect(
-  value: JetStreamPublisherOptions['reconnect'],
-): ResolvedJetStreamPublisherOptions['reconnect'] {
-  const reconnect = value ?? {};
-  if (typeof reconnect !== 'object' || reconnect === null)
-    fail(
-      'reconnect',
-      'it is not an object',
-      'Pass { initialDelayMs, maxDelayMs } or leave it out.',
-    );
-  const initialDelayMs = integer(
-    reconnect.initialDelayMs,
-    500,
-    'reconnect.initialDelayMs',
-    0,
-    600_000,
-  );
-  const maxDelayMs = integer(
-    reconnect.maxDelayMs,
-    Math.max(15_000, initialDelayMs),
-    'reconnect.maxDelayMs',
-    0,
-    3_600_000,
-  );
-  if (maxDelayMs < initialDelayMs) {
-    fail(
-      'reconnect.maxDelayMs',
-      `${maxDelayMs} ms is below reconnect.initialDelayMs (${initialDelayMs} ms)`,
-      'Raise maxDelayMs or lower initialDelayMs.',
-    );
-  }
-  return { initialDelayMs, maxDelayMs };
-}
-
 /**
  * Merges the defaults into `JetStreamPublisher` options and rejects invalid ones with a message
  * that says how to fix them. Pure: no I/O. Never puts a server URL or a credential in a message.
@@ -245,9 +205,7 @@ function resolveReconnect(
 export function resolveJetStreamPublisherOptions(
   options: JetStreamPublisherOptions,
 ): ResolvedJetStreamPublisherOptions {
-  if (options === null || typeof options !== 'object') {
-    fail('options', `${show(options)} is not an object`, "Pass { servers: 'nats://host:4222' }.");
-  }
+  checks.optionsObject(options, "{ servers: 'nats://host:4222' }");
   checks.knownKeys(options, OPTION_KEYS);
   const servers = resolveServers(options.servers);
   const credentials = resolveCredentials(options);
@@ -260,9 +218,9 @@ export function resolveJetStreamPublisherOptions(
     name,
     ...credentials,
     ...routing,
-    publishTimeoutMs: integer(options.publishTimeoutMs, 5_000, 'publishTimeoutMs', 10, 3_600_000),
-    connectTimeoutMs: integer(options.connectTimeoutMs, 5_000, 'connectTimeoutMs', 100, 600_000),
+    publishTimeoutMs: checks.publishTimeout(options.publishTimeoutMs),
+    connectTimeoutMs: checks.connectTimeout(options.connectTimeoutMs, 'connectTimeoutMs'),
     pingIntervalMs: integer(options.pingIntervalMs, 10_000, 'pingIntervalMs', 1_000, 3_600_000),
-    reconnect: resolveReconnect(options.reconnect),
+    reconnect: checks.reconnect(options.reconnect),
   };
 }

@@ -21,6 +21,14 @@ import {
 } from '../../outbox.constants';
 import type { OutboxPublisher, PublishOutcome } from '../outbox-publisher.interface';
 import { pastPublishDeadline } from '../publish-deadline';
+import {
+  abortReason as abortedBy,
+  answerAll,
+  toUnavailable,
+  unsent,
+  untilAborted,
+} from '../kit/publish-abort';
+import { ReconnectingConnection } from '../kit/reconnecting-connection';
 import { classifyJetStreamError } from './jetstream-error.classifier';
 import {
   resolveJetStreamPublisherOptions,
@@ -99,16 +107,27 @@ export class JetStreamPublisher implements OutboxPublisher {
   // Private fields, so that credentials never show up in util.inspect or JSON.stringify.
   readonly #options: ResolvedJetStreamPublisherOptions;
   readonly #where: string;
-  #connection: ConnectionState | undefined;
-  #connecting: Promise<ConnectionState> | undefined;
-  #nextAttemptAt = 0;
-  #delayMs = 0;
-  /** Why the last connection attempt failed, for the fast failures while waiting to retry. */
-  #lastFailure: PublisherUnavailableError | undefined;
+  readonly #link: ReconnectingConnection<ConnectionState>;
 
   constructor(options: JetStreamPublisherOptions) {
     this.#options = resolveJetStreamPublisherOptions(options);
     this.#where = this.#options.servers.map(describeServer).join(', ');
+    this.#link = new ReconnectingConnection<ConnectionState>({
+      what: `NATS at ${this.#where}`,
+      reconnect: this.#options.reconnect,
+      logger: this.logger,
+      open: () => this.open(),
+      usable: (state) => !state.closed,
+      failure: (cause) =>
+        new PublisherUnavailableError(
+          `Could not connect to NATS at ${this.#where}: ${describeError(cause)}`,
+          { cause },
+        ),
+      refusal: (failure, cause) =>
+        isAuthFailure(cause)
+          ? `${failure.message}. The credentials are refused: nothing is published until this is fixed, and no message loses an attempt.`
+          : undefined,
+    });
   }
 
   /**
@@ -144,23 +163,17 @@ export class JetStreamPublisher implements OutboxPublisher {
     } else if (items.length > 0) {
       await this.send(items, outcomes, signal);
     }
-    // Made only when needed: an error captures a stack.
-    let unanswered: Error | undefined;
-    return outcomes.map(
-      (o) =>
-        o ?? {
-          ok: false,
-          error: (unanswered ??= signal.aborted
-            ? abortReason(signal)
-            : new PublisherUnavailableError('The publish was abandoned before JetStream answered')),
-        },
+    return answerAll(
+      outcomes,
+      signal,
+      ABORTED,
+      () => new PublisherUnavailableError('The publish was abandoned before JetStream answered'),
     );
   }
 
   /** Closes the connection; a later publish connects again. */
   async close(): Promise<void> {
-    const state = (await this.#connecting?.catch(() => undefined)) ?? this.#connection;
-    this.#connection = undefined;
+    const state = await this.#link.take();
     if (state === undefined || state.closed) return;
     state.closed = true;
     // A server that does not answer the close must not hold the app's shutdown.
@@ -431,86 +444,49 @@ export class JetStreamPublisher implements OutboxPublisher {
    * attempt (unless `now`, for `connect()` and `ping()`).
    */
   private connection(now: boolean): Promise<ConnectionState> {
-    const current = this.#connection;
-    if (current !== undefined && !current.closed) return Promise.resolve(current);
-    const waitMs = this.#nextAttemptAt - Date.now();
-    if (!now && waitMs > 0 && this.#connecting === undefined) {
-      const last = this.#lastFailure;
-      return Promise.reject(
-        new PublisherUnavailableError(
-          `NATS at ${this.#where} is unreachable (${last === undefined ? 'no attempt yet' : last.message}); next connection attempt in ${waitMs} ms`,
-          { cause: last },
-        ),
-      );
-    }
-    this.#connecting ??= this.open().finally(() => {
-      this.#connecting = undefined;
-    });
-    return this.#connecting;
+    return this.#link.get(now);
   }
 
+  /** Opens a connection; rejects with the client's error when it cannot. */
   private async open(): Promise<ConnectionState> {
     const o = this.#options;
-    try {
-      const nc = await connectNats({
-        servers: [...o.servers],
-        name: o.name,
-        user: o.user,
-        pass: o.pass,
-        token: o.token,
-        authenticator: o.authenticator,
-        tls: o.tls,
-        timeout: o.connectTimeoutMs,
-        // See the class comment: a lost connection is an outage the dispatcher handles.
-        reconnect: false,
-        pingInterval: o.pingIntervalMs,
-        maxPingOut: 2,
-        // A stack captured per request costs more than the rest of a publish.
-        noAsyncTraces: true,
-      });
-      const state: ConnectionState = {
-        nc,
-        js: jetstream(nc, {
-          timeout: o.publishTimeoutMs,
-          ...(o.domain === undefined ? {} : { domain: o.domain }),
-        }),
-        jsm: undefined,
-        closed: false,
-      };
-      void nc.closed().then((error) => this.closed(state, error));
-      this.#connection = state;
-      this.#delayMs = 0;
-      this.#nextAttemptAt = 0;
-      this.#lastFailure = undefined;
-      this.logger.log(`Connected to NATS at ${this.#where}`);
-      return state;
-    } catch (error) {
-      const { initialDelayMs, maxDelayMs } = o.reconnect;
-      this.#delayMs = Math.min(
-        maxDelayMs,
-        this.#delayMs === 0 ? initialDelayMs : this.#delayMs * 2,
-      );
-      this.#nextAttemptAt = Date.now() + this.#delayMs;
-      const failure = new PublisherUnavailableError(
-        `Could not connect to NATS at ${this.#where}: ${describeError(error)}`,
-        { cause: error },
-      );
-      // Retrying cannot help until someone fixes the credentials: say so loudly, every time.
-      if (isAuthFailure(error))
-        this.logger.error(
-          `${failure.message}. The credentials are refused: nothing is published until this is fixed, and no message loses an attempt. Next attempt in ${this.#delayMs} ms.`,
-        );
-      this.#lastFailure = failure;
-      throw failure;
-    }
+    const nc = await connectNats({
+      servers: [...o.servers],
+      name: o.name,
+      user: o.user,
+      pass: o.pass,
+      token: o.token,
+      authenticator: o.authenticator,
+      tls: o.tls,
+      timeout: o.connectTimeoutMs,
+      // See the class comment: a lost connection is an outage the dispatcher handles.
+      reconnect: false,
+      pingInterval: o.pingIntervalMs,
+      maxPingOut: 2,
+      // A stack captured per request costs more than the rest of a publish.
+      noAsyncTraces: true,
+    });
+    const state: ConnectionState = {
+      nc,
+      js: jetstream(nc, {
+        timeout: o.publishTimeoutMs,
+        ...(o.domain === undefined ? {} : { domain: o.domain }),
+      }),
+      jsm: undefined,
+      closed: false,
+    };
+    void nc.closed().then((error) => this.closed(state, error));
+    return state;
   }
 
   private closed(state: ConnectionState, error: Error | void): void {
     state.closed = true;
-    if (this.#connection !== state) return;
-    this.#connection = undefined;
-    if (error === undefined || error === null) return;
-    this.#lastFailure = this.lost(state, error);
+    // Closed by close(), or ended cleanly: no news for the batches that come meanwhile.
+    if (error === undefined || error === null) {
+      this.#link.forget(state);
+      return;
+    }
+    if (!this.#link.forget(state, this.lost(state, error))) return;
     this.logger.warn(
       `NATS connection to ${this.#where} lost: ${describeError(error)}; connecting again on the next publish`,
     );
@@ -520,38 +496,11 @@ export class JetStreamPublisher implements OutboxPublisher {
 /** JetStream's err_code for "no stream matches subject". */
 const STREAM_NOT_FOUND = 10059;
 
-function unsent(error: unknown): PublishOutcome {
-  return { ok: false, error, sent: false };
-}
+/** How an aborted publish's unanswered messages say what was cut short. */
+const ABORTED = 'before JetStream answered';
 
-function toUnavailable(error: unknown, what: string): PublisherUnavailableError {
-  if (error instanceof PublisherUnavailableError) return error;
-  return new PublisherUnavailableError(`${what}: ${describeError(error)}`, { cause: error });
-}
-
-/** The abort reason as the outcome of unanswered messages (the dispatcher aborts with a PublishTimeoutError). */
 function abortReason(signal: AbortSignal): Error {
-  const reason: unknown = signal.reason;
-  return reason instanceof PublishTimeoutError || reason instanceof PublisherUnavailableError
-    ? reason
-    : new PublisherUnavailableError('The publish was aborted before JetStream answered', {
-        cause: reason,
-      });
-}
-
-/** Resolves to the result of `work`, or to undefined as soon as `signal` aborts. */
-async function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T | undefined> {
-  if (signal.aborted) return undefined;
-  let onAbort: (() => void) | undefined;
-  const aborted = new Promise<undefined>((resolve) => {
-    onAbort = () => resolve(undefined);
-    signal.addEventListener('abort', onAbort, { once: true });
-  });
-  try {
-    return await Promise.race([work, aborted]);
-  } finally {
-    if (onAbort !== undefined) signal.removeEventListener('abort', onAbort);
-  }
+  return abortedBy(signal, ABORTED);
 }
 
 function isAuthFailure(error: unknown): boolean {

@@ -7,3 +7,5 @@ export {
   type ResolvedKafkaPublisherOptions,
 } from './kafka-publisher.options';
 export { classifyKafkaError, type KafkaFailureKind } from '../kafka-error.classifier';
+/** The message's `attributes.kafka` (docs/broker-attributes.md). */
+export type { OutboxKafkaAttributes } from '../../message/outbox-message.interface';

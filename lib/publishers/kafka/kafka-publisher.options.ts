@@ -8,11 +8,8 @@ import {
   type RetryOptions,
   type SASLOptions,
 } from 'kafkajs';
-import {
-  OptionChecks,
-  type KnownOptionKeys,
-  type OptionFailure,
-} from '../../options/option-checks';
+import type { KnownOptionKeys, OptionFailure } from '../../options/option-checks';
+import { PublisherOptionChecks } from '../kit/publisher-options-check';
 import type { OutboxRecord } from '../../message/outbox-record.interface';
 
 /** Producer settings a `KafkaPublisher` lets you change; the rest is fixed for correctness. */
@@ -127,7 +124,7 @@ const OPTION_KEYS = {
   } satisfies Record<keyof RetryOptions, true>,
 } satisfies KnownOptionKeys;
 
-const checks = new OptionChecks('KafkaPublisher');
+const checks: PublisherOptionChecks = new PublisherOptionChecks('KafkaPublisher');
 const fail: OptionFailure = checks.fail;
 const { show, integer } = checks;
 
@@ -328,9 +325,7 @@ function resolveProducer(
 export function resolveKafkaPublisherOptions(
   options: KafkaPublisherOptions,
 ): ResolvedKafkaPublisherOptions {
-  if (options === null || typeof options !== 'object') {
-    fail('options', `${show(options)} is not an object`, "Pass { brokers: ['host:9092'] }.");
-  }
+  checks.optionsObject(options, "{ brokers: ['host:9092'] }");
   checks.knownKeys(options, OPTION_KEYS);
   const { brokers, clientId, ssl, sasl } = resolveConnection(options);
   const { topic, compression, logLevel: level } = resolveDelivery(options);

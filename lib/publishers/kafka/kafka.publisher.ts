@@ -10,10 +10,10 @@ import {
   type TopicMessages,
 } from 'kafkajs';
 import { PermanentPublishError } from '../../errors/permanent-publish.error';
-import { PublishTimeoutError } from '../../errors/publish-timeout.error';
 import { PublisherUnavailableError } from '../../errors/publisher-unavailable.error';
 import type { OutboxPublisher, PublishOutcome } from '../outbox-publisher.interface';
 import { pastPublishDeadline } from '../publish-deadline';
+import { abortReason as abortedBy, answerAll, untilAborted } from '../kit/publish-abort';
 import type { OutboxRecord } from '../../message/outbox-record.interface';
 import { describeError, redactSecrets } from '../../internal/describe-error';
 import { raceAbort } from '../../internal/race-abort';
@@ -168,15 +168,12 @@ export class KafkaPublisher implements OutboxPublisher {
         await untilAborted(sending, signal);
       }
     }
-    // Made only when a message went unanswered: an error captures its stack, and every batch
-    // built one before (a CPU profile of a drain showed it).
-    const unanswered = !outcomes.includes(undefined)
-      ? undefined
-      : signal.aborted
-        ? abortReason(signal)
-        : new PublisherUnavailableError('The publish was abandoned before Kafka answered');
-    // A copy: an abandoned send may still write into `outcomes` later.
-    return outcomes.map((o) => o ?? { ok: false, error: unanswered });
+    return answerAll(
+      outcomes,
+      signal,
+      ABORTED,
+      () => new PublisherUnavailableError('The publish was abandoned before Kafka answered'),
+    );
   }
 
   /** Disconnects every producer, including ones an abandoned send still uses; a later publish connects again. */
@@ -545,29 +542,11 @@ export class KafkaPublisher implements OutboxPublisher {
   }
 }
 
-/** The abort reason as the outcome of unanswered messages (the dispatcher aborts with a PublishTimeoutError). */
-function abortReason(signal: AbortSignal): Error {
-  const reason: unknown = signal.reason;
-  return reason instanceof PublishTimeoutError || reason instanceof PublisherUnavailableError
-    ? reason
-    : new PublisherUnavailableError('The publish was aborted before Kafka answered', {
-        cause: reason,
-      });
-}
+/** How an aborted publish's unanswered messages say what was cut short. */
+const ABORTED = 'before Kafka answered';
 
-/** Resolves to the result of `work`, or to undefined as soon as `signal` aborts. */
-async function untilAborted<T>(work: Promise<T>, signal: AbortSignal): Promise<T | undefined> {
-  if (signal.aborted) return undefined;
-  let onAbort: (() => void) | undefined;
-  const aborted = new Promise<undefined>((resolve) => {
-    onAbort = () => resolve(undefined);
-    signal.addEventListener('abort', onAbort, { once: true });
-  });
-  try {
-    return await Promise.race([work, aborted]);
-  } finally {
-    if (onAbort !== undefined) signal.removeEventListener('abort', onAbort);
-  }
+function abortReason(signal: AbortSignal): Error {
+  return abortedBy(signal, ABORTED);
 }
 
 function groupByTopic(batch: readonly Outgoing[]): TopicMessages[] {

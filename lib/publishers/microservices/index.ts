@@ -5,3 +5,5 @@ export {
   type OutboxClientProxy,
   type OutboxEnvelope,
 } from './client-proxy.publisher';
+/** The message's `attributes.mqtt` (docs/broker-attributes.md). */
+export type { OutboxMqttAttributes } from '../../message/outbox-message.interface';

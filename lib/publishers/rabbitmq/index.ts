@@ -16,3 +16,5 @@ export {
   type RabbitMqMessageProperties,
   type RabbitMqOutboxIncomingEvent,
 } from './rabbitmq-outbox.deserializer';
+/** The message's `attributes.rabbitmq` (docs/broker-attributes.md). */
+export type { OutboxRabbitMqAttributes } from '../../message/outbox-message.interface';

@@ -1,9 +1,11 @@
 import type { Channel, Options } from 'amqplib';
+import type { KnownOptionKeys, OptionFailure } from '../../options/option-checks';
 import {
-  OptionChecks,
-  type KnownOptionKeys,
-  type OptionFailure,
-} from '../../options/option-checks';
+  PublisherOptionChecks,
+  RECONNECT_OPTION_KEYS,
+  type PublisherReconnectOption,
+} from '../kit/publisher-options-check';
+import type { ReconnectDelays } from '../kit/reconnect-backoff';
 import type { OutboxRecord } from '../../message/outbox-record.interface';
 
 /** Options of {@link RabbitMqPublisher}. */
@@ -38,12 +40,7 @@ export interface RabbitMqPublisherOptions {
   /** Time allowed to open the connection, in ms. @default 5000 */
   connectionTimeoutMs?: number;
   /** Waits between reconnection attempts: doubled after each failure, up to the maximum. */
-  reconnect?: {
-    /** @default 500 */
-    initialDelayMs?: number;
-    /** @default max(15000, initialDelayMs) */
-    maxDelayMs?: number;
-  };
+  reconnect?: PublisherReconnectOption;
   /** Connection name shown in the management UI. @default 'nestjs-outbox' */
   connectionName?: string;
   /** The `app-id` property of every message. @default none */
@@ -71,7 +68,7 @@ export interface ResolvedRabbitMqPublisherOptions {
   readonly publishTimeoutMs: number;
   readonly heartbeat: number;
   readonly connectionTimeoutMs: number;
-  readonly reconnect: { readonly initialDelayMs: number; readonly maxDelayMs: number };
+  readonly reconnect: ReconnectDelays;
   readonly connectionName: string;
   readonly appId: string | undefined;
   readonly outboxHeaders: boolean;
@@ -94,13 +91,10 @@ const OPTION_KEYS = {
     appId: true,
     outboxHeaders: true,
   } satisfies Record<keyof RabbitMqPublisherOptions, true>,
-  reconnect: { initialDelayMs: true, maxDelayMs: true } satisfies Record<
-    keyof NonNullable<RabbitMqPublisherOptions['reconnect']>,
-    true
-  >,
+  reconnect: RECONNECT_OPTION_KEYS,
 } satisfies KnownOptionKeys;
 
-const checks = new OptionChecks('RabbitMqPublisher');
+const checks: PublisherOptionChecks = new PublisherOptionChecks('RabbitMqPublisher');
 const fail: OptionFailure = checks.fail;
 const { show, integer } = checks;
 
@@ -155,40 +149,6 @@ function resolveRouting(options: RabbitMqPublisherOptions): Routing {
   };
 }
 
-function resolveReconnect(
-  value: RabbitMqPublisherOptions['reconnect'],
-): ResolvedRabbitMqPublisherOptions['reconnect'] {
-  const reconnect = value ?? {};
-  if (typeof reconnect !== 'object' || reconnect === null)
-    fail(
-      'reconnect',
-      'it is not an object',
-      'Pass { initialDelayMs, maxDelayMs } or leave it out.',
-    );
-  const initialDelayMs = integer(
-    reconnect.initialDelayMs,
-    500,
-    'reconnect.initialDelayMs',
-    0,
-    600_000,
-  );
-  const maxDelayMs = integer(
-    reconnect.maxDelayMs,
-    Math.max(15_000, initialDelayMs),
-    'reconnect.maxDelayMs',
-    0,
-    3_600_000,
-  );
-  if (maxDelayMs < initialDelayMs) {
-    fail(
-      'reconnect.maxDelayMs',
-      `${maxDelayMs} ms is below reconnect.initialDelayMs (${initialDelayMs} ms)`,
-      'Raise maxDelayMs or lower initialDelayMs.',
-    );
-  }
-  return { initialDelayMs, maxDelayMs };
-}
-
 /**
  * Merges the defaults into `RabbitMqPublisher` options and rejects invalid ones with a message
  * that says how to fix them. Pure: no I/O. Never puts the URL in a message.
@@ -196,20 +156,14 @@ function resolveReconnect(
 export function resolveRabbitMqPublisherOptions(
   options: RabbitMqPublisherOptions,
 ): ResolvedRabbitMqPublisherOptions {
-  if (options === null || typeof options !== 'object') {
-    fail(
-      'options',
-      `${show(options)} is not an object`,
-      "Pass { url: 'amqp://user:pass@host:5672' }.",
-    );
-  }
+  checks.optionsObject(options, "{ url: 'amqp://user:pass@host:5672' }");
   checks.knownKeys(options, OPTION_KEYS);
   checkUrl(options.url);
   const socketOptions = options.socketOptions ?? {};
   if (typeof socketOptions !== 'object' || socketOptions === null)
     fail('socketOptions', 'it is not an object', 'Pass socket/TLS options or leave it out.');
   const { exchange, routingKey, assertTopology } = resolveRouting(options);
-  const reconnect = resolveReconnect(options.reconnect);
+  const reconnect = checks.reconnect(options.reconnect);
   const connectionName = options.connectionName ?? 'nestjs-outbox';
   if (typeof connectionName !== 'string')
     fail(
@@ -240,15 +194,9 @@ export function resolveRabbitMqPublisherOptions(
       1,
       1_000_000,
     ),
-    publishTimeoutMs: integer(options.publishTimeoutMs, 5_000, 'publishTimeoutMs', 10, 3_600_000),
+    publishTimeoutMs: checks.publishTimeout(options.publishTimeoutMs),
     heartbeat: integer(options.heartbeat, 10, 'heartbeat', 0, 3_600),
-    connectionTimeoutMs: integer(
-      options.connectionTimeoutMs,
-      5_000,
-      'connectionTimeoutMs',
-      100,
-      600_000,
-    ),
+    connectionTimeoutMs: checks.connectTimeout(options.connectionTimeoutMs, 'connectionTimeoutMs'),
     reconnect,
     connectionName,
     appId: options.appId,

@@ -12,6 +12,8 @@ import { PermanentPublishError } from '../../errors/permanent-publish.error';
 import { PublisherUnavailableError } from '../../errors/publisher-unavailable.error';
 import type { OutboxPublisher, PublishOutcome } from '../outbox-publisher.interface';
 import { pastPublishDeadline } from '../publish-deadline';
+import { abortReason, answerAll, toUnavailable, unsent } from '../kit/publish-abort';
+import { ReconnectingConnection } from '../kit/reconnecting-connection';
 import type { OutboxRecord } from '../../message/outbox-record.interface';
 import { raceAbort } from '../../internal/race-abort';
 import { describeError } from '../../internal/describe-error';
@@ -138,14 +140,9 @@ export class RabbitMqPublisher implements OutboxPublisher {
   readonly #where: string;
   readonly #user: string | undefined;
   readonly #vhost: string;
-  #connection: ConnectionState | undefined;
+  readonly #link: ReconnectingConnection<ConnectionState>;
   /** Exchanges seen to exist, with when (see `missingExchanges`). */
   readonly #exchangesSeen = new Map<string, number>();
-  #connecting: Promise<ConnectionState> | undefined;
-  #nextAttemptAt = 0;
-  #delayMs = 0;
-  /** Why the last connection attempt failed, for the fast failures while waiting to retry. */
-  #lastFailure: PublisherUnavailableError | undefined;
   #publishes = 0;
   readonly #headerTables = new RabbitMqHeaderTables(OUTBOX_HEADERS);
 
@@ -153,6 +150,23 @@ export class RabbitMqPublisher implements OutboxPublisher {
     this.#options = resolveRabbitMqPublisherOptions(options);
     this.#where = describeEndpoint(this.#options.url);
     ({ user: this.#user, vhost: this.#vhost } = identity(this.#options.url));
+    this.#link = new ReconnectingConnection<ConnectionState>({
+      what: `RabbitMQ at ${this.#where}`,
+      reconnect: this.#options.reconnect,
+      logger: this.logger,
+      open: () => this.open(),
+      usable: (state) => !state.closed,
+      failure: (error) =>
+        this.accessRefusal(error) ??
+        new PublisherUnavailableError(
+          `Could not connect to RabbitMQ at ${this.#where}: ${describeError(error)}`,
+          { cause: error },
+        ),
+      refusal: (failure) =>
+        failure instanceof RabbitMqAccessRefusedError ? failure.message : undefined,
+      // A refusal is typed, so that an app's connect() or health check can tell it apart.
+      keepsLastFailure: (last) => last instanceof RabbitMqAccessRefusedError,
+    });
   }
 
   /**
@@ -194,9 +208,7 @@ export class RabbitMqPublisher implements OutboxPublisher {
 
     if (items.length > 0 && pastPublishDeadline(signal)) {
       // Nothing was written: each goes back without an attempt.
-      for (const { index } of items) {
-        outcomes[index] = { ok: false, error: abortReason(signal), sent: false };
-      }
+      for (const { index } of items) outcomes[index] = unsent(abortReason(signal));
     } else if (items.length > 0) {
       let connection: ConnectionState;
       let shared: ChannelState;
@@ -227,26 +239,18 @@ export class RabbitMqPublisher implements OutboxPublisher {
       });
       if (again.length > 0) await this.isolate(connection, again, outcomes, signal);
     }
-    // Made only when needed: an error's stack trace costs more than the rest of a batch's
-    // bookkeeping (CPU profile of bench P1).
-    let unanswered: Error | undefined;
-    return outcomes.map(
-      (o) =>
-        o ?? {
-          ok: false,
-          error: (unanswered ??= signal.aborted
-            ? abortReason(signal)
-            : new PublisherUnavailableError(
-                'RabbitMQ closed the channel before confirming the message',
-              )),
-        },
+    return answerAll(
+      outcomes,
+      signal,
+      undefined,
+      () =>
+        new PublisherUnavailableError('RabbitMQ closed the channel before confirming the message'),
     );
   }
 
   /** Closes the channel and the connection; a later publish connects again. */
   async close(): Promise<void> {
-    const connection = (await this.#connecting?.catch(() => undefined)) ?? this.#connection;
-    this.#connection = undefined;
+    const connection = await this.#link.take();
     if (connection === undefined || connection.closed) return;
     connection.closed = true;
     const { model } = connection;
@@ -622,27 +626,13 @@ export class RabbitMqPublisher implements OutboxPublisher {
    * `now`, for `connect()`).
    */
   private async connection(now: boolean): Promise<ConnectionState> {
-    const current = this.#connection;
-    if (current !== undefined && !current.closed) {
-      if (current.blocked !== undefined)
-        throw new PublisherUnavailableError(`RabbitMQ is blocking publishers (${current.blocked})`);
-      return current;
-    }
-    const waitMs = this.#nextAttemptAt - Date.now();
-    if (!now && waitMs > 0 && this.#connecting === undefined) {
-      const last = this.#lastFailure;
-      if (last instanceof RabbitMqAccessRefusedError) throw last;
-      throw new PublisherUnavailableError(
-        `RabbitMQ at ${this.#where} is unreachable (${last === undefined ? 'no attempt yet' : last.message}); next connection attempt in ${waitMs} ms`,
-        { cause: last },
-      );
-    }
-    this.#connecting ??= this.open().finally(() => {
-      this.#connecting = undefined;
-    });
-    return this.#connecting;
+    const current = this.#link.current;
+    if (current !== undefined && !current.closed && current.blocked !== undefined)
+      throw new PublisherUnavailableError(`RabbitMQ is blocking publishers (${current.blocked})`);
+    return this.#link.get(now);
   }
 
+  /** Opens a connection and declares the topology; rejects with why not, having closed it. */
   private async open(): Promise<ConnectionState> {
     const o = this.#options;
     let model: ChannelModel | undefined;
@@ -669,32 +659,10 @@ export class RabbitMqPublisher implements OutboxPublisher {
           await closeAmqp(channel);
         }
       }
-      this.#connection = state;
-      this.#delayMs = 0;
-      this.#nextAttemptAt = 0;
-      this.#lastFailure = undefined;
-      this.logger.log(`Connected to RabbitMQ at ${this.#where}`);
       return state;
     } catch (error) {
       if (model !== undefined) await closeAmqp(model);
-      const { initialDelayMs, maxDelayMs } = o.reconnect;
-      this.#delayMs = Math.min(
-        maxDelayMs,
-        this.#delayMs === 0 ? initialDelayMs : this.#delayMs * 2,
-      );
-      this.#nextAttemptAt = Date.now() + this.#delayMs;
-      const failure =
-        this.accessRefusal(error) ??
-        new PublisherUnavailableError(
-          `Could not connect to RabbitMQ at ${this.#where}: ${describeError(error)}`,
-          { cause: error },
-        );
-      if (failure instanceof RabbitMqAccessRefusedError) {
-        // Retrying cannot help until someone fixes the configuration: say so loudly, every time.
-        this.logger.error(`${failure.message} Next attempt in ${this.#delayMs} ms.`);
-      }
-      this.#lastFailure = failure;
-      throw failure;
+      throw error;
     }
   }
 
@@ -744,24 +712,25 @@ export class RabbitMqPublisher implements OutboxPublisher {
   private watch(state: ConnectionState): void {
     const { model } = state;
     model.on('error', (error: unknown) => {
-      this.#lastFailure = new PublisherUnavailableError(
-        `RabbitMQ connection error: ${describeError(error)}`,
-        { cause: error },
+      this.#link.failing(
+        new PublisherUnavailableError(`RabbitMQ connection error: ${describeError(error)}`, {
+          cause: error,
+        }),
       );
     });
     model.on('close', (error: unknown) => {
       state.closed = true;
-      if (this.#connection === state) {
-        this.#connection = undefined;
-        if (error !== undefined && error !== null) {
-          this.#lastFailure = new PublisherUnavailableError(
-            `RabbitMQ connection lost: ${describeError(error)}`,
-            { cause: error },
-          );
-          this.logger.warn(
-            `RabbitMQ connection to ${this.#where} lost: ${describeError(error)}; reconnecting on the next publish`,
-          );
-        }
+      // Closed by close() (no error): no news for the batches that come meanwhile.
+      const lost =
+        error === undefined || error === null
+          ? undefined
+          : new PublisherUnavailableError(`RabbitMQ connection lost: ${describeError(error)}`, {
+              cause: error,
+            });
+      if (this.#link.forget(state, lost) && lost !== undefined) {
+        this.logger.warn(
+          `RabbitMQ connection to ${this.#where} lost: ${describeError(error)}; reconnecting on the next publish`,
+        );
       }
       if (state.channel !== undefined) notify(state.channel);
     });
@@ -892,19 +861,6 @@ function forget(state: ChannelState, entry: Entry): void {
 function waitSettled(entry: Entry, resolve: (result: RoundResult) => void): void {
   if (entry.result !== undefined) resolve(entry.result);
   else entry.listeners.push(resolve);
-}
-
-function toUnavailable(error: unknown, what: string): PublisherUnavailableError {
-  if (error instanceof PublisherUnavailableError) return error;
-  return new PublisherUnavailableError(`${what}: ${describeError(error)}`, { cause: error });
-}
-
-/** The abort reason as the outcome of unanswered messages (the dispatcher aborts with a PublishTimeoutError). */
-function abortReason(signal: AbortSignal): Error {
-  const reason: unknown = signal.reason;
-  return reason instanceof PublishTimeoutError || reason instanceof PublisherUnavailableError
-    ? reason
-    : new PublisherUnavailableError('The publish was aborted', { cause: reason });
 }
 
 function notify(state: ChannelState): void {

@@ -9,3 +9,5 @@ export {
 } from './redis-streams-publisher.options';
 export { RedisStreamsPublishError, type RedisStreamsFailure } from './redis-streams-publish.error';
 export { classifyRedisError, type RedisFailureKind } from './redis-reply.classifier';
+/** The message's `attributes.redis` (docs/broker-attributes.md). */
+export type { OutboxRedisAttributes } from '../../message/outbox-message.interface';

@@ -1,9 +1,11 @@
 import type { RedisOptions } from 'ioredis';
+import type { KnownOptionKeys, OptionFailure } from '../../options/option-checks';
 import {
-  OptionChecks,
-  type KnownOptionKeys,
-  type OptionFailure,
-} from '../../options/option-checks';
+  PublisherOptionChecks,
+  RECONNECT_OPTION_KEYS,
+  type PublisherReconnectOption,
+} from '../kit/publisher-options-check';
+import type { ReconnectDelays } from '../kit/reconnect-backoff';
 import type { OutboxRecord } from '../../message/outbox-record.interface';
 
 /**
@@ -72,12 +74,7 @@ export interface RedisStreamsPublisherOptions {
   /** Time allowed to connect (TCP, TLS, AUTH and the ready check), in ms. @default 5000 */
   connectionTimeoutMs?: number;
   /** Waits between reconnection attempts: doubled after each failure, up to the maximum. */
-  reconnect?: {
-    /** @default 500 */
-    initialDelayMs?: number;
-    /** @default max(15000, initialDelayMs) */
-    maxDelayMs?: number;
-  };
+  reconnect?: PublisherReconnectOption;
   /** `CLIENT SETNAME` of the connection, shown by `CLIENT LIST`. @default 'nestjs-outbox' */
   connectionName?: string;
 }
@@ -99,7 +96,7 @@ export interface ResolvedRedisStreamsPublisherOptions {
   readonly waitForReplicas: { readonly replicas: number; readonly timeoutMs: number } | undefined;
   readonly publishTimeoutMs: number;
   readonly connectionTimeoutMs: number;
-  readonly reconnect: { readonly initialDelayMs: number; readonly maxDelayMs: number };
+  readonly reconnect: ReconnectDelays;
   readonly connectionName: string;
 }
 
@@ -117,10 +114,7 @@ const OPTION_KEYS = {
     reconnect: true,
     connectionName: true,
   } satisfies Record<keyof RedisStreamsPublisherOptions, true>,
-  reconnect: { initialDelayMs: true, maxDelayMs: true } satisfies Record<
-    keyof NonNullable<RedisStreamsPublisherOptions['reconnect']>,
-    true
-  >,
+  reconnect: RECONNECT_OPTION_KEYS,
   waitForReplicas: { replicas: true, timeoutMs: true } satisfies Record<
     keyof NonNullable<RedisStreamsPublisherOptions['waitForReplicas']>,
     true
@@ -152,7 +146,7 @@ const OWN_CONNECTION_SETTINGS: Readonly<Record<string, string>> = {
 
 const MIN_STREAM_ID = /^\d{1,20}(-\d{1,20})?$/;
 
-const checks = new OptionChecks('RedisStreamsPublisher');
+const checks: PublisherOptionChecks = new PublisherOptionChecks('RedisStreamsPublisher');
 const fail: OptionFailure = checks.fail;
 const { show, integer } = checks;
 
@@ -267,40 +261,6 @@ function resolveTrim(value: RedisStreamsTrim | undefined): ResolvedRedisStreamsT
   };
 }
 
-function resolveReconnect(
-  value: RedisStreamsPublisherOptions['reconnect'],
-): ResolvedRedisStreamsPublisherOptions['reconnect'] {
-  const reconnect = value ?? {};
-  if (typeof reconnect !== 'object' || reconnect === null)
-    fail(
-      'reconnect',
-      'it is not an object',
-      'Pass { initialDelayMs, maxDelayMs } or leave it out.',
-    );
-  const initialDelayMs = integer(
-    reconnect.initialDelayMs,
-    500,
-    'reconnect.initialDelayMs',
-    0,
-    600_000,
-  );
-  const maxDelayMs = integer(
-    reconnect.maxDelayMs,
-    Math.max(15_000, initialDelayMs),
-    'reconnect.maxDelayMs',
-    0,
-    3_600_000,
-  );
-  if (maxDelayMs < initialDelayMs) {
-    fail(
-      'reconnect.maxDelayMs',
-      `${maxDelayMs} ms is below reconnect.initialDelayMs (${initialDelayMs} ms)`,
-      'Raise maxDelayMs or lower initialDelayMs.',
-    );
-  }
-  return { initialDelayMs, maxDelayMs };
-}
-
 function resolveWait(
   value: RedisStreamsPublisherOptions['waitForReplicas'],
   publishTimeoutMs: number,
@@ -344,13 +304,7 @@ function resolveWait(
 export function resolveRedisStreamsPublisherOptions(
   options: RedisStreamsPublisherOptions,
 ): ResolvedRedisStreamsPublisherOptions {
-  if (options === null || typeof options !== 'object') {
-    fail(
-      'options',
-      `${show(options)} is not an object`,
-      "Pass { connection: 'redis://host:6379' }.",
-    );
-  }
+  checks.optionsObject(options, "{ connection: 'redis://host:6379' }");
   checks.knownKeys(options, OPTION_KEYS);
   checkConnection(options.connection);
   const stream = resolveStream(options);
@@ -362,13 +316,7 @@ export function resolveRedisStreamsPublisherOptions(
       `${show(createStreams)} is not a boolean`,
       'Pass false to refuse entries for streams that do not exist, or leave it out.',
     );
-  const publishTimeoutMs = integer(
-    options.publishTimeoutMs,
-    5_000,
-    'publishTimeoutMs',
-    10,
-    3_600_000,
-  );
+  const publishTimeoutMs = checks.publishTimeout(options.publishTimeoutMs);
   const connectionName = options.connectionName ?? 'nestjs-outbox';
   // CLIENT SETNAME refuses spaces and newlines.
   if (typeof connectionName !== 'string' || !/^[\x21-\x7e]{1,128}$/.test(connectionName))
@@ -384,14 +332,8 @@ export function resolveRedisStreamsPublisherOptions(
     createStreams,
     waitForReplicas: resolveWait(options.waitForReplicas, publishTimeoutMs),
     publishTimeoutMs,
-    connectionTimeoutMs: integer(
-      options.connectionTimeoutMs,
-      5_000,
-      'connectionTimeoutMs',
-      100,
-      600_000,
-    ),
-    reconnect: resolveReconnect(options.reconnect),
+    connectionTimeoutMs: checks.connectTimeout(options.connectionTimeoutMs, 'connectionTimeoutMs'),
+    reconnect: checks.reconnect(options.reconnect),
     connectionName,
   };
 }

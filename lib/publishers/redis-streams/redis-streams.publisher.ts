@@ -14,6 +14,8 @@ import {
 } from '../../outbox.constants';
 import type { OutboxPublisher, PublishOutcome } from '../outbox-publisher.interface';
 import { pastPublishDeadline } from '../publish-deadline';
+import { abortReason as abortedBy, answerAll, toUnavailable } from '../kit/publish-abort';
+import { ReconnectingConnection } from '../kit/reconnecting-connection';
 import { classifyRedisError, redisErrorCode } from './redis-reply.classifier';
 import { RedisStreamsPublishError } from './redis-streams-publish.error';
 import {
@@ -81,18 +83,31 @@ export class RedisStreamsPublisher implements OutboxPublisher {
   // Private fields, so that the URL's password never shows up in util.inspect or JSON.stringify.
   readonly #options: ResolvedRedisStreamsPublisherOptions;
   readonly #where: string;
-  #client: Redis | undefined;
-  #connecting: Promise<Redis> | undefined;
+  readonly #link: ReconnectingConnection<Redis>;
   /** Clients this publisher closed or dropped itself: their end is no news. */
   readonly #ended = new WeakSet<Redis>();
-  #nextAttemptAt = 0;
-  #delayMs = 0;
-  /** Why the last connection attempt failed, for the fast failures while waiting to retry. */
-  #lastFailure: PublisherUnavailableError | undefined;
 
   constructor(options: RedisStreamsPublisherOptions) {
     this.#options = resolveRedisStreamsPublisherOptions(options);
     this.#where = describeEndpoint(this.#options.connection);
+    this.#link = new ReconnectingConnection<Redis>({
+      what: `Redis at ${this.#where}`,
+      reconnect: this.#options.reconnect,
+      logger: this.logger,
+      open: () => this.open(),
+      usable: (client) => client.status === 'ready',
+      failure: (cause) =>
+        new PublisherUnavailableError(
+          `Could not connect to Redis at ${this.#where}: ${describeError(cause)}`,
+          { cause },
+        ),
+      refusal: (failure, cause) => {
+        const code = redisErrorCode(cause);
+        return code !== undefined && REFUSED_USER.has(code)
+          ? `${failure.message}: the username or password is wrong.`
+          : undefined;
+      },
+    });
   }
 
   /**
@@ -133,23 +148,17 @@ export class RedisStreamsPublisher implements OutboxPublisher {
     );
     const entries = this.entries(records, outcomes);
     if (entries.length > 0) await this.send(entries, outcomes, signal);
-    // Made only when a message went unanswered: an error captures its stack.
-    let unanswered: Error | undefined;
-    return outcomes.map(
-      (o) =>
-        o ?? {
-          ok: false,
-          error: (unanswered ??= signal.aborted
-            ? abortReason(signal)
-            : new PublisherUnavailableError('The publish ended before Redis answered')),
-        },
+    return answerAll(
+      outcomes,
+      signal,
+      ABORTED,
+      () => new PublisherUnavailableError('The publish ended before Redis answered'),
     );
   }
 
   /** Quits the connection (after the answers to what was sent on it); a later publish connects again. */
   async close(): Promise<void> {
-    const client = (await this.#connecting?.catch(() => undefined)) ?? this.#client;
-    this.#client = undefined;
+    const client = await this.#link.take();
     if (client === undefined) return;
     this.#ended.add(client);
     // A server that does not answer the QUIT must not hold the app's shutdown.
@@ -372,26 +381,14 @@ export class RedisStreamsPublisher implements OutboxPublisher {
    * The open connection, or a new one; fails fast while waiting to reconnect after a failed
    * attempt (unless `now`, for `connect()` and `ping()`).
    */
-  private async connection(now: boolean): Promise<Redis> {
-    const current = this.#client;
-    if (current !== undefined) {
-      if (current.status === 'ready') return current;
-      this.drop(current, undefined);
-    }
-    const waitMs = this.#nextAttemptAt - Date.now();
-    if (!now && waitMs > 0 && this.#connecting === undefined) {
-      const last = this.#lastFailure;
-      throw new PublisherUnavailableError(
-        `Redis at ${this.#where} is unreachable (${last === undefined ? 'no attempt yet' : last.message}); next connection attempt in ${waitMs} ms`,
-        { cause: last },
-      );
-    }
-    this.#connecting ??= this.open().finally(() => {
-      this.#connecting = undefined;
-    });
-    return this.#connecting;
+  private connection(now: boolean): Promise<Redis> {
+    const current = this.#link.current;
+    // Not ready: closing, or reconnecting on its own; it is replaced and closed for good.
+    if (current !== undefined && current.status !== 'ready') this.drop(current, undefined);
+    return this.#link.get(now);
   }
 
+  /** Opens a client; rejects with why it could not, having closed it. */
   private async open(): Promise<Redis> {
     const client = this.createClient();
     let seen: unknown;
@@ -406,32 +403,8 @@ export class RedisStreamsPublisher implements OutboxPublisher {
     } catch (error) {
       this.#ended.add(client);
       disconnect(client);
-      const { initialDelayMs, maxDelayMs } = this.#options.reconnect;
-      this.#delayMs = Math.min(
-        maxDelayMs,
-        this.#delayMs === 0 ? initialDelayMs : this.#delayMs * 2,
-      );
-      this.#nextAttemptAt = Date.now() + this.#delayMs;
-      const cause = redisErrorCode(error) !== undefined ? error : (seen ?? error);
-      const failure = new PublisherUnavailableError(
-        `Could not connect to Redis at ${this.#where}: ${describeError(cause)}`,
-        { cause },
-      );
-      const code = redisErrorCode(cause);
-      if (code !== undefined && REFUSED_USER.has(code)) {
-        // Retrying cannot help until someone fixes the configuration: say so loudly, every time.
-        this.logger.error(
-          `${failure.message}: the username or password is wrong. Next attempt in ${this.#delayMs} ms.`,
-        );
-      }
-      this.#lastFailure = failure;
-      throw failure;
+      throw redisErrorCode(error) !== undefined ? error : (seen ?? error);
     }
-    this.#client = client;
-    this.#delayMs = 0;
-    this.#nextAttemptAt = 0;
-    this.#lastFailure = undefined;
-    this.logger.log(`Connected to Redis at ${this.#where}`);
     return client;
   }
 
@@ -456,12 +429,15 @@ export class RedisStreamsPublisher implements OutboxPublisher {
   /** The connection ended (closed by Redis or the network): the next publish opens another. */
   private lost(client: Redis): void {
     // Not the connection in use: one that never connected, or one already closed or replaced.
-    if (this.#client !== client) return;
-    this.#client = undefined;
-    if (this.#ended.has(client)) return;
+    if (this.#link.current !== client) return;
+    if (this.#ended.has(client)) {
+      this.#link.forget(client);
+      return;
+    }
     this.#ended.add(client);
-    this.#lastFailure = new PublisherUnavailableError(
-      `The connection to Redis at ${this.#where} was lost`,
+    this.#link.forget(
+      client,
+      new PublisherUnavailableError(`The connection to Redis at ${this.#where} was lost`),
     );
     this.logger.warn(
       `Connection to Redis at ${this.#where} lost; reconnecting on the next publish`,
@@ -470,7 +446,7 @@ export class RedisStreamsPublisher implements OutboxPublisher {
 
   /** Closes a connection that can no longer be trusted; what waits on it fails as unanswered. */
   private drop(client: Redis, why: string | undefined): void {
-    if (this.#client === client) this.#client = undefined;
+    this.#link.forget(client);
     if (!this.#ended.has(client) && why !== undefined) {
       this.logger.warn(`${why}; closing the connection, the next batch opens another`);
     }
@@ -487,19 +463,11 @@ function disconnect(client: Redis): void {
   if (client.status !== 'end') client.disconnect();
 }
 
-/** The abort reason as the outcome of unanswered messages (the dispatcher aborts with a PublishTimeoutError). */
-function abortReason(signal: AbortSignal): Error {
-  const reason: unknown = signal.reason;
-  return reason instanceof PublishTimeoutError || reason instanceof PublisherUnavailableError
-    ? reason
-    : new PublisherUnavailableError('The publish was aborted before Redis answered', {
-        cause: reason,
-      });
-}
+/** How an aborted publish's unanswered messages say what was cut short. */
+const ABORTED = 'before Redis answered';
 
-function toUnavailable(error: unknown, what: string): PublisherUnavailableError {
-  if (error instanceof PublisherUnavailableError) return error;
-  return new PublisherUnavailableError(`${what}: ${describeError(error)}`, { cause: error });
+function abortReason(signal: AbortSignal): Error {
+  return abortedBy(signal, ABORTED);
 }
 
 /** Settles with `work`, or rejects once `ms` have passed (the work is left to finish). */

@@ -1,9 +1,7 @@
 import type { SNSClient, SNSClientConfig } from '@aws-sdk/client-sns';
-import {
-  OptionChecks,
-  type KnownOptionKeys,
-  type OptionFailure,
-} from '../../options/option-checks';
+import type { KnownOptionKeys, OptionFailure } from '../../options/option-checks';
+import { PublisherOptionChecks } from '../kit/publisher-options-check';
+import { resolveAwsClient, resolveAwsLimits } from '../aws/aws-publisher-parts';
 import type { OutboxMessageDraft } from '../outbox-publisher.interface';
 
 /** Options of {@link SnsPublisher}. */
@@ -25,8 +23,10 @@ export interface SnsPublisherOptions {
   maxConcurrentRequests?: number;
   /**
    * The largest message, body and attributes, in bytes: checked at enqueue, so an oversized
-   * message fails `enqueue()` instead of being dead-lettered. SNS takes 256 KiB at most, which is
-   * also the most one `PublishBatch` carries. @default 262144 (256 KiB)
+   * message fails `enqueue()` instead of being dead-lettered. A topic takes 256 KiB unless its
+   * `MaximumMessageSize` attribute allows more, up to 1 MiB; keep this at or below it. Also the
+   * most one `PublishBatch` carries (SNS counts a batch against the same attribute).
+   * @default 262144 (256 KiB)
    */
   maxMessageBytes?: number;
   /**
@@ -49,8 +49,12 @@ export interface ResolvedSnsPublisherOptions {
   readonly pingTopicArn: string | undefined;
 }
 
-/** SNS's own limit: a message (and a `PublishBatch` call) carries at most 256 KiB. */
-export const SNS_MAX_MESSAGE_BYTES = 262_144;
+/**
+ * SNS's own limits: a message (and a `PublishBatch` call) carries at most a topic's
+ * `MaximumMessageSize`, 256 KiB by default and 1 MiB at most.
+ */
+export const SNS_DEFAULT_MAX_MESSAGE_BYTES = 262_144;
+export const SNS_MAX_MESSAGE_BYTES = 1_048_576;
 
 const OPTION_KEYS = {
   '': {
@@ -62,9 +66,9 @@ const OPTION_KEYS = {
   } satisfies Record<keyof SnsPublisherOptions, true>,
 } satisfies KnownOptionKeys;
 
-const checks = new OptionChecks('SnsPublisher');
+const checks: PublisherOptionChecks = new PublisherOptionChecks('SnsPublisher');
 const fail: OptionFailure = checks.fail;
-const { show, integer } = checks;
+const { show } = checks;
 
 // arn:<partition>:sns:<region>:<account>:<name>, names of 1 to 256 letters, digits, - and _
 // (FIFO topics ending in .fifo).
@@ -86,24 +90,6 @@ function checkArn(option: string, value: unknown): void {
   }
 }
 
-function resolveClient(
-  client: SnsPublisherOptions['client'],
-): Pick<ResolvedSnsPublisherOptions, 'client' | 'clientConfig'> {
-  if (client === undefined) return { client: undefined, clientConfig: {} };
-  // Never echo the value: a configuration may hold credentials.
-  if (client === null || typeof client !== 'object') {
-    fail(
-      'client',
-      'it is neither an SNSClient nor an SNSClientConfig object',
-      "Pass new SNSClient({ region: 'eu-west-1' }), or its configuration, or leave it out.",
-    );
-  }
-  if (typeof (client as { send?: unknown }).send === 'function') {
-    return { client: client as SNSClient, clientConfig: {} };
-  }
-  return { client: undefined, clientConfig: client };
-}
-
 /**
  * Merges the defaults into `SnsPublisher` options and rejects invalid ones with a message that
  * says how to fix them. Pure: no I/O, nothing of the client configuration echoed.
@@ -111,19 +97,23 @@ function resolveClient(
 export function resolveSnsPublisherOptions(
   options: SnsPublisherOptions = {},
 ): ResolvedSnsPublisherOptions {
-  if (options === null || typeof options !== 'object') {
-    fail(
-      'options',
-      `${show(options)} is not an object`,
-      "Pass { topicArn: 'arn:aws:sns:eu-west-1:123456789012:orders' } or {}.",
-    );
-  }
+  checks.optionsObject(options, "{ topicArn: 'arn:aws:sns:eu-west-1:123456789012:orders' } or {}");
   checks.knownKeys(options, OPTION_KEYS);
-  const { client, clientConfig } = resolveClient(options.client);
+  const { client, clientConfig } = resolveAwsClient<SNSClient, SNSClientConfig>(
+    checks,
+    options.client,
+    'SNS',
+  );
   const { topicArn } = options;
   if (topicArn !== undefined && typeof topicArn !== 'function') checkArn('topicArn', topicArn);
   if (options.pingTopicArn !== undefined) checkArn('pingTopicArn', options.pingTopicArn);
   const fixedTopicArn = typeof topicArn === 'string' ? topicArn : undefined;
+  const limits = resolveAwsLimits(
+    checks,
+    options,
+    SNS_DEFAULT_MAX_MESSAGE_BYTES,
+    SNS_MAX_MESSAGE_BYTES,
+  );
   return {
     client,
     clientConfig,
@@ -134,21 +124,7 @@ export function resolveSnsPublisherOptions(
           ? () => fixedTopicArn
           : (message) => message.topic,
     fixedTopicArn,
-    maxConcurrentRequests: integer(
-      options.maxConcurrentRequests,
-      10,
-      'maxConcurrentRequests',
-      1,
-      1_000,
-    ),
-    maxMessageBytes: integer(
-      options.maxMessageBytes,
-      SNS_MAX_MESSAGE_BYTES,
-      'maxMessageBytes',
-      1_024,
-      SNS_MAX_MESSAGE_BYTES,
-      ' bytes',
-    ),
+    ...limits,
     pingTopicArn: options.pingTopicArn,
   };
 }

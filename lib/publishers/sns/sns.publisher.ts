@@ -7,9 +7,6 @@ import {
   type PublishBatchRequestEntry,
 } from '@aws-sdk/client-sns';
 import { PermanentPublishError } from '../../errors/permanent-publish.error';
-import { PublisherUnavailableError } from '../../errors/publisher-unavailable.error';
-import { describeError } from '../../internal/describe-error';
-import { raceAbort } from '../../internal/race-abort';
 import type { OutboxRecord } from '../../message/outbox-record.interface';
 import type {
   OutboxMessageDraft,
@@ -18,6 +15,14 @@ import type {
   PublishOutcome,
 } from '../outbox-publisher.interface';
 import { pastPublishDeadline } from '../publish-deadline';
+import { unsent } from '../kit/publish-abort';
+import {
+  awsBatchAnswer,
+  awsClient,
+  awsPing,
+  awsSizeRefusal,
+  awsTooLarge,
+} from '../aws/aws-publisher-parts';
 import {
   abortReason,
   AwsBatchSender,
@@ -25,11 +30,7 @@ import {
   type AwsBatchItem,
 } from '../aws/aws-batch-sender';
 import { awsOrdering } from '../aws/aws-fifo';
-import {
-  awsMessageBytesBound,
-  awsMessageParts,
-  awsTooLargeProblem,
-} from '../aws/aws-message-attributes';
+import { awsMessageParts } from '../aws/aws-message-attributes';
 import {
   isSnsTopicArn,
   resolveSnsPublisherOptions,
@@ -72,14 +73,10 @@ export class SnsPublisher implements OutboxPublisher {
 
   constructor(options: SnsPublisherOptions = {}) {
     this.#options = resolveSnsPublisherOptions(options);
-    const given = this.#options.client;
-    this.#ownsClient = given === undefined;
-    this.#client =
-      given ??
-      new SNSClient({
-        requestHandler: { connectionTimeout: 3_000, requestTimeout: 10_000 },
-        ...this.#options.clientConfig,
-      });
+    ({ client: this.#client, owned: this.#ownsClient } = awsClient(
+      this.#options,
+      (config) => new SNSClient(config),
+    ));
     this.#sender = new AwsBatchSender<Entry>(
       (arn, entries, signal) => this.send(arn, entries, signal),
       {
@@ -110,14 +107,12 @@ export class SnsPublisher implements OutboxPublisher {
       else items.push(item);
     });
     if (items.length > 0 && pastPublishDeadline(signal)) {
-      for (const { index } of items) {
-        outcomes[index] = { ok: false, error: abortReason(signal), sent: false };
-      }
+      for (const { index } of items) outcomes[index] = unsent(abortReason(signal));
     } else if (items.length > 0) {
       this.#lastTopicArn = (items[items.length - 1] as AwsBatchItem<Entry>).destination;
       await this.#sender.send(items, outcomes, signal);
     }
-    return outcomes.map((o) => o ?? { ok: false, error: abortReason(signal), sent: false });
+    return outcomes.map((o) => o ?? unsent(abortReason(signal)));
   }
 
   /**
@@ -134,15 +129,7 @@ export class SnsPublisher implements OutboxPublisher {
     if (arn !== undefined && !isSnsTopicArn(arn)) {
       return { reason: 'invalid-topic', problem: notAnArn(arn) };
     }
-    const max = this.#options.maxMessageBytes;
-    const binary = typeof message.payload !== 'string';
-    const payloadBytes =
-      typeof message.payload === 'string' ? message.payload.length * 3 : message.payload.byteLength;
-    if (awsMessageBytesBound(payloadBytes, binary, JSON.stringify(message.headers).length) <= max)
-      return undefined;
-    const parts = awsMessageParts(message);
-    if (parts.bytes <= max) return undefined;
-    return { reason: 'payload-too-large', problem: awsTooLargeProblem('SNS', parts, max) };
+    return awsSizeRefusal('SNS', message, this.#options.maxMessageBytes);
   }
 
   /**
@@ -152,22 +139,15 @@ export class SnsPublisher implements OutboxPublisher {
    */
   async ping(signal: AbortSignal): Promise<void> {
     const arn = this.#options.pingTopicArn ?? this.#options.fixedTopicArn ?? this.#lastTopicArn;
-    const check = (async () => {
-      try {
-        if (arn === undefined) {
-          await this.#client.send(new ListTopicsCommand({}), { abortSignal: signal });
-        } else {
-          await this.#client.send(new GetTopicAttributesCommand({ TopicArn: arn }), {
-            abortSignal: signal,
-          });
-        }
-      } catch (error) {
-        throw new PublisherUnavailableError(`SNS is unreachable: ${describeError(error)}`, {
-          cause: error,
+    await awsPing('SNS', signal, async () => {
+      if (arn === undefined) {
+        await this.#client.send(new ListTopicsCommand({}), { abortSignal: signal });
+      } else {
+        await this.#client.send(new GetTopicAttributesCommand({ TopicArn: arn }), {
+          abortSignal: signal,
         });
       }
-    })();
-    await raceAbort(check, signal);
+    });
   }
 
   /** Destroys the client the publisher built (one you passed in is left to you). */
@@ -185,14 +165,9 @@ export class SnsPublisher implements OutboxPublisher {
       return { ok: false, error: new PermanentPublishError(notAnArn(arn)) };
     }
     const parts = awsMessageParts(record);
-    if (parts.bytes > this.#options.maxMessageBytes) {
-      return {
-        ok: false,
-        error: new PermanentPublishError(
-          awsTooLargeProblem('SNS', parts, this.#options.maxMessageBytes),
-        ),
-      };
-    }
+    // Enqueued before the limit applied (another publisher, a smaller maxMessageBytes).
+    const tooLarge = awsTooLarge('SNS', parts, this.#options.maxMessageBytes);
+    if (tooLarge !== undefined) return tooLarge;
     const own = record.attributes?.sns;
     const entry: Entry = {
       Message: parts.body,
@@ -212,10 +187,7 @@ export class SnsPublisher implements OutboxPublisher {
       new PublishBatchCommand({ TopicArn: arn, PublishBatchRequestEntries: [...entries] }),
       { abortSignal: signal },
     );
-    return {
-      successful: (answer.Successful ?? []).map((s) => s.Id ?? ''),
-      failed: answer.Failed ?? [],
-    };
+    return awsBatchAnswer(answer);
   }
 }
 

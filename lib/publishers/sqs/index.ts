@@ -14,3 +14,5 @@ export {
   type SqsMessageAttributeLike,
   type SqsMessageLike,
 } from '../aws/aws-received-message';
+/** The message's `attributes.sqs` (docs/broker-attributes.md). */
+export type { OutboxSqsAttributes } from '../../message/outbox-message.interface';

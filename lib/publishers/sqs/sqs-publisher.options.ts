@@ -1,9 +1,7 @@
 import type { SQSClient, SQSClientConfig } from '@aws-sdk/client-sqs';
-import {
-  OptionChecks,
-  type KnownOptionKeys,
-  type OptionFailure,
-} from '../../options/option-checks';
+import type { KnownOptionKeys, OptionFailure } from '../../options/option-checks';
+import { PublisherOptionChecks } from '../kit/publisher-options-check';
+import { resolveAwsClient, resolveAwsLimits } from '../aws/aws-publisher-parts';
 import type { OutboxMessageDraft } from '../outbox-publisher.interface';
 
 /** Options of {@link SqsPublisher}. */
@@ -65,9 +63,9 @@ const OPTION_KEYS = {
   } satisfies Record<keyof SqsPublisherOptions, true>,
 } satisfies KnownOptionKeys;
 
-const checks = new OptionChecks('SqsPublisher');
+const checks: PublisherOptionChecks = new PublisherOptionChecks('SqsPublisher');
 const fail: OptionFailure = checks.fail;
-const { show, integer } = checks;
+const { show } = checks;
 
 // A queue name (1 to 80 of letters, digits, '-' and '_', FIFO ones ending in '.fifo') or an
 // http(s) URL.
@@ -89,24 +87,6 @@ function checkQueue(option: string, value: unknown): void {
   }
 }
 
-function resolveClient(
-  client: SqsPublisherOptions['client'],
-): Pick<ResolvedSqsPublisherOptions, 'client' | 'clientConfig'> {
-  if (client === undefined) return { client: undefined, clientConfig: {} };
-  // Never echo the value: a configuration may hold credentials.
-  if (client === null || typeof client !== 'object') {
-    fail(
-      'client',
-      'it is neither an SQSClient nor an SQSClientConfig object',
-      "Pass new SQSClient({ region: 'eu-west-1' }), or its configuration, or leave it out.",
-    );
-  }
-  if (typeof (client as { send?: unknown }).send === 'function') {
-    return { client: client as SQSClient, clientConfig: {} };
-  }
-  return { client: undefined, clientConfig: client };
-}
-
 /**
  * Merges the defaults into `SqsPublisher` options and rejects invalid ones with a message that
  * says how to fix them. Pure: no I/O, nothing of the client configuration echoed.
@@ -114,15 +94,23 @@ function resolveClient(
 export function resolveSqsPublisherOptions(
   options: SqsPublisherOptions = {},
 ): ResolvedSqsPublisherOptions {
-  if (options === null || typeof options !== 'object') {
-    fail('options', `${show(options)} is not an object`, "Pass { queue: 'orders.fifo' } or {}.");
-  }
+  checks.optionsObject(options, "{ queue: 'orders.fifo' } or {}");
   checks.knownKeys(options, OPTION_KEYS);
-  const { client, clientConfig } = resolveClient(options.client);
+  const { client, clientConfig } = resolveAwsClient<SQSClient, SQSClientConfig>(
+    checks,
+    options.client,
+    'SQS',
+  );
   const { queue } = options;
   if (queue !== undefined && typeof queue !== 'function') checkQueue('queue', queue);
   if (options.pingQueue !== undefined) checkQueue('pingQueue', options.pingQueue);
   const fixedQueue = typeof queue === 'string' ? queue : undefined;
+  const limits = resolveAwsLimits(
+    checks,
+    options,
+    SQS_DEFAULT_MAX_MESSAGE_BYTES,
+    SQS_MAX_MESSAGE_BYTES,
+  );
   return {
     client,
     clientConfig,
@@ -133,21 +121,7 @@ export function resolveSqsPublisherOptions(
           ? () => fixedQueue
           : (message) => message.topic,
     fixedQueue,
-    maxConcurrentRequests: integer(
-      options.maxConcurrentRequests,
-      10,
-      'maxConcurrentRequests',
-      1,
-      1_000,
-    ),
-    maxMessageBytes: integer(
-      options.maxMessageBytes,
-      SQS_DEFAULT_MAX_MESSAGE_BYTES,
-      'maxMessageBytes',
-      1_024,
-      SQS_MAX_MESSAGE_BYTES,
-      ' bytes',
-    ),
+    ...limits,
     pingQueue: options.pingQueue,
   };
 }

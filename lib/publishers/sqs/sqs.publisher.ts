@@ -19,6 +19,14 @@ import type {
   PublishOutcome,
 } from '../outbox-publisher.interface';
 import { pastPublishDeadline } from '../publish-deadline';
+import { unsent } from '../kit/publish-abort';
+import {
+  awsBatchAnswer,
+  awsClient,
+  awsPing,
+  awsSizeRefusal,
+  awsTooLarge,
+} from '../aws/aws-publisher-parts';
 import {
   abortReason,
   AwsBatchSender,
@@ -27,12 +35,7 @@ import {
 } from '../aws/aws-batch-sender';
 import { classifyAwsError } from '../aws/aws-error.classifier';
 import { awsOrdering, isFifoDestination } from '../aws/aws-fifo';
-import {
-  awsMessageBytesBound,
-  awsMessageParts,
-  awsTooLargeProblem,
-  isAwsText,
-} from '../aws/aws-message-attributes';
+import { awsMessageParts, isAwsText } from '../aws/aws-message-attributes';
 import {
   isSqsQueue,
   resolveSqsPublisherOptions,
@@ -82,14 +85,10 @@ export class SqsPublisher implements OutboxPublisher {
 
   constructor(options: SqsPublisherOptions = {}) {
     this.#options = resolveSqsPublisherOptions(options);
-    const given = this.#options.client;
-    this.#ownsClient = given === undefined;
-    this.#client =
-      given ??
-      new SQSClient({
-        requestHandler: { connectionTimeout: 3_000, requestTimeout: 10_000 },
-        ...this.#options.clientConfig,
-      });
+    ({ client: this.#client, owned: this.#ownsClient } = awsClient(
+      this.#options,
+      (config) => new SQSClient(config),
+    ));
     this.#sender = new AwsBatchSender<Entry>(
       (url, entries, signal) => this.send(url, entries, signal),
       {
@@ -129,9 +128,7 @@ export class SqsPublisher implements OutboxPublisher {
       queues.add(queue);
     });
     if (named.length > 0 && pastPublishDeadline(signal)) {
-      for (const { index } of named) {
-        outcomes[index] = { ok: false, error: abortReason(signal), sent: false };
-      }
+      for (const { index } of named) outcomes[index] = unsent(abortReason(signal));
       return outcomes as PublishOutcome[];
     }
     const urls = await this.queueUrls([...queues], signal);
@@ -150,7 +147,7 @@ export class SqsPublisher implements OutboxPublisher {
       this.#lastQueue = (items[items.length - 1] as AwsBatchItem<Entry>).destination;
       await this.#sender.send(items, outcomes, signal);
     }
-    return outcomes.map((o) => o ?? { ok: false, error: abortReason(signal), sent: false });
+    return outcomes.map((o) => o ?? unsent(abortReason(signal)));
   }
 
   /**
@@ -174,10 +171,6 @@ export class SqsPublisher implements OutboxPublisher {
         problem: `attributes.sqs.delaySeconds is set, but the message goes to the FIFO queue ${queue}, which refuses a per-message delay. Set the queue's DelaySeconds, or delay the message in the outbox (availableAt, delayMs).`,
       };
     }
-    const max = this.#options.maxMessageBytes;
-    const binary = typeof message.payload !== 'string';
-    const payloadBytes =
-      typeof message.payload === 'string' ? message.payload.length * 3 : message.payload.byteLength;
     // The JSON body is sent as it is: SQS refuses U+FFFE and U+FFFF, which JSON does not escape.
     if (typeof message.payload === 'string' && !isAwsText(message.payload)) {
       return {
@@ -186,11 +179,7 @@ export class SqsPublisher implements OutboxPublisher {
           'the payload contains a character SQS does not take in a message body (U+FFFE or U+FFFF). Remove it, or send the payload as bytes (contentType), which travel in base64.',
       };
     }
-    if (awsMessageBytesBound(payloadBytes, binary, JSON.stringify(message.headers).length) <= max)
-      return undefined;
-    const parts = awsMessageParts(message);
-    if (parts.bytes <= max) return undefined;
-    return { reason: 'payload-too-large', problem: awsTooLargeProblem('SQS', parts, max) };
+    return awsSizeRefusal('SQS', message, this.#options.maxMessageBytes);
   }
 
   /**
@@ -200,26 +189,19 @@ export class SqsPublisher implements OutboxPublisher {
    */
   async ping(signal: AbortSignal): Promise<void> {
     const queue = this.#options.pingQueue ?? this.#options.fixedQueue ?? this.#lastQueue;
-    const check = (async () => {
-      try {
-        if (queue === undefined) {
-          await this.#client.send(new ListQueuesCommand({ MaxResults: 1 }), {
-            abortSignal: signal,
-          });
-          return;
-        }
-        const url = isUrl(queue) ? queue : await this.lookUp(queue, signal);
-        await this.#client.send(
-          new GetQueueAttributesCommand({ QueueUrl: url, AttributeNames: ['QueueArn'] }),
-          { abortSignal: signal },
-        );
-      } catch (error) {
-        throw new PublisherUnavailableError(`SQS is unreachable: ${describeError(error)}`, {
-          cause: error,
+    await awsPing('SQS', signal, async () => {
+      if (queue === undefined) {
+        await this.#client.send(new ListQueuesCommand({ MaxResults: 1 }), {
+          abortSignal: signal,
         });
+        return;
       }
-    })();
-    await raceAbort(check, signal);
+      const url = isUrl(queue) ? queue : await this.lookUp(queue, signal);
+      await this.#client.send(
+        new GetQueueAttributesCommand({ QueueUrl: url, AttributeNames: ['QueueArn'] }),
+        { abortSignal: signal },
+      );
+    });
   }
 
   /** Destroys the client the publisher built (one you passed in is left to you). */
@@ -234,15 +216,9 @@ export class SqsPublisher implements OutboxPublisher {
     record: OutboxRecord,
   ): AwsBatchItem<Entry> | PublishOutcome {
     const parts = awsMessageParts(record);
-    if (parts.bytes > this.#options.maxMessageBytes) {
-      // Enqueued before the limit applied (another publisher, a smaller maxMessageBytes).
-      return {
-        ok: false,
-        error: new PermanentPublishError(
-          awsTooLargeProblem('SQS', parts, this.#options.maxMessageBytes),
-        ),
-      };
-    }
+    // Enqueued before the limit applied (another publisher, a smaller maxMessageBytes).
+    const tooLarge = awsTooLarge('SQS', parts, this.#options.maxMessageBytes);
+    if (tooLarge !== undefined) return tooLarge;
     const own = record.attributes?.sqs;
     const entry: Entry = {
       MessageBody: parts.body,
@@ -262,10 +238,7 @@ export class SqsPublisher implements OutboxPublisher {
       new SendMessageBatchCommand({ QueueUrl: url, Entries: [...entries] }),
       { abortSignal: signal },
     );
-    return {
-      successful: (answer.Successful ?? []).map((s) => s.Id ?? ''),
-      failed: answer.Failed ?? [],
-    };
+    return awsBatchAnswer(answer);
   }
 
   /**

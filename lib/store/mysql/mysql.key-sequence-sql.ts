@@ -3,7 +3,7 @@ import type { OutboxTableNames } from '../../internal/sql-identifier';
 import type { SchemaPartSql } from '../outbox-database';
 import type { MysqlTransactionGuard } from './mysql.sql';
 
-// Sequence numbers per key (ordering.sequence, shared-sql/key-sequence.ts) on MySQL/MariaDB.
+// Sequence numbers per topic and key (ordering.sequence, shared-sql/key-sequence.ts) on MySQL/MariaDB.
 
 /** Whether the table has the column, from the catalog (MySQL has no ADD COLUMN IF NOT EXISTS). */
 async function hasColumn(
@@ -20,16 +20,19 @@ WHERE TABLE_SCHEMA = ${n.schema === null ? 'DATABASE()' : '?'} AND TABLE_NAME = 
 }
 
 /**
- * Schema step 6. The counter's key is bytes: it compares exactly, trailing spaces and case
- * included, as the outbox's keys do (255 characters of utf8mb4 at most).
+ * Schema step 6. The counter's topic and key are bytes: they compare exactly, trailing spaces
+ * and case included, as the outbox's keys do (255 characters of utf8mb4 at most each; the two
+ * take 2 040 bytes of InnoDB's 3 072-byte key).
  */
 export const mysqlKeySequence: SchemaPartSql = {
   async ensure(run, n) {
     if (!(await hasColumn(run, n)))
       await run(`ALTER TABLE ${n.table} ADD COLUMN key_seq BIGINT NULL`);
     await run(`CREATE TABLE IF NOT EXISTS ${n.keySeqTable} (
-  message_key VARBINARY(1020) NOT NULL PRIMARY KEY,
-  last_seq BIGINT NOT NULL
+  topic VARBINARY(1020) NOT NULL,
+  message_key VARBINARY(1020) NOT NULL,
+  last_seq BIGINT NOT NULL,
+  PRIMARY KEY (topic, message_key)
 ) ENGINE=InnoDB`);
   },
   has: (run, n) =>
@@ -46,7 +49,7 @@ export const mysqlKeySequence: SchemaPartSql = {
 };
 
 /**
- * Raises the counters of `keys` keys (key, count pairs, in key order) inside the caller's
+ * Raises `keys` counters ((topic, key, count) triples, in topic and key order) inside the caller's
  * transaction only (`guard`). ON DUPLICATE KEY UPDATE reads the counter's latest version under
  * its lock, which the transaction keeps until it ends.
  */
@@ -56,16 +59,17 @@ export function mysqlBumpCounters(
   guard: MysqlTransactionGuard,
 ): string {
   const values = Array.from({ length: keys }, (_, i) =>
-    i === 0 ? 'SELECT ? AS k, ? AS c' : 'SELECT ?, ?',
+    i === 0 ? 'SELECT ? AS t, ? AS k, ? AS c' : 'SELECT ?, ?, ?',
   ).join(' UNION ALL ');
-  return `INSERT INTO ${n.keySeqTable} (message_key, last_seq)
-SELECT v.k, v.c FROM (${values}) AS v WHERE ${guard} ORDER BY v.k
+  return `INSERT INTO ${n.keySeqTable} (topic, message_key, last_seq)
+SELECT v.t, v.k, v.c FROM (${values}) AS v WHERE ${guard} ORDER BY v.t, v.k
 ON DUPLICATE KEY UPDATE last_seq = last_seq + VALUES(last_seq)`;
 }
 
 /**
- * Writes `rows` rows' numbers, column and header alike: (message id, key, back) triples, `back`
- * how many rows of the key this enqueue wrote after the row, so its number is the counter's new
+ * Writes `rows` rows' numbers, column and header alike: (message id, topic, key, back) rows,
+ * `back` how many rows of the topic and key this enqueue wrote after the row, so its number is
+ * the counter's new
  * value less `back`. The counter is read in the same statement: a multi-table UPDATE reads it
  * with a lock, that is the version this transaction just wrote and still holds.
  */
@@ -75,11 +79,11 @@ export function mysqlSetNumbers(
   guard: MysqlTransactionGuard,
 ): string {
   const values = Array.from({ length: rows }, (_, i) =>
-    i === 0 ? 'SELECT ? AS m, ? AS k, ? AS b' : 'SELECT ?, ?, ?',
+    i === 0 ? 'SELECT ? AS m, ? AS t, ? AS k, ? AS b' : 'SELECT ?, ?, ?, ?',
   ).join(' UNION ALL ');
   return `UPDATE ${n.table} AS o
 JOIN (${values}) AS v ON o.message_id = v.m
-JOIN ${n.keySeqTable} AS s ON s.message_key = v.k
+JOIN ${n.keySeqTable} AS s ON s.topic = v.t AND s.message_key = v.k
 SET o.key_seq = s.last_seq - v.b,
   o.headers = JSON_SET(o.headers, '$."${OUTBOX_HEADER_SEQUENCE}"', CAST(s.last_seq - v.b AS CHAR))
 WHERE ${guard}`;

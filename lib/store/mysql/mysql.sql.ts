@@ -201,10 +201,47 @@ export function mysqlTransactionGuard(version: string): MysqlTransactionGuard {
 /** Whether the caller's transaction is open, asked after a guarded write wrote nothing. */
 export const MYSQL_IN_TRANSACTION = 'SELECT @@in_transaction AS open';
 
+const MYSQL_REFUSED = '(SELECT 1 UNION ALL SELECT 2)';
+
 /**
- * Inserts `rows` rows inside the caller's transaction only (`guard`): fewer rows written than
- * given means it had ended. One row is a SELECT of its values; several a UNION ALL of them,
- * named by the first, in the order given (the order their ids follow).
+ * The value a guarded write puts in its first column: the value given while the caller's
+ * transaction is open (`guard`), else an error (1242, "Subquery returns more than 1 row"; no
+ * expression can raise an error of its own, and this one stops the statement whatever the
+ * sql_mode). The guard is a value, not a `WHERE` of an `INSERT … SELECT`: InnoDB takes its
+ * table-wide AUTO-INC lock for the whole of an `INSERT … SELECT` (a "bulk insert" under the
+ * default `innodb_autoinc_lock_mode = 1`), also while the insert waits for another
+ * transaction's row of the same message id, and a later insert of that transaction then
+ * deadlocks with it (error 1467, which rolls its whole transaction back). An `INSERT … VALUES`
+ * takes only a short mutex for its ids.
+ */
+export function mysqlGuardedValue(guard: MysqlTransactionGuard, value: string): string {
+  return guard === 'TRUE' ? value : `IF(${guard}, ${value}, ${MYSQL_REFUSED})`;
+}
+
+/** The error a guarded write answers when the caller's transaction had ended (see mysqlGuardedValue). */
+export function mysqlRefusedByGuard(error: unknown): boolean {
+  // As the driver answers it, or as an ORM wraps it (TypeORM's driverError, an Error's cause,
+  // Prisma's meta.code).
+  const e = error as {
+    errno?: unknown;
+    code?: unknown;
+    driverError?: { errno?: unknown };
+    cause?: { errno?: unknown };
+    meta?: { code?: unknown };
+  } | null;
+  return (
+    e?.errno === 1242 ||
+    e?.code === 'ER_SUBQUERY_NO_1_ROW' ||
+    e?.driverError?.errno === 1242 ||
+    e?.cause?.errno === 1242 ||
+    String(e?.meta?.code) === '1242'
+  );
+}
+
+/**
+ * Inserts `rows` rows inside the caller's transaction only (`guard`): an error that
+ * `mysqlRefusedByGuard` recognises means it had ended (and nothing was written). One `VALUES`
+ * row per message, in the order given (the order their ids follow).
  */
 export function mysqlInsert(
   n: OutboxTableNames,
@@ -230,21 +267,19 @@ export function mysqlInsert(
   const columns = `message_id, topic, message_key, event_type, payload, headers${extended ? EXTENDED_COLUMNS : ''}${enqueuedAt ? ', created_at' : ''}${scheduled ? ', available_at' : ''}`;
   // Not INSERT IGNORE: that would also turn truncation and other errors into warnings.
   const skip = idempotent ? ' ON DUPLICATE KEY UPDATE id = id' : '';
-  if (rows === 1) {
-    return `INSERT INTO ${n.table} (${columns}) SELECT ${values.join(', ')} FROM DUAL WHERE ${guard}${skip}`;
-  }
-  const first = `SELECT ${values.map((v, i) => `${v} AS c${i}`).join(', ')}`;
-  const rest = `UNION ALL SELECT ${values.join(', ')}`;
-  return `INSERT INTO ${n.table} (${columns}) SELECT v.* FROM (${[first, ...Array.from({ length: rows - 1 }, () => rest)].join(' ')}) AS v WHERE ${guard}${skip}`;
+  const [id, ...rest] = values;
+  const row = `(${[mysqlGuardedValue(guard, id ?? '?'), ...rest].join(', ')})`;
+  return `INSERT INTO ${n.table} (${columns}) VALUES ${Array.from({ length: rows }, () => row).join(', ')}${skip}`;
 }
 
 /**
- * One message of a key, written under its key's lock in one statement: the row comes out of
- * the `SELECT … FOR UPDATE` of the key's bucket, so the lock is held before the row exists
- * (and InnoDB gives it its id only then: a key's ids follow its commit order, as with
- * `mysqlLockKeys` then `mysqlInsert`, with one round trip fewer). The last parameter is the
- * bucket. Answers no row when the bucket row is missing or the caller's transaction had ended
- * (`guard`): the caller must treat that as an error, never as written.
+ * One message of a key, written under its key's lock in one statement: its first value locks
+ * the key's bucket (`SELECT … FOR UPDATE`, evaluated before InnoDB gives the row its id, so a
+ * key's ids follow its commit order, as with `mysqlLockKeys` then `mysqlInsert`, with one round
+ * trip fewer) and checks the guard. The first parameter is the bucket. Refused (see
+ * mysqlRefusedByGuard) when the bucket row is missing or the caller's transaction had ended:
+ * the caller must treat that as an error, never as written. A VALUES insert, not INSERT …
+ * SELECT: see mysqlGuardedValue.
  */
 export function mysqlInsertOneLocked(
   n: OutboxTableNames,
@@ -253,8 +288,9 @@ export function mysqlInsertOneLocked(
   extended = false,
 ): string {
   const due = scheduled ? ', COALESCE(?, UTC_TIMESTAMP(6) + INTERVAL ? * 1000 MICROSECOND)' : '';
+  const locked = `(SELECT ${guard} FROM ${n.lockTable} WHERE bucket = ? FOR UPDATE) = 1`;
   return `INSERT INTO ${n.table} (message_id, topic, message_key, event_type, payload, headers${extended ? EXTENDED_COLUMNS : ''}${scheduled ? ', available_at' : ''})
-SELECT ?, ?, ?, ?, ?, ?${extended ? EXTENDED_VALUES : ''}${due} FROM ${n.lockTable} WHERE bucket = ? AND ${guard} FOR UPDATE`;
+VALUES (IF(${locked}, ?, ${MYSQL_REFUSED}), ?, ?, ?, ?, ?${extended ? EXTENDED_VALUES : ''}${due})`;
 }
 
 /**
@@ -475,10 +511,14 @@ SET o.available_at = ${NOW} + INTERVAL u.delay_ms * 1000 MICROSECOND, o.last_err
 WHERE o.lock_token = ?`;
 }
 
-/** Params: (id, error) per row, then token. */
+/**
+ * Params: (id, error, back) per row, then token; `back` 1 gives the claim's attempt back (it
+ * expired before its publish).
+ */
 export function mysqlSettleDead(n: OutboxTableNames, count: number): string {
-  return `UPDATE ${n.table} AS o JOIN (${rowsOf(count, ['id', 'err'])}) AS u ON o.id = u.id
-SET o.status = 'dead', o.dead_at = ${NOW}, o.last_error = u.err, o.locked_by = NULL, o.lock_token = NULL, o.locked_until = NULL
+  return `UPDATE ${n.table} AS o JOIN (${rowsOf(count, ['id', 'err', 'back'])}) AS u ON o.id = u.id
+SET o.status = 'dead', o.dead_at = ${NOW}, o.last_error = u.err, o.attempts = GREATEST(o.attempts - u.back, 0),
+  o.locked_by = NULL, o.lock_token = NULL, o.locked_until = NULL
 WHERE o.lock_token = ?`;
 }
 

@@ -46,6 +46,7 @@ import {
   mysqlFirstWaiting,
   mysqlInsert,
   mysqlInsertOneLocked,
+  mysqlRefusedByGuard,
   type MysqlTransactionGuard,
   mysqlKeyHeads,
   mysqlKeyRows,
@@ -177,6 +178,23 @@ export class MysqlOutboxStore implements OutboxStore {
     return (await this.stillInTransaction(tx)) ? otherwise() : this.transactionEnded();
   }
 
+  /**
+   * Runs a write whose guard is a value (mysqlGuardedValue): its refusal is an error, read as
+   * `refusedWrite` reads a write that wrote less than it was given.
+   */
+  private async guardedWrite<T>(
+    tx: SqlRunner,
+    write: () => Promise<T>,
+    otherwise: () => Error,
+  ): Promise<T> {
+    try {
+      return await write();
+    } catch (error) {
+      if (!mysqlRefusedByGuard(error)) throw error;
+      throw await this.refusedWrite(tx, otherwise);
+    }
+  }
+
   private async stillInTransaction(tx: SqlRunner): Promise<boolean> {
     return mysqlStillInTransaction(tx, await this.transactionGuard(tx));
   }
@@ -191,12 +209,16 @@ export class MysqlOutboxStore implements OutboxStore {
     lockKeys: boolean,
   ): Promise<readonly string[]> {
     const [ids, guard] = await Promise.all([this.messageIdCodec(), this.transactionGuard(tx)]);
-    const buckets = lockKeys
-      ? sortedKeyLocks(
-          rows.map((r) => r.key),
-          MYSQL_KEY_LOCK_BUCKETS,
-        )
-      : [];
+    // A caller-given id is locked too, by its bucket: a second writer of the id then waits
+    // for the first on that row, not on the id's unique index entry, where InnoDB's lock
+    // covers the gap before it and deadlocks the first writer's next insert into that gap.
+    const buckets = sortedKeyLocks(
+      [
+        ...(lockKeys ? rows.map((r) => r.key) : []),
+        ...rows.flatMap((r) => (r.idempotent === true ? [messageIdLockName(r.messageId)] : [])),
+      ],
+      MYSQL_KEY_LOCK_BUCKETS,
+    );
     const [only] = rows;
     if (
       rows.length === 1 &&
@@ -218,16 +240,21 @@ export class MysqlOutboxStore implements OutboxStore {
         ? MAX_EXTENDED_ROWS_PER_INSERT
         : MAX_ROWS_PER_INSERT;
     for (const chunk of insertChunks(rows, perStatement, 'base64', ids.param)) {
-      const result = await tx.query(
-        mysqlInsert(
-          this.names,
-          chunk.rows.length,
-          chunk.scheduled,
-          guard,
-          chunk.idempotent,
-          chunk.extended,
-        ),
-        chunk.params,
+      const result = await this.guardedWrite(
+        tx,
+        () =>
+          tx.query(
+            mysqlInsert(
+              this.names,
+              chunk.rows.length,
+              chunk.scheduled,
+              guard,
+              chunk.idempotent,
+              chunk.extended,
+            ),
+            chunk.params,
+          ),
+        () => this.noRowWritten(),
       );
       const [only] = chunk.rows;
       // mysql2 sets CLIENT_FOUND_ROWS, so a duplicate counts as a changed row too; only a
@@ -260,7 +287,7 @@ export class MysqlOutboxStore implements OutboxStore {
       const chunk = rows.slice(at, at + SEQUENCE_CHUNK);
       const { affected } = await tx.query(
         mysqlSetNumbers(this.names, chunk.length, guard),
-        chunk.flatMap((r, i) => [ids.param(r.messageId), r.key, backs[at + i]]),
+        chunk.flatMap((r, i) => [ids.param(r.messageId), r.topic, r.key, backs[at + i]]),
       );
       if (affected !== chunk.length) throw await this.refusedWrite(tx, () => this.noRowWritten());
     }
@@ -306,17 +333,22 @@ export class MysqlOutboxStore implements OutboxStore {
       ? MAX_EXTENDED_ROWS_PER_INSERT
       : MAX_ROWS_PER_INSERT;
     for (const chunk of insertChunks(accepted, perStatement, 'base64', ids.param)) {
-      const { affected } = await tx.query(
-        mysqlInsert(
-          this.names,
-          chunk.rows.length,
-          chunk.scheduled,
-          guard,
-          false,
-          chunk.extended,
-          guarded,
-        ),
-        chunk.params,
+      const { affected } = await this.guardedWrite(
+        tx,
+        () =>
+          tx.query(
+            mysqlInsert(
+              this.names,
+              chunk.rows.length,
+              chunk.scheduled,
+              guard,
+              false,
+              chunk.extended,
+              guarded,
+            ),
+            chunk.params,
+          ),
+        () => this.noRowWritten(),
       );
       if (affected !== chunk.rows.length)
         throw await this.refusedWrite(tx, () => this.noRowWritten());
@@ -343,25 +375,25 @@ export class MysqlOutboxStore implements OutboxStore {
       },
     );
     const prepare = this.prepared ? { prepare: name } : undefined;
-    const { affected } = await tx
-      .query(text, [...chunk.params, bucket], prepare)
-      .catch((error: unknown) => {
-        throw prepare === undefined
-          ? error
-          : preparedFailure(
-              error,
-              lostPreparedStatement,
-              OutboxMessages.mysqlPreparedStatementLost,
-            );
-      });
-    // No row written: the caller's transaction had ended, or there was no bucket row to lock.
-    // Either way fail the enqueue (and so the business transaction) rather than lose the
-    // message; the bootstrap check makes a missing bucket row unexpected.
-    if (affected !== 1) {
-      throw await this.refusedWrite(tx, () =>
-        this.lockTableBroken(`has no row for bucket ${bucket}`),
-      );
-    }
+    // Refused: the caller's transaction had ended, or there was no bucket row to lock. Either
+    // way fail the enqueue (and so the business transaction) rather than lose the message; the
+    // bootstrap check makes a missing bucket row unexpected.
+    const broken = (): Error => this.lockTableBroken(`has no row for bucket ${bucket}`);
+    const { affected } = await this.guardedWrite(
+      tx,
+      () =>
+        tx.query(text, [bucket, ...chunk.params], prepare).catch((error: unknown) => {
+          throw prepare === undefined || mysqlRefusedByGuard(error)
+            ? error
+            : preparedFailure(
+                error,
+                lostPreparedStatement,
+                OutboxMessages.mysqlPreparedStatementLost,
+              );
+        }),
+      broken,
+    );
+    if (affected !== 1) throw await this.refusedWrite(tx, broken);
   }
 
   /**
@@ -625,7 +657,7 @@ export class MysqlOutboxStore implements OutboxStore {
       if (s.dead.length > 0) {
         changed += (
           await query(mysqlSettleDead(this.names, s.dead.length), [
-            ...s.dead.flatMap((r) => [r.id, r.error]),
+            ...s.dead.flatMap((r) => [r.id, r.error, r.unpublished === true ? 1 : 0]),
             token,
           ])
         ).affected;
@@ -710,16 +742,20 @@ export class MysqlOutboxStore implements OutboxStore {
     ).rows.flatMap((r) => ownerKeyOf(String(r.k)) ?? []);
     if (looked.length === 0) return 0;
     // Each owner's lock is held while its leases are shortened, so no owner can take that key
-    // meanwhile; given back before the connection goes back to the pool.
+    // meanwhile; given back before the connection goes back to the pool. One statement takes
+    // every lock and one gives them back, whatever the number of owners: a takeover's rounds
+    // stay few on a loaded server.
     return this.sql.transaction(async (tx) => {
-      const held: number[] = [];
+      const names = looked.map(mysqlOwnerLockName);
+      // Until the locks' answer is read, any of them may be held (a statement failed midway).
+      let held = looked;
       try {
-        for (const key of looked) {
-          const { rows } = await tx.query<{ locked: unknown }>('SELECT GET_LOCK(?, 0) AS locked', [
-            mysqlOwnerLockName(key),
-          ]);
-          if (Number(rows[0]?.locked) === 1) held.push(key);
-        }
+        const { rows } = await tx.query<Record<string, unknown>>(
+          `SELECT ${names.map((_, i) => `GET_LOCK(?, 0) AS l${i}`).join(', ')}`,
+          names,
+        );
+        const got = rows[0] ?? {};
+        held = looked.filter((_, i) => Number(got[`l${i}`]) === 1);
         if (held.length === 0) return 0;
         return (
           await tx.query(mysqlShortenOwnerLeases(this.names, held.length), [
@@ -730,8 +766,11 @@ export class MysqlOutboxStore implements OutboxStore {
           ])
         ).affected;
       } finally {
-        for (const key of held) {
-          await tx.query('SELECT RELEASE_LOCK(?)', [mysqlOwnerLockName(key)]);
+        if (held.length > 0) {
+          await tx.query(
+            `SELECT ${held.map((_, i) => `RELEASE_LOCK(?) AS r${i}`).join(', ')}`,
+            held.map(mysqlOwnerLockName),
+          );
         }
       }
     });
@@ -1091,4 +1130,9 @@ function wholeRuns<R extends { id: string | number; message_key: string | null }
 function lostPreparedStatement(error: unknown): boolean {
   const errno = (error as { errno?: unknown } | null)?.errno;
   return errno === 1243 || errno === 1461;
+}
+
+/** What a caller-given message id is locked by (a bucket shared with keys, in a space of its own). */
+function messageIdLockName(messageId: string): string {
+  return `\u0000message-id:${messageId}`;
 }

@@ -4,9 +4,13 @@ import type { SqlRunner } from './sql-port';
 import type { NewOutboxRow } from '../../message/new-outbox-row';
 import type { MessageIdCodec } from '../rows/message-id-codec';
 
-/** A row an enqueue wrote that has a key, for its sequence number (`OutboxStore.numberKeys`). */
+/**
+ * A row an enqueue wrote that has a key, for its sequence number (`OutboxStore.numberKeys`):
+ * numbers count per destination (topic) and key.
+ */
 export interface KeyedRow {
   readonly messageId: string;
+  readonly topic: string;
   readonly key: string;
 }
 
@@ -51,7 +55,16 @@ export type ClaimedRecord = OutboxRecord & {
 export interface Settlement {
   readonly delivered: readonly string[];
   readonly retry: readonly { id: string; delayMs: number; error: string; errorClass: string }[];
-  readonly dead: readonly { id: string; error: string; errorClass: string }[];
+  /**
+   * `unpublished`: it expired before its publish (a type's `maxAgeMs`), so the claim's attempt is
+   * given back: a message never published has 0 attempts.
+   */
+  readonly dead: readonly {
+    id: string;
+    error: string;
+    errorClass: string;
+    unpublished?: boolean;
+  }[];
   /**
    * Handed back with the claim's attempt given back (outage, shutdown), due again after
    * `delayMs`; `error` (an outage's cause) replaces `last_error` when not null, and is then
@@ -213,7 +226,7 @@ export interface OutboxStore {
   ): Promise<readonly string[]>;
   /**
    * Gives each of `rows` (keyed rows `insert` just wrote in this same transaction, in the order
-   * written) the next sequence number of its key, in its `key_seq` column and its
+   * written) the next sequence number of its topic and key, in its `key_seq` column and its
    * `x-outbox-sequence` header (`ordering.sequence`, shared-sql/key-sequence.ts). Numbers commit
    * or roll back with the transaction.
    */

@@ -1027,9 +1027,11 @@ dh AS (DELETE FROM ${h} WHERE message_id IN (SELECT message_id FROM d) AND ${any
   // Whether a dead row leaves its key free depends on its type (a policy's onDeadLetter).
   const typedDead = promote !== undefined && (promote.deadLetterExceptions?.length ?? 0) > 0;
   if (groups.dead) {
-    const u = `unnest($${next++}::int8[], $${next++}::text[], $${next++}::text[])`;
-    ctes.push(`x AS (UPDATE ${t} AS o SET status = 'dead', dead_at = now(), last_error = u.err, ${UNLOCK}
-  FROM ${u} AS u(id, err, cls), ${prior}
+    const u = `unnest($${next++}::int8[], $${next++}::text[], $${next++}::text[], $${next++}::int4[])`;
+    // back: 1 gives the claim's attempt back (expired before its publish).
+    ctes.push(`x AS (UPDATE ${t} AS o SET status = 'dead', dead_at = now(), last_error = u.err,
+    attempts = greatest(o.attempts - u.back, 0), ${UNLOCK}
+  FROM ${u} AS u(id, err, cls, back), ${prior}
   WHERE o.id = u.id AND ${joined} AND o.lock_token = $1::uuid RETURNING o.id, ${recorded}${typedDead ? ', o.event_type' : ''})`);
     counted.push('x');
     failed.push(`SELECT message_id, attempt, 'dead' AS outcome, locked_by, cls, err FROM x`);

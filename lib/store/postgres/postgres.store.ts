@@ -395,6 +395,7 @@ export class PostgresOutboxStore implements OutboxStore {
         s.dead.map((r) => r.id),
         s.dead.map((r) => r.error),
         s.dead.map((r) => r.errorClass),
+        s.dead.map((r) => (r.unpublished === true ? 1 : 0)),
       );
     if (groups.release)
       params.push(

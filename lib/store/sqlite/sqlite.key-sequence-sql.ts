@@ -2,7 +2,7 @@ import { OUTBOX_HEADER_SEQUENCE } from '../../outbox.constants';
 import type { OutboxTableNames } from '../../internal/sql-identifier';
 import type { SchemaPartSql } from '../outbox-database';
 
-// Sequence numbers per key (ordering.sequence, shared-sql/key-sequence.ts) on SQLite, whose
+// Sequence numbers per topic and key (ordering.sequence, shared-sql/key-sequence.ts) on SQLite, whose
 // single writer serialises the enqueues of a key by itself.
 
 export const sqliteKeySequence: SchemaPartSql = {
@@ -12,8 +12,10 @@ export const sqliteKeySequence: SchemaPartSql = {
     ])) as unknown[];
     if (rows.length === 0) await run(`ALTER TABLE ${n.table} ADD COLUMN key_seq INTEGER`);
     await run(`CREATE TABLE IF NOT EXISTS ${n.keySeqTable} (
-  message_key TEXT NOT NULL PRIMARY KEY,
-  last_seq INTEGER NOT NULL
+  topic TEXT NOT NULL,
+  message_key TEXT NOT NULL,
+  last_seq INTEGER NOT NULL,
+  PRIMARY KEY (topic, message_key)
 )`);
   },
   has: (run, n) =>
@@ -29,11 +31,11 @@ export const sqliteKeySequence: SchemaPartSql = {
   },
 };
 
-/** Raises the counters of `keys` keys by their counts (key, count pairs) and answers the new values. */
+/** Raises `keys` counters by their counts ((topic, key, count) triples) and answers the new values. */
 export function sqliteBumpCounters(n: OutboxTableNames, keys: number): string {
-  return `INSERT INTO ${n.keySeqTable} (message_key, last_seq) VALUES ${Array.from({ length: keys }, () => '(?, ?)').join(', ')}
-ON CONFLICT (message_key) DO UPDATE SET last_seq = last_seq + excluded.last_seq
-RETURNING message_key, last_seq`;
+  return `INSERT INTO ${n.keySeqTable} (topic, message_key, last_seq) VALUES ${Array.from({ length: keys }, () => '(?, ?, ?)').join(', ')}
+ON CONFLICT (topic, message_key) DO UPDATE SET last_seq = last_seq + excluded.last_seq
+RETURNING topic, message_key, last_seq`;
 }
 
 /** Writes `rows` rows' numbers (message id, number pairs), column and header alike. */

@@ -267,10 +267,14 @@ FROM (SELECT value ->> 0 AS id, value ->> 1 AS delay, value ->> 2 AS err FROM js
 WHERE ${n.table}.id = u.id AND ${n.table}.lock_token = ?`;
 }
 
-/** Params: JSON array of [id, error], token. */
+/**
+ * Params: JSON array of [id, error, back], token; `back` 1 gives the claim's attempt back (it
+ * expired before its publish).
+ */
 export function sqliteSettleDead(n: OutboxTableNames): string {
-  return `UPDATE ${n.table} SET status = 'dead', dead_at = ${NOW}, last_error = u.err, ${UNLOCK}
-FROM (SELECT value ->> 0 AS id, value ->> 1 AS err FROM json_each(?)) AS u
+  return `UPDATE ${n.table} SET status = 'dead', dead_at = ${NOW}, last_error = u.err,
+  attempts = max(attempts - u.back, 0), ${UNLOCK}
+FROM (SELECT value ->> 0 AS id, value ->> 1 AS err, value ->> 2 AS back FROM json_each(?)) AS u
 WHERE ${n.table}.id = u.id AND ${n.table}.lock_token = ?`;
 }
 

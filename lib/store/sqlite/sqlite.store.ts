@@ -14,7 +14,7 @@ import type {
   Settlement,
 } from '../ports/outbox-store.port';
 import { OutboxMessages } from '../../outbox.messages';
-import { keyCounts, numbersOf } from '../shared-sql/key-sequence';
+import { countersOf, keyCounts, numbersOf } from '../shared-sql/key-sequence';
 import { sqliteBumpCounters, sqliteSetNumbers } from './sqlite.key-sequence-sql';
 import { sqliteDueTenants } from './sqlite.tenant-sql';
 import {
@@ -159,12 +159,12 @@ export class SqliteOutboxStore implements OutboxStore {
   async numberKeys(tx: SqlRunner, rows: readonly KeyedRow[]): Promise<void> {
     if (rows.length === 0) return;
     const counts = keyCounts(rows);
-    const { rows: counters } = await tx.query<{ message_key: string; last_seq: number | bigint }>(
-      sqliteBumpCounters(this.names, counts.length),
-      counts.flat(),
-    );
-    const last = new Map(counters.map((c) => [c.message_key, Number(c.last_seq)]));
-    const numbers = numbersOf(rows, last);
+    const { rows: counters } = await tx.query<{
+      topic: string;
+      message_key: string;
+      last_seq: number | bigint;
+    }>(sqliteBumpCounters(this.names, counts.length), counts.flat());
+    const numbers = numbersOf(rows, countersOf(counters));
     await tx.query(
       sqliteSetNumbers(this.names, rows.length),
       rows.flatMap((r, i) => [r.messageId, numbers[i]]),
@@ -278,7 +278,9 @@ export class SqliteOutboxStore implements OutboxStore {
       }
       if (s.dead.length > 0) {
         changed += tx.run(sqliteSettleDead(this.names), [
-          JSON.stringify(s.dead.map((r) => [Number(r.id), r.error])),
+          JSON.stringify(
+            s.dead.map((r) => [Number(r.id), r.error, r.unpublished === true ? 1 : 0]),
+          ),
           token,
         ]);
       }

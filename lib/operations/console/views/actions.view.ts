@@ -66,7 +66,12 @@ export function confirmPage(
   );
 }
 
-export function resultPage(ctx: ViewContext, entry: OutboxConsoleAuditEntry): Html {
+export function resultPage(
+  ctx: ViewContext,
+  entry: OutboxConsoleAuditEntry,
+  /** Dead letters a retry refused because they expired. */
+  expired: readonly string[] = [],
+): Html {
   const done = entry.action === 'retry' ? 'requeued' : 'purged';
   return layout(
     ctx,
@@ -74,6 +79,17 @@ export function resultPage(ctx: ViewContext, entry: OutboxConsoleAuditEntry): Ht
     html`<p id="result" data-count="${entry.affected}">
         ${entry.affected} dead letter${entry.affected === 1 ? '' : 's'} ${done} (${entry.target}).
       </p>
+      ${
+        expired.length === 0
+          ? ''
+          : html`<p id="expired" data-count="${expired.length}" role="alert">
+              ${expired.length} not retried: ${expired.length === 1 ? 'it' : 'they'} expired (the
+              type's maxAgeMs), so a retry would only dead-letter
+              ${expired.length === 1 ? 'it' : 'them'} again unpublished. Purge
+              ${expired.length === 1 ? 'it' : 'them'}, and enqueue the content again as a new
+              message if it is still wanted.
+            </p>`
+      }
       <p>
         <a href="${ctx.base}/messages?status=dead">Back to the dead letters</a> ·
         <a href="${ctx.base}/audit">Audit log</a>

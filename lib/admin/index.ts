@@ -1,0 +1,41 @@
+/**
+ * `nestjs-outbox/admin`: what `OutboxAdmin` (exported from the root, the admin door) takes and
+ * answers: the filters, pages and views of messages, dead letters, blocked keys and stuck
+ * leases, the re-drive's preview, options and report, and the audit table's store. No optional
+ * peer. See docs/operations.md.
+ */
+export { OUTBOX_ADMIN_MAX_LIMIT, type OutboxAdminOptions } from '../module/admin/outbox.admin';
+export type {
+  OutboxBlockedKey,
+  OutboxCounts,
+  OutboxDeadLetterFilter,
+  OutboxDeadLetterSelection,
+  OutboxRetryReport,
+  OutboxWhy,
+  OutboxWhyHead,
+  OutboxMessageDetail,
+  OutboxAttempt,
+  OutboxAttemptOutcome,
+  OutboxMessageFilter,
+  OutboxMessageSummary,
+  OutboxPage,
+  OutboxPageRequest,
+  OutboxStatusCounts,
+  OutboxStuckLease,
+  OutboxStuckLeaseQuery,
+  OutboxTopicActivity,
+  OutboxTopicCounts,
+  OutboxPolicyView,
+} from '../module/admin/outbox-admin.interfaces';
+export type {
+  OutboxAuditEntry,
+  OutboxRedriveCandidate,
+  OutboxRedriveFilter,
+  OutboxRedriveOptions,
+  OutboxRedrivePreview,
+  OutboxRedrivePreviewOptions,
+  OutboxRedriveRecord,
+  OutboxRedriveReport,
+} from '../module/admin/outbox-redrive.interfaces';
+export { OutboxAuditStore } from '../module/admin/outbox-audit.store';
+export type { OutboxStats, RequeueReport } from '../store/ports/outbox-store.port';

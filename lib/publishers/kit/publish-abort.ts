@@ -1,0 +1,78 @@
+import { PublishTimeoutError } from '../../errors/publish-timeout.error';
+import { PublisherUnavailableError } from '../../errors/publisher-unavailable.error';
+import { describeError } from '../../internal/describe-error';
+import type { PublishOutcome } from '../outbox-publisher.interface';
+
+/**
+ * What a broker publisher answers for a message the publish did not settle: the dispatcher
+ * aborts with a `PublishTimeoutError` (or an outage), which is kept as it is so that the
+ * dispatcher judges it as its own; any other reason is an outage, so no attempt is burnt on it.
+ *
+ * `what` ends the message: 'before Redis answered' gives "The publish was aborted before Redis
+ * answered"; without it the message stops at "aborted".
+ */
+export function abortReason(signal: AbortSignal, what?: string): Error {
+  const reason: unknown = signal.reason;
+  return reason instanceof PublishTimeoutError || reason instanceof PublisherUnavailableError
+    ? reason
+    : new PublisherUnavailableError(
+        what === undefined ? 'The publish was aborted' : `The publish was aborted ${what}`,
+        { cause: reason },
+      );
+}
+
+/**
+ * Resolves to the result of `work`, or to undefined as soon as `signal` aborts. The work is left
+ * to finish: a publisher stops waiting for the broker's answer without tearing down what other
+ * batches share (a producer, a connection).
+ */
+export async function untilAborted<T>(
+  work: Promise<T>,
+  signal: AbortSignal,
+): Promise<T | undefined> {
+  if (signal.aborted) return undefined;
+  let onAbort: (() => void) | undefined;
+  const aborted = new Promise<undefined>((resolve) => {
+    onAbort = () => resolve(undefined);
+    signal.addEventListener('abort', onAbort, { once: true });
+  });
+  try {
+    return await Promise.race([work, aborted]);
+  } finally {
+    if (onAbort !== undefined) signal.removeEventListener('abort', onAbort);
+  }
+}
+
+/** `error` as an outage: the dispatcher hands the batch back without counting attempts. */
+export function toUnavailable(error: unknown, what: string): PublisherUnavailableError {
+  if (error instanceof PublisherUnavailableError) return error;
+  return new PublisherUnavailableError(`${what}: ${describeError(error)}`, { cause: error });
+}
+
+/** A failure of a message that was never written: it goes back without an attempt. */
+export function unsent(error: unknown): PublishOutcome {
+  return { ok: false, error, sent: false };
+}
+
+/**
+ * The outcomes of a publish, each message the broker left unanswered failing with the abort
+ * reason (when the publish was aborted) or with `unanswered()`. The error is made once, and
+ * only when a message needs it: an error captures a stack, which costs more than the rest of a
+ * batch's bookkeeping (CPU profiles of bench P1 and of a drain). A copy, since a send left to
+ * finish after an abort may still write into `outcomes`.
+ */
+export function answerAll(
+  outcomes: readonly (PublishOutcome | undefined)[],
+  signal: AbortSignal,
+  abortedWhat: string | undefined,
+  unanswered: () => Error,
+): PublishOutcome[] {
+  let error: Error | undefined;
+  return outcomes.map(
+    (o) =>
+      o ?? {
+        ok: false,
+        error: (error ??= signal.aborted ? abortReason(signal, abortedWhat) : unanswered()),
+      },
+  );
+}
