@@ -217,9 +217,7 @@ export class PartitionSource implements DeliverySource {
         await Promise.race([...running, this.nextWake()]);
         continue;
       }
-      track(
-        this.deliver(next.records, next.partitionOf).then((report) => report.published),
-      );
+      track(this.deliver(next.records, next.partitionOf).then((report) => report.published));
     }
     this.loopState = 'waiting';
     await Promise.all(running);
