@@ -9,7 +9,13 @@ import { testDatabase, uniqueTable } from '../support/databases';
 import { msg } from '../support/dispatch-fixtures';
 import { mergeOutboxOptions } from '../support/outbox-harness';
 import { useOutboxScope } from '../support/outbox-scope';
-import { describeSource, describeWithOnPoll, SOURCE_CASES, useSource } from '../support/sources';
+import {
+  describeSource,
+  describeWithOnPoll,
+  PARTITIONED,
+  SOURCE_CASES,
+  useSource,
+} from '../support/sources';
 import { expectNever, resolvesWithin, waitFor } from '../support/wait-for';
 
 // Shutdown: a dispatcher that is closed aborts what it could not publish in time and records
@@ -111,7 +117,9 @@ for (const source of SOURCE_CASES) {
       // The poll's dispatcher is driven by hand; the log's runs already.
       const run = source.name === 'poll' ? h.dispatcher.runOnce() : undefined;
       await publisher.until((p) => p.hanging === 1, 5_000, 'the publish to hang');
-      expect((await h.rows()).map((r) => r.lockedBy)).toEqual(ids.map(() => h.instanceId));
+      // Leased by this dispatcher; an owner of partitions leases no row.
+      const leasedBy = PARTITIONED ? null : h.instanceId;
+      expect((await h.rows()).map((r) => r.lockedBy)).toEqual(ids.map(() => leasedBy));
 
       const started = Date.now();
       await resolvesWithin('close() with a hung publish', h.close(), 15_000);
@@ -230,7 +238,9 @@ describeWithOnPoll(['postgres'], 'shutdown past shutdownTimeoutMs on postgres', 
 
     const left = logs.linesOf(/^Dispatcher stopped .*still running/, 'warn');
     expect(left.map((l) => l.message)).toEqual([
-      expect.stringMatching(/batch [0-9a-f]{8} \(1 message\(s\) from the claim loop, settling\)/),
+      expect.stringMatching(
+        /batch [0-9a-f]{8} \(1 message\(s\) from the (claim loop|partition owner), settling\)/,
+      ),
     ]);
     // Let go, the settle lands: the message was published and is recorded so.
     expect((await run).published).toBe(1);
@@ -238,36 +248,40 @@ describeWithOnPoll(['postgres'], 'shutdown past shutdownTimeoutMs on postgres', 
     expect((await h.row(id ?? '')).status).toBe('delivered');
   });
 
-  it('returns within shutdownTimeoutMs and names the log reader it left running', async () => {
-    const logs = new CapturedLogs();
-    let reading = false;
-    // A reader stuck where no abort reaches it (a connect that never answers, a dead socket).
-    const observer: OutboxLogObserver = {
-      kind: 'log',
-      sweepIntervalMs: 3_600_000,
-      create: () => ({
-        check: () => Promise.resolve(),
-        run: () => {
-          reading = true;
-          return new Promise<void>(() => undefined);
-        },
-        acknowledge: () => Promise.resolve(),
-        lag: () => Promise.resolve({ retainedBytes: null, active: false }),
-      }),
-    };
-    const publisher = new RecordingPublisher();
-    const h = await scope.open({
-      publisher,
-      logger: logs,
-      options: { autoStart: true, dispatcher: { shutdownTimeoutMs: 300, observe: observer } },
-    });
-    await waitFor('the reader started', () => reading);
+  // Log tailing takes no partitions yet: the partitions project leaves this one out.
+  (PARTITIONED ? it.skip : it)(
+    'returns within shutdownTimeoutMs and names the log reader it left running (not under partitions: they take no log observer yet)',
+    async () => {
+      const logs = new CapturedLogs();
+      let reading = false;
+      // A reader stuck where no abort reaches it (a connect that never answers, a dead socket).
+      const observer: OutboxLogObserver = {
+        kind: 'log',
+        sweepIntervalMs: 3_600_000,
+        create: () => ({
+          check: () => Promise.resolve(),
+          run: () => {
+            reading = true;
+            return new Promise<void>(() => undefined);
+          },
+          acknowledge: () => Promise.resolve(),
+          lag: () => Promise.resolve({ retainedBytes: null, active: false }),
+        }),
+      };
+      const publisher = new RecordingPublisher();
+      const h = await scope.open({
+        publisher,
+        logger: logs,
+        options: { autoStart: true, dispatcher: { shutdownTimeoutMs: 300, observe: observer } },
+      });
+      await waitFor('the reader started', () => reading);
 
-    await resolvesWithin('close() with a log reader that never stops', h.close(), 15_000);
+      await resolvesWithin('close() with a log reader that never stops', h.close(), 15_000);
 
-    const left = logs.linesOf(/^Dispatcher stopped .*still running/, 'warn');
-    expect(left).toHaveLength(1);
-    expect(left[0]?.message).toMatch(/the log reader/);
-    expect(publisher.closed).toBe(true);
-  });
+      const left = logs.linesOf(/^Dispatcher stopped .*still running/, 'warn');
+      expect(left).toHaveLength(1);
+      expect(left[0]?.message).toMatch(/the log reader/);
+      expect(publisher.closed).toBe(true);
+    },
+  );
 });

@@ -64,10 +64,11 @@ export const SOURCE_CASES: readonly SourceCase[] = ((source) =>
 
 /**
  * The databases of a spec's suites of the poll's own behaviour: every selected one in the poll's
- * run, none in the `sources` project's (which runs only the source-parameterised suites).
+ * run, none in the `sources` and `partitions` projects' (which run only the source-parameterised
+ * suites).
  */
 export const POLL_RUN_DATABASES: readonly TestDatabase[] =
-  selectedSource() === 'poll' ? TEST_DATABASES : [];
+  selectedSource() === 'poll' && !PARTITIONED ? TEST_DATABASES : [];
 
 /** The cases on databases with a server (PostgreSQL, MariaDB), for suites SQLite cannot run. */
 export const SERVER_SOURCE_CASES: readonly SourceCase[] = SOURCE_CASES.filter(

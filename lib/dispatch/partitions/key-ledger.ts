@@ -65,9 +65,12 @@ export class KeyLedger {
     records: readonly ClaimedRecord[],
     held: ReadonlySet<string>,
     limit: number,
-  ): ClaimedRecord[] {
+  ): { chosen: ClaimedRecord[]; passedOver: boolean } {
     const blocked = new Set<string>();
     const chosen: ClaimedRecord[] = [];
+    // A row passed over for its key's batch ending after the read began, or for being held:
+    // reading again may find it free (or skip its key), so the loop must look again.
+    let passedOver = false;
     for (const record of records) {
       if (chosen.length >= limit) break;
       if (this.ids.has(record.id)) continue;
@@ -76,6 +79,7 @@ export class KeyLedger {
         if (blocked.has(key)) continue;
         const stale = (this.freedAt.get(key) ?? -1) > read.since;
         if (held.has(record.id)) this.heldKeys.add(key);
+        if (held.has(record.id) || stale) passedOver = true;
         if (held.has(record.id) || this.keys.has(key) || stale) {
           blocked.add(key);
           continue;
@@ -83,7 +87,7 @@ export class KeyLedger {
       }
       chosen.push(record);
     }
-    return chosen;
+    return { chosen, passedOver };
   }
 
   /** Marks a batch in flight. */

@@ -225,8 +225,9 @@ export class PartitionSource implements DeliverySource {
   }
 
   /**
-   * The next batch that may go now; `'skipped'` when the read found only rows held back (read
-   * again: their keys are skipped now), undefined when it found none.
+   * The next batch that may go now; `'skipped'` when the read found only rows held back or
+   * passed over (read again: held keys are skipped now, a freed key is free), undefined when it
+   * found none that may go.
    */
   private async nextBatch(): Promise<
     { records: ClaimedRecord[]; partitionOf: ReadonlyMap<string, number> } | 'skipped' | undefined
@@ -239,8 +240,13 @@ export class PartitionSource implements DeliverySource {
       const found = await this.pipeline.watchdog.run('read of owned partitions', () =>
         this.store.readOwned(partitions, batchSize, this.ledger.skip()),
       );
-      const records = this.ledger.select(read, found.records, found.held, batchSize);
-      if (records.length === 0) return found.held.size > 0 ? 'skipped' : undefined;
+      const { chosen: records, passedOver } = this.ledger.select(
+        read,
+        found.records,
+        found.held,
+        batchSize,
+      );
+      if (records.length === 0) return passedOver ? 'skipped' : undefined;
       return { records, partitionOf: found.partitions };
     } catch (error) {
       this.pipeline.pause(error, 'reading the owned partitions failed');
@@ -281,8 +287,6 @@ export class PartitionSource implements DeliverySource {
     const done = delivery.finally(() => {
       this.ledger.release(records, partitionOf);
       this.batches.delete(done);
-      // A key this batch held may have its next message due now.
-      this.runner.request();
     });
     this.batches.add(done);
     return done;

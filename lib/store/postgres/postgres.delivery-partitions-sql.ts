@@ -92,14 +92,17 @@ export function postgresLeave(n: OutboxTableNames): string[] {
 /**
  * $1 instance, $2 partitions (int2[]), $3 heartbeat timeout ms: takes each partition that is
  * free, already its own, or owned by a dispatcher whose heartbeat is older than the timeout,
- * raising its generation; answers the partitions taken with their new generations. Rows a
+ * raising its generation unless it was already this dispatcher's (taken again after its own
+ * heartbeat lapsed, by no one else meanwhile: its settles still stand, nothing was published by
+ * another); answers the partitions taken with their generations. Rows a
  * `'leases'` dispatcher parked (waiting) in those partitions become pending again: this mode
  * orders a key's rows itself, by id, and promotes nothing.
  */
 export function postgresTake(n: OutboxTableNames): string {
   return `WITH t AS (
   UPDATE ${n.ownersTable} AS w
-  SET owner = $1, generation = w.generation + 1, since = now()
+  SET owner = $1, since = now(),
+    generation = CASE WHEN w.owner = $1 THEN w.generation ELSE w.generation + 1 END
   WHERE w.partition = ANY($2::int2[])
     AND (w.owner IS NULL OR w.owner = $1 OR NOT EXISTS (
       SELECT 1 FROM ${n.dispatchersTable} AS d
@@ -175,7 +178,8 @@ export interface OwnedSettleGroups {
  * owner rows FOR SHARE, so a takeover (which updates them) waits for this settle to commit and
  * a settle after a takeover changes nothing: a row whose partition moved on, or that is no
  * longer pending (purged, settled), is left as it is. Then per present group, in this order:
- * delivered ids; retry ids, delays, errors, classes; dead ids, errors, classes; release ids,
+ * delivered ids; retry ids, delays, errors, classes; dead ids, errors, classes, attempts spent
+ * (0 when it expired unpublished, else 1); release ids,
  * delays, errors, classes; fallback ids, errors, classes. The read wrote nothing, so the attempt
  * is counted here (a release counts none), and failures go to the attempt history as the
  * lease settle records them.
@@ -221,10 +225,11 @@ dh AS (DELETE FROM ${h} WHERE message_id IN (SELECT message_id FROM d) AND EXIST
     failed.push(`SELECT message_id, attempt, 'retry' AS outcome, locked_by, cls, err FROM r`);
   }
   if (groups.dead) {
-    const u = `unnest($${next++}::int8[], $${next++}::text[], $${next++}::text[])`;
+    // `spent` 0 for a message that expired before any publish: no attempt counted.
+    const u = `unnest($${next++}::int8[], $${next++}::text[], $${next++}::text[], $${next++}::int4[])`;
     ctes.push(`x AS (UPDATE ${t} AS o SET status = 'dead', dead_at = now(), last_error = u.err,
-    attempts = o.attempts + 1, last_attempt_at = now()
-  FROM ${u} AS u(id, err, cls), ${prior}
+    attempts = o.attempts + u.spent, last_attempt_at = now()
+  FROM ${u} AS u(id, err, cls, spent), ${prior}
   WHERE o.id = u.id AND b.id = o.id AND ${owned('o.')} RETURNING ${recorded})`);
     counted.push('x');
     failed.push(`SELECT message_id, attempt, 'dead' AS outcome, locked_by, cls, err FROM x`);

@@ -40,6 +40,8 @@ export class PostgresPartitionStore implements OutboxPartitionStore {
     policy: OutboxQueuePolicy,
     private readonly transact: PartitionStatement,
     private readonly run: PartitionStatement,
+    /** Whether the attempt history takes 'fallback' rows (schema step 8). */
+    private readonly fallbackHistory: boolean,
   ) {
     // The attempt a delivery of the row would make: the read writes none, the settle counts it.
     const columns = POSTGRES_CLAIMED_COLUMNS.replace('o.attempts,', 'o.attempts + 1 AS attempts,');
@@ -115,7 +117,7 @@ export class PostgresPartitionStore implements OutboxPartitionStore {
     s: Settlement,
     deleteDelivered: boolean,
   ): Promise<number> {
-    const fallback = !deleteDelivered ? (s.fallback ?? []) : [];
+    const fallback = this.fallbackHistory && !deleteDelivered ? (s.fallback ?? []) : [];
     const groups: OwnedSettleGroups = {
       delivered: s.delivered.length > 0,
       retry: s.retry.length > 0,
@@ -143,6 +145,7 @@ export class PostgresPartitionStore implements OutboxPartitionStore {
         s.dead.map((r) => r.id),
         s.dead.map((r) => r.error),
         s.dead.map((r) => r.errorClass),
+        s.dead.map((r) => (r.unpublished === true ? 0 : 1)),
       );
     }
     if (groups.release) {

@@ -339,6 +339,7 @@ export class PostgresOutboxStore implements OutboxStore {
       this.policy,
       (sql, params) => this.statementTransaction(sql, params, {}),
       (sql, params) => this.run(sql, [...params]),
+      this.fallbackHistory,
     );
     return this.partitionStore;
   }
