@@ -239,7 +239,9 @@ for (const source of SOURCE_CASES) {
       // says it expired unpublished rather than "after 1 attempt(s)".
       expect(late?.attempts).toBe(0);
       const why = await h.admin.why(ids.C1 as string);
-      expect(why?.reason).toMatch(/^Dead-lettered at .* unpublished: it expired before any attempt/);
+      expect(why?.reason).toMatch(
+        /^Dead-lettered at .* unpublished: it expired before any attempt/,
+      );
       expect(why?.reason).not.toMatch(/attempt\(s\)/);
       // One attempt, then dead at once: its 2 s backoff would end past its 1 s expiry.
       expect(publisher.attemptsOf(ids.P1 as string)).toBe(1);

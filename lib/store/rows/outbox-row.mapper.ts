@@ -97,8 +97,7 @@ function dueAfterMs(headers: OutboxHeaders): number {
  * still take that path.
  */
 function toClaimedRecord(row: ClaimedRow): ClaimedRecord {
-  const headers =
-    row.headers === '{}' ? EMPTY_HEADERS : (JSON.parse(row.headers) as OutboxHeaders);
+  const headers = row.headers === '{}' ? EMPTY_HEADERS : (JSON.parse(row.headers) as OutboxHeaders);
   const record = {
     id: String(row.id),
     messageId: messageIdText(row.message_id),
