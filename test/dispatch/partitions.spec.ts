@@ -1,6 +1,6 @@
 import type { OutboxMessage } from '../../lib';
 import { ALL_PARTITIONS } from '../../lib/store/shared-sql/delivery-partitions';
-import type { OutboxPartitionStore } from '../../lib/store/ports/outbox-partition-store.port';
+import type { OutboxPartitionStore } from '../../lib/store/ports/outbox-store.port';
 import { DispatcherChild } from '../support/children/spawn-dispatcher';
 import { TcpConsumer } from '../support/children/tcp-consumer';
 import { readOutbox, TEST_DATABASES, type OutboxRow } from '../support/databases';

@@ -1,8 +1,5 @@
 import { describeError } from '../../internal/describe-error';
-import type {
-  OutboxPartitionStore,
-  PartitionFence,
-} from '../../store/ports/outbox-partition-store.port';
+import type { OutboxPartitionStore, PartitionFence } from '../../store/ports/outbox-store.port';
 import type { DispatcherLog } from '../dispatcher-log';
 import { partitionsFor } from './partition-assignment';
 

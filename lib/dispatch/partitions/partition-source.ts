@@ -2,7 +2,7 @@ import { randomUUID } from 'node:crypto';
 import type { OutboxBatchReport } from '../../observers/outbox-observer.interface';
 import { describeError } from '../../internal/describe-error';
 import { outboxTimerName } from '../../outbox.constants';
-import type { OutboxPartitionStore } from '../../store/ports/outbox-partition-store.port';
+import type { OutboxPartitionStore } from '../../store/ports/outbox-store.port';
 import type { ClaimedRecord } from '../../store/ports/outbox-store.port';
 import { IntervalRunner } from '../../workers/interval-runner';
 import type { DeliverySource, DrainTimes, SourceContext, SourceStop } from '../delivery-source';

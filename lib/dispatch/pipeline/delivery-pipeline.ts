@@ -291,7 +291,15 @@ export class DeliveryPipeline {
   }
 
   private async deliverBatch(
-    { token, records, claimedAt, leaseEnd, fence, settle: ownSettle, lease: sourceLease }: DeliveryBatch,
+    {
+      token,
+      records,
+      claimedAt,
+      leaseEnd,
+      fence,
+      settle: ownSettle,
+      lease: sourceLease,
+    }: DeliveryBatch,
     inFlight: BatchInFlight,
     started: number,
     held: Promise<void> | undefined,

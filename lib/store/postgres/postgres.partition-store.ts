@@ -1,8 +1,4 @@
-import type {
-  OutboxPartitionStore,
-  OwnedRead,
-  PartitionFence,
-} from '../ports/outbox-partition-store.port';
+import type { OutboxPartitionStore, OwnedRead, PartitionFence } from '../ports/outbox-store.port';
 import type { OutboxQueuePolicy, Settlement } from '../ports/outbox-store.port';
 import type { SqlResult } from '../ports/sql-port';
 import type { OutboxTableNames } from '../../internal/sql-identifier';
@@ -22,7 +18,10 @@ import {
 } from './postgres.delivery-partitions-sql';
 
 /** Runs one statement: in a transaction of the store's dispatch settings, or on its own. */
-export type PartitionStatement = <R>(sql: string, params: readonly unknown[]) => Promise<SqlResult<R>>;
+export type PartitionStatement = <R>(
+  sql: string,
+  params: readonly unknown[],
+) => Promise<SqlResult<R>>;
 
 type OwnedRow = ClaimedRow & { partition: number; held: boolean };
 

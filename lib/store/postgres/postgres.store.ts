@@ -69,7 +69,7 @@ import { PostgresWakeNotifier } from './postgres-wake-notifier';
 import { postgresNumberKeys } from './postgres.key-sequence-sql';
 import { postgresDueTenants } from './postgres.tenant-sql';
 import { PostgresPartitionStore } from './postgres.partition-store';
-import type { OutboxPartitionStore } from '../ports/outbox-partition-store.port';
+import type { OutboxPartitionStore } from '../ports/outbox-store.port';
 
 /** How an enqueue wakes the LISTENing dispatchers (see the store's constructor). */
 export type PostgresWakeUp = 'none' | 'transaction' | 'after-commit';
