@@ -77,6 +77,7 @@ describe('createOutboxMigration() names and arguments', () => {
       'AddOutboxKeySequence_outbox_1763800000005',
       'AddOutboxTenantColumn_outbox_1763800000006',
       'AllowOutboxFallbackOutcome_outbox_1763800000007',
+      'AddOutboxDeliveryPartitions_outbox_1763800000008',
     ]);
     expect(
       names(outboxMigrations({ tableName: 'audit', schema: 'events' }, 1_700_000_000_000)),
@@ -90,6 +91,7 @@ describe('createOutboxMigration() names and arguments', () => {
       'AddOutboxKeySequence_events.audit_1700000000005',
       'AddOutboxTenantColumn_events.audit_1700000000006',
       'AllowOutboxFallbackOutcome_events.audit_1700000000007',
+      'AddOutboxDeliveryPartitions_events.audit_1700000000008',
     ]);
     expect(() => outboxMigrations({ tableName: 'x; DROP TABLE y' })).toThrow(OutboxOptionsError);
   });
@@ -214,6 +216,7 @@ describe.each(TEST_DATABASES)('outbox migrations on $name', (db) => {
           `AddOutboxKeySequence_${first}_1763800000005`,
           `AddOutboxTenantColumn_${first}_1763800000006`,
           `AllowOutboxFallbackOutcome_${first}_1763800000007`,
+          `AddOutboxDeliveryPartitions_${first}_1763800000008`,
           `CreateOutboxTable_${second}_1763800000000`,
           `AddOutboxAttemptHistory_${second}_1763800000001`,
           `AddOutboxCleanerIndexes_${second}_1763800000002`,
@@ -222,6 +225,7 @@ describe.each(TEST_DATABASES)('outbox migrations on $name', (db) => {
           `AddOutboxKeySequence_${second}_1763800000005`,
           `AddOutboxTenantColumn_${second}_1763800000006`,
           `AllowOutboxFallbackOutcome_${second}_1763800000007`,
+          `AddOutboxDeliveryPartitions_${second}_1763800000008`,
         ].sort(),
       );
       await columnsOf20(ds, first);
@@ -284,6 +288,7 @@ describe.each(TEST_DATABASES)('outbox migrations on $name', (db) => {
         `AddOutboxKeySequence_${table}_1763800000005`,
         `AddOutboxTenantColumn_${table}_1763800000006`,
         `AllowOutboxFallbackOutcome_${table}_1763800000007`,
+        `AddOutboxDeliveryPartitions_${table}_1763800000008`,
       ]);
       await columnsOf20(current, table);
       await historyOf(current, table);
@@ -336,6 +341,7 @@ describe.each(TEST_DATABASES)('outbox migrations on $name', (db) => {
         `AddOutboxKeySequence_${table}_1763800000005`,
         `AddOutboxTenantColumn_${table}_1763800000006`,
         `AllowOutboxFallbackOutcome_${table}_1763800000007`,
+        `AddOutboxDeliveryPartitions_${table}_1763800000008`,
       ]);
       await historyOf(current, table);
       expect(await cleanerIndexesOf(base, table)).toEqual(
@@ -349,9 +355,16 @@ describe.each(TEST_DATABASES)('outbox migrations on $name', (db) => {
       expect(await bootOn(table)).toBeUndefined();
       expect(await current.runMigrations()).toEqual([]);
 
-      // Reverting step 8 narrows the history's outcome check; step 7 drops the tenant column;
-      // step 6 the sequence counters and column; step 5 its index; step 4 its columns; step 3
-      // the indexes; step 2 the history, leaving the table.
+      // Reverting step 9 drops the delivery partitions (PostgreSQL; a no-op elsewhere); step 8
+      // narrows the history's outcome check; step 7 drops the tenant column; step 6 the
+      // sequence counters and column; step 5 its index; step 4 its columns; step 3 the indexes;
+      // step 2 the history, leaving the table.
+      await current.undoLastMigration();
+      expect(
+        await failureOf(
+          base.query(`SELECT delivery_partition FROM ${quoteTable(base, table)} WHERE 1 = 0`),
+        ),
+      ).toBeDefined();
       await current.undoLastMigration();
       expect(await failureOf(insertAttempt(base, table, 'fallback'))).toBeDefined();
       await current.undoLastMigration();
@@ -436,6 +449,7 @@ VALUES (${[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11].map(p).join(', ')})`,
         `AddOutboxKeySequence_${table}_1763800000005`,
         `AddOutboxTenantColumn_${table}_1763800000006`,
         `AllowOutboxFallbackOutcome_${table}_1763800000007`,
+        `AddOutboxDeliveryPartitions_${table}_1763800000008`,
       ]);
       // Every row is still there as it was, now a JSON message with no attributes.
       const after = await base.query<Record<string, unknown>[]>(
@@ -467,7 +481,9 @@ VALUES (${[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11].map(p).join(', ')})`,
       const current = await withMigrations(outboxMigrations({ tableName: table }));
       expect(await current.runMigrations()).toHaveLength(OUTBOX_SCHEMA_STEPS.length);
       await insertAttempt(base, table, 'fallback');
-      // Its down migration deletes the rows the narrow check would refuse, then narrows it.
+      // Step 9's down migration first (the delivery partitions), then step 8's, which deletes
+      // the rows the narrow check would refuse, then narrows it.
+      await current.undoLastMigration();
       await current.undoLastMigration();
       const h = quoteTable(base, `${table}_attempts`);
       expect(await base.query(`SELECT outcome FROM ${h}`)).toEqual([]);
@@ -478,11 +494,12 @@ VALUES (${[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11].map(p).join(', ')})`,
       );
       expect(before.map((r) => r.outcome)).toEqual(['retry', 'dead', 'outage']);
       const status = await outboxSchemaStatus(sqlPortOf(base), { tableName: table });
-      expect(status).toMatchObject({ version: 7, latest: 8 });
+      expect(status).toMatchObject({ version: 7, latest: 9 });
       expect(status.parts[7]?.missing).toContain("refuses the 'fallback' outcome");
 
       expect((await current.runMigrations()).map((m) => m.name)).toEqual([
         `AllowOutboxFallbackOutcome_${table}_1763800000007`,
+        `AddOutboxDeliveryPartitions_${table}_1763800000008`,
       ]);
       // The rows are kept, ids included, and the history takes the new outcome.
       expect(
@@ -492,7 +509,7 @@ VALUES (${[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11].map(p).join(', ')})`,
       ).toEqual(before);
       await insertAttempt(base, table, 'fallback');
       expect(await failureOf(insertAttempt(base, table, 'other'))).toBeDefined();
-      expect((await outboxSchemaStatus(sqlPortOf(base), { tableName: table })).version).toBe(8);
+      expect((await outboxSchemaStatus(sqlPortOf(base), { tableName: table })).version).toBe(9);
     } finally {
       await dropOutboxTable(base, table);
     }

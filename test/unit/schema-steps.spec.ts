@@ -17,6 +17,7 @@ describe('the schema steps', () => {
       ['key-sequence', 'AddOutboxKeySequence'],
       ['tenant-column', 'AddOutboxTenantColumn'],
       ['fallback-outcome', 'AllowOutboxFallbackOutcome'],
+      ['delivery-partitions', 'AddOutboxDeliveryPartitions'],
     ]);
     expect(outboxMigrations({ tableName: 'orders_outbox' }).map((m) => new m().name)).toEqual(
       OUTBOX_SCHEMA_STEPS.map((s, i) => `${s.migration}_orders_outbox_${1_763_800_000_000 + i}`),
