@@ -102,6 +102,17 @@ export async function p1(ctx: BenchContext): Promise<ScenarioResult> {
     ordering: { enabled: true },
     cleaner: { deliveredRetentionMs: 0 },
   });
+  // Partitioned delivery (dispatcher.claims 'partitions'): reads without leases, one write per
+  // message at the settle (issue 69's core), beside the claim loop on the same table.
+  const partitionsApp = await startOutboxApp({
+    dataSource: pg,
+    tableName: TABLE,
+    publisher: rabbitPublisher(QUEUE),
+    autoStart: false,
+    instanceId: 'bench-p1-partitions',
+    ordering: { enabled: true },
+    dispatcher: { claims: 'partitions' },
+  });
   const pool = pgPool(4);
   const link = new ConfirmLink(1_000);
   const pgtoModes: PgtoMode[] = ctx.pgSettings.walLevel === 'logical' ? ['fast', 'readme'] : [];
@@ -114,6 +125,7 @@ export async function p1(ctx: BenchContext): Promise<ScenarioResult> {
   const moduleRates: number[] = [];
   const noHeadersRates: number[] = [];
   const deleteRates: number[] = [];
+  const partitionsRates: number[] = [];
   // The module's drains, each checked at the consumer.
   const moduleDrains = [
     { label: 'module', app, cpuKey: 'module', rates: moduleRates },
@@ -128,6 +140,12 @@ export async function p1(ctx: BenchContext): Promise<ScenarioResult> {
       app: deleteApp,
       cpuKey: 'module_delete',
       rates: deleteRates,
+    },
+    {
+      label: "module with dispatcher.claims 'partitions'",
+      app: partitionsApp,
+      cpuKey: 'module_partitions',
+      rates: partitionsRates,
     },
   ];
   const bareRates: number[] = [];
@@ -179,6 +197,8 @@ export async function p1(ctx: BenchContext): Promise<ScenarioResult> {
       await drainAll(noHeadersApp, pg, TABLE);
       await prepare(2_000);
       await drainAll(deleteApp, pg, TABLE);
+      await prepare(2_000);
+      await drainAll(partitionsApp, pg, TABLE);
       await prepare(2_000);
       await bare();
       await prepare(2_000);
@@ -243,6 +263,7 @@ export async function p1(ctx: BenchContext): Promise<ScenarioResult> {
     await app.close();
     await noHeadersApp.close();
     await deleteApp.close();
+    await partitionsApp.close();
     await pool.end();
   }
 
@@ -308,6 +329,14 @@ export async function p1(ctx: BenchContext): Promise<ScenarioResult> {
     'nestjs-outbox, RabbitMqPublisher with outboxHeaders: false',
     'msgs/s',
     noHeadersRates,
+    n,
+  );
+  const partitionsS = addMetric(
+    result,
+    'module_partitions_msgs_per_s',
+    "nestjs-outbox, dispatcher.claims 'partitions' (RabbitMqPublisher, defaults)",
+    'msgs/s',
+    partitionsRates,
     n,
   );
   const bareS = addMetric(
@@ -402,6 +431,15 @@ export async function p1(ctx: BenchContext): Promise<ScenarioResult> {
   // Without the headers: the module against the bare relay, and against the bare relay that sends
   // the same properties (the relay's own cost on that wire format).
   result.values.p1_no_headers_vs_bare = round(ratio(noHeaders.median, bareS.median), 3);
+  addTarget(
+    result,
+    'p1_partitions_vs_bare',
+    "drain with dispatcher.claims 'partitions' vs the bare relay (issue 69's target)",
+    ratio(partitionsS.median, bareS.median),
+    '>=',
+    1.0,
+  );
+  result.values.p1_partitions_vs_leases = round(ratio(partitionsS.median, module.median), 3);
   result.values.p1_no_headers_vs_bare_no_headers = round(
     ratio(noHeaders.median, bareNoHeaders.median),
     3,

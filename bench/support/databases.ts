@@ -152,6 +152,9 @@ export async function dropOutboxTable(ds: DataSource, table: string): Promise<vo
   await ds.query(`DROP TABLE IF EXISTS ${quoteTable(ds, `${table}_ids`)}`);
   // The counters of ordering.sequence (P21).
   await ds.query(`DROP TABLE IF EXISTS ${quoteTable(ds, `${table}_key_seq`)}`);
+  // The partition owners and dispatchers (dispatcher.claims 'partitions', P1).
+  await ds.query(`DROP TABLE IF EXISTS ${quoteTable(ds, `${table}_owners`)}`);
+  await ds.query(`DROP TABLE IF EXISTS ${quoteTable(ds, `${table}_dispatchers`)}`);
 }
 
 /** Empties the table (and restarts its ids) between runs. */
