@@ -1,6 +1,6 @@
 import type { OutboxTableNames } from '../../internal/sql-identifier';
-import { ATTEMPT_COLUMNS, ATTEMPT_HISTORY_LIMIT } from '../shared-sql/attempt-history';
 import type { SchemaPartSql } from '../outbox-database';
+import { postgresHistoryWrite } from './postgres.sql';
 import { DELIVERY_PARTITIONS } from '../shared-sql/delivery-partitions';
 
 // Partitioned delivery on PostgreSQL (schema step 9): each row's partition of the key space,
@@ -178,8 +178,8 @@ export interface OwnedSettleGroups {
  * owner rows FOR SHARE, so a takeover (which updates them) waits for this settle to commit and
  * a settle after a takeover changes nothing: a row whose partition moved on, or that is no
  * longer pending (purged, settled), is left as it is. Then per present group, in this order:
- * delivered ids; retry ids, delays, errors, classes; dead ids, errors, classes, attempts spent
- * (0 when it expired unpublished, else 1); release ids,
+ * delivered ids; retry ids, delays, errors, classes; dead ids, errors, classes, attempts given
+ * back (1 when it expired unpublished); release ids,
  * delays, errors, classes; fallback ids, errors, classes. The read wrote nothing, so the attempt
  * is counted here (a release counts none), and failures go to the attempt history as the
  * lease settle records them.
@@ -225,11 +225,11 @@ dh AS (DELETE FROM ${h} WHERE message_id IN (SELECT message_id FROM d) AND EXIST
     failed.push(`SELECT message_id, attempt, 'retry' AS outcome, locked_by, cls, err FROM r`);
   }
   if (groups.dead) {
-    // `spent` 0 for a message that expired before any publish: no attempt counted.
+    // `back` 1 for a message that expired before any publish: no attempt counted.
     const u = `unnest($${next++}::int8[], $${next++}::text[], $${next++}::text[], $${next++}::int4[])`;
     ctes.push(`x AS (UPDATE ${t} AS o SET status = 'dead', dead_at = now(), last_error = u.err,
-    attempts = o.attempts + u.spent, last_attempt_at = now()
-  FROM ${u} AS u(id, err, cls, spent), ${prior}
+    attempts = o.attempts + 1 - u.back, last_attempt_at = now()
+  FROM ${u} AS u(id, err, cls, back), ${prior}
   WHERE o.id = u.id AND b.id = o.id AND ${owned('o.')} RETURNING ${recorded})`);
     counted.push('x');
     failed.push(`SELECT message_id, attempt, 'dead' AS outcome, locked_by, cls, err FROM x`);
@@ -251,15 +251,7 @@ dh AS (DELETE FROM ${h} WHERE message_id IN (SELECT message_id FROM d) AND EXIST
   FROM ${u} AS u(id, err, cls) JOIN d ON d.id = u.id JOIN ${prior} ON b.id = u.id)`);
     failed.push(`SELECT message_id, attempt, 'fallback' AS outcome, locked_by, cls, err FROM fb`);
   }
-  if (failed.length > 0) {
-    ctes.push(`f AS (${failed.join('\n  UNION ALL ')}),
-fp AS (DELETE FROM ${h} WHERE id IN (
-  SELECT s.id FROM (
-    SELECT a.id, row_number() OVER (PARTITION BY a.message_id ORDER BY a.id DESC) AS n
-    FROM ${h} AS a WHERE a.message_id IN (SELECT message_id FROM f)) AS s
-  WHERE s.n >= ${ATTEMPT_HISTORY_LIMIT})),
-fi AS (INSERT INTO ${h} (${ATTEMPT_COLUMNS}) SELECT message_id, attempt, outcome, locked_by, cls, err FROM f)`);
-  }
+  if (failed.length > 0) ctes.push(postgresHistoryWrite(h, failed));
   const counts = counted.map((cte) => `(SELECT count(*) FROM ${cte})`).join(' + ');
   return `WITH ${ctes.join(',\n')}\nSELECT (${counts})::int AS changed`;
 }

@@ -5,7 +5,7 @@ import type { OutboxTableNames } from '../../internal/sql-identifier';
 import { blockingCondition } from '../shared-sql/dead-blocking';
 import { toClaimedRecords, type ClaimedRow } from '../rows/outbox-row.mapper';
 import { cachedStatement } from '../shared-sql/sql-values';
-import { POSTGRES_CLAIMED_COLUMNS } from './postgres.sql';
+import { POSTGRES_CLAIMED_COLUMNS, postgresSettlementValues } from './postgres.sql';
 import {
   postgresBeat,
   postgresLeave,
@@ -130,38 +130,7 @@ export class PostgresPartitionStore implements OutboxPartitionStore {
       postgresSettleOwned(this.names, groups, deleteDelivered),
     );
     const params: unknown[] = [instance, [...fence.keys()], [...fence.values()]];
-    if (groups.delivered) params.push(s.delivered);
-    if (groups.retry) {
-      params.push(
-        s.retry.map((r) => r.id),
-        s.retry.map((r) => r.delayMs),
-        s.retry.map((r) => r.error),
-        s.retry.map((r) => r.errorClass),
-      );
-    }
-    if (groups.dead) {
-      params.push(
-        s.dead.map((r) => r.id),
-        s.dead.map((r) => r.error),
-        s.dead.map((r) => r.errorClass),
-        s.dead.map((r) => (r.unpublished === true ? 0 : 1)),
-      );
-    }
-    if (groups.release) {
-      params.push(
-        s.release.map((r) => r.id),
-        s.release.map((r) => r.delayMs),
-        s.release.map((r) => r.error),
-        s.release.map((r) => r.errorClass),
-      );
-    }
-    if (groups.fallback) {
-      params.push(
-        fallback.map((r) => r.id),
-        fallback.map((r) => r.error),
-        fallback.map((r) => r.errorClass),
-      );
-    }
+    params.push(...postgresSettlementValues(s, fallback));
     const { rows } = await this.transact<{ changed: number }>(sql, params);
     return rows[0]?.changed ?? 0;
   }

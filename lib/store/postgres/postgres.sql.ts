@@ -20,7 +20,7 @@ import {
   partialIndexesDdl,
   type IndexCatalogQuery,
 } from '../schema/partial-indexes.sql';
-import type { OutboxQueuePolicy } from '../ports/outbox-store.port';
+import type { OutboxQueuePolicy, Settlement } from '../ports/outbox-store.port';
 import type { OutboxTableNames } from '../../internal/sql-identifier';
 import { payloadColumnDefinitions, type PayloadColumnTypes } from '../schema/payload-columns';
 
@@ -1054,17 +1054,7 @@ dh AS (DELETE FROM ${h} WHERE message_id IN (SELECT message_id FROM d) AND ${any
   FROM ${u} AS u(id, err, cls) JOIN d ON d.id = u.id JOIN ${prior} ON b.id = u.id${within('b.')})`);
     failed.push(`SELECT message_id, attempt, 'fallback' AS outcome, locked_by, cls, err FROM fb`);
   }
-  if (failed.length > 0) {
-    // All CTEs see one snapshot: the delete keeps the latest LIMIT - 1 earlier attempts of each
-    // failed message, the insert adds this one.
-    ctes.push(`f AS (${failed.join('\n  UNION ALL ')}),
-fp AS (DELETE FROM ${h} WHERE id IN (
-  SELECT s.id FROM (
-    SELECT a.id, row_number() OVER (PARTITION BY a.message_id ORDER BY a.id DESC) AS n
-    FROM ${h} AS a WHERE a.message_id IN (SELECT message_id FROM f)) AS s
-  WHERE s.n >= ${ATTEMPT_HISTORY_LIMIT})),
-fi AS (INSERT INTO ${h} (${ATTEMPT_COLUMNS}) SELECT message_id, attempt, outcome, locked_by, cls, err FROM f)`);
-  }
+  if (failed.length > 0) ctes.push(postgresHistoryWrite(h, failed));
   if (promote !== undefined) {
     // What leaves the queue: delivered rows, and dead ones where dead messages do not block.
     const gone = [
@@ -1089,6 +1079,69 @@ fi AS (INSERT INTO ${h} (${ATTEMPT_COLUMNS}) SELECT message_id, attempt, outcome
   // whose EXPLAIN then counts its work (bench P15).
   const promoted = promote === undefined ? '' : ', (SELECT count(*) FROM pr)::int AS promoted';
   return `WITH ${ctes.join(',\n')}\nSELECT (${counts})::int AS changed${promoted}`;
+}
+
+/**
+ * The CTEs `f`, `fp` and `fi` of a settle: the failures (`failed`, each a SELECT of message_id,
+ * attempt, outcome, locked_by, cls, err) written to the attempt history `h`. All CTEs see one
+ * snapshot: the delete keeps the latest LIMIT - 1 earlier attempts of each failed message, the
+ * insert adds this one.
+ */
+export function postgresHistoryWrite(h: string, failed: readonly string[]): string {
+  return `f AS (${failed.join('\n  UNION ALL ')}),
+fp AS (DELETE FROM ${h} WHERE id IN (
+  SELECT s.id FROM (
+    SELECT a.id, row_number() OVER (PARTITION BY a.message_id ORDER BY a.id DESC) AS n
+    FROM ${h} AS a WHERE a.message_id IN (SELECT message_id FROM f)) AS s
+  WHERE s.n >= ${ATTEMPT_HISTORY_LIMIT})),
+fi AS (INSERT INTO ${h} (${ATTEMPT_COLUMNS}) SELECT message_id, attempt, outcome, locked_by, cls, err FROM f)`;
+}
+
+/**
+ * A settlement's values in the order `postgresSettle` and `postgresSettleOwned` number their
+ * parameters, after their own first ones: delivered ids; retry ids, delays, errors, classes;
+ * dead ids, errors, classes, attempts given back (1 for one that expired unpublished); release
+ * ids, delays, errors, classes; fallback ids, errors, classes. Absent groups add nothing.
+ */
+export function postgresSettlementValues(
+  s: Settlement,
+  fallback: NonNullable<Settlement['fallback']>,
+): unknown[] {
+  const values: unknown[] = [];
+  if (s.delivered.length > 0) values.push(s.delivered);
+  const { retry, dead, release } = s;
+  if (retry.length > 0) {
+    values.push(
+      retry.map((r) => r.id),
+      retry.map((r) => r.delayMs),
+      retry.map((r) => r.error),
+      retry.map((r) => r.errorClass),
+    );
+  }
+  if (dead.length > 0) {
+    values.push(
+      dead.map((r) => r.id),
+      dead.map((r) => r.error),
+      dead.map((r) => r.errorClass),
+      dead.map((r) => (r.unpublished === true ? 1 : 0)),
+    );
+  }
+  if (release.length > 0) {
+    values.push(
+      release.map((r) => r.id),
+      release.map((r) => r.delayMs),
+      release.map((r) => r.error),
+      release.map((r) => r.errorClass),
+    );
+  }
+  if (fallback.length > 0) {
+    values.push(
+      fallback.map((r) => r.id),
+      fallback.map((r) => r.error),
+      fallback.map((r) => r.errorClass),
+    );
+  }
+  return values;
 }
 
 /** Params: $1 the lost claim's token. See OutboxStore.releaseClaim. */

@@ -47,6 +47,7 @@ import {
   postgresRequeueInPlace,
   postgresResequence,
   postgresSettle,
+  postgresSettlementValues,
   postgresStats,
 } from './postgres.sql';
 import { windowOf } from '../shared-sql/claim-window';
@@ -383,34 +384,7 @@ export class PostgresOutboxStore implements OutboxStore {
       ),
     );
     const params: unknown[] = range === undefined ? [token] : [token, range.from, range.to];
-    if (groups.delivered) params.push(s.delivered);
-    if (groups.retry)
-      params.push(
-        s.retry.map((r) => r.id),
-        s.retry.map((r) => r.delayMs),
-        s.retry.map((r) => r.error),
-        s.retry.map((r) => r.errorClass),
-      );
-    if (groups.dead)
-      params.push(
-        s.dead.map((r) => r.id),
-        s.dead.map((r) => r.error),
-        s.dead.map((r) => r.errorClass),
-        s.dead.map((r) => (r.unpublished === true ? 1 : 0)),
-      );
-    if (groups.release)
-      params.push(
-        s.release.map((r) => r.id),
-        s.release.map((r) => r.delayMs),
-        s.release.map((r) => r.error),
-        s.release.map((r) => r.errorClass),
-      );
-    if (groups.fallback)
-      params.push(
-        fallback.map((r) => r.id),
-        fallback.map((r) => r.error),
-        fallback.map((r) => r.errorClass),
-      );
+    params.push(...postgresSettlementValues(s, fallback));
     if (keys.length > 0) params.push(keys, promotionRun(this.policy, keys.length));
     // The dispatch locks come first so that the promotion in the statement sees every park
     // committed before it, and a park after it sees this settle (see `park`).
