@@ -408,8 +408,8 @@ for (const db of TEST_DATABASES) {
       expect(again.code).toBe(0);
       expect(again.stdout).toMatch(/already exists and is up to date; nothing changed/);
       expect(await outboxJson(['schema', 'status', '--table', table], url)).toMatchObject({
-        version: 8,
-        latest: 8,
+        version: 9,
+        latest: 9,
         upToDate: true,
         parts: [
           { step: 1, part: 'table', present: true, missing: null },
@@ -420,6 +420,7 @@ for (const db of TEST_DATABASES) {
           { step: 6, part: 'key-sequence', present: true, missing: null },
           { step: 7, part: 'tenant-column', present: true, missing: null },
           { step: 8, part: 'fallback-outcome', present: true, missing: null },
+          { step: 9, part: 'delivery-partitions', present: true, missing: null },
         ],
       });
 
@@ -437,7 +438,7 @@ for (const db of TEST_DATABASES) {
       const indexed = await outbox(['schema', 'migrate', '--table', table], url);
       expect(indexed.stdout).toMatch(/already exists; added the cleaner's indexes\./);
       expect(await outboxJson(['schema', 'status', '--table', table], url)).toMatchObject({
-        version: 8,
+        version: 9,
       });
 
       // A version-3 table (before binary payloads): status names step 4, the app refuses it
@@ -458,7 +459,7 @@ for (const db of TEST_DATABASES) {
         /already exists; added the binary-payload and broker-attribute columns \(step 4\)\./,
       );
       expect(await outboxJson(['schema', 'status', '--table', table], url)).toMatchObject({
-        version: 8,
+        version: 9,
         upToDate: true,
       });
 
@@ -476,7 +477,7 @@ for (const db of TEST_DATABASES) {
           /already exists; added the index of waiting messages \(step 5\)\./,
         );
         expect(await outboxJson(['schema', 'status', '--table', table], url)).toMatchObject({
-          version: 8,
+          version: 9,
           upToDate: true,
         });
       }
@@ -494,7 +495,7 @@ for (const db of TEST_DATABASES) {
         /already exists; added the key_seq column and the per-key sequence counters \(step 6\)\./,
       );
       expect(await outboxJson(['schema', 'status', '--table', table], url)).toMatchObject({
-        version: 8,
+        version: 9,
         upToDate: true,
       });
 
@@ -514,7 +515,7 @@ for (const db of TEST_DATABASES) {
         /already exists; let the attempt history record fallback runs \(the 'fallback' outcome, step 8\)\./,
       );
       expect(await outboxJson(['schema', 'status', '--table', table], url)).toMatchObject({
-        version: 8,
+        version: 9,
         upToDate: true,
       });
 
@@ -551,7 +552,7 @@ for (const db of TEST_DATABASES) {
           /already exists; brought the table itself up to date \(topic, message_key, event_type compare ignoring trailing spaces/,
         );
         expect(await outboxJson(['schema', 'status', '--table', table], url)).toMatchObject({
-          version: 8,
+          version: 9,
           upToDate: true,
         });
       }
