@@ -39,3 +39,4 @@ export type {
 } from '../module/admin/outbox-redrive.interfaces';
 export { OutboxAuditStore } from '../module/admin/outbox-audit.store';
 export type { OutboxStats, RequeueReport } from '../store/ports/outbox-store.port';
+export type { OutboxPartitionOwner } from '../store/ports/outbox-store.port';

@@ -1,5 +1,6 @@
 import { OutboxAdminInputError } from '../../errors/outbox-admin-input.error';
 import { OutboxMessageExpiredError } from '../../errors/outbox-message-expired.error';
+import type { OutboxPartitionOwner } from '../../store/ports/outbox-store.port';
 import type { OutboxDelivery } from '../../options/outbox.options';
 import { OutboxMessages } from '../../outbox.messages';
 import type { OutboxStats, OutboxStore } from '../../store/ports/outbox-store.port';
@@ -90,6 +91,8 @@ export interface OutboxAdminOptions {
   };
   /** The app's per-event-type policies; left out, every message shows the defaults. */
   readonly policies?: ResolvedEventPolicies;
+  /** The app's `dispatcher.partitionTimeoutMs`: when a partition owner counts as live. */
+  readonly dispatcher?: { readonly partitionTimeoutMs?: number };
   /** The app's `cleaner.archive`: re-drives then also find the rows in `<table>_archive`. */
   readonly cleaner?: { readonly archive?: boolean };
   /**
@@ -308,6 +311,7 @@ export class OutboxAdmin {
   private readonly sql: AdminDialect;
   private readonly names: OutboxTableNames;
   private readonly ordered: boolean;
+  private readonly partitionTimeoutMs: number;
   private readonly queue: OutboxQueuePolicy;
   private readonly policies: ResolvedEventPolicies | undefined;
   /**
@@ -337,6 +341,7 @@ export class OutboxAdmin {
       schema: options.schema ?? undefined,
     });
     this.delivery = options.delivery ?? 'dispatcher';
+    this.partitionTimeoutMs = options.dispatcher?.partitionTimeoutMs ?? 1_500;
     this.queue = queuePolicyOf(options.ordering);
     this.ordered = this.queue.ordered;
     this.policies = options.policies;
@@ -782,6 +787,24 @@ export class OutboxAdmin {
       p,
     );
     return paged(rows, limit, toStuckLease, (item) => item.id);
+  }
+
+  /**
+   * Who holds the delivery partitions under `dispatcher.claims: 'partitions'`
+   * (docs/delivery.md, "Partitions"): each dispatcher with its share of the 256 and whether its
+   * heartbeat is live (within `dispatcher.partitionTimeoutMs`), and the partitions no one holds
+   * (`owner: null`). Null where the table has no partitions (another database, or schema step 9
+   * not run).
+   */
+  async partitionOwners(): Promise<readonly OutboxPartitionOwner[] | null> {
+    const partitions = this.store.partitions;
+    if (partitions === undefined) return null;
+    try {
+      return await partitions.owners(this.partitionTimeoutMs);
+    } catch {
+      // No step 9 on this table: nothing to show, as on a database without partitions.
+      return null;
+    }
   }
 
   /**

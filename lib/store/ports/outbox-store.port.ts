@@ -364,6 +364,17 @@ export interface OutboxStore {
 /** A partition held by this instance, and the fencing generation it holds it at. */
 export type PartitionFence = ReadonlyMap<number, string>;
 
+/** One holder of delivery partitions, as the admin views show it. */
+export interface OutboxPartitionOwner {
+  /** The dispatcher's `instanceId`; null for the partitions no one holds. */
+  readonly owner: string | null;
+  readonly partitions: number;
+  /** Milliseconds since its last heartbeat (database clock); null when it has none. */
+  readonly heartbeatAgeMs: number | null;
+  /** Whether that heartbeat is within the timeout asked about. */
+  readonly live: boolean;
+}
+
 /** One read of an owner's partitions: due rows in id order, nothing written. */
 export interface OwnedRead {
   /** Due pending rows of the partitions read, in id order, at most the limit. */
@@ -395,6 +406,8 @@ export interface OutboxPartitionStore {
   take(instance: string, partitions: readonly number[], timeoutMs: number): Promise<PartitionFence>;
   /** Gives partitions up (a handover); their generations stay. */
   release(instance: string, partitions: readonly number[]): Promise<void>;
+  /** Who holds the partitions: each owner (null for none), its share and its heartbeat. */
+  owners(timeoutMs: number): Promise<readonly OutboxPartitionOwner[]>;
   /** The partitions this instance owns now, with their generations. */
   owned(instance: string): Promise<PartitionFence>;
   /** Leaves: gives up every partition and removes the heartbeat. */

@@ -125,12 +125,16 @@ export function postgresOwned(n: OutboxTableNames): string {
   return `SELECT partition, generation::text AS generation FROM ${n.ownersTable} WHERE owner = $1 ORDER BY partition`;
 }
 
-/** The owners of every partition, for the admin views. */
+/**
+ * $1 heartbeat timeout ms: each owner (null: partitions no one holds) with how many partitions
+ * it holds, and whether its heartbeat is live, for the admin views.
+ */
 export function postgresOwners(n: OutboxTableNames): string {
-  return `SELECT w.partition, w.owner, w.generation::text AS generation, w.since,
-  d.heartbeat_at, d.heartbeat_at > now() - $1 * interval '1 millisecond' AS live
+  return `SELECT w.owner, count(*)::int AS partitions,
+  max(date_part('epoch', now() - d.heartbeat_at) * 1000) AS heartbeat_age_ms,
+  bool_or(d.heartbeat_at > now() - $1 * interval '1 millisecond') AS live
 FROM ${n.ownersTable} AS w LEFT JOIN ${n.dispatchersTable} AS d ON d.instance = w.owner
-ORDER BY w.partition`;
+GROUP BY w.owner ORDER BY w.owner NULLS LAST`;
 }
 
 /**

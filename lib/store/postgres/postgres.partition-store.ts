@@ -1,5 +1,11 @@
-import type { OutboxPartitionStore, OwnedRead, PartitionFence } from '../ports/outbox-store.port';
-import type { OutboxQueuePolicy, Settlement } from '../ports/outbox-store.port';
+import type {
+  OutboxPartitionOwner,
+  OutboxPartitionStore,
+  OutboxQueuePolicy,
+  OwnedRead,
+  PartitionFence,
+  Settlement,
+} from '../ports/outbox-store.port';
 import type { SqlResult } from '../ports/sql-port';
 import type { OutboxTableNames } from '../../internal/sql-identifier';
 import { blockingCondition } from '../shared-sql/dead-blocking';
@@ -10,6 +16,7 @@ import {
   postgresBeat,
   postgresLeave,
   postgresOwned,
+  postgresOwners,
   postgresReadOwned,
   postgresRelease,
   postgresSettleOwned,
@@ -71,6 +78,21 @@ export class PostgresPartitionStore implements OutboxPartitionStore {
   async release(instance: string, partitions: readonly number[]): Promise<void> {
     if (partitions.length === 0) return;
     await this.run(postgresRelease(this.names), [instance, partitions]);
+  }
+
+  async owners(timeoutMs: number): Promise<readonly OutboxPartitionOwner[]> {
+    const { rows } = await this.run<{
+      owner: string | null;
+      partitions: number;
+      heartbeat_age_ms: number | string | null;
+      live: boolean | null;
+    }>(postgresOwners(this.names), [timeoutMs]);
+    return rows.map((r) => ({
+      owner: r.owner,
+      partitions: Number(r.partitions),
+      heartbeatAgeMs: r.heartbeat_age_ms === null ? null : Math.round(Number(r.heartbeat_age_ms)),
+      live: r.live === true,
+    }));
   }
 
   async owned(instance: string): Promise<PartitionFence> {
