@@ -212,7 +212,7 @@ for (const db of TEST_DATABASES) {
         } finally {
           retry.release();
         }
-        expect(await requeued).toEqual({ requeued: 1, resequenced: 0, expired: [] });
+        expect(await requeued).toEqual({ requeued: 1, resequenced: 0 });
         const report = await cleaned;
 
         const archived = await readArchive(scope.ds, h.table);
