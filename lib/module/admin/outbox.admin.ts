@@ -719,6 +719,8 @@ export class OutboxAdmin {
    */
   private async expiredAmong(ids: readonly string[]): Promise<Set<string>> {
     if (ids.length === 0) return new Set();
+    // On the store's own connection where the port may be waiting on the app's transaction.
+    if (this.store.expiredDead !== undefined) return new Set(await this.store.expiredDead(ids));
     const codec = await this.messageIds();
     const p = this.sql.params();
     // Bound in the order written: MySQL's and SQLite's placeholders are positional.

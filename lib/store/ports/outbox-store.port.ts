@@ -338,6 +338,13 @@ export interface OutboxStore {
    * or all. A message whose key has since moved on goes to the end of its key's queue.
    */
   requeueDead(messageIds?: readonly string[]): Promise<RequeueReport>;
+  /**
+   * Which of these message ids are dead of their expiry (a retry refuses them), read on the
+   * store's own connection: where the app's transaction holds the database's one connection
+   * (SQLite through an ORM's pool), the admin's port would wait for it. Absent: the admin reads
+   * through its port.
+   */
+  expiredDead?(messageIds: readonly string[]): Promise<readonly string[]>;
   stats(): Promise<OutboxStats>;
   /**
    * How the table binds message ids, where it stores them otherwise than as text (MySQL/MariaDB

@@ -1,3 +1,4 @@
+import { OutboxMessageExpiredError } from '../../errors/outbox-message-expired.error';
 import type { PurgeTypes } from '../ports/outbox-store.port';
 import { insertChunks, isExtended, cachedStatement } from '../shared-sql/sql-values';
 import { randomUUID } from 'node:crypto';
@@ -382,6 +383,18 @@ export class SqliteOutboxStore implements OutboxStore {
       this.deleteAttempts(tx, rows);
       return rows.length;
     });
+  }
+
+  expiredDead(messageIds: readonly string[]): Promise<readonly string[]> {
+    if (messageIds.length === 0) return Promise.resolve([]);
+    return this.transaction((tx) =>
+      tx
+        .all<{ message_id: string }>(
+          `SELECT message_id FROM ${this.names.table} WHERE status = 'dead' AND last_error LIKE ? AND message_id IN (SELECT value FROM json_each(?))`,
+          [`${OutboxMessageExpiredError.name}:%`, JSON.stringify(messageIds)],
+        )
+        .map((r) => r.message_id),
+    );
   }
 
   deleteDead(messageIds: readonly string[]): Promise<number> {
