@@ -35,6 +35,30 @@ const slow =
       ]
     : [];
 
+// The longest suites of the default run (over a minute each on the two-core CI machine: processes
+// forked and killed, the CLI run as a child per command, every connection's conformance suite):
+// their own project, run when asked for (npm run test:heavy sets OUTBOX_TEST_HEAVY=1; CI runs it
+// right after npm test), so that npm test stays well under its time.
+const HEAVY_SPECS = [
+  'test/dispatch/dispatcher-faults.spec.ts',
+  'test/operations/outbox-cli.spec.ts',
+  'test/log-tailing/log-tailing.spec.ts',
+  'test/connections/drizzle.conformance.spec.ts',
+  'test/connections/connection.conformance.spec.ts',
+  'test/connections/mikro-orm-own-transactions.spec.ts',
+];
+const heavy =
+  process.env.OUTBOX_TEST_HEAVY === '1'
+    ? [
+        {
+          ...base,
+          ...services,
+          displayName: 'heavy',
+          testMatch: HEAVY_SPECS.map((spec) => `<rootDir>/${spec}`),
+        },
+      ]
+    : [];
+
 // The specs whose promises are parameterised by the source of new messages
 // (test/support/sources.ts): the integration project runs them on the table's poll; the
 // `sources` project runs them again on the database's log (PostgreSQL logical replication,
@@ -104,9 +128,15 @@ module.exports = {
       // Every promise folder (dispatch, publishers, operations, integrations, module, inbox,
       // store, and any new one): a new folder cannot be left out of the run by accident.
       testMatch: ['<rootDir>/test/**/*.spec.ts'],
-      testPathIgnorePatterns: ['/node_modules/', '<rootDir>/test/unit/', '<rootDir>/test/slow/'],
+      testPathIgnorePatterns: [
+        '/node_modules/',
+        '<rootDir>/test/unit/',
+        '<rootDir>/test/slow/',
+        ...HEAVY_SPECS.map((spec) => `<rootDir>/${spec}`),
+      ],
     },
     ...slow,
+    ...heavy,
     ...sources,
     ...partitions,
     {
