@@ -46,6 +46,8 @@ const HEAVY_SPECS = [
   'test/connections/drizzle.conformance.spec.ts',
   'test/connections/connection.conformance.spec.ts',
   'test/connections/mikro-orm-own-transactions.spec.ts',
+  'test/store/mariadb.store.spec.ts',
+  'test/publishers/rabbitmq.publisher.spec.ts',
 ];
 const heavy =
   process.env.OUTBOX_TEST_HEAVY === '1'
