@@ -6,21 +6,11 @@ import type { OutboxPartitionStore } from '../../store/ports/outbox-store.port';
 import type { ClaimedRecord } from '../../store/ports/outbox-store.port';
 import { IntervalRunner } from '../../workers/interval-runner';
 import type { DeliverySource, DrainTimes, SourceContext, SourceStop } from '../delivery-source';
-import type { DeliveryBatch } from '../pipeline/delivery-batch';
+import { EMPTY_BATCH_REPORT, type DeliveryBatch } from '../pipeline/delivery-batch';
 import type { DeliveryPipeline } from '../pipeline/delivery-pipeline';
 import { WakeUps } from '../poll/wake-ups';
 import { KeyLedger } from './key-ledger';
 import { PartitionOwnership } from './partition-ownership';
-
-const EMPTY_REPORT: OutboxBatchReport = {
-  claimed: 0,
-  published: 0,
-  retried: 0,
-  deadLettered: 0,
-  released: 0,
-  fenced: 0,
-  durationMs: 0,
-};
 
 /** What the owner loop is doing, for a shutdown's account. */
 export type OwnerLoopState = 'idle' | 'reading' | 'waiting';
@@ -133,7 +123,7 @@ export class PartitionSource implements DeliverySource {
     return this.runner.exclusive(async () => {
       if (!this.pipeline.lifecycle.stopping) await this.ownership.start();
       const batch = await this.nextBatch();
-      if (batch === undefined || batch === 'skipped') return EMPTY_REPORT;
+      if (batch === undefined || batch === 'skipped') return EMPTY_BATCH_REPORT;
       return this.deliver(batch.records, batch.partitionOf);
     });
   }

@@ -1,3 +1,4 @@
+import type { OutboxBatchReport } from '../../observers/outbox-observer.interface';
 import type { RenewedLease } from './batch-publish';
 import type { ClaimedRecord, Settlement } from '../../store/ports/outbox-store.port';
 
@@ -37,3 +38,14 @@ export interface HeldLease extends RenewedLease {
 
 /** Which source leased a batch, for the logs and a shutdown's account of what it left. */
 export type BatchOrigin = 'claim loop' | 'log reader' | 'partition owner';
+
+/** What a run that found nothing to deliver reports. */
+export const EMPTY_BATCH_REPORT: OutboxBatchReport = Object.freeze({
+  claimed: 0,
+  published: 0,
+  retried: 0,
+  deadLettered: 0,
+  released: 0,
+  fenced: 0,
+  durationMs: 0,
+});

@@ -1,3 +1,4 @@
+import { EMPTY_BATCH_REPORT } from '../pipeline/delivery-batch';
 import type { OutboxBatchReport } from '../../observers/outbox-observer.interface';
 import { IN_FLIGHT_GRACE_MS } from '../../store/shared-sql/claim-window';
 import type { Claimer } from './claimer';
@@ -8,16 +9,6 @@ import type { OutagePause } from '../health/outage-pause';
 import type { PublishHold } from '../pipeline/publish-hold';
 import { QuietLane } from './quiet-lane';
 import type { WakeUps } from './wake-ups';
-
-const EMPTY_REPORT: OutboxBatchReport = Object.freeze({
-  claimed: 0,
-  published: 0,
-  retried: 0,
-  deadLettered: 0,
-  released: 0,
-  fenced: 0,
-  durationMs: 0,
-});
 
 /**
  * `idle`: no drain running. `asking`: a poll asks whether anything is due. `claiming`: a claim
@@ -136,7 +127,7 @@ export class ClaimLoop {
     // A claim that only parked followers freed its window; the next one finds what is due.
     for (let i = 0; claimed === 'parked' && i < 100; i++) claimed = await claimer.claim();
     return typeof claimed === 'string'
-      ? EMPTY_REPORT
+      ? EMPTY_BATCH_REPORT
       : this.parts.pipeline.deliver(claimed, 'claim loop', started);
   }
 
