@@ -13,8 +13,8 @@ import {
   OutboxInvalidMessageError,
   OutboxModule,
   OutboxService,
-  ensureOutboxTable,
 } from 'nestjs-outbox';
+import { ensureOutboxTable } from 'nestjs-outbox/schema';
 import { ClientProxyPublisher } from 'nestjs-outbox/microservices';
 import { RecordingPublisher } from 'nestjs-outbox/testing';
 import { DataSource } from 'typeorm';
