@@ -1,4 +1,4 @@
-import type { OutboxMessage } from '../../lib';
+import type { OutboxMessage, OutboxPublisher, OutboxRecord, PublishOutcome } from '../../lib';
 import { ALL_PARTITIONS } from '../../lib/store/shared-sql/delivery-partitions';
 import type { OutboxPartitionStore } from '../../lib/store/ports/outbox-store.port';
 import { DispatcherChild } from '../support/children/spawn-dispatcher';
@@ -16,6 +16,35 @@ import { waitFor } from '../support/wait-for';
 // test:partitions): the dispatch suites with this option.
 
 const partitions = { claims: 'partitions', partitionTimeoutMs: 1_000 } as const;
+
+/** A publisher whose first call ignores the abort and runs `holdMs`: each call's window. */
+class DeafFirstCall implements OutboxPublisher {
+  readonly calls: { ids: string[]; start: number; end?: number }[] = [];
+  constructor(private readonly holdMs: number) {}
+
+  async publish(records: readonly OutboxRecord[]): Promise<readonly PublishOutcome[]> {
+    const call: { ids: string[]; start: number; end?: number } = {
+      ids: records.map((r) => r.messageId),
+      start: performance.now(),
+    };
+    this.calls.push(call);
+    if (this.calls.length === 1) await new Promise((resolve) => setTimeout(resolve, this.holdMs));
+    call.end = performance.now();
+    return records.map(() => ({ ok: true }));
+  }
+
+  /** Pairs of calls that sent one message while both ran. */
+  overlaps(): string[] {
+    const found: string[] = [];
+    for (const [i, a] of this.calls.entries()) {
+      for (const b of this.calls.slice(i + 1)) {
+        const shared = a.ids.filter((id) => b.ids.includes(id));
+        if (shared.length > 0 && b.start < (a.end ?? Infinity)) found.push(...shared);
+      }
+    }
+    return found;
+  }
+}
 
 /** Per key, the message ids in id (= commit) order, from the table. */
 function idOrderByKey(rows: readonly OutboxRow[]): Map<string | null, string[]> {
@@ -145,6 +174,43 @@ for (const db of TEST_DATABASES.filter((d) => d.name === 'postgres')) {
       const order = idOrderByKey(await readOutbox(scope.ds, name));
       for (const key of keys) expect(publisher.sentForKey(key)).toEqual(order.get(key));
       await b.close();
+    });
+
+    it("after its heartbeat lapsed mid-publish, an owner taking its partitions back does not publish a message again while the lapsed call runs", async () => {
+      const { table: name, commit } = await table();
+      const publisher = new DeafFirstCall(3_000);
+      const app = await scope.open({
+        ...dispatchTestApp(publisher, {
+          autoStart: true,
+          instanceId: 'lapsing-owner',
+          dispatcher: { ...partitions, pollIntervalMs: 50 },
+        }),
+        table: name,
+      });
+      const [id] = (await commit([msg('k', { n: 1 })])) as [string];
+      await waitFor('the first call running', () => publisher.calls.length === 1);
+      // The heartbeat cannot land while the dispatchers' table is locked: past the timeout the
+      // owner lapses, and the pipeline stops waiting for the deaf call.
+      const blocker = scope.ds.createQueryRunner();
+      await blocker.connect();
+      try {
+        await blocker.startTransaction();
+        await blocker.query(`LOCK TABLE "${name}_dispatchers" IN ACCESS EXCLUSIVE MODE`);
+        await new Promise((resolve) => setTimeout(resolve, 1_500));
+        await blocker.commitTransaction();
+      } finally {
+        await blocker.release();
+      }
+      await waitFor(
+        'the message delivered',
+        async () => (await readOutbox(scope.ds, name))[0]?.status === 'delivered',
+        { timeoutMs: 15_000 },
+      );
+      // Published again once the lapsed call had returned (at least once), never beside it.
+      expect(publisher.calls.length).toBeGreaterThanOrEqual(2);
+      expect(publisher.calls.every((c) => c.ids.includes(id))).toBe(true);
+      expect(publisher.overlaps()).toEqual([]);
+      await app.close();
     });
 
     it('a SIGKILLed owner is taken over within its heartbeat timeout: nothing lost, per-key order kept', async () => {

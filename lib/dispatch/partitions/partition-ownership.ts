@@ -45,6 +45,8 @@ export class PartitionOwnership {
   private validUntil = 0;
   private lost = new AbortController();
   private timer: NodeJS.Timeout | undefined;
+  /** Fires when what is held stops being valid, so that publishes under it stop then. */
+  private expiry: NodeJS.Timeout | undefined;
   private ticking: Promise<void> | undefined;
   private readonly now: () => number;
   private readonly beatMs: number;
@@ -99,6 +101,7 @@ export class PartitionOwnership {
     if (this.current === 'idle') return;
     this.current = 'idle';
     clearTimeout(this.timer);
+    clearTimeout(this.expiry);
     this.timer = undefined;
     await this.ticking;
     this.held.clear();
@@ -139,6 +142,11 @@ export class PartitionOwnership {
       // was after it was sent.
       this.current = 'owning';
       this.validUntil = sent + timeoutMs - this.marginMs;
+      // A beat that hangs (a locked table, a frozen connection) must still end the holding on
+      // time: nothing else may be reading the clock while one long publish call runs.
+      clearTimeout(this.expiry);
+      this.expiry = setTimeout(() => this.valid(), Math.max(0, this.validUntil - this.now()) + 1);
+      this.expiry.unref();
       await this.check();
       await this.rebalance(live);
     } catch (error) {

@@ -256,6 +256,10 @@ export class PartitionSource implements DeliverySource {
     const fence = this.ownership.fenceOf(records.map((r) => partitionOf.get(r.id) ?? -1));
     const signal = this.ownership.fence;
     const leaseEnd = started + options.dispatcher.leaseMs;
+    // Publish calls still running after the pipeline stopped waiting for them (a lapse aborted
+    // them): their messages stay taken until they return, or this dispatcher, once it holds
+    // the partitions again, would read and publish them beside the running call.
+    const calls: Promise<void>[] = [];
     const batch: DeliveryBatch = {
       token: randomUUID(),
       records,
@@ -270,16 +274,22 @@ export class PartitionSource implements DeliverySource {
         publishBy: leaseEnd - this.pipeline.dbCallMs,
         holds: () => this.ownership.holds(signal),
         stop: () => undefined,
+        calling: (returned) => calls.push(returned),
       },
     };
     this.ledger.take(records, partitionOf);
     const delivery = this.pipeline.deliver(batch, 'partition owner', started);
-    const done = delivery.finally(() => {
-      this.ledger.release(records, partitionOf);
-      this.batches.delete(done);
-    });
+    const done = delivery
+      .then(
+        () => Promise.all(calls),
+        () => Promise.all(calls),
+      )
+      .finally(() => {
+        this.ledger.release(records, partitionOf);
+        this.batches.delete(done);
+      });
     this.batches.add(done);
-    return done;
+    return delivery;
   }
 
   private async batchesDone(): Promise<void> {

@@ -37,6 +37,8 @@ export interface BatchPublishing {
    * publish then waits for the call, however long it runs, and reads what it answers.
    */
   readonly onUnanswered?: () => Promise<void>;
+  /** Told of each publish call as it starts, with a promise that settles when it returns. */
+  readonly onCall?: (returned: Promise<void>) => void;
 }
 
 /** A publish's deadlines, on the monotonic clock but for `timeoutMs`. */
@@ -180,6 +182,7 @@ export class BatchPublish {
   ): Promise<PublishResult> {
     const { timeoutMs, deadlineAt, fence, batchId } = limits;
     const call = startCall(() => this.publisher.publish(records, controller.signal));
+    limits.onCall?.(call.ended);
     try {
       const answer = await Promise.race([call.answer, deadline]);
       if (answer !== 'timeout') {
@@ -282,17 +285,25 @@ export class BatchPublish {
 interface TrackedCall {
   readonly answer: Promise<readonly PublishOutcome[]>;
   readonly returned: boolean;
+  /** Settles (never rejects) when the call has returned. */
+  readonly ended: Promise<void>;
 }
 
 /** Calls `publish`; a publisher that throws rather than rejects is read as one that rejects. */
 function startCall(publish: () => Promise<readonly PublishOutcome[]>): TrackedCall {
   // Called at once all the same: an async function runs up to its first await.
   const answer = (async () => publish())();
-  const call = { answer, returned: false };
-  const ended = (): void => {
-    call.returned = true;
+  let returned = false;
+  const end = (): void => {
+    returned = true;
   };
-  // Only observed here: the round awaits `answer` itself.
-  void answer.then(ended, ended);
-  return call;
+  // Observed here only: the round awaits `answer` itself.
+  const ended = answer.then(end, end);
+  return {
+    answer,
+    ended,
+    get returned() {
+      return returned;
+    },
+  };
 }

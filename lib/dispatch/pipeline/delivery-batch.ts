@@ -34,6 +34,12 @@ export interface HeldLease extends RenewedLease {
   readonly fence: AbortSignal;
   readonly leaseEnd: number;
   stop(): void;
+  /**
+   * A publish call of the batch began; `returned` settles when it returns. The pipeline stops
+   * waiting for a call once the fence aborts, but the call may still write its messages: the
+   * source keeps them from being read and published again until it has returned.
+   */
+  calling(returned: Promise<void>): void;
 }
 
 /** Which source leased a batch, for the logs and a shutdown's account of what it left. */

@@ -354,6 +354,7 @@ export class DeliveryPipeline {
           fence: lease?.fence ?? fence,
           lease,
           onUnanswered,
+          ...(sourceLease === undefined ? {} : { onCall: (call) => sourceLease.calling(call) }),
         }));
     } finally {
       lease?.stop();
