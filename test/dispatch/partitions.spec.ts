@@ -84,7 +84,7 @@ for (const db of TEST_DATABASES.filter((d) => d.name === 'postgres')) {
       await store.beat('old', 60_000);
       const old = await store.take('old', [partition], 60_000);
       expect([...old.keys()]).toEqual([partition]);
-      const read = await store.readOwned([partition], 10, { ids: [], keys: [] });
+      const read = await store.readOwned([partition], 10, { after: '0', ids: [], keys: [] });
       expect(read.records.map((r) => r.messageId)).toEqual([id]);
       // A live owner's partition is not taken…
       await store.beat('new', 60_000);

@@ -2,15 +2,15 @@ import { randomUUID } from 'node:crypto';
 import type { OutboxBatchReport } from '../../observers/outbox-observer.interface';
 import { describeError } from '../../internal/describe-error';
 import { outboxTimerName } from '../../outbox.constants';
-import type { OutboxPartitionStore } from '../../store/ports/outbox-store.port';
-import type { ClaimedRecord } from '../../store/ports/outbox-store.port';
+import type { OutboxPartitionStore, Settlement } from '../../store/ports/outbox-store.port';
 import { IntervalRunner } from '../../workers/interval-runner';
 import type { DeliverySource, DrainTimes, SourceContext, SourceStop } from '../delivery-source';
 import { EMPTY_BATCH_REPORT, type DeliveryBatch } from '../pipeline/delivery-batch';
 import type { DeliveryPipeline } from '../pipeline/delivery-pipeline';
 import { WakeUps } from '../poll/wake-ups';
-import { KeyLedger } from './key-ledger';
+import { OwnedBacklog, type PickedBatch } from './owned-backlog';
 import { PartitionOwnership } from './partition-ownership';
+import { ReadFloor } from './read-floor';
 
 /** What the owner loop is doing, for a shutdown's account. */
 export type OwnerLoopState = 'idle' | 'reading' | 'waiting';
@@ -18,16 +18,27 @@ export type OwnerLoopState = 'idle' | 'reading' | 'waiting';
 /**
  * Partitioned delivery (`dispatcher.claims: 'partitions'`, docs/delivery.md "Partitions"): this
  * dispatcher owns a share of the key space's partitions (`PartitionOwnership`) and reads their
- * due rows without locking or writing them; per-key order is kept in memory (`KeyLedger`), and
- * batches go to the pipeline one after another, up to `batchesInFlight` at once, each settled
- * under its partitions' fence as soon as its publish answers. Woken as the poll is: its timer,
- * LISTEN, local commits, and partitions gained.
+ * due rows without locking or writing them, each row once: reads start at the `ReadFloor` and
+ * skip what is held in memory; per-key order is kept there (`OwnedBacklog`). Batches are picked
+ * from the backlog and go to the pipeline one after another, up to `batchesInFlight` at once,
+ * each settled under its partitions' fence as soon as its publish answers, while the next read
+ * runs. A sweep from the start of the table, every poll interval and when a retry falls due,
+ * finds what the floor left behind. Woken as the poll is: its timer, LISTEN, local commits, and
+ * partitions gained.
  */
 export class PartitionSource implements DeliverySource {
   readonly delivers = true;
   private readonly runner: IntervalRunner<number>;
   private readonly wakeUps: WakeUps;
-  private readonly ledger = new KeyLedger();
+  private readonly backlog = new OwnedBacklog();
+  private readonly floor = new ReadFloor();
+  /** When the next sweep from the start of the table is due (monotonic clock). */
+  private sweepAt = 0;
+  /** Where the sweep in progress reads next; undefined when none is. */
+  private sweepFrom: string | undefined;
+  private sweepTimer: NodeJS.Timeout | undefined;
+  /** Whether a read may find more now: a wake-up came, or the last read filled its limit. */
+  private moreToRead = true;
   private readonly ownership: PartitionOwnership;
   private readonly store: OutboxPartitionStore;
   private readonly batches = new Set<Promise<unknown>>();
@@ -61,8 +72,11 @@ export class PartitionSource implements DeliverySource {
       instance: options.instanceId,
       timeoutMs: options.dispatcher.partitionTimeoutMs,
       log,
-      busy: (p) => this.ledger.busy(p),
-      gained: () => this.wake(),
+      busy: (p) => this.backlog.busy(p),
+      gained: () => {
+        // A gained partition's rows may lie anywhere below the floor.
+        this.sweepSoon(0);
+      },
     });
     pipeline.onLookAgain(() => this.wake());
   }
@@ -97,6 +111,7 @@ export class PartitionSource implements DeliverySource {
 
   wake(): void {
     if (this.pipeline.lifecycle.stopping) return;
+    this.moreToRead = true;
     this.wakeUps.woke();
     this.runner.request();
     this.woken();
@@ -122,14 +137,19 @@ export class PartitionSource implements DeliverySource {
   runOnce(): Promise<OutboxBatchReport> {
     return this.runner.exclusive(async () => {
       if (!this.pipeline.lifecycle.stopping) await this.ownership.start();
-      const batch = await this.nextBatch();
-      if (batch === undefined || batch === 'skipped') return EMPTY_BATCH_REPORT;
-      return this.deliver(batch.records, batch.partitionOf);
+      this.startSweep();
+      for (;;) {
+        const found = await this.read();
+        const batch = this.pick();
+        if (batch.records.length > 0) return this.deliver(batch);
+        if (found === 0 || this.sweepFrom === undefined) return EMPTY_BATCH_REPORT;
+      }
     });
   }
 
   stop(): SourceStop {
     this.runner.stop();
+    clearTimeout(this.sweepTimer);
     this.wakeUps.cancel();
     this.context.commits.detach();
     const unlisten = this.unlisten;
@@ -170,14 +190,15 @@ export class PartitionSource implements DeliverySource {
   }
 
   /**
-   * Reads and hands batches to the pipeline until nothing due is left that may go now; then
-   * waits for the batches in flight. Resolves to the messages published.
+   * Picks and hands batches to the pipeline, reading while they publish, until nothing is left
+   * that may go now; then waits for the batches in flight. Resolves to the messages published.
    */
   private async drainOwned(): Promise<number> {
-    const { batchesInFlight } = this.context.options.dispatcher;
+    const { batchesInFlight, batchSize } = this.context.options.dispatcher;
     // A dispatcher driven by hand (autoStart off) takes its partitions at its first drain.
     if (!this.pipeline.lifecycle.stopping) await this.ownership.start();
-    this.ledger.forgetHeld();
+    // Each pass looks: its timer, a wake-up or a caller's drain asked for it.
+    this.moreToRead = true;
     let published = 0;
     const running = new Set<Promise<number>>();
     const track = (p: Promise<number>): void => {
@@ -196,61 +217,93 @@ export class PartitionSource implements DeliverySource {
         await Promise.race(running);
         continue;
       }
-      this.loopState = 'reading';
-      const next = await this.nextBatch();
-      if (next === 'skipped') continue;
-      if (next === undefined) {
-        // Nothing may go now: what is in flight may free keys, or a wake-up came meanwhile.
-        if (running.size === 0 && !this.runner.requested) break;
-        if (running.size === 0 || this.runner.requested) continue;
-        this.loopState = 'waiting';
-        await Promise.race([...running, this.nextWake()]);
+      const batch = this.pick();
+      if (batch.records.length > 0) {
+        track(this.deliver(batch).then((report) => report.published));
         continue;
       }
-      track(this.deliver(next.records, next.partitionOf).then((report) => report.published));
+      if (this.sweepFrom === undefined && performance.now() >= this.sweepAt) this.startSweep();
+      // Read ahead at most a few batches: what is read waits in memory for its key.
+      const room = this.backlog.queued < batchSize * (batchesInFlight + 2);
+      if (room && (this.sweepFrom !== undefined || this.moreToRead)) {
+        this.loopState = 'reading';
+        const found = await this.read();
+        if (found > 0 || this.backlog.queued > 0) continue;
+      }
+      if (running.size === 0 && !this.runner.requested) break;
+      if (this.runner.requested) continue;
+      this.loopState = 'waiting';
+      await Promise.race([...running, this.nextWake()]);
     }
     this.loopState = 'waiting';
     await Promise.all(running);
     return published;
   }
 
+  /** The next batch from the backlog, of the partitions readable now. */
+  private pick(): PickedBatch {
+    const readable = new Set(this.ownership.readable());
+    return this.backlog.pick(this.context.options.dispatcher.batchSize, readable);
+  }
+
   /**
-   * The next batch that may go now; `'skipped'` when the read found only rows held back or
-   * passed over (read again: held keys are skipped now, a freed key is free), undefined when it
-   * found none that may go.
+   * A sweep walks the table from its start, in reads of a batch, skipping what is held in
+   * memory: it finds the rows the floor left behind (retries fallen due, keys that were held
+   * back, rows of partitions just taken). Keys held back are looked at again.
    */
-  private async nextBatch(): Promise<
-    { records: ClaimedRecord[]; partitionOf: ReadonlyMap<string, number> } | 'skipped' | undefined
-  > {
+  private startSweep(): void {
+    this.sweepFrom = '0';
+    this.sweepAt = performance.now() + this.context.options.dispatcher.pollIntervalMs;
+    this.backlog.forgetHeld();
+  }
+
+  /**
+   * One read into the backlog: the sweep's next, or after the floor. Resolves to the rows it
+   * found; never throws.
+   */
+  private async read(): Promise<number> {
     const partitions = this.ownership.readable();
-    if (partitions.length === 0) return undefined;
+    if (partitions.length === 0) return 0;
     const { batchSize } = this.context.options.dispatcher;
-    const read = this.ledger.open();
+    const sweeping = this.sweepFrom !== undefined;
+    const after = this.sweepFrom ?? this.floor.after;
+    const read = this.backlog.open();
     try {
       const found = await this.pipeline.watchdog.run('read of owned partitions', () =>
-        this.store.readOwned(partitions, batchSize, this.ledger.skip()),
+        this.store.readOwned(partitions, batchSize, {
+          after,
+          ids: this.backlog.idsAfter(after),
+          keys: this.backlog.held,
+        }),
       );
-      const { chosen: records, passedOver } = this.ledger.select(
-        read,
-        found.records,
-        found.held,
-        batchSize,
-      );
-      if (records.length === 0) return passedOver ? 'skipped' : undefined;
-      return { records, partitionOf: found.partitions };
+      this.floor.saw(after, found);
+      // A key held back by a row not in memory: that row is backing off or waiting, and a
+      // sweep takes the key in again once it is due.
+      this.backlog.takeIn(read, found);
+      const last = found.records[found.records.length - 1];
+      if (sweeping) this.sweepFrom = found.records.length < batchSize ? undefined : last?.id;
+      else this.moreToRead = found.records.length >= batchSize;
+      return found.records.length;
     } catch (error) {
       this.pipeline.pause(error, 'reading the owned partitions failed');
-      return undefined;
+      return 0;
     } finally {
-      this.ledger.close(read);
+      this.backlog.close(read);
     }
   }
 
+  /** Sweeps from the start of the table `delayMs` from now (a retry falls due then). */
+  private sweepSoon(delayMs: number): void {
+    const at = performance.now() + delayMs;
+    if (at >= this.sweepAt) return;
+    this.sweepAt = at;
+    clearTimeout(this.sweepTimer);
+    this.sweepTimer = setTimeout(() => this.wake(), Math.max(0, delayMs));
+    this.sweepTimer.unref();
+  }
+
   /** One batch through the pipeline, under its partitions' fence; never throws. */
-  private deliver(
-    records: readonly ClaimedRecord[],
-    partitionOf: ReadonlyMap<string, number>,
-  ): Promise<OutboxBatchReport> {
+  private deliver({ records, partitionOf }: PickedBatch): Promise<OutboxBatchReport> {
     const { options } = this.context;
     const started = performance.now();
     const fence = this.ownership.fenceOf(records.map((r) => partitionOf.get(r.id) ?? -1));
@@ -260,14 +313,43 @@ export class PartitionSource implements DeliverySource {
     // them): their messages stay taken until they return, or this dispatcher, once it holds
     // the partitions again, would read and publish them beside the running call.
     const calls: Promise<void>[] = [];
+    // What the settle recorded as delivered (or dead, its key left free); every other row goes
+    // back to the table with its key's later rows.
+    const delivered = new Set<string>();
+    const keyOf = new Map(records.map((r) => [r.id, r.key]));
+    const settle = async (settlement: Settlement): Promise<number> => {
+      const changed = await this.store.settleOwned(
+        options.instanceId,
+        fence,
+        settlement,
+        this.deleteDelivered,
+      );
+      const expected =
+        settlement.delivered.length +
+        settlement.retry.length +
+        settlement.dead.length +
+        settlement.release.length;
+      // A settle refused in part (a partition moved on): nothing of it is known to be settled.
+      // A dead letter that leaves its key free lets the key's next rows go as a delivery does.
+      if (changed === expected) {
+        for (const id of settlement.delivered) delivered.add(id);
+        const advanced = new Set(settlement.advancedKeys);
+        for (const { id } of settlement.dead) {
+          const key = keyOf.get(id);
+          if (key !== undefined && key !== null && advanced.has(key)) delivered.add(id);
+        }
+      }
+      const due = [...settlement.retry, ...settlement.release].map((r) => r.delayMs);
+      if (due.length > 0) this.sweepSoon(Math.min(...due));
+      return changed;
+    };
     const batch: DeliveryBatch = {
       token: randomUUID(),
       records,
       claimedAt: started,
       leaseEnd,
       fence: signal,
-      settle: (settlement) =>
-        this.store.settleOwned(options.instanceId, fence, settlement, this.deleteDelivered),
+      settle,
       lease: {
         fence: signal,
         leaseEnd,
@@ -277,17 +359,14 @@ export class PartitionSource implements DeliverySource {
         calling: (returned) => calls.push(returned),
       },
     };
-    this.ledger.take(records, partitionOf);
     const delivery = this.pipeline.deliver(batch, 'partition owner', started);
-    const done = delivery
-      .then(
-        () => Promise.all(calls),
-        () => Promise.all(calls),
-      )
-      .finally(() => {
-        this.ledger.release(records, partitionOf);
-        this.batches.delete(done);
-      });
+    const allCalls = (): Promise<unknown> => Promise.all(calls);
+    const done = delivery.then(allCalls, allCalls).finally(() => {
+      this.backlog.end(records, delivered);
+      if (delivered.size < records.length)
+        this.sweepSoon(this.context.options.dispatcher.pollIntervalMs);
+      this.batches.delete(done);
+    });
     this.batches.add(done);
     return delivery;
   }

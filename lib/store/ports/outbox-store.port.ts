@@ -389,10 +389,26 @@ export interface OwnedRead {
   /** Each record's partition, by its id. */
   readonly partitions: ReadonlyMap<string, number>;
   /**
-   * The ids of the records queued behind an earlier message of their key that is not pending
-   * and due (backing off, waiting or dead under `'block'`): not to be published yet.
+   * Each keyed record's latest earlier row of its key that still holds it back (pending in any
+   * state, waiting, or dead where dead messages block the key), by its id; absent when none.
    */
-  readonly held: ReadonlySet<string>;
+  readonly previous: ReadonlyMap<string, string>;
+  /**
+   * The read's snapshot: transaction ids below `xmin` had ended, none at or above `xmax` had
+   * begun. Once a later read's `xmin` reaches this `xmax`, no row this read could not see yet
+   * below the ids it saw can still commit.
+   */
+  readonly snapshot: { readonly xmin: bigint; readonly xmax: bigint };
+}
+
+/** What a read of owned partitions reads past: after an id, without some ids and keys. */
+export interface OwnedReadRange {
+  /** Reads rows with a larger id only ('0' for every row). */
+  readonly after: string;
+  /** Ids held in memory already (in flight or queued). */
+  readonly ids: readonly string[];
+  /** Keys known to be held back by a row not yet due. */
+  readonly keys: readonly string[];
 }
 
 /**
@@ -420,14 +436,13 @@ export interface OutboxPartitionStore {
   /** Leaves: gives up every partition and removes the heartbeat. */
   leave(instance: string): Promise<void>;
   /**
-   * Reads the due pending rows of `partitions`, in id order, at most `limit`, without the ids in
-   * `skip.ids` (in flight) and the rows of the keys in `skip.keys` (in flight, or known to be
-   * held back), so that a key's backlog does not fill the read: no lock, no write.
+   * Reads the due pending rows of `partitions` after `range.after`, in id order, at most
+   * `limit`, without the ids and keys `range` names: no lock, no write.
    */
   readOwned(
     partitions: readonly number[],
     limit: number,
-    skip: { readonly ids: readonly string[]; readonly keys: readonly string[] },
+    range: OwnedReadRange,
   ): Promise<OwnedRead>;
   /**
    * Settles rows read by `readOwned` while this instance holds their partitions at the

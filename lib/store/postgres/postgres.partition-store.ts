@@ -3,6 +3,7 @@ import type {
   OutboxPartitionStore,
   OutboxQueuePolicy,
   OwnedRead,
+  OwnedReadRange,
   PartitionFence,
   Settlement,
 } from '../ports/outbox-store.port';
@@ -30,7 +31,12 @@ export type PartitionStatement = <R>(
   params: readonly unknown[],
 ) => Promise<SqlResult<R>>;
 
-type OwnedRow = ClaimedRow & { partition: number; held: boolean };
+type OwnedRow = ClaimedRow & {
+  partition: number;
+  prev_id: string | null;
+  snap_xmin: string;
+  snap_xmax: string;
+};
 
 /**
  * Partitioned delivery on PostgreSQL (OutboxPartitionStore): the statements of
@@ -110,26 +116,31 @@ export class PostgresPartitionStore implements OutboxPartitionStore {
   async readOwned(
     partitions: readonly number[],
     limit: number,
-    skip: { readonly ids: readonly string[]; readonly keys: readonly string[] },
+    range: OwnedReadRange,
   ): Promise<OwnedRead> {
-    if (partitions.length === 0 || limit <= 0) {
-      return { records: [], partitions: new Map(), held: new Set() };
-    }
     const { rows } = await this.run<OwnedRow>(this.readSql, [
       partitions,
-      limit,
-      skip.ids,
-      skip.keys,
+      Math.max(0, limit),
+      range.after,
+      range.ids,
+      range.keys,
     ]);
+    const first = rows[0];
+    const snapshot = {
+      xmin: BigInt(first?.snap_xmin ?? 0),
+      xmax: BigInt(first?.snap_xmax ?? 0),
+    };
+    // A row of nulls carries the snapshot when no row is due.
+    const found = rows.filter((row) => row.id !== null);
     const partitionOf = new Map<string, number>();
-    const held = new Set<string>();
+    const previous = new Map<string, string>();
     // By id, not by position: the mapper sorts the records by id numerically.
-    for (const row of rows) {
+    for (const row of found) {
       const id = String(row.id);
       partitionOf.set(id, Number(row.partition));
-      if (row.held) held.add(id);
+      if (row.prev_id !== null) previous.set(id, row.prev_id);
     }
-    return { records: toClaimedRecords(rows), partitions: partitionOf, held };
+    return { records: toClaimedRecords(found), partitions: partitionOf, previous, snapshot };
   }
 
   async settleOwned(
