@@ -200,26 +200,37 @@ export class PartitionSource implements DeliverySource {
     // Each pass looks: its timer, a wake-up or a caller's drain asked for it.
     this.moreToRead = true;
     let published = 0;
+    // `batchesInFlight` batches publish at once; as many more may be settling meanwhile, so
+    // that the broker is not left idle while a settle runs.
     const running = new Set<Promise<number>>();
-    const track = (p: Promise<number>): void => {
-      const settled = p.then((n) => {
-        published += n;
+    const publishing = new Set<Promise<number>>();
+    const track = (batch: PickedBatch): void => {
+      let answered: () => void = () => undefined;
+      const broker = new Promise<void>((resolve) => (answered = resolve));
+      const settled = this.deliver(batch, () => answered()).then((report) => {
+        answered();
+        published += report.published;
         running.delete(settled);
-        return n;
+        return report.published;
+      });
+      const slot = broker.then(() => {
+        publishing.delete(slot);
+        return 0;
       });
       running.add(settled);
+      publishing.add(slot);
     };
     for (;;) {
       this.runner.clearRequest();
       if (!this.pipeline.open) break;
-      if (running.size >= batchesInFlight) {
+      if (publishing.size >= batchesInFlight || running.size >= 2 * batchesInFlight) {
         this.loopState = 'waiting';
-        await Promise.race(running);
+        await Promise.race([...publishing, ...running]);
         continue;
       }
       const batch = this.pick();
       if (batch.records.length > 0) {
-        track(this.deliver(batch).then((report) => report.published));
+        track(batch);
         continue;
       }
       if (this.sweepFrom === undefined && performance.now() >= this.sweepAt) this.startSweep();
@@ -303,7 +314,10 @@ export class PartitionSource implements DeliverySource {
   }
 
   /** One batch through the pipeline, under its partitions' fence; never throws. */
-  private deliver({ records, partitionOf }: PickedBatch): Promise<OutboxBatchReport> {
+  private deliver(
+    { records, partitionOf }: PickedBatch,
+    published?: () => void,
+  ): Promise<OutboxBatchReport> {
     const { options } = this.context;
     const started = performance.now();
     const fence = this.ownership.fenceOf(records.map((r) => partitionOf.get(r.id) ?? -1));
@@ -350,6 +364,7 @@ export class PartitionSource implements DeliverySource {
       leaseEnd,
       fence: signal,
       settle,
+      ...(published === undefined ? {} : { published }),
       lease: {
         fence: signal,
         leaseEnd,

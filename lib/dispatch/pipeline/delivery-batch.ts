@@ -23,6 +23,11 @@ export interface DeliveryBatch {
   readonly settle?: (settlement: Settlement) => Promise<number>;
   /** What fences such a batch's publish instead of a row lease (see `HeldLease`). */
   readonly lease?: HeldLease;
+  /**
+   * Called once the broker has answered and only the settle is left: a source may start its
+   * next publish meanwhile.
+   */
+  readonly published?: () => void;
 }
 
 /**

@@ -299,6 +299,7 @@ export class DeliveryPipeline {
       fence,
       settle: ownSettle,
       lease: sourceLease,
+      published,
     }: DeliveryBatch,
     inFlight: BatchInFlight,
     started: number,
@@ -385,6 +386,7 @@ export class DeliveryPipeline {
     if (result.kind === 'outage') this.releasedDueAt = Date.now() + releaseDelayMs;
     inFlight.stage = 'settling';
     this.changed();
+    published?.();
     // A held batch's rows hold the token its hold moved them to.
     const settled = await this.settling.settle(
       inFlight.hold?.token ?? token,
