@@ -176,7 +176,7 @@ for (const db of TEST_DATABASES.filter((d) => d.name === 'postgres')) {
       await b.close();
     });
 
-    it("after its heartbeat lapsed mid-publish, an owner taking its partitions back does not publish a message again while the lapsed call runs", async () => {
+    it('after its heartbeat lapsed mid-publish, an owner taking its partitions back does not publish a message again while the lapsed call runs', async () => {
       const { table: name, commit } = await table();
       const publisher = new DeafFirstCall(3_000);
       const app = await scope.open({
@@ -210,6 +210,41 @@ for (const db of TEST_DATABASES.filter((d) => d.name === 'postgres')) {
       expect(publisher.calls.length).toBeGreaterThanOrEqual(2);
       expect(publisher.calls.every((c) => c.ids.includes(id))).toBe(true);
       expect(publisher.overlaps()).toEqual([]);
+      await app.close();
+    });
+
+    it('finds a message whose lower id commits after a higher one was read, without waiting for a sweep', async () => {
+      const { table: name, commit } = await table();
+      const publisher = new RecordingPublisher();
+      // Sweeps from the start of the table every 2 minutes: only reads from the floor remain.
+      const app = await scope.open({
+        ...dispatchTestApp(publisher, {
+          autoStart: true,
+          instanceId: 'late-commit-owner',
+          dispatcher: { ...partitions, pollIntervalMs: 120_000 },
+        }),
+        table: name,
+      });
+      const [first] = (await commit([msg('warm', { n: 0 })])) as [string];
+      await publisher.until((p) => p.sentIds.includes(first), 10_000, 'the first message');
+      // The slow transaction takes its id first, and commits after a later one was delivered.
+      const slow = scope.ds.createQueryRunner();
+      await slow.connect();
+      let late: string | undefined;
+      try {
+        await slow.startTransaction();
+        [late] = (await app.outbox.enqueue([msg('late', { n: 1 })], slow.manager)) as [string];
+        const [early] = (await commit([msg('early', { n: 2 })])) as [string];
+        await publisher.until((p) => p.sentIds.includes(early), 10_000, 'the later id');
+        await slow.commitTransaction();
+      } finally {
+        await slow.release();
+      }
+      const lower = late as string;
+      await publisher.until((p) => p.sentIds.includes(lower), 10_000, 'the id committed late');
+      const rows = await readOutbox(scope.ds, name);
+      const idOf = (m: string): bigint => BigInt(rows.find((r) => r.messageId === m)?.id ?? -1);
+      expect(idOf(lower)).toBeLessThan(idOf(publisher.sentIds[1] as string));
       await app.close();
     });
 

@@ -1,0 +1,176 @@
+import { OwnedBacklog, idAfter } from '../../lib/dispatch/partitions/owned-backlog';
+import { ReadFloor } from '../../lib/dispatch/partitions/read-floor';
+import type { ClaimedRecord, OwnedRead } from '../../lib/store/ports/outbox-store.port';
+
+const record = (id: number, key: string | null): ClaimedRecord =>
+  ({ id: String(id), messageId: `m${id}`, key }) as unknown as ClaimedRecord;
+
+/** A read's answer: rows as [id, key, previous id?], all in partition 7. */
+function found(
+  rows: readonly (readonly [number, string | null, number?])[],
+  snapshot = { xmin: 10n, xmax: 10n },
+): OwnedRead {
+  return {
+    records: rows.map(([id, key]) => record(id, key)),
+    partitions: new Map(rows.map(([id]) => [String(id), 7])),
+    previous: new Map(
+      rows.flatMap(([id, , prev]) => (prev === undefined ? [] : [[String(id), String(prev)]])),
+    ),
+    snapshot,
+  };
+}
+
+const ids = (records: readonly ClaimedRecord[]): string[] => records.map((r) => r.id);
+const readable = new Set([7]);
+
+describe('OwnedBacklog (per-key order in memory for a partition owner)', () => {
+  it('orders ids of any length by number', () => {
+    expect(idAfter('10', '9')).toBe(true);
+    expect(idAfter('9', '10')).toBe(false);
+    expect(idAfter('11', '11')).toBe(false);
+  });
+
+  it("picks each key's queued run once nothing of the key is in flight, in id order", () => {
+    const backlog = new OwnedBacklog();
+    const read = backlog.open();
+    expect(
+      backlog.takeIn(
+        read,
+        found([
+          [1, 'a'],
+          [2, 'b'],
+          [3, 'a', 1],
+          [4, null],
+        ]),
+      ),
+    ).toBe(false);
+    backlog.close(read);
+    const first = backlog.pick(10, readable);
+    expect(ids(first.records)).toEqual(['1', '2', '3', '4']);
+    expect(backlog.busy(7)).toBe(true);
+    // A later row of an in-flight key is read behind it, and waits for it.
+    const next = backlog.open();
+    backlog.takeIn(next, found([[5, 'a', 3]]));
+    backlog.close(next);
+    expect(ids(backlog.pick(10, readable).records)).toEqual([]);
+    backlog.end(first.records, new Set(['1', '2', '3', '4']));
+    expect(backlog.busy(7)).toBe(false);
+    expect(ids(backlog.pick(10, readable).records)).toEqual(['5']);
+  });
+
+  it('refuses a row whose earlier row of its key is not in memory, and skips the key until forgotten', () => {
+    const backlog = new OwnedBacklog();
+    const read = backlog.open();
+    // Row 9 of key a follows row 3, which this owner never read (it backs off).
+    expect(
+      backlog.takeIn(
+        read,
+        found([
+          [9, 'a', 3],
+          [10, 'a', 9],
+          [11, 'b'],
+        ]),
+      ),
+    ).toBe(true);
+    backlog.close(read);
+    expect(backlog.held).toEqual(['a']);
+    expect(ids(backlog.pick(10, readable).records)).toEqual(['11']);
+    backlog.forgetHeld();
+    expect(backlog.held).toEqual([]);
+  });
+
+  it("drops a key's queued rows when its row in flight ends other than delivered", () => {
+    const backlog = new OwnedBacklog();
+    const read = backlog.open();
+    backlog.takeIn(read, found([[1, 'a']]));
+    backlog.close(read);
+    const batch = backlog.pick(10, readable);
+    const later = backlog.open();
+    backlog.takeIn(
+      later,
+      found([
+        [2, 'a', 1],
+        [3, 'b'],
+      ]),
+    );
+    backlog.close(later);
+    backlog.end(batch.records, new Set());
+    expect(backlog.queued).toBe(1);
+    expect(ids(backlog.pick(10, readable).records)).toEqual(['3']);
+    // Read again behind row 1 (pending again): refused until row 1 is in memory.
+    const again = backlog.open();
+    expect(backlog.takeIn(again, found([[2, 'a', 1]]))).toBe(true);
+    backlog.close(again);
+  });
+
+  it('takes a row whose earlier row was delivered after the read began (an older snapshot)', () => {
+    const backlog = new OwnedBacklog();
+    const first = backlog.open();
+    backlog.takeIn(first, found([[1, 'a']]));
+    backlog.close(first);
+    const batch = backlog.pick(10, readable);
+    const read = backlog.open();
+    backlog.end(batch.records, new Set(['1']));
+    expect(backlog.takeIn(read, found([[2, 'a', 1]]))).toBe(false);
+    backlog.close(read);
+    expect(ids(backlog.pick(10, readable).records)).toEqual(['2']);
+  });
+
+  it('refuses such a row when the earlier one ended other than delivered', () => {
+    const backlog = new OwnedBacklog();
+    const first = backlog.open();
+    backlog.takeIn(first, found([[1, 'a']]));
+    backlog.close(first);
+    const batch = backlog.pick(10, readable);
+    const read = backlog.open();
+    backlog.end(batch.records, new Set());
+    expect(backlog.takeIn(read, found([[2, 'a', 1]]))).toBe(true);
+    backlog.close(read);
+  });
+
+  it('drops queued rows of a partition no longer readable', () => {
+    const backlog = new OwnedBacklog();
+    const read = backlog.open();
+    backlog.takeIn(read, found([[1, 'a']]));
+    backlog.close(read);
+    expect(ids(backlog.pick(10, new Set([8])).records)).toEqual([]);
+    expect(backlog.queued).toBe(0);
+  });
+
+  it('picks at most the limit, cutting a run', () => {
+    const backlog = new OwnedBacklog();
+    const read = backlog.open();
+    backlog.takeIn(
+      read,
+      found([
+        [1, 'a'],
+        [2, 'a', 1],
+        [3, 'a', 2],
+      ]),
+    );
+    backlog.close(read);
+    expect(ids(backlog.pick(2, readable).records)).toEqual(['1', '2']);
+  });
+});
+
+describe('ReadFloor (where an owner reads from)', () => {
+  it('moves past a read once a later snapshot shows every transaction then running ended', () => {
+    const floor = new ReadFloor();
+    floor.saw('0', found([[5, 'a']], { xmin: 100n, xmax: 105n }));
+    expect(floor.after).toBe('0');
+    // Transaction 103 was still running: a row of it below 5 could still commit.
+    floor.saw('0', found([[6, 'b']], { xmin: 103n, xmax: 110n }));
+    expect(floor.after).toBe('0');
+    floor.saw('0', found([], { xmin: 105n, xmax: 112n }));
+    expect(floor.after).toBe('5');
+    floor.saw('5', found([], { xmin: 112n, xmax: 112n }));
+    expect(floor.after).toBe('6');
+  });
+
+  it('does not move for a read that started above it', () => {
+    const floor = new ReadFloor();
+    floor.saw('50', found([[60, 'a']], { xmin: 1n, xmax: 1n }));
+    floor.saw('0', found([], { xmin: 5n, xmax: 5n }));
+    expect(floor.after).toBe('0');
+  });
+});
