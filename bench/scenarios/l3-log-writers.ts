@@ -44,8 +44,11 @@ const QUEUE = named('bench.l3', '.');
 const NO_SWEEP_MS = 3_600_000;
 const WARMUP_MS = 1_000;
 
-type Mode = 'poll' | 'log' | 'log_no_sweep';
-const MODES: readonly Mode[] = ['poll', 'log', 'log_no_sweep'];
+type Mode = 'poll' | 'partitions' | 'log' | 'log_no_sweep';
+const ALL_MODES: readonly Mode[] = ['poll', 'partitions', 'log', 'log_no_sweep'];
+/** Partitioned delivery (`dispatcher.claims: 'partitions'`) runs on PostgreSQL only. */
+const modesOf = (db: string): readonly Mode[] =>
+  ALL_MODES.filter((m) => m !== 'partitions' || db === 'postgres');
 const tableOf = (mode: Mode): string => named(`bench_l3_${mode.replace(/_/g, '')}`);
 
 interface ModeStats {
@@ -84,7 +87,7 @@ export async function l3(ctx: BenchContext): Promise<ScenarioResult> {
 }
 
 function logOptionsOf(target: LogTarget, mode: Mode): LogTailingOptions | undefined {
-  if (mode === 'poll') return undefined;
+  if (mode === 'poll' || mode === 'partitions') return undefined;
   return benchLogOptions(
     target.name,
     tableOf(mode),
@@ -98,8 +101,10 @@ async function windows(
   target: LogTarget,
 ): Promise<void> {
   const { ds } = target;
+  const MODES = modesOf(target.name);
   const stats: Record<Mode, ModeStats> = {
     poll: { committed: [], delivered: [], backlog: [], readerStarts: 0, reconnects: [] },
+    partitions: { committed: [], delivered: [], backlog: [], readerStarts: 0, reconnects: [] },
     log: { committed: [], delivered: [], backlog: [], readerStarts: 0, reconnects: [] },
     log_no_sweep: { committed: [], delivered: [], backlog: [], readerStarts: 0, reconnects: [] },
   };
@@ -122,6 +127,7 @@ async function windows(
         table: tableOf(mode),
         queue: QUEUE,
         instanceId: `bench-l3-${mode}`,
+        ...(mode === 'partitions' ? { dispatcher: { claims: 'partitions' } } : {}),
         ...(log === undefined ? {} : { logTailing: log }),
       } satisfies DispatcherChildConfig);
     }
@@ -144,7 +150,7 @@ async function windows(
         s.readerStarts += w.readerStarts;
         s.reconnects.push(...w.reconnects);
         ctx.log(
-          `L3 ${target.name} run ${run} ${mode}: committed ${Math.round(w.committed / (durationMs / 1000))} msgs/s, delivered ${Math.round(w.delivered / (durationMs / 1000))} msgs/s, backlog ${w.committed - w.delivered}${mode === 'poll' ? '' : `, reader starts ${w.readerStarts}, reconnect lines ${w.reconnects.length}`}`,
+          `L3 ${target.name} run ${run} ${mode}: committed ${Math.round(w.committed / (durationMs / 1000))} msgs/s, delivered ${Math.round(w.delivered / (durationMs / 1000))} msgs/s, backlog ${w.committed - w.delivered}${mode === 'poll' || mode === 'partitions' ? '' : `, reader starts ${w.readerStarts}, reconnect lines ${w.reconnects.length}`}`,
         );
         for (const line of w.reconnects) ctx.log(`L3 ${target.name} ${mode} reader: ${line}`);
       }
@@ -155,13 +161,14 @@ async function windows(
       await writers[mode]?.close();
     }
     for (const mode of MODES) {
-      if (mode !== 'poll') await dropLog(target, tableOf(mode));
+      if (mode !== 'poll' && mode !== 'partitions') await dropLog(target, tableOf(mode));
       await dropOutboxTable(ds, tableOf(mode));
     }
   }
   const db = target.name;
   const label: Record<Mode, string> = {
     poll: 'polling (defaults)',
+    partitions: "polling, dispatcher.claims 'partitions'",
     log: 'log tailing (default sweep, 5 s)',
     log_no_sweep: `log tailing, sweep off (sweepIntervalMs ${NO_SWEEP_MS})`,
   };
@@ -192,7 +199,7 @@ async function windows(
     result.values[`l3_${db}_${mode}_committed_msgs_per_s`] = Math.round(committed[mode] ?? NaN);
     result.values[`l3_${db}_${mode}_delivered_msgs_per_s`] = Math.round(delivered);
     result.values[`l3_${db}_${mode}_backlog`] = Math.round(backlog);
-    if (mode !== 'poll') {
+    if (mode !== 'poll' && mode !== 'partitions') {
       // One start per window is the reader's own; more is a reconnect that read the log again.
       result.values[`l3_${db}_${mode}_reader_restarts`] = s.readerStarts - ctx.runs;
       result.values[`l3_${db}_${mode}_reader_reconnect_lines`] = s.reconnects.length;
@@ -206,6 +213,21 @@ async function windows(
     ratio(committed.log_no_sweep ?? NaN, committed.poll ?? NaN),
     3,
   );
+  if (MODES.includes('partitions')) {
+    // Issue 69's target: delivered ≥ 0.95 × committed beside the same writers.
+    const s = stats.partitions;
+    const delivered = s.delivered.reduce((a, b) => a + b, 0);
+    const made = s.committed.reduce((a, b) => a + b, 0);
+    result.values[`l3_${db}_partitions_delivered_vs_committed`] = round(ratio(delivered, made), 3);
+    const p = stats.poll;
+    result.values[`l3_${db}_poll_delivered_vs_committed`] = round(
+      ratio(
+        p.delivered.reduce((a, b) => a + b, 0),
+        p.committed.reduce((a, b) => a + b, 0),
+      ),
+      3,
+    );
+  }
 }
 
 interface Window {
@@ -227,7 +249,7 @@ async function window(
   const table = tableOf(mode);
   try {
     child.send({ type: 'go' });
-    if (mode !== 'poll') await readerReady(target, table);
+    if (mode !== 'poll' && mode !== 'partitions') await readerReady(target, table);
     const committed = await runWriters({
       ds: target.ds,
       outbox: writer.outbox,
@@ -253,7 +275,7 @@ async function window(
 /** Empties the table and moves the log's position past what it held (see the file's comment). */
 async function dropBacklog(target: LogTarget, mode: Mode): Promise<void> {
   const table = tableOf(mode);
-  if (mode !== 'poll') {
+  if (mode !== 'poll' && mode !== 'partitions') {
     if (target.name === 'postgres') {
       const { slot } = postgresBenchLogNames(table);
       for (let i = 0; i < 150; i++) {

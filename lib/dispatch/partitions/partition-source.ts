@@ -96,6 +96,8 @@ export class PartitionSource implements DeliverySource {
 
   async start(): Promise<void> {
     const { store, commits, log, options } = this.context;
+    this.floor.reset();
+    this.sweepAt = 0;
     await this.ownership.start();
     this.runner.start(options.dispatcher.pollIntervalMs);
     commits.attach(() => this.wake());

@@ -35,4 +35,10 @@ export class ReadFloor {
     if (last !== undefined && !idAfter(after, this.floor))
       this.pending.push({ upTo: last.id, xmax });
   }
+
+  /** Reads start from the start of the table again (a dispatcher starting). */
+  reset(): void {
+    this.floor = '0';
+    this.pending = [];
+  }
 }
