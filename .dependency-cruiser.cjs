@@ -6,12 +6,14 @@
 //                 observers/, internal/,
 //                 drivers/ (SQL ports over pg, mysql2, better-sqlite3 and libSQL, typed
 //                 structurally so that no driver is loaded), typeorm/ (the default
-//                 connection), publishers/ (the port, and the in-process and routing
-//                 publishers) and integrations/cls/.
+//                 connection) and publishers/ (the port, and the in-process and routing
+//                 publishers).
 //   entry points  one folder each, published as a subpath with optional peers
 //                 (entry-points.json): connections/<library>/, publishers/<broker>/,
-//                 integrations/<name>/, inbox/, operations/console/, testing/,
-//                 log-tailing/ (the log sources, one folder per database below it).
+//                 integrations/<name>/ (cls/ among them: no peer, and the bridges share
+//                 its record of a transaction's writes), inbox/, operations/console/,
+//                 testing/, log-tailing/ (the log sources, one folder per database below it),
+//                 schema/, admin/ and debezium/ (re-exports of the core for one task).
 //   tools         operations/cli/ (the `outbox` bin): may use core and driver ports.
 //
 // The rules: the core imports no entry point; an entry point imports the core and its own
@@ -21,7 +23,7 @@
 const ENTRY_POINTS = [
   '^lib/connections/[^/]+/',
   '^lib/publishers/(microservices|kafka|rabbitmq|jetstream|redis-streams|sqs|sns)/',
-  '^lib/integrations/(prometheus|terminus|opentelemetry|cqrs|event-emitter)/',
+  '^lib/integrations/(prometheus|terminus|opentelemetry|cqrs|event-emitter|cls)/',
   '^lib/inbox/',
   '^lib/operations/console/',
   '^lib/testing/',

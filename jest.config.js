@@ -122,7 +122,9 @@ module.exports = {
   testSequencer: '<rootDir>/test/support/selected-specs-sequencer.js',
   testTimeout: 60_000,
   projects: [
-    { ...base, displayName: 'unit', testMatch: ['<rootDir>/test/unit/**/*.spec.ts'] },
+    // Pure code, no services: `<name>.unit.spec.ts` beside the other tests of its subject, in
+    // the folder of test/ named like the subject's folder of lib/.
+    { ...base, displayName: 'unit', testMatch: ['<rootDir>/test/**/*.unit.spec.ts'] },
     {
       ...base,
       ...services,
@@ -132,7 +134,7 @@ module.exports = {
       testMatch: ['<rootDir>/test/**/*.spec.ts'],
       testPathIgnorePatterns: [
         '/node_modules/',
-        '<rootDir>/test/unit/',
+        '\\.unit\\.spec\\.ts$',
         '<rootDir>/test/slow/',
         ...HEAVY_SPECS.map((spec) => `<rootDir>/${spec}`),
       ],

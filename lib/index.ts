@@ -1,13 +1,15 @@
-// Public API of nestjs-outbox: what the documentation (docs/) describes, and nothing a user
-// cannot use: the store port, the module's injection tokens and the option resolver stay
-// internal. Native Kafka and RabbitMQ publishers and the Nest microservices publisher live in
-// subpath exports so the core loads none of their client libraries.
+// Public API of nestjs-outbox: what an app writes against (the module, the service,
+// @OutboxEvent, the handlers, the options, the message and record types, the headers, the
+// publisher port, the errors, the workers and the admin door), and nothing a user cannot use:
+// the store port, the module's injection tokens and the option resolver stay internal. The rest
+// is in subpaths (entry-points.json): the tables in nestjs-outbox/schema, what OutboxAdmin and the
+// workers answer in nestjs-outbox/admin, @nestjs-cls/transactional in nestjs-outbox/cls, each
+// publisher and connection in its own, so the core loads none of their client libraries.
 export { OutboxModule } from './outbox.module';
 export { getOutboxToken, type OutboxProviderType } from './module/outbox.tokens';
 export { InjectOutbox, InjectOutboxAdmin } from './module/inject-outbox.decorator';
 export { OutboxService, type EnqueueReport, type OutboxInput } from './outbox.service';
 export { OutboxAdmin } from './module/admin/outbox.admin';
-export type { OutboxMessageStatus } from './module/admin/outbox-admin.interfaces';
 export { REDRIVE_ID_HEADER, REDRIVE_OF_HEADER } from './module/admin/outbox-redrive';
 export type {
   OutboxModuleOptions,
@@ -112,17 +114,7 @@ export {
 export { OutboxDatabaseTimeoutError } from './errors/outbox-database-timeout.error';
 export { OutboxBridgeError, type OutboxBridgeErrorReason } from './errors/outbox-bridge.error';
 
-export { OutboxDispatcher, type OutboxDispatcherStatus } from './dispatch/outbox.dispatcher';
+export { OutboxDispatcher } from './dispatch/outbox.dispatcher';
 export { OutboxUnlocker } from './workers/outbox.unlocker';
-export { OutboxCleaner, type OutboxCleanReport } from './workers/outbox.cleaner';
+export { OutboxCleaner } from './workers/outbox.cleaner';
 export { OutboxPartitionMaintainer } from './workers/outbox.partition-maintainer';
-
-export {
-  fromClsTransactionHost,
-  type ClsTransactionHostLike,
-} from './integrations/cls/cls-transaction.adapter';
-export {
-  guardOutboxWrites,
-  type TransactionalAdapterLike,
-  type TransactionalAdapterOptionsLike,
-} from './integrations/cls/guard-outbox-writes';

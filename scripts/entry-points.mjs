@@ -7,7 +7,10 @@
 //   node scripts/entry-points.mjs --write    rewrite package.json and tsconfig.json from the list
 //   node scripts/entry-points.mjs --names    the entry point names, one a line
 //   node scripts/entry-points.mjs --peers    the optional peers the entry points load, one a line
+//   node scripts/entry-points.mjs --count    the names each entry point exports (types included,
+//                                            as the TypeScript compiler sees the source), and all
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
 import { join, relative, resolve } from 'node:path';
 
 const root = resolve(import.meta.dirname, '..');
@@ -107,6 +110,20 @@ export function problems(entries = readEntryPoints()) {
   return found;
 }
 
+/** How many names each entry point exports, values and types alike, read from its source. */
+export function exportCounts(entries) {
+  const ts = createRequire(import.meta.url)('typescript');
+  const program = ts.createProgram(
+    entries.map((e) => join(root, e.source)),
+    { module: ts.ModuleKind.CommonJS, target: ts.ScriptTarget.ES2022, noEmit: true },
+  );
+  const checker = program.getTypeChecker();
+  return entries.map(({ name, source }) => {
+    const module = checker.getSymbolAtLocation(program.getSourceFile(join(root, source)));
+    return { name, count: checker.getExportsOfModule(module).length };
+  });
+}
+
 function write(entries) {
   const pkgFile = join(root, 'package.json');
   const pkg = JSON.parse(readFileSync(pkgFile, 'utf8'));
@@ -129,6 +146,10 @@ if (import.meta.url === `file://${process.argv[1]}`) {
     console.log(entries.map((e) => e.name).join('\n'));
   } else if (flag === '--peers') {
     console.log([...new Set(entries.flatMap((e) => e.peers))].join('\n'));
+  } else if (flag === '--count') {
+    const counts = exportCounts(entries);
+    for (const { name, count } of counts) console.log(`${String(count).padStart(4)}  ${name}`);
+    console.log(`${String(counts.reduce((sum, c) => sum + c.count, 0)).padStart(4)}  all entry points`);
   } else if (flag === '--write') {
     write(entries);
     const left = problems(entries);

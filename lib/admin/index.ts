@@ -1,11 +1,13 @@
 /**
  * `nestjs-outbox/admin`: what `OutboxAdmin` (exported from the root, the admin door) takes and
  * answers: the filters, pages and views of messages, dead letters, blocked keys and stuck
- * leases, the re-drive's preview, options and report, and the audit table's store. No optional
- * peer. See docs/operations.md.
+ * leases, the re-drive's preview, options and report, and the audit table's store; and what the
+ * workers answer an operator (`OutboxDispatcher.status()`, `OutboxCleaner.runOnce()`). No
+ * optional peer. See docs/operations.md.
  */
 export { OUTBOX_ADMIN_MAX_LIMIT, type OutboxAdminOptions } from '../module/admin/outbox.admin';
 export type {
+  OutboxMessageStatus,
   OutboxBlockedKey,
   OutboxCounts,
   OutboxDeadLetterFilter,
@@ -40,3 +42,5 @@ export type {
 export { OutboxAuditStore } from '../module/admin/outbox-audit.store';
 export type { OutboxStats, RequeueReport } from '../store/ports/outbox-store.port';
 export type { OutboxPartitionOwner } from '../store/ports/outbox-store.port';
+export type { OutboxDispatcherStatus } from '../dispatch/outbox.dispatcher';
+export type { OutboxCleanReport } from '../workers/outbox.cleaner';

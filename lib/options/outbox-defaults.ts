@@ -65,7 +65,7 @@ function deepFreeze<T extends object>(value: T): T {
 /**
  * The default of every option of `OutboxModule`, by group as in `OUTBOX_OPTION_KEYS` (`''` is
  * the top level; a group's own key, `dispatcher`, has its keys' defaults). The resolver takes
- * every default from here; `test/unit/option-defaults.spec.ts` holds the `@default`s of
+ * every default from here; `test/options/option-defaults.unit.spec.ts` holds the `@default`s of
  * `outbox.options.ts` and the docs' Options table to it.
  */
 export const OUTBOX_DEFAULTS = deepFreeze({

@@ -1,7 +1,8 @@
 // A CommonJS Nest app outside the repository, using nestjs-outbox from the packed tarball the way
 // a user would. It runs the README's Usage snippets (copied next to this file by pack-smoke.sh)
 // against PostgreSQL, with the TCP consumer they publish to; then RabbitMqPublisher against
-// RabbitMQ, the strict option checks and nestjs-outbox/testing, all through require().
+// RabbitMQ, the strict option checks and nestjs-outbox/testing, all through require(); the
+// subpaths' types resolve through package.json typesVersions here (node10 resolution).
 import 'reflect-metadata';
 import { createServer, type AddressInfo } from 'node:net';
 import { Controller, Module } from '@nestjs/common';
@@ -13,7 +14,15 @@ import {
   type MicroserviceOptions,
 } from '@nestjs/microservices';
 import { connect } from 'amqplib';
-import { OutboxDispatcher, OutboxModule, OutboxOptionsError, OutboxService } from 'nestjs-outbox';
+import {
+  OutboxCleaner,
+  OutboxDispatcher,
+  OutboxModule,
+  OutboxOptionsError,
+  OutboxService,
+} from 'nestjs-outbox';
+import type { OutboxCleanReport, OutboxDispatcherStatus } from 'nestjs-outbox/admin';
+import { fromClsTransactionHost } from 'nestjs-outbox/cls';
 import { ensureOutboxTable } from 'nestjs-outbox/schema';
 import { KafkaPublisher } from 'nestjs-outbox/kafka';
 import { RabbitMqPublisher } from 'nestjs-outbox/rabbitmq';
@@ -132,6 +141,14 @@ async function rabbitMq(dataSource: DataSource, outboxHeaders: boolean): Promise
     );
     const report = await app.get(OutboxDispatcher).runOnce();
     check(report.published === 1, 'RabbitMQ publish report', report);
+    // The workers' answers, typed from nestjs-outbox/admin: not started (autoStart: false), and
+    // nothing past the default retention to clean.
+    const status: OutboxDispatcherStatus = app.get(OutboxDispatcher).status();
+    const cleaned: OutboxCleanReport = await app.get(OutboxCleaner).runOnce();
+    check(!status.started && cleaned.delivered === 0, 'dispatcher status and clean report', {
+      status,
+      cleaned,
+    });
     const channel = await connection.createChannel();
     const message = await channel.get(queue, { noAck: true });
     const headers = (message === false ? {} : message.properties.headers) ?? {};
@@ -152,6 +169,13 @@ async function rabbitMq(dataSource: DataSource, outboxHeaders: boolean): Promise
     await dataSource.query(`DROP TABLE IF EXISTS "${table}_attempts"`);
     await dataSource.query(`DROP TABLE IF EXISTS "${table}"`);
   }
+}
+
+/** nestjs-outbox/cls: outside a transaction of the host, the ambient transaction supplies none. */
+function clsAdapter(): void {
+  const ambient = fromClsTransactionHost({ isTransactionActive: () => false, tx: {} });
+  check(ambient.currentManager() === undefined, 'fromClsTransactionHost outside a transaction');
+  console.log('pack-smoke: nestjs-outbox/cls: fromClsTransactionHost');
 }
 
 /** Misspelt options fail at bootstrap with the typed error, in the module and the publishers. */
@@ -185,6 +209,7 @@ async function strictOptions(dataSource: DataSource): Promise<void> {
 
 async function main(): Promise<void> {
   check(new OrderCreated('o', 1).orderId === 'o', 'README event class');
+  clsAdapter();
   const admin = await new DataSource({ type: 'postgres', url: pgUrl(pg.database) }).initialize();
   await admin.query(`CREATE DATABASE "${database}"`);
   let dataSource: DataSource | undefined;

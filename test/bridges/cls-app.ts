@@ -10,8 +10,6 @@ import {
 } from '@nestjs-cls/transactional';
 import { ClsModule } from 'nestjs-cls';
 import {
-  fromClsTransactionHost,
-  guardOutboxWrites,
   LocalPublisher,
   OnOutboxMessage,
   OutboxDispatcher,
@@ -22,6 +20,7 @@ import {
   type OutboxHandlerMessage,
   type OutboxPublisher,
 } from '../../lib';
+import { fromClsTransactionHost, guardOutboxWrites } from '../../lib/integrations/cls';
 import { OutboxCqrsModule } from '../../lib/integrations/cqrs';
 import { OutboxEventEmitterModule } from '../../lib/integrations/event-emitter';
 import type { OutboxBridgeOptions } from '../../lib/integrations/bridge/outbox-bridge.options';

@@ -8,7 +8,7 @@ import { mysqlTable, varchar } from 'drizzle-orm/mysql-core';
 import { pgTable, text } from 'drizzle-orm/pg-core';
 import { drizzleOutbox } from '../../lib/connections/drizzle';
 import { prismaOutbox } from '../../lib/connections/prisma';
-import type { TransactionalAdapterLike } from '../../lib';
+import type { TransactionalAdapterLike } from '../../lib/integrations/cls';
 import type { OutboxConnection } from '../../lib/store/ports/outbox-connection';
 import { serverConnection, uniqueTable } from '../support/databases';
 import type { ServiceName } from '../support/services';

@@ -3,8 +3,8 @@ import {
   OutboxInvalidMessageError,
   OutboxService,
   OutboxTransactionRequiredError,
-  fromClsTransactionHost,
 } from '../../lib';
+import { fromClsTransactionHost } from '../../lib/integrations/cls';
 import { readOutbox, TEST_DATABASES, TestOrder } from '../support/databases';
 import { useOutboxScope } from '../support/outbox-scope';
 import { describeWith } from '../support/services';

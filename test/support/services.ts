@@ -63,7 +63,7 @@ function notProbed(name: ServiceName): string {
   if (name === 'kafka' || name === 'elasticmq') {
     return `not probed (the global setup starts ${name === 'kafka' ? 'Kafka' : 'ElasticMQ'} only for specs whose source mentions it, see test/support/selected-specs.ts)`;
   }
-  return 'not probed (no global setup ran: the unit project has none, so a spec needing services belongs outside test/unit/)';
+  return 'not probed (no global setup ran: the unit project has none, so a spec needing services is not a *.unit.spec.ts)';
 }
 
 /**

@@ -53,7 +53,9 @@ interface NatsFlushable {
 
 export type OutboxClientProxy = Pick<ClientProxy, 'connect' | 'close' | 'emit' | 'send'> & {
   /** Nest 11+: the transport's own client (NATS needs it to flush). Absent on Nest 10. */
-  unwrap?: ClientProxy['unwrap'];
+  // Written out, not ClientProxy['unwrap']: Nest 10's ClientProxy has no such member, and the
+  // declaration would not compile there.
+  unwrap?: <T>() => T;
 };
 
 export interface ClientProxyPublisherOptions {

@@ -1,6 +1,6 @@
-// The event-bus bridges are optional: the core (guardOutboxWrites and fromClsTransactionHost
-// included) loads without @nestjs/cqrs, @nestjs/event-emitter or @nestjs-cls/*, and each bridge
-// subpath loads its own library only.
+// The event-bus bridges are optional: the core and nestjs-outbox/cls (guardOutboxWrites and
+// fromClsTransactionHost) load without @nestjs/cqrs, @nestjs/event-emitter or @nestjs-cls/*, and
+// each bridge subpath loads its own library only.
 
 const BRIDGE_PACKAGES = [
   '@nestjs/cqrs',
@@ -28,8 +28,17 @@ describe('bridge subpaths load only what they must', () => {
       refuseToLoad(BRIDGE_PACKAGES);
       // eslint-disable-next-line @typescript-eslint/no-require-imports
       const core = require('../../lib') as Record<string, unknown>;
-      expect(typeof core.guardOutboxWrites).toBe('function');
-      expect(typeof core.fromClsTransactionHost).toBe('function');
+      expect(typeof core.OutboxModule).toBe('function');
+    });
+  });
+
+  it('lib/integrations/cls loads while no bridge library can be loaded', () => {
+    jest.isolateModules(() => {
+      refuseToLoad(BRIDGE_PACKAGES);
+      // eslint-disable-next-line @typescript-eslint/no-require-imports
+      const subpath = require('../../lib/integrations/cls') as Record<string, unknown>;
+      expect(typeof subpath.guardOutboxWrites).toBe('function');
+      expect(typeof subpath.fromClsTransactionHost).toBe('function');
     });
   });
 

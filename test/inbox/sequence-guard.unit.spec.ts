@@ -109,7 +109,7 @@ describe('SequenceGuard', () => {
     );
     expect(sequenceOf({ [OUTBOX_HEADER_KEY]: 'k' })).toBeNull();
     expect(sequenceOf(undefined)).toBeNull();
-    // A number the guard cannot use is refused rather than read as none (test/unit/sequence-of.spec.ts).
+    // A number the guard cannot use is refused rather than read as none (sequence-of.unit.spec.ts).
     expect(() => sequenceOf({ [OUTBOX_HEADER_SEQUENCE]: '1' })).toThrow(InvalidSequenceError);
     expect(() => sequenceOf({ [OUTBOX_HEADER_KEY]: 'k', [OUTBOX_HEADER_SEQUENCE]: '0' })).toThrow(
       InvalidSequenceError,
