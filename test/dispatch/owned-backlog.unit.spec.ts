@@ -21,6 +21,19 @@ function found(
 }
 
 const ids = (records: readonly ClaimedRecord[]): string[] => records.map((r) => r.id);
+
+/** One read taken in: whether a row was left out for its key being held back. */
+function readInto(
+  backlog: OwnedBacklog,
+  rows: readonly (readonly [number, string | null, number?])[],
+): boolean {
+  const read = backlog.open();
+  try {
+    return backlog.takeIn(read, found(rows));
+  } finally {
+    backlog.close(read);
+  }
+}
 const readable = new Set([7]);
 
 describe('OwnedBacklog (per-key order in memory for a partition owner)', () => {
@@ -49,9 +62,7 @@ describe('OwnedBacklog (per-key order in memory for a partition owner)', () => {
     expect(ids(first.records)).toEqual(['1', '2', '3', '4']);
     expect(backlog.busy(7)).toBe(true);
     // A later row of an in-flight key is read behind it, and waits for it.
-    const next = backlog.open();
-    backlog.takeIn(next, found([[5, 'a', 3]]));
-    backlog.close(next);
+    readInto(backlog, [[5, 'a', 3]]);
     expect(ids(backlog.pick(10, readable).records)).toEqual([]);
     backlog.end(first.records, new Set(['1', '2', '3', '4']));
     expect(backlog.busy(7)).toBe(false);
@@ -81,9 +92,7 @@ describe('OwnedBacklog (per-key order in memory for a partition owner)', () => {
 
   it("drops a key's queued rows when its row in flight ends other than delivered", () => {
     const backlog = new OwnedBacklog();
-    const read = backlog.open();
-    backlog.takeIn(read, found([[1, 'a']]));
-    backlog.close(read);
+    readInto(backlog, [[1, 'a']]);
     const batch = backlog.pick(10, readable);
     const later = backlog.open();
     backlog.takeIn(
@@ -105,9 +114,7 @@ describe('OwnedBacklog (per-key order in memory for a partition owner)', () => {
 
   it('takes a row whose earlier row was delivered after the read began (an older snapshot)', () => {
     const backlog = new OwnedBacklog();
-    const first = backlog.open();
-    backlog.takeIn(first, found([[1, 'a']]));
-    backlog.close(first);
+    readInto(backlog, [[1, 'a']]);
     const batch = backlog.pick(10, readable);
     const read = backlog.open();
     backlog.end(batch.records, new Set(['1']));
@@ -118,9 +125,7 @@ describe('OwnedBacklog (per-key order in memory for a partition owner)', () => {
 
   it('refuses such a row when the earlier one ended other than delivered', () => {
     const backlog = new OwnedBacklog();
-    const first = backlog.open();
-    backlog.takeIn(first, found([[1, 'a']]));
-    backlog.close(first);
+    readInto(backlog, [[1, 'a']]);
     const batch = backlog.pick(10, readable);
     const read = backlog.open();
     backlog.end(batch.records, new Set());
@@ -130,9 +135,7 @@ describe('OwnedBacklog (per-key order in memory for a partition owner)', () => {
 
   it('drops queued rows of a partition no longer readable', () => {
     const backlog = new OwnedBacklog();
-    const read = backlog.open();
-    backlog.takeIn(read, found([[1, 'a']]));
-    backlog.close(read);
+    readInto(backlog, [[1, 'a']]);
     expect(ids(backlog.pick(10, new Set([8])).records)).toEqual([]);
     expect(backlog.queued).toBe(0);
   });
