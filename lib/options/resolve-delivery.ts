@@ -44,7 +44,7 @@ function resolveObserve(value: unknown): 'poll' | OutboxLogObserver {
 function resolveMode(value: unknown): ResolvedDelivery | 'dispatcher' {
   if (value === 'poll' || value === 'external' || value === 'dispatcher') return value;
   if (isLogObserver(value)) return value;
-  throw new OutboxOptionsError(OutboxMessages.delivery.notAMode(checks.show(value)), 'delivery');
+  throw new OutboxOptionsError(OutboxMessages.deliveryNotAMode(checks.show(value)), 'delivery');
 }
 
 /**
@@ -63,7 +63,7 @@ export function resolveDelivery(
   const observeValue =
     typeof dispatcher === 'object' && dispatcher !== null ? dispatcher.observe : undefined;
   const deprecated = (written: string, write: string): string =>
-    OutboxMessages.delivery.deprecated(outbox, written, write);
+    OutboxMessages.deliveryDeprecated(outbox, written, write);
   if (observeValue === undefined) {
     if (given !== 'dispatcher') return { delivery: given, deprecation: null };
     return {
@@ -74,7 +74,10 @@ export function resolveDelivery(
   const observe = resolveObserve(observeValue);
   if (given === 'external') {
     if (observe !== 'poll') {
-      throw new OutboxOptionsError(OutboxMessages.delivery.logWithExternal(), 'dispatcher.observe');
+      throw new OutboxOptionsError(
+        OutboxMessages.logTailingWithExternalDelivery(),
+        'dispatcher.observe',
+      );
     }
     return {
       delivery: 'external',
@@ -83,7 +86,7 @@ export function resolveDelivery(
   }
   if (value !== undefined && given !== 'dispatcher') {
     throw new OutboxOptionsError(
-      OutboxMessages.delivery.observeBesideDelivery(given === 'poll' ? "'poll'" : 'logTailing(…)'),
+      OutboxMessages.observeBesideDelivery(given === 'poll' ? "'poll'" : 'logTailing(…)'),
       'dispatcher.observe',
     );
   }

@@ -264,7 +264,7 @@ export function resolveOutboxOptions(
   }
   if (external) checkExternalDelivery(options, partitioning, cleaner);
   if (dispatcher.claims === 'partitions' && delivery !== 'poll' && !external) {
-    throw new OutboxOptionsError(OutboxMessages.delivery.partitionsWithLog(), 'dispatcher.claims');
+    throw new OutboxOptionsError(OutboxMessages.partitionsWithLogTailing(), 'dispatcher.claims');
   }
   const policies = resolveEventPolicies(options, {
     retry,
