@@ -81,7 +81,10 @@ export function resolveDelivery(
     }
     return {
       delivery: 'external',
-      deprecation: deprecated("dispatcher.observe: 'poll'", 'nothing (remove dispatcher.observe)'),
+      deprecation: deprecated(
+        "dispatcher.observe: 'poll'",
+        "delivery: 'external' alone (remove dispatcher.observe)",
+      ),
     };
   }
   if (value !== undefined && given !== 'dispatcher') {
