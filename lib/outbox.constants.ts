@@ -67,8 +67,11 @@ export const OUTBOX_SQL = Symbol('nestjs-outbox:sql');
  */
 export const OUTBOX_COMMITS = Symbol('nestjs-outbox:commits');
 
-/** The dispatcher's source of work, chosen once from the resolved options (`chooseDeliverySource`). */
-export const OUTBOX_DELIVERY_SOURCE = Symbol('nestjs-outbox:delivery-source');
+/**
+ * The delivery mode's plan, made once from the resolved options (`planDelivery`): the
+ * dispatcher's source of work, and what the workers and enqueue do (`DeliveryDuties`).
+ */
+export const OUTBOX_DELIVERY_PLAN = Symbol('nestjs-outbox:delivery-plan');
 
 /** The `@OnOutboxDeadLetter()` methods the dispatcher calls before it dead-letters a message. */
 export const OUTBOX_DEAD_LETTER_FALLBACKS = Symbol('nestjs-outbox:dead-letter-fallbacks');

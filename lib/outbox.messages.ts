@@ -42,7 +42,18 @@ const dropIt = ({ tableName, keyLock }: OutboxTableRef): string =>
  */
 export const OutboxMessages = {
   externalDelivery: (outbox: string, call: string): string =>
-    `The dispatcher of outbox "${outbox}" cannot ${call}: its delivery is 'external' (Debezium or another engine reading the database's log delivers its messages, and a second delivery would publish them twice). Set delivery: 'dispatcher' to deliver with the module (docs/debezium.md#moving-between-the-dispatcher-and-debezium).`,
+    `The dispatcher of outbox "${outbox}" cannot ${call}: its delivery is 'external' (Debezium or another engine reading the database's log delivers its messages, and a second delivery would publish them twice). Set delivery: 'poll' (or logTailing()) to deliver with the module (docs/debezium.md#moving-between-the-dispatcher-and-debezium).`,
+  deliveryNotAMode: (shown: string): string =>
+    `Invalid OutboxModule option "delivery": ${shown} is not a delivery mode. Use 'poll' (the default: the module's dispatcher claims messages from the table), logTailing() from nestjs-outbox/log-tailing (the dispatcher reads them from the database's log), or 'external' (an engine reading the log, such as Debezium, delivers; docs/options.md).`,
+  /** The two options that spelt the delivery mode before 0.3.0, still read: what to write instead. */
+  deliveryDeprecated: (outbox: string, written: string, write: string): string =>
+    `OutboxModule "${outbox}": ${written} is deprecated and will be removed in 0.4. Write ${write} instead: the delivery mode is one option now (docs/upgrading.md#one-option-for-the-delivery-mode).`,
+  observeBesideDelivery: (delivery: string): string =>
+    `Invalid OutboxModule option "dispatcher.observe": it is given beside delivery: ${delivery}, and the delivery mode is one option now. Remove dispatcher.observe and say it in delivery alone: delivery: 'poll' or delivery: logTailing(…) (docs/upgrading.md#one-option-for-the-delivery-mode).`,
+  logTailingWithExternalDelivery: (): string =>
+    'Invalid OutboxModule option "dispatcher.observe": a log observer is given with delivery \'external\', where no dispatcher runs to read the log. Leave dispatcher.observe out (the external engine reads the log), or write delivery: logTailing() to deliver with the module.',
+  partitionsWithLogTailing: (): string =>
+    "Invalid OutboxModule option \"dispatcher.claims\": 'partitions' reads the table's partitions by polling; it does not take log tailing (delivery: logTailing()) yet. Use delivery: 'poll' with dispatcher.claims: 'partitions', or keep dispatcher.claims at 'leases' for log tailing.",
   droppedByExternalDelivery: (what: string): string =>
     `${what} cannot be delivered with delivery 'external': Debezium's outbox router publishes the JSON payload of each row as soon as it is committed (docs/debezium.md#what-changes-in-the-app)`,
   /** What admin, the console and `outbox why` say about a message in an external-delivery table. */

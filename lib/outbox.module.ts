@@ -1,9 +1,9 @@
-import { Module, type DynamicModule, type Provider } from '@nestjs/common';
+import { Logger, Module, type DynamicModule, type Provider } from '@nestjs/common';
 import { DiscoveryModule, DiscoveryService, MetadataScanner, ModuleRef } from '@nestjs/core';
 import { DeadLetterFallbacks } from './dispatch/fallback/dead-letter-fallbacks';
 import {
-  enqueueNotifies,
-  OUTBOX_DELIVERY_SOURCE_PROVIDER,
+  OUTBOX_DELIVERY_PLAN_PROVIDER,
+  type DeliveryPlan,
 } from './dispatch/delivery-source.provider';
 import { OUTBOX_ADMIN_PROVIDER } from './module/admin/outbox-admin.provider';
 import { OutboxAdmin } from './module/admin/outbox.admin';
@@ -15,6 +15,7 @@ import {
   OUTBOX_COMMITS,
   OUTBOX_CONNECTION,
   OUTBOX_DEAD_LETTER_FALLBACKS,
+  OUTBOX_DELIVERY_PLAN,
   OUTBOX_INSTANCE_NAME,
   OUTBOX_OPTIONS,
   OUTBOX_SQL,
@@ -99,7 +100,10 @@ function coreProviders(workers: boolean, name: string): Provider[] {
       inject: [OUTBOX_MODULE_OPTIONS, ModuleRef],
       useFactory: (options: OutboxModuleOptions, moduleRef: ModuleRef) => {
         checkSoleInstance(moduleRef, name);
-        return resolveOutboxOptions(options, workers, name);
+        const resolved = resolveOutboxOptions(options, workers, name);
+        // The 0.2 spelling of the delivery mode still works for one release, said once here.
+        if (resolved.deprecation !== null) new Logger('OutboxModule').warn(resolved.deprecation);
+        return resolved;
       },
     },
     {
@@ -120,16 +124,20 @@ function coreProviders(workers: boolean, name: string): Provider[] {
     },
     {
       provide: OUTBOX_STORE,
-      inject: [OUTBOX_OPTIONS, OUTBOX_CONNECTION],
-      useFactory: (options: ResolvedOutboxOptions, connection: OutboxConnection<unknown>) =>
+      inject: [OUTBOX_OPTIONS, OUTBOX_CONNECTION, OUTBOX_DELIVERY_PLAN],
+      useFactory: (
+        options: ResolvedOutboxOptions,
+        connection: OutboxConnection<unknown>,
+        plan: DeliveryPlan,
+      ) =>
         createOutboxStore(connection.sql, options, {
           enabled: workers,
-          notify: enqueueNotifies(options),
+          notify: plan.notifies,
           // Where the connection reports its commits, the NOTIFY leaves the app's transaction.
           afterCommit: connection.afterCommit !== undefined,
         }),
     },
-    OUTBOX_DELIVERY_SOURCE_PROVIDER,
+    OUTBOX_DELIVERY_PLAN_PROVIDER,
     ...(workers ? [deadLetterFallbacksProvider(name)] : []),
     ...(name === DEFAULT_OUTBOX_NAME
       ? [OutboxService, OUTBOX_ADMIN_PROVIDER, ...(workers ? WORKERS : [])]

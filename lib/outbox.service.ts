@@ -22,12 +22,14 @@ import type { OutboxConnection } from './store/ports/outbox-connection';
 import {
   OUTBOX_COMMITS,
   OUTBOX_CONNECTION,
+  OUTBOX_DELIVERY_PLAN,
   OUTBOX_HEADER_TENANT,
   OUTBOX_OPTIONS,
   OUTBOX_STORE,
 } from './outbox.constants';
 import { OutboxMessages } from './outbox.messages';
 import type { ResolvedOutboxOptions } from './options/resolve-outbox-options';
+import type { DeliveryDuties } from './options/delivery-duties';
 
 /** What `enqueue()` accepts: an `@OutboxEvent()` instance or a plain message. */
 export type OutboxInput = object | OutboxMessage;
@@ -58,6 +60,7 @@ export class OutboxService<Tx = EntityManager> implements OnApplicationShutdown 
     @Inject(OUTBOX_STORE) private readonly store: OutboxStore,
     @Inject(OUTBOX_CONNECTION) private readonly connection: OutboxConnection<Tx>,
     @Inject(OUTBOX_COMMITS) private readonly commits: CommitWatcher<Tx>,
+    @Inject(OUTBOX_DELIVERY_PLAN) private readonly duties: DeliveryDuties,
   ) {
     this.serializer = new OutboxMessageSerializer(options.maxPayloadBytes);
   }
@@ -119,7 +122,7 @@ export class OutboxService<Tx = EntityManager> implements OnApplicationShutdown 
     );
     rejectRepeatedIds(rows);
     this.warnOfUnappliedPolicies(list);
-    if (this.options.delivery === 'external') rejectWhatDebeziumDrops(rows);
+    if (this.duties.jsonRowsOnly) rejectWhatDebeziumDrops(rows);
     const publisher = this.options.publisher;
     if (publisher?.checkEnqueue !== undefined) rejectWhatThePublisherRefuses(rows, publisher);
     const tx = manager ?? (this.currentTransaction() as Tx | undefined);
@@ -147,9 +150,9 @@ export class OutboxService<Tx = EntityManager> implements OnApplicationShutdown 
    * (the class is not in its `events`): said once per type, since its messages get the defaults.
    */
   private warnOfUnappliedPolicies(list: readonly OutboxInput[]): void {
-    // An instance without a publisher (enqueue only) or with external delivery dispatches
-    // nothing: the policies that matter are those of the instance that delivers.
-    if (this.options.publisher === undefined || this.options.delivery === 'external') return;
+    // An instance that publishes nothing (enqueue only, or delivered by another engine): the
+    // policies that matter are those of the instance that delivers.
+    if (!this.duties.publishes) return;
     for (const item of list) {
       if (item === null || typeof item !== 'object') continue;
       const meta = getOutboxEventMetadata(item);
@@ -343,7 +346,7 @@ function rejectRepeatedIds(rows: readonly NewOutboxRow[]): void {
 }
 
 /**
- * With delivery 'external', Debezium's outbox router publishes each row as it is committed, from
+ * With delivery 'external' (`DeliveryDuties.jsonRowsOnly`), Debezium's outbox router publishes each row as it is committed, from
  * its JSON payload column: a binary body, broker attributes or a delay would be dropped without a
  * word (a `null` value, the default partition, at once). Refused, as any message that cannot be
  * delivered as written.

@@ -4,8 +4,8 @@
  *
  * The log's position is made first (the app's first start makes the slot, or stores the binlog
  * position, and is closed), then `l1Messages` messages (1 KiB, a key per message) are committed in
- * transactions of 100 while no dispatcher runs, then a fresh app with `dispatcher: { observe:
- * logTailing() }` (the defaults, the bench's slot name) is started and timed until every message
+ * transactions of 100 while no dispatcher runs, then a fresh app with `delivery: logTailing()`
+ * (the defaults, the bench's slot name) is started and timed until every message
  * is published and none is pending: its reader reads the whole backlog from the log. Polling (the
  * defaults) and the bare relay drain the same backlog in a table of their own (their rows would
  * otherwise pass through the slot). Log tailing runs twice: with the default sweep (5 s: a drain

@@ -106,7 +106,7 @@ async function windows(
         dataSource: ds,
         tableName: tableOf(mode),
         workers: false,
-        ...(mode === 'log' ? { dispatcher: { observe: logTailing(logOptions) } } : {}),
+        ...(mode === 'log' ? { delivery: logTailing(logOptions) } : {}),
       });
       children[mode] =
         mode === 'bare'

@@ -119,7 +119,7 @@ async function windows(
         dataSource: ds,
         tableName: tableOf(mode),
         workers: false,
-        ...(log === undefined ? {} : { dispatcher: { observe: logTailing(log) } }),
+        ...(log === undefined ? {} : { delivery: logTailing(log) }),
       });
       children[mode] = forkTs('../support/dispatcher-process.ts', {
         mode: 'run',

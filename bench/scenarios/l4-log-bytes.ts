@@ -102,7 +102,7 @@ async function measure(
         dataSource: ds,
         tableName: tableOf(mode),
         workers: false,
-        ...(mode === 'log' ? { dispatcher: { observe: logTailing(logOptions) } } : {}),
+        ...(mode === 'log' ? { delivery: logTailing(logOptions) } : {}),
       });
     }
     await setUpLog(target, tableOf('log'));

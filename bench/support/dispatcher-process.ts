@@ -11,7 +11,7 @@
  *        'rss'    — drain, sampling the resident set size.
  */
 import 'reflect-metadata';
-import type { OutboxDispatcherOptions, OutboxPublisher } from '../../lib';
+import type { OutboxDelivery, OutboxDispatcherOptions, OutboxPublisher } from '../../lib';
 import { logTailing, type LogTailingOptions } from '../../lib/log-tailing';
 import { childSide } from './child';
 import {
@@ -46,7 +46,7 @@ export interface DispatcherChildConfig {
   /** The database (L2, L3 run on MariaDB too). @default 'postgres' */
   readonly database?: 'postgres' | 'mariadb';
   /**
-   * `dispatcher.observe: logTailing(these)` (the options cross the process boundary as JSON);
+   * `delivery: logTailing(these)` (the options cross the process boundary as JSON);
    * the reader's starts and reconnect lines are counted and reported with each "done".
    */
   readonly logTailing?: LogTailingOptions;
@@ -60,10 +60,8 @@ async function main(): Promise<void> {
       ? await openMaria()
       : await openPostgres({ poolSize: 10, logger });
   const readerLines = config.logTailing === undefined ? undefined : new ReaderLines();
-  const dispatcherOptions: OutboxDispatcherOptions | undefined =
-    config.logTailing === undefined
-      ? config.dispatcher
-      : { ...config.dispatcher, observe: logTailing(config.logTailing) };
+  const delivery: OutboxDelivery =
+    config.logTailing === undefined ? 'poll' : logTailing(config.logTailing);
   const readerReport = (): Record<string, unknown> => {
     if (readerLines === undefined) return {};
     const report = { readerStarts: readerLines.starts, readerReconnects: readerLines.reconnects };
@@ -86,7 +84,8 @@ async function main(): Promise<void> {
       instanceId: config.instanceId,
       autoStart: serving,
       ordering: { enabled: true },
-      dispatcher: dispatcherOptions,
+      dispatcher: config.dispatcher,
+      delivery,
       ...(readerLines === undefined ? {} : { logger: readerLines }),
       observer: {
         onBatch: (report) => {

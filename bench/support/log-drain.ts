@@ -60,7 +60,7 @@ export async function appDrain(options: {
     autoStart: false,
     instanceId: options.instanceId,
     ordering: { enabled: true },
-    ...(options.log === undefined ? {} : { dispatcher: { observe: logTailing(options.log) } }),
+    ...(options.log === undefined ? {} : { delivery: logTailing(options.log) }),
     observer: {
       onBatch: (report) => {
         published += report.published;
@@ -103,7 +103,7 @@ export async function makeLogPosition(options: {
     publisher: publisherFor(options.broker, options.destination),
     instanceId: 'bench-log-position',
     ordering: { enabled: true },
-    dispatcher: { observe: logTailing(options.log) },
+    delivery: logTailing(options.log),
   });
   try {
     await readerReady(options.target, options.table);

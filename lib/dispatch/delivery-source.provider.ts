@@ -1,35 +1,57 @@
 import type { Provider } from '@nestjs/common';
-import { OUTBOX_DELIVERY_SOURCE, OUTBOX_OPTIONS } from '../outbox.constants';
+import { OUTBOX_DELIVERY_PLAN, OUTBOX_OPTIONS } from '../outbox.constants';
+import type { DeliveryDuties } from '../options/delivery-duties';
 import type { ResolvedOutboxOptions } from '../options/resolve-outbox-options';
+import type { OutboxLogObserver } from '../store/ports/outbox-log-source.port';
 import type { DeliverySourceFactory } from './delivery-source';
 import { LogSource, logSweepIntervalMs } from './log/log-source';
-import { NoSource } from './no-source';
 import { PartitionSource } from './partitions/partition-source';
 import { PollSource, type PollSettings } from './poll/poll-source';
 
+/** The delivery mode's plan: the dispatcher's source, and what the other parts do. */
+export interface DeliveryPlan extends DeliveryDuties {
+  /**
+   * Makes the dispatcher's source from its pipeline; null where nothing is delivered here
+   * (another engine reads the table), and the dispatcher then builds no pipeline and no publisher.
+   */
+  readonly source: DeliverySourceFactory | null;
+}
+
 /**
- * The one place the delivery mode is decided: from the resolved options, once per instance.
- * `delivery: 'external'` delivers nothing here; otherwise `dispatcher.observe` says whether new
- * rows come from the table's polls or from the database's log.
+ * The one place the delivery mode is read: from the resolved `delivery`, once per instance, the
+ * dispatcher's source and which workers run and how. `'external'` delivers nothing here: no
+ * source, no unlocker, the cleaner by age; `'poll'` claims from the table (or its partitions);
+ * a log observer reads new rows from the database's log, with the table's sweep beside it.
  */
-export function chooseDeliverySource(options: ResolvedOutboxOptions): DeliverySourceFactory {
-  if (options.delivery === 'external') return (_pipeline, context) => new NoSource(context);
-  const observe = options.dispatcher.observe;
-  if (observe !== 'poll') {
-    // The log brings new messages; the table's poll, slower, brings back retries, promotions and
-    // what the log's reader left to the table. Commit nudges and NOTIFY would only make the poll
-    // race the reader for every new message: both correct, the poll a wasted claim. The first
-    // sweep comes after one interval: what committed before the slot existed (a backlog from
-    // polling days) waits that long; everything since is in the log.
-    const sweep: PollSettings = {
-      intervalMs: logSweepIntervalMs(observe),
-      listen: false,
-      commitNudges: false,
-      claimAtStart: false,
+export function planDelivery(options: ResolvedOutboxOptions): DeliveryPlan {
+  const delivery = options.delivery;
+  if (delivery === 'external') {
+    return {
+      source: null,
+      deliveredBy: 'external',
+      publishes: false,
+      unlocks: false,
+      cleansBy: 'age',
+      notifies: false,
+      jsonRowsOnly: true,
     };
-    return (pipeline, context) =>
-      new LogSource(observe, pipeline, context, new PollSource(pipeline, context, sweep));
   }
+  const duties = {
+    deliveredBy: 'dispatcher',
+    publishes: options.publisher !== undefined,
+    unlocks: true,
+    cleansBy: 'status',
+    jsonRowsOnly: false,
+  } as const;
+  if (delivery === 'poll') {
+    // Only a polling dispatcher LISTENs: a log source reads new rows from the log, so a NOTIFY
+    // would wake no one.
+    return { ...duties, notifies: options.dispatcher.listen, source: pollSource(options) };
+  }
+  return { ...duties, notifies: false, source: logSource(delivery) };
+}
+
+function pollSource(options: ResolvedOutboxOptions): DeliverySourceFactory {
   if (options.dispatcher.claims === 'partitions') {
     return (pipeline, context) => new PartitionSource(pipeline, context);
   }
@@ -43,21 +65,25 @@ export function chooseDeliverySource(options: ResolvedOutboxOptions): DeliverySo
     });
 }
 
-/**
- * Whether the enqueue should NOTIFY: only a polling dispatcher LISTENs. With delivery elsewhere
- * none runs, and a log source reads new rows from the log, so a NOTIFY would wake no one.
- */
-export function enqueueNotifies(options: ResolvedOutboxOptions): boolean {
-  return (
-    options.dispatcher.listen &&
-    options.delivery === 'dispatcher' &&
-    options.dispatcher.observe === 'poll'
-  );
+// The log brings new messages; the table's poll, slower, brings back retries, promotions and
+// what the log's reader left to the table. Commit nudges and NOTIFY would only make the poll
+// race the reader for every new message: both correct, the poll a wasted claim. The first
+// sweep comes after one interval: what committed before the slot existed (a backlog from
+// polling days) waits that long; everything since is in the log.
+function logSource(observer: OutboxLogObserver): DeliverySourceFactory {
+  const sweep: PollSettings = {
+    intervalMs: logSweepIntervalMs(observer),
+    listen: false,
+    commitNudges: false,
+    claimAtStart: false,
+  };
+  return (pipeline, context) =>
+    new LogSource(observer, pipeline, context, new PollSource(pipeline, context, sweep));
 }
 
-/** The instance's source, chosen once (see `chooseDeliverySource`). */
-export const OUTBOX_DELIVERY_SOURCE_PROVIDER: Provider = {
-  provide: OUTBOX_DELIVERY_SOURCE,
+/** The instance's plan, made once (see `planDelivery`). */
+export const OUTBOX_DELIVERY_PLAN_PROVIDER: Provider = {
+  provide: OUTBOX_DELIVERY_PLAN,
   inject: [OUTBOX_OPTIONS],
-  useFactory: chooseDeliverySource,
+  useFactory: planDelivery,
 };

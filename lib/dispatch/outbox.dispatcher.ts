@@ -16,7 +16,7 @@ import { describeError } from '../internal/describe-error';
 import {
   OUTBOX_COMMITS,
   OUTBOX_DEAD_LETTER_FALLBACKS,
-  OUTBOX_DELIVERY_SOURCE,
+  OUTBOX_DELIVERY_PLAN,
   OUTBOX_OPTIONS,
   OUTBOX_SQL,
   OUTBOX_STORE,
@@ -24,13 +24,14 @@ import {
 import type { SqlPort } from '../store/ports/sql-port';
 import type { OutboxLogLag } from '../store/ports/outbox-log-source.port';
 import type { ResolvedOutboxOptions } from '../options/resolve-outbox-options';
-import type { DeliverySource, DeliverySourceFactory } from './delivery-source';
-import { chooseDeliverySource } from './delivery-source.provider';
+import type { DeliverySource, SourceContext } from './delivery-source';
+import { planDelivery, type DeliveryPlan } from './delivery-source.provider';
 import { DispatcherLog } from './dispatcher-log';
 import { StartupCheck } from './health/startup-check';
 import { DeliveryPipeline } from './pipeline/delivery-pipeline';
 import type { DeadLetterFallbackLookup } from './fallback/dead-letter-fallbacks';
 import type { CommitWatcher } from './poll/commit-watcher';
+import { NoSource } from './no-source';
 import { within } from './sleep';
 
 /**
@@ -38,6 +39,12 @@ import { within } from './sleep';
  * settled, and for the publisher to close. Past it, shutdown returns whatever still runs.
  */
 const SHUTDOWN_MARGIN_MS = 1_000;
+
+/** The pipeline and what it publishes through: only where the dispatcher delivers. */
+interface Delivering {
+  readonly publisher: OutboxPublisher;
+  readonly pipeline: DeliveryPipeline;
+}
 
 /** What the dispatcher is doing, for health checks. */
 export interface OutboxDispatcherStatus {
@@ -66,8 +73,8 @@ export class OutboxDispatcher
   private readonly logger = new Logger(OutboxDispatcher.name);
   /** Every line of this dispatcher, naming its run. */
   private readonly log: DispatcherLog;
-  private readonly publisher: OutboxPublisher;
-  private readonly pipeline: DeliveryPipeline;
+  /** Null where nothing is delivered here (`delivery: 'external'`): no pipeline, no publisher. */
+  private readonly delivering: Delivering | null;
   private readonly source: DeliverySource;
   /** The context the dispatcher was made in: what `start()` starts runs in it, never the caller's. */
   private readonly detached = captureAsyncContext();
@@ -83,34 +90,31 @@ export class OutboxDispatcher
     // The instance's SQL port: the owner lock's session, and what a log source reads the
     // server's settings through.
     @Optional() @Inject(OUTBOX_SQL) sql?: SqlPort,
-    @Optional() @Inject(OUTBOX_DELIVERY_SOURCE) source?: DeliverySourceFactory,
+    @Optional() @Inject(OUTBOX_DELIVERY_PLAN) plan?: DeliveryPlan,
     // The app's @OnOutboxDeadLetter() methods, called before a message is dead-lettered.
     @Optional() @Inject(OUTBOX_DEAD_LETTER_FALLBACKS) fallbacks?: DeadLetterFallbackLookup,
   ) {
-    if (options.publisher === undefined && options.delivery === 'dispatcher') {
-      throw new Error('OutboxDispatcher needs a publisher');
-    }
-    // Made by hand (a test, a subclass), the dispatcher chooses as the provider would.
-    const makeSource = source ?? chooseDeliverySource(options);
-    // Where nothing delivers here, this stand-in is never called.
-    this.publisher = options.publisher ?? { publish: () => Promise.resolve([]) };
+    // Made by hand (a test, a subclass), the dispatcher plans as the provider would.
+    const makeSource = (plan ?? planDelivery(options)).source;
     this.log = new DispatcherLog(this.logger, options.name);
-    this.pipeline = new DeliveryPipeline({
+    const context: SourceContext = { options, store, sql, registry, commits, log: this.log };
+    if (makeSource === null) {
+      this.delivering = null;
+      this.source = new NoSource(context);
+      return;
+    }
+    const publisher = options.publisher;
+    if (publisher === undefined) throw new Error('OutboxDispatcher needs a publisher');
+    const pipeline = new DeliveryPipeline({
       options,
       store,
-      publisher: this.publisher,
+      publisher,
       sql,
       log: this.log,
       ...(fallbacks === undefined ? {} : { fallbacks }),
     });
-    this.source = makeSource(this.pipeline, {
-      options,
-      store,
-      sql,
-      registry,
-      commits,
-      log: this.log,
-    });
+    this.delivering = { publisher, pipeline };
+    this.source = makeSource(pipeline, context);
   }
 
   /**
@@ -138,13 +142,14 @@ export class OutboxDispatcher
 
   private async startDetached(): Promise<void> {
     const { dispatcher, ordering, instanceId } = this.options;
-    if (!this.source.delivers) {
+    if (this.delivering === null) {
       this.logger.log(this.source.description);
       return;
     }
+    const { pipeline, publisher } = this.delivering;
     // A log source's reader is known once it is made (at module init, normally).
     await this.source.prepare();
-    if (this.pipeline.lifecycle.start()) {
+    if (pipeline.lifecycle.start()) {
       // Event policies and tenants are named only when set, so that an operator sees them here.
       const types = [...this.options.policies.types.keys()];
       const policies = types.length === 0 ? '' : `, event policies for ${types.join(', ')}`;
@@ -157,18 +162,18 @@ export class OutboxDispatcher
       );
     }
     this.startupCheck ??= new StartupCheck(
-      this.publisher,
+      publisher,
       dispatcher.publishTimeoutMs,
-      () => this.pipeline.lifecycle.stopping,
+      () => pipeline.lifecycle.stopping,
       this.log,
     );
-    await this.pipeline.start();
+    await pipeline.start();
     await this.source.start();
   }
 
   /** Asks for a drain as soon as possible; coalesces with a drain already running. */
   wake(): void {
-    if (this.pipeline.lifecycle.stopping) return;
+    if (this.delivering?.pipeline.lifecycle.stopping !== false) return;
     this.source.wake();
   }
 
@@ -189,18 +194,24 @@ export class OutboxDispatcher
   status(): OutboxDispatcherStatus {
     const now = Date.now();
     const { runningSince, lastFinishedAt } = this.source.drainTimes;
-    const { outage, watchdog, lifecycle } = this.pipeline;
-    return {
-      started: lifecycle.running,
+    const times = {
       runningForMs: runningSince === undefined ? null : now - runningSince,
       lastRunFinishedAt: lastFinishedAt === undefined ? null : new Date(lastFinishedAt),
+    };
+    if (this.delivering === null) {
+      return { started: false, ...times, pausedUntil: null, stalledDatabaseCall: null };
+    }
+    const { outage, watchdog, lifecycle } = this.delivering.pipeline;
+    return {
+      started: lifecycle.running,
+      ...times,
       pausedUntil: outage.paused ? new Date(outage.pausedUntil) : null,
       stalledDatabaseCall: watchdog.stalled ?? null,
     };
   }
 
   /**
-   * How far the log's durable position is behind (`dispatcher.observe` a log observer), or null
+   * How far the log's durable position is behind (`delivery: logTailing()`), or null
    * when the dispatcher polls: for the lag metric and health check.
    */
   async logLagStatus(): Promise<OutboxLogLag | null> {
@@ -216,11 +227,9 @@ export class OutboxDispatcher
    */
   async beforeApplicationShutdown(): Promise<void> {
     const { shutdownTimeoutMs } = this.options.dispatcher;
-    // Nothing ran (the start said so): no stop to report, only a publisher given to close.
-    if (!this.source.delivers) {
-      await this.publisher.close?.().catch(() => undefined);
-      return;
-    }
+    // Nothing ran (the start said so): no stop to report, and no publisher was given.
+    if (this.delivering === null) return;
+    const { pipeline, publisher } = this.delivering;
     const endBy = performance.now() + shutdownTimeoutMs + SHUTDOWN_MARGIN_MS;
     const left: string[] = [];
     const bounded = async (what: string, step: Promise<unknown>, atLeastMs = 1): Promise<void> => {
@@ -233,7 +242,7 @@ export class OutboxDispatcher
       )
         left.push(what);
     };
-    const { lifecycle } = this.pipeline;
+    const { lifecycle } = pipeline;
     lifecycle.beginStop();
     // A log source stops its reader first: the batches it leased finish (settled), what it had
     // not leased stays unacknowledged.
@@ -250,15 +259,15 @@ export class OutboxDispatcher
       SHUTDOWN_MARGIN_MS,
     );
     if (finished === 'abandoned') {
-      left.push(...this.pipeline.stillRunning(), ...this.source.stillRunning(idleDone));
+      left.push(...pipeline.stillRunning(), ...this.source.stillRunning(idleDone));
     }
     // After the batches settled: a lock given up earlier would let others end their leases. It
     // waits for a publish still running under it, past this shutdown if need be.
     await bounded(
       'the owner lock (kept while a batch leased under it publishes)',
-      this.pipeline.stopOwnerLock(),
+      pipeline.stopOwnerLock(),
     );
-    const closing = this.publisher
+    const closing = publisher
       .close?.()
       .catch((error: unknown) => this.log.warn(`Publisher close failed: ${describeError(error)}`));
     // The publisher's close gets a moment even when the batches took the whole margin.

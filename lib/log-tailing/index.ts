@@ -1,6 +1,6 @@
 /**
  * `nestjs-outbox/log-tailing`: the dispatcher learns of new messages from the database's log
- * instead of polling the table for them: `dispatcher: { observe: logTailing() }`. PostgreSQL
+ * instead of polling the table for them: `delivery: logTailing()`. PostgreSQL
  * reads logical replication (`pgoutput`) through the optional peer `pg-logical-replication`;
  * MySQL/MariaDB reads the binlog through the optional peer `@vlasky/zongji`, loaded only when
  * the dispatcher starts on MySQL.

@@ -18,10 +18,10 @@ const DEFAULT_MAX_TRANSACTION_INSERTS = 10_000;
 const DEFAULT_READER_TIMEOUT_MS = 5_000;
 
 /**
- * The dispatcher's log observer: `OutboxModule.forRoot({ …, dispatcher: { observe:
- * logTailing() } })` makes the dispatcher learn of new messages from the database's log
- * (PostgreSQL logical replication; MySQL/MariaDB's binlog) instead of polling for them. The
- * table stays the record; see docs/log-tailing.md. Throws `OutboxOptionsError` for a bad option.
+ * The dispatcher's log observer: `OutboxModule.forRoot({ …, delivery: logTailing() })` makes
+ * the dispatcher learn of new messages from the database's log (PostgreSQL logical replication;
+ * MySQL/MariaDB's binlog) instead of polling for them. The table stays the record; see
+ * docs/log-tailing.md. Throws `OutboxOptionsError` for a bad option.
  */
 export function logTailing(options: LogTailingOptions = {}): OutboxLogObserver {
   const settings: LogTailingSettings = {
@@ -71,7 +71,7 @@ function unsupported(dialect: OutboxDialect): OutboxOptionsError {
   const database = LOG_TAILING_DATABASES[dialect];
   const why = 'unsupported' in database ? database.unsupported : `${dialect} has no log source`;
   return new OutboxOptionsError(
-    `dispatcher.observe: log tailing needs ${logTailingTitles('or')}; ${why}. Use dispatcher.observe: 'poll' (the default).`,
-    'dispatcher.observe',
+    `delivery: log tailing needs ${logTailingTitles('or')}; ${why}. Use delivery: 'poll' (the default).`,
+    'delivery',
   );
 }

@@ -20,7 +20,7 @@ export function positiveOption(
   if (!Number.isSafeInteger(value) || value < 1) {
     throw new OutboxOptionsError(
       `logTailing({ ${name} }): ${String(value)} is not a positive whole number.`,
-      `dispatcher.observe.${name}`,
+      `delivery.${name}`,
     );
   }
   return value;
@@ -36,7 +36,7 @@ export function notNegativeOption(
   if (!Number.isSafeInteger(value) || value < 0) {
     throw new OutboxOptionsError(
       `logTailing({ ${name} }): ${String(value)} is not a whole number of 0 or more.`,
-      `dispatcher.observe.${name}`,
+      `delivery.${name}`,
     );
   }
   return value;

@@ -11,7 +11,7 @@ import {
   OUTBOX_COMMITS,
   OUTBOX_CONNECTION,
   OUTBOX_DEAD_LETTER_FALLBACKS,
-  OUTBOX_DELIVERY_SOURCE,
+  OUTBOX_DELIVERY_PLAN,
   OUTBOX_INSTANCE_NAME,
   OUTBOX_OPTIONS,
   OUTBOX_SQL,
@@ -25,7 +25,7 @@ import { OutboxCleaner } from '../workers/outbox.cleaner';
 import { CommitWatcher } from '../dispatch/poll/commit-watcher';
 import { OutboxDispatcher } from '../dispatch/outbox.dispatcher';
 import type { DeadLetterFallbackLookup } from '../dispatch/fallback/dead-letter-fallbacks';
-import type { DeliverySourceFactory } from '../dispatch/delivery-source';
+import type { DeliveryPlan } from '../dispatch/delivery-source.provider';
 import { OutboxUnlocker } from '../workers/outbox.unlocker';
 import { OutboxPartitionMaintainer } from '../workers/outbox.partition-maintainer';
 
@@ -76,13 +76,20 @@ export function namedProviders(workers: boolean, name: string): Provider[] {
   const core: Provider[] = [
     {
       provide: token(OutboxService),
-      inject: [OUTBOX_OPTIONS, OUTBOX_STORE, OUTBOX_CONNECTION, OUTBOX_COMMITS],
+      inject: [
+        OUTBOX_OPTIONS,
+        OUTBOX_STORE,
+        OUTBOX_CONNECTION,
+        OUTBOX_COMMITS,
+        OUTBOX_DELIVERY_PLAN,
+      ],
       useFactory: (
         options: ResolvedOutboxOptions,
         store: OutboxStore,
         connection: OutboxConnection<unknown>,
         commits: CommitWatcher<unknown>,
-      ) => new OutboxService(options, store, connection, commits),
+        plan: DeliveryPlan,
+      ) => new OutboxService(options, store, connection, commits, plan),
     },
     {
       provide: token(OutboxAdmin),
@@ -102,7 +109,7 @@ export function namedProviders(workers: boolean, name: string): Provider[] {
         registry,
         OUTBOX_COMMITS,
         OUTBOX_SQL,
-        OUTBOX_DELIVERY_SOURCE,
+        OUTBOX_DELIVERY_PLAN,
         OUTBOX_DEAD_LETTER_FALLBACKS,
       ],
       useFactory: (
@@ -111,27 +118,29 @@ export function namedProviders(workers: boolean, name: string): Provider[] {
         scheduler: SchedulerRegistry | undefined,
         commits: CommitWatcher<unknown>,
         sql: SqlPort,
-        source: DeliverySourceFactory,
+        plan: DeliveryPlan,
         fallbacks: DeadLetterFallbackLookup,
-      ) => new OutboxDispatcher(options, store, scheduler, commits, sql, source, fallbacks),
+      ) => new OutboxDispatcher(options, store, scheduler, commits, sql, plan, fallbacks),
     },
     {
       provide: token(OutboxUnlocker),
-      inject: [OUTBOX_OPTIONS, OUTBOX_STORE, registry],
+      inject: [OUTBOX_OPTIONS, OUTBOX_STORE, OUTBOX_DELIVERY_PLAN, registry],
       useFactory: (
         options: ResolvedOutboxOptions,
         store: OutboxStore,
+        plan: DeliveryPlan,
         scheduler: SchedulerRegistry | undefined,
-      ) => new OutboxUnlocker(options, store, scheduler),
+      ) => new OutboxUnlocker(options, store, plan, scheduler),
     },
     {
       provide: token(OutboxCleaner),
-      inject: [OUTBOX_OPTIONS, OUTBOX_STORE, registry],
+      inject: [OUTBOX_OPTIONS, OUTBOX_STORE, OUTBOX_DELIVERY_PLAN, registry],
       useFactory: (
         options: ResolvedOutboxOptions,
         store: OutboxStore,
+        plan: DeliveryPlan,
         scheduler: SchedulerRegistry | undefined,
-      ) => new OutboxCleaner(options, store, scheduler),
+      ) => new OutboxCleaner(options, store, plan, scheduler),
     },
     {
       provide: token(OutboxPartitionMaintainer),

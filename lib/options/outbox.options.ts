@@ -53,10 +53,10 @@ export interface OutboxDispatcherOptions {
    */
   maxOutagePauseMs?: number;
   /**
-   * How the dispatcher learns of new messages: `'poll'` claims them from the table; a log
-   * observer (`logTailing()` from `nestjs-outbox/log-tailing`) reads them from PostgreSQL's
-   * logical replication instead, the table still the record (docs/log-tailing.md). SQLite
-   * takes `'poll'` only. @default 'poll'
+   * @deprecated Say it with the top-level `delivery` instead: `delivery: logTailing()` for
+   * `dispatcher: { observe: logTailing() }`, and nothing (`'poll'` is the default) for
+   * `observe: 'poll'`. Still read in 0.3, with a warning at bootstrap; removed in 0.4.
+   * @default none
    */
   observe?: 'poll' | OutboxLogObserver;
   /**
@@ -179,10 +179,18 @@ export interface OutboxUnlockerOptions {
 }
 
 /**
- * Who delivers the messages: the module's own dispatcher, or an engine outside the app that reads
- * the table from the database's log (Debezium's outbox event router on Kafka Connect).
+ * How the app's messages are delivered, in one option:
+ * - `'poll'` (the default): the module's dispatcher claims due messages from the table;
+ * - `logTailing()` of `nestjs-outbox/log-tailing`: the dispatcher learns of new messages from the
+ *   database's log (PostgreSQL logical replication, MySQL/MariaDB binlog), the table still the
+ *   record (docs/log-tailing.md);
+ * - `'external'`: an engine outside the app reads the table from the database's log and
+ *   delivers (Debezium's outbox event router on Kafka Connect, docs/debezium.md).
+ *
+ * `'dispatcher'` is the 0.2 spelling of `'poll'`: still read in 0.3, with a warning at
+ * bootstrap; removed in 0.4.
  */
-export type OutboxDelivery = 'dispatcher' | 'external';
+export type OutboxDelivery = 'poll' | OutboxLogObserver | 'external' | 'dispatcher';
 
 /** Options of `OutboxModule.forRoot()` / the object `forRootAsync()`'s factory returns. */
 export interface OutboxModuleOptions {
@@ -203,11 +211,11 @@ export interface OutboxModuleOptions {
    */
   publisher?: OutboxPublisher;
   /**
-   * `'dispatcher'`: the module delivers through `publisher`. `'external'`: an engine that reads
-   * the database's log delivers (Debezium, see docs/debezium.md); the module only writes
-   * messages, runs no dispatcher or unlocker, and its cleaner deletes every row older than
-   * `cleaner.deliveredRetentionMs`, whatever its status (the engine never marks a row
-   * delivered). @default 'dispatcher'
+   * Who delivers, and how: `'poll'` (the dispatcher claims messages from the table),
+   * `logTailing()` (it reads them from the database's log), or `'external'` (an engine reading
+   * the log, such as Debezium, delivers; the module only writes messages, runs no dispatcher or
+   * unlocker, and its cleaner deletes every row older than `cleaner.deliveredRetentionMs`,
+   * whatever its status). See {@link OutboxDelivery}. @default 'poll'
    */
   delivery?: OutboxDelivery;
   /** Outbox table name: letters, digits and underscores. @default 'outbox' */

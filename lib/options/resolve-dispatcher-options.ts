@@ -1,7 +1,6 @@
 import { OUTBOX_DEFAULTS } from './outbox-defaults';
 import { checks, DAY, fail, HOUR, MINUTE, section } from './outbox-option-checks';
 import type { OutboxDispatcherOptions } from './outbox.options';
-import type { OutboxLogObserver } from '../store/ports/outbox-log-source.port';
 
 /**
  * How long past `dbTimeoutMs` the watchdog waits before giving up on a call: the server's own
@@ -22,8 +21,6 @@ export interface ResolvedDispatcherOptions {
   readonly ownerLock: boolean;
   readonly shutdownTimeoutMs: number;
   readonly maxOutagePauseMs: number;
-  /** 'poll', or the log observer the dispatcher reads new messages from. */
-  readonly observe: 'poll' | OutboxLogObserver;
   /** How often a batch still publishing renews its lease; `false`: never (it lapses). */
   readonly leaseRenewal: false | { readonly intervalMs: number };
   /** How dispatchers share the table: row leases, or partitions of the key space. */
@@ -156,15 +153,8 @@ export function resolveDispatcherOptions(
     HOUR,
     ' ms',
   );
-  const observe = resolveObserve(d.observe);
+  // `observe`, the 0.2 spelling of the delivery mode, is read by resolveDelivery.
   const claims = resolveClaims(d.claims);
-  if (claims === 'partitions' && observe !== 'poll') {
-    fail(
-      'dispatcher.claims',
-      "'partitions' reads the table's partitions by polling; it does not take a log observer yet",
-      "Leave dispatcher.observe at 'poll' with 'partitions', or keep dispatcher.claims at 'leases' for log tailing.",
-    );
-  }
   return {
     batchSize: integer(d.batchSize, defaults.batchSize.value, 'dispatcher.batchSize', 1, 10_000),
     batchesInFlight: integer(
@@ -196,7 +186,6 @@ export function resolveDispatcherOptions(
       HOUR,
       ' ms',
     ),
-    observe,
     leaseRenewal,
     claims,
     partitionTimeoutMs: integer(
@@ -219,21 +208,4 @@ function resolveClaims(value: unknown): 'leases' | 'partitions' {
     `${JSON.stringify(value)} is neither 'leases' nor 'partitions'`,
     "Use 'leases' (the default) or 'partitions' (docs/delivery.md, \"Partitions\").",
   );
-}
-
-/** 'poll' (the default) or an observer made by `logTailing()`. */
-function resolveObserve(value: unknown): 'poll' | OutboxLogObserver {
-  if (value === undefined || value === 'poll') return 'poll';
-  if (isLogObserver(value)) return value;
-  return fail(
-    'dispatcher.observe',
-    `${typeof value === 'string' ? JSON.stringify(value) : typeof value} is neither 'poll' nor a log observer`,
-    "Use 'poll' (the default) or logTailing() from nestjs-outbox/log-tailing.",
-  );
-}
-
-function isLogObserver(value: unknown): value is OutboxLogObserver {
-  if (typeof value !== 'object' || value === null) return false;
-  const { kind, create } = value as { kind?: unknown; create?: unknown };
-  return kind === 'log' && typeof create === 'function';
 }

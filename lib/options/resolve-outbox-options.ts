@@ -8,7 +8,6 @@ import { OutboxOptionsError } from '../errors/outbox-options.error';
 import { OutboxMessages } from '../outbox.messages';
 import type {
   OutboxCleanerOptions,
-  OutboxDelivery,
   OutboxDispatcherOptions,
   OutboxModuleExtras,
   OutboxModuleOptions,
@@ -19,6 +18,7 @@ import type {
   OutboxUnlockerOptions,
 } from './outbox.options';
 import { resolveTenantsOptions, type ResolvedTenantsOptions } from './resolve-tenants-options';
+import { resolveDelivery, type ResolvedDelivery } from './resolve-delivery';
 import { OUTBOX_DEFAULTS, OUTBOX_EXTRA_DEFAULTS } from './outbox-defaults';
 import { checks, fail } from './outbox-option-checks';
 import {
@@ -63,8 +63,13 @@ export interface ResolvedOutboxOptions {
   readonly dataSource: DataSource | string | undefined;
   readonly connection: OutboxConnection<unknown> | undefined;
   readonly publisher: OutboxPublisher | undefined;
-  /** `'external'`: messages are only written; an engine outside the app delivers them. */
-  readonly delivery: OutboxDelivery;
+  /**
+   * The delivery mode: `'poll'`, the log observer of `logTailing()`, or `'external'` (messages
+   * are only written; an engine outside the app delivers them). Read by `planDelivery` alone.
+   */
+  readonly delivery: ResolvedDelivery;
+  /** What to write instead of the 0.2 delivery options used, said at bootstrap; null if none. */
+  readonly deprecation: string | null;
   readonly tableName: string;
   readonly schema: string | null;
   readonly maxPayloadBytes: number;
@@ -189,37 +194,17 @@ function checkShape(options: OutboxModuleOptions): void {
   checks.knownKeys(options, OUTBOX_OPTION_KEYS);
 }
 
-function resolveDelivery(value: OutboxDelivery | undefined): OutboxDelivery {
-  const delivery = value ?? OUTBOX_DEFAULTS[''].delivery.value;
-  if (delivery !== 'dispatcher' && delivery !== 'external') {
-    fail(
-      'delivery',
-      `${checks.show(delivery)} is not a delivery mode`,
-      "Use 'dispatcher' (the module's dispatcher delivers through the publisher) or 'external' (an engine reading the database's log, such as Debezium, delivers).",
-    );
-  }
-  return delivery;
-}
-
 // What has no meaning when an engine outside the app delivers: refused rather than ignored.
 function checkExternalDelivery(
   options: OutboxModuleOptions,
   partitioning: ResolvedPartitioningOptions | null,
   cleaner: ResolvedCleanerOptions,
-  dispatcher: ResolvedDispatcherOptions,
 ): void {
-  if (dispatcher.observe !== 'poll') {
-    fail(
-      'dispatcher.observe',
-      "a log observer is given with delivery 'external', where no dispatcher runs to read the log",
-      "Leave dispatcher.observe out (the external engine reads the log), or use delivery 'dispatcher' with logTailing().",
-    );
-  }
   if (options.publisher !== undefined) {
     fail(
       'publisher',
       "it is given with delivery 'external', where no dispatcher runs to use it",
-      "Leave the publisher out (Debezium or the engine reading the log publishes), or use delivery 'dispatcher'.",
+      "Leave the publisher out (Debezium or the engine reading the log publishes), or write delivery: 'poll' to deliver with the module.",
     );
   }
   if (partitioning !== null) {
@@ -240,7 +225,7 @@ function checkExternalDelivery(
     fail(
       'ordering.sequence',
       "true cannot be combined with delivery 'external': the number is written just after the row's insert, and an engine reading inserts from the log would not see it",
-      "Leave ordering.sequence off with delivery 'external', or use delivery 'dispatcher'.",
+      "Leave ordering.sequence off with delivery 'external', or write delivery: 'poll' to deliver with the module.",
     );
   }
 }
@@ -257,8 +242,9 @@ export function resolveOutboxOptions(
   checkShape(options);
   const defaults = OUTBOX_DEFAULTS[''];
   const { dataSource, connection } = resolveDatabase(options);
-  const delivery = resolveDelivery(options.delivery);
-  const publisher = resolvePublisher(options.publisher, workers && delivery === 'dispatcher');
+  const { delivery, deprecation } = resolveDelivery(options.delivery, options.dispatcher, name);
+  const external = delivery === 'external';
+  const publisher = resolvePublisher(options.publisher, workers && !external);
   const { tableName, schema } = resolveTable(options);
   const ambientTransaction = resolveAmbientTransaction(options.ambientTransaction);
   const instanceId = resolveInstanceId(options.instanceId);
@@ -276,7 +262,10 @@ export function resolveOutboxOptions(
       'Leave cleaner.archive off on a partitioned table (keep old partitions longer with partitioning.retention), or use a plain table to archive.',
     );
   }
-  if (delivery === 'external') checkExternalDelivery(options, partitioning, cleaner, dispatcher);
+  if (external) checkExternalDelivery(options, partitioning, cleaner);
+  if (dispatcher.claims === 'partitions' && delivery !== 'poll' && !external) {
+    throw new OutboxOptionsError(OutboxMessages.partitionsWithLogTailing(), 'dispatcher.claims');
+  }
   const policies = resolveEventPolicies(options, {
     retry,
     onDeadLetter: baseOrdering.onDeadLetter,
@@ -284,7 +273,7 @@ export function resolveOutboxOptions(
     noRetention:
       partitioning !== null
         ? 'a partitioned table drops delivered rows with their partition (partitioning.retention), not by type'
-        : delivery === 'external'
+        : external
           ? "with delivery 'external' the cleaner deletes rows by age whatever their type"
           : undefined,
   });
@@ -309,6 +298,7 @@ export function resolveOutboxOptions(
     connection,
     publisher,
     delivery,
+    deprecation,
     tableName,
     schema,
     maxPayloadBytes: checks.integer(

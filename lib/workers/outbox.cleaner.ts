@@ -2,7 +2,8 @@ import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import { SchedulerRegistry } from '@nestjs/schedule';
 import type { OutboxStore, PurgeTypes } from '../store/ports/outbox-store.port';
 import type { ResolvedEventPolicy } from '../options/resolve-event-policies';
-import { OUTBOX_OPTIONS, OUTBOX_STORE } from '../outbox.constants';
+import { OUTBOX_DELIVERY_PLAN, OUTBOX_OPTIONS, OUTBOX_STORE } from '../outbox.constants';
+import type { DeliveryDuties } from '../options/delivery-duties';
 import type { ResolvedOutboxOptions } from '../options/resolve-outbox-options';
 import { IntervalWorker } from './interval-worker';
 
@@ -33,6 +34,7 @@ export class OutboxCleaner extends IntervalWorker<OutboxCleanReport> {
   constructor(
     @Inject(OUTBOX_OPTIONS) options: ResolvedOutboxOptions,
     @Inject(OUTBOX_STORE) private readonly store: OutboxStore,
+    @Inject(OUTBOX_DELIVERY_PLAN) private readonly duties: DeliveryDuties,
     // The app's, when it imported ScheduleModule.forRoot(); the outbox never imports one.
     @Optional() @Inject(SchedulerRegistry) registry?: SchedulerRegistry,
   ) {
@@ -41,7 +43,7 @@ export class OutboxCleaner extends IntervalWorker<OutboxCleanReport> {
 
   protected async work(): Promise<OutboxCleanReport> {
     const { deliveredRetentionMs, deadRetentionMs } = this.options.cleaner;
-    if (this.options.delivery === 'external') {
+    if (this.duties.cleansBy === 'age') {
       return { delivered: 0, dead: 0, expired: await this.purgeByAge(deliveredRetentionMs) };
     }
     // On a partitioned table delivered rows leave with their partition (the maintainer drops

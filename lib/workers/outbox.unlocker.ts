@@ -1,7 +1,8 @@
 import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import { SchedulerRegistry } from '@nestjs/schedule';
 import type { OutboxStore } from '../store/ports/outbox-store.port';
-import { OUTBOX_OPTIONS, OUTBOX_STORE } from '../outbox.constants';
+import { OUTBOX_DELIVERY_PLAN, OUTBOX_OPTIONS, OUTBOX_STORE } from '../outbox.constants';
+import type { DeliveryDuties } from '../options/delivery-duties';
 import type { ResolvedOutboxOptions } from '../options/resolve-outbox-options';
 import { IntervalWorker } from './interval-worker';
 
@@ -19,20 +20,20 @@ export class OutboxUnlocker extends IntervalWorker<number> {
   constructor(
     @Inject(OUTBOX_OPTIONS) options: ResolvedOutboxOptions,
     @Inject(OUTBOX_STORE) private readonly store: OutboxStore,
+    @Inject(OUTBOX_DELIVERY_PLAN) private readonly duties: DeliveryDuties,
     // The app's, when it imported ScheduleModule.forRoot(); the outbox never imports one.
     @Optional() @Inject(SchedulerRegistry) registry?: SchedulerRegistry,
   ) {
     super(options, registry, 'unlocker', new Logger(OutboxUnlocker.name));
   }
 
-  // With delivery 'external' no dispatcher leases rows, and a promotion would be an UPDATE that
-  // the engine reading the log would see (Debezium's outbox router warns on every update).
+  // Where no dispatcher leases rows (see DeliveryDuties.unlocks), there is nothing to unlock.
   protected override intervalMs(): number | null {
-    return this.options.delivery === 'external' ? null : super.intervalMs();
+    return this.duties.unlocks ? super.intervalMs() : null;
   }
 
   protected async work(): Promise<number> {
-    if (this.options.delivery === 'external') return 0;
+    if (!this.duties.unlocks) return 0;
     const promoted = await this.store.promoteOrphans(ORPHANS_PER_RUN);
     if (promoted > 0) {
       this.logger.warn(`Promoted ${promoted} waiting message(s) that nothing was holding back`);

@@ -18,8 +18,8 @@ function errorOf(options: OutboxModuleOptions): OutboxOptionsError {
 }
 
 describe("delivery: 'external' options", () => {
-  it("defaults to the module's dispatcher", () => {
-    expect(resolveOutboxOptions({ dataSource, publisher }).delivery).toBe('dispatcher');
+  it("defaults to the module's dispatcher, polling", () => {
+    expect(resolveOutboxOptions({ dataSource, publisher }).delivery).toBe('poll');
   });
 
   it('needs no publisher with workers on', () => {
@@ -31,7 +31,9 @@ describe("delivery: 'external' options", () => {
   it('rejects an unknown mode, saying which ones exist', () => {
     const error = errorOf({ dataSource, publisher, delivery: 'debezium' as 'external' });
     expect(error.option).toBe('delivery');
-    expect(error.message).toMatch(/"debezium" is not a delivery mode.*'dispatcher'.*'external'/);
+    expect(error.message).toMatch(
+      /"debezium" is not a delivery mode.*'poll'.*logTailing\(\).*'external'/,
+    );
   });
 
   it('rejects what no external engine would use: a publisher, partitioning, the archive', () => {
@@ -44,7 +46,7 @@ describe("delivery: 'external' options", () => {
     );
   });
 
-  it('rejects a log observer: no dispatcher runs to read the log', () => {
+  it('rejects a log observer beside it (0.2 spelling): no dispatcher runs to read the log', () => {
     const error = errorOf({
       dataSource,
       delivery: 'external',

@@ -71,7 +71,7 @@ describe('logTailing() on MySQL/MariaDB', () => {
   it('without a connection string or the settings of a DataSource, says to pass connectionString', () => {
     expect(() => logTailing().create(context())).toThrow(
       expect.objectContaining({
-        option: 'dispatcher.observe.connectionString',
+        option: 'delivery.connectionString',
         message: expect.stringContaining("logTailing({ connectionString: 'mysql://"),
       }) as Error,
     );

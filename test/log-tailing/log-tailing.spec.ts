@@ -671,9 +671,7 @@ for (const target of TARGETS) {
         providers: [OutboxHealthIndicator],
         options: mergeOutboxOptions(spec.options ?? {}, {
           autoStart: true,
-          dispatcher: {
-            observe: logTailing({ sweepIntervalMs: NO_SWEEP, ...target.logOptions() }),
-          },
+          delivery: logTailing({ sweepIntervalMs: NO_SWEEP, ...target.logOptions() }),
         }),
       });
       await waitFor('reading', async () => (await h.dispatcher.logLagStatus())?.active === true);
@@ -729,14 +727,12 @@ for (const target of TARGETS) {
         logger: logs,
         options: mergeOutboxOptions(spec.options ?? {}, {
           autoStart: true,
-          dispatcher: {
-            observe: logTailing({
-              sweepIntervalMs: NO_SWEEP,
-              standbyRetryMs: 200,
-              maxTransactionInserts: 50,
-              ...target.logOptions(),
-            }),
-          },
+          delivery: logTailing({
+            sweepIntervalMs: NO_SWEEP,
+            standbyRetryMs: 200,
+            maxTransactionInserts: 50,
+            ...target.logOptions(),
+          }),
         }),
       });
       await target.started(scope.ds, table);
@@ -881,7 +877,7 @@ if (sqlite !== undefined) {
     it('refuses the log observer at bootstrap, saying to poll', async () => {
       const attempt = scope.open({
         ...dispatchTestApp(new RecordingPublisher()),
-        options: { autoStart: true, dispatcher: { observe: logTailing() } },
+        options: { autoStart: true, delivery: logTailing() },
       });
       await expect(attempt).rejects.toThrow(OutboxOptionsError);
       await expect(attempt).rejects.toThrow(/SQLite.*'poll'/);
@@ -930,14 +926,12 @@ function tailingApps(scope: OutboxScope, target: LogTarget) {
       table,
       options: mergeOutboxOptions(spec.options ?? {}, {
         autoStart: overrides.autoStart ?? true,
-        dispatcher: {
-          observe: logTailing({
-            sweepIntervalMs: NO_SWEEP,
-            standbyRetryMs: 200,
-            ...target.logOptions(),
-            ...log,
-          }),
-        },
+        delivery: logTailing({
+          sweepIntervalMs: NO_SWEEP,
+          standbyRetryMs: 200,
+          ...target.logOptions(),
+          ...log,
+        }),
       }),
     });
   }

@@ -104,14 +104,12 @@ describeWithPackages(
         ...(logger === undefined ? {} : { logger }),
         options: mergeOutboxOptions(spec.options ?? {}, {
           autoStart: true,
-          dispatcher: {
-            observe: logTailing({
-              sweepIntervalMs: NO_SWEEP,
-              standbyRetryMs: 200,
-              binlogClient: loadZongJi(),
-              ...log,
-            }),
-          },
+          delivery: logTailing({
+            sweepIntervalMs: NO_SWEEP,
+            standbyRetryMs: 200,
+            binlogClient: loadZongJi(),
+            ...log,
+          }),
         }),
       });
     }

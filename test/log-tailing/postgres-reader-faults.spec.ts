@@ -125,9 +125,7 @@ describeWith(['postgres'], 'the PostgreSQL log reader under faults', () => {
         : {}),
       options: mergeOutboxOptions(spec.options ?? {}, {
         autoStart: true,
-        dispatcher: {
-          observe: logTailing({ sweepIntervalMs: NO_SWEEP, standbyRetryMs: 200, ...log }),
-        },
+        delivery: logTailing({ sweepIntervalMs: NO_SWEEP, standbyRetryMs: 200, ...log }),
       }),
     });
   }

@@ -119,10 +119,8 @@ async function main(): Promise<void> {
       publisher,
       instanceId: config.instanceId,
       autoStart: true,
-      dispatcher:
-        config.logTailing === undefined
-          ? config.dispatcher
-          : { ...config.dispatcher, observe: logTailing(config.logTailing) },
+      dispatcher: config.dispatcher,
+      ...(config.logTailing === undefined ? {} : { delivery: logTailing(config.logTailing) }),
       retry: config.retry,
       observer: {
         onBatch: (r: OutboxBatchReport) => {

@@ -22,7 +22,7 @@ import type { OutboxScope } from './outbox-scope';
 import { describeWith, describeWithPackages, type ServiceName } from './services';
 import { waitFor } from './wait-for';
 
-// Where the dispatcher learns of new messages: the table's poll (`dispatcher.observe: 'poll'`,
+// Where the dispatcher learns of new messages: the table's poll (`delivery: 'poll'`,
 // the default) or the database's log (`logTailing()`, docs/log-tailing.md). The dispatch suites
 // that state a promise of delivery (every message once, per-key order, retries, dead letters,
 // outages, shutdown, faults) run once per source through the public module options, so they
@@ -195,7 +195,7 @@ export function useSource(scope: OutboxScope, source: SourceCase): SourceApps {
           : sweep.sweepIntervalMs,
       standbyRetryMs: 200,
     });
-    const overrides: HarnessOverrides = { autoStart: true, dispatcher: { observe } };
+    const overrides: HarnessOverrides = { autoStart: true, delivery: observe };
     options.set(table, overrides);
     return overrides;
   }

@@ -42,7 +42,7 @@ export function logSweepIntervalMs(observer: OutboxLogObserver): number {
 }
 
 /**
- * The log's source (`dispatcher.observe` a log observer, `logTailing()`): the database's log
+ * The log's source (`delivery: logTailing()`): the database's log
  * reader, checked at module init; the `LogTailer` that leases what it brings and hands it to the
  * pipeline; and the table's sweep (a `PollSource` on a slow timer, without LISTEN or commit
  * nudges), which takes retries, promotions and what the tailer left to the table, and is asked
@@ -168,16 +168,16 @@ export class LogSource implements DeliverySource {
     const database = sql === undefined ? undefined : outboxDatabaseOf(sql.databaseType);
     if (sql === undefined || database === undefined) {
       throw new OutboxOptionsError(
-        "dispatcher.observe: the instance's database is unknown to log tailing; use 'poll'.",
-        'dispatcher.observe',
+        "delivery: the instance's database is unknown to log tailing; use 'poll'.",
+        'delivery',
       );
     }
     const dialect = database.dialect as OutboxLogSourceContext['database'];
     const reader = LOG_READERS[dialect];
     if (reader === null || store.claimIds === undefined) {
       throw new OutboxOptionsError(
-        `dispatcher.observe: log tailing needs PostgreSQL or MySQL/MariaDB, and this instance runs on ${DIALECT_NAMES[dialect]}, ${reader === null ? 'which has no replication log' : 'whose store cannot lease by id yet'}. Use dispatcher.observe: 'poll' (the default).`,
-        'dispatcher.observe',
+        `delivery: log tailing needs PostgreSQL or MySQL/MariaDB, and this instance runs on ${DIALECT_NAMES[dialect]}, ${reader === null ? 'which has no replication log' : 'whose store cannot lease by id yet'}. Use delivery: 'poll' (the default).`,
+        'delivery',
       );
     }
     const { tableName, schema, instanceId } = options;

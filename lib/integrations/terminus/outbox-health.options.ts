@@ -28,7 +28,7 @@ export interface OutboxHealthOptions {
    */
   statsMaxAgeMs?: number;
   /**
-   * With log tailing (`dispatcher.observe`), down when the replication slot keeps more WAL than
+   * With log tailing (`delivery: logTailing()`), down when the replication slot keeps more WAL than
    * this many bytes (a reader behind, or none), or when this process stands by and no process
    * reads the slot; null does not check. @default 1073741824 (1 GiB)
    */

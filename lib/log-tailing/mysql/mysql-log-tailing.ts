@@ -30,7 +30,7 @@ export const mysqlLogTailing: LogTailingDatabase = {
       if (postgresOnly !== undefined) {
         throw new OutboxOptionsError(
           `logTailing({ ${postgresOnly} }) is for PostgreSQL; MySQL/MariaDB's binlog has no slot or publication (its position is kept in the table <table>_log_position). Remove the option.`,
-          `dispatcher.observe.${postgresOnly}`,
+          `delivery.${postgresOnly}`,
         );
       }
       return new MysqlBinlogSource(context, {
@@ -63,7 +63,7 @@ function binlogConnection(
   if (connectionString !== undefined) {
     return mysqlUrl(
       connectionString,
-      'dispatcher.observe.connectionString',
+      'delivery.connectionString',
       'logTailing({ connectionString })',
     );
   }
@@ -74,7 +74,7 @@ function binlogConnection(
   if (own?.host === undefined || own.user === undefined) {
     throw new OutboxOptionsError(
       "logTailing() cannot tell how this instance reaches MySQL/MariaDB (only a TypeORM DataSource's host and username are read): pass logTailing({ connectionString: 'mysql://user:password@host:3306/db' }), a user with REPLICATION SLAVE and REPLICATION CLIENT (BINLOG MONITOR on MariaDB).",
-      'dispatcher.observe.connectionString',
+      'delivery.connectionString',
     );
   }
   return {

@@ -154,7 +154,7 @@ async function mysqlLogDrop(args: LogCommandArgs, sql: SqlPort): Promise<LogComm
   }
   if (state.active) {
     return {
-      text: `The binlog of this table is being read by a running app: stop it (or set dispatcher.observe back to 'poll' and deploy) first.`,
+      text: `The binlog of this table is being read by a running app: stop it (or set delivery back to 'poll' and deploy) first.`,
       json: { positionTable: state.positionTable, dropped: false, reason: 'active' },
       exitCode: 1,
     };

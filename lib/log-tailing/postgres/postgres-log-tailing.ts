@@ -24,11 +24,11 @@ export const postgresLogTailing: LogTailingDatabase = {
     if (slotName !== undefined && !isSlotName(slotName)) {
       throw new OutboxOptionsError(
         `logTailing({ slotName }): ${JSON.stringify(slotName)} is not a replication slot name. Use 1 to 63 lower-case letters, digits or underscores.`,
-        'dispatcher.observe.slotName',
+        'delivery.slotName',
       );
     }
     if (publicationName !== undefined) {
-      assertIdentifier(publicationName, 'dispatcher.observe.publicationName');
+      assertIdentifier(publicationName, 'delivery.publicationName');
     }
     const maxQueued = positiveOption(settings.options.maxQueued, DEFAULT_MAX_QUEUED, 'maxQueued');
     const createSlotTimeoutMs = positiveOption(
@@ -75,7 +75,7 @@ function replicationConnection(
   if (own === undefined) {
     throw new OutboxOptionsError(
       "logTailing() cannot tell how this instance reaches PostgreSQL (only a TypeORM DataSource's settings are read): pass logTailing({ connectionString: 'postgres://user@host/db' }), a role with REPLICATION.",
-      'dispatcher.observe.connectionString',
+      'delivery.connectionString',
     );
   }
   return {

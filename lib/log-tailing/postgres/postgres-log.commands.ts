@@ -122,7 +122,7 @@ async function logDrop(args: LogCommandArgs, sql: SqlPort): Promise<LogCommandRe
   const [row] = (await sql.query<{ active: boolean }>(POSTGRES_SLOT_STATUS, [slot])).rows;
   if (row?.active === true) {
     return {
-      text: `Slot ${slot} is being read by a running app: stop it (or set dispatcher.observe back to 'poll' and deploy) first.`,
+      text: `Slot ${slot} is being read by a running app: stop it (or set delivery back to 'poll' and deploy) first.`,
       json: { slot, dropped: false, reason: 'active' },
       exitCode: 1,
     };

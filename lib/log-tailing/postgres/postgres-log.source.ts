@@ -127,14 +127,14 @@ export class PostgresLogSource implements OutboxLogSource {
     ).rows;
     if (settings?.wal_level !== 'logical') {
       throw new OutboxOptionsError(
-        `Log tailing needs wal_level = logical, and the server has wal_level = ${settings?.wal_level ?? 'unknown'}. Set it (ALTER SYSTEM SET wal_level = logical, then restart PostgreSQL; on Amazon RDS/Aurora set the parameter rds.logical_replication = 1, on Cloud SQL the flag cloudsql.logical_decoding = on), or use dispatcher.observe: 'poll'. See docs/log-tailing.md.`,
-        'dispatcher.observe',
+        `Log tailing needs wal_level = logical, and the server has wal_level = ${settings?.wal_level ?? 'unknown'}. Set it (ALTER SYSTEM SET wal_level = logical, then restart PostgreSQL; on Amazon RDS/Aurora set the parameter rds.logical_replication = 1, on Cloud SQL the flag cloudsql.logical_decoding = on), or use delivery: 'poll'. See docs/log-tailing.md.`,
+        'delivery',
       );
     }
     if (settings.can_replicate !== true) {
       throw new OutboxOptionsError(
         `Log tailing needs a role with the REPLICATION attribute, and ${settings.role_name} has none. Run ALTER ROLE ${settings.role_name} WITH REPLICATION (on RDS: GRANT rds_replication TO ${settings.role_name}; on Cloud SQL: ALTER USER ${settings.role_name} WITH REPLICATION), or give logTailing({ connectionString }) a role that has it. See docs/log-tailing.md.`,
-        'dispatcher.observe',
+        'delivery',
       );
     }
     const schema = names.schema ?? 'public';
@@ -151,7 +151,7 @@ export class PostgresLogSource implements OutboxLogSource {
     if (found?.covers !== true || !found.pubinsert) {
       throw new OutboxOptionsError(
         `Log tailing reads the publication ${publication}, which ${found === undefined ? 'does not exist' : 'does not publish the inserts of ' + names.table}. Run \`outbox schema migrate --log-tailing\` (or \`outbox log setup\`), or this SQL: ${postgresLogTailingDdl(names, publication).join('; ')}`,
-        'dispatcher.observe',
+        'delivery',
       );
     }
     // The slot is made here, before the first read, so that WAL is kept from now on: what
@@ -577,7 +577,7 @@ function loadLogicalReplication(): Promise<LogicalReplicationModule> {
     logicalReplication = undefined;
     throw new OutboxOptionsError(
       `Log tailing on PostgreSQL reads logical replication with pg-logical-replication, which could not be loaded (${describeError(error)}). Install it: npm install pg-logical-replication`,
-      'dispatcher.observe',
+      'delivery',
     );
   });
   return logicalReplication;

@@ -2,6 +2,7 @@ import { OutboxAdminInputError } from '../../errors/outbox-admin-input.error';
 import { OutboxMessageExpiredError } from '../../errors/outbox-message-expired.error';
 import type { OutboxPartitionOwner } from '../../store/ports/outbox-store.port';
 import type { OutboxDelivery } from '../../options/outbox.options';
+import { deliveredBy } from '../../options/resolve-delivery';
 import { OutboxMessages } from '../../outbox.messages';
 import type { OutboxStats, OutboxStore } from '../../store/ports/outbox-store.port';
 import { deadBlocksKeyOf, queuePolicyOf } from '../../options/queue-policy';
@@ -76,8 +77,9 @@ export interface OutboxAdminOptions {
   /** PostgreSQL schema, or MySQL database. @default the connection's */
   readonly schema?: string | null;
   /**
-   * The app's `delivery`: with `'external'`, `why()` says that Debezium (or another engine
-   * reading the log) delivers, instead of calling every message due. @default 'dispatcher'
+   * The app's `delivery` option, as given to `OutboxModule`: with `'external'`, `why()` says
+   * that Debezium (or another engine reading the log) delivers, instead of calling every message
+   * due. @default 'poll'
    */
   readonly delivery?: OutboxDelivery;
   /** The app's `ordering` options; they decide which keys count as blocked. */
@@ -327,7 +329,7 @@ export class OutboxAdmin {
    * Who delivers this table's messages: `'external'` when Debezium (or another engine reading
    * the log) does, and pending only means "written" (the table never records its deliveries).
    */
-  readonly delivery: OutboxDelivery;
+  readonly delivery: 'dispatcher' | 'external';
 
   constructor(
     private readonly sqlPort: SqlPort,
@@ -340,7 +342,7 @@ export class OutboxAdmin {
       tableName: options.tableName,
       schema: options.schema ?? undefined,
     });
-    this.delivery = options.delivery ?? 'dispatcher';
+    this.delivery = deliveredBy(options.delivery);
     this.partitionTimeoutMs = options.dispatcher?.partitionTimeoutMs ?? 1_500;
     this.queue = queuePolicyOf(options.ordering);
     this.ordered = this.queue.ordered;
@@ -813,7 +815,7 @@ export class OutboxAdmin {
    * The gauges a dashboard polls: counts by status and the age of the oldest pending message
    * (database clock). Cheaper than {@link counts}, which groups by topic and takes filters.
    */
-  async stats(): Promise<OutboxStats & { readonly delivery: OutboxDelivery }> {
+  async stats(): Promise<OutboxStats & { readonly delivery: 'dispatcher' | 'external' }> {
     return { ...(await this.store.stats()), delivery: this.delivery };
   }
 

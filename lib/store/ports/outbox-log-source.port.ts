@@ -109,7 +109,7 @@ export interface OutboxLogSourceContext {
 /** The wait for a fuller batch of an observer that does not say (`OutboxLogObserver.lingerMs`). */
 export const DEFAULT_LOG_LINGER_MS = 1;
 
-/** What `dispatcher.observe` takes besides `'poll'`: builds the source for the instance's database. */
+/** What `delivery` takes besides `'poll'` and `'external'` (`logTailing()` makes it): builds the source for the instance's database. */
 export interface OutboxLogObserver {
   readonly kind: 'log';
   /**

@@ -18,7 +18,7 @@ export interface ChildConfig {
   readonly retry?: OutboxRetryOptions;
   /** Hang (never settle) in the batch that crosses this many published messages. */
   readonly hangAfter?: number;
-  /** Observe the log (`dispatcher.observe: logTailing(these)`) instead of polling. */
+  /** Observe the log (`delivery: logTailing(these)`) instead of polling. */
   readonly logTailing?: LogTailingOptions;
 }
 

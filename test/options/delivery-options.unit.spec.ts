@@ -1,0 +1,130 @@
+import { DataSource } from 'typeorm';
+import { OutboxOptionsError, type OutboxModuleOptions, type OutboxPublisher } from '../../lib';
+import { logTailing } from '../../lib/log-tailing';
+import { resolveOutboxOptions } from '../../lib/options/resolve-outbox-options';
+
+// `delivery` is the one option for the delivery mode; the 0.2 pair it replaces
+// (`delivery: 'dispatcher'`, `dispatcher.observe`) still resolves for one release, with a
+// deprecation that says what to write instead.
+
+const dataSource = new DataSource({ type: 'better-sqlite3', database: ':memory:' });
+const publisher: OutboxPublisher = { publish: () => Promise.resolve([]) };
+
+function errorOf(options: OutboxModuleOptions): OutboxOptionsError {
+  try {
+    resolveOutboxOptions(options);
+  } catch (error) {
+    if (error instanceof OutboxOptionsError) return error;
+    throw error;
+  }
+  throw new Error('expected an OutboxOptionsError');
+}
+
+describe('delivery', () => {
+  it("is 'poll' when left out, with nothing to deprecate", () => {
+    const resolved = resolveOutboxOptions({ dataSource, publisher });
+    expect(resolved.delivery).toBe('poll');
+    expect(resolved.deprecation).toBeNull();
+  });
+
+  it('takes the log observer of logTailing() itself', () => {
+    const observer = logTailing({ sweepIntervalMs: 2_000 });
+    const resolved = resolveOutboxOptions({ dataSource, publisher, delivery: observer });
+    expect(resolved.delivery).toBe(observer);
+    expect(resolved.deprecation).toBeNull();
+  });
+
+  it('refuses an object that logTailing() did not make, listing the modes', () => {
+    const error = errorOf({
+      dataSource,
+      publisher,
+      delivery: { kind: 'log' } as unknown as OutboxModuleOptions['delivery'],
+    });
+    expect(error.option).toBe('delivery');
+    expect(error.message).toMatch(/is not a delivery mode\. Use 'poll'/);
+  });
+
+  it("refuses log tailing with dispatcher.claims: 'partitions', saying what to write", () => {
+    const error = errorOf({
+      dataSource,
+      publisher,
+      delivery: logTailing(),
+      dispatcher: { claims: 'partitions' },
+    });
+    expect(error.option).toBe('dispatcher.claims');
+    expect(error.message).toMatch(/Use delivery: 'poll' with dispatcher.claims: 'partitions'/);
+    // Polling partitions stays valid.
+    expect(
+      resolveOutboxOptions({ dataSource, publisher, dispatcher: { claims: 'partitions' } })
+        .dispatcher.claims,
+    ).toBe('partitions');
+  });
+
+  it('refuses dispatcher.observe beside the new spelling: the mode is said once', () => {
+    for (const delivery of ['poll', logTailing()] as const) {
+      const error = errorOf({
+        dataSource,
+        publisher,
+        delivery,
+        dispatcher: { observe: logTailing() },
+      });
+      expect(error.option).toBe('dispatcher.observe');
+      expect(error.message).toMatch(/Remove dispatcher.observe/);
+    }
+  });
+});
+
+describe('the 0.2 delivery options, deprecated', () => {
+  it("reads delivery: 'dispatcher' as 'poll' and says to write 'poll'", () => {
+    const resolved = resolveOutboxOptions({ dataSource, publisher, delivery: 'dispatcher' });
+    expect(resolved.delivery).toBe('poll');
+    expect(resolved.deprecation).toMatch(
+      /delivery: 'dispatcher' is deprecated and will be removed in 0\.4\. Write delivery: 'poll'/,
+    );
+  });
+
+  it('reads dispatcher.observe: logTailing() as delivery: logTailing()', () => {
+    const observer = logTailing();
+    for (const delivery of [undefined, 'dispatcher'] as const) {
+      const resolved = resolveOutboxOptions({
+        dataSource,
+        publisher,
+        ...(delivery === undefined ? {} : { delivery }),
+        dispatcher: { observe: observer },
+      });
+      expect(resolved.delivery).toBe(observer);
+      expect(resolved.deprecation).toMatch(
+        /dispatcher\.observe: logTailing\(…\) is deprecated.*Write delivery: logTailing\(…\) \(the same logTailing\(\) call\) and remove dispatcher\.observe/,
+      );
+    }
+  });
+
+  it("reads dispatcher.observe: 'poll' as the default", () => {
+    const resolved = resolveOutboxOptions({
+      dataSource,
+      publisher,
+      dispatcher: { observe: 'poll' },
+    });
+    expect(resolved.delivery).toBe('poll');
+    expect(resolved.deprecation).toMatch(/remove dispatcher\.observe/);
+  });
+
+  it("still refuses 'partitions' with a log observer given the 0.2 way", () => {
+    const error = errorOf({
+      dataSource,
+      publisher,
+      dispatcher: { observe: logTailing(), claims: 'partitions' },
+    });
+    expect(error.option).toBe('dispatcher.claims');
+  });
+
+  it('refuses a dispatcher.observe that is neither mode', () => {
+    const error = errorOf({
+      dataSource,
+      publisher,
+      dispatcher: { observe: 'log' as 'poll' },
+    });
+    expect(error.option).toBe('dispatcher.observe');
+    expect(error.message).toMatch(/write the top-level delivery: 'poll'/);
+  });
+});
