@@ -240,7 +240,7 @@ for (const db of TEST_DATABASES.filter((d) => d.name === 'postgres')) {
       } finally {
         await slow.release();
       }
-      const lower = late as string;
+      const lower = late;
       await publisher.until((p) => p.sentIds.includes(lower), 10_000, 'the id committed late');
       const rows = await readOutbox(scope.ds, name);
       const idOf = (m: string): bigint => BigInt(rows.find((r) => r.messageId === m)?.id ?? -1);
