@@ -1,3 +1,5 @@
+import { errorChain } from './kit/error-chain';
+
 /**
  * What a failed kafkajs send means for the messages in it, decided from the kafkajs error classes
  * (`name`), the Kafka protocol error `type`, the `retriable` flag and socket error `code`s in the
@@ -91,19 +93,7 @@ interface ErrorLike {
 
 /** The error and the errors it wraps (kafkajs nests the real one in `cause` once or twice). */
 function chain(error: unknown): ErrorLike[] {
-  const seen: ErrorLike[] = [];
-  let current: unknown = error;
-  while (
-    typeof current === 'object' &&
-    current !== null &&
-    !seen.includes(current) &&
-    seen.length < 8
-  ) {
-    const e = current as ErrorLike;
-    seen.push(e);
-    current = e.cause ?? e.originalError;
-  }
-  return seen;
+  return errorChain<ErrorLike>(error, (e) => e.cause ?? e.originalError);
 }
 
 /** The Kafka protocol error type (e.g. `MESSAGE_TOO_LARGE`) in an error's chain, if any. */

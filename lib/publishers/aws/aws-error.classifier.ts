@@ -1,3 +1,5 @@
+import { errorChain } from '../kit/error-chain';
+
 /**
  * What a failed AWS SDK call (SQS `SendMessageBatch`, SNS `PublishBatch`) means for the messages
  * in it, decided from the error's `name`, its `$fault`, its HTTP status and socket error codes in
@@ -127,21 +129,12 @@ function unwrapped(error: ErrorLike & { message?: unknown }): ErrorLike | undefi
   return { name: match[1], code: match[2] };
 }
 
+/** The error's chain, each link followed by what the SDK's text wrapper of it says, if it is one. */
 function chain(error: unknown): ErrorLike[] {
-  const seen: ErrorLike[] = [];
-  let current: unknown = error;
-  while (
-    typeof current === 'object' &&
-    current !== null &&
-    !seen.includes(current) &&
-    seen.length < 8
-  ) {
-    seen.push(current);
-    const wrapped = unwrapped(current);
-    if (wrapped !== undefined) seen.push(wrapped);
-    current = (current as ErrorLike).cause;
-  }
-  return seen;
+  return errorChain<ErrorLike>(error).flatMap((link) => {
+    const wrapped = unwrapped(link);
+    return wrapped === undefined ? [link] : [link, wrapped];
+  });
 }
 
 /** The AWS error names of an error and its causes (`name`, and the query protocol's `Code`). */

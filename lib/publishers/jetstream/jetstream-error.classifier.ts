@@ -1,3 +1,5 @@
+import { errorChain } from '../kit/error-chain';
+
 /**
  * What a failed JetStream publish means for its message, told from the error classes' `name`,
  * the JetStream API's `err_code` and status and the cause chain, never from message text (and
@@ -39,18 +41,6 @@ interface ErrorLike {
   isNoResponders?: unknown;
 }
 
-function chain(error: unknown): ErrorLike[] {
-  const seen: ErrorLike[] = [];
-  let current: unknown = error;
-  while (typeof current === 'object' && current !== null && !seen.includes(current)) {
-    if (seen.length >= 8) break;
-    const e = current as ErrorLike;
-    seen.push(e);
-    current = e.cause;
-  }
-  return seen;
-}
-
 function noResponders(e: ErrorLike): boolean {
   if (e.name === 'NoRespondersError') return true;
   return (
@@ -62,7 +52,7 @@ function noResponders(e: ErrorLike): boolean {
 
 /** Classifies the rejection of `js.publish()`; `closed` says whether its connection has closed. */
 export function classifyJetStreamError(error: unknown, closed: boolean): JetStreamFailureKind {
-  const errors = chain(error);
+  const errors = errorChain<ErrorLike>(error);
   const names = errors.map((e) => e.name);
   if (errors.some(noResponders)) return 'no-stream';
   const api = errors.find((e) => e.name === 'JetStreamApiError' || typeof e.status === 'number');

@@ -19,6 +19,7 @@ import { describeError } from '../../internal/describe-error';
 import { OptionChecks } from '../../options/option-checks';
 import { raceAbort } from '../../internal/race-abort';
 import { classifyKafkaError } from '../kafka-error.classifier';
+import { errorChain } from '../kit/error-chain';
 import {
   OUTBOX_HEADER_CONTENT_TYPE,
   OUTBOX_HEADER_MESSAGE_ID,
@@ -120,11 +121,9 @@ const CONNECTION_CODES = new Set([
 function isConnectionError(error: unknown): boolean {
   if (!(error instanceof Error)) return false;
   if (classifyKafkaError(error) === 'outage') return true;
-  let current: unknown = error;
-  for (let depth = 0; current instanceof Error && depth < 8; depth++) {
-    const { code } = current as { code?: unknown };
-    if (typeof code === 'string' && CONNECTION_CODES.has(code)) return true;
-    current = current.cause;
+  for (const link of errorChain<Error & { code?: unknown }>(error)) {
+    if (!(link instanceof Error)) return false;
+    if (typeof link.code === 'string' && CONNECTION_CODES.has(link.code)) return true;
   }
   return false;
 }
