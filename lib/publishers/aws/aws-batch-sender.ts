@@ -1,10 +1,11 @@
 import type { Logger } from '@nestjs/common';
 import { PermanentPublishError } from '../../errors/permanent-publish.error';
-import { PublishTimeoutError } from '../../errors/publish-timeout.error';
 import { PublisherUnavailableError } from '../../errors/publisher-unavailable.error';
 import { ConcurrencyLimit } from '../../internal/concurrency-limit';
 import { describeError } from '../../internal/describe-error';
 import type { PublishOutcome } from '../outbox-publisher.interface';
+import { abortReason as abortedBy } from '../kit/publish-abort';
+import { failUnanswered, type PublishOutcomes } from '../kit/publish-round';
 import { pastPublishDeadline } from '../publish-deadline';
 import {
   classifyAwsError,
@@ -52,8 +53,6 @@ export interface AwsBatchSenderOptions {
   readonly logger: Logger;
 }
 
-type Outcomes = (PublishOutcome | undefined)[];
-
 /**
  * Publishes a batch of messages with the batch APIs: at most ten entries and `maxBatchBytes`
  * per call, one destination per call, calls in parallel up to `maxConcurrentRequests`. One
@@ -85,7 +84,7 @@ export class AwsBatchSender<E> {
   /** Fills `outcomes` (by item index) for every item. */
   async send(
     items: readonly AwsBatchItem<E>[],
-    outcomes: Outcomes,
+    outcomes: PublishOutcomes,
     signal: AbortSignal,
   ): Promise<void> {
     const stopped = new Set<string>();
@@ -93,9 +92,7 @@ export class AwsBatchSender<E> {
     const onCredentials = (error: unknown): void => {
       if (credentialsLogged) return;
       credentialsLogged = true;
-      this.options.logger.error(
-        `${this.options.service} refused the credentials or a permission (${describeError(error)}): nothing is published and no message counts an attempt until this is fixed`,
-      );
+      this.options.logger.error(awsCredentialsRefused(this.options.service, error));
     };
     for (const wave of waves(items)) {
       const sendable: AwsBatchItem<E>[] = [];
@@ -117,8 +114,8 @@ export class AwsBatchSender<E> {
             // Aborted while waiting for a request slot: never sent.
             .catch((error: unknown) =>
               signal.aborted
-                ? this.fail(chunk, outcomes, abortReason(signal), false)
-                : this.fail(chunk, outcomes, error),
+                ? failUnanswered(chunk, outcomes, abortReason(signal), false)
+                : failUnanswered(chunk, outcomes, error),
             ),
         ),
       );
@@ -130,13 +127,13 @@ export class AwsBatchSender<E> {
 
   private async sendChunk(
     chunk: readonly AwsBatchItem<E>[],
-    outcomes: Outcomes,
+    outcomes: PublishOutcomes,
     signal: AbortSignal,
     depth: number,
     onCredentials: (error: unknown) => void,
   ): Promise<void> {
     if (pastPublishDeadline(signal)) {
-      this.fail(chunk, outcomes, abortReason(signal), false);
+      failUnanswered(chunk, outcomes, abortReason(signal), false);
       return;
     }
     const destination = (chunk[0] as AwsBatchItem<E>).destination;
@@ -171,7 +168,7 @@ export class AwsBatchSender<E> {
 
   private async failed(
     chunk: readonly AwsBatchItem<E>[],
-    outcomes: Outcomes,
+    outcomes: PublishOutcomes,
     signal: AbortSignal,
     depth: number,
     onCredentials: (error: unknown) => void,
@@ -181,22 +178,22 @@ export class AwsBatchSender<E> {
     const destination = (chunk[0] as AwsBatchItem<E>).destination;
     if (signal.aborted) {
       // The request may have reached AWS: each message counts an attempt.
-      this.fail(chunk, outcomes, abortReason(signal));
+      failUnanswered(chunk, outcomes, abortReason(signal));
       return;
     }
     switch (classifyAwsError(error)) {
       case 'unsent':
-        this.fail(chunk, outcomes, unavailable(service, error), false);
+        failUnanswered(chunk, outcomes, awsUnreachable(service, error), false);
         return;
       case 'outage':
-        this.fail(chunk, outcomes, unavailable(service, error));
+        failUnanswered(chunk, outcomes, awsUnreachable(service, error));
         return;
       case 'credentials':
         onCredentials(error);
-        this.fail(chunk, outcomes, unavailable(service, error), false);
+        failUnanswered(chunk, outcomes, awsUnreachable(service, error), false);
         return;
       case 'destination':
-        this.fail(
+        failUnanswered(
           chunk,
           outcomes,
           new PermanentPublishError(
@@ -207,7 +204,7 @@ export class AwsBatchSender<E> {
         return;
       case 'request': {
         if (chunk.length === 1) {
-          this.fail(
+          failUnanswered(
             chunk,
             outcomes,
             new PermanentPublishError(
@@ -232,10 +229,10 @@ export class AwsBatchSender<E> {
         return;
       }
       case 'aborted':
-        this.fail(chunk, outcomes, abortReason(signal));
+        failUnanswered(chunk, outcomes, abortReason(signal));
         return;
       case 'other':
-        this.fail(chunk, outcomes, error);
+        failUnanswered(chunk, outcomes, error);
         return;
     }
   }
@@ -266,33 +263,26 @@ export class AwsBatchSender<E> {
       error: new Error(`${service} did not take the message for ${destination} (${what})`),
     };
   }
-
-  /** Fails what `chunk` has no outcome for yet; `sent: false` when none of it was sent. */
-  private fail(
-    chunk: readonly AwsBatchItem<unknown>[],
-    outcomes: Outcomes,
-    error: unknown,
-    sent = true,
-  ): void {
-    const outcome: PublishOutcome = sent ? { ok: false, error } : { ok: false, error, sent };
-    for (const { index } of chunk) outcomes[index] ??= outcome;
-  }
 }
 
-function unavailable(service: string, error: unknown): PublisherUnavailableError {
+/** The outage of a call that could not reach the service. */
+export function awsUnreachable(service: string, error: unknown): PublisherUnavailableError {
   return new PublisherUnavailableError(`${service} is unreachable: ${describeError(error)}`, {
     cause: error,
   });
 }
 
+/** What is logged as an error when the service refuses the credentials: an operator must act. */
+export function awsCredentialsRefused(service: string, error: unknown): string {
+  return `${service} refused the credentials or a permission (${describeError(error)}): nothing is published and no message counts an attempt until this is fixed`;
+}
+
+/** How an aborted publish's messages end their message. */
+export const AWS_ABORTED = 'before AWS answered';
+
 /** The abort reason as the outcome of unanswered messages (the dispatcher aborts with a PublishTimeoutError). */
 export function abortReason(signal: AbortSignal): Error {
-  const reason: unknown = signal.reason;
-  return reason instanceof PublishTimeoutError || reason instanceof PublisherUnavailableError
-    ? reason
-    : new PublisherUnavailableError('The publish was aborted before AWS answered', {
-        cause: reason,
-      });
+  return abortedBy(signal, AWS_ABORTED);
 }
 
 /**

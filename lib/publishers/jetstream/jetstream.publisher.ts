@@ -23,11 +23,11 @@ import type { OutboxPublisher, PublishOutcome } from '../outbox-publisher.interf
 import { pastPublishDeadline } from '../publish-deadline';
 import {
   abortReason as abortedBy,
-  answerAll,
   toUnavailable,
   unsent,
   untilAborted,
 } from '../kit/publish-abort';
+import { publishRound, type PublishOutcomes } from '../kit/publish-round';
 import { ReconnectingConnection } from '../kit/reconnecting-connection';
 import { classifyJetStreamError } from './jetstream-error.classifier';
 import {
@@ -148,27 +148,14 @@ export class JetStreamPublisher implements OutboxPublisher {
     await raceAbort(this.checkJetStream(), signal);
   }
 
-  async publish(records: readonly OutboxRecord[], signal: AbortSignal): Promise<PublishOutcome[]> {
-    const outcomes = new Array<PublishOutcome | undefined>(records.length).fill(undefined);
-    const items: Item[] = [];
-    records.forEach((record, index) => {
-      try {
-        items.push(this.item(record, index));
-      } catch (error) {
-        outcomes[index] = { ok: false, error };
-      }
+  publish(records: readonly OutboxRecord[], signal: AbortSignal): Promise<PublishOutcome[]> {
+    return publishRound(records, signal, {
+      item: (record, index) => this.item(record, index),
+      send: (items, outcomes) => this.send(items, outcomes, signal),
+      aborted: ABORTED,
+      unanswered: () =>
+        new PublisherUnavailableError('The publish was abandoned before JetStream answered'),
     });
-    if (items.length > 0 && pastPublishDeadline(signal)) {
-      for (const item of items) outcomes[item.index] = unsent(abortReason(signal));
-    } else if (items.length > 0) {
-      await this.send(items, outcomes, signal);
-    }
-    return answerAll(
-      outcomes,
-      signal,
-      ABORTED,
-      () => new PublisherUnavailableError('The publish was abandoned before JetStream answered'),
-    );
   }
 
   /** Closes the connection; a later publish connects again. */
@@ -247,7 +234,7 @@ export class JetStreamPublisher implements OutboxPublisher {
 
   private async send(
     items: readonly Item[],
-    outcomes: (PublishOutcome | undefined)[],
+    outcomes: PublishOutcomes,
     signal: AbortSignal,
   ): Promise<void> {
     let state: ConnectionState;
@@ -302,7 +289,7 @@ export class JetStreamPublisher implements OutboxPublisher {
   private async sendRun(
     state: ConnectionState,
     run: readonly Item[],
-    outcomes: (PublishOutcome | undefined)[],
+    outcomes: PublishOutcomes,
     noResponders: Item[],
     signal: AbortSignal,
   ): Promise<void> {
@@ -388,7 +375,7 @@ export class JetStreamPublisher implements OutboxPublisher {
   private async explainNoResponders(
     state: ConnectionState,
     items: readonly Item[],
-    outcomes: (PublishOutcome | undefined)[],
+    outcomes: PublishOutcomes,
   ): Promise<void> {
     const verdicts = new Map<string, Error>();
     await Promise.all(

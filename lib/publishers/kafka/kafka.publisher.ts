@@ -13,7 +13,8 @@ import { PermanentPublishError } from '../../errors/permanent-publish.error';
 import { PublisherUnavailableError } from '../../errors/publisher-unavailable.error';
 import type { OutboxPublisher, PublishOutcome } from '../outbox-publisher.interface';
 import { pastPublishDeadline } from '../publish-deadline';
-import { abortReason as abortedBy, answerAll, untilAborted } from '../kit/publish-abort';
+import { abortReason as abortedBy, untilAborted } from '../kit/publish-abort';
+import { failUnanswered, publishRound, type PublishOutcomes } from '../kit/publish-round';
 import type { OutboxRecord } from '../../message/outbox-record.interface';
 import { describeError, redactSecrets } from '../../internal/describe-error';
 import { raceAbort } from '../../internal/race-abort';
@@ -47,8 +48,6 @@ interface Outgoing {
   readonly topic: string;
   readonly message: OutgoingMessage;
 }
-
-type Outcomes = (PublishOutcome | undefined)[];
 
 /**
  * A connected producer shared by every batch, and the sends still running on it. A producer that
@@ -125,55 +124,15 @@ export class KafkaPublisher implements OutboxPublisher {
     });
   }
 
-  async publish(records: readonly OutboxRecord[], signal: AbortSignal): Promise<PublishOutcome[]> {
-    const outcomes: Outcomes = new Array<PublishOutcome | undefined>(records.length).fill(
-      undefined,
-    );
-    const outgoing: Outgoing[] = [];
-    records.forEach((record, index) => {
-      let topic: string;
-      try {
-        topic = this.#options.topic(record);
-      } catch (error) {
-        outcomes[index] = { ok: false, error };
-        return;
-      }
-      if (typeof topic !== 'string' || !TOPIC_NAME.test(topic) || topic === '.' || topic === '..') {
-        const error = new PermanentPublishError(
-          `"${String(topic)}" is not a valid Kafka topic name (1 to 249 of a-z A-Z 0-9 . _ -)`,
-        );
-        outcomes[index] = { ok: false, error };
-        return;
-      }
-      outgoing.push({ index, topic, message: this.toMessage(record) });
+  publish(records: readonly OutboxRecord[], signal: AbortSignal): Promise<PublishOutcome[]> {
+    return publishRound(records, signal, {
+      item: (record, index) => this.outgoing(record, index),
+      prepare: (outgoing, outcomes) => this.refuseMissingPartitions(outgoing, outcomes, signal),
+      send: (outgoing, outcomes) => this.sendInTurn(outgoing, outcomes, signal),
+      aborted: ABORTED,
+      unanswered: () =>
+        new PublisherUnavailableError('The publish was abandoned before Kafka answered'),
     });
-    await this.refuseMissingPartitions(outgoing, outcomes, signal);
-
-    if (outgoing.length > 0 && pastPublishDeadline(signal)) {
-      this.fail(outgoing, outcomes, abortReason(signal), false);
-    } else if (outgoing.length > 0) {
-      const handle = await untilAborted(this.connect(), signal);
-      if (handle !== undefined) {
-        handle.sends++;
-        const sending = this.inTurn(handle, () =>
-          // Retired while this batch waited its turn: a send before it failed the producer,
-          // whose sequence numbers kafkajs rolled back past what the broker may have appended,
-          // so a send on it could be answered as the duplicate of messages it never wrote.
-          handle.retired
-            ? Promise.resolve(this.fail(outgoing, outcomes, retiredBeforeTurn(), false))
-            : this.send(handle, outgoing, outcomes, signal),
-        ).finally(() => this.sendSettled(handle));
-        // On abort, stop waiting: the request is left to finish (or fail) on its own. Tearing the
-        // producer down instead would fail every other batch in flight on it.
-        await untilAborted(sending, signal);
-      }
-    }
-    return answerAll(
-      outcomes,
-      signal,
-      ABORTED,
-      () => new PublisherUnavailableError('The publish was abandoned before Kafka answered'),
-    );
   }
 
   /** Disconnects every producer, including ones an abandoned send still uses; a later publish connects again. */
@@ -205,6 +164,40 @@ export class KafkaPublisher implements OutboxPublisher {
     await Promise.all([...this.#handles].map((handle) => this.disconnect(handle)));
   }
 
+  /** The message as it goes out, or why it cannot (its topic is not a Kafka topic name). */
+  private outgoing(record: OutboxRecord, index: number): Outgoing | PublishOutcome {
+    const topic = this.#options.topic(record);
+    if (typeof topic !== 'string' || !TOPIC_NAME.test(topic) || topic === '.' || topic === '..') {
+      const error = new PermanentPublishError(
+        `"${String(topic)}" is not a valid Kafka topic name (1 to 249 of a-z A-Z 0-9 . _ -)`,
+      );
+      return { ok: false, error };
+    }
+    return { index, topic, message: this.toMessage(record) };
+  }
+
+  /** Sends the batch on the current producer when its turn comes, waiting until `signal` aborts. */
+  private async sendInTurn(
+    outgoing: readonly Outgoing[],
+    outcomes: PublishOutcomes,
+    signal: AbortSignal,
+  ): Promise<void> {
+    const handle = await untilAborted(this.connect(), signal);
+    if (handle === undefined) return;
+    handle.sends++;
+    const sending = this.inTurn(handle, () =>
+      // Retired while this batch waited its turn: a send before it failed the producer,
+      // whose sequence numbers kafkajs rolled back past what the broker may have appended,
+      // so a send on it could be answered as the duplicate of messages it never wrote.
+      handle.retired
+        ? Promise.resolve(failUnanswered(outgoing, outcomes, retiredBeforeTurn(), false))
+        : this.send(handle, outgoing, outcomes, signal),
+    ).finally(() => this.sendSettled(handle));
+    // On abort, stop waiting: the request is left to finish (or fail) on its own. Tearing the
+    // producer down instead would fail every other batch in flight on it.
+    await untilAborted(sending, signal);
+  }
+
   /**
    * kafkajs drops a message whose explicit partition the topic does not have, and still answers
    * the send as a success: such a message is failed here (permanently) instead of being marked
@@ -213,11 +206,11 @@ export class KafkaPublisher implements OutboxPublisher {
    */
   private async refuseMissingPartitions(
     outgoing: Outgoing[],
-    outcomes: Outcomes,
+    outcomes: PublishOutcomes,
     signal: AbortSignal,
-  ): Promise<void> {
+  ): Promise<Outgoing[]> {
     const pinned = outgoing.filter((o) => o.message.partition !== undefined);
-    if (pinned.length === 0 || signal.aborted) return;
+    if (pinned.length === 0 || signal.aborted) return outgoing;
     const stale = [
       ...new Set(
         pinned
@@ -262,6 +255,7 @@ export class KafkaPublisher implements OutboxPublisher {
         outgoing.splice(i, 1);
       }
     }
+    return outgoing;
   }
 
   private toMessage(record: OutboxRecord): OutgoingMessage {
@@ -289,13 +283,13 @@ export class KafkaPublisher implements OutboxPublisher {
   private async send(
     handle: ProducerHandle,
     batch: readonly Outgoing[],
-    outcomes: Outcomes,
+    outcomes: PublishOutcomes,
     signal: AbortSignal,
     depth = 0,
   ): Promise<void> {
     if (pastPublishDeadline(signal)) {
       // Not sent by this publish (a narrowed-down part was, in the request that failed).
-      if (depth === 0) this.fail(batch, outcomes, abortReason(signal), false);
+      if (depth === 0) failUnanswered(batch, outcomes, abortReason(signal), false);
       return; // otherwise left undefined: reported with the abort reason
     }
     try {
@@ -310,7 +304,7 @@ export class KafkaPublisher implements OutboxPublisher {
     } catch (error) {
       if (handle.disconnected) {
         // close() disconnected the producer under this send: nothing is wrong with the messages.
-        this.fail(
+        failUnanswered(
           batch,
           outcomes,
           new PublisherUnavailableError('The Kafka producer was closed before Kafka answered', {
@@ -333,7 +327,7 @@ export class KafkaPublisher implements OutboxPublisher {
         case 'producer': {
           const reason =
             kind === 'outage' ? 'Kafka is unreachable' : 'the Kafka producer had to be reset';
-          this.fail(
+          failUnanswered(
             batch,
             outcomes,
             new PublisherUnavailableError(`${reason}: ${describeError(error)}`, { cause: error }),
@@ -342,7 +336,7 @@ export class KafkaPublisher implements OutboxPublisher {
         }
         case 'unavailable':
           if (topics.size > 1) return this.split(handle, topics, outcomes, signal, depth, false);
-          this.fail(
+          failUnanswered(
             batch,
             outcomes,
             new PublisherUnavailableError(
@@ -354,10 +348,11 @@ export class KafkaPublisher implements OutboxPublisher {
         case 'topic':
         case 'other':
           if (topics.size > 1) return this.split(handle, topics, outcomes, signal, depth, false);
-          this.fail(batch, outcomes, this.failure(error, batch));
+          failUnanswered(batch, outcomes, this.failure(error, batch));
           return;
         case 'message': {
-          if (batch.length === 1) return this.fail(batch, outcomes, this.failure(error, batch));
+          if (batch.length === 1)
+            return failUnanswered(batch, outcomes, this.failure(error, batch));
           if (depth === 0) {
             this.logger.warn(
               `Kafka refused a request of ${batch.length} messages for its content (${describeError(error)}); sending it in parts to find the message(s) at fault`,
@@ -387,7 +382,7 @@ export class KafkaPublisher implements OutboxPublisher {
   private async split(
     handle: ProducerHandle,
     groups: Map<string, Outgoing[]>,
-    outcomes: Outcomes,
+    outcomes: PublishOutcomes,
     signal: AbortSignal,
     depth: number,
     sequential: boolean,
@@ -414,12 +409,6 @@ export class KafkaPublisher implements OutboxPublisher {
       );
     }
     return error;
-  }
-
-  /** Fails what `batch` has no outcome for yet; `sent: false` when none of it was sent. */
-  private fail(batch: readonly Outgoing[], outcomes: Outcomes, error: unknown, sent = true): void {
-    const outcome: PublishOutcome = sent ? { ok: false, error } : { ok: false, error, sent };
-    for (const { index } of batch) outcomes[index] ??= outcome;
   }
 
   private connect(): Promise<ProducerHandle> {

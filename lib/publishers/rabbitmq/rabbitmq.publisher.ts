@@ -12,7 +12,8 @@ import { PermanentPublishError } from '../../errors/permanent-publish.error';
 import { PublisherUnavailableError } from '../../errors/publisher-unavailable.error';
 import type { OutboxPublisher, PublishOutcome } from '../outbox-publisher.interface';
 import { pastPublishDeadline } from '../publish-deadline';
-import { abortReason, answerAll, toUnavailable, unsent } from '../kit/publish-abort';
+import { abortReason, toUnavailable } from '../kit/publish-abort';
+import { publishRound, type PublishOutcomes } from '../kit/publish-round';
 import { ReconnectingConnection } from '../kit/reconnecting-connection';
 import type { OutboxRecord } from '../../message/outbox-record.interface';
 import { raceAbort } from '../../internal/race-abort';
@@ -188,64 +189,57 @@ export class RabbitMqPublisher implements OutboxPublisher {
     await raceAbort(this.connection(true), signal);
   }
 
-  async publish(records: readonly OutboxRecord[], signal: AbortSignal): Promise<PublishOutcome[]> {
-    const outcomes = new Array<PublishOutcome | undefined>(records.length).fill(undefined);
-    const items: Item[] = [];
-    records.forEach((record, index) => {
-      try {
+  publish(records: readonly OutboxRecord[], signal: AbortSignal): Promise<PublishOutcome[]> {
+    return publishRound(records, signal, {
+      item: (record, index): Item => {
         // A message's own exchange or routing key (broker attributes) wins over the route.
         const own = record.attributes?.rabbitmq;
-        items.push({
+        return {
           index,
           record,
           exchange: own?.exchange ?? this.#options.exchange(record),
           routingKey: own?.routingKey ?? this.#options.routingKey(record),
-        });
-      } catch (error) {
-        outcomes[index] = { ok: false, error };
-      }
-    });
-
-    if (items.length > 0 && pastPublishDeadline(signal)) {
-      // Nothing was written: each goes back without an attempt.
-      for (const { index } of items) outcomes[index] = unsent(abortReason(signal));
-    } else if (items.length > 0) {
-      let connection: ConnectionState;
-      let shared: ChannelState;
-      try {
-        connection = await this.connection(false);
-        shared = await this.sharedChannel(connection);
-      } catch (error) {
-        // Nothing was published yet: the whole batch is handed back.
-        throw toUnavailable(error, 'Could not open a RabbitMQ channel');
-      }
-      // A publish to a missing exchange closes the channel, and the confirms of messages the
-      // broker had already routed on it are lost with it: publishing those again would deliver
-      // them twice. So such messages fail here, before anything is sent.
-      const missing = await this.missingExchanges(connection, items);
-      const sendable = items.filter((item) => {
-        const error = missing.get(item.exchange);
-        if (error === undefined) return true;
-        outcomes[item.index] = { ok: false, error: this.noExchange(error, item) };
-        return false;
-      });
-      const results = await this.publishOnChannel(connection, shared, sendable, signal);
-      const again: Item[] = [];
-      results.forEach((result, k) => {
-        const item = sendable[k];
-        if (item === undefined) return;
-        if (result.ok === 'suspect' || result.ok === 'unsent') again.push(item);
-        else outcomes[item.index] = result;
-      });
-      if (again.length > 0) await this.isolate(connection, again, outcomes, signal);
-    }
-    return answerAll(
-      outcomes,
-      signal,
-      undefined,
-      () =>
+        };
+      },
+      send: (items, outcomes) => this.send(items, outcomes, signal),
+      unanswered: () =>
         new PublisherUnavailableError('RabbitMQ closed the channel before confirming the message'),
-    );
+    });
+  }
+
+  private async send(
+    items: readonly Item[],
+    outcomes: PublishOutcomes,
+    signal: AbortSignal,
+  ): Promise<void> {
+    let connection: ConnectionState;
+    let shared: ChannelState;
+    try {
+      connection = await this.connection(false);
+      shared = await this.sharedChannel(connection);
+    } catch (error) {
+      // Nothing was published yet: the whole batch is handed back.
+      throw toUnavailable(error, 'Could not open a RabbitMQ channel');
+    }
+    // A publish to a missing exchange closes the channel, and the confirms of messages the
+    // broker had already routed on it are lost with it: publishing those again would deliver
+    // them twice. So such messages fail here, before anything is sent.
+    const missing = await this.missingExchanges(connection, items);
+    const sendable = items.filter((item) => {
+      const error = missing.get(item.exchange);
+      if (error === undefined) return true;
+      outcomes[item.index] = { ok: false, error: this.noExchange(error, item) };
+      return false;
+    });
+    const results = await this.publishOnChannel(connection, shared, sendable, signal);
+    const again: Item[] = [];
+    results.forEach((result, k) => {
+      const item = sendable[k];
+      if (item === undefined) return;
+      if (result.ok === 'suspect' || result.ok === 'unsent') again.push(item);
+      else outcomes[item.index] = result;
+    });
+    if (again.length > 0) await this.isolate(connection, again, outcomes, signal);
   }
 
   /** Closes the channel and the connection; a later publish connects again. */
@@ -276,7 +270,7 @@ export class RabbitMqPublisher implements OutboxPublisher {
   private async isolate(
     connection: ConnectionState,
     items: readonly Item[],
-    outcomes: (PublishOutcome | undefined)[],
+    outcomes: PublishOutcomes,
     signal: AbortSignal,
   ): Promise<void> {
     const groups: Item[][] = [[...items]];

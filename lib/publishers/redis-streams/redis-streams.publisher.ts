@@ -14,7 +14,8 @@ import {
 } from '../../outbox.constants';
 import type { OutboxPublisher, PublishOutcome } from '../outbox-publisher.interface';
 import { pastPublishDeadline } from '../publish-deadline';
-import { abortReason as abortedBy, answerAll, toUnavailable } from '../kit/publish-abort';
+import { abortReason as abortedBy, toUnavailable } from '../kit/publish-abort';
+import { failUnanswered, publishRound, type PublishOutcomes } from '../kit/publish-round';
 import { ReconnectingConnection } from '../kit/reconnecting-connection';
 import { classifyRedisError, redisErrorCode } from './redis-reply.classifier';
 import { RedisStreamsPublishError } from './redis-streams-publish.error';
@@ -33,8 +34,6 @@ interface Entry {
   readonly stream: string;
   readonly args: (string | Buffer)[];
 }
-
-type Outcomes = (PublishOutcome | undefined)[];
 
 /** ioredis' answer to a pipeline: an error or a reply per command, in order. */
 type Replies = [error: Error | null, reply: unknown][];
@@ -143,17 +142,20 @@ export class RedisStreamsPublisher implements OutboxPublisher {
   }
 
   async publish(records: readonly OutboxRecord[], signal: AbortSignal): Promise<PublishOutcome[]> {
-    const outcomes: Outcomes = new Array<PublishOutcome | undefined>(records.length).fill(
-      undefined,
-    );
-    const entries = this.entries(records, outcomes);
-    if (entries.length > 0) await this.send(entries, outcomes, signal);
-    return answerAll(
-      outcomes,
-      signal,
-      ABORTED,
-      () => new PublisherUnavailableError('The publish ended before Redis answered'),
-    );
+    let trim: string[] | undefined;
+    try {
+      const t = this.#options.trim;
+      trim = t === undefined ? undefined : [t.kind, t.exact ? '=' : '~', t.threshold()];
+    } catch (error) {
+      // The trim.minId function threw: no entry can be written as configured.
+      return records.map(() => ({ ok: false, error }));
+    }
+    return publishRound(records, signal, {
+      item: (record, index) => this.entry(record, index, trim),
+      send: (entries, outcomes) => this.send(entries, outcomes, signal),
+      aborted: ABORTED,
+      unanswered: () => new PublisherUnavailableError('The publish ended before Redis answered'),
+    });
   }
 
   /** Quits the connection (after the answers to what was sent on it); a later publish connects again. */
@@ -167,37 +169,22 @@ export class RedisStreamsPublisher implements OutboxPublisher {
   }
 
   /** The XADD of each message; a message whose stream cannot be named fails here. */
-  private entries(records: readonly OutboxRecord[], outcomes: Outcomes): Entry[] {
-    let trim: string[] | undefined;
-    try {
-      const t = this.#options.trim;
-      trim = t === undefined ? undefined : [t.kind, t.exact ? '=' : '~', t.threshold()];
-    } catch (error) {
-      // The trim.minId function threw: no entry can be written as configured.
-      records.forEach((_, index) => (outcomes[index] = { ok: false, error }));
-      return [];
+  /** The entry of one message, or why it has none (its stream key is not one). */
+  private entry(
+    record: OutboxRecord,
+    index: number,
+    trim: string[] | undefined,
+  ): Entry | PublishOutcome {
+    const stream: unknown = record.attributes?.redis?.stream ?? this.#options.stream(record);
+    if (typeof stream !== 'string' || stream === '') {
+      return {
+        ok: false,
+        error: new PermanentPublishError(
+          `${describeValue(stream)} is not a stream key: the stream option must return a non-empty string`,
+        ),
+      };
     }
-    const entries: Entry[] = [];
-    records.forEach((record, index) => {
-      let stream: unknown;
-      try {
-        stream = record.attributes?.redis?.stream ?? this.#options.stream(record);
-      } catch (error) {
-        outcomes[index] = { ok: false, error };
-        return;
-      }
-      if (typeof stream !== 'string' || stream === '') {
-        outcomes[index] = {
-          ok: false,
-          error: new PermanentPublishError(
-            `${describeValue(stream)} is not a stream key: the stream option must return a non-empty string`,
-          ),
-        };
-        return;
-      }
-      entries.push({ index, stream, args: this.xadd(record, stream, trim) });
-    });
-    return entries;
+    return { index, stream, args: this.xadd(record, stream, trim) };
   }
 
   /** `XADD`'s arguments for one message (the command name aside). */
@@ -226,14 +213,9 @@ export class RedisStreamsPublisher implements OutboxPublisher {
   /** Sends the batch as one pipeline and reads an outcome per entry from its replies. */
   private async send(
     entries: readonly Entry[],
-    outcomes: Outcomes,
+    outcomes: PublishOutcomes,
     signal: AbortSignal,
   ): Promise<void> {
-    if (pastPublishDeadline(signal)) {
-      // Nothing was written: each goes back without an attempt.
-      this.fail(entries, outcomes, abortReason(signal), false);
-      return;
-    }
     let client: Redis;
     try {
       client = await this.connection(false);
@@ -247,7 +229,7 @@ export class RedisStreamsPublisher implements OutboxPublisher {
       const error = signal.aborted
         ? abortReason(signal)
         : new PublisherUnavailableError(`The connection to Redis at ${this.#where} was lost`);
-      this.fail(entries, outcomes, error, false);
+      failUnanswered(entries, outcomes, error, false);
       return;
     }
     const pipeline = client.pipeline();
@@ -259,10 +241,10 @@ export class RedisStreamsPublisher implements OutboxPublisher {
       case 'aborted':
         return; // unanswered: reported with the abort reason
       case 'timeout':
-        this.fail(entries, outcomes, new PublishTimeoutError(this.#options.publishTimeoutMs));
+        failUnanswered(entries, outcomes, new PublishTimeoutError(this.#options.publishTimeoutMs));
         return;
       case 'failed':
-        this.fail(entries, outcomes, toUnavailable(answer.error, 'Redis did not answer'));
+        failUnanswered(entries, outcomes, toUnavailable(answer.error, 'Redis did not answer'));
         return;
       case 'replies':
         this.read(entries, answer.replies, outcomes);
@@ -305,7 +287,7 @@ export class RedisStreamsPublisher implements OutboxPublisher {
   }
 
   /** The outcome of each entry from its reply; with `waitForReplicas`, WAIT's reply last. */
-  private read(entries: readonly Entry[], replies: Replies, outcomes: Outcomes): void {
+  private read(entries: readonly Entry[], replies: Replies, outcomes: PublishOutcomes): void {
     const refused = new Set<string>();
     entries.forEach((entry, k) => {
       const [error, id] = replies[k] ?? [new Error('Redis sent no reply for the entry'), null];
@@ -369,12 +351,6 @@ export class RedisStreamsPublisher implements OutboxPublisher {
     return new PublisherUnavailableError(
       `Only ${acknowledged} of ${wait?.replicas ?? 0} Redis replica(s) acknowledged the batch within ${wait?.timeoutMs ?? 0} ms (WAIT): it is handed back and added again`,
     );
-  }
-
-  /** Fails what `entries` have no outcome for yet; `sent: false` when none of them was sent. */
-  private fail(entries: readonly Entry[], outcomes: Outcomes, error: unknown, sent = true): void {
-    const outcome: PublishOutcome = sent ? { ok: false, error } : { ok: false, error, sent };
-    for (const { index } of entries) outcomes[index] ??= outcome;
   }
 
   /**

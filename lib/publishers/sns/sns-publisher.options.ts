@@ -1,7 +1,13 @@
 import type { SNSClient, SNSClientConfig } from '@aws-sdk/client-sns';
-import type { KnownOptionKeys, OptionFailure } from '../../options/option-checks';
 import { PublisherOptionChecks } from '../kit/publisher-options-check';
-import { resolveAwsClient, resolveAwsLimits } from '../aws/aws-publisher-parts';
+import {
+  AWS_DEFAULT_MAX_MESSAGE_BYTES,
+  AWS_MAX_MESSAGE_BYTES,
+  AWS_OPTION_KEYS,
+  resolveAwsPublisherOptions,
+  type AwsOptionNames,
+  type ResolvedAwsSharedOptions,
+} from '../aws/aws-publisher.options';
 import type { OutboxMessageDraft } from '../outbox-publisher.interface';
 
 /** Options of {@link SnsPublisher}. */
@@ -37,15 +43,13 @@ export interface SnsPublisherOptions {
 }
 
 /** Options with defaults applied and values checked. */
-export interface ResolvedSnsPublisherOptions {
-  /** The client given, or undefined when the publisher builds its own from `clientConfig`. */
-  readonly client: SNSClient | undefined;
-  readonly clientConfig: SNSClientConfig;
+export interface ResolvedSnsPublisherOptions extends ResolvedAwsSharedOptions<
+  SNSClient,
+  SNSClientConfig
+> {
   readonly topicArn: (message: OutboxMessageDraft) => string;
   /** The one topic every message goes to, when `topicArn` is a string. */
   readonly fixedTopicArn: string | undefined;
-  readonly maxConcurrentRequests: number;
-  readonly maxMessageBytes: number;
   readonly pingTopicArn: string | undefined;
 }
 
@@ -53,22 +57,10 @@ export interface ResolvedSnsPublisherOptions {
  * SNS's own limits: a message (and a `PublishBatch` call) carries at most a topic's
  * `MaximumMessageSize`, 256 KiB by default and 1 MiB at most.
  */
-export const SNS_DEFAULT_MAX_MESSAGE_BYTES = 262_144;
-export const SNS_MAX_MESSAGE_BYTES = 1_048_576;
-
-const OPTION_KEYS = {
-  '': {
-    client: true,
-    topicArn: true,
-    maxConcurrentRequests: true,
-    maxMessageBytes: true,
-    pingTopicArn: true,
-  } satisfies Record<keyof SnsPublisherOptions, true>,
-} satisfies KnownOptionKeys;
+export const SNS_DEFAULT_MAX_MESSAGE_BYTES = AWS_DEFAULT_MAX_MESSAGE_BYTES;
+export const SNS_MAX_MESSAGE_BYTES = AWS_MAX_MESSAGE_BYTES;
 
 const checks: PublisherOptionChecks = new PublisherOptionChecks('SnsPublisher');
-const fail: OptionFailure = checks.fail;
-const { show } = checks;
 
 // arn:<partition>:sns:<region>:<account>:<name>, names of 1 to 256 letters, digits, - and _
 // (FIFO topics ending in .fifo).
@@ -80,15 +72,28 @@ export function isSnsTopicArn(value: unknown): value is string {
   return typeof value === 'string' && TOPIC_ARN.test(value);
 }
 
-function checkArn(option: string, value: unknown): void {
-  if (!isSnsTopicArn(value)) {
-    fail(
-      option,
-      `${show(value)} is not an SNS topic ARN`,
-      "Pass e.g. 'arn:aws:sns:eu-west-1:123456789012:orders' (FIFO topics end in .fifo).",
-    );
-  }
-}
+const SNS_OPTIONS: AwsOptionNames = {
+  service: 'SNS',
+  destination: 'topicArn',
+  ping: 'pingTopicArn',
+  example: "{ topicArn: 'arn:aws:sns:eu-west-1:123456789012:orders' } or {}",
+  keys: {
+    '': {
+      ...AWS_OPTION_KEYS,
+      topicArn: true,
+      pingTopicArn: true,
+    } satisfies Record<keyof SnsPublisherOptions, true>,
+  },
+  check(option, value) {
+    if (!isSnsTopicArn(value)) {
+      checks.fail(
+        option,
+        `${checks.show(value)} is not an SNS topic ARN`,
+        "Pass e.g. 'arn:aws:sns:eu-west-1:123456789012:orders' (FIFO topics end in .fifo).",
+      );
+    }
+  },
+};
 
 /**
  * Merges the defaults into `SnsPublisher` options and rejects invalid ones with a message that
@@ -97,34 +102,10 @@ function checkArn(option: string, value: unknown): void {
 export function resolveSnsPublisherOptions(
   options: SnsPublisherOptions = {},
 ): ResolvedSnsPublisherOptions {
-  checks.optionsObject(options, "{ topicArn: 'arn:aws:sns:eu-west-1:123456789012:orders' } or {}");
-  checks.knownKeys(options, OPTION_KEYS);
-  const { client, clientConfig } = resolveAwsClient<SNSClient, SNSClientConfig>(
-    checks,
-    options.client,
-    'SNS',
-  );
-  const { topicArn } = options;
-  if (topicArn !== undefined && typeof topicArn !== 'function') checkArn('topicArn', topicArn);
-  if (options.pingTopicArn !== undefined) checkArn('pingTopicArn', options.pingTopicArn);
-  const fixedTopicArn = typeof topicArn === 'string' ? topicArn : undefined;
-  const limits = resolveAwsLimits(
+  const { route, fixed, ping, ...shared } = resolveAwsPublisherOptions<SNSClient, SNSClientConfig>(
     checks,
     options,
-    SNS_DEFAULT_MAX_MESSAGE_BYTES,
-    SNS_MAX_MESSAGE_BYTES,
+    SNS_OPTIONS,
   );
-  return {
-    client,
-    clientConfig,
-    topicArn:
-      typeof topicArn === 'function'
-        ? topicArn
-        : fixedTopicArn !== undefined
-          ? () => fixedTopicArn
-          : (message) => message.topic,
-    fixedTopicArn,
-    ...limits,
-    pingTopicArn: options.pingTopicArn,
-  };
+  return { ...shared, topicArn: route, fixedTopicArn: fixed, pingTopicArn: ping };
 }

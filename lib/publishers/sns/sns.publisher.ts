@@ -5,8 +5,9 @@ import {
   PublishBatchCommand,
   SNSClient,
   type PublishBatchRequestEntry,
+  type SNSClientConfig,
 } from '@aws-sdk/client-sns';
-import { PermanentPublishError } from '../../errors/permanent-publish.error';
+import type { OutboxSnsAttributes } from '../../message/outbox-message.interface';
 import type { OutboxRecord } from '../../message/outbox-record.interface';
 import type {
   OutboxMessageDraft,
@@ -14,31 +15,13 @@ import type {
   PublisherRefusal,
   PublishOutcome,
 } from '../outbox-publisher.interface';
-import { pastPublishDeadline } from '../publish-deadline';
-import { unsent } from '../kit/publish-abort';
-import {
-  awsBatchAnswer,
-  awsClient,
-  awsPing,
-  awsSizeRefusal,
-  awsTooLarge,
-} from '../aws/aws-publisher-parts';
-import {
-  abortReason,
-  AwsBatchSender,
-  type AwsBatchAnswer,
-  type AwsBatchItem,
-} from '../aws/aws-batch-sender';
-import { awsOrdering } from '../aws/aws-fifo';
-import { awsMessageParts } from '../aws/aws-message-attributes';
+import { AwsBatchPublisher } from '../aws/aws-batch-publisher';
 import {
   isSnsTopicArn,
   resolveSnsPublisherOptions,
-  type ResolvedSnsPublisherOptions,
   type SnsPublisherOptions,
 } from './sns-publisher.options';
 
-type Outcomes = (PublishOutcome | undefined)[];
 type Entry = Omit<PublishBatchRequestEntry, 'Id'>;
 
 /**
@@ -64,55 +47,53 @@ type Entry = Omit<PublishBatchRequestEntry, 'Id'>;
  */
 export class SnsPublisher implements OutboxPublisher {
   private readonly logger = new Logger(SnsPublisher.name);
-  // Private fields, so that the client's credentials never show up in util.inspect or JSON.
-  readonly #options: ResolvedSnsPublisherOptions;
-  readonly #client: SNSClient;
-  readonly #ownsClient: boolean;
-  readonly #sender: AwsBatchSender<Entry>;
-  #lastTopicArn: string | undefined;
+  // A private field, so that the client's credentials never show up in util.inspect or JSON.
+  readonly #aws: AwsBatchPublisher<SNSClient, SNSClientConfig, OutboxSnsAttributes, Entry>;
 
   constructor(options: SnsPublisherOptions = {}) {
-    this.#options = resolveSnsPublisherOptions(options);
-    ({ client: this.#client, owned: this.#ownsClient } = awsClient(
-      this.#options,
-      (config) => new SNSClient(config),
-    ));
-    this.#sender = new AwsBatchSender<Entry>(
-      (arn, entries, signal) => this.send(arn, entries, signal),
+    const o = resolveSnsPublisherOptions(options);
+    this.#aws = new AwsBatchPublisher<SNSClient, SNSClientConfig, OutboxSnsAttributes, Entry>(
       {
         service: 'SNS',
         destinationNoun: 'topic',
-        maxConcurrentRequests: this.#options.maxConcurrentRequests,
-        maxBatchBytes: this.#options.maxMessageBytes,
-        logger: this.logger,
+        build: (config) => new SNSClient(config),
+        notADestination: (arn) => (isSnsTopicArn(arn) ? undefined : notAnArn(arn)),
+        own: (record) => record.attributes?.sns,
+        entry: ({ body, ...common }, own) => {
+          const entry: Entry = { Message: body, ...common };
+          if (own?.subject !== undefined) entry.Subject = own.subject;
+          return entry;
+        },
+        sendBatch: (client, arn, entries, signal) =>
+          client.send(
+            new PublishBatchCommand({ TopicArn: arn, PublishBatchRequestEntries: entries }),
+            {
+              abortSignal: signal,
+            },
+          ),
+        ping: (client, arn, signal) =>
+          arn === undefined
+            ? client.send(new ListTopicsCommand({}), { abortSignal: signal })
+            : client.send(new GetTopicAttributesCommand({ TopicArn: arn }), {
+                abortSignal: signal,
+              }),
       },
+      { ...o, route: o.topicArn, fixed: o.fixedTopicArn, ping: o.pingTopicArn },
+      this.logger,
     );
   }
 
-  async publish(records: readonly OutboxRecord[], signal: AbortSignal): Promise<PublishOutcome[]> {
-    const outcomes: Outcomes = new Array<PublishOutcome | undefined>(records.length).fill(
-      undefined,
+  publish(records: readonly OutboxRecord[], signal: AbortSignal): Promise<PublishOutcome[]> {
+    const aws = this.#aws;
+    return aws.publish(
+      records,
+      signal,
+      (record, index) => {
+        const arn = aws.destination(record);
+        return typeof arn === 'string' ? aws.item(index, arn, record) : arn;
+      },
+      (items, outcomes) => aws.send(items, outcomes, signal),
     );
-    const items: AwsBatchItem<Entry>[] = [];
-    records.forEach((record, index) => {
-      let arn: string;
-      try {
-        arn = this.#options.topicArn(record);
-      } catch (error) {
-        outcomes[index] = { ok: false, error };
-        return;
-      }
-      const item = this.item(index, arn, record);
-      if ('ok' in item) outcomes[index] = item;
-      else items.push(item);
-    });
-    if (items.length > 0 && pastPublishDeadline(signal)) {
-      for (const { index } of items) outcomes[index] = unsent(abortReason(signal));
-    } else if (items.length > 0) {
-      this.#lastTopicArn = (items[items.length - 1] as AwsBatchItem<Entry>).destination;
-      await this.#sender.send(items, outcomes, signal);
-    }
-    return outcomes.map((o) => o ?? unsent(abortReason(signal)));
   }
 
   /**
@@ -120,16 +101,11 @@ export class SnsPublisher implements OutboxPublisher {
    * or over `maxMessageBytes` (body and attributes).
    */
   checkEnqueue(message: OutboxMessageDraft): PublisherRefusal | undefined {
-    let arn: string | undefined;
-    try {
-      arn = this.#options.topicArn(message);
-    } catch {
-      arn = undefined; // the publish reports it, with the error the function throws
-    }
+    const arn = this.#aws.routeAtEnqueue(message);
     if (arn !== undefined && !isSnsTopicArn(arn)) {
       return { reason: 'invalid-topic', problem: notAnArn(arn) };
     }
-    return awsSizeRefusal('SNS', message, this.#options.maxMessageBytes);
+    return this.#aws.sizeRefusal(message);
   }
 
   /**
@@ -137,57 +113,13 @@ export class SnsPublisher implements OutboxPublisher {
    * `topicArn`, or the last one published to; before any, lists one page of topics). Rejects
    * with `PublisherUnavailableError` when SNS does not answer or refuses.
    */
-  async ping(signal: AbortSignal): Promise<void> {
-    const arn = this.#options.pingTopicArn ?? this.#options.fixedTopicArn ?? this.#lastTopicArn;
-    await awsPing('SNS', signal, async () => {
-      if (arn === undefined) {
-        await this.#client.send(new ListTopicsCommand({}), { abortSignal: signal });
-      } else {
-        await this.#client.send(new GetTopicAttributesCommand({ TopicArn: arn }), {
-          abortSignal: signal,
-        });
-      }
-    });
+  ping(signal: AbortSignal): Promise<void> {
+    return this.#aws.ping(signal);
   }
 
   /** Destroys the client the publisher built (one you passed in is left to you). */
   close(): Promise<void> {
-    if (this.#ownsClient) this.#client.destroy();
-    return Promise.resolve();
-  }
-
-  private item(
-    index: number,
-    arn: string,
-    record: OutboxRecord,
-  ): AwsBatchItem<Entry> | PublishOutcome {
-    if (!isSnsTopicArn(arn)) {
-      return { ok: false, error: new PermanentPublishError(notAnArn(arn)) };
-    }
-    const parts = awsMessageParts(record);
-    // Enqueued before the limit applied (another publisher, a smaller maxMessageBytes).
-    const tooLarge = awsTooLarge('SNS', parts, this.#options.maxMessageBytes);
-    if (tooLarge !== undefined) return tooLarge;
-    const own = record.attributes?.sns;
-    const entry: Entry = {
-      Message: parts.body,
-      MessageAttributes: parts.attributes,
-      ...awsOrdering(arn, record, own?.messageGroupId),
-    };
-    if (own?.subject !== undefined) entry.Subject = own.subject;
-    return { index, destination: arn, key: record.key, bytes: parts.bytes, entry };
-  }
-
-  private async send(
-    arn: string,
-    entries: readonly PublishBatchRequestEntry[],
-    signal: AbortSignal,
-  ): Promise<AwsBatchAnswer> {
-    const answer = await this.#client.send(
-      new PublishBatchCommand({ TopicArn: arn, PublishBatchRequestEntries: [...entries] }),
-      { abortSignal: signal },
-    );
-    return awsBatchAnswer(answer);
+    return this.#aws.close();
   }
 }
 

@@ -1,7 +1,13 @@
 import type { SQSClient, SQSClientConfig } from '@aws-sdk/client-sqs';
-import type { KnownOptionKeys, OptionFailure } from '../../options/option-checks';
 import { PublisherOptionChecks } from '../kit/publisher-options-check';
-import { resolveAwsClient, resolveAwsLimits } from '../aws/aws-publisher-parts';
+import {
+  AWS_DEFAULT_MAX_MESSAGE_BYTES,
+  AWS_MAX_MESSAGE_BYTES,
+  AWS_OPTION_KEYS,
+  resolveAwsPublisherOptions,
+  type AwsOptionNames,
+  type ResolvedAwsSharedOptions,
+} from '../aws/aws-publisher.options';
 import type { OutboxMessageDraft } from '../outbox-publisher.interface';
 
 /** Options of {@link SqsPublisher}. */
@@ -37,35 +43,21 @@ export interface SqsPublisherOptions {
 }
 
 /** Options with defaults applied and values checked. */
-export interface ResolvedSqsPublisherOptions {
-  /** The client given, or undefined when the publisher builds its own from `clientConfig`. */
-  readonly client: SQSClient | undefined;
-  readonly clientConfig: SQSClientConfig;
+export interface ResolvedSqsPublisherOptions extends ResolvedAwsSharedOptions<
+  SQSClient,
+  SQSClientConfig
+> {
   readonly queue: (message: OutboxMessageDraft) => string;
   /** The one queue every message goes to, when `queue` is a string. */
   readonly fixedQueue: string | undefined;
-  readonly maxConcurrentRequests: number;
-  readonly maxMessageBytes: number;
   readonly pingQueue: string | undefined;
 }
 
 /** SQS's own limits: a message (and a batch call) carries at most 1 MiB; 256 KiB by default. */
-export const SQS_DEFAULT_MAX_MESSAGE_BYTES = 262_144;
-export const SQS_MAX_MESSAGE_BYTES = 1_048_576;
-
-const OPTION_KEYS = {
-  '': {
-    client: true,
-    queue: true,
-    maxConcurrentRequests: true,
-    maxMessageBytes: true,
-    pingQueue: true,
-  } satisfies Record<keyof SqsPublisherOptions, true>,
-} satisfies KnownOptionKeys;
+export const SQS_DEFAULT_MAX_MESSAGE_BYTES = AWS_DEFAULT_MAX_MESSAGE_BYTES;
+export const SQS_MAX_MESSAGE_BYTES = AWS_MAX_MESSAGE_BYTES;
 
 const checks: PublisherOptionChecks = new PublisherOptionChecks('SqsPublisher');
-const fail: OptionFailure = checks.fail;
-const { show } = checks;
 
 // A queue name (1 to 80 of letters, digits, '-' and '_', FIFO ones ending in '.fifo') or an
 // http(s) URL.
@@ -77,15 +69,28 @@ export function isSqsQueue(value: unknown): value is string {
   return typeof value === 'string' && (QUEUE_NAME.test(value) || QUEUE_URL.test(value));
 }
 
-function checkQueue(option: string, value: unknown): void {
-  if (!isSqsQueue(value)) {
-    fail(
-      option,
-      `${show(value)} is neither an SQS queue name (1 to 80 letters, digits, - or _, FIFO queues ending in .fifo) nor a queue URL`,
-      "Pass e.g. 'orders', 'orders.fifo' or 'https://sqs.eu-west-1.amazonaws.com/123456789012/orders'.",
-    );
-  }
-}
+const SQS_OPTIONS: AwsOptionNames = {
+  service: 'SQS',
+  destination: 'queue',
+  ping: 'pingQueue',
+  example: "{ queue: 'orders.fifo' } or {}",
+  keys: {
+    '': {
+      ...AWS_OPTION_KEYS,
+      queue: true,
+      pingQueue: true,
+    } satisfies Record<keyof SqsPublisherOptions, true>,
+  },
+  check(option, value) {
+    if (!isSqsQueue(value)) {
+      checks.fail(
+        option,
+        `${checks.show(value)} is neither an SQS queue name (1 to 80 letters, digits, - or _, FIFO queues ending in .fifo) nor a queue URL`,
+        "Pass e.g. 'orders', 'orders.fifo' or 'https://sqs.eu-west-1.amazonaws.com/123456789012/orders'.",
+      );
+    }
+  },
+};
 
 /**
  * Merges the defaults into `SqsPublisher` options and rejects invalid ones with a message that
@@ -94,34 +99,10 @@ function checkQueue(option: string, value: unknown): void {
 export function resolveSqsPublisherOptions(
   options: SqsPublisherOptions = {},
 ): ResolvedSqsPublisherOptions {
-  checks.optionsObject(options, "{ queue: 'orders.fifo' } or {}");
-  checks.knownKeys(options, OPTION_KEYS);
-  const { client, clientConfig } = resolveAwsClient<SQSClient, SQSClientConfig>(
-    checks,
-    options.client,
-    'SQS',
-  );
-  const { queue } = options;
-  if (queue !== undefined && typeof queue !== 'function') checkQueue('queue', queue);
-  if (options.pingQueue !== undefined) checkQueue('pingQueue', options.pingQueue);
-  const fixedQueue = typeof queue === 'string' ? queue : undefined;
-  const limits = resolveAwsLimits(
+  const { route, fixed, ping, ...shared } = resolveAwsPublisherOptions<SQSClient, SQSClientConfig>(
     checks,
     options,
-    SQS_DEFAULT_MAX_MESSAGE_BYTES,
-    SQS_MAX_MESSAGE_BYTES,
+    SQS_OPTIONS,
   );
-  return {
-    client,
-    clientConfig,
-    queue:
-      typeof queue === 'function'
-        ? queue
-        : fixedQueue !== undefined
-          ? () => fixedQueue
-          : (message) => message.topic,
-    fixedQueue,
-    ...limits,
-    pingQueue: options.pingQueue,
-  };
+  return { ...shared, queue: route, fixedQueue: fixed, pingQueue: ping };
 }

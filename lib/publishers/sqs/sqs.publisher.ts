@@ -6,11 +6,13 @@ import {
   SendMessageBatchCommand,
   SQSClient,
   type SendMessageBatchRequestEntry,
+  type SQSClientConfig,
 } from '@aws-sdk/client-sqs';
 import { PermanentPublishError } from '../../errors/permanent-publish.error';
 import { PublisherUnavailableError } from '../../errors/publisher-unavailable.error';
 import { describeError } from '../../internal/describe-error';
 import { raceAbort } from '../../internal/race-abort';
+import type { OutboxSqsAttributes } from '../../message/outbox-message.interface';
 import type { OutboxRecord } from '../../message/outbox-record.interface';
 import type {
   OutboxMessageDraft,
@@ -18,33 +20,26 @@ import type {
   PublisherRefusal,
   PublishOutcome,
 } from '../outbox-publisher.interface';
-import { pastPublishDeadline } from '../publish-deadline';
-import { unsent } from '../kit/publish-abort';
-import {
-  awsBatchAnswer,
-  awsClient,
-  awsPing,
-  awsSizeRefusal,
-  awsTooLarge,
-} from '../aws/aws-publisher-parts';
-import {
-  abortReason,
-  AwsBatchSender,
-  type AwsBatchAnswer,
-  type AwsBatchItem,
-} from '../aws/aws-batch-sender';
+import type { PublishOutcomes } from '../kit/publish-round';
+import { AwsBatchPublisher } from '../aws/aws-batch-publisher';
+import { abortReason, awsCredentialsRefused, type AwsBatchItem } from '../aws/aws-batch-sender';
 import { classifyAwsError } from '../aws/aws-error.classifier';
-import { awsOrdering, isFifoDestination } from '../aws/aws-fifo';
-import { awsMessageParts, isAwsText } from '../aws/aws-message-attributes';
+import { isFifoDestination } from '../aws/aws-fifo';
+import { isAwsText } from '../aws/aws-message-attributes';
 import {
   isSqsQueue,
   resolveSqsPublisherOptions,
-  type ResolvedSqsPublisherOptions,
   type SqsPublisherOptions,
 } from './sqs-publisher.options';
 
-type Outcomes = (PublishOutcome | undefined)[];
 type Entry = Omit<SendMessageBatchRequestEntry, 'Id'>;
+
+/** A message whose queue is named, before its URL is known. */
+interface Named {
+  readonly index: number;
+  readonly queue: string;
+  readonly record: OutboxRecord;
+}
 
 const isUrl = (queue: string): boolean => /^https?:\/\//.test(queue);
 
@@ -74,80 +69,58 @@ const isUrl = (queue: string): boolean => /^https?:\/\//.test(queue);
  */
 export class SqsPublisher implements OutboxPublisher {
   private readonly logger = new Logger(SqsPublisher.name);
-  // Private fields, so that the client's credentials never show up in util.inspect or JSON.
-  readonly #options: ResolvedSqsPublisherOptions;
-  readonly #client: SQSClient;
-  readonly #ownsClient: boolean;
-  readonly #sender: AwsBatchSender<Entry>;
+  // A private field, so that the client's credentials never show up in util.inspect or JSON.
+  readonly #aws: AwsBatchPublisher<SQSClient, SQSClientConfig, OutboxSqsAttributes, Entry>;
   /** Queue URLs by name, as GetQueueUrl answered (a missing queue is asked again). */
   readonly #urls = new Map<string, Promise<string>>();
-  #lastQueue: string | undefined;
 
   constructor(options: SqsPublisherOptions = {}) {
-    this.#options = resolveSqsPublisherOptions(options);
-    ({ client: this.#client, owned: this.#ownsClient } = awsClient(
-      this.#options,
-      (config) => new SQSClient(config),
-    ));
-    this.#sender = new AwsBatchSender<Entry>(
-      (url, entries, signal) => this.send(url, entries, signal),
+    const o = resolveSqsPublisherOptions(options);
+    this.#aws = new AwsBatchPublisher<SQSClient, SQSClientConfig, OutboxSqsAttributes, Entry>(
       {
         service: 'SQS',
         destinationNoun: 'queue',
-        maxConcurrentRequests: this.#options.maxConcurrentRequests,
-        maxBatchBytes: this.#options.maxMessageBytes,
-        logger: this.logger,
+        build: (config) => new SQSClient(config),
+        notADestination: (queue) =>
+          isSqsQueue(queue)
+            ? undefined
+            : `${JSON.stringify(queue)} is neither an SQS queue name nor a queue URL`,
+        own: (record) => record.attributes?.sqs,
+        entry: ({ body, ...common }, own) => {
+          const entry: Entry = { MessageBody: body, ...common };
+          if (own?.delaySeconds !== undefined) entry.DelaySeconds = own.delaySeconds;
+          return entry;
+        },
+        sendBatch: (client, url, entries, signal) =>
+          client.send(new SendMessageBatchCommand({ QueueUrl: url, Entries: entries }), {
+            abortSignal: signal,
+          }),
+        ping: async (client, queue, signal) => {
+          if (queue === undefined) {
+            return client.send(new ListQueuesCommand({ MaxResults: 1 }), { abortSignal: signal });
+          }
+          const url = isUrl(queue) ? queue : await this.lookUp(queue, signal);
+          return client.send(
+            new GetQueueAttributesCommand({ QueueUrl: url, AttributeNames: ['QueueArn'] }),
+            { abortSignal: signal },
+          );
+        },
       },
+      { ...o, route: o.queue, fixed: o.fixedQueue, ping: o.pingQueue },
+      this.logger,
     );
   }
 
-  async publish(records: readonly OutboxRecord[], signal: AbortSignal): Promise<PublishOutcome[]> {
-    const outcomes: Outcomes = new Array<PublishOutcome | undefined>(records.length).fill(
-      undefined,
+  publish(records: readonly OutboxRecord[], signal: AbortSignal): Promise<PublishOutcome[]> {
+    return this.#aws.publish(
+      records,
+      signal,
+      (record, index) => {
+        const queue = this.#aws.destination(record);
+        return typeof queue === 'string' ? { index, queue, record } : queue;
+      },
+      (named, outcomes) => this.send(named, outcomes, signal),
     );
-    const queues = new Set<string>();
-    const named: { index: number; queue: string; record: OutboxRecord }[] = [];
-    records.forEach((record, index) => {
-      let queue: string;
-      try {
-        queue = this.#options.queue(record);
-      } catch (error) {
-        outcomes[index] = { ok: false, error };
-        return;
-      }
-      if (!isSqsQueue(queue)) {
-        outcomes[index] = {
-          ok: false,
-          error: new PermanentPublishError(
-            `${JSON.stringify(queue)} is neither an SQS queue name nor a queue URL`,
-          ),
-        };
-        return;
-      }
-      named.push({ index, queue, record });
-      queues.add(queue);
-    });
-    if (named.length > 0 && pastPublishDeadline(signal)) {
-      for (const { index } of named) outcomes[index] = unsent(abortReason(signal));
-      return outcomes as PublishOutcome[];
-    }
-    const urls = await this.queueUrls([...queues], signal);
-    const items: AwsBatchItem<Entry>[] = [];
-    for (const { index, queue, record } of named) {
-      const url = urls.get(queue);
-      if (url === undefined || typeof url !== 'string') {
-        outcomes[index] = url?.outcome ?? { ok: false, error: abortReason(signal), sent: false };
-        continue;
-      }
-      const item = this.item(index, url, record);
-      if ('ok' in item) outcomes[index] = item;
-      else items.push(item);
-    }
-    if (items.length > 0) {
-      this.#lastQueue = (items[items.length - 1] as AwsBatchItem<Entry>).destination;
-      await this.#sender.send(items, outcomes, signal);
-    }
-    return outcomes.map((o) => o ?? unsent(abortReason(signal)));
   }
 
   /**
@@ -155,12 +128,7 @@ export class SqsPublisher implements OutboxPublisher {
    * attributes), text SQS does not allow in a body, and a per-message delay for a FIFO queue.
    */
   checkEnqueue(message: OutboxMessageDraft): PublisherRefusal | undefined {
-    let queue: string | undefined;
-    try {
-      queue = this.#options.queue(message);
-    } catch {
-      queue = undefined; // the publish reports it, with the error the function throws
-    }
+    const queue = this.#aws.routeAtEnqueue(message);
     if (
       message.attributes?.sqs?.delaySeconds !== undefined &&
       queue !== undefined &&
@@ -179,7 +147,7 @@ export class SqsPublisher implements OutboxPublisher {
           'the payload contains a character SQS does not take in a message body (U+FFFE or U+FFFF). Remove it, or send the payload as bytes (contentType), which travel in base64.',
       };
     }
-    return awsSizeRefusal('SQS', message, this.#options.maxMessageBytes);
+    return this.#aws.sizeRefusal(message);
   }
 
   /**
@@ -187,58 +155,34 @@ export class SqsPublisher implements OutboxPublisher {
    * the last one published to; before any, lists one queue). Rejects with
    * `PublisherUnavailableError` when SQS does not answer or refuses.
    */
-  async ping(signal: AbortSignal): Promise<void> {
-    const queue = this.#options.pingQueue ?? this.#options.fixedQueue ?? this.#lastQueue;
-    await awsPing('SQS', signal, async () => {
-      if (queue === undefined) {
-        await this.#client.send(new ListQueuesCommand({ MaxResults: 1 }), {
-          abortSignal: signal,
-        });
-        return;
-      }
-      const url = isUrl(queue) ? queue : await this.lookUp(queue, signal);
-      await this.#client.send(
-        new GetQueueAttributesCommand({ QueueUrl: url, AttributeNames: ['QueueArn'] }),
-        { abortSignal: signal },
-      );
-    });
+  ping(signal: AbortSignal): Promise<void> {
+    return this.#aws.ping(signal);
   }
 
   /** Destroys the client the publisher built (one you passed in is left to you). */
   close(): Promise<void> {
-    if (this.#ownsClient) this.#client.destroy();
-    return Promise.resolve();
+    return this.#aws.close();
   }
 
-  private item(
-    index: number,
-    url: string,
-    record: OutboxRecord,
-  ): AwsBatchItem<Entry> | PublishOutcome {
-    const parts = awsMessageParts(record);
-    // Enqueued before the limit applied (another publisher, a smaller maxMessageBytes).
-    const tooLarge = awsTooLarge('SQS', parts, this.#options.maxMessageBytes);
-    if (tooLarge !== undefined) return tooLarge;
-    const own = record.attributes?.sqs;
-    const entry: Entry = {
-      MessageBody: parts.body,
-      MessageAttributes: parts.attributes,
-      ...awsOrdering(url, record, own?.messageGroupId),
-    };
-    if (own?.delaySeconds !== undefined) entry.DelaySeconds = own.delaySeconds;
-    return { index, destination: url, key: record.key, bytes: parts.bytes, entry };
-  }
-
+  /** Sends messages to the URLs of their queues, once looked up. */
   private async send(
-    url: string,
-    entries: readonly SendMessageBatchRequestEntry[],
+    named: readonly Named[],
+    outcomes: PublishOutcomes,
     signal: AbortSignal,
-  ): Promise<AwsBatchAnswer> {
-    const answer = await this.#client.send(
-      new SendMessageBatchCommand({ QueueUrl: url, Entries: [...entries] }),
-      { abortSignal: signal },
-    );
-    return awsBatchAnswer(answer);
+  ): Promise<void> {
+    const urls = await this.queueUrls([...new Set(named.map((n) => n.queue))], signal);
+    const items: AwsBatchItem<Entry>[] = [];
+    for (const { index, queue, record } of named) {
+      const url = urls.get(queue);
+      if (url === undefined || typeof url !== 'string') {
+        outcomes[index] = url?.outcome ?? { ok: false, error: abortReason(signal), sent: false };
+        continue;
+      }
+      const item = this.#aws.item(index, url, record);
+      if ('ok' in item) outcomes[index] = item;
+      else items.push(item);
+    }
+    await this.#aws.send(items, outcomes, signal);
   }
 
   /**
@@ -270,7 +214,7 @@ export class SqsPublisher implements OutboxPublisher {
     let url = this.#urls.get(queue);
     if (url === undefined) {
       url = (async () => {
-        const answer = await this.#client.send(new GetQueueUrlCommand({ QueueName: queue }), {
+        const answer = await this.#aws.client.send(new GetQueueUrlCommand({ QueueName: queue }), {
           abortSignal: signal,
         });
         if (answer.QueueUrl === undefined) throw new Error('GetQueueUrl answered no QueueUrl');
@@ -296,11 +240,7 @@ export class SqsPublisher implements OutboxPublisher {
         ),
       };
     }
-    if (kind === 'credentials') {
-      this.logger.error(
-        `SQS refused the credentials or a permission (${describeError(error)}): nothing is published and no message counts an attempt until this is fixed`,
-      );
-    }
+    if (kind === 'credentials') this.logger.error(awsCredentialsRefused('SQS', error));
     // Nothing was sent yet: whatever kept the URL from us counts no attempt.
     return {
       ok: false,
