@@ -1,4 +1,5 @@
 import { errorChain } from './kit/error-chain';
+import { CONNECTION_LOST_CODES, UNREACHED_CODES } from './kit/socket-error-codes';
 
 /**
  * What a failed kafkajs send means for the messages in it, decided from the kafkajs error classes
@@ -71,16 +72,7 @@ const OUTAGE_NAMES = new Set([
   'KafkaJSLockTimeout',
   'KafkaJSSASLAuthenticationError',
 ]);
-const OUTAGE_CODES = new Set([
-  'ECONNREFUSED',
-  'ECONNRESET',
-  'EPIPE',
-  'ENOTFOUND',
-  'EHOSTUNREACH',
-  'ETIMEDOUT',
-  'ENETUNREACH',
-  'EAI_AGAIN',
-]);
+const OUTAGE_CODES = new Set([...UNREACHED_CODES, ...CONNECTION_LOST_CODES]);
 
 interface ErrorLike {
   name?: unknown;

@@ -42,6 +42,14 @@ export type AwsBatchCall<E> = (
   signal: AbortSignal,
 ) => Promise<AwsBatchAnswer>;
 
+/** One `send()`: where its outcomes go, its signal, and its one log of refused credentials. */
+interface SendRound {
+  readonly outcomes: PublishOutcomes;
+  readonly signal: AbortSignal;
+  /** Logs, once per send, that the credentials were refused. */
+  credentialsRefused(error: unknown): void;
+}
+
 export interface AwsBatchSenderOptions {
   /** `SQS` or `SNS`, for messages. */
   readonly service: string;
@@ -89,10 +97,14 @@ export class AwsBatchSender<E> {
   ): Promise<void> {
     const stopped = new Set<string>();
     let credentialsLogged = false;
-    const onCredentials = (error: unknown): void => {
-      if (credentialsLogged) return;
-      credentialsLogged = true;
-      this.options.logger.error(awsCredentialsRefused(this.options.service, error));
+    const round: SendRound = {
+      outcomes,
+      signal,
+      credentialsRefused: (error) => {
+        if (credentialsLogged) return;
+        credentialsLogged = true;
+        this.options.logger.error(awsCredentialsRefused(this.options.service, error));
+      },
     };
     for (const wave of waves(items)) {
       const sendable: AwsBatchItem<E>[] = [];
@@ -110,7 +122,7 @@ export class AwsBatchSender<E> {
       await Promise.all(
         chunks(sendable, this.options.maxBatchBytes).map((chunk) =>
           this.limit
-            .run(() => this.sendChunk(chunk, outcomes, signal, 0, onCredentials), signal)
+            .run(() => this.sendChunk(chunk, round, 0), signal)
             // Aborted while waiting for a request slot: never sent.
             .catch((error: unknown) =>
               signal.aborted
@@ -125,13 +137,13 @@ export class AwsBatchSender<E> {
     }
   }
 
+  /** Sends one call's chunk (`depth` halvings into a refused one). */
   private async sendChunk(
     chunk: readonly AwsBatchItem<E>[],
-    outcomes: PublishOutcomes,
-    signal: AbortSignal,
+    round: SendRound,
     depth: number,
-    onCredentials: (error: unknown) => void,
   ): Promise<void> {
+    const { outcomes, signal } = round;
     if (pastPublishDeadline(signal)) {
       failUnanswered(chunk, outcomes, abortReason(signal), false);
       return;
@@ -146,7 +158,7 @@ export class AwsBatchSender<E> {
         signal,
       );
     } catch (error) {
-      return this.failed(chunk, outcomes, signal, depth, onCredentials, error);
+      return this.failed(chunk, round, depth, error);
     }
     for (const id of answer.successful) {
       const item = byId.get(id);
@@ -166,14 +178,14 @@ export class AwsBatchSender<E> {
     }
   }
 
+  /** Fails, or sends again in halves, a chunk whose call failed with `error`. */
   private async failed(
     chunk: readonly AwsBatchItem<E>[],
-    outcomes: PublishOutcomes,
-    signal: AbortSignal,
+    round: SendRound,
     depth: number,
-    onCredentials: (error: unknown) => void,
     error: unknown,
   ): Promise<void> {
+    const { outcomes, signal } = round;
     const { service, destinationNoun } = this.options;
     const destination = (chunk[0] as AwsBatchItem<E>).destination;
     if (signal.aborted) {
@@ -189,7 +201,7 @@ export class AwsBatchSender<E> {
         failUnanswered(chunk, outcomes, awsUnreachable(service, error));
         return;
       case 'credentials':
-        onCredentials(error);
+        round.credentialsRefused(error);
         failUnanswered(chunk, outcomes, awsUnreachable(service, error), false);
         return;
       case 'destination':
@@ -223,8 +235,8 @@ export class AwsBatchSender<E> {
         // took none of its entries, so nothing is sent twice.
         const half = Math.ceil(chunk.length / 2);
         await Promise.all([
-          this.sendChunk(chunk.slice(0, half), outcomes, signal, depth + 1, onCredentials),
-          this.sendChunk(chunk.slice(half), outcomes, signal, depth + 1, onCredentials),
+          this.sendChunk(chunk.slice(0, half), round, depth + 1),
+          this.sendChunk(chunk.slice(half), round, depth + 1),
         ]);
         return;
       }

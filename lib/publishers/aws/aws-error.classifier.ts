@@ -1,4 +1,5 @@
 import { errorChain } from '../kit/error-chain';
+import { CONNECTION_LOST_CODES, UNREACHED_CODES } from '../kit/socket-error-codes';
 
 /**
  * What a failed AWS SDK call (SQS `SendMessageBatch`, SNS `PublishBatch`) means for the messages
@@ -19,20 +20,7 @@ import { errorChain } from '../kit/error-chain';
 export type AwsFailureKind =
   'unsent' | 'outage' | 'credentials' | 'destination' | 'request' | 'aborted' | 'other';
 
-const UNSENT_CODES = new Set([
-  'ECONNREFUSED',
-  'ENOTFOUND',
-  'EAI_AGAIN',
-  'EHOSTUNREACH',
-  'ENETUNREACH',
-]);
-const OUTAGE_CODES = new Set([
-  'ECONNRESET',
-  'EPIPE',
-  'ETIMEDOUT',
-  'ECONNABORTED',
-  'ESOCKETTIMEDOUT',
-]);
+const OUTAGE_CODES = new Set([...CONNECTION_LOST_CODES, 'ECONNABORTED', 'ESOCKETTIMEDOUT']);
 const OUTAGE_NAMES = new Set([
   'TimeoutError',
   'RequestTimeout',
@@ -149,7 +137,7 @@ export function classifyAwsError(error: unknown): AwsFailureKind {
   const named = names(errors);
   const codes = errors.map((e) => e.code).filter((c): c is string => typeof c === 'string');
   if (named.includes('AbortError')) return 'aborted';
-  if (codes.some((c) => UNSENT_CODES.has(c))) return 'unsent';
+  if (codes.some((c) => UNREACHED_CODES.has(c))) return 'unsent';
   if (named.some((n) => CREDENTIAL_NAMES.has(n))) return 'credentials';
   if (named.some((n) => DESTINATION_NAMES.has(n))) return 'destination';
   if (named.some((n) => REQUEST_NAMES.has(n))) return 'request';

@@ -20,6 +20,7 @@ import { OptionChecks } from '../../options/option-checks';
 import { raceAbort } from '../../internal/race-abort';
 import { classifyKafkaError } from '../kafka-error.classifier';
 import { errorChain } from '../kit/error-chain';
+import { CONNECTION_LOST_CODES, UNREACHED_CODES } from '../kit/socket-error-codes';
 import {
   OUTBOX_HEADER_CONTENT_TYPE,
   OUTBOX_HEADER_MESSAGE_ID,
@@ -93,14 +94,8 @@ const CLIENT_PROXY_PUBLISHER_OPTION_KEYS = {
 // Error codes of a client that cannot reach its broker: Node socket and DNS errors (TCP, Redis,
 // MQTT, RabbitMQ) and the nats.js connection error codes.
 const CONNECTION_CODES = new Set([
-  'ECONNREFUSED',
-  'ECONNRESET',
-  'EPIPE',
-  'ENOTFOUND',
-  'EHOSTUNREACH',
-  'ETIMEDOUT',
-  'ENETUNREACH',
-  'EAI_AGAIN',
+  ...UNREACHED_CODES,
+  ...CONNECTION_LOST_CODES,
   'ERR_STREAM_DESTROYED',
   'ERR_STREAM_WRITE_AFTER_END',
   'ERR_SOCKET_CLOSED',
