@@ -4,7 +4,7 @@ import { PublisherUnavailableError } from '../../errors/publisher-unavailable.er
 import { ConcurrencyLimit } from '../../internal/concurrency-limit';
 import { describeError } from '../../internal/describe-error';
 import type { PublishOutcome } from '../outbox-publisher.interface';
-import { abortReason as abortedBy } from '../kit/publish-abort';
+import { abortReason as abortedBy, toPermanent } from '../kit/publish-abort';
 import { failUnanswered, type PublishOutcomes } from '../kit/publish-round';
 import { pastPublishDeadline } from '../publish-deadline';
 import {
@@ -208,10 +208,7 @@ export class AwsBatchSender<E> {
         failUnanswered(
           chunk,
           outcomes,
-          new PermanentPublishError(
-            `${service} ${destinationNoun} ${destination} does not exist: ${describeError(error)}`,
-            { cause: error },
-          ),
+          toPermanent(error, `${service} ${destinationNoun} ${destination} does not exist`),
         );
         return;
       case 'request': {
@@ -219,10 +216,7 @@ export class AwsBatchSender<E> {
           failUnanswered(
             chunk,
             outcomes,
-            new PermanentPublishError(
-              `${service} refused the message for ${destination}: ${describeError(error)}`,
-              { cause: error },
-            ),
+            toPermanent(error, `${service} refused the message for ${destination}`),
           );
           return;
         }

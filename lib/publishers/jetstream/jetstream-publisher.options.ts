@@ -6,7 +6,7 @@ import {
 } from '../kit/publisher-options-check';
 import type { ReconnectDelays } from '../kit/reconnect-backoff';
 import type { OutboxRecord } from '../../message/outbox-record.interface';
-import type { NatsAuthenticator, NatsTlsOptions } from './nats-client';
+import type { NatsAuthenticator, NatsCredentials, NatsTlsOptions } from './nats-client';
 
 /** Options of {@link JetStreamPublisher}. */
 export interface JetStreamPublisherOptions {
@@ -60,14 +60,9 @@ export interface JetStreamPublisherOptions {
 }
 
 /** Options with defaults applied and values checked. */
-export interface ResolvedJetStreamPublisherOptions {
+export interface ResolvedJetStreamPublisherOptions extends NatsCredentials {
   readonly servers: readonly string[];
   readonly name: string;
-  readonly user: string | undefined;
-  readonly pass: string | undefined;
-  readonly token: string | undefined;
-  readonly authenticator: NatsAuthenticator | NatsAuthenticator[] | undefined;
-  readonly tls: NatsTlsOptions | undefined;
   readonly subject: (record: OutboxRecord) => string;
   readonly expectedStream: (record: OutboxRecord) => string | undefined;
   readonly domain: string | undefined;
@@ -106,10 +101,6 @@ const { show, integer } = checks;
 // eslint-disable-next-line no-control-regex
 const NAME = /^[^\s.*>/\\\u0000-\u001f]{1,255}$/u;
 
-type Credentials = Pick<
-  ResolvedJetStreamPublisherOptions,
-  'user' | 'pass' | 'token' | 'authenticator' | 'tls'
->;
 type Routing = Pick<ResolvedJetStreamPublisherOptions, 'subject' | 'expectedStream' | 'domain'>;
 
 function resolveServers(value: JetStreamPublisherOptions['servers']): string[] {
@@ -130,7 +121,7 @@ function resolveServers(value: JetStreamPublisherOptions['servers']): string[] {
 }
 
 // Never echo a credential: only say which option is wrong.
-function resolveCredentials(options: JetStreamPublisherOptions): Credentials {
+function resolveCredentials(options: JetStreamPublisherOptions): NatsCredentials {
   for (const key of ['user', 'pass', 'token'] as const) {
     const value: unknown = options[key];
     if (value !== undefined && typeof value !== 'string')

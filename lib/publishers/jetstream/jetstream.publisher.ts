@@ -23,6 +23,7 @@ import type { OutboxPublisher, PublishOutcome } from '../outbox-publisher.interf
 import { pastPublishDeadline } from '../publish-deadline';
 import {
   abortReason as abortedBy,
+  toPermanent,
   toUnavailable,
   unsent,
   untilAborted,
@@ -224,10 +225,7 @@ export class JetStreamPublisher implements OutboxPublisher {
       if (record.encoding === 'binary') h.set(OUTBOX_HEADER_CONTENT_TYPE, record.contentType);
     } catch (error) {
       if (error instanceof PermanentPublishError) throw error;
-      throw new PermanentPublishError(
-        `NATS cannot carry the message's headers: ${describeError(error)}`,
-        { cause: error },
-      );
+      throw toPermanent(error, "NATS cannot carry the message's headers");
     }
     return h;
   }
@@ -340,27 +338,18 @@ export class JetStreamPublisher implements OutboxPublisher {
       case 'unavailable':
         return {
           ok: false,
-          error: new PublisherUnavailableError(
-            `JetStream is not available for subject "${item.subject}": ${describeError(error)}`,
-            { cause: error },
-          ),
+          error: toUnavailable(error, `JetStream is not available for subject "${item.subject}"`),
         };
       case 'refused':
         return {
           ok: false,
-          error: new PermanentPublishError(
-            `JetStream refused the message for subject "${item.subject}": ${describeError(error)}`,
-            { cause: error },
-          ),
+          error: toPermanent(error, `JetStream refused the message for subject "${item.subject}"`),
         };
       case 'unsendable':
         item.written = false;
         return {
           ok: false,
-          error: new PermanentPublishError(
-            `The NATS client cannot send the message to "${item.subject}": ${describeError(error)}`,
-            { cause: error },
-          ),
+          error: toPermanent(error, `The NATS client cannot send the message to "${item.subject}"`),
         };
       case 'other':
         return { ok: false, error };

@@ -36,15 +36,19 @@ export interface NatsTlsOptions {
   readonly rejectUnauthorized?: boolean;
 }
 
-/** What the publisher passes to `connect()`. */
-export interface NatsConnectOptions {
-  readonly servers: string[];
-  readonly name: string;
+/** How the publisher proves who it is to the server; never logged. */
+export interface NatsCredentials {
   readonly user: string | undefined;
   readonly pass: string | undefined;
   readonly token: string | undefined;
   readonly authenticator: NatsAuthenticator | NatsAuthenticator[] | undefined;
   readonly tls: NatsTlsOptions | undefined;
+}
+
+/** What the publisher passes to `connect()`. */
+export interface NatsConnectOptions extends NatsCredentials {
+  readonly servers: string[];
+  readonly name: string;
   readonly timeout: number;
   readonly reconnect: boolean;
   readonly pingInterval: number;

@@ -13,7 +13,7 @@ import { PermanentPublishError } from '../../errors/permanent-publish.error';
 import { PublisherUnavailableError } from '../../errors/publisher-unavailable.error';
 import type { OutboxPublisher, PublishOutcome } from '../outbox-publisher.interface';
 import { pastPublishDeadline } from '../publish-deadline';
-import { abortReason as abortedBy, untilAborted } from '../kit/publish-abort';
+import { abortReason as abortedBy, toPermanent, untilAborted } from '../kit/publish-abort';
 import { failUnanswered, publishRound, type PublishOutcomes } from '../kit/publish-round';
 import type { OutboxRecord } from '../../message/outbox-record.interface';
 import { describeError, redactSecrets } from '../../internal/describe-error';
@@ -403,10 +403,7 @@ export class KafkaPublisher implements OutboxPublisher {
       const [only] = batch;
       const partition = only?.message[ASSIGNED_PARTITION];
       const where = `${only?.topic ?? '?'}${partition === undefined ? '' : `[${partition}]`}`;
-      return new PermanentPublishError(
-        `Kafka refused the message for ${where}: ${describeError(error)}`,
-        { cause: error },
-      );
+      return toPermanent(error, `Kafka refused the message for ${where}`);
     }
     return error;
   }

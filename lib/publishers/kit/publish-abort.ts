@@ -1,3 +1,4 @@
+import { PermanentPublishError } from '../../errors/permanent-publish.error';
 import { PublishTimeoutError } from '../../errors/publish-timeout.error';
 import { PublisherUnavailableError } from '../../errors/publisher-unavailable.error';
 import { describeError } from '../../internal/describe-error';
@@ -47,6 +48,11 @@ export async function untilAborted<T>(
 export function toUnavailable(error: unknown, what: string): PublisherUnavailableError {
   if (error instanceof PublisherUnavailableError) return error;
   return new PublisherUnavailableError(`${what}: ${describeError(error)}`, { cause: error });
+}
+
+/** `error` as the failure of a message that can never be delivered as it is: no retry. */
+export function toPermanent(error: unknown, what: string): PermanentPublishError {
+  return new PermanentPublishError(`${what}: ${describeError(error)}`, { cause: error });
 }
 
 /** A failure of a message that was never written: it goes back without an attempt. */

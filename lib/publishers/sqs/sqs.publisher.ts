@@ -8,7 +8,6 @@ import {
   type SendMessageBatchRequestEntry,
   type SQSClientConfig,
 } from '@aws-sdk/client-sqs';
-import { PermanentPublishError } from '../../errors/permanent-publish.error';
 import { PublisherUnavailableError } from '../../errors/publisher-unavailable.error';
 import { describeError } from '../../internal/describe-error';
 import { raceAbort } from '../../internal/race-abort';
@@ -20,6 +19,7 @@ import type {
   PublisherRefusal,
   PublishOutcome,
 } from '../outbox-publisher.interface';
+import { toPermanent } from '../kit/publish-abort';
 import type { PublishOutcomes } from '../kit/publish-round';
 import { AwsBatchPublisher } from '../aws/aws-batch-publisher';
 import { abortReason, awsCredentialsRefused, type AwsBatchItem } from '../aws/aws-batch-sender';
@@ -232,12 +232,7 @@ export class SqsPublisher implements OutboxPublisher {
     if (kind === 'destination') {
       return {
         ok: false,
-        error: new PermanentPublishError(
-          `SQS queue ${queue} does not exist: ${describeError(error)}`,
-          {
-            cause: error,
-          },
-        ),
+        error: toPermanent(error, `SQS queue ${queue} does not exist`),
       };
     }
     if (kind === 'credentials') this.logger.error(awsCredentialsRefused('SQS', error));
