@@ -119,11 +119,6 @@ export class JetStreamPublisher implements OutboxPublisher {
       logger: this.logger,
       open: () => this.open(),
       usable: (state) => !state.closed,
-      failure: (cause) =>
-        new PublisherUnavailableError(
-          `Could not connect to NATS at ${this.#where}: ${describeError(cause)}`,
-          { cause },
-        ),
       refusal: (failure, cause) =>
         isAuthFailure(cause)
           ? `${failure.message}. The credentials are refused: nothing is published until this is fixed, and no message loses an attempt.`

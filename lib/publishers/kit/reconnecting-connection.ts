@@ -1,5 +1,6 @@
 import type { LoggerService } from '@nestjs/common';
-import type { PublisherUnavailableError } from '../../errors/publisher-unavailable.error';
+import { PublisherUnavailableError } from '../../errors/publisher-unavailable.error';
+import { describeError } from '../../internal/describe-error';
 import { ReconnectBackoff, type ReconnectDelays } from './reconnect-backoff';
 
 /** What one broker's client gives {@link ReconnectingConnection}: its calls, nothing else. */
@@ -15,8 +16,11 @@ export interface ConnectionCalls<C> {
   open(): Promise<C>;
   /** Whether a connection opened before can still carry a publish. */
   usable(connection: C): boolean;
-  /** The failure a batch sees for a failed attempt (the cause of `open`'s rejection). */
-  failure(error: unknown): PublisherUnavailableError;
+  /**
+   * The failure a batch sees for a failed attempt (the cause of `open`'s rejection).
+   * @default {@link couldNotConnect}
+   */
+  failure?(error: unknown): PublisherUnavailableError;
   /**
    * A failure retrying cannot fix (wrong credentials, a vhost refused): the text logged as an
    * error on every attempt, since nothing is published until someone fixes the configuration.
@@ -27,6 +31,13 @@ export interface ConnectionCalls<C> {
    * (a typed refusal an app may catch), rather than with "unreachable".
    */
   keepsLastFailure?(last: PublisherUnavailableError): boolean;
+}
+
+/** The failure of an attempt to connect to `what` that failed with `cause`. */
+export function couldNotConnect(what: string, cause: unknown): PublisherUnavailableError {
+  return new PublisherUnavailableError(`Could not connect to ${what}: ${describeError(cause)}`, {
+    cause,
+  });
 }
 
 /**
@@ -101,7 +112,7 @@ export class ReconnectingConnection<C> {
     try {
       connection = await this.calls.open();
     } catch (error) {
-      const failure = this.calls.failure(error);
+      const failure = this.calls.failure?.(error) ?? couldNotConnect(this.calls.what, error);
       const delayMs = this.#backoff.failed(failure);
       const refusal = this.calls.refusal?.(failure, error);
       if (refusal !== undefined) {

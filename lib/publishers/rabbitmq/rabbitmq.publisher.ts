@@ -14,7 +14,7 @@ import type { OutboxPublisher, PublishOutcome } from '../outbox-publisher.interf
 import { pastPublishDeadline } from '../publish-deadline';
 import { abortReason, toUnavailable } from '../kit/publish-abort';
 import { publishRound, type PublishOutcomes } from '../kit/publish-round';
-import { ReconnectingConnection } from '../kit/reconnecting-connection';
+import { couldNotConnect, ReconnectingConnection } from '../kit/reconnecting-connection';
 import type { OutboxRecord } from '../../message/outbox-record.interface';
 import { raceAbort } from '../../internal/race-abort';
 import { describeError } from '../../internal/describe-error';
@@ -151,18 +151,14 @@ export class RabbitMqPublisher implements OutboxPublisher {
     this.#options = resolveRabbitMqPublisherOptions(options);
     this.#where = describeEndpoint(this.#options.url);
     ({ user: this.#user, vhost: this.#vhost } = identity(this.#options.url));
+    const what = `RabbitMQ at ${this.#where}`;
     this.#link = new ReconnectingConnection<ConnectionState>({
-      what: `RabbitMQ at ${this.#where}`,
+      what,
       reconnect: this.#options.reconnect,
       logger: this.logger,
       open: () => this.open(),
       usable: (state) => !state.closed,
-      failure: (error) =>
-        this.accessRefusal(error) ??
-        new PublisherUnavailableError(
-          `Could not connect to RabbitMQ at ${this.#where}: ${describeError(error)}`,
-          { cause: error },
-        ),
+      failure: (error) => this.accessRefusal(error) ?? couldNotConnect(what, error),
       refusal: (failure) =>
         failure instanceof RabbitMqAccessRefusedError ? failure.message : undefined,
       // A refusal is typed, so that an app's connect() or health check can tell it apart.

@@ -95,11 +95,6 @@ export class RedisStreamsPublisher implements OutboxPublisher {
       logger: this.logger,
       open: () => this.open(),
       usable: (client) => client.status === 'ready',
-      failure: (cause) =>
-        new PublisherUnavailableError(
-          `Could not connect to Redis at ${this.#where}: ${describeError(cause)}`,
-          { cause },
-        ),
       refusal: (failure, cause) => {
         const code = redisErrorCode(cause);
         return code !== undefined && REFUSED_USER.has(code)
