@@ -149,13 +149,11 @@ function resolveCredentials(options: JetStreamPublisherOptions): NatsCredentials
 }
 
 function resolveRouting(options: JetStreamPublisherOptions): Routing {
-  if (options.subject !== undefined && typeof options.subject !== 'function') {
-    fail(
-      'subject',
-      'it is not a function',
-      'Pass (record) => subject, or leave it out to publish to the topic.',
-    );
-  }
+  checks.optionalFunction(
+    options.subject,
+    'subject',
+    'Pass (record) => subject, or leave it out to publish to the topic.',
+  );
   const { expectedStream, domain } = options;
   if (typeof expectedStream === 'string' && !NAME.test(expectedStream)) {
     fail(

@@ -187,15 +187,25 @@ function resolveConnection(options: KafkaPublisherOptions): Connection {
   return { brokers: options.brokers, clientId, ssl, sasl: options.sasl };
 }
 
+/** `value` if it is one of the values of the kafkajs enum `values` (`what` names the enum). */
+function member<T>(
+  value: T,
+  values: Readonly<Record<string, T | string>>,
+  option: string,
+  what: string,
+  fix: string,
+): T {
+  if (!Object.values(values).includes(value)) fail(option, `${show(value)} is not ${what}`, fix);
+  return value;
+}
+
 // Where and how records are written: topic, acknowledgements, compression, kafkajs logging.
 function resolveDelivery(options: KafkaPublisherOptions): Delivery {
-  if (options.topic !== undefined && typeof options.topic !== 'function') {
-    fail(
-      'topic',
-      'it is not a function',
-      'Pass (record) => topicName, or leave it out to use the message topic.',
-    );
-  }
+  checks.optionalFunction(
+    options.topic,
+    'topic',
+    'Pass (record) => topicName, or leave it out to use the message topic.',
+  );
   const acks = (options as { acks?: unknown }).acks;
   if (acks !== undefined && acks !== -1) {
     fail(
@@ -204,22 +214,20 @@ function resolveDelivery(options: KafkaPublisherOptions): Delivery {
       'Leave acks out (it is always -1).',
     );
   }
-  const compression = options.compression ?? CompressionTypes.None;
-  if (!Object.values(CompressionTypes).includes(compression)) {
-    fail(
-      'compression',
-      `${show(compression)} is not a CompressionTypes value`,
-      'Use CompressionTypes.None, GZIP, Snappy, LZ4 or ZSTD (the last three need a codec registered).',
-    );
-  }
-  const level = options.logLevel ?? logLevel.NOTHING;
-  if (!Object.values(logLevel).includes(level)) {
-    fail(
-      'logLevel',
-      `${show(level)} is not a kafkajs logLevel`,
-      'Use logLevel.NOTHING, ERROR, WARN, INFO or DEBUG.',
-    );
-  }
+  const compression = member(
+    options.compression ?? CompressionTypes.None,
+    CompressionTypes,
+    'compression',
+    'a CompressionTypes value',
+    'Use CompressionTypes.None, GZIP, Snappy, LZ4 or ZSTD (the last three need a codec registered).',
+  );
+  const level = member(
+    options.logLevel ?? logLevel.NOTHING,
+    logLevel,
+    'logLevel',
+    'a kafkajs logLevel',
+    'Use logLevel.NOTHING, ERROR, WARN, INFO or DEBUG.',
+  );
   return { topic: options.topic ?? ((record) => record.topic), compression, logLevel: level };
 }
 
@@ -259,13 +267,12 @@ function checkProducerKeys(producer: object): void {
 function resolveProducerOrdering(
   producer: KafkaPublisherProducerOptions,
 ): Pick<ResolvedKafkaPublisherOptions['producer'], 'idempotent' | 'maxInFlightRequests'> {
-  const idempotent = producer.idempotent ?? true;
-  if (typeof idempotent !== 'boolean')
-    fail(
-      'producer.idempotent',
-      `${show(idempotent)} is not a boolean`,
-      'Use true (recommended) or false.',
-    );
+  const idempotent = checks.flag(
+    producer.idempotent,
+    true,
+    'producer.idempotent',
+    'Use true (recommended) or false.',
+  );
   const maxInFlightRequests = integer(
     producer.maxInFlightRequests,
     1,
@@ -299,13 +306,12 @@ function resolveProducer(
       'Pass Partitioners.DefaultPartitioner (murmur2, like the Java client) or your own factory.',
     );
   }
-  const allowAutoTopicCreation = producer.allowAutoTopicCreation ?? true;
-  if (typeof allowAutoTopicCreation !== 'boolean')
-    fail(
-      'producer.allowAutoTopicCreation',
-      `${show(allowAutoTopicCreation)} is not a boolean`,
-      'Use true or false.',
-    );
+  const allowAutoTopicCreation = checks.flag(
+    producer.allowAutoTopicCreation,
+    true,
+    'producer.allowAutoTopicCreation',
+    'Use true or false.',
+  );
   return {
     createPartitioner,
     idempotent,

@@ -31,6 +31,20 @@ export class PublisherOptionChecks extends OptionChecks {
     }
   };
 
+  /** A boolean option; left out (or null) it takes `fallback`. `fix` says what to pass. */
+  readonly flag = (value: unknown, fallback: boolean, option: string, fix: string): boolean => {
+    const flag = value ?? fallback;
+    if (typeof flag !== 'boolean') this.fail(option, `${this.show(flag)} is not a boolean`, fix);
+    return flag;
+  };
+
+  /** Rejects a function option (a route, a hook) given as anything but a function. */
+  readonly optionalFunction = (value: unknown, option: string, fix: string): void => {
+    if (value !== undefined && typeof value !== 'function') {
+      this.fail(option, 'it is not a function', fix);
+    }
+  };
+
   /** The `reconnect` option with its defaults, checked. */
   readonly reconnect = (value: PublisherReconnectOption | undefined): ReconnectDelays => {
     const reconnect = value ?? {};

@@ -127,20 +127,16 @@ function resolveRouting(options: RabbitMqPublisherOptions): Routing {
       "Pass an exchange name, (record) => name, or leave it out for the default exchange ''.",
     );
   }
-  if (options.routingKey !== undefined && typeof options.routingKey !== 'function') {
-    fail(
-      'routingKey',
-      'it is not a function',
-      'Pass (record) => routingKey, or leave it out to use the topic.',
-    );
-  }
-  if (options.assertTopology !== undefined && typeof options.assertTopology !== 'function') {
-    fail(
-      'assertTopology',
-      'it is not a function',
-      'Pass async (channel) => { await channel.assertExchange(...); ... }.',
-    );
-  }
+  checks.optionalFunction(
+    options.routingKey,
+    'routingKey',
+    'Pass (record) => routingKey, or leave it out to use the topic.',
+  );
+  checks.optionalFunction(
+    options.assertTopology,
+    'assertTopology',
+    'Pass async (channel) => { await channel.assertExchange(...); ... }.',
+  );
   const fixedExchange = typeof exchange === 'string' ? exchange : undefined;
   return {
     exchange: typeof exchange === 'function' ? exchange : () => fixedExchange ?? '',
@@ -173,13 +169,12 @@ export function resolveRabbitMqPublisherOptions(
     );
   if (options.appId !== undefined && typeof options.appId !== 'string')
     fail('appId', `${show(options.appId)} is not a string`, 'Pass a string or leave it out.');
-  const outboxHeaders = options.outboxHeaders ?? true;
-  if (typeof outboxHeaders !== 'boolean')
-    fail(
-      'outboxHeaders',
-      `${show(outboxHeaders)} is not a boolean`,
-      'Pass false to send messages without the x-outbox-* headers, or leave it out.',
-    );
+  const outboxHeaders = checks.flag(
+    options.outboxHeaders,
+    true,
+    'outboxHeaders',
+    'Pass false to send messages without the x-outbox-* headers, or leave it out.',
+  );
 
   return {
     url: options.url,

@@ -187,13 +187,12 @@ function resolveStream(options: RedisStreamsPublisherOptions): (record: OutboxRe
   const prefix = options.streamPrefix ?? '';
   if (typeof prefix !== 'string')
     fail('streamPrefix', `${show(prefix)} is not a string`, "Pass e.g. 'events:' or leave it out.");
+  checks.optionalFunction(
+    options.stream,
+    'stream',
+    'Pass (record) => streamKey, or leave it out for streamPrefix + topic.',
+  );
   if (options.stream !== undefined) {
-    if (typeof options.stream !== 'function')
-      fail(
-        'stream',
-        'it is not a function',
-        'Pass (record) => streamKey, or leave it out for streamPrefix + topic.',
-      );
     if (prefix !== '')
       fail(
         'streamPrefix',
@@ -218,9 +217,12 @@ function resolveTrim(value: RedisStreamsTrim | undefined): ResolvedRedisStreamsT
       given.length === 0 ? 'it names no threshold' : `it names ${given.join(' and ')} together`,
       'Pass exactly one of { maxLen }, { maxAgeMs } or { minId }.',
     );
-  const exact = value.exact ?? false;
-  if (typeof exact !== 'boolean')
-    fail('trim.exact', `${show(exact)} is not a boolean`, 'Pass true or false, or leave it out.');
+  const exact = checks.flag(
+    value.exact,
+    false,
+    'trim.exact',
+    'Pass true or false, or leave it out.',
+  );
   if ('maxLen' in value && value.maxLen !== undefined) {
     const maxLen = integer(value.maxLen, 0, 'trim.maxLen', 1, Number.MAX_SAFE_INTEGER);
     return { kind: 'MAXLEN', exact, threshold: () => String(maxLen) };
@@ -309,13 +311,12 @@ export function resolveRedisStreamsPublisherOptions(
   checkConnection(options.connection);
   const stream = resolveStream(options);
   const trim = resolveTrim(options.trim);
-  const createStreams = options.createStreams ?? true;
-  if (typeof createStreams !== 'boolean')
-    fail(
-      'createStreams',
-      `${show(createStreams)} is not a boolean`,
-      'Pass false to refuse entries for streams that do not exist, or leave it out.',
-    );
+  const createStreams = checks.flag(
+    options.createStreams,
+    true,
+    'createStreams',
+    'Pass false to refuse entries for streams that do not exist, or leave it out.',
+  );
   const publishTimeoutMs = checks.publishTimeout(options.publishTimeoutMs);
   const connectionName = options.connectionName ?? 'nestjs-outbox';
   // CLIENT SETNAME refuses spaces and newlines.
