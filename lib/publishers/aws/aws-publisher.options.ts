@@ -43,7 +43,7 @@ export interface ResolvedAwsPublisherOptions<C, Config> extends ResolvedAwsShare
 }
 
 /** How one service's publisher names and checks its options. */
-export interface AwsOptionNames {
+export interface AwsServiceOptions {
   /** 'SQS' gives `SQSClient` in messages. */
   readonly service: 'SQS' | 'SNS';
   /** The option naming where a message goes (`queue`, `topicArn`), and the ping's. */
@@ -52,8 +52,12 @@ export interface AwsOptionNames {
   /** Options to pass, for the message about a value that is not an object. */
   readonly example: string;
   readonly keys: KnownOptionKeys;
-  /** Rejects, naming `option`, a value that is none of the service's destinations. */
-  check(option: string, value: unknown): void;
+  /** Whether a value is one of the service's destinations (a queue name or URL, a topic ARN). */
+  isDestination(value: unknown): boolean;
+  /** What a value that is none is not, after the value: `is not an SNS topic ARN`. */
+  readonly notADestination: string;
+  /** How to give one, as a sentence. */
+  readonly fix: string;
 }
 
 /**
@@ -63,18 +67,23 @@ export interface AwsOptionNames {
 export function resolveAwsPublisherOptions<C extends object, Config extends object>(
   checks: PublisherOptionChecks,
   options: object,
-  names: AwsOptionNames,
+  names: AwsServiceOptions,
 ): ResolvedAwsPublisherOptions<C, Config | Record<string, never>> {
   checks.optionsObject(options, names.example);
   checks.knownKeys(options, names.keys);
   const given = options as Readonly<Record<string, unknown>>;
   const { client, clientConfig } = resolveClient<C, Config>(checks, given.client, names.service);
+  const check = (option: string, value: unknown): void => {
+    if (!names.isDestination(value)) {
+      checks.fail(option, `${checks.show(value)} ${names.notADestination}`, names.fix);
+    }
+  };
   const destination = given[names.destination];
   if (destination !== undefined && typeof destination !== 'function') {
-    names.check(names.destination, destination);
+    check(names.destination, destination);
   }
   const ping = given[names.ping];
-  if (ping !== undefined) names.check(names.ping, ping);
+  if (ping !== undefined) check(names.ping, ping);
   const fixed = typeof destination === 'string' ? destination : undefined;
   return {
     client,

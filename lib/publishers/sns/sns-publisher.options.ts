@@ -5,7 +5,7 @@ import {
   AWS_MAX_MESSAGE_BYTES,
   AWS_OPTION_KEYS,
   resolveAwsPublisherOptions,
-  type AwsOptionNames,
+  type AwsServiceOptions,
   type ResolvedAwsSharedOptions,
 } from '../aws/aws-publisher.options';
 import type { OutboxMessageDraft } from '../outbox-publisher.interface';
@@ -72,7 +72,7 @@ export function isSnsTopicArn(value: unknown): value is string {
   return typeof value === 'string' && TOPIC_ARN.test(value);
 }
 
-const SNS_OPTIONS: AwsOptionNames = {
+const SNS_OPTIONS: AwsServiceOptions = {
   service: 'SNS',
   destination: 'topicArn',
   ping: 'pingTopicArn',
@@ -84,15 +84,9 @@ const SNS_OPTIONS: AwsOptionNames = {
       pingTopicArn: true,
     } satisfies Record<keyof SnsPublisherOptions, true>,
   },
-  check(option, value) {
-    if (!isSnsTopicArn(value)) {
-      checks.fail(
-        option,
-        `${checks.show(value)} is not an SNS topic ARN`,
-        "Pass e.g. 'arn:aws:sns:eu-west-1:123456789012:orders' (FIFO topics end in .fifo).",
-      );
-    }
-  },
+  isDestination: isSnsTopicArn,
+  notADestination: 'is not an SNS topic ARN',
+  fix: "Pass e.g. 'arn:aws:sns:eu-west-1:123456789012:orders' (FIFO topics end in .fifo).",
 };
 
 /**

@@ -5,7 +5,7 @@ import {
   AWS_MAX_MESSAGE_BYTES,
   AWS_OPTION_KEYS,
   resolveAwsPublisherOptions,
-  type AwsOptionNames,
+  type AwsServiceOptions,
   type ResolvedAwsSharedOptions,
 } from '../aws/aws-publisher.options';
 import type { OutboxMessageDraft } from '../outbox-publisher.interface';
@@ -69,7 +69,7 @@ export function isSqsQueue(value: unknown): value is string {
   return typeof value === 'string' && (QUEUE_NAME.test(value) || QUEUE_URL.test(value));
 }
 
-const SQS_OPTIONS: AwsOptionNames = {
+const SQS_OPTIONS: AwsServiceOptions = {
   service: 'SQS',
   destination: 'queue',
   ping: 'pingQueue',
@@ -81,15 +81,10 @@ const SQS_OPTIONS: AwsOptionNames = {
       pingQueue: true,
     } satisfies Record<keyof SqsPublisherOptions, true>,
   },
-  check(option, value) {
-    if (!isSqsQueue(value)) {
-      checks.fail(
-        option,
-        `${checks.show(value)} is neither an SQS queue name (1 to 80 letters, digits, - or _, FIFO queues ending in .fifo) nor a queue URL`,
-        "Pass e.g. 'orders', 'orders.fifo' or 'https://sqs.eu-west-1.amazonaws.com/123456789012/orders'.",
-      );
-    }
-  },
+  isDestination: isSqsQueue,
+  notADestination:
+    'is neither an SQS queue name (1 to 80 letters, digits, - or _, FIFO queues ending in .fifo) nor a queue URL',
+  fix: "Pass e.g. 'orders', 'orders.fifo' or 'https://sqs.eu-west-1.amazonaws.com/123456789012/orders'.",
 };
 
 /**
