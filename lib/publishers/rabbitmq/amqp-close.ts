@@ -22,13 +22,22 @@ export async function closeAmqp(target: Closable): Promise<void> {
   }
 }
 
+/** amqplib's connection inside a `ChannelModel`: its socket and heartbeat, not in its types. */
+interface AmqpInternals {
+  readonly connection?: {
+    readonly stream?: { destroy?: () => void };
+    readonly heartbeater?: { clear?: () => void };
+  };
+}
+
 /**
  * Ends a connection's socket at once, for a close the server does not answer within the time
- * allowed (a broker that hangs with the socket open). The socket is amqplib's own, not in its
- * types; its 'close' event follows.
+ * allowed (a broker that hangs with the socket open). A destroyed socket emits no 'end', so
+ * amqplib never runs its own close and would keep its heartbeat intervals, and with them the
+ * process, alive: they are stopped here.
  */
 export function destroyAmqpSocket(connection: unknown): void {
-  const stream = (connection as { connection?: { stream?: { destroy?: () => void } } }).connection
-    ?.stream;
-  stream?.destroy?.();
+  const inner = (connection as AmqpInternals).connection;
+  inner?.stream?.destroy?.();
+  inner?.heartbeater?.clear?.();
 }
