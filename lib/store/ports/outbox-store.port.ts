@@ -208,12 +208,10 @@ export interface RequeueReport {
 }
 
 /**
- * The outbox's operations on its table. One implementation per database
- * (`lib/store/<database>/<database>.store.ts`), each on top of the SQL port (`sql-port.ts`), so
- * it runs under any ORM that implements the port. Every statement is parameterised and uses the
- * database clock for leases.
+ * What enqueue writes through (the service, and the admin's re-drive, which enqueues copies):
+ * rows into the caller's transaction, their key sequence numbers, the wake-up after commit.
  */
-export interface OutboxStore {
+export interface OutboxEnqueuePort {
   /**
    * Writes rows in the caller's transaction; with `lockKeys`, serialises writers per key first.
    * Resolves to the message ids of `idempotent` rows that were already in the table (not written).
@@ -230,6 +228,21 @@ export interface OutboxStore {
    * or roll back with the transaction.
    */
   numberKeys(tx: SqlRunner, rows: readonly KeyedRow[]): Promise<void>;
+  /**
+   * Tells the LISTENing dispatchers (PostgreSQL NOTIFY) that a transaction which enqueued has
+   * committed; called after that commit. Present only when the enqueue does not send the wake-up
+   * inside the transaction itself (a connection that reports its commits). Coalesced: a burst of
+   * commits costs a NOTIFY or two, the last one sent after the last commit.
+   */
+  wakeListeners?(): void;
+}
+
+/**
+ * What the delivery sources and their pipeline call: claims (by window, by id, by tenant),
+ * the park of stuck keys, settle and lease renewal, fast takeover's owner locks, wake-ups and
+ * partitioned delivery.
+ */
+export interface OutboxDeliveryPort {
   /**
    * Leases up to `limit` due head-of-key messages and counts an attempt for each; under
    * ordering, a head may bring the messages of its key right behind it (a run of up to
@@ -279,8 +292,6 @@ export interface OutboxStore {
     leaseMs: number,
     newToken?: string,
   ): Promise<number>;
-  /** Clears expired leases; returns how many. */
-  releaseExpired(): Promise<number>;
   /**
    * Gives back, unpublished, the rows a claim leased with `token` whose answer was lost (the
    * database committed it, the connection failed before the caller read it): lease cleared and
@@ -308,6 +319,19 @@ export interface OutboxStore {
    * those seen holding their lock at the last call. Returns how many leases it shortened.
    */
   shortenOrphanedLeases?(graceMs: number, full: boolean): Promise<number>;
+  /** Wake-ups from other processes (PostgreSQL LISTEN). Resolves to an unsubscribe function. */
+  listen?(onWake: () => void): Promise<() => Promise<void>>;
+  /**
+   * Partitioned delivery (`dispatcher.claims: 'partitions'`, schema step 9); absent where the
+   * database does not support it yet.
+   */
+  readonly partitions?: OutboxPartitionStore;
+}
+
+/** What the workers call (unlocker, cleaner, partition maintainer): the table's upkeep. */
+export interface OutboxUpkeepPort {
+  /** Clears expired leases; returns how many. */
+  releaseExpired(): Promise<number>;
   /**
    * Promotes waiting messages that no longer have an earlier undelivered message of their key
    * (a safety net, e.g. after `ordering.onDeadLetter` changed); returns how many.
@@ -331,6 +355,10 @@ export interface OutboxStore {
    * engine reading the log delivers and no row is ever marked delivered.
    */
   purgeByAge(olderThanMs: number, limit: number): Promise<number>;
+}
+
+/** What the admin calls beside its own SQL: dead letters, counts, how message ids bind. */
+export interface OutboxAdminPort {
   /** Deletes the dead messages with these message ids (their keys move on); returns how many. */
   deleteDead(messageIds: readonly string[]): Promise<number>;
   /**
@@ -351,20 +379,26 @@ export interface OutboxStore {
    * BINARY(16)); the admin API binds its lookups with it. Left out: as text.
    */
   messageIdCodec?(): Promise<MessageIdCodec>;
-  /**
-   * Tells the LISTENing dispatchers (PostgreSQL NOTIFY) that a transaction which enqueued has
-   * committed; called after that commit. Present only when the enqueue does not send the wake-up
-   * inside the transaction itself (a connection that reports its commits). Coalesced: a burst of
-   * commits costs a NOTIFY or two, the last one sent after the last commit.
-   */
-  wakeListeners?(): void;
-  /** Wake-ups from other processes (PostgreSQL LISTEN). Resolves to an unsubscribe function. */
-  listen?(onWake: () => void): Promise<() => Promise<void>>;
-  /**
-   * Partitioned delivery (`dispatcher.claims: 'partitions'`, schema step 9); absent where the
-   * database does not support it yet.
-   */
+  /** The partitions' holders, for the admin views (`OutboxDeliveryPort.partitions`). */
+  readonly partitions?: Pick<OutboxPartitionStore, 'owners'>;
+}
+
+/**
+ * The outbox's operations on its table. One implementation per database
+ * (`lib/store/<database>/<database>.store.ts`), each on top of the SQL port (`sql-port.ts`), so
+ * it runs under any ORM that implements the port. Every statement is parameterised and uses the
+ * database clock for leases.
+ *
+ * Each of its clients is typed against its own face only: the service and the re-drive
+ * against {@link OutboxEnqueuePort}, the delivery sources and pipeline against
+ * {@link OutboxDeliveryPort}, the workers against {@link OutboxUpkeepPort}, the admin against
+ * {@link OutboxAdminPort}. The whole is for whoever builds and closes it.
+ */
+export interface OutboxStore
+  extends OutboxEnqueuePort, OutboxDeliveryPort, OutboxUpkeepPort, OutboxAdminPort {
+  /** Declared again: delivery's whole partition store, of which the admin reads `owners`. */
   readonly partitions?: OutboxPartitionStore;
+  /** Ends the store's own connections (the listener, the owner lock sessions); its owner calls it. */
   close(): Promise<void>;
 }
 
