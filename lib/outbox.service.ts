@@ -10,7 +10,14 @@ import type {
 } from './message/outbox-message.interface';
 import { parseBrokerAttributes } from './message/broker-attributes';
 import type { OutboxPublisher } from './publishers/outbox-publisher.interface';
-import type { NewOutboxRow, OutboxStats, OutboxStore } from './store/ports/outbox-store.port';
+import type {
+  NewOutboxRow,
+  OutboxAdminPort,
+  OutboxEnqueuePort,
+  OutboxStats,
+  OutboxStore,
+  OutboxUpkeepPort,
+} from './store/ports/outbox-store.port';
 import { writtenKeyedRows } from './store/shared-sql/key-sequence';
 import { CommitWatcher } from './dispatch/poll/commit-watcher';
 import {
@@ -43,6 +50,15 @@ export interface EnqueueReport {
 }
 
 /**
+ * The store as the service uses it: enqueue's face, what its deprecated dead-letter methods
+ * still call (until 1.0 removes them), and the close it owes the store at shutdown.
+ */
+type OutboxServiceStore = OutboxEnqueuePort &
+  Pick<OutboxAdminPort, 'requeueDead' | 'stats'> &
+  Pick<OutboxUpkeepPort, 'purge'> &
+  Pick<OutboxStore, 'close'>;
+
+/**
  * Writes messages into the outbox inside the caller's transaction, and gives operators access to
  * dead letters and counts. `Tx` is the caller's transaction handle: an EntityManager with
  * `dataSource` (the default), what the `connection` joins otherwise (`OutboxService<PoolClient>`
@@ -57,7 +73,7 @@ export class OutboxService<Tx = EntityManager> implements OnApplicationShutdown 
 
   constructor(
     @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
-    @Inject(OUTBOX_STORE) private readonly store: OutboxStore,
+    @Inject(OUTBOX_STORE) private readonly store: OutboxServiceStore,
     @Inject(OUTBOX_CONNECTION) private readonly connection: OutboxConnection<Tx>,
     @Inject(OUTBOX_COMMITS) private readonly commits: CommitWatcher<Tx>,
     @Inject(OUTBOX_DELIVERY_PLAN) private readonly duties: DeliveryDuties,

@@ -2,7 +2,7 @@ import type { SchedulerRegistry } from '@nestjs/schedule';
 import type { OutboxBatchReport } from '../observers/outbox-observer.interface';
 import type { ResolvedOutboxOptions } from '../options/resolve-outbox-options';
 import type { OutboxLogLag } from '../store/ports/outbox-log-source.port';
-import type { OutboxStore } from '../store/ports/outbox-store.port';
+import type { OutboxDeliveryPort } from '../store/ports/outbox-store.port';
 import type { SqlPort } from '../store/ports/sql-port';
 import type { DispatcherLog } from './dispatcher-log';
 import type { DeliveryPipeline } from './pipeline/delivery-pipeline';
@@ -53,7 +53,7 @@ export interface DeliverySource {
 /** What every source may use besides the pipeline. */
 export interface SourceContext {
   readonly options: ResolvedOutboxOptions;
-  readonly store: OutboxStore;
+  readonly store: OutboxDeliveryPort;
   /** The instance's SQL port: what a log source reads the server's settings through. */
   readonly sql: SqlPort | undefined;
   /** The app's scheduler registry, when it imported ScheduleModule.forRoot(). */

@@ -10,7 +10,7 @@ import {
 import { SchedulerRegistry } from '@nestjs/schedule';
 import type { OutboxBatchReport } from '../observers/outbox-observer.interface';
 import type { OutboxPublisher } from '../publishers/outbox-publisher.interface';
-import type { OutboxStore } from '../store/ports/outbox-store.port';
+import type { OutboxDeliveryPort } from '../store/ports/outbox-store.port';
 import { captureAsyncContext } from '../internal/detached-context';
 import { describeError } from '../internal/describe-error';
 import {
@@ -83,7 +83,7 @@ export class OutboxDispatcher
 
   constructor(
     @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
-    @Inject(OUTBOX_STORE) store: OutboxStore,
+    @Inject(OUTBOX_STORE) store: OutboxDeliveryPort,
     // The app's, when it imported ScheduleModule.forRoot(); the outbox never imports one.
     @Optional() @Inject(SchedulerRegistry) registry: SchedulerRegistry | undefined,
     @Inject(OUTBOX_COMMITS) commits: CommitWatcher<unknown>,

@@ -1,6 +1,6 @@
 import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import { SchedulerRegistry } from '@nestjs/schedule';
-import type { OutboxStore, PurgeTypes } from '../store/ports/outbox-store.port';
+import type { OutboxUpkeepPort, PurgeTypes } from '../store/ports/outbox-store.port';
 import type { ResolvedEventPolicy } from '../options/resolve-event-policies';
 import { OUTBOX_DELIVERY_PLAN, OUTBOX_OPTIONS, OUTBOX_STORE } from '../outbox.constants';
 import type { DeliveryDuties } from '../options/delivery-duties';
@@ -33,7 +33,7 @@ export interface OutboxCleanReport {
 export class OutboxCleaner extends IntervalWorker<OutboxCleanReport> {
   constructor(
     @Inject(OUTBOX_OPTIONS) options: ResolvedOutboxOptions,
-    @Inject(OUTBOX_STORE) private readonly store: OutboxStore,
+    @Inject(OUTBOX_STORE) private readonly store: OutboxUpkeepPort,
     @Inject(OUTBOX_DELIVERY_PLAN) private readonly duties: DeliveryDuties,
     // The app's, when it imported ScheduleModule.forRoot(); the outbox never imports one.
     @Optional() @Inject(SchedulerRegistry) registry?: SchedulerRegistry,

@@ -4,7 +4,7 @@ import { OUTBOX_OPTIONS, OUTBOX_SQL, OUTBOX_STORE } from '../outbox.constants';
 import type { ResolvedOutboxOptions } from '../options/resolve-outbox-options';
 import type { OutboxPartitionsReport } from '../store/ports/outbox-partitions.port';
 import { outboxPartitions, promoteAfterDrop } from '../store/partitions/outbox-partitions';
-import type { OutboxStore } from '../store/ports/outbox-store.port';
+import type { OutboxUpkeepPort } from '../store/ports/outbox-store.port';
 import type { SqlPort } from '../store/ports/sql-port';
 import { IntervalWorker } from './interval-worker';
 
@@ -22,7 +22,7 @@ export class OutboxPartitionMaintainer extends IntervalWorker<OutboxPartitionsRe
   constructor(
     @Inject(OUTBOX_OPTIONS) options: ResolvedOutboxOptions,
     @Inject(OUTBOX_SQL) private readonly sql: SqlPort,
-    @Inject(OUTBOX_STORE) private readonly store: OutboxStore,
+    @Inject(OUTBOX_STORE) private readonly store: OutboxUpkeepPort,
     // The app's, when it imported ScheduleModule.forRoot(); the outbox never imports one.
     @Optional() @Inject(SchedulerRegistry) registry?: SchedulerRegistry,
   ) {

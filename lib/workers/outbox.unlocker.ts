@@ -1,6 +1,6 @@
 import { Inject, Injectable, Logger, Optional } from '@nestjs/common';
 import { SchedulerRegistry } from '@nestjs/schedule';
-import type { OutboxStore } from '../store/ports/outbox-store.port';
+import type { OutboxUpkeepPort } from '../store/ports/outbox-store.port';
 import { OUTBOX_DELIVERY_PLAN, OUTBOX_OPTIONS, OUTBOX_STORE } from '../outbox.constants';
 import type { DeliveryDuties } from '../options/delivery-duties';
 import type { ResolvedOutboxOptions } from '../options/resolve-outbox-options';
@@ -19,7 +19,7 @@ const ORPHANS_PER_RUN = 1_000;
 export class OutboxUnlocker extends IntervalWorker<number> {
   constructor(
     @Inject(OUTBOX_OPTIONS) options: ResolvedOutboxOptions,
-    @Inject(OUTBOX_STORE) private readonly store: OutboxStore,
+    @Inject(OUTBOX_STORE) private readonly store: OutboxUpkeepPort,
     @Inject(OUTBOX_DELIVERY_PLAN) private readonly duties: DeliveryDuties,
     // The app's, when it imported ScheduleModule.forRoot(); the outbox never imports one.
     @Optional() @Inject(SchedulerRegistry) registry?: SchedulerRegistry,

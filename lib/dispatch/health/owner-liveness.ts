@@ -1,7 +1,7 @@
 import { AsyncResource } from 'node:async_hooks';
 import { randomUUID } from 'node:crypto';
 import { describeError } from '../../internal/describe-error';
-import type { OutboxStore } from '../../store/ports/outbox-store.port';
+import type { OutboxDeliveryPort } from '../../store/ports/outbox-store.port';
 import type { SqlPort, SqlSession } from '../../store/ports/sql-port';
 import { newOwnerKey, ownerToken } from '../../store/shared-sql/owner-leases';
 import type { DispatcherLog } from '../dispatcher-log';
@@ -77,7 +77,7 @@ export class OwnerLiveness {
 
   constructor(
     private readonly sql: SqlPort | undefined,
-    private readonly store: OutboxStore,
+    private readonly store: OutboxDeliveryPort,
     private readonly log: DispatcherLog,
     /** Asks the claim loop for a claim now. */
     private readonly wake: () => void,

@@ -1,5 +1,5 @@
 import { describeError } from '../../internal/describe-error';
-import type { ClaimedIds, OutboxStore } from '../../store/ports/outbox-store.port';
+import type { ClaimedIds, OutboxDeliveryPort } from '../../store/ports/outbox-store.port';
 import type { LoggedBatch, OutboxLogSource } from '../../store/ports/outbox-log-source.port';
 import type { DispatcherLog } from '../dispatcher-log';
 import type { DeliveryPipeline } from '../pipeline/delivery-pipeline';
@@ -19,7 +19,7 @@ export type TailerPipeline = Pick<
 /** What the tailer needs besides the pipeline. */
 export interface LogTailerParts {
   readonly source: OutboxLogSource;
-  readonly store: Required<Pick<OutboxStore, 'claimIds'>>;
+  readonly store: Required<Pick<OutboxDeliveryPort, 'claimIds'>>;
   readonly pipeline: TailerPipeline;
   readonly log: DispatcherLog;
   readonly owner: string;

@@ -1,7 +1,7 @@
 import type { OutboxBatchReport, OutboxObserver } from '../../observers/outbox-observer.interface';
 import type { OutboxPublisher } from '../../publishers/outbox-publisher.interface';
 import type { ResolvedOutboxOptions } from '../../options/resolve-outbox-options';
-import type { OutboxStore } from '../../store/ports/outbox-store.port';
+import type { OutboxDeliveryPort } from '../../store/ports/outbox-store.port';
 import type { SqlPort } from '../../store/ports/sql-port';
 import { batchIdOf, type DispatcherLog } from '../dispatcher-log';
 import { DispatcherShutdown } from '../dispatcher-shutdown';
@@ -52,7 +52,7 @@ interface BatchInFlight {
 /** What the pipeline is made of: the instance's options, store, publisher and SQL port. */
 export interface DeliveryPipelineParts {
   readonly options: ResolvedOutboxOptions;
-  readonly store: OutboxStore;
+  readonly store: OutboxDeliveryPort;
   readonly publisher: OutboxPublisher;
   /** The instance's SQL port: the owner lock's session, when `dispatcher.ownerLock` is on. */
   readonly sql: SqlPort | undefined;

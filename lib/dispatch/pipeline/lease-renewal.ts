@@ -1,6 +1,6 @@
 import { describeError } from '../../internal/describe-error';
 import type { ResolvedOutboxOptions } from '../../options/resolve-outbox-options';
-import type { ClaimedRecord, OutboxStore } from '../../store/ports/outbox-store.port';
+import type { ClaimedRecord, OutboxDeliveryPort } from '../../store/ports/outbox-store.port';
 import { batchIdOf, type DispatcherLog } from '../dispatcher-log';
 import type { DatabaseWatchdog } from '../health/database-watchdog';
 
@@ -188,7 +188,7 @@ export type BeginLease = (
  */
 export function leaseRenewal(
   options: ResolvedOutboxOptions,
-  store: OutboxStore,
+  store: OutboxDeliveryPort,
   watchdog: DatabaseWatchdog,
   dbCallMs: number,
   log: DispatcherLog,

@@ -1,6 +1,6 @@
 import { OutboxDatabaseTimeoutError } from '../../errors/outbox-database-timeout.error';
 import { describeError } from '../../internal/describe-error';
-import type { OutboxStore, Settlement } from '../../store/ports/outbox-store.port';
+import type { OutboxDeliveryPort, Settlement } from '../../store/ports/outbox-store.port';
 import type { SettleResult } from './batch-outcome';
 import type { DatabaseWatchdog } from '../health/database-watchdog';
 import { batchIdOf, type DispatcherLog } from '../dispatcher-log';
@@ -13,7 +13,7 @@ const SETTLE_MAX_BACKOFF_MS = 1_000;
 /** Records a batch's outcome, trying again until its lease ends. */
 export class SettleRetry {
   constructor(
-    private readonly store: OutboxStore,
+    private readonly store: OutboxDeliveryPort,
     private readonly watchdog: DatabaseWatchdog,
     /** The longest one database call may take before the watchdog gives up on it. */
     private readonly dbCallMs: number,

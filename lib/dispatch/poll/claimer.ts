@@ -1,7 +1,11 @@
 import { describeError } from '../../internal/describe-error';
 import type { ResolvedOutboxOptions } from '../../options/resolve-outbox-options';
 import { claimWindowAfter } from '../../store/shared-sql/claim-window';
-import type { ClaimedBatch, ClaimOptions, OutboxStore } from '../../store/ports/outbox-store.port';
+import type {
+  ClaimedBatch,
+  ClaimOptions,
+  OutboxDeliveryPort,
+} from '../../store/ports/outbox-store.port';
 import { TenantShares } from './tenant-shares';
 import { releaseSettlement } from '../pipeline/batch-outcome';
 import { batchIdOf, type DispatcherLog } from '../dispatcher-log';
@@ -57,7 +61,7 @@ export class Claimer {
 
   constructor(
     private readonly options: ResolvedOutboxOptions,
-    private readonly store: OutboxStore,
+    private readonly store: OutboxDeliveryPort,
     private readonly pipeline: ClaimerPipeline,
     private readonly log: DispatcherLog,
     private readonly loop: ClaimLoopHooks,

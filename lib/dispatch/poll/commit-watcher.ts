@@ -1,5 +1,5 @@
 import type { OutboxConnection } from '../../store/ports/outbox-connection';
-import type { OutboxStore } from '../../store/ports/outbox-store.port';
+import type { OutboxEnqueuePort } from '../../store/ports/outbox-store.port';
 
 /**
  * Tells the local dispatcher when a transaction that enqueued messages commits, so they go out
@@ -18,7 +18,7 @@ export class CommitWatcher<Tx> {
 
   constructor(
     private readonly connection: OutboxConnection<Tx>,
-    private readonly store?: Pick<OutboxStore, 'wakeListeners'>,
+    private readonly store?: Pick<OutboxEnqueuePort, 'wakeListeners'>,
   ) {}
 
   attach(listener: () => void): void {

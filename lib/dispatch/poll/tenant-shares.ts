@@ -1,6 +1,10 @@
 import type { ResolvedTenantsOptions } from '../../options/resolve-tenants-options';
 import { claimWindow } from '../../store/shared-sql/claim-window';
-import type { ClaimedBatch, ClaimOptions, OutboxStore } from '../../store/ports/outbox-store.port';
+import type {
+  ClaimedBatch,
+  ClaimOptions,
+  OutboxDeliveryPort,
+} from '../../store/ports/outbox-store.port';
 
 /**
  * The most tenants one claim shares its batch between: each share is a statement of its own,
@@ -60,11 +64,11 @@ export class TenantShares {
 
   constructor(
     private readonly fair: NonNullable<ResolvedTenantsOptions['fair']>,
-    private readonly store: OutboxStore,
+    private readonly store: OutboxDeliveryPort,
   ) {}
 
   /** Whether the store can share claims between tenants. */
-  static supported(store: OutboxStore): boolean {
+  static supported(store: OutboxDeliveryPort): boolean {
     return store.dueTenants !== undefined;
   }
 

@@ -6,7 +6,7 @@ import type { OutboxHeaders } from '../../message/outbox-message.interface';
 import { UuidV7Generator } from '../../message/uuidv7';
 import { OUTBOX_HEADER_REDRIVE_DELAY, OUTBOX_HEADER_SEQUENCE } from '../../outbox.constants';
 import { OutboxMessages } from '../../outbox.messages';
-import type { NewOutboxRow, OutboxStore } from '../../store/ports/outbox-store.port';
+import type { NewOutboxRow, OutboxEnqueuePort } from '../../store/ports/outbox-store.port';
 import { writtenKeyedRows } from '../../store/shared-sql/key-sequence';
 import type { SqlPort } from '../../store/ports/sql-port';
 import { messageIdText } from '../../store/rows/message-id-codec';
@@ -229,7 +229,7 @@ function parseRecord(entry: {
 /** What the re-drive needs of the admin that owns it. */
 export interface RedriveContext {
   readonly sqlPort: SqlPort;
-  readonly store: OutboxStore;
+  readonly store: OutboxEnqueuePort;
   readonly sql: AdminDialect;
   readonly names: OutboxTableNames;
   /** Writers of a key are serialised at insert (the app's ordering). */

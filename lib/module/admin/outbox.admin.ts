@@ -4,7 +4,11 @@ import type { OutboxPartitionOwner } from '../../store/ports/outbox-store.port';
 import type { OutboxDelivery } from '../../options/outbox.options';
 import { deliveredBy } from '../../options/resolve-delivery';
 import { OutboxMessages } from '../../outbox.messages';
-import type { OutboxStats, OutboxStore } from '../../store/ports/outbox-store.port';
+import type {
+  OutboxAdminPort,
+  OutboxEnqueuePort,
+  OutboxStats,
+} from '../../store/ports/outbox-store.port';
 import { deadBlocksKeyOf, queuePolicyOf } from '../../options/queue-policy';
 import { OUTBOX_DEFAULTS } from '../../options/outbox-defaults';
 import type {
@@ -333,7 +337,8 @@ export class OutboxAdmin {
 
   constructor(
     private readonly sqlPort: SqlPort,
-    private readonly store: OutboxStore,
+    /** Its own face, and enqueue's for the re-drive, which writes copies as enqueue does. */
+    private readonly store: OutboxAdminPort & OutboxEnqueuePort,
     options: OutboxAdminOptions = {},
   ) {
     const dialect = outboxDialectOf(sqlPort.databaseType);

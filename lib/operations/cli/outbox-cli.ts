@@ -10,7 +10,7 @@ import type { OutboxRedrivePreview } from '../../module/admin/outbox-redrive.int
 import type { OutboxMessageDetail } from '../../module/admin/outbox-admin.interfaces';
 import { OutboxError } from '../../errors/outbox.error';
 import { OutboxTableMissingError } from '../../errors/outbox-table-missing.error';
-import type { OutboxStore } from '../../store/ports/outbox-store.port';
+import type { OutboxStore, OutboxUpkeepPort } from '../../store/ports/outbox-store.port';
 import { describeError, redactSecrets } from '../../internal/describe-error';
 import { createOutboxStore } from '../../store/create-outbox-store';
 import type { SqlPort } from '../../store/ports/sql-port';
@@ -888,7 +888,7 @@ async function leases(args: CliArgs, { admin }: Connected): Promise<CliResult> {
 }
 
 async function purgeAll(
-  store: OutboxStore,
+  store: OutboxUpkeepPort,
   status: 'delivered' | 'dead',
   olderThanMs: number,
   archive: boolean,

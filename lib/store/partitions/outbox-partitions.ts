@@ -1,5 +1,5 @@
 import type { OutboxPartitionsPort, OutboxPartitionsReport } from '../ports/outbox-partitions.port';
-import type { OutboxStore } from '../ports/outbox-store.port';
+import type { OutboxUpkeepPort } from '../ports/outbox-store.port';
 import { outboxDatabase, tableNamesFor, outboxDialectOf } from '../schema/outbox-table-ddl';
 import type { SqlPort } from '../ports/sql-port';
 import { partitionedTablesOf } from '../schema/table-layout';
@@ -33,7 +33,7 @@ const MAX_PROMOTION_PASSES = 100;
  * DDL and cannot share a transaction with the promotion. Resolves to the messages promoted.
  */
 export async function promoteAfterDrop(
-  store: Pick<OutboxStore, 'promoteOrphans'>,
+  store: Pick<OutboxUpkeepPort, 'promoteOrphans'>,
   report: OutboxPartitionsReport,
 ): Promise<number> {
   if (report.dryRun || report.dropped.length === 0) return 0;
