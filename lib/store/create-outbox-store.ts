@@ -6,14 +6,11 @@ import { describeError } from '../internal/describe-error';
 import { OutboxMessages } from '../outbox.messages';
 import type { OutboxStoreContext } from './outbox-database';
 import type { SqlPort } from './ports/sql-port';
-import { payloadColumnsProbe } from './schema/payload-columns';
-import { tenantColumnProbe } from './schema/tenant-column';
-import { schemaStepOf } from './schema/schema-steps';
+import { OUTBOX_SCHEMA_STEPS, type SchemaNeeds } from './schema/schema-steps';
 import { outboxDatabase, outboxDialectOf, tableNamesFor } from './schema/outbox-table-ddl';
 import type { ResolvedPartitioningOptions } from '../options/resolve-partitioning-options';
 import { checkTableLayout } from './schema/table-layout';
 import { messageIdCodecOf } from './schema/message-id-layout';
-import { keySequenceProbes } from './shared-sql/key-sequence';
 
 /** Picks the store for the port's database; opens what the dispatcher needs when asked. */
 export async function createOutboxStore(
@@ -105,51 +102,25 @@ export async function createOutboxStore(
     await probe(`SELECT 1 FROM ${names.attemptsTable} WHERE 1 = 0`, names.attemptsTable, (reason) =>
       OutboxMessages.historyTableMissing(names.attemptsTable, reason, ref),
     );
-    // Step 4's columns: every claim reads them, so a table without them would fail each one.
-    await probe(
-      payloadColumnsProbe(names),
-      names.table,
-      (reason) => OutboxMessages.payloadColumnsMissing(names.table, reason, ref),
-      4,
-    );
-    // Step 6, only where the enqueue writes to it: a table without it works otherwise.
-    if (table.ordering?.sequence === true) {
-      for (const statement of keySequenceProbes(names)) {
+    // The later steps these options need (each step says which, schema-steps.ts), in order.
+    const needs: SchemaNeeds = {
+      sequence: table.ordering?.sequence === true,
+      tenants: table.tenants !== undefined && table.tenants !== null,
+      partitions: table.dispatcher?.claims === 'partitions' && dispatch.enabled,
+    };
+    for (const [index, { check }] of OUTBOX_SCHEMA_STEPS.entries()) {
+      if (check === undefined || check.neededBy?.(needs) === false) continue;
+      const step = index + 1;
+      const refusal = check.unsupported?.(database, names.table, sql.databaseType) ?? null;
+      if (refusal !== null) throw new OutboxError(refusal);
+      for (const statement of check.probes(names)) {
         await probe(
           statement,
           names.table,
-          (reason) => OutboxMessages.keySequenceMissing(names.table, reason, ref),
-          schemaStepOf('key-sequence'),
+          (reason) => check.message(names.table, reason, ref, step),
+          step,
         );
       }
-    }
-    // Step 7's column only where tenants are used: a table without it serves every other app.
-    if (table.tenants !== undefined && table.tenants !== null) {
-      await probe(
-        tenantColumnProbe(names),
-        names.table,
-        (reason) =>
-          OutboxMessages.tenantColumnMissing(
-            names.table,
-            reason,
-            ref,
-            schemaStepOf('tenant-column'),
-          ),
-        schemaStepOf('tenant-column'),
-      );
-    }
-    // Step 9 where this instance delivers by partitions: every read and settle needs it.
-    if (table.dispatcher?.claims === 'partitions' && dispatch.enabled) {
-      if (database.schema.deliveryPartitions === undefined) {
-        throw new OutboxError(OutboxMessages.partitionsUnsupported(names.table, sql.databaseType));
-      }
-      const step = schemaStepOf('delivery-partitions');
-      await probe(
-        `SELECT 1 FROM ${names.table} AS o CROSS JOIN ${names.ownersTable} AS w CROSS JOIN ${names.dispatchersTable} AS d WHERE 1 = 0 AND o.delivery_partition IS NULL`,
-        names.table,
-        (reason) => OutboxMessages.partitionsMissing(names.table, reason, ref, step),
-        step,
-      );
     }
     // Checked here, not at the first clean an hour into production.
     if (table.cleaner?.archive === true) {

@@ -1,7 +1,10 @@
 import { OutboxTableMissingError } from '../../errors/outbox-table-missing.error';
 import { describeError } from '../../internal/describe-error';
 import type { OutboxTableNames } from '../../internal/sql-identifier';
-import { OutboxMessages } from '../../outbox.messages';
+import { OutboxMessages, type OutboxTableRef } from '../../outbox.messages';
+import { keySequenceProbes } from '../shared-sql/key-sequence';
+import { payloadColumnsProbe } from './payload-columns';
+import { tenantColumnProbe } from './tenant-column';
 import type { OutboxDatabase, SchemaPartSql, StatementRunner } from '../outbox-database';
 import { layoutForNewTables } from './message-id-layout';
 import { runAll } from './run-statements';
@@ -16,6 +19,39 @@ export interface SchemaStepContext {
   readonly run: StatementRunner;
   /** The layout asked for: step 1 makes a new table so, and refuses an existing one without it. */
   readonly partitioning: TablePartitioning;
+}
+
+/** What a store's options need of the schema, as bootstrap (`createOutboxStore`) reads them. */
+export interface SchemaNeeds {
+  /** `ordering.sequence`: the enqueue numbers keys. */
+  readonly sequence: boolean;
+  /** The `tenants` option is set. */
+  readonly tenants: boolean;
+  /** This instance delivers by partitions (`dispatcher.claims: 'partitions'`, and it dispatches). */
+  readonly partitions: boolean;
+}
+
+/**
+ * How bootstrap checks that a table has a step, so that a table without it fails there and not
+ * at the first claim or enqueue that needs it. A feature that needs a new step says here which
+ * options need it; `createOutboxStore` runs every step's check in one loop.
+ */
+export interface SchemaStepCheck {
+  /** Whether a store with these options needs the step; left out: every store does. */
+  readonly neededBy?: (needs: SchemaNeeds) => boolean;
+  /**
+   * Why the database cannot have the step at all (it lacks its SQL), refused before any probe;
+   * null where it can. Left out: every database can.
+   */
+  readonly unsupported?: (
+    database: OutboxDatabase,
+    table: string,
+    databaseType: string,
+  ) => string | null;
+  /** Reads that touch no row and fail on a table without the step. */
+  probes(names: OutboxTableNames): readonly string[];
+  /** The error's words, with the probe's failure as `reason`; `step` is this step's number. */
+  message(table: string, reason: string, ref: OutboxTableRef, step: number): string;
 }
 
 /**
@@ -47,6 +83,11 @@ export interface OutboxSchemaStep {
   apply(context: SchemaStepContext): Promise<void>;
   /** Undoes it (the step's down migration). */
   revert(context: SchemaStepContext): Promise<void>;
+  /**
+   * Bootstrap's check of the step. Left out: bootstrap does not check it (steps 1 and 2 have
+   * checks of their own there; the others a store works without, or reads whether it has).
+   */
+  readonly check?: SchemaStepCheck;
 }
 
 /** Answers whether a statement runs (a probe); outside a transaction only. */
@@ -146,10 +187,12 @@ function partStep(
   sqlOf: (database: OutboxDatabase) => SchemaPartSql | undefined,
   lacks: (names: OutboxTableNames) => string,
   added: string,
+  check?: SchemaStepCheck,
 ): OutboxSchemaStep {
   return {
     part,
     migration,
+    ...(check === undefined ? {} : { check }),
     async missing({ database, names, run }) {
       const sql = sqlOf(database);
       return sql === undefined || (await sql.has(run, names)) ? null : lacks(names);
@@ -185,6 +228,11 @@ export const OUTBOX_SCHEMA_STEPS: readonly OutboxSchemaStep[] = [
     () =>
       'the binary-payload and broker-attribute columns (payload_encoding, content_type, payload_bytes, broker_attributes) are missing: migrate adds them in place, rows kept',
     'added the binary-payload and broker-attribute columns (step 4)',
+    // Every claim reads them, so a table without them would fail each one.
+    {
+      probes: (names) => [payloadColumnsProbe(names)],
+      message: (table, reason, ref) => OutboxMessages.payloadColumnsMissing(table, reason, ref),
+    },
   ),
   partStep(
     'waiting-index',
@@ -201,6 +249,12 @@ export const OUTBOX_SCHEMA_STEPS: readonly OutboxSchemaStep[] = [
     (names) =>
       `the sequence column key_seq and the counter table ${names.tableName}_key_seq (ordering.sequence) are missing: migrate adds them, rows kept`,
     'added the key_seq column and the per-key sequence counters (step 6)',
+    // Only where the enqueue writes to it: a table without it works otherwise.
+    {
+      neededBy: (needs) => needs.sequence,
+      probes: keySequenceProbes,
+      message: (table, reason, ref) => OutboxMessages.keySequenceMissing(table, reason, ref),
+    },
   ),
   partStep(
     'tenant-column',
@@ -209,6 +263,12 @@ export const OUTBOX_SCHEMA_STEPS: readonly OutboxSchemaStep[] = [
     (names) =>
       `the tenant_id column and its index (${names.tableName}_tenant_idx) are missing: migrate adds them (needed only with the tenants option, docs/tenants.md)`,
     'added the tenant_id column and its index (for the tenants option, step 7)',
+    // Only where tenants are used: a table without it serves every other app.
+    {
+      neededBy: (needs) => needs.tenants,
+      probes: (names) => [tenantColumnProbe(names)],
+      message: OutboxMessages.tenantColumnMissing,
+    },
   ),
   partStep(
     'fallback-outcome',
@@ -225,6 +285,18 @@ export const OUTBOX_SCHEMA_STEPS: readonly OutboxSchemaStep[] = [
     (names) =>
       `the delivery_partition column and the tables ${names.tableName}_dispatchers and ${names.tableName}_owners are missing: migrate adds them, rows kept (needed only with dispatcher.claims 'partitions', docs/delivery.md)`,
     "added each row's delivery partition and the partition owners' tables (for dispatcher.claims 'partitions', step 9)",
+    // Where this instance delivers by partitions: every read and settle needs it.
+    {
+      neededBy: (needs) => needs.partitions,
+      unsupported: (database, table, databaseType) =>
+        database.schema.deliveryPartitions === undefined
+          ? OutboxMessages.partitionsUnsupported(table, databaseType)
+          : null,
+      probes: (names) => [
+        `SELECT 1 FROM ${names.table} AS o CROSS JOIN ${names.ownersTable} AS w CROSS JOIN ${names.dispatchersTable} AS d WHERE 1 = 0 AND o.delivery_partition IS NULL`,
+      ],
+      message: OutboxMessages.partitionsMissing,
+    },
   ),
 ];
 
