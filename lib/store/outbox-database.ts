@@ -3,6 +3,7 @@ import type { OutboxPartitionsPort, OutboxTableLayout } from './ports/outbox-par
 import type { PartitionRange } from './partitions/partition-range';
 import type { InboxTableNames } from '../internal/sql-identifier';
 import type { AdminDialect } from './shared-sql/admin-dialect';
+import type { AuditSql } from './shared-sql/audit-sql';
 import type { OutboxQueuePolicy, OutboxStore } from './ports/outbox-store.port';
 import type { IdentifierQuoting, OutboxTableNames } from '../internal/sql-identifier';
 import type { SqlPort, SqlRunner } from './ports/sql-port';
@@ -202,7 +203,7 @@ export interface OutboxSchemaSql {
 
 /**
  * Everything the outbox needs to know about one database, kept in that database's folder
- * (`lib/store/<database>/`): its outbox, admin and inbox SQL, its table DDL and its store.
+ * (`lib/store/<database>/`): its outbox, admin, inbox and audit SQL, its table DDL and its store.
  * The registry in `outbox-databases.ts` maps TypeORM driver types to these.
  */
 export interface OutboxDatabase<D extends string = string> {
@@ -246,6 +247,8 @@ export interface OutboxDatabase<D extends string = string> {
   readonly partitioned?: PartitionedTables;
   readonly admin: AdminDialect;
   readonly inbox: InboxSql;
+  /** The console's audit table (re-drives, the console's actions). */
+  readonly audit: AuditSql;
 }
 
 /**

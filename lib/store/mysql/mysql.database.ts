@@ -1,3 +1,4 @@
+import { MYSQL_CONSOLE_AUDIT_SQL } from './mysql.audit-sql';
 import { OutboxTableMissingError } from '../../errors/outbox-table-missing.error';
 import { describeError } from '../../internal/describe-error';
 import { OutboxMessages } from '../../outbox.messages';
@@ -153,6 +154,7 @@ export const mysqlDatabase: OutboxDatabase<'mysql'> = {
       mysqlConversionSteps(n, mysqlCreatePartitionedTable(n, interval, ranges)),
   },
   admin: mysqlAdmin,
+  audit: MYSQL_CONSOLE_AUDIT_SQL,
   inbox: {
     createTable: mysqlInboxTable,
     dropTable: mysqlInboxDrop,

@@ -1,3 +1,4 @@
+import { POSTGRES_CONSOLE_AUDIT_SQL } from './postgres.audit-sql';
 import { postgresDeliveryPartitions } from './postgres.delivery-partitions-sql';
 import type { OutboxDatabase } from '../outbox-database';
 import { partialCleanerIndexes } from '../schema/partial-indexes.sql';
@@ -112,6 +113,7 @@ export const postgresDatabase: OutboxDatabase<'postgres'> = {
       postgresConversionSteps(n, postgresCreatePartitionedTable(n, interval, ranges)),
   },
   admin: postgresAdmin,
+  audit: POSTGRES_CONSOLE_AUDIT_SQL,
   inbox: {
     createTable: postgresInboxTable,
     dropTable: postgresInboxDrop,

@@ -4,9 +4,6 @@ import {
   type OutboxTableNames,
 } from '../../internal/sql-identifier';
 import { outboxDatabase, type OutboxDialect } from '../schema/outbox-table-ddl';
-import { MYSQL_CONSOLE_AUDIT_SQL } from '../mysql/mysql.audit-sql';
-import { POSTGRES_CONSOLE_AUDIT_SQL } from '../postgres/postgres.audit-sql';
-import { SQLITE_CONSOLE_AUDIT_SQL } from '../sqlite/sqlite.audit-sql';
 import type { AuditSql } from './audit-sql';
 
 /** Where the audit log is kept: the console's audit table, which re-drives write too. */
@@ -19,14 +16,9 @@ export interface OutboxAuditTableOptions {
 
 export const DEFAULT_AUDIT_TABLE = 'outbox_console_audit';
 
-const SQL: Record<OutboxDialect, AuditSql> = {
-  postgres: POSTGRES_CONSOLE_AUDIT_SQL,
-  mysql: MYSQL_CONSOLE_AUDIT_SQL,
-  sqlite: SQLITE_CONSOLE_AUDIT_SQL,
-};
-
+/** The audit table's statements on one database: its registry entry's `audit`. */
 export function auditSqlOf(dialect: OutboxDialect): AuditSql {
-  return SQL[dialect];
+  return outboxDatabase(dialect).audit;
 }
 
 /**
@@ -54,5 +46,5 @@ export function outboxAuditTableDdl(
   dialect: OutboxDialect,
   options: OutboxAuditTableOptions = {},
 ): string[] {
-  return SQL[dialect].createTable(auditTableNames(dialect, options));
+  return auditSqlOf(dialect).createTable(auditTableNames(dialect, options));
 }

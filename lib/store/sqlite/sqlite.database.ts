@@ -1,3 +1,4 @@
+import { SQLITE_CONSOLE_AUDIT_SQL } from './sqlite.audit-sql';
 import { sqliteTenantColumn } from './sqlite.tenant-sql';
 import { sqliteFallbackOutcome } from './sqlite.fallback-outcome-sql';
 import type { OutboxDatabase } from '../outbox-database';
@@ -76,6 +77,7 @@ export const sqliteDatabase: OutboxDatabase<'sqlite'> = {
     return Promise.resolve(store);
   },
   admin: sqliteAdmin,
+  audit: SQLITE_CONSOLE_AUDIT_SQL,
   inbox: {
     createTable: sqliteInboxTable,
     dropTable: sqliteInboxDrop,
