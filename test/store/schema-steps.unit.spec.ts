@@ -5,6 +5,9 @@ import { outboxSchemaStatus } from '../../lib/store/schema/schema-status';
 import { outboxDatabase, tableNamesFor } from '../../lib/store/schema/outbox-table-ddl';
 import { OUTBOX_SCHEMA_STEPS } from '../../lib/store/schema/schema-steps';
 import { outboxMigrations } from '../../lib/typeorm/outbox-migrations';
+import { createOutboxStore } from '../../lib/store/create-outbox-store';
+import { OutboxTableMissingError } from '../../lib/errors/outbox-table-missing.error';
+import { OutboxError } from '../../lib/errors/outbox.error';
 
 describe('the schema steps', () => {
   it('keep the names and order TypeORM has recorded in apps (a new step goes at the end)', () => {
@@ -67,6 +70,60 @@ describe('the schema steps', () => {
     }
     await createOutboxTable(sql);
     expect((await outboxSchemaStatus(sql)).version).toBe(latest);
+    db.close();
+  });
+
+  it("drive bootstrap's checks: a step the options need fails the start naming it, one they do not need is not asked for", async () => {
+    const db = openSqliteFile(':memory:');
+    const sql = betterSqlite3SqlPort(db);
+    const names = tableNamesFor('sqlite', {});
+    await createOutboxTable(sql);
+    // Step 7 (tenant ids) and step 6 (sequence numbers) reverted: the table is at step 5.
+    const context = {
+      database: outboxDatabase('sqlite'),
+      names,
+      run: async (statement: string, params?: unknown[]) =>
+        (await sql.query(statement, params)).rows,
+      partitioning: null,
+    };
+    await OUTBOX_SCHEMA_STEPS[6]?.revert(context);
+    await OUTBOX_SCHEMA_STEPS[5]?.revert(context);
+    const open = (options: { sequence?: boolean; tenants?: object }) =>
+      createOutboxStore(
+        sql,
+        {
+          tableName: 'outbox',
+          schema: null,
+          ordering: { enabled: true, onDeadLetter: 'block', sequence: options.sequence },
+          tenants: options.tenants,
+        },
+        { enabled: false, notify: false },
+      );
+
+    const plain = await open({});
+    await plain.close();
+    await expect(open({ tenants: {} })).rejects.toMatchObject({
+      constructor: OutboxTableMissingError,
+      missingStep: 7,
+    });
+    await expect(open({ sequence: true })).rejects.toMatchObject({
+      constructor: OutboxTableMissingError,
+      missingStep: 6,
+    });
+    // SQLite has no delivery partitions (step 9): refused before any probe, as unsupported.
+    await createOutboxTable(sql);
+    const partitioned = createOutboxStore(
+      sql,
+      {
+        tableName: 'outbox',
+        schema: null,
+        dispatcher: { dbTimeoutMs: 1_000, claims: 'partitions' },
+      },
+      { enabled: true, notify: false },
+    );
+    await expect(partitioned).rejects.toBeInstanceOf(OutboxError);
+    await expect(partitioned).rejects.toThrow(/'partitions' is not available on sqlite/);
+    await expect(partitioned).rejects.not.toBeInstanceOf(OutboxTableMissingError);
     db.close();
   });
 });
