@@ -5,6 +5,7 @@
  *   npm run bench -- --full                the issue's sizes, 5 runs each
  *   npm run bench -- --only P1,P4          some scenarios
  *   npm run bench -- --only C1             the console over 10 000 000 rows (only when named)
+ *   npm run bench -- --only T1 --runs 8    takeover after a SIGKILL, 8 kills per database
  *   npm run bench -- --runs 5              override the repetitions
  *   npm run bench -- --profile             CPU profile of the module's P1 drain (node --cpu-prof)
  *   npm run bench -- --profile kafka       the same of its P2 drain (PostgreSQL → Kafka)
@@ -75,6 +76,7 @@ import { l1 } from './scenarios/l1-log-drain';
 import { l2 } from './scenarios/l2-log-latency';
 import { l3 } from './scenarios/l3-log-writers';
 import { l4 } from './scenarios/l4-log-bytes';
+import { t1 } from './scenarios/t1-takeover';
 import { sleep } from '../test/support/wait-for';
 
 const SCENARIOS: Record<string, (ctx: BenchContext) => Promise<ScenarioResult>> = {
@@ -107,6 +109,7 @@ const SCENARIOS: Record<string, (ctx: BenchContext) => Promise<ScenarioResult>> 
   L2: l2,
   L3: l3,
   L4: l4,
+  T1: t1,
 };
 /**
  * Scenarios run only when named with --only: C1 fills a 10-million-row table (minutes, GBs); P13

@@ -61,6 +61,8 @@ export interface BenchProfile {
   readonly l3PerTransaction: number;
   /** L4: messages whose WAL / binlog bytes are counted, enqueued and delivered. */
   readonly l4Messages: number;
+  /** T1: the write load (msgs/s, one per transaction) while a dispatcher is killed and taken over. */
+  readonly t1Rate: number;
   /** P9's databases; BENCH_P9_DATABASES=postgres,sqlite picks some. */
   readonly p9Dialects: readonly ('postgres' | 'mariadb' | 'sqlite')[];
 }
@@ -113,6 +115,7 @@ const BASE_PROFILES: Record<ProfileName, BenchProfile> = {
     l3Writers: 8,
     l3PerTransaction: 10,
     l4Messages: 5_000,
+    t1Rate: 1_000,
     p9Dialects: P9_DATABASES,
   },
   full: {
@@ -153,6 +156,7 @@ const BASE_PROFILES: Record<ProfileName, BenchProfile> = {
     l3Writers: 8,
     l3PerTransaction: 10,
     l4Messages: 30_000,
+    t1Rate: 1_000,
     p9Dialects: P9_DATABASES,
   },
 };
@@ -226,6 +230,7 @@ function scaled(
           'l2Rate',
           'l3Writers',
           'l3PerTransaction',
+          't1Rate',
         ].includes(k)
           ? Math.max(100, Math.round(v * factor))
           : v,

@@ -9,6 +9,9 @@
  *        'serve'  — autoStart (LISTEN/NOTIFY or polling) until "stop";
  *        'idle'   — like serve, counting the statements TypeORM runs between "go" and "stop";
  *        'rss'    — drain, sampling the resident set size.
+ *
+ * With `stallable` (T1), a "stall" message makes the next publish hang mid-batch
+ * (support/stalling-publisher.ts), reported as "hanging" with the batch's ids.
  */
 import 'reflect-metadata';
 import type { OutboxDelivery, OutboxDispatcherOptions, OutboxPublisher } from '../../lib';
@@ -22,6 +25,7 @@ import {
   pendingCount,
 } from './databases';
 import { ReaderLines } from './log-tailing';
+import { StallingPublisher } from './stalling-publisher';
 import {
   connectPublisher,
   countClaims,
@@ -50,6 +54,8 @@ export interface DispatcherChildConfig {
    * the reader's starts and reconnect lines are counted and reported with each "done".
    */
   readonly logTailing?: LogTailingOptions;
+  /** A "stall" message hangs the next publish mid-batch (T1's takeover after a SIGKILL). */
+  readonly stallable?: boolean;
 }
 
 async function main(): Promise<void> {
@@ -68,10 +74,23 @@ async function main(): Promise<void> {
     readerLines.reset();
     return report;
   };
-  const newPublisher = (): OutboxPublisher =>
+  const brokerPublisher = (): OutboxPublisher =>
     config.kafkaTopic === undefined
       ? rabbitPublisher(config.queue)
       : kafkaPublisher(config.kafkaTopic);
+  let stalling: StallingPublisher | undefined;
+  if (config.stallable === true) {
+    process.on('message', (m: { type?: string }) => {
+      if (m.type === 'stall') stalling?.stall();
+    });
+  }
+  const newPublisher = (): OutboxPublisher => {
+    if (config.stallable !== true) return brokerPublisher();
+    stalling = new StallingPublisher(brokerPublisher(), (batch) =>
+      send({ type: 'hanging', ...batch }),
+    );
+    return stalling;
+  };
   let publisher = newPublisher();
   const serving = config.mode === 'serve' || config.mode === 'idle';
   let progress = 0;

@@ -1,7 +1,8 @@
 /**
- * Writers committing messages through an enqueue-only app (L2, L3): `writers` concurrent loops,
- * `perTransaction` messages per transaction (a key per message, 1 KiB JSON), at `rate` messages
- * per second in all or, without a rate, as fast as they can, for `durationMs`.
+ * Writers committing messages through an enqueue-only app (L2, L3, T1): `writers` concurrent
+ * loops, `perTransaction` messages per transaction (a key per message, 1 KiB JSON), at `rate`
+ * messages per second in all or, without a rate, as fast as they can, for `durationMs` (or until
+ * `signal` aborts).
  */
 import type { DataSource } from 'typeorm';
 import type { OutboxService } from '../../lib';
@@ -17,6 +18,8 @@ export interface WriterLoad {
   /** Messages per second of all writers together; undefined: full rate. */
   readonly rate?: number;
   readonly durationMs: number;
+  /** Ends the writers before `durationMs` (each finishes the transaction it is in). */
+  readonly signal?: AbortSignal;
   /** Every commit's ids, and when it returned (this process's clock). */
   readonly onCommit?: (ids: readonly string[], at: number) => void;
 }
@@ -29,11 +32,13 @@ export async function runWriters(load: WriterLoad): Promise<number> {
     load.rate === undefined ? 0 : (1_000 * load.writers * load.perTransaction) / load.rate;
   let seq = 0;
   let committed = 0;
+  const stopped = (): boolean => load.signal?.aborted === true;
   const writer = async (index: number): Promise<void> => {
     let due = start + (index * intervalMs) / load.writers;
-    while (nowMs() < end && due < end) {
+    while (nowMs() < end && due < end && !stopped()) {
       const wait = due - nowMs();
       if (wait > 0) await sleep(wait);
+      if (stopped()) break;
       const messages = Array.from({ length: load.perTransaction }, () => {
         const s = ++seq;
         // A key per message (keys = never reached), as the outside measurement had.
