@@ -15,7 +15,10 @@
  * - all: the last arrival of every row the victim held leased at its death (each is sent again
  *   by the survivor, after the kill), i.e. when its leased rows were all delivered again.
  * A fresh victim is started for every kill; the survivor runs through all of a database's kills.
+ * `BENCH_T1_BUSY=n` (default 1) runs n busy loops in processes of their own beside it all, so the
+ * machine's cores are loaded whatever else runs (0: the write load alone).
  */
+import { spawn, type ChildProcess } from 'node:child_process';
 import * as amqp from 'amqplib';
 import type { DataSource } from 'typeorm';
 import { forkTs, stopChild, type Child } from '../support/child';
@@ -50,6 +53,7 @@ const STEADY_MS = 2_000;
 const TAKEOVER_TIMEOUT_MS = 45_000;
 /** The bound of issue 68, item 11. */
 const TARGET_MS = 2_000;
+const BUSY_LOOPS = Number(process.env.BENCH_T1_BUSY ?? 1);
 
 interface Kill {
   /** Kill → first arrival of a message the victim leased and never sent. */
@@ -65,10 +69,14 @@ export async function t1(ctx: BenchContext): Promise<ScenarioResult> {
   const { profile } = ctx;
   const result = newResult(
     'T1',
-    `Takeover after a SIGKILL mid-batch: kill → the survivor's first delivery of the dead dispatcher's leased messages, and → all of them, PostgreSQL and MariaDB → RabbitMQ, two dispatcher processes, ${profile.t1Rate} msgs/s written meanwhile (${ctx.runs} kills per database)`,
+    `Takeover after a SIGKILL mid-batch: kill → the survivor's first delivery of the dead dispatcher's leased messages, and → all of them, PostgreSQL and MariaDB → RabbitMQ, two dispatcher processes, ${profile.t1Rate} msgs/s asked of the writers meanwhile, ${BUSY_LOOPS} busy loop(s) beside (${ctx.runs} kills per database)`,
   );
   await resetQueue(ctx.rabbit, QUEUE);
+  result.values.t1_busy_loops = BUSY_LOOPS;
   let lost = 0;
+  const busy: ChildProcess[] = Array.from({ length: BUSY_LOOPS }, () =>
+    spawn(process.execPath, ['-e', 'for (;;) {}'], { stdio: 'ignore' }),
+  );
   try {
     await onPostgresAndMaria(ctx.pg, async (ds) => {
       const db = ds.options.type === 'postgres' ? 'postgres' : 'mariadb';
@@ -118,6 +126,7 @@ export async function t1(ctx: BenchContext): Promise<ScenarioResult> {
       }
     });
   } finally {
+    for (const loop of busy) loop.kill('SIGKILL');
     await ctx.rabbit.deleteQueue(QUEUE).catch(() => undefined);
   }
   addTarget(result, 't1_not_received', 'committed messages never received', lost, '==', 0);
