@@ -56,6 +56,11 @@ const TARGET_MS = 2_000;
 const BUSY_LOOPS = Number(process.env.BENCH_T1_BUSY ?? 1);
 
 interface Kill {
+  /**
+   * Kill → the survivor's look ended the victim's leases early (seen by polling the table every
+   * 10 ms): the part of the takeover that is finding the dead owner.
+   */
+  shortenedMs: number;
   /** Kill → first arrival of a message the victim leased and never sent. */
   firstMs: number;
   /** Kill → last of the victim's leased rows arrived again. */
@@ -83,6 +88,13 @@ export async function t1(ctx: BenchContext): Promise<ScenarioResult> {
       try {
         const { kills, notReceived } = await killsOn(ctx, ds, db);
         lost += notReceived;
+        addMetric(
+          result,
+          `${db}_shortened_ms`,
+          `${db}: kill → its leases shortened (the look)`,
+          'ms',
+          kills.map((k) => k.shortenedMs),
+        );
         addMetric(
           result,
           `${db}_first_ms`,
@@ -198,6 +210,10 @@ async function killsOn(
         victim.process.kill('SIGKILL');
         const leases = await leasedBy(ds, victimName);
         const leased = leases.map((l) => l.messageId);
+        const shortened = whenShortened(
+          ds,
+          leases.map((l) => l.id),
+        );
         const claimed = hanging.claimed as string[];
         const sent = new Set(hanging.published as string[]);
         const neverSent = claimed.filter((id) => !sent.has(id));
@@ -217,6 +233,7 @@ async function killsOn(
           return times.length === 0 ? Infinity : Math.max(...times);
         };
         const kill: Kill = {
+          shortenedMs: (await shortened.stop()) - killAt,
           firstMs: Math.min(...neverSent.map((id) => (after(id) ?? Infinity) - killAt)),
           allMs: Math.max(...takenOver.map((id) => last(id) - killAt)),
           leased: leased.length,
@@ -231,7 +248,7 @@ async function killsOn(
         writing.abort();
         kill.rate = (await load) / ((nowMs() - startedAt) / 1000);
         ctx.log(
-          `T1 ${db} kill ${run}: ${leased.length} leased (hung batch ${claimed.length}, ${sent.size} sent before the kill); first sent again after ${kill.firstMs.toFixed(0)} ms, all after ${kill.allMs.toFixed(0)} ms; ${Math.round(kill.rate)} msgs/s written`,
+          `T1 ${db} kill ${run}: ${leased.length} leased (hung batch ${claimed.length}, ${sent.size} sent before the kill); leases shortened after ${kill.shortenedMs.toFixed(0)} ms, first sent again after ${kill.firstMs.toFixed(0)} ms, all after ${kill.allMs.toFixed(0)} ms; ${Math.round(kill.rate)} msgs/s written`,
         );
       } finally {
         writing.abort();
@@ -273,4 +290,37 @@ async function undelivered(ds: DataSource, ids: readonly string[]): Promise<numb
     `SELECT count(*) AS n FROM ${quoteTable(ds, TABLE)} WHERE status <> 'delivered' AND id IN (${ids.map((id) => String(BigInt(id))).join(', ')})`,
   );
   return Number(row?.n ?? 0);
+}
+
+/**
+ * Polls these rows every 10 ms until one's lease ends within 5 s (the victim's ended 30 s after
+ * its claim; a look sets them 1.25 s ahead): `stop()` resolves to when that was first seen.
+ */
+function whenShortened(ds: DataSource, ids: readonly string[]): { stop(): Promise<number> } {
+  const postgres = dialectOf(ds) === 'postgres';
+  const soon = postgres
+    ? "clock_timestamp() + interval '5 seconds'"
+    : 'UTC_TIMESTAMP(6) + INTERVAL 5 SECOND';
+  const list = ids.map((id) => String(BigInt(id))).join(', ');
+  let seenAt = Number.NaN;
+  let stopped = ids.length === 0;
+  const polling = (async () => {
+    while (!stopped) {
+      const [row] = await ds.query<{ n: string | number }[]>(
+        `SELECT count(*) AS n FROM ${quoteTable(ds, TABLE)} WHERE id IN (${list}) AND (status <> 'pending' OR locked_until < ${soon})`,
+      );
+      if (Number(row?.n ?? 0) > 0) {
+        seenAt = nowMs();
+        return;
+      }
+      await sleep(10);
+    }
+  })();
+  return {
+    stop: async () => {
+      stopped = true;
+      await polling;
+      return seenAt;
+    },
+  };
 }
