@@ -294,7 +294,8 @@ async function undelivered(ds: DataSource, ids: readonly string[]): Promise<numb
 
 /**
  * Polls these rows every 10 ms until one's lease ends within 5 s (the victim's ended 30 s after
- * its claim; a look sets them 1.25 s ahead): `stop()` resolves to when that was first seen.
+ * its claim; a look sets them 1.25 s ahead): `stop()` resolves to when that was first seen (NaN
+ * if never: the victim's own settle took them all first).
  */
 function whenShortened(ds: DataSource, ids: readonly string[]): { stop(): Promise<number> } {
   const postgres = dialectOf(ds) === 'postgres';
@@ -307,7 +308,7 @@ function whenShortened(ds: DataSource, ids: readonly string[]): { stop(): Promis
   const polling = (async () => {
     while (!stopped) {
       const [row] = await ds.query<{ n: string | number }[]>(
-        `SELECT count(*) AS n FROM ${quoteTable(ds, TABLE)} WHERE id IN (${list}) AND (status <> 'pending' OR locked_until < ${soon})`,
+        `SELECT count(*) AS n FROM ${quoteTable(ds, TABLE)} WHERE id IN (${list}) AND status = 'pending' AND locked_until < ${soon}`,
       );
       if (Number(row?.n ?? 0) > 0) {
         seenAt = nowMs();
