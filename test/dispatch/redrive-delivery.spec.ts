@@ -81,5 +81,62 @@ for (const source of SOURCE_CASES) {
       const late = rows.map((r, i) => (r.deliveredAt?.getTime() ?? 0) - written - i * 100);
       for (const ms of late) expect(ms).toBeGreaterThanOrEqual(-2);
     });
+
+    // Issue 68, item 2: copies to another destination ride a lane of their own (ARCHITECTURE.md,
+    // "Re-drive lanes"), so a rate's pending copies never hold the key's live messages.
+    it('a live message of a re-driven key goes out at once while its copies to another topic are still spread by the rate', async () => {
+      const publisher = new RecordingPublisher();
+      const h = await src.boot(publisher, {}, { sweepIntervalMs: 200 });
+      const audit = new OutboxAuditStore(h.moduleRef.get<SqlPort>(OUTBOX_SQL), {
+        tableName: uniqueTable('outbox_rdd_aud'),
+      });
+      await audit.ensure();
+      scope.defer(() => scope.ds.query(`DROP TABLE IF EXISTS ${audit.names.table}`));
+      const originals = await h.commit(Array.from({ length: 8 }, (_, n) => msg('k1', { n })));
+      await src.deliver(
+        h,
+        'the originals delivered',
+        async () => (await h.rows()).filter((r) => r.status === 'delivered').length === 8,
+      );
+      // 8 copies at 2 per second: the last one falls due 3.5 s after the re-drive.
+      const report = await h.admin.redrive(
+        { topic: 'orders', key: 'k1' },
+        {
+          actor: 'ops',
+          reason: 'replay',
+          destination: 'orders.replay',
+          ratePerSecond: 2,
+          auditTable: { tableName: audit.names.tableName },
+        },
+      );
+      const [live] = await h.commit([msg('k1', { n: 'live' })]);
+      await src.deliver(h, 'the live message published', () =>
+        publisher.sent.some((r) => r.messageId === live),
+      );
+      // Published before most copies fell due: it did not wait for them.
+      const copiesBefore = publisher.sent
+        .slice(
+          8,
+          publisher.sent.findIndex((r) => r.messageId === live),
+        )
+        .filter((r) => r.headers[REDRIVE_ID_HEADER] === report.redriveId);
+      expect(copiesBefore.length).toBeLessThan(4);
+      await src.deliver(
+        h,
+        'every copy delivered',
+        async () => (await h.rows()).filter((r) => r.status === 'delivered').length === 17,
+      );
+      // The copies keep their order among themselves and show their key, not their lane.
+      const copies = publisher.sent.filter(
+        (r) => r.headers[REDRIVE_ID_HEADER] === report.redriveId,
+      );
+      expect(copies.map((r) => r.headers[REDRIVE_OF_HEADER])).toEqual(originals);
+      expect(copies.every((r) => r.key === 'k1' && r.topic === 'orders.replay')).toBe(true);
+      expect(
+        copies.every((r) => Object.keys(r.headers).every((name) => !name.includes('lane'))),
+      ).toBe(true);
+      const listed = await h.admin.list({ key: 'k1', topic: 'orders.replay' }, { limit: 100 });
+      expect(listed.items.map((m) => m.key)).toEqual(copies.map(() => 'k1'));
+    });
   });
 }

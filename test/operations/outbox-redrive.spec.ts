@@ -351,6 +351,57 @@ for (const db of TEST_DATABASES) {
         expect(sent).toEqual([a3, a1, a2, a4]);
       });
 
+      it("queues copies to another topic in their key's lane of their own: the live message is not behind them, and every view shows the key", async () => {
+        const { c, auditTable } = await open({}, false);
+        const originals = await c.enqueue([msg('a', 1), msg('a', 2), msg('a', 3)]);
+        // Delivered by hand: the module has no dispatcher here, so nothing moves meanwhile.
+        await scope.ds.query(
+          `UPDATE ${scope.ds.driver.escape(c.table)} SET status = 'delivered', delivered_at = created_at`,
+        );
+        const report = await c.admin.redrive(
+          { topic: 'orders', key: 'a' },
+          { ...who, destination: 'orders.replay', ratePerSecond: 1, auditTable },
+        );
+        const [live] = (await c.enqueue(msg('a', 4))) as [string];
+        const copies = (await c.admin.list({ topic: 'orders.replay' }, { limit: 10 })).items;
+        expect(copies.map((m) => m.key)).toEqual(['a', 'a', 'a']);
+        // A lookup by key finds the originals, the copies and the live message.
+        const byKey = (await c.admin.list({ key: 'a' }, { limit: 10 })).items;
+        expect(byKey.map((m) => m.messageId)).toEqual([
+          ...originals,
+          ...copies.map((m) => m.messageId),
+          live,
+        ]);
+        const [first, , third] = copies;
+        const detail = await c.admin.get(third?.messageId ?? '');
+        expect(detail?.key).toBe('a');
+        expect(detail?.headers[REDRIVE_ID_HEADER]).toBe(report.redriveId);
+        expect(Object.keys(detail?.headers ?? {}).some((name) => name.includes('lane'))).toBe(
+          false,
+        );
+        // The last copy waits for its due time behind the first copy, in the copies' lane;
+        // the live message is behind nothing: the key's own lane has only delivered messages.
+        const whyCopy = await c.admin.why(third?.messageId ?? '');
+        expect(whyCopy).toMatchObject({
+          state: 'scheduled',
+          head: { messageId: first?.messageId },
+        });
+        const whyLive = await c.admin.why(live);
+        expect(whyLive).toMatchObject({ state: 'due', head: null });
+        // Copies re-driven again (delivered by hand) keep showing their key, and their copies too.
+        await scope.ds.query(
+          `UPDATE ${scope.ds.driver.escape(c.table)} SET status = 'delivered', delivered_at = created_at WHERE topic = 'orders.replay'`,
+        );
+        const again = await c.admin.previewRedrive({ key: 'a', topic: 'orders.replay' });
+        expect(again.sample.map((m) => m.key)).toEqual(['a', 'a', 'a']);
+        await c.admin.redrive(
+          { topic: 'orders.replay' },
+          { ...who, destination: 'audit', auditTable },
+        );
+        const copiesOfCopies = (await c.admin.list({ topic: 'audit' }, { limit: 10 })).items;
+        expect(copiesOfCopies.map((m) => m.key)).toEqual(['a', 'a', 'a']);
+      });
+
       it('writes more than one transaction of copies in the originals order, audited once', async () => {
         const { c, audit, auditTable } = await open({}, false);
         const messages = Array.from({ length: 1_100 }, (_, n) => msg(`k${n % 3}`, n));
