@@ -36,6 +36,11 @@ export const OUTBOX_HEADER_TENANT = 'x-outbox-tenant';
  * falls due. Its age (a type's `maxAgeMs`, `retry.maxAgeMs`) counts from then, not from the write.
  */
 export const OUTBOX_HEADER_REDRIVE_DELAY = 'x-outbox-redrive-delay-ms';
+/**
+ * How a re-drive lane begins in `message_key` (store/rows/redrive-lane.ts); a key that begins so
+ * is refused at enqueue. Internal: never exported.
+ */
+export const REDRIVE_LANE_PREFIX = '\u0001redrive-lane:';
 
 /** The name of an `OutboxModule` registered without one. */
 export const DEFAULT_OUTBOX_NAME = 'default';

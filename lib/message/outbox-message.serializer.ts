@@ -6,7 +6,7 @@ import {
 } from '../errors/outbox-invalid-message.error';
 import type { EnqueueOptions, OutboxMessage } from './outbox-message.interface';
 import type { NewOutboxRow } from './new-outbox-row';
-import { OUTBOX_HEADER_PREFIX } from '../outbox.constants';
+import { OUTBOX_HEADER_PREFIX, REDRIVE_LANE_PREFIX } from '../outbox.constants';
 import { OutboxMessages } from '../outbox.messages';
 import { describeError } from '../internal/describe-error';
 import { suggestOption } from '../internal/did-you-mean';
@@ -609,7 +609,11 @@ export class OutboxMessageSerializer {
         'invalid-key',
       );
     }
-    const problem = textProblem(key);
+    const problem =
+      textProblem(key) ??
+      (key.startsWith(REDRIVE_LANE_PREFIX)
+        ? 'begins as the outbox marks its re-drive lanes (U+0001 "redrive-lane:")'
+        : undefined);
     if (problem !== undefined) {
       throw invalid(OutboxMessages.invalidField('key', `it ${problem}`), 'invalid-key');
     }

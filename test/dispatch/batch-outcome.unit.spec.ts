@@ -38,7 +38,8 @@ function rec(
     attempts = 1,
     key = `k${id}`,
     ageMs = 0,
-  }: { attempts?: number; key?: string | null; ageMs?: number } = {},
+    lane,
+  }: { attempts?: number; key?: string | null; ageMs?: number; lane?: string } = {},
 ): ClaimedRecord {
   return {
     id,
@@ -51,6 +52,7 @@ function rec(
     attempts,
     createdAt: new Date(0),
     ageMs,
+    ...(lane === undefined ? {} : { lane }),
   };
 }
 
@@ -156,6 +158,15 @@ describe('batch outcome', () => {
       records: [rec('1'), rec('2', { key: null }), rec('3')],
       publish: returned(ok, ok, ok),
       settlement: { ...none, delivered: ['1', '2', '3'], advancedKeys: ['k1', 'k3'] },
+      reaction: resume,
+    },
+    {
+      // A re-drive copy in a lane of its own (rows/redrive-lane.ts) advances its lane: its next
+      // copy is promoted, not its key's next live message.
+      name: "a re-drive copy advances its lane, not its key's",
+      records: [rec('1', { key: 'k1', lane: 'lane-of-k1' }), rec('2', { key: 'k1' })],
+      publish: returned(ok, ok),
+      settlement: { ...none, delivered: ['1', '2'], advancedKeys: ['lane-of-k1', 'k1'] },
       reaction: resume,
     },
     {

@@ -19,6 +19,11 @@ const idsOf = (records: readonly ClaimedRecord[], rounds: number[][]): string[][
   rounds.map((round) => round.map((i) => records[i]?.id ?? '?'));
 
 describe('keyRounds', () => {
+  it("keeps a re-drive copy's lane apart from its key: both go in the first round", () => {
+    const records = [record('5', 'a'), { ...record('6', 'a'), lane: 'lane-of-a' }];
+    expect(idsOf(records, keyRounds(records))).toEqual([['5', '6']]);
+  });
+
   it('puts a batch without runs in one round, in claim order', () => {
     const records = [record('5', 'a'), record('3', null), record('9', 'b')];
     expect(idsOf(records, keyRounds(records))).toEqual([['5', '3', '9']]);

@@ -305,6 +305,12 @@ describe('OutboxMessageSerializer', () => {
       /lone surrogate/,
     ],
     [
+      "a key beginning as the outbox's re-drive lanes do",
+      { topic: 't', payload: 1, key: '\u0001redrive-lane:abc' },
+      'invalid-key',
+      /key: it begins as the outbox marks its re-drive lanes/,
+    ],
+    [
       'a Map',
       { topic: 't', payload: { byId: new Map([[1, 'a']]) } },
       'not-serialisable',

@@ -1,4 +1,5 @@
 import type { ClaimedRecord, OwnedRead } from '../../store/ports/outbox-store.port';
+import { laneOf } from '../../store/rows/redrive-lane';
 
 /** A read of the table, opened before its statement was sent (see `OwnedBacklog.open`). */
 export interface BacklogRead {
@@ -101,7 +102,8 @@ export class OwnedBacklog {
       if (this.rows.has(record.id)) continue;
       const partition = found.partitions.get(record.id);
       if (partition === undefined) continue;
-      const key = record.key;
+      // Chains go by lane: a re-drive copy's, not its key's (rows/redrive-lane.ts).
+      const key = laneOf(record);
       if (key !== null) {
         if (refused.has(key)) continue;
         if (!this.follows(read, key, record.id, found.previous.get(record.id))) {
@@ -131,7 +133,7 @@ export class OwnedBacklog {
         this.drop(id, row);
         continue;
       }
-      const key = row.record.key;
+      const key = laneOf(row.record);
       if (key === null || this.chains.get(key)?.[0] === id) heads.push(row.record);
     }
     heads.sort(byId);
@@ -139,7 +141,8 @@ export class OwnedBacklog {
     const partitionOf = new Map<string, number>();
     for (const head of heads) {
       if (records.length >= limit) break;
-      const run = head.key === null ? [head.id] : (this.chains.get(head.key) ?? []);
+      const lane = laneOf(head);
+      const run = lane === null ? [head.id] : (this.chains.get(lane) ?? []);
       for (const id of run) {
         const row = this.rows.get(id);
         if (row === undefined || records.length >= limit) break;
@@ -171,7 +174,7 @@ export class OwnedBacklog {
       const left = (this.inFlightPerPartition.get(row.partition) ?? 1) - 1;
       if (left > 0) this.inFlightPerPartition.set(row.partition, left);
       else this.inFlightPerPartition.delete(row.partition);
-      const key = record.key;
+      const key = laneOf(record);
       if (key === null) continue;
       const chain = (this.chains.get(key) ?? []).filter((id) => id !== record.id);
       if (!ok) {
@@ -204,7 +207,7 @@ export class OwnedBacklog {
 
   private drop(id: string, row: HeldRow): void {
     this.rows.delete(id);
-    const key = row.record.key;
+    const key = laneOf(row.record);
     if (key === null) return;
     const chain = (this.chains.get(key) ?? []).filter((other) => other !== id);
     if (chain.length > 0) this.chains.set(key, chain);

@@ -32,6 +32,7 @@ import type { OutboxBatchReport } from '../../observers/outbox-observer.interfac
 import type { PublishOutcome } from '../../publishers/outbox-publisher.interface';
 import { compareIds } from '../../store/rows/outbox-row.mapper';
 import type { ClaimedRecord, Settlement } from '../../store/ports/outbox-store.port';
+import { laneOf } from '../../store/rows/redrive-lane';
 import { retryDelay, type BackoffPolicy } from './retry-backoff';
 
 /** The retry options a verdict depends on. */
@@ -322,7 +323,9 @@ export function planBatch(
   const held = new Set(
     fresh
       .filter((r) =>
-        exhausted.some((x) => x.key !== null && x.key === r.key && compareIds(x, r) < 0),
+        exhausted.some(
+          (x) => laneOf(x) !== null && laneOf(x) === laneOf(r) && compareIds(x, r) < 0,
+        ),
       )
       .map((r) => r.id),
   );
@@ -595,6 +598,8 @@ function settlementOf(
   const advanced = new Set<string>();
   records.forEach((record, i) => {
     const verdict = verdicts[i] ?? { kind: 'release' };
+    // Promotion goes by lane: a re-drive copy's next copy, not its key's next live message.
+    const lane = laneOf(record);
     switch (verdict.kind) {
       case 'delivered':
         delivered.push(record.id);
@@ -605,7 +610,7 @@ function settlementOf(
             errorClass: errorClassOf(verdict.fallback.error),
           });
         }
-        if (record.key !== null) advanced.add(record.key);
+        if (lane !== null) advanced.add(lane);
         break;
       case 'retry':
         retry.push({
@@ -623,7 +628,7 @@ function settlementOf(
           ...(verdict.unpublished === true ? { unpublished: true } : {}),
         });
         // A dead message advances its key only when dead messages do not block.
-        if (record.key !== null && deadAdvancesKey(record)) advanced.add(record.key);
+        if (lane !== null && deadAdvancesKey(record)) advanced.add(lane);
         break;
       case 'release':
         release.push({

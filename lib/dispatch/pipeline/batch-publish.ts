@@ -7,6 +7,7 @@ import {
   type PublishLease,
 } from '../../publishers/publish-deadline';
 import type { ClaimedRecord } from '../../store/ports/outbox-store.port';
+import { laneOf } from '../../store/rows/redrive-lane';
 import { readPublish, type PublishReading, type PublishResult } from './batch-outcome';
 import type { DispatcherLog } from '../dispatcher-log';
 import { keyRounds, recordRound } from './key-runs';
@@ -136,7 +137,7 @@ export class BatchPublish {
       for (const [place, round] of rounds.entries()) {
         const sendable = round.filter((i) => {
           const record = records[i];
-          return record !== undefined && !held.has(record.id) && !stopped.has(record.key ?? '');
+          return record !== undefined && !held.has(record.id) && !stopped.has(laneOf(record) ?? '');
         });
         if (sendable.length === 0) break;
         const result = await send(sendable.flatMap((i) => records[i] ?? []));

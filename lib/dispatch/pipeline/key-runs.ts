@@ -1,6 +1,7 @@
 import type { PublishOutcome } from '../../publishers/outbox-publisher.interface';
 import { compareIds } from '../../store/rows/outbox-row.mapper';
 import type { ClaimedRecord } from '../../store/ports/outbox-store.port';
+import { laneOf } from '../../store/rows/redrive-lane';
 
 /**
  * A batch may hold runs: consecutive messages of one key (the store's claim, under ordering).
@@ -17,12 +18,13 @@ export function keyRounds(records: readonly ClaimedRecord[]): number[][] {
   const runs = new Map<string, number[]>();
   const rounds: number[][] = [[]];
   records.forEach((record, index) => {
-    if (record.key === null) {
+    const lane = laneOf(record);
+    if (lane === null) {
       rounds[0]?.push(index);
       return;
     }
-    const run = runs.get(record.key);
-    if (run === undefined) runs.set(record.key, [index]);
+    const run = runs.get(lane);
+    if (run === undefined) runs.set(lane, [index]);
     else run.push(index);
   });
   for (const run of runs.values()) {
@@ -50,8 +52,9 @@ export function recordRound(
   round.forEach((index, i) => {
     const answer = answers[i];
     outcomes[index] = answer;
-    const key = records[index]?.key ?? null;
-    if (answer?.ok !== true && key !== null) stopped.push(key);
+    const record = records[index];
+    const lane = record === undefined ? null : laneOf(record);
+    if (answer?.ok !== true && lane !== null) stopped.push(lane);
   });
   return stopped;
 }

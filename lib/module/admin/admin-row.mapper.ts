@@ -2,6 +2,7 @@ import type { OutboxHeaders } from '../../message/outbox-message.interface';
 import { parseBrokerAttributes } from '../../message/broker-attributes';
 import { storedBytes, toDate } from '../../store/rows/outbox-row.mapper';
 import { messageIdText } from '../../store/rows/message-id-codec';
+import { isRedriveLane, shownKeyOf } from '../../store/rows/redrive-lane';
 import type {
   OutboxAttempt,
   OutboxAttemptOutcome,
@@ -34,13 +35,14 @@ export interface AdminRow {
   locked_by: string | null;
   locked_until: Time;
   age_ms: Num;
+  /** JSON text: where `message_key` is a re-drive lane, the key is here (rows/redrive-lane.ts). */
+  headers: string;
   /** Selected only with the `tenants` option on. */
   tenant_id?: string | null;
 }
 
 export interface AdminDetailRow extends AdminRow {
   payload: string;
-  headers: string;
   lock_token: string | null;
   payload_encoding: string;
   content_type: string | null;
@@ -65,6 +67,8 @@ export interface StuckLeaseRow extends AdminRow {
 
 export interface BlockedKeyRow {
   message_key: string;
+  /** The head's headers (JSON text), which name a re-drive lane's key. */
+  head_headers: string;
   head_id: Num;
   head_message_id: string | Uint8Array;
   head_status: string;
@@ -78,12 +82,23 @@ export interface BlockedKeyRow {
 const optionalDate = (value: Time): Date | null => (value === null ? null : toDate(value));
 const wholeMs = (value: Num | null): number => Math.max(0, Math.round(Number(value ?? 0)));
 
+/** A row's key and headers as users see them: a re-drive lane's key, its header left out. */
+function shown(row: { message_key: string | null; headers: string }): {
+  key: string | null;
+  headers: () => OutboxHeaders;
+} {
+  const parse = (): OutboxHeaders => JSON.parse(row.headers) as OutboxHeaders;
+  if (!isRedriveLane(row.message_key)) return { key: row.message_key, headers: parse };
+  const lane = shownKeyOf(row.message_key, parse());
+  return { key: lane.key, headers: () => lane.headers };
+}
+
 export function toSummary(row: AdminRow): OutboxMessageSummary {
   return {
     id: String(row.id),
     messageId: messageIdText(row.message_id),
     topic: row.topic,
-    key: row.message_key,
+    key: shown(row).key,
     type: row.event_type,
     status: row.status as OutboxMessageStatus,
     attempts: Number(row.attempts),
@@ -111,7 +126,7 @@ export function toDetail(
     contentType: row.payload_encoding === 'binary' ? row.content_type : null,
     payloadBytes: row.payload_encoding === 'binary' ? storedBytes(row.payload_bytes) : null,
     attributes: parseBrokerAttributes(row.broker_attributes) ?? null,
-    headers: JSON.parse(row.headers) as OutboxHeaders,
+    headers: shown(row).headers(),
     lockToken: row.lock_token,
     attemptHistory: attempts.map(toAttempt),
   };
@@ -139,7 +154,9 @@ export function toStuckLease(row: StuckLeaseRow): OutboxStuckLease {
 export function toBlockedKey(row: BlockedKeyRow): OutboxBlockedKey {
   const dead = row.head_status === 'dead';
   return {
-    key: row.message_key,
+    key: isRedriveLane(row.message_key)
+      ? shownKeyOf(row.message_key, JSON.parse(row.head_headers) as OutboxHeaders).key
+      : row.message_key,
     headId: String(row.head_id),
     headMessageId: messageIdText(row.head_message_id),
     headStatus: dead ? 'dead' : 'retrying',

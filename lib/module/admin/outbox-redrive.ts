@@ -8,6 +8,13 @@ import { OUTBOX_HEADER_REDRIVE_DELAY, OUTBOX_HEADER_SEQUENCE } from '../../outbo
 import { OutboxMessages } from '../../outbox.messages';
 import type { NewOutboxRow, OutboxEnqueuePort } from '../../store/ports/outbox-store.port';
 import { writtenKeyedRows } from '../../store/shared-sql/key-sequence';
+import {
+  REDRIVE_LANE_KEY_HEADER,
+  isRedriveLane,
+  redriveLaneOf,
+  shownKeyOf,
+  storedKeysOf,
+} from '../../store/rows/redrive-lane';
 import type { SqlPort } from '../../store/ports/sql-port';
 import { messageIdText } from '../../store/rows/message-id-codec';
 import { storedBytes, toDate } from '../../store/rows/outbox-row.mapper';
@@ -92,7 +99,13 @@ const FIELDS: { readonly [K in keyof OutboxRedriveFilter]-?: Field<K> } = {
       v === null || typeof v === 'string'
         ? undefined
         : 'expected a string, or null for messages without a key',
-    condition: (_s, p, v) => (v === null ? 'o.message_key IS NULL' : `o.message_key = ${p.add(v)}`),
+    // The key's messages, and its earlier copies sent elsewhere (in the key's re-drive lane).
+    condition: (_s, p, v) =>
+      v === null
+        ? 'o.message_key IS NULL'
+        : `o.message_key IN (${storedKeysOf(v)
+            .map((k) => p.add(k))
+            .join(', ')})`,
   },
   type: { problem: text, condition: (_s, p, v) => `o.event_type = ${p.add(v)}` },
   createdAfter: { problem: date, condition: (s, p, v) => s.createdAtOrAfter(p, v as Date) },
@@ -155,13 +168,21 @@ function filterRecord(filter: OutboxRedriveFilter): Record<string, string | null
   return out;
 }
 
+/** A selected row's key and headers as users see them (a re-drive lane's key, not the lane). */
+function shownOf(row: RedriveRow): { key: string | null; headers: OutboxHeaders } {
+  const headers = JSON.parse(row.headers) as OutboxHeaders;
+  return isRedriveLane(row.message_key)
+    ? shownKeyOf(row.message_key, headers)
+    : { key: row.message_key, headers };
+}
+
 function toCandidate(row: RedriveRow): OutboxRedriveCandidate {
   return {
     source: row.src === 'archive' ? 'archive' : 'outbox',
     id: String(row.origin),
     messageId: messageIdText(row.message_id),
     topic: row.topic,
-    key: row.message_key,
+    key: shownOf(row).key,
     type: row.event_type,
     createdAt: toDate(row.created_at),
     deliveredAt: row.delivered_at === null ? null : toDate(row.delivered_at),
@@ -236,6 +257,11 @@ export interface RedriveContext {
   readonly ordered: boolean;
   /** Enqueue numbers each key's messages (`ordering.sequence`): copies take new numbers too. */
   readonly sequence: boolean;
+  /**
+   * Copies sent to another topic go in their key's re-drive lane (rows/redrive-lane.ts); not
+   * where an external engine delivers, which reads `message_key` as the key and has no lanes.
+   */
+  readonly lanes: boolean;
   /** `<table>_archive` is searched too. */
   readonly archive: boolean;
   readonly auditTable: OutboxAuditTableOptions | undefined;
@@ -371,7 +397,7 @@ export class OutboxRedriver {
 
     const copies = rows.map((row, i) => this.copyOf(row, i, redriveId, destination, ratePerSecond));
     for (let start = 0; start < copies.length; start += CHUNK) {
-      const chunk = copies.slice(start, start + CHUNK);
+      const chunk = copies.slice(start, start + CHUNK).map((c) => c.row);
       await this.context.sqlPort.transaction(async (tx) => {
         // Recorded with the first copies, in their transaction: no copy goes out unaudited, and
         // a re-drive refused by the database leaves no entry.
@@ -390,7 +416,9 @@ export class OutboxRedriver {
         }
         const duplicates = await this.context.store.insert(tx, chunk, this.context.ordered);
         if (this.context.sequence) {
-          await this.context.store.numberKeys(tx, writtenKeyedRows(chunk, duplicates));
+          // Numbered by their key, a copy in a re-drive lane too: per destination and key.
+          const keyed = copies.slice(start, start + CHUNK).map((c) => ({ ...c.row, key: c.key }));
+          await this.context.store.numberKeys(tx, writtenKeyedRows(keyed, duplicates));
         }
       });
     }
@@ -422,24 +450,34 @@ export class OutboxRedriver {
     redriveId: string,
     destination: string | undefined,
     rate: number | undefined,
-  ): NewOutboxRow {
+  ): { row: NewOutboxRow; key: string | null } {
     // The original's number belongs to its first delivery: a copy is a new message of its key,
     // numbered like any enqueue when the instance numbers keys, unnumbered otherwise.
+    const shown = shownOf(row);
     const {
       [OUTBOX_HEADER_SEQUENCE]: _sequence,
       [OUTBOX_HEADER_REDRIVE_DELAY]: _delay,
       ...headers
-    } = JSON.parse(row.headers) as OutboxHeaders;
+    } = shown.headers;
+    const topic = destination ?? row.topic;
+    // To its own topic a copy queues where its original did (the key's lane, or the lane of
+    // the copies it belongs to); to another, in its key's re-drive lane, never before or behind
+    // the key's live messages (ARCHITECTURE.md, "Re-drive lanes").
+    const lane =
+      shown.key !== null && topic !== row.topic && this.context.lanes
+        ? redriveLaneOf(shown.key)
+        : row.message_key;
     const binary = row.payload_encoding === 'binary';
     const delayMs = rate === undefined ? 0 : Math.round((index * 1000) / rate);
-    return {
+    const copy: NewOutboxRow = {
       messageId: this.ids.next(),
-      topic: destination ?? row.topic,
-      key: row.message_key,
+      topic,
+      key: lane,
       type: row.event_type,
       payload: row.payload,
       headers: JSON.stringify({
         ...headers,
+        ...(isRedriveLane(lane) ? { [REDRIVE_LANE_KEY_HEADER]: shown.key } : {}),
         [REDRIVE_OF_HEADER]: messageIdText(row.message_id),
         [REDRIVE_ID_HEADER]: redriveId,
         // The copy's age counts from when it falls due (see the claim's row mapper), or a type's
@@ -457,6 +495,7 @@ export class OutboxRedriver {
       availableAt: null,
       delayMs: rate === undefined ? null : delayMs,
     };
+    return { row: copy, key: shown.key };
   }
 
   /** The selected rows in queue order (original row id), at most `limit`. */

@@ -59,6 +59,7 @@ import type {
 import type { SqlParams } from '../../store/shared-sql/sql-params';
 import type { OutboxAuditTableOptions } from '../../store/shared-sql/audit-table';
 import { OutboxRedriver } from './outbox-redrive';
+import { storedKeysOf } from '../../store/rows/redrive-lane';
 import type {
   OutboxRedriveFilter,
   OutboxRedriveOptions,
@@ -362,6 +363,7 @@ export class OutboxAdmin {
       names: this.names,
       ordered: this.ordered,
       sequence: options.ordering?.sequence === true,
+      lanes: this.delivery !== 'external',
       archive: options.cleaner?.archive === true,
       auditTable: options.auditTable,
     });
@@ -453,9 +455,18 @@ export class OutboxAdmin {
     page: OutboxPageRequest = {},
   ): Promise<OutboxPage<OutboxMessageSummary>> {
     checkFilter(filter, true, this.tenants);
+    return this.listed(filter, page);
+  }
+
+  /** `list`, or with `lane` the messages stored under exactly that key or re-drive lane. */
+  private async listed(
+    filter: OutboxMessageFilter,
+    page: OutboxPageRequest,
+    lane?: string,
+  ): Promise<OutboxPage<OutboxMessageSummary>> {
     const { after, limit } = pageOf(page);
     const p = this.sql.params();
-    const where = this.where(p, filter, after);
+    const where = this.where(p, filter, after, lane);
     const rows = await this.query<AdminRow>(
       `SELECT ${this.sql.summaryColumns}${this.tenants ? ', o.tenant_id' : ''} FROM ${this.names.table} AS o WHERE ${where} ORDER BY ${this.sql.listOrder(undeliveredOnly(filter))} LIMIT ${p.add(limit + 1)}`,
       p,
@@ -628,15 +639,19 @@ export class OutboxAdmin {
     message: OutboxMessageDetail,
   ): Promise<(OutboxWhyHead & { readonly deadBlocks: boolean }) | null> {
     if (!this.ordered || message.key === null) return null;
+    // What holds it is in its lane: its key's, or a re-drive copy's lane of its own.
+    const lane = await this.storedKeyOf(message.messageId);
+    if (lane === null) return null;
     const typed = (this.queue.deadLetterExceptions?.length ?? 0) > 0;
     const blocking: OutboxMessageStatus[] =
       this.queue.deadBlocksKey || typed ? ['pending', 'waiting', 'dead'] : ['pending', 'waiting'];
     // Where a dead message blocks by its type, the dead ones that do not are passed over.
     let after: string | undefined;
     for (;;) {
-      const page = await this.list(
-        { key: message.key, status: blocking },
+      const page = await this.listed(
+        { status: blocking },
         { limit: typed ? 100 : 1, ...(after === undefined ? {} : { after }) },
+        lane,
       );
       const first = page.items.find((m) => m.status !== 'dead' || this.deadBlocks(m.type));
       if (first !== undefined) {
@@ -927,8 +942,16 @@ export class OutboxAdmin {
     }
   }
 
-  /** The filter as fixed conditions over alias `o`, each value bound. */
-  private where(p: SqlParams, filter: OutboxMessageFilter, after: string | null): string {
+  /**
+   * The filter as fixed conditions over alias `o`, each value bound; `lane`, when given, in
+   * place of the filter's key: the rows stored under exactly that key (or re-drive lane).
+   */
+  private where(
+    p: SqlParams,
+    filter: OutboxMessageFilter,
+    after: string | null,
+    lane?: string,
+  ): string {
     const sql = this.sql;
     const conditions: string[] = [];
     const { status, topic, type, key, errorContains, createdBefore, createdAfter, olderThanMs } =
@@ -938,8 +961,15 @@ export class OutboxAdmin {
     }
     if (topic !== undefined) conditions.push(`o.topic = ${p.add(topic)}`);
     if (type !== undefined) conditions.push(`o.event_type = ${p.add(type)}`);
-    if (key === null) conditions.push('o.message_key IS NULL');
-    else if (key !== undefined) conditions.push(`o.message_key = ${p.add(key)}`);
+    if (lane !== undefined) conditions.push(`o.message_key = ${p.add(lane)}`);
+    else if (key === null) conditions.push('o.message_key IS NULL');
+    // A key's messages, and its re-drive copies sent elsewhere, in their lane of their own.
+    else if (key !== undefined)
+      conditions.push(
+        `o.message_key IN (${storedKeysOf(key)
+          .map((k) => p.add(k))
+          .join(', ')})`,
+      );
     if (filter.tenant === null) conditions.push('o.tenant_id IS NULL');
     else if (filter.tenant !== undefined) conditions.push(`o.tenant_id = ${p.add(filter.tenant)}`);
     if (errorContains !== undefined) conditions.push(sql.errorContains(p, errorContains));
@@ -948,6 +978,17 @@ export class OutboxAdmin {
     if (olderThanMs !== undefined) conditions.push(sql.createdOlderThan(p, olderThanMs));
     if (after !== null) conditions.push(sql.idAfter(p, after));
     return conditions.length === 0 ? '1 = 1' : conditions.join(' AND ');
+  }
+
+  /** The `message_key` a message is stored under: its key, or its re-drive lane. */
+  private async storedKeyOf(messageId: string): Promise<string | null> {
+    const id = (await this.messageIds()).param(messageId);
+    const p = this.sql.params();
+    const [row] = await this.query<{ message_key: string | null }>(
+      `SELECT o.message_key FROM ${this.names.table} AS o WHERE ${this.sql.messageIdIs(p, id)}`,
+      p,
+    );
+    return row?.message_key ?? null;
   }
 
   /** How the table binds message ids: the store's (read at bootstrap), text where it has none. */

@@ -18,7 +18,7 @@ const list = (p: SqlParams, values: readonly string[]): string =>
 const SUMMARY = `o.id, o.message_id, o.topic, o.message_key, o.event_type, o.status, o.attempts, o.last_error,
   ${ts('o.last_attempt_at', 'last_attempt_at')}, ${ts('o.available_at', 'available_at')},
   ${ts('o.created_at', 'created_at')}, ${ts('o.delivered_at', 'delivered_at')}, ${ts('o.dead_at', 'dead_at')},
-  o.locked_by, ${ts('o.locked_until', 'locked_until')}, ${ms('o.created_at')} AS age_ms`;
+  o.locked_by, ${ts('o.locked_until', 'locked_until')}, ${ms('o.created_at')} AS age_ms, o.headers`;
 
 const VOCABULARY: CorrelatedAdminVocabulary = {
   now: NOW,
@@ -37,7 +37,7 @@ const VOCABULARY: CorrelatedAdminVocabulary = {
 export const mysqlAdmin: AdminDialect = {
   params: () => new SqlParams('positional'),
   summaryColumns: SUMMARY,
-  detailColumns: `${SUMMARY}, o.payload, o.headers, o.lock_token, o.payload_encoding, o.content_type, TO_BASE64(o.payload_bytes) AS payload_bytes, o.broker_attributes`,
+  detailColumns: `${SUMMARY}, o.payload, o.lock_token, o.payload_encoding, o.content_type, TO_BASE64(o.payload_bytes) AS payload_bytes, o.broker_attributes`,
   attemptColumns: `o.attempt, o.outcome, o.locked_by, o.error_class, o.error, ${ts('o.failed_at', 'failed_at')}`,
   statusIn: (p, statuses) => `o.status IN (${list(p, statuses)})`,
   messageIdIs: (p, messageId) => `o.message_id = ${p.add(messageId)}`,

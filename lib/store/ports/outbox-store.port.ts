@@ -44,6 +44,11 @@ export interface ClaimedBatch {
 export type ClaimedRecord = OutboxRecord & {
   /** Milliseconds since enqueue, on the database clock. */
   readonly ageMs: number;
+  /**
+   * The ordering lane, where it is not `key`: a re-drive copy sent to another destination
+   * (rows/redrive-lane.ts). What orders, holds and promotes messages goes by `laneOf`.
+   */
+  readonly lane?: string;
 };
 
 /**

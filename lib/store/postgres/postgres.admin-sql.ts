@@ -26,13 +26,13 @@ const DUE = `CASE WHEN o.status = 'pending' AND o.locked_until > o.available_at 
 
 const SUMMARY = `o.id::text AS id, o.message_id::text AS message_id, o.topic, o.message_key, o.event_type,
   o.status, o.attempts, o.last_error, o.last_attempt_at, ${DUE} AS available_at, o.created_at, o.delivered_at,
-  o.dead_at, o.locked_by, o.locked_until, ${ms('o.created_at', 'now()')} AS age_ms`;
+  o.dead_at, o.locked_by, o.locked_until, ${ms('o.created_at', 'now()')} AS age_ms, o.headers::text AS headers`;
 
 /** PostgreSQL: timestamptz columns come back as Dates; ids and uuids are cast to text. */
 export const postgresAdmin: AdminDialect = {
   params: () => new SqlParams('numbered'),
   summaryColumns: SUMMARY,
-  detailColumns: `${SUMMARY}, o.payload::text AS payload, o.headers::text AS headers, o.lock_token::text AS lock_token, o.payload_encoding, o.content_type, encode(o.payload_bytes, 'base64') AS payload_bytes, o.broker_attributes::text AS broker_attributes`,
+  detailColumns: `${SUMMARY}, o.payload::text AS payload, o.lock_token::text AS lock_token, o.payload_encoding, o.content_type, encode(o.payload_bytes, 'base64') AS payload_bytes, o.broker_attributes::text AS broker_attributes`,
   attemptColumns: 'o.attempt, o.outcome, o.locked_by, o.error_class, o.error, o.failed_at',
   // One literal comparison per status, OR-ed: each then matches a partial index (pending, key,
   // delivered, dead) and the planner reads only those rows, where `= ANY(array)` read the whole
@@ -77,7 +77,7 @@ GROUP BY 1, 2, 3`,
   SELECT message_key AS k, min(id) AS head FROM ${t}
   WHERE message_key IS NOT NULL AND ${blockingCondition('', policy)}
   GROUP BY message_key)
-SELECT h.k AS message_key, o.id::text AS head_id, o.message_id::text AS head_message_id, o.status AS head_status,
+SELECT h.k AS message_key, o.headers::text AS head_headers, o.id::text AS head_id, o.message_id::text AS head_message_id, o.status AS head_status,
   o.attempts, o.last_error, o.available_at, f.waiting::int AS waiting, ${ms('f.oldest', 'now()')} AS oldest_waiting_ms
 FROM h JOIN ${t} AS o ON o.id = h.head
 CROSS JOIN LATERAL (

@@ -29,7 +29,9 @@ export const postgresKeySequence: SchemaPartSql = {
 };
 
 /**
- * $1 the message ids (uuid[]) an enqueue just wrote with a key: numbers them in one statement,
+ * $1 the message ids (uuid[]) an enqueue just wrote with a key, $2 their topics and $3 their
+ * keys (text[] each, the key a re-drive copy in a lane of its own is numbered by rather than
+ * its stored lane, rows/redrive-lane.ts): numbers them in one statement,
  * inside the caller's transaction only (the insert before it gave the transaction its id, so a
  * statement that runs on its own after a ROLLBACK numbers nothing). Each key's counter goes up
  * by its rows, in (topic, key) order (two writers of several keys lock counters alike), and
@@ -43,12 +45,12 @@ export function postgresNumberKeys(n: OutboxTableNames): string {
   const number = 's.last_seq - r.c + r.rn';
   return `WITH tx AS (SELECT txid_current_if_assigned() IS NOT NULL AS open),
 r AS MATERIALIZED (
-  SELECT o.id, o.topic, o.message_key,
-    row_number() OVER (PARTITION BY o.topic, o.message_key ORDER BY o.id) AS rn,
-    count(*) OVER (PARTITION BY o.topic, o.message_key) AS c
-  FROM tx CROSS JOIN unnest($1::uuid[]) AS m(id)
+  SELECT o.id, m.topic, m.message_key,
+    row_number() OVER (PARTITION BY m.topic, m.message_key ORDER BY o.id) AS rn,
+    count(*) OVER (PARTITION BY m.topic, m.message_key) AS c
+  FROM tx CROSS JOIN unnest($1::uuid[], $2::text[], $3::text[]) AS m(id, topic, message_key)
   JOIN ${t} AS o ON o.message_id = m.id
-  WHERE tx.open AND o.message_key IS NOT NULL AND o.key_seq IS NULL),
+  WHERE tx.open AND m.message_key IS NOT NULL AND o.key_seq IS NULL),
 s AS (
   INSERT INTO ${n.keySeqTable} AS q (topic, message_key, last_seq)
   SELECT r.topic, r.message_key, max(r.c) FROM r GROUP BY r.topic, r.message_key

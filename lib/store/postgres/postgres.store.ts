@@ -251,7 +251,11 @@ export class PostgresOutboxStore implements OutboxStore {
     const text = this.numberKeysSql;
     const options = this.prepared ? { prepare: statementName(text) } : undefined;
     const { affected } = await tx
-      .query(text, [rows.map((r) => r.messageId)], options)
+      .query(
+        text,
+        [rows.map((r) => r.messageId), rows.map((r) => r.topic), rows.map((r) => r.key)],
+        options,
+      )
       .catch((error: unknown) => {
         throw options === undefined
           ? error

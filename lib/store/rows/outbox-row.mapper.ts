@@ -3,6 +3,7 @@ import { parseBrokerAttributes } from '../../message/broker-attributes';
 import type { ClaimedRecord, NewOutboxRow } from '../ports/outbox-store.port';
 import { messageIdText } from './message-id-codec';
 import { OUTBOX_HEADER_REDRIVE_DELAY } from '../../outbox.constants';
+import { isRedriveLane, shownKeyOf } from './redrive-lane';
 
 /** The columns every dialect's claim returns, with driver-dependent types. */
 export interface ClaimedRow {
@@ -98,11 +99,18 @@ function dueAfterMs(headers: OutboxHeaders): number {
  */
 function toClaimedRecord(row: ClaimedRow): ClaimedRecord {
   const headers = row.headers === '{}' ? EMPTY_HEADERS : (JSON.parse(row.headers) as OutboxHeaders);
+  if (!isRedriveLane(row.message_key)) return recordOf(row, row.message_key, headers);
+  // A re-drive copy in a lane of its own (rows/redrive-lane.ts): its key shown, its lane kept.
+  const shown = shownKeyOf(row.message_key, headers);
+  return { ...recordOf(row, shown.key, shown.headers), lane: row.message_key };
+}
+
+function recordOf(row: ClaimedRow, key: string | null, headers: OutboxHeaders): ClaimedRecord {
   const record = {
     id: String(row.id),
     messageId: messageIdText(row.message_id),
     topic: row.topic,
-    key: row.message_key,
+    key,
     type: row.event_type,
     headers,
     attempts: Number(row.attempts),

@@ -36,7 +36,7 @@ export function correlatedAdminQueries(
       const from = after === null ? '' : `AND o.id > CAST(${p.add(after)} AS ${v.integer})`;
       const followers = `FROM ${t} AS w WHERE w.message_key = h.k AND w.id > h.head AND w.status IN ('pending', 'waiting')`;
       return `SELECT * FROM (
-  SELECT h.k AS message_key, CAST(o.id AS ${v.text}) AS head_id, o.message_id AS head_message_id, o.status AS head_status,
+  SELECT h.k AS message_key, o.headers AS head_headers, CAST(o.id AS ${v.text}) AS head_id, o.message_id AS head_message_id, o.status AS head_status,
     o.attempts, o.last_error, ${v.timestamp('o.available_at', 'available_at')}, o.id AS head_order,
     (SELECT ${v.count}(*) ${followers}) AS waiting,
     (SELECT ${v.ms(`${v.min}(w.created_at)`)} ${followers}) AS oldest_waiting_ms

@@ -13,7 +13,7 @@ const ago = (param: string): string =>
 const ms = (from: string): string => `(julianday('now') - julianday(${from})) * 86400000.0`;
 const SUMMARY = `o.id, o.message_id, o.topic, o.message_key, o.event_type, o.status, o.attempts, o.last_error,
   o.last_attempt_at, o.available_at, o.created_at, o.delivered_at, o.dead_at, o.locked_by, o.locked_until,
-  ${ms('o.created_at')} AS age_ms`;
+  ${ms('o.created_at')} AS age_ms, o.headers`;
 
 const VOCABULARY: CorrelatedAdminVocabulary = {
   now: NOW,
@@ -31,7 +31,7 @@ const VOCABULARY: CorrelatedAdminVocabulary = {
 export const sqliteAdmin: AdminDialect = {
   params: () => new SqlParams('positional'),
   summaryColumns: SUMMARY,
-  detailColumns: `${SUMMARY}, o.payload, o.headers, o.lock_token, o.payload_encoding, o.content_type, o.payload_bytes, o.broker_attributes`,
+  detailColumns: `${SUMMARY}, o.payload, o.lock_token, o.payload_encoding, o.content_type, o.payload_bytes, o.broker_attributes`,
   attemptColumns: 'o.attempt, o.outcome, o.locked_by, o.error_class, o.error, o.failed_at',
   statusIn: (p, statuses) =>
     `o.status IN (SELECT value FROM json_each(${p.add(JSON.stringify(statuses))}))`,
