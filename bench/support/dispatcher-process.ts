@@ -56,6 +56,8 @@ export interface DispatcherChildConfig {
   readonly logTailing?: LogTailingOptions;
   /** A "stall" message hangs the next publish mid-batch (T1's takeover after a SIGKILL). */
   readonly stallable?: boolean;
+  /** Says "outage" to the parent at every outage the dispatcher reports (T1 does not count those kills). */
+  readonly reportOutages?: boolean;
 }
 
 async function main(): Promise<void> {
@@ -111,6 +113,7 @@ async function main(): Promise<void> {
           progress += report.published;
           if (report.published > 0) lastBatchAt = nowMs();
         },
+        ...(config.reportOutages === true ? { onOutage: () => send({ type: 'outage' }) } : {}),
       },
     });
   let app = await open();
