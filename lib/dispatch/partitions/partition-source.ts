@@ -377,15 +377,27 @@ export class PartitionSource implements DeliverySource {
       },
     };
     const delivery = this.pipeline.deliver(batch, 'partition owner', started);
-    const allCalls = (): Promise<unknown> => Promise.all(calls);
-    const done = delivery.then(allCalls, allCalls).finally(() => {
-      this.backlog.end(records, delivered);
-      if (delivered.size < records.length)
-        this.sweepSoon(this.context.options.dispatcher.pollIntervalMs);
-      this.batches.delete(done);
-    });
+    // Resolves once the backlog knows how the batch ended: a loop that looks again then finds
+    // the key's next message free (resolving with the pipeline's answer would race the end).
+    const done = delivery
+      .then(
+        async (report) => {
+          await Promise.all(calls);
+          return report;
+        },
+        async () => {
+          await Promise.all(calls);
+          return EMPTY_BATCH_REPORT;
+        },
+      )
+      .finally(() => {
+        this.backlog.end(records, delivered);
+        if (delivered.size < records.length)
+          this.sweepSoon(this.context.options.dispatcher.pollIntervalMs);
+        this.batches.delete(done);
+      });
     this.batches.add(done);
-    return delivery;
+    return done;
   }
 
   private async batchesDone(): Promise<void> {
