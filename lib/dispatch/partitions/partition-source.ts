@@ -204,20 +204,17 @@ export class PartitionSource implements DeliverySource {
     let published = 0;
     // `batchesInFlight` batches publish at once; as many more may be settling meanwhile, so
     // that the broker is not left idle while a settle runs.
-    const running = new Set<Promise<number>>();
-    const publishing = new Set<Promise<number>>();
+    const running = new Set<Promise<void>>();
+    const publishing = new Set<Promise<void>>();
     const track = (batch: PickedBatch): void => {
       let answered: () => void = () => undefined;
-      const broker = new Promise<void>((resolve) => (answered = resolve));
-      const settled = this.deliver(batch, () => answered()).then((report) => {
+      const slot = new Promise<void>((resolve) => (answered = resolve)).then(() => {
+        publishing.delete(slot);
+      });
+      const settled = this.deliver(batch, answered).then((report) => {
         answered();
         published += report.published;
         running.delete(settled);
-        return report.published;
-      });
-      const slot = broker.then(() => {
-        publishing.delete(slot);
-        return 0;
       });
       running.add(settled);
       publishing.add(slot);
