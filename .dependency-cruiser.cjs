@@ -12,6 +12,7 @@
 //                 (entry-points.json): connections/<library>/, publishers/<broker>/,
 //                 integrations/<name>/ (cls/ among them: no peer, and the bridges share
 //                 its record of a transaction's writes), inbox/, operations/console/,
+//                 operations/gap-repair/ (the producer's gap-repair route),
 //                 testing/, log-tailing/ (the log sources, one folder per database below it),
 //                 schema/, admin/ and debezium/ (re-exports of the core for one task).
 //   tools         operations/cli/ (the `outbox` bin): may use core and driver ports.
@@ -23,12 +24,12 @@
 const ENTRY_POINTS = [
   '^lib/connections/[^/]+/',
   '^lib/publishers/(microservices|kafka|rabbitmq|jetstream|redis-streams|sqs|sns)/',
-  '^lib/integrations/(prometheus|terminus|opentelemetry|cqrs|event-emitter|cls)/',
+  '^lib/integrations/(prometheus|terminus|opentelemetry|cqrs|event-emitter|cls|s3|cloudevents)/',
   '^lib/inbox/',
   '^lib/operations/console/',
   '^lib/testing/',
   '^lib/log-tailing/',
-  '^lib/(schema|admin|debezium)/',
+  '^lib/(schema|admin|debezium|claim-check|erasure)/',
 ];
 const ENTRY = `(${ENTRY_POINTS.join('|')})`;
 const TOOLS = '^lib/operations/cli/';
@@ -115,14 +116,22 @@ module.exports = {
       comment:
         'The dispatcher wires its parts; the pipeline, the sources and the health parts never reach back up to it, and the sources reach the pipeline only, never each other.',
       severity: 'error',
-      from: { path: '^lib/dispatch/(pipeline|poll|log|health)/' },
+      from: { path: '^lib/dispatch/(pipeline|poll|log|partitions|leases|health)/' },
       to: { path: '^lib/dispatch/outbox\\.dispatcher\\.ts$' },
     },
     {
       name: 'sources-do-not-reach-each-other',
       severity: 'error',
-      from: { path: '^lib/dispatch/(poll|log)/' },
-      to: { path: '^lib/dispatch/(poll|log)/', pathNot: ['^lib/dispatch/$1/'] },
+      from: { path: '^lib/dispatch/(poll|log|partitions)/' },
+      to: { path: '^lib/dispatch/(poll|log|partitions)/', pathNot: ['^lib/dispatch/$1/'] },
+    },
+    {
+      name: 'pipeline-knows-no-source',
+      comment:
+        'The pipeline delivers any batch by the hold it carries (pipeline/batch-hold.ts) and knows no mode: it never reaches into a source or into the row leases (leases/ adds its gate and worker).',
+      severity: 'error',
+      from: { path: '^lib/dispatch/pipeline/' },
+      to: { path: '^lib/dispatch/(poll|log|partitions|leases)/' },
     },
     {
       name: 'workers-are-not-the-dispatcher',

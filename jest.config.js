@@ -79,6 +79,9 @@ const SOURCE_SPECS = [
   'test/dispatch/key-sequence.spec.ts',
   'test/dispatch/lease-renewal.spec.ts',
   'test/dispatch/event-policies.spec.ts',
+  'test/dispatch/claim-check.spec.ts',
+  'test/dispatch/gap-repair-delivery.spec.ts',
+  'test/dispatch/erasure.spec.ts',
 ];
 const sources =
   process.env.OUTBOX_TEST_SOURCES === '1'
@@ -117,6 +120,24 @@ const partitions =
       ]
     : [];
 
+// The same promises once more publishing as a stream (`dispatcher.publishWindow`, a window of 40
+// in slices of 10, on 'partitions'): slices across batches and settles written together must keep
+// every one. Only when asked for (npm run test:stream sets OUTBOX_TEST_STREAM=1).
+const stream =
+  process.env.OUTBOX_TEST_STREAM === '1'
+    ? [
+        {
+          ...base,
+          ...services,
+          displayName: 'stream',
+          setupFiles: ['<rootDir>/test/support/stream.setup.ts'],
+          testMatch: SOURCE_SPECS.filter((spec) => !PARTITION_EXCLUDED.includes(spec)).map(
+            (spec) => `<rootDir>/${spec}`,
+          ),
+        },
+      ]
+    : [];
+
 module.exports = {
   // Records the selected specs for the global setup (it starts Kafka only when one needs it).
   testSequencer: '<rootDir>/test/support/selected-specs-sequencer.js',
@@ -143,6 +164,7 @@ module.exports = {
     ...heavy,
     ...sources,
     ...partitions,
+    ...stream,
     {
       ...base,
       ...services,

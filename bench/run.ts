@@ -6,9 +6,14 @@
  *   npm run bench -- --only P1,P4          some scenarios
  *   npm run bench -- --only C1             the console over 10 000 000 rows (only when named)
  *   npm run bench -- --only T1 --runs 8    takeover after a SIGKILL, 8 kills per database
+ *   npm run bench -- --only T2             the takeover look's cost (PostgreSQL)
+ *   npm run bench -- --only P9P            a held key's backlog in 'partitions' mode (issue 75)
+ *   npm run bench -- --only T3             'partitions' lapses on a loaded host per partitionTimeoutMs
+ *   npm run bench -- --only P26            the optional schema steps on a live 500 000-row table, blocking vs --online
  *   npm run bench -- --runs 5              override the repetitions
  *   npm run bench -- --profile             CPU profile of the module's P1 drain (node --cpu-prof)
  *   npm run bench -- --profile kafka       the same of its P2 drain (PostgreSQL → Kafka)
+ *   npm run bench -- --profile --profile-claims stream   the same with 'partitions' (and a window)
  *   npm run bench -- --wait-quiet 20       first wait (up to 20 min) until no jest process runs
  *   npm run bench -- --configure-postgres  wal_level=logical (+ pg_stat_statements) and restart PostgreSQL
  *
@@ -55,6 +60,7 @@ import { p6 } from './scenarios/p6-scale-out';
 import { p7 } from './scenarios/p7-history';
 import { p8 } from './scenarios/p8-idle-rss';
 import { p9 } from './scenarios/p9-blocked-backlog';
+import { p9p } from './scenarios/p9p-held-key-partitions';
 import { p10 } from './scenarios/p10-cleanup';
 import { p11 } from './scenarios/p11-partition-drop';
 import { p12 } from './scenarios/p12-partitioned-enqueue';
@@ -68,8 +74,14 @@ import { p19 } from './scenarios/p19-debezium-drain';
 import { p20 } from './scenarios/p20-drain-redis-streams';
 import { p21 } from './scenarios/p21-sequence-enqueue';
 import { p22 } from './scenarios/p22-tenant-fairness';
+import { p23 } from './scenarios/p23-claim-check';
+import { g1 } from './scenarios/g1-gap-repair';
+import { p24 } from './scenarios/p24-cloud-events';
+import { p24Sqs } from './scenarios/p24-cloud-events-sqs';
+import { p25 } from './scenarios/p25-erasure';
+import { p26 } from './scenarios/p26-online-migration';
 import { p1Sqs } from './scenarios/p1-drain-sqs';
-import { profileDrain, type ProfiledBroker } from './scenarios/profile-drain';
+import { profileDrain, type ProfiledBroker, type ProfiledClaims } from './scenarios/profile-drain';
 import { c1 } from './scenarios/c1-console-10m';
 import { j1 } from './scenarios/j1-drain-jetstream';
 import { l1 } from './scenarios/l1-log-drain';
@@ -77,6 +89,8 @@ import { l2 } from './scenarios/l2-log-latency';
 import { l3 } from './scenarios/l3-log-writers';
 import { l4 } from './scenarios/l4-log-bytes';
 import { t1 } from './scenarios/t1-takeover';
+import { t2 } from './scenarios/t2-takeover-look';
+import { t3 } from './scenarios/t3-partition-lapses';
 import { sleep } from '../test/support/wait-for';
 
 const SCENARIOS: Record<string, (ctx: BenchContext) => Promise<ScenarioResult>> = {
@@ -89,6 +103,7 @@ const SCENARIOS: Record<string, (ctx: BenchContext) => Promise<ScenarioResult>> 
   P7: p7,
   P8: p8,
   P9: p9,
+  P9P: p9p,
   P10: p10,
   P11: p11,
   P12: p12,
@@ -102,7 +117,13 @@ const SCENARIOS: Record<string, (ctx: BenchContext) => Promise<ScenarioResult>> 
   P20: p20,
   P21: p21,
   P22: p22,
+  P23: p23,
+  P24: p24,
+  'P24-SQS': p24Sqs,
+  P25: p25,
+  P26: p26,
   'P1-SQS': p1Sqs,
+  G1: g1,
   C1: c1,
   J1: j1,
   L1: l1,
@@ -110,13 +131,17 @@ const SCENARIOS: Record<string, (ctx: BenchContext) => Promise<ScenarioResult>> 
   L3: l3,
   L4: l4,
   T1: t1,
+  T2: t2,
+  T3: t3,
 };
 /**
  * Scenarios run only when named with --only: C1 fills a 10-million-row table (minutes, GBs); P13
  * changes the MariaDB server's global settings for its run (put back after it); P14 sweeps the
- * dispatcher's settings (four P1 drains per run); P15 reads statement plans, not throughput.
+ * dispatcher's settings (four P1 drains per run); P15 reads statement plans, not throughput; T3
+ * loads the host on purpose (busy loops beside 12 dispatcher processes) for several minutes; P26
+ * seeds a 500 000-row table before every migration it measures (several minutes).
  */
-const ON_REQUEST = new Set(['C1', 'P13', 'P14', 'P15']);
+const ON_REQUEST = new Set(['C1', 'P13', 'P14', 'P15', 'T3', 'P26']);
 const DEFAULT_SCENARIOS = Object.keys(SCENARIOS).filter((id) => !ON_REQUEST.has(id));
 
 const RESULTS = join(__dirname, 'results');
@@ -128,6 +153,8 @@ interface Args {
   configure: boolean;
   /** `--profile [rabbitmq|kafka]`: profile that broker's drain instead of running scenarios. */
   profile: ProfiledBroker | undefined;
+  /** `--profile-claims leases|partitions|stream`: how the profiled dispatcher shares the table. */
+  profileClaims: ProfiledClaims;
   waitQuietMin: number;
 }
 
@@ -138,6 +165,7 @@ function parseArgs(argv: string[]): Args {
     runs: undefined,
     configure: false,
     profile: undefined,
+    profileClaims: 'leases',
     waitQuietMin: 0,
   };
   for (let i = 0; i < argv.length; i++) {
@@ -165,6 +193,12 @@ function parseArgs(argv: string[]): Args {
       }
       if (broker !== undefined && !a.includes('=')) i++;
       args.profile = broker ?? 'rabbitmq';
+    } else if (a.startsWith('--profile-claims')) {
+      const claims = value();
+      if (claims !== 'leases' && claims !== 'partitions' && claims !== 'stream') {
+        throw new Error(`--profile-claims takes leases, partitions or stream, not ${claims}`);
+      }
+      args.profileClaims = claims;
     } else if (a.startsWith('--wait-quiet')) args.waitQuietMin = Number(value() || 20);
     else if (a === '--help' || a === '-h') {
       console.log(readFileSync(__filename, 'utf8').split('*/')[0]);
@@ -267,7 +301,7 @@ async function main(): Promise<void> {
   const results: ScenarioResult[] = [];
   try {
     if (args.profile !== undefined) {
-      await profileDrain(ctx, RESULTS, args.profile);
+      await profileDrain(ctx, RESULTS, args.profile, args.profileClaims);
       return;
     }
     for (const id of args.only) {

@@ -23,7 +23,10 @@ export type {
   OutboxPartitioningOptions,
   OutboxEventClass,
   OutboxTenantsOptions,
+  OutboxErasureOptions,
 } from './options/outbox.options';
+export type { OutboxPersonalData, OutboxEventPersonalData } from './message/erasure/personal-data';
+export type { OutboxKeyWrapper } from './message/erasure/key-wrapper';
 export type { OutboxEventPolicy, OutboxEventRetryPolicy } from './message/outbox-event-policy';
 export {
   OUTBOX_HEADER_MESSAGE_ID,

@@ -29,6 +29,21 @@ export const OUTBOX_HEADER_KEY = 'x-outbox-key';
 export const OUTBOX_HEADER_SEQUENCE = 'x-outbox-sequence';
 /** The content type of a binary message, on transports without a property of their own (Kafka, NATS). */
 export const OUTBOX_HEADER_CONTENT_TYPE = 'x-outbox-content-type';
+/**
+ * The claim check (docs/claim-check.md): the id the payload of a message over its threshold is
+ * kept under, written at enqueue (the message's own id) and carried by its re-drive copies, so
+ * that every copy sends the one stored payload.
+ */
+export const OUTBOX_HEADER_CLAIM_CHECK_ID = 'x-outbox-claim-check-id';
+/** Where a message sent by reference has its payload (`s3://bucket/key`, `outbox-table:<id>`). */
+export const OUTBOX_HEADER_CLAIM_CHECK = 'x-outbox-claim-check';
+/**
+ * The erasure (docs/erasure.md): the id of the data key a message's personal data is sealed
+ * under, on each sealed message and on the erasure notice of that key.
+ */
+export const OUTBOX_HEADER_SUBJECT_KEY = 'x-outbox-subject-key';
+/** The event type of the erasure notice enqueued on each key that carried an erased subject. */
+export const OUTBOX_ERASURE_NOTICE_TYPE = 'outbox.subject-erased';
 /** The message's tenant, with the `tenants` option on (docs/tenants.md). */
 export const OUTBOX_HEADER_TENANT = 'x-outbox-tenant';
 /**

@@ -29,6 +29,15 @@ const migrationArgs = ({ tableName, schema }: OutboxTableRef): string => {
   return fields.length === 0 ? '' : `{ ${fields.join(', ')} }`;
 };
 
+/** The migrate command and the migrations' options that add the step of `option` too. */
+const migrateWith = (ref: OutboxTableRef, option: string): string =>
+  `"${schemaMigrate(ref)} --with ${option}" with DATABASE_URL set, or the DataSource's ` +
+  `...outboxMigrations({ ${[
+    ...(ref.tableName === 'outbox' ? [] : [`tableName: '${ref.tableName}'`]),
+    ...(ref.schema === undefined ? [] : [`schema: '${ref.schema}'`]),
+    `with: ['${option}']`,
+  ].join(', ')} })`;
+
 /** `migrationArgs` as the second argument of a call: `, { tableName: 'x' }`, or nothing. */
 const withArgs = (ref: OutboxTableRef): string =>
   migrationArgs(ref) === '' ? '' : `, ${migrationArgs(ref)}`;
@@ -84,6 +93,20 @@ export const OutboxMessages = {
     (suggestion !== undefined
       ? `; did you mean ${suggestion}?`
       : `. Known options here: ${known.join(', ')}.`),
+  /**
+   * An options object given to a method at run time (`OutboxAdmin.redrive()`, `enqueue()`) with
+   * a key this build does not read; said as `unknownOption` says it at bootstrap, with the
+   * accepted keys always listed (the caller is a script, not a config file beside the docs).
+   */
+  unknownRuntimeOption: (
+    subject: string,
+    path: string,
+    suggestion: string | undefined,
+    accepted: readonly string[] = [],
+  ): string =>
+    `Invalid ${subject} options: ${path} is not an option` +
+    (suggestion !== undefined ? `; did you mean ${suggestion}?` : '.') +
+    ` Accepted options: ${accepted.length > 0 ? accepted.join(', ') : 'none'}. Nothing was done.`,
   extraInFactoryResult: (key: string): string =>
     `Invalid OutboxModule option "${key}": it decides which providers the module has, so it is ` +
     `read when the module is defined, not from the options the factory returns. Pass it next ` +
@@ -236,26 +259,70 @@ export const OutboxMessages = {
     `starting the app (docs/upgrading.md: "Upgrading from 0.2").`,
   keySequenceMissing: (table: string, reason: string, ref: OutboxTableRef): string =>
     `ordering.sequence is on, but the outbox table ${table} lacks the key_seq column or the ` +
-    `counter table ${ref.tableName}_key_seq that schema step 6 adds (${reason}). Run ` +
-    `"${schemaMigrate(ref)}" with DATABASE_URL set, or the DataSource's ` +
-    `...outboxMigrations(${migrationArgs(ref)}) (step 6 adds them), before starting the app, or ` +
-    `leave ordering.sequence off (docs/upgrading.md).`,
+    `counter table ${ref.tableName}_key_seq that schema step 6 adds (${reason}); a table is ` +
+    `made without them unless asked. Run ${migrateWith(ref, 'sequence')} (step 6 adds them), ` +
+    `before starting the app, or leave ordering.sequence off (docs/upgrading.md).`,
   tenantColumnMissing: (table: string, reason: string, ref: OutboxTableRef, step: number): string =>
     `The outbox table ${table} lacks the tenant_id column and its index that schema step ${step} ` +
-    `adds (${reason}), which the tenants option needs. Run "${schemaMigrate(ref)}" with ` +
-    `DATABASE_URL set, which adds them in place (rows kept), or the DataSource's ` +
-    `...outboxMigrations(${migrationArgs(ref)}), before starting the app, or leave the tenants ` +
-    `option out (docs/tenants.md).`,
+    `adds (${reason}), which the tenants option needs; a table is made without them unless ` +
+    `asked. Run ${migrateWith(ref, 'tenants')}, which adds them in place (rows kept; on ` +
+    `PostgreSQL add --online not to block writes on a large table), before starting the app, ` +
+    `or leave the tenants option out (docs/upgrading.md, docs/tenants.md).`,
   partitionsMissing: (table: string, reason: string, ref: OutboxTableRef, step: number): string =>
     `The outbox table ${table} lacks the delivery_partition column and the dispatchers' and ` +
     `owners' tables that schema step ${step} adds (${reason}), which dispatcher.claims ` +
-    `'partitions' needs. Run "${schemaMigrate(ref)}" with DATABASE_URL set, which adds them ` +
-    `(rows kept), or the DataSource's ...outboxMigrations(${migrationArgs(ref)}), before ` +
-    `starting the app, or leave dispatcher.claims at 'leases' (docs/delivery.md, "Partitions").`,
-  partitionsUnsupported: (table: string, database: string): string =>
-    `dispatcher.claims 'partitions' is not available on ${database} in this release (the outbox ` +
+    `'partitions' needs; a table is made without them unless asked. Run ` +
+    `${migrateWith(ref, 'partitions')}, which adds them (rows kept; add --online not to block ` +
+    `writes on a large table), before starting the app, or leave dispatcher.claims at ` +
+    `'leases' (docs/upgrading.md, docs/delivery.md "Partitions").`,
+  claimCheckTableMissing: (
+    table: string,
+    reason: string,
+    ref: OutboxTableRef,
+    step: number,
+  ): string =>
+    `The outbox table ${table} lacks the claim-check table that schema step ${step} adds ` +
+    `(${reason}), which the claimCheck option needs; a table is made without it unless asked. ` +
+    `Run ${migrateWith(ref, 'claimCheck')} before starting the app, or leave claimCheck out ` +
+    `(docs/claim-check.md).`,
+  unknownStepOption: (given: string, known: string): string =>
+    `with: "${given}" is not an option with a schema step of its own. Name any of ` +
+    `${known} (the table gets those steps too), or leave with ` +
+    `out (docs/upgrading.md, "Steps for one option").`,
+  erasureOff: (): string =>
+    'the message marks personal data, but the module has no erasure option to seal it with: ' +
+    'give OutboxModule erasure: { masterKey } or { keyWrapper } (docs/erasure.md), or leave ' +
+    'personal out',
+  subjectKeysTableMissing: (
+    table: string,
+    reason: string,
+    ref: OutboxTableRef,
+    step: number,
+  ): string =>
+    `The outbox table ${table} lacks the erasure's key and use tables that schema step ${step} ` +
+    `adds (${reason}), which the erasure option needs; a table is made without them unless ` +
+    `asked. Run ${migrateWith(ref, 'erasure')} before starting the app, or leave erasure out ` +
+    `(docs/erasure.md).`,
+  partitionsUnsupported: (table: string, dialect: string): string =>
+    `dispatcher.claims 'partitions' is not available on ${dialect === 'mysql' ? 'MySQL/MariaDB' : dialect === 'sqlite' ? 'SQLite' : dialect} in this release (the outbox ` +
     `table ${table}): it runs on PostgreSQL. Leave dispatcher.claims at 'leases' (the default) ` +
     `on this database (docs/delivery.md, "Partitions").`,
+  deliveryPartitionsOnlyPostgres: (table: string, dialect: string): string =>
+    `Delivery partitions are not in use on ${table}: only PostgreSQL has them ` +
+    `(dispatcher.claims: 'partitions'), and this table is on ${dialect === 'mysql' ? 'MySQL/MariaDB' : dialect === 'sqlite' ? 'SQLite' : dialect}; ` +
+    `its dispatchers lease rows ("outbox leases" lists the expired ones).`,
+  deliveryPartitionsNoStep: (table: string, reason: string, step: number): string =>
+    `Delivery partitions are not in use on ${table}: it lacks the tables schema step ${step} ` +
+    `makes (${reason}). Its dispatchers lease rows; dispatcher.claims: 'partitions' needs ` +
+    `"npx outbox schema migrate" first (docs/delivery.md, "Partitions").`,
+  deliveryPartitionsNoDispatcher: (table: string, claims: 'leases' | 'partitions' | null): string =>
+    `Delivery partitions are not in use on ${table}: no dispatcher delivers it by partitions ` +
+    (claims === 'leases'
+      ? `(this app's dispatcher.claims is 'leases', the default: its dispatchers lease rows).`
+      : claims === 'partitions'
+        ? `now (this app's dispatcher.claims is 'partitions': none of its dispatchers is running, or they all stopped).`
+        : `now (with dispatcher.claims 'leases', the default, dispatchers lease rows; with ` +
+          `'partitions', none is running).`),
   waitingIndexMissing: (table: string, ref: OutboxTableRef): string =>
     `The outbox table ${table} lacks the index of waiting messages (${ref.tableName}_waiting_idx) ` +
     `that schema step 5 adds: the dispatcher works without it, but every settle then probes ` +
@@ -297,11 +364,20 @@ export const OutboxMessages = {
     `silently take the place of the other. Give each its own name, ` +
     `OutboxModule.forRoot({ name: 'audit', ... }), and inject the named one with ` +
     `@InjectOutbox('audit') (its OutboxService) or @InjectOutboxAdmin('audit').`,
-  shutdownHooksMissing: (leaseMs: number): string =>
+  shutdownHooksMissing: (dispatcher: {
+    readonly claims: 'leases' | 'partitions';
+    readonly leaseMs: number;
+    readonly partitionTimeoutMs: number;
+  }): string =>
     'Nothing handles SIGTERM in this process: call app.enableShutdownHooks() in main.ts ' +
-    '(README: "Usage"). Without it SIGTERM ends the process at once, and the messages the ' +
-    `dispatcher has claimed stay leased until dispatcher.leaseMs (${leaseMs} ms) ends, each ` +
-    'with an attempt counted, instead of being released for the next instance.',
+    '(README: "Usage"). Without it SIGTERM ends the process at once, and ' +
+    (dispatcher.claims === 'partitions'
+      ? `its delivery partitions stay held until their heartbeat runs out ` +
+        `(dispatcher.partitionTimeoutMs, ${dispatcher.partitionTimeoutMs} ms) instead of being ` +
+        'handed to the next instance at once; what it was publishing is published again then.'
+      : `the messages the dispatcher has claimed stay leased until dispatcher.leaseMs ` +
+        `(${dispatcher.leaseMs} ms) ends, each with an attempt counted, instead of being ` +
+        'released for the next instance.'),
   /** `supported`: the driver types, already listed ("a, b or c"). */
   unsupportedDatabase: (type: string, supported: string): string =>
     `Database type "${type}" is not supported by nestjs-outbox: use ${supported}.`,
@@ -360,6 +436,11 @@ export const OutboxMessages = {
     `Create it ${OutboxMessages.auditTableDdl()}, with ensureOutboxConsoleAuditTable(dataSource) ` +
     '(nestjs-outbox/console) or new OutboxAuditStore(sqlPort).ensure(), or with the command ' +
     '"outbox schema migrate --audit"; nothing was sent.',
+  erasureNoAuditTable: (table: string, cause: string): string =>
+    `Erasure refused: the audit table ${table} it must be recorded in cannot be read (${cause}). ` +
+    `Create it ${OutboxMessages.auditTableDdl()}, with ensureOutboxConsoleAuditTable(dataSource) ` +
+    '(nestjs-outbox/console) or new OutboxAuditStore(sqlPort).ensure(), or with the command ' +
+    '"outbox schema migrate --audit"; nothing was erased.',
   redriveTooMany: (max: number): string =>
     `Re-drive refused: the filter selects more than ${max} delivered messages (maxCount). ` +
     'Narrow it (a time range, a key), or raise maxCount; nothing was sent.',

@@ -1,3 +1,4 @@
+import { attachClaimCheckLedger, withClaimCheckPublisher } from './module/claim-check.wiring';
 import { Logger, Module, type DynamicModule, type Provider } from '@nestjs/common';
 import { DiscoveryModule, DiscoveryService, MetadataScanner, ModuleRef } from '@nestjs/core';
 import { DeadLetterFallbacks } from './dispatch/fallback/dead-letter-fallbacks';
@@ -103,7 +104,7 @@ function coreProviders(workers: boolean, name: string): Provider[] {
         const resolved = resolveOutboxOptions(options, workers, name);
         // The 0.2 spelling of the delivery mode still works for one release, said once here.
         if (resolved.deprecation !== null) new Logger('OutboxModule').warn(resolved.deprecation);
-        return resolved;
+        return withClaimCheckPublisher(resolved);
       },
     },
     {
@@ -129,13 +130,15 @@ function coreProviders(workers: boolean, name: string): Provider[] {
         options: ResolvedOutboxOptions,
         connection: OutboxConnection<unknown>,
         plan: DeliveryPlan,
-      ) =>
-        createOutboxStore(connection.sql, options, {
+      ) => {
+        attachClaimCheckLedger(options, connection.sql);
+        return createOutboxStore(connection.sql, options, {
           enabled: workers,
           notify: plan.notifies,
           // Where the connection reports its commits, the NOTIFY leaves the app's transaction.
           afterCommit: connection.afterCommit !== undefined,
-        }),
+        });
+      },
     },
     OUTBOX_DELIVERY_PLAN_PROVIDER,
     ...(workers ? [deadLetterFallbacksProvider(name)] : []),

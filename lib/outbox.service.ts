@@ -1,5 +1,6 @@
 import { Inject, Injectable, Logger, type OnApplicationShutdown } from '@nestjs/common';
 import { getOutboxEventMetadata } from './message/outbox-event.decorator';
+import { markClaimChecks } from './message/claim-check-mark';
 import type { EntityManager } from 'typeorm';
 import { OutboxInvalidMessageError } from './errors/outbox-invalid-message.error';
 import { OutboxTransactionRequiredError } from './errors/outbox-transaction-required.error';
@@ -19,6 +20,7 @@ import type {
   OutboxUpkeepPort,
 } from './store/ports/outbox-store.port';
 import { writtenKeyedRows } from './store/shared-sql/key-sequence';
+import { subjectKeyVault, type SubjectKeyVault } from './store/subject-key-vault';
 import { CommitWatcher } from './dispatch/poll/commit-watcher';
 import {
   checkedTenant,
@@ -37,6 +39,12 @@ import {
 import { OutboxMessages } from './outbox.messages';
 import type { ResolvedOutboxOptions } from './options/resolve-outbox-options';
 import type { DeliveryDuties } from './options/delivery-duties';
+import { refuseUnknownKeys } from './internal/known-keys';
+
+/** What enqueue's per-call options accept; the build fails when `EnqueueOptions` gains a key. */
+const ENQUEUE_OPTION_KEYS = {
+  '': { availableAt: true, delayMs: true } satisfies Record<keyof EnqueueOptions, true>,
+};
 
 /** What `enqueue()` accepts: an `@OutboxEvent()` instance or a plain message. */
 export type OutboxInput = object | OutboxMessage;
@@ -70,6 +78,7 @@ export class OutboxService<Tx = EntityManager> implements OnApplicationShutdown 
   private readonly logger = new Logger('OutboxService');
   /** Event types already warned of: their class has a policy this instance does not apply. */
   private readonly unappliedPolicies = new Set<string>();
+  private keys: SubjectKeyVault | undefined;
 
   constructor(
     @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
@@ -130,8 +139,24 @@ export class OutboxService<Tx = EntityManager> implements OnApplicationShutdown 
     options: EnqueueOptions | undefined,
   ): Promise<EnqueueReport> {
     const list: readonly OutboxInput[] = Array.isArray(input) ? input : [input];
-    // Validate everything before touching the database: a bad message writes nothing.
-    const rows = this.withTenants(
+    // Validate everything before touching the database: a bad message writes nothing. An
+    // unknown option too: a misspelt `delayMS` would otherwise send the message at once.
+    refuseUnknownKeys(
+      options,
+      ENQUEUE_OPTION_KEYS,
+      ({ path, suggestion, accepted }) =>
+        new OutboxInvalidMessageError(
+          OutboxMessages.unknownRuntimeOption(
+            'OutboxService.enqueue()',
+            path,
+            suggestion,
+            accepted,
+          ),
+          'invalid-schedule',
+          0,
+        ),
+    );
+    let rows = this.withTenants(
       this.withProvidedHeaders(
         list.map((item, index) => this.serializer.toRow(item, index, options)),
       ),
@@ -139,8 +164,10 @@ export class OutboxService<Tx = EntityManager> implements OnApplicationShutdown 
     rejectRepeatedIds(rows);
     this.warnOfUnappliedPolicies(list);
     if (this.duties.jsonRowsOnly) rejectWhatDebeziumDrops(rows);
-    const publisher = this.options.publisher;
-    if (publisher?.checkEnqueue !== undefined) rejectWhatThePublisherRefuses(rows, publisher);
+    const personal = rows.some((row) => row.personal !== undefined);
+    if (personal && this.options.erasure === null) rejectPersonalWithoutErasure(rows);
+    // Sealed rows are checked once sealed (the size the broker gets), in the transaction.
+    if (!personal) rows = this.checkAsSent(rows);
     const tx = manager ?? (this.currentTransaction() as Tx | undefined);
     if (tx === undefined) {
       // TypeORM's message names the EntityManager; another library's names its own handle.
@@ -151,6 +178,9 @@ export class OutboxService<Tx = EntityManager> implements OnApplicationShutdown 
     // Checked even for an empty list, as before: a call outside a transaction is a mistake.
     const runner = this.connection.join(tx);
     let duplicates: readonly string[] = [];
+    if (personal) {
+      rows = this.checkAsSent(await this.vault().seal(runner, rows));
+    }
     if (rows.length > 0) {
       duplicates = await this.store.insert(runner, rows, this.options.ordering.queue.ordered);
       if (this.options.ordering.sequence) {
@@ -159,6 +189,30 @@ export class OutboxService<Tx = EntityManager> implements OnApplicationShutdown 
       this.commits.track(tx);
     }
     return { messageIds: rows.map((r) => r.messageId), duplicates };
+  }
+
+  /**
+   * Marks the rows the claim check sends by reference and refuses what the publisher says it
+   * could never deliver, on the payloads as they will be sent.
+   */
+  private checkAsSent(given: NewOutboxRow[]): NewOutboxRow[] {
+    const claimCheck = this.options.claimCheck;
+    const rows = claimCheck === null ? given : markClaimChecks(given, claimCheck.thresholdFor);
+    const publisher = this.options.publisher;
+    if (publisher?.checkEnqueue !== undefined) rejectWhatThePublisherRefuses(rows, publisher);
+    return rows;
+  }
+
+  /** The erasure's key table beside the outbox table, made on first use. */
+  private vault(): SubjectKeyVault {
+    const erasure = this.options.erasure;
+    if (erasure === null) throw new Error('OutboxService: the erasure option is not set');
+    this.keys ??= subjectKeyVault(
+      this.connection.sql.databaseType,
+      this.options,
+      erasure.keyWrapper,
+    );
+    return this.keys;
   }
 
   /**
@@ -340,6 +394,16 @@ function rejectWhatThePublisherRefuses(
       );
     }
   });
+}
+
+/** Personal data without the `erasure` option would be stored in clear: refused. */
+function rejectPersonalWithoutErasure(rows: readonly NewOutboxRow[]): void {
+  const index = rows.findIndex((row) => row.personal !== undefined);
+  throw new OutboxInvalidMessageError(
+    OutboxMessages.invalidField('personal', OutboxMessages.erasureOff()),
+    'invalid-personal',
+    index,
+  );
 }
 
 /** One call naming one message id twice is a mistake, not a retry: refuse it. */

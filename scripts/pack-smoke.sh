@@ -10,6 +10,9 @@
 #     oldest  the oldest supported majors: NestJS 10, @nestjs/schedule 4, TypeORM 0.3.17,
 #             amqplib 0.10
 #
+# PACK_SMOKE_TARBALL: a tarball `npm pack` made already, used instead of packing (and building)
+# again; CI packs once for the three modes.
+#
 # Needs PostgreSQL (PGHOST, PGPORT, PGUSER, PGPASSWORD, PGDATABASE; default 127.0.0.1:5432,
 # postgres, db test) and RabbitMQ (RABBITMQ_URL, default amqp://guest:guest@127.0.0.1:5672);
 # no Docker.
@@ -28,8 +31,11 @@ oldest_peer() {
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 cd "$root"
+if [[ -n "${PACK_SMOKE_TARBALL:-}" ]]; then
+  # A tarball packed already (CI packs once for the three modes).
+  cp "$PACK_SMOKE_TARBALL" "$work/"
 # npm pack builds first (prepack); its output is shown only when it fails.
-if ! npm pack --pack-destination "$work" > "$work/pack.log" 2>&1; then
+elif ! npm pack --pack-destination "$work" > "$work/pack.log" 2>&1; then
   cat "$work/pack.log" >&2
   exit 1
 fi
@@ -83,13 +89,18 @@ case "$mode" in
     ;;
 esac
 
+# The pinned and oldest versions are what the npm cache holds once fetched (packuments taken from
+# it without asking the registry again); latest asks the registry, for today's newest.
+install=(npm install --no-audit --no-fund --loglevel=error)
+[[ "$mode" == latest ]] || install+=(--prefer-offline)
+
 cd "$work"
 cat > package.json <<JSON
 { "name": "outbox-pack-smoke", "version": "1.0.0", "private": true }
 JSON
 echo "== pack-smoke ($mode): npm install ./$tarball ${deps[*]}"
 # No --legacy-peer-deps: a peer range that excludes what a user gets must fail, as it would for them.
-npm install --no-audit --no-fund --loglevel=error "./$tarball" "${deps[@]}"
+"${install[@]}" "./$tarball" "${deps[@]}"
 node -e '
   const v = (p) => JSON.parse(require("fs").readFileSync(`node_modules/${p}/package.json`, "utf8")).version;
   console.log("== installed: " + ["@nestjs/core", "@nestjs/schedule", "@nestjs/typeorm", "typeorm",
@@ -142,7 +153,7 @@ if [[ "$mode" == pinned ]]; then
   # a message left by the first run must not break the second.
   echo "== pack-smoke (pinned): the documentation's spec under jest, twice"
   node "$root/scripts/pack-smoke/readme-snippets.mjs" "$root" . "a test"
-  npm install --no-audit --no-fund --loglevel=error "$(pinned jest)" "$(pinned ts-jest)" \
+  "${install[@]}" "$(pinned jest)" "$(pinned ts-jest)" \
     "$(pinned @types/jest)" "$(pinned @nestjs/testing)"
   cat > tsconfig.json <<'JSON'
 { "compilerOptions": { "module": "commonjs", "target": "ES2022", "strict": true, "esModuleInterop": true,

@@ -33,7 +33,14 @@ import { CONFIGURE_HINT } from '../support/services';
 import { timedWithCpu } from '../support/node-cpu';
 import { ratio, round } from '../support/stats';
 
+/** The window of the streaming variant: the bare relay's unconfirmed publishes. */
+const STREAM_WINDOW = 1_000;
 const TABLE = named('bench_p1');
+/**
+ * The streaming variant's own table: two `'partitions'` dispatchers on one table divide its
+ * partitions between them, and one drained by hand would then drain only its share.
+ */
+const STREAM_TABLE = named('bench_p1_stream');
 
 interface PropertyVariant {
   readonly properties: Exclude<BareProperties, 'bare'>;
@@ -72,6 +79,7 @@ export async function p1(ctx: BenchContext): Promise<ScenarioResult> {
     `Drain PostgreSQL → RabbitMQ, 1 dispatcher, ordering on, 1 000 keys, 1 KiB payloads (${n.toLocaleString('en-US')} msgs)`,
   );
   await resetOutboxTable(pg, TABLE);
+  await resetOutboxTable(pg, STREAM_TABLE);
   await resetQueue(rabbit, QUEUE);
 
   const app = await startOutboxApp({
@@ -113,6 +121,17 @@ export async function p1(ctx: BenchContext): Promise<ScenarioResult> {
     ordering: { enabled: true },
     dispatcher: { claims: 'partitions' },
   });
+  // The same publishing as a stream (dispatcher.publishWindow, the bare relay's 1 000
+  // unconfirmed): slices of 250 across batches, settles written together (issue 76, step 2).
+  const streamApp = await startOutboxApp({
+    dataSource: pg,
+    tableName: STREAM_TABLE,
+    publisher: rabbitPublisher(QUEUE),
+    autoStart: false,
+    instanceId: 'bench-p1-stream',
+    ordering: { enabled: true },
+    dispatcher: { claims: 'partitions', publishWindow: STREAM_WINDOW },
+  });
   const pool = pgPool(4);
   const link = new ConfirmLink(1_000);
   const pgtoModes: PgtoMode[] = ctx.pgSettings.walLevel === 'logical' ? ['fast', 'readme'] : [];
@@ -126,6 +145,7 @@ export async function p1(ctx: BenchContext): Promise<ScenarioResult> {
   const noHeadersRates: number[] = [];
   const deleteRates: number[] = [];
   const partitionsRates: number[] = [];
+  const streamRates: number[] = [];
   // The module's drains, each checked at the consumer.
   const moduleDrains = [
     { label: 'module', app, cpuKey: 'module', rates: moduleRates },
@@ -147,6 +167,13 @@ export async function p1(ctx: BenchContext): Promise<ScenarioResult> {
       cpuKey: 'module_partitions',
       rates: partitionsRates,
     },
+    {
+      label: `module with 'partitions' and publishWindow ${STREAM_WINDOW}`,
+      app: streamApp,
+      table: STREAM_TABLE,
+      cpuKey: 'module_stream',
+      rates: streamRates,
+    },
   ];
   const bareRates: number[] = [];
   const bareDeleteRates: number[] = [];
@@ -162,10 +189,10 @@ export async function p1(ctx: BenchContext): Promise<ScenarioResult> {
   let orderViolations = 0;
   let missing = 0;
 
-  const prepare = async (count: number): Promise<void> => {
-    await truncateOutbox(pg, TABLE);
-    await seedOutbox(pg, TABLE, count);
-    await analyse(pg, TABLE);
+  const prepare = async (count: number, table = TABLE): Promise<void> => {
+    await truncateOutbox(pg, table);
+    await seedOutbox(pg, table, count);
+    await analyse(pg, table);
     await purgeQueue(rabbit, QUEUE);
   };
   // Node CPU per message of the drains run in this process (the module's dispatcher and the
@@ -199,6 +226,8 @@ export async function p1(ctx: BenchContext): Promise<ScenarioResult> {
       await drainAll(deleteApp, pg, TABLE);
       await prepare(2_000);
       await drainAll(partitionsApp, pg, TABLE);
+      await prepare(2_000, STREAM_TABLE);
+      await drainAll(streamApp, pg, STREAM_TABLE);
       await prepare(2_000);
       await bare();
       await prepare(2_000);
@@ -211,8 +240,9 @@ export async function p1(ctx: BenchContext): Promise<ScenarioResult> {
           `P1 run ${run} ${drain.label}`,
           log,
           async () => {
-            await prepare(n);
-            const s = await timed(() => drainAll(drain.app, pg, TABLE), drain.cpuKey);
+            const table = drain.table ?? TABLE;
+            await prepare(n, table);
+            const s = await timed(() => drainAll(drain.app, pg, table), drain.cpuKey);
             return { s, check: await readAndCheck(QUEUE, n) };
           },
           [drain.app],
@@ -264,6 +294,7 @@ export async function p1(ctx: BenchContext): Promise<ScenarioResult> {
     await noHeadersApp.close();
     await deleteApp.close();
     await partitionsApp.close();
+    await streamApp.close();
     await pool.end();
   }
 
@@ -313,6 +344,7 @@ export async function p1(ctx: BenchContext): Promise<ScenarioResult> {
   }
   await link.close();
   await dropOutboxTable(pg, TABLE);
+  await dropOutboxTable(pg, STREAM_TABLE);
   await rabbit.deleteQueue(QUEUE);
 
   const module = addMetric(
@@ -337,6 +369,14 @@ export async function p1(ctx: BenchContext): Promise<ScenarioResult> {
     "nestjs-outbox, dispatcher.claims 'partitions' (RabbitMqPublisher, defaults)",
     'msgs/s',
     partitionsRates,
+    n,
+  );
+  const streamS = addMetric(
+    result,
+    'module_stream_msgs_per_s',
+    `nestjs-outbox, 'partitions' with dispatcher.publishWindow ${STREAM_WINDOW} (RabbitMqPublisher)`,
+    'msgs/s',
+    streamRates,
     n,
   );
   const bareS = addMetric(
@@ -440,6 +480,15 @@ export async function p1(ctx: BenchContext): Promise<ScenarioResult> {
     1.0,
   );
   result.values.p1_partitions_vs_leases = round(ratio(partitionsS.median, module.median), 3);
+  addTarget(
+    result,
+    'p1_stream_vs_bare',
+    `drain with 'partitions' and publishWindow ${STREAM_WINDOW} vs the bare relay (issue 76's target)`,
+    ratio(streamS.median, bareS.median),
+    '>=',
+    1.0,
+  );
+  result.values.p1_stream_vs_partitions = round(ratio(streamS.median, partitionsS.median), 3);
   result.values.p1_no_headers_vs_bare_no_headers = round(
     ratio(noHeaders.median, bareNoHeaders.median),
     3,

@@ -44,13 +44,19 @@ const TABLE = named('bench_p1_sqs');
 const HOST = process.env.ELASTICMQ_HOST ?? '127.0.0.1';
 const PORT = Number(process.env.ELASTICMQ_PORT ?? 9324);
 const CONCURRENCY = 10; // SqsPublisher's default maxConcurrentRequests
-const clientConfig = {
+export const clientConfig = {
   endpoint: `http://${HOST}:${PORT}`,
   region: 'elasticmq',
   credentials: { accessKeyId: 'bench', secretAccessKey: 'bench' },
 };
 
-async function ensureElasticMq(log: (line: string) => void): Promise<(() => void) | undefined> {
+/**
+ * ElasticMQ, running: started when it is not (the answer then stops it); undefined when it
+ * cannot be started.
+ */
+export async function ensureElasticMq(
+  log: (line: string) => void,
+): Promise<(() => void) | undefined> {
   if (await canConnect(HOST, PORT)) return () => undefined;
   const { execFileSync } = await import('node:child_process');
   const { join } = await import('node:path');

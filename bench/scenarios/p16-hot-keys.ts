@@ -36,6 +36,13 @@ import {
 import { ratio, round } from '../support/stats';
 
 const TABLE = named('bench_p16');
+/**
+ * The streaming variants' own table: two `'partitions'` dispatchers on one table divide its
+ * partitions, and one drained by hand would drain only its share.
+ */
+const STREAM_TABLE = named('bench_p16_stream');
+const tableOf = (v: { readonly window?: number }): string =>
+  v.window === undefined ? TABLE : STREAM_TABLE;
 const QUEUE = named('bench.p16', '.');
 
 interface Variant {
@@ -46,6 +53,10 @@ interface Variant {
   readonly maxRun: number;
   /** Share of the backlog size. */
   readonly share: number;
+  /** `dispatcher.claims`; the default ('leases') when absent. */
+  readonly claims?: 'partitions';
+  /** `dispatcher.publishWindow` (with 'partitions'): publishing as a stream. */
+  readonly window?: number;
 }
 
 const VARIANTS: readonly Variant[] = [
@@ -53,7 +64,47 @@ const VARIANTS: readonly Variant[] = [
   { name: 'keys_100', label: '100 keys', keys: 100, maxRun: 50, share: 1 },
   { name: 'keys_10', label: '10 keys', keys: 10, maxRun: 50, share: 1 },
   { name: 'keys_10_run_1', label: '10 keys, maxRun 1', keys: 10, maxRun: 1, share: 0.1 },
+  // The same two backlogs under delivery partitions (issue 76: 10 hot keys ≥ 0.5 × a key per
+  // message, each against its own mode's key per message).
+  {
+    name: 'partitions_key_per_message',
+    label: "dispatcher.claims 'partitions', a key per message",
+    keys: null,
+    maxRun: 50,
+    share: 1,
+    claims: 'partitions',
+  },
+  {
+    name: 'partitions_keys_10',
+    label: "dispatcher.claims 'partitions', 10 keys",
+    keys: 10,
+    maxRun: 50,
+    share: 1,
+    claims: 'partitions',
+  },
+  // Publishing as a stream (issue 76, step 2), against its own key per message.
+  {
+    name: 'stream_key_per_message',
+    label: "'partitions', publishWindow 1 000, a key per message",
+    keys: null,
+    maxRun: 50,
+    share: 1,
+    claims: 'partitions',
+    window: 1_000,
+  },
+  {
+    name: 'stream_keys_10',
+    label: "'partitions', publishWindow 1 000, 10 keys",
+    keys: 10,
+    maxRun: 50,
+    share: 1,
+    claims: 'partitions',
+    window: 1_000,
+  },
 ];
+
+/** The app a variant drains with: one per (maxRun, claims). */
+const appOf = (v: Variant): string => `${v.maxRun}:${v.claims ?? 'leases'}:${v.window ?? 0}`;
 
 export async function p16(ctx: BenchContext): Promise<ScenarioResult> {
   const { profile, pg, rabbit } = ctx;
@@ -63,33 +114,46 @@ export async function p16(ctx: BenchContext): Promise<ScenarioResult> {
     `Hot keys: drain ${n.toLocaleString('en-US')} msgs PostgreSQL → RabbitMQ over 10 and 100 keys vs a key per message (ordering on)`,
   );
   await resetOutboxTable(pg, TABLE);
+  await resetOutboxTable(pg, STREAM_TABLE);
   await resetQueue(rabbit, QUEUE);
-  const apps = new Map<number, OutboxApp>();
+  const apps = new Map<string, OutboxApp>();
   const rates: number[][] = VARIANTS.map(() => []);
   let problems = 0;
   try {
-    for (const maxRun of new Set(VARIANTS.map((v) => v.maxRun))) {
+    for (const variant of VARIANTS) {
+      if (apps.has(appOf(variant))) continue;
+      const { maxRun, claims, window } = variant;
       apps.set(
-        maxRun,
+        appOf(variant),
         await startOutboxApp({
           dataSource: pg,
-          tableName: TABLE,
+          tableName: tableOf(variant),
           publisher: rabbitPublisher(QUEUE),
           autoStart: false,
-          instanceId: `bench-p16-run-${maxRun}`,
+          instanceId: `bench-p16-run-${maxRun}${claims === undefined ? '' : `-${claims}`}${window === undefined ? '' : `-w${window}`}`,
           ordering: { enabled: true, maxRun },
+          ...(claims === undefined
+            ? {}
+            : {
+                dispatcher: { claims, ...(window === undefined ? {} : { publishWindow: window }) },
+              }),
         }),
       );
     }
     // Warm-up of each app (connections, plans); not measured.
-    for (const app of apps.values()) {
-      await truncateOutbox(pg, TABLE);
-      await seedOutbox(pg, TABLE, 2_000, { keys: 10 });
-      await drainAll(app, pg, TABLE);
+    const warmed = new Set<OutboxApp>();
+    for (const variant of VARIANTS) {
+      const app = apps.get(appOf(variant));
+      if (app === undefined || warmed.has(app)) continue;
+      warmed.add(app);
+      const table = tableOf(variant);
+      await truncateOutbox(pg, table);
+      await seedOutbox(pg, table, 2_000, { keys: 10 });
+      await drainAll(app, pg, table);
     }
     for (let run = 1; run <= ctx.runs; run++) {
       for (const [i, variant] of VARIANTS.entries()) {
-        const app = apps.get(variant.maxRun);
+        const app = apps.get(appOf(variant));
         if (app === undefined) continue;
         const size = Math.max(1_000, Math.round(n * variant.share));
         const drained = await checkedRabbitDrain({
@@ -97,7 +161,7 @@ export async function p16(ctx: BenchContext): Promise<ScenarioResult> {
           log: ctx.log,
           app,
           ds: pg,
-          table: TABLE,
+          table: tableOf(variant),
           rabbit,
           queue: QUEUE,
           n: size,
@@ -111,6 +175,7 @@ export async function p16(ctx: BenchContext): Promise<ScenarioResult> {
   } finally {
     for (const app of apps.values()) await app.close();
     await dropOutboxTable(pg, TABLE);
+    await dropOutboxTable(pg, STREAM_TABLE);
     await rabbit.deleteQueue(QUEUE);
   }
   const medians = VARIANTS.map((variant, i) =>
@@ -123,14 +188,27 @@ export async function p16(ctx: BenchContext): Promise<ScenarioResult> {
       Math.max(1_000, Math.round(n * variant.share)),
     ),
   );
-  const control = medians[0]?.median ?? Number.NaN;
+  // Each mode against its own drain of a key per message.
+  const controlOf = (v: Variant): number => {
+    const i = VARIANTS.findIndex(
+      (c) => c.keys === null && c.claims === v.claims && c.window === v.window,
+    );
+    return medians[i]?.median ?? Number.NaN;
+  };
   for (const [i, variant] of VARIANTS.entries()) {
-    if (i === 0) continue;
-    const value = round(ratio(medians[i]?.median ?? Number.NaN, control), 3);
+    if (variant.keys === null) continue;
+    const value = round(ratio(medians[i]?.median ?? Number.NaN, controlOf(variant)), 3);
     const key = `p16_${variant.name}_vs_key_per_message`;
     if (variant.maxRun === 1) result.values[key] = value;
-    else addTarget(result, key, `${variant.label} ÷ a key per message`, value, '>=', 0.3);
+    else if (variant.claims === 'partitions') {
+      addTarget(result, key, `${variant.label} ÷ a key per message (its mode)`, value, '>=', 0.5);
+    } else addTarget(result, key, `${variant.label} ÷ a key per message`, value, '>=', 0.3);
   }
+  const partitionsKeyed = VARIANTS.findIndex((v) => v.name === 'partitions_key_per_message');
+  result.values.p16_partitions_vs_leases_key_per_message = round(
+    ratio(medians[partitionsKeyed]?.median ?? Number.NaN, medians[0]?.median ?? Number.NaN),
+    3,
+  );
   addTarget(
     result,
     'p16_delivery_problems',
@@ -154,7 +232,7 @@ export async function p16(ctx: BenchContext): Promise<ScenarioResult> {
   return result;
 }
 
-const KAFKA_VARIANTS = VARIANTS.filter((v) => v.maxRun !== 1);
+const KAFKA_VARIANTS = VARIANTS.filter((v) => v.maxRun !== 1 && v.claims === undefined);
 
 /** The backlogs of KAFKA_VARIANTS drained into a Kafka topic, counted there. */
 async function measureKafka(ctx: BenchContext, result: ScenarioResult): Promise<void> {

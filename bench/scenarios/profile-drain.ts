@@ -101,7 +101,7 @@ interface ProfiledTarget {
   readonly title: string;
   /** The scenario whose drain this is. */
   readonly scenario: 'P1' | 'P2';
-  readonly summaryKey: 'cpuProfile' | 'cpuProfileKafka';
+  readonly summaryKey: `cpuProfile${string}`;
   readonly markdown: string;
   readonly directory: string;
   readonly child: Pick<DispatcherChildConfig, 'queue' | 'kafkaTopic'>;
@@ -245,16 +245,44 @@ async function bareCosts(
   return costs;
 }
 
+/**
+ * How the profiled dispatcher shares the table (`--profile-claims`): the default leases,
+ * `partitions`, or `stream` (partitions publishing with a window of 1 000). The latter two are
+ * recorded and rendered apart (`cpuProfilePartitions`, profile-partitions.md, …).
+ */
+export type ProfiledClaims = 'leases' | 'partitions' | 'stream';
+
+const CLAIMS_OPTIONS: Record<ProfiledClaims, DispatcherChildConfig['dispatcher']> = {
+  leases: undefined,
+  partitions: { claims: 'partitions' },
+  stream: { claims: 'partitions', publishWindow: 1_000 },
+};
+
 export async function profileDrain(
   ctx: BenchContext,
   resultsDir: string,
   broker: ProfiledBroker = 'rabbitmq',
+  claims: ProfiledClaims = 'leases',
 ): Promise<void> {
   const { pg } = ctx;
-  const target = broker === 'kafka' ? await kafkaTarget(ctx) : rabbitTarget(ctx);
-  if (target === null) {
+  const base = broker === 'kafka' ? await kafkaTarget(ctx) : rabbitTarget(ctx);
+  if (base === null) {
     throw new Error('Kafka is not reachable and could not be started: `npm run kafka:start`');
   }
+  const suffix = claims === 'leases' ? '' : claims;
+  const target: ProfiledTarget =
+    suffix === ''
+      ? base
+      : {
+          ...base,
+          title: `${base.title}, dispatcher ${JSON.stringify(CLAIMS_OPTIONS[claims])}`,
+          summaryKey: `${base.summaryKey}${suffix[0]?.toUpperCase() ?? ''}${suffix.slice(1)}`,
+          markdown: base.markdown.replace('.md', `-${suffix}.md`),
+          directory: `${base.directory}-${suffix}`,
+          empty: () => base.empty(),
+          bare: () => base.bare(),
+          end: () => base.end(),
+        };
   const n = target.scenario === 'P1' ? ctx.profile.p1Messages : ctx.profile.p2Messages;
   const dir = join(resultsDir, target.directory);
   rmSync(dir, { recursive: true, force: true });
@@ -280,6 +308,7 @@ export async function profileDrain(
         ...target.child,
         instanceId: 'bench-profile',
         phases: true,
+        ...(CLAIMS_OPTIONS[claims] === undefined ? {} : { dispatcher: CLAIMS_OPTIONS[claims] }),
       } satisfies DispatcherChildConfig,
       [
         '--cpu-prof',
@@ -371,7 +400,7 @@ export async function profileDrain(
     serverExecMs: round(serverMs, 1),
     perMessage: costs,
     cpu,
-    profileFile: file === undefined ? null : `bench/results/profile/${file}`,
+    profileFile: file === undefined ? null : `bench/results/${target.directory}/${file}`,
   };
   updateSummary(resultsDir, (results) => {
     results[target.summaryKey] = summary;

@@ -14,6 +14,7 @@ import { ensureOutboxTable } from '../../lib/typeorm/typeorm-tables';
 import { serverConnection } from '../../test/support/databases';
 import { KEYS, PAYLOAD_BYTES, SERVICES } from './config';
 import { sleep } from '../../test/support/wait-for';
+import { OUTBOX_STEP_OPTIONS } from '../../lib/store/schema/schema-steps';
 
 /** The business row of P5's transactions. */
 @Entity('bench_order')
@@ -141,7 +142,7 @@ export function quoteTable(ds: DataSource, table: string): string {
 /** A fresh, empty outbox table (dropped first if it exists). */
 export async function resetOutboxTable(ds: DataSource, table: string): Promise<void> {
   await dropOutboxTable(ds, table);
-  await ensureOutboxTable(ds, { tableName: table });
+  await ensureOutboxTable(ds, { tableName: table, with: OUTBOX_STEP_OPTIONS });
 }
 
 export async function dropOutboxTable(ds: DataSource, table: string): Promise<void> {
@@ -150,6 +151,11 @@ export async function dropOutboxTable(ds: DataSource, table: string): Promise<vo
   await ds.query(`DROP TABLE IF EXISTS ${quoteTable(ds, table)}`);
   // The guard of a partitioned table (P7, P11, P12).
   await ds.query(`DROP TABLE IF EXISTS ${quoteTable(ds, `${table}_ids`)}`);
+  // The claim check's payloads (P23).
+  await ds.query(`DROP TABLE IF EXISTS ${quoteTable(ds, `${table}_claim_checks`)}`);
+  // The erasure's key tables (P24).
+  await ds.query(`DROP TABLE IF EXISTS ${quoteTable(ds, `${table}_subject_uses`)}`);
+  await ds.query(`DROP TABLE IF EXISTS ${quoteTable(ds, `${table}_subject_keys`)}`);
   // The counters of ordering.sequence (P21).
   await ds.query(`DROP TABLE IF EXISTS ${quoteTable(ds, `${table}_key_seq`)}`);
   // The partition owners and dispatchers (dispatcher.claims 'partitions', P1).

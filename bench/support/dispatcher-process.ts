@@ -25,6 +25,7 @@ import {
   pendingCount,
 } from './databases';
 import { ReaderLines } from './log-tailing';
+import { ConfirmCounting, PartitionLines } from './partition-lines';
 import { StallingPublisher } from './stalling-publisher';
 import {
   connectPublisher,
@@ -58,6 +59,11 @@ export interface DispatcherChildConfig {
   readonly stallable?: boolean;
   /** Says "outage" to the parent at every outage the dispatcher reports (T1 does not count those kills). */
   readonly reportOutages?: boolean;
+  /**
+   * Counts what `'partitions'` ownership logs (lapses, takeovers: support/partition-lines.ts)
+   * and reports it with each "done" of the 'run' mode as `partitionLines` (T3).
+   */
+  readonly partitionLines?: boolean;
 }
 
 async function main(): Promise<void> {
@@ -68,6 +74,8 @@ async function main(): Promise<void> {
       ? await openMaria()
       : await openPostgres({ poolSize: 10, logger });
   const readerLines = config.logTailing === undefined ? undefined : new ReaderLines();
+  const partitionLines = config.partitionLines === true ? new PartitionLines() : undefined;
+  const appLogger = readerLines ?? partitionLines;
   const delivery: OutboxDelivery =
     config.logTailing === undefined ? 'poll' : logTailing(config.logTailing);
   const readerReport = (): Record<string, unknown> => {
@@ -86,7 +94,13 @@ async function main(): Promise<void> {
       if (m.type === 'stall') stalling?.stall();
     });
   }
+  let confirms: ConfirmCounting | undefined;
   const newPublisher = (): OutboxPublisher => {
+    if (config.partitionLines === true) {
+      // Carried over from the publisher of the previous "go": its count was reported then.
+      confirms = new ConfirmCounting(brokerPublisher());
+      return confirms;
+    }
     if (config.stallable !== true) return brokerPublisher();
     stalling = new StallingPublisher(brokerPublisher(), (batch) =>
       send({ type: 'hanging', ...batch }),
@@ -107,7 +121,7 @@ async function main(): Promise<void> {
       ordering: { enabled: true },
       dispatcher: config.dispatcher,
       delivery,
-      ...(readerLines === undefined ? {} : { logger: readerLines }),
+      ...(appLogger === undefined ? {} : { logger: appLogger }),
       observer: {
         onBatch: (report) => {
           progress += report.published;
@@ -164,6 +178,7 @@ async function main(): Promise<void> {
       // Closing stops the dispatcher; the next "go" starts a fresh one, so that a dispatcher
       // left running cannot join a later measurement with fewer dispatchers.
       await app.close();
+      const confirmedIds = confirms?.take();
       publisher = newPublisher();
       app = await open();
       const counted = claims;
@@ -180,6 +195,8 @@ async function main(): Promise<void> {
         emptyClaims: counted.empty,
         claimedRows: counted.rows,
         ...readerReport(),
+        ...(partitionLines === undefined ? {} : { partitionLines: partitionLines.take() }),
+        ...(confirmedIds === undefined ? {} : { confirmedIds }),
       });
       continue;
     }

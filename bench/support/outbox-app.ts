@@ -66,7 +66,7 @@ const WARMUP_TOPIC = '__bench_warmup';
 /** The library's own RabbitMQ publisher, on the default exchange (routing key = queue). */
 export function rabbitPublisher(
   queue: string,
-  options: Pick<RabbitMqPublisherOptions, 'outboxHeaders'> = {},
+  options: Pick<RabbitMqPublisherOptions, 'outboxHeaders' | 'cloudEvents'> = {},
 ): RabbitMqPublisher {
   return new RabbitMqPublisher({
     url: SERVICES.rabbitmq.url,
@@ -170,6 +170,28 @@ export function instrument(store: OutboxStore, publisher?: OutboxPublisher): Pha
       times.settleMs.push(performance.now() - t);
     }
   };
+  // Partitioned delivery reads and settles through the partition store: its reads count as claims.
+  const owned = store.partitions;
+  if (owned !== undefined) {
+    const read = owned.readOwned.bind(owned);
+    const settleOwned = owned.settleOwned.bind(owned);
+    owned.readOwned = async (...args) => {
+      const t = performance.now();
+      try {
+        return await read(...args);
+      } finally {
+        times.claimMs.push(performance.now() - t);
+      }
+    };
+    owned.settleOwned = async (...args) => {
+      const t = performance.now();
+      try {
+        return await settleOwned(...args);
+      } finally {
+        times.settleMs.push(performance.now() - t);
+      }
+    };
+  }
   return times;
 }
 

@@ -171,6 +171,8 @@ export interface ResultsSummary {
   cpuProfile?: unknown;
   /** The latest `--profile kafka` CPU profile. */
   cpuProfileKafka?: unknown;
+  /** The latest with `--profile-claims partitions|stream` (`cpuProfilePartitions`, …). */
+  [claimsProfile: `cpuProfile${string}`]: unknown;
 }
 
 export const SUMMARY_FILE = 'summary.json';

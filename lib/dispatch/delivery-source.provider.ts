@@ -7,6 +7,7 @@ import type { DeliverySourceFactory } from './delivery-source';
 import { LogSource, logSweepIntervalMs } from './log/log-source';
 import { PartitionSource } from './partitions/partition-source';
 import { PollSource, type PollSettings } from './poll/poll-source';
+import { RowLeases } from './leases/row-leases';
 
 /** The delivery mode's plan: the dispatcher's source, and what the other parts do. */
 export interface DeliveryPlan extends DeliveryDuties {
@@ -46,7 +47,15 @@ export function planDelivery(options: ResolvedOutboxOptions): DeliveryPlan {
   if (delivery === 'poll') {
     // Only a polling dispatcher LISTENs: a log source reads new rows from the log, so a NOTIFY
     // would wake no one.
-    return { ...duties, notifies: options.dispatcher.listen, source: pollSource(options) };
+    const rowLeases = options.dispatcher.claims === 'leases';
+    return {
+      ...duties,
+      // Delivery partitions lease no row: the owners promote orphans themselves, and expired
+      // leases (a deaf call's at shutdown) are read past as free.
+      unlocks: rowLeases,
+      notifies: options.dispatcher.listen,
+      source: pollSource(options),
+    };
   }
   return { ...duties, notifies: false, source: logSource(delivery) };
 }
@@ -57,7 +66,7 @@ function pollSource(options: ResolvedOutboxOptions): DeliverySourceFactory {
   }
   const { pollIntervalMs, listen } = options.dispatcher;
   return (pipeline, context) =>
-    new PollSource(pipeline, context, {
+    new PollSource(pipeline, context, new RowLeases(pipeline, context), {
       intervalMs: pollIntervalMs,
       listen,
       commitNudges: true,
@@ -77,8 +86,18 @@ function logSource(observer: OutboxLogObserver): DeliverySourceFactory {
     commitNudges: false,
     claimAtStart: false,
   };
-  return (pipeline, context) =>
-    new LogSource(observer, pipeline, context, new PollSource(pipeline, context, sweep));
+  // The reader's leases by id and the sweep's claims share one owner lock and one list of
+  // leases whose answer was lost.
+  return (pipeline, context) => {
+    const leases = new RowLeases(pipeline, context);
+    return new LogSource(
+      observer,
+      pipeline,
+      context,
+      leases,
+      new PollSource(pipeline, context, leases, sweep),
+    );
+  };
 }
 
 /** The instance's plan, made once (see `planDelivery`). */

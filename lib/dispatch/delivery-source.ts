@@ -33,6 +33,8 @@ export interface DeliverySource {
   readonly description: string;
   /** False when nothing is delivered here (another engine reads the table). */
   readonly delivers: boolean;
+  /** What becomes of the messages of a batch an abandoned shutdown left unsettled. */
+  readonly unsettled: string;
   /** Checks what the source needs (module init): a missing server setting fails the start. */
   prepare(): Promise<void>;
   start(): Promise<void>;
@@ -54,7 +56,7 @@ export interface DeliverySource {
 export interface SourceContext {
   readonly options: ResolvedOutboxOptions;
   readonly store: OutboxDeliveryPort;
-  /** The instance's SQL port: what a log source reads the server's settings through. */
+  /** The instance's SQL port: the owner lock's session, and what a log source reads the server's settings through. */
   readonly sql: SqlPort | undefined;
   /** The app's scheduler registry, when it imported ScheduleModule.forRoot(). */
   readonly registry: SchedulerRegistry | undefined;

@@ -10,6 +10,7 @@ import type { DeliverySource, DrainTimes, SourceContext, SourceStop } from './de
  */
 export class NoSource implements DeliverySource {
   readonly delivers = false;
+  readonly unsettled = '';
   readonly drainTimes: DrainTimes = { runningSince: undefined, lastFinishedAt: undefined };
 
   constructor(private readonly context: SourceContext) {}

@@ -95,7 +95,7 @@ export class OutboxDispatcher
     @Optional() @Inject(OUTBOX_DEAD_LETTER_FALLBACKS) fallbacks?: DeadLetterFallbackLookup,
   ) {
     // Made by hand (a test, a subclass), the dispatcher plans as the provider would.
-    const makeSource = (plan ?? planDelivery(options)).source;
+    const { source: makeSource } = plan ?? planDelivery(options);
     this.log = new DispatcherLog(this.logger, options.name);
     const context: SourceContext = { options, store, sql, registry, commits, log: this.log };
     if (makeSource === null) {
@@ -109,7 +109,6 @@ export class OutboxDispatcher
       options,
       store,
       publisher,
-      sql,
       log: this.log,
       ...(fallbacks === undefined ? {} : { fallbacks }),
     });
@@ -265,7 +264,7 @@ export class OutboxDispatcher
     // waits for a publish still running under it, past this shutdown if need be.
     await bounded(
       'the owner lock (kept while a batch leased under it publishes)',
-      pipeline.stopOwnerLock(),
+      pipeline.stopWorkers(),
     );
     const closing = publisher
       .close?.()
@@ -274,7 +273,7 @@ export class OutboxDispatcher
     if (closing !== undefined) await bounded("the publisher's close()", closing, 250);
     if (left.length > 0) {
       this.log.warn(
-        `Dispatcher stopped (${this.log.label}) with work still running after shutdownTimeoutMs (${shutdownTimeoutMs} ms) and a margin of ${SHUTDOWN_MARGIN_MS} ms: ${left.join('; ')}. Left running; the messages of a batch not settled are claimed again once its lease ends`,
+        `Dispatcher stopped (${this.log.label}) with work still running after shutdownTimeoutMs (${shutdownTimeoutMs} ms) and a margin of ${SHUTDOWN_MARGIN_MS} ms: ${left.join('; ')}. Left running; ${this.source.unsettled}`,
       );
       return;
     }

@@ -14,7 +14,8 @@ export type OutboxInvalidMessageReason =
   | 'invalid-message-id'
   | 'invalid-content-type'
   | 'invalid-attributes'
-  | 'invalid-tenant';
+  | 'invalid-tenant'
+  | 'invalid-personal';
 
 /**
  * Thrown by `enqueue()` for a message that cannot be stored. Nothing of the call is written, and

@@ -4,6 +4,7 @@ import { outboxDialectOf } from '../store/schema/outbox-table-ddl';
 import type { InboxTableOptions } from './inbox.interfaces';
 import { INBOX_DEFAULT_TABLE } from './inbox.constants';
 import { inboxTableDdl, inboxTableDropDdl } from './inbox-table';
+import { refuseUnknownInboxTableOptions } from './inbox-option-keys';
 
 /**
  * Returns a TypeORM migration class that creates the inbox table on PostgreSQL, MySQL/MariaDB or
@@ -21,7 +22,8 @@ export function createInboxMigration(
   options: InboxTableOptions = {},
   timestamp = 1_763_900_000_000,
 ): new () => MigrationInterface {
-  // Validate at definition time so a bad name fails before any migration runs.
+  // Validate at definition time so a bad name (or an unknown key) fails before any migration runs.
+  refuseUnknownInboxTableOptions('createInboxMigration()', options);
   inboxTableDdl('postgres', options);
   const migrationName = tableMigrationName(
     'CreateInboxTable',

@@ -11,6 +11,7 @@ import { INBOX_DEFAULT_TABLE } from './inbox.constants';
 import type { InboxTableOptions } from './inbox.interfaces';
 import type { InboxTableNames } from '../internal/sql-identifier';
 import { InboxMessages } from './inbox.messages';
+import { refuseUnknownInboxTableOptions } from './inbox-option-keys';
 
 // The index name appends `_received_idx` (13 characters); PostgreSQL keeps 63.
 const MAX_TABLE_NAME = 48;
@@ -64,6 +65,7 @@ export function inboxTableNames(
 
 /** The statements that create the inbox table and its index on one dialect. */
 export function inboxTableDdl(dialect: OutboxDialect, options: InboxTableOptions = {}): string[] {
+  refuseUnknownInboxTableOptions('inboxTableDdl()', options);
   const { inbox } = outboxDatabase(dialect);
   const names = inboxTableNames(dialect, options);
   return [...inbox.createTable(names), ...inbox.sequence.createTable(names)];
@@ -74,6 +76,7 @@ export function inboxTableDropDdl(
   dialect: OutboxDialect,
   options: InboxTableOptions = {},
 ): string[] {
+  refuseUnknownInboxTableOptions('inboxTableDropDdl()', options);
   const { inbox } = outboxDatabase(dialect);
   const names = inboxTableNames(dialect, options);
   return [...inbox.sequence.dropTable(names), ...inbox.dropTable(names)];
@@ -84,6 +87,7 @@ export async function ensureInboxTable(
   dataSource: DataSource,
   options: InboxTableOptions = {},
 ): Promise<void> {
+  refuseUnknownInboxTableOptions('ensureInboxTable()', options);
   for (const sql of inboxTableDdl(outboxDialectOf(dataSource.options.type), options)) {
     await dataSource.query(sql);
   }
@@ -97,6 +101,7 @@ export async function createInboxTable(
   sql: SqlPort,
   options: InboxTableOptions = {},
 ): Promise<void> {
+  refuseUnknownInboxTableOptions('createInboxTable()', options);
   for (const statement of inboxTableDdl(outboxDialectOf(sql.databaseType), options)) {
     await sql.query(statement);
   }

@@ -13,6 +13,7 @@ import {
 } from './inbox.module-definition';
 import type { InboxModuleOptions } from './inbox.options';
 import { InboxService } from './inbox.service';
+import { refuseUnknownInboxModuleOptions } from './inbox-option-keys';
 
 /** The token of a DataSource given by name; refuses an empty name. */
 function namedDataSourceToken(name: string): string | typeof DataSource {
@@ -62,6 +63,7 @@ function connectionOf(options: InboxModuleOptions): OutboxConnection<unknown> | 
 @Module({})
 export class InboxModule extends ConfigurableInboxModule {
   static forRoot(options: typeof INBOX_OPTIONS_TYPE = {}): DynamicModule {
+    refuseUnknownInboxModuleOptions('InboxModule.forRoot()', options);
     const connection = connectionOf(options);
     if (connection !== undefined) {
       return InboxModule.withService(super.forRoot(options), {
@@ -93,6 +95,7 @@ export class InboxModule extends ConfigurableInboxModule {
       provide: InboxService,
       inject: [INBOX_MODULE_OPTIONS, ModuleRef],
       useFactory: async (resolved: InboxModuleOptions, moduleRef: ModuleRef) => {
+        refuseUnknownInboxModuleOptions('InboxModule.forRootAsync() factory', resolved);
         const connection = connectionOf(resolved);
         if (connection !== undefined) return createService(resolved, connection);
         const { dataSource = 'default' } = resolved;

@@ -22,7 +22,13 @@ import type {
 import { InboxMessages } from './inbox.messages';
 import { inboxTableNames } from './inbox-table';
 import { InvalidInboxEntryError } from './invalid-inbox-entry.error';
+import {
+  refuseUnknownEntryKeys,
+  refuseUnknownInboxOptions,
+  refuseUnknownPurgeOptions,
+} from './inbox-option-keys';
 import { runSerially } from './sqlite-transaction.queue';
+import { GapRepairAsker } from './gap-repair-asker';
 
 /** How often a held message looks for its predecessor. */
 const HOLD_POLL_MS = 25;
@@ -83,6 +89,7 @@ export class Inbox<Tx = EntityManager> {
   private readonly recorder: InboxRecorder;
   private readonly purgeSql: string;
   private readonly sequence: ResolvedSequenceOptions;
+  private readonly repair: GapRepairAsker | null;
   private readonly sequenceSql: {
     seed: string | undefined;
     read: string;
@@ -97,6 +104,7 @@ export class Inbox<Tx = EntityManager> {
    * @param options where the table is (validated as identifiers; refused, never escaped).
    */
   constructor(source: DataSource | OutboxConnection<Tx>, options: InboxOptions = {}) {
+    refuseUnknownInboxOptions(options);
     if (isDataSourceLike(source)) {
       this.source = source;
       this.sql = typeormSqlPort(source);
@@ -114,6 +122,10 @@ export class Inbox<Tx = EntityManager> {
     this.recorder = inbox.recorder(names);
     this.purgeSql = inbox.purge(names);
     this.sequence = resolveSequenceOptions(options.sequence);
+    this.repair =
+      options.sequence?.repair === undefined
+        ? null
+        : new GapRepairAsker(options.sequence.repair, this.sequence.onGap);
     this.sequenceSql = {
       seed: inbox.sequence.seed?.(names),
       read: inbox.sequence.read(names),
@@ -145,6 +157,7 @@ export class Inbox<Tx = EntityManager> {
    * `OutboxTransactionRequiredError` when `tx` is not in an open transaction.
    */
   async recordOnce(tx: Tx, entry: InboxEntry): Promise<boolean> {
+    refuseUnknownEntryKeys('Inbox.recordOnce()', entry);
     const consumer = checkEntryField('consumer', entry.consumer, INBOX_MAX_CONSUMER_BYTES);
     const messageId = checkEntryField('messageId', entry.messageId, INBOX_MAX_MESSAGE_ID_BYTES);
     const outcome = await this.recorder(this.runnerOf(tx), consumer, messageId);
@@ -188,6 +201,7 @@ export class Inbox<Tx = EntityManager> {
     if (this.source === undefined) {
       throw new OutboxError(InboxMessages.onConnection('Inbox.handleOnce()'));
     }
+    refuseUnknownEntryKeys('Inbox.handleOnce()', entry);
     const consumer = checkEntryField('consumer', entry.consumer, INBOX_MAX_CONSUMER_BYTES);
     const messageId = checkEntryField('messageId', entry.messageId, INBOX_MAX_MESSAGE_ID_BYTES);
     const sequenced =
@@ -195,10 +209,6 @@ export class Inbox<Tx = EntityManager> {
         ? null
         : checkSequenced(entry.sequence);
     const manager = this.managerOf(target);
-    // Held outside the transaction, so that the wait holds no lock and no connection of a pool.
-    if (sequenced !== null && this.sequence.onGap === 'hold') {
-      await this.holdForPredecessor(consumer, sequenced);
-    }
     // EntityManager.transaction() opens a transaction, or a savepoint when the manager's query
     // runner is already in one.
     const attempt = (): Promise<InboxOutcome<T>> =>
@@ -215,9 +225,26 @@ export class Inbox<Tx = EntityManager> {
         return { handled: true, result: await handler(tx, { sequence }), sequence };
       });
     const joinsTransaction = manager.queryRunner?.isTransactionActive === true;
-    return this.sharedConnection && !joinsTransaction
-      ? runSerially(this.source, attempt)
-      : attempt();
+    // While this delivery is here (held or handled), a gap repair of the same inbox does not
+    // ask for its number: it is not lost, only not committed yet.
+    const release = sequenced === null ? undefined : this.repair?.markHeld(consumer, sequenced);
+    try {
+      // Held outside the transaction, so that the wait holds no lock and no connection of a
+      // pool. Under 'reject' with repair, the message waits `afterMs` and asks before it is
+      // refused.
+      if (
+        sequenced !== null &&
+        (this.sequence.onGap === 'hold' ||
+          (this.sequence.onGap === 'reject' && this.repair !== null))
+      ) {
+        await this.holdForPredecessor(consumer, sequenced);
+      }
+      return await (this.sharedConnection && !joinsTransaction
+        ? runSerially(this.source, attempt)
+        : attempt());
+    } finally {
+      release?.();
+    }
   }
 
   /**
@@ -226,6 +253,7 @@ export class Inbox<Tx = EntityManager> {
    * ids longer than the longest redelivery can take (broker retention, outbox retry window).
    */
   async purge(olderThanMs: number, options: InboxPurgeOptions = {}): Promise<number> {
+    refuseUnknownPurgeOptions(options);
     if (!Number.isFinite(olderThanMs) || olderThanMs < 0) {
       throw new OutboxOptionsError(
         InboxMessages.optionInvalid(
@@ -298,20 +326,61 @@ export class Inbox<Tx = EntityManager> {
     return check;
   }
 
-  /** Waits, up to `holdMs`, until the key's last number recorded is the message's predecessor. */
+  /**
+   * Waits, up to `holdMs`, until the key's last number recorded is the message's predecessor.
+   * With repair, a gap that lasts `afterMs` is asked for (again every `retryMs` while it stays
+   * open), and numbers the producer answers gone or dead are no longer waited for: once only
+   * those are missing, the wait ends and the message is handled as a gap. Under 'reject' the
+   * wait lasts `afterMs` and one request.
+   */
   private async holdForPredecessor(consumer: string, message: SequencedMessage): Promise<void> {
-    const deadline = Date.now() + this.sequence.holdMs;
+    const repair = this.repair;
+    const askOnce = this.sequence.onGap === 'reject';
+    const start = Date.now();
+    const deadline = start + (askOnce ? (repair?.afterMs ?? 0) : this.sequence.holdMs);
+    let askAt = repair === null ? Infinity : start + repair.afterMs;
+    let asked = false;
+    const settled = new Set<number>();
     for (;;) {
-      const { rows } = await this.sql.query<{ last_seq: unknown }>(this.sequenceSql.peek, [
-        consumer,
-        message.key,
-      ]);
-      const last = rows[0] === undefined ? undefined : Number(rows[0].last_seq);
+      const before = repair?.snapshot(consumer, message.key);
+      const last = await this.lastRecorded(consumer, message.key);
       if (compareSequence(last, message.sequence).status !== 'gap') return;
+      if (repair !== null) {
+        const open = repair.open(last, message.sequence, settled);
+        // Only numbers that will never come are missing: waiting longer cannot help.
+        if (open.length === 0) return;
+        if (Date.now() >= askAt) {
+          const wanted =
+            before === undefined ? [] : repair.toAsk(consumer, message.key, last, open, before);
+          // A delivery of the key ended meanwhile: read its last number again before asking.
+          if (wanted === null) continue;
+          if (wanted.length > 0) {
+            const answer = await repair.ask(consumer, message.key, wanted);
+            asked = true;
+            for (const n of [...(answer?.gone ?? []), ...(answer?.dead ?? [])]) settled.add(n);
+            askAt = Date.now() + (answer?.retryAfterMs ?? repair.retryMs);
+            continue;
+          }
+          askAt = Date.now() + repair.retryMs;
+        }
+        if (askOnce && (asked || Date.now() >= deadline)) return;
+      }
       const left = deadline - Date.now();
       if (left <= 0) return;
       await new Promise((resolve) => setTimeout(resolve, Math.min(HOLD_POLL_MS, left)));
     }
+  }
+
+  /** The key's last number recorded for the consumer (committed), or undefined. */
+  private async lastRecorded(consumer: string, key: string): Promise<number | undefined> {
+    const { rows } = await this.sql.query<{ last_seq: unknown }>(this.sequenceSql.peek, [
+      consumer,
+      key,
+    ]);
+    if (rows[0] === undefined) return undefined;
+    const last = Number(rows[0].last_seq);
+    // 0: a seeded row whose first number has not committed.
+    return last === 0 ? undefined : last;
   }
 
   /** Inserts the id through the transaction's runner; false when it was already there. */

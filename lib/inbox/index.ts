@@ -8,8 +8,10 @@ export type { InboxModuleOptions, InboxModuleExtras } from './inbox.options';
 export type {
   InboxEntry,
   InboxHandler,
+  InboxGapRepairOptions,
   InboxHandlerContext,
   InboxOptions,
+  InboxSequenceOptions,
   InboxOutcome,
   InboxPurgeOptions,
 } from './inbox.interfaces';
@@ -50,6 +52,11 @@ export { MessageIdMissingError, type MessageIdSource } from './message-id-missin
 export { InvalidInboxEntryError } from './invalid-inbox-entry.error';
 export { isPermanentInboxError } from './permanent-inbox.error';
 export { SequenceGuard } from './sequence-guard';
+export {
+  claimCheckPayload,
+  type ClaimCheckPayloadOptions,
+  type ReceivedPayload,
+} from './claim-check-payload';
 export { sequenceOf, type ReceivedMessageLike } from './sequence-of';
 export { UnknownMessageShapeError } from './unknown-message-shape.error';
 export { SequenceGapError } from './sequence-gap.error';
@@ -62,3 +69,10 @@ export type {
   SequenceStatus,
   SequenceStore,
 } from './sequence.interfaces';
+export { httpGapRepairClient, type HttpGapRepairClientOptions } from './http-gap-repair.client';
+export { GapRepairRequestError } from './gap-repair-request.error';
+export type {
+  GapRepairAnswer,
+  GapRepairClient,
+  GapRepairRequest,
+} from '../module/admin/gap-repair.interfaces';

@@ -1,4 +1,8 @@
 import { OUTBOX_HEADER_MESSAGE_ID } from '../outbox.constants';
+import {
+  cloudEventAttributes,
+  type CloudEventAttributeReader,
+} from '../publishers/cloud-events/received-cloud-event';
 
 // How a consumer's client library hands over an outbox message, and how one header is read from
 // each shape: shared by the message-id extractors and by sequenceOf. Structural types, so the
@@ -9,8 +13,11 @@ import { OUTBOX_HEADER_MESSAGE_ID } from '../outbox.constants';
 export interface AmqpMessageLike {
   readonly properties: {
     readonly messageId?: unknown;
+    readonly contentType?: unknown;
     readonly headers?: Readonly<Record<string, unknown>> | null;
   };
+  /** The body: read only for a CloudEvent in structured mode, to find its attributes. */
+  readonly content?: Buffer;
 }
 
 /** A Kafka header value as kafkajs delivers it (Nest's Kafka server decodes it to a string). */
@@ -20,6 +27,8 @@ export type KafkaHeaderValue = Buffer | string | readonly (Buffer | string)[] | 
 export interface KafkaMessageLike {
   readonly headers?: Readonly<Record<string, KafkaHeaderValue>> | null;
   readonly key?: Buffer | string | null;
+  /** The value: read only for a CloudEvent in structured mode, to find its attributes. */
+  readonly value?: Buffer | string | null;
 }
 
 /** The part of a kafkajs `EachMessagePayload` the inbox reads. */
@@ -38,6 +47,8 @@ export interface NatsHeadersLike {
  */
 export interface JetStreamMessageLike {
   readonly headers?: NatsHeadersLike | undefined;
+  /** The body: read only for a CloudEvent in structured mode, to find its attributes. */
+  readonly data?: Uint8Array;
 }
 
 /** A Redis field name or value as a client returns it: text, or bytes from a `…Buffer` command. */
@@ -219,8 +230,68 @@ export function contextHeader(found: ContextMessage, name: string): string | und
   }
 }
 
-/** The outbox message id of an amqplib message: the outbox header, else the `messageId` property. */
+/** The CloudEvent attributes of an amqplib message (binary mode's headers, or a structured body). */
+export function amqpCloudEvent(message: AmqpMessageLike): CloudEventAttributeReader {
+  return cloudEventAttributes({
+    header: (name) => amqpHeader(message, name),
+    contentType: headerText(message.properties.contentType),
+    body: () => message.content,
+  });
+}
+
+/** The CloudEvent attributes of a kafkajs message (`ce_` headers, or a structured value). */
+export function kafkaCloudEvent(message: KafkaMessageLike): CloudEventAttributeReader {
+  return cloudEventAttributes({
+    header: (name) => kafkaHeader(message, name),
+    contentType: kafkaHeader(message, 'content-type'),
+    body: () => message.value,
+  });
+}
+
+/**
+ * The CloudEvent attributes of a NATS or JetStream message (percent-encoded `ce-` headers, or a
+ * structured body, told by its `Content-Type` header).
+ */
+export function natsCloudEvent(
+  headers: { get(name: string): unknown },
+  data?: () => unknown,
+): CloudEventAttributeReader {
+  return cloudEventAttributes({
+    header: (name) => natsHeader(headers, name),
+    contentType: natsHeader(headers, 'Content-Type') ?? natsHeader(headers, 'content-type'),
+    body: data ?? (() => undefined),
+  });
+}
+
+/**
+ * The CloudEvent attributes of a message whose metadata and body are fields looked up by name (a
+ * Redis stream entry): `ce_` fields in binary mode, or a structured event in the `payload` field
+ * told by a `content-type` field.
+ */
+export function fieldsCloudEvent(
+  field: (name: string) => string | undefined,
+): CloudEventAttributeReader {
+  return cloudEventAttributes({
+    header: field,
+    contentType: field('content-type'),
+    body: () => field('payload'),
+  });
+}
+
+/**
+ * The outbox message id of an amqplib message: the outbox header, else a CloudEvent's `id`, else
+ * the `messageId` property.
+ */
 export function amqpMessageId(message: AmqpMessageLike): string | undefined {
   // The outbox header first: it is specific to the outbox, while any producer may set messageId.
-  return amqpHeader(message, OUTBOX_HEADER_MESSAGE_ID) ?? headerText(message.properties.messageId);
+  return (
+    amqpHeader(message, OUTBOX_HEADER_MESSAGE_ID) ??
+    amqpCloudEvent(message)('id') ??
+    headerText(message.properties.messageId)
+  );
+}
+
+/** The outbox message id of a kafkajs message: the outbox header, else a CloudEvent's `id`. */
+export function kafkaMessageId(message: KafkaMessageLike): string | undefined {
+  return kafkaHeader(message, OUTBOX_HEADER_MESSAGE_ID) ?? kafkaCloudEvent(message)('id');
 }

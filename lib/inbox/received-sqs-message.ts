@@ -1,4 +1,5 @@
 import { readOutboxSqsMessage, type SqsMessageLike } from '../publishers/aws/aws-received-message';
+import type { CloudEventAttributeReader } from '../publishers/cloud-events/received-cloud-event';
 
 /**
  * One outbox attribute of a received SQS message, wherever it travelled: an attribute of its own
@@ -22,4 +23,17 @@ export function sqsAttribute(message: SqsMessageLike, name: string): string | un
   };
   const inNotification = notification.MessageAttributes?.[name]?.Value;
   return typeof inNotification === 'string' && inNotification !== '' ? inNotification : undefined;
+}
+
+/**
+ * The CloudEvent attributes of a received SQS message (binary mode's `ce-` attributes, or a
+ * structured body, direct or in an SNS notification); read once, on the first attribute asked.
+ */
+export function sqsCloudEvent(message: SqsMessageLike): CloudEventAttributeReader {
+  let attributes: Readonly<Record<string, string>> | undefined | null = null;
+  return (attribute) => {
+    if (attributes === null) attributes = readOutboxSqsMessage(message).cloudEvent?.attributes;
+    const value = attributes?.[attribute];
+    return value === '' ? undefined : value;
+  };
 }

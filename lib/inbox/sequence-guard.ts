@@ -1,3 +1,4 @@
+import { refuseUnknownCallOptions } from '../internal/known-keys';
 import { checkSequenced, compareSequence, resolveSequenceOptions } from './sequence-check';
 import { SequenceGapError } from './sequence-gap.error';
 import type {
@@ -40,6 +41,9 @@ export class SequenceGuard {
   private readonly waiters = new Map<string, Waiter[]>();
 
   constructor(options: SequenceOptions & { store?: SequenceStore } = {}) {
+    refuseUnknownCallOptions('new SequenceGuard()', options, {
+      '': { onGap: true, holdMs: true, store: true } satisfies Record<keyof typeof options, true>,
+    });
     const resolved = resolveSequenceOptions(options);
     this.onGap = resolved.onGap;
     this.holdMs = resolved.holdMs;

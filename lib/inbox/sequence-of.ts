@@ -7,9 +7,18 @@ import {
 import { InboxMessages } from './inbox.messages';
 import { InvalidSequenceError } from './invalid-sequence.error';
 import {
+  cloudEventAttributes,
+  sequenceOfCloudEvent,
+  type CloudEventAttributeReader,
+} from '../publishers/cloud-events/received-cloud-event';
+import {
+  amqpCloudEvent,
   amqpHeader,
+  kafkaCloudEvent,
+  natsCloudEvent,
   contextHeader,
   contextMessage,
+  fieldsCloudEvent,
   flatField,
   headerText,
   isOutboxEnvelope,
@@ -25,7 +34,7 @@ import {
   type RedisStreamValue,
   type RpcContextLike,
 } from './received-message';
-import { sqsAttribute } from './received-sqs-message';
+import { sqsAttribute, sqsCloudEvent } from './received-sqs-message';
 import type { SequencedMessage } from './sequence.interfaces';
 import { UnknownMessageShapeError } from './unknown-message-shape.error';
 
@@ -66,6 +75,8 @@ interface Carried {
   readonly key: string | undefined;
   readonly sequence: string | undefined;
   readonly lookedAt: string;
+  /** Any other header the message carries, read the same way. */
+  readonly header: (name: string) => string | undefined;
 }
 
 const isObject = (value: unknown): value is Record<string, unknown> =>
@@ -78,22 +89,59 @@ const isPlainObject = (value: object): boolean => {
 
 const KEY_HEADER = `header ${OUTBOX_HEADER_KEY}`;
 
+/**
+ * What a message carries, read as a CloudEvent where the outbox's own headers are missing: the
+ * `partitionkey` extension as the key, the `sequence` extension (its padding dropped) as the
+ * number.
+ */
+function orCloudEvent(found: Carried, event: CloudEventAttributeReader): Carried {
+  if (found.key !== undefined && found.sequence !== undefined) return found;
+  const sequence = found.sequence ?? sequenceOfCloudEvent(event('sequence'));
+  return {
+    ...found,
+    key: found.key ?? (sequence === undefined ? undefined : event('partitionkey')),
+    sequence,
+    lookedAt: `${found.lookedAt}, then a CloudEvent's partitionkey`,
+  };
+}
+
+/** The CloudEvent attributes in binary mode among headers looked up by name. */
+const cloudEventIn = (header: (name: string) => string | undefined): CloudEventAttributeReader =>
+  cloudEventAttributes({ header, contentType: undefined, body: () => undefined });
+
 /** A plain object of headers, with the key beside it when the message carries it apart. */
 function fromHeaders(
   headers: Readonly<Record<string, unknown>> | null | undefined,
   key?: unknown,
   keyAt?: string,
 ): Carried {
-  return {
-    key: headerText(headers?.[OUTBOX_HEADER_KEY]) ?? headerText(key),
-    sequence: headerText(headers?.[OUTBOX_HEADER_SEQUENCE]),
-    lookedAt: keyAt === undefined ? KEY_HEADER : `${KEY_HEADER}, then ${keyAt}`,
-  };
+  const header = (name: string): string | undefined => headerText(headers?.[name]);
+  return orCloudEvent(
+    {
+      key: headerText(headers?.[OUTBOX_HEADER_KEY]) ?? headerText(key),
+      sequence: headerText(headers?.[OUTBOX_HEADER_SEQUENCE]),
+      lookedAt: keyAt === undefined ? KEY_HEADER : `${KEY_HEADER}, then ${keyAt}`,
+      header,
+    },
+    // A Redis stream entry's fields as an object may hold a structured event in `payload`.
+    fieldsCloudEvent(header),
+  );
 }
 
-function fromLookup(get: (name: string) => string | undefined, lookedAt = KEY_HEADER): Carried {
-  return { key: get(OUTBOX_HEADER_KEY), sequence: get(OUTBOX_HEADER_SEQUENCE), lookedAt };
+function fromLookup(
+  get: (name: string) => string | undefined,
+  lookedAt = KEY_HEADER,
+  event: CloudEventAttributeReader = cloudEventIn(get),
+): Carried {
+  return orCloudEvent(
+    { key: get(OUTBOX_HEADER_KEY), sequence: get(OUTBOX_HEADER_SEQUENCE), lookedAt, header: get },
+    event,
+  );
 }
+
+/** A Redis stream entry's fields, a CloudEvent's among them. */
+const fromFields = (field: (name: string) => string | undefined): Carried =>
+  fromLookup(field, 'field x-outbox-key', fieldsCloudEvent(field));
 
 const isRedisValue = (value: unknown): boolean =>
   typeof value === 'string' || Buffer.isBuffer(value);
@@ -101,14 +149,31 @@ const isRedisValue = (value: unknown): boolean =>
 /** A Nest context: the transport's message first, then the `OutboxEnvelope` that is the data. */
 function fromContext(context: RpcContextLike, data: unknown): Carried {
   const found = contextMessage(context);
+  // The transport's message as it reads alone (its CloudEvent attributes, a Kafka record key).
+  const transport =
+    found.kind === 'amqp'
+      ? fromAmqp(found.message)
+      : found.kind === 'kafka'
+        ? fromKafka(found.message)
+        : fromLookup((name) => contextHeader(found, name));
   const envelope = isOutboxEnvelope(data) ? fromHeaders(data.headers, data.key) : undefined;
-  // A Kafka message's key is its record key: ClientProxyPublisher sends no key header there.
-  const recordKey = found.kind === 'kafka' ? headerText(found.message.key) : undefined;
   return {
-    key: contextHeader(found, OUTBOX_HEADER_KEY) ?? recordKey ?? envelope?.key,
-    sequence: contextHeader(found, OUTBOX_HEADER_SEQUENCE) ?? envelope?.sequence,
-    lookedAt: `the transport's ${OUTBOX_HEADER_KEY} header, the Kafka record key, the key of an OutboxEnvelope data`,
+    key: transport.key ?? envelope?.key,
+    sequence: transport.sequence ?? envelope?.sequence,
+    lookedAt: `the transport's ${OUTBOX_HEADER_KEY} header, the Kafka record key, a CloudEvent's partitionkey, the key of an OutboxEnvelope data`,
+    header: (name) => contextHeader(found, name) ?? envelope?.header(name),
   };
+}
+
+function fromAmqp(message: AmqpMessageLike): Carried {
+  return fromLookup((name) => amqpHeader(message, name), KEY_HEADER, amqpCloudEvent(message));
+}
+
+/** A kafkajs message: its key is the record key (ClientProxyPublisher sends no key header). */
+function fromKafka(message: KafkaMessageLike): Carried {
+  const headers = isObject(message.headers) ? message.headers : undefined;
+  const found = fromHeaders(headers, message.key, 'the key of the message (a Kafka record key)');
+  return orCloudEvent(found, kafkaCloudEvent(message));
 }
 
 /**
@@ -118,15 +183,15 @@ function fromContext(context: RpcContextLike, data: unknown): Carried {
  */
 function carried(message: unknown, data: unknown): Carried | undefined {
   if (message === undefined || message === null)
-    return { key: undefined, sequence: undefined, lookedAt: KEY_HEADER };
+    return { key: undefined, sequence: undefined, lookedAt: KEY_HEADER, header: () => undefined };
   if (Array.isArray(message)) {
     // ioredis' entry [id, [field, value, …]], or its field list alone.
     if (message.length === 2 && isRedisValue(message[0]) && Array.isArray(message[1])) {
       const fields: unknown[] = message[1] as unknown[];
-      return fromLookup((name) => flatField(fields, name), 'field x-outbox-key');
+      return fromFields((name) => flatField(fields, name));
     }
     if (message.length % 2 === 0 && message.every(isRedisValue)) {
-      return fromLookup((name) => flatField(message, name), 'field x-outbox-key');
+      return fromFields((name) => flatField(message, name));
     }
     return undefined;
   }
@@ -136,7 +201,7 @@ function carried(message: unknown, data: unknown): Carried | undefined {
   // MsgHdrs (NATS, JetStream), or a Map of headers.
   if (typeof message.get === 'function') {
     const headers = message as { get(name: string): unknown };
-    return fromLookup((name) => natsHeader(headers, name));
+    return fromLookup((name) => natsHeader(headers, name), KEY_HEADER, natsCloudEvent(headers));
   }
   const own = (name: string): boolean => Object.hasOwn(message, name);
   if (
@@ -145,20 +210,14 @@ function carried(message: unknown, data: unknown): Carried | undefined {
   ) {
     return fromHeaders(message);
   }
-  if (isObject(message.properties)) {
-    const amqp = message as unknown as AmqpMessageLike;
-    return fromLookup((name) => amqpHeader(amqp, name));
-  }
+  if (isObject(message.properties)) return fromAmqp(message as unknown as AmqpMessageLike);
   if (isObject(message.message)) {
     const inner = message.message;
     // kafkajs' eachMessage payload ({ topic, partition, message }), else node-redis' { id, message }.
     if ('partition' in message || 'offset' in inner || 'value' in inner) {
       return carried(inner, data);
     }
-    return fromLookup(
-      (name) => redisStreamField(message as RedisStreamEntryLike, name),
-      'field x-outbox-key',
-    );
+    return fromFields((name) => redisStreamField(message as RedisStreamEntryLike, name));
   }
   // A JetStream JsMsg or a NATS Msg: its headers are MsgHdrs, or undefined when it has none.
   if ('headers' in message && typeof message.subject === 'string') {
@@ -166,7 +225,11 @@ function carried(message: unknown, data: unknown): Carried | undefined {
     if (headers === undefined || headers === null) return fromHeaders(undefined);
     if (!isObject(headers) || typeof headers.get !== 'function') return undefined;
     const get = headers as { get(name: string): unknown };
-    return fromLookup((name) => natsHeader(get, name));
+    return fromLookup(
+      (name) => natsHeader(get, name),
+      KEY_HEADER,
+      natsCloudEvent(get, () => message.data),
+    );
   }
   if (
     'MessageAttributes' in message ||
@@ -178,16 +241,37 @@ function carried(message: unknown, data: unknown): Carried | undefined {
     return fromLookup(
       (name) => sqsAttribute(sqs, name),
       `message attribute ${OUTBOX_HEADER_KEY}, direct or in an SNS notification body`,
+      sqsCloudEvent(sqs),
     );
   }
   // A kafkajs message ({ key, value, headers, offset }), an OutboxEnvelope, an @OnOutboxMessage()
   // message or an OutboxRecord: the key beside the headers.
   if ('key' in message && ('headers' in message || 'value' in message)) {
-    const headers = isObject(message.headers) ? message.headers : undefined;
-    return fromHeaders(headers, message.key, 'the key of the message (a Kafka record key)');
+    return fromKafka(message);
   }
   if (isPlainObject(message)) return fromHeaders(message);
   return undefined;
+}
+
+/** What `message` carries, in any shape `sequenceOf` reads; throws for another. */
+function carriedBy(message: ReceivedMessageLike, data: unknown): Carried {
+  const found = carried(message, data);
+  if (found === undefined) throw new UnknownMessageShapeError(describeValue(message), READS);
+  return found;
+}
+
+/**
+ * One header of a received message, in any shape `sequenceOf` reads (a Nest context with its
+ * handler's data as `data`); undefined when the message does not carry it.
+ *
+ * @throws UnknownMessageShapeError for a shape it does not know.
+ */
+export function receivedHeader(
+  message: ReceivedMessageLike,
+  name: string,
+  data?: unknown,
+): string | undefined {
+  return carriedBy(message, data).header(name);
 }
 
 function describeValue(value: unknown): string {
@@ -223,8 +307,7 @@ function describeValue(value: unknown): string {
  *   a number without its key (e.g. a Kafka message's headers alone: pass the whole message).
  */
 export function sequenceOf(message: ReceivedMessageLike, data?: unknown): SequencedMessage | null {
-  const found = carried(message, data);
-  if (found === undefined) throw new UnknownMessageShapeError(describeValue(message), READS);
+  const found = carriedBy(message, data);
   const { key, sequence: raw } = found;
   if (raw === undefined) return null;
   const sequence = Number(raw);

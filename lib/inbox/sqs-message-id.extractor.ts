@@ -12,7 +12,9 @@ export type {
  * The message id of an SQS message (from `ReceiveMessage`, or a record of an AWS Lambda SQS
  * event): its `x-outbox-message-id` message attribute, set by `SqsPublisher`, and by
  * `SnsPublisher` on a topic the queue subscribes to with raw message delivery; without raw
- * delivery, the same attribute inside the SNS notification that is the body. Never SQS's own
+ * delivery, the same attribute inside the SNS notification that is the body. With the
+ * publishers' `cloudEvents` option, the CloudEvent's `id` instead (a `ce-id` attribute in binary
+ * mode, the body's `id` in structured mode; direct or in the notification). Never SQS's own
  * `MessageId`, which a message sent twice gets twice.
  *
  * @throws MessageIdMissingError when the message carries no outbox id.
@@ -22,7 +24,7 @@ export function messageIdFromSqs(message: SqsMessageLike): string {
   if (id === undefined) {
     throw new MessageIdMissingError(
       'sqs',
-      `message attribute ${OUTBOX_HEADER_MESSAGE_ID}, then the same attribute of an SNS notification body`,
+      `message attribute ${OUTBOX_HEADER_MESSAGE_ID}, then a CloudEvent's id (ce-id attribute or structured body), direct or in an SNS notification body`,
     );
   }
   return canonicalMessageId(id);

@@ -66,6 +66,12 @@ export const OUTBOX_TABLE_SUFFIXES = {
   ownersTable: '_owners',
   /** Log tailing on MySQL/MariaDB: where the binlog reader is (docs/log-tailing.md). */
   logPositionTable: '_log_position',
+  /** The claim check (schema step 10): the payloads sent by reference (docs/claim-check.md). */
+  claimChecksTable: '_claim_checks',
+  /** The erasure (schema step 11): one data key per subject (docs/erasure.md). */
+  subjectKeysTable: '_subject_keys',
+  /** The erasure: each (data key, topic, key) a sealed message was written for. */
+  subjectUsesTable: '_subject_uses',
 } as const;
 
 /** The role of a table named after the outbox table (`OUTBOX_TABLE_SUFFIXES`). */

@@ -1,3 +1,4 @@
+import { refuseUnknownCallOptions } from '../internal/known-keys';
 import type { MigrationInterface } from 'typeorm';
 import type { OutboxTableOptions } from '../store/schema/outbox-table-ddl';
 import { tableMigration } from '../typeorm/table-migration';
@@ -15,6 +16,16 @@ export function logTailingMigration(
   options: OutboxTableOptions & { readonly publicationName?: string } = {},
   timestamp = 1_764_100_000_000,
 ): new () => MigrationInterface {
+  refuseUnknownCallOptions('logTailingMigration()', options, {
+    '': {
+      tableName: true,
+      schema: true,
+      partitioning: true,
+      with: true,
+      online: true,
+      publicationName: true,
+    } satisfies Record<keyof typeof options, true>,
+  });
   const { publicationName, ...table } = options;
   if (publicationName !== undefined) assertIdentifier(publicationName, 'publicationName');
   return tableMigration(

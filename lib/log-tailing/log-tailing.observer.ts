@@ -1,3 +1,4 @@
+import { refuseUnknownCallOptions } from '../internal/known-keys';
 import { OutboxOptionsError } from '../errors/outbox-options.error';
 import {
   DEFAULT_LOG_LINGER_MS,
@@ -24,6 +25,22 @@ const DEFAULT_READER_TIMEOUT_MS = 5_000;
  * docs/log-tailing.md. Throws `OutboxOptionsError` for a bad option.
  */
 export function logTailing(options: LogTailingOptions = {}): OutboxLogObserver {
+  refuseUnknownCallOptions('logTailing()', options, {
+    '': {
+      slotName: true,
+      publicationName: true,
+      connectionString: true,
+      standbyRetryMs: true,
+      readerTimeoutMs: true,
+      createSlotTimeoutMs: true,
+      sweepIntervalMs: true,
+      lingerMs: true,
+      maxQueued: true,
+      maxTransactionInserts: true,
+      serverId: true,
+      binlogClient: true,
+    } satisfies Record<keyof LogTailingOptions, true>,
+  });
   const settings: LogTailingSettings = {
     options,
     standbyRetryMs: positiveOption(

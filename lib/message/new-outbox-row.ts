@@ -1,3 +1,5 @@
+import type { ResolvedPersonalData } from './erasure/personal-data';
+
 /** A message ready to be written, already validated and serialised. */
 export interface NewOutboxRow {
   readonly messageId: string;
@@ -19,4 +21,9 @@ export interface NewOutboxRow {
   readonly delayMs: number | null;
   /** The message's tenant (`tenant_id`); absent when it has none. */
   readonly tenant?: string;
+  /**
+   * The message's personal data, to be sealed before the row is written (`erasure`,
+   * docs/erasure.md); never written itself, and absent on a row that has none.
+   */
+  readonly personal?: ResolvedPersonalData;
 }

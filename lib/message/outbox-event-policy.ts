@@ -37,4 +37,10 @@ export interface OutboxEventPolicy {
    * a retry; a retry that would fall past it is dead-lettered at once. 0: no expiry. @default 0
    */
   maxAgeMs?: number;
+  /**
+   * The claim check of this type: payloads larger than this many bytes are sent by reference
+   * (docs/claim-check.md); null sends every payload of the type in its message. Needs the
+   * module's `claimCheck` option. @default claimCheck.thresholdBytes
+   */
+  claimCheckThresholdBytes?: number | null;
 }

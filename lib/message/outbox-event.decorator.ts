@@ -1,5 +1,6 @@
 import 'reflect-metadata';
 import { OUTBOX_EVENT_METADATA } from '../outbox.constants';
+import { refuseUnknownOutboxEventOptions } from './outbox-event-option-keys';
 import type { OutboxEventOptions } from './outbox-message.interface';
 
 /** Metadata stored on an event class; the class name stands in for a missing `type`. */
@@ -14,7 +15,8 @@ export interface OutboxEventMetadata extends OutboxEventOptions<object> {
  *
  * `key` and `headers` functions run inside `enqueue()`: if one throws, the call fails with
  * `OutboxInvalidMessageError` (reason `invalid-key` or `invalid-header`, the thrown error as
- * `cause`) and writes nothing.
+ * `cause`) and writes nothing. A key these options do not have (in `policy` and `personal`
+ * too) throws `OutboxOptionsError` when the class is defined.
  *
  * @example
  * ＠OutboxEvent({ topic: 'orders', type: 'order.created', key: 'orderId' })
@@ -23,6 +25,7 @@ export interface OutboxEventMetadata extends OutboxEventOptions<object> {
 export function OutboxEvent<TEvent extends object>(
   options: OutboxEventOptions<TEvent>,
 ): (target: abstract new (...args: never[]) => TEvent) => void {
+  refuseUnknownOutboxEventOptions(options);
   return (target) => {
     const metadata: OutboxEventMetadata = {
       ...(options as OutboxEventOptions<object>),

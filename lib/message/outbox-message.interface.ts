@@ -1,4 +1,5 @@
 import type { OutboxEventPolicy } from './outbox-event-policy';
+import type { OutboxEventPersonalData, OutboxPersonalData } from './erasure/personal-data';
 /** Header values are strings on every transport, so they are strings here too. */
 export type OutboxHeaders = Readonly<Record<string, string>>;
 
@@ -63,6 +64,12 @@ export interface OutboxMessage<TPayload = unknown> extends OutboxSchedule {
    * `tenants.resolve` function's answer. @default undefined
    */
   tenant?: string;
+  /**
+   * Personal data of one subject in this message, sealed at enqueue under the subject's data key
+   * with the module's `erasure` option (docs/erasure.md): the payload's `fields`, or all of it.
+   * @default undefined (nothing sealed)
+   */
+  personal?: OutboxPersonalData;
 }
 
 /**
@@ -201,6 +208,12 @@ export interface OutboxEventOptions<TEvent = object> {
    * @default undefined (the module's defaults)
    */
   policy?: OutboxEventPolicy;
+  /**
+   * Personal data in every instance: its subject (a property name or a function of the event)
+   * and the fields that hold it, sealed at enqueue with the module's `erasure` option
+   * (docs/erasure.md). @default undefined (nothing sealed)
+   */
+  personal?: OutboxEventPersonalData<TEvent>;
 }
 
 /** Per-call options of `OutboxService.enqueue()`. */

@@ -6,10 +6,12 @@ import {
 } from '../errors/outbox-invalid-message.error';
 import type { EnqueueOptions, OutboxMessage } from './outbox-message.interface';
 import type { NewOutboxRow } from './new-outbox-row';
+import type { OutboxEventPersonalData, ResolvedPersonalData } from './erasure/personal-data';
 import { OUTBOX_HEADER_PREFIX, REDRIVE_LANE_PREFIX } from '../outbox.constants';
 import { OutboxMessages } from '../outbox.messages';
 import { describeError } from '../internal/describe-error';
 import { suggestOption } from '../internal/did-you-mean';
+import { PERSONAL_DATA_KEYS } from './outbox-event-option-keys';
 import { UuidV7Generator } from './uuidv7';
 import { BrokerAttributesProblem, brokerAttributesJson } from './broker-attributes';
 
@@ -275,6 +277,7 @@ const MESSAGE_FIELDS = {
   contentType: true,
   attributes: true,
   tenant: true,
+  personal: true,
 } satisfies Record<keyof OutboxMessage, true>;
 
 function isPlainObject(value: object): boolean {
@@ -296,6 +299,76 @@ function plainMessageProblem(value: object): string {
 
 function isPlainMessage(value: object): value is OutboxMessage {
   return 'topic' in value && 'payload' in value && getOutboxEventMetadata(value) === undefined;
+}
+
+/** The personal data of an event, from its `@OutboxEvent({ personal })`. */
+function personalOfEvent(
+  personal: OutboxEventPersonalData,
+  event: object,
+  className: string,
+  invalid: Invalid,
+): unknown {
+  let subject: unknown;
+  try {
+    subject =
+      typeof personal.subject === 'function'
+        ? personal.subject(event)
+        : (event as Record<string, unknown>)[personal.subject];
+  } catch (error) {
+    throw invalid(
+      OutboxMessages.invalidField(
+        'personal.subject',
+        `the subject function of @OutboxEvent() on ${className} threw ${describeError(error)}`,
+      ),
+      'invalid-personal',
+      error,
+    );
+  }
+  return { subject, fields: personal.fields };
+}
+
+const PERSONAL_KEYS = { '': PERSONAL_DATA_KEYS } as const;
+
+/** A message's personal data, checked: a subject, and the fields to seal (null: all of it). */
+function checkedPersonal(
+  personal: unknown,
+  contentType: unknown,
+  invalid: Invalid,
+): ResolvedPersonalData {
+  const refuse = (problem: string): never => {
+    throw invalid(OutboxMessages.invalidField('personal', problem), 'invalid-personal');
+  };
+  if (personal === null || typeof personal !== 'object') {
+    return refuse(`expected { subject, fields? }, got ${describeValue(personal)}`);
+  }
+  // A misspelt key must not pass: without `fields` the whole payload is sealed.
+  for (const key in personal) {
+    if (Object.hasOwn(PERSONAL_DATA_KEYS, key)) continue;
+    const meant = suggestOption('', key, PERSONAL_KEYS);
+    return refuse(
+      `${key} is not a key of it${meant === undefined ? '' : `; did you mean ${meant}?`} Expected { subject, fields? }`,
+    );
+  }
+  const { subject, fields } = personal as { subject?: unknown; fields?: unknown };
+  if (typeof subject !== 'string' || subject === '' || subject.length > MAX_NAME) {
+    return refuse(
+      `expected subject to be a non-empty string of at most ${MAX_NAME} characters, got ${describeValue(subject)}`,
+    );
+  }
+  if (contentType !== undefined) {
+    return refuse('personal data is sealed in JSON payloads only, not in a binary one');
+  }
+  if (fields === undefined) return { subject, fields: null };
+  if (
+    !Array.isArray(fields) ||
+    fields.length === 0 ||
+    fields.some((f) => typeof f !== 'string' || f === '')
+  ) {
+    return refuse(
+      `expected fields to be a non-empty list of top-level field names, got ${describeValue(fields)}`,
+    );
+  }
+  return { subject, fields: [...new Set(fields as string[])] };
 }
 
 /** Turns events and plain messages into validated rows; nothing invalid gets through. */
@@ -345,12 +418,14 @@ export class OutboxMessageSerializer {
     let topic: unknown, type: unknown, key: unknown, headers: unknown, payload: unknown;
     let messageId: unknown, dedupeKey: unknown, contentType: unknown, attributes: unknown;
     let tenant: unknown;
+    let personal: unknown;
     let validatePayload: unknown = true;
     let availableAt: unknown = options?.availableAt;
     let delayMs: unknown = options?.delayMs;
     if (isPlainMessage(input)) {
       ({ topic, key, headers, payload, messageId, dedupeKey, contentType, attributes, tenant } =
         input);
+      personal = input.personal;
       validatePayload = input.validatePayload ?? true;
       type = input.type ?? input.topic;
       availableAt = input.availableAt ?? availableAt;
@@ -404,6 +479,8 @@ export class OutboxMessageSerializer {
           error,
         );
       }
+      if (meta.personal !== undefined)
+        personal = personalOfEvent(meta.personal, input, className, invalid);
       try {
         attributes =
           typeof meta.attributes === 'function' ? meta.attributes(input) : meta.attributes;
@@ -472,9 +549,12 @@ export class OutboxMessageSerializer {
       );
     }
     const supplied = this.suppliedId(messageId, dedupeKey, invalid);
+    const sealed =
+      personal === undefined ? {} : { personal: checkedPersonal(personal, contentType, invalid) };
     // The JSON path builds the row as it did before binary payloads existed: nothing more.
     if (contentType === undefined && attributes === undefined && tenant === undefined) {
       return {
+        ...sealed,
         messageId: supplied ?? this.ids.next(),
         idempotent: supplied !== undefined,
         topic: topic as string,
@@ -486,6 +566,7 @@ export class OutboxMessageSerializer {
       };
     }
     return {
+      ...sealed,
       messageId: supplied ?? this.ids.next(),
       idempotent: supplied !== undefined,
       topic: topic as string,

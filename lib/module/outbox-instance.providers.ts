@@ -2,6 +2,7 @@ import type { Provider } from '@nestjs/common';
 import type { ModuleRef } from '@nestjs/core';
 import { SchedulerRegistry } from '@nestjs/schedule';
 import { OutboxAdmin } from './admin/outbox.admin';
+import { adminOptionsOf } from './admin/outbox-admin.provider';
 import { OutboxOptionsError } from '../errors/outbox-options.error';
 import type { OutboxStore } from '../store/ports/outbox-store.port';
 import type { OutboxConnection } from '../store/ports/outbox-connection';
@@ -95,7 +96,7 @@ export function namedProviders(workers: boolean, name: string): Provider[] {
       provide: token(OutboxAdmin),
       inject: [OUTBOX_SQL, OUTBOX_STORE, OUTBOX_OPTIONS],
       useFactory: (sql: SqlPort, store: OutboxStore, options: ResolvedOutboxOptions) =>
-        new OutboxAdmin(sql, store, options),
+        new OutboxAdmin(sql, store, adminOptionsOf(options)),
     },
   ];
   if (!workers) return core;

@@ -41,6 +41,6 @@ export class ShutdownHooksCheck implements OnApplicationBootstrap, BeforeApplica
   private check(): void {
     this.timer = undefined;
     if (process.listenerCount('SIGTERM') > 0) return;
-    this.logger.warn(OutboxMessages.shutdownHooksMissing(this.options.dispatcher.leaseMs));
+    this.logger.warn(OutboxMessages.shutdownHooksMissing(this.options.dispatcher));
   }
 }

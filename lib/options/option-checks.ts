@@ -1,10 +1,7 @@
 import { OutboxOptionsError } from '../errors/outbox-options.error';
 import { OutboxMessages } from '../outbox.messages';
-import {
-  joinOptionPath as join,
-  suggestOption,
-  type KnownOptionKeys,
-} from '../internal/did-you-mean';
+import type { KnownOptionKeys } from '../internal/did-you-mean';
+import { refuseUnknownKeys } from '../internal/known-keys';
 
 /** Throws; typed explicitly so that TypeScript narrows after a call. */
 export type OptionFailure = (option: string, problem: string, fix: string) => never;
@@ -76,24 +73,15 @@ export class OptionChecks {
    * otherwise be ignored and silently replaced by its default.
    */
   readonly knownKeys = (options: object, known: KnownOptionKeys): void => {
-    for (const [group, keys] of Object.entries(known)) {
-      const value: unknown = group === '' ? options : (options as Record<string, unknown>)[group];
-      if (value === null || typeof value !== 'object' || Array.isArray(value)) continue;
-      for (const key of Object.keys(value)) {
-        if (Object.hasOwn(keys, key)) continue;
-        const path = join(group, key);
-        const suggestion = suggestOption(group, key, known);
-        throw new OutboxOptionsError(
-          OutboxMessages.unknownOption(
-            path,
-            suggestion,
-            Object.keys(keys).map((k) => join(group, k)),
-            this.subject,
-          ),
+    refuseUnknownKeys(
+      options,
+      known,
+      ({ path, suggestion, accepted }) =>
+        new OutboxOptionsError(
+          OutboxMessages.unknownOption(path, suggestion, accepted, this.subject),
           path,
-        );
-      }
-    }
+        ),
+    );
   };
 
   readonly bool = (value: unknown, fallback: boolean, option: string): boolean => {

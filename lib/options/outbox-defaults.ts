@@ -4,6 +4,8 @@ import type { OutboxObserver } from '../observers/outbox-observer.interface';
 import { DEFAULT_OUTBOX_NAME } from '../outbox.constants';
 import { DEFAULT_MAX_RUN } from './queue-policy';
 import type {
+  OutboxClaimCheckOptions,
+  OutboxErasureOptions,
   OutboxCleanerOptions,
   OutboxPartitioningOptions,
   OutboxDispatcherOptions,
@@ -92,6 +94,8 @@ export const OUTBOX_DEFAULTS = deepFreeze({
     events: { described: 'none' },
     policies: { described: 'none' },
     tenants: { described: 'the defaults of its keys' },
+    claimCheck: { described: 'the defaults of its keys' },
+    erasure: { described: 'the defaults of its keys' },
   } satisfies Defaults<OutboxModuleOptions>,
   ordering: {
     enabled: { value: true },
@@ -116,7 +120,8 @@ export const OUTBOX_DEFAULTS = deepFreeze({
     observe: { described: 'none' },
     leaseRenewal: { value: true },
     claims: { value: 'leases' as const },
-    partitionTimeoutMs: { value: 1_500 },
+    partitionTimeoutMs: { value: 5_000 },
+    publishWindow: { described: 'none' },
   } satisfies Defaults<OutboxDispatcherOptions>,
   retry: {
     maxAttempts: { value: 10 },
@@ -147,6 +152,14 @@ export const OUTBOX_DEFAULTS = deepFreeze({
     resolve: { described: 'none' },
     fair: { value: false },
   } satisfies Defaults<OutboxTenantsOptions>,
+  claimCheck: {
+    store: { described: 'required' },
+    thresholdBytes: { value: 65_536 },
+  } satisfies Defaults<OutboxClaimCheckOptions>,
+  erasure: {
+    masterKey: { described: 'none' },
+    keyWrapper: { described: 'none' },
+  } satisfies Defaults<OutboxErasureOptions>,
 } as const);
 
 /** The defaults of the module's extras (`forRoot()`'s options that decide which providers exist). */

@@ -1,8 +1,10 @@
 import type { DataSource } from 'typeorm';
+import type { OutboxKeyWrapper } from '../message/erasure/key-wrapper';
 import type { AmbientTransaction } from './ambient-transaction.interface';
 import type { OutboxConnection } from '../store/ports/outbox-connection';
 import type { OutboxObserver } from '../observers/outbox-observer.interface';
 import type { OutboxPublisher } from '../publishers/outbox-publisher.interface';
+import type { ClaimCheckStore } from '../publishers/claim-check/claim-check-store.interface';
 import type { OutboxRecord } from '../message/outbox-record.interface';
 import type { OutboxLogObserver } from '../store/ports/outbox-log-source.port';
 import type { OutboxEventPolicy } from '../message/outbox-event-policy';
@@ -85,11 +87,23 @@ export interface OutboxDispatcherOptions {
    */
   claims?: 'leases' | 'partitions';
   /**
-   * With `claims: 'partitions'`: a dispatcher whose heartbeat is older than this is gone, and
-   * its partitions are taken over; it beats every fifth of it. Takeover after a crash takes
-   * about this long plus one beat. @default 1500
+   * With `claims: 'partitions'`: how long each heartbeat holds. A dispatcher whose last heartbeat
+   * is older than its own setting is gone, and its partitions are taken over; it beats every
+   * fifth of it, and one whose heartbeat could not land in time (a stalled event loop or
+   * database) stops publishing until it lands. Takeover after a crash takes about this long plus
+   * one beat. @default 5000
    */
   partitionTimeoutMs?: number;
+  /**
+   * With `claims: 'partitions'`: publish as a stream. Up to this many messages are unconfirmed at
+   * once across batches, handed to the publisher in slices of `publishWindow / 4` (at most
+   * `batchSize`) as confirms free room, and the settles of the slices answered meanwhile are
+   * written together, in one statement fenced by every partition they touch. A key still has at
+   * most one message in flight. Unset: batches of `batchSize`, `batchesInFlight` at once, each
+   * settled on its own (docs/delivery.md, "Publishing as a stream"). 1 to 10 000.
+   * @default none
+   */
+  publishWindow?: number;
 }
 
 export interface OutboxRetryOptions {
@@ -277,6 +291,46 @@ export interface OutboxModuleOptions {
    * messages carry none and a message given one is refused.
    */
   tenants?: OutboxTenantsOptions;
+  /**
+   * The claim check: a message whose payload is over `thresholdBytes` has the payload written
+   * to `store` by the publisher, which sends a reference instead (docs/claim-check.md). Left
+   * out, every payload travels in its message.
+   */
+  claimCheck?: OutboxClaimCheckOptions;
+  /**
+   * Per-subject erasure by crypto-shredding: the personal data a message marks (`personal`) is
+   * sealed at enqueue under its subject's data key, and `OutboxAdmin.erase(subject)` destroys
+   * that key (docs/erasure.md). Left out, a message with personal data is refused.
+   */
+  erasure?: OutboxErasureOptions;
+}
+
+/** Per-subject erasure (docs/erasure.md): how the data keys in the key table are wrapped. */
+export interface OutboxErasureOptions {
+  /**
+   * The master key (32 bytes: a Buffer, or its base64 text) the data keys are wrapped with,
+   * AES-256-GCM. Exclusive with `keyWrapper`. @default none
+   */
+  masterKey?: Buffer | string;
+  /**
+   * Wraps the data keys with an external KMS instead (`wrap`/`unwrap`). Exclusive with
+   * `masterKey`. @default none
+   */
+  keyWrapper?: OutboxKeyWrapper;
+}
+
+/** The claim check (docs/claim-check.md). */
+export interface OutboxClaimCheckOptions {
+  /**
+   * Where payloads go: `s3ClaimCheckStore()` of `nestjs-outbox/s3`, or `tableClaimCheckStore()`
+   * of `nestjs-outbox/claim-check` (the outbox's own database). Required.
+   */
+  store: ClaimCheckStore;
+  /**
+   * Payloads larger than this (bytes of the JSON text, or of a binary payload) are sent by
+   * reference; a type's policy may give its own (`claimCheckThresholdBytes`). @default 65536
+   */
+  thresholdBytes?: number;
 }
 
 /** Tenant ids on messages, and tenant-fair claiming (docs/tenants.md). */

@@ -26,6 +26,8 @@ export interface ResolvedDispatcherOptions {
   /** How dispatchers share the table: row leases, or partitions of the key space. */
   readonly claims: 'leases' | 'partitions';
   readonly partitionTimeoutMs: number;
+  /** Messages unconfirmed at once across batches (`'partitions'`); undefined: batch by batch. */
+  readonly publishWindow: number | undefined;
 }
 
 type Deadlines = Pick<
@@ -196,7 +198,32 @@ export function resolveDispatcherOptions(
       MINUTE,
       ' ms',
     ),
+    publishWindow: resolvePublishWindow(d.publishWindow, claims),
   };
+}
+
+function resolvePublishWindow(
+  value: number | undefined,
+  claims: 'leases' | 'partitions',
+): number | undefined {
+  if (value === undefined) return undefined;
+  const window = integer(
+    value,
+    0,
+    'dispatcher.publishWindow',
+    1,
+    10_000,
+    '',
+    'none: each batch publishes on its own',
+  );
+  if (claims !== 'partitions') {
+    fail(
+      'dispatcher.publishWindow',
+      `${window} is set while dispatcher.claims is '${claims}'`,
+      "The window streams the partition owners' publishes: set dispatcher.claims to 'partitions' (PostgreSQL, docs/delivery.md \"Partitions\"), or remove publishWindow.",
+    );
+  }
+  return window;
 }
 
 function resolveClaims(value: unknown): 'leases' | 'partitions' {

@@ -1,5 +1,6 @@
 import { getOutboxEventClassMetadata } from '../message/outbox-event.decorator';
 import type { OutboxEventPolicy, OutboxEventRetryPolicy } from '../message/outbox-event-policy';
+import { EVENT_POLICY_KEYS, EVENT_POLICY_RETRY_KEYS } from '../message/outbox-event-option-keys';
 import { checks, DAY, fail, MINUTE } from './outbox-option-checks';
 import type { OutboxModuleOptions } from './outbox.options';
 import type { ResolvedCleanerOptions, ResolvedRetryOptions } from './resolve-group-options';
@@ -14,6 +15,8 @@ export interface ResolvedEventPolicy {
   readonly deadRetentionMs: number | null;
   /** Message expiry (ms since enqueue); 0: none. */
   readonly maxAgeMs: number;
+  /** The type's claim-check threshold: undefined the module's, null none (checked with `claimCheck`). */
+  readonly claimCheckThresholdBytes?: number | null;
 }
 
 /** Every policy of an instance, resolved once at bootstrap. */
@@ -32,22 +35,6 @@ export interface ResolvedEventPolicies {
  * carry a quote, a backslash or anything else a literal would have to escape.
  */
 export const POLICY_TYPE_PATTERN = /^[A-Za-z0-9_][A-Za-z0-9_.:/@#+-]{0,254}$/;
-
-const POLICY_KEYS = {
-  retry: true,
-  onDeadLetter: true,
-  deliveredRetentionMs: true,
-  deadRetentionMs: true,
-  maxAgeMs: true,
-} satisfies Record<keyof OutboxEventPolicy, true>;
-
-const POLICY_RETRY_KEYS = {
-  maxAttempts: true,
-  initialDelayMs: true,
-  maxDelayMs: true,
-  factor: true,
-  jitter: true,
-} satisfies Record<keyof OutboxEventRetryPolicy, true>;
 
 const { show, integer, real } = checks;
 
@@ -190,7 +177,7 @@ function resolveOne(
   }
   checks.knownKeys(
     { [from]: policy, [`${from}.retry`]: retryValue },
-    { [from]: POLICY_KEYS, [`${from}.retry`]: POLICY_RETRY_KEYS },
+    { [from]: EVENT_POLICY_KEYS, [`${from}.retry`]: EVENT_POLICY_RETRY_KEYS },
   );
   const onDeadLetter = policy.onDeadLetter ?? defaults.onDeadLetter;
   if (onDeadLetter !== 'block' && onDeadLetter !== 'skip') {
@@ -243,6 +230,22 @@ function resolveOne(
     deliveredRetentionMs,
     deadRetentionMs,
     maxAgeMs: integer(policy.maxAgeMs, 0, `${from}.maxAgeMs`, 0, 3650 * DAY, ' ms'),
+    ...(policy.claimCheckThresholdBytes === undefined
+      ? {}
+      : {
+          claimCheckThresholdBytes:
+            policy.claimCheckThresholdBytes === null
+              ? null
+              : integer(
+                  policy.claimCheckThresholdBytes,
+                  0,
+                  `${from}.claimCheckThresholdBytes`,
+                  0,
+                  64 * 1024 * 1024,
+                  ' bytes',
+                  'null: every payload of the type travels in its message',
+                ),
+        }),
   });
 }
 

@@ -7,6 +7,8 @@ import type { KnownOptionKeys } from './option-checks';
 import { OutboxOptionsError } from '../errors/outbox-options.error';
 import { OutboxMessages } from '../outbox.messages';
 import type {
+  OutboxClaimCheckOptions,
+  OutboxErasureOptions,
   OutboxCleanerOptions,
   OutboxDispatcherOptions,
   OutboxModuleExtras,
@@ -18,8 +20,13 @@ import type {
   OutboxUnlockerOptions,
 } from './outbox.options';
 import { resolveTenantsOptions, type ResolvedTenantsOptions } from './resolve-tenants-options';
+import {
+  resolveClaimCheckOptions,
+  type ResolvedClaimCheckOptions,
+} from './resolve-claim-check-options';
 import { resolveDelivery, type ResolvedDelivery } from './resolve-delivery';
 import { OUTBOX_DEFAULTS, OUTBOX_EXTRA_DEFAULTS } from './outbox-defaults';
+import { resolveErasureOptions, type ResolvedErasureOptions } from './resolve-erasure-options';
 import { checks, fail } from './outbox-option-checks';
 import {
   resolveDispatcherOptions,
@@ -90,6 +97,10 @@ export interface ResolvedOutboxOptions {
   readonly policies: ResolvedEventPolicies;
   /** null: tenant ids are off. */
   readonly tenants: ResolvedTenantsOptions | null;
+  /** null: every payload travels in its message. */
+  readonly claimCheck: ResolvedClaimCheckOptions | null;
+  /** null: personal data is refused at enqueue. */
+  readonly erasure: ResolvedErasureOptions | null;
 }
 
 /**
@@ -123,6 +134,8 @@ export const OUTBOX_OPTION_KEYS = {
     events: true,
     policies: true,
     tenants: true,
+    claimCheck: true,
+    erasure: true,
   } satisfies Record<keyof OutboxModuleOptions, true>,
   dispatcher: {
     batchSize: true,
@@ -139,6 +152,7 @@ export const OUTBOX_OPTION_KEYS = {
     leaseRenewal: true,
     claims: true,
     partitionTimeoutMs: true,
+    publishWindow: true,
   } satisfies Record<keyof OutboxDispatcherOptions, true>,
   retry: {
     maxAttempts: true,
@@ -168,6 +182,11 @@ export const OUTBOX_OPTION_KEYS = {
     maintainIntervalMs: true,
   } satisfies Record<keyof OutboxPartitioningOptions, true>,
   tenants: { resolve: true, fair: true } satisfies Record<keyof OutboxTenantsOptions, true>,
+  claimCheck: { store: true, thresholdBytes: true } satisfies Record<
+    keyof OutboxClaimCheckOptions,
+    true
+  >,
+  erasure: { masterKey: true, keyWrapper: true } satisfies Record<keyof OutboxErasureOptions, true>,
 } satisfies KnownOptionKeys;
 
 // `forRoot()` strips these before the options reach the resolver; found here, they came from a
@@ -290,6 +309,8 @@ export function resolveOutboxOptions(
       "Keep dispatcher.claims at 'leases' with tenants.fair, or turn tenants.fair off.",
     );
   }
+  const claimCheck = resolveClaimCheckOptions(options.claimCheck, cleaner, policies, external);
+  const erasure = resolveErasureOptions(options.erasure);
   const observer = resolveObserver(options.observer);
   const headersProvider = resolveHeadersProvider(options.headersProvider);
   return {
@@ -327,5 +348,7 @@ export function resolveOutboxOptions(
     headersProvider,
     policies,
     tenants,
+    claimCheck,
+    erasure,
   };
 }

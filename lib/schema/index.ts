@@ -9,7 +9,10 @@ export { createOutboxMigration } from '../typeorm/outbox-table.migration';
 export { outboxMigrations } from '../typeorm/outbox-migrations';
 export { createOutboxArchiveMigration } from '../typeorm/outbox-archive.migration';
 export { createOutboxBinaryIdsMigration } from '../typeorm/outbox-binary-ids.migration';
-export { migrateOutboxToBinaryIds } from '../store/schema/binary-message-ids';
+export {
+  migrateOutboxToBinaryIds,
+  type OutboxBinaryIdsOptions,
+} from '../store/schema/binary-message-ids';
 export type { MessageIdConversion as OutboxMessageIdConversion } from '../store/outbox-database';
 export {
   dropOutboxTables,
@@ -21,6 +24,7 @@ export {
   createOutboxArchiveTable,
   createOutboxTable,
   outboxArchiveTableDdl,
+  outboxSchemaStatements,
   outboxTableDdl,
   type OutboxDialect,
   type OutboxTableOptions,
@@ -30,6 +34,8 @@ export {
   outboxAuditTableDdl,
   type OutboxAuditTableOptions,
 } from '../store/shared-sql/audit-table';
+export type { OutboxStepOption } from '../store/schema/schema-steps';
+export type { SchemaOnline as OutboxOnlineSteps } from '../store/outbox-database';
 export { outboxPartitions } from '../store/partitions/outbox-partitions';
 export type {
   OutboxPartition,

@@ -1,3 +1,4 @@
+import { OutboxOptionsError } from '../errors/outbox-options.error';
 import { OutboxError } from '../errors/outbox.error';
 import { OutboxTableMissingError } from '../errors/outbox-table-missing.error';
 import type { OutboxStore } from './ports/outbox-store.port';
@@ -30,6 +31,10 @@ export async function createOutboxStore(
     cleaner?: { archive: boolean };
     /** The `tenants` option: when set, the table must have schema step 7's `tenant_id`. */
     tenants?: object | null;
+    /** The `claimCheck` option: when set where messages are published, step 10's table. */
+    claimCheck?: object | null;
+    /** The `erasure` option: when set, step 11's tables. */
+    erasure?: object | null;
     /** Whether statements may be prepared by name (the `preparedStatements` option); default true. */
     preparedStatements?: boolean;
     /**
@@ -107,12 +112,14 @@ export async function createOutboxStore(
       sequence: table.ordering?.sequence === true,
       tenants: table.tenants !== undefined && table.tenants !== null,
       partitions: table.dispatcher?.claims === 'partitions' && dispatch.enabled,
+      claimChecks: table.claimCheck !== undefined && table.claimCheck !== null && dispatch.enabled,
+      erasure: table.erasure !== undefined && table.erasure !== null,
     };
     for (const [index, { check }] of OUTBOX_SCHEMA_STEPS.entries()) {
       if (check === undefined || check.neededBy?.(needs) === false) continue;
       const step = index + 1;
       const refusal = check.unsupported?.(database, names.table, sql.databaseType) ?? null;
-      if (refusal !== null) throw new OutboxError(refusal);
+      if (refusal !== null) throw new OutboxOptionsError(refusal, check.option ?? 'dataSource');
       for (const statement of check.probes(names)) {
         await probe(
           statement,

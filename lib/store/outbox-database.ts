@@ -4,6 +4,8 @@ import type { PartitionRange } from './partitions/partition-range';
 import type { InboxTableNames } from '../internal/sql-identifier';
 import type { AdminDialect } from './shared-sql/admin-dialect';
 import type { AuditSql } from './shared-sql/audit-sql';
+import type { ClaimCheckSql } from './shared-sql/claim-check-sql';
+import type { SubjectKeySql } from './shared-sql/subject-keys-sql';
 import type { OutboxQueuePolicy, OutboxStore } from './ports/outbox-store.port';
 import type { IdentifierQuoting, OutboxTableNames } from '../internal/sql-identifier';
 import type { SqlPort, SqlRunner } from './ports/sql-port';
@@ -112,9 +114,27 @@ export interface PartitionedTables {
  * One part a later schema step adds to the outbox table on one database
  * (`lib/store/schema/schema-steps.ts` runs them in order).
  */
+/** How an online step runs: the size of its batches, and a look between them (tests, progress). */
+export interface SchemaOnline {
+  /** Rows per backfill batch, each its own short transaction. @default 10000 */
+  readonly batchRows?: number;
+  /** Called after each batch with the last id it covered and the last id to cover. */
+  readonly afterBatch?: (done: string, last: string) => Promise<void> | void;
+}
+
 export interface SchemaPartSql {
   /** Adds it to a table made before it; does nothing where it is there. */
   ensure(run: StatementRunner, n: OutboxTableNames): Promise<void>;
+  /**
+   * Where `ensure` blocks writes on a table with rows (a rewrite, a locking index build): how,
+   * in words. Left out: it does not.
+   */
+  readonly rewrites?: string;
+  /**
+   * `ensure` in a form that lets writes go on while it runs, for a runner outside a
+   * transaction (each statement commits on its own). Left out: `ensure` blocks nothing.
+   */
+  ensureOnline?(run: StatementRunner, n: OutboxTableNames, online: SchemaOnline): Promise<void>;
   /** Whether the table has it (read only). */
   has(run: StatementRunner, n: OutboxTableNames): Promise<boolean>;
   /** Removes it (the step's down migration). */
@@ -199,6 +219,16 @@ export interface OutboxSchemaSql {
    * delivery (`dispatcher.claims: 'partitions'`).
    */
   readonly deliveryPartitions?: SchemaPartSql;
+  /**
+   * Schema step 10: the claim-check table `<table>_claim_checks` of the `claimCheck` option
+   * (payloads sent by reference, docs/claim-check.md).
+   */
+  readonly claimCheckTable?: SchemaPartSql;
+  /**
+   * Schema step 11: the erasure's tables `<table>_subject_keys` and `<table>_subject_uses` of
+   * the `erasure` option (per-subject data keys, docs/erasure.md).
+   */
+  readonly subjectKeysTables?: SchemaPartSql;
 }
 
 /**
@@ -249,6 +279,10 @@ export interface OutboxDatabase<D extends string = string> {
   readonly inbox: InboxSql;
   /** The console's audit table (re-drives, the console's actions). */
   readonly audit: AuditSql;
+  /** The claim check's statements (`claimCheck`, docs/claim-check.md). */
+  readonly claimChecks: ClaimCheckSql;
+  /** The erasure's statements (`erasure`, docs/erasure.md). */
+  readonly subjectKeys: SubjectKeySql;
 }
 
 /**

@@ -5,6 +5,17 @@ import {
   tableNamesFor,
   type OutboxTableOptions,
 } from '../store/schema/outbox-table-ddl';
+import { refuseUnknownTestingOptions } from './testing-option-keys';
+
+const TABLE_OPTION_KEYS = {
+  '': {
+    tableName: true,
+    schema: true,
+    partitioning: true,
+    with: true,
+    online: true,
+  } satisfies Record<keyof OutboxTableOptions, true>,
+};
 
 /**
  * Deletes every row of the outbox table (whatever its status) and of its attempt history, so
@@ -17,6 +28,8 @@ export async function clearOutbox(
   dataSource: DataSource,
   options: OutboxTableOptions = {},
 ): Promise<number> {
+  // `{ table: 'x' }` must not clear the default table instead.
+  refuseUnknownTestingOptions('clearOutbox()', options, TABLE_OPTION_KEYS);
   const { table, attemptsTable } = tableNamesFor(outboxDialectOf(dataSource.options.type), options);
   const sql = typeormSqlPort(dataSource);
   return sql.transaction(async (tx) => {

@@ -11,6 +11,7 @@ import {
 } from '../store/schema/outbox-table-ddl';
 import type { OutboxConnection } from '../store/ports/outbox-connection';
 import type { NewOutboxRow, OutboxStore } from '../store/ports/outbox-store.port';
+import { OUTBOX_STEP_OPTIONS } from '../store/schema/schema-steps';
 
 /**
  * One library's connection (`OutboxConnection`) on one database, for the connection conformance
@@ -111,7 +112,7 @@ async function withTable<Tx>(
   const tableName = `outbox_conn_${randomUUID().replace(/-/g, '').slice(0, 12)}`;
   let store: OutboxStore | undefined;
   try {
-    await createOutboxTable(sql, { tableName });
+    await createOutboxTable(sql, { tableName, with: OUTBOX_STEP_OPTIONS });
     store = await createOutboxStore(
       sql,
       {

@@ -1,3 +1,5 @@
+import { refuseUnknownTestingOptions } from './testing-option-keys';
+
 /** A message your app committed, in commit order (a key's messages in the order they must arrive). */
 export interface CommittedMessage {
   readonly messageId: string;
@@ -92,6 +94,15 @@ export function firstArrivalsByKey<K>(
  * ghosts (rolled back, yet delivered). A pure function: no test framework, no I/O.
  */
 export function checkDelivery(input: DeliveryCheckInput): DeliveryReport {
+  // `{ rolledback }` would otherwise check no ghost, and pass.
+  refuseUnknownTestingOptions('checkDelivery()', input, {
+    '': {
+      committed: true,
+      received: true,
+      rolledBack: true,
+      allowedDuplicates: true,
+    } satisfies Record<keyof DeliveryCheckInput, true>,
+  });
   const keys = new Map(input.committed.map((m) => [m.messageId, m.key]));
   const rolledBack = new Set(input.rolledBack ?? []);
   const counts = arrivalCounts(input.received);

@@ -1,4 +1,5 @@
 import { fork, type ChildProcess } from 'node:child_process';
+import { refuseUnknownTestingOptions } from './testing-option-keys';
 
 /** How a dispatcher process ended: its exit code, or the signal that ended it. */
 export interface DispatcherProcessExit {
@@ -110,6 +111,16 @@ export class DispatcherProcess {
    * `readyTimeoutMs`, with its last output.
    */
   static async start(options: DispatcherProcessOptions): Promise<DispatcherProcess> {
+    refuseUnknownTestingOptions('DispatcherProcess.start()', options, {
+      '': {
+        script: true,
+        args: true,
+        execArgv: true,
+        env: true,
+        cwd: true,
+        readyTimeoutMs: true,
+      } satisfies Record<keyof DispatcherProcessOptions, true>,
+    });
     const child = fork(options.script, [...(options.args ?? [])], {
       cwd: options.cwd,
       execArgv: [...(options.execArgv ?? [])],

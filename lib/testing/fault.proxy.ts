@@ -1,4 +1,5 @@
 import { connect, createServer, type Server, type Socket } from 'node:net';
+import { refuseUnknownTestingOptions } from './testing-option-keys';
 
 /**
  * How a cut proxy fails its clients:
@@ -79,6 +80,9 @@ export class FaultProxy {
     target: FaultProxyEndpoint,
     options: FaultProxyOptions = {},
   ): Promise<FaultProxy> {
+    refuseUnknownTestingOptions('FaultProxy.start()', options, {
+      '': { lifetimeMs: true, listenHost: true } satisfies Record<keyof FaultProxyOptions, true>,
+    });
     const { lifetimeMs = 600_000, listenHost = '127.0.0.1' } = options;
     const server = createServer();
     await new Promise<void>((resolve, reject) => {

@@ -2,6 +2,7 @@ import { PermanentPublishError } from '../errors/permanent-publish.error';
 import { PublisherUnavailableError } from '../errors/publisher-unavailable.error';
 import type { OutboxPublisher, PublishOutcome } from '../publishers/outbox-publisher.interface';
 import type { OutboxRecord } from '../message/outbox-record.interface';
+import { refuseUnknownTestingOptions } from './testing-option-keys';
 
 /**
  * How a scripted message fails:
@@ -44,9 +45,21 @@ interface FailureRule {
   remaining: number;
 }
 
+const MATCHER_KEYS = {
+  '': { messageId: true, topic: true, key: true, type: true } satisfies Record<
+    keyof Exclude<RecordingMatcher, string | ((record: OutboxRecord) => boolean)>,
+    true
+  >,
+};
+const FAILURE_OPTION_KEYS = {
+  '': { times: true, error: true } satisfies Record<keyof RecordingFailureOptions, true>,
+};
+
 function toPredicate(matcher: RecordingMatcher): (record: OutboxRecord) => boolean {
   if (typeof matcher === 'function') return matcher;
   if (typeof matcher === 'string') return (r) => r.messageId === matcher;
+  // A misspelt field (`{ topc }`) would otherwise match every message.
+  refuseUnknownTestingOptions('RecordingPublisher matcher', matcher, MATCHER_KEYS);
   return (r) =>
     (matcher.messageId === undefined || r.messageId === matcher.messageId) &&
     (matcher.topic === undefined || r.topic === matcher.topic) &&
@@ -144,6 +157,7 @@ export class RecordingPublisher implements OutboxPublisher {
     kind: RecordingFailure = 'retryable',
     options: RecordingFailureOptions = {},
   ): this {
+    refuseUnknownTestingOptions('RecordingPublisher.fail()', options, FAILURE_OPTION_KEYS);
     this.rules.push({
       match: toPredicate(matcher),
       kind,

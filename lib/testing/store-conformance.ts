@@ -19,6 +19,7 @@ import { IN_FLIGHT_GRACE_MS } from '../store/shared-sql/claim-window';
 import type { OutboxPartitioningOptions } from '../options/outbox.options';
 import { outboxPartitions } from '../store/partitions/outbox-partitions';
 import { messageIdText } from '../store/rows/message-id-codec';
+import { OUTBOX_STEP_OPTIONS } from '../store/schema/schema-steps';
 
 /**
  * A SQL port on one database for the store conformance suite: the port under test, and the
@@ -139,7 +140,12 @@ async function withStore(
   let store: OutboxStore | undefined;
   try {
     if (target.createTable !== undefined) await target.createTable(fixture.sql, tableName);
-    else await createOutboxTable(fixture.sql, { tableName, partitioning: target.partitioning });
+    else
+      await createOutboxTable(fixture.sql, {
+        tableName,
+        partitioning: target.partitioning,
+        with: OUTBOX_STEP_OPTIONS,
+      });
     if (target.partitioning !== undefined) {
       const { layout } = await outboxPartitions(fixture.sql, { tableName }).status(
         { premake: 1, retentionMs: 86_400_000, deadRetentionMs: null },

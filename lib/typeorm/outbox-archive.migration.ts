@@ -1,5 +1,9 @@
 import type { MigrationInterface } from 'typeorm';
-import { outboxArchiveTableDdl, type OutboxTableOptions } from '../store/schema/outbox-table-ddl';
+import {
+  outboxArchiveTableDdl,
+  refuseUnknownTableOptions,
+  type OutboxTableOptions,
+} from '../store/schema/outbox-table-ddl';
 import { runAll, tableMigration } from './table-migration';
 import { layoutForNewTables } from '../store/schema/message-id-layout';
 
@@ -18,7 +22,8 @@ export function createOutboxArchiveMigration(
   options: OutboxTableOptions = {},
   timestamp = 1_763_800_000_100,
 ): new () => MigrationInterface {
-  // Validate at definition time so a bad name fails before any migration runs.
+  // Validate at definition time so a bad name (or an unknown key) fails before any migration runs.
+  refuseUnknownTableOptions('createOutboxArchiveMigration()', options);
   outboxArchiveTableDdl('postgres', options);
   return tableMigration(
     'CreateOutboxArchive',

@@ -1,5 +1,9 @@
 import type { MigrationInterface } from 'typeorm';
-import { tableNamesFor, type OutboxTableOptions } from '../store/schema/outbox-table-ddl';
+import {
+  refuseUnknownBinaryIdsOptions,
+  type OutboxBinaryIdsOptions,
+} from '../store/schema/binary-message-ids';
+import { tableNamesFor } from '../store/schema/outbox-table-ddl';
 import { tableMigration } from './table-migration';
 
 /**
@@ -18,10 +22,12 @@ import { tableMigration } from './table-migration';
  * new DataSource({ ..., migrations: [...outboxMigrations(), createOutboxBinaryIdsMigration()] })
  */
 export function createOutboxBinaryIdsMigration(
-  options: Omit<OutboxTableOptions, 'partitioning'> = {},
+  options: OutboxBinaryIdsOptions = {},
   timestamp = 1_763_800_000_200,
 ): new () => MigrationInterface {
-  // Validate at definition time so a bad name fails before any migration runs.
+  // Validate at definition time so a bad name (or an option it does not read) fails before any
+  // migration runs.
+  refuseUnknownBinaryIdsOptions('createOutboxBinaryIdsMigration()', options);
   tableNamesFor('postgres', options);
   return tableMigration(
     'ConvertOutboxIdsToBinary',

@@ -1,10 +1,16 @@
 import type { MigrationInterface } from 'typeorm';
 import {
   outboxTableDdl,
+  refuseUnknownTableOptions,
   tablePartitioning,
+  tableStepOptions,
   type OutboxTableOptions,
 } from '../store/schema/outbox-table-ddl';
-import { OUTBOX_SCHEMA_STEPS, type OutboxSchemaStep } from '../store/schema/schema-steps';
+import {
+  OUTBOX_SCHEMA_STEPS,
+  stepIsFor,
+  type OutboxSchemaStep,
+} from '../store/schema/schema-steps';
 import { createOutboxMigration } from './outbox-table.migration';
 import { tableMigration } from './table-migration';
 
@@ -37,6 +43,13 @@ function stepMigration(
  * step 5 the index of waiting messages, and later versions append their steps to the list. Spread it into the DataSource's
  * `migrations`, once per outbox table.
  *
+ * The steps that exist for one module option (6 `ordering.sequence`, 7 `tenants`, 9
+ * `dispatcher.claims: 'partitions'`, 10 `claimCheck`) are in the list only when `options.with`
+ * names the option: an app that does not use one never runs its step (PostgreSQL's steps 7 and
+ * 9 rewrite the table). A step keeps its name and timestamp whichever others are listed.
+ * `options.online` is not for migrations (they run in a transaction): make such a step online
+ * first with `outbox schema migrate --with … --online`, and the migration then finds it made.
+ *
  * Each step is named after its table (`CreateOutboxTable_outbox_1763800000000`,
  * `AddOutboxAttemptHistory_outbox_1763800000001`), so several outbox tables can share one
  * DataSource.
@@ -52,12 +65,16 @@ export function outboxMigrations(
   options: OutboxTableOptions = {},
   timestamp = 1_763_800_000_000,
 ): MigrationClass[] {
-  // Validate at definition time so a bad name fails before any migration runs.
+  // Validate at definition time so a bad name fails before any migration runs: an unknown key
+  // too (`{ table }` would otherwise migrate the default table outbox).
+  refuseUnknownTableOptions('outboxMigrations()', options);
   outboxTableDdl('postgres', options);
+  const asked = tableStepOptions(options);
   // Step 1 is `createOutboxMigration()`, same name and same work, for DataSources that list it.
-  return OUTBOX_SCHEMA_STEPS.map((step, index) =>
-    index === 0
-      ? createOutboxMigration(options, timestamp)
-      : stepMigration(step, options, timestamp + index),
-  );
+  return OUTBOX_SCHEMA_STEPS.flatMap((step, index) => {
+    if (!stepIsFor(step, asked)) return [];
+    return index === 0
+      ? [createOutboxMigration(options, timestamp)]
+      : [stepMigration(step, options, timestamp + index)];
+  });
 }

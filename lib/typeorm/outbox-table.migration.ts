@@ -6,6 +6,7 @@ import {
   outboxDatabase,
   outboxDialectOf,
   outboxTableDdl,
+  refuseUnknownTableOptions,
   tableNamesFor,
   tablePartitioning,
   type OutboxTableOptions,
@@ -35,7 +36,8 @@ export function createOutboxMigration(
   options: OutboxTableOptions = {},
   timestamp = 1_763_800_000_000,
 ): new () => MigrationInterface {
-  // Validate at definition time so a bad name fails before any migration runs.
+  // Validate at definition time so a bad name (or an unknown key) fails before any migration runs.
+  refuseUnknownTableOptions('createOutboxMigration()', options);
   outboxTableDdl('postgres', options);
   const tableName = options.tableName ?? 'outbox';
   const migrationName = tableMigrationName(

@@ -11,15 +11,17 @@ import {
   createOutboxTable,
   outboxDialectOf,
   outboxTableDropDdl,
+  refuseUnknownTableOptions,
   type OutboxTableOptions,
 } from '../store/schema/outbox-table-ddl';
 import { typeormSqlPort } from './typeorm.sql-port';
 
 /** Creates the outbox table if it does not exist, e.g. in tests or at the start of a sample app. */
-export function ensureOutboxTable(
+export async function ensureOutboxTable(
   dataSource: DataSource,
   options: OutboxTableOptions = {},
 ): Promise<void> {
+  refuseUnknownTableOptions('ensureOutboxTable()', options);
   return createOutboxTable(typeormSqlPort(dataSource), options);
 }
 
@@ -27,10 +29,11 @@ export function ensureOutboxTable(
  * Creates the archive `<table>_archive` the cleaner moves rows into with `cleaner.archive` on, if
  * it does not exist.
  */
-export function ensureOutboxArchiveTable(
+export async function ensureOutboxArchiveTable(
   dataSource: DataSource,
   options: OutboxTableOptions = {},
 ): Promise<void> {
+  refuseUnknownTableOptions('ensureOutboxArchiveTable()', options);
   return createOutboxArchiveTable(typeormSqlPort(dataSource), options);
 }
 
@@ -47,7 +50,9 @@ export interface OutboxTableDropOptions extends Omit<OutboxTableOptions, 'partit
 /**
  * Drops the outbox table and every table the outbox made for it, rows and all: its attempt
  * history `<table>_attempts`, sequence counters `<table>_key_seq`, archive `<table>_archive`,
- * partition guard `<table>_ids`, MySQL/MariaDB's key locks `<table>_key_lock` and binlog position
+ * partition guard `<table>_ids`, delivery partitions' `<table>_dispatchers` and `<table>_owners`,
+ * claim checks `<table>_claim_checks`, the erasure's `<table>_subject_keys` and
+ * `<table>_subject_uses`, MySQL/MariaDB's key locks `<table>_key_lock` and binlog position
  * `<table>_log_position` (each only if it exists; indexes and partitions go with their table),
  * and `options.auditTable` if given. For tests and tear-downs: `target` is the TypeORM
  * DataSource, a connection (`pgOutbox(pool)`, …) or its SQL port. Names are validated like the
@@ -58,6 +63,7 @@ export async function dropOutboxTables(
   target: DataSource | OutboxConnection<never> | SqlPort,
   options: OutboxTableDropOptions = {},
 ): Promise<void> {
+  refuseUnknownTableOptions('dropOutboxTables()', options, true);
   const sql = sqlPortOf(target);
   const dialect = outboxDialectOf(sql.databaseType);
   const statements = [

@@ -20,6 +20,11 @@ export interface OutboxCleanReport {
    * and `dead` are 0: the module does not know which the external engine delivered).
    */
   readonly expired?: number;
+  /**
+   * With `claimCheck`: payloads deleted because every message that sent them by reference is
+   * gone from the table (and the archive). Absent without the option.
+   */
+  readonly claimChecks?: number;
 }
 
 /**
@@ -53,7 +58,36 @@ export class OutboxCleaner extends IntervalWorker<OutboxCleanReport> {
         ? await this.purgeByPolicy('delivered', deliveredRetentionMs)
         : 0;
     const dead = await this.purgeByPolicy('dead', deadRetentionMs);
-    return { delivered, dead };
+    if (this.options.claimCheck === null) return { delivered, dead };
+    return { delivered, dead, claimChecks: await this.sweepClaimChecks() };
+  }
+
+  /**
+   * Deletes the claim-checked payloads whose messages are all gone. A row untouched for twice
+   * the lease only: a publish that recorded one is over by then (its lease ended).
+   */
+  private async sweepClaimChecks(): Promise<number> {
+    const claimCheck = this.options.claimCheck;
+    if (claimCheck === null) return 0;
+    const ledger = await claimCheck.ledger.get();
+    const { store } = claimCheck;
+    const graceMs = 2 * this.options.dispatcher.leaseMs;
+    const { batchSize } = this.options.cleaner;
+    let total = 0;
+    for (let i = 0; i < MAX_BATCHES_PER_RUN; i++) {
+      const swept = await ledger.sweep(graceMs, batchSize, async (rows) => {
+        const locations = rows.filter((r) => r.external).map((r) => r.location);
+        if (locations.length === 0) return;
+        if (store.delete === undefined) return;
+        await store.delete(locations, AbortSignal.timeout(this.options.dispatcher.dbTimeoutMs));
+      });
+      total += swept.length;
+      if (swept.length < batchSize) break;
+    }
+    if (total > 0) {
+      this.logger.log(`Deleted ${total} claim-checked payload(s) whose messages are gone`);
+    }
+    return total;
   }
 
   /**

@@ -54,7 +54,8 @@ export class OutboxPartitionMaintainer extends IntervalWorker<OutboxPartitionsRe
         notCreated: [],
       };
     }
-    const report = await outboxPartitions(this.sql, this.options).maintain(
+    const { tableName, schema } = this.options;
+    const report = await outboxPartitions(this.sql, { tableName, schema }).maintain(
       {
         premake: partitioning.premake,
         retentionMs: partitioning.retentionMs,

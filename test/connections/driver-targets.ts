@@ -64,7 +64,7 @@ const BetterSqlite3 = require('better-sqlite3') as new (file: string) => SqliteD
  */
 export function pgPool(
   max = 10,
-  at: { port?: number; appListener?: boolean } = {},
+  at: { port?: number; appListener?: boolean; database?: string } = {},
 ): PgPoolForTests {
   const c = serverConnection('postgres');
   const pool = new pg.Pool({
@@ -72,7 +72,7 @@ export function pgPool(
     port: at.port ?? c.port,
     user: c.username,
     password: c.password,
-    database: c.database,
+    database: at.database ?? c.database,
     max,
   });
   // An idle client whose server connection dies is reported here; unheard, it would crash jest.
@@ -80,14 +80,14 @@ export function pgPool(
   return pool;
 }
 
-function mysqlConfig() {
+function mysqlConfig(database?: string) {
   const c = serverConnection('mariadb');
   return {
     host: c.host,
     port: c.port,
     user: c.username,
     password: c.password,
-    database: c.database,
+    database: database ?? c.database,
     connectionLimit: 10,
   };
 }
@@ -208,16 +208,22 @@ export function kyselyTarget(database: 'postgres' | 'mariadb' | 'sqlite'): Store
   };
 }
 
-export function openKysely(database: 'postgres' | 'mariadb' | 'sqlite') {
+/**
+ * Kysely on a test database; `on` names another database of the same server than the suites'
+ * (PostgreSQL, MariaDB), which must exist.
+ */
+export function openKysely(database: 'postgres' | 'mariadb' | 'sqlite', on?: string) {
   if (database === 'postgres') {
     const db = new Kysely<unknown>({
-      dialect: new PostgresDialect({ pool: pgPool() as unknown as PostgresPool }),
+      dialect: new PostgresDialect({
+        pool: pgPool(10, { database: on }) as unknown as PostgresPool,
+      }),
     });
     return { db, sql: kyselySqlPort(db, { databaseType: 'postgres' }) };
   }
   if (database === 'mariadb') {
     const db = new Kysely<unknown>({
-      dialect: new MysqlDialect({ pool: createMysql2Pool(mysqlConfig()) }),
+      dialect: new MysqlDialect({ pool: createMysql2Pool(mysqlConfig(on)) }),
     });
     return { db, sql: kyselySqlPort(db, { databaseType: 'mariadb' }) };
   }

@@ -4,10 +4,35 @@ import { outboxKyselyMigration } from '../../lib/connections/kysely';
 import { outboxSchemaStatus } from '../../lib/store/schema/schema-status';
 import { uniqueTable } from '../support/databases';
 import { describeWith } from '../support/services';
-import { openKysely } from './driver-targets';
+import { mariadbPool, openKysely, pgPool } from './driver-targets';
 
 // outboxKyselyMigration(): the outbox table as a migration of Kysely's own Migrator, up to the
 // current schema version and back down, on each database.
+//
+// On a database of its own: Kysely's Migrator looks for its tables by introspecting every table
+// of the database (0.28), which on PostgreSQL reads each table's serial sequence by name and fails
+// when another suite drops a table meanwhile, and on MariaDB opens every table's definition and
+// waits behind another suite's ALTER TABLE.
+const OWN_DATABASE = 'outbox_kysely_migration';
+
+async function ensureOwnDatabase(database: 'postgres' | 'mariadb'): Promise<void> {
+  if (database === 'mariadb') {
+    const pool = mariadbPool(1);
+    try {
+      await pool.query(`CREATE DATABASE IF NOT EXISTS \`${OWN_DATABASE}\``);
+    } finally {
+      await pool.end();
+    }
+    return;
+  }
+  const pool = pgPool(1);
+  try {
+    const found = await pool.query('SELECT 1 FROM pg_database WHERE datname = $1', [OWN_DATABASE]);
+    if (found.rowCount === 0) await pool.query(`CREATE DATABASE "${OWN_DATABASE}"`);
+  } finally {
+    await pool.end();
+  }
+}
 
 it('refuses an unsafe table name when the migration is defined', () => {
   expect(() => outboxKyselyMigration({ tableName: 'outbox; drop table x' })).toThrow(
@@ -21,7 +46,11 @@ for (const database of ['postgres', 'mariadb', 'sqlite'] as const) {
     `outboxKyselyMigration on ${database}`,
     () => {
       it("Kysely's Migrator creates the current schema, and migrating down drops it", async () => {
-        const { db, sql, remove } = openKysely(database);
+        if (database !== 'sqlite') await ensureOwnDatabase(database);
+        const { db, sql, remove } = openKysely(
+          database,
+          database === 'sqlite' ? undefined : OWN_DATABASE,
+        );
         const tableName = uniqueTable('outbox_kmig');
         const migrator = new Migrator({
           db,

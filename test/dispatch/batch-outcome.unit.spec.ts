@@ -201,6 +201,7 @@ describe('batch outcome', () => {
             id: '2',
             error: 'PermanentPublishError: rejected by broker',
             errorClass: 'PermanentPublishError',
+            advancesKey: true,
           },
         ],
         advancedKeys: ['k1', 'k2'],

@@ -1,6 +1,6 @@
 import { InFlightBatches } from '../../lib/dispatch/pipeline/in-flight-batches';
 import { PublishHold } from '../../lib/dispatch/pipeline/publish-hold';
-import { WakeUps } from '../../lib/dispatch/poll/wake-ups';
+import { WakeUps } from '../../lib/dispatch/wake-ups';
 import type { OutboxBatchReport } from '../../lib/observers/outbox-observer.interface';
 import { sleep } from '../support/wait-for';
 

@@ -2,9 +2,10 @@ import type { DeliveryBatch } from '../../lib/dispatch/pipeline/delivery-batch';
 import { ClaimLoop, type ClaimLoopParts } from '../../lib/dispatch/poll/claim-loop';
 import type { ClaimResult, LeasedBatch } from '../../lib/dispatch/poll/claimer';
 import { PublishHold } from '../../lib/dispatch/pipeline/publish-hold';
-import { WakeUps } from '../../lib/dispatch/poll/wake-ups';
+import { WakeUps } from '../../lib/dispatch/wake-ups';
 import type { OutboxBatchReport } from '../../lib/observers/outbox-observer.interface';
 import { sleep } from '../support/wait-for';
+import { unusedHold } from '../support/unused-hold';
 
 // The claim loop's decisions, on a scripted claimer: a poll asks first and a wake-up does not;
 // it claims until nothing is claimable, up to batchesInFlight batches at once; held back only by
@@ -16,7 +17,7 @@ const batch = (token: string): LeasedBatch => ({
   blockedKeys: [],
   inFlightKeys: 0,
   claimedAt: 0,
-  leaseEnd: 60_000,
+  hold: unusedHold,
 });
 
 function scripted(results: ClaimResult[], options: { due?: boolean; batchesInFlight?: number }) {

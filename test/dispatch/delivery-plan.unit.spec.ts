@@ -39,6 +39,8 @@ describe('planDelivery', () => {
       jsonRowsOnly: false,
     });
     expect(plan({ publisher, dispatcher: { listen: false } }).notifies).toBe(false);
+    // An owner of delivery partitions leases no row: nothing for an unlocker to free.
+    expect(plan({ publisher, dispatcher: { claims: 'partitions' } }).unlocks).toBe(false);
   });
 
   it('logTailing(): a source and no NOTIFY (the log brings new rows, not the poll)', () => {

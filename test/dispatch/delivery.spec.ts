@@ -7,7 +7,7 @@ import { readOutbox, readStatuses, serverConnection, TestOrder } from '../suppor
 import { dispatchApps, msg } from '../support/dispatch-fixtures';
 import { useOutboxScope } from '../support/outbox-scope';
 import { describeSource, POLL_RUN_DATABASES, SOURCE_CASES, useSource } from '../support/sources';
-import { RecordingPublisher } from '../support/recording.publisher';
+import { holdFirstCallOf, RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
 import { expectNever, sleep, waitFor } from '../support/wait-for';
 
@@ -112,24 +112,14 @@ for (const source of SOURCE_CASES) {
     it('publishes a commit that arrives while a batch is publishing beside it, never ahead of its own key', async () => {
       const publisher = new RecordingPublisher();
       // The first batch (key a) is held at the broker until the test lets it go.
-      let release!: () => void;
-      const gate = new Promise<void>((resolve) => (release = resolve));
-      let holding = false;
-      const publish = publisher.publish.bind(publisher);
-      publisher.publish = async (messages, signal) => {
-        if (!holding && messages.some((m) => m.key === 'a')) {
-          holding = true;
-          await gate;
-        }
-        return publish(messages, signal);
-      };
+      const { holding, release } = holdFirstCallOf(publisher, 'a');
       // Only wake-ups (or the log) drive it: the poll is a minute away.
       const h = await src.boot(publisher, {
         autoStart: true,
         dispatcher: { pollIntervalMs: 60_000, batchesInFlight: 2, leaseMs: 60_000 },
       });
       const [first] = (await h.commit([msg('a', { n: 1 })])) as [string];
-      await waitFor('the first batch to reach the broker', () => holding);
+      await waitFor('the first batch to reach the broker', holding);
 
       const [other] = (await h.commit([msg('b', { n: 2 })])) as [string];
       const [sameKey] = (await h.commit([msg('a', { n: 3 })])) as [string];

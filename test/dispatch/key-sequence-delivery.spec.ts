@@ -175,7 +175,7 @@ describeWith(['postgres'], 'key sequence on node-postgres (pgOutbox)', () => {
 
   beforeAll(async () => {
     pool = pgPool(4);
-    await createOutboxTable(pgSqlPort(pool), { tableName: table });
+    await createOutboxTable(pgSqlPort(pool), { tableName: table, with: ['sequence'] });
   });
   afterAll(async () => {
     for (const statement of outboxTableDropDdl('postgres', { tableName: table })) {

@@ -1,6 +1,6 @@
 import { Logger } from '@nestjs/common';
 import { DispatcherLog } from '../../lib/dispatch/dispatcher-log';
-import { BatchLease, type LeaseRenewalParts } from '../../lib/dispatch/pipeline/lease-renewal';
+import { BatchLease, type LeaseRenewalParts } from '../../lib/dispatch/leases/lease-renewal';
 
 // The renewal timer of one batch's lease (BatchLease) on a fake clock: nothing written for a
 // batch that settles before the first interval; each renewal moves the lease's end to leaseMs

@@ -8,7 +8,7 @@ import {
   type TailerPipeline,
 } from '../../lib/dispatch/log/log-tailer';
 import type { DeliveryBatch } from '../../lib/dispatch/pipeline/delivery-batch';
-import { LostClaims } from '../../lib/dispatch/pipeline/lost-claims';
+import { LostClaims } from '../../lib/dispatch/leases/lost-claims';
 import type { OutboxBatchReport } from '../../lib/observers/outbox-observer.interface';
 import type {
   ClaimedIds,
@@ -17,6 +17,7 @@ import type {
 } from '../../lib/store/ports/outbox-store.port';
 import type { LoggedBatch, OutboxLogSource } from '../../lib/store/ports/outbox-log-source.port';
 import { sleep, waitFor } from '../support/wait-for';
+import { unusedHold } from '../support/unused-hold';
 
 // The log tailer's own decisions, over a table kept in memory that leases by id as claimIds
 // promises (pending, unleased, a prefix of each key): the order it asks for a key's messages
@@ -167,8 +168,7 @@ function tailer(
       },
     } as TailerPipeline['lifecycle'],
     deliver: (batch) => (fake.deliver ?? ((b) => table.deliver(b)))(batch),
-    lease: () => ({ token: randomUUID() }),
-    lostLease: fake.lostLease ?? (() => undefined),
+    dbCallMs: 1_000,
     pause: fake.pause ?? (() => undefined),
     watchdog: new DatabaseWatchdog(5_000, log),
   };
@@ -176,6 +176,20 @@ function tailer(
     source,
     store: { claimIds: (o) => table.claimIds(o) },
     pipeline,
+    leases: {
+      // As RowLeases.take: a new token, and a lease that failed recorded as lost.
+      take: async (lease) => {
+        const token = randomUUID();
+        let call: ReturnType<typeof lease> | undefined;
+        try {
+          return { token, taken: await (call = lease(token)) };
+        } catch (error) {
+          (fake.lostLease ?? (() => undefined))(token, call);
+          throw error;
+        }
+      },
+      holdOf: () => unusedHold,
+    },
     log,
     owner: 'me',
     leaseMs: 10_000,

@@ -1,4 +1,4 @@
-import { LostClaims } from '../../lib/dispatch/pipeline/lost-claims';
+import { LostClaims } from '../../lib/dispatch/leases/lost-claims';
 
 // The claims whose answer the dispatcher never read: released by token once their call ended,
 // never while it may still commit, and forgotten once their lease is over.

@@ -16,6 +16,7 @@ import {
   describeSource,
   PARTITIONED,
   POLL_RUN_DATABASES,
+  PUBLISH_WINDOW,
   SOURCE_CASES,
   useSource,
 } from '../support/sources';
@@ -241,6 +242,138 @@ for (const source of SOURCE_CASES) {
       expect(publisher.attemptsOf(ids.A1)).toBe(1);
     });
 
+    it('with ordering.enabled false, a later message of a key goes while an earlier one backs off', async () => {
+      const publisher = new RecordingPublisher();
+      const h = await src.boot(
+        publisher,
+        { ordering: { enabled: false }, retry: { initialDelayMs: 5_000, jitter: 0 } },
+        swept,
+      );
+      publisher.fail(named('A1'), 'retryable', { times: 1 });
+      const ids = await interleaved(h);
+      await src.deliver(h, 'every message but A1', () => publisher.sentIds.length === 5);
+      expect(publisher.sentForKey('A')).toEqual([ids.A2, ids.A3]);
+      expect(await h.row(ids.A1)).toMatchObject({ status: 'pending', attempts: 1 });
+    });
+
+    it('a batch carries at most ordering.maxRun messages of one key', async () => {
+      const publisher = new RecordingPublisher();
+      const batches: number[] = [];
+      const h = await src.boot(
+        publisher,
+        {
+          ordering: { maxRun: 3 },
+          dispatcher: { batchSize: 50 },
+          observer: { onBatch: (report) => batches.push(report.claimed) },
+        },
+        swept,
+      );
+      const ids = await h.commit(Array.from({ length: 10 }, (_, n) => msg('hot', { n })));
+      await src.deliver(h, 'the hot key', () => publisher.sentForKey('hot').length === 10);
+      expect(publisher.sentForKey('hot')).toEqual(ids);
+      expect(Math.max(...batches)).toBeLessThanOrEqual(3);
+    });
+
+    it('every way a row can end, in every position of its key in one batch, decides for that row alone: a key moves past it only once it is delivered (or dead under skip)', async () => {
+      // Five messages a key in batches of two: the message at position p ends one way (the
+      // others are delivered), first or second in its batch, with later messages of its key
+      // already read and queued behind the batch. A dead letter that follows a delivered
+      // message of its key in the same batch must not free the key: the settle is read per
+      // row, never per key.
+      const ends = ['retry', 'dead-block', 'dead-skip', 'expired-block'] as const;
+      const positions = [1, 2, 3, 4] as const;
+      const messages = [1, 2, 3, 4, 5] as const;
+      // Slow enough that the next reads queue a key's later messages behind its batch.
+      const publisher = new RecordingPublisher().slow(40);
+      const h = await src.boot(
+        publisher,
+        {
+          dispatcher: { batchSize: 2 },
+          ordering: { onDeadLetter: 'block' },
+          retry: { initialDelayMs: 300, jitter: 0 },
+          policies: {
+            'order.skipping': { onDeadLetter: 'skip' },
+            'order.expiring': { maxAgeMs: 1 },
+          },
+        },
+        swept,
+      );
+      const ids = new Map<string, string[]>();
+      const keyOf = (end: string, p: number): string => `${end}@${p}`;
+      for (const end of ends) {
+        for (const p of positions) {
+          const key = keyOf(end, p);
+          const type = (n: number): string =>
+            n !== p
+              ? 'order.event'
+              : end === 'dead-skip'
+                ? 'order.skipping'
+                : end === 'expired-block'
+                  ? 'order.expiring'
+                  : 'order.event';
+          if (end === 'retry') publisher.fail(named(`${key}#${p}`), 'retryable', { times: 1 });
+          if (end === 'dead-block' || end === 'dead-skip')
+            publisher.fail(named(`${key}#${p}`), 'permanent');
+          ids.set(
+            key,
+            await h.commit(
+              messages.map((n) => msg(key, { name: `${key}#${n}` }, { type: type(n) })),
+            ),
+          );
+        }
+      }
+      const idsOf = (end: string, p: number): string[] => ids.get(keyOf(end, p)) ?? [];
+      const at = (end: string, p: number): string => idsOf(end, p)[p - 1] as string;
+      const without = (list: string[], p: number): string[] => list.filter((_, i) => i !== p - 1);
+
+      await src.deliver(h, 'every key as far as it may go', async () => {
+        for (const p of positions) {
+          if (publisher.sentForKey(keyOf('retry', p)).length < 5) return false;
+          if (publisher.sentForKey(keyOf('dead-skip', p)).length < 4) return false;
+          for (const end of ['dead-block', 'expired-block'])
+            if ((await h.row(at(end, p))).status !== 'dead') return false;
+        }
+        return true;
+      });
+      // Past a sweep of the table: nothing behind a dead message under 'block' goes.
+      await expectNever(
+        'a message published past a dead one',
+        () =>
+          positions.some(
+            (p) =>
+              publisher.sentForKey(keyOf('dead-block', p)).length > p - 1 ||
+              publisher.sentForKey(keyOf('expired-block', p)).length > p - 1,
+          ),
+        1_500,
+      );
+      for (const p of positions) {
+        expect(publisher.sentForKey(keyOf('retry', p))).toEqual(idsOf('retry', p));
+        expect(publisher.attemptsOf(at('retry', p))).toBe(2);
+        expect(publisher.sentForKey(keyOf('dead-skip', p))).toEqual(
+          without(idsOf('dead-skip', p), p),
+        );
+        expect(await h.row(at('dead-skip', p))).toMatchObject({ status: 'dead' });
+        for (const end of ['dead-block', 'expired-block']) {
+          expect(publisher.sentForKey(keyOf(end, p))).toEqual(idsOf(end, p).slice(0, p - 1));
+          for (const later of idsOf(end, p).slice(p)) {
+            expect(publisher.attemptsOf(later)).toBe(0);
+            expect(['pending', 'waiting']).toContain((await h.row(later)).status);
+          }
+        }
+        expect(await h.row(at('expired-block', p))).toMatchObject({ status: 'dead', attempts: 0 });
+      }
+
+      // Requeued, the dead head goes first and its key follows in order.
+      publisher.heal();
+      const heads = positions.map((p) => at('dead-block', p));
+      expect(await h.outbox.retryDead(heads)).toBe(heads.length);
+      await src.deliver(h, 'the requeued keys delivered', () =>
+        positions.every((p) => publisher.sentForKey(keyOf('dead-block', p)).length === 5),
+      );
+      for (const p of positions)
+        expect(publisher.sentForKey(keyOf('dead-block', p))).toEqual(idsOf('dead-block', p));
+    });
+
     if (source.db.name !== 'sqlite') {
       // SQLite serialises writers, so two enqueuing transactions cannot interleave there.
       it('publishes a key in commit order when enqueuing transactions overlap', async () => {
@@ -351,9 +484,14 @@ for (const source of SOURCE_CASES) {
           key,
           order: publisher.acked.filter((r) => r.key === key).map((r) => r.messageId),
         }).toEqual({ context, key, order: ids });
-      // Batches really overlapped, and never more than batchesInFlight of them.
+      // Batches really overlapped, and never more than batchesInFlight of them (as a stream:
+      // slices, each of one message at least, never more than the window's messages). On the
+      // log source the table's sweep has batchesInFlight of its own beside the reader's
+      // (docs/log-tailing.md): rows the log handed over before the table showed them go to it.
       expect(publisher.maxConcurrentCalls).toBeGreaterThanOrEqual(2);
-      expect(publisher.maxConcurrentCalls).toBeLessThanOrEqual(3);
+      expect(publisher.maxConcurrentCalls).toBeLessThanOrEqual(
+        PUBLISH_WINDOW ?? (source.name === 'log' ? 2 * 3 : 3),
+      );
     });
   });
 }
@@ -523,10 +661,9 @@ for (const db of POLL_RUN_DATABASES) {
       expect(await h.dispatcher.drain()).toBe(30);
       expect([...publisher.sentIds].sort()).toEqual([...others].sort());
       const rows = await h.rows();
-      // Parked (waiting) by a claim; an owner of partitions parks nothing, it skips the key.
-      const parked = PARTITIONED ? 'pending' : 'waiting';
+      // Parked (waiting): by a claim, or by the owner of their partition.
       expect(
-        rows.filter((r) => backlog.includes(r.messageId)).every((r) => r.status === parked),
+        rows.filter((r) => backlog.includes(r.messageId)).every((r) => r.status === 'waiting'),
       ).toBe(true);
       expect(publisher.attemptsOf(backlog[0] as string)).toBe(0);
 

@@ -29,12 +29,12 @@ function readInto(
 ): boolean {
   const read = backlog.open();
   try {
-    return backlog.takeIn(read, found(rows));
+    return backlog.takeIn(read, found(rows)).length > 0;
   } finally {
     backlog.close(read);
   }
 }
-const readable = new Set([7]);
+const readable = (partition: number): boolean => partition === 7;
 
 describe('OwnedBacklog (per-key order in memory for a partition owner)', () => {
   it('orders ids of any length by number', () => {
@@ -44,7 +44,7 @@ describe('OwnedBacklog (per-key order in memory for a partition owner)', () => {
   });
 
   it("picks each key's queued run once nothing of the key is in flight, in id order", () => {
-    const backlog = new OwnedBacklog();
+    const backlog = new OwnedBacklog({ ordered: true, maxRun: 50 });
     const read = backlog.open();
     expect(
       backlog.takeIn(
@@ -56,7 +56,7 @@ describe('OwnedBacklog (per-key order in memory for a partition owner)', () => {
           [4, null],
         ]),
       ),
-    ).toBe(false);
+    ).toEqual([]);
     backlog.close(read);
     const first = backlog.pick(10, readable);
     expect(ids(first.records)).toEqual(['1', '2', '3', '4']);
@@ -70,7 +70,7 @@ describe('OwnedBacklog (per-key order in memory for a partition owner)', () => {
   });
 
   it('refuses a row whose earlier row of its key is not in memory, and skips the key until forgotten', () => {
-    const backlog = new OwnedBacklog();
+    const backlog = new OwnedBacklog({ ordered: true, maxRun: 50 });
     const read = backlog.open();
     // Row 9 of key a follows row 3, which this owner never read (it backs off).
     expect(
@@ -82,7 +82,7 @@ describe('OwnedBacklog (per-key order in memory for a partition owner)', () => {
           [11, 'b'],
         ]),
       ),
-    ).toBe(true);
+    ).toEqual(['a']);
     backlog.close(read);
     expect(backlog.held).toEqual(['a']);
     expect(ids(backlog.pick(10, readable).records)).toEqual(['11']);
@@ -91,7 +91,7 @@ describe('OwnedBacklog (per-key order in memory for a partition owner)', () => {
   });
 
   it("drops a key's queued rows when its row in flight ends other than delivered", () => {
-    const backlog = new OwnedBacklog();
+    const backlog = new OwnedBacklog({ ordered: true, maxRun: 50 });
     readInto(backlog, [[1, 'a']]);
     const batch = backlog.pick(10, readable);
     const later = backlog.open();
@@ -108,40 +108,136 @@ describe('OwnedBacklog (per-key order in memory for a partition owner)', () => {
     expect(ids(backlog.pick(10, readable).records)).toEqual(['3']);
     // Read again behind row 1 (pending again): refused until row 1 is in memory.
     const again = backlog.open();
-    expect(backlog.takeIn(again, found([[2, 'a', 1]]))).toBe(true);
+    expect(backlog.takeIn(again, found([[2, 'a', 1]]))).toEqual(['a']);
     backlog.close(again);
   });
 
   it('takes a row whose earlier row was delivered after the read began (an older snapshot)', () => {
-    const backlog = new OwnedBacklog();
+    const backlog = new OwnedBacklog({ ordered: true, maxRun: 50 });
     readInto(backlog, [[1, 'a']]);
     const batch = backlog.pick(10, readable);
     const read = backlog.open();
     backlog.end(batch.records, new Set(['1']));
-    expect(backlog.takeIn(read, found([[2, 'a', 1]]))).toBe(false);
+    expect(backlog.takeIn(read, found([[2, 'a', 1]]))).toEqual([]);
     backlog.close(read);
     expect(ids(backlog.pick(10, readable).records)).toEqual(['2']);
   });
 
   it('refuses such a row when the earlier one ended other than delivered', () => {
-    const backlog = new OwnedBacklog();
+    const backlog = new OwnedBacklog({ ordered: true, maxRun: 50 });
     readInto(backlog, [[1, 'a']]);
     const batch = backlog.pick(10, readable);
     const read = backlog.open();
     backlog.end(batch.records, new Set());
-    expect(backlog.takeIn(read, found([[2, 'a', 1]]))).toBe(true);
+    expect(backlog.takeIn(read, found([[2, 'a', 1]]))).toEqual(['a']);
     backlog.close(read);
   });
 
   it('drops queued rows of a partition no longer readable', () => {
-    const backlog = new OwnedBacklog();
+    const backlog = new OwnedBacklog({ ordered: true, maxRun: 50 });
     readInto(backlog, [[1, 'a']]);
-    expect(ids(backlog.pick(10, new Set([8])).records)).toEqual([]);
+    expect(ids(backlog.pick(10, (p) => p === 8).records)).toEqual([]);
+    expect(backlog.queued).toBe(0);
+  });
+
+  it("drops a queued key's whole chain with its head when its partition is no longer readable", () => {
+    const backlog = new OwnedBacklog({ ordered: true, maxRun: 1 });
+    readInto(backlog, [
+      [1, 'a'],
+      [2, 'a', 1],
+      [3, 'a', 2],
+      [4, 'b'],
+    ]);
+    expect(ids(backlog.pick(10, (p) => p === 8).records)).toEqual([]);
+    expect(backlog.queued).toBe(0);
+    // Read again once the partition is back: the key starts over from its first row.
+    readInto(backlog, [
+      [1, 'a'],
+      [2, 'a', 1],
+    ]);
+    expect(ids(backlog.pick(10, readable).records)).toEqual(['1']);
+  });
+
+  it("has nothing pickable while a key's later rows wait behind its run in flight, its partition readable or not", () => {
+    const backlog = new OwnedBacklog({ ordered: true, maxRun: 1 });
+    readInto(backlog, [
+      [1, 'a'],
+      [2, 'a', 1],
+    ]);
+    const run = backlog.pick(10, readable);
+    expect(ids(run.records)).toEqual(['1']);
+    expect(backlog.queued).toBe(1);
+    expect(backlog.pickable).toBe(false);
+    expect(ids(backlog.pick(10, () => false).records)).toEqual([]);
+    expect(backlog.pickable).toBe(false);
+    // The run ends while the partition is no longer readable: its next row is dropped.
+    backlog.end(run.records, new Set(['1']));
+    expect(backlog.pickable).toBe(true);
+    expect(ids(backlog.pick(10, () => false).records)).toEqual([]);
+    expect(backlog.queued).toBe(0);
+    expect(backlog.pickable).toBe(false);
+  });
+
+  it('picks a row a sweep brings below the rows held, in id order with them', () => {
+    const backlog = new OwnedBacklog({ ordered: true, maxRun: 50 });
+    readInto(backlog, [
+      [20, 'a'],
+      [30, 'b'],
+    ]);
+    // A sweep from the start of the table finds a retry fallen due, and a key's older row.
+    readInto(backlog, [
+      [5, 'c'],
+      [25, null],
+      [10, 'd'],
+    ]);
+    expect(ids(backlog.pick(3, readable).records)).toEqual(['5', '10', '20']);
+    expect(ids(backlog.pick(10, readable).records)).toEqual(['25', '30']);
+  });
+
+  it("makes a key's next row pickable only once its whole run in flight ended", () => {
+    const backlog = new OwnedBacklog({ ordered: true, maxRun: 2 });
+    readInto(backlog, [
+      [1, 'a'],
+      [2, 'a', 1],
+      [3, 'a', 2],
+    ]);
+    const run = backlog.pick(10, readable);
+    expect(ids(run.records)).toEqual(['1', '2']);
+    expect(ids(backlog.pick(10, readable).records)).toEqual([]);
+    backlog.end(run.records, new Set(['1', '2']));
+    expect(ids(backlog.pick(10, readable).records)).toEqual(['3']);
+  });
+
+  it("cuts a key's run at maxRun: the rest waits for the run to end", () => {
+    const backlog = new OwnedBacklog({ ordered: true, maxRun: 2 });
+    readInto(backlog, [
+      [1, 'a'],
+      [2, 'a', 1],
+      [3, 'a', 2],
+      [4, 'b'],
+    ]);
+    const first = backlog.pick(10, readable);
+    expect(ids(first.records)).toEqual(['1', '2', '4']);
+    expect(ids(backlog.pick(10, readable).records)).toEqual([]);
+    backlog.end(first.records, new Set(['1', '2', '4']));
+    expect(ids(backlog.pick(10, readable).records)).toEqual(['3']);
+  });
+
+  it('without per-key order, every row goes on its own, whatever its key', () => {
+    const backlog = new OwnedBacklog({ ordered: false, maxRun: 50 });
+    // Row 9 of key a follows row 3, which this owner never read: taken all the same.
+    expect(readInto(backlog, [[9, 'a', 3]])).toBe(false);
+    readInto(backlog, [[10, 'a', 9]]);
+    const first = backlog.pick(1, readable);
+    expect(ids(first.records)).toEqual(['9']);
+    expect(ids(backlog.pick(10, readable).records)).toEqual(['10']);
+    // Row 9 retried: row 10 stays, nothing of it dropped.
+    backlog.end(first.records, new Set());
     expect(backlog.queued).toBe(0);
   });
 
   it('picks at most the limit, cutting a run', () => {
-    const backlog = new OwnedBacklog();
+    const backlog = new OwnedBacklog({ ordered: true, maxRun: 50 });
     const read = backlog.open();
     backlog.takeIn(
       read,

@@ -1,15 +1,22 @@
+import { randomUUID } from 'node:crypto';
 import type { OutboxMessage, OutboxPublisher, OutboxRecord, PublishOutcome } from '../../lib';
 import { ALL_PARTITIONS } from '../../lib/store/shared-sql/delivery-partitions';
 import type { OutboxPartitionStore } from '../../lib/store/ports/outbox-store.port';
 import { DispatcherChild } from '../support/children/spawn-dispatcher';
 import { TcpConsumer } from '../support/children/tcp-consumer';
-import { readOutbox, TEST_DATABASES, type OutboxRow } from '../support/databases';
+import { DataSource } from 'typeorm';
+import { PostgresOutboxStore } from '../../lib/store/postgres/postgres.store';
+import { readOutbox, serverOptions, TEST_DATABASES, type OutboxRow } from '../support/databases';
 import { msg } from '../support/dispatch-fixtures';
 import { dispatchTestApp } from '../support/outbox-harness';
 import { useOutboxScope } from '../support/outbox-scope';
-import { RecordingPublisher } from '../support/recording.publisher';
+import { holdFirstCallOf, RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
-import { waitFor } from '../support/wait-for';
+import { expectNever, waitFor } from '../support/wait-for';
+import { CapturingLogger } from '../support/capturing-logger';
+import { partitionsFor } from '../../lib/dispatch/partitions/partition-assignment';
+import { leasesModeLockOf } from '../../lib/store/shared-sql/leases-mode-lock';
+import { outboxTableNames } from '../../lib/internal/sql-identifier';
 
 // Partitioned delivery (`dispatcher.claims: 'partitions'`, PostgreSQL): what only this mode has.
 // The delivery promises themselves run on it in the `partitions` project (npm run
@@ -46,6 +53,11 @@ class DeafFirstCall implements OutboxPublisher {
   }
 }
 
+/** The generations of partitions taken. */
+function fenceOf(taken: ReadonlyMap<number, { generation: string }>): Map<number, string> {
+  return new Map([...taken].map(([p, t]) => [p, t.generation]));
+}
+
 /** Per key, the message ids in id (= commit) order, from the table. */
 function idOrderByKey(rows: readonly OutboxRow[]): Map<string | null, string[]> {
   const byKey = new Map<string | null, string[]>();
@@ -69,6 +81,23 @@ for (const db of TEST_DATABASES.filter((d) => d.name === 'postgres')) {
       return { table: name, commit: (messages) => app.enqueue(messages), store };
     }
 
+    /**
+     * Holds `<table>_dispatchers` locked for `ms`: no heartbeat lands meanwhile, so an owner
+     * lapses once its timeout has passed.
+     */
+    async function lockDispatchers(name: string, ms: number): Promise<void> {
+      const blocker = scope.ds.createQueryRunner();
+      await blocker.connect();
+      try {
+        await blocker.startTransaction();
+        await blocker.query(`LOCK TABLE "${name}_dispatchers" IN ACCESS EXCLUSIVE MODE`);
+        await new Promise((resolve) => setTimeout(resolve, ms));
+        await blocker.commitTransaction();
+      } finally {
+        await blocker.release();
+      }
+    }
+
     it("refuses a settle from an owner whose partitions were taken over, and takes the new owner's", async () => {
       const { table: name, commit, store } = await table();
       const [id] = (await commit([msg('k', { n: 1 })])) as [string];
@@ -81,17 +110,19 @@ for (const db of TEST_DATABASES.filter((d) => d.name === 'postgres')) {
       )[0]?.p as number;
       const row = rows[0] as OutboxRow;
 
-      await store.beat('old', 60_000);
-      const old = await store.take('old', [partition], 60_000);
+      const member = (id: string, validMs: number) => ({ id, label: id, validMs });
+      await store.beat(member('old', 60_000), false);
+      const old = fenceOf(await store.take('old', [partition]));
       expect([...old.keys()]).toEqual([partition]);
       const read = await store.readOwned([partition], 10, { after: '0', ids: [], keys: [] });
       expect(read.records.map((r) => r.messageId)).toEqual([id]);
       // A live owner's partition is not taken…
-      await store.beat('new', 60_000);
-      expect((await store.take('new', [partition], 60_000)).size).toBe(0);
-      // …but once its heartbeat is older than the timeout it is, at a higher generation.
+      await store.beat(member('new', 60_000), false);
+      expect((await store.take('new', [partition])).size).toBe(0);
+      // …but once its heartbeat is older than what it promised, it is, at a higher generation.
+      await store.beat(member('old', 10), true);
       await new Promise((resolve) => setTimeout(resolve, 50));
-      const taken = await store.take('new', [partition], 10);
+      const taken = fenceOf(await store.take('new', [partition]));
       expect(BigInt(taken.get(partition) as string)).toBeGreaterThan(
         BigInt(old.get(partition) as string),
       );
@@ -102,16 +133,63 @@ for (const db of TEST_DATABASES.filter((d) => d.name === 'postgres')) {
         release: [],
         advancedKeys: ['k'],
       };
-      expect(await store.settleOwned('old', old, settlement, false)).toBe(0);
+      expect((await store.settleOwned('old', old, settlement, false, randomUUID())).changed).toBe(
+        0,
+      );
       expect((await readOutbox(scope.ds, name))[0]).toMatchObject({
         status: 'pending',
         attempts: 0,
       });
-      expect(await store.settleOwned('new', taken, settlement, false)).toBe(1);
+      expect((await store.settleOwned('new', taken, settlement, false, randomUUID())).changed).toBe(
+        1,
+      );
       expect((await readOutbox(scope.ds, name))[0]).toMatchObject({
         status: 'delivered',
         attempts: 1,
       });
+    });
+
+    it('a settle sent again after its answer was lost changes nothing: one attempt, one history row', async () => {
+      const { table: name, commit, store } = await table();
+      const [retried, released] = (await commit([msg('a', { n: 1 }), msg('b', { n: 2 })])) as [
+        string,
+        string,
+      ];
+      const rows = await readOutbox(scope.ds, name);
+      const idOf = (m: string): string => rows.find((r) => r.messageId === m)?.id as string;
+      await store.beat({ id: 'settler', label: 'settler', validMs: 60_000 }, false);
+      const fence = fenceOf(await store.take('settler', ALL_PARTITIONS));
+      const settlement = {
+        delivered: [],
+        retry: [{ id: idOf(retried), delayMs: 60_000, error: 'no', errorClass: 'Error' }],
+        dead: [],
+        release: [
+          {
+            id: idOf(released),
+            delayMs: 60_000,
+            error: 'outage',
+            errorClass: 'PublisherUnavailableError',
+          },
+        ],
+        advancedKeys: [],
+      };
+      const token = randomUUID();
+      expect((await store.settleOwned('settler', fence, settlement, false, token)).changed).toBe(2);
+      // The COMMIT landed but its answer did not: the settle is sent again, as is.
+      expect((await store.settleOwned('settler', fence, settlement, false, token)).changed).toBe(0);
+      const after = await readOutbox(scope.ds, name);
+      expect(after.find((r) => r.messageId === retried)).toMatchObject({
+        status: 'pending',
+        attempts: 1,
+      });
+      expect(after.find((r) => r.messageId === released)).toMatchObject({
+        status: 'pending',
+        attempts: 0,
+      });
+      const history = await scope.ds.query<{ message_id: string; outcome: string }[]>(
+        `SELECT message_id::text AS message_id, outcome FROM "${name}_attempts" ORDER BY outcome`,
+      );
+      expect(history.map((h) => h.outcome)).toEqual(['outage', 'retry']);
     });
 
     it('two dispatchers divide the partitions and deliver every message once, in key order, as one joins and one leaves', async () => {
@@ -139,7 +217,7 @@ for (const db of TEST_DATABASES.filter((d) => d.name === 'postgres')) {
         'both holding partitions',
         async () => {
           const owners = await scope.ds.query<{ owner: string; n: string }[]>(
-            `SELECT owner, count(*) AS n FROM "${name}_owners" GROUP BY owner`,
+            `SELECT d.label AS owner, count(*) AS n FROM "${name}_owners" AS w JOIN "${name}_dispatchers" AS d ON d.instance = w.owner GROUP BY d.label`,
           );
           const by = new Map(owners.map((o) => [o.owner, Number(o.n)]));
           return (by.get('part-a') ?? 0) > 0 && (by.get('part-b') ?? 0) > 0;
@@ -163,7 +241,8 @@ for (const db of TEST_DATABASES.filter((d) => d.name === 'postgres')) {
       );
       expect(await b.admin.partitionOwners()).toEqual([
         {
-          owner: 'part-b',
+          owner: expect.stringMatching(/^part-b#[0-9a-f]{12}$/) as string,
+          label: 'part-b',
           partitions: ALL_PARTITIONS.length,
           heartbeatAgeMs: expect.any(Number) as number,
           live: true,
@@ -191,16 +270,7 @@ for (const db of TEST_DATABASES.filter((d) => d.name === 'postgres')) {
       await waitFor('the first call running', () => publisher.calls.length === 1);
       // The heartbeat cannot land while the dispatchers' table is locked: past the timeout the
       // owner lapses, and the pipeline stops waiting for the deaf call.
-      const blocker = scope.ds.createQueryRunner();
-      await blocker.connect();
-      try {
-        await blocker.startTransaction();
-        await blocker.query(`LOCK TABLE "${name}_dispatchers" IN ACCESS EXCLUSIVE MODE`);
-        await new Promise((resolve) => setTimeout(resolve, 1_500));
-        await blocker.commitTransaction();
-      } finally {
-        await blocker.release();
-      }
+      await lockDispatchers(name, 1_500);
       await waitFor(
         'the message delivered',
         async () => (await readOutbox(scope.ds, name))[0]?.status === 'delivered',
@@ -211,6 +281,421 @@ for (const db of TEST_DATABASES.filter((d) => d.name === 'postgres')) {
       expect(publisher.calls.every((c) => c.ids.includes(id))).toBe(true);
       expect(publisher.overlaps()).toEqual([]);
       await app.close();
+    });
+
+    it("a lapse while a key's run is in flight and its next message waits behind it: both delivered, in order, once heartbeats land again", async () => {
+      const { table: name, commit } = await table();
+      const publisher = new DeafFirstCall(3_000);
+      const app = await scope.open({
+        ...dispatchTestApp(publisher, {
+          autoStart: true,
+          instanceId: 'lapsing-with-queue',
+          dispatcher: { ...partitions, pollIntervalMs: 50 },
+        }),
+        table: name,
+      });
+      const [first] = (await commit([msg('k', { n: 1 })])) as [string];
+      await waitFor('the first call running', () => publisher.calls.length === 1);
+      const [next] = (await commit([msg('k', { n: 2 })])) as [string];
+      const [other] = (await commit([msg('o', { n: 3 })])) as [string];
+      // Read after `next` committed: `next` waits in memory behind `first`'s call.
+      await waitFor('the other key published', () =>
+        publisher.calls.some((c) => c.ids.includes(other)),
+      );
+      // Nothing of the owner's partitions is readable while it has lapsed.
+      await lockDispatchers(name, 1_500);
+      await waitFor(
+        'every message delivered',
+        async () => (await readOutbox(scope.ds, name)).every((r) => r.status === 'delivered'),
+        { timeoutMs: 15_000 },
+      );
+      const firstSent = (id: string): number =>
+        publisher.calls.findIndex((c) => c.ids.includes(id));
+      expect(firstSent(first)).toBeLessThan(firstSent(next));
+      expect(publisher.overlaps()).toEqual([]);
+      await app.close();
+    });
+
+    /** Each partition's owner and generation, from the table. */
+    async function ownersOf(
+      name: string,
+    ): Promise<Map<number, { owner: string | null; generation: string }>> {
+      const rows = await scope.ds.query<{ p: number; owner: string | null; generation: string }[]>(
+        `SELECT partition AS p, owner, generation::text AS generation FROM "${name}_owners"`,
+      );
+      return new Map(rows.map((r) => [Number(r.p), { owner: r.owner, generation: r.generation }]));
+    }
+
+    it('a lapse costs no copy of what the broker confirmed before it: confirmed messages are settled, the rest published again', async () => {
+      const { table: name, commit } = await table();
+      // The first call confirms its first message at once, then sends nothing more until the
+      // lapse aborts it, and answers the abort: the first confirmed, the rest never written.
+      const calls: string[][] = [];
+      const publisher: OutboxPublisher = {
+        async publish(records, signal) {
+          calls.push(records.map((r) => r.messageId));
+          if (calls.length > 1) return records.map(() => ({ ok: true }) as const);
+          await new Promise<void>((resolve) =>
+            signal.addEventListener('abort', () => resolve(), { once: true }),
+          );
+          return records.map((_, i): PublishOutcome =>
+            i === 0 ? { ok: true } : { ok: false, error: signal.reason, sent: false },
+          );
+        },
+      };
+      const app = await scope.open({
+        ...dispatchTestApp(publisher, {
+          autoStart: true,
+          instanceId: 'lapse-confirmed',
+          dispatcher: { ...partitions, pollIntervalMs: 50 },
+        }),
+        table: name,
+      });
+      const ids = await commit([msg('a', { n: 1 }), msg('b', { n: 2 }), msg('c', { n: 3 })]);
+      await waitFor('the first call running', () => calls.length === 1);
+      await lockDispatchers(name, 1_500);
+      await waitFor(
+        'every message delivered',
+        async () => (await readOutbox(scope.ds, name)).every((r) => r.status === 'delivered'),
+        { timeoutMs: 15_000 },
+      );
+      const confirmed = calls[0]?.[0] as string;
+      expect(ids).toContain(confirmed);
+      // Sent once: settled as confirmed by the lapsed owner, whose partitions no one took.
+      expect(calls.flat().filter((id) => id === confirmed)).toHaveLength(1);
+      expect(new Set(calls.flat())).toEqual(new Set(ids));
+      await app.close();
+    });
+
+    it('after a lapse, an owner gives back what the table still names it for and it no longer wants, so that its rightful owner takes it', async () => {
+      const { table: name, store } = await table();
+      const a = await scope.open({
+        ...dispatchTestApp(new RecordingPublisher(), {
+          autoStart: true,
+          instanceId: 'forgetful',
+          dispatcher: { ...partitions, pollIntervalMs: 50 },
+        }),
+        table: name,
+      });
+      await waitFor('every partition held', async () =>
+        [...(await ownersOf(name)).values()].every((o) => o.owner?.startsWith('forgetful#')),
+      );
+      const aId = [...(await ownersOf(name)).values()][0]?.owner as string;
+      // Its heartbeat cannot land while the dispatchers' table is locked: past the timeout it
+      // lapses and drops everything in memory, though the table still names it for all 256.
+      // Meanwhile a peer came back to life: live when the lapsed owner's beat lands again.
+      const blocker = scope.ds.createQueryRunner();
+      await blocker.connect();
+      try {
+        await blocker.startTransaction();
+        await blocker.query(`LOCK TABLE "${name}_dispatchers" IN ACCESS EXCLUSIVE MODE`);
+        await new Promise((resolve) => setTimeout(resolve, 1_500));
+        await blocker.query(
+          `INSERT INTO "${name}_dispatchers" (instance, label, valid_ms, working) VALUES ('peer#1', 'peer', 600000, true)`,
+        );
+        await blocker.commitTransaction();
+      } finally {
+        await blocker.release();
+      }
+      const peerShare = partitionsFor('peer#1', ['peer#1', aId]);
+      expect(peerShare.length).toBeGreaterThan(0);
+      // Once its beats land again (live, heartbeat fresh), the peer's share comes free: handed
+      // back, not kept unread under a live heartbeat.
+      await waitFor(
+        "the peer's share handed back",
+        async () => {
+          const owners = await ownersOf(name);
+          return peerShare.every((p) => owners.get(p)?.owner === null);
+        },
+        { timeoutMs: 10_000 },
+      );
+      await store.beat({ id: 'peer#1', label: 'peer', validMs: 600_000 }, true);
+      expect((await store.take('peer#1', peerShare)).size).toBe(peerShare.length);
+      const owners = await ownersOf(name);
+      for (const [p, o] of owners) expect(o.owner).toBe(peerShare.includes(p) ? 'peer#1' : aId);
+      await a.close();
+    });
+
+    it("judges each owner by the validity it promised, not the taker's: owners with different partitionTimeoutMs never take from each other while both live", async () => {
+      const { table: name, commit } = await table();
+      const publisher = new RecordingPublisher();
+      const open = (instanceId: string, partitionTimeoutMs: number) =>
+        scope.open({
+          ...dispatchTestApp(publisher, {
+            autoStart: true,
+            instanceId,
+            dispatcher: { claims: 'partitions', partitionTimeoutMs, pollIntervalMs: 50 },
+          }),
+          table: name,
+        });
+      await open('patient', 10_000);
+      await open('hasty', 1_500);
+      await waitFor(
+        'the partitions divided',
+        async () => {
+          const labels = new Set(
+            [...(await ownersOf(name)).values()].map((o) => o.owner?.split('#')[0]),
+          );
+          return labels.has('patient') && labels.has('hasty') && !labels.has(undefined);
+        },
+        { timeoutMs: 15_000 },
+      );
+      const before = await ownersOf(name);
+      // The patient owner beats every 2 s: the hasty one, judging by its own 1.5 s, would take
+      // its partitions between two of its beats.
+      const ids: string[] = [];
+      for (let i = 0; i < 12; i++) {
+        ids.push(...(await commit(Array.from({ length: 10 }, (_, k) => msg(`key-${k}`, { i })))));
+        await new Promise((resolve) => setTimeout(resolve, 500));
+      }
+      await publisher.until((p) => ids.every((id) => p.sentIds.includes(id)), 15_000, 'all sent');
+      expect(await ownersOf(name)).toEqual(before);
+      expect(publisher.sentIds).toHaveLength(new Set(publisher.sentIds).size);
+    });
+
+    // Issue 76, item 1: this mode leases no row, so it starts no unlocker; its owners promote
+    // the waiting rows nothing holds back any more themselves (the unlocker's safety net).
+    it("starts no unlocker: an owner promotes the waiting messages nothing holds back any more (ordering.onDeadLetter changed from 'block' to 'skip')", async () => {
+      const { table: name, commit } = await table();
+      const publisher = new RecordingPublisher();
+      publisher.fail((r) => (JSON.parse(String(r.payload)) as { n?: number }).n === 1, 'permanent');
+      const open = (onDeadLetter: 'block' | 'skip') =>
+        scope.open({
+          ...dispatchTestApp(publisher, {
+            autoStart: true,
+            dispatcher: { ...partitions, pollIntervalMs: 50 },
+            ordering: { onDeadLetter },
+            unlocker: { intervalMs: 200 },
+          }),
+          table: name,
+        });
+      const blocking = await open('block');
+      const [head] = await commit([msg('k', { n: 1 })]);
+      await waitFor(
+        'the head dead',
+        async () => (await blocking.row(head ?? '')).status === 'dead',
+      );
+      const later = await commit([msg('k', { n: 2 }), msg('k', { n: 3 })]);
+      await waitFor('the later messages parked behind it', async () =>
+        (await readOutbox(scope.ds, name))
+          .filter((r) => later.includes(r.messageId))
+          .every((r) => r.status === 'waiting'),
+      );
+      await blocking.close();
+      // Every unlocker run clears expired leases first: none may run in this mode.
+      const unlocks = jest.spyOn(PostgresOutboxStore.prototype, 'releaseExpired');
+      scope.defer(() => Promise.resolve(unlocks.mockRestore()));
+      await open('skip');
+      await waitFor('the parked messages delivered', async () =>
+        (await readOutbox(scope.ds, name))
+          .filter((r) => later.includes(r.messageId))
+          .every((r) => r.status === 'delivered'),
+      );
+      expect(publisher.sentForKey('k')).toEqual(later);
+      await new Promise((resolve) => setTimeout(resolve, 600));
+      expect(unlocks).not.toHaveBeenCalled();
+    });
+
+    it("refreshes the table's statistics once it parked many rows, so that its reads are not planned as walks of the whole table", async () => {
+      const { table: name, commit } = await table();
+      const publisher = new RecordingPublisher();
+      publisher.fail((r) => (JSON.parse(String(r.payload)) as { n?: number }).n === 1, 'permanent');
+      const app = await scope.open({
+        ...dispatchTestApp(publisher, {
+          autoStart: true,
+          dispatcher: { ...partitions, pollIntervalMs: 50 },
+        }),
+        table: name,
+      });
+      const analyses = async (): Promise<number> =>
+        Number(
+          (
+            await scope.ds.query<{ n: string }[]>(
+              `SELECT analyze_count AS n FROM pg_stat_user_tables WHERE relname = $1`,
+              [name],
+            )
+          )[0]?.n ?? 0,
+        );
+      const before = await analyses();
+      const [head] = await commit([msg('k', { n: 1 })]);
+      await waitFor('the head dead', async () => (await app.row(head ?? '')).status === 'dead');
+      // 10 000 behind the dead head, as a bulk write would leave them: counted pending.
+      for (let chunk = 0; chunk < 5; chunk++) {
+        await commit(
+          Array.from({ length: 2_000 }, (_, i) => msg('k', { n: 2 + chunk * 2_000 + i })),
+        );
+      }
+      await waitFor(
+        'the 10 000 parked',
+        async () =>
+          Number(
+            (
+              await scope.ds.query<{ n: string }[]>(
+                `SELECT count(*) AS n FROM "${name}" WHERE status = 'waiting'`,
+              )
+            )[0]?.n,
+          ) === 10_000,
+        { timeoutMs: 30_000 },
+      );
+      await waitFor('an ANALYZE of the table', async () => (await analyses()) > before);
+      expect(publisher.sentForKey('k')).toEqual([]);
+    });
+
+    it('two processes given one instanceId own the partitions apart: each message published once', async () => {
+      const { table: name, commit } = await table();
+      const publisher = new RecordingPublisher().slow(2);
+      const open = () =>
+        scope.open({
+          ...dispatchTestApp(publisher, {
+            autoStart: true,
+            instanceId: 'same-id',
+            dispatcher: { ...partitions, batchSize: 20, pollIntervalMs: 50 },
+          }),
+          table: name,
+        });
+      await open();
+      await open();
+      await waitFor(
+        'the partitions divided between two processes',
+        async () => new Set([...(await ownersOf(name)).values()].map((o) => o.owner)).size === 2,
+        { timeoutMs: 15_000 },
+      );
+      const keys = Array.from({ length: 30 }, (_, k) => `key-${k}`);
+      const ids: string[] = [];
+      for (let tx = 0; tx < 10; tx++) ids.push(...(await commit(keys.map((k) => msg(k, { tx })))));
+      await publisher.until((p) => ids.every((id) => p.sentIds.includes(id)), 20_000, 'all sent');
+      await new Promise((resolve) => setTimeout(resolve, 300));
+      expect(publisher.sentIds).toHaveLength(ids.length);
+      const order = idOrderByKey(await readOutbox(scope.ds, name));
+      for (const key of keys) expect(publisher.sentForKey(key)).toEqual(order.get(key));
+    });
+
+    it("waits, delivering nothing, while a dispatcher of the 'leases' mode holds the table's mode lock, and delivers once it is gone", async () => {
+      const { table: name, commit } = await table();
+      // What a 'leases' dispatcher holds on its owner-lock session while it may claim.
+      const lock = leasesModeLockOf(outboxTableNames(name, null, 'double'));
+      const leases = scope.ds.createQueryRunner();
+      await leases.connect();
+      await leases.query('SELECT pg_advisory_lock_shared($1, $2)', [lock.lockClass, lock.key]);
+      const logger = new CapturingLogger();
+      const publisher = new RecordingPublisher();
+      await scope.open({
+        ...dispatchTestApp(publisher, {
+          autoStart: true,
+          instanceId: 'waiting-owner',
+          dispatcher: { ...partitions, pollIntervalMs: 50 },
+        }),
+        table: name,
+        logger,
+      });
+      const ids = await commit([msg('k', { n: 1 }), msg('other', { n: 2 })]);
+      await expectNever('a message published', () => publisher.sentIds.length > 0, 1_500);
+      expect([...(await ownersOf(name)).values()].every((o) => o.owner === null)).toBe(true);
+      expect(
+        logger.lines.filter((l) =>
+          l.message.includes("while dispatchers of the 'leases' mode work this table"),
+        ),
+      ).toHaveLength(1);
+      await leases.release();
+      await publisher.until((p) => ids.every((id) => p.sentIds.includes(id)), 10_000, 'all sent');
+      expect(
+        logger.lines.some((l) =>
+          l.message.includes("no dispatcher of the 'leases' mode works this table any more"),
+        ),
+      ).toBe(true);
+    });
+
+    it("a rolling deploy switching the mode either way publishes nothing twice: the new mode waits until the old one's last dispatcher stops", async () => {
+      const { table: name, commit } = await table();
+      const publisher = new RecordingPublisher().slow(2);
+      const logger = new CapturingLogger();
+      const open = (instanceId: string, claims: 'leases' | 'partitions') =>
+        scope.open({
+          ...dispatchTestApp(publisher, {
+            autoStart: true,
+            instanceId,
+            dispatcher: { claims, partitionTimeoutMs: 1_000, pollIntervalMs: 50, batchSize: 20 },
+          }),
+          table: name,
+          logger,
+        });
+      const keys = Array.from({ length: 10 }, (_, k) => `key-${k}`);
+      const ids: string[] = [];
+      const wave = async (n: number): Promise<void> => {
+        for (let tx = 0; tx < n; tx++) ids.push(...(await commit(keys.map((k) => msg(k, { tx })))));
+      };
+      const sentAll = () =>
+        publisher.until((p) => ids.every((id) => p.sentIds.includes(id)), 20_000, 'all sent');
+      const said = (text: string) => logger.lines.some((l) => l.message.includes(text));
+
+      const oldLeases = await open('old-leases', 'leases');
+      await wave(5);
+      const newPartitions = await open('new-partitions', 'partitions');
+      await wave(5);
+      await waitFor('the partitions dispatcher waiting', () =>
+        said("while dispatchers of the 'leases' mode work this table"),
+      );
+      await sentAll();
+      // Everything so far went through the 'leases' dispatcher: no partition was ever taken.
+      expect([...(await ownersOf(name)).values()].every((o) => o.owner === null)).toBe(true);
+      await oldLeases.close();
+      await wave(5);
+      await sentAll();
+      expect([...(await ownersOf(name)).values()].every((o) => o.owner !== null)).toBe(true);
+
+      // And back: a 'leases' dispatcher waits while the 'partitions' one delivers.
+      const back = await open('back-to-leases', 'leases');
+      await waitFor('the leases dispatcher waiting', () =>
+        said("Claiming nothing while dispatchers of the 'partitions' mode deliver"),
+      );
+      await wave(5);
+      await sentAll();
+      await newPartitions.close();
+      await wave(5);
+      await sentAll();
+      expect(said("of the 'partitions' mode delivers from this table any more")).toBe(true);
+      expect(publisher.sentIds).toHaveLength(ids.length);
+      const order = idOrderByKey(await readOutbox(scope.ds, name));
+      for (const key of keys) expect(publisher.sentForKey(key)).toEqual(order.get(key));
+      await back.close();
+    });
+
+    it('a shutdown whose publish ignores the abort leases its rows: once the app closed its pool and the partitions moved on, the next owner waits for the lease, never publishing beside the call', async () => {
+      const { table: name, commit } = await table();
+      const publisher = new DeafFirstCall(5_000);
+      const dispatcher = {
+        ...partitions,
+        pollIntervalMs: 50,
+        shutdownTimeoutMs: 300,
+        leaseMs: 8_000,
+      };
+      // The closing app's own pool, closed after it as TypeORM's module does.
+      const ownPool = new DataSource(serverOptions('postgres'));
+      await ownPool.initialize();
+      scope.defer(() => (ownPool.isInitialized ? ownPool.destroy() : Promise.resolve()));
+      const closing = await scope.open(
+        {
+          ...dispatchTestApp(publisher, { autoStart: true, instanceId: 'closing', dispatcher }),
+          table: name,
+        },
+        ownPool,
+      );
+      const [id] = (await commit([msg('k', { n: 1 })])) as [string];
+      await waitFor('the deaf call running', () => publisher.calls.length === 1);
+      await scope.open({
+        ...dispatchTestApp(publisher, { autoStart: true, instanceId: 'next', dispatcher }),
+        table: name,
+      });
+      await closing.close();
+      await ownPool.destroy();
+      await waitFor(
+        'the message delivered',
+        async () => (await readOutbox(scope.ds, name))[0]?.status === 'delivered',
+        { timeoutMs: 30_000 },
+      );
+      expect(publisher.calls.length).toBeGreaterThanOrEqual(2);
+      expect(publisher.calls.every((c) => c.ids.includes(id))).toBe(true);
+      expect(publisher.overlaps()).toEqual([]);
     });
 
     it('finds a message whose lower id commits after a higher one was read, without waiting for a sweep', async () => {
@@ -245,6 +730,51 @@ for (const db of TEST_DATABASES.filter((d) => d.name === 'postgres')) {
       const rows = await readOutbox(scope.ds, name);
       const idOf = (m: string): bigint => BigInt(rows.find((r) => r.messageId === m)?.id ?? -1);
       expect(idOf(lower)).toBeLessThan(idOf(publisher.sentIds[1] as string));
+      await app.close();
+    });
+
+    it("a settle whose answer was lost, sent again, lets its key's next message go at once: the owner reads the table again instead of waiting for the sweep", async () => {
+      const { table: name, commit } = await table();
+      const publisher = new RecordingPublisher();
+      const { holding, release } = holdFirstCallOf(publisher, 'a');
+      // Sweeps from the start of the table every 2 minutes: only reads from the floor remain.
+      const app = await scope.open({
+        ...dispatchTestApp(publisher, {
+          autoStart: true,
+          instanceId: 'lost-settle-answer',
+          dispatcher: { ...partitions, pollIntervalMs: 120_000 },
+        }),
+        table: name,
+      });
+      const store = app.store.partitions;
+      if (store === undefined) throw new Error('no partition store on postgres');
+      const [first] = (await commit([msg('a', { n: 1 })])) as [string];
+      await waitFor('the first message to reach the broker', holding);
+      const [next] = (await commit([msg('a', { n: 2 })])) as [string];
+      const [other] = (await commit([msg('b', { n: 3 })])) as [string];
+      // Read after `next` committed: `next` waits in memory behind `first`.
+      await publisher.until((p) => p.sentIds.includes(other), 10_000, 'the other key');
+      const rowId = (await readOutbox(scope.ds, name)).find((r) => r.messageId === first)?.id;
+      // The settle of `first` commits, and its answer is lost: the retry changes nothing.
+      const settleOwned = store.settleOwned.bind(store);
+      let lost = 0;
+      store.settleOwned = async (...args) => {
+        const answer = await settleOwned(...args);
+        if (lost === 0 && args[2].delivered.includes(rowId as string)) {
+          lost++;
+          throw new Error('the connection closed before the answer of COMMIT arrived');
+        }
+        return answer;
+      };
+      release();
+      await publisher.until((p) => p.sentIds.includes(next), 10_000, "the key's next message");
+      expect(lost).toBe(1);
+      expect(publisher.sentForKey('a')).toEqual([first, next]);
+      await waitFor('every row settled as delivered, once', async () =>
+        (await readOutbox(scope.ds, name)).every(
+          (r) => r.status === 'delivered' && r.attempts === 1,
+        ),
+      );
       await app.close();
     });
 

@@ -1,10 +1,11 @@
 import type { DeliveryBatch } from '../../lib/dispatch/pipeline/delivery-batch';
 import type { ClaimResult, LeasedBatch } from '../../lib/dispatch/poll/claimer';
 import { QuietLane } from '../../lib/dispatch/poll/quiet-lane';
-import { WakeUps } from '../../lib/dispatch/poll/wake-ups';
+import { WakeUps } from '../../lib/dispatch/wake-ups';
 import type { ClaimedRecord } from '../../lib/store/ports/outbox-store.port';
 import type { OutboxBatchReport } from '../../lib/observers/outbox-observer.interface';
 import { OUTBOX_HEADER_TENANT } from '../../lib';
+import { unusedHold } from '../support/unused-hold';
 
 // The quiet lane's decisions, on a scripted claimer: it claims only on a wake-up (or one that
 // came during the loop's last claim), excluding the tenants of the batches in flight, and holds
@@ -22,7 +23,7 @@ const batch = (token: string, tenants: (string | null)[]): LeasedBatch => ({
   blockedKeys: [],
   inFlightKeys: 0,
   claimedAt: 0,
-  leaseEnd: 60_000,
+  hold: unusedHold,
 });
 
 const report = (published: number): OutboxBatchReport => ({

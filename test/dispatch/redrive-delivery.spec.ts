@@ -18,16 +18,36 @@ for (const source of SOURCE_CASES) {
     const scope = useOutboxScope(source.db, { tablePrefix: 'outbox_rdd' });
     const src = useSource(scope, source);
 
-    it('delivers the copies in key order, each once and none before its due time', async () => {
+    /**
+     * An app on the source with an audit table. The log's reader hands over the copies at once;
+     * those not due yet are the table's, which the log source sweeps every sweepIntervalMs (5 s
+     * by default; 200 ms here).
+     */
+    async function withAudit() {
       const publisher = new RecordingPublisher();
-      // The log's reader hands over the copies at once; those not due yet are the table's, which
-      // the log source sweeps every sweepIntervalMs (5 s by default; 200 ms here).
       const h = await src.boot(publisher, {}, { sweepIntervalMs: 200 });
       const audit = new OutboxAuditStore(h.moduleRef.get<SqlPort>(OUTBOX_SQL), {
         tableName: uniqueTable('outbox_rdd_aud'),
       });
       await audit.ensure();
       scope.defer(() => scope.ds.query(`DROP TABLE IF EXISTS ${audit.names.table}`));
+      return { publisher, h, audit };
+    }
+
+    /** `withAudit()`, and 8 messages of key k1 delivered. */
+    async function eightOfK1Delivered() {
+      const { publisher, h, audit } = await withAudit();
+      const originals = await h.commit(Array.from({ length: 8 }, (_, n) => msg('k1', { n })));
+      await src.deliver(
+        h,
+        'the originals delivered',
+        async () => (await h.rows()).filter((r) => r.status === 'delivered').length === 8,
+      );
+      return { publisher, h, audit, originals };
+    }
+
+    it('delivers the copies in key order, each once and none before its due time', async () => {
+      const { publisher, h, audit } = await withAudit();
       const originals = await h.commit([
         msg('k1', { n: 1 }),
         msg('k2', { n: 2 }),
@@ -85,19 +105,7 @@ for (const source of SOURCE_CASES) {
     // Issue 68, item 2: copies to another destination ride a lane of their own (ARCHITECTURE.md,
     // "Re-drive lanes"), so a rate's pending copies never hold the key's live messages.
     it('a live message of a re-driven key goes out at once while its copies to another topic are still spread by the rate', async () => {
-      const publisher = new RecordingPublisher();
-      const h = await src.boot(publisher, {}, { sweepIntervalMs: 200 });
-      const audit = new OutboxAuditStore(h.moduleRef.get<SqlPort>(OUTBOX_SQL), {
-        tableName: uniqueTable('outbox_rdd_aud'),
-      });
-      await audit.ensure();
-      scope.defer(() => scope.ds.query(`DROP TABLE IF EXISTS ${audit.names.table}`));
-      const originals = await h.commit(Array.from({ length: 8 }, (_, n) => msg('k1', { n })));
-      await src.deliver(
-        h,
-        'the originals delivered',
-        async () => (await h.rows()).filter((r) => r.status === 'delivered').length === 8,
-      );
+      const { publisher, h, audit, originals } = await eightOfK1Delivered();
       // 8 copies at 2 per second: the last one falls due 3.5 s after the re-drive.
       const report = await h.admin.redrive(
         { topic: 'orders', key: 'k1' },
@@ -137,6 +145,47 @@ for (const source of SOURCE_CASES) {
       ).toBe(true);
       const listed = await h.admin.list({ key: 'k1', topic: 'orders.replay' }, { limit: 100 });
       expect(listed.items.map((m) => m.key)).toEqual(copies.map(() => 'k1'));
+    });
+
+    // Issue 75, item 14: a lane is per destination and key, so a paced re-drive of a key to one
+    // topic does not hold an unpaced re-drive of the same key to another.
+    it("sends a key's unpaced copies to one topic while its paced copies to another are still spread by the rate", async () => {
+      const { publisher, h, audit, originals } = await eightOfK1Delivered();
+      const redrive = (destination: string, ratePerSecond?: number) =>
+        h.admin.redrive(
+          { topic: 'orders', key: 'k1' },
+          {
+            actor: 'ops',
+            reason: 'replay',
+            destination,
+            ...(ratePerSecond === undefined ? {} : { ratePerSecond }),
+            auditTable: { tableName: audit.names.tableName },
+          },
+        );
+      // 8 copies at 1 per second to a.replay: the last one falls due 7 s after the re-drive.
+      const paced = await redrive('a.replay', 1);
+      const unpaced = await redrive('b.replay');
+      const of = (report: { redriveId: string }) =>
+        publisher.sent.filter((r) => r.headers[REDRIVE_ID_HEADER] === report.redriveId);
+      await src.deliver(h, 'the unpaced copies published', () => of(unpaced).length === 8);
+      // Published while the paced copies were still falling due: they did not wait for them.
+      expect(of(paced).length).toBeLessThan(4);
+      await src.deliver(
+        h,
+        'every copy delivered',
+        async () => (await h.rows()).filter((r) => r.status === 'delivered').length === 24,
+      );
+      // Each destination's copies in their order, showing their key.
+      for (const [report, topic] of [
+        [paced, 'a.replay'],
+        [unpaced, 'b.replay'],
+      ] as const) {
+        const copies = of(report);
+        expect(copies.map((r) => r.headers[REDRIVE_OF_HEADER])).toEqual(originals);
+        expect(copies.every((r) => r.key === 'k1' && r.topic === topic)).toBe(true);
+      }
+      const listed = await h.admin.list({ key: 'k1', status: 'delivered' }, { limit: 100 });
+      expect(listed.items).toHaveLength(24);
     });
   });
 }

@@ -1,5 +1,5 @@
 import { spawn, type ChildProcess } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -316,97 +316,151 @@ describe('sample on SQLite + TCP (embedded default), in process', () => {
   });
 });
 
-describe('sample started with `npm run start:sample` (SQLite + TCP)', () => {
-  let dir: string;
-  let child: ChildProcess | undefined;
-  /** Every process of the group holding the pipes (npm, sh, node) is gone. */
-  let closed = false;
-  let output = '';
-  let reader: DataSource | undefined;
+/**
+ * The README's quick-start block, one command a line (comments and blank lines dropped): what a
+ * reader pastes, so the specs below run those very lines.
+ */
+function quickStartCommands(): string[] {
+  const readme = readFileSync(resolve(__dirname, '../../README.md'), 'utf8');
+  const section = readme.slice(readme.indexOf('## Quick start'));
+  const block = /```bash\n([\s\S]*?)```/.exec(section)?.[1] ?? '';
+  return block
+    .split('\n')
+    .map((line) => line.replace(/\s+#.*$/, '').trim())
+    .filter((line) => line !== '');
+}
 
-  beforeAll(() => {
-    dir = mkdtempSync(join(tmpdir(), 'outbox-sample-cli-'));
-  });
+/** The quick start's command that starts the sample under `what` (e.g. `start:sample`). */
+function quickStartCommand(what: string): string {
+  const command = quickStartCommands().find((line) => line.includes(what));
+  if (command === undefined) throw new Error(`README's quick start has no command with ${what}`);
+  return command;
+}
 
-  afterAll(async () => {
-    // Only when a failed test left the group running.
-    if (child?.pid !== undefined && !closed) {
-      try {
-        process.kill(-child.pid, 'SIGKILL');
-      } catch {
-        // Already gone.
+/**
+ * Runs `command` through `sh -c` with no terminal (stdin closed, output piped), as a script or
+ * CI runs a pasted line, and checks that the sample it starts delivers an order event and
+ * shuts down on SIGTERM. `timeoutMs` bounds the wait for its startup line (a first `npx` fetches
+ * the Nest CLI from the registry before it builds).
+ */
+function describeSampleStartedBy(title: string, command: () => string, timeoutMs: number): void {
+  describe(title, () => {
+    let dir: string;
+    let child: ChildProcess | undefined;
+    /** Every process of the group holding the pipes (sh, npm, node) is gone. */
+    let closed = false;
+    let output = '';
+    let reader: DataSource | undefined;
+
+    beforeAll(() => {
+      dir = mkdtempSync(join(tmpdir(), 'outbox-sample-cli-'));
+    });
+
+    afterAll(async () => {
+      // Only when a failed test left the group running.
+      if (child?.pid !== undefined && !closed) {
+        try {
+          process.kill(-child.pid, 'SIGKILL');
+        } catch {
+          // Already gone.
+        }
       }
-    }
-    await reader?.destroy();
-    rmSync(dir, { recursive: true, force: true });
+      await reader?.destroy();
+      rmSync(dir, { recursive: true, force: true });
+    });
+
+    it(
+      'starts without a terminal, delivers an order event, and shuts down on SIGTERM',
+      async () => {
+        const [port, tcpPort] = [await freePort(), await freePort()];
+        const database = join(dir, 'orders.sqlite');
+        const env: NodeJS.ProcessEnv = Object.fromEntries(
+          Object.entries(process.env).filter(([k]) => !SAMPLE_VARS.test(k)),
+        );
+        Object.assign(env, {
+          PORT: String(port),
+          OUTBOX_TCP_PORT: String(tcpPort),
+          DATABASE_URL: `sqlite:${database}`,
+          NO_COLOR: '1',
+        });
+        // Its own process group, so that SIGTERM reaches node through sh and npm.
+        const proc = spawn('sh', ['-c', command()], {
+          cwd: resolve(__dirname, '../..'),
+          env,
+          detached: true,
+          stdio: ['ignore', 'pipe', 'pipe'],
+        });
+        child = proc;
+        proc.once('close', () => (closed = true));
+        proc.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+        proc.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
+        const dump = () => output;
+
+        await eventually(
+          () => output.includes('Orders sample listening on') || closed,
+          'the startup line',
+          dump,
+          timeoutMs,
+        );
+        expect(output).toContain(
+          `Orders sample listening on http://localhost:${port} (database: sqlite ${database}; outbox transport: tcp 127.0.0.1:${tcpPort})`,
+        );
+
+        const response = await postOrder(`http://127.0.0.1:${port}`, {
+          customerId: 'c-cli',
+          total: 19.99,
+        });
+        expect(response.status).toBe(201);
+        const { id } = (await response.json()) as { id: string };
+
+        reader = await new DataSource({
+          type: 'better-sqlite3',
+          database,
+          entities: [Order],
+        }).initialize();
+        const [row] = await outboxRowsFor(reader, id);
+        expect(row).toBeDefined();
+        await eventually(
+          () => output.includes(receivedLine(id, row?.messageId ?? '?')),
+          'the consumer to log the event',
+          dump,
+        );
+        await eventually(
+          async () => (await outboxRowsFor(reader as DataSource, id))[0]?.status === 'delivered',
+          'the outbox row to be delivered',
+          dump,
+        );
+
+        process.kill(-(proc.pid as number), 'SIGTERM');
+        await eventually(() => closed, 'the process to exit', dump);
+        expect(output).toContain('SIGTERM received: shutting down');
+        expect(output).not.toMatch(/\bERROR\b/);
+      },
+      timeoutMs + 60_000,
+    );
   });
+}
 
-  it('starts, delivers an order event, and shuts down on SIGTERM', async () => {
-    const [port, tcpPort] = [await freePort(), await freePort()];
-    const database = join(dir, 'orders.sqlite');
-    const env: NodeJS.ProcessEnv = Object.fromEntries(
-      Object.entries(process.env).filter(([k]) => !SAMPLE_VARS.test(k)),
-    );
-    Object.assign(env, {
-      PORT: String(port),
-      OUTBOX_TCP_PORT: String(tcpPort),
-      DATABASE_URL: `sqlite:${database}`,
-      NO_COLOR: '1',
-    });
-    // Its own process group, so that SIGTERM reaches node through npm and sh.
-    const proc = spawn('npm', ['run', '--silent', 'start:sample'], {
-      cwd: resolve(__dirname, '../..'),
-      env,
-      detached: true,
-      stdio: ['ignore', 'pipe', 'pipe'],
-    });
-    child = proc;
-    proc.once('close', () => (closed = true));
-    proc.stdout?.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    proc.stderr?.on('data', (chunk: Buffer) => (output += chunk.toString()));
-    const dump = () => output;
-
-    await eventually(
-      () => output.includes('Orders sample listening on'),
-      'the startup line',
-      dump,
-      40_000,
-    );
-    expect(output).toContain(
-      `Orders sample listening on http://localhost:${port} (database: sqlite ${database}; outbox transport: tcp 127.0.0.1:${tcpPort})`,
-    );
-
-    const response = await postOrder(`http://127.0.0.1:${port}`, {
-      customerId: 'c-cli',
-      total: 19.99,
-    });
-    expect(response.status).toBe(201);
-    const { id } = (await response.json()) as { id: string };
-
-    reader = await new DataSource({
-      type: 'better-sqlite3',
-      database,
-      entities: [Order],
-    }).initialize();
-    const [row] = await outboxRowsFor(reader, id);
-    expect(row).toBeDefined();
-    await eventually(
-      () => output.includes(receivedLine(id, row?.messageId ?? '?')),
-      'the consumer to log the event',
-      dump,
-    );
-    await eventually(
-      async () => (await outboxRowsFor(reader as DataSource, id))[0]?.status === 'delivered',
-      'the outbox row to be delivered',
-      dump,
-    );
-
-    process.kill(-(proc.pid as number), 'SIGTERM');
-    await eventually(() => closed, 'the process to exit', dump);
-    expect(output).toContain('SIGTERM received: shutting down');
-    expect(output).not.toMatch(/\bERROR\b/);
+describe("README's quick start", () => {
+  it("first line installs and starts the sample with npm's script", () => {
+    expect(quickStartCommands()[0]).toBe('npm ci && npm run start:sample');
   });
 });
+
+// The first line's `npm ci` is what the run itself did: its start runs alone.
+describeSampleStartedBy(
+  'sample started with `npm run start:sample` (SQLite + TCP)',
+  () => 'npm run --silent start:sample',
+  40_000,
+);
+
+// Run as pasted: an `npx` that asks before installing stops here ("npx canceled due to missing
+// packages and no YES option"), as it does in any script or CI job.
+describeSampleStartedBy(
+  "sample started by the README's Nest CLI line, as pasted (SQLite + TCP)",
+  () => quickStartCommand('@nestjs/cli'),
+  180_000,
+);
 
 // ---------------------------------------------------------------------------------------------
 // Real servers

@@ -48,7 +48,7 @@ describe('messageIdFromRedisStream', () => {
     expect(error).toBeInstanceOf(MessageIdMissingError);
     expect(error).toMatchObject({
       source: 'redis-stream',
-      lookedAt: `field ${OUTBOX_HEADER_MESSAGE_ID} of the stream entry`,
+      lookedAt: `field ${OUTBOX_HEADER_MESSAGE_ID} of the stream entry, then a CloudEvent's id (ce_id field, or the payload of a structured event)`,
     });
     expect(() => messageIdFromRedisStream({ message: {} })).toThrow(
       /redis-stream message carries no message id/,

@@ -12,6 +12,7 @@ import { objectsNamedAfter } from '../support/catalog';
 import { readAttempts, TEST_DATABASES, uniqueTable } from '../support/databases';
 import { useOutboxScope } from '../support/outbox-scope';
 import { describeWith } from '../support/services';
+import { OUTBOX_STEP_OPTIONS } from '../../lib/store/schema/schema-steps';
 
 // dropOutboxTables on each database: a table made with every schema step (sequence counters,
 // tenant column, attempt history), its archive, an audit table named after it, MySQL/MariaDB's
@@ -30,6 +31,7 @@ describe.each(TEST_DATABASES)('dropOutboxTables on $name', (db) => {
       await ensureOutboxTable(ds, {
         tableName: table,
         partitioning: partitioned ? { interval: 'day' } : undefined,
+        with: OUTBOX_STEP_OPTIONS,
       });
       await ensureOutboxArchiveTable(ds, { tableName: table });
       for (const statement of outboxAuditTableDdl(dialect, { tableName: `${table}_audit` }))

@@ -11,7 +11,7 @@ import {
   tablePartitioning,
   type OutboxDialect,
 } from '../../lib/store/schema/outbox-table-ddl';
-import { applySchemaSteps } from '../../lib/store/schema/schema-steps';
+import { applySchemaSteps, OUTBOX_STEP_OPTIONS } from '../../lib/store/schema/schema-steps';
 import { openSqliteFile } from '../connections/driver-targets';
 
 // dropOutboxTables must remove every table the outbox makes for a table, including the ones a
@@ -48,15 +48,19 @@ function unquoted(name: string): string {
 /** Every statement the schema steps run for a new table (partitioned or not) on `dialect`. */
 async function schemaStatements(dialect: OutboxDialect, partitioned: boolean): Promise<string[]> {
   const statements: string[] = [];
-  await applySchemaSteps({
-    database: OUTBOX_DATABASES[dialect],
-    names: tableNamesFor(dialect, { tableName: TABLE }),
-    run: (statement) => {
-      statements.push(statement);
-      return Promise.resolve([]);
+  await applySchemaSteps(
+    {
+      database: OUTBOX_DATABASES[dialect],
+      names: tableNamesFor(dialect, { tableName: TABLE }),
+      run: (statement) => {
+        statements.push(statement);
+        return Promise.resolve([]);
+      },
+      partitioning: partitioned ? tablePartitioning({ partitioning: { interval: 'day' } }) : null,
+      // Every option's steps: the drop must remove what any of them made.
     },
-    partitioning: partitioned ? tablePartitioning({ partitioning: { interval: 'day' } }) : null,
-  });
+    OUTBOX_STEP_OPTIONS,
+  );
   return statements;
 }
 
@@ -101,9 +105,12 @@ describe('dropOutboxTables', () => {
       (db.prepare('SELECT name FROM sqlite_master ORDER BY name').all() as { name: string }[])
         .map((row) => row.name)
         .filter((name) => name.startsWith(prefix));
-    await createOutboxTable(connection.sql, { tableName: TABLE });
+    await createOutboxTable(connection.sql, { tableName: TABLE, with: OUTBOX_STEP_OPTIONS });
     await createOutboxArchiveTable(connection.sql, { tableName: TABLE });
-    await createOutboxTable(connection.sql, { tableName: 'kept_outbox' });
+    await createOutboxTable(connection.sql, {
+      tableName: 'kept_outbox',
+      with: OUTBOX_STEP_OPTIONS,
+    });
     expect(objects(TABLE)).toEqual(
       expect.arrayContaining([TABLE, `${TABLE}_attempts`, `${TABLE}_key_seq`, `${TABLE}_archive`]),
     );

@@ -13,7 +13,7 @@ import {
   tableNamesFor,
 } from '../../lib/store/schema/outbox-table-ddl';
 import { outboxSchemaStatus } from '../../lib/store/schema/schema-status';
-import { OUTBOX_SCHEMA_STEPS } from '../../lib/store/schema/schema-steps';
+import { OUTBOX_SCHEMA_STEPS, OUTBOX_STEP_OPTIONS } from '../../lib/store/schema/schema-steps';
 import { typeormSqlPort } from '../../lib/typeorm/typeorm.sql-port';
 import { storedId, TEST_DATABASES, uniqueTable } from '../support/databases';
 import { dropOutboxTable, quoteTable } from '../support/outbox-harness';
@@ -68,7 +68,7 @@ describe('createOutboxMigration() names and arguments', () => {
   it('outboxMigrations() starts with createOutboxMigration() and names each later step after its table', () => {
     const names = (list: (new () => MigrationInterface)[]): (string | undefined)[] =>
       list.map((m) => new m().name);
-    expect(names(outboxMigrations())).toEqual([
+    expect(names(outboxMigrations({ with: OUTBOX_STEP_OPTIONS }))).toEqual([
       'CreateOutboxTable_outbox_1763800000000',
       'AddOutboxAttemptHistory_outbox_1763800000001',
       'AddOutboxCleanerIndexes_outbox_1763800000002',
@@ -78,9 +78,16 @@ describe('createOutboxMigration() names and arguments', () => {
       'AddOutboxTenantColumn_outbox_1763800000006',
       'AllowOutboxFallbackOutcome_outbox_1763800000007',
       'AddOutboxDeliveryPartitions_outbox_1763800000008',
+      'AddOutboxClaimChecks_outbox_1763800000009',
+      'AddOutboxSubjectKeys_outbox_1763800000010',
     ]);
     expect(
-      names(outboxMigrations({ tableName: 'audit', schema: 'events' }, 1_700_000_000_000)),
+      names(
+        outboxMigrations(
+          { tableName: 'audit', schema: 'events', with: OUTBOX_STEP_OPTIONS },
+          1_700_000_000_000,
+        ),
+      ),
     ).toEqual([
       new (createOutboxMigration({ tableName: 'audit', schema: 'events' }, 1_700_000_000_000))()
         .name,
@@ -92,6 +99,8 @@ describe('createOutboxMigration() names and arguments', () => {
       'AddOutboxTenantColumn_events.audit_1700000000006',
       'AllowOutboxFallbackOutcome_events.audit_1700000000007',
       'AddOutboxDeliveryPartitions_events.audit_1700000000008',
+      'AddOutboxClaimChecks_events.audit_1700000000009',
+      'AddOutboxSubjectKeys_events.audit_1700000000010',
     ]);
     expect(() => outboxMigrations({ tableName: 'x; DROP TABLE y' })).toThrow(OutboxOptionsError);
   });
@@ -199,8 +208,8 @@ describe.each(TEST_DATABASES)('outbox migrations on $name', (db) => {
   it('runs two outbox migrations and an inbox migration in one DataSource', async () => {
     const [first, second, inbox] = [`${scratch}_a`, `${scratch}_b`, `${scratch}_in`];
     const ds = await withMigrations([
-      ...outboxMigrations({ tableName: first }),
-      ...outboxMigrations({ tableName: second }),
+      ...outboxMigrations({ tableName: first, with: OUTBOX_STEP_OPTIONS }),
+      ...outboxMigrations({ tableName: second, with: OUTBOX_STEP_OPTIONS }),
       createInboxMigration({ tableName: inbox }),
     ]);
     try {
@@ -217,6 +226,8 @@ describe.each(TEST_DATABASES)('outbox migrations on $name', (db) => {
           `AddOutboxTenantColumn_${first}_1763800000006`,
           `AllowOutboxFallbackOutcome_${first}_1763800000007`,
           `AddOutboxDeliveryPartitions_${first}_1763800000008`,
+          `AddOutboxClaimChecks_${first}_1763800000009`,
+          `AddOutboxSubjectKeys_${first}_1763800000010`,
           `CreateOutboxTable_${second}_1763800000000`,
           `AddOutboxAttemptHistory_${second}_1763800000001`,
           `AddOutboxCleanerIndexes_${second}_1763800000002`,
@@ -226,6 +237,8 @@ describe.each(TEST_DATABASES)('outbox migrations on $name', (db) => {
           `AddOutboxTenantColumn_${second}_1763800000006`,
           `AllowOutboxFallbackOutcome_${second}_1763800000007`,
           `AddOutboxDeliveryPartitions_${second}_1763800000008`,
+          `AddOutboxClaimChecks_${second}_1763800000009`,
+          `AddOutboxSubjectKeys_${second}_1763800000010`,
         ].sort(),
       );
       await columnsOf20(ds, first);
@@ -245,7 +258,7 @@ describe.each(TEST_DATABASES)('outbox migrations on $name', (db) => {
   it('creates the archive with createOutboxArchiveMigration(), and its down keeps it', async () => {
     const table = `${scratch}_ar`;
     const ds = await withMigrations([
-      ...outboxMigrations({ tableName: table }),
+      ...outboxMigrations({ tableName: table, with: OUTBOX_STEP_OPTIONS }),
       createOutboxArchiveMigration({ tableName: table }),
     ]);
     try {
@@ -270,7 +283,9 @@ describe.each(TEST_DATABASES)('outbox migrations on $name', (db) => {
       await v01.runMigrations();
 
       // This version's migration refuses to record itself over the old table, naming the fix.
-      const current = await withMigrations(outboxMigrations({ tableName: table }));
+      const current = await withMigrations(
+        outboxMigrations({ tableName: table, with: OUTBOX_STEP_OPTIONS }),
+      );
       const refused = await failureOf(current.runMigrations());
       expect(refused).toBeInstanceOf(OutboxTableMissingError);
       expect((refused as Error).message).toMatch(/drop it/);
@@ -289,6 +304,8 @@ describe.each(TEST_DATABASES)('outbox migrations on $name', (db) => {
         `AddOutboxTenantColumn_${table}_1763800000006`,
         `AllowOutboxFallbackOutcome_${table}_1763800000007`,
         `AddOutboxDeliveryPartitions_${table}_1763800000008`,
+        `AddOutboxClaimChecks_${table}_1763800000009`,
+        `AddOutboxSubjectKeys_${table}_1763800000010`,
       ]);
       await columnsOf20(current, table);
       await historyOf(current, table);
@@ -332,7 +349,9 @@ describe.each(TEST_DATABASES)('outbox migrations on $name', (db) => {
       expect(await waitingIndexOf(base, table)).toEqual([]);
 
       // The DataSource now lists outboxMigrations(): step 1 is known by name, only the later run.
-      const current = await withMigrations(outboxMigrations({ tableName: table }));
+      const current = await withMigrations(
+        outboxMigrations({ tableName: table, with: OUTBOX_STEP_OPTIONS }),
+      );
       expect((await current.runMigrations()).map((m) => m.name)).toEqual([
         `AddOutboxAttemptHistory_${table}_1763800000001`,
         `AddOutboxCleanerIndexes_${table}_1763800000002`,
@@ -342,6 +361,8 @@ describe.each(TEST_DATABASES)('outbox migrations on $name', (db) => {
         `AddOutboxTenantColumn_${table}_1763800000006`,
         `AllowOutboxFallbackOutcome_${table}_1763800000007`,
         `AddOutboxDeliveryPartitions_${table}_1763800000008`,
+        `AddOutboxClaimChecks_${table}_1763800000009`,
+        `AddOutboxSubjectKeys_${table}_1763800000010`,
       ]);
       await historyOf(current, table);
       expect(await cleanerIndexesOf(base, table)).toEqual(
@@ -355,10 +376,23 @@ describe.each(TEST_DATABASES)('outbox migrations on $name', (db) => {
       expect(await bootOn(table)).toBeUndefined();
       expect(await current.runMigrations()).toEqual([]);
 
-      // Reverting step 9 drops the delivery partitions (PostgreSQL; a no-op elsewhere); step 8
-      // narrows the history's outcome check; step 7 drops the tenant column; step 6 the
-      // sequence counters and column; step 5 its index; step 4 its columns; step 3 the indexes;
-      // step 2 the history, leaving the table.
+      // Reverting step 11 drops the erasure's key and use tables;
+      await current.undoLastMigration();
+      expect(
+        await failureOf(
+          base.query(`SELECT 1 FROM ${quoteTable(base, `${table}_subject_keys`)} WHERE 1 = 0`),
+        ),
+      ).toBeDefined();
+      // step 10 drops the claim-check table; step 9 the delivery partitions
+      // (PostgreSQL; a no-op elsewhere); step 8 narrows the history's outcome check; step 7
+      // drops the tenant column; step 6 the sequence counters and column; step 5 its index;
+      // step 4 its columns; step 3 the indexes; step 2 the history, leaving the table.
+      await current.undoLastMigration();
+      expect(
+        await failureOf(
+          base.query(`SELECT 1 FROM ${quoteTable(base, `${table}_claim_checks`)} WHERE 1 = 0`),
+        ),
+      ).toBeDefined();
       await current.undoLastMigration();
       expect(
         await failureOf(
@@ -395,7 +429,9 @@ describe.each(TEST_DATABASES)('outbox migrations on $name', (db) => {
     try {
       // A table as steps 1 to 3 of 0.3 made it before step 4 existed: the columns step 4 adds
       // are dropped from today's DDL, and the three steps are recorded as run.
-      const v3 = await withMigrations(outboxMigrations({ tableName: table }).slice(0, 3));
+      const v3 = await withMigrations(
+        outboxMigrations({ tableName: table, with: OUTBOX_STEP_OPTIONS }).slice(0, 3),
+      );
       expect(await v3.runMigrations()).toHaveLength(3);
       const dialect = outboxDialectOf(base.options.type);
       const names = tableNamesFor(dialect, { tableName: table });
@@ -442,7 +478,9 @@ VALUES (${[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11].map(p).join(', ')})`,
       expect((refused as Error).message).toContain(`npx outbox schema migrate --table ${table}`);
       expect((refused as Error).message).toContain('step 4');
 
-      const current = await withMigrations(outboxMigrations({ tableName: table }));
+      const current = await withMigrations(
+        outboxMigrations({ tableName: table, with: OUTBOX_STEP_OPTIONS }),
+      );
       expect((await current.runMigrations()).map((m) => m.name)).toEqual([
         `AddOutboxPayloadColumns_${table}_1763800000003`,
         `AddOutboxWaitingIndex_${table}_1763800000004`,
@@ -450,6 +488,8 @@ VALUES (${[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11].map(p).join(', ')})`,
         `AddOutboxTenantColumn_${table}_1763800000006`,
         `AllowOutboxFallbackOutcome_${table}_1763800000007`,
         `AddOutboxDeliveryPartitions_${table}_1763800000008`,
+        `AddOutboxClaimChecks_${table}_1763800000009`,
+        `AddOutboxSubjectKeys_${table}_1763800000010`,
       ]);
       // Every row is still there as it was, now a JSON message with no attributes.
       const after = await base.query<Record<string, unknown>[]>(
@@ -478,11 +518,16 @@ VALUES (${[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11].map(p).join(', ')})`,
   it("takes an attempt history holding rows to step 8 in place: the 'fallback' outcome is then taken", async () => {
     const table = `${scratch}_v7`;
     try {
-      const current = await withMigrations(outboxMigrations({ tableName: table }));
+      const current = await withMigrations(
+        outboxMigrations({ tableName: table, with: OUTBOX_STEP_OPTIONS }),
+      );
       expect(await current.runMigrations()).toHaveLength(OUTBOX_SCHEMA_STEPS.length);
       await insertAttempt(base, table, 'fallback');
-      // Step 9's down migration first (the delivery partitions), then step 8's, which deletes
-      // the rows the narrow check would refuse, then narrows it.
+      // Step 11's, 10's and 9's down migrations first (the erasure's tables, the claim-check
+      // table, the delivery partitions), then step 8's, which deletes the rows the narrow check
+      // would refuse, then narrows it.
+      await current.undoLastMigration();
+      await current.undoLastMigration();
       await current.undoLastMigration();
       await current.undoLastMigration();
       const h = quoteTable(base, `${table}_attempts`);
@@ -493,13 +538,18 @@ VALUES (${[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11].map(p).join(', ')})`,
         `SELECT id, message_id, attempt, outcome, locked_by, error_class, error FROM ${h} ORDER BY id`,
       );
       expect(before.map((r) => r.outcome)).toEqual(['retry', 'dead', 'outage']);
-      const status = await outboxSchemaStatus(sqlPortOf(base), { tableName: table });
-      expect(status).toMatchObject({ version: 7, latest: 9 });
+      const status = await outboxSchemaStatus(sqlPortOf(base), {
+        tableName: table,
+        with: OUTBOX_STEP_OPTIONS,
+      });
+      expect(status).toMatchObject({ version: 7, latest: 11 });
       expect(status.parts[7]?.missing).toContain("refuses the 'fallback' outcome");
 
       expect((await current.runMigrations()).map((m) => m.name)).toEqual([
         `AllowOutboxFallbackOutcome_${table}_1763800000007`,
         `AddOutboxDeliveryPartitions_${table}_1763800000008`,
+        `AddOutboxClaimChecks_${table}_1763800000009`,
+        `AddOutboxSubjectKeys_${table}_1763800000010`,
       ]);
       // The rows are kept, ids included, and the history takes the new outcome.
       expect(
@@ -509,7 +559,10 @@ VALUES (${[1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11].map(p).join(', ')})`,
       ).toEqual(before);
       await insertAttempt(base, table, 'fallback');
       expect(await failureOf(insertAttempt(base, table, 'other'))).toBeDefined();
-      expect((await outboxSchemaStatus(sqlPortOf(base), { tableName: table })).version).toBe(9);
+      expect(
+        (await outboxSchemaStatus(sqlPortOf(base), { tableName: table, with: OUTBOX_STEP_OPTIONS }))
+          .version,
+      ).toBe(11);
     } finally {
       await dropOutboxTable(base, table);
     }

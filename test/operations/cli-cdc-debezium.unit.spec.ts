@@ -83,7 +83,7 @@ describe('outbox cdc debezium', () => {
     [['cdc', 'debezium', '--connector', 'oracle'], /--connector must be/],
     [['cdc', 'debezium', '--connector', 'postgres', '--start-with', 'all'], /--start-with/],
     [['cdc'], /needs a subcommand: debezium/],
-    [['stats', '--delivery', 'kafka'], /--delivery must be dispatcher or external/],
+    [['stats', '--delivery', 'kafka'], /--delivery must be poll .* or external/],
   ])('refuses %j', async (argv, message) => {
     const { code, stderr } = await cli(argv, env);
     expect(code).toBe(2);

@@ -9,7 +9,11 @@ import {
 import { type OutboxMessageSummary } from '../../lib/admin';
 import { RecordingPublisher } from '../../lib/testing';
 import { readAttempts, readOutbox, TEST_DATABASES } from '../support/databases';
-import { mergeOutboxOptions, type HarnessOverrides } from '../support/outbox-harness';
+import {
+  dispatchTestApp,
+  mergeOutboxOptions,
+  type HarnessOverrides,
+} from '../support/outbox-harness';
 import { useOutboxScope } from '../support/outbox-scope';
 import { describeWith } from '../support/services';
 import { sleep, waitFor } from '../support/wait-for';
@@ -557,5 +561,112 @@ for (const db of TEST_DATABASES) {
         idle,
       ]);
     });
+
+    // Issue 75, item 18: a 'leases' app's answer was "256 partitions, owner null".
+    it("says delivery partitions are not in use on a 'leases' app, and why", async () => {
+      const c = await open();
+      await c.enqueue([msg('k1'), msg(null)]);
+      await c.dispatcher.drain();
+      const view = await c.admin.deliveryPartitions();
+      expect(view).toEqual({
+        inUse: false,
+        reason: db.name === 'postgres' ? 'no-dispatcher' : 'database',
+        message: expect.stringMatching(/^Delivery partitions are not in use on /) as string,
+      });
+      expect(view.inUse ? '' : view.message).toMatch(
+        db.name === 'postgres' ? /dispatcher\.claims is 'leases'/ : /only PostgreSQL has them/,
+      );
+      expect(await c.admin.partitionOwners()).toBeNull();
+    });
+
+    if (db.name === 'postgres') {
+      it('shows who delivers by partitions: each dispatcher, its heartbeat, share and state, and each partition and its moves', async () => {
+        const name = await scope.table();
+        const dispatcher = (instanceId: string) =>
+          scope.open({
+            ...dispatchTestApp(new RecordingPublisher(), {
+              autoStart: true,
+              instanceId,
+              dispatcher: { claims: 'partitions', partitionTimeoutMs: 3_000 },
+            }),
+            table: name,
+          });
+        const a = await dispatcher('adm-a');
+        const b = await dispatcher('adm-b');
+        const holding = async (n: number) =>
+          waitFor(
+            `${n} dispatcher(s) holding every partition`,
+            async () => {
+              const view = await b.admin.deliveryPartitions();
+              return view.inUse &&
+                view.unowned === 0 &&
+                view.dispatchers.length === n &&
+                view.dispatchers.every((d) => d.partitions > 0)
+                ? view
+                : null;
+            },
+            { timeoutMs: 20_000 },
+          );
+        const both = await holding(2);
+        expect(both.total).toBe(256);
+        expect(both.dispatchers.map((d) => d.instanceId)).toEqual(['adm-a', 'adm-b']);
+        for (const d of both.dispatchers) {
+          expect(d).toMatchObject({ state: 'delivering', validMs: 3_000 });
+          expect(d.id).toMatch(new RegExp(`^${d.instanceId ?? ''}#`));
+          expect(d.heartbeatAgeMs).toBeLessThan(3_000);
+          expect(d.joinedAt).toBeInstanceOf(Date);
+          expect(d.lastTakenAt).toBeInstanceOf(Date);
+          expect(d.ranges).toMatch(/^[0-9]+(-[0-9]+)?(, [0-9]+(-[0-9]+)?)*$/);
+        }
+        expect(both.dispatchers.reduce((n, d) => n + d.partitions, 0)).toBe(256);
+        expect(both.dispatchers.reduce((n, d) => n + d.share, 0)).toBeCloseTo(1);
+        expect(both.partitions.map((p) => p.partition)).toEqual([...Array(256).keys()]);
+        // Each dispatcher's count and ranges are the partitions the rows name it for.
+        for (const d of both.dispatchers) {
+          expect(both.partitions.filter((p) => p.owner === d.id)).toHaveLength(d.partitions);
+        }
+        // Every partition was taken at least once; the partitions B took from A were taken twice.
+        expect(both.moves.total).toBeGreaterThanOrEqual(256);
+        expect(both.moves.lastAt).toBeInstanceOf(Date);
+        // The deprecated read, as before: one row per owner, live.
+        expect(await b.admin.partitionOwners()).toEqual(
+          both.dispatchers.map((d): unknown =>
+            expect.objectContaining({
+              owner: d.id,
+              label: d.instanceId,
+              partitions: d.partitions,
+              live: true,
+            }),
+          ),
+        );
+
+        // A leaves (a graceful stop hands its partitions back); B takes them: one move more each.
+        const [left] = both.dispatchers;
+        await a.close();
+        const alone = await holding(1);
+        expect(alone.dispatchers.map((d) => d.instanceId)).toEqual(['adm-b']);
+        expect(alone.dispatchers[0]?.partitions).toBe(256);
+        expect(alone.moves.total).toBeGreaterThanOrEqual(
+          both.moves.total + (left?.partitions ?? 0),
+        );
+        expect(alone.moves.lastAt?.getTime()).toBeGreaterThan(both.moves.lastAt?.getTime() ?? 0);
+        const moved = alone.partitions.filter((p) => p.since > (both.moves.lastAt ?? new Date()));
+        expect(moved.length).toBeGreaterThanOrEqual(left?.partitions ?? 257);
+        // The latest move: what A held, taken by B at one moment.
+        const [latest] = alone.moves.latest;
+        expect(latest).toMatchObject({ owner: alone.dispatchers[0]?.id, at: alone.moves.lastAt });
+        expect(alone.moves.latest.reduce((n, m) => n + m.partitions, 0)).toBe(256);
+      });
+
+      it('says delivery partitions are not in use on a table without schema step 9', async () => {
+        const name = await scope.table();
+        const c = await scope.open({ table: name });
+        await scope.ds.query(`DROP TABLE "${name}_owners"`);
+        const view = await c.admin.deliveryPartitions();
+        expect(view).toMatchObject({ inUse: false, reason: 'schema' });
+        expect(view.inUse ? '' : view.message).toMatch(/schema step 9 .*outbox schema migrate/);
+        expect(await c.admin.partitionOwners()).toBeNull();
+      });
+    }
   });
 }

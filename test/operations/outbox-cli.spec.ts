@@ -25,6 +25,9 @@ import { useOutboxScope } from '../support/outbox-scope';
 import { SERVICES, describeWith } from '../support/services';
 import { waitFor } from '../support/wait-for';
 
+/** The steps of every option too (`--with`): these specs follow a table through all ten. */
+const EVERY_STEP = ['--with', 'sequence,tenants,partitions,claimCheck,erasure'];
+
 // The `outbox` command run as a child process against real databases, as an operator runs it:
 // every command's --json answer is checked, and so is the table afterwards.
 //
@@ -383,9 +386,9 @@ for (const db of TEST_DATABASES) {
 
     it('schema migrate creates the table once, then finds it up to date', async () => {
       // Before: nothing there, and status says what migrate would make.
-      const none = await outbox(['schema', 'status', '--table', table], url);
+      const none = await outbox(['schema', 'status', '--table', table, ...EVERY_STEP], url);
       expect(none.code).toBe(0);
-      expect(none.stdout).toMatch(/schema version 0 of 9\./);
+      expect(none.stdout).toMatch(/schema version 0 of 11\./);
       expect(none.stdout).toMatch(
         /1 {2}table +missing: the table does not exist: migrate creates it/,
       );
@@ -394,7 +397,7 @@ for (const db of TEST_DATABASES) {
         'if the app sets tableName or schema, pass the same --table and --schema',
       );
 
-      const created = await outboxJson(['schema', 'migrate', '--table', table], url);
+      const created = await outboxJson(['schema', 'migrate', '--table', table, ...EVERY_STEP], url);
       expect(created).toEqual({
         dialect: dialectOf[db.name],
         table,
@@ -404,12 +407,14 @@ for (const db of TEST_DATABASES) {
         archiveCreated: false,
       });
       expect(await rows()).toEqual([]);
-      const again = await outbox(['schema', 'migrate', '--table', table], url);
+      const again = await outbox(['schema', 'migrate', '--table', table, ...EVERY_STEP], url);
       expect(again.code).toBe(0);
       expect(again.stdout).toMatch(/already exists and is up to date; nothing changed/);
-      expect(await outboxJson(['schema', 'status', '--table', table], url)).toMatchObject({
-        version: 9,
-        latest: 9,
+      expect(
+        await outboxJson(['schema', 'status', '--table', table, ...EVERY_STEP], url),
+      ).toMatchObject({
+        version: 11,
+        latest: 11,
         upToDate: true,
         parts: [
           { step: 1, part: 'table', present: true, missing: null },
@@ -421,6 +426,8 @@ for (const db of TEST_DATABASES) {
           { step: 7, part: 'tenant-column', present: true, missing: null },
           { step: 8, part: 'fallback-outcome', present: true, missing: null },
           { step: 9, part: 'delivery-partitions', present: true, missing: null },
+          { step: 10, part: 'claim-checks', present: true, missing: null },
+          { step: 11, part: 'subject-keys', present: true, missing: null },
         ],
       });
 
@@ -430,15 +437,17 @@ for (const db of TEST_DATABASES) {
         (sql, params) => scope.ds.query(sql, params),
         names,
       );
-      const noIndexes = await outbox(['schema', 'status', '--table', table], url);
-      expect(noIndexes.stdout).toMatch(/schema version 2 of 9\./);
+      const noIndexes = await outbox(['schema', 'status', '--table', table, ...EVERY_STEP], url);
+      expect(noIndexes.stdout).toMatch(/schema version 2 of 11\./);
       expect(noIndexes.stdout).toMatch(
         /3 {2}cleaner-indexes +missing: the cleaner's cut-off indexes/,
       );
-      const indexed = await outbox(['schema', 'migrate', '--table', table], url);
+      const indexed = await outbox(['schema', 'migrate', '--table', table, ...EVERY_STEP], url);
       expect(indexed.stdout).toMatch(/already exists; added the cleaner's indexes\./);
-      expect(await outboxJson(['schema', 'status', '--table', table], url)).toMatchObject({
-        version: 9,
+      expect(
+        await outboxJson(['schema', 'status', '--table', table, ...EVERY_STEP], url),
+      ).toMatchObject({
+        version: 11,
       });
 
       // A version-3 table (before binary payloads): status names step 4, the app refuses it
@@ -447,19 +456,21 @@ for (const db of TEST_DATABASES) {
         (sql, params) => scope.ds.query(sql, params),
         names,
       );
-      const v3 = await outbox(['schema', 'status', '--table', table], url);
-      expect(v3.stdout).toMatch(/schema version 3 of 9\./);
+      const v3 = await outbox(['schema', 'status', '--table', table, ...EVERY_STEP], url);
+      expect(v3.stdout).toMatch(/schema version 3 of 11\./);
       expect(v3.stdout).toMatch(/4 {2}payload-columns +missing: the binary-payload/);
       const refusedV3 = await outbox(['dlq', 'list', '--table', table], url);
       expect(refusedV3.code).toBe(1);
       expect(refusedV3.stderr).toMatch(/schema step 4 adds/);
       expect(refusedV3.stderr).toContain('Run "outbox schema migrate" with the same --table');
-      const columns = await outbox(['schema', 'migrate', '--table', table], url);
+      const columns = await outbox(['schema', 'migrate', '--table', table, ...EVERY_STEP], url);
       expect(columns.stdout).toMatch(
         /already exists; added the binary-payload and broker-attribute columns \(step 4\)\./,
       );
-      expect(await outboxJson(['schema', 'status', '--table', table], url)).toMatchObject({
-        version: 9,
+      expect(
+        await outboxJson(['schema', 'status', '--table', table, ...EVERY_STEP], url),
+      ).toMatchObject({
+        version: 11,
         upToDate: true,
       });
 
@@ -469,15 +480,17 @@ for (const db of TEST_DATABASES) {
       expect(waiting === undefined).toBe(db.name !== 'postgres');
       if (waiting !== undefined) {
         await waiting.drop((sql, params) => scope.ds.query(sql, params), names);
-        const v4 = await outbox(['schema', 'status', '--table', table], url);
-        expect(v4.stdout).toMatch(/schema version 4 of 9\./);
+        const v4 = await outbox(['schema', 'status', '--table', table, ...EVERY_STEP], url);
+        expect(v4.stdout).toMatch(/schema version 4 of 11\./);
         expect(v4.stdout).toMatch(/5 {2}waiting-index +missing: the index of waiting messages/);
-        const added = await outbox(['schema', 'migrate', '--table', table], url);
+        const added = await outbox(['schema', 'migrate', '--table', table, ...EVERY_STEP], url);
         expect(added.stdout).toMatch(
           /already exists; added the index of waiting messages \(step 5\)\./,
         );
-        expect(await outboxJson(['schema', 'status', '--table', table], url)).toMatchObject({
-          version: 9,
+        expect(
+          await outboxJson(['schema', 'status', '--table', table, ...EVERY_STEP], url),
+        ).toMatchObject({
+          version: 11,
           upToDate: true,
         });
       }
@@ -487,15 +500,17 @@ for (const db of TEST_DATABASES) {
         (sql, params) => scope.ds.query(sql, params),
         names,
       );
-      const v5 = await outbox(['schema', 'status', '--table', table], url);
-      expect(v5.stdout).toMatch(/schema version 5 of 9\./);
+      const v5 = await outbox(['schema', 'status', '--table', table, ...EVERY_STEP], url);
+      expect(v5.stdout).toMatch(/schema version 5 of 11\./);
       expect(v5.stdout).toMatch(/6 {2}key-sequence +missing: the sequence column key_seq/);
-      const sequenced = await outbox(['schema', 'migrate', '--table', table], url);
+      const sequenced = await outbox(['schema', 'migrate', '--table', table, ...EVERY_STEP], url);
       expect(sequenced.stdout).toMatch(
         /already exists; added the key_seq column and the per-key sequence counters \(step 6\)\./,
       );
-      expect(await outboxJson(['schema', 'status', '--table', table], url)).toMatchObject({
-        version: 9,
+      expect(
+        await outboxJson(['schema', 'status', '--table', table, ...EVERY_STEP], url),
+      ).toMatchObject({
+        version: 11,
         upToDate: true,
       });
 
@@ -505,17 +520,19 @@ for (const db of TEST_DATABASES) {
         (sql, params) => scope.ds.query(sql, params),
         names,
       );
-      const v7 = await outbox(['schema', 'status', '--table', table], url);
-      expect(v7.stdout).toMatch(/schema version 7 of 9\./);
+      const v7 = await outbox(['schema', 'status', '--table', table, ...EVERY_STEP], url);
+      expect(v7.stdout).toMatch(/schema version 7 of 11\./);
       expect(v7.stdout).toMatch(
         /8 {2}fallback-outcome +missing: .* refuses the 'fallback' outcome/,
       );
-      const widened = await outbox(['schema', 'migrate', '--table', table], url);
+      const widened = await outbox(['schema', 'migrate', '--table', table, ...EVERY_STEP], url);
       expect(widened.stdout).toMatch(
         /already exists; let the attempt history record fallback runs \(the 'fallback' outcome, step 8\)\./,
       );
-      expect(await outboxJson(['schema', 'status', '--table', table], url)).toMatchObject({
-        version: 9,
+      expect(
+        await outboxJson(['schema', 'status', '--table', table, ...EVERY_STEP], url),
+      ).toMatchObject({
+        version: 11,
         upToDate: true,
       });
 
@@ -524,11 +541,13 @@ for (const db of TEST_DATABASES) {
       const refused = await outbox(['dlq', 'list', '--table', table], url);
       expect(refused.code).toBe(1);
       expect(refused.stderr).toMatch(/attempt-history table .* cannot be read/);
-      expect(await outboxJson(['schema', 'status', '--table', table], url)).toMatchObject({
+      expect(
+        await outboxJson(['schema', 'status', '--table', table, ...EVERY_STEP], url),
+      ).toMatchObject({
         version: 1,
         upToDate: false,
       });
-      const upgraded = await outbox(['schema', 'migrate', '--table', table], url);
+      const upgraded = await outbox(['schema', 'migrate', '--table', table, ...EVERY_STEP], url);
       expect(upgraded.code).toBe(0);
       expect(upgraded.stdout).toMatch(/already exists; added its attempt history/);
       await readAttempts(scope.ds, table);
@@ -539,20 +558,24 @@ for (const db of TEST_DATABASES) {
         await scope.ds.query(
           `ALTER TABLE ${quoteTable(scope.ds, table)} MODIFY topic VARCHAR(255) COLLATE utf8mb4_bin NOT NULL, MODIFY message_key VARCHAR(255) COLLATE utf8mb4_bin NULL, MODIFY event_type VARCHAR(255) COLLATE utf8mb4_bin NOT NULL`,
         );
-        const padded = await outbox(['schema', 'status', '--table', table], url);
-        expect(padded.stdout).toMatch(/schema version 0 of 9\./);
+        const padded = await outbox(['schema', 'status', '--table', table, ...EVERY_STEP], url);
+        expect(padded.stdout).toMatch(/schema version 0 of 11\./);
         expect(padded.stdout).toMatch(/1 {2}table +missing: .*PAD SPACE/);
         expect(padded.stdout).not.toContain('There is no table');
-        expect(await outboxJson(['schema', 'status', '--table', table], url)).toMatchObject({
+        expect(
+          await outboxJson(['schema', 'status', '--table', table, ...EVERY_STEP], url),
+        ).toMatchObject({
           version: 0,
           tableExists: true,
         });
-        const fixed = await outbox(['schema', 'migrate', '--table', table], url);
+        const fixed = await outbox(['schema', 'migrate', '--table', table, ...EVERY_STEP], url);
         expect(fixed.stdout).toMatch(
           /already exists; brought the table itself up to date \(topic, message_key, event_type compare ignoring trailing spaces/,
         );
-        expect(await outboxJson(['schema', 'status', '--table', table], url)).toMatchObject({
-          version: 9,
+        expect(
+          await outboxJson(['schema', 'status', '--table', table, ...EVERY_STEP], url),
+        ).toMatchObject({
+          version: 11,
           upToDate: true,
         });
       }
@@ -955,6 +978,71 @@ for (const db of TEST_DATABASES) {
       expect(await statusOf(stuck)).toBe('delivered');
     });
 
+    // Issue 75, item 18: the dispatchers' delivery partitions, under a name of their own.
+    it('delivery-partitions status: who delivers by partitions, or why they are not in use; partitions status points there', async () => {
+      const other = await scope.table('outbox_cdp');
+      type View = {
+        inUse: boolean;
+        reason?: string;
+        message?: string;
+        total?: number;
+        unowned?: number;
+        dispatchers?: { instanceId: string; state: string; partitions: number; share: number }[];
+        partitions?: { partition: number; owner: string; generation: number; since: string }[];
+        moves?: { total: number; lastAt: string };
+      };
+      const args = ['delivery-partitions', 'status', '--table', other];
+      const unused = await outboxJson<View>(args, url);
+      expect(unused).toEqual({
+        inUse: false,
+        reason: db.name === 'postgres' ? 'no-dispatcher' : 'database',
+        message: expect.stringMatching(/^Delivery partitions are not in use on /) as string,
+      });
+      const text = await outbox(args, url);
+      expect(text.code).toBe(0);
+      expect(text.stdout).toBe(`${unused.message ?? ''}\n`);
+      const sub = await outbox(['delivery-partitions'], url);
+      expect(sub.code).toBe(2);
+      expect(sub.stderr).toContain('"outbox delivery-partitions" needs a subcommand: status.');
+      if (db.name === 'sqlite') return; // no time partitions either (a usage error)
+      const timePartitions = await outbox(['partitions', 'status', '--table', other], url);
+      expect(timePartitions.code).toBe(1);
+      expect(timePartitions.stderr).toContain('"outbox delivery-partitions status"');
+      if (db.name !== 'postgres') return;
+
+      await scope.open({
+        table: other,
+        publisher: new RecordingPublisher(),
+        options: {
+          autoStart: true,
+          instanceId: 'cli-p',
+          dispatcher: { claims: 'partitions', partitionTimeoutMs: 3_000 },
+        },
+      });
+      const view = await waitFor('the dispatcher holding every partition', async () => {
+        const found = await outboxJson<View>(args, url);
+        return found.inUse && found.unowned === 0 ? found : null;
+      });
+      expect(view).toMatchObject({
+        total: 256,
+        dispatchers: [{ instanceId: 'cli-p', state: 'delivering', partitions: 256, share: 1 }],
+        moves: { total: 256 },
+      });
+      expect(view.partitions).toHaveLength(256);
+      const shown = await outbox(args, url);
+      expect(shown.code).toBe(0);
+      expect(shown.stdout).toContain(
+        `Delivery partitions of ${quoteTable(scope.ds, other)} (dispatcher.claims: 'partitions'): 256, held by 1 dispatcher, 0 free.`,
+      );
+      expect(shown.stdout).toMatch(
+        /\ncli-p#[0-9a-f]+ +cli-p +delivering +[0-9]+ms ago +3s +256 +100% +0-255 /,
+      );
+      expect(shown.stdout).toMatch(/\nMoves: 256 takes since the tables were made\. /);
+      expect(shown.stdout).toMatch(
+        /\nAT +TO +PARTITIONS +RANGES\n[0-9T:.-]+Z +cli-p#[0-9a-f]+ +256 +0-255\n?$/,
+      );
+    });
+
     it('cleanup --once deletes delivered and dead rows past retention', async () => {
       const usage = await outbox(['cleanup', '--table', table], url);
       expect(usage.code).toBe(2);
@@ -1168,7 +1256,7 @@ VALUES (${db.name === 'postgres' ? '$1' : '?'}, 'orders', 't', '{}', '{}', 'deli
       );
       expect(created.code).toBe(0);
       expect(created.stdout).toContain(`partitioned by day (2 partitions ahead`);
-      const schema = await outbox(['schema', 'status', '--table', table], url);
+      const schema = await outbox(['schema', 'status', '--table', table, ...EVERY_STEP], url);
       expect(schema.stdout).toContain(
         'Layout: partitioned by day (see "outbox partitions status").',
       );

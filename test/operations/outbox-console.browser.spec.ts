@@ -3,6 +3,7 @@ import { join } from 'node:path';
 import { connect, type Channel, type ChannelModel } from 'amqplib';
 import { chromium, type Browser, type BrowserContext, type Page } from 'playwright-core';
 import { RabbitMqPublisher } from '../../lib/publishers/rabbitmq';
+import { RecordingPublisher } from '../../lib/testing';
 import { ensureOutboxConsoleAuditTable } from '../../lib/operations/console';
 import { CONSOLE_TOKEN, openConsoleApp, type ConsoleApp } from '../support/console-app';
 import { testDatabase, uniqueTable } from '../support/databases';
@@ -270,6 +271,59 @@ describeWithChromium('The outbox console in Chromium (PostgreSQL, RabbitMQ)', ()
     await sleep(6_500);
     expect(await marked()).toBe(2);
     expect(await page.getByLabel('Type').inputValue()).toBe('order.paid');
+  });
+
+  // Issue 75, item 18: the dispatchers' delivery partitions, a page of their own.
+  it('shows the delivery partitions: not in use on this app; on one that delivers by partitions, its dispatcher, share and moves', async () => {
+    await page.goto(c.url);
+    await page.getByRole('link', { name: 'Delivery partitions', exact: true }).click();
+    expect(await page.locator('h1').innerText()).toBe('Delivery partitions');
+    expect(await page.locator('#not-in-use').innerText()).toMatch(
+      /^Delivery partitions are not in use on .*: no dispatcher delivers it by partitions \(this app's dispatcher\.claims is 'leases'/,
+    );
+    const partitioned = await openConsoleApp(new RecordingPublisher(), {
+      autoStart: true,
+      instanceId: 'browser-p',
+      dispatcher: { claims: 'partitions', partitionTimeoutMs: 3_000 },
+    });
+    try {
+      await page.goto(`${partitioned.url}/delivery-partitions`);
+      await waitFor('every partition held', async () => {
+        await page.reload();
+        return (await page.locator('#partitions-free').innerText()) === '0';
+      });
+      expect(await page.locator('#partition-dispatchers tbody tr').allInnerTexts()).toEqual([
+        expect.stringMatching(
+          /^browser-p#[0-9a-f]+\s+browser-p\s+delivering\s+[0-9]+ ms ago\s+3 s\s+256\s+100 %\s+0-255\s/,
+        ),
+      ]);
+      expect(await page.locator('#partition-moves tbody tr').allInnerTexts()).toEqual([
+        expect.stringMatching(/\sbrowser-p#[0-9a-f]+\s+256\s+0-255$/),
+      ]);
+      // Every partition, folded away until asked for.
+      expect(await page.locator('#partition-owners').isVisible()).toBe(false);
+      await page.getByText('Every partition', { exact: true }).click();
+      expect(await page.locator('#partition-owners').isVisible()).toBe(true);
+      expect(await page.locator('#partition-owners tbody tr').count()).toBe(256);
+      await shoot('console-delivery-partitions.png');
+
+      const narrow = await browser.newContext({
+        extraHTTPHeaders: { authorization: `Bearer ${CONSOLE_TOKEN}` },
+        viewport: { width: 420, height: 900 },
+      });
+      try {
+        const phone = await narrow.newPage();
+        await phone.goto(`${partitioned.url}/delivery-partitions`);
+        const width = await phone
+          .locator('html')
+          .evaluate((el) => (el as unknown as { scrollWidth: number }).scrollWidth);
+        expect(width).toBe(420);
+      } finally {
+        await narrow.close();
+      }
+    } finally {
+      await partitioned.close();
+    }
   });
 
   it('re-drives a delivered message from the Re-drive page: RabbitMQ gets a copy with its headers', async () => {

@@ -1,6 +1,7 @@
 import { Injectable, Logger, type CanActivate, type ExecutionContext } from '@nestjs/common';
 import { OutboxOptionsError, PermanentPublishError } from '../../lib';
 import { ensureOutboxConsoleAuditTable } from '../../lib/operations/console';
+import { escapeHtml } from '../../lib/operations/console/console-html';
 import { OUTBOX_STORE } from '../../lib/outbox.constants';
 import type { OutboxStore } from '../../lib/store/ports/outbox-store.port';
 import { RecordingPublisher } from '../../lib/testing';
@@ -896,6 +897,43 @@ describeWith(['postgres'], 'OutboxConsoleModule over HTTP (PostgreSQL, Express)'
     const unknown = (await get(`${c.url}/why?id=00000000-0000-4000-8000-000000000000`)).body;
     expect(unknown).toContain('No message with this id');
     expect((await get(`${c.url}/messages/00000000-0000-4000-8000-000000000000`)).status).toBe(404);
+  });
+
+  // Issue 75, item 18: the dispatchers' delivery partitions have a page of their own.
+  it("shows the delivery partitions: not in use on a 'leases' app; under 'partitions' each dispatcher with its heartbeat, state and share, and the moves", async () => {
+    c = await openConsoleApp(new RecordingPublisher());
+    const unused = (await get(`${c.url}/delivery-partitions`)).body;
+    expect(unused).toContain('<a href="/outbox/delivery-partitions">Delivery partitions</a>');
+    expect(unused).toMatch(
+      /<p id="not-in-use" data-reason="no-dispatcher">Delivery partitions are not in use on &quot;[^&]+&quot;: no dispatcher delivers it by partitions \(this app&#39;s dispatcher.claims is &#39;leases&#39;/,
+    );
+    expect(unused).not.toContain('id="partition-dispatchers"');
+    await c.close();
+
+    // An instanceId is the app's text: shown, never run.
+    c = await openConsoleApp(new RecordingPublisher(), {
+      autoStart: true,
+      instanceId: SCRIPT,
+      dispatcher: { claims: 'partitions', partitionTimeoutMs: 3_000 },
+    });
+    const app = c;
+    const page = await waitFor('the dispatcher holding every partition', async () => {
+      const body = squash((await get(`${app.url}/delivery-partitions`)).body);
+      return body.includes('id="partitions-free">0<') ? body : null;
+    });
+    const view = await c.admin.deliveryPartitions();
+    const [only] = view.inUse ? view.dispatchers : [];
+    expect(only?.instanceId).toBe(SCRIPT);
+    expect(page).toContain('<dd id="partitions-total">256</dd>');
+    expect(page).toContain('<dd id="partitions-holders">1</dd>');
+    expect(page).toContain('<dd id="partitions-moves">256</dd>');
+    expect(page).not.toContain(SCRIPT);
+    expect(page).toContain(`<td>${escapeHtml(SCRIPT)}</td><td>delivering</td>`);
+    expect(page).toMatch(
+      /<tr data-dispatcher="[^"]+" data-state="delivering"><td>[^<]+<\/td><td>[^<]+<\/td><td>delivering<\/td><td>[0-9]+ ms ago<\/td><td>3 s<\/td><td>256<\/td><td>100 %<\/td><td>0-255<\/td>/,
+    );
+    expect(page).toMatch(/<table id="partition-moves">.*?<td>256<\/td><td>0-255<\/td>/);
+    expect(page.match(/<tr><td>[0-9]+<\/td><td>[^<]+<\/td><td>1<\/td>/g)).toHaveLength(256);
   });
 
   it('in read-only mode shows no action and refuses posted ones', async () => {

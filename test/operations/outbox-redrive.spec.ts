@@ -10,10 +10,15 @@ import { OutboxAuditStore, type OutboxRedrivePreview } from '../../lib/admin';
 import { ensureOutboxArchiveTable } from '../../lib/schema';
 import { OUTBOX_SQL } from '../../lib/outbox.constants';
 import type { SqlPort } from '../../lib/store/ports/sql-port';
+import { keyLaneOf, redriveLaneOf } from '../../lib/store/rows/redrive-lane';
 import { RecordingPublisher } from '../../lib/testing';
 import { readOutbox, storedId, TEST_DATABASES, uniqueTable } from '../support/databases';
 import { ageRows } from '../support/db-clock';
-import { mergeOutboxOptions, type HarnessOverrides } from '../support/outbox-harness';
+import {
+  mergeOutboxOptions,
+  type HarnessOverrides,
+  type OutboxApp,
+} from '../support/outbox-harness';
 import { useOutboxScope } from '../support/outbox-scope';
 import { describeWith } from '../support/services';
 import { sleep, waitFor } from '../support/wait-for';
@@ -59,6 +64,17 @@ for (const db of TEST_DATABASES) {
       };
 
       const who = { actor: 'alice', reason: 'consumer lost its database' };
+
+      /** Drives the app's dispatcher until `done()` holds. */
+      const deliverUntil = (c: OutboxApp, what: string, done: () => boolean) =>
+        waitFor(
+          what,
+          async () => {
+            await c.runUntilIdle();
+            return done();
+          },
+          { timeoutMs: 15_000, intervalMs: 50 },
+        );
 
       it('previews the exact count and a sample in queue order, and refuses bad filters', async () => {
         const { c } = await open();
@@ -339,13 +355,10 @@ for (const db of TEST_DATABASES) {
           { ...who, ratePerSecond: 5, expected: confirmation(preview), auditTable },
         );
         const [a4] = await c.enqueue(msg('a', 4));
-        await waitFor(
+        await deliverUntil(
+          c,
           'the live messages and the copies delivered',
-          async () => {
-            await c.runUntilIdle();
-            return c.publisher.messages.length === 4;
-          },
-          { timeoutMs: 15_000, intervalMs: 50 },
+          () => c.publisher.messages.length === 4,
         );
         const sent = c.publisher.messages.map((m) => m.headers[REDRIVE_OF_HEADER] ?? m.messageId);
         expect(sent).toEqual([a3, a1, a2, a4]);
@@ -400,6 +413,80 @@ for (const db of TEST_DATABASES) {
         );
         const copiesOfCopies = (await c.admin.list({ topic: 'audit' }, { limit: 10 })).items;
         expect(copiesOfCopies.map((m) => m.key)).toEqual(['a', 'a', 'a']);
+      });
+
+      // Issue 75, item 14: lanes are per destination and key. Copies an earlier build wrote to one
+      // lane of their key, still pending at the upgrade, keep their place before the copies to
+      // the same topic written after it.
+      it("after an upgrade, queues a copy behind the key's pending copies to its topic in an earlier build's lane, and a copy to another topic in its own", async () => {
+        const { c, auditTable } = await open();
+        const originals = await c.enqueue([msg('a', 1), msg('a', 2), msg('a', 3)]);
+        await c.runUntilIdle();
+        c.publisher.clear();
+        const redrive = (destination: string, ratePerSecond?: number) =>
+          c.admin.redrive(
+            { topic: 'orders', key: 'a' },
+            {
+              ...who,
+              destination,
+              ...(ratePerSecond === undefined ? {} : { ratePerSecond }),
+              auditTable,
+            },
+          );
+        // Copies as an earlier build stored them: every copy of the key in the key's one lane.
+        // Paced: the last one is due 2 s after the re-drive.
+        const earlier = await redrive('orders.replay', 1);
+        const table = scope.ds.driver.escape(c.table);
+        const param = scope.ds.options.type === 'postgres' ? '$1' : '?';
+        await scope.ds.query(
+          `UPDATE ${table} SET message_key = ${param} WHERE topic = 'orders.replay'`,
+          [keyLaneOf('a')],
+        );
+        const later = await redrive('orders.replay');
+        const elsewhere = await redrive('audit.replay');
+        const stored = await readOutbox(scope.ds, c.table);
+        const lanesOf = (report: { redriveId: string }) => [
+          ...new Set(
+            stored
+              .filter((r) => r.headers[REDRIVE_ID_HEADER] === report.redriveId)
+              .map((r) => r.key),
+          ),
+        ];
+        expect(lanesOf(later)).toEqual([keyLaneOf('a')]);
+        expect(lanesOf(elsewhere)).toEqual([redriveLaneOf('audit.replay', 'a')]);
+
+        const of = (report: { redriveId: string }) =>
+          c.publisher.messages.filter((r) => r.headers[REDRIVE_ID_HEADER] === report.redriveId);
+        await deliverUntil(
+          c,
+          'the copies to audit.replay published',
+          () => of(elsewhere).length === 3,
+        );
+        // Not behind the earlier build's paced copies of the key.
+        expect(of(earlier).length).toBeLessThan(3);
+        await deliverUntil(c, 'every copy published', () => c.publisher.messages.length === 9);
+        // The copies to orders.replay in the order they were written, all showing their key.
+        const replay = c.publisher.messages.filter((r) => r.topic === 'orders.replay');
+        expect(replay.map((r) => r.headers[REDRIVE_ID_HEADER])).toEqual([
+          ...originals.map(() => earlier.redriveId),
+          ...originals.map(() => later.redriveId),
+        ]);
+        expect(replay.map((r) => r.headers[REDRIVE_OF_HEADER])).toEqual([
+          ...originals,
+          ...originals,
+        ]);
+        expect(c.publisher.messages.every((r) => r.key === 'a')).toBe(true);
+        // Once the earlier lane is empty, new copies to that topic take their own lane.
+        await scope.ds.query(
+          `UPDATE ${table} SET status = 'delivered' WHERE status <> 'delivered'`,
+        );
+        const fresh = await redrive('orders.replay');
+        const after = await readOutbox(scope.ds, c.table);
+        expect([
+          ...new Set(
+            after.filter((r) => r.headers[REDRIVE_ID_HEADER] === fresh.redriveId).map((r) => r.key),
+          ),
+        ]).toEqual([redriveLaneOf('orders.replay', 'a')]);
       });
 
       it('writes more than one transaction of copies in the originals order, audited once', async () => {

@@ -60,6 +60,35 @@ describe('delivery', () => {
     ).toBe('partitions');
   });
 
+  it("refuses dispatcher.publishWindow outside dispatcher.claims: 'partitions', and one out of range, saying how to fix it", () => {
+    const leases = errorOf({ dataSource, publisher, dispatcher: { publishWindow: 1_000 } });
+    expect(leases.option).toBe('dispatcher.publishWindow');
+    expect(leases.message).toMatch(
+      /set dispatcher\.claims to 'partitions'.*or remove publishWindow/,
+    );
+    const zero = errorOf({
+      dataSource,
+      publisher,
+      dispatcher: { claims: 'partitions', publishWindow: 0 },
+    });
+    expect(zero.option).toBe('dispatcher.publishWindow');
+    // The default is no window: the fix must not offer 0, the value it refuses.
+    expect(zero.message).toMatch(
+      /leave it out for the default \(none: each batch publishes on its own\)/,
+    );
+    expect(zero.message).not.toMatch(/default \(0\)/);
+    const resolved = resolveOutboxOptions({
+      dataSource,
+      publisher,
+      dispatcher: { claims: 'partitions', publishWindow: 1_000 },
+    }).dispatcher;
+    expect(resolved.publishWindow).toBe(1_000);
+    expect(
+      resolveOutboxOptions({ dataSource, publisher, dispatcher: { claims: 'partitions' } })
+        .dispatcher.publishWindow,
+    ).toBeUndefined();
+  });
+
   it('refuses dispatcher.observe beside the new spelling: the mode is said once', () => {
     for (const delivery of ['poll', logTailing()] as const) {
       const error = errorOf({

@@ -1,3 +1,4 @@
+import { tableClaimCheckStore } from '../../lib/claim-check';
 import { Test } from '@nestjs/testing';
 import { DataSource } from 'typeorm';
 import {
@@ -297,6 +298,10 @@ describe('resolveOutboxOptions', () => {
         );
         // The one required key of a group: partitioning names its interval.
         if (group === 'partitioning') all.interval = 'day';
+        // The claim check names its store.
+        if (group === 'claimCheck') all.store = tableClaimCheckStore();
+        // The erasure names its master key.
+        if (group === 'erasure') all.masterKey = Buffer.alloc(32, 1);
         if (group !== '')
           expect(() => resolveOutboxOptions({ ...valid, ...where(all) })).not.toThrow();
       }

@@ -19,6 +19,10 @@ import {
 } from '../../lib/publishers/aws/aws-error.classifier';
 import { awsMessageGroupId } from '../../lib/publishers/aws/aws-fifo';
 import { awsMessageParts } from '../../lib/publishers/aws/aws-message-attributes';
+import { awsCloudEventParts } from '../../lib/publishers/aws/aws-cloud-event';
+import { cloudEvents } from '../../lib/integrations/cloudevents';
+import { sequenceOf } from '../../lib/inbox';
+import type { OutboxRecord } from '../../lib';
 import { resolveSnsPublisherOptions, SnsPublisher } from '../../lib/publishers/sns';
 import { readOutboxSqsMessage, resolveSqsPublisherOptions } from '../../lib/publishers/sqs';
 
@@ -117,6 +121,121 @@ describe('AWS message attributes', () => {
     expect(awsMessageGroupId('order 42', 'id')).toBe(awsMessageGroupId('order 42', 'other'));
     expect(awsMessageGroupId('x'.repeat(129), 'id')).toMatch(/^sha256:/);
     expect(awsMessageGroupId(null, 'id-7')).toBe('id-7');
+  });
+});
+
+describe('CloudEvents on SQS and SNS (body and attributes, and reading them back)', () => {
+  const record = (over: Partial<OutboxRecord> = {}): OutboxRecord =>
+    ({
+      id: '1',
+      messageId: '0190a1b2-c3d4-7e5f-8a9b-000000000001',
+      topic: 'orders',
+      key: 'k 1',
+      type: 'order.créé',
+      payload: '{"n":1}',
+      headers: { 'x-outbox-sequence': '42' },
+      attempts: 1,
+      createdAt: new Date('2026-11-28T10:00:00.000Z'),
+      ...over,
+    }) as OutboxRecord;
+  /** What SQS hands a consumer for `parts`: the body and the String attributes. */
+  const received = (parts: ReturnType<typeof awsMessageParts>) => ({
+    Body: parts.body,
+    MessageAttributes: parts.attributes,
+  });
+  const binary = cloudEvents({ source: 'urn:example:orders', types: { s: 'structured' } });
+
+  it('binary mode: ce- attributes percent-encoded, content-type as it is, bytes in base64 said by content-transfer-encoding', () => {
+    const r = record({
+      encoding: 'binary',
+      payload: Buffer.from([0, 255]),
+      contentType: 'application/avro; v=1',
+    });
+    const parts = awsCloudEventParts(r, binary.encode(r) as never);
+    const text = (name: string) => parts.attributes[name]?.StringValue;
+    expect(text('ce-type')).toBe('order.cr%C3%A9%C3%A9');
+    expect(text('ce-subject')).toBe('k%201');
+    expect(text('ce-sequence')).toBe('0000000000000042');
+    expect(text('content-type')).toBe('application/avro; v=1');
+    expect(text('content-transfer-encoding')).toBe('base64');
+    expect(parts.body).toBe(Buffer.from([0, 255]).toString('base64'));
+    const read = readOutboxSqsMessage(received(parts));
+    expect(read.payload).toEqual(Buffer.from([0, 255]));
+    expect(read.contentType).toBe('application/avro; v=1');
+    expect(read.cloudEvent?.attributes).toMatchObject({
+      type: 'order.créé',
+      subject: 'k 1',
+      datacontenttype: 'application/avro; v=1',
+    });
+    expect(read.headers).toEqual({});
+    expect(sequenceOf(received(parts))).toEqual({ key: 'k 1', sequence: 42 });
+  });
+
+  it('a header named as the binding\'s content type is left out; a "__proto__" header travels folded and reads back', () => {
+    const headers: Record<string, string> = { 'content-type': 'text/plain' };
+    for (let i = 0; i < 9; i++) headers[`h${i}`] = String(i);
+    Object.defineProperty(headers, '__proto__', { value: 'p', enumerable: true });
+    const r = record({ headers });
+    const parts = awsCloudEventParts(r, binary.encode(r) as never);
+    // The optional attributes the message has keep theirs; every header is folded, none kept.
+    expect(Object.keys(parts.attributes)).toEqual([
+      'ce-specversion',
+      'ce-id',
+      'ce-source',
+      'ce-type',
+      'content-type',
+      'ce-time',
+      'ce-subject',
+      'ce-partitionkey',
+      'x-outbox-headers',
+    ]);
+    expect(parts.attributes['content-type']?.StringValue).toBe('application/json');
+    const read = readOutboxSqsMessage(received(parts));
+    expect(Object.hasOwn(read.headers, '__proto__')).toBe(true);
+    expect(read.headers['__proto__' as 'x']).toBe('p');
+    expect(read.headers['content-type']).toBeUndefined();
+    expect(read.headers.h8).toBe('8');
+  });
+
+  it('structured mode: the data cut out of the body as written; an event another producer wrote is read from its parsed value', () => {
+    const r = record({ type: 's', payload: '{"big":12345678901234567890}' });
+    const parts = awsCloudEventParts(r, binary.encode(r) as never);
+    expect(Object.keys(parts.attributes)).toEqual(['content-type']);
+    const read = readOutboxSqsMessage(received(parts));
+    // The digits as enqueued: JSON.parse would have rounded them.
+    expect(read.payload).toBe('{"big":12345678901234567890}');
+    expect(read.cloudEvent?.mode).toBe('structured');
+
+    const foreign = {
+      Body: JSON.stringify(
+        { data: { a: 1 }, specversion: '1.0', id: 'x-1', source: '/s', type: 't' },
+        null,
+        2,
+      ),
+      MessageAttributes: {
+        'content-type': { StringValue: 'application/cloudevents+json', DataType: 'String' },
+      },
+    };
+    expect(readOutboxSqsMessage(foreign)).toMatchObject({
+      messageId: 'x-1',
+      type: 't',
+      key: null,
+      payload: '{"a":1}',
+    });
+    expect(messageIdFromSqs(foreign)).toBe('x-1');
+  });
+
+  it('a ce- value that is not percent-encoded UTF-8 is left out, as the bindings say', () => {
+    const message = {
+      Body: '{}',
+      MessageAttributes: {
+        'ce-specversion': { StringValue: '1.0' },
+        'ce-id': { StringValue: 'id-2' },
+        'ce-subject': { StringValue: '%FF' },
+      },
+    };
+    const read = readOutboxSqsMessage(message);
+    expect(read.cloudEvent?.attributes).toEqual({ specversion: '1.0', id: 'id-2' });
   });
 });
 
@@ -291,6 +410,8 @@ describe('AwsBatchSender', () => {
 });
 
 describe('SqsPublisher and SnsPublisher options', () => {
+  const binaryEvents = cloudEvents({ source: '/s' });
+
   it('take a client or its configuration, and refuse what would misroute or exceed the limits, naming the option', () => {
     expect(resolveSqsPublisherOptions({}).maxMessageBytes).toBe(262_144);
     expect(resolveSqsPublisherOptions({ queue: 'orders.fifo' }).fixedQueue).toBe('orders.fifo');
@@ -323,6 +444,17 @@ describe('SqsPublisher and SnsPublisher options', () => {
     }
     expect(message).toMatch(/maxConcurrentRequests/);
     expect(message).not.toContain(secret);
+  });
+
+  it('refuse a cloudEvents value that cloudEvents() did not make', () => {
+    for (const resolve of [resolveSqsPublisherOptions, resolveSnsPublisherOptions]) {
+      const bad = () => resolve({ cloudEvents: { source: '/s' } } as never);
+      expect(bad).toThrow(OutboxOptionsError);
+      expect(bad).toThrow(/cloudEvents.*is not what cloudEvents\(\) makes/);
+    }
+    expect(resolveSqsPublisherOptions({ cloudEvents: binaryEvents }).cloudEvents).toBe(
+      binaryEvents,
+    );
   });
 
   it('SnsPublisher.checkEnqueue judges the ARN its topicArn function gives each message', () => {

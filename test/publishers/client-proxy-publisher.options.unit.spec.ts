@@ -1,4 +1,5 @@
 import { OutboxOptionsError } from '../../lib';
+import { cloudEvents } from '../../lib/integrations/cloudevents';
 import { ClientProxyPublisher, type OutboxClientProxy } from '../../lib/publishers/microservices';
 
 // The options of ClientProxyPublisher are checked like the module's: a misspelt one is an error
@@ -19,6 +20,18 @@ describe('ClientProxyPublisher options', () => {
     [{ mode: 'publish' }, /mode/],
   ])('rejects %j', (options, message) => {
     expect(() => new ClientProxyPublisher(client, options as never)).toThrow(message);
+  });
+
+  // Nest's packet is the body on most transports: no CloudEvents binding could read it.
+  it('refuses the cloudEvents option, saying why and which publishers send CloudEvents', () => {
+    const create = () =>
+      new ClientProxyPublisher(client, {
+        cloudEvents: cloudEvents({ source: '/orders' }),
+      } as never);
+    expect(create).toThrow(OutboxOptionsError);
+    expect(create).toThrow(
+      /cloudEvents.*does not send CloudEvents.*\{ pattern, data \}.*RabbitMqPublisher.*SqsPublisher/s,
+    );
   });
 
   it('accepts the documented options', () => {

@@ -3,14 +3,18 @@ import { Controller, Module, type INestMicroservice } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
 import {
   ClientProxyFactory,
+  Ctx,
   EventPattern,
   MessagePattern,
   Payload,
+  RmqContext,
   Transport,
   type MicroserviceOptions,
 } from '@nestjs/microservices';
 import { firstValueFrom } from 'rxjs';
 import type { OutboxRecord } from '../../lib';
+import { messageIdFromRpcContext, sequenceOf } from '../../lib/inbox';
+import { cloudEvents } from '../../lib/integrations/cloudevents';
 import { ClientProxyPublisher } from '../../lib/publishers/microservices';
 import { RabbitMqOutboxDeserializer, RabbitMqPublisher } from '../../lib/publishers/rabbitmq';
 import { describeWith, SERVICES } from '../support/services';
@@ -35,6 +39,16 @@ class OrdersConsumer {
   @EventPattern<string>('orders.audit')
   onAudit(@Payload() envelope: unknown): void {
     received.push(envelope);
+  }
+
+  // What a CloudEvent's handler gets, and what the inbox's readers find on its AMQP message.
+  @EventPattern<string>('order.shipped')
+  onShipped(@Payload() data: unknown, @Ctx() context: RmqContext): void {
+    received.push({
+      data,
+      messageId: messageIdFromRpcContext(context, data),
+      sequence: sequenceOf(context, data),
+    });
   }
 
   @MessagePattern<string>('sum')
@@ -144,4 +158,70 @@ describeWith(['rabbitmq'], 'RabbitMqOutboxDeserializer in a Nest RMQ microservic
       await app.close();
     }
   });
+
+  // RabbitMqPublisher's cloudEvents option: the handler of the event's type gets its data in
+  // either content mode (in structured mode, not the envelope), bytes as a Buffer.
+  it.each(['binary', 'structured'] as const)(
+    'routes CloudEvents in %s mode to the handler of their type, with their data',
+    async (mode) => {
+      const queue = `q-nest-consumer-${randomUUID()}`;
+      const app = await startConsumer(queue);
+      const publisher = new RabbitMqPublisher({
+        url: RABBITMQ_URL,
+        cloudEvents: cloudEvents({ source: '/orders', mode }),
+        assertTopology: async (channel) => {
+          await channel.assertQueue(queue, { durable: true });
+        },
+      });
+      const base = {
+        topic: queue,
+        key: 'o-3',
+        type: 'order.shipped',
+        attempts: 1,
+        createdAt: new Date(),
+      };
+      const records: OutboxRecord[] = [
+        {
+          ...base,
+          id: '3',
+          messageId: randomUUID(),
+          payload: JSON.stringify({ orderId: 'o-3', big: 12345678901234 }),
+          headers: { 'x-outbox-sequence': '7' },
+        },
+        {
+          ...base,
+          id: '4',
+          messageId: randomUUID(),
+          encoding: 'binary',
+          payload: Buffer.from([1, 2, 255]),
+          contentType: 'application/octet-stream',
+          headers: { 'x-outbox-sequence': '8' },
+        },
+      ];
+      try {
+        expect(await publisher.publish(records, new AbortController().signal)).toEqual([
+          { ok: true },
+          { ok: true },
+        ]);
+        await waitFor('the handler to receive both events', () => received.length === 2);
+        expect(received).toEqual([
+          {
+            data: { orderId: 'o-3', big: 12345678901234 },
+            messageId: records[0]?.messageId,
+            sequence: { key: 'o-3', sequence: 7 },
+          },
+          {
+            // Binary mode's body is the bytes, which Nest's RMQ server hands over as text;
+            // structured mode's data_base64 comes back as the bytes.
+            data: mode === 'structured' ? Buffer.from([1, 2, 255]) : expect.anything(),
+            messageId: records[1]?.messageId,
+            sequence: { key: 'o-3', sequence: 8 },
+          },
+        ]);
+      } finally {
+        await publisher.close();
+        await app.close();
+      }
+    },
+  );
 });

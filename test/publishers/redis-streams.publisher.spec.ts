@@ -609,10 +609,13 @@ describeWith(['postgres'], 'RedisStreamsPublisher against a redis-server of its 
       const h = await openOutbox(
         {
           connection: primary.url,
-          waitForReplicas: { replicas: 1, timeoutMs: 200 },
-          publishTimeoutMs: 2_000,
+          // A linked replica acknowledges in well under a second even on a loaded host (200 ms
+          // fell short in CI and added the first batch three times); a gone one costs this much
+          // per attempt.
+          waitForReplicas: { replicas: 1, timeoutMs: 1_500 },
+          publishTimeoutMs: 4_000,
         },
-        { dispatcher: { publishTimeoutMs: 5_000 } },
+        { dispatcher: { publishTimeoutMs: 8_000 } },
       );
       const first = await h.enqueue(
         [0, 1, 2].map((n) => ({ topic: 'orders', key: `k-${n}`, payload: { n } })),

@@ -6,7 +6,8 @@ import {
   PublisherUnavailableError,
   type OutboxRecord,
 } from '../../lib';
-import { messageIdFromSqs } from '../../lib/inbox';
+import { claimCheckPayload, messageIdFromSqs } from '../../lib/inbox';
+import { tableClaimCheckStore } from '../../lib/claim-check';
 import {
   readOutboxSqsMessage,
   SqsPublisher,
@@ -214,7 +215,7 @@ describeWith(['postgres', 'elasticmq'], 'SqsPublisher (PostgreSQL → ElasticMQ)
     const tooLarge = h.enqueue({ topic: 'orders', payload: { text: 'x'.repeat(66_000) } });
     await expect(tooLarge).rejects.toBeInstanceOf(OutboxInvalidMessageError);
     await expect(tooLarge).rejects.toMatchObject({ reason: 'payload-too-large' });
-    await expect(tooLarge).rejects.toThrow(/over the limit of 65536 bytes .*claim check/);
+    await expect(tooLarge).rejects.toThrow(/over the limit of 65536 bytes .*claimCheck option/);
     // 50 000 bytes fit the limit as bytes, not as the base64 text SQS carries (66 668).
     await expect(
       h.enqueue({
@@ -234,6 +235,37 @@ describeWith(['postgres', 'elasticmq'], 'SqsPublisher (PostgreSQL → ElasticMQ)
     await h.enqueue({ topic: 'orders', payload: { text: 'x'.repeat(60_000) } });
     await h.enqueue({ topic: 'orders', payload: {}, attributes: { sqs: { delaySeconds: 5 } } });
     expect(await h.rows()).toHaveLength(2);
+  });
+
+  it('with the claim check, a message over the size limit passes enqueue and reaches the queue as a reference the consumer reads the payload back from', async () => {
+    const { name, consumer } = await queue(false);
+    const h = await openOutbox(
+      { maxMessageBytes: 65_536 },
+      { claimCheck: { store: tableClaimCheckStore(), thresholdBytes: 60_000 } },
+    );
+    // The reader names the harness's own table.
+    const reader = tableClaimCheckStore({ dataSource: ds, tableName: h.table });
+    const payload = { text: 'x'.repeat(200_000) };
+    const [id] = await h.enqueue({ topic: name, key: 'k', payload });
+    await dispatchUntil(h, 'delivered', allSettled(h));
+    const [message] = await consumer.received.settle(1);
+    expect(messageIdFromSqs(message as Message)).toBe(id);
+    expect((message as Message).Body?.length).toBeLessThan(1_000);
+    const read = await claimCheckPayload(message, reader);
+    expect(read.fromStore).toBe(true);
+    expect(read.json()).toEqual(payload);
+    // A type whose policy turns the claim check off is refused, pointed to it.
+    await h.close();
+    const off = await openOutbox(
+      { maxMessageBytes: 65_536 },
+      {
+        claimCheck: { store: tableClaimCheckStore() },
+        policies: { small: { claimCheckThresholdBytes: null } },
+      },
+    );
+    await expect(
+      off.enqueue({ topic: name, type: 'small', payload: { text: 'x'.repeat(66_000) } }),
+    ).rejects.toThrow(/claimCheck option/);
   });
 
   it('the server gone mid-drain and back: nothing lost, no attempt burnt, per-key order kept, delivery resumes within a second or so', async () => {

@@ -25,7 +25,7 @@ import { useOutboxScope } from '../support/outbox-scope';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
 import { waitFor } from '../support/wait-for';
-import { OUTBOX_SCHEMA_STEPS } from '../../lib/store/schema/schema-steps';
+import { OUTBOX_SCHEMA_STEPS, OUTBOX_STEP_OPTIONS } from '../../lib/store/schema/schema-steps';
 
 // The time-partitioned table on PostgreSQL: a key's messages spread over partitions drain in id
 // order, and the partition maintainer drops exactly the partitions whose rows are all final,
@@ -525,7 +525,11 @@ SELECT gen_random_uuid(), 'orders', $1, 't', '{}', $2::text, $3::timestamptz + i
         ...scope.ds.options,
         entities: [],
         synchronize: false,
-        migrations: outboxMigrations({ tableName: table, partitioning: { interval: 'week' } }),
+        migrations: outboxMigrations({
+          tableName: table,
+          partitioning: { interval: 'week' },
+          with: OUTBOX_STEP_OPTIONS,
+        }),
         migrationsTableName: migrationsTable,
       });
       await ds.initialize();

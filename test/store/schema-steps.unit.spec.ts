@@ -3,11 +3,12 @@ import { betterSqlite3SqlPort } from '../../lib/drivers/better-sqlite3/better-sq
 import { createOutboxTable } from '../../lib/schema';
 import { outboxSchemaStatus } from '../../lib/store/schema/schema-status';
 import { outboxDatabase, tableNamesFor } from '../../lib/store/schema/outbox-table-ddl';
-import { OUTBOX_SCHEMA_STEPS } from '../../lib/store/schema/schema-steps';
+import { OUTBOX_SCHEMA_STEPS, OUTBOX_STEP_OPTIONS } from '../../lib/store/schema/schema-steps';
 import { outboxMigrations } from '../../lib/typeorm/outbox-migrations';
 import { createOutboxStore } from '../../lib/store/create-outbox-store';
 import { OutboxTableMissingError } from '../../lib/errors/outbox-table-missing.error';
-import { OutboxError } from '../../lib/errors/outbox.error';
+import { OutboxOptionsError } from '../../lib/errors/outbox-options.error';
+import { OutboxMessages } from '../../lib/outbox.messages';
 
 describe('the schema steps', () => {
   it('keep the names and order TypeORM has recorded in apps (a new step goes at the end)', () => {
@@ -21,8 +22,14 @@ describe('the schema steps', () => {
       ['tenant-column', 'AddOutboxTenantColumn'],
       ['fallback-outcome', 'AllowOutboxFallbackOutcome'],
       ['delivery-partitions', 'AddOutboxDeliveryPartitions'],
+      ['claim-checks', 'AddOutboxClaimChecks'],
+      ['subject-keys', 'AddOutboxSubjectKeys'],
     ]);
-    expect(outboxMigrations({ tableName: 'orders_outbox' }).map((m) => new m().name)).toEqual(
+    expect(
+      outboxMigrations({ tableName: 'orders_outbox', with: OUTBOX_STEP_OPTIONS }).map(
+        (m) => new m().name,
+      ),
+    ).toEqual(
       OUTBOX_SCHEMA_STEPS.map((s, i) => `${s.migration}_orders_outbox_${1_763_800_000_000 + i}`),
     );
   });
@@ -38,38 +45,43 @@ describe('the schema steps', () => {
         (await sql.query(statement, params)).rows,
       partitioning: null,
     };
-    expect((await outboxSchemaStatus(sql)).version).toBe(0);
-    await createOutboxTable(sql);
+    expect((await outboxSchemaStatus(sql, { with: OUTBOX_STEP_OPTIONS })).version).toBe(0);
+    await createOutboxTable(sql, { with: OUTBOX_STEP_OPTIONS });
     const latest = OUTBOX_SCHEMA_STEPS.length;
-    expect(await outboxSchemaStatus(sql)).toMatchObject({ version: latest, latest });
+    expect(await outboxSchemaStatus(sql, { with: OUTBOX_STEP_OPTIONS })).toMatchObject({
+      version: latest,
+      latest,
+    });
 
     // Step 8 (the 'fallback' outcome) reverted: the table is at step 7 until it is made again.
     await OUTBOX_SCHEMA_STEPS[7]?.revert(context);
-    expect((await outboxSchemaStatus(sql)).version).toBe(7);
-    await createOutboxTable(sql);
-    expect((await outboxSchemaStatus(sql)).version).toBe(latest);
+    expect((await outboxSchemaStatus(sql, { with: OUTBOX_STEP_OPTIONS })).version).toBe(7);
+    await createOutboxTable(sql, { with: OUTBOX_STEP_OPTIONS });
+    expect((await outboxSchemaStatus(sql, { with: OUTBOX_STEP_OPTIONS })).version).toBe(latest);
     // Step 7 (tenant ids) reverted: the table is at step 6 until it is made again.
     await OUTBOX_SCHEMA_STEPS[6]?.revert(context);
-    expect((await outboxSchemaStatus(sql)).version).toBe(6);
-    await createOutboxTable(sql);
-    expect((await outboxSchemaStatus(sql)).version).toBe(latest);
+    expect((await outboxSchemaStatus(sql, { with: OUTBOX_STEP_OPTIONS })).version).toBe(6);
+    await createOutboxTable(sql, { with: OUTBOX_STEP_OPTIONS });
+    expect((await outboxSchemaStatus(sql, { with: OUTBOX_STEP_OPTIONS })).version).toBe(latest);
     // Step 6 (sequence numbers) reverted: the table is at step 5 until it is made again.
     await OUTBOX_SCHEMA_STEPS[5]?.revert(context);
-    expect(await outboxSchemaStatus(sql)).toMatchObject({ version: 5 });
-    await createOutboxTable(sql);
-    expect((await outboxSchemaStatus(sql)).version).toBe(latest);
+    expect(await outboxSchemaStatus(sql, { with: OUTBOX_STEP_OPTIONS })).toMatchObject({
+      version: 5,
+    });
+    await createOutboxTable(sql, { with: OUTBOX_STEP_OPTIONS });
+    expect((await outboxSchemaStatus(sql, { with: OUTBOX_STEP_OPTIONS })).version).toBe(latest);
 
     // SQLite has no index of waiting messages (step 5): reverting it changes nothing.
     await OUTBOX_SCHEMA_STEPS[4]?.revert(context);
-    expect((await outboxSchemaStatus(sql)).version).toBe(latest);
+    expect((await outboxSchemaStatus(sql, { with: OUTBOX_STEP_OPTIONS })).version).toBe(latest);
     for (const index of [3, 2, 1]) {
       await OUTBOX_SCHEMA_STEPS[index]?.revert(context);
-      const status = await outboxSchemaStatus(sql);
+      const status = await outboxSchemaStatus(sql, { with: OUTBOX_STEP_OPTIONS });
       expect(status.version).toBe(index);
       expect(status.parts[index]).toMatchObject({ present: false, missing: expect.any(String) });
     }
-    await createOutboxTable(sql);
-    expect((await outboxSchemaStatus(sql)).version).toBe(latest);
+    await createOutboxTable(sql, { with: OUTBOX_STEP_OPTIONS });
+    expect((await outboxSchemaStatus(sql, { with: OUTBOX_STEP_OPTIONS })).version).toBe(latest);
     db.close();
   });
 
@@ -77,7 +89,7 @@ describe('the schema steps', () => {
     const db = openSqliteFile(':memory:');
     const sql = betterSqlite3SqlPort(db);
     const names = tableNamesFor('sqlite', {});
-    await createOutboxTable(sql);
+    await createOutboxTable(sql, { with: OUTBOX_STEP_OPTIONS });
     // Step 7 (tenant ids) and step 6 (sequence numbers) reverted: the table is at step 5.
     const context = {
       database: outboxDatabase('sqlite'),
@@ -111,7 +123,7 @@ describe('the schema steps', () => {
       missingStep: 6,
     });
     // SQLite has no delivery partitions (step 9): refused before any probe, as unsupported.
-    await createOutboxTable(sql);
+    await createOutboxTable(sql, { with: OUTBOX_STEP_OPTIONS });
     const partitioned = createOutboxStore(
       sql,
       {
@@ -121,8 +133,14 @@ describe('the schema steps', () => {
       },
       { enabled: true, notify: false },
     );
-    await expect(partitioned).rejects.toBeInstanceOf(OutboxError);
-    await expect(partitioned).rejects.toThrow(/'partitions' is not available on sqlite/);
+    // An option this database cannot have: OutboxOptionsError on the option (docs/options.md),
+    // naming the database, not the driver (better-sqlite3).
+    await expect(partitioned).rejects.toBeInstanceOf(OutboxOptionsError);
+    await expect(partitioned).rejects.toMatchObject({ option: 'dispatcher.claims' });
+    await expect(partitioned).rejects.toThrow(/'partitions' is not available on SQLite in/);
+    expect(OutboxMessages.partitionsUnsupported('`outbox`', 'mysql')).toContain(
+      'not available on MySQL/MariaDB in this release',
+    );
     await expect(partitioned).rejects.not.toBeInstanceOf(OutboxTableMissingError);
     db.close();
   });

@@ -63,16 +63,36 @@ export async function openConsoleApp(
     policies?: OutboxModuleOptions['policies'];
     /** The outbox's `tenants` option. @default none */
     tenants?: OutboxModuleOptions['tenants'];
+    /** The outbox's `erasure` option. @default none */
+    erasure?: OutboxModuleOptions['erasure'];
     /** The app's own providers (e.g. `@OnOutboxDeadLetter` fallbacks). @default none */
     providers?: Provider[];
+    /**
+     * The outbox's `dispatcher` options over the harness's (`listen: false`), its `instanceId`,
+     * and whether its dispatcher starts on its own. @default the harness's; autoStart false
+     */
+    dispatcher?: OutboxModuleOptions['dispatcher'];
+    instanceId?: string;
+    autoStart?: boolean;
   } = {},
   http: ConsoleHttp = {},
 ): Promise<ConsoleApp> {
   const db = testDatabase('postgres');
   const table = uniqueTable('outbox_console');
   const dataSource = await db.open(table);
-  const { auditTableName, ordering, delivery, policies, tenants, providers, ...consoleOptions } =
-    console;
+  const {
+    auditTableName,
+    ordering,
+    delivery,
+    policies,
+    tenants,
+    erasure,
+    providers,
+    dispatcher,
+    instanceId,
+    autoStart,
+    ...consoleOptions
+  } = console;
   try {
     const moduleRef = await Test.createTestingModule({
       imports: [
@@ -80,12 +100,14 @@ export async function openConsoleApp(
           dataSource,
           tableName: table,
           ...(delivery === 'external' ? { delivery } : { publisher }),
-          autoStart: false,
+          autoStart: autoStart ?? false,
           retry: { maxAttempts: 1 },
-          dispatcher: { listen: false },
+          dispatcher: { listen: false, ...dispatcher },
+          ...(instanceId === undefined ? {} : { instanceId }),
           ...(ordering === undefined ? {} : { ordering }),
           ...(policies === undefined ? {} : { policies }),
           ...(tenants === undefined ? {} : { tenants }),
+          ...(erasure === undefined ? {} : { erasure }),
         }),
         OutboxConsoleModule.forRoot({
           authorize: (request) => request.headers.authorization === `Bearer ${CONSOLE_TOKEN}`,

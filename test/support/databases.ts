@@ -1,3 +1,4 @@
+import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
@@ -13,6 +14,7 @@ import { testPartitioning } from './partitioned-tables';
 import { SERVICES, type ServiceName } from './services';
 import { messageIdBytes, messageIdText } from '../../lib/store/rows/message-id-codec';
 import { outboxDialectOf } from '../../lib/store/schema/outbox-table-ddl';
+import { OUTBOX_STEP_OPTIONS } from '../../lib/store/schema/schema-steps';
 
 /** A business row written next to outbox messages in the tests' transactions. */
 @Entity('outbox_test_order')
@@ -77,7 +79,11 @@ const ALL_DATABASES: readonly TestDatabase[] = [
     async open(table) {
       const ds = new DataSource(serverOptions('postgres', { synchronize: true }));
       await ds.initialize();
-      await ensureOutboxTable(ds, { tableName: table, ...testPartitioning(ds) });
+      await ensureOutboxTable(ds, {
+        tableName: table,
+        ...testPartitioning(ds),
+        with: OUTBOX_STEP_OPTIONS,
+      });
       return ds;
     },
     async close(ds, table) {
@@ -94,7 +100,11 @@ const ALL_DATABASES: readonly TestDatabase[] = [
     async open(table) {
       const ds = new DataSource(serverOptions('mariadb', { synchronize: true }));
       await ds.initialize();
-      await ensureOutboxTable(ds, { tableName: table, ...testPartitioning(ds) });
+      await ensureOutboxTable(ds, {
+        tableName: table,
+        ...testPartitioning(ds),
+        with: OUTBOX_STEP_OPTIONS,
+      });
       return ds;
     },
     async close(ds, table) {
@@ -119,7 +129,7 @@ const ALL_DATABASES: readonly TestDatabase[] = [
         enableWAL: true,
       });
       await ds.initialize();
-      await ensureOutboxTable(ds, { tableName: table });
+      await ensureOutboxTable(ds, { tableName: table, with: OUTBOX_STEP_OPTIONS });
       sqliteDirs.set(ds, dir);
       return ds;
     },
@@ -174,10 +184,13 @@ export function testDatabase(name: DatabaseName): TestDatabase {
 }
 
 let counter = 0;
-/** A table name unique to this test process and call. */
+// Jest loads this module again for each spec file: a spec run twice in one process (by two
+// projects, npm run test:modes) must not meet the tables its earlier run left.
+const LOAD_TAG = randomBytes(2).toString('hex');
+/** A table name unique to this test process, spec file and call. */
 export function uniqueTable(prefix = 'outbox_t'): string {
   counter += 1;
-  return `${prefix}_${process.pid}_${counter}`;
+  return `${prefix}_${process.pid}_${LOAD_TAG}_${counter}`;
 }
 
 /** Reads the outbox rows in id order, with columns normalised across dialects. */

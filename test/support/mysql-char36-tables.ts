@@ -1,5 +1,6 @@
 import type { SqlPort } from '../../lib/testing';
 import { createOutboxTable } from '../../lib/store/schema/outbox-table-ddl';
+import { OUTBOX_STEP_OPTIONS } from '../../lib/store/schema/schema-steps';
 
 // The MySQL/MariaDB outbox tables as they were made before binary message ids: message_id
 // CHAR(36) CHARACTER SET ascii in the outbox table, its attempt history and its archive. Kept
@@ -85,7 +86,7 @@ export function char36TableDdl(table: string): string[] {
  */
 export async function createChar36Tables(sql: SqlPort, table: string): Promise<void> {
   for (const statement of char36TableDdl(table)) await sql.query(statement);
-  await createOutboxTable(sql, { tableName: table });
+  await createOutboxTable(sql, { tableName: table, with: OUTBOX_STEP_OPTIONS });
 }
 
 /** `message_id`'s column type in each table of `table` that has one, e.g. `binary(16)`. */

@@ -25,12 +25,13 @@ import {
 } from '../../lib';
 import { OUTBOX_STORE } from '../../lib/outbox.constants';
 import type { OutboxStore } from '../../lib/store/ports/outbox-store.port';
-import { ensureOutboxTable } from '../../lib/typeorm/typeorm-tables';
+import { dropOutboxTables, ensureOutboxTable } from '../../lib/typeorm/typeorm-tables';
 import { readOutbox, TestOrder, uniqueTable, type OutboxRow } from './databases';
 import { partitioningOf, testPartitioning } from './partitioned-tables';
 import { dbNowMs, dueAtMs, dueInMs, leaseLeftMs, youngestDeliveredAgeMs } from './db-clock';
 import { RecordingPublisher } from './recording.publisher';
 import { waitFor } from './wait-for';
+import { OUTBOX_STEP_OPTIONS } from '../../lib/store/schema/schema-steps';
 
 // The one way an integration spec opens the outbox module: on a table of a test database (a
 // fresh one unless it names one), with a publisher or none (enqueue-only), the options it
@@ -117,26 +118,19 @@ export function quoteTable(ds: DataSource, name: string): string {
   return ds.options.type === 'mariadb' || ds.options.type === 'mysql' ? `\`${name}\`` : `"${name}"`;
 }
 
-/**
- * Drops an outbox table, its attempt history, its archive if made and, on MySQL/MariaDB, its
- * key-lock table.
- */
+/** Drops an outbox table with every table named after it, as an app's tear-down does. */
 export async function dropOutboxTable(ds: DataSource, table: string): Promise<void> {
-  await ds.query(`DROP TABLE IF EXISTS ${quoteTable(ds, `${table}_attempts`)}`);
-  await ds.query(`DROP TABLE IF EXISTS ${quoteTable(ds, `${table}_archive`)}`);
-  if (ds.options.type === 'mariadb' || ds.options.type === 'mysql')
-    await ds.query(`DROP TABLE IF EXISTS ${quoteTable(ds, `${table}_key_lock`)}`);
-  await ds.query(`DROP TABLE IF EXISTS ${quoteTable(ds, table)}`);
-  await ds.query(`DROP TABLE IF EXISTS ${quoteTable(ds, `${table}_ids`)}`);
-  await ds.query(`DROP TABLE IF EXISTS ${quoteTable(ds, `${table}_key_seq`)}`);
-  await ds.query(`DROP TABLE IF EXISTS ${quoteTable(ds, `${table}_owners`)}`);
-  await ds.query(`DROP TABLE IF EXISTS ${quoteTable(ds, `${table}_dispatchers`)}`);
+  await dropOutboxTables(ds, { tableName: table });
 }
 
 /** Creates a fresh outbox table on `ds` and returns its name; the caller drops it. */
 export async function freshOutboxTable(ds: DataSource, prefix = 'outbox_t'): Promise<string> {
   const table = uniqueTable(prefix);
-  await ensureOutboxTable(ds, { tableName: table, ...testPartitioning(ds) });
+  await ensureOutboxTable(ds, {
+    tableName: table,
+    ...testPartitioning(ds),
+    with: OUTBOX_STEP_OPTIONS,
+  });
   return table;
 }
 
@@ -200,7 +194,17 @@ export async function openOutbox<P extends OutboxPublisher = RecordingPublisher>
   const partitioning = await partitioningOf(ds, table, spec.options?.schema);
   const options = mergeOutboxOptions(
     // The `partitions` project (jest.config.js) runs the dispatch suites on partitioned delivery.
-    process.env.OUTBOX_TEST_CLAIMS === 'partitions' ? { dispatcher: { claims: 'partitions' } } : {},
+    // With OUTBOX_TEST_PUBLISH_WINDOW (npm run test:stream), as a stream of that window.
+    process.env.OUTBOX_TEST_CLAIMS === 'partitions'
+      ? {
+          dispatcher: {
+            claims: 'partitions',
+            ...(process.env.OUTBOX_TEST_PUBLISH_WINDOW === undefined
+              ? {}
+              : { publishWindow: Number(process.env.OUTBOX_TEST_PUBLISH_WINDOW) }),
+          },
+        }
+      : {},
     {
       autoStart: false,
       partitioning,

@@ -25,3 +25,25 @@ export class RecordingPublisher extends PublicRecordingPublisher {
     return this.messagesFor({ key }).map((r) => r.messageId);
   }
 }
+
+/**
+ * Holds the first publish call that carries a message of `key` at the broker until `release()`:
+ * a batch in flight, for the tests of what goes beside it.
+ */
+export function holdFirstCallOf(
+  publisher: RecordingPublisher,
+  key: string,
+): { readonly holding: () => boolean; readonly release: () => void } {
+  let release!: () => void;
+  const gate = new Promise<void>((resolve) => (release = resolve));
+  let holding = false;
+  const publish = publisher.publish.bind(publisher);
+  publisher.publish = async (messages, signal) => {
+    if (!holding && messages.some((m) => m.key === key)) {
+      holding = true;
+      await gate;
+    }
+    return publish(messages, signal);
+  };
+  return { holding: () => holding, release };
+}

@@ -38,6 +38,16 @@ export type SourceName = 'poll' | 'log';
  */
 export const PARTITIONED = process.env.OUTBOX_TEST_CLAIMS === 'partitions';
 
+/**
+ * The `dispatcher.publishWindow` this project runs the partitioned suites with (`npm run
+ * test:stream`), or undefined: slices of messages across batches instead of `batchesInFlight`
+ * batches, which the assertions on concurrent calls read.
+ */
+export const PUBLISH_WINDOW =
+  PARTITIONED && process.env.OUTBOX_TEST_PUBLISH_WINDOW !== undefined
+    ? Number(process.env.OUTBOX_TEST_PUBLISH_WINDOW)
+    : undefined;
+
 /** One source on one database: what a source-parameterised suite runs once for. */
 export interface SourceCase {
   readonly name: SourceName;

@@ -1,3 +1,4 @@
+import { refuseUnknownCallOptions } from '../../internal/known-keys';
 import {
   createOutboxTable,
   outboxDialectOf,
@@ -29,8 +30,19 @@ export interface OutboxKyselyMigration {
 export function outboxKyselyMigration(
   options: OutboxTableOptions & Pick<KyselyOutboxOptions, 'databaseType'> = {},
 ): OutboxKyselyMigration {
+  // Validate at definition time, so a bad name (or an unknown key) fails before the Migrator
+  // runs anything.
+  refuseUnknownCallOptions('outboxKyselyMigration()', options, {
+    '': {
+      tableName: true,
+      schema: true,
+      partitioning: true,
+      with: true,
+      online: true,
+      databaseType: true,
+    } satisfies Record<keyof typeof options, true>,
+  });
   const { databaseType, ...table } = options;
-  // Validate at definition time, so a bad name fails before the Migrator runs anything.
   tableNamesFor('postgres', table);
   return {
     async up(db) {

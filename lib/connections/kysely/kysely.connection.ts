@@ -1,3 +1,4 @@
+import { refuseUnknownCallOptions } from '../../internal/known-keys';
 import { refusingEndedTransaction } from '../../drivers/ended-transaction';
 import { MysqlAdapter, PostgresAdapter, SqliteAdapter } from 'kysely';
 import { OutboxError } from '../../errors/outbox.error';
@@ -77,6 +78,12 @@ export function kyselyOutbox(
   db: KyselyInstance,
   options: KyselyOutboxOptions = {},
 ): OutboxConnection<KyselyTransaction> {
+  refuseUnknownCallOptions('kyselyOutbox()', options, {
+    '': { databaseType: true, databaseFile: true } satisfies Record<
+      keyof KyselyOutboxOptions,
+      true
+    >,
+  });
   const adapter = db.getExecutor().adapter;
   // The outbox's SQL is finished and reads its own column names: a plugin of the app's (one
   // that renames columns, such as CamelCasePlugin, or adds a schema) must not touch it.

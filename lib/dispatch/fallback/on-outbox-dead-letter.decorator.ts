@@ -1,5 +1,6 @@
 import 'reflect-metadata';
 import { OutboxOptionsError } from '../../errors/outbox-options.error';
+import { refuseUnknownCallOptions } from '../../internal/known-keys';
 import type { OutboxRecord } from '../../message/outbox-record.interface';
 import { OUTBOX_DEAD_LETTER_METADATA } from '../../outbox.constants';
 import { OutboxMessages } from '../../outbox.messages';
@@ -14,6 +15,10 @@ export interface OnOutboxDeadLetterOptions {
   /** Only the instance of this name (`OutboxModule.forRoot({ name })`). @default every instance */
   readonly outbox?: string;
 }
+
+const OPTION_KEYS = {
+  '': { outbox: true } satisfies Record<keyof OnOutboxDeadLetterOptions, true>,
+} as const;
 
 /** A method that can be a fallback: it takes the message and the error it would die of. */
 export type OutboxDeadLetterMethod = (
@@ -53,6 +58,8 @@ export function OnOutboxDeadLetter(
       'type',
     );
   }
+  // `{ outbx: 'audit' }` would otherwise make a fallback of every instance.
+  refuseUnknownCallOptions('@OnOutboxDeadLetter()', options, OPTION_KEYS);
   if (
     options.outbox !== undefined &&
     (typeof options.outbox !== 'string' || options.outbox === '')

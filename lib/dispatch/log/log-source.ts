@@ -14,6 +14,7 @@ import {
 } from '../../store/ports/outbox-log-source.port';
 import type { DeliverySource, DrainTimes, SourceContext, SourceStop } from '../delivery-source';
 import type { DeliveryPipeline } from '../pipeline/delivery-pipeline';
+import type { RowLeases } from '../leases/row-leases';
 import { LogTailer } from './log-tailer';
 import { RetrySweeps } from './retry-sweeps';
 
@@ -50,6 +51,7 @@ export function logSweepIntervalMs(observer: OutboxLogObserver): number {
  */
 export class LogSource implements DeliverySource {
   readonly delivers = true;
+  readonly unsettled = 'the messages of a batch not settled are claimed again once its lease ends';
   private source: OutboxLogSource | undefined;
   private database: LogDialect | undefined;
   private tailer: LogTailer | undefined;
@@ -64,6 +66,7 @@ export class LogSource implements DeliverySource {
     private readonly observer: OutboxLogObserver,
     private readonly pipeline: DeliveryPipeline,
     private readonly context: SourceContext,
+    private readonly leases: RowLeases,
     private readonly sweep: DeliverySource,
   ) {
     this.retrySweeps = new RetrySweeps(() => this.sweep.wake());
@@ -108,6 +111,7 @@ export class LogSource implements DeliverySource {
         source,
         store: { claimIds },
         pipeline: this.pipeline,
+        leases: this.leases,
         log,
         owner: instanceId,
         leaseMs: dispatcher.leaseMs,

@@ -2,25 +2,36 @@ import { describeError } from '../../internal/describe-error';
 import type { ClaimedIds, OutboxDeliveryPort } from '../../store/ports/outbox-store.port';
 import type { LoggedBatch, OutboxLogSource } from '../../store/ports/outbox-log-source.port';
 import type { DispatcherLog } from '../dispatcher-log';
+import { isStatementTimeout } from '../health/statement-timeout';
 import type { DeliveryPipeline } from '../pipeline/delivery-pipeline';
+import type { RowLeases } from '../leases/row-leases';
 
 /**
  * When the table is swept again for ids it did not show (it is also swept at once): a commit
  * the log handed over a moment before a new snapshot sees it is visible by then.
  */
 const UNSEEN_SWEEP_MS = 100;
+/**
+ * The fewest ids a lease by id is cut down to when the server cancels leases for its statement
+ * timeout: one that small still cancelled is not load any more, and is taken for an outage.
+ */
+const MIN_LEASE_IDS = 8;
 
 /** What the tailer uses of the pipeline. */
 export type TailerPipeline = Pick<
   DeliveryPipeline,
-  'open' | 'lifecycle' | 'deliver' | 'lease' | 'lostLease' | 'pause' | 'watchdog'
+  'open' | 'lifecycle' | 'deliver' | 'pause' | 'watchdog' | 'dbCallMs'
 >;
+
+/** What the tailer uses of the row leases: the token, the hold, the leases whose answer was lost. */
+export type TailerLeases = Pick<RowLeases, 'take' | 'holdOf'>;
 
 /** What the tailer needs besides the pipeline. */
 export interface LogTailerParts {
   readonly source: OutboxLogSource;
   readonly store: Required<Pick<OutboxDeliveryPort, 'claimIds'>>;
   readonly pipeline: TailerPipeline;
+  readonly leases: TailerLeases;
   readonly log: DispatcherLog;
   readonly owner: string;
   readonly leaseMs: number;
@@ -83,8 +94,15 @@ export class LogTailer {
   private progressed: (() => void) | undefined;
   private acknowledging: Promise<void> = Promise.resolve();
   private handedOff = 0;
+  /**
+   * The most ids one lease by id takes: halved each time the server cancels a lease for its
+   * statement timeout (a busy server, not a gone one), doubled back as leases answer in time.
+   */
+  private leaseCap: number;
 
-  constructor(private readonly parts: LogTailerParts) {}
+  constructor(private readonly parts: LogTailerParts) {
+    this.leaseCap = parts.batchSize;
+  }
 
   /** Whether the reader has stopped and every batch it leased has settled. */
   get idle(): boolean {
@@ -210,7 +228,8 @@ export class LogTailer {
    * (all of them, so none overtakes an earlier one) for a later batch.
    */
   private pick(): Entry[] {
-    const { batchSize, maxRun } = this.parts;
+    const { maxRun } = this.parts;
+    const batchSize = Math.min(this.parts.batchSize, this.leaseCap);
     const picked: Entry[] = [];
     const rest: Entry[] = [];
     const runs = new Map<string, number>();
@@ -236,6 +255,7 @@ export class LogTailer {
   private async run(picked: readonly Entry[]): Promise<void> {
     const keys = new Set<string>();
     for (const entry of picked) if (entry.key !== null) keys.add(entry.key);
+    let requeued = false;
     try {
       const started = performance.now();
       this.leasing++;
@@ -244,6 +264,13 @@ export class LogTailer {
         leased = await this.lease(picked.map((entry) => entry.id));
       } finally {
         this.leasing--;
+      }
+      if (leased === 'smaller') {
+        // Back in front, each key's entries ahead of its later ones, for smaller leases.
+        requeued = true;
+        for (const key of keys) this.keysInFlight.delete(key);
+        this.pending = [...picked, ...this.pending];
+        return;
       }
       // The next lease may go out while this batch publishes.
       this.pump();
@@ -275,8 +302,14 @@ export class LogTailer {
       if (leased.records.length > 0) {
         const { token, records, fence } = leased;
         const leaseEnd = started + this.parts.leaseMs;
+        const hold = this.parts.leases.holdOf({
+          token,
+          records,
+          leaseEnd,
+          ...(fence && { fence }),
+        });
         await this.parts.pipeline.deliver(
-          { token, records, claimedAt: started, leaseEnd, fence },
+          { token, records, claimedAt: started, hold },
           'log reader',
           started,
         );
@@ -284,8 +317,10 @@ export class LogTailer {
         // and so left to the table.
       }
     } finally {
-      for (const key of keys) this.keysInFlight.delete(key);
-      for (const entry of picked) entry.handover.remaining--;
+      if (!requeued) {
+        for (const key of keys) this.keysInFlight.delete(key);
+        for (const entry of picked) entry.handover.remaining--;
+      }
     }
   }
 
@@ -330,23 +365,46 @@ export class LogTailer {
     });
   }
 
-  /** Leases `ids` (see claimIds); undefined when the database failed. */
+  /**
+   * Leases `ids` (see claimIds); undefined when the database failed, `'smaller'` when the server
+   * cancelled the lease for its statement timeout and the ids should go again in smaller leases.
+   */
   private async lease(
     ids: readonly string[],
-  ): Promise<(ClaimedIds & { fence?: AbortSignal }) | undefined> {
-    const { token, fence } = this.parts.pipeline.lease();
-    const { store, owner, leaseMs, pipeline } = this.parts;
-    let call: Promise<ClaimedIds> | undefined;
+  ): Promise<(ClaimedIds & { fence?: AbortSignal }) | 'smaller' | undefined> {
+    const { store, owner, leaseMs, pipeline, leases, log, batchSize } = this.parts;
+    const sentAt = performance.now();
     try {
-      const leased = await pipeline.watchdog.run(
-        'claim',
-        () => (call = store.claimIds({ ids, owner, leaseMs, token })),
+      const { taken: leased, fence } = await leases.take((token) =>
+        store.claimIds({ ids, owner, leaseMs, token }),
       );
-      return { ...leased, fence };
+      // Grown back only by leases well within the timeout: one that barely passed says the
+      // server is still as busy, and twice the ids would be cancelled again.
+      if (this.leaseCap < batchSize && performance.now() - sentAt < pipeline.dbCallMs / 4) {
+        this.leaseCap = Math.min(batchSize, this.leaseCap * 2);
+        if (this.leaseCap === batchSize) {
+          log.log(
+            `Leases by id answer within the statement timeout again: back to ${batchSize} ids per lease`,
+          );
+        }
+      }
+      return { ...leased, ...(fence && { fence }) };
     } catch (error) {
-      // It may have committed all the same, its answer lost with the connection: its rows are
-      // given back by token, their attempt with them, before the table's next claim.
-      pipeline.lostLease(token, call);
+      // It may have committed all the same, its answer lost with the connection: `take` has its
+      // rows given back by token, their attempt with them, before the table's next claim.
+      // The server answered, cancelling a statement that ran too long on it: load, not an
+      // outage. The same ids go again in smaller leases; only one this small still cancelled
+      // pauses claims as an outage does.
+      if (isStatementTimeout(error) && ids.length > MIN_LEASE_IDS) {
+        const first = this.leaseCap === batchSize;
+        this.leaseCap = Math.max(MIN_LEASE_IDS, Math.floor(ids.length / 2));
+        if (first) {
+          log.warn(
+            `A lease by id of ${ids.length} message(s) ran past the database's statement timeout (${describeError(error)}): the server is busy, not gone, so log tailing goes on delivering, leasing at most ${this.leaseCap} ids at a time until leases answer in time again`,
+          );
+        }
+        return 'smaller';
+      }
       pipeline.pause(error, 'lease by id failed (database unavailable?)');
       return undefined;
     }

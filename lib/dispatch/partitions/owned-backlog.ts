@@ -15,6 +15,8 @@ export interface PickedBatch {
 interface HeldRow {
   readonly record: ClaimedRecord;
   readonly partition: number;
+  /** The chain it is in: its lane, or none when order is not kept. */
+  readonly lane: string | null;
   inFlight: boolean;
 }
 
@@ -25,6 +27,49 @@ export function idAfter(a: string, b: string): boolean {
 
 const byId = (a: ClaimedRecord, b: ClaimedRecord): number =>
   idAfter(a.id, b.id) ? 1 : a.id === b.id ? 0 : -1;
+
+/**
+ * Ids in id order. Reads bring ids mostly above every id held, so an insert is mostly an append;
+ * a pick takes from the front.
+ */
+class SortedIds {
+  private ids: string[] = [];
+
+  get size(): number {
+    return this.ids.length;
+  }
+
+  add(id: string): void {
+    const last = this.ids[this.ids.length - 1];
+    if (last === undefined || idAfter(id, last)) {
+      this.ids.push(id);
+      return;
+    }
+    const at = this.indexOf(id);
+    if (this.ids[at] !== id) this.ids.splice(at, 0, id);
+  }
+
+  at(index: number): string | undefined {
+    return this.ids[index];
+  }
+
+  /** Removes the first `count` ids. */
+  shift(count: number): void {
+    if (count > 0) this.ids.splice(0, count);
+  }
+
+  /** The position of `id`, or where it would go. */
+  private indexOf(id: string): number {
+    let lo = 0;
+    let hi = this.ids.length;
+    while (lo < hi) {
+      const mid = (lo + hi) >>> 1;
+      if (idAfter(id, this.ids[mid] as string)) lo = mid + 1;
+      else hi = mid;
+    }
+    return lo;
+  }
+}
 
 /**
  * What an owner of delivery partitions holds in memory: the rows it has read and not yet
@@ -38,9 +83,23 @@ const byId = (a: ClaimedRecord, b: ClaimedRecord): number =>
  * drops the rest of its key's chain: those rows are read again, behind it, once it is due.
  */
 export class OwnedBacklog {
+  /**
+   * `ordered` false (`ordering.enabled: false`): every row goes on its own, keyed or not.
+   * `maxRun`: the most rows of one key a batch carries.
+   */
+  constructor(private readonly ordering: { readonly ordered: boolean; readonly maxRun: number }) {}
+
   private readonly rows = new Map<string, HeldRow>();
   private readonly chains = new Map<string, string[]>();
+  /**
+   * The rows that may go now, in id order: each key's first row while nothing of the key is in
+   * flight (a key's rows in flight are always the first of its chain), and every row without a
+   * key. A pick walks these, not every row held behind them.
+   */
+  private readonly ready = new SortedIds();
   private readonly inFlightPerPartition = new Map<number, number>();
+  /** Rows in flight (picked, their batch not ended): `queued` without a walk of every row. */
+  private inFlight = 0;
   /** Bumped each time a batch ends. */
   private ends = 0;
   /** Rows that ended while a read that may predate it was open: whether each was delivered. */
@@ -55,9 +114,12 @@ export class OwnedBacklog {
 
   /** Rows read and not yet picked. */
   get queued(): number {
-    let n = 0;
-    for (const row of this.rows.values()) if (!row.inFlight) n++;
-    return n;
+    return this.rows.size - this.inFlight;
+  }
+
+  /** Whether a pick may find a row that can go now. */
+  get pickable(): boolean {
+    return this.ready.size > 0;
   }
 
   /** Whether any message of `partition` is in flight. */
@@ -92,69 +154,71 @@ export class OwnedBacklog {
   }
 
   /**
-   * Takes in the rows of a read. Answers whether a row was left out for its key being held back
-   * by a row not in memory (a sweep finds it once that row is due).
+   * Takes in the rows of a read. Answers the keys (lanes) of rows left out for being held back by
+   * a row not in memory: the owner parks their rows, which come back when that row moves on.
    */
-  takeIn(read: BacklogRead, found: OwnedRead): boolean {
+  takeIn(read: BacklogRead, found: OwnedRead): string[] {
     const refused = new Set<string>();
-    let heldBack = false;
     for (const record of found.records) {
       if (this.rows.has(record.id)) continue;
       const partition = found.partitions.get(record.id);
       if (partition === undefined) continue;
       // Chains go by lane: a re-drive copy's, not its key's (rows/redrive-lane.ts).
-      const key = laneOf(record);
+      const key = this.laneOf(record);
       if (key !== null) {
         if (refused.has(key)) continue;
         if (!this.follows(read, key, record.id, found.previous.get(record.id))) {
           refused.add(key);
           this.heldKeys.add(key);
-          heldBack = true;
           continue;
         }
         const chain = this.chains.get(key);
-        if (chain === undefined) this.chains.set(key, [record.id]);
-        else chain.push(record.id);
-      }
-      this.rows.set(record.id, { record, partition, inFlight: false });
+        if (chain === undefined) {
+          this.chains.set(key, [record.id]);
+          this.ready.add(record.id);
+        } else chain.push(record.id);
+      } else this.ready.add(record.id);
+      this.rows.set(record.id, { record, partition, lane: key, inFlight: false });
     }
-    return heldBack;
+    return [...refused];
   }
 
   /**
    * Picks up to `limit` rows that may go now, in id order: for each key with nothing in flight,
    * its queued run; rows of partitions no longer readable are dropped.
    */
-  pick(limit: number, readable: ReadonlySet<number>): PickedBatch {
-    const heads: ClaimedRecord[] = [];
-    for (const [id, row] of this.rows) {
-      if (row.inFlight) continue;
-      if (!readable.has(row.partition)) {
-        this.drop(id, row);
-        continue;
-      }
-      const key = laneOf(row.record);
-      if (key === null || this.chains.get(key)?.[0] === id) heads.push(row.record);
-    }
-    heads.sort(byId);
+  pick(limit: number, readable: (partition: number) => boolean): PickedBatch {
     const records: ClaimedRecord[] = [];
     const partitionOf = new Map<string, number>();
-    for (const head of heads) {
+    // Every head visited is taken or dropped: the walk removes a prefix of `ready`.
+    let visited = 0;
+    for (let head = this.ready.at(0); head !== undefined; head = this.ready.at(visited)) {
       if (records.length >= limit) break;
-      const lane = laneOf(head);
-      const run = lane === null ? [head.id] : (this.chains.get(lane) ?? []);
+      visited++;
+      const row = this.rows.get(head);
+      if (row === undefined) continue;
+      if (!readable(row.partition)) {
+        this.dropQueued(head, row);
+        continue;
+      }
+      const run =
+        row.lane === null
+          ? [head]
+          : (this.chains.get(row.lane) ?? [head]).slice(0, this.ordering.maxRun);
       for (const id of run) {
-        const row = this.rows.get(id);
-        if (row === undefined || records.length >= limit) break;
-        row.inFlight = true;
-        records.push(row.record);
-        partitionOf.set(id, row.partition);
+        const next = this.rows.get(id);
+        if (next === undefined || records.length >= limit) break;
+        next.inFlight = true;
+        this.inFlight++;
+        records.push(next.record);
+        partitionOf.set(id, next.partition);
         this.inFlightPerPartition.set(
-          row.partition,
-          (this.inFlightPerPartition.get(row.partition) ?? 0) + 1,
+          next.partition,
+          (this.inFlightPerPartition.get(next.partition) ?? 0) + 1,
         );
       }
     }
+    this.ready.shift(visited);
     records.sort(byId);
     return { records, partitionOf };
   }
@@ -165,28 +229,34 @@ export class OwnedBacklog {
    */
   end(records: readonly ClaimedRecord[], delivered: ReadonlySet<string>): void {
     this.ends++;
+    // Per key of the batch, whether a row of it ended other than delivered.
+    const lanes = new Map<string, boolean>();
     for (const record of records) {
       const row = this.rows.get(record.id);
       if (row === undefined) continue;
       const ok = delivered.has(record.id);
       if (this.reads.size > 0) this.ended.set(record.id, { at: this.ends, delivered: ok });
       this.rows.delete(record.id);
+      if (row.inFlight) this.inFlight--;
       const left = (this.inFlightPerPartition.get(row.partition) ?? 1) - 1;
       if (left > 0) this.inFlightPerPartition.set(row.partition, left);
       else this.inFlightPerPartition.delete(row.partition);
-      const key = laneOf(record);
-      if (key === null) continue;
-      const chain = (this.chains.get(key) ?? []).filter((id) => id !== record.id);
-      if (!ok) {
-        // Its later rows wait behind it in the table, not here.
-        for (const id of chain) {
-          const later = this.rows.get(id);
-          if (later !== undefined && !later.inFlight) this.drop(id, later);
-        }
-      }
+      if (row.lane !== null) lanes.set(row.lane, lanes.get(row.lane) === true || !ok);
+    }
+    for (const [key, failed] of lanes) {
+      const chain = this.chains.get(key) ?? [];
+      // Its later rows wait behind it in the table, not here.
+      if (failed)
+        for (const id of chain) if (this.rows.get(id)?.inFlight === false) this.rows.delete(id);
       const kept = chain.filter((id) => this.rows.has(id));
-      if (kept.length > 0) this.chains.set(key, kept);
-      else this.chains.delete(key);
+      if (kept.length === 0) {
+        this.chains.delete(key);
+        continue;
+      }
+      this.chains.set(key, kept);
+      // Nothing of the key is in flight any more (a key's run goes in one batch): its next row
+      // may go.
+      if (this.rows.get(kept[0] as string)?.inFlight === false) this.ready.add(kept[0] as string);
     }
   }
 
@@ -205,12 +275,19 @@ export class OwnedBacklog {
     return tail === undefined && ended !== undefined && ended.at > read.since && ended.delivered;
   }
 
-  private drop(id: string, row: HeldRow): void {
-    this.rows.delete(id);
-    const key = laneOf(row.record);
-    if (key === null) return;
-    const chain = (this.chains.get(key) ?? []).filter((other) => other !== id);
-    if (chain.length > 0) this.chains.set(key, chain);
-    else this.chains.delete(key);
+  /** The chain a record joins: its lane, or none when order is not kept. */
+  private laneOf(record: ClaimedRecord): string | null {
+    return this.ordering.ordered ? laneOf(record) : null;
+  }
+
+  /**
+   * Drops a queued head of a partition no longer readable, with its key's chain (all queued: a
+   * head is queued only while nothing of its key is in flight).
+   */
+  private dropQueued(head: string, row: HeldRow): void {
+    this.rows.delete(head);
+    if (row.lane === null) return;
+    for (const id of this.chains.get(row.lane) ?? []) this.rows.delete(id);
+    this.chains.delete(row.lane);
   }
 }

@@ -1,13 +1,23 @@
+import { randomBytes } from 'node:crypto';
 import { describeError } from '../../internal/describe-error';
-import type { OutboxPartitionStore, PartitionFence } from '../../store/ports/outbox-store.port';
+import type {
+  OutboxPartitionStore,
+  PartitionBeat,
+  PartitionFence,
+  PartitionMember,
+} from '../../store/ports/outbox-store.port';
 import type { DispatcherLog } from '../dispatcher-log';
 import { partitionsFor } from './partition-assignment';
 
 /** What ownership needs of its dispatcher. */
 export interface OwnershipParts {
   readonly store: OutboxPartitionStore;
-  readonly instance: string;
-  /** A dispatcher whose heartbeat is older than this is gone: its partitions are taken over. */
+  /** The dispatcher's `instanceId`: a label; ownership belongs to this process. */
+  readonly label: string;
+  /**
+   * How long each heartbeat holds: this process stops publishing by then unless a newer beat
+   * lands, and others take its partitions only after it (stored with the heartbeat).
+   */
   readonly timeoutMs: number;
   readonly log: DispatcherLog;
   /** Whether a partition has messages in flight: it is handed over only once it has none. */
@@ -20,18 +30,23 @@ export interface OwnershipParts {
 
 /**
  * - `idle`: not started, or stopped;
+ * - `waiting`: a dispatcher of the `'leases'` mode works the table: this one holds nothing and
+ *   beats until they are gone;
  * - `owning`: beating and holding partitions;
  * - `lapsed`: a heartbeat did not land within the timeout, so other dispatchers may hold this
  *   one's partitions by now: everything held is dropped (publishes fenced), taken again once a
  *   beat lands.
  */
-export type OwnershipState = 'idle' | 'owning' | 'lapsed';
+export type OwnershipState = 'idle' | 'waiting' | 'owning' | 'lapsed';
 
 /**
- * This dispatcher's share of the partitions (docs/delivery.md, "Partitions"). Every
- * `timeoutMs / 5` it beats on the database clock, reads the live dispatchers, works out its
- * share (`partitionsFor`), hands over the partitions another should own once nothing of them is
- * in flight, and takes those it should own that are free or whose owner's heartbeat stopped.
+ * This dispatcher process's share of the partitions (docs/delivery.md, "Partitions"). Every
+ * `timeoutMs / 5` it beats on the database clock (one statement: the heartbeat with the
+ * validity it promises, the processes delivering, and what the owners table says it holds),
+ * works out its share (`partitionsFor`), hands over the partitions another should own once
+ * nothing of them is in flight, gives back what the table still names it for but it no longer
+ * holds (after a lapse), and takes those it should own that are free or whose owner's own
+ * validity ran out.
  *
  * What it holds is good until `timeoutMs` after the last beat that landed was sent, less a
  * margin: before then no one can take its partitions (their owner's heartbeat is fresh), after
@@ -39,10 +54,14 @@ export type OwnershipState = 'idle' | 'owning' | 'lapsed';
  * the generations it took them at, in the database, whatever this clock says.
  */
 export class PartitionOwnership {
+  /** This process's id in the ownership tables: two processes never share one. */
+  readonly id: string;
   private current: OwnershipState = 'idle';
   private readonly held = new Map<number, string>();
   private handingOver = new Set<number>();
   private validUntil = 0;
+  /** Whether it delivered since its last beat that landed, without a lapse. */
+  private working = false;
   private lost = new AbortController();
   private timer: NodeJS.Timeout | undefined;
   /** Fires when what is held stops being valid, so that publishes under it stop then. */
@@ -51,11 +70,19 @@ export class PartitionOwnership {
   private readonly now: () => number;
   private readonly beatMs: number;
   private readonly marginMs: number;
+  private readonly member: PartitionMember;
+  /** The last heartbeat failure logged, so that a streak is logged once. */
+  private failing: string | undefined;
+  private sharedLabelSaid = false;
+  /** The partitions held after the previous rebalance: one held since is read from the start. */
+  private readBefore = new Set<number>();
 
   constructor(private readonly parts: OwnershipParts) {
     this.now = parts.now ?? (() => performance.now());
     this.beatMs = Math.max(50, Math.floor(parts.timeoutMs / 5));
     this.marginMs = Math.max(50, Math.floor(parts.timeoutMs / 10));
+    this.id = `${parts.label}#${randomBytes(6).toString('hex')}`;
+    this.member = { id: this.id, label: parts.label, validMs: parts.timeoutMs };
   }
 
   get state(): OwnershipState {
@@ -64,8 +91,16 @@ export class PartitionOwnership {
 
   /** The partitions to read: held, valid, and not being handed over. */
   readable(): number[] {
-    if (!this.valid()) return [];
-    return [...this.held.keys()].filter((p) => !this.handingOver.has(p)).sort((a, b) => a - b);
+    return [...this.held.keys()].filter(this.reader()).sort((a, b) => a - b);
+  }
+
+  /**
+   * Whether a partition is among `readable()`, without listing them, for one pass over the
+   * backlog: the holding's validity is judged once, when it is made.
+   */
+  reader(): (partition: number) => boolean {
+    if (!this.valid()) return () => false;
+    return (partition) => this.held.has(partition) && !this.handingOver.has(partition);
   }
 
   /** The generations of `partitions` as held now (a batch's settle fence). */
@@ -91,7 +126,7 @@ export class PartitionOwnership {
   /** The first beat and take, then one every `timeoutMs / 5`. */
   async start(): Promise<void> {
     if (this.current !== 'idle') return;
-    this.current = 'owning';
+    this.current = 'lapsed';
     await this.tick();
     this.schedule();
   }
@@ -105,9 +140,10 @@ export class PartitionOwnership {
     this.timer = undefined;
     await this.ticking;
     this.held.clear();
+    this.working = false;
     this.lost.abort(new Error('the dispatcher stopped'));
     try {
-      await this.parts.store.leave(this.parts.instance);
+      await this.parts.store.leave(this.id);
     } catch (error) {
       this.parts.log.warn(
         `Could not hand the delivery partitions back at stop (the next dispatchers take them over once this heartbeat is ${this.parts.timeoutMs} ms old): ${describeError(error)}`,
@@ -118,7 +154,7 @@ export class PartitionOwnership {
   private valid(): boolean {
     if (this.current !== 'owning') return false;
     if (this.now() < this.validUntil) return true;
-    if (this.held.size > 0) this.lapse('its heartbeat did not land in time');
+    this.lapse('its heartbeat did not land in time');
     return false;
   }
 
@@ -133,11 +169,27 @@ export class PartitionOwnership {
   }
 
   private async tick(): Promise<void> {
-    const { store, instance, timeoutMs, log } = this.parts;
+    const { store, timeoutMs, log } = this.parts;
     const sent = this.now();
     try {
-      const live = await store.beat(instance, timeoutMs);
+      // Delivering goes on only through an unbroken run of beats: after a lapse, the `'leases'`
+      // mode may have started meanwhile, so the check is made again.
+      const beat = await store.beat(this.member, this.working && this.valid());
       if (this.current === 'idle') return;
+      if (this.failing !== undefined) {
+        log.log(`Delivery partitions: heartbeats land again (after: ${this.failing})`);
+        this.failing = undefined;
+      }
+      this.sayIfLabelShared(beat);
+      if (!beat.working) return await this.waitForLeasesMode(beat);
+      if (!this.working) {
+        if (this.current === 'waiting') {
+          log.log(
+            "Delivery partitions: no dispatcher of the 'leases' mode works this table any more; delivering",
+          );
+        }
+        this.working = true;
+      }
       // Landed: no one can take these partitions until timeoutMs after it was written, which
       // was after it was sent.
       this.current = 'owning';
@@ -147,60 +199,115 @@ export class PartitionOwnership {
       clearTimeout(this.expiry);
       this.expiry = setTimeout(() => this.valid(), Math.max(0, this.validUntil - this.now()) + 1);
       this.expiry.unref();
-      await this.check();
-      await this.rebalance(live);
+      this.checkHeld(beat.owned);
+      if (this.current === 'owning') await this.rebalance(beat);
     } catch (error) {
-      log.warn(`Delivery partitions: a heartbeat failed: ${describeError(error)}`);
+      const text = describeError(error);
+      if (this.failing === undefined) log.warn(`Delivery partitions: a heartbeat failed: ${text}`);
+      this.failing = text;
       this.valid();
     }
   }
 
-  /** Drops what the database says another dispatcher holds now (it took it after a lapse). */
-  private async check(): Promise<void> {
-    if (this.held.size === 0) return;
-    const owned = await this.parts.store.owned(this.parts.instance);
+  /** Drops what the table says another process holds now (it took it after a lapse). */
+  private checkHeld(owned: PartitionFence): void {
     const gone = [...this.held].filter(([p, generation]) => owned.get(p) !== generation);
-    if (gone.length > 0) this.lapse(`${gone.length} partition(s) were taken over`);
+    if (gone.length > 0) this.lapse(`${gone.length} of its partition(s) were taken over`);
   }
 
-  private async rebalance(live: readonly string[]): Promise<void> {
-    const { store, instance, timeoutMs, busy, gained, log } = this.parts;
-    const wanted = new Set(partitionsFor(instance, live));
+  private async rebalance(beat: PartitionBeat): Promise<void> {
+    const { store, busy, gained, log } = this.parts;
+    const wanted = new Set(partitionsFor(this.id, [this.id, ...beat.live]));
+    // Named for this process in the table but not held here: left by a lapse. Taken back if
+    // still this process's share (nobody else held them: same generation), else handed over.
+    for (const [p, generation] of beat.owned) {
+      if (this.held.has(p)) continue;
+      this.held.set(p, generation);
+      if (!wanted.has(p)) this.handingOver.add(p);
+    }
     // Handed over once idle: the next owner must not publish a key's message while this one's
     // earlier message may still be in flight.
     for (const p of this.held.keys()) if (!wanted.has(p)) this.handingOver.add(p);
     const idle = [...this.handingOver].filter((p) => this.held.has(p) && !busy(p));
     if (idle.length > 0) {
-      await store.release(instance, idle);
+      await store.release(this.id, idle);
       for (const p of idle) {
         this.held.delete(p);
         this.handingOver.delete(p);
       }
+      log.log(
+        `Delivery partitions: handed ${idle.length} over (${beat.live.length + 1} dispatcher(s) share them now), holding ${this.held.size}`,
+      );
     }
     this.handingOver = new Set([...this.handingOver].filter((p) => this.held.has(p)));
     const missing = [...wanted].filter((p) => !this.held.has(p));
-    if (missing.length === 0) return;
-    const taken = await store.take(instance, missing, timeoutMs);
-    if (this.current === 'idle') return;
-    for (const [p, generation] of taken) {
-      this.held.set(p, generation);
-      this.handingOver.delete(p);
+    if (missing.length > 0) {
+      const taken = await store.take(this.id, missing);
+      if (this.current !== 'owning') return;
+      const from = new Map<string, number>();
+      for (const [p, { generation, previous }] of taken) {
+        this.held.set(p, generation);
+        this.handingOver.delete(p);
+        if (previous !== null && previous !== this.id) {
+          from.set(previous, (from.get(previous) ?? 0) + 1);
+        }
+      }
+      if (taken.size > 0) {
+        const over = [...from].map(([owner, n]) => `${n} from ${owner}, whose heartbeat ran out`);
+        log.log(
+          `Delivery partitions: took ${taken.size}${over.length > 0 ? ` (${over.join('; ')})` : ''}, holding ${this.held.size}`,
+        );
+      }
     }
-    if (taken.size > 0) {
-      log.debug(`Delivery partitions: took ${taken.size}, holding ${this.held.size}`);
+    // Partitions gained (taken, or taken back after a lapse): their rows may lie below the floor.
+    if ([...this.held.keys()].some((p) => !this.handingOver.has(p) && !this.readBefore.has(p))) {
       gained();
     }
+    this.readBefore = new Set(this.held.keys());
+  }
+
+  /**
+   * A dispatcher of the `'leases'` mode works the table: this one drops what it holds, gives
+   * the table's partitions back once nothing of them is in flight, and beats until they leave.
+   */
+  private async waitForLeasesMode(beat: PartitionBeat): Promise<void> {
+    const { store, busy, log } = this.parts;
+    if (this.current !== 'waiting') {
+      if (this.held.size > 0) this.lapse("a dispatcher of the 'leases' mode works the table");
+      this.current = 'waiting';
+      this.working = false;
+      clearTimeout(this.expiry);
+      const holders = await store.leasesModeHolders().catch(() => []);
+      log.log(
+        `Delivery partitions: waiting, delivering nothing, while dispatchers of the 'leases' mode work this table (${holders.length > 0 ? holders.join(', ') : 'they hold its leases mode lock'}): a rolling deploy switching the mode; delivery starts here once they are gone`,
+      );
+    }
+    const idle = [...beat.owned.keys()].filter((p) => !busy(p));
+    if (idle.length > 0) await store.release(this.id, idle);
+    this.readBefore.clear();
+  }
+
+  private sayIfLabelShared(beat: PartitionBeat): void {
+    if (!beat.labelShared || this.sharedLabelSaid) return;
+    this.sharedLabelSaid = true;
+    this.parts.log.warn(
+      `Another live dispatcher process was given this one's instanceId (${this.parts.label}): the partitions are owned per process (this one is ${this.id}), so both deliver safely, but logs, metrics and the admin views cannot tell them apart by instanceId; give each replica its own (for example from the hostname)`,
+    );
   }
 
   /** Everything held is dropped: the publishes under it stop, their settles would be refused. */
   private lapse(reason: string): void {
-    this.parts.log.warn(
-      `Delivery partitions: ${reason}; giving up the ${this.held.size} held and stopping their publishes until a heartbeat lands`,
-    );
+    if (this.current === 'owning' && this.held.size > 0) {
+      this.parts.log.warn(
+        `Delivery partitions: ${reason}; dropping the ${this.held.size} held and stopping their publishes until a heartbeat lands`,
+      );
+    }
     this.held.clear();
     this.handingOver.clear();
+    this.readBefore.clear();
+    this.working = false;
     this.lost.abort(new Error(`the delivery partitions were lost: ${reason}`));
     this.lost = new AbortController();
-    if (this.current !== 'idle') this.current = 'lapsed';
+    if (this.current === 'owning') this.current = 'lapsed';
   }
 }

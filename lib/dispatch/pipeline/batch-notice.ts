@@ -6,6 +6,7 @@ import type {
 } from '../../observers/outbox-observer.interface';
 import type { ClaimedRecord } from '../../store/ports/outbox-store.port';
 import type { FallbackAnswer, Verdict } from './batch-outcome';
+import type { BatchOrigin } from './delivery-batch';
 import type { DispatcherLog, LogFields } from '../dispatcher-log';
 import { TopicLogLimit } from './topic-log-limit';
 
@@ -55,6 +56,7 @@ export class BatchNotice {
   /** `batch`: the batch's id on its lines (`batchIdOf`). */
   settled(
     batch: string,
+    origin: BatchOrigin,
     records: readonly ClaimedRecord[],
     verdicts: readonly Verdict[],
     report: OutboxBatchReport,
@@ -62,7 +64,9 @@ export class BatchNotice {
   ): void {
     if (report.fenced > 0) {
       this.log.warn(
-        `${report.fenced} message(s) of a batch were taken over by another dispatcher after this one's lease expired; their outcome here was discarded`,
+        origin === 'partition owner'
+          ? `${report.fenced} message(s) of a batch were not settled here: another dispatcher took their partitions over after this one's heartbeat lapsed; their outcome here was discarded`
+          : `${report.fenced} message(s) of a batch were taken over by another dispatcher after this one's lease expired; their outcome here was discarded`,
         { batch, fenced: report.fenced },
       );
     }

@@ -620,16 +620,19 @@ function settlementOf(
           errorClass: errorClassOf(verdict.error),
         });
         break;
-      case 'dead':
+      case 'dead': {
+        // A dead message advances its key only when dead messages do not block.
+        const advances = deadAdvancesKey(record);
         dead.push({
           id: record.id,
           error: describeError(verdict.error),
           errorClass: errorClassOf(verdict.error),
           ...(verdict.unpublished === true ? { unpublished: true } : {}),
+          ...(advances ? { advancesKey: true } : {}),
         });
-        // A dead message advances its key only when dead messages do not block.
-        if (lane !== null && deadAdvancesKey(record)) advanced.add(lane);
+        if (lane !== null && advances) advanced.add(lane);
         break;
+      }
       case 'release':
         release.push({
           id: record.id,

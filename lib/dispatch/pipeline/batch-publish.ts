@@ -1,11 +1,7 @@
 import { setMaxListeners } from 'node:events';
 import { PublishTimeoutError } from '../../errors/publish-timeout.error';
 import type { OutboxPublisher, PublishOutcome } from '../../publishers/outbox-publisher.interface';
-import {
-  pastPublishDeadline,
-  setPublishDeadline,
-  type PublishLease,
-} from '../../publishers/publish-deadline';
+import { pastPublishDeadline, setPublishDeadline } from '../../publishers/publish-deadline';
 import type { ClaimedRecord } from '../../store/ports/outbox-store.port';
 import { laneOf } from '../../store/rows/redrive-lane';
 import { readPublish, type PublishReading, type PublishResult } from './batch-outcome';
@@ -14,6 +10,7 @@ import { keyRounds, recordRound } from './key-runs';
 import type { OutagePause } from '../health/outage-pause';
 import { pausedPast } from '../health/process-pause';
 import { within } from '../sleep';
+import type { BatchHold } from './batch-hold';
 
 /**
  * How long a publish aborted by the dispatcher's deadline or by shutdown may take to answer the
@@ -24,14 +21,15 @@ const ABORT_ANSWER_GRACE_MS = 250;
 
 /** What the publish of one batch goes by, besides its records. */
 export interface BatchPublishing {
-  /** The latest a late answer may still be read: the lease must leave time to settle. */
-  readonly publishBy: number;
+  /**
+   * What holds the batch: its fence (aborted once the hold is lost), the latest a late answer
+   * may still be read (`publishBy`, moving while the hold is `renewed`), and whether it still
+   * holds, read on the clock before every send (a fence's abort comes from a timer, which
+   * cannot fire while the event loop is held up).
+   */
+  readonly hold: PublishingHold;
   /** The batch's name in log lines. */
   readonly batchId: string;
-  /** Aborted when the owner lock the batch's token names is lost (OwnerLiveness). */
-  readonly fence?: AbortSignal;
-  /** A renewed lease: `publishBy` moves with it (its `publishBy`). */
-  readonly lease?: RenewedLease;
   /**
    * Called once when a call does not answer the shutdown's abort within the grace: the batch
    * must keep its messages from other dispatchers while the call runs (ShutdownHold). The
@@ -50,11 +48,8 @@ interface PublishDeadlines extends BatchPublishing {
   readonly deadlineAt: number;
 }
 
-/** A lease renewed while the batch publishes (BatchLease): its fence is the batch's fence. */
-export interface RenewedLease extends PublishLease {
-  /** Past this, nothing more may be published (moves with each renewal). */
-  readonly publishBy: number;
-}
+/** What the publish reads of the batch's hold. */
+export type PublishingHold = Pick<BatchHold, 'fence' | 'publishBy' | 'renewed' | 'holds'>;
 
 /** Pauses claims for an outage the publish met (see `OutboxDispatcher.pause`). */
 export type OnOutage = (error: unknown, what: string, counted: string, probe: boolean) => void;
@@ -85,19 +80,20 @@ export class BatchPublish {
     held: ReadonlySet<string>,
     publishing: BatchPublishing,
   ): Promise<PublishResult> {
-    const { publishBy, fence, lease } = publishing;
-    // Leased under an owner lock already lost: another dispatcher may hold these rows by now.
-    if (fence?.aborted === true) return { kind: 'lapsed' };
+    const { hold } = publishing;
+    const { fence } = hold;
+    // Held by an owner lock or partitions already lost: another dispatcher may hold them by now.
+    if (fence?.aborted === true || !hold.holds()) return { kind: 'lapsed' };
     // Shutdown gave up waiting before this batch began (it waited for its publish hold).
     if (this.shutdown.aborted) return { kind: 'shutdown' };
-    // The publish timeout, cut short by the lease: in-flight publishes are aborted when the
-    // lease deadline passes, whichever comes first. A renewed lease is kept by its fence instead
+    // The publish timeout, cut short by the hold: in-flight publishes are aborted when the
+    // hold's deadline passes, whichever comes first. A renewed hold is kept by its fence instead
     // (aborted when it is lost), so it does not cut the timeout.
     const timeoutMs = Math.max(
       0,
-      lease !== undefined
+      hold.renewed
         ? this.publishTimeoutMs
-        : Math.min(this.publishTimeoutMs, Math.floor(publishBy - performance.now())),
+        : Math.min(this.publishTimeoutMs, Math.floor(hold.publishBy - performance.now())),
     );
     // One controller per batch, aborted by its own deadline or by shutdown. (Not AbortSignal.any:
     // a listener per batch on the long-lived shutdown signal must be removed, not accumulated.)
@@ -106,7 +102,8 @@ export class BatchPublish {
     // Read on the clock before every send (pastPublishDeadline): the timer below cannot fire
     // while the process is paused, and what runs first on waking must not send.
     const deadlineAt = performance.now() + timeoutMs;
-    setPublishDeadline(controller, deadlineAt, () => new PublishTimeoutError(timeoutMs), lease);
+    // The hold's validity is read beside the deadline (a lost one aborts the fence).
+    setPublishDeadline(controller, deadlineAt, () => new PublishTimeoutError(timeoutMs), hold);
     // Publishers may watch the signal once per message; that is no listener leak.
     setMaxListeners(records.length + 10, signal);
     const onShutdown = (): void => controller.abort(this.shutdown.reason);
@@ -181,7 +178,8 @@ export class BatchPublish {
     deadline: Promise<'timeout'>,
     limits: PublishDeadlines,
   ): Promise<PublishResult> {
-    const { timeoutMs, deadlineAt, fence, batchId } = limits;
+    const { timeoutMs, deadlineAt, batchId } = limits;
+    const { fence } = limits.hold;
     const call = startCall(() => this.publisher.publish(records, controller.signal));
     limits.onCall?.(call.ended);
     try {
@@ -190,9 +188,10 @@ export class BatchPublish {
         return this.react(readPublish({ kind: 'returned', outcomes: answer }, records.length));
       }
       if (this.shutdown.aborted) return await this.afterShutdown(call, controller, records, limits);
-      // The owner lock or the renewed lease was lost: what this round sent may have reached
-      // the broker, and goes back as after a lapsed lease (at least once, as after a crash).
-      if (fence?.aborted === true) return { kind: 'lapsed' };
+      // The owner lock, the renewed lease or the partitions were lost: nothing more is sent,
+      // and what the publisher answers the abort says what the broker confirmed meanwhile.
+      if (fence?.aborted === true)
+        return await this.afterFence(call, controller, records.length, limits);
       const paused = pausedPast(deadlineAt);
       const error = new PublishTimeoutError(timeoutMs);
       controller.abort(error);
@@ -210,22 +209,37 @@ export class BatchPublish {
   }
 
   /**
+   * A round whose fence was lost: the call is aborted and its answer read within the grace.
+   * What the broker confirmed is recorded as delivered (the settle is fenced: it lands only if
+   * no one took the messages over meanwhile, so a lapse that nobody acted on costs no copy of
+   * them); everything else goes back unpublished as after a lapsed lease, since the next holder
+   * may be publishing it already (at least once, as after a crash). Without an answer, all of it.
+   */
+  private async afterFence(
+    call: TrackedCall,
+    controller: AbortController,
+    sent: number,
+    limits: PublishDeadlines,
+  ): Promise<PublishResult> {
+    controller.abort(limits.hold.fence?.reason);
+    const late = await this.answerToAbort(call, limits);
+    return lapsedResult(late?.value, sent);
+  }
+
+  /**
    * The call's answer to an abort, if it comes within ABORT_ANSWER_GRACE_MS and before
    * `publishBy` (the lease must leave time to settle), or at once when already past it. A
    * rejection (an abort's) says nothing about the messages: as no answer.
    */
   private answerToAbort(
     call: TrackedCall,
-    { publishBy, lease }: PublishDeadlines,
+    { hold }: PublishDeadlines,
   ): Promise<{ value: readonly PublishOutcome[] } | undefined> {
     // At least a moment, even past publishBy: a publisher that found the deadline passed on
     // waking from a pause answers at once, saying which messages it never sent.
     const graceMs = Math.max(
       1,
-      Math.min(
-        ABORT_ANSWER_GRACE_MS,
-        Math.floor((lease?.publishBy ?? publishBy) - performance.now()),
-      ),
+      Math.min(ABORT_ANSWER_GRACE_MS, Math.floor(hold.publishBy - performance.now())),
     );
     return within(call.answer, graceMs);
   }
@@ -280,6 +294,16 @@ export class BatchPublish {
     );
     return result.kind === 'outage' ? { kind: 'lapsed' } : result;
   }
+}
+
+/**
+ * What a publish cut short by a lost fence says: each message the broker confirmed, as confirmed;
+ * every other one unsent (given back, its attempt with it). Without an answer of one outcome per
+ * message, the whole round as lapsed.
+ */
+function lapsedResult(late: readonly PublishOutcome[] | undefined, sent: number): PublishResult {
+  if (late?.length !== sent) return { kind: 'lapsed' };
+  return { kind: 'outcomes', outcomes: late.map((o) => (o.ok ? o : undefined)) };
 }
 
 /** A publish call, and whether it has returned (resolved or rejected) yet. */

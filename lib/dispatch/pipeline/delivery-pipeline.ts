@@ -2,13 +2,11 @@ import type { OutboxBatchReport, OutboxObserver } from '../../observers/outbox-o
 import type { OutboxPublisher } from '../../publishers/outbox-publisher.interface';
 import type { ResolvedOutboxOptions } from '../../options/resolve-outbox-options';
 import type { OutboxDeliveryPort } from '../../store/ports/outbox-store.port';
-import type { SqlPort } from '../../store/ports/sql-port';
 import { batchIdOf, type DispatcherLog } from '../dispatcher-log';
 import { DispatcherShutdown } from '../dispatcher-shutdown';
 import { DatabaseWatchdog, watchdogMarginMs } from '../health/database-watchdog';
 import { OutagePause } from '../health/outage-pause';
 import { OutageProbe } from '../health/outage-probe';
-import { OwnerLiveness, type OwnerLease } from '../health/owner-liveness';
 import { deadBlocksKeyOf } from '../../options/queue-policy';
 import {
   batchReport,
@@ -30,8 +28,8 @@ import {
 import { BatchNotice } from './batch-notice';
 import { BatchPublish } from './batch-publish';
 import type { BatchOrigin, DeliveryBatch } from './delivery-batch';
-import { leaseRenewal, type BeginLease } from './lease-renewal';
-import { LostClaims } from './lost-claims';
+import type { BatchHold } from './batch-hold';
+import type { PipelineWorker } from './pipeline-worker';
 import { SettleRetry } from './settle-retry';
 import { ShutdownHold, type ShutdownHoldParts } from './shutdown-hold';
 
@@ -42,8 +40,8 @@ const OUTAGE_PROBE_INTERVAL_MS = 500;
 interface BatchInFlight {
   readonly size: number;
   readonly origin: BatchOrigin;
-  /** Its token names the owner lock: a takeover would shorten its lease once the lock is free. */
-  readonly ownerLease: boolean;
+  /** Its hold leans on the source's workers (the owner lock its token names). */
+  readonly needsWorkers: boolean;
   stage: 'publishing' | 'settling';
   /** What holds its messages when its publish did not answer the shutdown's abort. */
   hold?: ShutdownHold;
@@ -54,8 +52,6 @@ export interface DeliveryPipelineParts {
   readonly options: ResolvedOutboxOptions;
   readonly store: OutboxDeliveryPort;
   readonly publisher: OutboxPublisher;
-  /** The instance's SQL port: the owner lock's session, when `dispatcher.ownerLock` is on. */
-  readonly sql: SqlPort | undefined;
   readonly log: DispatcherLog;
   /** The `@OnOutboxDeadLetter()` fallbacks, called before a message is dead-lettered. */
   readonly fallbacks?: DeadLetterFallbackLookup;
@@ -79,24 +75,21 @@ export class DeliveryPipeline {
   readonly watchdog: DatabaseWatchdog;
   /** The longest one database call may take before the watchdog gives up on it. */
   readonly dbCallMs: number;
-  /**
-   * Leases and claims whose answer was lost: given back by token before the claim loop claims
-   * again, whichever source made them.
-   */
-  readonly lostLeases = new LostClaims();
   readonly outage: OutagePause;
   private readonly probe: OutageProbe;
   private readonly publishing: BatchPublish;
   private readonly settling: SettleRetry;
   private readonly notice: BatchNotice;
   private readonly observer: OutboxObserver;
-  private readonly liveness: OwnerLiveness;
-  private readonly renewal: BeginLease | undefined;
+  /** What a source adds that must let it lease (the `'leases'` mode gate). */
+  private readonly gates: (() => boolean)[] = [];
+  /** What sources run beside the pipeline that their batches' holds lean on. */
+  private readonly workers: PipelineWorker[] = [];
   /** Each event type's policy as the judge reads it, made once per type seen. */
   private readonly recordPolicies = new Map<string, RecordPolicy>();
   private readonly defaultPolicy: RecordPolicy;
   private readonly batches = new Map<string, BatchInFlight>();
-  /** Called when a batch ends, moves on or changes its hold (see `stopOwnerLock`). */
+  /** Called when a batch ends, moves on or changes its hold (see `stopWorkers`). */
   private readonly changes = new Set<() => void>();
   private readonly holdParts: ShutdownHoldParts;
   private readonly lookAgain = new Set<() => void>();
@@ -143,17 +136,7 @@ export class DeliveryPipeline {
       (error, what, counted, probe) => this.pause(error, what, counted, probe),
       log,
     );
-    this.settling = new SettleRetry(
-      store,
-      this.watchdog,
-      this.dbCallMs,
-      options.cleaner.deliveredRetentionMs === 0,
-      this.lifecycle.signal,
-      log,
-    );
-    this.renewal = leaseRenewal(options, store, this.watchdog, this.dbCallMs, log, (reason, n) =>
-      this.notice.safely(() => this.observer.onLeaseLost?.(n, reason)),
-    );
+    this.settling = new SettleRetry(this.watchdog, this.dbCallMs, this.lifecycle.signal, log);
     const renewLease = store.renewLease?.bind(store);
     const { leaseMs, leaseRenewal: renewing } = options.dispatcher;
     this.holdParts = {
@@ -169,17 +152,29 @@ export class DeliveryPipeline {
       log,
       onChange: () => this.changed(),
     };
-    this.liveness = new OwnerLiveness(
-      options.dispatcher.ownerLock ? parts.sql : undefined,
-      store,
-      log,
-      () => this.wakeSources(),
-    );
   }
 
-  /** Whether a source may lease now: not stopping, not paused by an outage. */
+  /**
+   * Whether a source may lease now: not stopping, not paused by an outage, and every gate a
+   * source added open (the `'leases'` mode's: not while the other mode works the table).
+   */
   get open(): boolean {
-    return !this.lifecycle.stopping && !this.outage.paused;
+    return !this.lifecycle.stopping && !this.outage.paused && this.gates.every((open) => open());
+  }
+
+  /** A condition sources must meet to lease, besides the stop and the outage pause. */
+  addGate(open: () => boolean): void {
+    this.gates.push(open);
+  }
+
+  /** Runs `worker` with the pipeline: started by `start`, stopped by `stopWorkers`. */
+  addWorker(worker: PipelineWorker): void {
+    this.workers.push(worker);
+  }
+
+  /** Tells the observer something, a throw of its logged and never the pipeline's. */
+  notifyObserver(tell: (observer: OutboxObserver) => void): void {
+    this.notice.safely(() => tell(this.observer));
   }
 
   /** Calls `listener` when the sources should look again: an outage ended, leases were freed. */
@@ -195,29 +190,29 @@ export class DeliveryPipeline {
     this.retryListeners.add(listener);
   }
 
-  /** Takes the owner lock, when the port and options allow, and starts watching for takeovers. */
-  start(): Promise<void> {
-    return this.liveness.start();
+  /** Starts the sources' workers (the owner lock, when the port and options allow). */
+  async start(): Promise<void> {
+    for (const worker of this.workers) await worker.start();
   }
 
   /**
-   * Gives up the owner lock once no batch publishes under it: given up earlier, it lets the
-   * other instances end those batches' leases while their publishes may still write. A batch
-   * whose publish did not answer the shutdown's abort stops counting once its lease has moved to
-   * a token of its own (ShutdownHold); until then, or if that failed, the lock is kept as long
-   * as the call runs.
+   * Stops the sources' workers once no batch publishing leans on them: the owner lock given up
+   * earlier would let the other instances end those batches' leases while their publishes may
+   * still write. A batch whose publish did not answer the shutdown's abort stops counting once
+   * its lease has moved to a token of its own (ShutdownHold); until then, or if that failed,
+   * the lock is kept as long as the call runs.
    */
-  async stopOwnerLock(): Promise<void> {
-    this.liveness.stopWatching();
-    while (this.ownerLockNeeded()) {
+  async stopWorkers(): Promise<void> {
+    for (const worker of this.workers) worker.stopWatching();
+    while (this.workersNeeded()) {
       await new Promise<void>((resolve) => this.changes.add(resolve));
     }
-    await this.liveness.stop();
+    for (const worker of this.workers) await worker.stop();
   }
 
-  private ownerLockNeeded(): boolean {
+  private workersNeeded(): boolean {
     for (const b of this.batches.values()) {
-      if (b.ownerLease && b.stage === 'publishing' && (b.hold?.onClaimToken ?? true)) return true;
+      if (b.needsWorkers && b.stage === 'publishing' && (b.hold?.onClaimToken ?? true)) return true;
     }
     return false;
   }
@@ -226,19 +221,6 @@ export class DeliveryPipeline {
     const waiting = [...this.changes];
     this.changes.clear();
     for (const resolve of waiting) resolve();
-  }
-
-  /** The lease token to write, fenced by the owner lock when it is held. */
-  lease(): OwnerLease {
-    return this.liveness.lease();
-  }
-
-  /**
-   * A lease or claim that failed or was given up on while `call` may still commit: its rows are
-   * given back by token, their attempt with them, before the claim loop's next claim.
-   */
-  lostLease(token: string, call: Promise<unknown> | undefined): void {
-    this.lostLeases.add(token, call, this.parts.options.dispatcher.leaseMs);
   }
 
   /** Closes the gate for an outage (of the database, or the broker when `brokerOutage`). */
@@ -274,15 +256,16 @@ export class DeliveryPipeline {
     started: number,
     held?: Promise<void>,
   ): Promise<OutboxBatchReport> {
+    const { hold } = batch;
     const inFlight: BatchInFlight = {
       size: batch.records.length,
       origin,
-      ownerLease: batch.fence !== undefined && batch.settle === undefined,
+      needsWorkers: hold.needsWorkers,
       stage: 'publishing',
     };
     this.batches.set(batch.token, inFlight);
     try {
-      return await this.deliverBatch(batch, inFlight, started, held);
+      return await this.deliverBatch(batch, hold, inFlight, started, held);
     } finally {
       inFlight.hold?.stop();
       this.batches.delete(batch.token);
@@ -291,16 +274,8 @@ export class DeliveryPipeline {
   }
 
   private async deliverBatch(
-    {
-      token,
-      records,
-      claimedAt,
-      leaseEnd,
-      fence,
-      settle: ownSettle,
-      lease: sourceLease,
-      published,
-    }: DeliveryBatch,
+    { token, records, claimedAt, published }: DeliveryBatch,
+    hold: BatchHold,
     inFlight: BatchInFlight,
     started: number,
     held: Promise<void> | undefined,
@@ -316,8 +291,8 @@ export class DeliveryPipeline {
       `Claimed ${records.length} message(s) by the ${inFlight.origin === 'log reader' ? 'log reader (by id)' : 'claim loop'}`,
       { batch: batchId, claimed: records.length },
     );
-    // Publishing must end early enough to settle within the lease (see planBatch).
-    const publishBy = leaseEnd - this.dbCallMs;
+    // Publishing must end early enough to settle within the hold (see planBatch).
+    const publishBy = hold.publishBy;
     const { retry, ordering } = options;
     const plan = planBatch(records, retry.maxAttempts, performance.now(), publishBy, this.policyOf);
     if (plan.skip?.kind === 'lapsed') {
@@ -326,39 +301,35 @@ export class DeliveryPipeline {
         { batch: batchId, released: records.length, reason: 'lapsed' },
       );
     }
-    // Renewed while it publishes (lease renewal); the settle then has until its renewed end.
-    // A partition batch's hold is its source's (`held`): no row lease to renew or move.
-    const lease =
-      sourceLease ??
-      (plan.skip === undefined ? this.renewal?.(token, records, leaseEnd, fence) : undefined);
-    // A publish deaf to the shutdown's abort: its messages are held while the call runs (a
-    // partition batch's by its source, which keeps its partitions until the pipeline is idle).
+    // Kept up while it publishes (a lease renewed); the settle then has until its moved end.
+    if (plan.skip === undefined) hold.begin();
+    // A publish deaf to the shutdown's abort: its messages are held while the call runs, on a
+    // token of their own that this pipeline renews until the call returns.
     const onUnanswered = async (): Promise<void> => {
-      if (sourceLease !== undefined) return;
-      lease?.stop();
-      const hold = new ShutdownHold(
+      hold.stop();
+      const kept = await hold.keepThroughCall();
+      if (kept === undefined) return;
+      const shutdownHold = new ShutdownHold(
         this.holdParts,
-        token,
+        kept.token,
         records.map((r) => r.id),
-        lease?.leaseEnd ?? leaseEnd,
+        kept.leaseEnd,
       );
-      inFlight.hold = hold;
-      await hold.moved;
+      inFlight.hold = shutdownHold;
+      await shutdownHold.moved;
     };
     let result: PublishResult;
     try {
       result =
         plan.skip ??
         (await this.publishing.publish(plan.fresh, plan.held, {
-          publishBy,
+          hold,
           batchId,
-          fence: lease?.fence ?? fence,
-          lease,
           onUnanswered,
-          ...(sourceLease === undefined ? {} : { onCall: (call) => sourceLease.calling(call) }),
+          onCall: (call) => hold.calling(call),
         }));
     } finally {
-      lease?.stop();
+      hold.stop();
       // The call returned: its lease need only last until the settle below.
       inFlight.hold?.stop();
     }
@@ -376,7 +347,7 @@ export class DeliveryPipeline {
     });
     for (const error of judged.hookErrors) this.notice.hookThrew(error);
     // The renewed end, if renewals moved it: fallbacks and the settle share what is left of it.
-    const settleBy = inFlight.hold?.leaseEnd ?? lease?.leaseEnd ?? leaseEnd;
+    const settleBy = inFlight.hold?.leaseEnd ?? hold.settleBy;
     const { verdicts, settlement, releaseDelayMs } = await this.fallBack(
       records,
       judged,
@@ -388,18 +359,16 @@ export class DeliveryPipeline {
     this.changed();
     published?.();
     // A held batch's rows hold the token its hold moved them to.
-    const settled = await this.settling.settle(
-      inFlight.hold?.token ?? token,
-      settlement,
-      settleBy,
-      ownSettle,
+    const moved = inFlight.hold?.token;
+    const settled = await this.settling.settle(moved ?? token, settlement, settleBy, (s) =>
+      hold.settle(s, moved),
     );
     if (settlement.retry.length > 0) {
       const delays = settlement.retry.map((r) => r.delayMs);
       for (const listener of this.retryListeners) listener(delays);
     }
     const report = batchReport(records.length, settlement, settled, performance.now() - started);
-    this.notice.settled(batchId, records, verdicts, report, answeredAfterClaimMs);
+    this.notice.settled(batchId, inFlight.origin, records, verdicts, report, answeredAfterClaimMs);
     return report;
   }
 
@@ -490,7 +459,8 @@ export class DeliveryPipeline {
     }
   }
 
-  private wakeSources(): void {
+  /** Asks the sources to look again now (a takeover freed rows, an outage ended). */
+  wakeSources(): void {
     if (this.lifecycle.stopping) return;
     for (const listener of this.lookAgain) listener();
   }

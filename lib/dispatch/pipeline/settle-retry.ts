@@ -1,6 +1,6 @@
 import { OutboxDatabaseTimeoutError } from '../../errors/outbox-database-timeout.error';
 import { describeError } from '../../internal/describe-error';
-import type { OutboxDeliveryPort, Settlement } from '../../store/ports/outbox-store.port';
+import type { Settlement } from '../../store/ports/outbox-store.port';
 import type { SettleResult } from './batch-outcome';
 import type { DatabaseWatchdog } from '../health/database-watchdog';
 import { batchIdOf, type DispatcherLog } from '../dispatcher-log';
@@ -13,11 +13,9 @@ const SETTLE_MAX_BACKOFF_MS = 1_000;
 /** Records a batch's outcome, trying again until its lease ends. */
 export class SettleRetry {
   constructor(
-    private readonly store: OutboxDeliveryPort,
     private readonly watchdog: DatabaseWatchdog,
     /** The longest one database call may take before the watchdog gives up on it. */
     private readonly dbCallMs: number,
-    private readonly deleteDelivered: boolean,
     /** Aborted at shutdown: no more tries. */
     private readonly shutdown: AbortSignal,
     private readonly log: DispatcherLog,
@@ -32,17 +30,15 @@ export class SettleRetry {
    * exactly how many rows were still this dispatcher's.
    */
   async settle(
+    /** The batch's token, for the log lines. */
     token: string,
     settlement: Settlement,
     leaseEnd: number,
-    /** The batch's own settle (a partition batch's, fenced by its owner), instead of the token's. */
-    own?: (settlement: Settlement) => Promise<number>,
+    /** One try, fenced by what holds the batch (its BatchHold): how many rows it changed. */
+    record: (settlement: Settlement) => Promise<number>,
   ): Promise<SettleResult> {
     for (let attempt = 1, backoff = SETTLE_FIRST_BACKOFF_MS; ; attempt++) {
-      const call =
-        own === undefined
-          ? this.store.settle(token, settlement, this.deleteDelivered)
-          : own(settlement);
+      const call = record(settlement);
       try {
         let changed: number;
         try {

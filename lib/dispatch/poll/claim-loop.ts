@@ -8,7 +8,7 @@ import { InFlightBatches } from '../pipeline/in-flight-batches';
 import type { OutagePause } from '../health/outage-pause';
 import type { PublishHold } from '../pipeline/publish-hold';
 import { QuietLane } from './quiet-lane';
-import type { WakeUps } from './wake-ups';
+import type { WakeUps } from '../wake-ups';
 
 /**
  * `idle`: no drain running. `asking`: a poll asks whether anything is due. `claiming`: a claim

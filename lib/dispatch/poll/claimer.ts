@@ -13,21 +13,19 @@ import type { DeliveryBatch } from '../pipeline/delivery-batch';
 import type { DeliveryPipeline } from '../pipeline/delivery-pipeline';
 import { pausedPast } from '../health/process-pause';
 import { isUnusableHandle } from '../health/unusable-handle';
+import type { RowLeases } from '../leases/row-leases';
 
-/**
- * A claimed batch with its lease end on this process's monotonic clock: the claim started
- * before the database wrote the lease, so this end is never later than the lease's own.
- */
+/** A claimed batch with the hold of its leased rows. */
 export type LeasedBatch = ClaimedBatch & DeliveryBatch;
 
 /** A claim's result: a batch, nothing due, or only parked followers (look again at once). */
 export type ClaimResult = LeasedBatch | 'idle' | 'parked' | 'in-flight';
 
-/** What a claim uses of the pipeline: its gate, its outage pause, its leases and watchdog. */
-export type ClaimerPipeline = Pick<
-  DeliveryPipeline,
-  'open' | 'pause' | 'lease' | 'lostLease' | 'lostLeases' | 'watchdog' | 'dbCallMs'
->;
+/** What a claim uses of the pipeline: its gate, its outage pause and its watchdog. */
+export type ClaimerPipeline = Pick<DeliveryPipeline, 'open' | 'pause' | 'watchdog' | 'dbCallMs'>;
+
+/** What a claim uses of the row leases: the token, the hold, the claims whose answer was lost. */
+export type ClaimerLeases = Pick<RowLeases, 'take' | 'lostLeases' | 'holdOf'>;
 
 /** What a claim needs from the loop that asks for it. */
 export interface ClaimLoopHooks {
@@ -63,6 +61,7 @@ export class Claimer {
     private readonly options: ResolvedOutboxOptions,
     private readonly store: OutboxDeliveryPort,
     private readonly pipeline: ClaimerPipeline,
+    private readonly leases: ClaimerLeases,
     private readonly log: DispatcherLog,
     private readonly loop: ClaimLoopHooks,
   ) {
@@ -109,16 +108,19 @@ export class Claimer {
     if (busy !== undefined && this.shares === undefined) return 'idle';
     if (!this.pipeline.open) return 'idle';
     const { dispatcher } = this.options;
-    if (this.pipeline.lostLeases.size > 0 && !(await this.releaseLostClaims())) return 'idle';
+    if (this.leases.lostLeases.size > 0 && !(await this.releaseLostClaims())) return 'idle';
     const claimStarted = performance.now();
-    const { token, fence } = this.pipeline.lease();
-    let call: Promise<ClaimedBatch> | undefined;
+    let token: string;
+    let fence: AbortSignal | undefined;
     let claimed: ClaimedBatch;
     try {
-      claimed = await this.pipeline.watchdog.run(
-        'claim',
-        () =>
-          (call = this.claimBatch(
+      ({
+        token,
+        fence,
+        taken: claimed,
+      } = await this.leases.take(
+        (leaseToken) =>
+          this.claimBatch(
             {
               limit: dispatcher.batchSize,
               owner: this.options.instanceId,
@@ -127,18 +129,16 @@ export class Claimer {
               likelyFew: busy !== undefined || this.loop.likelyFew() || this.lastClaimShort,
               window: claimWindowAfter(dispatcher.batchSize, this.lastClaimHeldBack),
               onSent: () => this.loop.sent(),
-              token,
+              token: leaseToken,
             },
             busy,
-          )),
+          ),
         // A claim given up on may still commit: hand its rows straight back with their attempt,
         // or database stalls alone could dead-letter messages that were never published.
         { onLateResult: (late) => this.releaseLate(late) },
-      );
+      ));
     } catch (error) {
       this.lastClaimHeldBack = true;
-      // It may have committed all the same, its answer lost with the connection.
-      this.pipeline.lostLease(token, call);
       // A call answers or is given up on within dbCallMs (or twice that after a pause, see
       // DatabaseWatchdog): one that ended later lived through a pause of this process, which
       // can fail it (the server ends a transaction left idle too long) with nothing wrong.
@@ -175,13 +175,14 @@ export class Claimer {
     }
     // An empty claim says nothing about the broker: the outage backoff only resets when a
     // publish gets through.
-    if (claimed.records.length > 0)
-      return {
-        ...claimed,
-        claimedAt: claimStarted,
-        leaseEnd: claimStarted + dispatcher.leaseMs,
-        fence,
-      };
+    // The lease's end on this process's monotonic clock: the claim started before the database
+    // wrote the lease, so this end is never later than the lease's own.
+    if (claimed.records.length > 0) {
+      const leaseEnd = claimStarted + dispatcher.leaseMs;
+      const { records } = claimed;
+      const hold = this.leases.holdOf({ token, records, leaseEnd, ...(fence && { fence }) });
+      return { ...claimed, claimedAt: claimStarted, hold };
+    }
     if (parked > 0) return 'parked';
     return claimed.inFlightKeys > 0 || (claimed.contended ?? 0) > 0 ? 'in-flight' : 'idle';
   }
@@ -192,7 +193,7 @@ export class Claimer {
    */
   private async releaseLostClaims(): Promise<boolean> {
     try {
-      const released = await this.pipeline.lostLeases.releaseEnded((token) =>
+      const released = await this.leases.lostLeases.releaseEnded((token) =>
         this.pipeline.watchdog.run('release of a lost claim', () => this.store.releaseClaim(token)),
       );
       if (released > 0) {

@@ -7,7 +7,8 @@ import type { DeliveryPipeline } from '../pipeline/delivery-pipeline';
 import { PublishHold } from '../pipeline/publish-hold';
 import { ClaimLoop } from './claim-loop';
 import { Claimer } from './claimer';
-import { WakeUps } from './wake-ups';
+import { WakeUps } from '../wake-ups';
+import type { RowLeases } from '../leases/row-leases';
 
 /** How the claim loop is woken: its timer, and what else tells it of new rows. */
 export interface PollSettings {
@@ -27,6 +28,7 @@ export interface PollSettings {
  */
 export class PollSource implements DeliverySource {
   readonly delivers = true;
+  readonly unsettled = 'the messages of a batch not settled are claimed again once its lease ends';
   private readonly runner: IntervalRunner<number>;
   private readonly wakeUps: WakeUps;
   private readonly hold = new PublishHold();
@@ -38,6 +40,7 @@ export class PollSource implements DeliverySource {
   constructor(
     private readonly pipeline: DeliveryPipeline,
     private readonly context: SourceContext,
+    leases: RowLeases,
     private readonly settings: PollSettings,
   ) {
     const { options, store, registry, log } = context;
@@ -48,7 +51,7 @@ export class PollSource implements DeliverySource {
       () => this.timedDrain(),
     );
     this.wakeUps = new WakeUps(() => this.wake(), options.dispatcher.pollIntervalMs);
-    const claimer = new Claimer(options, store, pipeline, log, {
+    const claimer = new Claimer(options, store, pipeline, leases, log, {
       likelyFew: () => this.wakeUps.retrying,
       sent: () => this.hold.release(),
     });

@@ -3,7 +3,7 @@ import type { OutboxBatchReport } from '../../observers/outbox-observer.interfac
 import { OUTBOX_HEADER_TENANT } from '../../outbox.constants';
 import type { Claimer } from './claimer';
 import type { DeliveryPipeline } from '../pipeline/delivery-pipeline';
-import type { WakeUps } from './wake-ups';
+import type { WakeUps } from '../wake-ups';
 
 /** What the quiet lane drives. */
 export interface QuietLaneParts {

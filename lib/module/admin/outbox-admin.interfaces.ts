@@ -270,3 +270,108 @@ export interface OutboxWhy {
   /** The head of its key that holds it back, when one does. */
   readonly head: OutboxWhyHead | null;
 }
+
+/**
+ * Who delivers a table's messages under `dispatcher.claims: 'partitions'` (docs/delivery.md,
+ * "Partitions"): its 256 *delivery partitions* of the key space, not the time partitions of a
+ * partitioned table (`outbox partitions status`). What `OutboxAdmin.deliveryPartitions()`
+ * answers, the `outbox delivery-partitions status` command prints and the console's Delivery
+ * partitions page shows.
+ */
+export type OutboxDeliveryPartitions =
+  OutboxDeliveryPartitionsInUse | OutboxDeliveryPartitionsNotInUse;
+
+/** Delivery partitions are not in use on this table, and why. */
+export interface OutboxDeliveryPartitionsNotInUse {
+  readonly inUse: false;
+  /**
+   * `database`: only PostgreSQL has them; `schema`: the table lacks schema step 9 (or has an
+   * earlier 0.3 build's); `no-dispatcher`: no dispatcher delivers this table by partitions now
+   * (the `'leases'` mode, the default, or none running).
+   */
+  readonly reason: 'database' | 'schema' | 'no-dispatcher';
+  /** The same in one sentence an operator can act on. */
+  readonly message: string;
+}
+
+/** Delivery partitions are in use: who holds them, their heartbeats, shares and moves. */
+export interface OutboxDeliveryPartitionsInUse {
+  readonly inUse: true;
+  /** How many partitions the key space is cut into (256). */
+  readonly total: number;
+  /**
+   * The dispatcher processes: those holding partitions, and those seen lately holding none (one
+   * that joined, waits for the `'leases'` mode to leave, or stopped beating), by id.
+   */
+  readonly dispatchers: readonly OutboxDeliveryPartitionDispatcher[];
+  /** How many partitions no one holds now (between a hand-over and the next take). */
+  readonly unowned: number;
+  /** Every partition with its owner and its last move, in partition order. */
+  readonly partitions: readonly OutboxDeliveryPartition[];
+  /**
+   * Hand-overs and takeovers. The tables keep no history of moves: this is what each partition's
+   * row says of its own (`generation`, `since`), summed.
+   */
+  readonly moves: {
+    /** Times a partition was taken by a dispatcher that did not hold it, since the tables were made. */
+    readonly total: number;
+    /** The latest move (a take or a hand-over), database clock; null before the first. */
+    readonly lastAt: Date | null;
+    /**
+     * Each partition's last move, those of one moment and owner together (a take or a
+     * hand-over moves many at once), latest first; partitions never taken are left out.
+     */
+    readonly latest: readonly OutboxDeliveryPartitionMove[];
+  };
+}
+
+/** Partitions whose last move was the same one: taken by an owner, or given up (no owner). */
+export interface OutboxDeliveryPartitionMove {
+  /** When (database clock). */
+  readonly at: Date;
+  /** The process that took them and holds them; null when they were given up and are free. */
+  readonly owner: string | null;
+  readonly partitions: number;
+  /** The partitions as ranges (`0-84, 170-255`). */
+  readonly ranges: string;
+}
+
+/** One dispatcher process of a table delivered by partitions. */
+export interface OutboxDeliveryPartitionDispatcher {
+  /** The process's id (its `instanceId` and a random part made at its start). */
+  readonly id: string;
+  /** The `instanceId` it was given (several processes may share one); null when unknown. */
+  readonly instanceId: string | null;
+  /**
+   * `delivering`: its heartbeat holds and it delivers; `waiting`: its heartbeat holds, but it
+   * delivers nothing while a dispatcher of the `'leases'` mode works the table; `gone`: its
+   * heartbeat ran out (it stopped without leaving: a crash, a freeze, a cut connection), and
+   * the others take what it holds over.
+   */
+  readonly state: 'delivering' | 'waiting' | 'gone';
+  /** Milliseconds since its last heartbeat (database clock); null when none is recorded. */
+  readonly heartbeatAgeMs: number | null;
+  /** How long each of its heartbeats holds (its `partitionTimeoutMs`); null when unknown. */
+  readonly validMs: number | null;
+  /** When it joined (database clock); null when unknown. */
+  readonly joinedAt: Date | null;
+  /** How many partitions it holds. */
+  readonly partitions: number;
+  /** Its share of the partitions, from 0 to 1. */
+  readonly share: number;
+  /** The partitions it holds as ranges (`0-84, 170-255`); empty when none. */
+  readonly ranges: string;
+  /** When it took the latest of the partitions it holds (database clock); null when none. */
+  readonly lastTakenAt: Date | null;
+}
+
+/** One delivery partition: its owner and its last move. */
+export interface OutboxDeliveryPartition {
+  readonly partition: number;
+  /** The id of the process holding it; null when no one does. */
+  readonly owner: string | null;
+  /** Times it was taken by a dispatcher that did not hold it; settles are fenced by it. */
+  readonly generation: number;
+  /** When its owner took it, or (no owner) when it was given up; database clock. */
+  readonly since: Date;
+}

@@ -3,7 +3,31 @@ import type { OutboxStore } from '../../store/ports/outbox-store.port';
 import type { SqlPort } from '../../store/ports/sql-port';
 import { OUTBOX_OPTIONS, OUTBOX_SQL, OUTBOX_STORE } from '../../outbox.constants';
 import type { ResolvedOutboxOptions } from '../../options/resolve-outbox-options';
-import { OutboxAdmin } from './outbox.admin';
+import { OutboxAdmin, type OutboxAdminOptions } from './outbox.admin';
+
+/**
+ * What the admin reads of the module's options, and only that: the admin refuses a key it does
+ * not read, and the resolved options hold every other group of the module.
+ */
+export function adminOptionsOf(options: ResolvedOutboxOptions): OutboxAdminOptions {
+  const { ordering, dispatcher, cleaner, erasure } = options;
+  return {
+    tableName: options.tableName,
+    schema: options.schema,
+    delivery: options.delivery,
+    ordering: {
+      enabled: ordering.enabled,
+      onDeadLetter: ordering.onDeadLetter,
+      sequence: ordering.sequence,
+      deadLetterExceptions: ordering.deadLetterExceptions,
+    },
+    policies: options.policies,
+    dispatcher: { claims: dispatcher.claims },
+    cleaner: { archive: cleaner.archive },
+    tenants: options.tenants,
+    erasure: erasure === null ? null : { keyWrapper: erasure.keyWrapper },
+  };
+}
 
 /**
  * `OutboxAdmin` built from the module's store, SQL port and options. A factory rather than
@@ -13,5 +37,5 @@ export const OUTBOX_ADMIN_PROVIDER: Provider = {
   provide: OutboxAdmin,
   inject: [OUTBOX_SQL, OUTBOX_STORE, OUTBOX_OPTIONS],
   useFactory: (sql: SqlPort, store: OutboxStore, options: ResolvedOutboxOptions) =>
-    new OutboxAdmin(sql, store, options),
+    new OutboxAdmin(sql, store, adminOptionsOf(options)),
 };

@@ -1,3 +1,6 @@
+import { OutboxRedriveRefusedError } from '../../errors/outbox-redrive-refused.error';
+import { describeError } from '../../internal/describe-error';
+import { refuseUnknownCallOptions } from '../../internal/known-keys';
 import type { OutboxTableNames } from '../../internal/sql-identifier';
 import type { SqlPort, SqlRunner } from '../../store/ports/sql-port';
 import {
@@ -7,6 +10,7 @@ import {
   type AuditSql,
 } from '../../store/shared-sql/audit-sql';
 import {
+  AUDIT_TABLE_KEYS,
   auditSqlOf,
   auditTableNames,
   type OutboxAuditTableOptions,
@@ -17,7 +21,8 @@ import type { OutboxAuditEntry } from './outbox-redrive.interfaces';
 /**
  * The audit log table (the console's, `outbox_console_audit` by default) over the outbox's SQL
  * port, for the admin API and the `outbox` command: re-drives are recorded here, in the
- * transaction of their first copies, and listed from here.
+ * transaction of their first copies, and listed from here. Its options take `tableName` and
+ * `schema`; any other key throws `OutboxOptionsError` before anything is read.
  */
 export class OutboxAuditStore {
   private readonly sql: AuditSql;
@@ -27,6 +32,8 @@ export class OutboxAuditStore {
     private readonly sqlPort: SqlPort,
     options: OutboxAuditTableOptions = {},
   ) {
+    // `{ table: 'billing_audit' }` would otherwise record and list in the default table.
+    refuseUnknownCallOptions('new OutboxAuditStore()', options, AUDIT_TABLE_KEYS);
     const dialect = outboxDialectOf(sqlPort.databaseType);
     this.sql = auditSqlOf(dialect);
     this.names = auditTableNames(dialect, options);
@@ -35,6 +42,24 @@ export class OutboxAuditStore {
   /** Resolves when the table can be read; rejects with the database's error otherwise. */
   async probe(): Promise<void> {
     await this.sqlPort.query(this.sql.probe(this.names));
+  }
+
+  /**
+   * Resolves when the table can be read; otherwise refuses an audited action with
+   * `OutboxRedriveRefusedError` (`no-audit-table`) and the text `message` makes of the table's
+   * name and the database's error: nothing is done that the audit could not record.
+   */
+  async probeOrRefuse(message: (table: string, error: string) => string): Promise<void> {
+    try {
+      await this.probe();
+    } catch (error) {
+      throw new OutboxRedriveRefusedError(
+        message(this.names.table, describeError(error)),
+        'no-audit-table',
+        null,
+        null,
+      );
+    }
   }
 
   /** Creates the table if it does not exist (`CREATE TABLE IF NOT EXISTS`). */

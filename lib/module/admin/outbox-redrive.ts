@@ -1,6 +1,5 @@
 import { OutboxAdminInputError } from '../../errors/outbox-admin-input.error';
 import { OutboxRedriveRefusedError } from '../../errors/outbox-redrive-refused.error';
-import { describeError } from '../../internal/describe-error';
 import type { OutboxTableNames } from '../../internal/sql-identifier';
 import type { OutboxHeaders } from '../../message/outbox-message.interface';
 import { UuidV7Generator } from '../../message/uuidv7';
@@ -11,9 +10,10 @@ import { writtenKeyedRows } from '../../store/shared-sql/key-sequence';
 import {
   REDRIVE_LANE_KEY_HEADER,
   isRedriveLane,
+  keyLaneOf,
   redriveLaneOf,
   shownKeyOf,
-  storedKeysOf,
+  storedKeyCondition,
 } from '../../store/rows/redrive-lane';
 import type { SqlPort } from '../../store/ports/sql-port';
 import { messageIdText } from '../../store/rows/message-id-codec';
@@ -22,6 +22,7 @@ import type { AdminDialect } from '../../store/shared-sql/admin-dialect';
 import type { OutboxAuditTableOptions } from '../../store/shared-sql/audit-table';
 import type { SqlParams } from '../../store/shared-sql/sql-params';
 import { OutboxAuditStore } from './outbox-audit.store';
+import type { SubjectKeyVault } from '../../store/subject-key-vault';
 import {
   redriveConfirmationCount,
   redriveConfirmationOf,
@@ -55,7 +56,7 @@ const MAX_ACTOR = 200;
 const MAX_TARGET = 2_000;
 
 /** A row a re-drive copies, as the drivers return it (see `AdminDialect.redriveColumns`). */
-interface RedriveRow {
+export interface RedriveRow {
   src: string;
   origin: number | string;
   message_id: string | Uint8Array;
@@ -99,13 +100,8 @@ const FIELDS: { readonly [K in keyof OutboxRedriveFilter]-?: Field<K> } = {
       v === null || typeof v === 'string'
         ? undefined
         : 'expected a string, or null for messages without a key',
-    // The key's messages, and its earlier copies sent elsewhere (in the key's re-drive lane).
-    condition: (_s, p, v) =>
-      v === null
-        ? 'o.message_key IS NULL'
-        : `o.message_key IN (${storedKeysOf(v)
-            .map((k) => p.add(k))
-            .join(', ')})`,
+    // The key's messages, and its earlier copies sent elsewhere (in the key's re-drive lanes).
+    condition: (_s, p, v) => (v === null ? 'o.message_key IS NULL' : storedKeyCondition(p, v)),
   },
   type: { problem: text, condition: (_s, p, v) => `o.event_type = ${p.add(v)}` },
   createdAfter: { problem: date, condition: (s, p, v) => s.createdAtOrAfter(p, v as Date) },
@@ -168,8 +164,11 @@ function filterRecord(filter: OutboxRedriveFilter): Record<string, string | null
   return out;
 }
 
+/** A lane as used by the copies to one topic. */
+const laneUse = (topic: string, lane: string): string => `${topic}\n${lane}`;
+
 /** A selected row's key and headers as users see them (a re-drive lane's key, not the lane). */
-function shownOf(row: RedriveRow): { key: string | null; headers: OutboxHeaders } {
+export function shownOf(row: RedriveRow): { key: string | null; headers: OutboxHeaders } {
   const headers = JSON.parse(row.headers) as OutboxHeaders;
   return isRedriveLane(row.message_key)
     ? shownKeyOf(row.message_key, headers)
@@ -265,6 +264,8 @@ export interface RedriveContext {
   /** `<table>_archive` is searched too. */
   readonly archive: boolean;
   readonly auditTable: OutboxAuditTableOptions | undefined;
+  /** The erasure's key vault: copies of sealed messages are recorded as its keys' uses. */
+  readonly vault?: SubjectKeyVault;
 }
 
 /**
@@ -355,16 +356,7 @@ export class OutboxRedriver {
       this.context.sqlPort,
       options.auditTable ?? this.context.auditTable,
     );
-    try {
-      await audit.probe();
-    } catch (error) {
-      throw new OutboxRedriveRefusedError(
-        OutboxMessages.redriveNoAuditTable(audit.names.table, describeError(error)),
-        'no-audit-table',
-        null,
-        null,
-      );
-    }
+    await audit.probeOrRefuse(OutboxMessages.redriveNoAuditTable);
 
     // One statement reads the whole selection: its count is exact at one moment, and what is
     // delivered or cleaned afterwards changes nothing that is sent.
@@ -395,7 +387,10 @@ export class OutboxRedriver {
       );
     }
 
-    const copies = rows.map((row, i) => this.copyOf(row, i, redriveId, destination, ratePerSecond));
+    const oldLanes = await this.oldLanesInUse(rows, destination);
+    const copies = rows.map((row, i) =>
+      this.copyOf(row, i, redriveId, destination, ratePerSecond, oldLanes),
+    );
     for (let start = 0; start < copies.length; start += CHUNK) {
       const chunk = copies.slice(start, start + CHUNK).map((c) => c.row);
       await this.context.sqlPort.transaction(async (tx) => {
@@ -415,6 +410,12 @@ export class OutboxRedriver {
           );
         }
         const duplicates = await this.context.store.insert(tx, chunk, this.context.ordered);
+        // A sealed copy sent to another topic is a use of its data key there: an erasure
+        // notice must reach that topic too.
+        await this.context.vault?.recordCopies(
+          tx,
+          copies.slice(start, start + CHUNK).map((c) => ({ ...c.row, key: c.key })),
+        );
         if (this.context.sequence) {
           // Numbered by their key, a copy in a re-drive lane too: per destination and key.
           const keyed = copies.slice(start, start + CHUNK).map((c) => ({ ...c.row, key: c.key }));
@@ -450,6 +451,7 @@ export class OutboxRedriver {
     redriveId: string,
     destination: string | undefined,
     rate: number | undefined,
+    oldLanes: ReadonlySet<string>,
   ): { row: NewOutboxRow; key: string | null } {
     // The original's number belongs to its first delivery: a copy is a new message of its key,
     // numbered like any enqueue when the instance numbers keys, unnumbered otherwise.
@@ -461,11 +463,15 @@ export class OutboxRedriver {
     } = shown.headers;
     const topic = destination ?? row.topic;
     // To its own topic a copy queues where its original did (the key's lane, or the lane of
-    // the copies it belongs to); to another, in its key's re-drive lane, never before or behind
-    // the key's live messages (ARCHITECTURE.md, "Re-drive lanes").
+    // the copies it belongs to); to another, in the lane of its destination and key, never
+    // before or behind the key's live messages nor its copies to other topics (ARCHITECTURE.md,
+    // "Re-drive lanes"), unless an older build's lane of the key still holds copies to that
+    // topic: behind those.
     const lane =
       shown.key !== null && topic !== row.topic && this.context.lanes
-        ? redriveLaneOf(shown.key)
+        ? oldLanes.has(laneUse(topic, keyLaneOf(shown.key)))
+          ? keyLaneOf(shown.key)
+          : redriveLaneOf(topic, shown.key)
         : row.message_key;
     const binary = row.payload_encoding === 'binary';
     const delayMs = rate === undefined ? 0 : Math.round((index * 1000) / rate);
@@ -496,6 +502,40 @@ export class OutboxRedriver {
       delayMs: rate === undefined ? null : delayMs,
     };
     return { row: copy, key: shown.key };
+  }
+
+  /**
+   * The lanes of older builds (one per key, whatever the destination: `keyLaneOf`) that still
+   * hold undelivered copies, with their topics (`laneUse`), among those of the keys these rows'
+   * copies to another topic would have used. A copy joins such a lane rather than its own, so
+   * that it does not overtake the copies an older build wrote to the same topic.
+   */
+  private async oldLanesInUse(
+    rows: readonly RedriveRow[],
+    destination: string | undefined,
+  ): Promise<Set<string>> {
+    const lanes = new Set<string>();
+    if (!this.context.lanes) return lanes;
+    for (const row of rows) {
+      const { key } = shownOf(row);
+      if (key !== null && (destination ?? row.topic) !== row.topic) lanes.add(keyLaneOf(key));
+    }
+    const found = new Set<string>();
+    const all = [...lanes];
+    for (let start = 0; start < all.length; start += CHUNK) {
+      const p = this.context.sql.params();
+      const list = all
+        .slice(start, start + CHUNK)
+        .map((lane) => p.add(lane))
+        .join(', ');
+      const held = await this.query<{ message_key: string; topic: string }>(
+        `SELECT DISTINCT o.message_key, o.topic FROM ${this.context.names.table} AS o
+WHERE o.message_key IN (${list}) AND o.message_key IS NOT NULL AND o.status <> 'delivered'`,
+        p,
+      );
+      for (const row of held) found.add(laneUse(row.topic, row.message_key));
+    }
+    return found;
   }
 
   /** The selected rows in queue order (original row id), at most `limit`. */

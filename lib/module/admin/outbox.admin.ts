@@ -17,6 +17,8 @@ import type {
 } from '../../options/resolve-event-policies';
 import type { OutboxQueuePolicy } from '../../store/ports/outbox-store.port';
 import { suggestOption } from '../../internal/did-you-mean';
+import type { KnownOptionKeys } from '../../internal/did-you-mean';
+import { refuseUnknownCallOptions } from '../../internal/known-keys';
 import {
   outboxDatabase,
   outboxDialectOf,
@@ -39,6 +41,7 @@ import type {
   OutboxBlockedKey,
   OutboxCounts,
   OutboxDeadLetterFilter,
+  OutboxDeliveryPartitions,
   OutboxDeadLetterSelection,
   OutboxRetryReport,
   OutboxWhy,
@@ -58,8 +61,22 @@ import type {
 } from './outbox-admin.interfaces';
 import type { SqlParams } from '../../store/shared-sql/sql-params';
 import type { OutboxAuditTableOptions } from '../../store/shared-sql/audit-table';
-import { OutboxRedriver } from './outbox-redrive';
-import { storedKeysOf } from '../../store/rows/redrive-lane';
+import { OutboxRedriver, type RedriveContext } from './outbox-redrive';
+import { OutboxGapRepairer } from './outbox-gap-repair';
+import type { OutboxGapRepairOptions } from './gap-repair.interfaces';
+import { OutboxEraser } from './outbox-erasure';
+import type { OutboxEraseOptions, OutboxErasureReport } from './outbox-erasure.interfaces';
+import type { OutboxKeyWrapper } from '../../message/erasure/key-wrapper';
+import { subjectKeyVault } from '../../store/subject-key-vault';
+import { refuseUnknownAdminOptions } from './admin-option-keys';
+import {
+  summarizeDeliveryPartitions,
+  type DeliveryDispatcherRow,
+  type DeliveryPartitionRow,
+} from './delivery-partitions.summary';
+import { schemaStepOf } from '../../store/schema/schema-steps';
+import { describeError } from '../../internal/describe-error';
+import { storedKeyCondition } from '../../store/rows/redrive-lane';
 import type {
   OutboxRedriveFilter,
   OutboxRedriveOptions,
@@ -98,8 +115,12 @@ export interface OutboxAdminOptions {
   };
   /** The app's per-event-type policies; left out, every message shows the defaults. */
   readonly policies?: ResolvedEventPolicies;
-  /** The app's `dispatcher.partitionTimeoutMs`: when a partition owner counts as live. */
-  readonly dispatcher?: { readonly partitionTimeoutMs?: number };
+  /**
+   * The app's `dispatcher.claims`: how a due message is taken (`why()` says so), and what
+   * `deliveryPartitions()` names where they are not in use. Each partition owner's liveness is
+   * judged by what it promised with its heartbeat, so no timeout is needed.
+   */
+  readonly dispatcher?: { readonly claims?: 'leases' | 'partitions' };
   /** The app's `cleaner.archive`: re-drives then also find the rows in `<table>_archive`. */
   readonly cleaner?: { readonly archive?: boolean };
   /**
@@ -112,6 +133,52 @@ export interface OutboxAdminOptions {
    * may name one (the table has schema step 7's `tenant_id`). @default none
    */
   readonly tenants?: object | null;
+  /**
+   * The app's `erasure` option. Not needed to erase (which unwraps no key): `erase()` works on
+   * any table with schema step 11. @default none
+   */
+  readonly erasure?: { readonly keyWrapper: OutboxKeyWrapper } | null;
+}
+
+type Group<K extends keyof OutboxAdminOptions> = Record<
+  keyof NonNullable<OutboxAdminOptions[K]>,
+  true
+>;
+
+/** The keys of `new OutboxAdmin(sql, store, options)`'s options, and of their groups. */
+const ADMIN_CONSTRUCTOR_KEYS = {
+  '': {
+    tableName: true,
+    schema: true,
+    delivery: true,
+    ordering: true,
+    policies: true,
+    dispatcher: true,
+    cleaner: true,
+    auditTable: true,
+    tenants: true,
+    erasure: true,
+  } satisfies Record<keyof OutboxAdminOptions, true>,
+  ordering: {
+    enabled: true,
+    onDeadLetter: true,
+    sequence: true,
+    deadLetterExceptions: true,
+  } satisfies Group<'ordering'>,
+  dispatcher: { claims: true } satisfies Group<'dispatcher'>,
+  cleaner: { archive: true } satisfies Group<'cleaner'>,
+  auditTable: { tableName: true, schema: true } satisfies Group<'auditTable'>,
+  erasure: { keyWrapper: true } satisfies Group<'erasure'>,
+} as const satisfies KnownOptionKeys;
+
+/**
+ * Refuses, with `OutboxOptionsError` and before the admin is built, a key that
+ * `OutboxAdminOptions` does not have: `new OutboxAdmin(sql, store, { table: 'orders_outbox' })`
+ * would otherwise look at (and repair) the default table `outbox`. `tenants` and `policies` are
+ * the module's own values, passed on as they are: their keys are not checked here.
+ */
+function refuseUnknownAdminConstructorOptions(options: unknown): void {
+  refuseUnknownCallOptions('new OutboxAdmin()', options, ADMIN_CONSTRUCTOR_KEYS);
 }
 
 /** Largest page of a listing, and the batch size of retries and purges by filter. */
@@ -318,7 +385,10 @@ export class OutboxAdmin {
   private readonly sql: AdminDialect;
   private readonly names: OutboxTableNames;
   private readonly ordered: boolean;
-  private readonly partitionTimeoutMs: number;
+  private readonly claims: 'leases' | 'partitions';
+  /** The app's `dispatcher.claims` as given; null where unknown (the `outbox` command's admin). */
+  private readonly claimsGiven: 'leases' | 'partitions' | null;
+  private readonly dialect: string;
   private readonly queue: OutboxQueuePolicy;
   private readonly policies: ResolvedEventPolicies | undefined;
   /**
@@ -327,6 +397,8 @@ export class OutboxAdmin {
    */
   private readonly knowsTypeRules: boolean;
   private readonly redriver: OutboxRedriver;
+  private readonly redriveContext: RedriveContext;
+  private readonly eraser: OutboxEraser;
   /** Whether the table's tenant ids are read and filtered on (`OutboxAdminOptions.tenants`). */
   readonly tenants: boolean;
 
@@ -342,6 +414,7 @@ export class OutboxAdmin {
     private readonly store: OutboxAdminPort & OutboxEnqueuePort,
     options: OutboxAdminOptions = {},
   ) {
+    refuseUnknownAdminConstructorOptions(options);
     const dialect = outboxDialectOf(sqlPort.databaseType);
     this.sql = outboxDatabase(dialect).admin;
     this.names = tableNamesFor(dialect, {
@@ -349,14 +422,22 @@ export class OutboxAdmin {
       schema: options.schema ?? undefined,
     });
     this.delivery = deliveredBy(options.delivery);
-    this.partitionTimeoutMs = options.dispatcher?.partitionTimeoutMs ?? 1_500;
+    this.claims = options.dispatcher?.claims ?? 'leases';
+    this.claimsGiven = options.dispatcher?.claims ?? null;
+    this.dialect = dialect;
     this.queue = queuePolicyOf(options.ordering);
     this.ordered = this.queue.ordered;
     this.policies = options.policies;
     this.knowsTypeRules =
       options.policies !== undefined || options.ordering?.deadLetterExceptions !== undefined;
     this.tenants = options.tenants !== undefined && options.tenants !== null;
-    this.redriver = new OutboxRedriver({
+    const vault = subjectKeyVault(
+      sqlPort.databaseType,
+      { tableName: options.tableName ?? 'outbox', schema: options.schema ?? null },
+      options.erasure?.keyWrapper,
+    );
+    this.redriveContext = {
+      vault,
       sqlPort,
       store,
       sql: this.sql,
@@ -366,7 +447,31 @@ export class OutboxAdmin {
       lanes: this.delivery !== 'external',
       archive: options.cleaner?.archive === true,
       auditTable: options.auditTable,
+    };
+    this.redriver = new OutboxRedriver(this.redriveContext);
+    this.eraser = new OutboxEraser({
+      sqlPort,
+      store,
+      vault,
+      ordered: this.ordered,
+      sequence: options.ordering?.sequence === true,
+      auditTable: options.auditTable,
     });
+  }
+
+  /**
+   * Erases one subject by crypto-shredding (docs/erasure.md): destroys its data key, so that
+   * every copy of its sealed personal data (the table, its archive, re-drive copies, what
+   * brokers and consumers hold) can no longer be opened, and enqueues an erasure notice
+   * (`outbox.subject-erased`, the key's id) on each topic and key its messages were written
+   * for, after their last message there. Recorded in the audit log (who, why, the subject's
+   * hash, the key's id) in the same transaction; refused with `OutboxRedriveRefusedError`
+   * (`no-audit-table`), nothing erased, when the audit table cannot be read. A subject without
+   * a live key answers `erased: false`, and is recorded too.
+   */
+  async erase(subject: string, options: OutboxEraseOptions): Promise<OutboxErasureReport> {
+    refuseUnknownAdminOptions('erase', options);
+    return this.eraser.erase(subject, options);
   }
 
   /**
@@ -374,10 +479,11 @@ export class OutboxAdmin {
    * first of them in queue order, and the `confirmation` of exactly those messages, which
    * `redrive()` takes as `expected`. Searches `<table>_archive` too with `cleaner.archive`.
    */
-  previewRedrive(
+  async previewRedrive(
     filter: OutboxRedriveFilter,
     options?: OutboxRedrivePreviewOptions,
   ): Promise<OutboxRedrivePreview> {
+    refuseUnknownAdminOptions('previewRedrive', options);
     return this.redriver.preview(filter, options);
   }
 
@@ -392,17 +498,30 @@ export class OutboxAdmin {
    * count), is above `maxCount`, is empty, or the audit table is missing; bad input with
    * `OutboxAdminInputError`.
    */
-  redrive(
+  async redrive(
     filter: OutboxRedriveFilter,
     options: OutboxRedriveOptions,
   ): Promise<OutboxRedriveReport> {
+    refuseUnknownAdminOptions('redrive', options);
     return this.redriver.redrive(filter, options);
   }
 
+  /**
+   * What answers consumers' gap-repair requests (docs/gap-repair.md): keep the one returned (it
+   * holds the rate limit) and hand it each request, from the HTTP route of
+   * `nestjs-outbox/gap-repair` or a transport of yours. Throws `OutboxOptionsError` unless the
+   * instance numbers its messages (`ordering.sequence`).
+   */
+  gapRepairer(options: OutboxGapRepairOptions = {}): OutboxGapRepairer {
+    refuseUnknownAdminOptions('gapRepairer', options);
+    return new OutboxGapRepairer(this.redriveContext, options);
+  }
+
   /** Past re-drives from the audit log, newest first (`limit` 1 to 1000, default 50). */
-  redrives(
+  async redrives(
     options: { readonly limit?: number; readonly auditTable?: OutboxAuditTableOptions } = {},
   ): Promise<OutboxRedriveRecord[]> {
+    refuseUnknownAdminOptions('redrives', options);
     return this.redriver.records(options.limit ?? 50, options.auditTable);
   }
 
@@ -455,6 +574,7 @@ export class OutboxAdmin {
     page: OutboxPageRequest = {},
   ): Promise<OutboxPage<OutboxMessageSummary>> {
     checkFilter(filter, true, this.tenants);
+    refuseUnknownAdminOptions('list', page);
     return this.listed(filter, page);
   }
 
@@ -609,7 +729,10 @@ export class OutboxAdmin {
     return {
       ...base,
       state: 'due',
-      reason: 'Due now: the next claim takes it (is a dispatcher running against this table?).',
+      reason:
+        this.claims === 'partitions'
+          ? 'Due now: the owner of its delivery partition reads it at its next read (partitionOwners() says who holds the partitions; a partition no one holds waits for a dispatcher to start).'
+          : 'Due now: the next claim takes it (is a dispatcher running against this table?).',
       head: null,
     };
   }
@@ -784,6 +907,7 @@ export class OutboxAdmin {
    * empty when ordering is off.
    */
   async blockedKeys(page: OutboxPageRequest = {}): Promise<OutboxPage<OutboxBlockedKey>> {
+    refuseUnknownAdminOptions('blockedKeys', page);
     const { after, limit } = pageOf(page);
     if (!this.ordered) return { items: [], nextCursor: null };
     const p = this.sql.params();
@@ -800,6 +924,7 @@ export class OutboxAdmin {
    * those leased that long ago.
    */
   async stuckLeases(query: OutboxStuckLeaseQuery = {}): Promise<OutboxPage<OutboxStuckLease>> {
+    refuseUnknownAdminOptions('stuckLeases', query);
     const { after, limit } = pageOf(query);
     const longer = query.leasedLongerThanMs ?? null;
     if (longer !== null && !(Number.isFinite(longer) && longer >= 0)) {
@@ -814,21 +939,58 @@ export class OutboxAdmin {
   }
 
   /**
-   * Who holds the delivery partitions under `dispatcher.claims: 'partitions'`
-   * (docs/delivery.md, "Partitions"): each dispatcher with its share of the 256 and whether its
-   * heartbeat is live (within `dispatcher.partitionTimeoutMs`), and the partitions no one holds
-   * (`owner: null`). Null where the table has no partitions (another database, or schema step 9
-   * not run).
+   * The table's delivery partitions under `dispatcher.claims: 'partitions'` (docs/delivery.md,
+   * "Partitions"; not the time partitions of a partitioned table): each dispatcher process with
+   * its `instanceId`, heartbeat, share of the 256 and state, each partition's owner, generation
+   * and last move, and the moves summed (the tables keep no history of moves). Where they are
+   * not in use (another database than PostgreSQL, a table without schema step 9, or no
+   * dispatcher delivering by partitions: the `'leases'` mode, the default), says so and why.
+   */
+  async deliveryPartitions(): Promise<OutboxDeliveryPartitions> {
+    return (await this.readDeliveryPartitions()).view;
+  }
+
+  /**
+   * Who holds the delivery partitions: each owner with its share of the 256 and whether its
+   * heartbeat holds, and the partitions no one holds (`owner: null`). Null where delivery
+   * partitions are not in use.
+   * @deprecated Use {@link deliveryPartitions}, which also says why they are not in use, and
+   * gives each dispatcher's state and each partition's moves.
    */
   async partitionOwners(): Promise<readonly OutboxPartitionOwner[] | null> {
+    const { view, owners } = await this.readDeliveryPartitions();
+    return view.inUse ? owners : null;
+  }
+
+  private async readDeliveryPartitions(): Promise<{
+    view: OutboxDeliveryPartitions;
+    owners: readonly OutboxPartitionOwner[];
+  }> {
     const partitions = this.store.partitions;
-    if (partitions === undefined) return null;
-    try {
-      return await partitions.owners(this.partitionTimeoutMs);
-    } catch {
-      // No step 9 on this table: nothing to show, as on a database without partitions.
-      return null;
+    const reads = this.sql.deliveryPartitions;
+    const table = this.names.table;
+    if (partitions === undefined || reads === undefined) {
+      const message = OutboxMessages.deliveryPartitionsOnlyPostgres(table, this.dialect);
+      return { view: { inUse: false, reason: 'database', message }, owners: [] };
     }
+    let read: [readonly OutboxPartitionOwner[], DeliveryPartitionRow[], DeliveryDispatcherRow[]];
+    try {
+      read = await Promise.all([
+        partitions.owners(),
+        this.query<DeliveryPartitionRow>(reads.partitions(this.names), this.sql.params()),
+        this.query<DeliveryDispatcherRow>(reads.dispatchers(this.names), this.sql.params()),
+      ]);
+    } catch (error) {
+      // No step 9 on this table (or an earlier 0.3 build's): nothing to show.
+      const step = schemaStepOf('delivery-partitions');
+      const message = OutboxMessages.deliveryPartitionsNoStep(table, describeError(error), step);
+      return { view: { inUse: false, reason: 'schema', message }, owners: [] };
+    }
+    const [owners, partitionRows, dispatcherRows] = read;
+    const view = summarizeDeliveryPartitions(owners, partitionRows, dispatcherRows);
+    if (view !== null) return { view, owners };
+    const message = OutboxMessages.deliveryPartitionsNoDispatcher(table, this.claimsGiven);
+    return { view: { inUse: false, reason: 'no-dispatcher', message }, owners };
   }
 
   /**
@@ -963,13 +1125,8 @@ export class OutboxAdmin {
     if (type !== undefined) conditions.push(`o.event_type = ${p.add(type)}`);
     if (lane !== undefined) conditions.push(`o.message_key = ${p.add(lane)}`);
     else if (key === null) conditions.push('o.message_key IS NULL');
-    // A key's messages, and its re-drive copies sent elsewhere, in their lane of their own.
-    else if (key !== undefined)
-      conditions.push(
-        `o.message_key IN (${storedKeysOf(key)
-          .map((k) => p.add(k))
-          .join(', ')})`,
-      );
+    // A key's messages, and its re-drive copies sent elsewhere, in their lanes of their own.
+    else if (key !== undefined) conditions.push(storedKeyCondition(p, key));
     if (filter.tenant === null) conditions.push('o.tenant_id IS NULL');
     else if (filter.tenant !== undefined) conditions.push(`o.tenant_id = ${p.add(filter.tenant)}`);
     if (errorContains !== undefined) conditions.push(sql.errorContains(p, errorContains));

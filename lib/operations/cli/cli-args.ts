@@ -1,3 +1,4 @@
+import { OUTBOX_STEP_OPTIONS, type OutboxStepOption } from '../../store/schema/schema-steps';
 import { parseArgs } from 'node:util';
 import type { OutboxDeadLetterFilter } from '../../module/admin/outbox-admin.interfaces';
 import type { OutboxRedriveFilter } from '../../module/admin/outbox-redrive.interfaces';
@@ -18,7 +19,8 @@ Commands:
          [--audit [--audit-table NAME]]            print the outbox table's DDL (and its
                                                    archive's, for cleaner.archive, and the
                                                    audit table's, for re-drives)
-  schema migrate [--partition-by day|week|month] [--archive] [--binary-ids] [--log-tailing]
+  schema migrate [--with OPTIONS [--online]] [--partition-by day|week|month] [--archive]
+         [--binary-ids] [--log-tailing]
          [--audit [--audit-table NAME]]            create the outbox table if it is missing
                                                    (time-partitioned with --partition-by), or
                                                    bring an older one up to date in place
@@ -71,12 +73,24 @@ Commands:
                                                    what it prints as it runs
   redrives [--limit N] [--audit-table NAME]        past re-drives from the audit table, newest
                                                    first (who, why, filter, count)
-  partitions status [--retention 7d]               each partition of a partitioned table: range,
-                                                   rows by status, size, droppable or why not
+  erase <subject> --reason TEXT --yes [--actor NAME] [--audit-table NAME]
+                                                   erase a subject's personal data for good:
+                                                   destroy its data key, enqueue an erasure
+                                                   notice on each key its messages used,
+                                                   recorded in the audit table (the erasure
+                                                   option, docs/erasure.md)
+  partitions status [--retention 7d]               each time partition of a partitioned table:
+                                                   range, rows by status, size, droppable or
+                                                   why not
   partitions maintain [--dry-run] [--retention 7d] [--premake 3] [--dead-retention 7d --yes]
                                                    create the partitions ahead and drop those
                                                    whose rows are all final (as the app's
                                                    maintainer; --dry-run only says what it would)
+  delivery-partitions status                       dispatcher.claims 'partitions' (PostgreSQL):
+                                                   each dispatcher process, its heartbeat, state
+                                                   and share of the 256 delivery partitions of
+                                                   the key space, and the latest moves; or why
+                                                   they are not in use
 
 Filters (dead letters matching all of them):
   --topic T  --key K  --type T  --error TEXT (in last_error, any case)  --older-than 1h (enqueued)
@@ -90,9 +104,16 @@ Options:
   --table NAME              outbox table (default: outbox)
   --schema NAME             PostgreSQL schema or MySQL database (default: the connection's)
   --on-dead-letter MODE     block (default) or skip: as the app's ordering.onDeadLetter
-  --delivery MODE           dispatcher (default) or external: as the app's delivery; with
-                            external (Debezium), stats and why say so, and cleanup deletes
-                            rows by age whatever their status
+  --delivery MODE           poll (default) or external: as the app's delivery option (an app
+                            that tails the log: poll, or log); with external (Debezium),
+                            stats and why say so, and cleanup deletes rows by age whatever
+                            their status
+  --with OPTIONS            schema commands: the steps of these app options too, a comma list
+                            of sequence, tenants, partitions, claimCheck, erasure (a table
+                            without one serves every app that does not set it; default: none)
+  --online                  schema migrate, PostgreSQL: make the steps that would rewrite the
+                            table (tenants, partitions) without blocking writes (a column filled
+                            by a trigger and in batches, CREATE INDEX CONCURRENTLY)
   --retention, --premake, --dead-retention
                             for partitions: as the app's partitioning.retention (default 7d),
                             partitioning.premake (default 3) and cleaner.deadRetentionMs
@@ -159,6 +180,8 @@ const OPTIONS = {
   max: { type: 'string' },
   'audit-table': { type: 'string' },
   audit: { type: 'boolean' },
+  with: { type: 'string' },
+  online: { type: 'boolean' },
 } as const;
 
 type OptionName = keyof typeof OPTIONS;
@@ -169,8 +192,10 @@ const PAGE: readonly OptionName[] = ['limit', 'after'];
 
 /** The commands, with the options each accepts besides the common ones. */
 const COMMANDS = {
-  'schema print': ['dialect', 'archive', 'partition-by', 'premake', 'audit', 'audit-table'],
+  'schema print': ['dialect', 'archive', 'partition-by', 'premake', 'audit', 'audit-table', 'with'],
   'schema migrate': [
+    'with',
+    'online',
     'archive',
     'partition-by',
     'premake',
@@ -180,7 +205,7 @@ const COMMANDS = {
     'audit',
     'audit-table',
   ],
-  'schema status': [],
+  'schema status': ['with'],
   'dlq list': [...FILTERS, ...PAGE],
   'dlq show': [],
   'dlq retry': [...FILTERS, 'all', 'on-dead-letter'],
@@ -237,6 +262,8 @@ const COMMANDS = {
     'on-dead-letter',
   ],
   redrives: ['limit', 'audit-table'],
+  erase: ['reason', 'actor', 'audit-table', 'yes'],
+  'delivery-partitions status': [],
   'log setup': ['slot', 'publication'],
   'log status': ['slot', 'publication'],
   'log drop': ['slot', 'publication', 'yes'],
@@ -281,8 +308,12 @@ export interface CliArgs {
   readonly dryRun: boolean;
   /** schema migrate: convert CHAR(36) message ids to BINARY(16) (MySQL/MariaDB). */
   readonly binaryIds: boolean;
-  /** `--delivery`, as the app's `delivery`. */
+  /** `--delivery`, as the app's `delivery` (`poll` and log tailing: a dispatcher delivers). */
   readonly delivery: 'dispatcher' | 'external';
+  /** schema commands: `--with`, the options whose schema steps the table gets too. */
+  readonly withSteps: readonly OutboxStepOption[];
+  /** schema migrate: `--online`, steps that would block writes made without blocking them. */
+  readonly online: boolean;
   /** `cdc debezium`: the connector and its names. */
   readonly cdc: CliCdcArgs;
   /** schema migrate: also the publication log tailing reads (PostgreSQL). */
@@ -517,6 +548,7 @@ function commandOf(positionals: readonly string[]): { command: CliCommand; rest:
     first === 'schema' ||
     first === 'dlq' ||
     first === 'partitions' ||
+    first === 'delivery-partitions' ||
     first === 'cdc' ||
     first === 'log'
   ) {
@@ -565,7 +597,8 @@ export function parseCliArgs(argv: readonly string[]): CliArgs {
     command === 'dlq show' ||
     command === 'dlq retry' ||
     command === 'dlq purge' ||
-    command === 'why';
+    command === 'why' ||
+    command === 'erase';
   if (!takesIds && rest.length > 0) {
     throw new CliUsageError(`Unexpected argument "${rest[0] as string}" for "outbox ${command}".`);
   }
@@ -598,10 +631,7 @@ export function parseCliArgs(argv: readonly string[]): CliArgs {
     throw new CliUsageError(`--on-dead-letter must be block or skip.`);
   }
   const dead = values['dead-retention'];
-  const delivery = values.delivery ?? 'dispatcher';
-  if (delivery !== 'dispatcher' && delivery !== 'external') {
-    throw new CliUsageError(`--delivery must be dispatcher or external.`);
-  }
+  const delivery = deliveryOf(values.delivery);
   return {
     command,
     args: rest,
@@ -642,9 +672,45 @@ export function parseCliArgs(argv: readonly string[]): CliArgs {
     retentionMs: retentionOf(values.retention),
     dryRun: values['dry-run'] === true,
     delivery,
+    withSteps: stepOptionsOf(values.with),
+    online: values.online === true,
     cdc: cdcArgs(values),
     redrive: redriveArgs(values),
   };
+}
+
+/**
+ * `--delivery`, as the app's `delivery` is written: `poll` (the default) and a log-tailing app
+ * (`log`) have a dispatcher deliver; `external`, Debezium. `dispatcher`, the spelling of builds
+ * before 0.3.0, is still read.
+ */
+function deliveryOf(value: string | undefined): CliArgs['delivery'] {
+  switch (value ?? 'poll') {
+    case 'poll':
+    case 'log':
+    case 'dispatcher':
+      return 'dispatcher';
+    case 'external':
+      return 'external';
+    default:
+      throw new CliUsageError(
+        `--delivery must be poll (the default; also for an app that tails the log: log) or external, as the app's delivery option.`,
+      );
+  }
+}
+
+/** `--with sequence,tenants`: each an option with a schema step of its own. */
+function stepOptionsOf(value: string | undefined): readonly OutboxStepOption[] {
+  if (value === undefined) return [];
+  const asked = value.split(',').map((part) => part.trim());
+  for (const option of asked) {
+    if (!OUTBOX_STEP_OPTIONS.includes(option as OutboxStepOption)) {
+      throw new CliUsageError(
+        `--with takes a comma list of ${OUTBOX_STEP_OPTIONS.join(', ')} (the options with a schema step of their own); "${option}" is none of them.`,
+      );
+    }
+  }
+  return asked as OutboxStepOption[];
 }
 
 function partitionInterval(value: string | undefined): CliArgs['partitionBy'] {
@@ -703,6 +769,8 @@ function helpArgs(): CliArgs {
     premake: 3,
     retentionMs: 7 * 86_400_000,
     delivery: 'dispatcher',
+    withSteps: [],
+    online: false,
     cdc: cdcArgs({}),
     redrive: redriveArgs({}),
     dryRun: false,

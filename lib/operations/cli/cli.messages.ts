@@ -10,6 +10,9 @@ export const CliMessages = {
 
   cannotConnect: (where: string, reason: string): string => `Cannot connect to ${where}: ${reason}`,
 
+  notDeliveryPartitions: (): string =>
+    `("outbox partitions" is about the time partitions of a partitioned table; the 256 delivery partitions of dispatcher.claims: 'partitions', their owners and moves, are in "outbox delivery-partitions status".)`,
+
   sqliteFileMissing: (file: string): string =>
     `The SQLite database file ${file} does not exist (create it with "outbox schema migrate").`,
 

@@ -20,7 +20,7 @@ import {
   outboxArchiveTableDdl,
   outboxDatabase,
   outboxDialectOf,
-  outboxTableDdl,
+  outboxSchemaStatements,
   tableNamesFor,
   type OutboxDialect,
   type OutboxTableOptions,
@@ -46,6 +46,7 @@ import { databaseFromUrl, decodeUrlPart, dialectOfUrl, type CliDatabase } from '
 import { flagErrorOf } from './cli-option-flags';
 import { openCliConnection } from './cli-connection';
 import { logDrop, logSetup, logStatus } from './cli-log-tailing';
+import { deliveryPartitionsStatus } from './cli-delivery-partitions';
 
 /** Where the CLI writes; the process streams in `main.ts`, buffers in tests. */
 export interface CliIo {
@@ -122,7 +123,7 @@ function execute(
     case 'help':
       return Promise.resolve({ text: USAGE, json: null });
     case 'schema print':
-      return Promise.resolve(schemaPrint(args, env.DATABASE_URL));
+      return schemaPrint(args, env.DATABASE_URL);
     case 'cdc debezium':
       return Promise.resolve(cdcDebezium(args, env.DATABASE_URL));
     case 'schema migrate': {
@@ -190,6 +191,16 @@ function runCommand(args: CliArgs, c: Connected, io: CliIo): Promise<CliResult> 
       return redrive(args, c);
     case 'redrives':
       return redrives(args, c);
+    case 'erase':
+      return erase(args, c);
+    case 'delivery-partitions status':
+      return deliveryPartitionsStatus(
+        c.admin,
+        tableNamesFor(outboxDialectOf(c.sql.databaseType), {
+          tableName: args.table,
+          schema: args.schema ?? undefined,
+        }).table,
+      );
     default:
       throw new CliUsageError(`"outbox ${args.command}" needs no connection.`);
   }
@@ -218,12 +229,16 @@ function tableOptions(args: CliArgs): OutboxTableOptions {
     args.partitionBy === undefined
       ? {}
       : { partitioning: { interval: args.partitionBy, premake: args.premake } };
+  const steps = {
+    ...(args.withSteps.length === 0 ? {} : { with: args.withSteps }),
+    ...(args.online ? { online: true } : {}),
+  };
   return args.schema === null
-    ? { tableName: args.table, ...partitioning }
-    : { tableName: args.table, schema: args.schema, ...partitioning };
+    ? { tableName: args.table, ...partitioning, ...steps }
+    : { tableName: args.table, schema: args.schema, ...partitioning, ...steps };
 }
 
-function schemaPrint(args: CliArgs, url: string | undefined): CliResult {
+async function schemaPrint(args: CliArgs, url: string | undefined): Promise<CliResult> {
   let dialect: OutboxDialect | null;
   if (args.dialect !== undefined) dialect = dialectNamed(args.dialect);
   else if (url !== undefined && url !== '') dialect = dialectOfUrl(url);
@@ -235,7 +250,7 @@ function schemaPrint(args: CliArgs, url: string | undefined): CliResult {
   }
   checkPartitionBy(args, dialect);
   const statements = [
-    ...outboxTableDdl(dialect, tableOptions(args)),
+    ...(await outboxSchemaStatements(dialect, tableOptions(args))),
     ...(args.archive ? outboxArchiveTableDdl(dialect, tableOptions(args)) : []),
     ...(args.audit ? outboxAuditTableDdl(dialect, auditTableOptions(args)) : []),
   ];
@@ -328,7 +343,7 @@ async function schemaMigrate(args: CliArgs, db: CliDatabase): Promise<CliResult>
     // An existing table is left as it is: check that this version can use it.
     await withStore(args, sql, () => Promise.resolve());
     const added = before.parts
-      .filter((p) => (p.step > 1 || existed) && !p.present)
+      .filter((p) => (p.step > 1 || existed) && !p.present && p.needed)
       .map((p) => {
         const done = OUTBOX_SCHEMA_STEPS[p.step - 1]?.added(names) ?? p.part;
         return p.part === 'table'
@@ -392,7 +407,13 @@ async function schemaStatus(args: CliArgs, db: CliDatabase): Promise<CliResult> 
       `Outbox table ${table} (${db.dialect}): schema version ${status.version} of ${status.latest}${upToDate ? ', up to date.' : '.'}`,
       ...status.parts.map(
         (p) =>
-          `  ${p.step}  ${p.part.padEnd(width)}  ${p.present ? 'present' : `missing: ${p.missing ?? ''}`}`,
+          `  ${p.step}  ${p.part.padEnd(width)}  ${
+            p.present
+              ? 'present'
+              : p.needed
+                ? `missing: ${p.missing ?? ''}${p.rewrites === null ? '' : ` (${p.rewrites}; --online does not block writes)`}`
+                : `not made: only for the ${p.forOption ?? ''} option (migrate --with ${p.forOption ?? ''}${p.rewrites === null ? '' : `; ${p.rewrites}, --online does not block writes`})`
+          }`,
       ),
       // The commonest cause of "version 0" is looking at the default name, not the app's table.
       ...(!status.tableExists
@@ -931,7 +952,10 @@ async function partitionsStatus(args: CliArgs, sql: SqlPort): Promise<CliResult>
   // Rows by status read every partition in full: an operator's question, not the maintainer's.
   const status = await partitionsOf(args, sql).status(partitionPolicy(args), true);
   if (status.layout.kind !== 'partitioned') {
-    throw new OutboxError(describeLayout(status.table, status.layout));
+    // Not the dispatchers' delivery partitions, which an operator may have looked for here.
+    throw new OutboxError(
+      `${describeLayout(status.table, status.layout)} ${CliMessages.notDeliveryPartitions()}`,
+    );
   }
   const rows = status.partitions.map((p) => [
     p.name,
@@ -1228,6 +1252,45 @@ async function redrive(args: CliArgs, { admin, sql }: Connected): Promise<CliRes
       ...lines,
       `Re-drove ${plural(report.count, 'message')} to ${to}${pace} (re-drive ${report.redriveId}, recorded in the audit log).`,
     ].join('\n'),
+    json: report,
+  };
+}
+
+/** `outbox erase <subject>`: the admin's erase, after --yes and a reason. */
+async function erase(args: CliArgs, { admin, sql }: Connected): Promise<CliResult> {
+  const [subject, ...more] = args.args;
+  if (subject === undefined || subject === '' || more.length > 0) {
+    throw new CliUsageError('Give one subject: outbox erase <subject> --reason TEXT --yes.');
+  }
+  const reason = args.redrive.reason;
+  if (reason === undefined || reason.trim() === '') {
+    throw new CliUsageError(
+      '--reason is required to erase: say why (the request), for the audit log.',
+    );
+  }
+  if (!args.yes) {
+    return {
+      text: '',
+      json: { erased: false, dryRun: true },
+      problem:
+        "Nothing erased: an erasure cannot be undone. Pass --yes to destroy the subject's data key.",
+    };
+  }
+  const audit = await auditTableProblem(sql, args);
+  if (audit !== null) {
+    throw new OutboxError(
+      CliMessages.auditTableMissing(audit.table, audit.cause, auditTableCommand(args)),
+    );
+  }
+  const report = await admin.erase(subject, {
+    actor: cliActor(args),
+    reason,
+    auditTable: auditTableOptions(args),
+  });
+  return {
+    text: report.erased
+      ? `Erased: data key ${report.keyId ?? ''} destroyed, ${plural(report.notices, 'erasure notice')} enqueued (recorded in the audit log).`
+      : 'The subject has no live data key (never sealed for, or erased already): nothing to destroy (recorded in the audit log).',
     json: report,
   };
 }

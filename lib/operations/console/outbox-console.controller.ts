@@ -52,6 +52,8 @@ import { redriveConfirmationCount } from '../../module/admin/redrive-confirmatio
 import type { OutboxAuditTableOptions } from '../../store/shared-sql/audit-table';
 import type { OutboxRedriveReport } from '../../module/admin/outbox-redrive.interfaces';
 import { overviewPage } from './views/overview.view';
+import { eraseDonePage, erasePage } from './views/erase.view';
+import { deliveryPartitionsPage } from './views/delivery-partitions.view';
 
 /** Most ids one confirmation takes (a page of the listing is at most 500). */
 const MAX_SELECTION = 500;
@@ -180,6 +182,12 @@ export class OutboxConsoleController {
     this.respond.page(res, 200, stuckLeasesPage(this.ctx(req), page, minutes));
   }
 
+  @Get('delivery-partitions')
+  async deliveryPartitions(@Req() req: OutboxConsoleRequest, @Res() res: unknown): Promise<void> {
+    const view = await this.runtime.admin.deliveryPartitions();
+    this.respond.page(res, 200, deliveryPartitionsPage(this.ctx(req), view));
+  }
+
   @Get('audit')
   async audit(@Req() req: OutboxConsoleRequest, @Res() res: unknown): Promise<void> {
     const entries = await this.runtime.audit.recent();
@@ -260,6 +268,48 @@ export class OutboxConsoleController {
       affected: report.count,
     });
     this.respond.page(res, 200, redriveDonePage(this.ctx(req), report));
+  }
+
+  /** The Erase page: a subject's id, why, and the box that says it cannot be undone. */
+  @Get('erase')
+  erase(@Req() req: OutboxConsoleRequest, @Res() res: unknown): void {
+    this.respond.page(res, 200, erasePage(this.ctx(req)));
+  }
+
+  /**
+   * Erases one subject (`OutboxAdmin.erase`), recorded in the audit table by the admin API in
+   * its transaction. The subject is not logged nor shown again.
+   */
+  @Post('erase/run')
+  async runErase(
+    @Req() req: OutboxConsoleRequest,
+    @Body() body: ConsoleParams,
+    @Res() res: unknown,
+  ): Promise<void> {
+    this.checkAction(req, body);
+    const subject = text(body, 'subject')?.trim();
+    if (subject === undefined || subject === '') {
+      throw new ConsoleInputError('give the id of the subject to erase');
+    }
+    const reason = text(body, 'reason')?.trim();
+    if (reason === undefined || reason === '') {
+      throw new ConsoleInputError('say why in reason, for the audit log');
+    }
+    if (text(body, 'irreversible') !== 'yes') {
+      this.respond.page(
+        res,
+        400,
+        erasePage(this.ctx(req), 'Tick the box: an erasure cannot be undone. Nothing was erased.'),
+      );
+      return;
+    }
+    const actor = this.runtime.principal(req);
+    const report = await this.runtime.admin.erase(subject, {
+      actor,
+      reason,
+      auditTable: this.redriveAuditTable(),
+    });
+    this.respond.page(res, 200, eraseDonePage(this.ctx(req), report));
   }
 
   /** The console's audit table, by name, in the outbox's database; the default name without one. */

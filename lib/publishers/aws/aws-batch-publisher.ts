@@ -16,6 +16,10 @@ import {
   type AwsBatchAnswer,
   type AwsBatchItem,
 } from './aws-batch-sender';
+import { toPermanent } from '../kit/publish-abort';
+import { OUTBOX_HEADER_SEQUENCE } from '../../outbox.constants';
+import { CLOUDEVENTS_SEQUENCE_DIGITS } from '../cloud-events/received-cloud-event';
+import { awsCloudEventParts } from './aws-cloud-event';
 import type { AwsBatchEntryFailure } from './aws-error.classifier';
 import { awsOrdering, type AwsOrderingFields } from './aws-fifo';
 import {
@@ -23,6 +27,7 @@ import {
   awsMessageParts,
   awsTooLargeProblem,
   type AwsMessageAttributes,
+  type AwsMessageParts,
 } from './aws-message-attributes';
 import type { ResolvedAwsPublisherOptions } from './aws-publisher.options';
 
@@ -149,7 +154,12 @@ export class AwsBatchPublisher<
 
   /** The item of one message to `destination` (its address), or why it can never be sent. */
   item(index: number, destination: string, record: OutboxRecord): AwsBatchItem<E> | PublishOutcome {
-    const parts = awsMessageParts(record);
+    let parts: AwsMessageParts;
+    try {
+      parts = this.partsOf(record);
+    } catch (error) {
+      return { ok: false, error: toPermanent(error, 'The message is no valid CloudEvent') };
+    }
     // Enqueued before the limit applied (another publisher, a smaller maxMessageBytes).
     const problem = this.tooLarge(parts, this.options.maxMessageBytes);
     if (problem !== undefined) return { ok: false, error: new PermanentPublishError(problem) };
@@ -163,6 +173,12 @@ export class AwsBatchPublisher<
       own,
     );
     return { index, destination, key: record.key, bytes: parts.bytes, entry };
+  }
+
+  /** The body and attributes of a message: a CloudEvent's with `cloudEvents`, else the outbox's. */
+  private partsOf(record: OutboxRecord): AwsMessageParts {
+    const event = this.options.cloudEvents?.encode(record);
+    return event === undefined ? awsMessageParts(record) : awsCloudEventParts(record, event);
   }
 
   /** Sends the items, filling in each one's outcome. */
@@ -196,12 +212,51 @@ export class AwsBatchPublisher<
    */
   sizeRefusal(message: OutboxMessageDraft): PublisherRefusal | undefined {
     const max = this.options.maxMessageBytes;
+    if (this.options.cloudEvents !== undefined) return this.cloudEventSizeRefusal(message, max);
     const binary = typeof message.payload !== 'string';
     const payloadBytes =
       typeof message.payload === 'string' ? message.payload.length * 3 : message.payload.byteLength;
     if (awsMessageBytesBound(payloadBytes, binary, JSON.stringify(message.headers).length) <= max)
       return undefined;
     const problem = this.tooLarge(awsMessageParts(message), max);
+    return problem === undefined ? undefined : { reason: 'payload-too-large', problem };
+  }
+
+  /**
+   * The size refusal of a message sent as a CloudEvent: the event made now, as the publish will
+   * make it (its attributes come from options the publisher cannot bound, `source` and
+   * `subject`), from the message as it will be claimed: enqueued now, and numbered when it has a
+   * key (a number of the most digits, which `ordering.sequence` may add after this check). A
+   * message the encoder refuses is left to the publish, which fails it for good.
+   */
+  private cloudEventSizeRefusal(
+    message: OutboxMessageDraft,
+    max: number,
+  ): PublisherRefusal | undefined {
+    const headers =
+      message.key === null || message.headers[OUTBOX_HEADER_SEQUENCE] !== undefined
+        ? message.headers
+        : {
+            ...message.headers,
+            [OUTBOX_HEADER_SEQUENCE]: '9'.repeat(CLOUDEVENTS_SEQUENCE_DIGITS),
+          };
+    const common = { ...message, id: '0', headers, attempts: 1, createdAt: new Date() };
+    const record: OutboxRecord =
+      typeof message.payload === 'string'
+        ? { ...common, payload: message.payload, encoding: 'json', contentType: undefined }
+        : {
+            ...common,
+            payload: message.payload,
+            encoding: 'binary',
+            contentType: message.contentType ?? 'application/octet-stream',
+          };
+    let parts: AwsMessageParts;
+    try {
+      parts = this.partsOf(record);
+    } catch {
+      return undefined;
+    }
+    const problem = this.tooLarge(parts, max);
     return problem === undefined ? undefined : { reason: 'payload-too-large', problem };
   }
 
@@ -227,7 +282,7 @@ export class AwsBatchPublisher<
     return Promise.resolve();
   }
 
-  private tooLarge(parts: ReturnType<typeof awsMessageParts>, max: number): string | undefined {
+  private tooLarge(parts: AwsMessageParts, max: number): string | undefined {
     return parts.bytes <= max ? undefined : awsTooLargeProblem(this.calls.service, parts, max);
   }
 }

@@ -85,42 +85,68 @@ const fitsAlone = (name: string, value: string): boolean =>
  * in `x-outbox-headers`. A binary payload is base64 in the body.
  */
 export function awsMessageParts(message: AwsOutgoingMessage): AwsMessageParts {
+  const own: [string, string][] = [
+    [OUTBOX_HEADER_MESSAGE_ID, message.messageId],
+    [OUTBOX_HEADER_TYPE, message.type],
+  ];
+  // A key SQS could not carry as text (a control character) is left out: the group id is the
+  // key's hash then, and consumers that need the key read it from the payload.
+  if (message.key !== null && isAwsText(message.key)) own.push([OUTBOX_HEADER_KEY, message.key]);
+  if (typeof message.payload !== 'string')
+    own.push([OUTBOX_HEADER_CONTENT_TYPE, message.contentType ?? 'application/octet-stream']);
+  return awsAttributesFitted(
+    awsBody(message.payload),
+    own,
+    Object.entries(message.headers),
+    (name) => TRACE_HEADERS.includes(name),
+  );
+}
+
+/** A payload as an SQS or SNS body: JSON text as it is, bytes in base64. */
+export function awsBody(payload: string | Buffer): string {
+  return typeof payload === 'string' ? payload : payload.toString('base64');
+}
+
+/**
+ * A message of `body` whose `own` attributes always travel alone (the caller makes sure they are
+ * fewer than ten and valid), and the `rest` one attribute each when all of them fit the ten and
+ * each is a valid attribute; otherwise the ones `kept` says (in their order, as room allows)
+ * still travel alone and the others as one JSON object in `x-outbox-headers`.
+ */
+export function awsAttributesFitted(
+  body: string,
+  own: readonly (readonly [string, string])[],
+  rest: readonly (readonly [string, string])[],
+  kept: (name: string) => boolean,
+): AwsMessageParts {
   const attributes: AwsMessageAttributes = {};
-  let bytes = 0;
+  let bytes = utf8(body);
   const put = (name: string, value: string): void => {
     attributes[name] = { DataType: 'String', StringValue: value };
     bytes += attributeBytes(name, value);
   };
-  put(OUTBOX_HEADER_MESSAGE_ID, message.messageId);
-  put(OUTBOX_HEADER_TYPE, message.type);
-  // A key SQS could not carry as text (a control character) is left out: the group id is the
-  // key's hash then, and consumers that need the key read it from the payload.
-  if (message.key !== null && isAwsText(message.key)) put(OUTBOX_HEADER_KEY, message.key);
-  const binary = typeof message.payload !== 'string';
-  if (binary) put(OUTBOX_HEADER_CONTENT_TYPE, message.contentType ?? 'application/octet-stream');
-  const body =
-    typeof message.payload === 'string' ? message.payload : message.payload.toString('base64');
-  bytes += utf8(body);
-
-  const headers = Object.entries(message.headers);
-  if (headers.length === 0) return { body, attributes, bytes };
-  const room = AWS_MAX_MESSAGE_ATTRIBUTES - Object.keys(attributes).length;
-  if (headers.length <= room && headers.every(([name, value]) => fitsAlone(name, value))) {
-    for (const [name, value] of headers) put(name, value);
+  for (const [name, value] of own) put(name, value);
+  if (rest.length === 0) return { body, attributes, bytes };
+  const room = AWS_MAX_MESSAGE_ATTRIBUTES - own.length;
+  if (rest.length <= room && rest.every(([name, value]) => fitsAlone(name, value))) {
+    for (const [name, value] of rest) put(name, value);
     return { body, attributes, bytes };
   }
-  // One slot goes to the JSON attribute; trace headers take what is left before it.
+  // One slot goes to the JSON attribute; the kept ones take what is left before it.
   let left = room - 1;
-  const rest: Record<string, string> = {};
-  for (const [name, value] of headers) {
-    if (left > 0 && TRACE_HEADERS.includes(name) && fitsAlone(name, value)) {
+  // No prototype: a "__proto__" header is kept as a name like any other.
+  const folded = Object.create(null) as Record<string, string>;
+  let any = false;
+  for (const [name, value] of rest) {
+    if (left > 0 && kept(name) && fitsAlone(name, value)) {
       put(name, value);
       left -= 1;
     } else {
-      rest[name] = value;
+      folded[name] = value;
+      any = true;
     }
   }
-  if (Object.keys(rest).length > 0) put(AWS_HEADERS_ATTRIBUTE, JSON.stringify(rest));
+  if (any) put(AWS_HEADERS_ATTRIBUTE, JSON.stringify(folded));
   return { body, attributes, bytes };
 }
 
@@ -145,5 +171,5 @@ export function awsMessageBytesBound(
 /** Why a message is too large for SQS or SNS, and what to do instead. */
 export function awsTooLargeProblem(service: string, parts: AwsMessageParts, max: number): string {
   const body = utf8(parts.body);
-  return `the message would be ${parts.bytes} bytes on ${service} (body ${body}, attributes ${parts.bytes - body}), over the limit of ${max} bytes (maxMessageBytes of the publisher). Store the payload elsewhere (e.g. S3) and enqueue a reference to it: the claim check in docs/publishers.md.`;
+  return `the message would be ${parts.bytes} bytes on ${service} (body ${body}, attributes ${parts.bytes - body}), over the limit of ${max} bytes (maxMessageBytes of the publisher). Send it by reference: the module's claimCheck option writes payloads over its threshold to S3 (or the outbox's own database) and sends a reference (docs/claim-check.md).`;
 }

@@ -1,4 +1,5 @@
 import type { KnownOptionKeys } from '../../options/option-checks';
+import type { OutboxCloudEvents } from '../cloud-events/outbox-cloud-events.port';
 import type { PublisherOptionChecks } from '../kit/publisher-options-check';
 import type { OutboxMessageDraft } from '../outbox-publisher.interface';
 
@@ -14,6 +15,7 @@ export const AWS_OPTION_KEYS = {
   client: true,
   maxConcurrentRequests: true,
   maxMessageBytes: true,
+  cloudEvents: true,
 } as const;
 
 /** The user's client, or the configuration of the one the publisher builds and owns. */
@@ -27,6 +29,8 @@ export interface AwsClientOption<C, Config> {
 export interface ResolvedAwsSharedOptions<C, Config> extends AwsClientOption<C, Config> {
   readonly maxConcurrentRequests: number;
   readonly maxMessageBytes: number;
+  /** What makes each message a CloudEvent; undefined sends plain outbox messages. */
+  readonly cloudEvents: OutboxCloudEvents | undefined;
 }
 
 /** The options of an SQS or SNS publisher, resolved, the destination under the kit's names. */
@@ -111,6 +115,7 @@ export function resolveAwsPublisherOptions<C extends object, Config extends obje
       AWS_MAX_MESSAGE_BYTES,
       ' bytes',
     ),
+    cloudEvents: checks.cloudEvents(given.cloudEvents),
   };
 }
 

@@ -6,6 +6,7 @@ import {
 } from '../kit/publisher-options-check';
 import type { ReconnectDelays } from '../kit/reconnect-backoff';
 import type { OutboxRecord } from '../../message/outbox-record.interface';
+import type { OutboxCloudEvents } from '../cloud-events/outbox-cloud-events.port';
 import type { NatsAuthenticator, NatsCredentials, NatsTlsOptions } from './nats-client';
 
 /** Options of {@link JetStreamPublisher}. */
@@ -57,6 +58,14 @@ export interface JetStreamPublisherOptions {
    * (an outage) instead of holding it, and the next publish or `ping()` connects again.
    */
   reconnect?: PublisherReconnectOption;
+  /**
+   * Sends messages as CloudEvents (the CloudEvents NATS binding): `cloudEvents({ source })` from
+   * `nestjs-outbox/cloudevents`. Binary mode puts every attribute in a `ce-*` header
+   * (percent-encoded, as the binding says); structured mode sends the event as a JSON body with
+   * `content-type: application/cloudevents+json`. `Nats-Msg-Id` is the message id either way.
+   * @default none (plain outbox messages)
+   */
+  cloudEvents?: OutboxCloudEvents;
 }
 
 /** Options with defaults applied and values checked. */
@@ -70,6 +79,7 @@ export interface ResolvedJetStreamPublisherOptions extends NatsCredentials {
   readonly connectTimeoutMs: number;
   readonly pingIntervalMs: number;
   readonly reconnect: ReconnectDelays;
+  readonly cloudEvents: OutboxCloudEvents | undefined;
 }
 
 // Every other key is refused: a misspelt option would silently keep its default.
@@ -89,6 +99,7 @@ const OPTION_KEYS = {
     connectTimeoutMs: true,
     pingIntervalMs: true,
     reconnect: true,
+    cloudEvents: true,
   } satisfies Record<keyof JetStreamPublisherOptions, true>,
   reconnect: RECONNECT_OPTION_KEYS,
 } satisfies KnownOptionKeys;
@@ -211,5 +222,6 @@ export function resolveJetStreamPublisherOptions(
     connectTimeoutMs: checks.connectTimeout(options.connectTimeoutMs, 'connectTimeoutMs'),
     pingIntervalMs: integer(options.pingIntervalMs, 10_000, 'pingIntervalMs', 1_000, 3_600_000),
     reconnect: checks.reconnect(options.reconnect),
+    cloudEvents: checks.cloudEvents(options.cloudEvents),
   };
 }

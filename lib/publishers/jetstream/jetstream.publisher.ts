@@ -17,8 +17,15 @@ import {
   OUTBOX_HEADER_CONTENT_TYPE,
   OUTBOX_HEADER_KEY,
   OUTBOX_HEADER_MESSAGE_ID,
+  OUTBOX_HEADER_SEQUENCE,
   OUTBOX_HEADER_TYPE,
 } from '../../outbox.constants';
+import {
+  CE_DASH_PREFIX,
+  percentEncoded,
+  STRUCTURED_CONTENT_TYPE,
+} from '../cloud-events/cloud-event-headers';
+import type { EncodedCloudEvent } from '../cloud-events/outbox-cloud-events.port';
 import type { OutboxPublisher, PublishOutcome } from '../outbox-publisher.interface';
 import { pastPublishDeadline } from '../publish-deadline';
 import {
@@ -187,6 +194,12 @@ export class JetStreamPublisher implements OutboxPublisher {
         `${JSON.stringify(String(subject))} is not a subject JetStream can publish to: ${problem}`,
       );
     }
+    let event: EncodedCloudEvent | undefined;
+    try {
+      event = this.#options.cloudEvents?.encode(record);
+    } catch (error) {
+      throw toPermanent(error, 'The message is no valid CloudEvent');
+    }
     return {
       index,
       record,
@@ -194,16 +207,27 @@ export class JetStreamPublisher implements OutboxPublisher {
       // JSON as text (the client encodes it as UTF-8); bytes as a view of their own realm's
       // Uint8Array, which is what the client checks for (a Buffer from another realm is not).
       data:
-        record.encoding === 'binary'
-          ? new Uint8Array(record.payload.buffer, record.payload.byteOffset, record.payload.length)
-          : record.payload,
-      headers: this.headersOf(record),
+        event?.mode === 'structured'
+          ? event.body
+          : record.encoding === 'binary'
+            ? new Uint8Array(
+                record.payload.buffer,
+                record.payload.byteOffset,
+                record.payload.length,
+              )
+            : record.payload,
+      headers: this.headersOf(record, event),
       expectedStream: this.#options.expectedStream(record),
       written: false,
     };
   }
 
-  private headersOf(record: OutboxRecord): NatsHeaderSet {
+  /**
+   * The message's headers, and the module's: the `x-outbox-*` ones, or a CloudEvent's (the NATS
+   * binding: in binary mode every attribute a `ce-` header, percent-encoded; in structured mode
+   * the content type of the JSON event format), with the per-key number as its `sequence`.
+   */
+  private headersOf(record: OutboxRecord, event: EncodedCloudEvent | undefined): NatsHeaderSet {
     const h = natsHeaders();
     try {
       for (const name of Object.keys(record.headers)) {
@@ -212,7 +236,18 @@ export class JetStreamPublisher implements OutboxPublisher {
             `its header "${name}" would be read by JetStream (Nats-* headers roll up, purge, expect or deduplicate): rename it`,
           );
         }
+        if (event !== undefined && name === OUTBOX_HEADER_SEQUENCE) continue;
         h.set(name, record.headers[name] ?? '');
+      }
+      if (event?.mode === 'structured') {
+        h.set('Content-Type', STRUCTURED_CONTENT_TYPE);
+        return h;
+      }
+      if (event !== undefined) {
+        for (const name in event.attributes)
+          h.set(`${CE_DASH_PREFIX}${name}`, percentEncoded(event.attributes[name] ?? ''));
+        h.set(`${CE_DASH_PREFIX}datacontenttype`, percentEncoded(event.contentType));
+        return h;
       }
       h.set(OUTBOX_HEADER_MESSAGE_ID, record.messageId);
       h.set(OUTBOX_HEADER_TYPE, record.type);

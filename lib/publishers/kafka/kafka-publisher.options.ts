@@ -10,6 +10,7 @@ import {
 } from 'kafkajs';
 import type { KnownOptionKeys, OptionFailure } from '../../options/option-checks';
 import { PublisherOptionChecks } from '../kit/publisher-options-check';
+import type { OutboxCloudEvents } from '../cloud-events/outbox-cloud-events.port';
 import type { OutboxRecord } from '../../message/outbox-record.interface';
 
 /** Producer settings a `KafkaPublisher` lets you change; the rest is fixed for correctness. */
@@ -65,6 +66,13 @@ export interface KafkaPublisherOptions {
   logLevel?: logLevel;
   /** Producer overrides. */
   producer?: KafkaPublisherProducerOptions;
+  /**
+   * Sends messages as CloudEvents (Kafka protocol binding): `cloudEvents({ source })` from
+   * `nestjs-outbox/cloudevents`. Binary mode puts the attributes in `ce_*` headers and the
+   * content type in `content-type`; structured mode sends the event as a JSON value. The key is
+   * the message key either way. @default none (plain outbox messages)
+   */
+  cloudEvents?: OutboxCloudEvents;
 }
 
 /** Options with defaults applied and values checked. */
@@ -86,6 +94,7 @@ export interface ResolvedKafkaPublisherOptions {
     readonly allowAutoTopicCreation: boolean;
     readonly metadataMaxAge: number | undefined;
   };
+  readonly cloudEvents: OutboxCloudEvents | undefined;
 }
 
 const SASL_MECHANISMS = ['plain', 'scram-sha-256', 'scram-sha-512', 'aws', 'oauthbearer'];
@@ -113,6 +122,7 @@ const OPTION_KEYS = {
     compression: true,
     logLevel: true,
     producer: true,
+    cloudEvents: true,
   } satisfies Record<keyof KafkaPublisherOptions, true>,
   retry: {
     retries: true,
@@ -349,5 +359,6 @@ export function resolveKafkaPublisherOptions(
     compression,
     logLevel: level,
     producer,
+    cloudEvents: checks.cloudEvents(options.cloudEvents),
   };
 }

@@ -24,6 +24,7 @@ import {
   OUTBOX_HEADER_TYPE,
 } from '../../outbox.constants';
 import { classifyKafkaError, isPermanentKafkaError } from '../kafka-error.classifier';
+import { kafkaCloudEvent } from './kafka-cloud-event';
 import {
   resolveKafkaPublisherOptions,
   type KafkaPublisherOptions,
@@ -173,7 +174,15 @@ export class KafkaPublisher implements OutboxPublisher {
       );
       return { ok: false, error };
     }
-    return { index, topic, message: this.toMessage(record) };
+    const cloudEvents = this.#options.cloudEvents;
+    if (cloudEvents === undefined) return { index, topic, message: this.toMessage(record) };
+    try {
+      const event = cloudEvents.encode(record);
+      const message = event === undefined ? this.toMessage(record) : kafkaCloudEvent(record, event);
+      return { index, topic, message };
+    } catch (error) {
+      return { ok: false, error: toPermanent(error, 'The message is no valid CloudEvent') };
+    }
   }
 
   /** Sends the batch on the current producer when its turn comes, waiting until `signal` aborts. */
@@ -259,6 +268,17 @@ export class KafkaPublisher implements OutboxPublisher {
   }
 
   private toMessage(record: OutboxRecord): OutgoingMessage {
+    const message: OutgoingMessage = {
+      key: record.key,
+      value: record.payload,
+      headers: this.outboxHeaders(record),
+    };
+    const partition = record.attributes?.kafka?.partition;
+    if (partition !== undefined) message.partition = partition;
+    return message;
+  }
+
+  private outboxHeaders(record: OutboxRecord): IHeaders {
     // Built property by property, not as spreads followed by more properties: Node runs that
     // shape many times slower, and this runs once per message (see toClaimedRecord). A header
     // named "__proto__" (refused at enqueue since, but possible in older rows) needs the spread:
@@ -270,10 +290,7 @@ export class KafkaPublisher implements OutboxPublisher {
     headers[OUTBOX_HEADER_TYPE] = record.type;
     // A binary payload is the value as it is; its content type travels as a header.
     if (record.encoding === 'binary') headers[OUTBOX_HEADER_CONTENT_TYPE] = record.contentType;
-    const message: OutgoingMessage = { key: record.key, value: record.payload, headers };
-    const partition = record.attributes?.kafka?.partition;
-    if (partition !== undefined) message.partition = partition;
-    return message;
+    return headers;
   }
 
   /**

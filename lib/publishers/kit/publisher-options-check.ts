@@ -1,4 +1,5 @@
 import { OptionChecks } from '../../options/option-checks';
+import type { OutboxCloudEvents } from '../cloud-events/outbox-cloud-events.port';
 import type { ReconnectDelays } from './reconnect-backoff';
 
 /** The `reconnect` option of a reconnecting publisher (RabbitMQ, Redis Streams, JetStream). */
@@ -88,4 +89,21 @@ export class PublisherOptionChecks extends OptionChecks {
     value: number | undefined,
     option: 'connectionTimeoutMs' | 'connectTimeoutMs',
   ): number => this.integer(value, 5_000, option, 100, 600_000);
+
+  /** The `cloudEvents` option: what `cloudEvents()` of `nestjs-outbox/cloudevents` made, or nothing. */
+  readonly cloudEvents = (value: unknown): OutboxCloudEvents | undefined => {
+    if (value === undefined) return undefined;
+    if (
+      typeof value !== 'object' ||
+      value === null ||
+      typeof (value as { encode?: unknown }).encode !== 'function'
+    ) {
+      this.fail(
+        'cloudEvents',
+        `${this.show(value)} is not what cloudEvents() makes`,
+        "Pass cloudEvents({ source: '/my-service' }) from nestjs-outbox/cloudevents, or leave it out to send plain outbox messages.",
+      );
+    }
+    return value as OutboxCloudEvents;
+  };
 }

@@ -1,5 +1,6 @@
 import 'reflect-metadata';
 import { OutboxOptionsError } from '../../errors/outbox-options.error';
+import { refuseUnknownCallOptions } from '../../internal/known-keys';
 import { OUTBOX_HANDLER_METADATA } from '../../outbox.constants';
 import { LocalMessages } from './local.messages';
 import type {
@@ -10,6 +11,10 @@ import type {
 /** A method that can handle outbox messages: it takes the message (or nothing). */
 export type OutboxHandlerMethod = (message: OutboxHandlerMessage<never>) => unknown;
 
+const OPTION_KEYS = {
+  '': { topic: true, type: true } satisfies Record<keyof OnOutboxMessageOptions, true>,
+} as const;
+
 function subscriptionOf(topicOrOptions: string | OnOutboxMessageOptions): OnOutboxMessageOptions {
   const options = typeof topicOrOptions === 'string' ? { topic: topicOrOptions } : topicOrOptions;
   if (typeof options !== 'object' || options === null) {
@@ -18,6 +23,8 @@ function subscriptionOf(topicOrOptions: string | OnOutboxMessageOptions): OnOutb
       'topic',
     );
   }
+  // `{ topic, typ }` would otherwise handle every message of the topic.
+  refuseUnknownCallOptions('@OnOutboxMessage()', options, OPTION_KEYS);
   if (typeof options.topic !== 'string' || options.topic === '') {
     throw new OutboxOptionsError(
       LocalMessages.badSubscription('topic', 'must be a non-empty string'),

@@ -81,6 +81,14 @@ export interface ClientProxyPublisherOptions {
   mode?: 'emit' | 'send';
   /** Also close the client when the module shuts down. @default false (the client is yours) */
   closeClient?: boolean;
+  /**
+   * Not supported: refused with `OutboxOptionsError`. Nest's clients send their own packet
+   * (`{ pattern, data }`) as the body on RMQ, NATS, Redis, MQTT and TCP, which no CloudEvents
+   * binding reads as an event; send CloudEvents with the broker's own publisher
+   * (`KafkaPublisher`, `RabbitMqPublisher`, `JetStreamPublisher`, `RedisStreamsPublisher`,
+   * `SqsPublisher`, `SnsPublisher`).
+   */
+  cloudEvents?: never;
 }
 
 const CLIENT_PROXY_PUBLISHER_OPTION_KEYS = {
@@ -89,6 +97,7 @@ const CLIENT_PROXY_PUBLISHER_OPTION_KEYS = {
   toData: true,
   mode: true,
   closeClient: true,
+  cloudEvents: true,
 } satisfies Record<keyof ClientProxyPublisherOptions, true>;
 
 // Error codes of a client that cannot reach its broker: Node socket and DNS errors (TCP, Redis,
@@ -270,6 +279,13 @@ export class ClientProxyPublisher implements OutboxPublisher {
     // A misspelt option (`timeout` for `timeoutMs`) would otherwise leave its default in place.
     const checks = new OptionChecks('ClientProxyPublisher');
     checks.knownKeys(options, { '': CLIENT_PROXY_PUBLISHER_OPTION_KEYS });
+    if (options.cloudEvents !== undefined) {
+      checks.fail(
+        'cloudEvents',
+        "ClientProxyPublisher does not send CloudEvents: Nest's clients put their own packet ({ pattern, data }) in the body on RMQ, NATS, Redis, MQTT and TCP, which no CloudEvents binding reads as an event",
+        'Send CloudEvents with the broker\'s own publisher and its cloudEvents option (KafkaPublisher, RabbitMqPublisher, JetStreamPublisher, RedisStreamsPublisher, SqsPublisher, SnsPublisher; docs/publishers.md, "CloudEvents"), or leave the option out.',
+      );
+    }
     this.timeoutMs = checks.integer(
       options.timeoutMs,
       5_000,

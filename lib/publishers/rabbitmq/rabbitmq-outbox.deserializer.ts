@@ -1,8 +1,10 @@
+import { isStructuredCloudEvent } from '../cloud-events/received-cloud-event';
 import { publishIdOf } from './rabbitmq-publish-id';
 
 /** What a Nest RMQ server hands its deserializer with a message (the AMQP properties). */
 export interface RabbitMqMessageProperties {
   readonly type?: unknown;
+  readonly contentType?: unknown;
   readonly headers?: Readonly<Record<string, unknown>> | null;
   readonly correlationId?: unknown;
 }
@@ -28,6 +30,12 @@ export interface RabbitMqOutboxIncomingEvent {
  * });
  * ```
  *
+ * Messages sent as CloudEvents (`RabbitMqPublisher`'s `cloudEvents` option) reach the handler
+ * of their type too: in binary mode the body is the payload, as for a plain message; in
+ * structured mode the handler gets the event's data (`data`, or the bytes of `data_base64` as a
+ * `Buffer`), not the envelope. The event's attributes stay on the AMQP message (`@Ctx()
+ * context.getMessage()`), where `messageIdFromRpcContext` and `sequenceOf` read them.
+ *
  * Only messages that carry the publisher's `x-outbox-publish-id` header (or, sent with
  * `outboxHeaders: false`, its `x-outbox-publish:` correlation id) are read so. Everything
  * else on the queue (what a Nest `ClientRMQ` emits or sends, `ClientProxyPublisher` over RMQ
@@ -41,7 +49,11 @@ export class RabbitMqOutboxDeserializer {
     if (properties !== undefined && publishIdOf(properties) !== undefined) {
       return {
         pattern: typeof properties.type === 'string' ? properties.type : undefined,
-        data: value,
+        data: isStructuredCloudEvent(
+          typeof properties.contentType === 'string' ? properties.contentType : undefined,
+        )
+          ? dataOfEvent(value)
+          : value,
       };
     }
     return isNestPacket(value) ? value : { pattern: undefined, data: value };
@@ -53,4 +65,17 @@ function isNestPacket(value: unknown): value is RabbitMqOutboxIncomingEvent {
   if (typeof value !== 'object' || value === null) return false;
   const packet = value as { pattern?: unknown; data?: unknown };
   return packet.pattern !== undefined || packet.data !== undefined;
+}
+
+/**
+ * The data of a structured CloudEvent as Nest's RMQ server parsed the body (JSON): `data`, or
+ * `data_base64` as bytes (none for an event without data); a body that is no event is handed
+ * over as it is.
+ */
+function dataOfEvent(value: unknown): unknown {
+  if (typeof value !== 'object' || value === null) return value;
+  const event = value as { specversion?: unknown; data?: unknown; data_base64?: unknown };
+  if (typeof event.specversion !== 'string') return value;
+  if (typeof event.data_base64 === 'string') return Buffer.from(event.data_base64, 'base64');
+  return event.data;
 }

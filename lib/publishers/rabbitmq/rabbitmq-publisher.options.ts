@@ -7,6 +7,7 @@ import {
 } from '../kit/publisher-options-check';
 import type { ReconnectDelays } from '../kit/reconnect-backoff';
 import type { OutboxRecord } from '../../message/outbox-record.interface';
+import type { OutboxCloudEvents } from '../cloud-events/outbox-cloud-events.port';
 
 /** Options of {@link RabbitMqPublisher}. */
 export interface RabbitMqPublisherOptions {
@@ -55,6 +56,14 @@ export interface RabbitMqPublisherOptions {
    * @default true
    */
   outboxHeaders?: boolean;
+  /**
+   * Sends messages as CloudEvents (the CloudEvents AMQP binding): `cloudEvents({ source })` from
+   * `nestjs-outbox/cloudevents`. Binary mode puts the attributes in `cloudEvents_*` headers and
+   * the content type in the `content-type` property; structured mode sends the event as a JSON
+   * body. Such a message has no `x-outbox-*` headers (`outboxHeaders` applies to the others).
+   * @default none (plain outbox messages)
+   */
+  cloudEvents?: OutboxCloudEvents;
 }
 
 /** Options with defaults applied and values checked. */
@@ -72,6 +81,7 @@ export interface ResolvedRabbitMqPublisherOptions {
   readonly connectionName: string;
   readonly appId: string | undefined;
   readonly outboxHeaders: boolean;
+  readonly cloudEvents: OutboxCloudEvents | undefined;
 }
 
 // Every other key is refused: a misspelt option would silently keep its default.
@@ -90,6 +100,7 @@ const OPTION_KEYS = {
     connectionName: true,
     appId: true,
     outboxHeaders: true,
+    cloudEvents: true,
   } satisfies Record<keyof RabbitMqPublisherOptions, true>,
   reconnect: RECONNECT_OPTION_KEYS,
 } satisfies KnownOptionKeys;
@@ -196,5 +207,6 @@ export function resolveRabbitMqPublisherOptions(
     connectionName,
     appId: options.appId,
     outboxHeaders,
+    cloudEvents: checks.cloudEvents(options.cloudEvents),
   };
 }

@@ -12,7 +12,9 @@ import { PermanentPublishError } from '../../errors/permanent-publish.error';
 import { PublisherUnavailableError } from '../../errors/publisher-unavailable.error';
 import type { OutboxPublisher, PublishOutcome } from '../outbox-publisher.interface';
 import { pastPublishDeadline } from '../publish-deadline';
-import { abortReason, toUnavailable } from '../kit/publish-abort';
+import { abortReason, toPermanent, toUnavailable } from '../kit/publish-abort';
+import { STRUCTURED_CONTENT_TYPE } from '../cloud-events/cloud-event-headers';
+import type { EncodedCloudEvent } from '../cloud-events/outbox-cloud-events.port';
 import { publishRound, type PublishOutcomes } from '../kit/publish-round';
 import { couldNotConnect, ReconnectingConnection } from '../kit/reconnecting-connection';
 import type { OutboxRecord } from '../../message/outbox-record.interface';
@@ -21,6 +23,7 @@ import { describeError } from '../../internal/describe-error';
 import {
   OUTBOX_HEADER_KEY,
   OUTBOX_HEADER_MESSAGE_ID,
+  OUTBOX_HEADER_SEQUENCE,
   OUTBOX_HEADER_TYPE,
 } from '../../outbox.constants';
 import { closeAmqp, destroyAmqpSocket } from './amqp-close';
@@ -44,6 +47,8 @@ interface Item {
   readonly record: OutboxRecord;
   readonly exchange: string;
   readonly routingKey: string;
+  /** The message as a CloudEvent, with the `cloudEvents` option (unless its type is sent plain). */
+  readonly event?: EncodedCloudEvent;
 }
 
 /**
@@ -93,6 +98,8 @@ interface ConnectionState {
 }
 
 const RESERVED_HEADERS = new Set(['cc', 'bcc']);
+/** The AMQP binding's prefix of attribute names in binary mode (`cloudEvents:` is the other). */
+export const AMQP_CLOUDEVENTS_PREFIX = 'cloudEvents_';
 // The module's own headers, after the message's, in this order (see properties()).
 const OUTBOX_HEADERS = [
   OUTBOX_HEADER_MESSAGE_ID,
@@ -187,15 +194,24 @@ export class RabbitMqPublisher implements OutboxPublisher {
 
   publish(records: readonly OutboxRecord[], signal: AbortSignal): Promise<PublishOutcome[]> {
     return publishRound(records, signal, {
-      item: (record, index): Item => {
+      item: (record, index): Item | PublishOutcome => {
         // A message's own exchange or routing key (broker attributes) wins over the route.
         const own = record.attributes?.rabbitmq;
-        return {
+        const item: Item = {
           index,
           record,
           exchange: own?.exchange ?? this.#options.exchange(record),
           routingKey: own?.routingKey ?? this.#options.routingKey(record),
         };
+        const cloudEvents = this.#options.cloudEvents;
+        if (cloudEvents === undefined) return item;
+        let event: EncodedCloudEvent | undefined;
+        try {
+          event = cloudEvents.encode(record);
+        } catch (error) {
+          return { ok: false, error: toPermanent(error, 'The message is no valid CloudEvent') };
+        }
+        return event === undefined ? item : { ...item, event };
       },
       send: (items, outcomes) => this.send(items, outcomes, signal),
       unanswered: () =>
@@ -481,14 +497,17 @@ export class RabbitMqPublisher implements OutboxPublisher {
     try {
       // Confirms are taken from the channel's ack/nack events by delivery tag (see openChannel),
       // not from this callback, which amqplib also calls with an error when the channel closes.
-      const ok = state.channel.publish(
-        item.exchange,
-        item.routingKey,
-        typeof item.record.payload === 'string'
-          ? Buffer.from(item.record.payload, 'utf8')
-          : item.record.payload,
-        this.properties(item.record, publishId),
-      );
+      const ok =
+        item.event === undefined
+          ? state.channel.publish(
+              item.exchange,
+              item.routingKey,
+              typeof item.record.payload === 'string'
+                ? Buffer.from(item.record.payload, 'utf8')
+                : item.record.payload,
+              this.properties(item.record, publishId),
+            )
+          : this.publishCloudEvent(state, item, item.event, publishId);
       if (!ok) state.needsDrain = true;
     } catch (error) {
       // The message never left. amqplib throws a TypeError or RangeError while encoding a frame
@@ -557,6 +576,63 @@ export class RabbitMqPublisher implements OutboxPublisher {
       routingKey,
       code,
     );
+  }
+
+  /**
+   * A message as a CloudEvent (the CloudEvents AMQP binding, on AMQP 0-9-1's headers table for
+   * its application properties): in binary mode each attribute a `cloudEvents_` header (the
+   * separator the binding prefers, which JMS selectors accept), `datacontenttype` the
+   * `content-type` property and the payload the body; in structured mode the event as the JSON
+   * body with `content-type: application/cloudevents+json`. No `x-outbox-*` headers: the
+   * `messageId`, `type` and `timestamp` properties are set as for any message, and the publish
+   * id goes in `correlationId`.
+   */
+  private publishCloudEvent(
+    state: ChannelState,
+    item: Item,
+    event: EncodedCloudEvent,
+    publishId: string,
+  ): boolean {
+    const { record } = item;
+    // The per-key number is the event's `sequence` attribute (as in headersBesideCloudEvent).
+    const own = Object.keys(record.headers).filter(
+      (name) => name !== OUTBOX_HEADER_SEQUENCE && !RESERVED_HEADERS.has(name.toLowerCase()),
+    );
+    const attributes = event.mode === 'binary' ? Object.keys(event.attributes) : [];
+    // A reused table per set of names, as for plain messages (see RabbitMqHeaderTables).
+    const headers = this.#headerTables.tableFor(
+      attributes.length === 0
+        ? own
+        : [...own, ...attributes.map((name) => `${AMQP_CLOUDEVENTS_PREFIX}${name}`)],
+      false,
+    );
+    for (const name of own) headers[name] = record.headers[name];
+    let body: Buffer;
+    let contentType: string;
+    if (event.mode === 'binary') {
+      for (const name of attributes)
+        headers[`${AMQP_CLOUDEVENTS_PREFIX}${name}`] = event.attributes[name];
+      body = typeof record.payload === 'string' ? Buffer.from(record.payload) : record.payload;
+      contentType = event.contentType;
+    } else {
+      body = Buffer.from(event.body);
+      contentType = STRUCTURED_CONTENT_TYPE;
+    }
+    assertHeadersFit(headers);
+    const broker = record.attributes?.rabbitmq;
+    return state.channel.publish(item.exchange, item.routingKey, body, {
+      persistent: true,
+      mandatory: true,
+      messageId: record.messageId,
+      type: record.type,
+      timestamp: Math.floor(record.createdAt.getTime() / 1000),
+      contentType,
+      ...(broker?.priority === undefined ? {} : { priority: broker.priority }),
+      ...(broker?.expiration === undefined ? {} : { expiration: String(broker.expiration) }),
+      appId: this.#options.appId,
+      correlationId: `${RABBITMQ_PUBLISH_ID_CORRELATION_PREFIX}${publishId}`,
+      headers,
+    });
   }
 
   private properties(record: OutboxRecord, publishId: string): Options.Publish {

@@ -7,6 +7,7 @@ import {
 } from '../kit/publisher-options-check';
 import type { ReconnectDelays } from '../kit/reconnect-backoff';
 import type { OutboxRecord } from '../../message/outbox-record.interface';
+import type { OutboxCloudEvents } from '../cloud-events/outbox-cloud-events.port';
 
 /**
  * How each stream is trimmed as entries are added (`XADD … MAXLEN|MINID [~|=] threshold`). One
@@ -77,6 +78,14 @@ export interface RedisStreamsPublisherOptions {
   reconnect?: PublisherReconnectOption;
   /** `CLIENT SETNAME` of the connection, shown by `CLIENT LIST`. @default 'nestjs-outbox' */
   connectionName?: string;
+  /**
+   * Sends messages as CloudEvents: `cloudEvents({ source })` from `nestjs-outbox/cloudevents`.
+   * CloudEvents defines no Redis binding: in binary mode every attribute is a `ce_<name>` field
+   * (`ce_datacontenttype` too) and the payload the `payload` field; in structured mode a
+   * `content-type` field says `application/cloudevents+json` and `payload` is the event.
+   * @default none (plain outbox messages)
+   */
+  cloudEvents?: OutboxCloudEvents;
 }
 
 /** The trim of every entry, as its XADD arguments; undefined when streams are not trimmed. */
@@ -98,6 +107,7 @@ export interface ResolvedRedisStreamsPublisherOptions {
   readonly connectionTimeoutMs: number;
   readonly reconnect: ReconnectDelays;
   readonly connectionName: string;
+  readonly cloudEvents: OutboxCloudEvents | undefined;
 }
 
 // Every other key is refused: a misspelt option would silently keep its default.
@@ -113,6 +123,7 @@ const OPTION_KEYS = {
     connectionTimeoutMs: true,
     reconnect: true,
     connectionName: true,
+    cloudEvents: true,
   } satisfies Record<keyof RedisStreamsPublisherOptions, true>,
   reconnect: RECONNECT_OPTION_KEYS,
   waitForReplicas: { replicas: true, timeoutMs: true } satisfies Record<
@@ -336,5 +347,6 @@ export function resolveRedisStreamsPublisherOptions(
     connectionTimeoutMs: checks.connectTimeout(options.connectionTimeoutMs, 'connectionTimeoutMs'),
     reconnect: checks.reconnect(options.reconnect),
     connectionName,
+    cloudEvents: checks.cloudEvents(options.cloudEvents),
   };
 }

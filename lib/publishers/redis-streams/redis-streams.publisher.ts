@@ -14,7 +14,12 @@ import {
 } from '../../outbox.constants';
 import type { OutboxPublisher, PublishOutcome } from '../outbox-publisher.interface';
 import { pastPublishDeadline } from '../publish-deadline';
-import { abortReason as abortedBy, toUnavailable } from '../kit/publish-abort';
+import { abortReason as abortedBy, toPermanent, toUnavailable } from '../kit/publish-abort';
+import {
+  headersBesideCloudEvent,
+  STRUCTURED_CONTENT_TYPE,
+} from '../cloud-events/cloud-event-headers';
+import type { EncodedCloudEvent } from '../cloud-events/outbox-cloud-events.port';
 import { failUnanswered, publishRound, type PublishOutcomes } from '../kit/publish-round';
 import { ReconnectingConnection } from '../kit/reconnecting-connection';
 import { classifyRedisError, redisErrorCode } from './redis-reply.classifier';
@@ -27,6 +32,9 @@ import {
 
 /** The field of an entry that holds the message's payload: its JSON text, or its bytes. */
 export const REDIS_STREAM_PAYLOAD_FIELD = 'payload';
+
+/** The prefix of a CloudEvent's attribute fields in binary mode (the Kafka binding's). */
+export const REDIS_CLOUDEVENTS_PREFIX = 'ce_';
 
 /** One message of a batch on its way out: its XADD arguments and its position in the batch. */
 interface Entry {
@@ -179,7 +187,13 @@ export class RedisStreamsPublisher implements OutboxPublisher {
         ),
       };
     }
-    return { index, stream, args: this.xadd(record, stream, trim) };
+    let event: EncodedCloudEvent | undefined;
+    try {
+      event = this.#options.cloudEvents?.encode(record);
+    } catch (error) {
+      return { ok: false, error: toPermanent(error, 'The message is no valid CloudEvent') };
+    }
+    return { index, stream, args: this.xadd(record, stream, trim, event) };
   }
 
   /** `XADD`'s arguments for one message (the command name aside). */
@@ -187,6 +201,7 @@ export class RedisStreamsPublisher implements OutboxPublisher {
     record: OutboxRecord,
     stream: string,
     trim: string[] | undefined,
+    event?: EncodedCloudEvent,
   ): (string | Buffer)[] {
     const args: (string | Buffer)[] = [stream];
     if (!this.#options.createStreams) args.push('NOMKSTREAM');
@@ -194,6 +209,7 @@ export class RedisStreamsPublisher implements OutboxPublisher {
     if (maxLen !== undefined) {
       args.push('MAXLEN', this.#options.trim?.exact === true ? '=' : '~', String(maxLen));
     } else if (trim !== undefined) args.push(...trim);
+    if (event !== undefined) return this.cloudEventFields(args, record, event);
     args.push('*', OUTBOX_HEADER_MESSAGE_ID, record.messageId, OUTBOX_HEADER_TYPE, record.type);
     if (record.key !== null) args.push(OUTBOX_HEADER_KEY, record.key);
     if (record.encoding === 'binary') args.push(OUTBOX_HEADER_CONTENT_TYPE, record.contentType);
@@ -201,6 +217,32 @@ export class RedisStreamsPublisher implements OutboxPublisher {
     for (const name in headers) args.push(name, headers[name] as string);
     // Last, so that a consumer reading the entry into an object gets the payload even when a
     // header has the same name.
+    args.push(REDIS_STREAM_PAYLOAD_FIELD, record.payload);
+    return args;
+  }
+
+  /**
+   * The fields of a message sent as a CloudEvent (CloudEvents has no Redis binding; these follow
+   * the Kafka binding's names): in binary mode each attribute a `ce_` field, `ce_datacontenttype`
+   * included, and the payload as it is; in structured mode a `content-type` field and the event
+   * as the payload. The message's own headers, but its per-key number (the `sequence`
+   * attribute), come before, the payload last, as for a plain message.
+   */
+  private cloudEventFields(
+    args: (string | Buffer)[],
+    record: OutboxRecord,
+    event: EncodedCloudEvent,
+  ): (string | Buffer)[] {
+    args.push('*');
+    const headers = headersBesideCloudEvent(record.headers);
+    for (const name in headers) args.push(name, headers[name] as string);
+    if (event.mode === 'structured') {
+      args.push('content-type', STRUCTURED_CONTENT_TYPE, REDIS_STREAM_PAYLOAD_FIELD, event.body);
+      return args;
+    }
+    for (const name in event.attributes)
+      args.push(`${REDIS_CLOUDEVENTS_PREFIX}${name}`, event.attributes[name] as string);
+    args.push(`${REDIS_CLOUDEVENTS_PREFIX}datacontenttype`, event.contentType);
     args.push(REDIS_STREAM_PAYLOAD_FIELD, record.payload);
     return args;
   }

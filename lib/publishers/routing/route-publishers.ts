@@ -1,3 +1,4 @@
+import { refuseUnknownCallOptions } from '../../internal/known-keys';
 import { OutboxOptionsError } from '../../errors/outbox-options.error';
 import { PermanentPublishError } from '../../errors/permanent-publish.error';
 import { PublisherUnavailableError } from '../../errors/publisher-unavailable.error';
@@ -73,6 +74,9 @@ function compile(options: RoutePublishersOptions): CompiledRoute[] {
  * asked; `checkEnqueue()` asks the publisher of the message's topic.
  */
 export function routePublishers(options: RoutePublishersOptions): OutboxPublisher {
+  refuseUnknownCallOptions('routePublishers()', options, {
+    '': { routes: true, fallback: true } satisfies Record<keyof RoutePublishersOptions, true>,
+  });
   const routes = compile(options);
   const fallback = options.fallback;
   if (routes.length === 0 && fallback === undefined) {

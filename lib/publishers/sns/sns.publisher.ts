@@ -31,7 +31,8 @@ type Entry = Omit<PublishBatchRequestEntry, 'Id'>;
  * base64, with `x-outbox-content-type`); the message id, type, key and headers travel as message
  * attributes exactly as with `SqsPublisher` (at most ten, the headers folded into one JSON
  * attribute, `x-outbox-headers`, when they do not fit), so an SQS queue subscribed with raw
- * message delivery receives the same message `SqsPublisher` would send.
+ * message delivery receives the same message `SqsPublisher` would send, a CloudEvent too with
+ * the `cloudEvents` option.
  *
  * On a FIFO topic (`.fifo`), `MessageGroupId` is the message's key and `MessageDeduplicationId`
  * its message id: SNS orders each group and drops a copy sent again within five minutes, and

@@ -11,6 +11,7 @@ export {
 export {
   readOutboxSqsMessage,
   type ReceivedOutboxMessage,
+  type ReceivedSqsCloudEvent,
   type SqsMessageAttributeLike,
   type SqsMessageLike,
 } from '../aws/aws-received-message';

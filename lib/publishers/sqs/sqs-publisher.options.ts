@@ -9,6 +9,7 @@ import {
   type ResolvedAwsSharedOptions,
 } from '../aws/aws-publisher.options';
 import type { OutboxMessageDraft } from '../outbox-publisher.interface';
+import type { OutboxCloudEvents } from '../cloud-events/outbox-cloud-events.port';
 
 /** Options of {@link SqsPublisher}. */
 export interface SqsPublisherOptions {
@@ -40,6 +41,17 @@ export interface SqsPublisherOptions {
    * else the last queue published to, else `ListQueues` (which needs `sqs:ListQueues`)
    */
   pingQueue?: string;
+  /**
+   * Sends messages as CloudEvents: `cloudEvents({ source })` from `nestjs-outbox/cloudevents`.
+   * CloudEvents defines no SQS binding; the attributes are written as the HTTP binding writes
+   * headers: in binary mode `ce-<name>` message attributes (values percent-encoded),
+   * `datacontenttype` the `content-type` attribute and the payload the body; in structured mode
+   * the event as the body with `content-type: application/cloudevents+json`. Of the ten
+   * attributes a message may carry, the required ones always travel alone and what does not fit
+   * goes into one JSON attribute, `x-outbox-headers` (docs/publishers.md, "CloudEvents").
+   * @default none (plain outbox messages)
+   */
+  cloudEvents?: OutboxCloudEvents;
 }
 
 /** Options with defaults applied and values checked. */

@@ -50,7 +50,8 @@ const isUrl = (queue: string): boolean => /^https?:\/\//.test(queue);
  * base64, with `x-outbox-content-type`); the message id, type and key travel as the message
  * attributes `x-outbox-message-id`, `x-outbox-type` and `x-outbox-key`, the headers as
  * attributes of their own while they fit SQS's ten (else as one JSON attribute,
- * `x-outbox-headers`).
+ * `x-outbox-headers`). With `cloudEvents`, each message is a CloudEvent instead (`ce-*`
+ * attributes, or the event as the body; see {@link SqsPublisherOptions.cloudEvents}).
  *
  * On a FIFO queue (`.fifo`), `MessageGroupId` is the message's key (SQS orders each group) and
  * `MessageDeduplicationId` its message id, so a message sent twice within SQS's five-minute

@@ -51,6 +51,8 @@ export const mysqlAdmin: AdminDialect = {
   deliveredBefore: (p, at) => `o.delivered_at < ${p.add(utcText(at))}`,
   deliveredAtOrAfter: (p, at) => `o.delivered_at >= ${p.add(utcText(at))}`,
   // One collation for the outbox's NO PAD columns and the archive's, which a UNION needs.
+  deliveredAgeMs: ms('o.delivered_at'),
+  headerText: (name) => `JSON_UNQUOTE(JSON_EXTRACT(o.headers, '$."${name}"'))`,
   redriveColumns: (origin) =>
     `${origin} AS origin, o.message_id, o.topic COLLATE utf8mb4_bin AS topic,
   o.message_key COLLATE utf8mb4_bin AS message_key, o.event_type COLLATE utf8mb4_bin AS event_type,

@@ -1,3 +1,5 @@
+import { mysqlSubjectKeys, mysqlSubjectKeysTables } from './mysql.subject-keys-sql';
+import { mysqlClaimChecks, mysqlClaimCheckTable } from './mysql.claim-check-sql';
 import { MYSQL_CONSOLE_AUDIT_SQL } from './mysql.audit-sql';
 import { OutboxTableMissingError } from '../../errors/outbox-table-missing.error';
 import { describeError } from '../../internal/describe-error';
@@ -71,6 +73,8 @@ export const mysqlDatabase: OutboxDatabase<'mysql'> = {
     },
     tenantColumn: mysqlTenantColumn,
     fallbackOutcome: mysqlFallbackOutcome,
+    claimCheckTable: mysqlClaimCheckTable,
+    subjectKeysTables: mysqlSubjectKeysTables,
     cleanerIndexes: {
       ensure: mysqlEnsureCleanerIndex,
       has: mysqlHasCleanerIndex,
@@ -155,6 +159,8 @@ export const mysqlDatabase: OutboxDatabase<'mysql'> = {
   },
   admin: mysqlAdmin,
   audit: MYSQL_CONSOLE_AUDIT_SQL,
+  claimChecks: mysqlClaimChecks,
+  subjectKeys: mysqlSubjectKeys,
   inbox: {
     createTable: mysqlInboxTable,
     dropTable: mysqlInboxDrop,

@@ -36,7 +36,9 @@ export const mysqlTenantColumn: SchemaPartSql = {
     }
     if (!has.index) {
       await run(
-        `ALTER TABLE ${n.table} ADD KEY ${n.quote(tenantIndexName(n))} (status, tenant_id, available_at, id)`,
+        // In place, writes allowed while it builds: the server refuses the ALTER rather than
+        // take a lock that blocks them.
+        `ALTER TABLE ${n.table} ADD KEY ${n.quote(tenantIndexName(n))} (status, tenant_id, available_at, id), ALGORITHM=INPLACE, LOCK=NONE`,
       );
     }
   },

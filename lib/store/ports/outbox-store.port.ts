@@ -68,6 +68,11 @@ export interface Settlement {
     error: string;
     errorClass: string;
     unpublished?: boolean;
+    /**
+     * Its own policy lets its key's later messages go past it (`onDeadLetter: 'skip'`): decided
+     * per row, never from what its key's other rows did in the same batch.
+     */
+    advancesKey?: boolean;
   }[];
   /**
    * Handed back with the claim's attempt given back (outage, shutdown), due again after
@@ -243,6 +248,14 @@ export interface OutboxEnqueuePort {
 }
 
 /**
+ * How far one takeover look goes (OwnerLiveness): `probe`, only the owners seen holding their
+ * lock at the last list, each tried by its lock (no read of the server's lock table); `list`,
+ * those, after reading which owners hold a lock now; `full`, every owner with a lease in the
+ * table too.
+ */
+export type TakeoverLook = 'probe' | 'list' | 'full';
+
+/**
  * What the delivery sources and their pipeline call: claims (by window, by id, by tenant),
  * the park of stuck keys, settle and lease renewal, fast takeover's owner locks, wake-ups and
  * partitioned delivery.
@@ -318,12 +331,19 @@ export interface OutboxDeliveryPort {
    */
   unlockOwner?(session: SqlRunner): Promise<void>;
   /**
+   * Takes the table's `'leases'` mode lock, shared, on the owner-lock `session` (given up with
+   * the owner lock), unless dispatchers of the `'partitions'` mode deliver from the table: then
+   * nothing is kept, and the answer names them. Left out where the database has no
+   * `'partitions'` mode.
+   */
+  enterLeasesMode?(session: SqlRunner): Promise<readonly string[]>;
+  /**
    * Ends `graceMs` from now (on the database clock) the owner leases whose owner lock no
    * session holds any more: their process ended, or lost the session it held the lock on and
-   * stops publishing before the grace ends. `full`: look at every owner with a lease, not only
-   * those seen holding their lock at the last call. Returns how many leases it shortened.
+   * stops publishing before the grace ends. Returns how many leases it shortened. `look` says
+   * how far to look, where the database tells them apart (`TakeoverLook`).
    */
-  shortenOrphanedLeases?(graceMs: number, full: boolean): Promise<number>;
+  shortenOrphanedLeases?(graceMs: number, look: TakeoverLook): Promise<number>;
   /** Wake-ups from other processes (PostgreSQL LISTEN). Resolves to an unsubscribe function. */
   listen?(onWake: () => void): Promise<() => Promise<void>>;
   /**
@@ -410,14 +430,55 @@ export interface OutboxStore
 /** A partition held by this instance, and the fencing generation it holds it at. */
 export type PartitionFence = ReadonlyMap<number, string>;
 
+/** A dispatcher process delivering by partitions. */
+export interface PartitionMember {
+  /**
+   * The process's own id (its `instanceId` and a random part made at its start): ownership
+   * belongs to a process, whatever label it was given.
+   */
+  readonly id: string;
+  /** The `instanceId` it was given. */
+  readonly label: string;
+  /** How long each of its heartbeats holds (its `partitionTimeoutMs`): what takers honour. */
+  readonly validMs: number;
+}
+
+/** What one heartbeat answers. */
+export interface PartitionBeat {
+  /** Whether this process delivers: false while a dispatcher of the `'leases'` mode works. */
+  readonly working: boolean;
+  /** The other processes delivering by partitions, live by their own promise, by id. */
+  readonly live: readonly string[];
+  /** Whether another live process was given this one's `instanceId`. */
+  readonly labelShared: boolean;
+  /** What the owners table says this process owns now, with the generations. */
+  readonly owned: PartitionFence;
+}
+
+/** What a partition owner's settle changed. */
+export interface OwnedSettle {
+  /** Rows of the batch settled (fewer than asked: a partition moved on). */
+  readonly changed: number;
+  /** Rows parked behind the keys it moved on, pending again (below the owner's read floor). */
+  readonly promoted: number;
+}
+
+/** A partition taken: its generation, and its owner before (null when free). */
+export interface TakenPartition {
+  readonly generation: string;
+  readonly previous: string | null;
+}
+
 /** One holder of delivery partitions, as the admin views show it. */
 export interface OutboxPartitionOwner {
-  /** The dispatcher's `instanceId`; null for the partitions no one holds. */
+  /** The dispatcher process's id; null for the partitions no one holds. */
   readonly owner: string | null;
+  /** Its `instanceId` (several processes may share one); null for the partitions no one holds. */
+  readonly label: string | null;
   readonly partitions: number;
   /** Milliseconds since its last heartbeat (database clock); null when it has none. */
   readonly heartbeatAgeMs: number | null;
-  /** Whether that heartbeat is within the timeout asked about. */
+  /** Whether that heartbeat still holds, by the owner's own `partitionTimeoutMs`. */
   readonly live: boolean;
 }
 
@@ -457,21 +518,48 @@ export interface OwnedReadRange {
  */
 export interface OutboxPartitionStore {
   /**
-   * Joins (or beats, when in already) on the database clock; answers the instances alive,
-   * those that beat within `timeoutMs`, itself included, in a stable order.
+   * Promotes up to `limit` waiting rows that nothing holds back any more (their key's head was
+   * removed otherwise than by a settle, or `ordering.onDeadLetter` changed): the unlocker's
+   * safety net, run by the partition owners in this mode, which starts no unlocker.
    */
-  beat(instance: string, timeoutMs: number): Promise<readonly string[]>;
+  promoteOrphans(limit: number): Promise<number>;
   /**
-   * Takes each of `partitions` that is free, its own, or owned by an instance silent for
-   * `timeoutMs`, raising its generation; answers those taken with their new generations.
+   * Refreshes the planner's statistics of the table (ANALYZE), after an owner parked many rows:
+   * until autovacuum gets to it, the statistics of a bulk insert count those rows pending and
+   * of one key, and the owner's read is planned as a walk of the whole table (bench P9P).
    */
-  take(instance: string, partitions: readonly number[], timeoutMs: number): Promise<PartitionFence>;
+  refreshStatistics(): Promise<void>;
+  /**
+   * Joins (or beats, when in already) on the database clock, promising its heartbeat holds
+   * `member.validMs`; delivers (`working`) if `stayWorking` (it delivered until now without a
+   * lapse) or if no dispatcher of the `'leases'` mode works the table.
+   */
+  beat(member: PartitionMember, stayWorking: boolean): Promise<PartitionBeat>;
+  /**
+   * Takes each of `partitions` that is free, its own, or owned by a process whose heartbeat is
+   * older than that process's own promise, raising its generation (kept when it was its own);
+   * answers those taken with their generations and previous owners.
+   */
+  take(id: string, partitions: readonly number[]): Promise<ReadonlyMap<number, TakenPartition>>;
   /** Gives partitions up (a handover); their generations stay. */
-  release(instance: string, partitions: readonly number[]): Promise<void>;
+  release(id: string, partitions: readonly number[]): Promise<void>;
   /** Who holds the partitions: each owner (null for none), its share and its heartbeat. */
-  owners(timeoutMs: number): Promise<readonly OutboxPartitionOwner[]>;
-  /** The partitions this instance owns now, with their generations. */
-  owned(instance: string): Promise<PartitionFence>;
+  owners(): Promise<readonly OutboxPartitionOwner[]>;
+  /** Who holds the table's `'leases'` mode lock now (sessions, for a log line). */
+  leasesModeHolders(): Promise<readonly string[]>;
+  /**
+   * Leases `ids` (still pending, in partitions held at the generations of `fence`) with `token`
+   * for `leaseMs`, as a claim would: a publish call deaf to the shutdown's abort may still write
+   * them after this process lets its partitions go, and the next owner's reads pass leased rows
+   * over. Answers how many rows it leased.
+   */
+  holdOwned(
+    id: string,
+    fence: PartitionFence,
+    ids: readonly string[],
+    leaseMs: number,
+    token: string,
+  ): Promise<number>;
   /** Leaves: gives up every partition and removes the heartbeat. */
   leave(instance: string): Promise<void>;
   /**
@@ -484,14 +572,17 @@ export interface OutboxPartitionStore {
     range: OwnedReadRange,
   ): Promise<OwnedRead>;
   /**
-   * Settles rows read by `readOwned` while this instance holds their partitions at the
-   * generations of `fence`; a row whose partition moved on is left as it is. Answers how many
-   * rows were settled.
+   * Settles rows read by `readOwned` while this process holds their partitions at the
+   * generations of `fence`; a row whose partition moved on is left as it is, and so is one this
+   * settle (`token`) changed already (the same settle sent again after its answer was lost).
+   * Rows parked behind the keys it moved on (delivered, or dead under `'skip'`) become pending
+   * again. Answers how many rows were settled and how many were given back so.
    */
   settleOwned(
-    instance: string,
+    id: string,
     fence: PartitionFence,
     settlement: Settlement,
     deleteDelivered: boolean,
-  ): Promise<number>;
+    token: string,
+  ): Promise<OwnedSettle>;
 }

@@ -48,6 +48,8 @@ export const postgresAdmin: AdminDialect = {
     `o.created_at < now() - ${p.add(olderMs)}::float8 * interval '1 millisecond'`,
   deliveredBefore: (p, at) => `o.delivered_at < ${p.add(at.toISOString())}::timestamptz`,
   deliveredAtOrAfter: (p, at) => `o.delivered_at >= ${p.add(at.toISOString())}::timestamptz`,
+  deliveredAgeMs: ms('o.delivered_at', 'now()'),
+  headerText: (name) => `(o.headers ->> '${name}')`,
   redriveColumns: (origin) =>
     `${origin} AS origin, o.message_id::text AS message_id, o.topic, o.message_key, o.event_type,
   o.payload::text AS payload, o.headers::text AS headers, o.payload_encoding, o.content_type,
@@ -88,6 +90,13 @@ WHERE f.waiting > 0 ${from}
     AND (o.locked_until IS NULL OR o.locked_until < now()) AND (o.attempts > 0 OR o.last_error IS NOT NULL)))
 ORDER BY o.id
 LIMIT ${p.add(limit)}`;
+  },
+  deliveryPartitions: {
+    partitions: (n) =>
+      `SELECT w.partition, w.owner, w.generation::text AS generation, w.since FROM ${n.ownersTable} AS w ORDER BY w.partition`,
+    dispatchers: (n) =>
+      `SELECT d.instance, d.label, d.valid_ms, d.working, d.joined_at, ${ms('d.heartbeat_at', 'now()')} AS heartbeat_age_ms
+FROM ${n.dispatchersTable} AS d ORDER BY d.instance`,
   },
   stuckLeases: (n, p, longerThanMs, after, limit) => {
     const long =

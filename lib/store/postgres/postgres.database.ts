@@ -1,3 +1,5 @@
+import { postgresSubjectKeys, postgresSubjectKeysTables } from './postgres.subject-keys-sql';
+import { postgresClaimChecks, postgresClaimCheckTable } from './postgres.claim-check-sql';
 import { POSTGRES_CONSOLE_AUDIT_SQL } from './postgres.audit-sql';
 import { postgresDeliveryPartitions } from './postgres.delivery-partitions-sql';
 import type { OutboxDatabase } from '../outbox-database';
@@ -68,6 +70,8 @@ export const postgresDatabase: OutboxDatabase<'postgres'> = {
     },
     tenantColumn: postgresTenantColumn,
     fallbackOutcome: postgresFallbackOutcome,
+    claimCheckTable: postgresClaimCheckTable,
+    subjectKeysTables: postgresSubjectKeysTables,
     waitingIndex: {
       async ensure(run, n) {
         await run(postgresWaitingIndex(n));
@@ -114,6 +118,8 @@ export const postgresDatabase: OutboxDatabase<'postgres'> = {
   },
   admin: postgresAdmin,
   audit: POSTGRES_CONSOLE_AUDIT_SQL,
+  claimChecks: postgresClaimChecks,
+  subjectKeys: postgresSubjectKeys,
   inbox: {
     createTable: postgresInboxTable,
     dropTable: postgresInboxDrop,

@@ -1,7 +1,10 @@
 import type { OutboxTableNames } from '../../internal/sql-identifier';
 import type { SchemaPartSql } from '../outbox-database';
-import { postgresHistoryWrite } from './postgres.sql';
+import type { SqlRunner } from '../ports/sql-port';
+import type { OutboxQueuePolicy } from '../ports/outbox-store.port';
+import { postgresHistoryWrite, promotion } from './postgres.sql';
 import { DELIVERY_PARTITIONS } from '../shared-sql/delivery-partitions';
+import { addFilledColumnOnline, fillName } from './postgres-online-column';
 
 // Partitioned delivery on PostgreSQL (schema step 9): each row's partition of the key space,
 // the live dispatchers and the partitions' owners (lib/store/shared-sql/delivery-partitions.ts).
@@ -21,6 +24,24 @@ const PARTITION_EXPRESSION =
  * ownership tables.
  */
 export const postgresDeliveryPartitions: SchemaPartSql = {
+  rewrites: 'rewrites the table under an exclusive lock: writes wait until it ends',
+  // A plain column the server fills (a trigger for new rows, batches for the rows there), then
+  // the index built concurrently: writes go on throughout. The index comes last, so a table
+  // with it has every row's partition (the bootstrap check and `has` read the index).
+  async ensureOnline(run, n, online) {
+    await addFilledColumnOnline(run, n, online, {
+      column: 'delivery_partition',
+      tag: 'part',
+      type: 'int2',
+      expression: PARTITION_EXPRESSION,
+      sources: ['message_key', 'message_id'],
+      index: {
+        name: `${n.tableName}_partition_idx`,
+        definition: `(id, delivery_partition) WHERE status = 'pending'`,
+      },
+    });
+    for (const statement of postgresOwnershipTables(n)) await run(statement);
+  },
   async ensure(run, n) {
     // A stored generated column rewrites the table once (rows kept): the server computes it
     // for the rows already there.
@@ -32,14 +53,18 @@ export const postgresDeliveryPartitions: SchemaPartSql = {
     );
     for (const statement of postgresOwnershipTables(n)) await run(statement);
   },
-  has: (run, n) =>
-    run(
-      `SELECT 1 FROM ${n.table} AS o CROSS JOIN ${n.dispatchersTable} AS d CROSS JOIN ${n.ownersTable} AS w WHERE 1 = 0 AND o.delivery_partition IS NULL`,
-    ).then(
+  has: async (run, n) =>
+    (await run(POSTGRES_DELIVERY_PARTITIONS_PROBE(n)).then(
       () => true,
       () => false,
-    ),
+    )) &&
+    (await run(POSTGRES_PARTITION_INDEX_PROBE(n)).then(
+      () => true,
+      () => false,
+    )),
   async drop(run, n) {
+    await run(`DROP TRIGGER IF EXISTS ${n.quote(fillName(n, 'part'))} ON ${n.table}`);
+    await run(`DROP FUNCTION IF EXISTS ${n.qualify(fillName(n, 'part'))}()`);
     await run(`DROP TABLE IF EXISTS ${n.ownersTable}`);
     await run(`DROP TABLE IF EXISTS ${n.dispatchersTable}`);
     await run(`DROP INDEX IF EXISTS ${n.qualify(`${n.tableName}_partition_idx`)}`);
@@ -48,18 +73,37 @@ export const postgresDeliveryPartitions: SchemaPartSql = {
 };
 
 /**
- * The dispatchers (one row per live instance, its heartbeat on the database clock) and the
- * owners (one row per partition, made here, never deleted: a partition's generation only grows,
- * so a settle fenced by an old generation is refused for ever).
+ * Fails unless the partition index exists: an online step 9 builds it last, after every row
+ * has its partition, so a table stopped half way (rows without one, which no owner would read)
+ * fails it.
+ */
+export const POSTGRES_PARTITION_INDEX_PROBE = (n: OutboxTableNames): string =>
+  `SELECT '${n.qualify(`${n.tableName}_partition_idx`)}'::regclass`;
+
+/** Reads every column step 9 makes: fails on a table without them (or made by an earlier build). */
+export const POSTGRES_DELIVERY_PARTITIONS_PROBE = (n: OutboxTableNames): string =>
+  `SELECT o.delivery_partition, d.label, d.valid_ms, d.working, w.generation FROM ${n.table} AS o CROSS JOIN ${n.dispatchersTable} AS d CROSS JOIN ${n.ownersTable} AS w WHERE 1 = 0`;
+
+/**
+ * The dispatcher processes (one row each: its id, the `instanceId` it was given as `label`, how
+ * long each of its heartbeats holds, `valid_ms`, and whether it delivers or waits for the other
+ * mode to leave) and the owners (one row per partition, made here, never deleted: a partition's
+ * generation only grows, so a settle fenced by an old generation is refused for ever). The
+ * `ALTER` brings the dispatchers table of an earlier 0.3 build up to date: its rows promise
+ * nothing (`valid_ms` 0), so they count as gone.
  */
 function postgresOwnershipTables(n: OutboxTableNames): string[] {
   return [
     `CREATE TABLE IF NOT EXISTS ${n.dispatchersTable} (
   instance varchar(255) NOT NULL,
+  label varchar(255) NOT NULL,
+  valid_ms int4 NOT NULL,
+  working boolean NOT NULL DEFAULT false,
   heartbeat_at timestamptz NOT NULL DEFAULT now(),
   joined_at timestamptz NOT NULL DEFAULT now(),
   CONSTRAINT ${n.quote(`${n.tableName}_dispatchers_pkey`)} PRIMARY KEY (instance)
 )`,
+    `ALTER TABLE ${n.dispatchersTable} ADD COLUMN IF NOT EXISTS label varchar(255) NOT NULL DEFAULT '', ADD COLUMN IF NOT EXISTS valid_ms int4 NOT NULL DEFAULT 0, ADD COLUMN IF NOT EXISTS working boolean NOT NULL DEFAULT false`,
     `CREATE TABLE IF NOT EXISTS ${n.ownersTable} (
   partition int2 NOT NULL,
   owner varchar(255),
@@ -73,13 +117,75 @@ ON CONFLICT (partition) DO NOTHING`,
   ];
 }
 
-/** $1 instance: joins, or beats when already in (the heartbeat on the database clock). */
+/** A process's heartbeat, read on the database clock by its own promise (`valid_ms`). */
+const live = (d: string): string =>
+  `${d}.heartbeat_at > now() - ${d}.valid_ms * interval '1 millisecond'`;
+
+/**
+ * How long a row of a process that stopped beating is kept (for the admin's view of who left)
+ * before a beat removes it: ten of its own validities, at least a minute.
+ */
+const forgotten = (d: string): string =>
+  `${d}.heartbeat_at < now() - greatest(${d}.valid_ms * 10, 60000) * interval '1 millisecond'`;
+
+/**
+ * A heartbeat, in one statement: $1 the process's id, $2 its label (`instanceId`), $3 how long
+ * the beat holds (ms), $4 whether it delivered until now without a lapse, $5 and $6 the
+ * `'leases'` mode lock of the table. It delivers (`working`) if it did until now, or if no
+ * dispatcher of the `'leases'` mode holds that lock (each holds it shared on its owner-lock
+ * session while it may claim): the exclusive try, held until this statement commits, and the
+ * leases side's check of this table's working rows under its shared lock never both pass. Rows
+ * of processes gone for long are removed. Answers the other processes delivering now (live by
+ * their own `valid_ms`), whether one of them has this label too, and what the owners table says
+ * this process owns (partitions and generations, in one order).
+ */
 export function postgresBeat(n: OutboxTableNames): string {
-  return `INSERT INTO ${n.dispatchersTable} AS d (instance) VALUES ($1)
-ON CONFLICT (instance) DO UPDATE SET heartbeat_at = now()
-RETURNING (SELECT coalesce(array_agg(x.instance ORDER BY x.instance), '{}') FROM ${n.dispatchersTable} AS x
-  WHERE x.heartbeat_at > now() - $2 * interval '1 millisecond' OR x.instance = $1)::text[] AS live`;
+  const d = n.dispatchersTable;
+  return `WITH m AS MATERIALIZED (
+  SELECT $4::boolean OR pg_try_advisory_xact_lock($5::int4, $6::int4) AS working),
+b AS (INSERT INTO ${d} AS d (instance, label, valid_ms, working)
+  SELECT $1, $2, $3, m.working FROM m
+  ON CONFLICT (instance) DO UPDATE SET heartbeat_at = now(), label = EXCLUDED.label,
+    valid_ms = EXCLUDED.valid_ms, working = EXCLUDED.working
+  RETURNING d.working),
+gone AS (DELETE FROM ${d} AS d WHERE d.instance <> $1 AND ${forgotten('d')})
+SELECT (SELECT b.working FROM b) AS working,
+  (SELECT coalesce(array_agg(x.instance ORDER BY x.instance), '{}') FROM ${d} AS x
+    WHERE x.instance <> $1 AND x.working AND ${live('x')})::text[] AS live,
+  EXISTS (SELECT 1 FROM ${d} AS x WHERE x.instance <> $1 AND x.label = $2 AND ${live('x')}) AS label_shared,
+  (SELECT coalesce(array_agg(w.partition ORDER BY w.partition), '{}') FROM ${n.ownersTable} AS w
+    WHERE w.owner = $1)::int2[] AS owned,
+  (SELECT coalesce(array_agg(w.generation::text ORDER BY w.partition), '{}') FROM ${n.ownersTable} AS w
+    WHERE w.owner = $1)::text[] AS generations`;
 }
+
+/**
+ * The labels of the processes delivering by partitions now (none where the table has no step 9),
+ * read on `runner`: what a `'leases'` dispatcher waits for.
+ */
+export async function postgresWorkingPartitionOwners(
+  runner: SqlRunner,
+  n: OutboxTableNames,
+): Promise<string[]> {
+  const { rows: present } = await runner.query<{ present: boolean }>(
+    'SELECT to_regclass($1) IS NOT NULL AS present',
+    [n.dispatchersTable],
+  );
+  if (present[0]?.present !== true) return [];
+  const { rows } = await runner.query<{ label: string }>(
+    `SELECT d.label FROM ${n.dispatchersTable} AS d WHERE d.working AND ${live('d')} ORDER BY d.label`,
+  );
+  return rows.map((r) => r.label);
+}
+
+/**
+ * $1 lock class, $2 key: the sessions holding the table's `'leases'` mode lock (a dispatcher of
+ * that mode that may claim), for the log line of a dispatcher that waits for them to leave.
+ */
+export const POSTGRES_LEASES_MODE_HOLDERS = `SELECT l.pid, a.application_name, a.client_addr::text AS client_addr
+FROM pg_locks AS l LEFT JOIN pg_stat_activity AS a ON a.pid = l.pid
+WHERE l.locktype = 'advisory' AND l.classid = $1::int4::oid AND l.objid = $2::int4::oid AND l.objsubid = 2 AND l.granted
+ORDER BY l.pid`;
 
 /** $1 instance: leaves, giving up every partition it owns (generations kept). */
 export function postgresLeave(n: OutboxTableNames): string[] {
@@ -90,27 +196,29 @@ export function postgresLeave(n: OutboxTableNames): string[] {
 }
 
 /**
- * $1 instance, $2 partitions (int2[]), $3 heartbeat timeout ms: takes each partition that is
- * free, already its own, or owned by a dispatcher whose heartbeat is older than the timeout,
- * raising its generation unless it was already this dispatcher's (taken again after its own
- * heartbeat lapsed, by no one else meanwhile: its settles still stand, nothing was published by
- * another); answers the partitions taken with their generations. Rows a
- * `'leases'` dispatcher parked (waiting) in those partitions become pending again: this mode
- * orders a key's rows itself, by id, and promotes nothing.
+ * $1 the process's id, $2 partitions (int2[]): takes each partition that is free, already its
+ * own, or owned by a process whose heartbeat is older than that process's own `valid_ms` (what
+ * it promised, never the taker's setting), raising its generation unless it was already this
+ * process's (taken again after its own heartbeat lapsed, by no one else meanwhile: its settles
+ * still stand, nothing was published by another); answers the partitions taken with their
+ * generations and who held them before. Rows parked (waiting) in those partitions stay parked:
+ * both modes park only behind a row that holds the key, and the settle that moves that row on
+ * gives them back, whichever mode or owner makes it.
  */
 export function postgresTake(n: OutboxTableNames): string {
-  return `WITH t AS (
-  UPDATE ${n.ownersTable} AS w
-  SET owner = $1, since = now(),
-    generation = CASE WHEN w.owner = $1 THEN w.generation ELSE w.generation + 1 END
+  return `WITH c AS (
+  SELECT w.partition, w.owner AS previous FROM ${n.ownersTable} AS w
   WHERE w.partition = ANY($2::int2[])
     AND (w.owner IS NULL OR w.owner = $1 OR NOT EXISTS (
-      SELECT 1 FROM ${n.dispatchersTable} AS d
-      WHERE d.instance = w.owner AND d.heartbeat_at > now() - $3 * interval '1 millisecond'))
-  RETURNING w.partition, w.generation),
-u AS (UPDATE ${n.table} SET status = 'pending'
-  WHERE status = 'waiting' AND delivery_partition IN (SELECT t.partition FROM t))
-SELECT t.partition, t.generation::text AS generation FROM t`;
+      SELECT 1 FROM ${n.dispatchersTable} AS d WHERE d.instance = w.owner AND ${live('d')}))
+  FOR UPDATE OF w),
+t AS (
+  UPDATE ${n.ownersTable} AS w
+  SET owner = $1, since = now(),
+    generation = CASE WHEN c.previous = $1 THEN w.generation ELSE w.generation + 1 END
+  FROM c WHERE w.partition = c.partition
+  RETURNING w.partition, w.generation, c.previous)
+SELECT t.partition, t.generation::text AS generation, t.previous FROM t`;
 }
 
 /** $1 instance, $2 partitions: gives them up (a handover); generations kept. */
@@ -120,19 +228,14 @@ WHERE owner = $1 AND partition = ANY($2::int2[])
 RETURNING partition`;
 }
 
-/** $1 instance: the partitions it owns now, with their generations (what a heartbeat checks). */
-export function postgresOwned(n: OutboxTableNames): string {
-  return `SELECT partition, generation::text AS generation FROM ${n.ownersTable} WHERE owner = $1 ORDER BY partition`;
-}
-
 /**
- * $1 heartbeat timeout ms: each owner (null: partitions no one holds) with how many partitions
- * it holds, and whether its heartbeat is live, for the admin views.
+ * Each owner (null: partitions no one holds) with its label, how many partitions it holds, and
+ * whether its heartbeat is live by its own promise, for the admin views.
  */
 export function postgresOwners(n: OutboxTableNames): string {
-  return `SELECT w.owner, count(*)::int AS partitions,
+  return `SELECT w.owner, max(d.label) AS label, count(*)::int AS partitions,
   max(date_part('epoch', now() - d.heartbeat_at) * 1000) AS heartbeat_age_ms,
-  bool_or(d.heartbeat_at > now() - $1 * interval '1 millisecond') AS live
+  coalesce(bool_or(${live('d')}), false) AS live
 FROM ${n.ownersTable} AS w LEFT JOIN ${n.dispatchersTable} AS d ON d.instance = w.owner
 GROUP BY w.owner ORDER BY w.owner NULLS LAST`;
 }
@@ -145,13 +248,29 @@ GROUP BY w.owner ORDER BY w.owner NULLS LAST`;
  * and `prev_id`: the latest earlier row of its key that still holds it back (pending in any
  * state, waiting, or dead where a dead message blocks its key: `blocking`, the policy's
  * condition on alias `e`), so that the owner can tell whether everything before it is in its
- * hands. The first row (a row of nulls when none is due) carries the snapshot's `xmin` and
+ * hands. The probe is written as a range of the key index, as `keyRows` is: with the key an
+ * equality, PostgreSQL may plan it as a backward scan of the primary key filtered by key (when
+ * its statistics see few keys), which walks every row of a long held backlog for each row read.
+ * The first row (a row of nulls when none is due) carries the snapshot's `xmin` and
  * `xmax`: once a later read's `xmin` reaches this one's `xmax`, every transaction that could
  * still commit a row below what this read saw has ended. The attempt counted is the one this
  * delivery would make (the settle writes it).
  */
-export function postgresReadOwned(n: OutboxTableNames, blocking: string, columns: string): string {
+export function postgresReadOwned(
+  n: OutboxTableNames,
+  blocking: string | null,
+  columns: string,
+): string {
   const t = n.table;
+  // Without per-key order (`ordering.enabled: false`) nothing holds a row back: no probe.
+  const previous =
+    blocking === null
+      ? 'NULL::text'
+      : `CASE WHEN o.message_key IS NOT NULL THEN (
+      SELECT e.id FROM ${t} AS e
+      WHERE e.message_key >= o.message_key AND e.message_key <= o.message_key AND e.id < o.id
+        AND e.status <> 'delivered' AND ${blocking}
+      ORDER BY e.message_key DESC, e.id DESC LIMIT 1)::text END`;
   return `WITH c AS MATERIALIZED (
   SELECT o.id FROM ${t} AS o
   WHERE o.delivery_partition = ANY($1::int2[]) AND o.status = 'pending' AND o.id > $3::int8
@@ -159,17 +278,32 @@ export function postgresReadOwned(n: OutboxTableNames, blocking: string, columns
     AND o.id <> ALL($4::int8[]) AND (o.message_key IS NULL OR o.message_key <> ALL($5::text[]))
   ORDER BY o.id LIMIT $2),
 r AS (
-  SELECT ${columns}, o.delivery_partition AS partition,
-    CASE WHEN o.message_key IS NOT NULL THEN (
-      SELECT e.id FROM ${t} AS e
-      WHERE e.message_key = o.message_key AND e.id < o.id AND e.status <> 'delivered' AND ${blocking}
-      ORDER BY e.message_key DESC, e.id DESC LIMIT 1)::text END AS prev_id
+  SELECT ${columns}, o.delivery_partition AS partition, ${previous} AS prev_id
   FROM c JOIN ${t} AS o ON o.id = c.id)
 SELECT r.*, s.snap_xmin, s.snap_xmax
 FROM (SELECT txid_snapshot_xmin(txid_current_snapshot())::text AS snap_xmin,
   txid_snapshot_xmax(txid_current_snapshot())::text AS snap_xmax) AS s
 LEFT JOIN r ON true
 ORDER BY r.id::int8`;
+}
+
+/**
+ * $1 the process's id, $2 and $3 the partitions and generations it holds them at, $4 ids, $5 a
+ * lease token, $6 ms: leases the batch's rows still pending in partitions it still holds, as a
+ * claim would (the next owner's reads pass leased rows over), for a publish call that did not
+ * answer the shutdown's abort and may still write them after this process lets its partitions
+ * go. Answers the rows leased.
+ */
+export function postgresHoldOwned(n: OutboxTableNames): string {
+  return `WITH ok AS MATERIALIZED (
+  SELECT w.partition FROM ${n.ownersTable} AS w
+  WHERE w.partition = ANY($2::int2[]) AND w.owner = $1
+    AND w.generation = ($3::int8[])[array_position($2::int2[], w.partition)]
+  FOR SHARE OF w)
+UPDATE ${n.table} AS o SET locked_by = $1, lock_token = $5::uuid,
+  locked_until = now() + $6 * interval '1 millisecond'
+WHERE o.id = ANY($4::int8[]) AND o.status = 'pending'
+  AND o.delivery_partition = ANY(ARRAY(SELECT ok.partition FROM ok))`;
 }
 
 /** Which groups of a settlement a partition settle carries (each one CTE). */
@@ -183,7 +317,15 @@ export interface OwnedSettleGroups {
 
 /**
  * A batch read by `postgresReadOwned`, settled in one statement under its owner's fence: $1 the
- * instance, $2 and $3 the partitions and the generations it holds them at. `ok` locks those
+ * process's id, $2 and $3 the partitions and the generations it holds them at, $4 the batch's
+ * settle token. Rows that stay pending (retry, release) take the token in `lock_token` (no lease:
+ * `locked_until` stays empty) and are changed only while they do not hold it yet, so that the
+ * same settle sent again after its COMMIT's answer was lost changes nothing (one attempt counted,
+ * one history row); the other groups leave `pending`, which already makes them change once.
+ * With `promote` (ordering on), the rows the owner parked behind the keys this settle moved on
+ * become pending again, every one (the owner reads them back in order): the last parameters are
+ * the dead ids that advance their key (with dead rows only), the keys, and the run (how many rows of a key's queue
+ * the promotion looks at). The keys' dispatch locks are taken first, as a park takes them. `ok` locks those
  * owner rows FOR SHARE, so a takeover (which updates them) waits for this settle to commit and
  * a settle after a takeover changes nothing: a row whose partition moved on, or that is no
  * longer pending (purged, settled), is left as it is. Then per present group, in this order:
@@ -197,6 +339,8 @@ export function postgresSettleOwned(
   n: OutboxTableNames,
   groups: OwnedSettleGroups,
   deleteDelivered: boolean,
+  promote?: OutboxQueuePolicy,
+  waitingIndex = false,
 ): string {
   const t = n.table;
   const h = n.attemptsTable;
@@ -207,6 +351,7 @@ export function postgresSettleOwned(
   SELECT w.partition FROM ${n.ownersTable} AS w
   WHERE w.partition = ANY($2::int2[]) AND w.owner = $1
     AND w.generation = ($3::int8[])[array_position($2::int2[], w.partition)]
+    AND $4::uuid IS NOT NULL
   FOR SHARE OF w)`,
   ];
   const owned = (a: string): string =>
@@ -215,7 +360,8 @@ export function postgresSettleOwned(
   const failed: string[] = [];
   const recorded = 'o.message_id, b.attempts + 1 AS attempt, $1::text AS locked_by, u.cls, u.err';
   const prior = `${t} AS b`;
-  let next = 4;
+  const unsettled = `o.lock_token IS DISTINCT FROM $4::uuid`;
+  let next = 5;
   if (groups.delivered) {
     const ids = `$${next++}::int8[]`;
     ctes.push(
@@ -230,9 +376,10 @@ dh AS (DELETE FROM ${h} WHERE message_id IN (SELECT message_id FROM d) AND EXIST
   if (groups.retry) {
     const u = `unnest($${next++}::int8[], $${next++}::int8[], $${next++}::text[], $${next++}::text[])`;
     ctes.push(`r AS (UPDATE ${t} AS o SET available_at = now() + u.delay * interval '1 millisecond', last_error = u.err,
-    attempts = o.attempts + 1, last_attempt_at = now()
+    attempts = o.attempts + 1, last_attempt_at = now(), lock_token = $4::uuid,
+    locked_by = NULL, locked_until = NULL
   FROM ${u} AS u(id, delay, err, cls), ${prior}
-  WHERE o.id = u.id AND b.id = o.id AND ${owned('o.')} RETURNING ${recorded})`);
+  WHERE o.id = u.id AND b.id = o.id AND ${owned('o.')} AND ${unsettled} RETURNING ${recorded})`);
     counted.push('r');
     failed.push(`SELECT message_id, attempt, 'retry' AS outcome, locked_by, cls, err FROM r`);
   }
@@ -242,16 +389,17 @@ dh AS (DELETE FROM ${h} WHERE message_id IN (SELECT message_id FROM d) AND EXIST
     ctes.push(`x AS (UPDATE ${t} AS o SET status = 'dead', dead_at = now(), last_error = u.err,
     attempts = o.attempts + 1 - u.back, last_attempt_at = now()
   FROM ${u} AS u(id, err, cls, back), ${prior}
-  WHERE o.id = u.id AND b.id = o.id AND ${owned('o.')} RETURNING ${recorded})`);
+  WHERE o.id = u.id AND b.id = o.id AND ${owned('o.')} RETURNING o.id, ${recorded})`);
     counted.push('x');
     failed.push(`SELECT message_id, attempt, 'dead' AS outcome, locked_by, cls, err FROM x`);
   }
   if (groups.release) {
     const u = `unnest($${next++}::int8[], $${next++}::int8[], $${next++}::text[], $${next++}::text[])`;
     ctes.push(`l AS (UPDATE ${t} AS o SET available_at = now() + u.delay * interval '1 millisecond',
-    last_error = coalesce(u.err, o.last_error)
+    last_error = coalesce(u.err, o.last_error), lock_token = $4::uuid,
+    locked_by = NULL, locked_until = NULL
   FROM ${u} AS u(id, delay, err, cls), ${prior}
-  WHERE o.id = u.id AND b.id = o.id AND ${owned('o.')} RETURNING ${recorded})`);
+  WHERE o.id = u.id AND b.id = o.id AND ${owned('o.')} AND ${unsettled} RETURNING ${recorded})`);
     counted.push('l');
     failed.push(
       `SELECT message_id, attempt, 'outage' AS outcome, locked_by, cls, err FROM l WHERE err IS NOT NULL`,
@@ -264,6 +412,21 @@ dh AS (DELETE FROM ${h} WHERE message_id IN (SELECT message_id FROM d) AND EXIST
     failed.push(`SELECT message_id, attempt, 'fallback' AS outcome, locked_by, cls, err FROM fb`);
   }
   if (failed.length > 0) ctes.push(postgresHistoryWrite(h, failed));
+  if (promote !== undefined) {
+    // What leaves the queue, as the fenced updates returned it: delivered rows, and dead ones
+    // whose own policy lets their key go on ($next: those ids).
+    const gone = [
+      ...(groups.delivered ? ['SELECT d.id FROM d'] : []),
+      ...(groups.dead ? [`SELECT x.id FROM x WHERE x.id = ANY($${next++}::int8[])`] : []),
+    ];
+    const promotes = promotion(t, promote, `$${next++}`, `$${next++}`, 'gone', waitingIndex);
+    ctes.push(
+      `gone AS (${gone.length > 0 ? gone.join(' UNION ALL ') : 'SELECT NULL::int8 AS id WHERE false'})`,
+      ...promotes.ctes,
+      `pr AS (${promotes.update} RETURNING 1)`,
+    );
+  }
   const counts = counted.map((cte) => `(SELECT count(*) FROM ${cte})`).join(' + ');
-  return `WITH ${ctes.join(',\n')}\nSELECT (${counts})::int AS changed`;
+  const promoted = promote === undefined ? '0' : '(SELECT count(*) FROM pr)';
+  return `WITH ${ctes.join(',\n')}\nSELECT (${counts})::int AS changed, ${promoted}::int AS promoted`;
 }

@@ -4,9 +4,14 @@ import type {
   OutboxQueuePolicy,
   OwnedRead,
   OwnedReadRange,
+  PartitionBeat,
   PartitionFence,
+  PartitionMember,
+  OwnedSettle,
   Settlement,
+  TakenPartition,
 } from '../ports/outbox-store.port';
+import { leasesModeLockOf, type LeasesModeLock } from '../shared-sql/leases-mode-lock';
 import type { SqlResult } from '../ports/sql-port';
 import type { OutboxTableNames } from '../../internal/sql-identifier';
 import { blockingCondition } from '../shared-sql/dead-blocking';
@@ -14,9 +19,10 @@ import { toClaimedRecords, type ClaimedRow } from '../rows/outbox-row.mapper';
 import { cachedStatement } from '../shared-sql/sql-values';
 import { POSTGRES_CLAIMED_COLUMNS, postgresSettlementValues } from './postgres.sql';
 import {
+  POSTGRES_LEASES_MODE_HOLDERS,
   postgresBeat,
+  postgresHoldOwned,
   postgresLeave,
-  postgresOwned,
   postgresOwners,
   postgresReadOwned,
   postgresRelease,
@@ -25,11 +31,18 @@ import {
   type OwnedSettleGroups,
 } from './postgres.delivery-partitions-sql';
 
-/** Runs one statement: in a transaction of the store's dispatch settings, or on its own. */
+/**
+ * Runs one statement: in a transaction of the store's dispatch settings (after the dispatch locks
+ * of `lockKeys`, when given), or on its own.
+ */
 export type PartitionStatement = <R>(
   sql: string,
   params: readonly unknown[],
+  lockKeys?: readonly string[],
 ) => Promise<SqlResult<R>>;
+
+/** How many parked rows of a key a settle that moved the key on gives back: all of them. */
+const PROMOTE_ALL = 2_147_483_647;
 
 type OwnedRow = ClaimedRow & {
   partition: number;
@@ -46,71 +59,126 @@ type OwnedRow = ClaimedRow & {
 export class PostgresPartitionStore implements OutboxPartitionStore {
   private readonly readSql: string;
   private readonly settleSql = new Map<string, string>();
+  private readonly leasesMode: LeasesModeLock;
 
   constructor(
     private readonly names: OutboxTableNames,
-    policy: OutboxQueuePolicy,
+    private readonly policy: OutboxQueuePolicy,
     private readonly transact: PartitionStatement,
     private readonly run: PartitionStatement,
     /** Whether the attempt history takes 'fallback' rows (schema step 8). */
     private readonly fallbackHistory: boolean,
+    /** Whether the table has the index of waiting rows (schema step 5): promotions use it. */
+    private readonly hasWaitingIndex: () => Promise<boolean>,
+    /** The store's promotion of orphaned waiting rows (OutboxUpkeepPort.promoteOrphans). */
+    readonly promoteOrphans: (limit: number) => Promise<number>,
   ) {
     // The attempt a delivery of the row would make: the read writes none, the settle counts it.
     const columns = POSTGRES_CLAIMED_COLUMNS.replace('o.attempts,', 'o.attempts + 1 AS attempts,');
-    this.readSql = postgresReadOwned(names, blockingCondition('e', policy), columns);
+    this.readSql = postgresReadOwned(
+      names,
+      policy.ordered ? blockingCondition('e', policy) : null,
+      columns,
+    );
+    this.leasesMode = leasesModeLockOf(names);
   }
 
-  async beat(instance: string, timeoutMs: number): Promise<readonly string[]> {
-    const { rows } = await this.run<{ live: string[] }>(postgresBeat(this.names), [
-      instance,
-      timeoutMs,
+  async refreshStatistics(): Promise<void> {
+    await this.run(`ANALYZE ${this.names.table}`, []);
+  }
+
+  async beat(member: PartitionMember, stayWorking: boolean): Promise<PartitionBeat> {
+    const { rows } = await this.run<{
+      working: boolean;
+      live: string[];
+      label_shared: boolean;
+      owned: number[];
+      generations: string[];
+    }>(postgresBeat(this.names), [
+      member.id,
+      member.label,
+      member.validMs,
+      stayWorking,
+      this.leasesMode.lockClass,
+      this.leasesMode.key,
     ]);
-    return rows[0]?.live ?? [instance];
+    const row = rows[0];
+    const owned = new Map<number, string>();
+    (row?.owned ?? []).forEach((p, i) => owned.set(Number(p), String(row?.generations[i])));
+    return {
+      working: row?.working === true,
+      live: row?.live ?? [],
+      labelShared: row?.label_shared === true,
+      owned,
+    };
   }
 
   async take(
-    instance: string,
+    id: string,
     partitions: readonly number[],
-    timeoutMs: number,
-  ): Promise<PartitionFence> {
+  ): Promise<ReadonlyMap<number, TakenPartition>> {
     if (partitions.length === 0) return new Map();
-    const { rows } = await this.transact<{ partition: number; generation: string }>(
-      postgresTake(this.names),
-      [instance, partitions, timeoutMs],
+    const { rows } = await this.transact<{
+      partition: number;
+      generation: string;
+      previous: string | null;
+    }>(postgresTake(this.names), [id, partitions]);
+    return new Map(
+      rows.map((r) => [
+        Number(r.partition),
+        { generation: String(r.generation), previous: r.previous },
+      ]),
     );
-    return new Map(rows.map((r) => [Number(r.partition), String(r.generation)]));
   }
 
-  async release(instance: string, partitions: readonly number[]): Promise<void> {
+  async release(id: string, partitions: readonly number[]): Promise<void> {
     if (partitions.length === 0) return;
-    await this.run(postgresRelease(this.names), [instance, partitions]);
+    await this.run(postgresRelease(this.names), [id, partitions]);
   }
 
-  async owners(timeoutMs: number): Promise<readonly OutboxPartitionOwner[]> {
+  async owners(): Promise<readonly OutboxPartitionOwner[]> {
     const { rows } = await this.run<{
       owner: string | null;
+      label: string | null;
       partitions: number;
       heartbeat_age_ms: number | string | null;
       live: boolean | null;
-    }>(postgresOwners(this.names), [timeoutMs]);
+    }>(postgresOwners(this.names), []);
     return rows.map((r) => ({
       owner: r.owner,
+      label: r.label,
       partitions: Number(r.partitions),
       heartbeatAgeMs: r.heartbeat_age_ms === null ? null : Math.round(Number(r.heartbeat_age_ms)),
       live: r.live === true,
     }));
   }
 
-  async owned(instance: string): Promise<PartitionFence> {
-    const { rows } = await this.run<{ partition: number; generation: string }>(
-      postgresOwned(this.names),
-      [instance],
-    );
-    return new Map(rows.map((r) => [Number(r.partition), String(r.generation)]));
+  async leasesModeHolders(): Promise<readonly string[]> {
+    const { rows } = await this.run<{
+      pid: number;
+      application_name: string | null;
+      client_addr: string | null;
+    }>(POSTGRES_LEASES_MODE_HOLDERS, [this.leasesMode.lockClass, this.leasesMode.key]);
+    return rows.map((r) => {
+      const from = [r.application_name, r.client_addr].filter((v) => v !== null && v !== '');
+      return `session ${r.pid}${from.length > 0 ? ` (${from.join(', ')})` : ''}`;
+    });
   }
 
-  async leave(instance: string): Promise<void> {
-    for (const statement of postgresLeave(this.names)) await this.run(statement, [instance]);
+  async holdOwned(
+    id: string,
+    fence: PartitionFence,
+    ids: readonly string[],
+    leaseMs: number,
+    token: string,
+  ): Promise<number> {
+    if (ids.length === 0) return 0;
+    const params = [id, [...fence.keys()], [...fence.values()], ids, token, leaseMs];
+    return (await this.transact(postgresHoldOwned(this.names), params)).affected;
+  }
+
+  async leave(id: string): Promise<void> {
+    for (const statement of postgresLeave(this.names)) await this.run(statement, [id]);
   }
 
   async readOwned(
@@ -144,11 +212,12 @@ export class PostgresPartitionStore implements OutboxPartitionStore {
   }
 
   async settleOwned(
-    instance: string,
+    id: string,
     fence: PartitionFence,
     s: Settlement,
     deleteDelivered: boolean,
-  ): Promise<number> {
+    token: string,
+  ): Promise<OwnedSettle> {
     const fallback = this.fallbackHistory && !deleteDelivered ? (s.fallback ?? []) : [];
     const groups: OwnedSettleGroups = {
       delivered: s.delivered.length > 0,
@@ -157,14 +226,36 @@ export class PostgresPartitionStore implements OutboxPartitionStore {
       release: s.release.length > 0,
       fallback: fallback.length > 0,
     };
-    if (!groups.delivered && !groups.retry && !groups.dead && !groups.release) return 0;
-    const shape = `${groups.delivered}:${groups.retry}:${groups.dead}:${groups.release}:${groups.fallback}:${deleteDelivered}`;
+    if (!groups.delivered && !groups.retry && !groups.dead && !groups.release) {
+      return { changed: 0, promoted: 0 };
+    }
+    const keys = this.policy.ordered ? s.advancedKeys : [];
+    const promote = keys.length > 0;
+    const waiting = promote && (await this.hasWaitingIndex());
+    const shape = `${groups.delivered}:${groups.retry}:${groups.dead}:${groups.release}:${groups.fallback}:${deleteDelivered}:${promote}:${waiting}`;
     const sql = cachedStatement(this.settleSql, shape, () =>
-      postgresSettleOwned(this.names, groups, deleteDelivered),
+      postgresSettleOwned(
+        this.names,
+        groups,
+        deleteDelivered,
+        promote ? this.policy : undefined,
+        waiting,
+      ),
     );
-    const params: unknown[] = [instance, [...fence.keys()], [...fence.values()]];
+    const params: unknown[] = [id, [...fence.keys()], [...fence.values()], token];
     params.push(...postgresSettlementValues(s, fallback));
-    const { rows } = await this.transact<{ changed: number }>(sql, params);
-    return rows[0]?.changed ?? 0;
+    if (promote) {
+      if (groups.dead) params.push(s.dead.filter((d) => d.advancesKey === true).map((d) => d.id));
+      // Every parked row of the key: the owner reads them back in order, as any backlog.
+      params.push(keys, PROMOTE_ALL);
+    }
+    // The dispatch locks first, as a park takes them: the promotion sees every park committed
+    // before it, and a park after it sees this settle.
+    const { rows } = await this.transact<{ changed: number; promoted: number }>(
+      sql,
+      params,
+      promote ? keys : undefined,
+    );
+    return { changed: rows[0]?.changed ?? 0, promoted: rows[0]?.promoted ?? 0 };
   }
 }

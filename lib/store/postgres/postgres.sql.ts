@@ -862,7 +862,7 @@ export function postgresPromote(
  * waiting row when its statistics say there are none (it chose that plan; a table that gains
  * the index by a migration while an app runs gets it under that app's statement too).
  */
-function promotion(
+export function promotion(
   t: string,
   policy: OutboxQueuePolicy,
   keys: string,

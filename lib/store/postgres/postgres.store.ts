@@ -1,4 +1,4 @@
-import type { PurgeTypes } from '../ports/outbox-store.port';
+import type { PurgeTypes, TakeoverLook } from '../ports/outbox-store.port';
 import { someDeadSkip } from '../shared-sql/dead-blocking';
 import { Logger } from '@nestjs/common';
 import { randomUUID } from 'node:crypto';
@@ -52,6 +52,8 @@ import {
 } from './postgres.sql';
 import { windowOf } from '../shared-sql/claim-window';
 import { ownerHex, ownerKeyOf, POSTGRES_OWNER_LOCK_CLASS } from '../shared-sql/owner-leases';
+import { leasesModeLockOf } from '../shared-sql/leases-mode-lock';
+import { postgresWorkingPartitionOwners } from './postgres.delivery-partitions-sql';
 import { postgresClaimIds } from './postgres.claim-ids-sql';
 import { postgresLiterals } from './postgres-literal';
 import { promotionRun } from '../../options/queue-policy';
@@ -342,9 +344,12 @@ export class PostgresOutboxStore implements OutboxStore {
     this.partitionStore ??= new PostgresPartitionStore(
       this.names,
       this.policy,
-      (sql, params) => this.statementTransaction(sql, params, {}),
+      (sql, params, lockKeys) =>
+        this.statementTransaction(sql, params, lockKeys === undefined ? {} : { lockKeys }),
       (sql, params) => this.run(sql, [...params]),
       this.fallbackHistory,
+      () => this.hasWaitingIndex(),
+      (limit) => this.promoteOrphans(limit),
     );
     return this.partitionStore;
   }
@@ -422,26 +427,60 @@ export class PostgresOutboxStore implements OutboxStore {
     return rows[0]?.locked === true;
   }
   async unlockOwner(session: SqlRunner): Promise<void> {
+    // The owner lock, and the 'leases' mode lock taken beside it.
     await session.query('SELECT pg_advisory_unlock_all()');
   }
 
-  async shortenOrphanedLeases(graceMs: number, full: boolean): Promise<number> {
-    const live = new Set(
-      (
-        await this.sql.query<{ k: string | number }>(POSTGRES_LIVE_OWNERS, [
-          POSTGRES_OWNER_LOCK_CLASS,
-        ])
-      ).rows.map((r) => Number(r.k)),
+  async enterLeasesMode(session: SqlRunner): Promise<readonly string[]> {
+    const { lockClass, key } = leasesModeLockOf(this.names);
+    const { rows } = await session.query<{ locked: boolean }>(
+      'SELECT pg_try_advisory_lock_shared($1::int4, $2::int4) AS locked',
+      [lockClass, key],
     );
-    // Between full looks, only the owners that held their lock at the last look and hold it no
-    // more: one read of the lock table, and a pass over the leases only after an owner went.
-    const looked = full
-      ? (await this.sql.query<{ k: string }>(postgresLeaseOwners(this.names))).rows.flatMap(
-          (r) => ownerKeyOf(r.k) ?? [],
-        )
-      : [...this.ownersSeen];
-    this.ownersSeen = live;
-    const gone = looked.filter((k) => !live.has(k));
+    // Held exclusively for an instant: a 'partitions' dispatcher checking it in its heartbeat.
+    if (rows[0]?.locked !== true) return ["a 'partitions' dispatcher's heartbeat"];
+    // Read after taking the lock: a 'partitions' dispatcher that starts delivering from now on
+    // finds it held, and one that started before is in the table.
+    const working = await postgresWorkingPartitionOwners(session, this.names);
+    if (working.length > 0) {
+      await session.query('SELECT pg_advisory_unlock_shared($1::int4, $2::int4)', [lockClass, key]);
+    }
+    return working;
+  }
+
+  async shortenOrphanedLeases(graceMs: number, look: TakeoverLook): Promise<number> {
+    let gone: number[];
+    if (look === 'probe') {
+      // Each owner seen alive tried by its lock, a lookup in the lock manager: no read of the
+      // whole lock table, whose cost grows with every advisory lock the server holds.
+      const seen = [...this.ownersSeen];
+      if (seen.length === 0) return 0;
+      gone = (
+        await this.sql.query<{ k: string | number }>(POSTGRES_FREE_OWNERS, [
+          POSTGRES_OWNER_LOCK_CLASS,
+          seen,
+        ])
+      ).rows.map((r) => Number(r.k));
+      for (const k of gone) this.ownersSeen.delete(k);
+    } else {
+      const live = new Set(
+        (
+          await this.sql.query<{ k: string | number }>(POSTGRES_LIVE_OWNERS, [
+            POSTGRES_OWNER_LOCK_CLASS,
+          ])
+        ).rows.map((r) => Number(r.k)),
+      );
+      // A list looks at the owners seen at the last one; a full look at every owner with a
+      // lease in the table, a pass over the leases.
+      const looked =
+        look === 'full'
+          ? (await this.sql.query<{ k: string }>(postgresLeaseOwners(this.names))).rows.flatMap(
+              (r) => ownerKeyOf(r.k) ?? [],
+            )
+          : [...this.ownersSeen];
+      this.ownersSeen = live;
+      gone = looked.filter((k) => !live.has(k));
+    }
     if (gone.length === 0) return 0;
     return this.sql.transaction(async (tx) => {
       const free = (

@@ -1,5 +1,6 @@
 import type { OutboxTableNames } from '../../internal/sql-identifier';
 import type { SchemaPartSql } from '../outbox-database';
+import { addFilledColumnOnline, fillName } from './postgres-online-column';
 import { OUTBOX_HEADER_TENANT } from '../../outbox.constants';
 import { answers, tenantColumnProbe, tenantIndexName } from '../schema/tenant-column';
 import { claimable } from './postgres.sql';
@@ -8,11 +9,29 @@ import { claimable } from './postgres.sql';
 // computes a stored generated column for every row when it is added: the ALTER rewrites the
 // table under an exclusive lock (docs/upgrading.md says when to run it).
 
+const TENANT_EXPRESSION = `headers ->> '${OUTBOX_HEADER_TENANT}'`;
+
 /** Schema step 7 on PostgreSQL: `tenant_id`, generated from the headers, and its index. */
 export const postgresTenantColumn: SchemaPartSql = {
+  rewrites: 'rewrites the table under an exclusive lock: writes wait until it ends',
+  // A plain column the server fills (a trigger for new rows, batches for the rows there), then
+  // the index built concurrently: writes go on throughout. Reads see the same values.
+  async ensureOnline(run, n, online) {
+    await addFilledColumnOnline(run, n, online, {
+      column: 'tenant_id',
+      tag: 'tenant',
+      type: 'varchar(128)',
+      expression: TENANT_EXPRESSION,
+      sources: ['headers'],
+      index: {
+        name: tenantIndexName(n),
+        definition: `(tenant_id, available_at, id) WHERE status = 'pending'`,
+      },
+    });
+  },
   async ensure(run, n) {
     await run(
-      `ALTER TABLE ${n.table} ADD COLUMN IF NOT EXISTS tenant_id varchar(128) GENERATED ALWAYS AS (headers ->> '${OUTBOX_HEADER_TENANT}') STORED`,
+      `ALTER TABLE ${n.table} ADD COLUMN IF NOT EXISTS tenant_id varchar(128) GENERATED ALWAYS AS (${TENANT_EXPRESSION}) STORED`,
     );
     await run(
       `CREATE INDEX IF NOT EXISTS ${n.quote(tenantIndexName(n))} ON ${n.table} (tenant_id, available_at, id) WHERE status = 'pending'`,
@@ -22,12 +41,14 @@ export const postgresTenantColumn: SchemaPartSql = {
     if (!(await answers(run, tenantColumnProbe(n)))) return false;
     const rows = (await run(
       `SELECT 1 FROM pg_class AS i JOIN pg_index AS x ON x.indexrelid = i.oid
-WHERE x.indrelid = to_regclass($1) AND i.relname = $2`,
+WHERE x.indrelid = to_regclass($1) AND i.relname = $2 AND x.indisvalid`,
       [n.table, tenantIndexName(n)],
     )) as unknown[];
     return rows.length > 0;
   },
   async drop(run, n) {
+    await run(`DROP TRIGGER IF EXISTS ${n.quote(fillName(n, 'tenant'))} ON ${n.table}`);
+    await run(`DROP FUNCTION IF EXISTS ${n.qualify(fillName(n, 'tenant'))}()`);
     await run(`ALTER TABLE ${n.table} DROP COLUMN IF EXISTS tenant_id`);
   },
 };

@@ -1,4 +1,5 @@
 import { OutboxOptionsError } from '../../errors/outbox-options.error';
+import { refuseUnknownCallOptions } from '../../internal/known-keys';
 import { OutboxMessages } from '../../outbox.messages';
 import type { MessageIdConversion } from '../outbox-database';
 import {
@@ -8,6 +9,18 @@ import {
   type OutboxTableOptions,
 } from './outbox-table-ddl';
 import type { SqlPort } from '../ports/sql-port';
+
+/** Which outbox table's ids `migrateOutboxToBinaryIds` converts. */
+export type OutboxBinaryIdsOptions = Pick<OutboxTableOptions, 'tableName' | 'schema'>;
+
+const BINARY_IDS_KEYS = {
+  '': { tableName: true, schema: true } satisfies Record<keyof OutboxBinaryIdsOptions, true>,
+} as const;
+
+/** Refuses, with `OutboxOptionsError`, a key of `OutboxBinaryIdsOptions` that `subject` does not read. */
+export function refuseUnknownBinaryIdsOptions(subject: string, options: unknown): void {
+  refuseUnknownCallOptions(subject, options, BINARY_IDS_KEYS);
+}
 
 /**
  * Converts the message ids of a MySQL/MariaDB outbox table made before 0.3 from CHAR(36) to
@@ -23,8 +36,9 @@ import type { SqlPort } from '../ports/sql-port';
  */
 export async function migrateOutboxToBinaryIds(
   sql: SqlPort,
-  options: Omit<OutboxTableOptions, 'partitioning'> = {},
+  options: OutboxBinaryIdsOptions = {},
 ): Promise<MessageIdConversion> {
+  refuseUnknownBinaryIdsOptions('migrateOutboxToBinaryIds()', options);
   const dialect = outboxDialectOf(sql.databaseType);
   const database = outboxDatabase(dialect);
   if (database.schema.convertMessageIds === undefined) {

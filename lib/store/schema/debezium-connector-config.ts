@@ -1,3 +1,4 @@
+import { refuseUnknownCallOptions } from '../../internal/known-keys';
 import { OutboxOptionsError } from '../../errors/outbox-options.error';
 import { assertIdentifier, MAX_TABLE_NAME_LENGTH } from '../../internal/sql-identifier';
 import { OUTBOX_HEADER_MESSAGE_ID, OUTBOX_HEADER_TYPE } from '../../outbox.constants';
@@ -111,6 +112,30 @@ function positiveInteger(value: number | undefined, fallback: number, option: st
 export function debeziumConnectorConfig(
   options: DebeziumConnectorOptions,
 ): DebeziumConnectorDefinition {
+  refuseUnknownCallOptions('debeziumConnectorConfig()', options, {
+    '': {
+      connector: true,
+      database: true,
+      tableName: true,
+      schema: true,
+      name: true,
+      topicPrefix: true,
+      startWith: true,
+      slotName: true,
+      publicationName: true,
+      serverId: true,
+      schemaHistoryBootstrapServers: true,
+      topicPartitions: true,
+      topicReplicationFactor: true,
+    } satisfies Record<keyof DebeziumConnectorOptions, true>,
+    database: {
+      hostname: true,
+      port: true,
+      user: true,
+      password: true,
+      dbname: true,
+    } satisfies Record<keyof DebeziumDatabaseOptions, true>,
+  });
   const { connector, database } = options;
   if (!isDebeziumConnector(connector)) {
     fail(

@@ -5,8 +5,16 @@ import {
   type ResolvedPartitioningOptions,
 } from '../../options/resolve-partitioning-options';
 import { OutboxMessages } from '../../outbox.messages';
+import { refuseUnknownKeys } from '../../internal/known-keys';
 import type { OutboxDatabase } from '../outbox-database';
-import { applySchemaSteps } from './schema-steps';
+import {
+  applySchemaSteps,
+  OUTBOX_SCHEMA_STEPS,
+  OUTBOX_STEP_OPTIONS,
+  stepIsFor,
+  type OutboxStepOption,
+} from './schema-steps';
+import type { SchemaOnline } from '../outbox-database';
 import { outboxTableStatements } from './table-statements';
 import { OUTBOX_DATABASES, outboxDatabaseOf, type OutboxDriverType } from '../outbox-databases';
 import {
@@ -56,11 +64,95 @@ export interface OutboxTableOptions {
    * @default none (a plain table)
    */
   partitioning?: OutboxPartitioningOptions;
+  /**
+   * The module options whose schema steps the table gets too: `'sequence'`
+   * (`ordering.sequence`, step 6), `'tenants'` (step 7), `'partitions'` (`dispatcher.claims:
+   * 'partitions'`, step 9), `'claimCheck'` (step 10). A table without one of them serves every
+   * app that does not set that option and pays nothing for it; an app that sets it refuses to
+   * start until the table has it, naming this fix.
+   * @default [] (none of them)
+   */
+  with?: readonly OutboxStepOption[];
+  /**
+   * Make the steps that would block writes on a table with rows (PostgreSQL's steps 7 and 9
+   * rewrite it) in a form that lets writes go on: a plain column filled by a trigger and by
+   * batches of short transactions, then `CREATE INDEX CONCURRENTLY`. Needs a connection outside
+   * a transaction (not a TypeORM migration's). `true`, or the size of the batches.
+   * @default false
+   */
+  online?: boolean | SchemaOnline;
+}
+
+/** The options with a step of their own, as a message lists them: `'sequence', 'tenants', …`. */
+function stepOptionList(): string {
+  return OUTBOX_STEP_OPTIONS.map((option) => `'${option}'`).join(', ');
+}
+
+/** `options.with`, checked: each a known option, or an `OutboxOptionsError` naming them. */
+export function tableStepOptions(options: OutboxTableOptions): readonly OutboxStepOption[] {
+  const asked: unknown = options.with ?? [];
+  if (!Array.isArray(asked)) {
+    throw new OutboxOptionsError(
+      OutboxMessages.unknownStepOption(String(asked), stepOptionList()),
+      'with',
+    );
+  }
+  for (const option of asked as unknown[]) {
+    if (!OUTBOX_STEP_OPTIONS.includes(option as OutboxStepOption)) {
+      throw new OutboxOptionsError(
+        OutboxMessages.unknownStepOption(String(option), stepOptionList()),
+        'with',
+      );
+    }
+  }
+  return asked as OutboxStepOption[];
+}
+
+/** `options.online` as the steps take it: undefined for the one-statement forms. */
+export function tableOnline(options: OutboxTableOptions): SchemaOnline | undefined {
+  const online = options.online ?? false;
+  if (online === false) return undefined;
+  return online === true ? {} : online;
 }
 
 /** `options.partitioning` checked (the lease is the module's business: not checked here). */
 export function tablePartitioning(options: OutboxTableOptions): ResolvedPartitioningOptions | null {
   return resolvePartitioningOptions(options.partitioning, 0);
+}
+
+const TABLE_OPTION_KEYS = {
+  tableName: true,
+  schema: true,
+  partitioning: true,
+  with: true,
+  online: true,
+} satisfies Record<keyof OutboxTableOptions, true>;
+
+/**
+ * Refuses, with `OutboxOptionsError`, a key of a schema function's table options that it does
+ * not read: `dropOutboxTables(ds, { table: 'orders_outbox' })` would otherwise drop the default
+ * table `outbox`, and `ensureOutboxTable(ds, { table })` create it. `auditTable`: the options
+ * also take `dropOutboxTables`' audit table.
+ */
+export function refuseUnknownTableOptions(
+  subject: string,
+  options: unknown,
+  auditTable = false,
+): void {
+  refuseUnknownKeys(
+    options,
+    auditTable
+      ? {
+          '': { tableName: true, schema: true, auditTable: true },
+          auditTable: { tableName: true, schema: true },
+        }
+      : { '': TABLE_OPTION_KEYS },
+    ({ path, suggestion, accepted }) =>
+      new OutboxOptionsError(
+        OutboxMessages.unknownRuntimeOption(subject, path, suggestion, accepted),
+        path,
+      ),
+  );
 }
 
 export function tableNamesFor(
@@ -85,6 +177,7 @@ export function outboxTableDdl(
   dialect: OutboxDialect | 'mariadb',
   options: OutboxTableOptions = {},
 ): string[] {
+  refuseUnknownTableOptions('outboxTableDdl()', options);
   const database = outboxDatabase(dialect);
   const names = tableNamesFor(database.dialect as OutboxDialect, options);
   return [
@@ -92,6 +185,34 @@ export function outboxTableDdl(
     ...(database.schema.finishTableDdl?.(names) ?? []),
     ...database.schema.createHistoryTable(names),
   ];
+}
+
+/**
+ * Every statement that makes a new outbox table at the latest schema version, for the steps
+ * of the options asked (`with`): `outboxTableDdl()` (steps 1 and 2, with the parts step 1
+ * makes on a new table), then each later step's own statements, recorded from the step as
+ * `outbox schema migrate` runs it on a database where nothing of it exists yet. What `outbox
+ * schema print` prints: made from the one step list, it has every step a migrate has.
+ */
+export async function outboxSchemaStatements(
+  dialect: OutboxDialect | 'mariadb',
+  options: OutboxTableOptions = {},
+): Promise<string[]> {
+  const database = outboxDatabase(dialect);
+  const names = tableNamesFor(database.dialect as OutboxDialect, options);
+  const statements = outboxTableDdl(dialect, options);
+  const asked = tableStepOptions(options);
+  // Reads (catalog lookups, probes) answer "nothing there"; every other statement is kept.
+  const recorded: string[] = [];
+  const run = (statement: string): Promise<unknown[]> => {
+    if (!/^\s*(SELECT|PRAGMA|SHOW)\b/i.test(statement)) recorded.push(statement);
+    return Promise.resolve([]);
+  };
+  for (const [index, step] of OUTBOX_SCHEMA_STEPS.entries()) {
+    if (index < 2 || step.madeByTable === true || !stepIsFor(step, asked)) continue;
+    await step.apply({ database, names, run, partitioning: tablePartitioning(options) });
+  }
+  return [...statements, ...recorded];
 }
 
 /**
@@ -103,6 +224,7 @@ export function outboxArchiveTableDdl(
   dialect: OutboxDialect,
   options: OutboxTableOptions = {},
 ): string[] {
+  refuseUnknownTableOptions('outboxArchiveTableDdl()', options);
   return OUTBOX_DATABASES[dialect].schema.createArchiveTable(tableNamesFor(dialect, options));
 }
 
@@ -111,6 +233,7 @@ export async function createOutboxArchiveTable(
   sql: SqlPort,
   options: OutboxTableOptions = {},
 ): Promise<void> {
+  refuseUnknownTableOptions('createOutboxArchiveTable()', options);
   const dialect = outboxDialectOf(sql.databaseType);
   const database = OUTBOX_DATABASES[dialect];
   const names = tableNamesFor(dialect, options);
@@ -153,17 +276,24 @@ export function outboxTableDropDdl(
 
 /**
  * Creates the outbox table if it does not exist, and brings an older one up to date: every
- * schema step in order (`schema-steps.ts`), as the migrations and `outbox schema migrate` do.
+ * schema step in order (`schema-steps.ts`), as the migrations and `outbox schema migrate` do,
+ * but those of options not asked for (`with`).
  */
 export async function createOutboxTable(
   sql: SqlPort,
   options: OutboxTableOptions = {},
 ): Promise<void> {
+  refuseUnknownTableOptions('createOutboxTable()', options);
   const dialect = outboxDialectOf(sql.databaseType);
-  await applySchemaSteps({
-    database: OUTBOX_DATABASES[dialect],
-    names: tableNamesFor(dialect, options),
-    run: runnerOf(sql),
-    partitioning: tablePartitioning(options),
-  });
+  const online = tableOnline(options);
+  await applySchemaSteps(
+    {
+      database: OUTBOX_DATABASES[dialect],
+      names: tableNamesFor(dialect, options),
+      run: runnerOf(sql),
+      partitioning: tablePartitioning(options),
+      ...(online === undefined ? {} : { online }),
+    },
+    tableStepOptions(options),
+  );
 }

@@ -2,10 +2,11 @@ import {
   outboxDatabase,
   outboxDialectOf,
   tableNamesFor,
+  tableStepOptions,
   type OutboxTableOptions,
 } from './outbox-table-ddl';
 import type { SqlPort } from '../ports/sql-port';
-import { OUTBOX_SCHEMA_STEPS, type OutboxSchemaStep } from './schema-steps';
+import { OUTBOX_SCHEMA_STEPS, stepIsFor, type OutboxSchemaStep } from './schema-steps';
 import type { MessageIdLayout } from '../rows/message-id-codec';
 
 /** One part of the outbox schema, in the order the schema grew (and the migration steps run). */
@@ -14,15 +15,25 @@ export interface OutboxSchemaPart {
   readonly step: number;
   readonly part: OutboxSchemaStep['part'];
   readonly present: boolean;
+  /**
+   * Whether the table is made for it: false for the step of an option not asked (`with`),
+   * which the version passes over and a migrate leaves out.
+   */
+  readonly needed: boolean;
+  /** The option it exists for (`with`), or null for a step every table gets. */
+  readonly forOption: string | null;
   /** What is missing, or what a migrate would do; null when present. */
   readonly missing: string | null;
+  /** How making it on a table with rows blocks writes on this database, or null. */
+  readonly rewrites: string | null;
 }
 
 /** Where a table stands: its parts, and the schema version they add up to. */
 export interface OutboxSchemaStatus {
   /**
-   * The last step whose part and every earlier one are present: 0 with no usable table, and
-   * `latest` when the table is up to date. Read from the database itself, never from a
+   * The last step whose part and every earlier one are present, passing over the steps of
+   * options not asked (`with`): 0 with no usable table, and `latest` when the table is up to
+   * date for those options. Read from the database itself, never from a
    * recorded number, so it cannot disagree with what is there.
    */
   readonly version: number;
@@ -60,12 +71,21 @@ export async function outboxSchemaStatus(
     () => false,
   );
   const context = { database, names, run, partitioning: null };
+  const asked = tableStepOptions(options);
   const parts: OutboxSchemaPart[] = [];
   for (const [index, step] of OUTBOX_SCHEMA_STEPS.entries()) {
     const missing = await step.missing(context);
-    parts.push({ step: index + 1, part: step.part, present: missing === null, missing });
+    parts.push({
+      step: index + 1,
+      part: step.part,
+      present: missing === null,
+      needed: stepIsFor(step, asked),
+      forOption: step.forOption ?? null,
+      missing,
+      rewrites: step.rewrites(database),
+    });
   }
-  const firstMissing = parts.findIndex((p) => !p.present);
+  const firstMissing = parts.findIndex((p) => !p.present && p.needed);
   const ids =
     tableExists && database.schema.messageIdLayout !== undefined
       ? await database.schema.messageIdLayout(run, names)

@@ -5,11 +5,32 @@ import { OutboxMessages, type OutboxTableRef } from '../../outbox.messages';
 import { keySequenceProbes } from '../shared-sql/key-sequence';
 import { payloadColumnsProbe } from './payload-columns';
 import { tenantColumnProbe } from './tenant-column';
-import type { OutboxDatabase, SchemaPartSql, StatementRunner } from '../outbox-database';
+import type {
+  OutboxDatabase,
+  SchemaOnline,
+  SchemaPartSql,
+  StatementRunner,
+} from '../outbox-database';
 import { layoutForNewTables } from './message-id-layout';
 import { runAll } from './run-statements';
 import { checkTableLayout } from './table-layout';
 import { outboxTableStatements, type TablePartitioning } from './table-statements';
+
+/**
+ * The module options a schema step exists for. A table made or migrated without one of them
+ * serves every app that does not set that option; an app that sets it refuses to start on a
+ * table without its step, naming the fix (`with: ['tenants']`, `--with tenants`).
+ */
+export type OutboxStepOption = 'sequence' | 'tenants' | 'partitions' | 'claimCheck' | 'erasure';
+
+/** Every `OutboxStepOption`, in step order: `with` them all, a table gets every step. */
+export const OUTBOX_STEP_OPTIONS: readonly OutboxStepOption[] = [
+  'sequence',
+  'tenants',
+  'partitions',
+  'claimCheck',
+  'erasure',
+];
 
 /** What a schema step works on: one outbox table on one database, through one runner. */
 export interface SchemaStepContext {
@@ -19,6 +40,12 @@ export interface SchemaStepContext {
   readonly run: StatementRunner;
   /** The layout asked for: step 1 makes a new table so, and refuses an existing one without it. */
   readonly partitioning: TablePartitioning;
+  /**
+   * Make a step that would rewrite the table in a way that lets writes go on (PostgreSQL: a
+   * plain column filled by a trigger and by batches, `CREATE INDEX CONCURRENTLY`); needs a
+   * runner outside a transaction. Left out: the step's one-statement form.
+   */
+  readonly online?: SchemaOnline;
 }
 
 /** What a store's options need of the schema, as bootstrap (`createOutboxStore`) reads them. */
@@ -29,6 +56,10 @@ export interface SchemaNeeds {
   readonly tenants: boolean;
   /** This instance delivers by partitions (`dispatcher.claims: 'partitions'`, and it dispatches). */
   readonly partitions: boolean;
+  /** This instance publishes and cleans with the `claimCheck` option. */
+  readonly claimChecks?: boolean;
+  /** This instance seals personal data with the `erasure` option. */
+  readonly erasure?: boolean;
 }
 
 /**
@@ -40,9 +71,11 @@ export interface SchemaStepCheck {
   /** Whether a store with these options needs the step; left out: every store does. */
   readonly neededBy?: (needs: SchemaNeeds) => boolean;
   /**
-   * Why the database cannot have the step at all (it lacks its SQL), refused before any probe;
-   * null where it can. Left out: every database can.
+   * Why the database cannot have the step at all (it lacks its SQL), refused before any probe
+   * as an `OutboxOptionsError` on `option` (the option that asked for it); null where it can.
+   * Left out: every database can.
    */
+  readonly option?: string;
   readonly unsupported?: (
     database: OutboxDatabase,
     table: string,
@@ -69,7 +102,9 @@ export interface OutboxSchemaStep {
     | 'key-sequence'
     | 'tenant-column'
     | 'fallback-outcome'
-    | 'delivery-partitions';
+    | 'delivery-partitions'
+    | 'claim-checks'
+    | 'subject-keys';
   /** The TypeORM migration's name prefix: never changed, since TypeORM knows its steps by name. */
   readonly migration: string;
   /**
@@ -77,6 +112,18 @@ export interface OutboxSchemaStep {
    * when it has it. Read only, outside a transaction (a failed probe aborts PostgreSQL's).
    */
   missing(context: SchemaStepContext): Promise<string | null>;
+  /** Step 1 makes this part on a new table already (its statements are in `createTable`). */
+  readonly madeByTable?: true;
+  /**
+   * The option this step exists for: the migrations, `createOutboxTable` and `outbox schema
+   * migrate` make it only when asked (`with`). Left out: every table gets it.
+   */
+  readonly forOption?: OutboxStepOption;
+  /**
+   * How making the step on a table that has rows blocks writes on `database` (in words, for
+   * docs, status and the migrate report); null where it does not.
+   */
+  rewrites(database: OutboxDatabase): string | null;
   /** What `outbox schema migrate` reports after adding it to an existing table. */
   added(names: OutboxTableNames): string;
   /** Makes it; does nothing where it is there already. */
@@ -107,6 +154,7 @@ function columnsProbe(names: OutboxTableNames): string {
 export const outboxTableStep: OutboxSchemaStep = {
   part: 'table',
   migration: 'CreateOutboxTable',
+  rewrites: () => null,
   async missing({ database, names, run }) {
     if (!(await answers(run, `SELECT 1 FROM ${names.table} WHERE 1 = 0`))) {
       return 'the table does not exist: migrate creates it';
@@ -168,6 +216,7 @@ export const outboxTableStep: OutboxSchemaStep = {
 const attemptHistory: OutboxSchemaStep = {
   part: 'attempt-history',
   migration: 'AddOutboxAttemptHistory',
+  rewrites: () => null,
   missing: async ({ names, run }) =>
     (await answers(run, `SELECT 1 FROM ${names.attemptsTable} WHERE 1 = 0`))
       ? null
@@ -187,18 +236,29 @@ function partStep(
   sqlOf: (database: OutboxDatabase) => SchemaPartSql | undefined,
   lacks: (names: OutboxTableNames) => string,
   added: string,
-  check?: SchemaStepCheck,
+  check?: SchemaStepCheck & { readonly forOption?: OutboxStepOption },
+  madeByTable?: true,
 ): OutboxSchemaStep {
+  const { forOption, ...bootstrapCheck } = check ?? {};
   return {
     part,
     migration,
-    ...(check === undefined ? {} : { check }),
+    ...(madeByTable === undefined ? {} : { madeByTable }),
+    ...(check === undefined ? {} : { check: bootstrapCheck as SchemaStepCheck }),
+    ...(forOption === undefined ? {} : { forOption }),
+    rewrites: (database) => sqlOf(database)?.rewrites ?? null,
     async missing({ database, names, run }) {
       const sql = sqlOf(database);
       return sql === undefined || (await sql.has(run, names)) ? null : lacks(names);
     },
     added: () => added,
-    apply: async ({ database, names, run }) => sqlOf(database)?.ensure(run, names),
+    async apply({ database, names, run, online }) {
+      const sql = sqlOf(database);
+      if (sql === undefined) return;
+      if (online !== undefined && sql.ensureOnline !== undefined) {
+        await sql.ensureOnline(run, names, online);
+      } else await sql.ensure(run, names);
+    },
     revert: async ({ database, names, run }) => sqlOf(database)?.drop(run, names),
   };
 }
@@ -220,6 +280,8 @@ export const OUTBOX_SCHEMA_STEPS: readonly OutboxSchemaStep[] = [
     () =>
       "the cleaner's cut-off indexes are missing: migrate adds them (docs/upgrading.md has the non-blocking PostgreSQL form)",
     "added the cleaner's indexes",
+    undefined,
+    true,
   ),
   partStep(
     'payload-columns',
@@ -233,6 +295,7 @@ export const OUTBOX_SCHEMA_STEPS: readonly OutboxSchemaStep[] = [
       probes: (names) => [payloadColumnsProbe(names)],
       message: (table, reason, ref) => OutboxMessages.payloadColumnsMissing(table, reason, ref),
     },
+    true,
   ),
   partStep(
     'waiting-index',
@@ -241,6 +304,8 @@ export const OUTBOX_SCHEMA_STEPS: readonly OutboxSchemaStep[] = [
     (names) =>
       `the index of waiting messages (${names.tableName}_waiting_idx) is missing: migrate adds it (docs/upgrading.md has the non-blocking PostgreSQL form)`,
     'added the index of waiting messages (step 5)',
+    undefined,
+    true,
   ),
   partStep(
     'key-sequence',
@@ -251,6 +316,7 @@ export const OUTBOX_SCHEMA_STEPS: readonly OutboxSchemaStep[] = [
     'added the key_seq column and the per-key sequence counters (step 6)',
     // Only where the enqueue writes to it: a table without it works otherwise.
     {
+      forOption: 'sequence',
       neededBy: (needs) => needs.sequence,
       probes: keySequenceProbes,
       message: (table, reason, ref) => OutboxMessages.keySequenceMissing(table, reason, ref),
@@ -265,6 +331,7 @@ export const OUTBOX_SCHEMA_STEPS: readonly OutboxSchemaStep[] = [
     'added the tenant_id column and its index (for the tenants option, step 7)',
     // Only where tenants are used: a table without it serves every other app.
     {
+      forOption: 'tenants',
       neededBy: (needs) => needs.tenants,
       probes: (names) => [tenantColumnProbe(names)],
       message: OutboxMessages.tenantColumnMissing,
@@ -277,6 +344,8 @@ export const OUTBOX_SCHEMA_STEPS: readonly OutboxSchemaStep[] = [
     (names) =>
       `${names.attemptsTable} refuses the 'fallback' outcome: migrate widens its check, rows kept (until then a settling @OnOutboxDeadLetter fallback leaves no history row)`,
     "let the attempt history record fallback runs (the 'fallback' outcome, step 8)",
+    undefined,
+    true,
   ),
   partStep(
     'delivery-partitions',
@@ -287,15 +356,53 @@ export const OUTBOX_SCHEMA_STEPS: readonly OutboxSchemaStep[] = [
     "added each row's delivery partition and the partition owners' tables (for dispatcher.claims 'partitions', step 9)",
     // Where this instance delivers by partitions: every read and settle needs it.
     {
+      forOption: 'partitions',
       neededBy: (needs) => needs.partitions,
-      unsupported: (database, table, databaseType) =>
+      option: 'dispatcher.claims',
+      // Named by its database (the dialect), not by the driver the app happens to use.
+      unsupported: (database, table) =>
         database.schema.deliveryPartitions === undefined
-          ? OutboxMessages.partitionsUnsupported(table, databaseType)
+          ? OutboxMessages.partitionsUnsupported(table, database.dialect)
           : null,
       probes: (names) => [
         `SELECT 1 FROM ${names.table} AS o CROSS JOIN ${names.ownersTable} AS w CROSS JOIN ${names.dispatchersTable} AS d WHERE 1 = 0 AND o.delivery_partition IS NULL`,
+        // PostgreSQL only (the step's one database): the index an online step makes last, once
+        // every row has its partition; a table stopped half way fails here, not at delivery.
+        `SELECT '${names.qualify(`${names.tableName}_partition_idx`)}'::regclass`,
       ],
       message: OutboxMessages.partitionsMissing,
+    },
+  ),
+  partStep(
+    'claim-checks',
+    'AddOutboxClaimChecks',
+    (database) => database.schema.claimCheckTable,
+    (names) =>
+      `the claim-check table ${names.claimChecksTable} is missing: migrate adds it (needed only with the claimCheck option, docs/claim-check.md)`,
+    'added the claim-check table (for the claimCheck option, step 10)',
+    // Where this instance publishes or cleans with the claim check: both write it.
+    {
+      forOption: 'claimCheck',
+      neededBy: (needs) => needs.claimChecks === true,
+      probes: (names) => [`SELECT 1 FROM ${names.claimChecksTable} WHERE 1 = 0`],
+      message: OutboxMessages.claimCheckTableMissing,
+    },
+  ),
+  partStep(
+    'subject-keys',
+    'AddOutboxSubjectKeys',
+    (database) => database.schema.subjectKeysTables,
+    (names) =>
+      `the erasure's tables ${names.subjectKeysTable} and ${names.subjectUsesTable} are missing: migrate adds them (needed only with the erasure option, docs/erasure.md)`,
+    "added the erasure's key and use tables (for the erasure option, step 11)",
+    // Where this instance seals personal data: every such enqueue reads and writes them.
+    {
+      forOption: 'erasure',
+      neededBy: (needs) => needs.erasure === true,
+      probes: (names) => [
+        `SELECT 1 FROM ${names.subjectKeysTable} AS k CROSS JOIN ${names.subjectUsesTable} AS u WHERE 1 = 0`,
+      ],
+      message: OutboxMessages.subjectKeysTableMissing,
     },
   ),
 ];
@@ -305,7 +412,24 @@ export function schemaStepOf(part: OutboxSchemaStep['part']): number {
   return OUTBOX_SCHEMA_STEPS.findIndex((step) => step.part === part) + 1;
 }
 
-/** Runs every step in order: a new table is made whole, an older one brought up to date. */
-export async function applySchemaSteps(context: SchemaStepContext): Promise<void> {
-  for (const step of OUTBOX_SCHEMA_STEPS) await step.apply(context);
+/**
+ * Whether a table made `with` these options gets `step`: every step but those that exist for an
+ * option not asked for.
+ */
+export function stepIsFor(step: OutboxSchemaStep, options: readonly OutboxStepOption[]): boolean {
+  return step.forOption === undefined || options.includes(step.forOption);
+}
+
+/**
+ * Runs in order every step the table is made `with`: a new table is made whole, an older one
+ * brought up to date. A step for an option not asked for is left out (and left as it is where
+ * the table has it already).
+ */
+export async function applySchemaSteps(
+  context: SchemaStepContext,
+  options: readonly OutboxStepOption[] = [],
+): Promise<void> {
+  for (const step of OUTBOX_SCHEMA_STEPS) {
+    if (stepIsFor(step, options)) await step.apply(context);
+  }
 }

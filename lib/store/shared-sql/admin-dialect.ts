@@ -29,6 +29,15 @@ export interface AdminDialect {
    * from the outbox (`origin` its id) or from its archive (`origin` the outbox id it had).
    */
   redriveColumns(origin: 'o.id' | 'o.outbox_id'): string;
+  /**
+   * A header of the row over the alias `o` as text (null when absent), read from the stored
+   * headers: the gap repair finds a key's numbers by `x-outbox-sequence` in the outbox and its
+   * archive alike (the archive has no `key_seq` column). `name` is one of the module's header
+   * names, never user input.
+   */
+  headerText(name: string): string;
+  /** Milliseconds since the row over the alias `o` was delivered (database clock), or null. */
+  readonly deliveredAgeMs: string;
   idAfter(p: SqlParams, id: string): string;
   idAtMost(p: SqlParams, id: string): string;
   /**
@@ -58,6 +67,19 @@ export interface AdminDialect {
     after: string | null,
     limit: number,
   ): string;
+  /**
+   * The reads of delivery partitions (`dispatcher.claims: 'partitions'`, schema step 9) beside
+   * the store's `owners()`; absent where the database has none.
+   */
+  readonly deliveryPartitions?: {
+    /** Rows `partition, owner, generation (text), since`, in partition order. */
+    partitions(n: OutboxTableNames): string;
+    /**
+     * Rows `instance, label, valid_ms, working, joined_at, heartbeat_age_ms` (database clock),
+     * one per dispatcher process the table knows.
+     */
+    dispatchers(n: OutboxTableNames): string;
+  };
   /** Pending rows whose lease expired, or (given `longerThanMs`) was taken that long ago. */
   stuckLeases(
     n: OutboxTableNames,

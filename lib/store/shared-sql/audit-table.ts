@@ -1,3 +1,4 @@
+import { refuseUnknownCallOptions } from '../../internal/known-keys';
 import {
   assertIdentifier,
   outboxTableNames,
@@ -15,6 +16,11 @@ export interface OutboxAuditTableOptions {
 }
 
 export const DEFAULT_AUDIT_TABLE = 'outbox_console_audit';
+
+/** The keys of `OutboxAuditTableOptions`, for the checks that refuse any other. */
+export const AUDIT_TABLE_KEYS = {
+  '': { tableName: true, schema: true } satisfies Record<keyof OutboxAuditTableOptions, true>,
+} as const;
 
 /** The audit table's statements on one database: its registry entry's `audit`. */
 export function auditSqlOf(dialect: OutboxDialect): AuditSql {
@@ -46,5 +52,6 @@ export function outboxAuditTableDdl(
   dialect: OutboxDialect,
   options: OutboxAuditTableOptions = {},
 ): string[] {
+  refuseUnknownCallOptions('outboxAuditTableDdl()', options, AUDIT_TABLE_KEYS);
   return auditSqlOf(dialect).createTable(auditTableNames(dialect, options));
 }

@@ -43,6 +43,8 @@ export const sqliteAdmin: AdminDialect = {
   createdOlderThan: (p, olderMs) => `o.created_at < ${ago(p.add(olderMs))}`,
   deliveredBefore: (p, at) => `o.delivered_at < ${p.add(utcText(at))}`,
   deliveredAtOrAfter: (p, at) => `o.delivered_at >= ${p.add(utcText(at))}`,
+  deliveredAgeMs: ms('o.delivered_at'),
+  headerText: (name) => `json_extract(o.headers, '$."${name}"')`,
   redriveColumns: (origin) =>
     `${origin} AS origin, o.message_id, o.topic, o.message_key, o.event_type, o.payload, o.headers,
   o.payload_encoding, o.content_type, o.payload_bytes, o.broker_attributes, o.created_at, o.delivered_at`,

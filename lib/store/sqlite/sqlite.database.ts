@@ -1,3 +1,5 @@
+import { sqliteSubjectKeys, sqliteSubjectKeysTables } from './sqlite.subject-keys-sql';
+import { sqliteClaimChecks, sqliteClaimCheckTable } from './sqlite.claim-check-sql';
 import { SQLITE_CONSOLE_AUDIT_SQL } from './sqlite.audit-sql';
 import { sqliteTenantColumn } from './sqlite.tenant-sql';
 import { sqliteFallbackOutcome } from './sqlite.fallback-outcome-sql';
@@ -51,6 +53,8 @@ export const sqliteDatabase: OutboxDatabase<'sqlite'> = {
     // SQLite adds one column per ALTER, without rewriting the table.
     tenantColumn: sqliteTenantColumn,
     fallbackOutcome: sqliteFallbackOutcome,
+    claimCheckTable: sqliteClaimCheckTable,
+    subjectKeysTables: sqliteSubjectKeysTables,
     payloadColumns: {
       async ensure(run, n) {
         const present = await sqlitePresentPayloadColumns(run, n);
@@ -78,6 +82,8 @@ export const sqliteDatabase: OutboxDatabase<'sqlite'> = {
   },
   admin: sqliteAdmin,
   audit: SQLITE_CONSOLE_AUDIT_SQL,
+  claimChecks: sqliteClaimChecks,
+  subjectKeys: sqliteSubjectKeys,
   inbox: {
     createTable: sqliteInboxTable,
     dropTable: sqliteInboxDrop,

@@ -1,3 +1,4 @@
+import { refuseUnknownCallOptions } from '../../../internal/known-keys';
 import type { DataSource } from 'typeorm';
 import { outboxDialectOf, type OutboxDialect } from '../../../store/schema/outbox-table-ddl';
 import type { OutboxTableNames } from '../../../internal/sql-identifier';
@@ -35,6 +36,12 @@ export async function ensureOutboxConsoleAuditTable(
   dataSource: DataSource,
   options: OutboxConsoleAuditTableOptions = {},
 ): Promise<void> {
+  refuseUnknownCallOptions('ensureOutboxConsoleAuditTable()', options, {
+    '': { tableName: true, schema: true } satisfies Record<
+      keyof OutboxConsoleAuditTableOptions,
+      true
+    >,
+  });
   for (const sql of outboxAuditTableDdl(outboxDialectOf(dataSource.options.type), options)) {
     await dataSource.query(sql);
   }

@@ -54,8 +54,10 @@ const NAV: readonly [string, string][] = [
   ['/messages?status=dead', 'Dead letters'],
   ['/blocked-keys', 'Blocked keys'],
   ['/stuck-leases', 'Stuck leases'],
+  ['/delivery-partitions', 'Delivery partitions'],
   ['/why', 'Explain a message'],
   ['/redrive', 'Re-drive'],
+  ['/erase', 'Erase'],
   ['/audit', 'Audit log'],
 ];
 

@@ -54,6 +54,8 @@ export class BatchLease {
     leaseEnd: number,
     /** The owner lock's fence: losing it ends the lease too, and renewals with it. */
     private readonly ownerFence?: AbortSignal,
+    /** The owner lock's validity read on the clock (OwnerLiveness.holds). */
+    private readonly ownerHolds?: () => boolean,
   ) {
     this.now = parts.now ?? (() => performance.now());
     this.end = leaseEnd;
@@ -88,6 +90,11 @@ export class BatchLease {
   holds(): boolean {
     // Once stopped, the publish is over: a call still running sends nothing more under it.
     if (this.stopped || this.lost.signal.aborted) return false;
+    // A lock found overdue is dropped, which aborts its fence and so this lease.
+    if (this.ownerHolds?.() === false) {
+      this.lose('the owner lock was lost');
+      return false;
+    }
     if (this.now() < this.publishBy) return true;
     this.lose('its end came without a renewal');
     return false;
@@ -179,6 +186,7 @@ export type BeginLease = (
   records: readonly ClaimedRecord[],
   leaseEnd: number,
   ownerFence: AbortSignal | undefined,
+  ownerHolds?: () => boolean,
 ) => BatchLease;
 
 /**
@@ -211,12 +219,13 @@ export function leaseRenewal(
     log,
     onLost,
   };
-  return (token, records, leaseEnd, ownerFence) =>
+  return (token, records, leaseEnd, ownerFence, ownerHolds) =>
     new BatchLease(
       parts,
       token,
       records.map((r) => r.id),
       leaseEnd,
       ownerFence,
+      ownerHolds,
     );
 }
