@@ -33,16 +33,29 @@ port_open "${KAFKA_PORT:-9092}" || down_before[kafka]=${KAFKA_PORT:-9092}
 port_open "${ELASTICMQ_PORT:-9324}" || down_before[elasticmq]=${ELASTICMQ_PORT:-9324}
 export OUTBOX_TEST_KEEP_SERVICES=1
 
+# A spec marked `@runs-alone` (it stops a shared broker, or sets off its memory alarm) would fail
+# the other process's specs on that broker: the shards leave it out, and it runs after them, by
+# itself (the sequencer's shard() reads OUTBOX_TEST_ALONE).
+alone=0
+while read -r spec; do
+  if grep -q '@runs-alone' "$spec"; then alone=1; fi
+done <"$work/selected"
+
 pids=()
 for ((i = 1; i <= shards; i++)); do
   tag="[$i/$shards]"
-  "${jest[@]}" --runInBand --shard="$i/$shards" --passWithNoTests --json \
+  OUTBOX_TEST_ALONE=skip "${jest[@]}" --runInBand --shard="$i/$shards" --passWithNoTests --json \
     --outputFile="$work/shard-$i.json" "$@" \
     > >(sed -u "s|^|$tag |") 2> >(sed -u "s|^|$tag |" >&2) &
   pids+=($!)
 done
 status=0
 for pid in "${pids[@]}"; do wait "$pid" || status=$?; done
+if ((alone)); then
+  OUTBOX_TEST_ALONE=only "${jest[@]}" --runInBand --shard=1/1 --passWithNoTests --json \
+    --outputFile="$work/shard-alone.json" "$@" \
+    > >(sed -u "s|^|[alone] |") 2> >(sed -u "s|^|[alone] |" >&2) || status=$?
+fi
 
 for svc in "${!down_before[@]}"; do
   if port_open "${down_before[$svc]}"; then bash "scripts/$svc.sh" stop >/dev/null 2>&1 || true; fi
@@ -50,18 +63,22 @@ done
 
 # One line for the whole run, and the proof that the shards ran every selected spec (a split that
 # differed between the processes would leave a spec out without a word).
-node - "$work" "$shards" <<'JS' || status=1
+node - "$work" "$shards" "$alone" <<'JS' || status=1
 const { readFileSync, existsSync } = require('node:fs');
-const [work, shards] = process.argv.slice(2);
+const [work, shards, alone] = process.argv.slice(2);
 const totals = { passed: 0, failed: 0, skipped: 0, suites: 0 };
 const ran = [];
-for (let i = 1; i <= Number(shards); i++) {
-  const file = `${work}/shard-${i}.json`;
+const runs = Array.from({ length: Number(shards) }, (_, i) => `shard-${i + 1}`);
+if (alone === '1') runs.push('shard-alone');
+const results = runs.map((name) => {
+  const file = `${work}/${name}.json`;
   if (!existsSync(file)) {
-    console.error(`scripts/test.sh: shard ${i} wrote no results`);
+    console.error(`scripts/test.sh: ${name} wrote no results`);
     process.exit(1);
   }
-  const r = JSON.parse(readFileSync(file, 'utf8'));
+  return JSON.parse(readFileSync(file, 'utf8'));
+});
+for (const r of results) {
   totals.passed += r.numPassedTests;
   totals.failed += r.numFailedTests;
   totals.skipped += r.numPendingTests + r.numTodoTests;
@@ -75,8 +92,8 @@ if (process.env.OUTBOX_TEST_RECORD_TIMES === '1') {
   const file = 'test/support/spec-times.json';
   const times = existsSync(file) ? JSON.parse(readFileSync(file, 'utf8')) : {};
   const now = {};
-  for (let i = 1; i <= Number(shards); i++) {
-    for (const t of JSON.parse(readFileSync(`${work}/shard-${i}.json`, 'utf8')).testResults) {
+  for (const r of results) {
+    for (const t of r.testResults) {
       const path = relative(process.cwd(), t.name);
       // A spec run by several projects: its longest run.
       now[path] = Math.max(now[path] ?? 0, Math.round((t.endTime - t.startTime) / 100) / 10);

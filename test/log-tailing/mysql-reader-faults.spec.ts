@@ -223,7 +223,11 @@ describeWithPackages(
       await waitFor('the standby reading', reading(standby), { timeoutMs: 30_000 });
       expect(await holder()).not.toBe(childSession);
       const [id] = (await standby.commit([msg('k', { frozen: true })])) as [string];
-      await waitFor('delivered by the standby', () => publisher.sentIds.includes(id));
+      // A failure deadline, not a timing claim: the new reader first reads the binlog the other
+      // specs wrote since the frozen one's position, which takes seconds on a loaded machine.
+      await waitFor('delivered by the standby', () => publisher.sentIds.includes(id), {
+        timeoutMs: 30_000,
+      });
     }, 180_000);
 
     it('logs at LOG level when its reader starts reading, stands by and takes over, naming the table and the lock, never the password', async () => {

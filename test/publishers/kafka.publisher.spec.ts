@@ -29,6 +29,9 @@ import {
 import { describeWith, SERVICES } from '../support/services';
 import { sleep, waitFor } from '../support/wait-for';
 
+// @runs-alone: its restart test stops the Kafka broker and starts it with a fresh data dir, which
+// would fail any Kafka spec running beside it (scripts/test.sh runs this spec by itself).
+//
 // PostgreSQL → KafkaPublisher → a real single-node Kafka broker (scripts/kafka.sh) → a kafkajs
 // consumer. Every test asserts what the consumer received and what the outbox table says (or,
 // driving the publisher directly, what publish() returned).

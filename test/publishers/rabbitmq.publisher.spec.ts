@@ -30,6 +30,9 @@ import { describeWith, SERVICES } from '../support/services';
 import { startTcpRelay } from '../support/transports/net';
 import { sleep, waitFor } from '../support/wait-for';
 
+// @runs-alone: its memory-alarm test blocks every publisher on the broker, which would fail the
+// RabbitMQ specs running beside it (scripts/test.sh runs this spec by itself).
+//
 // {PostgreSQL, MariaDB} → RabbitMqPublisher → a real RabbitMQ → an amqplib consumer. Every test
 // asserts what the consumer received and what the outbox table says.
 

@@ -29,6 +29,16 @@ function recordedOrSized(tests) {
   return seconds.map((t, i) => (typeof t === 'number' && t > 0 ? t : sizes[i] * perByte));
 }
 
+/**
+ * A spec that disturbs a service every other spec shares (it stops the broker, or sets off its
+ * memory alarm) says so with `@runs-alone` in a comment: scripts/test.sh leaves it out of the
+ * processes that run side by side (OUTBOX_TEST_ALONE=skip) and runs it after them, by itself
+ * (OUTBOX_TEST_ALONE=only).
+ */
+function runsAlone(test) {
+  return /@runs-alone\b/.test(readFileSync(test.path, 'utf8'));
+}
+
 class SelectedSpecsSequencer extends Sequencer {
   sort(tests) {
     globalThis.__outboxSelectedSpecs = tests.map((test) => test.path);
@@ -42,7 +52,10 @@ class SelectedSpecsSequencer extends Sequencer {
   // its time recorded in test/support/spec-times.json (OUTBOX_TEST_RECORD_TIMES=1, scripts/test.sh), else its size, scaled
   // by the recorded specs' seconds per byte. scripts/test.sh checks that the shards ran every
   // selected spec once.
-  shard(tests, { shardIndex, shardCount }) {
+  shard(all, { shardIndex, shardCount }) {
+    const alone = process.env.OUTBOX_TEST_ALONE;
+    if (alone === 'only') return all.filter(runsAlone);
+    const tests = alone === 'skip' ? all.filter((test) => !runsAlone(test)) : all;
     const timed = tests.map((test) => this._getCache(test)[test.path]?.[1]);
     const weights = timed.every((t) => typeof t === 'number' && t > 0)
       ? timed
