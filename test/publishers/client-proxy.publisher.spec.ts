@@ -471,6 +471,9 @@ describeWith(['postgres'], 'ClientProxyPublisher when the transport never acknow
   async function blackhole(): Promise<{ client: ClientMqtt; published: () => number }> {
     const broker = await startBlackholeMqttBroker();
     const client = new ClientMqtt({ url: `mqtt://127.0.0.1:${broker.port}`, reconnectPeriod: 0 });
+    // Connected before the test: the publisher's timeoutMs bounds its connect too, and a connect
+    // slower than the tests' short timeouts on a loaded machine is an outage (no attempt), not
+    // the emit's timeout these tests are about.
     // Not track(): ClientMqtt.close() waits for the PUBACKs this broker never sends. Force it.
     closers.push(async () => {
       await new Promise<void>((resolve) => {
@@ -482,6 +485,7 @@ describeWith(['postgres'], 'ClientProxyPublisher when the transport never acknow
       });
       await broker.close();
     });
+    await client.connect();
     return { client, published: broker.published };
   }
 
@@ -507,12 +511,12 @@ describeWith(['postgres'], 'ClientProxyPublisher when the transport never acknow
     });
     await enqueueThree(h);
 
-    const started = Date.now();
     expect(await h.dispatcher.runOnce()).toMatchObject({ claimed: 3, published: 0, retried: 3 });
-    expect(Date.now() - started).toBeLessThan(2_500);
     expect(published()).toBeGreaterThan(0); // the publishes did reach the "broker"
     expect(h.outages).toHaveLength(1);
     expect(h.outages[0]).toBeInstanceOf(PublishTimeoutError);
+    // The emit's own timeout, not the dispatcher's publish deadline (3 000 ms).
+    expect((h.outages[0] as PublishTimeoutError).timeoutMs).toBe(300);
     // The broker may have them: an attempt each, so one that always times out ends dead.
     for (const row of await h.rows())
       expect(row).toMatchObject({
@@ -532,7 +536,8 @@ describeWith(['postgres'], 'ClientProxyPublisher when the transport never acknow
 
     const started = Date.now();
     expect(await h.dispatcher.runOnce()).toMatchObject({ claimed: 3, published: 0, retried: 3 });
-    expect(Date.now() - started).toBeLessThan(2_000);
+    // A failure bound, not a timing claim: far below the publisher's own 60 s.
+    expect(Date.now() - started).toBeLessThan(30_000);
     expect(h.outages[0]).toBeInstanceOf(PublishTimeoutError);
     expect((h.outages[0] as PublishTimeoutError).timeoutMs).toBe(400);
     for (const row of await h.rows())
