@@ -266,6 +266,17 @@ describe('ReadFloor (where an owner reads from)', () => {
     expect(floor.after).toBe('6');
   });
 
+  it('moves past a read at once when its own snapshot had no transaction running', () => {
+    const floor = new ReadFloor();
+    floor.saw('0', found([[5, 'a']], { xmin: 100n, xmax: 100n }));
+    expect(floor.after).toBe('5');
+    // Transaction 100 started after that read and is running: this read's range waits for it.
+    floor.saw('5', found([[9, 'b']], { xmin: 100n, xmax: 101n }));
+    expect(floor.after).toBe('5');
+    floor.saw('5', found([[12, 'c']], { xmin: 101n, xmax: 101n }));
+    expect(floor.after).toBe('12');
+  });
+
   it('does not move for a read that started above it', () => {
     const floor = new ReadFloor();
     floor.saw('50', found([[60, 'a']], { xmin: 1n, xmax: 1n }));

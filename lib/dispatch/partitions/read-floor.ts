@@ -25,15 +25,17 @@ export class ReadFloor {
    */
   saw(after: string, found: OwnedRead): void {
     const { xmin, xmax } = found.snapshot;
+    const last = found.records[found.records.length - 1];
+    // Only a read from the floor or below covers the ids from the floor up to its last row.
+    // A read whose own snapshot had no transaction running (xmin = xmax: a drain with no writer)
+    // is behind at once: the next read starts after its last row and skips nothing in memory.
+    if (last !== undefined && !idAfter(after, this.floor))
+      this.pending.push({ upTo: last.id, xmax });
     const ready = this.pending.filter((p) => p.xmax <= xmin);
     if (ready.length > 0) {
       for (const p of ready) if (idAfter(p.upTo, this.floor)) this.floor = p.upTo;
       this.pending = this.pending.filter((p) => p.xmax > xmin);
     }
-    const last = found.records[found.records.length - 1];
-    // Only a read from the floor or below covers the ids from the floor up to its last row.
-    if (last !== undefined && !idAfter(after, this.floor))
-      this.pending.push({ upTo: last.id, xmax });
   }
 
   /** Reads start from the start of the table again (a dispatcher starting). */
