@@ -1,7 +1,8 @@
 /**
  * L3: `l3Writers` (8) writers commit as fast as they can, `l3PerTransaction` (10) messages per
  * transaction (a key per message, 1 KiB), for `l3DurationMs`, while one dispatcher delivers to
- * RabbitMQ: polling (the defaults), log tailing with the default sweep (5 s), and log tailing
+ * RabbitMQ: polling (the defaults; on PostgreSQL also `claims: 'partitions'`, batch by batch and
+ * publishing as a stream), log tailing with the default sweep (5 s), and log tailing
  * with the sweep effectively off (`sweepIntervalMs` one hour, so that only the log feeds it), on
  * PostgreSQL and MariaDB. Reported per mode: messages committed per second, delivered per second
  * (rows delivered when the writers stop ÷ the window), the backlog then (committed, not yet
@@ -44,11 +45,16 @@ const QUEUE = named('bench.l3', '.');
 const NO_SWEEP_MS = 3_600_000;
 const WARMUP_MS = 1_000;
 
-type Mode = 'poll' | 'partitions' | 'log' | 'log_no_sweep';
-const ALL_MODES: readonly Mode[] = ['poll', 'partitions', 'log', 'log_no_sweep'];
+type Mode = 'poll' | 'partitions' | 'stream' | 'log' | 'log_no_sweep';
+const ALL_MODES: readonly Mode[] = ['poll', 'partitions', 'stream', 'log', 'log_no_sweep'];
+/** `'stream'`: partitions publishing as a stream, a window as P4's. */
+const STREAM_WINDOW = 1_000;
+/** Modes that poll the table (no log reader). */
+const polls = (mode: Mode): boolean =>
+  mode === 'poll' || mode === 'partitions' || mode === 'stream';
 /** Partitioned delivery (`dispatcher.claims: 'partitions'`) runs on PostgreSQL only. */
 const modesOf = (db: string): readonly Mode[] =>
-  ALL_MODES.filter((m) => m !== 'partitions' || db === 'postgres');
+  ALL_MODES.filter((m) => (m !== 'partitions' && m !== 'stream') || db === 'postgres');
 const tableOf = (mode: Mode): string => named(`bench_l3_${mode.replace(/_/g, '')}`);
 
 interface ModeStats {
@@ -87,7 +93,7 @@ export async function l3(ctx: BenchContext): Promise<ScenarioResult> {
 }
 
 function logOptionsOf(target: LogTarget, mode: Mode): LogTailingOptions | undefined {
-  if (mode === 'poll' || mode === 'partitions') return undefined;
+  if (polls(mode)) return undefined;
   return benchLogOptions(
     target.name,
     tableOf(mode),
@@ -105,6 +111,7 @@ async function windows(
   const stats: Record<Mode, ModeStats> = {
     poll: { committed: [], delivered: [], backlog: [], readerStarts: 0, reconnects: [] },
     partitions: { committed: [], delivered: [], backlog: [], readerStarts: 0, reconnects: [] },
+    stream: { committed: [], delivered: [], backlog: [], readerStarts: 0, reconnects: [] },
     log: { committed: [], delivered: [], backlog: [], readerStarts: 0, reconnects: [] },
     log_no_sweep: { committed: [], delivered: [], backlog: [], readerStarts: 0, reconnects: [] },
   };
@@ -128,6 +135,9 @@ async function windows(
         queue: QUEUE,
         instanceId: `bench-l3-${mode}`,
         ...(mode === 'partitions' ? { dispatcher: { claims: 'partitions' } } : {}),
+        ...(mode === 'stream'
+          ? { dispatcher: { claims: 'partitions', publishWindow: STREAM_WINDOW } }
+          : {}),
         ...(log === undefined ? {} : { logTailing: log }),
       } satisfies DispatcherChildConfig);
     }
@@ -150,7 +160,7 @@ async function windows(
         s.readerStarts += w.readerStarts;
         s.reconnects.push(...w.reconnects);
         ctx.log(
-          `L3 ${target.name} run ${run} ${mode}: committed ${Math.round(w.committed / (durationMs / 1000))} msgs/s, delivered ${Math.round(w.delivered / (durationMs / 1000))} msgs/s, backlog ${w.committed - w.delivered}${mode === 'poll' || mode === 'partitions' ? '' : `, reader starts ${w.readerStarts}, reconnect lines ${w.reconnects.length}`}`,
+          `L3 ${target.name} run ${run} ${mode}: committed ${Math.round(w.committed / (durationMs / 1000))} msgs/s, delivered ${Math.round(w.delivered / (durationMs / 1000))} msgs/s, backlog ${w.committed - w.delivered}${polls(mode) ? '' : `, reader starts ${w.readerStarts}, reconnect lines ${w.reconnects.length}`}`,
         );
         for (const line of w.reconnects) ctx.log(`L3 ${target.name} ${mode} reader: ${line}`);
       }
@@ -161,7 +171,7 @@ async function windows(
       await writers[mode]?.close();
     }
     for (const mode of MODES) {
-      if (mode !== 'poll' && mode !== 'partitions') await dropLog(target, tableOf(mode));
+      if (!polls(mode)) await dropLog(target, tableOf(mode));
       await dropOutboxTable(ds, tableOf(mode));
     }
   }
@@ -169,6 +179,7 @@ async function windows(
   const label: Record<Mode, string> = {
     poll: 'polling (defaults)',
     partitions: "polling, dispatcher.claims 'partitions'",
+    stream: `polling, 'partitions' with publishWindow ${STREAM_WINDOW}`,
     log: 'log tailing (default sweep, 5 s)',
     log_no_sweep: `log tailing, sweep off (sweepIntervalMs ${NO_SWEEP_MS})`,
   };
@@ -199,7 +210,7 @@ async function windows(
     result.values[`l3_${db}_${mode}_committed_msgs_per_s`] = Math.round(committed[mode] ?? NaN);
     result.values[`l3_${db}_${mode}_delivered_msgs_per_s`] = Math.round(delivered);
     result.values[`l3_${db}_${mode}_backlog`] = Math.round(backlog);
-    if (mode !== 'poll' && mode !== 'partitions') {
+    if (!polls(mode)) {
       // One start per window is the reader's own; more is a reconnect that read the log again.
       result.values[`l3_${db}_${mode}_reader_restarts`] = s.readerStarts - ctx.runs;
       result.values[`l3_${db}_${mode}_reader_reconnect_lines`] = s.reconnects.length;
@@ -215,10 +226,12 @@ async function windows(
   );
   if (MODES.includes('partitions')) {
     // Issue 69's target: delivered ≥ 0.95 × committed beside the same writers.
-    const s = stats.partitions;
-    const delivered = s.delivered.reduce((a, b) => a + b, 0);
-    const made = s.committed.reduce((a, b) => a + b, 0);
-    result.values[`l3_${db}_partitions_delivered_vs_committed`] = round(ratio(delivered, made), 3);
+    for (const mode of ['partitions', 'stream'] as const) {
+      const s = stats[mode];
+      const delivered = s.delivered.reduce((a, b) => a + b, 0);
+      const made = s.committed.reduce((a, b) => a + b, 0);
+      result.values[`l3_${db}_${mode}_delivered_vs_committed`] = round(ratio(delivered, made), 3);
+    }
     const p = stats.poll;
     result.values[`l3_${db}_poll_delivered_vs_committed`] = round(
       ratio(
@@ -249,7 +262,7 @@ async function window(
   const table = tableOf(mode);
   try {
     child.send({ type: 'go' });
-    if (mode !== 'poll' && mode !== 'partitions') await readerReady(target, table);
+    if (!polls(mode)) await readerReady(target, table);
     const committed = await runWriters({
       ds: target.ds,
       outbox: writer.outbox,
@@ -275,7 +288,7 @@ async function window(
 /** Empties the table and moves the log's position past what it held (see the file's comment). */
 async function dropBacklog(target: LogTarget, mode: Mode): Promise<void> {
   const table = tableOf(mode);
-  if (mode !== 'poll' && mode !== 'partitions') {
+  if (!polls(mode)) {
     if (target.name === 'postgres') {
       const { slot } = postgresBenchLogNames(table);
       for (let i = 0; i < 150; i++) {
