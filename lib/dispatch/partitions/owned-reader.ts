@@ -1,0 +1,212 @@
+import { describeError } from '../../internal/describe-error';
+import type { ResolvedOutboxOptions } from '../../options/resolve-outbox-options';
+import type { OutboxDeliveryPort, OutboxPartitionStore } from '../../store/ports/outbox-store.port';
+import type { DispatcherLog } from '../dispatcher-log';
+import type { DeliveryPipeline } from '../pipeline/delivery-pipeline';
+import { within } from '../sleep';
+import type { OwnedBacklog } from './owned-backlog';
+import type { PartitionOwnership } from './partition-ownership';
+import { ReadFloor } from './read-floor';
+
+/** Waiting rows promoted per look, as the unlocker does. */
+const ORPHANS_PER_LOOK = 1_000;
+/**
+ * How many rows parked since the table's statistics were last refreshed make the owner refresh
+ * them (ANALYZE), and how often at most: autovacuum does the same once the park's updates pass
+ * its threshold, a minute or more later, and until then a parked backlog counted pending made
+ * every sweep a walk of the whole table (bench P9P: other keys' p99 13-26 x).
+ */
+const ANALYSE_AFTER_PARKED = 10_000;
+const ANALYSE_EVERY_MS = 60_000;
+
+/** What the reader needs of the pipeline: its database watchdog and its outage pause. */
+export type ReaderPipeline = Pick<DeliveryPipeline, 'watchdog' | 'dbCallMs' | 'pause'>;
+
+/** What an owned reader is made of. */
+export interface OwnedReaderParts {
+  readonly store: OutboxPartitionStore;
+  /** Where held keys' rows are parked. */
+  readonly park: OutboxDeliveryPort['park'];
+  readonly backlog: OwnedBacklog;
+  readonly ownership: PartitionOwnership;
+  readonly pipeline: ReaderPipeline;
+  readonly options: ResolvedOutboxOptions;
+  readonly log: DispatcherLog;
+  /** Wakes the owner loop (a sweep fell due). */
+  readonly wake: () => void;
+}
+
+/**
+ * Reads the owned partitions into the backlog, each row once, without locking or writing it:
+ * after the `ReadFloor`, or as a sweep from the start of the table, which finds what the floor
+ * left behind (retries fallen due, keys that were held back, rows of partitions just taken). A
+ * key found held back by a row not in memory is parked. Before a sweep, waiting rows that nothing
+ * holds back any more are promoted (this mode starts no unlocker).
+ */
+export class OwnedReader {
+  private readonly floor = new ReadFloor();
+  /** When the next sweep from the start of the table is due (monotonic clock). */
+  private sweepAt = 0;
+  /** Where the sweep in progress reads next; undefined when none is. */
+  private sweepFrom: string | undefined;
+  private sweepTimer: NodeJS.Timeout | undefined;
+  /** Whether a read after the floor may find more now: a wake-up came, or the last filled its limit. */
+  private more = true;
+  /** When the next look for orphaned waiting rows is due (monotonic clock). */
+  private orphansAt = 0;
+  /** Rows parked since the statistics were last refreshed, and when they may be again. */
+  private parkedSinceAnalyse = 0;
+  private analyseAt = 0;
+
+  constructor(private readonly parts: OwnedReaderParts) {}
+
+  /** Whether a sweep is under way (its next read continues it). */
+  get sweeping(): boolean {
+    return this.sweepFrom !== undefined;
+  }
+
+  /** Whether a read may find rows now: a sweep under way, or new rows may be after the floor. */
+  get wantsRead(): boolean {
+    return this.sweeping || this.more;
+  }
+
+  /** Reads start from the start of the table again, with a sweep at once (a start). */
+  reset(): void {
+    this.floor.reset();
+    this.sweepAt = 0;
+  }
+
+  /** Something was written, or a drain begins: the next read looks after the floor. */
+  woke(): void {
+    this.more = true;
+  }
+
+  stop(): void {
+    clearTimeout(this.sweepTimer);
+  }
+
+  /** Starts a sweep when one is due, after promoting orphaned waiting rows. */
+  async sweepIfDue(): Promise<void> {
+    if (this.sweeping || performance.now() < this.sweepAt) return;
+    await this.promoteOrphans();
+    this.startSweep();
+  }
+
+  /**
+   * A sweep walks the table from its start, in reads of a batch, skipping what is held in
+   * memory. Keys held back are looked at again.
+   */
+  startSweep(): void {
+    this.sweepFrom = '0';
+    this.sweepAt = performance.now() + this.parts.options.dispatcher.pollIntervalMs;
+    this.parts.backlog.forgetHeld();
+  }
+
+  /** Sweeps from the start of the table `delayMs` from now (a retry falls due then). */
+  sweepSoon(delayMs: number): void {
+    const at = performance.now() + delayMs;
+    if (at >= this.sweepAt) return;
+    this.sweepAt = at;
+    clearTimeout(this.sweepTimer);
+    this.sweepTimer = setTimeout(() => this.parts.wake(), Math.max(0, delayMs));
+    this.sweepTimer.unref();
+  }
+
+  /**
+   * One read into the backlog: the sweep's next, or after the floor. Resolves to the rows it
+   * found; never throws (a failure pauses delivery as an outage).
+   */
+  async read(): Promise<number> {
+    const { store, backlog, ownership, pipeline, options } = this.parts;
+    const partitions = ownership.readable();
+    if (partitions.length === 0) return 0;
+    const { batchSize } = options.dispatcher;
+    const sweeping = this.sweepFrom !== undefined;
+    const after = this.sweepFrom ?? this.floor.after;
+    const read = backlog.open();
+    try {
+      const found = await pipeline.watchdog.run('read of owned partitions', () =>
+        store.readOwned(partitions, batchSize, {
+          after,
+          ids: backlog.idsAfter(after),
+          keys: backlog.held,
+        }),
+      );
+      this.floor.saw(after, found);
+      // A key held back by a row not in memory (backing off, dead under 'block', parked): its
+      // rows are parked, out of every later read, until a settle moves the key on and gives
+      // them back.
+      const held = backlog.takeIn(read, found);
+      if (held.length > 0) {
+        const parked = await pipeline.watchdog.run('park of held keys', () =>
+          this.parts.park(held),
+        );
+        await this.afterPark(parked);
+      }
+      const last = found.records[found.records.length - 1];
+      if (sweeping) this.sweepFrom = found.records.length < batchSize ? undefined : last?.id;
+      else this.more = found.records.length >= batchSize;
+      return found.records.length;
+    } catch (error) {
+      pipeline.pause(error, 'reading the owned partitions failed');
+      return 0;
+    } finally {
+      backlog.close(read);
+    }
+  }
+
+  /**
+   * Every `unlocker.intervalMs`, before a sweep: promotes waiting rows that nothing holds back
+   * any more, so that the sweep reads them.
+   */
+  private async promoteOrphans(): Promise<void> {
+    const now = performance.now();
+    if (now < this.orphansAt) return;
+    const { options, log, pipeline, store } = this.parts;
+    this.orphansAt = now + options.unlocker.intervalMs;
+    try {
+      const promoted = await pipeline.watchdog.run('promotion of orphaned messages', () =>
+        store.promoteOrphans(ORPHANS_PER_LOOK),
+      );
+      if (promoted > 0) {
+        log.warn(`Promoted ${promoted} waiting message(s) that nothing was holding back`);
+      }
+    } catch (error) {
+      // Only a safety net: the next look tries again.
+      log.warn(
+        `Promoting waiting messages that nothing holds back failed: ${describeError(error)}`,
+      );
+    }
+  }
+
+  /**
+   * After a park: refreshes the table's statistics once many rows were parked (see
+   * ANALYSE_AFTER_PARKED). Only a plan's matter, so not through the watchdog: an ANALYZE that
+   * runs long on a big table must not read as a stuck database and pause delivery. The read
+   * waits for it at most one database call's time; a failure is one WARN and delivery goes on.
+   */
+  private async afterPark(parked: number): Promise<void> {
+    this.parkedSinceAnalyse += parked;
+    const now = performance.now();
+    if (this.parkedSinceAnalyse < ANALYSE_AFTER_PARKED || now < this.analyseAt) return;
+    const { log, store, pipeline } = this.parts;
+    const rows = this.parkedSinceAnalyse;
+    this.parkedSinceAnalyse = 0;
+    this.analyseAt = now + ANALYSE_EVERY_MS;
+    const refresh = store.refreshStatistics().then(
+      () => true,
+      (error: unknown) => {
+        log.warn(
+          `Refreshing the table's statistics after parking ${rows} message(s) failed (reads may be slow until autovacuum analyses it): ${describeError(error)}`,
+        );
+        return false;
+      },
+    );
+    const done = await within(refresh, pipeline.dbCallMs);
+    if (done?.value === true) {
+      log.log(
+        `Parked ${rows} message(s) held back behind their keys' heads; refreshed the table's statistics so that reads pass them over`,
+      );
+    }
+  }
+}
