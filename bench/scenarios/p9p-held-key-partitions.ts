@@ -377,7 +377,7 @@ async function heldStatuses(ds: DataSource, table: string): Promise<Record<strin
 }
 
 /**
- * The owner's read as the store builds it (postgres.partition-store.ts), under EXPLAIN ANALYZE
+ * The owner's read as the store builds it (postgres.delivery-partitions.store.ts), under EXPLAIN ANALYZE
  * with the parameters of a sweep of every partition that skips the held key; then its `prev_id`
  * probe alone for the newest row of another key.
  */

@@ -171,7 +171,7 @@ export function instrument(store: OutboxStore, publisher?: OutboxPublisher): Pha
     }
   };
   // Partitioned delivery reads and settles through the partition store: its reads count as claims.
-  const owned = store.partitions;
+  const owned = store.deliveryPartitions;
   if (owned !== undefined) {
     const read = owned.readOwned.bind(owned);
     const settleOwned = owned.settleOwned.bind(owned);

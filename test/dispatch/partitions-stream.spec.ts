@@ -224,7 +224,7 @@ for (const db of TEST_DATABASES.filter((d) => d.name === 'postgres')) {
     it("a settle written for several batches that a moved partition refuses in part settles what is still the owner's, and tells each batch it settled nothing known", async () => {
       const name = await scope.table();
       const app = await scope.open({ table: name });
-      const store = app.store.partitions;
+      const store = app.store.deliveryPartitions;
       if (store === undefined) throw new Error('no partition store on postgres');
       // Three keys in three different partitions.
       const picked: { id: string; key: string; partition: number }[] = [];

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { OutboxMessage, OutboxPublisher, OutboxRecord, PublishOutcome } from '../../lib';
 import { ALL_PARTITIONS } from '../../lib/store/shared-sql/delivery-partitions';
-import type { OutboxPartitionStore } from '../../lib/store/ports/outbox-store.port';
+import type { OutboxDeliveryPartitionsPort } from '../../lib/store/ports/outbox-store.port';
 import { DispatcherChild } from '../support/children/spawn-dispatcher';
 import { TcpConsumer } from '../support/children/tcp-consumer';
 import { DataSource } from 'typeorm';
@@ -72,11 +72,11 @@ for (const db of TEST_DATABASES.filter((d) => d.name === 'postgres')) {
     async function table(): Promise<{
       table: string;
       commit(messages: OutboxMessage[]): Promise<string[]>;
-      store: OutboxPartitionStore;
+      store: OutboxDeliveryPartitionsPort;
     }> {
       const name = await scope.table();
       const app = await scope.open({ table: name });
-      const store = app.store.partitions;
+      const store = app.store.deliveryPartitions;
       if (store === undefined) throw new Error('no partition store on postgres');
       return { table: name, commit: (messages) => app.enqueue(messages), store };
     }
@@ -746,7 +746,7 @@ for (const db of TEST_DATABASES.filter((d) => d.name === 'postgres')) {
         }),
         table: name,
       });
-      const store = app.store.partitions;
+      const store = app.store.deliveryPartitions;
       if (store === undefined) throw new Error('no partition store on postgres');
       const [first] = (await commit([msg('a', { n: 1 })])) as [string];
       await waitFor('the first message to reach the broker', holding);

@@ -1,7 +1,7 @@
 import { randomUUID } from 'node:crypto';
 import type { OutboxBatchReport } from '../../observers/outbox-observer.interface';
 import type { ResolvedOutboxOptions } from '../../options/resolve-outbox-options';
-import type { OutboxPartitionStore, Settlement } from '../../store/ports/outbox-store.port';
+import type { OutboxDeliveryPartitionsPort, Settlement } from '../../store/ports/outbox-store.port';
 import { EMPTY_BATCH_REPORT, type DeliveryBatch } from '../pipeline/delivery-batch';
 import type { DeliveryPipeline } from '../pipeline/delivery-pipeline';
 import type { OwnedBacklog, PickedBatch } from './owned-backlog';
@@ -14,7 +14,7 @@ export type DeliveryPipelinePart = Pick<DeliveryPipeline, 'deliver' | 'watchdog'
 
 /** What an owned delivery is made of. */
 export interface OwnedDeliveryParts {
-  readonly store: OutboxPartitionStore;
+  readonly store: OutboxDeliveryPartitionsPort;
   readonly backlog: OwnedBacklog;
   readonly ownership: PartitionOwnership;
   readonly pipeline: DeliveryPipelinePart;

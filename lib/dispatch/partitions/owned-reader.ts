@@ -1,6 +1,9 @@
 import { describeError } from '../../internal/describe-error';
 import type { ResolvedOutboxOptions } from '../../options/resolve-outbox-options';
-import type { OutboxDeliveryPort, OutboxPartitionStore } from '../../store/ports/outbox-store.port';
+import type {
+  OutboxDeliveryPort,
+  OutboxDeliveryPartitionsPort,
+} from '../../store/ports/outbox-store.port';
 import type { DispatcherLog } from '../dispatcher-log';
 import type { DeliveryPipeline } from '../pipeline/delivery-pipeline';
 import { within } from '../sleep';
@@ -24,7 +27,7 @@ export type ReaderPipeline = Pick<DeliveryPipeline, 'watchdog' | 'dbCallMs' | 'p
 
 /** What an owned reader is made of. */
 export interface OwnedReaderParts {
-  readonly store: OutboxPartitionStore;
+  readonly store: OutboxDeliveryPartitionsPort;
   /** Where held keys' rows are parked. */
   readonly park: OutboxDeliveryPort['park'];
   readonly backlog: OwnedBacklog;

@@ -1,7 +1,7 @@
 import { randomBytes } from 'node:crypto';
 import { describeError } from '../../internal/describe-error';
 import type {
-  OutboxPartitionStore,
+  OutboxDeliveryPartitionsPort,
   PartitionBeat,
   PartitionFence,
   PartitionMember,
@@ -11,7 +11,7 @@ import { partitionsFor } from './partition-assignment';
 
 /** What ownership needs of its dispatcher. */
 export interface OwnershipParts {
-  readonly store: OutboxPartitionStore;
+  readonly store: OutboxDeliveryPartitionsPort;
   /** The dispatcher's `instanceId`: a label; ownership belongs to this process. */
   readonly label: string;
   /**

@@ -41,7 +41,7 @@ export class PartitionSource implements DeliverySource {
     private readonly context: SourceContext,
   ) {
     const { options, store, registry, log } = context;
-    const partitions = store.partitions;
+    const partitions = store.deliveryPartitions;
     if (partitions === undefined) {
       throw new Error('partitioned delivery needs a store with partitions (schema step 9)');
     }

@@ -966,7 +966,7 @@ export class OutboxAdmin {
     view: OutboxDeliveryPartitions;
     owners: readonly OutboxPartitionOwner[];
   }> {
-    const partitions = this.store.partitions;
+    const partitions = this.store.deliveryPartitions;
     const reads = this.sql.deliveryPartitions;
     const table = this.names.table;
     if (partitions === undefined || reads === undefined) {

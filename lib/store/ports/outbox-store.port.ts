@@ -350,7 +350,7 @@ export interface OutboxDeliveryPort {
    * Partitioned delivery (`dispatcher.claims: 'partitions'`, schema step 9); absent where the
    * database does not support it yet.
    */
-  readonly partitions?: OutboxPartitionStore;
+  readonly deliveryPartitions?: OutboxDeliveryPartitionsPort;
 }
 
 /** What the workers call (unlocker, cleaner, partition maintainer): the table's upkeep. */
@@ -405,7 +405,7 @@ export interface OutboxAdminPort {
    */
   messageIdCodec?(): Promise<MessageIdCodec>;
   /** The partitions' holders, for the admin views (`OutboxDeliveryPort.partitions`). */
-  readonly partitions?: Pick<OutboxPartitionStore, 'owners'>;
+  readonly deliveryPartitions?: Pick<OutboxDeliveryPartitionsPort, 'owners'>;
 }
 
 /**
@@ -422,7 +422,7 @@ export interface OutboxAdminPort {
 export interface OutboxStore
   extends OutboxEnqueuePort, OutboxDeliveryPort, OutboxUpkeepPort, OutboxAdminPort {
   /** Declared again: delivery's whole partition store, of which the admin reads `owners`. */
-  readonly partitions?: OutboxPartitionStore;
+  readonly deliveryPartitions?: OutboxDeliveryPartitionsPort;
   /** Ends the store's own connections (the listener, the owner lock sessions); its owner calls it. */
   close(): Promise<void>;
 }
@@ -516,7 +516,7 @@ export interface OwnedReadRange {
  * partitions' owners with their fencing generations, the read that takes no lease and the
  * settle fenced by those generations.
  */
-export interface OutboxPartitionStore {
+export interface OutboxDeliveryPartitionsPort {
   /**
    * Promotes up to `limit` waiting rows that nothing holds back any more (their key's head was
    * removed otherwise than by a settle, or `ordering.onDeadLetter` changed): the unlocker's

@@ -71,8 +71,8 @@ import type { SqlPort, SqlQueryOptions, SqlResult, SqlRunner } from '../ports/sq
 import { PostgresWakeNotifier } from './postgres-wake-notifier';
 import { postgresNumberKeys } from './postgres.key-sequence-sql';
 import { postgresDueTenants } from './postgres.tenant-sql';
-import { PostgresPartitionStore } from './postgres.partition-store';
-import type { OutboxPartitionStore } from '../ports/outbox-store.port';
+import { PostgresDeliveryPartitionsStore } from './postgres.delivery-partitions.store';
+import type { OutboxDeliveryPartitionsPort } from '../ports/outbox-store.port';
 
 /** How an enqueue wakes the LISTENing dispatchers (see the store's constructor). */
 export type PostgresWakeUp = 'none' | 'transaction' | 'after-commit';
@@ -337,11 +337,11 @@ export class PostgresOutboxStore implements OutboxStore {
     return rows.map((r) => r.tenant);
   }
 
-  private partitionStore: PostgresPartitionStore | undefined;
+  private partitionStore: PostgresDeliveryPartitionsStore | undefined;
 
   /** Partitioned delivery's statements (schema step 9), in this store's dispatch transactions. */
-  get partitions(): OutboxPartitionStore {
-    this.partitionStore ??= new PostgresPartitionStore(
+  get deliveryPartitions(): OutboxDeliveryPartitionsPort {
+    this.partitionStore ??= new PostgresDeliveryPartitionsStore(
       this.names,
       this.policy,
       (sql, params, lockKeys) =>

@@ -1,6 +1,6 @@
 import type {
   OutboxPartitionOwner,
-  OutboxPartitionStore,
+  OutboxDeliveryPartitionsPort,
   OutboxQueuePolicy,
   OwnedRead,
   OwnedReadRange,
@@ -52,11 +52,11 @@ type OwnedRow = ClaimedRow & {
 };
 
 /**
- * Partitioned delivery on PostgreSQL (OutboxPartitionStore): the statements of
+ * Partitioned delivery on PostgreSQL (OutboxDeliveryPartitionsPort): the statements of
  * postgres.delivery-partitions-sql.ts, run in the store's dispatch transactions (its timeout
  * and planner settings) by `transact`, or on their own by `run`.
  */
-export class PostgresPartitionStore implements OutboxPartitionStore {
+export class PostgresDeliveryPartitionsStore implements OutboxDeliveryPartitionsPort {
   private readonly readSql: string;
   private readonly settleSql = new Map<string, string>();
   private readonly leasesMode: LeasesModeLock;
