@@ -55,6 +55,8 @@ export class OwnedReader {
   private sweepTimer: NodeJS.Timeout | undefined;
   /** Whether a read after the floor may find more now: a wake-up came, or the last filled its limit. */
   private more = true;
+  /** Wake-ups so far: one that comes while a read runs keeps `more` (the read may predate it). */
+  private wakes = 0;
   /** When the next look for orphaned waiting rows is due (monotonic clock). */
   private orphansAt = 0;
   /** Rows parked since the statistics were last refreshed, and when they may be again. */
@@ -82,6 +84,7 @@ export class OwnedReader {
   /** Something was written, or a drain begins: the next read looks after the floor. */
   woke(): void {
     this.more = true;
+    this.wakes++;
   }
 
   stop(): void {
@@ -127,6 +130,7 @@ export class OwnedReader {
     const sweeping = this.sweepFrom !== undefined;
     const after = this.sweepFrom ?? this.floor.after;
     const read = backlog.open();
+    const wakes = this.wakes;
     try {
       const found = await pipeline.watchdog.run('read of owned partitions', () =>
         store.readOwned(partitions, batchSize, {
@@ -148,7 +152,8 @@ export class OwnedReader {
       }
       const last = found.records[found.records.length - 1];
       if (sweeping) this.sweepFrom = found.records.length < batchSize ? undefined : last?.id;
-      else this.more = found.records.length >= batchSize;
+      // A wake-up during the read (a commit after its snapshot, perhaps) still asks for one more.
+      else this.more = found.records.length >= batchSize || this.wakes !== wakes;
       return found.records.length;
     } catch (error) {
       pipeline.pause(error, 'reading the owned partitions failed');
