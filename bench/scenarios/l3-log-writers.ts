@@ -261,6 +261,9 @@ async function window(
   const { profile } = ctx;
   const table = tableOf(mode);
   try {
+    // The other modes' windows wrote since this slot was last advanced: a reader starting there
+    // would spend its window decoding their WAL. Advanced again here, just before it starts.
+    if (!polls(mode) && target.name === 'postgres') await advanceSlot(target, table);
     child.send({ type: 'go' });
     if (!polls(mode)) await readerReady(target, table);
     const committed = await runWriters({
@@ -290,23 +293,28 @@ async function dropBacklog(target: LogTarget, mode: Mode): Promise<void> {
   const table = tableOf(mode);
   if (!polls(mode)) {
     if (target.name === 'postgres') {
-      const { slot } = postgresBenchLogNames(table);
-      for (let i = 0; i < 150; i++) {
-        const rows = await target.ds.query<{ active: boolean }[]>(
-          'SELECT active FROM pg_replication_slots WHERE slot_name = $1',
-          [slot],
-        );
-        if (rows.every((r) => !r.active)) break;
-        await sleep(100);
-      }
-      await target.ds.query(
-        'SELECT pg_replication_slot_advance(slot_name, pg_current_wal_lsn()) FROM pg_replication_slots WHERE slot_name = $1 AND NOT active',
-        [slot],
-      );
+      await advanceSlot(target, table);
     } else {
       await dropLog(target, table);
       await setUpLog(target, table);
     }
   }
   await truncateOutbox(target.ds, table);
+}
+
+/** Moves the table's slot to the WAL's end once no reader holds it (PostgreSQL). */
+async function advanceSlot(target: LogTarget, table: string): Promise<void> {
+  const { slot } = postgresBenchLogNames(table);
+  for (let i = 0; i < 150; i++) {
+    const rows = await target.ds.query<{ active: boolean }[]>(
+      'SELECT active FROM pg_replication_slots WHERE slot_name = $1',
+      [slot],
+    );
+    if (rows.every((r) => !r.active)) break;
+    await sleep(100);
+  }
+  await target.ds.query(
+    'SELECT pg_replication_slot_advance(slot_name, pg_current_wal_lsn()) FROM pg_replication_slots WHERE slot_name = $1 AND NOT active',
+    [slot],
+  );
 }
