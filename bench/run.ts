@@ -56,7 +56,7 @@ import { p2 } from './scenarios/p2-drain-kafka';
 import { p3 } from './scenarios/p3-other-databases';
 import { p4 } from './scenarios/p4-latency';
 import { p5 } from './scenarios/p5-enqueue-overhead';
-import { p6 } from './scenarios/p6-scale-out';
+import { p6, p6p } from './scenarios/p6-scale-out';
 import { p7 } from './scenarios/p7-history';
 import { p8 } from './scenarios/p8-idle-rss';
 import { p9 } from './scenarios/p9-blocked-backlog';
@@ -100,6 +100,7 @@ const SCENARIOS: Record<string, (ctx: BenchContext) => Promise<ScenarioResult>> 
   P4: p4,
   P5: p5,
   P6: p6,
+  P6P: p6p,
   P7: p7,
   P8: p8,
   P9: p9,

@@ -9,6 +9,9 @@
  * Beside them, the queue's ceiling: 1, 2 and 4 publisher processes with no database publish the
  * same number of messages, with the module's message properties, into the same queue (`ceiling_…`
  * metrics): what RabbitMQ accepts here when the drain asks nothing else of the machine.
+ *
+ * P6P: the same with `dispatcher.claims: 'partitions'` (the processes divide the key space's
+ * partitions between them), on a table of its own.
  */
 import { KEYS, named } from '../support/config';
 import { forkTs, type Child, type ChildMessage } from '../support/child';
@@ -33,8 +36,14 @@ import {
 import { nowMs, ratio, round, summarise } from '../support/stats';
 import { cpuBetween, readCpu, type CpuReading } from '../support/system-cpu';
 
-const TABLE = named('bench_p6');
 const QUEUE = named('bench.p6', '.');
+
+/** Which scale-out: the default claims (P6) or partitions (P6P). */
+interface ScaleOut {
+  readonly id: 'P6' | 'P6P';
+  readonly table: string;
+  readonly claims?: 'partitions';
+}
 const COUNTS = [1, 2, 4] as const;
 
 /** The backlogs, by the prefix of their metric names. */
@@ -51,12 +60,22 @@ const CPU_USERS = [
   ['rabbitmq', 'RabbitMQ'],
 ] as const;
 
-export async function p6(ctx: BenchContext): Promise<ScenarioResult> {
+export function p6(ctx: BenchContext): Promise<ScenarioResult> {
+  return scaleOut(ctx, { id: 'P6', table: named('bench_p6') });
+}
+
+export function p6p(ctx: BenchContext): Promise<ScenarioResult> {
+  return scaleOut(ctx, { id: 'P6P', table: named('bench_p6p'), claims: 'partitions' });
+}
+
+async function scaleOut(ctx: BenchContext, variant: ScaleOut): Promise<ScenarioResult> {
   const { profile, pg, rabbit } = ctx;
   const n = profile.p6Messages;
+  const TABLE = variant.table;
+  const claims = variant.claims === undefined ? '' : ` with dispatcher.claims '${variant.claims}'`;
   const result = newResult(
-    'P6',
-    `Scale-out: 1, 2 and 4 dispatcher processes on one PostgreSQL table → RabbitMQ, ordering on (${n.toLocaleString('en-US')} msgs)`,
+    variant.id,
+    `Scale-out: 1, 2 and 4 dispatcher processes${claims} on one PostgreSQL table → RabbitMQ, ordering on (${n.toLocaleString('en-US')} msgs)`,
   );
   await resetOutboxTable(pg, TABLE);
   await resetQueue(rabbit, QUEUE);
@@ -93,7 +112,8 @@ export async function p6(ctx: BenchContext): Promise<ScenarioResult> {
       mode: 'run',
       table: TABLE,
       queue: QUEUE,
-      instanceId: `bench-p6-${i}`,
+      instanceId: `bench-${variant.id.toLowerCase()}-${i}`,
+      ...(variant.claims === undefined ? {} : { dispatcher: { claims: variant.claims } }),
     } satisfies DispatcherChildConfig),
   );
   const publishers: Child[] = Array.from({ length: 4 }, () =>
