@@ -464,7 +464,22 @@ for (const target of TARGETS) {
       );
       const second = new RecordingPublisher();
       const b = await tailingApp(table, second, {}, { instanceId: 'second' });
-      await waitFor('every message delivered', delivered(b), { timeoutMs: 20_000 });
+      let left = '';
+      await waitFor(
+        'every message delivered',
+        async () => {
+          const rows = await b.rows();
+          left = rows
+            .filter((r) => r.status !== 'delivered')
+            .map((r) => `${r.id} ${r.status} attempts ${r.attempts} locked ${r.lockedBy ?? '-'}`)
+            .join(', ');
+          return left === '';
+        },
+        {
+          timeoutMs: 45_000,
+          describeState: () => `not delivered: ${left}; second sent ${second.sentIds.length}`,
+        },
+      );
       const all = [...early, ...late];
       const firstSent = new Set(first.sentIds);
       expect(firstSent.size).toBeGreaterThanOrEqual(5);

@@ -173,7 +173,11 @@ describeWith(['postgres'], 'the PostgreSQL log reader under faults', () => {
       { instanceId: 'standby' },
     );
     const [before] = (await cut.commit([msg('k', { n: 1 })])) as [string];
-    await waitFor('delivered by the reader', () => cutPublisher.sentIds.includes(before));
+    // A failure bound: the walsender decodes all WAL the server writes, and the other specs
+    // running beside this one may have written much of it since the slot's position.
+    await waitFor('delivered by the reader', () => cutPublisher.sentIds.includes(before), {
+      timeoutMs: 30_000,
+    });
     expect(await reading(standby)()).toBe(false);
 
     // Nothing passes either way, and no connection is closed: no error reaches the reader.
@@ -190,7 +194,9 @@ describeWith(['postgres'], 'the PostgreSQL log reader under faults', () => {
       { timeoutMs: 20_000 },
     );
     const [after] = (await cut.commit([msg('k', { n: 2 })])) as [string];
-    await waitFor('delivered by the standby', () => standbyPublisher.sentIds.includes(after));
+    await waitFor('delivered by the standby', () => standbyPublisher.sentIds.includes(after), {
+      timeoutMs: 30_000,
+    });
     expect(cutPublisher.sentIds).toEqual([before]);
     await resolvesWithin('the cut app closing', cut.close(), 15_000);
   });
