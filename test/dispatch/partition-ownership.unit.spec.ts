@@ -1,0 +1,114 @@
+import {
+  PartitionOwnership,
+  type OwnershipParts,
+} from '../../lib/dispatch/partitions/partition-ownership';
+import { partitionsFor } from '../../lib/dispatch/partitions/partition-assignment';
+import type { DispatcherLog } from '../../lib/dispatch/dispatcher-log';
+import type { PartitionBeat, TakenPartition } from '../../lib/store/ports/outbox-store.port';
+import { ALL_PARTITIONS } from '../../lib/store/shared-sql/delivery-partitions';
+
+/**
+ * An owners table in memory, shared by the owners of one test: who holds each partition at which
+ * generation, and who beat when (the test's clock).
+ */
+class OwnersTable {
+  readonly owner = new Map<number, { id: string; generation: number }>();
+  readonly members = new Set<string>();
+  readonly beats: { id: string; at: number }[] = [];
+  clock = 0;
+
+  store(): OwnershipParts['store'] {
+    return {
+      beat: (member: { id: string }): Promise<PartitionBeat> => {
+        this.members.add(member.id);
+        this.beats.push({ id: member.id, at: this.clock });
+        const owned = new Map<number, string>();
+        for (const [p, o] of this.owner) if (o.id === member.id) owned.set(p, String(o.generation));
+        return Promise.resolve({
+          working: true,
+          live: [...this.members].filter((m) => m !== member.id),
+          labelShared: false,
+          owned,
+        });
+      },
+      take: (id: string, partitions: readonly number[]) => {
+        const taken = new Map<number, TakenPartition>();
+        for (const p of partitions) {
+          if (this.owner.has(p)) continue;
+          const generation = (this.generations.get(p) ?? 0) + 1;
+          this.generations.set(p, generation);
+          this.owner.set(p, { id, generation });
+          taken.set(p, { generation: String(generation), previous: null });
+        }
+        return Promise.resolve(taken);
+      },
+      release: (id: string, partitions: readonly number[]) => {
+        for (const p of partitions) if (this.owner.get(p)?.id === id) this.owner.delete(p);
+        return Promise.resolve();
+      },
+      leave: (id: string) => {
+        this.members.delete(id);
+        for (const [p, o] of this.owner) if (o.id === id) this.owner.delete(p);
+        return Promise.resolve();
+      },
+    } as unknown as OwnershipParts['store'];
+  }
+
+  held(id: string): number {
+    return [...this.owner.values()].filter((o) => o.id === id).length;
+  }
+
+  private readonly generations = new Map<number, number>();
+}
+
+const log = { log: () => undefined, warn: () => undefined } as unknown as DispatcherLog;
+
+describe('PartitionOwnership', () => {
+  beforeEach(() => jest.useFakeTimers());
+  afterEach(() => jest.useRealTimers());
+
+  /** Advances the fake clock by `ms`, letting each beat's statements answer. */
+  async function advance(table: OwnersTable, ms: number): Promise<void> {
+    for (let t = 0; t < ms; t += 10) {
+      table.clock += 10;
+      await jest.advanceTimersByTimeAsync(10);
+    }
+  }
+
+  it('hands a busy partition over within a fifth of a beat of its going idle, and the joiner takes its share as soon', async () => {
+    const table = new OwnersTable();
+    const busy = new Set<number>();
+    const parts = (label: string): OwnershipParts => ({
+      store: table.store(),
+      label,
+      timeoutMs: 5_000,
+      log,
+      busy: (p) => busy.has(p),
+      gained: () => undefined,
+      now: () => table.clock,
+    });
+    const a = new PartitionOwnership(parts('a'));
+    await a.start();
+    expect(table.held(a.id)).toBe(ALL_PARTITIONS.length);
+    const b = new PartitionOwnership(parts('b'));
+    await b.start();
+    const share = partitionsFor(b.id, [a.id, b.id]);
+    expect(table.held(b.id)).toBe(0);
+    // Some of b's share has messages in flight at a when a next beats (1 000 ms).
+    for (const p of share.slice(0, 10)) busy.add(p);
+    await advance(table, 1_000);
+    expect(table.held(a.id)).toBe(ALL_PARTITIONS.length - share.length + 10);
+    // They go idle: a releases them at its next beat, a fifth of a normal one later, and b,
+    // short of its share, beats as often and takes them.
+    busy.clear();
+    await advance(table, 500);
+    expect(table.held(b.id)).toBe(share.length);
+    expect(table.held(a.id)).toBe(ALL_PARTITIONS.length - share.length);
+    // Once the hand-over is done, both beat at the normal pace again (a fifth of timeoutMs).
+    const settled = table.beats.length;
+    await advance(table, 2_000);
+    expect(table.beats.length - settled).toBeLessThanOrEqual(5);
+    await a.stop();
+    await b.stop();
+  });
+});
