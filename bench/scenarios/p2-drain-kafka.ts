@@ -51,6 +51,13 @@ const median = (xs: readonly number[]): number =>
 const TABLE = named('bench_p2');
 // The module with ordering off drains a table of its own: its store has no per-key queue.
 const UNORDERED_TABLE = named('bench_p2_unordered');
+/**
+ * The streaming variant's own table: two `'partitions'` dispatchers on one table would divide its
+ * partitions between them (as in P1).
+ */
+const STREAM_TABLE = named('bench_p2_stream');
+/** The streaming variant's window: the unconfirmed publishes P1's bare relay keeps. */
+const STREAM_WINDOW = 1_000;
 
 export async function p2(ctx: BenchContext): Promise<ScenarioResult> {
   const n = ctx.profile.p2Messages;
@@ -77,6 +84,7 @@ async function measure(ctx: BenchContext, result: ScenarioResult): Promise<Scena
   const n = profile.p2Messages;
   await resetOutboxTable(pg, TABLE);
   await resetOutboxTable(pg, UNORDERED_TABLE);
+  await resetOutboxTable(pg, STREAM_TABLE);
   const moduleTopic = named('bench-p2-module', '-');
   const bareTopic = named('bench-p2-bare', '-');
   const publisher = kafkaPublisher(moduleTopic);
@@ -106,11 +114,33 @@ async function measure(ctx: BenchContext, result: ScenarioResult): Promise<Scena
     ordering: { enabled: true },
     cleaner: { deliveredRetentionMs: 0 },
   });
+  // Partitioned delivery (dispatcher.claims 'partitions', issue 76) on the ordered table, and the
+  // same publishing as a stream (publishWindow) on a table of its own.
+  const partitionsApp = await startOutboxApp({
+    dataSource: pg,
+    tableName: TABLE,
+    publisher,
+    autoStart: false,
+    instanceId: 'bench-p2-partitions',
+    ordering: { enabled: true },
+    dispatcher: { claims: 'partitions' },
+  });
+  const streamApp = await startOutboxApp({
+    dataSource: pg,
+    tableName: STREAM_TABLE,
+    publisher,
+    autoStart: false,
+    instanceId: 'bench-p2-stream',
+    ordering: { enabled: true },
+    dispatcher: { claims: 'partitions', publishWindow: STREAM_WINDOW },
+  });
   const phases = instrument(app.store, publisher);
   const producer = await bareProducer();
   const idempotentProducer = await bareProducer(true);
   const pool = pgPool(4);
   const moduleRates: number[] = [];
+  const partitionsRates: number[] = [];
+  const streamRates: number[] = [];
   const unorderedRates: number[] = [];
   const deleteRates: number[] = [];
   const bareDeleteRates: number[] = [];
@@ -129,6 +159,8 @@ async function measure(ctx: BenchContext, result: ScenarioResult): Promise<Scena
   const storeRates: number[] = [];
   // Node CPU per message of each drain, all run in this process.
   const moduleCpu: number[] = [];
+  const partitionsCpu: number[] = [];
+  const streamCpu: number[] = [];
   const bareCpu: number[] = [];
   const idempotentCpu: number[] = [];
   const leaseCpu: number[] = [];
@@ -147,6 +179,10 @@ async function measure(ctx: BenchContext, result: ScenarioResult): Promise<Scena
     await drainAll(app, pg, TABLE);
     await prepare(2_000, UNORDERED_TABLE);
     await drainAll(unordered, pg, UNORDERED_TABLE);
+    await prepare(2_000);
+    await drainAll(partitionsApp, pg, TABLE);
+    await prepare(2_000, STREAM_TABLE);
+    await drainAll(streamApp, pg, STREAM_TABLE);
     await prepare(2_000);
     await bareKafkaRelay({ pool, table: TABLE, producer, topic: bareTopic });
     await prepare(2_000);
@@ -188,6 +224,36 @@ async function measure(ctx: BenchContext, result: ScenarioResult): Promise<Scena
       if (m.count > n) extra += m.count - n;
       if (m.count < n) short += n - m.count;
       ctx.log(`P2 run ${run}: module ${Math.round(n / m.s)} msgs/s (topic holds ${m.count})`);
+
+      for (const [label, owned, table, rates, cpu] of [
+        ["dispatcher.claims 'partitions'", partitionsApp, TABLE, partitionsRates, partitionsCpu],
+        [
+          `'partitions', publishWindow ${STREAM_WINDOW}`,
+          streamApp,
+          STREAM_TABLE,
+          streamRates,
+          streamCpu,
+        ],
+      ] as const) {
+        const o = await measured(
+          `P2 run ${run} module, ${label}`,
+          ctx.log,
+          async () => {
+            await resetTopic(moduleTopic);
+            await prepare(n, table);
+            const { seconds, cpuUs } = await timedWithCpu(() => drainAll(owned, pg, table));
+            cpu.push(cpuUs / n);
+            return { s: seconds, count: await topicCount(moduleTopic) };
+          },
+          [owned],
+        );
+        rates.push(n / o.s);
+        if (o.count > n) extra += o.count - n;
+        if (o.count < n) short += n - o.count;
+        ctx.log(
+          `P2 run ${run}: module with ${label} ${Math.round(n / o.s)} msgs/s (topic holds ${o.count})`,
+        );
+      }
 
       const u = await measured(
         `P2 run ${run} module, ordering off`,
@@ -314,6 +380,8 @@ async function measure(ctx: BenchContext, result: ScenarioResult): Promise<Scena
     await app.close();
     await unordered.close();
     await deleting.close();
+    await partitionsApp.close();
+    await streamApp.close();
     await producer.disconnect();
     await idempotentProducer.disconnect();
     await pool.end();
@@ -321,6 +389,7 @@ async function measure(ctx: BenchContext, result: ScenarioResult): Promise<Scena
     await deleteTopic(bareTopic);
     await dropOutboxTable(pg, TABLE);
     await dropOutboxTable(pg, UNORDERED_TABLE);
+    await dropOutboxTable(pg, STREAM_TABLE);
   }
   const module = addMetric(
     result,
@@ -372,6 +441,8 @@ async function measure(ctx: BenchContext, result: ScenarioResult): Promise<Scena
   );
   for (const [key, label, runs] of [
     ['module', 'nestjs-outbox', moduleCpu],
+    ['module_partitions', "nestjs-outbox, dispatcher.claims 'partitions'", partitionsCpu],
+    ['module_stream', `nestjs-outbox, 'partitions' and publishWindow ${STREAM_WINDOW}`, streamCpu],
     ['bare', 'bare relay', bareCpu],
     ['bare_idempotent', 'bare relay, idempotent producer', idempotentCpu],
     ['lease_relay', 'lease relay', leaseCpu],
@@ -394,6 +465,23 @@ async function measure(ctx: BenchContext, result: ScenarioResult): Promise<Scena
     '>=',
     0.95,
   );
+  // Partitioned delivery against the same relays (issue 76: >= 1.0 x the bare relay, aim 1.3).
+  for (const [key, label, rates] of [
+    [
+      'partitions',
+      "nestjs-outbox, dispatcher.claims 'partitions' (KafkaPublisher, idempotent)",
+      partitionsRates,
+    ],
+    ['stream', `nestjs-outbox, 'partitions' and publishWindow ${STREAM_WINDOW}`, streamRates],
+  ] as const) {
+    const owned = addMetric(result, `module_${key}_msgs_per_s`, label, 'msgs/s', rates, n);
+    result.values[`p2_${key}_vs_bare_kafka`] = round(ratio(owned.median, bare.median), 3);
+    result.values[`p2_${key}_vs_bare_idempotent`] = round(
+      ratio(owned.median, idempotent.median),
+      3,
+    );
+    result.values[`p2_${key}_vs_leases`] = round(ratio(owned.median, module.median), 3);
+  }
   // Where the module's gap to the idempotent relay lies, step by step (reported, no target).
   result.values.p2_lease_relay_vs_bare_idempotent = round(
     ratio(lease.median, idempotent.median),
