@@ -151,11 +151,12 @@ describeWith(['postgres'], 'the PostgreSQL log reader under faults', () => {
     const table = await tailedTable();
     const link = await proxy();
     const cutPublisher = new RecordingPublisher();
+    const cutLogs = new CapturingLogger();
     const cut = await tailingApp(
       table,
       cutPublisher,
       { connectionString: serverUrl(link.port), readerTimeoutMs: 2_000 },
-      { instanceId: 'cut-reader' },
+      { instanceId: 'cut-reader', logger: cutLogs },
     );
     await waitFor('the reader reading', reading(cut));
     const registry = new Registry();
@@ -165,6 +166,19 @@ describeWith(['postgres'], 'the PostgreSQL log reader under faults', () => {
     await waitFor('the reader gauge at 1', async () =>
       (await registry.metrics()).includes('outbox_log_reader_active 1'),
     );
+    const [before] = (await cut.commit([msg('k', { n: 1 })])) as [string];
+    await waitFor('delivered by the reader', () => cutPublisher.sentIds.includes(before), {
+      timeoutMs: 30_000,
+      describeState: () =>
+        `the reader warned: ${cutLogs.lines
+          .filter((l) => l.level === 'warn' || l.level === 'error')
+          .map((l) => l.message)
+          .join(' | ')}`,
+    });
+    // The standby starts once the reader has delivered. Started before, under load (a busy loop
+    // beside four runs of this test), it published the message committed after its start in 2
+    // runs of 8, with no warning from the reader: a hand-over before the cut this test is about.
+    // Nothing was lost or published twice; which path took it there is issue 77's to settle.
     const standbyPublisher = new RecordingPublisher();
     const standby = await tailingApp(
       table,
@@ -172,12 +186,6 @@ describeWith(['postgres'], 'the PostgreSQL log reader under faults', () => {
       { readerTimeoutMs: 2_000 },
       { instanceId: 'standby' },
     );
-    const [before] = (await cut.commit([msg('k', { n: 1 })])) as [string];
-    // A failure bound: the walsender decodes all WAL the server writes, and the other specs
-    // running beside this one may have written much of it since the slot's position.
-    await waitFor('delivered by the reader', () => cutPublisher.sentIds.includes(before), {
-      timeoutMs: 30_000,
-    });
     expect(await reading(standby)()).toBe(false);
 
     // Nothing passes either way, and no connection is closed: no error reaches the reader.
