@@ -61,8 +61,6 @@ export const OutboxMessages = {
     `Invalid OutboxModule option "dispatcher.observe": it is given beside delivery: ${delivery}, and the delivery mode is one option now. Remove dispatcher.observe and say it in delivery alone: delivery: 'poll' or delivery: logTailing(…) (docs/upgrading.md#one-option-for-the-delivery-mode).`,
   logTailingWithExternalDelivery: (): string =>
     'Invalid OutboxModule option "dispatcher.observe": a log observer is given with delivery \'external\', where no dispatcher runs to read the log. Leave dispatcher.observe out (the external engine reads the log), or write delivery: logTailing() to deliver with the module.',
-  partitionsWithLogTailing: (): string =>
-    "Invalid OutboxModule option \"dispatcher.claims\": 'partitions' reads the table's partitions by polling; it does not take log tailing (delivery: logTailing()) yet. Use delivery: 'poll' with dispatcher.claims: 'partitions', or keep dispatcher.claims at 'leases' for log tailing.",
   droppedByExternalDelivery: (what: string): string =>
     `${what} cannot be delivered with delivery 'external': Debezium's outbox router publishes the JSON payload of each row as soon as it is committed (docs/debezium.md#what-changes-in-the-app)`,
   /** What admin, the console and `outbox why` say about a message in an external-delivery table. */

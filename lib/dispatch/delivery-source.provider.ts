@@ -4,7 +4,9 @@ import type { DeliveryDuties } from '../options/delivery-duties';
 import type { ResolvedOutboxOptions } from '../options/resolve-outbox-options';
 import type { OutboxLogObserver } from '../store/ports/outbox-log-source.port';
 import type { DeliverySourceFactory } from './delivery-source';
-import { LogSource, logSweepIntervalMs } from './log/log-source';
+import { LogPartitionSource } from './log/log-partition-source';
+import { LogSource } from './log/log-source';
+import { logSweepIntervalMs } from './log/open-log-source';
 import { PartitionSource } from './partitions/partition-source';
 import { PollSource, type PollSettings } from './poll/poll-source';
 import { RowLeases } from './leases/row-leases';
@@ -55,6 +57,15 @@ export function planDelivery(options: ResolvedOutboxOptions): DeliveryPlan {
       unlocks: rowLeases,
       notifies: options.dispatcher.listen,
       source: pollSource(options),
+    };
+  }
+  if (options.dispatcher.claims === 'partitions') {
+    // The log's reader owns every partition: no row lease, so no unlocker (as polling them).
+    return {
+      ...duties,
+      unlocks: false,
+      notifies: false,
+      source: (pipeline, context) => new LogPartitionSource(delivery, pipeline, context),
     };
   }
   return { ...duties, notifies: false, source: logSource(delivery) };

@@ -282,9 +282,6 @@ export function resolveOutboxOptions(
     );
   }
   if (external) checkExternalDelivery(options, partitioning, cleaner);
-  if (dispatcher.claims === 'partitions' && delivery !== 'poll' && !external) {
-    throw new OutboxOptionsError(OutboxMessages.partitionsWithLogTailing(), 'dispatcher.claims');
-  }
   const policies = resolveEventPolicies(options, {
     retry,
     onDeadLetter: baseOrdering.onDeadLetter,

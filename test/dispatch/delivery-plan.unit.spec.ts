@@ -53,6 +53,16 @@ describe('planDelivery', () => {
     });
   });
 
+  it("logTailing() on delivery partitions: no NOTIFY and no unlocker (the log's reader leases no row)", () => {
+    const { source, notifies, unlocks } = plan({
+      publisher,
+      delivery: logTailing(),
+      dispatcher: { claims: 'partitions' },
+    });
+    expect(source).toBeInstanceOf(Function);
+    expect({ notifies, unlocks }).toEqual({ notifies: false, unlocks: false });
+  });
+
   it('the 0.2 spelling plans as the new one', () => {
     const { source: _old, ...old } = plan({ publisher, dispatcher: { observe: logTailing() } });
     const { source: _new, ...now } = plan({ publisher, delivery: logTailing() });

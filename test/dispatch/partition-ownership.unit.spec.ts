@@ -111,4 +111,47 @@ describe('PartitionOwnership', () => {
     await a.stop();
     await b.stop();
   });
+
+  it("with a share of every partition or none (the log's reader), the new reader takes them all as soon as the old one lets them go, told of the change rather than at its next beat", async () => {
+    const table = new OwnersTable();
+    const busy = new Set<number>();
+    const readingNow = new Set<string>();
+    const parts = (label: string): OwnershipParts => ({
+      store: table.store(),
+      label,
+      timeoutMs: 5_000,
+      log,
+      busy: (p) => busy.has(p),
+      gained: () => undefined,
+      now: () => table.clock,
+      share: (self) => (readingNow.has(self) ? ALL_PARTITIONS : []),
+    });
+    const a = new PartitionOwnership(parts('a'));
+    const b = new PartitionOwnership(parts('b'));
+    await a.start();
+    await b.start();
+    // Neither reads the log yet: neither holds anything, whoever beats.
+    expect(table.owner.size).toBe(0);
+    readingNow.add(a.id);
+    a.beatSoon();
+    await advance(table, 10);
+    expect(table.held(a.id)).toBe(ALL_PARTITIONS.length);
+    // The log changes hands with messages of a partition still in flight at a: a keeps that
+    // one until it is idle, and b takes every other at once, the last one as soon as it is free.
+    busy.add(7);
+    readingNow.delete(a.id);
+    readingNow.add(b.id);
+    a.beatSoon();
+    await advance(table, 10);
+    b.beatSoon();
+    await advance(table, 10);
+    expect(table.held(a.id)).toBe(1);
+    expect(table.held(b.id)).toBe(ALL_PARTITIONS.length - 1);
+    busy.clear();
+    await advance(table, 500);
+    expect(table.held(a.id)).toBe(0);
+    expect(table.held(b.id)).toBe(ALL_PARTITIONS.length);
+    await a.stop();
+    await b.stop();
+  });
 });

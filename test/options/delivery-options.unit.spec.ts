@@ -44,20 +44,17 @@ describe('delivery', () => {
     expect(error.message).toMatch(/is not a delivery mode\. Use 'poll'/);
   });
 
-  it("refuses log tailing with dispatcher.claims: 'partitions', saying what to write", () => {
-    const error = errorOf({
+  it("takes log tailing with dispatcher.claims: 'partitions' (the log's reader owns every partition)", () => {
+    const observer = logTailing();
+    const resolved = resolveOutboxOptions({
       dataSource,
       publisher,
-      delivery: logTailing(),
-      dispatcher: { claims: 'partitions' },
+      delivery: observer,
+      dispatcher: { claims: 'partitions', publishWindow: 500 },
     });
-    expect(error.option).toBe('dispatcher.claims');
-    expect(error.message).toMatch(/Use delivery: 'poll' with dispatcher.claims: 'partitions'/);
-    // Polling partitions stays valid.
-    expect(
-      resolveOutboxOptions({ dataSource, publisher, dispatcher: { claims: 'partitions' } })
-        .dispatcher.claims,
-    ).toBe('partitions');
+    expect(resolved.delivery).toBe(observer);
+    expect(resolved.dispatcher.claims).toBe('partitions');
+    expect(resolved.dispatcher.publishWindow).toBe(500);
   });
 
   it("refuses dispatcher.publishWindow outside dispatcher.claims: 'partitions', and one out of range, saying how to fix it", () => {
@@ -138,13 +135,16 @@ describe('the 0.2 delivery options, deprecated', () => {
     expect(resolved.deprecation).toMatch(/remove dispatcher\.observe/);
   });
 
-  it("still refuses 'partitions' with a log observer given the 0.2 way", () => {
-    const error = errorOf({
+  it("takes 'partitions' with a log observer given the 0.2 way, saying what to write instead", () => {
+    const observer = logTailing();
+    const resolved = resolveOutboxOptions({
       dataSource,
       publisher,
-      dispatcher: { observe: logTailing(), claims: 'partitions' },
+      dispatcher: { observe: observer, claims: 'partitions' },
     });
-    expect(error.option).toBe('dispatcher.claims');
+    expect(resolved.delivery).toBe(observer);
+    expect(resolved.dispatcher.claims).toBe('partitions');
+    expect(resolved.deprecation).toMatch(/remove dispatcher\.observe/);
   });
 
   it('refuses a dispatcher.observe that is neither mode', () => {

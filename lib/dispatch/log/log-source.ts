@@ -1,46 +1,21 @@
 import type { OutboxBatchReport } from '../../observers/outbox-observer.interface';
-import { OutboxOptionsError } from '../../errors/outbox-options.error';
-import { outboxTableNames } from '../../internal/sql-identifier';
-import type { ResolvedOutboxOptions } from '../../options/resolve-outbox-options';
-import { outboxDatabaseOf } from '../../store/outbox-databases';
 import {
   DEFAULT_LOG_LINGER_MS,
-  DEFAULT_LOG_SWEEP_INTERVAL_MS,
-  type OutboxLogConnectionSettings,
   type OutboxLogLag,
   type OutboxLogObserver,
   type OutboxLogSource,
-  type OutboxLogSourceContext,
 } from '../../store/ports/outbox-log-source.port';
 import type { DeliverySource, DrainTimes, SourceContext, SourceStop } from '../delivery-source';
 import type { DeliveryPipeline } from '../pipeline/delivery-pipeline';
 import type { RowLeases } from '../leases/row-leases';
 import { LogTailer } from './log-tailer';
+import {
+  logReaderName,
+  logSweepIntervalMs,
+  openLogSource,
+  type LogDialect,
+} from './open-log-source';
 import { RetrySweeps } from './retry-sweeps';
-
-/** The log each dialect's reader reads, for the start line; null where a dispatcher can read none. */
-const LOG_READERS = {
-  postgres: 'PostgreSQL logical replication',
-  mysql: 'MySQL/MariaDB binlog',
-  sqlite: null,
-} as const satisfies Record<OutboxLogSourceContext['database'], string | null>;
-
-/** Each dialect's name, for the refusal. */
-const DIALECT_NAMES = {
-  postgres: 'PostgreSQL',
-  mysql: 'MySQL/MariaDB',
-  sqlite: 'SQLite',
-} as const satisfies Record<OutboxLogSourceContext['database'], string>;
-
-/** The dialects with a log to read. */
-type LogDialect = {
-  [D in keyof typeof LOG_READERS]: (typeof LOG_READERS)[D] extends null ? never : D;
-}[keyof typeof LOG_READERS];
-
-/** How often the table is swept beside `observer`'s log. */
-export function logSweepIntervalMs(observer: OutboxLogObserver): number {
-  return observer.sweepIntervalMs ?? DEFAULT_LOG_SWEEP_INTERVAL_MS;
-}
 
 /**
  * The log's source (`delivery: logTailing()`): the database's log
@@ -80,7 +55,7 @@ export class LogSource implements DeliverySource {
 
   /** Which log is read, for the start's line: known once the source is made (`prepare`). */
   get reader(): string {
-    return this.database === undefined ? 'database log' : LOG_READERS[this.database];
+    return logReaderName(this.database);
   }
 
   get description(): string {
@@ -96,7 +71,12 @@ export class LogSource implements DeliverySource {
    * a missing setting fails the app's start, naming it.
    */
   async prepare(): Promise<void> {
-    this.source ??= await this.makeSource();
+    if (this.source !== undefined) return;
+    const { source, dialect } = await openLogSource(this.observer, this.context, {
+      leasesById: true,
+    });
+    this.database = dialect;
+    this.source = source;
   }
 
   /** Starts reading the log and the sweep's timer. */
@@ -166,65 +146,4 @@ export class LogSource implements DeliverySource {
     if (!idleDone && this.tailer !== undefined && !this.tailer.idle) left.unshift('the log reader');
     return left;
   }
-
-  private async makeSource(): Promise<OutboxLogSource> {
-    const { sql, store, options, log } = this.context;
-    const database = sql === undefined ? undefined : outboxDatabaseOf(sql.databaseType);
-    if (sql === undefined || database === undefined) {
-      throw new OutboxOptionsError(
-        "delivery: the instance's database is unknown to log tailing; use 'poll'.",
-        'delivery',
-      );
-    }
-    const dialect = database.dialect as OutboxLogSourceContext['database'];
-    const reader = LOG_READERS[dialect];
-    if (reader === null || store.claimIds === undefined) {
-      throw new OutboxOptionsError(
-        `delivery: log tailing needs PostgreSQL or MySQL/MariaDB, and this instance runs on ${DIALECT_NAMES[dialect]}, ${reader === null ? 'which has no replication log' : 'whose store cannot lease by id yet'}. Use delivery: 'poll' (the default).`,
-        'delivery',
-      );
-    }
-    const { tableName, schema, instanceId } = options;
-    this.database = dialect as LogDialect;
-    const source = this.observer.create({
-      database: this.database,
-      names: outboxTableNames(tableName, schema, database.quoting),
-      sql,
-      owner: instanceId,
-      connection: connectionSettings(options.dataSource),
-      log: (level, message) => (level === 'warn' ? log.warn(message) : log.log(message)),
-    });
-    await source.check();
-    return source;
-  }
-}
-
-/**
- * The connection settings of a TypeORM DataSource given as `dataSource`, for the log's
- * replication connection; undefined for anything else (a connection of another library, a
- * DataSource named by string), where `logTailing({ connectionString })` says how.
- */
-function connectionSettings(
-  dataSource: ResolvedOutboxOptions['dataSource'],
-): OutboxLogConnectionSettings | undefined {
-  if (typeof dataSource !== 'object') return undefined;
-  const o = dataSource.options as {
-    url?: string;
-    host?: string;
-    port?: number;
-    username?: string;
-    password?: unknown;
-    database?: unknown;
-    ssl?: boolean | object;
-  };
-  return {
-    connectionString: o.url,
-    host: o.host,
-    port: o.port,
-    user: o.username,
-    // A password given as a function (rotating credentials) is left to connectionString.
-    password: typeof o.password === 'string' ? o.password : undefined,
-    database: typeof o.database === 'string' ? o.database : undefined,
-    ssl: o.ssl,
-  };
 }

@@ -37,6 +37,8 @@ export interface OwnedReaderParts {
   readonly log: DispatcherLog;
   /** Wakes the owner loop (a sweep fell due). */
   readonly wake: () => void;
+  /** How often the table is swept from its start (the poll's interval, or the log's sweep's). */
+  readonly sweepIntervalMs: number;
 }
 
 /**
@@ -104,7 +106,7 @@ export class OwnedReader {
    */
   startSweep(): void {
     this.sweepFrom = '0';
-    this.sweepAt = performance.now() + this.parts.options.dispatcher.pollIntervalMs;
+    this.sweepAt = performance.now() + this.parts.sweepIntervalMs;
     this.parts.backlog.forgetHeld();
   }
 

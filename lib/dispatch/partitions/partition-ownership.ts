@@ -24,6 +24,11 @@ export interface OwnershipParts {
   readonly busy: (partition: number) => boolean;
   /** Called when partitions were gained (read them now). */
   readonly gained: () => void;
+  /**
+   * This process's share among the live ones (`self` first). @default `partitionsFor`: an even
+   * spread. The log's reader wants every partition while it holds the log, and none otherwise.
+   */
+  readonly share?: (self: string, live: readonly string[]) => readonly number[];
   /** The monotonic clock. @default performance.now */
   readonly now?: () => number;
 }
@@ -138,7 +143,12 @@ export class PartitionOwnership {
   async start(): Promise<void> {
     if (this.current !== 'idle') return;
     this.current = 'lapsed';
-    await this.tick();
+    this.ticking = this.tick();
+    try {
+      await this.ticking;
+    } finally {
+      this.ticking = undefined;
+    }
     this.schedule();
   }
 
@@ -160,6 +170,20 @@ export class PartitionOwnership {
         `Could not hand the delivery partitions back at stop (the next dispatchers take them over once this heartbeat is ${this.parts.timeoutMs} ms old): ${describeError(error)}`,
       );
     }
+  }
+
+  /**
+   * Beats now instead of at the next beat, where none is under way: the share changed (the
+   * log's reader took the log, or lost it).
+   */
+  beatSoon(): void {
+    if (this.current === 'idle' || this.ticking !== undefined) return;
+    clearTimeout(this.timer);
+    this.timer = undefined;
+    this.ticking = this.tick().finally(() => {
+      this.ticking = undefined;
+      this.schedule();
+    });
   }
 
   private valid(): boolean {
@@ -230,8 +254,8 @@ export class PartitionOwnership {
   }
 
   private async rebalance(beat: PartitionBeat): Promise<void> {
-    const { store, busy, gained, log } = this.parts;
-    const wanted = new Set(partitionsFor(this.id, [this.id, ...beat.live]));
+    const { store, busy, gained, log, share = partitionsFor } = this.parts;
+    const wanted = new Set(share(this.id, [this.id, ...beat.live]));
     // Named for this process in the table but not held here: left by a lapse. Taken back if
     // still this process's share (nobody else held them: same generation), else handed over.
     for (const [p, generation] of beat.owned) {

@@ -11,6 +11,18 @@ import { OwnedReader } from './owned-reader';
 import { OwnerLoop } from './owner-loop';
 import { PartitionOwnership } from './partition-ownership';
 
+/** How a partition owner learns of new rows: its own timer and LISTEN, or the log's reader. */
+export interface PartitionFeed {
+  /** How often the owner loop runs unwoken, and sweeps its partitions from the table's start. */
+  readonly intervalMs: number;
+  /** Whether writers' NOTIFY wakes it (`dispatcher.listen`); a log reader wakes it instead. */
+  readonly listen: boolean;
+  /** This process's share of the partitions (see `OwnershipParts.share`); default an even spread. */
+  readonly share?: (self: string, live: readonly string[]) => readonly number[];
+  /** What the start's line says of it. */
+  readonly describe: () => string;
+}
+
 /**
  * Partitioned delivery (`dispatcher.claims: 'partitions'`, docs/delivery.md "Partitions"): this
  * dispatcher owns a share of the key space's partitions (`PartitionOwnership`) and reads their
@@ -36,10 +48,19 @@ export class PartitionSource implements DeliverySource {
   private wakeUp: Promise<void> | undefined;
   private woken: () => void = () => undefined;
 
+  private readonly feed: PartitionFeed;
+
   constructor(
     private readonly pipeline: DeliveryPipeline,
     private readonly context: SourceContext,
+    feed?: PartitionFeed,
   ) {
+    const { pollIntervalMs, listen } = context.options.dispatcher;
+    this.feed = feed ?? {
+      intervalMs: pollIntervalMs,
+      listen,
+      describe: () => `polling every ${pollIntervalMs} ms`,
+    };
     const { options, store, registry, log } = context;
     const partitions = store.deliveryPartitions;
     if (partitions === undefined) {
@@ -53,7 +74,7 @@ export class PartitionSource implements DeliverySource {
       log,
       () => this.timedDrain(),
     );
-    this.wakeUps = new WakeUps(() => this.wake(), options.dispatcher.pollIntervalMs);
+    this.wakeUps = new WakeUps(() => this.wake(), this.feed.intervalMs);
     this.ownership = new PartitionOwnership({
       store: partitions,
       label: options.instanceId,
@@ -62,6 +83,7 @@ export class PartitionSource implements DeliverySource {
       busy: (p) => backlog.busy(p),
       // A gained partition's rows may lie anywhere below the floor.
       gained: () => this.reader.sweepSoon(0),
+      ...(this.feed.share !== undefined && { share: this.feed.share }),
     });
     this.reader = new OwnedReader({
       store: partitions,
@@ -72,6 +94,7 @@ export class PartitionSource implements DeliverySource {
       options,
       log,
       wake: () => this.wake(),
+      sweepIntervalMs: this.feed.intervalMs,
     });
     this.delivery = new OwnedDelivery({
       store: partitions,
@@ -95,13 +118,13 @@ export class PartitionSource implements DeliverySource {
   }
 
   get description(): string {
-    const { pollIntervalMs, partitionTimeoutMs } = this.context.options.dispatcher;
+    const { partitionTimeoutMs } = this.context.options.dispatcher;
     const { slice, window } = this.loop.publishing;
     const stream =
       window === undefined
         ? ''
         : `, publishing as a stream (up to ${window} unconfirmed, in slices of ${slice})`;
-    return `partitions of the key space (owners time out after ${partitionTimeoutMs} ms), polling every ${pollIntervalMs} ms${stream}`;
+    return `partitions of the key space (owners time out after ${partitionTimeoutMs} ms), ${this.feed.describe()}${stream}`;
   }
 
   get drainTimes(): DrainTimes {
@@ -113,12 +136,12 @@ export class PartitionSource implements DeliverySource {
   }
 
   async start(): Promise<void> {
-    const { store, commits, log, options } = this.context;
+    const { store, commits, log } = this.context;
     this.reader.reset();
     await this.ownership.start();
-    this.runner.start(options.dispatcher.pollIntervalMs);
+    this.runner.start(this.feed.intervalMs);
     commits.attach(() => this.wake());
-    if (options.dispatcher.listen && store.listen !== undefined && this.unlisten === undefined) {
+    if (this.feed.listen && store.listen !== undefined && this.unlisten === undefined) {
       try {
         this.unlisten = await store.listen(() => this.wake());
       } catch (error) {
@@ -134,6 +157,11 @@ export class PartitionSource implements DeliverySource {
     this.wakeUps.woke();
     this.runner.request();
     this.woken();
+  }
+
+  /** This process's share changed (see `PartitionFeed.share`): it is worked out again now. */
+  shareChanged(): void {
+    this.ownership.beatSoon();
   }
 
   /** Resolves at the next wake-up: a loop waiting on its batches reads again for new rows. */

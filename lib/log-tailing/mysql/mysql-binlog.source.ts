@@ -217,6 +217,7 @@ export class MysqlBinlogSource implements OutboxLogSource {
       if (taken === null) break;
       const { lock, tookOver } = taken;
       this.lock = lock;
+      this.context.reading?.(true);
       try {
         await this.read(Client, lock, tookOver, onBatch, signal);
       } catch (error) {
@@ -233,6 +234,7 @@ export class MysqlBinlogSource implements OutboxLogSource {
         }
       } finally {
         this.lock = null;
+        this.context.reading?.(false);
         await lock.release();
       }
       await pause(this.retryMs, signal);

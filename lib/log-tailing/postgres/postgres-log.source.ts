@@ -169,6 +169,13 @@ export class PostgresLogSource implements OutboxLogSource {
     return this.settings.createSlotTimeoutMs ?? DEFAULT_CREATE_SLOT_TIMEOUT_MS;
   }
 
+  /** Whether this process reads the slot now; the context hears of each change. */
+  private setActive(active: boolean): void {
+    if (this.active === active) return;
+    this.active = active;
+    this.context.reading?.(active);
+  }
+
   /** The slot's name; known once `check()` ran. */
   get slot(): string {
     if (this.slotName === undefined) throw new Error('PostgresLogSource: check() has not run');
@@ -182,7 +189,7 @@ export class PostgresLogSource implements OutboxLogSource {
         () => undefined,
         (error: unknown) => error,
       );
-      this.active = false;
+      this.setActive(false);
       if (signal.aborted) break;
       const code = (ended as { code?: unknown } | undefined)?.code;
       if (code === OBJECT_IN_USE) {
@@ -363,7 +370,7 @@ export class PostgresLogSource implements OutboxLogSource {
     let stopped: (() => void) | undefined;
     const ended = new Promise<void>((resolve) => (stopped = resolve));
     const stop = () => {
-      this.active = false;
+      this.setActive(false);
       void service.stop().catch(() => undefined);
       socket?.destroy();
       stopped?.();
@@ -468,7 +475,7 @@ export class PostgresLogSource implements OutboxLogSource {
         stop();
         return;
       }
-      this.active = true;
+      this.setActive(true);
       this.readerPid = undefined;
       this.settings.log('log', `Reading replication slot ${slot} (publication ${publication})`);
       checking ??= setInterval(() => void check(), standbyRetryMs);
@@ -513,7 +520,7 @@ export class PostgresLogSource implements OutboxLogSource {
       clearInterval(checking);
       signal.removeEventListener('abort', stop);
       streaming = false;
-      this.active = false;
+      this.setActive(false);
       notify();
       await handing;
       socket?.destroy();

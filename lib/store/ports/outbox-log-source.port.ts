@@ -104,6 +104,12 @@ export interface OutboxLogSourceContext {
   readonly connection?: OutboxLogConnectionSettings;
   /** The dispatcher's log, for a source's own lines (standby, reconnects). */
   readonly log?: (level: 'log' | 'warn', message: string) => void;
+  /**
+   * Told when this process becomes the log's one reader (it holds the slot or the binlog lock)
+   * and when it stops being it: a reader that owns delivery takes the table then, and gives it
+   * back.
+   */
+  readonly reading?: (reading: boolean) => void;
 }
 
 /** The wait for a fuller batch of an observer that does not say (`OutboxLogObserver.lingerMs`). */

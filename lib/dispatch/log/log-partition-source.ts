@@ -1,0 +1,193 @@
+import type { OutboxBatchReport } from '../../observers/outbox-observer.interface';
+import { describeError } from '../../internal/describe-error';
+import { ALL_PARTITIONS } from '../../store/shared-sql/delivery-partitions';
+import type {
+  LoggedBatch,
+  OutboxLogLag,
+  OutboxLogObserver,
+  OutboxLogSource,
+} from '../../store/ports/outbox-log-source.port';
+import type { DeliverySource, DrainTimes, SourceContext, SourceStop } from '../delivery-source';
+import type { DeliveryPipeline } from '../pipeline/delivery-pipeline';
+import { PartitionSource } from '../partitions/partition-source';
+import {
+  logReaderName,
+  logSweepIntervalMs,
+  openLogSource,
+  type LogDialect,
+} from './open-log-source';
+
+/**
+ * How long after the log named a commit the owner reads once more: the log may hand a commit
+ * over a moment before a new snapshot shows it, and a read in that moment finds nothing.
+ */
+const SEEN_AGAIN_MS = 25;
+
+/**
+ * Log tailing on delivery partitions (`delivery: logTailing()` with `dispatcher.claims:
+ * 'partitions'`, docs/log-tailing.md "On delivery partitions"). The process that reads the log
+ * (it alone holds the slot) owns every partition of the table and the others own none: their
+ * generations rise whenever the log changes hands, which fences a former reader's late settles,
+ * and standbys read nothing while a reader lives. The log tells the owner when rows committed,
+ * in place of polling and NOTIFY (writers pay nothing for it): each handover wakes the owner
+ * loop, which reads the rows from the table without a lease or any write and keeps each key's
+ * order in memory, as every partition owner does. Positions are acknowledged as they come: the
+ * rows are pending in the table, and whoever holds the partitions next reads them from there.
+ * The owner's sweep of the table, on the log's sweep interval, brings back what the log cannot
+ * tell (rows re-driven, dead letters retried); retries falling due it sweeps for on their time.
+ */
+export class LogPartitionSource implements DeliverySource {
+  readonly delivers = true;
+  readonly unsettled =
+    "the messages of a batch not settled are read again by the log's next reader once this dispatcher's heartbeat runs out";
+  private readonly partitions: PartitionSource;
+  private readonly abort = new AbortController();
+  private source: OutboxLogSource | undefined;
+  private dialect: LogDialect | undefined;
+  /** Whether this process reads the log now (holds the slot): it then wants every partition. */
+  private holdsLog = false;
+  private running: Promise<void> | undefined;
+  private reading = false;
+  private seenAgain: NodeJS.Timeout | undefined;
+  /** The newest position not acknowledged yet, and the acknowledgement under way. */
+  private toAcknowledge: string | undefined;
+  private acknowledging: Promise<void> | undefined;
+
+  constructor(
+    private readonly observer: OutboxLogObserver,
+    private readonly pipeline: DeliveryPipeline,
+    private readonly context: SourceContext,
+  ) {
+    const sweepMs = logSweepIntervalMs(observer);
+    this.partitions = new PartitionSource(pipeline, context, {
+      intervalMs: sweepMs,
+      listen: false,
+      share: () => (this.holdsLog ? ALL_PARTITIONS : []),
+      describe: () =>
+        `every one held by the process reading the ${this.reader}, woken by it, table swept every ${sweepMs} ms`,
+    });
+  }
+
+  /** Which log is read, for the start's line. */
+  get reader(): string {
+    return logReaderName(this.dialect);
+  }
+
+  get description(): string {
+    return `log tailing (${this.reader}) on ${this.partitions.description}`;
+  }
+
+  get drainTimes(): DrainTimes {
+    return this.partitions.drainTimes;
+  }
+
+  async prepare(): Promise<void> {
+    if (this.source !== undefined) return;
+    const { source, dialect } = await openLogSource(this.observer, this.context, {
+      leasesById: false,
+      reading: (reading) => this.readingChanged(reading),
+    });
+    this.dialect = dialect;
+    this.source = source;
+  }
+
+  /** Starts the partitions' owner (holding none until the log is read here), then the reader. */
+  async start(): Promise<void> {
+    await this.prepare();
+    await this.partitions.start();
+    const source = this.source;
+    if (this.running !== undefined || source === undefined) return;
+    this.reading = true;
+    this.running = source
+      .run((batch) => this.handle(batch), this.abort.signal)
+      .catch((error: unknown) =>
+        this.context.log.error(`Log tailing stopped on an error: ${describeError(error)}`),
+      )
+      .finally(() => {
+        this.reading = false;
+      });
+  }
+
+  wake(): void {
+    this.partitions.wake();
+  }
+
+  drain(): Promise<number> {
+    return this.partitions.drain();
+  }
+
+  runOnce(): Promise<OutboxBatchReport> {
+    return this.partitions.runOnce();
+  }
+
+  async lag(): Promise<OutboxLogLag | null> {
+    return this.source === undefined ? null : this.source.lag();
+  }
+
+  /**
+   * Stops reading the log first (a standby may take the slot, but not the partitions, which
+   * this process holds until its batches have settled), then the partitions' owner.
+   */
+  stop(): SourceStop {
+    clearTimeout(this.seenAgain);
+    this.seenAgain = undefined;
+    this.abort.abort();
+    const reading = (this.running ?? Promise.resolve()).then(() => this.acknowledging);
+    const partitions = this.partitions.stop();
+    return {
+      idle: Promise.all([reading, partitions.idle]).then(() => undefined),
+      closing: partitions.closing,
+    };
+  }
+
+  stillRunning(idleDone: boolean): string[] {
+    const left = this.partitions.stillRunning(idleDone);
+    if (!idleDone && this.reading) left.unshift('the log reader');
+    return left;
+  }
+
+  /** The log was taken here, or lost: the share changes at once rather than at the next beat. */
+  private readingChanged(reading: boolean): void {
+    if (this.holdsLog === reading) return;
+    this.holdsLog = reading;
+    this.partitions.shareChanged();
+  }
+
+  /**
+   * Committed inserts: the owner reads them now, and once more shortly after (in case a new
+   * snapshot did not show them yet). The position is acknowledged: they are in the table.
+   */
+  private handle(batch: LoggedBatch): Promise<void> {
+    if (batch.inserts.length > 0 || (batch.leftToTable ?? 0) > 0) {
+      this.partitions.wake();
+      this.seenAgain ??= setTimeout(() => {
+        this.seenAgain = undefined;
+        this.partitions.wake();
+      }, SEEN_AGAIN_MS);
+    }
+    this.acknowledge(batch.position);
+    return Promise.resolve();
+  }
+
+  /** Acknowledges `position`, or a later one, once the acknowledgement under way has answered. */
+  private acknowledge(position: string): void {
+    this.toAcknowledge = position;
+    const source = this.source;
+    if (this.acknowledging !== undefined || source === undefined) return;
+    this.acknowledging = (async () => {
+      for (let next = this.toAcknowledge; next !== undefined; next = this.toAcknowledge) {
+        this.toAcknowledge = undefined;
+        try {
+          await source.acknowledge(next);
+        } catch (error) {
+          // Read again after a reconnect: it only wakes the owner once more.
+          this.context.log.warn(
+            `Acknowledging log position ${next} failed: ${describeError(error)}`,
+          );
+        }
+      }
+    })().finally(() => {
+      this.acknowledging = undefined;
+    });
+  }
+}

@@ -1,0 +1,255 @@
+import { outboxTableNames } from '../../lib/internal/sql-identifier';
+import { ALL_PARTITIONS } from '../../lib/store/shared-sql/delivery-partitions';
+import {
+  logTailing,
+  postgresLogNames,
+  postgresLogTailingDdl,
+  type LogTailingOptions,
+} from 'nestjs-outbox/log-tailing';
+import { CapturingLogger } from '../support/capturing-logger';
+import { serverConnection, testDatabase } from '../support/databases';
+import { msg } from '../support/dispatch-fixtures';
+import {
+  dispatchTestApp,
+  mergeOutboxOptions,
+  type HarnessOverrides,
+  type OutboxApp,
+} from '../support/outbox-harness';
+import { useOutboxScope } from '../support/outbox-scope';
+import { RecordingPublisher } from '../support/recording.publisher';
+import { describeWith } from '../support/services';
+import { FaultProxy } from '../../lib/testing';
+import { waitFor } from '../support/wait-for';
+
+// Log tailing on delivery partitions (`delivery: logTailing()` with `dispatcher.claims:
+// 'partitions'`, PostgreSQL, docs/log-tailing.md "On delivery partitions"): the process reading
+// the log owns every partition, standbys none; the log wakes the owner, which reads without a
+// lease. The delivery promises run on the log in the `sources` project; this is what only this
+// combination has: who owns what, and the hand-over when the log changes hands mid-stream.
+
+/** No sweep on a timer during a test: what is delivered, the log's wake-ups brought. */
+const NO_SWEEP = 3_600_000;
+const server = serverConnection('postgres');
+
+function serverUrl(port = server.port): string {
+  const user = encodeURIComponent(server.username);
+  const password = server.password ?? '';
+  const auth = password === '' ? user : `${user}:${encodeURIComponent(password)}`;
+  return `postgres://${auth}@127.0.0.1:${port}/${server.database}`;
+}
+
+describeWith(['postgres'], 'log tailing on delivery partitions', () => {
+  const scope = useOutboxScope(testDatabase('postgres'), { tablePrefix: 'lt_part' });
+  const names = (table: string) => postgresLogNames('public', table, server.database);
+
+  async function slotActive(table: string): Promise<boolean> {
+    const rows: { active: boolean }[] = await scope.ds.query(
+      'SELECT active FROM pg_replication_slots WHERE slot_name = $1',
+      [names(table).slot],
+    );
+    return rows[0]?.active === true;
+  }
+
+  /** A fresh outbox table with its publication; slot and publication dropped after the test. */
+  async function tailedTable(): Promise<string> {
+    const table = await scope.table('lt_part');
+    const { slot, publication } = names(table);
+    scope.defer(async () => {
+      await waitFor(`slot ${slot} released`, async () => !(await slotActive(table)), {
+        timeoutMs: 15_000,
+      });
+      await scope.ds.query(
+        'SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1',
+        [slot],
+      );
+      await scope.ds.query(`DROP PUBLICATION IF EXISTS "${publication}"`);
+    });
+    const ddl = postgresLogTailingDdl(outboxTableNames(table, null, 'double'), publication);
+    for (const statement of ddl) await scope.ds.query(statement);
+    return table;
+  }
+
+  function tailingApp(
+    table: string,
+    publisher: RecordingPublisher,
+    log: LogTailingOptions = {},
+    overrides: HarnessOverrides & { logger?: CapturingLogger } = {},
+  ): Promise<OutboxApp<RecordingPublisher>> {
+    const { logger, ...options } = overrides;
+    const spec = dispatchTestApp(publisher, options);
+    return scope.open({
+      ...spec,
+      table,
+      ...(logger === undefined ? {} : { logger }),
+      options: mergeOutboxOptions(spec.options ?? {}, {
+        autoStart: true,
+        dispatcher: { claims: 'partitions', partitionTimeoutMs: 1_000 },
+        delivery: logTailing({ sweepIntervalMs: NO_SWEEP, standbyRetryMs: 200, ...log }),
+      }),
+    });
+  }
+
+  /** Per owner, how many partitions the owners table gives it (null: no one). */
+  async function owners(table: string): Promise<Map<string | null, number>> {
+    const rows: { owner: string | null; n: number }[] = await scope.ds.query(
+      `SELECT owner, count(*)::int AS n FROM "${table}_owners" GROUP BY owner`,
+    );
+    return new Map(rows.map((r) => [r.owner, r.n]));
+  }
+
+  /** The owner of every partition, when one process holds them all. */
+  async function soleOwner(table: string): Promise<string | undefined> {
+    const held = await owners(table);
+    const [only] = [...held];
+    return held.size === 1 && only?.[0] !== null && only?.[1] === ALL_PARTITIONS.length
+      ? (only?.[0] ?? undefined)
+      : undefined;
+  }
+
+  async function generations(table: string): Promise<Map<number, bigint>> {
+    const rows: { partition: number; generation: string }[] = await scope.ds.query(
+      `SELECT partition, generation::text AS generation FROM "${table}_owners"`,
+    );
+    return new Map(rows.map((r) => [r.partition, BigInt(r.generation)]));
+  }
+
+  const reading = (h: OutboxApp) => async (): Promise<boolean> =>
+    (await h.dispatcher.logLagStatus())?.active === true;
+
+  it('the reader owns every partition and delivers what the log names without leasing a row; a standby owns none and publishes nothing', async () => {
+    const table = await tailedTable();
+    const readerPublisher = new RecordingPublisher();
+    const logs = new CapturingLogger();
+    const reader = await tailingApp(
+      table,
+      readerPublisher,
+      {},
+      { instanceId: 'reader', logger: logs },
+    );
+    await waitFor('the reader reading', reading(reader));
+    const readerId = await waitFor('every partition held by the reader', () => soleOwner(table));
+    expect(readerId).toMatch(/^reader#/);
+    expect(logs.lines.map((l) => l.message).join('\n')).toMatch(
+      /log tailing \(PostgreSQL logical replication\) on partitions of the key space/,
+    );
+
+    const standbyPublisher = new RecordingPublisher();
+    const standby = await tailingApp(table, standbyPublisher, {}, { instanceId: 'standby' });
+    await waitFor('the standby beating', async () => {
+      const rows: { n: number }[] = await scope.ds.query(
+        `SELECT count(*)::int AS n FROM "${table}_dispatchers" WHERE label = 'standby'`,
+      );
+      return rows[0]?.n === 1;
+    });
+    expect(await reading(standby)()).toBe(false);
+
+    const ids: string[] = [];
+    for (let round = 0; round < 5; round++) {
+      ids.push(...(await reader.commit(['a', 'b', 'c', 'd'].map((k) => msg(k, { round })))));
+    }
+    await waitFor(
+      'every message delivered',
+      () => ids.every((id) => readerPublisher.sentIds.includes(id)),
+      {
+        timeoutMs: 20_000,
+      },
+    );
+    expect(readerPublisher.sentIds).toHaveLength(ids.length);
+    for (const key of ['a', 'b', 'c', 'd']) {
+      const committed = ids.filter((_, i) => ['a', 'b', 'c', 'd'][i % 4] === key);
+      expect(readerPublisher.sentForKey(key)).toEqual(committed);
+    }
+    expect(standbyPublisher.sentIds).toEqual([]);
+    expect(await soleOwner(table)).toBe(readerId);
+    // Read and settled under the partitions' fence: no row was ever leased.
+    const leased: { n: number }[] = await scope.ds.query(
+      `SELECT count(*)::int AS n FROM "${table}" WHERE locked_by IS NOT NULL OR locked_until IS NOT NULL OR status <> 'delivered'`,
+    );
+    expect(leased[0]?.n).toBe(0);
+  });
+
+  it("hands over mid-stream when the reader's log connection is cut: the standby takes the slot, then every partition at a higher generation; each message published once, every key in commit order", async () => {
+    const table = await tailedTable();
+    const link = await FaultProxy.start(
+      { host: server.host, port: server.port },
+      { lifetimeMs: 120_000 },
+    );
+    scope.defer(() => link.close());
+    const firstPublisher = new RecordingPublisher();
+    const first = await tailingApp(
+      table,
+      firstPublisher,
+      { connectionString: serverUrl(link.port), readerTimeoutMs: 2_000 },
+      { instanceId: 'first' },
+    );
+    await waitFor('the first reading', reading(first));
+    const firstId = await waitFor('every partition held by the first', () => soleOwner(table));
+    const secondPublisher = new RecordingPublisher();
+    const second = await tailingApp(
+      table,
+      secondPublisher,
+      { readerTimeoutMs: 2_000 },
+      { instanceId: 'second' },
+    );
+    const before = await generations(table);
+
+    const keys = ['k0', 'k1', 'k2', 'k3', 'k4'];
+    const committed = new Map<string, string[]>(keys.map((k) => [k, []]));
+    let writing = true;
+    const writer = (async () => {
+      for (let round = 0; writing; round++) {
+        const ids = await first.commit(keys.map((k) => msg(k, { round })));
+        ids.forEach((id, i) => committed.get(keys[i] as string)?.push(id));
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+    })();
+    await waitFor('the first delivering', () => firstPublisher.sentIds.length >= 20, {
+      timeoutMs: 20_000,
+    });
+    link.cut('blackhole');
+    await waitFor('the second reading', reading(second), { timeoutMs: 20_000 });
+    const secondId = await waitFor(
+      'every partition held by the second',
+      async () => {
+        const owner = await soleOwner(table);
+        return owner !== undefined && owner !== firstId ? owner : undefined;
+      },
+      { timeoutMs: 20_000 },
+    );
+    expect(secondId).toMatch(/^second#/);
+    await waitFor('the second delivering', () => secondPublisher.sentIds.length >= 20, {
+      timeoutMs: 20_000,
+    });
+    writing = false;
+    await writer;
+    const all = [...committed.values()].flat();
+    await waitFor(
+      'every message delivered',
+      () =>
+        all.every(
+          (id) => firstPublisher.sentIds.includes(id) || secondPublisher.sentIds.includes(id),
+        ),
+      {
+        timeoutMs: 30_000,
+        describeState: () =>
+          `${all.filter((id) => !firstPublisher.sentIds.includes(id) && !secondPublisher.sentIds.includes(id)).length} of ${all.length} not delivered`,
+      },
+    );
+
+    // No crash between: nothing published twice, and each key's messages went out in commit
+    // order, the first's share before the second's.
+    const published = [...firstPublisher.sentIds, ...secondPublisher.sentIds];
+    expect(new Set(published).size).toBe(published.length);
+    expect(published).toHaveLength(all.length);
+    for (const key of keys) {
+      expect([...firstPublisher.sentForKey(key), ...secondPublisher.sentForKey(key)]).toEqual(
+        committed.get(key),
+      );
+    }
+    // Every partition changed hands: a settle fenced by the first's generations changes nothing.
+    const after = await generations(table);
+    for (const [partition, generation] of before) {
+      expect(after.get(partition)).toBeGreaterThan(generation);
+    }
+  });
+});
