@@ -22,7 +22,7 @@ import { FaultProxy } from '../../lib/testing';
 import { waitFor } from '../support/wait-for';
 
 // Log tailing on delivery partitions (`delivery: logTailing()` with `dispatcher.claims:
-// 'partitions'`, PostgreSQL, docs/log-tailing.md "On delivery partitions"): the process reading
+// 'partitions'`, PostgreSQL, docs/log-tailing.md "On delivery partitions (PostgreSQL)"): the process reading
 // the log owns every partition, standbys none; the log wakes the owner, which reads without a
 // lease. The delivery promises run on the log in the `sources` project; this is what only this
 // combination has: who owns what, and the hand-over when the log changes hands mid-stream.

@@ -22,10 +22,15 @@ import {
  * over a moment before a new snapshot shows it, and a read in that moment finds nothing.
  */
 const SEEN_AGAIN_MS = 25;
+/**
+ * How long past a delayed message's due time its sweep runs: the database's clock decides, and
+ * a sweep a little early finds nothing.
+ */
+const DUE_MARGIN_MS = 20;
 
 /**
  * Log tailing on delivery partitions (`delivery: logTailing()` with `dispatcher.claims:
- * 'partitions'`, docs/log-tailing.md "On delivery partitions"). The process that reads the log
+ * 'partitions'`, docs/log-tailing.md "On delivery partitions (PostgreSQL)"). The process that reads the log
  * (it alone holds the slot) owns every partition of the table and the others own none: their
  * generations rise whenever the log changes hands, which fences a former reader's late settles,
  * and standbys read nothing while a reader lives. The log tells the owner when rows committed,
@@ -52,6 +57,8 @@ export class LogPartitionSource implements DeliverySource {
   /** The newest position not acknowledged yet, and the acknowledgement under way. */
   private toAcknowledge: string | undefined;
   private acknowledging: Promise<void> | undefined;
+  /** Whether the log was found not to say when rows fall due (said once). */
+  private noDueTimesSaid = false;
 
   constructor(
     private readonly observer: OutboxLogObserver,
@@ -158,6 +165,11 @@ export class LogPartitionSource implements DeliverySource {
    * snapshot did not show them yet). The position is acknowledged: they are in the table.
    */
   private handle(batch: LoggedBatch): Promise<void> {
+    for (const insert of batch.inserts) {
+      // A delayed message is not read before it is due: the sweep is asked for then.
+      if (insert.dueInMs === undefined) this.sayNoDueTimes();
+      else if (insert.dueInMs > 0) this.partitions.sweepSoon(insert.dueInMs + DUE_MARGIN_MS);
+    }
     if (batch.inserts.length > 0 || (batch.leftToTable ?? 0) > 0) {
       this.partitions.wake();
       this.seenAgain ??= setTimeout(() => {
@@ -167,6 +179,14 @@ export class LogPartitionSource implements DeliverySource {
     }
     this.acknowledge(batch.position);
     return Promise.resolve();
+  }
+
+  private sayNoDueTimes(): void {
+    if (this.noDueTimesSaid) return;
+    this.noDueTimesSaid = true;
+    this.context.log.warn(
+      `The log does not carry available_at (its publication was made by an earlier release): delayed messages go out at the table's sweep, every ${logSweepIntervalMs(this.observer)} ms, rather than when due. Run \`outbox log setup\` (or \`outbox schema migrate --log-tailing\`) once to add the column to the publication.`,
+    );
   }
 
   /** Acknowledges `position`, or a later one, once the acknowledgement under way has answered. */

@@ -13,6 +13,10 @@ import { ReadFloor } from './read-floor';
 
 /** Waiting rows promoted per look, as the unlocker does. */
 const ORPHANS_PER_LOOK = 1_000;
+/** Sweeps asked for closer together than this are one. */
+const SWEEPS_APART_MS = 5;
+/** The most sweeps kept asked for at once: the latest beyond it wait for the timer's sweep. */
+const MAX_SWEEPS_ASKED = 1_000;
 /**
  * How many rows parked since the table's statistics were last refreshed make the owner refresh
  * them (ANALYZE), and how often at most: autovacuum does the same once the park's updates pass
@@ -50,8 +54,15 @@ export interface OwnedReaderParts {
  */
 export class OwnedReader {
   private readonly floor = new ReadFloor();
-  /** When the next sweep from the start of the table is due (monotonic clock). */
-  private sweepAt = 0;
+  /** When the next sweep on the timer is due (monotonic clock). */
+  private periodicAt = 0;
+  /**
+   * The earlier sweeps asked for (retries and delayed messages falling due), in order: each is
+   * kept until a sweep starts after it, so that one asked for later than another is not lost.
+   */
+  private dueAt: number[] = [];
+  /** When the timer of the first of `dueAt` fires; undefined when none is set. */
+  private timerAt: number | undefined;
   /** Where the sweep in progress reads next; undefined when none is. */
   private sweepFrom: string | undefined;
   private sweepTimer: NodeJS.Timeout | undefined;
@@ -80,7 +91,13 @@ export class OwnedReader {
   /** Reads start from the start of the table again, with a sweep at once (a start). */
   reset(): void {
     this.floor.reset();
-    this.sweepAt = 0;
+    this.periodicAt = 0;
+    this.dueAt = [];
+  }
+
+  /** When the next sweep from the start of the table is due (monotonic clock). */
+  private get sweepAt(): number {
+    return Math.min(this.periodicAt, this.dueAt[0] ?? Infinity);
   }
 
   /** Something was written, or a drain begins: the next read looks after the floor. */
@@ -91,6 +108,8 @@ export class OwnedReader {
 
   stop(): void {
     clearTimeout(this.sweepTimer);
+    this.sweepTimer = undefined;
+    this.timerAt = undefined;
   }
 
   /** Starts a sweep when one is due, after promoting orphaned waiting rows. */
@@ -105,18 +124,49 @@ export class OwnedReader {
    * memory. Keys held back are looked at again.
    */
   startSweep(): void {
+    const now = performance.now();
     this.sweepFrom = '0';
-    this.sweepAt = performance.now() + this.parts.sweepIntervalMs;
+    this.periodicAt = now + this.parts.sweepIntervalMs;
+    // What falls due later than this sweep's start may lie behind where it reads by then.
+    this.dueAt = this.dueAt.filter((at) => at > now && at < this.periodicAt);
+    this.arm();
     this.parts.backlog.forgetHeld();
   }
 
-  /** Sweeps from the start of the table `delayMs` from now (a retry falls due then). */
+  /**
+   * Sweeps from the start of the table `delayMs` from now (a retry or a delayed message falls
+   * due then), besides any sweep asked for before it.
+   */
   sweepSoon(delayMs: number): void {
-    const at = performance.now() + delayMs;
-    if (at >= this.sweepAt) return;
-    this.sweepAt = at;
+    const at = performance.now() + Math.max(0, delayMs);
+    if (at >= this.periodicAt) return;
+    // Asks a few milliseconds apart are one sweep.
+    if (this.dueAt.some((d) => Math.abs(d - at) < SWEEPS_APART_MS)) return;
+    // Past so many, a later ask waits for the sweep on the timer.
+    if (this.dueAt.length >= MAX_SWEEPS_ASKED && at > (this.dueAt.at(-1) ?? 0)) return;
+    if (this.dueAt.length >= MAX_SWEEPS_ASKED) this.dueAt.pop();
+    const i = this.dueAt.findIndex((d) => d > at);
+    if (i === -1) this.dueAt.push(at);
+    else this.dueAt.splice(i, 0, at);
+    this.arm();
+  }
+
+  /** Sets the timer that wakes the owner loop for the first sweep asked for. */
+  private arm(): void {
+    const first = this.dueAt[0];
+    if (first === this.timerAt) return;
     clearTimeout(this.sweepTimer);
-    this.sweepTimer = setTimeout(() => this.parts.wake(), Math.max(0, delayMs));
+    this.sweepTimer = undefined;
+    this.timerAt = first;
+    if (first === undefined) return;
+    this.sweepTimer = setTimeout(
+      () => {
+        this.sweepTimer = undefined;
+        this.timerAt = undefined;
+        this.parts.wake();
+      },
+      Math.max(0, first - performance.now()),
+    );
     this.sweepTimer.unref();
   }
 

@@ -159,6 +159,11 @@ export class PartitionSource implements DeliverySource {
     this.woken();
   }
 
+  /** Sweeps the owned partitions from the table's start `delayMs` from now (rows fall due then). */
+  sweepSoon(delayMs: number): void {
+    this.reader.sweepSoon(delayMs);
+  }
+
   /** This process's share changed (see `PartitionFeed.share`): it is worked out again now. */
   shareChanged(): void {
     this.ownership.beatSoon();

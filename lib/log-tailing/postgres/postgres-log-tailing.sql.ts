@@ -63,11 +63,13 @@ export function postgresLogTailingDdl(n: OutboxTableNames, publication: string):
   assertIdentifier(publication, 'publicationName');
   // Compared as regclass: the publication lists the table by schema and name, `n.table` may be
   // unqualified (the search path's schema), and a partition root is listed under its own name.
-  // From PostgreSQL 15 the publication carries the two columns the reader uses: the server then
-  // sends about 40 bytes per insert instead of the whole row (payload included), and the reader
+  // From PostgreSQL 15 the publication carries the columns the reader uses: the server then
+  // sends about 50 bytes per insert instead of the whole row (payload included), and the reader
   // parses that much. An older server publishes the whole row. Dynamic, so that an older
-  // server's PL/pgSQL never parses a column list.
-  const table = `${n.table} (id, message_key)`;
+  // server's PL/pgSQL never parses a column list. A list made by an earlier release without
+  // `available_at` (when a delayed message falls due, which the partition owner reading the log
+  // needs) is made again with it, in the same transaction.
+  const table = `${n.table} (id, message_key, available_at)`;
   return [
     `DO $$
 DECLARE
@@ -83,6 +85,13 @@ BEGIN
       AND format('%I.%I', t.schemaname, t.tablename)::regclass = '${n.table}'::regclass) THEN
     EXECUTE 'ALTER PUBLICATION "${publication}" ADD TABLE '
       || CASE WHEN listed THEN '${table}' ELSE '${n.table}' END;
+  ELSIF listed AND EXISTS (
+    SELECT 1 FROM pg_publication_tables AS t
+    WHERE t.pubname = '${publication}'
+      AND format('%I.%I', t.schemaname, t.tablename)::regclass = '${n.table}'::regclass
+      AND NOT ('available_at' = ANY(t.attnames))) THEN
+    EXECUTE 'ALTER PUBLICATION "${publication}" DROP TABLE ${n.table}';
+    EXECUTE 'ALTER PUBLICATION "${publication}" ADD TABLE ${table}';
   END IF;
 END $$`,
   ];

@@ -359,6 +359,8 @@ export class PostgresLogSource implements OutboxLogSource {
     const queue: Committed[] = [];
     let queued = 0;
     let open: OpenTransaction | undefined;
+    /** The open transaction's commit time (ms, the server's clock), from its BEGIN. */
+    let committedAtMs = 0;
     let failure: unknown;
     let wake: (() => void) | undefined;
     let overflowing = false;
@@ -390,13 +392,16 @@ export class PostgresLogSource implements OutboxLogSource {
       if (message.tag === 'begin') {
         open = transaction;
         open.begin();
+        committedAtMs = Number(message.commitTime.valueOf() / 1000n);
       } else if (message.tag === 'insert' && open !== undefined) {
         const { relation } = message;
         if (relation.schema !== table.schema || relation.name !== table.name) return;
-        const row = message.new as { id?: unknown; message_key?: unknown };
+        const row = message.new as { id?: unknown; message_key?: unknown; available_at?: unknown };
+        const dueAtMs = timeOf(row.available_at);
         open.add({
           id: String(row.id),
           key: typeof row.message_key === 'string' ? row.message_key : null,
+          ...(dueAtMs !== undefined && { dueInMs: dueAtMs - committedAtMs }),
         });
       } else if (message.tag === 'commit') {
         const { inserts, leftToTable } = open?.end() ?? { inserts: [], leftToTable: 0 };
@@ -531,6 +536,14 @@ export class PostgresLogSource implements OutboxLogSource {
       throw failure instanceof Error ? failure : new Error(describeError(failure));
     }
   }
+}
+
+/** A `timestamptz` column as the decoder gives it (a Date, or text), in ms; undefined if absent. */
+function timeOf(value: unknown): number | undefined {
+  if (value instanceof Date) return value.getTime();
+  if (typeof value !== 'string') return undefined;
+  const ms = Date.parse(value);
+  return Number.isNaN(ms) ? undefined : ms;
 }
 
 /** `work`, or a rejection once `ms` passed without its answer. */

@@ -14,6 +14,12 @@ export interface LoggedInsert {
   readonly id: string;
   /** The message key, or null. */
   readonly key: string | null;
+  /**
+   * How long after its commit the row falls due (its `available_at`, a delayed message), in
+   * milliseconds on the database's clock; 0 or less when due at once. Left out where the log
+   * does not carry the column (a publication made by an earlier release).
+   */
+  readonly dueInMs?: number;
 }
 
 /**
