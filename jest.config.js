@@ -121,8 +121,11 @@ const partitions =
     : [];
 
 // The same promises once more publishing as a stream (`dispatcher.publishWindow`, a window of 40
-// in slices of 10, on 'partitions'): slices across batches and settles written together must keep
-// every one. Only when asked for (npm run test:stream sets OUTBOX_TEST_STREAM=1).
+// in slices of 10, on 'partitions'), fed by the log (`delivery: logTailing()`: the reader owns
+// every partition): slices across batches, settles written together and the log's wake-ups must
+// keep every one. The feed and the publishing are independent parts, so one project runs both
+// (the `partitions` project polls, batch by batch). Only when asked for (npm run test:stream
+// sets OUTBOX_TEST_STREAM=1).
 const stream =
   process.env.OUTBOX_TEST_STREAM === '1'
     ? [

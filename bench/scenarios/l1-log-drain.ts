@@ -10,7 +10,8 @@
  * defaults) and the bare relay drain the same backlog in a table of their own (their rows would
  * otherwise pass through the slot). Log tailing runs twice: with the default sweep (5 s: a drain
  * longer than that is helped by the table's poll) and with the sweep off (an hour: the log path
- * alone). Modes rotate run by run; each module run is checked at the consumer (RabbitMQ:
+ * alone); on PostgreSQL also on `dispatcher.claims: 'partitions'` as a stream (the reader owns
+ * every partition, the log wakes it, the sweep off). Modes rotate run by run; each module run is checked at the consumer (RabbitMQ:
  * duplicates, missing) or counted in the topic (Kafka).
  */
 import type { Producer } from 'kafkajs';
@@ -43,8 +44,12 @@ const QUEUE = named('bench.l1', '.');
 const TOPIC = named('bench-l1', '-');
 const WARMUP = 1_000;
 
-type Mode = 'log' | 'log_no_sweep' | 'poll' | 'bare';
-const MODES: readonly Mode[] = ['log', 'log_no_sweep', 'poll', 'bare'];
+type Mode = 'log' | 'log_no_sweep' | 'log_partitions' | 'poll' | 'bare';
+const ALL_MODES: readonly Mode[] = ['log', 'log_no_sweep', 'log_partitions', 'poll', 'bare'];
+/** Log tailing on `dispatcher.claims: 'partitions'` (PostgreSQL only), as a stream of this. */
+const STREAM_WINDOW = 1_000;
+const modesOf = (db: string): readonly Mode[] =>
+  ALL_MODES.filter((m) => m !== 'log_partitions' || db === 'postgres');
 /** The sweep "off": an hour, so that only the log feeds the dispatcher. */
 const NO_SWEEP_MS = 3_600_000;
 
@@ -129,7 +134,14 @@ async function drains(
   const { ds } = target;
   const label = `L1 ${target.name} → ${broker}`;
   const destination = broker === 'rabbitmq' ? QUEUE : TOPIC;
-  const rates: Record<Mode, number[]> = { log: [], log_no_sweep: [], poll: [], bare: [] };
+  const rates: Record<Mode, number[]> = {
+    log: [],
+    log_no_sweep: [],
+    log_partitions: [],
+    poll: [],
+    bare: [],
+  };
+  const MODES = modesOf(target.name);
   const bare = new BareRelay(target);
   await resetOutboxTable(ds, LOG_TABLE);
   await resetOutboxTable(ds, POLL_TABLE);
@@ -155,7 +167,7 @@ async function drains(
     }
   };
   const once = async (mode: Mode, count: number, instanceId: string): Promise<number> => {
-    const table = mode === 'log' || mode === 'log_no_sweep' ? LOG_TABLE : POLL_TABLE;
+    const table = mode === 'poll' || mode === 'bare' ? POLL_TABLE : LOG_TABLE;
     await truncateOutbox(ds, table);
     await prefill(ds, table, count);
     await emptyDestination();
@@ -170,9 +182,10 @@ async function drains(
       log:
         mode === 'log'
           ? logOptions
-          : mode === 'log_no_sweep'
+          : mode === 'log_no_sweep' || mode === 'log_partitions'
             ? { ...logOptions, sweepIntervalMs: NO_SWEEP_MS }
             : undefined,
+      ...(mode === 'log_partitions' && { partitionsWindow: STREAM_WINDOW }),
     });
     if (d.outages > 0) throw new Error(`${d.outages} outage(s) during the drain`);
     return d.seconds;
@@ -236,6 +249,20 @@ async function drains(
     rates.log_no_sweep,
     n,
   );
+  if (MODES.includes('log_partitions')) {
+    const onPartitions = addMetric(
+      result,
+      `${key}_log_partitions_msgs_per_s`,
+      `${target.name} → ${broker}: log tailing on dispatcher.claims 'partitions', publishWindow ${STREAM_WINDOW}, sweep off`,
+      'msgs/s',
+      rates.log_partitions,
+      n,
+    );
+    result.values[`l1_${key}_log_partitions_vs_bare`] = round(
+      ratio(onPartitions.median, bareS.median),
+      3,
+    );
+  }
   result.values[`l1_${key}_log_vs_bare`] = round(ratio(log.median, bareS.median), 3);
   result.values[`l1_${key}_log_no_sweep_vs_bare`] = round(ratio(noSweep.median, bareS.median), 3);
   result.values[`l1_${key}_poll_vs_bare`] = round(ratio(poll.median, bareS.median), 3);

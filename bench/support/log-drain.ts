@@ -48,6 +48,8 @@ export async function appDrain(options: {
   readonly n: number;
   readonly instanceId: string;
   readonly log?: LogTailingOptions;
+  /** `dispatcher.claims: 'partitions'`, publishing as a stream of this window. */
+  readonly partitionsWindow?: number;
   readonly timeoutMs?: number;
 }): Promise<AppDrain> {
   const { target, table, n } = options;
@@ -61,6 +63,9 @@ export async function appDrain(options: {
     instanceId: options.instanceId,
     ordering: { enabled: true },
     ...(options.log === undefined ? {} : { delivery: logTailing(options.log) }),
+    ...(options.partitionsWindow === undefined
+      ? {}
+      : { dispatcher: { claims: 'partitions', publishWindow: options.partitionsWindow } }),
     observer: {
       onBatch: (report) => {
         published += report.published;

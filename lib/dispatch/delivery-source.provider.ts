@@ -65,7 +65,12 @@ export function planDelivery(options: ResolvedOutboxOptions): DeliveryPlan {
       ...duties,
       unlocks: false,
       notifies: false,
-      source: (pipeline, context) => new LogPartitionSource(delivery, pipeline, context),
+      source: (pipeline, context) =>
+        new LogPartitionSource(
+          delivery,
+          context,
+          (feed) => new PartitionSource(pipeline, context, feed),
+        ),
     };
   }
   return { ...duties, notifies: false, source: logSource(delivery) };

@@ -8,8 +8,6 @@ import type {
   OutboxLogSource,
 } from '../../store/ports/outbox-log-source.port';
 import type { DeliverySource, DrainTimes, SourceContext, SourceStop } from '../delivery-source';
-import type { DeliveryPipeline } from '../pipeline/delivery-pipeline';
-import { PartitionSource } from '../partitions/partition-source';
 import {
   logReaderName,
   logSweepIntervalMs,
@@ -29,6 +27,28 @@ const SEEN_AGAIN_MS = 25;
 const DUE_MARGIN_MS = 20;
 
 /**
+ * How the partition source this one feeds learns of rows (the partition source's `PartitionFeed`,
+ * written out here: the sources do not import each other, the chooser makes both).
+ */
+export interface LogFeed {
+  /** The owner's own sweep of the table: the log's `sweepIntervalMs`. */
+  readonly intervalMs: number;
+  /** No NOTIFY: the log wakes the owner. */
+  readonly listen: false;
+  /** Every partition while this process reads the log, none otherwise. */
+  readonly share: (self: string, live: readonly string[]) => readonly number[];
+  readonly describe: () => string;
+}
+
+/** What this source uses of the partition source it feeds, besides a source's face. */
+export interface FedPartitions extends DeliverySource {
+  /** Sweeps the owned partitions `delayMs` from now (a delayed message falls due then). */
+  sweepSoon(delayMs: number): void;
+  /** The share changed: worked out again now rather than at the next heartbeat. */
+  shareChanged(): void;
+}
+
+/**
  * Log tailing on delivery partitions (`delivery: logTailing()` with `dispatcher.claims:
  * 'partitions'`, docs/log-tailing.md "On delivery partitions (PostgreSQL)"). The process that reads the log
  * (it alone holds the slot) owns every partition of the table and the others own none: their
@@ -45,7 +65,7 @@ export class LogPartitionSource implements DeliverySource {
   readonly delivers = true;
   readonly unsettled =
     "the messages of a batch not settled are read again by the log's next reader once this dispatcher's heartbeat runs out";
-  private readonly partitions: PartitionSource;
+  private readonly partitions: FedPartitions;
   private readonly abort = new AbortController();
   private source: OutboxLogSource | undefined;
   private dialect: LogDialect | undefined;
@@ -60,13 +80,14 @@ export class LogPartitionSource implements DeliverySource {
   /** Whether the log was found not to say when rows fall due (said once). */
   private noDueTimesSaid = false;
 
+  /** `partitionsOf` makes the partition source fed by this one (see `LogFeed`). */
   constructor(
     private readonly observer: OutboxLogObserver,
-    private readonly pipeline: DeliveryPipeline,
     private readonly context: SourceContext,
+    partitionsOf: (feed: LogFeed) => FedPartitions,
   ) {
     const sweepMs = logSweepIntervalMs(observer);
-    this.partitions = new PartitionSource(pipeline, context, {
+    this.partitions = partitionsOf({
       intervalMs: sweepMs,
       listen: false,
       share: () => (this.holdsLog ? ALL_PARTITIONS : []),
