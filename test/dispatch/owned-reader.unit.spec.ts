@@ -15,11 +15,15 @@ function answer(ids: readonly number[]): OwnedRead {
 }
 
 /** A reader over a store whose reads answer when the test says. */
-function reader(): { reader: OwnedReader; answerNext: (ids: readonly number[]) => void } {
+function reader(wake: () => void = () => undefined): {
+  reader: OwnedReader;
+  answerNext: (ids: readonly number[]) => void;
+} {
   let respond: (read: OwnedRead) => void = () => undefined;
   const parts = {
     store: {
       readOwned: () => new Promise<OwnedRead>((resolve) => (respond = resolve)),
+      promoteOrphans: () => Promise.resolve(0),
     },
     park: () => Promise.resolve(0),
     backlog: new OwnedBacklog({ ordered: true, maxRun: 100 }),
@@ -34,7 +38,8 @@ function reader(): { reader: OwnedReader; answerNext: (ids: readonly number[]) =
       unlocker: { intervalMs: 1_000 },
     },
     log: { warn: () => undefined, log: () => undefined },
-    wake: () => undefined,
+    wake,
+    sweepIntervalMs: 60_000,
   } as unknown as OwnedReaderParts;
   return { reader: new OwnedReader(parts), answerNext: (ids) => respond(answer(ids)) };
 }
@@ -58,5 +63,44 @@ describe('OwnedReader (reads of the owned partitions)', () => {
     answerNext([1]);
     expect(await read).toBe(1);
     expect(r.wantsRead).toBe(true);
+  });
+
+  describe('sweeps asked for (retries and delayed messages falling due)', () => {
+    beforeEach(() => jest.useFakeTimers());
+    afterEach(() => jest.useRealTimers());
+
+    /** Starts the sweep that is due, and ends it with a read that finds nothing. */
+    async function sweep(r: OwnedReader, answerNext: (ids: readonly number[]) => void) {
+      await r.sweepIfDue();
+      expect(r.sweeping).toBe(true);
+      const read = r.read();
+      answerNext([]);
+      await read;
+      expect(r.sweeping).toBe(false);
+    }
+
+    it('keeps one asked for later than another: each wakes the owner and is swept for in its turn', async () => {
+      const wake = jest.fn();
+      const { reader: r, answerNext } = reader(wake);
+      // The sweep of a start, then none due on the timer for a minute.
+      await sweep(r, answerNext);
+      r.sweepSoon(100);
+      r.sweepSoon(300);
+      await r.sweepIfDue();
+      expect(r.sweeping).toBe(false);
+
+      await jest.advanceTimersByTimeAsync(100);
+      expect(wake).toHaveBeenCalledTimes(1);
+      await sweep(r, answerNext);
+
+      await jest.advanceTimersByTimeAsync(150);
+      await r.sweepIfDue();
+      expect(r.sweeping).toBe(false);
+      await jest.advanceTimersByTimeAsync(50);
+      expect(wake).toHaveBeenCalledTimes(2);
+      await sweep(r, answerNext);
+      await jest.advanceTimersByTimeAsync(10_000);
+      expect(wake).toHaveBeenCalledTimes(2);
+    });
   });
 });
