@@ -41,9 +41,18 @@ import { ratio, round } from '../support/stats';
 const QUEUE = named('bench.l4', '.');
 const PER_TRANSACTION = 10;
 
-type Mode = 'poll' | 'log';
-const MODES: readonly Mode[] = ['poll', 'log'];
-const tableOf = (mode: Mode): string => named(`bench_l4_${mode}`);
+type Mode = 'poll' | 'log' | 'log_partitions';
+const ALL_MODES: readonly Mode[] = ['poll', 'log', 'log_partitions'];
+/** Log tailing on `dispatcher.claims: 'partitions'` (PostgreSQL only), as a stream of this. */
+const STREAM_WINDOW = 1_000;
+const modesOf = (db: string): readonly Mode[] =>
+  ALL_MODES.filter((m) => m !== 'log_partitions' || db === 'postgres');
+const tableOf = (mode: Mode): string => named(`bench_l4_${mode.replace(/_/g, '')}`);
+const LABELS: Record<Mode, string> = {
+  poll: 'polling',
+  log: 'log tailing',
+  log_partitions: "log tailing on dispatcher.claims 'partitions'",
+};
 type Phase = 'enqueue' | 'delivery';
 
 interface Reading {
@@ -92,27 +101,32 @@ async function measure(
   const readings: Record<Mode, Record<Phase, { server: number[]; own: number[] }>> = {
     poll: { enqueue: { server: [], own: [] }, delivery: { server: [], own: [] } },
     log: { enqueue: { server: [], own: [] }, delivery: { server: [], own: [] } },
+    log_partitions: { enqueue: { server: [], own: [] }, delivery: { server: [], own: [] } },
   };
-  const logOptions = benchLogOptions(target.name, tableOf('log'));
+  const MODES = modesOf(target.name);
+  const logOptionsOf = (mode: Mode) =>
+    mode === 'poll' ? undefined : benchLogOptions(target.name, tableOf(mode));
   const writers: Partial<Record<Mode, OutboxApp>> = {};
   try {
     for (const mode of MODES) {
       await resetOutboxTable(ds, tableOf(mode));
+      const log = logOptionsOf(mode);
       writers[mode] = await startOutboxApp({
         dataSource: ds,
         tableName: tableOf(mode),
         workers: false,
-        ...(mode === 'log' ? { delivery: logTailing(logOptions) } : {}),
+        ...(log === undefined ? {} : { delivery: logTailing(log) }),
+      });
+      if (log === undefined) continue;
+      await setUpLog(target, tableOf(mode));
+      await makeLogPosition({
+        target,
+        table: tableOf(mode),
+        broker: 'rabbitmq',
+        destination: QUEUE,
+        log,
       });
     }
-    await setUpLog(target, tableOf('log'));
-    await makeLogPosition({
-      target,
-      table: tableOf('log'),
-      broker: 'rabbitmq',
-      destination: QUEUE,
-      log: logOptions,
-    });
     for (let run = 0; run <= ctx.runs; run++) {
       // Run 0 (a tenth of the messages) warms up; not counted.
       const count = run === 0 ? Math.max(100, Math.round(n / 10)) : n;
@@ -134,7 +148,8 @@ async function measure(
             destination: QUEUE,
             n: count,
             instanceId: `bench-l4-${mode}`,
-            log: mode === 'log' ? logOptions : undefined,
+            log: logOptionsOf(mode),
+            ...(mode === 'log_partitions' && { partitionsWindow: STREAM_WINDOW }),
           });
           if (d.outages > 0) throw new Error(`${d.outages} outage(s) during the drain`);
           const p2 = await reading(target, statementWal);
@@ -155,7 +170,7 @@ async function measure(
     }
   } finally {
     for (const mode of MODES) await writers[mode]?.close();
-    await dropLog(target, tableOf('log'));
+    for (const mode of MODES) if (mode !== 'poll') await dropLog(target, tableOf(mode));
     for (const mode of MODES) await dropOutboxTable(ds, tableOf(mode));
   }
   const db = target.name;
@@ -165,7 +180,7 @@ async function measure(
   const medians: Record<string, number> = {};
   for (const mode of MODES) {
     for (const phase of ['enqueue', 'delivery'] as const) {
-      const label = `${db}, ${mode === 'log' ? 'log tailing' : 'polling'}, ${phase}: ${logName} bytes per message`;
+      const label = `${db}, ${LABELS[mode]}, ${phase}: ${logName} bytes per message`;
       const server = addMetric(
         result,
         `${db}_${mode}_${phase}_bytes_per_msg`,
@@ -187,6 +202,12 @@ async function measure(
         medians[`${mode}_${phase}_own`] = o;
       }
     }
+  }
+  if (medians.log_partitions_delivery !== undefined) {
+    result.values[`l4_${db}_log_partitions_vs_log_delivery`] = round(
+      ratio(medians.log_partitions_delivery, medians.log_delivery ?? NaN),
+      3,
+    );
   }
   result.values[`l4_${db}_log_vs_poll_delivery`] = round(
     ratio(medians.log_delivery ?? NaN, medians.poll_delivery ?? NaN),
