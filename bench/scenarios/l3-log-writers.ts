@@ -71,6 +71,8 @@ interface ModeStats {
   committed: number[];
   delivered: number[];
   backlog: number[];
+  /** The dispatcher process's CPU per message it delivered in the window (µs). */
+  cpuPerMsg: number[];
   readerStarts: number;
   reconnects: string[];
 }
@@ -120,12 +122,54 @@ async function windows(
   const { ds } = target;
   const MODES = modesOf(target.name);
   const stats: Record<Mode, ModeStats> = {
-    poll: { committed: [], delivered: [], backlog: [], readerStarts: 0, reconnects: [] },
-    partitions: { committed: [], delivered: [], backlog: [], readerStarts: 0, reconnects: [] },
-    stream: { committed: [], delivered: [], backlog: [], readerStarts: 0, reconnects: [] },
-    log: { committed: [], delivered: [], backlog: [], readerStarts: 0, reconnects: [] },
-    log_no_sweep: { committed: [], delivered: [], backlog: [], readerStarts: 0, reconnects: [] },
-    log_partitions: { committed: [], delivered: [], backlog: [], readerStarts: 0, reconnects: [] },
+    poll: {
+      committed: [],
+      delivered: [],
+      backlog: [],
+      readerStarts: 0,
+      reconnects: [],
+      cpuPerMsg: [],
+    },
+    partitions: {
+      committed: [],
+      delivered: [],
+      backlog: [],
+      readerStarts: 0,
+      reconnects: [],
+      cpuPerMsg: [],
+    },
+    stream: {
+      committed: [],
+      delivered: [],
+      backlog: [],
+      readerStarts: 0,
+      reconnects: [],
+      cpuPerMsg: [],
+    },
+    log: {
+      committed: [],
+      delivered: [],
+      backlog: [],
+      readerStarts: 0,
+      reconnects: [],
+      cpuPerMsg: [],
+    },
+    log_no_sweep: {
+      committed: [],
+      delivered: [],
+      backlog: [],
+      readerStarts: 0,
+      reconnects: [],
+      cpuPerMsg: [],
+    },
+    log_partitions: {
+      committed: [],
+      delivered: [],
+      backlog: [],
+      readerStarts: 0,
+      reconnects: [],
+      cpuPerMsg: [],
+    },
   };
   const writers: Partial<Record<Mode, OutboxApp>> = {};
   const children: Partial<Record<Mode, Child>> = {};
@@ -169,10 +213,11 @@ async function windows(
         s.committed.push(w.committed / (durationMs / 1000));
         s.delivered.push(w.delivered / (durationMs / 1000));
         s.backlog.push(w.committed - w.delivered);
+        if (w.delivered > 0) s.cpuPerMsg.push(w.cpuUs / w.delivered);
         s.readerStarts += w.readerStarts;
         s.reconnects.push(...w.reconnects);
         ctx.log(
-          `L3 ${target.name} run ${run} ${mode}: committed ${Math.round(w.committed / (durationMs / 1000))} msgs/s, delivered ${Math.round(w.delivered / (durationMs / 1000))} msgs/s, backlog ${w.committed - w.delivered}${polls(mode) ? '' : `, reader starts ${w.readerStarts}, reconnect lines ${w.reconnects.length}`}`,
+          `L3 ${target.name} run ${run} ${mode}: committed ${Math.round(w.committed / (durationMs / 1000))} msgs/s, delivered ${Math.round(w.delivered / (durationMs / 1000))} msgs/s, backlog ${w.committed - w.delivered}, dispatcher CPU ${(w.cpuUs / 1e6).toFixed(2)} s${polls(mode) ? '' : `, reader starts ${w.readerStarts}, reconnect lines ${w.reconnects.length}`}`,
         );
         for (const line of w.reconnects) ctx.log(`L3 ${target.name} ${mode} reader: ${line}`);
       }
@@ -223,6 +268,16 @@ async function windows(
     result.values[`l3_${db}_${mode}_committed_msgs_per_s`] = Math.round(committed[mode] ?? NaN);
     result.values[`l3_${db}_${mode}_delivered_msgs_per_s`] = Math.round(delivered);
     result.values[`l3_${db}_${mode}_backlog`] = Math.round(backlog);
+    if (s.cpuPerMsg.length > 0) {
+      const cpu = addMetric(
+        result,
+        `${db}_${mode}_dispatcher_cpu_us_per_msg`,
+        `${db}, ${label[mode]}: the dispatcher process's CPU per message delivered`,
+        'µs',
+        s.cpuPerMsg,
+      ).median;
+      result.values[`l3_${db}_${mode}_dispatcher_cpu_us_per_msg`] = Math.round(cpu);
+    }
     if (!polls(mode)) {
       // One start per window is the reader's own; more is a reconnect that read the log again.
       result.values[`l3_${db}_${mode}_reader_restarts`] = s.readerStarts - ctx.runs;
@@ -259,6 +314,8 @@ async function windows(
 interface Window {
   committed: number;
   delivered: number;
+  /** The dispatcher process's CPU over the window (µs: user and system). */
+  cpuUs: number;
   readerStarts: number;
   reconnects: string[];
 }
@@ -292,6 +349,7 @@ async function window(
     return {
       committed,
       delivered,
+      cpuUs: Number(done.cpuUs ?? 0),
       readerStarts: Number(done.readerStarts ?? 0),
       reconnects: Array.isArray(done.readerReconnects) ? done.readerReconnects.map(String) : [],
     };
