@@ -50,16 +50,17 @@ export interface FedPartitions extends DeliverySource {
 
 /**
  * Log tailing on delivery partitions (`delivery: logTailing()` with `dispatcher.claims:
- * 'partitions'`, docs/log-tailing.md "On delivery partitions (PostgreSQL)"). The process that reads the log
- * (it alone holds the slot) owns every partition of the table and the others own none: their
- * generations rise whenever the log changes hands, which fences a former reader's late settles,
- * and standbys read nothing while a reader lives. The log tells the owner when rows committed,
- * in place of polling and NOTIFY (writers pay nothing for it): each handover wakes the owner
- * loop, which reads the rows from the table without a lease or any write and keeps each key's
- * order in memory, as every partition owner does. Positions are acknowledged as they come: the
- * rows are pending in the table, and whoever holds the partitions next reads them from there.
- * The owner's sweep of the table, on the log's sweep interval, brings back what the log cannot
- * tell (rows re-driven, dead letters retried); retries falling due it sweeps for on their time.
+ * 'partitions'`; docs/log-tailing.md, "On delivery partitions (PostgreSQL)"). The process that
+ * reads the log (it alone holds the slot) owns every partition of the table and the others own
+ * none: the partitions' generations rise whenever the log changes hands, which fences a former
+ * reader's late settles, and standbys read nothing while a reader lives. The log tells the owner
+ * when rows committed, in place of polling and NOTIFY (writers pay nothing for it): each handover
+ * wakes the owner loop, which reads the rows from the table without a lease or any write and
+ * keeps each key's order in memory, as every partition owner does. Positions are acknowledged as
+ * they come: the rows are pending in the table, and whoever holds the partitions next reads them
+ * from there. The owner's sweep of the table, on the log's sweep interval, brings back what the
+ * log cannot tell (rows re-driven, dead letters retried); retries and delayed messages it sweeps
+ * for when they fall due.
  */
 export class LogPartitionSource implements DeliverySource {
   readonly delivers = true;
@@ -92,7 +93,7 @@ export class LogPartitionSource implements DeliverySource {
       listen: false,
       share: () => (this.holdsLog ? ALL_PARTITIONS : []),
       describe: () =>
-        `every one held by the process reading the ${this.reader}, woken by it, table swept every ${sweepMs} ms`,
+        `all held by the process that reads the log and woken by it, table swept every ${sweepMs} ms`,
     });
   }
 
