@@ -154,6 +154,11 @@ describeWith(['postgres'], 'log tailing on delivery partitions', () => {
       () => ids.every((id) => readerPublisher.sentIds.includes(id)),
       {
         timeoutMs: 20_000,
+        describeState: () =>
+          `${readerPublisher.sentIds.length} published of ${ids.length}; warnings: ${logs.lines
+            .filter((l) => l.level === 'warn' || l.level === 'error')
+            .map((l) => l.message)
+            .join(' | ')}`,
       },
     );
     expect(readerPublisher.sentIds).toHaveLength(ids.length);
@@ -178,11 +183,21 @@ describeWith(['postgres'], 'log tailing on delivery partitions', () => {
     );
     scope.defer(() => link.close());
     const firstPublisher = new RecordingPublisher();
+    const firstLogs = new CapturingLogger();
+    const secondLogs = new CapturingLogger();
+    const warnings = (): string =>
+      [
+        ...firstLogs.lines.map((l) => ({ ...l, who: 'first' })),
+        ...secondLogs.lines.map((l) => ({ ...l, who: 'second' })),
+      ]
+        .filter((l) => l.level === 'warn' || l.level === 'error')
+        .map((l) => `${l.who}: ${l.message}`)
+        .join(' | ');
     const first = await tailingApp(
       table,
       firstPublisher,
       { connectionString: serverUrl(link.port), readerTimeoutMs: 2_000 },
-      { instanceId: 'first' },
+      { instanceId: 'first', logger: firstLogs },
     );
     await waitFor('the first reading', reading(first));
     const firstId = await waitFor('every partition held by the first', () => soleOwner(table));
@@ -191,7 +206,7 @@ describeWith(['postgres'], 'log tailing on delivery partitions', () => {
       table,
       secondPublisher,
       { readerTimeoutMs: 2_000 },
-      { instanceId: 'second' },
+      { instanceId: 'second', logger: secondLogs },
     );
     const before = await generations(table);
 
@@ -234,7 +249,7 @@ describeWith(['postgres'], 'log tailing on delivery partitions', () => {
       {
         timeoutMs: 30_000,
         describeState: () =>
-          `${all.filter((id) => !firstPublisher.sentIds.includes(id) && !secondPublisher.sentIds.includes(id)).length} of ${all.length} not delivered`,
+          `${all.filter((id) => !firstPublisher.sentIds.includes(id) && !secondPublisher.sentIds.includes(id)).length} of ${all.length} not delivered; warnings: ${warnings()}`,
       },
     );
 
