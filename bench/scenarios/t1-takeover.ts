@@ -90,57 +90,13 @@ export async function t1(ctx: BenchContext): Promise<ScenarioResult> {
   try {
     await onPostgresAndMaria(ctx.pg, async (ds) => {
       const db = ds.options.type === 'postgres' ? 'postgres' : 'mariadb';
-      try {
-        const { kills, notReceived } = await killsOn(ctx, ds, db);
-        lost += notReceived;
-        addMetric(
-          result,
-          `${db}_shortened_ms`,
-          `${db}: kill → its leases shortened (the look)`,
-          'ms',
-          kills.map((k) => k.shortenedMs),
-        );
-        addMetric(
-          result,
-          `${db}_first_ms`,
-          `${db}: kill → first of its leased messages sent again`,
-          'ms',
-          kills.map((k) => k.firstMs),
-        );
-        const all = addMetric(
-          result,
-          `${db}_all_ms`,
-          `${db}: kill → all of its leased messages sent again`,
-          'ms',
-          kills.map((k) => k.allMs),
-        );
-        addMetric(
-          result,
-          `${db}_leased`,
-          `${db}: messages leased by the victim at its death`,
-          'msgs',
-          kills.map((k) => k.leased),
-        );
-        addMetric(
-          result,
-          `${db}_rate`,
-          `${db}: achieved write rate around the kill`,
-          'msgs/s',
-          kills.map((k) => k.rate),
-        );
-        addTarget(
-          result,
-          `t1_${db}_max_ms`,
-          `${db}: slowest kill → all its leased messages sent again`,
-          all.max,
-          '<=',
-          TARGET_MS,
-        );
-        result.values[`t1_${db}_median_ms`] = round(all.median, 1);
-      } catch (error) {
-        ctx.log(`T1 ${db} failed: ${String(error)}`);
-        result.skipped.push(`${db}: ${error instanceof Error ? error.message : String(error)}`);
-      }
+      lost += await measure(ctx, result, ds, db, 'leases');
+    });
+    // Delivery partitions (PostgreSQL): the same kill, taken over by the owner lock its
+    // heartbeat names rather than its partitionTimeoutMs (5 s by default).
+    await onPostgresAndMaria(ctx.pg, async (ds) => {
+      if (ds.options.type === 'postgres')
+        lost += await measure(ctx, result, ds, 'postgres', 'partitions');
     });
   } finally {
     for (const loop of busy) loop.kill('SIGKILL');
@@ -150,10 +106,77 @@ export async function t1(ctx: BenchContext): Promise<ScenarioResult> {
   return result;
 }
 
+type Claims = 'leases' | 'partitions';
+
+/** One database's kills in one mode, added to `result`; answers how many messages never came. */
+async function measure(
+  ctx: BenchContext,
+  result: ScenarioResult,
+  ds: DataSource,
+  database: 'postgres' | 'mariadb',
+  claims: Claims,
+): Promise<number> {
+  const db = claims === 'leases' ? database : `${database}_partitions`;
+  const what = claims === 'leases' ? 'leased messages' : "partitions' pending messages";
+  try {
+    const { kills, notReceived } = await killsOn(ctx, ds, database, claims);
+    addMetric(
+      result,
+      `${db}_shortened_ms`,
+      `${db}: kill → ${claims === 'leases' ? 'its leases shortened' : 'its heartbeat ended'} (the look)`,
+      'ms',
+      kills.map((k) => k.shortenedMs),
+    );
+    addMetric(
+      result,
+      `${db}_first_ms`,
+      `${db}: kill → first of its ${what} sent again`,
+      'ms',
+      kills.map((k) => k.firstMs),
+    );
+    const all = addMetric(
+      result,
+      `${db}_all_ms`,
+      `${db}: kill → all of its ${what} sent again`,
+      'ms',
+      kills.map((k) => k.allMs),
+    );
+    addMetric(
+      result,
+      `${db}_leased`,
+      `${db}: ${what} of the victim at its death`,
+      'msgs',
+      kills.map((k) => k.leased),
+    );
+    addMetric(
+      result,
+      `${db}_rate`,
+      `${db}: achieved write rate around the kill`,
+      'msgs/s',
+      kills.map((k) => k.rate),
+    );
+    addTarget(
+      result,
+      `t1_${db}_max_ms`,
+      `${db}: slowest kill → all its ${what} sent again`,
+      all.max,
+      '<=',
+      TARGET_MS,
+    );
+    result.values[`t1_${db}_median_ms`] = round(all.median, 1);
+    return notReceived;
+  } catch (error) {
+    ctx.log(`T1 ${db} failed: ${String(error)}`);
+    result.skipped.push(`${db}: ${error instanceof Error ? error.message : String(error)}`);
+    return 0;
+  }
+}
+
 async function killsOn(
   ctx: BenchContext,
   ds: DataSource,
   db: 'postgres' | 'mariadb',
+  claims: Claims,
 ): Promise<{ kills: Kill[]; notReceived: number }> {
   await resetOutboxTable(ds, TABLE);
   const dispatcher = (name: string, stallable: boolean): Child =>
@@ -165,6 +188,7 @@ async function killsOn(
       instanceId: name,
       stallable,
       reportOutages: !stallable,
+      ...(claims === 'partitions' && { dispatcher: { claims } }),
     } satisfies DispatcherChildConfig);
   const consumer = new StampingConsumer();
   const committed = new Set<string>();
@@ -177,7 +201,8 @@ async function killsOn(
   try {
     await consumer.start();
     writer = await startOutboxApp({ dataSource: ds, tableName: TABLE, workers: false });
-    survivor = dispatcher(`bench-t1-${db}-survivor`, false);
+    const leg = claims === 'leases' ? db : `${db}-partitions`;
+    survivor = dispatcher(`bench-t1-${leg}-survivor`, false);
     survivor.process.on('message', (m: { type?: string }) => {
       if (m.type === 'outage') outages++;
     });
@@ -186,14 +211,14 @@ async function killsOn(
       for (let attempt = 1; ; attempt++) {
         const disturbances = (): number => outages + consumer.breaks;
         const before = disturbances();
-        const victimName = `bench-t1-${db}-victim-${run}-${attempt}`;
+        const victimName = `bench-t1-${leg}-victim-${run}-${attempt}`;
         const victim = dispatcher(victimName, true);
         let kill: Kill | undefined;
         let failure: unknown;
         try {
           await victim.next('ready', 120_000);
           await consumer.start();
-          kill = await killOnce(ctx, ds, victim, victimName, writer, consumer, committed);
+          kill = await killOnce(ctx, ds, victim, victimName, claims, writer, consumer, committed);
         } catch (error) {
           failure = error;
         } finally {
@@ -202,7 +227,7 @@ async function killsOn(
         if (kill !== undefined && disturbances() === before) {
           kills.push(kill);
           ctx.log(
-            `T1 ${db} kill ${run}: ${kill.leased} leased (hung batch ${kill.hung}, ${kill.sentBefore} sent before the kill); leases shortened after ${kill.shortenedMs.toFixed(0)} ms, first sent again after ${kill.firstMs.toFixed(0)} ms, all after ${kill.allMs.toFixed(0)} ms; ${Math.round(kill.rate)} msgs/s written`,
+            `T1 ${leg} kill ${run}: ${kill.leased} ${claims === 'leases' ? 'leased' : 'pending in its partitions'} (hung batch ${kill.hung}, ${kill.sentBefore} sent before the kill); leases shortened after ${kill.shortenedMs.toFixed(0)} ms, first sent again after ${kill.firstMs.toFixed(0)} ms, all after ${kill.allMs.toFixed(0)} ms; ${Math.round(kill.rate)} msgs/s written`,
           );
           break;
         }
@@ -238,6 +263,7 @@ async function killOnce(
   ds: DataSource,
   victim: Child,
   victimName: string,
+  claims: Claims,
   writer: OutboxApp,
   consumer: StampingConsumer,
   committed: Set<string>,
@@ -263,10 +289,12 @@ async function killOnce(
     const hanging = await victim.next('hanging', 30_000);
     const killAt = nowMs();
     victim.process.kill('SIGKILL');
-    const leases = await leasedBy(ds, victimName);
+    const leases =
+      claims === 'leases' ? await leasedBy(ds, victimName) : await pendingIn(ds, victimName);
     const leased = leases.map((l) => l.messageId);
     const leaseIds = leases.map((l) => l.id);
-    const shortened = whenShortened(ds, leaseIds);
+    const shortened =
+      claims === 'leases' ? whenShortened(ds, leaseIds) : whenHeartbeatEnded(ds, victimName);
     const claimed = hanging.claimed as string[];
     const sent = new Set(hanging.published as string[]);
     const neverSent = claimed.filter((id) => !sent.has(id));
@@ -357,6 +385,53 @@ async function leasedBy(
     [owner],
   );
   return rows.map((r) => ({ id: String(r.id), messageId: messageIdText(r.message_id) }));
+}
+
+/**
+ * The pending rows of the partitions `owner` (its `instanceId`) holds: what waits for the takeover
+ * once it is killed (PostgreSQL).
+ */
+async function pendingIn(
+  ds: DataSource,
+  owner: string,
+): Promise<{ id: string; messageId: string }[]> {
+  const rows = await ds.query<{ id: string; message_id: string }[]>(
+    `SELECT o.id::text AS id, o.message_id::text AS message_id FROM ${quoteTable(ds, TABLE)} AS o
+     WHERE o.status = 'pending' AND o.delivery_partition IN (
+       SELECT w.partition FROM ${quoteTable(ds, `${TABLE}_owners`)} AS w
+       JOIN ${quoteTable(ds, `${TABLE}_dispatchers`)} AS d ON d.instance = w.owner WHERE d.label = $1)`,
+    [owner],
+  );
+  return rows.map((r) => ({ id: r.id, messageId: r.message_id }));
+}
+
+/**
+ * Polls `owner`'s heartbeat every 10 ms until a look ended it early (its `valid_ms` cut below the
+ * 5 s it promised): `stop()` resolves to when that was first seen (NaN if never).
+ */
+function whenHeartbeatEnded(ds: DataSource, owner: string): { stop(): Promise<number> } {
+  let seenAt = Number.NaN;
+  let stopped = false;
+  const polling = (async () => {
+    while (!stopped) {
+      const [row] = await ds.query<{ valid_ms: number }[]>(
+        `SELECT valid_ms FROM ${quoteTable(ds, `${TABLE}_dispatchers`)} WHERE label = $1`,
+        [owner],
+      );
+      if (row !== undefined && row.valid_ms < 5_000) {
+        seenAt = nowMs();
+        return;
+      }
+      await sleep(10);
+    }
+  })();
+  return {
+    stop: async () => {
+      stopped = true;
+      await polling;
+      return seenAt;
+    },
+  };
 }
 
 /** How many of these rows (by id) are not delivered yet. */

@@ -15,12 +15,15 @@ class OwnersTable {
   readonly owner = new Map<number, { id: string; generation: number }>();
   readonly members = new Set<string>();
   readonly beats: { id: string; at: number }[] = [];
+  /** The lock key each beat named. */
+  readonly lockKeys: (number | null)[] = [];
   clock = 0;
 
   store(): OwnershipParts['store'] {
     return {
-      beat: (member: { id: string }): Promise<PartitionBeat> => {
+      beat: (member: { id: string; lockKey?: number | null }): Promise<PartitionBeat> => {
         this.members.add(member.id);
+        this.lockKeys.push(member.lockKey ?? null);
         this.beats.push({ id: member.id, at: this.clock });
         const owned = new Map<number, string>();
         for (const [p, o] of this.owner) if (o.id === member.id) owned.set(p, String(o.generation));
@@ -153,5 +156,47 @@ describe('PartitionOwnership', () => {
     expect(table.held(b.id)).toBe(ALL_PARTITIONS.length);
     await a.stop();
     await b.stop();
+  });
+
+  it('counts what it holds only while the owner lock its heartbeat named does: lost, everything held is dropped and its publishes stopped, and the next beat names a new lock', async () => {
+    const table = new OwnersTable();
+    let key: number | null = null;
+    let next = 41;
+    const lock: OwnershipParts['lock'] = {
+      ensure: () => {
+        key ??= ++next;
+        return Promise.resolve();
+      },
+      key: () => key,
+      holds: (k) => k === key,
+      start: () => undefined,
+      stop: () => Promise.resolve(),
+    };
+    const owner = new PartitionOwnership({
+      store: table.store(),
+      label: 'a',
+      timeoutMs: 5_000,
+      log,
+      busy: () => false,
+      gained: () => undefined,
+      now: () => table.clock,
+      lock,
+    });
+    await owner.start();
+    expect(table.lockKeys).toEqual([42]);
+    expect(owner.readable()).toHaveLength(ALL_PARTITIONS.length);
+    const fence = owner.fence;
+    expect(owner.holds(fence)).toBe(true);
+    // The lock's session ends; the heartbeat (valid for seconds more) does not save the holding.
+    key = null;
+    owner.lockLost();
+    expect(fence.aborted).toBe(true);
+    expect(owner.holds(fence)).toBe(false);
+    expect(owner.readable()).toEqual([]);
+    await advance(table, 1_000);
+    expect(table.lockKeys.at(-1)).toBe(43);
+    expect(owner.readable()).toHaveLength(ALL_PARTITIONS.length);
+    expect(owner.holds(owner.fence)).toBe(true);
+    await owner.stop();
   });
 });

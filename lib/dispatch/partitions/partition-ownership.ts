@@ -31,6 +31,24 @@ export interface OwnershipParts {
   readonly share?: (self: string, live: readonly string[]) => readonly number[];
   /** The monotonic clock. @default performance.now */
   readonly now?: () => number;
+  /**
+   * The owner lock whose key each heartbeat names, so that others take this process's
+   * partitions about two seconds after it dies rather than `timeoutMs` (`MemberLock`). Absent:
+   * the heartbeat alone (`dispatcher.ownerLock: false`, a port without sessions).
+   */
+  readonly lock?: OwnershipLock;
+}
+
+/** What ownership asks of its owner lock (`MemberLock`). */
+export interface OwnershipLock {
+  /** Takes a lock where none counts. */
+  ensure(): Promise<void>;
+  /** The key a heartbeat names now, or null. */
+  key(): number | null;
+  /** Whether the lock of `key` still counts. */
+  holds(key: number): boolean;
+  start(): void;
+  stop(): Promise<void>;
 }
 
 /**
@@ -91,6 +109,13 @@ export class PartitionOwnership {
   private sharedLabelSaid = false;
   /** The partitions held after the previous rebalance: one held since is read from the start. */
   private readBefore = new Set<number>();
+  /**
+   * The lock key the last beat that landed named: while it does, what is held counts only as
+   * long as that lock does (others end this heartbeat soon after finding it free).
+   */
+  private beatKey: number | null = null;
+  /** The beat asked for when others' heartbeats end (MemberLock's look). */
+  private takeTimer: NodeJS.Timeout | undefined;
 
   constructor(private readonly parts: OwnershipParts) {
     this.now = parts.now ?? (() => performance.now());
@@ -143,6 +168,7 @@ export class PartitionOwnership {
   async start(): Promise<void> {
     if (this.current !== 'idle') return;
     this.current = 'lapsed';
+    this.parts.lock?.start();
     this.ticking = this.tick();
     try {
       await this.ticking;
@@ -158,6 +184,7 @@ export class PartitionOwnership {
     this.current = 'idle';
     clearTimeout(this.timer);
     clearTimeout(this.expiry);
+    clearTimeout(this.takeTimer);
     this.timer = undefined;
     await this.ticking;
     this.held.clear();
@@ -167,9 +194,27 @@ export class PartitionOwnership {
       await this.parts.store.leave(this.id);
     } catch (error) {
       this.parts.log.warn(
-        `Could not hand the delivery partitions back at stop (the next dispatchers take them over once this heartbeat is ${this.parts.timeoutMs} ms old): ${describeError(error)}`,
+        `Could not hand the delivery partitions back at stop (the next dispatchers take them over once this heartbeat is ${this.parts.timeoutMs} ms old, or soon after its owner lock is released): ${describeError(error)}`,
       );
     }
+    // Given up after leaving: a heartbeat still naming it would be ended once it is free.
+    await this.parts.lock?.stop();
+  }
+
+  /**
+   * Beats `afterMs` from now (or sooner): others' heartbeats were ended, and their partitions
+   * are free to take then.
+   */
+  beatIn(afterMs: number): void {
+    if (this.current === 'idle') return;
+    clearTimeout(this.takeTimer);
+    this.takeTimer = setTimeout(() => this.beatSoon(), afterMs);
+    this.takeTimer.unref();
+  }
+
+  /** The owner lock stopped counting: what is held under it is dropped now. */
+  lockLost(): void {
+    this.valid();
   }
 
   /**
@@ -188,9 +233,15 @@ export class PartitionOwnership {
 
   private valid(): boolean {
     if (this.current !== 'owning') return false;
-    if (this.now() < this.validUntil) return true;
-    this.lapse('its heartbeat did not land in time');
-    return false;
+    if (this.now() >= this.validUntil) {
+      this.lapse('its heartbeat did not land in time');
+      return false;
+    }
+    if (this.beatKey !== null && this.parts.lock?.holds(this.beatKey) !== true) {
+      this.lapse('the owner lock its heartbeat named was lost');
+      return false;
+    }
+    return true;
   }
 
   private schedule(): void {
@@ -207,12 +258,14 @@ export class PartitionOwnership {
   }
 
   private async tick(): Promise<void> {
-    const { store, timeoutMs, log } = this.parts;
-    const sent = this.now();
+    const { store, timeoutMs, log, lock } = this.parts;
     try {
+      await lock?.ensure();
+      const lockKey = lock?.key() ?? null;
+      const sent = this.now();
       // Delivering goes on only through an unbroken run of beats: after a lapse, the `'leases'`
       // mode may have started meanwhile, so the check is made again.
-      const beat = await store.beat(this.member, this.working && this.valid());
+      const beat = await store.beat({ ...this.member, lockKey }, this.working && this.valid());
       if (this.current === 'idle') return;
       if (this.failing !== undefined) {
         log.log(`Delivery partitions: heartbeats land again (after: ${this.failing})`);
@@ -229,7 +282,8 @@ export class PartitionOwnership {
         this.working = true;
       }
       // Landed: no one can take these partitions until timeoutMs after it was written, which
-      // was after it was sent.
+      // was after it was sent, nor before the lock it names is found free.
+      this.beatKey = lockKey;
       this.current = 'owning';
       this.validUntil = sent + timeoutMs - this.marginMs;
       // A beat that hangs (a locked table, a frozen connection) must still end the holding on

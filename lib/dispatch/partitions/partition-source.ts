@@ -9,6 +9,7 @@ import { OwnedBacklog } from './owned-backlog';
 import { OwnedDelivery } from './owned-delivery';
 import { OwnedReader } from './owned-reader';
 import { OwnerLoop } from './owner-loop';
+import { MemberLock } from './member-lock';
 import { PartitionOwnership } from './partition-ownership';
 
 /** How a partition owner learns of new rows: its own timer and LISTEN, or the log's reader. */
@@ -68,6 +69,7 @@ export class PartitionSource implements DeliverySource {
     }
     const { ordered, maxRun } = options.ordering.queue;
     const backlog = new OwnedBacklog({ ordered, maxRun });
+    const lock = memberLockOf(context, () => this.ownership);
     this.runner = new IntervalRunner(
       outboxTimerName(options.name, 'dispatcher'),
       registry,
@@ -84,6 +86,7 @@ export class PartitionSource implements DeliverySource {
       // A gained partition's rows may lie anywhere below the floor.
       gained: () => this.reader.sweepSoon(0),
       ...(this.feed.share !== undefined && { share: this.feed.share }),
+      ...(lock !== undefined && { lock }),
     });
     this.reader = new OwnedReader({
       store: partitions,
@@ -239,4 +242,32 @@ export class PartitionSource implements DeliverySource {
       this.lastFinishedAt = Date.now();
     }
   }
+}
+
+/**
+ * The owner lock of fast takeover (`MemberLock`), where the options and the database allow it:
+ * `dispatcher.ownerLock`, a port with sessions, a store with owner locks and the look at others.
+ */
+function memberLockOf(
+  context: SourceContext,
+  ownership: () => PartitionOwnership,
+): MemberLock | undefined {
+  const { options, store, sql, log } = context;
+  const session = sql?.session?.bind(sql);
+  const lock = store.lockOwner?.bind(store);
+  const unlock = store.unlockOwner?.bind(store);
+  const partitions = store.deliveryPartitions;
+  const endGone = partitions?.endGoneMembers?.bind(partitions);
+  if (!options.dispatcher.ownerLock) return undefined;
+  if (session === undefined || lock === undefined || unlock === undefined) return undefined;
+  if (endGone === undefined) return undefined;
+  return new MemberLock({
+    session,
+    lock,
+    unlock,
+    endGone: (graceMs) => endGone(ownership().id, graceMs),
+    log,
+    lost: () => ownership().lockLost(),
+    gone: (afterMs) => ownership().beatIn(afterMs),
+  });
 }

@@ -441,6 +441,11 @@ export interface PartitionMember {
   readonly label: string;
   /** How long each of its heartbeats holds (its `partitionTimeoutMs`): what takers honour. */
   readonly validMs: number;
+  /**
+   * The key of the owner lock its session holds now (see `endGoneMembers`), or null: then only
+   * its heartbeat says it lives.
+   */
+  readonly lockKey?: number | null;
 }
 
 /** What one heartbeat answers. */
@@ -562,6 +567,13 @@ export interface OutboxDeliveryPartitionsPort {
   ): Promise<number>;
   /** Leaves: gives up every partition and removes the heartbeat. */
   leave(instance: string): Promise<void>;
+  /**
+   * Ends, `graceMs` from now, the heartbeat of every other live process whose owner lock (the
+   * `lockKey` of its last beat) no session holds any more: its partitions are free then, long
+   * before its own timeout (takeover after a crash). Answers their labels. Absent: processes
+   * are judged by their heartbeats alone.
+   */
+  endGoneMembers?(id: string, graceMs: number): Promise<readonly string[]>;
   /**
    * Reads the due pending rows of `partitions` after `range.after`, in id order, at most
    * `limit`, without the ids and keys `range` names: no lock, no write.

@@ -82,12 +82,13 @@ export const POSTGRES_PARTITION_INDEX_PROBE = (n: OutboxTableNames): string =>
 
 /** Reads every column step 9 makes: fails on a table without them (or made by an earlier build). */
 export const POSTGRES_DELIVERY_PARTITIONS_PROBE = (n: OutboxTableNames): string =>
-  `SELECT o.delivery_partition, d.label, d.valid_ms, d.working, w.generation FROM ${n.table} AS o CROSS JOIN ${n.dispatchersTable} AS d CROSS JOIN ${n.ownersTable} AS w WHERE 1 = 0`;
+  `SELECT o.delivery_partition, d.label, d.valid_ms, d.working, d.lock_key, w.generation FROM ${n.table} AS o CROSS JOIN ${n.dispatchersTable} AS d CROSS JOIN ${n.ownersTable} AS w WHERE 1 = 0`;
 
 /**
  * The dispatcher processes (one row each: its id, the `instanceId` it was given as `label`, how
- * long each of its heartbeats holds, `valid_ms`, and whether it delivers or waits for the other
- * mode to leave) and the owners (one row per partition, made here, never deleted: a partition's
+ * long each of its heartbeats holds, `valid_ms`, whether it delivers or waits for the other
+ * mode to leave, and the key of the lock its session holds while it lives, `lock_key`, null
+ * where it holds none) and the owners (one row per partition, made here, never deleted: a partition's
  * generation only grows, so a settle fenced by an old generation is refused for ever). The
  * `ALTER` brings the dispatchers table of an earlier 0.3 build up to date: its rows promise
  * nothing (`valid_ms` 0), so they count as gone.
@@ -99,11 +100,12 @@ function postgresOwnershipTables(n: OutboxTableNames): string[] {
   label varchar(255) NOT NULL,
   valid_ms int4 NOT NULL,
   working boolean NOT NULL DEFAULT false,
+  lock_key int4,
   heartbeat_at timestamptz NOT NULL DEFAULT now(),
   joined_at timestamptz NOT NULL DEFAULT now(),
   CONSTRAINT ${n.quote(`${n.tableName}_dispatchers_pkey`)} PRIMARY KEY (instance)
 )`,
-    `ALTER TABLE ${n.dispatchersTable} ADD COLUMN IF NOT EXISTS label varchar(255) NOT NULL DEFAULT '', ADD COLUMN IF NOT EXISTS valid_ms int4 NOT NULL DEFAULT 0, ADD COLUMN IF NOT EXISTS working boolean NOT NULL DEFAULT false`,
+    `ALTER TABLE ${n.dispatchersTable} ADD COLUMN IF NOT EXISTS label varchar(255) NOT NULL DEFAULT '', ADD COLUMN IF NOT EXISTS valid_ms int4 NOT NULL DEFAULT 0, ADD COLUMN IF NOT EXISTS working boolean NOT NULL DEFAULT false, ADD COLUMN IF NOT EXISTS lock_key int4`,
     `CREATE TABLE IF NOT EXISTS ${n.ownersTable} (
   partition int2 NOT NULL,
   owner varchar(255),
@@ -131,7 +133,8 @@ const forgotten = (d: string): string =>
 /**
  * A heartbeat, in one statement: $1 the process's id, $2 its label (`instanceId`), $3 how long
  * the beat holds (ms), $4 whether it delivered until now without a lapse, $5 and $6 the
- * `'leases'` mode lock of the table. It delivers (`working`) if it did until now, or if no
+ * `'leases'` mode lock of the table, $7 the key of the lock its session holds (null for none:
+ * only its heartbeat then says it lives). It delivers (`working`) if it did until now, or if no
  * dispatcher of the `'leases'` mode holds that lock (each holds it shared on its owner-lock
  * session while it may claim): the exclusive try, held until this statement commits, and the
  * leases side's check of this table's working rows under its shared lock never both pass. Rows
@@ -143,10 +146,10 @@ export function postgresBeat(n: OutboxTableNames): string {
   const d = n.dispatchersTable;
   return `WITH m AS MATERIALIZED (
   SELECT $4::boolean OR pg_try_advisory_xact_lock($5::int4, $6::int4) AS working),
-b AS (INSERT INTO ${d} AS d (instance, label, valid_ms, working)
-  SELECT $1, $2, $3, m.working FROM m
+b AS (INSERT INTO ${d} AS d (instance, label, valid_ms, working, lock_key)
+  SELECT $1, $2, $3, m.working, $7::int4 FROM m
   ON CONFLICT (instance) DO UPDATE SET heartbeat_at = now(), label = EXCLUDED.label,
-    valid_ms = EXCLUDED.valid_ms, working = EXCLUDED.working
+    valid_ms = EXCLUDED.valid_ms, working = EXCLUDED.working, lock_key = EXCLUDED.lock_key
   RETURNING d.working),
 gone AS (DELETE FROM ${d} AS d WHERE d.instance <> $1 AND ${forgotten('d')})
 SELECT (SELECT b.working FROM b) AS working,
@@ -186,6 +189,24 @@ export const POSTGRES_LEASES_MODE_HOLDERS = `SELECT l.pid, a.application_name, a
 FROM pg_locks AS l LEFT JOIN pg_stat_activity AS a ON a.pid = l.pid
 WHERE l.locktype = 'advisory' AND l.classid = $1::int4::oid AND l.objid = $2::int4::oid AND l.objsubid = 2 AND l.granted
 ORDER BY l.pid`;
+
+/**
+ * $1 the process's id, $2 the owner-lock class, $3 a grace (ms): every other live process whose
+ * lock (`lock_key`) no session holds any more, tried here (held by this statement until it
+ * commits, so that no one takes the key meanwhile), has its heartbeat end `grace` from now
+ * (never later than it ends already): its session ended, with its process or alone, and a
+ * process that only lost its session stops publishing within its lock's validity, shorter than
+ * the grace (PartitionOwnership, MemberLock). The clock is read when the row is updated, after
+ * the try: a statement that waited on the row still gives the whole grace. Answers the labels.
+ */
+export function postgresEndGoneMembers(n: OutboxTableNames): string {
+  const d = n.dispatchersTable;
+  const age = `ceil(date_part('epoch', clock_timestamp() - d.heartbeat_at) * 1000)::int4`;
+  return `UPDATE ${d} AS d SET valid_ms = least(d.valid_ms, ${age} + $3::int4)
+WHERE d.instance <> $1 AND d.lock_key IS NOT NULL AND ${live('d')}
+  AND pg_try_advisory_xact_lock($2::int4, d.lock_key)
+RETURNING d.label`;
+}
 
 /** $1 instance: leaves, giving up every partition it owns (generations kept). */
 export function postgresLeave(n: OutboxTableNames): string[] {

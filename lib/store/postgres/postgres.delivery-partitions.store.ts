@@ -17,10 +17,12 @@ import type { OutboxTableNames } from '../../internal/sql-identifier';
 import { blockingCondition } from '../shared-sql/dead-blocking';
 import { toClaimedRecords, type ClaimedRow } from '../rows/outbox-row.mapper';
 import { cachedStatement } from '../shared-sql/sql-values';
+import { POSTGRES_OWNER_LOCK_CLASS } from '../shared-sql/owner-leases';
 import { POSTGRES_CLAIMED_COLUMNS, postgresSettlementValues } from './postgres.sql';
 import {
   POSTGRES_LEASES_MODE_HOLDERS,
   postgresBeat,
+  postgresEndGoneMembers,
   postgresHoldOwned,
   postgresLeave,
   postgresOwners,
@@ -101,6 +103,7 @@ export class PostgresDeliveryPartitionsStore implements OutboxDeliveryPartitions
       stayWorking,
       this.leasesMode.lockClass,
       this.leasesMode.key,
+      member.lockKey ?? null,
     ]);
     const row = rows[0];
     const owned = new Map<number, string>();
@@ -175,6 +178,15 @@ export class PostgresDeliveryPartitionsStore implements OutboxDeliveryPartitions
     if (ids.length === 0) return 0;
     const params = [id, [...fence.keys()], [...fence.values()], ids, token, leaseMs];
     return (await this.transact(postgresHoldOwned(this.names), params)).affected;
+  }
+
+  async endGoneMembers(id: string, graceMs: number): Promise<readonly string[]> {
+    const { rows } = await this.run<{ label: string }>(postgresEndGoneMembers(this.names), [
+      id,
+      POSTGRES_OWNER_LOCK_CLASS,
+      graceMs,
+    ]);
+    return rows.map((r) => r.label);
   }
 
   async leave(id: string): Promise<void> {
