@@ -227,7 +227,7 @@ async function killsOn(
         if (kill !== undefined && disturbances() === before) {
           kills.push(kill);
           ctx.log(
-            `T1 ${leg} kill ${run}: ${kill.leased} ${claims === 'leases' ? 'leased' : 'pending in its partitions'} (hung batch ${kill.hung}, ${kill.sentBefore} sent before the kill); leases shortened after ${kill.shortenedMs.toFixed(0)} ms, first sent again after ${kill.firstMs.toFixed(0)} ms, all after ${kill.allMs.toFixed(0)} ms; ${Math.round(kill.rate)} msgs/s written`,
+            `T1 ${leg} kill ${run}: ${kill.leased} ${claims === 'leases' ? 'leased' : 'pending in its partitions'} (hung batch ${kill.hung}, ${kill.sentBefore} sent before the kill); ${claims === 'leases' ? 'leases shortened' : 'heartbeat ended'} after ${kill.shortenedMs.toFixed(0)} ms, first sent again after ${kill.firstMs.toFixed(0)} ms, all after ${kill.allMs.toFixed(0)} ms; ${Math.round(kill.rate)} msgs/s written`,
           );
           break;
         }

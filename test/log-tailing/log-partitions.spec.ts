@@ -20,6 +20,8 @@ import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
 import { FaultProxy } from '../../lib/testing';
 import { waitFor } from '../support/wait-for';
+import { DispatcherChild } from '../support/children/spawn-dispatcher';
+import { TcpConsumer } from '../support/children/tcp-consumer';
 
 // Log tailing on delivery partitions (`delivery: logTailing()` with `dispatcher.claims:
 // 'partitions'`, PostgreSQL, docs/log-tailing.md "On delivery partitions (PostgreSQL)"): the process reading
@@ -267,6 +269,65 @@ describeWith(['postgres'], 'log tailing on delivery partitions', () => {
     const after = await generations(table);
     for (const [partition, generation] of before) {
       expect(after.get(partition)).toBeGreaterThan(generation);
+    }
+  });
+
+  it("a SIGKILLed reader whose heartbeat holds a minute is taken over once its slot and owner lock are free: nothing lost, every key's first deliveries in commit order", async () => {
+    const consumer = new TcpConsumer();
+    await consumer.start();
+    scope.defer(() => consumer.stop().catch(() => undefined));
+    const table = await tailedTable();
+    // Its heartbeat promises a minute: only its freed owner lock lets the standby in within the
+    // wait below.
+    const doomed = await DispatcherChild.start(
+      {
+        db: 'postgres',
+        table,
+        instanceId: 'doomed-reader',
+        tcpPort: consumer.port,
+        dispatcher: { claims: 'partitions', partitionTimeoutMs: 60_000, batchSize: 20 },
+        hangAfter: 25,
+        logTailing: { sweepIntervalMs: NO_SWEEP, standbyRetryMs: 200 },
+      },
+      100_000,
+    );
+    scope.defer(() => doomed.kill('SIGKILL').catch(() => undefined));
+    const doomedId = await waitFor(
+      'every partition held by the child',
+      async () => {
+        const owner = await soleOwner(table);
+        return owner?.startsWith('doomed-reader#') === true ? owner : undefined;
+      },
+      { timeoutMs: 60_000 },
+    );
+    const survivorPublisher = new RecordingPublisher();
+    const survivor = await tailingApp(table, survivorPublisher, {}, { instanceId: 'survivor' });
+    const keys = Array.from({ length: 10 }, (_, k) => `key-${k}`);
+    const ids: string[] = [];
+    for (let tx = 0; tx < 12; tx++)
+      ids.push(...(await survivor.commit(keys.map((k) => msg(k, { tx })))));
+    await doomed.waitFor('hanging', 30_000);
+    expect(survivorPublisher.sentIds).toEqual([]);
+    await doomed.kill('SIGKILL');
+    await waitFor(
+      'every message delivered',
+      () => ids.every((id) => survivorPublisher.sentIds.includes(id) || consumer.counts().has(id)),
+      {
+        timeoutMs: 30_000,
+        describeState: () =>
+          `${survivorPublisher.sentIds.length} published by the survivor, ${consumer.counts().size} by the child, of ${ids.length}`,
+      },
+    );
+    const survivorId = await soleOwner(table);
+    expect(survivorId).toMatch(/^survivor#/);
+    expect(survivorId).not.toBe(doomedId);
+    // Per key: what the child published first, then the survivor's, in commit order (a message
+    // the child sent unsettled may come again from the survivor: at least once after a crash).
+    for (const key of keys) {
+      const byChild = consumer.arrivals.filter((a) => a.key === key).map((a) => a.messageId);
+      const seen = [...byChild, ...survivorPublisher.sentForKey(key)];
+      const firsts = seen.filter((id, i) => seen.indexOf(id) === i);
+      expect(firsts).toEqual(ids.filter((_, i) => keys[i % keys.length] === key));
     }
   });
 });

@@ -114,8 +114,11 @@ export class PartitionOwnership {
    * long as that lock does (others end this heartbeat soon after finding it free).
    */
   private beatKey: number | null = null;
-  /** The beat asked for when others' heartbeats end (MemberLock's look). */
+  /** The beat asked for when others' heartbeats end (MemberLock's look), and when it is due. */
   private takeTimer: NodeJS.Timeout | undefined;
+  private takeAt = 0;
+  /** A beat was asked for while one was under way: the next follows it at once. */
+  private again = false;
 
   constructor(private readonly parts: OwnershipParts) {
     this.now = parts.now ?? (() => performance.now());
@@ -185,6 +188,7 @@ export class PartitionOwnership {
     clearTimeout(this.timer);
     clearTimeout(this.expiry);
     clearTimeout(this.takeTimer);
+    this.takeTimer = undefined;
     this.timer = undefined;
     await this.ticking;
     this.held.clear();
@@ -207,8 +211,15 @@ export class PartitionOwnership {
    */
   beatIn(afterMs: number): void {
     if (this.current === 'idle') return;
+    const at = this.now() + afterMs;
+    // One asked for sooner is kept: each look names only heartbeats it ended itself.
+    if (this.takeTimer !== undefined && this.takeAt <= at) return;
     clearTimeout(this.takeTimer);
-    this.takeTimer = setTimeout(() => this.beatSoon(), afterMs);
+    this.takeAt = at;
+    this.takeTimer = setTimeout(() => {
+      this.takeTimer = undefined;
+      this.beatSoon();
+    }, afterMs);
     this.takeTimer.unref();
   }
 
@@ -222,7 +233,12 @@ export class PartitionOwnership {
    * log's reader took the log, or lost it).
    */
   beatSoon(): void {
-    if (this.current === 'idle' || this.ticking !== undefined) return;
+    if (this.current === 'idle') return;
+    // One under way may have read the table before the change: another follows it at once.
+    if (this.ticking !== undefined) {
+      this.again = true;
+      return;
+    }
     clearTimeout(this.timer);
     this.timer = undefined;
     this.ticking = this.tick().finally(() => {
@@ -246,6 +262,8 @@ export class PartitionOwnership {
 
   private schedule(): void {
     if (this.current === 'idle') return;
+    const again = this.again;
+    this.again = false;
     this.timer = setTimeout(
       () => {
         this.ticking = this.tick().finally(() => {
@@ -253,7 +271,7 @@ export class PartitionOwnership {
           this.schedule();
         });
       },
-      this.handingOff ? this.handOverBeatMs : this.beatMs,
+      again ? 0 : this.handingOff ? this.handOverBeatMs : this.beatMs,
     );
   }
 

@@ -197,13 +197,14 @@ ORDER BY l.pid`;
  * (never later than it ends already): its session ended, with its process or alone, and a
  * process that only lost its session stops publishing within its lock's validity, shorter than
  * the grace (PartitionOwnership, MemberLock). The clock is read when the row is updated, after
- * the try: a statement that waited on the row still gives the whole grace. Answers the labels.
+ * the try: a statement that waited on the row still gives the whole grace. Answers the labels
+ * of those it ended sooner (one whose heartbeat ends within the grace already is not named again).
  */
 export function postgresEndGoneMembers(n: OutboxTableNames): string {
   const d = n.dispatchersTable;
   const age = `ceil(date_part('epoch', clock_timestamp() - d.heartbeat_at) * 1000)::int4`;
   return `UPDATE ${d} AS d SET valid_ms = least(d.valid_ms, ${age} + $3::int4)
-WHERE d.instance <> $1 AND d.lock_key IS NOT NULL AND ${live('d')}
+WHERE d.instance <> $1 AND d.lock_key IS NOT NULL AND ${live('d')} AND ${age} + $3::int4 < d.valid_ms
   AND pg_try_advisory_xact_lock($2::int4, d.lock_key)
 RETURNING d.label`;
 }
