@@ -15,6 +15,13 @@
  * - all: the last arrival of every row the victim held leased at its death (each is sent again
  *   by the survivor, after the kill), i.e. when its leased rows were all delivered again.
  * A fresh victim is started for every kill; the survivor runs through all of a database's kills.
+ *
+ * Then the same on PostgreSQL with `dispatcher.claims: 'partitions'` (taken over by the owner
+ * lock each heartbeat names, not the 5 s `partitionTimeoutMs`): polling (`postgres_partitions`),
+ * and log tailing (`postgres_log_partitions`: the victim reads the log and owns every partition,
+ * a survivor started beside it once it reads stands by; the slot, then the partitions, change
+ * hands). There "all" is every row pending in the victim's partitions at its death, and the look
+ * is seen when the victim's heartbeat is cut (`valid_ms`).
  * `BENCH_T1_BUSY=n` (default 1) runs n busy loops in processes of their own beside it all, so the
  * machine's cores are loaded whatever else runs (0: the write load alone).
  */
@@ -30,6 +37,7 @@ import {
   quoteTable,
   resetOutboxTable,
 } from '../support/databases';
+import { benchLogOptions, dropLog, readerReady, setUpLog } from '../support/log-tailing';
 import type { DispatcherChildConfig } from '../support/dispatcher-process';
 import { runWriters } from '../support/log-writers';
 import { startOutboxApp, type OutboxApp } from '../support/outbox-app';
@@ -47,6 +55,7 @@ import { sleep } from '../../test/support/wait-for';
 
 const QUEUE = named('bench.t1', '.');
 const TABLE = named('bench_t1');
+const LOG_TABLE = named('bench_lt1');
 /** Load before each kill, so both dispatchers are in their steady state. */
 const STEADY_MS = 2_000;
 /** Past the default lease (30 s): a takeover that did not happen still ends, and shows. */
@@ -93,10 +102,12 @@ export async function t1(ctx: BenchContext): Promise<ScenarioResult> {
       lost += await measure(ctx, result, ds, db, 'leases');
     });
     // Delivery partitions (PostgreSQL): the same kill, taken over by the owner lock its
-    // heartbeat names rather than its partitionTimeoutMs (5 s by default).
+    // heartbeat names rather than its partitionTimeoutMs (5 s by default); polling, then log
+    // tailing (the victim reads the log and owns every partition, the survivor stands by).
     await onPostgresAndMaria(ctx.pg, async (ds) => {
-      if (ds.options.type === 'postgres')
-        lost += await measure(ctx, result, ds, 'postgres', 'partitions');
+      if (ds.options.type !== 'postgres') return;
+      lost += await measure(ctx, result, ds, 'postgres', 'partitions');
+      lost += await measure(ctx, result, ds, 'postgres', 'log_partitions');
     });
   } finally {
     for (const loop of busy) loop.kill('SIGKILL');
@@ -106,7 +117,8 @@ export async function t1(ctx: BenchContext): Promise<ScenarioResult> {
   return result;
 }
 
-type Claims = 'leases' | 'partitions';
+/** The mode of a leg: row leases, delivery partitions polling, or delivery partitions on the log. */
+type Claims = 'leases' | 'partitions' | 'log_partitions';
 
 /** One database's kills in one mode, added to `result`; answers how many messages never came. */
 async function measure(
@@ -116,7 +128,7 @@ async function measure(
   database: 'postgres' | 'mariadb',
   claims: Claims,
 ): Promise<number> {
-  const db = claims === 'leases' ? database : `${database}_partitions`;
+  const db = claims === 'leases' ? database : `${database}_${claims}`;
   const what = claims === 'leases' ? 'leased messages' : "partitions' pending messages";
   try {
     const { kills, notReceived } = await killsOn(ctx, ds, database, claims);
@@ -178,17 +190,23 @@ async function killsOn(
   db: 'postgres' | 'mariadb',
   claims: Claims,
 ): Promise<{ kills: Kill[]; notReceived: number }> {
-  await resetOutboxTable(ds, TABLE);
+  const onLog = claims === 'log_partitions';
+  // Named as the log scenarios' tables, so that a killed run's slot is dropped by the next run.
+  const table = onLog ? LOG_TABLE : TABLE;
+  const target = { name: 'postgres', ds } as const;
+  await resetOutboxTable(ds, table);
+  if (onLog) await setUpLog(target, table);
   const dispatcher = (name: string, stallable: boolean): Child =>
     forkTs('../support/dispatcher-process.ts', {
       mode: 'serve',
       database: db,
-      table: TABLE,
+      table,
       queue: QUEUE,
       instanceId: name,
       stallable,
       reportOutages: !stallable,
-      ...(claims === 'partitions' && { dispatcher: { claims } }),
+      ...(claims !== 'leases' && { dispatcher: { claims: 'partitions' } }),
+      ...(onLog && { logTailing: benchLogOptions('postgres', table) }),
     } satisfies DispatcherChildConfig);
   const consumer = new StampingConsumer();
   const committed = new Set<string>();
@@ -200,25 +218,49 @@ async function killsOn(
   let outages = 0;
   try {
     await consumer.start();
-    writer = await startOutboxApp({ dataSource: ds, tableName: TABLE, workers: false });
-    const leg = claims === 'leases' ? db : `${db}-partitions`;
-    survivor = dispatcher(`bench-t1-${leg}-survivor`, false);
-    survivor.process.on('message', (m: { type?: string }) => {
-      if (m.type === 'outage') outages++;
-    });
-    await survivor.next('ready', 120_000);
+    writer = await startOutboxApp({ dataSource: ds, tableName: table, workers: false });
+    const leg = claims === 'leases' ? db : `${db}-${claims.replace('_', '-')}`;
+    const startSurvivor = async (name: string): Promise<Child> => {
+      const child = dispatcher(name, false);
+      child.process.on('message', (m: { type?: string }) => {
+        if (m.type === 'outage') outages++;
+      });
+      await child.next('ready', 120_000);
+      return child;
+    };
+    // On the log the victim must be the reader: each kill starts it first and a survivor beside
+    // it once it reads (the last survivor delivers what is left).
+    if (!onLog) survivor = await startSurvivor(`bench-t1-${leg}-survivor`);
     for (let run = 1; run <= ctx.runs; run++) {
       for (let attempt = 1; ; attempt++) {
         const disturbances = (): number => outages + consumer.breaks;
         const before = disturbances();
         const victimName = `bench-t1-${leg}-victim-${run}-${attempt}`;
+        if (onLog) {
+          await stopChild(survivor);
+          survivor = undefined;
+        }
         const victim = dispatcher(victimName, true);
         let kill: Kill | undefined;
         let failure: unknown;
         try {
           await victim.next('ready', 120_000);
+          if (onLog) {
+            await readerReady(target, table, 60_000);
+            survivor = await startSurvivor(`bench-t1-${leg}-survivor-${run}-${attempt}`);
+          }
           await consumer.start();
-          kill = await killOnce(ctx, ds, victim, victimName, claims, writer, consumer, committed);
+          kill = await killOnce(
+            ctx,
+            ds,
+            table,
+            victim,
+            victimName,
+            claims,
+            writer,
+            consumer,
+            committed,
+          );
         } catch (error) {
           failure = error;
         } finally {
@@ -253,7 +295,8 @@ async function killsOn(
     await stopChild(survivor);
     await writer?.close();
     await consumer.close();
-    await dropOutboxTable(ds, TABLE);
+    if (onLog) await dropLog(target, table);
+    await dropOutboxTable(ds, table);
   }
 }
 
@@ -261,6 +304,7 @@ async function killsOn(
 async function killOnce(
   ctx: BenchContext,
   ds: DataSource,
+  table: string,
   victim: Child,
   victimName: string,
   claims: Claims,
@@ -290,17 +334,21 @@ async function killOnce(
     const killAt = nowMs();
     victim.process.kill('SIGKILL');
     const leases =
-      claims === 'leases' ? await leasedBy(ds, victimName) : await pendingIn(ds, victimName);
+      claims === 'leases'
+        ? await leasedBy(ds, table, victimName)
+        : await pendingIn(ds, table, victimName);
     const leased = leases.map((l) => l.messageId);
     const leaseIds = leases.map((l) => l.id);
     const shortened =
-      claims === 'leases' ? whenShortened(ds, leaseIds) : whenHeartbeatEnded(ds, victimName);
+      claims === 'leases'
+        ? whenShortened(ds, table, leaseIds)
+        : whenHeartbeatEnded(ds, table, victimName);
     const claimed = hanging.claimed as string[];
     const sent = new Set(hanging.published as string[]);
     const neverSent = claimed.filter((id) => !sent.has(id));
     const after = (id: string): number | undefined => arrivals.get(id)?.find((at) => at > killAt);
     const deadline = nowMs() + TAKEOVER_TIMEOUT_MS;
-    while (nowMs() < deadline && (await undelivered(ds, leaseIds)) > 0) await sleep(20);
+    while (nowMs() < deadline && (await undelivered(ds, table, leaseIds)) > 0) await sleep(20);
     // The consumer may get a message a moment after its settle. A row whose settle the victim
     // sent just before its death is delivered without being sent again: no takeover's.
     const settledAt = nowMs();
@@ -377,11 +425,12 @@ class StampingConsumer {
 /** The rows `owner` holds leased (row id and message id). */
 async function leasedBy(
   ds: DataSource,
+  table: string,
   owner: string,
 ): Promise<{ id: string; messageId: string }[]> {
   const postgres = dialectOf(ds) === 'postgres';
   const rows = await ds.query<{ id: string | number; message_id: string | Uint8Array }[]>(
-    `SELECT id, ${postgres ? 'message_id::text AS message_id' : 'message_id'} FROM ${quoteTable(ds, TABLE)} WHERE locked_by = ${postgres ? '$1' : '?'} AND status = 'pending'`,
+    `SELECT id, ${postgres ? 'message_id::text AS message_id' : 'message_id'} FROM ${quoteTable(ds, table)} WHERE locked_by = ${postgres ? '$1' : '?'} AND status = 'pending'`,
     [owner],
   );
   return rows.map((r) => ({ id: String(r.id), messageId: messageIdText(r.message_id) }));
@@ -393,13 +442,14 @@ async function leasedBy(
  */
 async function pendingIn(
   ds: DataSource,
+  table: string,
   owner: string,
 ): Promise<{ id: string; messageId: string }[]> {
   const rows = await ds.query<{ id: string; message_id: string }[]>(
-    `SELECT o.id::text AS id, o.message_id::text AS message_id FROM ${quoteTable(ds, TABLE)} AS o
+    `SELECT o.id::text AS id, o.message_id::text AS message_id FROM ${quoteTable(ds, table)} AS o
      WHERE o.status = 'pending' AND o.delivery_partition IN (
-       SELECT w.partition FROM ${quoteTable(ds, `${TABLE}_owners`)} AS w
-       JOIN ${quoteTable(ds, `${TABLE}_dispatchers`)} AS d ON d.instance = w.owner WHERE d.label = $1)`,
+       SELECT w.partition FROM ${quoteTable(ds, `${table}_owners`)} AS w
+       JOIN ${quoteTable(ds, `${table}_dispatchers`)} AS d ON d.instance = w.owner WHERE d.label = $1)`,
     [owner],
   );
   return rows.map((r) => ({ id: r.id, messageId: r.message_id }));
@@ -409,13 +459,17 @@ async function pendingIn(
  * Polls `owner`'s heartbeat every 10 ms until a look ended it early (its `valid_ms` cut below the
  * 5 s it promised): `stop()` resolves to when that was first seen (NaN if never).
  */
-function whenHeartbeatEnded(ds: DataSource, owner: string): { stop(): Promise<number> } {
+function whenHeartbeatEnded(
+  ds: DataSource,
+  table: string,
+  owner: string,
+): { stop(): Promise<number> } {
   let seenAt = Number.NaN;
   let stopped = false;
   const polling = (async () => {
     while (!stopped) {
       const [row] = await ds.query<{ valid_ms: number }[]>(
-        `SELECT valid_ms FROM ${quoteTable(ds, `${TABLE}_dispatchers`)} WHERE label = $1`,
+        `SELECT valid_ms FROM ${quoteTable(ds, `${table}_dispatchers`)} WHERE label = $1`,
         [owner],
       );
       if (row !== undefined && row.valid_ms < 5_000) {
@@ -435,10 +489,10 @@ function whenHeartbeatEnded(ds: DataSource, owner: string): { stop(): Promise<nu
 }
 
 /** How many of these rows (by id) are not delivered yet. */
-async function undelivered(ds: DataSource, ids: readonly string[]): Promise<number> {
+async function undelivered(ds: DataSource, table: string, ids: readonly string[]): Promise<number> {
   if (ids.length === 0) return 0;
   const [row] = await ds.query<{ n: string | number }[]>(
-    `SELECT count(*) AS n FROM ${quoteTable(ds, TABLE)} WHERE status <> 'delivered' AND id IN (${ids.map((id) => String(BigInt(id))).join(', ')})`,
+    `SELECT count(*) AS n FROM ${quoteTable(ds, table)} WHERE status <> 'delivered' AND id IN (${ids.map((id) => String(BigInt(id))).join(', ')})`,
   );
   return Number(row?.n ?? 0);
 }
@@ -448,7 +502,11 @@ async function undelivered(ds: DataSource, ids: readonly string[]): Promise<numb
  * its claim; a look sets them 1.25 s ahead): `stop()` resolves to when that was first seen (NaN
  * if never: the victim's own settle took them all first).
  */
-function whenShortened(ds: DataSource, ids: readonly string[]): { stop(): Promise<number> } {
+function whenShortened(
+  ds: DataSource,
+  table: string,
+  ids: readonly string[],
+): { stop(): Promise<number> } {
   const postgres = dialectOf(ds) === 'postgres';
   const soon = postgres
     ? "clock_timestamp() + interval '5 seconds'"
@@ -459,7 +517,7 @@ function whenShortened(ds: DataSource, ids: readonly string[]): { stop(): Promis
   const polling = (async () => {
     while (!stopped) {
       const [row] = await ds.query<{ n: string | number }[]>(
-        `SELECT count(*) AS n FROM ${quoteTable(ds, TABLE)} WHERE id IN (${list}) AND status = 'pending' AND locked_until < ${soon}`,
+        `SELECT count(*) AS n FROM ${quoteTable(ds, table)} WHERE id IN (${list}) AND status = 'pending' AND locked_until < ${soon}`,
       );
       if (Number(row?.n ?? 0) > 0) {
         seenAt = nowMs();

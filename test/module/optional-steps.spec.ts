@@ -198,6 +198,21 @@ describeWith(['postgres'], 'online schema steps on PostgreSQL', () => {
     expect(after?.part).not.toBeNull();
   });
 
+  it('a partitions step made by an earlier 0.3 build (no owner-lock column) counts as missing, and making the step again adds it', async () => {
+    await ensureOutboxTable(base, { tableName: table, with: ['partitions'] });
+    await base.query(`ALTER TABLE "${table}_dispatchers" DROP COLUMN lock_key`);
+    const status = () =>
+      outboxSchemaStatus(typeormSqlPort(base), { tableName: table, with: ['partitions'] });
+    expect((await status()).version).toBeLessThan((await status()).latest);
+    await ensureOutboxTable(base, { tableName: table, with: ['partitions'] });
+    expect((await status()).version).toBe((await status()).latest);
+    const columns = await base.query<{ attname: string }[]>(
+      `SELECT attname FROM pg_attribute WHERE attrelid = $1::regclass AND attname = 'lock_key'`,
+      [`"${table}_dispatchers"`],
+    );
+    expect(columns).toHaveLength(1);
+  });
+
   it('without online, the steps are stored generated columns made in one statement', async () => {
     await insert('a', 'k1');
     await ensureOutboxTable(base, { tableName: table, with: ['tenants', 'partitions'] });
