@@ -18,11 +18,17 @@ function answer(ids: readonly number[]): OwnedRead {
 function reader(wake: () => void = () => undefined): {
   reader: OwnedReader;
   answerNext: (ids: readonly number[]) => void;
+  /** Where each read started (`after`), in order. */
+  afters: string[];
 } {
   let respond: (read: OwnedRead) => void = () => undefined;
+  const afters: string[] = [];
   const parts = {
     store: {
-      readOwned: () => new Promise<OwnedRead>((resolve) => (respond = resolve)),
+      readOwned: (_partitions: unknown, _limit: number, range: { after: string }) => {
+        afters.push(range.after);
+        return new Promise<OwnedRead>((resolve) => (respond = resolve));
+      },
       promoteOrphans: () => Promise.resolve(0),
     },
     park: () => Promise.resolve(0),
@@ -41,7 +47,7 @@ function reader(wake: () => void = () => undefined): {
     wake,
     sweepIntervalMs: 60_000,
   } as unknown as OwnedReaderParts;
-  return { reader: new OwnedReader(parts), answerNext: (ids) => respond(answer(ids)) };
+  return { reader: new OwnedReader(parts), answerNext: (ids) => respond(answer(ids)), afters };
 }
 
 describe('OwnedReader (reads of the owned partitions)', () => {
@@ -63,6 +69,27 @@ describe('OwnedReader (reads of the owned partitions)', () => {
     answerNext([1]);
     expect(await read).toBe(1);
     expect(r.wantsRead).toBe(true);
+  });
+
+  it('reads from a row the log named once its floor has passed it (its id was taken before its transaction had an id), and from the floor otherwise', async () => {
+    const { reader: r, answerNext, afters } = reader();
+    const readAnswering = async (ids: readonly number[]) => {
+      const read = r.read();
+      answerNext(ids);
+      await read;
+    };
+    r.woke();
+    // No transaction running at its snapshot: the floor passes 6 and 7 at once.
+    await readAnswering([6, 7]);
+    // Row 5 commits now; the log names it.
+    r.named('5');
+    await readAnswering([5]);
+    r.woke();
+    await readAnswering([]);
+    // A row above the floor: read from the floor, as any wake-up.
+    r.named('9');
+    await readAnswering([9]);
+    expect(afters).toEqual(['0', '4', '7', '7']);
   });
 
   describe('sweeps asked for (retries and delayed messages falling due)', () => {

@@ -199,4 +199,27 @@ describe('PartitionOwnership', () => {
     expect(owner.holds(owner.fence)).toBe(true);
     await owner.stop();
   });
+
+  it('started again after a stop, holds under a new fence: the stop aborted the old one for good', async () => {
+    const table = new OwnersTable();
+    const owner = new PartitionOwnership({
+      store: table.store(),
+      label: 'a',
+      timeoutMs: 5_000,
+      log,
+      busy: () => false,
+      gained: () => undefined,
+      now: () => table.clock,
+    });
+    await owner.start();
+    const first = owner.fence;
+    expect(owner.holds(first)).toBe(true);
+    await owner.stop();
+    expect(first.aborted).toBe(true);
+    await owner.start();
+    expect(owner.holds(first)).toBe(false);
+    expect(owner.readable()).toHaveLength(ALL_PARTITIONS.length);
+    expect(owner.holds(owner.fence)).toBe(true);
+    await owner.stop();
+  });
 });

@@ -46,6 +46,8 @@ export interface FedPartitions extends DeliverySource {
   sweepSoon(delayMs: number): void;
   /** The share changed: worked out again now rather than at the next heartbeat. */
   shareChanged(): void;
+  /** The log named rows as committed, the lowest of them `id`: read now, from it if need be. */
+  committed(id: string): void;
 }
 
 /**
@@ -183,15 +185,19 @@ export class LogPartitionSource implements DeliverySource {
   }
 
   /**
-   * Committed inserts: the owner reads them now, and once more shortly after (in case a new
-   * snapshot did not show them yet). The position is acknowledged: they are in the table.
+   * Committed inserts: the owner reads them now (from the lowest, should its read floor have
+   * passed it), and once more shortly after (in case a new snapshot did not show them yet). The
+   * position is acknowledged: they are in the table.
    */
   private handle(batch: LoggedBatch): Promise<void> {
+    let lowest: string | undefined;
     for (const insert of batch.inserts) {
       // A delayed message is not read before it is due: the sweep is asked for then.
       if (insert.dueInMs === undefined) this.sayNoDueTimes();
       else if (insert.dueInMs > 0) this.partitions.sweepSoon(insert.dueInMs + DUE_MARGIN_MS);
+      else if (lowest === undefined || BigInt(insert.id) < BigInt(lowest)) lowest = insert.id;
     }
+    if (lowest !== undefined) this.partitions.committed(lowest);
     if (batch.inserts.length > 0 || (batch.leftToTable ?? 0) > 0) {
       this.partitions.wake();
       this.seenAgain ??= setTimeout(() => {

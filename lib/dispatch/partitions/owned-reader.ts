@@ -10,6 +10,7 @@ import { within } from '../sleep';
 import type { OwnedBacklog } from './owned-backlog';
 import type { PartitionOwnership } from './partition-ownership';
 import { ReadFloor } from './read-floor';
+import { idAfter } from './owned-backlog';
 
 /** Waiting rows promoted per look, as the unlocker does. */
 const ORPHANS_PER_LOOK = 1_000;
@@ -70,6 +71,8 @@ export class OwnedReader {
   private more = true;
   /** Wake-ups so far: one that comes while a read runs keeps `more` (the read may predate it). */
   private wakes = 0;
+  /** The lowest id the log named as committed since the last read after the floor began. */
+  private namedFrom: string | undefined;
   /** When the next look for orphaned waiting rows is due (monotonic clock). */
   private orphansAt = 0;
   /** Rows parked since the statistics were last refreshed, and when they may be again. */
@@ -104,6 +107,21 @@ export class OwnedReader {
   woke(): void {
     this.more = true;
     this.wakes++;
+  }
+
+  /**
+   * The log named `id` as committed: the next read after the floor starts at it if the floor has
+   * passed it. A row can commit below the floor: its id was taken before its transaction had a
+   * transaction id, so no snapshot counted it as running, and the floor moved past it (see
+   * `ReadFloor`). The log names every commit, so on the log nothing waits for the sweep.
+   */
+  named(id: string): void {
+    this.keepNamed(id);
+    this.woke();
+  }
+
+  private keepNamed(id: string): void {
+    if (this.namedFrom === undefined || idAfter(this.namedFrom, id)) this.namedFrom = id;
   }
 
   stop(): void {
@@ -180,7 +198,11 @@ export class OwnedReader {
     if (partitions.length === 0) return 0;
     const { batchSize } = options.dispatcher;
     const sweeping = this.sweepFrom !== undefined;
-    const after = this.sweepFrom ?? this.floor.after;
+    const named = sweeping ? undefined : this.namedFrom;
+    if (!sweeping) this.namedFrom = undefined;
+    const floor = this.floor.after;
+    const after =
+      this.sweepFrom ?? (named !== undefined && !idAfter(named, floor) ? idBefore(named) : floor);
     const read = backlog.open();
     const wakes = this.wakes;
     try {
@@ -208,6 +230,7 @@ export class OwnedReader {
       else this.more = found.records.length >= batchSize || this.wakes !== wakes;
       return found.records.length;
     } catch (error) {
+      if (named !== undefined) this.keepNamed(named);
       pipeline.pause(error, 'reading the owned partitions failed');
       return 0;
     } finally {
@@ -269,4 +292,10 @@ export class OwnedReader {
       );
     }
   }
+}
+
+/** The id just before `id` (decimal text): a read after it starts at `id`. */
+function idBefore(id: string): string {
+  const n = BigInt(id);
+  return n > 0n ? (n - 1n).toString() : '0';
 }

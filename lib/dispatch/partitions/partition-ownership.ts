@@ -171,6 +171,8 @@ export class PartitionOwnership {
   async start(): Promise<void> {
     if (this.current !== 'idle') return;
     this.current = 'lapsed';
+    // A stop aborted the last holding's fence: what is taken from now on is a new one.
+    if (this.lost.signal.aborted) this.lost = new AbortController();
     this.parts.lock?.start();
     this.ticking = this.tick();
     try {

@@ -167,6 +167,16 @@ export class PartitionSource implements DeliverySource {
     this.reader.sweepSoon(delayMs);
   }
 
+  /**
+   * The log named rows as committed, the lowest of them `id`: the owner reads now, from it if
+   * its read floor has passed it.
+   */
+  committed(id: string): void {
+    if (this.pipeline.lifecycle.stopping) return;
+    this.reader.named(id);
+    this.wake();
+  }
+
   /** This process's share changed (see `PartitionFeed.share`): it is worked out again now. */
   shareChanged(): void {
     this.ownership.beatSoon();
