@@ -8,7 +8,9 @@
  * dispatcher (or the relay) runs in a process of its own, started for each window (`dispatcher.
  * start()`, and for log tailing until its reader holds the slot or the binlog lock); a RabbitMQ
  * consumer in this process stamps each arrival. The first second of each window is not counted.
- * Each mode has a table of its own; windows rotate the modes run by run.
+ * Each mode has a table of its own; windows rotate the modes run by run. On PostgreSQL also log
+ * tailing on delivery partitions (`log_partitions`: `logTailing()` and `dispatcher.claims:
+ * 'partitions'`, both at their defaults).
  */
 import * as amqp from 'amqplib';
 import { logTailing } from '../../lib/log-tailing';
@@ -42,8 +44,12 @@ const QUEUE = named('bench.l2', '.');
 const WARMUP_MS = 1_000;
 const BARE_IDLE_MS = 2;
 
-type Mode = 'log' | 'poll' | 'bare';
-const MODES: readonly Mode[] = ['log', 'poll', 'bare'];
+type Mode = 'log' | 'log_partitions' | 'poll' | 'bare';
+const ALL_MODES: readonly Mode[] = ['log', 'log_partitions', 'poll', 'bare'];
+/** Log tailing on delivery partitions is PostgreSQL's only. */
+const modesOf = (db: LogTarget['name']): readonly Mode[] =>
+  ALL_MODES.filter((m) => m !== 'log_partitions' || db === 'postgres');
+const onLog = (mode: Mode): boolean => mode === 'log' || mode === 'log_partitions';
 const tableOf = (mode: Mode): string => named(`bench_l2_${mode}`);
 
 interface ModeStats {
@@ -89,24 +95,27 @@ async function windows(
   target: LogTarget,
 ): Promise<number> {
   const { ds } = target;
+  const modes = modesOf(target.name);
+  const empty = (): ModeStats => ({ p50: [], p99: [], max: [], rate: [], lost: 0, reconnects: 0 });
   const stats: Record<Mode, ModeStats> = {
-    log: { p50: [], p99: [], max: [], rate: [], lost: 0, reconnects: 0 },
-    poll: { p50: [], p99: [], max: [], rate: [], lost: 0, reconnects: 0 },
-    bare: { p50: [], p99: [], max: [], rate: [], lost: 0, reconnects: 0 },
+    log: empty(),
+    log_partitions: empty(),
+    poll: empty(),
+    bare: empty(),
   };
-  for (const mode of MODES) await resetOutboxTable(ds, tableOf(mode));
-  await setUpLog(target, tableOf('log'));
-  const logOptions = benchLogOptions(target.name, tableOf('log'));
+  for (const mode of modes) await resetOutboxTable(ds, tableOf(mode));
+  for (const mode of modes.filter(onLog)) await setUpLog(target, tableOf(mode));
+  const logOptions = (mode: Mode) => benchLogOptions(target.name, tableOf(mode));
   const writers: Partial<Record<Mode, OutboxApp>> = {};
   const children: Partial<Record<Mode, Child>> = {};
   try {
-    for (const mode of MODES) {
+    for (const mode of modes) {
       // The writers' app is set up as the dispatcher's (with log tailing no NOTIFY is sent).
       writers[mode] = await startOutboxApp({
         dataSource: ds,
         tableName: tableOf(mode),
         workers: false,
-        ...(mode === 'log' ? { delivery: logTailing(logOptions) } : {}),
+        ...(onLog(mode) ? { delivery: logTailing(logOptions(mode)) } : {}),
       });
       children[mode] =
         mode === 'bare'
@@ -122,14 +131,15 @@ async function windows(
               table: tableOf(mode),
               queue: QUEUE,
               instanceId: `bench-l2-${mode}`,
-              ...(mode === 'log' ? { logTailing: logOptions } : {}),
+              ...(onLog(mode) ? { logTailing: logOptions(mode) } : {}),
+              ...(mode === 'log_partitions' && { dispatcher: { claims: 'partitions' } }),
             } satisfies DispatcherChildConfig);
     }
-    for (const mode of MODES) await children[mode]?.next('ready', 120_000);
+    for (const mode of modes) await children[mode]?.next('ready', 120_000);
     ctx.log(`L2 ${target.name}: the dispatchers and the relay are ready`);
     for (let run = 0; run <= ctx.runs; run++) {
       // Run 0 warms every mode up (the log's first start makes its slot); not counted.
-      const order = MODES.map((_, i) => MODES[(i + run) % MODES.length] as Mode);
+      const order = modes.map((_, i) => modes[(i + run) % modes.length] as Mode);
       for (const mode of order) {
         const child = children[mode];
         const writer = writers[mode];
@@ -150,25 +160,25 @@ async function windows(
       }
     }
   } finally {
-    for (const mode of MODES) {
+    for (const mode of modes) {
       await stopChild(children[mode]);
       await writers[mode]?.close();
     }
-    await dropLog(target, tableOf('log'));
-    for (const mode of MODES) await dropOutboxTable(ds, tableOf(mode));
+    for (const mode of modes.filter(onLog)) await dropLog(target, tableOf(mode));
+    for (const mode of modes) await dropOutboxTable(ds, tableOf(mode));
   }
   const db = target.name;
   const label: Record<Mode, string> = {
     log: 'log tailing (logTailing() defaults)',
+    log_partitions: "log tailing on delivery partitions (defaults, claims: 'partitions')",
     poll: `polling (defaults${db === 'postgres' ? ', LISTEN/NOTIFY' : ''})`,
     bare: `bare relay (idle poll every ${BARE_IDLE_MS} ms)`,
   };
-  const p: Record<Mode, { p50: number; p99: number }> = {
-    log: { p50: NaN, p99: NaN },
-    poll: { p50: NaN, p99: NaN },
-    bare: { p50: NaN, p99: NaN },
-  };
-  for (const mode of MODES) {
+  const p = Object.fromEntries(ALL_MODES.map((m) => [m, { p50: NaN, p99: NaN }])) as Record<
+    Mode,
+    { p50: number; p99: number }
+  >;
+  for (const mode of modes) {
     const s = stats[mode];
     p[mode].p50 = addMetric(
       result,
@@ -200,7 +210,17 @@ async function windows(
   result.values[`l2_${db}_log_vs_bare_p50`] = round(ratio(p.log.p50, p.bare.p50), 3);
   result.values[`l2_${db}_poll_vs_bare_p50`] = round(ratio(p.poll.p50, p.bare.p50), 3);
   result.values[`l2_${db}_log_reader_reconnects`] = stats.log.reconnects;
-  return MODES.reduce((a, m) => a + stats[m].lost, 0);
+  if (modes.includes('log_partitions')) {
+    result.values[`l2_${db}_log_partitions_vs_poll_p99`] = round(
+      ratio(p.log_partitions.p99, p.poll.p99),
+      3,
+    );
+    result.values[`l2_${db}_log_partitions_vs_bare_p99`] = round(
+      ratio(p.log_partitions.p99, p.bare.p99),
+      3,
+    );
+  }
+  return modes.reduce((a, m) => a + stats[m].lost, 0);
 }
 
 interface Window {
@@ -225,7 +245,7 @@ async function window(
   const receivedAt = new Map<string, number>();
   try {
     child.send({ type: 'go' });
-    if (mode === 'log') await readerReady(target, table);
+    if (onLog(mode)) await readerReady(target, table);
     await channel.consume(
       QUEUE,
       (msg) => {

@@ -1,11 +1,6 @@
-import { outboxTableNames } from '../../lib/internal/sql-identifier';
+import { randomUUID } from 'node:crypto';
 import { ALL_PARTITIONS } from '../../lib/store/shared-sql/delivery-partitions';
-import {
-  logTailing,
-  postgresLogNames,
-  postgresLogTailingDdl,
-  type LogTailingOptions,
-} from 'nestjs-outbox/log-tailing';
+import { logTailing, type LogTailingOptions } from 'nestjs-outbox/log-tailing';
 import { CapturingLogger } from '../support/capturing-logger';
 import { serverConnection, testDatabase } from '../support/databases';
 import { msg } from '../support/dispatch-fixtures';
@@ -18,6 +13,7 @@ import {
 import { useOutboxScope } from '../support/outbox-scope';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
+import { postgresLogTables, postgresServerUrl } from '../support/postgres-log-tables';
 import { FaultProxy } from '../../lib/testing';
 import { waitFor } from '../support/wait-for';
 import { DispatcherChild } from '../support/children/spawn-dispatcher';
@@ -33,43 +29,10 @@ import { TcpConsumer } from '../support/children/tcp-consumer';
 const NO_SWEEP = 3_600_000;
 const server = serverConnection('postgres');
 
-function serverUrl(port = server.port): string {
-  const user = encodeURIComponent(server.username);
-  const password = server.password ?? '';
-  const auth = password === '' ? user : `${user}:${encodeURIComponent(password)}`;
-  return `postgres://${auth}@127.0.0.1:${port}/${server.database}`;
-}
-
 describeWith(['postgres'], 'log tailing on delivery partitions', () => {
   const scope = useOutboxScope(testDatabase('postgres'), { tablePrefix: 'lt_part' });
-  const names = (table: string) => postgresLogNames('public', table, server.database);
-
-  async function slotActive(table: string): Promise<boolean> {
-    const rows: { active: boolean }[] = await scope.ds.query(
-      'SELECT active FROM pg_replication_slots WHERE slot_name = $1',
-      [names(table).slot],
-    );
-    return rows[0]?.active === true;
-  }
-
-  /** A fresh outbox table with its publication; slot and publication dropped after the test. */
-  async function tailedTable(): Promise<string> {
-    const table = await scope.table('lt_part');
-    const { slot, publication } = names(table);
-    scope.defer(async () => {
-      await waitFor(`slot ${slot} released`, async () => !(await slotActive(table)), {
-        timeoutMs: 15_000,
-      });
-      await scope.ds.query(
-        'SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1',
-        [slot],
-      );
-      await scope.ds.query(`DROP PUBLICATION IF EXISTS "${publication}"`);
-    });
-    const ddl = postgresLogTailingDdl(outboxTableNames(table, null, 'double'), publication);
-    for (const statement of ddl) await scope.ds.query(statement);
-    return table;
-  }
+  const logTables = postgresLogTables(scope);
+  const tailedTable = (): Promise<string> => logTables.tailedTable('lt_part');
 
   function tailingApp(
     table: string,
@@ -177,6 +140,36 @@ describeWith(['postgres'], 'log tailing on delivery partitions', () => {
     expect(leased[0]?.n).toBe(0);
   });
 
+  it('delivers a row whose id was taken before its transaction wrote anything, committed after later rows were read: the log names it, no sweep needed', async () => {
+    const table = await tailedTable();
+    const publisher = new RecordingPublisher();
+    const app = await tailingApp(table, publisher, {}, { instanceId: 'reader' });
+    await waitFor('the reader reading', reading(app));
+    await waitFor('every partition held by the reader', () => soleOwner(table));
+    // The id is taken (as an INSERT's default takes it) by a transaction that has no transaction
+    // id yet, so no snapshot counts it as running (a sequence's nextval assigns none, but for
+    // one call in 32): here taken on its own, and its row written by a later transaction.
+    const [taken] = await scope.ds.query<{ id: string }[]>(
+      `SELECT nextval(pg_get_serial_sequence($1, 'id'))::text AS id`,
+      [`"${table}"`],
+    );
+    // Later rows commit and are delivered: the read floor passes the taken id.
+    for (let round = 0; round < 3; round++) {
+      const [id] = await app.commit([msg('later', { round })]);
+      await waitFor('a later row delivered', () => publisher.sentIds.includes(id as string));
+    }
+    const messageId = randomUUID();
+    await scope.ds.query(
+      `INSERT INTO "${table}" (id, message_id, topic, message_key, event_type, payload, headers)
+       OVERRIDING SYSTEM VALUE VALUES ($1, $2, 'orders', 'late', 'order.created', '{}', '{}')`,
+      [taken?.id, messageId],
+    );
+    // The table's sweep runs once an hour here: only the log's naming of the row delivers it.
+    await waitFor('the late row delivered', () => publisher.sentIds.includes(messageId), {
+      timeoutMs: 10_000,
+    });
+  });
+
   it("hands over mid-stream when the reader's log connection is cut: the standby takes the slot, then every partition at a higher generation; each message published once, every key in commit order", async () => {
     const table = await tailedTable();
     const link = await FaultProxy.start(
@@ -198,7 +191,7 @@ describeWith(['postgres'], 'log tailing on delivery partitions', () => {
     const first = await tailingApp(
       table,
       firstPublisher,
-      { connectionString: serverUrl(link.port), readerTimeoutMs: 2_000 },
+      { connectionString: postgresServerUrl(link.port), readerTimeoutMs: 2_000 },
       { instanceId: 'first', logger: firstLogs },
     );
     await waitFor('the first reading', reading(first));

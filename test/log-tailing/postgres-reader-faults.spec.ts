@@ -1,14 +1,8 @@
 import { TerminusModule } from '@nestjs/terminus';
 import { Registry } from 'prom-client';
 import { OutboxReplicationSlotWaitError } from '../../lib/log-tailing';
-import { outboxTableNames } from '../../lib/internal/sql-identifier';
 import { runOutboxCli } from '../../lib/operations/cli/outbox-cli';
-import {
-  logTailing,
-  postgresLogNames,
-  postgresLogTailingDdl,
-  type LogTailingOptions,
-} from 'nestjs-outbox/log-tailing';
+import { logTailing, type LogTailingOptions } from 'nestjs-outbox/log-tailing';
 import { OutboxMetrics } from 'nestjs-outbox/prometheus';
 import { OutboxHealthIndicator } from 'nestjs-outbox/terminus';
 import { CapturingLogger } from '../support/capturing-logger';
@@ -26,6 +20,7 @@ import { ensureOutboxTable } from '../../lib/typeorm/typeorm-tables';
 import { testPartitioning } from '../support/partitioned-tables';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
+import { postgresLogTables, postgresServerUrl } from '../support/postgres-log-tables';
 import { FaultProxy } from '../../lib/testing';
 import { resolvesWithin, waitFor } from '../support/wait-for';
 
@@ -38,21 +33,13 @@ import { resolvesWithin, waitFor } from '../support/wait-for';
 const NO_SWEEP = 3_600_000;
 const server = serverConnection('postgres');
 
-/** The test server as a `postgres://` URL on `port` (the server's, or a proxy's). */
-function serverUrl(port = server.port): string {
-  const user = encodeURIComponent(server.username);
-  const password = server.password ?? '';
-  const auth = password === '' ? user : `${user}:${encodeURIComponent(password)}`;
-  return `postgres://${auth}@127.0.0.1:${port}/${server.database}`;
-}
-
 /** Runs the `outbox` command in this process against the test server. */
 async function cli(argv: readonly string[]): Promise<{ code: number; out: string; err: string }> {
   let out = '';
   let err = '';
   const code = await runOutboxCli(
     argv,
-    { DATABASE_URL: serverUrl() },
+    { DATABASE_URL: postgresServerUrl() },
     { stdout: (t) => (out += t), stderr: (t) => (err += t) },
   );
   return { code, out, err };
@@ -60,39 +47,9 @@ async function cli(argv: readonly string[]): Promise<{ code: number; out: string
 
 describeWith(['postgres'], 'the PostgreSQL log reader under faults', () => {
   const scope = useOutboxScope(testDatabase('postgres'), { tablePrefix: 'lt_pgf' });
-  const names = (table: string) => postgresLogNames('public', table, server.database);
-
-  async function slotRow(table: string) {
-    const rows: { active: boolean; active_pid: number | null }[] = await scope.ds.query(
-      'SELECT active, active_pid FROM pg_replication_slots WHERE slot_name = $1',
-      [names(table).slot],
-    );
-    return rows[0];
-  }
-
-  /**
-   * A fresh outbox table (with its publication unless `bare`); its slot and publication are
-   * dropped after the test, once no reader holds the slot (an unread slot keeps WAL forever).
-   */
-  async function tailedTable(bare = false): Promise<string> {
-    const table = await scope.table('lt_pgf');
-    const { slot, publication } = names(table);
-    scope.defer(async () => {
-      await waitFor(`slot ${slot} released`, async () => (await slotRow(table))?.active !== true, {
-        timeoutMs: 15_000,
-      });
-      await scope.ds.query(
-        'SELECT pg_drop_replication_slot(slot_name) FROM pg_replication_slots WHERE slot_name = $1',
-        [slot],
-      );
-      await scope.ds.query(`DROP PUBLICATION IF EXISTS "${publication}"`);
-    });
-    if (!bare) {
-      const ddl = postgresLogTailingDdl(outboxTableNames(table, null, 'double'), publication);
-      for (const statement of ddl) await scope.ds.query(statement);
-    }
-    return table;
-  }
+  const logTables = postgresLogTables(scope);
+  const { names, slotRow } = logTables;
+  const tailedTable = (bare = false): Promise<string> => logTables.tailedTable('lt_pgf', bare);
 
   /** A proxy in front of the server, closed after the test. */
   async function proxy(): Promise<FaultProxy> {
@@ -139,7 +96,7 @@ describeWith(['postgres'], 'the PostgreSQL log reader under faults', () => {
     // The server never answers: the reader stays connecting (its own connect bound is far off).
     link.cut('blackhole');
     const h = await tailingApp(table, new RecordingPublisher(), {
-      connectionString: serverUrl(link.port),
+      connectionString: postgresServerUrl(link.port),
       readerTimeoutMs: 600_000,
     });
     await waitFor('the reader connecting', () => link.connections > 0);
@@ -155,7 +112,7 @@ describeWith(['postgres'], 'the PostgreSQL log reader under faults', () => {
     const cut = await tailingApp(
       table,
       cutPublisher,
-      { connectionString: serverUrl(link.port), readerTimeoutMs: 2_000 },
+      { connectionString: postgresServerUrl(link.port), readerTimeoutMs: 2_000 },
       { instanceId: 'cut-reader', logger: cutLogs },
     );
     await waitFor('the reader reading', reading(cut));
