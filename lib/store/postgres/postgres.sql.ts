@@ -206,9 +206,14 @@ const IN_TRANSACTION = `(SELECT txid_current_if_assigned() IS NOT NULL AS open) 
 
 /**
  * The check's place in a statement the port sends only where the driver knows it runs inside
- * the caller's open transaction (`SqlQueryOptions.inTransaction`): nothing left to check.
+ * the caller's open transaction (`SqlQueryOptions.inTransaction`): nothing left to check, but the
+ * transaction is given its id here, before the rows take theirs. A row's id is taken from the
+ * sequence before the insert writes, and a transaction whose first write is that insert would
+ * otherwise have no transaction id then: a partition owner's read in that moment would not count
+ * it as running, and its read floor could pass the row before it commits (ARCHITECTURE.md,
+ * "Partitioned delivery", 6). The checked form needs an id before it writes anyway.
  */
-const UNCHECKED = `(SELECT true AS open) AS tx`;
+const UNCHECKED = `(SELECT txid_current() IS NOT NULL AS open) AS tx`;
 
 /** The transaction check as a FROM item: `IN_TRANSACTION`, or none when `checked` is false. */
 function transactionCheck(checked: boolean): string {
@@ -228,7 +233,7 @@ export const POSTGRES_OPEN_TRANSACTION = 'SELECT txid_current()';
  * answer alone would not tell a refusal from ids that were all there already.
  */
 function withRefusal(ctes: readonly string[], insert: string, checked: boolean): string {
-  return `WITH tx AS (SELECT ${checked ? 'txid_current_if_assigned() IS NOT NULL' : 'true'} AS open)${ctes.map((c) => `, ${c}`).join('')}, w AS (${insert})
+  return `WITH tx AS (SELECT ${checked ? 'txid_current_if_assigned()' : 'txid_current()'} IS NOT NULL AS open)${ctes.map((c) => `, ${c}`).join('')}, w AS (${insert})
 SELECT id, true AS open FROM w
 UNION ALL SELECT NULL, false FROM tx WHERE NOT tx.open`;
 }
