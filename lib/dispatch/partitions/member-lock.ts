@@ -84,6 +84,9 @@ export class MemberLock {
 
   /** Takes a lock where none counts (before a heartbeat names it); waits for a try under way. */
   async ensure(): Promise<void> {
+    const held = this.held;
+    // One past its validity is dropped (its session closed) before another is taken.
+    if (held !== undefined) this.holds(held.key);
     if (this.stopped || this.key() !== null) return;
     this.acquiring ??= this.acquire().finally(() => {
       this.acquiring = undefined;

@@ -1,0 +1,98 @@
+import { MemberLock, type MemberLockParts } from '../../lib/dispatch/partitions/member-lock';
+import type { DispatcherLog } from '../../lib/dispatch/dispatcher-log';
+import type { SqlSession } from '../../lib/store/ports/sql-port';
+
+/** A session whose `SELECT 1` answers, fails or hangs as the test says. */
+class FakeSession {
+  answer: 'ok' | 'fail' | 'hang' = 'ok';
+  released: boolean | undefined;
+
+  query(): Promise<{ rows: unknown[]; affected: number }> {
+    if (this.answer === 'fail') return Promise.reject(new Error('connection terminated'));
+    if (this.answer === 'hang') return new Promise(() => undefined);
+    return Promise.resolve({ rows: [{ '?column?': 1 }], affected: 0 });
+  }
+
+  release(destroy?: boolean): Promise<void> {
+    this.released = destroy === true;
+    return Promise.resolve();
+  }
+}
+
+function memberLock(endGone: () => readonly string[] = () => []) {
+  const sessions: FakeSession[] = [];
+  const keys: number[] = [];
+  const events: string[] = [];
+  const parts: MemberLockParts = {
+    session: () => {
+      const session = new FakeSession();
+      sessions.push(session);
+      return Promise.resolve(session as unknown as SqlSession);
+    },
+    lock: (_session, key) => {
+      keys.push(key);
+      return Promise.resolve(true);
+    },
+    unlock: () => Promise.resolve(),
+    endGone: () => Promise.resolve(endGone()),
+    log: { warn: () => undefined, log: () => undefined } as unknown as DispatcherLog,
+    lost: () => events.push('lost'),
+    gone: (afterMs) => events.push(`gone in ${afterMs}`),
+  };
+  return { lock: new MemberLock(parts), sessions, keys, events };
+}
+
+describe('MemberLock (the owner lock a partition owner names in its heartbeat)', () => {
+  beforeEach(() => jest.useFakeTimers());
+  afterEach(() => jest.useRealTimers());
+
+  it('counts while its session answers; when the session is lost it says so, closes it, and the next ensure takes a new key', async () => {
+    const { lock, sessions, keys, events } = memberLock();
+    lock.start();
+    await lock.ensure();
+    const first = lock.key();
+    expect(first).toBe(keys[0]);
+    await jest.advanceTimersByTimeAsync(2_000);
+    expect(lock.holds(first as number)).toBe(true);
+    (sessions[0] as FakeSession).answer = 'fail';
+    await jest.advanceTimersByTimeAsync(300);
+    expect(events).toEqual(['lost']);
+    expect(lock.key()).toBeNull();
+    expect(lock.holds(first as number)).toBe(false);
+    expect(sessions[0]?.released).toBe(true);
+    await lock.ensure();
+    expect(lock.key()).toBe(keys[1]);
+    expect(keys[1]).not.toBe(first);
+    await lock.stop();
+    expect(sessions[1]?.released).toBe(false);
+  });
+
+  it('stops counting a second after its last answered question when the session hangs, whatever the timers', async () => {
+    const { lock, sessions, events } = memberLock();
+    lock.start();
+    await lock.ensure();
+    const key = lock.key() as number;
+    (sessions[0] as FakeSession).answer = 'hang';
+    await jest.advanceTimersByTimeAsync(900);
+    expect(lock.holds(key)).toBe(true);
+    await jest.advanceTimersByTimeAsync(400);
+    expect(lock.holds(key)).toBe(false);
+    expect(events).toEqual(['lost']);
+    expect(sessions[0]?.released).toBe(true);
+    await lock.stop();
+  });
+
+  it('asks for a take a grace after a look ended others' heartbeats, and only then', async () => {
+    let gone: readonly string[] = [];
+    const { lock, events } = memberLock(() => gone);
+    lock.start();
+    await jest.advanceTimersByTimeAsync(500);
+    expect(events).toEqual([]);
+    gone = ['crashed-owner'];
+    await jest.advanceTimersByTimeAsync(100);
+    gone = [];
+    await jest.advanceTimersByTimeAsync(500);
+    expect(events).toEqual(['gone in 1300']);
+    await lock.stop();
+  });
+});
