@@ -82,7 +82,7 @@ describe('MemberLock (the owner lock a partition owner names in its heartbeat)',
     await lock.stop();
   });
 
-  it('asks for a take a grace after a look ended others' heartbeats, and only then', async () => {
+  it("asks for a take a grace after a look ended others' heartbeats, and only then", async () => {
     let gone: readonly string[] = [];
     const { lock, events } = memberLock(() => gone);
     lock.start();
