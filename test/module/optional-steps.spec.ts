@@ -198,12 +198,24 @@ describeWith(['postgres'], 'online schema steps on PostgreSQL', () => {
     expect(after?.part).not.toBeNull();
   });
 
-  it('a partitions step made by an earlier 0.3 build (no owner-lock column) counts as missing, and making the step again adds it', async () => {
+  it("a partitions step made by an earlier 0.3 build (no owner-lock column) counts as missing: an app with claims 'partitions' is refused, and making the step again adds it", async () => {
     await ensureOutboxTable(base, { tableName: table, with: ['partitions'] });
     await base.query(`ALTER TABLE "${table}_dispatchers" DROP COLUMN lock_key`);
     const status = () =>
       outboxSchemaStatus(typeormSqlPort(base), { tableName: table, with: ['partitions'] });
     expect((await status()).version).toBeLessThan((await status()).latest);
+    const refused: unknown = await openOutbox(base, {
+      table,
+      publisher: new RecordingPublisher(),
+      options: { dispatcher: { claims: 'partitions', listen: false } },
+    }).then(
+      async (app) => {
+        await app.close();
+        return new Error('an app with partitions started on a table without lock_key');
+      },
+      (e: unknown) => e,
+    );
+    expect(refused).toBeInstanceOf(OutboxTableMissingError);
     await ensureOutboxTable(base, { tableName: table, with: ['partitions'] });
     expect((await status()).version).toBe((await status()).latest);
     const columns = await base.query<{ attname: string }[]>(

@@ -365,7 +365,8 @@ export const OUTBOX_SCHEMA_STEPS: readonly OutboxSchemaStep[] = [
           ? OutboxMessages.partitionsUnsupported(table, database.dialect)
           : null,
       probes: (names) => [
-        `SELECT 1 FROM ${names.table} AS o CROSS JOIN ${names.ownersTable} AS w CROSS JOIN ${names.dispatchersTable} AS d WHERE 1 = 0 AND o.delivery_partition IS NULL`,
+        // lock_key: a table made by an earlier 0.3 build lacks it, and every heartbeat would fail.
+        `SELECT 1 FROM ${names.table} AS o CROSS JOIN ${names.ownersTable} AS w CROSS JOIN ${names.dispatchersTable} AS d WHERE 1 = 0 AND o.delivery_partition IS NULL AND d.lock_key IS NULL`,
         // PostgreSQL only (the step's one database): the index an online step makes last, once
         // every row has its partition; a table stopped half way fails here, not at delivery.
         `SELECT '${names.qualify(`${names.tableName}_partition_idx`)}'::regclass`,
