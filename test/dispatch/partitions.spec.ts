@@ -866,6 +866,10 @@ for (const db of TEST_DATABASES.filter((d) => d.name === 'postgres')) {
       });
       scope.defer(() => doomed.kill('SIGKILL').catch(() => undefined));
       await doomed.waitFor('hanging', 30_000);
+      // Read before the survivor joins: the doomed owner may hand it its idle partitions then.
+      const before = await memberOf(name, 'doomed-owner');
+      expect(before.held).toBe(256);
+      expect(before.lockKey).not.toBeNull();
       const survivor = await DispatcherChild.start({
         db: 'postgres',
         table: name,
@@ -874,9 +878,6 @@ for (const db of TEST_DATABASES.filter((d) => d.name === 'postgres')) {
         dispatcher,
       });
       scope.defer(() => survivor.kill('SIGKILL').catch(() => undefined));
-      const before = await memberOf(name, 'doomed-owner');
-      expect(before.held).toBe(256);
-      expect(before.lockKey).not.toBeNull();
       await doomed.kill('SIGKILL');
       await waitFor(
         'every message delivered',
