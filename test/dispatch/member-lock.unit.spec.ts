@@ -1,5 +1,6 @@
 import { MemberLock, type MemberLockParts } from '../../lib/dispatch/partitions/member-lock';
 import type { DispatcherLog } from '../../lib/dispatch/dispatcher-log';
+import type { EndingMember } from '../../lib/store/ports/outbox-store.port';
 import type { SqlSession } from '../../lib/store/ports/sql-port';
 
 /** A session whose `SELECT 1` answers, fails or hangs as the test says. */
@@ -19,7 +20,7 @@ class FakeSession {
   }
 }
 
-function memberLock(endGone: () => readonly string[] = () => []) {
+function memberLock(endGone: () => readonly EndingMember[] = () => []) {
   const sessions: FakeSession[] = [];
   const keys: number[] = [];
   const events: string[] = [];
@@ -82,17 +83,19 @@ describe('MemberLock (the owner lock a partition owner names in its heartbeat)',
     await lock.stop();
   });
 
-  it("asks for a take a grace after a look ended others' heartbeats, and only then", async () => {
-    let gone: readonly string[] = [];
-    const { lock, events } = memberLock(() => gone);
+  it("asks for a take when the heartbeats a look found ending end: a grace after it ended one itself, sooner for one another's look ended", async () => {
+    let ending: readonly EndingMember[] = [];
+    const { lock, events } = memberLock(() => ending);
     lock.start();
     await jest.advanceTimersByTimeAsync(500);
     expect(events).toEqual([]);
-    gone = ['crashed-owner'];
+    ending = [{ label: 'crashed-owner', cut: true, endsInMs: 1_250 }];
     await jest.advanceTimersByTimeAsync(100);
-    gone = [];
+    ending = [{ label: 'crashed-elsewhere', cut: false, endsInMs: 700 }];
+    await jest.advanceTimersByTimeAsync(100);
+    ending = [];
     await jest.advanceTimersByTimeAsync(500);
-    expect(events).toEqual(['gone in 1300']);
+    expect(events).toEqual(['gone in 1300', 'gone in 750']);
     await lock.stop();
   });
 });

@@ -1,5 +1,6 @@
 import { AsyncResource } from 'node:async_hooks';
 import { describeError } from '../../internal/describe-error';
+import type { EndingMember } from '../../store/ports/outbox-store.port';
 import type { SqlSession } from '../../store/ports/sql-port';
 import { newOwnerKey } from '../../store/shared-sql/owner-leases';
 import type { DispatcherLog } from '../dispatcher-log';
@@ -32,8 +33,11 @@ export interface MemberLockParts {
   readonly lock: (session: SqlSession, key: number) => Promise<boolean>;
   /** Gives every lock of `session` up, before it goes back to the pool. */
   readonly unlock: (session: SqlSession) => Promise<void>;
-  /** Ends the heartbeat of the others whose lock is free `graceMs` from now; their labels. */
-  readonly endGone: (graceMs: number) => Promise<readonly string[]>;
+  /**
+   * Ends the heartbeat of the others whose lock is free `graceMs` from now; answers them, and
+   * the others whose heartbeat ends within it anyway.
+   */
+  readonly endGone: (graceMs: number) => Promise<readonly EndingMember[]>;
   readonly log: DispatcherLog;
   /** The lock stopped counting: what was held under it is dropped now. */
   readonly lost: () => void;
@@ -216,18 +220,22 @@ export class MemberLock {
 
   private async lookOnce(): Promise<void> {
     try {
-      const gone = await this.parts.endGone(MEMBER_GRACE_MS);
+      const ending = await this.parts.endGone(MEMBER_GRACE_MS);
       if (this.lookFailing !== undefined) {
         this.parts.log.log('Delivery partitions: looking for ended dispatchers works again');
         this.lookFailing = undefined;
       }
-      if (gone.length === 0 || this.stopped) return;
-      // A free lock says only that its session ended: with its process, or alone (a cut
-      // connection; that process then dropped what it held). The line claims neither.
-      this.parts.log.warn(
-        `Delivery partitions: the owner lock of ${gone.join(', ')} was released (its process ended or its lock connection was lost): its partitions are taken over in ${MEMBER_GRACE_MS} ms`,
-      );
-      this.parts.gone(MEMBER_GRACE_MS + 50);
+      if (ending.length === 0 || this.stopped) return;
+      const cut = ending.filter((m) => m.cut).map((m) => m.label);
+      if (cut.length > 0) {
+        // A free lock says only that its session ended: with its process, or alone (a cut
+        // connection; that process then dropped what it held). The line claims neither.
+        this.parts.log.warn(
+          `Delivery partitions: the owner lock of ${cut.join(', ')} was released (its process ended or its lock connection was lost): its partitions are taken over in ${MEMBER_GRACE_MS} ms`,
+        );
+      }
+      // Every process takes its share when they end, whoever's look ended them.
+      for (const m of ending) this.parts.gone(m.endsInMs + 50);
     } catch (error) {
       // Once per streak: the heartbeats meet the same outage and say so.
       const text = describeError(error);

@@ -448,6 +448,16 @@ export interface PartitionMember {
   readonly lockKey?: number | null;
 }
 
+/** A process whose heartbeat ends soon (`endGoneMembers`). */
+export interface EndingMember {
+  /** Its `instanceId`. */
+  readonly label: string;
+  /** Whether this call ended it (its owner lock was found free); else it ends anyway. */
+  readonly cut: boolean;
+  /** How long until its heartbeat ends, on the database's clock. */
+  readonly endsInMs: number;
+}
+
 /** What one heartbeat answers. */
 export interface PartitionBeat {
   /** Whether this process delivers: false while a dispatcher of the `'leases'` mode works. */
@@ -570,10 +580,11 @@ export interface OutboxDeliveryPartitionsPort {
   /**
    * Ends, `graceMs` from now, the heartbeat of every other live process whose owner lock (the
    * `lockKey` of its last beat) no session holds any more: its partitions are free then, long
-   * before its own timeout (takeover after a crash). Answers their labels. Absent: processes
-   * are judged by their heartbeats alone.
+   * before its own timeout (takeover after a crash). Answers those, and the other live
+   * processes whose heartbeat ends within `graceMs` anyway (another's look ended it). Absent:
+   * processes are judged by their heartbeats alone.
    */
-  endGoneMembers?(id: string, graceMs: number): Promise<readonly string[]>;
+  endGoneMembers?(id: string, graceMs: number): Promise<readonly EndingMember[]>;
   /**
    * Reads the due pending rows of `partitions` after `range.after`, in id order, at most
    * `limit`, without the ids and keys `range` names: no lock, no write.

@@ -1,4 +1,5 @@
 import type {
+  EndingMember,
   OutboxPartitionOwner,
   OutboxDeliveryPartitionsPort,
   OutboxQueuePolicy,
@@ -180,13 +181,12 @@ export class PostgresDeliveryPartitionsStore implements OutboxDeliveryPartitions
     return (await this.transact(postgresHoldOwned(this.names), params)).affected;
   }
 
-  async endGoneMembers(id: string, graceMs: number): Promise<readonly string[]> {
-    const { rows } = await this.run<{ label: string }>(postgresEndGoneMembers(this.names), [
-      id,
-      POSTGRES_OWNER_LOCK_CLASS,
-      graceMs,
-    ]);
-    return rows.map((r) => r.label);
+  async endGoneMembers(id: string, graceMs: number): Promise<readonly EndingMember[]> {
+    const { rows } = await this.run<{ label: string; cut: boolean; ends_in_ms: number | string }>(
+      postgresEndGoneMembers(this.names),
+      [id, POSTGRES_OWNER_LOCK_CLASS, graceMs],
+    );
+    return rows.map((r) => ({ label: r.label, cut: r.cut, endsInMs: Number(r.ends_in_ms) }));
   }
 
   async leave(id: string): Promise<void> {
