@@ -1,34 +1,17 @@
 import { MemberLock, type MemberLockParts } from '../../lib/dispatch/partitions/member-lock';
 import type { DispatcherLog } from '../../lib/dispatch/dispatcher-log';
 import type { EndingMember } from '../../lib/store/ports/outbox-store.port';
-import type { SqlSession } from '../../lib/store/ports/sql-port';
-
-/** A session whose `SELECT 1` answers, fails or hangs as the test says. */
-class FakeSession {
-  answer: 'ok' | 'fail' | 'hang' = 'ok';
-  released: boolean | undefined;
-
-  query(): Promise<{ rows: unknown[]; affected: number }> {
-    if (this.answer === 'fail') return Promise.reject(new Error('connection terminated'));
-    if (this.answer === 'hang') return new Promise(() => undefined);
-    return Promise.resolve({ rows: [{ '?column?': 1 }], affected: 0 });
-  }
-
-  release(destroy?: boolean): Promise<void> {
-    this.released = destroy === true;
-    return Promise.resolve();
-  }
-}
+import { FakeLockSession } from '../support/fake-lock-session';
 
 function memberLock(endGone: () => readonly EndingMember[] = () => []) {
-  const sessions: FakeSession[] = [];
+  const sessions: FakeLockSession[] = [];
   const keys: number[] = [];
   const events: string[] = [];
   const parts: MemberLockParts = {
     session: () => {
-      const session = new FakeSession();
+      const session = new FakeLockSession();
       sessions.push(session);
-      return Promise.resolve(session as unknown as SqlSession);
+      return Promise.resolve(session.asSession());
     },
     lock: (_session, key) => {
       keys.push(key);
@@ -55,7 +38,7 @@ describe('MemberLock (the owner lock a partition owner names in its heartbeat)',
     expect(first).toBe(keys[0]);
     await jest.advanceTimersByTimeAsync(2_000);
     expect(lock.holds(first as number)).toBe(true);
-    (sessions[0] as FakeSession).answer = 'fail';
+    (sessions[0] as FakeLockSession).answer = 'fail';
     await jest.advanceTimersByTimeAsync(300);
     expect(events).toEqual(['lost']);
     expect(lock.key()).toBeNull();
@@ -73,7 +56,7 @@ describe('MemberLock (the owner lock a partition owner names in its heartbeat)',
     lock.start();
     await lock.ensure();
     const key = lock.key() as number;
-    (sessions[0] as FakeSession).answer = 'hang';
+    (sessions[0] as FakeLockSession).answer = 'hang';
     await jest.advanceTimersByTimeAsync(900);
     expect(lock.holds(key)).toBe(true);
     await jest.advanceTimersByTimeAsync(400);

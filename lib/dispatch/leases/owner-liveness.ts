@@ -1,24 +1,25 @@
-import { AsyncResource } from 'node:async_hooks';
 import { randomUUID } from 'node:crypto';
 import { describeError } from '../../internal/describe-error';
 import type { OutboxDeliveryPort, TakeoverLook } from '../../store/ports/outbox-store.port';
-import type { SqlPort, SqlSession } from '../../store/ports/sql-port';
-import { newOwnerKey, ownerToken } from '../../store/shared-sql/owner-leases';
+import type { SqlPort } from '../../store/ports/sql-port';
+import { ownerToken } from '../../store/shared-sql/owner-leases';
 import type { DispatcherLog } from '../dispatcher-log';
+import {
+  OWNER_LOCK_GRACE_MS,
+  OWNER_LOCK_HEARTBEAT_MS,
+  OWNER_LOCK_VALID_MS,
+  OwnerLockSession,
+  Repeating,
+  type HeldOwnerLock,
+  type OwnerLockLapse,
+} from '../owner-lock-session';
 import { within } from '../sleep';
 
-/** How often the owner asks its session whether it is still there. */
-const HEARTBEAT_MS = 250;
 /**
- * How long after sending its last answered heartbeat the owner still counts on its lock: past
- * that, it stops publishing what it leased under the lock (see OwnerLease.fence).
+ * How long after finding an owner's lock free its leases end (on the database clock): an owner
+ * that only lost its session has stopped publishing by then (see OwnerLease.fence).
  */
-const VALID_MS = 1_000;
-/**
- * How long after finding an owner's lock free its leases end (on the database clock). Longer
- * than VALID_MS: an owner that only lost its session has stopped publishing by then.
- */
-export const TAKEOVER_GRACE_MS = 1_250;
+export const TAKEOVER_GRACE_MS = OWNER_LOCK_GRACE_MS;
 /**
  * How often the dispatcher looks for leases whose owner went, from one look's start to the
  * next: the one part of the takeover's time (look + TAKEOVER_GRACE_MS + claim) that is not a
@@ -43,8 +44,6 @@ const LIST_EVERY = 10;
 const FULL_LOOK_EVERY = 100;
 /** How long `start()` waits for the first owner lock before claims begin without it. */
 const START_WAIT_MS = 2_000;
-/** How long to wait before asking for a session again after failing to get one. */
-const RETRY_MS = 1_000;
 
 /** The token a claim writes, and what ends the right to publish under it. */
 export interface OwnerLease {
@@ -56,13 +55,10 @@ export interface OwnerLease {
   readonly fence?: AbortSignal;
 }
 
-/** The lock held now: its session, key, and until when (monotonic clock) it counts. */
+/** The lock held now, and what this mode keeps beside it. */
 interface HeldLock {
-  readonly session: SqlSession;
-  readonly key: number;
+  readonly lock: HeldOwnerLock;
   readonly fence: AbortController;
-  validUntil: number;
-  expiry: NodeJS.Timeout | undefined;
   /**
    * Whether this session holds the table's `'leases'` mode lock: claims wait until it does (a
    * `'partitions'` dispatcher delivers from the table meanwhile). True where the store has no
@@ -85,18 +81,16 @@ interface HeldLock {
  */
 export class OwnerLiveness {
   private held: HeldLock | undefined;
-  private heartbeatTimer: NodeJS.Timeout | undefined;
-  private watchTimer: NodeJS.Timeout | undefined;
+  private readonly locks: OwnerLockSession;
+  private readonly heartbeats: Repeating;
+  private readonly watch: Repeating;
   private wakeTimer: NodeJS.Timeout | undefined;
   private stopped = true;
   private looks = 0;
   private lastWatchError: string | undefined;
   /** Who the claims wait for, as last said (a streak is logged once). */
   private waitingFor: string | undefined;
-  private nextAcquireAt = 0;
-  // Bound where the dispatcher is built, not where start() is called (a request's context).
-  private readonly heartbeat = AsyncResource.bind(() => this.beat());
-  private readonly watch = AsyncResource.bind(() => this.look());
+  private taking: Promise<void> | undefined;
 
   constructor(
     private readonly sql: SqlPort | undefined,
@@ -104,7 +98,24 @@ export class OwnerLiveness {
     private readonly log: DispatcherLog,
     /** Asks the claim loop for a claim now. */
     private readonly wake: () => void,
-  ) {}
+  ) {
+    const session = sql?.session?.bind(sql);
+    const lock = store.lockOwner?.bind(store);
+    this.locks = new OwnerLockSession({
+      session: async () => {
+        if (session === undefined) throw new Error('the SQL port has no sessions');
+        return session();
+      },
+      lock: async (s, key) => {
+        if (lock === undefined) throw new Error('the store has no owner locks');
+        return lock(s, key);
+      },
+      unlock: store.unlockOwner?.bind(store),
+      lapsed: (lapsed, why) => this.lapsed(lapsed, why),
+    });
+    this.heartbeats = new Repeating(() => this.beat(), OWNER_LOCK_HEARTBEAT_MS);
+    this.watch = new Repeating(() => this.look(), WATCH_MS, WATCH_GAP_MS);
+  }
 
   private get supported(): boolean {
     return (
@@ -125,10 +136,8 @@ export class OwnerLiveness {
     // A slow database holds the start up no longer than this; the lock comes when it comes.
     await within(first, START_WAIT_MS);
     if (this.stopped) return;
-    this.heartbeatTimer = this.schedule(() => {
-      void first.finally(this.heartbeat);
-    }, 0);
-    this.watchTimer = this.schedule(this.watch, 0);
+    this.heartbeats.start();
+    this.watch.start();
   }
 
   /**
@@ -138,29 +147,24 @@ export class OwnerLiveness {
    */
   stopWatching(): void {
     this.stopped = true;
-    clearTimeout(this.heartbeatTimer);
-    clearTimeout(this.watchTimer);
+    this.heartbeats.stop();
+    this.watch.stop();
     clearTimeout(this.wakeTimer);
     // Without heartbeats it would otherwise count as lost, and be given up, a second from now.
-    clearTimeout(this.held?.expiry);
+    this.locks.keepUnwatched();
   }
 
   /** Stops watching and gives the lock up (the session goes back to the pool, lock released). */
   async stop(): Promise<void> {
     this.stopWatching();
+    // A take under way gives its lock up itself when it ends (stopped); not waited for long.
+    if (this.taking !== undefined) await within(this.taking, OWNER_LOCK_VALID_MS);
     const held = this.held;
     if (held === undefined) return;
-    this.drop(held, false);
+    this.held = undefined;
+    held.fence.abort(new Error('owner lock lost'));
     // Unlocked before the connection goes back to the pool, or closed with it.
-    const unlock = this.store.unlockOwner?.bind(this.store);
-    // A store without it: the connection is closed rather than pooled with the lock.
-    const unlocked =
-      unlock !== undefined &&
-      (await within(unlock(held.session), VALID_MS).then(
-        (answer) => answer !== undefined,
-        () => false,
-      ));
-    await within(held.session.release(!unlocked), VALID_MS).catch(() => undefined);
+    await this.locks.giveUp().catch(() => undefined);
   }
 
   /**
@@ -187,112 +191,72 @@ export class OwnerLiveness {
     if (fence.aborted) return false;
     const held = this.held;
     if (held === undefined || held.fence.signal !== fence || this.stopped) return true;
-    if (performance.now() < held.validUntil) return true;
-    this.log.warn(
-      `The owner lock's session did not answer for ${VALID_MS} ms (was this process paused?): batches leased under it stop publishing and go back; taking a new owner lock`,
-    );
-    this.drop(held, true);
-    return false;
+    return this.locks.counts(held.lock);
   }
 
   /** The token for the next claim; names the owner lock while it counts. */
   lease(): OwnerLease {
     const held = this.held;
-    if (held === undefined || held.fence.signal.aborted || performance.now() >= held.validUntil) {
+    if (
+      held === undefined ||
+      held.fence.signal.aborted ||
+      performance.now() >= held.lock.validUntil
+    ) {
       return { token: randomUUID() };
     }
-    return { token: ownerToken(held.key), fence: held.fence.signal };
+    return { token: ownerToken(held.lock.key), fence: held.fence.signal };
   }
 
-  private schedule(run: () => void, ms: number): NodeJS.Timeout {
-    const timer = setTimeout(run, ms);
-    timer.unref();
-    return timer;
-  }
-
-  private beat(): void {
-    void this.beatOnce().finally(() => {
-      if (!this.stopped) this.heartbeatTimer = this.schedule(this.heartbeat, HEARTBEAT_MS);
+  private async beat(): Promise<void> {
+    if (this.held === undefined) return this.acquire();
+    await this.locks.ask(async () => {
+      const held = this.held;
+      if (held !== undefined && !held.modeHeld) await this.enterMode(held);
     });
   }
 
-  private async beatOnce(): Promise<void> {
+  /** The lock stopped counting: its batches' fence is aborted; the next beat takes a new one. */
+  private lapsed(lock: HeldOwnerLock, why: OwnerLockLapse): void {
     const held = this.held;
-    if (held === undefined) return this.acquire();
-    const sentAt = performance.now();
-    try {
-      if (!held.modeHeld) await this.enterMode(held);
-      const answer = await within(held.session.query('SELECT 1'), VALID_MS);
-      if (answer === undefined) throw new Error(`no answer within ${VALID_MS} ms`);
-      // Stopped meanwhile: a lock kept through shutdown is not watched any more.
-      if (this.held !== held || this.stopped) return;
-      held.validUntil = sentAt + VALID_MS;
-      this.armExpiry(held);
-    } catch (error) {
-      if (this.held !== held || this.stopped) return;
-      this.log.warn(
-        `Lost the owner lock's database session (${describeError(error)}): batches leased under it stop publishing and go back; taking a new owner lock`,
-      );
-      this.drop(held, true);
-    }
-  }
-
-  /** Fences the lock when it stops counting, whether or not a heartbeat is still pending. */
-  private armExpiry(held: HeldLock): void {
-    clearTimeout(held.expiry);
-    const expiry = setTimeout(
-      () => {
-        if (this.held !== held) return;
-        this.log.warn(
-          `The owner lock's session did not answer for ${VALID_MS} ms: batches leased under it stop publishing and go back; taking a new owner lock`,
-        );
-        this.drop(held, true);
-      },
-      Math.max(0, held.validUntil - performance.now()),
-    );
-    expiry.unref();
-    held.expiry = expiry;
-  }
-
-  /** Stops counting on `held`: its batches' fence is aborted, its session closed if broken. */
-  private drop(held: HeldLock, broken: boolean): void {
-    if (this.held === held) this.held = undefined;
-    clearTimeout(held.expiry);
+    if (held?.lock !== lock) return;
+    this.held = undefined;
     held.fence.abort(new Error('owner lock lost'));
-    if (broken) void held.session.release(true).catch(() => undefined);
+    const then = 'batches leased under it stop publishing and go back; taking a new owner lock';
+    this.log.warn(
+      why.kind === 'failed'
+        ? `Lost the owner lock's database session (${describeError(why.error)}): ${then}`
+        : why.kind === 'overdue'
+          ? `The owner lock's session did not answer for ${OWNER_LOCK_VALID_MS} ms (was this process paused?): ${then}`
+          : `The owner lock's session did not answer for ${OWNER_LOCK_VALID_MS} ms: ${then}`,
+    );
   }
 
-  private async acquire(): Promise<void> {
-    const { sql, store } = this;
-    if (this.stopped || sql?.session === undefined || store.lockOwner === undefined) return;
-    if (performance.now() < this.nextAcquireAt) return;
-    let session: SqlSession | undefined;
+  /** Takes a lock where none is held; waits for a take under way rather than starting another. */
+  private acquire(): Promise<void> {
+    this.taking ??= this.acquireOnce().finally(() => {
+      this.taking = undefined;
+    });
+    return this.taking;
+  }
+
+  private async acquireOnce(): Promise<void> {
+    if (this.stopped || this.held !== undefined) return;
     try {
-      session = await sql.session();
-      // A key another session holds (a chance in 2^31) is passed over: keys are never shared.
-      for (let tries = 0; tries < 3; tries++) {
-        const key = newOwnerKey();
-        const sentAt = performance.now();
-        if (!(await store.lockOwner(session, key))) continue;
-        if (this.stopped) break;
-        const held: HeldLock = {
-          session,
-          key,
-          fence: new AbortController(),
-          validUntil: sentAt + VALID_MS,
-          expiry: undefined,
-          modeHeld: store.enterLeasesMode === undefined,
-        };
-        this.held = held;
-        this.armExpiry(held);
-        // A failure here is the session's: the heartbeats find it and take a new lock.
-        await this.enterMode(held).catch(() => undefined);
+      const lock = await this.locks.take(() => this.stopped);
+      if (lock === undefined) return;
+      if (this.stopped) {
+        await this.locks.giveUp();
         return;
       }
-      await session.release(true);
+      const held: HeldLock = {
+        lock,
+        fence: new AbortController(),
+        modeHeld: this.store.enterLeasesMode === undefined,
+      };
+      this.held = held;
+      // A failure here is the session's: the heartbeats find it and take a new lock.
+      await this.enterMode(held).catch(() => undefined);
     } catch (error) {
-      this.nextAcquireAt = performance.now() + RETRY_MS;
-      if (session !== undefined) await session.release(true).catch(() => undefined);
       this.log.warn(
         `Could not take an owner lock (leases wait out leaseMs after a crash until it can): ${describeError(error)}`,
       );
@@ -307,7 +271,7 @@ export class OwnerLiveness {
   private async enterMode(held: HeldLock): Promise<void> {
     const enter = this.store.enterLeasesMode?.bind(this.store);
     if (enter === undefined || held.modeHeld) return;
-    const others = await enter(held.session);
+    const others = await enter(held.lock.session);
     if (this.held !== held) return;
     if (others.length === 0) {
       held.modeHeld = true;
@@ -329,16 +293,7 @@ export class OwnerLiveness {
     this.waitingFor = who;
   }
 
-  private look(): void {
-    const startedAt = performance.now();
-    void this.lookOnce().finally(() => {
-      // Timed from the look's start: a slow look does not add its own length to the next wait.
-      const wait = Math.max(WATCH_GAP_MS, startedAt + WATCH_MS - performance.now());
-      if (!this.stopped) this.watchTimer = this.schedule(this.watch, wait);
-    });
-  }
-
-  private async lookOnce(): Promise<void> {
+  private async look(): Promise<void> {
     const shorten = this.store.shortenOrphanedLeases?.bind(this.store);
     if (shorten === undefined) return;
     const n = this.looks++;
@@ -355,9 +310,10 @@ export class OwnerLiveness {
         `${count} message(s) leased by a dispatcher whose owner lock was released (its process ended or its lock connection was lost): their leases end in ${TAKEOVER_GRACE_MS} ms and they are claimed again then`,
       );
       clearTimeout(this.wakeTimer);
-      this.wakeTimer = this.schedule(() => {
+      this.wakeTimer = setTimeout(() => {
         if (!this.stopped) this.wake();
       }, TAKEOVER_GRACE_MS + 50);
+      this.wakeTimer.unref();
     } catch (error) {
       // Once per streak: the claims meet the same outage and say so.
       const text = describeError(error);

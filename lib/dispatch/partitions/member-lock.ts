@@ -1,36 +1,29 @@
-import { AsyncResource } from 'node:async_hooks';
 import { describeError } from '../../internal/describe-error';
 import type { EndingMember } from '../../store/ports/outbox-store.port';
 import type { SqlSession } from '../../store/ports/sql-port';
-import { newOwnerKey } from '../../store/shared-sql/owner-leases';
 import type { DispatcherLog } from '../dispatcher-log';
-import { within } from '../sleep';
+import {
+  OWNER_LOCK_GRACE_MS,
+  OWNER_LOCK_HEARTBEAT_MS,
+  OWNER_LOCK_VALID_MS,
+  OwnerLockSession,
+  Repeating,
+  type OwnerLockLapse,
+  type OwnerLockSessionParts,
+} from '../owner-lock-session';
 
-/** How often the lock's session is asked whether it is still there. */
-const HEARTBEAT_MS = 250;
 /**
- * How long after sending its last answered question the process still counts on its lock: past
- * that, what it holds under the lock is dropped and its publishes stop.
+ * How long after another process's lock is found free its heartbeat ends: a process that only
+ * lost its lock's session has dropped what it held by then.
  */
-const VALID_MS = 1_000;
-/**
- * How long after another process's lock is found free its heartbeat ends. Longer than
- * VALID_MS: a process that only lost its lock's session has stopped publishing by then.
- */
-export const MEMBER_GRACE_MS = 1_250;
+export const MEMBER_GRACE_MS = OWNER_LOCK_GRACE_MS;
 /** How often this process looks for others whose lock is free, from one look's start to the next. */
 const LOOK_MS = 100;
 /** The least pause between two looks, when a look took longer than LOOK_MS (a slow server). */
 const LOOK_GAP_MS = 25;
-/** How long to wait before asking for a session again after failing to get one. */
-const RETRY_MS = 1_000;
 
 /** What the member lock needs: sessions, the owner lock on one, and the look at the others. */
-export interface MemberLockParts {
-  /** A connection of its own, kept for as long as the lock is held. */
-  readonly session: () => Promise<SqlSession>;
-  /** Tries the owner lock of `key` on `session` (false: another session holds that key). */
-  readonly lock: (session: SqlSession, key: number) => Promise<boolean>;
+export interface MemberLockParts extends Pick<OwnerLockSessionParts, 'session' | 'lock'> {
   /** Gives every lock of `session` up, before it goes back to the pool. */
   readonly unlock: (session: SqlSession) => Promise<void>;
   /**
@@ -45,13 +38,6 @@ export interface MemberLockParts {
   readonly gone: (afterMs: number) => void;
 }
 
-interface HeldLock {
-  readonly session: SqlSession;
-  readonly key: number;
-  validUntil: number;
-  expiry: NodeJS.Timeout | undefined;
-}
-
 /**
  * Takeover after a crash for delivery partitions (docs/delivery.md, "Partitions"): as the
  * `'leases'` mode's owner lock does for leases. The process holds an owner lock on a session of
@@ -59,38 +45,43 @@ interface HeldLock {
  * ends, which a killed process's does at once. Every process looks for others whose lock is free
  * and ends their heartbeat a grace later, so that their partitions are taken over in about two
  * seconds instead of their `partitionTimeoutMs`. A process whose session ends while it lives (a
- * cut connection) drops what it holds within VALID_MS, before the grace ends, and beats again
+ * cut connection) drops what it holds within OWNER_LOCK_VALID_MS, before the grace ends, and beats again
  * under a new key (never the old one) or, without one, under its heartbeat alone.
  *
  * A frozen process keeps its session, and its lock: it is judged by its heartbeat as before.
  */
 export class MemberLock {
-  private held: HeldLock | undefined;
+  private readonly lock: OwnerLockSession;
+  private readonly heartbeats: Repeating;
+  private readonly looks: Repeating;
   private stopped = true;
-  private heartbeatTimer: NodeJS.Timeout | undefined;
-  private lookTimer: NodeJS.Timeout | undefined;
-  private nextAcquireAt = 0;
   private acquiring: Promise<void> | undefined;
   private lookFailing: string | undefined;
-  // Bound where the dispatcher is built, not where start() is called (a request's context).
-  private readonly heartbeat = AsyncResource.bind(() => this.beat());
-  private readonly watch = AsyncResource.bind(() => this.look());
 
-  constructor(private readonly parts: MemberLockParts) {}
+  constructor(private readonly parts: MemberLockParts) {
+    this.lock = new OwnerLockSession({
+      session: parts.session,
+      lock: parts.lock,
+      unlock: parts.unlock,
+      lapsed: (_lock, why) => this.lapsed(why),
+    });
+    this.heartbeats = new Repeating(() => this.lock.ask(), OWNER_LOCK_HEARTBEAT_MS);
+    this.looks = new Repeating(() => this.look(), LOOK_MS, LOOK_GAP_MS);
+  }
 
   /** Starts asking the session and looking at the others; the lock is taken by `ensure`. */
   start(): void {
     if (!this.stopped) return;
     this.stopped = false;
-    this.heartbeatTimer = this.schedule(this.heartbeat, HEARTBEAT_MS);
-    this.lookTimer = this.schedule(this.watch, 0);
+    this.heartbeats.start(OWNER_LOCK_HEARTBEAT_MS);
+    this.looks.start();
   }
 
   /** Takes a lock where none counts (before a heartbeat names it); waits for a try under way. */
   async ensure(): Promise<void> {
-    const held = this.held;
+    const held = this.lock.current;
     // One past its validity is dropped (its session closed) before another is taken.
-    if (held !== undefined) this.holds(held.key);
+    if (held !== undefined) this.lock.counts(held);
     if (this.stopped || this.key() !== null) return;
     this.acquiring ??= this.acquire().finally(() => {
       this.acquiring = undefined;
@@ -100,7 +91,7 @@ export class MemberLock {
 
   /** The key a heartbeat names: the lock's while it counts, else null. */
   key(): number | null {
-    const held = this.held;
+    const held = this.lock.current;
     if (held === undefined || performance.now() >= held.validUntil) return null;
     return held.key;
   }
@@ -110,115 +101,43 @@ export class MemberLock {
    * lock's validity (its expiry timer could not fire) must not publish before it knows.
    */
   holds(key: number): boolean {
-    const held = this.held;
-    if (held === undefined || held.key !== key) return false;
-    if (performance.now() < held.validUntil) return true;
-    this.drop(held, `its lock's session did not answer for ${VALID_MS} ms`);
-    return false;
+    const held = this.lock.current;
+    return held?.key === key && this.lock.counts(held);
   }
 
   /** Stops looking and gives the lock up: call once the heartbeat naming it is gone. */
   async stop(): Promise<void> {
     this.stopped = true;
-    clearTimeout(this.heartbeatTimer);
-    clearTimeout(this.lookTimer);
+    this.heartbeats.stop();
+    this.looks.stop();
     await this.acquiring;
-    const held = this.held;
-    if (held === undefined) return;
-    this.held = undefined;
-    clearTimeout(held.expiry);
-    const unlocked = await within(this.parts.unlock(held.session), VALID_MS);
-    // Not unlocked: the connection is closed rather than pooled with the lock.
-    await within(held.session.release(unlocked === undefined), VALID_MS);
-  }
-
-  private schedule(run: () => void, ms: number): NodeJS.Timeout {
-    const timer = setTimeout(run, ms);
-    timer.unref();
-    return timer;
+    await this.lock.giveUp();
   }
 
   private async acquire(): Promise<void> {
-    if (performance.now() < this.nextAcquireAt) return;
-    let session: SqlSession | undefined;
     try {
-      session = await this.parts.session();
-      // A key another session holds is passed over: keys are never shared.
-      for (let tries = 0; tries < 3 && !this.stopped; tries++) {
-        const key = newOwnerKey();
-        const sentAt = performance.now();
-        if (!(await this.parts.lock(session, key))) continue;
-        const held: HeldLock = { session, key, validUntil: sentAt + VALID_MS, expiry: undefined };
-        this.held = held;
-        this.armExpiry(held);
-        return;
-      }
-      await session.release(true);
+      await this.lock.take(() => this.stopped);
     } catch (error) {
-      this.nextAcquireAt = performance.now() + RETRY_MS;
-      if (session !== undefined) await session.release(true).catch(() => undefined);
       this.parts.log.warn(
         `Delivery partitions: could not take an owner lock (after a crash this process's partitions wait out its partitionTimeoutMs until it can): ${describeError(error)}`,
       );
     }
   }
 
-  private beat(): void {
-    void this.beatOnce().finally(() => {
-      if (!this.stopped) this.heartbeatTimer = this.schedule(this.heartbeat, HEARTBEAT_MS);
-    });
-  }
-
-  private async beatOnce(): Promise<void> {
-    const held = this.held;
-    if (held === undefined) return;
-    const sentAt = performance.now();
-    const answer = await within(held.session.query('SELECT 1'), VALID_MS);
-    if (this.held !== held) return;
-    if (answer === undefined) {
-      this.drop(held, `its lock's session was lost or did not answer within ${VALID_MS} ms`);
-      return;
-    }
-    held.validUntil = sentAt + VALID_MS;
-    this.armExpiry(held);
-  }
-
-  /** Drops the lock when it stops counting, whether or not a question is still pending. */
-  private armExpiry(held: HeldLock): void {
-    clearTimeout(held.expiry);
-    held.expiry = this.schedule(
-      () => {
-        if (this.held === held) {
-          this.drop(held, `its lock's session did not answer for ${VALID_MS} ms`);
-        }
-      },
-      Math.max(0, held.validUntil - performance.now()),
-    );
-  }
-
-  private drop(held: HeldLock, reason: string): void {
-    if (this.held !== held) return;
-    this.held = undefined;
-    clearTimeout(held.expiry);
+  private lapsed(why: OwnerLockLapse): void {
     if (!this.stopped) {
+      const reason =
+        why.kind === 'failed'
+          ? `its lock's session was lost or did not answer within ${OWNER_LOCK_VALID_MS} ms`
+          : `its lock's session did not answer for ${OWNER_LOCK_VALID_MS} ms`;
       this.parts.log.warn(
         `Delivery partitions: ${reason}; what this process holds is dropped, and its next heartbeat names a new lock`,
       );
     }
-    void held.session.release(true).catch(() => undefined);
     this.parts.lost();
   }
 
-  private look(): void {
-    const startedAt = performance.now();
-    void this.lookOnce().finally(() => {
-      // Timed from the look's start: a slow look does not add its own length to the next wait.
-      const wait = Math.max(LOOK_GAP_MS, startedAt + LOOK_MS - performance.now());
-      if (!this.stopped) this.lookTimer = this.schedule(this.watch, wait);
-    });
-  }
-
-  private async lookOnce(): Promise<void> {
+  private async look(): Promise<void> {
     try {
       const ending = await this.parts.endGone(MEMBER_GRACE_MS);
       if (this.lookFailing !== undefined) {
