@@ -1,4 +1,5 @@
-import { OwnedBacklog, idAfter } from '../../lib/dispatch/partitions/owned-backlog';
+import { OwnedBacklog } from '../../lib/dispatch/partitions/owned-backlog';
+import { idAfter } from '../../lib/store/rows/outbox-row.mapper';
 import { ReadFloor } from '../../lib/dispatch/partitions/read-floor';
 import type { ClaimedRecord, OwnedRead } from '../../lib/store/ports/outbox-store.port';
 

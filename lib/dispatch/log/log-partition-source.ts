@@ -1,5 +1,6 @@
 import type { OutboxBatchReport } from '../../observers/outbox-observer.interface';
 import { describeError } from '../../internal/describe-error';
+import { idAfter } from '../../store/rows/outbox-row.mapper';
 import { ALL_PARTITIONS } from '../../store/shared-sql/delivery-partitions';
 import type {
   LoggedBatch,
@@ -195,7 +196,7 @@ export class LogPartitionSource implements DeliverySource {
       // A delayed message is not read before it is due: the sweep is asked for then.
       if (insert.dueInMs === undefined) this.sayNoDueTimes();
       else if (insert.dueInMs > 0) this.partitions.sweepSoon(insert.dueInMs + DUE_MARGIN_MS);
-      else if (lowest === undefined || BigInt(insert.id) < BigInt(lowest)) lowest = insert.id;
+      else if (lowest === undefined || idAfter(lowest, insert.id)) lowest = insert.id;
     }
     if (lowest !== undefined) this.partitions.committed(lowest);
     if (batch.inserts.length > 0 || (batch.leftToTable ?? 0) > 0) {

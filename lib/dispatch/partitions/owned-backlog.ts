@@ -1,5 +1,6 @@
 import type { ClaimedRecord, OwnedRead } from '../../store/ports/outbox-store.port';
 import { laneOf } from '../../store/rows/redrive-lane';
+import { idAfter } from '../../store/rows/outbox-row.mapper';
 
 /** A read of the table, opened before its statement was sent (see `OwnedBacklog.open`). */
 export interface BacklogRead {
@@ -18,11 +19,6 @@ interface HeldRow {
   /** The chain it is in: its lane, or none when order is not kept. */
   readonly lane: string | null;
   inFlight: boolean;
-}
-
-/** Whether message id `a` is after `b` (ids are decimal strings of any length). */
-export function idAfter(a: string, b: string): boolean {
-  return a.length !== b.length ? a.length > b.length : a > b;
 }
 
 const byId = (a: ClaimedRecord, b: ClaimedRecord): number =>

@@ -10,7 +10,7 @@ import { within } from '../sleep';
 import type { OwnedBacklog } from './owned-backlog';
 import type { PartitionOwnership } from './partition-ownership';
 import { ReadFloor } from './read-floor';
-import { idAfter } from './owned-backlog';
+import { idAfter } from '../../store/rows/outbox-row.mapper';
 
 /** Waiting rows promoted per look, as the unlocker does. */
 const ORPHANS_PER_LOOK = 1_000;

@@ -1,5 +1,5 @@
 import type { OwnedRead } from '../../store/ports/outbox-store.port';
-import { idAfter } from './owned-backlog';
+import { idAfter } from '../../store/rows/outbox-row.mapper';
 
 /**
  * Where an owner's next read may start. Ids are taken at insert and rows become visible at

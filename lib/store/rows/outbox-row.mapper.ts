@@ -166,6 +166,11 @@ export function requeueValues(r: RequeuedRow): unknown[] {
   ];
 }
 
+/** Whether message id `a` is after `b` (decimal strings of any length, compared as numbers). */
+export function idAfter(a: string, b: string): boolean {
+  return a.length !== b.length ? a.length > b.length : a > b;
+}
+
 /** Orders decimal id strings numerically without converting them to (lossy) numbers. */
 export function compareIds(a: { id: string }, b: { id: string }): number {
   return a.id.length - b.id.length || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0);
