@@ -15,6 +15,16 @@ export const OWNER_LOCK_VALID_MS = 1_000;
  * OWNER_LOCK_VALID_MS: a process that only lost its lock's session has stopped publishing by then.
  */
 export const OWNER_LOCK_GRACE_MS = 1_250;
+/**
+ * How often a process looks for others whose lock is free, from one look's start to the next:
+ * the one part of a takeover's time (look + OWNER_LOCK_GRACE_MS + take) that is not a safety
+ * margin, so kept short. On a loaded machine the server frees a killed process's lock only some
+ * hundreds of milliseconds after the kill (bench T1), which leaves a look every 250 ms too little
+ * of the two seconds.
+ */
+export const OWNER_LOCK_LOOK_MS = 100;
+/** The least pause between two looks, when one took longer than the period (a slow server). */
+export const OWNER_LOCK_LOOK_GAP_MS = 25;
 /** How long to wait before asking for a session again after failing to get one. */
 const RETRY_MS = 1_000;
 /** How many fresh keys one take tries: a key another session holds is passed over. */

@@ -7,6 +7,8 @@ import type { DispatcherLog } from '../dispatcher-log';
 import {
   OWNER_LOCK_GRACE_MS,
   OWNER_LOCK_HEARTBEAT_MS,
+  OWNER_LOCK_LOOK_GAP_MS,
+  OWNER_LOCK_LOOK_MS,
   OWNER_LOCK_VALID_MS,
   OwnerLockSession,
   Repeating,
@@ -20,16 +22,6 @@ import { within } from '../sleep';
  * that only lost its session has stopped publishing by then (see OwnerLease.fence).
  */
 export const TAKEOVER_GRACE_MS = OWNER_LOCK_GRACE_MS;
-/**
- * How often the dispatcher looks for leases whose owner went, from one look's start to the
- * next: the one part of the takeover's time (look + TAKEOVER_GRACE_MS + claim) that is not a
- * safety margin, so kept short. On a loaded machine the server frees a killed process's lock
- * only some hundreds of milliseconds after the kill (bench T1), which leaves a look every 250 ms
- * too little of the two seconds.
- */
-const WATCH_MS = 100;
-/** The least pause between two looks, when a look took longer than WATCH_MS (a slow server). */
-const WATCH_GAP_MS = 25;
 /**
  * Every how many looks (1 s) one reads which owners hold their lock now (PostgreSQL: a read of
  * the server's lock table, 1.3 ms idle and 3.8 ms with 2 000 advisory locks held); the looks
@@ -114,7 +106,7 @@ export class OwnerLiveness {
       lapsed: (lapsed, why) => this.lapsed(lapsed, why),
     });
     this.heartbeats = new Repeating(() => this.beat(), OWNER_LOCK_HEARTBEAT_MS);
-    this.watch = new Repeating(() => this.look(), WATCH_MS, WATCH_GAP_MS);
+    this.watch = new Repeating(() => this.look(), OWNER_LOCK_LOOK_MS, OWNER_LOCK_LOOK_GAP_MS);
   }
 
   private get supported(): boolean {

@@ -5,6 +5,8 @@ import type { DispatcherLog } from '../dispatcher-log';
 import {
   OWNER_LOCK_GRACE_MS,
   OWNER_LOCK_HEARTBEAT_MS,
+  OWNER_LOCK_LOOK_GAP_MS,
+  OWNER_LOCK_LOOK_MS,
   OWNER_LOCK_VALID_MS,
   OwnerLockSession,
   Repeating,
@@ -17,10 +19,6 @@ import {
  * lost its lock's session has dropped what it held by then.
  */
 export const MEMBER_GRACE_MS = OWNER_LOCK_GRACE_MS;
-/** How often this process looks for others whose lock is free, from one look's start to the next. */
-const LOOK_MS = 100;
-/** The least pause between two looks, when a look took longer than LOOK_MS (a slow server). */
-const LOOK_GAP_MS = 25;
 
 /** What the member lock needs: sessions, the owner lock on one, and the look at the others. */
 export interface MemberLockParts extends Pick<OwnerLockSessionParts, 'session' | 'lock'> {
@@ -45,8 +43,8 @@ export interface MemberLockParts extends Pick<OwnerLockSessionParts, 'session' |
  * ends, which a killed process's does at once. Every process looks for others whose lock is free
  * and ends their heartbeat a grace later, so that their partitions are taken over in about two
  * seconds instead of their `partitionTimeoutMs`. A process whose session ends while it lives (a
- * cut connection) drops what it holds within OWNER_LOCK_VALID_MS, before the grace ends, and beats again
- * under a new key (never the old one) or, without one, under its heartbeat alone.
+ * cut connection) drops what it holds within OWNER_LOCK_VALID_MS, before the grace ends, and
+ * beats again under a new key (never the old one) or, without one, under its heartbeat alone.
  *
  * A frozen process keeps its session, and its lock: it is judged by its heartbeat as before.
  */
@@ -66,7 +64,7 @@ export class MemberLock {
       lapsed: (_lock, why) => this.lapsed(why),
     });
     this.heartbeats = new Repeating(() => this.lock.ask(), OWNER_LOCK_HEARTBEAT_MS);
-    this.looks = new Repeating(() => this.look(), LOOK_MS, LOOK_GAP_MS);
+    this.looks = new Repeating(() => this.look(), OWNER_LOCK_LOOK_MS, OWNER_LOCK_LOOK_GAP_MS);
   }
 
   /** Starts asking the session and looking at the others; the lock is taken by `ensure`. */
