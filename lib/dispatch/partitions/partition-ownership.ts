@@ -365,7 +365,7 @@ export class PartitionOwnership {
         }
       }
       if (taken.size > 0) {
-        const over = [...from].map(([owner, n]) => `${n} from ${owner}, whose heartbeat ran out`);
+        const over = [...from].map(([owner, n]) => `${n} from ${owner}, whose heartbeat ended`);
         log.log(
           `Delivery partitions: took ${taken.size}${over.length > 0 ? ` (${over.join('; ')})` : ''}, holding ${this.held.size}`,
         );

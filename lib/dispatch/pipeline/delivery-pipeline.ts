@@ -33,6 +33,13 @@ import type { PipelineWorker } from './pipeline-worker';
 import { SettleRetry } from './settle-retry';
 import { ShutdownHold, type ShutdownHoldParts } from './shutdown-hold';
 
+/** How a batch's debug line says where its messages came from (an owner leases nothing). */
+const TAKEN: Readonly<Record<BatchOrigin, readonly [verb: string, from: string]>> = {
+  'claim loop': ['Claimed', 'by the claim loop'],
+  'log reader': ['Claimed', 'by the log reader (by id)'],
+  'partition owner': ['Read', 'from its partitions by the partition owner'],
+};
+
 /** How often a paused pipeline asks the publisher whether the broker is back. */
 const OUTAGE_PROBE_INTERVAL_MS = 500;
 
@@ -287,10 +294,11 @@ export class DeliveryPipeline {
       // Past the promise jobs that hand the next claim's statement to the driver.
       await new Promise<void>((resolve) => setImmediate(resolve));
     }
-    log.debug(
-      `Claimed ${records.length} message(s) by the ${inFlight.origin === 'log reader' ? 'log reader (by id)' : 'claim loop'}`,
-      { batch: batchId, claimed: records.length },
-    );
+    const [verb, from] = TAKEN[inFlight.origin];
+    log.debug(`${verb} ${records.length} message(s) ${from}`, {
+      batch: batchId,
+      claimed: records.length,
+    });
     // Publishing must end early enough to settle within the hold (see planBatch).
     const publishBy = hold.publishBy;
     const { retry, ordering } = options;
