@@ -63,6 +63,12 @@ const TAKEOVER_TIMEOUT_MS = 45_000;
 /** The bound of issue 68, item 11. */
 const TARGET_MS = 2_000;
 const BUSY_LOOPS = Number(process.env.BENCH_T1_BUSY ?? 1);
+/**
+ * `BENCH_T1_LEGS=postgres_partitions,postgres_log_partitions` runs only those legs (default all:
+ * postgres, mariadb, postgres_partitions, postgres_log_partitions).
+ */
+const LEGS = process.env.BENCH_T1_LEGS?.split(',').map((leg) => leg.trim());
+const runsLeg = (leg: string): boolean => LEGS === undefined || LEGS.includes(leg);
 /** Tries of one kill that a broker outage disturbed before the scenario gives up. */
 const MAX_ATTEMPTS = 3;
 
@@ -99,15 +105,19 @@ export async function t1(ctx: BenchContext): Promise<ScenarioResult> {
   try {
     await onPostgresAndMaria(ctx.pg, async (ds) => {
       const db = ds.options.type === 'postgres' ? 'postgres' : 'mariadb';
-      lost += await measure(ctx, result, ds, db, 'leases');
+      if (runsLeg(db)) lost += await measure(ctx, result, ds, db, 'leases');
     });
     // Delivery partitions (PostgreSQL): the same kill, taken over by the owner lock its
     // heartbeat names rather than its partitionTimeoutMs (5 s by default); polling, then log
     // tailing (the victim reads the log and owns every partition, the survivor stands by).
     await onPostgresAndMaria(ctx.pg, async (ds) => {
       if (ds.options.type !== 'postgres') return;
-      lost += await measure(ctx, result, ds, 'postgres', 'partitions');
-      lost += await measure(ctx, result, ds, 'postgres', 'log_partitions');
+      if (runsLeg('postgres_partitions')) {
+        lost += await measure(ctx, result, ds, 'postgres', 'partitions');
+      }
+      if (runsLeg('postgres_log_partitions')) {
+        lost += await measure(ctx, result, ds, 'postgres', 'log_partitions');
+      }
     });
   } finally {
     for (const loop of busy) loop.kill('SIGKILL');
