@@ -105,10 +105,11 @@ export class OwnerLockSession {
   /**
    * Takes a lock under a fresh key on a session of its own; undefined when every key tried was
    * held elsewhere, `stopped()` said so meanwhile, or the last failure is under a second old.
-   * Rejects with the database's error (the session given back first). The lock taken replaces
-   * none: call when none is held.
+   * Rejects with the database's error (the session given back first). While a lock is held it
+   * answers that one: a second lock would leave the first's session open.
    */
   async take(stopped: () => boolean): Promise<HeldOwnerLock | undefined> {
+    if (this.held !== undefined) return this.held.lock;
     if (performance.now() < this.nextTakeAt || stopped()) return undefined;
     let session: SqlSession | undefined;
     try {
