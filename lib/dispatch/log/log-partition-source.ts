@@ -1,20 +1,10 @@
-import type { OutboxBatchReport } from '../../observers/outbox-observer.interface';
 import { describeError } from '../../internal/describe-error';
 import { idAfter } from '../../store/rows/outbox-row.mapper';
 import { ALL_PARTITIONS } from '../../store/shared-sql/delivery-partitions';
-import type {
-  LoggedBatch,
-  OutboxLogLag,
-  OutboxLogObserver,
-  OutboxLogSource,
-} from '../../store/ports/outbox-log-source.port';
-import type { DeliverySource, DrainTimes, SourceContext, SourceStop } from '../delivery-source';
-import {
-  logReaderName,
-  logSweepIntervalMs,
-  openLogSource,
-  type LogDialect,
-} from './open-log-source';
+import type { LoggedBatch, OutboxLogObserver } from '../../store/ports/outbox-log-source.port';
+import type { DeliverySource, SourceContext, SourceStop } from '../delivery-source';
+import { LogBesideTable } from './log-beside-table';
+import { logSweepIntervalMs, type LogSourceNeeds } from './open-log-source';
 
 /**
  * How long after the log named a commit the owner reads once more: the log may hand a commit
@@ -65,14 +55,11 @@ export interface FedPartitions extends DeliverySource {
  * log cannot tell (rows re-driven, dead letters retried); retries and delayed messages it sweeps
  * for when they fall due.
  */
-export class LogPartitionSource implements DeliverySource {
-  readonly delivers = true;
+export class LogPartitionSource extends LogBesideTable {
   readonly unsettled =
     "the messages of a batch not settled are read again by the log's next reader once this dispatcher's heartbeat runs out";
   private readonly partitions: FedPartitions;
   private readonly abort = new AbortController();
-  private source: OutboxLogSource | undefined;
-  private dialect: LogDialect | undefined;
   /** Whether this process reads the log now (holds the slot): it then wants every partition. */
   private holdsLog = false;
   private running: Promise<void> | undefined;
@@ -86,10 +73,11 @@ export class LogPartitionSource implements DeliverySource {
 
   /** `partitionsOf` makes the partition source fed by this one (see `LogFeed`). */
   constructor(
-    private readonly observer: OutboxLogObserver,
-    private readonly context: SourceContext,
+    observer: OutboxLogObserver,
+    context: SourceContext,
     partitionsOf: (feed: LogFeed) => FedPartitions,
   ) {
+    super(observer, context);
     const sweepMs = logSweepIntervalMs(observer);
     this.partitions = partitionsOf({
       intervalMs: sweepMs,
@@ -100,27 +88,20 @@ export class LogPartitionSource implements DeliverySource {
     });
   }
 
-  /** Which log is read, for the start's line. */
-  get reader(): string {
-    return logReaderName(this.dialect);
-  }
-
   get description(): string {
     return `log tailing (${this.reader}) on ${this.partitions.description}`;
   }
 
-  get drainTimes(): DrainTimes {
-    return this.partitions.drainTimes;
+  protected get table(): DeliverySource {
+    return this.partitions;
   }
 
-  async prepare(): Promise<void> {
-    if (this.source !== undefined) return;
-    const { source, dialect } = await openLogSource(this.observer, this.context, {
-      leasesById: false,
-      reading: (reading) => this.readingChanged(reading),
-    });
-    this.dialect = dialect;
-    this.source = source;
+  protected get readerRunning(): boolean {
+    return this.reading;
+  }
+
+  protected logNeeds(): LogSourceNeeds {
+    return { leasesById: false, reading: (reading) => this.readingChanged(reading) };
   }
 
   /** Starts the partitions' owner (holding none until the log is read here), then the reader. */
@@ -140,22 +121,6 @@ export class LogPartitionSource implements DeliverySource {
       });
   }
 
-  wake(): void {
-    this.partitions.wake();
-  }
-
-  drain(): Promise<number> {
-    return this.partitions.drain();
-  }
-
-  runOnce(): Promise<OutboxBatchReport> {
-    return this.partitions.runOnce();
-  }
-
-  async lag(): Promise<OutboxLogLag | null> {
-    return this.source === undefined ? null : this.source.lag();
-  }
-
   /**
    * Stops reading the log first (a standby may take the slot, but not the partitions, which
    * this process holds until its batches have settled), then the partitions' owner.
@@ -170,12 +135,6 @@ export class LogPartitionSource implements DeliverySource {
       idle: Promise.all([reading, partitions.idle]).then(() => undefined),
       closing: partitions.closing,
     };
-  }
-
-  stillRunning(idleDone: boolean): string[] {
-    const left = this.partitions.stillRunning(idleDone);
-    if (!idleDone && this.reading) left.unshift('the log reader');
-    return left;
   }
 
   /** The log was taken here, or lost: the share changes at once rather than at the next beat. */

@@ -1,20 +1,13 @@
-import type { OutboxBatchReport } from '../../observers/outbox-observer.interface';
 import {
   DEFAULT_LOG_LINGER_MS,
-  type OutboxLogLag,
   type OutboxLogObserver,
-  type OutboxLogSource,
 } from '../../store/ports/outbox-log-source.port';
-import type { DeliverySource, DrainTimes, SourceContext, SourceStop } from '../delivery-source';
+import type { DeliverySource, SourceContext, SourceStop } from '../delivery-source';
 import type { DeliveryPipeline } from '../pipeline/delivery-pipeline';
 import type { RowLeases } from '../leases/row-leases';
+import { LogBesideTable } from './log-beside-table';
 import { LogTailer } from './log-tailer';
-import {
-  logReaderName,
-  logSweepIntervalMs,
-  openLogSource,
-  type LogDialect,
-} from './open-log-source';
+import { logSweepIntervalMs, type LogSourceNeeds } from './open-log-source';
 import { RetrySweeps } from './retry-sweeps';
 
 /**
@@ -24,11 +17,8 @@ import { RetrySweeps } from './retry-sweeps';
  * nudges), which takes retries, promotions and what the tailer left to the table, and is asked
  * to look when a retry falls due. States: not made (before init), checked, reading, stopped.
  */
-export class LogSource implements DeliverySource {
-  readonly delivers = true;
+export class LogSource extends LogBesideTable {
   readonly unsettled = 'the messages of a batch not settled are claimed again once its lease ends';
-  private source: OutboxLogSource | undefined;
-  private database: LogDialect | undefined;
   private tailer: LogTailer | undefined;
   /** The sweeps retries ask for. */
   private readonly retrySweeps: RetrySweeps;
@@ -38,12 +28,13 @@ export class LogSource implements DeliverySource {
    * source wakes it for what it leaves to the table and for retries falling due.
    */
   constructor(
-    private readonly observer: OutboxLogObserver,
+    observer: OutboxLogObserver,
     private readonly pipeline: DeliveryPipeline,
-    private readonly context: SourceContext,
+    context: SourceContext,
     private readonly leases: RowLeases,
     private readonly sweep: DeliverySource,
   ) {
+    super(observer, context);
     this.retrySweeps = new RetrySweeps(() => this.sweep.wake());
     pipeline.onRetries((delaysMs) => this.retrySweeps.due(delaysMs));
   }
@@ -53,30 +44,20 @@ export class LogSource implements DeliverySource {
     return logSweepIntervalMs(this.observer);
   }
 
-  /** Which log is read, for the start's line: known once the source is made (`prepare`). */
-  get reader(): string {
-    return logReaderName(this.database);
-  }
-
   get description(): string {
     return `log tailing (${this.reader}), table swept every ${this.sweepIntervalMs} ms`;
   }
 
-  get drainTimes(): DrainTimes {
-    return this.sweep.drainTimes;
+  protected get table(): DeliverySource {
+    return this.sweep;
   }
 
-  /**
-   * Makes the source and checks the server (settings, grants, publication or position table):
-   * a missing setting fails the app's start, naming it.
-   */
-  async prepare(): Promise<void> {
-    if (this.source !== undefined) return;
-    const { source, dialect } = await openLogSource(this.observer, this.context, {
-      leasesById: true,
-    });
-    this.database = dialect;
-    this.source = source;
+  protected get readerRunning(): boolean {
+    return this.tailer !== undefined && !this.tailer.idle;
+  }
+
+  protected logNeeds(): LogSourceNeeds {
+    return { leasesById: true };
   }
 
   /** Starts reading the log and the sweep's timer. */
@@ -108,24 +89,6 @@ export class LogSource implements DeliverySource {
     await this.sweep.start();
   }
 
-  /** A sweep of the table now. */
-  wake(): void {
-    this.sweep.wake();
-  }
-
-  drain(): Promise<number> {
-    return this.sweep.drain();
-  }
-
-  runOnce(): Promise<OutboxBatchReport> {
-    return this.sweep.runOnce();
-  }
-
-  /** How far the log's durable position is behind; null before the source is made. */
-  async lag(): Promise<OutboxLogLag | null> {
-    return this.source === undefined ? null : this.source.lag();
-  }
-
   /**
    * Stops the reader first: the batches it leased finish (settled), what it had not leased stays
    * unacknowledged. Then the sweep.
@@ -139,11 +102,5 @@ export class LogSource implements DeliverySource {
       idle: Promise.all([tailing, sweep.idle]).then(() => undefined),
       closing: sweep.closing,
     };
-  }
-
-  stillRunning(idleDone: boolean): string[] {
-    const left = this.sweep.stillRunning(idleDone);
-    if (!idleDone && this.tailer !== undefined && !this.tailer.idle) left.unshift('the log reader');
-    return left;
   }
 }
