@@ -474,15 +474,25 @@ function whenHeartbeatEnded(
   table: string,
   owner: string,
 ): { stop(): Promise<number> } {
+  return whenSeen(async () => {
+    const [row] = await ds.query<{ valid_ms: number }[]>(
+      `SELECT valid_ms FROM ${quoteTable(ds, `${table}_dispatchers`)} WHERE label = $1`,
+      [owner],
+    );
+    return row !== undefined && row.valid_ms < 5_000;
+  });
+}
+
+/**
+ * Asks `seen` every 10 ms until it answers true, or until stopped: `stop()` resolves to when it
+ * first did (NaN if never).
+ */
+function whenSeen(seen: () => Promise<boolean>): { stop(): Promise<number> } {
   let seenAt = Number.NaN;
   let stopped = false;
   const polling = (async () => {
     while (!stopped) {
-      const [row] = await ds.query<{ valid_ms: number }[]>(
-        `SELECT valid_ms FROM ${quoteTable(ds, `${table}_dispatchers`)} WHERE label = $1`,
-        [owner],
-      );
-      if (row !== undefined && row.valid_ms < 5_000) {
+      if (await seen()) {
         seenAt = nowMs();
         return;
       }
@@ -522,25 +532,11 @@ function whenShortened(
     ? "clock_timestamp() + interval '5 seconds'"
     : 'UTC_TIMESTAMP(6) + INTERVAL 5 SECOND';
   const list = ids.map((id) => String(BigInt(id))).join(', ');
-  let seenAt = Number.NaN;
-  let stopped = ids.length === 0;
-  const polling = (async () => {
-    while (!stopped) {
-      const [row] = await ds.query<{ n: string | number }[]>(
-        `SELECT count(*) AS n FROM ${quoteTable(ds, table)} WHERE id IN (${list}) AND status = 'pending' AND locked_until < ${soon}`,
-      );
-      if (Number(row?.n ?? 0) > 0) {
-        seenAt = nowMs();
-        return;
-      }
-      await sleep(10);
-    }
-  })();
-  return {
-    stop: async () => {
-      stopped = true;
-      await polling;
-      return seenAt;
-    },
-  };
+  if (ids.length === 0) return { stop: () => Promise.resolve(Number.NaN) };
+  return whenSeen(async () => {
+    const [row] = await ds.query<{ n: string | number }[]>(
+      `SELECT count(*) AS n FROM ${quoteTable(ds, table)} WHERE id IN (${list}) AND status = 'pending' AND locked_until < ${soon}`,
+    );
+    return Number(row?.n ?? 0) > 0;
+  });
 }
