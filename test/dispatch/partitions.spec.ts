@@ -1,5 +1,11 @@
 import { randomUUID } from 'node:crypto';
-import type { OutboxMessage, OutboxPublisher, OutboxRecord, PublishOutcome } from '../../lib';
+import type {
+  OutboxDispatcherOptions,
+  OutboxMessage,
+  OutboxPublisher,
+  OutboxRecord,
+  PublishOutcome,
+} from '../../lib';
 import { ALL_PARTITIONS } from '../../lib/store/shared-sql/delivery-partitions';
 import type { OutboxDeliveryPartitionsPort } from '../../lib/store/ports/outbox-store.port';
 import { DispatcherChild } from '../support/children/spawn-dispatcher';
@@ -96,6 +102,80 @@ for (const db of TEST_DATABASES.filter((d) => d.name === 'postgres')) {
         await blocker.commitTransaction();
       } finally {
         await blocker.release();
+      }
+    }
+
+    /** A `'partitions'` dispatcher on `name` that polls every 50 ms, started. */
+    function openOwner(name: string, publisher: OutboxPublisher, instanceId: string) {
+      return scope.open({
+        ...dispatchTestApp(publisher, {
+          autoStart: true,
+          instanceId,
+          dispatcher: { ...partitions, pollIntervalMs: 50 },
+        }),
+        table: name,
+      });
+    }
+
+    /** Waits until every message of `name` is delivered. */
+    async function everyDelivered(
+      name: string,
+      timeoutMs = 15_000,
+      intervalMs?: number,
+    ): Promise<void> {
+      await waitFor(
+        'every message delivered',
+        async () => (await readOutbox(scope.ds, name)).every((r) => r.status === 'delivered'),
+        { timeoutMs, ...(intervalMs === undefined ? {} : { intervalMs }) },
+      );
+    }
+
+    /** Ten keys, twelve transactions of a message each: the ids, in commit order. */
+    async function keyedBacklog(
+      commit: (messages: OutboxMessage[]) => Promise<string[]>,
+    ): Promise<{ keys: string[]; ids: string[] }> {
+      const keys = Array.from({ length: 10 }, (_, k) => `key-${k}`);
+      const ids: string[] = [];
+      for (let tx = 0; tx < 12; tx++) ids.push(...(await commit(keys.map((k) => msg(k, { tx })))));
+      return { keys, ids };
+    }
+
+    /** A dispatcher process on `name` sending to the TCP consumer on `port`, killed at the end. */
+    async function startChild(
+      name: string,
+      port: number,
+      instanceId: string,
+      dispatcher: OutboxDispatcherOptions,
+      hangAfter?: number,
+    ): Promise<DispatcherChild> {
+      const child = await DispatcherChild.start({
+        db: 'postgres',
+        table: name,
+        instanceId,
+        tcpPort: port,
+        dispatcher,
+        ...(hangAfter === undefined ? {} : { hangAfter }),
+      });
+      scope.defer(() => child.kill('SIGKILL').catch(() => undefined));
+      return child;
+    }
+
+    /**
+     * Every message arrived, and per key the first arrivals keep commit order (what a killed
+     * owner had sent may come again: at least once after a crash).
+     */
+    async function expectEveryArrivedInOrder(
+      consumer: TcpConsumer,
+      name: string,
+      keys: readonly string[],
+      ids: readonly string[],
+    ): Promise<void> {
+      expect(new Set(consumer.arrivals.map((a) => a.messageId))).toEqual(new Set(ids));
+      const order = idOrderByKey(await readOutbox(scope.ds, name));
+      for (const key of keys) {
+        const seen = consumer.arrivals.filter((a) => a.key === key).map((a) => a.messageId);
+        const firsts = seen.filter((id, i) => seen.indexOf(id) === i);
+        expect(firsts).toEqual(order.get(key));
       }
     }
 
@@ -228,11 +308,7 @@ for (const db of TEST_DATABASES.filter((d) => d.name === 'postgres')) {
       // One leaves (a graceful stop hands its partitions back); the other takes them all.
       await a.close();
       for (let tx = 10; tx < 15; tx++) ids.push(...(await commit(keys.map((k) => msg(k, { tx })))));
-      await waitFor(
-        'every message delivered',
-        async () => (await readOutbox(scope.ds, name)).every((r) => r.status === 'delivered'),
-        { timeoutMs: 30_000 },
-      );
+      await everyDelivered(name, 30_000);
       // What an operator sees, once the leaver's partitions are taken (at the next heartbeat,
       // whether or not a message of theirs came meanwhile): one live owner holding all 256.
       await waitFor(
@@ -259,14 +335,7 @@ for (const db of TEST_DATABASES.filter((d) => d.name === 'postgres')) {
     it('after its heartbeat lapsed mid-publish, an owner taking its partitions back does not publish a message again while the lapsed call runs', async () => {
       const { table: name, commit } = await table();
       const publisher = new DeafFirstCall(3_000);
-      const app = await scope.open({
-        ...dispatchTestApp(publisher, {
-          autoStart: true,
-          instanceId: 'lapsing-owner',
-          dispatcher: { ...partitions, pollIntervalMs: 50 },
-        }),
-        table: name,
-      });
+      const app = await openOwner(name, publisher, 'lapsing-owner');
       const [id] = (await commit([msg('k', { n: 1 })])) as [string];
       await waitFor('the first call running', () => publisher.calls.length === 1);
       // The heartbeat cannot land while the dispatchers' table is locked: past the timeout the
@@ -287,14 +356,7 @@ for (const db of TEST_DATABASES.filter((d) => d.name === 'postgres')) {
     it("a lapse while a key's run is in flight and its next message waits behind it: both delivered, in order, once heartbeats land again", async () => {
       const { table: name, commit } = await table();
       const publisher = new DeafFirstCall(3_000);
-      const app = await scope.open({
-        ...dispatchTestApp(publisher, {
-          autoStart: true,
-          instanceId: 'lapsing-with-queue',
-          dispatcher: { ...partitions, pollIntervalMs: 50 },
-        }),
-        table: name,
-      });
+      const app = await openOwner(name, publisher, 'lapsing-with-queue');
       const [first] = (await commit([msg('k', { n: 1 })])) as [string];
       await waitFor('the first call running', () => publisher.calls.length === 1);
       const [next] = (await commit([msg('k', { n: 2 })])) as [string];
@@ -305,11 +367,7 @@ for (const db of TEST_DATABASES.filter((d) => d.name === 'postgres')) {
       );
       // Nothing of the owner's partitions is readable while it has lapsed.
       await lockDispatchers(name, 1_500);
-      await waitFor(
-        'every message delivered',
-        async () => (await readOutbox(scope.ds, name)).every((r) => r.status === 'delivered'),
-        { timeoutMs: 15_000 },
-      );
+      await everyDelivered(name);
       const firstSent = (id: string): number =>
         publisher.calls.findIndex((c) => c.ids.includes(id));
       expect(firstSent(first)).toBeLessThan(firstSent(next));
@@ -317,7 +375,6 @@ for (const db of TEST_DATABASES.filter((d) => d.name === 'postgres')) {
       await app.close();
     });
 
-    /** Each partition's owner and generation, from the table. */
     /** A process's row (by its label) and how many partitions it holds. */
     async function memberOf(
       name: string,
@@ -338,6 +395,7 @@ for (const db of TEST_DATABASES.filter((d) => d.name === 'postgres')) {
       };
     }
 
+    /** Each partition's owner and generation, from the table. */
     async function ownersOf(
       name: string,
     ): Promise<Map<number, { owner: string | null; generation: string }>> {
@@ -364,22 +422,11 @@ for (const db of TEST_DATABASES.filter((d) => d.name === 'postgres')) {
           );
         },
       };
-      const app = await scope.open({
-        ...dispatchTestApp(publisher, {
-          autoStart: true,
-          instanceId: 'lapse-confirmed',
-          dispatcher: { ...partitions, pollIntervalMs: 50 },
-        }),
-        table: name,
-      });
+      const app = await openOwner(name, publisher, 'lapse-confirmed');
       const ids = await commit([msg('a', { n: 1 }), msg('b', { n: 2 }), msg('c', { n: 3 })]);
       await waitFor('the first call running', () => calls.length === 1);
       await lockDispatchers(name, 1_500);
-      await waitFor(
-        'every message delivered',
-        async () => (await readOutbox(scope.ds, name)).every((r) => r.status === 'delivered'),
-        { timeoutMs: 15_000 },
-      );
+      await everyDelivered(name);
       const confirmed = calls[0]?.[0] as string;
       expect(ids).toContain(confirmed);
       // Sent once: settled as confirmed by the lapsed owner, whose partitions no one took.
@@ -390,14 +437,7 @@ for (const db of TEST_DATABASES.filter((d) => d.name === 'postgres')) {
 
     it('after a lapse, an owner gives back what the table still names it for and it no longer wants, so that its rightful owner takes it', async () => {
       const { table: name, store } = await table();
-      const a = await scope.open({
-        ...dispatchTestApp(new RecordingPublisher(), {
-          autoStart: true,
-          instanceId: 'forgetful',
-          dispatcher: { ...partitions, pollIntervalMs: 50 },
-        }),
-        table: name,
-      });
+      const a = await openOwner(name, new RecordingPublisher(), 'forgetful');
       await waitFor('every partition held', async () =>
         [...(await ownersOf(name)).values()].every((o) => o.owner?.startsWith('forgetful#')),
       );
@@ -804,44 +844,14 @@ for (const db of TEST_DATABASES.filter((d) => d.name === 'postgres')) {
       const port = await consumer.start();
       scope.defer(() => consumer.stop().catch(() => undefined));
       const { table: name, commit } = await table();
-      const keys = Array.from({ length: 10 }, (_, k) => `key-${k}`);
-      const ids: string[] = [];
-      for (let tx = 0; tx < 12; tx++) ids.push(...(await commit(keys.map((k) => msg(k, { tx })))));
+      const { keys, ids } = await keyedBacklog(commit);
       const dispatcher = { ...partitions, batchSize: 20, pollIntervalMs: 50, listen: false };
-      const doomed = await DispatcherChild.start({
-        db: 'postgres',
-        table: name,
-        instanceId: 'doomed-owner',
-        tcpPort: port,
-        dispatcher,
-        hangAfter: 25,
-      });
-      scope.defer(() => doomed.kill('SIGKILL').catch(() => undefined));
-      const survivor = await DispatcherChild.start({
-        db: 'postgres',
-        table: name,
-        instanceId: 'survivor-owner',
-        tcpPort: port,
-        dispatcher,
-      });
-      scope.defer(() => survivor.kill('SIGKILL').catch(() => undefined));
+      const doomed = await startChild(name, port, 'doomed-owner', dispatcher, 25);
+      const survivor = await startChild(name, port, 'survivor-owner', dispatcher);
       await doomed.waitFor('hanging', 30_000);
       await doomed.kill('SIGKILL');
-      await waitFor(
-        'every message delivered',
-        async () => (await readOutbox(scope.ds, name)).every((r) => r.status === 'delivered'),
-        { timeoutMs: 60_000, intervalMs: 100 },
-      );
-      const arrived = consumer.arrivals.map((a) => a.messageId);
-      // Nothing lost; what the killed owner had sent may come again (at least once after a crash).
-      expect(new Set(arrived)).toEqual(new Set(ids));
-      const order = idOrderByKey(await readOutbox(scope.ds, name));
-      for (const key of keys) {
-        const seen = consumer.arrivals.filter((a) => a.key === key).map((a) => a.messageId);
-        // Per key, first arrivals keep commit order (a redelivery repeats an earlier one).
-        const firsts = seen.filter((id, i) => seen.indexOf(id) === i);
-        expect(firsts).toEqual(order.get(key));
-      }
+      await everyDelivered(name, 60_000, 100);
+      await expectEveryArrivedInOrder(consumer, name, keys, ids);
       await survivor.kill('SIGTERM').catch(() => undefined);
     });
 
@@ -850,50 +860,28 @@ for (const db of TEST_DATABASES.filter((d) => d.name === 'postgres')) {
       const port = await consumer.start();
       scope.defer(() => consumer.stop().catch(() => undefined));
       const { table: name, commit } = await table();
-      const keys = Array.from({ length: 10 }, (_, k) => `key-${k}`);
-      const ids: string[] = [];
-      for (let tx = 0; tx < 12; tx++) ids.push(...(await commit(keys.map((k) => msg(k, { tx })))));
+      const { keys, ids } = await keyedBacklog(commit);
       const dispatcher = { ...partitions, batchSize: 20, pollIntervalMs: 50, listen: false };
       // Its heartbeat promises a minute: without the owner lock, nobody takes its partitions
       // before the wait below ends.
-      const doomed = await DispatcherChild.start({
-        db: 'postgres',
-        table: name,
-        instanceId: 'doomed-owner',
-        tcpPort: port,
-        dispatcher: { ...dispatcher, partitionTimeoutMs: 60_000 },
-        hangAfter: 25,
-      });
-      scope.defer(() => doomed.kill('SIGKILL').catch(() => undefined));
+      const doomed = await startChild(
+        name,
+        port,
+        'doomed-owner',
+        { ...dispatcher, partitionTimeoutMs: 60_000 },
+        25,
+      );
       await doomed.waitFor('hanging', 30_000);
       // Read before the survivor joins: the doomed owner may hand it its idle partitions then.
       const before = await memberOf(name, 'doomed-owner');
       expect(before.held).toBe(256);
       expect(before.lockKey).not.toBeNull();
-      const survivor = await DispatcherChild.start({
-        db: 'postgres',
-        table: name,
-        instanceId: 'survivor-owner',
-        tcpPort: port,
-        dispatcher,
-      });
-      scope.defer(() => survivor.kill('SIGKILL').catch(() => undefined));
+      const survivor = await startChild(name, port, 'survivor-owner', dispatcher);
       await doomed.kill('SIGKILL');
-      await waitFor(
-        'every message delivered',
-        async () => (await readOutbox(scope.ds, name)).every((r) => r.status === 'delivered'),
-        { timeoutMs: 30_000, intervalMs: 100 },
-      );
+      await everyDelivered(name, 30_000, 100);
       // Its heartbeat was ended early, not waited out.
       expect((await memberOf(name, 'doomed-owner')).validMs).toBeLessThan(60_000);
-      const arrived = consumer.arrivals.map((a) => a.messageId);
-      expect(new Set(arrived)).toEqual(new Set(ids));
-      const order = idOrderByKey(await readOutbox(scope.ds, name));
-      for (const key of keys) {
-        const seen = consumer.arrivals.filter((a) => a.key === key).map((a) => a.messageId);
-        const firsts = seen.filter((id, i) => seen.indexOf(id) === i);
-        expect(firsts).toEqual(order.get(key));
-      }
+      await expectEveryArrivedInOrder(consumer, name, keys, ids);
       await survivor.kill('SIGTERM').catch(() => undefined);
     });
 
