@@ -191,9 +191,7 @@ export class OwnerLockSession {
   private armExpiry(held: Held): void {
     clearTimeout(held.expiry);
     const expiry = setTimeout(
-      AsyncResource.bind(() => {
-        if (this.held === held) this.lapse(held, { kind: 'silent' });
-      }),
+      () => this.lapse(held, { kind: 'silent' }),
       Math.max(0, held.lock.validUntil - performance.now()),
     );
     expiry.unref();

@@ -18,11 +18,6 @@ import {
 import { within } from '../sleep';
 
 /**
- * How long after finding an owner's lock free its leases end (on the database clock): an owner
- * that only lost its session has stopped publishing by then (see OwnerLease.fence).
- */
-export const TAKEOVER_GRACE_MS = OWNER_LOCK_GRACE_MS;
-/**
  * Every how many looks (1 s) one reads which owners hold their lock now (PostgreSQL: a read of
  * the server's lock table, 1.3 ms idle and 3.8 ms with 2 000 advisory locks held); the looks
  * between try only the owners seen then, each by its lock, so a known owner's end is still
@@ -73,7 +68,7 @@ interface HeldLock {
  */
 export class OwnerLiveness {
   private held: HeldLock | undefined;
-  private readonly locks: OwnerLockSession;
+  private readonly locks: OwnerLockSession | undefined;
   private readonly heartbeats: Repeating;
   private readonly watch: Repeating;
   private wakeTimer: NodeJS.Timeout | undefined;
@@ -85,36 +80,29 @@ export class OwnerLiveness {
   private taking: Promise<void> | undefined;
 
   constructor(
-    private readonly sql: SqlPort | undefined,
+    sql: SqlPort | undefined,
     private readonly store: OutboxDeliveryPort,
     private readonly log: DispatcherLog,
     /** Asks the claim loop for a claim now. */
     private readonly wake: () => void,
   ) {
+    // Built only where the database can hold one (not SQLite, nor a port without sessions).
     const session = sql?.session?.bind(sql);
     const lock = store.lockOwner?.bind(store);
-    this.locks = new OwnerLockSession({
-      session: async () => {
-        if (session === undefined) throw new Error('the SQL port has no sessions');
-        return session();
-      },
-      lock: async (s, key) => {
-        if (lock === undefined) throw new Error('the store has no owner locks');
-        return lock(s, key);
-      },
-      unlock: store.unlockOwner?.bind(store),
-      lapsed: (lapsed, why) => this.lapsed(lapsed, why),
-    });
+    if (session !== undefined && lock !== undefined && store.shortenOrphanedLeases !== undefined) {
+      this.locks = new OwnerLockSession({
+        session,
+        lock,
+        unlock: store.unlockOwner?.bind(store),
+        lapsed: (lapsed, why) => this.lapsed(lapsed, why),
+      });
+    }
     this.heartbeats = new Repeating(() => this.beat(), OWNER_LOCK_HEARTBEAT_MS);
     this.watch = new Repeating(() => this.look(), OWNER_LOCK_LOOK_MS, OWNER_LOCK_LOOK_GAP_MS);
   }
 
   private get supported(): boolean {
-    return (
-      this.sql?.session !== undefined &&
-      this.store.lockOwner !== undefined &&
-      this.store.shortenOrphanedLeases !== undefined
-    );
+    return this.locks !== undefined;
   }
 
   /**
@@ -143,7 +131,7 @@ export class OwnerLiveness {
     this.watch.stop();
     clearTimeout(this.wakeTimer);
     // Without heartbeats it would otherwise count as lost, and be given up, a second from now.
-    this.locks.keepUnwatched();
+    this.locks?.keepUnwatched();
   }
 
   /** Stops watching and gives the lock up (the session goes back to the pool, lock released). */
@@ -156,7 +144,7 @@ export class OwnerLiveness {
     this.held = undefined;
     held.fence.abort(new Error('owner lock lost'));
     // Unlocked before the connection goes back to the pool, or closed with it.
-    await this.locks.giveUp().catch(() => undefined);
+    await this.locks?.giveUp().catch(() => undefined);
   }
 
   /**
@@ -183,7 +171,7 @@ export class OwnerLiveness {
     if (fence.aborted) return false;
     const held = this.held;
     if (held === undefined || held.fence.signal !== fence || this.stopped) return true;
-    return this.locks.counts(held.lock);
+    return this.locks?.counts(held.lock) ?? true;
   }
 
   /** The token for the next claim; names the owner lock while it counts. */
@@ -201,7 +189,7 @@ export class OwnerLiveness {
 
   private async beat(): Promise<void> {
     if (this.held === undefined) return this.acquire();
-    await this.locks.ask(async () => {
+    await this.locks?.ask(async () => {
       const held = this.held;
       if (held !== undefined && !held.modeHeld) await this.enterMode(held);
     });
@@ -232,12 +220,13 @@ export class OwnerLiveness {
   }
 
   private async acquireOnce(): Promise<void> {
-    if (this.stopped || this.held !== undefined) return;
+    const locks = this.locks;
+    if (locks === undefined || this.stopped || this.held !== undefined) return;
     try {
-      const lock = await this.locks.take(() => this.stopped);
+      const lock = await locks.take(() => this.stopped);
       if (lock === undefined) return;
       if (this.stopped) {
-        await this.locks.giveUp();
+        await locks.giveUp();
         return;
       }
       const held: HeldLock = {
@@ -292,19 +281,19 @@ export class OwnerLiveness {
     const look: TakeoverLook =
       n % FULL_LOOK_EVERY === 0 ? 'full' : n % LIST_EVERY === 0 ? 'list' : 'probe';
     try {
-      const count = await shorten(TAKEOVER_GRACE_MS, look);
+      const count = await shorten(OWNER_LOCK_GRACE_MS, look);
       this.lastWatchError = undefined;
       if (count === 0) return;
       this.log.warn(
         // A free owner lock says only that its session ended: with its process, or alone (a
         // cut connection; the owner then fenced itself and lives on under a new lock). Nothing
         // here tells the two apart, so the line claims neither.
-        `${count} message(s) leased by a dispatcher whose owner lock was released (its process ended or its lock connection was lost): their leases end in ${TAKEOVER_GRACE_MS} ms and they are claimed again then`,
+        `${count} message(s) leased by a dispatcher whose owner lock was released (its process ended or its lock connection was lost): their leases end in ${OWNER_LOCK_GRACE_MS} ms and they are claimed again then`,
       );
       clearTimeout(this.wakeTimer);
       this.wakeTimer = setTimeout(() => {
         if (!this.stopped) this.wake();
-      }, TAKEOVER_GRACE_MS + 50);
+      }, OWNER_LOCK_GRACE_MS + 50);
       this.wakeTimer.unref();
     } catch (error) {
       // Once per streak: the claims meet the same outage and say so.

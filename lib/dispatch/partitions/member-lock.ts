@@ -14,12 +14,6 @@ import {
   type OwnerLockSessionParts,
 } from '../owner-lock-session';
 
-/**
- * How long after another process's lock is found free its heartbeat ends: a process that only
- * lost its lock's session has dropped what it held by then.
- */
-export const MEMBER_GRACE_MS = OWNER_LOCK_GRACE_MS;
-
 /** What the member lock needs: sessions, the owner lock on one, and the look at the others. */
 export interface MemberLockParts extends Pick<OwnerLockSessionParts, 'session' | 'lock'> {
   /** Gives every lock of `session` up, before it goes back to the pool. */
@@ -77,9 +71,7 @@ export class MemberLock {
 
   /** Takes a lock where none counts (before a heartbeat names it); waits for a try under way. */
   async ensure(): Promise<void> {
-    const held = this.lock.current;
-    // One past its validity is dropped (its session closed) before another is taken.
-    if (held !== undefined) this.lock.counts(held);
+    // key() drops one past its validity (its session closed) before another is taken.
     if (this.stopped || this.key() !== null) return;
     this.acquiring ??= this.acquire().finally(() => {
       this.acquiring = undefined;
@@ -87,11 +79,10 @@ export class MemberLock {
     await this.acquiring;
   }
 
-  /** The key a heartbeat names: the lock's while it counts, else null. */
+  /** The key a heartbeat names: the lock's while it counts (else it lapses here), else null. */
   key(): number | null {
     const held = this.lock.current;
-    if (held === undefined || performance.now() >= held.validUntil) return null;
-    return held.key;
+    return held !== undefined && this.lock.counts(held) ? held.key : null;
   }
 
   /**
@@ -137,7 +128,7 @@ export class MemberLock {
 
   private async look(): Promise<void> {
     try {
-      const ending = await this.parts.endGone(MEMBER_GRACE_MS);
+      const ending = await this.parts.endGone(OWNER_LOCK_GRACE_MS);
       if (this.lookFailing !== undefined) {
         this.parts.log.log('Delivery partitions: looking for ended dispatchers works again');
         this.lookFailing = undefined;
@@ -148,7 +139,7 @@ export class MemberLock {
         // A free lock says only that its session ended: with its process, or alone (a cut
         // connection; that process then dropped what it held). The line claims neither.
         this.parts.log.warn(
-          `Delivery partitions: the owner lock of ${cut.join(', ')} was released (its process ended or its lock connection was lost): its partitions are taken over in ${MEMBER_GRACE_MS} ms`,
+          `Delivery partitions: the owner lock of ${cut.join(', ')} was released (its process ended or its lock connection was lost): its partitions are taken over in ${OWNER_LOCK_GRACE_MS} ms`,
         );
       }
       // Every process takes its share when they end, whoever's look ended them.
