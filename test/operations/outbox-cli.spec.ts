@@ -9,6 +9,7 @@ import { outboxTableDdl, outboxArchiveTableDdl, type OutboxDialect } from '../..
 import { RecordingPublisher } from '../../lib/testing';
 import { outboxDatabase, tableNamesFor } from '../../lib/store/schema/outbox-table-ddl';
 import { typeormSqlPort } from '../../lib/typeorm/typeorm.sql-port';
+import { runOutboxCli } from '../../lib/operations/cli/outbox-cli';
 import { createChar36Tables, idColumnTypes } from '../support/mysql-char36-tables';
 import {
   databaseUrlFor,
@@ -28,12 +29,16 @@ import { waitFor } from '../support/wait-for';
 /** The steps of every option too (`--with`): these specs follow a table through all ten. */
 const EVERY_STEP = ['--with', 'sequence,tenants,partitions,claimCheck,erasure'];
 
-// The `outbox` command run as a child process against real databases, as an operator runs it:
-// every command's --json answer is checked, and so is the table afterwards.
+// The `outbox` command against real databases: every command's --json answer is checked, and so
+// is the table afterwards.
 //
-// The CLI runs from lib/ transpiled once into a temporary directory (what `npm run build` emits
-// for the package's bin, without type checking): a ts-node start per invocation would cost
-// seconds each. One test runs lib/operations/cli/main.ts through ts-node too.
+// Most commands run in this process through `runOutboxCli`, what the bin (main.ts) runs with the
+// process's argv, environment and streams: a child process per command cost a second or more
+// each on a loaded machine, for the same code. What only the process shows runs as a child of
+// lib/ transpiled once into a temporary directory (what `npm run build` emits for the package's
+// bin, without type checking): exit codes and output of a real process, packages missing from
+// node_modules, Ctrl-C during --watch, a failure's one line; one test runs main.ts through
+// ts-node too.
 
 const root = resolve(__dirname, '../..');
 
@@ -103,8 +108,25 @@ function run(
   });
 }
 
-/** Runs the CLI with DATABASE_URL (or without, when `url` is undefined). */
-const outbox = (args: readonly string[], url?: string): Promise<CliRun> =>
+/** Runs the CLI in this process with DATABASE_URL (or without, when `url` is undefined). */
+async function outbox(args: readonly string[], url?: string): Promise<CliRun> {
+  const env: Record<string, string | undefined> = { ...process.env, DATABASE_URL: url };
+  if (url === undefined) delete env.DATABASE_URL;
+  let stdout = '';
+  let stderr = '';
+  const code = await runOutboxCli(args, env, {
+    stdout: (text) => {
+      stdout += text;
+    },
+    stderr: (text) => {
+      stderr += text;
+    },
+  });
+  return { code, stdout, stderr };
+}
+
+/** Runs the package's bin as a child process, as an operator runs it. */
+const outboxProcess = (args: readonly string[], url?: string): Promise<CliRun> =>
   run([join(built, 'operations/cli/main.js')], args, { DATABASE_URL: url });
 
 /** Runs the CLI and parses its one JSON document; fails with its stderr when it exits non-zero. */
@@ -1197,9 +1219,10 @@ for (const db of TEST_DATABASES) {
           cases.push([`sqlite:${join(tmpdir(), 'no-such-outbox-dir', 'x.db')}`, 'does not exist']);
           break;
       }
+      // As a process: its exit code and stderr are what a shell sees.
       const results = await Promise.all([
-        ...cases.map(([badUrl]) => outbox(['stats', '--table', table], badUrl)),
-        outbox(['dlq', 'list', '--table', 'no_such_outbox_table'], url),
+        ...cases.map(([badUrl]) => outboxProcess(['stats', '--table', table], badUrl)),
+        outboxProcess(['dlq', 'list', '--table', 'no_such_outbox_table'], url),
       ]);
       results.forEach((result, i) => {
         expect(result.code).toBe(1);
