@@ -885,6 +885,48 @@ for (const db of TEST_DATABASES.filter((d) => d.name === 'postgres')) {
       await survivor.kill('SIGTERM').catch(() => undefined);
     });
 
+    it('a look answers the processes whose owner lock is free and those lapsing, not one that beats on time, however short its partitionTimeoutMs', async () => {
+      const { table: name, store } = await table();
+      const holder = scope.ds.createQueryRunner();
+      await holder.connect();
+      scope.defer(async () => {
+        await holder.query('SELECT pg_advisory_unlock_all()');
+        await holder.release();
+      });
+      const key = (): number => 1 + Math.floor(Math.random() * 2_000_000_000);
+      const [onTime, lapsing, gone] = [key(), key(), key()];
+      for (const held of [onTime, lapsing]) {
+        await holder.query('SELECT pg_advisory_lock($1::int4, $2::int4)', [
+          POSTGRES_OWNER_LOCK_CLASS,
+          held,
+        ]);
+      }
+      // Rows as heartbeats leave them: one just beaten with a 1 s timeout (a beat every 200 ms,
+      // the whole timeout within the grace), one that last beat 4.5 s into its 5 s, one whose
+      // lock no session holds.
+      await scope.ds.query(
+        `INSERT INTO "${name}_dispatchers" (instance, label, valid_ms, working, lock_key, heartbeat_at)
+         VALUES ('a', 'on-time', 1000, true, $1, now()),
+                ('b', 'lapsing', 5000, true, $2, now() - interval '4500 milliseconds'),
+                ('c', 'gone', 60000, true, $3, now())`,
+        [onTime, lapsing, gone],
+      );
+      const look = async () =>
+        (await store.endGoneMembers?.('observer', 1_250))
+          ?.map(({ label, cut }) => ({ label, cut }))
+          .sort((x, y) => x.label.localeCompare(y.label));
+      expect(await look()).toEqual([
+        { label: 'gone', cut: true },
+        { label: 'lapsing', cut: false },
+      ]);
+      // Its key is cleared: the next look answers it as ending, not cut again.
+      expect((await memberOf(name, 'gone')).lockKey).toBeNull();
+      expect(await look()).toEqual([
+        { label: 'gone', cut: false },
+        { label: 'lapsing', cut: false },
+      ]);
+    });
+
     it('an owner whose owner-lock connection is killed drops what it holds, names a new lock and delivers on: nothing lost, per-key order kept', async () => {
       const { table: name, commit } = await table();
       const publisher = new RecordingPublisher().slow(2);

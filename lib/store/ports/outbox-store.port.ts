@@ -580,8 +580,9 @@ export interface OutboxDeliveryPartitionsPort {
   /**
    * Ends, `graceMs` from now, the heartbeat of every other live process whose owner lock (the
    * `lockKey` of its last beat) no session holds any more: its partitions are free then, long
-   * before its own timeout (takeover after a crash). Answers those, and the other live
-   * processes whose heartbeat ends within `graceMs` anyway (another's look ended it). Absent:
+   * before its own timeout (takeover after a crash); its `lockKey` is cleared. Answers those, and
+   * the other live processes whose heartbeat ends within `graceMs` anyway (another's look ended
+   * it, or it missed two beats), never one that beats on time. Absent:
    * processes are judged by their heartbeats alone.
    */
   endGoneMembers?(id: string, graceMs: number): Promise<readonly EndingMember[]>;

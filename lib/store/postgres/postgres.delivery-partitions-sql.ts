@@ -197,16 +197,18 @@ ORDER BY l.pid`;
  * (never later than it ends already): its session ended, with its process or alone, and a
  * process that only lost its session stops publishing within its lock's validity, shorter than
  * the grace (PartitionOwnership, MemberLock). The clock is read when the row is updated, after
- * the try: a statement that waited on the row still gives the whole grace. Answers those it
- * ended (`cut`), and the other live processes whose heartbeat ends within the grace anyway (cut
- * by another process's look, or lapsing), each with how long until it ends, so that every
- * process takes its share of their partitions then, not at its next beat.
+ * the try: a statement that waited on the row still gives the whole grace; the key is cleared, as
+ * no session holds it. Answers those it ended (`cut`), and the other live processes whose
+ * heartbeat ends within the grace anyway, each with how long until it ends, so that every process
+ * takes its share of their partitions then, not at its next beat: those cut by another process's
+ * look (no key), and those lapsing (two beats, at a fifth of `valid_ms`, missed). A process that
+ * beats on time is not one of them, however short its `partitionTimeoutMs`.
  */
 export function postgresEndGoneMembers(n: OutboxTableNames): string {
   const d = n.dispatchersTable;
   const age = `ceil(date_part('epoch', clock_timestamp() - d.heartbeat_at) * 1000)::int4`;
   const left = `(d.valid_ms - ${age})`;
-  return `WITH cut AS (UPDATE ${d} AS d SET valid_ms = least(d.valid_ms, ${age} + $3::int4)
+  return `WITH cut AS (UPDATE ${d} AS d SET valid_ms = least(d.valid_ms, ${age} + $3::int4), lock_key = NULL
 WHERE d.instance <> $1 AND d.lock_key IS NOT NULL AND ${live('d')} AND ${age} + $3::int4 < d.valid_ms
   AND pg_try_advisory_xact_lock($2::int4, d.lock_key)
 RETURNING d.instance, d.label)
@@ -214,6 +216,7 @@ SELECT c.label, true AS cut, $3::int4 AS ends_in_ms FROM cut AS c
 UNION ALL
 SELECT d.label, false, greatest(${left}, 0) FROM ${d} AS d
 WHERE d.instance <> $1 AND ${live('d')} AND ${left} <= $3::int4
+  AND (d.lock_key IS NULL OR ${age} * 5 > d.valid_ms * 2)
   AND d.instance NOT IN (SELECT c.instance FROM cut AS c)`;
 }
 
