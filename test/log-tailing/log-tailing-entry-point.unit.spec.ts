@@ -3,6 +3,8 @@ import { resolve } from 'node:path';
 import { promisify } from 'node:util';
 
 const execFileAsync = promisify(execFile);
+/** Transpiles TypeScript for the child once per change (test/support/children/register-ts.js). */
+const REGISTER_TS = resolve(__dirname, '../support/children/register-ts.js');
 
 // `nestjs-outbox/log-tailing` serves PostgreSQL and MySQL/MariaDB apps alike: importing it must
 // load neither database's reader (nor its driver), which each app installs for its own database
@@ -23,11 +25,9 @@ describe('importing nestjs-outbox/log-tailing', () => {
         exports: typeof entry.logTailing,
         readers: [...requested].filter((r) => /zongji|logical-replication|^mysql2|^pg$/.test(r)),
       }));`;
-    const { stdout } = await execFileAsync(
-      process.execPath,
-      ['-r', 'ts-node/register/transpile-only', '-e', script],
-      { cwd: resolve(__dirname, '../..') },
-    );
+    const { stdout } = await execFileAsync(process.execPath, ['-r', REGISTER_TS, '-e', script], {
+      cwd: resolve(__dirname, '../..'),
+    });
     expect(JSON.parse(stdout)).toEqual({ exports: 'function', readers: [] });
   });
 });

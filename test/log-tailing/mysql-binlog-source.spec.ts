@@ -60,6 +60,8 @@ interface Run {
 }
 
 const execFileAsync = promisify(execFile);
+/** Transpiles TypeScript for the child once per change (test/support/children/register-ts.js). */
+const REGISTER_TS = resolve(__dirname, '../support/children/register-ts.js');
 
 describe('loading @vlasky/zongji', () => {
   // Where jest cannot follow (see above): in a plain Node process, as an app runs the CommonJS build.
@@ -67,11 +69,9 @@ describe('loading @vlasky/zongji', () => {
     const script =
       "require('./lib/log-tailing/mysql/mysql-binlog-client').loadBinlogClient()" +
       ".then((c) => console.log(JSON.stringify({ same: c === require('@vlasky/zongji').default })))";
-    const { stdout } = await execFileAsync(
-      process.execPath,
-      ['-r', 'ts-node/register/transpile-only', '-e', script],
-      { cwd: resolve(__dirname, '../..') },
-    );
+    const { stdout } = await execFileAsync(process.execPath, ['-r', REGISTER_TS, '-e', script], {
+      cwd: resolve(__dirname, '../..'),
+    });
     expect(JSON.parse(stdout)).toEqual({ same: true });
   });
 });

@@ -11,7 +11,8 @@ import { describeWith, SERVICES } from '../support/services';
 // an app's build compiles them (src/ to dist/), and the page's spec is loaded into this one, so
 // that its cases run here, each starting dist/outbox-dispatcher.main.js as the page says. The
 // package is the repository's sources: node_modules/nestjs-outbox in that folder loads them
-// (with ts-node, in the dispatcher's process), as the jest mapper does in this one.
+// (transpiled by test/support/children/register-ts.js in the dispatcher's process), as the jest
+// mapper does in this one.
 
 const ROOT = resolve(__dirname, '../..');
 const APP = join(ROOT, '.tmp', `fault-kit-docs-${process.pid}`);
@@ -51,7 +52,7 @@ function linkPackage(): void {
   });
   writeFileSync(
     join(dir, 'register.js'),
-    `require('ts-node').register({ transpileOnly: true, project: ${JSON.stringify(join(ROOT, 'tsconfig.json'))} });\n`,
+    `require(${JSON.stringify(join(ROOT, 'test/support/children/register-ts.js'))});\n`,
   );
   writeFileSync(join(dir, 'package.json'), JSON.stringify({ name: 'nestjs-outbox', exports }));
 }

@@ -22,13 +22,14 @@ import { describeWith, SERVICES } from '../support/services';
 // Each case's table has everything the outbox can make for it (every schema step, the archive,
 // an audit table, MariaDB's binlog position), and its tear-down drops it all with
 // dropOutboxTables: nothing named after the table is left once a case has run.
-// In the slow project: about fourteen dispatcher processes, each compiled by ts-node as it
-// starts, take minutes on a busy machine.
+// In the slow project: about fourteen dispatcher processes take minutes on a busy machine.
 
 const ROOT = resolve(__dirname, '../..');
 const SCRIPT = resolve(__dirname, '../support/children/fault-kit-dispatcher.ts');
+/** Transpiles the child's TypeScript once per change, not once per process. */
+const REGISTER_TS = resolve(__dirname, '../support/children/register-ts.js');
 const RABBITMQ_URL = `amqp://${process.env.RABBITMQ_USER ?? 'guest'}:${process.env.RABBITMQ_PASSWORD ?? 'guest'}@${SERVICES.rabbitmq.host}:${SERVICES.rabbitmq.port}`;
-/** A case boots one or two dispatcher processes, each compiling the library with ts-node first. */
+/** A case boots one or two dispatcher processes. */
 const CASE_TIMEOUT_MS = 240_000;
 const ROLLBACK = new Error('the fault kit asked for a rollback');
 
@@ -91,11 +92,10 @@ for (const db of POLL_RUN_DATABASES) {
             return DispatcherProcess.start({
               script: SCRIPT,
               cwd: ROOT,
-              execArgv: ['-r', 'ts-node/register/transpile-only'],
+              execArgv: ['-r', REGISTER_TS],
               env: {
                 ...faultKitEnv(endpoints),
                 OUTBOX_FAULT_KIT_CHILD: JSON.stringify(config),
-                TS_NODE_PROJECT: resolve(ROOT, 'tsconfig.json'),
               },
             });
           },

@@ -2,7 +2,7 @@
  * A separate process running one dispatcher: its own Nest application context, its own
  * DataSource, and a real TCP transport (`ClientTCP` + `ClientProxyPublisher`) to the parent's
  * consumer. Started by test/support/children/spawn-dispatcher.ts with `node -r
- * ts-node/register/transpile-only`; configured through the OUTBOX_CHILD environment variable
+ * test/support/children/register-ts.js`; configured through the OUTBOX_CHILD environment variable
  * (JSON, see ChildConfig) and talks to the parent over the IPC channel.
  */
 import 'reflect-metadata';

@@ -6,6 +6,8 @@ import { join } from 'node:path';
 // ORM and no optional peer. Checked in a fresh process, from what it required.
 
 const root = join(__dirname, '..', '..');
+/** Transpiles TypeScript for the child once per change (test/support/children/register-ts.js). */
+const REGISTER_TS = join(root, 'test/support/children/register-ts.js');
 
 /** The packages a process loads once it required `source` (none: only the loader's own). */
 function packagesLoadedBy(source: string | undefined): string[] {
@@ -17,11 +19,10 @@ function packagesLoadedBy(source: string | undefined): string[] {
       if (m) found.add(m[1]);
     }
     console.log(JSON.stringify([...found]));`;
-  const out = execFileSync(
-    process.execPath,
-    ['-r', 'ts-node/register/transpile-only', '-e', script],
-    { cwd: root, encoding: 'utf8', env: { ...process.env, TS_NODE_PROJECT: 'tsconfig.json' } },
-  );
+  const out = execFileSync(process.execPath, ['-r', REGISTER_TS, '-e', script], {
+    cwd: root,
+    encoding: 'utf8',
+  });
   return JSON.parse(out) as string[];
 }
 
@@ -50,7 +51,7 @@ describe('nestjs-outbox/testing at import', () => {
   }, 60_000);
 
   it('the fault kit alone loads no package at all', () => {
-    // ts-node's own packages, loaded by the -r whatever the script requires.
+    // The loader's own packages (the compiler, on a cache miss), whatever the script requires.
     const loader = new Set(packagesLoadedBy(undefined));
     const loaded = packagesLoadedBy('lib/testing/fault-kit.ts').filter((p) => !loader.has(p));
     expect(loaded).toEqual([]);

@@ -4,6 +4,8 @@ import type { ChildConfig, ChildMessage, ChildTotals } from './child-protocol';
 
 const ROOT = resolve(__dirname, '../../..');
 const SCRIPT = resolve(__dirname, '../dispatcher-child.ts');
+/** Transpiles the child's TypeScript once per change, not once per child (register-ts.js). */
+export const REGISTER_TS = resolve(__dirname, 'register-ts.js');
 
 const isChildMessage = (m: unknown): m is ChildMessage =>
   typeof m === 'object' && m !== null && typeof (m as { type?: unknown }).type === 'string';
@@ -21,8 +23,8 @@ export class DispatcherChild {
 
   /**
    * Forks the child and waits until its dispatcher is running; `nodeArgs` go to its `node`
-   * (`--max-old-space-size=…`). The wait is a failure deadline only: ts-node compiles the child
-   * first, which takes tens of seconds on a busy two-core machine.
+   * (`--max-old-space-size=…`). The wait is a failure deadline only: the first child after a
+   * change transpiles the library, which takes tens of seconds on a busy two-core machine.
    */
   static async start(
     config: ChildConfig,
@@ -32,11 +34,8 @@ export class DispatcherChild {
     const child = await DispatcherProcess.start({
       script: SCRIPT,
       cwd: ROOT,
-      execArgv: [...nodeArgs, '-r', 'ts-node/register/transpile-only'],
-      env: {
-        OUTBOX_CHILD: JSON.stringify(config),
-        TS_NODE_PROJECT: resolve(ROOT, 'tsconfig.json'),
-      },
+      execArgv: [...nodeArgs, '-r', REGISTER_TS],
+      env: { OUTBOX_CHILD: JSON.stringify(config) },
       readyTimeoutMs: timeoutMs,
     });
     return new DispatcherChild(config, child);
