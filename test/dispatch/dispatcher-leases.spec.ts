@@ -101,7 +101,7 @@ describe.each(TEST_DATABASES)('dispatcher leases on $name', (db) => {
       expect(rows.every((r) => r.attempts === 1)).toBe(true);
     });
 
-    it('resumes within about a second once the broker answers again, however long the pause grew', async () => {
+    it('resumes once the broker answers again, before the pause ends, however long it grew', async () => {
       // A poll interval of 20 s makes the first outage pause 20 s long.
       const d = await scope.instance(table, 'prober', {
         autoStart: true,
@@ -114,9 +114,12 @@ describe.each(TEST_DATABASES)('dispatcher leases on $name', (db) => {
       expect(pausedUntil - Date.now()).toBeGreaterThan(10_000);
 
       d.publisher.comeBack();
+      // The broker's return ends the pause (within about a second on a quiet machine); what is
+      // checked is that it does not wait the pause out, so the wait is bounded by the pause's
+      // end, not by a time a loaded machine may miss (a CI run once took over 5 s here).
       await d.publisher.until(
         (p) => p.sentIds.includes(String(id)),
-        5_000,
+        Math.max(1_000, pausedUntil - Date.now()),
         'delivery after return',
       );
       expect(Date.now()).toBeLessThan(pausedUntil);
