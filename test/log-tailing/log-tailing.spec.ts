@@ -544,7 +544,7 @@ for (const target of TARGETS) {
       scope.defer(() => consumer.stop().catch(() => undefined));
       const table = await tailedTable();
       // A plain Node process: on MySQL/MariaDB it loads @vlasky/zongji itself (no binlogClient).
-      // Its start (ts-node) takes long on a busy machine: the deadline only fails a hang.
+      // Its start takes long on a busy machine: the deadline only fails a hang.
       const doomed = await DispatcherChild.start(
         {
           db: target.name,
@@ -567,17 +567,6 @@ for (const target of TARGETS) {
       );
       scope.defer(() => doomed.kill('SIGKILL').catch(() => undefined));
       await target.started(scope.ds, table);
-      // The standby, in this process: it waits for the slot (the binlog reader's lock) while the
-      // child reads the log.
-      const survivor = new TimedPublisher();
-      // Its sweep at 1 s: at 200 ms, on a loaded host, the sweep could deliver so much of what
-      // the child was leasing from the log that the child never reached its 25th message.
-      const b = await tailingApp(
-        table,
-        survivor,
-        { sweepIntervalMs: 1_000 },
-        { instanceId: 'survivor', dispatcher: { leaseMs: 1_500 } },
-      );
       const writer = await enqueuer(table);
       const ids: string[] = [];
       for (let tx = 0; tx < 12; tx++) {
@@ -586,6 +575,17 @@ for (const target of TARGETS) {
         );
       }
       const hanging = await doomed.waitFor('hanging', 20_000);
+      // The standby, in this process, started once the child hangs mid-batch (still holding the
+      // slot, or the binlog reader's lock): started before, its sweep of the table could deliver
+      // so much of what the child had not read yet from the log, on a loaded host, that the child
+      // never reached its 25th message (a CI run on MariaDB waited 20 s for the hang).
+      const survivor = new TimedPublisher();
+      const b = await tailingApp(
+        table,
+        survivor,
+        { sweepIntervalMs: 1_000 },
+        { instanceId: 'survivor', dispatcher: { leaseMs: 1_500 } },
+      );
       expect((await b.dispatcher.logLagStatus())?.active).toBe(false);
       // (Its sweep of the table may already publish what the child has not leased: both paths
       // lease heads of key under row locks, so that is no duplicate and keeps the order.)

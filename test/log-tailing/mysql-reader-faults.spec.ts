@@ -190,7 +190,7 @@ describeWithPackages(
       await consumer.start();
       scope.defer(() => consumer.stop().catch(() => undefined));
       const table = await tailedTable();
-      // A child's start (ts-node) takes long on a busy machine: the deadline only fails a hang.
+      // A child's start takes long on a busy machine: the deadline only fails a hang.
       const frozen = await DispatcherChild.start(
         {
           db: 'mariadb',
