@@ -144,6 +144,10 @@ const stream =
 module.exports = {
   // Records the selected specs for the global setup (it starts Kafka only when one needs it).
   testSequencer: '<rootDir>/test/support/selected-specs-sequencer.js',
+  // Each spec's time per project, when scripts/test.sh records them (OUTBOX_TEST_RECORD_TIMES=1).
+  reporters: process.env.OUTBOX_TEST_TIMES_OUT
+    ? ['default', '<rootDir>/test/support/spec-times-reporter.js']
+    : ['default'],
   testTimeout: 60_000,
   projects: [
     // Pure code, no services: `<name>.unit.spec.ts` beside the other tests of its subject, in

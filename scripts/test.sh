@@ -41,10 +41,15 @@ while read -r spec; do
   if grep -q '@runs-alone' "$spec"; then alone=1; fi
 done <"$work/selected"
 
+# OUTBOX_TEST_RECORD_TIMES=1: each process writes its specs' times (test/support/spec-times-reporter.js).
+times_out() { # name
+  if [[ "${OUTBOX_TEST_RECORD_TIMES:-}" == 1 ]]; then echo "$work/times-$1.jsonl"; fi
+}
+
 pids=()
 for ((i = 1; i <= shards; i++)); do
   tag="[$i/$shards]"
-  OUTBOX_TEST_ALONE=skip "${jest[@]}" --runInBand --shard="$i/$shards" --passWithNoTests --json \
+  OUTBOX_TEST_TIMES_OUT=$(times_out "$i") OUTBOX_TEST_ALONE=skip "${jest[@]}" --runInBand --shard="$i/$shards" --passWithNoTests --json \
     --outputFile="$work/shard-$i.json" "$@" \
     > >(sed -u "s|^|$tag |") 2> >(sed -u "s|^|$tag |" >&2) &
   pids+=($!)
@@ -52,7 +57,7 @@ done
 status=0
 for pid in "${pids[@]}"; do wait "$pid" || status=$?; done
 if ((alone)); then
-  OUTBOX_TEST_ALONE=only "${jest[@]}" --runInBand --shard=1/1 --passWithNoTests --json \
+  OUTBOX_TEST_TIMES_OUT=$(times_out alone) OUTBOX_TEST_ALONE=only "${jest[@]}" --runInBand --shard=1/1 --passWithNoTests --json \
     --outputFile="$work/shard-alone.json" "$@" \
     > >(sed -u "s|^|[alone] |") 2> >(sed -u "s|^|[alone] |" >&2) || status=$?
 fi
@@ -85,30 +90,21 @@ for (const r of results) {
   totals.suites += r.numTotalTestSuites;
   ran.push(...r.testResults.map((t) => t.name));
 }
-// OUTBOX_TEST_RECORD_TIMES=1: each spec's time in this run goes into test/support/spec-times.json,
-// which shares out the specs of a checkout whose jest cache has no times (a fresh clone in CI).
-// One time per path serves every run: record `npm run test:modes` first and `npm test` last, so
-// that a path both run keeps npm test's time (the opt-in run's are about as much shorter for
-// every spec they share, and its split only needs their proportions).
+// OUTBOX_TEST_RECORD_TIMES=1: each spec's time in this run, per project (a spec the opt-in
+// projects run once per mode takes as long as that mode makes it), goes into
+// test/support/spec-times.json, which shares out the specs of a checkout whose jest cache has no
+// times (a fresh clone in CI). Times of specs this run did not select are kept.
 if (process.env.OUTBOX_TEST_RECORD_TIMES === '1') {
-  const { relative } = require('node:path');
   const file = 'test/support/spec-times.json';
   const times = existsSync(file) ? JSON.parse(readFileSync(file, 'utf8')) : {};
-  // A spec run by several projects (the opt-in ones run the delivery promises once per mode):
-  // the mean of its runs, so that the shares' sums stay right (the sequencer weighs each run).
-  const runs = {};
-  for (const r of results) {
-    for (const t of r.testResults) {
-      const path = relative(process.cwd(), t.name);
-      (runs[path] ??= []).push((t.endTime - t.startTime) / 1000);
+  const { readdirSync } = require('node:fs');
+  for (const name of readdirSync(work).filter((f) => /^times-.*\.jsonl$/.test(f))) {
+    for (const line of readFileSync(`${work}/${name}`, 'utf8').split('\n').filter(Boolean)) {
+      const { key, seconds } = JSON.parse(line);
+      times[key] = Math.round(10 * seconds) / 10;
     }
   }
-  const now = {};
-  for (const [path, seconds] of Object.entries(runs)) {
-    now[path] = Math.round((10 * seconds.reduce((a, b) => a + b, 0)) / seconds.length) / 10;
-  }
-  const merged = { ...times, ...now };
-  const sorted = Object.fromEntries(Object.keys(merged).sort().map((k) => [k, merged[k]]));
+  const sorted = Object.fromEntries(Object.keys(times).sort().map((k) => [k, times[k]]));
   require('node:fs').writeFileSync(file, `${JSON.stringify(sorted, null, 2)}\n`);
 }
 const selected = readFileSync(`${work}/selected`, 'utf8').split('\n').filter(Boolean);

@@ -6,7 +6,7 @@ const { readFileSync, statSync } = require('node:fs');
 const { join, relative } = require('node:path');
 const Sequencer = require('@jest/test-sequencer').default;
 
-/** Seconds per spec path relative to the root, as scripts/test.sh records them. */
+/** Seconds per spec, keyed by its project and its path from the root (`integration test/…`), as scripts/test.sh records them. */
 function recordedTimes() {
   try {
     return JSON.parse(readFileSync(join(__dirname, 'spec-times.json'), 'utf8'));
@@ -19,7 +19,10 @@ function recordedTimes() {
 function recordedOrSized(tests) {
   const recorded = recordedTimes();
   const root = join(__dirname, '..', '..');
-  const seconds = tests.map((test) => recorded[relative(root, test.path)]);
+  const seconds = tests.map(
+    (test) =>
+      recorded[`${test.context.config.displayName?.name ?? ''} ${relative(root, test.path)}`],
+  );
   const sizes = tests.map((test) => statSync(test.path).size);
   const rates = seconds
     .map((t, i) => (typeof t === 'number' ? t / sizes[i] : undefined))
@@ -49,8 +52,8 @@ class SelectedSpecsSequencer extends Sequencer {
   // the same length, not of the same count, since one spec takes seconds and another minutes.
   // Longest first, each to the shard with the least so far. A spec's length is its time in the
   // last run when jest recorded one for every spec (its cache, which a fresh clone lacks), else
-  // its time recorded in test/support/spec-times.json (OUTBOX_TEST_RECORD_TIMES=1, scripts/test.sh), else its size, scaled
-  // by the recorded specs' seconds per byte. scripts/test.sh checks that the shards ran every
+  // its time in its project recorded in test/support/spec-times.json (OUTBOX_TEST_RECORD_TIMES=1,
+  // scripts/test.sh), else its size, scaled by the recorded specs' seconds per byte. scripts/test.sh checks that the shards ran every
   // selected spec once.
   shard(all, { shardIndex, shardCount }) {
     const alone = process.env.OUTBOX_TEST_ALONE;
