@@ -20,13 +20,17 @@ function reader(wake: () => void = () => undefined): {
   answerNext: (ids: readonly number[]) => void;
   /** Where each read started (`after`), in order. */
   afters: string[];
+  /** How many rows each read asked for, in order. */
+  limits: number[];
 } {
   let respond: (read: OwnedRead) => void = () => undefined;
   const afters: string[] = [];
+  const limits: number[] = [];
   const parts = {
     store: {
-      readOwned: (_partitions: unknown, _limit: number, range: { after: string }) => {
+      readOwned: (_partitions: unknown, limit: number, range: { after: string }) => {
         afters.push(range.after);
+        limits.push(limit);
         return new Promise<OwnedRead>((resolve) => (respond = resolve));
       },
       promoteOrphans: () => Promise.resolve(0),
@@ -47,7 +51,12 @@ function reader(wake: () => void = () => undefined): {
     wake,
     sweepIntervalMs: 60_000,
   } as unknown as OwnedReaderParts;
-  return { reader: new OwnedReader(parts), answerNext: (ids) => respond(answer(ids)), afters };
+  return {
+    reader: new OwnedReader(parts),
+    answerNext: (ids) => respond(answer(ids)),
+    afters,
+    limits,
+  };
 }
 
 describe('OwnedReader (reads of the owned partitions)', () => {
@@ -58,6 +67,28 @@ describe('OwnedReader (reads of the owned partitions)', () => {
     answerNext([1, 2]);
     expect(await read).toBe(2);
     expect(r.wantsRead).toBe(false);
+  });
+
+  it('after partitions are gained, sweeps from the start at once, the first read a tenth of a batch and the next ones whole', async () => {
+    const { reader: r, answerNext, afters, limits } = reader();
+    r.woke();
+    const first = r.read();
+    answerNext([]);
+    await first;
+    r.gained();
+    await r.sweepIfDue();
+    expect(r.sweeping).toBe(true);
+    const short = r.read();
+    // It filled its limit (1 of a batch of 10): the sweep goes on after it.
+    answerNext([4]);
+    expect(await short).toBe(1);
+    expect(r.sweeping).toBe(true);
+    const whole = r.read();
+    answerNext([5, 6]);
+    expect(await whole).toBe(2);
+    expect(r.sweeping).toBe(false);
+    expect(limits).toEqual([10, 1, 10]);
+    expect(afters.slice(1)).toEqual(['0', '4']);
   });
 
   it('keeps a wake-up that came while a read ran: a commit after its snapshot is read next', async () => {

@@ -83,8 +83,7 @@ export class PartitionSource implements DeliverySource {
       timeoutMs: options.dispatcher.partitionTimeoutMs,
       log,
       busy: (p) => backlog.busy(p),
-      // A gained partition's rows may lie anywhere below the floor.
-      gained: () => this.reader.sweepSoon(0),
+      gained: () => this.reader.gained(),
       ...(this.feed.share !== undefined && { share: this.feed.share }),
       ...(lock !== undefined && { lock }),
     });
