@@ -123,6 +123,70 @@ describe('OwnedReader (reads of the owned partitions)', () => {
     expect(afters).toEqual(['0', '4', '7', '7']);
   });
 
+  describe('a row the log named that a new snapshot does not show yet', () => {
+    beforeEach(() => jest.useFakeTimers());
+    afterEach(() => jest.useRealTimers());
+
+    it('is read from again 25 ms, 250 ms and 2.5 s after it was named, each look waking the owner, and not after', async () => {
+      const wake = jest.fn();
+      const { reader: r, answerNext, afters } = reader(wake);
+      const readAnswering = async (ids: readonly number[]) => {
+        const read = r.read();
+        answerNext(ids);
+        await read;
+      };
+      r.woke();
+      await readAnswering([6, 7]);
+      // Row 5's commit is in the log, but the read's snapshot does not show it yet.
+      r.named('5');
+      await readAnswering([]);
+      // Any other read goes on from the floor.
+      r.woke();
+      await readAnswering([]);
+      expect(afters).toEqual(['0', '4', '7']);
+
+      await jest.advanceTimersByTimeAsync(24);
+      expect(wake).not.toHaveBeenCalled();
+      await jest.advanceTimersByTimeAsync(1);
+      expect(wake).toHaveBeenCalledTimes(1);
+      expect(r.wantsRead).toBe(true);
+      await readAnswering([]);
+      await jest.advanceTimersByTimeAsync(225);
+      expect(wake).toHaveBeenCalledTimes(2);
+      await readAnswering([]);
+      await jest.advanceTimersByTimeAsync(2_250);
+      expect(wake).toHaveBeenCalledTimes(3);
+      await readAnswering([5]);
+      expect(afters).toEqual(['0', '4', '7', '4', '4', '4']);
+
+      await jest.advanceTimersByTimeAsync(60_000);
+      expect(wake).toHaveBeenCalledTimes(3);
+    });
+
+    it('makes names close together one look, from the lowest of them', async () => {
+      const wake = jest.fn();
+      const { reader: r, answerNext, afters } = reader(wake);
+      const readAnswering = async (ids: readonly number[]) => {
+        const read = r.read();
+        answerNext(ids);
+        await read;
+      };
+      r.woke();
+      await readAnswering([6, 7, 8]);
+      r.named('6');
+      await jest.advanceTimersByTimeAsync(2);
+      r.named('5');
+      await readAnswering([]);
+      await jest.advanceTimersByTimeAsync(25);
+      expect(wake).toHaveBeenCalledTimes(1);
+      await readAnswering([5]);
+      expect(afters).toEqual(['0', '4', '4']);
+      r.stop();
+      await jest.advanceTimersByTimeAsync(10_000);
+      expect(wake).toHaveBeenCalledTimes(1);
+    });
+  });
+
   describe('sweeps asked for (retries and delayed messages falling due)', () => {
     beforeEach(() => jest.useFakeTimers());
     afterEach(() => jest.useRealTimers());

@@ -165,7 +165,12 @@ for (const target of TARGETS) {
           alive();
           return consumer.ids().includes(after);
         },
-        { timeoutMs: 600_000, intervalMs: 500 },
+        {
+          timeoutMs: 600_000,
+          intervalMs: 500,
+          // What the reader said, should it be alive and stuck.
+          describeState: () => `the reader's last output:\n${reader.output.slice(-6_000)}`,
+        },
       );
       // The big transaction was left to the table: its rows go out through the sweep. Every one
       // of them once, in key order, is the integration test's (log-tailing.spec, a bound of 50);

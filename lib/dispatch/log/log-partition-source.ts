@@ -146,7 +146,7 @@ export class LogPartitionSource extends LogBesideTable {
 
   /**
    * Committed inserts: the owner reads them now (from the lowest, should its read floor have
-   * passed it), and once more shortly after (in case a new snapshot did not show them yet). The
+   * passed it), and again shortly after (in case a new snapshot did not show them yet). The
    * position is acknowledged: they are in the table.
    */
   private handle(batch: LoggedBatch): Promise<void> {
@@ -157,8 +157,10 @@ export class LogPartitionSource extends LogBesideTable {
       else if (insert.dueInMs > 0) this.partitions.sweepSoon(insert.dueInMs + DUE_MARGIN_MS);
       else if (lowest === undefined || idAfter(lowest, insert.id)) lowest = insert.id;
     }
+    // The owner reads from a named row again itself, a little later, should a new snapshot not
+    // show it yet (OwnedReader.named).
     if (lowest !== undefined) this.partitions.committed(lowest);
-    if (batch.inserts.length > 0 || (batch.leftToTable ?? 0) > 0) {
+    else if (batch.inserts.length > 0 || (batch.leftToTable ?? 0) > 0) {
       this.partitions.wake();
       this.seenAgain ??= setTimeout(() => {
         this.seenAgain = undefined;

@@ -28,6 +28,15 @@ const ANALYSE_AFTER_PARKED = 10_000;
 const ANALYSE_EVERY_MS = 60_000;
 /** The first read after partitions are gained asks for this part of a batch. */
 const FIRST_READ_PART = 10;
+/**
+ * After the log names a commit, the owner reads from it again this long after: the log can hand
+ * a commit over before a new snapshot shows it (the commit is in the log before the server marks
+ * it ended; with synchronous replication, until the standby answers), and a read in that moment
+ * finds nothing. The table's sweep is the last resort.
+ */
+const NAMED_LOOKS_MS = [25, 250, 2_500] as const;
+/** Looks again closer together than this part of their delay are one. */
+const NAMED_LOOKS_APART_PART = 5;
 
 /** What the reader needs of the pipeline: its database watchdog and its outage pause. */
 export type ReaderPipeline = Pick<DeliveryPipeline, 'watchdog' | 'dbCallMs' | 'pause'>;
@@ -82,6 +91,11 @@ export class OwnedReader {
   private analyseAt = 0;
   /** Whether the next read is the short first one after partitions were gained. */
   private shortNext = false;
+  /** For each of `NAMED_LOOKS_MS`, the looks again still to come, in time order. */
+  private readonly looks: { at: number; from: string }[][] = NAMED_LOOKS_MS.map(() => []);
+  private lookTimer: NodeJS.Timeout | undefined;
+  /** When the look timer fires; undefined when none is set. */
+  private lookTimerAt: number | undefined;
 
   constructor(private readonly parts: OwnedReaderParts) {}
 
@@ -122,6 +136,53 @@ export class OwnedReader {
   named(id: string): void {
     this.keepNamed(id);
     this.woke();
+    const now = performance.now();
+    NAMED_LOOKS_MS.forEach((delayMs, i) => {
+      const queue = this.looks[i] ?? [];
+      const at = now + delayMs;
+      const last = queue[queue.length - 1];
+      if (last !== undefined && at - last.at < delayMs / NAMED_LOOKS_APART_PART) {
+        if (idAfter(last.from, id)) last.from = id;
+      } else {
+        queue.push({ at, from: id });
+      }
+    });
+    this.armLook();
+  }
+
+  /** Sets the timer of the first look again to come. */
+  private armLook(): void {
+    let first: number | undefined;
+    for (const queue of this.looks) {
+      const at = queue[0]?.at;
+      if (at !== undefined && (first === undefined || at < first)) first = at;
+    }
+    if (first === this.lookTimerAt) return;
+    clearTimeout(this.lookTimer);
+    this.lookTimer = undefined;
+    this.lookTimerAt = first;
+    if (first === undefined) return;
+    this.lookTimer = setTimeout(() => this.lookAgain(), Math.max(0, first - performance.now()));
+    this.lookTimer.unref();
+  }
+
+  /** The looks fallen due: the next read after the floor starts at the lowest of them. */
+  private lookAgain(): void {
+    this.lookTimer = undefined;
+    this.lookTimerAt = undefined;
+    const now = performance.now();
+    let due = false;
+    for (const queue of this.looks) {
+      while (queue[0] !== undefined && queue[0].at <= now) {
+        this.keepNamed(queue[0].from);
+        queue.shift();
+        due = true;
+      }
+    }
+    this.armLook();
+    if (!due) return;
+    this.woke();
+    this.parts.wake();
   }
 
   private keepNamed(id: string): void {
@@ -132,6 +193,10 @@ export class OwnedReader {
     clearTimeout(this.sweepTimer);
     this.sweepTimer = undefined;
     this.timerAt = undefined;
+    clearTimeout(this.lookTimer);
+    this.lookTimer = undefined;
+    this.lookTimerAt = undefined;
+    for (const queue of this.looks) queue.length = 0;
   }
 
   /** Starts a sweep when one is due, after promoting orphaned waiting rows. */
