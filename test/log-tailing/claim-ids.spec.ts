@@ -48,6 +48,30 @@ for (const db of TEST_DATABASES.filter((d) => d.name !== 'sqlite')) {
       expect(leased.sort()).toEqual([ids.a1, ids.a2, ids.b1, ids.free].sort());
     });
 
+    it("reports when a key's head that holds its rows back falls due: a retry another process settled leaves no timer here", async () => {
+      const { h, ids } = await rows();
+      const store = h.store;
+      if (store.claimIds === undefined) throw new Error(`no claimIds on ${db.name}`);
+      // a1 backs off for 3 s (a retry settled elsewhere); a2 and a3 are due but wait behind it.
+      await scope.ds.query(
+        db.name === 'postgres'
+          ? `UPDATE "${h.table}" SET available_at = now() + interval '3 seconds' WHERE id = $1`
+          : `UPDATE \`${h.table}\` SET available_at = NOW(6) + INTERVAL 3 SECOND WHERE id = ?`,
+        [ids.a1],
+      );
+      const held = await store.claimIds({
+        owner: 'tailer',
+        leaseMs: 10_000,
+        ids: [ids.a2, ids.a3],
+      });
+      expect(held.records).toEqual([]);
+      expect(held.notDueForMs).toBeGreaterThan(1_000);
+      expect(held.notDueForMs).toBeLessThanOrEqual(3_000);
+      // A key held by a row due now (pending, unleased) has nothing to wait for.
+      const free = await store.claimIds({ owner: 'tailer', leaseMs: 10_000, ids: [ids.b1] });
+      expect(free.notDueForMs).toBeUndefined();
+    });
+
     it('without ordering, leases every due row it is given', async () => {
       const { h, ids } = await rows({ ordering: { enabled: false } });
       const store = h.store;

@@ -408,6 +408,33 @@ for (const target of TARGETS) {
       expect((times[2] as number) - (times[0] as number)).toBeLessThan(4_000);
     });
 
+    it("delivers a key's message the log names behind a head that another process left backing off, once the head is due: not at the next sweep", async () => {
+      const table = await tailedTable();
+      const retry = { retry: { maxAttempts: 5, initialDelayMs: 3_000, factor: 2, jitter: 0 } };
+      const first = new RecordingPublisher();
+      const a = await tailingApp(table, first, {}, { ...retry, instanceId: 'first' });
+      await target.started(scope.ds, table);
+      first.failNext('retryable');
+      const [head] = await a.commit([msg('k', { n: 1 })]);
+      await waitFor('the head backing off', async () => {
+        const row = await a.row(head as string);
+        return row.attempts === 1 && row.status === 'pending' && row.lockedBy === null;
+      });
+      // Its retry timer goes with this process; the log's position is past the head.
+      await a.close();
+      const second = new RecordingPublisher();
+      const b = await tailingApp(table, second, {}, { ...retry, instanceId: 'second' });
+      await waitFor(
+        'the second reading',
+        async () => (await b.dispatcher.logLagStatus())?.active === true,
+      );
+      // Named by the log while the head is not due: the lease by id leaves it to the table, and
+      // the sweep runs once an hour here.
+      const [next] = await b.commit([msg('k', { n: 2 })]);
+      await waitFor('both delivered', () => second.sentIds.length === 2, { timeoutMs: 15_000 });
+      expect(second.sentIds).toEqual([head, next]);
+    });
+
     it('pauses through a broker outage without spending attempts, then delivers everything', async () => {
       const table = await tailedTable();
       const publisher = new RecordingPublisher();

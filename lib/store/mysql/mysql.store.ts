@@ -484,7 +484,8 @@ export class MysqlOutboxStore implements OutboxStore {
   /**
    * Log tailing's lease by id (see the port): locks the due rows of `ids` (SKIP LOCKED), keeps,
    * under ordering, those with no earlier blocking row of their key outside the locked set, and
-   * leases them as a claim does, in one transaction.
+   * leases them as a claim does, in one transaction. `notDueForMs` covers the rows of `ids` and
+   * the heads that held keys back here.
    */
   async claimIds(options: ClaimIdsOptions): Promise<ClaimedIds> {
     const token = options.token ?? randomUUID();
@@ -499,6 +500,8 @@ export class MysqlOutboxStore implements OutboxStore {
       const unseen = ids.filter((id) => !seen.has(id));
       const { rows: locked } = await query<ClaimedRow>(mysqlClaimLock(this.names, ids.length), ids);
       let kept = locked;
+      /** The heads of the keys held back here (their first blocking row outside the lock). */
+      const heldHeads = new Set<string>();
       const keys = [
         ...new Set(locked.flatMap((r) => (r.message_key === null ? [] : [r.message_key]))),
       ];
@@ -511,11 +514,25 @@ export class MysqlOutboxStore implements OutboxStore {
         const first = new Map(outside.map((r) => [r.k, BigInt(r.first)]));
         kept = locked.filter((r) => {
           const before = r.message_key === null ? undefined : first.get(r.message_key);
-          return before === undefined || before > BigInt(r.id);
+          if (before === undefined || before > BigInt(r.id)) return true;
+          heldHeads.add(before.toString());
+          return false;
         });
       }
       await this.lease(query, kept, options, token);
-      const due = found.flatMap((r) => (r.due_in_ms === null ? [] : [Number(r.due_in_ms)]));
+      // A head backing off may have been settled by another process, whose retry timer this
+      // one does not have: its due time too, or the key's rows wait for the periodic sweep.
+      const heads = [...heldHeads];
+      const { rows: headsDue } =
+        heads.length === 0
+          ? { rows: [] }
+          : await query<{ due_in_ms: string | number | null }>(
+              mysqlExistingIds(this.names, heads.length),
+              heads,
+            );
+      const due = [...found, ...headsDue].flatMap((r) =>
+        r.due_in_ms === null ? [] : [Number(r.due_in_ms)],
+      );
       const records = toClaimedRecords(kept);
       return due.length === 0
         ? { token, records, unseen }

@@ -170,9 +170,10 @@ export interface ClaimedIds {
    */
   readonly unseen: readonly string[];
   /**
-   * How long until the first of `ids` that was refused only for not being due yet (a delayed
-   * message, a retry backing off) becomes due, in ms on the database clock; absent when none.
-   * The table's path should look then, rather than at its next poll.
+   * How long until the first row that held one of `ids` back for not being due yet (a delayed
+   * message, a retry backing off: the row itself, or the head of its key) becomes due, in ms on
+   * the database clock; absent when none. The table's path should look then, rather than at its
+   * next poll.
    */
   readonly notDueForMs?: number;
 }

@@ -17,8 +17,11 @@ import { claimable, POSTGRES_CLAIMED_COLUMNS, unleased } from './postgres.sql';
  * Each answer row is a leased row, or (id null) one row carrying `unseen`: the ids of `$4` the
  * statement's snapshot does not show at all. The log can hand over a commit a moment before a
  * new snapshot sees it (PITFALLS.md); the caller asks again for those, and never drops them.
- * It also carries `due_in_ms`: how long until the first row of `$4` that is pending, unleased
- * and not due yet (a delayed message, a retry backing off) becomes due, on the database clock.
+ * It also carries `due_in_ms`: how long until the first row that holds back a row of `$4` and is
+ * pending, unleased and not due yet (a delayed message, a retry backing off) becomes due, on the
+ * database clock: a row of `$4` itself, or the head of the key of one held back here. A head
+ * backing off may have been settled by another process, whose retry timer this one does not
+ * have: without it, the key's rows would wait for the table's periodic sweep.
  */
 export function postgresClaimIds(n: OutboxTableNames, policy: OutboxQueuePolicy): string {
   const t = n.table;
@@ -42,6 +45,21 @@ export function postgresClaimIds(n: OutboxTableNames, policy: OutboxQueuePolicy)
       AND ${blockingCondition('e', policy)}
       AND e.id NOT IN (SELECT l.id FROM c AS l)))`
     : `g AS MATERIALIZED (SELECT c.id FROM c)`;
+  // Each key held back here: its head (first blocking row outside the lock), when not due yet.
+  const heldHeadsDue = policy.ordered
+    ? `
+CROSS JOIN (
+  SELECT ceil(extract(epoch FROM min(h.available_at) - now()) * 1000)::float8 AS due_in_ms
+  FROM (SELECT DISTINCT c.message_key FROM c
+    WHERE c.message_key IS NOT NULL AND c.id NOT IN (SELECT g.id FROM g)) AS k
+  CROSS JOIN LATERAL (
+    SELECT e.status, e.available_at, e.locked_until FROM ${t} AS e
+    WHERE e.message_key = k.message_key AND ${blockingCondition('e', policy)}
+      AND e.id NOT IN (SELECT l.id FROM c AS l)
+    ORDER BY e.id LIMIT 1) AS h
+  WHERE h.status = 'pending' AND h.available_at > now() AND ${unleased('h')}) AS hd`
+    : `
+CROSS JOIN (SELECT NULL::float8 AS due_in_ms) AS hd`;
   return `WITH ${locked},
 ${heads},
 o AS (
@@ -53,12 +71,12 @@ o AS (
 -- The ids the lock did not take: only they can be unseen or not due yet (most leases take all).
 r AS MATERIALIZED (
   SELECT x.id FROM unnest($4::int8[]) AS x(id) WHERE x.id NOT IN (SELECT c.id FROM c))
-SELECT o.*, b.unseen, d.due_in_ms FROM (
+SELECT o.*, b.unseen, least(d.due_in_ms, hd.due_in_ms) AS due_in_ms FROM (
   SELECT array_agg(r.id::text) AS unseen FROM r
   WHERE NOT EXISTS (SELECT 1 FROM ${t} AS s WHERE s.id = r.id)) AS b
 CROSS JOIN (
   SELECT ceil(extract(epoch FROM min(s.available_at) - now()) * 1000)::float8 AS due_in_ms
   FROM ${t} AS s WHERE s.id IN (SELECT r.id FROM r) AND s.status = 'pending'
-    AND s.available_at > now() AND ${unleased('s')}) AS d
+    AND s.available_at > now() AND ${unleased('s')}) AS d${heldHeadsDue}
 LEFT JOIN o ON true`;
 }
