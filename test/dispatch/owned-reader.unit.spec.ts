@@ -163,7 +163,7 @@ describe('OwnedReader (reads of the owned partitions)', () => {
       expect(wake).toHaveBeenCalledTimes(3);
     });
 
-    it('makes names close together one look, from the lowest of them', async () => {
+    it('makes names within one delay of each other one look, from the lowest of them', async () => {
       const wake = jest.fn();
       const { reader: r, answerNext, afters } = reader(wake);
       const readAnswering = async (ids: readonly number[]) => {
@@ -174,7 +174,7 @@ describe('OwnedReader (reads of the owned partitions)', () => {
       r.woke();
       await readAnswering([6, 7, 8]);
       r.named('6');
-      await jest.advanceTimersByTimeAsync(2);
+      await jest.advanceTimersByTimeAsync(20);
       r.named('5');
       await readAnswering([]);
       await jest.advanceTimersByTimeAsync(25);

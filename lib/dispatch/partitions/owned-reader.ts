@@ -35,8 +35,6 @@ const FIRST_READ_PART = 10;
  * finds nothing. The table's sweep is the last resort.
  */
 const NAMED_LOOKS_MS = [25, 250, 2_500] as const;
-/** Looks again closer together than this part of their delay are one. */
-const NAMED_LOOKS_APART_PART = 5;
 
 /** What the reader needs of the pipeline: its database watchdog and its outage pause. */
 export type ReaderPipeline = Pick<DeliveryPipeline, 'watchdog' | 'dbCallMs' | 'pause'>;
@@ -141,7 +139,9 @@ export class OwnedReader {
       const queue = this.looks[i] ?? [];
       const at = now + delayMs;
       const last = queue[queue.length - 1];
-      if (last !== undefined && at - last.at < delayMs / NAMED_LOOKS_APART_PART) {
+      // Names within one delay of each other share a look: at most one per delay, as many
+      // reads as the log's single look again 25 ms after a handover made before.
+      if (last !== undefined && at - last.at < delayMs) {
         if (idAfter(last.from, id)) last.from = id;
       } else {
         queue.push({ at, from: id });
