@@ -18,6 +18,8 @@ function answer(ids: readonly number[]): OwnedRead {
 function reader(wake: () => void = () => undefined): {
   reader: OwnedReader;
   answerNext: (ids: readonly number[]) => void;
+  /** One read, answered with `ids`. */
+  readAnswering: (ids: readonly number[]) => Promise<void>;
   /** Where each read started (`after`), in order. */
   afters: string[];
   /** How many rows each read asked for, in order. */
@@ -51,9 +53,15 @@ function reader(wake: () => void = () => undefined): {
     wake,
     sweepIntervalMs: 60_000,
   } as unknown as OwnedReaderParts;
+  const owned = new OwnedReader(parts);
   return {
-    reader: new OwnedReader(parts),
+    reader: owned,
     answerNext: (ids) => respond(answer(ids)),
+    readAnswering: async (ids) => {
+      const read = owned.read();
+      respond(answer(ids));
+      await read;
+    },
     afters,
     limits,
   };
@@ -103,12 +111,7 @@ describe('OwnedReader (reads of the owned partitions)', () => {
   });
 
   it('reads from a row the log named once its floor has passed it (its id was taken before its transaction had an id), and from the floor otherwise', async () => {
-    const { reader: r, answerNext, afters } = reader();
-    const readAnswering = async (ids: readonly number[]) => {
-      const read = r.read();
-      answerNext(ids);
-      await read;
-    };
+    const { reader: r, readAnswering, afters } = reader();
     r.woke();
     // No transaction running at its snapshot: the floor passes 6 and 7 at once.
     await readAnswering([6, 7]);
@@ -129,12 +132,7 @@ describe('OwnedReader (reads of the owned partitions)', () => {
 
     it('is read from again 25 ms, 250 ms and 2.5 s after it was named, each look waking the owner, and not after', async () => {
       const wake = jest.fn();
-      const { reader: r, answerNext, afters } = reader(wake);
-      const readAnswering = async (ids: readonly number[]) => {
-        const read = r.read();
-        answerNext(ids);
-        await read;
-      };
+      const { reader: r, readAnswering, afters } = reader(wake);
       r.woke();
       await readAnswering([6, 7]);
       // Row 5's commit is in the log, but the read's snapshot does not show it yet.
@@ -165,12 +163,7 @@ describe('OwnedReader (reads of the owned partitions)', () => {
 
     it('makes names within one delay of each other one look, from the lowest of them', async () => {
       const wake = jest.fn();
-      const { reader: r, answerNext, afters } = reader(wake);
-      const readAnswering = async (ids: readonly number[]) => {
-        const read = r.read();
-        answerNext(ids);
-        await read;
-      };
+      const { reader: r, readAnswering, afters } = reader(wake);
       r.woke();
       await readAnswering([6, 7, 8]);
       r.named('6');
