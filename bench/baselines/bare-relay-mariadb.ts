@@ -1,6 +1,6 @@
 /**
  * The bare pipelined relay (bare-relay.ts) on MariaDB: claim 500 pending rows (`SELECT … FOR
- * UPDATE SKIP LOCKED` in the pending index's order, marked in the same transaction, as MariaDB has
+ * UPDATE SKIP LOCKED` in the pending index's order at READ COMMITTED, marked in the same transaction, as MariaDB has
  * no `UPDATE … RETURNING`), publish them with outstanding confirms (or one kafkajs `sendBatch`),
  * mark them delivered in one statement; two batches in flight. No leases, fencing, ordering or
  * retries: the ceiling of a relay on this table, for the log-tailing scenarios' MariaDB rows.
@@ -35,6 +35,9 @@ async function relay(
   const lane = async (): Promise<void> => {
     const connection = await pool.getConnection();
     try {
+      // As the module claims: at REPEATABLE READ the claim's locking read takes gap locks in
+      // the pending index, and writers inserting beside it deadlock (L3's writers did).
+      await connection.query('SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED');
       for (;;) {
         const rows = await retried(async () => {
           await connection.beginTransaction();

@@ -1,7 +1,8 @@
 /**
  * The bare pipelined relay in a process of its own, serving a table as a dispatcher would (L2's
- * latency reference): on "go" it drains the table into the queue, looks again `idleMs` after
- * finding it empty, and on "stop" reports "done"; then the next "go", or "exit".
+ * latency reference, and L3's beside the writers): on "go" it drains the table into the queue, looks
+ * again `idleMs` after finding it empty, and on "stop" reports "done" with what it published and
+ * the CPU it used since "go"; then the next "go", or "exit".
  */
 import 'reflect-metadata';
 import { bareRabbitRelay } from '../baselines/bare-relay';
@@ -32,6 +33,7 @@ async function main(): Promise<void> {
     if (command.type === 'exit') break;
     let stopping = false;
     let published = 0;
+    const cpu = process.cpuUsage();
     const loop = (async () => {
       while (!stopping) {
         const { window } = await link.get();
@@ -48,7 +50,8 @@ async function main(): Promise<void> {
     await next('stop');
     stopping = true;
     await loop;
-    send({ type: 'done', outages: 0, published });
+    const used = process.cpuUsage(cpu);
+    send({ type: 'done', outages: 0, published, cpuUs: used.user + used.system });
   }
   await link.close();
   await pg?.end();
