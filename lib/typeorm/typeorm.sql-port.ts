@@ -418,7 +418,7 @@ async function postgresStatementTransaction<R>(
 // The subset of node-postgres' client that LISTEN needs.
 interface NotifyingClient {
   query(sql: string): Promise<unknown>;
-  on(event: 'notification', listener: () => void): unknown;
+  on(event: 'notification', listener: (message: { payload?: string }) => void): unknown;
   on(event: 'error', listener: (error: Error) => void): unknown;
   on(event: 'end', listener: () => void): unknown;
   removeAllListeners(event: string): unknown;
@@ -431,7 +431,7 @@ interface PostgresDriverLike {
 async function postgresListen(
   dataSource: DataSource,
   channel: string,
-  onNotify: () => void,
+  onNotify: (payload: string) => void,
   onLost: SqlListenLost,
 ): Promise<() => Promise<void>> {
   const driver = dataSource.driver as unknown as PostgresDriverLike;
@@ -451,7 +451,7 @@ async function postgresListen(
     drop(error);
     onLost(error);
   };
-  client.on('notification', onNotify);
+  client.on('notification', (message) => onNotify(message.payload ?? ''));
   client.on('error', lose);
   // A connection the server closes cleanly (pg_terminate_backend, a restart, an idle timeout)
   // ends without an 'error': without this, wake-ups would stop for good.

@@ -46,6 +46,23 @@ describeWith(['postgres'], 'pg SQL port: LISTEN', () => {
     expect(pool.idleCount).toBe(pool.totalCount);
   });
 
+  it("hands each notification's payload over ('' for none)", async () => {
+    const sql = pgSqlPort(pool);
+    const name = channel();
+    const payloads: string[] = [];
+    const unlisten = await sql.listen?.(
+      name,
+      (payload) => payloads.push(payload),
+      () => undefined,
+    );
+    if (unlisten === undefined) throw new Error('the pg port has no listen');
+    await notify(name);
+    await other.query(`NOTIFY ${name}, 'outbox:members'`);
+    await waitFor('both notifications', () => payloads.length === 2);
+    expect(payloads).toEqual(['', 'outbox:members']);
+    await unlisten();
+  });
+
   it('reports once when the server ends the LISTEN connection, and the pool replaces it', async () => {
     const sql = pgSqlPort(pool);
     const name = channel();

@@ -17,6 +17,9 @@ class OwnersTable {
   readonly beats: { id: string; at: number }[] = [];
   /** The lock key each beat named. */
   readonly lockKeys: (number | null)[] = [];
+  /** Who hears the members notice (each process's LISTEN), and how many were sent. */
+  readonly listeners: (() => void)[] = [];
+  announced = 0;
   clock = 0;
 
   store(): OwnershipParts['store'] {
@@ -52,6 +55,11 @@ class OwnersTable {
       leave: (id: string) => {
         this.members.delete(id);
         for (const [p, o] of this.owner) if (o.id === id) this.owner.delete(p);
+        return Promise.resolve();
+      },
+      announce: () => {
+        this.announced++;
+        for (const listener of this.listeners) listener();
         return Promise.resolve();
       },
     } as unknown as OwnershipParts['store'];
@@ -145,6 +153,45 @@ describe('PartitionOwnership', () => {
     expect(table.beats.filter((beat) => beat.id === a.id).length - settled).toBeLessThanOrEqual(3);
     await a.stop();
     await b.stop();
+  });
+
+  it('told by the members notice, owners hand over and take at once when one joins or leaves, not at their next beat', async () => {
+    const table = new OwnersTable();
+    const parts = (label: string): OwnershipParts => ({
+      store: table.store(),
+      label,
+      timeoutMs: 5_000,
+      log,
+      busy: () => false,
+      gained: () => undefined,
+      now: () => table.clock,
+    });
+    const a = new PartitionOwnership(parts('a'));
+    table.listeners.push(() => a.beatSoon());
+    await a.start();
+    // Past its first beat period a beats every second.
+    await advance(table, 1_500);
+    expect(table.held(a.id)).toBe(ALL_PARTITIONS.length);
+    const b = new PartitionOwnership(parts('b'));
+    table.listeners.push(() => b.beatSoon());
+    const beatsBefore = table.beats.length;
+    const announcedBefore = table.announced;
+    await b.start();
+    const share = partitionsFor(b.id, [a.id, b.id]);
+    // b's first beat announces it: a beats, hands b's share over and announces that; b beats
+    // and takes it. A few statements' turns, not a's next beat (up to a second away).
+    await advance(table, 20);
+    expect(table.held(b.id)).toBe(share.length);
+    expect(table.held(a.id)).toBe(ALL_PARTITIONS.length - share.length);
+    // No storm: the join, the hand-over and their beats, each process's a few times at most.
+    expect(table.announced - announcedBefore).toBe(2);
+    expect(table.beats.length - beatsBefore).toBeLessThanOrEqual(6);
+    // b leaves: its stop announces it, and a takes every partition back at once.
+    table.listeners.pop();
+    await b.stop();
+    await advance(table, 20);
+    expect(table.held(a.id)).toBe(ALL_PARTITIONS.length);
+    await a.stop();
   });
 
   it("with a share of every partition or none (the log's reader), the new reader takes them all as soon as the old one lets them go, told of the change rather than at its next beat", async () => {

@@ -332,6 +332,41 @@ for (const db of TEST_DATABASES.filter((d) => d.name === 'postgres')) {
       await b.close();
     });
 
+    it("a dispatcher that joins gets its share from the owner at once, told by the members notice rather than at the owner's next beat", async () => {
+      const { table: name } = await table();
+      // Beats 12 s apart (2.4 s while partitions change hands): without the notice the joiner,
+      // whose first beat finds every partition held, could take nothing before its second beat,
+      // 2.4 s after its start.
+      const options = (instanceId: string) =>
+        dispatchTestApp(new RecordingPublisher(), {
+          autoStart: true,
+          instanceId,
+          dispatcher: { ...partitions, partitionTimeoutMs: 60_000, pollIntervalMs: 50 },
+        });
+      const held = async (label: string): Promise<number> => {
+        const [row] = await scope.ds.query<{ n: string }[]>(
+          `SELECT count(*) AS n FROM "${name}_owners" AS w JOIN "${name}_dispatchers" AS d ON d.instance = w.owner WHERE d.label = $1`,
+          [label],
+        );
+        return Number(row?.n ?? 0);
+      };
+      const a = await scope.open({ ...options('join-a'), table: name });
+      expect(await held('join-a')).toBe(ALL_PARTITIONS.length);
+      const b = await scope.open({ ...options('join-b'), table: name });
+      await waitFor('the joiner holding its share', async () => (await held('join-b')) > 0, {
+        timeoutMs: 2_000,
+        intervalMs: 20,
+      });
+      // And the leaver's partitions go back at once as well: a graceful stop announces it.
+      await b.close();
+      await waitFor(
+        "the leaver's partitions taken back",
+        async () => (await held('join-a')) === ALL_PARTITIONS.length,
+        { timeoutMs: 2_000, intervalMs: 20 },
+      );
+      await a.close();
+    });
+
     it('after its heartbeat lapsed mid-publish, an owner taking its partitions back does not publish a message again while the lapsed call runs', async () => {
       const { table: name, commit } = await table();
       const publisher = new DeafFirstCall(3_000);

@@ -126,6 +126,11 @@ export class PartitionOwnership {
   private takeAt = 0;
   /** A beat was asked for while one was under way: the next follows it at once. */
   private again = false;
+  /**
+   * Whether the next beat that lands announces this process (`store.announce`): the first after
+   * a start, so that the owners hand partitions over now rather than at their next beat.
+   */
+  private joining = false;
 
   constructor(private readonly parts: OwnershipParts) {
     this.now = parts.now ?? (() => performance.now());
@@ -179,6 +184,7 @@ export class PartitionOwnership {
     if (this.current !== 'idle') return;
     this.current = 'lapsed';
     this.startingUntil = this.now() + this.beatMs;
+    this.joining = true;
     // A stop aborted the last holding's fence: what is taken from now on is a new one.
     if (this.lost.signal.aborted) this.lost = new AbortController();
     this.parts.lock?.start();
@@ -206,6 +212,7 @@ export class PartitionOwnership {
     this.lost.abort(new Error('the dispatcher stopped'));
     try {
       await this.parts.store.leave(this.id);
+      await this.announce();
     } catch (error) {
       this.parts.log.warn(
         `Could not hand the delivery partitions back at stop (the next dispatchers take them over once this heartbeat is ${this.parts.timeoutMs} ms old, or soon after its owner lock is released): ${describeError(error)}`,
@@ -325,6 +332,10 @@ export class PartitionOwnership {
       this.expiry.unref();
       this.checkHeld(beat.owned);
       if (this.current === 'owning') await this.rebalance(beat);
+      if (this.joining) {
+        this.joining = false;
+        await this.announce();
+      }
     } catch (error) {
       const text = describeError(error);
       if (this.failing === undefined) log.warn(`Delivery partitions: a heartbeat failed: ${text}`);
@@ -362,6 +373,8 @@ export class PartitionOwnership {
       log.log(
         `Delivery partitions: handed ${idle.length} over (${beat.live.length + 1} dispatcher(s) share them now), holding ${this.held.size}`,
       );
+      // Their new owner takes them at once rather than at its next beat.
+      await this.announce();
     }
     this.handingOver = new Set([...this.handingOver].filter((p) => this.held.has(p)));
     const missing = [...wanted].filter((p) => !this.held.has(p));
@@ -411,6 +424,14 @@ export class PartitionOwnership {
     const idle = [...beat.owned.keys()].filter((p) => !busy(p));
     if (idle.length > 0) await store.release(this.id, idle);
     this.readBefore.clear();
+  }
+
+  /**
+   * Tells the others the shares changed (see `joining`). Only a wake-up: when it fails they learn
+   * of it at their next beat.
+   */
+  private async announce(): Promise<void> {
+    await this.parts.store.announce?.().catch(() => undefined);
   }
 
   private sayIfLabelShared(beat: PartitionBeat): void {

@@ -145,7 +145,11 @@ export class PartitionSource implements DeliverySource {
     commits.attach(() => this.wake());
     if (this.feed.listen && store.listen !== undefined && this.unlisten === undefined) {
       try {
-        this.unlisten = await store.listen(() => this.wake());
+        // Others' joins and hand-overs are heard too: this process beats at once for them.
+        this.unlisten = await store.listen(
+          () => this.wake(),
+          () => this.ownership.beatSoon(),
+        );
       } catch (error) {
         log.warn(`LISTEN unavailable, polling only: ${describeError(error)}`);
       }

@@ -212,14 +212,17 @@ async function run<R>(
 async function pgListen(
   pool: PgPool,
   channel: string,
-  onNotify: () => void,
+  onNotify: (payload: string) => void,
   onLost: SqlListenLost,
 ): Promise<() => Promise<void>> {
   const client: PgPoolClient = await pool.connect();
   let state: 'starting' | 'listening' | 'stopping' | 'released' = 'starting';
   // Read through a function: the event handlers change it while the LISTEN is awaited.
   const current = (): typeof state => state;
-  const notify = (): void => onNotify();
+  const notify = (message: unknown): void => {
+    const payload = (message as { payload?: unknown } | undefined)?.payload;
+    onNotify(typeof payload === 'string' ? payload : '');
+  };
   const failed = (error: Error): void => lose(error);
   // A connection the server closes cleanly (pg_terminate_backend, a restart, an idle timeout)
   // may end without an 'error': without this, wake-ups would stop for good.

@@ -345,8 +345,12 @@ export interface OutboxDeliveryPort {
    * how far to look, where the database tells them apart (`TakeoverLook`).
    */
   shortenOrphanedLeases?(graceMs: number, look: TakeoverLook): Promise<number>;
-  /** Wake-ups from other processes (PostgreSQL LISTEN). Resolves to an unsubscribe function. */
-  listen?(onWake: () => void): Promise<() => Promise<void>>;
+  /**
+   * Wake-ups from other processes (PostgreSQL LISTEN): `onWake` for rows committed, `onMembers`
+   * for a change of the delivery partitions' shares (`OutboxDeliveryPartitionsPort.announce`).
+   * Resolves to an unsubscribe function.
+   */
+  listen?(onWake: () => void, onMembers?: () => void): Promise<() => Promise<void>>;
   /**
    * Partitioned delivery (`dispatcher.claims: 'partitions'`, schema step 9); absent where the
    * database does not support it yet.
@@ -578,6 +582,12 @@ export interface OutboxDeliveryPartitionsPort {
   ): Promise<number>;
   /** Leaves: gives up every partition and removes the heartbeat. */
   leave(instance: string): Promise<void>;
+  /**
+   * Tells the table's other processes that the shares changed (this one joined, handed
+   * partitions over or left), so that they beat now rather than at their next beat: their
+   * `OutboxStore.listen` hears it. Absent: they learn of it at their next beat.
+   */
+  announce?(): Promise<void>;
   /**
    * Ends, `graceMs` from now, the heartbeat of every other live process whose owner lock (the
    * `lockKey` of its last beat) no session holds any more: its partitions are free then, long

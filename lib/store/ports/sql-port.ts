@@ -165,12 +165,13 @@ export interface SqlPort extends SqlRunner {
   /**
    * PostgreSQL LISTEN on a dedicated connection, for wake-ups between polls. `channel` arrives
    * quoted. Resolves once listening, to a function that stops and releases the connection;
-   * `onLost` is called once if the connection goes before that. Ports without notifications
-   * leave it out, and the dispatcher polls.
+   * `onLost` is called once if the connection goes before that. `onNotify` gets each
+   * notification's payload ('' for none). Ports without notifications leave it out, and the
+   * dispatcher polls.
    */
   listen?(
     channel: string,
-    onNotify: () => void,
+    onNotify: (payload: string) => void,
     onLost: SqlListenLost,
   ): Promise<() => Promise<void>>;
 }

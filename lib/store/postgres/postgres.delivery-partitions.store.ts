@@ -75,6 +75,8 @@ export class PostgresDeliveryPartitionsStore implements OutboxDeliveryPartitions
     private readonly hasWaitingIndex: () => Promise<boolean>,
     /** The store's promotion of orphaned waiting rows (OutboxUpkeepPort.promoteOrphans). */
     readonly promoteOrphans: (limit: number) => Promise<number>,
+    /** Sends the members notice on the table's wake-up channel (OutboxStore.listen). */
+    readonly announce: () => Promise<void>,
   ) {
     // The attempt a delivery of the row would make: the read writes none, the settle counts it.
     const columns = POSTGRES_CLAIMED_COLUMNS.replace('o.attempts,', 'o.attempts + 1 AS attempts,');

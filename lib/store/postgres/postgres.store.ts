@@ -53,6 +53,7 @@ import {
 import { windowOf } from '../shared-sql/claim-window';
 import { ownerHex, ownerKeyOf, POSTGRES_OWNER_LOCK_CLASS } from '../shared-sql/owner-leases';
 import { leasesModeLockOf } from '../shared-sql/leases-mode-lock';
+import { MEMBERS_NOTICE } from '../shared-sql/delivery-partitions';
 import { postgresWorkingPartitionOwners } from './postgres.delivery-partitions-sql';
 import { postgresClaimIds } from './postgres.claim-ids-sql';
 import { postgresLiterals } from './postgres-literal';
@@ -350,6 +351,9 @@ export class PostgresOutboxStore implements OutboxStore {
       this.fallbackHistory,
       () => this.hasWaitingIndex(),
       (limit) => this.promoteOrphans(limit),
+      async () => {
+        await this.run('SELECT pg_notify($1::text, $2::text)', [this.channel, MEMBERS_NOTICE]);
+      },
     );
     return this.partitionStore;
   }
@@ -600,7 +604,7 @@ export class PostgresOutboxStore implements OutboxStore {
     };
   }
 
-  async listen(onWake: () => void): Promise<() => Promise<void>> {
+  async listen(onWake: () => void, onMembers?: () => void): Promise<() => Promise<void>> {
     const listen = this.sql.listen?.bind(this.sql);
     if (listen === undefined) return () => Promise.resolve();
     const channel = this.names.quote(this.channel);
@@ -611,7 +615,9 @@ export class PostgresOutboxStore implements OutboxStore {
     // A dropped LISTEN connection only costs latency (polling continues): reconnect, and wake
     // the dispatcher once back, for what was committed meanwhile.
     const connect = async (): Promise<void> => {
-      unlisten = await listen(channel, onWake, (error) => {
+      const onNotify = (payload: string): void =>
+        payload === MEMBERS_NOTICE ? onMembers?.() : onWake();
+      unlisten = await listen(channel, onNotify, (error) => {
         this.logger.warn(`LISTEN connection lost: ${describeError(error)}; reconnecting`);
         unlisten = undefined;
         schedule();

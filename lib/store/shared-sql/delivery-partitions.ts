@@ -11,3 +11,10 @@ export const ALL_PARTITIONS: readonly number[] = Array.from(
   { length: DELIVERY_PARTITIONS },
   (_, p) => p,
 );
+
+/**
+ * The payload of the NOTIFY, on the table's wake-up channel, that says the partitions' shares
+ * changed (a process joined, handed partitions over, or left): the listeners beat at once
+ * rather than at their next beat. Writers' wake-ups carry none.
+ */
+export const MEMBERS_NOTICE = 'outbox:members';
