@@ -79,7 +79,7 @@ export interface OutboxDispatcherOptions {
       };
   /**
    * How dispatchers share the table. `'leases'`: each claim leases the rows it takes (a write per
-   * row) and works out per-key order in SQL. `'partitions'` (PostgreSQL, polling): the key space
+   * row) and works out per-key order in SQL. `'partitions'` (PostgreSQL, polling or log tailing): the key space
    * is cut into 256 partitions that live dispatchers divide among themselves; an owner reads its
    * partitions' due rows without locking or writing them, keeps per-key order in memory, and
    * writes each message once, at its settle (docs/delivery.md, "Partitions"; needs schema step 9,

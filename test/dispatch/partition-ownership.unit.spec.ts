@@ -172,7 +172,14 @@ describe('PartitionOwnership', () => {
     // Past its first beat period a beats every second.
     await advance(table, 1_500);
     expect(table.held(a.id)).toBe(ALL_PARTITIONS.length);
-    const b = new PartitionOwnership(parts('b'));
+    const lines: string[] = [];
+    const b = new PartitionOwnership({
+      ...parts('b'),
+      log: {
+        log: (line: string) => lines.push(line),
+        warn: () => undefined,
+      } as unknown as DispatcherLog,
+    });
     table.listeners.push(() => b.beatSoon());
     const beatsBefore = table.beats.length;
     const announcedBefore = table.announced;
@@ -186,9 +193,12 @@ describe('PartitionOwnership', () => {
     // No storm: the join, the hand-over and their beats, each process's a few times at most.
     expect(table.announced - announcedBefore).toBe(2);
     expect(table.beats.length - beatsBefore).toBeLessThanOrEqual(6);
-    // b leaves: its stop announces it, and a takes every partition back at once.
+    // b leaves: its stop says so and announces it, and a takes every partition back at once.
     table.listeners.pop();
     await b.stop();
+    expect(lines).toContain(
+      `Delivery partitions: stopping, handed the ${share.length} held back for the others to take`,
+    );
     await advance(table, 20);
     expect(table.held(a.id)).toBe(ALL_PARTITIONS.length);
     await a.stop();

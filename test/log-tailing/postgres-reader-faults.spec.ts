@@ -321,6 +321,27 @@ describeWith(['postgres'], 'the PostgreSQL log reader under faults', () => {
     await waitFor('delivered from the log', () => publisher.sentIds.includes(id));
   });
 
+  it('refuses to start on a table its publication does not cover, naming the command for that table, which then makes it start', async () => {
+    const table = await tailedTable(true);
+    const refusal = await tailingApp(table, new RecordingPublisher()).then(
+      () => null,
+      (e: unknown) => e,
+    );
+    expect(refusal).toBeInstanceOf(Error);
+    const message = (refusal as Error).message;
+    expect(message).toContain(`does not exist`);
+    expect(message).toContain(`logTailingMigration({ tableName: '${table}' })`);
+    // The command as printed, run as is: for this table, not the default one.
+    const command = /"npx outbox ([^"]+)" with DATABASE_URL set/.exec(message)?.[1];
+    expect(command).toBe(`log setup --table ${table}`);
+    expect((await cli((command ?? '').split(' '))).code).toBe(0);
+    const publisher = new RecordingPublisher();
+    const h = await tailingApp(table, publisher);
+    await waitFor('reading', reading(h));
+    const [id] = (await h.commit([msg('k', { n: 1 })])) as [string];
+    await waitFor('delivered from the log', () => publisher.sentIds.includes(id));
+  });
+
   it('outbox log setup adds a table made again to its publication, which dropping the table had emptied', async () => {
     const table = await tailedTable(true);
     expect((await cli(['log', 'setup', '--table', table])).code).toBe(0);

@@ -207,11 +207,18 @@ export class PartitionOwnership {
     this.takeTimer = undefined;
     this.timer = undefined;
     await this.ticking;
+    const held = this.held.size;
     this.held.clear();
     this.working = false;
     this.lost.abort(new Error('the dispatcher stopped'));
     try {
       await this.parts.store.leave(this.id);
+      // The other side of the hand-over logs what it takes.
+      if (held > 0) {
+        this.parts.log.log(
+          `Delivery partitions: stopping, handed the ${held} held back for the others to take`,
+        );
+      }
       await this.announce();
     } catch (error) {
       this.parts.log.warn(

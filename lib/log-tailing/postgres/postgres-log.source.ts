@@ -18,6 +18,7 @@ import {
   postgresLogTailingDdl,
 } from './postgres-log-tailing.sql';
 import { OpenTransaction, overflowWarning } from '../open-transaction';
+import type { OutboxTableNames } from '../../internal/sql-identifier';
 import { compareLsn, lsnBefore } from './lsn';
 import { PostgresLogTailingMessages as Messages } from './postgres-log-tailing.messages';
 import { ensureLogicalSlot } from './postgres-slot';
@@ -161,7 +162,7 @@ export class PostgresLogSource implements OutboxLogSource {
     ).rows;
     if (found?.covers !== true || !found.pubinsert) {
       throw new OutboxOptionsError(
-        `Log tailing reads the publication ${publication}, which ${found === undefined ? 'does not exist' : 'does not publish the inserts of ' + names.table}. Run \`outbox schema migrate --log-tailing\` (or \`outbox log setup\`), or this SQL: ${postgresLogTailingDdl(names, publication).join('; ')}`,
+        `Log tailing reads the publication ${publication}, which ${found === undefined ? 'does not exist' : 'does not publish the inserts of ' + names.table}. Run "${logSetupCommand(names, publication, settings.database_name)}" with DATABASE_URL set, or add logTailingMigration(${logMigrationArgs(names, publication, settings.database_name)}) to the DataSource's migrations, or run this SQL: ${postgresLogTailingDdl(names, publication).join('; ')}`,
         'delivery',
       );
     }
@@ -634,4 +635,28 @@ function loadLogicalReplication(): Promise<LogicalReplicationModule> {
     );
   });
   return logicalReplication;
+}
+
+/** The `outbox log setup` command for this table and publication (flags only where not the default). */
+function logSetupCommand(names: OutboxTableNames, publication: string, database: string): string {
+  const schema = names.schema ?? 'public';
+  const byDefault = postgresLogNames(schema, names.tableName, database).publication;
+  return (
+    'npx outbox log setup' +
+    (names.tableName === 'outbox' ? '' : ` --table ${names.tableName}`) +
+    (names.schema === null ? '' : ` --schema ${names.schema}`) +
+    (publication === byDefault ? '' : ` --publication ${publication}`)
+  );
+}
+
+/** `logTailingMigration()`'s options for this table and publication, as code. */
+function logMigrationArgs(names: OutboxTableNames, publication: string, database: string): string {
+  const schema = names.schema ?? 'public';
+  const byDefault = postgresLogNames(schema, names.tableName, database).publication;
+  const fields = [
+    ...(names.tableName === 'outbox' ? [] : [`tableName: '${names.tableName}'`]),
+    ...(names.schema === null ? [] : [`schema: '${names.schema}'`]),
+    ...(publication === byDefault ? [] : [`publicationName: '${publication}'`]),
+  ];
+  return fields.length === 0 ? '' : `{ ${fields.join(', ')} }`;
 }

@@ -358,7 +358,7 @@ async function schemaMigrate(args: CliArgs, db: CliDatabase): Promise<CliResult>
         : ` Its archive ${names.archiveTable} already exists.`;
     const text =
       (!existed
-        ? `Created the outbox table ${names.table}${args.partitionBy === undefined ? '' : `, partitioned by ${args.partitionBy} (${args.premake} partitions ahead; the app's partitioning option must say interval: '${args.partitionBy}')`} and its attempt history ${names.attemptsTable} (${db.dialect}).`
+        ? `Created the outbox table ${names.table}${args.partitionBy === undefined ? '' : `, partitioned by ${args.partitionBy} (${args.premake} partitions ahead; the app's partitioning option must say interval: '${args.partitionBy}')`} and its attempt history ${names.attemptsTable} (${db.dialect})${args.withSteps.length === 0 ? '' : `, with ${args.withSteps.join(', ')}`}.`
         : added.length > 0
           ? `The outbox table ${names.table} already exists; ${added.join('; ')}.`
           : `The outbox table ${names.table} already exists and is up to date; nothing changed.`) +
