@@ -14,7 +14,7 @@
  */
 import * as amqp from 'amqplib';
 import { logTailing } from '../../lib/log-tailing';
-import type { BareRelayChildConfig } from '../support/bare-relay-process';
+import { BARE_IDLE_MS, forkBareRelay } from '../support/bare-relay-child';
 import { forkTs, stopChild, type Child } from '../support/child';
 import { SERVICES, named } from '../support/config';
 import { dropOutboxTable, resetOutboxTable, truncateOutbox } from '../support/databases';
@@ -42,7 +42,6 @@ import { sleep } from '../../test/support/wait-for';
 
 const QUEUE = named('bench.l2', '.');
 const WARMUP_MS = 1_000;
-const BARE_IDLE_MS = 2;
 
 type Mode = 'log' | 'log_partitions' | 'poll' | 'bare';
 const ALL_MODES: readonly Mode[] = ['log', 'log_partitions', 'poll', 'bare'];
@@ -119,12 +118,7 @@ async function windows(
       });
       children[mode] =
         mode === 'bare'
-          ? forkTs('../support/bare-relay-process.ts', {
-              database: target.name,
-              table: tableOf(mode),
-              queue: QUEUE,
-              idleMs: BARE_IDLE_MS,
-            } satisfies BareRelayChildConfig)
+          ? forkBareRelay(target.name, tableOf(mode), QUEUE)
           : forkTs('../support/dispatcher-process.ts', {
               mode: 'run',
               database: target.name,

@@ -26,7 +26,7 @@ import {
   resetOutboxTable,
   truncateOutbox,
 } from '../support/databases';
-import type { BareRelayChildConfig } from '../support/bare-relay-process';
+import { BARE_IDLE_MS, forkBareRelay } from '../support/bare-relay-child';
 import type { DispatcherChildConfig } from '../support/dispatcher-process';
 import {
   benchLogOptions,
@@ -48,8 +48,6 @@ const QUEUE = named('bench.l3', '.');
 /** The "sweep off" setting: an hour, far beyond any window. */
 const NO_SWEEP_MS = 3_600_000;
 const WARMUP_MS = 1_000;
-/** The bare relay's look again at an empty table, as in L2. */
-const BARE_IDLE_MS = 2;
 
 type Mode = 'bare' | 'poll' | 'partitions' | 'stream' | 'log' | 'log_no_sweep' | 'log_partitions';
 const ALL_MODES: readonly Mode[] = [
@@ -152,12 +150,7 @@ async function windows(
       });
       children[mode] =
         mode === 'bare'
-          ? forkTs('../support/bare-relay-process.ts', {
-              database: target.name === 'postgres' ? 'postgres' : 'mariadb',
-              table: tableOf(mode),
-              queue: QUEUE,
-              idleMs: BARE_IDLE_MS,
-            } satisfies BareRelayChildConfig)
+          ? forkBareRelay(target.name, tableOf(mode), QUEUE)
           : forkTs('../support/dispatcher-process.ts', {
               mode: 'run',
               database: target.name,

@@ -65,6 +65,19 @@ class OwnersTable {
     } as unknown as OwnershipParts['store'];
   }
 
+  /** An owner's parts on this table and its clock, 5 s timeout; `busy` none unless given. */
+  parts(label: string, busy: (partition: number) => boolean = () => false): OwnershipParts {
+    return {
+      store: this.store(),
+      label,
+      timeoutMs: 5_000,
+      log,
+      busy,
+      gained: () => undefined,
+      now: () => this.clock,
+    };
+  }
+
   held(id: string): number {
     return [...this.owner.values()].filter((o) => o.id === id).length;
   }
@@ -89,15 +102,7 @@ describe('PartitionOwnership', () => {
   it('hands a busy partition over within a fifth of a beat of its going idle, and the joiner takes its share as soon', async () => {
     const table = new OwnersTable();
     const busy = new Set<number>();
-    const parts = (label: string): OwnershipParts => ({
-      store: table.store(),
-      label,
-      timeoutMs: 5_000,
-      log,
-      busy: (p) => busy.has(p),
-      gained: () => undefined,
-      now: () => table.clock,
-    });
+    const parts = (label: string): OwnershipParts => table.parts(label, (p) => busy.has(p));
     const a = new PartitionOwnership(parts('a'));
     await a.start();
     expect(table.held(a.id)).toBe(ALL_PARTITIONS.length);
@@ -125,15 +130,7 @@ describe('PartitionOwnership', () => {
 
   it('started together, two owners share the partitions within a few tenths of a second: each beats five times as often for its first beat period', async () => {
     const table = new OwnersTable();
-    const parts = (label: string): OwnershipParts => ({
-      store: table.store(),
-      label,
-      timeoutMs: 5_000,
-      log,
-      busy: () => false,
-      gained: () => undefined,
-      now: () => table.clock,
-    });
+    const parts = (label: string): OwnershipParts => table.parts(label);
     const a = new PartitionOwnership(parts('a'));
     await a.start();
     expect(table.held(a.id)).toBe(ALL_PARTITIONS.length);
@@ -157,15 +154,7 @@ describe('PartitionOwnership', () => {
 
   it('told by the members notice, owners hand over and take at once when one joins or leaves, not at their next beat', async () => {
     const table = new OwnersTable();
-    const parts = (label: string): OwnershipParts => ({
-      store: table.store(),
-      label,
-      timeoutMs: 5_000,
-      log,
-      busy: () => false,
-      gained: () => undefined,
-      now: () => table.clock,
-    });
+    const parts = (label: string): OwnershipParts => table.parts(label);
     const a = new PartitionOwnership(parts('a'));
     table.listeners.push(() => a.beatSoon());
     await a.start();
@@ -209,13 +198,7 @@ describe('PartitionOwnership', () => {
     const busy = new Set<number>();
     const readingNow = new Set<string>();
     const parts = (label: string): OwnershipParts => ({
-      store: table.store(),
-      label,
-      timeoutMs: 5_000,
-      log,
-      busy: (p) => busy.has(p),
-      gained: () => undefined,
-      now: () => table.clock,
+      ...table.parts(label, (p) => busy.has(p)),
       share: (self) => (readingNow.has(self) ? ALL_PARTITIONS : []),
     });
     const a = new PartitionOwnership(parts('a'));
@@ -261,16 +244,7 @@ describe('PartitionOwnership', () => {
       start: () => undefined,
       stop: () => Promise.resolve(),
     };
-    const owner = new PartitionOwnership({
-      store: table.store(),
-      label: 'a',
-      timeoutMs: 5_000,
-      log,
-      busy: () => false,
-      gained: () => undefined,
-      now: () => table.clock,
-      lock,
-    });
+    const owner = new PartitionOwnership({ ...table.parts('a'), lock });
     await owner.start();
     expect(table.lockKeys).toEqual([42]);
     expect(owner.readable()).toHaveLength(ALL_PARTITIONS.length);
@@ -291,15 +265,7 @@ describe('PartitionOwnership', () => {
 
   it('started again after a stop, holds under a new fence: the stop aborted the old one for good', async () => {
     const table = new OwnersTable();
-    const owner = new PartitionOwnership({
-      store: table.store(),
-      label: 'a',
-      timeoutMs: 5_000,
-      log,
-      busy: () => false,
-      gained: () => undefined,
-      now: () => table.clock,
-    });
+    const owner = new PartitionOwnership(table.parts('a'));
     await owner.start();
     const first = owner.fence;
     expect(owner.holds(first)).toBe(true);

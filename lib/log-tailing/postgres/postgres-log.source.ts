@@ -637,26 +637,35 @@ function loadLogicalReplication(): Promise<LogicalReplicationModule> {
   return logicalReplication;
 }
 
+/** What differs from the defaults for this table and publication: the fix's flags and options. */
+function nonDefaults(
+  names: OutboxTableNames,
+  publication: string,
+  database: string,
+): { table?: string; schema?: string; publication?: string } {
+  const byDefault = postgresLogNames(names.schema ?? 'public', names.tableName, database);
+  return {
+    ...(names.tableName === 'outbox' ? {} : { table: names.tableName }),
+    ...(names.schema === null ? {} : { schema: names.schema }),
+    ...(publication === byDefault.publication ? {} : { publication }),
+  };
+}
+
 /** The `outbox log setup` command for this table and publication (flags only where not the default). */
 function logSetupCommand(names: OutboxTableNames, publication: string, database: string): string {
-  const schema = names.schema ?? 'public';
-  const byDefault = postgresLogNames(schema, names.tableName, database).publication;
-  return (
-    'npx outbox log setup' +
-    (names.tableName === 'outbox' ? '' : ` --table ${names.tableName}`) +
-    (names.schema === null ? '' : ` --schema ${names.schema}`) +
-    (publication === byDefault ? '' : ` --publication ${publication}`)
+  const set = nonDefaults(names, publication, database);
+  return ['npx outbox log setup', ...Object.entries(set).map(([flag, v]) => `--${flag} ${v}`)].join(
+    ' ',
   );
 }
 
 /** `logTailingMigration()`'s options for this table and publication, as code. */
 function logMigrationArgs(names: OutboxTableNames, publication: string, database: string): string {
-  const schema = names.schema ?? 'public';
-  const byDefault = postgresLogNames(schema, names.tableName, database).publication;
+  const { table, schema, publication: named } = nonDefaults(names, publication, database);
   const fields = [
-    ...(names.tableName === 'outbox' ? [] : [`tableName: '${names.tableName}'`]),
-    ...(names.schema === null ? [] : [`schema: '${names.schema}'`]),
-    ...(publication === byDefault ? [] : [`publicationName: '${publication}'`]),
+    ...(table === undefined ? [] : [`tableName: '${table}'`]),
+    ...(schema === undefined ? [] : [`schema: '${schema}'`]),
+    ...(named === undefined ? [] : [`publicationName: '${named}'`]),
   ];
   return fields.length === 0 ? '' : `{ ${fields.join(', ')} }`;
 }
