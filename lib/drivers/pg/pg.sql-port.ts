@@ -69,16 +69,47 @@ export function pgSqlPort(pool: PgPool): SqlPort {
   };
 }
 
+/** `pg.Pool.connect` in its callback form, which `PgPool` does not type. */
+interface PgCallbackPool {
+  connect(callback: (error: Error | undefined | null, client?: PgPoolClient) => void): unknown;
+}
+
+/**
+ * A client of `pool` with `onError` listening from the moment the pool hands it over. The
+ * callback form is used because a new connection the server ends as soon as it is ready
+ * (pg_terminate_backend during a reconnect, a failover) brings its FATAL in the same read as the
+ * ReadyForQuery that completes the connect: node-postgres hands the client over and parses on at
+ * once, before a promise's continuation could add a listener, and a client with none ends the
+ * process. A pool-like object whose `connect` takes no callback is listened to on its promise.
+ */
+function checkOut(pool: PgPool, onError: (error: Error) => void): Promise<PgPoolClient> {
+  return new Promise((resolve, reject) => {
+    let taken = false;
+    const take = (client: PgPoolClient): void => {
+      if (taken) return;
+      taken = true;
+      client.on('error', onError);
+      resolve(client);
+    };
+    const answer = (pool as unknown as PgCallbackPool).connect((error, client) => {
+      if (client !== undefined && (error === undefined || error === null)) take(client);
+      else reject(error ?? new Error('node-postgres gave no client'));
+    });
+    if (typeof (answer as { then?: unknown } | undefined)?.then === 'function') {
+      (answer as Promise<PgPoolClient>).then(take, reject);
+    }
+  });
+}
+
 /** A pool client kept for the outbox (`SqlPort.session`): the dispatcher's owner lock lives on it. */
 async function pgSession(pool: PgPool): Promise<SqlSession> {
-  const client = await pool.connect();
   let lost: Error | undefined;
   // A held client has no listener of the pool's: the server ending its connection would end
   // the process. Heard, the next statement fails instead and the lock is known to be gone.
   const failed = (error: Error): void => {
     lost ??= error;
   };
-  client.on('error', failed);
+  const client = await checkOut(pool, failed);
   let released = false;
   return {
     query: (sql, params) => (lost === undefined ? run(client, sql, params) : Promise.reject(lost)),
@@ -102,8 +133,9 @@ async function pgTransaction<T>(
   opening: string,
   work: (tx: SqlRunner) => Promise<T>,
 ): Promise<T> {
-  const client = await pool.connect();
-  return onClient(client, async () => {
+  const guard = new ClientLoss();
+  const client = await checkOut(pool, guard.heard);
+  return onClient(client, guard, async () => {
     await client.query(`BEGIN ISOLATION LEVEL READ COMMITTED${opening}`);
     const value = await work(pgSqlRunner(client, true));
     await client.query('COMMIT');
@@ -122,9 +154,10 @@ async function pgStatementTransaction<R>(
   statement: OneTripStatement,
   onSent?: () => void,
 ): Promise<SqlResult<R>> {
-  const client = await pool.connect();
+  const guard = new ClientLoss();
+  const client = await checkOut(pool, guard.heard);
   const held = holdsStatement(client, statement.name);
-  return onClient(client, async () => {
+  return onClient(client, guard, async () => {
     if (held) {
       const answer = client.query(oneTripQuery(opening, statement)).catch((error: unknown) => {
         if (statementGone(error)) heldStatement(client, statement.name, false);
@@ -144,32 +177,41 @@ async function pgStatementTransaction<R>(
 }
 
 /**
+ * What was heard of a checked-out client's connection. A checked-out client has no listener of
+ * the pool's: when the server ends its connection (pg_terminate_backend, a failover, a proxy's
+ * idle timeout) between two statements, its 'error' event would end the process. Heard here, the
+ * next statement fails instead, as in an outage, and the client is closed rather than pooled.
+ */
+class ClientLoss {
+  error: Error | undefined;
+  readonly heard = (error: Error): void => {
+    this.error ??= error;
+  };
+}
+
+/**
  * Runs `work` on `client` and releases it: on a failure, with a ROLLBACK first (a failure
  * before COMMIT leaves the transaction open; after it, there is none and the ROLLBACK only
  * warns), and the client closed by the pool if even that failed.
  */
-async function onClient<T>(client: PgPoolClient, work: () => Promise<T>): Promise<T> {
-  let broken: Error | undefined;
-  // A checked-out client has no listener of the pool's: when the server ends its connection
-  // (pg_terminate_backend, a failover, a proxy's idle timeout) between two statements, its
-  // 'error' event would end the process. Heard here, the next statement fails instead, as in an
-  // outage, and the client is closed rather than pooled again.
-  const lost = (error: Error): void => {
-    broken ??= error;
-  };
-  client.on('error', lost);
+async function onClient<T>(
+  client: PgPoolClient,
+  loss: ClientLoss,
+  work: () => Promise<T>,
+): Promise<T> {
   try {
     return await work();
   } catch (error) {
-    if (broken === undefined) {
+    if (loss.error === undefined) {
       await client.query('ROLLBACK').catch((rollbackError: unknown) => {
-        broken = rollbackError instanceof Error ? rollbackError : new Error(String(rollbackError));
+        loss.error =
+          rollbackError instanceof Error ? rollbackError : new Error(String(rollbackError));
       });
     }
     throw error;
   } finally {
-    client.removeListener('error', lost);
-    client.release(broken);
+    client.removeListener('error', loss.heard);
+    client.release(loss.error);
   }
 }
 
@@ -215,7 +257,11 @@ async function pgListen(
   onNotify: (payload: string) => void,
   onLost: SqlListenLost,
 ): Promise<() => Promise<void>> {
-  const client: PgPoolClient = await pool.connect();
+  let lostStarting: Error | undefined;
+  const early = (error: Error): void => {
+    lostStarting ??= error;
+  };
+  const client = await checkOut(pool, early);
   let state: 'starting' | 'listening' | 'stopping' | 'released' = 'starting';
   // Read through a function: the event handlers change it while the LISTEN is awaited.
   const current = (): typeof state => state;
@@ -244,6 +290,11 @@ async function pgListen(
   client.on('notification', notify);
   client.on('error', failed);
   client.on('end', ended);
+  client.removeListener('error', early);
+  if (lostStarting !== undefined) {
+    release(lostStarting);
+    throw lostStarting;
+  }
   try {
     await client.query(`LISTEN ${channel}`);
   } catch (error) {
