@@ -1051,6 +1051,43 @@ describeWith(
       expect({ delivered: received.length, extra }).toEqual({ delivered: 198, extra: 0 });
     });
 
+    it.each([
+      ['its hold was lost (a fence)', () => new Error('the delivery partitions were lost')],
+      ['the dispatcher stops', () => new Error('the dispatcher stopped')],
+    ])(
+      'aborted because %s: writes nothing more, and answers what it wrote as the broker confirms it, so no message reaches the queue reported unsent',
+      async (_why, reason) => {
+        const queue = uniqueName('q-halted');
+        // A few confirms at a time, so that the abort comes while most of the batch is unwritten.
+        const publisher = publisherFor(queue, { maxOutstandingConfirms: 5 });
+        await publisher.connect();
+        const received = await consumers.consume(queue);
+        expect(await publisher.publish([rec(queue, 'warm-up')], anySignal())).toEqual([
+          { ok: true },
+        ]);
+        const batch = Array.from({ length: 100 }, (_, i) => rec(queue, `halted-${i}`));
+        const abort = new AbortController();
+        const call = publisher.publish(batch, abort.signal);
+        // The first five are written before the call first waits (for a confirm slot).
+        for (let i = 0; i < 20; i++) await Promise.resolve();
+        abort.abort(reason());
+        const outcomes = await call;
+
+        const confirmed = batch.filter((_, i) => outcomes[i]?.ok === true).map((r) => r.messageId);
+        expect(confirmed.length).toBeGreaterThan(0);
+        expect(confirmed.length).toBeLessThan(batch.length);
+        // Anything the broker took would have arrived by now.
+        await sleep(500);
+        const arrived = received.map((m) => m.messageId).filter((id) => id !== 'warm-up');
+        // What reached the queue is exactly what the answer says was confirmed: nothing written
+        // after the abort, and nothing confirmed that the dispatcher would send again as a copy.
+        expect(arrived).toEqual(confirmed);
+        for (const outcome of outcomes.slice(confirmed.length)) {
+          expect(outcome).toMatchObject({ ok: false, sent: false });
+        }
+      },
+    );
+
     // Without the headers the publish id travels in correlationId: the return is matched alike.
     it.each([
       ['x-outbox-publish-id header', true],

@@ -111,6 +111,14 @@ const ACCESS_REFUSED = 403;
 const NOT_FOUND = 404;
 /** How long an exchange seen to exist is trusted before it is checked again. */
 const EXCHANGE_CHECK_TTL_MS = 10_000;
+/**
+ * How long the messages a round wrote keep waiting for their confirms once the dispatcher aborts
+ * it for a reason other than its deadline (its hold lost, shutdown). RabbitMQ confirms within
+ * milliseconds, and the dispatcher reads the answer to an abort for 250 ms: each message
+ * confirmed in that time is recorded as delivered (its settle fenced), where answering at once
+ * would send it again later as a copy.
+ */
+const ABORT_CONFIRM_GRACE_MS = 200;
 // amqplib reports a refused handshake only as text, in two fixed formats of its lib/connection.js
 // (the server's reply code is no property): "Handshake terminated by server: 403 (ACCESS-REFUSED)
 // with message ..." when the login is refused, and "Expected ConnectionOpenOk; got
@@ -409,7 +417,20 @@ export class RabbitMqPublisher implements OutboxPublisher {
       () => stop({ ok: false, error: new PublishTimeoutError(this.#options.publishTimeoutMs) }),
       this.#options.publishTimeoutMs,
     );
-    const onAbort = (): void => stop({ ok: false, error: abortReason(signal) });
+    // Aborted other than by the deadline: nothing more is written, and what was written is
+    // answered as its confirms come, until ABORT_CONFIRM_GRACE_MS (see there).
+    let halted: RoundResult | undefined;
+    let grace: NodeJS.Timeout | undefined;
+    const onAbort = (): void => {
+      const result: RoundResult = { ok: false, error: abortReason(signal) };
+      if (signal.reason instanceof PublishTimeoutError) {
+        stop(result);
+        return;
+      }
+      halted ??= result;
+      notify(state);
+      grace ??= setTimeout(() => stop(result), ABORT_CONFIRM_GRACE_MS);
+    };
     // Aborted, or past the deadline, while the connection or channel was being opened (or
     // while the process was paused): publish nothing.
     if (pastPublishDeadline(signal)) onAbort();
@@ -420,19 +441,20 @@ export class RabbitMqPublisher implements OutboxPublisher {
       for (const item of items) {
         while (
           (state.unconfirmed.size >= this.#options.maxOutstandingConfirms || state.needsDrain) &&
-          this.canPublish(connection, state, stopped)
+          this.canPublish(connection, state, stopped ?? halted)
         ) {
           await changed(state);
         }
         // Past the deadline the abort stops the round (onAbort), whether or not its timer fired.
-        if (pastPublishDeadline(signal) || !this.canPublish(connection, state, stopped)) break;
+        if (pastPublishDeadline(signal) || !this.canPublish(connection, state, stopped ?? halted))
+          break;
         entries.push(this.publishOne(state, item));
         unpublished--;
       }
       // Not sent at all: nothing is ambiguous about these. (Decided now, while the channel's
       // state is the one that stopped the loop.)
       const notSent =
-        unpublished === 0 ? undefined : this.notSentOutcome(connection, state, stopped);
+        unpublished === 0 ? undefined : this.notSentOutcome(connection, state, stopped ?? halted);
       const results = await Promise.all(
         entries.map((entry) => new Promise<RoundResult>((resolve) => waitSettled(entry, resolve))),
       );
@@ -441,6 +463,7 @@ export class RabbitMqPublisher implements OutboxPublisher {
         : [...results, ...new Array<RoundResult>(unpublished).fill(notSent)];
     } finally {
       clearTimeout(timer);
+      clearTimeout(grace);
       signal.removeEventListener('abort', onAbort);
       connection.model.off('blocked', onBlocked);
     }
