@@ -21,17 +21,25 @@ class OwnersTable {
   readonly listeners: (() => void)[] = [];
   announced = 0;
   clock = 0;
+  /** How many beats to come find the `'leases'` mode lock taken (unless delivering already). */
+  modeLockTaken = 0;
+  /** Who holds that lock shared: `'leases'` dispatchers (none: another owner's try took it). */
+  leasesHolders: string[] = [];
 
   store(): OwnershipParts['store'] {
     return {
-      beat: (member: { id: string; lockKey?: number | null }): Promise<PartitionBeat> => {
+      beat: (
+        member: { id: string; lockKey?: number | null },
+        stayWorking: boolean,
+      ): Promise<PartitionBeat> => {
+        const working = stayWorking || this.modeLockTaken-- <= 0;
         this.members.add(member.id);
         this.lockKeys.push(member.lockKey ?? null);
         this.beats.push({ id: member.id, at: this.clock });
         const owned = new Map<number, string>();
         for (const [p, o] of this.owner) if (o.id === member.id) owned.set(p, String(o.generation));
         return Promise.resolve({
-          working: true,
+          working,
           live: [...this.members].filter((m) => m !== member.id),
           labelShared: false,
           owned,
@@ -57,6 +65,7 @@ class OwnersTable {
         for (const [p, o] of this.owner) if (o.id === id) this.owner.delete(p);
         return Promise.resolve();
       },
+      leasesModeHolders: () => Promise.resolve(this.leasesHolders),
       announce: () => {
         this.announced++;
         for (const listener of this.listeners) listener();
@@ -149,6 +158,35 @@ describe('PartitionOwnership', () => {
     await advance(table, 2_000);
     expect(table.beats.filter((beat) => beat.id === a.id).length - settled).toBeLessThanOrEqual(3);
     await a.stop();
+    await b.stop();
+  });
+
+  it("a beat whose try of the 'leases' mode lock met another owner's (nobody holds it shared) beats again a moment later rather than wait; a 'leases' dispatcher's hold is waited for", async () => {
+    const table = new OwnersTable();
+    const lines: string[] = [];
+    const heard = {
+      log: (line: string) => lines.push(line),
+      warn: (line: string) => lines.push(line),
+    } as unknown as DispatcherLog;
+    table.modeLockTaken = 2;
+    const a = new PartitionOwnership({ ...table.parts('a'), log: heard });
+    await a.start();
+    expect(table.held(a.id)).toBe(0);
+    await advance(table, 150);
+    expect(table.held(a.id)).toBe(ALL_PARTITIONS.length);
+    expect(table.beats).toHaveLength(3);
+    expect(lines.filter((l) => l.includes('waiting, delivering nothing'))).toEqual([]);
+    await a.stop();
+
+    table.modeLockTaken = 1_000;
+    table.leasesHolders = ['session 4242'];
+    const b = new PartitionOwnership({ ...table.parts('b'), log: heard });
+    await b.start();
+    await advance(table, 2_000);
+    expect(table.held(b.id)).toBe(0);
+    expect(lines.filter((l) => l.includes('waiting, delivering nothing'))).toEqual([
+      expect.stringContaining('(session 4242)') as string,
+    ]);
     await b.stop();
   });
 

@@ -9,6 +9,12 @@ import type {
 import type { DispatcherLog } from '../dispatcher-log';
 import { partitionsFor } from './partition-assignment';
 
+/**
+ * How many beats in a row may find the `'leases'` mode lock tried by another owner before this
+ * one waits as for a `'leases'` dispatcher: owners beating apart settle it in one or two.
+ */
+const CHECKS_MET_MAX = 5;
+
 /** What ownership needs of its dispatcher. */
 export interface OwnershipParts {
   readonly store: OutboxDeliveryPartitionsPort;
@@ -126,6 +132,11 @@ export class PartitionOwnership {
   private takeAt = 0;
   /** A beat was asked for while one was under way: the next follows it at once. */
   private again = false;
+  /**
+   * Beats in a row whose check of the `'leases'` mode lock met another owner's check rather
+   * than a `'leases'` dispatcher (see waitForLeasesMode); the next beat follows a moment later.
+   */
+  private checksMet = 0;
   /**
    * Whether the next beat that lands announces this process (`store.announce`): the first after
    * a start, so that the owners hand partitions over now rather than at their next beat.
@@ -297,9 +308,12 @@ export class PartitionOwnership {
       },
       again
         ? 0
-        : this.handingOff || this.now() < this.startingUntil
-          ? this.handOverBeatMs
-          : this.beatMs,
+        : this.checksMet > 0
+          ? // Apart, so that two owners that met do not meet again.
+            5 + Math.floor(Math.random() * 45)
+          : this.handingOff || this.now() < this.startingUntil
+            ? this.handOverBeatMs
+            : this.beatMs,
     );
   }
 
@@ -319,6 +333,7 @@ export class PartitionOwnership {
       }
       this.sayIfLabelShared(beat);
       if (!beat.working) return await this.waitForLeasesMode(beat);
+      this.checksMet = 0;
       if (!this.working) {
         if (this.current === 'waiting') {
           log.log(
@@ -419,13 +434,21 @@ export class PartitionOwnership {
     const { store, busy, log } = this.parts;
     this.handingOff = false;
     if (this.current !== 'waiting') {
+      const holders = await store.leasesModeHolders().catch(() => undefined);
+      // Nobody holds the lock shared: the beat's exclusive try met another owner's, checking at
+      // the same moment (both starting, or both after a lapse), not a `'leases'` dispatcher.
+      // Beat again shortly rather than give the partitions up.
+      if (holders?.length === 0 && this.checksMet < CHECKS_MET_MAX) {
+        this.checksMet++;
+        return;
+      }
+      this.checksMet = 0;
       if (this.held.size > 0) this.lapse("a dispatcher of the 'leases' mode works the table");
       this.current = 'waiting';
       this.working = false;
       clearTimeout(this.expiry);
-      const holders = await store.leasesModeHolders().catch(() => []);
       log.log(
-        `Delivery partitions: waiting, delivering nothing, while dispatchers of the 'leases' mode work this table (${holders.length > 0 ? holders.join(', ') : 'they hold its leases mode lock'}): a rolling deploy switching the mode; delivery starts here once they are gone`,
+        `Delivery partitions: waiting, delivering nothing, while dispatchers of the 'leases' mode work this table (${holders !== undefined && holders.length > 0 ? holders.join(', ') : 'they hold its leases mode lock'}): a rolling deploy switching the mode; delivery starts here once they are gone`,
       );
     }
     const idle = [...beat.owned.keys()].filter((p) => !busy(p));

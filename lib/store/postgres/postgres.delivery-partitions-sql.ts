@@ -188,6 +188,7 @@ export async function postgresWorkingPartitionOwners(
 export const POSTGRES_LEASES_MODE_HOLDERS = `SELECT l.pid, a.application_name, a.client_addr::text AS client_addr
 FROM pg_locks AS l LEFT JOIN pg_stat_activity AS a ON a.pid = l.pid
 WHERE l.locktype = 'advisory' AND l.classid = $1::int4::oid AND l.objid = $2::int4::oid AND l.objsubid = 2 AND l.granted
+  AND l.mode = 'ShareLock'
 ORDER BY l.pid`;
 
 /**
