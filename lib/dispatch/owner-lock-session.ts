@@ -25,6 +25,11 @@ export const OWNER_LOCK_GRACE_MS = 1_250;
 export const OWNER_LOCK_LOOK_MS = 100;
 /** The least pause between two looks, when one took longer than the period (a slow server). */
 export const OWNER_LOCK_LOOK_GAP_MS = 25;
+/**
+ * How long a lock whose session stopped answering is kept (`keepOnSilence`) before its session
+ * is closed and a new lock taken: a stall of the process or the server ends well before this.
+ */
+export const OWNER_LOCK_SILENCE_MAX_MS = 10_000;
 /** How long to wait before asking for a session again after failing to get one. */
 const RETRY_MS = 1_000;
 /** How many fresh keys one take tries: a key another session holds is passed over. */
@@ -57,14 +62,32 @@ export interface OwnerLockSessionParts {
   readonly lock: (session: SqlSession, key: number) => Promise<boolean>;
   /** Gives every lock of `session` up before it goes back to the pool; absent: it is closed. */
   readonly unlock?: (session: SqlSession) => Promise<void>;
-  /** The lock stopped counting: it is forgotten and its session closed before this is called. */
+  /**
+   * The lock stopped counting: it is forgotten and its session closed before this is called
+   * (with `keepOnSilence`, a silent lock's session is kept: see there).
+   */
   readonly lapsed: (lock: HeldOwnerLock, why: OwnerLockLapse) => void;
+  /**
+   * Keeps the session of a lock whose question went unanswered past its validity (this process
+   * or the server stalled) instead of closing it. The lock stops counting all the same, and
+   * `lapsed` is called, but while the session lives the database holds the lock, so no other
+   * process can find it free and take over what was held under it; an answer to a question sent
+   * afterwards makes it count again under the same key (`answered`). A question that fails, or
+   * silence for OWNER_LOCK_SILENCE_MAX_MS, closes the session as without it.
+   */
+  readonly keepOnSilence?: boolean;
+  /** A silent lock (`keepOnSilence`) counts again, after `silentMs` without counting. */
+  readonly answered?: (lock: HeldOwnerLock, silentMs: number) => void;
 }
 
 /** The lock as kept here: callers see its validity move as answers come. */
 interface Held {
   readonly lock: { readonly session: SqlSession; readonly key: number; validUntil: number };
   expiry: NodeJS.Timeout | undefined;
+  /** Since when (monotonic clock) the lock has not counted, its session kept (keepOnSilence). */
+  silentSince: number | undefined;
+  /** A question is on the session, not answered yet: no other is sent behind it. */
+  asking: boolean;
 }
 
 /**
@@ -96,7 +119,7 @@ export class OwnerLockSession {
    */
   counts(lock: HeldOwnerLock): boolean {
     const held = this.held;
-    if (held?.lock !== lock) return false;
+    if (held?.lock !== lock || held.silentSince !== undefined) return false;
     if (performance.now() < lock.validUntil) return true;
     this.lapse(held, { kind: 'overdue' });
     return false;
@@ -121,6 +144,8 @@ export class OwnerLockSession {
         const held: Held = {
           lock: { session, key, validUntil: sentAt + OWNER_LOCK_VALID_MS },
           expiry: undefined,
+          silentSince: undefined,
+          asking: false,
         };
         this.held = held;
         this.unwatched = false;
@@ -139,27 +164,40 @@ export class OwnerLockSession {
   /**
    * Asks the session of the lock held now whether it is still there: an answer within the
    * validity renews it from the question's sending, a failure or none lapses it. `before` runs
-   * first on the same session (its failure counts as the question's).
+   * first on the same session (its failure counts as the question's). With `keepOnSilence` one
+   * question at a time is on the session, and a late answer is waited for rather than a failure:
+   * the expiry timer says when the lock stops counting.
    */
   async ask(before?: (lock: HeldOwnerLock) => Promise<void>): Promise<void> {
     const held = this.held;
-    if (held === undefined) return;
+    if (held === undefined || held.asking) return;
     const sentAt = performance.now();
-    let failure: unknown;
-    try {
+    held.asking = true;
+    const question = (async () => {
       if (before !== undefined) await before(held.lock);
-      const answer = await within(held.lock.session.query('SELECT 1'), OWNER_LOCK_VALID_MS);
-      if (answer === undefined) failure = new Error(`no answer within ${OWNER_LOCK_VALID_MS} ms`);
-    } catch (error) {
-      failure = error;
-    }
-    if (this.held !== held || this.unwatched) return;
-    if (failure !== undefined) {
-      this.lapse(held, { kind: 'failed', error: failure });
+      await held.lock.session.query('SELECT 1');
+    })();
+    const settled = question.then(
+      () => ({ failure: undefined }),
+      (error: unknown) => ({ failure: error ?? new Error('the question failed') }),
+    );
+    void settled.then(() => {
+      held.asking = false;
+    });
+    const inTime = await within(settled, OWNER_LOCK_VALID_MS);
+    if (inTime === undefined && this.parts.keepOnSilence === true) {
+      // Not past the silence's end: the lock is closed then, and the heartbeats go on.
+      const late = await within(settled, OWNER_LOCK_SILENCE_MAX_MS);
+      if (late !== undefined) this.answer(held, sentAt, late.value.failure);
       return;
     }
-    held.lock.validUntil = sentAt + OWNER_LOCK_VALID_MS;
-    this.armExpiry(held);
+    this.answer(
+      held,
+      sentAt,
+      inTime === undefined
+        ? new Error(`no answer within ${OWNER_LOCK_VALID_MS} ms`)
+        : inTime.value.failure,
+    );
   }
 
   /**
@@ -187,6 +225,25 @@ export class OwnerLockSession {
     await within(held.lock.session.release(!unlocked), OWNER_LOCK_VALID_MS);
   }
 
+  /** What the answer to a question sent at `sentAt` says of the lock. */
+  private answer(held: Held, sentAt: number, failure: unknown): void {
+    if (this.held !== held || this.unwatched) return;
+    if (failure !== undefined) {
+      this.lapse(held, { kind: 'failed', error: failure });
+      return;
+    }
+    const validUntil = sentAt + OWNER_LOCK_VALID_MS;
+    // A late answer says nothing of now: a silent lock waits for the next question's.
+    if (held.silentSince !== undefined && performance.now() >= validUntil) return;
+    held.lock.validUntil = validUntil;
+    if (held.silentSince !== undefined) {
+      const silentMs = performance.now() - held.silentSince;
+      held.silentSince = undefined;
+      this.parts.answered?.(held.lock, silentMs);
+    }
+    this.armExpiry(held);
+  }
+
   /** Lapses the lock when it stops counting, whether or not a question is still pending. */
   private armExpiry(held: Held): void {
     clearTimeout(held.expiry);
@@ -200,10 +257,27 @@ export class OwnerLockSession {
 
   private lapse(held: Held, why: OwnerLockLapse): void {
     if (this.held !== held) return;
-    this.held = undefined;
     clearTimeout(held.expiry);
+    if (this.parts.keepOnSilence === true && why.kind !== 'failed') {
+      if (held.silentSince !== undefined) return;
+      held.silentSince = performance.now();
+      const closing = setTimeout(
+        () =>
+          this.lapse(held, {
+            kind: 'failed',
+            error: new Error(`no answer for ${OWNER_LOCK_SILENCE_MAX_MS} ms`),
+          }),
+        OWNER_LOCK_SILENCE_MAX_MS,
+      );
+      closing.unref();
+      held.expiry = closing;
+      this.parts.lapsed(held.lock, why);
+      return;
+    }
+    this.held = undefined;
     void held.lock.session.release(true).catch(() => undefined);
-    this.parts.lapsed(held.lock, why);
+    // A silent lock was reported when it went silent.
+    if (held.silentSince === undefined) this.parts.lapsed(held.lock, why);
   }
 }
 

@@ -962,6 +962,68 @@ for (const db of TEST_DATABASES.filter((d) => d.name === 'postgres')) {
       ]);
     });
 
+    it("a stall longer than the owner lock's validity is not taken for a crash: the lock's session is kept, no partition changes hands, and the owners deliver on under the same locks", async () => {
+      const { table: name, commit } = await table();
+      const publisher = new RecordingPublisher().slow(2);
+      const logger = new CapturingLogger();
+      const open = (instanceId: string) =>
+        scope.open({
+          // The default heartbeat timeout: a stall of 1.5 s lapses the owner locks (valid 1 s
+          // after their last answered question), not the heartbeats.
+          ...dispatchTestApp(publisher, {
+            autoStart: true,
+            instanceId,
+            dispatcher: { claims: 'partitions', batchSize: 20, pollIntervalMs: 50 },
+          }),
+          table: name,
+          logger,
+        });
+      await open('stalled-a');
+      await open('stalled-b');
+      await waitFor(
+        'the partitions divided between the two',
+        async () => {
+          const [a, b] = [await memberOf(name, 'stalled-a'), await memberOf(name, 'stalled-b')];
+          return a.held > 0 && b.held > 0 && a.held + b.held === 256;
+        },
+        { timeoutMs: 15_000 },
+      );
+      const keys = Array.from({ length: 30 }, (_, k) => `key-${k}`);
+      const ids: string[] = [];
+      for (let tx = 0; tx < 5; tx++) ids.push(...(await commit(keys.map((k) => msg(k, { tx })))));
+      await publisher.until((p) => ids.every((id) => p.sentIds.includes(id)), 20_000, 'all sent');
+      const locks = [
+        (await memberOf(name, 'stalled-a')).lockKey,
+        (await memberOf(name, 'stalled-b')).lockKey,
+      ];
+      const before = await ownersOf(name);
+
+      // Both dispatchers live in this process: its event loop held up, as by a long GC or a
+      // starved CPU, stalls both. Each finds its lock's validity past on waking.
+      Atomics.wait(new Int32Array(new SharedArrayBuffer(4)), 0, 0, 1_500);
+
+      for (let tx = 5; tx < 10; tx++) ids.push(...(await commit(keys.map((k) => msg(k, { tx })))));
+      await waitFor(
+        'both locks counting again',
+        () => logger.linesOf(/its lock's session answered again after/).length >= 2,
+        { timeoutMs: 10_000 },
+      );
+      // Longer than a look and the grace a free lock is given before its partitions are taken.
+      await new Promise((resolve) => setTimeout(resolve, 2_000));
+      await publisher.until((p) => ids.every((id) => p.sentIds.includes(id)), 20_000, 'all sent');
+      expect(await ownersOf(name)).toEqual(before);
+      expect([
+        (await memberOf(name, 'stalled-a')).lockKey,
+        (await memberOf(name, 'stalled-b')).lockKey,
+      ]).toEqual(locks);
+      expect(logger.linesOf(/owner lock of .* was released/)).toEqual([]);
+      const order = idOrderByKey(await readOutbox(scope.ds, name));
+      for (const key of keys) {
+        const seen = publisher.sentForKey(key);
+        expect(seen.filter((id, i) => seen.indexOf(id) === i)).toEqual(order.get(key));
+      }
+    });
+
     it('an owner whose owner-lock connection is killed drops what it holds, names a new lock and delivers on: nothing lost, per-key order kept', async () => {
       const { table: name, commit } = await table();
       const publisher = new RecordingPublisher().slow(2);

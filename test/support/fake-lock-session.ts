@@ -5,7 +5,9 @@ import type { SqlSession } from '../../lib/store/ports/sql-port';
  * test says, and it records how it was given back.
  */
 export class FakeLockSession {
-  answer: 'ok' | 'fail' | 'hang' = 'ok';
+  /** `'held'`: questions wait until `resume()` answers them. */
+  answer: 'ok' | 'fail' | 'hang' | 'held' = 'ok';
+  private readonly waiting: (() => void)[] = [];
   /** How release was called: true, closed; false, pooled again. */
   released: boolean | undefined;
   unlocked = false;
@@ -13,7 +15,18 @@ export class FakeLockSession {
   query(): Promise<{ rows: unknown[]; affected: number }> {
     if (this.answer === 'fail') return Promise.reject(new Error('connection terminated'));
     if (this.answer === 'hang') return new Promise(() => undefined);
+    if (this.answer === 'held') {
+      return new Promise((resolve) =>
+        this.waiting.push(() => resolve({ rows: [{ '?column?': 1 }], affected: 0 })),
+      );
+    }
     return Promise.resolve({ rows: [{ '?column?': 1 }], affected: 0 });
+  }
+
+  /** Answers the questions held so far, and those to come. */
+  resume(): void {
+    this.answer = 'ok';
+    for (const answer of this.waiting.splice(0)) answer();
   }
 
   release(destroy?: boolean): Promise<void> {

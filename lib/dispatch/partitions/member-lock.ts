@@ -26,6 +26,8 @@ export interface MemberLockParts extends Pick<OwnerLockSessionParts, 'session' |
   readonly log: DispatcherLog;
   /** The lock stopped counting: what was held under it is dropped now. */
   readonly lost: () => void;
+  /** The lock counts again (its session answered after a silence): beat now to take back. */
+  readonly answered: () => void;
   /** Others' heartbeats were ended: their partitions are free `afterMs` from now. */
   readonly gone: (afterMs: number) => void;
 }
@@ -40,7 +42,11 @@ export interface MemberLockParts extends Pick<OwnerLockSessionParts, 'session' |
  * cut connection) drops what it holds within OWNER_LOCK_VALID_MS, before the grace ends, and
  * beats again under a new key (never the old one) or, without one, under its heartbeat alone.
  *
- * A frozen process keeps its session, and its lock: it is judged by its heartbeat as before.
+ * A session that only stops answering for a while (this process or the server stalled under
+ * load) is kept: what the process holds is dropped as for a lost one, but the lock stays held,
+ * so no other process takes its partitions over for the stall, and once the session answers
+ * again the same key counts and the process takes back what the table still names it for. A
+ * frozen process keeps its session, and its lock: it is judged by its heartbeat as before.
  */
 export class MemberLock {
   private readonly lock: OwnerLockSession;
@@ -56,6 +62,8 @@ export class MemberLock {
       lock: parts.lock,
       unlock: parts.unlock,
       lapsed: (_lock, why) => this.lapsed(why),
+      keepOnSilence: true,
+      answered: (_lock, silentMs) => this.answered(silentMs),
     });
     this.heartbeats = new Repeating(() => this.lock.ask(), OWNER_LOCK_HEARTBEAT_MS);
     this.looks = new Repeating(() => this.look(), OWNER_LOCK_LOOK_MS, OWNER_LOCK_LOOK_GAP_MS);
@@ -115,15 +123,21 @@ export class MemberLock {
 
   private lapsed(why: OwnerLockLapse): void {
     if (!this.stopped) {
-      const reason =
-        why.kind === 'failed'
-          ? `its lock's session was lost or did not answer within ${OWNER_LOCK_VALID_MS} ms`
-          : `its lock's session did not answer for ${OWNER_LOCK_VALID_MS} ms`;
       this.parts.log.warn(
-        `Delivery partitions: ${reason}; what this process holds is dropped, and its next heartbeat names a new lock`,
+        why.kind === 'failed'
+          ? `Delivery partitions: its lock's session was lost (${describeError(why.error)}); what this process holds is dropped, and its next heartbeat names a new lock`
+          : `Delivery partitions: its lock's session did not answer for ${OWNER_LOCK_VALID_MS} ms (this process or the database stalled); what this process holds is dropped until the session answers again (the lock is kept meanwhile, so no other process takes its partitions over)`,
       );
     }
     this.parts.lost();
+  }
+
+  private answered(silentMs: number): void {
+    if (this.stopped) return;
+    this.parts.log.log(
+      `Delivery partitions: its lock's session answered again after ${Math.round(silentMs)} ms without counting; taking back what the table still names this process for`,
+    );
+    this.parts.answered();
   }
 
   private async look(): Promise<void> {

@@ -281,6 +281,7 @@ function memberLockOf(
     endGone: (graceMs) => endGone(ownership().id, graceMs),
     log,
     lost: () => ownership().lockLost(),
+    answered: () => ownership().beatSoon(),
     gone: (afterMs) => ownership().beatIn(afterMs),
   });
 }
