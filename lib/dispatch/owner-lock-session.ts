@@ -64,7 +64,8 @@ export interface OwnerLockSessionParts {
   readonly unlock?: (session: SqlSession) => Promise<void>;
   /**
    * The lock stopped counting: it is forgotten and its session closed before this is called
-   * (with `keepOnSilence`, a silent lock's session is kept: see there).
+   * (with `keepOnSilence`, a silent lock's session is kept: see there; called again when it is
+   * closed).
    */
   readonly lapsed: (lock: HeldOwnerLock, why: OwnerLockLapse) => void;
   /**
@@ -276,8 +277,7 @@ export class OwnerLockSession {
     }
     this.held = undefined;
     void held.lock.session.release(true).catch(() => undefined);
-    // A silent lock was reported when it went silent.
-    if (held.silentSince === undefined) this.parts.lapsed(held.lock, why);
+    this.parts.lapsed(held.lock, why);
   }
 }
 

@@ -70,7 +70,7 @@ describe('MemberLock (the owner lock a partition owner names in its heartbeat)',
     expect(sessions).toHaveLength(1);
     await jest.advanceTimersByTimeAsync(10_000);
     expect(sessions[0]?.released).toBe(true);
-    expect(events).toEqual(['lost']);
+    expect(events).toEqual(['lost', 'lost']);
     await lock.ensure();
     expect(lock.key()).toBe(keys[1]);
     expect(keys[1]).not.toBe(key);
