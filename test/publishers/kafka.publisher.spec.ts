@@ -423,6 +423,33 @@ describeWith(['postgres', 'kafka'], 'KafkaPublisher (PostgreSQL → Kafka)', () 
     expect(rows.find((r) => r.messageId === a4)?.status).not.toBe('delivered');
   });
 
+  it('aborted because its hold was lost, a batch already sent waits a moment for its answer: what Kafka took is answered as delivered, so nothing reaches the topic reported failed', async () => {
+    const topic = uniqueTopic();
+    await createTopic(topic);
+    const publisher = kafkaPublisher();
+    expect(await publisher.publish([record(topic, 0)], new AbortController().signal)).toEqual([
+      { ok: true },
+    ]);
+    const { received } = await consume(topic);
+    const batch = Array.from({ length: 50 }, (_, i) => record(topic, 1_000 + i));
+    const abort = new AbortController();
+    const call = publisher.publish(batch, abort.signal);
+    // Sent (the producer is connected and warm), not yet answered by the broker.
+    await new Promise((resolve) => setImmediate(resolve));
+    abort.abort(new Error('the delivery partitions were lost'));
+    const outcomes = await call;
+
+    expect(outcomes.map((o) => o.ok)).toEqual(batch.map(() => true));
+    await waitFor(
+      'the batch at the consumer',
+      () =>
+        batch.every((r) =>
+          received.some((m) => m.headers[OUTBOX_HEADER_MESSAGE_ID] === r.messageId),
+        ),
+      { timeoutMs: 30_000 },
+    );
+  });
+
   it('aborting one batch leaves the other in-flight batch on the shared producer alone', async () => {
     const topic = uniqueTopic();
     await createTopic(topic);

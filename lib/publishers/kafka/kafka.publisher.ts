@@ -13,7 +13,12 @@ import { PermanentPublishError } from '../../errors/permanent-publish.error';
 import { PublisherUnavailableError } from '../../errors/publisher-unavailable.error';
 import type { OutboxPublisher, PublishOutcome } from '../outbox-publisher.interface';
 import { pastPublishDeadline } from '../publish-deadline';
-import { abortReason as abortedBy, toPermanent, untilAborted } from '../kit/publish-abort';
+import {
+  abortReason as abortedBy,
+  settledOrAborted,
+  toPermanent,
+  untilAborted,
+} from '../kit/publish-abort';
 import { failUnanswered, publishRound, type PublishOutcomes } from '../kit/publish-round';
 import type { OutboxRecord } from '../../message/outbox-record.interface';
 import { describeError, redactSecrets } from '../../internal/describe-error';
@@ -202,9 +207,10 @@ export class KafkaPublisher implements OutboxPublisher {
         ? Promise.resolve(failUnanswered(outgoing, outcomes, retiredBeforeTurn(), false))
         : this.send(handle, outgoing, outcomes, signal),
     ).finally(() => this.sendSettled(handle));
-    // On abort, stop waiting: the request is left to finish (or fail) on its own. Tearing the
-    // producer down instead would fail every other batch in flight on it.
-    await untilAborted(sending, signal);
+    // On abort, stop waiting (after a grace for its answer when the hold was lost or the app
+    // stops): the request is left to finish (or fail) on its own. Tearing the producer down
+    // instead would fail every other batch in flight on it.
+    await settledOrAborted(sending, signal);
   }
 
   /**

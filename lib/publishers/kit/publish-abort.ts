@@ -23,6 +23,47 @@ export function abortReason(signal: AbortSignal, what?: string): Error {
 }
 
 /**
+ * How long a publisher keeps waiting for what it already wrote once the dispatcher aborts a
+ * publish for a reason other than its deadline (the batch's hold was lost, the app is stopping):
+ * what the broker acknowledges meanwhile is answered as delivered (its settle stays fenced),
+ * where an answer at once would have the dispatcher publish it again later as a copy. Brokers
+ * answer within milliseconds, and the dispatcher reads the answer to an abort for 250 ms.
+ */
+export const ABORT_CONFIRM_GRACE_MS = 200;
+
+/** Whether `signal`'s abort leaves what was written ABORT_CONFIRM_GRACE_MS (not the deadline's). */
+export function abortLeavesGrace(signal: AbortSignal): boolean {
+  return !(signal.reason instanceof PublishTimeoutError);
+}
+
+/**
+ * Resolves once `work` has settled, or once `signal` aborts; after an abort that leaves a grace
+ * (abortLeavesGrace), not before `work` settles or the grace ends. Never rejects: the caller
+ * reads what `work` recorded.
+ */
+export async function settledOrAborted(work: Promise<unknown>, signal: AbortSignal): Promise<void> {
+  let settled = false;
+  const done = work.then(
+    () => {
+      settled = true;
+    },
+    () => {
+      settled = true;
+    },
+  );
+  await untilAborted(done, signal);
+  if (settled || !abortLeavesGrace(signal)) return;
+  let timer: NodeJS.Timeout | undefined;
+  await Promise.race([
+    done,
+    new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, ABORT_CONFIRM_GRACE_MS);
+    }),
+  ]);
+  clearTimeout(timer);
+}
+
+/**
  * Resolves to the result of `work`, or to undefined as soon as `signal` aborts. The work is left
  * to finish: a publisher stops waiting for the broker's answer without tearing down what other
  * batches share (a producer, a connection).

@@ -12,7 +12,13 @@ import { PermanentPublishError } from '../../errors/permanent-publish.error';
 import { PublisherUnavailableError } from '../../errors/publisher-unavailable.error';
 import type { OutboxPublisher, PublishOutcome } from '../outbox-publisher.interface';
 import { pastPublishDeadline } from '../publish-deadline';
-import { abortReason, toPermanent, toUnavailable } from '../kit/publish-abort';
+import {
+  ABORT_CONFIRM_GRACE_MS,
+  abortLeavesGrace,
+  abortReason,
+  toPermanent,
+  toUnavailable,
+} from '../kit/publish-abort';
 import { STRUCTURED_CONTENT_TYPE } from '../cloud-events/cloud-event-headers';
 import type { EncodedCloudEvent } from '../cloud-events/outbox-cloud-events.port';
 import { publishRound, type PublishOutcomes } from '../kit/publish-round';
@@ -111,14 +117,6 @@ const ACCESS_REFUSED = 403;
 const NOT_FOUND = 404;
 /** How long an exchange seen to exist is trusted before it is checked again. */
 const EXCHANGE_CHECK_TTL_MS = 10_000;
-/**
- * How long the messages a round wrote keep waiting for their confirms once the dispatcher aborts
- * it for a reason other than its deadline (its hold lost, shutdown). RabbitMQ confirms within
- * milliseconds, and the dispatcher reads the answer to an abort for 250 ms: each message
- * confirmed in that time is recorded as delivered (its settle fenced), where answering at once
- * would send it again later as a copy.
- */
-const ABORT_CONFIRM_GRACE_MS = 200;
 // amqplib reports a refused handshake only as text, in two fixed formats of its lib/connection.js
 // (the server's reply code is no property): "Handshake terminated by server: 403 (ACCESS-REFUSED)
 // with message ..." when the login is refused, and "Expected ConnectionOpenOk; got
@@ -423,7 +421,7 @@ export class RabbitMqPublisher implements OutboxPublisher {
     let grace: NodeJS.Timeout | undefined;
     const onAbort = (): void => {
       const result: RoundResult = { ok: false, error: abortReason(signal) };
-      if (signal.reason instanceof PublishTimeoutError) {
+      if (!abortLeavesGrace(signal)) {
         stop(result);
         return;
       }
