@@ -347,6 +347,24 @@ describeWith(['postgres', 'redis'], 'RedisStreamsPublisher (PostgreSQL → Redis
     expect(agedEntries.some((e) => e.id === '1-0')).toBe(false);
   });
 
+  it('aborted because its hold was lost, a batch already sent waits a moment for its replies: every entry Redis added is answered as added', async () => {
+    const topic = stream('halted');
+    const publisher = new RedisStreamsPublisher({ connection: REDIS_URL });
+    scope.defer(() => publisher.close());
+    expect(names(await publisher.publish([record(topic, 0)], live()))).toEqual(['ok']);
+    const batch = Array.from({ length: 50 }, (_, n) => record(topic, 1 + n));
+    const abort = new AbortController();
+    const call = publisher.publish(batch, abort.signal);
+    // Sent on the open connection, its replies not read yet: no I/O between these steps.
+    for (let i = 0; i < 20; i++) await Promise.resolve();
+    abort.abort(new Error('the delivery partitions were lost'));
+    const outcomes = await call;
+    expect(names(outcomes)).toEqual(batch.map(() => 'ok'));
+    expect(ids(await readStream(redis, topic))).toEqual(
+      [record(topic, 0), ...batch].map((r) => r.messageId),
+    );
+  });
+
   it('with createStreams: false, a message for a missing stream fails (retried), and none is created', async () => {
     const existing = stream('existing');
     const missing = stream('missing');

@@ -14,7 +14,13 @@ import {
 } from '../../outbox.constants';
 import type { OutboxPublisher, PublishOutcome } from '../outbox-publisher.interface';
 import { pastPublishDeadline } from '../publish-deadline';
-import { abortReason as abortedBy, toPermanent, toUnavailable } from '../kit/publish-abort';
+import {
+  ABORT_CONFIRM_GRACE_MS,
+  abortLeavesGrace,
+  abortReason as abortedBy,
+  toPermanent,
+  toUnavailable,
+} from '../kit/publish-abort';
 import {
   headersBesideCloudEvent,
   STRUCTURED_CONTENT_TYPE,
@@ -298,6 +304,7 @@ export class RedisStreamsPublisher implements OutboxPublisher {
     signal: AbortSignal,
   ): Promise<Answer> {
     let timer: NodeJS.Timeout | undefined;
+    let graceTimer: NodeJS.Timeout | undefined;
     let onAbort: (() => void) | undefined;
     const stopped = new Promise<Answer>((resolve) => {
       timer = setTimeout(() => resolve({ kind: 'timeout' }), this.#options.publishTimeoutMs);
@@ -309,7 +316,16 @@ export class RedisStreamsPublisher implements OutboxPublisher {
       (error: unknown): Answer => ({ kind: 'failed', error }),
     );
     try {
-      const answer = await Promise.race([replied, stopped]);
+      let answer = await Promise.race([replied, stopped]);
+      // The hold lost or the app stopping (not the deadline): what was sent is answered if
+      // Redis does so within the grace, so that its entries count as added, not sent again.
+      if (answer.kind === 'aborted' && abortLeavesGrace(signal)) {
+        const aborted = answer;
+        const grace = new Promise<Answer>((resolve) => {
+          graceTimer = setTimeout(() => resolve(aborted), ABORT_CONFIRM_GRACE_MS);
+        });
+        answer = await Promise.race([replied, grace]);
+      }
       if (answer.kind === 'timeout') {
         this.drop(
           client,
@@ -319,6 +335,7 @@ export class RedisStreamsPublisher implements OutboxPublisher {
       return answer;
     } finally {
       clearTimeout(timer);
+      clearTimeout(graceTimer);
       if (onAbort !== undefined) signal.removeEventListener('abort', onAbort);
     }
   }
