@@ -430,6 +430,18 @@ for (const db of TEST_DATABASES.filter((d) => d.name === 'postgres')) {
       };
     }
 
+    /** Waits until the two processes labelled `a` and `b` hold every partition between them. */
+    async function dividedBetween(name: string, a: string, b: string): Promise<void> {
+      await waitFor(
+        'the partitions divided between the two',
+        async () => {
+          const [x, y] = [await memberOf(name, a), await memberOf(name, b)];
+          return x.held > 0 && y.held > 0 && x.held + y.held === ALL_PARTITIONS.length;
+        },
+        { timeoutMs: 15_000 },
+      );
+    }
+
     /** Each partition's owner and generation, from the table. */
     async function ownersOf(
       name: string,
@@ -980,14 +992,7 @@ for (const db of TEST_DATABASES.filter((d) => d.name === 'postgres')) {
         });
       await open('stalled-a');
       await open('stalled-b');
-      await waitFor(
-        'the partitions divided between the two',
-        async () => {
-          const [a, b] = [await memberOf(name, 'stalled-a'), await memberOf(name, 'stalled-b')];
-          return a.held > 0 && b.held > 0 && a.held + b.held === 256;
-        },
-        { timeoutMs: 15_000 },
-      );
+      await dividedBetween(name, 'stalled-a', 'stalled-b');
       const keys = Array.from({ length: 30 }, (_, k) => `key-${k}`);
       const ids: string[] = [];
       for (let tx = 0; tx < 5; tx++) ids.push(...(await commit(keys.map((k) => msg(k, { tx })))));
@@ -1038,14 +1043,7 @@ for (const db of TEST_DATABASES.filter((d) => d.name === 'postgres')) {
         });
       await open('cut-owner');
       await open('other-owner');
-      await waitFor(
-        'the partitions divided between the two',
-        async () => {
-          const [a, b] = [await memberOf(name, 'cut-owner'), await memberOf(name, 'other-owner')];
-          return a.held > 0 && b.held > 0 && a.held + b.held === 256;
-        },
-        { timeoutMs: 15_000 },
-      );
+      await dividedBetween(name, 'cut-owner', 'other-owner');
       const keys = Array.from({ length: 30 }, (_, k) => `key-${k}`);
       const ids: string[] = [];
       for (let tx = 0; tx < 10; tx++) ids.push(...(await commit(keys.map((k) => msg(k, { tx })))));

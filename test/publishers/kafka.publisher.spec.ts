@@ -131,6 +131,25 @@ describeWith(['postgres', 'kafka'], 'KafkaPublisher (PostgreSQL → Kafka)', () 
     return harness;
   }
 
+  /**
+   * A topic of its own, a publisher connected and warm on it (one message sent), and a consumer
+   * of it: the batches a test sends next go out on the producer at once.
+   */
+  async function warmPublisher(): Promise<{
+    topic: string;
+    publisher: KafkaPublisher;
+    received: Received[];
+  }> {
+    const topic = uniqueTopic();
+    await createTopic(topic);
+    const publisher = kafkaPublisher();
+    expect(await publisher.publish([record(topic, 0)], new AbortController().signal)).toEqual([
+      { ok: true },
+    ]);
+    const { received } = await consume(topic);
+    return { topic, publisher, received };
+  }
+
   async function consume(
     topic: string,
     into: Received[] = [],
@@ -424,13 +443,7 @@ describeWith(['postgres', 'kafka'], 'KafkaPublisher (PostgreSQL → Kafka)', () 
   });
 
   it('aborted because its hold was lost, a batch already sent waits a moment for its answer: what Kafka took is answered as delivered, so nothing reaches the topic reported failed', async () => {
-    const topic = uniqueTopic();
-    await createTopic(topic);
-    const publisher = kafkaPublisher();
-    expect(await publisher.publish([record(topic, 0)], new AbortController().signal)).toEqual([
-      { ok: true },
-    ]);
-    const { received } = await consume(topic);
+    const { topic, publisher, received } = await warmPublisher();
     const batch = Array.from({ length: 50 }, (_, i) => record(topic, 1_000 + i));
     const abort = new AbortController();
     const call = publisher.publish(batch, abort.signal);
@@ -451,14 +464,8 @@ describeWith(['postgres', 'kafka'], 'KafkaPublisher (PostgreSQL → Kafka)', () 
   });
 
   it('aborting one batch leaves the other in-flight batch on the shared producer alone', async () => {
-    const topic = uniqueTopic();
-    await createTopic(topic);
-    const publisher = kafkaPublisher();
     // Connected and warm, so both batches below are in flight on the same producer at once.
-    expect(await publisher.publish([record(topic, 0)], new AbortController().signal)).toEqual([
-      { ok: true },
-    ]);
-    const { received } = await consume(topic);
+    const { topic, publisher, received } = await warmPublisher();
     const blob = 'x'.repeat(2_000);
     const aborted = Array.from({ length: 300 }, (_, i) =>
       record(topic, 1_000 + i, JSON.stringify({ n: 1_000 + i, blob })),

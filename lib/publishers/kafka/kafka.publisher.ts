@@ -15,7 +15,7 @@ import type { OutboxPublisher, PublishOutcome } from '../outbox-publisher.interf
 import { pastPublishDeadline } from '../publish-deadline';
 import {
   abortReason as abortedBy,
-  settledOrAborted,
+  answerWithinGrace,
   toPermanent,
   untilAborted,
 } from '../kit/publish-abort';
@@ -210,7 +210,8 @@ export class KafkaPublisher implements OutboxPublisher {
     // On abort, stop waiting (after a grace for its answer when the hold was lost or the app
     // stops): the request is left to finish (or fail) on its own. Tearing the producer down
     // instead would fail every other batch in flight on it.
-    await settledOrAborted(sending, signal);
+    await untilAborted(sending, signal);
+    if (signal.aborted) await answerWithinGrace(sending, signal);
   }
 
   /**

@@ -37,30 +37,29 @@ export function abortLeavesGrace(signal: AbortSignal): boolean {
 }
 
 /**
- * Resolves once `work` has settled, or once `signal` aborts; after an abort that leaves a grace
- * (abortLeavesGrace), not before `work` settles or the grace ends. Never rejects: the caller
- * reads what `work` recorded.
+ * What `work` answers within ABORT_CONFIRM_GRACE_MS, for a publish aborted for a reason that
+ * leaves a grace (abortLeavesGrace); undefined when it leaves none, or when `work` rejects or
+ * does not answer in time. At once when `work` has settled already.
  */
-export async function settledOrAborted(work: Promise<unknown>, signal: AbortSignal): Promise<void> {
-  let settled = false;
-  const done = work.then(
-    () => {
-      settled = true;
-    },
-    () => {
-      settled = true;
-    },
-  );
-  await untilAborted(done, signal);
-  if (settled || !abortLeavesGrace(signal)) return;
+export async function answerWithinGrace<T>(
+  work: Promise<T>,
+  signal: AbortSignal,
+): Promise<{ value: T } | undefined> {
+  if (!abortLeavesGrace(signal)) return undefined;
   let timer: NodeJS.Timeout | undefined;
-  await Promise.race([
-    done,
-    new Promise<void>((resolve) => {
-      timer = setTimeout(resolve, ABORT_CONFIRM_GRACE_MS);
-    }),
-  ]);
-  clearTimeout(timer);
+  try {
+    return await Promise.race([
+      work.then(
+        (value) => ({ value }),
+        () => undefined,
+      ),
+      new Promise<undefined>((resolve) => {
+        timer = setTimeout(() => resolve(undefined), ABORT_CONFIRM_GRACE_MS);
+      }),
+    ]);
+  } finally {
+    clearTimeout(timer);
+  }
 }
 
 /**

@@ -15,9 +15,8 @@ import {
 import type { OutboxPublisher, PublishOutcome } from '../outbox-publisher.interface';
 import { pastPublishDeadline } from '../publish-deadline';
 import {
-  ABORT_CONFIRM_GRACE_MS,
-  abortLeavesGrace,
   abortReason as abortedBy,
+  answerWithinGrace,
   toPermanent,
   toUnavailable,
 } from '../kit/publish-abort';
@@ -304,7 +303,6 @@ export class RedisStreamsPublisher implements OutboxPublisher {
     signal: AbortSignal,
   ): Promise<Answer> {
     let timer: NodeJS.Timeout | undefined;
-    let graceTimer: NodeJS.Timeout | undefined;
     let onAbort: (() => void) | undefined;
     const stopped = new Promise<Answer>((resolve) => {
       timer = setTimeout(() => resolve({ kind: 'timeout' }), this.#options.publishTimeoutMs);
@@ -319,12 +317,8 @@ export class RedisStreamsPublisher implements OutboxPublisher {
       let answer = await Promise.race([replied, stopped]);
       // The hold lost or the app stopping (not the deadline): what was sent is answered if
       // Redis does so within the grace, so that its entries count as added, not sent again.
-      if (answer.kind === 'aborted' && abortLeavesGrace(signal)) {
-        const aborted = answer;
-        const grace = new Promise<Answer>((resolve) => {
-          graceTimer = setTimeout(() => resolve(aborted), ABORT_CONFIRM_GRACE_MS);
-        });
-        answer = await Promise.race([replied, grace]);
+      if (answer.kind === 'aborted') {
+        answer = (await answerWithinGrace(replied, signal))?.value ?? answer;
       }
       if (answer.kind === 'timeout') {
         this.drop(
@@ -335,7 +329,6 @@ export class RedisStreamsPublisher implements OutboxPublisher {
       return answer;
     } finally {
       clearTimeout(timer);
-      clearTimeout(graceTimer);
       if (onAbort !== undefined) signal.removeEventListener('abort', onAbort);
     }
   }
