@@ -68,7 +68,10 @@ export interface AwsServiceCalls<C, Config, O extends { readonly messageGroupId?
   own(record: OutboxRecord): O | undefined;
   /** The entry of a message, less its `Id`: the common fields under the SDK's names, and its own. */
   entry(common: AwsCommonEntry, own: O | undefined): E;
-  /** One batch call to `destination` (a queue URL, a topic ARN). */
+  /**
+   * One batch call to `destination` (a queue URL, a topic ARN), cancelled by `signal`: the
+   * sender's own for the call, not the publish's (see AwsBatchSender's abort grace).
+   */
   sendBatch(
     client: C,
     destination: string,

@@ -4,7 +4,7 @@ import { PublisherUnavailableError } from '../../errors/publisher-unavailable.er
 import { ConcurrencyLimit } from '../../internal/concurrency-limit';
 import { describeError } from '../../internal/describe-error';
 import type { PublishOutcome } from '../outbox-publisher.interface';
-import { abortReason as abortedBy, toPermanent } from '../kit/publish-abort';
+import { abortReason as abortedBy, cancelledAfterGrace, toPermanent } from '../kit/publish-abort';
 import { failUnanswered, type PublishOutcomes } from '../kit/publish-round';
 import { pastPublishDeadline } from '../publish-deadline';
 import {
@@ -78,6 +78,11 @@ export interface AwsBatchSenderOptions {
  * fault) is an outage: its messages fail with `PublisherUnavailableError`, and `sent: false`
  * where AWS certainly did not take them. Refused credentials are an outage too, logged as an
  * error on every publish: an operator must act, and no message should lose attempts meanwhile.
+ *
+ * Aborted by the publish deadline, every call in flight is cancelled at once. Aborted for
+ * another reason (the batch's hold was lost, the app is stopping), nothing more is sent and a
+ * call already sent is cancelled only if AWS has not answered within ABORT_CONFIRM_GRACE_MS:
+ * the entries its answer reports taken are published, not sent again later as copies.
  */
 export class AwsBatchSender<E> {
   private readonly limit: ConcurrencyLimit;
@@ -150,11 +155,14 @@ export class AwsBatchSender<E> {
     }
     const destination = (chunk[0] as AwsBatchItem<E>).destination;
     const byId = new Map(chunk.map((item) => [String(item.index), item]));
+    const entries = chunk.map((item) => ({ ...item.entry, Id: String(item.index) }));
     let answer: AwsBatchAnswer;
     try {
-      answer = await this.call(
-        destination,
-        chunk.map((item) => ({ ...item.entry, Id: String(item.index) })),
+      // An abort for a lost hold or a stop leaves a call already sent a grace for its answer:
+      // AWS may have taken its entries, and those it answers as taken count as delivered
+      // instead of being sent again as copies. The deadline's abort still cancels it at once.
+      answer = await cancelledAfterGrace(
+        (requestSignal) => this.call(destination, entries, requestSignal),
         signal,
       );
     } catch (error) {

@@ -63,6 +63,34 @@ export async function answerWithinGrace<T>(
 }
 
 /**
+ * Runs `request` (one call to the broker that its client can cancel, such as an HTTP request)
+ * under a signal of its own that follows `signal`: cancelled at once by an abort that leaves no
+ * grace (the deadline's), and by any other abort only once ABORT_CONFIRM_GRACE_MS has passed
+ * without an answer. A request already sent may have been taken, and its answer, if it comes in
+ * time, tells which of its messages were; cancelling it at once would leave them all to be sent
+ * again. Settles as the request does (rejecting with the client's abort error once cancelled).
+ */
+export async function cancelledAfterGrace<T>(
+  request: (signal: AbortSignal) => Promise<T>,
+  signal: AbortSignal,
+): Promise<T> {
+  const own = new AbortController();
+  // Aborted before anything was sent: there is no answer to wait for.
+  if (signal.aborted) own.abort(signal.reason);
+  const work = request(own.signal);
+  const settled = work.then(
+    () => true,
+    () => true,
+  );
+  if ((await untilAborted(settled, signal)) === undefined) {
+    await answerWithinGrace(work, signal);
+    // Settled by now, or out of time: cancelling a settled request does nothing.
+    own.abort(signal.reason);
+  }
+  return work;
+}
+
+/**
  * Resolves to the result of `work`, or to undefined as soon as `signal` aborts. The work is left
  * to finish: a publisher stops waiting for the broker's answer without tearing down what other
  * batches share (a producer, a connection).
