@@ -20,6 +20,7 @@ import {
 import { describeWith } from '../support/services';
 import { FaultProxy } from '../../lib/testing';
 import {
+  abortGraceCases,
   startFauxqs,
   topicWithQueue,
   type Fauxqs,
@@ -69,6 +70,16 @@ describeWith(['postgres'], 'SnsPublisher (PostgreSQL → fauxqs)', () => {
     const t = await topicWithQueue(sns, sqs, { fifo, raw });
     topics.push(t);
     return t;
+  }
+
+  /** A proxy in front of fauxqs, and the configuration of an SNS client that goes through it. */
+  async function proxy(): Promise<{ proxy: FaultProxy; client: SnsPublisherOptions['client'] }> {
+    const p = await FaultProxy.start(
+      { host: '127.0.0.1', port: Number(new URL(fauxqs.endpoint).port) },
+      { lifetimeMs: 120_000 },
+    );
+    proxies.push(p);
+    return { proxy: p, client: { ...fauxqs.snsConfig(), endpoint: `http://127.0.0.1:${p.port}` } };
   }
 
   async function openOutbox(
@@ -182,13 +193,9 @@ describeWith(['postgres'], 'SnsPublisher (PostgreSQL → fauxqs)', () => {
 
   it('the server gone mid-drain and back: nothing lost, no attempt burnt, delivery resumes', async () => {
     const t = await topic(true, true);
-    const p = await FaultProxy.start(
-      { host: '127.0.0.1', port: Number(new URL(fauxqs.endpoint).port) },
-      { lifetimeMs: 120_000 },
-    );
-    proxies.push(p);
+    const { proxy: p, client } = await proxy();
     const h = await openOutbox(
-      { client: { ...fauxqs.snsConfig(), endpoint: `http://127.0.0.1:${p.port}` } },
+      { client },
       { dispatcher: { batchSize: 20, publishTimeoutMs: 2_000, maxOutagePauseMs: 500 } },
     );
     const ids: string[] = [];
@@ -245,6 +252,26 @@ describeWith(['postgres'], 'SnsPublisher (PostgreSQL → fauxqs)', () => {
   }, 120_000);
 
   describe('publish() driven directly', () => {
+    describe('aborted with the batch in the subscribed queue and the answer to its call held back (a proxy)', () => {
+      it.each(abortGraceCases())('$name', async (c) => {
+        const t = await topic(false, true);
+        const { proxy: p, client } = await proxy();
+        const publisher = new SnsPublisher({ client });
+        try {
+          const target = {
+            proxy: p,
+            call: /PublishBatch/,
+            publisher,
+            destination: t.topicArn,
+            received: t.consumer.received,
+          };
+          expect(await c.run(target)).toEqual(c.expected);
+        } finally {
+          await publisher.close();
+        }
+      });
+    });
+
     it('a missing topic fails its messages permanently; nothing listening is an outage never sent, and ping() rejects', async () => {
       const missing = new SnsPublisher({
         client: fauxqs.snsConfig(),

@@ -24,6 +24,7 @@ import {
 import { describeWith, SERVICES } from '../support/services';
 import { FaultProxy } from '../../lib/testing';
 import {
+  abortGraceCases,
   consumeSqs,
   createQueue,
   outboxIdOf,
@@ -457,6 +458,21 @@ describeWith(['postgres', 'elasticmq'], 'SqsPublisher (PostgreSQL → ElasticMQ)
       publishers.push(q);
       const [url] = await q.publish([byUrl], live());
       expect((url as { error: unknown }).error).toBeInstanceOf(PermanentPublishError);
+    });
+
+    describe('aborted with the batch in the queue and the answer to its call held back (a proxy)', () => {
+      it.each(abortGraceCases())('$name', async (c) => {
+        const { name, consumer } = await queue(false);
+        const p = await proxy();
+        const target = {
+          proxy: p,
+          call: /SendMessageBatch/,
+          publisher: publisher({ client: sqsConfig(`http://127.0.0.1:${p.port}`) }),
+          destination: name,
+          received: consumer.received,
+        };
+        expect(await c.run(target)).toEqual(c.expected);
+      });
     });
 
     it('nothing listening: every message is an outage never sent (no attempt), and ping() rejects; ping() resolves against ElasticMQ', async () => {

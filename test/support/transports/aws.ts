@@ -18,6 +18,9 @@ import {
   SubscribeCommand,
   type SNSClientConfig,
 } from '@aws-sdk/client-sns';
+import { PublishTimeoutError, type OutboxPublisher, type OutboxRecord } from '../../../lib';
+import { ABORT_CONFIRM_GRACE_MS } from '../../../lib/publishers/kit/publish-abort';
+import type { FaultProxy } from '../../../lib/testing';
 import { SERVICES } from '../services';
 import { Collector } from './collector';
 import { freePort } from './net';
@@ -217,5 +220,142 @@ export async function topicWithQueue(
       await consumer.close();
       await sns.send(new DeleteTopicCommand({ TopicArn })).catch(() => undefined);
     },
+  };
+}
+
+/**
+ * A publisher behind a proxy, and the queue its messages reach: what the abort grace cases
+ * below publish through.
+ */
+export interface HeldAnswerTarget {
+  readonly proxy: FaultProxy;
+  /** The batch call as the proxy sees its request: /SendMessageBatch/, /PublishBatch/. */
+  readonly call: RegExp;
+  readonly publisher: OutboxPublisher;
+  /** The queue name or topic ARN the messages go to. */
+  readonly destination: string;
+  /** What reaches the queue (the topic's subscribed queue). */
+  readonly received: Collector<Message>;
+}
+
+/** How a publish aborted with the answer to its batch call held back ended, in words. */
+export interface HeldAnswerSummary {
+  /** Each message: 'delivered', or its error's class ('…, not sent' when `sent: false`). */
+  readonly outcomes: string[];
+  /** Whether the queue holds the batch, each message once (it did before the abort). */
+  readonly queueHoldsTheBatch: boolean;
+  /** When the publish answered, counted from the abort. */
+  readonly answered: 'within the grace' | 'as the grace ended' | 'later';
+}
+
+/** One way the abort comes, and what the publish must answer then. */
+export interface AbortGraceCase {
+  readonly name: string;
+  readonly expected: HeldAnswerSummary;
+  run(target: HeldAnswerTarget): Promise<HeldAnswerSummary>;
+}
+
+const BATCH = 10;
+
+/**
+ * The abort grace of the AWS publishers, against the service behind a proxy that holds back
+ * the answer to the batch call: the service has stored the batch (read back from the queue)
+ * and the publish has not heard so, when the dispatcher aborts it. Aborted because its hold was
+ * lost, the answer let through 50 ms later counts (every message delivered); not let through,
+ * the call is cancelled as the grace ends. Aborted by its deadline, the call is cancelled at
+ * once, as before the grace. In the last two the queue holds messages reported failed: the
+ * copies the grace cannot spare.
+ */
+export function abortGraceCases(): AbortGraceCase[] {
+  const lost = (): Error => new Error('the delivery partitions were lost');
+  const batchOf = (outcome: string): string[] => new Array<string>(BATCH).fill(outcome);
+  return [
+    {
+      name: 'aborted because its hold was lost: a call already sent waits a moment for its answer, and what the service took is answered as delivered',
+      expected: {
+        outcomes: batchOf('delivered'),
+        queueHoldsTheBatch: true,
+        answered: 'within the grace',
+      },
+      run: (target) => abortWithAnswerHeld(target, lost(), 50),
+    },
+    {
+      name: 'aborted because its hold was lost, no answer within the grace: the call is cancelled then, and its messages fail as before',
+      expected: {
+        outcomes: batchOf('PublisherUnavailableError'),
+        queueHoldsTheBatch: true,
+        answered: 'as the grace ended',
+      },
+      run: (target) => abortWithAnswerHeld(target, lost(), undefined),
+    },
+    {
+      name: 'aborted by its deadline: the call is cancelled at once, as before',
+      expected: {
+        outcomes: batchOf('PublishTimeoutError'),
+        queueHoldsTheBatch: true,
+        answered: 'within the grace',
+      },
+      run: (target) => abortWithAnswerHeld(target, new PublishTimeoutError(1_000), undefined),
+    },
+  ];
+}
+
+/**
+ * Publishes one message (so that a connection is open and, for SQS, the queue's URL known: the
+ * batch then goes out at once), then a batch with the answer to its call held back; aborts it
+ * with `reason` once the queue holds the batch, and lets the answer through `releaseAfterMs`
+ * later (undefined: once the publish has answered).
+ */
+async function abortWithAnswerHeld(
+  target: HeldAnswerTarget,
+  reason: unknown,
+  releaseAfterMs: number | undefined,
+): Promise<HeldAnswerSummary> {
+  const { proxy, publisher, destination, received } = target;
+  const record = (n: number): OutboxRecord => ({
+    id: String(n),
+    messageId: randomUUID(),
+    topic: destination,
+    key: null,
+    type: 'abort-grace',
+    payload: JSON.stringify({ n }),
+    encoding: 'json',
+    contentType: undefined,
+    headers: {},
+    attempts: 1,
+    createdAt: new Date(),
+  });
+  const [warm] = await publisher.publish([record(0)], new AbortController().signal);
+  if (warm?.ok !== true) throw new Error('the warm-up message was not published');
+  await received.waitFor(1);
+  const batch = Array.from({ length: BATCH }, (_, n) => record(1 + n));
+  proxy.holdAnswerTo(target.call);
+  const abort = new AbortController();
+  const publishing = publisher.publish(batch, abort.signal);
+  await received.waitFor(1 + BATCH);
+  const abortedAt = performance.now();
+  abort.abort(reason);
+  const released =
+    releaseAfterMs === undefined ? undefined : sleep(releaseAfterMs).then(() => proxy.restore());
+  const outcomes = await publishing;
+  const answeredInMs = performance.now() - abortedAt;
+  await released;
+  proxy.restore();
+  // Anything sent after the abort would have reached the queue by now.
+  await sleep(300);
+  const stored = received.items.slice(1).map(outboxIdOf);
+  return {
+    outcomes: outcomes.map((o) =>
+      o.ok
+        ? 'delivered'
+        : `${(o.error as Error).constructor.name}${o.sent === false ? ', not sent' : ''}`,
+    ),
+    queueHoldsTheBatch: stored.length === BATCH && batch.every((r) => stored.includes(r.messageId)),
+    answered:
+      answeredInMs < ABORT_CONFIRM_GRACE_MS
+        ? 'within the grace'
+        : answeredInMs < ABORT_CONFIRM_GRACE_MS + 1_000
+          ? 'as the grace ended'
+          : 'later',
   };
 }
