@@ -8,6 +8,10 @@ import {
   type PublishOutcome,
 } from '../../lib';
 import { errorChain } from '../../lib/publishers/kit/error-chain';
+import {
+  ABORT_CONFIRM_GRACE_MS,
+  cancelledAfterGrace,
+} from '../../lib/publishers/kit/publish-abort';
 import { publishRound, type PublishOutcomes } from '../../lib/publishers/kit/publish-round';
 import { setPublishDeadline } from '../../lib/publishers/publish-deadline';
 import { resolveKafkaPublisherOptions } from '../../lib/publishers/kafka';
@@ -122,6 +126,59 @@ describe('publishRound', () => {
       ok: false,
       error: new PublisherUnavailableError('the channel closed'),
     });
+  });
+});
+
+describe('cancelledAfterGrace', () => {
+  /**
+   * A request that answers `answer` after `answerAfterMs` (never when undefined) and rejects as
+   * an HTTP client does once its signal aborts; `cancelledAt` is when, from the request's start.
+   */
+  function request(answerAfterMs?: number) {
+    const started = performance.now();
+    const state: { cancelledAt?: number } = {};
+    const run = (signal: AbortSignal): Promise<string> =>
+      new Promise((resolve, reject) => {
+        const cancel = (): void => {
+          state.cancelledAt = performance.now() - started;
+          reject(new Error('Request aborted'));
+        };
+        if (signal.aborted) return cancel();
+        signal.addEventListener('abort', cancel, { once: true });
+        if (answerAfterMs !== undefined) setTimeout(() => resolve('answer'), answerAfterMs);
+      });
+    return { run, state };
+  }
+
+  it('an abort other than the deadline leaves the request the grace: an answer within it is kept, and the request is not cancelled', async () => {
+    const abort = new AbortController();
+    const r = request(60);
+    const answered = cancelledAfterGrace(r.run, abort.signal);
+    setTimeout(() => abort.abort(new Error('the delivery partitions were lost')), 10);
+    await expect(answered).resolves.toBe('answer');
+    expect(r.state.cancelledAt).toBeUndefined();
+  });
+
+  it('cancels the request as the grace ends when it has not answered, and at once on the deadline or when aborted before it started', async () => {
+    const lost = new AbortController();
+    const late = request();
+    const answered = cancelledAfterGrace(late.run, lost.signal);
+    lost.abort(new Error('the dispatcher stopped'));
+    await expect(answered).rejects.toThrow('Request aborted');
+    expect(late.state.cancelledAt).toBeGreaterThanOrEqual(ABORT_CONFIRM_GRACE_MS - 1);
+
+    const deadline = new AbortController();
+    const timedOut = request(60);
+    const cancelled = cancelledAfterGrace(timedOut.run, deadline.signal);
+    deadline.abort(new PublishTimeoutError(1_000));
+    await expect(cancelled).rejects.toThrow('Request aborted');
+    expect(timedOut.state.cancelledAt).toBeLessThan(ABORT_CONFIRM_GRACE_MS);
+
+    const before = request(0);
+    await expect(
+      cancelledAfterGrace(before.run, AbortSignal.abort(new Error('stopped'))),
+    ).rejects.toThrow('Request aborted');
+    expect(before.state.cancelledAt).toBeDefined();
   });
 });
 

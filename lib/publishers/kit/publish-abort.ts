@@ -82,9 +82,11 @@ export async function cancelledAfterGrace<T>(
     () => true,
     () => true,
   );
-  if ((await untilAborted(settled, signal)) === undefined) {
-    await answerWithinGrace(work, signal);
-    // Settled by now, or out of time: cancelling a settled request does nothing.
+  if (
+    (await untilAborted(settled, signal)) === undefined &&
+    (await answerWithinGrace(work, signal)) === undefined
+  ) {
+    // Out of time, or failed already (which the cancel leaves as it is).
     own.abort(signal.reason);
   }
   return work;
