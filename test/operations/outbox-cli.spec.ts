@@ -414,7 +414,9 @@ for (const db of TEST_DATABASES) {
       expect(none.stdout).toMatch(
         /1 {2}table +missing: the table does not exist: migrate creates it/,
       );
-      expect(none.stdout).toContain('Run "outbox schema migrate"');
+      expect(none.stdout).toContain(
+        `Run "outbox schema migrate --with sequence,tenants,partitions,claimCheck,erasure" (same DATABASE_URL, --table), or run the DataSource's ...outboxMigrations({ with: ['sequence', 'tenants', 'partitions', 'claimCheck', 'erasure'] })`,
+      );
       expect(none.stdout).toContain(
         'if the app sets tableName or schema, pass the same --table and --schema',
       );

@@ -424,7 +424,7 @@ async function schemaStatus(args: CliArgs, db: CliDatabase): Promise<CliResult> 
       ...(upToDate
         ? []
         : [
-            `Run "outbox schema migrate" (same DATABASE_URL${args.table === 'outbox' ? '' : ', --table'}${args.schema === null ? '' : ', --schema'}), or run the DataSource's ...outboxMigrations(), to bring it up to date.`,
+            `Run "outbox schema migrate${args.withSteps.length === 0 ? '' : ` --with ${args.withSteps.join(',')}`}" (same DATABASE_URL${args.table === 'outbox' ? '' : ', --table'}${args.schema === null ? '' : ', --schema'}), or run the DataSource's ...outboxMigrations(${args.withSteps.length === 0 ? '' : `{ with: [${args.withSteps.map((s) => `'${s}'`).join(', ')}] }`}), to bring it up to date.`,
           ]),
       ...(layout === undefined || layout.kind === 'missing'
         ? []

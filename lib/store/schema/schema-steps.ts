@@ -352,7 +352,7 @@ export const OUTBOX_SCHEMA_STEPS: readonly OutboxSchemaStep[] = [
     'AddOutboxDeliveryPartitions',
     (database) => database.schema.deliveryPartitions,
     (names) =>
-      `the delivery_partition column and the tables ${names.tableName}_dispatchers and ${names.tableName}_owners are missing: migrate adds them, rows kept (needed only with dispatcher.claims 'partitions', docs/delivery.md)`,
+      `the delivery_partition column, the tables ${names.tableName}_dispatchers and ${names.tableName}_owners, or columns of them are missing: migrate adds what is missing, rows kept (needed only with dispatcher.claims 'partitions', docs/delivery.md)`,
     "added each row's delivery partition and the partition owners' tables (for dispatcher.claims 'partitions', step 9)",
     // Where this instance delivers by partitions: every read and settle needs it.
     {
