@@ -267,10 +267,10 @@ export const OutboxMessages = {
     `PostgreSQL add --online not to block writes on a large table), before starting the app, ` +
     `or leave the tenants option out (docs/upgrading.md, docs/tenants.md).`,
   partitionsMissing: (table: string, reason: string, ref: OutboxTableRef, step: number): string =>
-    `The outbox table ${table} lacks the delivery_partition column and the dispatchers' and ` +
-    `owners' tables that schema step ${step} adds (${reason}), which dispatcher.claims ` +
-    `'partitions' needs; a table is made without them unless asked. Run ` +
-    `${migrateWith(ref, 'partitions')}, which adds them (rows kept; add --online not to block ` +
+    `The outbox table ${table} lacks what schema step ${step} adds (the delivery_partition ` +
+    `column, the dispatchers' and owners' tables and their columns: ${reason}), which ` +
+    `dispatcher.claims 'partitions' needs; a table is made without them unless asked. Run ` +
+    `${migrateWith(ref, 'partitions')}, which adds what is missing (rows kept; add --online not to block ` +
     `writes on a large table), before starting the app, or leave dispatcher.claims at ` +
     `'leases' (docs/upgrading.md, docs/delivery.md "Partitions").`,
   claimCheckTableMissing: (

@@ -264,7 +264,12 @@ describe('outbox CLI without a database', () => {
   it('refuses bad command lines with exit code 2 and a one-line reason', async () => {
     const cases: [string[], string | undefined, RegExp][] = [
       [[], undefined, /No command given/],
-      [['frobnicate'], undefined, /Unknown command "frobnicate"/],
+      [['frobnicate'], undefined, /Unknown command "frobnicate"\. "outbox --help" lists every/],
+      [
+        ['status'],
+        undefined,
+        /Unknown command "status"\. Did you mean .*"outbox schema status".*"outbox delivery-partitions status"/,
+      ],
       [['dlq'], undefined, /needs a subcommand: list, show, retry, purge/],
       [['dlq', 'list', '--yes'], undefined, /--yes does not apply to "outbox dlq list"/],
       [

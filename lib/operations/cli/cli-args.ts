@@ -561,7 +561,11 @@ function commandOf(positionals: readonly string[]): { command: CliCommand; rest:
         : `Unknown command "outbox ${first} ${second}": use ${subs.join(', ')}.`,
     );
   }
-  throw new CliUsageError(`Unknown command "${first}".`);
+  // "outbox status" is a natural guess: name the commands it could have meant.
+  const near = Object.keys(COMMANDS).filter((c) => c.split(' ').includes(first));
+  throw new CliUsageError(
+    `Unknown command "${first}".${near.length === 0 ? '' : ` Did you mean ${near.map((c) => `"outbox ${c}"`).join(', ')}?`} "outbox --help" lists every command.`,
+  );
 }
 
 /** Parses the command line; throws `CliUsageError` for anything it cannot run. */
