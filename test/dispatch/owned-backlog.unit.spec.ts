@@ -9,7 +9,7 @@ const record = (id: number, key: string | null): ClaimedRecord =>
 /** A read's answer: rows as [id, key, previous id?], all in partition 7. */
 function found(
   rows: readonly (readonly [number, string | null, number?])[],
-  snapshot = { xmin: 10n, xmax: 10n },
+  snapshot = { xmin: 10n, xid: 10n },
 ): OwnedRead {
   return {
     records: rows.map(([id, key]) => record(id, key)),
@@ -254,34 +254,44 @@ describe('OwnedBacklog (per-key order in memory for a partition owner)', () => {
 });
 
 describe('ReadFloor (where an owner reads from)', () => {
-  it('moves past a read once a later snapshot shows every transaction then running ended', () => {
+  it("moves past a read once a later snapshot's xmin reaches the transaction id the read was given", () => {
     const floor = new ReadFloor();
-    floor.saw('0', found([[5, 'a']], { xmin: 100n, xmax: 105n }));
+    floor.saw('0', found([[5, 'a']], { xmin: 100n, xid: 105n }));
     expect(floor.after).toBe('0');
     // Transaction 103 was still running: a row of it below 5 could still commit.
-    floor.saw('0', found([[6, 'b']], { xmin: 103n, xmax: 110n }));
+    floor.saw('0', found([[6, 'b']], { xmin: 103n, xid: 110n }));
     expect(floor.after).toBe('0');
-    floor.saw('0', found([], { xmin: 105n, xmax: 112n }));
+    floor.saw('0', found([], { xmin: 105n, xid: 112n }));
     expect(floor.after).toBe('5');
-    floor.saw('5', found([], { xmin: 112n, xmax: 112n }));
+    floor.saw('5', found([], { xmin: 112n, xid: 112n }));
     expect(floor.after).toBe('6');
   });
 
-  it('moves past a read at once when its own snapshot had no transaction running', () => {
+  it('does not pass a row of a transaction its snapshot did not list: one given a higher id than the newest ended one runs unlisted', () => {
     const floor = new ReadFloor();
-    floor.saw('0', found([[5, 'a']], { xmin: 100n, xmax: 100n }));
+    // Transaction 100 took row 4, then row 5 committed in 99; the snapshot's xmax was 100 (one
+    // past the newest ended) and listed no running transaction, so xmin is 100 too. The read
+    // itself was given 101.
+    floor.saw('0', found([[5, 'a']], { xmin: 100n, xid: 101n }));
+    expect(floor.after).toBe('0');
+    // 100 still runs: a later read (given 102) still starts below row 5.
+    floor.saw('0', found([[9, 'b']], { xmin: 100n, xid: 102n }));
+    expect(floor.after).toBe('0');
+    // 100 committed: the next read from the floor finds row 4, and only now the floor moves.
+    floor.saw('0', found([[4, 'c']], { xmin: 103n, xid: 103n }));
+    expect(floor.after).toBe('9');
+  });
+
+  it('moves past a read at once when nothing was given a transaction id between its snapshot and its own', () => {
+    const floor = new ReadFloor();
+    floor.saw('0', found([[5, 'a']], { xmin: 100n, xid: 100n }));
     expect(floor.after).toBe('5');
-    // Transaction 100 started after that read and is running: this read's range waits for it.
-    floor.saw('5', found([[9, 'b']], { xmin: 100n, xmax: 101n }));
-    expect(floor.after).toBe('5');
-    floor.saw('5', found([[12, 'c']], { xmin: 101n, xmax: 101n }));
-    expect(floor.after).toBe('12');
   });
 
   it('does not move for a read that started above it', () => {
     const floor = new ReadFloor();
-    floor.saw('50', found([[60, 'a']], { xmin: 1n, xmax: 1n }));
-    floor.saw('0', found([], { xmin: 5n, xmax: 5n }));
+    floor.saw('50', found([[60, 'a']], { xmin: 1n, xid: 1n }));
+    floor.saw('0', found([], { xmin: 5n, xid: 5n }));
     expect(floor.after).toBe('0');
   });
 });

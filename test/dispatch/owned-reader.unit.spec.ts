@@ -10,7 +10,7 @@ function answer(ids: readonly number[]): OwnedRead {
     records: ids.map(record),
     partitions: new Map(ids.map((id) => [String(id), 7])),
     previous: new Map(),
-    snapshot: { xmin: 10n, xmax: 10n },
+    snapshot: { xmin: 10n, xid: 10n },
   };
 }
 
@@ -113,7 +113,8 @@ describe('OwnedReader (reads of the owned partitions)', () => {
   it('reads from a row the log named once its floor has passed it (its id was taken before its transaction had an id), and from the floor otherwise', async () => {
     const { reader: r, readAnswering, afters } = reader();
     r.woke();
-    // No transaction running at its snapshot: the floor passes 6 and 7 at once.
+    // Nothing given a transaction id between its snapshot and its own: the floor passes 6 and 7
+    // at once.
     await readAnswering([6, 7]);
     // Row 5 commits now; the log names it.
     r.named('5');

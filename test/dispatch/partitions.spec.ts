@@ -10,7 +10,7 @@ import { ALL_PARTITIONS } from '../../lib/store/shared-sql/delivery-partitions';
 import type { OutboxDeliveryPartitionsPort } from '../../lib/store/ports/outbox-store.port';
 import { DispatcherChild } from '../support/children/spawn-dispatcher';
 import { TcpConsumer } from '../support/children/tcp-consumer';
-import { DataSource } from 'typeorm';
+import { DataSource, type QueryRunner } from 'typeorm';
 import { PostgresOutboxStore } from '../../lib/store/postgres/postgres.store';
 import { readOutbox, serverOptions, TEST_DATABASES, type OutboxRow } from '../support/databases';
 import { msg } from '../support/dispatch-fixtures';
@@ -838,6 +838,71 @@ for (const db of TEST_DATABASES.filter((d) => d.name === 'postgres')) {
       const rows = await readOutbox(scope.ds, name);
       const idOf = (m: string): bigint => BigInt(rows.find((r) => r.messageId === m)?.id ?? -1);
       expect(idOf(lower)).toBeLessThan(idOf(publisher.sentIds[1] as string));
+      await app.close();
+    });
+
+    it('finds a message whose transaction was given its id after that of a later row that committed first, without waiting for a sweep', async () => {
+      const { table: name } = await table();
+      const publisher = new RecordingPublisher();
+      // Sweeps every 2 minutes, beats seldom: only reads from the floor bring rows out soon.
+      const app = await scope.open({
+        ...dispatchTestApp(publisher, {
+          autoStart: true,
+          instanceId: 'unlisted-writer-owner',
+          dispatcher: { ...partitions, partitionTimeoutMs: 60_000, pollIntervalMs: 120_000 },
+        }),
+        table: name,
+      });
+      const [first] = await app.enqueue([msg('warm', { n: 0 })]);
+      await publisher.until(
+        (p) => p.sentIds.includes(first as string),
+        10_000,
+        'the first message',
+      );
+      // A writer that sends no NOTIFY after its commits: each wake-up below is sent inside the
+      // transaction that commits, so no other transaction ends between a commit and the read it
+      // wakes (a NOTIFY of its own would end one, given a newer transaction id).
+      const writer = await scope.open({ table: name, options: { dispatcher: { listen: false } } });
+      const wake = (runner: QueryRunner): Promise<unknown> =>
+        runner.query('SELECT pg_notify($1, $2)', [`public_${name}`, '']);
+      const older = scope.ds.createQueryRunner();
+      const newer = scope.ds.createQueryRunner();
+      await older.connect();
+      await newer.connect();
+      let lower: string | undefined;
+      try {
+        // `older` is given its transaction id first, `newer` the next; `newer` takes the lower
+        // row id and `older` the higher, and `older` commits first. The read it wakes has a
+        // snapshot whose xmax is one past `older`: `newer`, running, is not listed in it.
+        await older.startTransaction();
+        await older.query('SELECT txid_current()');
+        await newer.startTransaction();
+        [lower] = (await writer.outbox.enqueue([msg('lower', { n: 1 })], newer.manager)) as [
+          string,
+        ];
+        const [higher] = (await writer.outbox.enqueue(
+          [msg('higher', { n: 2 })],
+          older.manager,
+        )) as [string];
+        await wake(older);
+        await older.commitTransaction();
+        await publisher.until((p) => p.sentIds.includes(higher), 10_000, 'the higher id');
+        await wake(newer);
+        await newer.commitTransaction();
+      } finally {
+        await older.release();
+        await newer.release();
+      }
+      const late = lower as string;
+      await publisher.until(
+        (p) => p.sentIds.includes(late),
+        10_000,
+        'the lower id, committed last',
+      );
+      const rows = await readOutbox(scope.ds, name);
+      const idOf = (m: string): bigint => BigInt(rows.find((r) => r.messageId === m)?.id ?? -1);
+      expect(idOf(late)).toBeLessThan(idOf(publisher.sentIds[1] as string));
+      await writer.close();
       await app.close();
     });
 

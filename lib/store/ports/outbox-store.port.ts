@@ -514,11 +514,14 @@ export interface OwnedRead {
    */
   readonly previous: ReadonlyMap<string, string>;
   /**
-   * The read's snapshot: transaction ids below `xmin` had ended, none at or above `xmax` had
-   * begun. Once a later read's `xmin` reaches this `xmax`, no row this read could not see yet
-   * below the ids it saw can still commit.
+   * The read's snapshot: transaction ids below `xmin` had ended; `xid` is one given out after
+   * it was taken (the read's own), above every transaction id given out before. Once a later
+   * read's `xmin` reaches this `xid`, no row this read could not see yet below the ids it saw
+   * can still commit (for rows whose transaction had its id before the row took its own, as the
+   * library's enqueue makes sure). A store without transaction ids answers 0 for both: each read
+   * counts as ended at once, and its reads must be told of late commits otherwise (a log).
    */
-  readonly snapshot: { readonly xmin: bigint; readonly xmax: bigint };
+  readonly snapshot: { readonly xmin: bigint; readonly xid: bigint };
 }
 
 /** What a read of owned partitions reads past: after an id, without some ids and keys. */

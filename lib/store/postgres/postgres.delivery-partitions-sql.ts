@@ -291,9 +291,13 @@ GROUP BY w.owner ORDER BY w.owner NULLS LAST`;
  * carries 150-230 ids on average, up to 1 230 (bench/HISTORY.md, "a read that carries
  * nothing"). Leaving the ids out and filtering in memory would read every row held again:
  * 1.8-2.3 ms for the same read before Node parses them.
- * The first row (a row of nulls when none is due) carries the snapshot's `xmin` and
- * `xmax`: once a later read's `xmin` reaches this one's `xmax`, every transaction that could
- * still commit a row below what this read saw has ended. The attempt counted is the one this
+ * The first row (a row of nulls when none is due) carries the snapshot's `xmin` and a
+ * transaction id given out after the snapshot was taken (`txid_current()`: the read's own,
+ * given when the statement runs): once a later read's `xmin` reaches it, every transaction that
+ * could still commit a row below what this read saw has ended. The snapshot's `xmax` is not
+ * enough: it is one past the newest transaction that had ended, and one given a higher id before
+ * the snapshot runs unlisted. The read's own id costs a commit record with no flush (it writes
+ * nothing else) and one transaction id per read. The attempt counted is the one this
  * delivery would make (the settle writes it).
  */
 export function postgresReadOwned(
@@ -321,9 +325,9 @@ export function postgresReadOwned(
 r AS (
   SELECT ${columns}, o.delivery_partition AS partition, ${previous} AS prev_id
   FROM c JOIN ${t} AS o ON o.id = c.id)
-SELECT r.*, s.snap_xmin, s.snap_xmax
+SELECT r.*, s.snap_xmin, s.snap_xid
 FROM (SELECT txid_snapshot_xmin(txid_current_snapshot())::text AS snap_xmin,
-  txid_snapshot_xmax(txid_current_snapshot())::text AS snap_xmax) AS s
+  txid_current()::text AS snap_xid) AS s
 LEFT JOIN r ON true
 ORDER BY r.id::int8`;
 }

@@ -51,7 +51,7 @@ type OwnedRow = ClaimedRow & {
   partition: number;
   prev_id: string | null;
   snap_xmin: string;
-  snap_xmax: string;
+  snap_xid: string;
 };
 
 /**
@@ -210,7 +210,7 @@ export class PostgresDeliveryPartitionsStore implements OutboxDeliveryPartitions
     const first = rows[0];
     const snapshot = {
       xmin: BigInt(first?.snap_xmin ?? 0),
-      xmax: BigInt(first?.snap_xmax ?? 0),
+      xid: BigInt(first?.snap_xid ?? 0),
     };
     // A row of nulls carries the snapshot when no row is due.
     const found = rows.filter((row) => row.id !== null);
