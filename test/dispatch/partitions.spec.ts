@@ -893,7 +893,7 @@ for (const db of TEST_DATABASES.filter((d) => d.name === 'postgres')) {
         await older.release();
         await newer.release();
       }
-      const late = lower as string;
+      const late = lower;
       await publisher.until(
         (p) => p.sentIds.includes(late),
         10_000,
