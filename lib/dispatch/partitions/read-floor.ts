@@ -34,7 +34,8 @@ export class ReadFloor {
     const { xmin, xid } = found.snapshot;
     const last = found.records[found.records.length - 1];
     // Only a read from the floor or below covers the ids from the floor up to its last row.
-    if (last !== undefined && !idAfter(after, this.floor)) this.pending.push({ upTo: last.id, xid });
+    if (last !== undefined && !idAfter(after, this.floor))
+      this.pending.push({ upTo: last.id, xid });
     const ready = this.pending.filter((p) => p.xid <= xmin);
     if (ready.length > 0) {
       for (const p of ready) if (idAfter(p.upTo, this.floor)) this.floor = p.upTo;
