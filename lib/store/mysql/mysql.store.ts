@@ -60,6 +60,8 @@ import {
   mysqlDeleteAttemptsOfIds,
   mysqlDeleteIds,
   mysqlRecordAttempts,
+  mysqlRecordAttemptsParams,
+  type MysqlAttemptFence,
   mysqlReinsert,
   mysqlRelease,
   mysqlReleaseAllWaiting,
@@ -95,6 +97,7 @@ import { messageIdText, type MessageIdCodec } from '../rows/message-id-codec';
 import { messageIdCodecOf } from '../schema/message-id-layout';
 import { mysqlMessageIdLayout } from './mysql-message-ids';
 import { mysqlDueTenants } from './mysql.tenant-sql';
+import { failedAttempts, type FailedAttempt } from '../shared-sql/attempt-history';
 
 // mysql2 allows 65 535 placeholders per statement; stay well below with the widest row (8).
 const MAX_ROWS_PER_INSERT = 4_000;
@@ -641,7 +644,9 @@ export class MysqlOutboxStore implements OutboxStore {
       const keys = this.policy.ordered ? s.advancedKeys : [];
       await this.lockForDispatch(query, keys);
       let changed = 0;
-      await this.recordAttempts(query, token, s, deleteDelivered);
+      await this.recordAttempts(query, failedAttempts(s, this.fallbackRows(s, deleteDelivered)), {
+        token,
+      });
       if (s.delivered.length > 0) {
         // Deleted rows take their history with them (a message delivered after failures).
         if (deleteDelivered) {
@@ -693,34 +698,21 @@ export class MysqlOutboxStore implements OutboxStore {
   }
 
   /**
-   * The failures of a settle in the attempt history, fenced by the token, before the updates
-   * clear the lease; then the history of those messages is cut to its bound. Nothing to do,
-   * and no statement, when the batch went through.
+   * The failures of a settle in the attempt history, fenced (by the lease's token, or by an
+   * owner's settle that locked its rows), before the updates clear the lease; then the history
+   * of those messages is cut to its bound. Nothing to do, and no statement, when the batch went
+   * through.
    */
   private async recordAttempts(
     query: Query,
-    token: string,
-    s: Settlement,
-    deleteDelivered: boolean,
+    failed: readonly FailedAttempt[],
+    fence: MysqlAttemptFence,
   ): Promise<void> {
-    const failed = [
-      ...this.fallbackRows(s, deleteDelivered).map((r) => [
-        r.id,
-        'fallback',
-        r.errorClass,
-        r.error,
-      ]),
-      ...s.retry.map((r) => [r.id, 'retry', r.errorClass, r.error]),
-      ...s.dead.map((r) => [r.id, 'dead', r.errorClass, r.error]),
-      ...s.release.flatMap((r) =>
-        r.error === null ? [] : [[r.id, 'outage', r.errorClass, r.error]],
-      ),
-    ];
     if (failed.length === 0) return;
-    const { affected } = await query(mysqlRecordAttempts(this.names, failed.length), [
-      ...failed.flat(),
-      token,
-    ]);
+    const { affected } = await query(
+      mysqlRecordAttempts(this.names, failed.length, fence),
+      mysqlRecordAttemptsParams(failed, fence),
+    );
     if (affected === 0) return;
     const ids = failed.map(([id]) => id);
     await query(mysqlBoundAttempts(this.names, ids.length), ids);
