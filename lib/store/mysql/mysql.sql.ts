@@ -332,15 +332,23 @@ ORDER BY c.available_at, c.id LIMIT ?`;
 }
 
 /**
+ * The columns of a row handed to the pipeline (`ClaimedRow`), of alias `c`: the attempt is the
+ * one this delivery makes, the bytes base64 text, the times UTC text.
+ */
+export function mysqlClaimedColumns(c: string): string {
+  return `${c}.id, ${c}.message_id, ${c}.topic, ${c}.message_key, ${c}.event_type, ${c}.payload, ${c}.headers, ${c}.attempts + 1 AS attempts,
+  ${c}.payload_encoding, ${c}.content_type, TO_BASE64(${c}.payload_bytes) AS payload_bytes, ${c}.broker_attributes,
+  DATE_FORMAT(${c}.created_at, '%Y-%m-%d %H:%i:%s.%f') AS created_at,
+  TIMESTAMPDIFF(MICROSECOND, ${c}.created_at, ${NOW}) / 1000 AS age_ms`;
+}
+
+/**
  * Step 2: lock the candidates (heads, and the rows of their runs) that are still due, skipping
  * those another dispatcher holds. The store then leases a row only when every earlier row of
  * its run was locked too.
  */
 export function mysqlClaimLock(n: OutboxTableNames, count: number): string {
-  return `SELECT c.id, c.message_id, c.topic, c.message_key, c.event_type, c.payload, c.headers, c.attempts + 1 AS attempts,
-  c.payload_encoding, c.content_type, TO_BASE64(c.payload_bytes) AS payload_bytes, c.broker_attributes,
-  DATE_FORMAT(c.created_at, '%Y-%m-%d %H:%i:%s.%f') AS created_at,
-  TIMESTAMPDIFF(MICROSECOND, c.created_at, ${NOW}) / 1000 AS age_ms
+  return `SELECT ${mysqlClaimedColumns('c')}
 FROM ${n.table} AS c WHERE c.id IN (${placeholders(count)}) AND c.status = 'pending' AND c.available_at <= ${NOW}
 ORDER BY c.available_at, c.id FOR UPDATE SKIP LOCKED`;
 }
@@ -483,6 +491,14 @@ WHERE ${blockingCondition('', policy)} AND (${pairs})`;
 /** Params: ids. */
 export function mysqlPromote(n: OutboxTableNames, count: number): string {
   return `UPDATE ${n.table} SET status = 'pending' WHERE status = 'waiting' AND id IN (${placeholders(count)})`;
+}
+
+/**
+ * Params: keys. Every waiting message of these keys pending again: a partition owner's settle
+ * that moved them on gives back all their parked rows, which the owner reads back in order.
+ */
+export function mysqlPromoteKeys(n: OutboxTableNames, count: number): string {
+  return `UPDATE ${n.table} SET status = 'pending' WHERE status = 'waiting' AND message_key IN (${placeholders(count)})`;
 }
 
 /** Params: limit. Keys whose first waiting message has nothing earlier holding it back. */

@@ -55,6 +55,7 @@ import {
   mysqlOrphanKeys,
   mysqlPark,
   mysqlPromote,
+  mysqlPromoteKeys,
   mysqlPurgeCandidates,
   mysqlPurgeByAgeCandidates,
   mysqlDeleteAttemptsOfIds,
@@ -81,6 +82,7 @@ import {
 } from './mysql.sql';
 import { IN_FLIGHT_GRACE_MS, rowsOfFirstKeys, windowOf } from '../shared-sql/claim-window';
 import { mysqlOwnerLockName, ownerHex, ownerKeyOf } from '../shared-sql/owner-leases';
+import { withFreeOwnerLocks } from './mysql-owner-locks';
 import { promotionRun } from '../../options/queue-policy';
 import {
   compareIds,
@@ -751,38 +753,21 @@ export class MysqlOutboxStore implements OutboxStore {
     ).rows.flatMap((r) => ownerKeyOf(String(r.k)) ?? []);
     if (looked.length === 0) return 0;
     // Each owner's lock is held while its leases are shortened, so no owner can take that key
-    // meanwhile; given back before the connection goes back to the pool. One statement takes
-    // every lock and one gives them back, whatever the number of owners: a takeover's rounds
-    // stay few on a loaded server.
-    return this.sql.transaction(async (tx) => {
-      const names = looked.map(mysqlOwnerLockName);
-      // Until the locks' answer is read, any of them may be held (a statement failed midway).
-      let held = looked;
-      try {
-        const { rows } = await tx.query<Record<string, unknown>>(
-          `SELECT ${names.map((_, i) => `GET_LOCK(?, 0) AS l${i}`).join(', ')}`,
-          names,
-        );
-        const got = rows[0] ?? {};
-        held = looked.filter((_, i) => Number(got[`l${i}`]) === 1);
-        if (held.length === 0) return 0;
-        return (
-          await tx.query(mysqlShortenOwnerLeases(this.names, held.length), [
-            graceMs,
-            graceMs,
-            graceMs,
-            ...held.map(ownerHex),
-          ])
-        ).affected;
-      } finally {
-        if (held.length > 0) {
-          await tx.query(
-            `SELECT ${held.map((_, i) => `RELEASE_LOCK(?) AS r${i}`).join(', ')}`,
-            held.map(mysqlOwnerLockName),
-          );
-        }
-      }
-    });
+    // meanwhile.
+    return this.sql.transaction((tx) =>
+      withFreeOwnerLocks(tx, looked, async (held) =>
+        held.length === 0
+          ? 0
+          : (
+              await tx.query(mysqlShortenOwnerLeases(this.names, held.length), [
+                graceMs,
+                graceMs,
+                graceMs,
+                ...held.map(ownerHex),
+              ])
+            ).affected,
+      ),
+    );
   }
 
   async renewLease(
@@ -962,9 +947,10 @@ export class MysqlOutboxStore implements OutboxStore {
   /**
    * Makes the next waiting messages of each key claimable when nothing earlier holds them:
    * when a key's first blocking row is waiting, every waiting row among its first
-   * `promotionRun` blocking rows (the next claim can take them as one run).
+   * `promotionRun` blocking rows (the next claim can take them as one run); with `all`, every
+   * waiting row of the key (a partition owner's settle: the owner reads them back in order).
    */
-  private async promote(query: Query, keys: readonly string[]): Promise<number> {
+  private async promote(query: Query, keys: readonly string[], all = false): Promise<number> {
     if (keys.length === 0) return 0;
     const { rows: firsts } = await query<{ k: string; first: string | number }>(
       mysqlFirstWaiting(this.names, keys.length),
@@ -977,6 +963,15 @@ export class MysqlOutboxStore implements OutboxStore {
     );
     const held = new Set(holders.map((r) => r.k));
     const heads = firsts.filter((f) => !held.has(f.k));
+    if (all) {
+      if (heads.length === 0) return 0;
+      return (
+        await query(
+          mysqlPromoteKeys(this.names, heads.length),
+          heads.map((f) => f.k),
+        )
+      ).affected;
+    }
     const ids: (string | number)[] = heads.map((f) => f.first);
     const limit = promotionRun(this.policy, keys.length) - 1;
     for (let start = 0; limit > 0 && start < heads.length; start += MAX_KEYS_PER_RUN_QUERY) {
