@@ -17,6 +17,7 @@ import type {
   KeyedRow,
   NewOutboxRow,
   OutboxQueuePolicy,
+  OutboxDeliveryPartitionsPort,
   OutboxStats,
   OutboxStore,
   RequeueReport,
@@ -83,6 +84,9 @@ import {
 import { IN_FLIGHT_GRACE_MS, rowsOfFirstKeys, windowOf } from '../shared-sql/claim-window';
 import { mysqlOwnerLockName, ownerHex, ownerKeyOf } from '../shared-sql/owner-leases';
 import { withFreeOwnerLocks } from './mysql-owner-locks';
+import { mysqlLeasesModeSlots } from '../shared-sql/leases-mode-lock';
+import { MysqlDeliveryPartitionsStore } from './mysql.delivery-partitions.store';
+import { mysqlTakeSlot, mysqlWorkingPartitionOwners } from './mysql.delivery-partitions-sql';
 import { promotionRun } from '../../options/queue-policy';
 import {
   compareIds,
@@ -742,7 +746,80 @@ export class MysqlOutboxStore implements OutboxStore {
     return Number(rows[0]?.locked) === 1;
   }
   async unlockOwner(session: SqlRunner): Promise<void> {
+    // The owner lock, and the 'leases' mode slot taken beside it.
     await session.query('SELECT RELEASE_ALL_LOCKS()');
+  }
+
+  async enterLeasesMode(session: SqlRunner): Promise<readonly string[]> {
+    const slots = await this.leasesModeSlots();
+    const { rows } = await session.query<{ slot: number | string | null }>(
+      mysqlTakeSlot(slots.length),
+      slots,
+    );
+    const slot = rows[0]?.slot;
+    if (slot === null || slot === undefined) {
+      return [`every one of the table's ${slots.length} 'leases' mode slots is held`];
+    }
+    const release = async (): Promise<void> => {
+      await session.query('SELECT RELEASE_LOCK(?)', [slots[Number(slot)]]);
+    };
+    // Read after taking the slot: a 'partitions' dispatcher that starts delivering from now on
+    // finds it held, and one that started before is in the table (mysqlBeatWorking).
+    const working = await mysqlWorkingPartitionOwners(session, this.names).catch(
+      async (error: unknown) => {
+        await release().catch(() => undefined);
+        throw error;
+      },
+    );
+    if (working.length > 0) await release();
+    return working;
+  }
+
+  private slotNames: Promise<readonly string[]> | undefined;
+
+  /**
+   * The table's `'leases'` mode slots; named by its database, which the connection's own is
+   * where the names are not qualified (read once).
+   */
+  private leasesModeSlots(): Promise<readonly string[]> {
+    const schema = this.names.schema;
+    this.slotNames ??= (
+      schema !== null
+        ? Promise.resolve(schema)
+        : this.sql
+            .query<{ db: unknown }>('SELECT DATABASE() AS db')
+            .then(({ rows }) => (typeof rows[0]?.db === 'string' ? rows[0].db : ''))
+    )
+      .then((database) => mysqlLeasesModeSlots(this.names, database))
+      .catch((error: unknown) => {
+        this.slotNames = undefined;
+        throw error;
+      });
+    return this.slotNames;
+  }
+
+  private partitionStore: MysqlDeliveryPartitionsStore | undefined;
+
+  /**
+   * Partitioned delivery's statements (schema step 9), in this store's dispatch transactions.
+   * Bootstrap refuses `dispatcher.claims: 'partitions'` on MySQL/MariaDB for now
+   * (`OutboxDatabase.deliveryPartitionsOffered`), so only the tests reach it.
+   */
+  get deliveryPartitions(): OutboxDeliveryPartitionsPort {
+    this.partitionStore ??= new MysqlDeliveryPartitionsStore({
+      names: this.names,
+      policy: this.policy,
+      transact: (work) => this.transaction(work),
+      run: (sql, params) => this.sql.query(sql, params),
+      lockForDispatch: (query, keys) => this.lockForDispatch(query, keys),
+      promoteAll: (query, keys) => this.promote(query, keys, true),
+      recordAttempts: (query, failed, owner) => this.recordAttempts(query, failed, { owner }),
+      leasesModeSlots: () => this.leasesModeSlots(),
+      fallbackHistory: this.fallbackHistory,
+      partitioned: this.partitioned,
+      promoteOrphans: (limit) => this.promoteOrphans(limit),
+    });
+    return this.partitionStore;
   }
 
   // MySQL/MariaDB list no session's named locks (without a plugin): every look reads the leases'
