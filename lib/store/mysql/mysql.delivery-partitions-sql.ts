@@ -2,12 +2,18 @@ import type { OutboxTableNames } from '../../internal/sql-identifier';
 import type { SchemaPartSql, StatementRunner } from '../outbox-database';
 import type { SqlRunner } from '../ports/sql-port';
 import type { OutboxQueuePolicy } from '../ports/outbox-store.port';
-import type { MessageIdLayout } from '../rows/message-id-codec';
 import { messageIdCodecOf } from '../schema/message-id-layout';
 import { DELIVERY_PARTITIONS } from '../shared-sql/delivery-partitions';
 import { mysqlOwnerLockNameOf } from '../shared-sql/owner-leases';
 import { mysqlMessageIdLayout } from './mysql-message-ids';
 import { MYSQL_TABLE_OPTIONS, mysqlBlockingParts, placeholders, rowsOf } from './mysql.sql';
+import {
+  mysqlPartitionColumn,
+  mysqlPartitionDrops,
+  mysqlPartitionIndex,
+  mysqlPartitionIndexName,
+  mysqlPartitionPresent,
+} from './mysql-partition-column';
 
 // Partitioned delivery on MySQL/MariaDB (schema step 9): each row's partition of the key space,
 // the live dispatchers and the partitions' owners, as on PostgreSQL
@@ -19,64 +25,6 @@ import { MYSQL_TABLE_OPTIONS, mysqlBlockingParts, placeholders, rowsOf } from '.
 const NOW = 'UTC_TIMESTAMP(6)';
 
 /**
- * A message id as its canonical text (lower-case 8-4-4-4-12), from either layout: the partition
- * of an unkeyed message is then the one PostgreSQL gives it, and stays the same when the ids are
- * converted from one layout to the other (mysql-message-ids.ts).
- */
-function idText(layout: MessageIdLayout): string {
-  // A CHAR column read as it is depends on the PAD_CHAR_TO_FULL_LENGTH sql_mode, which MariaDB
-  // refuses in a generated column; a UUID has no trailing spaces, so RTRIM changes nothing.
-  return layout === 'binary'
-    ? `LOWER(INSERT(INSERT(INSERT(INSERT(HEX(message_id), 21, 0, '-'), 17, 0, '-'), 13, 0, '-'), 9, 0, '-'))`
-    : 'LOWER(RTRIM(message_id))';
-}
-
-/**
- * A row's partition: the first byte of the MD5 of its key (its UTF-8 bytes), or of its message
- * id's text when it has no key; PostgreSQL's value, computed by the server, so every writer
- * (any ORM, a hand-written INSERT) agrees, rows already there included.
- */
-export function mysqlPartitionExpression(layout: MessageIdLayout): string {
-  return `CONV(LEFT(MD5(COALESCE(message_key, ${idText(layout)})), 2), 16, 10)`;
-}
-
-/** The index an owner reads its partitions' pending rows through, in id order. */
-export const mysqlPartitionIndexName = (n: OutboxTableNames): string =>
-  `${n.tableName}_partition_idx`;
-
-/**
- * The partition index's columns. MySQL has no partial index: it leads with the status, then the
- * id, so that a read walks the pending rows in id order from where it starts and stops at its
- * limit, taking each entry's partition from the index itself; led by the partition, a read of
- * many partitions (the log reader owns all 256) is 256 ranges whose rows must all be sorted
- * before the first is answered.
- */
-const PARTITION_INDEX_COLUMNS = '(status, id, delivery_partition)';
-
-/** `ADD COLUMN` and `ADD KEY` of the partition, for a table whose ids are stored as `layout`. */
-export function mysqlPartitionColumn(n: OutboxTableNames, layout: MessageIdLayout): string {
-  return `ADD COLUMN delivery_partition SMALLINT AS (${mysqlPartitionExpression(layout)}) STORED,
-  ADD KEY ${n.quote(mysqlPartitionIndexName(n))} ${PARTITION_INDEX_COLUMNS}`;
-}
-
-/** What of step 9 the outbox table has (the catalog: MySQL has no ADD COLUMN IF NOT EXISTS). */
-async function present(
-  run: StatementRunner,
-  n: OutboxTableNames,
-): Promise<{ column: boolean; index: boolean }> {
-  const where = `TABLE_SCHEMA = COALESCE(?, DATABASE()) AND TABLE_NAME = ?`;
-  const columns = (await run(
-    `SELECT 1 AS found FROM information_schema.COLUMNS WHERE ${where} AND COLUMN_NAME = 'delivery_partition'`,
-    [n.schema, n.tableName],
-  )) as unknown[];
-  const indexes = (await run(
-    `SELECT 1 AS found FROM information_schema.STATISTICS WHERE ${where} AND INDEX_NAME = ? LIMIT 1`,
-    [n.schema, n.tableName, mysqlPartitionIndexName(n)],
-  )) as unknown[];
-  return { column: columns.length > 0, index: indexes.length > 0 };
-}
-
-/**
  * Schema step 9 on MySQL/MariaDB. A STORED generated column is a table copy (MySQL and MariaDB
  * cannot add one in place): one ALTER adds it and its index, so the table is copied once. There
  * is no online form: the copy blocks writes while it runs.
@@ -84,16 +32,14 @@ async function present(
 export const mysqlDeliveryPartitions: SchemaPartSql = {
   rewrites: 'copies the table: writes wait until it ends',
   async ensure(run, n) {
-    const has = await present(run, n);
+    const has = await mysqlPartitionPresent(run, n);
     if (!has.column) {
       // The expression reads the id column, whose type depends on when the table was made.
       const ref = { tableName: n.tableName, schema: n.schema ?? undefined, keyLock: true };
       const { layout } = await messageIdCodecOf(mysqlMessageIdLayout, run, n, ref);
       await run(`ALTER TABLE ${n.table} ${mysqlPartitionColumn(n, layout)}`);
     } else if (!has.index) {
-      await run(
-        `ALTER TABLE ${n.table} ADD KEY ${n.quote(mysqlPartitionIndexName(n))} ${PARTITION_INDEX_COLUMNS}`,
-      );
+      await run(`ALTER TABLE ${n.table} ${mysqlPartitionIndex(n)}`);
     }
     for (const statement of mysqlOwnershipTables(n)) await run(statement);
   },
@@ -102,16 +48,12 @@ export const mysqlDeliveryPartitions: SchemaPartSql = {
       () => true,
       () => false,
     );
-    return probed && (await present(run, n)).index;
+    return probed && (await mysqlPartitionPresent(run, n)).index;
   },
   async drop(run, n) {
     await run(`DROP TABLE IF EXISTS ${n.ownersTable}`);
     await run(`DROP TABLE IF EXISTS ${n.dispatchersTable}`);
-    const has = await present(run, n);
-    const drops = [
-      ...(has.index ? [`DROP INDEX ${n.quote(mysqlPartitionIndexName(n))}`] : []),
-      ...(has.column ? ['DROP COLUMN delivery_partition'] : []),
-    ];
+    const drops = mysqlPartitionDrops(n, await mysqlPartitionPresent(run, n));
     if (drops.length > 0) await run(`ALTER TABLE ${n.table} ${drops.join(', ')}`);
   },
 };
