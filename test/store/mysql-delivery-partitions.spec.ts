@@ -576,16 +576,17 @@ describeWith(['mariadb'], 'MySQL/MariaDB delivery partitions: the store', () => 
     it('a look ends a member whose owner lock no session holds, and answers the lapsing ones; not one that beats on time, nor one whose lock is held', async () => {
       const holder = await session();
       const key = (): number => 1 + Math.floor(Math.random() * 2_000_000_000);
-      const [onTime, lapsing, gone] = [key(), key(), key()];
-      for (const held of [onTime, lapsing]) {
-        await holder.query('SELECT GET_LOCK(?, 0)', [mysqlOwnerLockName(held)]);
+      const [onTime, lapsing, gone, held] = [key(), key(), key(), key()];
+      for (const k of [onTime, lapsing, held]) {
+        await holder.query('SELECT GET_LOCK(?, 0)', [mysqlOwnerLockName(k)]);
       }
       await ds.query(
         `INSERT INTO ${q('_dispatchers')} (instance, label, valid_ms, working, lock_key, heartbeat_at) VALUES
          ('a', 'on-time', 1000, TRUE, ?, UTC_TIMESTAMP(6)),
          ('b', 'lapsing', 5000, TRUE, ?, UTC_TIMESTAMP(6) - INTERVAL 4500 * 1000 MICROSECOND),
-         ('c', 'gone', 60000, TRUE, ?, UTC_TIMESTAMP(6))`,
-        [onTime, lapsing, gone],
+         ('c', 'gone', 60000, TRUE, ?, UTC_TIMESTAMP(6)),
+         ('d', 'held', 60000, TRUE, ?, UTC_TIMESTAMP(6))`,
+        [onTime, lapsing, gone, held],
       );
       const look = async () =>
         (await parts.endGoneMembers?.('observer', 1_250))
@@ -600,6 +601,11 @@ describeWith(['mariadb'], 'MySQL/MariaDB delivery partitions: the store', () => 
       );
       expect(cut?.lock_key).toBeNull();
       expect(cut?.valid_ms).toBeLessThan(2_000);
+      // One whose lock is held keeps its heartbeat and its key.
+      const [kept] = await ds.query<{ lock_key: number | null; valid_ms: number }[]>(
+        `SELECT lock_key, valid_ms FROM ${q('_dispatchers')} WHERE instance = 'd'`,
+      );
+      expect(kept).toEqual({ lock_key: held, valid_ms: 60_000 });
       // Its key is cleared: the next look answers it as ending, not cut again. The look gave
       // back the lock it took to cut it.
       expect(await look()).toEqual([
