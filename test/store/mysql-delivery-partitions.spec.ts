@@ -500,6 +500,28 @@ describeWith(['mariadb'], 'MySQL/MariaDB delivery partitions: the store', () => 
       ]);
     });
 
+    it('a settle fenced by an older generation changes nothing, even where its process owns the partition again', async () => {
+      const [id] = await enqueue(['k']);
+      const row = await rowIds();
+      const p = (await partitions()).get(id as string) as number;
+      await parts.beat(member('a'), false);
+      await parts.beat(member('b'), false);
+      const first = fenceOf(await parts.take('a', [p]));
+      // Handed over to b and back: a owns it again, two generations on.
+      await parts.release('a', [p]);
+      await parts.take('b', [p]);
+      await parts.release('b', [p]);
+      const now = fenceOf(await parts.take('a', [p]));
+      expect(BigInt(now.get(p) as string)).toBe(BigInt(first.get(p) as string) + 2n);
+      const done: Settlement = { ...NONE, delivered: [row.get(id as string) as string] };
+      expect((await parts.settleOwned('a', first, done, false, randomUUID())).changed).toBe(0);
+      expect(await parts.holdOwned('a', first, done.delivered, 30_000, randomUUID())).toBe(0);
+      expect((await readOutbox(ds, table)).map((r) => [r.status, r.lockedBy])).toEqual([
+        ['pending', null],
+      ]);
+      expect((await parts.settleOwned('a', now, done, false, randomUUID())).changed).toBe(1);
+    });
+
     it('a settle that moves a key on gives back every row parked behind it; a key still held keeps its own', async () => {
       const ids = await enqueue(['k', 'k', 'k', 'h', 'h', 'h']);
       const row = await rowIds();
