@@ -1,5 +1,5 @@
 import type { OutboxTableNames } from '../../internal/sql-identifier';
-import type { SchemaPartSql, StatementRunner } from '../outbox-database';
+import type { SchemaPartSql } from '../outbox-database';
 import type { SqlRunner } from '../ports/sql-port';
 import type { OutboxQueuePolicy } from '../ports/outbox-store.port';
 import { messageIdCodecOf } from '../schema/message-id-layout';
