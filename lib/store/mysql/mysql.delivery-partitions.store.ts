@@ -13,9 +13,11 @@ import type {
   TakenPartition,
 } from '../ports/outbox-store.port';
 import type { OutboxTableNames } from '../../internal/sql-identifier';
+import { partitionOwnerOf, type PartitionOwnerRow } from '../shared-sql/delivery-partitions';
 import type { SqlResult, SqlRow } from '../ports/sql-port';
 import { toClaimedRecords, type ClaimedRow } from '../rows/outbox-row.mapper';
 import { failedAttempts, type FailedAttempt } from '../shared-sql/attempt-history';
+import { leasesModeHolder } from '../shared-sql/leases-mode-lock';
 import { withFreeOwnerLocks } from './mysql-owner-locks';
 import {
   mysqlClaimedColumns,
@@ -165,20 +167,8 @@ export class MysqlDeliveryPartitionsStore implements OutboxDeliveryPartitionsPor
   }
 
   async owners(): Promise<readonly OutboxPartitionOwner[]> {
-    const { rows } = await this.parts.run<{
-      owner: string | null;
-      label: string | null;
-      partitions: number | string;
-      heartbeat_age_ms: number | string | null;
-      live: unknown;
-    }>(mysqlOwners(this.names), []);
-    return rows.map((r) => ({
-      owner: r.owner,
-      label: r.label,
-      partitions: Number(r.partitions),
-      heartbeatAgeMs: r.heartbeat_age_ms === null ? null : Math.round(Number(r.heartbeat_age_ms)),
-      live: Number(r.live) === 1,
-    }));
+    const { rows } = await this.parts.run<PartitionOwnerRow>(mysqlOwners(this.names), []);
+    return rows.map(partitionOwnerOf);
   }
 
   async leasesModeHolders(): Promise<readonly string[]> {
@@ -188,10 +178,7 @@ export class MysqlDeliveryPartitionsStore implements OutboxDeliveryPartitionsPor
       user: string | null;
       host: string | null;
     }>(mysqlSlotHolders(slots.length), slots);
-    return rows.map((r) => {
-      const from = [r.user, r.host].filter((v) => v !== null && v !== '');
-      return `session ${r.holder}${from.length > 0 ? ` (${from.join(', ')})` : ''}`;
-    });
+    return rows.map((r) => leasesModeHolder(r.holder, [r.user, r.host]));
   }
 
   async holdOwned(

@@ -24,6 +24,18 @@ export function leasesModeLockOf(names: OutboxTableNames): LeasesModeLock {
 }
 
 /**
+ * A session holding the `'leases'` mode lock as a log line names it: its id, then where it comes
+ * from (an application name, a user, a host) where the server shows it.
+ */
+export function leasesModeHolder(
+  session: number | string,
+  from: readonly (string | null)[],
+): string {
+  const known = from.filter((v) => v !== null && v !== '');
+  return `session ${session}${known.length > 0 ? ` (${known.join(', ')})` : ''}`;
+}
+
+/**
  * MySQL/MariaDB: how many named locks stand for the table's `'leases'` mode lock. Named locks
  * are exclusive only, so each `'leases'` dispatcher takes one of these slots where PostgreSQL's
  * take the one lock shared; a `'partitions'` heartbeat reads them all. A 65th `'leases'`
