@@ -106,6 +106,23 @@ describeWith(['mariadb'], 'MySQL/MariaDB delivery partitions: the store', () => 
     return ids;
   }
 
+  /** One message committed by `queue`: its message id and its row's id. */
+  interface Queued {
+    readonly id: string;
+    readonly row: string;
+  }
+
+  /** `enqueue`, answering each message's ids, one per key given (a tuple as long as `keys`). */
+  async function queue<const K extends readonly (string | null)[]>(
+    keys: K,
+  ): Promise<{ -readonly [I in keyof K]: Queued }> {
+    const ids = await enqueue(keys);
+    const rows = await rowIds();
+    return ids.map((id) => ({ id, row: rows.get(id) as string })) as {
+      -readonly [I in keyof K]: Queued;
+    };
+  }
+
   /** Row id by message id. */
   async function rowIds(name = table): Promise<Map<string, string>> {
     return new Map((await readOutbox(ds, name)).map((r) => [r.messageId, r.id]));
@@ -139,6 +156,12 @@ describeWith(['mariadb'], 'MySQL/MariaDB delivery partitions: the store', () => 
     new Map([...taken].map(([p, t]) => [p, t.generation]));
 
   const everything = { after: '0', ids: [], keys: [] };
+
+  /** `id` beats and takes every partition: its fence. */
+  async function ownAll(id: string): Promise<Map<number, string>> {
+    await parts.beat(member(id), false);
+    return fenceOf(await parts.take(id, ALL_PARTITIONS));
+  }
 
   describe('schema step 9', () => {
     it("fills the partition of every row already there (a key's rows in one, MD5's first byte of the key or the id), is found by has, and drop removes it", async () => {
@@ -283,7 +306,7 @@ describeWith(['mariadb'], 'MySQL/MariaDB delivery partitions: the store', () => 
     });
 
     it('reads the due pending rows of its partitions in id order, each with the earlier row of its key that holds it back, past the ids, keys and leases it is told of', async () => {
-      const ids = await enqueue([
+      const queued = await queue([
         'k',
         'k',
         'w',
@@ -297,22 +320,11 @@ describeWith(['mariadb'], 'MySQL/MariaDB delivery partitions: the store', () => 
         'skip',
         'gone',
       ]);
-      const [k1, k2, w1, w2, d1, d2, x1, x2, u, leased, skipped, elsewhere] = ids as [
-        string,
-        string,
-        string,
-        string,
-        string,
-        string,
-        string,
-        string,
-        string,
-        string,
-        string,
-        string,
-      ];
-      const row = await rowIds();
-      const at = (m: string): string => row.get(m) as string;
+      const [k1, k2, w1, w2, d1, d2, x1, x2, u, leased, skipped, elsewhere] = queued.map(
+        (m) => m.id,
+      );
+      const at = (m: string | undefined): string => queued.find((q) => q.id === m)?.row ?? '';
+      const ids = queued.map((m) => m.id);
       // k1 backs off, w1 is parked, d1 is dead (dead messages block: 'block'), l is leased.
       await ds.query(
         `UPDATE ${q()} SET available_at = UTC_TIMESTAMP(6) + INTERVAL 1 HOUR WHERE id = ?`,
@@ -325,10 +337,12 @@ describeWith(['mariadb'], 'MySQL/MariaDB delivery partitions: the store', () => 
         [randomUUID(), at(leased)],
       );
       const stored = await partitions();
-      const other = stored.get(elsewhere) as number;
+      const other = stored.get(elsewhere ?? '') as number;
       const asked = ALL_PARTITIONS.filter((p) => p !== other);
       // The keys' partitions differ from 'gone''s; the unkeyed row's is its random id's.
-      const expected = [k2, w2, d2, x1, x2, u, skipped].filter((m) => stored.get(m) !== other);
+      const expected = [k2, w2, d2, x1, x2, u, skipped].filter(
+        (m) => stored.get(m ?? '') !== other,
+      );
       const read = await parts.readOwned(asked, 100, everything);
       expect(read.records.map((r) => r.messageId)).toEqual(expected);
       expect(read.records.every((r) => r.attempts === 1)).toBe(true);
@@ -360,16 +374,9 @@ describeWith(['mariadb'], 'MySQL/MariaDB delivery partitions: the store', () => 
     });
 
     it('settles as the owner: each group written, one history row per failure naming the owner', async () => {
-      const ids = await enqueue(['a', 'b', 'c', 'd']);
-      const row = await rowIds();
-      const [delivered, retried, died, released] = ids.map((m) => row.get(m) as string) as [
-        string,
-        string,
-        string,
-        string,
-      ];
-      await parts.beat(member('owner'), false);
-      const fence = fenceOf(await parts.take('owner', ALL_PARTITIONS));
+      const [{ row: delivered }, { row: retried }, { row: died }, { id: last, row: released }] =
+        await queue(['a', 'b', 'c', 'd']);
+      const fence = await ownAll('owner');
       const settled = await parts.settleOwned(
         'owner',
         fence,
@@ -403,19 +410,17 @@ describeWith(['mariadb'], 'MySQL/MariaDB delivery partitions: the store', () => 
       ]);
       // The retried row is not due, the released one is, and neither is leased.
       const read = await parts.readOwned(ALL_PARTITIONS, 10, everything);
-      expect(read.records.map((r) => r.messageId)).toEqual([ids[3]]);
+      expect(read.records.map((r) => r.messageId)).toEqual([last]);
     });
 
     it('a settle sent again after its answer was lost changes nothing: one attempt, one history row', async () => {
-      const [retried, released] = await enqueue(['a', 'b']);
-      const row = await rowIds();
-      await parts.beat(member('settler'), false);
-      const fence = fenceOf(await parts.take('settler', ALL_PARTITIONS));
+      const [retried, released] = await queue(['a', 'b']);
+      const fence = await ownAll('settler');
       const settlement: Settlement = {
         ...NONE,
         retry: [
           {
-            id: row.get(retried as string) as string,
+            id: retried.row,
             delayMs: 60_000,
             error: 'no',
             errorClass: 'Error',
@@ -423,7 +428,7 @@ describeWith(['mariadb'], 'MySQL/MariaDB delivery partitions: the store', () => 
         ],
         release: [
           {
-            id: row.get(released as string) as string,
+            id: released.row,
             delayMs: 60_000,
             error: 'outage',
             errorClass: 'PublisherUnavailableError',
@@ -449,12 +454,11 @@ describeWith(['mariadb'], 'MySQL/MariaDB delivery partitions: the store', () => 
     });
 
     it("refuses a settle from an owner whose partition was taken over, changing nothing, and takes the new owner's", async () => {
-      const [id, other] = await enqueue(['k', 'other']);
+      const [id, other] = await queue(['k', 'other']);
       const stored = await partitions();
-      const p = stored.get(id as string) as number;
-      const q2 = stored.get(other as string) as number;
+      const p = stored.get(id.id) as number;
+      const q2 = stored.get(other.id) as number;
       if (p === q2) throw new Error('both keys in one partition: pick other keys');
-      const row = await rowIds();
       await parts.beat(member('old'), false);
       const old = fenceOf(await parts.take('old', [p, q2]));
       await parts.beat(member('new'), false);
@@ -466,7 +470,7 @@ describeWith(['mariadb'], 'MySQL/MariaDB delivery partitions: the store', () => 
         ...NONE,
         retry: [
           {
-            id: row.get(id as string) as string,
+            id: id.row,
             delayMs: 60_000,
             error: 'late',
             errorClass: 'Error',
@@ -486,13 +490,11 @@ describeWith(['mariadb'], 'MySQL/MariaDB delivery partitions: the store', () => 
       );
       expect(await readAttempts(ds, table)).toEqual([]);
       // Nor may it lease them for a deaf publish.
-      expect(
-        await parts.holdOwned('old', old, [row.get(id as string) as string], 30_000, randomUUID()),
-      ).toBe(0);
+      expect(await parts.holdOwned('old', old, [id.row], 30_000, randomUUID())).toBe(0);
       // A settle across both partitions changes only the row of the one it still holds.
       const both: Settlement = {
         ...NONE,
-        delivered: [row.get(id as string) as string, row.get(other as string) as string],
+        delivered: [id.row, other.row],
         advancedKeys: ['k', 'other'],
       };
       expect((await parts.settleOwned('old', old, both, false, randomUUID())).changed).toBe(1);
@@ -505,9 +507,8 @@ describeWith(['mariadb'], 'MySQL/MariaDB delivery partitions: the store', () => 
     });
 
     it('a settle fenced by an older generation changes nothing, even where its process owns the partition again', async () => {
-      const [id] = await enqueue(['k']);
-      const row = await rowIds();
-      const p = (await partitions()).get(id as string) as number;
+      const [id] = await queue(['k']);
+      const p = (await partitions()).get(id.id) as number;
       await parts.beat(member('a'), false);
       await parts.beat(member('b'), false);
       const first = fenceOf(await parts.take('a', [p]));
@@ -517,7 +518,7 @@ describeWith(['mariadb'], 'MySQL/MariaDB delivery partitions: the store', () => 
       await parts.release('b', [p]);
       const now = fenceOf(await parts.take('a', [p]));
       expect(BigInt(now.get(p) as string)).toBe(BigInt(first.get(p) as string) + 2n);
-      const done: Settlement = { ...NONE, delivered: [row.get(id as string) as string] };
+      const done: Settlement = { ...NONE, delivered: [id.row] };
       expect((await parts.settleOwned('a', first, done, false, randomUUID())).changed).toBe(0);
       expect(await parts.holdOwned('a', first, done.delivered, 30_000, randomUUID())).toBe(0);
       expect((await readOutbox(ds, table)).map((r) => [r.status, r.lockedBy])).toEqual([
@@ -527,9 +528,8 @@ describeWith(['mariadb'], 'MySQL/MariaDB delivery partitions: the store', () => 
     });
 
     it('a settle that moves a key on gives back every row parked behind it; a key still held keeps its own', async () => {
-      const ids = await enqueue(['k', 'k', 'k', 'h', 'h', 'h']);
-      const row = await rowIds();
-      const at = (i: number): string => row.get(ids[i] as string) as string;
+      const queued = await queue(['k', 'k', 'k', 'h', 'h', 'h']);
+      const at = (i: number): string => queued[i]?.row ?? '';
       // k: head delivered now, two parked behind it; h: a dead head (blocking) before the
       // head this batch delivers, one parked.
       await ds.query(`UPDATE ${q()} SET status = 'waiting' WHERE id IN (?, ?, ?)`, [
@@ -538,8 +538,7 @@ describeWith(['mariadb'], 'MySQL/MariaDB delivery partitions: the store', () => 
         at(5),
       ]);
       await ds.query(`UPDATE ${q()} SET status = 'dead' WHERE id = ?`, [at(3)]);
-      await parts.beat(member('owner'), false);
-      const fence = fenceOf(await parts.take('owner', ALL_PARTITIONS));
+      const fence = await ownAll('owner');
       const settled = await parts.settleOwned(
         'owner',
         fence,
@@ -559,44 +558,36 @@ describeWith(['mariadb'], 'MySQL/MariaDB delivery partitions: the store', () => 
     });
 
     it('deletes delivered rows with their history where asked', async () => {
-      const [id, kept] = await enqueue(['a', 'b']);
-      const row = await rowIds();
-      await parts.beat(member('owner'), false);
-      const fence = fenceOf(await parts.take('owner', ALL_PARTITIONS));
+      const [id, kept] = await queue(['a', 'b']);
+      const fence = await ownAll('owner');
       const retry: Settlement = {
         ...NONE,
-        retry: [
-          { id: row.get(id as string) as string, delayMs: 0, error: 'once', errorClass: 'Error' },
-        ],
+        retry: [{ id: id.row, delayMs: 0, error: 'once', errorClass: 'Error' }],
       };
       await parts.settleOwned('owner', fence, retry, true, randomUUID());
       expect(await readAttempts(ds, table)).toHaveLength(1);
       const done: Settlement = {
         ...NONE,
-        delivered: [row.get(id as string) as string],
+        delivered: [id.row],
         advancedKeys: ['a'],
       };
       expect((await parts.settleOwned('owner', fence, done, true, randomUUID())).changed).toBe(1);
-      expect((await readOutbox(ds, table)).map((r) => r.messageId)).toEqual([kept]);
+      expect((await readOutbox(ds, table)).map((r) => r.messageId)).toEqual([kept.id]);
       expect(await readAttempts(ds, table)).toEqual([]);
     });
 
     it('leases the rows of a deaf publish in the partitions it holds, as a claim would: reads pass them over', async () => {
-      const [id] = await enqueue(['k']);
-      const row = await rowIds();
-      await parts.beat(member('owner'), false);
-      const fence = fenceOf(await parts.take('owner', ALL_PARTITIONS));
+      const [id] = await queue(['k']);
+      const fence = await ownAll('owner');
       const token = randomUUID();
-      expect(
-        await parts.holdOwned('owner', fence, [row.get(id as string) as string], 30_000, token),
-      ).toBe(1);
+      expect(await parts.holdOwned('owner', fence, [id.row], 30_000, token)).toBe(1);
       const [leased] = await ds.query<{ lock_token: string; locked: number; later: number }[]>(
         `SELECT lock_token, locked_until > UTC_TIMESTAMP(6) AS locked, available_at > UTC_TIMESTAMP(6) AS later FROM ${q()}`,
       );
       expect(leased).toMatchObject({ lock_token: token, locked: 1, later: 1 });
       expect((await parts.readOwned(ALL_PARTITIONS, 10, everything)).records).toEqual([]);
       // The lease ends as a claim's does: the unlocker's release and the lease renewal know it.
-      expect(await store.renewLease?.([row.get(id as string) as string], token, 30_000)).toBe(1);
+      expect(await store.renewLease?.([id.row], token, 30_000)).toBe(1);
     });
 
     it('a look ends a member whose owner lock no session holds, and answers the lapsing ones; not one that beats on time, nor one whose lock is held', async () => {
@@ -698,14 +689,9 @@ describeWith(['mariadb'], 'MySQL/MariaDB delivery partitions: the store', () => 
     });
 
     it('promotes orphaned parked rows and refreshes the statistics', async () => {
-      const [, parked] = await enqueue(['k', 'k']);
-      const row = await rowIds();
-      await ds.query(`UPDATE ${q()} SET status = 'delivered' WHERE id < ?`, [
-        row.get(parked as string),
-      ]);
-      await ds.query(`UPDATE ${q()} SET status = 'waiting' WHERE id = ?`, [
-        row.get(parked as string),
-      ]);
+      const [, parked] = await queue(['k', 'k']);
+      await ds.query(`UPDATE ${q()} SET status = 'delivered' WHERE id < ?`, [parked.row]);
+      await ds.query(`UPDATE ${q()} SET status = 'waiting' WHERE id = ?`, [parked.row]);
       expect(await parts.promoteOrphans(10)).toBe(1);
       expect((await readOutbox(ds, table)).map((r) => r.status)).toEqual(['delivered', 'pending']);
       await parts.refreshStatistics();
