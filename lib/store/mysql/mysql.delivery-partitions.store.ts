@@ -107,10 +107,13 @@ export class MysqlDeliveryPartitionsStore implements OutboxDeliveryPartitionsPor
   async beat(member: PartitionMember, stayWorking: boolean): Promise<PartitionBeat> {
     const slots = await this.parts.leasesModeSlots();
     const { id, label } = member;
+    // Rows of processes gone for long are removed on their own, before the transaction: it
+    // then locks this process's row alone, and a 'leases' dispatcher's locking read of the rows
+    // (mysqlWorkingMembers) cannot deadlock with it.
+    await this.parts.run(mysqlForgetMembers(this.names), [id]);
     return this.parts.transact(async (query) => {
       await query(mysqlBeatTouch(this.names), [id, label, member.validMs, member.lockKey ?? null]);
       await query(mysqlBeatWorking(this.names, slots.length), [stayWorking, ...slots, id]);
-      await query(mysqlForgetMembers(this.names), [id]);
       const { rows: members } = await query<{
         instance: string;
         label: string;
