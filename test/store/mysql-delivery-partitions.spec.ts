@@ -576,6 +576,56 @@ describeWith(['mariadb'], 'MySQL/MariaDB delivery partitions: the store', () => 
       expect(await readAttempts(ds, table)).toEqual([]);
     });
 
+    it('on a time-partitioned table, a delivered row deleted at its settle takes its id guard along: the id may be enqueued again', async () => {
+      const parted = uniqueTable('outbox_dpp');
+      await createOutboxTable(sql, { tableName: parted, partitioning: { interval: 'day' } });
+      try {
+        await step9.ensure(run, outboxTableNames(parted, null, 'backtick'));
+        const on = await storeOn('block', parted);
+        const owner = on.deliveryPartitions as OutboxDeliveryPartitionsPort;
+        const id = randomUUID();
+        const insert = (): Promise<readonly string[]> =>
+          ds.transaction((m) =>
+            on.insert(
+              typeormSqlRunner(m.queryRunner as QueryRunner),
+              [
+                {
+                  messageId: id,
+                  topic: 't',
+                  key: 'k',
+                  type: 'T',
+                  payload: '{}',
+                  headers: '{}',
+                  availableAt: null,
+                  delayMs: null,
+                  idempotent: true,
+                },
+              ],
+              true,
+            ),
+          );
+        expect(await insert()).toEqual([]);
+        expect(await insert()).toEqual([id]); // guarded: written once
+        await owner.beat(member('owner'), false);
+        const fence = fenceOf(await owner.take('owner', ALL_PARTITIONS));
+        const [record] = (await owner.readOwned(ALL_PARTITIONS, 10, everything)).records;
+        expect(record?.messageId).toBe(id);
+        const done: Settlement = { ...NONE, delivered: [record?.id ?? ''], advancedKeys: ['k'] };
+        expect((await owner.settleOwned('owner', fence, done, true, randomUUID())).changed).toBe(1);
+        expect(await readOutbox(ds, parted)).toEqual([]);
+        const [guards] = await ds.query<{ n: number }[]>(
+          `SELECT COUNT(*) AS n FROM \`${parted}_ids\``,
+        );
+        expect(Number(guards?.n)).toBe(0);
+        expect(await insert()).toEqual([]);
+        expect((await readOutbox(ds, parted)).map((r) => r.messageId)).toEqual([id]);
+      } finally {
+        for (const s of outboxTableDropDdl('mysql', { tableName: parted }, 'all')) {
+          await ds.query(s);
+        }
+      }
+    });
+
     it('leases the rows of a deaf publish in the partitions it holds, as a claim would: reads pass them over', async () => {
       const [id] = await queue(['k']);
       const fence = await ownAll('owner');
