@@ -307,6 +307,8 @@ describeWith(['mariadb'], 'MySQL/MariaDB delivery partitions: the store', () => 
 
     it('reads the due pending rows of its partitions in id order, each with the earlier row of its key that holds it back, past the ids, keys and leases it is told of', async () => {
       const queued = await queue([
+        'z',
+        'z',
         'k',
         'k',
         'w',
@@ -319,18 +321,29 @@ describeWith(['mariadb'], 'MySQL/MariaDB delivery partitions: the store', () => 
         'l',
         'skip',
         'gone',
+        'y',
+        'y',
+        'y',
+        'z',
       ]);
-      const [k1, k2, w1, w2, d1, d2, x1, x2, u, leased, skipped, elsewhere] = queued.map(
+      const [z1, z2, k1, k2, w1, w2, d1, d2, x1, x2, u, leased, skipped, elsewhere] = queued.map(
         (m) => m.id,
       );
+      const [y1, y2, y3, z3] = queued.slice(14).map((m) => m.id);
       const at = (m: string | undefined): string => queued.find((q) => q.id === m)?.row ?? '';
       const ids = queued.map((m) => m.id);
-      // k1 backs off, w1 is parked, d1 is dead (dead messages block: 'block'), l is leased.
+      // k1 backs off, w1, y2, z1 and z2 are parked, d1 is dead (dead messages block: 'block'),
+      // l is leased. z's parked rows are below every row read, y's between two of them.
       await ds.query(
         `UPDATE ${q()} SET available_at = UTC_TIMESTAMP(6) + INTERVAL 1 HOUR WHERE id = ?`,
         [at(k1)],
       );
-      await ds.query(`UPDATE ${q()} SET status = 'waiting' WHERE id = ?`, [at(w1)]);
+      await ds.query(`UPDATE ${q()} SET status = 'waiting' WHERE id IN (?, ?, ?, ?)`, [
+        at(w1),
+        at(y2),
+        at(z1),
+        at(z2),
+      ]);
       await ds.query(`UPDATE ${q()} SET status = 'dead' WHERE id = ?`, [at(d1)]);
       await ds.query(
         `UPDATE ${q()} SET locked_until = UTC_TIMESTAMP(6) + INTERVAL 1 HOUR, lock_token = ? WHERE id = ?`,
@@ -340,7 +353,7 @@ describeWith(['mariadb'], 'MySQL/MariaDB delivery partitions: the store', () => 
       const other = stored.get(elsewhere ?? '') as number;
       const asked = ALL_PARTITIONS.filter((p) => p !== other);
       // The keys' partitions differ from 'gone''s; the unkeyed row's is its random id's.
-      const expected = [k2, w2, d2, x1, x2, u, skipped].filter(
+      const expected = [k2, w2, d2, x1, x2, u, skipped, y1, y3, z3].filter(
         (m) => stored.get(m ?? '') !== other,
       );
       const read = await parts.readOwned(asked, 100, everything);
@@ -351,6 +364,8 @@ describeWith(['mariadb'], 'MySQL/MariaDB delivery partitions: the store', () => 
         [at(w2)]: at(w1),
         [at(d2)]: at(d1),
         [at(x2)]: at(x1),
+        [at(y3)]: at(y2),
+        [at(z3)]: at(z2),
       });
       for (const r of read.records) expect(read.partitions.get(r.id)).toBe(stored.get(r.messageId));
       expect(read.snapshot).toEqual({ xmin: 0n, xmax: 0n });
@@ -368,7 +383,10 @@ describeWith(['mariadb'], 'MySQL/MariaDB delivery partitions: the store', () => 
       expect(read2.previous.get(at(k2))).toBe(at(k1));
       // Nothing was written: every row as it was.
       expect((await readOutbox(ds, table)).map((r) => [r.status, r.attempts])).toEqual(
-        ids.map((m) => [m === w1 ? 'waiting' : m === d1 ? 'dead' : 'pending', 0]),
+        ids.map((m) => [
+          [w1, y2, z1, z2].includes(m) ? 'waiting' : m === d1 ? 'dead' : 'pending',
+          0,
+        ]),
       );
       expect((await parts.readOwned([], 10, everything)).records).toEqual([]);
     });

@@ -20,6 +20,7 @@ import { failedAttempts, type FailedAttempt } from '../shared-sql/attempt-histor
 import { leasesModeHolder } from '../shared-sql/leases-mode-lock';
 import { withFreeOwnerLocks } from './mysql-owner-locks';
 import {
+  mysqlBlockingParts,
   mysqlClaimedColumns,
   mysqlDeleteAttemptsOf,
   mysqlDeleteByIds,
@@ -44,6 +45,7 @@ import {
   mysqlOwnedRetry,
   mysqlOwnedRows,
   mysqlOwners,
+  mysqlPreviousBlocking,
   mysqlReadOwned,
   mysqlRelease,
   mysqlSlotHolders,
@@ -81,7 +83,7 @@ export interface MysqlPartitionParts {
   promoteOrphans(limit: number): Promise<number>;
 }
 
-type OwnedRow = ClaimedRow & { partition: number | string; prev_id: string | number | null };
+type OwnedRow = ClaimedRow & { partition: number | string };
 
 /**
  * Partitioned delivery on MySQL/MariaDB (OutboxDeliveryPartitionsPort): the statements of
@@ -271,17 +273,60 @@ export class MysqlDeliveryPartitionsStore implements OutboxDeliveryPartitionsPor
       keys: range.keys.length,
     };
     const { rows } = await this.parts.run<OwnedRow>(
-      mysqlReadOwned(this.names, this.parts.policy, mysqlClaimedColumns('o'), shape),
+      mysqlReadOwned(this.names, mysqlClaimedColumns('o'), shape),
       [range.after, ...partitions, ...range.ids, ...range.keys, limit],
     );
     const partitionOf = new Map<string, number>();
-    const previous = new Map<string, string>();
-    for (const row of rows) {
-      const id = String(row.id);
-      partitionOf.set(id, Number(row.partition));
-      if (row.prev_id !== null) previous.set(id, String(row.prev_id));
-    }
+    for (const row of rows) partitionOf.set(String(row.id), Number(row.partition));
+    const previous = this.parts.policy.ordered ? await this.previousOf(rows) : new Map();
     return { records: toClaimedRecords(rows), partitions: partitionOf, previous, snapshot };
+  }
+
+  /**
+   * Each keyed row's latest earlier row of its key that still holds it back, by id
+   * (mysqlPreviousBlocking): read after the rows, in a statement of its own. What it may see
+   * that the read did not changes nothing: a blocking row leaves that state only by moving its
+   * key on, and none appears below a row already read (a key's ids follow its commits, and a
+   * dead message requeued behind later ones takes a new id).
+   */
+  private async previousOf(rows: readonly OwnedRow[]): Promise<Map<string, string>> {
+    const previous = new Map<string, string>();
+    const keyed = rows.filter((r) => r.message_key !== null);
+    const first = keyed[0];
+    const last = keyed[keyed.length - 1];
+    if (first === undefined || last === undefined) return previous;
+    const keys = [...new Set(keyed.map((r) => r.message_key as string))];
+    const parts = mysqlBlockingParts(this.parts.policy, '').length;
+    const params = [
+      ...Array.from({ length: parts }, () => [...keys, first.id]).flat(),
+      ...keys,
+      first.id,
+      last.id,
+    ];
+    const { rows: blocking } = await this.parts.run<{ k: string; id: string | number }>(
+      mysqlPreviousBlocking(this.names, this.parts.policy, keys.length),
+      params,
+    );
+    const byKey = new Map<string, bigint[]>();
+    for (const b of blocking) {
+      const ids = byKey.get(b.k);
+      if (ids === undefined) byKey.set(b.k, [BigInt(b.id)]);
+      else ids.push(BigInt(b.id));
+    }
+    for (const ids of byKey.values()) ids.sort((a, b) => (a < b ? -1 : a > b ? 1 : 0));
+    // The rows come in id order: one pass over each key's ids.
+    const passed = new Map<string, number>();
+    for (const row of keyed) {
+      const key = row.message_key as string;
+      const ids = byKey.get(key) ?? [];
+      const id = BigInt(row.id);
+      let i = passed.get(key) ?? 0;
+      while (i < ids.length && (ids[i] as bigint) < id) i++;
+      passed.set(key, i);
+      const latest = ids[i - 1];
+      if (latest !== undefined) previous.set(String(row.id), latest.toString());
+    }
+    return previous;
   }
 
   async settleOwned(
