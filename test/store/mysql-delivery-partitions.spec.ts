@@ -307,6 +307,7 @@ describeWith(['mariadb'], 'MySQL/MariaDB delivery partitions: the store', () => 
 
     it('reads the due pending rows of its partitions in id order, each with the earlier row of its key that holds it back, past the ids, keys and leases it is told of', async () => {
       const queued = await queue([
+        'v',
         'z',
         'z',
         'k',
@@ -325,15 +326,16 @@ describeWith(['mariadb'], 'MySQL/MariaDB delivery partitions: the store', () => 
         'y',
         'y',
         'z',
+        'v',
       ]);
-      const [z1, z2, k1, k2, w1, w2, d1, d2, x1, x2, u, leased, skipped, elsewhere] = queued.map(
-        (m) => m.id,
-      );
-      const [y1, y2, y3, z3] = queued.slice(14).map((m) => m.id);
+      const [v1, z1, z2, k1, k2, w1, w2, d1, d2, x1, x2, u, leased, skipped, elsewhere] =
+        queued.map((m) => m.id);
+      const [y1, y2, y3, z3, v2] = queued.slice(15).map((m) => m.id);
       const at = (m: string | undefined): string => queued.find((q) => q.id === m)?.row ?? '';
       const ids = queued.map((m) => m.id);
-      // k1 backs off, w1, y2, z1 and z2 are parked, d1 is dead (dead messages block: 'block'),
-      // l is leased. z's parked rows are below every row read, y's between two of them.
+      // k1 backs off, w1, y2, z1 and z2 are parked, d1 and v1 are dead (dead messages block:
+      // 'block'), l is leased. z's parked rows and v's dead one are below every row read, y's
+      // parked one between two of them.
       await ds.query(
         `UPDATE ${q()} SET available_at = UTC_TIMESTAMP(6) + INTERVAL 1 HOUR WHERE id = ?`,
         [at(k1)],
@@ -344,7 +346,7 @@ describeWith(['mariadb'], 'MySQL/MariaDB delivery partitions: the store', () => 
         at(z1),
         at(z2),
       ]);
-      await ds.query(`UPDATE ${q()} SET status = 'dead' WHERE id = ?`, [at(d1)]);
+      await ds.query(`UPDATE ${q()} SET status = 'dead' WHERE id IN (?, ?)`, [at(d1), at(v1)]);
       await ds.query(
         `UPDATE ${q()} SET locked_until = UTC_TIMESTAMP(6) + INTERVAL 1 HOUR, lock_token = ? WHERE id = ?`,
         [randomUUID(), at(leased)],
@@ -353,7 +355,7 @@ describeWith(['mariadb'], 'MySQL/MariaDB delivery partitions: the store', () => 
       const other = stored.get(elsewhere ?? '') as number;
       const asked = ALL_PARTITIONS.filter((p) => p !== other);
       // The keys' partitions differ from 'gone''s; the unkeyed row's is its random id's.
-      const expected = [k2, w2, d2, x1, x2, u, skipped, y1, y3, z3].filter(
+      const expected = [k2, w2, d2, x1, x2, u, skipped, y1, y3, z3, v2].filter(
         (m) => stored.get(m ?? '') !== other,
       );
       const read = await parts.readOwned(asked, 100, everything);
@@ -366,6 +368,7 @@ describeWith(['mariadb'], 'MySQL/MariaDB delivery partitions: the store', () => 
         [at(x2)]: at(x1),
         [at(y3)]: at(y2),
         [at(z3)]: at(z2),
+        [at(v2)]: at(v1),
       });
       for (const r of read.records) expect(read.partitions.get(r.id)).toBe(stored.get(r.messageId));
       expect(read.snapshot).toEqual({ xmin: 0n, xmax: 0n });
@@ -380,11 +383,29 @@ describeWith(['mariadb'], 'MySQL/MariaDB delivery partitions: the store', () => 
       const skipping = (await storeOn('skip')).deliveryPartitions as OutboxDeliveryPartitionsPort;
       const read2 = await skipping.readOwned(asked, 100, everything);
       expect(read2.previous.has(at(d2))).toBe(false);
+      expect(read2.previous.has(at(v2))).toBe(false);
       expect(read2.previous.get(at(k2))).toBe(at(k1));
+      // …unless its type's policy says otherwise.
+      const typed = await createOutboxStore(
+        sql,
+        {
+          tableName: table,
+          schema: null,
+          ordering: { enabled: true, onDeadLetter: 'skip', deadLetterExceptions: ['T'] },
+        },
+        { enabled: false, notify: false },
+      );
+      const read3 = await (typed.deliveryPartitions as OutboxDeliveryPartitionsPort).readOwned(
+        asked,
+        100,
+        everything,
+      );
+      expect(read3.previous.get(at(d2))).toBe(at(d1));
+      expect(read3.previous.get(at(v2))).toBe(at(v1));
       // Nothing was written: every row as it was.
       expect((await readOutbox(ds, table)).map((r) => [r.status, r.attempts])).toEqual(
         ids.map((m) => [
-          [w1, y2, z1, z2].includes(m) ? 'waiting' : m === d1 ? 'dead' : 'pending',
+          [w1, y2, z1, z2].includes(m) ? 'waiting' : [d1, v1].includes(m) ? 'dead' : 'pending',
           0,
         ]),
       );

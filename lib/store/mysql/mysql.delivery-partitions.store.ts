@@ -20,7 +20,6 @@ import { failedAttempts, type FailedAttempt } from '../shared-sql/attempt-histor
 import { leasesModeHolder } from '../shared-sql/leases-mode-lock';
 import { withFreeOwnerLocks } from './mysql-owner-locks';
 import {
-  mysqlBlockingParts,
   mysqlClaimedColumns,
   mysqlDeleteAttemptsOf,
   mysqlDeleteByIds,
@@ -46,6 +45,7 @@ import {
   mysqlOwnedRows,
   mysqlOwners,
   mysqlPreviousBlocking,
+  mysqlPreviousParams,
   mysqlReadOwned,
   mysqlRelease,
   mysqlSlotHolders,
@@ -296,16 +296,10 @@ export class MysqlDeliveryPartitionsStore implements OutboxDeliveryPartitionsPor
     const last = keyed[keyed.length - 1];
     if (first === undefined || last === undefined) return previous;
     const keys = [...new Set(keyed.map((r) => r.message_key as string))];
-    const parts = mysqlBlockingParts(this.parts.policy, '').length;
-    const params = [
-      ...Array.from({ length: parts }, () => [...keys, first.id]).flat(),
-      ...keys,
-      first.id,
-      last.id,
-    ];
+    const { policy } = this.parts;
     const { rows: blocking } = await this.parts.run<{ k: string; id: string | number }>(
-      mysqlPreviousBlocking(this.names, this.parts.policy, keys.length),
-      params,
+      mysqlPreviousBlocking(this.names, policy, keys.length),
+      mysqlPreviousParams(policy, keys, first.id, last.id),
     );
     const byKey = new Map<string, bigint[]>();
     for (const b of blocking) {

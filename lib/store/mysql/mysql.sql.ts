@@ -458,7 +458,8 @@ export function mysqlBlockingParts(policy: OutboxQueuePolicy, alias: string): st
   );
 }
 
-function blockingStatuses(policy: OutboxQueuePolicy): readonly string[] {
+/** The statuses of the rows that may hold back the later messages of their key. */
+export function blockingStatuses(policy: OutboxQueuePolicy): readonly string[] {
   const someDeadBlock = policy.deadBlocksKey || (policy.deadLetterExceptions?.length ?? 0) > 0;
   return someDeadBlock ? ['pending', 'waiting', 'dead'] : ['pending', 'waiting'];
 }
