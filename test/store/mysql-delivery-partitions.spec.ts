@@ -4,7 +4,7 @@ import type { SqlPort } from '../../lib/testing';
 import { typeormSqlPort, typeormSqlRunner } from '../../lib/typeorm/typeorm.sql-port';
 import { createOutboxStore } from '../../lib/store/create-outbox-store';
 import { createOutboxTable, outboxTableDropDdl } from '../../lib/store/schema/outbox-table-ddl';
-import { OutboxOptionsError } from '../../lib';
+import { OutboxAdmin, OutboxOptionsError } from '../../lib';
 import { outboxTableNames, type OutboxTableNames } from '../../lib/internal/sql-identifier';
 import { mysqlDatabase } from '../../lib/store/mysql/mysql.database';
 import type { SchemaPartSql } from '../../lib/store/outbox-database';
@@ -247,6 +247,9 @@ describeWith(['mariadb'], 'MySQL/MariaDB delivery partitions: the store', () => 
       );
       await expect(opening).rejects.toBeInstanceOf(OutboxOptionsError);
       await expect(opening).rejects.toMatchObject({ option: 'dispatcher.claims' });
+      // The admin's view says they are not in use here, as before: its SQL has no reads of them.
+      const view = await new OutboxAdmin(sql, store, { tableName: table }).deliveryPartitions();
+      expect(view).toMatchObject({ inUse: false, reason: 'database' });
     });
   });
 
