@@ -268,6 +268,14 @@ export interface OutboxDatabase<D extends string = string> {
    * whose ORMs share one connection): a port reports `databaseFile`.
    */
   readonly file: boolean;
+  /**
+   * Whether apps may deliver by partitions here (`dispatcher.claims: 'partitions'`): the
+   * migrations then make schema step 9 (`schema.deliveryPartitions`) when asked, and bootstrap
+   * accepts the option. False where that SQL and the store's side exist ahead of the
+   * dispatcher's (MySQL/MariaDB, until their binlog reader owns the partitions): then no
+   * migration makes the step and bootstrap refuses the option, as where there is no SQL.
+   */
+  readonly deliveryPartitionsOffered: boolean;
   /** The DDL of its tables (schema steps, migrations, `outbox schema migrate`). */
   readonly schema: OutboxSchemaSql;
   /** Bootstrap checks beyond the column probe every database gets; throws to refuse to start. */

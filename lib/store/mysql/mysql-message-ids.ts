@@ -7,6 +7,11 @@ import type {
   StatementRunner,
 } from '../outbox-database';
 import type { OutboxTableNames } from '../../internal/sql-identifier';
+import {
+  mysqlPartitionColumn,
+  mysqlPartitionDrops,
+  mysqlPartitionPresent,
+} from './mysql-partition-column';
 
 // Message ids on MySQL/MariaDB: BINARY(16) since 0.3 (the UUID's bytes: 16 bytes a row and in
 // every index over it instead of 36), CHAR(36) CHARACTER SET ascii before. Which one a table has
@@ -266,18 +271,24 @@ export async function mysqlConvertMessageIds(
     await run(`UPDATE ${table} SET ${STAGING} = ${convertedValue(to)}`);
     const indexes = await indexesOver(run, n, c.table);
     const position = await positionOf(run, n, c.table);
+    // Step 9's partition is generated from the id column: dropped with it and made again from
+    // the new one in the same ALTER, each row keeping its partition (the id's text either way).
+    const partition =
+      c.role === 'outbox' ? await mysqlPartitionPresent(run, n) : { column: false, index: false };
     const key = (i: IdIndex): string =>
       i.name === 'PRIMARY'
         ? `PRIMARY KEY (${i.columns.join(', ')})`
         : `${i.unique ? 'UNIQUE ' : ''}KEY ${n.quote(i.name)} (${i.columns.join(', ')})`;
     await run(
       `ALTER TABLE ${table} ${[
+        ...mysqlPartitionDrops(n, partition),
         ...indexes.map((i) =>
           i.name === 'PRIMARY' ? 'DROP PRIMARY KEY' : `DROP INDEX ${n.quote(i.name)}`,
         ),
         'DROP COLUMN message_id',
         `CHANGE COLUMN ${STAGING} message_id ${type} NOT NULL ${position}`,
         ...indexes.map((i) => `ADD ${key(i)}`),
+        ...(partition.column ? [mysqlPartitionColumn(n, to)] : []),
       ].join(',\n  ')}`,
     );
     converted.push(table);

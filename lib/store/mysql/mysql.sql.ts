@@ -332,15 +332,23 @@ ORDER BY c.available_at, c.id LIMIT ?`;
 }
 
 /**
+ * The columns of a row handed to the pipeline (`ClaimedRow`), of alias `c`: the attempt is the
+ * one this delivery makes, the bytes base64 text, the times UTC text.
+ */
+export function mysqlClaimedColumns(c: string): string {
+  return `${c}.id, ${c}.message_id, ${c}.topic, ${c}.message_key, ${c}.event_type, ${c}.payload, ${c}.headers, ${c}.attempts + 1 AS attempts,
+  ${c}.payload_encoding, ${c}.content_type, TO_BASE64(${c}.payload_bytes) AS payload_bytes, ${c}.broker_attributes,
+  DATE_FORMAT(${c}.created_at, '%Y-%m-%d %H:%i:%s.%f') AS created_at,
+  TIMESTAMPDIFF(MICROSECOND, ${c}.created_at, ${NOW}) / 1000 AS age_ms`;
+}
+
+/**
  * Step 2: lock the candidates (heads, and the rows of their runs) that are still due, skipping
  * those another dispatcher holds. The store then leases a row only when every earlier row of
  * its run was locked too.
  */
 export function mysqlClaimLock(n: OutboxTableNames, count: number): string {
-  return `SELECT c.id, c.message_id, c.topic, c.message_key, c.event_type, c.payload, c.headers, c.attempts + 1 AS attempts,
-  c.payload_encoding, c.content_type, TO_BASE64(c.payload_bytes) AS payload_bytes, c.broker_attributes,
-  DATE_FORMAT(c.created_at, '%Y-%m-%d %H:%i:%s.%f') AS created_at,
-  TIMESTAMPDIFF(MICROSECOND, c.created_at, ${NOW}) / 1000 AS age_ms
+  return `SELECT ${mysqlClaimedColumns('c')}
 FROM ${n.table} AS c WHERE c.id IN (${placeholders(count)}) AND c.status = 'pending' AND c.available_at <= ${NOW}
 ORDER BY c.available_at, c.id FOR UPDATE SKIP LOCKED`;
 }
@@ -417,11 +425,9 @@ export function mysqlKeyRows(
   policy: OutboxQueuePolicy,
   count: number,
 ): string {
-  // A dead row blocks by its type where a policy says otherwise than the module.
-  const typed = (policy.deadLetterExceptions?.length ?? 0) > 0;
-  const parts = blockingStatuses(policy).map(
-    (status) => `(SELECT message_key AS k, id, status FROM ${n.table} ${BY_KEY(n)}
-WHERE message_key = ? AND status = '${status}'${status === 'dead' && typed ? ` AND ${deadRowBlocks('', policy)}` : ''} AND id > ? ORDER BY id LIMIT ?)`,
+  const parts = mysqlBlockingParts(policy, '').map(
+    (blocking) => `(SELECT message_key AS k, id, status FROM ${n.table} ${BY_KEY(n)}
+WHERE message_key = ? AND ${blocking} AND id > ? ORDER BY id LIMIT ?)`,
   );
   return Array.from({ length: count }, () => parts)
     .flat()
@@ -437,7 +443,23 @@ export function mysqlKeyRowsParams(
   return keys.flatMap((k) => statuses.flatMap(() => [k.key, k.after, k.limit]));
 }
 
-function blockingStatuses(policy: OutboxQueuePolicy): readonly string[] {
+/**
+ * The blocking rows (of `alias`) as one condition per status, each an equality the key index
+ * `(message_key, status, id)` reads in id order: a probe per status stops at its first rows,
+ * where `status IN (…)` would sort every blocking row of the key first. A dead row blocks by its
+ * type where a policy says otherwise than the module.
+ */
+export function mysqlBlockingParts(policy: OutboxQueuePolicy, alias: string): string[] {
+  const typed = (policy.deadLetterExceptions?.length ?? 0) > 0;
+  const status = alias === '' ? 'status' : `${alias}.status`;
+  return blockingStatuses(policy).map(
+    (s) =>
+      `${status} = '${s}'${s === 'dead' && typed ? ` AND ${deadRowBlocks(alias, policy)}` : ''}`,
+  );
+}
+
+/** The statuses of the rows that may hold back the later messages of their key. */
+export function blockingStatuses(policy: OutboxQueuePolicy): readonly string[] {
   const someDeadBlock = policy.deadBlocksKey || (policy.deadLetterExceptions?.length ?? 0) > 0;
   return someDeadBlock ? ['pending', 'waiting', 'dead'] : ['pending', 'waiting'];
 }
@@ -472,6 +494,14 @@ export function mysqlPromote(n: OutboxTableNames, count: number): string {
   return `UPDATE ${n.table} SET status = 'pending' WHERE status = 'waiting' AND id IN (${placeholders(count)})`;
 }
 
+/**
+ * Params: keys. Every waiting message of these keys pending again: a partition owner's settle
+ * that moved them on gives back all their parked rows, which the owner reads back in order.
+ */
+export function mysqlPromoteKeys(n: OutboxTableNames, count: number): string {
+  return `UPDATE ${n.table} SET status = 'pending' WHERE status = 'waiting' AND message_key IN (${placeholders(count)})`;
+}
+
 /** Params: limit. Keys whose first waiting message has nothing earlier holding it back. */
 export function mysqlOrphanKeys(n: OutboxTableNames, policy: OutboxQueuePolicy): string {
   return `SELECT DISTINCT w.message_key AS k FROM ${n.table} AS w
@@ -497,7 +527,8 @@ export function mysqlSettleDelivered(
     : `UPDATE ${n.table} SET status = 'delivered', delivered_at = ${NOW}, ${UNLOCK} WHERE lock_token = ? AND id IN (${placeholders(count)})`;
 }
 
-function rowsOf(count: number, columns: readonly string[]): string {
+/** `count` rows of `columns`, as a derived table of placeholders (`UNION ALL` of `SELECT ?`). */
+export function rowsOf(count: number, columns: readonly string[]): string {
   const first = `SELECT ${columns.map((c) => `? AS ${c}`).join(', ')}`;
   const next = `SELECT ${columns.map(() => '?').join(', ')}`;
   return Array.from({ length: count }, (_, i) => (i === 0 ? first : next)).join(' UNION ALL ');
@@ -531,18 +562,40 @@ WHERE o.lock_token = ?`;
 }
 
 /**
- * Params: (id, outcome, error class, error) per failed row, then token. Records the failures
- * of a settle in the attempt history, before the updates clear the lease: only rows still
- * holding the token, locked (FOR UPDATE) so that the updates that follow in the transaction
- * find them unchanged. The attempt is the claim's (a release gives it back afterwards).
+ * What a settle's history rows are fenced by: a claim's lease (`token`: the rows still holding
+ * it; the attempt is the claim's, and the row names its lease's owner), or a partition owner's
+ * settle (`owner`: its caller locked the rows of the partitions it holds and passed only those;
+ * the attempt is this settle's, its read counted none, and the row names the owner).
  */
-export function mysqlRecordAttempts(n: OutboxTableNames, count: number): string {
+export type MysqlAttemptFence = { readonly token: string } | { readonly owner: string };
+
+/**
+ * Params: `mysqlRecordAttemptsParams`. Records the failures of a settle in the attempt history,
+ * before the updates clear the lease: only rows still holding the token (or, for an owner's
+ * settle, still pending), locked (FOR UPDATE) so that the updates that follow in the
+ * transaction find them unchanged. A lease's attempt is the claim's (a release gives it back
+ * afterwards).
+ */
+export function mysqlRecordAttempts(
+  n: OutboxTableNames,
+  count: number,
+  fence: MysqlAttemptFence,
+): string {
+  const owned = 'owner' in fence;
   return `INSERT INTO ${n.attemptsTable} (${ATTEMPT_COLUMNS})
-SELECT o.message_id, o.attempts, u.outcome, o.locked_by, u.cls, u.err
+SELECT o.message_id, ${owned ? 'o.attempts + 1, u.outcome, ?' : 'o.attempts, u.outcome, o.locked_by'}, u.cls, u.err
 FROM ${n.table} AS o JOIN (${rowsOf(count, ['id', 'outcome', 'cls', 'err'])}) AS u ON o.id = u.id
-WHERE o.lock_token = ?
+WHERE ${owned ? "o.status = 'pending'" : 'o.lock_token = ?'}
 ORDER BY o.id
 FOR UPDATE`;
+}
+
+/** The params of `mysqlRecordAttempts`, in the order its placeholders stand. */
+export function mysqlRecordAttemptsParams(
+  failed: readonly (readonly unknown[])[],
+  fence: MysqlAttemptFence,
+): unknown[] {
+  return 'owner' in fence ? [fence.owner, ...failed.flat()] : [...failed.flat(), fence.token];
 }
 
 /**
@@ -752,7 +805,7 @@ export function mysqlStats(n: OutboxTableNames): string {
 FROM ${n.table}`;
 }
 
-function placeholders(count: number): string {
+export function placeholders(count: number): string {
   return Array.from({ length: count }, () => '?').join(', ');
 }
 

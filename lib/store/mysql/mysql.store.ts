@@ -17,6 +17,7 @@ import type {
   KeyedRow,
   NewOutboxRow,
   OutboxQueuePolicy,
+  OutboxDeliveryPartitionsPort,
   OutboxStats,
   OutboxStore,
   RequeueReport,
@@ -55,11 +56,14 @@ import {
   mysqlOrphanKeys,
   mysqlPark,
   mysqlPromote,
+  mysqlPromoteKeys,
   mysqlPurgeCandidates,
   mysqlPurgeByAgeCandidates,
   mysqlDeleteAttemptsOfIds,
   mysqlDeleteIds,
   mysqlRecordAttempts,
+  mysqlRecordAttemptsParams,
+  type MysqlAttemptFence,
   mysqlReinsert,
   mysqlRelease,
   mysqlReleaseAllWaiting,
@@ -79,6 +83,10 @@ import {
 } from './mysql.sql';
 import { IN_FLIGHT_GRACE_MS, rowsOfFirstKeys, windowOf } from '../shared-sql/claim-window';
 import { mysqlOwnerLockName, ownerHex, ownerKeyOf } from '../shared-sql/owner-leases';
+import { withFreeOwnerLocks } from './mysql-owner-locks';
+import { mysqlLeasesModeSlots } from '../shared-sql/leases-mode-lock';
+import { MysqlDeliveryPartitionsStore } from './mysql.delivery-partitions.store';
+import { mysqlTakeSlot, mysqlWorkingPartitionOwners } from './mysql.delivery-partitions-sql';
 import { promotionRun } from '../../options/queue-policy';
 import {
   compareIds,
@@ -95,6 +103,7 @@ import { messageIdText, type MessageIdCodec } from '../rows/message-id-codec';
 import { messageIdCodecOf } from '../schema/message-id-layout';
 import { mysqlMessageIdLayout } from './mysql-message-ids';
 import { mysqlDueTenants } from './mysql.tenant-sql';
+import { failedAttempts, type FailedAttempt } from '../shared-sql/attempt-history';
 
 // mysql2 allows 65 535 placeholders per statement; stay well below with the widest row (8).
 const MAX_ROWS_PER_INSERT = 4_000;
@@ -641,7 +650,9 @@ export class MysqlOutboxStore implements OutboxStore {
       const keys = this.policy.ordered ? s.advancedKeys : [];
       await this.lockForDispatch(query, keys);
       let changed = 0;
-      await this.recordAttempts(query, token, s, deleteDelivered);
+      await this.recordAttempts(query, failedAttempts(s, this.fallbackRows(s, deleteDelivered)), {
+        token,
+      });
       if (s.delivered.length > 0) {
         // Deleted rows take their history with them (a message delivered after failures).
         if (deleteDelivered) {
@@ -693,34 +704,21 @@ export class MysqlOutboxStore implements OutboxStore {
   }
 
   /**
-   * The failures of a settle in the attempt history, fenced by the token, before the updates
-   * clear the lease; then the history of those messages is cut to its bound. Nothing to do,
-   * and no statement, when the batch went through.
+   * The failures of a settle in the attempt history, fenced (by the lease's token, or by an
+   * owner's settle that locked its rows), before the updates clear the lease; then the history
+   * of those messages is cut to its bound. Nothing to do, and no statement, when the batch went
+   * through.
    */
   private async recordAttempts(
     query: Query,
-    token: string,
-    s: Settlement,
-    deleteDelivered: boolean,
+    failed: readonly FailedAttempt[],
+    fence: MysqlAttemptFence,
   ): Promise<void> {
-    const failed = [
-      ...this.fallbackRows(s, deleteDelivered).map((r) => [
-        r.id,
-        'fallback',
-        r.errorClass,
-        r.error,
-      ]),
-      ...s.retry.map((r) => [r.id, 'retry', r.errorClass, r.error]),
-      ...s.dead.map((r) => [r.id, 'dead', r.errorClass, r.error]),
-      ...s.release.flatMap((r) =>
-        r.error === null ? [] : [[r.id, 'outage', r.errorClass, r.error]],
-      ),
-    ];
     if (failed.length === 0) return;
-    const { affected } = await query(mysqlRecordAttempts(this.names, failed.length), [
-      ...failed.flat(),
-      token,
-    ]);
+    const { affected } = await query(
+      mysqlRecordAttempts(this.names, failed.length, fence),
+      mysqlRecordAttemptsParams(failed, fence),
+    );
     if (affected === 0) return;
     const ids = failed.map(([id]) => id);
     await query(mysqlBoundAttempts(this.names, ids.length), ids);
@@ -748,7 +746,80 @@ export class MysqlOutboxStore implements OutboxStore {
     return Number(rows[0]?.locked) === 1;
   }
   async unlockOwner(session: SqlRunner): Promise<void> {
+    // The owner lock, and the 'leases' mode slot taken beside it.
     await session.query('SELECT RELEASE_ALL_LOCKS()');
+  }
+
+  async enterLeasesMode(session: SqlRunner): Promise<readonly string[]> {
+    const slots = await this.leasesModeSlots();
+    const { rows } = await session.query<{ slot: number | string | null }>(
+      mysqlTakeSlot(slots.length),
+      slots,
+    );
+    const slot = rows[0]?.slot;
+    if (slot === null || slot === undefined) {
+      return [`every one of the table's ${slots.length} 'leases' mode slots is held`];
+    }
+    const release = async (): Promise<void> => {
+      await session.query('SELECT RELEASE_LOCK(?)', [slots[Number(slot)]]);
+    };
+    // Read after taking the slot: a 'partitions' dispatcher that starts delivering from now on
+    // finds it held, and one that started before is in the table (mysqlBeatWorking).
+    const working = await mysqlWorkingPartitionOwners(session, this.names).catch(
+      async (error: unknown) => {
+        await release().catch(() => undefined);
+        throw error;
+      },
+    );
+    if (working.length > 0) await release();
+    return working;
+  }
+
+  private slotNames: Promise<readonly string[]> | undefined;
+
+  /**
+   * The table's `'leases'` mode slots; named by its database, which the connection's own is
+   * where the names are not qualified (read once).
+   */
+  private leasesModeSlots(): Promise<readonly string[]> {
+    const schema = this.names.schema;
+    this.slotNames ??= (
+      schema !== null
+        ? Promise.resolve(schema)
+        : this.sql
+            .query<{ db: unknown }>('SELECT DATABASE() AS db')
+            .then(({ rows }) => (typeof rows[0]?.db === 'string' ? rows[0].db : ''))
+    )
+      .then((database) => mysqlLeasesModeSlots(this.names, database))
+      .catch((error: unknown) => {
+        this.slotNames = undefined;
+        throw error;
+      });
+    return this.slotNames;
+  }
+
+  private partitionStore: MysqlDeliveryPartitionsStore | undefined;
+
+  /**
+   * Partitioned delivery's statements (schema step 9), in this store's dispatch transactions.
+   * Bootstrap refuses `dispatcher.claims: 'partitions'` on MySQL/MariaDB for now
+   * (`OutboxDatabase.deliveryPartitionsOffered`), so only the tests reach it.
+   */
+  get deliveryPartitions(): OutboxDeliveryPartitionsPort {
+    this.partitionStore ??= new MysqlDeliveryPartitionsStore({
+      names: this.names,
+      policy: this.policy,
+      transact: (work) => this.transaction(work),
+      run: (sql, params) => this.sql.query(sql, params),
+      lockForDispatch: (query, keys) => this.lockForDispatch(query, keys),
+      promoteAll: (query, keys) => this.promote(query, keys, true),
+      recordAttempts: (query, failed, owner) => this.recordAttempts(query, failed, { owner }),
+      leasesModeSlots: () => this.leasesModeSlots(),
+      fallbackHistory: this.fallbackHistory,
+      partitioned: this.partitioned,
+      promoteOrphans: (limit) => this.promoteOrphans(limit),
+    });
+    return this.partitionStore;
   }
 
   // MySQL/MariaDB list no session's named locks (without a plugin): every look reads the leases'
@@ -759,38 +830,21 @@ export class MysqlOutboxStore implements OutboxStore {
     ).rows.flatMap((r) => ownerKeyOf(String(r.k)) ?? []);
     if (looked.length === 0) return 0;
     // Each owner's lock is held while its leases are shortened, so no owner can take that key
-    // meanwhile; given back before the connection goes back to the pool. One statement takes
-    // every lock and one gives them back, whatever the number of owners: a takeover's rounds
-    // stay few on a loaded server.
-    return this.sql.transaction(async (tx) => {
-      const names = looked.map(mysqlOwnerLockName);
-      // Until the locks' answer is read, any of them may be held (a statement failed midway).
-      let held = looked;
-      try {
-        const { rows } = await tx.query<Record<string, unknown>>(
-          `SELECT ${names.map((_, i) => `GET_LOCK(?, 0) AS l${i}`).join(', ')}`,
-          names,
-        );
-        const got = rows[0] ?? {};
-        held = looked.filter((_, i) => Number(got[`l${i}`]) === 1);
-        if (held.length === 0) return 0;
-        return (
-          await tx.query(mysqlShortenOwnerLeases(this.names, held.length), [
-            graceMs,
-            graceMs,
-            graceMs,
-            ...held.map(ownerHex),
-          ])
-        ).affected;
-      } finally {
-        if (held.length > 0) {
-          await tx.query(
-            `SELECT ${held.map((_, i) => `RELEASE_LOCK(?) AS r${i}`).join(', ')}`,
-            held.map(mysqlOwnerLockName),
-          );
-        }
-      }
-    });
+    // meanwhile.
+    return this.sql.transaction((tx) =>
+      withFreeOwnerLocks(tx, looked, async (held) =>
+        held.length === 0
+          ? 0
+          : (
+              await tx.query(mysqlShortenOwnerLeases(this.names, held.length), [
+                graceMs,
+                graceMs,
+                graceMs,
+                ...held.map(ownerHex),
+              ])
+            ).affected,
+      ),
+    );
   }
 
   async renewLease(
@@ -970,9 +1024,10 @@ export class MysqlOutboxStore implements OutboxStore {
   /**
    * Makes the next waiting messages of each key claimable when nothing earlier holds them:
    * when a key's first blocking row is waiting, every waiting row among its first
-   * `promotionRun` blocking rows (the next claim can take them as one run).
+   * `promotionRun` blocking rows (the next claim can take them as one run); with `all`, every
+   * waiting row of the key (a partition owner's settle: the owner reads them back in order).
    */
-  private async promote(query: Query, keys: readonly string[]): Promise<number> {
+  private async promote(query: Query, keys: readonly string[], all = false): Promise<number> {
     if (keys.length === 0) return 0;
     const { rows: firsts } = await query<{ k: string; first: string | number }>(
       mysqlFirstWaiting(this.names, keys.length),
@@ -985,6 +1040,15 @@ export class MysqlOutboxStore implements OutboxStore {
     );
     const held = new Set(holders.map((r) => r.k));
     const heads = firsts.filter((f) => !held.has(f.k));
+    if (all) {
+      if (heads.length === 0) return 0;
+      return (
+        await query(
+          mysqlPromoteKeys(this.names, heads.length),
+          heads.map((f) => f.k),
+        )
+      ).affected;
+    }
     const ids: (string | number)[] = heads.map((f) => f.first);
     const limit = promotionRun(this.policy, keys.length) - 1;
     for (let start = 0; limit > 0 && start < heads.length; start += MAX_KEYS_PER_RUN_QUERY) {

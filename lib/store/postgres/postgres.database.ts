@@ -51,6 +51,7 @@ export const postgresDatabase: OutboxDatabase<'postgres'> = {
   singleWriter: false,
   insertIdReportsWrite: false,
   file: false,
+  deliveryPartitionsOffered: true,
   schema: {
     createTable: postgresCreateTable,
     dropTable: postgresDropTable,

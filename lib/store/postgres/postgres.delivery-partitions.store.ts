@@ -12,9 +12,14 @@ import type {
   Settlement,
   TakenPartition,
 } from '../ports/outbox-store.port';
-import { leasesModeLockOf, type LeasesModeLock } from '../shared-sql/leases-mode-lock';
+import {
+  leasesModeHolder,
+  leasesModeLockOf,
+  type LeasesModeLock,
+} from '../shared-sql/leases-mode-lock';
 import type { SqlResult } from '../ports/sql-port';
 import type { OutboxTableNames } from '../../internal/sql-identifier';
+import { partitionOwnerOf, type PartitionOwnerRow } from '../shared-sql/delivery-partitions';
 import { blockingCondition } from '../shared-sql/dead-blocking';
 import { toClaimedRecords, type ClaimedRow } from '../rows/outbox-row.mapper';
 import { cachedStatement } from '../shared-sql/sql-values';
@@ -143,20 +148,8 @@ export class PostgresDeliveryPartitionsStore implements OutboxDeliveryPartitions
   }
 
   async owners(): Promise<readonly OutboxPartitionOwner[]> {
-    const { rows } = await this.run<{
-      owner: string | null;
-      label: string | null;
-      partitions: number;
-      heartbeat_age_ms: number | string | null;
-      live: boolean | null;
-    }>(postgresOwners(this.names), []);
-    return rows.map((r) => ({
-      owner: r.owner,
-      label: r.label,
-      partitions: Number(r.partitions),
-      heartbeatAgeMs: r.heartbeat_age_ms === null ? null : Math.round(Number(r.heartbeat_age_ms)),
-      live: r.live === true,
-    }));
+    const { rows } = await this.run<PartitionOwnerRow>(postgresOwners(this.names), []);
+    return rows.map(partitionOwnerOf);
   }
 
   async leasesModeHolders(): Promise<readonly string[]> {
@@ -165,10 +158,7 @@ export class PostgresDeliveryPartitionsStore implements OutboxDeliveryPartitions
       application_name: string | null;
       client_addr: string | null;
     }>(POSTGRES_LEASES_MODE_HOLDERS, [this.leasesMode.lockClass, this.leasesMode.key]);
-    return rows.map((r) => {
-      const from = [r.application_name, r.client_addr].filter((v) => v !== null && v !== '');
-      return `session ${r.pid}${from.length > 0 ? ` (${from.join(', ')})` : ''}`;
-    });
+    return rows.map((r) => leasesModeHolder(r.pid, [r.application_name, r.client_addr]));
   }
 
   async holdOwned(

@@ -264,6 +264,15 @@ function partStep(
 }
 
 /**
+ * Step 9's SQL where apps may deliver by partitions: a database whose SQL is written ahead of
+ * its dispatcher's side (MySQL/MariaDB for now) has the step made by no migration and the option
+ * refused at bootstrap, as one without the SQL.
+ */
+function deliveryPartitionsOf(database: OutboxDatabase): SchemaPartSql | undefined {
+  return database.deliveryPartitionsOffered ? database.schema.deliveryPartitions : undefined;
+}
+
+/**
  * The outbox's schema changes in order. Never reorder, rename or change a step: TypeORM knows
  * the ones it ran by name, and a table's version is the number of steps it has in a row. A new
  * schema change is a new step at the end, with its SQL in each database's `OutboxSchemaSql`.
@@ -350,7 +359,7 @@ export const OUTBOX_SCHEMA_STEPS: readonly OutboxSchemaStep[] = [
   partStep(
     'delivery-partitions',
     'AddOutboxDeliveryPartitions',
-    (database) => database.schema.deliveryPartitions,
+    deliveryPartitionsOf,
     (names) =>
       `the delivery_partition column, the tables ${names.tableName}_dispatchers and ${names.tableName}_owners, or columns of them are missing: migrate adds what is missing, rows kept (needed only with dispatcher.claims 'partitions', docs/delivery.md)`,
     "added each row's delivery partition and the partition owners' tables (for dispatcher.claims 'partitions', step 9)",
@@ -361,7 +370,7 @@ export const OUTBOX_SCHEMA_STEPS: readonly OutboxSchemaStep[] = [
       option: 'dispatcher.claims',
       // Named by its database (the dialect), not by the driver the app happens to use.
       unsupported: (database, table) =>
-        database.schema.deliveryPartitions === undefined
+        deliveryPartitionsOf(database) === undefined
           ? OutboxMessages.partitionsUnsupported(table, database.dialect)
           : null,
       probes: (names) => [

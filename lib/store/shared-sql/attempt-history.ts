@@ -1,3 +1,5 @@
+import type { Settlement } from '../ports/outbox-store.port';
+
 /**
  * The attempt history: one row per failed publish attempt of a message, in `<table>_attempts`,
  * written by the store's settle in the same transaction as the failure it records (on delivery
@@ -31,4 +33,26 @@ export function attemptOutcomeCheck(outcomes: readonly string[] = ATTEMPT_OUTCOM
 /** The name of the outcome check, as step 8 and new tables give it. */
 export function attemptOutcomeCheckName(n: { readonly tableName: string }): string {
   return `${n.tableName}_attempts_chk`;
+}
+
+/** One failure a settle records: the row's id, its outcome, the error's class and text. */
+export type FailedAttempt = readonly [id: string, outcome: string, cls: string | null, err: string];
+
+/**
+ * The history rows of a settle, in the order the stores write them: the fallbacks that settled
+ * (`fallback`, those the table records), retries, dead letters, and releases with a cause (an
+ * outage's; a shutdown's release records none).
+ */
+export function failedAttempts(
+  s: Settlement,
+  fallback: NonNullable<Settlement['fallback']>,
+): FailedAttempt[] {
+  return [
+    ...fallback.map((r): FailedAttempt => [r.id, 'fallback', r.errorClass, r.error]),
+    ...s.retry.map((r): FailedAttempt => [r.id, 'retry', r.errorClass, r.error]),
+    ...s.dead.map((r): FailedAttempt => [r.id, 'dead', r.errorClass, r.error]),
+    ...s.release.flatMap((r): FailedAttempt[] =>
+      r.error === null ? [] : [[r.id, 'outage', r.errorClass, r.error]],
+    ),
+  ];
 }

@@ -1,3 +1,5 @@
+import type { OutboxPartitionOwner } from '../ports/outbox-store.port';
+
 /**
  * How many partitions the key space is cut into (schema step 9). Fixed: a row's partition is
  * stored, and the owners table has one row per partition. 256 is many more than the dispatchers
@@ -18,3 +20,24 @@ export const ALL_PARTITIONS: readonly number[] = Array.from(
  * rather than at their next beat. Writers' wake-ups carry none.
  */
 export const MEMBERS_NOTICE = 'outbox:members';
+
+/** A row of a database's owners read (`OutboxDeliveryPartitionsPort.owners`), as its driver answers. */
+export interface PartitionOwnerRow {
+  readonly owner: string | null;
+  readonly label: string | null;
+  readonly partitions: number | string;
+  readonly heartbeat_age_ms: number | string | null;
+  /** A boolean (PostgreSQL), or 1 and 0 (MySQL); null for the partitions no one holds. */
+  readonly live: boolean | number | string | null;
+}
+
+/** One holder of partitions as the admin views show it. */
+export function partitionOwnerOf(r: PartitionOwnerRow): OutboxPartitionOwner {
+  return {
+    owner: r.owner,
+    label: r.label,
+    partitions: Number(r.partitions),
+    heartbeatAgeMs: r.heartbeat_age_ms === null ? null : Math.round(Number(r.heartbeat_age_ms)),
+    live: r.live === true || Number(r.live) === 1,
+  };
+}

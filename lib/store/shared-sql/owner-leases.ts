@@ -56,3 +56,12 @@ export const MYSQL_OWNER_LOCK_PREFIX = 'nestjs-outbox-owner-';
 export function mysqlOwnerLockName(key: number): string {
   return `${MYSQL_OWNER_LOCK_PREFIX}${ownerHex(key)}`;
 }
+
+/**
+ * MySQL/MariaDB: `mysqlOwnerLockName` of a key column, in SQL (`column` a qualified column name
+ * of the library's own, never input): for a statement that tries every member's lock as it reads
+ * the members' rows.
+ */
+export function mysqlOwnerLockNameOf(column: string): string {
+  return `CONCAT('${MYSQL_OWNER_LOCK_PREFIX}', LPAD(LOWER(HEX(${column})), 8, '0'))`;
+}

@@ -43,6 +43,7 @@ export const sqliteDatabase: OutboxDatabase<'sqlite'> = {
   singleWriter: true,
   insertIdReportsWrite: false,
   file: true,
+  deliveryPartitionsOffered: false,
   schema: {
     createTable: sqliteCreateTable,
     dropTable: sqliteDropTable,
