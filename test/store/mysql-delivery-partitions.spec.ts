@@ -374,7 +374,7 @@ describeWith(['mariadb'], 'MySQL/MariaDB delivery partitions: the store', () => 
         [at(v2)]: at(v1),
       });
       for (const r of read.records) expect(read.partitions.get(r.id)).toBe(stored.get(r.messageId));
-      expect(read.snapshot).toEqual({ xmin: 0n, xmax: 0n });
+      expect(read.snapshot).toEqual({ xmin: 0n, xid: 0n });
       // After an id, at most a limit, without the ids and keys it holds.
       const next = await parts.readOwned(asked, 2, {
         after: at(k2),
