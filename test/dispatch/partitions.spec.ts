@@ -12,6 +12,8 @@ import { DispatcherChild } from '../support/children/spawn-dispatcher';
 import { TcpConsumer } from '../support/children/tcp-consumer';
 import { DataSource, type QueryRunner } from 'typeorm';
 import { PostgresOutboxStore } from '../../lib/store/postgres/postgres.store';
+import { postgresReadOwned } from '../../lib/store/postgres/postgres.delivery-partitions-sql';
+import { POSTGRES_CLAIMED_COLUMNS } from '../../lib/store/postgres/postgres.sql';
 import { readOutbox, serverOptions, TEST_DATABASES, type OutboxRow } from '../support/databases';
 import { msg } from '../support/dispatch-fixtures';
 import { dispatchTestApp } from '../support/outbox-harness';
@@ -178,6 +180,33 @@ for (const db of TEST_DATABASES.filter((d) => d.name === 'postgres')) {
         expect(firsts).toEqual(order.get(key));
       }
     }
+
+    it("reads a row committed before its snapshot as due, though its statement's clock started before the row's transaction", async () => {
+      const { table: name, commit } = await table();
+      const read = postgresReadOwned(
+        outboxTableNames(name, null, 'double'),
+        null,
+        POSTGRES_CLAIMED_COLUMNS,
+      );
+      const reader = scope.ds.createQueryRunner();
+      await reader.connect();
+      try {
+        // The reader's now() is fixed here, before the writer's transaction begins; its next
+        // statement takes a snapshot in which the writer has committed (READ COMMITTED): a read
+        // that stalls between its start and its snapshot.
+        await reader.startTransaction();
+        await reader.query('SELECT now()');
+        await new Promise((resolve) => setTimeout(resolve, 20));
+        const [id] = await commit([msg('k', { n: 1 })]);
+        const rows = (await reader.query(read, [ALL_PARTITIONS, 10, '0', [], []])) as {
+          message_id: string | null;
+        }[];
+        expect(rows.map((r) => r.message_id).filter((m) => m !== null)).toEqual([id]);
+      } finally {
+        await reader.rollbackTransaction();
+        await reader.release();
+      }
+    });
 
     it("refuses a settle from an owner whose partitions were taken over, and takes the new owner's", async () => {
       const { table: name, commit, store } = await table();
