@@ -27,8 +27,10 @@ export class ReadFloor {
   /**
    * A read came back: it covered the ids up to its last row (a row it could not see yet there
    * belongs to a transaction given its id before the read's, ended once a later snapshot's
-   * `xmin` reaches the read's own id). So the floor trails the reads by one: the next read
-   * starts from below this one's rows and passes over those held in memory.
+   * `xmin` reaches the read's own id). Under writers the floor so trails the reads by one: the
+   * next read starts below this one's rows and passes over those held in memory. With no id
+   * given out between a read's snapshot and its own, `xmin` is that id and the floor moves at
+   * once.
    */
   saw(after: string, found: OwnedRead): void {
     const { xmin, xid } = found.snapshot;
