@@ -74,7 +74,10 @@ export interface LogTailingOptions {
   maxTransactionInserts?: number;
   /**
    * MySQL/MariaDB: the replica id the binlog reader announces, unique among the server's
-   * replicas and readers. @default a number from 1 000 000 000 up, derived from the table's name
+   * replicas and readers. With one id given, a standby taking over from a reader that stopped
+   * reading without closing its connection (a frozen process) waits until the server gives up
+   * sending to that one (`net_write_timeout`, 60 s by default). @default a new number from
+   * 1 000 000 000 up for each connection the reader opens
    */
   serverId?: number;
   /**

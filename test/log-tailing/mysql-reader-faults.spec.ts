@@ -157,7 +157,11 @@ describeWithPackages(
         { instanceId: 'standby', logger: logs },
       );
       const [before] = (await cut.commit([msg('k', { n: 1 })])) as [string];
-      await waitFor('delivered by the reader', () => cutPublisher.sentIds.includes(before));
+      await waitFor('delivered by the reader', () => cutPublisher.sentIds.includes(before), {
+        // What the dispatchers said, where a wait that times out does not tell why.
+        describeState: () =>
+          logs.lines.map((l) => `${l.level}: ${String(l.message)}`).join(' | ') || 'no log line',
+      });
       expect(await reading(standby)()).toBe(false);
 
       // Nothing passes either way, and no connection is closed: no error reaches the reader.
@@ -185,7 +189,7 @@ describeWithPackages(
       expect(said).not.toContain(login.password);
     });
 
-    it('a reader frozen (SIGSTOP) keeps the lock only until the server ends its silent session; the standby takes over and delivers', async () => {
+    it('a reader frozen (SIGSTOP) while the server writes binlog keeps the lock only until the server ends its silent session; the standby takes over and delivers', async () => {
       const consumer = new TcpConsumer();
       await consumer.start();
       scope.defer(() => consumer.stop().catch(() => undefined));
@@ -220,6 +224,15 @@ describeWithPackages(
 
       // Its process stops, its kernel keeps the connections open: the server sees a quiet session.
       process.kill(frozen.pid, 'SIGSTOP');
+      // A busy server: binlog of another table, more than the frozen reader's socket holds, so the
+      // server's sending to it blocks (a standby that asked under the same replica id would wait
+      // for that send to time out, net_write_timeout, 60 s).
+      const busy = `${table}_busy`;
+      scope.defer(() => scope.ds.query(`DROP TABLE IF EXISTS \`${busy}\``));
+      await scope.ds.query(`CREATE TABLE \`${busy}\` (id INT PRIMARY KEY, body LONGTEXT)`);
+      for (let i = 0; i < 64; i++) {
+        await scope.ds.query(`INSERT INTO \`${busy}\` VALUES (?, REPEAT('x', 500000))`, [i]);
+      }
       await waitFor('the standby reading', reading(standby), { timeoutMs: 30_000 });
       expect(await holder()).not.toBe(childSession);
       const [id] = (await standby.commit([msg('k', { frozen: true })])) as [string];

@@ -1,6 +1,8 @@
 import { createHash, randomUUID } from 'node:crypto';
 import type { DataSource, QueryRunner } from 'typeorm';
 import type { SqlPort } from '../../lib/testing';
+import type { SqlRunner } from '../../lib/store/ports/sql-port';
+import { MysqlOutboxStore } from '../../lib/store/mysql/mysql.store';
 import { typeormSqlPort, typeormSqlRunner } from '../../lib/typeorm/typeorm.sql-port';
 import { createOutboxStore } from '../../lib/store/create-outbox-store';
 import { createOutboxTable, outboxTableDropDdl } from '../../lib/store/schema/outbox-table-ddl';
@@ -64,6 +66,12 @@ describeWith(['mariadb'], 'MySQL/MariaDB delivery partitions: the store', () => 
       { tableName: name, schema: null, ordering: { enabled: true, onDeadLetter } },
       { enabled: false, notify: false },
     );
+  }
+
+  /** What a 'leases' dispatcher's owner-lock session runs once the mode is offered here. */
+  function takeLeasesModeSlot(session: SqlRunner): Promise<readonly string[]> {
+    if (!(store instanceof MysqlOutboxStore)) throw new Error('not the MySQL/MariaDB store');
+    return store.takeLeasesModeSlot(session);
   }
 
   beforeEach(async () => {
@@ -733,10 +741,15 @@ describeWith(['mariadb'], 'MySQL/MariaDB delivery partitions: the store', () => 
       expect(named?.name).toBe(mysqlOwnerLockName(onTime));
     });
 
+    it("offers no 'leases' mode interlock while the mode is not offered here: a 'leases' dispatcher's owner lock takes no slot and its claims wait on nothing", () => {
+      expect(mysqlDatabase.deliveryPartitionsOffered).toBe(false);
+      expect(store.enterLeasesMode).toBeUndefined();
+    });
+
     it("a session holding a 'leases' mode slot keeps members from working and is named; given up, the next beat works", async () => {
       const leases = await session();
       // What a 'leases' dispatcher does on its owner-lock session: no member works yet.
-      expect(await store.enterLeasesMode?.(typeormSqlRunner(leases))).toEqual([]);
+      expect(await takeLeasesModeSlot(typeormSqlRunner(leases))).toEqual([]);
       const [{ id: connection } = { id: 0 }] = await leases.query('SELECT CONNECTION_ID() AS id');
       expect((await parts.beat(member('p'), false)).working).toBe(false);
       expect(await parts.leasesModeHolders()).toEqual([
@@ -746,7 +759,7 @@ describeWith(['mariadb'], 'MySQL/MariaDB delivery partitions: the store', () => 
       expect(await parts.leasesModeHolders()).toEqual([]);
       expect((await parts.beat(member('p'), false)).working).toBe(true);
       // Once a member works, a 'leases' dispatcher entering is told so and keeps no slot…
-      expect(await store.enterLeasesMode?.(typeormSqlRunner(leases))).toEqual(['p']);
+      expect(await takeLeasesModeSlot(typeormSqlRunner(leases))).toEqual(['p']);
       expect(await parts.leasesModeHolders()).toEqual([]);
       // …and a member that works stays working.
       expect((await parts.beat(member('p'), true)).working).toBe(true);
@@ -761,7 +774,7 @@ describeWith(['mariadb'], 'MySQL/MariaDB delivery partitions: the store', () => 
       await beat.query(`UPDATE ${q('_dispatchers')} SET working = TRUE WHERE instance = 'p'`);
       const leases = await session();
       let answered = false;
-      const entering = store.enterLeasesMode?.(typeormSqlRunner(leases)).then((who) => {
+      const entering = takeLeasesModeSlot(typeormSqlRunner(leases)).then((who) => {
         answered = true;
         return who;
       });

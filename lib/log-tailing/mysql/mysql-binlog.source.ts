@@ -1,3 +1,4 @@
+import { randomInt } from 'node:crypto';
 import { OutboxOptionsError } from '../../errors/outbox-options.error';
 import { describeError } from '../../internal/describe-error';
 import type {
@@ -42,7 +43,7 @@ export interface MysqlLogSourceSettings {
   readonly connection: MysqlBinlogConnectionSettings;
   /**
    * The replica id the reader announces; unique among the server's replicas and readers.
-   * @default a number from 1 000 000 000 up, derived from the database and table names
+   * @default a new number from 1 000 000 000 up for each binlog connection (sessionServerId)
    */
   readonly serverId?: number;
   /**
@@ -373,7 +374,7 @@ export class MysqlBinlogSource implements OutboxLogSource {
     const onAbort = (): void => wake.notify();
     signal.addEventListener('abort', onAbort, { once: true });
     client.start({
-      serverId: this.settings.serverId ?? defaultServerId(schema, this.context.names.tableName),
+      serverId: this.settings.serverId ?? sessionServerId(),
       filename: start.file,
       position: start.offset,
       includeEvents: [
@@ -662,16 +663,15 @@ function quotedUser(user: string): string {
 }
 
 /**
- * A replica id for the reader: the server refuses two readers with one id (the newer one wins),
- * which suits one active reader per table; other tables and databases get other ids.
+ * A replica id for one read session, from 1 000 000 000 up and new each time. The server lets one
+ * session at a time read under an id: one that asks under an id in use waits until the server has
+ * ended the other. It cannot end one whose client stopped reading (a frozen process, a link cut
+ * without a close) while the binlog it sends fills the socket, until `net_write_timeout` (60 s
+ * by default) passes, and a standby taking over from such a reader would wait that long. The
+ * binlog lock, not the id, keeps one reader per table.
  */
-function defaultServerId(schema: string, table: string): number {
-  let hash = 0x811c9dc5;
-  for (const char of `${schema}.${table}`) {
-    hash ^= char.codePointAt(0) ?? 0;
-    hash = Math.imul(hash, 0x01000193) >>> 0;
-  }
-  return 1_000_000_000 + (hash % 1_000_000_000);
+function sessionServerId(): number {
+  return 1_000_000_000 + randomInt(1_000_000_000);
 }
 
 function positive(value: number | undefined, fallback: number, option: string): number {

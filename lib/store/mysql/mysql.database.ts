@@ -44,7 +44,10 @@ import { mysqlConvertMessageIds, mysqlMessageIdLayout } from './mysql-message-id
 
 /** MySQL 8 and MariaDB 10.6+. */
 import { mysqlKeySequence } from './mysql.key-sequence-sql';
-import { mysqlDeliveryPartitions } from './mysql.delivery-partitions-sql';
+import {
+  MYSQL_DELIVERY_PARTITIONS_OFFERED,
+  mysqlDeliveryPartitions,
+} from './mysql.delivery-partitions-sql';
 
 export const mysqlDatabase: OutboxDatabase<'mysql'> = {
   dialect: 'mysql',
@@ -57,7 +60,7 @@ export const mysqlDatabase: OutboxDatabase<'mysql'> = {
   singleWriter: false,
   insertIdReportsWrite: true,
   file: false,
-  deliveryPartitionsOffered: false,
+  deliveryPartitionsOffered: MYSQL_DELIVERY_PARTITIONS_OFFERED,
   schema: {
     createTable: mysqlCreateTable,
     finishTableDdl: mysqlNoPadDdl,

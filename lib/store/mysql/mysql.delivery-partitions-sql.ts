@@ -22,6 +22,15 @@ import {
 // MySQL has no CTE that writes, so what PostgreSQL does in one statement is here a few in one
 // transaction (mysql.delivery-partitions.store.ts).
 
+/**
+ * Whether apps may deliver by partitions on MySQL/MariaDB (`OutboxDatabase.deliveryPartitionsOffered`).
+ * Not yet: bootstrap refuses the mode and no migration makes step 9. The store's `'leases'`
+ * mode interlock follows it: with no dispatcher of the other mode possible, a `'leases'`
+ * dispatcher takes no slot, so a slow slot read on its owner-lock session cannot make the owner
+ * lock lapse and shut its claims (and its log reader's) for nothing.
+ */
+export const MYSQL_DELIVERY_PARTITIONS_OFFERED = false;
+
 // Every timestamp is UTC_TIMESTAMP(6), as in mysql.sql.ts: DATETIME has no zone.
 const NOW = 'UTC_TIMESTAMP(6)';
 

@@ -86,7 +86,11 @@ import { mysqlOwnerLockName, ownerHex, ownerKeyOf } from '../shared-sql/owner-le
 import { withFreeOwnerLocks } from './mysql-owner-locks';
 import { mysqlLeasesModeSlots } from '../shared-sql/leases-mode-lock';
 import { MysqlDeliveryPartitionsStore } from './mysql.delivery-partitions.store';
-import { mysqlTakeSlot, mysqlWorkingPartitionOwners } from './mysql.delivery-partitions-sql';
+import {
+  MYSQL_DELIVERY_PARTITIONS_OFFERED,
+  mysqlTakeSlot,
+  mysqlWorkingPartitionOwners,
+} from './mysql.delivery-partitions-sql';
 import { promotionRun } from '../../options/queue-policy';
 import {
   compareIds,
@@ -750,7 +754,20 @@ export class MysqlOutboxStore implements OutboxStore {
     await session.query('SELECT RELEASE_ALL_LOCKS()');
   }
 
-  async enterLeasesMode(session: SqlRunner): Promise<readonly string[]> {
+  /**
+   * The port's `'leases'` mode interlock, left out while MySQL/MariaDB offer no `'partitions'`
+   * mode (`MYSQL_DELIVERY_PARTITIONS_OFFERED`): the owner lock's claims then never wait on it.
+   */
+  readonly enterLeasesMode = MYSQL_DELIVERY_PARTITIONS_OFFERED
+    ? (session: SqlRunner): Promise<readonly string[]> => this.takeLeasesModeSlot(session)
+    : undefined;
+
+  /**
+   * Takes one of the table's `'leases'` mode slots on the owner-lock `session` unless
+   * `'partitions'` dispatchers work the table (then keeps none and names them): the interlock
+   * `enterLeasesMode` offers once the mode is.
+   */
+  async takeLeasesModeSlot(session: SqlRunner): Promise<readonly string[]> {
     const slots = await this.leasesModeSlots();
     const { rows } = await session.query<{ slot: number | string | null }>(
       mysqlTakeSlot(slots.length),
