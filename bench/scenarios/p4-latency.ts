@@ -26,6 +26,11 @@ import {
 import { nowMs, percentile, round } from '../support/stats';
 import { sleep } from '../../test/support/wait-for';
 
+/**
+ * `BENCH_P4_VARIANTS=listen,listen_partitions,listen_stream` runs only those (default all):
+ * the modes' p99s over many interleaved windows in less time.
+ */
+const WANTED = process.env.BENCH_P4_VARIANTS?.split(',').map((variant) => variant.trim());
 const TABLE = named('bench_p4');
 const QUEUE = named('bench.p4', '.');
 const WARMUP_MS = 1_000;
@@ -41,6 +46,9 @@ interface Window {
   achievedRate: number;
   lost: number;
   outages: number;
+  /** Statements the dispatcher ran through TypeORM from its start to its stop. */
+  statements: number;
+  texts: Record<string, number>;
 }
 
 export async function p4(ctx: BenchContext): Promise<ScenarioResult> {
@@ -54,47 +62,66 @@ export async function p4(ctx: BenchContext): Promise<ScenarioResult> {
   const writerApp = await startOutboxApp({ dataSource: pg, tableName: TABLE, workers: false });
   const stats: Record<
     Variant,
-    { p50: number[]; p90: number[]; p99: number[]; max: number[]; rate: number[]; lost: number }
+    {
+      p50: number[];
+      p90: number[];
+      p99: number[];
+      max: number[];
+      rate: number[];
+      statements: number[];
+      lost: number;
+    }
   > = {
-    listen: { p50: [], p90: [], p99: [], max: [], rate: [], lost: 0 },
-    polling: { p50: [], p90: [], p99: [], max: [], rate: [], lost: 0 },
-    listen_high: { p50: [], p90: [], p99: [], max: [], rate: [], lost: 0 },
-    listen_high_tx: { p50: [], p90: [], p99: [], max: [], rate: [], lost: 0 },
-    listen_partitions: { p50: [], p90: [], p99: [], max: [], rate: [], lost: 0 },
-    listen_stream: { p50: [], p90: [], p99: [], max: [], rate: [], lost: 0 },
+    listen: { p50: [], p90: [], p99: [], max: [], rate: [], statements: [], lost: 0 },
+    polling: { p50: [], p90: [], p99: [], max: [], rate: [], statements: [], lost: 0 },
+    listen_high: { p50: [], p90: [], p99: [], max: [], rate: [], statements: [], lost: 0 },
+    listen_high_tx: { p50: [], p90: [], p99: [], max: [], rate: [], statements: [], lost: 0 },
+    listen_partitions: { p50: [], p90: [], p99: [], max: [], rate: [], statements: [], lost: 0 },
+    listen_stream: { p50: [], p90: [], p99: [], max: [], rate: [], statements: [], lost: 0 },
   };
   const rateOf = (variant: Variant): number =>
     variant === 'listen_high' || variant === 'listen_high_tx' ? profile.p4HighRate : profile.p4Rate;
   const perTransaction = (variant: Variant): number =>
     variant === 'listen_high_tx' ? profile.p4HighBatch : 1;
   try {
-    // One dispatcher process per variant, reused for its windows (never two dispatching at once).
-    // The last two: `'partitions'` batch by batch and publishing as a stream, with LISTEN, at
-    // the steady rate.
-    const variants = [
-      'listen',
-      'polling',
-      'listen_high',
-      'listen_high_tx',
-      'listen_partitions',
-      'listen_stream',
-    ] as const;
-    for (const variant of variants) {
-      const child = forkTs('../support/dispatcher-process.ts', {
-        mode: 'serve',
-        table: TABLE,
-        queue: QUEUE,
-        instanceId: `bench-p4-${variant}`,
-        dispatcher:
-          variant === 'listen_stream'
-            ? { listen: true, claims: 'partitions', publishWindow: STREAM_WINDOW }
-            : variant === 'listen_partitions'
-              ? { listen: true, claims: 'partitions' }
-              : { listen: variant !== 'polling' },
-      } satisfies DispatcherChildConfig);
-      try {
+    // One dispatcher process per variant, each started for its own windows only (never two
+    // dispatching at once). The windows interleave the variants, run by run: the machine's
+    // drift over a run falls on every variant alike, and no variant's windows all come first
+    // after a start. The last two: `'partitions'` batch by batch and publishing as a stream,
+    // with LISTEN, at the steady rate.
+    const variants = (
+      [
+        'listen',
+        'polling',
+        'listen_high',
+        'listen_high_tx',
+        'listen_partitions',
+        'listen_stream',
+      ] as const
+    ).filter((variant) => WANTED === undefined || WANTED.includes(variant));
+    const children = new Map<Variant, Child>();
+    try {
+      for (const variant of variants) {
+        const child = forkTs('../support/dispatcher-process.ts', {
+          mode: 'run',
+          countStatements: true,
+          table: TABLE,
+          queue: QUEUE,
+          instanceId: `bench-p4-${variant}`,
+          dispatcher:
+            variant === 'listen_stream'
+              ? { listen: true, claims: 'partitions', publishWindow: STREAM_WINDOW }
+              : variant === 'listen_partitions'
+                ? { listen: true, claims: 'partitions' }
+                : { listen: variant !== 'polling' },
+        } satisfies DispatcherChildConfig);
+        children.set(variant, child);
         await child.next('ready', 60_000);
-        for (let run = 1; run <= ctx.runs; run++) {
+      }
+      for (let run = 1; run <= ctx.runs; run++) {
+        for (const variant of variants) {
+          const child = children.get(variant);
+          if (child === undefined) throw new Error(`no dispatcher for ${variant}`);
           const window = (): Promise<Window> =>
             measureWindow(
               ctx,
@@ -119,11 +146,18 @@ export async function p4(ctx: BenchContext): Promise<ScenarioResult> {
           s.max.push(sorted[sorted.length - 1] ?? Number.NaN);
           s.rate.push(w.achievedRate);
           s.lost += w.lost;
+          const perMessage = w.latencies.length > 0 ? w.statements / w.latencies.length : NaN;
+          s.statements.push(perMessage);
           ctx.log(
-            `P4 run ${run} ${variant}: p50 ${percentile(sorted, 50).toFixed(1)} ms, p99 ${percentile(sorted, 99).toFixed(1)} ms, max ${(sorted[sorted.length - 1] ?? NaN).toFixed(1)} ms over ${w.latencies.length} msgs at ${Math.round(w.achievedRate)} msgs/s${w.lost > 0 ? `, ${w.lost} not received` : ''}`,
+            `P4 run ${run} ${variant}: p50 ${percentile(sorted, 50).toFixed(1)} ms, p99 ${percentile(sorted, 99).toFixed(1)} ms, max ${(sorted[sorted.length - 1] ?? NaN).toFixed(1)} ms over ${w.latencies.length} msgs at ${Math.round(w.achievedRate)} msgs/s, ${perMessage.toFixed(2)} statements a message${w.lost > 0 ? `, ${w.lost} not received` : ''}`,
           );
+          if (process.env.BENCH_P4_STATEMENTS === '1')
+            for (const [text, n] of Object.entries(w.texts).sort((a, b) => b[1] - a[1]))
+              ctx.log(`  ${String(n).padStart(7)}  ${text}`);
         }
-      } finally {
+      }
+    } finally {
+      for (const child of children.values()) {
         child.send({ type: 'exit' });
         await child.exit();
       }
@@ -222,7 +256,17 @@ export async function p4(ctx: BenchContext): Promise<ScenarioResult> {
     'ms',
     stats.listen_partitions.p50,
   );
+  // The windows interleave, so each run's windows of the modes are a pair: the median of the
+  // runs' ratios is the comparison, the ratio of the medians is kept beside it.
+  const pairedP99 = (variant: Variant): number => {
+    const ratios = stats[variant].p99
+      .map((value, run) => value / (stats.listen.p99[run] ?? Number.NaN))
+      .filter((ratio) => Number.isFinite(ratio))
+      .sort((a, b) => a - b);
+    return ratios.length === 0 ? Number.NaN : percentile(ratios, 50);
+  };
   result.values.p4_partitions_p99_vs_leases = round(pp99partitions.median / p99.median, 2);
+  result.values.p4_partitions_p99_vs_leases_paired = round(pairedP99('listen_partitions'), 2);
   const sp50 = addMetric(
     result,
     'stream_p50_ms',
@@ -248,6 +292,21 @@ export async function p4(ctx: BenchContext): Promise<ScenarioResult> {
   result.values.p4_stream_p99_ms = round(sp99.median, 2);
   // The default criterion (bench/HISTORY.md): partitions as it would ship ahead of leases here.
   result.values.p4_stream_p99_vs_leases = round(sp99.median / p99.median, 2);
+  result.values.p4_stream_p99_vs_leases_paired = round(pairedP99('listen_stream'), 2);
+  // What the dispatcher asks the database per delivered message at the steady rate (reads,
+  // claims, settles, beats): printed beside the latencies, as CPU is in P1.
+  for (const [variant, label] of [
+    ['listen', 'LISTEN/NOTIFY'],
+    ['listen_partitions', `'partitions' batch by batch`],
+    ['listen_stream', `'partitions' as a stream`],
+  ] as const)
+    addMetric(
+      result,
+      `${variant}_statements`,
+      `${label}: statements per delivered message`,
+      'statements',
+      stats[variant].statements,
+    );
   result.values.p4_polling_p50_ms = round(pp50.median, 2);
   result.values.p4_polling_p99_ms = round(pp99.median, 2);
   addTarget(
@@ -341,6 +400,8 @@ async function measureWindow(
       achievedRate,
       lost,
       outages: Number(done.outages ?? 0),
+      statements: Number(done.queries ?? 0),
+      texts: (done.texts ?? {}) as Record<string, number>,
     };
   } finally {
     await channel.close().catch(() => undefined);

@@ -64,11 +64,17 @@ export interface DispatcherChildConfig {
    * and reports it with each "done" of the 'run' mode as `partitionLines` (T3).
    */
   readonly partitionLines?: boolean;
+  /**
+   * Counts the statements TypeORM runs between "go" and "stop" in the 'run' mode too (as the
+   * 'idle' mode does), reported with each "done" as `queries` and `texts` (P4).
+   */
+  readonly countStatements?: boolean;
 }
 
 async function main(): Promise<void> {
   const { config, send, next } = childSide<DispatcherChildConfig>();
-  const logger = config.mode === 'idle' ? new CountingLogger() : undefined;
+  const logger =
+    config.mode === 'idle' || config.countStatements === true ? new CountingLogger() : undefined;
   const ds =
     config.database === 'mariadb'
       ? await openMaria()
@@ -167,11 +173,17 @@ async function main(): Promise<void> {
       lastBatchAt = 0;
       const running = app.dispatcher;
       if (running === undefined) throw new Error('no dispatcher');
+      if (logger !== undefined) {
+        logger.count = 0;
+        logger.texts.clear();
+      }
       const startedAt = nowMs();
       const cpu = process.cpuUsage();
       await running.start();
       await next('stop');
       const used = process.cpuUsage(cpu);
+      const queries = logger?.count ?? 0;
+      const texts = logger === undefined ? {} : Object.fromEntries(logger.texts);
       const published = progress;
       const finishedAt = lastBatchAt;
       const outages = app.outages.count - outagesBefore;
@@ -194,6 +206,7 @@ async function main(): Promise<void> {
         claims: counted.claims,
         emptyClaims: counted.empty,
         claimedRows: counted.rows,
+        ...(logger === undefined ? {} : { queries, texts }),
         ...readerReport(),
         ...(partitionLines === undefined ? {} : { partitionLines: partitionLines.take() }),
         ...(confirmedIds === undefined ? {} : { confirmedIds }),
