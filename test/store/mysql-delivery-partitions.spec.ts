@@ -765,32 +765,40 @@ describeWith(['mariadb'], 'MySQL/MariaDB delivery partitions: the store', () => 
       expect((await parts.beat(member('p'), true)).working).toBe(true);
     });
 
-    it("a 'leases' dispatcher entering while a heartbeat decides waits for that heartbeat and answers what it committed", async () => {
+    it("a 'leases' dispatcher entering while a heartbeat decides is refused at once and keeps no slot; once it committed, it is told what it decided", async () => {
       await parts.beat(member('p'), false);
       await ds.query(`UPDATE ${q('_dispatchers')} SET working = FALSE`);
-      // A heartbeat deciding: its row locked, its answer not committed yet.
-      const beat = await session();
-      await beat.startTransaction();
-      await beat.query(`UPDATE ${q('_dispatchers')} SET working = TRUE WHERE instance = 'p'`);
-      const leases = await session();
-      let answered = false;
-      const entering = takeLeasesModeSlot(typeormSqlRunner(leases)).then((who) => {
-        answered = true;
-        return who;
-      });
-      await new Promise((resolve) => setTimeout(resolve, 300));
-      expect(answered).toBe(false);
-      await beat.commitTransaction();
-      expect(await entering).toEqual(['p']);
-      // It kept no slot.
       const [{ db: database } = { db: '' }] =
         await ds.query<{ db: string }[]>('SELECT DATABASE() AS db');
       const slots = mysqlLeasesModeSlots(names, database);
-      const [used] = await ds.query<{ n: number }[]>(
-        `SELECT ${slots.map(() => '(IS_USED_LOCK(?) IS NOT NULL)').join(' + ')} AS n`,
-        slots,
-      );
-      expect(Number(used?.n)).toBe(0);
+      const slotsUsed = async (): Promise<number> => {
+        const [used] = await ds.query<{ n: number }[]>(
+          `SELECT ${slots.map(() => '(IS_USED_LOCK(?) IS NOT NULL)').join(' + ')} AS n`,
+          slots,
+        );
+        return Number(used?.n);
+      };
+      // A heartbeat deciding: its row locked, its answer not committed yet. The 'leases' side
+      // runs this on its owner lock's session, whose own heartbeat cannot wait for it: it is
+      // answered before the server's lock wait timeout (50 s) would have ended a wait.
+      const beat = await session();
+      await beat.startTransaction();
+      await beat.query(`UPDATE ${q('_dispatchers')} SET working = TRUE WHERE instance = 'p'`);
+      const leases = typeormSqlRunner(await session());
+      const refused = await Promise.race([
+        takeLeasesModeSlot(leases),
+        new Promise<'waited'>((resolve) => setTimeout(() => resolve('waited'), 3_000).unref()),
+      ]);
+      expect(refused).toEqual([expect.stringContaining('deciding')]);
+      expect(await slotsUsed()).toBe(0);
+      await beat.commitTransaction();
+      // Asked again: the heartbeat made 'p' work, so it still keeps no slot.
+      expect(await takeLeasesModeSlot(leases)).toEqual(['p']);
+      expect(await slotsUsed()).toBe(0);
+      // And with no member working and none deciding, it takes one.
+      await ds.query(`UPDATE ${q('_dispatchers')} SET working = FALSE`);
+      expect(await takeLeasesModeSlot(leases)).toEqual([]);
+      expect(await slotsUsed()).toBe(1);
     });
 
     it('promotes orphaned parked rows and refreshes the statistics', async () => {

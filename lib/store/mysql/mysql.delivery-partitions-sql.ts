@@ -132,8 +132,9 @@ ON DUPLICATE KEY UPDATE heartbeat_at = ${NOW}, label = VALUES(label), valid_ms =
  * delivered until now without a lapse, then the `'leases'` mode's slots (`slots` names), then
  * the process's id. It delivers if it did, or if no session holds any slot. The interlock with
  * `enterLeasesMode`: a `'leases'` dispatcher takes its slot first and then reads the working
- * rows with a locking read, which waits for this transaction: either this check sees its slot,
- * or its read sees this row working once this commits; never neither.
+ * rows with a locking read, which is refused while this transaction holds the row (that
+ * dispatcher then gives its slot back and asks again later): either this check sees its slot,
+ * or its read sees this row working once this committed; never neither.
  */
 export function mysqlBeatWorking(n: OutboxTableNames, slots: number): string {
   const free = Array.from({ length: slots }, () => 'IS_USED_LOCK(?) IS NULL').join(' AND ');
@@ -165,12 +166,38 @@ WHERE w.owner = ? ORDER BY w.${p}`;
 
 /**
  * The labels of the processes delivering by partitions now, read by a `'leases'` dispatcher
- * after it took its slot (see `mysqlBeatWorking`): a locking read, so it waits for a heartbeat
- * that is deciding, and answers what that heartbeat committed.
+ * after it took its slot (see `mysqlBeatWorking`): a locking read that does not wait (`nowait`,
+ * the server's form of it: `mysqlSharedNowait`). A heartbeat deciding holds its row locked, and
+ * the read is refused at once instead of waiting for it: it runs on the owner lock's session,
+ * whose heartbeat must answer within the lock's validity, and a `'partitions'` process frozen
+ * mid-heartbeat would hold the row until its connection ends.
  */
-export function mysqlWorkingMembers(n: OutboxTableNames): string {
+export function mysqlWorkingMembers(n: OutboxTableNames, nowait: MysqlSharedNowait): string {
   return `SELECT d.label FROM ${n.dispatchersTable} AS d WHERE d.working AND ${live('d')}
-ORDER BY d.label LOCK IN SHARE MODE`;
+ORDER BY d.label ${nowait}`;
+}
+
+/** A shared locking read that is refused rather than wait: MariaDB's form, and MySQL 8's. */
+export type MysqlSharedNowait = 'LOCK IN SHARE MODE NOWAIT' | 'FOR SHARE NOWAIT';
+
+/** The form of a shared locking read that does not wait on the server of `version`. */
+export function mysqlSharedNowait(version: string): MysqlSharedNowait {
+  return /mariadb/i.test(version) ? 'LOCK IN SHARE MODE NOWAIT' : 'FOR SHARE NOWAIT';
+}
+
+/** MariaDB's answer to a NOWAIT read of a locked row (its lock wait "timed out" at once), MySQL's. */
+const LOCK_NOT_GRANTED_ERRNOS: ReadonlySet<number> = new Set([1205, 3572]);
+
+/** Whether a locking read failed because a row it reads was locked (`mysqlWorkingMembers`). */
+export function mysqlLockNotGranted(error: unknown): boolean {
+  let current: unknown = error;
+  // The driver's error, or as an ORM wraps it (TypeORM's driverError, an Error's cause).
+  for (let i = 0; i < 5 && typeof current === 'object' && current !== null; i++) {
+    const e = current as { errno?: unknown; driverError?: unknown; cause?: unknown };
+    if (typeof e.errno === 'number' && LOCK_NOT_GRANTED_ERRNOS.has(e.errno)) return true;
+    current = e.driverError ?? e.cause;
+  }
+  return false;
 }
 
 /** $1 schema (null: the connection's database), $2 table: whether the dispatchers table exists. */
@@ -456,12 +483,13 @@ export function mysqlPreviousParams(
 export async function mysqlWorkingPartitionOwners(
   runner: SqlRunner,
   n: OutboxTableNames,
+  nowait: MysqlSharedNowait,
 ): Promise<string[]> {
   const { rows: present } = await runner.query<{ n: number | string }>(MYSQL_HAS_TABLE, [
     n.schema,
     `${n.tableName}_dispatchers`,
   ]);
   if (Number(present[0]?.n ?? 0) === 0) return [];
-  const { rows } = await runner.query<{ label: string }>(mysqlWorkingMembers(n));
+  const { rows } = await runner.query<{ label: string }>(mysqlWorkingMembers(n, nowait));
   return rows.map((r) => r.label);
 }

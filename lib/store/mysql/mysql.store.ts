@@ -89,7 +89,10 @@ import { MysqlDeliveryPartitionsStore } from './mysql.delivery-partitions.store'
 import {
   MYSQL_DELIVERY_PARTITIONS_OFFERED,
   mysqlTakeSlot,
+  mysqlLockNotGranted,
+  mysqlSharedNowait,
   mysqlWorkingPartitionOwners,
+  type MysqlSharedNowait,
 } from './mysql.delivery-partitions-sql';
 import { promotionRun } from '../../options/queue-policy';
 import {
@@ -101,7 +104,11 @@ import {
   type RequeuedRow,
 } from '../rows/outbox-row.mapper';
 import type { OutboxTableNames } from '../../internal/sql-identifier';
-import { mysqlStillInTransaction, readMysqlTransactionGuard } from './mysql.transaction-guard';
+import {
+  mysqlStillInTransaction,
+  readMysqlTransactionGuard,
+  readMysqlVersion,
+} from './mysql.transaction-guard';
 import type { SqlPort, SqlResult, SqlRow, SqlRunner } from '../ports/sql-port';
 import { messageIdText, type MessageIdCodec } from '../rows/message-id-codec';
 import { messageIdCodecOf } from '../schema/message-id-layout';
@@ -781,15 +788,36 @@ export class MysqlOutboxStore implements OutboxStore {
       await session.query('SELECT RELEASE_LOCK(?)', [slots[Number(slot)]]);
     };
     // Read after taking the slot: a 'partitions' dispatcher that starts delivering from now on
-    // finds it held, and one that started before is in the table (mysqlBeatWorking).
-    const working = await mysqlWorkingPartitionOwners(session, this.names).catch(
-      async (error: unknown) => {
-        await release().catch(() => undefined);
-        throw error;
-      },
-    );
+    // finds it held, and one that started before is in the table (mysqlBeatWorking). A
+    // heartbeat deciding now keeps the read from knowing which: the slot is given back and the
+    // next beat of the owner lock asks again (the read does not wait on the lock's session).
+    let working: readonly string[];
+    try {
+      working = await mysqlWorkingPartitionOwners(
+        session,
+        this.names,
+        await this.sharedNowait(session),
+      );
+    } catch (error) {
+      await release().catch(() => undefined);
+      if (!mysqlLockNotGranted(error)) throw error;
+      return [`a heartbeat of a 'partitions' dispatcher deciding (asked again at the next beat)`];
+    }
     if (working.length > 0) await release();
     return working;
+  }
+
+  private nowait: Promise<MysqlSharedNowait> | undefined;
+
+  /** The server's form of a locking read that does not wait (read once, on `session`). */
+  private sharedNowait(session: SqlRunner): Promise<MysqlSharedNowait> {
+    this.nowait ??= readMysqlVersion(session)
+      .then(mysqlSharedNowait)
+      .catch((error: unknown) => {
+        this.nowait = undefined;
+        throw error;
+      });
+    return this.nowait;
   }
 
   private slotNames: Promise<readonly string[]> | undefined;

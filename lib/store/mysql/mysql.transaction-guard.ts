@@ -11,11 +11,16 @@ import {
  * one). Callers keep the answer: it does not change while the app runs.
  */
 export async function readMysqlTransactionGuard(tx: SqlRunner): Promise<MysqlTransactionGuard> {
-  const { rows } = await tx.query<{ v: unknown }>('SELECT VERSION() AS v');
+  return mysqlTransactionGuard(await readMysqlVersion(tx));
+}
+
+/** The server's `VERSION()` (MariaDB's says so: `10.11.6-MariaDB…`), read on `runner`. */
+export async function readMysqlVersion(runner: SqlRunner): Promise<string> {
+  const { rows } = await runner.query<{ v: unknown }>('SELECT VERSION() AS v');
   const version = rows[0]?.v;
   // Text from most drivers; bytes from a port that reads strings as binary.
   const text = version instanceof Uint8Array ? Buffer.from(version).toString('utf8') : version;
-  return mysqlTransactionGuard(typeof text === 'string' ? text : '');
+  return typeof text === 'string' ? text : '';
 }
 
 /**
