@@ -140,12 +140,14 @@ const forgotten = (d: string): string =>
  * leases side's check of this table's working rows under its shared lock never both pass. Rows
  * of processes gone for long are removed. Answers the other processes delivering now (live by
  * their own `valid_ms`), whether one of them has this label too, and what the owners table says
- * this process owns (partitions and generations, in one order).
+ * this process owns (partitions and generations, in one order). The try is in a CASE, not an
+ * OR: PostgreSQL may evaluate OR's operands in either order, and a process working already must
+ * not take the lock exclusively, even for an instant.
  */
 export function postgresBeat(n: OutboxTableNames): string {
   const d = n.dispatchersTable;
   return `WITH m AS MATERIALIZED (
-  SELECT $4::boolean OR pg_try_advisory_xact_lock($5::int4, $6::int4) AS working),
+  SELECT CASE WHEN $4::boolean THEN true ELSE pg_try_advisory_xact_lock($5::int4, $6::int4) END AS working),
 b AS (INSERT INTO ${d} AS d (instance, label, valid_ms, working, lock_key)
   SELECT $1, $2, $3, m.working, $7::int4 FROM m
   ON CONFLICT (instance) DO UPDATE SET heartbeat_at = now(), label = EXCLUDED.label,
