@@ -208,6 +208,47 @@ for (const db of TEST_DATABASES.filter((d) => d.name === 'postgres')) {
       }
     });
 
+    it('reads every partition without naming them as a read naming them all does: its limit, start, skipped ids and keys kept', async () => {
+      const { table: name, commit, store } = await table();
+      const keys = Array.from({ length: 12 }, (_, i) => `every-${i}`);
+      const ids = await commit(keys.map((key) => msg(key, { key })));
+      const partitionOf = new Map(
+        (
+          await scope.ds.query<{ message_id: string; p: number }[]>(
+            `SELECT message_id::text AS message_id, delivery_partition AS p FROM "${name}"`,
+          )
+        ).map((r) => [r.message_id, Number(r.p)]),
+      );
+      const rows = await readOutbox(scope.ds, name);
+      const rowOf = (id: string) => rows.find((r) => r.messageId === id) as OutboxRow;
+      const read = async (
+        partitions: readonly number[],
+        limit: number,
+        after: string,
+        skip: readonly string[],
+        skipKeys: readonly string[],
+      ) =>
+        (
+          await store.readOwned(partitions, limit, { after, ids: skip, keys: skipKeys })
+        ).records.map((r) => r.messageId);
+      const [first, second, third] = ids as [string, string, string];
+      const skip = [String(rowOf(second).id)];
+      // Everything after the first row, but the second's id and the third's key, at most 8.
+      const asked = [String(rowOf(first).id), skip, [keys[2] as string]] as const;
+      const every = await read(ALL_PARTITIONS, 8, ...asked);
+      expect(every).toEqual(
+        ids.filter((id) => id !== first && id !== second && id !== third).slice(0, 8),
+      );
+      // The same read naming each partition but the first's: the list is read, and left out.
+      const lessOne = ALL_PARTITIONS.filter((p) => p !== partitionOf.get(ids[3] as string));
+      expect(await read(lessOne, 8, ...asked)).toEqual(
+        ids
+          .filter((id) => id !== first && id !== second && id !== third)
+          .filter((id) => partitionOf.get(id) !== partitionOf.get(ids[3] as string))
+          .slice(0, 8),
+      );
+    });
+
     it("refuses a settle from an owner whose partitions were taken over, and takes the new owner's", async () => {
       const { table: name, commit, store } = await table();
       const [id] = (await commit([msg('k', { n: 1 })])) as [string];

@@ -19,7 +19,11 @@ import {
 } from '../shared-sql/leases-mode-lock';
 import type { SqlResult } from '../ports/sql-port';
 import type { OutboxTableNames } from '../../internal/sql-identifier';
-import { partitionOwnerOf, type PartitionOwnerRow } from '../shared-sql/delivery-partitions';
+import {
+  namesEveryPartition,
+  partitionOwnerOf,
+  type PartitionOwnerRow,
+} from '../shared-sql/delivery-partitions';
 import { blockingCondition } from '../shared-sql/dead-blocking';
 import { toClaimedRecords, type ClaimedRow } from '../rows/outbox-row.mapper';
 import { cachedStatement } from '../shared-sql/sql-values';
@@ -66,6 +70,8 @@ type OwnedRow = ClaimedRow & {
  */
 export class PostgresDeliveryPartitionsStore implements OutboxDeliveryPartitionsPort {
   private readonly readSql: string;
+  /** The read of a process owning every partition: no list of them sent (`postgresReadOwned`). */
+  private readonly readEverySql: string;
   private readonly settleSql = new Map<string, string>();
   private readonly leasesMode: LeasesModeLock;
 
@@ -85,11 +91,9 @@ export class PostgresDeliveryPartitionsStore implements OutboxDeliveryPartitions
   ) {
     // The attempt a delivery of the row would make: the read writes none, the settle counts it.
     const columns = POSTGRES_CLAIMED_COLUMNS.replace('o.attempts,', 'o.attempts + 1 AS attempts,');
-    this.readSql = postgresReadOwned(
-      names,
-      policy.ordered ? blockingCondition('e', policy) : null,
-      columns,
-    );
+    const blocking = policy.ordered ? blockingCondition('e', policy) : null;
+    this.readSql = postgresReadOwned(names, blocking, columns);
+    this.readEverySql = postgresReadOwned(names, blocking, columns, true);
     this.leasesMode = leasesModeLockOf(names);
   }
 
@@ -190,13 +194,10 @@ export class PostgresDeliveryPartitionsStore implements OutboxDeliveryPartitions
     limit: number,
     range: OwnedReadRange,
   ): Promise<OwnedRead> {
-    const { rows } = await this.run<OwnedRow>(this.readSql, [
-      partitions,
-      Math.max(0, limit),
-      range.after,
-      range.ids,
-      range.keys,
-    ]);
+    const rest = [Math.max(0, limit), range.after, range.ids, range.keys];
+    const { rows } = namesEveryPartition(partitions)
+      ? await this.run<OwnedRow>(this.readEverySql, rest)
+      : await this.run<OwnedRow>(this.readSql, [partitions, ...rest]);
     const first = rows[0];
     const snapshot = {
       xmin: BigInt(first?.snap_xmin ?? 0),

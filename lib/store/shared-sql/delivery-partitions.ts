@@ -14,6 +14,15 @@ export const ALL_PARTITIONS: readonly number[] = Array.from(
   (_, p) => p,
 );
 
+/** Whether `partitions` names every partition, each once (a read may then name none). */
+export function namesEveryPartition(partitions: readonly number[]): boolean {
+  if (partitions.length !== DELIVERY_PARTITIONS) return false;
+  const seen = new Set<number>();
+  for (const p of partitions)
+    if (Number.isInteger(p) && p >= 0 && p < DELIVERY_PARTITIONS) seen.add(p);
+  return seen.size === DELIVERY_PARTITIONS;
+}
+
 /**
  * The payload of the NOTIFY, on the table's wake-up channel, that says the partitions' shares
  * changed (a process joined, handed partitions over, or left): the listeners beat at once
