@@ -377,17 +377,17 @@ async function heldStatuses(ds: DataSource, table: string): Promise<Record<strin
 }
 
 /**
- * The owner's read as the store builds it (postgres.delivery-partitions.store.ts), under EXPLAIN ANALYZE
- * with the parameters of a sweep of every partition that skips the held key; then its `prev_id`
+ * The owner's read as the store builds it (postgres.delivery-partitions.store.ts) for an owner of
+ * every partition, under EXPLAIN ANALYZE with the parameters of a sweep that skips the held key; then its `prev_id`
  * probe alone for the newest row of another key.
  */
 async function explainRead(ds: DataSource, table: string): Promise<string[]> {
   const names = outboxTableNames(table, null, 'double');
   const policy = { ordered: true, deadBlocksKey: true, maxRun: 50, batchSize: 500 };
   const columns = POSTGRES_CLAIMED_COLUMNS.replace('o.attempts,', 'o.attempts + 1 AS attempts,');
-  const read = postgresReadOwned(names, blockingCondition('e', policy), columns);
-  const partitions = Array.from({ length: 256 }, (_, p) => p);
-  const params = [partitions, 500, '0', [], [HELD_KEY]];
+  // The scenario's one owner holds every partition: the store's read then names none.
+  const read = postgresReadOwned(names, blockingCondition('e', policy), columns, true);
+  const params = [500, '0', [], [HELD_KEY]];
   const lines: string[] = [];
   // As the store runs it (a statement of its own), then under the planner settings of its
   // dispatch transactions (postgresOpening: sequential and bitmap scans off), which the
