@@ -13,6 +13,7 @@ import type { OutboxService } from '../../lib';
 import { forkTs, type Child } from '../support/child';
 import { SERVICES, named } from '../support/config';
 import { keyOf, payloadOf, resetOutboxTable, dropOutboxTable } from '../support/databases';
+import type { BareRelayChildConfig } from '../support/bare-relay-process';
 import type { DispatcherChildConfig } from '../support/dispatcher-process';
 import { startOutboxApp } from '../support/outbox-app';
 import { purgeQueue, resetQueue } from '../support/rabbit';
@@ -34,11 +35,19 @@ const WANTED = process.env.BENCH_P4_VARIANTS?.split(',').map((variant) => varian
 const TABLE = named('bench_p4');
 const QUEUE = named('bench.p4', '.');
 const WARMUP_MS = 1_000;
+/** How often the bare relay looks at an empty table: the issue's reference polls every 2 ms. */
+const BARE_IDLE_MS = 2;
 /** The stream variant's window: the bare relay's unconfirmed publishes, as in P1. */
 const STREAM_WINDOW = 1_000;
 
 type Variant =
-  'listen' | 'polling' | 'listen_high' | 'listen_high_tx' | 'listen_partitions' | 'listen_stream';
+  | 'bare'
+  | 'listen'
+  | 'polling'
+  | 'listen_high'
+  | 'listen_high_tx'
+  | 'listen_partitions'
+  | 'listen_stream';
 
 interface Window {
   latencies: number[];
@@ -72,6 +81,7 @@ export async function p4(ctx: BenchContext): Promise<ScenarioResult> {
       lost: number;
     }
   > = {
+    bare: { p50: [], p90: [], p99: [], max: [], rate: [], statements: [], lost: 0 },
     listen: { p50: [], p90: [], p99: [], max: [], rate: [], statements: [], lost: 0 },
     polling: { p50: [], p90: [], p99: [], max: [], rate: [], statements: [], lost: 0 },
     listen_high: { p50: [], p90: [], p99: [], max: [], rate: [], statements: [], lost: 0 },
@@ -91,6 +101,7 @@ export async function p4(ctx: BenchContext): Promise<ScenarioResult> {
     // with LISTEN, at the steady rate.
     const variants = (
       [
+        'bare',
         'listen',
         'polling',
         'listen_high',
@@ -102,19 +113,29 @@ export async function p4(ctx: BenchContext): Promise<ScenarioResult> {
     const children = new Map<Variant, Child>();
     try {
       for (const variant of variants) {
-        const child = forkTs('../support/dispatcher-process.ts', {
-          mode: 'run',
-          countStatements: true,
-          table: TABLE,
-          queue: QUEUE,
-          instanceId: `bench-p4-${variant}`,
-          dispatcher:
-            variant === 'listen_stream'
-              ? { listen: true, claims: 'partitions', publishWindow: STREAM_WINDOW }
-              : variant === 'listen_partitions'
-                ? { listen: true, claims: 'partitions' }
-                : { listen: variant !== 'polling' },
-        } satisfies DispatcherChildConfig);
+        // The issue's reference: the bare pipelined relay, looking every 2 ms while the table
+        // is empty (bench/baselines/bare-relay.ts), keeping none of the module's promises.
+        const child =
+          variant === 'bare'
+            ? forkTs('../support/bare-relay-process.ts', {
+                database: 'postgres',
+                table: TABLE,
+                queue: QUEUE,
+                idleMs: BARE_IDLE_MS,
+              } satisfies BareRelayChildConfig)
+            : forkTs('../support/dispatcher-process.ts', {
+                mode: 'run',
+                countStatements: true,
+                table: TABLE,
+                queue: QUEUE,
+                instanceId: `bench-p4-${variant}`,
+                dispatcher:
+                  variant === 'listen_stream'
+                    ? { listen: true, claims: 'partitions', publishWindow: STREAM_WINDOW }
+                    : variant === 'listen_partitions'
+                      ? { listen: true, claims: 'partitions' }
+                      : { listen: variant !== 'polling' },
+              } satisfies DispatcherChildConfig);
         children.set(variant, child);
         await child.next('ready', 60_000);
       }
@@ -146,10 +167,14 @@ export async function p4(ctx: BenchContext): Promise<ScenarioResult> {
           s.max.push(sorted[sorted.length - 1] ?? Number.NaN);
           s.rate.push(w.achievedRate);
           s.lost += w.lost;
-          const perMessage = w.latencies.length > 0 ? w.statements / w.latencies.length : NaN;
-          s.statements.push(perMessage);
+          // The bare relay's statements are not counted.
+          const perMessage =
+            variant !== 'bare' && w.latencies.length > 0
+              ? w.statements / w.latencies.length
+              : Number.NaN;
+          if (variant !== 'bare') s.statements.push(perMessage);
           ctx.log(
-            `P4 run ${run} ${variant}: p50 ${percentile(sorted, 50).toFixed(1)} ms, p99 ${percentile(sorted, 99).toFixed(1)} ms, max ${(sorted[sorted.length - 1] ?? NaN).toFixed(1)} ms over ${w.latencies.length} msgs at ${Math.round(w.achievedRate)} msgs/s, ${perMessage.toFixed(2)} statements a message${w.lost > 0 ? `, ${w.lost} not received` : ''}`,
+            `P4 run ${run} ${variant}: p50 ${percentile(sorted, 50).toFixed(1)} ms, p99 ${percentile(sorted, 99).toFixed(1)} ms, max ${(sorted[sorted.length - 1] ?? NaN).toFixed(1)} ms over ${w.latencies.length} msgs at ${Math.round(w.achievedRate)} msgs/s${variant === 'bare' ? '' : `, ${perMessage.toFixed(2)} statements a message`}${w.lost > 0 ? `, ${w.lost} not received` : ''}`,
           );
           if (process.env.BENCH_P4_STATEMENTS === '1')
             for (const [text, n] of Object.entries(w.texts).sort((a, b) => b[1] - a[1]))
@@ -258,9 +283,9 @@ export async function p4(ctx: BenchContext): Promise<ScenarioResult> {
   );
   // The windows interleave, so each run's windows of the modes are a pair: the median of the
   // runs' ratios is the comparison, the ratio of the medians is kept beside it.
-  const pairedP99 = (variant: Variant): number => {
+  const pairedP99 = (variant: Variant, base: Variant = 'listen'): number => {
     const ratios = stats[variant].p99
-      .map((value, run) => value / (stats.listen.p99[run] ?? Number.NaN))
+      .map((value, run) => value / (stats[base].p99[run] ?? Number.NaN))
       .filter((ratio) => Number.isFinite(ratio))
       .sort((a, b) => a - b);
     return ratios.length === 0 ? Number.NaN : percentile(ratios, 50);
@@ -293,6 +318,28 @@ export async function p4(ctx: BenchContext): Promise<ScenarioResult> {
   // The default criterion (bench/HISTORY.md): partitions as it would ship ahead of leases here.
   result.values.p4_stream_p99_vs_leases = round(sp99.median / p99.median, 2);
   result.values.p4_stream_p99_vs_leases_paired = round(pairedP99('listen_stream'), 2);
+  // The issue's own line: each mode's p99 against the bare relay's in the same run, and its worst
+  // case against that p99 (at most 3 ×), the largest over the runs.
+  addMetric(
+    result,
+    'bare_p50_ms',
+    `the bare relay (looks every ${BARE_IDLE_MS} ms): p50`,
+    'ms',
+    stats.bare.p50,
+  );
+  addMetric(result, 'bare_p99_ms', 'the bare relay: p99', 'ms', stats.bare.p99);
+  for (const [variant, name] of [
+    ['listen', 'leases'],
+    ['listen_partitions', 'partitions'],
+    ['listen_stream', 'stream'],
+  ] as const) {
+    result.values[`p4_${name}_p99_vs_bare_paired`] = round(pairedP99(variant, 'bare'), 2);
+    const worst = stats[variant].max
+      .map((max, run) => max / (stats.bare.p99[run] ?? Number.NaN))
+      .filter((ratio) => Number.isFinite(ratio));
+    result.values[`p4_${name}_worst_vs_bare_p99`] =
+      worst.length === 0 ? null : round(Math.max(...worst), 2);
+  }
   // What the dispatcher asks the database per delivered message at the steady rate (reads,
   // claims, settles, beats): printed beside the latencies, as CPU is in P1.
   for (const [variant, label] of [
@@ -313,6 +360,7 @@ export async function p4(ctx: BenchContext): Promise<ScenarioResult> {
     result,
     'p4_not_received',
     'committed messages never received',
+    // The module's variants: the bare relay keeps no promise (its losses are in its lines).
     stats.listen.lost +
       stats.polling.lost +
       stats.listen_high.lost +
