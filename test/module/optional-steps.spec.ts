@@ -196,6 +196,22 @@ describeWith(['postgres'], 'online schema steps on PostgreSQL', () => {
     );
     expect(after).toMatchObject({ tenant_id: 'after' });
     expect(after?.part).not.toBeNull();
+    // …and so are rows written where ordinary triggers do not fire (a logical replication
+    // subscriber applying the table, a restore with triggers disabled): a row without its
+    // partition would never be read by a partitions owner.
+    await base.transaction(async (m) => {
+      await m.query('SET LOCAL session_replication_role = replica');
+      await m.query(
+        `INSERT INTO "${table}" (message_id, topic, message_key, event_type, payload, headers)
+         VALUES ($1, 'orders', 'k-replica', 'order.created', '{}', '{"x-outbox-tenant":"replica"}')`,
+        [randomUUID()],
+      );
+    });
+    const [replica] = await base.query<{ tenant_id: string | null; part: number | null }[]>(
+      `SELECT tenant_id, delivery_partition AS part FROM "${table}" WHERE message_key = 'k-replica'`,
+    );
+    expect(replica).toMatchObject({ tenant_id: 'replica' });
+    expect(replica?.part).not.toBeNull();
   });
 
   it("a partitions step made by an earlier 0.3 build (no owner-lock column) counts as missing: an app with claims 'partitions' is refused, and making the step again adds it", async () => {

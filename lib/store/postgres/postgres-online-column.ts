@@ -27,7 +27,8 @@ export function fillName(n: OutboxTableNames, tag: string): string {
  *
  * 1. `ADD COLUMN` without a default (catalog only);
  * 2. a `BEFORE INSERT OR UPDATE OF <sources>` trigger that computes it for every row written
- *    from then on (made in one statement, so no insert falls between a drop and a create);
+ *    from then on (made in one statement, so no insert falls between a drop and a create),
+ *    fired `ALWAYS` (also under `session_replication_role = replica`);
  * 3. the rows already there, in batches of ids, each batch its own short statement (its row
  *    locks held only while it runs), up to the last id at the time the trigger existed;
  * 4. the index, `CREATE INDEX CONCURRENTLY` (an invalid one a failed build left is dropped
@@ -69,6 +70,11 @@ BEGIN
   END IF;
 END
 $make$`);
+    // Fired in every session, also where ordinary triggers are not (session_replication_role
+    // replica: a logical replication subscriber applying the table, a restore with triggers
+    // disabled), as a generated column is computed: a row left without its value would be
+    // passed over by every read that names partitions or tenants. Idempotent, as the rest.
+    await run(`ALTER TABLE ${n.table} ENABLE ALWAYS TRIGGER ${n.quote(fill)}`);
     // Every row written from here on is computed by the trigger: fill those before it.
     const [bounds] = (await run(
       `SELECT min(id)::text AS first, max(id)::text AS last FROM ${n.table}`,
