@@ -1,4 +1,5 @@
 import type { OutboxTableNames } from '../../internal/sql-identifier';
+import { someInChain } from '../../internal/error-chain';
 import type { SchemaPartSql } from '../outbox-database';
 import type { SqlRunner } from '../ports/sql-port';
 import type { OutboxQueuePolicy } from '../ports/outbox-store.port';
@@ -190,14 +191,10 @@ const LOCK_NOT_GRANTED_ERRNOS: ReadonlySet<number> = new Set([1205, 3572]);
 
 /** Whether a locking read failed because a row it reads was locked (`mysqlWorkingMembers`). */
 export function mysqlLockNotGranted(error: unknown): boolean {
-  let current: unknown = error;
-  // The driver's error, or as an ORM wraps it (TypeORM's driverError, an Error's cause).
-  for (let i = 0; i < 5 && typeof current === 'object' && current !== null; i++) {
-    const e = current as { errno?: unknown; driverError?: unknown; cause?: unknown };
-    if (typeof e.errno === 'number' && LOCK_NOT_GRANTED_ERRNOS.has(e.errno)) return true;
-    current = e.driverError ?? e.cause;
-  }
-  return false;
+  return someInChain(
+    error,
+    (e) => typeof e.errno === 'number' && LOCK_NOT_GRANTED_ERRNOS.has(e.errno),
+  );
 }
 
 /** $1 schema (null: the connection's database), $2 table: whether the dispatchers table exists. */
