@@ -271,8 +271,23 @@ export const OutboxMessages = {
     `column, the dispatchers' and owners' tables and their columns: ${reason}), which ` +
     `dispatcher.claims 'partitions' needs; a table is made without them unless asked. Run ` +
     `${migrateWith(ref, 'partitions')}, which adds what is missing (rows kept; add --online not to block ` +
-    `writes on a large table), before starting the app, or leave dispatcher.claims at ` +
-    `'leases' (docs/upgrading.md, docs/delivery.md "Partitions").`,
+    `writes on a large table), before starting the app, or leave dispatcher.claims out ` +
+    `(its dispatchers then lease rows; docs/upgrading.md, docs/delivery.md "Partitions").`,
+  partitionsDefaultWithoutStep: (
+    tableName: string,
+    schema: string | undefined,
+    reason: string,
+  ): string => {
+    const ref = { tableName, schema, keyLock: false };
+    const table = schema === undefined ? tableName : `${schema}.${tableName}`;
+    return (
+      `The outbox table ${table} has no delivery partitions (schema step 9: ${reason}), so its ` +
+      `dispatchers lease rows. On PostgreSQL dispatcher.claims defaults to 'partitions' where ` +
+      `the table has them: run ${migrateWith(ref, 'partitions')} (add --online not to block ` +
+      `writes on a large table) and restart, or set dispatcher.claims: 'leases' to keep row ` +
+      `leases without this notice (docs/delivery.md, "Partitions").`
+    );
+  },
   claimCheckTableMissing: (
     table: string,
     reason: string,
@@ -303,8 +318,8 @@ export const OutboxMessages = {
     `(docs/erasure.md).`,
   partitionsUnsupported: (table: string, dialect: string): string =>
     `dispatcher.claims 'partitions' is not available on ${dialect === 'mysql' ? 'MySQL/MariaDB' : dialect === 'sqlite' ? 'SQLite' : dialect} in this release (the outbox ` +
-    `table ${table}): it runs on PostgreSQL. Leave dispatcher.claims at 'leases' (the default) ` +
-    `on this database (docs/delivery.md, "Partitions").`,
+    `table ${table}): it runs on PostgreSQL. Leave dispatcher.claims out (on this database ` +
+    `dispatchers lease rows) or set it to 'leases' (docs/delivery.md, "Partitions").`,
   deliveryPartitionsOnlyPostgres: (table: string, dialect: string): string =>
     `Delivery partitions are not in use on ${table}: only PostgreSQL has them ` +
     `(dispatcher.claims: 'partitions'), and this table is on ${dialect === 'mysql' ? 'MySQL/MariaDB' : dialect === 'sqlite' ? 'SQLite' : dialect}; ` +

@@ -2,10 +2,8 @@ import { attachClaimCheckLedger, withClaimCheckPublisher } from './module/claim-
 import { Logger, Module, type DynamicModule, type Provider } from '@nestjs/common';
 import { DiscoveryModule, DiscoveryService, MetadataScanner, ModuleRef } from '@nestjs/core';
 import { DeadLetterFallbacks } from './dispatch/fallback/dead-letter-fallbacks';
-import {
-  OUTBOX_DELIVERY_PLAN_PROVIDER,
-  type DeliveryPlan,
-} from './dispatch/delivery-source.provider';
+import type { DeliveryPlan } from './dispatch/delivery-source.provider';
+import { OUTBOX_DELIVERY_PLAN_PROVIDER } from './module/delivery-plan.provider';
 import { OUTBOX_ADMIN_PROVIDER } from './module/admin/outbox-admin.provider';
 import { OutboxAdmin } from './module/admin/outbox.admin';
 import { OutboxOptionsError } from './errors/outbox-options.error';
@@ -132,12 +130,18 @@ function coreProviders(workers: boolean, name: string): Provider[] {
         plan: DeliveryPlan,
       ) => {
         attachClaimCheckLedger(options, connection.sql);
-        return createOutboxStore(connection.sql, options, {
-          enabled: workers,
-          notify: plan.notifies,
-          // Where the connection reports its commits, the NOTIFY leaves the app's transaction.
-          afterCommit: connection.afterCommit !== undefined,
-        });
+        // The mode the plan decided: the store checks the table for it and builds its reads.
+        const dispatcher = { ...options.dispatcher, claims: plan.claims };
+        return createOutboxStore(
+          connection.sql,
+          { ...options, dispatcher },
+          {
+            enabled: workers,
+            notify: plan.notifies,
+            // Where the connection reports its commits, the NOTIFY leaves the app's transaction.
+            afterCommit: connection.afterCommit !== undefined,
+          },
+        );
       },
     },
     OUTBOX_DELIVERY_PLAN_PROVIDER,

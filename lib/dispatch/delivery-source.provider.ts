@@ -1,5 +1,3 @@
-import type { Provider } from '@nestjs/common';
-import { OUTBOX_DELIVERY_PLAN, OUTBOX_OPTIONS } from '../outbox.constants';
 import type { DeliveryDuties } from '../options/delivery-duties';
 import type { ResolvedOutboxOptions } from '../options/resolve-outbox-options';
 import type { OutboxLogObserver } from '../store/ports/outbox-log-source.port';
@@ -13,6 +11,8 @@ import { RowLeases } from './leases/row-leases';
 
 /** The delivery mode's plan: the dispatcher's source, and what the other parts do. */
 export interface DeliveryPlan extends DeliveryDuties {
+  /** How this instance's dispatchers share the table (`dispatcher.claims`, or the table's choice). */
+  readonly claims: 'leases' | 'partitions';
   /**
    * Makes the dispatcher's source from its pipeline; null where nothing is delivered here
    * (another engine reads the table), and the dispatcher then builds no pipeline and no publisher.
@@ -26,10 +26,14 @@ export interface DeliveryPlan extends DeliveryDuties {
  * source, no unlocker, the cleaner by age; `'poll'` claims from the table (or its partitions);
  * a log observer reads new rows from the database's log, with the table's sweep beside it.
  */
-export function planDelivery(options: ResolvedOutboxOptions): DeliveryPlan {
+export function planDelivery(
+  options: ResolvedOutboxOptions,
+  claims: 'leases' | 'partitions' = options.dispatcher.claims ?? 'leases',
+): DeliveryPlan {
   const delivery = options.delivery;
   if (delivery === 'external') {
     return {
+      claims,
       source: null,
       deliveredBy: 'external',
       publishes: false,
@@ -40,6 +44,7 @@ export function planDelivery(options: ResolvedOutboxOptions): DeliveryPlan {
     };
   }
   const duties = {
+    claims,
     deliveredBy: 'dispatcher',
     publishes: options.publisher !== undefined,
     unlocks: true,
@@ -49,17 +54,17 @@ export function planDelivery(options: ResolvedOutboxOptions): DeliveryPlan {
   if (delivery === 'poll') {
     // Only a polling dispatcher LISTENs: a log source reads new rows from the log, so a NOTIFY
     // would wake no one.
-    const rowLeases = options.dispatcher.claims === 'leases';
+    const rowLeases = claims === 'leases';
     return {
       ...duties,
       // Delivery partitions lease no row: the owners promote orphans themselves, and expired
       // leases (a deaf call's at shutdown) are read past as free.
       unlocks: rowLeases,
       notifies: options.dispatcher.listen,
-      source: pollSource(options),
+      source: pollSource(options, claims),
     };
   }
-  if (options.dispatcher.claims === 'partitions') {
+  if (claims === 'partitions') {
     // The log's reader owns every partition: no row lease, so no unlocker (as polling them).
     return {
       ...duties,
@@ -76,8 +81,11 @@ export function planDelivery(options: ResolvedOutboxOptions): DeliveryPlan {
   return { ...duties, notifies: false, source: logSource(delivery) };
 }
 
-function pollSource(options: ResolvedOutboxOptions): DeliverySourceFactory {
-  if (options.dispatcher.claims === 'partitions') {
+function pollSource(
+  options: ResolvedOutboxOptions,
+  claims: 'leases' | 'partitions',
+): DeliverySourceFactory {
+  if (claims === 'partitions') {
     return (pipeline, context) => new PartitionSource(pipeline, context);
   }
   const { pollIntervalMs, listen } = options.dispatcher;
@@ -115,10 +123,3 @@ function logSource(observer: OutboxLogObserver): DeliverySourceFactory {
     );
   };
 }
-
-/** The instance's plan, made once (see `planDelivery`). */
-export const OUTBOX_DELIVERY_PLAN_PROVIDER: Provider = {
-  provide: OUTBOX_DELIVERY_PLAN,
-  inject: [OUTBOX_OPTIONS],
-  useFactory: planDelivery,
-};

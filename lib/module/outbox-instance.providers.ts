@@ -94,9 +94,13 @@ export function namedProviders(workers: boolean, name: string): Provider[] {
     },
     {
       provide: token(OutboxAdmin),
-      inject: [OUTBOX_SQL, OUTBOX_STORE, OUTBOX_OPTIONS],
-      useFactory: (sql: SqlPort, store: OutboxStore, options: ResolvedOutboxOptions) =>
-        new OutboxAdmin(sql, store, adminOptionsOf(options)),
+      inject: [OUTBOX_SQL, OUTBOX_STORE, OUTBOX_OPTIONS, OUTBOX_DELIVERY_PLAN],
+      useFactory: (
+        sql: SqlPort,
+        store: OutboxStore,
+        options: ResolvedOutboxOptions,
+        plan: DeliveryPlan,
+      ) => new OutboxAdmin(sql, store, adminOptionsOf(options, plan)),
     },
   ];
   if (!workers) return core;

@@ -5,7 +5,8 @@ import {
   type BeforeApplicationShutdown,
   type OnApplicationBootstrap,
 } from '@nestjs/common';
-import { OUTBOX_OPTIONS } from '../outbox.constants';
+import type { DeliveryPlan } from '../dispatch/delivery-source.provider';
+import { OUTBOX_DELIVERY_PLAN, OUTBOX_OPTIONS } from '../outbox.constants';
 import { OutboxMessages } from '../outbox.messages';
 import type { ResolvedOutboxOptions } from '../options/resolve-outbox-options';
 
@@ -24,7 +25,10 @@ export class ShutdownHooksCheck implements OnApplicationBootstrap, BeforeApplica
   private readonly logger = new Logger('OutboxDispatcher');
   private timer: NodeJS.Timeout | undefined;
 
-  constructor(@Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions) {}
+  constructor(
+    @Inject(OUTBOX_OPTIONS) private readonly options: ResolvedOutboxOptions,
+    @Inject(OUTBOX_DELIVERY_PLAN) private readonly plan: Pick<DeliveryPlan, 'claims'>,
+  ) {}
 
   onApplicationBootstrap(): void {
     if (!this.options.autoStart) return;
@@ -41,6 +45,8 @@ export class ShutdownHooksCheck implements OnApplicationBootstrap, BeforeApplica
   private check(): void {
     this.timer = undefined;
     if (process.listenerCount('SIGTERM') > 0) return;
-    this.logger.warn(OutboxMessages.shutdownHooksMissing(this.options.dispatcher));
+    this.logger.warn(
+      OutboxMessages.shutdownHooksMissing({ ...this.options.dispatcher, claims: this.plan.claims }),
+    );
   }
 }

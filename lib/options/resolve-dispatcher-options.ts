@@ -23,8 +23,12 @@ export interface ResolvedDispatcherOptions {
   readonly maxOutagePauseMs: number;
   /** How often a batch still publishing renews its lease; `false`: never (it lapses). */
   readonly leaseRenewal: false | { readonly intervalMs: number };
-  /** How dispatchers share the table: row leases, or partitions of the key space. */
-  readonly claims: 'leases' | 'partitions';
+  /**
+   * How dispatchers share the table: row leases, or partitions of the key space; null where the
+   * option was left out, and the table decides at bootstrap (`decideClaims`). Set by
+   * `publishWindow` too, which streams partition owners' publishes.
+   */
+  readonly claims: 'leases' | 'partitions' | null;
   readonly partitionTimeoutMs: number;
   /** Messages unconfirmed at once across batches (`'partitions'`); undefined: batch by batch. */
   readonly publishWindow: number | undefined;
@@ -156,7 +160,11 @@ export function resolveDispatcherOptions(
     ' ms',
   );
   // `observe`, the 0.2 spelling of the delivery mode, is read by resolveDelivery.
-  const claims = resolveClaims(d.claims);
+  const given = resolveClaims(d.claims);
+  const publishWindow = resolvePublishWindow(d.publishWindow, given);
+  // The window streams the partition owners' publishes: where the mode is left to the table, the
+  // window asks for partitions, and a table that cannot have them is refused at bootstrap.
+  const claims = publishWindow === undefined ? given : 'partitions';
   return {
     batchSize: integer(d.batchSize, defaults.batchSize.value, 'dispatcher.batchSize', 1, 10_000),
     batchesInFlight: integer(
@@ -198,13 +206,13 @@ export function resolveDispatcherOptions(
       MINUTE,
       ' ms',
     ),
-    publishWindow: resolvePublishWindow(d.publishWindow, claims),
+    publishWindow,
   };
 }
 
 function resolvePublishWindow(
   value: number | undefined,
-  claims: 'leases' | 'partitions',
+  claims: 'leases' | 'partitions' | null,
 ): number | undefined {
   if (value === undefined) return undefined;
   const window = integer(
@@ -216,20 +224,20 @@ function resolvePublishWindow(
     '',
     'none: each batch publishes on its own',
   );
-  if (claims !== 'partitions') {
+  if (claims === 'leases') {
     fail(
       'dispatcher.publishWindow',
-      `${window} is set while dispatcher.claims is '${claims}'`,
-      "The window streams the partition owners' publishes: set dispatcher.claims to 'partitions' (PostgreSQL, docs/delivery.md \"Partitions\"), or remove publishWindow.",
+      `${window} is set while dispatcher.claims is 'leases'`,
+      "The window streams the partition owners' publishes: leave dispatcher.claims out or set it to 'partitions' (PostgreSQL, docs/delivery.md \"Partitions\"), or remove publishWindow.",
     );
   }
   return window;
 }
 
-function resolveClaims(value: unknown): 'leases' | 'partitions' {
-  if (value === undefined || value === 'leases' || value === 'partitions') {
-    return value ?? defaults.claims.value;
-  }
+function resolveClaims(value: unknown): 'leases' | 'partitions' | null {
+  // Left out: decided at bootstrap (decideClaims), where the database and the table are known.
+  if (value === undefined) return null;
+  if (value === 'leases' || value === 'partitions') return value;
   return fail(
     'dispatcher.claims',
     `${JSON.stringify(value)} is neither 'leases' nor 'partitions'`,

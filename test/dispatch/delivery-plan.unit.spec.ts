@@ -18,6 +18,7 @@ describe('planDelivery', () => {
     const { source, ...duties } = plan({ delivery: 'external' });
     expect(source).toBeNull();
     expect(duties).toEqual({
+      claims: 'leases',
       deliveredBy: 'external',
       publishes: false,
       unlocks: false,
@@ -31,6 +32,7 @@ describe('planDelivery', () => {
     const { source, ...duties } = plan({ publisher });
     expect(source).toBeInstanceOf(Function);
     expect(duties).toEqual({
+      claims: 'leases',
       deliveredBy: 'dispatcher',
       publishes: true,
       unlocks: true,

@@ -57,12 +57,24 @@ describe('delivery', () => {
     expect(resolved.dispatcher.publishWindow).toBe(500);
   });
 
-  it("refuses dispatcher.publishWindow outside dispatcher.claims: 'partitions', and one out of range, saying how to fix it", () => {
-    const leases = errorOf({ dataSource, publisher, dispatcher: { publishWindow: 1_000 } });
+  it("refuses dispatcher.publishWindow beside dispatcher.claims: 'leases', and one out of range, saying how to fix it; left out, claims is 'partitions' with a window", () => {
+    const leases = errorOf({
+      dataSource,
+      publisher,
+      dispatcher: { claims: 'leases', publishWindow: 1_000 },
+    });
     expect(leases.option).toBe('dispatcher.publishWindow');
     expect(leases.message).toMatch(
-      /set dispatcher\.claims to 'partitions'.*or remove publishWindow/,
+      /leave dispatcher\.claims out or set it to 'partitions'.*or remove publishWindow/,
     );
+    // The window asks for partitions where the mode is left out (a database without them is
+    // refused at bootstrap, test/dispatch/delivery-claims.spec.ts).
+    expect(
+      resolveOutboxOptions({ dataSource, publisher, dispatcher: { publishWindow: 100 } }).dispatcher
+        .claims,
+    ).toBe('partitions');
+    // Left out without a window: decided at bootstrap, by the table.
+    expect(resolveOutboxOptions({ dataSource, publisher }).dispatcher.claims).toBeNull();
     const zero = errorOf({
       dataSource,
       publisher,

@@ -1,7 +1,13 @@
 import type { Provider } from '@nestjs/common';
 import type { OutboxStore } from '../../store/ports/outbox-store.port';
 import type { SqlPort } from '../../store/ports/sql-port';
-import { OUTBOX_OPTIONS, OUTBOX_SQL, OUTBOX_STORE } from '../../outbox.constants';
+import {
+  OUTBOX_DELIVERY_PLAN,
+  OUTBOX_OPTIONS,
+  OUTBOX_SQL,
+  OUTBOX_STORE,
+} from '../../outbox.constants';
+import type { DeliveryPlan } from '../../dispatch/delivery-source.provider';
 import type { ResolvedOutboxOptions } from '../../options/resolve-outbox-options';
 import { OutboxAdmin, type OutboxAdminOptions } from './outbox.admin';
 
@@ -9,8 +15,11 @@ import { OutboxAdmin, type OutboxAdminOptions } from './outbox.admin';
  * What the admin reads of the module's options, and only that: the admin refuses a key it does
  * not read, and the resolved options hold every other group of the module.
  */
-export function adminOptionsOf(options: ResolvedOutboxOptions): OutboxAdminOptions {
-  const { ordering, dispatcher, cleaner, erasure } = options;
+export function adminOptionsOf(
+  options: ResolvedOutboxOptions,
+  plan: Pick<DeliveryPlan, 'claims'>,
+): OutboxAdminOptions {
+  const { ordering, cleaner, erasure } = options;
   return {
     tableName: options.tableName,
     schema: options.schema,
@@ -22,7 +31,7 @@ export function adminOptionsOf(options: ResolvedOutboxOptions): OutboxAdminOptio
       deadLetterExceptions: ordering.deadLetterExceptions,
     },
     policies: options.policies,
-    dispatcher: { claims: dispatcher.claims },
+    dispatcher: { claims: plan.claims },
     cleaner: { archive: cleaner.archive },
     tenants: options.tenants,
     erasure: erasure === null ? null : { keyWrapper: erasure.keyWrapper },
@@ -35,7 +44,11 @@ export function adminOptionsOf(options: ResolvedOutboxOptions): OutboxAdminOptio
  */
 export const OUTBOX_ADMIN_PROVIDER: Provider = {
   provide: OutboxAdmin,
-  inject: [OUTBOX_SQL, OUTBOX_STORE, OUTBOX_OPTIONS],
-  useFactory: (sql: SqlPort, store: OutboxStore, options: ResolvedOutboxOptions) =>
-    new OutboxAdmin(sql, store, adminOptionsOf(options)),
+  inject: [OUTBOX_SQL, OUTBOX_STORE, OUTBOX_OPTIONS, OUTBOX_DELIVERY_PLAN],
+  useFactory: (
+    sql: SqlPort,
+    store: OutboxStore,
+    options: ResolvedOutboxOptions,
+    plan: DeliveryPlan,
+  ) => new OutboxAdmin(sql, store, adminOptionsOf(options, plan)),
 };
