@@ -631,6 +631,33 @@ for (const db of TEST_DATABASES.filter((d) => d.name === 'postgres')) {
       expect(publisher.sentIds).toHaveLength(new Set(publisher.sentIds).size);
     });
 
+    it('drain() delivers a dead letter retried since the last sweep, and the messages its key held: its row lies below the read floor, so a drain sweeps first', async () => {
+      const { table: name, commit } = await table();
+      const publisher = new RecordingPublisher();
+      // The periodic sweep is a minute away: only the drain's own can find the retried row.
+      const app = await scope.open({
+        ...dispatchTestApp(publisher, { dispatcher: { ...partitions, pollIntervalMs: 60_000 } }),
+        table: name,
+      });
+      const [a1, a2, a3] = await commit([
+        msg('a', { n: 1 }),
+        msg('a', { n: 2 }),
+        msg('a', { n: 3 }),
+      ]);
+      publisher.fail(a1 as string, 'permanent', { times: 1 });
+      await app.dispatcher.drain();
+      expect((await app.rows()).map((r) => [r.messageId, r.status])).toEqual([
+        [a1, 'dead'],
+        [a2, 'waiting'],
+        [a3, 'waiting'],
+      ]);
+
+      expect(await app.outbox.retryDead([a1 as string])).toBe(1);
+      await app.dispatcher.drain();
+      expect(publisher.sentForKey('a')).toEqual([a1, a2, a3]);
+      expect((await app.rows()).every((r) => r.status === 'delivered')).toBe(true);
+    });
+
     // Issue 76, item 1: this mode leases no row, so it starts no unlocker; its owners promote
     // the waiting rows nothing holds back any more themselves (the unlocker's safety net).
     it("starts no unlocker: an owner promotes the waiting messages nothing holds back any more (ordering.onDeadLetter changed from 'block' to 'skip')", async () => {

@@ -197,7 +197,13 @@ export class PartitionSource implements DeliverySource {
     return this.wakeUp;
   }
 
+  /**
+   * Runs until nothing is due, a sweep included: a row below the read floor (a dead letter
+   * retried, a message re-driven or promoted since the last sweep) is due too, and the periodic
+   * sweep may be a poll interval away.
+   */
   drain(): Promise<number> {
+    this.reader.sweepSoon(0);
     return this.runner.run();
   }
 
