@@ -331,10 +331,10 @@ export const OutboxMessages = {
   deliveryPartitionsNoDispatcher: (table: string, claims: 'leases' | 'partitions' | null): string =>
     `Delivery partitions are not in use on ${table}: no dispatcher delivers it by partitions ` +
     (claims === 'leases'
-      ? `(this app's dispatcher.claims is 'leases', the default: its dispatchers lease rows).`
+      ? `(this app's dispatcher.claims is 'leases': its dispatchers lease rows).`
       : claims === 'partitions'
         ? `now (this app's dispatcher.claims is 'partitions': none of its dispatchers is running, or they all stopped).`
-        : `now (with dispatcher.claims 'leases', the default, dispatchers lease rows; with ` +
+        : `now (with dispatcher.claims 'leases' dispatchers lease rows; with ` +
           `'partitions', none is running).`),
   waitingIndexMissing: (table: string, ref: OutboxTableRef): string =>
     `The outbox table ${table} lacks the index of waiting messages (${ref.tableName}_waiting_idx) ` +

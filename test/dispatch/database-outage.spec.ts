@@ -14,6 +14,7 @@ import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
 import { FaultProxy, type FaultProxyCut } from '../../lib/testing';
 import { expectNever, sleep, waitFor } from '../support/wait-for';
+import { CLAIM_LOOP } from '../support/test-claims';
 
 // The database goes away under a draining dispatcher: its DataSource reaches the server through
 // a TCP proxy that the test cuts, while the test enqueues and reads on a direct connection. An
@@ -154,7 +155,7 @@ for (const db of POLL_RUN_DATABASES) {
   if (service === null) continue;
   const name = db.name === 'postgres' ? 'postgres' : 'mariadb';
   describeWith([service], `the dispatcher across a database outage on ${db.name}`, () => {
-    const scope = useOutboxScope(db, { tablePrefix: 'outbox_o' });
+    const scope = useOutboxScope(db, { tablePrefix: 'outbox_o', options: CLAIM_LOOP });
 
     /** A DataSource of the app under test, through a proxy in front of the server. */
     async function proxied(): Promise<{ proxy: FaultProxy; dataSource: DataSource }> {

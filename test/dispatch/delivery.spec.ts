@@ -10,6 +10,7 @@ import { describeSource, POLL_RUN_DATABASES, SOURCE_CASES, useSource } from '../
 import { holdFirstCallOf, RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
 import { expectNever, sleep, waitFor } from '../support/wait-for';
+import { CLAIM_LOOP } from '../support/test-claims';
 
 // Delivery: every committed message is published once and nothing else is; when the dispatcher
 // runs (autoStart, runOnce, wake-ups by LISTEN/NOTIFY or the poll), when a message is due
@@ -202,7 +203,7 @@ for (const source of SOURCE_CASES) {
 // (test/log-tailing/log-tailing.spec.ts); the sources project runs only the block above.
 for (const db of POLL_RUN_DATABASES) {
   describeWith(db.service === null ? [] : [db.service], `delivery on ${db.name}`, () => {
-    const scope = useOutboxScope(db, { tablePrefix: 'outbox_d' });
+    const scope = useOutboxScope(db, { tablePrefix: 'outbox_d', options: CLAIM_LOOP });
     const quote = (name: string): string => (db.name === 'mariadb' ? `\`${name}\`` : `"${name}"`);
     const statuses = (qualifiedTable: string) => readStatuses(scope.ds, qualifiedTable);
 

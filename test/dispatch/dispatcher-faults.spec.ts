@@ -29,6 +29,7 @@ import { CapturingLogger } from '../support/capturing-logger';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
 import { expectNever, resolvesWithin, sleep, waitFor } from '../support/wait-for';
+import { CLAIM_LOOP } from '../support/test-claims';
 
 // Crash, fencing, concurrency and outage (of the broker and of the database). Every delivery proof here goes through a real TCP
 // socket (Nest's ClientTCP + the library's ClientProxyPublisher) to a consumer that records what
@@ -53,7 +54,7 @@ function idOrderByKey(rows: readonly OutboxRow[]): Map<string | null, string[]> 
 // log source leaves what it cannot publish during the outage to the table, swept every second.
 for (const source of SOURCE_CASES) {
   describeSource(source, 'broker outages', () => {
-    const scope = useOutboxScope(source.db, { tablePrefix: 'outbox_f' });
+    const scope = useOutboxScope(source.db, { tablePrefix: 'outbox_f', options: CLAIM_LOOP });
     const src = useSource(scope, source);
     const swept = { sweepIntervalMs: 1_000 } as const;
 
@@ -195,7 +196,7 @@ for (const source of SOURCE_CASES) {
 // sources project runs only the block above.
 for (const db of POLL_RUN_DATABASES) {
   describeWith(db.service === null ? [] : [db.service], `dispatcher faults on ${db.name}`, () => {
-    const scope = useOutboxScope(db, { tablePrefix: 'outbox_f' });
+    const scope = useOutboxScope(db, { tablePrefix: 'outbox_f', options: CLAIM_LOOP });
 
     /** A fresh table and an enqueue-only module on it. */
     async function freshTable(): Promise<{

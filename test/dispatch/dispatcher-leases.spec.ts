@@ -15,6 +15,7 @@ import { useOutboxScope } from '../support/outbox-scope';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
 import { sleep, waitFor } from '../support/wait-for';
+import { CLAIM_LOOP } from '../support/test-claims';
 
 // What a dispatcher does with its lease when its process stalls, its database calls wait behind
 // the application's pool, or its broker comes back: it never publishes a batch whose lease it
@@ -47,7 +48,7 @@ function hogPool(ds: DataSource, ms: number): Promise<unknown[]> {
 
 describe.each(TEST_DATABASES)('dispatcher leases on $name', (db) => {
   describeWith(db.service === null ? [] : [db.service], `on ${db.name}`, () => {
-    const scope = useOutboxScope(db, { tablePrefix: 'outbox_lease' });
+    const scope = useOutboxScope(db, { tablePrefix: 'outbox_lease', options: CLAIM_LOOP });
     let table: string;
 
     beforeEach(async () => {
@@ -149,6 +150,7 @@ describe.each(TEST_DATABASES.filter((db) => db.name !== 'sqlite'))(
       it('records the outcome of batches the broker accepted while the app holds the pool: each message published once, none reported taken over', async () => {
         const d = await instance(ds, table, 'busy-pool', {
           dispatcher: {
+            claims: 'leases',
             leaseMs: 6_000,
             publishTimeoutMs: 3_000,
             dbTimeoutMs: 500,
@@ -197,7 +199,12 @@ describe.each(TEST_DATABASES.filter((db) => db.name !== 'sqlite'))(
 
       it('hands back the rows of a claim that answered after it was given up on, with their attempt', async () => {
         const d = await instance(ds, table, 'late-claim', {
-          dispatcher: { leaseMs: 30_000, publishTimeoutMs: 2_000, dbTimeoutMs: 500 },
+          dispatcher: {
+            claims: 'leases',
+            leaseMs: 30_000,
+            publishTimeoutMs: 2_000,
+            dbTimeoutMs: 500,
+          },
         });
         instances.push(d);
         await ds.transaction((m) =>
@@ -237,7 +244,9 @@ describeWith(['postgres'], "a frozen dispatcher's transaction on PostgreSQL", ()
   afterEach(() => db.close(ds, table));
 
   it('is ended by the server once it sits idle longer than dbTimeoutMs, releasing its locks', async () => {
-    const d = await instance(ds, table, 'frozen-tx', { dispatcher: { dbTimeoutMs: 500 } });
+    const d = await instance(ds, table, 'frozen-tx', {
+      dispatcher: { claims: 'leases', dbTimeoutMs: 500 },
+    });
     try {
       // The store's own transaction helper, with the process "frozen" between two statements
       // while it holds a row lock (what SIGSTOP mid-claim does).
@@ -271,7 +280,7 @@ describeWith(['postgres'], "a frozen dispatcher's transaction on PostgreSQL", ()
 // refused before anything is claimed.
 describe.each(TEST_DATABASES)('expired and impossible leases on $name', (db) => {
   describeWith(db.service === null ? [] : [db.service], `on ${db.name}`, () => {
-    const scope = useOutboxScope(db, { tablePrefix: 'outbox_lease' });
+    const scope = useOutboxScope(db, { tablePrefix: 'outbox_lease', options: CLAIM_LOOP });
     const { boot } = dispatchApps(scope);
 
     it('the unlocker releases expired leases and leaves live ones alone', async () => {

@@ -26,6 +26,7 @@ import {
   outboxDialectOf,
   tableNamesFor,
 } from '../../lib/store/schema/outbox-table-ddl';
+import { CLAIM_LOOP } from '../support/test-claims';
 
 // Per-event-type policies: one instance delivers event types with different needs. A type's
 // onDeadLetter decides whether its dead letter holds its key (both ways round from the module's
@@ -336,7 +337,7 @@ for (const source of SOURCE_CASES) {
 // The cleaner and the bootstrap checks are the table's and the module's, whatever the source.
 for (const db of POLL_RUN_DATABASES) {
   describeWith(db.service === null ? [] : [db.service], `per-event policies on ${db.name}`, () => {
-    const scope = useOutboxScope(db, { tablePrefix: 'outbox_polc' });
+    const scope = useOutboxScope(db, { tablePrefix: 'outbox_polc', options: CLAIM_LOOP });
 
     it("settles through a fallback on a table without schema step 8: delivered, with no 'fallback' history row", async () => {
       const publisher = new RecordingPublisher();

@@ -13,6 +13,7 @@ import {
   outboxDialectOf,
   tableNamesFor,
 } from '../../lib/store/schema/outbox-table-ddl';
+import { CLAIM_LOOP } from '../support/test-claims';
 
 // ordering.sequence: each keyed message gets the next number of its key at enqueue (key_seq and
 // the x-outbox-sequence header), 1, 2, 3… in commit order, nothing burnt by a rollback or a
@@ -37,7 +38,7 @@ async function numbers(ds: DataSource, h: OutboxApp): Promise<Map<string, number
 
 for (const db of POLL_RUN_DATABASES) {
   describeWith(db.service === null ? [] : [db.service], `key sequence on ${db.name}`, () => {
-    const scope = useOutboxScope(db, { tablePrefix: 'outbox_seq' });
+    const scope = useOutboxScope(db, { tablePrefix: 'outbox_seq', options: CLAIM_LOOP });
     const apps = dispatchApps(scope);
 
     it('numbers concurrent enqueues of one key 1..n in commit order; a rolled-back one burns nothing', async () => {

@@ -11,6 +11,7 @@ import { describeSource, POLL_RUN_DATABASES, SOURCE_CASES, useSource } from '../
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
 import { sleep, waitFor } from '../support/wait-for';
+import { CLAIM_LOOP } from '../support/test-claims';
 
 // Lease renewal (docs/delivery.md, "Lease renewal"): a batch still publishing renews its lease,
 // so a publish three times as long as the lease is delivered once and no other dispatcher
@@ -59,7 +60,7 @@ async function takeOver(ds: DataSource, table: string): Promise<string> {
 
 for (const db of POLL_RUN_DATABASES) {
   describeWith(db.service === null ? [] : [db.service], `lease renewal on ${db.name}`, () => {
-    const scope = useOutboxScope(db, { tablePrefix: 'outbox_renew' });
+    const scope = useOutboxScope(db, { tablePrefix: 'outbox_renew', options: CLAIM_LOOP });
     let table: string;
 
     beforeEach(async () => {
@@ -218,7 +219,10 @@ for (const db of POLL_RUN_DATABASES) {
 // On either source (the table's poll, or the database's log: test/support/sources.ts).
 for (const source of SOURCE_CASES) {
   describeSource(source, 'lease renewal', () => {
-    const scope = useOutboxScope(source.db, { tablePrefix: 'outbox_renew_src' });
+    const scope = useOutboxScope(source.db, {
+      tablePrefix: 'outbox_renew_src',
+      options: CLAIM_LOOP,
+    });
     const src = useSource(scope, source);
 
     it('delivers a publish three times as long as the lease exactly once', async () => {

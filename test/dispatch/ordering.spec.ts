@@ -14,7 +14,6 @@ import { dispatchApps, msg } from '../support/dispatch-fixtures';
 import { useOutboxScope } from '../support/outbox-scope';
 import {
   describeSource,
-  PARTITIONED,
   POLL_RUN_DATABASES,
   PUBLISH_WINDOW,
   SOURCE_CASES,
@@ -23,6 +22,7 @@ import {
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
 import { expectNever, resolvesWithin, waitFor } from '../support/wait-for';
+import { CLAIM_LOOP } from '../support/test-claims';
 
 // Ordering: a key's messages are published in commit order, one at a time, whatever happens to
 // its head (backoff, dead letter under 'block' or 'skip', a retried dead letter, a stuck key's
@@ -504,7 +504,7 @@ for (const source of SOURCE_CASES) {
 // paths, one owner"); the sources project runs only the block above.
 for (const db of POLL_RUN_DATABASES) {
   describeWith(db.service === null ? [] : [db.service], `ordering on ${db.name}`, () => {
-    const scope = useOutboxScope(db, { tablePrefix: 'outbox_o' });
+    const scope = useOutboxScope(db, { tablePrefix: 'outbox_o', options: CLAIM_LOOP });
 
     const { boot } = dispatchApps(scope);
 
@@ -713,43 +713,43 @@ for (const db of POLL_RUN_DATABASES) {
       expect((await h.rows()).every((r) => r.status === 'delivered')).toBe(true);
     });
 
-    // A second dispatcher's row lease holds the key here: the partitions project leaves it out,
-    // since dispatchers of one table never mix the two modes (docs/delivery.md, "Partitions").
-    (PARTITIONED ? it.skip : it)(
-      "with onDeadLetter 'skip', retryDead() puts a dead message behind the key's message in flight, never beside it (not under partitions: it leases a row as a 'leases' dispatcher)",
-      async () => {
-        const publisher = new RecordingPublisher();
-        const h = await boot(publisher, { ordering: { onDeadLetter: 'skip' } });
-        const [a1, a2] = (await h.commit([msg('A', { n: 1 }), msg('A', { n: 2 })])) as [
-          string,
-          string,
-        ];
-        publisher.fail(a1, 'permanent', { times: 1 });
-        expect(await h.dispatcher.runOnce()).toMatchObject({ deadLettered: 1 });
-        // A2 is in flight on another dispatcher.
-        const inFlight = await h.store.claim({ limit: 10, owner: 'other', leaseMs: 60_000 });
-        expect(inFlight.records.map((r) => r.messageId)).toEqual([a2]);
+    // A second dispatcher's row lease holds the key here: both are 'leases' dispatchers, since
+    // dispatchers of one table never mix the two modes (docs/delivery.md, "Partitions").
+    it("with onDeadLetter 'skip', retryDead() puts a dead message behind the key's message in flight, never beside it (dispatchers of 'leases': the other's row lease holds the key)", async () => {
+      const publisher = new RecordingPublisher();
+      const h = await boot(publisher, {
+        ordering: { onDeadLetter: 'skip' },
+        dispatcher: { claims: 'leases' },
+      });
+      const [a1, a2] = (await h.commit([msg('A', { n: 1 }), msg('A', { n: 2 })])) as [
+        string,
+        string,
+      ];
+      publisher.fail(a1, 'permanent', { times: 1 });
+      expect(await h.dispatcher.runOnce()).toMatchObject({ deadLettered: 1 });
+      // A2 is in flight on another dispatcher.
+      const inFlight = await h.store.claim({ limit: 10, owner: 'other', leaseMs: 60_000 });
+      expect(inFlight.records.map((r) => r.messageId)).toEqual([a2]);
 
-        expect(await h.outbox.retryDead([a1])).toBe(1);
-        // A1 is queued again, but not claimable while A2 is in flight.
-        expect(await h.dispatcher.runOnce()).toMatchObject({ claimed: 0 });
-        expect(publisher.attemptsOf(a1)).toBe(1);
-        const rows = await h.rows();
-        const idOf = (m: string) => BigInt(rows.find((r) => r.messageId === m)?.id ?? '0');
-        expect(idOf(a1)).toBeGreaterThan(idOf(a2));
+      expect(await h.outbox.retryDead([a1])).toBe(1);
+      // A1 is queued again, but not claimable while A2 is in flight.
+      expect(await h.dispatcher.runOnce()).toMatchObject({ claimed: 0 });
+      expect(publisher.attemptsOf(a1)).toBe(1);
+      const rows = await h.rows();
+      const idOf = (m: string) => BigInt(rows.find((r) => r.messageId === m)?.id ?? '0');
+      expect(idOf(a1)).toBeGreaterThan(idOf(a2));
 
-        const record = inFlight.records[0];
-        if (record === undefined) throw new Error('nothing in flight');
-        await h.store.settle(
-          inFlight.token,
-          { delivered: [record.id], retry: [], dead: [], release: [], advancedKeys: ['A'] },
-          false,
-        );
-        expect(await h.dispatcher.runOnce()).toMatchObject({ published: 1 });
-        expect(publisher.sentForKey('A')).toEqual([a1]);
-        expect(await h.row(a1)).toMatchObject({ status: 'delivered' });
-      },
-    );
+      const record = inFlight.records[0];
+      if (record === undefined) throw new Error('nothing in flight');
+      await h.store.settle(
+        inFlight.token,
+        { delivered: [record.id], retry: [], dead: [], release: [], advancedKeys: ['A'] },
+        false,
+      );
+      expect(await h.dispatcher.runOnce()).toMatchObject({ published: 1 });
+      expect(publisher.sentForKey('A')).toEqual([a1]);
+      expect(await h.row(a1)).toMatchObject({ status: 'delivered' });
+    });
 
     if (db.name === 'mariadb') {
       it('transactions enqueueing distinct keys in opposite orders do not deadlock (keys that shared a 1 024-bucket lock)', async () => {

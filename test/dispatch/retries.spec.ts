@@ -12,6 +12,7 @@ import { describeSource, POLL_RUN_DATABASES, SOURCE_CASES, useSource } from '../
 import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
 import { expectNever, waitFor } from '../support/wait-for';
+import { CLAIM_LOOP } from '../support/test-claims';
 
 // Retries and dead letters: a failing message backs off and ends dead after maxAttempts (also
 // when every dispatcher that claims it dies or times out), at once on a PermanentPublishError
@@ -122,7 +123,7 @@ for (const db of POLL_RUN_DATABASES) {
     db.service === null ? [] : [db.service],
     `retries and dead letters on ${db.name}`,
     () => {
-      const scope = useOutboxScope(db, { tablePrefix: 'outbox_r' });
+      const scope = useOutboxScope(db, { tablePrefix: 'outbox_r', options: CLAIM_LOOP });
       const quote = (name: string): string => (db.name === 'mariadb' ? `\`${name}\`` : `"${name}"`);
       const param = (n: number): string => (db.name === 'postgres' ? `$${n}` : '?');
       const messageIdColumn = db.name === 'postgres' ? 'message_id::text' : 'message_id';

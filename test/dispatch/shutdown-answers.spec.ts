@@ -12,6 +12,7 @@ import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith, SERVICES } from '../support/services';
 import { POLL_RUN_DATABASES } from '../support/sources';
 import { expectNever, resolvesWithin, waitFor } from '../support/wait-for';
+import { CLAIM_LOOP } from '../support/test-claims';
 
 // Shutdown past shutdownTimeoutMs aborts the publishes in flight (docs/delivery.md, "Graceful
 // shutdown"). What the publisher answers the abort is recorded: what the broker confirmed is
@@ -84,7 +85,7 @@ for (const db of POLL_RUN_DATABASES) {
     [...(db.service === null ? [] : [db.service]), 'rabbitmq'],
     `shutdown reads what the publisher answered the abort, on ${db.name} with RabbitMQ`,
     () => {
-      const scope = useOutboxScope(db, { tablePrefix: 'outbox_stop_ans' });
+      const scope = useOutboxScope(db, { tablePrefix: 'outbox_stop_ans', options: CLAIM_LOOP });
       const queue = `outbox-it-stop-answers-${process.pid}-${db.name}`;
       let consumer: ChannelModel | undefined;
       let channel: Channel | undefined;

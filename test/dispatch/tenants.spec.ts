@@ -22,6 +22,7 @@ import { openLocalApp } from '../local/local-app';
 import { openConsoleApp } from '../support/console-app';
 import { get } from '../support/console-http';
 import { waitFor } from '../support/wait-for';
+import { CLAIM_LOOP } from '../support/test-claims';
 
 /** The app's tenant context, as nestjs-cls or any AsyncLocalStorage would hold it. */
 const tenantContext = new AsyncLocalStorage<string>();
@@ -115,7 +116,7 @@ async function tenantColumn(
 
 for (const source of SOURCE_CASES) {
   describeSource(source, 'tenant ids', () => {
-    const scope = useOutboxScope(source.db, { tablePrefix: 'outbox_tn' });
+    const scope = useOutboxScope(source.db, { tablePrefix: 'outbox_tn', options: CLAIM_LOOP });
     const src = useSource(scope, source);
 
     it('captures the tenant explicitly, by the decorator (property or function) and from the caller, and carries it in tenant_id and x-outbox-tenant', async () => {
@@ -150,7 +151,7 @@ for (const source of SOURCE_CASES) {
 
 for (const db of POLL_RUN_DATABASES) {
   describeWith(db.service === null ? [] : [db.service], `tenant ids on ${db.name}`, () => {
-    const scope = useOutboxScope(db, { tablePrefix: 'outbox_tn' });
+    const scope = useOutboxScope(db, { tablePrefix: 'outbox_tn', options: CLAIM_LOOP });
     const apps = dispatchApps(scope);
 
     it('refuses a bad tenant, and any tenant with the tenants option off, writing nothing', async () => {

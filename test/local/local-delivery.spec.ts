@@ -13,6 +13,8 @@ import { quoteTable } from '../support/outbox-harness';
 import { describeWith } from '../support/services';
 import { expectNever, sleep, waitFor } from '../support/wait-for';
 import { openLocalApp, type LocalApp, type LocalAppSpec } from './local-app';
+import { CLAIM_LOOP } from '../support/test-claims';
+import { mergeOutboxOptions } from '../support/outbox-harness';
 
 // The in-process transport on real databases: OutboxModule → LocalPublisher → @OnOutboxMessage()
 // handlers on providers of the same app. Every test asserts what the handlers received and what
@@ -46,6 +48,9 @@ for (const db of DATABASES) {
     async function open(spec: LocalAppSpec): Promise<LocalApp> {
       const app = await openLocalApp(ds, {
         ...spec,
+        // The claim loop's handlers (deaf calls, leases outlived); test:local-rabbitmq and the
+        // promise suites run handlers on the project's mode.
+        options: mergeOutboxOptions(CLAIM_LOOP, spec.options ?? {}),
         // TypeORM runs every SQLite transaction on one connection: handlers that open
         // transactions must run one at a time there.
         handlersOptions: { concurrency: db.name === 'sqlite' ? 1 : 10, ...spec.handlersOptions },

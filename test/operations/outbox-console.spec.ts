@@ -901,7 +901,7 @@ describeWith(['postgres'], 'OutboxConsoleModule over HTTP (PostgreSQL, Express)'
 
   // Issue 75, item 18: the dispatchers' delivery partitions have a page of their own.
   it("shows the delivery partitions: not in use on a 'leases' app; under 'partitions' each dispatcher with its heartbeat, state and share, and the moves", async () => {
-    c = await openConsoleApp(new RecordingPublisher());
+    c = await openConsoleApp(new RecordingPublisher(), { dispatcher: { claims: 'leases' } });
     const unused = (await get(`${c.url}/delivery-partitions`)).body;
     expect(unused).toContain('<a href="/outbox/delivery-partitions">Delivery partitions</a>');
     expect(unused).toMatch(

@@ -348,7 +348,9 @@ describeWith(['postgres', 'elasticmq'], 'SqsPublisher (PostgreSQL → ElasticMQ)
       const h = await openOutbox(
         { client: sqsConfig(`http://127.0.0.1:${p.port}`) },
         {
-          dispatcher: { batchSize: 10, publishTimeoutMs: 1_000 },
+          // The claim loop settles a timed-out batch at once (the rows read below); an owner of
+          // partitions settles it when the held call returns.
+          dispatcher: { claims: 'leases', batchSize: 10, publishTimeoutMs: 1_000 },
           retry: { initialDelayMs: 50, jitter: 0 },
         },
       );

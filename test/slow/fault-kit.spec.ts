@@ -14,6 +14,7 @@ import type { FaultKitChildConfig } from '../support/children/fault-kit-dispatch
 import { useOutboxScope } from '../support/outbox-scope';
 import { POLL_RUN_DATABASES } from '../support/sources';
 import { describeWith, SERVICES } from '../support/services';
+import { CLAIM_LOOP } from '../support/test-claims';
 
 // The fault kit of nestjs-outbox/testing (docs/testing.md, "Fault kit") run as a user runs it:
 // the module in a dispatcher process of its own (test/support/children/fault-kit-dispatcher.ts),
@@ -37,7 +38,7 @@ for (const db of POLL_RUN_DATABASES) {
   const services =
     db.service === null ? (['rabbitmq'] as const) : ([db.service, 'rabbitmq'] as const);
   describeWith(services, `fault kit on ${db.name} + RabbitMQ`, () => {
-    const scope = useOutboxScope(db, { tablePrefix: 'outbox_fk' });
+    const scope = useOutboxScope(db, { tablePrefix: 'outbox_fk', options: CLAIM_LOOP });
     let starts = 0;
     let consumer: ChannelModel | undefined;
 

@@ -26,6 +26,7 @@ import { RecordingPublisher } from '../support/recording.publisher';
 import { describeWith } from '../support/services';
 import { waitFor } from '../support/wait-for';
 import { OUTBOX_SCHEMA_STEPS, OUTBOX_STEP_OPTIONS } from '../../lib/store/schema/schema-steps';
+import { CLAIM_LOOP } from '../support/test-claims';
 
 // The time-partitioned table on PostgreSQL: a key's messages spread over partitions drain in id
 // order, and the partition maintainer drops exactly the partitions whose rows are all final,
@@ -47,7 +48,7 @@ const dayStart = (days: number): Date =>
   new Date(periodStart('day', new Date()).getTime() - days * DAY);
 
 describeWith(['postgres'], 'partitioned outbox table on postgres', () => {
-  const scope = useOutboxScope(db, { tablePrefix: 'outbox_pp' });
+  const scope = useOutboxScope(db, { tablePrefix: 'outbox_pp', options: CLAIM_LOOP });
   const apps = {
     boot: (publisher: RecordingPublisher, table: string, options = {}) =>
       scope.open({ ...dispatchTestApp(publisher, options), table }),

@@ -30,6 +30,7 @@ import { readOutbox, TestOrder, uniqueTable, type OutboxRow } from './databases'
 import { partitioningOf, testPartitioning } from './partitioned-tables';
 import { dbNowMs, dueAtMs, dueInMs, leaseLeftMs, youngestDeliveredAgeMs } from './db-clock';
 import { RecordingPublisher } from './recording.publisher';
+import { CLAIMS } from './test-claims';
 import { waitFor } from './wait-for';
 import { OUTBOX_STEP_OPTIONS } from '../../lib/store/schema/schema-steps';
 
@@ -193,18 +194,19 @@ export async function openOutbox<P extends OutboxPublisher = RecordingPublisher>
   // A partitioned table needs the option that says so (the module checks the layout).
   const partitioning = await partitioningOf(ds, table, spec.options?.schema);
   const options = mergeOutboxOptions(
-    // The `partitions` project (jest.config.js) runs the dispatch suites on partitioned delivery.
-    // With OUTBOX_TEST_PUBLISH_WINDOW (npm run test:stream), as a stream of that window.
-    process.env.OUTBOX_TEST_CLAIMS === 'partitions'
-      ? {
+    // The `partitions` and `stream` projects (jest.config.js) give the dispatch suites their
+    // mode; the others leave it to the module. With
+    // OUTBOX_TEST_PUBLISH_WINDOW (npm run test:stream), as a stream of that window.
+    CLAIMS === undefined
+      ? {}
+      : {
           dispatcher: {
-            claims: 'partitions',
+            claims: CLAIMS,
             ...(process.env.OUTBOX_TEST_PUBLISH_WINDOW === undefined
               ? {}
               : { publishWindow: Number(process.env.OUTBOX_TEST_PUBLISH_WINDOW) }),
           },
-        }
-      : {},
+        },
     {
       autoStart: false,
       partitioning,

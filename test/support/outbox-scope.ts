@@ -106,7 +106,12 @@ export function useOutboxScope(
     open: (spec = {}, dataSource) => openIn(cleanups, spec, dataSource ?? opened()),
     openShared: (spec = {}) => openIn(sharedCleanups, spec, opened()),
     async instance(table, instanceId, overrides) {
-      const app = await instance(opened(), table, instanceId, overrides);
+      const app = await instance(
+        opened(),
+        table,
+        instanceId,
+        mergeOutboxOptions(defaults.options ?? {}, overrides ?? {}),
+      );
       cleanups.push(() => app.close());
       return app;
     },

@@ -20,6 +20,8 @@ import {
 } from './outbox-harness';
 import type { OutboxScope } from './outbox-scope';
 import { describeWith, describeWithPackages, type ServiceName } from './services';
+import { CLAIMS_DEFAULT_BY_TABLE } from '../../lib/module/delivery-claims';
+import { CLAIMS } from './test-claims';
 import { waitFor } from './wait-for';
 
 // Where the dispatcher learns of new messages: the table's poll (`delivery: 'poll'`,
@@ -33,10 +35,13 @@ import { waitFor } from './wait-for';
 export type SourceName = 'poll' | 'log';
 
 /**
- * Whether this jest project runs the dispatch suites with `dispatcher.claims: 'partitions'` (the
- * `partitions` project): rows are never leased nor parked there, which a few assertions read.
+ * Whether the dispatch suites on `db` deliver by partitions here: rows are never leased nor
+ * parked there, which a few assertions read.
  */
-export const PARTITIONED = process.env.OUTBOX_TEST_CLAIMS === 'partitions';
+export function partitionedOn(db: Pick<TestDatabase, 'name'>): boolean {
+  if (CLAIMS !== undefined) return CLAIMS === 'partitions';
+  return CLAIMS_DEFAULT_BY_TABLE && db.name === 'postgres';
+}
 
 /**
  * The `dispatcher.publishWindow` this project runs the partitioned suites with (`npm run
@@ -44,7 +49,7 @@ export const PARTITIONED = process.env.OUTBOX_TEST_CLAIMS === 'partitions';
  * batches, which the assertions on concurrent calls read.
  */
 export const PUBLISH_WINDOW =
-  PARTITIONED && process.env.OUTBOX_TEST_PUBLISH_WINDOW !== undefined
+  CLAIMS === 'partitions' && process.env.OUTBOX_TEST_PUBLISH_WINDOW !== undefined
     ? Number(process.env.OUTBOX_TEST_PUBLISH_WINDOW)
     : undefined;
 
@@ -74,11 +79,11 @@ export const SOURCE_CASES: readonly SourceCase[] = ((source) =>
 
 /**
  * The databases of a spec's suites of the poll's own behaviour: every selected one in the poll's
- * run, none in the `sources` and `partitions` projects' (which run only the source-parameterised
+ * run, none in the `sources`, `leases` and `stream` projects' (which run only the source-parameterised
  * suites).
  */
 export const POLL_RUN_DATABASES: readonly TestDatabase[] =
-  selectedSource() === 'poll' && !PARTITIONED ? TEST_DATABASES : [];
+  selectedSource() === 'poll' && CLAIMS === undefined ? TEST_DATABASES : [];
 
 /** The cases on databases with a server (PostgreSQL, MariaDB), for suites SQLite cannot run. */
 export const SERVER_SOURCE_CASES: readonly SourceCase[] = SOURCE_CASES.filter(
