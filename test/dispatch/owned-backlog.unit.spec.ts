@@ -23,7 +23,7 @@ function found(
 
 const ids = (records: readonly ClaimedRecord[]): string[] => records.map((r) => r.id);
 
-/** One read taken in: whether a row was left out for its key being held back. */
+/** One read taken in: whether it asked for a key to be parked (a row held back, nothing of its key in memory). */
 function readInto(
   backlog: OwnedBacklog,
   rows: readonly (readonly [number, string | null, number?])[],
@@ -110,6 +110,31 @@ describe('OwnedBacklog (per-key order in memory for a partition owner)', () => {
     // Read again behind row 1 (pending again): refused until row 1 is in memory.
     const again = backlog.open();
     expect(backlog.takeIn(again, found([[2, 'a', 1]]))).toEqual(['a']);
+    backlog.close(again);
+  });
+
+  it("holds a key whose chain is in memory without parking it: the park would take the chain's own rows, whose settle would then change nothing (published again)", () => {
+    const backlog = new OwnedBacklog({ ordered: true, maxRun: 50 });
+    const read = backlog.open();
+    // 3 and 4 join key a's chain; 6 waits behind 5, a row not in memory (due later).
+    expect(
+      backlog.takeIn(
+        read,
+        found([
+          [3, 'a'],
+          [4, 'a', 3],
+          [6, 'a', 5],
+        ]),
+      ),
+    ).toEqual([]);
+    backlog.close(read);
+    expect(backlog.held).toContain('a');
+    const batch = backlog.pick(10, readable);
+    expect(ids(batch.records)).toEqual(['3', '4']);
+    backlog.end(batch.records, new Set(['3', '4']));
+    // Nothing of the key in memory any more: the same refusal parks its rows.
+    const again = backlog.open();
+    expect(backlog.takeIn(again, found([[6, 'a', 5]]))).toEqual(['a']);
     backlog.close(again);
   });
 

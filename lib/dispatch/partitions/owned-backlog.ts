@@ -151,10 +151,16 @@ export class OwnedBacklog {
 
   /**
    * Takes in the rows of a read. Answers the keys (lanes) of rows left out for being held back by
-   * a row not in memory: the owner parks their rows, which come back when that row moves on.
+   * a row not in memory, where nothing of the key is in memory: the owner parks their rows, which
+   * come back when that row moves on. A key with rows in memory is held here but not parked: the
+   * park takes every row after the key's head in the table, and those rows (queued, or in flight)
+   * would be parked under the batch that publishes them, whose settle then changes nothing (it
+   * settles pending rows only), and they would be promoted and published again. Its refused rows
+   * stay pending and are read again once the key's chain has gone.
    */
   takeIn(read: BacklogRead, found: OwnedRead): string[] {
     const refused = new Set<string>();
+    const toPark: string[] = [];
     for (const record of found.records) {
       if (this.rows.has(record.id)) continue;
       const partition = found.partitions.get(record.id);
@@ -166,6 +172,7 @@ export class OwnedBacklog {
         if (!this.follows(read, key, record.id, found.previous.get(record.id))) {
           refused.add(key);
           this.heldKeys.add(key);
+          if (!this.chains.has(key)) toPark.push(key);
           continue;
         }
         const chain = this.chains.get(key);
@@ -176,7 +183,7 @@ export class OwnedBacklog {
       } else this.ready.add(record.id);
       this.rows.set(record.id, { record, partition, lane: key, inFlight: false });
     }
-    return [...refused];
+    return toPark;
   }
 
   /**
