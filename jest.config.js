@@ -96,24 +96,25 @@ const sources =
       ]
     : [];
 
-// The same promises once more with `dispatcher.claims: 'partitions'` on PostgreSQL: a project
-// only when asked for (npm run test:partitions sets OUTBOX_TEST_PARTITIONS=1), like `sources`.
-const PARTITION_EXCLUDED = [
+// The same promises once more with `dispatcher.claims: 'leases'` on PostgreSQL, where a mode left
+// out is 'partitions' (MariaDB and SQLite lease rows in the default run already): a project only
+// when asked for (npm run test:leases sets OUTBOX_TEST_LEASES=1), like `sources`.
+const LEASES_OWN = [
   'test/dispatch/lease-renewal.spec.ts',
   'test/dispatch/tenants.spec.ts',
   'test/dispatch/dispatcher-faults.spec.ts',
 ];
-const partitions =
-  process.env.OUTBOX_TEST_PARTITIONS === '1'
+const leases =
+  process.env.OUTBOX_TEST_LEASES === '1'
     ? [
         {
           ...base,
           ...services,
-          displayName: 'partitions',
-          setupFiles: ['<rootDir>/test/support/partitions.setup.ts'],
-          // The promise suites; lease renewal, tenant-fair claims and the lease faults are the
-          // 'leases' mode's own (test/dispatch/partitions.spec.ts has this mode's faults).
-          testMatch: SOURCE_SPECS.filter((spec) => !PARTITION_EXCLUDED.includes(spec)).map(
+          displayName: 'leases',
+          setupFiles: ['<rootDir>/test/support/leases.setup.ts'],
+          // The promise suites but those that are the 'leases' mode's own (lease renewal,
+          // tenant-fair claims, the lease faults), which pin 'leases' and run in the default run.
+          testMatch: SOURCE_SPECS.filter((spec) => !LEASES_OWN.includes(spec)).map(
             (spec) => `<rootDir>/${spec}`,
           ),
         },
@@ -124,8 +125,8 @@ const partitions =
 // in slices of 10, on 'partitions'), fed by the log (`delivery: logTailing()`: the reader owns
 // every partition): slices across batches, settles written together and the log's wake-ups must
 // keep every one. The feed and the publishing are independent parts, so one project runs both
-// (the `partitions` project polls, batch by batch). Only when asked for (npm run test:stream
-// sets OUTBOX_TEST_STREAM=1).
+// (the default run polls PostgreSQL by partitions, batch by batch). Only when asked for (npm run
+// test:stream sets OUTBOX_TEST_STREAM=1).
 const stream =
   process.env.OUTBOX_TEST_STREAM === '1'
     ? [
@@ -134,7 +135,7 @@ const stream =
           ...services,
           displayName: 'stream',
           setupFiles: ['<rootDir>/test/support/stream.setup.ts'],
-          testMatch: SOURCE_SPECS.filter((spec) => !PARTITION_EXCLUDED.includes(spec)).map(
+          testMatch: SOURCE_SPECS.filter((spec) => !LEASES_OWN.includes(spec)).map(
             (spec) => `<rootDir>/${spec}`,
           ),
         },
@@ -170,7 +171,7 @@ module.exports = {
     ...slow,
     ...heavy,
     ...sources,
-    ...partitions,
+    ...leases,
     ...stream,
     {
       ...base,

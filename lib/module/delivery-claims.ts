@@ -4,11 +4,10 @@ import type { SqlPort } from '../store/ports/sql-port';
 import { deliveryPartitionsOffer } from '../store/schema/delivery-partitions-offer';
 
 /**
- * Whether a mode left out is the table's choice (`'partitions'` where the table has them). Off
- * until the test projects run the promises on that default (issue 77, item 4): until then a mode
- * left out is `'leases'`, as in 0.2. `decideClaims` takes it as a parameter for its own tests.
+ * Whether a mode left out is the table's choice (`'partitions'` where the table has them) rather
+ * than `'leases'`, as in 0.2. `decideClaims` takes it as a parameter for its own tests.
  */
-export const CLAIMS_DEFAULT_BY_TABLE = false;
+export const CLAIMS_DEFAULT_BY_TABLE = true;
 
 /** Where bootstrap tells why a table it could deliver by partitions leases rows instead. */
 export interface ClaimsNotice {

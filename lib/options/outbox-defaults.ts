@@ -119,7 +119,9 @@ export const OUTBOX_DEFAULTS = deepFreeze({
     maxOutagePauseMs: { computed: 'max(30000, pollIntervalMs)', rule: defaultMaxOutagePauseMs },
     observe: { described: 'none' },
     leaseRenewal: { value: true },
-    claims: { value: 'leases' as const },
+    claims: {
+      described: "'partitions' on PostgreSQL with schema step 9 and no tenants.fair, else 'leases'",
+    },
     partitionTimeoutMs: { value: 5_000 },
     publishWindow: { described: 'none' },
   } satisfies Defaults<OutboxDispatcherOptions>,

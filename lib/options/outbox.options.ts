@@ -83,7 +83,8 @@ export interface OutboxDispatcherOptions {
    * is cut into 256 partitions that live dispatchers divide among themselves; an owner reads its
    * partitions' due rows without locking or writing them, keeps per-key order in memory, and
    * writes each message once, at its settle (docs/delivery.md, "Partitions"; needs schema step 9,
-   * and every dispatcher of the table in the same mode). @default 'leases'
+   * and every dispatcher of the table in the same mode).
+   * @default 'partitions' on PostgreSQL with schema step 9 and no tenants.fair, else 'leases'
    */
   claims?: 'leases' | 'partitions';
   /**

@@ -241,6 +241,6 @@ function resolveClaims(value: unknown): 'leases' | 'partitions' | null {
   return fail(
     'dispatcher.claims',
     `${JSON.stringify(value)} is neither 'leases' nor 'partitions'`,
-    "Use 'leases' (the default) or 'partitions' (docs/delivery.md, \"Partitions\").",
+    "Use 'leases' or 'partitions', or leave it out (the table's choice) (docs/delivery.md, \"Partitions\").",
   );
 }

@@ -161,7 +161,8 @@ describeWith(['postgres'], 'dispatcher lifecycle logs (postgres)', () => {
     const h = await scope.open({
       publisher,
       logger,
-      options: { dispatcher: { leaseMs: 10_000, dbTimeoutMs: 300 } },
+      // The claim loop's pause: its claim is the statement frozen here.
+      options: { dispatcher: { claims: 'leases', leaseMs: 10_000, dbTimeoutMs: 300 } },
     });
     const [id] = await h.enqueue([{ topic: 'orders', key: 'k', payload: {} }]);
     const realClaim = h.store.claim.bind(h.store);

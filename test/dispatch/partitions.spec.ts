@@ -28,8 +28,8 @@ import { outboxTableNames } from '../../lib/internal/sql-identifier';
 import { POSTGRES_OWNER_LOCK_CLASS } from '../../lib/store/shared-sql/owner-leases';
 
 // Partitioned delivery (`dispatcher.claims: 'partitions'`, PostgreSQL): what only this mode has.
-// The delivery promises themselves run on it in the `partitions` project (npm run
-// test:partitions): the dispatch suites with this option.
+// The delivery promises themselves run on it in the default run, where a mode left out on
+// PostgreSQL is 'partitions' (the `leases` project runs them again with row leases).
 
 const partitions = { claims: 'partitions', partitionTimeoutMs: 1_000 } as const;
 

@@ -209,7 +209,8 @@ for (const db of POLL_RUN_DATABASES.filter((d) => d.name !== 'sqlite')) {
     db.service === null ? [] : [db.service],
     `a publish deaf to the shutdown's abort on ${db.name}`,
     () => {
-      const scope = useOutboxScope(db, { tablePrefix: 'outbox_stop_deaf' });
+      // Leases renewed while a call holds them, and what a lapsed lease lets the other do.
+      const scope = useOutboxScope(db, { tablePrefix: 'outbox_stop_deaf', options: CLAIM_LOOP });
       const dispatcher = {
         shutdownTimeoutMs: 300,
         publishTimeoutMs: 300_000,

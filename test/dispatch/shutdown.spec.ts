@@ -54,7 +54,11 @@ describeWithOnPoll([], 'the shutdown hooks warning', () => {
     await postgres.close(ds, table);
   });
 
-  async function boot(autoStart: boolean, hooks: boolean): Promise<CapturingLogger> {
+  async function boot(
+    autoStart: boolean,
+    hooks: boolean,
+    claims?: 'leases',
+  ): Promise<CapturingLogger> {
     const logger = new CapturingLogger();
     @Module({
       imports: [
@@ -63,7 +67,7 @@ describeWithOnPoll([], 'the shutdown hooks warning', () => {
           tableName: table,
           publisher: new RecordingPublisher(),
           autoStart,
-          dispatcher: { listen: false },
+          dispatcher: { listen: false, ...(claims === undefined ? {} : { claims }) },
         }),
       ],
     })
@@ -77,8 +81,15 @@ describeWithOnPoll([], 'the shutdown hooks warning', () => {
   const aboutHooks = (logger: CapturingLogger) => (): string | undefined =>
     logger.warnings.find((w) => w.includes('enableShutdownHooks'));
 
-  it('warns when the dispatcher runs and nothing handles SIGTERM', async () => {
+  it('warns when the dispatcher runs and nothing handles SIGTERM: partitions held until their heartbeat runs out (the default on this table)', async () => {
     const logger = await boot(true, false);
+    const warning = await waitFor('the warning', aboutHooks(logger));
+    expect(warning).toMatch(/SIGTERM/);
+    expect(warning).toMatch(/delivery partitions stay held .*5000 ms/);
+  });
+
+  it("warns when the dispatcher runs and nothing handles SIGTERM: claimed messages leased until leaseMs ends ('leases')", async () => {
+    const logger = await boot(true, false, 'leases');
     const warning = await waitFor('the warning', aboutHooks(logger));
     expect(warning).toMatch(/SIGTERM/);
     expect(warning).toMatch(/leased .*30000 ms/);

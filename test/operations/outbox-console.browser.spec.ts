@@ -66,7 +66,8 @@ describeWithChromium('The outbox console in Chromium (PostgreSQL, RabbitMQ)', ()
     const setup = await postgres.open(scratch);
     await ensureOutboxConsoleAuditTable(setup, { tableName: auditTableName });
     await postgres.close(setup, scratch);
-    c = await openConsoleApp(publisher, { auditTableName });
+    // A 'leases' app: the pages of stuck leases and the partitions page's "not in use" read it.
+    c = await openConsoleApp(publisher, { auditTableName, dispatcher: { claims: 'leases' } });
     // The operator signs in the way the app's authorize callback expects.
     operator = await browser.newContext({
       extraHTTPHeaders: { authorization: `Bearer ${CONSOLE_TOKEN}` },

@@ -1,8 +1,8 @@
 /**
  * The `dispatcher.claims` this jest project gives the dispatch suites (OUTBOX_TEST_CLAIMS: the
- * `partitions` and `stream` projects' 'partitions'), or undefined: the module's own choice
- * ('leases'; the table's once CLAIMS_DEFAULT_BY_TABLE is on: partitions on PostgreSQL, whose test
- * tables have every step).
+ * `leases` project's 'leases', the `stream` project's 'partitions'), or undefined: the module's
+ * own choice, the table's (partitions on PostgreSQL, whose test tables have every step; leases on
+ * MariaDB and SQLite).
  */
 export const CLAIMS: 'leases' | 'partitions' | undefined =
   process.env.OUTBOX_TEST_CLAIMS === 'leases' || process.env.OUTBOX_TEST_CLAIMS === 'partitions'
