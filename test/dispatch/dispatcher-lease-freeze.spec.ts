@@ -5,6 +5,7 @@ import { testDatabase } from '../support/databases';
 import { useOutboxScope } from '../support/outbox-scope';
 import { describeWith, SERVICES } from '../support/services';
 import { expectNever, waitFor } from '../support/wait-for';
+import { CLAIM_LOOP } from '../support/test-claims';
 
 // A dispatcher whose process is paused (SIGSTOP, a long GC) between its lease check and the
 // socket write: on waking, the timers that abort its publish have not fired yet, and the promise
@@ -20,7 +21,8 @@ describeWith(
   ['postgres', 'rabbitmq'],
   'a dispatcher paused past its lease (postgres, RabbitMQ)',
   () => {
-    const scope = useOutboxScope(postgres, { tablePrefix: 'outbox_freeze' });
+    // A lease outlived by a frozen process: the claim loop's (partitions: partitions.spec).
+    const scope = useOutboxScope(postgres, { tablePrefix: 'outbox_freeze', options: CLAIM_LOOP });
     const queue = `outbox-it-freeze-${process.pid}`;
     let consumer: ChannelModel | undefined;
 

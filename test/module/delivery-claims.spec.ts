@@ -1,5 +1,7 @@
+import { Module } from '@nestjs/common';
+import { NestFactory } from '@nestjs/core';
 import type { DataSource } from 'typeorm';
-import { OutboxOptionsError, type OutboxModuleOptions } from '../../lib';
+import { OutboxModule, OutboxOptionsError, type OutboxModuleOptions } from '../../lib';
 import { dropOutboxTables, ensureOutboxTable } from '../../lib/schema';
 import { RecordingPublisher } from '../../lib/testing';
 import type { DeliveryPlan } from '../../lib/dispatch/delivery-source.provider';
@@ -9,13 +11,14 @@ import { OUTBOX_DELIVERY_PLAN } from '../../lib/outbox.constants';
 import { OUTBOX_STEP_OPTIONS } from '../../lib/store/schema/schema-steps';
 import { typeormSqlPort } from '../../lib/typeorm/typeorm.sql-port';
 import { TEST_DATABASES, uniqueTable } from '../support/databases';
+import { CapturingLogger } from '../support/capturing-logger';
 import { openOutbox } from '../support/outbox-harness';
 
 // How dispatchers share a table when dispatcher.claims is left out: the table decides at
 // bootstrap (decideClaims), partitions where it has them (PostgreSQL, schema step 9 whole) and
 // no option needs row leases. A table without the step leases rows and says how to add it, so
-// that an upgrade never fails on the default. In this release the module keeps 'leases' for a
-// mode left out (CLAIMS_DEFAULT_BY_TABLE); the decision is asked for here directly.
+// that an upgrade never fails on the default. The decision is asked for directly, and once
+// through a booted app.
 
 const publisher = new RecordingPublisher();
 
@@ -92,6 +95,35 @@ describe.each(TEST_DATABASES)('dispatcher.claims left out, on $name', (db) => {
       claims: 'partitions',
       notices: [],
     });
+  });
+
+  it(`a booted app with dispatcher.claims left out: ${postgres ? "'partitions' on a table with step 9; 'leases' on one without, logged once at its start" : "'leases', with nothing logged"}`, async () => {
+    // As an app's main.ts boots it: the logger is in place before the module decides.
+    const bootedOn = async (tableName: string) => {
+      const logger = new CapturingLogger();
+      @Module({
+        imports: [
+          OutboxModule.forRoot({ dataSource: ds, tableName, publisher, autoStart: false }),
+        ],
+      })
+      class AppModule {}
+      const app = await NestFactory.createApplicationContext(AppModule, { logger });
+      try {
+        const { claims } = app.get<DeliveryPlan>(OUTBOX_DELIVERY_PLAN);
+        return { claims, notices: logger.linesOf(/delivery partitions/, 'log', 'OutboxModule') };
+      } finally {
+        await app.close();
+      }
+    };
+    const withStep = await bootedOn(full);
+    expect(withStep.claims).toBe(postgres ? 'partitions' : 'leases');
+    expect(withStep.notices).toEqual([]);
+    const without = await tableWith(OUTBOX_STEP_OPTIONS.filter((s) => s !== 'partitions'));
+    const withoutStep = await bootedOn(without);
+    expect(withoutStep.claims).toBe('leases');
+    expect(withoutStep.notices.map((n) => n.message)).toEqual(
+      postgres ? [expect.stringContaining(`--with partitions`)] : [],
+    );
   });
 
   it(`publishWindow with dispatcher.claims left out: ${postgres ? 'the module delivers by partitions, as a stream' : 'refused at bootstrap (no delivery partitions on this database), saying how to fix it'}`, async () => {

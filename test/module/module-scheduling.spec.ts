@@ -74,14 +74,15 @@ describe('the outbox and the app scheduler', () => {
     expect(ticks).toBeGreaterThanOrEqual(1);
     expect(ticks).toBeLessThanOrEqual(Math.floor(elapsed / TICK_MS) + 1);
 
-    // The outbox still delivers on its own schedule, and its timer is listed in the app's registry.
+    // The outbox still delivers on its own schedule, and its timer is listed in the app's registry
+    // (no unlocker: on this PostgreSQL table with schema step 9 the dispatcher delivers by
+    // partitions, which lease no row).
     const id = await enqueueOne(app.get(OutboxService));
     await waitFor('the message to be published', () => publisher.messageIds.includes(id));
     const names = app.get(SchedulerRegistry).getIntervals();
     expect(names.filter((name) => name.startsWith('nestjs-outbox:')).sort()).toEqual([
       'nestjs-outbox:cleaner',
       'nestjs-outbox:dispatcher',
-      'nestjs-outbox:unlocker',
     ]);
   });
 

@@ -54,12 +54,13 @@ describeWith(['postgres'], 'partitioned outbox table on postgres', () => {
       scope.open({ ...dispatchTestApp(publisher, options), table }),
   };
 
-  /** A fresh table partitioned by day, dropped after the test. */
-  async function partitionedTable(): Promise<string> {
+  /** A fresh table partitioned by day (with schema step 9 when asked), dropped after the test. */
+  async function partitionedTable(withDeliveryPartitions = false): Promise<string> {
     const table = uniqueTable('outbox_pp');
     await ensureOutboxTable(scope.ds, {
       tableName: table,
       partitioning: { interval: 'day', premake: 2 },
+      ...(withDeliveryPartitions ? { with: ['partitions' as const] } : {}),
     });
     scope.defer(() => dropOutboxTable(scope.ds, table));
     return table;
@@ -83,11 +84,14 @@ describeWith(['postgres'], 'partitioned outbox table on postgres', () => {
     return new Map(rows.map((r) => [r.id, r.part.replace(/"/g, '')]));
   }
 
-  it('drains a key whose messages span three partitions in id order, the oldest partition holding the newest messages', async () => {
-    const table = await partitionedTable();
+  /** A key's messages spread over three day partitions, the oldest holding the newest. */
+  async function drainAcrossPartitions(
+    table: string,
+    claims: 'leases' | 'partitions',
+  ): Promise<void> {
     const [older, oldest] = [await pastPartition(table, 1), await pastPartition(table, 2)];
     const publisher = new RecordingPublisher();
-    const app = await apps.boot(publisher, table, { dispatcher: { batchSize: 2 } });
+    const app = await apps.boot(publisher, table, { dispatcher: { batchSize: 2, claims } });
     const ids = await app.enqueue(Array.from({ length: 9 }, (_, i) => msg('k', { n: i })));
     const others = await app.enqueue([msg('other', { n: 0 }), msg(null, { n: 1 })]);
     // Later ids in earlier partitions: an order by partition, or by created_at, would be wrong.
@@ -114,7 +118,18 @@ describeWith(['postgres'], 'partitioned outbox table on postgres', () => {
     const keyOrder = publisher.messages.filter((m) => m.key === 'k').map((m) => m.messageId);
     expect(keyOrder).toEqual(ids);
     expect(new Set(publisher.messageIds)).toEqual(new Set([...ids, ...others]));
-    expect((await app.rows()).every((r) => r.status === 'delivered')).toBe(true);
+    const rows = await app.rows();
+    expect(rows.every((r) => r.status === 'delivered')).toBe(true);
+    // Partition owners read without leasing: no row names a dispatcher.
+    if (claims === 'partitions') expect(rows.filter((r) => r.lockedBy !== null)).toEqual([]);
+  }
+
+  it('drains a key whose messages span three partitions in id order, the oldest partition holding the newest messages', async () => {
+    await drainAcrossPartitions(await partitionedTable(), 'leases');
+  }, 60_000);
+
+  it('with schema step 9 too, delivery partitions drain a key spanning three partitions in id order, leasing no row', async () => {
+    await drainAcrossPartitions(await partitionedTable(true), 'partitions');
   }, 60_000);
 
   it('the head-of-key check reads the key index of every partition (merged, no sequential scan)', async () => {

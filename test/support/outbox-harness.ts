@@ -194,8 +194,8 @@ export async function openOutbox<P extends OutboxPublisher = RecordingPublisher>
   // A partitioned table needs the option that says so (the module checks the layout).
   const partitioning = await partitioningOf(ds, table, spec.options?.schema);
   const options = mergeOutboxOptions(
-    // The `partitions` and `stream` projects (jest.config.js) give the dispatch suites their
-    // mode; the others leave it to the module. With
+    // The `leases` and `stream` projects (jest.config.js) give the dispatch suites their
+    // mode; the others leave it to the module (the table's choice). With
     // OUTBOX_TEST_PUBLISH_WINDOW (npm run test:stream), as a stream of that window.
     CLAIMS === undefined
       ? {}
