@@ -102,9 +102,7 @@ describe.each(TEST_DATABASES)('dispatcher.claims left out, on $name', (db) => {
     const bootedOn = async (tableName: string) => {
       const logger = new CapturingLogger();
       @Module({
-        imports: [
-          OutboxModule.forRoot({ dataSource: ds, tableName, publisher, autoStart: false }),
-        ],
+        imports: [OutboxModule.forRoot({ dataSource: ds, tableName, publisher, autoStart: false })],
       })
       class AppModule {}
       const app = await NestFactory.createApplicationContext(AppModule, { logger });
