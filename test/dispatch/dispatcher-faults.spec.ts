@@ -249,7 +249,11 @@ for (const db of POLL_RUN_DATABASES) {
     }
 
     async function startChild(config: ChildConfig, timeoutMs?: number): Promise<DispatcherChild> {
-      const child = await DispatcherChild.start(config, timeoutMs);
+      // The claim loop's children too: leases outlived, given back by a dead owner's lock.
+      const child = await DispatcherChild.start(
+        { ...config, dispatcher: { claims: 'leases', ...config.dispatcher } },
+        timeoutMs,
+      );
       // A child a test killed or stopped already has nothing left to kill.
       scope.defer(() => child.kill('SIGKILL').catch(() => undefined));
       return child;

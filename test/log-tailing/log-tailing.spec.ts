@@ -28,6 +28,7 @@ import {
   type HarnessOverrides,
   type OutboxApp,
 } from '../support/outbox-harness';
+import { CLAIM_LOOP } from '../support/test-claims';
 import { useOutboxScope, type OutboxScope } from '../support/outbox-scope';
 import { RecordingPublisher } from '../support/recording.publisher';
 import { DispatcherChild } from '../support/children/spawn-dispatcher';
@@ -189,7 +190,10 @@ const TARGETS = [postgresTarget, mariadbTarget].filter((t) =>
 for (const target of TARGETS) {
   const { db } = target;
   target.describe(`log tailing on ${target.name}`, () => {
-    const scope = useOutboxScope(db, { tablePrefix: target.prefix });
+    // The tailer that leases what the log names, by id: PostgreSQL's 'leases' mode (the default
+    // on MySQL/MariaDB). On delivery partitions, PostgreSQL's default, the log hands rows to the
+    // partition owner instead: test/log-tailing/log-partitions.spec.ts.
+    const scope = useOutboxScope(db, { tablePrefix: target.prefix, options: CLAIM_LOOP });
     const apps = tailingApps(scope, target);
     const { tailedTable, tailingApp, enqueuer } = apps;
 
@@ -587,6 +591,7 @@ for (const target of TARGETS) {
           // A database call may take a second on a loaded host: with the 100 ms these lease
           // and publish timeouts left it, the child paused for an outage before it published.
           dispatcher: {
+            claims: 'leases',
             leaseMs: 5_000,
             publishTimeoutMs: 2_800,
             dbTimeoutMs: 1_000,
@@ -685,7 +690,7 @@ for (const target of TARGETS) {
           table,
           instanceId: 'doomed-owner',
           tcpPort: consumer.port,
-          dispatcher: { ...slow, batchSize: 20, listen: false },
+          dispatcher: { ...slow, claims: 'leases', batchSize: 20, listen: false },
           hangAfter: 25,
           logTailing: { sweepIntervalMs: NO_SWEEP, standbyRetryMs: 200 },
         },

@@ -545,9 +545,11 @@ describeWith(['postgres', 'rabbitmq'], 'RabbitMqPublisher failures (PostgreSQL â
   it('a publish to a missing exchange (404 closes the channel) fails alone; the rest of the batch is delivered', async () => {
     const missing = uniqueName('missing-exchange');
     let queue = '';
+    // One batch holding every row, which a claim gives (a partition owner's first read after
+    // taking its partitions is a short one).
     const h = await suite.openOutbox(
       { exchange: (r) => (r.topic === 'missing' ? missing : ''), routingKey: () => queue },
-      { retry },
+      { retry, dispatcher: { claims: 'leases' } },
     );
     queue = h.queue;
     const received = await suite.consume(h.queue);
@@ -644,7 +646,11 @@ describeWith(['postgres', 'rabbitmq'], 'RabbitMqPublisher failures (PostgreSQL â
     cutShort('dispatcher'));
 
   it('publishes a batch larger than maxOutstandingConfirms by waiting for confirms to free slots', async () => {
-    const h = await suite.openOutbox({ maxOutstandingConfirms: 3 });
+    // One batch of 150, which a claim gives (a partition owner's first read is a short one).
+    const h = await suite.openOutbox(
+      { maxOutstandingConfirms: 3 },
+      { dispatcher: { claims: 'leases' } },
+    );
     const received = await suite.consume(h.queue);
     const ids = await h.enqueue(
       Array.from({ length: 150 }, (_, i) => ({ topic: h.queue, key: `k-${i}`, payload: { i } })),

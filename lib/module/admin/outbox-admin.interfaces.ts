@@ -287,7 +287,7 @@ export interface OutboxDeliveryPartitionsNotInUse {
   /**
    * `database`: only PostgreSQL has them; `schema`: the table lacks schema step 9 (or has an
    * earlier 0.3 build's); `no-dispatcher`: no dispatcher delivers this table by partitions now
-   * (the `'leases'` mode, the default, or none running).
+   * (the `'leases'` mode, or none running).
    */
   readonly reason: 'database' | 'schema' | 'no-dispatcher';
   /** The same in one sentence an operator can act on. */

@@ -944,7 +944,7 @@ export class OutboxAdmin {
    * its `instanceId`, heartbeat, share of the 256 and state, each partition's owner, generation
    * and last move, and the moves summed (the tables keep no history of moves). Where they are
    * not in use (another database than PostgreSQL, a table without schema step 9, or no
-   * dispatcher delivering by partitions: the `'leases'` mode, the default), says so and why.
+   * dispatcher delivering by partitions: the `'leases'` mode), says so and why.
    */
   async deliveryPartitions(): Promise<OutboxDeliveryPartitions> {
     return (await this.readDeliveryPartitions()).view;
