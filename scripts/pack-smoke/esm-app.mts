@@ -14,7 +14,7 @@ import {
   OutboxModule,
   OutboxService,
 } from 'nestjs-outbox';
-import { ensureOutboxTable } from 'nestjs-outbox/schema';
+import { dropOutboxTables, ensureOutboxTable } from 'nestjs-outbox/schema';
 import { ClientProxyPublisher } from 'nestjs-outbox/microservices';
 import { RecordingPublisher } from 'nestjs-outbox/testing';
 import { DataSource } from 'typeorm';
@@ -91,7 +91,9 @@ class DatabaseModule {}
 class AppModule {}
 
 try {
-  await ensureOutboxTable(dataSource, { tableName: table });
+  // With schema step 9, as getting-started's PostgreSQL migrations make it: the default mode
+  // there is delivery partitions (the CommonJS app's table has no step 9, so it leases rows).
+  await ensureOutboxTable(dataSource, { tableName: table, with: ['partitions'] });
   const app = await NestFactory.createApplicationContext(AppModule, { logger: ['error', 'warn'] });
   try {
     // The provider registered by the ES entry's module, found by the CommonJS build's class.
@@ -101,6 +103,11 @@ try {
     );
     const report = await app.get(OutboxDispatcher).runOnce();
     check(report.published === 1, 'dispatch report', report);
+    // Delivered by partitions, the default on a table with step 9: this process owns them.
+    const [{ owned }] = (await dataSource.query(
+      `SELECT count(*)::int AS owned FROM "${table}_owners" WHERE owner IS NOT NULL`,
+    )) as [{ owned: number }];
+    check(owned === 256, 'every delivery partition owned by the one dispatcher', owned);
     check(
       publisher.messageIds[0] === id &&
         JSON.stringify(publisher.payloads()) === '[{"orderId":"o-1"}]',
@@ -154,7 +161,6 @@ try {
     await app.close();
   }
 } finally {
-  await dataSource.query(`DROP TABLE IF EXISTS "${table}_attempts"`);
-  await dataSource.query(`DROP TABLE IF EXISTS "${table}"`);
+  await dropOutboxTables(dataSource, { tableName: table });
   await dataSource.destroy();
 }
