@@ -205,6 +205,13 @@ if [[ "$mode" == latest ]]; then
     exit 1
   fi
   grep -q 'Dispatcher stopped' main.log || { cat main.log >&2; exit 1; }
+  # Getting started's PostgreSQL migrations include schema step 9: the app runs the default
+  # there, delivery partitions, with no notice about a missing step.
+  if ! grep -q 'partitions of the key space' main.log || grep -q 'has no delivery partitions' main.log; then
+    cat main.log >&2
+    echo "pack-smoke: the app of getting-started does not deliver by partitions" >&2
+    exit 1
+  fi
   for run in 1 2; do TEST_DATABASE_URL="$pg_url" npm test; done
   mkdir ambient
   node "$root/scripts/pack-smoke/readme-snippets.mjs" "$root" ambient "with an ambient"
