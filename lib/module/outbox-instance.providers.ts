@@ -2,7 +2,7 @@ import type { Provider } from '@nestjs/common';
 import type { ModuleRef } from '@nestjs/core';
 import { SchedulerRegistry } from '@nestjs/schedule';
 import { OutboxAdmin } from './admin/outbox.admin';
-import { adminOptionsOf } from './admin/outbox-admin.provider';
+import { makeOutboxAdmin, OUTBOX_ADMIN_INJECT } from './admin/outbox-admin.provider';
 import { OutboxOptionsError } from '../errors/outbox-options.error';
 import type { OutboxStore } from '../store/ports/outbox-store.port';
 import type { OutboxConnection } from '../store/ports/outbox-connection';
@@ -92,16 +92,7 @@ export function namedProviders(workers: boolean, name: string): Provider[] {
         plan: DeliveryPlan,
       ) => new OutboxService(options, store, connection, commits, plan),
     },
-    {
-      provide: token(OutboxAdmin),
-      inject: [OUTBOX_SQL, OUTBOX_STORE, OUTBOX_OPTIONS, OUTBOX_DELIVERY_PLAN],
-      useFactory: (
-        sql: SqlPort,
-        store: OutboxStore,
-        options: ResolvedOutboxOptions,
-        plan: DeliveryPlan,
-      ) => new OutboxAdmin(sql, store, adminOptionsOf(options, plan)),
-    },
+    { provide: token(OutboxAdmin), inject: [...OUTBOX_ADMIN_INJECT], useFactory: makeOutboxAdmin },
   ];
   if (!workers) return core;
   return [

@@ -38,17 +38,30 @@ export function adminOptionsOf(
   };
 }
 
+/** What the admin's factory injects, in the order `makeOutboxAdmin` takes them. */
+export const OUTBOX_ADMIN_INJECT = [
+  OUTBOX_SQL,
+  OUTBOX_STORE,
+  OUTBOX_OPTIONS,
+  OUTBOX_DELIVERY_PLAN,
+] as const;
+
 /**
- * `OutboxAdmin` built from the module's store, SQL port and options. A factory rather than
- * constructor injection, so that the class stays free of Nest and the CLI can build it alone.
+ * `OutboxAdmin` built from the module's store, SQL port and options, for the default instance
+ * and for named ones. A factory rather than constructor injection, so that the class stays free
+ * of Nest and the CLI can build it alone.
  */
+export function makeOutboxAdmin(
+  sql: SqlPort,
+  store: OutboxStore,
+  options: ResolvedOutboxOptions,
+  plan: DeliveryPlan,
+): OutboxAdmin {
+  return new OutboxAdmin(sql, store, adminOptionsOf(options, plan));
+}
+
 export const OUTBOX_ADMIN_PROVIDER: Provider = {
   provide: OutboxAdmin,
-  inject: [OUTBOX_SQL, OUTBOX_STORE, OUTBOX_OPTIONS, OUTBOX_DELIVERY_PLAN],
-  useFactory: (
-    sql: SqlPort,
-    store: OutboxStore,
-    options: ResolvedOutboxOptions,
-    plan: DeliveryPlan,
-  ) => new OutboxAdmin(sql, store, adminOptionsOf(options, plan)),
+  inject: [...OUTBOX_ADMIN_INJECT],
+  useFactory: makeOutboxAdmin,
 };
