@@ -12,6 +12,7 @@ import { outboxDatabase, outboxDialectOf, tableNamesFor } from './schema/outbox-
 import type { ResolvedPartitioningOptions } from '../options/resolve-partitioning-options';
 import { checkTableLayout } from './schema/table-layout';
 import { messageIdCodecOf } from './schema/message-id-layout';
+import { databaseAnswers } from './schema/database-answers';
 
 /** Picks the store for the port's database; opens what the dispatcher needs when asked. */
 export async function createOutboxStore(
@@ -72,14 +73,7 @@ export async function createOutboxStore(
       try {
         await sql.query(statement);
       } catch (error) {
-        // A database that does not answer (down, refused credentials, a pool already ended)
-        // fails the probe too: told apart by a statement that reads no table, so that it is not
-        // reported as a table to create.
-        const reachable = await sql.query('SELECT 1').then(
-          () => true,
-          () => false,
-        );
-        if (!reachable) {
+        if (!(await databaseAnswers(sql))) {
           throw new OutboxError(
             OutboxMessages.databaseUnreachable(names.table, describeError(error)),
             { cause: error },

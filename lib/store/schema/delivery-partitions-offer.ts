@@ -1,5 +1,6 @@
 import { describeError } from '../../internal/describe-error';
 import type { SqlPort } from '../ports/sql-port';
+import { databaseAnswers } from './database-answers';
 import { outboxDatabase, outboxDialectOf, tableNamesFor } from './outbox-table-ddl';
 import { OUTBOX_SCHEMA_STEPS } from './schema-steps';
 
@@ -38,11 +39,7 @@ export async function deliveryPartitionsOffer(
     try {
       await sql.query(statement);
     } catch (error) {
-      const reachable = await sql.query('SELECT 1').then(
-        () => true,
-        () => false,
-      );
-      if (!reachable) return { offered: false, lacking: 'unknown' };
+      if (!(await databaseAnswers(sql))) return { offered: false, lacking: 'unknown' };
       return { offered: false, lacking: 'step', reason: describeError(error) };
     }
   }
