@@ -1,5 +1,9 @@
-/** What a link of an error chain may say: its SQLSTATE or code, its server errno, its text. */
+/**
+ * What a link of an error chain may say: its SQLSTATE or code, its server errno, its text, its
+ * class's name.
+ */
 export interface ErrorLink {
+  readonly name?: unknown;
   readonly code?: unknown;
   readonly errno?: unknown;
   readonly message?: unknown;

@@ -1,3 +1,5 @@
+import { someInChain } from '../../internal/error-chain';
+
 /**
  * What drivers say when they are handed a transaction or connection handle that has already
  * ended: knex (under MikroORM and Kysely's knex dialects) and TypeORM.
@@ -7,8 +9,6 @@ const ENDED_HANDLE_MESSAGES: readonly RegExp[] = [
   /^Query runner already released\b/,
 ];
 const ENDED_HANDLE_NAMES: ReadonlySet<string> = new Set(['QueryRunnerAlreadyReleasedError']);
-/** Enough for an error wrapped by an ORM and by the store; a cycle cannot loop. */
-const MAX_CAUSES = 5;
 
 /**
  * Whether a database call failed only because the handle it ran on had already ended (a
@@ -17,12 +17,11 @@ const MAX_CAUSES = 5;
  * database answers, and the pause would only grow while the port keeps handing out that handle.
  */
 export function isUnusableHandle(error: unknown): boolean {
-  let current = error;
-  for (let i = 0; i < MAX_CAUSES && current instanceof Error; i++) {
-    if (ENDED_HANDLE_NAMES.has(current.name)) return true;
-    const message = current.message;
-    if (ENDED_HANDLE_MESSAGES.some((pattern) => pattern.test(message))) return true;
-    current = current.cause;
-  }
-  return false;
+  return someInChain(
+    error,
+    ({ name, message }) =>
+      (typeof name === 'string' && ENDED_HANDLE_NAMES.has(name)) ||
+      (typeof message === 'string' &&
+        ENDED_HANDLE_MESSAGES.some((pattern) => pattern.test(message))),
+  );
 }
