@@ -17,10 +17,13 @@ export const ALL_PARTITIONS: readonly number[] = Array.from(
 /** Whether `partitions` names every partition, each once (a read may then name none). */
 export function namesEveryPartition(partitions: readonly number[]): boolean {
   if (partitions.length !== DELIVERY_PARTITIONS) return false;
-  const seen = new Set<number>();
-  for (const p of partitions)
-    if (Number.isInteger(p) && p >= 0 && p < DELIVERY_PARTITIONS) seen.add(p);
-  return seen.size === DELIVERY_PARTITIONS;
+  // Asked before every read: a flag per partition, not a Set built each time.
+  const seen = new Uint8Array(DELIVERY_PARTITIONS);
+  for (const p of partitions) {
+    if (!Number.isInteger(p) || p < 0 || p >= DELIVERY_PARTITIONS || seen[p] === 1) return false;
+    seen[p] = 1;
+  }
+  return true;
 }
 
 /**
