@@ -72,6 +72,39 @@ for (const db of TEST_DATABASES.filter((d) => d.name !== 'sqlite')) {
       expect(free.notDueForMs).toBeUndefined();
     });
 
+    it("reports when the head of a key whose rows a sweep parked falls due: the log's rows are waiting, not pending, and still wait for that head", async () => {
+      const { h, ids } = await rows();
+      const store = h.store;
+      if (store.claimIds === undefined) throw new Error(`no claimIds on ${db.name}`);
+      // a1 backs off for 3 s (a retry another process settled), and a sweep that met a2 and a3
+      // behind it parked them: the log then names rows that are waiting.
+      const q = (sql: string) => (db.name === 'postgres' ? sql.replace(/`/g, '"') : sql);
+      await scope.ds.query(
+        q(
+          db.name === 'postgres'
+            ? `UPDATE \`${h.table}\` SET available_at = now() + interval '3 seconds' WHERE id = $1`
+            : `UPDATE \`${h.table}\` SET available_at = NOW(6) + INTERVAL 3 SECOND WHERE id = ?`,
+        ),
+        [ids.a1],
+      );
+      await scope.ds.query(
+        q(
+          `UPDATE \`${h.table}\` SET status = 'waiting' WHERE id IN (${db.name === 'postgres' ? '$1, $2' : '?, ?'})`,
+        ),
+        [ids.a2, ids.a3],
+      );
+      const held = await store.claimIds({
+        owner: 'tailer',
+        leaseMs: 10_000,
+        ids: [ids.a2, ids.a3],
+      });
+      expect(held.records).toEqual([]);
+      // Without it, the sweep that parked them found nothing due and would look again only at
+      // its next poll (the log's sweep: seconds, or an hour where it is turned off).
+      expect(held.notDueForMs).toBeGreaterThan(1_000);
+      expect(held.notDueForMs).toBeLessThanOrEqual(3_000);
+    });
+
     it('without ordering, leases every due row it is given', async () => {
       const { h, ids } = await rows({ ordering: { enabled: false } });
       const store = h.store;

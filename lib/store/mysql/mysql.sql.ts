@@ -366,14 +366,18 @@ export function mysqlFirstBlockingOutside(
   ids: number,
 ): string {
   return `SELECT message_key AS k, MIN(id) AS first FROM ${n.table} ${BY_KEY(n)}
-WHERE message_key IN (${placeholders(keys)}) AND ${blockingCondition('', policy)} AND id NOT IN (${placeholders(ids)})
+WHERE message_key IN (${placeholders(keys)}) AND ${blockingCondition('', policy)}${ids === 0 ? '' : ` AND id NOT IN (${placeholders(ids)})`}
 GROUP BY message_key`;
 }
 
-/** Params: ids. Those of the ids that are in the table (log tailing: the others are not yet visible). */
+/**
+ * Params: ids. Those of the ids that are in the table (log tailing: the others are not yet
+ * visible), with the key of each parked one.
+ */
 export function mysqlExistingIds(n: OutboxTableNames, count: number): string {
   // due_in_ms: of a pending row not leased and not due yet (a delayed message, a retry).
-  return `SELECT id, CASE WHEN status = 'pending' AND available_at > ${NOW}
+  return `SELECT id, CASE WHEN status = 'waiting' THEN message_key END AS parked_key,
+  CASE WHEN status = 'pending' AND available_at > ${NOW}
     AND (locked_until IS NULL OR locked_until <= ${NOW})
   THEN TIMESTAMPDIFF(MICROSECOND, ${NOW}, available_at) / 1000 END AS due_in_ms
 FROM ${n.table} WHERE id IN (${placeholders(count)})`;

@@ -514,6 +514,7 @@ export class MysqlOutboxStore implements OutboxStore {
     return this.transaction(async (query) => {
       const { rows: found } = await query<{
         id: string | number;
+        parked_key: string | null;
         due_in_ms: string | number | null;
       }>(mysqlExistingIds(this.names, ids.length), ids);
       const seen = new Set(found.map((r) => String(r.id)));
@@ -522,8 +523,16 @@ export class MysqlOutboxStore implements OutboxStore {
       let kept = locked;
       /** The heads of the keys held back here (their first blocking row outside the lock). */
       const heldHeads = new Set<string>();
+      // The keys of the rows locked, and of the parked rows named: a sweep that met those behind
+      // a head backing off parked them, found nothing due, and looks again only at its next poll.
+      const parkedKeys = new Set(
+        found.flatMap((r) => (r.parked_key === null ? [] : [r.parked_key])),
+      );
       const keys = [
-        ...new Set(locked.flatMap((r) => (r.message_key === null ? [] : [r.message_key]))),
+        ...new Set([
+          ...locked.flatMap((r) => (r.message_key === null ? [] : [r.message_key])),
+          ...parkedKeys,
+        ]),
       ];
       if (this.policy.ordered && keys.length > 0) {
         const lockedIds = locked.map((r) => r.id);
@@ -532,6 +541,10 @@ export class MysqlOutboxStore implements OutboxStore {
           [...keys, ...lockedIds],
         );
         const first = new Map(outside.map((r) => [r.k, BigInt(r.first)]));
+        for (const key of parkedKeys) {
+          const head = first.get(key);
+          if (head !== undefined) heldHeads.add(head.toString());
+        }
         kept = locked.filter((r) => {
           const before = r.message_key === null ? undefined : first.get(r.message_key);
           if (before === undefined || before > BigInt(r.id)) return true;

@@ -46,12 +46,18 @@ export function postgresClaimIds(n: OutboxTableNames, policy: OutboxQueuePolicy)
       AND e.id NOT IN (SELECT l.id FROM c AS l)))`
     : `g AS MATERIALIZED (SELECT c.id FROM c)`;
   // Each key held back here: its head (first blocking row outside the lock), when not due yet.
+  // The keys of the rows locked but not leased, and of the rows named that a claim could not
+  // take: parked ones above all (a sweep that met them behind a head backing off parked them,
+  // found nothing due, and looks again only at its next poll).
   const heldHeadsDue = policy.ordered
     ? `
 CROSS JOIN (
   SELECT ceil(extract(epoch FROM min(h.available_at) - now()) * 1000)::float8 AS due_in_ms
-  FROM (SELECT DISTINCT c.message_key FROM c
-    WHERE c.message_key IS NOT NULL AND c.id NOT IN (SELECT g.id FROM g)) AS k
+  FROM (SELECT c.message_key FROM c
+    WHERE c.message_key IS NOT NULL AND c.id NOT IN (SELECT g.id FROM g)
+    UNION
+    SELECT w.message_key FROM r JOIN ${t} AS w ON w.id = r.id
+    WHERE w.status = 'waiting' AND w.message_key IS NOT NULL) AS k
   CROSS JOIN LATERAL (
     SELECT e.status, e.available_at, e.locked_until FROM ${t} AS e
     WHERE e.message_key = k.message_key AND ${blockingCondition('e', policy)}
