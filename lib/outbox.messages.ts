@@ -273,6 +273,16 @@ export const OutboxMessages = {
     `${migrateWith(ref, 'partitions')}, which adds what is missing (rows kept; add --online not to block ` +
     `writes on a large table), before starting the app, or leave dispatcher.claims out ` +
     `(its dispatchers then lease rows; docs/upgrading.md, docs/delivery.md "Partitions").`,
+  claimsUndecided: (tableName: string, schema: string | undefined): string => {
+    const table = schema === undefined ? tableName : `${schema}.${tableName}`;
+    return (
+      `The outbox could not ask the table ${table} whether it has delivery partitions: its ` +
+      `database connection was not open when the module started, so its dispatchers lease ` +
+      `rows. Open the connection before the app starts (TypeOrmModule does), or set ` +
+      `dispatcher.claims: 'partitions' (PostgreSQL, schema step 9) or 'leases' to choose ` +
+      `without asking (docs/delivery.md, "Partitions").`
+    );
+  },
   partitionsDefaultWithoutStep: (
     tableName: string,
     schema: string | undefined,

@@ -39,6 +39,11 @@ export async function decideClaims(
   if ((options.tenants?.fair ?? null) !== null) return 'leases';
   const offer = await deliveryPartitionsOffer(sql, options);
   if (offer.offered) return 'partitions';
+  // Not open yet (bootstrap's own checks wait for it too), or not answering (bootstrap fails
+  // next with its own message): leases, which any table can run, and why.
+  if (offer.lacking === 'unknown') {
+    notice.log(OutboxMessages.claimsUndecided(options.tableName, options.schema ?? undefined));
+  }
   if (offer.lacking === 'step') {
     notice.log(
       OutboxMessages.partitionsDefaultWithoutStep(

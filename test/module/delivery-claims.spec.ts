@@ -1,6 +1,6 @@
 import { Module } from '@nestjs/common';
 import { NestFactory } from '@nestjs/core';
-import type { DataSource } from 'typeorm';
+import { DataSource } from 'typeorm';
 import { OutboxModule, OutboxOptionsError, type OutboxModuleOptions } from '../../lib';
 import { dropOutboxTables, ensureOutboxTable } from '../../lib/schema';
 import { RecordingPublisher } from '../../lib/testing';
@@ -81,6 +81,27 @@ describe.each(TEST_DATABASES)('dispatcher.claims left out, on $name', (db) => {
     expect(notices[0]).toContain(without);
     expect(notices[0]).toMatch(/schema migrate --table \S+ --with partitions/);
     expect(notices[0]).toMatch(/dispatcher\.claims: 'leases'/);
+  });
+
+  it(`a connection not open yet when the module starts: 'leases'${postgres ? ', and a notice that says how to choose' : ', nothing to say'}`, async () => {
+    const notOpen = new DataSource(ds.options);
+    const notices: string[] = [];
+    const resolved = resolveOutboxOptions({ dataSource: notOpen, publisher, tableName: full });
+    const claims = await decideClaims(
+      resolved,
+      typeormSqlPort(notOpen),
+      { log: (message) => notices.push(message) },
+      true,
+    );
+    expect(claims).toBe('leases');
+    if (!postgres) {
+      expect(notices).toEqual([]);
+      return;
+    }
+    expect(notices).toHaveLength(1);
+    expect(notices[0]).toContain(full);
+    expect(notices[0]).toMatch(/not open when the module started/);
+    expect(notices[0]).toMatch(/dispatcher\.claims: 'partitions'/);
   });
 
   it("tenants.fair and delivery 'external' keep 'leases'; a mode given is kept whatever the table", async () => {
