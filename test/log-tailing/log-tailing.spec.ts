@@ -831,12 +831,17 @@ for (const target of TARGETS) {
       const table = await tailedTable();
       const publisher = new RecordingPublisher();
       // The sweep's timer never fires in this test: only a sweep armed for the due time can.
-      const h = await tailingApp(table, publisher);
+      // Its log is printed if it does not deliver (it failed once under CI's load).
+      const logs = new CapturingLogger();
+      const h = await tailingApp(table, publisher, {}, {}, logs);
       await target.started(scope.ds, table);
       const [now] = await h.commit([msg('k', { now: true })]);
       await waitFor('the first message delivered', delivered(h));
       const [later] = await h.commit([{ ...msg('k', { later: true }), delayMs: 1_000 }]);
-      await waitFor('the delayed message delivered', delivered(h), { timeoutMs: 20_000 });
+      await waitFor('the delayed message delivered', delivered(h), {
+        timeoutMs: 20_000,
+        describeState: () => `its log: ${linesOf(logs)}`,
+      });
       expect(publisher.sentIds).toEqual([now, later]);
     });
 
